@@ -1,6 +1,15 @@
+import { createRequire } from 'node:module';
 import { defineConfig } from 'vitest/config';
 
+const require = createRequire(import.meta.url);
+
 export default defineConfig({
+  resolve: {
+    // graphql 16 ships index.mjs (picked by Vite's `module` field) beside index.js (picked by Node, so by
+    // Apollo and graphql-tools). Two copies make "Cannot use GraphQLSchema from another module or realm";
+    // pin every import of `graphql` to the one Node loads.
+    alias: [{ find: /^graphql$/, replacement: require.resolve('graphql') }],
+  },
   test: {
     include: ['test/**/*.test.ts'],
     testTimeout: 30_000,

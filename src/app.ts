@@ -1,0 +1,230 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ApolloServer } from '@apollo/server';
+import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
+import { unwrapResolverError } from '@apollo/server/errors';
+import { GraphQLError, type GraphQLFormattedError } from 'graphql';
+import { CloudClient, CloudTokens } from './cloud/client.js';
+import { CloudService } from './cloud/service.js';
+import { sandboxedUpstreams, type Config } from './config.js';
+import { catalogResolvers } from './graphql/catalog.js';
+import { cloudResolvers } from './graphql/cloud.js';
+import { commonResolvers } from './graphql/common.js';
+import { createContext, type GraphQLContext } from './graphql/context.js';
+import { buildSchema } from './graphql/schema.js';
+import { createLogger, type Logger } from './logger.js';
+import { Metrics } from './metrics.js';
+import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startSandboxes, type Sandboxes } from './sandbox/index.js';
+import { createAuthenticator } from './server/auth.js';
+import { graphqlRoute, unauthenticatedHttpError } from './server/graphql.js';
+import { healthRoutes } from './server/health.js';
+import { createRequestHandler, type Route } from './server/http.js';
+import { createWsServer } from './server/ws.js';
+import type { Services } from './services.js';
+import { openStore, type Store } from './store/index.js';
+import { IdempotencyRecords } from './store/idempotency.js';
+import { Ledger } from './store/ledger.js';
+import { Idempotency } from './upstream/idempotency.js';
+import { UpstreamHttp } from './upstream/http.js';
+import { ErrorCode } from './errors.js';
+
+export interface Gateway {
+  /** `http://<host>:<port>` the gateway listens on (127.0.0.1 when bound to all interfaces). */
+  readonly url: string;
+  /** The address upstreams call back on: PUBLIC_URL, or `url`. */
+  readonly publicUrl: string;
+  readonly server: http.Server;
+  readonly services: Services;
+  readonly logger: Logger;
+  /** Drains in-flight requests, closes subscriptions, the store and the sandboxes. Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface GatewayOptions {
+  logger?: Logger;
+  /** Port override (tests pass 0). */
+  port?: number;
+  host?: string;
+  /** Lease of a pending idempotency record; defaults to the retry budget plus a margin. */
+  idempotencyLeaseMs?: number;
+}
+
+/** Error codes that are the client's to see as they are (Apollo's own request errors included). */
+const EXPECTED_CODES = new Set<string>([
+  ...Object.values(ErrorCode),
+  'GRAPHQL_PARSE_FAILED',
+  'GRAPHQL_VALIDATION_FAILED',
+  'BAD_REQUEST',
+  'OPERATION_RESOLUTION_FAILURE',
+  'PERSISTED_QUERY_NOT_FOUND',
+  'PERSISTED_QUERY_NOT_SUPPORTED',
+]);
+
+/**
+ * The composition root: builds every part from the config and wires them together. Nothing else reads
+ * globals; tests start as many gateways as they like, each on port 0.
+ */
+export async function startGateway(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
+  const logger = options.logger ?? createLogger({ level: config.logLevel });
+  const metrics = new Metrics();
+  const sandboxed = sandboxedUpstreams(config);
+  const cleanups: Array<() => Promise<void>> = [];
+  const closeAll = async () => {
+    for (const c of cleanups.reverse()) await c().catch((err: unknown) => logger.error({ err }, 'error during shutdown'));
+  };
+
+  try {
+    const store: Store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logger });
+    cleanups.push(() => store.close());
+
+    const sandbox: Sandboxes = await startSandboxes({
+      cloud: sandboxed.cloud,
+      faultRate: config.sandbox.faultRate,
+      latencyMs: config.sandbox.latencyMs,
+      cloudCredentials: config.cloud.credentials,
+    });
+    cleanups.push(() => sandbox.close());
+
+    const upstream = (name: string, baseUrl: string) => {
+      const client = new UpstreamHttp({
+        name,
+        baseUrl,
+        timeoutMs: config.upstream.timeoutMs,
+        retryBudgetMs: config.upstream.retryBudgetMs,
+        maxRetries: config.upstream.maxRetries,
+        metrics,
+        logger,
+      });
+      cleanups.push(() => client.close());
+      return client;
+    };
+
+    const cloudHttp = upstream('cloud', config.cloud.url ?? sandbox.cloud!.url);
+    const cloudAuth = config.cloud.token
+      ? { token: config.cloud.token }
+      : config.cloud.credentials
+        ? { credentials: config.cloud.credentials }
+        : { token: SANDBOX_SERVICE_ACCOUNT_TOKEN };
+    const cloudClient = new CloudClient(cloudHttp, new CloudTokens(cloudHttp, cloudAuth, logger));
+
+    const ledger = new Ledger(store.db);
+    const idempotencyRecords = new IdempotencyRecords(store.db);
+    const idempotency = new Idempotency({
+      records: idempotencyRecords,
+      metrics,
+      retentionMs: config.idempotencyRetentionMs,
+      waitMs: config.idempotencyWaitMs,
+      leaseMs: options.idempotencyLeaseMs ?? config.upstream.retryBudgetMs + config.upstream.timeoutMs + 5_000,
+    });
+
+    const services: Services = {
+      config,
+      store,
+      metrics,
+      ledger,
+      idempotency,
+      cloud: new CloudService(cloudClient, ledger, idempotency),
+      sandbox,
+    };
+
+    const purge = setInterval(() => {
+      idempotencyRecords.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of idempotency records failed'));
+    }, 60_000);
+    purge.unref();
+    cleanups.push(async () => clearInterval(purge));
+
+    const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers] as Record<string, unknown>[]);
+    const authenticate = createAuthenticator(config.apiKeys);
+
+    const server = http.createServer();
+    server.keepAliveTimeout = 65_000;
+    const apollo = new ApolloServer<GraphQLContext>({
+      schema,
+      introspection: config.introspection,
+      includeStacktraceInErrorResponses: false,
+      plugins: [ApolloServerPluginLandingPageDisabled()],
+      formatError: (formatted: GraphQLFormattedError, error: unknown) => {
+        const code = formatted.extensions?.code;
+        if (typeof code === 'string' && EXPECTED_CODES.has(code)) return formatted;
+        const original = unwrapResolverError(error);
+        if (original instanceof GraphQLError && !original.originalError && !code) return formatted;
+        // Unexpected: the client sees a masked message, the operator the whole error.
+        logger.error({ err: original }, 'unexpected error in a GraphQL operation');
+        return { message: 'Internal server error', locations: formatted.locations, path: formatted.path, extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } };
+      },
+    });
+    await apollo.start();
+    cleanups.push(() => apollo.stop());
+
+    const routes: Route[] = [
+      graphqlRoute({
+        apollo,
+        context: async (req, ctx) => {
+          const auth = authenticate(req.headers.authorization);
+          if (!auth.ok) {
+            throw unauthenticatedHttpError(
+              auth.reason === 'missing' ? 'a valid API key is required: send Authorization: Bearer <key>' : 'the API key is not valid',
+            );
+          }
+          return createContext(services, auth.caller, ctx.requestId, ctx.logger);
+        },
+      }),
+      ...healthRoutes({ store, metrics }),
+    ];
+    server.on('request', createRequestHandler({ routes, logger, metrics }));
+
+    const ws = createWsServer({
+      schema,
+      logger,
+      authenticate,
+      context: (caller, requestId) => createContext(services, caller, requestId, logger.child({ requestId })),
+    });
+    server.on('upgrade', (req, socket, head) => {
+      const path = (req.url ?? '').split('?')[0];
+      if (path !== '/graphql') {
+        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+        return;
+      }
+      ws.handleUpgrade(req, socket, head);
+    });
+
+    const port = options.port ?? config.port;
+    const host = options.host ?? config.host;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    const address = server.address() as AddressInfo;
+    const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+    const url = `http://${shownHost}:${address.port}`;
+    const publicUrl = config.publicUrl ?? url;
+
+    // Shutdown order: stop accepting, close subscriptions, let in-flight requests finish, then the rest.
+    cleanups.push(async () => {
+      await ws.close();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      });
+    });
+
+    let closing: Promise<void> | null = null;
+    return {
+      url,
+      publicUrl,
+      server,
+      services,
+      logger,
+      close() {
+        closing ??= closeAll();
+        return closing;
+      },
+    };
+  } catch (err) {
+    await closeAll();
+    throw err;
+  }
+}

@@ -1,0 +1,113 @@
+import { GatewayError, ErrorCode } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { UpstreamHttp } from '../upstream/http.js';
+import { PATHS, extractCreatedId, parseTokenResponse, scrubResponse, type ProjectRequest, type ServiceCall } from './wire.js';
+
+export type CloudAuth = { token: string } | { credentials: Readonly<Record<string, unknown>> };
+
+export interface Created {
+  id: string;
+  /** The upstream's response, secrets removed. */
+  response: unknown;
+}
+
+/** Refresh a fetched token this long before it expires (or at 90% of a short lifetime). */
+const REFRESH_MARGIN_MS = 60_000;
+
+/**
+ * Access tokens for the cloud API (spec, Authentication): a service-account token as given, or one
+ * fetched from POST /iam/v2/tokens with the credentials, cached, refreshed before expiry, and refreshed
+ * once when a call is answered 401. Concurrent callers share one token request.
+ */
+export class CloudTokens {
+  private current: { token: string; refreshAt: number } | null = null;
+  private pending: Promise<string> | null = null;
+
+  constructor(
+    private readonly http: UpstreamHttp,
+    private readonly auth: CloudAuth,
+    private readonly logger: Logger,
+  ) {}
+
+  async get(): Promise<string> {
+    if ('token' in this.auth) return this.auth.token;
+    if (this.current && Date.now() < this.current.refreshAt) return this.current.token;
+    this.pending ??= this.fetch().finally(() => {
+      this.pending = null;
+    });
+    return this.pending;
+  }
+
+  /** Drops a fetched token after a 401; true when a new one can be fetched (not for a fixed token). */
+  invalidate(): boolean {
+    if ('token' in this.auth) return false;
+    this.current = null;
+    return true;
+  }
+
+  private async fetch(): Promise<string> {
+    if (!('credentials' in this.auth)) throw new Error('unreachable');
+    const res = await this.http.request({
+      method: 'POST',
+      path: PATHS.token,
+      route: `POST ${PATHS.token}`,
+      headers: { 'content-type': 'application/json', accept: 'application/json' },
+      body: this.auth.credentials,
+      rejectCode: (status) => (status === 401 || status === 403 ? ErrorCode.UPSTREAM_UNAUTHENTICATED : ErrorCode.UPSTREAM_REJECTED),
+    });
+    const parsed = parseTokenResponse(res.body);
+    if (!parsed) {
+      throw new GatewayError(ErrorCode.UPSTREAM_UNAUTHENTICATED, 'the cloud token endpoint answered without a token field (access_token, accessToken, token)', {
+        upstream: this.http.name,
+        status: res.status,
+      });
+    }
+    const now = Date.now();
+    const lifetime = parsed.expiresAt === null ? 3_600_000 : parsed.expiresAt - now;
+    const refreshAt = now + Math.max(0, Math.min(lifetime - REFRESH_MARGIN_MS, lifetime * 0.9));
+    this.current = { token: parsed.token, refreshAt };
+    this.logger.info({ upstream: this.http.name, expiresInS: Math.round(lifetime / 1000) }, 'cloud access token obtained');
+    return parsed.token;
+  }
+}
+
+/** The cloud provisioning API: two creation endpoints, each with an Idempotency-Key. */
+export class CloudClient {
+  constructor(
+    private readonly http: UpstreamHttp,
+    private readonly tokens: CloudTokens,
+  ) {}
+
+  createProject(body: ProjectRequest, idempotencyKey: string): Promise<Created> {
+    return this.create(PATHS.projects, body, idempotencyKey, false);
+  }
+
+  createService(call: ServiceCall, idempotencyKey: string): Promise<Created> {
+    return this.create(PATHS.services, call.envelope, idempotencyKey, call.accept);
+  }
+
+  private async create(path: string, body: unknown, idempotencyKey: string, accept: boolean): Promise<Created> {
+    const res = await this.http.request({
+      method: 'POST',
+      path,
+      route: `POST ${path}`,
+      headers: {
+        'content-type': 'application/json',
+        ...(accept ? { accept: 'application/json' } : {}),
+        'idempotency-key': idempotencyKey,
+      },
+      body,
+      authorize: async () => ({ authorization: `Bearer ${await this.tokens.get()}` }),
+      onUnauthorized: async () => this.tokens.invalidate(),
+      rejectCode: (status) => (status === 401 ? ErrorCode.UPSTREAM_UNAUTHENTICATED : ErrorCode.UPSTREAM_REJECTED),
+    });
+    const id = extractCreatedId(res.body);
+    if (!id) {
+      throw new GatewayError(ErrorCode.UPSTREAM_REJECTED, `the cloud API answered ${res.status} without the created id (id, serviceId, data.id or metadata.id)`, {
+        upstream: this.http.name,
+        status: res.status,
+      });
+    }
+    return { id, response: scrubResponse(res.body) };
+  }
+}

@@ -1,0 +1,155 @@
+import type {
+  CreateIpAddressInput,
+  CreateKafkaClusterInput,
+  CreateKafkaTopicInput,
+  CreateKafkaUserInput,
+  CreateNetworkInput,
+  CreateProjectInput,
+  CreateSubnetInput,
+  CreateVirtualMachineInput,
+} from '../generated/graphql.js';
+import type { Caller } from '../server/auth.js';
+import type { Ledger, LedgerRecord, ResourceKind } from '../store/ledger.js';
+import type { Idempotency } from '../upstream/idempotency.js';
+import type { CloudClient, Created } from './client.js';
+import { withoutSecrets } from './model.js';
+import * as v from './validation.js';
+import * as wire from './wire.js';
+
+export interface MutationResult {
+  record: LedgerRecord;
+  idempotencyKey: string;
+  replayed: boolean;
+}
+
+type StoredRecord = Omit<LedgerRecord, 'createdAt'> & { createdAt: string };
+
+/**
+ * Cloud mutations, each in the same order: validate (no upstream call on bad input), build the wire
+ * request, run it under the caller's idempotency key, and record the created resource in the ledger.
+ */
+export class CloudService {
+  constructor(
+    private readonly client: CloudClient,
+    private readonly ledger: Ledger,
+    private readonly idempotency: Idempotency,
+  ) {}
+
+  private readonly lookup: v.Lookup = (id) => this.ledger.get(id);
+
+  createProject(caller: Caller, input: CreateProjectInput, key?: string | null): Promise<MutationResult> {
+    const spec = v.validateProject(input);
+    const body = wire.projectRequest(spec);
+    return this.create(caller, key, {
+      operation: 'createProject',
+      kind: 'project',
+      request: { path: wire.PATHS.projects, body },
+      send: (k) => this.client.createProject(body, k),
+      spec,
+      title: spec.name,
+      projectId: null,
+      parentId: null,
+    });
+  }
+
+  async createNetwork(caller: Caller, input: CreateNetworkInput, key?: string | null): Promise<MutationResult> {
+    const spec = await v.validateNetwork(input, this.lookup);
+    return this.createService(caller, key, 'createNetwork', 'network', wire.networkCall(spec), spec, spec.title, spec.projectId, null);
+  }
+
+  async createSubnet(caller: Caller, input: CreateSubnetInput, key?: string | null): Promise<MutationResult> {
+    const spec = await v.validateSubnet(input, this.lookup);
+    return this.createService(caller, key, 'createSubnet', 'subnet', wire.subnetCall(spec), spec, spec.title, spec.projectId, spec.networkId);
+  }
+
+  async createIpAddress(caller: Caller, input: CreateIpAddressInput, key?: string | null): Promise<MutationResult> {
+    const spec = await v.validateIpAddress(input, this.lookup);
+    return this.createService(caller, key, 'createIpAddress', 'ip_address', wire.ipAddressCall(spec), spec, spec.title, spec.projectId, spec.networkId);
+  }
+
+  async createKafkaCluster(caller: Caller, input: CreateKafkaClusterInput, key?: string | null): Promise<MutationResult> {
+    const spec = await v.validateKafkaCluster(input, this.lookup);
+    return this.createService(caller, key, 'createKafkaCluster', 'kafka_cluster', wire.kafkaClusterCall(spec), spec, spec.title, spec.projectId, null);
+  }
+
+  async createKafkaTopic(caller: Caller, input: CreateKafkaTopicInput, key?: string | null): Promise<MutationResult> {
+    const spec = await v.validateKafkaTopic(input, this.lookup);
+    return this.createService(caller, key, 'createKafkaTopic', 'kafka_topic', wire.kafkaTopicCall(spec), spec, spec.name, spec.projectId, spec.clusterId);
+  }
+
+  async createKafkaUser(caller: Caller, input: CreateKafkaUserInput, key?: string | null): Promise<MutationResult> {
+    const spec = await v.validateKafkaUser(input, this.lookup);
+    return this.createService(caller, key, 'createKafkaUser', 'kafka_user', wire.kafkaUserCall(spec), spec, spec.name, spec.projectId, spec.clusterId);
+  }
+
+  async createVirtualMachine(caller: Caller, input: CreateVirtualMachineInput, key?: string | null): Promise<MutationResult> {
+    const spec = await v.validateVirtualMachine(input, this.lookup);
+    return this.createService(caller, key, 'createVirtualMachine', 'virtual_machine', wire.virtualMachineCall(spec), spec, spec.title, spec.projectId, null);
+  }
+
+  private createService(
+    caller: Caller,
+    key: string | null | undefined,
+    operation: string,
+    kind: ResourceKind,
+    call: wire.ServiceCall,
+    spec: object,
+    title: string,
+    projectId: string,
+    parentId: string | null,
+  ): Promise<MutationResult> {
+    return this.create(caller, key, {
+      operation,
+      kind,
+      request: { path: wire.PATHS.services, body: call.envelope },
+      send: (k) => this.client.createService(call, k),
+      spec,
+      title,
+      projectId,
+      parentId,
+    });
+  }
+
+  private async create(
+    caller: Caller,
+    key: string | null | undefined,
+    p: {
+      operation: string;
+      kind: ResourceKind;
+      request: unknown;
+      send: (idempotencyKey: string) => Promise<Created>;
+      spec: object;
+      title: string;
+      projectId: string | null;
+      parentId: string | null;
+    },
+  ): Promise<MutationResult> {
+    const out = await this.idempotency.run<LedgerRecord>({
+      scope: caller.scope,
+      key,
+      operation: p.operation,
+      request: p.request,
+      execute: async (idempotencyKey) => {
+        const created = await p.send(idempotencyKey);
+        return this.ledger.record({
+          id: created.id,
+          kind: p.kind,
+          // A project's own id is its project.
+          projectId: p.kind === 'project' ? created.id : p.projectId,
+          parentId: p.parentId,
+          title: p.title,
+          spec: withoutSecrets(p.kind, p.spec),
+          response: created.response,
+          idempotencyKey,
+          createdBy: caller.scope,
+        });
+      },
+      toStored: (record): StoredRecord => ({ ...record, createdAt: record.createdAt.toISOString() }),
+      fromStored: (stored) => {
+        const s = stored as StoredRecord;
+        return { ...s, createdAt: new Date(s.createdAt) };
+      },
+    });
+    return { record: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed };
+  }
+}

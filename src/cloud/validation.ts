@@ -1,0 +1,302 @@
+import net from 'node:net';
+import {
+  imageUuid,
+  isBootDiskType,
+  isInstanceTypeValidForPlatform,
+  platformsForInstanceType,
+} from '../catalog/index.js';
+import { badUserInput } from '../errors.js';
+import type {
+  CreateIpAddressInput,
+  CreateKafkaClusterInput,
+  CreateKafkaTopicInput,
+  CreateKafkaUserInput,
+  CreateNetworkInput,
+  CreateProjectInput,
+  CreateSubnetInput,
+  CreateVirtualMachineInput,
+} from '../generated/graphql.js';
+import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
+import type {
+  IpAddressSpec,
+  KafkaClusterSpec,
+  KafkaTopicSpec,
+  KafkaUserSpec,
+  NetworkSpec,
+  Placement,
+  ProjectSpec,
+  SubnetSpec,
+  VirtualMachineSpec,
+} from './model.js';
+
+/**
+ * Checks of what the spec constrains, made before any upstream call. Each failure is a BAD_USER_INPUT
+ * naming the field (`input.<path>`). The ledger is consulted through `lookup` for parents: an id the
+ * ledger knows must be of the right kind; an id it does not know is passed on (it may have been created
+ * outside the gateway).
+ */
+export type Lookup = (id: string) => Promise<LedgerRecord | null>;
+
+const KIND_NAMES: Record<ResourceKind, string> = {
+  project: 'a project',
+  network: 'a network',
+  subnet: 'a subnet',
+  ip_address: 'an IP address',
+  kafka_cluster: 'a Kafka cluster',
+  kafka_topic: 'a Kafka topic',
+  kafka_user: 'a Kafka user',
+  virtual_machine: 'a virtual machine',
+  identification: 'an identification',
+  verification: 'a verification',
+};
+
+export function nonEmpty(field: string, value: string | null | undefined): string {
+  const v = (value ?? '').trim();
+  if (!v) throw badUserInput(field, 'must not be empty');
+  return v;
+}
+
+function positiveInt(field: string, value: number | null | undefined, fallback: number): number {
+  const v = value ?? fallback;
+  if (!Number.isSafeInteger(v) || v <= 0) throw badUserInput(field, `must be a positive integer, got ${v}`);
+  return v;
+}
+
+/** a.b.c.d, each part 0..255 in decimal without leading zeros. */
+export function isIPv4(value: string): boolean {
+  return net.isIPv4(value) && value.split('.').every((p) => p === '0' || !p.startsWith('0'));
+}
+
+/** a.b.c.d/n with n 0..32 and no host bits set (10.0.0.1/24 is an address, not a block). */
+export function checkCidr(field: string, value: string | null | undefined): string {
+  const v = nonEmpty(field, value);
+  const m = /^(\d{1,3}(?:\.\d{1,3}){3})\/(\d{1,2})$/.exec(v);
+  if (!m || !isIPv4(m[1]!) || Number(m[2]) > 32) throw badUserInput(field, `must be an IPv4 CIDR block a.b.c.d/n, got ${JSON.stringify(v)}`);
+  const prefix = Number(m[2]);
+  const addr = m[1]!.split('.').reduce((acc, p) => (acc << 8) + Number(p), 0) >>> 0;
+  const hostMask = prefix === 32 ? 0 : (0xffffffff >>> prefix) >>> 0;
+  if ((addr & hostMask) !== 0) throw badUserInput(field, `${v} has host bits set; the block starts at ${blockStart(addr, prefix)}/${prefix}`);
+  return v;
+}
+
+function blockStart(addr: number, prefix: number): string {
+  const start = prefix === 0 ? 0 : (addr & ((0xffffffff << (32 - prefix)) >>> 0)) >>> 0;
+  return [24, 16, 8, 0].map((s) => (start >>> s) & 255).join('.');
+}
+
+const SSH_KEY_RE = /^(ssh-(rsa|dss|ed25519)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com) [A-Za-z0-9+/]+={0,3}( .*)?$/;
+
+/** An OpenSSH public key line: `<type> <base64> [comment]`. */
+function checkSshKey(field: string, value: string): string {
+  const v = value.trim();
+  if (!SSH_KEY_RE.test(v)) throw badUserInput(field, 'must be an OpenSSH public key such as "ssh-ed25519 AAAAC3Nza... user@host"');
+  return v;
+}
+
+function checkIPv4(field: string, value: string): string {
+  const v = value.trim();
+  if (!isIPv4(v)) throw badUserInput(field, `must be an IPv4 address a.b.c.d, got ${JSON.stringify(value)}`);
+  return v;
+}
+
+/** Fails when the ledger knows `id` as another kind of resource; returns the record when known. */
+async function parent(field: string, id: string, kind: ResourceKind, lookup: Lookup): Promise<LedgerRecord | null> {
+  const rec = await lookup(id);
+  if (rec && rec.kind !== kind) throw badUserInput(field, `${id} is ${KIND_NAMES[rec.kind]}, not ${KIND_NAMES[kind]}`);
+  return rec;
+}
+
+function placement(input: { region?: string | null; zone?: string | null }, inherited?: LedgerRecord | null): Placement {
+  const from = (inherited?.spec ?? {}) as Partial<Placement>;
+  return { region: (input.region ?? from.region ?? 'MSK') as Placement['region'], zone: (input.zone ?? from.zone ?? 'MSK_AVNTG') as Placement['zone'] };
+}
+
+/** A child must live in the project its parent lives in, when the ledger knows both. */
+function sameProject(field: string, projectId: string, rec: LedgerRecord | null): void {
+  if (rec?.projectId && rec.projectId !== projectId) {
+    throw badUserInput(field, `${rec.id} belongs to project ${rec.projectId}, not ${projectId}`);
+  }
+}
+
+export function validateProject(input: CreateProjectInput): ProjectSpec {
+  return { name: nonEmpty('input.name', input.name), description: input.description ?? '' };
+}
+
+export async function validateNetwork(input: CreateNetworkInput, lookup: Lookup): Promise<NetworkSpec> {
+  const title = nonEmpty('input.title', input.title);
+  const bandwidthMbps = positiveInt('input.bandwidthMbps', input.bandwidthMbps, 100);
+  await parent('input.projectId', input.projectId, 'project', lookup);
+  return {
+    projectId: input.projectId,
+    title,
+    description: input.description ?? '',
+    bandwidthMbps,
+    defaultFirewallAction: input.defaultFirewallAction ?? 'ALLOW',
+    ...placement(input),
+  };
+}
+
+export async function validateSubnet(input: CreateSubnetInput, lookup: Lookup): Promise<SubnetSpec> {
+  const title = nonEmpty('input.title', input.title);
+  const cidr = checkCidr('input.cidr', input.cidr);
+  await parent('input.projectId', input.projectId, 'project', lookup);
+  const network = await parent('input.networkId', input.networkId, 'network', lookup);
+  sameProject('input.networkId', input.projectId, network);
+  return { projectId: input.projectId, networkId: input.networkId, title, description: input.description ?? '', cidr, ...placement({}, network) };
+}
+
+export async function validateIpAddress(input: CreateIpAddressInput, lookup: Lookup): Promise<IpAddressSpec> {
+  const title = nonEmpty('input.title', input.title);
+  await parent('input.projectId', input.projectId, 'project', lookup);
+  const network = await parent('input.networkId', input.networkId, 'network', lookup);
+  sameProject('input.networkId', input.projectId, network);
+  return { projectId: input.projectId, networkId: input.networkId, title, description: input.description ?? '', ...placement({}, network) };
+}
+
+export async function validateKafkaCluster(input: CreateKafkaClusterInput, lookup: Lookup): Promise<KafkaClusterSpec> {
+  const title = nonEmpty('input.title', input.title);
+  const instanceCount = positiveInt('input.instanceCount', input.instanceCount, 3);
+  const diskSize = positiveInt('input.diskSize', input.diskSize, 50);
+  const publicIp = input.publicIp == null ? null : checkIPv4('input.publicIp', input.publicIp);
+  await parent('input.projectId', input.projectId, 'project', lookup);
+  const subnet = await parent('input.subnetId', input.subnetId, 'subnet', lookup);
+  sameProject('input.subnetId', input.projectId, subnet);
+  const subnetSpec = subnet?.spec as Partial<SubnetSpec> | undefined;
+  // DESIGN.md: the subnet CIDR and the cluster's network can be taken from the ledger when omitted.
+  const networkId = input.networkId ?? subnetSpec?.networkId;
+  if (!networkId) throw badUserInput('input.networkId', 'is required: the gateway did not create this subnet, so it cannot tell its network');
+  if (subnetSpec?.networkId && subnetSpec.networkId !== networkId) {
+    throw badUserInput('input.networkId', `subnet ${input.subnetId} belongs to network ${subnetSpec.networkId}, not ${networkId}`);
+  }
+  const network = await parent('input.networkId', networkId, 'network', lookup);
+  const subnetCidr = input.subnetCidr != null ? checkCidr('input.subnetCidr', input.subnetCidr) : subnetSpec?.cidr;
+  if (!subnetCidr) throw badUserInput('input.subnetCidr', 'is required: the gateway did not create this subnet, so it does not know its CIDR');
+  if (subnetSpec?.cidr && subnetSpec.cidr !== subnetCidr) {
+    throw badUserInput('input.subnetCidr', `subnet ${input.subnetId} has CIDR ${subnetSpec.cidr}, not ${subnetCidr}`);
+  }
+  return {
+    projectId: input.projectId,
+    title,
+    description: input.description ?? '',
+    instanceCount,
+    cpuUtilization: input.cpuUtilization ?? 'LOW',
+    diskSize,
+    diskType: input.diskType ?? 'SSD_BASIC',
+    instanceType: input.instanceType,
+    kafkaVersion: input.kafkaVersion ?? 'V3_1_0',
+    networkId,
+    subnetId: input.subnetId,
+    subnetCidr,
+    publicIp,
+    ...placement(input, network),
+  };
+}
+
+export async function validateKafkaTopic(input: CreateKafkaTopicInput, lookup: Lookup): Promise<KafkaTopicSpec> {
+  const name = nonEmpty('input.name', input.name);
+  const partitions = positiveInt('input.partitions', input.partitions, 1);
+  const replicationFactor = positiveInt('input.replicationFactor', input.replicationFactor, 1);
+  const maxMessageBytes = positiveInt('input.maxMessageBytes', input.maxMessageBytes, 1048588);
+  const minInsyncReplicas = positiveInt('input.minInsyncReplicas', input.minInsyncReplicas, 1);
+  await parent('input.projectId', input.projectId, 'project', lookup);
+  const cluster = await parent('input.clusterId', input.clusterId, 'kafka_cluster', lookup);
+  sameProject('input.clusterId', input.projectId, cluster);
+  const instanceCount = (cluster?.spec as Partial<KafkaClusterSpec> | undefined)?.instanceCount;
+  if (instanceCount !== undefined && replicationFactor > instanceCount) {
+    throw badUserInput('input.replicationFactor', `must not exceed the cluster's instance count (${instanceCount}), got ${replicationFactor}`);
+  }
+  if (minInsyncReplicas > replicationFactor) {
+    throw badUserInput('input.minInsyncReplicas', `must not exceed the replication factor (${replicationFactor}), got ${minInsyncReplicas}`);
+  }
+  const ms = (field: string, value: string | number | null | undefined, fallback: string, allowMinusOne: boolean): string => {
+    const v = value == null ? fallback : String(value);
+    if (v.startsWith('-') && !(allowMinusOne && v === '-1')) throw badUserInput(field, `must be ${allowMinusOne ? '-1 or ' : ''}a non-negative whole number, got ${v}`);
+    return v;
+  };
+  return {
+    projectId: input.projectId,
+    clusterId: input.clusterId,
+    name,
+    partitions,
+    replicationFactor,
+    compressionType: nonEmpty('input.compressionType', input.compressionType ?? 'producer'),
+    maxMessageBytes,
+    minInsyncReplicas,
+    cleanupPolicy: nonEmpty('input.cleanupPolicy', input.cleanupPolicy ?? 'delete'),
+    minCompactionLagMs: ms('input.minCompactionLagMs', input.minCompactionLagMs, '0', false),
+    maxCompactionLagMs: ms('input.maxCompactionLagMs', input.maxCompactionLagMs, '9223372036854775807', false),
+    deleteRetentionMs: ms('input.deleteRetentionMs', input.deleteRetentionMs, '86400000', false),
+    retentionBytes: ms('input.retentionBytes', input.retentionBytes, '-1', true),
+    retentionMs: ms('input.retentionMs', input.retentionMs, '604800000', true),
+    ...placement({}, cluster),
+  };
+}
+
+export async function validateKafkaUser(input: CreateKafkaUserInput, lookup: Lookup): Promise<KafkaUserSpec> {
+  const name = nonEmpty('input.name', input.name);
+  if (!input.password) throw badUserInput('input.password', 'must not be empty');
+  await parent('input.projectId', input.projectId, 'project', lookup);
+  const cluster = await parent('input.clusterId', input.clusterId, 'kafka_cluster', lookup);
+  sameProject('input.clusterId', input.projectId, cluster);
+  const acls = (input.acls ?? [{}]).map((a, i) => ({
+    pattern: nonEmpty(`input.acls[${i}].pattern`, a.pattern ?? '*'),
+    patternType: nonEmpty(`input.acls[${i}].patternType`, a.patternType ?? 'literal'),
+    operation: nonEmpty(`input.acls[${i}].operation`, a.operation ?? 'rw'),
+  }));
+  const groupAcls = (input.groupAcls ?? []).map((a, i) => ({
+    pattern: nonEmpty(`input.groupAcls[${i}].pattern`, a.pattern ?? '*'),
+    patternType: nonEmpty(`input.groupAcls[${i}].patternType`, a.patternType ?? 'literal'),
+  }));
+  return { projectId: input.projectId, clusterId: input.clusterId, name, password: input.password, acls, groupAcls, ...placement({}, cluster) };
+}
+
+export async function validateVirtualMachine(input: CreateVirtualMachineInput, lookup: Lookup): Promise<VirtualMachineSpec> {
+  const title = nonEmpty('input.title', input.title);
+  const platform = input.platform ?? 'COMPUTE_V3';
+  if (!isInstanceTypeValidForPlatform(input.instanceType, platform)) {
+    throw badUserInput(
+      'input.instanceType',
+      `${input.instanceType} is not available on ${platform}; it runs on ${platformsForInstanceType(input.instanceType).join(', ')}`,
+    );
+  }
+  const disk = input.bootDisk;
+  const sizeGb = positiveInt('input.bootDisk.sizeGb', disk.sizeGb, 0);
+  const diskType = disk.diskType ?? 'SSD_BASIC';
+  if (!isBootDiskType(diskType)) throw badUserInput('input.bootDisk.diskType', `${diskType} cannot be a boot disk; use SSD_BASIC, SSD_FAST or SSD_ULTRA`);
+  if (disk.image && disk.imageId) throw badUserInput('input.bootDisk.imageId', 'give image or imageId, not both');
+  if (!disk.image && !disk.imageId) throw badUserInput('input.bootDisk.image', 'give image (an OS of the catalog) or imageId');
+  const imageId = disk.image ? imageUuid(disk.image) : disk.imageId!;
+  const interfaces = input.networkInterfaces ?? [];
+  if (interfaces.length === 0) throw badUserInput('input.networkInterfaces', 'a virtual machine needs at least one network interface');
+  await parent('input.projectId', input.projectId, 'project', lookup);
+  for (const [i, nic] of interfaces.entries()) {
+    const network = await parent(`input.networkInterfaces[${i}].networkId`, nic.networkId, 'network', lookup);
+    sameProject(`input.networkInterfaces[${i}].networkId`, input.projectId, network);
+    const subnet = await parent(`input.networkInterfaces[${i}].subnetId`, nic.subnetId, 'subnet', lookup);
+    if (subnet?.parentId && subnet.parentId !== nic.networkId) {
+      throw badUserInput(`input.networkInterfaces[${i}].subnetId`, `subnet ${nic.subnetId} belongs to network ${subnet.parentId}, not ${nic.networkId}`);
+    }
+    const ip = await parent(`input.networkInterfaces[${i}].ipAddressId`, nic.ipAddressId, 'ip_address', lookup);
+    if (ip?.parentId && ip.parentId !== nic.networkId) {
+      throw badUserInput(`input.networkInterfaces[${i}].ipAddressId`, `IP address ${nic.ipAddressId} belongs to network ${ip.parentId}, not ${nic.networkId}`);
+    }
+  }
+  if ((input.users ?? []).length === 0) throw badUserInput('input.users', 'a virtual machine needs at least one user');
+  const users = (input.users ?? []).map((u, i) => ({
+    name: nonEmpty(`input.users[${i}].name`, u.name),
+    password: u.password ?? null,
+    sshKeys: (u.sshKeys ?? []).map((k, j) => checkSshKey(`input.users[${i}].sshKeys[${j}]`, k)),
+  }));
+  return {
+    projectId: input.projectId,
+    title,
+    description: input.description ?? '',
+    platform,
+    instanceType: input.instanceType,
+    bootDisk: { sizeGb, diskType, image: disk.image ?? null, imageId },
+    users,
+    networkInterfaces: interfaces.map((n) => ({ networkId: n.networkId, subnetId: n.subnetId, ipAddressId: n.ipAddressId })),
+    promo: input.promo ?? false,
+    ...placement(input),
+  };
+}

@@ -1,0 +1,244 @@
+import { z } from 'zod';
+import { toWire } from '../catalog/index.js';
+import {
+  REGION_WIRE,
+  ZONE_WIRE,
+  type IpAddressSpec,
+  type KafkaClusterSpec,
+  type KafkaTopicSpec,
+  type KafkaUserSpec,
+  type NetworkSpec,
+  type Placement,
+  type ProjectSpec,
+  type SubnetSpec,
+  type VirtualMachineSpec,
+} from './model.js';
+
+/**
+ * The cloud API's wire shapes (spec: "Resources and their fields", "Endpoints"). The only place that
+ * knows snake_case fields and the literal dotted spec keys: `"vendor.extensions.kafka"` is ONE JSON key.
+ */
+
+export const PATHS = {
+  token: '/iam/v2/tokens',
+  projects: '/apis/projects/public/v4/projects',
+  services: '/ocs/v1/services',
+} as const;
+
+export interface ProjectRequest {
+  name: string;
+  description: string;
+}
+
+export interface ServiceEnvelope {
+  platform: { productCode: 'network' | 'vendor-kafka' | 'compute-cloud'; regionCode: string };
+  kind: 'network' | 'subnet' | 'ip' | 'compute' | 'topic' | 'user';
+  metadata: { title: string; description: string };
+  projectId: string;
+  parentBinding?: { targetId: string };
+  spec: Record<string, unknown>;
+  zoneCode: string;
+}
+
+/** One creation call: the body plus whether the spec shows `Accept: application/json` for it. */
+export interface ServiceCall {
+  envelope: ServiceEnvelope;
+  /** Endpoints table: Accept is "used on cluster, topic, user and virtual machine creation". */
+  accept: boolean;
+}
+
+function envelope(
+  productCode: ServiceEnvelope['platform']['productCode'],
+  kind: ServiceEnvelope['kind'],
+  placement: Placement,
+  meta: { title: string; description: string; projectId: string; parentId?: string },
+  spec: Record<string, unknown>,
+): ServiceEnvelope {
+  return {
+    platform: { productCode, regionCode: REGION_WIRE[placement.region] },
+    kind,
+    metadata: { title: meta.title, description: meta.description },
+    projectId: meta.projectId,
+    ...(meta.parentId ? { parentBinding: { targetId: meta.parentId } } : {}),
+    spec,
+    zoneCode: ZONE_WIRE[placement.zone],
+  };
+}
+
+export function projectRequest(spec: ProjectSpec): ProjectRequest {
+  return { name: spec.name, description: spec.description };
+}
+
+export function networkCall(s: NetworkSpec): ServiceCall {
+  return {
+    accept: false,
+    envelope: envelope('network', 'network', s, s, {
+      'vendor.extensions.network': { bandwidth_mbps: s.bandwidthMbps, default_gfw_rule_action: toWire('FirewallAction', s.defaultFirewallAction) },
+    }),
+  };
+}
+
+export function subnetCall(s: SubnetSpec): ServiceCall {
+  return {
+    accept: false,
+    envelope: envelope('network', 'subnet', s, { ...s, parentId: s.networkId }, { 'vendor.extensions.subnet': { cidr: s.cidr } }),
+  };
+}
+
+export function ipAddressCall(s: IpAddressSpec): ServiceCall {
+  return { accept: false, envelope: envelope('network', 'ip', s, { ...s, parentId: s.networkId }, {}) };
+}
+
+export function kafkaClusterCall(s: KafkaClusterSpec): ServiceCall {
+  return {
+    accept: true,
+    envelope: envelope('vendor-kafka', 'compute', s, s, {
+      'vendor.extensions.kafka': {
+        instance_count: s.instanceCount,
+        instance_cpu_utilization: toWire('CpuUtilization', s.cpuUtilization),
+        instance_disk_size: s.diskSize,
+        instance_disk_type: toWire('DiskType', s.diskType),
+        instance_type: toWire('KafkaInstanceType', s.instanceType),
+        kafka_version: toWire('KafkaVersion', s.kafkaVersion),
+        network_id: s.networkId,
+        subnetwork_id: s.subnetId,
+        subnetwork_cidr: s.subnetCidr,
+        // "give it only when the cluster must be reachable from outside the cloud"
+        ...(s.publicIp ? { white_host: s.publicIp } : {}),
+      },
+    }),
+  };
+}
+
+export function kafkaTopicCall(s: KafkaTopicSpec): ServiceCall {
+  return {
+    accept: true,
+    envelope: envelope('vendor-kafka', 'topic', s, { title: s.name, description: '', projectId: s.projectId, parentId: s.clusterId }, {
+      'vendor.extensions.topic': {
+        name: s.name,
+        num_partitions: s.partitions,
+        replication_factor: s.replicationFactor,
+        compression_type: s.compressionType,
+        max_message_bytes: s.maxMessageBytes,
+        min_insync_replicas: s.minInsyncReplicas,
+        cleanup_policy: s.cleanupPolicy,
+        // The ms and bytes fields are decimal strings on the wire (spec, Kafka topic table).
+        min_compaction_lag_ms: s.minCompactionLagMs,
+        max_compaction_lag_ms: s.maxCompactionLagMs,
+        delete_retention_ms: s.deleteRetentionMs,
+        retention_bytes: s.retentionBytes,
+        retention_ms: s.retentionMs,
+      },
+    }),
+  };
+}
+
+export function kafkaUserCall(s: KafkaUserSpec): ServiceCall {
+  return {
+    accept: true,
+    envelope: envelope('vendor-kafka', 'user', s, { title: s.name, description: '', projectId: s.projectId, parentId: s.clusterId }, {
+      'vendor.extensions.user': {
+        name: s.name,
+        password: s.password,
+        acls: s.acls.map((a) => ({ pattern: a.pattern, pattern_type: a.patternType, operation: a.operation })),
+        groups_acls: s.groupAcls.map((a) => ({ pattern: a.pattern, pattern_type: a.patternType })),
+      },
+    }),
+  };
+}
+
+export function virtualMachineCall(s: VirtualMachineSpec): ServiceCall {
+  return {
+    accept: true,
+    envelope: envelope('compute-cloud', 'compute', s, s, {
+      instance: { instanceType: toWire('InstanceType', s.instanceType), platformId: toWire('Platform', s.platform) },
+      bootDisk: { sizeGb: s.bootDisk.sizeGb, diskType: toWire('DiskType', s.bootDisk.diskType), sourceImageId: s.bootDisk.imageId },
+      secondaryDisks: [],
+      users: s.users.map((u) => ({ name: u.name, ...(u.password !== null ? { password: u.password } : {}), sshKeys: u.sshKeys })),
+      networkInterfaces: s.networkInterfaces.map((n) => ({ networkId: n.networkId, subnetworkId: n.subnetId, natIpId: n.ipAddressId })),
+      'vendor.extensions.promo': { is_promo: s.promo },
+    }),
+  };
+}
+
+const idString = z.union([z.string().min(1), z.number().transform(String)]);
+
+/**
+ * The created id: the spec only says the response includes it, so accept `id`, `serviceId`, `data.id`
+ * and `metadata.id`, in that order.
+ */
+const createdResponse = z.looseObject({
+  id: idString.optional(),
+  serviceId: idString.optional(),
+  data: z.looseObject({ id: idString.optional() }).optional().catch(undefined),
+  metadata: z.looseObject({ id: idString.optional() }).optional().catch(undefined),
+});
+
+export function extractCreatedId(body: unknown): string | null {
+  const parsed = createdResponse.safeParse(body);
+  if (!parsed.success) return null;
+  const r = parsed.data;
+  return r.id ?? r.serviceId ?? r.data?.id ?? r.metadata?.id ?? null;
+}
+
+/**
+ * The token endpoint's response (its field names are not shown): `access_token`, `accessToken`,
+ * `token`, `id_token`, possibly under `data`; a lifetime from `expires_in`/`expiresIn` (seconds) or
+ * `expires_at`/`expiresAt`, else the JWT's own `exp`.
+ */
+const tokenFields = z.looseObject({
+  access_token: z.string().min(1).optional(),
+  accessToken: z.string().min(1).optional(),
+  token: z.string().min(1).optional(),
+  id_token: z.string().min(1).optional(),
+  expires_in: z.coerce.number().positive().optional().catch(undefined),
+  expiresIn: z.coerce.number().positive().optional().catch(undefined),
+  expires_at: z.union([z.number(), z.string()]).optional().catch(undefined),
+  expiresAt: z.union([z.number(), z.string()]).optional().catch(undefined),
+});
+
+export function parseTokenResponse(body: unknown, now = Date.now()): { token: string; expiresAt: number | null } | null {
+  const candidates = [body, (body as { data?: unknown } | null)?.data];
+  for (const candidate of candidates) {
+    const parsed = tokenFields.safeParse(candidate);
+    if (!parsed.success) continue;
+    const t = parsed.data;
+    const token = t.access_token ?? t.accessToken ?? t.token ?? t.id_token;
+    if (!token) continue;
+    const seconds = t.expires_in ?? t.expiresIn;
+    let expiresAt: number | null = seconds !== undefined ? now + seconds * 1000 : null;
+    const at = t.expires_at ?? t.expiresAt;
+    if (expiresAt === null && at !== undefined) {
+      const ms = typeof at === 'number' ? (at < 1e12 ? at * 1000 : at) : Date.parse(at);
+      if (Number.isFinite(ms)) expiresAt = ms;
+    }
+    expiresAt ??= jwtExpiry(token);
+    return { token, expiresAt };
+  }
+  return null;
+}
+
+function jwtExpiry(token: string): number | null {
+  const payload = token.split('.')[1];
+  if (!payload) return null;
+  try {
+    const exp = (JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { exp?: unknown }).exp;
+    return typeof exp === 'number' ? exp * 1000 : null;
+  } catch {
+    return null;
+  }
+}
+
+
+/** Removes secrets an upstream might echo back before a response is stored. */
+export function scrubResponse(body: unknown): unknown {
+  if (Array.isArray(body)) return body.map(scrubResponse);
+  if (body && typeof body === 'object') {
+    return Object.fromEntries(
+      Object.entries(body as Record<string, unknown>)
+        .filter(([k]) => !/^(password|access_token|accessToken|token|secret)$/i.test(k))
+        .map(([k, v]) => [k, scrubResponse(v)]),
+    );
+  }
+  return body;
+}

@@ -1,0 +1,300 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+/**
+ * Every environment variable the gateway reads, declared once: the parser below, the start-up error
+ * messages and the README's configuration table (checked by test/config.test.ts) all come from here.
+ * Nothing else in the code base reads process.env.
+ */
+export interface EnvVar {
+  name: string;
+  default: string;
+  description: string;
+}
+
+export const ENV_VARS: readonly EnvVar[] = [
+  { name: 'PORT', default: '4000', description: 'TCP port for GraphQL over HTTP and WebSocket, the webhooks, health and metrics.' },
+  { name: 'HOST', default: '0.0.0.0', description: 'Interface to listen on.' },
+  { name: 'PUBLIC_URL', default: 'http://localhost:PORT', description: 'Address the upstreams use to reach this gateway (verification callbacks, mobile-ID notification_uri).' },
+  { name: 'DATA_DIR', default: './data', description: 'Folder of the embedded SQLite database (gateway.sqlite) when DATABASE_URL is unset.' },
+  { name: 'DATABASE_URL', default: '(unset: SQLite)', description: 'PostgreSQL connection string; when set, the store, idempotency records and event log live there.' },
+  { name: 'CLOUD_API_URL', default: '(unset: sandbox)', description: 'Base URL of the cloud provisioning API.' },
+  { name: 'CLOUD_API_TOKEN', default: '(unset)', description: 'Service-account token for the cloud API (the authorization step is then skipped).' },
+  { name: 'CLOUD_API_CREDENTIALS', default: '(unset)', description: 'JSON object sent to POST /iam/v2/tokens to obtain a cloud token; used when CLOUD_API_TOKEN is unset.' },
+  { name: 'VERIFICATION_API_URL', default: '(unset: sandbox)', description: 'Base URL of the verification interface.' },
+  { name: 'VERIFICATION_API_TOKEN', default: '(unset)', description: 'JWT bearer token for the verification interface.' },
+  { name: 'IDENTIFICATION_API_URL', default: '(unset: sandbox)', description: 'Base URL of the identification interface (environment PRODUCTION).' },
+  { name: 'IDENTIFICATION_PRODLIKE_API_URL', default: '(unset: sandbox)', description: 'Base URL of the pre-production-like identification interface (environment PRODLIKE).' },
+  { name: 'IDENTIFICATION_API_TOKEN', default: '(unset)', description: 'Bearer token for the identification interface.' },
+  { name: 'RFM_API_URL', default: '(unset: sandbox)', description: 'Base URL of the rfm list check (POST /api/v1/rfm/is-in-catalog).' },
+  { name: 'MOBILEID_NOTIFICATION_TOKENS', default: '(unset)', description: 'Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id.' },
+  { name: 'MOBILEID_JWKS_URL', default: '(unset)', description: 'JWKS of the mobile identity service; with MOBILEID_ISSUER and MOBILEID_CLIENT_ID, id_tokens are verified.' },
+  { name: 'MOBILEID_JWKS_FILE', default: '(unset)', description: 'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL.' },
+  { name: 'MOBILEID_ISSUER', default: '(unset)', description: 'Expected iss of mobile-ID id_tokens.' },
+  { name: 'MOBILEID_CLIENT_ID', default: '(unset)', description: 'Expected aud of mobile-ID id_tokens.' },
+  { name: 'MOBILEID_JWKS_ALLOWED_HOSTS', default: '(unset: none)', description: 'Comma-separated hosts whose jwks_uri from a notification body may be fetched; others are only recorded.' },
+  { name: 'GATEWAY_API_KEYS', default: '(unset: open)', description: 'Comma-separated keys that apps send as Authorization: Bearer <key>. Unset is allowed only when every upstream is sandboxed.' },
+  { name: 'IDEMPOTENCY_RETENTION', default: '24h', description: 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).' },
+  { name: 'EVENT_RETENTION', default: '7d', description: 'How long webhook events are kept in the event log.' },
+  { name: 'UPSTREAM_TIMEOUT', default: '10s', description: 'Time limit of one upstream attempt (headers and body).' },
+  { name: 'UPSTREAM_RETRY_BUDGET', default: '20s', description: 'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.' },
+  { name: 'UPSTREAM_MAX_RETRIES', default: '4', description: 'Most retries of one upstream call after its first attempt.' },
+  { name: 'IDEMPOTENCY_WAIT', default: '5s', description: 'How long a request waits for an in-flight request with the same idempotency key before IDEMPOTENCY_KEY_IN_USE.' },
+  { name: 'VERIFICATION_RESULTS_BATCH_SIZE', default: '100', description: 'Most verification ids in one POST /api/v2/verifications/results.' },
+  { name: 'GRAPHQL_INTROSPECTION', default: 'true', description: 'Introspection and the GraphiQL page; false turns both off.' },
+  { name: 'SANDBOX_FAULT_RATE', default: '0', description: 'Share (0..1) of sandbox upstream requests that fail (5xx, 429, reset, timeout).' },
+  { name: 'SANDBOX_LATENCY_MS', default: '0', description: 'Latency added to every sandbox upstream response, in milliseconds.' },
+  { name: 'SANDBOX_CALLBACK_DELAY_MS', default: '1500', description: 'Delay before the sandbox verification service calls back.' },
+  { name: 'LOG_LEVEL', default: 'info', description: 'pino log level: fatal, error, warn, info, debug, trace or silent.' },
+];
+
+export class ConfigError extends Error {
+  constructor(readonly variable: string, message: string) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const DURATION = /^(\d+)(ms|s|m|h|d)?$/;
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** Parses `90s`, `30m`, `24h`, `7d`, `250ms` or a bare number of milliseconds. */
+export function parseDuration(text: string): number | undefined {
+  const m = DURATION.exec(text.trim());
+  if (!m) return undefined;
+  return Number(m[1]) * UNIT_MS[(m[2] ?? 'ms') as keyof typeof UNIT_MS];
+}
+
+const optionalString = z
+  .string()
+  .transform((s) => s.trim())
+  .optional()
+  .transform((s) => (s ? s : undefined));
+const httpUrl = z
+  .string()
+  .trim()
+  .url('must be an absolute URL')
+  .refine((u) => /^https?:\/\//i.test(u), 'must be an http(s) URL')
+  .transform((u) => u.replace(/\/+$/, ''))
+  .optional();
+const list = z
+  .string()
+  .optional()
+  .transform((s) => (s ?? '').split(',').map((v) => v.trim()).filter(Boolean));
+const duration = (fallback: string) =>
+  z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      const ms = parseDuration(s ?? fallback);
+      if (ms === undefined) {
+        ctx.addIssue({ code: 'custom', message: 'must be a duration such as 500ms, 30s, 10m, 24h or 7d' });
+        return z.NEVER;
+      }
+      return ms;
+    });
+const int = (fallback: number, min: number, max: number) =>
+  z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      const v = s === undefined || s.trim() === '' ? fallback : Number(s);
+      if (!Number.isInteger(v) || v < min || v > max) {
+        ctx.addIssue({ code: 'custom', message: `must be an integer from ${min} to ${max}` });
+        return z.NEVER;
+      }
+      return v;
+    });
+const bool = (fallback: boolean) =>
+  z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      if (s === undefined || s.trim() === '') return fallback;
+      const v = s.trim().toLowerCase();
+      if (['true', '1', 'yes', 'on'].includes(v)) return true;
+      if (['false', '0', 'no', 'off'].includes(v)) return false;
+      ctx.addIssue({ code: 'custom', message: 'must be true or false' });
+      return z.NEVER;
+    });
+
+const envSchema = z.object({
+  PORT: int(4000, 0, 65535),
+  HOST: z.string().trim().min(1).optional().default('0.0.0.0'),
+  PUBLIC_URL: httpUrl,
+  DATA_DIR: z.string().trim().min(1).optional().default('./data'),
+  DATABASE_URL: z
+    .string()
+    .trim()
+    .optional()
+    .transform((s) => (s ? s : undefined))
+    .refine((s) => s === undefined || /^postgres(ql)?:\/\//.test(s), 'must be a postgres:// or postgresql:// URL'),
+  CLOUD_API_URL: httpUrl,
+  CLOUD_API_TOKEN: optionalString,
+  CLOUD_API_CREDENTIALS: z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      if (!s || !s.trim()) return undefined;
+      try {
+        const v: unknown = JSON.parse(s);
+        if (v && typeof v === 'object' && !Array.isArray(v)) return v as Record<string, unknown>;
+      } catch {
+        // fall through to the issue below
+      }
+      ctx.addIssue({ code: 'custom', message: 'must be a JSON object (it is sent as the body of POST /iam/v2/tokens)' });
+      return z.NEVER;
+    }),
+  VERIFICATION_API_URL: httpUrl,
+  VERIFICATION_API_TOKEN: optionalString,
+  IDENTIFICATION_API_URL: httpUrl,
+  IDENTIFICATION_PRODLIKE_API_URL: httpUrl,
+  IDENTIFICATION_API_TOKEN: optionalString,
+  RFM_API_URL: httpUrl,
+  MOBILEID_NOTIFICATION_TOKENS: list,
+  MOBILEID_JWKS_URL: httpUrl,
+  MOBILEID_JWKS_FILE: optionalString,
+  MOBILEID_ISSUER: optionalString,
+  MOBILEID_CLIENT_ID: optionalString,
+  MOBILEID_JWKS_ALLOWED_HOSTS: list,
+  GATEWAY_API_KEYS: list,
+  IDEMPOTENCY_RETENTION: duration('24h'),
+  EVENT_RETENTION: duration('7d'),
+  UPSTREAM_TIMEOUT: duration('10s'),
+  UPSTREAM_RETRY_BUDGET: duration('20s'),
+  UPSTREAM_MAX_RETRIES: int(4, 0, 20),
+  IDEMPOTENCY_WAIT: duration('5s'),
+  VERIFICATION_RESULTS_BATCH_SIZE: int(100, 1, 10_000),
+  GRAPHQL_INTROSPECTION: bool(true),
+  SANDBOX_FAULT_RATE: z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      const v = s === undefined || s.trim() === '' ? 0 : Number(s);
+      if (!Number.isFinite(v) || v < 0 || v > 1) {
+        ctx.addIssue({ code: 'custom', message: 'must be a number from 0 to 1' });
+        return z.NEVER;
+      }
+      return v;
+    }),
+  SANDBOX_LATENCY_MS: int(0, 0, 60_000),
+  SANDBOX_CALLBACK_DELAY_MS: int(1500, 0, 600_000),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().default('info'),
+});
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  /** Explicit PUBLIC_URL; when unset the gateway derives it from the port it listens on. */
+  readonly publicUrl: string | undefined;
+  readonly dataDir: string;
+  readonly databaseUrl: string | undefined;
+  readonly cloud: {
+    readonly url: string | undefined;
+    readonly token: string | undefined;
+    readonly credentials: Readonly<Record<string, unknown>> | undefined;
+  };
+  readonly verification: { readonly url: string | undefined; readonly token: string | undefined };
+  readonly identification: {
+    readonly url: string | undefined;
+    readonly prodlikeUrl: string | undefined;
+    readonly token: string | undefined;
+  };
+  readonly rfmUrl: string | undefined;
+  readonly mobileId: {
+    readonly notificationTokens: readonly string[];
+    readonly jwksUrl: string | undefined;
+    readonly jwksFile: string | undefined;
+    readonly issuer: string | undefined;
+    readonly clientId: string | undefined;
+    readonly jwksAllowedHosts: readonly string[];
+  };
+  readonly apiKeys: readonly string[];
+  readonly idempotencyRetentionMs: number;
+  readonly idempotencyWaitMs: number;
+  readonly eventRetentionMs: number;
+  readonly upstream: { readonly timeoutMs: number; readonly retryBudgetMs: number; readonly maxRetries: number };
+  readonly resultsBatchSize: number;
+  readonly introspection: boolean;
+  readonly sandbox: { readonly faultRate: number; readonly latencyMs: number; readonly callbackDelayMs: number };
+  readonly logLevel: string;
+}
+
+/** Which upstreams the embedded sandbox serves (their URL is unset). */
+export function sandboxedUpstreams(config: Config): { cloud: boolean; verification: boolean; identification: boolean; rfm: boolean; mobileId: boolean } {
+  return {
+    cloud: !config.cloud.url,
+    verification: !config.verification.url,
+    identification: !config.identification.url,
+    rfm: !config.rfmUrl,
+    mobileId: config.mobileId.notificationTokens.length === 0 && !config.mobileId.jwksUrl && !config.mobileId.jwksFile,
+  };
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/**
+ * Builds the one Config object from the environment. Throws a ConfigError naming the first bad variable,
+ * and refuses settings that contradict each other.
+ */
+export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const variable = String(issue.path[0] ?? 'environment');
+    throw new ConfigError(variable, `${issue.message} (got ${JSON.stringify(env[variable] ?? null)})`);
+  }
+  const e = parsed.data;
+  if (e.CLOUD_API_URL && !e.CLOUD_API_TOKEN && !e.CLOUD_API_CREDENTIALS) {
+    throw new ConfigError('CLOUD_API_TOKEN', 'CLOUD_API_URL is set, so CLOUD_API_TOKEN or CLOUD_API_CREDENTIALS is required');
+  }
+  if (e.CLOUD_API_TOKEN && e.CLOUD_API_CREDENTIALS) {
+    throw new ConfigError('CLOUD_API_CREDENTIALS', 'set either CLOUD_API_TOKEN or CLOUD_API_CREDENTIALS, not both');
+  }
+  if (e.IDENTIFICATION_PRODLIKE_API_URL && !e.IDENTIFICATION_API_URL) {
+    throw new ConfigError('IDENTIFICATION_API_URL', 'IDENTIFICATION_PRODLIKE_API_URL is set, so IDENTIFICATION_API_URL must be set too');
+  }
+  if ((e.MOBILEID_JWKS_URL || e.MOBILEID_JWKS_FILE) && (!e.MOBILEID_ISSUER || !e.MOBILEID_CLIENT_ID)) {
+    throw new ConfigError('MOBILEID_ISSUER', 'id_token verification needs MOBILEID_ISSUER and MOBILEID_CLIENT_ID beside the JWKS');
+  }
+  const config: Config = {
+    port: e.PORT,
+    host: e.HOST,
+    publicUrl: e.PUBLIC_URL,
+    dataDir: path.resolve(e.DATA_DIR),
+    databaseUrl: e.DATABASE_URL,
+    cloud: { url: e.CLOUD_API_URL, token: e.CLOUD_API_TOKEN, credentials: e.CLOUD_API_CREDENTIALS },
+    verification: { url: e.VERIFICATION_API_URL, token: e.VERIFICATION_API_TOKEN },
+    identification: { url: e.IDENTIFICATION_API_URL, prodlikeUrl: e.IDENTIFICATION_PRODLIKE_API_URL, token: e.IDENTIFICATION_API_TOKEN },
+    rfmUrl: e.RFM_API_URL,
+    mobileId: {
+      notificationTokens: e.MOBILEID_NOTIFICATION_TOKENS,
+      jwksUrl: e.MOBILEID_JWKS_URL,
+      jwksFile: e.MOBILEID_JWKS_FILE,
+      issuer: e.MOBILEID_ISSUER,
+      clientId: e.MOBILEID_CLIENT_ID,
+      jwksAllowedHosts: e.MOBILEID_JWKS_ALLOWED_HOSTS,
+    },
+    apiKeys: e.GATEWAY_API_KEYS,
+    idempotencyRetentionMs: e.IDEMPOTENCY_RETENTION,
+    idempotencyWaitMs: e.IDEMPOTENCY_WAIT,
+    eventRetentionMs: e.EVENT_RETENTION,
+    upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES },
+    resultsBatchSize: e.VERIFICATION_RESULTS_BATCH_SIZE,
+    introspection: e.GRAPHQL_INTROSPECTION,
+    sandbox: { faultRate: e.SANDBOX_FAULT_RATE, latencyMs: e.SANDBOX_LATENCY_MS, callbackDelayMs: e.SANDBOX_CALLBACK_DELAY_MS },
+    logLevel: e.LOG_LEVEL,
+  };
+  const sandboxed = sandboxedUpstreams(config);
+  const allSandboxed = Object.values(sandboxed).every(Boolean);
+  if (config.apiKeys.length === 0 && !allSandboxed) {
+    throw new ConfigError('GATEWAY_API_KEYS', 'is required when any upstream is real (an open gateway is allowed only in full sandbox mode)');
+  }
+  return deepFreeze(config);
+}

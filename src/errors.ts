@@ -1,0 +1,82 @@
+import { GraphQLError } from 'graphql';
+
+/** Every error code a client can see in `extensions.code`. Part of the public contract (DESIGN.md). */
+export enum ErrorCode {
+  BAD_USER_INPUT = 'BAD_USER_INPUT',
+  UNAUTHENTICATED = 'UNAUTHENTICATED',
+  IDEMPOTENCY_KEY_REUSED = 'IDEMPOTENCY_KEY_REUSED',
+  IDEMPOTENCY_KEY_IN_USE = 'IDEMPOTENCY_KEY_IN_USE',
+  UPSTREAM_UNAVAILABLE = 'UPSTREAM_UNAVAILABLE',
+  UPSTREAM_REJECTED = 'UPSTREAM_REJECTED',
+  UPSTREAM_UNAUTHENTICATED = 'UPSTREAM_UNAUTHENTICATED',
+  NOT_FOUND = 'NOT_FOUND',
+  CONFLICT = 'CONFLICT',
+  INTERNAL_SERVER_ERROR = 'INTERNAL_SERVER_ERROR',
+}
+
+/** An expected error: its message and extensions are shown to the client as they are. */
+export class GatewayError extends GraphQLError {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    extensions: Record<string, unknown> = {},
+  ) {
+    super(message, { extensions: { ...extensions, code } });
+    this.name = 'GatewayError';
+  }
+}
+
+/** `BAD_USER_INPUT` naming the offending field as a path such as `input.bootDisk.sizeGb`. */
+export function badUserInput(field: string, message: string): GatewayError {
+  return new GatewayError(ErrorCode.BAD_USER_INPUT, `${field}: ${message}`, { field });
+}
+
+export function notFound(what: string): GatewayError {
+  return new GatewayError(ErrorCode.NOT_FOUND, `${what} not found`);
+}
+
+export function unauthenticated(message = 'a valid API key is required: send Authorization: Bearer <key>'): GatewayError {
+  return new GatewayError(ErrorCode.UNAUTHENTICATED, message);
+}
+
+/** A non-retryable answer of an upstream (4xx). Carries the upstream status and its error body. */
+export class UpstreamRejectedError extends GatewayError {
+  constructor(
+    readonly upstream: string,
+    readonly status: number,
+    readonly body: unknown,
+    code: ErrorCode = ErrorCode.UPSTREAM_REJECTED,
+  ) {
+    super(code, `${upstream} rejected the request with status ${status}${describeBody(body)}`, {
+      upstream,
+      status,
+      upstreamError: body ?? null,
+    });
+  }
+}
+
+/** Transient failures that outlived the retry budget: connection errors, timeouts, 429, 5xx. */
+export class UpstreamUnavailableError extends GatewayError {
+  constructor(
+    readonly upstream: string,
+    reason: string,
+    readonly attempts: number,
+    status?: number,
+  ) {
+    super(ErrorCode.UPSTREAM_UNAVAILABLE, `${upstream} is unavailable after ${attempts} attempt(s): ${reason}`, {
+      upstream,
+      attempts,
+      ...(status !== undefined ? { status } : {}),
+    });
+  }
+}
+
+function describeBody(body: unknown): string {
+  if (body && typeof body === 'object') {
+    const b = body as Record<string, unknown>;
+    const text = b.details ?? b.message ?? b.error_description ?? b.error;
+    if (typeof text === 'string' && text) return `: ${text}`;
+  }
+  if (typeof body === 'string' && body) return `: ${body.slice(0, 200)}`;
+  return '';
+}

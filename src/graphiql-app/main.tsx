@@ -1,0 +1,53 @@
+// Side-effect import first: Monaco's workers must be configured before graphiql loads it.
+import './monaco-workers.js';
+import 'graphiql/style.css';
+import { GraphiQL } from 'graphiql';
+import { createRoot } from 'react-dom/client';
+import type { GraphiqlPageConfig } from '../server/graphiql.js';
+import { readPageConfig, tabsFromExamples, headersTemplate } from './page-config.js';
+import { createGatewayFetcher, sameOriginEndpoints } from './fetcher.js';
+import { namespacedLocalStorage } from './storage.js';
+
+declare global {
+  interface Window {
+    /** Injected by src/server/graphiql.ts into the page. */
+    __GATEWAY__?: Partial<GraphiqlPageConfig>;
+  }
+}
+
+const config = readPageConfig(window.__GATEWAY__);
+const fetcher = createGatewayFetcher(sameOriginEndpoints(window.location));
+const tabs = tabsFromExamples(config);
+const headers = headersTemplate(config);
+const storage = namespacedLocalStorage(window.localStorage, JSON.stringify([config.defaultQuery, config.examples]));
+// GraphiQL 5.4 opens the first of `defaultTabs` with its query but an empty variables editor
+// (its provider falls back to tabs[0] for the query only), so hand it the variables too, but
+// only while storage holds no tabs: otherwise GraphiQL would treat them as a new tab.
+const firstVariables = storage.getItem('graphiql:tabState') === null ? tabs[0]?.variables : undefined;
+
+function App() {
+  return (
+    <GraphiQL
+      fetcher={fetcher}
+      defaultQuery={config.defaultQuery}
+      defaultHeaders={headers}
+      {...(tabs.length > 0 ? { defaultTabs: tabs } : {})}
+      {...(firstVariables === undefined ? {} : { initialVariables: firstVariables })}
+      storage={storage}
+      {...(config.apiKeyRequired ? { defaultEditorToolsVisibility: 'headers' as const } : {})}
+      isHeadersEditorEnabled
+      // Keys pasted into the header editor stay out of localStorage.
+      shouldPersistHeaders={false}
+    >
+      <GraphiQL.Logo>
+        <span data-testid="gateway-logo">
+          Gateway{config.sandbox ? <small className="gateway-sandbox-badge"> sandbox</small> : null}
+        </span>
+      </GraphiQL.Logo>
+    </GraphiQL>
+  );
+}
+
+const container = document.getElementById('graphiql');
+if (container === null) throw new Error('GraphiQL page: missing #graphiql element');
+createRoot(container).render(<App />);

@@ -1,0 +1,182 @@
+import { bootDiskIops, fromWire } from '../catalog/index.js';
+import type { MutationResult } from '../cloud/service.js';
+import type { KafkaClusterSpec, KafkaTopicSpec, KafkaUserSpec, NetworkSpec, SubnetSpec, VirtualMachineSpec } from '../cloud/model.js';
+import type { Resolvers } from '../generated/graphql.js';
+import type { LedgerRecord } from '../store/ledger.js';
+import type { GraphQLContext } from './context.js';
+
+/** The stored, non-secret spec of a ledger record, typed for its kind. */
+function spec<T>(r: LedgerRecord): T {
+  return r.spec as T;
+}
+
+function payload<K extends string>(field: K, r: MutationResult): { [P in K]: LedgerRecord } & { idempotencyKey: string; replayed: boolean } {
+  return { [field]: r.record, idempotencyKey: r.idempotencyKey, replayed: r.replayed } as { [P in K]: LedgerRecord } & {
+    idempotencyKey: string;
+    replayed: boolean;
+  };
+}
+
+/** A related resource by id, through the request's DataLoader; null when it is not in the ledger or is of another kind. */
+async function related(ctx: GraphQLContext, id: string | null | undefined, kind: LedgerRecord['kind']): Promise<LedgerRecord | null> {
+  if (!id) return null;
+  const rec = await ctx.loaders.resource.load(id);
+  return rec && rec.kind === kind ? rec : null;
+}
+
+const common = {
+  createdAt: (r: LedgerRecord) => r.createdAt,
+  raw: (r: LedgerRecord) => r.response,
+};
+
+export const cloudResolvers: Resolvers = {
+  Query: {
+    projects: (_p, { first, offset }, ctx) =>
+      ctx.services.ledger.list('project', { limit: Math.min(Math.max(first ?? 50, 1), 500), offset: Math.max(offset ?? 0, 0) }),
+    project: (_p, { id }, ctx) => related(ctx, id, 'project'),
+  },
+  Mutation: {
+    createProject: async (_p, { input, idempotencyKey }, ctx) =>
+      payload('project', await ctx.services.cloud.createProject(ctx.caller, input, idempotencyKey)),
+    createNetwork: async (_p, { input, idempotencyKey }, ctx) =>
+      payload('network', await ctx.services.cloud.createNetwork(ctx.caller, input, idempotencyKey)),
+    createSubnet: async (_p, { input, idempotencyKey }, ctx) =>
+      payload('subnet', await ctx.services.cloud.createSubnet(ctx.caller, input, idempotencyKey)),
+    createIpAddress: async (_p, { input, idempotencyKey }, ctx) =>
+      payload('ipAddress', await ctx.services.cloud.createIpAddress(ctx.caller, input, idempotencyKey)),
+    createKafkaCluster: async (_p, { input, idempotencyKey }, ctx) =>
+      payload('kafkaCluster', await ctx.services.cloud.createKafkaCluster(ctx.caller, input, idempotencyKey)),
+    createKafkaTopic: async (_p, { input, idempotencyKey }, ctx) =>
+      payload('kafkaTopic', await ctx.services.cloud.createKafkaTopic(ctx.caller, input, idempotencyKey)),
+    createKafkaUser: async (_p, { input, idempotencyKey }, ctx) =>
+      payload('kafkaUser', await ctx.services.cloud.createKafkaUser(ctx.caller, input, idempotencyKey)),
+    createVirtualMachine: async (_p, { input, idempotencyKey }, ctx) =>
+      payload('virtualMachine', await ctx.services.cloud.createVirtualMachine(ctx.caller, input, idempotencyKey)),
+  },
+  Project: {
+    ...common,
+    name: (r) => r.title ?? '',
+    description: (r) => String(r.spec.description ?? ''),
+    networks: (r, _a, ctx) => ctx.loaders.inProject('network').load(r.id),
+    kafkaClusters: (r, _a, ctx) => ctx.loaders.inProject('kafka_cluster').load(r.id),
+    virtualMachines: (r, _a, ctx) => ctx.loaders.inProject('virtual_machine').load(r.id),
+  },
+  Network: {
+    ...common,
+    project: (r, _a, ctx) => related(ctx, r.projectId, 'project'),
+    title: (r) => spec<NetworkSpec>(r).title,
+    description: (r) => spec<NetworkSpec>(r).description,
+    bandwidthMbps: (r) => spec<NetworkSpec>(r).bandwidthMbps,
+    defaultFirewallAction: (r) => spec<NetworkSpec>(r).defaultFirewallAction,
+    region: (r) => spec<NetworkSpec>(r).region,
+    zone: (r) => spec<NetworkSpec>(r).zone,
+    subnets: (r, _a, ctx) => ctx.loaders.children('subnet').load(r.id),
+    ipAddresses: (r, _a, ctx) => ctx.loaders.children('ip_address').load(r.id),
+  },
+  Subnet: {
+    ...common,
+    network: (r, _a, ctx) => related(ctx, r.parentId, 'network'),
+    networkId: (r) => spec<SubnetSpec>(r).networkId,
+    title: (r) => spec<SubnetSpec>(r).title,
+    description: (r) => spec<SubnetSpec>(r).description,
+    cidr: (r) => spec<SubnetSpec>(r).cidr,
+  },
+  IpAddress: {
+    ...common,
+    network: (r, _a, ctx) => related(ctx, r.parentId, 'network'),
+    networkId: (r) => r.parentId ?? '',
+    title: (r) => r.title ?? '',
+    description: (r) => String(r.spec.description ?? ''),
+    address: (r) => findAddress(r.response),
+  },
+  KafkaCluster: {
+    ...common,
+    project: (r, _a, ctx) => related(ctx, r.projectId, 'project'),
+    title: (r) => spec<KafkaClusterSpec>(r).title,
+    description: (r) => spec<KafkaClusterSpec>(r).description,
+    instanceCount: (r) => spec<KafkaClusterSpec>(r).instanceCount,
+    cpuUtilization: (r) => spec<KafkaClusterSpec>(r).cpuUtilization,
+    diskSize: (r) => spec<KafkaClusterSpec>(r).diskSize,
+    diskType: (r) => spec<KafkaClusterSpec>(r).diskType,
+    instanceType: (r) => spec<KafkaClusterSpec>(r).instanceType,
+    kafkaVersion: (r) => spec<KafkaClusterSpec>(r).kafkaVersion,
+    networkId: (r) => spec<KafkaClusterSpec>(r).networkId,
+    network: (r, _a, ctx) => related(ctx, spec<KafkaClusterSpec>(r).networkId, 'network'),
+    subnetId: (r) => spec<KafkaClusterSpec>(r).subnetId,
+    subnet: (r, _a, ctx) => related(ctx, spec<KafkaClusterSpec>(r).subnetId, 'subnet'),
+    subnetCidr: (r) => spec<KafkaClusterSpec>(r).subnetCidr,
+    publicIp: (r) => spec<KafkaClusterSpec>(r).publicIp,
+    region: (r) => spec<KafkaClusterSpec>(r).region,
+    zone: (r) => spec<KafkaClusterSpec>(r).zone,
+    topics: (r, _a, ctx) => ctx.loaders.children('kafka_topic').load(r.id),
+    users: (r, _a, ctx) => ctx.loaders.children('kafka_user').load(r.id),
+  },
+  KafkaTopic: {
+    ...common,
+    cluster: (r, _a, ctx) => related(ctx, r.parentId, 'kafka_cluster'),
+    clusterId: (r) => spec<KafkaTopicSpec>(r).clusterId,
+    name: (r) => spec<KafkaTopicSpec>(r).name,
+    partitions: (r) => spec<KafkaTopicSpec>(r).partitions,
+    replicationFactor: (r) => spec<KafkaTopicSpec>(r).replicationFactor,
+    compressionType: (r) => spec<KafkaTopicSpec>(r).compressionType,
+    maxMessageBytes: (r) => spec<KafkaTopicSpec>(r).maxMessageBytes,
+    minInsyncReplicas: (r) => spec<KafkaTopicSpec>(r).minInsyncReplicas,
+    cleanupPolicy: (r) => spec<KafkaTopicSpec>(r).cleanupPolicy,
+    minCompactionLagMs: (r) => spec<KafkaTopicSpec>(r).minCompactionLagMs,
+    maxCompactionLagMs: (r) => spec<KafkaTopicSpec>(r).maxCompactionLagMs,
+    deleteRetentionMs: (r) => spec<KafkaTopicSpec>(r).deleteRetentionMs,
+    retentionBytes: (r) => spec<KafkaTopicSpec>(r).retentionBytes,
+    retentionMs: (r) => spec<KafkaTopicSpec>(r).retentionMs,
+  },
+  KafkaUser: {
+    ...common,
+    cluster: (r, _a, ctx) => related(ctx, r.parentId, 'kafka_cluster'),
+    clusterId: (r) => spec<KafkaUserSpec>(r).clusterId,
+    name: (r) => spec<KafkaUserSpec>(r).name,
+    acls: (r) => spec<KafkaUserSpec>(r).acls,
+    groupAcls: (r) => spec<KafkaUserSpec>(r).groupAcls,
+  },
+  VirtualMachine: {
+    ...common,
+    project: (r, _a, ctx) => related(ctx, r.projectId, 'project'),
+    title: (r) => spec<VirtualMachineSpec>(r).title,
+    description: (r) => spec<VirtualMachineSpec>(r).description,
+    platform: (r) => spec<VirtualMachineSpec>(r).platform,
+    instanceType: (r) => spec<VirtualMachineSpec>(r).instanceType,
+    bootDisk: (r) => {
+      const d = spec<VirtualMachineSpec>(r).bootDisk;
+      return {
+        sizeGb: d.sizeGb,
+        diskType: d.diskType,
+        image: d.image ?? fromWire('OsImage', d.imageId) ?? null,
+        imageId: d.imageId,
+        iops: bootDiskIops(d.diskType, d.sizeGb),
+      };
+    },
+    users: (r) => (r.spec.users as { name: string; sshKeys: string[]; hasPassword: boolean }[]) ?? [],
+    networkInterfaces: (r) =>
+      spec<VirtualMachineSpec>(r).networkInterfaces.map((n) => ({ ...n, network: null, subnet: null, ipAddress: null })),
+    promo: (r) => spec<VirtualMachineSpec>(r).promo,
+    region: (r) => spec<VirtualMachineSpec>(r).region,
+    zone: (r) => spec<VirtualMachineSpec>(r).zone,
+  },
+  VmNetworkInterface: {
+    network: (n, _a, ctx) => related(ctx, n.networkId, 'network'),
+    subnet: (n, _a, ctx) => related(ctx, n.subnetId, 'subnet'),
+    ipAddress: (n, _a, ctx) => related(ctx, n.ipAddressId, 'ip_address'),
+  },
+};
+
+/** The IPv4 address in an IP creation response, if any (its shape is not documented). */
+function findAddress(response: unknown): string | null {
+  if (!response || typeof response !== 'object') return null;
+  const r = response as Record<string, unknown>;
+  for (const k of ['address', 'ip', 'ipAddress', 'ip_address']) {
+    if (typeof r[k] === 'string') return r[k];
+  }
+  for (const k of ['data', 'spec', 'status']) {
+    const nested = findAddress(r[k]);
+    if (nested) return nested;
+  }
+  return null;
+}

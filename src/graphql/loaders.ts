@@ -1,0 +1,48 @@
+import DataLoader from 'dataloader';
+import type { Services } from '../services.js';
+import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
+
+/**
+ * Per-request DataLoaders, created on first use: a tree of N rows costs one SQL statement per level,
+ * never one per row.
+ */
+export class Loaders {
+  private resourceLoader?: DataLoader<string, LedgerRecord | null>;
+  private readonly childLoaders = new Map<string, DataLoader<string, LedgerRecord[]>>();
+
+  constructor(private readonly services: Services) {}
+
+  get resource(): DataLoader<string, LedgerRecord | null> {
+    this.resourceLoader ??= new DataLoader((ids) => this.services.ledger.getMany(ids));
+    return this.resourceLoader;
+  }
+
+  /** Children of a parent resource (subnets of a network, topics of a cluster, ...). */
+  children(kind: ResourceKind): DataLoader<string, LedgerRecord[]> {
+    return this.grouped(`child:${kind}`, (ids) => this.services.ledger.childrenOf(kind, ids));
+  }
+
+  /** Resources of one kind that sit directly in a project. */
+  inProject(kind: ResourceKind): DataLoader<string, LedgerRecord[]> {
+    return this.grouped(`project:${kind}`, (ids) => this.services.ledger.inProjects(kind, ids));
+  }
+
+  /** Other per-request loaders (verification results, ...) keyed by name. */
+  custom<K, V>(name: string, create: () => DataLoader<K, V>): DataLoader<K, V> {
+    let loader = this.childLoaders.get(`custom:${name}`) as unknown as DataLoader<K, V> | undefined;
+    if (!loader) {
+      loader = create();
+      this.childLoaders.set(`custom:${name}`, loader as unknown as DataLoader<string, LedgerRecord[]>);
+    }
+    return loader;
+  }
+
+  private grouped(name: string, batch: (ids: readonly string[]) => Promise<LedgerRecord[][]>): DataLoader<string, LedgerRecord[]> {
+    let loader = this.childLoaders.get(name);
+    if (!loader) {
+      loader = new DataLoader(batch);
+      this.childLoaders.set(name, loader);
+    }
+    return loader;
+  }
+}

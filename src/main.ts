@@ -1,0 +1,58 @@
+import { startGateway } from './app.js';
+import { ConfigError, loadConfig, sandboxedUpstreams } from './config.js';
+import { createLogger } from './logger.js';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`gateway: invalid configuration: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const logger = createLogger({ level: config.logLevel });
+  const gateway = await startGateway(config, { logger });
+  const sandboxed = sandboxedUpstreams(config);
+  const upstreams = Object.entries(sandboxed)
+    .map(([name, isSandbox]) => `${name}=${isSandbox ? 'sandbox' : 'real'}`)
+    .join(' ');
+  const access = config.apiKeys.length ? `keyed (${config.apiKeys.length} API key(s))` : 'OPEN (no API keys: sandbox only)';
+  const graphiql = config.introspection ? `GraphiQL ${gateway.url}/graphql` : `GraphQL ${gateway.url}/graphql (introspection off)`;
+  logger.info(
+    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: sandboxed, store: gateway.services.store.location, open: config.apiKeys.length === 0 },
+    `gateway ready: ${graphiql} | upstreams ${upstreams} | data ${gateway.services.store.location} | API ${access}`,
+  );
+  if (config.apiKeys.length === 0) logger.warn('the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)');
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down: draining in-flight requests');
+    const force = setTimeout(() => {
+      logger.error('shutdown took longer than 25 s; exiting');
+      process.exit(1);
+    }, 25_000);
+    force.unref();
+    gateway
+      .close()
+      .then(() => {
+        logger.info('shutdown complete');
+        process.exit(0);
+      })
+      .catch((err: unknown) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      });
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`gateway: failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.exit(1);
+});

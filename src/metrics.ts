@@ -1,0 +1,54 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The gateway's Prometheus metrics, one registry per gateway instance (tests run several at once). */
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly upstreamDuration = new Histogram({
+    name: 'gateway_upstream_request_duration_seconds',
+    help: 'Duration of one upstream HTTP attempt, by upstream, route and status (or error code).',
+    labelNames: ['upstream', 'route', 'status'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+
+  readonly upstreamRetries = new Counter({
+    name: 'gateway_upstream_retries_total',
+    help: 'Upstream attempts that failed transiently and were retried, by upstream, route and reason.',
+    labelNames: ['upstream', 'route', 'reason'] as const,
+    registers: [this.registry],
+  });
+
+  readonly idempotentReplays = new Counter({
+    name: 'gateway_idempotent_replays_total',
+    help: 'Mutations answered from a stored idempotency record without an upstream call, by operation.',
+    labelNames: ['operation'] as const,
+    registers: [this.registry],
+  });
+
+  readonly httpRequests = new Histogram({
+    name: 'gateway_http_request_duration_seconds',
+    help: 'Duration of HTTP requests served by the gateway, by route and status.',
+    labelNames: ['route', 'status'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+
+  readonly webhooks = new Counter({
+    name: 'gateway_webhooks_total',
+    help: 'Webhook deliveries by endpoint and outcome (accepted, duplicate, rejected).',
+    labelNames: ['endpoint', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly eventsPublished = new Counter({
+    name: 'gateway_events_published_total',
+    help: 'Events published to subscribers, by kind.',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'gateway_' });
+  }
+}

@@ -1,0 +1,40 @@
+import type { Metrics } from '../metrics.js';
+import type { Store } from '../store/index.js';
+import type { Route } from './http.js';
+import { sendJson } from './respond.js';
+
+/** /healthz: the process answers. /readyz: the store answers too. /metrics: Prometheus text. */
+export function healthRoutes(deps: { store: Store; metrics: Metrics }): Route[] {
+  return [
+    {
+      method: 'GET',
+      path: '/healthz',
+      name: 'healthz',
+      handle: (_req, res) => sendJson(res, 200, { status: 'ok' }),
+    },
+    {
+      method: 'GET',
+      path: '/readyz',
+      name: 'readyz',
+      async handle(_req, res, ctx) {
+        try {
+          await deps.store.ping();
+          sendJson(res, 200, { status: 'ready', store: deps.store.dialect });
+        } catch (err) {
+          ctx.logger.warn({ err }, 'readiness check failed');
+          sendJson(res, 503, { status: 'unavailable', store: deps.store.dialect, error: 'the database does not answer' });
+        }
+      },
+    },
+    {
+      method: 'GET',
+      path: '/metrics',
+      name: 'metrics',
+      async handle(_req, res) {
+        const text = await deps.metrics.registry.metrics();
+        res.writeHead(200, { 'content-type': deps.metrics.registry.contentType });
+        res.end(text);
+      },
+    },
+  ];
+}

@@ -1,0 +1,76 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import { sendJson } from './respond.js';
+
+export interface RequestContext {
+  requestId: string;
+  logger: Logger;
+  /** Capture groups of a RegExp route path. */
+  params: string[];
+}
+
+export interface Route {
+  method: 'GET' | 'POST' | 'ANY';
+  path: string | RegExp;
+  /** Low-cardinality name for metrics and logs. */
+  name: string;
+  handle(req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> | void;
+}
+
+const REQUEST_ID_RE = /^[\w.:-]{1,128}$/;
+
+/**
+ * The request handler of the one HTTP port: a request id on every log line (taken from X-Request-Id
+ * when it is sane), a route table, and a masked 500 for anything a route throws.
+ */
+export function createRequestHandler(options: { routes: Route[]; logger: Logger; metrics: Metrics }) {
+  const { routes, logger, metrics } = options;
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    const started = performance.now();
+    const incoming = req.headers['x-request-id'];
+    const requestId = typeof incoming === 'string' && REQUEST_ID_RE.test(incoming) ? incoming : randomUUID();
+    res.setHeader('x-request-id', requestId);
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const pathname = q === -1 ? url : url.slice(0, q);
+
+    let route: Route | undefined;
+    let params: string[] = [];
+    let pathMatched = false;
+    for (const r of routes) {
+      if (typeof r.path === 'string') {
+        if (r.path !== pathname) continue;
+      } else {
+        const m = r.path.exec(pathname);
+        if (!m) continue;
+        params = m.slice(1).map((p) => decodeURIComponent(p ?? ''));
+      }
+      pathMatched = true;
+      if (r.method === 'ANY' || r.method === req.method || (r.method === 'GET' && req.method === 'HEAD')) {
+        route = r;
+        break;
+      }
+    }
+    const routeName = route?.name ?? (pathMatched ? 'method-not-allowed' : 'not-found');
+    const log = logger.child({ requestId, route: routeName });
+    res.on('finish', () => {
+      const seconds = (performance.now() - started) / 1000;
+      metrics.httpRequests.observe({ route: routeName, status: String(res.statusCode) }, seconds);
+      log.debug({ method: req.method, status: res.statusCode, ms: Math.round(seconds * 1000) }, 'request');
+    });
+    if (!route) {
+      if (pathMatched) sendJson(res, 405, { error: 'method_not_allowed', error_description: `${req.method} is not allowed on ${pathname}` });
+      else sendJson(res, 404, { error: 'not_found', error_description: `no route for ${pathname}` });
+      return;
+    }
+    Promise.resolve()
+      .then(() => route.handle(req, res, { requestId, logger: log, params }))
+      .catch((err: unknown) => {
+        log.error({ err }, 'unhandled error in route');
+        if (!res.headersSent) sendJson(res, 500, { error: 'server_error', error_description: 'internal error; see the gateway log for request ' + requestId });
+        else res.destroy();
+      });
+  };
+}

@@ -1,0 +1,96 @@
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { GraphQLError, getOperationAST, parse, validate, type DocumentNode, type ExecutionArgs, type GraphQLSchema } from 'graphql';
+import { CloseCode } from 'graphql-ws';
+import { useServer } from 'graphql-ws/use/ws';
+import { LRUCache } from 'lru-cache';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { GraphQLContext } from '../graphql/context.js';
+import type { Logger } from '../logger.js';
+import type { AuthResult, Caller } from './auth.js';
+
+export interface WsOptions {
+  schema: GraphQLSchema;
+  logger: Logger;
+  authenticate: (authorization: string | string[] | undefined | null) => AuthResult;
+  context: (caller: Caller, requestId: string) => GraphQLContext;
+  /** Interval of server pings that keep idle connections (and proxies) alive. */
+  keepAliveMs?: number;
+}
+
+type Extra = {
+  socket: WebSocket;
+  request: IncomingMessage;
+};
+
+/**
+ * graphql-ws (subprotocol graphql-transport-ws) on the HTTP port's `/graphql` path. The API key comes from
+ * the upgrade request's Authorization header or from connectionParams.authorization; a missing key
+ * closes with 4401, a wrong one with 4403.
+ */
+export function createWsServer(options: WsOptions) {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
+  // Parsed and validated documents, by text: subscribe churn re-uses them instead of re-parsing.
+  const documents = new LRUCache<string, DocumentNode | readonly GraphQLError[]>({ max: 1000 });
+  const callers = new WeakMap<object, Caller>();
+
+  const server = useServer<Record<string, unknown> | undefined, Extra>(
+    {
+      schema: options.schema,
+      onConnect(ctx) {
+        const fromParams = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
+        const header = ctx.extra.request.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
+        const result = options.authenticate(header);
+        if (!result.ok) {
+          if (result.reason === 'missing') ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized: send the API key');
+          return false;
+        }
+        callers.set(ctx, result.caller);
+        return true;
+      },
+      onSubscribe(ctx, id, payload): ExecutionArgs | readonly GraphQLError[] {
+        let document = documents.get(payload.query);
+        if (!document) {
+          try {
+            const parsed = parse(payload.query);
+            const errors = validate(options.schema, parsed);
+            document = errors.length ? errors : parsed;
+          } catch (err) {
+            document = [err instanceof GraphQLError ? err : new GraphQLError(String(err))];
+          }
+          documents.set(payload.query, document);
+        }
+        if (Array.isArray(document)) return document as readonly GraphQLError[];
+        const doc = document as DocumentNode;
+        if (!getOperationAST(doc, payload.operationName)) {
+          return [new GraphQLError('Unable to identify the operation: pass operationName')];
+        }
+        const caller = callers.get(ctx)!;
+        return {
+          schema: options.schema,
+          document: doc,
+          variableValues: payload.variables ?? null,
+          operationName: payload.operationName ?? null,
+          contextValue: options.context(caller, `ws:${id}`),
+        };
+      },
+      onError(_ctx, id, _payload, errors) {
+        options.logger.debug({ id, errors: errors.map((e) => e.message) }, 'subscription error');
+      },
+    },
+    wss,
+    options.keepAliveMs ?? 12_000,
+  );
+
+  return {
+    wss,
+    handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+      wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
+    },
+    async close(): Promise<void> {
+      for (const client of wss.clients) client.close(1001, 'Going away: the gateway is shutting down');
+      await server.dispose();
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,19 @@
+import type { CloudService } from './cloud/service.js';
+import type { Config } from './config.js';
+import type { Metrics } from './metrics.js';
+import type { Sandboxes } from './sandbox/index.js';
+import type { Store } from './store/index.js';
+import type { Ledger } from './store/ledger.js';
+import type { Idempotency } from './upstream/idempotency.js';
+
+/** Everything the resolvers and transports use, built once by the composition root (app.ts). */
+export interface Services {
+  readonly config: Config;
+  readonly store: Store;
+  readonly metrics: Metrics;
+  readonly ledger: Ledger;
+  readonly idempotency: Idempotency;
+  readonly cloud: CloudService;
+  /** The embedded simulators, when any upstream is sandboxed. */
+  readonly sandbox: Sandboxes;
+}

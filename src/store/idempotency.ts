@@ -1,0 +1,105 @@
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.js';
+
+export interface IdempotencyRecord {
+  scope: string;
+  key: string;
+  operation: string;
+  fingerprint: string;
+  state: 'pending' | 'done';
+  response: unknown;
+  leaseUntil: number;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** Storage of idempotency records; the rules that use them live in src/upstream/idempotency.ts. */
+export class IdempotencyRecords {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async get(scope: string, key: string, now = Date.now()): Promise<IdempotencyRecord | null> {
+    const row = await this.db
+      .selectFrom('idempotency_records')
+      .selectAll()
+      .where('scope', '=', scope)
+      .where('key', '=', key)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+    if (!row) return null;
+    return {
+      scope: row.scope,
+      key: row.key,
+      operation: row.operation,
+      fingerprint: row.fingerprint,
+      state: row.state,
+      response: row.response == null ? null : (JSON.parse(row.response) as unknown),
+      leaseUntil: Number(row.lease_until),
+      createdAt: Number(row.created_at),
+      expiresAt: Number(row.expires_at),
+    };
+  }
+
+  /**
+   * Claims the key for one request. True when this caller now owns it: no record existed, the old one
+   * had expired, or it was pending under a lease that ran out (its request died).
+   */
+  async claim(rec: { scope: string; key: string; operation: string; fingerprint: string; leaseUntil: number; expiresAt: number }, now = Date.now()): Promise<boolean> {
+    // An expired record no longer counts; remove it so the insert below can win.
+    await this.db
+      .deleteFrom('idempotency_records')
+      .where('scope', '=', rec.scope)
+      .where('key', '=', rec.key)
+      .where('expires_at', '<=', now)
+      .execute();
+    const inserted = await this.db
+      .insertInto('idempotency_records')
+      .values({
+        scope: rec.scope,
+        key: rec.key,
+        operation: rec.operation,
+        fingerprint: rec.fingerprint,
+        state: 'pending',
+        response: null,
+        lease_until: rec.leaseUntil,
+        created_at: now,
+        expires_at: rec.expiresAt,
+      })
+      .onConflict((oc) => oc.columns(['scope', 'key']).doNothing())
+      .executeTakeFirst();
+    if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 1) return true;
+    const takenOver = await this.db
+      .updateTable('idempotency_records')
+      .set({ lease_until: rec.leaseUntil })
+      .where('scope', '=', rec.scope)
+      .where('key', '=', rec.key)
+      .where('state', '=', 'pending')
+      .where('fingerprint', '=', rec.fingerprint)
+      .where('lease_until', '<', now)
+      .executeTakeFirst();
+    return Number(takenOver.numUpdatedRows) === 1;
+  }
+
+  async complete(scope: string, key: string, response: unknown): Promise<void> {
+    await this.db
+      .updateTable('idempotency_records')
+      .set({ state: 'done', response: JSON.stringify(response ?? null) })
+      .where('scope', '=', scope)
+      .where('key', '=', key)
+      .execute();
+  }
+
+  /** Gives a pending key back after a failure, so that a later call with the same key runs again. */
+  async release(scope: string, key: string): Promise<void> {
+    await this.db
+      .deleteFrom('idempotency_records')
+      .where('scope', '=', scope)
+      .where('key', '=', key)
+      .where('state', '=', 'pending')
+      .execute();
+  }
+
+  async purgeExpired(now = Date.now()): Promise<number> {
+    const res = await this.db.deleteFrom('idempotency_records').where('expires_at', '<=', now).executeTakeFirst();
+    return Number(res.numDeletedRows);
+  }
+}

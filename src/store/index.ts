@@ -1,0 +1,94 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type LogEvent } from 'kysely';
+import type { Logger } from '../logger.js';
+import { migrationProvider, type Dialect } from './migrations.js';
+import type { Database } from './schema.js';
+
+export type { Database } from './schema.js';
+export type { Dialect } from './migrations.js';
+
+export interface Store {
+  readonly db: Kysely<Database>;
+  readonly dialect: Dialect;
+  /** Where the data lives, for the start-up line: a file path or the PostgreSQL host (never the password). */
+  readonly location: string;
+  /** Statements executed since start; lets tests and benchmarks count SQL per GraphQL operation. */
+  readonly stats: { queries: number };
+  /** Throws when the database does not answer. Used by /readyz. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface StoreOptions {
+  dataDir: string;
+  databaseUrl?: string | undefined;
+  logger: Logger;
+  /**
+   * SQLite `synchronous`: FULL (the default) makes a commit durable against power loss before the
+   * webhook is acknowledged; NORMAL is durable against a process crash only. See docs/decisions/002.
+   */
+  sqliteSynchronous?: 'FULL' | 'NORMAL';
+}
+
+/** Opens the store (SQLite in DATA_DIR, or PostgreSQL at DATABASE_URL) and runs the migrations. */
+export async function openStore(options: StoreOptions): Promise<Store> {
+  const stats = { queries: 0 };
+  const log = (event: LogEvent) => {
+    stats.queries += 1;
+    if (event.level === 'error') options.logger.error({ err: event.error, sql: event.query.sql }, 'sql error');
+  };
+  let db: Kysely<Database>;
+  let dialect: Dialect;
+  let location: string;
+  if (options.databaseUrl) {
+    const { default: pg } = await import('pg');
+    // bigint columns hold epoch milliseconds, well inside 2^53: read them as numbers, not strings.
+    pg.types.setTypeParser(20, (v: string) => Number(v));
+    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
+    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log });
+    dialect = 'postgres';
+    const url = new URL(options.databaseUrl);
+    location = `postgresql://${url.host}${url.pathname}`;
+  } else {
+    const { default: SQLite } = await import('better-sqlite3');
+    fs.mkdirSync(options.dataDir, { recursive: true });
+    const file = path.join(options.dataDir, 'gateway.sqlite');
+    const database = new SQLite(file);
+    database.pragma('journal_mode = WAL');
+    database.pragma(`synchronous = ${options.sqliteSynchronous ?? 'FULL'}`);
+    database.pragma('busy_timeout = 5000');
+    database.pragma('foreign_keys = ON');
+    db = new Kysely<Database>({ dialect: new SqliteDialect({ database }), log });
+    dialect = 'sqlite';
+    location = file;
+  }
+
+  const migrator = new Migrator({ db, provider: migrationProvider(dialect) });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) {
+    await db.destroy();
+    throw new Error(`database migration failed: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  for (const r of results ?? []) {
+    if (r.status === 'Success') options.logger.info({ migration: r.migrationName }, 'migration applied');
+  }
+
+  return {
+    db,
+    dialect,
+    location,
+    stats,
+    async ping() {
+      await sql`select 1`.execute(db);
+    },
+    async close() {
+      await db.destroy();
+    },
+  };
+}
+
+/** Parses a JSON text column. */
+export function fromJson<T = unknown>(text: string | null | undefined): T | null {
+  return text == null ? null : (JSON.parse(text) as T);
+}

@@ -1,0 +1,141 @@
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.js';
+
+/** Every kind of object the gateway remembers. */
+export type ResourceKind =
+  | 'project'
+  | 'network'
+  | 'subnet'
+  | 'ip_address'
+  | 'kafka_cluster'
+  | 'kafka_topic'
+  | 'kafka_user'
+  | 'virtual_machine'
+  | 'identification'
+  | 'verification';
+
+export interface LedgerRecord {
+  id: string;
+  kind: ResourceKind;
+  projectId: string | null;
+  parentId: string | null;
+  title: string | null;
+  /** The non-secret input the resource was created with. */
+  spec: Record<string, unknown>;
+  /** The upstream's creation response, secrets removed. */
+  response: unknown;
+  idempotencyKey: string | null;
+  createdBy: string;
+  createdAt: Date;
+}
+
+type Row = Database['resources'];
+
+function toRecord(row: Pick<Row, keyof Row>): LedgerRecord {
+  return {
+    id: row.id,
+    kind: row.kind as ResourceKind,
+    projectId: row.project_id,
+    parentId: row.parent_id,
+    title: row.title,
+    spec: JSON.parse(row.spec) as Record<string, unknown>,
+    response: JSON.parse(row.response) as unknown,
+    idempotencyKey: row.idempotency_key,
+    createdBy: row.created_by,
+    createdAt: new Date(Number(row.created_at)),
+  };
+}
+
+/**
+ * The ledger: the upstream has no read endpoints, so what the gateway created is answered from here.
+ * Every read takes a list of ids so that DataLoader turns one level of a tree into one statement.
+ */
+export class Ledger {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /** Stores a created resource. Recording the same id twice (a replay after a crash) keeps the first. */
+  async record(rec: Omit<LedgerRecord, 'createdAt'> & { createdAt?: Date }): Promise<LedgerRecord> {
+    const createdAt = rec.createdAt ?? new Date();
+    await this.db
+      .insertInto('resources')
+      .values({
+        id: rec.id,
+        kind: rec.kind,
+        project_id: rec.projectId,
+        parent_id: rec.parentId,
+        title: rec.title,
+        spec: JSON.stringify(rec.spec),
+        response: JSON.stringify(rec.response ?? null),
+        idempotency_key: rec.idempotencyKey,
+        created_by: rec.createdBy,
+        created_at: createdAt.getTime(),
+      })
+      .onConflict((oc) => oc.column('id').doNothing())
+      .execute();
+    return { ...rec, createdAt };
+  }
+
+  async get(id: string): Promise<LedgerRecord | null> {
+    const [rec] = await this.getMany([id]);
+    return rec ?? null;
+  }
+
+  /** Records for the ids, in the same order; null where unknown. */
+  async getMany(ids: readonly string[]): Promise<(LedgerRecord | null)[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.db.selectFrom('resources').selectAll().where('id', 'in', [...new Set(ids)]).execute();
+    const byId = new Map(rows.map((r) => [r.id, toRecord(r)]));
+    return ids.map((id) => byId.get(id) ?? null);
+  }
+
+  /** Children of each parent (of one kind), oldest first, grouped in the order of `parentIds`. */
+  async childrenOf(kind: ResourceKind, parentIds: readonly string[]): Promise<LedgerRecord[][]> {
+    if (parentIds.length === 0) return [];
+    const rows = await this.db
+      .selectFrom('resources')
+      .selectAll()
+      .where('kind', '=', kind)
+      .where('parent_id', 'in', [...new Set(parentIds)])
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    return groupBy(rows.map(toRecord), parentIds, (r) => r.parentId);
+  }
+
+  /** Resources of one kind directly in each project (networks, Kafka clusters, VMs), oldest first. */
+  async inProjects(kind: ResourceKind, projectIds: readonly string[]): Promise<LedgerRecord[][]> {
+    if (projectIds.length === 0) return [];
+    const rows = await this.db
+      .selectFrom('resources')
+      .selectAll()
+      .where('kind', '=', kind)
+      .where('project_id', 'in', [...new Set(projectIds)])
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    return groupBy(rows.map(toRecord), projectIds, (r) => r.projectId);
+  }
+
+  /** Every record of a kind, newest first. */
+  async list(kind: ResourceKind, options: { limit?: number; offset?: number } = {}): Promise<LedgerRecord[]> {
+    const rows = await this.db
+      .selectFrom('resources')
+      .selectAll()
+      .where('kind', '=', kind)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(options.limit ?? 100)
+      .offset(options.offset ?? 0)
+      .execute();
+    return rows.map(toRecord);
+  }
+}
+
+function groupBy<T>(items: T[], keys: readonly string[], keyOf: (item: T) => string | null): T[][] {
+  const groups = new Map<string, T[]>(keys.map((k) => [k, []]));
+  for (const item of items) {
+    const k = keyOf(item);
+    if (k !== null) groups.get(k)?.push(item);
+  }
+  return keys.map((k) => groups.get(k) ?? []);
+}

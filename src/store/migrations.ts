@@ -1,0 +1,105 @@
+import { type Kysely, type Migration, type MigrationProvider } from 'kysely';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+/**
+ * Migrations are code, ordered by name, and written once for both dialects: the only dialect-specific
+ * piece is the auto-incrementing event sequence.
+ */
+function migrations(dialect: Dialect): Record<string, Migration> {
+  return {
+    '001_initial': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('idempotency_records')
+          .addColumn('scope', 'text', (c) => c.notNull())
+          .addColumn('key', 'text', (c) => c.notNull())
+          .addColumn('operation', 'text', (c) => c.notNull())
+          .addColumn('fingerprint', 'text', (c) => c.notNull())
+          .addColumn('state', 'text', (c) => c.notNull())
+          .addColumn('response', 'text')
+          .addColumn('lease_until', 'bigint', (c) => c.notNull())
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .addColumn('expires_at', 'bigint', (c) => c.notNull())
+          .addPrimaryKeyConstraint('idempotency_records_pk', ['scope', 'key'])
+          .execute();
+        await db.schema.createIndex('idempotency_records_expires').on('idempotency_records').column('expires_at').execute();
+
+        await db.schema
+          .createTable('resources')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('kind', 'text', (c) => c.notNull())
+          .addColumn('project_id', 'text')
+          .addColumn('parent_id', 'text')
+          .addColumn('title', 'text')
+          .addColumn('spec', 'text', (c) => c.notNull())
+          .addColumn('response', 'text', (c) => c.notNull())
+          .addColumn('idempotency_key', 'text')
+          .addColumn('created_by', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('resources_parent').on('resources').columns(['parent_id', 'kind']).execute();
+        await db.schema.createIndex('resources_project').on('resources').columns(['project_id', 'kind']).execute();
+        await db.schema.createIndex('resources_kind').on('resources').columns(['kind', 'created_at']).execute();
+
+        await db.schema
+          .createTable('events')
+          .addColumn('seq', dialect === 'postgres' ? 'bigserial' : 'integer', (c) =>
+            dialect === 'postgres' ? c.primaryKey() : c.primaryKey().autoIncrement(),
+          )
+          .addColumn('kind', 'text', (c) => c.notNull())
+          .addColumn('key', 'text', (c) => c.notNull())
+          .addColumn('dedupe_key', 'text', (c) => c.notNull().unique())
+          .addColumn('fingerprint', 'text', (c) => c.notNull())
+          .addColumn('payload', 'text', (c) => c.notNull())
+          .addColumn('meta', 'text', (c) => c.notNull())
+          .addColumn('scope', 'text')
+          .addColumn('received_at', 'bigint', (c) => c.notNull())
+          .addColumn('expires_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('events_kind_key').on('events').columns(['kind', 'key', 'seq']).execute();
+        await db.schema.createIndex('events_expires').on('events').column('expires_at').execute();
+
+        await db.schema
+          .createTable('notification_tokens')
+          .addColumn('token_hash', 'text', (c) => c.primaryKey())
+          .addColumn('auth_req_id', 'text')
+          .addColumn('created_by', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .addColumn('expires_at', 'bigint', (c) => c.notNull())
+          .execute();
+
+        await db.schema
+          .createTable('verification_callbacks')
+          .addColumn('token_hash', 'text', (c) => c.primaryKey())
+          .addColumn('external_id', 'text')
+          .addColumn('created_by', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .execute();
+
+        await db.schema
+          .createTable('provisionings')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('scope', 'text', (c) => c.notNull())
+          .addColumn('idempotency_key', 'text', (c) => c.notNull())
+          .addColumn('kind', 'text', (c) => c.notNull())
+          .addColumn('state', 'text', (c) => c.notNull())
+          .addColumn('steps', 'text', (c) => c.notNull())
+          .addColumn('error', 'text')
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .addColumn('updated_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createIndex('provisionings_scope_key')
+          .on('provisionings')
+          .columns(['scope', 'idempotency_key'])
+          .unique()
+          .execute();
+      },
+    },
+  };
+}
+
+export function migrationProvider(dialect: Dialect): MigrationProvider {
+  return { getMigrations: async () => migrations(dialect) };
+}

@@ -1,0 +1,94 @@
+import type { Generated } from 'kysely';
+
+/**
+ * The tables, as kysely sees them. Timestamps are epoch milliseconds (bigint in PostgreSQL, integer in
+ * SQLite) and JSON is stored as text, so every query is portable between the two dialects.
+ */
+export interface Database {
+  idempotency_records: IdempotencyRecordTable;
+  resources: ResourceTable;
+  events: EventTable;
+  notification_tokens: NotificationTokenTable;
+  verification_callbacks: VerificationCallbackTable;
+  provisionings: ProvisioningTable;
+}
+
+export interface IdempotencyRecordTable {
+  /** Who may replay the record: a hash of the caller's API key, or `open` in sandbox mode. */
+  scope: string;
+  key: string;
+  operation: string;
+  /** sha256 of the canonical (RFC 8785) upstream request. */
+  fingerprint: string;
+  state: 'pending' | 'done';
+  /** JSON of the final result, secrets removed. */
+  response: string | null;
+  /** A pending record whose lease has passed belongs to a request that died; another may take it over. */
+  lease_until: number;
+  created_at: number;
+  expires_at: number;
+}
+
+export interface ResourceTable {
+  id: string;
+  kind: string;
+  project_id: string | null;
+  parent_id: string | null;
+  title: string | null;
+  /** JSON of the non-secret input. */
+  spec: string;
+  /** JSON of the upstream's creation response, secrets removed. */
+  response: string;
+  idempotency_key: string | null;
+  created_by: string;
+  created_at: number;
+}
+
+export interface EventTable {
+  seq: Generated<number>;
+  /** `mobile-id` or `verification`. */
+  kind: string;
+  /** What subscribers ask for: the auth_req_id or the verification's external id. */
+  key: string;
+  /** Unique: a second delivery with the same dedupe key is a duplicate. */
+  dedupe_key: string;
+  /** sha256 of the canonical payload: tells a duplicate from a conflicting second notification. */
+  fingerprint: string;
+  payload: string;
+  /** JSON of transport facts: request ids, content type, scope. */
+  meta: string;
+  /** API-key scope the event belongs to, when known (verification callbacks). */
+  scope: string | null;
+  received_at: number;
+  expires_at: number;
+}
+
+export interface NotificationTokenTable {
+  /** sha256 of a client_notification_token issued by issueMobileIdNotificationToken. */
+  token_hash: string;
+  auth_req_id: string | null;
+  created_by: string;
+  created_at: number;
+  expires_at: number;
+}
+
+export interface VerificationCallbackTable {
+  /** sha256 of the random token in the callbackUrl handed to the verification service. */
+  token_hash: string;
+  external_id: string | null;
+  created_by: string;
+  created_at: number;
+}
+
+export interface ProvisioningTable {
+  id: string;
+  scope: string;
+  idempotency_key: string;
+  kind: string;
+  state: string;
+  /** JSON array of steps with their state and resource id. */
+  steps: string;
+  error: string | null;
+  created_at: number;
+  updated_at: number;
+}

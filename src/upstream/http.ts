@@ -1,0 +1,209 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import pRetry, { AbortError } from 'p-retry';
+import { Pool, type Dispatcher } from 'undici';
+import { ErrorCode, UpstreamRejectedError, UpstreamUnavailableError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+
+export interface UpstreamHttpOptions {
+  /** Name in metrics, logs and error extensions: `cloud`, `verification`, `identification`, `rfm`. */
+  name: string;
+  /** Base URL; may carry a path prefix that every request path is appended to. */
+  baseUrl: string;
+  /** Time limit of one attempt: headers and body each. */
+  timeoutMs: number;
+  /** Total time one call may spend on retries. */
+  retryBudgetMs: number;
+  maxRetries: number;
+  /** First backoff delay; doubles per retry, with jitter (x1..x2). */
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+  connections?: number;
+  metrics: Metrics;
+  logger: Logger;
+}
+
+export interface UpstreamRequest {
+  method: 'GET' | 'POST';
+  /** Path below the base URL, starting with `/`. */
+  path: string;
+  /** Low-cardinality route name for metrics, e.g. `POST /ocs/v1/services`. */
+  route: string;
+  headers?: Record<string, string>;
+  body?: unknown;
+  /**
+   * Called before each attempt for headers that may change between attempts (a refreshed token).
+   * Runs again after `onUnauthorized` returns true.
+   */
+  authorize?: () => Promise<Record<string, string>>;
+  /** On a 401, may refresh credentials and return true to retry once at once. */
+  onUnauthorized?: () => Promise<boolean>;
+  /** Maps a 4xx status to an error code other than UPSTREAM_REJECTED. */
+  rejectCode?: (status: number) => ErrorCode;
+}
+
+export interface UpstreamResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  /** Parsed JSON when the upstream sent JSON, the text otherwise, null when empty. */
+  body: unknown;
+}
+
+/** Network failures that say nothing about whether the upstream acted: safe to retry under the same key. */
+const TRANSIENT_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EAI_AGAIN',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+]);
+
+class TransientFailure extends Error {
+  constructor(
+    readonly reason: string,
+    readonly status?: number,
+    readonly retryAfterMs?: number,
+  ) {
+    super(reason);
+  }
+}
+
+/**
+ * One upstream: a keep-alive undici Pool, a timeout per attempt and retries of transient failures
+ * (connection errors, timeouts, 429, 5xx) with exponential backoff and jitter inside a time budget.
+ * Callers resend the same request, so the same Idempotency-Key, on every attempt.
+ */
+export class UpstreamHttp {
+  private readonly pool: Pool;
+  private readonly basePath: string;
+
+  constructor(private readonly options: UpstreamHttpOptions) {
+    const url = new URL(options.baseUrl);
+    this.basePath = url.pathname.replace(/\/+$/, '');
+    this.pool = new Pool(url.origin, {
+      connections: options.connections ?? 64,
+      headersTimeout: options.timeoutMs,
+      bodyTimeout: options.timeoutMs,
+      keepAliveTimeout: 10_000,
+    });
+  }
+
+  get name(): string {
+    return this.options.name;
+  }
+
+  async request(req: UpstreamRequest): Promise<UpstreamResponse> {
+    const { name, metrics, logger } = this.options;
+    const started = performance.now();
+    let attempts = 0;
+    let refreshedAuth = false;
+    const attempt = async (): Promise<UpstreamResponse> => {
+      attempts += 1;
+      const res = await this.send(req);
+      if (res.status === 401 && req.onUnauthorized && !refreshedAuth) {
+        refreshedAuth = true;
+        if (await req.onUnauthorized()) {
+          attempts += 1;
+          const again = await this.send(req);
+          return this.classify(req, again);
+        }
+      }
+      return this.classify(req, res);
+    };
+    try {
+      return await pRetry(attempt, {
+        retries: this.options.maxRetries,
+        factor: 2,
+        minTimeout: this.options.minBackoffMs ?? 100,
+        maxTimeout: this.options.maxBackoffMs ?? 2_000,
+        randomize: true,
+        maxRetryTime: this.options.retryBudgetMs,
+        shouldRetry: ({ error }) => error instanceof TransientFailure,
+        onFailedAttempt: async ({ error, retriesLeft }) => {
+          if (!(error instanceof TransientFailure)) return;
+          if (retriesLeft > 0) metrics.upstreamRetries.inc({ upstream: name, route: req.route, reason: error.reason });
+          logger.warn({ upstream: name, route: req.route, reason: error.reason, attempt: attempts, retriesLeft }, 'upstream attempt failed');
+          if (error.retryAfterMs !== undefined && retriesLeft > 0) {
+            const left = this.options.retryBudgetMs - (performance.now() - started);
+            // Retry-After beyond the budget: give up now rather than sleep and fail anyway.
+            if (error.retryAfterMs > left) throw error;
+            await sleep(error.retryAfterMs);
+          }
+        },
+      });
+    } catch (error) {
+      if (error instanceof TransientFailure) throw new UpstreamUnavailableError(name, error.reason, attempts, error.status);
+      if (error instanceof AbortError) throw error.originalError;
+      throw error;
+    }
+  }
+
+  private async send(req: UpstreamRequest): Promise<UpstreamResponse> {
+    const { name, metrics } = this.options;
+    const headers: Record<string, string> = { ...(req.headers ?? {}), ...(req.authorize ? await req.authorize() : {}) };
+    const body = req.body === undefined ? undefined : JSON.stringify(req.body);
+    if (body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) {
+      headers['content-type'] = 'application/json';
+    }
+    const end = metrics.upstreamDuration.startTimer({ upstream: name, route: req.route });
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await this.pool.request({ method: req.method, path: this.basePath + req.path, headers, body });
+    } catch (error) {
+      const code = (error as { code?: string }).code ?? 'ERROR';
+      end({ status: code });
+      if (TRANSIENT_CODES.has(code)) throw new TransientFailure(code);
+      throw new AbortError(error instanceof Error ? error : new Error(String(error)));
+    }
+    let text: string;
+    try {
+      text = await res.body.text();
+    } catch (error) {
+      const code = (error as { code?: string }).code ?? 'BODY_ERROR';
+      end({ status: code });
+      throw new TransientFailure(code);
+    }
+    end({ status: String(res.statusCode) });
+    return { status: res.statusCode, headers: res.headers, body: parseBody(text, res.headers['content-type']) };
+  }
+
+  private classify(req: UpstreamRequest, res: UpstreamResponse): UpstreamResponse {
+    if (res.status >= 200 && res.status < 300) return res;
+    if (res.status === 429 || res.status >= 500) {
+      throw new TransientFailure(`HTTP ${res.status}`, res.status, retryAfterMs(res.headers['retry-after']));
+    }
+    const code = req.rejectCode?.(res.status) ?? ErrorCode.UPSTREAM_REJECTED;
+    throw new AbortError(new UpstreamRejectedError(this.options.name, res.status, res.body, code));
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close();
+  }
+}
+
+function parseBody(text: string, contentType: string | string[] | undefined): unknown {
+  if (!text) return null;
+  const type = Array.isArray(contentType) ? contentType[0] : contentType;
+  if (type?.includes('json') || /^[[{]/.test(text.trimStart())) {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      return text;
+    }
+  }
+  return text;
+}
+
+/** Retry-After as delta-seconds or an HTTP date (RFC 9110 §10.2.3), in milliseconds. */
+export function retryAfterMs(value: string | string[] | undefined, now = Date.now()): number | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (!v) return undefined;
+  if (/^\d+$/.test(v.trim())) return Number(v.trim()) * 1000;
+  const date = Date.parse(v);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}

@@ -1,0 +1,137 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import canonicalizeModule from 'canonicalize';
+import { v5 as uuidv5 } from 'uuid';
+import { ErrorCode, GatewayError } from '../errors.js';
+import type { Metrics } from '../metrics.js';
+import type { IdempotencyRecords } from '../store/idempotency.js';
+
+export interface IdempotentResult<T> {
+  result: T;
+  /** The key sent upstream: the caller's, or a fresh UUIDv4. */
+  idempotencyKey: string;
+  replayed: boolean;
+}
+
+export interface IdempotencyOptions {
+  records: IdempotencyRecords;
+  metrics: Metrics;
+  retentionMs: number;
+  /** How long a second request with an in-flight key waits before IDEMPOTENCY_KEY_IN_USE. */
+  waitMs: number;
+  /**
+   * How long a pending record belongs to its request. A request that outlives it (a crash) lets a later
+   * call with the same key take over; it must exceed the upstream retry budget.
+   */
+  leaseMs: number;
+}
+
+// canonicalize is CommonJS whose typings declare an ES default export; at run time the module is the function.
+const canonicalize = ((canonicalizeModule as unknown as { default?: unknown }).default ?? canonicalizeModule) as unknown as (
+  input: unknown,
+) => string | undefined;
+
+/** sha256 of the RFC 8785 canonical JSON of a value: the same request always gives the same fingerprint. */
+export function fingerprint(value: unknown): string {
+  return createHash('sha256').update(canonicalize(value) ?? 'null').digest('hex');
+}
+
+/** Namespace of the derived per-step keys of composite provisioning (UUIDv5 of key + step). */
+const STEP_NAMESPACE = '6f1c1f0e-8f3a-4c4e-9a59-2f8f3c1d7b21';
+
+export function stepKey(key: string, step: string): string {
+  return uuidv5(`${key}/${step}`, STEP_NAMESPACE);
+}
+
+/**
+ * The idempotency rules of DESIGN.md, per (caller scope, key):
+ * - done with the same fingerprint: the stored result, replayed, no upstream call;
+ * - any record with another fingerprint: IDEMPOTENCY_KEY_REUSED;
+ * - pending: wait (bounded) for it to finish, then replay or IDEMPOTENCY_KEY_IN_USE;
+ * - a failure releases the key, so a later call re-sends the same key upstream.
+ * In-process waiters are woken at once; across processes they poll the store.
+ */
+export class Idempotency {
+  private readonly inFlight = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly options: IdempotencyOptions) {}
+
+  async run<T>(params: {
+    scope: string;
+    key: string | null | undefined;
+    operation: string;
+    /** The canonical upstream request (secrets included: only its hash is stored). */
+    request: unknown;
+    execute: (idempotencyKey: string) => Promise<T>;
+    /** What is stored for replay; defaults to the result. Must hold no secret. */
+    toStored?: (result: T) => unknown;
+    fromStored?: (stored: unknown) => T;
+  }): Promise<IdempotentResult<T>> {
+    const { records, metrics } = this.options;
+    const key = params.key ?? randomUUID();
+    const print = fingerprint({ operation: params.operation, request: params.request });
+    const deadline = Date.now() + this.options.waitMs;
+    const slot = `${params.scope}\u0000${key}`;
+
+    for (;;) {
+      const existing = await records.get(params.scope, key);
+      if (existing) {
+        if (existing.fingerprint !== print || existing.operation !== params.operation) {
+          throw new GatewayError(
+            ErrorCode.IDEMPOTENCY_KEY_REUSED,
+            `idempotency key ${key} was already used for a different request (${existing.operation}); use a new key for a new request`,
+            { idempotencyKey: key },
+          );
+        }
+        if (existing.state === 'done') {
+          metrics.idempotentReplays.inc({ operation: params.operation });
+          const stored = existing.response;
+          return { result: params.fromStored ? params.fromStored(stored) : (stored as T), idempotencyKey: key, replayed: true };
+        }
+      }
+      const now = Date.now();
+      const claimed = await records.claim(
+        {
+          scope: params.scope,
+          key,
+          operation: params.operation,
+          fingerprint: print,
+          leaseUntil: now + this.options.leaseMs,
+          expiresAt: now + this.options.retentionMs,
+        },
+        now,
+      );
+      if (claimed) break;
+      if (Date.now() >= deadline) {
+        throw new GatewayError(
+          ErrorCode.IDEMPOTENCY_KEY_IN_USE,
+          `a request with idempotency key ${key} is still in progress; retry later with the same key`,
+          { idempotencyKey: key },
+        );
+      }
+      const running = this.inFlight.get(slot);
+      if (running) {
+        await Promise.race([running.catch(() => undefined), sleep(Math.max(0, deadline - Date.now()))]);
+      } else {
+        await sleep(Math.min(50, Math.max(0, deadline - Date.now())));
+      }
+    }
+
+    const work = (async () => {
+      try {
+        const result = await params.execute(key);
+        await records.complete(params.scope, key, params.toStored ? params.toStored(result) : result);
+        return result;
+      } catch (error) {
+        await records.release(params.scope, key);
+        throw error;
+      }
+    })();
+    this.inFlight.set(slot, work);
+    try {
+      return { result: await work, idempotencyKey: key, replayed: false };
+    } finally {
+      this.inFlight.delete(slot);
+    }
+  }
+}

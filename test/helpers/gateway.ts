@@ -1,0 +1,67 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { request } from 'undici';
+import { startGateway, type Gateway, type GatewayOptions } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+
+export interface GraphQLResponse<T = Record<string, any>> {
+  status: number;
+  data?: T | null;
+  errors?: Array<{ message: string; path?: (string | number)[]; extensions?: Record<string, any> }>;
+}
+
+export interface TestGateway {
+  gateway: Gateway;
+  url: string;
+  dataDir: string;
+  /** Every log line the gateway wrote, as text (for asserting that secrets are absent). */
+  logs(): string;
+  /** POST /graphql with JSON; `key` sends Authorization: Bearer <key>. */
+  graphql<T = Record<string, any>>(query: string, variables?: Record<string, unknown>, options?: { key?: string; headers?: Record<string, string> }): Promise<GraphQLResponse<T>>;
+  close(): Promise<void>;
+}
+
+export function tempDataDir(prefix = 'gateway-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/**
+ * Starts a real gateway on 127.0.0.1 port 0 with the sandbox upstreams (unless env says otherwise), SQLite in
+ * a fresh temporary DATA_DIR (or the one given), and its logs captured in memory.
+ */
+export async function startTestGateway(env: Record<string, string> = {}, options: GatewayOptions = {}): Promise<TestGateway> {
+  const dataDir = env.DATA_DIR ?? tempDataDir();
+  const config = loadConfig({ LOG_LEVEL: 'debug', SANDBOX_CALLBACK_DELAY_MS: '50', ...env, DATA_DIR: dataDir });
+  const lines: string[] = [];
+  const destination = new Writable({
+    write(chunk, _enc, cb) {
+      lines.push(chunk.toString());
+      cb();
+    },
+  });
+  const logger = createLogger({ level: config.logLevel, destination });
+  const gateway = await startGateway(config, { port: 0, host: '127.0.0.1', logger, ...options });
+  return {
+    gateway,
+    url: gateway.url,
+    dataDir,
+    logs: () => lines.join(''),
+    async graphql(query, variables, opts = {}) {
+      const res = await request(`${gateway.url}/graphql`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          ...(opts.key ? { authorization: `Bearer ${opts.key}` } : {}),
+          ...(opts.headers ?? {}),
+        },
+        body: JSON.stringify({ query, variables }),
+      });
+      const body = (await res.body.json()) as Omit<GraphQLResponse, 'status'>;
+      return { status: res.statusCode, ...body } as GraphQLResponse<any>;
+    },
+    close: () => gateway.close(),
+  };
+}
