@@ -27,6 +27,7 @@ import { Ledger } from './store/ledger.js';
 import { Idempotency } from './upstream/idempotency.js';
 import { UpstreamHttp } from './upstream/http.js';
 import { ErrorCode } from './errors.js';
+import { EventLog, EventStreams, Events, InProcessBus } from './events/index.js';
 
 export interface Gateway {
   /** `http://<host>:<port>` the gateway listens on (127.0.0.1 when bound to all interfaces). */
@@ -117,6 +118,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       leaseMs: options.idempotencyLeaseMs ?? config.upstream.retryBudgetMs + config.upstream.timeoutMs + 5_000,
     });
 
+    const eventLog = new EventLog(store.db, config.eventRetentionMs);
+    const bus = new InProcessBus();
+    cleanups.push(() => bus.close());
+    const events = new Events(eventLog, bus, new EventStreams(eventLog, bus), metrics);
+
     const services: Services = {
       config,
       store,
@@ -124,11 +130,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       ledger,
       idempotency,
       cloud: new CloudService(cloudClient, ledger, idempotency),
+      events,
       sandbox,
     };
 
     const purge = setInterval(() => {
       idempotencyRecords.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of idempotency records failed'));
+      eventLog.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of expired events failed'));
     }, 60_000);
     purge.unref();
     cleanups.push(async () => clearInterval(purge));

@@ -1,5 +1,6 @@
 import type { CloudService } from './cloud/service.js';
 import type { Config } from './config.js';
+import type { Events } from './events/index.js';
 import type { Metrics } from './metrics.js';
 import type { Sandboxes } from './sandbox/index.js';
 import type { Store } from './store/index.js';
@@ -14,6 +15,8 @@ export interface Services {
   readonly ledger: Ledger;
   readonly idempotency: Idempotency;
   readonly cloud: CloudService;
+  /** The event log, bus and subscription streams of webhook events. */
+  readonly events: Events;
   /** The embedded simulators, when any upstream is sandboxed. */
   readonly sandbox: Sandboxes;
 }

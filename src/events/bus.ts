@@ -1,0 +1,51 @@
+import type { EventRecord } from './log.js';
+
+export type EventListener = (event: EventRecord) => void;
+
+/**
+ * Carries appended events to subscribers. In-process by default; a PostgreSQL LISTEN/NOTIFY bus (events
+ * crossing replicas) implements the same interface.
+ */
+export interface EventBus {
+  publish(event: EventRecord): Promise<void>;
+  /**
+   * Calls `listener` for every event of `kind` (and of `key`, unless it is null) published from now on;
+   * returns the unsubscribe function.
+   */
+  subscribe(kind: string, key: string | null, listener: EventListener): () => void;
+  close(): Promise<void>;
+}
+
+/** Listeners by kind and key, so a publish touches only the subscribers of that key (fan-out is O(matching)). */
+export class InProcessBus implements EventBus {
+  private readonly listeners = new Map<string, Set<EventListener>>();
+
+  async publish(event: EventRecord): Promise<void> {
+    this.deliver(`${event.kind}\u0000${event.key}`, event);
+    this.deliver(`${event.kind}\u0000*`, event);
+  }
+
+  private deliver(slot: string, event: EventRecord): void {
+    const set = this.listeners.get(slot);
+    if (!set) return;
+    for (const listener of set) listener(event);
+  }
+
+  subscribe(kind: string, key: string | null, listener: EventListener): () => void {
+    const slot = `${kind}\u0000${key ?? '*'}`;
+    let set = this.listeners.get(slot);
+    if (!set) {
+      set = new Set();
+      this.listeners.set(slot, set);
+    }
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.listeners.get(slot) === set) this.listeners.delete(slot);
+    };
+  }
+
+  async close(): Promise<void> {
+    this.listeners.clear();
+  }
+}

@@ -1,0 +1,37 @@
+import type { EventBus } from './bus.js';
+import type { EventLog, EventRecord, NewEvent, AppendResult } from './log.js';
+import type { EventStreams } from './stream.js';
+import type { Metrics } from '../metrics.js';
+
+export { InProcessBus, type EventBus } from './bus.js';
+export { EventLog, type EventRecord, type NewEvent, type AppendResult } from './log.js';
+export { EventStreams, type StreamFilter } from './stream.js';
+
+/** The event log, the bus and the streams over them, as the services see them. */
+export class Events {
+  constructor(
+    readonly log: EventLog,
+    readonly bus: EventBus,
+    readonly streams: EventStreams,
+    private readonly metrics: Metrics,
+  ) {}
+
+  /**
+   * Appends durably, then lets the caller acknowledge, then publishes: `ingest` returns the append result
+   * and a `publish` function that the webhook calls after its 2xx is written. Duplicates and conflicts
+   * have nothing to publish.
+   */
+  async ingest(e: NewEvent): Promise<AppendResult & { publish: () => Promise<void> }> {
+    const result = await this.log.append(e);
+    const publish = async () => {
+      if (result.status !== 'created') return;
+      await this.bus.publish(result.event);
+      this.metrics.eventsPublished.inc({ kind: result.event.kind });
+    };
+    return { ...result, publish };
+  }
+
+  latest(kind: string, key: string): Promise<EventRecord | null> {
+    return this.log.latest(kind, key);
+  }
+}

@@ -1,0 +1,122 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../store/schema.js';
+import { fingerprint } from '../upstream/idempotency.js';
+
+export interface EventRecord {
+  seq: number;
+  /** `mobile-id` or `verification`. */
+  kind: string;
+  /** What a subscriber asks for: the auth_req_id, or the verification's external id. */
+  key: string;
+  dedupeKey: string;
+  fingerprint: string;
+  payload: unknown;
+  meta: Record<string, unknown>;
+  /** The API-key scope the event belongs to, when known. */
+  scope: string | null;
+  receivedAt: Date;
+}
+
+export interface NewEvent {
+  kind: string;
+  key: string;
+  /** A second append with the same dedupe key is a duplicate (same payload) or a conflict (another payload). */
+  dedupeKey: string;
+  payload: unknown;
+  meta?: Record<string, unknown>;
+  scope?: string | null;
+}
+
+export type AppendResult =
+  | { status: 'created'; event: EventRecord }
+  | { status: 'duplicate'; event: EventRecord }
+  | { status: 'conflict'; event: EventRecord };
+
+type Row = Database['events'];
+
+function toRecord(row: Row & { seq: number }): EventRecord {
+  return {
+    seq: Number(row.seq),
+    kind: row.kind,
+    key: row.key,
+    dedupeKey: row.dedupe_key,
+    fingerprint: row.fingerprint,
+    payload: JSON.parse(row.payload) as unknown,
+    meta: JSON.parse(row.meta) as Record<string, unknown>,
+    scope: row.scope,
+    receivedAt: new Date(Number(row.received_at)),
+  };
+}
+
+/**
+ * The durable event log: a webhook is appended here (and committed) before it is acknowledged, so a crash
+ * after the acknowledgement loses nothing, and a subscriber that comes late reads it from here.
+ */
+export class EventLog {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly retentionMs: number,
+  ) {}
+
+  async append(e: NewEvent, now = Date.now()): Promise<AppendResult> {
+    const print = fingerprint(e.payload);
+    const inserted = await this.db
+      .insertInto('events')
+      .values({
+        kind: e.kind,
+        key: e.key,
+        dedupe_key: e.dedupeKey,
+        fingerprint: print,
+        payload: JSON.stringify(e.payload),
+        meta: JSON.stringify(e.meta ?? {}),
+        scope: e.scope ?? null,
+        received_at: now,
+        expires_at: now + this.retentionMs,
+      })
+      .onConflict((oc) => oc.column('dedupe_key').doNothing())
+      .returningAll()
+      .executeTakeFirst();
+    if (inserted) return { status: 'created', event: toRecord(inserted as Row & { seq: number }) };
+    const existing = await this.db.selectFrom('events').selectAll().where('dedupe_key', '=', e.dedupeKey).executeTakeFirstOrThrow();
+    const event = toRecord(existing as Row & { seq: number });
+    return { status: event.fingerprint === print ? 'duplicate' : 'conflict', event };
+  }
+
+  /** The newest event of a kind for a key, or null. */
+  async latest(kind: string, key: string): Promise<EventRecord | null> {
+    const row = await this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('kind', '=', kind)
+      .where('key', '=', key)
+      .orderBy('seq', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return row ? toRecord(row as Row & { seq: number }) : null;
+  }
+
+  /** Newest event per key, for a batch of keys (DataLoader), in the order of `keys`. */
+  async latestMany(kind: string, keys: readonly string[]): Promise<(EventRecord | null)[]> {
+    if (keys.length === 0) return [];
+    const rows = await this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('kind', '=', kind)
+      .where('key', 'in', [...new Set(keys)])
+      .orderBy('seq', 'asc')
+      .execute();
+    const byKey = new Map<string, EventRecord>();
+    for (const row of rows) byKey.set(row.key, toRecord(row as Row & { seq: number }));
+    return keys.map((k) => byKey.get(k) ?? null);
+  }
+
+  async bySeq(seq: number): Promise<EventRecord | null> {
+    const row = await this.db.selectFrom('events').selectAll().where('seq', '=', seq).executeTakeFirst();
+    return row ? toRecord(row as Row & { seq: number }) : null;
+  }
+
+  async purgeExpired(now = Date.now()): Promise<number> {
+    const res = await this.db.deleteFrom('events').where('expires_at', '<=', now).executeTakeFirst();
+    return Number(res.numDeletedRows);
+  }
+}

@@ -1,0 +1,68 @@
+import type { EventBus } from './bus.js';
+import type { EventLog, EventRecord } from './log.js';
+
+export interface StreamFilter {
+  kind: string;
+  /** One key (auth_req_id, external id): the stored event first, then live ones. */
+  key?: string;
+  /** Only events of this API-key scope (for streams over every key). */
+  scope?: string;
+  /** Ends the stream after this many events (a mobile-ID authentication completes once). */
+  limit?: number;
+}
+
+/**
+ * Subscriptions over the event log and bus. The live listener is registered BEFORE the log is read, and
+ * events are ordered by their log sequence, so an event that arrives while the stored one is being read
+ * is neither lost (gap) nor yielded twice (duplicate).
+ */
+export class EventStreams {
+  constructor(
+    private readonly log: EventLog,
+    private readonly bus: EventBus,
+  ) {}
+
+  async *subscribe(filter: StreamFilter, signal?: AbortSignal): AsyncGenerator<EventRecord> {
+    const matches = (e: EventRecord) =>
+      (filter.key === undefined || e.key === filter.key) && (filter.scope === undefined || e.scope === filter.scope);
+    const queue: EventRecord[] = [];
+    let wake: (() => void) | null = null;
+    const unsubscribe = this.bus.subscribe(filter.kind, filter.key ?? null, (e) => {
+      if (!matches(e)) return;
+      queue.push(e);
+      wake?.();
+    });
+    const onAbort = () => wake?.();
+    signal?.addEventListener('abort', onAbort);
+    let lastSeq = 0;
+    let yielded = 0;
+    const limit = filter.limit ?? Infinity;
+    try {
+      if (filter.key !== undefined) {
+        const stored = await this.log.latest(filter.kind, filter.key);
+        if (stored && matches(stored)) {
+          lastSeq = stored.seq;
+          yielded += 1;
+          yield stored;
+        }
+      }
+      while (yielded < limit && !signal?.aborted) {
+        const next = queue.shift();
+        if (next) {
+          if (next.seq <= lastSeq) continue;
+          lastSeq = next.seq;
+          yielded += 1;
+          yield next;
+          continue;
+        }
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+        wake = null;
+      }
+    } finally {
+      unsubscribe();
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+}

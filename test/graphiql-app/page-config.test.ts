@@ -1,0 +1,91 @@
+import { describe, expect, it } from 'vitest';
+import { authorizationOf, sameOriginEndpoints } from '../../src/graphiql-app/fetcher.js';
+import { headersTemplate, readPageConfig, tabsFromExamples } from '../../src/graphiql-app/page-config.js';
+import { namespacedLocalStorage } from '../../src/graphiql-app/storage.js';
+
+/** An in-memory stand-in for window.localStorage. */
+class MemoryStorage implements Storage {
+  private readonly items = new Map<string, string>();
+  get length(): number {
+    return this.items.size;
+  }
+  key(index: number): string | null {
+    return [...this.items.keys()][index] ?? null;
+  }
+  getItem(key: string): string | null {
+    return this.items.get(key) ?? null;
+  }
+  setItem(key: string, value: string): void {
+    this.items.set(key, value);
+  }
+  removeItem(key: string): void {
+    this.items.delete(key);
+  }
+  clear(): void {
+    this.items.clear();
+  }
+}
+
+describe('GraphiQL page config', () => {
+  it('opens each example as a tab titled by a comment, with its variables', () => {
+    const config = readPageConfig({
+      apiKeyRequired: false,
+      examples: [
+        { title: 'Create a project', query: 'mutation CreateProject { createProject(input: {}) { replayed } }', variables: '{"a": 1}' },
+        { title: 'Two\nlines', query: '{ projects { id } }' },
+      ],
+    });
+    expect(tabsFromExamples(config)).toEqual([
+      { query: '# Create a project\nmutation CreateProject { createProject(input: {}) { replayed } }', variables: '{"a": 1}' },
+      { query: '# Two lines\n{ projects { id } }' },
+    ]);
+  });
+
+  it('puts a commented Authorization template in every tab when an API key is required', () => {
+    const config = readPageConfig({ apiKeyRequired: true, examples: [{ title: 'x', query: '{ a }' }] });
+    const template = headersTemplate(config);
+    expect(template).toContain('// "Authorization": "Bearer <your API key>"');
+    expect(tabsFromExamples(config)[0]?.headers).toBe(template);
+    expect(headersTemplate(readPageConfig({ apiKeyRequired: false }))).toBe('');
+  });
+
+  it('falls back to safe defaults when the injected config is missing or malformed', () => {
+    expect(readPageConfig(undefined)).toEqual({ sandbox: false, apiKeyRequired: false, defaultQuery: '', examples: [] });
+    const malformed = { sandbox: 'yes', examples: [{ title: 1, query: '{ a }' }, { title: 'ok', query: '{ b }' }] } as never;
+    expect(readPageConfig(malformed)).toEqual({ sandbox: false, apiKeyRequired: false, defaultQuery: '', examples: [{ title: 'ok', query: '{ b }' }] });
+  });
+});
+
+describe('GraphiQL fetcher endpoints and credentials', () => {
+  it('talks to /graphql on the page origin, over wss when the page is https', () => {
+    expect(sameOriginEndpoints({ protocol: 'http:', host: '127.0.0.1:4000' })).toEqual({
+      url: 'http://127.0.0.1:4000/graphql',
+      subscriptionUrl: 'ws://127.0.0.1:4000/graphql',
+    });
+    expect(sameOriginEndpoints({ protocol: 'https:', host: 'gw.example' }).subscriptionUrl).toBe('wss://gw.example/graphql');
+  });
+
+  it('finds the Authorization header whatever its case, for connectionParams.authorization', () => {
+    expect(authorizationOf({ Authorization: 'Bearer k1' })).toBe('Bearer k1');
+    expect(authorizationOf({ authorization: 'Bearer k2', other: 'x' })).toBe('Bearer k2');
+    expect(authorizationOf({ AUTHORIZATION: 3 })).toBeUndefined();
+    expect(authorizationOf(undefined)).toBeUndefined();
+  });
+});
+
+describe('GraphiQL storage', () => {
+  it('keeps a user’s tabs while the examples stay the same and starts afresh when they change', () => {
+    const backing = new MemoryStorage();
+    backing.setItem('unrelated', 'kept');
+    const first = namespacedLocalStorage(backing, 'examples v1');
+    first.setItem('graphiql:tabState', 'tabs v1');
+    expect(namespacedLocalStorage(backing, 'examples v1').getItem('graphiql:tabState')).toBe('tabs v1');
+
+    const second = namespacedLocalStorage(backing, 'examples v2');
+    expect(second.getItem('graphiql:tabState')).toBeNull();
+    expect(second.length).toBe(0);
+    // The old namespace is gone; other keys of the origin are untouched.
+    expect(backing.length).toBe(1);
+    expect(backing.getItem('unrelated')).toBe('kept');
+  });
+});
