@@ -244,7 +244,9 @@ function deepFreeze<T>(value: T): T {
  * and refuses settings that contradict each other.
  */
 export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
-  const parsed = envSchema.safeParse(env);
+  // An empty variable (`FOO=` in a compose file) means unset.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ''));
+  const parsed = envSchema.safeParse(present);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0] ?? 'environment');

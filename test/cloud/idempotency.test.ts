@@ -1,0 +1,177 @@
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { M } from '../helpers/cloud.js';
+import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+
+const started: TestGateway[] = [];
+async function gateway(env: Record<string, string> = {}): Promise<TestGateway> {
+  const gw = await startTestGateway(env);
+  started.push(gw);
+  return gw;
+}
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((g) => g.close()));
+});
+
+const projectCalls = (gw: TestGateway) =>
+  gw.gateway.services.sandbox.cloud!.requests.filter((r) => r.path === '/apis/projects/public/v4/projects');
+
+describe('idempotency of mutations', () => {
+  it('replays the stored result for the same key and input, with replayed: true and no upstream call', async () => {
+    const gw = await gateway();
+    const key = randomUUID();
+    const first = await gw.graphql(M.project, { input: { name: 'p' }, key });
+    expect(first.data!.createProject).toMatchObject({ idempotencyKey: key, replayed: false });
+    const second = await gw.graphql(M.project, { input: { name: 'p' }, key });
+    expect(second.data!.createProject).toEqual({ ...first.data!.createProject, replayed: true });
+    expect(projectCalls(gw)).toHaveLength(1);
+    expect(projectCalls(gw)[0]!.headers['idempotency-key']).toBe(key);
+  });
+
+  it('generates a UUIDv4 key when the caller gives none', async () => {
+    const gw = await gateway();
+    const res = await gw.graphql(M.project, { input: { name: 'p' } });
+    expect(res.data!.createProject.idempotencyKey).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(projectCalls(gw)[0]!.headers['idempotency-key']).toBe(res.data!.createProject.idempotencyKey);
+  });
+
+  it('refuses the same key with another input with IDEMPOTENCY_KEY_REUSED and no upstream call', async () => {
+    const gw = await gateway();
+    const key = randomUUID();
+    await gw.graphql(M.project, { input: { name: 'p' }, key });
+    const res = await gw.graphql(M.project, { input: { name: 'other' }, key });
+    expect(res.errors![0]!.extensions!.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect(projectCalls(gw)).toHaveLength(1);
+  });
+
+  it('makes a single upstream call for concurrent requests with one key; the others wait and replay', async () => {
+    const gw = await gateway();
+    gw.gateway.services.sandbox.cloud!.faults.latencyMs = 300;
+    const key = randomUUID();
+    const results = await Promise.all(Array.from({ length: 5 }, () => gw.graphql(M.project, { input: { name: 'race' }, key })));
+    for (const r of results) expect(r.errors).toBeUndefined();
+    const payloads = results.map((r) => r.data!.createProject);
+    expect(new Set(payloads.map((p) => p.project.id)).size).toBe(1);
+    expect(payloads.filter((p) => !p.replayed)).toHaveLength(1);
+    expect(projectCalls(gw)).toHaveLength(1);
+  });
+
+  it('answers IDEMPOTENCY_KEY_IN_USE when the first request outlasts the bounded wait', async () => {
+    const gw = await gateway({ IDEMPOTENCY_WAIT: '100ms' });
+    gw.gateway.services.sandbox.cloud!.faults.latencyMs = 800;
+    const key = randomUUID();
+    const first = gw.graphql(M.project, { input: { name: 'slow' }, key });
+    await new Promise((r) => setTimeout(r, 100));
+    const second = await gw.graphql(M.project, { input: { name: 'slow' }, key });
+    expect(second.errors![0]!.extensions!.code).toBe('IDEMPOTENCY_KEY_IN_USE');
+    expect((await first).errors).toBeUndefined();
+    expect(projectCalls(gw)).toHaveLength(1);
+  });
+
+  it('replays after a restart of the gateway on the same DATA_DIR without calling the upstream', async () => {
+    const dataDir = tempDataDir();
+    const key = randomUUID();
+    const a = await startTestGateway({ DATA_DIR: dataDir });
+    const first = await a.graphql(M.project, { input: { name: 'durable' }, key });
+    await a.close();
+    const b = await gateway({ DATA_DIR: dataDir });
+    const again = await b.graphql(M.project, { input: { name: 'durable' }, key });
+    expect(again.data!.createProject).toEqual({ ...first.data!.createProject, replayed: true });
+    expect(projectCalls(b)).toHaveLength(0);
+    const reused = await b.graphql(M.project, { input: { name: 'changed' }, key });
+    expect(reused.errors![0]!.extensions!.code).toBe('IDEMPOTENCY_KEY_REUSED');
+  });
+
+  it('retries a 503 under the same key and succeeds', async () => {
+    const gw = await gateway();
+    gw.gateway.services.sandbox.cloud!.faults.enqueue('503', '503');
+    const key = randomUUID();
+    const res = await gw.graphql(M.project, { input: { name: 'retry' }, key });
+    expect(res.errors).toBeUndefined();
+    const calls = projectCalls(gw);
+    expect(calls.map((c) => c.status)).toEqual([503, 503, 201]);
+    expect(new Set(calls.map((c) => c.headers['idempotency-key']))).toEqual(new Set([key]));
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    expect(metrics).toMatch(/gateway_upstream_retries_total\{upstream="cloud",route="POST \/apis\/projects\/public\/v4\/projects",reason="HTTP 503"\} 2/);
+  });
+
+  it('retries a connection reset under the same key', async () => {
+    const gw = await gateway();
+    gw.gateway.services.sandbox.cloud!.faults.enqueue('reset');
+    const key = randomUUID();
+    const res = await gw.graphql(M.project, { input: { name: 'reset' }, key });
+    expect(res.errors).toBeUndefined();
+    const calls = projectCalls(gw);
+    expect(calls).toHaveLength(2);
+    expect(calls[0]!.status).toBeNull();
+    expect(calls.every((c) => c.headers['idempotency-key'] === key)).toBe(true);
+  });
+
+  it('retries a timeout under the same key', async () => {
+    const gw = await gateway({ UPSTREAM_TIMEOUT: '300ms' });
+    gw.gateway.services.sandbox.cloud!.faults.enqueue('timeout');
+    const key = randomUUID();
+    const res = await gw.graphql(M.project, { input: { name: 'timeout' }, key });
+    expect(res.errors).toBeUndefined();
+    const calls = projectCalls(gw);
+    expect(calls).toHaveLength(2);
+    expect(calls.every((c) => c.headers['idempotency-key'] === key)).toBe(true);
+  });
+
+  it('waits for Retry-After on a 429 before retrying', async () => {
+    const gw = await gateway();
+    gw.gateway.services.sandbox.cloud!.faults.enqueue({ status: 429, retryAfterSeconds: 1 });
+    const started = Date.now();
+    const res = await gw.graphql(M.project, { input: { name: 'throttled' } });
+    expect(res.errors).toBeUndefined();
+    const calls = projectCalls(gw);
+    expect(calls.map((c) => c.status)).toEqual([429, 201]);
+    expect(calls[1]!.receivedAt.getTime() - calls[0]!.receivedAt.getTime()).toBeGreaterThanOrEqual(950);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(950);
+  });
+
+  it('gives UPSTREAM_UNAVAILABLE when transient failures outlast the retries, and a later call re-sends the same key', async () => {
+    const gw = await gateway({ UPSTREAM_MAX_RETRIES: '2' });
+    gw.gateway.services.sandbox.cloud!.faults.enqueue('503', '503', '503');
+    const key = randomUUID();
+    const failed = await gw.graphql(M.project, { input: { name: 'down' }, key });
+    expect(failed.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'cloud', attempts: 3 });
+    expect(projectCalls(gw)).toHaveLength(3);
+    const later = await gw.graphql(M.project, { input: { name: 'down' }, key });
+    expect(later.errors).toBeUndefined();
+    expect(later.data!.createProject).toMatchObject({ idempotencyKey: key, replayed: false });
+    expect(projectCalls(gw).map((c) => c.headers['idempotency-key'])).toEqual([key, key, key, key]);
+  });
+
+  it('does not retry a 4xx and reports UPSTREAM_REJECTED with the status and the upstream error body', async () => {
+    const gw = await gateway();
+    const body = { code: 'INSUFFICIENT_BALANCE', domain: 'billing', details: 'the balance does not cover the service' };
+    gw.gateway.services.sandbox.cloud!.faults.enqueue({ status: 402, body });
+    const res = await gw.graphql(M.project, { input: { name: 'poor' } });
+    expect(res.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_REJECTED', status: 402, upstream: 'cloud', upstreamError: body });
+    expect(res.errors![0]!.message).toContain('the balance does not cover the service');
+    expect(projectCalls(gw)).toHaveLength(1);
+  });
+
+  it('forgets records after IDEMPOTENCY_RETENTION', async () => {
+    const gw = await gateway({ IDEMPOTENCY_RETENTION: '500ms' });
+    const key = randomUUID();
+    await gw.graphql(M.project, { input: { name: 'short' }, key });
+    await new Promise((r) => setTimeout(r, 600));
+    const again = await gw.graphql(M.project, { input: { name: 'short' }, key });
+    expect(again.data!.createProject.replayed).toBe(false);
+    expect(projectCalls(gw)).toHaveLength(2);
+  });
+
+  it('scopes records per API key: another key cannot replay or block a key it did not use', async () => {
+    const gw = await gateway({ GATEWAY_API_KEYS: 'key-a,key-b', CLOUD_API_URL: '', MOBILEID_NOTIFICATION_TOKENS: '' });
+    const key = randomUUID();
+    const a = await gw.graphql(M.project, { input: { name: 'scoped' }, key }, { key: 'key-a' });
+    expect(a.data!.createProject.replayed).toBe(false);
+    const b = await gw.graphql(M.project, { input: { name: 'scoped' }, key }, { key: 'key-b' });
+    expect(b.errors).toBeUndefined();
+    expect(b.data!.createProject.replayed).toBe(false);
+    const a2 = await gw.graphql(M.project, { input: { name: 'scoped' }, key }, { key: 'key-a' });
+    expect(a2.data!.createProject.replayed).toBe(true);
+  });
+});
