@@ -215,6 +215,14 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       await ws.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
+        // Keep-alive connections go idle once their in-flight response is written: close them as they do,
+        // and cut whatever is left after the drain limit.
+        const sweep = setInterval(() => server.closeIdleConnections(), 50);
+        const cut = setTimeout(() => server.closeAllConnections(), 20_000);
+        server.once('close', () => {
+          clearInterval(sweep);
+          clearTimeout(cut);
+        });
         server.closeIdleConnections();
       });
     });
