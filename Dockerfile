@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # Build with dev dependencies (TypeScript, esbuild, GraphiQL), run with production ones only.
-ARG NODE_IMAGE=node:24-bookworm-slim
+# The current LTS line (a floating tag: rebuilds pick up LTS security releases).
+ARG NODE_IMAGE=node:lts-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app

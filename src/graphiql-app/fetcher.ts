@@ -1,4 +1,5 @@
-import { createGraphiQLFetcher, type Fetcher } from '@graphiql/toolkit';
+import { createGraphiQLFetcher, type Fetcher, type FetcherParams } from '@graphiql/toolkit';
+import { Kind, type DocumentNode, type OperationDefinitionNode } from 'graphql';
 
 /** Where the page talks GraphQL: HTTP for queries and mutations, graphql-ws for subscriptions. */
 export interface GatewayEndpoints {
@@ -24,6 +25,21 @@ export function authorizationOf(headers: Record<string, unknown> | undefined): s
 }
 
 /**
+ * The params with an `operationName` that names an operation of the document. GraphiQL 5.4
+ * can run a tab just switched to with the previous tab's operation name (or none), and the
+ * toolkit only routes an operation over graphql-ws when that name picks a subscription; so
+ * when the name matches nothing and the document holds one operation, that one is meant.
+ */
+export function withOperationName(params: FetcherParams, document: DocumentNode | undefined): FetcherParams {
+  if (document === undefined) return params;
+  const operations = document.definitions.filter((definition): definition is OperationDefinitionNode => definition.kind === Kind.OPERATION_DEFINITION);
+  const names = operations.map((operation) => operation.name?.value);
+  if (params.operationName && names.includes(params.operationName)) return params;
+  if (operations.length !== 1) return params;
+  return { ...params, operationName: names[0] ?? null };
+}
+
+/**
  * A fetcher that sends the header editor's headers over HTTP and, for subscriptions, as
  * graphql-ws connectionParams with the key under `authorization` (DESIGN.md: subscriptions
  * authenticate with the same key in the upgrade request or in `connectionParams.authorization`;
@@ -39,6 +55,6 @@ export function createGatewayFetcher(endpoints: GatewayEndpoints): Fetcher {
       subscriptionUrl: endpoints.subscriptionUrl,
       ...(authorization === undefined ? {} : { wsConnectionParams: { authorization } }),
     });
-    return fetcher(params, opts);
+    return fetcher(withOperationName(params, opts?.documentAST), opts);
   };
 }

@@ -1,5 +1,6 @@
+import { parse } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { authorizationOf, sameOriginEndpoints } from '../../src/graphiql-app/fetcher.js';
+import { authorizationOf, sameOriginEndpoints, withOperationName } from '../../src/graphiql-app/fetcher.js';
 import { headersTemplate, readPageConfig, tabsFromExamples } from '../../src/graphiql-app/page-config.js';
 import { namespacedLocalStorage } from '../../src/graphiql-app/storage.js';
 
@@ -87,5 +88,23 @@ describe('GraphiQL storage', () => {
     // The old namespace is gone; other keys of the origin are untouched.
     expect(backing.length).toBe(1);
     expect(backing.getItem('unrelated')).toBe('kept');
+  });
+});
+
+describe('GraphiQL operation routing', () => {
+  it('runs the sole operation of a document even when GraphiQL passes a stale or missing name', () => {
+    const query = 'subscription Ticks { ticks }';
+    expect(withOperationName({ query, operationName: null }, parse(query)).operationName).toBe('Ticks');
+    // The name of the tab open before, which this document does not contain.
+    expect(withOperationName({ query, operationName: 'SayHello' }, parse(query)).operationName).toBe('Ticks');
+    const anonymous = 'subscription { ticks }';
+    expect(withOperationName({ query: anonymous, operationName: 'SayHello' }, parse(anonymous)).operationName).toBeNull();
+  });
+
+  it('keeps a name that picks one of several operations, and leaves an ambiguous choice to the server', () => {
+    const two = 'query A { a } subscription B { b }';
+    expect(withOperationName({ query: two, operationName: 'B' }, parse(two)).operationName).toBe('B');
+    expect(withOperationName({ query: two, operationName: 'Gone' }, parse(two)).operationName).toBe('Gone');
+    expect(withOperationName({ query: two }, parse(two)).operationName).toBeUndefined();
   });
 });
