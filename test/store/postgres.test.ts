@@ -1,0 +1,67 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createChain, M } from '../helpers/cloud.js';
+import { startTestGateway } from '../helpers/gateway.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+
+describe('the store on a real PostgreSQL (DATABASE_URL)', () => {
+  let pg: TestPostgres;
+  let url: string;
+  beforeAll(async () => {
+    pg = await startPostgres();
+    url = await pg.createDatabase('gateway');
+  }, 120_000);
+  afterAll(() => pg?.stop());
+
+  it('migrates, records the whole chain and answers the project tree from PostgreSQL', async () => {
+    const gw = await startTestGateway({ DATABASE_URL: url });
+    try {
+      expect(gw.gateway.services.store.dialect).toBe('postgres');
+      const chain = await createChain(gw);
+      const res = await gw.graphql(`query($id: ID!) { project(id: $id) { networks { subnets { cidr } } kafkaClusters { topics { name } users { name } } virtualMachines { id } } }`, {
+        id: chain.projectId,
+      });
+      expect(res.errors).toBeUndefined();
+      expect(res.data!.project).toEqual({
+        networks: [{ subnets: [{ cidr: '10.10.0.0/24' }] }],
+        kafkaClusters: [{ topics: [{ name: 'events' }], users: [{ name: 'app' }] }],
+        virtualMachines: [{ id: chain.vmId }],
+      });
+      const ready = await fetch(`${gw.url}/readyz`);
+      expect(await ready.json()).toMatchObject({ status: 'ready', store: 'postgres' });
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it('replays an idempotent mutation from PostgreSQL after a restart, and refuses a reused key', async () => {
+    const key = randomUUID();
+    const a = await startTestGateway({ DATABASE_URL: url });
+    const first = await a.graphql(M.project, { input: { name: 'pg-durable' }, key });
+    await a.close();
+    const b = await startTestGateway({ DATABASE_URL: url });
+    try {
+      const again = await b.graphql(M.project, { input: { name: 'pg-durable' }, key });
+      expect(again.data!.createProject).toEqual({ ...first.data!.createProject, replayed: true });
+      expect(b.gateway.services.sandbox.cloud!.requests).toHaveLength(0);
+      const reused = await b.graphql(M.project, { input: { name: 'other' }, key });
+      expect(reused.errors![0]!.extensions!.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    } finally {
+      await b.close();
+    }
+  });
+
+  it('makes one upstream call for concurrent requests with one key', async () => {
+    const gw = await startTestGateway({ DATABASE_URL: url });
+    try {
+      gw.gateway.services.sandbox.cloud!.faults.latencyMs = 200;
+      const key = randomUUID();
+      const results = await Promise.all(Array.from({ length: 4 }, () => gw.graphql(M.project, { input: { name: 'pg-race' }, key })));
+      expect(results.every((r) => !r.errors)).toBe(true);
+      expect(results.filter((r) => !r.data!.createProject.replayed)).toHaveLength(1);
+      expect(gw.gateway.services.sandbox.cloud!.requests).toHaveLength(1);
+    } finally {
+      await gw.close();
+    }
+  });
+});
