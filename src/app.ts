@@ -5,10 +5,12 @@ import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/dis
 import { unwrapResolverError } from '@apollo/server/errors';
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import { CloudClient, CloudTokens } from './cloud/client.js';
+import { ProvisioningService } from './cloud/provisioning.js';
 import { CloudService } from './cloud/service.js';
 import { sandboxedUpstreams, type Config } from './config.js';
 import { catalogResolvers } from './graphql/catalog.js';
 import { cloudResolvers } from './graphql/cloud.js';
+import { provisioningResolvers } from './graphql/provisioning.js';
 import { commonResolvers } from './graphql/common.js';
 import { createContext, type GraphQLContext } from './graphql/context.js';
 import { buildSchema } from './graphql/schema.js';
@@ -16,9 +18,12 @@ import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startSandboxes, type Sandboxes } from './sandbox/index.js';
 import { createAuthenticator } from './server/auth.js';
+import { createGraphiqlHandler, defaultGraphiqlAssetsDir, GRAPHIQL_ASSETS_PATH, prefersHtml } from './server/graphiql.js';
+import { DEFAULT_QUERY, graphiqlExamples } from './server/graphiql-examples.js';
 import { graphqlRoute, unauthenticatedHttpError } from './server/graphql.js';
 import { healthRoutes } from './server/health.js';
 import { createRequestHandler, type Route } from './server/http.js';
+import { sendJson } from './server/respond.js';
 import { createWsServer } from './server/ws.js';
 import type { Services } from './services.js';
 import { openStore, type Store } from './store/index.js';
@@ -28,6 +33,12 @@ import { Idempotency } from './upstream/idempotency.js';
 import { UpstreamHttp } from './upstream/http.js';
 import { ErrorCode } from './errors.js';
 import { EventLog, EventStreams, Events, InProcessBus } from './events/index.js';
+import { createIdentityService } from './identity/index.js';
+import { identityResolvers } from './graphql/identity.js';
+import { verificationWebhookRoute } from './server/webhooks/verification.js';
+import { createMobileIdService } from './mobile-id/index.js';
+import { mobileIdResolvers } from './graphql/mobile-id.js';
+import { mobileIdWebhookRoute } from './server/webhooks/mobile-id.js';
 
 export interface Gateway {
   /** `http://<host>:<port>` the gateway listens on (127.0.0.1 when bound to all interfaces). */
@@ -70,12 +81,14 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   const metrics = new Metrics();
   const sandboxed = sandboxedUpstreams(config);
   const cleanups: Array<() => Promise<void>> = [];
+  // Known after listen; upstream callbacks (callbackUrl) are built from it.
+  let listenedUrl = '';
   const closeAll = async () => {
     for (const c of cleanups.reverse()) await c().catch((err: unknown) => logger.error({ err }, 'error during shutdown'));
   };
 
   try {
-    const store: Store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logger });
+    const store: Store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, sqliteSynchronous: config.sqliteSynchronous, logger });
     cleanups.push(() => store.close());
 
     const sandbox: Sandboxes = await startSandboxes({
@@ -83,6 +96,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       faultRate: config.sandbox.faultRate,
       latencyMs: config.sandbox.latencyMs,
       cloudCredentials: config.cloud.credentials,
+      identification: sandboxed.identification,
+      verification: sandboxed.verification || sandboxed.rfm,
+      callbackDelayMs: config.sandbox.callbackDelayMs,
+      mobileId: sandboxed.mobileId,
     });
     cleanups.push(() => sandbox.close());
 
@@ -123,25 +140,33 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     cleanups.push(() => bus.close());
     const events = new Events(eventLog, bus, new EventStreams(eventLog, bus), metrics);
 
+    const cloud = new CloudService(cloudClient, ledger, idempotency);
     const services: Services = {
       config,
       store,
       metrics,
       ledger,
       idempotency,
-      cloud: new CloudService(cloudClient, ledger, idempotency),
+      cloud,
+      provisioning: new ProvisioningService(store.db, cloud, (id) => ledger.get(id), logger),
       events,
+      identity: createIdentityService({ config, sandbox, store, ledger, idempotency, events, upstream, publicUrl: () => config.publicUrl ?? listenedUrl }),
       sandbox,
+      mobileId: createMobileIdService({ config, store, events, logger, sandbox: sandbox.mobileId, selfUrl: () => listenedUrl }),
     };
+
+    // Shutdown lets running provisionings finish their current step before the store closes.
+    cleanups.push(() => services.provisioning.idle());
 
     const purge = setInterval(() => {
       idempotencyRecords.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of idempotency records failed'));
       eventLog.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of expired events failed'));
+      services.mobileId.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of expired mobile-ID tokens failed'));
     }, 60_000);
     purge.unref();
     cleanups.push(async () => clearInterval(purge));
 
-    const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers] as Record<string, unknown>[]);
+    const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers] as Record<string, unknown>[]);
     const authenticate = createAuthenticator(config.apiKeys);
 
     const server = http.createServer();
@@ -164,8 +189,30 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     await apollo.start();
     cleanups.push(() => apollo.stop());
 
+    // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).
+    const allSandboxed = Object.values(sandboxed).every(Boolean);
+    const graphiql = config.introspection
+      ? createGraphiqlHandler({
+          assetsDir: defaultGraphiqlAssetsDir(),
+          config: { sandbox: allSandboxed, apiKeyRequired: config.apiKeys.length > 0, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({ sandbox: sandboxed.mobileId }) },
+        })
+      : null;
+
     const routes: Route[] = [
+      ...(graphiql
+        ? [
+            {
+              method: 'ANY',
+              path: new RegExp(`^${GRAPHIQL_ASSETS_PATH}[^/]+$`),
+              name: 'graphiql-asset',
+              handle: (req, res) => {
+                if (!graphiql.serveAsset(req, res)) sendJson(res, 404, { error: 'not_found', error_description: 'no such GraphiQL asset' });
+              },
+            } satisfies Route,
+          ]
+        : []),
       graphqlRoute({
+        ...(graphiql ? { graphiql: { wants: (req) => prefersHtml(req.headers.accept), serve: (req, res) => void graphiql.servePage(req, res) } } : {}),
         apollo,
         context: async (req, ctx) => {
           const auth = authenticate(req.headers.authorization);
@@ -178,6 +225,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         },
       }),
       ...healthRoutes({ store, metrics }),
+      verificationWebhookRoute({ identity: services.identity, metrics }),
+      mobileIdWebhookRoute({ mobileId: services.mobileId, metrics }),
     ];
     server.on('request', createRequestHandler({ routes, logger, metrics }));
 
@@ -209,6 +258,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
     const url = `http://${shownHost}:${address.port}`;
     const publicUrl = config.publicUrl ?? url;
+    listenedUrl = url;
 
     // Shutdown order: stop accepting, close subscriptions, let in-flight requests finish, then the rest.
     cleanups.push(async () => {

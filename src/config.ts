@@ -18,6 +18,7 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'PUBLIC_URL', default: 'http://localhost:PORT', description: 'Address the upstreams use to reach this gateway (verification callbacks, mobile-ID notification_uri).' },
   { name: 'DATA_DIR', default: './data', description: 'Folder of the embedded SQLite database (gateway.sqlite) when DATABASE_URL is unset.' },
   { name: 'DATABASE_URL', default: '(unset: SQLite)', description: 'PostgreSQL connection string; when set, the store, idempotency records and event log live there.' },
+  { name: 'SQLITE_SYNCHRONOUS', default: 'FULL', description: 'SQLite (WAL) durability: FULL makes every commit survive power loss before it is acknowledged; NORMAL survives a crash of the process but may lose the last commits on power loss.' },
   { name: 'CLOUD_API_URL', default: '(unset: sandbox)', description: 'Base URL of the cloud provisioning API.' },
   { name: 'CLOUD_API_TOKEN', default: '(unset)', description: 'Service-account token for the cloud API (the authorization step is then skipped).' },
   { name: 'CLOUD_API_CREDENTIALS', default: '(unset)', description: 'JSON object sent to POST /iam/v2/tokens to obtain a cloud token; used when CLOUD_API_TOKEN is unset.' },
@@ -32,6 +33,7 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'MOBILEID_JWKS_FILE', default: '(unset)', description: 'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL.' },
   { name: 'MOBILEID_ISSUER', default: '(unset)', description: 'Expected iss of mobile-ID id_tokens.' },
   { name: 'MOBILEID_CLIENT_ID', default: '(unset)', description: 'Expected aud of mobile-ID id_tokens.' },
+  { name: 'TOKEN_ENCRYPTION_KEY', default: '(unset: DATA_DIR/token-encryption.key)', description: '32 random bytes (base64 or 64 hex digits) that encrypt stored mobile-ID tokens (AES-256-GCM). Unset: a key file generated in DATA_DIR on first start. Replicas sharing DATABASE_URL need the same key.' },
   { name: 'MOBILEID_JWKS_ALLOWED_HOSTS', default: '(unset: none)', description: 'Comma-separated hosts whose jwks_uri from a notification body may be fetched; others are only recorded.' },
   { name: 'GATEWAY_API_KEYS', default: '(unset: open)', description: 'Comma-separated keys that apps send as Authorization: Bearer <key>. Unset is allowed only when every upstream is sandboxed.' },
   { name: 'IDEMPOTENCY_RETENTION', default: '24h', description: 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).' },
@@ -63,6 +65,13 @@ export function parseDuration(text: string): number | undefined {
   const m = DURATION.exec(text.trim());
   if (!m) return undefined;
   return Number(m[1]) * UNIT_MS[(m[2] ?? 'ms') as keyof typeof UNIT_MS];
+}
+
+/** A 256-bit key written as 64 hex digits or as (url-safe) base64; undefined when it is neither. */
+export function decodeKey(text: string): Buffer | undefined {
+  const t = text.trim();
+  const key = /^[0-9a-fA-F]{64}$/.test(t) ? Buffer.from(t, 'hex') : /^[A-Za-z0-9+/_-]{43}=?$/.test(t) ? Buffer.from(t, 'base64') : undefined;
+  return key && key.length === 32 ? key : undefined;
 }
 
 const optionalString = z
@@ -129,6 +138,13 @@ const envSchema = z.object({
     .optional()
     .transform((s) => (s ? s : undefined))
     .refine((s) => s === undefined || /^postgres(ql)?:\/\//.test(s), 'must be a postgres:// or postgresql:// URL'),
+  SQLITE_SYNCHRONOUS: z
+    .string()
+    .trim()
+    .toUpperCase()
+    .pipe(z.enum(['FULL', 'NORMAL'], 'must be FULL or NORMAL'))
+    .optional()
+    .default('FULL'),
   CLOUD_API_URL: httpUrl,
   CLOUD_API_TOKEN: optionalString,
   CLOUD_API_CREDENTIALS: z
@@ -157,6 +173,10 @@ const envSchema = z.object({
   MOBILEID_ISSUER: optionalString,
   MOBILEID_CLIENT_ID: optionalString,
   MOBILEID_JWKS_ALLOWED_HOSTS: list,
+  TOKEN_ENCRYPTION_KEY: optionalString.refine(
+    (s) => s === undefined || decodeKey(s) !== undefined,
+    'must be 32 bytes as base64 (44 characters) or as 64 hex digits, e.g. the output of `openssl rand -base64 32`',
+  ),
   GATEWAY_API_KEYS: list,
   IDEMPOTENCY_RETENTION: duration('24h'),
   EVENT_RETENTION: duration('7d'),
@@ -189,6 +209,8 @@ export interface Config {
   readonly publicUrl: string | undefined;
   readonly dataDir: string;
   readonly databaseUrl: string | undefined;
+  /** SQLITE_SYNCHRONOUS; ignored with DATABASE_URL. */
+  readonly sqliteSynchronous: 'FULL' | 'NORMAL';
   readonly cloud: {
     readonly url: string | undefined;
     readonly token: string | undefined;
@@ -209,6 +231,8 @@ export interface Config {
     readonly clientId: string | undefined;
     readonly jwksAllowedHosts: readonly string[];
   };
+  /** TOKEN_ENCRYPTION_KEY as given (decode with `decodeKey`); undefined means a key file in DATA_DIR. */
+  readonly tokenEncryptionKey: string | undefined;
   readonly apiKeys: readonly string[];
   readonly idempotencyRetentionMs: number;
   readonly idempotencyWaitMs: number;
@@ -271,6 +295,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     publicUrl: e.PUBLIC_URL,
     dataDir: path.resolve(e.DATA_DIR),
     databaseUrl: e.DATABASE_URL,
+    sqliteSynchronous: e.SQLITE_SYNCHRONOUS,
     cloud: { url: e.CLOUD_API_URL, token: e.CLOUD_API_TOKEN, credentials: e.CLOUD_API_CREDENTIALS },
     verification: { url: e.VERIFICATION_API_URL, token: e.VERIFICATION_API_TOKEN },
     identification: { url: e.IDENTIFICATION_API_URL, prodlikeUrl: e.IDENTIFICATION_PRODLIKE_API_URL, token: e.IDENTIFICATION_API_TOKEN },
@@ -283,6 +308,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       clientId: e.MOBILEID_CLIENT_ID,
       jwksAllowedHosts: e.MOBILEID_JWKS_ALLOWED_HOSTS,
     },
+    tokenEncryptionKey: e.TOKEN_ENCRYPTION_KEY,
     apiKeys: e.GATEWAY_API_KEYS,
     idempotencyRetentionMs: e.IDEMPOTENCY_RETENTION,
     idempotencyWaitMs: e.IDEMPOTENCY_WAIT,

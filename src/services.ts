@@ -1,7 +1,10 @@
+import type { ProvisioningService } from './cloud/provisioning.js';
 import type { CloudService } from './cloud/service.js';
 import type { Config } from './config.js';
 import type { Events } from './events/index.js';
+import type { IdentityService } from './identity/service.js';
 import type { Metrics } from './metrics.js';
+import type { MobileIdService } from './mobile-id/service.js';
 import type { Sandboxes } from './sandbox/index.js';
 import type { Store } from './store/index.js';
 import type { Ledger } from './store/ledger.js';
@@ -15,8 +18,14 @@ export interface Services {
   readonly ledger: Ledger;
   readonly idempotency: Idempotency;
   readonly cloud: CloudService;
+  /** Composite provisioning (provisionKafkaCluster, provisionVirtualMachine) and its progress. */
+  readonly provisioning: ProvisioningService;
   /** The event log, bus and subscription streams of webhook events. */
   readonly events: Events;
+  /** Identification links, verifications and their results, the rfm check, verification callbacks. */
+  readonly identity: IdentityService;
   /** The embedded simulators, when any upstream is sandboxed. */
   readonly sandbox: Sandboxes;
+  /** Mobile-ID completion notifications: the webhook, their results, notification tokens, the sandbox trigger. */
+  readonly mobileId: MobileIdService;
 }

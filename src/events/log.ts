@@ -25,6 +25,13 @@ export interface NewEvent {
   payload: unknown;
   meta?: Record<string, unknown>;
   scope?: string | null;
+  /**
+   * What tells a duplicate from a conflict; defaults to sha256 of the canonical payload. A payload that
+   * holds encrypted secrets (random IVs) passes a keyed digest of its clear content instead.
+   */
+  fingerprint?: string;
+  /** When short-lived secrets in the payload expire; `redactExpiredSecrets` removes them then. */
+  secretsExpireAt?: number | null;
 }
 
 export type AppendResult =
@@ -59,7 +66,7 @@ export class EventLog {
   ) {}
 
   async append(e: NewEvent, now = Date.now()): Promise<AppendResult> {
-    const print = fingerprint(e.payload);
+    const print = e.fingerprint ?? fingerprint(e.payload);
     const inserted = await this.db
       .insertInto('events')
       .values({
@@ -72,6 +79,7 @@ export class EventLog {
         scope: e.scope ?? null,
         received_at: now,
         expires_at: now + this.retentionMs,
+        secrets_expire_at: e.secretsExpireAt ?? null,
       })
       .onConflict((oc) => oc.column('dedupe_key').doNothing())
       .returningAll()
@@ -113,6 +121,33 @@ export class EventLog {
   async bySeq(seq: number): Promise<EventRecord | null> {
     const row = await this.db.selectFrom('events').selectAll().where('seq', '=', seq).executeTakeFirst();
     return row ? toRecord(row as Row & { seq: number }) : null;
+  }
+
+  /**
+   * Rewrites, with `redact`, the payload of every event of `kind` whose secrets have expired (e.g. an
+   * access token past its expires_in); returns how many were rewritten.
+   */
+  async redactExpiredSecrets(kind: string, redact: (payload: unknown) => unknown, now = Date.now(), batchSize = 500): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const rows = await this.db
+        .selectFrom('events')
+        .select(['seq', 'payload'])
+        .where('kind', '=', kind)
+        .where('secrets_expire_at', '<=', now)
+        .orderBy('secrets_expire_at')
+        .limit(batchSize)
+        .execute();
+      for (const row of rows) {
+        await this.db
+          .updateTable('events')
+          .set({ payload: JSON.stringify(redact(JSON.parse(row.payload))), secrets_expire_at: null })
+          .where('seq', '=', row.seq)
+          .execute();
+      }
+      total += rows.length;
+      if (rows.length < batchSize) return total;
+    }
   }
 
   async purgeExpired(now = Date.now()): Promise<number> {

@@ -3,6 +3,9 @@
 import type { GraphQLResolveInfo, GraphQLScalarType, GraphQLScalarTypeConfig } from 'graphql';
 import type { CatalogRoot, InstanceTypeEntry, KafkaInstanceTypeEntry, PlatformEntry, DiskTypeEntry, OsImageEntry, KafkaVersionEntry, CpuUtilizationEntry, FirewallActionEntry } from '../catalog/index.js';
 import type { LedgerRecord } from '../store/ledger.js';
+import type { ProvisioningModel, Step } from '../cloud/provisioning.js';
+import type { VerificationResultItem } from '../identity/wire.js';
+import type { EventRecord } from '../events/log.js';
 import type { GraphQLContext } from '../graphql/context.js';
 export type Maybe<T> = T | null;
 export type InputMaybe<T> = T | null | undefined;
@@ -128,6 +131,19 @@ export type CatalogInstanceTypesArgs = {
   platform?: InputMaybe<Platform>;
 };
 
+/** Result of `checkRfm`. */
+export type CheckRfmPayload = {
+  __typename?: 'CheckRfmPayload';
+  /** The key sent upstream as `Idempotency-Key`: the caller's, or a new UUIDv4. */
+  idempotencyKey: Scalars['UUID']['output'];
+  /** The yes/no answer when the upstream states it as a boolean (`isInCatalog`, `inCatalog`, `found` or `result`); null otherwise. */
+  inCatalog: Maybe<Scalars['Boolean']['output']>;
+  /** True when this is the stored result of an earlier call with the same key (no upstream call was made). */
+  replayed: Scalars['Boolean']['output'];
+  /** The upstream's answer as it arrived. */
+  result: Maybe<Scalars['JSON']['output']>;
+};
+
 /** CPU utilization of a Kafka cluster's instances (`instance_cpu_utilization`). */
 export type CpuUtilization =
   /** `high`: 100% CPU utilization. */
@@ -146,6 +162,31 @@ export type CpuUtilizationInfo = {
   percent: Scalars['Int']['output'];
   /** The string the cloud API takes as `instance_cpu_utilization`, e.g. `medium`. */
   wireValue: Scalars['String']['output'];
+};
+
+/** What `createIdentification` sends (spec: Identification request body). Checked before any upstream call. */
+export type CreateIdentificationInput = {
+  /** The applicant's id in the client's system; the same id reuses an existing applicant. */
+  applicantExternalId?: InputMaybe<Scalars['String']['input']>;
+  /** Environment the request goes to. */
+  environment?: InputMaybe<IdentificationEnvironment>;
+  /** Lifetime of the link in minutes, an integer from 1 to 195 (spec: Limits). Omitted: the upstream's default. */
+  linkLifetimeInMinutes?: InputMaybe<Scalars['Int']['input']>;
+  /** Absolute http(s) URL the user is sent to when the scenario ends. */
+  redirectUrl?: InputMaybe<Scalars['String']['input']>;
+  /** Id of a workflow configured on the platform; must not be empty. */
+  workflowId: Scalars['String']['input'];
+};
+
+/** Result of `createIdentification`. */
+export type CreateIdentificationPayload = {
+  __typename?: 'CreateIdentificationPayload';
+  /** The key sent upstream as `Idempotency-Key`: the caller's, or a new UUIDv4. */
+  idempotencyKey: Scalars['UUID']['output'];
+  /** The identification request and its link. */
+  identification: Identification;
+  /** True when this is the stored result of an earlier call with the same key (no upstream call was made). */
+  replayed: Scalars['Boolean']['output'];
 };
 
 /** Input of createIpAddress. */
@@ -452,6 +493,42 @@ export type FirewallActionInfo = {
   /** The string the cloud API takes as `default_gfw_rule_action`, e.g. `allow`. */
   wireValue: Scalars['String']['output'];
 };
+
+/** An identification request and the link for the end user. */
+export type Identification = Node & {
+  __typename?: 'Identification';
+  /** The applicant's id in the client's system, when given. */
+  applicantExternalId: Maybe<Scalars['String']['output']>;
+  /** When the gateway created it. */
+  createdAt: Scalars['DateTime']['output'];
+  /** Environment it was created in. */
+  environment: IdentificationEnvironment;
+  /** True once `expiresAt` has passed. */
+  expired: Scalars['Boolean']['output'];
+  /** When the link stops working: creation time plus the lifetime; null when the lifetime was not given. */
+  expiresAt: Maybe<Scalars['DateTime']['output']>;
+  /** The identification request's id, from the upstream's 202 answer. */
+  id: Scalars['ID']['output'];
+  /** Short id that may appear in the link. */
+  idShort: Scalars['String']['output'];
+  /** Lifetime requested for the link, in minutes; null when the upstream's default applies. */
+  linkLifetimeInMinutes: Maybe<Scalars['Int']['output']>;
+  /** The upstream's 202 answer as it arrived. */
+  raw: Maybe<Scalars['JSON']['output']>;
+  /** Where the user is sent when the scenario ends, when given. */
+  redirectUrl: Maybe<Scalars['String']['output']>;
+  /** The link the user opens to pass the scenario. */
+  url: Scalars['String']['output'];
+  /** The workflow it was created from. */
+  workflowId: Scalars['String']['output'];
+};
+
+/** Which identification environment a request goes to (spec: Addresses). */
+export type IdentificationEnvironment =
+  /** The pre-production-like interface, `IDENTIFICATION_PRODLIKE_API_URL`, with the same paths. */
+  | 'PRODLIKE'
+  /** The production interface, `IDENTIFICATION_API_URL`. */
+  | 'PRODUCTION';
 
 /**
  * Instance type of a virtual machine (`instance.instanceType`). The `c<N>.<size>` types (N vCPUs, memory
@@ -824,9 +901,118 @@ export type KafkaVersionInfo = {
   wireValue: Scalars['String']['output'];
 };
 
+/** The user authenticated: the tokens of the notification's positive scenario and the id_token's claims. */
+export type MobileIdAuthenticated = {
+  __typename?: 'MobileIdAuthenticated';
+  /**
+   * Bearer token for the mobile identity service's resource endpoints (premiuminfo, kyc-match-split).
+   * Null once `expiresAt` has passed: expired tokens are removed from storage.
+   */
+  accessToken: Maybe<Scalars['String']['output']>;
+  /** The id_token's `acr`: the authentication context class (level of assurance) reached. */
+  acr: Maybe<Scalars['String']['output']>;
+  /** The id_token's `amr`: the authentication methods used. */
+  amr: Maybe<Array<Scalars['String']['output']>>;
+  /** The auth_req_id of the authentication request. */
+  authReqId: Scalars['String']['output'];
+  /** The notification's correlation_id, when the original request set one. */
+  correlationId: Maybe<Scalars['String']['output']>;
+  /** When `accessToken` expires: reception time plus the notification's expires_in. */
+  expiresAt: Scalars['DateTime']['output'];
+  /** The id_token as received (a JWT). */
+  idToken: Scalars['String']['output'];
+  /**
+   * True when the gateway checked the id_token's signature, iss, aud, exp, auth_req_id claim and at_hash
+   * against a configured JWKS (OpenID CIBA Core §10.3.1); false when it only decoded the claims.
+   */
+  idTokenVerified: Scalars['Boolean']['output'];
+  /** The id_token's `iss`. */
+  issuer: Maybe<Scalars['String']['output']>;
+  /** The notification's jwks_uri: where the operator publishes the key that encrypts data verification requests. Recorded, not fetched. */
+  jwksUri: Maybe<Scalars['String']['output']>;
+  /** The notification's leading_kyc_match: true means a positive data verification answer is required before calling premiuminfo. */
+  leadingKycMatch: Maybe<Scalars['Boolean']['output']>;
+  /** Fields of the notification this type does not name (jwks_endpoint, premiuminfo_endpoint, kyc_match_endpoint, ...), as sent. */
+  otherFields: Scalars['JSON']['output'];
+  /** When the gateway received and stored the notification. */
+  receivedAt: Scalars['DateTime']['output'];
+  /** The X-Mobileid-Request-Id header of the notification (for the service's technical support). */
+  requestId: Maybe<Scalars['String']['output']>;
+  /** The id_token's `sub`: the identifier of the number owner. */
+  subject: Scalars['String']['output'];
+  /** Type of `accessToken`; always `Bearer`. */
+  tokenType: Scalars['String']['output'];
+  /** The X-Mobileid-Transaction-Id header of the notification (for the service's technical support). */
+  transactionId: Maybe<Scalars['String']['output']>;
+};
+
+/** The authentication failed: the notification's negative scenario. */
+export type MobileIdAuthenticationFailed = {
+  __typename?: 'MobileIdAuthenticationFailed';
+  /** The auth_req_id of the authentication request. */
+  authReqId: Scalars['String']['output'];
+  /** The notification's correlation_id, when the original request set one. */
+  correlationId: Maybe<Scalars['String']['output']>;
+  /** The notification's error category, as sent (e.g. `access_denied`, `server_error`). */
+  error: Scalars['String']['output'];
+  /** The notification's error_description, as sent. */
+  errorDescription: Scalars['String']['output'];
+  /** Fields of the notification this type does not name, as sent. */
+  otherFields: Scalars['JSON']['output'];
+  /** The row of the spec's error table that `error` and `errorDescription` match, or UNKNOWN. */
+  reason: MobileIdFailureReason;
+  /** When the gateway received and stored the notification. */
+  receivedAt: Scalars['DateTime']['output'];
+  /** The X-Mobileid-Request-Id header of the notification. */
+  requestId: Maybe<Scalars['String']['output']>;
+  /** The X-Mobileid-Transaction-Id header of the notification. */
+  transactionId: Maybe<Scalars['String']['output']>;
+};
+
+/** The end of a mobile-ID authentication: the user authenticated, or the authentication failed. */
+export type MobileIdAuthenticationResult = MobileIdAuthenticated | MobileIdAuthenticationFailed;
+
+/** Why a mobile-ID authentication failed: the rows of the spec's error table. */
+export type MobileIdFailureReason =
+  /** access_denied / error authentication: a technical error sending the authentication message, or a negative USSD scenario. */
+  | 'AUTHENTICATION_ERROR'
+  /** access_denied / the client cancelled the authentication: a negative answer to the challenge. */
+  | 'CANCELLED_BY_USER'
+  /** access_denied / client timeout: no answer to the authentication challenge within the transaction time. */
+  | 'CLIENT_TIMEOUT'
+  /** access_denied / HHE request failed: SIM-less only, and the MSISDN could not be extracted from the hhe_uri call. */
+  | 'HHE_REQUEST_FAILED'
+  /** access_denied / Login hint doesn't match: SIM-less only, and the given msisdn differs from the one the network determined. */
+  | 'LOGIN_HINT_MISMATCH'
+  /** server_error: an internal failure of the mobile identity service. */
+  | 'SERVER_ERROR'
+  /** access_denied / the client has run out of attempts to authorize by sms code. */
+  | 'SMS_ATTEMPTS_EXHAUSTED'
+  /** An error or error_description the spec's table does not list; see `error` and `errorDescription`. */
+  | 'UNKNOWN';
+
+/** A client_notification_token for the mobile identity service. */
+export type MobileIdNotificationToken = {
+  __typename?: 'MobileIdNotificationToken';
+  /** The only auth_req_id it is accepted for, or null when it is accepted for any. */
+  authReqId: Maybe<Scalars['String']['output']>;
+  /** When `POST /webhooks/mobile-id` stops accepting it. */
+  expiresAt: Scalars['DateTime']['output'];
+  /** The token: send it as client_notification_token in the authentication request. Shown only once. */
+  token: Scalars['String']['output'];
+};
+
 /** Root of every write. Each mutation takes `input` and an optional `idempotencyKey`. */
 export type Mutation = {
   __typename?: 'Mutation';
+  /** Checks whether a client is in the list of terrorists and extremists (`POST /api/v1/rfm/is-in-catalog`). The body is passed as given. */
+  checkRfm: CheckRfmPayload;
+  /**
+   * Creates an identification request from a preconfigured workflow (`POST /api/v2/identifications/workflow-instances`)
+   * and returns the link the end user opens. Upstream errors: 400 → `BAD_USER_INPUT`, 401 → `UPSTREAM_UNAUTHENTICATED`,
+   * 404 (workflow or applicant not found) → `NOT_FOUND`, 409 → `CONFLICT`, 5xx after retries → `UPSTREAM_UNAVAILABLE`.
+   */
+  createIdentification: CreateIdentificationPayload;
   /** Creates a public IP address inside a network (kind `ip`, empty spec). Needed for access from outside the cloud. */
   createIpAddress: CreateIpAddressPayload;
   /** Creates a managed Kafka cluster (kind `compute`, product `vendor-kafka`, spec key `vendor.extensions.kafka`). */
@@ -843,8 +1029,57 @@ export type Mutation = {
   createSubnet: CreateSubnetPayload;
   /** Creates a virtual machine (kind `compute`, product `compute-cloud`). User passwords are sent upstream and never stored. */
   createVirtualMachine: CreateVirtualMachinePayload;
+  /**
+   * Issues a fresh random client_notification_token. Put it in the original authentication request; the mobile
+   * identity service then sends it as `Authorization: Bearer <token>` with its notification to
+   * `POST /webhooks/mobile-id`, which accepts it until it expires. Only its SHA-256 is stored: it is shown
+   * once, here. Notifications sent with it can be read only with the API key that issued it.
+   */
+  issueMobileIdNotificationToken: MobileIdNotificationToken;
   /** Liveness of the GraphQL layer itself; always true. Lets a client test its key with a mutation that changes nothing. */
   ping: Scalars['Boolean']['output'];
+  /**
+   * Creates a Kafka cluster with everything it needs, in the spec's order: project, network, subnet, IP address
+   * (only when `ipAddress` is given: access from outside the cloud), cluster, topics, users. Each step reuses an
+   * existing id when one is given. The call returns at once with the provisioning RUNNING; follow it with
+   * `provisioning(id)` or `provisioningProgress(id)`. Calling again with the same key and input after a failure
+   * resumes: finished steps replay (each step's upstream key is derived from this key), nothing is created twice.
+   */
+  provisionKafkaCluster: ProvisionKafkaClusterPayload;
+  /**
+   * Creates a virtual machine with everything it needs, in the spec's order: project, network, subnet, IP address,
+   * virtual machine. Same contract as provisionKafkaCluster.
+   */
+  provisionVirtualMachine: ProvisionVirtualMachinePayload;
+  /**
+   * Registers a verification by workflow (`POST /api/v2/verifications/workflow-instances`). With `callback` on, the
+   * gateway hands the verification interface a callbackUrl of its own; the result then arrives on the subscription
+   * `verificationCompleted`. The applicant data is sent upstream and never stored by the gateway.
+   */
+  registerVerification: RegisterVerificationPayload;
+  /**
+   * Sandbox only (no MOBILEID_NOTIFICATION_TOKENS, MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE set): makes the
+   * embedded mobile identity service end authentication `authReqId` with `outcome`. It POSTs a realistic
+   * notification (an id_token signed with the sandbox key, with at_hash and the auth_req_id claim, or a failure
+   * from the spec's error table) to this gateway's `/webhooks/mobile-id` over HTTP, with a
+   * client_notification_token issued for `authReqId`. Subscribe to `mobileIdAuthentication(authReqId)` first to
+   * watch it arrive. Fails with BAD_USER_INPUT (`extensions.sandboxOnly`) when a real service is configured.
+   */
+  sandboxCompleteMobileIdAuthentication: SandboxMobileIdDelivery;
+};
+
+
+/** Root of every write. Each mutation takes `input` and an optional `idempotencyKey`. */
+export type MutationCheckRfmArgs = {
+  idempotencyKey?: InputMaybe<Scalars['UUID']['input']>;
+  input: Scalars['JSON']['input'];
+};
+
+
+/** Root of every write. Each mutation takes `input` and an optional `idempotencyKey`. */
+export type MutationCreateIdentificationArgs = {
+  idempotencyKey?: InputMaybe<Scalars['UUID']['input']>;
+  input: CreateIdentificationInput;
 };
 
 
@@ -901,6 +1136,41 @@ export type MutationCreateSubnetArgs = {
 export type MutationCreateVirtualMachineArgs = {
   idempotencyKey?: InputMaybe<Scalars['UUID']['input']>;
   input: CreateVirtualMachineInput;
+};
+
+
+/** Root of every write. Each mutation takes `input` and an optional `idempotencyKey`. */
+export type MutationIssueMobileIdNotificationTokenArgs = {
+  authReqId?: InputMaybe<Scalars['String']['input']>;
+  ttlSeconds?: InputMaybe<Scalars['Int']['input']>;
+};
+
+
+/** Root of every write. Each mutation takes `input` and an optional `idempotencyKey`. */
+export type MutationProvisionKafkaClusterArgs = {
+  idempotencyKey?: InputMaybe<Scalars['UUID']['input']>;
+  input: ProvisionKafkaClusterInput;
+};
+
+
+/** Root of every write. Each mutation takes `input` and an optional `idempotencyKey`. */
+export type MutationProvisionVirtualMachineArgs = {
+  idempotencyKey?: InputMaybe<Scalars['UUID']['input']>;
+  input: ProvisionVirtualMachineInput;
+};
+
+
+/** Root of every write. Each mutation takes `input` and an optional `idempotencyKey`. */
+export type MutationRegisterVerificationArgs = {
+  idempotencyKey?: InputMaybe<Scalars['UUID']['input']>;
+  input: RegisterVerificationInput;
+};
+
+
+/** Root of every write. Each mutation takes `input` and an optional `idempotencyKey`. */
+export type MutationSandboxCompleteMobileIdAuthenticationArgs = {
+  authReqId: Scalars['String']['input'];
+  outcome?: SandboxMobileIdOutcome;
 };
 
 /** A virtual network. */
@@ -1022,6 +1292,290 @@ export type Project = Node & {
   virtualMachines: Array<VirtualMachine>;
 };
 
+/** The IP address step, when no `ipAddressId` is given. */
+export type ProvisionIpAddressInput = {
+  /** Free text. */
+  description?: InputMaybe<Scalars['String']['input']>;
+  /** Name of the address. */
+  title: Scalars['String']['input'];
+};
+
+/** Input of provisionKafkaCluster. For each of project, network, subnet and IP address give an existing id or the spec of a new one. */
+export type ProvisionKafkaClusterInput = {
+  /** The cluster. */
+  cluster: ProvisionKafkaClusterSpecInput;
+  /** A new IP address, for access from outside the cloud. Omit both for a private cluster. */
+  ipAddress?: InputMaybe<ProvisionIpAddressInput>;
+  /** An existing IP address, for access from outside the cloud. */
+  ipAddressId?: InputMaybe<Scalars['UUID']['input']>;
+  /** A new network. */
+  network?: InputMaybe<ProvisionNetworkInput>;
+  /** An existing network. */
+  networkId?: InputMaybe<Scalars['UUID']['input']>;
+  /** A new project. */
+  project?: InputMaybe<ProvisionProjectInput>;
+  /** An existing project. */
+  projectId?: InputMaybe<Scalars['UUID']['input']>;
+  /** Region. */
+  region?: InputMaybe<Region>;
+  /** A new subnet. */
+  subnet?: InputMaybe<ProvisionSubnetInput>;
+  /** CIDR of an existing subnet the ledger does not know. */
+  subnetCidr?: InputMaybe<Scalars['String']['input']>;
+  /** An existing subnet (its CIDR must be known to the ledger, or give subnetCidr). */
+  subnetId?: InputMaybe<Scalars['UUID']['input']>;
+  /** Topics to create. Default: none. */
+  topics?: InputMaybe<Array<ProvisionKafkaTopicInput>>;
+  /** Users to create. Default: none. */
+  users?: InputMaybe<Array<ProvisionKafkaUserInput>>;
+  /** Availability zone. */
+  zone?: InputMaybe<Zone>;
+};
+
+/** Result of provisionKafkaCluster. */
+export type ProvisionKafkaClusterPayload = {
+  __typename?: 'ProvisionKafkaClusterPayload';
+  /** The key of this call; each step's upstream key derives from it. */
+  idempotencyKey: Scalars['UUID']['output'];
+  /** The provisioning, RUNNING when it was just started or resumed. */
+  provisioning: Provisioning;
+  /** True when an earlier call with the same key already started it (no step was started again). */
+  replayed: Scalars['Boolean']['output'];
+};
+
+/** The cluster step of provisionKafkaCluster (the ids come from the earlier steps). */
+export type ProvisionKafkaClusterSpecInput = {
+  /** Target CPU utilization. Default LOW. */
+  cpuUtilization?: InputMaybe<CpuUtilization>;
+  /** Free text. */
+  description?: InputMaybe<Scalars['String']['input']>;
+  /** Disk size of each instance. Default 50. */
+  diskSize?: InputMaybe<Scalars['Int']['input']>;
+  /** Disk type. Default SSD_BASIC. */
+  diskType?: InputMaybe<DiskType>;
+  /** Number of instances. Default 3. */
+  instanceCount?: InputMaybe<Scalars['Int']['input']>;
+  /** Instance type. */
+  instanceType: KafkaInstanceType;
+  /** Kafka version. Default V3_1_0. */
+  kafkaVersion?: InputMaybe<KafkaVersion>;
+  /** Public IPv4 address (`white_host`); when omitted and an IP address is created or reused, that address is used if the ledger knows it. */
+  publicIp?: InputMaybe<Scalars['String']['input']>;
+  /** Name of the cluster. */
+  title: Scalars['String']['input'];
+};
+
+/** A topic created after the cluster. */
+export type ProvisionKafkaTopicInput = {
+  /** Cleanup policy. Default delete. */
+  cleanupPolicy?: InputMaybe<Scalars['String']['input']>;
+  /** Compression type. Default producer. */
+  compressionType?: InputMaybe<Scalars['String']['input']>;
+  /** Milliseconds. Default 86400000. */
+  deleteRetentionMs?: InputMaybe<Scalars['DecimalString']['input']>;
+  /** Milliseconds. Default 9223372036854775807. */
+  maxCompactionLagMs?: InputMaybe<Scalars['DecimalString']['input']>;
+  /** Largest batch in bytes. Default 1048588. */
+  maxMessageBytes?: InputMaybe<Scalars['Int']['input']>;
+  /** Milliseconds. Default 0. */
+  minCompactionLagMs?: InputMaybe<Scalars['DecimalString']['input']>;
+  /** Minimum in-sync replicas. Default 1. */
+  minInsyncReplicas?: InputMaybe<Scalars['Int']['input']>;
+  /** Topic name. */
+  name: Scalars['String']['input'];
+  /** Partitions. Default 1. */
+  partitions?: InputMaybe<Scalars['Int']['input']>;
+  /** Replication factor (at most the instance count). Default 1. */
+  replicationFactor?: InputMaybe<Scalars['Int']['input']>;
+  /** Bytes; -1 means no limit. Default -1. */
+  retentionBytes?: InputMaybe<Scalars['DecimalString']['input']>;
+  /** Milliseconds. Default 604800000. */
+  retentionMs?: InputMaybe<Scalars['DecimalString']['input']>;
+};
+
+/** A user created after the topics. */
+export type ProvisionKafkaUserInput = {
+  /** Topic access rules. Default: `*`, `literal`, `rw`. */
+  acls?: InputMaybe<Array<KafkaAclInput>>;
+  /** Consumer group access rules. Default: none. */
+  groupAcls?: InputMaybe<Array<KafkaGroupAclInput>>;
+  /** User name. */
+  name: Scalars['String']['input'];
+  /** Password; never stored or logged. Give it again when resuming. */
+  password: Scalars['String']['input'];
+};
+
+/** The network step, when no `networkId` is given. */
+export type ProvisionNetworkInput = {
+  /** Bandwidth in megabits per second. Default 100. */
+  bandwidthMbps?: InputMaybe<Scalars['Int']['input']>;
+  /** Default firewall action. */
+  defaultFirewallAction?: InputMaybe<FirewallAction>;
+  /** Free text. */
+  description?: InputMaybe<Scalars['String']['input']>;
+  /** Name of the network. */
+  title: Scalars['String']['input'];
+};
+
+/** The project step: give `projectId` to reuse one, or `project` to create it. */
+export type ProvisionProjectInput = {
+  /** Free text. */
+  description?: InputMaybe<Scalars['String']['input']>;
+  /** Name of the project. */
+  name: Scalars['String']['input'];
+};
+
+/** The subnet step, when no `subnetId` is given. */
+export type ProvisionSubnetInput = {
+  /** IPv4 CIDR block a.b.c.d/n. */
+  cidr: Scalars['String']['input'];
+  /** Free text. */
+  description?: InputMaybe<Scalars['String']['input']>;
+  /** Name of the subnet. */
+  title: Scalars['String']['input'];
+};
+
+/** Input of provisionVirtualMachine. For each of project, network, subnet and IP address give an existing id or the spec of a new one. */
+export type ProvisionVirtualMachineInput = {
+  /** A new IP address. */
+  ipAddress?: InputMaybe<ProvisionIpAddressInput>;
+  /** An existing IP address. */
+  ipAddressId?: InputMaybe<Scalars['UUID']['input']>;
+  /** A new network. */
+  network?: InputMaybe<ProvisionNetworkInput>;
+  /** An existing network. */
+  networkId?: InputMaybe<Scalars['UUID']['input']>;
+  /** A new project. */
+  project?: InputMaybe<ProvisionProjectInput>;
+  /** An existing project. */
+  projectId?: InputMaybe<Scalars['UUID']['input']>;
+  /** Region. */
+  region?: InputMaybe<Region>;
+  /** A new subnet. */
+  subnet?: InputMaybe<ProvisionSubnetInput>;
+  /** An existing subnet. */
+  subnetId?: InputMaybe<Scalars['UUID']['input']>;
+  /** The virtual machine. */
+  virtualMachine: ProvisionVirtualMachineSpecInput;
+  /** Availability zone. */
+  zone?: InputMaybe<Zone>;
+};
+
+/** Result of provisionVirtualMachine. */
+export type ProvisionVirtualMachinePayload = {
+  __typename?: 'ProvisionVirtualMachinePayload';
+  /** The key of this call; each step's upstream key derives from it. */
+  idempotencyKey: Scalars['UUID']['output'];
+  /** The provisioning, RUNNING when it was just started or resumed. */
+  provisioning: Provisioning;
+  /** True when an earlier call with the same key already started it (no step was started again). */
+  replayed: Scalars['Boolean']['output'];
+};
+
+/** The VM step of provisionVirtualMachine (the network interface comes from the earlier steps). */
+export type ProvisionVirtualMachineSpecInput = {
+  /** Boot disk. */
+  bootDisk: BootDiskInput;
+  /** Free text. */
+  description?: InputMaybe<Scalars['String']['input']>;
+  /** Instance type. */
+  instanceType: InstanceType;
+  /** Platform. Default COMPUTE_V3. */
+  platform?: InputMaybe<Platform>;
+  /** Promotion flag. Default false. */
+  promo?: InputMaybe<Scalars['Boolean']['input']>;
+  /** Name of the VM. */
+  title: Scalars['String']['input'];
+  /** Logins; at least one. */
+  users: Array<VmUserInput>;
+};
+
+/** A composite provisioning and its progress. */
+export type Provisioning = {
+  __typename?: 'Provisioning';
+  /** When it started. */
+  createdAt: Scalars['DateTime']['output'];
+  /** The error of the failed step, when FAILED. */
+  error: Maybe<ProvisioningError>;
+  /** The provisioning's id (derived from the API key and the idempotency key). */
+  id: Scalars['ID']['output'];
+  /** The idempotency key of the mutation; each step's upstream key is UUIDv5(key + step). */
+  idempotencyKey: Scalars['UUID']['output'];
+  /** The Kafka cluster, once created (KAFKA_CLUSTER). */
+  kafkaCluster: Maybe<KafkaCluster>;
+  /** What it creates. */
+  kind: ProvisioningKind;
+  /** The project, once known. */
+  project: Maybe<Project>;
+  /** Overall state. */
+  state: ProvisioningState;
+  /** The steps in the order they run. */
+  steps: Array<ProvisioningStep>;
+  /** When a step last changed. */
+  updatedAt: Scalars['DateTime']['output'];
+  /** The virtual machine, once created (VIRTUAL_MACHINE). */
+  virtualMachine: Maybe<VirtualMachine>;
+};
+
+/** Why a step failed. */
+export type ProvisioningError = {
+  __typename?: 'ProvisioningError';
+  /** The error code, as in GraphQL errors (UPSTREAM_UNAVAILABLE, UPSTREAM_REJECTED, BAD_USER_INPUT, ...). */
+  code: Scalars['String']['output'];
+  /** Human-readable message. */
+  message: Scalars['String']['output'];
+  /** The upstream's HTTP status, when it answered. */
+  status: Maybe<Scalars['Int']['output']>;
+};
+
+/** What a composite provisioning creates. */
+export type ProvisioningKind =
+  /** provisionKafkaCluster. */
+  | 'KAFKA_CLUSTER'
+  /** provisionVirtualMachine. */
+  | 'VIRTUAL_MACHINE';
+
+/** State of a provisioning. */
+export type ProvisioningState =
+  /** A step failed; call the mutation again with the same key and input to resume. */
+  | 'FAILED'
+  /** Steps are running. */
+  | 'RUNNING'
+  /** Every step is done. */
+  | 'SUCCEEDED';
+
+/** One step of a provisioning. */
+export type ProvisioningStep = {
+  __typename?: 'ProvisioningStep';
+  /** Why the step failed. */
+  error: Maybe<ProvisioningError>;
+  /** The upstream key of the step (UUIDv5 of the provisioning's key and the step name). */
+  idempotencyKey: Maybe<Scalars['UUID']['output']>;
+  /** Step name: project, network, subnet, ipAddress, kafkaCluster, topic:<name>, user:<name>, virtualMachine. */
+  name: Scalars['String']['output'];
+  /** The resource, when the gateway's ledger has it. */
+  resource: Maybe<Node>;
+  /** Id of the created or reused resource. */
+  resourceId: Maybe<Scalars['ID']['output']>;
+  /** State of the step. */
+  state: ProvisioningStepState;
+};
+
+/** State of one step. */
+export type ProvisioningStepState =
+  /** Created (or replayed): `resourceId` is set. */
+  | 'DONE'
+  /** Its upstream call failed: see `error`. */
+  | 'FAILED'
+  /** Not started yet. */
+  | 'PENDING'
+  /** An existing resource was given: nothing was created. */
+  | 'REUSED'
+  /** Its upstream call is under way. */
+  | 'RUNNING'
+  /** Not part of this provisioning (e.g. no IP address for a private cluster). */
+  | 'SKIPPED';
+
 /** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
 export type Query = {
   __typename?: 'Query';
@@ -1030,12 +1584,40 @@ export type Query = {
    * utilization levels, with the exact string the cloud API takes for each. Static; it needs no upstream call.
    */
   catalog: Catalog;
+  /** An identification link the gateway created, by its id. Null for an id the gateway did not create. */
+  identification: Maybe<Identification>;
+  /**
+   * The end of a mobile-ID authentication, as the mobile identity service notified it, or null when no
+   * notification has arrived yet for `authReqId` (or it belongs to another app's API key, or it is older than
+   * the event retention). The same value the subscription of the same name delivers.
+   */
+  mobileIdAuthentication: Maybe<MobileIdAuthenticationResult>;
   /** Any object the gateway remembers, by its global id (the upstream's id). Returns null for an unknown id. */
   node: Maybe<Node>;
   /** One project and, through its fields, the tree of everything created in it. Null for an id the gateway did not create. */
   project: Maybe<Project>;
   /** Projects the gateway created, newest first. The upstream has no read endpoints: this is the gateway's ledger. */
   projects: Array<Project>;
+  /** A composite provisioning started by provisionKafkaCluster or provisionVirtualMachine, with the state of each step. Null for an unknown id or one of another API key. */
+  provisioning: Maybe<Provisioning>;
+  /**
+   * Results of verifications, in the order of `externalIds`; a null entry for an id the verification interface does not know.
+   * Every lookup of one operation (this field under several aliases, and `Verification.result`) is sent upstream as ONE
+   * `POST /api/v2/verifications/results`, split only above `VERIFICATION_RESULTS_BATCH_SIZE` ids.
+   */
+  verificationResults: Array<Maybe<VerificationResult>>;
+};
+
+
+/** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
+export type QueryIdentificationArgs = {
+  id: Scalars['ID']['input'];
+};
+
+
+/** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
+export type QueryMobileIdAuthenticationArgs = {
+  authReqId: Scalars['String']['input'];
 };
 
 
@@ -1057,10 +1639,79 @@ export type QueryProjectsArgs = {
   offset?: InputMaybe<Scalars['Int']['input']>;
 };
 
+
+/** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
+export type QueryProvisioningArgs = {
+  id: Scalars['ID']['input'];
+};
+
+
+/** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
+export type QueryVerificationResultsArgs = {
+  externalIds: Array<Scalars['ID']['input']>;
+};
+
 /** Region of a resource (`platform.regionCode` on the wire). `msk` is the value of every request the spec shows. */
 export type Region =
   /** Moscow region, wire value `msk`. */
   | 'MSK';
+
+/** What `registerVerification` sends. The wire names are listed in docs/decisions/004-verification-wire-names.md. */
+export type RegisterVerificationInput = {
+  /** The applicant's personal data, a JSON object passed upstream as it is (its fields are not documented by the spec). */
+  applicant: Scalars['JSON']['input'];
+  /** True: the result is delivered by callback to the gateway and published on `verificationCompleted`. */
+  callback?: InputMaybe<Scalars['Boolean']['input']>;
+  /** The client's own id for the verification (wire `verificationExternalId`); omitted: the upstream assigns one. */
+  externalId?: InputMaybe<Scalars['ID']['input']>;
+  /** Id of a workflow configured on the platform; must not be empty. */
+  workflowId: Scalars['String']['input'];
+};
+
+/** Result of `registerVerification`. */
+export type RegisterVerificationPayload = {
+  __typename?: 'RegisterVerificationPayload';
+  /** The key sent upstream as `Idempotency-Key`: the caller's, or a new UUIDv4. */
+  idempotencyKey: Scalars['UUID']['output'];
+  /** True when this is the stored result of an earlier call with the same key (no upstream call was made). */
+  replayed: Scalars['Boolean']['output'];
+  /** The registered verification: `externalId`, `status`, `jobResults` and, on demand, its `result`. */
+  verification: Verification;
+};
+
+/** What happened when the sandbox POSTed its notification to the gateway's /webhooks/mobile-id. */
+export type SandboxMobileIdDelivery = {
+  __typename?: 'SandboxMobileIdDelivery';
+  /** True when the gateway acknowledged the notification (2xx). */
+  accepted: Scalars['Boolean']['output'];
+  /** The auth_req_id the notification carried. */
+  authReqId: Scalars['String']['output'];
+  /** The gateway's HTTP answer: 204 stored (or a duplicate), 409 a different notification already exists for authReqId. */
+  httpStatus: Scalars['Int']['output'];
+  /** The outcome the notification carried. */
+  outcome: SandboxMobileIdOutcome;
+  /** The body of a refusal (`{ error, error_description }`), or null for 204. */
+  response: Maybe<Scalars['String']['output']>;
+};
+
+/** How the sandbox ends an authentication: success, or one row of the spec's error table. */
+export type SandboxMobileIdOutcome =
+  /** access_denied / error authentication. */
+  | 'AUTHENTICATION_ERROR'
+  /** access_denied / the client cancelled the authentication. */
+  | 'CANCELLED_BY_USER'
+  /** access_denied / client timeout. */
+  | 'CLIENT_TIMEOUT'
+  /** access_denied / HHE request failed. */
+  | 'HHE_REQUEST_FAILED'
+  /** access_denied / Login hint doesn't match. */
+  | 'LOGIN_HINT_MISMATCH'
+  /** server_error / internal Server Error. */
+  | 'SERVER_ERROR'
+  /** access_denied / the client has run out of attempts to authorize by sms code. */
+  | 'SMS_ATTEMPTS_EXHAUSTED'
+  /** The user authenticated: access_token, signed id_token, expires_in 3600. */
+  | 'SUCCESS';
 
 /** An IPv4 subnet of a network. */
 export type Subnet = Node & {
@@ -1088,6 +1739,20 @@ export type Subscription = {
   __typename?: 'Subscription';
   /** Emits the server time every `intervalMs` milliseconds, `count` times; a way to test a subscription end to end. */
   heartbeat: Scalars['DateTime']['output'];
+  /**
+   * Waits for the end of a mobile-ID authentication. Delivers the stored result at once when the notification
+   * has already arrived (a late subscriber loses nothing), otherwise the result as soon as it arrives; then the
+   * stream completes, since an authentication ends once.
+   */
+  mobileIdAuthentication: MobileIdAuthenticationResult;
+  /** The provisioning's state now, then after every step, until it SUCCEEDED or FAILED. */
+  provisioningProgress: Provisioning;
+  /**
+   * Verification results delivered by callback. With `externalId`: that verification's result, at once if it already
+   * arrived, then any later delivery. Without: every result of a verification registered with the caller's API key,
+   * from now on.
+   */
+  verificationCompleted: VerificationCompletion;
 };
 
 
@@ -1095,6 +1760,77 @@ export type Subscription = {
 export type SubscriptionHeartbeatArgs = {
   count?: InputMaybe<Scalars['Int']['input']>;
   intervalMs?: InputMaybe<Scalars['Int']['input']>;
+};
+
+
+/** Root of every stream, served over WebSocket with the `graphql-transport-ws` subprotocol on `/graphql`. */
+export type SubscriptionMobileIdAuthenticationArgs = {
+  authReqId: Scalars['String']['input'];
+};
+
+
+/** Root of every stream, served over WebSocket with the `graphql-transport-ws` subprotocol on `/graphql`. */
+export type SubscriptionProvisioningProgressArgs = {
+  id: Scalars['ID']['input'];
+};
+
+
+/** Root of every stream, served over WebSocket with the `graphql-transport-ws` subprotocol on `/graphql`. */
+export type SubscriptionVerificationCompletedArgs = {
+  externalId?: InputMaybe<Scalars['ID']['input']>;
+};
+
+/** A verification registered through the gateway. */
+export type Verification = Node & {
+  __typename?: 'Verification';
+  /** True when the result is delivered by callback to the gateway. */
+  callback: Scalars['Boolean']['output'];
+  /** The newest result delivered by callback, from the gateway's event log; null until one arrives. */
+  completion: Maybe<VerificationCompletion>;
+  /** When the gateway registered it. */
+  createdAt: Scalars['DateTime']['output'];
+  /** The verification's external id (the client's, or the one the upstream assigned). */
+  externalId: Scalars['ID']['output'];
+  /** Same as `externalId`: the verification's global id. */
+  id: Scalars['ID']['output'];
+  /** The `jobResults` of the registration answer, as JSON (its shape is not documented). */
+  jobResults: Maybe<Scalars['JSON']['output']>;
+  /** The upstream's registration answer (applicant data removed). */
+  raw: Maybe<Scalars['JSON']['output']>;
+  /** The current result, read from `POST /api/v2/verifications/results` (batched with every other lookup of the operation). */
+  result: Maybe<VerificationResult>;
+  /** Status of acceptance from the registration answer, as the upstream wrote it (its values are not documented). */
+  status: Maybe<Scalars['String']['output']>;
+  /** The workflow it was registered with. */
+  workflowId: Scalars['String']['output'];
+};
+
+/** A verification result delivered by callback (an event of the gateway's event log). */
+export type VerificationCompletion = {
+  __typename?: 'VerificationCompletion';
+  /** External id of the verification. */
+  externalId: Scalars['ID']['output'];
+  /** The callback body as it arrived. */
+  payload: Scalars['JSON']['output'];
+  /** When the gateway received it. */
+  receivedAt: Scalars['DateTime']['output'];
+  /** Status in the callback body, when it has one. */
+  status: Maybe<Scalars['String']['output']>;
+  /** The verification, when it was registered through this gateway. */
+  verification: Maybe<Verification>;
+};
+
+/** A verification's result as the results endpoint returns it. */
+export type VerificationResult = {
+  __typename?: 'VerificationResult';
+  /** The result item as the upstream sent it. */
+  data: Maybe<Scalars['JSON']['output']>;
+  /** External id of the verification. */
+  externalId: Scalars['ID']['output'];
+  /** Status of the result as the upstream wrote it, when it has one (`status` or `state`). */
+  status: Maybe<Scalars['String']['output']>;
+  /** The verification, when it was registered through this gateway. */
+  verification: Maybe<Verification>;
 };
 
 /** A virtual machine. */
@@ -1250,6 +1986,10 @@ export type DirectiveResolverFn<TResult = {}, TParent = {}, TContext = {}, TArgs
   info: GraphQLResolveInfo
 ) => TResult | Promise<TResult>;
 
+/** Mapping of union types */
+export type ResolversUnionTypes<_RefType extends Record<string, unknown>> = {
+  MobileIdAuthenticationResult: ( MobileIdAuthenticated ) | ( MobileIdAuthenticationFailed );
+};
 
 
 /** Mapping between all available schema types and the resolvers types */
@@ -1258,8 +1998,11 @@ export type ResolversTypes = {
   BootDisk: ResolverTypeWrapper<BootDisk>;
   BootDiskInput: BootDiskInput;
   Catalog: ResolverTypeWrapper<CatalogRoot>;
+  CheckRfmPayload: ResolverTypeWrapper<CheckRfmPayload>;
   CpuUtilization: CpuUtilization;
   CpuUtilizationInfo: ResolverTypeWrapper<CpuUtilizationEntry>;
+  CreateIdentificationInput: CreateIdentificationInput;
+  CreateIdentificationPayload: ResolverTypeWrapper<Omit<CreateIdentificationPayload, 'identification'> & { identification: ResolversTypes['Identification'] }>;
   CreateIpAddressInput: CreateIpAddressInput;
   CreateIpAddressPayload: ResolverTypeWrapper<Omit<CreateIpAddressPayload, 'ipAddress'> & { ipAddress: ResolversTypes['IpAddress'] }>;
   CreateKafkaClusterInput: CreateKafkaClusterInput;
@@ -1284,6 +2027,8 @@ export type ResolversTypes = {
   FirewallActionInfo: ResolverTypeWrapper<FirewallActionEntry>;
   Float: ResolverTypeWrapper<Scalars['Float']['output']>;
   ID: ResolverTypeWrapper<Scalars['ID']['output']>;
+  Identification: ResolverTypeWrapper<LedgerRecord>;
+  IdentificationEnvironment: IdentificationEnvironment;
   InstanceType: InstanceType;
   InstanceTypeInfo: ResolverTypeWrapper<InstanceTypeEntry>;
   Int: ResolverTypeWrapper<Scalars['Int']['output']>;
@@ -1300,6 +2045,11 @@ export type ResolversTypes = {
   KafkaUser: ResolverTypeWrapper<LedgerRecord>;
   KafkaVersion: KafkaVersion;
   KafkaVersionInfo: ResolverTypeWrapper<KafkaVersionEntry>;
+  MobileIdAuthenticated: ResolverTypeWrapper<MobileIdAuthenticated>;
+  MobileIdAuthenticationFailed: ResolverTypeWrapper<MobileIdAuthenticationFailed>;
+  MobileIdAuthenticationResult: ResolverTypeWrapper<ResolversUnionTypes<ResolversTypes>['MobileIdAuthenticationResult']>;
+  MobileIdFailureReason: MobileIdFailureReason;
+  MobileIdNotificationToken: ResolverTypeWrapper<MobileIdNotificationToken>;
   Mutation: ResolverTypeWrapper<{}>;
   Network: ResolverTypeWrapper<LedgerRecord>;
   Node: ResolverTypeWrapper<LedgerRecord>;
@@ -1308,12 +2058,37 @@ export type ResolversTypes = {
   Platform: Platform;
   PlatformInfo: ResolverTypeWrapper<PlatformEntry>;
   Project: ResolverTypeWrapper<LedgerRecord>;
+  ProvisionIpAddressInput: ProvisionIpAddressInput;
+  ProvisionKafkaClusterInput: ProvisionKafkaClusterInput;
+  ProvisionKafkaClusterPayload: ResolverTypeWrapper<Omit<ProvisionKafkaClusterPayload, 'provisioning'> & { provisioning: ResolversTypes['Provisioning'] }>;
+  ProvisionKafkaClusterSpecInput: ProvisionKafkaClusterSpecInput;
+  ProvisionKafkaTopicInput: ProvisionKafkaTopicInput;
+  ProvisionKafkaUserInput: ProvisionKafkaUserInput;
+  ProvisionNetworkInput: ProvisionNetworkInput;
+  ProvisionProjectInput: ProvisionProjectInput;
+  ProvisionSubnetInput: ProvisionSubnetInput;
+  ProvisionVirtualMachineInput: ProvisionVirtualMachineInput;
+  ProvisionVirtualMachinePayload: ResolverTypeWrapper<Omit<ProvisionVirtualMachinePayload, 'provisioning'> & { provisioning: ResolversTypes['Provisioning'] }>;
+  ProvisionVirtualMachineSpecInput: ProvisionVirtualMachineSpecInput;
+  Provisioning: ResolverTypeWrapper<ProvisioningModel>;
+  ProvisioningError: ResolverTypeWrapper<ProvisioningError>;
+  ProvisioningKind: ProvisioningKind;
+  ProvisioningState: ProvisioningState;
+  ProvisioningStep: ResolverTypeWrapper<Step>;
+  ProvisioningStepState: ProvisioningStepState;
   Query: ResolverTypeWrapper<{}>;
   Region: Region;
+  RegisterVerificationInput: RegisterVerificationInput;
+  RegisterVerificationPayload: ResolverTypeWrapper<Omit<RegisterVerificationPayload, 'verification'> & { verification: ResolversTypes['Verification'] }>;
+  SandboxMobileIdDelivery: ResolverTypeWrapper<SandboxMobileIdDelivery>;
+  SandboxMobileIdOutcome: SandboxMobileIdOutcome;
   String: ResolverTypeWrapper<Scalars['String']['output']>;
   Subnet: ResolverTypeWrapper<LedgerRecord>;
   Subscription: ResolverTypeWrapper<{}>;
   UUID: ResolverTypeWrapper<Scalars['UUID']['output']>;
+  Verification: ResolverTypeWrapper<LedgerRecord>;
+  VerificationCompletion: ResolverTypeWrapper<EventRecord>;
+  VerificationResult: ResolverTypeWrapper<VerificationResultItem>;
   VirtualMachine: ResolverTypeWrapper<LedgerRecord>;
   VmNetworkInterface: ResolverTypeWrapper<Omit<VmNetworkInterface, 'ipAddress' | 'network' | 'subnet'> & { ipAddress?: Maybe<ResolversTypes['IpAddress']>, network?: Maybe<ResolversTypes['Network']>, subnet?: Maybe<ResolversTypes['Subnet']> }>;
   VmNetworkInterfaceInput: VmNetworkInterfaceInput;
@@ -1328,7 +2103,10 @@ export type ResolversParentTypes = {
   BootDisk: BootDisk;
   BootDiskInput: BootDiskInput;
   Catalog: CatalogRoot;
+  CheckRfmPayload: CheckRfmPayload;
   CpuUtilizationInfo: CpuUtilizationEntry;
+  CreateIdentificationInput: CreateIdentificationInput;
+  CreateIdentificationPayload: Omit<CreateIdentificationPayload, 'identification'> & { identification: ResolversParentTypes['Identification'] };
   CreateIpAddressInput: CreateIpAddressInput;
   CreateIpAddressPayload: Omit<CreateIpAddressPayload, 'ipAddress'> & { ipAddress: ResolversParentTypes['IpAddress'] };
   CreateKafkaClusterInput: CreateKafkaClusterInput;
@@ -1351,6 +2129,7 @@ export type ResolversParentTypes = {
   FirewallActionInfo: FirewallActionEntry;
   Float: Scalars['Float']['output'];
   ID: Scalars['ID']['output'];
+  Identification: LedgerRecord;
   InstanceTypeInfo: InstanceTypeEntry;
   Int: Scalars['Int']['output'];
   IpAddress: LedgerRecord;
@@ -1364,17 +2143,42 @@ export type ResolversParentTypes = {
   KafkaTopic: LedgerRecord;
   KafkaUser: LedgerRecord;
   KafkaVersionInfo: KafkaVersionEntry;
+  MobileIdAuthenticated: MobileIdAuthenticated;
+  MobileIdAuthenticationFailed: MobileIdAuthenticationFailed;
+  MobileIdAuthenticationResult: ResolversUnionTypes<ResolversParentTypes>['MobileIdAuthenticationResult'];
+  MobileIdNotificationToken: MobileIdNotificationToken;
   Mutation: {};
   Network: LedgerRecord;
   Node: LedgerRecord;
   OsImageInfo: OsImageEntry;
   PlatformInfo: PlatformEntry;
   Project: LedgerRecord;
+  ProvisionIpAddressInput: ProvisionIpAddressInput;
+  ProvisionKafkaClusterInput: ProvisionKafkaClusterInput;
+  ProvisionKafkaClusterPayload: Omit<ProvisionKafkaClusterPayload, 'provisioning'> & { provisioning: ResolversParentTypes['Provisioning'] };
+  ProvisionKafkaClusterSpecInput: ProvisionKafkaClusterSpecInput;
+  ProvisionKafkaTopicInput: ProvisionKafkaTopicInput;
+  ProvisionKafkaUserInput: ProvisionKafkaUserInput;
+  ProvisionNetworkInput: ProvisionNetworkInput;
+  ProvisionProjectInput: ProvisionProjectInput;
+  ProvisionSubnetInput: ProvisionSubnetInput;
+  ProvisionVirtualMachineInput: ProvisionVirtualMachineInput;
+  ProvisionVirtualMachinePayload: Omit<ProvisionVirtualMachinePayload, 'provisioning'> & { provisioning: ResolversParentTypes['Provisioning'] };
+  ProvisionVirtualMachineSpecInput: ProvisionVirtualMachineSpecInput;
+  Provisioning: ProvisioningModel;
+  ProvisioningError: ProvisioningError;
+  ProvisioningStep: Step;
   Query: {};
+  RegisterVerificationInput: RegisterVerificationInput;
+  RegisterVerificationPayload: Omit<RegisterVerificationPayload, 'verification'> & { verification: ResolversParentTypes['Verification'] };
+  SandboxMobileIdDelivery: SandboxMobileIdDelivery;
   String: Scalars['String']['output'];
   Subnet: LedgerRecord;
   Subscription: {};
   UUID: Scalars['UUID']['output'];
+  Verification: LedgerRecord;
+  VerificationCompletion: EventRecord;
+  VerificationResult: VerificationResultItem;
   VirtualMachine: LedgerRecord;
   VmNetworkInterface: Omit<VmNetworkInterface, 'ipAddress' | 'network' | 'subnet'> & { ipAddress?: Maybe<ResolversParentTypes['IpAddress']>, network?: Maybe<ResolversParentTypes['Network']>, subnet?: Maybe<ResolversParentTypes['Subnet']> };
   VmNetworkInterfaceInput: VmNetworkInterfaceInput;
@@ -1404,10 +2208,25 @@ export type CatalogResolvers<ContextType = GraphQLContext, ParentType extends Re
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
+export type CheckRfmPayloadResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['CheckRfmPayload'] = ResolversParentTypes['CheckRfmPayload']> = {
+  idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
+  inCatalog?: Resolver<Maybe<ResolversTypes['Boolean']>, ParentType, ContextType>;
+  replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  result?: Resolver<Maybe<ResolversTypes['JSON']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
 export type CpuUtilizationInfoResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['CpuUtilizationInfo'] = ResolversParentTypes['CpuUtilizationInfo']> = {
   name?: Resolver<ResolversTypes['CpuUtilization'], ParentType, ContextType>;
   percent?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
   wireValue?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type CreateIdentificationPayloadResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['CreateIdentificationPayload'] = ResolversParentTypes['CreateIdentificationPayload']> = {
+  idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
+  identification?: Resolver<ResolversTypes['Identification'], ParentType, ContextType>;
+  replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -1488,6 +2307,22 @@ export type DiskTypeInfoResolvers<ContextType = GraphQLContext, ParentType exten
 export type FirewallActionInfoResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['FirewallActionInfo'] = ResolversParentTypes['FirewallActionInfo']> = {
   name?: Resolver<ResolversTypes['FirewallAction'], ParentType, ContextType>;
   wireValue?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type IdentificationResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Identification'] = ResolversParentTypes['Identification']> = {
+  applicantExternalId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  environment?: Resolver<ResolversTypes['IdentificationEnvironment'], ParentType, ContextType>;
+  expired?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  expiresAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  idShort?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  linkLifetimeInMinutes?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType>;
+  raw?: Resolver<Maybe<ResolversTypes['JSON']>, ParentType, ContextType>;
+  redirectUrl?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  url?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  workflowId?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -1604,7 +2439,54 @@ export type KafkaVersionInfoResolvers<ContextType = GraphQLContext, ParentType e
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
+export type MobileIdAuthenticatedResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['MobileIdAuthenticated'] = ResolversParentTypes['MobileIdAuthenticated']> = {
+  accessToken?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  acr?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  amr?: Resolver<Maybe<Array<ResolversTypes['String']>>, ParentType, ContextType>;
+  authReqId?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  correlationId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  expiresAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  idToken?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  idTokenVerified?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  issuer?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  jwksUri?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  leadingKycMatch?: Resolver<Maybe<ResolversTypes['Boolean']>, ParentType, ContextType>;
+  otherFields?: Resolver<ResolversTypes['JSON'], ParentType, ContextType>;
+  receivedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  requestId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  subject?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  tokenType?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  transactionId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type MobileIdAuthenticationFailedResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['MobileIdAuthenticationFailed'] = ResolversParentTypes['MobileIdAuthenticationFailed']> = {
+  authReqId?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  correlationId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  error?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  errorDescription?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  otherFields?: Resolver<ResolversTypes['JSON'], ParentType, ContextType>;
+  reason?: Resolver<ResolversTypes['MobileIdFailureReason'], ParentType, ContextType>;
+  receivedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  requestId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  transactionId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type MobileIdAuthenticationResultResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['MobileIdAuthenticationResult'] = ResolversParentTypes['MobileIdAuthenticationResult']> = {
+  __resolveType: TypeResolveFn<'MobileIdAuthenticated' | 'MobileIdAuthenticationFailed', ParentType, ContextType>;
+};
+
+export type MobileIdNotificationTokenResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['MobileIdNotificationToken'] = ResolversParentTypes['MobileIdNotificationToken']> = {
+  authReqId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  expiresAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  token?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
 export type MutationResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Mutation'] = ResolversParentTypes['Mutation']> = {
+  checkRfm?: Resolver<ResolversTypes['CheckRfmPayload'], ParentType, ContextType, RequireFields<MutationCheckRfmArgs, 'input'>>;
+  createIdentification?: Resolver<ResolversTypes['CreateIdentificationPayload'], ParentType, ContextType, RequireFields<MutationCreateIdentificationArgs, 'input'>>;
   createIpAddress?: Resolver<ResolversTypes['CreateIpAddressPayload'], ParentType, ContextType, RequireFields<MutationCreateIpAddressArgs, 'input'>>;
   createKafkaCluster?: Resolver<ResolversTypes['CreateKafkaClusterPayload'], ParentType, ContextType, RequireFields<MutationCreateKafkaClusterArgs, 'input'>>;
   createKafkaTopic?: Resolver<ResolversTypes['CreateKafkaTopicPayload'], ParentType, ContextType, RequireFields<MutationCreateKafkaTopicArgs, 'input'>>;
@@ -1613,7 +2495,12 @@ export type MutationResolvers<ContextType = GraphQLContext, ParentType extends R
   createProject?: Resolver<ResolversTypes['CreateProjectPayload'], ParentType, ContextType, RequireFields<MutationCreateProjectArgs, 'input'>>;
   createSubnet?: Resolver<ResolversTypes['CreateSubnetPayload'], ParentType, ContextType, RequireFields<MutationCreateSubnetArgs, 'input'>>;
   createVirtualMachine?: Resolver<ResolversTypes['CreateVirtualMachinePayload'], ParentType, ContextType, RequireFields<MutationCreateVirtualMachineArgs, 'input'>>;
+  issueMobileIdNotificationToken?: Resolver<ResolversTypes['MobileIdNotificationToken'], ParentType, ContextType, RequireFields<MutationIssueMobileIdNotificationTokenArgs, 'ttlSeconds'>>;
   ping?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  provisionKafkaCluster?: Resolver<ResolversTypes['ProvisionKafkaClusterPayload'], ParentType, ContextType, RequireFields<MutationProvisionKafkaClusterArgs, 'input'>>;
+  provisionVirtualMachine?: Resolver<ResolversTypes['ProvisionVirtualMachinePayload'], ParentType, ContextType, RequireFields<MutationProvisionVirtualMachineArgs, 'input'>>;
+  registerVerification?: Resolver<ResolversTypes['RegisterVerificationPayload'], ParentType, ContextType, RequireFields<MutationRegisterVerificationArgs, 'input'>>;
+  sandboxCompleteMobileIdAuthentication?: Resolver<ResolversTypes['SandboxMobileIdDelivery'], ParentType, ContextType, RequireFields<MutationSandboxCompleteMobileIdAuthenticationArgs, 'authReqId' | 'outcome'>>;
 };
 
 export type NetworkResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Network'] = ResolversParentTypes['Network']> = {
@@ -1633,7 +2520,7 @@ export type NetworkResolvers<ContextType = GraphQLContext, ParentType extends Re
 };
 
 export type NodeResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Node'] = ResolversParentTypes['Node']> = {
-  __resolveType: TypeResolveFn<'IpAddress' | 'KafkaCluster' | 'KafkaTopic' | 'KafkaUser' | 'Network' | 'Project' | 'Subnet' | 'VirtualMachine', ParentType, ContextType>;
+  __resolveType: TypeResolveFn<'Identification' | 'IpAddress' | 'KafkaCluster' | 'KafkaTopic' | 'KafkaUser' | 'Network' | 'Project' | 'Subnet' | 'Verification' | 'VirtualMachine', ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
 };
 
@@ -1667,11 +2554,77 @@ export type ProjectResolvers<ContextType = GraphQLContext, ParentType extends Re
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
+export type ProvisionKafkaClusterPayloadResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['ProvisionKafkaClusterPayload'] = ResolversParentTypes['ProvisionKafkaClusterPayload']> = {
+  idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
+  provisioning?: Resolver<ResolversTypes['Provisioning'], ParentType, ContextType>;
+  replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type ProvisionVirtualMachinePayloadResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['ProvisionVirtualMachinePayload'] = ResolversParentTypes['ProvisionVirtualMachinePayload']> = {
+  idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
+  provisioning?: Resolver<ResolversTypes['Provisioning'], ParentType, ContextType>;
+  replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type ProvisioningResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Provisioning'] = ResolversParentTypes['Provisioning']> = {
+  createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  error?: Resolver<Maybe<ResolversTypes['ProvisioningError']>, ParentType, ContextType>;
+  id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
+  kafkaCluster?: Resolver<Maybe<ResolversTypes['KafkaCluster']>, ParentType, ContextType>;
+  kind?: Resolver<ResolversTypes['ProvisioningKind'], ParentType, ContextType>;
+  project?: Resolver<Maybe<ResolversTypes['Project']>, ParentType, ContextType>;
+  state?: Resolver<ResolversTypes['ProvisioningState'], ParentType, ContextType>;
+  steps?: Resolver<Array<ResolversTypes['ProvisioningStep']>, ParentType, ContextType>;
+  updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  virtualMachine?: Resolver<Maybe<ResolversTypes['VirtualMachine']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type ProvisioningErrorResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['ProvisioningError'] = ResolversParentTypes['ProvisioningError']> = {
+  code?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  message?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  status?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type ProvisioningStepResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['ProvisioningStep'] = ResolversParentTypes['ProvisioningStep']> = {
+  error?: Resolver<Maybe<ResolversTypes['ProvisioningError']>, ParentType, ContextType>;
+  idempotencyKey?: Resolver<Maybe<ResolversTypes['UUID']>, ParentType, ContextType>;
+  name?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  resource?: Resolver<Maybe<ResolversTypes['Node']>, ParentType, ContextType>;
+  resourceId?: Resolver<Maybe<ResolversTypes['ID']>, ParentType, ContextType>;
+  state?: Resolver<ResolversTypes['ProvisioningStepState'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
 export type QueryResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Query'] = ResolversParentTypes['Query']> = {
   catalog?: Resolver<ResolversTypes['Catalog'], ParentType, ContextType>;
+  identification?: Resolver<Maybe<ResolversTypes['Identification']>, ParentType, ContextType, RequireFields<QueryIdentificationArgs, 'id'>>;
+  mobileIdAuthentication?: Resolver<Maybe<ResolversTypes['MobileIdAuthenticationResult']>, ParentType, ContextType, RequireFields<QueryMobileIdAuthenticationArgs, 'authReqId'>>;
   node?: Resolver<Maybe<ResolversTypes['Node']>, ParentType, ContextType, RequireFields<QueryNodeArgs, 'id'>>;
   project?: Resolver<Maybe<ResolversTypes['Project']>, ParentType, ContextType, RequireFields<QueryProjectArgs, 'id'>>;
   projects?: Resolver<Array<ResolversTypes['Project']>, ParentType, ContextType, RequireFields<QueryProjectsArgs, 'first' | 'offset'>>;
+  provisioning?: Resolver<Maybe<ResolversTypes['Provisioning']>, ParentType, ContextType, RequireFields<QueryProvisioningArgs, 'id'>>;
+  verificationResults?: Resolver<Array<Maybe<ResolversTypes['VerificationResult']>>, ParentType, ContextType, RequireFields<QueryVerificationResultsArgs, 'externalIds'>>;
+};
+
+export type RegisterVerificationPayloadResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['RegisterVerificationPayload'] = ResolversParentTypes['RegisterVerificationPayload']> = {
+  idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
+  replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  verification?: Resolver<ResolversTypes['Verification'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type SandboxMobileIdDeliveryResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['SandboxMobileIdDelivery'] = ResolversParentTypes['SandboxMobileIdDelivery']> = {
+  accepted?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  authReqId?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  httpStatus?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  outcome?: Resolver<ResolversTypes['SandboxMobileIdOutcome'], ParentType, ContextType>;
+  response?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
 export type SubnetResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Subnet'] = ResolversParentTypes['Subnet']> = {
@@ -1688,11 +2641,45 @@ export type SubnetResolvers<ContextType = GraphQLContext, ParentType extends Res
 
 export type SubscriptionResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Subscription'] = ResolversParentTypes['Subscription']> = {
   heartbeat?: SubscriptionResolver<ResolversTypes['DateTime'], "heartbeat", ParentType, ContextType, RequireFields<SubscriptionHeartbeatArgs, 'count' | 'intervalMs'>>;
+  mobileIdAuthentication?: SubscriptionResolver<ResolversTypes['MobileIdAuthenticationResult'], "mobileIdAuthentication", ParentType, ContextType, RequireFields<SubscriptionMobileIdAuthenticationArgs, 'authReqId'>>;
+  provisioningProgress?: SubscriptionResolver<ResolversTypes['Provisioning'], "provisioningProgress", ParentType, ContextType, RequireFields<SubscriptionProvisioningProgressArgs, 'id'>>;
+  verificationCompleted?: SubscriptionResolver<ResolversTypes['VerificationCompletion'], "verificationCompleted", ParentType, ContextType, Partial<SubscriptionVerificationCompletedArgs>>;
 };
 
 export interface UuidScalarConfig extends GraphQLScalarTypeConfig<ResolversTypes['UUID'], any> {
   name: 'UUID';
 }
+
+export type VerificationResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Verification'] = ResolversParentTypes['Verification']> = {
+  callback?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  completion?: Resolver<Maybe<ResolversTypes['VerificationCompletion']>, ParentType, ContextType>;
+  createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  externalId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  jobResults?: Resolver<Maybe<ResolversTypes['JSON']>, ParentType, ContextType>;
+  raw?: Resolver<Maybe<ResolversTypes['JSON']>, ParentType, ContextType>;
+  result?: Resolver<Maybe<ResolversTypes['VerificationResult']>, ParentType, ContextType>;
+  status?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  workflowId?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type VerificationCompletionResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['VerificationCompletion'] = ResolversParentTypes['VerificationCompletion']> = {
+  externalId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  payload?: Resolver<ResolversTypes['JSON'], ParentType, ContextType>;
+  receivedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  status?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  verification?: Resolver<Maybe<ResolversTypes['Verification']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type VerificationResultResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['VerificationResult'] = ResolversParentTypes['VerificationResult']> = {
+  data?: Resolver<Maybe<ResolversTypes['JSON']>, ParentType, ContextType>;
+  externalId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  status?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  verification?: Resolver<Maybe<ResolversTypes['Verification']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
 
 export type VirtualMachineResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['VirtualMachine'] = ResolversParentTypes['VirtualMachine']> = {
   bootDisk?: Resolver<ResolversTypes['BootDisk'], ParentType, ContextType>;
@@ -1732,7 +2719,9 @@ export type VmUserResolvers<ContextType = GraphQLContext, ParentType extends Res
 export type Resolvers<ContextType = GraphQLContext> = {
   BootDisk?: BootDiskResolvers<ContextType>;
   Catalog?: CatalogResolvers<ContextType>;
+  CheckRfmPayload?: CheckRfmPayloadResolvers<ContextType>;
   CpuUtilizationInfo?: CpuUtilizationInfoResolvers<ContextType>;
+  CreateIdentificationPayload?: CreateIdentificationPayloadResolvers<ContextType>;
   CreateIpAddressPayload?: CreateIpAddressPayloadResolvers<ContextType>;
   CreateKafkaClusterPayload?: CreateKafkaClusterPayloadResolvers<ContextType>;
   CreateKafkaTopicPayload?: CreateKafkaTopicPayloadResolvers<ContextType>;
@@ -1745,6 +2734,7 @@ export type Resolvers<ContextType = GraphQLContext> = {
   DecimalString?: GraphQLScalarType;
   DiskTypeInfo?: DiskTypeInfoResolvers<ContextType>;
   FirewallActionInfo?: FirewallActionInfoResolvers<ContextType>;
+  Identification?: IdentificationResolvers<ContextType>;
   InstanceTypeInfo?: InstanceTypeInfoResolvers<ContextType>;
   IpAddress?: IpAddressResolvers<ContextType>;
   JSON?: GraphQLScalarType;
@@ -1755,16 +2745,30 @@ export type Resolvers<ContextType = GraphQLContext> = {
   KafkaTopic?: KafkaTopicResolvers<ContextType>;
   KafkaUser?: KafkaUserResolvers<ContextType>;
   KafkaVersionInfo?: KafkaVersionInfoResolvers<ContextType>;
+  MobileIdAuthenticated?: MobileIdAuthenticatedResolvers<ContextType>;
+  MobileIdAuthenticationFailed?: MobileIdAuthenticationFailedResolvers<ContextType>;
+  MobileIdAuthenticationResult?: MobileIdAuthenticationResultResolvers<ContextType>;
+  MobileIdNotificationToken?: MobileIdNotificationTokenResolvers<ContextType>;
   Mutation?: MutationResolvers<ContextType>;
   Network?: NetworkResolvers<ContextType>;
   Node?: NodeResolvers<ContextType>;
   OsImageInfo?: OsImageInfoResolvers<ContextType>;
   PlatformInfo?: PlatformInfoResolvers<ContextType>;
   Project?: ProjectResolvers<ContextType>;
+  ProvisionKafkaClusterPayload?: ProvisionKafkaClusterPayloadResolvers<ContextType>;
+  ProvisionVirtualMachinePayload?: ProvisionVirtualMachinePayloadResolvers<ContextType>;
+  Provisioning?: ProvisioningResolvers<ContextType>;
+  ProvisioningError?: ProvisioningErrorResolvers<ContextType>;
+  ProvisioningStep?: ProvisioningStepResolvers<ContextType>;
   Query?: QueryResolvers<ContextType>;
+  RegisterVerificationPayload?: RegisterVerificationPayloadResolvers<ContextType>;
+  SandboxMobileIdDelivery?: SandboxMobileIdDeliveryResolvers<ContextType>;
   Subnet?: SubnetResolvers<ContextType>;
   Subscription?: SubscriptionResolvers<ContextType>;
   UUID?: GraphQLScalarType;
+  Verification?: VerificationResolvers<ContextType>;
+  VerificationCompletion?: VerificationCompletionResolvers<ContextType>;
+  VerificationResult?: VerificationResultResolvers<ContextType>;
   VirtualMachine?: VirtualMachineResolvers<ContextType>;
   VmNetworkInterface?: VmNetworkInterfaceResolvers<ContextType>;
   VmUser?: VmUserResolvers<ContextType>;

@@ -1,5 +1,5 @@
-import { createGraphiQLFetcher, type Fetcher, type FetcherParams } from '@graphiql/toolkit';
-import { Kind, type DocumentNode, type OperationDefinitionNode } from 'graphql';
+import { createGraphiQLFetcher, type Fetcher, type FetcherOpts, type FetcherParams } from '@graphiql/toolkit';
+import { Kind, parse, type DocumentNode, type OperationDefinitionNode } from 'graphql';
 
 /** Where the page talks GraphQL: HTTP for queries and mutations, graphql-ws for subscriptions. */
 export interface GatewayEndpoints {
@@ -25,18 +25,25 @@ export function authorizationOf(headers: Record<string, unknown> | undefined): s
 }
 
 /**
- * The params with an `operationName` that names an operation of the document. GraphiQL 5.4
- * can run a tab just switched to with the previous tab's operation name (or none), and the
- * toolkit only routes an operation over graphql-ws when that name picks a subscription; so
- * when the name matches nothing and the document holds one operation, that one is meant.
+ * The request as its query text means it. GraphiQL 5.4 can run a tab just switched to with
+ * the previous tab's operation name and parsed document, and the toolkit only routes an
+ * operation over graphql-ws when that name picks a subscription in that document, so a
+ * subscription would go over HTTP. The query text is what is sent, so it decides: its parsed
+ * document replaces GraphiQL's, and when the name matches none of its operations and it holds
+ * just one, that one is meant.
  */
-export function withOperationName(params: FetcherParams, document: DocumentNode | undefined): FetcherParams {
-  if (document === undefined) return params;
+export function resolveOperation(params: FetcherParams, opts: FetcherOpts | undefined): { params: FetcherParams; opts: FetcherOpts | undefined } {
+  let document: DocumentNode;
+  try {
+    document = parse(params.query);
+  } catch {
+    return { params, opts }; // The server reports the syntax error.
+  }
   const operations = document.definitions.filter((definition): definition is OperationDefinitionNode => definition.kind === Kind.OPERATION_DEFINITION);
   const names = operations.map((operation) => operation.name?.value);
-  if (params.operationName && names.includes(params.operationName)) return params;
-  if (operations.length !== 1) return params;
-  return { ...params, operationName: names[0] ?? null };
+  const stale = !(params.operationName && names.includes(params.operationName));
+  const resolved = stale && operations.length === 1 ? { ...params, operationName: names[0] ?? null } : params;
+  return { params: resolved, opts: { ...opts, documentAST: document } };
 }
 
 /**
@@ -46,7 +53,8 @@ export function withOperationName(params: FetcherParams, document: DocumentNode 
  * a browser cannot set headers on a WebSocket upgrade).
  */
 export function createGatewayFetcher(endpoints: GatewayEndpoints): Fetcher {
-  return (params, opts) => {
+  return (requested, requestedOpts) => {
+    const { params, opts } = resolveOperation(requested, requestedOpts);
     const authorization = authorizationOf(opts?.headers);
     // The toolkit opens a fresh lazy graphql-ws client per subscription and merges these
     // params with the headers, so a key edited between runs is always the one sent.
@@ -55,6 +63,6 @@ export function createGatewayFetcher(endpoints: GatewayEndpoints): Fetcher {
       subscriptionUrl: endpoints.subscriptionUrl,
       ...(authorization === undefined ? {} : { wsConnectionParams: { authorization } }),
     });
-    return fetcher(withOperationName(params, opts?.documentAST), opts);
+    return fetcher(params, opts);
   };
 }

@@ -97,6 +97,20 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // Lets the purge find expired mobile-ID access tokens by index instead of scanning payloads.
+    '002_event_secrets_expiry': {
+      async up(db: Kysely<any>) {
+        await db.schema.alterTable('events').addColumn('secrets_expire_at', 'bigint').execute();
+        await db.schema.createIndex('events_secrets_expire').on('events').column('secrets_expire_at').execute();
+      },
+    },
+    // Composite provisioning: the fingerprint refuses a reused key, the revision orders progress events.
+    '003_provisioning_fingerprint': {
+      async up(db: Kysely<any>) {
+        await db.schema.alterTable('provisionings').addColumn('fingerprint', 'text', (c) => c.notNull().defaultTo('')).execute();
+        await db.schema.alterTable('provisionings').addColumn('revision', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+      },
+    },
   };
 }
 

@@ -61,6 +61,8 @@ export interface EventTable {
   scope: string | null;
   received_at: number;
   expires_at: number;
+  /** When short-lived secrets in the payload (a mobile-ID access token) expire and must be removed; null when none. */
+  secrets_expire_at: number | null;
 }
 
 export interface NotificationTokenTable {
@@ -89,6 +91,10 @@ export interface ProvisioningTable {
   /** JSON array of steps with their state and resource id. */
   steps: string;
   error: string | null;
+  /** sha256 of the canonical mutation input: the same key with another input is refused. */
+  fingerprint: string;
+  /** Incremented on every change, so progress subscribers apply each change once, in order. */
+  revision: number;
   created_at: number;
   updated_at: number;
 }

@@ -1,6 +1,6 @@
 import { parse } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { authorizationOf, sameOriginEndpoints, withOperationName } from '../../src/graphiql-app/fetcher.js';
+import { authorizationOf, sameOriginEndpoints, resolveOperation } from '../../src/graphiql-app/fetcher.js';
 import { headersTemplate, readPageConfig, tabsFromExamples } from '../../src/graphiql-app/page-config.js';
 import { namespacedLocalStorage } from '../../src/graphiql-app/storage.js';
 
@@ -92,19 +92,27 @@ describe('GraphiQL storage', () => {
 });
 
 describe('GraphiQL operation routing', () => {
-  it('runs the sole operation of a document even when GraphiQL passes a stale or missing name', () => {
+  const documentOf = (query: string) => parse(query);
+
+  it('runs the sole operation of the query text even when GraphiQL passes a stale name and document', () => {
     const query = 'subscription Ticks { ticks }';
-    expect(withOperationName({ query, operationName: null }, parse(query)).operationName).toBe('Ticks');
-    // The name of the tab open before, which this document does not contain.
-    expect(withOperationName({ query, operationName: 'SayHello' }, parse(query)).operationName).toBe('Ticks');
+    // What GraphiQL passed right after switching from a tab holding `query SayHello`.
+    const staleOpts = { documentAST: documentOf('query SayHello { hello }'), headers: { a: 'b' } };
+    const { params, opts } = resolveOperation({ query, operationName: 'SayHello' }, staleOpts);
+    expect(params.operationName).toBe('Ticks');
+    expect(opts?.documentAST).toEqual(documentOf(query));
+    expect(opts?.headers).toEqual({ a: 'b' });
+    expect(resolveOperation({ query, operationName: null }, undefined).params.operationName).toBe('Ticks');
     const anonymous = 'subscription { ticks }';
-    expect(withOperationName({ query: anonymous, operationName: 'SayHello' }, parse(anonymous)).operationName).toBeNull();
+    expect(resolveOperation({ query: anonymous, operationName: 'SayHello' }, undefined).params.operationName).toBeNull();
   });
 
-  it('keeps a name that picks one of several operations, and leaves an ambiguous choice to the server', () => {
+  it('keeps a name that picks one of several operations, and leaves the rest to the server', () => {
     const two = 'query A { a } subscription B { b }';
-    expect(withOperationName({ query: two, operationName: 'B' }, parse(two)).operationName).toBe('B');
-    expect(withOperationName({ query: two, operationName: 'Gone' }, parse(two)).operationName).toBe('Gone');
-    expect(withOperationName({ query: two }, parse(two)).operationName).toBeUndefined();
+    expect(resolveOperation({ query: two, operationName: 'B' }, undefined).params.operationName).toBe('B');
+    expect(resolveOperation({ query: two, operationName: 'Gone' }, undefined).params.operationName).toBe('Gone');
+    expect(resolveOperation({ query: two }, undefined).params.operationName).toBeUndefined();
+    const broken = { query: 'query {', operationName: 'X' };
+    expect(resolveOperation(broken, undefined).params).toBe(broken);
   });
 });

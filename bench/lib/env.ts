@@ -1,0 +1,64 @@
+import type { Loadgen, Target } from './harness.js';
+import type { Placement, Proc } from './processes.js';
+
+export const API_KEY = 'bench-api-key';
+export const NOTIFICATION_TOKEN = 'bench-notification-token';
+export const UPSTREAM_TOKEN = 'sandbox-service-account-token';
+
+export interface BenchOptions {
+  /** Length of one measurement. */
+  durationMs: number;
+  warmupMs: number;
+  /** Alternating rounds per scenario (baseline, gateway, baseline, gateway, ...). */
+  rounds: number;
+  /** Closed-loop connections for the throughput scenarios. */
+  connections: number;
+}
+
+/** A gateway process under test. */
+export interface GatewayProc {
+  name: string;
+  proc: Proc;
+  origin: string;
+  dataDir: string;
+  synchronous: 'FULL' | 'NORMAL';
+}
+
+/** What every scenario gets from bench/run.ts. */
+export interface BenchEnv {
+  options: BenchOptions;
+  placement: Placement;
+  lg: Loadgen;
+  stub: Proc & { url: string };
+  /** The gateway with the durability it ships with (SQLITE_SYNCHRONOUS=FULL). */
+  gateway: GatewayProc;
+  /** The same gateway with SQLITE_SYNCHRONOUS=NORMAL, when both are measured. */
+  gatewayNormal: GatewayProc | null;
+  baseline: Proc & { url: string };
+  /** Processes on the driver core: their CPU is reported beside each figure. */
+  driverProcs: Proc[];
+  log(line: string): void;
+}
+
+export function gatewayTarget(g: GatewayProc, path = '/graphql', headers: Record<string, string> = {}): Target {
+  return {
+    name: g.name,
+    proc: g.proc,
+    origin: g.origin,
+    path,
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}`, ...headers },
+  };
+}
+
+export function baselineTarget(env: BenchEnv, path: string, headers: Record<string, string> = {}): Target {
+  return { name: 'baseline', proc: env.baseline, origin: env.baseline.url, path, headers: { 'content-type': 'application/json', ...headers } };
+}
+
+/** One scenario's outcome: its Markdown section and the figures the target table needs. */
+export interface ScenarioReport {
+  id: number;
+  title: string;
+  markdown: string;
+  /** Target lines: what was asked, what was measured, met or not. */
+  targets: Array<{ target: string; measured: string; met: boolean | null }>;
+}

@@ -1,0 +1,211 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+/**
+ * CPU placement: on a machine with two or more cores and `taskset`, the process under test (gateway or
+ * baseline) gets the last core to itself and everything else (upstream stub, load generator, this
+ * orchestrator) shares core 0. Without taskset nothing is pinned, and the README says so.
+ */
+export interface Placement {
+  pinned: boolean;
+  /** Core of the server under test. */
+  server: string | null;
+  /** Core of the upstream stub, the load generator and the orchestrator. */
+  driver: string | null;
+  description: string;
+}
+
+export function placement(): Placement {
+  const cores = os.availableParallelism();
+  let taskset = false;
+  try {
+    execFileSync('taskset', ['--version'], { stdio: 'ignore' });
+    taskset = true;
+  } catch {
+    taskset = false;
+  }
+  if (!taskset || cores < 2) {
+    return { pinned: false, server: null, driver: null, description: `not pinned (${taskset ? `${cores} core` : 'no taskset'})` };
+  }
+  const server = String(cores - 1);
+  return {
+    pinned: true,
+    server,
+    driver: '0',
+    description: `taskset: server under test (gateway or baseline) on CPU ${server}; upstream stub, load generator and orchestrator on CPU 0`,
+  };
+}
+
+/** Pins an already running process (all its threads) to `cpus`. */
+export function pin(pid: number, cpus: string): void {
+  execFileSync('taskset', ['-a', '-c', '-p', cpus, String(pid)], { stdio: 'ignore' });
+}
+
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** user + system CPU seconds a process has used so far (all threads), from /proc. */
+export function cpuSeconds(pid: number): number {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // After "pid (comm) ", fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+    return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Busy CPU seconds of the whole machine so far (every core, every process), from /proc/stat. */
+export function machineBusySeconds(): number {
+  try {
+    const line = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
+    const [user, nice, system, idle, iowait, irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number) as number[];
+    void idle;
+    void iowait;
+    return (user! + nice! + system! + irq! + softirq! + steal!) / CLK_TCK;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Resident set size in bytes, from /proc. */
+export function rssBytes(pid: number): number {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
+    return m ? Number(m[1]) * 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Proc {
+  readonly name: string;
+  readonly pid: number;
+  readonly child: ChildProcess;
+  /** The JSON a bench server printed on its `READY ` line (empty for the gateway). */
+  readonly ready: Record<string, unknown>;
+  cpuSeconds(): number;
+  rssBytes(): number;
+  /** The last lines the process wrote to stderr (for error messages). */
+  tail(): string;
+  stop(): Promise<void>;
+}
+
+export interface SpawnOptions {
+  /** Script path relative to the repository root, run with `node --import tsx`. */
+  script: string;
+  args?: string[];
+  env?: Record<string, string>;
+  /** `taskset -c` list; null runs unpinned. */
+  cpus: string | null;
+  nodeArgs?: string[];
+  /** Open an IPC channel (the load generator). */
+  ipc?: boolean;
+  /**
+   * How to know it is up: `line` waits for a `READY {json}` line on stdout; a URL polls it until it
+   * answers 200.
+   */
+  readiness: { line: true } | { url: string };
+  timeoutMs?: number;
+}
+
+export async function spawnNode(name: string, options: SpawnOptions): Promise<Proc> {
+  const nodeArgs = ['--import', 'tsx', ...(options.nodeArgs ?? []), options.script, ...(options.args ?? [])];
+  const [cmd, args] = options.cpus === null ? ['node', nodeArgs] : ['taskset', ['-c', options.cpus, 'node', ...nodeArgs]];
+  const child = spawn(cmd, args as string[], {
+    cwd: ROOT,
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe', ...(options.ipc ? (['ipc'] as const) : [])],
+  });
+  const errLines: string[] = [];
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+    errLines.push(chunk);
+    if (errLines.length > 50) errLines.shift();
+  });
+  let exited: { code: number | null; signal: string | null } | null = null;
+  const exit = new Promise<void>((resolve) => child.once('exit', (code, signal) => {
+    exited = { code, signal };
+    resolve();
+  }));
+  const tail = () => errLines.join('').split('\n').slice(-20).join('\n');
+  const timeoutMs = options.timeoutMs ?? 30_000;
+
+  let ready: Record<string, unknown> = {};
+  const failed = () => new Error(`${name} exited before it was ready (${JSON.stringify(exited)}):\n${tail()}`);
+  if ('line' in options.readiness) {
+    ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
+      let buffer = '';
+      const timer = setTimeout(() => reject(new Error(`${name} was not ready within ${timeoutMs} ms:\n${tail()}`)), timeoutMs);
+      child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+        buffer += chunk;
+        const m = /^READY (.*)$/m.exec(buffer);
+        if (m) {
+          clearTimeout(timer);
+          resolve(JSON.parse(m[1]!) as Record<string, unknown>);
+        }
+      });
+      void exit.then(() => {
+        clearTimeout(timer);
+        reject(failed());
+      });
+    });
+  } else {
+    child.stdout!.resume();
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (exited) throw failed();
+      try {
+        const res = await fetch(options.readiness.url);
+        if (res.status === 200) break;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) throw new Error(`${name} was not ready within ${timeoutMs} ms:\n${tail()}`);
+      await sleep(100);
+    }
+  }
+  const pid = child.pid!;
+  return {
+    name,
+    pid,
+    child,
+    ready,
+    cpuSeconds: () => cpuSeconds(pid),
+    rssBytes: () => rssBytes(pid),
+    tail,
+    async stop() {
+      if (exited) return;
+      child.kill('SIGTERM');
+      const killed = await Promise.race([exit.then(() => true), sleep(10_000).then(() => false)]);
+      if (!killed) {
+        child.kill('SIGKILL');
+        await exit;
+      }
+    },
+  };
+}

@@ -1,0 +1,83 @@
+import type { LatencySummary } from './stats.js';
+
+/** Messages between the orchestrator (bench/run.ts) and the load generator process (bench/loadgen.ts). */
+
+export interface HttpLoad {
+  kind: 'http';
+  /** Origin, e.g. http://127.0.0.1:4000. */
+  origin: string;
+  path: string;
+  method?: 'POST' | 'GET';
+  headers: Record<string, string>;
+  /** Request body; every `{{uuid}}` becomes a fresh UUIDv4 per request (idempotency keys, auth_req_ids). */
+  body?: string;
+  /** Keep-alive connections (no pipelining: one request in flight per connection). */
+  connections: number;
+  durationMs: number;
+  /** Open loop at this many requests/s (latency counted from the scheduled send time); closed loop when absent. */
+  rate?: number;
+  expectStatus: number;
+  /** Count a 200 whose body holds a GraphQL `errors` member as an error. */
+  graphql?: boolean;
+}
+
+export interface HttpResult {
+  requests: number;
+  errors: number;
+  /** A few distinct error descriptions, for the log. */
+  errorSamples: string[];
+  seconds: number;
+  rps: number;
+  /** Milliseconds. */
+  latency: LatencySummary;
+}
+
+export interface FanoutLoad {
+  kind: 'fanout';
+  /** ws://host:port/graphql */
+  wsUrl: string;
+  apiKey: string;
+  subscribers: number;
+  rounds: number;
+  /** Distinct authReqIds per round; every subscriber subscribes to each of them. */
+  idsPerRound: number;
+  /** The webhook each round sends once per id: `{{id}}` is the auth_req_id, `{{ts}}` the send time (epoch ms). */
+  webhook: { origin: string; path: string; headers: Record<string, string>; body: string };
+  /** GraphQL subscription document; `$authReqId` is its one variable. */
+  subscription: string;
+  /** Dotted path in the event payload of a timestamp (epoch ms or ISO) set from the webhook, if the schema has one. */
+  timestampPath?: string;
+}
+
+export interface FanoutResult {
+  deliveries: number;
+  expected: number;
+  /** deliveries / (last delivery - first webhook sent), over every round. */
+  deliveriesPerSecond: number;
+  /** webhook send -> subscriber receipt, ms. */
+  latency: LatencySummary;
+  /** Where the latency's start time came from: the payload's timestamp or the sender's clock. */
+  clock: 'payload' | 'sender';
+  errors: string[];
+}
+
+export interface IdleLoad {
+  kind: 'idle';
+  wsUrl: string;
+  apiKey: string;
+  connections: number;
+  /** A subscription each connection holds open (an id that never completes), or null for bare connections. */
+  subscription: string | null;
+}
+
+export interface IdleResult {
+  opened: number;
+  failed: number;
+  errors: string[];
+}
+
+export type Job = HttpLoad | FanoutLoad | IdleLoad | { kind: 'close-idle' };
+export type JobResult = HttpResult | FanoutResult | IdleResult | { closed: number };
+
+export type ToLoadgen = { id: number; job: Job };
+export type FromLoadgen = { id: number; ok: true; result: JobResult } | { id: number; ok: false; error: string };

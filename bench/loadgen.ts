@@ -1,0 +1,283 @@
+/**
+ * The load generator: its own process (pinned beside the upstream stub), driven by bench/run.ts over an
+ * IPC channel. HTTP load goes through one undici Pool with no pipelining; subscribers are graphql-ws
+ * clients over ws.
+ */
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createClient, type Client } from 'graphql-ws';
+import { Pool } from 'undici';
+import WebSocket from 'ws';
+import type { FanoutLoad, FanoutResult, FromLoadgen, HttpLoad, HttpResult, IdleLoad, IdleResult, Job, JobResult, ToLoadgen } from './lib/protocol.js';
+import { Samples } from './lib/stats.js';
+
+const UUID = '{{uuid}}';
+
+function bodyFactory(template: string | undefined): () => string | undefined {
+  if (template === undefined) return () => undefined;
+  const parts = template.split(UUID);
+  if (parts.length === 1) return () => template;
+  return () => parts.join(randomUUID());
+}
+
+async function runHttp(load: HttpLoad): Promise<HttpResult> {
+  const pool = new Pool(load.origin, { connections: load.connections, pipelining: 1, keepAliveTimeout: 30_000 });
+  const makeBody = bodyFactory(load.body);
+  const method = load.method ?? 'POST';
+  const latency = new Samples();
+  let requests = 0;
+  let errors = 0;
+  const errorSamples = new Set<string>();
+  const fail = (what: string) => {
+    errors += 1;
+    if (errorSamples.size < 5) errorSamples.add(what.slice(0, 300));
+  };
+
+  const one = async (scheduled: number): Promise<void> => {
+    try {
+      const res = await pool.request({ path: load.path, method, headers: load.headers, body: makeBody() });
+      const text = await res.body.text();
+      const done = performance.now();
+      requests += 1;
+      if (res.statusCode !== load.expectStatus) fail(`HTTP ${res.statusCode}: ${text}`);
+      else if (load.graphql && text.includes('"errors"')) fail(text);
+      else latency.push(done - scheduled);
+    } catch (err) {
+      requests += 1;
+      fail(err instanceof Error ? `${(err as { code?: string }).code ?? err.name}: ${err.message}` : String(err));
+    }
+  };
+
+  const started = performance.now();
+  const end = started + load.durationMs;
+  if (load.rate === undefined) {
+    // Closed loop: every connection sends its next request as soon as the previous answer is read.
+    await Promise.all(
+      Array.from({ length: load.connections }, async () => {
+        while (performance.now() < end) await one(performance.now());
+      }),
+    );
+  } else {
+    // Open loop: requests leave on a fixed schedule whatever the answers do, and each latency counts from
+    // the scheduled time, so a stall shows up in the tail instead of slowing the sender down.
+    const interval = 1000 / load.rate;
+    const inFlight = new Set<Promise<void>>();
+    let next = started;
+    await new Promise<void>((resolve) => {
+      const tick = () => {
+        const now = performance.now();
+        while (next <= now && next < end) {
+          const p = one(next);
+          inFlight.add(p);
+          void p.finally(() => inFlight.delete(p));
+          next += interval;
+        }
+        if (next < end) setTimeout(tick, Math.max(0, next - performance.now()));
+        else resolve();
+      };
+      tick();
+    });
+    await Promise.all(inFlight);
+  }
+  const seconds = (performance.now() - started) / 1000;
+  await pool.close();
+  return { requests, errors, errorSamples: [...errorSamples], seconds, rps: requests / seconds, latency: latency.summary() };
+}
+
+function valueAt(payload: unknown, dotted: string): unknown {
+  let v: unknown = payload;
+  for (const k of dotted.split('.')) v = v && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined;
+  return v;
+}
+
+/** Epoch ms from a payload field: a number, an ISO date, or the first run of 13 digits in a string. */
+function timestampOf(v: unknown): number | null {
+  if (typeof v === 'number') return v;
+  if (typeof v !== 'string') return null;
+  const digits = /(\d{13})/.exec(v);
+  if (digits) return Number(digits[1]);
+  const parsed = Date.parse(v);
+  return Number.isNaN(parsed) ? null : parsed;
+}
+
+async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
+  const errors = new Set<string>();
+  const note = (e: unknown) => {
+    if (errors.size < 10) errors.add(e instanceof Error ? e.message : typeof e === 'string' ? e : JSON.stringify(e));
+  };
+  const clients: Client[] = [];
+  let connected = 0;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`only ${connected}/${load.subscribers} subscribers connected within 30 s`)), 30_000);
+    for (let i = 0; i < load.subscribers; i++) {
+      const client = createClient({
+        url: load.wsUrl,
+        webSocketImpl: WebSocket,
+        connectionParams: { authorization: `Bearer ${load.apiKey}` },
+        lazy: false,
+        retryAttempts: 0,
+        keepAlive: 0,
+        on: {
+          connected: () => {
+            connected += 1;
+            if (connected === load.subscribers) {
+              clearTimeout(timer);
+              resolve();
+            }
+          },
+          error: note,
+        },
+      });
+      clients.push(client);
+    }
+  });
+
+  const latency = new Samples();
+  let deliveries = 0;
+  let busySeconds = 0;
+  let clock: 'payload' | 'sender' = load.timestampPath ? 'payload' : 'sender';
+  const pool = new Pool(load.webhook.origin, { connections: Math.min(load.idsPerRound, 32) });
+  for (let round = 0; round < load.rounds; round++) {
+    const ids = Array.from({ length: load.idsPerRound }, () => `bench-${randomUUID()}`);
+    const sentAt = new Map<string, number>();
+    const perf0 = performance.now() - Date.now();
+    let received = 0;
+    let last = 0;
+    const expected = load.subscribers * ids.length;
+    let allIn!: () => void;
+    const done = new Promise<void>((resolve) => (allIn = resolve));
+    for (const client of clients) {
+      for (const id of ids) {
+        client.subscribe<Record<string, unknown>>(
+          { query: load.subscription, variables: { authReqId: id } },
+          {
+            next: (msg) => {
+              const now = performance.now();
+              if (msg.errors) note(msg.errors);
+              const data = msg.data ? Object.values(msg.data)[0] : undefined;
+              let start = sentAt.get(id);
+              if (load.timestampPath) {
+                const ts = timestampOf(valueAt(data, load.timestampPath));
+                if (ts === null) clock = 'sender';
+                else start = ts + perf0;
+              }
+              if (start !== undefined) latency.push(now - start);
+              deliveries += 1;
+              received += 1;
+              last = now;
+              if (received === expected) allIn();
+            },
+            error: note,
+            complete: () => undefined,
+          },
+        );
+      }
+    }
+    // graphql-ws does not acknowledge a subscribe: give the gateway time to register every listener
+    // (a late one still gets the event, from the log, so nothing is lost either way).
+    await sleep(300 + load.subscribers * ids.length * 0.05);
+    const first = performance.now();
+    await Promise.all(
+      ids.map(async (id) => {
+        const ts = Date.now();
+        sentAt.set(id, performance.now());
+        const body = load.webhook.body.replaceAll('{{id}}', id).replaceAll('{{ts}}', String(ts));
+        const res = await pool.request({ path: load.webhook.path, method: 'POST', headers: load.webhook.headers, body });
+        const text = await res.body.text();
+        if (res.statusCode >= 300) note(`webhook HTTP ${res.statusCode}: ${text}`);
+      }),
+    );
+    await Promise.race([done, sleep(15_000)]);
+    if (received < expected) note(`round ${round}: ${received}/${expected} deliveries within 15 s`);
+    busySeconds += ((last || performance.now()) - first) / 1000;
+  }
+  await pool.close();
+  await Promise.all(clients.map((c) => c.dispose()));
+  return {
+    deliveries,
+    expected: load.subscribers * load.idsPerRound * load.rounds,
+    deliveriesPerSecond: deliveries / busySeconds,
+    latency: latency.summary(),
+    clock,
+    errors: [...errors],
+  };
+}
+
+const idle: WebSocket[] = [];
+
+async function openIdle(load: IdleLoad): Promise<IdleResult> {
+  const errors = new Set<string>();
+  let opened = 0;
+  let failed = 0;
+  const openOne = () =>
+    new Promise<void>((resolve) => {
+      const ws = new WebSocket(load.wsUrl, 'graphql-transport-ws', { headers: { authorization: `Bearer ${load.apiKey}` }, perMessageDeflate: false });
+      const giveUp = (why: string) => {
+        failed += 1;
+        if (errors.size < 5) errors.add(why);
+        ws.terminate();
+        resolve();
+      };
+      const timer = setTimeout(() => giveUp('no connection_ack within 20 s'), 20_000);
+      ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: {} })));
+      ws.on('message', (raw) => {
+        const msg = JSON.parse(String(raw)) as { type: string };
+        if (msg.type === 'ping') ws.send(JSON.stringify({ type: 'pong' }));
+        if (msg.type !== 'connection_ack') return;
+        clearTimeout(timer);
+        if (load.subscription) {
+          ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: load.subscription, variables: { authReqId: `idle-${randomUUID()}` } } }));
+        }
+        idle.push(ws);
+        opened += 1;
+        resolve();
+      });
+      ws.on('error', (err) => giveUp(err.message));
+    });
+  // A few hundred handshakes at a time: a burst of 10,000 SYNs overflows the listen backlog.
+  const batch = 250;
+  for (let i = 0; i < load.connections; i += batch) {
+    await Promise.all(Array.from({ length: Math.min(batch, load.connections - i) }, openOne));
+  }
+  return { opened, failed, errors: [...errors] };
+}
+
+async function closeIdle(): Promise<{ closed: number }> {
+  const n = idle.length;
+  await Promise.all(
+    idle.splice(0).map(
+      (ws) =>
+        new Promise<void>((resolve) => {
+          ws.once('close', () => resolve());
+          ws.close(1000);
+          setTimeout(() => {
+            ws.terminate();
+            resolve();
+          }, 5_000).unref();
+        }),
+    ),
+  );
+  return { closed: n };
+}
+
+async function run(job: Job): Promise<JobResult> {
+  switch (job.kind) {
+    case 'http':
+      return runHttp(job);
+    case 'fanout':
+      return runFanout(job);
+    case 'idle':
+      return openIdle(job);
+    case 'close-idle':
+      return closeIdle();
+  }
+}
+
+process.on('message', (msg: ToLoadgen) => {
+  run(msg.job).then(
+    (result) => process.send!({ id: msg.id, ok: true, result } satisfies FromLoadgen),
+    (err: unknown) => process.send!({ id: msg.id, ok: false, error: err instanceof Error ? err.stack ?? err.message : String(err) } satisfies FromLoadgen),
+  );
+});
+process.on('disconnect', () => process.exit(0));
+process.stdout.write(`READY ${JSON.stringify({ pid: process.pid })}\n`);

@@ -1,0 +1,208 @@
+/**
+ * `npm run bench`: starts the upstream stub, the gateway (twice: SQLITE_SYNCHRONOUS FULL and NORMAL), the
+ * baseline and the load generator as separate processes pinned to CPUs, runs the scenarios and writes
+ * the results into bench/README.md between the `results` markers.
+ *
+ * Options (after `npm run bench --`):
+ *   --quick            short measurements (smoke test of the harness; figures are not meaningful)
+ *   --only 1,3         run only these scenarios
+ *   --duration <s>     seconds per measurement (default 8)
+ *   --rounds <n>       alternating rounds per scenario (default 2)
+ *   --no-normal        do not start the SQLITE_SYNCHRONOUS=NORMAL gateway
+ *   --upstream sandbox use the project's cloud sandbox in fast mode instead of the minimal stub
+ *   --profile          run the gateway with --cpu-prof; profiles land in bench/profiles/
+ *   --no-write         print the results instead of writing bench/README.md
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { ENV_VARS } from '../src/config.js';
+import { API_KEY, NOTIFICATION_TOKEN, UPSTREAM_TOKEN, type BenchEnv, type BenchOptions, type GatewayProc, type ScenarioReport } from './lib/env.js';
+import { Loadgen } from './lib/harness.js';
+import { ROOT, freePort, pin, placement as detectPlacement, spawnNode, type Proc } from './lib/processes.js';
+import { addedLatency } from './scenarios/latency.js';
+import { mutationBody, mutationThroughput } from './scenarios/mutation.js';
+import { queryThroughput } from './scenarios/query.js';
+import { webhookIngest } from './scenarios/webhook.js';
+import { fanout } from './scenarios/fanout.js';
+import { batching } from './scenarios/batching.js';
+
+const { values: cli } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    only: { type: 'string' },
+    duration: { type: 'string' },
+    rounds: { type: 'string' },
+    'no-normal': { type: 'boolean', default: false },
+    upstream: { type: 'string', default: 'stub' },
+    profile: { type: 'boolean', default: false },
+    'no-write': { type: 'boolean', default: false },
+  },
+});
+
+const options: BenchOptions = cli.quick
+  ? { durationMs: 2_000, warmupMs: 500, rounds: 1, connections: 32 }
+  : { durationMs: Number(cli.duration ?? 8) * 1000, warmupMs: 3_000, rounds: Number(cli.rounds ?? 2), connections: 32 };
+const only = cli.only ? new Set(cli.only.split(',').map((s) => Number(s.trim()))) : null;
+const wants = (n: number) => only === null || only.has(n);
+
+const started = Date.now();
+const log = (line: string) => process.stdout.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
+
+/** The environment of a child: ours minus every gateway variable, so a stray LOG_LEVEL or DATABASE_URL cannot leak in. */
+function cleanEnv(): Record<string, string> {
+  const names = new Set(ENV_VARS.map((v) => v.name));
+  return Object.fromEntries(Object.entries(process.env).filter(([k, v]) => v !== undefined && !names.has(k))) as Record<string, string>;
+}
+
+async function startGatewayProc(name: string, synchronous: 'FULL' | 'NORMAL', root: string, stubUrl: string, cpus: string | null): Promise<GatewayProc> {
+  const dataDir = path.join(root, name);
+  fs.mkdirSync(dataDir, { recursive: true });
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  const profileDir = path.join(ROOT, 'bench', 'profiles');
+  if (cli.profile) fs.mkdirSync(profileDir, { recursive: true });
+  const proc = await spawnNode(name, {
+    script: 'src/main.ts',
+    cpus,
+    nodeArgs: cli.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', `${name}-${Date.now()}.cpuprofile`] : [],
+    env: {
+      ...cleanEnv(),
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATA_DIR: dataDir,
+      SQLITE_SYNCHRONOUS: synchronous,
+      CLOUD_API_URL: stubUrl,
+      CLOUD_API_TOKEN: UPSTREAM_TOKEN,
+      GATEWAY_API_KEYS: API_KEY,
+      MOBILEID_NOTIFICATION_TOKENS: NOTIFICATION_TOKEN,
+      // Info lines per request would measure pino; operators run production at info, but the request log is debug already.
+      LOG_LEVEL: 'warn',
+    },
+    readiness: { url: `${origin}/readyz` },
+  });
+  return { name, proc, origin, dataDir, synchronous };
+}
+
+function machine(): string {
+  const cpuinfo = fs.readFileSync('/proc/cpuinfo', 'utf8');
+  const model = /^model name\s*:\s*(.*)$/m.exec(cpuinfo)?.[1]?.trim() ?? os.cpus()[0]?.model ?? 'unknown';
+  const mhz = /^cpu MHz\s*:\s*(.*)$/m.exec(cpuinfo)?.[1]?.trim();
+  // os.cpus(), not availableParallelism(): this process is pinned to one core by now.
+  return `${os.cpus().length} × ${model}${mhz ? ` @ ${Math.round(Number(mhz))} MHz` : ''}, ${Math.round(os.totalmem() / 2 ** 30)} GiB RAM, Linux ${os.release()}`;
+}
+
+function render(reports: ScenarioReport[], env: { placement: string; upstream: string; elapsed: number; normal: boolean }): string {
+  const date = new Date().toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
+  const lines = [
+    `Run of ${date} · Node ${process.version} · ${machine()} · \`nproc\` = ${os.cpus().length}`,
+    '',
+    `Placement: ${env.placement}. Upstream: ${env.upstream}. Gateway: \`node --import tsx src/main.ts\`, LOG_LEVEL=warn, SQLite in a temporary DATA_DIR on the local disk, ` +
+      `SQLITE_SYNCHRONOUS=FULL${env.normal ? ' (and a second gateway with NORMAL)' : ''}. ` +
+      `${options.durationMs / 1000} s per measurement, ${options.rounds} alternating rounds; the whole suite took ${Math.round(env.elapsed)} s.`,
+    '',
+    '### Targets',
+    '',
+    '| target | measured | met |',
+    '|---|---|---|',
+    ...reports.flatMap((r) => r.targets.map((t) => `| ${t.target} | ${t.measured} | ${t.met === null ? 'n/a' : t.met ? 'yes' : '**no**'} |`)),
+    '',
+    ...reports.flatMap((r) => [`### ${r.id}. ${r.title}`, '', r.markdown, '']),
+  ];
+  return lines.join('\n');
+}
+
+function writeReadme(block: string): void {
+  const file = path.join(ROOT, 'bench', 'README.md');
+  const start = '<!-- results:start -->';
+  const end = '<!-- results:end -->';
+  const current = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : `# Benchmarks\n\n## Results\n\n${start}\n${end}\n`;
+  const i = current.indexOf(start);
+  const j = current.indexOf(end);
+  const next =
+    i === -1 || j === -1 ? `${current.trimEnd()}\n\n## Results\n\n${start}\n${block}\n${end}\n` : `${current.slice(0, i + start.length)}\n${block}\n${current.slice(j)}`;
+  fs.writeFileSync(file, next);
+}
+
+async function main(): Promise<void> {
+  const place = detectPlacement();
+  if (place.pinned) pin(process.pid, place.driver!);
+  log(`placement: ${place.description}`);
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-bench-'));
+  const procs: Proc[] = [];
+  const reports: ScenarioReport[] = [];
+  try {
+    const stubProc = await spawnNode('upstream', {
+      script: 'bench/servers/upstream.ts',
+      args: cli.upstream === 'sandbox' ? ['--sandbox'] : [],
+      cpus: place.driver,
+      readiness: { line: true },
+    });
+    procs.push(stubProc);
+    const stub = Object.assign(stubProc, { url: String(stubProc.ready.url) });
+    log(`upstream (${cli.upstream}) at ${stub.url}`);
+
+    const gateway = await startGatewayProc('gateway (FULL)', 'FULL', root, stub.url, place.server);
+    procs.push(gateway.proc);
+    const gatewayNormal = cli['no-normal'] ? null : await startGatewayProc('gateway (NORMAL)', 'NORMAL', root, stub.url, place.server);
+    if (gatewayNormal) procs.push(gatewayNormal.proc);
+    log(`gateway at ${gateway.origin}${gatewayNormal ? `, NORMAL gateway at ${gatewayNormal.origin}` : ''}`);
+
+    const baselineDir = path.join(root, 'baseline');
+    fs.mkdirSync(baselineDir);
+    const baselineProc = await spawnNode('baseline', {
+      script: 'bench/servers/baseline.ts',
+      args: [
+        '--upstream', stub.url,
+        '--token', UPSTREAM_TOKEN,
+        '--gateway-db', path.join(gateway.dataDir, 'gateway.sqlite'),
+        '--data-dir', baselineDir,
+        '--synchronous', 'FULL',
+        '--notification-token', NOTIFICATION_TOKEN,
+      ],
+      cpus: place.server,
+      readiness: { line: true },
+    });
+    procs.push(baselineProc);
+    const baseline = Object.assign(baselineProc, { url: String(baselineProc.ready.url) });
+
+    const lg = await Loadgen.start(place.driver);
+    procs.push(lg.proc);
+    const env: BenchEnv = { options, placement: place, lg, stub, gateway, gatewayNormal, baseline, driverProcs: [stub, lg.proc], log };
+
+    if (wants(1) || wants(2)) {
+      // Scenario 2's rates are shares of scenario 1's baseline maximum, so 2 runs 1 first.
+      const body = await mutationBody(env);
+      const s1 = await mutationThroughput(env, body);
+      if (wants(1)) reports.push(s1.report);
+      if (wants(2)) reports.push(await addedLatency(env, body, s1.figures.baselineRps, cli.quick ? 2_000 : Math.min(options.durationMs, 6_000)));
+    }
+    if (wants(3)) reports.push(await queryThroughput(env));
+    if (wants(4)) reports.push(await webhookIngest(env));
+    if (wants(5)) reports.push(await fanout(env));
+    if (wants(6)) reports.push(await batching(env));
+
+    const elapsed = (Date.now() - started) / 1000;
+    const block = render(reports, {
+      placement: place.description,
+      upstream: cli.upstream === 'sandbox' ? 'the cloud sandbox in fast mode (bench/servers/upstream.ts --sandbox)' : 'minimal stub (bench/servers/upstream.ts)',
+      elapsed,
+      normal: gatewayNormal !== null,
+    });
+    if (cli['no-write'] || cli.quick) process.stdout.write(`\n${block}\n`);
+    else {
+      writeReadme(block);
+      log('results written to bench/README.md');
+    }
+  } finally {
+    for (const p of procs.reverse()) await p.stop().catch(() => undefined);
+    fs.rmSync(root, { recursive: true, force: true });
+    log(`done in ${Math.round((Date.now() - started) / 1000)} s`);
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.exit(1);
+});

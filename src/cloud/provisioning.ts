@@ -1,0 +1,432 @@
+import { randomUUID } from 'node:crypto';
+import { EventEmitter, on } from 'node:events';
+import type { Kysely } from 'kysely';
+import { GraphQLError } from 'graphql';
+import { v5 as uuidv5 } from 'uuid';
+import { ErrorCode, GatewayError, badUserInput } from '../errors.js';
+import type {
+  ProvisionKafkaClusterInput,
+  ProvisionVirtualMachineInput,
+} from '../generated/graphql.js';
+import type { Logger } from '../logger.js';
+import type { Caller } from '../server/auth.js';
+import type { Database } from '../store/schema.js';
+import type { LedgerRecord } from '../store/ledger.js';
+import { fingerprint, stepKey } from '../upstream/idempotency.js';
+import type { CloudService, MutationResult } from './service.js';
+import * as v from './validation.js';
+
+export type ProvisioningKind = 'KAFKA_CLUSTER' | 'VIRTUAL_MACHINE';
+export type ProvisioningState = 'RUNNING' | 'SUCCEEDED' | 'FAILED';
+export type StepState = 'PENDING' | 'RUNNING' | 'DONE' | 'REUSED' | 'SKIPPED' | 'FAILED';
+
+export interface StepError {
+  code: string;
+  message: string;
+  status: number | null;
+}
+
+export interface Step {
+  name: string;
+  state: StepState;
+  resourceId: string | null;
+  idempotencyKey: string | null;
+  error: StepError | null;
+}
+
+export interface Provisioning {
+  id: string;
+  scope: string;
+  kind: ProvisioningKind;
+  state: ProvisioningState;
+  steps: Step[];
+  error: StepError | null;
+  idempotencyKey: string;
+  fingerprint: string;
+  revision: number;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface ProvisionResult {
+  provisioning: Provisioning;
+  idempotencyKey: string;
+  replayed: boolean;
+}
+
+/** One step of a plan: runs with the ids of the steps before it, returns the created resource. */
+interface PlannedStep {
+  name: string;
+  /** An id the caller gave: nothing to create. */
+  reuse?: string;
+  skip?: boolean;
+  run?: (ids: Map<string, string>, key: string) => Promise<MutationResult>;
+}
+
+const NAMESPACE = '0b9f4f1e-5a57-4a36-9d1b-6c1b1f0f4b6e';
+const PLACEHOLDER = '00000000-0000-4000-8000-000000000000';
+const PLACEHOLDER_CLUSTER = '00000000-0000-4000-8000-000000000001';
+/** A RUNNING provisioning not touched for this long belongs to a request that died; a new call resumes it. */
+const STALE_MS = 60_000;
+
+function terminal(state: ProvisioningState): boolean {
+  return state !== 'RUNNING';
+}
+
+/** Re-labels a BAD_USER_INPUT of a single-resource check with the path of the composite input. */
+async function under<T>(prefix: string, check: () => Promise<T> | T): Promise<T> {
+  try {
+    return await check();
+  } catch (err) {
+    if (err instanceof GatewayError && err.code === ErrorCode.BAD_USER_INPUT) {
+      const field = String(err.extensions.field ?? 'input').replace(/^input/, prefix);
+      throw badUserInput(field, err.message.replace(/^[^:]*: /, ''));
+    }
+    throw err;
+  }
+}
+
+function exactlyOne(field: string, id: unknown, spec: unknown, optional = false): void {
+  if (id != null && spec != null) throw badUserInput(`input.${field}`, `give ${field}Id (reuse) or ${field} (create), not both`);
+  if (!optional && id == null && spec == null) throw badUserInput(`input.${field}`, `give ${field}Id to reuse one, or ${field} to create it`);
+}
+
+/**
+ * Composite provisioning (DESIGN.md): runs the spec's creation order as steps, each a normal cloud
+ * mutation whose idempotency key is UUIDv5(key + step). Calling again with the same key resumes: finished
+ * steps replay from their idempotency records, the failed one is retried, nothing is created twice.
+ * Progress is stored after every step and pushed to `progress` subscribers.
+ */
+export class ProvisioningService {
+  private readonly updates = new EventEmitter();
+  private readonly running = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly cloud: CloudService,
+    private readonly lookup: (id: string) => Promise<LedgerRecord | null>,
+    private readonly logger: Logger,
+  ) {
+    this.updates.setMaxListeners(0);
+  }
+
+  async provisionKafkaCluster(caller: Caller, input: ProvisionKafkaClusterInput, key?: string | null): Promise<ProvisionResult> {
+    exactlyOne('project', input.projectId, input.project);
+    exactlyOne('network', input.networkId, input.network);
+    exactlyOne('subnet', input.subnetId, input.subnet);
+    exactlyOne('ipAddress', input.ipAddressId, input.ipAddress, true);
+    const placement = { region: input.region ?? 'MSK', zone: input.zone ?? 'MSK_AVNTG' } as const;
+    const c = input.cluster;
+    // Every check that needs no upstream id runs now, so bad input changes nothing.
+    if (input.network) await under('input.network', () => v.validateNetwork({ ...input.network!, projectId: PLACEHOLDER }, async () => null));
+    if (input.subnet) await under('input.subnet', () => v.validateSubnet({ ...input.subnet!, projectId: PLACEHOLDER, networkId: PLACEHOLDER }, async () => null));
+    if (input.subnetCidr != null) v.checkCidr('input.subnetCidr', input.subnetCidr);
+    if (input.ipAddress) v.nonEmpty('input.ipAddress.title', input.ipAddress.title);
+    const clusterSpec = await under('input.cluster', () =>
+      v.validateKafkaCluster(
+        { ...c, projectId: PLACEHOLDER, networkId: PLACEHOLDER, subnetId: PLACEHOLDER, subnetCidr: input.subnet?.cidr ?? input.subnetCidr ?? '10.0.0.0/8' },
+        async () => null,
+      ),
+    );
+    const fakeCluster = async (): Promise<LedgerRecord> => ({
+      id: PLACEHOLDER_CLUSTER, kind: 'kafka_cluster', projectId: PLACEHOLDER, parentId: null, title: '', spec: { ...clusterSpec }, response: null, idempotencyKey: null, createdBy: '', createdAt: new Date(),
+    });
+    for (const [i, t] of (input.topics ?? []).entries()) {
+      await under(`input.topics[${i}]`, () => v.validateKafkaTopic({ ...t, projectId: PLACEHOLDER, clusterId: PLACEHOLDER_CLUSTER }, (id) => (id === PLACEHOLDER_CLUSTER ? fakeCluster() : Promise.resolve(null))));
+    }
+    for (const [i, u] of (input.users ?? []).entries()) {
+      await under(`input.users[${i}]`, () => v.validateKafkaUser({ ...u, projectId: PLACEHOLDER, clusterId: PLACEHOLDER }, async () => null));
+    }
+    const names = new Set<string>();
+    for (const t of input.topics ?? []) if (names.has(`topic:${t.name}`)) throw badUserInput('input.topics', `topic ${t.name} is listed twice`); else names.add(`topic:${t.name}`);
+    for (const u of input.users ?? []) if (names.has(`user:${u.name}`)) throw badUserInput('input.users', `user ${u.name} is listed twice`); else names.add(`user:${u.name}`);
+
+    const plan = (): PlannedStep[] => [
+      ...this.placementSteps(caller, input, placement, false),
+      {
+        name: 'kafkaCluster',
+        run: async (ids, k) => {
+          const publicIp = c.publicIp ?? (ids.has('ipAddress') ? await this.addressOf(ids.get('ipAddress')!) : null);
+          return this.cloud.createKafkaCluster(
+            caller,
+            { ...c, ...placement, projectId: ids.get('project')!, networkId: ids.get('network')!, subnetId: ids.get('subnet')!, subnetCidr: input.subnetCidr ?? null, publicIp },
+            k,
+          );
+        },
+      },
+      ...(input.topics ?? []).map((t) => ({
+        name: `topic:${t.name}`,
+        run: (ids: Map<string, string>, k: string) => this.cloud.createKafkaTopic(caller, { ...t, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! }, k),
+      })),
+      ...(input.users ?? []).map((u) => ({
+        name: `user:${u.name}`,
+        run: (ids: Map<string, string>, k: string) => this.cloud.createKafkaUser(caller, { ...u, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! }, k),
+      })),
+    ];
+    return this.start(caller, 'KAFKA_CLUSTER', input, key, plan);
+  }
+
+  async provisionVirtualMachine(caller: Caller, input: ProvisionVirtualMachineInput, key?: string | null): Promise<ProvisionResult> {
+    exactlyOne('project', input.projectId, input.project);
+    exactlyOne('network', input.networkId, input.network);
+    exactlyOne('subnet', input.subnetId, input.subnet);
+    exactlyOne('ipAddress', input.ipAddressId, input.ipAddress);
+    const placement = { region: input.region ?? 'MSK', zone: input.zone ?? 'MSK_AVNTG' } as const;
+    if (input.network) await under('input.network', () => v.validateNetwork({ ...input.network!, projectId: PLACEHOLDER }, async () => null));
+    if (input.subnet) await under('input.subnet', () => v.validateSubnet({ ...input.subnet!, projectId: PLACEHOLDER, networkId: PLACEHOLDER }, async () => null));
+    if (input.ipAddress) v.nonEmpty('input.ipAddress.title', input.ipAddress.title);
+    const vm = input.virtualMachine;
+    await under('input.virtualMachine', () =>
+      v.validateVirtualMachine({ ...vm, projectId: PLACEHOLDER, networkInterfaces: [{ networkId: PLACEHOLDER, subnetId: PLACEHOLDER, ipAddressId: PLACEHOLDER }] }, async () => null),
+    );
+    const plan = (): PlannedStep[] => [
+      ...this.placementSteps(caller, input, placement, true),
+      {
+        name: 'virtualMachine',
+        run: (ids, k) =>
+          this.cloud.createVirtualMachine(
+            caller,
+            {
+              ...vm,
+              ...placement,
+              projectId: ids.get('project')!,
+              networkInterfaces: [{ networkId: ids.get('network')!, subnetId: ids.get('subnet')!, ipAddressId: ids.get('ipAddress')! }],
+            },
+            k,
+          ),
+      },
+    ];
+    return this.start(caller, 'VIRTUAL_MACHINE', input, key, plan);
+  }
+
+  /** Project, network, subnet and IP address: reuse the given id or create from the given spec. */
+  private placementSteps(
+    caller: Caller,
+    input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput,
+    placement: { region: 'MSK'; zone: 'MSK_AVNTG' },
+    ipRequired: boolean,
+  ): PlannedStep[] {
+    return [
+      input.projectId ? { name: 'project', reuse: input.projectId } : { name: 'project', run: (_ids, k) => this.cloud.createProject(caller, input.project!, k) },
+      input.networkId
+        ? { name: 'network', reuse: input.networkId }
+        : { name: 'network', run: (ids, k) => this.cloud.createNetwork(caller, { ...input.network!, ...placement, projectId: ids.get('project')! }, k) },
+      input.subnetId
+        ? { name: 'subnet', reuse: input.subnetId }
+        : { name: 'subnet', run: (ids, k) => this.cloud.createSubnet(caller, { ...input.subnet!, projectId: ids.get('project')!, networkId: ids.get('network')! }, k) },
+      input.ipAddressId
+        ? { name: 'ipAddress', reuse: input.ipAddressId }
+        : input.ipAddress || ipRequired
+          ? { name: 'ipAddress', run: (ids, k) => this.cloud.createIpAddress(caller, { ...input.ipAddress!, projectId: ids.get('project')!, networkId: ids.get('network')! }, k) }
+          : { name: 'ipAddress', skip: true },
+    ];
+  }
+
+  private async addressOf(ipId: string): Promise<string | null> {
+    const rec = await this.lookup(ipId);
+    const r = rec?.response as Record<string, unknown> | null | undefined;
+    const address = r?.address ?? (r?.data as Record<string, unknown> | undefined)?.address;
+    return typeof address === 'string' && v.isIPv4(address) ? address : null;
+  }
+
+  private async start(
+    caller: Caller,
+    kind: ProvisioningKind,
+    input: unknown,
+    givenKey: string | null | undefined,
+    plan: () => PlannedStep[],
+  ): Promise<ProvisionResult> {
+    const key = givenKey ?? randomUUID();
+    const id = uuidv5(`${caller.scope}/${key}`, NAMESPACE);
+    const print = fingerprint({ kind, input });
+    const steps = plan();
+    const existing = await this.read(id);
+    if (existing) {
+      if (existing.fingerprint !== print) {
+        throw new GatewayError(ErrorCode.IDEMPOTENCY_KEY_REUSED, `idempotency key ${key} was already used for a different provisioning; use a new key`, {
+          idempotencyKey: key,
+        });
+      }
+      const alive = this.running.has(id) || (existing.state === 'RUNNING' && Date.now() - existing.updatedAt.getTime() < STALE_MS);
+      if (existing.state === 'SUCCEEDED' || alive) return { provisioning: existing, idempotencyKey: key, replayed: true };
+      // FAILED, or RUNNING but abandoned by a request that died: resume.
+      const resumed: Provisioning = {
+        ...existing,
+        state: 'RUNNING',
+        error: null,
+        steps: existing.steps.map((s) => (s.state === 'FAILED' || s.state === 'RUNNING' ? { ...s, state: 'PENDING', error: null } : s)),
+      };
+      await this.save(resumed);
+      this.launch(caller, resumed, steps);
+      return { provisioning: resumed, idempotencyKey: key, replayed: false };
+    }
+    const now = new Date();
+    const fresh: Provisioning = {
+      id,
+      scope: caller.scope,
+      kind,
+      state: 'RUNNING',
+      steps: steps.map((s) => ({ name: s.name, state: 'PENDING', resourceId: null, idempotencyKey: null, error: null })),
+      error: null,
+      idempotencyKey: key,
+      fingerprint: print,
+      revision: 0,
+      createdAt: now,
+      updatedAt: now,
+    };
+    const inserted = await this.db
+      .insertInto('provisionings')
+      .values(this.toRow(fresh))
+      .onConflict((oc) => oc.column('id').doNothing())
+      .executeTakeFirst();
+    if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) !== 1) {
+      // A concurrent call with the same key won the insert: answer with its provisioning.
+      return this.start(caller, kind, input, key, plan);
+    }
+    this.launch(caller, fresh, steps);
+    return { provisioning: fresh, idempotencyKey: key, replayed: false };
+  }
+
+  private launch(caller: Caller, p: Provisioning, plan: PlannedStep[]): void {
+    const work = this.run(caller, p, plan)
+      .catch((err: unknown) => this.logger.error({ err, provisioning: p.id }, 'provisioning run failed unexpectedly'))
+      .finally(() => this.running.delete(p.id));
+    this.running.set(p.id, work);
+  }
+
+  private async run(_caller: Caller, p: Provisioning, plan: PlannedStep[]): Promise<void> {
+    const ids = new Map<string, string>();
+    let current = p;
+    for (const [i, planned] of plan.entries()) {
+      const step = current.steps[i]!;
+      if ((step.state === 'DONE' || step.state === 'REUSED') && step.resourceId) {
+        ids.set(planned.name, step.resourceId);
+        continue;
+      }
+      if (planned.skip) {
+        current = await this.update(current, i, { state: 'SKIPPED' });
+        continue;
+      }
+      if (planned.reuse) {
+        ids.set(planned.name, planned.reuse);
+        current = await this.update(current, i, { state: 'REUSED', resourceId: planned.reuse });
+        continue;
+      }
+      const k = stepKey(p.idempotencyKey, planned.name);
+      current = await this.update(current, i, { state: 'RUNNING', idempotencyKey: k });
+      try {
+        const result = await planned.run!(ids, k);
+        ids.set(planned.name, result.record.id);
+        current = await this.update(current, i, { state: 'DONE', resourceId: result.record.id });
+      } catch (err) {
+        const error: StepError = {
+          code: err instanceof GraphQLError ? String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR) : ErrorCode.INTERNAL_SERVER_ERROR,
+          message: err instanceof GraphQLError ? err.message : 'internal error',
+          status: err instanceof GraphQLError && typeof err.extensions.status === 'number' ? err.extensions.status : null,
+        };
+        if (!(err instanceof GraphQLError)) this.logger.error({ err, provisioning: p.id, step: planned.name }, 'provisioning step failed');
+        current = await this.update(current, i, { state: 'FAILED', error }, { state: 'FAILED', error });
+        return;
+      }
+    }
+    await this.update(current, -1, {}, { state: 'SUCCEEDED' });
+  }
+
+  private async update(p: Provisioning, index: number, step: Partial<Step>, top: Partial<Pick<Provisioning, 'state' | 'error'>> = {}): Promise<Provisioning> {
+    const next: Provisioning = {
+      ...p,
+      ...top,
+      steps: p.steps.map((s, i) => (i === index ? { ...s, ...step } : s)),
+      revision: p.revision + 1,
+      updatedAt: new Date(),
+    };
+    await this.save(next);
+    return next;
+  }
+
+  private async save(p: Provisioning): Promise<void> {
+    const row = this.toRow(p);
+    await this.db
+      .updateTable('provisionings')
+      .set({ state: row.state, steps: row.steps, error: row.error, revision: row.revision, updated_at: row.updated_at })
+      .where('id', '=', p.id)
+      .execute();
+    this.updates.emit(p.id, p);
+  }
+
+  private toRow(p: Provisioning): Database['provisionings'] {
+    return {
+      id: p.id,
+      scope: p.scope,
+      idempotency_key: p.idempotencyKey,
+      kind: p.kind,
+      state: p.state,
+      steps: JSON.stringify(p.steps),
+      error: p.error ? JSON.stringify(p.error) : null,
+      fingerprint: p.fingerprint,
+      revision: p.revision,
+      created_at: p.createdAt.getTime(),
+      updated_at: p.updatedAt.getTime(),
+    };
+  }
+
+  private async read(id: string): Promise<Provisioning | null> {
+    const row = await this.db.selectFrom('provisionings').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!row) return null;
+    return {
+      id: row.id,
+      scope: row.scope,
+      kind: row.kind as ProvisioningKind,
+      state: row.state as ProvisioningState,
+      steps: JSON.parse(row.steps) as Step[],
+      error: row.error ? (JSON.parse(row.error) as StepError) : null,
+      idempotencyKey: row.idempotency_key,
+      fingerprint: row.fingerprint,
+      revision: Number(row.revision),
+      createdAt: new Date(Number(row.created_at)),
+      updatedAt: new Date(Number(row.updated_at)),
+    };
+  }
+
+  /** A provisioning of the caller, or null (another API key's provisioning is not visible). */
+  async get(caller: Caller, id: string): Promise<Provisioning | null> {
+    const p = await this.read(id);
+    return p && p.scope === caller.scope ? p : null;
+  }
+
+  /** The current state, then every change, until SUCCEEDED or FAILED. */
+  async *progress(caller: Caller, id: string, signal?: AbortSignal): AsyncGenerator<Provisioning> {
+    const ac = new AbortController();
+    const onAbort = () => ac.abort();
+    signal?.addEventListener('abort', onAbort);
+    // Listen before reading, and order by revision: no update is lost between the read and the first event.
+    const live = on(this.updates, id, { signal: ac.signal });
+    try {
+      const first = await this.get(caller, id);
+      if (!first) throw new GatewayError(ErrorCode.NOT_FOUND, `provisioning ${id} not found`);
+      yield first;
+      let revision = first.revision;
+      if (terminal(first.state)) return;
+      for await (const [p] of live as AsyncIterable<[Provisioning]>) {
+        if (p.revision <= revision) continue;
+        revision = p.revision;
+        yield p;
+        if (terminal(p.state)) return;
+      }
+    } catch (err) {
+      if ((err as { name?: string }).name === 'AbortError') return;
+      throw err;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      ac.abort();
+    }
+  }
+
+  /** Waits for running provisionings (shutdown, tests). */
+  async idle(): Promise<void> {
+    await Promise.all([...this.running.values()]);
+  }
+}
+
+/** The name the generated resolver types use for a provisioning (avoids a clash with the GraphQL type). */
+export type ProvisioningModel = Provisioning;

@@ -1,0 +1,137 @@
+import DataLoader from 'dataloader';
+import { badUserInput } from '../errors.js';
+import type { EventRecord } from '../events/index.js';
+import type { Resolvers } from '../generated/graphql.js';
+import { VERIFICATION_EVENT_KIND, type IdentificationSpec, type VerificationSpec } from '../identity/service.js';
+import { rfmAnswer, statusOf, type VerificationResultItem } from '../identity/wire.js';
+import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
+import type { GraphQLContext } from './context.js';
+
+/**
+ * The request's loader of verification results. Every `verificationResults` alias and every
+ * `Verification.result` of one operation lands in the same batch: dispatch waits for setImmediate, i.e.
+ * until the execution has run everything it can without network I/O (ledger reads on SQLite included),
+ * instead of DataLoader's default of the current tick. See docs/decisions/004.
+ */
+function resultsLoader(ctx: GraphQLContext): DataLoader<string, VerificationResultItem | null> {
+  return ctx.loaders.custom('verificationResults', () =>
+    new DataLoader<string, VerificationResultItem | null>((ids) => ctx.services.identity.results(ids), {
+      maxBatchSize: ctx.services.config.resultsBatchSize,
+      batchScheduleFn: (dispatch) => setImmediate(dispatch),
+    }),
+  );
+}
+
+function completionsLoader(ctx: GraphQLContext): DataLoader<string, EventRecord | null> {
+  return ctx.loaders.custom('verificationCompletions', () => new DataLoader<string, EventRecord | null>((ids) => ctx.services.identity.completions(ids)));
+}
+
+async function ledgerRecord(ctx: GraphQLContext, id: string, kind: ResourceKind): Promise<LedgerRecord | null> {
+  const rec = await ctx.loaders.resource.load(id);
+  return rec && rec.kind === kind ? rec : null;
+}
+
+const identification = (r: LedgerRecord) => r.spec as unknown as IdentificationSpec;
+const verification = (r: LedgerRecord) => r.spec as unknown as VerificationSpec;
+
+/**
+ * An event stream whose `return()` (the client completed or disconnected) ends at once, even while it
+ * waits for the next event: an async generator suspended in an await would otherwise finish its
+ * `return()` only when the next event arrives.
+ */
+function abortable(open: (signal: AbortSignal) => AsyncGenerator<EventRecord>): AsyncIterableIterator<EventRecord> {
+  const controller = new AbortController();
+  const inner = open(controller.signal);
+  return {
+    next: () => inner.next(),
+    return: (value?: unknown) => {
+      controller.abort();
+      return inner.return(value as undefined);
+    },
+    throw: (error?: unknown) => {
+      controller.abort();
+      return inner.throw(error);
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
+}
+
+export const identityResolvers: Resolvers = {
+  Query: {
+    identification: (_p, { id }, ctx) => ledgerRecord(ctx, id, 'identification'),
+    verificationResults: (_p, { externalIds }, ctx) => {
+      ctx.services.identity.checkResultIds(externalIds);
+      const loader = resultsLoader(ctx);
+      return Promise.all(externalIds.map((id) => loader.load(id)));
+    },
+  },
+  Mutation: {
+    createIdentification: async (_p, { input, idempotencyKey }, ctx) => {
+      const out = await ctx.services.identity.createIdentification(ctx.caller, input, idempotencyKey);
+      return { identification: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed };
+    },
+    registerVerification: async (_p, { input, idempotencyKey }, ctx) => {
+      const out = await ctx.services.identity.registerVerification(ctx.caller, input, idempotencyKey);
+      return { verification: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed };
+    },
+    checkRfm: async (_p, { input, idempotencyKey }, ctx) => {
+      const out = await ctx.services.identity.checkRfm(ctx.caller, input, idempotencyKey);
+      return { result: out.result, inCatalog: rfmAnswer(out.result), idempotencyKey: out.idempotencyKey, replayed: out.replayed };
+    },
+  },
+  Subscription: {
+    verificationCompleted: {
+      subscribe: (_p, { externalId }, ctx) => {
+        if (externalId != null && externalId.trim() === '') throw badUserInput('externalId', 'must not be empty');
+        // With an id: that verification, stored result first. Without: every result of the caller's API key.
+        const filter = externalId != null ? { kind: VERIFICATION_EVENT_KIND, key: externalId } : { kind: VERIFICATION_EVENT_KIND, scope: ctx.caller.scope };
+        return abortable((signal) => ctx.services.events.streams.subscribe(filter, signal));
+      },
+      resolve: (event: EventRecord) => event,
+    },
+  },
+  Identification: {
+    id: (r) => r.id,
+    idShort: (r) => identification(r).idShort,
+    url: (r) => identification(r).url,
+    workflowId: (r) => identification(r).workflowId,
+    applicantExternalId: (r) => identification(r).applicantExternalId,
+    environment: (r) => identification(r).environment,
+    linkLifetimeInMinutes: (r) => identification(r).linkLifetimeInMinutes,
+    redirectUrl: (r) => identification(r).redirectUrl,
+    expiresAt: (r) => identification(r).expiresAt,
+    expired: (r) => {
+      const at = identification(r).expiresAt;
+      return at !== null && Date.parse(at) <= Date.now();
+    },
+    createdAt: (r) => r.createdAt,
+    raw: (r) => r.response,
+  },
+  Verification: {
+    id: (r) => r.id,
+    externalId: (r) => r.id,
+    workflowId: (r) => verification(r).workflowId,
+    status: (r) => verification(r).status,
+    jobResults: (r) => verification(r).jobResults,
+    callback: (r) => verification(r).callback,
+    result: (r, _a, ctx) => resultsLoader(ctx).load(r.id),
+    completion: (r, _a, ctx) => completionsLoader(ctx).load(r.id),
+    createdAt: (r) => r.createdAt,
+    raw: (r) => r.response,
+  },
+  VerificationResult: {
+    externalId: (item) => item.externalId,
+    status: (item) => item.status,
+    data: (item) => item.data,
+    verification: (item, _a, ctx) => ledgerRecord(ctx, item.externalId, 'verification'),
+  },
+  VerificationCompletion: {
+    externalId: (e) => e.key,
+    status: (e) => statusOf(e.payload),
+    payload: (e) => e.payload,
+    receivedAt: (e) => e.receivedAt,
+    verification: (e, _a, ctx) => ledgerRecord(ctx, e.key, 'verification'),
+  },
+};

@@ -1,0 +1,38 @@
+import type { Provisioning, ProvisionResult } from '../cloud/provisioning.js';
+import type { Resolvers } from '../generated/graphql.js';
+import type { GraphQLContext } from './context.js';
+
+function resourceOf(ctx: GraphQLContext, p: Provisioning, step: string, kind: string) {
+  const id = p.steps.find((s) => s.name === step)?.resourceId;
+  if (!id) return null;
+  return ctx.loaders.resource.load(id).then((r) => (r && r.kind === kind ? r : null));
+}
+
+const payload = (r: ProvisionResult) => ({ provisioning: r.provisioning, idempotencyKey: r.idempotencyKey, replayed: r.replayed });
+
+export const provisioningResolvers: Resolvers = {
+  Query: {
+    provisioning: (_p, { id }, ctx) => ctx.services.provisioning.get(ctx.caller, id),
+  },
+  Mutation: {
+    provisionKafkaCluster: async (_p, { input, idempotencyKey }, ctx) =>
+      payload(await ctx.services.provisioning.provisionKafkaCluster(ctx.caller, input, idempotencyKey)),
+    provisionVirtualMachine: async (_p, { input, idempotencyKey }, ctx) =>
+      payload(await ctx.services.provisioning.provisionVirtualMachine(ctx.caller, input, idempotencyKey)),
+  },
+  Subscription: {
+    provisioningProgress: {
+      subscribe: async function* (_p, { id }, ctx) {
+        for await (const p of ctx.services.provisioning.progress(ctx.caller, id)) yield { provisioningProgress: p };
+      },
+    },
+  },
+  Provisioning: {
+    project: (p, _a, ctx) => resourceOf(ctx, p, 'project', 'project'),
+    kafkaCluster: (p, _a, ctx) => resourceOf(ctx, p, 'kafkaCluster', 'kafka_cluster'),
+    virtualMachine: (p, _a, ctx) => resourceOf(ctx, p, 'virtualMachine', 'virtual_machine'),
+  },
+  ProvisioningStep: {
+    resource: (s, _a, ctx) => (s.resourceId ? ctx.loaders.resource.load(s.resourceId) : null),
+  },
+};

@@ -1,0 +1,57 @@
+import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { sha256 } from '../server/auth.js';
+import type { Database } from '../store/schema.js';
+
+export interface CallbackBinding {
+  /** The verification the token was issued for; null until the upstream's answer names it. */
+  externalId: string | null;
+  /** Scope of the caller that registered the verification: its events belong to that API key. */
+  createdBy: string;
+}
+
+function hashOf(token: string): string {
+  return sha256(token).toString('hex');
+}
+
+/**
+ * The random tokens of the callbackUrls the gateway hands out. Only their sha256 is stored, so a copy
+ * of the database does not let anyone forge a callback.
+ */
+export class VerificationCallbacks {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /** A new unguessable token (256 bits, base64url), stored as its hash. */
+  async issue(createdBy: string, externalId: string | null): Promise<string> {
+    const token = randomBytes(32).toString('base64url');
+    await this.db
+      .insertInto('verification_callbacks')
+      .values({ token_hash: hashOf(token), external_id: externalId, created_by: createdBy, created_at: Date.now() })
+      .execute();
+    return token;
+  }
+
+  /** Binds a token to the external id the upstream assigned (only if it had none). */
+  async bind(token: string, externalId: string): Promise<void> {
+    await this.db
+      .updateTable('verification_callbacks')
+      .set({ external_id: externalId })
+      .where('token_hash', '=', hashOf(token))
+      .where('external_id', 'is', null)
+      .execute();
+  }
+
+  /** Forgets a token whose registration the upstream refused (nothing will call it). */
+  async revoke(token: string): Promise<void> {
+    await this.db.deleteFrom('verification_callbacks').where('token_hash', '=', hashOf(token)).execute();
+  }
+
+  async find(token: string): Promise<CallbackBinding | null> {
+    const row = await this.db
+      .selectFrom('verification_callbacks')
+      .select(['external_id', 'created_by'])
+      .where('token_hash', '=', hashOf(token))
+      .executeTakeFirst();
+    return row ? { externalId: row.external_id, createdBy: row.created_by } : null;
+  }
+}

@@ -1,0 +1,128 @@
+import { ErrorCode, GatewayError, badUserInput } from '../errors.js';
+import type { UpstreamHttp } from '../upstream/http.js';
+import {
+  PATHS,
+  identificationResponseSchema,
+  parseRegistration,
+  parseResults,
+  resultsRequest,
+  type IdentificationEnvironment,
+  type IdentificationRequest,
+  type IdentificationResponse,
+  type Registration,
+  type RegistrationRequest,
+  type VerificationResultItem,
+} from './wire.js';
+
+/**
+ * Upstream 4xx of the identity interfaces (spec: Errors of the identification creation call). The
+ * verification endpoints' errors are not shown; the same mapping is applied to them.
+ */
+export function identityRejectCode(status: number): ErrorCode {
+  switch (status) {
+    case 400:
+      return ErrorCode.BAD_USER_INPUT;
+    case 401:
+    case 403:
+      return ErrorCode.UPSTREAM_UNAUTHENTICATED;
+    case 404:
+      return ErrorCode.NOT_FOUND;
+    case 409:
+      return ErrorCode.CONFLICT;
+    default:
+      return ErrorCode.UPSTREAM_REJECTED;
+  }
+}
+
+function bearer(token: string | undefined): Record<string, string> {
+  return token ? { authorization: `Bearer ${token}` } : {};
+}
+
+export interface CreatedIdentification {
+  link: IdentificationResponse;
+  /** The upstream's answer as it arrived. */
+  response: unknown;
+}
+
+/** The identification interface, one base address per environment (spec: Addresses). */
+export class IdentificationClient {
+  constructor(
+    private readonly environments: Readonly<Record<IdentificationEnvironment, UpstreamHttp | null>>,
+    private readonly token: string | undefined,
+  ) {}
+
+  async create(environment: IdentificationEnvironment, body: IdentificationRequest, idempotencyKey: string): Promise<CreatedIdentification> {
+    const http = this.environments[environment];
+    if (!http) {
+      throw badUserInput('input.environment', `${environment} is not configured on this gateway (set IDENTIFICATION_PRODLIKE_API_URL)`);
+    }
+    const res = await http.request({
+      method: 'POST',
+      path: PATHS.identifications,
+      route: `POST ${PATHS.identifications}`,
+      // Spec, Endpoints: "Authorization: Bearer <ACCESS_TOKEN>, Content-Type: application/json".
+      headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey, ...bearer(this.token) },
+      body,
+      rejectCode: identityRejectCode,
+    });
+    const parsed = identificationResponseSchema.safeParse(res.body);
+    if (!parsed.success) {
+      throw new GatewayError(
+        ErrorCode.UPSTREAM_REJECTED,
+        `the identification interface answered ${res.status} without a valid id, idShort and url (${parsed.error.issues[0]?.path.join('.') || 'body'})`,
+        { upstream: http.name, status: res.status },
+      );
+    }
+    return { link: parsed.data, response: res.body };
+  }
+}
+
+export interface RegisteredVerification extends Registration {
+  response: unknown;
+}
+
+/** The verification interface (JWT bearer) and the rfm check beside it. */
+export class VerificationClient {
+  constructor(
+    private readonly http: UpstreamHttp,
+    private readonly token: string | undefined,
+    private readonly rfm: { http: UpstreamHttp; token: string | undefined },
+  ) {}
+
+  async register(body: RegistrationRequest, idempotencyKey: string): Promise<RegisteredVerification> {
+    const res = await this.http.request({
+      method: 'POST',
+      path: PATHS.verifications,
+      route: `POST ${PATHS.verifications}`,
+      headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey, ...bearer(this.token) },
+      body,
+      rejectCode: identityRejectCode,
+    });
+    return { ...parseRegistration(res.body), response: res.body };
+  }
+
+  /** One POST for all the ids; the caller splits batches. Ids the upstream does not answer are absent. */
+  async results(externalIds: readonly string[]): Promise<Map<string, VerificationResultItem>> {
+    const res = await this.http.request({
+      method: 'POST',
+      path: PATHS.results,
+      route: `POST ${PATHS.results}`,
+      headers: { 'content-type': 'application/json', ...bearer(this.token) },
+      body: resultsRequest(externalIds),
+      rejectCode: identityRejectCode,
+    });
+    return parseResults(res.body);
+  }
+
+  async checkRfm(body: unknown, idempotencyKey: string): Promise<unknown> {
+    const res = await this.rfm.http.request({
+      method: 'POST',
+      path: PATHS.rfm,
+      route: `POST ${PATHS.rfm}`,
+      headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey, ...bearer(this.rfm.token) },
+      body,
+      rejectCode: identityRejectCode,
+    });
+    return res.body;
+  }
+}

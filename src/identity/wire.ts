@@ -1,0 +1,200 @@
+import { z } from 'zod';
+
+/**
+ * The identification and verification interfaces' wire shapes (spec/identity-verification-api.md).
+ * The only place that knows upstream field names. Where the spec is silent (verification registration,
+ * results and callback payloads, the rfm check) the names are the gateway's choice, written down once
+ * here and explained in docs/decisions/004-verification-wire-names.md.
+ */
+
+export const PATHS = {
+  identifications: '/api/v2/identifications/workflow-instances',
+  verifications: '/api/v2/verifications/workflow-instances',
+  results: '/api/v2/verifications/results',
+  rfm: '/api/v1/rfm/is-in-catalog',
+} as const;
+
+/** Names the gateway SENDS where the spec gives none (docs/decisions/004). */
+export const SENT = {
+  /** Registration: the client's id of the verification. The spec's one name for it ("verificationExternalId"). */
+  externalId: 'verificationExternalId',
+  /** Registration: the applicant data ("applicant data"). */
+  applicant: 'applicant',
+  /** Registration: where the result is delivered ("POST callbackUrl"). */
+  callbackUrl: 'callbackUrl',
+  /** Results request: the ids, as an array under the spec's name ("request carries verificationExternalId values"). */
+  resultsIds: 'verificationExternalId',
+} as const;
+
+/** Names ACCEPTED for the external id in responses and callbacks, in order of preference. */
+export const EXTERNAL_ID_FIELDS = ['verificationExternalId', 'externalId', 'id'] as const;
+/** Names accepted for a status in responses and callbacks, in order of preference. */
+export const STATUS_FIELDS = ['status', 'state', 'verificationStatus'] as const;
+/** Names accepted for the list of results in a results response (a bare array is accepted too). */
+export const RESULT_LIST_FIELDS = ['results', 'items', 'data', 'verifications'] as const;
+/** Names accepted for the answer of the rfm check (a bare boolean is accepted too). */
+export const RFM_ANSWER_FIELDS = ['isInCatalog', 'inCatalog', 'found', 'result'] as const;
+
+// ---------------------------------------------------------------------------------------------------------
+// Identification (spec: "Identification request body", "Identification response (202)")
+
+export type IdentificationEnvironment = 'PRODUCTION' | 'PRODLIKE';
+
+export interface IdentificationRequest {
+  workflowId: string;
+  applicantExternalId?: string;
+  linkLifetimeInMinutes?: number;
+  redirectUrl?: string;
+}
+
+export function identificationRequest(input: {
+  workflowId: string;
+  applicantExternalId?: string | null | undefined;
+  linkLifetimeInMinutes?: number | null | undefined;
+  redirectUrl?: string | null | undefined;
+}): IdentificationRequest {
+  return {
+    workflowId: input.workflowId,
+    ...(input.applicantExternalId != null ? { applicantExternalId: input.applicantExternalId } : {}),
+    ...(input.linkLifetimeInMinutes != null ? { linkLifetimeInMinutes: input.linkLifetimeInMinutes } : {}),
+    ...(input.redirectUrl != null ? { redirectUrl: input.redirectUrl } : {}),
+  };
+}
+
+export const identificationResponseSchema = z.looseObject({
+  id: z.string().min(1),
+  idShort: z.string().min(1),
+  url: z.string().url(),
+});
+
+export type IdentificationResponse = z.infer<typeof identificationResponseSchema>;
+
+// ---------------------------------------------------------------------------------------------------------
+// Verification registration (spec: Endpoints, "register a verification by workflow")
+
+export type RegistrationRequest = Record<string, unknown> & { workflowId: string };
+
+export function registrationRequest(input: {
+  workflowId: string;
+  applicant: Record<string, unknown>;
+  externalId?: string | null | undefined;
+  callbackUrl?: string | null | undefined;
+}): RegistrationRequest {
+  return {
+    workflowId: input.workflowId,
+    ...(input.externalId != null ? { [SENT.externalId]: input.externalId } : {}),
+    [SENT.applicant]: input.applicant,
+    ...(input.callbackUrl != null ? { [SENT.callbackUrl]: input.callbackUrl } : {}),
+  };
+}
+
+export interface Registration {
+  externalId: string | null;
+  status: string | null;
+  jobResults: unknown;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function firstString(obj: Record<string, unknown>, fields: readonly string[]): string | null {
+  for (const f of fields) {
+    const v = obj[f];
+    if (typeof v === 'string' && v !== '') return v;
+    if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+  }
+  return null;
+}
+
+/** The external id of a response or callback body: top level, or inside `data` / `verification`. */
+export function externalIdOf(body: unknown): string | null {
+  if (!isObject(body)) return null;
+  const top = firstString(body, EXTERNAL_ID_FIELDS);
+  if (top) return top;
+  for (const nested of ['data', 'verification']) {
+    const inner = body[nested];
+    if (isObject(inner)) {
+      const id = firstString(inner, EXTERNAL_ID_FIELDS);
+      if (id) return id;
+    }
+  }
+  return null;
+}
+
+/** The status of a body: a top-level status field, else the one of an object `jobResults`. */
+export function statusOf(body: unknown): string | null {
+  if (!isObject(body)) return null;
+  const top = firstString(body, STATUS_FIELDS);
+  if (top) return top;
+  const jobs = body.jobResults;
+  if (isObject(jobs)) return firstString(jobs, STATUS_FIELDS);
+  return null;
+}
+
+export function parseRegistration(body: unknown): Registration {
+  const b = isObject(body) ? body : {};
+  return { externalId: externalIdOf(body), status: statusOf(body), jobResults: b.jobResults ?? null };
+}
+
+/** The registration response as stored: applicant data the upstream may echo is personal data, and dropped. */
+export function scrubRegistration(body: unknown): unknown {
+  if (!isObject(body)) return body ?? null;
+  const { [SENT.applicant]: _applicant, ...rest } = body;
+  return rest;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Verification results (spec: Endpoints, "get results for one or several verificationExternalId values")
+
+export function resultsRequest(externalIds: readonly string[]): Record<string, unknown> {
+  return { [SENT.resultsIds]: [...externalIds] };
+}
+
+/** One result, mapped back to its id; `data` is the item as the upstream sent it. */
+export interface VerificationResultItem {
+  externalId: string;
+  status: string | null;
+  data: unknown;
+}
+
+/**
+ * Results by external id. Accepts a list (bare, or under one of RESULT_LIST_FIELDS) of items that each
+ * carry their id, or an object keyed by id. Items without an id are skipped.
+ */
+export function parseResults(body: unknown): Map<string, VerificationResultItem> {
+  const out = new Map<string, VerificationResultItem>();
+  const add = (item: unknown, idFromKey?: string) => {
+    const id = externalIdOf(item) ?? idFromKey ?? null;
+    if (!id || out.has(id)) return;
+    out.set(id, { externalId: id, status: statusOf(item), data: item });
+  };
+  let list: unknown = body;
+  if (isObject(body)) {
+    const field = RESULT_LIST_FIELDS.find((f) => body[f] !== undefined);
+    list = field ? body[field] : undefined;
+  }
+  if (Array.isArray(list)) {
+    for (const item of list) add(item);
+  } else if (isObject(list)) {
+    for (const [key, item] of Object.entries(list)) add(item, key);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Verification callback (spec: Events 1; payload "not shown")
+
+/** A callback must be a JSON object; everything else about it is open. */
+export const callbackBodySchema = z.looseObject({});
+
+// ---------------------------------------------------------------------------------------------------------
+// rfm check (spec: Endpoints, POST /api/v1/rfm/is-in-catalog; body "not shown")
+
+/** The yes/no answer of an rfm check when the response says it plainly, else null. */
+export function rfmAnswer(body: unknown): boolean | null {
+  if (typeof body === 'boolean') return body;
+  if (!isObject(body)) return null;
+  for (const f of RFM_ANSWER_FIELDS) if (typeof body[f] === 'boolean') return body[f];
+  return null;
+}

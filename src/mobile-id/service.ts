@@ -1,0 +1,390 @@
+import canonicalizeModule from 'canonicalize';
+import type { Kysely } from 'kysely';
+import { ErrorCode, GatewayError, badUserInput, notFound } from '../errors.js';
+import type { EventRecord, Events } from '../events/index.js';
+import type { Logger } from '../logger.js';
+import type { Caller } from '../server/auth.js';
+import type { Database } from '../store/schema.js';
+import { IdTokenVerifier, claimsOf, type IdTokenClaims, type VerifierOptions } from './verify.js';
+import type { SecretBox } from './sealing.js';
+import { NotificationTokens, type IssuedToken, type NotifierAuth } from './tokens.js';
+import { MAX_ID_LENGTH, decodeCompactJwt, extraFields, failureReason, parseNotification, type FailureReason } from './wire.js';
+
+export const MOBILE_ID_EVENT_KIND = 'mobile-id';
+
+// canonicalize is CommonJS whose typings declare an ES default export; at run time the module is the function.
+const canonicalize = ((canonicalizeModule as unknown as { default?: unknown }).default ?? canonicalizeModule) as unknown as (
+  input: unknown,
+) => string | undefined;
+
+/** Extra body fields whose values are credentials (a CIBA refresh_token, ...): sealed like the tokens. */
+const SECRET_FIELD = /token|secret|password/i;
+
+/** What the event log holds for a success notification: no token in clear (docs/decisions/005). */
+interface StoredSuccess {
+  v: 1;
+  outcome: 'success';
+  authReqId: string;
+  tokenType: 'Bearer';
+  /** Sealed; null once its expires_in has passed and the purge removed it. */
+  accessToken: string | null;
+  /** Sealed. */
+  idToken: string;
+  expiresIn: number;
+  /** Epoch ms: reception plus expires_in. */
+  expiresAt: number;
+  claims: IdTokenClaims;
+  /** The JWKS the id_token was verified against, or null when it was only decoded. */
+  verifiedWith: string | null;
+  jwksUri: string | null;
+  leadingKycMatch: boolean | null;
+  correlationId: string | null;
+  /** Fields neither body shape names, as sent (credential-like ones in `sealedExtra`). */
+  extra: Record<string, unknown>;
+  sealedExtra: Record<string, string>;
+}
+
+interface StoredFailure {
+  v: 1;
+  outcome: 'failure';
+  authReqId: string;
+  error: string;
+  errorDescription: string;
+  reason: FailureReason;
+  correlationId: string | null;
+  extra: Record<string, unknown>;
+  sealedExtra: Record<string, string>;
+}
+
+type StoredNotification = StoredSuccess | StoredFailure;
+
+interface StoredMeta {
+  /** X-Mobileid-Request-Id and X-Mobileid-Transaction-Id: the sender's references for technical support. */
+  requestId: string | null;
+  transactionId: string | null;
+  contentType: string;
+  /** The gateway's own request id of the delivery (its log lines carry it). */
+  gatewayRequestId: string;
+}
+
+export interface MobileIdAuthenticated {
+  outcome: 'success';
+  authReqId: string;
+  subject: string;
+  acr: string | null;
+  amr: string[] | null;
+  issuer: string | null;
+  /** Null once the token has expired. */
+  accessToken: string | null;
+  tokenType: string;
+  expiresAt: Date;
+  idToken: string;
+  idTokenVerified: boolean;
+  jwksUri: string | null;
+  leadingKycMatch: boolean | null;
+  correlationId: string | null;
+  requestId: string | null;
+  transactionId: string | null;
+  receivedAt: Date;
+  otherFields: Record<string, unknown>;
+}
+
+export interface MobileIdAuthenticationFailed {
+  outcome: 'failure';
+  authReqId: string;
+  error: string;
+  errorDescription: string;
+  reason: FailureReason;
+  correlationId: string | null;
+  requestId: string | null;
+  transactionId: string | null;
+  receivedAt: Date;
+  otherFields: Record<string, unknown>;
+}
+
+export type MobileIdAuthentication = MobileIdAuthenticated | MobileIdAuthenticationFailed;
+
+export type ReceiveResult =
+  /** Stored: answer 204, then call `publish`. */
+  | { status: 'accepted'; authReqId: string; outcome: 'success' | 'failure'; publish: () => Promise<void> }
+  /** The same notification again: answer 204, publish nothing. */
+  | { status: 'duplicate'; authReqId: string }
+  /** Another notification for an auth_req_id that already has one: 409, nothing changed. */
+  | { status: 'conflict'; authReqId: string }
+  | { status: 'unauthorized'; description: string }
+  | { status: 'invalid'; description: string }
+  /** The id_token could not be checked for a reason on our side (JWKS unreachable): 503. */
+  | { status: 'unavailable'; description: string };
+
+export interface NotificationHeaders {
+  requestId: string | null;
+  transactionId: string | null;
+  contentType: string;
+  gatewayRequestId: string;
+}
+
+/** The sandbox outcomes `sandboxComplete` can ask for: success, or a row of the spec's error table. */
+export type SandboxOutcome = 'SUCCESS' | Exclude<FailureReason, 'UNKNOWN'>;
+
+/** What the service needs of the mobile-ID sandbox (src/sandbox/mobile-id.ts): its keys, and POST one notification. */
+export interface SandboxNotifier {
+  readonly jwksUrl: string;
+  readonly issuer: string;
+  readonly clientId: string;
+  /** The client_notification_token the sandbox gateway accepts from anyone. */
+  readonly notificationToken: string;
+  notify(options: { notificationUri: string; token: string; authReqId: string; outcome: SandboxOutcome }): Promise<{ status: number; body: string }>;
+}
+
+export interface SandboxDelivery {
+  authReqId: string;
+  outcome: SandboxOutcome;
+  httpStatus: number;
+  accepted: boolean;
+  response: string | null;
+}
+
+export interface MobileIdServiceOptions {
+  db: Kysely<Database>;
+  events: Events;
+  box: SecretBox;
+  verifier: VerifierOptions;
+  /** MOBILEID_NOTIFICATION_TOKENS, plus the sandbox's token in sandbox mode. */
+  notificationTokens: readonly string[];
+  logger: Logger;
+  /** Present in sandbox mode only. */
+  sandbox: SandboxNotifier | null;
+  /** The gateway's own notification_uri (known once it listens). */
+  notificationUri: () => string;
+}
+
+export const TOKEN_TTL = { defaultSeconds: 3600, minSeconds: 10, maxSeconds: 7 * 86_400 } as const;
+
+/**
+ * The mobile-ID completion notifications: authenticates, checks, verifies and stores them (tokens sealed),
+ * answers queries and subscriptions from the event log, and issues client_notification_tokens.
+ */
+export class MobileIdService {
+  readonly tokens: NotificationTokens;
+  readonly verifier: IdTokenVerifier;
+  private readonly events: Events;
+  private readonly box: SecretBox;
+  private readonly logger: Logger;
+
+  constructor(private readonly options: MobileIdServiceOptions) {
+    this.events = options.events;
+    this.box = options.box;
+    this.logger = options.logger;
+    this.tokens = new NotificationTokens(options.db, options.notificationTokens);
+    this.verifier = new IdTokenVerifier(options.verifier);
+  }
+
+  get sandboxed(): boolean {
+    return this.options.sandbox !== null;
+  }
+
+  /** Checks the bearer token before the body is read. */
+  authenticate(token: string | null): Promise<NotifierAuth> {
+    return this.tokens.check(token);
+  }
+
+  /** Validates, verifies and durably stores one notification; the caller answers, then publishes. */
+  async receive(auth: NotifierAuth & { ok: true }, body: unknown, headers: NotificationHeaders): Promise<ReceiveResult> {
+    const parsed = parseNotification(body);
+    if (!parsed.ok) return { status: 'invalid', description: parsed.description };
+    const n = parsed.notification;
+    const authReqId = n.body.auth_req_id;
+    if (auth.authReqId !== null && auth.authReqId !== authReqId) {
+      return { status: 'unauthorized', description: 'the client_notification_token was issued for another auth_req_id' };
+    }
+
+    // The sealed tokens differ on every delivery (fresh IVs): compare the clear body through a keyed digest.
+    const fingerprint = this.box.digest(canonicalize(n.body) ?? '');
+    // A repeat is answered from the log before the id_token is checked again: a duplicate that arrives after
+    // the id_token's exp is still the notification that was accepted.
+    const existing = await this.events.latest(MOBILE_ID_EVENT_KIND, authReqId);
+    if (existing) return existing.fingerprint === fingerprint ? { status: 'duplicate', authReqId } : { status: 'conflict', authReqId };
+
+    const extra = extraFields(n);
+    const sealedExtra: Record<string, string> = {};
+    for (const [name, value] of Object.entries(extra)) {
+      if (!SECRET_FIELD.test(name)) continue;
+      sealedExtra[name] = this.box.seal(JSON.stringify(value), `${authReqId}\u0000extra:${name}`);
+      delete extra[name];
+    }
+    const correlationId = n.body.correlation_id ?? null;
+    let payload: StoredNotification;
+    let secretsExpireAt: number | null = null;
+    if (n.outcome === 'success') {
+      const b = n.body;
+      const jwksEndpoint = typeof extra.jwks_endpoint === 'string' ? extra.jwks_endpoint : null;
+      // A jwks_uri or jwks_endpoint from a body is recorded; it is fetched only from an allow-listed host.
+      const check = await this.verifier.check({ idToken: b.id_token, accessToken: b.access_token, authReqId, bodyJwksUrl: jwksEndpoint ?? b.jwks_uri ?? null });
+      if (check.status === 'rejected') return { status: 'invalid', description: check.reason };
+      if (check.status === 'unavailable') {
+        this.logger.error({ authReqId, reason: check.reason }, 'mobile-ID id_token could not be verified: JWKS unavailable');
+        return { status: 'unavailable', description: 'the id_token cannot be verified right now; try again' };
+      }
+      const expiresAt = Date.now() + b.expires_in * 1000;
+      secretsExpireAt = expiresAt;
+      payload = {
+        v: 1,
+        outcome: 'success',
+        authReqId,
+        tokenType: b.token_type,
+        accessToken: this.box.seal(b.access_token, `${authReqId}\u0000access_token`),
+        idToken: this.box.seal(b.id_token, `${authReqId}\u0000id_token`),
+        expiresIn: b.expires_in,
+        expiresAt,
+        claims: claimsOf(decodeCompactJwt(b.id_token)!.claims),
+        verifiedWith: check.status === 'verified' ? check.keys : null,
+        jwksUri: b.jwks_uri ?? null,
+        leadingKycMatch: b.leading_kyc_match ?? null,
+        correlationId,
+        extra,
+        sealedExtra,
+      };
+    } else {
+      const b = n.body;
+      payload = {
+        v: 1,
+        outcome: 'failure',
+        authReqId,
+        error: b.error,
+        errorDescription: b.error_description,
+        reason: failureReason(b.error, b.error_description),
+        correlationId,
+        extra,
+        sealedExtra,
+      };
+    }
+    const meta: StoredMeta = headers;
+    const result = await this.events.ingest({
+      kind: MOBILE_ID_EVENT_KIND,
+      key: authReqId,
+      // One notification per authentication request: a second one is a duplicate or a conflict.
+      dedupeKey: `${MOBILE_ID_EVENT_KIND}:${authReqId}`,
+      payload,
+      meta: meta as unknown as Record<string, unknown>,
+      scope: auth.scope,
+      fingerprint,
+      secretsExpireAt,
+    });
+    if (result.status === 'duplicate') return { status: 'duplicate', authReqId };
+    if (result.status === 'conflict') return { status: 'conflict', authReqId };
+    return { status: 'accepted', authReqId, outcome: n.outcome, publish: result.publish };
+  }
+
+  /** The stored result of an authentication, or null (also when it belongs to another app's API key). */
+  async get(caller: Caller, authReqId: string): Promise<MobileIdAuthentication | null> {
+    checkAuthReqId(authReqId);
+    const event = await this.events.latest(MOBILE_ID_EVENT_KIND, authReqId);
+    return event && visible(event, caller) ? this.view(event) : null;
+  }
+
+  /** Batched `get`, in the order of `authReqIds` (one SQL statement for every id of an operation). */
+  async getMany(caller: Caller, authReqIds: readonly string[]): Promise<(MobileIdAuthentication | null)[]> {
+    const events = await this.events.log.latestMany(MOBILE_ID_EVENT_KIND, authReqIds);
+    return events.map((e) => (e && visible(e, caller) ? this.view(e) : null));
+  }
+
+  /**
+   * The stored result at once when there is one, else the live one when it arrives; then the stream ends
+   * (an authentication completes once).
+   */
+  async *watch(caller: Caller, authReqId: string, signal?: AbortSignal): AsyncGenerator<MobileIdAuthentication> {
+    checkAuthReqId(authReqId);
+    for await (const event of this.events.streams.subscribe({ kind: MOBILE_ID_EVENT_KIND, key: authReqId, limit: 1 }, signal)) {
+      if (!visible(event, caller)) throw notFound(`mobile-ID authentication ${authReqId}`);
+      yield this.view(event);
+    }
+  }
+
+  async issueNotificationToken(caller: Caller, options: { authReqId?: string | null; ttlSeconds?: number | null }): Promise<IssuedToken> {
+    const authReqId = options.authReqId ?? null;
+    if (authReqId !== null) checkAuthReqId(authReqId);
+    const ttl = options.ttlSeconds ?? TOKEN_TTL.defaultSeconds;
+    if (!Number.isInteger(ttl) || ttl < TOKEN_TTL.minSeconds || ttl > TOKEN_TTL.maxSeconds) {
+      throw badUserInput('ttlSeconds', `must be from ${TOKEN_TTL.minSeconds} to ${TOKEN_TTL.maxSeconds}`);
+    }
+    return this.tokens.issue(caller, { authReqId, ttlMs: ttl * 1000 });
+  }
+
+  /**
+   * Sandbox only: the sandbox sends the gateway's own endpoint, over HTTP, the notification the real service
+   * would send at the end of authentication `authReqId`, authenticated with a token issued here for it.
+   */
+  async sandboxComplete(caller: Caller, authReqId: string, outcome: SandboxOutcome): Promise<SandboxDelivery> {
+    const sandbox = this.options.sandbox;
+    if (!sandbox) {
+      throw new GatewayError(
+        ErrorCode.BAD_USER_INPUT,
+        'sandboxCompleteMobileIdAuthentication works only in sandbox mode (MOBILEID_NOTIFICATION_TOKENS and MOBILEID_JWKS_URL/FILE unset); the real mobile identity service sends its notifications itself',
+        { sandboxOnly: true },
+      );
+    }
+    checkAuthReqId(authReqId);
+    const { token } = await this.tokens.issue(caller, { authReqId, ttlMs: 300_000 });
+    const res = await sandbox.notify({ notificationUri: this.options.notificationUri(), token, authReqId, outcome });
+    const accepted = res.status >= 200 && res.status < 300;
+    return { authReqId, outcome, httpStatus: res.status, accepted, response: res.body === '' ? null : res.body };
+  }
+
+  /** Removes expired access tokens from stored events and expired notification tokens. */
+  async purgeExpired(now = Date.now()): Promise<{ accessTokens: number; notificationTokens: number }> {
+    const accessTokens = await this.events.log.redactExpiredSecrets(
+      MOBILE_ID_EVENT_KIND,
+      (p) => ((p as StoredNotification).outcome === 'success' ? { ...(p as StoredSuccess), accessToken: null } : p),
+      now,
+    );
+    const notificationTokens = await this.tokens.purgeExpired(now);
+    return { accessTokens, notificationTokens };
+  }
+
+  private view(event: EventRecord): MobileIdAuthentication {
+    const p = event.payload as StoredNotification;
+    const meta = event.meta as Partial<StoredMeta>;
+    const otherFields = { ...p.extra };
+    for (const [name, sealed] of Object.entries(p.sealedExtra ?? {})) {
+      otherFields[name] = JSON.parse(this.box.open(sealed, `${p.authReqId}\u0000extra:${name}`)) as unknown;
+    }
+    const common = {
+      authReqId: p.authReqId,
+      correlationId: p.correlationId,
+      requestId: meta.requestId ?? null,
+      transactionId: meta.transactionId ?? null,
+      receivedAt: event.receivedAt,
+      otherFields,
+    };
+    if (p.outcome === 'failure') {
+      return { outcome: 'failure', ...common, error: p.error, errorDescription: p.errorDescription, reason: p.reason };
+    }
+    // Between expiry and the next purge run the sealed token is still stored; it is not handed out.
+    const accessToken = p.accessToken !== null && p.expiresAt > Date.now() ? this.box.open(p.accessToken, `${p.authReqId}\u0000access_token`) : null;
+    return {
+      outcome: 'success',
+      ...common,
+      subject: p.claims.sub,
+      acr: p.claims.acr,
+      amr: p.claims.amr,
+      issuer: p.claims.iss,
+      accessToken,
+      tokenType: p.tokenType,
+      expiresAt: new Date(p.expiresAt),
+      idToken: this.box.open(p.idToken, `${p.authReqId}\u0000id_token`),
+      idTokenVerified: p.verifiedWith !== null,
+      jwksUri: p.jwksUri,
+      leadingKycMatch: p.leadingKycMatch,
+    };
+  }
+}
+
+/** An event from a token an app issued is that app's; one from a configured token is every app's. */
+function visible(event: EventRecord, caller: Caller): boolean {
+  return event.scope === null || event.scope === caller.scope;
+}
+
+/** BAD_USER_INPUT for an authReqId argument that no notification can carry. */
+export function checkAuthReqId(authReqId: string): void {
+  if (authReqId.length === 0 || authReqId.length > MAX_ID_LENGTH) throw badUserInput('authReqId', `must be 1 to ${MAX_ID_LENGTH} characters`);
+}

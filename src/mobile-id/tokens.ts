@@ -1,0 +1,67 @@
+import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { Caller } from '../server/auth.js';
+import { matchesAnyHash, sha256 } from '../server/auth.js';
+import type { Database } from '../store/schema.js';
+
+/** Who sent a notification, as its `Authorization: Bearer <client_notification_token>` tells. */
+export type NotifierAuth =
+  | {
+      ok: true;
+      /** `configured` (MOBILEID_NOTIFICATION_TOKENS, or the sandbox token) or `issued` (issueMobileIdNotificationToken). */
+      source: 'configured' | 'issued';
+      /** The only auth_req_id the token is good for, when it was issued for one. */
+      authReqId: string | null;
+      /** The API-key scope of the app that issued the token: its notifications are that app's to read. */
+      scope: string | null;
+    }
+  | { ok: false; description: string };
+
+export interface IssuedToken {
+  token: string;
+  authReqId: string | null;
+  expiresAt: Date;
+}
+
+/**
+ * The client_notification_tokens the webhook accepts: the configured ones (held as sha256 digests and
+ * compared in constant time) and the ones the gateway issued (only their sha256 is stored).
+ */
+export class NotificationTokens {
+  private readonly configured: Buffer[];
+
+  constructor(
+    private readonly db: Kysely<Database>,
+    configured: readonly string[],
+  ) {
+    this.configured = configured.map(sha256);
+  }
+
+  async issue(caller: Caller, options: { authReqId: string | null; ttlMs: number }, now = Date.now()): Promise<IssuedToken> {
+    const token = randomBytes(32).toString('base64url');
+    const expiresAt = now + options.ttlMs;
+    await this.db
+      .insertInto('notification_tokens')
+      .values({ token_hash: sha256(token).toString('hex'), auth_req_id: options.authReqId, created_by: caller.scope, created_at: now, expires_at: expiresAt })
+      .execute();
+    return { token, authReqId: options.authReqId, expiresAt: new Date(expiresAt) };
+  }
+
+  async check(token: string | null, now = Date.now()): Promise<NotifierAuth> {
+    if (!token) return { ok: false, description: 'send Authorization: Bearer <client_notification_token>' };
+    if (this.configured.length && matchesAnyHash(token, this.configured)) return { ok: true, source: 'configured', authReqId: null, scope: null };
+    // Looked up by its sha256: the timing of an index lookup tells nothing usable about the token itself.
+    const row = await this.db
+      .selectFrom('notification_tokens')
+      .select(['auth_req_id', 'created_by', 'expires_at'])
+      .where('token_hash', '=', sha256(token).toString('hex'))
+      .executeTakeFirst();
+    if (!row || Number(row.expires_at) <= now) return { ok: false, description: 'the client_notification_token is not valid or has expired' };
+    return { ok: true, source: 'issued', authReqId: row.auth_req_id, scope: row.created_by };
+  }
+
+  async purgeExpired(now = Date.now()): Promise<number> {
+    const res = await this.db.deleteFrom('notification_tokens').where('expires_at', '<=', now).executeTakeFirst();
+    return Number(res.numDeletedRows);
+  }
+}

@@ -1,0 +1,184 @@
+// The wire shapes of the mobile identity service's completion notification
+// (spec/mobile-id-notification.md, "Body, positive scenario" / "Body, negative scenario").
+// Snake_case lives here only; the service maps it to the stored payload.
+import { decodeJwt, decodeProtectedHeader } from 'jose';
+import { z } from 'zod';
+
+/** Longest auth_req_id (and other identifiers) accepted; CIBA ids are short opaque strings. */
+export const MAX_ID_LENGTH = 512;
+const MAX_TEXT_LENGTH = 4096;
+const MAX_TOKEN_LENGTH = 16_384;
+
+const required = (what: string) => (iss: { input?: unknown }) => (iss.input === undefined ? 'is required' : `must be ${what}`);
+
+const identifier = z
+  .string({ error: required('a string') })
+  .min(1, 'must not be empty')
+  .max(MAX_ID_LENGTH, `must be at most ${MAX_ID_LENGTH} characters`);
+const text = z.string({ error: required('a string') }).max(MAX_TEXT_LENGTH, `must be at most ${MAX_TEXT_LENGTH} characters`);
+const optionalText = z.string({ error: 'must be a string' }).max(MAX_TEXT_LENGTH, `must be at most ${MAX_TEXT_LENGTH} characters`).optional();
+
+export interface JwtParts {
+  header: Record<string, unknown>;
+  claims: Record<string, unknown>;
+}
+
+/**
+ * Decodes a compact JWS (header.payload.signature, each base64url, header and payload JSON objects) without
+ * checking its signature; null when it is not one.
+ */
+export function decodeCompactJwt(token: string): JwtParts | null {
+  if (!/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token)) return null;
+  try {
+    const header = decodeProtectedHeader(token) as Record<string, unknown>;
+    if (typeof header.alg !== 'string') return null;
+    return { header, claims: decodeJwt(token) as Record<string, unknown> };
+  } catch {
+    return null;
+  }
+}
+
+const idToken = z
+  .string({ error: required('a string') })
+  .max(MAX_TOKEN_LENGTH, `must be at most ${MAX_TOKEN_LENGTH} characters`)
+  .superRefine((value, ctx) => {
+    const jwt = decodeCompactJwt(value);
+    if (!jwt) {
+      ctx.addIssue({ code: 'custom', message: 'is not a well-formed JWT (three base64url parts: a JSON header with alg, a JSON claims object, a signature)' });
+      return;
+    }
+    if (typeof jwt.claims.sub !== 'string' || jwt.claims.sub === '') {
+      ctx.addIssue({ code: 'custom', message: 'has no sub claim (the identifier of the number owner)' });
+    }
+  });
+
+/** The positive scenario. Unknown fields (jwks_endpoint, premiuminfo_endpoint, kyc_match_endpoint, ...) are kept. */
+export const successBodySchema = z.looseObject({
+  auth_req_id: identifier,
+  access_token: z
+    .string({ error: required('a string') })
+    .min(1, 'must not be empty')
+    .max(MAX_TOKEN_LENGTH, `must be at most ${MAX_TOKEN_LENGTH} characters`),
+  token_type: z.literal('Bearer', { error: 'must be exactly "Bearer"' }),
+  id_token: idToken,
+  expires_in: z
+    .number({ error: required('an integer number of seconds') })
+    .int('must be an integer number of seconds')
+    .positive('must be a positive number of seconds')
+    .max(10 * 365 * 86_400, 'must be at most ten years'),
+  jwks_uri: z.url({ error: 'must be an absolute URL' }).max(MAX_TEXT_LENGTH).optional(),
+  leading_kyc_match: z.boolean({ error: 'must be true or false' }).optional(),
+  correlation_id: optionalText,
+});
+
+/** The negative scenario (the spec's error table; unknown error codes are kept too). */
+export const failureBodySchema = z.looseObject({
+  auth_req_id: identifier,
+  error: identifier,
+  error_description: text,
+  correlation_id: optionalText,
+});
+
+export type SuccessBody = z.infer<typeof successBodySchema>;
+export type FailureBody = z.infer<typeof failureBodySchema>;
+
+export type WireNotification = { outcome: 'success'; body: SuccessBody } | { outcome: 'failure'; body: FailureBody };
+
+export type ParseResult = { ok: true; notification: WireNotification } | { ok: false; description: string };
+
+export const SUCCESS_FIELDS = ['auth_req_id', 'access_token', 'token_type', 'id_token', 'expires_in', 'jwks_uri', 'leading_kyc_match', 'correlation_id'] as const;
+export const FAILURE_FIELDS = ['auth_req_id', 'error', 'error_description', 'correlation_id'] as const;
+
+/** The fields of a body that neither shape names, as sent. */
+export function extraFields(n: WireNotification): Record<string, unknown> {
+  const known = new Set<string>(n.outcome === 'success' ? SUCCESS_FIELDS : FAILURE_FIELDS);
+  return Object.fromEntries(Object.entries(n.body).filter(([k]) => !known.has(k)));
+}
+
+function describe(error: z.ZodError): string {
+  return error.issues
+    .slice(0, 5)
+    .map((i) => (i.path.length ? `${i.path.join('.')} ${i.message}` : i.message))
+    .join('; ');
+}
+
+/**
+ * Checks a decoded body against the two shapes: one with `error` is a failure notification, any other a
+ * success notification. The description names every bad field (first five), never a field's value.
+ */
+export function parseNotification(body: unknown): ParseResult {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) {
+    return { ok: false, description: 'the body must be a JSON object (or form fields)' };
+  }
+  if ('error' in body) {
+    if ('access_token' in body || 'id_token' in body) {
+      return { ok: false, description: 'a notification carries either error (failure) or access_token and id_token (success), not both' };
+    }
+    const r = failureBodySchema.safeParse(body);
+    return r.success ? { ok: true, notification: { outcome: 'failure', body: r.data } } : { ok: false, description: describe(r.error) };
+  }
+  const r = successBodySchema.safeParse(body);
+  return r.success ? { ok: true, notification: { outcome: 'success', body: r.data } } : { ok: false, description: describe(r.error) };
+}
+
+export type FormResult = { ok: true; body: Record<string, unknown> } | { ok: false; description: string };
+
+/**
+ * An `application/x-www-form-urlencoded` body as the fields the JSON body would have: `expires_in` becomes an
+ * integer and `leading_kyc_match` a boolean when their text says so (otherwise they stay text and the schema
+ * names them). A field given twice is refused: which one counts would be a guess.
+ */
+export function formFields(text: string): FormResult {
+  const params = new URLSearchParams(text);
+  const body: Record<string, unknown> = {};
+  for (const [name, value] of params) {
+    if (Object.hasOwn(body, name)) return { ok: false, description: `${name} is given more than once` };
+    body[name] = value;
+  }
+  if (typeof body.expires_in === 'string' && /^\d{1,15}$/.test(body.expires_in.trim())) body.expires_in = Number(body.expires_in.trim());
+  if (typeof body.leading_kyc_match === 'string') {
+    const v = body.leading_kyc_match.trim().toLowerCase();
+    if (v === 'true') body.leading_kyc_match = true;
+    else if (v === 'false') body.leading_kyc_match = false;
+  }
+  return { ok: true, body };
+}
+
+/** The reasons of the spec's error table (section "Errors"), and UNKNOWN for anything else. */
+export type FailureReason =
+  | 'CLIENT_TIMEOUT'
+  | 'CANCELLED_BY_USER'
+  | 'AUTHENTICATION_ERROR'
+  | 'SMS_ATTEMPTS_EXHAUSTED'
+  | 'HHE_REQUEST_FAILED'
+  | 'LOGIN_HINT_MISMATCH'
+  | 'SERVER_ERROR'
+  | 'UNKNOWN';
+
+/** error_description texts of the `access_denied` rows, normalised (see `normalise`). */
+const ACCESS_DENIED_REASONS: Record<string, FailureReason> = {
+  'client timeout': 'CLIENT_TIMEOUT',
+  'the client cancelled the authentication': 'CANCELLED_BY_USER',
+  'error authentication': 'AUTHENTICATION_ERROR',
+  'the client has run out of attempts to authorize by sms code': 'SMS_ATTEMPTS_EXHAUSTED',
+  'hhe request failed': 'HHE_REQUEST_FAILED',
+  "login hint doesn't match": 'LOGIN_HINT_MISMATCH',
+};
+
+// The spec writes "doesn’t" with a typographic apostrophe; senders may not. Case, spacing and a final
+// full stop do not change the meaning either.
+function normalise(text: string): string {
+  return text
+    .replace(/[\u2018\u2019\u02bc`´]/g, "'")
+    .replace(/\s+/g, ' ')
+    .trim()
+    .replace(/\.$/, '')
+    .toLowerCase();
+}
+
+/** Maps a failure's error and error_description to a reason; unknown pairs are kept as UNKNOWN. */
+export function failureReason(error: string, description: string): FailureReason {
+  if (error === 'server_error') return 'SERVER_ERROR';
+  if (error === 'access_denied') return ACCESS_DENIED_REASONS[normalise(description)] ?? 'UNKNOWN';
+  return 'UNKNOWN';
+}

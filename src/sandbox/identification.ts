@@ -1,0 +1,170 @@
+// Embedded simulator of the identification interface (spec/identity-verification-api.md), speaking real
+// HTTP on loopback. Written from the spec alone: it imports nothing from the gateway. The gateway starts
+// two of them, PRODUCTION and PRODLIKE, on two addresses with the same paths (spec: Addresses).
+//
+// What the spec leaves open and the sandbox decides:
+// - a workflow is known unless its id starts with `unknown` (then 404 WORKFLOW_NOT_FOUND);
+// - an `Idempotency-Key` header, when sent, replays the first 202 for the same body (409 for another body);
+// - the link is served by the sandbox itself: GET /i/<idShort> is a small HTML page (410 once expired);
+// - errors are `{ code, message }`.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { FaultInjector } from './faults.js';
+import { canonicalJson, headerValue, isJsonMediaType, startLoopbackServer } from './http.js';
+import { ApiError, createJsonApiHandler, isAbsoluteHttpUrl, isPlainObject, requireBearer, type ApiAnswer, type ParsedRequest, type RecordedRequest } from './json-api.js';
+
+export type { RecordedRequest } from './json-api.js';
+
+export const IDENTIFICATIONS_PATH = '/api/v2/identifications/workflow-instances';
+/** Accepted as the identification ACCESS_TOKEN unless `acceptedTokens` says otherwise. */
+export const SANDBOX_IDENTIFICATION_TOKEN = 'sandbox-identification-token';
+/** Spec, Limits. */
+const MAX_LIFETIME_MINUTES = 195;
+/** The link's lifetime when the request gives none (the spec does not say; the sandbox's choice). */
+const DEFAULT_LIFETIME_MINUTES = 60;
+
+export interface IdentificationSandboxOptions {
+  /** Name of the environment, shown in links and records. Default `production`. */
+  environment?: 'production' | 'prodlike';
+  faultRate?: number;
+  latencyMs?: number;
+  faultSeed?: number;
+  /** Default `[SANDBOX_IDENTIFICATION_TOKEN]`. */
+  acceptedTokens?: string[];
+  /** Default: every id that does not start with `unknown`. */
+  isKnownWorkflow?: (workflowId: string) => boolean;
+  bodyLimitBytes?: number;
+}
+
+export interface SandboxIdentification {
+  readonly id: string;
+  readonly idShort: string;
+  readonly url: string;
+  readonly workflowId: string;
+  readonly applicantExternalId?: string;
+  readonly linkLifetimeInMinutes: number;
+  readonly redirectUrl?: string;
+  readonly environment: string;
+  readonly createdAt: string;
+  readonly expiresAt: string;
+}
+
+export interface IdentificationSandbox {
+  /** Base URL, `http://127.0.0.1:<port>`. */
+  readonly url: string;
+  readonly environment: 'production' | 'prodlike';
+  /** Every request received, in order. */
+  readonly requests: readonly RecordedRequest[];
+  readonly faults: FaultInjector;
+  clearRequests(): void;
+  /** Identification requests created, oldest first. */
+  identifications(): SandboxIdentification[];
+  close(): Promise<void>;
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+export async function startIdentificationSandbox(options: IdentificationSandboxOptions = {}): Promise<IdentificationSandbox> {
+  const environment = options.environment ?? 'production';
+  const accepted = options.acceptedTokens ?? [SANDBOX_IDENTIFICATION_TOKEN];
+  const isKnownWorkflow = options.isKnownWorkflow ?? ((id: string) => !id.startsWith('unknown'));
+  const faults = new FaultInjector({
+    rate: options.faultRate ?? 0,
+    latencyMs: options.latencyMs ?? 0,
+    ...(options.faultSeed !== undefined ? { seed: options.faultSeed } : {}),
+    errorBody: (status) => ({ code: status >= 500 ? 'INTERNAL_ERROR' : `HTTP_${status}`, message: `injected fault: HTTP ${status}` }),
+  });
+  const requests: RecordedRequest[] = [];
+  const created = new Map<string, SandboxIdentification>();
+  const byShort = new Map<string, SandboxIdentification>();
+  const replays = new Map<string, { fingerprint: string; answer: ApiAnswer }>();
+  let baseUrl = '';
+
+  function create(body: unknown): ApiAnswer {
+    if (!isPlainObject(body)) throw new ApiError(400, 'BAD_REQUEST', 'body must be a JSON object');
+    const { workflowId, applicantExternalId, linkLifetimeInMinutes, redirectUrl } = body;
+    if (workflowId === undefined || workflowId === null) throw new ApiError(400, 'BAD_REQUEST', 'workflowId is required');
+    if (typeof workflowId !== 'string' || workflowId.trim() === '') throw new ApiError(400, 'BAD_REQUEST', 'workflowId must be a non-empty string');
+    if (applicantExternalId !== undefined && typeof applicantExternalId !== 'string') {
+      throw new ApiError(400, 'BAD_REQUEST', 'applicantExternalId must be a string');
+    }
+    if (
+      linkLifetimeInMinutes !== undefined &&
+      (typeof linkLifetimeInMinutes !== 'number' || !Number.isInteger(linkLifetimeInMinutes) || linkLifetimeInMinutes < 1 || linkLifetimeInMinutes > MAX_LIFETIME_MINUTES)
+    ) {
+      throw new ApiError(400, 'BAD_REQUEST', `linkLifetimeInMinutes must be an integer from 1 to ${MAX_LIFETIME_MINUTES}`);
+    }
+    if (redirectUrl !== undefined && !isAbsoluteHttpUrl(redirectUrl)) throw new ApiError(400, 'BAD_REQUEST', 'redirectUrl must be an absolute URL');
+    if (!isKnownWorkflow(workflowId)) throw new ApiError(404, 'WORKFLOW_NOT_FOUND', `workflow ${workflowId} not found`);
+
+    const id = randomUUID();
+    const idShort = randomBytes(6).toString('base64url');
+    const lifetime = (linkLifetimeInMinutes as number | undefined) ?? DEFAULT_LIFETIME_MINUTES;
+    const now = Date.now();
+    const record: SandboxIdentification = {
+      id,
+      idShort,
+      url: `${baseUrl}/i/${idShort}`,
+      workflowId,
+      ...(typeof applicantExternalId === 'string' ? { applicantExternalId } : {}),
+      linkLifetimeInMinutes: lifetime,
+      ...(typeof redirectUrl === 'string' ? { redirectUrl } : {}),
+      environment,
+      createdAt: new Date(now).toISOString(),
+      expiresAt: new Date(now + lifetime * 60_000).toISOString(),
+    };
+    created.set(id, record);
+    byShort.set(idShort, record);
+    // Spec, Endpoints: "success status 202 Accepted"; Resources: the answer is { id, idShort, url }.
+    return { status: 202, body: { id, idShort, url: record.url } };
+  }
+
+  function linkPage(idShort: string): ApiAnswer {
+    const rec = byShort.get(idShort);
+    if (!rec) return { status: 404, html: '<!doctype html><title>Not found</title><p>Unknown identification link.</p>' };
+    if (Date.parse(rec.expiresAt) <= Date.now()) return { status: 410, html: '<!doctype html><title>Expired</title><p>This identification link has expired.</p>' };
+    const next = rec.redirectUrl ? `<p><a href="${escapeHtml(rec.redirectUrl)}">Finish the scenario</a></p>` : '';
+    return {
+      status: 200,
+      html: `<!doctype html><meta charset="utf-8"><title>Sandbox identification</title><h1>Sandbox identification (${escapeHtml(environment)})</h1><p>Workflow ${escapeHtml(rec.workflowId)}, request ${escapeHtml(rec.id)}.</p>${next}`,
+    };
+  }
+
+  function route({ req, method, path, body, malformed }: ParsedRequest): ApiAnswer {
+    if (method === 'GET' && path.startsWith('/i/')) return linkPage(path.slice(3));
+    if (path !== IDENTIFICATIONS_PATH) throw new ApiError(404, 'NOT_FOUND', `no route for ${path}`);
+    if (method !== 'POST') throw new ApiError(405, 'METHOD_NOT_ALLOWED', 'only POST is supported');
+    requireBearer(req, accepted);
+    if (!isJsonMediaType(headerValue(req, 'content-type'))) throw new ApiError(400, 'BAD_REQUEST', 'Content-Type must be application/json');
+    if (malformed) throw new ApiError(400, 'BAD_REQUEST', 'body is not valid JSON');
+    const key = headerValue(req, 'idempotency-key');
+    if (key === undefined) return create(body);
+    const fingerprint = canonicalJson(body);
+    const prior = replays.get(key);
+    if (prior) {
+      if (prior.fingerprint !== fingerprint) throw new ApiError(409, 'IDEMPOTENCY_KEY_CONFLICT', 'Idempotency-Key already used with another request');
+      return { ...prior.answer, headers: { 'idempotent-replayed': 'true' } };
+    }
+    const answer = create(body);
+    replays.set(key, { fingerprint, answer });
+    return answer;
+  }
+
+  const server = await startLoopbackServer(
+    createJsonApiHandler({ faults, route, requests, ...(options.bodyLimitBytes ? { bodyLimitBytes: options.bodyLimitBytes } : {}) }),
+  );
+  baseUrl = server.url;
+
+  return {
+    url: server.url,
+    environment,
+    requests,
+    faults,
+    clearRequests() {
+      requests.length = 0;
+    },
+    identifications: () => [...created.values()],
+    close: () => server.close(),
+  };
+}

@@ -1,0 +1,147 @@
+// The request loop shared by the identification and verification sandboxes: record the request, read a
+// bounded body, let the fault injector act, route, answer JSON. Errors are `{ code, message }` (the spec
+// does not show an error body; this is the sandbox's choice).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { FaultInjector } from './faults.js';
+import { BodyError, DEFAULT_BODY_LIMIT_BYTES, flattenHeaders, parseJsonBody, readRawBody, requestPath, sendJson } from './http.js';
+
+export interface RecordedRequest {
+  readonly method: string;
+  /** Path without the query string. */
+  readonly path: string;
+  /** Lower-cased names. Kept in memory only; never logged. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** Parsed JSON; the raw text when it is not JSON; `undefined` when empty. */
+  readonly body: unknown;
+  /** Status answered; `null` when the connection was reset or hung (or is still being handled). */
+  readonly status: number | null;
+  /** Injected fault, if any (`'503'`, `'reset'`, `'status:409'`, …). */
+  readonly fault?: string;
+  readonly receivedAt: Date;
+}
+
+export interface ApiAnswer {
+  status: number;
+  body?: unknown;
+  /** Raw text answer (an HTML page) instead of JSON. */
+  html?: string;
+  headers?: Record<string, string>;
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface ParsedRequest {
+  req: IncomingMessage;
+  method: string;
+  path: string;
+  body: unknown;
+  /** True when a body was sent and is not JSON. */
+  malformed: boolean;
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+export function createJsonApiHandler(options: {
+  faults: FaultInjector;
+  route: (request: ParsedRequest) => ApiAnswer | Promise<ApiAnswer>;
+  requests: RecordedRequest[];
+  bodyLimitBytes?: number;
+  maxRecorded?: number;
+}): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+  const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
+  const maxRecorded = options.maxRecorded ?? 10_000;
+  return async (req, res) => {
+    const path = requestPath(req);
+    const entry: Mutable<RecordedRequest> = {
+      method: req.method ?? 'GET',
+      path,
+      headers: flattenHeaders(req),
+      body: undefined,
+      status: null,
+      receivedAt: new Date(),
+    };
+    options.requests.push(entry);
+    if (options.requests.length > maxRecorded) options.requests.splice(0, options.requests.length - maxRecorded);
+
+    const answer = (a: ApiAnswer) => {
+      entry.status = a.status;
+      if (a.html !== undefined) {
+        res.writeHead(a.status, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(a.html), ...a.headers });
+        res.end(a.html);
+        return;
+      }
+      sendJson(res, a.status, a.body ?? null, a.headers);
+    };
+
+    let raw: Buffer;
+    try {
+      raw = await readRawBody(req, limit);
+    } catch (error) {
+      if (error instanceof BodyError && error.reason === 'too_large') {
+        res.setHeader('connection', 'close');
+        answer({ status: 413, body: { code: 'PAYLOAD_TOO_LARGE', message: `body larger than ${limit} bytes` } });
+      }
+      return;
+    }
+    let body: unknown;
+    let malformed = false;
+    try {
+      body = parseJsonBody(raw);
+    } catch {
+      body = raw.toString('utf8');
+      malformed = true;
+    }
+    entry.body = body;
+
+    const outcome = await options.faults.intercept(req, res);
+    if (outcome.action !== 'proceed') {
+      entry.fault = outcome.fault;
+      if (outcome.action === 'answered') entry.status = outcome.status;
+      return;
+    }
+    if (outcome.fault !== undefined) entry.fault = outcome.fault;
+
+    let result: ApiAnswer;
+    try {
+      result = await options.route({ req, method: entry.method, path, body, malformed });
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      result = { status: error.status, body: { code: error.code, message: error.message } };
+    }
+    if (outcome.resetAfter) {
+      req.socket.destroy();
+      return;
+    }
+    answer(result);
+  };
+}
+
+/** `Authorization: Bearer <token>` with a token of `accepted`, else 401. */
+export function requireBearer(req: IncomingMessage, accepted: readonly string[]): void {
+  const value = req.headers.authorization ?? '';
+  const m = /^Bearer\s+(\S+)$/i.exec(value.trim());
+  if (!m) throw new ApiError(401, 'UNAUTHORIZED', 'access token absent: send Authorization: Bearer <ACCESS_TOKEN>');
+  if (!accepted.includes(m[1]!)) throw new ApiError(401, 'UNAUTHORIZED', 'access token invalid');
+}
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+export function isAbsoluteHttpUrl(value: unknown): value is string {
+  if (typeof value !== 'string') return false;
+  try {
+    const u = new URL(value);
+    return u.protocol === 'http:' || u.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,112 @@
+import type { GraphiqlExample } from './graphiql.js';
+
+/**
+ * The saved operations GraphiQL opens with: the main flows of the gateway, runnable as they are against
+ * the sandbox. Each starts with a `#` title line (GraphiQL names tabs after operations).
+ */
+export function graphiqlExamples(options: { sandbox: boolean }): GraphiqlExample[] {
+  const examples: GraphiqlExample[] = [
+    {
+      title: 'Create the Kafka chain',
+      query: `# Create the Kafka chain: project → network → subnet → IP → cluster → topic → user, in one call.
+# Each step is an idempotent cloud mutation; run it again with the same key to resume after a failure.
+mutation ProvisionKafka($key: UUID) {
+  provisionKafkaCluster(
+    idempotencyKey: $key
+    input: {
+      project: { name: "demo", description: "made in GraphiQL" }
+      network: { title: "demo-net", bandwidthMbps: 100 }
+      subnet: { title: "demo-subnet", cidr: "10.20.0.0/24" }
+      ipAddress: { title: "demo-public-ip" }
+      cluster: { title: "demo-kafka", instanceType: C2_MEDIUM, instanceCount: 3 }
+      topics: [{ name: "orders", partitions: 3, replicationFactor: 3, minInsyncReplicas: 2 }]
+      users: [{ name: "orders-app", password: "change-me-Str0ng" }]
+    }
+  ) {
+    idempotencyKey
+    replayed
+    provisioning { id state steps { name state resourceId } }
+  }
+}
+`,
+      variables: '{}',
+    },
+    {
+      title: 'Query a project tree',
+      query: `# Everything the gateway created, answered from its ledger (one SQL query per level).
+query Projects {
+  projects(first: 10) {
+    id
+    name
+    createdAt
+    networks { id title subnets { id cidr } ipAddresses { id address } }
+    kafkaClusters { id title instanceType publicIp topics { name partitions } users { name } }
+    virtualMachines { id title platform instanceType bootDisk { image sizeGb iops } }
+  }
+}
+`,
+    },
+    {
+      title: 'Create one network',
+      query: `# A single cloud mutation with an idempotency key: run it twice and the second answer says replayed: true.
+mutation CreateNetwork($projectId: UUID!, $key: UUID) {
+  createNetwork(input: { projectId: $projectId, title: "my-network", bandwidthMbps: 200 }, idempotencyKey: $key) {
+    network { id title bandwidthMbps defaultFirewallAction }
+    idempotencyKey
+    replayed
+  }
+}
+`,
+      variables: '{\n  "projectId": "<a project id from the Projects tab>",\n  "key": "3fa85f64-5717-4562-b3fc-2c963f66afa6"\n}',
+    },
+    {
+      title: 'Create an identification link',
+      query: `# An identification link for an end user (202 from the identification service).
+mutation CreateIdentification {
+  createIdentification(input: { workflowId: "onboarding", applicantExternalId: "customer-42", linkLifetimeInMinutes: 60, redirectUrl: "https://example.com/done" }) {
+    identification { id idShort url expiresAt }
+    idempotencyKey
+    replayed
+  }
+}
+`,
+    },
+    {
+      title: 'Wait for a mobile-ID result',
+      query: `# Subscribe first (run this tab), then complete the authentication from the next tab.
+subscription WaitForMobileId {
+  mobileIdAuthentication(authReqId: "demo-auth-req-1") {
+    __typename
+    ... on MobileIdAuthenticated { authReqId subject acr amr expiresAt receivedAt }
+    ... on MobileIdAuthenticationFailed { authReqId error errorDescription reason receivedAt }
+  }
+}
+`,
+    },
+  ];
+  if (options.sandbox) {
+    examples.push({
+      title: 'Trigger the mobile-ID result (sandbox)',
+      query: `# Sandbox only: the simulated mobile identity service POSTs a signed notification to this gateway.
+mutation CompleteMobileId {
+  sandboxCompleteMobileIdAuthentication(authReqId: "demo-auth-req-1", outcome: SUCCESS) {
+    authReqId
+    outcome
+    httpStatus
+    accepted
+  }
+}
+`,
+    });
+  }
+  return examples;
+}
+
+export const DEFAULT_QUERY = `# Welcome to the gateway. The tabs above hold the main flows; the docs pane (top left) is the manual.
+query Catalog {
+  catalog {
+    kafkaInstanceTypes { name cpu ramGb }
+    images { name title imageId }
+  }
+}
+`;

@@ -1,0 +1,105 @@
+import type { Metrics } from '../../metrics.js';
+import type { MobileIdService } from '../../mobile-id/service.js';
+import { formFields } from '../../mobile-id/wire.js';
+import { bearerToken } from '../auth.js';
+import type { Route } from '../http.js';
+import { BodyTooLargeError, mediaType, readBody, sendOAuthError } from '../respond.js';
+
+/** Largest notification body accepted; a real one is a few KiB. */
+export const MOBILE_ID_NOTIFICATION_BODY_LIMIT = 64 * 1024;
+export const MOBILE_ID_NOTIFICATION_PATH = '/webhooks/mobile-id';
+
+/** Support references of the mobile identity service (spec: "Request headers"), kept short and printable. */
+function supportHeader(value: string | string[] | undefined): string | null {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (!v) return null;
+  const clean = v.replace(/[^\x20-\x7e]/g, '').trim().slice(0, 256);
+  return clean || null;
+}
+
+/**
+ * The notification_uri of the mobile identity service (spec/mobile-id-notification.md). The sender may not
+ * retry, so a notification is stored durably before its 204 and published after it. Never answers 3xx.
+ *
+ * 401 bad or missing client_notification_token; 413 body over 64 KiB; 415 neither JSON nor form;
+ * 400 a body or id_token that fails a check (nothing stored); 409 a different notification for an
+ * auth_req_id that has one (nothing changed); 503 the JWKS cannot be loaded; 204 stored (or a duplicate).
+ */
+export function mobileIdWebhookRoute(options: { mobileId: MobileIdService; metrics: Metrics; bodyLimit?: number }): Route {
+  const limit = options.bodyLimit ?? MOBILE_ID_NOTIFICATION_BODY_LIMIT;
+  const count = (outcome: string) => options.metrics.webhooks.inc({ endpoint: 'mobile-id', outcome });
+  return {
+    method: 'POST',
+    path: MOBILE_ID_NOTIFICATION_PATH,
+    name: 'POST /webhooks/mobile-id',
+    async handle(req, res, ctx) {
+      const requestId = supportHeader(req.headers['x-mobileid-request-id']);
+      const transactionId = supportHeader(req.headers['x-mobileid-transaction-id']);
+      const log = ctx.logger.child({ mobileIdRequestId: requestId, mobileIdTransactionId: transactionId });
+      const refuse = (status: number, error: string, description: string, outcome = 'rejected', close = false) => {
+        count(outcome);
+        log.info({ status, error, reason: description }, 'mobile-ID notification refused');
+        sendOAuthError(res, status, error, description, close ? { connection: 'close' } : {});
+      };
+
+      // Authenticated before the body is read: a forged request costs one hash and at most one lookup.
+      const auth = await options.mobileId.authenticate(bearerToken(req.headers.authorization));
+      if (!auth.ok) return refuse(401, 'invalid_token', auth.description, 'unauthorized', true);
+
+      // The spec's default is JSON; form encoding is an option of the sender's configuration.
+      const type = mediaType(req) || 'application/json';
+      const form = type === 'application/x-www-form-urlencoded';
+      if (!form && type !== 'application/json') {
+        return refuse(415, 'invalid_request', 'Content-Type must be application/json or application/x-www-form-urlencoded', 'rejected', true);
+      }
+      let raw: Buffer;
+      try {
+        raw = await readBody(req, limit);
+      } catch (err) {
+        if (!(err instanceof BodyTooLargeError)) throw err;
+        return refuse(413, 'invalid_request', `the body exceeds ${limit} bytes`, 'rejected', true);
+      }
+      let body: unknown;
+      const text = raw.toString('utf8');
+      if (form) {
+        const fields = formFields(text);
+        if (!fields.ok) return refuse(400, 'invalid_request', fields.description);
+        body = fields.body;
+      } else {
+        try {
+          body = JSON.parse(text) as unknown;
+        } catch {
+          return refuse(400, 'invalid_request', 'the body is not valid JSON');
+        }
+      }
+
+      const result = await options.mobileId.receive(auth, body, { requestId, transactionId, contentType: type, gatewayRequestId: ctx.requestId });
+      switch (result.status) {
+        case 'unauthorized':
+          return refuse(401, 'invalid_token', result.description, 'unauthorized');
+        case 'invalid':
+          return refuse(400, 'invalid_request', result.description);
+        case 'unavailable':
+          return refuse(503, 'temporarily_unavailable', result.description, 'unavailable');
+        case 'conflict':
+          count('conflict');
+          log.warn({ authReqId: result.authReqId }, 'mobile-ID notification differs from the one already stored for its auth_req_id; kept the first');
+          sendOAuthError(res, 409, 'invalid_request', 'a different notification was already received for this auth_req_id');
+          return;
+        case 'duplicate':
+          count('duplicate');
+          log.info({ authReqId: result.authReqId }, 'mobile-ID notification received again; acknowledged, not published again');
+          res.writeHead(204, { 'cache-control': 'no-store' });
+          res.end();
+          return;
+        case 'accepted':
+          count('accepted');
+          log.info({ authReqId: result.authReqId, outcome: result.outcome }, 'mobile-ID notification stored');
+          res.writeHead(204, { 'cache-control': 'no-store' });
+          res.end();
+          await result.publish();
+          return;
+      }
+    },
+  };
+}

@@ -1,0 +1,129 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createClient, type Client } from 'graphql-ws';
+import { request } from 'undici';
+import WebSocket from 'ws';
+import type { TestGateway } from './gateway.js';
+
+export const RESULT_FIELDS = `
+  __typename
+  ... on MobileIdAuthenticated {
+    authReqId subject acr amr issuer accessToken tokenType expiresAt idToken idTokenVerified jwksUri
+    leadingKycMatch correlationId requestId transactionId receivedAt otherFields
+  }
+  ... on MobileIdAuthenticationFailed {
+    authReqId error errorDescription reason correlationId requestId transactionId receivedAt otherFields
+  }`;
+
+export const QUERY = `query($id: String!) { mobileIdAuthentication(authReqId: $id) { ${RESULT_FIELDS} } }`;
+export const SUBSCRIPTION = `subscription($id: String!) { mobileIdAuthentication(authReqId: $id) { ${RESULT_FIELDS} } }`;
+
+export interface WebhookResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+  json: any;
+}
+
+/** POST /webhooks/mobile-id. `body` is sent as JSON unless it is a string; `token: null` sends no Authorization. */
+export async function postNotification(
+  gw: TestGateway,
+  body: unknown,
+  options: { token?: string | null; contentType?: string; headers?: Record<string, string> } = {},
+): Promise<WebhookResponse> {
+  const token = options.token === undefined ? gw.gateway.services.sandbox.mobileId?.notificationToken : options.token;
+  const res = await request(`${gw.url}/webhooks/mobile-id`, {
+    method: 'POST',
+    headers: {
+      'content-type': options.contentType ?? 'application/json',
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(options.headers ?? {}),
+    },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.body.text();
+  let json: unknown = null;
+  try {
+    json = text ? JSON.parse(text) : null;
+  } catch {
+    json = null;
+  }
+  return { status: res.statusCode, headers: res.headers, text, json };
+}
+
+/** A graphql-ws client of the gateway; the key goes in connectionParams, or in the upgrade's Authorization header. */
+export function wsClient(gw: TestGateway, options: { key?: string; keyIn?: 'params' | 'header' } = {}): Client {
+  const headers = options.key && options.keyIn === 'header' ? { authorization: `Bearer ${options.key}` } : undefined;
+  class HeaderWebSocket extends WebSocket {
+    constructor(address: string, protocols?: string | string[]) {
+      super(address, protocols, headers ? { headers } : {});
+    }
+  }
+  return createClient({
+    url: gw.url.replace(/^http/, 'ws') + '/graphql',
+    webSocketImpl: HeaderWebSocket,
+    connectionParams: options.key && options.keyIn !== 'header' ? { authorization: `Bearer ${options.key}` } : {},
+    retryAttempts: 0,
+    lazy: true,
+  });
+}
+
+export interface Collected {
+  results: any[];
+  errors: unknown[];
+  /** Resolves when the server completes the subscription (or it errors). */
+  done: Promise<void>;
+  completed(): boolean;
+  stop(): void;
+}
+
+/** Subscribes and records every `next` payload. */
+export function collect(client: Client, query: string, variables: Record<string, unknown>): Collected {
+  const results: any[] = [];
+  const errors: unknown[] = [];
+  let completed = false;
+  let resolveDone!: () => void;
+  const done = new Promise<void>((r) => (resolveDone = r));
+  const stop = client.subscribe(
+    { query, variables },
+    {
+      next: (v) => results.push(v),
+      error: (e) => {
+        errors.push(e);
+        resolveDone();
+      },
+      complete: () => {
+        completed = true;
+        resolveDone();
+      },
+    },
+  );
+  return { results, errors, done, completed: () => completed, stop };
+}
+
+/**
+ * Waits until the gateway's bus holds a live listener for `authReqId`: from then on a notification reaches
+ * the subscriber through the bus, not from the log.
+ */
+export async function waitForSubscriber(gw: TestGateway, authReqId: string, timeoutMs = 5000): Promise<void> {
+  const listeners = (gw.gateway.services.events.bus as unknown as { listeners: Map<string, Set<unknown>> }).listeners;
+  const deadline = Date.now() + timeoutMs;
+  while (!listeners.get(`mobile-id\u0000${authReqId}`)?.size) {
+    if (Date.now() > deadline) throw new Error(`no subscriber for ${authReqId} after ${timeoutMs} ms`);
+    await sleep(5);
+  }
+}
+
+export async function waitUntil(check: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(5);
+  }
+}
+
+/** Rows of the event log for an auth_req_id, straight from the store. */
+export async function storedEvents(gw: TestGateway, authReqId?: string): Promise<Array<{ key: string; payload: string; meta: string; secrets_expire_at: number | null }>> {
+  let q = gw.gateway.services.store.db.selectFrom('events').select(['key', 'payload', 'meta', 'secrets_expire_at']).where('kind', '=', 'mobile-id');
+  if (authReqId !== undefined) q = q.where('key', '=', authReqId);
+  return q.execute();
+}

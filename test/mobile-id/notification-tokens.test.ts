@@ -1,0 +1,106 @@
+import { createHash } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Client } from 'graphql-ws';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
+
+const started: TestGateway[] = [];
+const clients: Client[] = [];
+async function gateway(env: Record<string, string> = {}): Promise<TestGateway> {
+  const gw = await startTestGateway(env);
+  started.push(gw);
+  return gw;
+}
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.dispose()));
+  await Promise.all(started.splice(0).map((g) => g.close()));
+});
+
+const ISSUE = `mutation($id: String, $ttl: Int) { issueMobileIdNotificationToken(authReqId: $id, ttlSeconds: $ttl) { token authReqId expiresAt } }`;
+
+async function issue(gw: TestGateway, authReqId: string | null, options: { key?: string; ttl?: number } = {}) {
+  const res = await gw.graphql(ISSUE, { id: authReqId, ttl: options.ttl }, options.key ? { key: options.key } : {});
+  expect(res.errors).toBeUndefined();
+  return res.data!.issueMobileIdNotificationToken as { token: string; authReqId: string | null; expiresAt: string };
+}
+
+describe('client_notification_tokens issued by the gateway', () => {
+  it('accepts a token issued for an auth_req_id for that auth_req_id only', async () => {
+    const gw = await gateway();
+    const sb = gw.gateway.services.sandbox.mobileId!;
+    const issued = await issue(gw, 'bound-a', { ttl: 600 });
+    expect(issued.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(issued.authReqId).toBe('bound-a');
+    const ttl = Date.parse(issued.expiresAt) - Date.now();
+    expect(ttl).toBeGreaterThan(590_000);
+    expect(ttl).toBeLessThanOrEqual(600_000);
+
+    const other = await postNotification(gw, (await sb.buildNotification({ authReqId: 'bound-b' })).body, { token: issued.token });
+    expect(other.status).toBe(401);
+    expect(other.json).toEqual({ error: 'invalid_token', error_description: expect.stringContaining('another auth_req_id') });
+    expect(await storedEvents(gw, 'bound-b')).toEqual([]);
+
+    const own = await postNotification(gw, (await sb.buildNotification({ authReqId: 'bound-a' })).body, { token: issued.token });
+    expect(own.status).toBe(204);
+  });
+
+  it('accepts a token issued without an auth_req_id for any auth_req_id', async () => {
+    const gw = await gateway();
+    const { token, authReqId } = await issue(gw, null);
+    expect(authReqId).toBeNull();
+    const sb = gw.gateway.services.sandbox.mobileId!;
+    expect((await postNotification(gw, (await sb.buildNotification({ authReqId: 'any-1' })).body, { token })).status).toBe(204);
+    expect((await postNotification(gw, (await sb.buildNotification({ authReqId: 'any-2', outcome: 'SERVER_ERROR' })).body, { token })).status).toBe(204);
+  });
+
+  it('stores only the SHA-256 of an issued token, and refuses it once expired', async () => {
+    const gw = await gateway();
+    const { token } = await issue(gw, 'exp');
+    const rows = await gw.gateway.services.store.db.selectFrom('notification_tokens').selectAll().execute();
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.token_hash).toBe(createHash('sha256').update(token).digest('hex'));
+    expect(JSON.stringify(rows)).not.toContain(token);
+
+    await gw.gateway.services.store.db.updateTable('notification_tokens').set({ expires_at: Date.now() - 1 }).execute();
+    const res = await postNotification(gw, (await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'exp' })).body, { token });
+    expect(res.status).toBe(401);
+    expect(await gw.gateway.services.mobileId.purgeExpired()).toMatchObject({ notificationTokens: 1 });
+  });
+
+  it('refuses a ttlSeconds outside 10..604800 with BAD_USER_INPUT', async () => {
+    const gw = await gateway();
+    const res = await gw.graphql(ISSUE, { id: 'x', ttl: 5 });
+    expect(res.errors![0]!.extensions!.code).toBe('BAD_USER_INPUT');
+    expect(res.errors![0]!.message).toMatch(/ttlSeconds/);
+  });
+
+  it("keeps a notification sent with an app's token for that app's API key only", async () => {
+    const gw = await gateway({ GATEWAY_API_KEYS: 'key-a,key-b', MOBILEID_NOTIFICATION_TOKENS: 'static-token', MOBILEID_ISSUER: 'x', MOBILEID_CLIENT_ID: 'y' });
+    const a = await issue(gw, 'scoped', { key: 'key-a' });
+    const body = { auth_req_id: 'scoped', error: 'access_denied', error_description: 'client timeout' };
+    expect((await postNotification(gw, body, { token: a.token })).status).toBe(204);
+
+    expect((await gw.graphql(QUERY, { id: 'scoped' }, { key: 'key-a' })).data!.mobileIdAuthentication.reason).toBe('CLIENT_TIMEOUT');
+    expect((await gw.graphql(QUERY, { id: 'scoped' }, { key: 'key-b' })).data!.mobileIdAuthentication).toBeNull();
+
+    const c = wsClient(gw, { key: 'key-b' });
+    clients.push(c);
+    const sub = collect(c, SUBSCRIPTION, { id: 'scoped' });
+    await sub.done;
+    // graphql-ws reports an error of the subscribe step as the operation's error: an array of GraphQL errors.
+    expect(sub.results).toEqual([]);
+    expect((sub.errors as any[]).flat().map((e) => e.extensions?.code)).toEqual(['NOT_FOUND']);
+
+    // A notification sent with a configured token is every app's to read.
+    expect((await postNotification(gw, { ...body, auth_req_id: 'shared' }, { token: 'static-token' })).status).toBe(204);
+    expect((await gw.graphql(QUERY, { id: 'shared' }, { key: 'key-b' })).data!.mobileIdAuthentication.reason).toBe('CLIENT_TIMEOUT');
+  });
+
+  it('refuses sandboxCompleteMobileIdAuthentication with a clear error when a real mobile ID service is configured', async () => {
+    const gw = await gateway({ GATEWAY_API_KEYS: 'k', MOBILEID_NOTIFICATION_TOKENS: 'static-token' });
+    const res = await gw.graphql(`mutation { sandboxCompleteMobileIdAuthentication(authReqId: "x") { httpStatus } }`, {}, { key: 'k' });
+    expect(res.errors![0]!.message).toMatch(/only in sandbox mode/);
+    expect(res.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', sandboxOnly: true });
+    expect(await storedEvents(gw)).toEqual([]);
+  });
+});

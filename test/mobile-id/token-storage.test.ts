@@ -1,0 +1,108 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Client } from 'graphql-ws';
+import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, waitForSubscriber, wsClient } from '../helpers/mobile-id.js';
+
+const started: TestGateway[] = [];
+const clients: Client[] = [];
+async function gateway(env: Record<string, string> = {}): Promise<TestGateway> {
+  const gw = await startTestGateway(env);
+  started.push(gw);
+  return gw;
+}
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.dispose()));
+  await Promise.all(started.splice(0).map((g) => g.close()));
+});
+
+/** Every byte the store wrote to DATA_DIR (database, WAL), as latin1 text to search. */
+function dataDirBytes(dir: string): string {
+  return fs
+    .readdirSync(dir)
+    .filter((f) => f.startsWith('gateway.sqlite'))
+    .map((f) => fs.readFileSync(path.join(dir, f)).toString('latin1'))
+    .join('\n');
+}
+
+describe('mobile-ID tokens at rest and in logs', () => {
+  it('stores access_token, id_token and a refresh_token only encrypted, and writes none of them to the log', async () => {
+    const gw = await gateway();
+    const id = 'secret-check';
+    const c = wsClient(gw);
+    clients.push(c);
+    const sub = collect(c, SUBSCRIPTION, { id });
+    await waitForSubscriber(gw, id);
+    const refresh = randomBytes(24).toString('base64url');
+    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: id, fields: { refresh_token: refresh } });
+    expect((await postNotification(gw, n.body)).status).toBe(204);
+    await sub.done;
+    // The subscriber gets them in clear: that is the product.
+    const delivered = sub.results[0].data.mobileIdAuthentication;
+    expect(delivered.accessToken).toBe(n.body.access_token);
+    expect(delivered.idToken).toBe(n.body.id_token);
+    expect(delivered.otherFields.refresh_token).toBe(refresh);
+    expect((await gw.graphql(QUERY, { id })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);
+
+    const [row] = await storedEvents(gw, id);
+    const secrets = [String(n.body.access_token), String(n.body.id_token), String(n.body.id_token).split('.')[2]!, refresh];
+    for (const s of secrets) expect(row!.payload).not.toContain(s);
+    expect(JSON.parse(row!.payload)).toMatchObject({ accessToken: expect.stringMatching(/^gcm1\./), idToken: expect.stringMatching(/^gcm1\./) });
+    const onDisk = dataDirBytes(gw.dataDir);
+    for (const s of secrets) expect(onDisk).not.toContain(s);
+    const logs = gw.logs();
+    expect(logs).toContain('mobile-ID notification stored');
+    for (const s of secrets) expect(logs).not.toContain(s);
+  });
+
+  it('generates the encryption key in DATA_DIR with mode 0600 and keeps using it after a restart', async () => {
+    const dir = tempDataDir();
+    const first = await gateway({ DATA_DIR: dir });
+    const keyFile = path.join(dir, 'token-encryption.key');
+    expect(fs.statSync(keyFile).mode & 0o777).toBe(0o600);
+    const key = fs.readFileSync(keyFile, 'utf8');
+    const n = await first.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'restart' });
+    expect((await postNotification(first, n.body)).status).toBe(204);
+    await first.close();
+
+    const second = await gateway({ DATA_DIR: dir });
+    expect(fs.readFileSync(keyFile, 'utf8')).toBe(key);
+    expect((await second.graphql(QUERY, { id: 'restart' })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);
+  });
+
+  it('uses TOKEN_ENCRYPTION_KEY instead of a key file when it is set', async () => {
+    const dir = tempDataDir();
+    const gw = await gateway({ DATA_DIR: dir, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64') });
+    expect(fs.existsSync(path.join(dir, 'token-encryption.key'))).toBe(false);
+    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'env-key' });
+    expect((await postNotification(gw, n.body)).status).toBe(204);
+    expect((await gw.graphql(QUERY, { id: 'env-key' })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);
+  });
+
+  it('removes an access token from storage once its expires_in has passed, keeping the rest of the event', async () => {
+    const gw = await gateway();
+    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'short-lived', expiresIn: 1 });
+    const long = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'long-lived', expiresIn: 3600 });
+    expect((await postNotification(gw, n.body)).status).toBe(204);
+    expect((await postNotification(gw, long.body)).status).toBe(204);
+    expect((await gw.graphql(QUERY, { id: 'short-lived' })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);
+
+    await sleep(1100);
+    // Past expiry, the token is no longer handed out even before the purge has run.
+    expect((await gw.graphql(QUERY, { id: 'short-lived' })).data!.mobileIdAuthentication.accessToken).toBeNull();
+    expect(await gw.gateway.services.mobileId.purgeExpired()).toMatchObject({ accessTokens: 1 });
+
+    const [row] = await storedEvents(gw, 'short-lived');
+    expect(JSON.parse(row!.payload).accessToken).toBeNull();
+    expect(row!.secrets_expire_at).toBeNull();
+    const a = (await gw.graphql(QUERY, { id: 'short-lived' })).data!.mobileIdAuthentication;
+    expect(a).toMatchObject({ accessToken: null, idToken: n.body.id_token, subject: expect.any(String) });
+    expect((await gw.graphql(QUERY, { id: 'long-lived' })).data!.mobileIdAuthentication.accessToken).toBe(long.body.access_token);
+
+    // A late duplicate of the purged notification is still recognised as the same one.
+    expect((await postNotification(gw, n.body)).status).toBe(204);
+  });
+});
