@@ -326,3 +326,6 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   }
   return deepFreeze(config);
 }
+
+/** The variables the parser reads; test/readme.test.ts checks that each is declared in ENV_VARS. */
+export const PARSED_ENV_VARS: readonly string[] = Object.keys(envSchema.shape);
