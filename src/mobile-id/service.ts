@@ -179,10 +179,6 @@ export class MobileIdService {
     this.verifier = new IdTokenVerifier(options.verifier);
   }
 
-  get sandboxed(): boolean {
-    return this.options.sandbox !== null;
-  }
-
   /** Checks the bearer token before the body is read. */
   authenticate(token: string | null): Promise<NotifierAuth> {
     return this.tokens.check(token);

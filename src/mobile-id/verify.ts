@@ -103,11 +103,6 @@ export class IdTokenVerifier {
     this.allowed = new Set(options.allowedJwksHosts.map((h) => h.toLowerCase()));
   }
 
-  /** Whether the gateway checks signatures at all (a JWKS is configured, or bodies may name an allow-listed one). */
-  get verifies(): boolean {
-    return this.canVerify && (this.options.keys !== null || this.allowed.size > 0);
-  }
-
   private get canVerify(): boolean {
     return Boolean(this.options.issuer && this.options.clientId);
   }

@@ -68,7 +68,7 @@ async function countingServer(body: unknown = { keys: [] }) {
 function tamper(jwt: string): string {
   const [h, p, sig] = jwt.split('.');
   const bytes = Buffer.from(sig!, 'base64url');
-  bytes[5] ^= 0xff;
+  bytes[5] = bytes[5]! ^ 0xff;
   return `${h}.${p}.${bytes.toString('base64url')}`;
 }
 

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Readable } from 'node:stream';
 import { request } from 'undici';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { QUERY, postNotification, storedEvents } from '../helpers/mobile-id.js';
@@ -98,7 +99,7 @@ describe('the mobile-ID webhook refuses what it must not store', () => {
     const res = await request(`${gw.url}/webhooks/mobile-id`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${gw.gateway.services.sandbox.mobileId!.notificationToken}` },
-      body: chunks(),
+      body: Readable.from(chunks()),
     });
     expect(res.statusCode).toBe(413);
     await res.body.dump();

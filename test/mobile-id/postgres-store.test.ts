@@ -1,0 +1,49 @@
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway } from '../helpers/gateway.js';
+import { QUERY, postNotification, storedEvents } from '../helpers/mobile-id.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+
+describe('mobile-ID notifications on PostgreSQL (DATABASE_URL)', () => {
+  let pg: TestPostgres;
+  let url: string;
+  beforeAll(async () => {
+    pg = await startPostgres();
+    url = await pg.createDatabase('mobile_id');
+  }, 120_000);
+  afterAll(() => pg?.stop());
+
+  it('stores, deduplicates, refuses a conflict, purges an expired access token and serves it after a restart', async () => {
+    const key = randomBytes(32).toString('hex');
+    const a = await startTestGateway({ DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: key });
+    let accessToken: unknown;
+    try {
+      const sb = a.gateway.services.sandbox.mobileId!;
+      const n = await sb.buildNotification({ authReqId: 'pg-1', expiresIn: 1 });
+      accessToken = n.body.access_token;
+      expect((await postNotification(a, n.body)).status).toBe(204);
+      expect((await postNotification(a, n.body)).status).toBe(204);
+      expect((await postNotification(a, (await sb.buildNotification({ authReqId: 'pg-1', outcome: 'SERVER_ERROR' })).body)).status).toBe(409);
+      expect(await storedEvents(a, 'pg-1')).toHaveLength(1);
+      expect((await a.graphql(QUERY, { id: 'pg-1' })).data!.mobileIdAuthentication.accessToken).toBe(accessToken);
+
+      await sleep(1100);
+      expect(await a.gateway.services.mobileId.purgeExpired()).toMatchObject({ accessTokens: 1 });
+      const [row] = await storedEvents(a, 'pg-1');
+      expect(JSON.parse(row!.payload).accessToken).toBeNull();
+    } finally {
+      await a.close();
+    }
+
+    // Another replica (same database, same TOKEN_ENCRYPTION_KEY) reads what the first stored.
+    const b = await startTestGateway({ DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: key });
+    try {
+      const r = (await b.graphql(QUERY, { id: 'pg-1' })).data!.mobileIdAuthentication;
+      expect(r).toMatchObject({ __typename: 'MobileIdAuthenticated', authReqId: 'pg-1', accessToken: null, idToken: expect.stringMatching(/^ey/) });
+      expect(b.logs()).not.toContain(String(accessToken));
+    } finally {
+      await b.close();
+    }
+  });
+});
