@@ -2,8 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApolloServer } from '@apollo/server';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
-import { unwrapResolverError } from '@apollo/server/errors';
-import { GraphQLError, type GraphQLFormattedError } from 'graphql';
+import type { GraphQLFormattedError } from 'graphql';
 import { CloudClient, CloudTokens } from './cloud/client.js';
 import { ProvisioningService } from './cloud/provisioning.js';
 import { CloudService } from './cloud/service.js';
@@ -22,6 +21,7 @@ import { createGraphiqlHandler, defaultGraphiqlAssetsDir, GRAPHIQL_ASSETS_PATH, 
 import { DEFAULT_QUERY, graphiqlExamples } from './server/graphiql-examples.js';
 import { graphqlRoute, unauthenticatedHttpError } from './server/graphql.js';
 import { healthRoutes } from './server/health.js';
+import { formatError } from './server/errors.js';
 import { createRequestHandler, type Route } from './server/http.js';
 import { sendJson } from './server/respond.js';
 import { createWsServer } from './server/ws.js';
@@ -31,7 +31,6 @@ import { IdempotencyRecords } from './store/idempotency.js';
 import { Ledger } from './store/ledger.js';
 import { Idempotency } from './upstream/idempotency.js';
 import { UpstreamHttp } from './upstream/http.js';
-import { ErrorCode } from './errors.js';
 import { EventLog, EventStreams, Events, InProcessBus } from './events/index.js';
 import { createIdentityService } from './identity/index.js';
 import { identityResolvers } from './graphql/identity.js';
@@ -61,16 +60,6 @@ export interface GatewayOptions {
   idempotencyLeaseMs?: number;
 }
 
-/** Error codes that are the client's to see as they are (Apollo's own request errors included). */
-const EXPECTED_CODES = new Set<string>([
-  ...Object.values(ErrorCode),
-  'GRAPHQL_PARSE_FAILED',
-  'GRAPHQL_VALIDATION_FAILED',
-  'BAD_REQUEST',
-  'OPERATION_RESOLUTION_FAILURE',
-  'PERSISTED_QUERY_NOT_FOUND',
-  'PERSISTED_QUERY_NOT_SUPPORTED',
-]);
 
 /**
  * The composition root: builds every part from the config and wires them together. Nothing else reads
@@ -176,15 +165,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       introspection: config.introspection,
       includeStacktraceInErrorResponses: false,
       plugins: [ApolloServerPluginLandingPageDisabled()],
-      formatError: (formatted: GraphQLFormattedError, error: unknown) => {
-        const code = formatted.extensions?.code;
-        if (typeof code === 'string' && EXPECTED_CODES.has(code)) return formatted;
-        const original = unwrapResolverError(error);
-        if (original instanceof GraphQLError && !original.originalError && !code) return formatted;
-        // Unexpected: the client sees a masked message, the operator the whole error.
-        logger.error({ err: original }, 'unexpected error in a GraphQL operation');
-        return { message: 'Internal server error', locations: formatted.locations, path: formatted.path, extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } };
-      },
+      formatError: (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, logger),
     });
     await apollo.start();
     cleanups.push(() => apollo.stop());

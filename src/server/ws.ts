@@ -8,6 +8,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
 import type { AuthResult, Caller } from './auth.js';
+import { formatError } from './errors.js';
 
 export interface WsOptions {
   schema: GraphQLSchema;
@@ -73,6 +74,11 @@ export function createWsServer(options: WsOptions) {
           operationName: payload.operationName ?? null,
           contextValue: options.context(caller, `ws:${id}`),
         };
+      },
+      onNext(_ctx, _id, _payload, _args, result) {
+        if (!result.errors?.length) return;
+        // The same masking as over HTTP: unexpected errors become INTERNAL_SERVER_ERROR for the client.
+        return { ...result, errors: result.errors.map((e) => formatError(e.toJSON(), e, options.logger)) as unknown as GraphQLError[] };
       },
       onError(_ctx, id, _payload, errors) {
         options.logger.debug({ id, errors: errors.map((e) => e.message) }, 'subscription error');

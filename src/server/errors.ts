@@ -1,0 +1,29 @@
+import { unwrapResolverError } from '@apollo/server/errors';
+import { GraphQLError, type GraphQLFormattedError } from 'graphql';
+import { ErrorCode } from '../errors.js';
+import type { Logger } from '../logger.js';
+
+/** Error codes that are the client's to see as they are (Apollo's own request errors included). */
+const EXPECTED_CODES = new Set<string>([
+  ...Object.values(ErrorCode),
+  'GRAPHQL_PARSE_FAILED',
+  'GRAPHQL_VALIDATION_FAILED',
+  'BAD_REQUEST',
+  'OPERATION_RESOLUTION_FAILURE',
+  'PERSISTED_QUERY_NOT_FOUND',
+  'PERSISTED_QUERY_NOT_SUPPORTED',
+]);
+
+/**
+ * One masking rule for HTTP (Apollo's formatError) and WebSocket (graphql-ws onNext): expected errors
+ * pass as they are; anything else reaches the client as INTERNAL_SERVER_ERROR and the log in full.
+ */
+export function formatError(formatted: GraphQLFormattedError, error: unknown, logger: Logger): GraphQLFormattedError {
+  const code = formatted.extensions?.code;
+  if (typeof code === 'string' && EXPECTED_CODES.has(code)) return formatted;
+  const original = unwrapResolverError(error);
+  // graphql-js's own errors (validation, coercion) carry no original error and no code.
+  if (original instanceof GraphQLError && !original.originalError && !code) return formatted;
+  logger.error({ err: original }, 'unexpected error in a GraphQL operation');
+  return { message: 'Internal server error', locations: formatted.locations, path: formatted.path, extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } };
+}
