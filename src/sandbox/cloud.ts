@@ -9,6 +9,7 @@
 // - creation answers 201 with `id` at the top level (or under `data` for the types
 //   listed in `wrapResponseInData`);
 // - errors: `{ code, domain, details }` with the codes of `CloudSandboxErrorCode`.
+import type { RecordedRequest as JsonApiRecordedRequest } from './json-api.js';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SignJWT } from 'jose';
@@ -131,21 +132,9 @@ export interface CloudSandboxOptions {
   bodyLimitBytes?: number;
 }
 
-export interface RecordedRequest {
-  readonly method: string;
-  /** Path without the query string. */
-  readonly path: string;
-  /** Lower-cased names. Kept in memory only; never logged. */
-  readonly headers: Readonly<Record<string, string>>;
-  /** Parsed JSON; the raw text when it is not JSON; `undefined` when empty. */
-  readonly body: unknown;
-  /** Status answered; `null` when the connection was reset or hung (or is still being handled). */
-  readonly status: number | null;
-  /** Injected fault, if any (`'503'`, `'reset'`, `'status:402'`, …). */
-  readonly fault?: string;
+export interface RecordedRequest extends JsonApiRecordedRequest {
   /** True when the answer was an idempotent replay of an earlier creation. */
   readonly replayed: boolean;
-  readonly receivedAt: Date;
 }
 
 export interface IssuedToken {

@@ -9,8 +9,8 @@
 // - errors are `{ code, message }`.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { FaultInjector } from './faults.js';
-import { canonicalJson, headerValue, isJsonMediaType, startLoopbackServer } from './http.js';
-import { ApiError, createJsonApiHandler, isAbsoluteHttpUrl, isPlainObject, requireBearer, type ApiAnswer, type ParsedRequest, type RecordedRequest } from './json-api.js';
+import { headerValue, isJsonMediaType, startLoopbackServer } from './http.js';
+import { ApiError, withIdempotency, createJsonApiHandler, isAbsoluteHttpUrl, isPlainObject, requireBearer, type ApiAnswer, type ParsedRequest, type RecordedRequest } from './json-api.js';
 
 export type { RecordedRequest } from './json-api.js';
 
@@ -138,17 +138,7 @@ export async function startIdentificationSandbox(options: IdentificationSandboxO
     requireBearer(req, accepted);
     if (!isJsonMediaType(headerValue(req, 'content-type'))) throw new ApiError(400, 'BAD_REQUEST', 'Content-Type must be application/json');
     if (malformed) throw new ApiError(400, 'BAD_REQUEST', 'body is not valid JSON');
-    const key = headerValue(req, 'idempotency-key');
-    if (key === undefined) return create(body);
-    const fingerprint = canonicalJson(body);
-    const prior = replays.get(key);
-    if (prior) {
-      if (prior.fingerprint !== fingerprint) throw new ApiError(409, 'IDEMPOTENCY_KEY_CONFLICT', 'Idempotency-Key already used with another request');
-      return { ...prior.answer, headers: { 'idempotent-replayed': 'true' } };
-    }
-    const answer = create(body);
-    replays.set(key, { fingerprint, answer });
-    return answer;
+    return withIdempotency(replays, headerValue(req, 'idempotency-key'), body, create);
   }
 
   const server = await startLoopbackServer(

@@ -3,7 +3,7 @@
 // does not show an error body; this is the sandbox's choice).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FaultInjector } from './faults.js';
-import { BodyError, DEFAULT_BODY_LIMIT_BYTES, flattenHeaders, parseJsonBody, readRawBody, requestPath, sendJson } from './http.js';
+import { BodyError, canonicalJson, DEFAULT_BODY_LIMIT_BYTES, flattenHeaders, parseJsonBody, readRawBody, requestPath, sendJson } from './http.js';
 
 export interface RecordedRequest {
   readonly method: string;
@@ -144,4 +144,23 @@ export function isAbsoluteHttpUrl(value: unknown): value is string {
   } catch {
     return false;
   }
+}
+
+/** Idempotency-Key replay shared by the identity sandboxes: same key and body, same answer; other body, 409. */
+export function withIdempotency(
+  replays: Map<string, { fingerprint: string; answer: ApiAnswer }>,
+  key: string | undefined,
+  body: unknown,
+  create: (body: unknown) => ApiAnswer,
+): ApiAnswer {
+  if (key === undefined) return create(body);
+  const fingerprint = canonicalJson(body);
+  const prior = replays.get(key);
+  if (prior) {
+    if (prior.fingerprint !== fingerprint) throw new ApiError(409, 'IDEMPOTENCY_KEY_CONFLICT', 'Idempotency-Key already used with another request');
+    return { ...prior.answer, headers: { 'idempotent-replayed': 'true' } };
+  }
+  const answer = create(body);
+  replays.set(key, { fingerprint, answer });
+  return answer;
 }

@@ -15,8 +15,8 @@
 import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { FaultInjector } from './faults.js';
-import { canonicalJson, headerValue, isJsonMediaType, startLoopbackServer } from './http.js';
-import { ApiError, createJsonApiHandler, isAbsoluteHttpUrl, isPlainObject, requireBearer, type ApiAnswer, type ParsedRequest, type RecordedRequest } from './json-api.js';
+import { headerValue, isJsonMediaType, startLoopbackServer } from './http.js';
+import { ApiError, withIdempotency, createJsonApiHandler, isAbsoluteHttpUrl, isPlainObject, requireBearer, type ApiAnswer, type ParsedRequest, type RecordedRequest } from './json-api.js';
 
 export type { RecordedRequest } from './json-api.js';
 
@@ -257,17 +257,7 @@ export async function startVerificationSandbox(options: VerificationSandboxOptio
     if (malformed) throw new ApiError(400, 'BAD_REQUEST', 'body is not valid JSON');
     if (path === RESULTS_PATH) return results(body);
     if (path === RFM_PATH) return rfm(body);
-    const key = headerValue(req, 'idempotency-key');
-    if (key === undefined) return register(body);
-    const fingerprint = canonicalJson(body);
-    const prior = replays.get(key);
-    if (prior) {
-      if (prior.fingerprint !== fingerprint) throw new ApiError(409, 'IDEMPOTENCY_KEY_CONFLICT', 'Idempotency-Key already used with another request');
-      return { ...prior.answer, headers: { 'idempotent-replayed': 'true' } };
-    }
-    const answer = register(body);
-    replays.set(key, { fingerprint, answer });
-    return answer;
+    return withIdempotency(replays, headerValue(req, 'idempotency-key'), body, register);
   }
 
   const server = await startLoopbackServer(
