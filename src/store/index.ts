@@ -1,8 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type LogEvent } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, sql, type LogEvent } from 'kysely';
 import type { Logger } from '../logger.js';
 import { migrationProvider, type Dialect } from './migrations.js';
+import { GroupCommitSqliteDialect } from './sqlite-dialect.js';
 import type { Database } from './schema.js';
 
 export type { Database } from './schema.js';
@@ -39,6 +40,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     if (event.level === 'error') options.logger.error({ err: event.error, sql: event.query.sql }, 'sql error');
   };
   let db: Kysely<Database>;
+  const openConnections = new Set<Promise<void>>();
   let dialect: Dialect;
   let location: string;
   if (options.databaseUrl) {
@@ -46,6 +48,19 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     // bigint columns hold epoch milliseconds, well inside 2^53: read them as numbers, not strings.
     pg.types.setTypeParser(20, (v: string) => Number(v));
     const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
+    // An idle client whose server went away (restart, failover) emits 'error' on the pool; without a
+    // listener that would crash the process. The pool replaces the client on the next query.
+    const onConnectionError = (err: Error) =>
+      options.logger.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'a PostgreSQL connection failed');
+    pool.on('error', onConnectionError);
+    // pool.end() resolves before the sockets are closed; close() waits for them, and a late error from a
+    // closing connection (the server shutting down at the same moment) is logged, not thrown.
+    pool.on('connect', (client) => {
+      client.on('error', onConnectionError);
+      const ended = new Promise<void>((resolve) => client.once('end', resolve));
+      openConnections.add(ended);
+      void ended.then(() => openConnections.delete(ended));
+    });
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log });
     dialect = 'postgres';
     const url = new URL(options.databaseUrl);
@@ -59,7 +74,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     database.pragma(`synchronous = ${options.sqliteSynchronous ?? 'FULL'}`);
     database.pragma('busy_timeout = 5000');
     database.pragma('foreign_keys = ON');
-    db = new Kysely<Database>({ dialect: new SqliteDialect({ database }), log });
+    db = new Kysely<Database>({ dialect: new GroupCommitSqliteDialect(database), log });
     dialect = 'sqlite';
     location = file;
   }
@@ -84,6 +99,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     },
     async close() {
       await db.destroy();
+      await Promise.all(openConnections);
     },
   };
 }
