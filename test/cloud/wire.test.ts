@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { extractCreatedId, parseTokenResponse, scrubResponse } from '../../src/cloud/wire.js';
+import { retryAfterMs } from '../../src/upstream/http.js';
+
+describe('reading what the cloud API answers', () => {
+  it('takes the created id from id, serviceId, data.id or metadata.id', () => {
+    expect(extractCreatedId({ id: 'a' })).toBe('a');
+    expect(extractCreatedId({ serviceId: 'b', status: 'CREATING' })).toBe('b');
+    expect(extractCreatedId({ data: { id: 'c' } })).toBe('c');
+    expect(extractCreatedId({ metadata: { id: 'd', title: 't' } })).toBe('d');
+    expect(extractCreatedId({ id: 42 })).toBe('42');
+    expect(extractCreatedId({ id: 'first', data: { id: 'second' } })).toBe('first');
+  });
+
+  it('finds no id in an answer without one', () => {
+    expect(extractCreatedId(null)).toBeNull();
+    expect(extractCreatedId('created')).toBeNull();
+    expect(extractCreatedId({ status: 'ok' })).toBeNull();
+    expect(extractCreatedId({ id: '' })).toBeNull();
+  });
+
+  it('reads the token under the common names, with its lifetime', () => {
+    const now = 1_000_000;
+    expect(parseTokenResponse({ access_token: 't1', expires_in: 60 }, now)).toEqual({ token: 't1', expiresAt: now + 60_000 });
+    expect(parseTokenResponse({ accessToken: 't2', expiresIn: '30' }, now)).toEqual({ token: 't2', expiresAt: now + 30_000 });
+    expect(parseTokenResponse({ token: 't3' }, now)).toEqual({ token: 't3', expiresAt: null });
+    expect(parseTokenResponse({ data: { access_token: 't4', expires_at: 2000 } }, now)).toEqual({ token: 't4', expiresAt: 2_000_000 });
+    const jwt = ['e30', Buffer.from(JSON.stringify({ exp: 5000 })).toString('base64url'), 'sig'].join('.');
+    expect(parseTokenResponse({ id_token: jwt }, now)).toEqual({ token: jwt, expiresAt: 5_000_000 });
+    expect(parseTokenResponse({ nothing: true }, now)).toBeNull();
+  });
+
+  it('removes echoed secrets before a response is stored', () => {
+    expect(scrubResponse({ id: 'x', spec: { users: [{ name: 'a', password: 'p' }] }, token: 't' })).toEqual({ id: 'x', spec: { users: [{ name: 'a' }] } });
+  });
+
+  it('reads Retry-After as seconds or as an HTTP date', () => {
+    expect(retryAfterMs('2')).toBe(2000);
+    expect(retryAfterMs(new Date(Date.UTC(2030, 0, 1, 0, 0, 10)).toUTCString(), Date.UTC(2030, 0, 1))).toBe(10_000);
+    expect(retryAfterMs('soon')).toBeUndefined();
+    expect(retryAfterMs(undefined)).toBeUndefined();
+  });
+});
