@@ -31,7 +31,8 @@ import { IdempotencyRecords } from './store/idempotency.js';
 import { Ledger } from './store/ledger.js';
 import { Idempotency } from './upstream/idempotency.js';
 import { UpstreamHttp } from './upstream/http.js';
-import { EventLog, EventStreams, Events, InProcessBus } from './events/index.js';
+import { EventLog, EventStreams, Events, InProcessBus, type EventBus } from './events/index.js';
+import { PostgresBus } from './events/postgres-bus.js';
 import { createIdentityService } from './identity/index.js';
 import { identityResolvers } from './graphql/identity.js';
 import { verificationWebhookRoute } from './server/webhooks/verification.js';
@@ -125,7 +126,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     });
 
     const eventLog = new EventLog(store.db, config.eventRetentionMs);
-    const bus = new InProcessBus();
+    // With PostgreSQL, events cross replicas through LISTEN/NOTIFY; with SQLite there is one process.
+    const bus: EventBus =
+      store.dialect === 'postgres' && config.databaseUrl
+        ? await PostgresBus.start({ databaseUrl: config.databaseUrl, db: store.db, log: eventLog, logger })
+        : new InProcessBus();
     cleanups.push(() => bus.close());
     const events = new Events(eventLog, bus, new EventStreams(eventLog, bus), metrics);
 

@@ -118,6 +118,18 @@ export class EventLog {
     return keys.map((k) => byKey.get(k) ?? null);
   }
 
+  /** Events appended after `seq`, oldest first (a replica catching up after its LISTEN connection dropped). */
+  async after(seq: number, limit = 1000): Promise<EventRecord[]> {
+    const rows = await this.db.selectFrom('events').selectAll().where('seq', '>', seq).orderBy('seq').limit(limit).execute();
+    return rows.map((row) => toRecord(row as Row & { seq: number }));
+  }
+
+  /** The highest sequence number in the log (0 when empty). */
+  async lastSeq(): Promise<number> {
+    const row = await this.db.selectFrom('events').select((eb) => eb.fn.max('seq').as('max')).executeTakeFirst();
+    return Number(row?.max ?? 0);
+  }
+
   async bySeq(seq: number): Promise<EventRecord | null> {
     const row = await this.db.selectFrom('events').selectAll().where('seq', '=', seq).executeTakeFirst();
     return row ? toRecord(row as Row & { seq: number }) : null;

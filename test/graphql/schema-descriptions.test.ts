@@ -19,7 +19,7 @@ describe('the schema is its own manual', () => {
       } else if (isEnumType(type)) {
         for (const value of type.getValues()) if (!value.description?.trim()) missing.push(`${type.name}.${value.name}`);
       } else if (!isUnionType(type) && !isScalarType(type)) {
-        missing.push(`${type.name} (unexpected kind)`);
+        missing.push(`${(type as { name: string }).name} (unexpected kind)`);
       }
     }
     expect(missing).toEqual([]);

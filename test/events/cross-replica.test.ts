@@ -1,0 +1,65 @@
+import { randomBytes } from 'node:crypto';
+import { createClient } from 'graphql-ws';
+import WebSocket from 'ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+
+describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
+  let pg: TestPostgres;
+  let a: TestGateway;
+  let b: TestGateway;
+  beforeAll(async () => {
+    pg = await startPostgres();
+    const url = await pg.createDatabase('replicas');
+    // Replicas share the database and the key that encrypts stored tokens.
+    const env = { DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex') };
+    a = await startTestGateway(env);
+    b = await startTestGateway(env);
+  }, 120_000);
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await pg?.stop();
+  });
+
+  it('a webhook that hits replica A reaches a subscriber on replica B', async () => {
+    const client = createClient({ url: b.url.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, retryAttempts: 0 });
+    try {
+      const sub = client.iterate<{ mobileIdAuthentication: { __typename: string; authReqId: string } }>({
+        query: `subscription { mobileIdAuthentication(authReqId: "replicated-1") { __typename ... on MobileIdAuthenticated { authReqId } } }`,
+      });
+      const first = sub.next();
+      // give B's subscription time to register before A publishes (a late one would read the log instead)
+      await new Promise((r) => setTimeout(r, 200));
+      const sent = await a.graphql(`mutation { sandboxCompleteMobileIdAuthentication(authReqId: "replicated-1", outcome: SUCCESS) { httpStatus } }`);
+      expect(sent.data!.sandboxCompleteMobileIdAuthentication.httpStatus).toBe(204);
+      const msg = await first;
+      expect(msg.value.data).toEqual({ mobileIdAuthentication: { __typename: 'MobileIdAuthenticated', authReqId: 'replicated-1' } });
+    } finally {
+      await client.dispose();
+    }
+  });
+
+  it('the event is published once on the replica that received it', async () => {
+    const client = createClient({ url: a.url.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, retryAttempts: 0 });
+    try {
+      const received: string[] = [];
+      const done = new Promise<void>((resolve, reject) => {
+        client.subscribe(
+          { query: `subscription { verificationCompleted { externalId status } }` },
+          { next: (m) => received.push(JSON.stringify(m.data)), error: reject, complete: resolve },
+        );
+      });
+      await new Promise((r) => setTimeout(r, 200));
+      const reg = await a.graphql(`mutation { registerVerification(input: { workflowId: "kyc", applicant: { name: "x" } }) { verification { externalId } } }`);
+      const externalId = reg.data!.registerVerification.verification.externalId;
+      await expect.poll(() => received.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(received.filter((r) => r.includes(externalId))).toHaveLength(1);
+      void done;
+    } finally {
+      await client.dispose();
+    }
+  });
+});
