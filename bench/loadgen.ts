@@ -9,6 +9,7 @@ import { createClient, type Client } from 'graphql-ws';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
 import type { FanoutLoad, FanoutResult, FromLoadgen, HttpLoad, HttpResult, IdleLoad, IdleResult, Job, JobResult, ToLoadgen } from './lib/protocol.js';
+import { cpuSeconds } from './lib/processes.js';
 import { Samples } from './lib/stats.js';
 
 const UUID = '{{uuid}}';
@@ -90,11 +91,11 @@ function valueAt(payload: unknown, dotted: string): unknown {
   return v;
 }
 
-/** Epoch ms from a payload field: a number, an ISO date, or the first run of 13 digits in a string. */
+/** Epoch ms from a payload field: a number, epoch ms as text (fractions allowed), or an ISO date. */
 function timestampOf(v: unknown): number | null {
   if (typeof v === 'number') return v;
   if (typeof v !== 'string') return null;
-  const digits = /(\d{13})/.exec(v);
+  const digits = /(\d{13}(?:\.\d+)?)/.exec(v);
   if (digits) return Number(digits[1]);
   const parsed = Date.parse(v);
   return Number.isNaN(parsed) ? null : parsed;
@@ -135,12 +136,13 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
   const latency = new Samples();
   let deliveries = 0;
   let busySeconds = 0;
+  let gatewayCpuSeconds = 0;
+  let loadgenCpuSeconds = 0;
   let clock: 'payload' | 'sender' = load.timestampPath ? 'payload' : 'sender';
-  const pool = new Pool(load.webhook.origin, { connections: Math.min(load.idsPerRound, 32) });
+  const pool = new Pool(load.webhook.origin, { connections: 1 });
   for (let round = 0; round < load.rounds; round++) {
     const ids = Array.from({ length: load.idsPerRound }, () => `bench-${randomUUID()}`);
     const sentAt = new Map<string, number>();
-    const perf0 = performance.now() - Date.now();
     let received = 0;
     let last = 0;
     const expected = load.subscribers * ids.length;
@@ -159,7 +161,7 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
               if (load.timestampPath) {
                 const ts = timestampOf(valueAt(data, load.timestampPath));
                 if (ts === null) clock = 'sender';
-                else start = ts + perf0;
+                else start = ts - performance.timeOrigin;
               }
               if (start !== undefined) latency.push(now - start);
               deliveries += 1;
@@ -173,21 +175,29 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
         );
       }
     }
-    // graphql-ws does not acknowledge a subscribe: give the gateway time to register every listener
-    // (a late one still gets the event, from the log, so nothing is lost either way).
-    await sleep(300 + load.subscribers * ids.length * 0.05);
+    // graphql-ws does not acknowledge a subscribe: wait until the gateway has worked through every
+    // subscribe message (its CPU goes quiet), so that the latency below is the delivery's alone. A late
+    // subscriber would still get the event, from the log.
+    await waitIdle(load.gatewayPid, 300 + load.subscribers * ids.length * 0.05);
     const first = performance.now();
-    await Promise.all(
-      ids.map(async (id) => {
-        const ts = Date.now();
-        sentAt.set(id, performance.now());
-        const body = load.webhook.body.replaceAll('{{id}}', id).replaceAll('{{ts}}', String(ts));
-        const res = await pool.request({ path: load.webhook.path, method: 'POST', headers: load.webhook.headers, body });
-        const text = await res.body.text();
-        if (res.statusCode >= 300) note(`webhook HTTP ${res.statusCode}: ${text}`);
-      }),
-    );
+    const gw0 = load.gatewayPid === undefined ? NaN : cpuSeconds(load.gatewayPid);
+    const own0 = process.cpuUsage();
+    // One webhook at a time, the next as soon as the previous one is acknowledged: the gateway fans each
+    // event out to every subscriber while the next request waits in its socket.
+    for (const id of ids) {
+      const now = performance.now();
+      sentAt.set(id, now);
+      // Epoch milliseconds with microseconds, from this process's clock.
+      const ts = (performance.timeOrigin + now).toFixed(3);
+      const body = load.webhook.body.replaceAll('{{id}}', id).replaceAll('{{ts}}', ts);
+      const res = await pool.request({ path: load.webhook.path, method: 'POST', headers: load.webhook.headers, body });
+      const text = await res.body.text();
+      if (res.statusCode >= 300) note(`webhook HTTP ${res.statusCode}: ${text}`);
+    }
     await Promise.race([done, sleep(15_000)]);
+    const own = process.cpuUsage(own0);
+    loadgenCpuSeconds += (own.user + own.system) / 1e6;
+    gatewayCpuSeconds += load.gatewayPid === undefined ? NaN : cpuSeconds(load.gatewayPid) - gw0;
     if (received < expected) note(`round ${round}: ${received}/${expected} deliveries within 15 s`);
     busySeconds += ((last || performance.now()) - first) / 1000;
   }
@@ -197,10 +207,28 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
     deliveries,
     expected: load.subscribers * load.idsPerRound * load.rounds,
     deliveriesPerSecond: deliveries / busySeconds,
+    gatewayCpu: gatewayCpuSeconds / busySeconds,
+    loadgenCpu: loadgenCpuSeconds / busySeconds,
     latency: latency.summary(),
     clock,
     errors: [...errors],
   };
+}
+
+/** Waits until process `pid` uses under 10% of a core for two 100 ms samples in a row (at most 30 s); a fixed pause without a pid. */
+async function waitIdle(pid: number | undefined, fallbackMs: number): Promise<void> {
+  if (pid === undefined) {
+    await sleep(fallbackMs);
+    return;
+  }
+  const deadline = performance.now() + 30_000;
+  let quiet = 0;
+  await sleep(100);
+  while (quiet < 2 && performance.now() < deadline) {
+    const before = cpuSeconds(pid);
+    await sleep(100);
+    quiet = cpuSeconds(pid) - before < 0.01 ? quiet + 1 : 0;
+  }
 }
 
 const idle: WebSocket[] = [];

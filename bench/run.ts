@@ -11,6 +11,8 @@
  *   --no-normal        do not start the SQLITE_SYNCHRONOUS=NORMAL gateway
  *   --upstream sandbox use the project's cloud sandbox in fast mode instead of the minimal stub
  *   --profile          run the gateway with --cpu-prof; profiles land in bench/profiles/
+ *   --compare name=dir another checkout of the gateway (e.g. the code before an optimization, from
+ *                      `git archive`) measured as one more FULL target in scenarios 1 and 2; repeatable
  *   --no-write         print the results instead of writing bench/README.md
  */
 import fs from 'node:fs';
@@ -37,6 +39,7 @@ const { values: cli } = parseArgs({
     'no-normal': { type: 'boolean', default: false },
     upstream: { type: 'string', default: 'stub' },
     profile: { type: 'boolean', default: false },
+    compare: { type: 'string', multiple: true },
     'no-write': { type: 'boolean', default: false },
   },
 });
@@ -56,17 +59,26 @@ function cleanEnv(): Record<string, string> {
   return Object.fromEntries(Object.entries(process.env).filter(([k, v]) => v !== undefined && !names.has(k))) as Record<string, string>;
 }
 
-async function startGatewayProc(name: string, synchronous: 'FULL' | 'NORMAL', root: string, stubUrl: string, cpus: string | null): Promise<GatewayProc> {
+async function startGatewayProc(
+  name: string,
+  synchronous: 'FULL' | 'NORMAL',
+  root: string,
+  stubUrl: string,
+  cpus: string | null,
+  checkout: string = ROOT,
+): Promise<GatewayProc> {
   const dataDir = path.join(root, name);
   fs.mkdirSync(dataDir, { recursive: true });
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
-  const profileDir = path.join(ROOT, 'bench', 'profiles');
+  // One folder per gateway: every thread (the tsx loader's too) writes its own profile.
+  const profileDir = path.join(ROOT, 'bench', 'profiles', name.replace(/\W+/g, '-').replace(/^-|-$/g, ''));
   if (cli.profile) fs.mkdirSync(profileDir, { recursive: true });
   const proc = await spawnNode(name, {
     script: 'src/main.ts',
+    cwd: checkout,
     cpus,
-    nodeArgs: cli.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', `${name}-${Date.now()}.cpuprofile`] : [],
+    nodeArgs: cli.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
     env: {
       ...cleanEnv(),
       PORT: String(port),
@@ -147,6 +159,13 @@ async function main(): Promise<void> {
     procs.push(gateway.proc);
     const gatewayNormal = cli['no-normal'] ? null : await startGatewayProc('gateway (NORMAL)', 'NORMAL', root, stub.url, place.server);
     if (gatewayNormal) procs.push(gatewayNormal.proc);
+    const others: GatewayProc[] = [];
+    for (const spec of cli.compare ?? []) {
+      const [label, dir] = spec.includes('=') ? [spec.slice(0, spec.indexOf('=')), spec.slice(spec.indexOf('=') + 1)] : [path.basename(spec), spec];
+      const other = await startGatewayProc(label!, 'FULL', root, stub.url, place.server, path.resolve(dir!));
+      procs.push(other.proc);
+      others.push(other);
+    }
     log(`gateway at ${gateway.origin}${gatewayNormal ? `, NORMAL gateway at ${gatewayNormal.origin}` : ''}`);
 
     const baselineDir = path.join(root, 'baseline');
@@ -169,7 +188,7 @@ async function main(): Promise<void> {
 
     const lg = await Loadgen.start(place.driver);
     procs.push(lg.proc);
-    const env: BenchEnv = { options, placement: place, lg, stub, gateway, gatewayNormal, baseline, driverProcs: [stub, lg.proc], log };
+    const env: BenchEnv = { options, placement: place, lg, stub, gateway, gatewayNormal, others, baseline, driverProcs: [stub, lg.proc], log };
 
     if (wants(1) || wants(2)) {
       // Scenario 2's rates are shares of scenario 1's baseline maximum, so 2 runs 1 first.
@@ -180,7 +199,11 @@ async function main(): Promise<void> {
     }
     if (wants(3)) reports.push(await queryThroughput(env));
     if (wants(4)) reports.push(await webhookIngest(env));
-    if (wants(5)) reports.push(await fanout(env));
+    if (wants(5)) {
+      reports.push(
+        await fanout(env, async (name) => startGatewayProc(name, 'FULL', root, stub.url, place.server)),
+      );
+    }
     if (wants(6)) reports.push(await batching(env));
 
     const elapsed = (Date.now() - started) / 1000;

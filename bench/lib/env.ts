@@ -34,6 +34,8 @@ export interface BenchEnv {
   gateway: GatewayProc;
   /** The same gateway with SQLITE_SYNCHRONOUS=NORMAL, when both are measured. */
   gatewayNormal: GatewayProc | null;
+  /** Other checkouts of the gateway (`--compare`), measured beside it in scenarios 1 and 2. */
+  others: GatewayProc[];
   baseline: Proc & { url: string };
   /** Processes on the driver core: their CPU is reported beside each figure. */
   driverProcs: Proc[];

@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { request } from 'undici';
-import { cpuSeconds, machineBusySeconds, spawnNode, type Proc } from './processes.js';
+import { cpuSeconds, machineBusySeconds, spawnNode, waitForQuiet, type Proc } from './processes.js';
 import type { FromLoadgen, HttpLoad, HttpResult, Job, JobResult } from './protocol.js';
 
 /** The load generator process, driven over IPC. */
@@ -73,6 +73,7 @@ export interface Measurement {
  * around it.
  */
 export async function measure(lg: Loadgen, target: Target, load: HttpSpec, driverProcs: Proc[], round = 0): Promise<Measurement> {
+  await waitForQuiet();
   const ours = () => driverProcs.reduce((s, p) => s + p.cpuSeconds(), 0) + cpuSeconds(process.pid);
   const cpu0 = target.proc.cpuSeconds();
   const drivers0 = ours();

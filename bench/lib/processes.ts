@@ -117,8 +117,9 @@ export interface Proc {
 }
 
 export interface SpawnOptions {
-  /** Script path relative to the repository root, run with `node --import tsx`. */
+  /** Script path relative to `cwd` (default: the repository root), run with `node --import tsx`. */
   script: string;
+  cwd?: string;
   args?: string[];
   env?: Record<string, string>;
   /** `taskset -c` list; null runs unpinned. */
@@ -134,11 +135,40 @@ export interface SpawnOptions {
   timeoutMs?: number;
 }
 
+/** Every process this benchmark started and has not stopped, for telling our CPU from other people's. */
+const running = new Set<Proc>();
+
+/** CPU seconds of this process and of every benchmark process still running. */
+export function ourCpuSeconds(): number {
+  let total = cpuSeconds(process.pid);
+  for (const p of running) total += p.cpuSeconds() || 0;
+  return total;
+}
+
+/**
+ * Waits until the rest of the machine (other people's processes) uses less than `threshold` cores,
+ * sampled over `sampleMs`, for at most `maxWaitMs`; returns the last sample. The machine is shared, and a
+ * figure taken beside someone's test run says little.
+ */
+export async function waitForQuiet(options: { threshold?: number; sampleMs?: number; maxWaitMs?: number } = {}): Promise<number> {
+  const threshold = options.threshold ?? 0.3;
+  const sampleMs = options.sampleMs ?? 300;
+  const deadline = performance.now() + (options.maxWaitMs ?? 5_000);
+  for (;;) {
+    const busy0 = machineBusySeconds();
+    const ours0 = ourCpuSeconds();
+    const t0 = performance.now();
+    await sleep(sampleMs);
+    const other = (machineBusySeconds() - busy0 - (ourCpuSeconds() - ours0)) / ((performance.now() - t0) / 1000);
+    if (other < threshold || performance.now() > deadline) return Math.max(0, other);
+  }
+}
+
 export async function spawnNode(name: string, options: SpawnOptions): Promise<Proc> {
   const nodeArgs = ['--import', 'tsx', ...(options.nodeArgs ?? []), options.script, ...(options.args ?? [])];
   const [cmd, args] = options.cpus === null ? ['node', nodeArgs] : ['taskset', ['-c', options.cpus, 'node', ...nodeArgs]];
   const child = spawn(cmd, args as string[], {
-    cwd: ROOT,
+    cwd: options.cwd ?? ROOT,
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe', ...(options.ipc ? (['ipc'] as const) : [])],
   });
@@ -190,7 +220,7 @@ export async function spawnNode(name: string, options: SpawnOptions): Promise<Pr
     }
   }
   const pid = child.pid!;
-  return {
+  const proc: Proc = {
     name,
     pid,
     child,
@@ -199,6 +229,7 @@ export async function spawnNode(name: string, options: SpawnOptions): Promise<Pr
     rssBytes: () => rssBytes(pid),
     tail,
     async stop() {
+      running.delete(proc);
       if (exited) return;
       child.kill('SIGTERM');
       const killed = await Promise.race([exit.then(() => true), sleep(10_000).then(() => false)]);
@@ -208,4 +239,6 @@ export async function spawnNode(name: string, options: SpawnOptions): Promise<Pr
       }
     },
   };
+  running.add(proc);
+  return proc;
 }

@@ -41,10 +41,12 @@ export interface FanoutLoad {
   rounds: number;
   /** Distinct authReqIds per round; every subscriber subscribes to each of them. */
   idsPerRound: number;
-  /** The webhook each round sends once per id: `{{id}}` is the auth_req_id, `{{ts}}` the send time (epoch ms). */
+  /** The webhook each round sends once per id: `{{id}}` is the auth_req_id, `{{ts}}` the send time (epoch ms, 3 decimals). */
   webhook: { origin: string; path: string; headers: Record<string, string>; body: string };
   /** GraphQL subscription document; `$authReqId` is its one variable. */
   subscription: string;
+  /** The gateway's pid: after subscribing, the sender waits until that process is idle (every subscription set up). */
+  gatewayPid?: number;
   /** Dotted path in the event payload of a timestamp (epoch ms or ISO) set from the webhook, if the schema has one. */
   timestampPath?: string;
 }
@@ -56,6 +58,9 @@ export interface FanoutResult {
   deliveriesPerSecond: number;
   /** webhook send -> subscriber receipt, ms. */
   latency: LatencySummary;
+  /** CPU, in cores, of the gateway and of the load generator between the first webhook and the last delivery of each round. */
+  gatewayCpu: number;
+  loadgenCpu: number;
   /** Where the latency's start time came from: the payload's timestamp or the sender's clock. */
   clock: 'payload' | 'sender';
   errors: string[];

@@ -1,5 +1,129 @@
-import type { BenchEnv, ScenarioReport } from '../lib/env.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { API_KEY, NOTIFICATION_TOKEN, type BenchEnv, type GatewayProc, type ScenarioReport } from '../lib/env.js';
+import type { FanoutResult, IdleResult } from '../lib/protocol.js';
+import { fmt } from '../lib/stats.js';
+import { WEBHOOK_PATH, hasWebhook } from './webhook.js';
 
-export async function fanout(_env: BenchEnv): Promise<ScenarioReport> {
-  return { id: 5, title: 'Fan-out', markdown: 'not yet written', targets: [] };
+export const SUBSCRIPTION = `subscription($authReqId: String!) {
+  mobileIdAuthentication(authReqId: $authReqId) {
+    ... on MobileIdAuthenticationFailed { authReqId reason correlationId receivedAt }
+    ... on MobileIdAuthenticated { authReqId subject correlationId receivedAt }
+  }
+}`;
+
+const SUBSCRIBERS = 1000;
+const IDS_PER_ROUND = 10;
+
+function wsUrl(g: GatewayProc): string {
+  return `${g.origin.replace(/^http/, 'ws')}/graphql`;
+}
+
+/**
+ * Scenario 5: 1,000 graphql-ws subscribers (each its own WebSocket), all subscribed to the same
+ * authReqIds; one failure notification per id, carrying the sender's clock in correlation_id, reaches
+ * every subscriber. Then RSS per idle connection (with one pending subscription each) at 1k and 10k.
+ */
+export async function fanout(
+  env: BenchEnv,
+  startFreshGateway: (name: string) => Promise<GatewayProc>,
+): Promise<ScenarioReport> {
+  env.log('scenario 5: fan-out to 1,000 subscribers, and RSS per idle connection');
+  if (!(await hasWebhook(env.gateway))) {
+    env.log('  skipped: POST /webhooks/mobile-id answers 404 (not built yet)');
+    return {
+      id: 5,
+      title: 'Fan-out',
+      markdown: 'Skipped: `POST /webhooks/mobile-id` answered 404 on this build.',
+      targets: [
+        { target: '≥ 50,000 deliveries/s with p99 ≤ 50 ms', measured: 'not measured', met: null },
+        { target: '≤ 15 KB per idle subscription', measured: 'not measured', met: null },
+      ],
+    };
+  }
+  const rounds = env.options.rounds >= 2 ? 3 : 1;
+  const fan = await env.lg.run<FanoutResult>({
+    kind: 'fanout',
+    wsUrl: wsUrl(env.gateway),
+    apiKey: API_KEY,
+    subscribers: SUBSCRIBERS,
+    rounds,
+    idsPerRound: IDS_PER_ROUND,
+    webhook: {
+      origin: env.gateway.origin,
+      path: WEBHOOK_PATH,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${NOTIFICATION_TOKEN}` },
+      body: JSON.stringify({ auth_req_id: '{{id}}', error: 'access_denied', error_description: 'client timeout', correlation_id: '{{ts}}' }),
+    },
+    subscription: SUBSCRIPTION,
+    timestampPath: 'correlationId',
+    gatewayPid: env.gateway.proc.pid,
+  });
+  env.log(
+    `  ${fan.deliveries}/${fan.expected} deliveries, ${Math.round(fan.deliveriesPerSecond)}/s, p50 ${fan.latency.p50.toFixed(1)} ms, p99 ${fan.latency.p99.toFixed(1)} ms, ` +
+      `gateway CPU ${(fan.gatewayCpu * 100).toFixed(0)}%, load generator CPU ${(fan.loadgenCpu * 100).toFixed(0)}%` +
+      (fan.errors.length ? `; errors: ${fan.errors.join(' | ')}` : ''),
+  );
+
+  // Idle connections on a fresh gateway process, so that its RSS starts from a known state.
+  const idle = await startFreshGateway('gateway (idle)');
+  const rss: Array<{ connections: number; rss: number; opened: number; failed: number; errors: string[] }> = [];
+  try {
+    await sleep(2_000);
+    const rss0 = idle.proc.rssBytes();
+    let opened = 0;
+    for (const target of [1_000, 10_000]) {
+      const r = await env.lg.run<IdleResult>({ kind: 'idle', wsUrl: wsUrl(idle), apiKey: API_KEY, connections: target - opened, subscription: SUBSCRIPTION });
+      opened += r.opened;
+      await sleep(3_000);
+      rss.push({ connections: opened, rss: idle.proc.rssBytes() - rss0, opened: r.opened, failed: r.failed, errors: r.errors });
+      env.log(`  ${opened} idle connections (${r.failed} failed): RSS +${fmt.kb(idle.proc.rssBytes() - rss0)} (${fmt.kb((idle.proc.rssBytes() - rss0) / opened)} each)`);
+      if (r.failed) break;
+    }
+    rss.unshift({ connections: 0, rss: 0, opened: 0, failed: 0, errors: [] });
+    await env.lg.run({ kind: 'close-idle' });
+  } finally {
+    await idle.proc.stop();
+  }
+  const at = (n: number) => rss.find((r) => r.connections >= n && r.connections > 0);
+  const perConn = (n: number) => {
+    const r = at(n);
+    return r ? r.rss / r.connections : NaN;
+  };
+  const worst = Math.max(perConn(1_000), perConn(10_000));
+
+  const markdown = [
+    `${SUBSCRIBERS} graphql-ws clients (one WebSocket each, in the load generator process) subscribe to \`mobileIdAuthentication(authReqId)\` for ${IDS_PER_ROUND} new ids per round; ` +
+      `then ${IDS_PER_ROUND} failure notifications go to \`POST /webhooks/mobile-id\` one after the other (the next when the previous one is acknowledged), each with the sender's clock in \`correlation_id\`. ` +
+      `Latency is the subscriber's receipt time minus that timestamp (both clocks are the load generator's), so it covers the webhook request, the durable append, ` +
+      `the publish and the WebSocket delivery. CPU columns cover the same windows (first webhook to last delivery). Deliveries/s = deliveries / (last delivery − first webhook sent), over ${rounds} round(s) of ${SUBSCRIBERS * IDS_PER_ROUND} deliveries. ` +
+      `The subscription query is \`${SUBSCRIPTION.replace(/\s+/g, ' ')}\`.`,
+    '',
+    '| deliveries | deliveries/s | p50 ms | p95 ms | p99 ms | max ms | gateway CPU | load generator CPU | clock | errors |',
+    '|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
+    `| ${fmt.int(fan.deliveries)} of ${fmt.int(fan.expected)} | ${fmt.int(fan.deliveriesPerSecond)} | ${fmt.ms(fan.latency.p50)} | ${fmt.ms(fan.latency.p95)} | ${fmt.ms(fan.latency.p99)} | ${fmt.ms(fan.latency.max)} | ${fmt.pct(fan.gatewayCpu)} | ${fmt.pct(fan.loadgenCpu)} | ${fan.clock} | ${fan.errors.length ? fan.errors.join('; ').slice(0, 200) : 'none'} |`,
+    '',
+    'RSS per idle connection: a fresh gateway process; each connection is a WebSocket that completed `connection_init` and holds one pending ' +
+      '`mobileIdAuthentication` subscription (an id that never completes). RSS is read from /proc after 3 s of quiet.',
+    '',
+    '| connections | RSS growth | per connection | failed |',
+    '|---:|---:|---:|---:|',
+    ...rss.filter((r) => r.connections > 0).map((r) => `| ${fmt.int(r.connections)} | ${fmt.kb(r.rss)} | ${fmt.kb(r.rss / r.connections)} | ${r.failed}${r.errors.length ? ` (${r.errors[0]})` : ''} |`),
+  ].join('\n');
+  return {
+    id: 5,
+    title: 'Fan-out',
+    markdown,
+    targets: [
+      {
+        target: '≥ 50,000 deliveries/s with p99 ≤ 50 ms (1,000 subscribers)',
+        measured: `${fmt.int(fan.deliveriesPerSecond)}/s, p99 ${fmt.ms(fan.latency.p99)} ms`,
+        met: fan.deliveriesPerSecond >= 50_000 && fan.latency.p99 <= 50 && fan.deliveries === fan.expected,
+      },
+      {
+        target: '≤ 15 KB per idle subscription (connection + one subscription)',
+        measured: `${fmt.kb(perConn(1_000))} at 1k, ${fmt.kb(perConn(10_000))} at 10k`,
+        met: Number.isFinite(worst) ? worst <= 15 * 1024 : null,
+      },
+    ],
+  };
 }

@@ -7,7 +7,7 @@ const SHARES = [0.25, 0.5, 0.8];
 /** Scenario 2: p50/p99 of gateway minus baseline at fixed arrival rates (open loop). */
 export async function addedLatency(env: BenchEnv, body: string, baselineMaxRps: number, durationMs: number): Promise<ScenarioReport> {
   env.log('scenario 2: added latency at fixed arrival rates');
-  const gateways = [env.gateway, ...(env.gatewayNormal ? [env.gatewayNormal] : [])];
+  const gateways = [env.gateway, ...(env.gatewayNormal ? [env.gatewayNormal] : []), ...env.others];
   const rows: string[] = [];
   const targets: ScenarioReport['targets'] = [];
   for (const share of SHARES) {

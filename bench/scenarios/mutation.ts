@@ -36,6 +36,7 @@ export async function mutationThroughput(env: BenchEnv, body: string): Promise<{
   env.log('scenario 1: mutation throughput (createNetwork, fresh idempotency key per request)');
   const targets: Target[] = [baselineTarget(env, '/mutation'), gatewayTarget(env.gateway)];
   if (env.gatewayNormal) targets.push(gatewayTarget(env.gatewayNormal));
+  for (const o of env.others) targets.push(gatewayTarget(o));
   const ms = await alternate(
     env.lg,
     targets,
@@ -57,6 +58,7 @@ export async function mutationThroughput(env: BenchEnv, body: string): Promise<{
     row('baseline', byTarget(ms, 'baseline'), baselineRps),
     row(env.gateway.name, byTarget(ms, env.gateway.name), baselineRps),
     ...(env.gatewayNormal ? [row(env.gatewayNormal.name, byTarget(ms, env.gatewayNormal.name), baselineRps)] : []),
+    ...env.others.map((o) => row(o.name, byTarget(ms, o.name), baselineRps)),
     '',
     'Server CPU is the share of its core the server under test used; driver CPU is the load generator plus the upstream stub on the other core ' +
       '(near 100% there means the driver, not the server, set the pace).',

@@ -13,6 +13,15 @@ export interface IdempotencyRecord {
   expiresAt: number;
 }
 
+export interface ClaimRequest {
+  scope: string;
+  key: string;
+  operation: string;
+  fingerprint: string;
+  leaseUntil: number;
+  expiresAt: number;
+}
+
 /** Storage of idempotency records; the rules that use them live in src/upstream/idempotency.ts. */
 export class IdempotencyRecords {
   constructor(private readonly db: Kysely<Database>) {}
@@ -43,30 +52,35 @@ export class IdempotencyRecords {
    * Claims the key for one request. True when this caller now owns it: no record existed, the old one
    * had expired, or it was pending under a lease that ran out (its request died).
    */
-  async claim(rec: { scope: string; key: string; operation: string; fingerprint: string; leaseUntil: number; expiresAt: number }, now = Date.now()): Promise<boolean> {
-    // An expired record no longer counts; remove it so the insert below can win.
-    await this.db
-      .deleteFrom('idempotency_records')
-      .where('scope', '=', rec.scope)
-      .where('key', '=', rec.key)
-      .where('expires_at', '<=', now)
-      .execute();
-    const inserted = await this.db
+  async claim(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
+    return (await this.claimFree(rec, now)) || (await this.takeOver(rec, now));
+  }
+
+  /**
+   * Claims a key nobody holds: inserts the pending record, or replaces one that has expired (an expired
+   * record no longer counts). One statement, so a fresh key costs one write. False when a live record
+   * exists.
+   */
+  async claimFree(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
+    const fresh = {
+      operation: rec.operation,
+      fingerprint: rec.fingerprint,
+      state: 'pending' as const,
+      response: null,
+      lease_until: rec.leaseUntil,
+      created_at: now,
+      expires_at: rec.expiresAt,
+    };
+    const result = await this.db
       .insertInto('idempotency_records')
-      .values({
-        scope: rec.scope,
-        key: rec.key,
-        operation: rec.operation,
-        fingerprint: rec.fingerprint,
-        state: 'pending',
-        response: null,
-        lease_until: rec.leaseUntil,
-        created_at: now,
-        expires_at: rec.expiresAt,
-      })
-      .onConflict((oc) => oc.columns(['scope', 'key']).doNothing())
+      .values({ scope: rec.scope, key: rec.key, ...fresh })
+      .onConflict((oc) => oc.columns(['scope', 'key']).doUpdateSet(fresh).where('idempotency_records.expires_at', '<=', now))
       .executeTakeFirst();
-    if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 1) return true;
+    return Number(result.numInsertedOrUpdatedRows ?? 0n) === 1;
+  }
+
+  /** Takes over a pending record of the same request whose lease ran out (its request died). */
+  async takeOver(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
     const takenOver = await this.db
       .updateTable('idempotency_records')
       .set({ lease_until: rec.leaseUntil })
@@ -75,6 +89,7 @@ export class IdempotencyRecords {
       .where('state', '=', 'pending')
       .where('fingerprint', '=', rec.fingerprint)
       .where('lease_until', '<', now)
+      .where('expires_at', '>', now)
       .executeTakeFirst();
     return Number(takenOver.numUpdatedRows) === 1;
   }

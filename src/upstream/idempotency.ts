@@ -74,7 +74,19 @@ export class Idempotency {
     const slot = `${params.scope}\u0000${key}`;
 
     for (;;) {
-      const existing = await records.get(params.scope, key);
+      const now = Date.now();
+      const claim = {
+        scope: params.scope,
+        key,
+        operation: params.operation,
+        fingerprint: print,
+        leaseUntil: now + this.options.leaseMs,
+        expiresAt: now + this.options.retentionMs,
+      };
+      // Claim first: a fresh key (the common case, and always when the caller gives none) costs one
+      // statement; only a key that is taken is read back.
+      if (await records.claimFree(claim, now)) break;
+      const existing = await records.get(params.scope, key, now);
       if (existing) {
         if (existing.fingerprint !== print || existing.operation !== params.operation) {
           throw new GatewayError(
@@ -88,20 +100,11 @@ export class Idempotency {
           const stored = existing.response;
           return { result: params.fromStored ? params.fromStored(stored) : (stored as T), idempotencyKey: key, replayed: true };
         }
+        if (await records.takeOver(claim, now)) break;
+      } else if (Date.now() < deadline) {
+        // Released or expired between the two statements: it is free now.
+        continue;
       }
-      const now = Date.now();
-      const claimed = await records.claim(
-        {
-          scope: params.scope,
-          key,
-          operation: params.operation,
-          fingerprint: print,
-          leaseUntil: now + this.options.leaseMs,
-          expiresAt: now + this.options.retentionMs,
-        },
-        now,
-      );
-      if (claimed) break;
       if (Date.now() >= deadline) {
         throw new GatewayError(
           ErrorCode.IDEMPOTENCY_KEY_IN_USE,
