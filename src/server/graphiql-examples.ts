@@ -2,13 +2,13 @@ import type { GraphiqlExample } from './graphiql.js';
 
 /**
  * The saved operations GraphiQL opens with: the main flows of the gateway, runnable as they are against
- * the sandbox. Each starts with a `#` title line (GraphiQL names tabs after operations).
+ * the sandbox. The page puts each title on a `#` first line (GraphiQL names tabs after operations).
  */
 export function graphiqlExamples(options: { sandbox: boolean }): GraphiqlExample[] {
   const examples: GraphiqlExample[] = [
     {
       title: 'Create the Kafka chain',
-      query: `# Create the Kafka chain: project → network → subnet → IP → cluster → topic → user, in one call.
+      query: `# project → network → subnet → IP → cluster → topic → user, in one call.
 # Each step is an idempotent cloud mutation; run it again with the same key to resume after a failure.
 mutation ProvisionKafka($key: UUID) {
   provisionKafkaCluster(

@@ -1,95 +1,234 @@
+// A newcomer's first ten minutes, in headless Chromium: GraphiQL served by the gateway itself, with the
+// internet cut off, runs the example operations, documents the schema and streams a subscription.
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromiumUnavailableReason, launchChromium, recordRequests, replaceEditorText, type RequestLog } from '../helpers/browser.js';
+import { graphiqlExamples } from '../../src/server/graphiql-examples.js';
+import { chromiumUnavailableReason, isLocalUrl, launchChromium, recordRequests, type RequestLog } from '../helpers/browser.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const unavailable = chromiumUnavailableReason();
-if (unavailable) console.warn(`skipping the GraphiQL browser test: ${unavailable}`);
+if (unavailable !== null) console.warn(`Skipping the GraphiQL browser test. ${unavailable}`);
 
-const ARTIFACTS = path.resolve('test-artifacts');
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const SCREENSHOT = path.join(ROOT, 'test-artifacts', 'graphiql.png');
 
-/** The text of GraphiQL's result pane, with Monaco's non-breaking spaces made plain. */
+/** Generous: the CI machine has two cores and runs other test files beside this one. */
+const WAIT = { timeout: 30_000 };
+
+/** The auth_req_id the saved subscription and sandbox tabs share, read from the examples so the two cannot drift. */
+const DEMO_AUTH_REQ_ID = (() => {
+  const examples = graphiqlExamples({ sandbox: true });
+  const ids = ['Wait for a mobile-ID result', 'Trigger the mobile-ID result (sandbox)'].map((title) => {
+    const example = examples.find((e) => e.title === title);
+    if (example === undefined) throw new Error(`GraphiQL example "${title}" is missing`);
+    return /authReqId: "([^"]+)"/.exec(example.query)?.[1];
+  });
+  if (ids[0] === undefined || ids[0] !== ids[1]) throw new Error(`the mobile-ID example tabs use different authReqIds: ${ids.join(', ')}`);
+  return ids[0];
+})();
+
+/** Monaco renders spaces as U+00A0 and wraps long lines: make the text plain and one-spaced for matching. */
+function plain(text: string): string {
+  return text.replace(/\u00a0/g, ' ').replace(/\s+/g, ' ');
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** A JSON member as GraphiQL's result pane shows it, e.g. `"accepted": true`. */
+function member(name: string, value: string | number | boolean): RegExp {
+  return new RegExp(`"${escapeRegExp(name)}": ?${escapeRegExp(JSON.stringify(value))}`);
+}
+
 async function responseText(page: Page): Promise<string> {
-  return page.evaluate(() => (document.querySelector('.graphiql-response')?.textContent ?? '').replace(/\u00a0/g, ' '));
+  return plain(await page.locator('.graphiql-response').innerText());
 }
 
-async function waitForResponse(page: Page, pattern: RegExp, timeout = 20_000): Promise<void> {
-  await page.waitForFunction(
-    (source) => new RegExp(source).test((document.querySelector('.graphiql-response')?.textContent ?? '').replace(/\u00a0/g, ' ')),
-    pattern.source,
-    { timeout },
-  );
+/**
+ * Waits until the result pane shows every pattern (match within one line of the pane: Monaco renders only
+ * the lines in view, and their DOM order need not be the visual order), then returns its text. On timeout
+ * the failure names the pattern missing and shows what the pane held.
+ */
+async function waitForResponse(page: Page, ...patterns: RegExp[]): Promise<string> {
+  await page
+    .waitForFunction(
+      (sources) => {
+        const pane = document.querySelector<HTMLElement>('.graphiql-response');
+        const text = (pane?.innerText ?? '').replace(/\u00a0/g, ' ').replace(/\s+/g, ' ');
+        return sources.every((source) => new RegExp(source).test(text));
+      },
+      patterns.map((p) => p.source),
+      { ...WAIT, polling: 100 },
+    )
+    .catch(() => undefined);
+  const text = await responseText(page);
+  for (const pattern of patterns) expect(text, 'the GraphiQL result pane').toMatch(pattern);
+  return text;
 }
 
-describe.skipIf(unavailable !== null)('GraphiQL in a browser, offline', () => {
+/** Switches to the saved tab whose operation is `operationName` and waits until it is the active one. */
+async function openTab(page: Page, operationName: string): Promise<void> {
+  await page.locator('.graphiql-tab-button', { hasText: new RegExp(`^${operationName}$`) }).click(WAIT);
+  await page.locator('.graphiql-tab.graphiql-tab-active', { hasText: new RegExp(`^${operationName}`) }).waitFor(WAIT);
+  await page.locator('.graphiql-query-editor', { hasText: operationName }).waitFor(WAIT);
+}
+
+async function execute(page: Page): Promise<void> {
+  await page.locator('.graphiql-execute-button').click(WAIT);
+}
+
+/** Opens GraphiQL as a browser does (Accept prefers text/html) and waits for the editors and the saved tabs. */
+async function openGraphiql(context: BrowserContext, url: string): Promise<{ page: Page; requests: RequestLog }> {
+  const page = await context.newPage();
+  const requests = recordRequests(page);
+  const response = await page.goto(`${url}/graphql`, WAIT);
+  expect(response?.headers()['content-type']).toMatch(/^text\/html/);
+  await page.locator('.graphiql-query-editor .monaco-editor').waitFor(WAIT);
+  await page.locator('.graphiql-tab-button').first().waitFor(WAIT);
+  return { page, requests };
+}
+
+describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the internet cut off', () => {
   let gw: TestGateway;
-  let browser: Browser;
+  let browser: Browser | null = null;
+  let context: BrowserContext;
   let page: Page;
-  let requests: RequestLog;
+  const requestLogs: RequestLog[] = [];
+  /** Every graphql-ws message the pages sent or received, as text. */
+  const wsFrames: { direction: 'sent' | 'received'; payload: string }[] = [];
+  let screenshotTaken = false;
 
   beforeAll(async () => {
-    gw = await startTestGateway({ SANDBOX_CALLBACK_DELAY_MS: '50' });
-    browser = (await launchChromium())!;
-    page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-    requests = recordRequests(page);
-    await page.goto(`${gw.url}/graphql`);
-    await page.waitForSelector('.graphiql-container', { timeout: 30_000 });
-    await page.waitForSelector('.graphiql-query-editor .monaco-editor', { timeout: 30_000 });
+    gw = await startTestGateway();
+    browser = await launchChromium();
+    if (browser === null) throw new Error(`Chromium could not be launched: ${chromiumUnavailableReason()}`);
+    context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+    // Cut the internet off: anything not on loopback fails as if offline (and is still recorded below).
+    await context.route(
+      (url) => !isLocalUrl(url.href),
+      (route) => route.abort('internetdisconnected'),
+    );
+    context.on('page', (p) =>
+      p.on('websocket', (socket) => {
+        socket.on('framesent', (frame) => wsFrames.push({ direction: 'sent', payload: String(frame.payload) }));
+        socket.on('framereceived', (frame) => wsFrames.push({ direction: 'received', payload: String(frame.payload) }));
+      }),
+    );
+    const opened = await openGraphiql(context, gw.url);
+    page = opened.page;
+    requestLogs.push(opened.requests);
   }, 90_000);
 
   afterAll(async () => {
-    if (page) {
-      fs.mkdirSync(ARTIFACTS, { recursive: true });
-      await page.screenshot({ path: path.join(ARTIFACTS, 'graphiql.png') }).catch(() => undefined);
+    // A failed run leaves a picture of where it stopped.
+    if (!screenshotTaken && page !== undefined) {
+      fs.mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
+      await page.screenshot({ path: SCREENSHOT }).catch(() => undefined);
     }
+    await context?.close().catch(() => undefined);
     await browser?.close();
     await gw?.close();
   });
 
-  it('opens with the example operations as tabs', async () => {
-    const tabs = (await page.locator('.graphiql-tab').allInnerTexts()).join(' | ');
-    expect(tabs).toContain('ProvisionKafka');
-    expect(tabs).toContain('WaitForMobileId');
-    expect(tabs).toContain('CompleteMobileId');
+  it('opens with the main flows as saved tabs, the Kafka chain first', async () => {
+    const tabs = await page.locator('.graphiql-tab-button').allInnerTexts();
+    expect(tabs[0]).toBe('ProvisionKafka');
+    expect(tabs).toEqual(expect.arrayContaining(['Projects', 'CreateIdentification', 'WaitForMobileId', 'CompleteMobileId']));
+    await expect.poll(() => page.locator('.graphiql-tab-active').innerText()).toMatch(/^ProvisionKafka/);
+    await expect.poll(() => page.locator('[data-testid="gateway-logo"]').innerText()).toMatch(/sandbox/);
   });
 
-  it('runs a query and shows its result', async () => {
-    await replaceEditorText(page, '.graphiql-query-editor .monaco-editor', '{ catalog { kafkaVersions { name wireValue } } }');
-    await page.locator('.graphiql-execute-button').click();
-    await waitForResponse(page, /"wireValue":\s*"3\.1\.0"/);
-    expect(await responseText(page)).toContain('V2_8_1');
-  });
+  it('runs the Kafka chain from the first tab, then shows the new project in the Projects tab', async () => {
+    await execute(page);
+    const started = await waitForResponse(page, /"provisionKafkaCluster"/, member('replayed', false));
+    const provisioningId = /"provisioning": ?\{ ?"id": ?"([0-9a-f-]{36})"/.exec(started)?.[1];
+    expect(provisioningId, started).toBeDefined();
 
-  it('shows the schema descriptions in the docs pane', async () => {
-    await page.locator('.graphiql-sidebar button').first().click();
-    await page.waitForSelector('.graphiql-doc-explorer', { timeout: 15_000 });
-    await page.locator('.graphiql-doc-explorer').getByText('Query', { exact: true }).first().click();
-    await page.locator('.graphiql-doc-explorer').getByText('Projects the gateway created', { exact: false }).first().waitFor({ timeout: 15_000 });
-    await page.locator('.graphiql-sidebar button').first().click();
-  });
+    // The chain runs in the background; wait (over HTTP) until its first step has created the project.
+    let projectId: string | undefined;
+    await expect
+      .poll(
+        async () => {
+          const res = await gw.graphql<{ projects: { id: string; name: string }[] }>('{ projects(first: 10) { id name } }');
+          projectId = res.data?.projects.find((p) => p.name === 'demo')?.id;
+          return projectId;
+        },
+        { timeout: WAIT.timeout, interval: 200 },
+      )
+      .toBeDefined();
 
-  it('streams a mobile-ID result into the result pane when the sandbox completes the authentication', async () => {
-    const authReqId = `browser-${Date.now()}`;
-    await replaceEditorText(
-      page,
-      '.graphiql-query-editor .monaco-editor',
-      `subscription Wait { mobileIdAuthentication(authReqId: "${authReqId}") { __typename ... on MobileIdAuthenticated { authReqId subject } } }`,
-    );
-    await page.locator('.graphiql-execute-button').click();
-    // The subscription is live once GraphiQL's execute button turns into a stop button.
-    await page.waitForFunction(() => document.querySelector('.graphiql-execute-button')?.getAttribute('aria-label')?.toLowerCase().includes('stop'), null, {
-      timeout: 15_000,
-    });
-    const trigger = await gw.graphql(`mutation($id: String!) { sandboxCompleteMobileIdAuthentication(authReqId: $id, outcome: SUCCESS) { httpStatus } }`, { id: authReqId });
-    expect(trigger.data!.sandboxCompleteMobileIdAuthentication.httpStatus).toBe(204);
-    await waitForResponse(page, new RegExp(`"authReqId":\\s*"${authReqId}"`));
-    expect(await responseText(page)).toContain('MobileIdAuthenticated');
-  });
+    await openTab(page, 'Projects');
+    await execute(page);
+    await waitForResponse(page, /"projects"/, member('id', projectId!), member('name', 'demo'));
+  }, 90_000);
 
-  it('loaded nothing from outside this machine', () => {
-    expect(requests.urls.length).toBeGreaterThan(3);
-    expect(requests.nonLocal()).toEqual([]);
+  it('documents the schema in the docs pane with the descriptions the schema carries', async () => {
+    const res = await gw.graphql<{ subscription: { fields: { name: string; description: string | null }[] }; result: { description: string | null } }>(`{
+      subscription: __type(name: "Subscription") { fields { name description } }
+      result: __type(name: "MobileIdAuthenticationResult") { description }
+    }`);
+    const fieldDescription = res.data?.subscription.fields.find((f) => f.name === 'mobileIdAuthentication')?.description;
+    const typeDescription = res.data?.result.description;
+    expect(fieldDescription).toBeTruthy();
+    expect(typeDescription).toBeTruthy();
+    // Markdown renders `code` without its backticks; compare the first sentence as plain text.
+    const firstSentence = (description: string) => plain(description.replace(/`/g, '')).split(/(?<=\.) /)[0]!;
+
+    await page.locator('button[aria-label="Show Documentation Explorer"]').click(WAIT);
+    const docs = page.locator('.graphiql-doc-explorer');
+    await docs.locator('a.graphiql-doc-explorer-type-name', { hasText: /^Subscription$/ }).first().click(WAIT);
+    await docs.locator('a.graphiql-doc-explorer-field-name', { hasText: /^mobileIdAuthentication$/ }).first().click(WAIT);
+    await expect.poll(async () => plain(await docs.innerText()), WAIT).toContain(firstSentence(fieldDescription!));
+
+    // From the field to its type: the union's description and its two members.
+    await docs.locator('.graphiql-doc-explorer-content a.graphiql-doc-explorer-type-name', { hasText: /^MobileIdAuthenticationResult$/ }).first().click(WAIT);
+    await docs.locator('.graphiql-doc-explorer-title', { hasText: /^MobileIdAuthenticationResult$/ }).waitFor(WAIT);
+    const typePage = plain(await docs.innerText());
+    expect(typePage).toContain(firstSentence(typeDescription!));
+    expect(typePage).toMatch(/MobileIdAuthenticated\b/);
+    expect(typePage).toMatch(/MobileIdAuthenticationFailed\b/);
+
+    await page.locator('button[aria-label="Hide Documentation Explorer"]').click(WAIT);
+    await docs.waitFor({ state: 'detached', ...WAIT });
+  }, 60_000);
+
+  it('streams the mobile-ID result into the subscription tab when the sandbox tab, open in a second browser tab, completes it', async () => {
+    await openTab(page, 'WaitForMobileId');
+    await execute(page);
+    // Live: GraphiQL turns the execute button into a stop button, and the subscribe went over graphql-ws.
+    await page.locator('.graphiql-execute-button[aria-label^="Stop"]').waitFor(WAIT);
+    await expect
+      .poll(() => wsFrames.some((f) => f.direction === 'sent' && /"type":"subscribe"/.test(f.payload) && f.payload.includes(`mobileIdAuthentication(authReqId: \\"${DEMO_AUTH_REQ_ID}\\")`)), WAIT)
+      .toBe(true);
+    expect(await responseText(page)).not.toMatch(/MobileIdAuthenticat/);
+
+    // Switching tabs in one GraphiQL stops its subscription, so the sandbox tab runs in a second browser tab.
+    const second = await openGraphiql(context, gw.url);
+    requestLogs.push(second.requests);
+    await openTab(second.page, 'CompleteMobileId');
+    await execute(second.page);
+    await waitForResponse(second.page, member('authReqId', DEMO_AUTH_REQ_ID), member('httpStatus', 204), member('accepted', true));
+
+    const event = await waitForResponse(page, member('__typename', 'MobileIdAuthenticated'), member('authReqId', DEMO_AUTH_REQ_ID));
+    expect(event).toMatch(/"subject": ?"[^"]+"/);
+    expect(wsFrames.some((f) => f.direction === 'received' && /"type":"next"/.test(f.payload) && f.payload.includes('"MobileIdAuthenticated"'))).toBe(true);
+    // An authentication ends once, so the stream completes and the button offers to run again.
+    await page.locator('.graphiql-execute-button[aria-label^="Execute"]').waitFor(WAIT);
+
+    await page.bringToFront();
+    fs.mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
+    await page.screenshot({ path: SCREENSHOT });
+    screenshotTaken = true;
+    expect(fs.readFileSync(SCREENSHOT).subarray(0, 8)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+  }, 90_000);
+
+  it('loaded the page, its scripts, workers and WebSocket from 127.0.0.1 only', () => {
+    const urls = requestLogs.flatMap((log) => log.urls);
+    const origin = new URL(gw.url);
+    expect(urls).toEqual(expect.arrayContaining([`${gw.url}/graphql`, expect.stringMatching(/\/graphql\/assets\/graphiql\.js/), `ws://${origin.host}/graphql`]));
+    expect(requestLogs.flatMap((log) => log.nonLocal())).toEqual([]);
   });
 });

@@ -1,84 +1,417 @@
+// Docker cannot run here, so the Dockerfile, .dockerignore and docker-compose.yml are read against the
+// repository: what an operator's `docker build` would copy, run and start must all exist and fit together.
 import fs from 'node:fs';
+import { builtinModules } from 'node:module';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { ENV_VARS } from '../../src/config.js';
+import {
+  argList,
+  dockerignore,
+  filesUnder,
+  originOf,
+  parseDockerfile,
+  words,
+  type Instruction,
+  type Origin,
+  type ParsedDockerfile,
+  type Stage,
+} from '../helpers/dockerfile.js';
+
+const posix = path.posix;
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const read = (file: string) => fs.readFileSync(path.join(ROOT, file), 'utf8');
+
+interface PackageJson {
+  scripts: Record<string, string>;
+  dependencies?: Record<string, string>;
+  engines?: { node?: string };
+}
+interface TsConfig {
+  extends?: string;
+  include?: string[];
+  compilerOptions?: { outDir?: string; rootDir?: string };
+}
+
+const pkg = JSON.parse(read('package.json')) as PackageJson;
+const isIgnored = dockerignore(read('.dockerignore'));
+const exists = (contextPath: string) => fs.existsSync(path.join(ROOT, contextPath));
+const isContextDir = (contextPath: string) => exists(contextPath) && fs.statSync(path.join(ROOT, contextPath)).isDirectory();
+
+/** The context files a wildcard COPY source matches (wildcards in its last segment only, as this repo needs). */
+function expand(source: string): string[] {
+  if (!/[*?[]/.test(source)) return [source];
+  const dir = posix.dirname(source);
+  const re = new RegExp(`^${posix.basename(source).replace(/[.+^${}()|\\]/g, '\\$&').replace(/\*/g, '[^/]*').replace(/\?/g, '[^/]')}$`);
+  return exists(dir) ? fs.readdirSync(path.join(ROOT, dir)).filter((name) => re.test(name)).map((name) => posix.join(dir, name)) : [];
+}
+
+const dockerfile: ParsedDockerfile = parseDockerfile(read('Dockerfile'), {
+  // A source from another stage cannot be looked at: one with a file extension is taken for a file.
+  isDir: (from, source) => (from === undefined ? isContextDir(source) : !/\.[A-Za-z0-9]+$/.test(posix.basename(source))),
+  expand,
+  inContext: (contextPath) => exists(contextPath) && !isIgnored(contextPath),
+});
+const stages = dockerfile.stages;
+const runtime = stages.at(-1)!;
+
+/** A position in the Dockerfile that orders commands, also two in one RUN (`a && b`). */
+interface RunMatch {
+  stage: Stage;
+  instruction: Instruction;
+  offset: number;
+}
+function runs(stage: Stage, pattern: RegExp): RunMatch[] {
+  const global = new RegExp(pattern.source, pattern.flags.includes('g') ? pattern.flags : `${pattern.flags}g`);
+  return stage.instructions
+    .filter((i) => i.keyword === 'RUN')
+    .flatMap((instruction) => [...instruction.args.matchAll(global)].map((m) => ({ stage, instruction, offset: m.index })));
+}
+const before = (a: RunMatch, b: RunMatch) => a.instruction.index < b.instruction.index || (a.instruction.index === b.instruction.index && a.offset < b.offset);
+const workdirAt = (stage: Stage, index: number) => stage.workdirAt[index]!;
+
+const NPM_BUILD = /\bnpm run(?:\s+--?[\w-]+)*\s+build\b/;
+const buildRuns = stages.flatMap((s) => runs(s, NPM_BUILD));
+const buildStage = buildRuns[0]?.stage;
+const PROD_ONLY = /--omit[= ]dev|--production\b|--only[= ]prod/;
+
+/** The tsconfig a `tsc -p` names, with the ones it extends: [file, parsed] from the most derived. */
+function tsconfigChain(file: string): [string, TsConfig][] {
+  const config = JSON.parse(read(file)) as TsConfig;
+  const parent = config.extends === undefined ? [] : tsconfigChain(posix.join(posix.dirname(file), config.extends));
+  return [[file, config], ...parent];
+}
+
+/** `outDir/` + src/main.ts compiled, per tsconfig.build.json (the config `npm run build` passes to tsc). */
+function builtEntryPoint(): string {
+  const projectArg = /\btsc\b[^&|;]*?(?:-p|--project)\s+(\S+)/.exec(pkg.scripts['build'] ?? '')?.[1];
+  expect(projectArg, 'npm run build compiles with `tsc -p <tsconfig>`').toBeDefined();
+  const options = Object.assign({}, ...tsconfigChain(projectArg!).reverse().map(([, c]) => c.compilerOptions ?? {})) as NonNullable<TsConfig['compilerOptions']>;
+  expect(options.outDir, `${projectArg} sets outDir`).toBeDefined();
+  return posix.join(options.outDir!, posix.relative(options.rootDir ?? 'src', 'src/main.ts')).replace(/\.ts$/, '.js');
+}
 
 /**
- * Docker cannot build here, so the Dockerfile is read against the repository: every file it copies and
- * every script it runs must exist, and the image must start what `npm start` starts.
+ * The repository files an npm script (with its pre/post scripts) reads: paths it names, the tsconfig
+ * chain and `include` of a `tsc -p`, and paths named as string literals in the scripts it runs with node.
  */
-const root = path.resolve(import.meta.dirname, '../..');
-const dockerfile = fs.readFileSync(path.join(root, 'Dockerfile'), 'utf8');
-const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-const ignored = fs
-  .readFileSync(path.join(root, '.dockerignore'), 'utf8')
-  .split('\n')
-  .map((l) => l.trim())
-  .filter((l) => l && !l.startsWith('#'));
+function inputsOfScript(name: string): string[] {
+  const inputs = new Set<string>();
+  for (const script of [`pre${name}`, name, `post${name}`]) {
+    const text = pkg.scripts[script];
+    if (text === undefined) continue;
+    for (const word of words(text)) {
+      const candidate = posix.normalize(word);
+      if (candidate === '.' || !exists(candidate)) continue;
+      inputs.add(candidate);
+      if (/tsconfig[\w.-]*\.json$/.test(candidate)) {
+        const chain = tsconfigChain(candidate);
+        for (const [file] of chain) inputs.add(file);
+        // `include` is not merged: the most derived config that sets it wins.
+        const [includingFile, including] = chain.find(([, c]) => c.include !== undefined) ?? [candidate, { include: [] }];
+        for (const include of including.include ?? []) inputs.add(posix.join(posix.dirname(includingFile), include));
+      }
+      if (/\.(mjs|cjs|js)$/.test(candidate)) {
+        for (const m of read(candidate).matchAll(/'([\w./-]+)'|"([\w./-]+)"/g)) {
+          const literal = posix.normalize(m[1] ?? m[2]!);
+          if (literal.includes('/') && exists(literal)) inputs.add(literal);
+        }
+      }
+    }
+  }
+  return [...inputs];
+}
 
-/** Instructions with continuation lines joined, comments dropped. */
-const instructions = dockerfile
-  .replace(/\\\n/g, ' ')
-  .split('\n')
-  .map((l) => l.trim())
-  .filter((l) => l && !l.startsWith('#'));
-const stages = instructions.reduce<string[][]>((acc, line) => {
-  if (/^FROM\s/i.test(line)) acc.push([]);
-  acc.at(-1)?.push(line);
-  return acc;
-}, []);
+/** What the image holds at `imagePath` must be `contextPath` from the build context, not ignored. */
+function expectFromContext(origin: Origin, contextPath: string, where: string): void {
+  const summary = origin.kind === 'context' ? origin : { kind: origin.kind, stage: origin.stage.name, path: origin.path };
+  expect(summary, where).toEqual({ kind: 'context', path: contextPath });
+  expect(exists(contextPath), `${contextPath} exists (${where})`).toBe(true);
+  expect(isIgnored(contextPath), `${contextPath} is not excluded by .dockerignore (${where})`).toBe(false);
+}
 
-describe('Dockerfile', () => {
-  it('copies only files that exist in the build context and are not ignored', () => {
-    const copies = instructions.filter((l) => /^COPY\s/i.test(l) && !/--from=/i.test(l));
+const ENV_NAMES = new Set(ENV_VARS.map((v) => v.name));
+const envDefault = (name: string) => ENV_VARS.find((v) => v.name === name)?.default;
+
+describe('Dockerfile, read against the repository', () => {
+  it('is multi-stage: a stage that runs npm run build, and a different, last stage that runs the server', () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    expect(buildStage, 'a stage runs `npm run build`').toBeDefined();
+    expect(buildStage).not.toBe(runtime);
+    expect(runs(runtime, NPM_BUILD)).toEqual([]);
+  });
+
+  it('copies from the build context only paths that exist and that .dockerignore lets through', () => {
+    const copies = stages.flatMap((s) => s.instructions.filter((i) => (i.keyword === 'COPY' || i.keyword === 'ADD') && !/--from=/.test(i.args)));
     expect(copies.length).toBeGreaterThan(0);
     for (const copy of copies) {
-      const parts = copy.split(/\s+/).slice(1).filter((p) => !p.startsWith('--'));
-      for (const source of parts.slice(0, -1)) {
-        expect(fs.existsSync(path.join(root, source)), `${source} (in "${copy}") exists`).toBe(true);
-        expect(ignored.includes(source.replace(/\/$/, '')), `${source} is not in .dockerignore`).toBe(false);
+      const sources = argList(copy.args.replace(/^(\s*--\S+)+/, '')).slice(0, -1);
+      for (const source of sources) {
+        const matched = expand(source);
+        expect(matched, `"${copy.keyword} ${copy.args}": ${source} matches something`).not.toEqual([]);
+        for (const file of matched) {
+          expect(exists(file), `"${copy.keyword} ${copy.args}": ${file} exists`).toBe(true);
+          expect(isIgnored(file), `"${copy.keyword} ${copy.args}": ${file} is excluded by .dockerignore`).toBe(false);
+          if (isContextDir(file)) {
+            expect(filesUnder(ROOT, file).filter((f) => !isIgnored(f)), `"${copy.keyword} ${copy.args}": ${file}/ is not emptied by .dockerignore`).not.toEqual([]);
+          }
+        }
       }
     }
   });
 
-  it('runs only npm scripts that package.json defines', () => {
-    const runs = [...dockerfile.matchAll(/npm run ([\w:-]+)/g)].map((m) => m[1]!);
-    expect(runs).toContain('build');
-    for (const script of runs) expect(pkg.scripts[script], `npm run ${script}`).toBeDefined();
+  it('installs dependencies with package.json and package-lock.json copied in first', () => {
+    const installs = stages.flatMap((s) => runs(s, /\bnpm (?:ci|install|i)\b/));
+    expect(installs.length).toBeGreaterThan(0);
+    for (const { stage, instruction } of installs) {
+      const workdir = workdirAt(stage, instruction.index);
+      for (const file of ['package.json', 'package-lock.json']) {
+        expectFromContext(originOf(dockerfile, stage, posix.join(workdir, file), instruction.index), file, `before "RUN ${instruction.args}" in stage ${stage.name}`);
+      }
+    }
   });
 
-  it('starts the file that the build produces from src/main.ts, as npm start does', () => {
-    const tsconfig = JSON.parse(fs.readFileSync(path.join(root, 'tsconfig.build.json'), 'utf8')) as { compilerOptions: { outDir: string; rootDir: string } };
-    const built = path.join(tsconfig.compilerOptions.outDir, path.relative(tsconfig.compilerOptions.rootDir, 'src/main.ts')).replace(/\.ts$/, '.js');
-    const cmd = instructions.find((l) => /^CMD\s/i.test(l))!;
-    expect(cmd).toContain(built);
-    expect(pkg.scripts.start).toContain(built);
-    expect(fs.existsSync(path.join(root, 'src/main.ts'))).toBe(true);
+  it('runs only npm scripts that package.json defines, with every file they read copied in first', () => {
+    const npmRuns = stages.flatMap((s) => runs(s, /\bnpm run(?:\s+--?[\w-]+)*\s+([\w:.-]+)/));
+    expect(npmRuns.length).toBeGreaterThan(0);
+    for (const { stage, instruction, offset } of npmRuns) {
+      const script = /\bnpm run(?:\s+--?[\w-]+)*\s+([\w:.-]+)/.exec(instruction.args.slice(offset))![1]!;
+      expect(pkg.scripts[script], `package.json defines "${script}" (RUN ${instruction.args})`).toBeDefined();
+      const inputs = inputsOfScript(script);
+      expect(inputs.length, `npm run ${script} reads files of the repository`).toBeGreaterThan(0);
+      const workdir = workdirAt(stage, instruction.index);
+      for (const input of inputs) {
+        expectFromContext(originOf(dockerfile, stage, posix.join(workdir, input), instruction.index), input, `npm run ${script} reads ${input}`);
+      }
+    }
   });
 
-  it('builds with dev dependencies and runs with production ones only, as a non-root user', () => {
-    expect(stages.length).toBeGreaterThanOrEqual(2);
-    const build = stages[0]!.join('\n');
-    const runtime = stages.at(-1)!.join('\n');
-    expect(build).toMatch(/npm ci(?![^\n]*--omit=dev)/);
-    expect(build + runtime).toMatch(/npm prune --omit=dev|npm ci --omit=dev/);
-    expect(runtime).toMatch(/^USER\s+(?!root\b)\S+/m);
-    // what the runtime reads from the project root (src/paths.ts): schema/ and the built dist/
-    expect(runtime).toMatch(/COPY --from=build\S* .*\/app\/dist/);
-    expect(runtime).toMatch(/COPY --from=build\S* .*\/app\/schema/);
-    expect(runtime).toMatch(/COPY --from=build\S* .*\/app\/node_modules/);
+  it('starts, as npm start does, the file that npm run build compiles from src/main.ts', () => {
+    const built = builtEntryPoint();
+    expect(pkg.scripts['start']).toMatch(new RegExp(`^node ${built.replace(/\./g, '\\.')}$`));
+    const cmd = runtime.instructions.filter((i) => i.keyword === 'CMD').at(-1);
+    expect(cmd, 'the runtime stage has a CMD').toBeDefined();
+    expect(runtime.instructions.some((i) => i.keyword === 'ENTRYPOINT'), 'no ENTRYPOINT wraps the CMD').toBe(false);
+    const [program, file, ...rest] = argList(cmd!.args);
+    expect(program).toBe('node');
+    expect(rest).toEqual([]);
+    // Exec form: node is PID 1 and gets SIGTERM itself, which src/main.ts turns into a graceful drain.
+    expect(cmd!.args.trim().startsWith('['), 'CMD is in exec form').toBe(true);
+    const workdir = workdirAt(runtime, cmd!.index);
+    const entry = posix.resolve(workdir, file!);
+    expect(entry).toBe(posix.join(workdir, built));
+
+    // The entry point is compiled in the build stage, from src/main.ts copied in before the build.
+    const origin = originOf(dockerfile, runtime, entry);
+    expect(origin.kind, `${entry} is built by a stage, not copied from the context`).toBe('made');
+    const made = origin as Extract<Origin, { kind: 'made' }>;
+    const build = buildRuns.find((r) => r.stage === made.stage);
+    expect(build, `stage ${made.stage.name}, which holds ${made.path}, runs npm run build`).toBeDefined();
+    const buildDir = workdirAt(made.stage, build!.instruction.index);
+    expect(made.path).toBe(posix.join(buildDir, built));
+    expectFromContext(originOf(dockerfile, made.stage, posix.join(buildDir, 'src/main.ts'), build!.instruction.index), 'src/main.ts', 'the build compiles src/main.ts');
+    expect(exists('src/main.ts')).toBe(true);
   });
 
-  it('uses a Node LTS image, checks /healthz and keeps DATA_DIR on a volume', () => {
-    expect(dockerfile).toMatch(/node:(lts|\d*[02468])(-[\w.-]+)?/);
-    expect(instructions.find((l) => /^HEALTHCHECK\s/i.test(l))).toMatch(/\/healthz/);
-    const dataDir = /DATA_DIR=(\S+)/.exec(dockerfile)?.[1];
-    expect(dataDir).toBeDefined();
-    expect(instructions.find((l) => /^VOLUME\s/i.test(l))).toContain(dataDir!);
+  it('builds with dev dependencies installed, then runs with production dependencies only', () => {
+    // The build needs TypeScript and esbuild, so its install must not leave out dev dependencies.
+    const build = buildRuns[0]!;
+    const install = runs(build.stage, /\bnpm (?:ci|install|i)\b[^&|;]*/).filter((r) => before(r, build));
+    expect(install.length, 'the build stage installs dependencies before npm run build').toBeGreaterThan(0);
+    for (const r of install) {
+      const command = /\bnpm (?:ci|install|i)\b[^&|;]*/.exec(r.instruction.args.slice(r.offset))![0];
+      expect(command, 'the build installs dev dependencies').not.toMatch(PROD_ONLY);
+      expect(r.instruction.args.slice(0, r.offset), 'no NODE_ENV=production on the install command').not.toMatch(/NODE_ENV=production/);
+      const envBefore = build.stage.instructions.filter((i) => i.keyword === 'ENV' && i.index < r.instruction.index).map((i) => i.args).join(' ');
+      expect(envBefore, 'NODE_ENV=production (which drops dev dependencies) is not set before the build install').not.toMatch(/NODE_ENV[= ]"?production/);
+    }
+
+    // The runtime's node_modules: installed there without dev dependencies, or copied from a stage that pruned them after building.
+    const workdir = runtime.workdirAt.at(-1)!;
+    const origin = originOf(dockerfile, runtime, posix.join(workdir, 'node_modules'));
+    expect(origin.kind, 'node_modules is not copied from the build context').toBe('made');
+    const from = (origin as Extract<Origin, { kind: 'made' }>).stage;
+    const installs = runs(from, /\bnpm (?:ci|install|i)\b[^&|;]*/);
+    const prunes = runs(from, /\bnpm prune\b[^&|;]*/).filter((r) => PROD_ONLY.test(/\bnpm prune\b[^&|;]*/.exec(r.instruction.args.slice(r.offset))![0]));
+    const lastInstall = installs.at(-1);
+    expect(lastInstall, `stage ${from.name} installs the node_modules the runtime gets`).toBeDefined();
+    const installedProdOnly = PROD_ONLY.test(/\bnpm (?:ci|install|i)\b[^&|;]*/.exec(lastInstall!.instruction.args.slice(lastInstall!.offset))![0]);
+    const prunedAfterBuild = prunes.some((p) => before(lastInstall!, p) && buildRuns.filter((b) => b.stage === from).every((b) => before(b, p)));
+    expect(installedProdOnly || prunedAfterBuild, `node_modules of stage ${from.name} hold production dependencies only`).toBe(true);
+    // better-sqlite3 is compiled for the Node and libc of the stage that installed it.
+    expect(from.image, `node_modules come from the same image the server runs on`).toBe(runtime.image);
   });
 
-  it('has a compose file that builds this Dockerfile and keeps data on a volume', () => {
-    const compose = fs.readFileSync(path.join(root, 'docker-compose.yml'), 'utf8');
-    expect(compose).toMatch(/build:\s*\./);
-    expect(compose).toMatch(/:\/data/);
+  it('puts what the server reads from its project root at run time beside package.json', () => {
+    // src/paths.ts finds the project root by its package.json, then reads these folders under it.
+    const paths = read('src/paths.ts');
+    const underRoot = [...paths.matchAll(/path\.join\(PROJECT_ROOT,\s*([^)]+)\)/g)].map((m) => posix.join(...[...m[1]!.matchAll(/'([^']+)'/g)].map((q) => q[1]!)));
+    expect(underRoot).toEqual(expect.arrayContaining(['schema', 'dist/graphiql']));
+    const workdir = runtime.workdirAt.at(-1)!;
+    expectFromContext(originOf(dockerfile, runtime, posix.join(workdir, 'package.json')), 'package.json', 'the runtime finds its root (and "type": "module") by package.json');
+    for (const entry of underRoot) {
+      const origin = originOf(dockerfile, runtime, posix.join(workdir, entry));
+      if (origin.kind === 'context') {
+        expectFromContext(origin, entry, `the runtime reads ${entry}`);
+      } else {
+        const build = buildRuns.find((r) => r.stage === origin.stage);
+        expect(build, `${entry} is made by npm run build in stage ${origin.stage.name}`).toBeDefined();
+        expect(origin.path).toBe(posix.join(workdirAt(origin.stage, build!.instruction.index), entry));
+        expect(origin.stage).not.toBe(runtime);
+      }
+    }
+  });
+
+  it('runs code that imports only production dependencies, the ones left after pruning', () => {
+    // The files tsc compiles for dist/ (tsconfig.build.json's include minus its exclude).
+    const [buildConfigFile] = tsconfigChain(/\btsc\b[^&|;]*?(?:-p|--project)\s+(\S+)/.exec(pkg.scripts['build'] ?? '')![1]!)[0]!;
+    const chain = tsconfigChain(buildConfigFile);
+    const include = chain.find(([, c]) => c.include !== undefined)?.[1].include ?? [];
+    const exclude = (JSON.parse(read(buildConfigFile)) as { exclude?: string[] }).exclude ?? [];
+    const compiled = include
+      .flatMap((dir) => filesUnder(ROOT, dir))
+      .filter((f) => /\.tsx?$/.test(f) && !f.endsWith('.d.ts') && !exclude.some((e) => f === e || f.startsWith(`${e}/`)));
+    expect(compiled).toContain('src/main.ts');
+
+    const production = new Set(Object.keys(pkg.dependencies ?? {}));
+    const imported = new Map<string, string>();
+    for (const file of compiled) {
+      const text = read(file);
+      // `import type` is erased; any other import (also `import { type X }`) loads the module at run time.
+      const specifiers = [
+        ...text.matchAll(/^\s*(?:import|export)\s+(?!type\b)[^;]*?\bfrom\s+['"]([^'"]+)['"]/gm),
+        ...text.matchAll(/^\s*import\s+['"]([^'"]+)['"]/gm),
+        ...text.matchAll(/\bimport\(\s*['"]([^'"]+)['"]\s*\)/g),
+      ].map((m) => m[1]!);
+      for (const specifier of specifiers) {
+        if (specifier.startsWith('.') || specifier.startsWith('node:') || builtinModules.includes(specifier)) continue;
+        const name = specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]!;
+        imported.set(name, file);
+      }
+    }
+    expect(imported.has('graphql'), 'the scan finds the imports').toBe(true);
+    for (const [name, file] of imported) expect(production.has(name), `${file} imports ${name}, which is not in "dependencies"`).toBe(true);
+  });
+
+  it('runs as a non-root user that exists in the image and owns DATA_DIR, which is a volume', () => {
+    const user = runtime.instructions.filter((i) => i.keyword === 'USER').at(-1);
+    expect(user, 'the runtime stage sets USER').toBeDefined();
+    const cmd = runtime.instructions.filter((i) => i.keyword === 'CMD').at(-1)!;
+    expect(user!.index).toBeLessThan(cmd.index);
+    const name = user!.args.trim().split(':')[0]!;
+    expect(['root', '0']).not.toContain(name);
+    const createdHere = runs(runtime, new RegExp(`\\b(?:useradd|adduser)\\b[^&|;]*\\b${name}\\b`)).length > 0;
+    expect(createdHere || (name === 'node' && /^node:/.test(runtime.image)), `user ${name} exists in ${runtime.image}`).toBe(true);
+
+    const dataDir = runtime.env['DATA_DIR'];
+    expect(dataDir, 'the runtime stage sets DATA_DIR').toBeDefined();
+    expect(posix.isAbsolute(dataDir!)).toBe(true);
+    const volumes = runtime.instructions.filter((i) => i.keyword === 'VOLUME').flatMap((i) => argList(i.args));
+    expect(volumes).toContain(dataDir);
+    // A new volume starts as a copy of the image's folder, so the folder must already belong to the user.
+    const owned = runs(runtime, new RegExp(`\\bchown\\s+(?:-R\\s+)?${name}(?::\\S+)?\\s+(?:\\S+\\s+)*${dataDir!.replace(/\//g, '\\/')}(?:\\s|$)`));
+    expect(owned.length, `a RUN gives ${dataDir} to ${name}`).toBeGreaterThan(0);
+  });
+
+  it('checks /healthz on the port the server listens on, with a program the image has', () => {
+    expect(read('src/server/health.ts')).toMatch(/path: '\/healthz'/);
+    const healthchecks = runtime.instructions.filter((i) => i.keyword === 'HEALTHCHECK');
+    expect(healthchecks.length).toBe(1);
+    const command = /\bCMD\s+([\s\S]*)$/.exec(healthchecks[0]!.args)?.[1];
+    expect(command, 'HEALTHCHECK runs a command').toBeDefined();
+    expect(command).toMatch(/\/healthz\b/);
+
+    const port = runtime.env['PORT'] ?? envDefault('PORT')!;
+    expect(command!.includes('process.env.PORT') || command!.includes(`:${port}/healthz`), `the health check follows PORT (${port})`).toBe(true);
+    const exposed = runtime.instructions.filter((i) => i.keyword === 'EXPOSE').flatMap((i) => words(i.args).map((w) => w.split('/')[0]));
+    expect(exposed).toContain(port);
+    const host = runtime.env['HOST'] ?? envDefault('HOST')!;
+    expect(['127.0.0.1', 'localhost', '::1'], 'the server listens beyond the container').not.toContain(host);
+
+    // node:*-slim has no curl or wget.
+    const program = argList(command!)[0] === 'CMD-SHELL' ? argList(command!)[1]!.split(/\s+/)[0] : argList(command!)[0];
+    const installed = runs(runtime, new RegExp(`\\bapt-get install\\b[^&|;]*\\b${program}\\b`)).length > 0;
+    expect(program === 'node' || installed, `${program} is in the runtime image`).toBe(true);
+  });
+
+  it('sets only environment variables the gateway reads', () => {
+    for (const stage of stages.filter((s) => s !== buildStage)) {
+      for (const name of Object.keys(stage.env)) {
+        expect(name === 'NODE_ENV' || ENV_NAMES.has(name), `ENV ${name} in stage ${stage.name} is a variable of src/config.ts`).toBe(true);
+      }
+    }
+  });
+
+  it('builds from and runs on the same current Node LTS slim image', () => {
+    const images = stages.map((s) => s.image);
+    for (const image of images) expect(image, 'the base image is the official node image').toMatch(/^node:[\w.-]+$/);
+    const tag = runtime.image.slice('node:'.length);
+    expect(tag, 'a slim variant').toMatch(/(^|-)slim(-|$)/);
+    const major = /^(\d+)(?:\.\d+){0,2}(?:-|$)/.exec(tag)?.[1];
+    if (major === undefined) {
+      expect(tag, 'a floating LTS tag or an LTS major').toMatch(/^lts(-[\w.]+)?$/);
+    } else {
+      expect(Number(major) % 2, `node ${major} is an LTS line (even major)`).toBe(0);
+      const minMajor = Number(/(\d+)/.exec(pkg.engines?.node ?? '0')![1]);
+      expect(Number(major), `node ${major} satisfies engines ${pkg.engines?.node}`).toBeGreaterThanOrEqual(minMajor);
+    }
+    expect(buildStage!.image).toBe(runtime.image);
+  });
+});
+
+describe('.dockerignore', () => {
+  it('keeps host dependencies and builds, local data, test artifacts and git history out of the build context', () => {
+    const dataDir = posix.normalize(envDefault('DATA_DIR')!);
+    for (const entry of ['node_modules', 'node_modules/better-sqlite3/build/Release/x.node', 'dist/src/main.js', '.git', dataDir, `${dataDir}/gateway.sqlite`, 'test-artifacts']) {
+      expect(isIgnored(entry), `${entry} is excluded`).toBe(true);
+    }
+    for (const entry of ['package.json', 'src/main.ts', 'schema']) expect(isIgnored(entry), `${entry} is kept`).toBe(false);
+  });
+});
+
+describe('docker-compose.yml', () => {
+  const compose = read('docker-compose.yml');
+  const lines = compose.split(/\r?\n/);
+
+  /** The lines indented under `key:` (first occurrence at any depth), comments included. */
+  function block(key: string): string[] {
+    const start = lines.findIndex((l) => new RegExp(`^\\s*${key}:\\s*$`).test(l));
+    if (start < 0) return [];
+    const indent = /^\s*/.exec(lines[start]!)![0].length;
+    const out: string[] = [];
+    for (const line of lines.slice(start + 1)) {
+      if (line.trim() !== '' && /^\s*/.exec(line)![0].length <= indent) break;
+      out.push(line);
+    }
+    return out;
+  }
+
+  it('builds this Dockerfile, publishes its port and keeps DATA_DIR on a named volume', () => {
+    const buildLine = lines.find((l) => /^\s*build:/.test(l));
+    expect(buildLine, 'the service is built here').toBeDefined();
+    const context = /build:\s*(\S+)/.exec(buildLine!)?.[1] ?? block('build').map((l) => /^\s*context:\s*(\S+)/.exec(l)?.[1]).find(Boolean);
+    expect(context).toBe('.');
+
+    const port = runtime.env['PORT'] ?? envDefault('PORT')!;
+    const published = block('ports').map((l) => /^\s*-\s*"?(?:[\d.]+:)?\d+:(\d+)"?\s*$/.exec(l)?.[1]).filter(Boolean);
+    expect(published).toContain(port);
+
+    const dataDir = runtime.env['DATA_DIR']!;
+    const mounts = block('volumes')
+      .map((l) => /^\s*-\s*"?([\w.-]+):([^:"\s]+)/.exec(l))
+      .filter((m): m is RegExpExecArray => m !== null);
+    const dataMount = mounts.find((m) => m[2] === dataDir);
+    expect(dataMount, `a volume is mounted on ${dataDir}`).toBeDefined();
+    // A named volume is declared at the top level; a bind mount (./x) would not be.
+    const topLevelVolumes = compose.split(/^volumes:\s*$/m)[1] ?? '';
+    expect(topLevelVolumes).toMatch(new RegExp(`^\\s+${dataMount![1]!.replace(/[.]/g, '\\.')}:`, 'm'));
+  });
+
+  it('names only variables the gateway reads, in its settings and in its commented examples', () => {
+    const names = block('environment')
+      .map((l) => /^\s*#?\s*-?\s*([A-Z][A-Z0-9_]*)\s*[:=]/.exec(l)?.[1])
+      .filter((n): n is string => n !== undefined);
+    expect(names.length).toBeGreaterThan(0);
+    for (const name of names) expect(ENV_NAMES.has(name), `${name} is a variable of src/config.ts`).toBe(true);
   });
 });
