@@ -28,6 +28,7 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
   const latency = new Samples();
   let requests = 0;
   let errors = 0;
+  let dropped = 0;
   const errorSamples = new Set<string>();
   const fail = (what: string) => {
     errors += 1;
@@ -62,15 +63,20 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
     // Open loop: requests leave on a fixed schedule whatever the answers do, and each latency counts from
     // the scheduled time, so a stall shows up in the tail instead of slowing the sender down.
     const interval = 1000 / load.rate;
+    const maxInFlight = load.maxInFlight ?? 2_000;
     const inFlight = new Set<Promise<void>>();
     let next = started;
     await new Promise<void>((resolve) => {
       const tick = () => {
         const now = performance.now();
         while (next <= now && next < end) {
-          const p = one(next);
-          inFlight.add(p);
-          void p.finally(() => inFlight.delete(p));
+          if (inFlight.size >= maxInFlight) {
+            dropped += 1;
+          } else {
+            const p = one(next);
+            inFlight.add(p);
+            void p.finally(() => inFlight.delete(p));
+          }
           next += interval;
         }
         if (next < end) setTimeout(tick, Math.max(0, next - performance.now()));
@@ -78,11 +84,18 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
       };
       tick();
     });
-    await Promise.all(inFlight);
+    // A saturated server may hold thousands: give them 3 s, then count the rest as dropped.
+    const drained = await Promise.race([Promise.all(inFlight).then(() => true), sleep(3_000).then(() => false)]);
+    if (!drained) {
+      dropped += inFlight.size;
+      await pool.destroy();
+      const seconds = (performance.now() - started) / 1000;
+      return { requests, errors, dropped, errorSamples: [...errorSamples], seconds, rps: requests / seconds, latency: latency.summary() };
+    }
   }
   const seconds = (performance.now() - started) / 1000;
   await pool.close();
-  return { requests, errors, errorSamples: [...errorSamples], seconds, rps: requests / seconds, latency: latency.summary() };
+  return { requests, errors, dropped, errorSamples: [...errorSamples], seconds, rps: requests / seconds, latency: latency.summary() };
 }
 
 function valueAt(payload: unknown, dotted: string): unknown {

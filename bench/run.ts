@@ -94,7 +94,7 @@ async function startGatewayProc(
     },
     readiness: { url: `${origin}/readyz` },
   });
-  return { name, proc, origin, dataDir, synchronous };
+  return { name, proc, origin, dataDir, synchronous, checkout };
 }
 
 function machine(): string {
@@ -195,13 +195,15 @@ async function main(): Promise<void> {
       const body = await mutationBody(env);
       const s1 = await mutationThroughput(env, body);
       if (wants(1)) reports.push(s1.report);
-      if (wants(2)) reports.push(await addedLatency(env, body, s1.figures.baselineRps, cli.quick ? 2_000 : Math.min(options.durationMs, 6_000)));
+      if (wants(2)) {
+        reports.push(await addedLatency(env, body, s1.figures.baselineRps, s1.figures.gatewayRps, cli.quick ? 2_000 : Math.min(options.durationMs, 5_000)));
+      }
     }
     if (wants(3)) reports.push(await queryThroughput(env));
     if (wants(4)) reports.push(await webhookIngest(env));
     if (wants(5)) {
       reports.push(
-        await fanout(env, async (name) => startGatewayProc(name, 'FULL', root, stub.url, place.server)),
+        await fanout(env, async (name, checkout) => startGatewayProc(name, 'FULL', root, stub.url, place.server, checkout)),
       );
     }
     if (wants(6)) reports.push(await batching(env));

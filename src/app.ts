@@ -207,7 +207,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
               auth.reason === 'missing' ? 'a valid API key is required: send Authorization: Bearer <key>' : 'the API key is not valid',
             );
           }
-          return createContext(services, auth.caller, ctx.requestId, ctx.logger);
+          return createContext(services, auth.caller, ctx.requestId, () => ctx.logger);
         },
       }),
       ...healthRoutes({ store, metrics }),
@@ -220,7 +220,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       schema,
       logger,
       authenticate,
-      context: (caller, requestId) => createContext(services, caller, requestId, logger.child({ requestId })),
+      context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
     });
     server.on('upgrade', (req, socket, head) => {
       const path = (req.url ?? '').split('?')[0];

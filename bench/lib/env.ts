@@ -22,6 +22,8 @@ export interface GatewayProc {
   origin: string;
   dataDir: string;
   synchronous: 'FULL' | 'NORMAL';
+  /** The checkout it runs from (the repository itself, or a `--compare` directory). */
+  checkout: string;
 }
 
 /** What every scenario gets from bench/run.ts. */

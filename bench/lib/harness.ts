@@ -87,6 +87,13 @@ export async function measure(lg: Loadgen, target: Target, load: HttpSpec, drive
   return { target: target.name, round, result, serverCpu: server / wall, driverCpu: drivers / wall, otherCpu };
 }
 
+/** Cores used by other people's processes above which a measurement is taken again. */
+const NOISY = 0.35;
+/** Re-measurements left for the whole suite (each costs one measurement's duration). */
+let retriesLeft = Number(process.env.BENCH_RETRIES ?? 10);
+/** No re-measurement after this point of the run (process time), so that the suite ends within 10 minutes. */
+const RETRY_UNTIL_MS = 5 * 60_000;
+
 /**
  * Warms every target up, then measures them in turn, `rounds` times (A B A B ...), so that drift of the
  * machine (other tenants, thermal, a growing database) hits all of them alike.
@@ -103,7 +110,15 @@ export async function alternate(
   const out: Measurement[] = [];
   for (let round = 0; round < options.rounds; round++) {
     for (const t of targets) {
-      const m = await measure(lg, t, load(t), options.driverProcs, round);
+      let m = await measure(lg, t, load(t), options.driverProcs, round);
+      // Someone else's work ran beside it: measure again (a bounded number of times per suite) and keep
+      // the figure taken on the quieter machine.
+      while (m.otherCpu > NOISY && retriesLeft > 0 && performance.now() < RETRY_UNTIL_MS) {
+        retriesLeft -= 1;
+        options.log(`  ${t.name.padEnd(18)} round ${round + 1}: other processes used ${(m.otherCpu * 100).toFixed(0)}% of a core; measuring again`);
+        const again = await measure(lg, t, load(t), options.driverProcs, round);
+        if (again.otherCpu < m.otherCpu) m = again;
+      }
       const r = m.result;
       options.log(
         `  ${t.name.padEnd(18)} round ${round + 1}: ${Math.round(r.rps)} req/s, p50 ${r.latency.p50.toFixed(2)} ms, p99 ${r.latency.p99.toFixed(2)} ms, ` +

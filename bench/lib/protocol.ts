@@ -16,6 +16,11 @@ export interface HttpLoad {
   durationMs: number;
   /** Open loop at this many requests/s (latency counted from the scheduled send time); closed loop when absent. */
   rate?: number;
+  /**
+   * Open loop only: a request due while this many are outstanding is not sent and counts as dropped (the
+   * server is saturated; queueing more only makes the run longer). Default 2,000.
+   */
+  maxInFlight?: number;
   expectStatus: number;
   /** Count a 200 whose body holds a GraphQL `errors` member as an error. */
   graphql?: boolean;
@@ -24,6 +29,8 @@ export interface HttpLoad {
 export interface HttpResult {
   requests: number;
   errors: number;
+  /** Open loop: requests not sent because `maxInFlight` were outstanding, or still unanswered 3 s after the schedule ended. */
+  dropped: number;
   /** A few distinct error descriptions, for the log. */
   errorSamples: string[];
   seconds: number;

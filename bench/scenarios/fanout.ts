@@ -23,9 +23,40 @@ function wsUrl(g: GatewayProc): string {
  * authReqIds; one failure notification per id, carrying the sender's clock in correlation_id, reaches
  * every subscriber. Then RSS per idle connection (with one pending subscription each) at 1k and 10k.
  */
+interface IdleRow {
+  connections: number;
+  /** RSS growth over the fresh process, bytes. */
+  rss: number;
+  failed: number;
+  errors: string[];
+}
+
+/** Opens 1k, then 10k idle connections (each with one pending subscription) to `idle` and reads its RSS; stops it. */
+async function idleRss(env: BenchEnv, idle: GatewayProc): Promise<IdleRow[]> {
+  const rows: IdleRow[] = [];
+  try {
+    await sleep(2_000);
+    const rss0 = idle.proc.rssBytes();
+    let opened = 0;
+    for (const target of [1_000, 10_000]) {
+      const r = await env.lg.run<IdleResult>({ kind: 'idle', wsUrl: wsUrl(idle), apiKey: API_KEY, connections: target - opened, subscription: SUBSCRIPTION });
+      opened += r.opened;
+      await sleep(3_000);
+      const grown = idle.proc.rssBytes() - rss0;
+      rows.push({ connections: opened, rss: grown, failed: r.failed, errors: r.errors });
+      env.log(`  ${idle.name}: ${opened} idle connections (${r.failed} failed): RSS +${fmt.kb(grown)} (${fmt.kb(grown / opened)} each)`);
+      if (r.failed) break;
+    }
+    await env.lg.run({ kind: 'close-idle' });
+  } finally {
+    await idle.proc.stop();
+  }
+  return rows;
+}
+
 export async function fanout(
   env: BenchEnv,
-  startFreshGateway: (name: string) => Promise<GatewayProc>,
+  startFreshGateway: (name: string, checkout: string) => Promise<GatewayProc>,
 ): Promise<ScenarioReport> {
   env.log('scenario 5: fan-out to 1,000 subscribers, and RSS per idle connection');
   if (!(await hasWebhook(env.gateway))) {
@@ -65,26 +96,13 @@ export async function fanout(
   );
 
   // Idle connections on a fresh gateway process, so that its RSS starts from a known state.
-  const idle = await startFreshGateway('gateway (idle)');
-  const rss: Array<{ connections: number; rss: number; opened: number; failed: number; errors: string[] }> = [];
-  try {
-    await sleep(2_000);
-    const rss0 = idle.proc.rssBytes();
-    let opened = 0;
-    for (const target of [1_000, 10_000]) {
-      const r = await env.lg.run<IdleResult>({ kind: 'idle', wsUrl: wsUrl(idle), apiKey: API_KEY, connections: target - opened, subscription: SUBSCRIPTION });
-      opened += r.opened;
-      await sleep(3_000);
-      rss.push({ connections: opened, rss: idle.proc.rssBytes() - rss0, opened: r.opened, failed: r.failed, errors: r.errors });
-      env.log(`  ${opened} idle connections (${r.failed} failed): RSS +${fmt.kb(idle.proc.rssBytes() - rss0)} (${fmt.kb((idle.proc.rssBytes() - rss0) / opened)} each)`);
-      if (r.failed) break;
-    }
-    rss.unshift({ connections: 0, rss: 0, opened: 0, failed: 0, errors: [] });
-    await env.lg.run({ kind: 'close-idle' });
-  } finally {
-    await idle.proc.stop();
+  const idleRuns: Array<{ name: string; rss: IdleRow[] }> = [];
+  for (const source of [env.gateway, ...env.others]) {
+    const name = source === env.gateway ? 'gateway' : source.name;
+    idleRuns.push({ name, rss: await idleRss(env, await startFreshGateway(`${name} (idle)`, source.checkout)) });
   }
-  const at = (n: number) => rss.find((r) => r.connections >= n && r.connections > 0);
+  const rss = idleRuns[0]!.rss;
+  const at = (n: number) => rss.find((r) => r.connections >= n);
   const perConn = (n: number) => {
     const r = at(n);
     return r ? r.rss / r.connections : NaN;
@@ -105,9 +123,11 @@ export async function fanout(
     'RSS per idle connection: a fresh gateway process; each connection is a WebSocket that completed `connection_init` and holds one pending ' +
       '`mobileIdAuthentication` subscription (an id that never completes). RSS is read from /proc after 3 s of quiet.',
     '',
-    '| connections | RSS growth | per connection | failed |',
-    '|---:|---:|---:|---:|',
-    ...rss.filter((r) => r.connections > 0).map((r) => `| ${fmt.int(r.connections)} | ${fmt.kb(r.rss)} | ${fmt.kb(r.rss / r.connections)} | ${r.failed}${r.errors.length ? ` (${r.errors[0]})` : ''} |`),
+    '| gateway | connections | RSS growth | per connection | failed |',
+    '|---|---:|---:|---:|---:|',
+    ...idleRuns.flatMap((run) =>
+      run.rss.map((r) => `| ${run.name} | ${fmt.int(r.connections)} | ${fmt.kb(r.rss)} | ${fmt.kb(r.rss / r.connections)} | ${r.failed}${r.errors.length ? ` (${r.errors[0]})` : ''} |`),
+    ),
   ].join('\n');
   return {
     id: 5,

@@ -61,15 +61,19 @@ async function statementsPerQuery(env: BenchEnv): Promise<{ statements: number; 
 
 export async function queryThroughput(env: BenchEnv): Promise<ScenarioReport> {
   env.log('scenario 3: query throughput (project tree of 50 resources from the store)');
-  const projectId = await seedTree(env.gateway.origin);
+  // Each gateway has its own store, so its own tree; the baseline reads the first gateway's file.
+  const bodies = new Map<string, string>();
+  for (const g of [env.gateway, ...env.others]) {
+    bodies.set(g.name, JSON.stringify({ query: PROJECT_TREE, variables: { id: await seedTree(g.origin) } }));
+  }
+  bodies.set('baseline', bodies.get(env.gateway.name)!);
   const { statements, resources } = await statementsPerQuery(env);
   env.log(`  ${resources} resources, ${statements} SQL statements per query`);
-  const body = JSON.stringify({ query: PROJECT_TREE, variables: { id: projectId } });
-  const targets = [baselineTarget(env, '/query'), gatewayTarget(env.gateway)];
+  const targets = [baselineTarget(env, '/query'), gatewayTarget(env.gateway), ...env.others.map((o) => gatewayTarget(o))];
   const ms = await alternate(
     env.lg,
     targets,
-    () => ({ body, connections: env.options.connections, durationMs: env.options.durationMs, expectStatus: 200, graphql: true }),
+    (t) => ({ body: bodies.get(t.name)!, connections: env.options.connections, durationMs: env.options.durationMs, expectStatus: 200, graphql: true }),
     { rounds: env.options.rounds, warmupMs: env.options.warmupMs, driverProcs: env.driverProcs, log: env.log },
   );
   const b = byTarget(ms, 'baseline');
@@ -77,7 +81,7 @@ export async function queryThroughput(env: BenchEnv): Promise<ScenarioReport> {
   const bRps = median(b.map((m) => m.result.rps));
   const gRps = median(g.map((m) => m.result.rps));
   const row = (name: string, list: typeof ms, rps: number) =>
-    `| ${name} | ${fmt.int(rps)} | ${list.map((m) => fmt.int(m.result.rps)).join(' / ')} | ${fmt.ratio(rps / bRps)} | ${fmt.ms(mean(list.map((m) => m.result.latency.p50)))} | ${fmt.ms(mean(list.map((m) => m.result.latency.p99)))} | ${list.reduce((s, m) => s + m.result.errors, 0)} | ${fmt.pct(mean(list.map((m) => m.serverCpu)))} |`;
+    `| ${name} | ${fmt.int(rps)} | ${list.map((m) => fmt.int(m.result.rps)).join(' / ')} | ${fmt.ratio(rps / bRps)} | ${fmt.ms(mean(list.map((m) => m.result.latency.p50)))} | ${fmt.ms(mean(list.map((m) => m.result.latency.p99)))} | ${list.reduce((s, m) => s + m.result.errors, 0)} | ${fmt.pct(mean(list.map((m) => m.serverCpu)))} | ${fmt.pct(mean(list.map((m) => m.otherCpu)))} |`;
   const markdown = [
     `\`${PROJECT_TREE}\` over a project with ${NETWORKS} networks of ${SUBNETS_PER_NETWORK} subnets (${resources} resources, three levels). ` +
       'The baseline answers the same request from the gateway\'s SQLite file (read-only) with one prepared statement per level and builds the same JSON. ' +
@@ -85,10 +89,14 @@ export async function queryThroughput(env: BenchEnv): Promise<ScenarioReport> {
     '',
     `SQL statements per query: **${statements}** (levels: 3; counted with the store's statement counter on a gateway in the orchestrator process).`,
     '',
-    '| server | req/s (median) | req/s per round | ratio to baseline | p50 ms | p99 ms | errors | server CPU |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|',
+    '| server | req/s (median) | req/s per round | ratio to baseline | p50 ms | p99 ms | errors | server CPU | other CPU |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
     row('baseline', b, bRps),
     row(env.gateway.name, g, gRps),
+    ...env.others.map((o) => {
+      const list = byTarget(ms, o.name);
+      return row(o.name, list, median(list.map((m) => m.result.rps)));
+    }),
   ].join('\n');
   return {
     id: 3,

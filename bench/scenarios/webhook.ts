@@ -53,7 +53,7 @@ export async function webhookIngest(env: BenchEnv): Promise<ScenarioReport> {
     };
   }
   const body = notificationBody();
-  const gateways = [env.gateway, ...(env.gatewayNormal ? [env.gatewayNormal] : [])];
+  const gateways = [env.gateway, ...(env.gatewayNormal ? [env.gatewayNormal] : []), ...env.others];
   const targets: Target[] = [
     baselineTarget(env, '/webhook', { authorization: `Bearer ${NOTIFICATION_TOKEN}` }),
     ...gateways.map(webhookTarget),
@@ -68,7 +68,7 @@ export async function webhookIngest(env: BenchEnv): Promise<ScenarioReport> {
   const row = (name: string) => {
     const list = byTarget(ms, name);
     const rps = median(list.map((m) => m.result.rps));
-    return `| ${name} | ${fmt.int(rps)} | ${list.map((m) => fmt.int(m.result.rps)).join(' / ')} | ${fmt.ratio(rps / base)} | ${fmt.ms(mean(list.map((m) => m.result.latency.p50)))} | ${fmt.ms(mean(list.map((m) => m.result.latency.p95)))} | ${fmt.ms(mean(list.map((m) => m.result.latency.p99)))} | ${list.reduce((s, m) => s + m.result.errors, 0)} | ${fmt.pct(mean(list.map((m) => m.serverCpu)))} |`;
+    return `| ${name} | ${fmt.int(rps)} | ${list.map((m) => fmt.int(m.result.rps)).join(' / ')} | ${fmt.ratio(rps / base)} | ${fmt.ms(mean(list.map((m) => m.result.latency.p50)))} | ${fmt.ms(mean(list.map((m) => m.result.latency.p95)))} | ${fmt.ms(mean(list.map((m) => m.result.latency.p99)))} | ${list.reduce((s, m) => s + m.result.errors, 0)} | ${fmt.pct(mean(list.map((m) => m.serverCpu)))} | ${fmt.pct(mean(list.map((m) => m.otherCpu)))} |`;
   };
   const full = median(byTarget(ms, env.gateway.name).map((m) => m.result.rps));
   const markdown = [
@@ -78,8 +78,8 @@ export async function webhookIngest(env: BenchEnv): Promise<ScenarioReport> {
       "The baseline checks the token, parses the JSON and inserts the body into its own SQLite file (WAL, synchronous=FULL, a commit per request) before its 204. " +
       `Closed loop, ${env.options.connections} connections, ${env.options.durationMs / 1000} s per measurement, ${env.options.rounds} alternating rounds.`,
     '',
-    '| server | notifications/s (median) | per round | ratio to baseline | p50 ms | p95 ms | p99 ms | errors | server CPU |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| server | notifications/s (median) | per round | ratio to baseline | p50 ms | p95 ms | p99 ms | errors | server CPU | other CPU |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     row('baseline'),
     ...gateways.map((g) => row(g.name)),
   ].join('\n');

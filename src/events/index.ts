@@ -5,7 +5,7 @@ import type { Metrics } from '../metrics.js';
 
 export { InProcessBus, type EventBus } from './bus.js';
 export { EventLog, type EventRecord, type NewEvent, type AppendResult } from './log.js';
-export { EventStreams, type StreamFilter } from './stream.js';
+export { EventStreams, StreamCancel, type CancelSignal, type StreamFilter } from './stream.js';
 
 /** The event log, the bus and the streams over them, as the services see them. */
 export class Events {

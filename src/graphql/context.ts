@@ -12,6 +12,29 @@ export interface GraphQLContext {
   readonly loaders: Loaders;
 }
 
-export function createContext(services: Services, caller: Caller, requestId: string, logger: Logger): GraphQLContext {
-  return { requestId, caller, logger, services, loaders: new Loaders(services) };
+/**
+ * `logger` may be a function that makes it: a pino child costs a few microseconds and ~1 KB, and most
+ * operations (and idle subscriptions) never log, so it is made on first use.
+ */
+export function createContext(services: Services, caller: Caller, requestId: string, logger: Logger | (() => Logger)): GraphQLContext {
+  return new RequestContext(requestId, caller, services, logger);
+}
+
+/** A class, not an object literal with a getter: one context per request and per subscription, so its size counts. */
+class RequestContext implements GraphQLContext {
+  readonly loaders: Loaders;
+  private made: Logger | undefined;
+
+  constructor(
+    readonly requestId: string,
+    readonly caller: Caller,
+    readonly services: Services,
+    private readonly makeLogger: Logger | (() => Logger),
+  ) {
+    this.loaders = new Loaders(services);
+  }
+
+  get logger(): Logger {
+    return (this.made ??= typeof this.makeLogger === 'function' ? this.makeLogger() : this.makeLogger);
+  }
 }

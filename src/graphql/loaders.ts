@@ -8,9 +8,14 @@ import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
  */
 export class Loaders {
   private resourceLoader?: DataLoader<string, LedgerRecord | null>;
-  private readonly childLoaders = new Map<string, DataLoader<string, LedgerRecord[]>>();
+  /** Made on first use: a subscription's context never loads anything. */
+  private childLoadersMap?: Map<string, DataLoader<string, LedgerRecord[]>>;
 
   constructor(private readonly services: Services) {}
+
+  private get childLoaders(): Map<string, DataLoader<string, LedgerRecord[]>> {
+    return (this.childLoadersMap ??= new Map());
+  }
 
   get resource(): DataLoader<string, LedgerRecord | null> {
     this.resourceLoader ??= new DataLoader((ids) => this.services.ledger.getMany(ids));

@@ -1,5 +1,6 @@
 import DataLoader from 'dataloader';
 import type { MobileIdAuthenticationResult, Resolvers } from '../generated/graphql.js';
+import { StreamCancel } from '../events/index.js';
 import { checkAuthReqId, type MobileIdAuthentication } from '../mobile-id/service.js';
 import type { GraphQLContext } from './context.js';
 
@@ -20,9 +21,10 @@ function loader(ctx: GraphQLContext): DataLoader<string, MobileIdAuthentication 
  * An async iterator whose `return()` (graphql-ws calls it when the client completes or disconnects) aborts
  * the stream at once, even while it waits for an event that may never come.
  */
-function abortable<T>(start: (signal: AbortSignal) => AsyncGenerator<T>): AsyncGenerator<T> {
-  const controller = new AbortController();
-  const inner = start(controller.signal);
+function abortable<T>(start: (signal: StreamCancel) => AsyncGenerator<T>): AsyncGenerator<T> {
+  // Not an AbortController: an idle subscription holds this for hours, and a StreamCancel is ~0.9 KB lighter.
+  const controller = new StreamCancel();
+  const inner = start(controller);
   const outer: AsyncGenerator<T> = {
     next: () => inner.next(),
     return: async (value?: unknown) => {
@@ -48,10 +50,10 @@ export const mobileIdResolvers: Resolvers = {
   },
   Subscription: {
     mobileIdAuthentication: {
-      subscribe: (_p, { authReqId }, ctx) =>
-        abortable(async function* (signal) {
-          for await (const a of ctx.services.mobileId.watch(ctx.caller, authReqId, signal)) yield { mobileIdAuthentication: toGraphQL(a) };
-        }),
+      // `resolve` maps each event, rather than a generator around the stream: one suspended generator less
+      // per waiting subscription (bench scenario 5, memory per idle subscription).
+      subscribe: (_p, { authReqId }, ctx) => abortable((signal) => ctx.services.mobileId.watch(ctx.caller, authReqId, signal)),
+      resolve: (a: MobileIdAuthentication) => toGraphQL(a),
     },
   },
   Mutation: {

@@ -1,7 +1,7 @@
 import canonicalizeModule from 'canonicalize';
 import type { Kysely } from 'kysely';
 import { ErrorCode, GatewayError, badUserInput, notFound } from '../errors.js';
-import type { EventRecord, Events } from '../events/index.js';
+import type { CancelSignal, EventRecord, Events } from '../events/index.js';
 import type { Logger } from '../logger.js';
 import type { Caller } from '../server/auth.js';
 import type { Database } from '../store/schema.js';
@@ -288,7 +288,7 @@ export class MobileIdService {
    * The stored result at once when there is one, else the live one when it arrives; then the stream ends
    * (an authentication completes once).
    */
-  async *watch(caller: Caller, authReqId: string, signal?: AbortSignal): AsyncGenerator<MobileIdAuthentication> {
+  async *watch(caller: Caller, authReqId: string, signal?: CancelSignal): AsyncGenerator<MobileIdAuthentication> {
     checkAuthReqId(authReqId);
     for await (const event of this.events.streams.subscribe({ kind: MOBILE_ID_EVENT_KIND, key: authReqId, limit: 1 }, signal)) {
       if (!visible(event, caller)) throw notFound(`mobile-ID authentication ${authReqId}`);

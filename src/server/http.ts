@@ -54,11 +54,13 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
       }
     }
     const routeName = route?.name ?? (pathMatched ? 'method-not-allowed' : 'not-found');
-    const log = logger.child({ requestId, route: routeName });
+    // The request's child logger is made on first use: most requests log nothing at the default level.
+    let child: Logger | undefined;
+    const log = () => (child ??= logger.child({ requestId, route: routeName }));
     res.on('finish', () => {
       const seconds = (performance.now() - started) / 1000;
       metrics.httpRequests.observe({ route: routeName, status: String(res.statusCode) }, seconds);
-      log.debug({ method: req.method, status: res.statusCode, ms: Math.round(seconds * 1000) }, 'request');
+      if (logger.isLevelEnabled('debug')) log().debug({ method: req.method, status: res.statusCode, ms: Math.round(seconds * 1000) }, 'request');
     });
     if (!route) {
       if (pathMatched) sendJson(res, 405, { error: 'method_not_allowed', error_description: `${req.method} is not allowed on ${pathname}` });
@@ -66,9 +68,17 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
       return;
     }
     Promise.resolve()
-      .then(() => route.handle(req, res, { requestId, logger: log, params }))
+      .then(() =>
+        route.handle(req, res, {
+          requestId,
+          get logger() {
+            return log();
+          },
+          params,
+        }),
+      )
       .catch((err: unknown) => {
-        log.error({ err }, 'unhandled error in route');
+        log().error({ err }, 'unhandled error in route');
         if (!res.headersSent) sendJson(res, 500, { error: 'server_error', error_description: 'internal error; see the gateway log for request ' + requestId });
         else res.destroy();
       });

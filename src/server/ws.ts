@@ -21,7 +21,8 @@ export interface WsOptions {
 
 type Extra = {
   socket: WebSocket;
-  request: IncomingMessage;
+  /** Until the connection is authenticated (see onConnect). */
+  request: IncomingMessage | undefined;
 };
 
 /**
@@ -31,8 +32,9 @@ type Extra = {
  */
 export function createWsServer(options: WsOptions) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
-  // Parsed and validated documents, by text: subscribe churn re-uses them instead of re-parsing.
-  const documents = new LRUCache<string, DocumentNode | readonly GraphQLError[]>({ max: 1000 });
+  // Parsed and validated documents, by text: subscribe churn re-uses them instead of re-parsing. The
+  // text is kept too, so that every subscription holds the one copy (see onSubscribe).
+  const documents = new LRUCache<string, { query: string; document: DocumentNode | readonly GraphQLError[] }>({ max: 1000 });
   const callers = new WeakMap<object, Caller>();
 
   const server = useServer<Record<string, unknown> | undefined, Extra>(
@@ -40,18 +42,22 @@ export function createWsServer(options: WsOptions) {
       schema: options.schema,
       onConnect(ctx) {
         const fromParams = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
-        const header = ctx.extra.request.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
+        const header = ctx.extra.request?.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
         const result = options.authenticate(header);
         if (!result.ok) {
           if (result.reason === 'missing') ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized: send the API key');
           return false;
         }
         callers.set(ctx, result.caller);
+        // The upgrade request is needed only to authenticate; graphql-ws would keep it (headers, parser
+        // state) for the life of the connection. Dropped, it lowers the memory of an idle connection.
+        (ctx.extra as { request: IncomingMessage | undefined }).request = undefined;
         return true;
       },
       onSubscribe(ctx, id, payload): ExecutionArgs | readonly GraphQLError[] {
-        let document = documents.get(payload.query);
-        if (!document) {
+        let cached = documents.get(payload.query);
+        if (!cached) {
+          let document: DocumentNode | readonly GraphQLError[];
           try {
             const parsed = parse(payload.query);
             const errors = validate(options.schema, parsed);
@@ -59,8 +65,13 @@ export function createWsServer(options: WsOptions) {
           } catch (err) {
             document = [err instanceof GraphQLError ? err : new GraphQLError(String(err))];
           }
-          documents.set(payload.query, document);
+          cached = { query: payload.query, document };
+          documents.set(payload.query, cached);
         }
+        // graphql-ws keeps the subscribe message for the life of the subscription: let it hold the shared
+        // copy of the text rather than its own (bench scenario 5, memory per idle subscription).
+        (payload as { query: string }).query = cached.query;
+        const document = cached.document;
         if (Array.isArray(document)) return document as readonly GraphQLError[];
         const doc = document as DocumentNode;
         if (!getOperationAST(doc, payload.operationName)) {

@@ -35,10 +35,12 @@ export function mobileIdWebhookRoute(options: { mobileId: MobileIdService; metri
     async handle(req, res, ctx) {
       const requestId = supportHeader(req.headers['x-mobileid-request-id']);
       const transactionId = supportHeader(req.headers['x-mobileid-transaction-id']);
-      const log = ctx.logger.child({ mobileIdRequestId: requestId, mobileIdTransactionId: transactionId });
+      // The support references go on each line as fields, not through a child logger: a child of the
+      // request's child costs ~15 µs per notification, logged or not (bench scenario 4).
+      const support = { mobileIdRequestId: requestId, mobileIdTransactionId: transactionId };
       const refuse = (status: number, error: string, description: string, outcome = 'rejected', close = false) => {
         count(outcome);
-        log.info({ status, error, reason: description }, 'mobile-ID notification refused');
+        ctx.logger.info({ ...support, status, error, reason: description }, 'mobile-ID notification refused');
         sendOAuthError(res, status, error, description, close ? { connection: 'close' } : {});
       };
 
@@ -83,18 +85,18 @@ export function mobileIdWebhookRoute(options: { mobileId: MobileIdService; metri
           return refuse(503, 'temporarily_unavailable', result.description, 'unavailable');
         case 'conflict':
           count('conflict');
-          log.warn({ authReqId: result.authReqId }, 'mobile-ID notification differs from the one already stored for its auth_req_id; kept the first');
+          ctx.logger.warn({ ...support, authReqId: result.authReqId }, 'mobile-ID notification differs from the one already stored for its auth_req_id; kept the first');
           sendOAuthError(res, 409, 'invalid_request', 'a different notification was already received for this auth_req_id');
           return;
         case 'duplicate':
           count('duplicate');
-          log.info({ authReqId: result.authReqId }, 'mobile-ID notification received again; acknowledged, not published again');
+          ctx.logger.info({ ...support, authReqId: result.authReqId }, 'mobile-ID notification received again; acknowledged, not published again');
           res.writeHead(204, { 'cache-control': 'no-store' });
           res.end();
           return;
         case 'accepted':
           count('accepted');
-          log.info({ authReqId: result.authReqId, outcome: result.outcome }, 'mobile-ID notification stored');
+          ctx.logger.info({ ...support, authReqId: result.authReqId, outcome: result.outcome }, 'mobile-ID notification stored');
           res.writeHead(204, { 'cache-control': 'no-store' });
           res.end();
           await result.publish();
