@@ -1,17 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { M } from '../helpers/cloud.js';
-import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import { gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 
-const started: TestGateway[] = [];
-async function gateway(env: Record<string, string> = {}): Promise<TestGateway> {
-  const gw = await startTestGateway(env);
-  started.push(gw);
-  return gw;
-}
-afterEach(async () => {
-  await Promise.all(started.splice(0).map((g) => g.close()));
-});
+const gateway = gatewaysPerTest();
 
 const projectCalls = (gw: TestGateway) =>
   gw.gateway.services.sandbox.cloud!.requests.filter((r) => r.path === '/apis/projects/public/v4/projects');

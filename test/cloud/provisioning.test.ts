@@ -1,19 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SSH_KEY } from '../helpers/cloud.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 
-const started: TestGateway[] = [];
-afterEach(async () => {
-  await Promise.all(started.splice(0).map((g) => g.close()));
-});
-async function gateway(env: Record<string, string> = {}) {
-  const gw = await startTestGateway(env);
-  started.push(gw);
-  return gw;
-}
+const gateway = gatewaysPerTest();
 
 const PROVISION_KAFKA = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
   provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id state } idempotencyKey replayed }

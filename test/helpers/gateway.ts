@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { request } from 'undici';
+import { afterEach } from 'vitest';
 import { startGateway, type Gateway, type GatewayOptions } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
@@ -63,5 +64,21 @@ export async function startTestGateway(env: Record<string, string> = {}, options
       return { status: res.statusCode, ...body } as GraphQLResponse<any>;
     },
     close: () => gateway.close(),
+  };
+}
+
+/**
+ * For a test file whose tests each start their own gateways: returns a `start(env)` that starts one and
+ * registers it to be closed after the test. Call it at the top level of the file.
+ */
+export function gatewaysPerTest(): (env?: Record<string, string>) => Promise<TestGateway> {
+  const started: TestGateway[] = [];
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((g) => g.close()));
+  });
+  return async (env = {}) => {
+    const gw = await startTestGateway(env);
+    started.push(gw);
+    return gw;
   };
 }

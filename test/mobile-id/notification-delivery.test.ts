@@ -1,16 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Client } from 'graphql-ws';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, waitForSubscriber, wsClient } from '../helpers/mobile-id.js';
 
-const started: TestGateway[] = [];
+// Registered after the gateways' hook, so it runs first: clients go before their gateways.
+const gateway = gatewaysPerTest();
 const clients: Client[] = [];
-async function gateway(env: Record<string, string> = {}): Promise<TestGateway> {
-  const gw = await startTestGateway(env);
-  started.push(gw);
-  return gw;
-}
 function client(gw: TestGateway): Client {
   const c = wsClient(gw);
   clients.push(c);
@@ -18,7 +14,6 @@ function client(gw: TestGateway): Client {
 }
 afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.dispose()));
-  await Promise.all(started.splice(0).map((g) => g.close()));
 });
 
 const sandboxOf = (gw: TestGateway) => gw.gateway.services.sandbox.mobileId!;

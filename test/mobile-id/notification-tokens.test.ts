@@ -1,19 +1,14 @@
 import { createHash } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Client } from 'graphql-ws';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
 
-const started: TestGateway[] = [];
+// Registered after the gateways' hook, so it runs first: clients go before their gateways.
+const gateway = gatewaysPerTest();
 const clients: Client[] = [];
-async function gateway(env: Record<string, string> = {}): Promise<TestGateway> {
-  const gw = await startTestGateway(env);
-  started.push(gw);
-  return gw;
-}
 afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.dispose()));
-  await Promise.all(started.splice(0).map((g) => g.close()));
 });
 
 const ISSUE = `mutation($id: String, $ttl: Int) { issueMobileIdNotificationToken(authReqId: $id, ttlSeconds: $ttl) { token authReqId expiresAt } }`;

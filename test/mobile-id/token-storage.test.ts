@@ -4,19 +4,14 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Client } from 'graphql-ws';
-import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, waitForSubscriber, wsClient } from '../helpers/mobile-id.js';
 
-const started: TestGateway[] = [];
+// Registered after the gateways' hook, so it runs first: clients go before their gateways.
+const gateway = gatewaysPerTest();
 const clients: Client[] = [];
-async function gateway(env: Record<string, string> = {}): Promise<TestGateway> {
-  const gw = await startTestGateway(env);
-  started.push(gw);
-  return gw;
-}
 afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.dispose()));
-  await Promise.all(started.splice(0).map((g) => g.close()));
 });
 
 /** Every byte the store wrote to DATA_DIR (database, WAL), as latin1 text to search. */
