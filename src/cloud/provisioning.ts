@@ -15,6 +15,7 @@ import type { LedgerRecord } from '../store/ledger.js';
 import { fingerprint, stepKey } from '../upstream/idempotency.js';
 import type { CloudService, MutationResult } from './service.js';
 import * as v from './validation.js';
+import { addressFromResponse } from './wire.js';
 
 export type ProvisioningKind = 'KAFKA_CLUSTER' | 'VIRTUAL_MACHINE';
 export type ProvisioningState = 'RUNNING' | 'SUCCEEDED' | 'FAILED';
@@ -223,10 +224,7 @@ export class ProvisioningService {
   }
 
   private async addressOf(ipId: string): Promise<string | null> {
-    const rec = await this.lookup(ipId);
-    const r = rec?.response as Record<string, unknown> | null | undefined;
-    const address = r?.address ?? (r?.data as Record<string, unknown> | undefined)?.address;
-    return typeof address === 'string' && v.isIPv4(address) ? address : null;
+    return addressFromResponse((await this.lookup(ipId))?.response);
   }
 
   private async start(

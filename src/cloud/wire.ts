@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { toWire } from '../catalog/index.js';
+import { isIPv4 } from './validation.js';
 import {
   REGION_WIRE,
   ZONE_WIRE,
@@ -229,6 +230,24 @@ function jwtExpiry(token: string): number | null {
   }
 }
 
+
+/**
+ * The IPv4 address in an IP creation response, if any: the spec does not show the response, so look
+ * under the common names, at the top level and under `data`, `spec` or `status`.
+ */
+export function addressFromResponse(response: unknown): string | null {
+  if (!response || typeof response !== 'object') return null;
+  const r = response as Record<string, unknown>;
+  for (const k of ['address', 'ip', 'ipAddress', 'ip_address']) {
+    const v = r[k];
+    if (typeof v === 'string' && isIPv4(v)) return v;
+  }
+  for (const k of ['data', 'spec', 'status']) {
+    const nested = addressFromResponse(r[k]);
+    if (nested) return nested;
+  }
+  return null;
+}
 
 /** Removes secrets an upstream might echo back before a response is stored. */
 export function scrubResponse(body: unknown): unknown {

@@ -1,5 +1,6 @@
 import { bootDiskIops, fromWire } from '../catalog/index.js';
 import type { MutationResult } from '../cloud/service.js';
+import { addressFromResponse } from '../cloud/wire.js';
 import type { KafkaClusterSpec, KafkaTopicSpec, KafkaUserSpec, NetworkSpec, SubnetSpec, VirtualMachineSpec } from '../cloud/model.js';
 import type { Resolvers } from '../generated/graphql.js';
 import type { LedgerRecord } from '../store/ledger.js';
@@ -87,7 +88,7 @@ export const cloudResolvers: Resolvers = {
     networkId: (r) => r.parentId ?? '',
     title: (r) => r.title ?? '',
     description: (r) => String(r.spec.description ?? ''),
-    address: (r) => findAddress(r.response),
+    address: (r) => addressFromResponse(r.response),
   },
   KafkaCluster: {
     ...common,
@@ -166,17 +167,3 @@ export const cloudResolvers: Resolvers = {
     ipAddress: (n, _a, ctx) => related(ctx, n.ipAddressId, 'ip_address'),
   },
 };
-
-/** The IPv4 address in an IP creation response, if any (its shape is not documented). */
-function findAddress(response: unknown): string | null {
-  if (!response || typeof response !== 'object') return null;
-  const r = response as Record<string, unknown>;
-  for (const k of ['address', 'ip', 'ipAddress', 'ip_address']) {
-    if (typeof r[k] === 'string') return r[k];
-  }
-  for (const k of ['data', 'spec', 'status']) {
-    const nested = findAddress(r[k]);
-    if (nested) return nested;
-  }
-  return null;
-}

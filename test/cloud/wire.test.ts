@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { extractCreatedId, parseTokenResponse, scrubResponse } from '../../src/cloud/wire.js';
+import { addressFromResponse, extractCreatedId, parseTokenResponse, scrubResponse } from '../../src/cloud/wire.js';
 import { retryAfterMs } from '../../src/upstream/http.js';
 
 describe('reading what the cloud API answers', () => {
@@ -28,6 +28,14 @@ describe('reading what the cloud API answers', () => {
     const jwt = ['e30', Buffer.from(JSON.stringify({ exp: 5000 })).toString('base64url'), 'sig'].join('.');
     expect(parseTokenResponse({ id_token: jwt }, now)).toEqual({ token: jwt, expiresAt: 5_000_000 });
     expect(parseTokenResponse({ nothing: true }, now)).toBeNull();
+  });
+
+  it('finds the IPv4 address of an IP response under the common names, and nothing that is not an address', () => {
+    expect(addressFromResponse({ id: 'x', address: '203.0.113.5' })).toBe('203.0.113.5');
+    expect(addressFromResponse({ data: { ip_address: '198.51.100.7' } })).toBe('198.51.100.7');
+    expect(addressFromResponse({ status: { ip: '192.0.2.1' } })).toBe('192.0.2.1');
+    expect(addressFromResponse({ address: 'pending' })).toBeNull();
+    expect(addressFromResponse(null)).toBeNull();
   });
 
   it('removes echoed secrets before a response is stored', () => {
