@@ -9,27 +9,23 @@
 // - creation answers 201 with `id` at the top level (or under `data` for the types
 //   listed in `wrapResponseInData`);
 // - errors: `{ code, domain, details }` with the codes of `CloudSandboxErrorCode`.
-import type { RecordedRequest as JsonApiRecordedRequest } from './json-api.js';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { SignJWT } from 'jose';
 import { validate as isUuid } from 'uuid';
 import { FaultInjector, errorCodeForStatus } from './faults.js';
 import type { FaultKind } from './faults.js';
 import {
-  BodyError,
   DEFAULT_BODY_LIMIT_BYTES,
   acceptsJsonExplicitly,
   canonicalJson,
-  flattenHeaders,
   headerValue,
   isJsonMediaType,
-  parseJsonBody,
-  readRawBody,
   requestPath,
   sendJson,
   startLoopbackServer,
 } from './http.js';
+import { createJsonApiHandler, type ApiAnswer, type RecordedRequest } from './json-api.js';
 import {
   KINDS,
   SERVICE_TYPES,
@@ -132,10 +128,7 @@ export interface CloudSandboxOptions {
   bodyLimitBytes?: number;
 }
 
-export interface RecordedRequest extends JsonApiRecordedRequest {
-  /** True when the answer was an idempotent replay of an earlier creation. */
-  readonly replayed: boolean;
-}
+export type { RecordedRequest } from './json-api.js';
 
 export interface IssuedToken {
   readonly token: string;
@@ -186,12 +179,7 @@ export interface CloudSandbox {
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
-interface Answer {
-  status: number;
-  body: unknown;
-  headers?: Record<string, string>;
-  replayed?: boolean;
-}
+type Answer = ApiAnswer;
 
 class ApiError extends Error {
   readonly status: number;
@@ -571,68 +559,16 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
     return createOnce(req, path, body, (key) => createService(req, body, key));
   }
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = requestPath(req);
-    const entry: Mutable<RecordedRequest> = {
-      method: req.method ?? 'GET',
-      path,
-      headers: flattenHeaders(req),
-      body: undefined,
-      status: null,
-      replayed: false,
-      receivedAt: new Date(),
-    };
-    requests.push(entry);
-    if (requests.length > maxRecorded) requests.splice(0, requests.length - maxRecorded);
-
-    const answer = (a: Answer): void => {
-      entry.status = a.status;
-      entry.replayed = a.replayed ?? false;
-      sendJson(res, a.status, a.body, a.headers);
-    };
-
-    let raw: Buffer;
-    try {
-      raw = await readRawBody(req, bodyLimit);
-    } catch (error) {
-      if (error instanceof BodyError && error.reason === 'too_large') {
-        res.setHeader('connection', 'close');
-        answer({ status: 413, body: errorBody(CloudSandboxErrorCode.PAYLOAD_TOO_LARGE, path, `(body): larger than ${bodyLimit} bytes`) });
-      }
-      return;
-    }
-    let body: unknown;
-    let malformed = false;
-    try {
-      body = parseJsonBody(raw);
-    } catch {
-      body = raw.toString('utf8');
-      malformed = true;
-    }
-    entry.body = body;
-
-    const outcome = await faults.intercept(req, res);
-    if (outcome.action !== 'proceed') {
-      entry.fault = outcome.fault;
-      if (outcome.action === 'answered') entry.status = outcome.status;
-      return;
-    }
-    if (outcome.fault !== undefined) entry.fault = outcome.fault;
-
-    let result: Answer;
-    try {
-      result = await route(req, path, body, malformed);
-    } catch (error) {
-      if (!(error instanceof ApiError)) throw error;
-      result = { status: error.status, body: errorBody(error.code, path, error.details), headers: error.headers };
-    }
-    if (outcome.resetAfter) {
-      // The work is done (and remembered under its idempotency key); only the answer is lost.
-      req.socket.destroy();
-      return;
-    }
-    answer(result);
-  }
+  const handle = createJsonApiHandler({
+    faults,
+    requests,
+    maxRecorded,
+    bodyLimitBytes: bodyLimit,
+    route: ({ req, path, body, malformed }) => route(req, path, body, malformed),
+    errorBody: (code, message, path) => errorBody(code, path, message),
+    toAnswer: (error, path) =>
+      error instanceof ApiError ? { status: error.status, body: errorBody(error.code, path, error.details), headers: error.headers } : undefined,
+  });
 
   const server = await startLoopbackServer(handle, {
     onHandlerError: (_error, req, res) => {

@@ -1,5 +1,5 @@
-// The request loop shared by the identification and verification sandboxes: record the request, read a
-// bounded body, let the fault injector act, route, answer JSON. Errors are `{ code, message }` (the spec
+// The request loop shared by the sandboxes (cloud, identification, verification): record the request, read a
+// bounded body, let the fault injector act, route, answer JSON. Errors are `{ code, message }` by default, the cloud sandbox passes its `{ code, domain, details }` (the spec
 // does not show an error body; this is the sandbox's choice).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FaultInjector } from './faults.js';
@@ -17,6 +17,8 @@ export interface RecordedRequest {
   readonly status: number | null;
   /** Injected fault, if any (`'503'`, `'reset'`, `'status:409'`, …). */
   readonly fault?: string;
+  /** True when the answer was an idempotent replay of an earlier creation. */
+  readonly replayed: boolean;
   readonly receivedAt: Date;
 }
 
@@ -26,6 +28,8 @@ export interface ApiAnswer {
   /** Raw text answer (an HTML page) instead of JSON. */
   html?: string;
   headers?: Record<string, string>;
+  /** The answer replays an earlier creation (recorded on the request). */
+  replayed?: boolean;
 }
 
 export class ApiError extends Error {
@@ -49,15 +53,23 @@ export interface ParsedRequest {
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
+/**
+ * The request loop of every sandbox: record the request, read a bounded body, let the fault injector
+ * act, route, answer. `toAnswer` turns an error the route throws into an answer (each sandbox has its
+ * own error body); `errorBody` shapes the loop's own 413.
+ */
 export function createJsonApiHandler(options: {
   faults: FaultInjector;
   route: (request: ParsedRequest) => ApiAnswer | Promise<ApiAnswer>;
   requests: RecordedRequest[];
   bodyLimitBytes?: number;
   maxRecorded?: number;
+  errorBody?: (code: string, message: string, path: string) => unknown;
+  toAnswer?: (error: unknown, path: string) => ApiAnswer | undefined;
 }): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
   const limit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
   const maxRecorded = options.maxRecorded ?? 10_000;
+  const errorBody = options.errorBody ?? ((code: string, message: string) => ({ code, message }));
   return async (req, res) => {
     const path = requestPath(req);
     const entry: Mutable<RecordedRequest> = {
@@ -66,6 +78,7 @@ export function createJsonApiHandler(options: {
       headers: flattenHeaders(req),
       body: undefined,
       status: null,
+      replayed: false,
       receivedAt: new Date(),
     };
     options.requests.push(entry);
@@ -73,6 +86,7 @@ export function createJsonApiHandler(options: {
 
     const answer = (a: ApiAnswer) => {
       entry.status = a.status;
+      entry.replayed = a.replayed ?? false;
       if (a.html !== undefined) {
         res.writeHead(a.status, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(a.html), ...a.headers });
         res.end(a.html);
@@ -87,7 +101,7 @@ export function createJsonApiHandler(options: {
     } catch (error) {
       if (error instanceof BodyError && error.reason === 'too_large') {
         res.setHeader('connection', 'close');
-        answer({ status: 413, body: { code: 'PAYLOAD_TOO_LARGE', message: `body larger than ${limit} bytes` } });
+        answer({ status: 413, body: errorBody('PAYLOAD_TOO_LARGE', `(body): larger than ${limit} bytes`, path) });
       }
       return;
     }
@@ -113,10 +127,12 @@ export function createJsonApiHandler(options: {
     try {
       result = await options.route({ req, method: entry.method, path, body, malformed });
     } catch (error) {
-      if (!(error instanceof ApiError)) throw error;
-      result = { status: error.status, body: { code: error.code, message: error.message } };
+      const mapped = error instanceof ApiError ? { status: error.status, body: errorBody(error.code, error.message, path) } : options.toAnswer?.(error, path);
+      if (!mapped) throw error;
+      result = mapped;
     }
     if (outcome.resetAfter) {
+      // The work is done (and remembered under its idempotency key, if any); only the answer is lost.
       req.socket.destroy();
       return;
     }
