@@ -27,6 +27,7 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'IDENTIFICATION_API_URL', default: '(unset: sandbox)', description: 'Base URL of the identification interface (environment PRODUCTION).' },
   { name: 'IDENTIFICATION_PRODLIKE_API_URL', default: '(unset: sandbox)', description: 'Base URL of the pre-production-like identification interface (environment PRODLIKE).' },
   { name: 'IDENTIFICATION_API_TOKEN', default: '(unset)', description: 'Bearer token for the identification interface.' },
+  { name: 'IDENTIFICATION_PRODLIKE_API_TOKEN', default: '(unset: IDENTIFICATION_API_TOKEN)', description: 'Bearer token for the pre-production-like identification interface (environment PRODLIKE). Unset: the production token IDENTIFICATION_API_TOKEN is sent there too.' },
   { name: 'RFM_API_URL', default: '(unset: sandbox)', description: 'Base URL of the rfm list check (POST /api/v1/rfm/is-in-catalog).' },
   { name: 'MOBILEID_NOTIFICATION_TOKENS', default: '(unset)', description: 'Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id.' },
   { name: 'MOBILEID_JWKS_URL', default: '(unset)', description: 'JWKS of the mobile identity service; with MOBILEID_ISSUER and MOBILEID_CLIENT_ID, id_tokens are verified.' },
@@ -166,6 +167,7 @@ const envSchema = z.object({
   IDENTIFICATION_API_URL: httpUrl,
   IDENTIFICATION_PRODLIKE_API_URL: httpUrl,
   IDENTIFICATION_API_TOKEN: optionalString,
+  IDENTIFICATION_PRODLIKE_API_TOKEN: optionalString,
   RFM_API_URL: httpUrl,
   MOBILEID_NOTIFICATION_TOKENS: list,
   MOBILEID_JWKS_URL: httpUrl,
@@ -221,6 +223,8 @@ export interface Config {
     readonly url: string | undefined;
     readonly prodlikeUrl: string | undefined;
     readonly token: string | undefined;
+    /** IDENTIFICATION_PRODLIKE_API_TOKEN; undefined means `token` is used for PRODLIKE too. */
+    readonly prodlikeToken: string | undefined;
   };
   readonly rfmUrl: string | undefined;
   readonly mobileId: {
@@ -298,7 +302,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     sqliteSynchronous: e.SQLITE_SYNCHRONOUS,
     cloud: { url: e.CLOUD_API_URL, token: e.CLOUD_API_TOKEN, credentials: e.CLOUD_API_CREDENTIALS },
     verification: { url: e.VERIFICATION_API_URL, token: e.VERIFICATION_API_TOKEN },
-    identification: { url: e.IDENTIFICATION_API_URL, prodlikeUrl: e.IDENTIFICATION_PRODLIKE_API_URL, token: e.IDENTIFICATION_API_TOKEN },
+    identification: {
+      url: e.IDENTIFICATION_API_URL,
+      prodlikeUrl: e.IDENTIFICATION_PRODLIKE_API_URL,
+      token: e.IDENTIFICATION_API_TOKEN,
+      prodlikeToken: e.IDENTIFICATION_PRODLIKE_API_TOKEN,
+    },
     rfmUrl: e.RFM_API_URL,
     mobileId: {
       notificationTokens: e.MOBILEID_NOTIFICATION_TOKENS,

@@ -44,24 +44,28 @@ export interface CreatedIdentification {
   response: unknown;
 }
 
-/** The identification interface, one base address per environment (spec: Addresses). */
+/** One environment of the identification interface: its base address and its ACCESS_TOKEN. */
+export interface IdentificationEndpoint {
+  http: UpstreamHttp;
+  token: string | undefined;
+}
+
+/** The identification interface, one base address and token per environment (spec: Addresses). */
 export class IdentificationClient {
-  constructor(
-    private readonly environments: Readonly<Record<IdentificationEnvironment, UpstreamHttp | null>>,
-    private readonly token: string | undefined,
-  ) {}
+  constructor(private readonly environments: Readonly<Record<IdentificationEnvironment, IdentificationEndpoint | null>>) {}
 
   async create(environment: IdentificationEnvironment, body: IdentificationRequest, idempotencyKey: string): Promise<CreatedIdentification> {
-    const http = this.environments[environment];
-    if (!http) {
+    const endpoint = this.environments[environment];
+    if (!endpoint) {
       throw badUserInput('input.environment', `${environment} is not configured on this gateway (set IDENTIFICATION_PRODLIKE_API_URL)`);
     }
+    const { http, token } = endpoint;
     const res = await http.request({
       method: 'POST',
       path: PATHS.identifications,
       route: `POST ${PATHS.identifications}`,
       // Spec, Endpoints: "Authorization: Bearer <ACCESS_TOKEN>, Content-Type: application/json".
-      headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey, ...bearer(this.token) },
+      headers: { 'content-type': 'application/json', 'idempotency-key': idempotencyKey, ...bearer(token) },
       body,
       rejectCode: identityRejectCode,
     });

@@ -36,6 +36,8 @@ export function createIdentityService(deps: {
   const prodlikeUrl = config.identification.prodlikeUrl ?? (sandboxed.identification ? sandboxUrl(sandbox.identificationProdlike, 'identification PRODLIKE') : null);
   const prodlike = prodlikeUrl ? deps.upstream('identification-prodlike', prodlikeUrl) : null;
   const identificationToken = config.identification.token ?? (sandboxed.identification ? SANDBOX_IDENTIFICATION_TOKEN : undefined);
+  // PRODLIKE has its own token when one is configured; otherwise the production one (DESIGN.md, Configuration).
+  const prodlikeToken = config.identification.prodlikeToken ?? identificationToken;
 
   const verificationToken = config.verification.token ?? (sandboxed.verification ? SANDBOX_VERIFICATION_TOKEN : undefined);
   const verification = deps.upstream('verification', config.verification.url ?? sandboxUrl(sandbox.verification, 'verification'));
@@ -45,7 +47,10 @@ export function createIdentityService(deps: {
   const rfm = deps.upstream('rfm', config.rfmUrl ?? sandboxUrl(sandbox.verification, 'verification (rfm)'));
 
   return new IdentityService({
-    identification: new IdentificationClient({ PRODUCTION: production, PRODLIKE: prodlike }, identificationToken),
+    identification: new IdentificationClient({
+      PRODUCTION: { http: production, token: identificationToken },
+      PRODLIKE: prodlike ? { http: prodlike, token: prodlikeToken } : null,
+    }),
     verification: new VerificationClient(verification, verificationToken, { http: rfm, token: rfmToken }),
     ledger: deps.ledger,
     idempotency: deps.idempotency,
