@@ -10,6 +10,7 @@ import type {
 } from '../generated/graphql.js';
 import type { Caller } from '../server/auth.js';
 import type { Ledger, LedgerRecord, ResourceKind } from '../store/ledger.js';
+import { ownerOfRecord } from '../tenancy.js';
 import type { Idempotency } from '../upstream/idempotency.js';
 import type { CloudClient, Created } from './client.js';
 import { withoutSecrets } from './model.js';
@@ -35,7 +36,14 @@ export class CloudService {
     private readonly idempotency: Idempotency,
   ) {}
 
-  private readonly lookup: v.Lookup = (id) => this.ledger.get(id);
+  /**
+   * Parents are looked up in the shared cloud ledger only: an id of another app's verification or
+   * identification must read as unknown, not as "a verification, not a project" (src/tenancy.ts).
+   */
+  private readonly lookup: v.Lookup = async (id) => {
+    const rec = await this.ledger.get(id);
+    return rec && ownerOfRecord(rec) === null ? rec : null;
+  };
 
   createProject(caller: Caller, input: CreateProjectInput, key?: string | null): Promise<MutationResult> {
     const spec = v.validateProject(input);

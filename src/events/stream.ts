@@ -1,3 +1,5 @@
+import type { Caller } from '../server/auth.js';
+import { readableBy } from '../tenancy.js';
 import type { EventBus } from './bus.js';
 import type { EventLog, EventRecord } from './log.js';
 
@@ -7,6 +9,11 @@ export interface StreamFilter {
   key?: string;
   /** Only events of this API-key scope (for streams over every key). */
   scope?: string;
+  /**
+   * Only events this caller may read (src/tenancy.ts): another key's event is skipped, stored or live, so
+   * the stream looks exactly like one for an id that has no event yet.
+   */
+  reader?: Caller;
   /** Ends the stream after this many events (a mobile-ID authentication completes once). */
   limit?: number;
 }
@@ -57,7 +64,9 @@ export class EventStreams {
 
   async *subscribe(filter: StreamFilter, signal?: CancelSignal): AsyncGenerator<EventRecord> {
     const matches = (e: EventRecord) =>
-      (filter.key === undefined || e.key === filter.key) && (filter.scope === undefined || e.scope === filter.scope);
+      (filter.key === undefined || e.key === filter.key) &&
+      (filter.scope === undefined || e.scope === filter.scope) &&
+      (filter.reader === undefined || readableBy(filter.reader, e.scope));
     const queue: EventRecord[] = [];
     let wake: (() => void) | null = null;
     const unsubscribe = this.bus.subscribe(filter.kind, filter.key ?? null, (e) => {

@@ -1584,7 +1584,7 @@ export type Query = {
    * utilization levels, with the exact string the cloud API takes for each. Static; it needs no upstream call.
    */
   catalog: Catalog;
-  /** An identification link the gateway created, by its id. Null for an id the gateway did not create. */
+  /** An identification link the gateway created with the caller's API key, by its id. Null for any other id, another key's included. */
   identification: Maybe<Identification>;
   /**
    * The end of a mobile-ID authentication, as the mobile identity service notified it, or null when no
@@ -1592,7 +1592,10 @@ export type Query = {
    * the event retention). The same value the subscription of the same name delivers.
    */
   mobileIdAuthentication: Maybe<MobileIdAuthenticationResult>;
-  /** Any object the gateway remembers, by its global id (the upstream's id). Returns null for an unknown id. */
+  /**
+   * Any object the gateway remembers, by its global id (the upstream's id). Returns null for an unknown id, and
+   * for a verification or identification another API key created (the cloud resources are shared by every key).
+   */
   node: Maybe<Node>;
   /** One project and, through its fields, the tree of everything created in it. Null for an id the gateway did not create. */
   project: Maybe<Project>;
@@ -1601,7 +1604,8 @@ export type Query = {
   /** A composite provisioning started by provisionKafkaCluster or provisionVirtualMachine, with the state of each step. Null for an unknown id or one of another API key. */
   provisioning: Maybe<Provisioning>;
   /**
-   * Results of verifications, in the order of `externalIds`; a null entry for an id the verification interface does not know.
+   * Results of verifications, in the order of `externalIds`; a null entry for an id the verification interface does not know,
+   * and for one not registered through this gateway with the caller's API key (that id is not sent upstream).
    * Every lookup of one operation (this field under several aliases, and `Verification.result`) is sent upstream as ONE
    * `POST /api/v2/verifications/results`, split only above `VERIFICATION_RESULTS_BATCH_SIZE` ids.
    */
@@ -1742,15 +1746,16 @@ export type Subscription = {
   /**
    * Waits for the end of a mobile-ID authentication. Delivers the stored result at once when the notification
    * has already arrived (a late subscriber loses nothing), otherwise the result as soon as it arrives; then the
-   * stream completes, since an authentication ends once.
+   * stream completes, since an authentication ends once. A result received on a token another app's API key issued is
+   * never delivered: the stream waits as for an authentication with no result yet.
    */
   mobileIdAuthentication: MobileIdAuthenticationResult;
   /** The provisioning's state now, then after every step, until it SUCCEEDED or FAILED. */
   provisioningProgress: Provisioning;
   /**
    * Verification results delivered by callback. With `externalId`: that verification's result, at once if it already
-   * arrived, then any later delivery. Without: every result of a verification registered with the caller's API key,
-   * from now on.
+   * arrived, then any later delivery; nothing for a verification another API key registered. Without: every result of a
+   * verification registered with the caller's API key, from now on.
    */
   verificationCompleted: VerificationCompletion;
 };

@@ -31,7 +31,7 @@ class RequestContext implements GraphQLContext {
     readonly services: Services,
     private readonly makeLogger: Logger | (() => Logger),
   ) {
-    this.loaders = new Loaders(services);
+    this.loaders = new Loaders(services, caller);
   }
 
   get logger(): Logger {

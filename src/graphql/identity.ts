@@ -15,7 +15,7 @@ import type { GraphQLContext } from './context.js';
  */
 function resultsLoader(ctx: GraphQLContext): DataLoader<string, VerificationResultItem | null> {
   return ctx.loaders.custom('verificationResults', () =>
-    new DataLoader<string, VerificationResultItem | null>((ids) => ctx.services.identity.results(ids), {
+    new DataLoader<string, VerificationResultItem | null>((ids) => ctx.services.identity.results(ctx.caller, ids), {
       maxBatchSize: ctx.services.config.resultsBatchSize,
       batchScheduleFn: (dispatch) => setImmediate(dispatch),
     }),
@@ -23,7 +23,7 @@ function resultsLoader(ctx: GraphQLContext): DataLoader<string, VerificationResu
 }
 
 function completionsLoader(ctx: GraphQLContext): DataLoader<string, EventRecord | null> {
-  return ctx.loaders.custom('verificationCompletions', () => new DataLoader<string, EventRecord | null>((ids) => ctx.services.identity.completions(ids)));
+  return ctx.loaders.custom('verificationCompletions', () => new DataLoader<string, EventRecord | null>((ids) => ctx.services.identity.completions(ctx.caller, ids)));
 }
 
 async function ledgerRecord(ctx: GraphQLContext, id: string, kind: ResourceKind): Promise<LedgerRecord | null> {
@@ -86,7 +86,11 @@ export const identityResolvers: Resolvers = {
       subscribe: (_p, { externalId }, ctx) => {
         if (externalId != null && externalId.trim() === '') throw badUserInput('externalId', 'must not be empty');
         // With an id: that verification, stored result first. Without: every result of the caller's API key.
-        const filter = externalId != null ? { kind: VERIFICATION_EVENT_KIND, key: externalId } : { kind: VERIFICATION_EVENT_KIND, scope: ctx.caller.scope };
+        // Another key's verification streams nothing, like an id that has no result yet (src/tenancy.ts).
+        const filter =
+          externalId != null
+            ? { kind: VERIFICATION_EVENT_KIND, key: externalId, reader: ctx.caller }
+            : { kind: VERIFICATION_EVENT_KIND, scope: ctx.caller.scope };
         return abortable((signal) => ctx.services.events.streams.subscribe(filter, signal));
       },
       resolve: (event: EventRecord) => event,

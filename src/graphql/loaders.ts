@@ -1,24 +1,29 @@
 import DataLoader from 'dataloader';
+import type { Caller } from '../server/auth.js';
 import type { Services } from '../services.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
+import { visibleRecord } from '../tenancy.js';
 
 /**
  * Per-request DataLoaders, created on first use: a tree of N rows costs one SQL statement per level,
- * never one per row.
+ * never one per row. They load for one caller: a record another API key owns (src/tenancy.ts) loads as null.
  */
 export class Loaders {
   private resourceLoader?: DataLoader<string, LedgerRecord | null>;
   /** Made on first use: a subscription's context never loads anything. */
   private childLoadersMap?: Map<string, DataLoader<string, LedgerRecord[]>>;
 
-  constructor(private readonly services: Services) {}
+  constructor(
+    private readonly services: Services,
+    private readonly caller: Caller,
+  ) {}
 
   private get childLoaders(): Map<string, DataLoader<string, LedgerRecord[]>> {
     return (this.childLoadersMap ??= new Map());
   }
 
   get resource(): DataLoader<string, LedgerRecord | null> {
-    this.resourceLoader ??= new DataLoader((ids) => this.services.ledger.getMany(ids));
+    this.resourceLoader ??= new DataLoader(async (ids) => (await this.services.ledger.getMany(ids)).map((r) => visibleRecord(this.caller, r)));
     return this.resourceLoader;
   }
 

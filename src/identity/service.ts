@@ -3,6 +3,7 @@ import type { EventRecord, Events } from '../events/index.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
 import type { Caller } from '../server/auth.js';
 import type { Ledger, LedgerRecord } from '../store/ledger.js';
+import { readableBy, visibleRecord } from '../tenancy.js';
 import type { Idempotency } from '../upstream/idempotency.js';
 import type { VerificationCallbacks } from './callbacks.js';
 import type { IdentificationClient, RegisteredVerification, VerificationClient } from './client.js';
@@ -225,15 +226,25 @@ export class IdentityService {
   /**
    * The batch function of the per-request results loader: one upstream call for the ids given (the loader
    * splits above the batch size), each id mapped back to its result, null where the upstream has none.
+   * Only verifications this caller registered are asked for (src/tenancy.ts): any other id, another key's
+   * or one never registered here, is null without reaching the upstream.
    */
-  async results(externalIds: readonly string[]): Promise<(wire.VerificationResultItem | null)[]> {
-    const byId = await this.o.verification.results(externalIds);
-    return externalIds.map((id) => byId.get(id) ?? null);
+  async results(caller: Caller, externalIds: readonly string[]): Promise<(wire.VerificationResultItem | null)[]> {
+    const records = await this.o.ledger.getMany(externalIds);
+    const own = externalIds.filter((_id, i) => {
+      const rec = visibleRecord(caller, records[i]);
+      return rec !== null && rec.kind === 'verification';
+    });
+    if (own.length === 0) return externalIds.map(() => null);
+    const byId = await this.o.verification.results([...new Set(own)]);
+    const allowed = new Set(own);
+    return externalIds.map((id) => (allowed.has(id) ? (byId.get(id) ?? null) : null));
   }
 
-  /** Newest callback event of each verification, in the order of `externalIds`. */
-  completions(externalIds: readonly string[]): Promise<(EventRecord | null)[]> {
-    return this.o.events.log.latestMany(VERIFICATION_EVENT_KIND, externalIds);
+  /** Newest callback event of each verification, in the order of `externalIds`; null for another key's. */
+  async completions(caller: Caller, externalIds: readonly string[]): Promise<(EventRecord | null)[]> {
+    const events = await this.o.events.log.latestMany(VERIFICATION_EVENT_KIND, externalIds);
+    return events.map((e) => (e && readableBy(caller, e.scope) ? e : null));
   }
 
   /** True when the token is one of a callbackUrl the gateway handed out. */

@@ -5,6 +5,7 @@ import type { CancelSignal, EventRecord, Events } from '../events/index.js';
 import type { Logger } from '../logger.js';
 import type { Caller } from '../server/auth.js';
 import type { Database } from '../store/schema.js';
+import { readableBy } from '../tenancy.js';
 import { IdTokenVerifier, claimsOf, type IdTokenClaims, type VerifierOptions } from './verify.js';
 import type { SecretBox } from './sealing.js';
 import { NotificationTokens, type IssuedToken, type NotifierAuth } from './tokens.js';
@@ -290,8 +291,8 @@ export class MobileIdService {
    */
   async *watch(caller: Caller, authReqId: string, signal?: CancelSignal): AsyncGenerator<MobileIdAuthentication> {
     checkAuthReqId(authReqId);
-    for await (const event of this.events.streams.subscribe({ kind: MOBILE_ID_EVENT_KIND, key: authReqId, limit: 1 }, signal)) {
-      if (!visible(event, caller)) throw notFound(`mobile-ID authentication ${authReqId}`);
+    // Another app's result is skipped: the stream waits as it would for an authentication with no result yet.
+    for await (const event of this.events.streams.subscribe({ kind: MOBILE_ID_EVENT_KIND, key: authReqId, limit: 1, reader: caller }, signal)) {
       yield this.view(event);
     }
   }
@@ -375,9 +376,9 @@ export class MobileIdService {
   }
 }
 
-/** An event from a token an app issued is that app's; one from a configured token is every app's. */
+/** An event from a token an app issued is that app's; one from a configured token (scope null) is every app's. */
 function visible(event: EventRecord, caller: Caller): boolean {
-  return event.scope === null || event.scope === caller.scope;
+  return readableBy(caller, event.scope);
 }
 
 /** BAD_USER_INPUT for an authReqId argument that no notification can carry. */

@@ -149,7 +149,8 @@ describe('verification registration and batched results', () => {
     expect(calls).toHaveLength(1);
     expect(calls[0]!.headers.authorization).toBe(`Bearer ${SANDBOX_VERIFICATION_TOKEN}`);
     const sentIds = (calls[0]!.body as { verificationExternalId: string[] }).verificationExternalId;
-    expect([...sentIds].sort()).toEqual([...ids, 'never-registered'].sort());
+    // An id the caller did not register is answered null without asking the upstream (issue 11 §1, tenancy).
+    expect([...sentIds].sort()).toEqual([...ids].sort());
 
     expect(res.data!.first).toEqual([{ externalId: ids[0], status: 'COMPLETED', data: expect.objectContaining({ decision: 'APPROVED' }) }]);
     expect(res.data!.second).toEqual([{ externalId: ids[1], status: 'IN_PROGRESS' }, null]);
@@ -167,8 +168,9 @@ describe('verification registration and batched results', () => {
 
   it('maps an upstream failure of the results call to UPSTREAM_UNAVAILABLE after retries', async () => {
     const fault = { status: 503, retryAfterSeconds: null };
+    const p = await register(t, {});
     sandbox.faults.enqueueFor(RESULTS, fault, fault, fault, fault, fault);
-    const res = await t.graphql(`{ verificationResults(externalIds: ["x"]) { externalId } }`);
+    const res = await t.graphql(`query($id: ID!) { verificationResults(externalIds: [$id]) { externalId } }`, { id: p.verification.externalId });
     expect(res.errors?.[0]?.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'verification' });
   });
 
@@ -203,6 +205,9 @@ describe('verification results batch size', () => {
     const t = await startTestGateway({ VERIFICATION_RESULTS_BATCH_SIZE: '2', SANDBOX_CALLBACK_DELAY_MS: '600000' });
     try {
       const sandbox = t.gateway.services.sandbox.verification!;
+      // Only verifications registered with the caller's key are looked up (issue 11 §1).
+      for (const externalId of ['v1', 'v2', 'v3', 'v4', 'v5']) await register(t, { externalId });
+      sandbox.clearRequests();
       const res = await t.graphql(`{
         a: verificationResults(externalIds: ["v1", "v2", "v3"]) { externalId }
         b: verificationResults(externalIds: ["v4", "v5", "v1"]) { externalId }
