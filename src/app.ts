@@ -16,6 +16,7 @@ import { buildSchema } from './graphql/schema.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startSandboxes, type Sandboxes } from './sandbox/index.js';
+import { resolveCloudShape, type CloudResponseShape } from './sandbox/cloud-shapes.js';
 import { createAuthenticator } from './server/auth.js';
 import { createGraphiqlHandler, defaultGraphiqlAssetsDir, GRAPHIQL_ASSETS_PATH, prefersHtml } from './server/graphiql.js';
 import { DEFAULT_QUERY, graphiqlExamples } from './server/graphiql-examples.js';
@@ -83,6 +84,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     const sandbox: Sandboxes = await startSandboxes({
       cloud: sandboxed.cloud,
+      ...(sandboxed.cloud ? { cloudShape: cloudSandboxShape(config, logger) } : {}),
       faultRate: config.sandbox.faultRate,
       latencyMs: config.sandbox.latencyMs,
       cloudCredentials: config.cloud.credentials,
@@ -279,4 +281,12 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     await closeAll();
     throw err;
   }
+}
+
+/** SANDBOX_CLOUD_SHAPE, printed at start-up (with the seed of a random one, so that a run can be repeated). */
+function cloudSandboxShape(config: Config, logger: Logger): CloudResponseShape {
+  const { mode, seed } = resolveCloudShape(config.sandbox.cloudShape, config.sandbox.cloudShapeSeed);
+  if (seed === null) logger.info({ shape: mode.name }, `cloud sandbox answers in shape ${mode.name}`);
+  else logger.info({ shape: mode.name, seed }, `cloud sandbox answers in random shape ${mode.name} (SANDBOX_CLOUD_SHAPE_SEED=${seed} repeats it)`);
+  return mode.shape;
 }

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { CLOUD_SHAPE_MODES, DEFAULT_CLOUD_SHAPE, cloudShapeByName } from './sandbox/cloud-shapes.js';
 
 /**
  * Every environment variable the gateway reads, declared once: the parser below, the start-up error
@@ -47,6 +48,12 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'GRAPHQL_INTROSPECTION', default: 'true', description: 'Introspection and the GraphiQL page; false turns both off.' },
   { name: 'SANDBOX_FAULT_RATE', default: '0', description: 'Share (0..1) of sandbox upstream requests that fail (5xx, 429, reset, timeout).' },
   { name: 'SANDBOX_LATENCY_MS', default: '0', description: 'Latency added to every sandbox upstream response, in milliseconds.' },
+  {
+    name: 'SANDBOX_CLOUD_SHAPE',
+    default: DEFAULT_CLOUD_SHAPE.name,
+    description: `Where the cloud sandbox puts the created id, the token field and an IP's address in its answers (the spec shows none of them): \`<id>+<token>+<address>\` with id one of id, serviceId, data.id, metadata.id; token one of access_token, accessToken, token; address one of address, ipAddress, ip_address, ip, publicIp, absent (e.g. ${CLOUD_SHAPE_MODES[1]!.name}); or \`random\`, printed at start-up with its seed.`,
+  },
+  { name: 'SANDBOX_CLOUD_SHAPE_SEED', default: '(unset: a new seed each start)', description: 'Seed of SANDBOX_CLOUD_SHAPE=random, to repeat a run\'s shape.' },
   { name: 'SANDBOX_CALLBACK_DELAY_MS', default: '1500', description: 'Delay before the sandbox verification service calls back.' },
   { name: 'LOG_LEVEL', default: 'info', description: 'pino log level: fatal, error, warn, info, debug, trace or silent.' },
 ];
@@ -201,6 +208,26 @@ const envSchema = z.object({
     }),
   SANDBOX_LATENCY_MS: int(0, 0, 60_000),
   SANDBOX_CALLBACK_DELAY_MS: int(1500, 0, 600_000),
+  SANDBOX_CLOUD_SHAPE: z
+    .string()
+    .trim()
+    .optional()
+    .default(DEFAULT_CLOUD_SHAPE.name)
+    .refine((s) => s === 'random' || cloudShapeByName(s) !== undefined, {
+      message: 'must be random or <id>+<token>+<address>: id one of id, serviceId, data.id, metadata.id; token one of access_token, accessToken, token; address one of address, ipAddress, ip_address, ip, publicIp, absent',
+    }),
+  SANDBOX_CLOUD_SHAPE_SEED: z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      if (s === undefined || s.trim() === '') return undefined;
+      const v = Number(s);
+      if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) {
+        ctx.addIssue({ code: 'custom', message: 'must be an integer from 0 to 4294967295' });
+        return z.NEVER;
+      }
+      return v;
+    }),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().default('info'),
 });
 
@@ -244,7 +271,14 @@ export interface Config {
   readonly upstream: { readonly timeoutMs: number; readonly retryBudgetMs: number; readonly maxRetries: number };
   readonly resultsBatchSize: number;
   readonly introspection: boolean;
-  readonly sandbox: { readonly faultRate: number; readonly latencyMs: number; readonly callbackDelayMs: number };
+  readonly sandbox: {
+    readonly faultRate: number;
+    readonly latencyMs: number;
+    readonly callbackDelayMs: number;
+    /** SANDBOX_CLOUD_SHAPE: a shape name, or `random` (resolved at start with `cloudShapeSeed`). */
+    readonly cloudShape: string;
+    readonly cloudShapeSeed: number | undefined;
+  };
   readonly logLevel: string;
 }
 
@@ -325,7 +359,13 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES },
     resultsBatchSize: e.VERIFICATION_RESULTS_BATCH_SIZE,
     introspection: e.GRAPHQL_INTROSPECTION,
-    sandbox: { faultRate: e.SANDBOX_FAULT_RATE, latencyMs: e.SANDBOX_LATENCY_MS, callbackDelayMs: e.SANDBOX_CALLBACK_DELAY_MS },
+    sandbox: {
+      faultRate: e.SANDBOX_FAULT_RATE,
+      latencyMs: e.SANDBOX_LATENCY_MS,
+      callbackDelayMs: e.SANDBOX_CALLBACK_DELAY_MS,
+      cloudShape: e.SANDBOX_CLOUD_SHAPE,
+      cloudShapeSeed: e.SANDBOX_CLOUD_SHAPE_SEED,
+    },
     logLevel: e.LOG_LEVEL,
   };
   const sandboxed = sandboxedUpstreams(config);

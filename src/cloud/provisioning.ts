@@ -15,7 +15,7 @@ import type { LedgerRecord } from '../store/ledger.js';
 import { fingerprint, stepKey } from '../upstream/idempotency.js';
 import type { CloudService, MutationResult } from './service.js';
 import * as v from './validation.js';
-import { addressFromResponse } from './wire.js';
+import { ADDRESS_LOOKUP_DESCRIPTION, addressFromResponse } from './wire.js';
 
 export type ProvisioningKind = 'KAFKA_CLUSTER' | 'VIRTUAL_MACHINE';
 export type ProvisioningState = 'RUNNING' | 'SUCCEEDED' | 'FAILED';
@@ -33,6 +33,17 @@ export interface Step {
   resourceId: string | null;
   idempotencyKey: string | null;
   error: StepError | null;
+  /** kafkaCluster step only: the white_host it sent, and where it came from. */
+  publicAddress?: PublicAddress | null;
+}
+
+/** The cluster's public IPv4 (`white_host`) and its origin: the caller's input, or a field of the IP's creation response. */
+export interface PublicAddress {
+  address: string;
+  source: 'CALLER' | 'IP_ADDRESS_RESPONSE';
+  /** The response field it was read from (`address`, `data.ipAddress`, ...), for IP_ADDRESS_RESPONSE. */
+  responseField: string | null;
+  ipAddressId: string | null;
 }
 
 export interface Provisioning {
@@ -61,7 +72,7 @@ interface PlannedStep {
   /** An id the caller gave: nothing to create. */
   reuse?: string;
   skip?: boolean;
-  run?: (ids: Map<string, string>, key: string) => Promise<MutationResult>;
+  run?: (ids: Map<string, string>, key: string) => Promise<MutationResult & { publicAddress?: PublicAddress | null }>;
 }
 
 const NAMESPACE = '0b9f4f1e-5a57-4a36-9d1b-6c1b1f0f4b6e';
@@ -138,6 +149,8 @@ export class ProvisioningService {
     for (const [i, u] of (input.users ?? []).entries()) {
       await under(`input.users[${i}]`, () => v.validateKafkaUser({ ...u, projectId: PLACEHOLDER, clusterId: PLACEHOLDER }, async () => null));
     }
+    // A reused IP address whose address cannot be read fails now, before anything is created.
+    if (input.ipAddressId && c.publicIp == null) await this.publicAddress(null, input.ipAddressId);
     const names = new Set<string>();
     for (const t of input.topics ?? []) if (names.has(`topic:${t.name}`)) throw badUserInput('input.topics', `topic ${t.name} is listed twice`); else names.add(`topic:${t.name}`);
     for (const u of input.users ?? []) if (names.has(`user:${u.name}`)) throw badUserInput('input.users', `user ${u.name} is listed twice`); else names.add(`user:${u.name}`);
@@ -147,12 +160,21 @@ export class ProvisioningService {
       {
         name: 'kafkaCluster',
         run: async (ids, k) => {
-          const publicIp = c.publicIp ?? (ids.has('ipAddress') ? await this.addressOf(ids.get('ipAddress')!) : null);
-          return this.cloud.createKafkaCluster(
+          const publicAddress = await this.publicAddress(c.publicIp ?? null, ids.get('ipAddress') ?? null);
+          const result = await this.cloud.createKafkaCluster(
             caller,
-            { ...c, ...placement, projectId: ids.get('project')!, networkId: ids.get('network')!, subnetId: ids.get('subnet')!, subnetCidr: input.subnetCidr ?? null, publicIp },
+            {
+              ...c,
+              ...placement,
+              projectId: ids.get('project')!,
+              networkId: ids.get('network')!,
+              subnetId: ids.get('subnet')!,
+              subnetCidr: input.subnetCidr ?? null,
+              publicIp: publicAddress?.address ?? null,
+            },
             k,
           );
+          return { ...result, publicAddress };
         },
       },
       ...(input.topics ?? []).map((t) => ({
@@ -223,8 +245,28 @@ export class ProvisioningService {
     ];
   }
 
-  private async addressOf(ipId: string): Promise<string | null> {
-    return addressFromResponse((await this.lookup(ipId))?.response);
+  /**
+   * The cluster's white_host: the caller's address, else the one in the IP address's creation response, else
+   * none for a private cluster (no IP address step). An IP address whose address cannot be read fails the
+   * step before the cluster is created: a cluster silently created without public access would look fine and
+   * be unreachable (docs/decisions/015-kafka-public-address.md).
+   */
+  private async publicAddress(given: string | null, ipId: string | null): Promise<PublicAddress | null> {
+    if (given !== null) return { address: given, source: 'CALLER', responseField: null, ipAddressId: ipId };
+    if (ipId === null) return null;
+    const record = await this.lookup(ipId);
+    const retry = `give input.cluster.publicIp (the address, as a.b.c.d) and call again with a new idempotency key, reusing what exists (the resourceId of each DONE step as projectId, networkId, subnetId, and ipAddressId ${ipId})`;
+    if (!record) {
+      throw badUserInput('input.cluster.publicIp', `the public IPv4 address for white_host is missing: IP address ${ipId} is not in the gateway's ledger, so its address is unknown; ${retry}`);
+    }
+    const found = addressFromResponse(record.response);
+    if (!found) {
+      throw badUserInput(
+        'input.cluster.publicIp',
+        `the public IPv4 address for white_host is missing: the creation response of IP address ${ipId} has no IPv4 field (looked for ${ADDRESS_LOOKUP_DESCRIPTION}), and the cluster was not created; ${retry}`,
+      );
+    }
+    return { address: found.address, source: 'IP_ADDRESS_RESPONSE', responseField: found.field, ipAddressId: ipId };
   }
 
   private async start(
@@ -315,7 +357,11 @@ export class ProvisioningService {
       try {
         const result = await planned.run!(ids, k);
         ids.set(planned.name, result.record.id);
-        current = await this.update(current, i, { state: 'DONE', resourceId: result.record.id });
+        current = await this.update(current, i, {
+          state: 'DONE',
+          resourceId: result.record.id,
+          ...(result.publicAddress !== undefined ? { publicAddress: result.publicAddress } : {}),
+        });
       } catch (err) {
         const error: StepError = {
           code: err instanceof GraphQLError ? String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR) : ErrorCode.INTERNAL_SERVER_ERROR,

@@ -231,19 +231,34 @@ function jwtExpiry(token: string): number | null {
 }
 
 
+/** The names an IPv4 field of an IP creation response may have (the spec does not show the response). */
+export const ADDRESS_FIELD_NAMES = ['address', 'ip', 'ipAddress', 'ip_address', 'publicIp', 'public_ip'] as const;
+/** Objects of the response that may hold that field. */
+const ADDRESS_CONTAINERS = ['data', 'spec', 'status'] as const;
+
+/** Where `addressFromResponse` looks, for error messages. */
+export const ADDRESS_LOOKUP_DESCRIPTION = `${ADDRESS_FIELD_NAMES.join(', ')}, at the top level or under ${ADDRESS_CONTAINERS.join(', ')}`;
+
+/** An IPv4 address read from a response, and the dotted path of the field it was read from. */
+export interface FoundAddress {
+  address: string;
+  field: string;
+}
+
 /**
- * The IPv4 address in an IP creation response, if any: the spec does not show the response, so look
- * under the common names, at the top level and under `data`, `spec` or `status`.
+ * The IPv4 address in an IP creation response, and the field it came from; null when no field of
+ * `ADDRESS_FIELD_NAMES` (top level, or under data, spec or status) holds one.
  */
-export function addressFromResponse(response: unknown): string | null {
-  if (!response || typeof response !== 'object') return null;
+export function addressFromResponse(response: unknown, prefix = ''): FoundAddress | null {
+  if (!response || typeof response !== 'object' || Array.isArray(response)) return null;
   const r = response as Record<string, unknown>;
-  for (const k of ['address', 'ip', 'ipAddress', 'ip_address']) {
+  for (const k of ADDRESS_FIELD_NAMES) {
     const v = r[k];
-    if (typeof v === 'string' && isIPv4(v)) return v;
+    if (typeof v === 'string' && isIPv4(v)) return { address: v, field: `${prefix}${k}` };
   }
-  for (const k of ['data', 'spec', 'status']) {
-    const nested = addressFromResponse(r[k]);
+  if (prefix) return null;
+  for (const k of ADDRESS_CONTAINERS) {
+    const nested = addressFromResponse(r[k], `${k}.`);
     if (nested) return nested;
   }
   return null;

@@ -1359,7 +1359,7 @@ export type ProvisionKafkaClusterSpecInput = {
   instanceType: KafkaInstanceType;
   /** Kafka version. Default V3_1_0. */
   kafkaVersion?: InputMaybe<KafkaVersion>;
-  /** Public IPv4 address (`white_host`); when omitted and an IP address is created or reused, that address is used if the ledger knows it. */
+  /** Public IPv4 address (`white_host`). When omitted and an IP address is created or reused, the address is read from that IP's creation response; when it cannot be read, the cluster step fails (BAD_USER_INPUT on this field) before the cluster is created. */
   publicIp?: InputMaybe<Scalars['String']['input']>;
   /** Name of the cluster. */
   title: Scalars['String']['input'];
@@ -1507,6 +1507,8 @@ export type Provisioning = {
   kind: ProvisioningKind;
   /** The project, once known. */
   project: Maybe<Project>;
+  /** The public IPv4 address sent as the cluster's `white_host` and where it came from, once the cluster step is done (KAFKA_CLUSTER); null for a private cluster or before. */
+  publicAddress: Maybe<ProvisioningPublicAddress>;
   /** Overall state. */
   state: ProvisioningState;
   /** The steps in the order they run. */
@@ -1534,6 +1536,19 @@ export type ProvisioningKind =
   | 'KAFKA_CLUSTER'
   /** provisionVirtualMachine. */
   | 'VIRTUAL_MACHINE';
+
+/** The public IPv4 address a provisioned Kafka cluster was created with (`white_host`). */
+export type ProvisioningPublicAddress = {
+  __typename?: 'ProvisioningPublicAddress';
+  /** The address, a.b.c.d. */
+  address: Scalars['String']['output'];
+  /** The IP address resource of the provisioning, when it has one. */
+  ipAddressId: Maybe<Scalars['ID']['output']>;
+  /** The field of the IP address's creation response it was read from (e.g. `address`, `data.ipAddress`); null when the caller gave it. */
+  responseField: Maybe<Scalars['String']['output']>;
+  /** Where it came from. */
+  source: PublicAddressSource;
+};
 
 /** State of a provisioning. */
 export type ProvisioningState =
@@ -1575,6 +1590,13 @@ export type ProvisioningStepState =
   | 'RUNNING'
   /** Not part of this provisioning (e.g. no IP address for a private cluster). */
   | 'SKIPPED';
+
+/** Where the public address of a provisioned Kafka cluster came from. */
+export type PublicAddressSource =
+  /** The caller gave it (`cluster.publicIp`). */
+  | 'CALLER'
+  /** Read from the IP address's creation response (the field is in `responseField`; the spec does not show that response). */
+  | 'IP_ADDRESS_RESPONSE';
 
 /** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
 export type Query = {
@@ -2078,9 +2100,11 @@ export type ResolversTypes = {
   Provisioning: ResolverTypeWrapper<ProvisioningModel>;
   ProvisioningError: ResolverTypeWrapper<ProvisioningError>;
   ProvisioningKind: ProvisioningKind;
+  ProvisioningPublicAddress: ResolverTypeWrapper<ProvisioningPublicAddress>;
   ProvisioningState: ProvisioningState;
   ProvisioningStep: ResolverTypeWrapper<Step>;
   ProvisioningStepState: ProvisioningStepState;
+  PublicAddressSource: PublicAddressSource;
   Query: ResolverTypeWrapper<{}>;
   Region: Region;
   RegisterVerificationInput: RegisterVerificationInput;
@@ -2172,6 +2196,7 @@ export type ResolversParentTypes = {
   ProvisionVirtualMachineSpecInput: ProvisionVirtualMachineSpecInput;
   Provisioning: ProvisioningModel;
   ProvisioningError: ProvisioningError;
+  ProvisioningPublicAddress: ProvisioningPublicAddress;
   ProvisioningStep: Step;
   Query: {};
   RegisterVerificationInput: RegisterVerificationInput;
@@ -2581,6 +2606,7 @@ export type ProvisioningResolvers<ContextType = GraphQLContext, ParentType exten
   kafkaCluster?: Resolver<Maybe<ResolversTypes['KafkaCluster']>, ParentType, ContextType>;
   kind?: Resolver<ResolversTypes['ProvisioningKind'], ParentType, ContextType>;
   project?: Resolver<Maybe<ResolversTypes['Project']>, ParentType, ContextType>;
+  publicAddress?: Resolver<Maybe<ResolversTypes['ProvisioningPublicAddress']>, ParentType, ContextType>;
   state?: Resolver<ResolversTypes['ProvisioningState'], ParentType, ContextType>;
   steps?: Resolver<Array<ResolversTypes['ProvisioningStep']>, ParentType, ContextType>;
   updatedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
@@ -2592,6 +2618,14 @@ export type ProvisioningErrorResolvers<ContextType = GraphQLContext, ParentType 
   code?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   message?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   status?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type ProvisioningPublicAddressResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['ProvisioningPublicAddress'] = ResolversParentTypes['ProvisioningPublicAddress']> = {
+  address?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  ipAddressId?: Resolver<Maybe<ResolversTypes['ID']>, ParentType, ContextType>;
+  responseField?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  source?: Resolver<ResolversTypes['PublicAddressSource'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -2764,6 +2798,7 @@ export type Resolvers<ContextType = GraphQLContext> = {
   ProvisionVirtualMachinePayload?: ProvisionVirtualMachinePayloadResolvers<ContextType>;
   Provisioning?: ProvisioningResolvers<ContextType>;
   ProvisioningError?: ProvisioningErrorResolvers<ContextType>;
+  ProvisioningPublicAddress?: ProvisioningPublicAddressResolvers<ContextType>;
   ProvisioningStep?: ProvisioningStepResolvers<ContextType>;
   Query?: QueryResolvers<ContextType>;
   RegisterVerificationPayload?: RegisterVerificationPayloadResolvers<ContextType>;

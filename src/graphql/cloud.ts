@@ -88,7 +88,7 @@ export const cloudResolvers: Resolvers = {
     networkId: (r) => r.parentId ?? '',
     title: (r) => r.title ?? '',
     description: (r) => String(r.spec.description ?? ''),
-    address: (r) => addressFromResponse(r.response),
+    address: (r) => addressFromResponse(r.response)?.address ?? null,
   },
   KafkaCluster: {
     ...common,

@@ -31,6 +31,7 @@ export const provisioningResolvers: Resolvers = {
     project: (p, _a, ctx) => resourceOf(ctx, p, 'project', 'project'),
     kafkaCluster: (p, _a, ctx) => resourceOf(ctx, p, 'kafkaCluster', 'kafka_cluster'),
     virtualMachine: (p, _a, ctx) => resourceOf(ctx, p, 'virtualMachine', 'virtual_machine'),
+    publicAddress: (p) => p.steps.find((s) => s.name === 'kafkaCluster' && s.state === 'DONE')?.publicAddress ?? null,
   },
   ProvisioningStep: {
     resource: (s, _a, ctx) => (s.resourceId ? ctx.loaders.resource.load(s.resourceId) : null),

@@ -5,9 +5,10 @@
 // What the spec leaves open and the sandbox decides (the gateway must not rely on more
 // than the spec says):
 // - token request body: any non-empty JSON object (or exactly `acceptedCredentials`);
-//   answer 200 `{ access_token, token_type: "Bearer", expires_in }`, an HS256 JWT;
-// - creation answers 201 with `id` at the top level (or under `data` for the types
-//   listed in `wrapResponseInData`);
+//   answer 200 `{ <token field>, token_type: "Bearer", expires_in }`, an HS256 JWT;
+// - creation answers 201 with the id where the response shape says (cloud-shapes.ts: `id`,
+//   `serviceId`, `data.id` or `metadata.id`; the token field and the IP's address field vary
+//   too), and under `data` for the types listed in `wrapResponseInData`;
 // - errors: `{ code, domain, details }` with the codes of `CloudSandboxErrorCode`.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -26,6 +27,7 @@ import {
   startLoopbackServer,
 } from './http.js';
 import { createJsonApiHandler, type ApiAnswer, type RecordedRequest } from './json-api.js';
+import { DEFAULT_CLOUD_SHAPE, shapeCreated, shapeToken, type CloudResponseShape } from './cloud-shapes.js';
 import {
   KINDS,
   SERVICE_TYPES,
@@ -120,6 +122,11 @@ export interface CloudSandboxOptions {
   acceptedCredentials?: unknown;
   /** Tokens accepted without `POST /iam/v2/tokens`. Default `[SANDBOX_SERVICE_ACCOUNT_TOKEN]`. */
   serviceAccountTokens?: string[];
+  /**
+   * Where the answers put the created id, the token and an IP's address (cloud-shapes.ts). Default
+   * `DEFAULT_CLOUD_SHAPE.shape`: `id`, `access_token`, `address`.
+   */
+  responseShape?: CloudResponseShape;
   /** Resource types whose creation answer is `{ "data": { "id", … } }` instead of `{ "id", … }`. Default none. */
   wrapResponseInData?: ReadonlyArray<SandboxResourceType | 'project'>;
   /** Oldest recorded requests are dropped past this count. Default 10,000. */
@@ -164,6 +171,8 @@ export interface SandboxResource {
 export interface CloudSandbox {
   /** Base URL, `http://127.0.0.1:<port>`. */
   readonly url: string;
+  /** The shape its answers take. */
+  readonly responseShape: CloudResponseShape;
   close(): Promise<void>;
   /** Every request received, in order (the same array for the sandbox's lifetime). */
   readonly requests: readonly RecordedRequest[];
@@ -241,6 +250,7 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
     options.acceptedCredentials === undefined ? undefined : canonicalJson(options.acceptedCredentials);
   const serviceAccountTokens = new Set(options.serviceAccountTokens ?? [SANDBOX_SERVICE_ACCOUNT_TOKEN]);
   const wrapped = new Set<string>(options.wrapResponseInData ?? []);
+  const shape = options.responseShape ?? DEFAULT_CLOUD_SHAPE.shape;
   const maxRecorded = options.maxRecordedRequests ?? 10_000;
   const bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
   const secret = randomBytes(32);
@@ -302,11 +312,13 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
       .setExpirationTime(Math.ceil(expiresAt.getTime() / 1000))
       .sign(secret);
     tokens.set(token, { token, issuedAt, expiresAt });
-    return { status: 200, body: { access_token: token, token_type: 'Bearer', expires_in: Math.ceil(ttlSeconds) } };
+    return { status: 200, body: shapeToken(shape, token, Math.ceil(ttlSeconds)) };
   }
 
-  function created(type: SandboxResourceType | 'project', record: unknown): unknown {
-    return wrapped.has(type) ? { data: record } : record;
+  function created(type: SandboxResourceType | 'project' | undefined, record: { id: string } & Record<string, unknown>, address?: string): unknown {
+    const { id, ...rest } = record;
+    const body = shapeCreated(shape, id, rest, address);
+    return type !== undefined && wrapped.has(type) && shape.id !== 'data.id' ? { data: body } : body;
   }
 
   function createProject(body: unknown): Answer {
@@ -508,10 +520,9 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
       metadata: { title: resource.title, description: resource.description },
       regionCode: envelope.platform.regionCode,
       zoneCode: envelope.zoneCode,
-      ...(resource.address === undefined ? {} : { address: resource.address }),
       createdAt: resource.createdAt,
     };
-    return { status: 201, body: type === undefined ? record : created(type, record) };
+    return { status: 201, body: created(type, record, resource.address) };
   }
 
   /** "Every request that creates an object carries the header Idempotency-Key" (What the service does, 3). */
@@ -582,6 +593,7 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
 
   return {
     url: server.url,
+    responseShape: shape,
     close: () => server.close(),
     requests,
     faults,

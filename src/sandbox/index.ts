@@ -1,4 +1,5 @@
 import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox, type CloudSandbox } from './cloud.js';
+import type { CloudResponseShape } from './cloud-shapes.js';
 
 import { SANDBOX_IDENTIFICATION_TOKEN, startIdentificationSandbox, type IdentificationSandbox } from './identification.js';
 import { SANDBOX_VERIFICATION_TOKEN, startVerificationSandbox, type VerificationSandbox } from './verification.js';
@@ -12,6 +13,8 @@ export interface SandboxOptions {
   latencyMs: number;
   /** Only with cloud: the credentials the token endpoint accepts (CLOUD_API_CREDENTIALS in sandbox mode). */
   cloudCredentials?: unknown;
+  /** Only with cloud: where its answers put the id, the token and an IP's address (SANDBOX_CLOUD_SHAPE). */
+  cloudShape?: CloudResponseShape;
   /** Identification PRODUCTION and PRODLIKE, two servers on two addresses. */
   identification?: boolean;
   /** Verification with its results and callbacks, and the rfm check. */
@@ -38,6 +41,7 @@ export async function startSandboxes(options: SandboxOptions): Promise<Sandboxes
         faultRate: options.faultRate,
         latencyMs: options.latencyMs,
         ...(options.cloudCredentials ? { acceptedCredentials: options.cloudCredentials } : {}),
+        ...(options.cloudShape ? { responseShape: options.cloudShape } : {}),
       })
     : null;
   const faults = { faultRate: options.faultRate, latencyMs: options.latencyMs };

@@ -30,10 +30,11 @@ describe('reading what the cloud API answers', () => {
     expect(parseTokenResponse({ nothing: true }, now)).toBeNull();
   });
 
-  it('finds the IPv4 address of an IP response under the common names, and nothing that is not an address', () => {
-    expect(addressFromResponse({ id: 'x', address: '203.0.113.5' })).toBe('203.0.113.5');
-    expect(addressFromResponse({ data: { ip_address: '198.51.100.7' } })).toBe('198.51.100.7');
-    expect(addressFromResponse({ status: { ip: '192.0.2.1' } })).toBe('192.0.2.1');
+  it('finds the IPv4 address of an IP response under the common names, names the field, and finds nothing that is not an address', () => {
+    expect(addressFromResponse({ id: 'x', address: '203.0.113.5' })).toEqual({ address: '203.0.113.5', field: 'address' });
+    expect(addressFromResponse({ data: { ip_address: '198.51.100.7' } })).toEqual({ address: '198.51.100.7', field: 'data.ip_address' });
+    expect(addressFromResponse({ status: { ip: '192.0.2.1' } })).toEqual({ address: '192.0.2.1', field: 'status.ip' });
+    expect(addressFromResponse({ publicIp: '192.0.2.9' })).toEqual({ address: '192.0.2.9', field: 'publicIp' });
     expect(addressFromResponse({ address: 'pending' })).toBeNull();
     expect(addressFromResponse(null)).toBeNull();
   });

@@ -3,6 +3,7 @@ import { Agent, request } from 'undici';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox } from '../../src/sandbox/cloud.js';
 import type { CloudSandbox, CloudSandboxOptions } from '../../src/sandbox/cloud.js';
+import { CLOUD_SHAPE_MODES } from '../../src/sandbox/cloud-shapes.js';
 
 const TOKEN = SANDBOX_SERVICE_ACCOUNT_TOKEN;
 const UBUNTU = 'cd354813-aff7-423b-9d16-6820bce249f9';
@@ -573,3 +574,31 @@ describe('recording', () => {
   });
 });
 
+
+describe('response shapes (the spec shows none)', () => {
+  it.each(CLOUD_SHAPE_MODES.map((m) => [m.name, m] as const))('%s: answers the token, the created id and the address exactly where the shape says', async (_name, mode) => {
+    const s = await sandbox({ responseShape: mode.shape });
+    const token = await post(s, TOKENS, { login: 'a' });
+    expect(token.status).toBe(200);
+    expect(Object.keys(token.body).sort()).toEqual([mode.shape.token, 'expires_in', 'token_type'].sort());
+    expect(token.body[mode.shape.token]).toBe(s.issuedTokens[0]!.token);
+
+    const project = await post(s, PROJECTS, { name: 'shaped', description: '' });
+    expect(project.status).toBe(201);
+    const at = (body: any, path: string) => path.split('.').reduce((v, k) => v?.[k], body);
+    const projectId = at(project.body, mode.shape.id);
+    expect(projectId).toBe(s.projects()[0]!.id);
+    // The id is nowhere else: a reader that guesses another place finds nothing.
+    for (const other of ['id', 'serviceId', 'data.id', 'metadata.id'].filter((p) => p !== mode.shape.id)) expect(at(project.body, other)).toBeUndefined();
+
+    const network = await post(s, SERVICES, envelope('network', 'network', projectId, networkSpec));
+    const networkId = at(network.body, mode.shape.id);
+    const ip = await post(s, SERVICES, envelope('ip', 'network', projectId, {}, networkId));
+    expect(ip.status).toBe(201);
+    const record = mode.shape.id === 'data.id' ? ip.body.data : ip.body;
+    const address = s.resources('ip')[0]!.address;
+    const fields = ['address', 'ipAddress', 'ip_address', 'ip', 'publicIp'];
+    for (const f of fields) expect(record[f]).toBe(f === mode.shape.address ? address : undefined);
+    expect(JSON.stringify(ip.body).includes(address!)).toBe(mode.shape.address !== 'absent');
+  });
+});
