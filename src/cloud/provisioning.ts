@@ -9,10 +9,11 @@ import type {
   ProvisionVirtualMachineInput,
 } from '../generated/graphql.js';
 import type { Logger } from '../logger.js';
-import type { Caller } from '../server/auth.js';
+import type { Caller } from '../caller.js';
 import type { Database } from '../store/schema.js';
 import type { LedgerRecord } from '../store/ledger.js';
-import { fingerprint, stepKey } from '../upstream/idempotency.js';
+import { fingerprint } from '../fingerprint.js';
+import { stepKey } from '../upstream/idempotency.js';
 import type { CloudService, MutationResult } from './service.js';
 import * as v from './validation.js';
 import { ADDRESS_LOOKUP_DESCRIPTION, addressFromResponse } from './wire.js';

@@ -8,7 +8,7 @@ import type {
   CreateSubnetInput,
   CreateVirtualMachineInput,
 } from '../generated/graphql.js';
-import type { Caller } from '../server/auth.js';
+import type { Caller } from '../caller.js';
 import type { Ledger, LedgerRecord, ResourceKind } from '../store/ledger.js';
 import { ownerOfRecord } from '../tenancy.js';
 import type { Idempotency } from '../upstream/idempotency.js';

@@ -1,4 +1,4 @@
-import net from 'node:net';
+import { isIPv4 } from './ipv4.js';
 import {
   imageUuid,
   isBootDiskType,
@@ -62,10 +62,6 @@ function positiveInt(field: string, value: number | null | undefined, fallback: 
   return v;
 }
 
-/** a.b.c.d, each part 0..255 in decimal without leading zeros. */
-export function isIPv4(value: string): boolean {
-  return net.isIPv4(value) && value.split('.').every((p) => p === '0' || !p.startsWith('0'));
-}
 
 /** a.b.c.d/n with n 0..32 and no host bits set (10.0.0.1/24 is an address, not a block). */
 export function checkCidr(field: string, value: string | null | undefined): string {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { toWire } from '../catalog/index.js';
-import { isIPv4 } from './validation.js';
+import { isIPv4 } from './ipv4.js';
 import {
   REGION_WIRE,
   ZONE_WIRE,

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../store/schema.js';
-import { fingerprint } from '../upstream/idempotency.js';
+import { fingerprint } from '../fingerprint.js';
 
 export interface EventRecord {
   seq: number;

@@ -1,6 +1,6 @@
 import { bootDiskIops, fromWire } from '../catalog/index.js';
 import type { MutationResult } from '../cloud/service.js';
-import { addressFromResponse } from '../cloud/wire.js';
+import { ipAddressOf } from '../cloud/views.js';
 import type { KafkaClusterSpec, KafkaTopicSpec, KafkaUserSpec, NetworkSpec, SubnetSpec, VirtualMachineSpec } from '../cloud/model.js';
 import type { Resolvers } from '../generated/graphql.js';
 import type { LedgerRecord } from '../store/ledger.js';
@@ -88,7 +88,7 @@ export const cloudResolvers: Resolvers = {
     networkId: (r) => r.parentId ?? '',
     title: (r) => r.title ?? '',
     description: (r) => String(r.spec.description ?? ''),
-    address: (r) => addressFromResponse(r.response)?.address ?? null,
+    address: (r) => ipAddressOf(r),
   },
   KafkaCluster: {
     ...common,

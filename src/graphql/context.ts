@@ -1,5 +1,5 @@
 import type { Logger } from '../logger.js';
-import type { Caller } from '../server/auth.js';
+import type { Caller } from '../caller.js';
 import type { Services } from '../services.js';
 import { Loaders } from './loaders.js';
 

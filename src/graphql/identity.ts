@@ -3,7 +3,7 @@ import { badUserInput } from '../errors.js';
 import type { EventRecord } from '../events/index.js';
 import type { Resolvers } from '../generated/graphql.js';
 import { VERIFICATION_EVENT_KIND, type IdentificationSpec, type VerificationSpec } from '../identity/service.js';
-import { rfmAnswer, statusOf, type VerificationResultItem } from '../identity/wire.js';
+import { callbackStatus, rfmInCatalog, type VerificationResultItem } from '../identity/views.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
 import type { GraphQLContext } from './context.js';
 
@@ -78,7 +78,7 @@ export const identityResolvers: Resolvers = {
     },
     checkRfm: async (_p, { input, idempotencyKey }, ctx) => {
       const out = await ctx.services.identity.checkRfm(ctx.caller, input, idempotencyKey);
-      return { result: out.result, inCatalog: rfmAnswer(out.result), idempotencyKey: out.idempotencyKey, replayed: out.replayed };
+      return { result: out.result, inCatalog: rfmInCatalog(out.result), idempotencyKey: out.idempotencyKey, replayed: out.replayed };
     },
   },
   Subscription: {
@@ -133,7 +133,7 @@ export const identityResolvers: Resolvers = {
   },
   VerificationCompletion: {
     externalId: (e) => e.key,
-    status: (e) => statusOf(e.payload),
+    status: (e) => callbackStatus(e.payload),
     payload: (e) => e.payload,
     receivedAt: (e) => e.receivedAt,
     verification: (e, _a, ctx) => ledgerRecord(ctx, e.key, 'verification'),

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { sha256 } from '../server/auth.js';
+import { sha256 } from '../caller.js';
 import type { Database } from '../store/schema.js';
 
 export interface CallbackBinding {

@@ -1,7 +1,7 @@
 import { ErrorCode, GatewayError, UpstreamRejectedError, badUserInput } from '../errors.js';
 import type { EventRecord, Events } from '../events/index.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
-import type { Caller } from '../server/auth.js';
+import type { Caller } from '../caller.js';
 import type { Ledger, LedgerRecord } from '../store/ledger.js';
 import { readableBy, visibleRecord } from '../tenancy.js';
 import type { Idempotency } from '../upstream/idempotency.js';

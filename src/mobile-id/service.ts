@@ -1,9 +1,9 @@
-import canonicalizeModule from 'canonicalize';
 import type { Kysely } from 'kysely';
 import { ErrorCode, GatewayError, badUserInput, notFound } from '../errors.js';
 import type { CancelSignal, EventRecord, Events } from '../events/index.js';
 import type { Logger } from '../logger.js';
-import type { Caller } from '../server/auth.js';
+import type { Caller } from '../caller.js';
+import { canonicalJson } from '../fingerprint.js';
 import type { Database } from '../store/schema.js';
 import { readableBy } from '../tenancy.js';
 import { IdTokenVerifier, claimsOf, type IdTokenClaims, type VerifierOptions } from './verify.js';
@@ -12,11 +12,6 @@ import { NotificationTokens, type IssuedToken, type NotifierAuth } from './token
 import { MAX_ID_LENGTH, decodeCompactJwt, extraFields, failureReason, parseNotification, type FailureReason } from './wire.js';
 
 export const MOBILE_ID_EVENT_KIND = 'mobile-id';
-
-// canonicalize is CommonJS whose typings declare an ES default export; at run time the module is the function.
-const canonicalize = ((canonicalizeModule as unknown as { default?: unknown }).default ?? canonicalizeModule) as unknown as (
-  input: unknown,
-) => string | undefined;
 
 /** Extra body fields whose values are credentials (a CIBA refresh_token, ...): sealed like the tokens. */
 const SECRET_FIELD = /token|secret|password/i;
@@ -196,7 +191,7 @@ export class MobileIdService {
     }
 
     // The sealed tokens differ on every delivery (fresh IVs): compare the clear body through a keyed digest.
-    const fingerprint = this.box.digest(canonicalize(n.body) ?? '');
+    const fingerprint = this.box.digest(canonicalJson(n.body) ?? '');
     // A repeat is answered from the log before the id_token is checked again: a duplicate that arrives after
     // the id_token's exp is still the notification that was accepted.
     const existing = await this.events.latest(MOBILE_ID_EVENT_KIND, authReqId);

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import type { Caller } from '../server/auth.js';
-import { matchesAnyHash, sha256 } from '../server/auth.js';
+import { matchesAnyHash, sha256, type Caller } from '../caller.js';
 import type { Database } from '../store/schema.js';
 
 /** Who sent a notification, as its `Authorization: Bearer <client_notification_token>` tells. */

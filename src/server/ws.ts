@@ -7,7 +7,8 @@ import { LRUCache } from 'lru-cache';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
-import type { AuthResult, Caller } from './auth.js';
+import type { Caller } from '../caller.js';
+import type { AuthResult } from './auth.js';
 import { formatError } from './errors.js';
 
 export interface WsOptions {

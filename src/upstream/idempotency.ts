@@ -1,8 +1,8 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import canonicalizeModule from 'canonicalize';
 import { v5 as uuidv5 } from 'uuid';
 import { ErrorCode, GatewayError } from '../errors.js';
+import { fingerprint } from '../fingerprint.js';
 import type { Metrics } from '../metrics.js';
 import type { IdempotencyRecords } from '../store/idempotency.js';
 
@@ -24,16 +24,6 @@ export interface IdempotencyOptions {
    * call with the same key take over; it must exceed the upstream retry budget.
    */
   leaseMs: number;
-}
-
-// canonicalize is CommonJS whose typings declare an ES default export; at run time the module is the function.
-const canonicalize = ((canonicalizeModule as unknown as { default?: unknown }).default ?? canonicalizeModule) as unknown as (
-  input: unknown,
-) => string | undefined;
-
-/** sha256 of the RFC 8785 canonical JSON of a value: the same request always gives the same fingerprint. */
-export function fingerprint(value: unknown): string {
-  return createHash('sha256').update(canonicalize(value) ?? 'null').digest('hex');
 }
 
 /** Namespace of the derived per-step keys of composite provisioning (UUIDv5 of key + step). */

@@ -1,0 +1,124 @@
+/**
+ * The architecture check (run by test/architecture.test.ts inside `npm test`): every import runs down.
+ *
+ *   app.ts, main.ts                    composition root: the only code that knows the sandbox exists
+ *   server/                            transport: HTTP routes, WebSocket, webhooks, GraphiQL
+ *   graphql/, services.ts              resolvers and the bundle of services they call
+ *   cloud/ identity/ mobile-id/        domains, one per upstream
+ *   upstream/  events/                 what every upstream call shares; the event log and bus
+ *   store/                             SQL
+ *   catalog/ generated/ errors config caller fingerprint logger metrics paths   the bottom
+ *
+ *   sandbox/ stands apart: it simulates the upstreams from the spec and shares no code with the gateway.
+ */
+const DOMAIN = '^src/(cloud|identity|mobile-id)/';
+const ROOT = '^src/(app|main)[.]ts$';
+const BOTTOM = '^src/((errors|config|caller|fingerprint|logger|metrics|paths)[.]ts$|catalog/|generated/)';
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'domain-not-to-transport',
+      comment:
+        'A domain (cloud, identity, mobile-id) never imports server/ or graphql/: transport and GraphQL call the domain, ' +
+        'never the other way round, so a mutation reads straight down. Move what both need (e.g. the Caller) to a leaf module.',
+      severity: 'error',
+      from: { path: DOMAIN },
+      to: { path: ['^src/(server|graphql)/', '^src/services[.]ts$', ROOT] },
+    },
+    {
+      name: 'domains-independent',
+      comment: 'Each upstream folder stands alone; what two domains share belongs lower down (upstream/, events/, store/).',
+      severity: 'error',
+      from: { path: '^src/(cloud|identity|mobile-id)/' },
+      to: { path: DOMAIN, pathNot: '^src/$1/' },
+    },
+    {
+      name: 'sandbox-imports-nothing-of-the-gateway',
+      comment:
+        'The sandbox is written from the spec on its own (DESIGN.md "Sandbox"): if it imported the gateway\'s wire mappers or ' +
+        'clients, a wrong field name would be mirrored instead of failing a test.',
+      severity: 'error',
+      from: { path: '^src/sandbox/' },
+      to: { path: '^src/', pathNot: '^src/sandbox/' },
+    },
+    {
+      name: 'store-imports-no-domain',
+      comment: 'store/ is SQL over plain rows: it knows no domain, upstream, event, resolver or route (they all sit above it).',
+      severity: 'error',
+      from: { path: '^src/store/' },
+      to: { path: ['^src/(cloud|identity|mobile-id|upstream|events|graphql|server|sandbox)/', '^src/services[.]ts$', ROOT] },
+    },
+    {
+      name: 'shared-layers-import-no-domain',
+      comment: 'upstream/ and events/ serve every domain, so they import none of them, nor anything above.',
+      severity: 'error',
+      from: { path: '^src/(upstream|events)/' },
+      to: { path: ['^src/(cloud|identity|mobile-id|graphql|server)/', '^src/services[.]ts$', ROOT] },
+    },
+    {
+      name: 'upstream-and-events-apart',
+      comment: 'The upstream call machinery and the event log are siblings; what both need (the fingerprint) is a leaf module.',
+      severity: 'error',
+      from: { path: '^src/(upstream|events)/' },
+      to: { path: '^src/(upstream|events)/', pathNot: '^src/$1/' },
+    },
+    {
+      name: 'graphql-not-to-transport',
+      comment: 'Resolvers are transport-neutral: HTTP, WebSocket and SSE all run the same schema, so graphql/ never imports server/.',
+      severity: 'error',
+      from: { path: '^src/graphql/' },
+      to: { path: ['^src/server/', ROOT] },
+    },
+    {
+      name: 'graphql-not-to-wire',
+      comment: 'Wire shapes (snake_case, dotted spec keys) exist only in <upstream>/wire.ts and are read by their own domain; resolvers see typed views.',
+      severity: 'error',
+      from: { path: '^src/graphql/' },
+      to: { path: '^src/(cloud|identity|mobile-id)/wire[.]ts$' },
+    },
+    {
+      name: 'server-not-to-root',
+      comment: 'Routes are handed what they need by the composition root; they never import it.',
+      severity: 'error',
+      from: { path: '^src/server/' },
+      to: { path: ROOT },
+    },
+    {
+      name: 'bottom-imports-only-bottom',
+      comment: 'The catalog, errors, config and the other leaves sit at the bottom: everything may use them, so they use nothing above.',
+      severity: 'error',
+      from: { path: BOTTOM },
+      to: { path: '^src/', pathNot: BOTTOM },
+    },
+    {
+      name: 'nothing-imports-the-browser-app',
+      comment: 'src/graphiql-app is the GraphiQL page bundled for the browser; the server only serves its built files.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/graphiql-app/' },
+      to: { path: '^src/graphiql-app/' },
+    },
+    {
+      name: 'no-folder-cycles',
+      comment: 'Two folders that import each other are one tangled unit: every import runs down, so no folder reaches back up.',
+      severity: 'error',
+      scope: 'folder',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+    {
+      name: 'no-module-cycles',
+      comment: 'A module cycle makes load order matter and hides an upward import.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^src/generated/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { extensions: ['.ts', '.tsx', '.js', '.mjs', '.cjs', '.json'] },
+  },
+};

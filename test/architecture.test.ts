@@ -1,0 +1,54 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { cruise, type IViolation } from 'dependency-cruiser';
+import { describe, expect, it } from 'vitest';
+
+const require = createRequire(import.meta.url);
+const root = path.resolve(import.meta.dirname, '..');
+const rules = require(path.join(root, '.dependency-cruiser.cjs')) as {
+  forbidden: { name: string; comment: string }[];
+  options: Record<string, unknown>;
+};
+
+/** Runs the project's dependency-cruiser rules over `src/` of `baseDir`; one line per violation, with the rule's reason. */
+async function violations(baseDir: string): Promise<string[]> {
+  const result = await cruise(['src'], { ...rules.options, baseDir, validate: true, ruleSet: { forbidden: rules.forbidden } as never, outputType: 'json' });
+  const output = typeof result.output === 'string' ? (JSON.parse(result.output) as { summary: { violations: IViolation[] } }) : result.output;
+  return output.summary.violations.map((v) => {
+    const why = rules.forbidden.find((r) => r.name === v.rule.name)?.comment ?? '';
+    return `${v.rule.name}: ${v.from} -> ${v.to} (${why})`;
+  });
+}
+
+describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', () => {
+  it('every import runs down: transport -> graphql -> domain -> upstream/events -> store, with no folder cycle', async () => {
+    expect(await violations(root)).toEqual([]);
+  });
+
+  it('refuses a domain importing transport, the sandbox importing the gateway, the store importing a domain, and a folder cycle', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arch-'));
+    try {
+      const write = (file: string, text: string) => {
+        fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+        fs.writeFileSync(path.join(dir, file), text);
+      };
+      write('src/server/auth.ts', "import { service } from '../cloud/service.js';\nexport const auth = service;\n");
+      write('src/cloud/service.ts', "import { auth } from '../server/auth.js';\nexport const service = 1;\nexport const again = auth;\n");
+      write('src/sandbox/cloud.ts', "import { service } from '../cloud/service.js';\nexport const sim = service;\n");
+      write('src/store/ledger.ts', "import { service } from '../cloud/service.js';\nexport const ledger = service;\n");
+      const found = (await violations(dir)).map((v) => v.split(' (')[0]);
+      expect(found).toEqual(
+        expect.arrayContaining([
+          'domain-not-to-transport: src/cloud/service.ts -> src/server/auth.ts',
+          'sandbox-imports-nothing-of-the-gateway: src/sandbox/cloud.ts -> src/cloud/service.ts',
+          'store-imports-no-domain: src/store/ledger.ts -> src/cloud/service.ts',
+          'no-folder-cycles: src/cloud -> src/server',
+        ]),
+      );
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
