@@ -1,4 +1,4 @@
-import type { Caller } from './server/auth.js';
+import type { Caller } from './caller.js';
 import type { LedgerRecord, ResourceKind } from './store/ledger.js';
 
 /**

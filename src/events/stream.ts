@@ -1,4 +1,4 @@
-import type { Caller } from '../server/auth.js';
+import type { Caller } from '../caller.js';
 import { readableBy } from '../tenancy.js';
 import type { EventBus } from './bus.js';
 import type { EventLog, EventRecord } from './log.js';

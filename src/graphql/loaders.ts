@@ -1,5 +1,5 @@
 import DataLoader from 'dataloader';
-import type { Caller } from '../server/auth.js';
+import type { Caller } from '../caller.js';
 import type { Services } from '../services.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
 import { visibleRecord } from '../tenancy.js';
