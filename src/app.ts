@@ -26,6 +26,8 @@ import { formatError } from './server/errors.js';
 import { createRequestHandler, type Route } from './server/http.js';
 import { sendJson } from './server/respond.js';
 import { createWsServer } from './server/ws.js';
+import { admitOperation, rateLimitPlugin } from './server/rate-limit.js';
+import { RateLimits } from './ratelimit/buckets.js';
 import type { Services } from './services.js';
 import { openStore, type Store } from './store/index.js';
 import { IdempotencyRecords } from './store/idempotency.js';
@@ -117,6 +119,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         : { token: SANDBOX_SERVICE_ACCOUNT_TOKEN };
     const cloudClient = new CloudClient(cloudHttp, new CloudTokens(cloudHttp, cloudAuth, logger));
 
+    const rateLimits = await RateLimits.create({ limits: config.rateLimits, store, metrics, logger });
+
     const ledger = new Ledger(store.db);
     const idempotencyRecords = new IdempotencyRecords(store.db);
     const idempotency = new Idempotency({
@@ -149,6 +153,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       identity: createIdentityService({ config, sandbox, store, ledger, idempotency, events, upstream, publicUrl: () => config.publicUrl ?? listenedUrl }),
       sandbox,
       mobileId: createMobileIdService({ config, store, events, logger, sandbox: sandbox.mobileId, selfUrl: () => listenedUrl }),
+      rateLimits,
     };
 
     // Shutdown lets running provisionings finish their current step before the store closes.
@@ -158,6 +163,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       idempotencyRecords.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of idempotency records failed'));
       eventLog.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of expired events failed'));
       services.mobileId.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of expired mobile-ID tokens failed'));
+      rateLimits.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of expired rate-limit counters failed'));
     }, 60_000);
     purge.unref();
     cleanups.push(async () => clearInterval(purge));
@@ -171,7 +177,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       schema,
       introspection: config.introspection,
       includeStacktraceInErrorResponses: false,
-      plugins: [ApolloServerPluginLandingPageDisabled()],
+      plugins: [ApolloServerPluginLandingPageDisabled(), rateLimitPlugin(rateLimits)],
       formatError: (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, logger),
     });
     await apollo.start();
@@ -222,6 +228,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       schema,
       logger,
       authenticate,
+      admit: (caller, document, operation, variables) => admitOperation(rateLimits, schema, caller, document, operation, variables),
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
     });
     server.on('upgrade', (req, socket, head) => {

@@ -43,6 +43,8 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'UPSTREAM_TIMEOUT', default: '10s', description: 'Time limit of one upstream attempt (headers and body).' },
   { name: 'UPSTREAM_RETRY_BUDGET', default: '20s', description: 'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.' },
   { name: 'UPSTREAM_MAX_RETRIES', default: '4', description: 'Most retries of one upstream call after its first attempt.' },
+  { name: 'RATE_LIMIT_CREATIONS', default: 'off', description: 'Per API key: how many creations (mutations that call an upstream, each field one point) per window, as <points>/<window> such as 20/1m; off for no limit. Shared by replicas on PostgreSQL.' },
+  { name: 'RATE_LIMIT_READS', default: 'off', description: 'Per API key: how many other operations (queries, subscriptions, mutations that call no upstream) per window, as <points>/<window> such as 600/1m; off for no limit.' },
   { name: 'IDEMPOTENCY_WAIT', default: '5s', description: 'How long a request waits for an in-flight request with the same idempotency key before IDEMPOTENCY_KEY_IN_USE.' },
   { name: 'VERIFICATION_RESULTS_BATCH_SIZE', default: '100', description: 'Most verification ids in one POST /api/v2/verifications/results.' },
   { name: 'GRAPHQL_INTROSPECTION', default: 'true', description: 'Introspection and the GraphiQL page; false turns both off.' },
@@ -110,6 +112,27 @@ const duration = (fallback: string) =>
       }
       return ms;
     });
+/** A rate limit: `points` per window of `windowMs`, per API key. */
+export interface RateLimit {
+  readonly points: number;
+  readonly windowMs: number;
+}
+
+const rateLimit = z
+  .string()
+  .optional()
+  .transform((s, ctx): RateLimit | null => {
+    const text = (s ?? 'off').trim().toLowerCase();
+    if (text === 'off') return null;
+    const m = /^(\d+)\s*\/\s*(\S+)$/.exec(text);
+    const points = m ? Number(m[1]) : NaN;
+    const windowMs = m ? parseDuration(m[2]!) : undefined;
+    if (!Number.isSafeInteger(points) || points < 1 || windowMs === undefined || windowMs < 1000 || windowMs > 86_400_000) {
+      ctx.addIssue({ code: 'custom', message: 'must be off, or <points>/<window> with points >= 1 and a window from 1s to 24h, such as 20/1m' });
+      return z.NEVER;
+    }
+    return { points, windowMs };
+  });
 const int = (fallback: number, min: number, max: number) =>
   z
     .string()
@@ -192,6 +215,8 @@ const envSchema = z.object({
   UPSTREAM_TIMEOUT: duration('10s'),
   UPSTREAM_RETRY_BUDGET: duration('20s'),
   UPSTREAM_MAX_RETRIES: int(4, 0, 20),
+  RATE_LIMIT_CREATIONS: rateLimit,
+  RATE_LIMIT_READS: rateLimit,
   IDEMPOTENCY_WAIT: duration('5s'),
   VERIFICATION_RESULTS_BATCH_SIZE: int(100, 1, 10_000),
   GRAPHQL_INTROSPECTION: bool(true),
@@ -267,6 +292,8 @@ export interface Config {
   readonly apiKeys: readonly string[];
   readonly idempotencyRetentionMs: number;
   readonly idempotencyWaitMs: number;
+  /** Per-API-key limits (null: no limit); see src/ratelimit/ and docs/decisions/023. */
+  readonly rateLimits: { readonly creations: RateLimit | null; readonly reads: RateLimit | null };
   readonly eventRetentionMs: number;
   readonly upstream: { readonly timeoutMs: number; readonly retryBudgetMs: number; readonly maxRetries: number };
   readonly resultsBatchSize: number;
@@ -355,6 +382,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     apiKeys: e.GATEWAY_API_KEYS,
     idempotencyRetentionMs: e.IDEMPOTENCY_RETENTION,
     idempotencyWaitMs: e.IDEMPOTENCY_WAIT,
+    rateLimits: { creations: e.RATE_LIMIT_CREATIONS, reads: e.RATE_LIMIT_READS },
     eventRetentionMs: e.EVENT_RETENTION,
     upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES },
     resultsBatchSize: e.VERIFICATION_RESULTS_BATCH_SIZE,

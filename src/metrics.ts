@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** The gateway's Prometheus metrics, one registry per gateway instance (tests run several at once). */
 export class Metrics {
@@ -45,6 +45,21 @@ export class Metrics {
     name: 'gateway_events_published_total',
     help: 'Events published to subscribers, by kind.',
     labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  /** `app` is the caller's scope: a hash of the API key (`key:<16 hex of sha256>`), never the key. */
+  readonly rateLimitDecisions = new Counter({
+    name: 'gateway_rate_limit_points_total',
+    help: 'Rate-limit points asked for, by app (hashed API key), bucket (creations, reads) and outcome (allowed, refused).',
+    labelNames: ['app', 'bucket', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly rateLimitRemaining = new Gauge({
+    name: 'gateway_rate_limit_remaining_points',
+    help: 'Points left in the current window after the last decision, by app (hashed API key) and bucket.',
+    labelNames: ['app', 'bucket'] as const,
     registers: [this.registry],
   });
 

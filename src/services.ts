@@ -5,6 +5,7 @@ import type { Events } from './events/index.js';
 import type { IdentityService } from './identity/service.js';
 import type { Metrics } from './metrics.js';
 import type { MobileIdService } from './mobile-id/service.js';
+import type { RateLimits } from './ratelimit/buckets.js';
 import type { Sandboxes } from './sandbox/index.js';
 import type { Store } from './store/index.js';
 import type { Ledger } from './store/ledger.js';
@@ -28,4 +29,6 @@ export interface Services {
   readonly sandbox: Sandboxes;
   /** Mobile-ID completion notifications: the webhook, their results, notification tokens, the sandbox trigger. */
   readonly mobileId: MobileIdService;
+  /** Per-API-key budgets of creations and reads (RATE_LIMIT_CREATIONS, RATE_LIMIT_READS). */
+  readonly rateLimits: RateLimits;
 }

@@ -1,6 +1,15 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { GraphQLError, getOperationAST, parse, validate, type DocumentNode, type ExecutionArgs, type GraphQLSchema } from 'graphql';
+import {
+  GraphQLError,
+  getOperationAST,
+  parse,
+  validate,
+  type DocumentNode,
+  type ExecutionArgs,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+} from 'graphql';
 import { CloseCode } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { LRUCache } from 'lru-cache';
@@ -16,6 +25,13 @@ export interface WsOptions {
   logger: Logger;
   authenticate: (authorization: string | string[] | undefined | null) => AuthResult;
   context: (caller: Caller, requestId: string) => GraphQLContext;
+  /** Rate limits (src/server/rate-limit.ts): null when nothing is limited, else the refusal or null. */
+  admit?: (
+    caller: Caller,
+    document: DocumentNode,
+    operation: OperationDefinitionNode,
+    variables: Record<string, unknown> | null | undefined,
+  ) => Promise<GraphQLError | null> | null;
   /** Interval of server pings that keep idle connections (and proxies) alive. */
   keepAliveMs?: number;
 }
@@ -55,7 +71,7 @@ export function createWsServer(options: WsOptions) {
         (ctx.extra as { request: IncomingMessage | undefined }).request = undefined;
         return true;
       },
-      onSubscribe(ctx, id, payload): ExecutionArgs | readonly GraphQLError[] {
+      onSubscribe(ctx, id, payload): ExecutionArgs | readonly GraphQLError[] | Promise<ExecutionArgs | readonly GraphQLError[]> {
         let cached = documents.get(payload.query);
         if (!cached) {
           let document: DocumentNode | readonly GraphQLError[];
@@ -75,17 +91,20 @@ export function createWsServer(options: WsOptions) {
         const document = cached.document;
         if (Array.isArray(document)) return document as readonly GraphQLError[];
         const doc = document as DocumentNode;
-        if (!getOperationAST(doc, payload.operationName)) {
+        const operation = getOperationAST(doc, payload.operationName);
+        if (!operation) {
           return [new GraphQLError('Unable to identify the operation: pass operationName')];
         }
         const caller = callers.get(ctx)!;
-        return {
+        const args = (): ExecutionArgs => ({
           schema: options.schema,
           document: doc,
           variableValues: payload.variables ?? null,
           operationName: payload.operationName ?? null,
           contextValue: options.context(caller, `ws:${id}`),
-        };
+        });
+        const admitted = options.admit?.(caller, doc, operation, payload.variables);
+        return admitted ? admitted.then((refused) => (refused ? [refused] : args())) : args();
       },
       onNext(_ctx, _id, _payload, _args, result) {
         if (!result.errors?.length) return;

@@ -1,0 +1,135 @@
+import { CompiledQuery, type Kysely } from 'kysely';
+import { RateLimiterMemory, RateLimiterPostgres, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import type { RateLimit } from '../config.js';
+import { ErrorCode, GatewayError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import type { Caller } from '../caller.js';
+import type { Store } from '../store/index.js';
+
+/** The two budgets of an API key: creations spend the cloud account's paid quota, reads do not. */
+export type Bucket = 'creations' | 'reads';
+
+export const TABLE = 'rate_limits';
+
+/** RATE_LIMITED with the seconds to wait, in `extensions.retryAfter` (the HTTP layer adds `Retry-After`). */
+export class RateLimitedError extends GatewayError {
+  constructor(
+    readonly bucket: Bucket,
+    readonly retryAfterSeconds: number,
+    limit: RateLimit,
+  ) {
+    super(
+      ErrorCode.RATE_LIMITED,
+      `rate limit of ${bucket} for this API key reached (${limit.points} per ${limit.windowMs / 1000} s); retry after ${retryAfterSeconds} s`,
+      { bucket, retryAfter: retryAfterSeconds, limit: limit.points, windowSeconds: limit.windowMs / 1000 },
+    );
+  }
+}
+
+/**
+ * rate-limiter-flexible's PostgreSQL limiter speaks to a node-postgres-like client (`query({ text, values })`
+ * answering `{ rows, rowCount }`). This adapter runs its statements through the store's own Kysely, so the
+ * limits use the gateway's pool, its error handling and its statement count.
+ */
+function kyselyClient(db: Kysely<unknown>) {
+  return {
+    async query(q: { text: string; values?: unknown[] }) {
+      const result = await db.executeQuery(CompiledQuery.raw(q.text, q.values ?? []));
+      return { rows: result.rows, rowCount: result.rows.length || Number(result.numAffectedRows ?? 0n) };
+    },
+  };
+}
+
+/**
+ * Per-API-key budgets (docs/decisions/023): one rate-limiter-flexible limiter per bucket, keyed by the
+ * caller's scope (a hash of the key, never the key). On PostgreSQL the counters live in the shared
+ * database, so every replica spends from the same budget; on SQLite (one process) they live in memory.
+ */
+export class RateLimits {
+  private constructor(
+    private readonly limiters: Readonly<Record<Bucket, { limiter: RateLimiterAbstract; limit: RateLimit } | null>>,
+    private readonly metrics: Metrics,
+    private readonly logger: Logger,
+  ) {}
+
+  static async create(options: {
+    limits: Readonly<Record<Bucket, RateLimit | null>>;
+    store: Pick<Store, 'db' | 'dialect'>;
+    metrics: Metrics;
+    logger: Logger;
+  }): Promise<RateLimits> {
+    const { limits, store } = options;
+    let tableCreated = false;
+    const make = async (bucket: Bucket): Promise<{ limiter: RateLimiterAbstract; limit: RateLimit } | null> => {
+      const limit = limits[bucket];
+      if (!limit) return null;
+      const base = { keyPrefix: bucket, points: limit.points, duration: limit.windowMs / 1000 };
+      // A store that cannot answer must not stop every app: each replica then limits on its own.
+      const memory = new RateLimiterMemory(base);
+      if (store.dialect !== 'postgres') return { limiter: memory, limit };
+      let ready!: (err?: Error) => void;
+      const created = new Promise<void>((resolve, reject) => {
+        ready = (err) => (err ? reject(err) : resolve());
+      });
+      const limiter = new RateLimiterPostgres(
+        {
+          ...base,
+          storeClient: kyselyClient(store.db as Kysely<unknown>),
+          storeType: 'client',
+          tableName: TABLE,
+          // The first limiter creates the table (CREATE TABLE IF NOT EXISTS); the second reuses it.
+          tableCreated,
+          // Expired rows are purged by purgeExpired() on the gateway's own timer, which stops on close.
+          clearExpiredByTimeout: false,
+          // Once a key's window is spent, this replica refuses it from memory until the window ends,
+          // without a database round trip per refused request.
+          inMemoryBlockOnConsumed: limit.points,
+          insuranceLimiter: memory,
+        },
+        // Called once the table exists (at once, from the constructor, when it is known to exist).
+        (err?: Error) => ready(err),
+      );
+      await created;
+      tableCreated = true;
+      return { limiter, limit };
+    };
+    const creations = await make('creations');
+    const reads = await make('reads');
+    return new RateLimits({ creations, reads }, options.metrics, options.logger);
+  }
+
+  /** True when the bucket has a limit (a fast path: no bucket, no work). */
+  limited(bucket: Bucket): boolean {
+    return this.limiters[bucket] !== null;
+  }
+
+  /** Spends `points` of the caller's bucket, or throws RateLimitedError when the window's budget is spent. */
+  async take(caller: Caller, bucket: Bucket, points = 1): Promise<void> {
+    const entry = this.limiters[bucket];
+    if (!entry || points <= 0) return;
+    const app = caller.scope;
+    try {
+      const res = await entry.limiter.consume(app, points);
+      this.metrics.rateLimitDecisions.inc({ app, bucket, outcome: 'allowed' }, points);
+      this.metrics.rateLimitRemaining.set({ app, bucket }, res.remainingPoints);
+    } catch (err) {
+      if (!(err instanceof RateLimiterRes)) {
+        // The insurance limiter answers when the store fails; reaching here means both failed.
+        this.logger.error({ err, bucket }, 'rate limiter failed; the request is let through');
+        return;
+      }
+      this.metrics.rateLimitDecisions.inc({ app, bucket, outcome: 'refused' }, points);
+      this.metrics.rateLimitRemaining.set({ app, bucket }, 0);
+      throw new RateLimitedError(bucket, Math.max(1, Math.ceil(err.msBeforeNext / 1000)), entry.limit);
+    }
+  }
+
+  /** Deletes counters whose window ended over an hour ago (PostgreSQL; memory limiters expire on their own). */
+  async purgeExpired(): Promise<void> {
+    for (const entry of Object.values(this.limiters)) {
+      // clearExpired is in the library's JavaScript (it runs it on its own timer) but not in its typings.
+      if (entry?.limiter instanceof RateLimiterPostgres) await (entry.limiter as unknown as { clearExpired(before: number): Promise<void> }).clearExpired(Date.now() - 3_600_000);
+    }
+  }
+}

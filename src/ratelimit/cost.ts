@@ -1,0 +1,60 @@
+import {
+  GraphQLIncludeDirective,
+  GraphQLSkipDirective,
+  Kind,
+  getDirectiveValues,
+  type DocumentNode,
+  type FragmentDefinitionNode,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+  type SelectionSetNode,
+} from 'graphql';
+import type { Bucket } from './buckets.js';
+
+export interface OperationCost {
+  bucket: Bucket;
+  points: number;
+}
+
+/**
+ * What an operation spends (docs/decisions/023). A creation is a top-level mutation field that calls an
+ * upstream, which the contract marks by its `idempotencyKey` argument (DESIGN.md: every such mutation
+ * takes one); each costs one creation point, aliases included. Any other operation (a query, a
+ * subscription, a mutation such as `ping`) costs one read point.
+ */
+export function operationCost(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+  variables: Record<string, unknown> | null | undefined,
+): OperationCost {
+  if (operation.operation !== 'mutation') return { bucket: 'reads', points: 1 };
+  const fields = schema.getMutationType()?.getFields() ?? {};
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const d of document.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
+  const vars = variables ?? {};
+  const included = (node: Parameters<typeof getDirectiveValues>[1]): boolean =>
+    getDirectiveValues(GraphQLSkipDirective, node, vars)?.if !== true && getDirectiveValues(GraphQLIncludeDirective, node, vars)?.if !== false;
+
+  let creations = 0;
+  const seen = new Set<string>();
+  const walk = (set: SelectionSetNode): void => {
+    for (const s of set.selections) {
+      if (!included(s)) continue;
+      if (s.kind === Kind.FIELD) {
+        if (fields[s.name.value]?.args.some((a) => a.name === 'idempotencyKey')) creations += 1;
+      } else if (s.kind === Kind.INLINE_FRAGMENT) {
+        walk(s.selectionSet);
+      } else {
+        const f = fragments.get(s.name.value);
+        // A fragment spread twice at the top level is one selection, as graphql-js collects it.
+        if (f && !seen.has(f.name.value)) {
+          seen.add(f.name.value);
+          walk(f.selectionSet);
+        }
+      }
+    }
+  };
+  walk(operation.selectionSet);
+  return creations > 0 ? { bucket: 'creations', points: creations } : { bucket: 'reads', points: 1 };
+}
