@@ -25,6 +25,7 @@ import { healthRoutes } from './server/health.js';
 import { formatError } from './server/errors.js';
 import { createRequestHandler, type Route } from './server/http.js';
 import { sendJson } from './server/respond.js';
+import { warningsPlugin } from './server/warnings.js';
 import { createWsServer } from './server/ws.js';
 import { admitOperation, rateLimitPlugin } from './server/rate-limit.js';
 import { RateLimits } from './ratelimit/buckets.js';
@@ -177,7 +178,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       schema,
       introspection: config.introspection,
       includeStacktraceInErrorResponses: false,
-      plugins: [ApolloServerPluginLandingPageDisabled(), rateLimitPlugin(rateLimits)],
+      plugins: [ApolloServerPluginLandingPageDisabled(), rateLimitPlugin(rateLimits), warningsPlugin()],
       formatError: (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, logger),
     });
     await apollo.start();

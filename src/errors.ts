@@ -81,3 +81,20 @@ function describeBody(body: unknown): string {
   if (typeof body === 'string' && body) return `: ${body.slice(0, 200)}`;
   return '';
 }
+
+/**
+ * Codes of `extensions.warnings`: the operation succeeded and its data is returned, with a caveat the app
+ * should see (e.g. the upstream created the resource but its answer lacked a field).
+ */
+export enum WarningCode {
+  UPSTREAM_ANSWER_INCOMPLETE = 'UPSTREAM_ANSWER_INCOMPLETE',
+}
+
+/** One entry of `extensions.warnings`. */
+export interface GatewayWarning {
+  code: WarningCode;
+  message: string;
+  /** The response path it concerns, e.g. `["createIdentification", "identification"]`. */
+  path?: readonly (string | number)[];
+  [extension: string]: unknown;
+}

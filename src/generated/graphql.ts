@@ -509,16 +509,19 @@ export type Identification = Node & {
   expiresAt: Maybe<Scalars['DateTime']['output']>;
   /** The identification request's id, from the upstream's 202 answer. */
   id: Scalars['ID']['output'];
-  /** Short id that may appear in the link. */
-  idShort: Scalars['String']['output'];
+  /**
+   * Short id that may appear in the link. Null only when the upstream's 202 answer lacked it: the request exists
+   * and was kept, and the response carried an `UPSTREAM_ANSWER_INCOMPLETE` warning in `extensions.warnings`.
+   */
+  idShort: Maybe<Scalars['String']['output']>;
   /** Lifetime requested for the link, in minutes; null when the upstream's default applies. */
   linkLifetimeInMinutes: Maybe<Scalars['Int']['output']>;
   /** The upstream's 202 answer as it arrived. */
   raw: Maybe<Scalars['JSON']['output']>;
   /** Where the user is sent when the scenario ends, when given. */
   redirectUrl: Maybe<Scalars['String']['output']>;
-  /** The link the user opens to pass the scenario. */
-  url: Scalars['String']['output'];
+  /** The link the user opens to pass the scenario. Null only when the upstream's 202 answer lacked a valid URL (see `idShort`). */
+  url: Maybe<Scalars['String']['output']>;
   /** The workflow it was created from. */
   workflowId: Scalars['String']['output'];
 };
@@ -1009,7 +1012,9 @@ export type Mutation = {
   checkRfm: CheckRfmPayload;
   /**
    * Creates an identification request from a preconfigured workflow (`POST /api/v2/identifications/workflow-instances`)
-   * and returns the link the end user opens. Upstream errors: 400 → `BAD_USER_INPUT`, 401 → `UPSTREAM_UNAUTHENTICATED`,
+   * and returns the link the end user opens. A 202 that names the request's id but lacks `idShort` or a valid `url` is
+   * kept and returned with those fields null and an `UPSTREAM_ANSWER_INCOMPLETE` warning in `extensions.warnings`; a
+   * retry with the same `idempotencyKey` replays it. Upstream errors: 400 → `BAD_USER_INPUT`, 401 → `UPSTREAM_UNAUTHENTICATED`,
    * 404 (workflow or applicant not found) → `NOT_FOUND`, 409 → `CONFLICT`, 5xx after retries → `UPSTREAM_UNAVAILABLE`.
    */
   createIdentification: CreateIdentificationPayload;
@@ -2347,11 +2352,11 @@ export type IdentificationResolvers<ContextType = GraphQLContext, ParentType ext
   expired?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   expiresAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
-  idShort?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  idShort?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   linkLifetimeInMinutes?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType>;
   raw?: Resolver<Maybe<ResolversTypes['JSON']>, ParentType, ContextType>;
   redirectUrl?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
-  url?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  url?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   workflowId?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };

@@ -1,3 +1,4 @@
+import type { GatewayWarning } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Caller } from '../caller.js';
 import type { Services } from '../services.js';
@@ -10,6 +11,9 @@ export interface GraphQLContext {
   readonly logger: Logger;
   readonly services: Services;
   readonly loaders: Loaders;
+  /** Warnings of this operation, sent in the response's `extensions.warnings` (null until one is added). */
+  readonly warnings: readonly GatewayWarning[] | null;
+  warn(warning: GatewayWarning): void;
 }
 
 /**
@@ -24,6 +28,7 @@ export function createContext(services: Services, caller: Caller, requestId: str
 class RequestContext implements GraphQLContext {
   readonly loaders: Loaders;
   private made: Logger | undefined;
+  warnings: GatewayWarning[] | null = null;
 
   constructor(
     readonly requestId: string,
@@ -32,6 +37,10 @@ class RequestContext implements GraphQLContext {
     private readonly makeLogger: Logger | (() => Logger),
   ) {
     this.loaders = new Loaders(services, caller);
+  }
+
+  warn(warning: GatewayWarning): void {
+    (this.warnings ??= []).push(warning);
   }
 
   get logger(): Logger {

@@ -70,6 +70,7 @@ export const identityResolvers: Resolvers = {
   Mutation: {
     createIdentification: async (_p, { input, idempotencyKey }, ctx) => {
       const out = await ctx.services.identity.createIdentification(ctx.caller, input, idempotencyKey);
+      for (const w of out.warnings) ctx.warn({ ...w, path: ['createIdentification', 'identification'] });
       return { identification: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed };
     },
     registerVerification: async (_p, { input, idempotencyKey }, ctx) => {

@@ -2,13 +2,13 @@ import { ErrorCode, GatewayError, badUserInput } from '../errors.js';
 import type { UpstreamHttp } from '../upstream/http.js';
 import {
   PATHS,
-  identificationResponseSchema,
+  parseIdentificationResponse,
   parseRegistration,
   parseResults,
   resultsRequest,
   type IdentificationEnvironment,
   type IdentificationRequest,
-  type IdentificationResponse,
+  type IdentificationLink,
   type Registration,
   type RegistrationRequest,
   type VerificationResultItem,
@@ -39,7 +39,8 @@ function bearer(token: string | undefined): Record<string, string> {
 }
 
 export interface CreatedIdentification {
-  link: IdentificationResponse;
+  /** What the answer says. */
+  link: IdentificationLink;
   /** The upstream's answer as it arrived. */
   response: unknown;
 }
@@ -69,15 +70,15 @@ export class IdentificationClient {
       body,
       rejectCode: identityRejectCode,
     });
-    const parsed = identificationResponseSchema.safeParse(res.body);
-    if (!parsed.success) {
-      throw new GatewayError(
-        ErrorCode.UPSTREAM_REJECTED,
-        `the identification interface answered ${res.status} without a valid id, idShort and url (${parsed.error.issues[0]?.path.join('.') || 'body'})`,
-        { upstream: http.name, status: res.status },
-      );
+    const link = parseIdentificationResponse(res.body);
+    if (!link) {
+      // No id: nothing the gateway could keep or show. The key is released; a retry re-sends the same key.
+      throw new GatewayError(ErrorCode.UPSTREAM_REJECTED, `the identification interface answered ${res.status} without the id of the request it created`, {
+        upstream: http.name,
+        status: res.status,
+      });
     }
-    return { link: parsed.data, response: res.body };
+    return { link, response: res.body };
   }
 }
 

@@ -1,4 +1,4 @@
-import { ErrorCode, GatewayError, UpstreamRejectedError, badUserInput } from '../errors.js';
+import { ErrorCode, GatewayError, UpstreamRejectedError, WarningCode, badUserInput, type GatewayWarning } from '../errors.js';
 import type { EventRecord, Events } from '../events/index.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
 import type { Caller } from '../caller.js';
@@ -25,8 +25,10 @@ export interface IdentificationSpec {
   linkLifetimeInMinutes: number | null;
   redirectUrl: string | null;
   environment: wire.IdentificationEnvironment;
-  idShort: string;
-  url: string;
+  /** Null when the upstream's 202 lacked it (the request exists all the same; decision 019). */
+  idShort: string | null;
+  /** Null when the upstream's 202 lacked a valid one. */
+  url: string | null;
   /** ISO timestamp; null when no lifetime was given. */
   expiresAt: string | null;
 }
@@ -43,6 +45,24 @@ export interface MutationResult<T> {
   result: T;
   idempotencyKey: string;
   replayed: boolean;
+  /** Caveats for `extensions.warnings`, derived from the stored result, so a replay carries them too. */
+  warnings: GatewayWarning[];
+}
+
+/** The warning of an identification whose 202 answer lacked `idShort` or a valid `url`, if any. */
+export function identificationWarnings(record: LedgerRecord): GatewayWarning[] {
+  const spec = record.spec as unknown as IdentificationSpec;
+  const missing = [...(spec.idShort == null ? ['idShort'] : []), ...(spec.url == null ? ['url'] : [])];
+  if (missing.length === 0) return [];
+  return [
+    {
+      code: WarningCode.UPSTREAM_ANSWER_INCOMPLETE,
+      message: `the identification interface created request ${record.id} but its answer lacked ${missing.join(' and ')}; the gateway kept the request, and a retry with the same idempotencyKey returns it without creating another`,
+      upstream: 'identification',
+      id: record.id,
+      missing,
+    },
+  ];
 }
 
 export type CallbackOutcome =
@@ -119,6 +139,8 @@ export class IdentityService {
       operation: 'createIdentification',
       request: { environment, path: wire.PATHS.identifications, body },
       execute: async (idempotencyKey) => {
+        // From here on the upstream has created the request: whatever its answer lacks, it is recorded and
+        // the key completed, so a retry replays it instead of creating a second one (decision 019).
         const created = await this.o.identification.create(environment, body, idempotencyKey);
         const now = Date.now();
         const spec: IdentificationSpec = {
@@ -147,7 +169,7 @@ export class IdentityService {
       toStored,
       fromStored,
     });
-    return { result: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed };
+    return { result: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed, warnings: identificationWarnings(out.result) };
   }
 
   async registerVerification(caller: Caller, input: RegisterVerificationInput, key?: string | null): Promise<MutationResult<LedgerRecord>> {
@@ -200,7 +222,7 @@ export class IdentityService {
       toStored,
       fromStored,
     });
-    return { result: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed };
+    return { result: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed, warnings: [] };
   }
 
   async checkRfm(caller: Caller, input: unknown, key?: string | null): Promise<MutationResult<unknown>> {
@@ -214,7 +236,7 @@ export class IdentityService {
       // The idempotency record stores JSON; `undefined` would not survive a replay.
       toStored: (result) => result ?? null,
     });
-    return { result: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed };
+    return { result: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed, warnings: [] };
   }
 
   /** Checks the ids of one `verificationResults` field before any upstream call. */

@@ -61,13 +61,39 @@ export function identificationRequest(input: {
   };
 }
 
+/**
+ * The 202 answer (spec: Identification response): `{ id, idShort, url }`. Only `id` is needed to keep what the
+ * upstream created; an answer without a usable `idShort` or `url` is still a created request (decision 019).
+ */
 export const identificationResponseSchema = z.looseObject({
-  id: z.string().min(1),
-  idShort: z.string().min(1),
-  url: z.string().url(),
+  id: z.union([z.string().min(1), z.number().finite()]).transform(String),
 });
 
-export type IdentificationResponse = z.infer<typeof identificationResponseSchema>;
+/** What the gateway reads from a 202; null where the answer lacked the field or held an unusable value. */
+export interface IdentificationLink {
+  id: string;
+  idShort: string | null;
+  url: string | null;
+}
+
+function absoluteUrl(value: unknown): string | null {
+  if (typeof value !== 'string') return null;
+  try {
+    const url = new URL(value);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? value : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The link of a 202 answer; null when it names no id (then nothing can be kept). */
+export function parseIdentificationResponse(body: unknown): IdentificationLink | null {
+  const parsed = identificationResponseSchema.safeParse(body);
+  if (!parsed.success) return null;
+  const b = body as Record<string, unknown>;
+  const idShort = typeof b.idShort === 'string' && b.idShort !== '' ? b.idShort : null;
+  return { id: parsed.data.id, idShort, url: absoluteUrl(b.url) };
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Verification registration (spec: Endpoints, "register a verification by workflow")

@@ -26,7 +26,16 @@ export interface StatusFault {
   headers?: Record<string, string>;
 }
 
-export type FaultSpec = FaultKind | StatusFault;
+/**
+ * The request is processed as usual (a resource may be created), then the body of its answer is replaced
+ * by `alter(body)`, status unchanged: the "accepted, but the answer is not the one expected" case, e.g. a
+ * 202 without `idShort`.
+ */
+export interface AlteredAnswer {
+  alter: (body: unknown) => unknown;
+}
+
+export type FaultSpec = FaultKind | StatusFault | AlteredAnswer;
 
 /** Exact path, a RegExp tested against the path, or a predicate. */
 export type PathMatcher = string | RegExp | ((path: string, method: string) => boolean);
@@ -49,14 +58,17 @@ export interface FaultInjectorOptions {
 export interface InjectedFault {
   readonly method: string;
   readonly path: string;
-  /** `'503'`, `'reset'`, … or `'status:402'` for a `StatusFault`. */
+  /** `'503'`, `'reset'`, …, `'status:402'` for a `StatusFault`, `'alter'` for an `AlteredAnswer`. */
   readonly fault: string;
   readonly scripted: boolean;
 }
 
 export type FaultOutcome =
-  /** Handle the request normally; if `resetAfter`, destroy the socket instead of answering. */
-  | { readonly action: 'proceed'; readonly resetAfter: boolean; readonly fault?: string }
+  /**
+   * Handle the request normally; if `resetAfter`, destroy the socket instead of answering; if `alter`, send
+   * `alter(body)` instead of the body.
+   */
+  | { readonly action: 'proceed'; readonly resetAfter: boolean; readonly fault?: string; readonly alter?: (body: unknown) => unknown }
   /** The injector answered with `status`; the request must not be processed. */
   | { readonly action: 'answered'; readonly fault: string; readonly status: number }
   /** The socket was destroyed, or is being held: the request must not be processed. */
@@ -142,6 +154,10 @@ export class FaultInjector {
     if (chosen === undefined) return { action: 'proceed', resetAfter: false };
 
     const { fault } = chosen;
+    if (typeof fault === 'object' && 'alter' in fault) {
+      this.injected.push({ method, path, fault: 'alter', scripted: chosen.scripted });
+      return { action: 'proceed', resetAfter: false, fault: 'alter', alter: fault.alter };
+    }
     const label = typeof fault === 'string' ? fault : `status:${fault.status}`;
     this.injected.push({ method, path, fault: label, scripted: chosen.scripted });
 
@@ -211,6 +227,10 @@ function checkFault(fault: FaultSpec): FaultSpec {
     if (!(FAULT_KINDS as readonly string[]).includes(fault)) {
       throw new RangeError(`unknown fault ${JSON.stringify(fault)}; expected one of ${FAULT_KINDS.join(', ')}`);
     }
+    return fault;
+  }
+  if ('alter' in fault) {
+    if (typeof fault.alter !== 'function') throw new RangeError('alter must be a function of the answer body');
     return fault;
   }
   if (!Number.isInteger(fault.status) || fault.status < 100 || fault.status > 599) {

@@ -131,6 +131,7 @@ export function createJsonApiHandler(options: {
       if (!mapped) throw error;
       result = mapped;
     }
+    if (outcome.alter && result.html === undefined) result = { ...result, body: outcome.alter(result.body) };
     if (outcome.resetAfter) {
       // The work is done (and remembered under its idempotency key, if any); only the answer is lost.
       req.socket.destroy();

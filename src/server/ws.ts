@@ -19,6 +19,7 @@ import type { Logger } from '../logger.js';
 import type { Caller } from '../caller.js';
 import type { AuthResult } from './auth.js';
 import { formatError } from './errors.js';
+import { withWarnings } from './warnings.js';
 
 export interface WsOptions {
   schema: GraphQLSchema;
@@ -106,10 +107,13 @@ export function createWsServer(options: WsOptions) {
         const admitted = options.admit?.(caller, doc, operation, payload.variables);
         return admitted ? admitted.then((refused) => (refused ? [refused] : args())) : args();
       },
-      onNext(_ctx, _id, _payload, _args, result) {
-        if (!result.errors?.length) return;
+      onNext(_ctx, _id, _payload, args, result) {
+        // A mutation or query sent over the socket carries its warnings like over HTTP.
+        const warned = withWarnings(result, args.contextValue as GraphQLContext | undefined);
+        const errors = warned.errors;
+        if (!errors?.length) return warned === result ? undefined : warned;
         // The same masking as over HTTP: unexpected errors become INTERNAL_SERVER_ERROR for the client.
-        return { ...result, errors: result.errors.map((e) => formatError(e.toJSON(), e, options.logger)) as unknown as GraphQLError[] };
+        return { ...warned, errors: errors.map((e) => formatError(e.toJSON(), e, options.logger)) as unknown as GraphQLError[] };
       },
       onError(_ctx, id, _payload, errors) {
         options.logger.debug({ id, errors: errors.map((e) => e.message) }, 'subscription error');
