@@ -170,7 +170,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     cleanups.push(async () => clearInterval(purge));
 
     const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers] as Record<string, unknown>[]);
-    const authenticate = createAuthenticator(config.apiKeys);
+    const authenticate = createAuthenticator(config.apiKeys, config.operatorKeys);
 
     const server = http.createServer();
     server.keepAliveTimeout = 65_000;

@@ -8,6 +8,8 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 export interface Caller {
   /** `key:<first 16 hex of sha256(key)>`, or `open` when the gateway runs without keys (sandbox only). */
   readonly scope: string;
+  /** An OPERATOR_API_KEYS key: may read operator data (the mobile-ID quarantine) beside its own. */
+  readonly operator?: boolean;
 }
 
 export const OPEN_CALLER: Caller = Object.freeze({ scope: 'open' });

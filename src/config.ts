@@ -36,8 +36,10 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'MOBILEID_ISSUER', default: '(unset)', description: 'Expected iss of mobile-ID id_tokens.' },
   { name: 'MOBILEID_CLIENT_ID', default: '(unset)', description: 'Expected aud of mobile-ID id_tokens.' },
   { name: 'TOKEN_ENCRYPTION_KEY', default: '(unset: DATA_DIR/token-encryption.key)', description: '32 random bytes (base64 or 64 hex digits) that encrypt stored mobile-ID tokens (AES-256-GCM). Unset: a key file generated in DATA_DIR on first start. Replicas sharing DATABASE_URL need the same key.' },
-  { name: 'MOBILEID_JWKS_ALLOWED_HOSTS', default: '(unset: none)', description: 'Comma-separated hosts whose jwks_uri from a notification body may be fetched; others are only recorded.' },
+  { name: 'MOBILEID_JWKS_ALLOWED_HOSTS', default: '(unset: none)', description: 'Comma-separated hosts (or host:port) whose URLs from a notification body the gateway may fetch; today it fetches none (jwks_uri is the operator\'s encryption key, recorded and exposed, never used to check signatures).' },
+  { name: 'MOBILEID_STRICT_ID_TOKEN', default: 'false', description: 'true: full CIBA strictness, an id_token without exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).' },
   { name: 'GATEWAY_API_KEYS', default: '(unset: open)', description: 'Comma-separated keys that apps send as Authorization: Bearer <key>. Unset is allowed only when every upstream is sandboxed.' },
+  { name: 'OPERATOR_API_KEYS', default: '(unset: none)', description: 'Comma-separated keys of operators: each works as an API key and may also read operator data (mobileIdRejections, the quarantine of refused notifications). Needs GATEWAY_API_KEYS; in open sandbox mode everyone is the operator.' },
   { name: 'IDEMPOTENCY_RETENTION', default: '24h', description: 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).' },
   { name: 'EVENT_RETENTION', default: '7d', description: 'How long webhook events are kept in the event log.' },
   { name: 'UPSTREAM_TIMEOUT', default: '10s', description: 'Time limit of one upstream attempt (headers and body).' },
@@ -205,11 +207,13 @@ const envSchema = z.object({
   MOBILEID_ISSUER: optionalString,
   MOBILEID_CLIENT_ID: optionalString,
   MOBILEID_JWKS_ALLOWED_HOSTS: list,
+  MOBILEID_STRICT_ID_TOKEN: bool(false),
   TOKEN_ENCRYPTION_KEY: optionalString.refine(
     (s) => s === undefined || decodeKey(s) !== undefined,
     'must be 32 bytes as base64 (44 characters) or as 64 hex digits, e.g. the output of `openssl rand -base64 32`',
   ),
   GATEWAY_API_KEYS: list,
+  OPERATOR_API_KEYS: list,
   IDEMPOTENCY_RETENTION: duration('24h'),
   EVENT_RETENTION: duration('7d'),
   UPSTREAM_TIMEOUT: duration('10s'),
@@ -286,10 +290,14 @@ export interface Config {
     readonly issuer: string | undefined;
     readonly clientId: string | undefined;
     readonly jwksAllowedHosts: readonly string[];
+    /** MOBILEID_STRICT_ID_TOKEN. */
+    readonly strictIdToken: boolean;
   };
   /** TOKEN_ENCRYPTION_KEY as given (decode with `decodeKey`); undefined means a key file in DATA_DIR. */
   readonly tokenEncryptionKey: string | undefined;
   readonly apiKeys: readonly string[];
+  /** OPERATOR_API_KEYS: also accepted as API keys. */
+  readonly operatorKeys: readonly string[];
   readonly idempotencyRetentionMs: number;
   readonly idempotencyWaitMs: number;
   /** Per-API-key limits (null: no limit); see src/ratelimit/ and docs/decisions/023. */
@@ -377,9 +385,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       issuer: e.MOBILEID_ISSUER,
       clientId: e.MOBILEID_CLIENT_ID,
       jwksAllowedHosts: e.MOBILEID_JWKS_ALLOWED_HOSTS,
+      strictIdToken: e.MOBILEID_STRICT_ID_TOKEN,
     },
     tokenEncryptionKey: e.TOKEN_ENCRYPTION_KEY,
     apiKeys: e.GATEWAY_API_KEYS,
+    operatorKeys: e.OPERATOR_API_KEYS,
     idempotencyRetentionMs: e.IDEMPOTENCY_RETENTION,
     idempotencyWaitMs: e.IDEMPOTENCY_WAIT,
     rateLimits: { creations: e.RATE_LIMIT_CREATIONS, reads: e.RATE_LIMIT_READS },
@@ -398,6 +408,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   };
   const sandboxed = sandboxedUpstreams(config);
   const allSandboxed = Object.values(sandboxed).every(Boolean);
+  if (config.operatorKeys.length > 0 && config.apiKeys.length === 0) {
+    throw new ConfigError('OPERATOR_API_KEYS', 'needs GATEWAY_API_KEYS: without API keys the gateway is open and everyone is the operator');
+  }
+  if (config.mobileId.strictIdToken && !sandboxed.mobileId && !config.mobileId.jwksUrl && !config.mobileId.jwksFile) {
+    throw new ConfigError('MOBILEID_STRICT_ID_TOKEN', 'strict id_token checks need a JWKS: set MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE (with MOBILEID_ISSUER and MOBILEID_CLIENT_ID)');
+  }
   if (config.apiKeys.length === 0 && !allSandboxed) {
     throw new ConfigError('GATEWAY_API_KEYS', 'is required when any upstream is real (an open gateway is allowed only in full sandbox mode)');
   }

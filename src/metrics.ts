@@ -41,6 +41,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly mobileIdRejections = new Counter({
+    name: 'gateway_mobile_id_rejections_total',
+    help: 'Mobile-ID notifications refused (and kept in the quarantine, see mobileIdRejections), by reason.',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
   readonly eventsPublished = new Counter({
     name: 'gateway_events_published_total',
     help: 'Events published to subscribers, by kind.',

@@ -925,15 +925,22 @@ export type MobileIdAuthenticated = {
   /** The id_token as received (a JWT). */
   idToken: Scalars['String']['output'];
   /**
+   * The outcome of each id_token check. Outside strict mode (MOBILEID_STRICT_ID_TOKEN), a notification whose
+   * id_token lacks exp, the auth_req_id claim or at_hash is accepted (the spec promises only sub and the
+   * authentication context, and the sender does not retry), and the absent claim shows here as ABSENT, so
+   * that the app can decide. A present claim that is wrong is always refused.
+   */
+  idTokenChecks: MobileIdTokenChecks;
+  /**
    * True when the gateway checked the id_token's signature, iss, aud, exp, auth_req_id claim and at_hash
    * against a configured JWKS (OpenID CIBA Core §10.3.1); false when it only decoded the claims.
    */
   idTokenVerified: Scalars['Boolean']['output'];
   /** The id_token's `iss`. */
   issuer: Maybe<Scalars['String']['output']>;
-  /** The notification's jwks_uri: where the operator publishes the key that encrypts data verification requests. Recorded, not fetched. */
+  /** The notification's jwks_uri: where the operator publishes its key for encrypting the body of a data verification (kyc-match) request. Use it for your kyc-match step; the gateway records it, never fetches it and never verifies signatures with it. */
   jwksUri: Maybe<Scalars['String']['output']>;
-  /** The notification's leading_kyc_match: true means a positive data verification answer is required before calling premiuminfo. */
+  /** The notification's leading_kyc_match: true means a positive data verification (kyc-match) answer is required before calling premiuminfo. */
   leadingKycMatch: Maybe<Scalars['Boolean']['output']>;
   /** Fields of the notification this type does not name (jwks_endpoint, premiuminfo_endpoint, kyc_match_endpoint, ...), as sent. */
   otherFields: Scalars['JSON']['output'];
@@ -1003,6 +1010,88 @@ export type MobileIdNotificationToken = {
   expiresAt: Scalars['DateTime']['output'];
   /** The token: send it as client_notification_token in the authentication request. Shown only once. */
   token: Scalars['String']['output'];
+};
+
+/** A notification the webhook refused, kept without secrets (no body, no token). */
+export type MobileIdRejection = {
+  __typename?: 'MobileIdRejection';
+  /** The auth_req_id of the body, or null when the body was not read (401, 413, 415) or had none. */
+  authReqId: Maybe<Scalars['String']['output']>;
+  /** The `error_description` of the answer: what was wrong, never a value. */
+  description: Scalars['String']['output'];
+  /** The `error` of the answer (invalid_request, invalid_token, temporarily_unavailable). */
+  error: Scalars['String']['output'];
+  /** The gateway's own request id of the delivery (its log lines carry it). */
+  gatewayRequestId: Scalars['String']['output'];
+  /** The HTTP status the gateway answered. */
+  httpStatus: Scalars['Int']['output'];
+  /** The row's id. */
+  id: Scalars['ID']['output'];
+  /** Why it was refused. */
+  reason: MobileIdRejectionReason;
+  /** When the gateway refused it. */
+  receivedAt: Scalars['DateTime']['output'];
+  /** The X-Mobileid-Request-Id header of the notification. */
+  requestId: Maybe<Scalars['String']['output']>;
+  /** The X-Mobileid-Transaction-Id header of the notification. */
+  transactionId: Maybe<Scalars['String']['output']>;
+};
+
+/** Why the webhook refused a notification. */
+export type MobileIdRejectionReason =
+  /** 413: the body is over the size limit. */
+  | 'BODY_TOO_LARGE'
+  /** 409: a different notification was already stored for the auth_req_id. */
+  | 'CONFLICT'
+  /** 400: the id_token's at_hash does not match the access_token (or, in strict mode, is absent). */
+  | 'ID_TOKEN_AT_HASH'
+  /** 400: the id_token's aud does not contain MOBILEID_CLIENT_ID. */
+  | 'ID_TOKEN_AUDIENCE'
+  /** 400: the id_token's auth_req_id claim differs from the body's (or, in strict mode, is absent). */
+  | 'ID_TOKEN_AUTH_REQ_ID'
+  /** 400: the id_token has expired (or, in strict mode, has no exp). */
+  | 'ID_TOKEN_EXPIRY'
+  /** 400: the id_token cannot be verified for another reason (its message says which). */
+  | 'ID_TOKEN_INVALID'
+  /** 400: the id_token's iss is not MOBILEID_ISSUER. */
+  | 'ID_TOKEN_ISSUER'
+  /** 400: the id_token's signature is not valid, or no key of the configured JWKS matches it. */
+  | 'ID_TOKEN_SIGNATURE'
+  /** 503: the configured JWKS could not be loaded. */
+  | 'JWKS_UNAVAILABLE'
+  /** 400: the body is not JSON, a field is missing or wrong, or the id_token is not a JWT with a sub. */
+  | 'MALFORMED'
+  /** 401: no, an unknown or an expired client_notification_token, or one issued for another auth_req_id. */
+  | 'UNAUTHORIZED'
+  /** 415: the body is neither JSON nor form-encoded. */
+  | 'UNSUPPORTED_MEDIA_TYPE';
+
+/** The outcome of one id_token check. */
+export type MobileIdTokenCheck =
+  /** The claim is absent (accepted outside strict mode). */
+  | 'ABSENT'
+  /** Not checked: no JWKS is configured, so the id_token was only decoded. */
+  | 'NOT_CHECKED'
+  /** Checked and correct. */
+  | 'VALID';
+
+/** What each check of an accepted id_token found (OpenID CIBA Core §10.3.1). A failed check refuses the notification instead. */
+export type MobileIdTokenChecks = {
+  __typename?: 'MobileIdTokenChecks';
+  /** `at_hash` matches the notification's access_token. */
+  atHash: MobileIdTokenCheck;
+  /** `aud` contains MOBILEID_CLIENT_ID. */
+  audience: MobileIdTokenCheck;
+  /** The `urn:openid:params:jwt:claim:auth_req_id` claim equals the notification's auth_req_id. */
+  authReqIdClaim: MobileIdTokenCheck;
+  /** `exp` has not passed; ABSENT when the id_token has no exp. */
+  expiry: MobileIdTokenCheck;
+  /** `iss` equals MOBILEID_ISSUER. */
+  issuer: MobileIdTokenCheck;
+  /** The signature, against the configured JWKS (MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE) only. */
+  signature: MobileIdTokenCheck;
+  /** True when strict mode was on: exp, the auth_req_id claim and at_hash were required. */
+  strict: Scalars['Boolean']['output'];
 };
 
 /** Root of every write. Each mutation takes `input` and an optional `idempotencyKey`. */
@@ -1620,6 +1709,15 @@ export type Query = {
    */
   mobileIdAuthentication: Maybe<MobileIdAuthenticationResult>;
   /**
+   * The quarantine of refused notifications, newest first: every notification the webhook refused (401, 400,
+   * 409, 413, 415, 503), without secrets: when, why, the auth_req_id when the body had one, and the sender's
+   * support references. The sender does not retry, so each row is an authentication that was lost. An operator
+   * key (OPERATOR_API_KEYS, or anyone in open sandbox mode) reads every row; an app's key reads only the rows of
+   * notifications that came with a client_notification_token it issued. Kept for EVENT_RETENTION, at most
+   * 10,000 rows.
+   */
+  mobileIdRejections: Array<MobileIdRejection>;
+  /**
    * Any object the gateway remembers, by its global id (the upstream's id). Returns null for an unknown id, and
    * for a verification or identification another API key created (the cloud resources are shared by every key).
    */
@@ -1649,6 +1747,13 @@ export type QueryIdentificationArgs = {
 /** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
 export type QueryMobileIdAuthenticationArgs = {
   authReqId: Scalars['String']['input'];
+};
+
+
+/** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
+export type QueryMobileIdRejectionsArgs = {
+  authReqId?: InputMaybe<Scalars['String']['input']>;
+  first?: InputMaybe<Scalars['Int']['input']>;
 };
 
 
@@ -2082,6 +2187,10 @@ export type ResolversTypes = {
   MobileIdAuthenticationResult: ResolverTypeWrapper<ResolversUnionTypes<ResolversTypes>['MobileIdAuthenticationResult']>;
   MobileIdFailureReason: MobileIdFailureReason;
   MobileIdNotificationToken: ResolverTypeWrapper<MobileIdNotificationToken>;
+  MobileIdRejection: ResolverTypeWrapper<MobileIdRejection>;
+  MobileIdRejectionReason: MobileIdRejectionReason;
+  MobileIdTokenCheck: MobileIdTokenCheck;
+  MobileIdTokenChecks: ResolverTypeWrapper<MobileIdTokenChecks>;
   Mutation: ResolverTypeWrapper<{}>;
   Network: ResolverTypeWrapper<LedgerRecord>;
   Node: ResolverTypeWrapper<LedgerRecord>;
@@ -2181,6 +2290,8 @@ export type ResolversParentTypes = {
   MobileIdAuthenticationFailed: MobileIdAuthenticationFailed;
   MobileIdAuthenticationResult: ResolversUnionTypes<ResolversParentTypes>['MobileIdAuthenticationResult'];
   MobileIdNotificationToken: MobileIdNotificationToken;
+  MobileIdRejection: MobileIdRejection;
+  MobileIdTokenChecks: MobileIdTokenChecks;
   Mutation: {};
   Network: LedgerRecord;
   Node: LedgerRecord;
@@ -2482,6 +2593,7 @@ export type MobileIdAuthenticatedResolvers<ContextType = GraphQLContext, ParentT
   correlationId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   expiresAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   idToken?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  idTokenChecks?: Resolver<ResolversTypes['MobileIdTokenChecks'], ParentType, ContextType>;
   idTokenVerified?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   issuer?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   jwksUri?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
@@ -2516,6 +2628,31 @@ export type MobileIdNotificationTokenResolvers<ContextType = GraphQLContext, Par
   authReqId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   expiresAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   token?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type MobileIdRejectionResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['MobileIdRejection'] = ResolversParentTypes['MobileIdRejection']> = {
+  authReqId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  description?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  error?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  gatewayRequestId?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  httpStatus?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  reason?: Resolver<ResolversTypes['MobileIdRejectionReason'], ParentType, ContextType>;
+  receivedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  requestId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  transactionId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type MobileIdTokenChecksResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['MobileIdTokenChecks'] = ResolversParentTypes['MobileIdTokenChecks']> = {
+  atHash?: Resolver<ResolversTypes['MobileIdTokenCheck'], ParentType, ContextType>;
+  audience?: Resolver<ResolversTypes['MobileIdTokenCheck'], ParentType, ContextType>;
+  authReqIdClaim?: Resolver<ResolversTypes['MobileIdTokenCheck'], ParentType, ContextType>;
+  expiry?: Resolver<ResolversTypes['MobileIdTokenCheck'], ParentType, ContextType>;
+  issuer?: Resolver<ResolversTypes['MobileIdTokenCheck'], ParentType, ContextType>;
+  signature?: Resolver<ResolversTypes['MobileIdTokenCheck'], ParentType, ContextType>;
+  strict?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -2648,6 +2785,7 @@ export type QueryResolvers<ContextType = GraphQLContext, ParentType extends Reso
   catalog?: Resolver<ResolversTypes['Catalog'], ParentType, ContextType>;
   identification?: Resolver<Maybe<ResolversTypes['Identification']>, ParentType, ContextType, RequireFields<QueryIdentificationArgs, 'id'>>;
   mobileIdAuthentication?: Resolver<Maybe<ResolversTypes['MobileIdAuthenticationResult']>, ParentType, ContextType, RequireFields<QueryMobileIdAuthenticationArgs, 'authReqId'>>;
+  mobileIdRejections?: Resolver<Array<ResolversTypes['MobileIdRejection']>, ParentType, ContextType, RequireFields<QueryMobileIdRejectionsArgs, 'first'>>;
   node?: Resolver<Maybe<ResolversTypes['Node']>, ParentType, ContextType, RequireFields<QueryNodeArgs, 'id'>>;
   project?: Resolver<Maybe<ResolversTypes['Project']>, ParentType, ContextType, RequireFields<QueryProjectArgs, 'id'>>;
   projects?: Resolver<Array<ResolversTypes['Project']>, ParentType, ContextType, RequireFields<QueryProjectsArgs, 'first' | 'offset'>>;
@@ -2793,6 +2931,8 @@ export type Resolvers<ContextType = GraphQLContext> = {
   MobileIdAuthenticationFailed?: MobileIdAuthenticationFailedResolvers<ContextType>;
   MobileIdAuthenticationResult?: MobileIdAuthenticationResultResolvers<ContextType>;
   MobileIdNotificationToken?: MobileIdNotificationTokenResolvers<ContextType>;
+  MobileIdRejection?: MobileIdRejectionResolvers<ContextType>;
+  MobileIdTokenChecks?: MobileIdTokenChecksResolvers<ContextType>;
   Mutation?: MutationResolvers<ContextType>;
   Network?: NetworkResolvers<ContextType>;
   Node?: NodeResolvers<ContextType>;

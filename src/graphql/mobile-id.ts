@@ -47,6 +47,7 @@ export const mobileIdResolvers: Resolvers = {
       const a = await loader(ctx).load(authReqId);
       return a ? toGraphQL(a) : null;
     },
+    mobileIdRejections: (_p, { first, authReqId }, ctx) => ctx.services.mobileId.rejections(ctx.caller, { first: first ?? null, authReqId: authReqId ?? null }),
   },
   Subscription: {
     mobileIdAuthentication: {

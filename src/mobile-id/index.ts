@@ -30,11 +30,12 @@ export function createMobileIdService(options: {
     events: options.events,
     box: loadSecretBox({ key: config.tokenEncryptionKey, dataDir: config.dataDir, shared: options.store.dialect === 'postgres', logger: options.logger }),
     verifier: inSandbox
-      ? { keys: configuredKeys({ jwksUrl: sandbox.jwksUrl }), issuer: sandbox.issuer, clientId: sandbox.clientId, allowedJwksHosts: m.jwksAllowedHosts }
-      : { keys: configuredKeys(m), issuer: m.issuer, clientId: m.clientId, allowedJwksHosts: m.jwksAllowedHosts },
+      ? { keys: configuredKeys({ jwksUrl: sandbox.jwksUrl }), issuer: sandbox.issuer, clientId: sandbox.clientId, strict: m.strictIdToken }
+      : { keys: configuredKeys(m), issuer: m.issuer, clientId: m.clientId, strict: m.strictIdToken },
     notificationTokens: inSandbox ? [...m.notificationTokens, sandbox.notificationToken] : m.notificationTokens,
     logger: options.logger.child({ component: 'mobile-id' }),
     sandbox: inSandbox ? sandbox : null,
     notificationUri: () => `${options.selfUrl()}/webhooks/mobile-id`,
+    rejectionRetentionMs: config.eventRetentionMs,
   });
 }

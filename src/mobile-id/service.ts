@@ -6,7 +6,8 @@ import type { Caller } from '../caller.js';
 import { canonicalJson } from '../fingerprint.js';
 import type { Database } from '../store/schema.js';
 import { readableBy } from '../tenancy.js';
-import { IdTokenVerifier, claimsOf, type IdTokenClaims, type VerifierOptions } from './verify.js';
+import { IdTokenVerifier, claimsOf, type IdTokenChecks, type IdTokenClaims, type VerifierOptions } from './verify.js';
+import { RejectionQuarantine, authReqIdOf, type NewRejection, type Rejection, type RejectionReason } from './quarantine.js';
 import type { SecretBox } from './sealing.js';
 import { NotificationTokens, type IssuedToken, type NotifierAuth } from './tokens.js';
 import { MAX_ID_LENGTH, decodeCompactJwt, extraFields, failureReason, parseNotification, type FailureReason } from './wire.js';
@@ -32,6 +33,8 @@ interface StoredSuccess {
   claims: IdTokenClaims;
   /** The JWKS the id_token was verified against, or null when it was only decoded. */
   verifiedWith: string | null;
+  /** What each id_token check found; absent on events stored before the checks were reported. */
+  checks?: IdTokenChecks;
   jwksUri: string | null;
   leadingKycMatch: boolean | null;
   correlationId: string | null;
@@ -76,6 +79,7 @@ export interface MobileIdAuthenticated {
   expiresAt: Date;
   idToken: string;
   idTokenVerified: boolean;
+  idTokenChecks: IdTokenChecks;
   jwksUri: string | null;
   leadingKycMatch: boolean | null;
   correlationId: string | null;
@@ -107,10 +111,10 @@ export type ReceiveResult =
   | { status: 'duplicate'; authReqId: string }
   /** Another notification for an auth_req_id that already has one: 409, nothing changed. */
   | { status: 'conflict'; authReqId: string }
-  | { status: 'unauthorized'; description: string }
-  | { status: 'invalid'; description: string }
+  | { status: 'unauthorized'; description: string; authReqId: string | null }
+  | { status: 'invalid'; reason: RejectionReason; description: string; authReqId: string | null }
   /** The id_token could not be checked for a reason on our side (JWKS unreachable): 503. */
-  | { status: 'unavailable'; description: string };
+  | { status: 'unavailable'; description: string; authReqId: string };
 
 export interface NotificationHeaders {
   requestId: string | null;
@@ -152,6 +156,8 @@ export interface MobileIdServiceOptions {
   sandbox: SandboxNotifier | null;
   /** The gateway's own notification_uri (known once it listens). */
   notificationUri: () => string;
+  /** How long refused notifications stay in the quarantine (EVENT_RETENTION). */
+  rejectionRetentionMs: number;
 }
 
 export const TOKEN_TTL = { defaultSeconds: 3600, minSeconds: 10, maxSeconds: 7 * 86_400 } as const;
@@ -163,6 +169,7 @@ export const TOKEN_TTL = { defaultSeconds: 3600, minSeconds: 10, maxSeconds: 7 *
 export class MobileIdService {
   readonly tokens: NotificationTokens;
   readonly verifier: IdTokenVerifier;
+  private readonly quarantine: RejectionQuarantine;
   private readonly events: Events;
   private readonly box: SecretBox;
   private readonly logger: Logger;
@@ -173,6 +180,7 @@ export class MobileIdService {
     this.logger = options.logger;
     this.tokens = new NotificationTokens(options.db, options.notificationTokens);
     this.verifier = new IdTokenVerifier(options.verifier);
+    this.quarantine = new RejectionQuarantine(options.db, options.rejectionRetentionMs);
   }
 
   /** Checks the bearer token before the body is read. */
@@ -183,11 +191,11 @@ export class MobileIdService {
   /** Validates, verifies and durably stores one notification; the caller answers, then publishes. */
   async receive(auth: NotifierAuth & { ok: true }, body: unknown, headers: NotificationHeaders): Promise<ReceiveResult> {
     const parsed = parseNotification(body);
-    if (!parsed.ok) return { status: 'invalid', description: parsed.description };
+    if (!parsed.ok) return { status: 'invalid', reason: 'MALFORMED', description: parsed.description, authReqId: authReqIdOf(body) };
     const n = parsed.notification;
     const authReqId = n.body.auth_req_id;
     if (auth.authReqId !== null && auth.authReqId !== authReqId) {
-      return { status: 'unauthorized', description: 'the client_notification_token was issued for another auth_req_id' };
+      return { status: 'unauthorized', description: 'the client_notification_token was issued for another auth_req_id', authReqId };
     }
 
     // The sealed tokens differ on every delivery (fresh IVs): compare the clear body through a keyed digest.
@@ -209,13 +217,13 @@ export class MobileIdService {
     let secretsExpireAt: number | null = null;
     if (n.outcome === 'success') {
       const b = n.body;
-      const jwksEndpoint = typeof extra.jwks_endpoint === 'string' ? extra.jwks_endpoint : null;
-      // A jwks_uri or jwks_endpoint from a body is recorded; it is fetched only from an allow-listed host.
-      const check = await this.verifier.check({ idToken: b.id_token, accessToken: b.access_token, authReqId, bodyJwksUrl: jwksEndpoint ?? b.jwks_uri ?? null });
-      if (check.status === 'rejected') return { status: 'invalid', description: check.reason };
+      // Only the configured JWKS verifies signatures: jwks_uri (and any jwks_endpoint) from the body is recorded,
+      // never fetched (spec: jwks_uri is the operator's key for encrypting kyc-match requests).
+      const check = await this.verifier.check({ idToken: b.id_token, accessToken: b.access_token, authReqId });
+      if (check.status === 'rejected') return { status: 'invalid', reason: check.reason, description: check.description, authReqId };
       if (check.status === 'unavailable') {
-        this.logger.error({ authReqId, reason: check.reason }, 'mobile-ID id_token could not be verified: JWKS unavailable');
-        return { status: 'unavailable', description: 'the id_token cannot be verified right now; try again' };
+        this.logger.error({ authReqId, reason: check.description }, 'mobile-ID id_token could not be verified: JWKS unavailable');
+        return { status: 'unavailable', description: 'the id_token cannot be verified right now; try again', authReqId };
       }
       const expiresAt = Date.now() + b.expires_in * 1000;
       secretsExpireAt = expiresAt;
@@ -229,7 +237,8 @@ export class MobileIdService {
         expiresIn: b.expires_in,
         expiresAt,
         claims: claimsOf(decodeCompactJwt(b.id_token)!.claims),
-        verifiedWith: check.status === 'verified' ? check.keys : null,
+        verifiedWith: check.keys,
+        checks: check.checks,
         jwksUri: b.jwks_uri ?? null,
         leadingKycMatch: b.leading_kyc_match ?? null,
         correlationId,
@@ -322,6 +331,19 @@ export class MobileIdService {
     return { authReqId, outcome, httpStatus: res.status, accepted, response: res.body === '' ? null : res.body };
   }
 
+  /** Keeps a refused notification, without secrets, for operators. */
+  reject(rejection: NewRejection): Promise<void> {
+    return this.quarantine.record(rejection);
+  }
+
+  /** Refused notifications, newest first: all of them for an operator, those on tokens it issued for an app. */
+  rejections(caller: Caller, options: { first?: number | null; authReqId?: string | null }): Promise<Rejection[]> {
+    const first = options.first ?? 50;
+    if (!Number.isInteger(first) || first < 1 || first > 500) throw badUserInput('first', 'must be from 1 to 500');
+    if (options.authReqId != null) checkAuthReqId(options.authReqId);
+    return this.quarantine.list(caller, { first, authReqId: options.authReqId ?? null });
+  }
+
   /** Removes expired access tokens from stored events and expired notification tokens. */
   async purgeExpired(now = Date.now()): Promise<{ accessTokens: number; notificationTokens: number }> {
     const accessTokens = await this.events.log.redactExpiredSecrets(
@@ -330,6 +352,7 @@ export class MobileIdService {
       now,
     );
     const notificationTokens = await this.tokens.purgeExpired(now);
+    await this.quarantine.purge(now);
     return { accessTokens, notificationTokens };
   }
 
@@ -365,10 +388,17 @@ export class MobileIdService {
       expiresAt: new Date(p.expiresAt),
       idToken: this.box.open(p.idToken, `${p.authReqId}\u0000id_token`),
       idTokenVerified: p.verifiedWith !== null,
+      idTokenChecks: p.checks ?? legacyChecks(p.verifiedWith !== null),
       jwksUri: p.jwksUri,
       leadingKycMatch: p.leadingKycMatch,
     };
   }
+}
+
+/** Events stored before the checks were reported were verified in full (every claim required), or not at all. */
+function legacyChecks(verified: boolean): IdTokenChecks {
+  const r = verified ? 'VALID' : 'NOT_CHECKED';
+  return { signature: r, issuer: r, audience: r, expiry: r, authReqIdClaim: r, atHash: r, strict: verified };
 }
 
 /** An event from a token an app issued is that app's; one from a configured token (scope null) is every app's. */

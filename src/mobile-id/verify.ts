@@ -1,9 +1,9 @@
 // The id_token of a success notification: its claims, and its verification per OpenID CIBA Core §10.3.1
-// (signature, iss, aud, exp as in OpenID Connect Core §3.1.3.7, plus the auth_req_id claim and at_hash).
+// (signature, iss, aud, exp as in OpenID Connect Core §3.1.3.7, plus the auth_req_id claim and at_hash),
+// tolerant of absent optional claims unless strict (docs/decisions/016-id-token-checks-and-quarantine.md).
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
-import { LRUCache } from 'lru-cache';
 
 export const AUTH_REQ_ID_CLAIM = 'urn:openid:params:jwt:claim:auth_req_id';
 
@@ -53,23 +53,52 @@ export function atHash(accessToken: string, alg: string): string | null {
   return digest.subarray(0, digest.length / 2).toString('base64url');
 }
 
+/** The outcome of one id_token check: passed, claim absent (allowed unless strict), or not run (no JWKS). */
+export type CheckResult = 'VALID' | 'ABSENT' | 'NOT_CHECKED';
+
+/**
+ * What was checked on an accepted id_token, so that an app can decide for itself (docs/decisions/016). A
+ * failed check never gets here: the notification is refused.
+ */
+export interface IdTokenChecks {
+  signature: CheckResult;
+  issuer: CheckResult;
+  audience: CheckResult;
+  /** `exp`: VALID when present and not passed; ABSENT when the token has none. */
+  expiry: CheckResult;
+  /** The CIBA `urn:openid:params:jwt:claim:auth_req_id` claim equals the body's auth_req_id. */
+  authReqIdClaim: CheckResult;
+  /** `at_hash` covers the body's access_token. */
+  atHash: CheckResult;
+  /** Strict mode (MOBILEID_STRICT_ID_TOKEN) was on: every claim above was required. */
+  strict: boolean;
+}
+
+/** Why an id_token was refused: one value per check (the quarantine and the metric use it). */
+export type IdTokenRejection =
+  | 'ID_TOKEN_SIGNATURE'
+  | 'ID_TOKEN_ISSUER'
+  | 'ID_TOKEN_AUDIENCE'
+  | 'ID_TOKEN_EXPIRY'
+  | 'ID_TOKEN_AUTH_REQ_ID'
+  | 'ID_TOKEN_AT_HASH'
+  | 'ID_TOKEN_INVALID';
+
 export type VerifyOutcome =
-  /** Signature and claims checked; `keys` says against which JWKS. */
-  | { status: 'verified'; keys: string }
-  /** No JWKS to check against: the claims are decoded only. */
-  | { status: 'unverified' }
+  /** Accepted: `keys` says against which JWKS (null when none is configured), `checks` what each check found. */
+  | { status: 'accepted'; keys: string | null; checks: IdTokenChecks }
   /** A check failed: the notification is refused with 400. */
-  | { status: 'rejected'; reason: string }
+  | { status: 'rejected'; reason: IdTokenRejection; description: string }
   /** The keys could not be fetched: the gateway, not the sender, is at fault (503). */
-  | { status: 'unavailable'; reason: string };
+  | { status: 'unavailable'; description: string };
 
 export interface VerifierOptions {
   /** The configured JWKS (MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE, or the sandbox's); null when none is. */
   keys: { source: string; get: JWTVerifyGetKey } | null;
   issuer: string | undefined;
   clientId: string | undefined;
-  /** Hosts whose jwks_endpoint (or jwks_uri) from a body may be fetched when no JWKS is configured. */
-  allowedJwksHosts: readonly string[];
+  /** MOBILEID_STRICT_ID_TOKEN: exp, the auth_req_id claim and at_hash are required (OpenID CIBA Core §10.3.1). */
+  strict?: boolean;
   clockToleranceSec?: number;
 }
 
@@ -85,94 +114,110 @@ export function configuredKeys(options: { jwksUrl?: string | undefined; jwksFile
     if (!jwks || !Array.isArray(jwks.keys)) throw new Error(`MOBILEID_JWKS_FILE ${options.jwksFile} is not a JWKS (no "keys" array)`);
     return { source: options.jwksFile, get: createLocalJWKSet(jwks) };
   }
-  if (options.jwksUrl) return { source: options.jwksUrl, get: remoteKeys(options.jwksUrl) };
+  if (options.jwksUrl) {
+    const get = createRemoteJWKSet(new URL(options.jwksUrl), { timeoutDuration: 5_000, cooldownDuration: 30_000, cacheMaxAge: 3_600_000 });
+    return { source: options.jwksUrl, get };
+  }
   return null;
 }
 
-function remoteKeys(url: string): JWTVerifyGetKey {
-  return createRemoteJWKSet(new URL(url), { timeoutDuration: 5_000, cooldownDuration: 30_000, cacheMaxAge: 3_600_000 });
-}
+const NOT_CHECKED: IdTokenChecks = {
+  signature: 'NOT_CHECKED',
+  issuer: 'NOT_CHECKED',
+  audience: 'NOT_CHECKED',
+  expiry: 'NOT_CHECKED',
+  authReqIdClaim: 'NOT_CHECKED',
+  atHash: 'NOT_CHECKED',
+  strict: false,
+};
 
-const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
-
+/**
+ * Verifies id_tokens against the configured JWKS only. A `jwks_uri` in a notification body is the
+ * operator's key for encrypting kyc-match requests (spec, "Body, positive scenario"), not a signing key: it
+ * is never used here.
+ *
+ * The spec promises only `sub` and the authentication context, and the sender does not retry, so outside
+ * strict mode a claim that is absent is reported (ABSENT), not refused; a claim that is present and wrong is
+ * always refused.
+ */
 export class IdTokenVerifier {
-  private readonly bodyKeys = new LRUCache<string, JWTVerifyGetKey>({ max: 32 });
-  private readonly allowed: Set<string>;
+  constructor(private readonly options: VerifierOptions) {}
 
-  constructor(private readonly options: VerifierOptions) {
-    this.allowed = new Set(options.allowedJwksHosts.map((h) => h.toLowerCase()));
+  get strict(): boolean {
+    return this.options.strict ?? false;
   }
 
-  private get canVerify(): boolean {
-    return Boolean(this.options.issuer && this.options.clientId);
-  }
-
-  /**
-   * True when a URL from a notification body may be fetched: its host (or host:port) is in
-   * MOBILEID_JWKS_ALLOWED_HOSTS and it is https (http only on loopback).
-   */
-  mayFetch(url: string): boolean {
-    let u: URL;
-    try {
-      u = new URL(url);
-    } catch {
-      return false;
-    }
-    if (!this.allowed.has(u.hostname.toLowerCase()) && !this.allowed.has(u.host.toLowerCase())) return false;
-    return u.protocol === 'https:' || (u.protocol === 'http:' && LOOPBACK_HOSTS.has(u.hostname.toLowerCase()));
-  }
-
-  async check(input: { idToken: string; accessToken: string; authReqId: string; bodyJwksUrl: string | null }): Promise<VerifyOutcome> {
-    if (!this.canVerify) return { status: 'unverified' };
-    let keys = this.options.keys;
-    if (!keys && input.bodyJwksUrl && this.mayFetch(input.bodyJwksUrl)) {
-      const url = input.bodyJwksUrl;
-      let get = this.bodyKeys.get(url);
-      if (!get) {
-        get = remoteKeys(url);
-        this.bodyKeys.set(url, get);
-      }
-      keys = { source: url, get };
-    }
-    if (!keys) return { status: 'unverified' };
+  async check(input: { idToken: string; accessToken: string; authReqId: string }): Promise<VerifyOutcome> {
+    const keys = this.options.keys;
+    if (!keys || !this.options.issuer || !this.options.clientId) return { status: 'accepted', keys: null, checks: NOT_CHECKED };
+    const strict = this.strict;
 
     let alg: string;
-    let claims: IdTokenClaims;
-    let tokenAtHash: unknown;
+    let payload: Record<string, unknown>;
     try {
       const result = await jwtVerify(input.idToken, keys.get, {
-        issuer: this.options.issuer!,
-        audience: this.options.clientId!,
+        issuer: this.options.issuer,
+        audience: this.options.clientId,
         algorithms: ALGORITHMS,
-        requiredClaims: ['exp', 'sub'],
+        requiredClaims: strict ? ['exp', 'sub'] : ['sub'],
         clockTolerance: this.options.clockToleranceSec ?? 30,
       });
       alg = result.protectedHeader.alg;
-      claims = claimsOf(result.payload as Record<string, unknown>);
-      tokenAtHash = result.payload.at_hash;
+      payload = result.payload as Record<string, unknown>;
     } catch (err) {
       return describeJoseError(err);
     }
-    // OpenID CIBA Core §10.3.1: the id_token must be bound to this authentication request and access token.
-    if (claims.authReqId !== input.authReqId) {
-      return { status: 'rejected', reason: `id_token's ${AUTH_REQ_ID_CLAIM} claim does not equal the body's auth_req_id` };
+    const claims = claimsOf(payload);
+    // OpenID CIBA Core §10.3.1: the id_token is bound to this authentication request and access token.
+    let authReqIdClaim: CheckResult = 'VALID';
+    if (payload[AUTH_REQ_ID_CLAIM] === undefined) {
+      if (strict) return { status: 'rejected', reason: 'ID_TOKEN_AUTH_REQ_ID', description: `id_token has no ${AUTH_REQ_ID_CLAIM} claim (required in strict mode)` };
+      authReqIdClaim = 'ABSENT';
+    } else if (claims.authReqId !== input.authReqId) {
+      return { status: 'rejected', reason: 'ID_TOKEN_AUTH_REQ_ID', description: `id_token's ${AUTH_REQ_ID_CLAIM} claim does not equal the body's auth_req_id` };
     }
-    const expected = atHash(input.accessToken, alg);
-    if (typeof tokenAtHash !== 'string') return { status: 'rejected', reason: 'id_token has no at_hash claim (required with an access_token)' };
-    if (expected === null || tokenAtHash !== expected) return { status: 'rejected', reason: "id_token's at_hash does not match the access_token" };
-    return { status: 'verified', keys: keys.source };
+    let atHashResult: CheckResult = 'VALID';
+    if (payload.at_hash === undefined) {
+      if (strict) return { status: 'rejected', reason: 'ID_TOKEN_AT_HASH', description: 'id_token has no at_hash claim (required in strict mode)' };
+      atHashResult = 'ABSENT';
+    } else {
+      const expected = atHash(input.accessToken, alg);
+      if (expected === null || payload.at_hash !== expected) {
+        return { status: 'rejected', reason: 'ID_TOKEN_AT_HASH', description: "id_token's at_hash does not match the access_token" };
+      }
+    }
+    return {
+      status: 'accepted',
+      keys: keys.source,
+      checks: {
+        signature: 'VALID',
+        issuer: 'VALID',
+        audience: 'VALID',
+        expiry: payload.exp === undefined ? 'ABSENT' : 'VALID',
+        authReqIdClaim,
+        atHash: atHashResult,
+        strict,
+      },
+    };
   }
 }
 
 function describeJoseError(err: unknown): VerifyOutcome {
-  if (err instanceof errors.JWTExpired) return { status: 'rejected', reason: 'id_token has expired (exp)' };
-  if (err instanceof errors.JWTClaimValidationFailed) return { status: 'rejected', reason: `id_token ${err.claim} claim: ${err.reason === 'missing' ? 'missing' : err.message}` };
-  if (err instanceof errors.JWSSignatureVerificationFailed) return { status: 'rejected', reason: 'id_token signature is not valid' };
-  if (err instanceof errors.JWKSNoMatchingKey) return { status: 'rejected', reason: "no key of the JWKS matches the id_token's kid and alg" };
-  if (err instanceof errors.JOSEAlgNotAllowed) return { status: 'rejected', reason: 'id_token alg is not allowed (asymmetric signatures only)' };
+  const reject = (reason: IdTokenRejection, description: string): VerifyOutcome => ({ status: 'rejected', reason, description });
+  if (err instanceof errors.JWTExpired) return reject('ID_TOKEN_EXPIRY', 'id_token has expired (exp)');
+  if (err instanceof errors.JWTClaimValidationFailed) {
+    const text = `id_token ${err.claim} claim: ${err.reason === 'missing' ? 'missing' : err.message}`;
+    if (err.claim === 'iss') return reject('ID_TOKEN_ISSUER', text);
+    if (err.claim === 'aud') return reject('ID_TOKEN_AUDIENCE', text);
+    if (err.claim === 'exp') return reject('ID_TOKEN_EXPIRY', err.reason === 'missing' ? 'id_token has no exp claim (required in strict mode)' : text);
+    return reject('ID_TOKEN_INVALID', text);
+  }
+  if (err instanceof errors.JWSSignatureVerificationFailed) return reject('ID_TOKEN_SIGNATURE', 'id_token signature is not valid');
+  if (err instanceof errors.JWKSNoMatchingKey) return reject('ID_TOKEN_SIGNATURE', "no key of the JWKS matches the id_token's kid and alg");
+  if (err instanceof errors.JOSEAlgNotAllowed) return reject('ID_TOKEN_SIGNATURE', 'id_token alg is not allowed (asymmetric signatures only)');
   if (err instanceof errors.JWSInvalid || err instanceof errors.JWTInvalid || err instanceof errors.JOSENotSupported || err instanceof errors.JWKSMultipleMatchingKeys) {
-    return { status: 'rejected', reason: `id_token cannot be verified: ${err.message}` };
+    return reject('ID_TOKEN_INVALID', `id_token cannot be verified: ${err.message}`);
   }
   // Timeouts, connection failures, a JWKS that does not answer 200 or is not a JWKS: our side's trouble.
-  return { status: 'unavailable', reason: `the JWKS could not be loaded: ${err instanceof Error ? err.message : String(err)}` };
+  return { status: 'unavailable', description: `the JWKS could not be loaded: ${err instanceof Error ? err.message : String(err)}` };
 }

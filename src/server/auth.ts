@@ -11,16 +11,23 @@ export function bearerToken(header: string | string[] | undefined | null): strin
 export type AuthResult = { ok: true; caller: Caller } | { ok: false; reason: 'missing' | 'invalid' };
 
 /**
- * Checks an app's API key (GATEWAY_API_KEYS). Keys are held as sha256 digests and compared in constant
- * time; with no keys configured every caller is the one `open` caller.
+ * Checks an app's API key (GATEWAY_API_KEYS, or OPERATOR_API_KEYS: an operator's key is also an app's key).
+ * Keys are held as sha256 digests and compared in constant time; with no keys configured every caller is the
+ * one `open` caller.
  */
-export function createAuthenticator(apiKeys: readonly string[]): (authorization: string | string[] | undefined | null) => AuthResult {
+export function createAuthenticator(
+  apiKeys: readonly string[],
+  operatorKeys: readonly string[] = [],
+): (authorization: string | string[] | undefined | null) => AuthResult {
   const hashes = apiKeys.map(sha256);
+  const operatorHashes = operatorKeys.map(sha256);
   return (authorization) => {
     if (hashes.length === 0) return { ok: true, caller: OPEN_CALLER };
     const token = bearerToken(authorization);
     if (!token) return { ok: false, reason: 'missing' };
-    if (!matchesAnyHash(token, hashes)) return { ok: false, reason: 'invalid' };
-    return { ok: true, caller: callerOfKey(token) };
+    const operator = operatorHashes.length > 0 && matchesAnyHash(token, operatorHashes);
+    if (!operator && !matchesAnyHash(token, hashes)) return { ok: false, reason: 'invalid' };
+    const caller = callerOfKey(token);
+    return { ok: true, caller: operator ? { ...caller, operator: true } : caller };
   };
 }

@@ -136,6 +136,27 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         }
       },
     },
+    // The quarantine of refused mobile-ID notifications (docs/decisions/016).
+    '005_mobile_id_rejections': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('mobile_id_rejections')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('received_at', 'bigint', (c) => c.notNull())
+          .addColumn('auth_req_id', 'text')
+          .addColumn('http_status', 'integer', (c) => c.notNull())
+          .addColumn('error', 'text', (c) => c.notNull())
+          .addColumn('reason', 'text', (c) => c.notNull())
+          .addColumn('description', 'text', (c) => c.notNull())
+          .addColumn('request_id', 'text')
+          .addColumn('transaction_id', 'text')
+          .addColumn('gateway_request_id', 'text', (c) => c.notNull())
+          .addColumn('scope', 'text')
+          .execute();
+        await db.schema.createIndex('mobile_id_rejections_received').on('mobile_id_rejections').column('received_at').execute();
+        await db.schema.createIndex('mobile_id_rejections_auth_req_id').on('mobile_id_rejections').columns(['auth_req_id', 'received_at']).execute();
+      },
+    },
   };
 }
 

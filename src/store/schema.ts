@@ -11,6 +11,7 @@ export interface Database {
   notification_tokens: NotificationTokenTable;
   verification_callbacks: VerificationCallbackTable;
   provisionings: ProvisioningTable;
+  mobile_id_rejections: MobileIdRejectionTable;
 }
 
 export interface IdempotencyRecordTable {
@@ -97,4 +98,20 @@ export interface ProvisioningTable {
   revision: number;
   created_at: number;
   updated_at: number;
+}
+
+/** Refused mobile-ID notifications, without secrets (src/mobile-id/quarantine.ts). */
+export interface MobileIdRejectionTable {
+  id: string;
+  received_at: number;
+  auth_req_id: string | null;
+  http_status: number;
+  error: string;
+  reason: string;
+  description: string;
+  request_id: string | null;
+  transaction_id: string | null;
+  gateway_request_id: string;
+  /** The scope of the app whose issued token authenticated the notification; null otherwise. */
+  scope: string | null;
 }

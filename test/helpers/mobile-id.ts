@@ -8,6 +8,7 @@ export const RESULT_FIELDS = `
   __typename
   ... on MobileIdAuthenticated {
     authReqId subject acr amr issuer accessToken tokenType expiresAt idToken idTokenVerified jwksUri
+    idTokenChecks { signature issuer audience expiry authReqIdClaim atHash strict }
     leadingKycMatch correlationId requestId transactionId receivedAt otherFields
   }
   ... on MobileIdAuthenticationFailed {

@@ -1,5 +1,6 @@
 import type { Metrics } from '../../metrics.js';
 import type { MobileIdService } from '../../mobile-id/service.js';
+import type { RejectionReason } from '../../mobile-id/quarantine.js';
 import { formFields } from '../../mobile-id/wire.js';
 import { bearerToken } from '../auth.js';
 import type { Route } from '../http.js';
@@ -24,6 +25,8 @@ function supportHeader(value: string | string[] | undefined): string | null {
  * 401 bad or missing client_notification_token; 413 body over 64 KiB; 415 neither JSON nor form;
  * 400 a body or id_token that fails a check (nothing stored); 409 a different notification for an
  * auth_req_id that has one (nothing changed); 503 the JWKS cannot be loaded; 204 stored (or a duplicate).
+ * Every refusal is kept in the quarantine (mobileIdRejections) and counted by reason: the sender does not
+ * retry, so a refused notification is a lost authentication an operator must be able to explain.
  */
 export function mobileIdWebhookRoute(options: { mobileId: MobileIdService; metrics: Metrics; bodyLimit?: number }): Route {
   const limit = options.bodyLimit ?? MOBILE_ID_NOTIFICATION_BODY_LIMIT;
@@ -38,56 +41,69 @@ export function mobileIdWebhookRoute(options: { mobileId: MobileIdService; metri
       // The support references go on each line as fields, not through a child logger: a child of the
       // request's child costs ~15 µs per notification, logged or not (bench scenario 4).
       const support = { mobileIdRequestId: requestId, mobileIdTransactionId: transactionId };
-      const refuse = (status: number, error: string, description: string, outcome = 'rejected', close = false) => {
+      let scope: string | null = null;
+      const refuse = async (
+        status: number,
+        error: string,
+        reason: RejectionReason,
+        description: string,
+        authReqId: string | null = null,
+        outcome = 'rejected',
+        close = false,
+      ) => {
         count(outcome);
-        ctx.logger.info({ ...support, status, error, reason: description }, 'mobile-ID notification refused');
+        options.metrics.mobileIdRejections.inc({ reason });
+        ctx.logger.info({ ...support, status, error, rejection: reason, reason: description, authReqId }, 'mobile-ID notification refused');
+        // Kept before the answer, so that a refusal the sender saw is always in the quarantine.
+        await options.mobileId
+          .reject({ authReqId, httpStatus: status, error, reason, description, requestId, transactionId, gatewayRequestId: ctx.requestId, scope })
+          .catch((err: unknown) => ctx.logger.error({ err }, 'a refused mobile-ID notification could not be kept in the quarantine'));
         sendOAuthError(res, status, error, description, close ? { connection: 'close' } : {});
       };
 
       // Authenticated before the body is read: a forged request costs one hash and at most one lookup.
       const auth = await options.mobileId.authenticate(bearerToken(req.headers.authorization));
-      if (!auth.ok) return refuse(401, 'invalid_token', auth.description, 'unauthorized', true);
+      if (!auth.ok) return refuse(401, 'invalid_token', 'UNAUTHORIZED', auth.description, null, 'unauthorized', true);
+      scope = auth.scope;
 
       // The spec's default is JSON; form encoding is an option of the sender's configuration.
       const type = mediaType(req) || 'application/json';
       const form = type === 'application/x-www-form-urlencoded';
       if (!form && type !== 'application/json') {
-        return refuse(415, 'invalid_request', 'Content-Type must be application/json or application/x-www-form-urlencoded', 'rejected', true);
+        return refuse(415, 'invalid_request', 'UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json or application/x-www-form-urlencoded', null, 'rejected', true);
       }
       let raw: Buffer;
       try {
         raw = await readBody(req, limit);
       } catch (err) {
         if (!(err instanceof BodyTooLargeError)) throw err;
-        return refuse(413, 'invalid_request', `the body exceeds ${limit} bytes`, 'rejected', true);
+        return refuse(413, 'invalid_request', 'BODY_TOO_LARGE', `the body exceeds ${limit} bytes`, null, 'rejected', true);
       }
       let body: unknown;
       const text = raw.toString('utf8');
       if (form) {
         const fields = formFields(text);
-        if (!fields.ok) return refuse(400, 'invalid_request', fields.description);
+        if (!fields.ok) return refuse(400, 'invalid_request', 'MALFORMED', fields.description);
         body = fields.body;
       } else {
         try {
           body = JSON.parse(text) as unknown;
         } catch {
-          return refuse(400, 'invalid_request', 'the body is not valid JSON');
+          return refuse(400, 'invalid_request', 'MALFORMED', 'the body is not valid JSON');
         }
       }
 
       const result = await options.mobileId.receive(auth, body, { requestId, transactionId, contentType: type, gatewayRequestId: ctx.requestId });
       switch (result.status) {
         case 'unauthorized':
-          return refuse(401, 'invalid_token', result.description, 'unauthorized');
+          return refuse(401, 'invalid_token', 'UNAUTHORIZED', result.description, result.authReqId, 'unauthorized');
         case 'invalid':
-          return refuse(400, 'invalid_request', result.description);
+          return refuse(400, 'invalid_request', result.reason, result.description, result.authReqId);
         case 'unavailable':
-          return refuse(503, 'temporarily_unavailable', result.description, 'unavailable');
+          return refuse(503, 'temporarily_unavailable', 'JWKS_UNAVAILABLE', result.description, result.authReqId, 'unavailable');
         case 'conflict':
-          count('conflict');
           ctx.logger.warn({ ...support, authReqId: result.authReqId }, 'mobile-ID notification differs from the one already stored for its auth_req_id; kept the first');
-          sendOAuthError(res, 409, 'invalid_request', 'a different notification was already received for this auth_req_id');
-          return;
+          return refuse(409, 'invalid_request', 'CONFLICT', 'a different notification was already received for this auth_req_id', result.authReqId, 'conflict');
         case 'duplicate':
           count('duplicate');
           ctx.logger.info({ ...support, authReqId: result.authReqId }, 'mobile-ID notification received again; acknowledged, not published again');

@@ -1,0 +1,135 @@
+// The quarantine of refused mobile-ID notifications. The sender does not retry ("Retry policy ... of the
+// notification delivery: not shown"), so a refused notification is a lost authentication: operators must be
+// able to explain it. Kept without secrets: when, why, the auth_req_id and the sender's support references,
+// never the body or a token (docs/decisions/016-id-token-checks-and-quarantine.md).
+import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { Caller } from '../caller.js';
+import type { Database } from '../store/schema.js';
+import type { IdTokenRejection } from './verify.js';
+import { MAX_ID_LENGTH } from './wire.js';
+
+/** Why a notification was refused; one value per kind of refusal (also the metric's `reason` label). */
+export type RejectionReason =
+  /** 401: no, a wrong or an expired client_notification_token, or one issued for another auth_req_id. */
+  | 'UNAUTHORIZED'
+  /** 415: neither JSON nor form-encoded. */
+  | 'UNSUPPORTED_MEDIA_TYPE'
+  /** 413: over the body limit. */
+  | 'BODY_TOO_LARGE'
+  /** 400: not JSON, or a field missing or wrong, or an id_token that is not a JWT with a sub. */
+  | 'MALFORMED'
+  | IdTokenRejection
+  /** 409: another notification was already stored for the auth_req_id. */
+  | 'CONFLICT'
+  /** 503: the configured JWKS could not be loaded. */
+  | 'JWKS_UNAVAILABLE';
+
+export interface Rejection {
+  id: string;
+  receivedAt: Date;
+  /** Null when the body was not read (401, 413, 415) or had no usable auth_req_id. */
+  authReqId: string | null;
+  httpStatus: number;
+  /** The `error` of the answer (invalid_request, invalid_token, temporarily_unavailable). */
+  error: string;
+  reason: RejectionReason;
+  /** The `error_description` of the answer: names what is wrong, never a value. */
+  description: string;
+  requestId: string | null;
+  transactionId: string | null;
+  gatewayRequestId: string;
+}
+
+export type NewRejection = Omit<Rejection, 'id' | 'receivedAt'> & {
+  /** The API-key scope of the app whose issued token authenticated the notification; null otherwise. */
+  scope: string | null;
+};
+
+/** Most rows kept: a flood of forged requests cannot grow the table without bound. */
+export const QUARANTINE_MAX_ROWS = 10_000;
+const MAX_DESCRIPTION = 1000;
+
+/** The auth_req_id of a refused body, when it has a usable one (a string the schema would accept). */
+export function authReqIdOf(body: unknown): string | null {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
+  const v = (body as Record<string, unknown>).auth_req_id;
+  return typeof v === 'string' && v.length > 0 && v.length <= MAX_ID_LENGTH ? v : null;
+}
+
+/** Operators read every rejection; an app reads those of notifications that came with a token it issued. */
+export function isOperator(caller: Caller): boolean {
+  return caller.operator === true || caller.scope === 'open';
+}
+
+let sequence = 0;
+
+/** Ids that sort in the order rows were written (time, then a per-process counter), unique across replicas. */
+function rowId(now: number): string {
+  sequence = (sequence + 1) % 1_000_000;
+  return `${String(now).padStart(15, '0')}-${String(sequence).padStart(6, '0')}-${randomBytes(4).toString('hex')}`;
+}
+
+export class RejectionQuarantine {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly retentionMs: number,
+  ) {}
+
+  async record(r: NewRejection, now = Date.now()): Promise<void> {
+    await this.db
+      .insertInto('mobile_id_rejections')
+      .values({
+        id: rowId(now),
+        received_at: now,
+        auth_req_id: r.authReqId,
+        http_status: r.httpStatus,
+        error: r.error,
+        reason: r.reason,
+        description: r.description.slice(0, MAX_DESCRIPTION),
+        request_id: r.requestId,
+        transaction_id: r.transactionId,
+        gateway_request_id: r.gatewayRequestId,
+        scope: r.scope,
+      })
+      .execute();
+  }
+
+  /** Newest first. */
+  async list(caller: Caller, options: { first: number; authReqId?: string | null }): Promise<Rejection[]> {
+    let q = this.db.selectFrom('mobile_id_rejections').selectAll().orderBy('id', 'desc').limit(options.first);
+    if (!isOperator(caller)) q = q.where('scope', '=', caller.scope);
+    if (options.authReqId != null) q = q.where('auth_req_id', '=', options.authReqId);
+    const rows = await q.execute();
+    return rows.map((row) => ({
+      id: row.id,
+      receivedAt: new Date(Number(row.received_at)),
+      authReqId: row.auth_req_id,
+      httpStatus: Number(row.http_status),
+      error: row.error,
+      reason: row.reason as RejectionReason,
+      description: row.description,
+      requestId: row.request_id,
+      transactionId: row.transaction_id,
+      gatewayRequestId: row.gateway_request_id,
+    }));
+  }
+
+  /** Drops rows older than the event retention, and all but the newest QUARANTINE_MAX_ROWS. */
+  async purge(now = Date.now(), maxRows = QUARANTINE_MAX_ROWS): Promise<number> {
+    const old = await this.db.deleteFrom('mobile_id_rejections').where('received_at', '<', now - this.retentionMs).executeTakeFirst();
+    let deleted = Number(old.numDeletedRows);
+    const boundary = await this.db
+      .selectFrom('mobile_id_rejections')
+      .select('received_at')
+      .orderBy('received_at', 'desc')
+      .offset(maxRows)
+      .limit(1)
+      .executeTakeFirst();
+    if (boundary) {
+      const res = await this.db.deleteFrom('mobile_id_rejections').where('received_at', '<=', Number(boundary.received_at)).executeTakeFirst();
+      deleted += Number(res.numDeletedRows);
+    }
+    return deleted;
+  }
+}
