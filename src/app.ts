@@ -29,6 +29,12 @@ import { warningsPlugin } from './server/warnings.js';
 import { createWsServer } from './server/ws.js';
 import { admitOperation, rateLimitPlugin } from './server/rate-limit.js';
 import { RateLimits } from './ratelimit/buckets.js';
+import { DocumentCache } from './server/operations.js';
+import { createSseRoute } from './server/sse.js';
+import { operationSpanPlugin, tracedRoute } from './server/tracing.js';
+import { TrustedDocuments } from './server/trusted-documents.js';
+import { createTracing } from './telemetry/tracing.js';
+import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { Services } from './services.js';
 import { openStore, type Store } from './store/index.js';
 import { IdempotencyRecords } from './store/idempotency.js';
@@ -63,6 +69,8 @@ export interface GatewayOptions {
   host?: string;
   /** Lease of a pending idempotency record; defaults to the retry budget plus a margin. */
   idempotencyLeaseMs?: number;
+  /** Replaces the OTEL_TRACES_EXPORTER exporter and turns tracing on (tests pass an InMemorySpanExporter). */
+  traceExporter?: SpanExporter;
 }
 
 
@@ -82,6 +90,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   };
 
   try {
+    const tracing = createTracing(config.tracing, { exporter: options.traceExporter });
+    cleanups.push(() => tracing.close());
+
     const store: Store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, sqliteSynchronous: config.sqliteSynchronous, logger });
     cleanups.push(() => store.close());
 
@@ -107,6 +118,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         maxRetries: config.upstream.maxRetries,
         metrics,
         logger,
+        tracing,
       });
       cleanups.push(() => client.close());
       return client;
@@ -139,7 +151,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         ? await PostgresBus.start({ databaseUrl: config.databaseUrl, db: store.db, log: eventLog, logger })
         : new InProcessBus();
     cleanups.push(() => bus.close());
-    const events = new Events(eventLog, bus, new EventStreams(eventLog, bus), metrics);
+    const events = new Events(eventLog, bus, new EventStreams(eventLog, bus, tracing), metrics, tracing);
 
     const cloud = new CloudService(cloudClient, ledger, idempotency);
     const services: Services = {
@@ -178,7 +190,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       schema,
       introspection: config.introspection,
       includeStacktraceInErrorResponses: false,
-      plugins: [ApolloServerPluginLandingPageDisabled(), rateLimitPlugin(rateLimits), warningsPlugin()],
+      plugins: [ApolloServerPluginLandingPageDisabled(), rateLimitPlugin(rateLimits), warningsPlugin(), ...(tracing.enabled ? [operationSpanPlugin<GraphQLContext>()] : [])],
       formatError: (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, logger),
     });
     await apollo.start();
@@ -192,6 +204,23 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
           config: { sandbox: allSandboxed, apiKeyRequired: config.apiKeys.length > 0, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({ sandbox: sandboxed.mobileId }) },
         })
       : null;
+
+    const trusted =
+      config.trustedDocuments.mode === 'off'
+        ? undefined
+        : TrustedDocuments.load({ mode: config.trustedDocuments.mode, manifest: config.trustedDocuments.manifest!, schema, introspection: config.introspection });
+    const documents = new DocumentCache(schema);
+    const sse = createSseRoute({
+      schema,
+      logger,
+      authenticate,
+      documents,
+      trusted,
+      tracing,
+      admit: (caller, document, operation, variables) => admitOperation(rateLimits, schema, caller, document, operation, variables),
+      bodyLimit: 1024 * 1024,
+      context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
+    });
 
     const routes: Route[] = [
       ...(graphiql
@@ -209,6 +238,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       graphqlRoute({
         ...(graphiql ? { graphiql: { wants: (req) => prefersHtml(req.headers.accept), serve: (req, res) => void graphiql.servePage(req, res) } } : {}),
         apollo,
+        trusted,
         context: async (req, ctx) => {
           const auth = authenticate(req.headers.authorization);
           if (!auth.ok) {
@@ -222,14 +252,20 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       ...healthRoutes({ store, metrics }),
       verificationWebhookRoute({ identity: services.identity, metrics }),
       mobileIdWebhookRoute({ mobileId: services.mobileId, metrics }),
+      sse,
     ];
-    server.on('request', createRequestHandler({ routes, logger, metrics }));
+    // Spans for GraphQL over HTTP and every webhook intake (SSE operations get theirs from graphql-sse's execution).
+    const traced = routes.map((r) => (r.name === 'graphql' || r.name.startsWith('POST /webhooks/') ? tracedRoute(r, tracing) : r));
+    server.on('request', createRequestHandler({ routes: traced, logger, metrics }));
 
     const ws = createWsServer({
       schema,
       logger,
       authenticate,
       admit: (caller, document, operation, variables) => admitOperation(rateLimits, schema, caller, document, operation, variables),
+      documents,
+      trusted,
+      tracing,
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
     });
     server.on('upgrade', (req, socket, head) => {
@@ -259,6 +295,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // Shutdown order: stop accepting, close subscriptions, let in-flight requests finish, then the rest.
     cleanups.push(async () => {
       await ws.close();
+      await sse.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         // Keep-alive connections go idle once their in-flight response is written: close them as they do,

@@ -59,8 +59,21 @@ export const ENV_VARS: readonly EnvVar[] = [
   },
   { name: 'SANDBOX_CLOUD_SHAPE_SEED', default: '(unset: a new seed each start)', description: 'Seed of SANDBOX_CLOUD_SHAPE=random, to repeat a run\'s shape.' },
   { name: 'SANDBOX_CALLBACK_DELAY_MS', default: '1500', description: 'Delay before the sandbox verification service calls back.' },
+  { name: 'TRUSTED_DOCUMENTS', default: 'off', description: 'Trusted documents: off; allow (operations by documentId or persisted-query hash from the manifest, and any other document); enforce (only the manifest\'s documents run, plus introspection when GRAPHQL_INTROSPECTION is on).' },
+  { name: 'TRUSTED_DOCUMENTS_MANIFEST', default: '(unset)', description: 'Path of the manifest, { "<documentId>": "<document>" } as GraphQL Code Generator\'s client preset writes persisted-documents.json; read at start-up, required unless TRUSTED_DOCUMENTS is off.' },
+  { name: 'OTEL_SDK_DISABLED', default: 'false', description: 'OpenTelemetry: true turns tracing off whatever the other OTEL_* variables say.' },
+  { name: 'OTEL_TRACES_EXPORTER', default: 'none', description: 'OpenTelemetry: none (tracing off), otlp (OTLP over HTTP, JSON) or console. Tracing is off by default.' },
+  { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', default: 'http://localhost:4318', description: 'OpenTelemetry: base URL of the OTLP/HTTP collector; traces go to <endpoint>/v1/traces.' },
+  { name: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', default: '(unset)', description: 'OpenTelemetry: full URL for traces, instead of OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces.' },
+  { name: 'OTEL_EXPORTER_OTLP_HEADERS', default: '(unset)', description: 'OpenTelemetry: headers sent to the collector, as key=value pairs separated by commas (values URL-encoded).' },
+  { name: 'OTEL_SERVICE_NAME', default: 'gateway', description: 'OpenTelemetry: service.name of every span.' },
+  { name: 'OTEL_TRACES_SAMPLER', default: 'parentbased_always_on', description: 'OpenTelemetry: always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio.' },
+  { name: 'OTEL_TRACES_SAMPLER_ARG', default: '1', description: 'OpenTelemetry: the sampling ratio (0..1) of the traceidratio samplers.' },
   { name: 'LOG_LEVEL', default: 'info', description: 'pino log level: fatal, error, warn, info, debug, trace or silent.' },
 ];
+
+/** Variables whose value may be a secret: never echoed in a configuration error. */
+const SECRET_VARS = new Set(['OTEL_EXPORTER_OTLP_HEADERS', 'TOKEN_ENCRYPTION_KEY', 'CLOUD_API_CREDENTIALS', 'CLOUD_API_TOKEN', 'GATEWAY_API_KEYS', 'DATABASE_URL']);
 
 export class ConfigError extends Error {
   constructor(readonly variable: string, message: string) {
@@ -257,6 +270,75 @@ const envSchema = z.object({
       }
       return v;
     }),
+  TRUSTED_DOCUMENTS: z
+    .string()
+    .trim()
+    .toLowerCase()
+    .pipe(z.enum(['off', 'allow', 'enforce'], 'must be off, allow or enforce'))
+    .optional()
+    .default('off'),
+  TRUSTED_DOCUMENTS_MANIFEST: optionalString,
+  OTEL_SDK_DISABLED: bool(false),
+  OTEL_TRACES_EXPORTER: z
+    .string()
+    .trim()
+    .toLowerCase()
+    .pipe(z.enum(['none', 'otlp', 'console'], 'must be none, otlp or console'))
+    .optional()
+    .default('none'),
+  OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl,
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z
+    .string()
+    .trim()
+    .url('must be an absolute URL')
+    .refine((u) => /^https?:\/\//i.test(u), 'must be an http(s) URL')
+    .optional(),
+  OTEL_EXPORTER_OTLP_HEADERS: z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      const headers: Record<string, string> = {};
+      for (const pair of (s ?? '').split(',').map((p) => p.trim()).filter(Boolean)) {
+        const eq = pair.indexOf('=');
+        const name = eq > 0 ? pair.slice(0, eq).trim() : '';
+        if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
+          // The value may be a secret: the message names the position, never the text.
+          ctx.addIssue({ code: 'custom', message: 'must be key=value pairs separated by commas (a pair has no valid header name)' });
+          return z.NEVER;
+        }
+        try {
+          headers[name.toLowerCase()] = decodeURIComponent(pair.slice(eq + 1).trim());
+        } catch {
+          ctx.addIssue({ code: 'custom', message: `the value of ${name} is not valid URL encoding` });
+          return z.NEVER;
+        }
+      }
+      return headers;
+    }),
+  OTEL_SERVICE_NAME: z.string().trim().min(1).optional().default('gateway'),
+  OTEL_TRACES_SAMPLER: z
+    .string()
+    .trim()
+    .toLowerCase()
+    .pipe(
+      z.enum(
+        ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'],
+        'must be always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio',
+      ),
+    )
+    .optional()
+    .default('parentbased_always_on'),
+  OTEL_TRACES_SAMPLER_ARG: z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      const v = s === undefined || s.trim() === '' ? 1 : Number(s);
+      if (!Number.isFinite(v) || v < 0 || v > 1) {
+        ctx.addIssue({ code: 'custom', message: 'must be a number from 0 to 1' });
+        return z.NEVER;
+      }
+      return v;
+    }),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().default('info'),
 });
 
@@ -315,6 +397,20 @@ export interface Config {
     readonly cloudShapeSeed: number | undefined;
   };
   readonly logLevel: string;
+  /** TRUSTED_DOCUMENTS; the manifest is read (and checked) by the gateway at start-up. */
+  readonly trustedDocuments: { readonly mode: 'off' | 'allow' | 'enforce'; readonly manifest: string | undefined };
+  /** The standard OTEL_* variables; `enabled` is false unless an exporter is chosen and the SDK is not disabled. */
+  readonly tracing: {
+    readonly enabled: boolean;
+    readonly exporter: 'none' | 'otlp' | 'console';
+    /** Where OTLP/HTTP traces go. */
+    readonly endpoint: string;
+    /** OTEL_EXPORTER_OTLP_HEADERS: may hold a collector's token, so it is never logged. */
+    readonly headers: Readonly<Record<string, string>>;
+    readonly serviceName: string;
+    readonly sampler: 'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
+    readonly samplerRatio: number;
+  };
 }
 
 /** Which upstreams the embedded sandbox serves (their URL is unset). */
@@ -347,7 +443,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0] ?? 'environment');
-    throw new ConfigError(variable, `${issue.message} (got ${JSON.stringify(env[variable] ?? null)})`);
+    // A bad value of a variable that holds a secret is not repeated: start-up errors end up in logs.
+    const shown = SECRET_VARS.has(variable) ? '(value not shown: it may hold a secret)' : `(got ${JSON.stringify(env[variable] ?? null)})`;
+    throw new ConfigError(variable, `${issue.message} ${shown}`);
   }
   const e = parsed.data;
   if (e.CLOUD_API_URL && !e.CLOUD_API_TOKEN && !e.CLOUD_API_CREDENTIALS) {
@@ -361,6 +459,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   }
   if ((e.MOBILEID_JWKS_URL || e.MOBILEID_JWKS_FILE) && (!e.MOBILEID_ISSUER || !e.MOBILEID_CLIENT_ID)) {
     throw new ConfigError('MOBILEID_ISSUER', 'id_token verification needs MOBILEID_ISSUER and MOBILEID_CLIENT_ID beside the JWKS');
+  }
+  if (e.TRUSTED_DOCUMENTS !== 'off' && !e.TRUSTED_DOCUMENTS_MANIFEST) {
+    throw new ConfigError('TRUSTED_DOCUMENTS_MANIFEST', `TRUSTED_DOCUMENTS is ${e.TRUSTED_DOCUMENTS}, so the manifest of trusted documents is required`);
+  }
+  if (e.TRUSTED_DOCUMENTS === 'off' && e.TRUSTED_DOCUMENTS_MANIFEST) {
+    throw new ConfigError('TRUSTED_DOCUMENTS', 'TRUSTED_DOCUMENTS_MANIFEST is set but TRUSTED_DOCUMENTS is off: set allow or enforce, or unset the manifest');
   }
   const config: Config = {
     port: e.PORT,
@@ -405,6 +509,16 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       cloudShapeSeed: e.SANDBOX_CLOUD_SHAPE_SEED,
     },
     logLevel: e.LOG_LEVEL,
+    trustedDocuments: { mode: e.TRUSTED_DOCUMENTS, manifest: e.TRUSTED_DOCUMENTS_MANIFEST ? path.resolve(e.TRUSTED_DOCUMENTS_MANIFEST) : undefined },
+    tracing: {
+      enabled: !e.OTEL_SDK_DISABLED && e.OTEL_TRACES_EXPORTER !== 'none',
+      exporter: e.OTEL_TRACES_EXPORTER,
+      endpoint: e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? `${e.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'http://localhost:4318'}/v1/traces`,
+      headers: e.OTEL_EXPORTER_OTLP_HEADERS,
+      serviceName: e.OTEL_SERVICE_NAME,
+      sampler: e.OTEL_TRACES_SAMPLER,
+      samplerRatio: e.OTEL_TRACES_SAMPLER_ARG,
+    },
   };
   const sandboxed = sandboxedUpstreams(config);
   const allSandboxed = Object.values(sandboxed).every(Boolean);

@@ -13,6 +13,8 @@ export enum ErrorCode {
   CONFLICT = 'CONFLICT',
   RATE_LIMITED = 'RATE_LIMITED',
   INTERNAL_SERVER_ERROR = 'INTERNAL_SERVER_ERROR',
+  /** A documentId or persisted-query hash the gateway does not know, or (enforce mode) a document outside the manifest. */
+  PERSISTED_QUERY_NOT_FOUND = 'PERSISTED_QUERY_NOT_FOUND',
 }
 
 /** An expected error: its message and extensions are shown to the client as they are. */

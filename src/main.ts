@@ -53,6 +53,11 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
+  // A setting the gateway can check only at start-up (the trusted-documents manifest) is still a configuration error.
+  if (err instanceof ConfigError) {
+    process.stderr.write(`gateway: invalid configuration: ${err.message}\n`);
+    process.exit(2);
+  }
   process.stderr.write(`gateway: failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
   process.exit(1);
 });

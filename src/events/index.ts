@@ -2,10 +2,14 @@ import type { EventBus } from './bus.js';
 import type { EventLog, EventRecord, NewEvent, AppendResult } from './log.js';
 import type { EventStreams } from './stream.js';
 import type { Metrics } from '../metrics.js';
+import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
 
 export { InProcessBus, type EventBus } from './bus.js';
 export { EventLog, type EventRecord, type NewEvent, type AppendResult } from './log.js';
 export { EventStreams, StreamCancel, type CancelSignal, type StreamFilter } from './stream.js';
+
+/** The key of an event's meta that holds the W3C traceparent of the request that took it in. */
+export const TRACEPARENT_META = 'traceparent';
 
 /** The event log, the bus and the streams over them, as the services see them. */
 export class Events {
@@ -14,6 +18,7 @@ export class Events {
     readonly bus: EventBus,
     readonly streams: EventStreams,
     private readonly metrics: Metrics,
+    private readonly tracing: Tracing = TRACING_OFF,
   ) {}
 
   /**
@@ -22,7 +27,9 @@ export class Events {
    * have nothing to publish.
    */
   async ingest(e: NewEvent): Promise<AppendResult & { publish: () => Promise<void> }> {
-    const result = await this.log.append(e);
+    // The intake span travels with the event (in the log, so across replicas) for the delivery spans to link to.
+    const traceparent = this.tracing.traceparent();
+    const result = await this.log.append(traceparent ? { ...e, meta: { ...e.meta, [TRACEPARENT_META]: traceparent } } : e);
     const publish = async () => {
       if (result.status !== 'created') return;
       await this.bus.publish(result.event);

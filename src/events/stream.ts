@@ -1,5 +1,6 @@
 import type { Caller } from '../caller.js';
 import { readableBy } from '../tenancy.js';
+import type { Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from './bus.js';
 import type { EventLog, EventRecord } from './log.js';
 
@@ -60,7 +61,15 @@ export class EventStreams {
   constructor(
     private readonly log: EventLog,
     private readonly bus: EventBus,
+    private readonly tracing?: Tracing,
   ) {}
+
+  /** A delivery span per event and subscriber, linked to the event's intake span (meta.traceparent, see Events.ingest). */
+  private delivered(e: EventRecord): void {
+    if (!this.tracing?.enabled) return;
+    const traceparent = typeof e.meta.traceparent === 'string' ? e.meta.traceparent : undefined;
+    this.tracing.delivery(`deliver ${e.kind} event`, traceparent, { 'gateway.event.kind': e.kind, 'gateway.event.seq': e.seq });
+  }
 
   async *subscribe(filter: StreamFilter, signal?: CancelSignal): AsyncGenerator<EventRecord> {
     const matches = (e: EventRecord) =>
@@ -85,6 +94,7 @@ export class EventStreams {
         if (stored && matches(stored)) {
           lastSeq = stored.seq;
           yielded += 1;
+          this.delivered(stored);
           yield stored;
         }
       }
@@ -94,6 +104,7 @@ export class EventStreams {
           if (next.seq <= lastSeq) continue;
           lastSeq = next.seq;
           yielded += 1;
+          this.delivered(next);
           yield next;
           continue;
         }

@@ -4,6 +4,7 @@ import { GraphQLError } from 'graphql';
 import type { GraphQLContext } from '../graphql/context.js';
 import { BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
 import type { RequestContext, Route } from './http.js';
+import { admitHttp, type TrustedDocuments } from './trusted-documents.js';
 
 const GRAPHQL_BODY_LIMIT = 1024 * 1024;
 
@@ -13,6 +14,8 @@ export interface GraphqlRouteOptions {
   context: (req: IncomingMessage, ctx: RequestContext) => Promise<GraphQLContext>;
   /** Serves GraphiQL for browser GETs; absent when introspection is off. */
   graphiql?: { wants(req: IncomingMessage): boolean; serve(req: IncomingMessage, res: import('node:http').ServerResponse): void };
+  /** TRUSTED_DOCUMENTS (absent when off). */
+  trusted?: TrustedDocuments;
 }
 
 /** GraphQL over HTTP through Apollo Server on plain node:http (Apollo has no node:http adapter that allows other routes). */
@@ -57,8 +60,17 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
       }
       const url = req.url ?? '/graphql';
       const q = url.indexOf('?');
+      let search = q === -1 ? '' : url.slice(q);
+      if (options.trusted) {
+        const admitted = admitHttp(options.trusted, req.method ?? 'GET', body, search);
+        if (!admitted.ok) {
+          sendJson(res, admitted.status, admitted.body, { 'cache-control': 'private, no-cache, must-revalidate' });
+          return;
+        }
+        ({ body, search } = admitted);
+      }
       const response = await apollo.executeHTTPGraphQLRequest({
-        httpGraphQLRequest: { method: req.method ?? 'GET', headers, search: q === -1 ? '' : url.slice(q), body },
+        httpGraphQLRequest: { method: req.method ?? 'GET', headers, search, body },
         context: () => options.context(req, ctx),
       });
       for (const [k, v] of response.headers) res.setHeader(k, v);

@@ -3,8 +3,6 @@ import type { Duplex } from 'node:stream';
 import {
   GraphQLError,
   getOperationAST,
-  parse,
-  validate,
   type DocumentNode,
   type ExecutionArgs,
   type GraphQLSchema,
@@ -12,7 +10,6 @@ import {
 } from 'graphql';
 import { CloseCode } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
-import { LRUCache } from 'lru-cache';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
@@ -20,6 +17,10 @@ import type { Caller } from '../caller.js';
 import type { AuthResult } from './auth.js';
 import { formatError } from './errors.js';
 import { withWarnings } from './warnings.js';
+import { DocumentCache } from './operations.js';
+import { streamingExecution } from './streaming-execution.js';
+import type { TrustedDocuments } from './trusted-documents.js';
+import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
 
 export interface WsOptions {
   schema: GraphQLSchema;
@@ -35,6 +36,11 @@ export interface WsOptions {
   ) => Promise<GraphQLError | null> | null;
   /** Interval of server pings that keep idle connections (and proxies) alive. */
   keepAliveMs?: number;
+  /** Parsed and validated documents, shared with graphql-sse. */
+  documents?: DocumentCache;
+  /** TRUSTED_DOCUMENTS: a subscribe message may carry `documentId` or `extensions.persistedQuery` (with `query: ""`). */
+  trusted?: TrustedDocuments;
+  tracing?: Tracing;
 }
 
 type Extra = {
@@ -50,14 +56,15 @@ type Extra = {
  */
 export function createWsServer(options: WsOptions) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
-  // Parsed and validated documents, by text: subscribe churn re-uses them instead of re-parsing. The
-  // text is kept too, so that every subscription holds the one copy (see onSubscribe).
-  const documents = new LRUCache<string, { query: string; document: DocumentNode | readonly GraphQLError[] }>({ max: 1000 });
+  const documents = options.documents ?? new DocumentCache(options.schema);
+  const execution = streamingExecution(options.tracing ?? TRACING_OFF, 'ws');
   const callers = new WeakMap<object, Caller>();
 
   const server = useServer<Record<string, unknown> | undefined, Extra>(
     {
       schema: options.schema,
+      execute: execution.execute,
+      subscribe: execution.subscribe,
       onConnect(ctx) {
         const fromParams = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
         const header = ctx.extra.request?.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
@@ -73,19 +80,13 @@ export function createWsServer(options: WsOptions) {
         return true;
       },
       onSubscribe(ctx, id, payload): ExecutionArgs | readonly GraphQLError[] | Promise<ExecutionArgs | readonly GraphQLError[]> {
-        let cached = documents.get(payload.query);
-        if (!cached) {
-          let document: DocumentNode | readonly GraphQLError[];
-          try {
-            const parsed = parse(payload.query);
-            const errors = validate(options.schema, parsed);
-            document = errors.length ? errors : parsed;
-          } catch (err) {
-            document = [err instanceof GraphQLError ? err : new GraphQLError(String(err))];
-          }
-          cached = { query: payload.query, document };
-          documents.set(payload.query, cached);
+        let query = payload.query;
+        if (options.trusted) {
+          const admission = options.trusted.admit(payload as typeof payload & { documentId?: unknown });
+          if (!admission.ok) return [new GraphQLError(admission.message, { extensions: { code: admission.code } })];
+          query = admission.query;
         }
+        const cached = documents.get(query);
         // graphql-ws keeps the subscribe message for the life of the subscription: let it hold the shared
         // copy of the text rather than its own (bench scenario 5, memory per idle subscription).
         (payload as { query: string }).query = cached.query;

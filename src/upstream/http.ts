@@ -4,6 +4,7 @@ import { Pool, type Dispatcher } from 'undici';
 import { ErrorCode, UpstreamRejectedError, UpstreamUnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
+import { TRACING_OFF, type SpanHandle, type Tracing } from '../telemetry/tracing.js';
 
 export interface UpstreamHttpOptions {
   /** Name in metrics, logs and error extensions: `cloud`, `verification`, `identification`, `rfm`. */
@@ -21,6 +22,8 @@ export interface UpstreamHttpOptions {
   connections?: number;
   metrics: Metrics;
   logger: Logger;
+  /** One CLIENT span per call (retries included), its `traceparent` sent upstream on every attempt. */
+  tracing?: Tracing;
 }
 
 export interface UpstreamRequest {
@@ -81,10 +84,15 @@ class TransientFailure extends Error {
 export class UpstreamHttp {
   private readonly pool: Pool;
   private readonly basePath: string;
+  /** host:port only: a base URL may carry credentials, and a span attribute must not. */
+  private readonly host: string;
+  private readonly tracing: Tracing;
 
   constructor(private readonly options: UpstreamHttpOptions) {
     const url = new URL(options.baseUrl);
     this.basePath = url.pathname.replace(/\/+$/, '');
+    this.host = url.host;
+    this.tracing = options.tracing ?? TRACING_OFF;
     this.pool = new Pool(url.origin, {
       connections: options.connections ?? 64,
       headersTimeout: options.timeoutMs,
@@ -98,18 +106,37 @@ export class UpstreamHttp {
   }
 
   async request(req: UpstreamRequest): Promise<UpstreamResponse> {
+    if (!this.tracing.enabled) return this.perform(req, undefined, undefined);
+    // Attributes name the route template, never the path (a path may hold a token) or any header or body.
+    const attributes = { 'gateway.upstream': this.options.name, 'http.request.method': req.method, 'url.template': req.route, 'server.address': this.host };
+    return this.tracing.client(`${req.method} ${this.options.name} ${req.route.replace(/^[A-Z]+ /, '')}`, attributes, async (span, inject) => {
+      try {
+        const res = await this.perform(req, inject, span);
+        span.setAttribute('http.response.status_code', res.status);
+        return res;
+      } catch (err) {
+        const code = (err as { extensions?: { code?: unknown; status?: unknown } }).extensions;
+        if (typeof code?.code === 'string') span.fail(code.code);
+        if (typeof code?.status === 'number') span.setAttribute('http.response.status_code', code.status);
+        throw err;
+      }
+    });
+  }
+
+  private async perform(req: UpstreamRequest, inject: ((headers: Record<string, string>) => void) | undefined, span: SpanHandle | undefined): Promise<UpstreamResponse> {
     const { name, metrics, logger } = this.options;
     const started = performance.now();
     let attempts = 0;
     let refreshedAuth = false;
     const attempt = async (): Promise<UpstreamResponse> => {
       attempts += 1;
-      const res = await this.send(req);
+      span?.setAttribute('gateway.upstream.attempts', attempts);
+      const res = await this.send(req, inject);
       if (res.status === 401 && req.onUnauthorized && !refreshedAuth) {
         refreshedAuth = true;
         if (await req.onUnauthorized()) {
           attempts += 1;
-          const again = await this.send(req);
+          const again = await this.send(req, inject);
           return this.classify(req, again);
         }
       }
@@ -143,9 +170,10 @@ export class UpstreamHttp {
     }
   }
 
-  private async send(req: UpstreamRequest): Promise<UpstreamResponse> {
+  private async send(req: UpstreamRequest, inject?: (headers: Record<string, string>) => void): Promise<UpstreamResponse> {
     const { name, metrics } = this.options;
     const headers: Record<string, string> = { ...(req.headers ?? {}), ...(req.authorize ? await req.authorize() : {}) };
+    inject?.(headers);
     const body = req.body === undefined ? undefined : JSON.stringify(req.body);
     if (body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) {
       headers['content-type'] = 'application/json';

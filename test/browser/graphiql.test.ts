@@ -225,6 +225,35 @@ describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the i
     expect(fs.readFileSync(SCREENSHOT).subarray(0, 8)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
   }, 90_000);
 
+  it("receives a subscription over Server-Sent Events in the browser's own EventSource (open gateway: EventSource sends no headers)", async () => {
+    const authReqId = 'browser-event-source';
+    const subscription = `subscription { mobileIdAuthentication(authReqId: "${authReqId}") { __typename ... on MobileIdAuthenticated { authReqId } } }`;
+    const received = page.evaluate(
+      (query) =>
+        new Promise<{ events: { type: string; data: string }[]; error?: string }>((resolve) => {
+          const events: { type: string; data: string }[] = [];
+          const source = new EventSource(`/graphql/stream?query=${encodeURIComponent(query)}`);
+          source.addEventListener('next', (e) => events.push({ type: 'next', data: (e as MessageEvent<string>).data }));
+          // The server ends the stream after `complete`; EventSource would reconnect (and subscribe again) unless closed.
+          source.addEventListener('complete', () => {
+            source.close();
+            resolve({ events });
+          });
+          source.onerror = () => {
+            source.close();
+            resolve({ events, error: 'the event stream failed' });
+          };
+        }),
+      subscription,
+    );
+    const done = await gw.graphql(`mutation { sandboxCompleteMobileIdAuthentication(authReqId: "${authReqId}", outcome: SUCCESS) { accepted } }`);
+    expect(done.data?.sandboxCompleteMobileIdAuthentication.accepted).toBe(true);
+    const { events, error } = await received;
+    expect(error).toBeUndefined();
+    expect(events.map((e) => JSON.parse(e.data))).toEqual([{ data: { mobileIdAuthentication: { __typename: 'MobileIdAuthenticated', authReqId } } }]);
+    expect(requestLogs[0]!.urls).toEqual(expect.arrayContaining([expect.stringMatching(/\/graphql\/stream\?query=/)]));
+  }, 60_000);
+
   it('loaded the page, its scripts, workers and WebSocket from 127.0.0.1 only', () => {
     const urls = requestLogs.flatMap((log) => log.urls);
     const origin = new URL(gw.url);

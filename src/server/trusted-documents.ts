@@ -1,0 +1,248 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import { Kind, parse, validate, type DocumentNode, type GraphQLSchema, type SelectionSetNode } from 'graphql';
+import { LRUCache } from 'lru-cache';
+import { ConfigError } from '../config.js';
+import { ErrorCode } from '../errors.js';
+
+export type TrustedDocumentsMode = 'off' | 'allow' | 'enforce';
+
+/** The request parameters of one operation, as any transport (HTTP body or query string, graphql-ws, graphql-sse) carries them. */
+export interface OperationRequest {
+  query?: unknown;
+  /** A manifest id (GraphQL over HTTP, persisted documents appendix; GraphQL Code Generator's client preset). */
+  documentId?: unknown;
+  extensions?: unknown;
+}
+
+export type Admission =
+  | { ok: true; query: string; extensions: Record<string, unknown> | undefined }
+  | { ok: false; status: number; message: string; code: string };
+
+/** Apollo's automatic persisted queries: the one version of the protocol. */
+interface PersistedQueryExtension {
+  version: number;
+  sha256Hash: string;
+}
+
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+const SHA1_HEX = /^[0-9a-f]{40}$/;
+/** Registered APQ documents (allow mode), by sha256: the protocol expects the server to remember them. */
+const APQ_CACHE_SIZE = 1000;
+
+function hash(algorithm: 'sha1' | 'sha256', text: string): string {
+  return createHash(algorithm).update(text).digest('hex');
+}
+
+function notFound(message: string): Admission {
+  // Apollo's clients recognise the message as well as the code (and answer it by resending the text).
+  return { ok: false, status: 200, message, code: ErrorCode.PERSISTED_QUERY_NOT_FOUND };
+}
+
+function badRequest(message: string): Admission {
+  return { ok: false, status: 400, message, code: 'BAD_REQUEST' };
+}
+
+/** True when every root field of every operation is `__schema`, `__type` or `__typename`. */
+export function isIntrospectionOnly(document: DocumentNode): boolean {
+  const fragments = new Map(document.definitions.flatMap((d) => (d.kind === Kind.FRAGMENT_DEFINITION ? [[d.name.value, d] as const] : [])));
+  const rootOnly = (set: SelectionSetNode, seen: Set<string>): boolean =>
+    set.selections.every((s) => {
+      if (s.kind === Kind.FIELD) return s.name.value.startsWith('__');
+      if (s.kind === Kind.INLINE_FRAGMENT) return rootOnly(s.selectionSet, seen);
+      const fragment = fragments.get(s.name.value);
+      if (!fragment || seen.has(s.name.value)) return false;
+      return rootOnly(fragment.selectionSet, new Set([...seen, s.name.value]));
+    });
+  const operations = document.definitions.filter((d) => d.kind === Kind.OPERATION_DEFINITION);
+  return operations.length > 0 && operations.every((o) => o.operation === 'query' && rootOnly(o.selectionSet, new Set()));
+}
+
+/**
+ * Trusted documents (TRUSTED_DOCUMENTS): operations by id from a manifest in the format of GraphQL Code
+ * Generator's client preset (`persisted-documents.json`, `{ "<hash>": "<document>" }`), sent as `documentId`,
+ * or by the sha256 of their text in Apollo's `extensions.persistedQuery`. `allow` runs those and any other
+ * document; `enforce` runs only the manifest's documents, plus introspection when it is enabled (what
+ * GraphiQL needs for its docs and completion). See docs/decisions/021-trusted-documents.md.
+ */
+export class TrustedDocuments {
+  private readonly byText = new Map<string, string>();
+  private readonly bySha256 = new Map<string, string>();
+  private readonly registered = new LRUCache<string, string>({ max: APQ_CACHE_SIZE });
+
+  constructor(
+    readonly mode: Exclude<TrustedDocumentsMode, 'off'>,
+    private readonly byId: ReadonlyMap<string, string>,
+    private readonly introspection: boolean,
+  ) {
+    for (const [id, text] of byId) {
+      this.byText.set(text, id);
+      this.bySha256.set(hash('sha256', text), text);
+    }
+  }
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  /**
+   * Reads and checks the manifest; throws a ConfigError naming TRUSTED_DOCUMENTS_MANIFEST for a file that is
+   * missing or unreadable, not a JSON object of strings, empty, a document that does not parse or validate
+   * against the schema, or a hex id that is not the sha1/sha256 of its document.
+   */
+  static load(options: { mode: Exclude<TrustedDocumentsMode, 'off'>; manifest: string; schema: GraphQLSchema; introspection: boolean }): TrustedDocuments {
+    const fail = (message: string): never => {
+      throw new ConfigError('TRUSTED_DOCUMENTS_MANIFEST', `${options.manifest}: ${message}`);
+    };
+    let text: string;
+    try {
+      text = fs.readFileSync(options.manifest, 'utf8');
+    } catch (err) {
+      return fail(`cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch (err) {
+      return fail(`is not valid JSON (${(err as Error).message})`);
+    }
+    if (!json || typeof json !== 'object' || Array.isArray(json)) {
+      return fail('must be a JSON object of document ids to documents, as persisted-documents.json of the GraphQL Code Generator client preset');
+    }
+    const entries = Object.entries(json as Record<string, unknown>);
+    if (entries.length === 0) fail('holds no documents');
+    const byId = new Map<string, string>();
+    for (const [id, document] of entries) {
+      if (!id.trim()) fail('has an empty document id');
+      if (typeof document !== 'string') fail(`document ${id} must be a string of GraphQL, not ${document === null ? 'null' : typeof document}`);
+      const doc = document as string;
+      const lower = id.toLowerCase();
+      const hex = lower.startsWith('sha256:') ? lower.slice(7) : lower;
+      if (SHA256_HEX.test(hex) && hash('sha256', doc) !== hex) fail(`document ${id}: the id is not the sha256 of its text`);
+      if (SHA1_HEX.test(hex) && hash('sha1', doc) !== hex) fail(`document ${id}: the id is not the sha1 of its text`);
+      let parsed: DocumentNode;
+      try {
+        parsed = parse(doc);
+      } catch (err) {
+        return fail(`document ${id} does not parse: ${(err as Error).message}`);
+      }
+      const errors = validate(options.schema, parsed);
+      if (errors.length) fail(`document ${id} is not valid against the schema: ${errors[0]!.message}`);
+      byId.set(id, doc);
+    }
+    return new TrustedDocuments(options.mode, byId, options.introspection);
+  }
+
+  /** Turns the request's id or hash into the text to run, or refuses it. `extensions` comes back without `persistedQuery`. */
+  admit(request: OperationRequest): Admission {
+    const { query, documentId } = request;
+    let extensions = request.extensions;
+    if (extensions !== undefined && extensions !== null && (typeof extensions !== 'object' || Array.isArray(extensions))) {
+      return badRequest('extensions must be an object');
+    }
+    const ext = (extensions ?? undefined) as Record<string, unknown> | undefined;
+    let persisted: PersistedQueryExtension | undefined;
+    if (ext && 'persistedQuery' in ext) {
+      const pq = ext.persistedQuery as Partial<PersistedQueryExtension> | null;
+      if (!pq || typeof pq !== 'object' || pq.version !== 1) return badRequest('extensions.persistedQuery must have version 1');
+      if (typeof pq.sha256Hash !== 'string' || !SHA256_HEX.test(pq.sha256Hash)) {
+        return badRequest('extensions.persistedQuery.sha256Hash must be 64 lowercase hex digits');
+      }
+      persisted = pq as PersistedQueryExtension;
+      const { persistedQuery: _pq, ...rest } = ext;
+      extensions = Object.keys(rest).length ? rest : undefined;
+    }
+    const rest = extensions as Record<string, unknown> | undefined;
+    if (query !== undefined && query !== null && typeof query !== 'string') return badRequest('query must be a string');
+    const text = typeof query === 'string' && query !== '' ? query : undefined;
+
+    if (documentId !== undefined && documentId !== null) {
+      if (typeof documentId !== 'string' || !documentId) return badRequest('documentId must be a non-empty string');
+      if (text !== undefined) return badRequest('send documentId or query, not both');
+      const found = this.byId.get(documentId);
+      if (found === undefined) return notFound(`unknown documentId ${JSON.stringify(documentId.slice(0, 128))}: it is not in this gateway's trusted documents`);
+      return { ok: true, query: found, extensions: rest };
+    }
+
+    if (persisted) {
+      const known = this.bySha256.get(persisted.sha256Hash);
+      if (known !== undefined) return { ok: true, query: known, extensions: rest };
+      if (text === undefined) {
+        const registered = this.mode === 'allow' ? this.registered.get(persisted.sha256Hash) : undefined;
+        return registered !== undefined ? { ok: true, query: registered, extensions: rest } : notFound('PersistedQueryNotFound');
+      }
+      if (hash('sha256', text) !== persisted.sha256Hash) return badRequest('provided sha does not match query');
+      if (this.mode === 'enforce') return this.refuse();
+      this.registered.set(persisted.sha256Hash, text);
+      return { ok: true, query: text, extensions: rest };
+    }
+
+    if (text === undefined) return badRequest('send a query, a documentId or extensions.persistedQuery');
+    if (this.mode === 'allow' || this.byText.has(text)) return { ok: true, query: text, extensions: rest };
+    if (this.introspection && introspectionOnly(text)) return { ok: true, query: text, extensions: rest };
+    return this.refuse();
+  }
+
+  private refuse(): Admission {
+    return notFound('this gateway runs trusted documents only (TRUSTED_DOCUMENTS=enforce): send the documentId of a document in its manifest');
+  }
+}
+
+function introspectionOnly(text: string): boolean {
+  try {
+    return isIntrospectionOnly(parse(text));
+  } catch {
+    return false;
+  }
+}
+
+export type HttpAdmission = { ok: true; body: unknown; search: string } | { ok: false; status: number; body: { errors: { message: string; extensions: { code: string } }[] } };
+
+function refusal(a: Extract<Admission, { ok: false }>): HttpAdmission {
+  return { ok: false, status: a.status, body: { errors: [{ message: a.message, extensions: { code: a.code } }] } };
+}
+
+/**
+ * POST /graphql and GET /graphql before Apollo sees them: the id or hash of each operation (in the JSON body,
+ * a batch of them, or the query string) becomes its text, and `persistedQuery` is removed so that Apollo's own
+ * APQ cache never answers in place of the manifest.
+ */
+export function admitHttp(trusted: TrustedDocuments, method: string, body: unknown, search: string): HttpAdmission {
+  if (method === 'POST') {
+    const one = (item: unknown): Admission | { ok: true; item: unknown } => {
+      if (!item || typeof item !== 'object' || Array.isArray(item)) return { ok: true, item };
+      const params = item as Record<string, unknown>;
+      const a = trusted.admit(params);
+      if (!a.ok) return a;
+      const { documentId: _id, extensions: _e, ...rest } = params;
+      return { ok: true, item: { ...rest, query: a.query, ...(a.extensions ? { extensions: a.extensions } : {}) } };
+    };
+    if (Array.isArray(body)) {
+      const items: unknown[] = [];
+      for (const item of body) {
+        const a = one(item);
+        if (!a.ok) return refusal(a);
+        items.push((a as { item: unknown }).item);
+      }
+      return { ok: true, body: items, search };
+    }
+    const a = one(body);
+    if (!a.ok) return refusal(a);
+    return { ok: true, body: (a as { item: unknown }).item, search };
+  }
+  const params = new URLSearchParams(search.startsWith('?') ? search.slice(1) : search);
+  if (!params.has('query') && !params.has('documentId') && !params.has('extensions')) return { ok: true, body, search };
+  let extensions: unknown;
+  try {
+    extensions = params.has('extensions') ? JSON.parse(params.get('extensions')!) : undefined;
+  } catch {
+    return refusal({ ok: false, status: 400, message: 'the extensions parameter is not valid JSON', code: 'BAD_REQUEST' });
+  }
+  const a = trusted.admit({ query: params.get('query') ?? undefined, documentId: params.get('documentId') ?? undefined, extensions });
+  if (!a.ok) return refusal(a);
+  params.delete('documentId');
+  params.set('query', a.query);
+  if (a.extensions) params.set('extensions', JSON.stringify(a.extensions));
+  else params.delete('extensions');
+  return { ok: true, body, search: `?${params.toString()}` };
+}
