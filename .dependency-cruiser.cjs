@@ -1,7 +1,7 @@
 /**
  * The architecture check (run by test/architecture.test.ts inside `npm test`): every import runs down.
  *
- *   app.ts, main.ts                    composition root: the only code that knows the sandbox exists
+ *   app.ts, main.ts, upstreams.ts      composition root: upstreams.ts is the only code that knows the sandbox exists
  *   server/                            transport: HTTP routes, WebSocket, webhooks, GraphiQL
  *   graphql/, services.ts              resolvers and the bundle of services they call
  *   cloud/ identity/ mobile-id/        domains, one per upstream
@@ -43,6 +43,15 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/sandbox/' },
       to: { path: '^src/', pathNot: '^src/sandbox/' },
+    },
+    {
+      name: 'only-the-composition-root-knows-the-sandbox',
+      comment:
+        'Whether an upstream is simulated is decided once, in the table of upstreams the composition root builds; ' +
+        'no domain, resolver or route may reach for the simulator (a real deployment never gets a simulated answer by omission).',
+      severity: 'error',
+      from: { path: '^src/', pathNot: ['^src/sandbox/', ROOT, '^src/upstreams[.]ts$', '^src/config[.]ts$'] },
+      to: { path: '^src/sandbox/', pathNot: SANDBOX_VOCABULARY },
     },
     {
       name: 'store-imports-no-domain',

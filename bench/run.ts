@@ -89,6 +89,8 @@ async function startGatewayProc(
       CLOUD_API_TOKEN: UPSTREAM_TOKEN,
       GATEWAY_API_KEYS: API_KEY,
       MOBILEID_NOTIFICATION_TOKENS: NOTIFICATION_TOKEN,
+      // The benchmarks measure cloud calls and webhooks; the identity interfaces stay simulated.
+      SANDBOX_UPSTREAMS: 'identification,verification,rfm',
       // Info lines per request would measure pino; operators run production at info, but the request log is debug already.
       LOG_LEVEL: 'warn',
     },

@@ -3,10 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { ApolloServer } from '@apollo/server';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import type { GraphQLFormattedError } from 'graphql';
-import { CloudClient, CloudTokens } from './cloud/client.js';
 import { ProvisioningService } from './cloud/provisioning.js';
-import { CloudService } from './cloud/service.js';
-import { sandboxedUpstreams, type Config } from './config.js';
+import { everyUpstreamSandboxed, type Config } from './config.js';
 import { catalogResolvers } from './graphql/catalog.js';
 import { cloudResolvers } from './graphql/cloud.js';
 import { provisioningResolvers } from './graphql/provisioning.js';
@@ -15,8 +13,6 @@ import { createContext, type GraphQLContext } from './graphql/context.js';
 import { buildSchema } from './graphql/schema.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
-import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startSandboxes, type Sandboxes } from './sandbox/index.js';
-import { resolveCloudShape, type CloudResponseShape } from './sandbox/cloud-shapes.js';
 import { createAuthenticator } from './server/auth.js';
 import { createGraphiqlHandler, defaultGraphiqlAssetsDir, GRAPHIQL_ASSETS_PATH, prefersHtml } from './server/graphiql.js';
 import { DEFAULT_QUERY, graphiqlExamples } from './server/graphiql-examples.js';
@@ -40,15 +36,14 @@ import { openStore, type Store } from './store/index.js';
 import { IdempotencyRecords } from './store/idempotency.js';
 import { Ledger } from './store/ledger.js';
 import { Idempotency } from './upstream/idempotency.js';
-import { UpstreamHttp } from './upstream/http.js';
 import { EventLog, EventStreams, Events, InProcessBus, type EventBus } from './events/index.js';
 import { PostgresBus } from './events/postgres-bus.js';
-import { createIdentityService } from './identity/index.js';
 import { identityResolvers } from './graphql/identity.js';
 import { verificationWebhookRoute } from './server/webhooks/verification.js';
-import { createMobileIdService } from './mobile-id/index.js';
 import { mobileIdResolvers } from './graphql/mobile-id.js';
 import { mobileIdWebhookRoute } from './server/webhooks/mobile-id.js';
+import type { Sandboxes } from './sandbox/index.js';
+import { startUpstreams } from './upstreams.js';
 
 export interface Gateway {
   /** `http://<host>:<port>` the gateway listens on (127.0.0.1 when bound to all interfaces). */
@@ -57,6 +52,8 @@ export interface Gateway {
   readonly publicUrl: string;
   readonly server: http.Server;
   readonly services: Services;
+  /** The simulators serving the sandboxed upstreams (null entries for real ones): tests drive them. */
+  readonly sandbox: Sandboxes;
   readonly logger: Logger;
   /** Drains in-flight requests, closes subscriptions, the store and the sandboxes. Idempotent. */
   close(): Promise<void>;
@@ -81,7 +78,6 @@ export interface GatewayOptions {
 export async function startGateway(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const metrics = new Metrics();
-  const sandboxed = sandboxedUpstreams(config);
   const cleanups: Array<() => Promise<void>> = [];
   // Known after listen; upstream callbacks (callbackUrl) are built from it.
   let listenedUrl = '';
@@ -95,42 +91,6 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     const store: Store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, sqliteSynchronous: config.sqliteSynchronous, logger });
     cleanups.push(() => store.close());
-
-    const sandbox: Sandboxes = await startSandboxes({
-      cloud: sandboxed.cloud,
-      ...(sandboxed.cloud ? { cloudShape: cloudSandboxShape(config, logger) } : {}),
-      faultRate: config.sandbox.faultRate,
-      latencyMs: config.sandbox.latencyMs,
-      cloudCredentials: config.cloud.credentials,
-      identification: sandboxed.identification,
-      verification: sandboxed.verification || sandboxed.rfm,
-      callbackDelayMs: config.sandbox.callbackDelayMs,
-      mobileId: sandboxed.mobileId,
-    });
-    cleanups.push(() => sandbox.close());
-
-    const upstream = (name: string, baseUrl: string) => {
-      const client = new UpstreamHttp({
-        name,
-        baseUrl,
-        timeoutMs: config.upstream.timeoutMs,
-        retryBudgetMs: config.upstream.retryBudgetMs,
-        maxRetries: config.upstream.maxRetries,
-        metrics,
-        logger,
-        tracing,
-      });
-      cleanups.push(() => client.close());
-      return client;
-    };
-
-    const cloudHttp = upstream('cloud', config.cloud.url ?? sandbox.cloud!.url);
-    const cloudAuth = config.cloud.token
-      ? { token: config.cloud.token }
-      : config.cloud.credentials
-        ? { credentials: config.cloud.credentials }
-        : { token: SANDBOX_SERVICE_ACCOUNT_TOKEN };
-    const cloudClient = new CloudClient(cloudHttp, new CloudTokens(cloudHttp, cloudAuth, logger));
 
     const rateLimits = await RateLimits.create({ limits: config.rateLimits, store, metrics, logger });
 
@@ -153,7 +113,19 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     cleanups.push(() => bus.close());
     const events = new Events(eventLog, bus, new EventStreams(eventLog, bus, tracing), metrics, tracing);
 
-    const cloud = new CloudService(cloudClient, ledger, idempotency);
+    const upstreams = await startUpstreams(config, {
+      logger,
+      metrics,
+      store,
+      ledger,
+      idempotency,
+      events,
+      tracing,
+      publicUrl: () => config.publicUrl ?? listenedUrl,
+      selfUrl: () => listenedUrl,
+      onClose: (close) => cleanups.push(close),
+    });
+    const { cloud } = upstreams;
     const services: Services = {
       config,
       store,
@@ -163,9 +135,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       cloud,
       provisioning: new ProvisioningService(store.db, cloud, (id) => ledger.get(id), logger),
       events,
-      identity: createIdentityService({ config, sandbox, store, ledger, idempotency, events, upstream, publicUrl: () => config.publicUrl ?? listenedUrl }),
-      sandbox,
-      mobileId: createMobileIdService({ config, store, events, logger, sandbox: sandbox.mobileId, selfUrl: () => listenedUrl }),
+      identity: upstreams.identity,
+      mobileId: upstreams.mobileId,
       rateLimits,
     };
 
@@ -197,11 +168,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     cleanups.push(() => apollo.stop());
 
     // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).
-    const allSandboxed = Object.values(sandboxed).every(Boolean);
     const graphiql = config.introspection
       ? createGraphiqlHandler({
           assetsDir: defaultGraphiqlAssetsDir(),
-          config: { sandbox: allSandboxed, apiKeyRequired: config.apiKeys.length > 0, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({ sandbox: sandboxed.mobileId }) },
+          config: { sandbox: everyUpstreamSandboxed(config.upstreams), apiKeyRequired: config.apiKeys.length > 0, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({ sandbox: config.upstreams.mobileId.sandbox }) },
         })
       : null;
 
@@ -316,6 +286,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       publicUrl,
       server,
       services,
+      sandbox: upstreams.sandbox,
       logger,
       close() {
         closing ??= closeAll();
@@ -326,12 +297,4 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     await closeAll();
     throw err;
   }
-}
-
-/** SANDBOX_CLOUD_SHAPE, printed at start-up (with the seed of a random one, so that a run can be repeated). */
-function cloudSandboxShape(config: Config, logger: Logger): CloudResponseShape {
-  const { mode, seed } = resolveCloudShape(config.sandbox.cloudShape, config.sandbox.cloudShapeSeed);
-  if (seed === null) logger.info({ shape: mode.name }, `cloud sandbox answers in shape ${mode.name}`);
-  else logger.info({ shape: mode.name, seed }, `cloud sandbox answers in random shape ${mode.name} (SANDBOX_CLOUD_SHAPE_SEED=${seed} repeats it)`);
-  return mode.shape;
 }

@@ -13,6 +13,10 @@ export interface EnvVar {
   description: string;
 }
 
+/** The upstreams, as SANDBOX_UPSTREAMS and the start-up line name them. */
+export const UPSTREAM_NAMES = ['cloud', 'identification', 'verification', 'rfm', 'mobile-id'] as const;
+export type UpstreamName = (typeof UPSTREAM_NAMES)[number];
+
 export const ENV_VARS: readonly EnvVar[] = [
   { name: 'PORT', default: '4000', description: 'TCP port for GraphQL over HTTP and WebSocket, the webhooks, health and metrics.' },
   { name: 'HOST', default: '0.0.0.0', description: 'Interface to listen on.' },
@@ -20,16 +24,16 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'DATA_DIR', default: './data', description: 'Folder of the embedded SQLite database (gateway.sqlite) when DATABASE_URL is unset.' },
   { name: 'DATABASE_URL', default: '(unset: SQLite)', description: 'PostgreSQL connection string; when set, the store, idempotency records and event log live there.' },
   { name: 'SQLITE_SYNCHRONOUS', default: 'FULL', description: 'SQLite (WAL) durability: FULL makes every commit survive power loss before it is acknowledged; NORMAL survives a crash of the process but may lose the last commits on power loss.' },
-  { name: 'CLOUD_API_URL', default: '(unset: sandbox)', description: 'Base URL of the cloud provisioning API.' },
+  { name: 'CLOUD_API_URL', default: '(unset: see SANDBOX_UPSTREAMS)', description: 'Base URL of the cloud provisioning API.' },
   { name: 'CLOUD_API_TOKEN', default: '(unset)', description: 'Service-account token for the cloud API (the authorization step is then skipped).' },
   { name: 'CLOUD_API_CREDENTIALS', default: '(unset)', description: 'JSON object sent to POST /iam/v2/tokens to obtain a cloud token; used when CLOUD_API_TOKEN is unset.' },
-  { name: 'VERIFICATION_API_URL', default: '(unset: sandbox)', description: 'Base URL of the verification interface.' },
-  { name: 'VERIFICATION_API_TOKEN', default: '(unset)', description: 'JWT bearer token for the verification interface.' },
-  { name: 'IDENTIFICATION_API_URL', default: '(unset: sandbox)', description: 'Base URL of the identification interface (environment PRODUCTION).' },
-  { name: 'IDENTIFICATION_PRODLIKE_API_URL', default: '(unset: sandbox)', description: 'Base URL of the pre-production-like identification interface (environment PRODLIKE).' },
-  { name: 'IDENTIFICATION_API_TOKEN', default: '(unset)', description: 'Bearer token for the identification interface.' },
+  { name: 'VERIFICATION_API_URL', default: '(unset: see SANDBOX_UPSTREAMS)', description: 'Base URL of the verification interface.' },
+  { name: 'VERIFICATION_API_TOKEN', default: '(unset)', description: 'JWT bearer token for the verification interface (and the rfm check beside it); required when VERIFICATION_API_URL is set.' },
+  { name: 'IDENTIFICATION_API_URL', default: '(unset: see SANDBOX_UPSTREAMS)', description: 'Base URL of the identification interface (environment PRODUCTION).' },
+  { name: 'IDENTIFICATION_PRODLIKE_API_URL', default: '(unset: PRODLIKE refused, or simulated with identification)', description: 'Base URL of the pre-production-like identification interface (environment PRODLIKE).' },
+  { name: 'IDENTIFICATION_API_TOKEN', default: '(unset)', description: 'Bearer token for the identification interface; required when IDENTIFICATION_API_URL is set.' },
   { name: 'IDENTIFICATION_PRODLIKE_API_TOKEN', default: '(unset: IDENTIFICATION_API_TOKEN)', description: 'Bearer token for the pre-production-like identification interface (environment PRODLIKE). Unset: the production token IDENTIFICATION_API_TOKEN is sent there too.' },
-  { name: 'RFM_API_URL', default: '(unset: sandbox)', description: 'Base URL of the rfm list check (POST /api/v1/rfm/is-in-catalog).' },
+  { name: 'RFM_API_URL', default: '(unset: VERIFICATION_API_URL)', description: 'Base URL of the rfm list check (POST /api/v1/rfm/is-in-catalog). Unset: the verification interface, where the spec lists the check (under /api/v1), with VERIFICATION_API_TOKEN.' },
   { name: 'MOBILEID_NOTIFICATION_TOKENS', default: '(unset)', description: 'Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id.' },
   { name: 'MOBILEID_JWKS_URL', default: '(unset)', description: 'JWKS of the mobile identity service; with MOBILEID_ISSUER and MOBILEID_CLIENT_ID, id_tokens are verified.' },
   { name: 'MOBILEID_JWKS_FILE', default: '(unset)', description: 'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL.' },
@@ -50,6 +54,11 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'IDEMPOTENCY_WAIT', default: '5s', description: 'How long a request waits for an in-flight request with the same idempotency key before IDEMPOTENCY_KEY_IN_USE.' },
   { name: 'VERIFICATION_RESULTS_BATCH_SIZE', default: '100', description: 'Most verification ids in one POST /api/v2/verifications/results.' },
   { name: 'GRAPHQL_INTROSPECTION', default: 'true', description: 'Introspection and the GraphiQL page; false turns both off.' },
+  {
+    name: 'SANDBOX_UPSTREAMS',
+    default: '(unset: all, only when no upstream is configured)',
+    description: `Comma-separated upstreams the embedded simulator serves while others are real: ${UPSTREAM_NAMES.join(', ')}. Without it, an upstream left unconfigured beside real ones stops start-up, naming the variable to set.`,
+  },
   { name: 'SANDBOX_FAULT_RATE', default: '0', description: 'Share (0..1) of sandbox upstream requests that fail (5xx, 429, reset, timeout).' },
   { name: 'SANDBOX_LATENCY_MS', default: '0', description: 'Latency added to every sandbox upstream response, in milliseconds.' },
   {
@@ -227,6 +236,9 @@ const envSchema = z.object({
   ),
   GATEWAY_API_KEYS: list,
   OPERATOR_API_KEYS: list,
+  SANDBOX_UPSTREAMS: list.refine((names) => names.every((n) => (UPSTREAM_NAMES as readonly string[]).includes(n)), {
+    message: `must list upstreams among ${UPSTREAM_NAMES.join(', ')}`,
+  }),
   IDEMPOTENCY_RETENTION: duration('24h'),
   EVENT_RETENTION: duration('7d'),
   UPSTREAM_TIMEOUT: duration('10s'),
@@ -342,6 +354,8 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().default('info'),
 });
 
+type Env = z.infer<typeof envSchema>;
+
 export interface Config {
   readonly port: number;
   readonly host: string;
@@ -411,17 +425,172 @@ export interface Config {
     readonly sampler: 'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
     readonly samplerRatio: number;
   };
+  /** The one table of upstreams: for each, a real address with its credentials, or the sandbox. */
+  readonly upstreams: UpstreamTable;
 }
 
-/** Which upstreams the embedded sandbox serves (their URL is unset). */
-export function sandboxedUpstreams(config: Config): { cloud: boolean; verification: boolean; identification: boolean; rfm: boolean; mobileId: boolean } {
+// ---------------------------------------------------------------------------------------------------------
+// The table of upstreams (issue 11 §2, docs/decisions/008): resolved once here, read by the composition root.
+
+/** A table entry the embedded simulator serves. */
+export interface Sandboxed {
+  readonly sandbox: true;
+}
+
+export interface RealCloud {
+  readonly sandbox: false;
+  readonly url: string;
+  readonly auth: { readonly token: string } | { readonly credentials: Readonly<Record<string, unknown>> };
+}
+
+export interface RealIdentification {
+  readonly sandbox: false;
+  readonly url: string;
+  readonly token: string;
+  /** The PRODLIKE environment; null when IDENTIFICATION_PRODLIKE_API_URL is unset (PRODLIKE is then refused). */
+  readonly prodlike: { readonly url: string; readonly token: string } | null;
+}
+
+export interface RealVerification {
+  readonly sandbox: false;
+  readonly url: string;
+  readonly token: string;
+}
+
+export interface RealRfm {
+  readonly sandbox: false;
+  readonly url: string;
+  readonly token: string;
+  /** The name of the variable the address came from: RFM_API_URL, or VERIFICATION_API_URL by the spec's default. */
+  readonly from: 'RFM_API_URL' | 'VERIFICATION_API_URL';
+}
+
+export interface RealMobileId {
+  readonly sandbox: false;
+  readonly notificationTokens: readonly string[];
+  readonly jwksUrl: string | undefined;
+  readonly jwksFile: string | undefined;
+  readonly issuer: string | undefined;
+  readonly clientId: string | undefined;
+}
+
+export interface UpstreamTable {
+  readonly cloud: RealCloud | Sandboxed;
+  readonly identification: RealIdentification | Sandboxed;
+  readonly verification: RealVerification | Sandboxed;
+  readonly rfm: RealRfm | Sandboxed;
+  readonly mobileId: RealMobileId | Sandboxed;
+}
+
+export function everyUpstreamSandboxed(table: UpstreamTable): boolean {
+  return Object.values(table).every((u: { sandbox: boolean }) => u.sandbox);
+}
+
+/** `name=sandbox` or `name=<address>` per upstream, for the start-up line (no credentials: user info is cut). */
+export function describeUpstreams(table: UpstreamTable): Record<UpstreamName, string> {
+  const address = (url: string) => url.replace(/\/\/[^/@]*@/, '//');
   return {
-    cloud: !config.cloud.url,
-    verification: !config.verification.url,
-    identification: !config.identification.url,
-    rfm: !config.rfmUrl,
-    mobileId: config.mobileId.notificationTokens.length === 0 && !config.mobileId.jwksUrl && !config.mobileId.jwksFile,
+    cloud: table.cloud.sandbox ? 'sandbox' : address(table.cloud.url),
+    identification: table.identification.sandbox ? 'sandbox' : address(table.identification.url),
+    verification: table.verification.sandbox ? 'sandbox' : address(table.verification.url),
+    rfm: table.rfm.sandbox ? 'sandbox' : `${address(table.rfm.url)}${table.rfm.from === 'VERIFICATION_API_URL' ? ' (default: VERIFICATION_API_URL, spec: rfm under the verification interface /api/v1)' : ''}`,
+    'mobile-id': table.mobileId.sandbox ? 'sandbox' : 'real',
   };
+}
+
+const SANDBOX_ONE = (name: UpstreamName) => `or name ${name} in SANDBOX_UPSTREAMS to have the embedded simulator serve it`;
+
+/**
+ * Which upstreams are real and which the simulator serves. The simulator serves an upstream only when no
+ * upstream is configured at all, or when SANDBOX_UPSTREAMS names it: a deployment with real upstreams never
+ * gets a simulated answer because one variable was forgotten. A real address needs its credentials.
+ */
+function resolveUpstreams(e: Env): UpstreamTable {
+  const configured: Record<UpstreamName, boolean> = {
+    cloud: !!e.CLOUD_API_URL,
+    identification: !!e.IDENTIFICATION_API_URL,
+    verification: !!e.VERIFICATION_API_URL,
+    rfm: !!e.RFM_API_URL,
+    'mobile-id': e.MOBILEID_NOTIFICATION_TOKENS.length > 0 || !!e.MOBILEID_JWKS_URL || !!e.MOBILEID_JWKS_FILE,
+  };
+  const listed = new Set<string>(e.SANDBOX_UPSTREAMS);
+  const variableOf: Record<UpstreamName, string> = {
+    cloud: 'CLOUD_API_URL',
+    identification: 'IDENTIFICATION_API_URL',
+    verification: 'VERIFICATION_API_URL',
+    rfm: 'RFM_API_URL',
+    'mobile-id': 'MOBILEID_NOTIFICATION_TOKENS',
+  };
+  for (const name of UPSTREAM_NAMES) {
+    if (listed.has(name) && configured[name]) {
+      throw new ConfigError('SANDBOX_UPSTREAMS', `names ${name}, which ${variableOf[name]} configures as real: set one or the other`);
+    }
+  }
+  const allSandboxed = UPSTREAM_NAMES.every((n) => !configured[n]);
+  const sandboxed = (name: UpstreamName) => allSandboxed || listed.has(name);
+  const SANDBOX: Sandboxed = { sandbox: true };
+
+  const missing = (name: UpstreamName, what: string) => new ConfigError(variableOf[name], `is required: other upstreams are real, so set ${what}, ${SANDBOX_ONE(name)}`);
+
+  let cloud: RealCloud | Sandboxed = SANDBOX;
+  if (e.CLOUD_API_URL) {
+    cloud = {
+      sandbox: false,
+      url: e.CLOUD_API_URL,
+      auth: e.CLOUD_API_TOKEN ? { token: e.CLOUD_API_TOKEN } : { credentials: e.CLOUD_API_CREDENTIALS! },
+    };
+  } else if (!sandboxed('cloud')) throw missing('cloud', 'the cloud API address with CLOUD_API_TOKEN or CLOUD_API_CREDENTIALS');
+
+  let identification: RealIdentification | Sandboxed = SANDBOX;
+  if (e.IDENTIFICATION_API_URL) {
+    if (!e.IDENTIFICATION_API_TOKEN) {
+      throw new ConfigError('IDENTIFICATION_API_TOKEN', 'IDENTIFICATION_API_URL is set, so IDENTIFICATION_API_TOKEN is required (the identification interface answers 401 without it)');
+    }
+    identification = {
+      sandbox: false,
+      url: e.IDENTIFICATION_API_URL,
+      token: e.IDENTIFICATION_API_TOKEN,
+      prodlike: e.IDENTIFICATION_PRODLIKE_API_URL
+        ? { url: e.IDENTIFICATION_PRODLIKE_API_URL, token: e.IDENTIFICATION_PRODLIKE_API_TOKEN ?? e.IDENTIFICATION_API_TOKEN }
+        : null,
+    };
+  } else if (!sandboxed('identification')) throw missing('identification', 'the identification interface address with IDENTIFICATION_API_TOKEN');
+
+  let verification: RealVerification | Sandboxed = SANDBOX;
+  if (e.VERIFICATION_API_URL) {
+    if (!e.VERIFICATION_API_TOKEN) {
+      throw new ConfigError('VERIFICATION_API_TOKEN', 'VERIFICATION_API_URL is set, so VERIFICATION_API_TOKEN (the JWT of the verification interface) is required');
+    }
+    verification = { sandbox: false, url: e.VERIFICATION_API_URL, token: e.VERIFICATION_API_TOKEN };
+  } else if (!sandboxed('verification')) throw missing('verification', 'the verification interface address with VERIFICATION_API_TOKEN');
+
+  // The spec lists the rfm check among the verification interface's endpoints (under /api/v1) and gives it
+  // no address of its own: unset, it is the verification interface's, real or simulated alike.
+  let rfm: RealRfm | Sandboxed = SANDBOX;
+  if (e.RFM_API_URL) {
+    if (!e.VERIFICATION_API_TOKEN) {
+      throw new ConfigError('VERIFICATION_API_TOKEN', 'RFM_API_URL is set, so VERIFICATION_API_TOKEN (the JWT the rfm check uses) is required');
+    }
+    rfm = { sandbox: false, url: e.RFM_API_URL, token: e.VERIFICATION_API_TOKEN, from: 'RFM_API_URL' };
+  } else if (!listed.has('rfm') && !verification.sandbox) {
+    rfm = { sandbox: false, url: verification.url, token: verification.token, from: 'VERIFICATION_API_URL' };
+  }
+
+  let mobileId: RealMobileId | Sandboxed = SANDBOX;
+  if (configured['mobile-id']) {
+    mobileId = {
+      sandbox: false,
+      notificationTokens: e.MOBILEID_NOTIFICATION_TOKENS,
+      jwksUrl: e.MOBILEID_JWKS_URL,
+      jwksFile: e.MOBILEID_JWKS_FILE,
+      issuer: e.MOBILEID_ISSUER,
+      clientId: e.MOBILEID_CLIENT_ID,
+    };
+  } else if (!sandboxed('mobile-id')) {
+    throw missing('mobile-id', 'the client_notification_token values the mobile identity service sends (MOBILEID_NOTIFICATION_TOKENS, or MOBILEID_JWKS_URL/MOBILEID_JWKS_FILE)');
+  }
+
+  return { cloud, identification, verification, rfm, mobileId };
 }
 
 function deepFreeze<T>(value: T): T {
@@ -519,16 +688,15 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       sampler: e.OTEL_TRACES_SAMPLER,
       samplerRatio: e.OTEL_TRACES_SAMPLER_ARG,
     },
+    upstreams: resolveUpstreams(e),
   };
-  const sandboxed = sandboxedUpstreams(config);
-  const allSandboxed = Object.values(sandboxed).every(Boolean);
   if (config.operatorKeys.length > 0 && config.apiKeys.length === 0) {
     throw new ConfigError('OPERATOR_API_KEYS', 'needs GATEWAY_API_KEYS: without API keys the gateway is open and everyone is the operator');
   }
-  if (config.mobileId.strictIdToken && !sandboxed.mobileId && !config.mobileId.jwksUrl && !config.mobileId.jwksFile) {
+  if (config.mobileId.strictIdToken && !config.upstreams.mobileId.sandbox && !config.mobileId.jwksUrl && !config.mobileId.jwksFile) {
     throw new ConfigError('MOBILEID_STRICT_ID_TOKEN', 'strict id_token checks need a JWKS: set MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE (with MOBILEID_ISSUER and MOBILEID_CLIENT_ID)');
   }
-  if (config.apiKeys.length === 0 && !allSandboxed) {
+  if (config.apiKeys.length === 0 && !everyUpstreamSandboxed(config.upstreams)) {
     throw new ConfigError('GATEWAY_API_KEYS', 'is required when any upstream is real (an open gateway is allowed only in full sandbox mode)');
   }
   return deepFreeze(config);

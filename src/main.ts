@@ -1,5 +1,5 @@
 import { startGateway } from './app.js';
-import { ConfigError, loadConfig, sandboxedUpstreams } from './config.js';
+import { ConfigError, describeUpstreams, loadConfig } from './config.js';
 import { createLogger } from './logger.js';
 
 async function main(): Promise<void> {
@@ -15,14 +15,14 @@ async function main(): Promise<void> {
   }
   const logger = createLogger({ level: config.logLevel });
   const gateway = await startGateway(config, { logger });
-  const sandboxed = sandboxedUpstreams(config);
-  const upstreams = Object.entries(sandboxed)
-    .map(([name, isSandbox]) => `${name}=${isSandbox ? 'sandbox' : 'real'}`)
+  const described = describeUpstreams(config.upstreams);
+  const upstreams = Object.entries(described)
+    .map(([name, where]) => `${name}=${where}`)
     .join(' ');
   const access = config.apiKeys.length ? `keyed (${config.apiKeys.length} API key(s))` : 'OPEN (no API keys: sandbox only)';
   const graphiql = config.introspection ? `GraphiQL ${gateway.url}/graphql` : `GraphQL ${gateway.url}/graphql (introspection off)`;
   logger.info(
-    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: sandboxed, store: gateway.services.store.location, open: config.apiKeys.length === 0 },
+    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, store: gateway.services.store.location, open: config.apiKeys.length === 0 },
     `gateway ready: ${graphiql} | upstreams ${upstreams} | data ${gateway.services.store.location} | API ${access}`,
   );
   if (config.apiKeys.length === 0) logger.warn('the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)');

@@ -6,7 +6,6 @@ import type { IdentityService } from './identity/service.js';
 import type { Metrics } from './metrics.js';
 import type { MobileIdService } from './mobile-id/service.js';
 import type { RateLimits } from './ratelimit/buckets.js';
-import type { Sandboxes } from './sandbox/index.js';
 import type { Store } from './store/index.js';
 import type { Ledger } from './store/ledger.js';
 import type { Idempotency } from './upstream/idempotency.js';
@@ -25,8 +24,6 @@ export interface Services {
   readonly events: Events;
   /** Identification links, verifications and their results, the rfm check, verification callbacks. */
   readonly identity: IdentityService;
-  /** The embedded simulators, when any upstream is sandboxed. */
-  readonly sandbox: Sandboxes;
   /** Mobile-ID completion notifications: the webhook, their results, notification tokens, the sandbox trigger. */
   readonly mobileId: MobileIdService;
   /** Per-API-key budgets of creations and reads (RATE_LIMIT_CREATIONS, RATE_LIMIT_READS). */

@@ -38,7 +38,7 @@ async function count(batchSize: number | null): Promise<Count> {
   const logger = createLogger({ level: 'warn', destination: new Writable({ write: (_c, _e, cb) => cb() }) });
   const gw = await startGateway(config, { port: 0, host: '127.0.0.1', logger });
   try {
-    const sandbox = gw.services.sandbox.verification;
+    const sandbox = gw.sandbox.verification;
     if (!sandbox) throw new Error('the verification sandbox is not running');
     const ids: string[] = [];
     for (let i = 0; i < LOOKUPS; i++) {

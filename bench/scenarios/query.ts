@@ -41,6 +41,7 @@ async function statementsPerQuery(env: BenchEnv): Promise<{ statements: number; 
     CLOUD_API_URL: env.stub.url,
     CLOUD_API_TOKEN: UPSTREAM_TOKEN,
     GATEWAY_API_KEYS: API_KEY,
+    SANDBOX_UPSTREAMS: 'identification,verification,rfm,mobile-id',
     LOG_LEVEL: 'warn',
   });
   const logger = createLogger({ level: 'warn', destination: new Writable({ write: (_c, _e, cb) => cb() }) });

@@ -1,4 +1,4 @@
-import { sandboxedUpstreams, type Config } from '../config.js';
+import type { Config } from '../config.js';
 import type { Events } from '../events/index.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
@@ -9,33 +9,40 @@ import { configuredKeys } from './verify.js';
 export { MobileIdService, MOBILE_ID_EVENT_KIND, type MobileIdAuthentication } from './service.js';
 
 /**
- * The mobile-ID service from the config. In sandbox mode (no MOBILEID_NOTIFICATION_TOKENS, no JWKS) it
- * accepts the sandbox's token and verifies id_tokens against the sandbox's JWKS, exactly as it would a
- * real service's.
+ * What the gateway trusts of the mobile identity service, which calls us (the composition root resolves
+ * it): the accepted notification tokens and the keys id_tokens are verified with.
  */
-export function createMobileIdService(options: {
-  config: Config;
-  store: Store;
-  events: Events;
-  logger: Logger;
-  sandbox: SandboxNotifier | null;
-  /** The gateway's own base URL (loopback), known once it listens. */
-  selfUrl: () => string;
-}): MobileIdService {
-  const { config, sandbox } = options;
-  const m = config.mobileId;
-  const inSandbox = sandboxedUpstreams(config).mobileId && sandbox !== null;
+export interface MobileIdEndpoint {
+  readonly notificationTokens: readonly string[];
+  readonly jwks: { readonly jwksUrl?: string | undefined; readonly jwksFile?: string | undefined };
+  readonly issuer: string | undefined;
+  readonly clientId: string | undefined;
+  /** A notifier that makes the service send a notification on demand (the simulator's); null for a real service. */
+  readonly notifier: SandboxNotifier | null;
+}
+
+/** The mobile-ID service over its endpoint, the counterpart of the cloud and identity factories. */
+export function createMobileIdService(
+  endpoint: MobileIdEndpoint,
+  deps: {
+    config: Config;
+    store: Store;
+    events: Events;
+    logger: Logger;
+    /** The gateway's own base URL (loopback), known once it listens. */
+    selfUrl: () => string;
+  },
+): MobileIdService {
+  const { config } = deps;
   return new MobileIdService({
-    db: options.store.db,
-    events: options.events,
-    box: loadSecretBox({ key: config.tokenEncryptionKey, dataDir: config.dataDir, shared: options.store.dialect === 'postgres', logger: options.logger }),
-    verifier: inSandbox
-      ? { keys: configuredKeys({ jwksUrl: sandbox.jwksUrl }), issuer: sandbox.issuer, clientId: sandbox.clientId, strict: m.strictIdToken }
-      : { keys: configuredKeys(m), issuer: m.issuer, clientId: m.clientId, strict: m.strictIdToken },
-    notificationTokens: inSandbox ? [...m.notificationTokens, sandbox.notificationToken] : m.notificationTokens,
-    logger: options.logger.child({ component: 'mobile-id' }),
-    sandbox: inSandbox ? sandbox : null,
-    notificationUri: () => `${options.selfUrl()}/webhooks/mobile-id`,
+    db: deps.store.db,
+    events: deps.events,
+    box: loadSecretBox({ key: config.tokenEncryptionKey, dataDir: config.dataDir, shared: deps.store.dialect === 'postgres', logger: deps.logger }),
+    verifier: { keys: configuredKeys(endpoint.jwks), issuer: endpoint.issuer, clientId: endpoint.clientId, strict: config.mobileId.strictIdToken },
+    notificationTokens: endpoint.notificationTokens,
+    logger: deps.logger.child({ component: 'mobile-id' }),
+    sandbox: endpoint.notifier,
+    notificationUri: () => `${deps.selfUrl()}/webhooks/mobile-id`,
     rejectionRetentionMs: config.eventRetentionMs,
   });
 }

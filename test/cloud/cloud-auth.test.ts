@@ -11,7 +11,7 @@ describe('cloud access tokens from CLOUD_API_CREDENTIALS', () => {
   afterAll(() => gw.close());
 
   it('fetches a token once from POST /iam/v2/tokens, caches it, and uses it as Bearer', async () => {
-    const sandbox = gw.gateway.services.sandbox.cloud!;
+    const sandbox = gw.gateway.sandbox.cloud!;
     await Promise.all([gw.graphql(M.project, { input: { name: 'a' } }), gw.graphql(M.project, { input: { name: 'b' } })]);
     await gw.graphql(M.project, { input: { name: 'c' } });
     const tokenCalls = sandbox.requests.filter((r) => r.path === '/iam/v2/tokens');
@@ -24,7 +24,7 @@ describe('cloud access tokens from CLOUD_API_CREDENTIALS', () => {
   });
 
   it('refreshes the token once when the upstream answers 401, and retries the call with the same key', async () => {
-    const sandbox = gw.gateway.services.sandbox.cloud!;
+    const sandbox = gw.gateway.sandbox.cloud!;
     sandbox.expireAllTokens();
     sandbox.clearRequests();
     const res = await gw.graphql(M.project, { input: { name: 'after-expiry' } });
@@ -42,6 +42,6 @@ describe('cloud access tokens from CLOUD_API_CREDENTIALS', () => {
   it('never logs the credentials or the token', () => {
     const logs = gw.logs();
     expect(logs).not.toContain('cloud-cred-secret');
-    for (const t of gw.gateway.services.sandbox.cloud!.issuedTokens) expect(logs).not.toContain(t.token);
+    for (const t of gw.gateway.sandbox.cloud!.issuedTokens) expect(logs).not.toContain(t.token);
   });
 });

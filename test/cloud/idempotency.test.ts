@@ -6,7 +6,7 @@ import { gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from
 const gateway = gatewaysPerTest();
 
 const projectCalls = (gw: TestGateway) =>
-  gw.gateway.services.sandbox.cloud!.requests.filter((r) => r.path === '/apis/projects/public/v4/projects');
+  gw.gateway.sandbox.cloud!.requests.filter((r) => r.path === '/apis/projects/public/v4/projects');
 
 describe('idempotency of mutations', () => {
   it('replays the stored result for the same key and input, with replayed: true and no upstream call', async () => {
@@ -38,7 +38,7 @@ describe('idempotency of mutations', () => {
 
   it('makes a single upstream call for concurrent requests with one key; the others wait and replay', async () => {
     const gw = await gateway();
-    gw.gateway.services.sandbox.cloud!.faults.latencyMs = 300;
+    gw.gateway.sandbox.cloud!.faults.latencyMs = 300;
     const key = randomUUID();
     const results = await Promise.all(Array.from({ length: 5 }, () => gw.graphql(M.project, { input: { name: 'race' }, key })));
     for (const r of results) expect(r.errors).toBeUndefined();
@@ -50,7 +50,7 @@ describe('idempotency of mutations', () => {
 
   it('answers IDEMPOTENCY_KEY_IN_USE when the first request outlasts the bounded wait', async () => {
     const gw = await gateway({ IDEMPOTENCY_WAIT: '100ms' });
-    gw.gateway.services.sandbox.cloud!.faults.latencyMs = 800;
+    gw.gateway.sandbox.cloud!.faults.latencyMs = 800;
     const key = randomUUID();
     const first = gw.graphql(M.project, { input: { name: 'slow' }, key });
     await new Promise((r) => setTimeout(r, 100));
@@ -76,7 +76,7 @@ describe('idempotency of mutations', () => {
 
   it('retries a 503 under the same key and succeeds', async () => {
     const gw = await gateway();
-    gw.gateway.services.sandbox.cloud!.faults.enqueue('503', '503');
+    gw.gateway.sandbox.cloud!.faults.enqueue('503', '503');
     const key = randomUUID();
     const res = await gw.graphql(M.project, { input: { name: 'retry' }, key });
     expect(res.errors).toBeUndefined();
@@ -89,7 +89,7 @@ describe('idempotency of mutations', () => {
 
   it('retries a connection reset under the same key', async () => {
     const gw = await gateway();
-    gw.gateway.services.sandbox.cloud!.faults.enqueue('reset');
+    gw.gateway.sandbox.cloud!.faults.enqueue('reset');
     const key = randomUUID();
     const res = await gw.graphql(M.project, { input: { name: 'reset' }, key });
     expect(res.errors).toBeUndefined();
@@ -101,7 +101,7 @@ describe('idempotency of mutations', () => {
 
   it('retries a timeout under the same key', async () => {
     const gw = await gateway({ UPSTREAM_TIMEOUT: '300ms' });
-    gw.gateway.services.sandbox.cloud!.faults.enqueue('timeout');
+    gw.gateway.sandbox.cloud!.faults.enqueue('timeout');
     const key = randomUUID();
     const res = await gw.graphql(M.project, { input: { name: 'timeout' }, key });
     expect(res.errors).toBeUndefined();
@@ -112,7 +112,7 @@ describe('idempotency of mutations', () => {
 
   it('waits for Retry-After on a 429 before retrying', async () => {
     const gw = await gateway();
-    gw.gateway.services.sandbox.cloud!.faults.enqueue({ status: 429, retryAfterSeconds: 1 });
+    gw.gateway.sandbox.cloud!.faults.enqueue({ status: 429, retryAfterSeconds: 1 });
     const started = Date.now();
     const res = await gw.graphql(M.project, { input: { name: 'throttled' } });
     expect(res.errors).toBeUndefined();
@@ -124,7 +124,7 @@ describe('idempotency of mutations', () => {
 
   it('gives UPSTREAM_UNAVAILABLE when transient failures outlast the retries, and a later call re-sends the same key', async () => {
     const gw = await gateway({ UPSTREAM_MAX_RETRIES: '2' });
-    gw.gateway.services.sandbox.cloud!.faults.enqueue('503', '503', '503');
+    gw.gateway.sandbox.cloud!.faults.enqueue('503', '503', '503');
     const key = randomUUID();
     const failed = await gw.graphql(M.project, { input: { name: 'down' }, key });
     expect(failed.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'cloud', attempts: 3 });
@@ -138,7 +138,7 @@ describe('idempotency of mutations', () => {
   it('does not retry a 4xx and reports UPSTREAM_REJECTED with the status and the upstream error body', async () => {
     const gw = await gateway();
     const body = { code: 'INSUFFICIENT_BALANCE', domain: 'billing', details: 'the balance does not cover the service' };
-    gw.gateway.services.sandbox.cloud!.faults.enqueue({ status: 402, body });
+    gw.gateway.sandbox.cloud!.faults.enqueue({ status: 402, body });
     const res = await gw.graphql(M.project, { input: { name: 'poor' } });
     expect(res.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_REJECTED', status: 402, upstream: 'cloud', upstreamError: body });
     expect(res.errors![0]!.message).toContain('the balance does not cover the service');

@@ -46,7 +46,7 @@ describe('composite provisioning', () => {
     expect(p.steps.map((s: { name: string; state: string }) => `${s.name}:${s.state}`)).toEqual([
       'project:DONE', 'network:DONE', 'subnet:DONE', 'ipAddress:DONE', 'kafkaCluster:DONE', 'topic:orders:DONE', 'user:svc:DONE',
     ]);
-    const calls = gw.gateway.services.sandbox.cloud!.requests.map((r) => (r.path.includes('projects') ? 'project' : (r.body as { kind: string }).kind));
+    const calls = gw.gateway.sandbox.cloud!.requests.map((r) => (r.path.includes('projects') ? 'project' : (r.body as { kind: string }).kind));
     expect(calls).toEqual(['project', 'network', 'subnet', 'ip', 'compute', 'topic', 'user']);
     // the public address of the created IP becomes the cluster's white_host
     expect(p.kafkaCluster.publicIp).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
@@ -56,7 +56,7 @@ describe('composite provisioning', () => {
 
   it('resumes after a failure with the same key: finished steps replay, the failed one is retried, nothing is created twice', async () => {
     const gw = await gateway({ UPSTREAM_MAX_RETRIES: '0' });
-    const sandbox = gw.gateway.services.sandbox.cloud!;
+    const sandbox = gw.gateway.sandbox.cloud!;
     // fail the cluster step (the 5th creation) once
     sandbox.faults.enqueueFor((path, method) => method === 'POST' && path === '/ocs/v1/services' && sandbox.resources().length === 3, '503');
     const key = randomUUID();
@@ -122,12 +122,12 @@ describe('composite provisioning', () => {
     expect(res2.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'input.topics[0].replicationFactor' });
     const res3 = await gw.graphql(PROVISION_KAFKA, { input: { ...kafkaInput, projectId: randomUUID() } });
     expect(res3.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'input.project' });
-    expect(gw.gateway.services.sandbox.cloud!.requests).toHaveLength(0);
+    expect(gw.gateway.sandbox.cloud!.requests).toHaveLength(0);
   });
 
   it('streams progress over graphql-ws until the provisioning succeeds', async () => {
     const gw = await gateway();
-    gw.gateway.services.sandbox.cloud!.faults.latencyMs = 30;
+    gw.gateway.sandbox.cloud!.faults.latencyMs = 30;
     const res = await gw.graphql(PROVISION_KAFKA, { input: kafkaInput });
     const id = res.data!.provisionKafkaCluster.provisioning.id;
     const client = createClient({ url: gw.url.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, retryAttempts: 0 });

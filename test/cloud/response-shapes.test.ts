@@ -40,13 +40,13 @@ async function provision(gw: TestGateway, input: Record<string, unknown>) {
 }
 
 function whiteHosts(gw: TestGateway): unknown[] {
-  return gw.gateway.services.sandbox.cloud!.resources('kafka-cluster').map((r) => (r.spec['vendor.extensions.kafka'] as { white_host?: string }).white_host);
+  return gw.gateway.sandbox.cloud!.resources('kafka-cluster').map((r) => (r.spec['vendor.extensions.kafka'] as { white_host?: string }).white_host);
 }
 
 /** The flows every shape must pass: token, the full resource chain, and a provisioning with a public address. */
 async function runCloudFlows(mode: CloudShapeMode): Promise<void> {
   const gw = await gateway({ SANDBOX_CLOUD_SHAPE: mode.name, CLOUD_API_CREDENTIALS: JSON.stringify(credentials) });
-  const sandbox = gw.gateway.services.sandbox.cloud!;
+  const sandbox = gw.gateway.sandbox.cloud!;
   expect(sandbox.responseShape).toEqual(mode.shape);
 
   // The token is read from the mode's field: every creation carries the token the sandbox issued.
@@ -110,7 +110,7 @@ describe('the cloud flows in every response shape of the sandbox', () => {
   it('prints the shape and seed of SANDBOX_CLOUD_SHAPE=random at start-up, and the same seed gives the same shape', async () => {
     const gw = await gateway({ SANDBOX_CLOUD_SHAPE: 'random', SANDBOX_CLOUD_SHAPE_SEED: '12345' });
     const expected = randomCloudShape(12345);
-    expect(gw.gateway.services.sandbox.cloud!.responseShape).toEqual(expected.shape);
+    expect(gw.gateway.sandbox.cloud!.responseShape).toEqual(expected.shape);
     expect(gw.logs()).toContain(`SANDBOX_CLOUD_SHAPE_SEED=12345`);
     expect(gw.logs()).toContain(expected.name);
     const unseeded = await gateway({ SANDBOX_CLOUD_SHAPE: 'random' });
@@ -137,7 +137,7 @@ describe('the public address of a provisioned Kafka cluster', () => {
     const res = await gw.graphql(PROVISION_KAFKA, { input: { ...kafkaInput(), ipAddress: undefined, ipAddressId: randomUUID() } });
     expect(res.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'input.cluster.publicIp' });
     expect(res.errors![0]!.message).toMatch(/white_host is missing: IP address .* is not in the gateway's ledger/);
-    expect(gw.gateway.services.sandbox.cloud!.requests).toHaveLength(0);
+    expect(gw.gateway.sandbox.cloud!.requests).toHaveLength(0);
   });
 
   it('creates a private cluster, without white_host and without a public address, when no IP address is asked for', async () => {

@@ -10,7 +10,7 @@ describe('passwords are never stored or logged', () => {
     gw = await startTestGateway({ LOG_LEVEL: 'trace' });
     await createChain(gw);
     // a failing upstream call logs too: make sure its log lines carry no password either
-    gw.gateway.services.sandbox.cloud!.faults.enqueue('503');
+    gw.gateway.sandbox.cloud!.faults.enqueue('503');
     await gw.graphql(
       `mutation($i: CreateKafkaUserInput!) { createKafkaUser(input: $i) { kafkaUser { id } } }`,
       { i: { projectId: (await gw.graphql('{ projects { id } }')).data!.projects[0].id, clusterId: (await gw.graphql('{ projects { kafkaClusters { id } } }')).data!.projects[0].kafkaClusters[0].id, name: 'second', password: 'S3cret-kafka-pass!' } },
@@ -20,7 +20,7 @@ describe('passwords are never stored or logged', () => {
   afterAll(() => gw.close());
 
   it('the Kafka user and VM passwords were really sent upstream', () => {
-    const bodies = JSON.stringify(gw.gateway.services.sandbox.cloud!.requests.map((r) => r.body));
+    const bodies = JSON.stringify(gw.gateway.sandbox.cloud!.requests.map((r) => r.body));
     expect(bodies).toContain('S3cret-kafka-pass!');
     expect(bodies).toContain('Vm-pa55word!');
   });

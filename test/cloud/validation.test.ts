@@ -11,14 +11,14 @@ describe('validation before the wire: bad input is refused with BAD_USER_INPUT n
     chain = await createChain(gw);
   });
   afterAll(() => gw.close());
-  beforeEach(() => gw.gateway.services.sandbox.cloud!.clearRequests());
+  beforeEach(() => gw.gateway.sandbox.cloud!.clearRequests());
 
   async function refused(query: string, input: Record<string, unknown>, field: string, code = 'BAD_USER_INPUT') {
     const res = await gw.graphql(query, { input, key: randomUUID() });
     expect(res.errors, JSON.stringify(res.data)).toBeDefined();
     expect(res.errors![0]!.extensions!.code).toBe(code);
     if (code === 'BAD_USER_INPUT' && field) expect(res.errors![0]!.extensions!.field ?? res.errors![0]!.message).toContain(field);
-    expect(gw.gateway.services.sandbox.cloud!.requests).toHaveLength(0);
+    expect(gw.gateway.sandbox.cloud!.requests).toHaveLength(0);
     return res.errors![0]!;
   }
 
@@ -93,7 +93,7 @@ describe('validation before the wire: bad input is refused with BAD_USER_INPUT n
     const res = await gw.graphql(M.topic, { input: { projectId: chain.projectId, clusterId: chain.clusterId, name: 't', retentionMs: '12abc' } });
     expect(res.errors![0]!.extensions!.code).toBe('BAD_USER_INPUT');
     expect(res.errors![0]!.message).toContain('DecimalString');
-    expect(gw.gateway.services.sandbox.cloud!.requests).toHaveLength(0);
+    expect(gw.gateway.sandbox.cloud!.requests).toHaveLength(0);
   });
 
   it('refuses an unknown enum value and a malformed UUID through GraphQL variable coercion', async () => {
@@ -102,7 +102,7 @@ describe('validation before the wire: bad input is refused with BAD_USER_INPUT n
     expect(res.errors![0]!.extensions!.code).toBe('BAD_USER_INPUT');
     const res2 = await gw.graphql(M.cluster, { input: { projectId: chain.projectId, title: 'k', instanceType: 'C1_SMALL', subnetId: chain.subnetId } });
     expect(res2.errors![0]!.extensions!.code).toBe('BAD_USER_INPUT');
-    expect(gw.gateway.services.sandbox.cloud!.requests).toHaveLength(0);
+    expect(gw.gateway.sandbox.cloud!.requests).toHaveLength(0);
   });
 
   it('requires the cluster network and CIDR when the ledger does not know the subnet', async () => {

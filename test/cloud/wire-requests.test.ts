@@ -13,7 +13,7 @@ describe('each cloud mutation sends the exact upstream request of the spec', () 
   beforeAll(async () => {
     gw = await startTestGateway();
     chain = await createChain(gw);
-    requests = gw.gateway.services.sandbox.cloud!.requests.filter((r) => r.method === 'POST');
+    requests = gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST');
   });
   afterAll(() => gw.close());
 
@@ -133,7 +133,7 @@ describe('each cloud mutation sends the exact upstream request of the spec', () 
   });
 
   it('omits white_host when no publicIp is given and accepts ms fields as numbers or strings', async () => {
-    gw.gateway.services.sandbox.cloud!.clearRequests();
+    gw.gateway.sandbox.cloud!.clearRequests();
     const c = await gw.graphql(
       `mutation($i: CreateKafkaClusterInput!) { createKafkaCluster(input: $i) { kafkaCluster { id publicIp } } }`,
       { i: { projectId: chain.projectId, title: 'private', instanceType: 'C1_MEDIUM', subnetId: chain.subnetId, instanceCount: 1 } },
@@ -145,7 +145,7 @@ describe('each cloud mutation sends the exact upstream request of the spec', () 
     );
     expect(t.errors).toBeUndefined();
     expect(t.data!.createKafkaTopic.kafkaTopic).toEqual({ retentionMs: '3600000', deleteRetentionMs: '1000' });
-    const [clusterReq, topicReq] = gw.gateway.services.sandbox.cloud!.requests as RecordedRequest[];
+    const [clusterReq, topicReq] = gw.gateway.sandbox.cloud!.requests as RecordedRequest[];
     expect((clusterReq!.body as any).spec['vendor.extensions.kafka']).not.toHaveProperty('white_host');
     expect((topicReq!.body as any).spec['vendor.extensions.topic'].retention_ms).toBe('3600000');
   });

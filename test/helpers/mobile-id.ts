@@ -31,7 +31,7 @@ export async function postNotification(
   body: unknown,
   options: { token?: string | null; contentType?: string; headers?: Record<string, string> } = {},
 ): Promise<WebhookResponse> {
-  const token = options.token === undefined ? gw.gateway.services.sandbox.mobileId?.notificationToken : options.token;
+  const token = options.token === undefined ? gw.gateway.sandbox.mobileId?.notificationToken : options.token;
   const res = await request(`${gw.url}/webhooks/mobile-id`, {
     method: 'POST',
     headers: {

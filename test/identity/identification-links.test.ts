@@ -34,8 +34,8 @@ describe('identification links against the sandbox', () => {
 
   beforeAll(async () => {
     t = await startTestGateway({ UPSTREAM_MAX_RETRIES: '2', UPSTREAM_RETRY_BUDGET: '5s' });
-    production = t.gateway.services.sandbox.identification!;
-    prodlike = t.gateway.services.sandbox.identificationProdlike!;
+    production = t.gateway.sandbox.identification!;
+    prodlike = t.gateway.sandbox.identificationProdlike!;
   });
   afterAll(() => t.close());
   afterEach(() => {
@@ -213,7 +213,7 @@ describe('identification upstream credentials and addresses', () => {
     const t = await startTestGateway({ IDENTIFICATION_API_TOKEN: 'not-the-sandbox-token' });
     try {
       const res = await t.graphql(CREATE, { input: { workflowId: 'wf-onboarding' } });
-      const sandbox = t.gateway.services.sandbox.identification!;
+      const sandbox = t.gateway.sandbox.identification!;
       expect(sandbox.requests).toHaveLength(1);
       expect(sandbox.requests[0]!.headers.authorization).toBe('Bearer not-the-sandbox-token');
       expect(sandbox.requests[0]!.status).toBe(401);
@@ -230,13 +230,14 @@ describe('identification upstream credentials and addresses', () => {
     const pre = await startIdentificationSandbox({ acceptedTokens: [token], environment: 'prodlike' });
     const both = await startTestGateway({
       GATEWAY_API_KEYS: 'app-key',
+      SANDBOX_UPSTREAMS: 'cloud,verification,rfm,mobile-id',
       IDENTIFICATION_API_URL: prod.url,
       IDENTIFICATION_PRODLIKE_API_URL: pre.url,
       IDENTIFICATION_API_TOKEN: token,
     });
-    const onlyProduction = await startTestGateway({ GATEWAY_API_KEYS: 'app-key', IDENTIFICATION_API_URL: prod.url, IDENTIFICATION_API_TOKEN: token });
+    const onlyProduction = await startTestGateway({ GATEWAY_API_KEYS: 'app-key', SANDBOX_UPSTREAMS: 'cloud,verification,rfm,mobile-id', IDENTIFICATION_API_URL: prod.url, IDENTIFICATION_API_TOKEN: token });
     try {
-      expect(both.gateway.services.sandbox.identification).toBeNull();
+      expect(both.gateway.sandbox.identification).toBeNull();
       const a = await both.graphql(CREATE, { input: { workflowId: 'wf' } }, { key: 'app-key' });
       const b = await both.graphql(CREATE, { input: { workflowId: 'wf', environment: 'PRODLIKE' } }, { key: 'app-key' });
       expect(a.errors).toBeUndefined();

@@ -18,6 +18,7 @@ describe('the pre-production-like identification environment gets its own token'
     const pre = await startIdentificationSandbox({ acceptedTokens: ['prodlike-token-2'], environment: 'prodlike' });
     const t = await startTestGateway({
       GATEWAY_API_KEYS: 'app-key',
+      SANDBOX_UPSTREAMS: 'cloud,verification,rfm,mobile-id',
       IDENTIFICATION_API_URL: prod.url,
       IDENTIFICATION_PRODLIKE_API_URL: pre.url,
       IDENTIFICATION_API_TOKEN: 'production-token-1',
@@ -44,6 +45,7 @@ describe('the pre-production-like identification environment gets its own token'
     const pre = await startIdentificationSandbox({ acceptedTokens: ['production-token-1'], environment: 'prodlike' });
     const t = await startTestGateway({
       GATEWAY_API_KEYS: 'app-key',
+      SANDBOX_UPSTREAMS: 'cloud,verification,rfm,mobile-id',
       IDENTIFICATION_API_URL: prod.url,
       IDENTIFICATION_PRODLIKE_API_URL: pre.url,
       IDENTIFICATION_API_TOKEN: 'production-token-1',
@@ -64,6 +66,7 @@ describe('the pre-production-like identification environment gets its own token'
     const pre = await startIdentificationSandbox({ acceptedTokens: ['prodlike-token-2'], environment: 'prodlike' });
     const t = await startTestGateway({
       GATEWAY_API_KEYS: 'app-key',
+      SANDBOX_UPSTREAMS: 'cloud,verification,rfm,mobile-id',
       IDENTIFICATION_API_URL: prod.url,
       IDENTIFICATION_PRODLIKE_API_URL: pre.url,
       IDENTIFICATION_API_TOKEN: 'production-token-1',

@@ -71,7 +71,7 @@ describe('verification callbacks as subscription events', () => {
   beforeAll(async () => {
     // The sandbox completes and calls back only when a test says so (sandbox.complete).
     t = await startTestGateway({ GATEWAY_API_KEYS: 'key-a,key-b', SANDBOX_CALLBACK_DELAY_MS: '600000' });
-    sandbox = t.gateway.services.sandbox.verification!;
+    sandbox = t.gateway.sandbox.verification!;
   });
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.dispose()));

@@ -35,7 +35,7 @@ describe('verification registration and batched results', () => {
   beforeAll(async () => {
     // Completion (and callback) only when a test asks for it.
     t = await startTestGateway({ SANDBOX_CALLBACK_DELAY_MS: '600000' });
-    sandbox = t.gateway.services.sandbox.verification!;
+    sandbox = t.gateway.sandbox.verification!;
   });
   afterAll(() => t.close());
   afterEach(() => {
@@ -204,7 +204,7 @@ describe('verification results batch size', () => {
   it('splits one operation’s lookups into calls of at most VERIFICATION_RESULTS_BATCH_SIZE ids', async () => {
     const t = await startTestGateway({ VERIFICATION_RESULTS_BATCH_SIZE: '2', SANDBOX_CALLBACK_DELAY_MS: '600000' });
     try {
-      const sandbox = t.gateway.services.sandbox.verification!;
+      const sandbox = t.gateway.sandbox.verification!;
       // Only verifications registered with the caller's key are looked up (issue 11 §1).
       for (const externalId of ['v1', 'v2', 'v3', 'v4', 'v5']) await register(t, { externalId });
       sandbox.clearRequests();
@@ -225,7 +225,7 @@ describe('verification results batch size', () => {
   it('reads results from the upstream on every operation (no cache across requests)', async () => {
     const t = await startTestGateway({ SANDBOX_CALLBACK_DELAY_MS: '600000' });
     try {
-      const sandbox = t.gateway.services.sandbox.verification!;
+      const sandbox = t.gateway.sandbox.verification!;
       const reg = await register(t, {});
       const id = reg.verification.externalId as string;
       const q = `query($id: ID!) { verificationResults(externalIds: [$id]) { status } }`;

@@ -48,6 +48,7 @@ describe('durability of acknowledged notifications', () => {
     const env = {
       DATA_DIR: dir,
       GATEWAY_API_KEYS: 'app-key',
+      SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
       MOBILEID_NOTIFICATION_TOKENS: 'notify-token',
       MOBILEID_JWKS_FILE: jwksFile,
       MOBILEID_ISSUER: 'https://operator.example',

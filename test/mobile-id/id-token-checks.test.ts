@@ -35,7 +35,7 @@ async function deliverWatched(gw: TestGateway, authReqId: string, body: unknown)
 describe('an id_token without the optional claims', () => {
   it('is stored, published and answered 204, and the result reports each absent claim', async () => {
     const gw = await gateway();
-    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'no-optional', claims: ALL_ABSENT });
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'no-optional', claims: ALL_ABSENT });
     const { status, published } = await deliverWatched(gw, 'no-optional', n.body);
     expect(status).toBe(204);
     expect(published).toHaveLength(1);
@@ -52,7 +52,7 @@ describe('an id_token without the optional claims', () => {
     ['at_hash', { at_hash: undefined }, 'atHash'],
   ])('without %s is accepted, and only that check says ABSENT', async (_name, claims, check) => {
     const gw = await gateway();
-    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'one-absent', claims });
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'one-absent', claims });
     expect((await postNotification(gw, n.body)).status).toBe(204);
     const a = (await gw.graphql(QUERY, { id: 'one-absent' })).data!.mobileIdAuthentication;
     const expected = { signature: 'VALID', issuer: 'VALID', audience: 'VALID', expiry: 'VALID', authReqIdClaim: 'VALID', atHash: 'VALID', strict: false, [check]: 'ABSENT' };
@@ -61,7 +61,7 @@ describe('an id_token without the optional claims', () => {
 
   it('reports every check VALID for an id_token that carries every claim', async () => {
     const gw = await gateway();
-    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'full' });
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'full' });
     expect((await postNotification(gw, n.body)).status).toBe(204);
     const a = (await gw.graphql(QUERY, { id: 'full' })).data!.mobileIdAuthentication;
     expect(a.idTokenChecks).toEqual({ signature: 'VALID', issuer: 'VALID', audience: 'VALID', expiry: 'VALID', authReqIdClaim: 'VALID', atHash: 'VALID', strict: false });
@@ -75,6 +75,7 @@ describe('an id_token without the optional claims', () => {
     const gw = await gateway({
       DATA_DIR: dir,
       GATEWAY_API_KEYS: 'app',
+      SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
       MOBILEID_NOTIFICATION_TOKENS: 'notify',
       MOBILEID_JWKS_FILE: file,
       MOBILEID_ISSUER: 'https://op.example',
@@ -105,7 +106,7 @@ describe('an id_token that fails a check', () => {
     ['a malformed token', {}, (b: any) => ({ ...b, id_token: 'not.a-jwt' }), 'MALFORMED'],
   ])('with %s, even with optional claims absent, is refused with 400, published to nobody, and quarantined', async (_name, claims, edit, reason) => {
     const gw = await gateway();
-    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'refused', claims: { at_hash: undefined, ...claims } });
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'refused', claims: { at_hash: undefined, ...claims } });
     const { status, json, published } = await deliverWatched(gw, 'refused', edit(n.body));
     expect(status).toBe(400);
     expect(json.error).toBe('invalid_request');
@@ -123,7 +124,7 @@ describe('strict mode (MOBILEID_STRICT_ID_TOKEN=true)', () => {
     ['at_hash', { at_hash: undefined }, 'ID_TOKEN_AT_HASH', /no at_hash claim/],
   ])('refuses an id_token without %s with 400, stores nothing and quarantines it', async (_name, claims, reason, description) => {
     const gw = await gateway({ MOBILEID_STRICT_ID_TOKEN: 'true' });
-    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'strict', claims });
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'strict', claims });
     const res = await postNotification(gw, n.body);
     expect(res.status).toBe(400);
     expect(res.json.error_description).toMatch(description);
@@ -133,14 +134,14 @@ describe('strict mode (MOBILEID_STRICT_ID_TOKEN=true)', () => {
 
   it('accepts an id_token with every claim and reports strict: true', async () => {
     const gw = await gateway({ MOBILEID_STRICT_ID_TOKEN: 'true' });
-    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'strict-ok' });
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'strict-ok' });
     expect((await postNotification(gw, n.body)).status).toBe(204);
     const a = (await gw.graphql(QUERY, { id: 'strict-ok' })).data!.mobileIdAuthentication;
     expect(a.idTokenChecks).toEqual({ signature: 'VALID', issuer: 'VALID', audience: 'VALID', expiry: 'VALID', authReqIdClaim: 'VALID', atHash: 'VALID', strict: true });
   });
 
   it('is refused at start-up without a JWKS to check against', () => {
-    expect(() => loadConfig({ GATEWAY_API_KEYS: 'k', MOBILEID_NOTIFICATION_TOKENS: 't', MOBILEID_STRICT_ID_TOKEN: 'true' })).toThrow(/MOBILEID_STRICT_ID_TOKEN: strict id_token checks need a JWKS/);
+    expect(() => loadConfig({ GATEWAY_API_KEYS: 'k', SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm', MOBILEID_NOTIFICATION_TOKENS: 't', MOBILEID_STRICT_ID_TOKEN: 'true' })).toThrow(/MOBILEID_STRICT_ID_TOKEN: strict id_token checks need a JWKS/);
     expect(() => loadConfig({ MOBILEID_STRICT_ID_TOKEN: 'maybe' })).toThrow(/MOBILEID_STRICT_ID_TOKEN: must be true or false/);
   });
 });

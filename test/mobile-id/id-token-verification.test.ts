@@ -75,7 +75,7 @@ function tamper(jwt: string): string {
 describe('id_token verification with the sandbox JWKS (CIBA §10.3.1)', () => {
   it('accepts a correctly signed id_token and marks it verified', async () => {
     const gw = await gateway();
-    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'ok' });
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'ok' });
     expect((await postNotification(gw, n.body)).status).toBe(204);
     const a = (await gw.graphql(QUERY, { id: 'ok' })).data!.mobileIdAuthentication;
     expect(a).toMatchObject({ idTokenVerified: true, idToken: n.body.id_token });
@@ -106,7 +106,7 @@ describe('id_token verification with the sandbox JWKS (CIBA §10.3.1)', () => {
     ['another issuer', async (sb: any) => (await sb.buildNotification({ authReqId: 'case', claims: { iss: 'https://evil.example' } })).body, /iss/],
   ])('refuses %s with 400 and stores nothing', async (_name, make, reason) => {
     const gw = await gateway();
-    const body = await make(gw.gateway.services.sandbox.mobileId!);
+    const body = await make(gw.gateway.sandbox.mobileId!);
     const res = await postNotification(gw, body);
     expect(res.status).toBe(400);
     expect(res.json).toEqual({ error: 'invalid_request', error_description: expect.stringMatching(reason) });
@@ -115,7 +115,7 @@ describe('id_token verification with the sandbox JWKS (CIBA §10.3.1)', () => {
 
   it('refuses an id_token signed by a key that is not in the JWKS', async () => {
     const gw = await gateway();
-    const sb = gw.gateway.services.sandbox.mobileId!;
+    const sb = gw.gateway.sandbox.mobileId!;
     const stranger = await operator();
     const n = await sb.buildNotification({ authReqId: 'stranger' });
     const claims = JSON.parse(Buffer.from(String(n.body.id_token).split('.')[1]!, 'base64url').toString());
@@ -134,6 +134,7 @@ describe('id_token verification with a configured JWKS', () => {
     return gateway({
       DATA_DIR: dir,
       GATEWAY_API_KEYS: API_KEY,
+      SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
       MOBILEID_NOTIFICATION_TOKENS: `other-token,${NOTIFY}`,
       MOBILEID_JWKS_FILE: file,
       MOBILEID_ISSUER: ISSUER,
@@ -145,7 +146,7 @@ describe('id_token verification with a configured JWKS', () => {
   it('verifies against MOBILEID_JWKS_FILE with MOBILEID_ISSUER and MOBILEID_CLIENT_ID', async () => {
     const op = await operator();
     const gw = await configured(op);
-    expect(gw.gateway.services.sandbox.mobileId).toBeNull();
+    expect(gw.gateway.sandbox.mobileId).toBeNull();
     const body = await op.notification('real-1');
     expect((await postNotification(gw, body, { token: NOTIFY })).status).toBe(204);
     const q = await gw.graphql(QUERY, { id: 'real-1' }, { key: API_KEY });
@@ -164,6 +165,7 @@ describe('id_token verification with a configured JWKS', () => {
     const jwks = await countingServer(op.jwks);
     const gw = await gateway({
       GATEWAY_API_KEYS: API_KEY,
+      SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
       MOBILEID_NOTIFICATION_TOKENS: NOTIFY,
       MOBILEID_JWKS_URL: `${jwks.url}/jwks`,
       MOBILEID_ISSUER: ISSUER,
@@ -174,6 +176,7 @@ describe('id_token verification with a configured JWKS', () => {
 
     const down = await gateway({
       GATEWAY_API_KEYS: API_KEY,
+      SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
       MOBILEID_NOTIFICATION_TOKENS: NOTIFY,
       MOBILEID_JWKS_URL: 'http://127.0.0.1:1/jwks',
       MOBILEID_ISSUER: ISSUER,
@@ -187,7 +190,7 @@ describe('id_token verification with a configured JWKS', () => {
 
   it('only decodes the id_token when no JWKS is configured, and says so', async () => {
     const op = await operator();
-    const gw = await gateway({ GATEWAY_API_KEYS: API_KEY, MOBILEID_NOTIFICATION_TOKENS: NOTIFY });
+    const gw = await gateway({ GATEWAY_API_KEYS: API_KEY, SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm', MOBILEID_NOTIFICATION_TOKENS: NOTIFY });
     const body = await op.notification('decoded');
     expect((await postNotification(gw, body, { token: NOTIFY })).status).toBe(204);
     const a = (await gw.graphql(QUERY, { id: 'decoded' }, { key: API_KEY })).data!.mobileIdAuthentication;
@@ -199,7 +202,7 @@ describe('JWKS addresses in a notification body', () => {
   it('records jwks_uri and jwks_endpoint without fetching them', async () => {
     const gw = await gateway();
     const trap = await countingServer();
-    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({
       authReqId: 'jwks-trap',
       fields: { jwks_uri: `${trap.url}/encryption-keys`, jwks_endpoint: `${trap.url}/signing-keys` },
     });
@@ -215,6 +218,7 @@ describe('JWKS addresses in a notification body', () => {
     const allowed = await countingServer(op.jwks);
     const gw = await gateway({
       GATEWAY_API_KEYS: API_KEY,
+      SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
       MOBILEID_NOTIFICATION_TOKENS: NOTIFY,
       MOBILEID_ISSUER: ISSUER,
       MOBILEID_CLIENT_ID: CLIENT_ID,
@@ -233,6 +237,7 @@ describe('JWKS addresses in a notification body', () => {
     const forgerKeys = await countingServer(forger.jwks);
     const configured = await gateway({
       GATEWAY_API_KEYS: API_KEY,
+      SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
       MOBILEID_NOTIFICATION_TOKENS: NOTIFY,
       MOBILEID_JWKS_FILE: (() => {
         const file = path.join(tempDataDir(), 'jwks.json');

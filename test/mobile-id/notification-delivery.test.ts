@@ -16,7 +16,7 @@ afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.dispose()));
 });
 
-const sandboxOf = (gw: TestGateway) => gw.gateway.services.sandbox.mobileId!;
+const sandboxOf = (gw: TestGateway) => gw.gateway.sandbox.mobileId!;
 
 describe('mobile-ID notifications reach subscribers', () => {
   it('delivers a success notification to a waiting subscriber, with the tokens and the id_token claims, then completes', async () => {

@@ -12,7 +12,7 @@ afterAll(async () => {
   await gw?.close();
 });
 
-const build = (authReqId: string, fields: Record<string, unknown> = {}) => gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId, fields });
+const build = (authReqId: string, fields: Record<string, unknown> = {}) => gw.gateway.sandbox.mobileId!.buildNotification({ authReqId, fields });
 
 /** Nothing about `authReqId` reached the event log, and the query knows nothing of it. */
 async function expectNothingStored(authReqId: string): Promise<void> {
@@ -23,7 +23,7 @@ async function expectNothingStored(authReqId: string): Promise<void> {
 describe('the mobile-ID webhook refuses what it must not store', () => {
   it('answers 401 invalid_token to a missing, wrong or non-Bearer token, and stores nothing', async () => {
     const n = await build('auth-401');
-    const cases: Array<Record<string, string> | null> = [null, { authorization: 'Bearer wrong-token' }, { authorization: `Basic ${gw.gateway.services.sandbox.mobileId!.notificationToken}` }];
+    const cases: Array<Record<string, string> | null> = [null, { authorization: 'Bearer wrong-token' }, { authorization: `Basic ${gw.gateway.sandbox.mobileId!.notificationToken}` }];
     for (const headers of cases) {
       const res = await postNotification(gw, n.body, { token: null, ...(headers ? { headers } : {}) });
       expect(res.status).toBe(401);
@@ -98,7 +98,7 @@ describe('the mobile-ID webhook refuses what it must not store', () => {
     }
     const res = await request(`${gw.url}/webhooks/mobile-id`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${gw.gateway.services.sandbox.mobileId!.notificationToken}` },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${gw.gateway.sandbox.mobileId!.notificationToken}` },
       body: Readable.from(chunks()),
     });
     expect(res.statusCode).toBe(413);

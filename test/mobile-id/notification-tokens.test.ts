@@ -22,7 +22,7 @@ async function issue(gw: TestGateway, authReqId: string | null, options: { key?:
 describe('client_notification_tokens issued by the gateway', () => {
   it('accepts a token issued for an auth_req_id for that auth_req_id only', async () => {
     const gw = await gateway();
-    const sb = gw.gateway.services.sandbox.mobileId!;
+    const sb = gw.gateway.sandbox.mobileId!;
     const issued = await issue(gw, 'bound-a', { ttl: 600 });
     expect(issued.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(issued.authReqId).toBe('bound-a');
@@ -43,7 +43,7 @@ describe('client_notification_tokens issued by the gateway', () => {
     const gw = await gateway();
     const { token, authReqId } = await issue(gw, null);
     expect(authReqId).toBeNull();
-    const sb = gw.gateway.services.sandbox.mobileId!;
+    const sb = gw.gateway.sandbox.mobileId!;
     expect((await postNotification(gw, (await sb.buildNotification({ authReqId: 'any-1' })).body, { token })).status).toBe(204);
     expect((await postNotification(gw, (await sb.buildNotification({ authReqId: 'any-2', outcome: 'SERVER_ERROR' })).body, { token })).status).toBe(204);
   });
@@ -57,7 +57,7 @@ describe('client_notification_tokens issued by the gateway', () => {
     expect(JSON.stringify(rows)).not.toContain(token);
 
     await gw.gateway.services.store.db.updateTable('notification_tokens').set({ expires_at: Date.now() - 1 }).execute();
-    const res = await postNotification(gw, (await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'exp' })).body, { token });
+    const res = await postNotification(gw, (await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'exp' })).body, { token });
     expect(res.status).toBe(401);
     expect(await gw.gateway.services.mobileId.purgeExpired()).toMatchObject({ notificationTokens: 1 });
   });
@@ -70,7 +70,7 @@ describe('client_notification_tokens issued by the gateway', () => {
   });
 
   it("keeps a notification sent with an app's token for that app's API key only", async () => {
-    const gw = await gateway({ GATEWAY_API_KEYS: 'key-a,key-b', MOBILEID_NOTIFICATION_TOKENS: 'static-token', MOBILEID_ISSUER: 'x', MOBILEID_CLIENT_ID: 'y' });
+    const gw = await gateway({ GATEWAY_API_KEYS: 'key-a,key-b', SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm', MOBILEID_NOTIFICATION_TOKENS: 'static-token', MOBILEID_ISSUER: 'x', MOBILEID_CLIENT_ID: 'y' });
     const a = await issue(gw, 'scoped', { key: 'key-a' });
     const body = { auth_req_id: 'scoped', error: 'access_denied', error_description: 'client timeout' };
     expect((await postNotification(gw, body, { token: a.token })).status).toBe(204);
@@ -96,7 +96,7 @@ describe('client_notification_tokens issued by the gateway', () => {
   });
 
   it('refuses sandboxCompleteMobileIdAuthentication with a clear error when a real mobile ID service is configured', async () => {
-    const gw = await gateway({ GATEWAY_API_KEYS: 'k', MOBILEID_NOTIFICATION_TOKENS: 'static-token' });
+    const gw = await gateway({ GATEWAY_API_KEYS: 'k', SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm', MOBILEID_NOTIFICATION_TOKENS: 'static-token' });
     const res = await gw.graphql(`mutation { sandboxCompleteMobileIdAuthentication(authReqId: "x") { httpStatus } }`, {}, { key: 'k' });
     expect(res.errors![0]!.message).toMatch(/only in sandbox mode/);
     expect(res.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', sandboxOnly: true });

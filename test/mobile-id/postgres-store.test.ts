@@ -19,7 +19,7 @@ describe('mobile-ID notifications on PostgreSQL (DATABASE_URL)', () => {
     const a = await startTestGateway({ DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: key });
     let accessToken: unknown;
     try {
-      const sb = a.gateway.services.sandbox.mobileId!;
+      const sb = a.gateway.sandbox.mobileId!;
       const n = await sb.buildNotification({ authReqId: 'pg-1', expiresIn: 1 });
       accessToken = n.body.access_token;
       expect((await postNotification(a, n.body)).status).toBe(204);

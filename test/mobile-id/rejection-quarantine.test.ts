@@ -30,7 +30,7 @@ async function metric(gw: TestGateway, reason: string): Promise<number> {
 describe('the quarantine of refused mobile-ID notifications', () => {
   it('keeps every kind of refusal with when, why, the auth_req_id and the support references, newest first, and counts it by reason', async () => {
     const gw = await gateway();
-    const sb = gw.gateway.services.sandbox.mobileId!;
+    const sb = gw.gateway.sandbox.mobileId!;
     const support = { 'x-mobileid-request-id': 'req-77', 'x-mobileid-transaction-id': 'tx-77' };
     const before = Date.now();
 
@@ -67,6 +67,7 @@ describe('the quarantine of refused mobile-ID notifications', () => {
     const gw = await gateway({
       GATEWAY_API_KEYS: 'app',
       OPERATOR_API_KEYS: 'ops',
+      SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
       MOBILEID_NOTIFICATION_TOKENS: 'notify',
       MOBILEID_JWKS_URL: 'http://127.0.0.1:1/jwks',
       MOBILEID_ISSUER: 'https://op.example',
@@ -81,12 +82,12 @@ describe('the quarantine of refused mobile-ID notifications', () => {
 
   it('holds no secret of a refused notification: no token, no id_token, no body', async () => {
     const gw = await gateway();
-    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'q-secret', fields: { token_type: 'mac', refresh_token: 'refresh-secret-value' } });
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'q-secret', fields: { token_type: 'mac', refresh_token: 'refresh-secret-value' } });
     expect((await postNotification(gw, n.body)).status).toBe(400);
     const rows = await gw.gateway.services.store.db.selectFrom('mobile_id_rejections').selectAll().execute();
     expect(rows).toHaveLength(1);
     const text = JSON.stringify(rows) + JSON.stringify(await rejections(gw));
-    for (const secret of [n.body.access_token, n.body.id_token, 'refresh-secret-value', gw.gateway.services.sandbox.mobileId!.notificationToken]) {
+    for (const secret of [n.body.access_token, n.body.id_token, 'refresh-secret-value', gw.gateway.sandbox.mobileId!.notificationToken]) {
       expect(text).not.toContain(String(secret));
     }
     expect(text).not.toContain(createHash('sha256').update(String(n.body.access_token)).digest('hex'));
@@ -98,7 +99,7 @@ describe('who may read the quarantine', () => {
 
   it('an operator key reads every refusal; an app key only those of notifications on tokens it issued', async () => {
     const gw = await gateway(env);
-    const sb = gw.gateway.services.sandbox.mobileId!;
+    const sb = gw.gateway.sandbox.mobileId!;
     const issued = (await gw.graphql(ISSUE, { id: 'mine' }, { key: 'app-a' })).data!.issueMobileIdNotificationToken.token;
     // Refused after authentication with app-a's token: app-a's to read.
     const bad = await sb.buildNotification({ authReqId: 'mine', fields: { token_type: 'mac' } });

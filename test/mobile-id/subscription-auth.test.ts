@@ -21,7 +21,7 @@ function client(options: Parameters<typeof wsClient>[1]): Client {
 }
 
 async function sandboxResult(id: string): Promise<void> {
-  const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: id, outcome: 'CLIENT_TIMEOUT' });
+  const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: id, outcome: 'CLIENT_TIMEOUT' });
   expect((await postNotification(gw, n.body)).status).toBe(204);
 }
 

@@ -32,7 +32,7 @@ describe('mobile-ID tokens at rest and in logs', () => {
     const sub = collect(c, SUBSCRIPTION, { id });
     await waitForSubscriber(gw, id);
     const refresh = randomBytes(24).toString('base64url');
-    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: id, fields: { refresh_token: refresh } });
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: id, fields: { refresh_token: refresh } });
     expect((await postNotification(gw, n.body)).status).toBe(204);
     await sub.done;
     // The subscriber gets them in clear: that is the product.
@@ -59,7 +59,7 @@ describe('mobile-ID tokens at rest and in logs', () => {
     const keyFile = path.join(dir, 'token-encryption.key');
     expect(fs.statSync(keyFile).mode & 0o777).toBe(0o600);
     const key = fs.readFileSync(keyFile, 'utf8');
-    const n = await first.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'restart' });
+    const n = await first.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'restart' });
     expect((await postNotification(first, n.body)).status).toBe(204);
     await first.close();
 
@@ -72,15 +72,15 @@ describe('mobile-ID tokens at rest and in logs', () => {
     const dir = tempDataDir();
     const gw = await gateway({ DATA_DIR: dir, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64') });
     expect(fs.existsSync(path.join(dir, 'token-encryption.key'))).toBe(false);
-    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'env-key' });
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'env-key' });
     expect((await postNotification(gw, n.body)).status).toBe(204);
     expect((await gw.graphql(QUERY, { id: 'env-key' })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);
   });
 
   it('removes an access token from storage once its expires_in has passed, keeping the rest of the event', async () => {
     const gw = await gateway();
-    const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'short-lived', expiresIn: 1 });
-    const long = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: 'long-lived', expiresIn: 3600 });
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'short-lived', expiresIn: 1 });
+    const long = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'long-lived', expiresIn: 3600 });
     expect((await postNotification(gw, n.body)).status).toBe(204);
     expect((await postNotification(gw, long.body)).status).toBe(204);
     expect((await gw.graphql(QUERY, { id: 'short-lived' })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);

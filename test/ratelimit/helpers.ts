@@ -26,5 +26,5 @@ export async function post(gw: TestGateway, key: string, query: string, variable
 
 /** Project creations the cloud sandbox received (each attempt, replays included). */
 export function projectCreationsUpstream(gw: TestGateway): number {
-  return gw.gateway.services.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && r.path === '/apis/projects/public/v4/projects').length;
+  return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && r.path === '/apis/projects/public/v4/projects').length;
 }

@@ -5,7 +5,7 @@ import { startTestGateway } from '../helpers/gateway.js';
 describe('graceful shutdown', () => {
   it('lets an in-flight mutation finish before closing', async () => {
     const gw = await startTestGateway();
-    gw.gateway.services.sandbox.cloud!.faults.latencyMs = 400;
+    gw.gateway.sandbox.cloud!.faults.latencyMs = 400;
     const inFlight = gw.graphql(M.project, { input: { name: 'draining' } });
     await new Promise((r) => setTimeout(r, 100));
     const closed = gw.close();

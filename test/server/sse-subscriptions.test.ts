@@ -50,7 +50,7 @@ function subscribe(client: Client, query: string, variables: Record<string, unkn
 }
 
 async function complete(gw: TestGateway, authReqId: string, outcome: 'SUCCESS' | 'CLIENT_TIMEOUT' = 'CLIENT_TIMEOUT'): Promise<void> {
-  const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId, outcome });
+  const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId, outcome });
   expect((await postNotification(gw, n.body)).status).toBe(204);
 }
 

@@ -86,7 +86,7 @@ for (const mode of ['allow', 'enforce'] as const) {
 
     it('subscribes by documentId over graphql-ws and graphql-sse', async () => {
       const gw = await startWith();
-      const n = await gw.gateway.services.sandbox.mobileId!.buildNotification({ authReqId: `td-${mode}`, outcome: 'CLIENT_TIMEOUT' });
+      const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: `td-${mode}`, outcome: 'CLIENT_TIMEOUT' });
       expect((await postNotification(gw, n.body)).status).toBe(204);
 
       const ws = wsClient(gw);

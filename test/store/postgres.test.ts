@@ -43,7 +43,7 @@ describe('the store on a real PostgreSQL (DATABASE_URL)', () => {
     try {
       const again = await b.graphql(M.project, { input: { name: 'pg-durable' }, key });
       expect(again.data!.createProject).toEqual({ ...first.data!.createProject, replayed: true });
-      expect(b.gateway.services.sandbox.cloud!.requests).toHaveLength(0);
+      expect(b.gateway.sandbox.cloud!.requests).toHaveLength(0);
       const reused = await b.graphql(M.project, { input: { name: 'other' }, key });
       expect(reused.errors![0]!.extensions!.code).toBe('IDEMPOTENCY_KEY_REUSED');
     } finally {
@@ -54,12 +54,12 @@ describe('the store on a real PostgreSQL (DATABASE_URL)', () => {
   it('makes one upstream call for concurrent requests with one key', async () => {
     const gw = await startTestGateway({ DATABASE_URL: url });
     try {
-      gw.gateway.services.sandbox.cloud!.faults.latencyMs = 200;
+      gw.gateway.sandbox.cloud!.faults.latencyMs = 200;
       const key = randomUUID();
       const results = await Promise.all(Array.from({ length: 4 }, () => gw.graphql(M.project, { input: { name: 'pg-race' }, key })));
       expect(results.every((r) => !r.errors)).toBe(true);
       expect(results.filter((r) => !r.data!.createProject.replayed)).toHaveLength(1);
-      expect(gw.gateway.services.sandbox.cloud!.requests).toHaveLength(1);
+      expect(gw.gateway.sandbox.cloud!.requests).toHaveLength(1);
     } finally {
       await gw.close();
     }

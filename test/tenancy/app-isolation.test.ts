@@ -53,7 +53,7 @@ describe('several apps on one gateway: each reads only what its own API key crea
 
   beforeAll(async () => {
     t = await startTestGateway({ GATEWAY_API_KEYS: `${A},${B}`, SANDBOX_CALLBACK_DELAY_MS: '600000' });
-    sandbox = t.gateway.services.sandbox.verification!;
+    sandbox = t.gateway.sandbox.verification!;
   });
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.dispose()));

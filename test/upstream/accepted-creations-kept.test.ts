@@ -44,13 +44,13 @@ describe('a creation the upstream accepted is never thrown away', () => {
   });
   afterAll(() => t.close());
   afterEach(() => {
-    for (const s of [t.gateway.services.sandbox.identification!, t.gateway.services.sandbox.cloud!]) {
+    for (const s of [t.gateway.sandbox.identification!, t.gateway.sandbox.cloud!]) {
       s.clearRequests();
       s.faults.clear();
     }
   });
 
-  const identificationSandbox = () => t.gateway.services.sandbox.identification!;
+  const identificationSandbox = () => t.gateway.sandbox.identification!;
   const creations = () => identificationSandbox().requests.filter((r) => r.path === IDENTIFICATIONS_PATH);
 
   it('keeps an identification whose 202 lacks idShort, returns it with a warning, and replays it on a retry without a second upstream request', async () => {
@@ -133,7 +133,7 @@ describe('a creation the upstream accepted is never thrown away', () => {
   });
 
   it('keeps a cloud network whose answer holds nothing but its id, and replays it on a retry without a second upstream request', async () => {
-    const cloud = t.gateway.services.sandbox.cloud!;
+    const cloud = t.gateway.sandbox.cloud!;
     const projectId = (await ok(t, M.project, { input: { name: 'kept', description: 'thin answers' } })).project.id;
     cloud.clearRequests();
     cloud.faults.enqueueFor(SERVICES_PATH, { alter: (b) => ({ id: idIn(b) }) });
@@ -153,7 +153,7 @@ describe('a creation the upstream accepted is never thrown away', () => {
   });
 
   it('keeps a cloud IP address whose answer lacks the address, with address null, and replays it', async () => {
-    const cloud = t.gateway.services.sandbox.cloud!;
+    const cloud = t.gateway.sandbox.cloud!;
     const projectId = (await ok(t, M.project, { input: { name: 'kept-ip', description: 'thin answers' } })).project.id;
     const networkId = (await ok(t, M.network, { input: { projectId, title: 'net', bandwidthMbps: 100 } })).network.id;
     cloud.clearRequests();

@@ -1,0 +1,148 @@
+import { createCloudService, type CloudEndpoint, type CloudService } from './cloud/index.js';
+import type { Config, UpstreamTable } from './config.js';
+import type { Events } from './events/index.js';
+import { createIdentityService, type IdentityEndpoints, type IdentityService } from './identity/index.js';
+import type { Logger } from './logger.js';
+import type { Metrics } from './metrics.js';
+import { createMobileIdService, type MobileIdEndpoint, type MobileIdService } from './mobile-id/index.js';
+import { resolveCloudShape, type CloudResponseShape } from './sandbox/cloud-shapes.js';
+import {
+  SANDBOX_IDENTIFICATION_TOKEN,
+  SANDBOX_SERVICE_ACCOUNT_TOKEN,
+  SANDBOX_VERIFICATION_TOKEN,
+  startSandboxes,
+  type Sandboxes,
+} from './sandbox/index.js';
+import type { Store } from './store/index.js';
+import type { Ledger } from './store/ledger.js';
+import { UpstreamHttp } from './upstream/http.js';
+import type { Tracing } from './telemetry/tracing.js';
+import type { Idempotency } from './upstream/idempotency.js';
+
+/** The three upstream services, and the simulators that serve the sandboxed entries of the table. */
+export interface Upstreams {
+  readonly cloud: CloudService;
+  readonly identity: IdentityService;
+  readonly mobileId: MobileIdService;
+  readonly sandbox: Sandboxes;
+}
+
+/**
+ * Part of the composition root, and the only code that knows the sandbox exists: starts a simulator for
+ * each sandboxed entry of the table of upstreams (config.upstreams), turns every entry into an address
+ * with credentials, and hands those to the three factories, one per upstream folder, all of one shape.
+ * `onClose` registers what the gateway's shutdown must close.
+ */
+export async function startUpstreams(
+  config: Config,
+  deps: {
+    logger: Logger;
+    metrics: Metrics;
+    store: Store;
+    ledger: Ledger;
+    idempotency: Idempotency;
+    events: Events;
+    tracing: Tracing;
+    /** The address upstreams call back on (PUBLIC_URL, or where the gateway listens). */
+    publicUrl: () => string;
+    /** The gateway's own loopback address, known once it listens. */
+    selfUrl: () => string;
+    onClose: (close: () => Promise<void>) => void;
+  },
+): Promise<Upstreams> {
+  const table: UpstreamTable = config.upstreams;
+  const sandbox = await startSandboxes({
+    cloud: table.cloud.sandbox,
+    ...(table.cloud.sandbox ? { cloudShape: cloudSandboxShape(config, deps.logger) } : {}),
+    faultRate: config.sandbox.faultRate,
+    latencyMs: config.sandbox.latencyMs,
+    cloudCredentials: config.cloud.credentials,
+    identification: table.identification.sandbox,
+    verification: table.verification.sandbox || table.rfm.sandbox,
+    callbackDelayMs: config.sandbox.callbackDelayMs,
+    mobileId: table.mobileId.sandbox,
+  });
+  deps.onClose(() => sandbox.close());
+
+  const http = (name: string, baseUrl: string) => {
+    const client = new UpstreamHttp({
+      name,
+      baseUrl,
+      timeoutMs: config.upstream.timeoutMs,
+      retryBudgetMs: config.upstream.retryBudgetMs,
+      maxRetries: config.upstream.maxRetries,
+      metrics: deps.metrics,
+      logger: deps.logger,
+      tracing: deps.tracing,
+    });
+    deps.onClose(() => client.close());
+    return client;
+  };
+  const started = <T>(s: T | null, what: string): T => {
+    if (!s) throw new Error(`the ${what} simulator was not started`);
+    return s;
+  };
+
+  // In sandbox mode the cloud token step still runs when CLOUD_API_CREDENTIALS is given (the simulator then
+  // accepts exactly those), as it would against the real API.
+  const cloud: CloudEndpoint = table.cloud.sandbox
+    ? {
+        url: started(sandbox.cloud, 'cloud').url,
+        auth: config.cloud.token ? { token: config.cloud.token } : config.cloud.credentials ? { credentials: config.cloud.credentials } : { token: SANDBOX_SERVICE_ACCOUNT_TOKEN },
+      }
+    : { url: table.cloud.url, auth: table.cloud.auth };
+
+  // A token configured beside a simulated interface is sent to the simulator, as it would be to the real
+  // one (a test of a wrong token sees the 401); without one, the simulator's own token.
+  const identificationToken = config.identification.token ?? SANDBOX_IDENTIFICATION_TOKEN;
+  const simulatedVerification = (token: string) => ({ url: started(sandbox.verification, 'verification').url, token });
+  const identity: IdentityEndpoints = {
+    identification: table.identification.sandbox
+      ? {
+          url: started(sandbox.identification, 'identification').url,
+          token: identificationToken,
+          prodlike: { url: started(sandbox.identificationProdlike, 'identification PRODLIKE').url, token: config.identification.prodlikeToken ?? identificationToken },
+        }
+      : table.identification,
+    verification: table.verification.sandbox ? simulatedVerification(config.verification.token ?? SANDBOX_VERIFICATION_TOKEN) : table.verification,
+    // A simulated rfm check beside a real verification interface gets the simulator's token, not the real JWT.
+    rfm: table.rfm.sandbox
+      ? simulatedVerification(table.verification.sandbox ? (config.verification.token ?? SANDBOX_VERIFICATION_TOKEN) : SANDBOX_VERIFICATION_TOKEN)
+      : table.rfm,
+  };
+
+  const mobileId: MobileIdEndpoint = table.mobileId.sandbox
+    ? (() => {
+        const sim = started(sandbox.mobileId, 'mobile-ID');
+        return { notificationTokens: [sim.notificationToken], jwks: { jwksUrl: sim.jwksUrl }, issuer: sim.issuer, clientId: sim.clientId, notifier: sim };
+      })()
+    : {
+        notificationTokens: table.mobileId.notificationTokens,
+        jwks: { jwksUrl: table.mobileId.jwksUrl, jwksFile: table.mobileId.jwksFile },
+        issuer: table.mobileId.issuer,
+        clientId: table.mobileId.clientId,
+        notifier: null,
+      };
+
+  return {
+    cloud: createCloudService(cloud, { http, ledger: deps.ledger, idempotency: deps.idempotency, logger: deps.logger }),
+    identity: createIdentityService(identity, {
+      http,
+      store: deps.store,
+      ledger: deps.ledger,
+      idempotency: deps.idempotency,
+      events: deps.events,
+      publicUrl: deps.publicUrl,
+    }),
+    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl }),
+    sandbox,
+  };
+}
+
+/** SANDBOX_CLOUD_SHAPE, printed at start-up (with the seed of a random one, so that a run can be repeated). */
+function cloudSandboxShape(config: Config, logger: Logger): CloudResponseShape {
+  const { mode, seed } = resolveCloudShape(config.sandbox.cloudShape, config.sandbox.cloudShapeSeed);
+  if (seed === null) logger.info({ shape: mode.name }, `cloud sandbox answers in shape ${mode.name}`);
+  else logger.info({ shape: mode.name, seed }, `cloud sandbox answers in random shape ${mode.name} (SANDBOX_CLOUD_SHAPE_SEED=${seed} repeats it)`);
+  return mode.shape;
+}

@@ -1,0 +1,88 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startVerificationSandbox, type VerificationSandbox } from '../src/sandbox/verification.js';
+import { gatewaysPerTest, tempDataDir } from './helpers/gateway.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const start = gatewaysPerTest();
+const standalone: VerificationSandbox[] = [];
+afterEach(async () => {
+  await Promise.all(standalone.splice(0).map((s) => s.close()));
+});
+
+/** Runs `node --import tsx src/main.ts` until its start-up line (then SIGTERM) or its exit; everything it wrote, and its exit code. */
+function runMain(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: tempDataDir(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const read = (d: Buffer) => {
+    output += d.toString();
+    if (output.includes('gateway ready')) child.kill('SIGTERM');
+  };
+  child.stdout.on('data', read);
+  child.stderr.on('data', read);
+  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, output })));
+}
+
+/** Every upstream real (at addresses nothing listens on: start-up calls none of them). */
+const ALL_REAL = {
+  GATEWAY_API_KEYS: 'k',
+  CLOUD_API_URL: 'http://127.0.0.1:9/cloud',
+  CLOUD_API_TOKEN: 'cloud-token-secret',
+  IDENTIFICATION_API_URL: 'http://127.0.0.1:9/ident',
+  IDENTIFICATION_API_TOKEN: 'ident-token-secret',
+  VERIFICATION_API_URL: 'http://127.0.0.1:9/verify',
+  VERIFICATION_API_TOKEN: 'verify-jwt-secret',
+  MOBILEID_NOTIFICATION_TOKENS: 'notify-token-secret',
+};
+
+describe('real upstreams at start-up', () => {
+  it('refuses to start with an upstream left unconfigured beside real ones, naming the variable and SANDBOX_UPSTREAMS', async () => {
+    const { MOBILEID_NOTIFICATION_TOKENS: _unset, ...env } = ALL_REAL;
+    const { code, output } = await runMain(env);
+    expect(code).toBe(2);
+    expect(output).toContain('invalid configuration: MOBILEID_NOTIFICATION_TOKENS: is required');
+    expect(output).toContain('SANDBOX_UPSTREAMS');
+    expect(output).not.toContain('gateway ready');
+  });
+
+  it('refuses to start with a real identification URL and no IDENTIFICATION_API_TOKEN', async () => {
+    const { IDENTIFICATION_API_TOKEN: _unset, ...env } = ALL_REAL;
+    const { code, output } = await runMain(env);
+    expect(code).toBe(2);
+    expect(output).toContain('invalid configuration: IDENTIFICATION_API_TOKEN:');
+  });
+
+  it('prints every real address in the start-up line, the rfm default included, and no credential', async () => {
+    const { code, output } = await runMain(ALL_REAL);
+    expect(code).toBe(0);
+    const line = output.split('\n').find((l) => l.includes('gateway ready'))!;
+    expect(line).toContain('cloud=http://127.0.0.1:9/cloud identification=http://127.0.0.1:9/ident verification=http://127.0.0.1:9/verify');
+    expect(line).toContain('rfm=http://127.0.0.1:9/verify (default: VERIFICATION_API_URL, spec: rfm under the verification interface /api/v1)');
+    expect(line).toContain('mobile-id=real');
+    expect(output).not.toMatch(/-secret/);
+  });
+});
+
+describe('the rfm check beside a real verification interface', () => {
+  it('goes to that interface under /api/v1 with its JWT, and no simulator is started for it', async () => {
+    const real = await startVerificationSandbox({ acceptedTokens: ['operator-jwt'] });
+    standalone.push(real);
+    const gw = await start({
+      GATEWAY_API_KEYS: 'app-key',
+      VERIFICATION_API_URL: real.url,
+      VERIFICATION_API_TOKEN: 'operator-jwt',
+      SANDBOX_UPSTREAMS: 'cloud,identification,mobile-id',
+    });
+    const res = await gw.graphql(`mutation { checkRfm(input: { fullName: "Petr Petrov" }) { inCatalog } }`, {}, { key: 'app-key' });
+    expect(res.errors).toBeUndefined();
+    expect(res.data!.checkRfm.inCatalog).toBe(false);
+    const calls = real.requests.filter((r) => r.path === '/api/v1/rfm/is-in-catalog');
+    expect(calls.map((r) => r.headers.authorization)).toEqual(['Bearer operator-jwt']);
+    expect(gw.gateway.sandbox.verification).toBeNull();
+  });
+});
