@@ -13,7 +13,7 @@ import type { Caller } from '../caller.js';
 import type { Database } from '../store/schema.js';
 import type { LedgerRecord } from '../store/ledger.js';
 import { fingerprint } from '../fingerprint.js';
-import { stepKey } from '../upstream/idempotency.js';
+import { stepKey, upstreamKey } from '../upstream/idempotency.js';
 import type { CloudService, MutationResult } from './service.js';
 import * as v from './validation.js';
 import { ADDRESS_LOOKUP_DESCRIPTION, addressFromResponse } from './wire.js';
@@ -64,6 +64,8 @@ export interface Provisioning {
 export interface ProvisionResult {
   provisioning: Provisioning;
   idempotencyKey: string;
+  /** UUIDv5 of the caller's scope and key: the base every step's upstream key derives from. */
+  upstreamIdempotencyKey: string;
   replayed: boolean;
 }
 
@@ -289,7 +291,7 @@ export class ProvisioningService {
         });
       }
       const alive = this.running.has(id) || (existing.state === 'RUNNING' && Date.now() - existing.updatedAt.getTime() < STALE_MS);
-      if (existing.state === 'SUCCEEDED' || alive) return { provisioning: existing, idempotencyKey: key, replayed: true };
+      if (existing.state === 'SUCCEEDED' || alive) return { provisioning: existing, idempotencyKey: key, upstreamIdempotencyKey: upstreamKey(caller.scope, key), replayed: true };
       // FAILED, or RUNNING but abandoned by a request that died: resume.
       const resumed: Provisioning = {
         ...existing,
@@ -299,7 +301,7 @@ export class ProvisioningService {
       };
       await this.save(resumed);
       this.launch(caller, resumed, steps);
-      return { provisioning: resumed, idempotencyKey: key, replayed: false };
+      return { provisioning: resumed, idempotencyKey: key, upstreamIdempotencyKey: upstreamKey(caller.scope, key), replayed: false };
     }
     const now = new Date();
     const fresh: Provisioning = {
@@ -325,7 +327,7 @@ export class ProvisioningService {
       return this.start(caller, kind, input, key, plan);
     }
     this.launch(caller, fresh, steps);
-    return { provisioning: fresh, idempotencyKey: key, replayed: false };
+    return { provisioning: fresh, idempotencyKey: key, upstreamIdempotencyKey: upstreamKey(caller.scope, key), replayed: false };
   }
 
   private launch(caller: Caller, p: Provisioning, plan: PlannedStep[]): void {
@@ -353,8 +355,11 @@ export class ProvisioningService {
         current = await this.update(current, i, { state: 'REUSED', resourceId: planned.reuse });
         continue;
       }
-      const k = stepKey(p.idempotencyKey, planned.name);
-      current = await this.update(current, i, { state: 'RUNNING', idempotencyKey: k });
+      // The step is an ordinary mutation under the caller's scope with key k; the upstream gets
+      // upstreamKey(scope, k). Both derive from the provisioning's upstream key, so a resume (after a
+      // restart, on another replica) sends every step's same key again.
+      const k = stepKey(upstreamKey(p.scope, p.idempotencyKey), planned.name);
+      current = await this.update(current, i, { state: 'RUNNING', idempotencyKey: upstreamKey(p.scope, k) });
       try {
         const result = await planned.run!(ids, k);
         ids.set(planned.name, result.record.id);

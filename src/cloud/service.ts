@@ -20,6 +20,8 @@ import * as wire from './wire.js';
 export interface MutationResult {
   record: LedgerRecord;
   idempotencyKey: string;
+  /** The Idempotency-Key the upstream got (derived from the caller's scope and key). */
+  upstreamIdempotencyKey: string;
   replayed: boolean;
 }
 
@@ -158,6 +160,6 @@ export class CloudService {
         return { ...s, createdAt: new Date(s.createdAt) };
       },
     });
-    return { record: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed };
+    return { record: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed };
   }
 }

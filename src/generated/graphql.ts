@@ -134,7 +134,7 @@ export type CatalogInstanceTypesArgs = {
 /** Result of `checkRfm`. */
 export type CheckRfmPayload = {
   __typename?: 'CheckRfmPayload';
-  /** The key sent upstream as `Idempotency-Key`: the caller's, or a new UUIDv4. */
+  /** The caller's key, or the UUIDv4 the gateway made when none was given: call again with it to replay or resume. */
   idempotencyKey: Scalars['UUID']['output'];
   /** The yes/no answer when the upstream states it as a boolean (`isInCatalog`, `inCatalog`, `found` or `result`); null otherwise. */
   inCatalog: Maybe<Scalars['Boolean']['output']>;
@@ -142,6 +142,8 @@ export type CheckRfmPayload = {
   replayed: Scalars['Boolean']['output'];
   /** The upstream's answer as it arrived. */
   result: Maybe<Scalars['JSON']['output']>;
+  /** The `Idempotency-Key` sent upstream: UUIDv5 of the caller's API-key scope and `idempotencyKey`, so two apps that pick the same key never meet upstream. The same on every retry and after a restart; quote it to the upstream's support. */
+  upstreamIdempotencyKey: Scalars['UUID']['output'];
 };
 
 /** CPU utilization of a Kafka cluster's instances (`instance_cpu_utilization`). */
@@ -181,12 +183,14 @@ export type CreateIdentificationInput = {
 /** Result of `createIdentification`. */
 export type CreateIdentificationPayload = {
   __typename?: 'CreateIdentificationPayload';
-  /** The key sent upstream as `Idempotency-Key`: the caller's, or a new UUIDv4. */
+  /** The caller's key, or the UUIDv4 the gateway made when none was given: call again with it to replay or resume. */
   idempotencyKey: Scalars['UUID']['output'];
   /** The identification request and its link. */
   identification: Identification;
   /** True when this is the stored result of an earlier call with the same key (no upstream call was made). */
   replayed: Scalars['Boolean']['output'];
+  /** The `Idempotency-Key` sent upstream: UUIDv5 of the caller's API-key scope and `idempotencyKey`, so two apps that pick the same key never meet upstream. The same on every retry and after a restart; quote it to the upstream's support. */
+  upstreamIdempotencyKey: Scalars['UUID']['output'];
 };
 
 /** Input of createIpAddress. */
@@ -204,12 +208,14 @@ export type CreateIpAddressInput = {
 /** Result of createIpAddress. */
 export type CreateIpAddressPayload = {
   __typename?: 'CreateIpAddressPayload';
-  /** The key sent upstream as `Idempotency-Key`. */
+  /** The caller's key, or the UUIDv4 the gateway made when none was given: call again with it to replay or resume. */
   idempotencyKey: Scalars['UUID']['output'];
   /** The IP address. */
   ipAddress: IpAddress;
   /** True when the stored result of an earlier call was returned. */
   replayed: Scalars['Boolean']['output'];
+  /** The `Idempotency-Key` sent upstream: UUIDv5 of the caller's API-key scope and `idempotencyKey`, so two apps that pick the same key never meet upstream. The same on every retry and after a restart; quote it to the upstream's support. */
+  upstreamIdempotencyKey: Scalars['UUID']['output'];
 };
 
 /** Input of createKafkaCluster. Values that the spec's requests do not show default to the gateway's choice, stated per field. */
@@ -249,12 +255,14 @@ export type CreateKafkaClusterInput = {
 /** Result of createKafkaCluster. */
 export type CreateKafkaClusterPayload = {
   __typename?: 'CreateKafkaClusterPayload';
-  /** The key sent upstream as `Idempotency-Key`. */
+  /** The caller's key, or the UUIDv4 the gateway made when none was given: call again with it to replay or resume. */
   idempotencyKey: Scalars['UUID']['output'];
   /** The cluster. */
   kafkaCluster: KafkaCluster;
   /** True when the stored result of an earlier call was returned. */
   replayed: Scalars['Boolean']['output'];
+  /** The `Idempotency-Key` sent upstream: UUIDv5 of the caller's API-key scope and `idempotencyKey`, so two apps that pick the same key never meet upstream. The same on every retry and after a restart; quote it to the upstream's support. */
+  upstreamIdempotencyKey: Scalars['UUID']['output'];
 };
 
 /** Input of createKafkaTopic. Defaults are the values of the spec's request where it shows one, else Kafka's own defaults. */
@@ -292,12 +300,14 @@ export type CreateKafkaTopicInput = {
 /** Result of createKafkaTopic. */
 export type CreateKafkaTopicPayload = {
   __typename?: 'CreateKafkaTopicPayload';
-  /** The key sent upstream as `Idempotency-Key`. */
+  /** The caller's key, or the UUIDv4 the gateway made when none was given: call again with it to replay or resume. */
   idempotencyKey: Scalars['UUID']['output'];
   /** The topic. */
   kafkaTopic: KafkaTopic;
   /** True when the stored result of an earlier call was returned. */
   replayed: Scalars['Boolean']['output'];
+  /** The `Idempotency-Key` sent upstream: UUIDv5 of the caller's API-key scope and `idempotencyKey`, so two apps that pick the same key never meet upstream. The same on every retry and after a restart; quote it to the upstream's support. */
+  upstreamIdempotencyKey: Scalars['UUID']['output'];
 };
 
 /** Input of createKafkaUser. */
@@ -319,12 +329,14 @@ export type CreateKafkaUserInput = {
 /** Result of createKafkaUser. */
 export type CreateKafkaUserPayload = {
   __typename?: 'CreateKafkaUserPayload';
-  /** The key sent upstream as `Idempotency-Key`. */
+  /** The caller's key, or the UUIDv4 the gateway made when none was given: call again with it to replay or resume. */
   idempotencyKey: Scalars['UUID']['output'];
   /** The user (without its password). */
   kafkaUser: KafkaUser;
   /** True when the stored result of an earlier call was returned. */
   replayed: Scalars['Boolean']['output'];
+  /** The `Idempotency-Key` sent upstream: UUIDv5 of the caller's API-key scope and `idempotencyKey`, so two apps that pick the same key never meet upstream. The same on every retry and after a restart; quote it to the upstream's support. */
+  upstreamIdempotencyKey: Scalars['UUID']['output'];
 };
 
 /** Input of createNetwork. */
@@ -348,12 +360,14 @@ export type CreateNetworkInput = {
 /** Result of createNetwork. */
 export type CreateNetworkPayload = {
   __typename?: 'CreateNetworkPayload';
-  /** The key sent upstream as `Idempotency-Key`. */
+  /** The caller's key, or the UUIDv4 the gateway made when none was given: call again with it to replay or resume. */
   idempotencyKey: Scalars['UUID']['output'];
   /** The network. */
   network: Network;
   /** True when the stored result of an earlier call was returned. */
   replayed: Scalars['Boolean']['output'];
+  /** The `Idempotency-Key` sent upstream: UUIDv5 of the caller's API-key scope and `idempotencyKey`, so two apps that pick the same key never meet upstream. The same on every retry and after a restart; quote it to the upstream's support. */
+  upstreamIdempotencyKey: Scalars['UUID']['output'];
 };
 
 /** Input of createProject. */
@@ -367,12 +381,14 @@ export type CreateProjectInput = {
 /** Result of createProject. */
 export type CreateProjectPayload = {
   __typename?: 'CreateProjectPayload';
-  /** The key sent upstream as `Idempotency-Key`: the caller's, or a new UUIDv4. */
+  /** The caller's key, or the UUIDv4 the gateway made when none was given: call again with it to replay or resume. */
   idempotencyKey: Scalars['UUID']['output'];
   /** The project. */
   project: Project;
   /** True when this is the stored result of an earlier call with the same key (no upstream call was made). */
   replayed: Scalars['Boolean']['output'];
+  /** The `Idempotency-Key` sent upstream: UUIDv5 of the caller's API-key scope and `idempotencyKey`, so two apps that pick the same key never meet upstream. The same on every retry and after a restart; quote it to the upstream's support. */
+  upstreamIdempotencyKey: Scalars['UUID']['output'];
 };
 
 /** Input of createSubnet. */
@@ -392,12 +408,14 @@ export type CreateSubnetInput = {
 /** Result of createSubnet. */
 export type CreateSubnetPayload = {
   __typename?: 'CreateSubnetPayload';
-  /** The key sent upstream as `Idempotency-Key`. */
+  /** The caller's key, or the UUIDv4 the gateway made when none was given: call again with it to replay or resume. */
   idempotencyKey: Scalars['UUID']['output'];
   /** True when the stored result of an earlier call was returned. */
   replayed: Scalars['Boolean']['output'];
   /** The subnet. */
   subnet: Subnet;
+  /** The `Idempotency-Key` sent upstream: UUIDv5 of the caller's API-key scope and `idempotencyKey`, so two apps that pick the same key never meet upstream. The same on every retry and after a restart; quote it to the upstream's support. */
+  upstreamIdempotencyKey: Scalars['UUID']['output'];
 };
 
 /** Input of createVirtualMachine. */
@@ -429,10 +447,12 @@ export type CreateVirtualMachineInput = {
 /** Result of createVirtualMachine. */
 export type CreateVirtualMachinePayload = {
   __typename?: 'CreateVirtualMachinePayload';
-  /** The key sent upstream as `Idempotency-Key`. */
+  /** The caller's key, or the UUIDv4 the gateway made when none was given: call again with it to replay or resume. */
   idempotencyKey: Scalars['UUID']['output'];
   /** True when the stored result of an earlier call was returned. */
   replayed: Scalars['Boolean']['output'];
+  /** The `Idempotency-Key` sent upstream: UUIDv5 of the caller's API-key scope and `idempotencyKey`, so two apps that pick the same key never meet upstream. The same on every retry and after a restart; quote it to the upstream's support. */
+  upstreamIdempotencyKey: Scalars['UUID']['output'];
   /** The virtual machine (without passwords). */
   virtualMachine: VirtualMachine;
 };
@@ -1429,12 +1449,14 @@ export type ProvisionKafkaClusterInput = {
 /** Result of provisionKafkaCluster. */
 export type ProvisionKafkaClusterPayload = {
   __typename?: 'ProvisionKafkaClusterPayload';
-  /** The key of this call; each step's upstream key derives from it. */
+  /** The caller's key, or the UUIDv4 the gateway made when none was given: call again with it to resume. */
   idempotencyKey: Scalars['UUID']['output'];
   /** The provisioning, RUNNING when it was just started or resumed. */
   provisioning: Provisioning;
   /** True when an earlier call with the same key already started it (no step was started again). */
   replayed: Scalars['Boolean']['output'];
+  /** The base of the steps' upstream keys: UUIDv5 of the caller's API-key scope and `idempotencyKey`, so two apps that pick the same key never meet upstream. Each step's key derives from it (see `ProvisioningStep.idempotencyKey`). */
+  upstreamIdempotencyKey: Scalars['UUID']['output'];
 };
 
 /** The cluster step of provisionKafkaCluster (the ids come from the earlier steps). */
@@ -1558,12 +1580,14 @@ export type ProvisionVirtualMachineInput = {
 /** Result of provisionVirtualMachine. */
 export type ProvisionVirtualMachinePayload = {
   __typename?: 'ProvisionVirtualMachinePayload';
-  /** The key of this call; each step's upstream key derives from it. */
+  /** The caller's key, or the UUIDv4 the gateway made when none was given: call again with it to resume. */
   idempotencyKey: Scalars['UUID']['output'];
   /** The provisioning, RUNNING when it was just started or resumed. */
   provisioning: Provisioning;
   /** True when an earlier call with the same key already started it (no step was started again). */
   replayed: Scalars['Boolean']['output'];
+  /** The base of the steps' upstream keys: UUIDv5 of the caller's API-key scope and `idempotencyKey`, so two apps that pick the same key never meet upstream. Each step's key derives from it (see `ProvisioningStep.idempotencyKey`). */
+  upstreamIdempotencyKey: Scalars['UUID']['output'];
 };
 
 /** The VM step of provisionVirtualMachine (the network interface comes from the earlier steps). */
@@ -1593,7 +1617,7 @@ export type Provisioning = {
   error: Maybe<ProvisioningError>;
   /** The provisioning's id (derived from the API key and the idempotency key). */
   id: Scalars['ID']['output'];
-  /** The idempotency key of the mutation; each step's upstream key is UUIDv5(key + step). */
+  /** The caller's idempotency key of the mutation. */
   idempotencyKey: Scalars['UUID']['output'];
   /** The Kafka cluster, once created (KAFKA_CLUSTER). */
   kafkaCluster: Maybe<KafkaCluster>;
@@ -1658,7 +1682,7 @@ export type ProvisioningStep = {
   __typename?: 'ProvisioningStep';
   /** Why the step failed. */
   error: Maybe<ProvisioningError>;
-  /** The upstream key of the step (UUIDv5 of the provisioning's key and the step name). */
+  /** The `Idempotency-Key` the step sends upstream: UUIDv5 of the caller's scope and the step's key, itself UUIDv5 of the provisioning's `upstreamIdempotencyKey` and the step name. The same on every resume. */
   idempotencyKey: Maybe<Scalars['UUID']['output']>;
   /** Step name: project, network, subnet, ipAddress, kafkaCluster, topic:<name>, user:<name>, virtualMachine. */
   name: Scalars['String']['output'];
@@ -1807,10 +1831,12 @@ export type RegisterVerificationInput = {
 /** Result of `registerVerification`. */
 export type RegisterVerificationPayload = {
   __typename?: 'RegisterVerificationPayload';
-  /** The key sent upstream as `Idempotency-Key`: the caller's, or a new UUIDv4. */
+  /** The caller's key, or the UUIDv4 the gateway made when none was given: call again with it to replay or resume. */
   idempotencyKey: Scalars['UUID']['output'];
   /** True when this is the stored result of an earlier call with the same key (no upstream call was made). */
   replayed: Scalars['Boolean']['output'];
+  /** The `Idempotency-Key` sent upstream: UUIDv5 of the caller's API-key scope and `idempotencyKey`, so two apps that pick the same key never meet upstream. The same on every retry and after a restart; quote it to the upstream's support. */
+  upstreamIdempotencyKey: Scalars['UUID']['output'];
   /** The registered verification: `externalId`, `status`, `jobResults` and, on demand, its `result`. */
   verification: Verification;
 };
@@ -2359,6 +2385,7 @@ export type CheckRfmPayloadResolvers<ContextType = GraphQLContext, ParentType ex
   inCatalog?: Resolver<Maybe<ResolversTypes['Boolean']>, ParentType, ContextType>;
   replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   result?: Resolver<Maybe<ResolversTypes['JSON']>, ParentType, ContextType>;
+  upstreamIdempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -2373,6 +2400,7 @@ export type CreateIdentificationPayloadResolvers<ContextType = GraphQLContext, P
   idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   identification?: Resolver<ResolversTypes['Identification'], ParentType, ContextType>;
   replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  upstreamIdempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -2380,6 +2408,7 @@ export type CreateIpAddressPayloadResolvers<ContextType = GraphQLContext, Parent
   idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   ipAddress?: Resolver<ResolversTypes['IpAddress'], ParentType, ContextType>;
   replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  upstreamIdempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -2387,6 +2416,7 @@ export type CreateKafkaClusterPayloadResolvers<ContextType = GraphQLContext, Par
   idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   kafkaCluster?: Resolver<ResolversTypes['KafkaCluster'], ParentType, ContextType>;
   replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  upstreamIdempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -2394,6 +2424,7 @@ export type CreateKafkaTopicPayloadResolvers<ContextType = GraphQLContext, Paren
   idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   kafkaTopic?: Resolver<ResolversTypes['KafkaTopic'], ParentType, ContextType>;
   replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  upstreamIdempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -2401,6 +2432,7 @@ export type CreateKafkaUserPayloadResolvers<ContextType = GraphQLContext, Parent
   idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   kafkaUser?: Resolver<ResolversTypes['KafkaUser'], ParentType, ContextType>;
   replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  upstreamIdempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -2408,6 +2440,7 @@ export type CreateNetworkPayloadResolvers<ContextType = GraphQLContext, ParentTy
   idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   network?: Resolver<ResolversTypes['Network'], ParentType, ContextType>;
   replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  upstreamIdempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -2415,6 +2448,7 @@ export type CreateProjectPayloadResolvers<ContextType = GraphQLContext, ParentTy
   idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   project?: Resolver<ResolversTypes['Project'], ParentType, ContextType>;
   replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  upstreamIdempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -2422,12 +2456,14 @@ export type CreateSubnetPayloadResolvers<ContextType = GraphQLContext, ParentTyp
   idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   subnet?: Resolver<ResolversTypes['Subnet'], ParentType, ContextType>;
+  upstreamIdempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
 export type CreateVirtualMachinePayloadResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['CreateVirtualMachinePayload'] = ResolversParentTypes['CreateVirtualMachinePayload']> = {
   idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  upstreamIdempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   virtualMachine?: Resolver<ResolversTypes['VirtualMachine'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
@@ -2730,6 +2766,7 @@ export type ProvisionKafkaClusterPayloadResolvers<ContextType = GraphQLContext, 
   idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   provisioning?: Resolver<ResolversTypes['Provisioning'], ParentType, ContextType>;
   replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  upstreamIdempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -2737,6 +2774,7 @@ export type ProvisionVirtualMachinePayloadResolvers<ContextType = GraphQLContext
   idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   provisioning?: Resolver<ResolversTypes['Provisioning'], ParentType, ContextType>;
   replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  upstreamIdempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -2796,6 +2834,7 @@ export type QueryResolvers<ContextType = GraphQLContext, ParentType extends Reso
 export type RegisterVerificationPayloadResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['RegisterVerificationPayload'] = ResolversParentTypes['RegisterVerificationPayload']> = {
   idempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   replayed?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  upstreamIdempotencyKey?: Resolver<ResolversTypes['UUID'], ParentType, ContextType>;
   verification?: Resolver<ResolversTypes['Verification'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };

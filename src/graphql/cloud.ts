@@ -11,11 +11,12 @@ function spec<T>(r: LedgerRecord): T {
   return r.spec as T;
 }
 
-function payload<K extends string>(field: K, r: MutationResult): { [P in K]: LedgerRecord } & { idempotencyKey: string; replayed: boolean } {
-  return { [field]: r.record, idempotencyKey: r.idempotencyKey, replayed: r.replayed } as { [P in K]: LedgerRecord } & {
-    idempotencyKey: string;
-    replayed: boolean;
-  };
+type PayloadKeys = { idempotencyKey: string; upstreamIdempotencyKey: string; replayed: boolean };
+
+function payload<K extends string>(field: K, r: MutationResult): { [P in K]: LedgerRecord } & PayloadKeys {
+  return { [field]: r.record, idempotencyKey: r.idempotencyKey, upstreamIdempotencyKey: r.upstreamIdempotencyKey, replayed: r.replayed } as {
+    [P in K]: LedgerRecord;
+  } & PayloadKeys;
 }
 
 /** A related resource by id, through the request's DataLoader; null when it is not in the ledger or is of another kind. */

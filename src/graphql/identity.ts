@@ -71,15 +71,21 @@ export const identityResolvers: Resolvers = {
     createIdentification: async (_p, { input, idempotencyKey }, ctx) => {
       const out = await ctx.services.identity.createIdentification(ctx.caller, input, idempotencyKey);
       for (const w of out.warnings) ctx.warn({ ...w, path: ['createIdentification', 'identification'] });
-      return { identification: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed };
+      return { identification: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed };
     },
     registerVerification: async (_p, { input, idempotencyKey }, ctx) => {
       const out = await ctx.services.identity.registerVerification(ctx.caller, input, idempotencyKey);
-      return { verification: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed };
+      return { verification: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed };
     },
     checkRfm: async (_p, { input, idempotencyKey }, ctx) => {
       const out = await ctx.services.identity.checkRfm(ctx.caller, input, idempotencyKey);
-      return { result: out.result, inCatalog: rfmInCatalog(out.result), idempotencyKey: out.idempotencyKey, replayed: out.replayed };
+      return {
+        result: out.result,
+        inCatalog: rfmInCatalog(out.result),
+        idempotencyKey: out.idempotencyKey,
+        upstreamIdempotencyKey: out.upstreamIdempotencyKey,
+        replayed: out.replayed,
+      };
     },
   },
   Subscription: {

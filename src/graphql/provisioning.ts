@@ -8,7 +8,12 @@ function resourceOf(ctx: GraphQLContext, p: Provisioning, step: string, kind: st
   return ctx.loaders.resource.load(id).then((r) => (r && r.kind === kind ? r : null));
 }
 
-const payload = (r: ProvisionResult) => ({ provisioning: r.provisioning, idempotencyKey: r.idempotencyKey, replayed: r.replayed });
+const payload = (r: ProvisionResult) => ({
+  provisioning: r.provisioning,
+  idempotencyKey: r.idempotencyKey,
+  upstreamIdempotencyKey: r.upstreamIdempotencyKey,
+  replayed: r.replayed,
+});
 
 export const provisioningResolvers: Resolvers = {
   Query: {

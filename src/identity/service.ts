@@ -44,6 +44,8 @@ export interface VerificationSpec {
 export interface MutationResult<T> {
   result: T;
   idempotencyKey: string;
+  /** The Idempotency-Key the upstream got (derived from the caller's scope and key). */
+  upstreamIdempotencyKey: string;
   replayed: boolean;
   /** Caveats for `extensions.warnings`, derived from the stored result, so a replay carries them too. */
   warnings: GatewayWarning[];
@@ -169,7 +171,7 @@ export class IdentityService {
       toStored,
       fromStored,
     });
-    return { result: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed, warnings: identificationWarnings(out.result) };
+    return { result: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed, warnings: identificationWarnings(out.result) };
   }
 
   async registerVerification(caller: Caller, input: RegisterVerificationInput, key?: string | null): Promise<MutationResult<LedgerRecord>> {
@@ -222,7 +224,7 @@ export class IdentityService {
       toStored,
       fromStored,
     });
-    return { result: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed, warnings: [] };
+    return { result: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed, warnings: [] };
   }
 
   async checkRfm(caller: Caller, input: unknown, key?: string | null): Promise<MutationResult<unknown>> {
@@ -236,7 +238,7 @@ export class IdentityService {
       // The idempotency record stores JSON; `undefined` would not survive a replay.
       toStored: (result) => result ?? null,
     });
-    return { result: out.result, idempotencyKey: out.idempotencyKey, replayed: out.replayed, warnings: [] };
+    return { result: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed, warnings: [] };
   }
 
   /** Checks the ids of one `verificationResults` field before any upstream call. */

@@ -8,8 +8,10 @@ import type { IdempotencyRecords } from '../store/idempotency.js';
 
 export interface IdempotentResult<T> {
   result: T;
-  /** The key sent upstream: the caller's, or a fresh UUIDv4. */
+  /** The caller's key, or a fresh UUIDv4 when none was given. */
   idempotencyKey: string;
+  /** The key sent upstream: `upstreamKey(scope, idempotencyKey)`. */
+  upstreamIdempotencyKey: string;
   replayed: boolean;
 }
 
@@ -33,6 +35,19 @@ export function stepKey(key: string, step: string): string {
   return uuidv5(`${key}/${step}`, STEP_NAMESPACE);
 }
 
+/** Namespace of the upstream Idempotency-Key (UUIDv5 of the caller's scope and key). */
+const UPSTREAM_NAMESPACE = 'b3c1e0b4-6a43-5d0e-9f5a-2d7c4e8a1f60';
+
+/**
+ * The `Idempotency-Key` sent upstream for a caller's key (DESIGN.md, Idempotency): records are kept per
+ * (scope, key), so the upstream must see a key that differs per scope too, or two apps that pick the same
+ * key would get each other's resource replayed (or be refused). Deterministic, so a retry, a replay after a
+ * restart and another replica all send the same key.
+ */
+export function upstreamKey(scope: string, key: string): string {
+  return uuidv5(`${scope}\u0000${key}`, UPSTREAM_NAMESPACE);
+}
+
 /**
  * The idempotency rules of DESIGN.md, per (caller scope, key):
  * - done with the same fingerprint: the stored result, replayed, no upstream call;
@@ -52,13 +67,15 @@ export class Idempotency {
     operation: string;
     /** The canonical upstream request (secrets included: only its hash is stored). */
     request: unknown;
-    execute: (idempotencyKey: string) => Promise<T>;
+    /** Runs the upstream call with the derived upstream key. */
+    execute: (upstreamIdempotencyKey: string) => Promise<T>;
     /** What is stored for replay; defaults to the result. Must hold no secret. */
     toStored?: (result: T) => unknown;
     fromStored?: (stored: unknown) => T;
   }): Promise<IdempotentResult<T>> {
     const { records, metrics } = this.options;
     const key = params.key ?? randomUUID();
+    const upstream = upstreamKey(params.scope, key);
     const print = fingerprint({ operation: params.operation, request: params.request });
     const deadline = Date.now() + this.options.waitMs;
     const slot = `${params.scope}\u0000${key}`;
@@ -88,7 +105,7 @@ export class Idempotency {
         if (existing.state === 'done') {
           metrics.idempotentReplays.inc({ operation: params.operation });
           const stored = existing.response;
-          return { result: params.fromStored ? params.fromStored(stored) : (stored as T), idempotencyKey: key, replayed: true };
+          return { result: params.fromStored ? params.fromStored(stored) : (stored as T), idempotencyKey: key, upstreamIdempotencyKey: upstream, replayed: true };
         }
         if (await records.takeOver(claim, now)) break;
       } else if (Date.now() < deadline) {
@@ -112,7 +129,7 @@ export class Idempotency {
 
     const work = (async () => {
       try {
-        const result = await params.execute(key);
+        const result = await params.execute(upstream);
         await records.complete(params.scope, key, params.toStored ? params.toStored(result) : result);
         return result;
       } catch (error) {
@@ -122,7 +139,7 @@ export class Idempotency {
     })();
     this.inFlight.set(slot, work);
     try {
-      return { result: await work, idempotencyKey: key, replayed: false };
+      return { result: await work, idempotencyKey: key, upstreamIdempotencyKey: upstream, replayed: false };
     } finally {
       this.inFlight.delete(slot);
     }

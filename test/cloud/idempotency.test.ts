@@ -1,9 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { M } from '../helpers/cloud.js';
 import { gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 
 const gateway = gatewaysPerTest();
+
+/** The Idempotency-Key the upstream gets for a caller key of the open (keyless) gateway. */
+const sent = (key: string) => upstreamKey('open', key);
 
 const projectCalls = (gw: TestGateway) =>
   gw.gateway.sandbox.cloud!.requests.filter((r) => r.path === '/apis/projects/public/v4/projects');
@@ -17,14 +21,16 @@ describe('idempotency of mutations', () => {
     const second = await gw.graphql(M.project, { input: { name: 'p' }, key });
     expect(second.data!.createProject).toEqual({ ...first.data!.createProject, replayed: true });
     expect(projectCalls(gw)).toHaveLength(1);
-    expect(projectCalls(gw)[0]!.headers['idempotency-key']).toBe(key);
+    expect(projectCalls(gw)[0]!.headers['idempotency-key']).toBe(sent(key));
+    expect(first.data!.createProject.upstreamIdempotencyKey).toBe(sent(key));
   });
 
   it('generates a UUIDv4 key when the caller gives none', async () => {
     const gw = await gateway();
     const res = await gw.graphql(M.project, { input: { name: 'p' } });
     expect(res.data!.createProject.idempotencyKey).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
-    expect(projectCalls(gw)[0]!.headers['idempotency-key']).toBe(res.data!.createProject.idempotencyKey);
+    expect(projectCalls(gw)[0]!.headers['idempotency-key']).toBe(sent(res.data!.createProject.idempotencyKey));
+    expect(res.data!.createProject.upstreamIdempotencyKey).toBe(sent(res.data!.createProject.idempotencyKey));
   });
 
   it('refuses the same key with another input with IDEMPOTENCY_KEY_REUSED and no upstream call', async () => {
@@ -82,7 +88,7 @@ describe('idempotency of mutations', () => {
     expect(res.errors).toBeUndefined();
     const calls = projectCalls(gw);
     expect(calls.map((c) => c.status)).toEqual([503, 503, 201]);
-    expect(new Set(calls.map((c) => c.headers['idempotency-key']))).toEqual(new Set([key]));
+    expect(new Set(calls.map((c) => c.headers['idempotency-key']))).toEqual(new Set([sent(key)]));
     const metrics = await (await fetch(`${gw.url}/metrics`)).text();
     expect(metrics).toMatch(/gateway_upstream_retries_total\{upstream="cloud",route="POST \/apis\/projects\/public\/v4\/projects",reason="HTTP 503"\} 2/);
   });
@@ -96,7 +102,7 @@ describe('idempotency of mutations', () => {
     const calls = projectCalls(gw);
     expect(calls).toHaveLength(2);
     expect(calls[0]!.status).toBeNull();
-    expect(calls.every((c) => c.headers['idempotency-key'] === key)).toBe(true);
+    expect(calls.every((c) => c.headers['idempotency-key'] === sent(key))).toBe(true);
   });
 
   it('retries a timeout under the same key', async () => {
@@ -107,7 +113,7 @@ describe('idempotency of mutations', () => {
     expect(res.errors).toBeUndefined();
     const calls = projectCalls(gw);
     expect(calls).toHaveLength(2);
-    expect(calls.every((c) => c.headers['idempotency-key'] === key)).toBe(true);
+    expect(calls.every((c) => c.headers['idempotency-key'] === sent(key))).toBe(true);
   });
 
   it('waits for Retry-After on a 429 before retrying', async () => {
@@ -132,7 +138,7 @@ describe('idempotency of mutations', () => {
     const later = await gw.graphql(M.project, { input: { name: 'down' }, key });
     expect(later.errors).toBeUndefined();
     expect(later.data!.createProject).toMatchObject({ idempotencyKey: key, replayed: false });
-    expect(projectCalls(gw).map((c) => c.headers['idempotency-key'])).toEqual([key, key, key, key]);
+    expect(projectCalls(gw).map((c) => c.headers['idempotency-key'])).toEqual(Array(4).fill(sent(key)));
   });
 
   it('does not retry a 4xx and reports UPSTREAM_REJECTED with the status and the upstream error body', async () => {

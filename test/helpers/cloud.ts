@@ -4,14 +4,14 @@ import type { TestGateway } from './gateway.js';
 export const SSH_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHrZ0m3b4pZ1t0cGmV7w4b0D8x2Xo0y1cT3p8u5sQk9L dev@example';
 
 export const M = {
-  project: `mutation($input: CreateProjectInput!, $key: UUID) { createProject(input: $input, idempotencyKey: $key) { project { id name description } idempotencyKey replayed } }`,
-  network: `mutation($input: CreateNetworkInput!, $key: UUID) { createNetwork(input: $input, idempotencyKey: $key) { network { id title bandwidthMbps } idempotencyKey replayed } }`,
-  subnet: `mutation($input: CreateSubnetInput!, $key: UUID) { createSubnet(input: $input, idempotencyKey: $key) { subnet { id cidr networkId } idempotencyKey replayed } }`,
-  ip: `mutation($input: CreateIpAddressInput!, $key: UUID) { createIpAddress(input: $input, idempotencyKey: $key) { ipAddress { id address networkId } idempotencyKey replayed } }`,
-  cluster: `mutation($input: CreateKafkaClusterInput!, $key: UUID) { createKafkaCluster(input: $input, idempotencyKey: $key) { kafkaCluster { id title instanceCount subnetCidr networkId publicIp } idempotencyKey replayed } }`,
-  topic: `mutation($input: CreateKafkaTopicInput!, $key: UUID) { createKafkaTopic(input: $input, idempotencyKey: $key) { kafkaTopic { id name retentionMs } idempotencyKey replayed } }`,
-  user: `mutation($input: CreateKafkaUserInput!, $key: UUID) { createKafkaUser(input: $input, idempotencyKey: $key) { kafkaUser { id name acls { pattern patternType operation } } idempotencyKey replayed } }`,
-  vm: `mutation($input: CreateVirtualMachineInput!, $key: UUID) { createVirtualMachine(input: $input, idempotencyKey: $key) { virtualMachine { id title bootDisk { imageId iops } users { name hasPassword } } idempotencyKey replayed } }`,
+  project: `mutation($input: CreateProjectInput!, $key: UUID) { createProject(input: $input, idempotencyKey: $key) { project { id name description } idempotencyKey upstreamIdempotencyKey replayed } }`,
+  network: `mutation($input: CreateNetworkInput!, $key: UUID) { createNetwork(input: $input, idempotencyKey: $key) { network { id title bandwidthMbps } idempotencyKey upstreamIdempotencyKey replayed } }`,
+  subnet: `mutation($input: CreateSubnetInput!, $key: UUID) { createSubnet(input: $input, idempotencyKey: $key) { subnet { id cidr networkId } idempotencyKey upstreamIdempotencyKey replayed } }`,
+  ip: `mutation($input: CreateIpAddressInput!, $key: UUID) { createIpAddress(input: $input, idempotencyKey: $key) { ipAddress { id address networkId } idempotencyKey upstreamIdempotencyKey replayed } }`,
+  cluster: `mutation($input: CreateKafkaClusterInput!, $key: UUID) { createKafkaCluster(input: $input, idempotencyKey: $key) { kafkaCluster { id title instanceCount subnetCidr networkId publicIp } idempotencyKey upstreamIdempotencyKey replayed } }`,
+  topic: `mutation($input: CreateKafkaTopicInput!, $key: UUID) { createKafkaTopic(input: $input, idempotencyKey: $key) { kafkaTopic { id name retentionMs } idempotencyKey upstreamIdempotencyKey replayed } }`,
+  user: `mutation($input: CreateKafkaUserInput!, $key: UUID) { createKafkaUser(input: $input, idempotencyKey: $key) { kafkaUser { id name acls { pattern patternType operation } } idempotencyKey upstreamIdempotencyKey replayed } }`,
+  vm: `mutation($input: CreateVirtualMachineInput!, $key: UUID) { createVirtualMachine(input: $input, idempotencyKey: $key) { virtualMachine { id title bootDisk { imageId iops } users { name hasPassword } } idempotencyKey upstreamIdempotencyKey replayed } }`,
 };
 
 /** Runs a mutation and returns its payload, failing the test on any GraphQL error. */

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_IDENTIFICATION_TOKEN, startIdentificationSandbox, type IdentificationSandbox } from '../../src/sandbox/identification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { upstreamKey } from '../../src/upstream/idempotency.js';
 
 const PATH = '/api/v2/identifications/workflow-instances';
 
@@ -22,6 +23,7 @@ const CREATE = /* GraphQL */ `
         createdAt
       }
       idempotencyKey
+      upstreamIdempotencyKey
       replayed
     }
   }
@@ -59,7 +61,8 @@ describe('identification links against the sandbox', () => {
     expect(sent.path).toBe(PATH);
     expect(sent.headers.authorization).toBe(`Bearer ${SANDBOX_IDENTIFICATION_TOKEN}`);
     expect(sent.headers['content-type']).toBe('application/json');
-    expect(sent.headers['idempotency-key']).toBe(payload.idempotencyKey);
+    expect(sent.headers['idempotency-key']).toBe(payload.upstreamIdempotencyKey);
+    expect(payload.upstreamIdempotencyKey).toBe(upstreamKey('open', payload.idempotencyKey));
     expect(sent.body).toEqual({ workflowId: 'wf-onboarding', applicantExternalId: 'client-42', linkLifetimeInMinutes: 30, redirectUrl: 'https://app.example/done' });
     expect(sent.status).toBe(202);
     expect(prodlike.requests).toHaveLength(0);
@@ -174,12 +177,12 @@ describe('identification links against the sandbox', () => {
     const res = await t.graphql(CREATE, { input: { workflowId: 'wf-onboarding' }, key });
     expect(res.errors?.[0]?.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'identification', attempts: 3 });
     expect(production.requests).toHaveLength(3);
-    expect(new Set(production.requests.map((r) => r.headers['idempotency-key']))).toEqual(new Set([key]));
+    expect(new Set(production.requests.map((r) => r.headers['idempotency-key']))).toEqual(new Set([upstreamKey('open', key)]));
 
     // A later call with the same key re-sends it and succeeds.
     const again = await t.graphql(CREATE, { input: { workflowId: 'wf-onboarding' }, key });
     expect(again.errors).toBeUndefined();
-    expect(production.requests.at(-1)!.headers['idempotency-key']).toBe(key);
+    expect(production.requests.at(-1)!.headers['idempotency-key']).toBe(upstreamKey('open', key));
   });
 
   it('never creates a second link for a client retry with the same key', async () => {

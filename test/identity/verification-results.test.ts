@@ -13,6 +13,7 @@ const REGISTER = /* GraphQL */ `
     registerVerification(input: $input, idempotencyKey: $key) {
       verification { id externalId workflowId status jobResults callback createdAt }
       idempotencyKey
+      upstreamIdempotencyKey
       replayed
     }
   }
@@ -53,7 +54,7 @@ describe('verification registration and batched results', () => {
     expect(sent!.path).toBe(REGISTRATIONS);
     expect(sent!.headers.authorization).toBe(`Bearer ${SANDBOX_VERIFICATION_TOKEN}`);
     expect(sent!.headers['content-type']).toBe('application/json');
-    expect(sent!.headers['idempotency-key']).toBe(payload.idempotencyKey);
+    expect(sent!.headers['idempotency-key']).toBe(payload.upstreamIdempotencyKey);
     const body = sent!.body as Record<string, unknown>;
     expect(Object.keys(body).sort()).toEqual(['applicant', 'callbackUrl', 'verificationExternalId', 'workflowId']);
     expect(body).toMatchObject({ workflowId: 'wf-kyc', applicant: APPLICANT, verificationExternalId: externalId });
