@@ -27,7 +27,7 @@ afterEach(async () => {
 async function externalCloud(): Promise<{ cloud: CloudSandbox; env: Record<string, string> }> {
   const cloud = await startCloudSandbox();
   clouds.push(cloud);
-  return { cloud, env: { CLOUD_API_URL: cloud.url, CLOUD_API_TOKEN: SANDBOX_SERVICE_ACCOUNT_TOKEN } };
+  return { cloud, env: { CLOUD_API_URL: cloud.url, CLOUD_API_TOKEN: SANDBOX_SERVICE_ACCOUNT_TOKEN, SANDBOX_UPSTREAMS: 'identification,verification,rfm,mobile-id' } };
 }
 
 describe('the Idempotency-Key sent upstream', () => {
@@ -44,7 +44,7 @@ describe('the Idempotency-Key sent upstream', () => {
     expect([pa.replayed, pb.replayed]).toEqual([false, false]);
     expect(pa.project.id).not.toBe(pb.project.id);
 
-    const calls = gw.gateway.services.sandbox.cloud!.requests.filter((r) => r.path === PROJECTS);
+    const calls = gw.gateway.sandbox.cloud!.requests.filter((r) => r.path === PROJECTS);
     expect(calls.map((c) => c.status)).toEqual([201, 201]);
     expect(calls.map((c) => c.headers['idempotency-key'])).toEqual([pa.upstreamIdempotencyKey, pb.upstreamIdempotencyKey]);
     expect(pa.upstreamIdempotencyKey).not.toBe(pb.upstreamIdempotencyKey);
@@ -59,10 +59,10 @@ describe('the Idempotency-Key sent upstream', () => {
     expect([a.errors, b.errors]).toEqual([undefined, undefined]);
     const ids = [a.data!.registerVerification.verification.externalId, b.data!.registerVerification.verification.externalId];
     expect(new Set(ids).size).toBe(2);
-    const calls = gw.gateway.services.sandbox.verification!.requests.filter((r) => r.path === REGISTRATIONS);
+    const calls = gw.gateway.sandbox.verification!.requests.filter((r) => r.path === REGISTRATIONS);
     expect(calls).toHaveLength(2);
     expect(new Set(calls.map((c) => c.headers['idempotency-key'])).size).toBe(2);
-    expect(gw.gateway.services.sandbox.verification!.verifications().filter((v) => ids.includes(v.externalId))).toHaveLength(2);
+    expect(gw.gateway.sandbox.verification!.verifications().filter((v) => ids.includes(v.externalId))).toHaveLength(2);
   });
 
   it('a call retried after a restart sends the same derived key upstream', async () => {
