@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SERVICES_PATH } from '../../src/sandbox/cloud.js';
 import { IDENTIFICATIONS_PATH } from '../../src/sandbox/identification.js';
+import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { M, ok } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { connected, wsClient } from '../identity/helpers.js';
@@ -128,7 +129,7 @@ describe('a creation the upstream accepted is never thrown away', () => {
 
     const retry = await t.graphql(CREATE, { input, key });
     expect(retry.errors).toBeUndefined();
-    expect(creations().map((r) => r.headers['idempotency-key'])).toEqual([key, key]);
+    expect(creations().map((r) => r.headers['idempotency-key'])).toEqual([upstreamKey('open', key), upstreamKey('open', key)]);
     expect(identificationSandbox().identifications().filter((i) => i.workflowId === 'wf-no-id')).toHaveLength(1);
   });
 
