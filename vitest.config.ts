@@ -12,6 +12,7 @@ export default defineConfig({
   },
   test: {
     include: ['test/**/*.test.ts'],
+    globalSetup: ['test/helpers/postgres-preflight.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
