@@ -5,11 +5,10 @@ import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { graphiqlExamples } from '../../src/server/graphiql-examples.js';
-import { chromiumUnavailableReason, isLocalUrl, launchChromium, recordRequests, type RequestLog } from '../helpers/browser.js';
+import { browserSuiteSkipReason, chromiumUnavailableReason, isLocalUrl, launchChromium, recordRequests, type RequestLog } from '../helpers/browser.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
-const unavailable = chromiumUnavailableReason();
-if (unavailable !== null) console.warn(`Skipping the GraphiQL browser test. ${unavailable}`);
+const unavailable = browserSuiteSkipReason('the GraphiQL browser test');
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const SCREENSHOT = path.join(ROOT, 'test-artifacts', 'graphiql.png');

@@ -24,6 +24,24 @@ export function chromiumUnavailableReason(): string | null {
   return `Chromium not found at ${CHROMIUM_PATH}: install it with \`apt-get install chromium\` (Debian), or set CHROMIUM_PATH.`;
 }
 
+/** True when the `CI` variable is set (and not empty, "0" or "false"), as CI services set it. */
+export function isCI(env: NodeJS.ProcessEnv = process.env): boolean {
+  const ci = env['CI']?.trim().toLowerCase();
+  return ci !== undefined && !['', '0', 'false'].includes(ci);
+}
+
+/**
+ * For a browser test file, at load: null when Chromium can run. When it is missing, a developer's run skips the
+ * suite (returns why, after saying so), but with `CI` set the file fails: CI must never pass without the browser.
+ */
+export function browserSuiteSkipReason(suite: string): string | null {
+  const reason = chromiumUnavailableReason();
+  if (reason === null) return null;
+  if (isCI()) throw new Error(`Cannot run ${suite}. ${reason} CI is set, so a missing Chromium fails the browser suite instead of skipping it.`);
+  console.warn(`Skipping ${suite}. ${reason} (With CI set, this fails instead.)`);
+  return reason;
+}
+
 /** Launches headless Chromium, or returns null (printing how to install it) when it is missing. */
 export async function launchChromium(): Promise<Browser | null> {
   const reason = chromiumUnavailableReason();
