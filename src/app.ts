@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApolloServer } from '@apollo/server';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
-import type { GraphQLFormattedError } from 'graphql';
+import type { DocumentNode, GraphQLFormattedError, OperationDefinitionNode } from 'graphql';
 import { ProvisioningService } from './cloud/provisioning.js';
 import { everyUpstreamSandboxed, type Config } from './config.js';
 import { catalogResolvers } from './graphql/catalog.js';
@@ -13,12 +13,15 @@ import { createContext, type GraphQLContext } from './graphql/context.js';
 import { buildSchema } from './graphql/schema.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
+import { pauseAt } from './phases.js';
 import { createAuthenticator } from './server/auth.js';
+import type { Caller } from './caller.js';
 import { createGraphiqlHandler, defaultGraphiqlAssetsDir, GRAPHIQL_ASSETS_PATH, prefersHtml } from './server/graphiql.js';
 import { DEFAULT_QUERY, graphiqlExamples } from './server/graphiql-examples.js';
 import { graphqlRoute, unauthenticatedHttpError } from './server/graphql.js';
 import { healthRoutes } from './server/health.js';
 import { formatError } from './server/errors.js';
+import { OperationLimits } from './server/limits.js';
 import { createRequestHandler, type Route } from './server/http.js';
 import { sendJson } from './server/respond.js';
 import { warningsPlugin } from './server/warnings.js';
@@ -96,7 +99,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     const ledger = new Ledger(store.db);
     const idempotencyRecords = new IdempotencyRecords(store.db);
+    // GATEWAY_TEST_PAUSE_AT (tests only): undefined unless set, so the call sites cost one check.
+    const pause = pauseAt(config.testPauseAt, logger);
     const idempotency = new Idempotency({
+      pauseAt: pause,
       records: idempotencyRecords,
       metrics,
       retentionMs: config.idempotencyRetentionMs,
@@ -124,6 +130,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       publicUrl: () => config.publicUrl ?? listenedUrl,
       selfUrl: () => listenedUrl,
       onClose: (close) => cleanups.push(close),
+      ...(pause ? { pauseAt: pause } : {}),
     });
     const { cloud } = upstreams;
     const services: Services = {
@@ -157,11 +164,17 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     const server = http.createServer();
     server.keepAliveTimeout = 65_000;
+    const limits = new OperationLimits(config.graphqlLimits);
     const apollo = new ApolloServer<GraphQLContext>({
       schema,
       introspection: config.introspection,
       includeStacktraceInErrorResponses: false,
-      plugins: [ApolloServerPluginLandingPageDisabled(), rateLimitPlugin(rateLimits), warningsPlugin(), ...(tracing.enabled ? [operationSpanPlugin<GraphQLContext>()] : [])],
+      // Batched requests (a JSON array of operations) stay refused: Apollo's default, kept explicit (README).
+      allowBatchedHttpRequests: false,
+      csrfPrevention: true,
+      validationRules: [...limits.validationRules],
+      // The cost limit runs before the rate limit: an operation refused as too costly takes no points.
+      plugins: [ApolloServerPluginLandingPageDisabled(), limits.apolloPlugin(), rateLimitPlugin(rateLimits), warningsPlugin(), ...(tracing.enabled ? [operationSpanPlugin<GraphQLContext>()] : [])],
       formatError: (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, logger),
     });
     await apollo.start();
@@ -179,7 +192,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       config.trustedDocuments.mode === 'off'
         ? undefined
         : TrustedDocuments.load({ mode: config.trustedDocuments.mode, manifest: config.trustedDocuments.manifest!, schema, introspection: config.introspection });
-    const documents = new DocumentCache(schema);
+    // The streaming transports share the parse and validation (abuse limits included) and the admission: the cost
+    // limit with the variables, then the rate limit.
+    const documents = new DocumentCache(schema, limits);
+    const admit = (caller: Caller, document: DocumentNode, operation: OperationDefinitionNode, variables: Record<string, unknown> | null | undefined) => {
+      const tooCostly = limits.checkCost(schema, document, variables);
+      return tooCostly ? Promise.resolve(tooCostly) : admitOperation(rateLimits, schema, caller, document, operation, variables);
+    };
     const sse = createSseRoute({
       schema,
       logger,
@@ -187,8 +206,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       documents,
       trusted,
       tracing,
-      admit: (caller, document, operation, variables) => admitOperation(rateLimits, schema, caller, document, operation, variables),
-      bodyLimit: 1024 * 1024,
+      admit,
+      bodyLimit: config.graphqlLimits.maxBodyBytes,
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
     });
 
@@ -209,6 +228,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         ...(graphiql ? { graphiql: { wants: (req) => prefersHtml(req.headers.accept), serve: (req, res) => void graphiql.servePage(req, res) } } : {}),
         apollo,
         trusted,
+        maxBodyBytes: config.graphqlLimits.maxBodyBytes,
+        checkSource: (source) => limits.checkTokens(source),
         context: async (req, ctx) => {
           const auth = authenticate(req.headers.authorization);
           if (!auth.ok) {
@@ -221,7 +242,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       }),
       ...healthRoutes({ store, metrics }),
       verificationWebhookRoute({ identity: services.identity, metrics }),
-      mobileIdWebhookRoute({ mobileId: services.mobileId, metrics }),
+      mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: pause }),
       sse,
     ];
     // Spans for GraphQL over HTTP and every webhook intake (SSE operations get theirs from graphql-sse's execution).
@@ -232,10 +253,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       schema,
       logger,
       authenticate,
-      admit: (caller, document, operation, variables) => admitOperation(rateLimits, schema, caller, document, operation, variables),
+      admit,
       documents,
       trusted,
       tracing,
+      maxMessageBytes: config.graphqlLimits.maxBodyBytes,
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
     });
     server.on('upgrade', (req, socket, head) => {

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { PHASES, type Phase } from './phases.js';
 import { CLOUD_SHAPE_MODES, DEFAULT_CLOUD_SHAPE, cloudShapeByName } from './sandbox/cloud-shapes.js';
 
 /**
@@ -59,6 +60,13 @@ export const ENV_VARS: readonly EnvVar[] = [
     default: '(unset: all, only when no upstream is configured)',
     description: `Comma-separated upstreams the embedded simulator serves while others are real: ${UPSTREAM_NAMES.join(', ')}. Without it, an upstream left unconfigured beside real ones stops start-up, naming the variable to set.`,
   },
+  { name: 'GRAPHQL_MAX_ALIASES', default: '15', description: 'Most aliases in one GraphQL operation (HTTP and WebSocket); more is refused before anything runs.' },
+  { name: 'GRAPHQL_MAX_DEPTH', default: '6', description: 'Deepest field nesting of one operation (introspection below __schema is not counted).' },
+  { name: 'GRAPHQL_MAX_TOKENS', default: '1000', description: 'Most lexical tokens in one GraphQL document.' },
+  { name: 'GRAPHQL_MAX_DIRECTIVES', default: '50', description: 'Most directives in one operation.' },
+  { name: 'GRAPHQL_MAX_COST', default: '5000', description: 'Highest estimated cost of one operation (GraphQL Armor cost: objects 2, scalars 1, each list multiplied by its size estimate).' },
+  { name: 'GRAPHQL_LIST_SIZE_ESTIMATE', default: '5', description: 'Size assumed for a list field in the cost estimate when neither a `first` argument nor a list argument bounds it.' },
+  { name: 'GRAPHQL_MAX_BODY_BYTES', default: '102400', description: 'Largest GraphQL request body over HTTP, and largest WebSocket message, in bytes.' },
   { name: 'SANDBOX_FAULT_RATE', default: '0', description: 'Share (0..1) of sandbox upstream requests that fail (5xx, 429, reset, timeout).' },
   { name: 'SANDBOX_LATENCY_MS', default: '0', description: 'Latency added to every sandbox upstream response, in milliseconds.' },
   {
@@ -78,6 +86,7 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'OTEL_SERVICE_NAME', default: 'gateway', description: 'OpenTelemetry: service.name of every span.' },
   { name: 'OTEL_TRACES_SAMPLER', default: 'parentbased_always_on', description: 'OpenTelemetry: always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio.' },
   { name: 'OTEL_TRACES_SAMPLER_ARG', default: '1', description: 'OpenTelemetry: the sampling ratio (0..1) of the traceidratio samplers.' },
+  { name: 'GATEWAY_TEST_PAUSE_AT', default: '(unset)', description: `Tests only: the process stops at this phase and waits to be killed (${PHASES.join(', ')}); see docs/decisions/014.` },
   { name: 'LOG_LEVEL', default: 'info', description: 'pino log level: fatal, error, warn, info, debug, trace or silent.' },
 ];
 
@@ -249,6 +258,13 @@ const envSchema = z.object({
   IDEMPOTENCY_WAIT: duration('5s'),
   VERIFICATION_RESULTS_BATCH_SIZE: int(100, 1, 10_000),
   GRAPHQL_INTROSPECTION: bool(true),
+  GRAPHQL_MAX_ALIASES: int(15, 0, 10_000),
+  GRAPHQL_MAX_DEPTH: int(6, 1, 1_000),
+  GRAPHQL_MAX_TOKENS: int(1000, 1, 1_000_000),
+  GRAPHQL_MAX_DIRECTIVES: int(50, 0, 10_000),
+  GRAPHQL_MAX_COST: int(5000, 1, 100_000_000),
+  GRAPHQL_LIST_SIZE_ESTIMATE: int(5, 1, 100_000),
+  GRAPHQL_MAX_BODY_BYTES: int(102_400, 1024, 100 * 1024 * 1024),
   SANDBOX_FAULT_RATE: z
     .string()
     .optional()
@@ -351,6 +367,7 @@ const envSchema = z.object({
       }
       return v;
     }),
+  GATEWAY_TEST_PAUSE_AT: z.enum(PHASES, `must be one of ${PHASES.join(', ')}`).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().default('info'),
 });
 
@@ -402,6 +419,8 @@ export interface Config {
   readonly upstream: { readonly timeoutMs: number; readonly retryBudgetMs: number; readonly maxRetries: number };
   readonly resultsBatchSize: number;
   readonly introspection: boolean;
+  /** Abuse limits of GraphQL operations, over HTTP and WebSocket alike (src/server/limits.ts). */
+  readonly graphqlLimits: GraphqlLimitsConfig;
   readonly sandbox: {
     readonly faultRate: number;
     readonly latencyMs: number;
@@ -411,6 +430,8 @@ export interface Config {
     readonly cloudShapeSeed: number | undefined;
   };
   readonly logLevel: string;
+  /** GATEWAY_TEST_PAUSE_AT (tests only, src/phases.ts). */
+  readonly testPauseAt: Phase | undefined;
   /** TRUSTED_DOCUMENTS; the manifest is read (and checked) by the gateway at start-up. */
   readonly trustedDocuments: { readonly mode: 'off' | 'allow' | 'enforce'; readonly manifest: string | undefined };
   /** The standard OTEL_* variables; `enabled` is false unless an exporter is chosen and the SDK is not disabled. */
@@ -427,6 +448,16 @@ export interface Config {
   };
   /** The one table of upstreams: for each, a real address with its credentials, or the sandbox. */
   readonly upstreams: UpstreamTable;
+}
+
+export interface GraphqlLimitsConfig {
+  readonly maxAliases: number;
+  readonly maxDepth: number;
+  readonly maxTokens: number;
+  readonly maxDirectives: number;
+  readonly maxCost: number;
+  readonly listSizeEstimate: number;
+  readonly maxBodyBytes: number;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -670,6 +701,15 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES },
     resultsBatchSize: e.VERIFICATION_RESULTS_BATCH_SIZE,
     introspection: e.GRAPHQL_INTROSPECTION,
+    graphqlLimits: {
+      maxAliases: e.GRAPHQL_MAX_ALIASES,
+      maxDepth: e.GRAPHQL_MAX_DEPTH,
+      maxTokens: e.GRAPHQL_MAX_TOKENS,
+      maxDirectives: e.GRAPHQL_MAX_DIRECTIVES,
+      maxCost: e.GRAPHQL_MAX_COST,
+      listSizeEstimate: e.GRAPHQL_LIST_SIZE_ESTIMATE,
+      maxBodyBytes: e.GRAPHQL_MAX_BODY_BYTES,
+    },
     sandbox: {
       faultRate: e.SANDBOX_FAULT_RATE,
       latencyMs: e.SANDBOX_LATENCY_MS,
@@ -678,6 +718,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       cloudShapeSeed: e.SANDBOX_CLOUD_SHAPE_SEED,
     },
     logLevel: e.LOG_LEVEL,
+    testPauseAt: e.GATEWAY_TEST_PAUSE_AT,
     trustedDocuments: { mode: e.TRUSTED_DOCUMENTS, manifest: e.TRUSTED_DOCUMENTS_MANIFEST ? path.resolve(e.TRUSTED_DOCUMENTS_MANIFEST) : undefined },
     tracing: {
       enabled: !e.OTEL_SDK_DISABLED && e.OTEL_TRACES_EXPORTER !== 'none',

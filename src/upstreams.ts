@@ -1,3 +1,4 @@
+import type { PauseAt } from './phases.js';
 import { createCloudService, type CloudEndpoint, type CloudService } from './cloud/index.js';
 import type { Config, UpstreamTable } from './config.js';
 import type { Events } from './events/index.js';
@@ -48,6 +49,8 @@ export async function startUpstreams(
     /** The gateway's own loopback address, known once it listens. */
     selfUrl: () => string;
     onClose: (close: () => Promise<void>) => void;
+    /** Tests only (GATEWAY_TEST_PAUSE_AT, src/phases.ts). */
+    pauseAt?: PauseAt;
   },
 ): Promise<Upstreams> {
   const table: UpstreamTable = config.upstreams;
@@ -125,7 +128,7 @@ export async function startUpstreams(
       };
 
   return {
-    cloud: createCloudService(cloud, { http, ledger: deps.ledger, idempotency: deps.idempotency, logger: deps.logger }),
+    cloud: createCloudService(cloud, { http, ledger: deps.ledger, idempotency: deps.idempotency, logger: deps.logger, ...(deps.pauseAt ? { pauseAt: deps.pauseAt } : {}) }),
     identity: createIdentityService(identity, {
       http,
       store: deps.store,

@@ -1,4 +1,5 @@
 import type { Logger } from '../logger.js';
+import type { PauseAt } from '../phases.js';
 import type { Ledger } from '../store/ledger.js';
 import type { UpstreamHttp } from '../upstream/http.js';
 import type { Idempotency } from '../upstream/idempotency.js';
@@ -19,8 +20,8 @@ export interface CloudEndpoint {
  */
 export function createCloudService(
   endpoint: CloudEndpoint,
-  deps: { http: (name: string, baseUrl: string) => UpstreamHttp; ledger: Ledger; idempotency: Idempotency; logger: Logger },
+  deps: { http: (name: string, baseUrl: string) => UpstreamHttp; ledger: Ledger; idempotency: Idempotency; logger: Logger; pauseAt?: PauseAt },
 ): CloudService {
   const http = deps.http('cloud', endpoint.url);
-  return new CloudService(new CloudClient(http, new CloudTokens(http, endpoint.auth, deps.logger)), deps.ledger, deps.idempotency);
+  return new CloudService(new CloudClient(http, new CloudTokens(http, endpoint.auth, deps.logger)), deps.ledger, deps.idempotency, deps.pauseAt);
 }

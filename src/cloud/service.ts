@@ -13,6 +13,7 @@ import type { Ledger, LedgerRecord, ResourceKind } from '../store/ledger.js';
 import { ownerOfRecord } from '../tenancy.js';
 import type { Idempotency } from '../upstream/idempotency.js';
 import type { CloudClient, Created } from './client.js';
+import type { PauseAt } from '../phases.js';
 import { withoutSecrets } from './model.js';
 import * as v from './validation.js';
 import * as wire from './wire.js';
@@ -36,6 +37,8 @@ export class CloudService {
     private readonly client: CloudClient,
     private readonly ledger: Ledger,
     private readonly idempotency: Idempotency,
+    /** Tests only (GATEWAY_TEST_PAUSE_AT): stops between the upstream's answer and the ledger write. */
+    private readonly pauseAt?: PauseAt,
   ) {}
 
   /**
@@ -141,6 +144,7 @@ export class CloudService {
       request: p.request,
       execute: async (idempotencyKey) => {
         const created = await p.send(idempotencyKey);
+        if (this.pauseAt) await this.pauseAt('upstream-answered');
         return this.ledger.record({
           id: created.id,
           kind: p.kind,

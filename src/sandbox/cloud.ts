@@ -107,7 +107,7 @@ export interface CloudSandboxOptions {
   latencyMs?: number;
   /** Seed for reproducible random faults. */
   faultSeed?: number;
-  /** Faults the random rate picks from. Default: all of `FAULT_KINDS`. */
+  /** Faults the random rate picks from. Default: `RANDOM_FAULT_KINDS`. */
   randomFaultKinds?: readonly FaultKind[];
   /** How long a `'timeout'` fault holds the connection. Default 10 minutes. */
   hangMs?: number;

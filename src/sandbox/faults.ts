@@ -12,9 +12,19 @@ import { requestPath, sendJson } from './http.js';
  *   idempotency keys exist for.
  * - `'timeout'`: no answer at all; the socket is held for `hangMs` (longer than any
  *   client timeout) and then destroyed.
+ * - `'slow'`: the request is processed at once, and its answer is sent only after
+ *   `slowMs`: a client whose attempt timeout is shorter gives up on work that was done.
+ * - `'500-html'`: 500 with an HTML page (a proxy's error page), nothing processed.
+ * - `'ok-not-json'`: the request is processed, and the success status comes with an
+ *   HTML body instead of JSON.
+ * - `'ok-no-id'`: the request is processed, and the success status comes with a JSON
+ *   body that has no id.
  */
-export const FAULT_KINDS = ['503', '500', '429', 'reset', 'reset-after', 'timeout'] as const;
+export const FAULT_KINDS = ['503', '500', '429', 'reset', 'reset-after', 'timeout', 'slow', '500-html', 'ok-not-json', 'ok-no-id'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** What the random rate picks from by default: the transport faults, none of the malformed answers. */
+export const RANDOM_FAULT_KINDS: readonly FaultKind[] = ['503', '500', '429', 'reset', 'reset-after', 'timeout'];
 
 /** An arbitrary error answer, e.g. `{ status: 402, body: {...} }`. */
 export interface StatusFault {
@@ -47,10 +57,12 @@ export interface FaultInjectorOptions {
   latencyMs?: number;
   /** Seed of the random choices, for reproducible runs. Default: random. */
   seed?: number;
-  /** Faults the random rate picks from, uniformly. Default: every kind in `FAULT_KINDS`. */
+  /** Faults the random rate picks from, uniformly. Default: `RANDOM_FAULT_KINDS`. */
   randomKinds?: readonly FaultKind[];
   /** How long a `'timeout'` fault holds the socket before destroying it. Default 10 minutes. */
   hangMs?: number;
+  /** How long a `'slow'` fault delays the answer of a processed request. Default 30 s. */
+  slowMs?: number;
   /** Body of injected error answers. Default `{ code, domain: 'sandbox', details }`. */
   errorBody?: (status: number, path: string) => unknown;
 }
@@ -66,9 +78,17 @@ export interface InjectedFault {
 export type FaultOutcome =
   /**
    * Handle the request normally; if `resetAfter`, destroy the socket instead of answering; if `alter`, send
-   * `alter(body)` instead of the body.
+   * `alter(body)` instead of the body; `delayAnswerMs` delays the answer; `answerAs` replaces a success answer by a
+   * malformed one.
    */
-  | { readonly action: 'proceed'; readonly resetAfter: boolean; readonly fault?: string; readonly alter?: (body: unknown) => unknown }
+  | {
+      readonly action: 'proceed';
+      readonly resetAfter: boolean;
+      readonly fault?: string;
+      readonly alter?: (body: unknown) => unknown;
+      readonly delayAnswerMs?: number;
+      readonly answerAs?: 'not-json' | 'no-id';
+    }
   /** The injector answered with `status`; the request must not be processed. */
   | { readonly action: 'answered'; readonly fault: string; readonly status: number }
   /** The socket was destroyed, or is being held: the request must not be processed. */
@@ -85,6 +105,8 @@ export class FaultInjector {
   /** Changeable at any time, e.g. `faults.rate = 1`. */
   rate: number;
   latencyMs: number;
+  /** Delay of the answer of a `'slow'` fault; changeable at any time. */
+  slowMs: number;
   /** Every fault injected so far, in order. */
   readonly injected: InjectedFault[] = [];
 
@@ -99,7 +121,8 @@ export class FaultInjector {
     this.latencyMs = options.latencyMs ?? 0;
     if (!(this.latencyMs >= 0)) throw new RangeError(`latencyMs must be >= 0, got ${options.latencyMs}`);
     this.#random = mulberry32(options.seed ?? Math.floor(Math.random() * 2 ** 32));
-    this.#randomKinds = options.randomKinds ?? FAULT_KINDS;
+    this.#randomKinds = options.randomKinds ?? RANDOM_FAULT_KINDS;
+    this.slowMs = options.slowMs ?? 30_000;
     if (this.#randomKinds.length === 0) throw new RangeError('randomKinds must not be empty');
     this.#hangMs = options.hangMs ?? DEFAULT_HANG_MS;
     this.#errorBody = options.errorBody ?? defaultErrorBody;
@@ -166,6 +189,15 @@ export class FaultInjector {
       return { action: 'reset', fault: label };
     }
     if (fault === 'reset-after') return { action: 'proceed', resetAfter: true, fault: label };
+    if (fault === 'slow') return { action: 'proceed', resetAfter: false, fault: label, delayAnswerMs: this.slowMs };
+    if (fault === 'ok-not-json') return { action: 'proceed', resetAfter: false, fault: label, answerAs: 'not-json' };
+    if (fault === 'ok-no-id') return { action: 'proceed', resetAfter: false, fault: label, answerAs: 'no-id' };
+    if (fault === '500-html') {
+      const page = '<!DOCTYPE html><html><head><title>500 Internal Server Error</title></head><body><h1>Internal Server Error</h1></body></html>';
+      res.writeHead(500, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(page) });
+      res.end(page);
+      return { action: 'answered', fault: label, status: 500 };
+    }
     if (fault === 'timeout') {
       const socket = req.socket;
       const timer = setTimeout(() => socket.destroy(), this.#hangMs);

@@ -137,6 +137,25 @@ export function createJsonApiHandler(options: {
       req.socket.destroy();
       return;
     }
+    if (outcome.answerAs !== undefined && result.status >= 200 && result.status < 300) {
+      // The work is done; the answer that says so is unusable (a proxy page, or JSON without the id).
+      result =
+        outcome.answerAs === 'not-json'
+          ? { status: result.status, html: '<!DOCTYPE html><html><body>Created</body></html>' }
+          : { status: result.status, body: { status: 'created' } };
+    }
+    if (outcome.delayAnswerMs !== undefined) {
+      const delay = outcome.delayAnswerMs;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, delay);
+        timer.unref();
+        req.socket.once('close', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      if (req.socket.destroyed) return;
+    }
     answer(result);
   };
 }

@@ -5,11 +5,14 @@ import type { GraphQLContext } from '../graphql/context.js';
 import { BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
 import type { RequestContext, Route } from './http.js';
 import { admitHttp, type TrustedDocuments } from './trusted-documents.js';
-
-const GRAPHQL_BODY_LIMIT = 1024 * 1024;
+import { LIMIT_VARIABLES } from './limits.js';
 
 export interface GraphqlRouteOptions {
   apollo: ApolloServer<GraphQLContext>;
+  /** The token limit, checked on the text before Apollo parses it (src/server/limits.ts). */
+  checkSource?: (source: string) => GraphQLError | undefined;
+  /** GRAPHQL_MAX_BODY_BYTES: a larger body is answered 413 without being read further. */
+  maxBodyBytes: number;
   /** Builds the per-request context; throws a GraphQLError (UNAUTHENTICATED) for a bad key. */
   context: (req: IncomingMessage, ctx: RequestContext) => Promise<GraphQLContext>;
   /** Serves GraphiQL for browser GETs; absent when introspection is off. */
@@ -34,10 +37,15 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
       if (req.method === 'POST') {
         let raw: Buffer;
         try {
-          raw = await readBody(req, GRAPHQL_BODY_LIMIT);
+          raw = await readBody(req, options.maxBodyBytes);
         } catch (err) {
           if (err instanceof BodyTooLargeError) {
-            sendJson(res, 413, { errors: [{ message: `request body exceeds ${GRAPHQL_BODY_LIMIT} bytes`, extensions: { code: 'BAD_REQUEST' } }] });
+            const max = options.maxBodyBytes;
+            // The rest of the body is not read: close the connection rather than drain it.
+            res.setHeader('connection', 'close');
+            sendJson(res, 413, {
+              errors: [{ message: `request body exceeds ${max} bytes (${LIMIT_VARIABLES.bodyBytes}=${max})`, extensions: { code: 'BAD_REQUEST', limit: LIMIT_VARIABLES.bodyBytes, max } }],
+            });
             return;
           }
           throw err;
@@ -54,10 +62,6 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
           body = raw.toString('utf8');
         }
       }
-      const headers = new HeaderMap();
-      for (const [k, v] of Object.entries(req.headers)) {
-        if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
-      }
       const url = req.url ?? '/graphql';
       const q = url.indexOf('?');
       let search = q === -1 ? '' : url.slice(q);
@@ -68,6 +72,22 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
           return;
         }
         ({ body, search } = admitted);
+      }
+      const source =
+        req.method === 'POST'
+          ? body && typeof body === 'object' && typeof (body as { query?: unknown }).query === 'string'
+            ? (body as { query: string }).query
+            : undefined
+          : (new URLSearchParams(search).get('query') ?? undefined);
+      const refused = source === undefined ? undefined : options.checkSource?.(source);
+      if (refused) {
+        const { http: _http, ...extensions } = refused.extensions;
+        sendJson(res, 400, { errors: [{ message: refused.message, extensions }] });
+        return;
+      }
+      const headers = new HeaderMap();
+      for (const [k, v] of Object.entries(req.headers)) {
+        if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
       }
       const response = await apollo.executeHTTPGraphQLRequest({
         httpGraphQLRequest: { method: req.method ?? 'GET', headers, search, body },

@@ -1,5 +1,6 @@
-import { GraphQLError, getOperationAST, parse, validate, type DocumentNode, type GraphQLSchema, type OperationTypeNode } from 'graphql';
+import { GraphQLError, getOperationAST, parse, specifiedRules, validate, type DocumentNode, type GraphQLSchema, type OperationTypeNode, type ValidationRule } from 'graphql';
 import { LRUCache } from 'lru-cache';
+import type { OperationLimits } from './limits.js';
 
 export interface PreparedDocument {
   /** The text, shared by every subscription of it (bench scenario 5, memory per idle subscription). */
@@ -13,12 +14,16 @@ export interface PreparedDocument {
  */
 export class DocumentCache {
   private readonly documents: LRUCache<string, PreparedDocument>;
+  private readonly rules: readonly ValidationRule[];
 
+  /** With `limits`, documents are parsed by its token-counting parser and validated with its rules too. */
   constructor(
     private readonly schema: GraphQLSchema,
+    private readonly limits?: OperationLimits,
     max = 1000,
   ) {
     this.documents = new LRUCache({ max });
+    this.rules = [...specifiedRules, ...(limits?.validationRules ?? [])];
   }
 
   get(query: string): PreparedDocument {
@@ -26,8 +31,8 @@ export class DocumentCache {
     if (!cached) {
       let document: DocumentNode | readonly GraphQLError[];
       try {
-        const parsed = parse(query);
-        const errors = validate(this.schema, parsed);
+        const parsed = this.limits ? this.limits.parse(query) : parse(query);
+        const errors = validate(this.schema, parsed, this.rules);
         document = errors.length ? errors : parsed;
       } catch (err) {
         document = [err instanceof GraphQLError ? err : new GraphQLError(String(err))];

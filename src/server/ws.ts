@@ -36,6 +36,8 @@ export interface WsOptions {
   ) => Promise<GraphQLError | null> | null;
   /** Interval of server pings that keep idle connections (and proxies) alive. */
   keepAliveMs?: number;
+  /** GRAPHQL_MAX_BODY_BYTES: the largest WebSocket message (a larger one closes the socket, 1009). */
+  maxMessageBytes?: number;
   /** Parsed and validated documents, shared with graphql-sse. */
   documents?: DocumentCache;
   /** TRUSTED_DOCUMENTS: a subscribe message may carry `documentId` or `extensions.persistedQuery` (with `query: ""`). */
@@ -55,7 +57,7 @@ type Extra = {
  * closes with 4401, a wrong one with 4403.
  */
 export function createWsServer(options: WsOptions) {
-  const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
+  const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxMessageBytes ?? 1024 * 1024 });
   const documents = options.documents ?? new DocumentCache(options.schema);
   const execution = streamingExecution(options.tracing ?? TRACING_OFF, 'ws');
   const callers = new WeakMap<object, Caller>();

@@ -4,6 +4,7 @@ import { v5 as uuidv5 } from 'uuid';
 import { ErrorCode, GatewayError } from '../errors.js';
 import { fingerprint } from '../fingerprint.js';
 import type { Metrics } from '../metrics.js';
+import type { PauseAt } from '../phases.js';
 import type { IdempotencyRecords } from '../store/idempotency.js';
 
 export interface IdempotentResult<T> {
@@ -26,6 +27,8 @@ export interface IdempotencyOptions {
    * call with the same key take over; it must exceed the upstream retry budget.
    */
   leaseMs: number;
+  /** Tests only (GATEWAY_TEST_PAUSE_AT): stops after the claim, before any upstream call. */
+  pauseAt?: PauseAt;
 }
 
 /** Namespace of the derived per-step keys of composite provisioning (UUIDv5 of key + step). */
@@ -129,6 +132,7 @@ export class Idempotency {
 
     const work = (async () => {
       try {
+        if (this.options.pauseAt) await this.options.pauseAt('mutation-claimed');
         const result = await params.execute(upstream);
         await records.complete(params.scope, key, params.toStored ? params.toStored(result) : result);
         return result;

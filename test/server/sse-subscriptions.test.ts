@@ -161,7 +161,7 @@ describe('the SSE transport', () => {
     await own.body.text();
   });
 
-  it('refuses a body over 1 MiB with 413, as POST /graphql does', async () => {
+  it('refuses a body over GRAPHQL_MAX_BODY_BYTES with 413, as POST /graphql does', async () => {
     const gw = await start();
     const res = await request(`${gw.url}/graphql/stream`, {
       method: 'POST',
@@ -169,7 +169,7 @@ describe('the SSE transport', () => {
       body: JSON.stringify({ query: `subscription { mobileIdAuthentication(authReqId: "${'x'.repeat(1024 * 1024)}") { __typename } }` }),
     });
     expect(res.statusCode).toBe(413);
-    expect(((await res.body.json()) as any).errors[0].message).toMatch(/exceeds 1048576 bytes/);
+    expect(((await res.body.json()) as any).errors[0].message).toMatch(/exceeds 102400 bytes/);
   });
 
   it('limits how many streams one app may hold reserved without connecting them', async () => {

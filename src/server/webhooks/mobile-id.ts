@@ -1,4 +1,5 @@
 import type { Metrics } from '../../metrics.js';
+import type { PauseAt } from '../../phases.js';
 import type { MobileIdService } from '../../mobile-id/service.js';
 import type { RejectionReason } from '../../mobile-id/quarantine.js';
 import { formFields } from '../../mobile-id/wire.js';
@@ -28,7 +29,13 @@ function supportHeader(value: string | string[] | undefined): string | null {
  * Every refusal is kept in the quarantine (mobileIdRejections) and counted by reason: the sender does not
  * retry, so a refused notification is a lost authentication an operator must be able to explain.
  */
-export function mobileIdWebhookRoute(options: { mobileId: MobileIdService; metrics: Metrics; bodyLimit?: number }): Route {
+export function mobileIdWebhookRoute(options: {
+  mobileId: MobileIdService;
+  metrics: Metrics;
+  bodyLimit?: number;
+  /** Tests only (GATEWAY_TEST_PAUSE_AT): stops before the notification is stored, and between storing it and the 204. */
+  pauseAt?: PauseAt;
+}): Route {
   const limit = options.bodyLimit ?? MOBILE_ID_NOTIFICATION_BODY_LIMIT;
   const count = (outcome: string) => options.metrics.webhooks.inc({ endpoint: 'mobile-id', outcome });
   return {
@@ -93,6 +100,7 @@ export function mobileIdWebhookRoute(options: { mobileId: MobileIdService; metri
         }
       }
 
+      if (options.pauseAt) await options.pauseAt('webhook-received');
       const result = await options.mobileId.receive(auth, body, { requestId, transactionId, contentType: type, gatewayRequestId: ctx.requestId });
       switch (result.status) {
         case 'unauthorized':
@@ -111,6 +119,7 @@ export function mobileIdWebhookRoute(options: { mobileId: MobileIdService; metri
           res.end();
           return;
         case 'accepted':
+          if (options.pauseAt) await options.pauseAt('webhook-stored');
           count('accepted');
           ctx.logger.info({ ...support, authReqId: result.authReqId, outcome: result.outcome }, 'mobile-ID notification stored');
           res.writeHead(204, { 'cache-control': 'no-store' });

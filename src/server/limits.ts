@@ -1,0 +1,201 @@
+import { costLimitRule } from '@escape.tech/graphql-armor-cost-limit';
+import { maxAliasesRule } from '@escape.tech/graphql-armor-max-aliases';
+import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
+import { maxDirectivesRule } from '@escape.tech/graphql-armor-max-directives';
+import { MaxTokensParserWLexer } from '@escape.tech/graphql-armor-max-tokens';
+import type { ApolloServerPlugin } from '@apollo/server';
+import {
+  GraphQLError,
+  Kind,
+  TypeInfo,
+  getNullableType,
+  isListType,
+  validate,
+  visit,
+  visitWithTypeInfo,
+  type ArgumentNode,
+  type DocumentNode,
+  type FieldNode,
+  type GraphQLField,
+  type GraphQLSchema,
+  type ValidationContext,
+  type ValidationRule,
+  type ValueNode,
+} from 'graphql';
+import { LRUCache } from 'lru-cache';
+import type { GraphqlLimitsConfig } from '../config.js';
+
+/** The variable that sets each limit: named in every refusal, so that an operator knows what to change. */
+export const LIMIT_VARIABLES = {
+  aliases: 'GRAPHQL_MAX_ALIASES',
+  depth: 'GRAPHQL_MAX_DEPTH',
+  tokens: 'GRAPHQL_MAX_TOKENS',
+  directives: 'GRAPHQL_MAX_DIRECTIVES',
+  cost: 'GRAPHQL_MAX_COST',
+  bodyBytes: 'GRAPHQL_MAX_BODY_BYTES',
+} as const;
+export type LimitName = keyof typeof LIMIT_VARIABLES;
+
+/**
+ * A refused operation: a GraphQL error (code GRAPHQL_VALIDATION_FAILED, HTTP 400) whose message is GraphQL
+ * Armor's ("Aliases limit of 15 exceeded, found 200.") and whose extensions name the limit and its value.
+ */
+export function limitError(limit: LimitName, max: number, armorMessage: string): GraphQLError {
+  const message = armorMessage.replace(/^Syntax Error: /, '');
+  return new GraphQLError(`${message} (${LIMIT_VARIABLES[limit]}=${max})`, {
+    extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: LIMIT_VARIABLES[limit], max, http: { status: 400 } },
+  });
+}
+
+/**
+ * The abuse limits of GraphQL operations, shared by HTTP (Apollo plugin and validation rules) and WebSocket
+ * (graphql-ws onSubscribe). The counting is GraphQL Armor's; this module only wires it and names the limits.
+ *
+ * - aliases, depth, directives: validation rules, run once per document text (Apollo caches validated documents);
+ * - tokens: Armor's counting parser, before anything else parses the text (HTTP: the route, before Apollo);
+ * - cost: Armor's cost rule over the operation with list sizes written in as `first` arguments, because the cost of a
+ *   list depends on the variables (projects(first: $n), verificationResults(externalIds: $ids)). It runs per request,
+ *   after the operation is resolved and before it executes.
+ */
+export class OperationLimits {
+  readonly validationRules: readonly ValidationRule[];
+  /** Texts that passed the token limit: a repeated operation is not lexed twice. */
+  private readonly tokenChecked = new LRUCache<string, true>({ max: 1000, maxSize: 4 * 1024 * 1024, sizeCalculation: (_v, k) => k.length || 1 });
+  /** Cost verdicts of documents whose list sizes do not depend on variables. */
+  private readonly costVerdicts = new WeakMap<DocumentNode, GraphQLError | null>();
+
+  constructor(readonly config: GraphqlLimitsConfig) {
+    const report = (limit: LimitName, max: number) => [
+      (ctx: ValidationContext | null, error: GraphQLError) => ctx?.reportError(limitError(limit, max, error.message)),
+    ];
+    // propagateOnRejection: false makes Armor report instead of throw; the report names the limit.
+    this.validationRules = [
+      // allowList [] counts aliases of __typename too (Armor allows those by default): stricter, and one rule to explain.
+      maxAliasesRule({ n: config.maxAliases, allowList: [], exposeLimits: true, propagateOnRejection: false, onReject: report('aliases', config.maxAliases) }),
+      maxDepthRule({ n: config.maxDepth, exposeLimits: true, ignoreIntrospection: true, propagateOnRejection: false, onReject: report('depth', config.maxDepth) }),
+      maxDirectivesRule({ n: config.maxDirectives, exposeLimits: true, propagateOnRejection: false, onReject: report('directives', config.maxDirectives) }),
+    ] as unknown as ValidationRule[];
+  }
+
+  /** Parses with Armor's token-counting parser; a document over the limit throws the limit error. */
+  parse(source: string): DocumentNode {
+    try {
+      return new MaxTokensParserWLexer(source, { n: this.config.maxTokens, exposeLimits: true }).parseDocument();
+    } catch (err) {
+      if (err instanceof GraphQLError && /Token limit of \d+ exceeded/.test(err.message)) {
+        throw limitError('tokens', this.config.maxTokens, err.message);
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * The token limit alone, before Apollo parses the text itself (an error thrown from an Apollo hook before its parse
+   * would be a 500, so the HTTP route calls this); syntax errors are left to that parse.
+   */
+  checkTokens(source: string): GraphQLError | undefined {
+    if (this.tokenChecked.has(source)) return undefined;
+    try {
+      this.parse(source);
+    } catch (err) {
+      if (err instanceof GraphQLError && err.extensions.limit === LIMIT_VARIABLES.tokens) return err;
+    }
+    this.tokenChecked.set(source, true);
+    return undefined;
+  }
+
+  /** The cost of the document with these variables, refused above GRAPHQL_MAX_COST; undefined when within. */
+  checkCost(schema: GraphQLSchema, document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): GraphQLError | undefined {
+    const cached = this.costVerdicts.get(document);
+    if (cached !== undefined) return cached ?? undefined;
+    const { sized, usedVariables } = withListSizes(schema, document, variables ?? {}, this.config.listSizeEstimate);
+    const errors: GraphQLError[] = [];
+    const max = this.config.maxCost;
+    validate(schema, sized, [
+      costLimitRule({
+        maxCost: max,
+        // Lists are multiplied by their size here, which is what Armor's depth factor stands in for when it
+        // cannot know list sizes: both together would count the same growth twice (decision 013).
+        depthCostFactor: 1,
+        exposeLimits: true,
+        ignoreIntrospection: true,
+        propagateOnRejection: false,
+        onReject: [(_ctx: ValidationContext | null, error: GraphQLError) => errors.push(limitError('cost', max, error.message))],
+      }) as unknown as ValidationRule,
+    ]);
+    const verdict = errors[0] ?? null;
+    if (!usedVariables) this.costVerdicts.set(document, verdict);
+    return verdict ?? undefined;
+  }
+
+  /** Apollo Server plugin: the cost, per request, before execution. */
+  apolloPlugin(): ApolloServerPlugin<any> {
+    const limits = this;
+    const listener = {
+      async didResolveOperation(ctx: { schema: GraphQLSchema; document: DocumentNode; request: { variables?: Record<string, unknown> } }) {
+        const error = limits.checkCost(ctx.schema, ctx.document, ctx.request.variables);
+        if (error) throw error;
+      },
+    };
+    return { requestDidStart: async () => listener };
+  }
+}
+
+/**
+ * A copy of the document where every list field that selects objects carries `first: <size>`, the argument GraphQL
+ * Armor's cost rule multiplies by. The size is the field's own `first` (literal, variable or default), else the
+ * length of its list argument (verificationResults(externalIds)), else GRAPHQL_LIST_SIZE_ESTIMATE.
+ */
+function withListSizes(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  variables: Readonly<Record<string, unknown>>,
+  estimate: number,
+): { sized: DocumentNode; usedVariables: boolean } {
+  const typeInfo = new TypeInfo(schema);
+  let usedVariables = false;
+  const valueOf = (node: ValueNode | undefined): unknown => {
+    if (!node) return undefined;
+    if (node.kind === Kind.VARIABLE) {
+      usedVariables = true;
+      return variables[node.name.value];
+    }
+    if (node.kind === Kind.INT) return Number(node.value);
+    if (node.kind === Kind.LIST) return node.values;
+    return undefined;
+  };
+  const sizeOf = (def: GraphQLField<unknown, unknown>, node: FieldNode): number => {
+    const args = new Map((node.arguments ?? []).map((a) => [a.name.value, a.value]));
+    const first = def.args.find((a) => a.name === 'first');
+    if (first) {
+      const given = args.has('first') ? valueOf(args.get('first')) : undefined;
+      const v = given ?? first.defaultValue;
+      if (typeof v === 'number' && Number.isFinite(v)) return Math.max(1, Math.floor(v));
+      return estimate;
+    }
+    const listArg = def.args.find((a) => isListType(getNullableType(a.type)));
+    if (listArg) {
+      const v = args.has(listArg.name) ? valueOf(args.get(listArg.name)) : listArg.defaultValue;
+      if (Array.isArray(v)) return Math.max(1, v.length);
+      return v === undefined || v === null ? 1 : estimate;
+    }
+    return estimate;
+  };
+  const sized = visit(
+    document,
+    visitWithTypeInfo(typeInfo, {
+      Field(node) {
+        if (!node.selectionSet) return undefined;
+        const def = typeInfo.getFieldDef();
+        if (!def || !isListType(getNullableType(def.type))) return undefined;
+        const size: ArgumentNode = {
+          kind: Kind.ARGUMENT,
+          name: { kind: Kind.NAME, value: 'first' },
+          value: { kind: Kind.INT, value: String(sizeOf(def, node)) },
+        };
+        return { ...node, arguments: [size, ...(node.arguments ?? []).filter((a) => a.name.value !== 'first' && a.name.value !== 'last')] };
+      },
+    }),
+  );
+  return { sized, usedVariables };
+}

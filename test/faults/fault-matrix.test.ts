@@ -1,0 +1,121 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FaultKind } from '../../src/sandbox/faults.js';
+import { M, SSH_KEY, ok } from '../helpers/cloud.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+
+/**
+ * The fault matrix of issue 11 §7: every creation mutation (a row) against each fault the cloud upstream can show (a
+ * cell), injected by the sandbox over real HTTP. Each cell ends in exactly one upstream resource or a clear error, and
+ * a retry with the same key ends in exactly one resource.
+ */
+const CELLS: ReadonlyArray<{ fault: FaultKind; name: string; retried: boolean }> = [
+  { fault: '503', name: '503 with Retry-After', retried: true },
+  { fault: '429', name: '429 with Retry-After', retried: true },
+  { fault: 'reset-after', name: 'connection reset after the upstream did the work, before the response', retried: true },
+  { fault: 'timeout', name: 'no answer at all (attempt timeout)', retried: true },
+  { fault: 'slow', name: 'work done, answer slower than the attempt timeout', retried: true },
+  { fault: '500-html', name: '500 with an HTML body', retried: true },
+  // Work done upstream, answer unusable: a clear error, or a success if the gateway recovers the id by replaying.
+  { fault: 'ok-not-json', name: '2xx whose body is not JSON', retried: false },
+  { fault: 'ok-no-id', name: '2xx JSON without an id', retried: false },
+];
+
+/** Errors that tell the app what happened and that the same key is the way to retry. */
+const CLEAR_ERRORS = new Set(['UPSTREAM_UNAVAILABLE', 'UPSTREAM_REJECTED', 'UPSTREAM_OUTCOME_UNKNOWN']);
+
+const PROJECTS = '/apis/projects/public/v4/projects';
+const SERVICES = '/ocs/v1/services';
+
+interface Parents {
+  projectId: string;
+  networkId: string;
+  subnetId: string;
+  ipIds: string[];
+  clusterId: string;
+}
+
+interface Row {
+  mutation: keyof typeof M;
+  path: string;
+  /** The input for cell number `n` (unique names and addresses, so that cells never collide upstream). */
+  input: (p: Parents, n: number) => Record<string, unknown>;
+}
+
+const ROWS: Row[] = [
+  { mutation: 'project', path: PROJECTS, input: (_p, n) => ({ name: `fm-project-${n}` }) },
+  { mutation: 'network', path: SERVICES, input: (p, n) => ({ projectId: p.projectId, title: `fm-net-${n}`, bandwidthMbps: 100 }) },
+  { mutation: 'subnet', path: SERVICES, input: (p, n) => ({ projectId: p.projectId, networkId: p.networkId, title: `fm-subnet-${n}`, cidr: `10.${100 + n}.0.0/24` }) },
+  { mutation: 'ip', path: SERVICES, input: (p, n) => ({ projectId: p.projectId, networkId: p.networkId, title: `fm-ip-${n}` }) },
+  {
+    mutation: 'cluster',
+    path: SERVICES,
+    input: (p, n) => ({ projectId: p.projectId, title: `fm-kafka-${n}`, instanceType: 'C2_MEDIUM', subnetId: p.subnetId, publicIp: `203.0.113.${20 + n}` }),
+  },
+  { mutation: 'topic', path: SERVICES, input: (p, n) => ({ projectId: p.projectId, clusterId: p.clusterId, name: `fm-topic-${n}`, partitions: 1, replicationFactor: 1 }) },
+  { mutation: 'user', path: SERVICES, input: (p, n) => ({ projectId: p.projectId, clusterId: p.clusterId, name: `fm-user-${n}`, password: `Fm-pa55word-${n}!` }) },
+  {
+    mutation: 'vm',
+    path: SERVICES,
+    input: (p, n) => ({
+      projectId: p.projectId,
+      title: `fm-vm-${n}`,
+      instanceType: 'C2_MEDIUM',
+      bootDisk: { sizeGb: 20, image: 'UBUNTU_22_04' },
+      users: [{ name: 'ops', password: `Vm-pa55word-${n}!`, sshKeys: [SSH_KEY] }],
+      networkInterfaces: [{ networkId: p.networkId, subnetId: p.subnetId, ipAddressId: p.ipIds[n]! }],
+    }),
+  },
+];
+
+let gw: TestGateway;
+let parents: Parents;
+const upstreamResources = () => gw.gateway.sandbox.cloud!.projects().length + gw.gateway.sandbox.cloud!.resources().length;
+
+beforeAll(async () => {
+  gw = await startTestGateway({ UPSTREAM_TIMEOUT: '500ms', UPSTREAM_RETRY_BUDGET: '6s', UPSTREAM_MAX_RETRIES: '4', IDEMPOTENCY_WAIT: '8s', LOG_LEVEL: 'warn' });
+  gw.gateway.sandbox.cloud!.faults.slowMs = 1_500;
+  const projectId = (await ok(gw, M.project, { input: { name: 'fault-matrix' } })).project.id;
+  const networkId = (await ok(gw, M.network, { input: { projectId, title: 'fm-net', bandwidthMbps: 100 } })).network.id;
+  const subnetId = (await ok(gw, M.subnet, { input: { projectId, networkId, title: 'fm-subnet', cidr: '10.99.0.0/24' } })).subnet.id;
+  const ipIds: string[] = [];
+  for (let i = 0; i < CELLS.length; i++) ipIds.push((await ok(gw, M.ip, { input: { projectId, networkId, title: `fm-vm-ip-${i}` } })).ipAddress.id);
+  const clusterId = (await ok(gw, M.cluster, { input: { projectId, title: 'fm-kafka', instanceType: 'C2_MEDIUM', subnetId, publicIp: '203.0.113.10' } })).kafkaCluster.id;
+  parents = { projectId, networkId, subnetId, ipIds, clusterId };
+}, 60_000);
+afterAll(() => gw.close());
+
+describe('fault matrix: every cloud creation mutation against every upstream fault', () => {
+  it.each(ROWS.map((r) => [r.mutation, r] as const))('%s ends in exactly one upstream resource per cell, also after a retry with the same key', async (_name, row) => {
+    const faults = gw.gateway.sandbox.cloud!.faults;
+    for (const [n, cell] of CELLS.entries()) {
+      const label = `${row.mutation} x ${cell.name}`;
+      const before = upstreamResources();
+      const key = randomUUID();
+      const variables = { input: row.input(parents, n), key };
+      faults.enqueueFor(row.path, cell.fault);
+
+      const first = await gw.graphql(M[row.mutation], variables);
+      expect(faults.pending, `${label}: the fault was injected`).toBe(0);
+      const payload = first.data ? (Object.values(first.data)[0] as Record<string, any> | null) : null;
+      if (cell.retried) {
+        expect(first.errors, `${label}: retried under the same key to success`).toBeUndefined();
+      } else if (first.errors) {
+        expect(CLEAR_ERRORS.has(first.errors[0]!.extensions!.code), `${label}: ${JSON.stringify(first.errors)}`).toBe(true);
+        expect(first.errors[0]!.message.length).toBeGreaterThan(10);
+      }
+      expect(upstreamResources() - before, `${label}: one resource upstream after the first call`).toBe(1);
+
+      const again = await gw.graphql(M[row.mutation], variables);
+      expect(again.errors, `${label}: the retry with the same key succeeds`).toBeUndefined();
+      const retried = Object.values(again.data!)[0] as Record<string, any>;
+      const resource = Object.values(retried).find((v) => v && typeof v === 'object' && 'id' in v) as { id: string };
+      if (payload) {
+        expect(retried.replayed, `${label}: the retry replays`).toBe(true);
+        expect(resource.id).toBe((Object.values(payload).find((v) => v && typeof v === 'object' && 'id' in v) as { id: string }).id);
+      }
+      expect(upstreamResources() - before, `${label}: still one resource upstream after the retry`).toBe(1);
+      expect((await gw.gateway.services.ledger.get(resource.id))?.id, `${label}: the ledger holds it`).toBe(resource.id);
+    }
+  }, 120_000);
+});

@@ -1,0 +1,26 @@
+import { sql } from 'kysely';
+import type { TestGateway } from './gateway.js';
+
+const TABLES = ['idempotency_records', 'resources', 'events', 'notification_tokens', 'verification_callbacks', 'provisionings'] as const;
+
+/**
+ * Every row of the tables that hold what the gateway created or received (store and event log), as sorted JSON text
+ * per table: two snapshots are equal exactly when a request changed none of it. Not compared, on purpose: the
+ * quarantine of refused mobile-ID notifications (mobile_id_rejections, where a refusal is recorded by design) and
+ * rate-limit counters.
+ */
+export async function storeSnapshot(gw: TestGateway): Promise<Record<string, string[]>> {
+  const db = gw.gateway.services.store.db;
+  const snapshot: Record<string, string[]> = {};
+  for (const table of TABLES) {
+    const rows = await sql<Record<string, unknown>>`select * from ${sql.table(table)}`.execute(db);
+    snapshot[table] = rows.rows.map((r) => JSON.stringify(r, (_k, v) => (Buffer.isBuffer(v) ? v.toString('base64') : typeof v === 'bigint' ? String(v) : v))).sort();
+  }
+  return snapshot;
+}
+
+/** Number of rows per table. */
+export async function storeCounts(gw: TestGateway): Promise<Record<string, number>> {
+  const snapshot = await storeSnapshot(gw);
+  return Object.fromEntries(Object.entries(snapshot).map(([t, rows]) => [t, rows.length]));
+}
