@@ -250,3 +250,24 @@ describe('abuse limits on subscriptions over WebSocket', () => {
     }
   });
 });
+
+describe('abuse limits on subscriptions over Server-Sent Events', () => {
+  it.each([
+    { limit: 'GRAPHQL_MAX_ALIASES', query: `subscription { mobileIdAuthentication(authReqId: "sse-limit") { ${Array.from({ length: 16 }, (_, i) => `t${i}: __typename`).join(' ')} } }` },
+    { limit: 'GRAPHQL_MAX_TOKENS', query: `subscription { mobileIdAuthentication(authReqId: "sse-limit") { ${Array.from({ length: 1000 }, () => '__typename').join(' ')} } }` },
+    { limit: 'GRAPHQL_MAX_COST', query: `query { projects(first: 500) { networks { subnets { id } } } }` },
+  ])('refuses an operation over $limit on /graphql/stream with the same named error', async ({ limit, query }) => {
+    const gw = await gateway({ GATEWAY_API_KEYS: KEY });
+    const res = await request(`${gw.url}/graphql/stream`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream', authorization: `Bearer ${KEY}` },
+      body: JSON.stringify({ query }),
+    });
+    const text = await res.body.text();
+    const next = /event: next\ndata: (.*)\n/.exec(text);
+    expect(next, text).not.toBeNull();
+    const payload = JSON.parse(next![1]!) as { errors: Array<{ message: string; extensions: Record<string, unknown> }> };
+    expect(payload.errors[0]!.extensions).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED', limit });
+    expect(payload.errors[0]!.message).toContain(`(${limit}=`);
+  });
+});
