@@ -18,6 +18,9 @@ export interface EnvVar {
 export const UPSTREAM_NAMES = ['cloud', 'identification', 'verification', 'rfm', 'mobile-id'] as const;
 export type UpstreamName = (typeof UPSTREAM_NAMES)[number];
 
+/** Upstreams whose spec does not document Idempotency-Key; IDEMPOTENT_UPSTREAMS may name them. */
+export const KEY_OPTIONAL_UPSTREAMS = ['identification', 'verification', 'rfm'] as const;
+
 export const ENV_VARS: readonly EnvVar[] = [
   { name: 'PORT', default: '4000', description: 'TCP port for GraphQL over HTTP and WebSocket, the webhooks, health and metrics.' },
   { name: 'HOST', default: '0.0.0.0', description: 'Interface to listen on.' },
@@ -50,6 +53,11 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'UPSTREAM_TIMEOUT', default: '10s', description: 'Time limit of one upstream attempt (headers and body).' },
   { name: 'UPSTREAM_RETRY_BUDGET', default: '20s', description: 'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.' },
   { name: 'UPSTREAM_MAX_RETRIES', default: '4', description: 'Most retries of one upstream call after its first attempt.' },
+  {
+    name: 'IDEMPOTENT_UPSTREAMS',
+    default: '(unset: none)',
+    description: `Comma-separated identity upstreams known to honour Idempotency-Key (${KEY_OPTIONAL_UPSTREAMS.join(', ')}): a request to them whose outcome is unknown (timeout, reset, 5xx other than 503 with Retry-After) is retried automatically, as on the cloud API. Others answer UPSTREAM_OUTCOME_UNKNOWN instead (docs/decisions/011).`,
+  },
   { name: 'RATE_LIMIT_CREATIONS', default: 'off', description: 'Per API key: how many creations (mutations that call an upstream, each field one point) per window, as <points>/<window> such as 20/1m; off for no limit. Shared by replicas on PostgreSQL.' },
   { name: 'RATE_LIMIT_READS', default: 'off', description: 'Per API key: how many other operations (queries, subscriptions, mutations that call no upstream) per window, as <points>/<window> such as 600/1m; off for no limit.' },
   { name: 'IDEMPOTENCY_WAIT', default: '5s', description: 'How long a request waits for an in-flight request with the same idempotency key before IDEMPOTENCY_KEY_IN_USE.' },
@@ -248,6 +256,9 @@ const envSchema = z.object({
   SANDBOX_UPSTREAMS: list.refine((names) => names.every((n) => (UPSTREAM_NAMES as readonly string[]).includes(n)), {
     message: `must list upstreams among ${UPSTREAM_NAMES.join(', ')}`,
   }),
+  IDEMPOTENT_UPSTREAMS: list.refine((names) => names.every((n) => (KEY_OPTIONAL_UPSTREAMS as readonly string[]).includes(n)), {
+    message: `must list upstreams among ${KEY_OPTIONAL_UPSTREAMS.join(', ')} (the cloud API always honours Idempotency-Key)`,
+  }),
   IDEMPOTENCY_RETENTION: duration('24h'),
   EVENT_RETENTION: duration('7d'),
   UPSTREAM_TIMEOUT: duration('10s'),
@@ -416,7 +427,13 @@ export interface Config {
   /** Per-API-key limits (null: no limit); see src/ratelimit/ and docs/decisions/023. */
   readonly rateLimits: { readonly creations: RateLimit | null; readonly reads: RateLimit | null };
   readonly eventRetentionMs: number;
-  readonly upstream: { readonly timeoutMs: number; readonly retryBudgetMs: number; readonly maxRetries: number };
+  readonly upstream: {
+    readonly timeoutMs: number;
+    readonly retryBudgetMs: number;
+    readonly maxRetries: number;
+    /** IDEMPOTENT_UPSTREAMS: identity upstreams whose unknown outcomes are retried like the cloud's. */
+    readonly idempotent: readonly string[];
+  };
   readonly resultsBatchSize: number;
   readonly introspection: boolean;
   /** Abuse limits of GraphQL operations, over HTTP and WebSocket alike (src/server/limits.ts). */
@@ -698,7 +715,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     idempotencyWaitMs: e.IDEMPOTENCY_WAIT,
     rateLimits: { creations: e.RATE_LIMIT_CREATIONS, reads: e.RATE_LIMIT_READS },
     eventRetentionMs: e.EVENT_RETENTION,
-    upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES },
+    upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES, idempotent: e.IDEMPOTENT_UPSTREAMS },
     resultsBatchSize: e.VERIFICATION_RESULTS_BATCH_SIZE,
     introspection: e.GRAPHQL_INTROSPECTION,
     graphqlLimits: {

@@ -7,6 +7,8 @@ export enum ErrorCode {
   IDEMPOTENCY_KEY_REUSED = 'IDEMPOTENCY_KEY_REUSED',
   IDEMPOTENCY_KEY_IN_USE = 'IDEMPOTENCY_KEY_IN_USE',
   UPSTREAM_UNAVAILABLE = 'UPSTREAM_UNAVAILABLE',
+  /** The request may have been applied upstream and was not repeated; a retry with the same key is the app's decision. */
+  UPSTREAM_OUTCOME_UNKNOWN = 'UPSTREAM_OUTCOME_UNKNOWN',
   UPSTREAM_REJECTED = 'UPSTREAM_REJECTED',
   UPSTREAM_UNAUTHENTICATED = 'UPSTREAM_UNAUTHENTICATED',
   NOT_FOUND = 'NOT_FOUND',
@@ -71,6 +73,32 @@ export class UpstreamUnavailableError extends GatewayError {
       attempts,
       ...(status !== undefined ? { status } : {}),
     });
+  }
+}
+
+/**
+ * A request to an upstream not known to honour Idempotency-Key failed in a way that leaves its outcome
+ * unknown (docs/decisions/011). It was not sent again; the idempotency layer adds the keys to retry with.
+ */
+export class UpstreamOutcomeUnknownError extends GatewayError {
+  constructor(
+    readonly upstream: string,
+    readonly reason: string,
+    readonly attempts: number,
+    readonly status?: number,
+    keys: { idempotencyKey?: string; upstreamIdempotencyKey?: string } = {},
+  ) {
+    super(
+      ErrorCode.UPSTREAM_OUTCOME_UNKNOWN,
+      `${upstream} may or may not have applied the request (${reason}); it was not sent again because ${upstream} is not known to honour Idempotency-Key. ` +
+        `Calling again with the same idempotencyKey sends it once more under the same upstream key: do so once you know it did not take effect, or when a duplicate is acceptable`,
+      { upstream, reason, attempts, ...(status !== undefined ? { status } : {}), ...keys },
+    );
+  }
+
+  /** The same error, carrying the caller's key and the upstream key to retry with. */
+  withKeys(idempotencyKey: string, upstreamIdempotencyKey: string): UpstreamOutcomeUnknownError {
+    return new UpstreamOutcomeUnknownError(this.upstream, this.reason, this.attempts, this.status, { idempotencyKey, upstreamIdempotencyKey });
   }
 }
 

@@ -19,6 +19,20 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly upstreamOutcomeUnknown = new Counter({
+    name: 'gateway_upstream_outcome_unknown_total',
+    help: 'Requests to an upstream not known to honour Idempotency-Key whose outcome was unknown and that were not repeated (UPSTREAM_OUTCOME_UNKNOWN).',
+    labelNames: ['upstream', 'route'] as const,
+    registers: [this.registry],
+  });
+
+  readonly idempotentRetriesOfUnknown = new Counter({
+    name: 'gateway_idempotent_retries_of_unknown_total',
+    help: 'Calls that sent a request again after its earlier outcome was unknown (the app retried with the same key), by operation.',
+    labelNames: ['operation'] as const,
+    registers: [this.registry],
+  });
+
   readonly idempotentReplays = new Counter({
     name: 'gateway_idempotent_replays_total',
     help: 'Mutations answered from a stored idempotency record without an upstream call, by operation.',

@@ -6,6 +6,7 @@ import { createIdentityService, type IdentityEndpoints, type IdentityService } f
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
 import { createMobileIdService, type MobileIdEndpoint, type MobileIdService } from './mobile-id/index.js';
+import { loadSecretBox } from './mobile-id/sealing.js';
 import { resolveCloudShape, type CloudResponseShape } from './sandbox/cloud-shapes.js';
 import {
   SANDBOX_IDENTIFICATION_TOKEN,
@@ -74,6 +75,9 @@ export async function startUpstreams(
       timeoutMs: config.upstream.timeoutMs,
       retryBudgetMs: config.upstream.retryBudgetMs,
       maxRetries: config.upstream.maxRetries,
+      // The cloud API documents Idempotency-Key; the identity endpoints do not, unless the operator says so
+      // (IDEMPOTENT_UPSTREAMS). Both identification environments share the identification setting.
+      retryUnknownOutcome: name === 'cloud' || config.upstream.idempotent.includes(name.replace(/-prodlike$/, '')),
       metrics: deps.metrics,
       logger: deps.logger,
       tracing: deps.tracing,
@@ -114,6 +118,10 @@ export async function startUpstreams(
       : table.rfm,
   };
 
+  // One gateway secret (TOKEN_ENCRYPTION_KEY, or its key file): it seals mobile-ID tokens and derives the
+  // verification callback tokens, so replicas sharing DATABASE_URL must share it.
+  const box = loadSecretBox({ key: config.tokenEncryptionKey, dataDir: config.dataDir, shared: deps.store.dialect === 'postgres', logger: deps.logger });
+
   const mobileId: MobileIdEndpoint = table.mobileId.sandbox
     ? (() => {
         const sim = started(sandbox.mobileId, 'mobile-ID');
@@ -136,8 +144,9 @@ export async function startUpstreams(
       idempotency: deps.idempotency,
       events: deps.events,
       publicUrl: deps.publicUrl,
+      secret: box,
     }),
-    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl }),
+    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box }),
     sandbox,
   };
 }

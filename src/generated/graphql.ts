@@ -1124,7 +1124,8 @@ export type Mutation = {
    * and returns the link the end user opens. A 202 that names the request's id but lacks `idShort` or a valid `url` is
    * kept and returned with those fields null and an `UPSTREAM_ANSWER_INCOMPLETE` warning in `extensions.warnings`; a
    * retry with the same `idempotencyKey` replays it. Upstream errors: 400 → `BAD_USER_INPUT`, 401 → `UPSTREAM_UNAUTHENTICATED`,
-   * 404 (workflow or applicant not found) → `NOT_FOUND`, 409 → `CONFLICT`, 5xx after retries → `UPSTREAM_UNAVAILABLE`.
+   * 404 (workflow or applicant not found) → `NOT_FOUND`, 409 → `CONFLICT`; a timeout, reset or 5xx (other than 503 with
+   * Retry-After) is not repeated, since the endpoint does not document `Idempotency-Key`: `UPSTREAM_OUTCOME_UNKNOWN`.
    */
   createIdentification: CreateIdentificationPayload;
   /** Creates a public IP address inside a network (kind `ip`, empty spec). Needed for access from outside the cloud. */

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { sha256 } from '../caller.js';
 import type { Database } from '../store/schema.js';
@@ -19,16 +18,26 @@ function hashOf(token: string): string {
  * of the database does not let anyone forge a callback.
  */
 export class VerificationCallbacks {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly secret: { digest(text: string): string },
+  ) {}
 
-  /** A new unguessable token (256 bits, base64url), stored as its hash. */
-  async issue(createdBy: string, externalId: string | null): Promise<string> {
-    const token = randomBytes(32).toString('base64url');
-    await this.db
+  /**
+   * The token of the registration sent under `upstreamIdempotencyKey`, stored as its hash: a keyed digest
+   * (256 bits, base64url) of that key, so it is unguessable without the gateway's secret, and the same on
+   * every send of the same registration. A retry (the app's, after an unknown outcome or a failure, on any
+   * replica, after a restart) then sends the same body under the same key, which an upstream that honours
+   * the key replays instead of refusing as another request.
+   */
+  async issue(createdBy: string, externalId: string | null, upstreamIdempotencyKey: string): Promise<{ token: string; fresh: boolean }> {
+    const token = Buffer.from(this.secret.digest(`verification-callback\u0000${upstreamIdempotencyKey}`), 'hex').toString('base64url');
+    const inserted = await this.db
       .insertInto('verification_callbacks')
       .values({ token_hash: hashOf(token), external_id: externalId, created_by: createdBy, created_at: Date.now() })
-      .execute();
-    return token;
+      .onConflict((oc) => oc.column('token_hash').doNothing())
+      .executeTakeFirst();
+    return { token, fresh: Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 1 };
   }
 
   /** Binds a token to the external id the upstream assigned (only if it had none). */

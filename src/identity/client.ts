@@ -115,6 +115,8 @@ export class VerificationClient {
       headers: { 'content-type': 'application/json', ...bearer(this.token) },
       body: resultsRequest(externalIds),
       rejectCode: identityRejectCode,
+      // A lookup changes nothing upstream: any transient failure may be retried.
+      readOnly: true,
     });
     return parseResults(res.body);
   }

@@ -36,6 +36,8 @@ export function createIdentityService(
     idempotency: Idempotency;
     events: Events;
     publicUrl: () => string;
+    /** The gateway's secret: callback tokens are a keyed digest of the upstream idempotency key. */
+    secret: { digest(text: string): string };
   },
 ): IdentityService {
   const { identification, verification, rfm } = endpoints;
@@ -47,7 +49,7 @@ export function createIdentityService(
     verification: new VerificationClient(deps.http('verification', verification.url), verification.token, { http: deps.http('rfm', rfm.url), token: rfm.token }),
     ledger: deps.ledger,
     idempotency: deps.idempotency,
-    callbacks: new VerificationCallbacks(deps.store.db),
+    callbacks: new VerificationCallbacks(deps.store.db, deps.secret),
     events: deps.events,
     publicUrl: deps.publicUrl,
   });

@@ -185,18 +185,20 @@ export class IdentityService {
       scope: caller.scope,
       key,
       operation: 'registerVerification',
-      // The callback token is random per attempt, so the fingerprint holds only the flag.
+      // The callback token derives from the upstream key (src/identity/callbacks.ts), so the fingerprint holds only the flag.
       request: { path: wire.PATHS.verifications, workflowId, applicant, externalId, callback },
       execute: async (idempotencyKey) => {
-        const token = callback ? await this.o.callbacks.issue(caller.scope, externalId) : null;
+        const issued = callback ? await this.o.callbacks.issue(caller.scope, externalId, idempotencyKey) : null;
+        const token = issued?.token ?? null;
         const callbackUrl = token === null ? null : `${this.o.publicUrl().replace(/\/+$/, '')}/webhooks/verification/${token}`;
         let registered: RegisteredVerification;
         try {
           registered = await this.o.verification.register(wire.registrationRequest({ workflowId, applicant, externalId, callbackUrl }), idempotencyKey);
         } catch (error) {
           // A refused registration has nothing to call back. After a transient failure the upstream may have
-          // registered it with this callbackUrl, so that token stays valid.
-          if (token !== null && error instanceof UpstreamRejectedError) await this.o.callbacks.revoke(token);
+          // registered it with this callbackUrl, so that token stays valid; so does one issued by an earlier
+          // send of the same registration (this one is a retry, and the first may have been applied).
+          if (issued?.fresh && error instanceof UpstreamRejectedError) await this.o.callbacks.revoke(issued.token);
           throw error;
         }
         const id = registered.externalId ?? externalId;

@@ -2,7 +2,7 @@ import type { Config } from '../config.js';
 import type { Events } from '../events/index.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
-import { loadSecretBox } from './sealing.js';
+import type { SecretBox } from './sealing.js';
 import { MobileIdService, type SandboxNotifier } from './service.js';
 import { configuredKeys } from './verify.js';
 
@@ -31,13 +31,15 @@ export function createMobileIdService(
     logger: Logger;
     /** The gateway's own base URL (loopback), known once it listens. */
     selfUrl: () => string;
+    /** The gateway's secret (TOKEN_ENCRYPTION_KEY) that seals stored tokens. */
+    box: SecretBox;
   },
 ): MobileIdService {
   const { config } = deps;
   return new MobileIdService({
     db: deps.store.db,
     events: deps.events,
-    box: loadSecretBox({ key: config.tokenEncryptionKey, dataDir: config.dataDir, shared: deps.store.dialect === 'postgres', logger: deps.logger }),
+    box: deps.box,
     verifier: { keys: configuredKeys(endpoint.jwks), issuer: endpoint.issuer, clientId: endpoint.clientId, strict: config.mobileId.strictIdToken },
     notificationTokens: endpoint.notificationTokens,
     logger: deps.logger.child({ component: 'mobile-id' }),

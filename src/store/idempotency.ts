@@ -6,7 +6,8 @@ export interface IdempotencyRecord {
   key: string;
   operation: string;
   fingerprint: string;
-  state: 'pending' | 'done';
+  /** `unknown`: the upstream call's outcome is unknown (UPSTREAM_OUTCOME_UNKNOWN); only the same request may retry it. */
+  state: 'pending' | 'done' | 'unknown';
   response: unknown;
   leaseUntil: number;
   createdAt: number;
@@ -101,6 +102,34 @@ export class IdempotencyRecords {
       .where('scope', '=', scope)
       .where('key', '=', key)
       .execute();
+  }
+
+  /**
+   * Records that the upstream call of a pending key ended with an unknown outcome. The key stays bound to
+   * its request (another request with it is IDEMPOTENCY_KEY_REUSED) until the app retries it.
+   */
+  async markUnknown(scope: string, key: string, failure: unknown): Promise<void> {
+    await this.db
+      .updateTable('idempotency_records')
+      .set({ state: 'unknown', lease_until: 0, response: JSON.stringify(failure ?? null) })
+      .where('scope', '=', scope)
+      .where('key', '=', key)
+      .where('state', '=', 'pending')
+      .execute();
+  }
+
+  /** Claims a record whose outcome was unknown for the app's explicit retry of the same request. */
+  async retryUnknown(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
+    const claimed = await this.db
+      .updateTable('idempotency_records')
+      .set({ state: 'pending', lease_until: rec.leaseUntil })
+      .where('scope', '=', rec.scope)
+      .where('key', '=', rec.key)
+      .where('state', '=', 'unknown')
+      .where('fingerprint', '=', rec.fingerprint)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+    return Number(claimed.numUpdatedRows) === 1;
   }
 
   /** Gives a pending key back after a failure, so that a later call with the same key runs again. */

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry, { AbortError } from 'p-retry';
 import { Pool, type Dispatcher } from 'undici';
-import { ErrorCode, UpstreamRejectedError, UpstreamUnavailableError } from '../errors.js';
+import { ErrorCode, UpstreamOutcomeUnknownError, UpstreamRejectedError, UpstreamUnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { TRACING_OFF, type SpanHandle, type Tracing } from '../telemetry/tracing.js';
@@ -24,6 +24,14 @@ export interface UpstreamHttpOptions {
   logger: Logger;
   /** One CLIENT span per call (retries included), its `traceparent` sent upstream on every attempt. */
   tracing?: Tracing;
+  /**
+   * Whether the upstream is known to honour `Idempotency-Key`, so that a request whose outcome is unknown
+   * (a timeout or reset after it was sent, a 5xx other than 503 with Retry-After) may be sent again on its
+   * own. Default true (the cloud API documents the key). False for the identity endpoints unless
+   * IDEMPOTENT_UPSTREAMS names them: such a failure is then UPSTREAM_OUTCOME_UNKNOWN at once
+   * (docs/decisions/011).
+   */
+  retryUnknownOutcome?: boolean;
 }
 
 export interface UpstreamRequest {
@@ -43,6 +51,8 @@ export interface UpstreamRequest {
   onUnauthorized?: () => Promise<boolean>;
   /** Maps a 4xx status to an error code other than UPSTREAM_REJECTED. */
   rejectCode?: (status: number) => ErrorCode;
+  /** A lookup with no effect upstream (verification results): repeated after any transient failure. */
+  readOnly?: boolean;
 }
 
 export interface UpstreamResponse {
@@ -52,23 +62,23 @@ export interface UpstreamResponse {
   body: unknown;
 }
 
-/** Network failures that say nothing about whether the upstream acted: safe to retry under the same key. */
-const TRANSIENT_CODES = new Set([
-  'ECONNRESET',
-  'ECONNREFUSED',
-  'EPIPE',
-  'ETIMEDOUT',
-  'EAI_AGAIN',
-  'UND_ERR_SOCKET',
-  'UND_ERR_CLOSED',
-  'UND_ERR_CONNECT_TIMEOUT',
-  'UND_ERR_HEADERS_TIMEOUT',
-  'UND_ERR_BODY_TIMEOUT',
-]);
+/**
+ * What a transient failure says about the request:
+ * - `not-sent`: it provably never reached the upstream (no connection was made);
+ * - `not-processed`: the upstream said it did not process it (429, 503 with Retry-After, RFC 9110 §15.6.4);
+ * - `unknown`: it may have been applied (a timeout or reset after it was sent, any other 5xx).
+ */
+type Outcome = 'not-sent' | 'not-processed' | 'unknown';
+
+/** Failures before a connection existed: nothing was sent. */
+const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+/** Failures on a connection the request may have been written to: the upstream may have acted. */
+const UNKNOWN_CODES = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
 class TransientFailure extends Error {
   constructor(
     readonly reason: string,
+    readonly outcome: Outcome,
     readonly status?: number,
     readonly retryAfterMs?: number,
   ) {
@@ -128,7 +138,21 @@ export class UpstreamHttp {
     const started = performance.now();
     let attempts = 0;
     let refreshedAuth = false;
+    const repeatUnknown = req.readOnly === true || this.options.retryUnknownOutcome !== false;
     const attempt = async (): Promise<UpstreamResponse> => {
+      try {
+        return await once();
+      } catch (error) {
+        // Not repeated on its own: the upstream may have acted and is not known to honour the key.
+        if (error instanceof TransientFailure && error.outcome === 'unknown' && !repeatUnknown) {
+          logger.warn({ upstream: name, route: req.route, reason: error.reason, attempt: attempts }, 'upstream outcome unknown; not repeated');
+          metrics.upstreamOutcomeUnknown.inc({ upstream: name, route: req.route });
+          throw new AbortError(new UpstreamOutcomeUnknownError(name, error.reason, attempts, error.status));
+        }
+        throw error;
+      }
+    };
+    const once = async (): Promise<UpstreamResponse> => {
       attempts += 1;
       span?.setAttribute('gateway.upstream.attempts', attempts);
       const res = await this.send(req, inject);
@@ -185,7 +209,8 @@ export class UpstreamHttp {
     } catch (error) {
       const code = (error as { code?: string }).code ?? 'ERROR';
       end({ status: code });
-      if (TRANSIENT_CODES.has(code)) throw new TransientFailure(code);
+      if (NOT_SENT_CODES.has(code)) throw new TransientFailure(code, 'not-sent');
+      if (UNKNOWN_CODES.has(code)) throw new TransientFailure(code, 'unknown');
       throw new AbortError(error instanceof Error ? error : new Error(String(error)));
     }
     let text: string;
@@ -194,7 +219,7 @@ export class UpstreamHttp {
     } catch (error) {
       const code = (error as { code?: string }).code ?? 'BODY_ERROR';
       end({ status: code });
-      throw new TransientFailure(code);
+      throw new TransientFailure(code, 'unknown');
     }
     end({ status: String(res.statusCode) });
     return { status: res.statusCode, headers: res.headers, body: parseBody(text, res.headers['content-type']) };
@@ -203,7 +228,9 @@ export class UpstreamHttp {
   private classify(req: UpstreamRequest, res: UpstreamResponse): UpstreamResponse {
     if (res.status >= 200 && res.status < 300) return res;
     if (res.status === 429 || res.status >= 500) {
-      throw new TransientFailure(`HTTP ${res.status}`, res.status, retryAfterMs(res.headers['retry-after']));
+      const retryAfter = retryAfterMs(res.headers['retry-after']);
+      const outcome: Outcome = res.status === 429 || (res.status === 503 && retryAfter !== undefined) ? 'not-processed' : 'unknown';
+      throw new TransientFailure(`HTTP ${res.status}`, outcome, res.status, retryAfter);
     }
     const code = req.rejectCode?.(res.status) ?? ErrorCode.UPSTREAM_REJECTED;
     throw new AbortError(new UpstreamRejectedError(this.options.name, res.status, res.body, code));

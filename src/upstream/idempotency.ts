@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { v5 as uuidv5 } from 'uuid';
-import { ErrorCode, GatewayError } from '../errors.js';
+import { ErrorCode, GatewayError, UpstreamOutcomeUnknownError } from '../errors.js';
 import { fingerprint } from '../fingerprint.js';
 import type { Metrics } from '../metrics.js';
 import type { PauseAt } from '../phases.js';
@@ -51,12 +51,23 @@ export function upstreamKey(scope: string, key: string): string {
   return uuidv5(`${scope}\u0000${key}`, UPSTREAM_NAMESPACE);
 }
 
+/** UPSTREAM_OUTCOME_UNKNOWN from what `markUnknown` stored, for a call that waited on the one that failed. */
+function unknownOutcome(stored: unknown, key: string, upstream: string): UpstreamOutcomeUnknownError {
+  const s = (stored ?? {}) as { upstream?: string; reason?: string; attempts?: number; status?: number | null };
+  return new UpstreamOutcomeUnknownError(s.upstream ?? 'the upstream', s.reason ?? 'outcome unknown', s.attempts ?? 1, s.status ?? undefined, {
+    idempotencyKey: key,
+    upstreamIdempotencyKey: upstream,
+  });
+}
+
 /**
  * The idempotency rules of DESIGN.md, per (caller scope, key):
  * - done with the same fingerprint: the stored result, replayed, no upstream call;
  * - any record with another fingerprint: IDEMPOTENCY_KEY_REUSED;
  * - pending: wait (bounded) for it to finish, then replay or IDEMPOTENCY_KEY_IN_USE;
- * - a failure releases the key, so a later call re-sends the same key upstream.
+ * - a failure releases the key, so a later call re-sends the same key upstream;
+ * - an unknown outcome (UPSTREAM_OUTCOME_UNKNOWN) keeps the key bound to its request: the next call with it
+ *   is the app's explicit decision to send it again (docs/decisions/011).
  * In-process waiters are woken at once; across processes they poll the store.
  */
 export class Idempotency {
@@ -82,6 +93,9 @@ export class Idempotency {
     const print = fingerprint({ operation: params.operation, request: params.request });
     const deadline = Date.now() + this.options.waitMs;
     const slot = `${params.scope}\u0000${key}`;
+    /** Set once this call has waited for another one with the same key. */
+    let waited = false;
+    let retryOfUnknown = false;
 
     for (;;) {
       const now = Date.now();
@@ -110,6 +124,16 @@ export class Idempotency {
           const stored = existing.response;
           return { result: params.fromStored ? params.fromStored(stored) : (stored as T), idempotencyKey: key, upstreamIdempotencyKey: upstream, replayed: true };
         }
+        if (existing.state === 'unknown') {
+          // A call that was already waiting when the first one ended shares its answer: only a call made
+          // after the app learnt of the unknown outcome is the app's decision to send it again.
+          if (waited) throw unknownOutcome(existing.response, key, upstream);
+          if (await records.retryUnknown(claim, now)) {
+            retryOfUnknown = true;
+            break;
+          }
+          continue;
+        }
         if (await records.takeOver(claim, now)) break;
       } else if (Date.now() < deadline) {
         // Released or expired between the two statements: it is free now.
@@ -122,6 +146,7 @@ export class Idempotency {
           { idempotencyKey: key },
         );
       }
+      waited = true;
       const running = this.inFlight.get(slot);
       if (running) {
         await Promise.race([running.catch(() => undefined), sleep(Math.max(0, deadline - Date.now()))]);
@@ -137,10 +162,16 @@ export class Idempotency {
         await records.complete(params.scope, key, params.toStored ? params.toStored(result) : result);
         return result;
       } catch (error) {
+        if (error instanceof UpstreamOutcomeUnknownError) {
+          // Kept, not released: the key stays bound to this request, and the app decides whether to retry.
+          await records.markUnknown(params.scope, key, { upstream: error.upstream, reason: error.reason, attempts: error.attempts, status: error.status ?? null });
+          throw error.withKeys(key, upstream);
+        }
         await records.release(params.scope, key);
         throw error;
       }
     })();
+    if (retryOfUnknown) metrics.idempotentRetriesOfUnknown.inc({ operation: params.operation });
     this.inFlight.set(slot, work);
     try {
       return { result: await work, idempotencyKey: key, upstreamIdempotencyKey: upstream, replayed: false };

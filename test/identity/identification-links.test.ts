@@ -170,19 +170,24 @@ describe('identification links against the sandbox', () => {
     expect(production.requests).toHaveLength(1);
   });
 
-  it('retries an upstream 500 under the same key and then answers UPSTREAM_UNAVAILABLE', async () => {
-    const fault = { status: 500, retryAfterSeconds: null };
-    production.faults.enqueueFor(PATH, fault, fault, fault);
+  it('does not repeat a request answered 500 (its outcome is unknown): UPSTREAM_OUTCOME_UNKNOWN names the key, and the app retries with it under the same upstream key', async () => {
+    production.faults.enqueueFor(PATH, { status: 500, retryAfterSeconds: null });
     const key = randomUUID();
     const res = await t.graphql(CREATE, { input: { workflowId: 'wf-onboarding' }, key });
-    expect(res.errors?.[0]?.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'identification', attempts: 3 });
-    expect(production.requests).toHaveLength(3);
-    expect(new Set(production.requests.map((r) => r.headers['idempotency-key']))).toEqual(new Set([upstreamKey('open', key)]));
+    expect(res.errors?.[0]?.extensions).toMatchObject({
+      code: 'UPSTREAM_OUTCOME_UNKNOWN',
+      upstream: 'identification',
+      attempts: 1,
+      status: 500,
+      idempotencyKey: key,
+      upstreamIdempotencyKey: upstreamKey('open', key),
+    });
+    expect(production.requests).toHaveLength(1);
 
-    // A later call with the same key re-sends it and succeeds.
+    // The app's retry with the same key is its decision; it re-sends the same upstream key and succeeds.
     const again = await t.graphql(CREATE, { input: { workflowId: 'wf-onboarding' }, key });
     expect(again.errors).toBeUndefined();
-    expect(production.requests.at(-1)!.headers['idempotency-key']).toBe(upstreamKey('open', key));
+    expect(production.requests.map((r) => r.headers['idempotency-key'])).toEqual([upstreamKey('open', key), upstreamKey('open', key)]);
   });
 
   it('never creates a second link for a client retry with the same key', async () => {
@@ -202,10 +207,16 @@ describe('identification links against the sandbox', () => {
     expect(production.requests).toHaveLength(1);
   });
 
-  it('creates one link when the answer is lost and the gateway retries under the same key', async () => {
+  it('does not repeat a request whose answer was lost; the app\'s retry with the same key gets the one link the upstream made', async () => {
     production.faults.enqueueFor(PATH, 'reset-after');
-    const res = await t.graphql(CREATE, { input: { workflowId: 'wf-lost-answer' } });
-    expect(res.errors).toBeUndefined();
+    const key = randomUUID();
+    const res = await t.graphql(CREATE, { input: { workflowId: 'wf-lost-answer' }, key });
+    expect(res.errors?.[0]?.extensions).toMatchObject({ code: 'UPSTREAM_OUTCOME_UNKNOWN', upstream: 'identification', idempotencyKey: key });
+    expect(production.requests).toHaveLength(1);
+    expect(production.identifications().filter((i) => i.workflowId === 'wf-lost-answer')).toHaveLength(1);
+
+    const again = await t.graphql(CREATE, { input: { workflowId: 'wf-lost-answer' }, key });
+    expect(again.errors).toBeUndefined();
     expect(production.requests).toHaveLength(2);
     expect(production.identifications().filter((i) => i.workflowId === 'wf-lost-answer')).toHaveLength(1);
   });
