@@ -67,7 +67,7 @@ export interface GatewayOptions {
   /** Port override (tests pass 0). */
   port?: number;
   host?: string;
-  /** Lease of a pending idempotency record; defaults to the retry budget plus a margin. */
+  /** Lease of a pending idempotency record; defaults to IDEMPOTENCY_TAKEOVER. */
   idempotencyLeaseMs?: number;
   /** Replaces the OTEL_TRACES_EXPORTER exporter and turns tracing on (tests pass an InMemorySpanExporter). */
   traceExporter?: SpanExporter;
@@ -107,7 +107,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       metrics,
       retentionMs: config.idempotencyRetentionMs,
       waitMs: config.idempotencyWaitMs,
-      leaseMs: options.idempotencyLeaseMs ?? config.upstream.retryBudgetMs + config.upstream.timeoutMs + 5_000,
+      leaseMs: options.idempotencyLeaseMs ?? config.idempotencyTakeoverMs,
+      logger,
     });
 
     const eventLog = new EventLog(store.db, config.eventRetentionMs);

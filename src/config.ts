@@ -60,6 +60,7 @@ export const ENV_VARS: readonly EnvVar[] = [
   },
   { name: 'RATE_LIMIT_CREATIONS', default: 'off', description: 'Per API key: how many creations (mutations that call an upstream, each field one point) per window, as <points>/<window> such as 20/1m; off for no limit. Shared by replicas on PostgreSQL.' },
   { name: 'RATE_LIMIT_READS', default: 'off', description: 'Per API key: how many other operations (queries, subscriptions, mutations that call no upstream) per window, as <points>/<window> such as 600/1m; off for no limit.' },
+  { name: 'IDEMPOTENCY_TAKEOVER', default: '10s', description: 'How long the idempotency key of a call whose replica crashed stays locked before a call with the same key (on any replica) takes it over. A live call renews its lease every third of this, so a slow call is never taken over (docs/decisions/012).' },
   { name: 'IDEMPOTENCY_WAIT', default: '5s', description: 'How long a request waits for an in-flight request with the same idempotency key before IDEMPOTENCY_KEY_IN_USE.' },
   { name: 'VERIFICATION_RESULTS_BATCH_SIZE', default: '100', description: 'Most verification ids in one POST /api/v2/verifications/results.' },
   { name: 'GRAPHQL_INTROSPECTION', default: 'true', description: 'Introspection and the GraphiQL page; false turns both off.' },
@@ -266,6 +267,7 @@ const envSchema = z.object({
   UPSTREAM_MAX_RETRIES: int(4, 0, 20),
   RATE_LIMIT_CREATIONS: rateLimit,
   RATE_LIMIT_READS: rateLimit,
+  IDEMPOTENCY_TAKEOVER: duration('10s').refine((ms) => ms >= 300, { message: 'must be at least 300ms (a live call renews its lease every third of it)' }),
   IDEMPOTENCY_WAIT: duration('5s'),
   VERIFICATION_RESULTS_BATCH_SIZE: int(100, 1, 10_000),
   GRAPHQL_INTROSPECTION: bool(true),
@@ -424,6 +426,8 @@ export interface Config {
   readonly operatorKeys: readonly string[];
   readonly idempotencyRetentionMs: number;
   readonly idempotencyWaitMs: number;
+  /** IDEMPOTENCY_TAKEOVER: the lease of a pending idempotency record, renewed every third of it while its call runs. */
+  readonly idempotencyTakeoverMs: number;
   /** Per-API-key limits (null: no limit); see src/ratelimit/ and docs/decisions/023. */
   readonly rateLimits: { readonly creations: RateLimit | null; readonly reads: RateLimit | null };
   readonly eventRetentionMs: number;
@@ -713,6 +717,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     operatorKeys: e.OPERATOR_API_KEYS,
     idempotencyRetentionMs: e.IDEMPOTENCY_RETENTION,
     idempotencyWaitMs: e.IDEMPOTENCY_WAIT,
+    idempotencyTakeoverMs: e.IDEMPOTENCY_TAKEOVER,
     rateLimits: { creations: e.RATE_LIMIT_CREATIONS, reads: e.RATE_LIMIT_READS },
     eventRetentionMs: e.EVENT_RETENTION,
     upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES, idempotent: e.IDEMPOTENT_UPSTREAMS },

@@ -95,6 +95,23 @@ export class IdempotencyRecords {
     return Number(takenOver.numUpdatedRows) === 1;
   }
 
+  /**
+   * Extends the lease of a pending record while its call runs. False when the record is no longer this
+   * call's to renew: completed, released, or taken over after the lease ran out (the process stalled).
+   */
+  async renew(scope: string, key: string, fingerprint: string, leaseUntil: number, now = Date.now()): Promise<boolean> {
+    const renewed = await this.db
+      .updateTable('idempotency_records')
+      .set({ lease_until: leaseUntil })
+      .where('scope', '=', scope)
+      .where('key', '=', key)
+      .where('state', '=', 'pending')
+      .where('fingerprint', '=', fingerprint)
+      .where('lease_until', '>=', now)
+      .executeTakeFirst();
+    return Number(renewed.numUpdatedRows) === 1;
+  }
+
   async complete(scope: string, key: string, response: unknown): Promise<void> {
     await this.db
       .updateTable('idempotency_records')

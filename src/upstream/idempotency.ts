@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { v5 as uuidv5 } from 'uuid';
 import { ErrorCode, GatewayError, UpstreamOutcomeUnknownError } from '../errors.js';
 import { fingerprint } from '../fingerprint.js';
+import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { PauseAt } from '../phases.js';
 import type { IdempotencyRecords } from '../store/idempotency.js';
@@ -23,12 +24,14 @@ export interface IdempotencyOptions {
   /** How long a second request with an in-flight key waits before IDEMPOTENCY_KEY_IN_USE. */
   waitMs: number;
   /**
-   * How long a pending record belongs to its request. A request that outlives it (a crash) lets a later
-   * call with the same key take over; it must exceed the upstream retry budget.
+   * How long a pending record belongs to its request without a renewal (IDEMPOTENCY_TAKEOVER). A running
+   * call renews it every third of this, so only a call whose process died (or stalled for that long) lets a
+   * later call with the same key, on any replica, take over.
    */
   leaseMs: number;
   /** Tests only (GATEWAY_TEST_PAUSE_AT): stops after the claim, before any upstream call. */
   pauseAt?: PauseAt;
+  logger?: Logger;
 }
 
 /** Namespace of the derived per-step keys of composite provisioning (UUIDv5 of key + step). */
@@ -156,6 +159,7 @@ export class Idempotency {
     }
 
     const work = (async () => {
+      const stopRenewing = this.renewWhileRunning(params.scope, key, print);
       try {
         if (this.options.pauseAt) await this.options.pauseAt('mutation-claimed');
         const result = await params.execute(upstream);
@@ -169,6 +173,8 @@ export class Idempotency {
         }
         await records.release(params.scope, key);
         throw error;
+      } finally {
+        stopRenewing();
       }
     })();
     if (retryOfUnknown) metrics.idempotentRetriesOfUnknown.inc({ operation: params.operation });
@@ -178,5 +184,34 @@ export class Idempotency {
     } finally {
       this.inFlight.delete(slot);
     }
+  }
+
+  /**
+   * Renews the lease every third of it while the call runs (docs/decisions/012): a replica that crashed
+   * stops renewing, and its key can be taken over once the lease runs out, at most `leaseMs` after the
+   * crash; a call that is alive but slow keeps its key however long its upstream takes.
+   */
+  private renewWhileRunning(scope: string, key: string, print: string): () => void {
+    const { records, leaseMs, logger } = this.options;
+    let renewing: Promise<void> = Promise.resolve();
+    let stopped = false;
+    const timer = setInterval(() => {
+      renewing = renewing.then(async () => {
+        if (stopped) return;
+        try {
+          const now = Date.now();
+          if (!(await records.renew(scope, key, print, now + leaseMs, now)) && !stopped) {
+            logger?.warn({ idempotencyKey: key }, 'idempotency lease could not be renewed: the call ran on after its lease lapsed');
+          }
+        } catch (err) {
+          logger?.warn({ err, idempotencyKey: key }, 'idempotency lease renewal failed; retrying at the next interval');
+        }
+      });
+    }, Math.max(10, Math.floor(leaseMs / 3)));
+    timer.unref();
+    return () => {
+      stopped = true;
+      clearInterval(timer);
+    };
   }
 }

@@ -1,43 +1,14 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { tempDataDir } from '../helpers/gateway.js';
+import { gatewayProcesses } from '../helpers/process.js';
 import { QUERY } from '../helpers/mobile-id.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-});
-
-/** Starts `node --import tsx src/main.ts` on port 0 and resolves with its URL from the start-up log line. */
-async function startProcess(env: Record<string, string>): Promise<{ child: ChildProcess; url: string; output: () => string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  let out = '';
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${out}`)), 20_000);
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      for (const line of out.split('\n')) {
-        if (!line.includes('gateway ready')) continue;
-        clearTimeout(timer);
-        resolve((JSON.parse(line) as { url: string }).url);
-      }
-    });
-    child.once('exit', (code, signal) => reject(new Error(`gateway exited (${code ?? signal}) before it was ready:\n${out}`)));
-  });
-  return { child, url, output: () => out };
-}
+const startProcess = gatewayProcesses();
 
 describe('durability of acknowledged notifications', () => {
   it('loses nothing when the gateway is killed with SIGKILL right after its 204', async () => {

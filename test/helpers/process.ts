@@ -1,0 +1,47 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { afterEach } from 'vitest';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+export interface GatewayProcess {
+  child: ChildProcess;
+  url: string;
+  /** Everything it wrote to stdout and stderr. */
+  output(): string;
+}
+
+/**
+ * For a test file that runs gateways as child processes (to kill them with SIGKILL): returns a `start(env)`
+ * that spawns `node --import tsx src/main.ts` on port 0 and resolves with its URL from the start-up line.
+ * Children still running after a test are killed. Call it at the top level of the file.
+ */
+export function gatewayProcesses(): (env: Record<string, string>) => Promise<GatewayProcess> {
+  const children: ChildProcess[] = [];
+  afterEach(() => {
+    for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  });
+  return async (env) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(child);
+    let out = '';
+    child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${out}`)), 30_000);
+      child.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        for (const line of out.split('\n')) {
+          if (!line.includes('gateway ready')) continue;
+          clearTimeout(timer);
+          resolve((JSON.parse(line) as { url: string }).url);
+        }
+      });
+      child.once('exit', (code, signal) => reject(new Error(`gateway exited (${code ?? signal}) before it was ready:\n${out}`)));
+    });
+    return { child, url, output: () => out };
+  };
+}

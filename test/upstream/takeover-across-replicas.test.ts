@@ -1,0 +1,127 @@
+import { once } from 'node:events';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { request } from 'undici';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECTS_PATH, SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox, type CloudSandbox } from '../../src/sandbox/cloud.js';
+import { M } from '../helpers/cloud.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { gatewayProcesses } from '../helpers/process.js';
+import { waitFor } from '../identity/helpers.js';
+
+/**
+ * Takeover across replicas (issue 11 §7, docs/decisions/012): two gateways on one PostgreSQL. The key of a
+ * call whose replica crashed is taken over by a call with the same key on the other replica once its lease
+ * (IDEMPOTENCY_TAKEOVER, 10 s by default) runs out; a call that is alive but slow renews its lease and is
+ * never taken over. The upstream is a cloud simulator shared by both replicas, as a real one would be.
+ */
+const API_KEY = 'replica-app';
+const SCOPE = `key:${createHash('sha256').update(API_KEY).digest('hex').slice(0, 16)}`;
+const startProcess = gatewayProcesses();
+
+describe('idempotency keys across replicas on PostgreSQL', () => {
+  let pg: TestPostgres;
+  let cloud: CloudSandbox;
+  const gateways: TestGateway[] = [];
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    pg = await startPostgres();
+  }, 120_000);
+  afterAll(async () => {
+    await pg?.stop();
+  });
+  afterEach(async () => {
+    await Promise.all(gateways.splice(0).map((g) => g.close()));
+    await cloud?.close();
+  });
+
+  async function setUp(name: string, extra: Record<string, string> = {}) {
+    cloud = await startCloudSandbox();
+    env = {
+      DATABASE_URL: await pg.createDatabase(name),
+      TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+      GATEWAY_API_KEYS: API_KEY,
+      CLOUD_API_URL: cloud.url,
+      CLOUD_API_TOKEN: SANDBOX_SERVICE_ACCOUNT_TOKEN,
+      SANDBOX_UPSTREAMS: 'identification,verification,rfm,mobile-id',
+      ...extra,
+    };
+  }
+  async function replica(extra: Record<string, string> = {}) {
+    const g = await startTestGateway({ ...env, ...extra });
+    gateways.push(g);
+    return g;
+  }
+  const pendingRecord = (g: TestGateway, key: string) =>
+    g.gateway.services.store.db
+      .selectFrom('idempotency_records')
+      .select(['state'])
+      .where('scope', '=', SCOPE)
+      .where('key', '=', key)
+      .executeTakeFirst()
+      .then((r) => r?.state === 'pending');
+  const projectCalls = () => cloud.requests.filter((r) => r.path === PROJECTS_PATH);
+
+  it.each([
+    ['the default IDEMPOTENCY_TAKEOVER (10s)', {}, '20s'],
+    ['IDEMPOTENCY_TAKEOVER=2s', { IDEMPOTENCY_TAKEOVER: '2s' }, '8s'],
+  ] as const)(
+    'with %s, the key of a call whose replica was killed is taken over by the other replica, and one resource is created',
+    async (_label, takeover, wait) => {
+      await setUp(`takeover_${Object.keys(takeover).length}`, takeover);
+      const b = await replica({ IDEMPOTENCY_WAIT: wait });
+      const a = await startProcess({ ...env, UPSTREAM_TIMEOUT: '120s' });
+      // A's request reaches the upstream and hangs there, unanswered, until A is killed.
+      cloud.faults.enqueueFor(PROJECTS_PATH, 'timeout');
+      const key = randomUUID();
+      const input = { name: `takeover-${key}` };
+      const lost = request(`${a.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+        body: JSON.stringify({ query: M.project, variables: { input, key } }),
+      }).catch(() => null);
+      await waitFor(() => projectCalls().length === 1, 20_000, "replica A's upstream request");
+      await waitFor(() => pendingRecord(b, key), 5_000, "replica A's pending record");
+
+      a.child.kill('SIGKILL');
+      await once(a.child, 'exit');
+      const killedAt = performance.now();
+      await lost;
+      // One call on B, waiting at most IDEMPOTENCY_WAIT: it gets the key once A's lease runs out.
+      const res = await b.graphql(M.project, { input, key }, { key: API_KEY });
+      const tookMs = Math.round(performance.now() - killedAt);
+      console.info(`takeover across replicas with ${_label}: the other replica answered ${tookMs} ms after the kill`);
+
+      expect(res.errors).toBeUndefined();
+      const payload = res.data!.createProject;
+      expect(payload).toMatchObject({ idempotencyKey: key, replayed: false, project: { name: input.name } });
+      const sent = projectCalls();
+      expect(sent).toHaveLength(2);
+      expect(sent.map((r) => r.headers['idempotency-key'])).toEqual([payload.upstreamIdempotencyKey, payload.upstreamIdempotencyKey]);
+      expect(cloud.projects().filter((p) => p.name === input.name)).toHaveLength(1);
+    },
+    90_000,
+  );
+
+  it('a call that is alive but slower than IDEMPOTENCY_TAKEOVER is never taken over: the other replica waits and replays it', async () => {
+    await setUp('alive_slow', { IDEMPOTENCY_TAKEOVER: '600ms' });
+    const a = await replica({ UPSTREAM_TIMEOUT: '30s' });
+    const b = await replica({ IDEMPOTENCY_WAIT: '20s' });
+    // Five leases long: without renewal, B would take the key over while A's request is still upstream.
+    cloud.faults.latencyMs = 3_000;
+    const key = randomUUID();
+    const input = { name: `slow-${key}` };
+    const first = a.graphql(M.project, { input, key }, { key: API_KEY });
+    await waitFor(() => projectCalls().length === 1, 10_000, "replica A's upstream request");
+    const second = await b.graphql(M.project, { input, key }, { key: API_KEY });
+    const fromA = await first;
+
+    expect(fromA.errors).toBeUndefined();
+    expect(second.errors).toBeUndefined();
+    expect(fromA.data!.createProject.replayed).toBe(false);
+    expect(second.data!.createProject).toEqual({ ...fromA.data!.createProject, replayed: true });
+    expect(projectCalls()).toHaveLength(1);
+    expect(cloud.projects().filter((p) => p.name === input.name)).toHaveLength(1);
+  }, 60_000);
+});
