@@ -98,7 +98,7 @@ describe('kill -9 during a mutation, then a retry with the same key', () => {
   });
   afterAll(() => cloud.close());
 
-  // Short timeouts: the lease of the dead process's claim (retry budget + attempt timeout + margin) passes quickly.
+  // Short timeouts: the lease of the dead process's claim (IDEMPOTENCY_TAKEOVER) passes quickly.
   const env = (dataDir: string, extra: Record<string, string> = {}) => ({
     DATA_DIR: dataDir,
     CLOUD_API_URL: cloud.url,
@@ -108,6 +108,7 @@ describe('kill -9 during a mutation, then a retry with the same key', () => {
     UPSTREAM_TIMEOUT: '1s',
     UPSTREAM_RETRY_BUDGET: '1s',
     IDEMPOTENCY_WAIT: '1s',
+    IDEMPOTENCY_TAKEOVER: '1s',
     ...extra,
   });
   const networksWithTitle = (title: string) => cloud.resources('network').filter((r) => r.title === title);
