@@ -45,6 +45,7 @@ const config: CodegenConfig = {
           Verification: '../store/ledger.js#LedgerRecord',
           VerificationResult: '../identity/wire.js#VerificationResultItem',
           VerificationCompletion: '../events/log.js#EventRecord',
+          IdentificationCompletion: '../events/log.js#EventRecord',
         },
         enumsAsTypes: true,
         useIndexSignature: false,

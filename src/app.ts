@@ -43,6 +43,7 @@ import { EventLog, EventStreams, Events, InProcessBus, type EventBus } from './e
 import { PostgresBus } from './events/postgres-bus.js';
 import { identityResolvers } from './graphql/identity.js';
 import { verificationWebhookRoute } from './server/webhooks/verification.js';
+import { identificationWebhookRoute } from './server/webhooks/identification.js';
 import { mobileIdResolvers } from './graphql/mobile-id.js';
 import { mobileIdWebhookRoute } from './server/webhooks/mobile-id.js';
 import type { Sandboxes } from './sandbox/index.js';
@@ -243,6 +244,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       }),
       ...healthRoutes({ store, metrics }),
       verificationWebhookRoute({ identity: services.identity, metrics }),
+      identificationWebhookRoute({ identity: services.identity, metrics }),
       mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: pause }),
       sse,
     ];

@@ -21,9 +21,12 @@ async function main(): Promise<void> {
     .join(' ');
   const access = config.apiKeys.length ? `keyed (${config.apiKeys.length} API key(s))` : 'OPEN (no API keys: sandbox only)';
   const graphiql = config.introspection ? `GraphiQL ${gateway.url}/graphql` : `GraphQL ${gateway.url}/graphql (introspection off)`;
+  // The identification callback is configured per workflow on the platform side; its token is a secret, so the
+  // line shows the route and where to read the full address, never the address itself.
+  const identificationCallbacks = `identification callbacks POST ${gateway.publicUrl}/webhooks/identification/<token> (address per workflow: query { identificationCallbackUrl(workflowId: "...") })`;
   logger.info(
     { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, store: gateway.services.store.location, open: config.apiKeys.length === 0 },
-    `gateway ready: ${graphiql} | upstreams ${upstreams} | data ${gateway.services.store.location} | API ${access}`,
+    `gateway ready: ${graphiql} | upstreams ${upstreams} | data ${gateway.services.store.location} | API ${access} | ${identificationCallbacks}`,
   );
   if (config.apiKeys.length === 0) logger.warn('the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)');
 

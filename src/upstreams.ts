@@ -119,7 +119,8 @@ export async function startUpstreams(
   };
 
   // One gateway secret (TOKEN_ENCRYPTION_KEY, or its key file): it seals mobile-ID tokens and derives the
-  // verification callback tokens, so replicas sharing DATABASE_URL must share it.
+  // verification and identification callback tokens (docs/decisions/018), so replicas sharing DATABASE_URL must
+  // share it.
   const box = loadSecretBox({ key: config.tokenEncryptionKey, dataDir: config.dataDir, shared: deps.store.dialect === 'postgres', logger: deps.logger });
 
   const mobileId: MobileIdEndpoint = table.mobileId.sandbox
@@ -135,6 +136,8 @@ export async function startUpstreams(
         notifier: null,
       };
 
+  const simulatedIdentification = table.identification.sandbox ? [sandbox.identification, sandbox.identificationProdlike] : [];
+
   return {
     cloud: createCloudService(cloud, { http, ledger: deps.ledger, idempotency: deps.idempotency, logger: deps.logger, ...(deps.pauseAt ? { pauseAt: deps.pauseAt } : {}) }),
     identity: createIdentityService(identity, {
@@ -145,6 +148,10 @@ export async function startUpstreams(
       events: deps.events,
       publicUrl: deps.publicUrl,
       secret: box,
+      // The simulated platform gets each workflow's callback address as an operator would configure the real one.
+      ...(simulatedIdentification.length
+        ? { onCallbackAddress: (workflowId: string, url: string) => simulatedIdentification.forEach((s) => s?.configureCallback(workflowId, url)) }
+        : {}),
     }),
     mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box }),
     sandbox,

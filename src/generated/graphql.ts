@@ -519,6 +519,10 @@ export type Identification = Node & {
   __typename?: 'Identification';
   /** The applicant's id in the client's system, when given. */
   applicantExternalId: Maybe<Scalars['String']['output']>;
+  /** The completion callback address of this identification's workflow (see `identificationCallbackUrl`). */
+  callbackUrl: Scalars['String']['output'];
+  /** The newest completion callback, from the gateway's event log; null until one arrives. */
+  completion: Maybe<IdentificationCompletion>;
   /** When the gateway created it. */
   createdAt: Scalars['DateTime']['output'];
   /** Environment it was created in. */
@@ -540,10 +544,29 @@ export type Identification = Node & {
   raw: Maybe<Scalars['JSON']['output']>;
   /** Where the user is sent when the scenario ends, when given. */
   redirectUrl: Maybe<Scalars['String']['output']>;
+  /** Status of the newest completion callback, as the platform wrote it (`status` or `state`); null until one arrives. */
+  status: Maybe<Scalars['String']['output']>;
   /** The link the user opens to pass the scenario. Null only when the upstream's 202 answer lacked a valid URL (see `idShort`). */
   url: Maybe<Scalars['String']['output']>;
   /** The workflow it was created from. */
   workflowId: Scalars['String']['output'];
+};
+
+/** An identification completion callback (an event of the gateway's event log), stored whole as it arrived. */
+export type IdentificationCompletion = {
+  __typename?: 'IdentificationCompletion';
+  /** Kind of event in the callback body, when it has one (`event`, `eventType` or `type`). */
+  event: Maybe<Scalars['String']['output']>;
+  /** Id of the identification the callback names. */
+  id: Scalars['ID']['output'];
+  /** The identification. */
+  identification: Maybe<Identification>;
+  /** The callback body as it arrived. */
+  payload: Scalars['JSON']['output'];
+  /** When the gateway received it. */
+  receivedAt: Scalars['DateTime']['output'];
+  /** Status in the callback body, when it has one (`status`, `state` or `verificationStatus`, top level or nested). */
+  status: Maybe<Scalars['String']['output']>;
 };
 
 /** Which identification environment a request goes to (spec: Addresses). */
@@ -1728,6 +1751,14 @@ export type Query = {
   /** An identification link the gateway created with the caller's API key, by its id. Null for any other id, another key's included. */
   identification: Maybe<Identification>;
   /**
+   * The address to configure, on the platform side, as the completion callback of a workflow (spec: Events 2):
+   * `PUBLIC_URL/webhooks/identification/<token>`. One address per API key and workflow, the same every time it is
+   * asked for (also after a restart, and on every replica sharing TOKEN_ENCRYPTION_KEY). Callbacks arriving there
+   * are accepted only for identifications this API key created from this workflow, and stream on
+   * `identificationCompleted`. Treat it as a secret: whoever knows it can report completions of your identifications.
+   */
+  identificationCallbackUrl: Scalars['String']['output'];
+  /**
    * The end of a mobile-ID authentication, as the mobile identity service notified it, or null when no
    * notification has arrived yet for `authReqId` (or it belongs to another app's API key, or it is older than
    * the event retention). The same value the subscription of the same name delivers.
@@ -1766,6 +1797,12 @@ export type Query = {
 /** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
 export type QueryIdentificationArgs = {
   id: Scalars['ID']['input'];
+};
+
+
+/** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
+export type QueryIdentificationCallbackUrlArgs = {
+  workflowId: Scalars['String']['input'];
 };
 
 
@@ -1903,6 +1940,12 @@ export type Subscription = {
   /** Emits the server time every `intervalMs` milliseconds, `count` times; a way to test a subscription end to end. */
   heartbeat: Scalars['DateTime']['output'];
   /**
+   * Identification completions delivered by callback to `identificationCallbackUrl(workflowId)`. With `id`: that
+   * identification's newest callback, at once if one already arrived, then any later one. Without: every callback of an
+   * identification created with the caller's API key, from now on. Another key's identification streams nothing.
+   */
+  identificationCompleted: IdentificationCompletion;
+  /**
    * Waits for the end of a mobile-ID authentication. Delivers the stored result at once when the notification
    * has already arrived (a late subscriber loses nothing), otherwise the result as soon as it arrives; then the
    * stream completes, since an authentication ends once. A result received on a token another app's API key issued is
@@ -1924,6 +1967,12 @@ export type Subscription = {
 export type SubscriptionHeartbeatArgs = {
   count?: InputMaybe<Scalars['Int']['input']>;
   intervalMs?: InputMaybe<Scalars['Int']['input']>;
+};
+
+
+/** Root of every stream, served over WebSocket with the `graphql-transport-ws` subprotocol on `/graphql`. */
+export type SubscriptionIdentificationCompletedArgs = {
+  id?: InputMaybe<Scalars['ID']['input']>;
 };
 
 
@@ -2192,6 +2241,7 @@ export type ResolversTypes = {
   Float: ResolverTypeWrapper<Scalars['Float']['output']>;
   ID: ResolverTypeWrapper<Scalars['ID']['output']>;
   Identification: ResolverTypeWrapper<LedgerRecord>;
+  IdentificationCompletion: ResolverTypeWrapper<EventRecord>;
   IdentificationEnvironment: IdentificationEnvironment;
   InstanceType: InstanceType;
   InstanceTypeInfo: ResolverTypeWrapper<InstanceTypeEntry>;
@@ -2300,6 +2350,7 @@ export type ResolversParentTypes = {
   Float: Scalars['Float']['output'];
   ID: Scalars['ID']['output'];
   Identification: LedgerRecord;
+  IdentificationCompletion: EventRecord;
   InstanceTypeInfo: InstanceTypeEntry;
   Int: Scalars['Int']['output'];
   IpAddress: LedgerRecord;
@@ -2495,6 +2546,8 @@ export type FirewallActionInfoResolvers<ContextType = GraphQLContext, ParentType
 
 export type IdentificationResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Identification'] = ResolversParentTypes['Identification']> = {
   applicantExternalId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  callbackUrl?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  completion?: Resolver<Maybe<ResolversTypes['IdentificationCompletion']>, ParentType, ContextType>;
   createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   environment?: Resolver<ResolversTypes['IdentificationEnvironment'], ParentType, ContextType>;
   expired?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
@@ -2504,8 +2557,19 @@ export type IdentificationResolvers<ContextType = GraphQLContext, ParentType ext
   linkLifetimeInMinutes?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType>;
   raw?: Resolver<Maybe<ResolversTypes['JSON']>, ParentType, ContextType>;
   redirectUrl?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  status?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   url?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   workflowId?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type IdentificationCompletionResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['IdentificationCompletion'] = ResolversParentTypes['IdentificationCompletion']> = {
+  event?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  identification?: Resolver<Maybe<ResolversTypes['Identification']>, ParentType, ContextType>;
+  payload?: Resolver<ResolversTypes['JSON'], ParentType, ContextType>;
+  receivedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  status?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -2823,6 +2887,7 @@ export type ProvisioningStepResolvers<ContextType = GraphQLContext, ParentType e
 export type QueryResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Query'] = ResolversParentTypes['Query']> = {
   catalog?: Resolver<ResolversTypes['Catalog'], ParentType, ContextType>;
   identification?: Resolver<Maybe<ResolversTypes['Identification']>, ParentType, ContextType, RequireFields<QueryIdentificationArgs, 'id'>>;
+  identificationCallbackUrl?: Resolver<ResolversTypes['String'], ParentType, ContextType, RequireFields<QueryIdentificationCallbackUrlArgs, 'workflowId'>>;
   mobileIdAuthentication?: Resolver<Maybe<ResolversTypes['MobileIdAuthenticationResult']>, ParentType, ContextType, RequireFields<QueryMobileIdAuthenticationArgs, 'authReqId'>>;
   mobileIdRejections?: Resolver<Array<ResolversTypes['MobileIdRejection']>, ParentType, ContextType, RequireFields<QueryMobileIdRejectionsArgs, 'first'>>;
   node?: Resolver<Maybe<ResolversTypes['Node']>, ParentType, ContextType, RequireFields<QueryNodeArgs, 'id'>>;
@@ -2863,6 +2928,7 @@ export type SubnetResolvers<ContextType = GraphQLContext, ParentType extends Res
 
 export type SubscriptionResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Subscription'] = ResolversParentTypes['Subscription']> = {
   heartbeat?: SubscriptionResolver<ResolversTypes['DateTime'], "heartbeat", ParentType, ContextType, RequireFields<SubscriptionHeartbeatArgs, 'count' | 'intervalMs'>>;
+  identificationCompleted?: SubscriptionResolver<ResolversTypes['IdentificationCompletion'], "identificationCompleted", ParentType, ContextType, Partial<SubscriptionIdentificationCompletedArgs>>;
   mobileIdAuthentication?: SubscriptionResolver<ResolversTypes['MobileIdAuthenticationResult'], "mobileIdAuthentication", ParentType, ContextType, RequireFields<SubscriptionMobileIdAuthenticationArgs, 'authReqId'>>;
   provisioningProgress?: SubscriptionResolver<ResolversTypes['Provisioning'], "provisioningProgress", ParentType, ContextType, RequireFields<SubscriptionProvisioningProgressArgs, 'id'>>;
   verificationCompleted?: SubscriptionResolver<ResolversTypes['VerificationCompletion'], "verificationCompleted", ParentType, ContextType, Partial<SubscriptionVerificationCompletedArgs>>;
@@ -2957,6 +3023,7 @@ export type Resolvers<ContextType = GraphQLContext> = {
   DiskTypeInfo?: DiskTypeInfoResolvers<ContextType>;
   FirewallActionInfo?: FirewallActionInfoResolvers<ContextType>;
   Identification?: IdentificationResolvers<ContextType>;
+  IdentificationCompletion?: IdentificationCompletionResolvers<ContextType>;
   InstanceTypeInfo?: InstanceTypeInfoResolvers<ContextType>;
   IpAddress?: IpAddressResolvers<ContextType>;
   JSON?: GraphQLScalarType;

@@ -2,6 +2,7 @@ import DataLoader from 'dataloader';
 import { badUserInput } from '../errors.js';
 import type { EventRecord } from '../events/index.js';
 import type { Resolvers } from '../generated/graphql.js';
+import { IDENTIFICATION_EVENT_KIND, completionFields } from '../identity/completions.js';
 import { VERIFICATION_EVENT_KIND, type IdentificationSpec, type VerificationSpec } from '../identity/service.js';
 import { callbackStatus, rfmInCatalog, type VerificationResultItem } from '../identity/views.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
@@ -25,6 +26,15 @@ function resultsLoader(ctx: GraphQLContext): DataLoader<string, VerificationResu
 function completionsLoader(ctx: GraphQLContext): DataLoader<string, EventRecord | null> {
   return ctx.loaders.custom('verificationCompletions', () => new DataLoader<string, EventRecord | null>((ids) => ctx.services.identity.completions(ctx.caller, ids)));
 }
+
+function identificationCompletionsLoader(ctx: GraphQLContext): DataLoader<string, EventRecord | null> {
+  return ctx.loaders.custom(
+    'identificationCompletions',
+    () => new DataLoader<string, EventRecord | null>((ids) => ctx.services.identity.identificationCompletions.latest(ctx.caller, ids)),
+  );
+}
+
+const MAX_WORKFLOW_ID_LENGTH = 200;
 
 async function ledgerRecord(ctx: GraphQLContext, id: string, kind: ResourceKind): Promise<LedgerRecord | null> {
   const rec = await ctx.loaders.resource.load(id);
@@ -60,6 +70,12 @@ function abortable(open: (signal: AbortSignal) => AsyncGenerator<EventRecord>): 
 
 export const identityResolvers: Resolvers = {
   Query: {
+    identificationCallbackUrl: (_p, { workflowId }, ctx) => {
+      const wf = workflowId.trim();
+      if (!wf) throw badUserInput('workflowId', 'must not be empty');
+      if (wf.length > MAX_WORKFLOW_ID_LENGTH) throw badUserInput('workflowId', `must be at most ${MAX_WORKFLOW_ID_LENGTH} characters`);
+      return ctx.services.identity.identificationCompletions.callbackUrl(ctx.caller, wf);
+    },
     identification: (_p, { id }, ctx) => ledgerRecord(ctx, id, 'identification'),
     verificationResults: (_p, { externalIds }, ctx) => {
       ctx.services.identity.checkResultIds(externalIds);
@@ -89,6 +105,15 @@ export const identityResolvers: Resolvers = {
     },
   },
   Subscription: {
+    identificationCompleted: {
+      subscribe: (_p, { id }, ctx) => {
+        if (id != null && id.trim() === '') throw badUserInput('id', 'must not be empty');
+        // Like verificationCompleted: another key's identification streams nothing (src/tenancy.ts).
+        const filter = id != null ? { kind: IDENTIFICATION_EVENT_KIND, key: id, reader: ctx.caller } : { kind: IDENTIFICATION_EVENT_KIND, scope: ctx.caller.scope };
+        return abortable((signal) => ctx.services.events.streams.subscribe(filter, signal));
+      },
+      resolve: (event: EventRecord) => event,
+    },
     verificationCompleted: {
       subscribe: (_p, { externalId }, ctx) => {
         if (externalId != null && externalId.trim() === '') throw badUserInput('externalId', 'must not be empty');
@@ -119,6 +144,21 @@ export const identityResolvers: Resolvers = {
     },
     createdAt: (r) => r.createdAt,
     raw: (r) => r.response,
+    status: async (r, _a, ctx) => {
+      const event = await identificationCompletionsLoader(ctx).load(r.id);
+      return event ? completionFields(event).status : null;
+    },
+    completion: (r, _a, ctx) => identificationCompletionsLoader(ctx).load(r.id),
+    // The address belongs to the key that created the identification, the only key that can read it.
+    callbackUrl: (r, _a, ctx) => ctx.services.identity.identificationCompletions.callbackUrl({ scope: r.createdBy }, identification(r).workflowId),
+  },
+  IdentificationCompletion: {
+    id: (e) => e.key,
+    status: (e) => completionFields(e).status,
+    event: (e) => completionFields(e).event,
+    payload: (e) => e.payload,
+    receivedAt: (e) => e.receivedAt,
+    identification: (e, _a, ctx) => ledgerRecord(ctx, e.key, 'identification'),
   },
   Verification: {
     id: (r) => r.id,

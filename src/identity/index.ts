@@ -5,6 +5,8 @@ import type { UpstreamHttp } from '../upstream/http.js';
 import type { Idempotency } from '../upstream/idempotency.js';
 import { VerificationCallbacks } from './callbacks.js';
 import { IdentificationClient, VerificationClient } from './client.js';
+import { IdentificationCompletions } from './completions.js';
+import { IdentificationCallbacks } from './identification-callbacks.js';
 import { IdentityService } from './service.js';
 
 export { IdentityService } from './service.js';
@@ -38,6 +40,8 @@ export function createIdentityService(
     publicUrl: () => string;
     /** The gateway's secret: callback tokens are a keyed digest of the upstream idempotency key. */
     secret: { digest(text: string): string };
+    /** Told each identification callback address issued (the composition root configures a simulator with it). */
+    onCallbackAddress?: (workflowId: string, url: string) => void;
   },
 ): IdentityService {
   const { identification, verification, rfm } = endpoints;
@@ -50,6 +54,13 @@ export function createIdentityService(
     ledger: deps.ledger,
     idempotency: deps.idempotency,
     callbacks: new VerificationCallbacks(deps.store.db, deps.secret),
+    identificationCompletions: new IdentificationCompletions({
+      callbacks: new IdentificationCallbacks(deps.store.db, (text) => deps.secret.digest(text)),
+      ledger: deps.ledger,
+      events: deps.events,
+      publicUrl: deps.publicUrl,
+      ...(deps.onCallbackAddress ? { onIssued: deps.onCallbackAddress } : {}),
+    }),
     events: deps.events,
     publicUrl: deps.publicUrl,
   });

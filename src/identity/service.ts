@@ -6,6 +6,7 @@ import type { Ledger, LedgerRecord } from '../store/ledger.js';
 import { readableBy, visibleRecord } from '../tenancy.js';
 import type { Idempotency } from '../upstream/idempotency.js';
 import type { VerificationCallbacks } from './callbacks.js';
+import type { IdentificationCompletions } from './completions.js';
 import type { IdentificationClient, RegisteredVerification, VerificationClient } from './client.js';
 import * as wire from './wire.js';
 
@@ -111,6 +112,8 @@ export interface IdentityServiceOptions {
   ledger: Ledger;
   idempotency: Idempotency;
   callbacks: VerificationCallbacks;
+  /** Identification completion callbacks: their addresses, receipt and reads. */
+  identificationCompletions: IdentificationCompletions;
   events: Events;
   /** The gateway's public address; read at registration time, because it is known only after listen. */
   publicUrl: () => string;
@@ -122,7 +125,11 @@ export interface IdentityServiceOptions {
  * idempotency key, record what was created in the ledger.
  */
 export class IdentityService {
-  constructor(private readonly o: IdentityServiceOptions) {}
+  readonly identificationCompletions: IdentificationCompletions;
+
+  constructor(private readonly o: IdentityServiceOptions) {
+    this.identificationCompletions = o.identificationCompletions;
+  }
 
   async createIdentification(caller: Caller, input: CreateIdentificationInput, key?: string | null): Promise<MutationResult<LedgerRecord>> {
     const workflowId = nonEmpty('input.workflowId', input.workflowId);
@@ -134,6 +141,8 @@ export class IdentityService {
     const applicantExternalId = optionalNonEmpty('input.applicantExternalId', input.applicantExternalId);
     const environment: wire.IdentificationEnvironment = input.environment ?? 'PRODUCTION';
     const body = wire.identificationRequest({ workflowId, applicantExternalId, linkLifetimeInMinutes: lifetime, redirectUrl });
+    // The workflow's completion callback address exists before any request of it can complete.
+    await this.o.identificationCompletions.callbackUrl(caller, workflowId);
 
     const out = await this.o.idempotency.run<LedgerRecord>({
       scope: caller.scope,

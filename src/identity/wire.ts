@@ -96,6 +96,49 @@ export function parseIdentificationResponse(body: unknown): IdentificationLink |
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// Identification completion callback (spec: Events 2; "Kinds of identification event ... not shown")
+
+/** Names accepted for the identification's id in a callback, in order of preference (decision 018). */
+export const IDENTIFICATION_ID_FIELDS = ['identificationId', 'workflowInstanceId', 'id'] as const;
+/** Objects a callback may nest the identification under. */
+export const IDENTIFICATION_NESTED_FIELDS = ['identification', 'workflowInstance', 'data'] as const;
+/** Names accepted for the kind of event in a callback. */
+export const EVENT_TYPE_FIELDS = ['event', 'eventType', 'type'] as const;
+
+/** The identification a callback names: top level first, then inside one of IDENTIFICATION_NESTED_FIELDS. */
+export function identificationIdOf(body: unknown): string | null {
+  if (!isObject(body)) return null;
+  const top = firstString(body, IDENTIFICATION_ID_FIELDS);
+  if (top) return top;
+  for (const nested of IDENTIFICATION_NESTED_FIELDS) {
+    const inner = body[nested];
+    if (isObject(inner)) {
+      const id = firstString(inner, IDENTIFICATION_ID_FIELDS);
+      if (id) return id;
+    }
+  }
+  return null;
+}
+
+/** Status and event kind of an identification callback, top level or nested like the id. */
+export function identificationEventOf(body: unknown): { status: string | null; event: string | null } {
+  if (!isObject(body)) return { status: null, event: null };
+  const read = (fields: readonly string[]) => {
+    const top = firstString(body, fields);
+    if (top) return top;
+    for (const nested of IDENTIFICATION_NESTED_FIELDS) {
+      const inner = body[nested];
+      if (isObject(inner)) {
+        const v = firstString(inner, fields);
+        if (v) return v;
+      }
+    }
+    return null;
+  };
+  return { status: read(STATUS_FIELDS), event: read(EVENT_TYPE_FIELDS) };
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Verification registration (spec: Endpoints, "register a verification by workflow")
 
 export type RegistrationRequest = Record<string, unknown> & { workflowId: string };

@@ -6,8 +6,13 @@
 // - a workflow is known unless its id starts with `unknown` (then 404 WORKFLOW_NOT_FOUND);
 // - an `Idempotency-Key` header, when sent, replays the first 202 for the same body (409 for another body);
 // - the link is served by the sandbox itself: GET /i/<idShort> is a small HTML page (410 once expired);
-// - errors are `{ code, message }`.
+// - errors are `{ code, message }`;
+// - completion (spec: Events 2, "through a callback"; payload not shown): the callback address is configured per
+//   workflow, as on the platform (`configureCallback`); `complete(id)`, or the "Finish the scenario" button of
+//   the link page, POSTs `{ id, idShort, workflowId, applicantExternalId?, status, event, completedAt }` there,
+//   retrying 5xx and network errors.
 import { randomBytes, randomUUID } from 'node:crypto';
+import { request } from 'undici';
 import { FaultInjector } from './faults.js';
 import { headerValue, isJsonMediaType, startLoopbackServer } from './http.js';
 import { ApiError, withIdempotency, createJsonApiHandler, isAbsoluteHttpUrl, isPlainObject, requireBearer, type ApiAnswer, type ParsedRequest, type RecordedRequest } from './json-api.js';
@@ -33,6 +38,19 @@ export interface IdentificationSandboxOptions {
   /** Default: every id that does not start with `unknown`. */
   isKnownWorkflow?: (workflowId: string) => boolean;
   bodyLimitBytes?: number;
+  /** Delivery attempts of one completion callback (5xx and network errors are retried). Default 3. */
+  callbackAttempts?: number;
+}
+
+export interface DeliveredIdentificationCallback {
+  readonly id: string;
+  readonly url: string;
+  readonly body: Record<string, unknown>;
+  readonly attempt: number;
+  /** Status the receiver answered; null on a network error. */
+  readonly status: number | null;
+  readonly error?: string;
+  readonly at: Date;
 }
 
 export interface SandboxIdentification {
@@ -58,6 +76,17 @@ export interface IdentificationSandbox {
   clearRequests(): void;
   /** Identification requests created, oldest first. */
   identifications(): SandboxIdentification[];
+  /** Sets (or, with null, removes) the completion callback address of a workflow, as an operator does on the platform. */
+  configureCallback(workflowId: string, url: string | null): void;
+  /** The callback address configured for a workflow, if any. */
+  callbackFor(workflowId: string): string | undefined;
+  /** Every completion callback delivery attempt, in order. */
+  readonly callbacks: readonly DeliveredIdentificationCallback[];
+  /**
+   * Ends the scenario of an identification and calls its workflow's address back; the receiver's last status,
+   * or null when no address is configured or it could not be reached. `fields` are merged into the body.
+   */
+  complete(id: string, fields?: Record<string, unknown>): Promise<number | null>;
   close(): Promise<void>;
 }
 
@@ -79,7 +108,46 @@ export async function startIdentificationSandbox(options: IdentificationSandboxO
   const created = new Map<string, SandboxIdentification>();
   const byShort = new Map<string, SandboxIdentification>();
   const replays = new Map<string, { fingerprint: string; answer: ApiAnswer }>();
+  const callbackUrls = new Map<string, string>();
+  const callbacks: DeliveredIdentificationCallback[] = [];
+  const attempts = Math.max(1, options.callbackAttempts ?? 3);
+  let closed = false;
   let baseUrl = '';
+
+  async function deliver(rec: SandboxIdentification, fields: Record<string, unknown>): Promise<number | null> {
+    const url = callbackUrls.get(rec.workflowId);
+    if (!url) return null;
+    const body: Record<string, unknown> = {
+      id: rec.id,
+      idShort: rec.idShort,
+      workflowId: rec.workflowId,
+      ...(rec.applicantExternalId !== undefined ? { applicantExternalId: rec.applicantExternalId } : {}),
+      status: 'COMPLETED',
+      event: 'IDENTIFICATION_COMPLETED',
+      completedAt: new Date().toISOString(),
+      ...fields,
+    };
+    let last: number | null = null;
+    for (let attempt = 1; attempt <= attempts && !closed; attempt++) {
+      try {
+        const res = await request(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+          headersTimeout: 5_000,
+          bodyTimeout: 5_000,
+        });
+        await res.body.dump();
+        last = res.statusCode;
+        callbacks.push({ id: rec.id, url, body, attempt, status: res.statusCode, at: new Date() });
+        if (res.statusCode < 500) return res.statusCode;
+      } catch (error) {
+        callbacks.push({ id: rec.id, url, body, attempt, status: null, error: String(error), at: new Date() });
+      }
+      if (attempt < attempts) await new Promise((r) => setTimeout(r, 100 * 2 ** (attempt - 1)).unref());
+    }
+    return last;
+  }
 
   function create(body: unknown): ApiAnswer {
     if (!isPlainObject(body)) throw new ApiError(400, 'BAD_REQUEST', 'body must be a JSON object');
@@ -124,14 +192,26 @@ export async function startIdentificationSandbox(options: IdentificationSandboxO
     const rec = byShort.get(idShort);
     if (!rec) return { status: 404, html: '<!doctype html><title>Not found</title><p>Unknown identification link.</p>' };
     if (Date.parse(rec.expiresAt) <= Date.now()) return { status: 410, html: '<!doctype html><title>Expired</title><p>This identification link has expired.</p>' };
-    const next = rec.redirectUrl ? `<p><a href="${escapeHtml(rec.redirectUrl)}">Finish the scenario</a></p>` : '';
+    const next = `<form method="post" action="/i/${escapeHtml(rec.idShort)}/finish"><button type="submit">Finish the scenario</button></form>`;
     return {
       status: 200,
       html: `<!doctype html><meta charset="utf-8"><title>Sandbox identification</title><h1>Sandbox identification (${escapeHtml(environment)})</h1><p>Workflow ${escapeHtml(rec.workflowId)}, request ${escapeHtml(rec.id)}.</p>${next}`,
     };
   }
 
-  function route({ req, method, path, body, malformed }: ParsedRequest): ApiAnswer {
+  async function finish(idShort: string): Promise<ApiAnswer> {
+    const rec = byShort.get(idShort);
+    if (!rec) return { status: 404, html: '<!doctype html><title>Not found</title><p>Unknown identification link.</p>' };
+    if (Date.parse(rec.expiresAt) <= Date.now()) return { status: 410, html: '<!doctype html><title>Expired</title><p>This identification link has expired.</p>' };
+    await deliver(rec, {});
+    // Spec, Events 2: "the user is also sent to redirectUrl when it was supplied".
+    if (rec.redirectUrl) return { status: 303, html: '', headers: { location: rec.redirectUrl } };
+    return { status: 200, html: '<!doctype html><meta charset="utf-8"><title>Done</title><p>Scenario finished. You may close this page.</p>' };
+  }
+
+  function route({ req, method, path, body, malformed }: ParsedRequest): ApiAnswer | Promise<ApiAnswer> {
+    const finishing = /^\/i\/([^/]+)\/finish$/.exec(path);
+    if (method === 'POST' && finishing) return finish(finishing[1]!);
     if (method === 'GET' && path.startsWith('/i/')) return linkPage(path.slice(3));
     if (path !== IDENTIFICATIONS_PATH) throw new ApiError(404, 'NOT_FOUND', `no route for ${path}`);
     if (method !== 'POST') throw new ApiError(405, 'METHOD_NOT_ALLOWED', 'only POST is supported');
@@ -155,6 +235,20 @@ export async function startIdentificationSandbox(options: IdentificationSandboxO
       requests.length = 0;
     },
     identifications: () => [...created.values()],
-    close: () => server.close(),
+    configureCallback(workflowId, url) {
+      if (url === null) callbackUrls.delete(workflowId);
+      else callbackUrls.set(workflowId, url);
+    },
+    callbackFor: (workflowId) => callbackUrls.get(workflowId),
+    callbacks,
+    async complete(id, fields = {}) {
+      const rec = created.get(id);
+      if (!rec) throw new Error(`unknown identification ${id}`);
+      return deliver(rec, fields);
+    },
+    close() {
+      closed = true;
+      return server.close();
+    },
   };
 }

@@ -157,6 +157,18 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('mobile_id_rejections_auth_req_id').on('mobile_id_rejections').columns(['auth_req_id', 'received_at']).execute();
       },
     },
+    // Identification completion callbacks (docs/decisions/018): the hash of each address's token.
+    '006_identification_callbacks': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('identification_callbacks')
+          .addColumn('token_hash', 'text', (c) => c.primaryKey())
+          .addColumn('workflow_id', 'text', (c) => c.notNull())
+          .addColumn('created_by', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }
 

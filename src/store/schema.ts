@@ -10,6 +10,7 @@ export interface Database {
   events: EventTable;
   notification_tokens: NotificationTokenTable;
   verification_callbacks: VerificationCallbackTable;
+  identification_callbacks: IdentificationCallbackTable;
   provisionings: ProvisioningTable;
   mobile_id_rejections: MobileIdRejectionTable;
 }
@@ -73,6 +74,15 @@ export interface NotificationTokenTable {
   created_by: string;
   created_at: number;
   expires_at: number;
+}
+
+export interface IdentificationCallbackTable {
+  /** sha256 of the token in an identification completion callback address (one per API key and workflow). */
+  token_hash: string;
+  workflow_id: string;
+  /** Scope of the API key the address belongs to: only its identifications are accepted there. */
+  created_by: string;
+  created_at: number;
 }
 
 export interface VerificationCallbackTable {

@@ -1,0 +1,98 @@
+import type { Caller } from '../caller.js';
+import type { EventRecord, Events } from '../events/index.js';
+import type { Ledger } from '../store/ledger.js';
+import { readableBy, visibleRecord } from '../tenancy.js';
+import type { IdentificationCallbacks } from './identification-callbacks.js';
+import * as wire from './wire.js';
+
+/** Event kind of identification completion callbacks in the event log. */
+export const IDENTIFICATION_EVENT_KIND = 'identification';
+
+/** The route of identification completion callbacks; the token is base64url (the gateway derives 43 characters). */
+export const IDENTIFICATION_CALLBACK_PREFIX = '/webhooks/identification/';
+
+export type IdentificationCallbackOutcome =
+  | { status: 'unknown-token' }
+  | { status: 'unknown-identification'; id: string }
+  | { status: 'invalid'; description: string }
+  | { status: 'created' | 'duplicate' | 'conflict'; event: EventRecord; publish: () => Promise<void> };
+
+export interface IdentificationCompletionsOptions {
+  callbacks: IdentificationCallbacks;
+  ledger: Ledger;
+  events: Events;
+  /** The gateway's public address; read when an address is shown, because it is known only after listen. */
+  publicUrl: () => string;
+  /**
+   * Told each address the gateway issues. In full sandbox mode it configures the sandbox's workflow, as an
+   * operator configures the real platform's.
+   */
+  onIssued?: (workflowId: string, url: string) => void;
+}
+
+/**
+ * Identification completion callbacks (spec: Events 2; typical identification flow, step 3): the addresses
+ * the operator configures per workflow, the callbacks they receive, and the completions an app reads.
+ * The payload is not shown in the spec: any JSON object naming an identification the address's API key
+ * created from the address's workflow is stored whole (docs/decisions/018).
+ */
+export class IdentificationCompletions {
+  constructor(private readonly o: IdentificationCompletionsOptions) {}
+
+  /** The callback address of the caller's identifications of one workflow (issued on first use). */
+  async callbackUrl(caller: Caller, workflowId: string): Promise<string> {
+    const token = await this.o.callbacks.issue(caller.scope, workflowId);
+    const url = `${this.o.publicUrl().replace(/\/+$/, '')}${IDENTIFICATION_CALLBACK_PREFIX}${token}`;
+    this.o.onIssued?.(workflowId, url);
+    return url;
+  }
+
+  /** True when the token is one of an address the gateway issued. */
+  async isCallbackToken(token: string): Promise<boolean> {
+    return (await this.o.callbacks.find(token)) !== null;
+  }
+
+  /**
+   * A POST to an identification callback address. The body must be a JSON object naming an identification
+   * that the address's API key created from the address's workflow; anything else changes nothing. The body is
+   * appended to the event log keyed by the identification. Acknowledge, then call `publish`.
+   */
+  async receive(token: string, body: unknown, meta: Record<string, unknown>): Promise<IdentificationCallbackOutcome> {
+    const binding = await this.o.callbacks.find(token);
+    if (!binding) return { status: 'unknown-token' };
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) return { status: 'invalid', description: 'the body must be a JSON object' };
+    const id = wire.identificationIdOf(body);
+    if (id === null) {
+      return {
+        status: 'invalid',
+        description: `the body does not name its identification (${wire.IDENTIFICATION_ID_FIELDS.join(', ')}, at the top level or under ${wire.IDENTIFICATION_NESTED_FIELDS.join(', ')})`,
+      };
+    }
+    // Another key's identification, or another workflow's, is answered as one that does not exist.
+    const record = visibleRecord({ scope: binding.createdBy }, await this.o.ledger.get(id));
+    if (!record || record.kind !== 'identification' || (record.spec as { workflowId?: unknown }).workflowId !== binding.workflowId) {
+      return { status: 'unknown-identification', id };
+    }
+    const { status, event } = wire.identificationEventOf(body);
+    // Same identification, status and event kind is the same delivery; a new status is a new event (decision 018).
+    return this.o.events.ingest({
+      kind: IDENTIFICATION_EVENT_KIND,
+      key: id,
+      dedupeKey: `identification:${id}:${status ?? ''}:${event ?? ''}`,
+      payload: body,
+      meta,
+      scope: binding.createdBy,
+    });
+  }
+
+  /** Newest callback event of each identification, in the order of `ids`; null for another key's. */
+  async latest(caller: Caller, ids: readonly string[]): Promise<(EventRecord | null)[]> {
+    const events = await this.o.events.log.latestMany(IDENTIFICATION_EVENT_KIND, ids);
+    return events.map((e) => (e && readableBy(caller, e.scope) ? e : null));
+  }
+}
+
+/** Status and event kind of a stored callback, for the GraphQL view. */
+export function completionFields(event: EventRecord): { status: string | null; event: string | null } {
+  return wire.identificationEventOf(event.payload);
+}

@@ -1,0 +1,273 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import type { Client } from 'graphql-ws';
+import type { IdentificationSandbox } from '../../src/sandbox/identification.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { sleep, subscribe, waitFor, wsClient } from './helpers.js';
+
+const CREATE = /* GraphQL */ `
+  mutation Create($input: CreateIdentificationInput!) {
+    createIdentification(input: $input) { identification { id workflowId callbackUrl status } }
+  }
+`;
+
+const COMPLETED = /* GraphQL */ `
+  subscription Completed($id: ID) {
+    identificationCompleted(id: $id) {
+      id
+      status
+      event
+      payload
+      receivedAt
+      identification { id workflowId status }
+    }
+  }
+`;
+
+const CALLBACK_URL = /* GraphQL */ `
+  query($workflowId: String!) { identificationCallbackUrl(workflowId: $workflowId) }
+`;
+
+async function post(url: string, body: string | Buffer, contentType = 'application/json') {
+  const res = await request(url, { method: 'POST', headers: { 'content-type': contentType }, body });
+  const text = await res.body.text();
+  return { status: res.statusCode, body: text ? (JSON.parse(text) as Record<string, unknown>) : undefined };
+}
+
+/** Resolves once the server has processed the client's earlier subscribe messages (graphql-ws keeps their order). */
+async function settled(client: Client): Promise<void> {
+  const tick = subscribe(client, 'subscription { heartbeat(intervalMs: 10, count: 1) }');
+  await waitFor(() => tick.completed, 5_000, 'heartbeat');
+  await sleep(50);
+}
+
+async function eventCount(t: TestGateway, id?: string): Promise<number> {
+  let q = t.gateway.services.store.db.selectFrom('events').select((eb) => eb.fn.countAll<number>().as('n')).where('kind', '=', 'identification');
+  if (id) q = q.where('key', '=', id);
+  return Number((await q.executeTakeFirstOrThrow()).n);
+}
+
+describe('identification completion callbacks as subscription events', () => {
+  let t: TestGateway;
+  let sandbox: IdentificationSandbox;
+  const clients: Client[] = [];
+  const client = (key?: string) => {
+    const c = wsClient(t, key);
+    clients.push(c);
+    return c;
+  };
+  let n = 0;
+  /** A new identification of a workflow of its own (the sandbox's callback address is set per workflow). */
+  async function create(key: string, workflowId = `wf-callback-${++n}`) {
+    const res = await t.graphql(CREATE, { input: { workflowId } }, { key });
+    expect(res.errors).toBeUndefined();
+    return res.data!.createIdentification.identification as { id: string; workflowId: string; callbackUrl: string; status: string | null };
+  }
+
+  beforeAll(async () => {
+    t = await startTestGateway({ GATEWAY_API_KEYS: 'key-a,key-b' });
+    sandbox = t.gateway.sandbox.identification!;
+  });
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.dispose()));
+    await t.close();
+  });
+
+  it('serves one callback address per API key and workflow under /webhooks/identification/, the same each time, and stores only its hash', async () => {
+    const a1 = (await t.graphql(CALLBACK_URL, { workflowId: 'wf-address' }, { key: 'key-a' })).data!.identificationCallbackUrl as string;
+    const a2 = (await t.graphql(CALLBACK_URL, { workflowId: 'wf-address' }, { key: 'key-a' })).data!.identificationCallbackUrl as string;
+    const b = (await t.graphql(CALLBACK_URL, { workflowId: 'wf-address' }, { key: 'key-b' })).data!.identificationCallbackUrl as string;
+    const other = (await t.graphql(CALLBACK_URL, { workflowId: 'wf-address-2' }, { key: 'key-a' })).data!.identificationCallbackUrl as string;
+    expect(a1).toMatch(new RegExp(`^${t.gateway.publicUrl}/webhooks/identification/[A-Za-z0-9_-]{43}$`));
+    expect(a2).toBe(a1);
+    expect(new Set([a1, b, other]).size).toBe(3);
+
+    const token = a1.split('/').at(-1)!;
+    const rows = await t.gateway.services.store.db.selectFrom('identification_callbacks').selectAll().execute();
+    expect(rows.length).toBeGreaterThanOrEqual(3);
+    expect(JSON.stringify(rows)).not.toContain(token);
+
+    const empty = await t.graphql(CALLBACK_URL, { workflowId: '  ' }, { key: 'key-a' });
+    expect(empty.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'workflowId' });
+  });
+
+  it('delivers a completion the platform calls back with to a graphql-ws subscriber of its identification, stored before the 204', async () => {
+    const link = await create('key-a');
+    expect(sandbox.callbackFor(link.workflowId)).toBe(link.callbackUrl);
+    const c = client('key-a');
+    const sub = subscribe(c, COMPLETED, { id: link.id });
+    await settled(c);
+    expect(sub.received).toHaveLength(0);
+
+    expect(await sandbox.complete(link.id)).toBe(204);
+    // The 204 came after the append: the event is in the log as soon as the sandbox has its answer.
+    expect(await eventCount(t, link.id)).toBe(1);
+    const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 5_000, 'the completion');
+    expect(sub.errors).toEqual([]);
+    expect(event.identificationCompleted).toMatchObject({
+      id: link.id,
+      status: 'COMPLETED',
+      event: 'IDENTIFICATION_COMPLETED',
+      payload: { id: link.id, workflowId: link.workflowId, status: 'COMPLETED' },
+      identification: { id: link.id, workflowId: link.workflowId, status: 'COMPLETED' },
+    });
+    sub.stop();
+  });
+
+  it('gives a late subscriber the stored completion at once, and Identification.status reflects the last callback', async () => {
+    const link = await create('key-a');
+    expect(link.status).toBeNull();
+    expect((await post(link.callbackUrl, JSON.stringify({ id: link.id, status: 'IN_PROGRESS' }))).status).toBe(204);
+    expect((await post(link.callbackUrl, JSON.stringify({ identificationId: link.id, status: 'APPROVED', result: { score: 0.98 } }))).status).toBe(204);
+
+    const sub = subscribe(client('key-a'), COMPLETED, { id: link.id });
+    const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 5_000, 'the stored completion');
+    expect(event.identificationCompleted).toMatchObject({ id: link.id, status: 'APPROVED', payload: { result: { score: 0.98 } } });
+    await sleep(100);
+    expect(sub.received).toHaveLength(1);
+    sub.stop();
+
+    const read = await t.graphql(`query($id: ID!) { identification(id: $id) { status completion { status payload } } }`, { id: link.id }, { key: 'key-a' });
+    expect(read.data!.identification).toEqual({
+      status: 'APPROVED',
+      completion: { status: 'APPROVED', payload: { identificationId: link.id, status: 'APPROVED', result: { score: 0.98 } } },
+    });
+  });
+
+  it('acknowledges a duplicate callback and publishes it once', async () => {
+    const link = await create('key-a');
+    const c = client('key-a');
+    const all = subscribe(c, COMPLETED);
+    const one = subscribe(c, COMPLETED, { id: link.id });
+    await settled(c);
+
+    const body = JSON.stringify({ id: link.id, status: 'COMPLETED' });
+    for (let i = 0; i < 3; i++) expect((await post(link.callbackUrl, body)).status).toBe(204);
+    await waitFor(() => one.received.length > 0, 5_000, 'the first delivery');
+    await sleep(200);
+    expect(one.received).toHaveLength(1);
+    expect(all.received.filter((e) => e.identificationCompleted.id === link.id)).toHaveLength(1);
+    expect(await eventCount(t, link.id)).toBe(1);
+    all.stop();
+    one.stop();
+  });
+
+  it('accepts the id nested under identification, workflowInstance or data, and stores the body whole', async () => {
+    for (const nest of ['identification', 'workflowInstance', 'data']) {
+      const link = await create('key-a');
+      const body = { eventType: 'finished', [nest]: { id: link.id, state: 'DONE', extra: [1, 2] } };
+      expect((await post(link.callbackUrl, JSON.stringify(body))).status).toBe(204);
+      const read = await t.graphql(`query($id: ID!) { identification(id: $id) { status completion { event payload } } }`, { id: link.id }, { key: 'key-a' });
+      expect(read.data!.identification).toEqual({ status: 'DONE', completion: { event: 'finished', payload: body } });
+    }
+  });
+
+  it('streams, without an id, every completion of the caller’s API key and none of another key', async () => {
+    const c = client('key-a');
+    const sub = subscribe(c, COMPLETED);
+    await settled(c);
+    const mine = await create('key-a');
+    const theirs = await create('key-b');
+    expect(await sandbox.complete(theirs.id)).toBe(204);
+    expect(await sandbox.complete(mine.id)).toBe(204);
+    await waitFor(() => sub.received.some((e) => e.identificationCompleted.id === mine.id), 5_000, 'key-a completion');
+    await sleep(100);
+    const seen = sub.received.map((e) => e.identificationCompleted.id);
+    expect(seen).toContain(mine.id);
+    expect(seen).not.toContain(theirs.id);
+    sub.stop();
+  });
+
+  it('shows another API key nothing: no event on identificationCompleted(id), a null identification', async () => {
+    const link = await create('key-a');
+    expect(await sandbox.complete(link.id)).toBe(204);
+    const c = client('key-b');
+    const sub = subscribe(c, COMPLETED, { id: link.id });
+    await settled(c);
+    await sleep(100);
+    expect(sub.received).toHaveLength(0);
+    sub.stop();
+    const read = await t.graphql(`query($id: ID!) { identification(id: $id) { id status } }`, { id: link.id }, { key: 'key-b' });
+    expect(read.data!.identification).toBeNull();
+  });
+
+  it('answers 404 and stores nothing for a forged address, or a body naming another key’s, another workflow’s or an unknown identification', async () => {
+    const mine = await create('key-a');
+    const sameWorkflowOtherKey = await create('key-b', mine.workflowId);
+    const otherWorkflow = await create('key-a');
+    const before = await eventCount(t);
+    const forged = mine.callbackUrl.slice(0, -4) + (mine.callbackUrl.endsWith('AAAA') ? 'BBBB' : 'AAAA');
+    const cases: Array<[string, unknown]> = [
+      [forged, { id: mine.id, status: 'COMPLETED' }],
+      [`${t.url}/webhooks/identification/not-a-token`, { id: mine.id }],
+      [mine.callbackUrl, { id: sameWorkflowOtherKey.id, status: 'COMPLETED' }],
+      [mine.callbackUrl, { id: otherWorkflow.id, status: 'COMPLETED' }],
+      [mine.callbackUrl, { id: 'no-such-identification', status: 'COMPLETED' }],
+    ];
+    for (const [url, body] of cases) {
+      const res = await post(url, JSON.stringify(body));
+      expect(res.status, `${url} ${JSON.stringify(body)}`).toBe(404);
+      expect(res.body).toMatchObject({ error: 'not_found', error_description: expect.any(String) });
+    }
+    expect(await eventCount(t)).toBe(before);
+  });
+
+  it('refuses a body that is not JSON, not an object, names no identification or is too large with 400/413, storing nothing', async () => {
+    const link = await create('key-a');
+    const before = await eventCount(t);
+    const cases: Array<[string | Buffer, string, number]> = [
+      ['{"status": ', 'application/json', 400],
+      ['status=COMPLETED', 'application/x-www-form-urlencoded', 400],
+      ['[1, 2, 3]', 'application/json', 400],
+      [JSON.stringify({ status: 'COMPLETED' }), 'application/json', 400],
+      [Buffer.alloc(1024 * 1024 + 10, 0x20), 'application/json', 413],
+    ];
+    for (const [body, type, status] of cases) {
+      const res = await post(link.callbackUrl, body, type);
+      expect(res.status, `${type} ${String(body).slice(0, 40)}`).toBe(status);
+      expect(res.body).toMatchObject({ error: 'invalid_request', error_description: expect.any(String) });
+    }
+    expect(await eventCount(t)).toBe(before);
+  });
+
+  it('completes from the link page: the user presses "Finish the scenario", the platform calls back and the user is sent to redirectUrl', async () => {
+    const res = await t.graphql(
+      `mutation($input: CreateIdentificationInput!) { createIdentification(input: $input) { identification { id url } } }`,
+      { input: { workflowId: 'wf-page', redirectUrl: 'https://app.example/done' } },
+      { key: 'key-a' },
+    );
+    const link = res.data!.createIdentification.identification as { id: string; url: string };
+    const page = await (await fetch(link.url)).text();
+    expect(page).toContain('Finish the scenario');
+    const finished = await request(`${link.url}/finish`, { method: 'POST' });
+    await finished.body.dump();
+    expect(finished.statusCode).toBe(303);
+    expect(finished.headers.location).toBe('https://app.example/done');
+    const read = await t.graphql(`query($id: ID!) { identification(id: $id) { status } }`, { id: link.id }, { key: 'key-a' });
+    expect(read.data!.identification.status).toBe('COMPLETED');
+  });
+});
+
+describe('identification callback addresses across restarts', () => {
+  it('keeps the same address after a restart, and a callback to it after the restart is accepted', async () => {
+    const first = await startTestGateway({ GATEWAY_API_KEYS: 'key-a' });
+    const dataDir = first.dataDir;
+    let url: string;
+    let id: string;
+    try {
+      const res = await first.graphql(CREATE, { input: { workflowId: 'wf-restart' } }, { key: 'key-a' });
+      ({ id, callbackUrl: url } = res.data!.createIdentification.identification);
+    } finally {
+      await first.close();
+    }
+    const second = await startTestGateway({ GATEWAY_API_KEYS: 'key-a', DATA_DIR: dataDir });
+    try {
+      const again = (await second.graphql(CALLBACK_URL, { workflowId: 'wf-restart' }, { key: 'key-a' })).data!.identificationCallbackUrl as string;
+      // Same token (the port differs from one start to the next).
+      expect(again.split('/').at(-1)).toBe(url.split('/').at(-1));
+      expect((await post(again, JSON.stringify({ id, status: 'COMPLETED' }))).status).toBe(204);
+    } finally {
+      await second.close();
+    }
+  });
+});
