@@ -975,8 +975,9 @@ export type MobileIdAuthenticated = {
    */
   idTokenChecks: MobileIdTokenChecks;
   /**
-   * True when the gateway checked the id_token's signature, iss, aud, exp, auth_req_id claim and at_hash
-   * against a configured JWKS (OpenID CIBA Core §10.3.1); false when it only decoded the claims.
+   * True when the gateway checked the id_token's signature, iss and aud against the configured JWKS (and
+   * exp, the auth_req_id claim and at_hash where present: see idTokenChecks); false when no JWKS is configured
+   * and it only decoded the claims.
    */
   idTokenVerified: Scalars['Boolean']['output'];
   /** The id_token's `iss`. */

@@ -48,6 +48,12 @@ export type NewRejection = Omit<Rejection, 'id' | 'receivedAt'> & {
 
 /** Most rows kept: a flood of forged requests cannot grow the table without bound. */
 export const QUARANTINE_MAX_ROWS = 10_000;
+/**
+ * Most rows per minute (per process) for requests refused before their body was read (no or a wrong
+ * client_notification_token): anyone can send those, and each row is a durable write. Past it they are only
+ * counted (metric, log). A real sender with a wrong token shows up well within it.
+ */
+export const UNAUTHENTICATED_ROWS_PER_MINUTE = 100;
 const MAX_DESCRIPTION = 1000;
 
 /** The auth_req_id of a refused body, when it has a usable one (a string the schema would accept). */
@@ -71,12 +77,19 @@ function rowId(now: number): string {
 }
 
 export class RejectionQuarantine {
+  private window = { start: 0, count: 0 };
+
   constructor(
     private readonly db: Kysely<Database>,
     private readonly retentionMs: number,
   ) {}
 
-  async record(r: NewRejection, now = Date.now()): Promise<void> {
+  /** Keeps one refusal; false when it was only counted (an unauthenticated one past the per-minute cap). */
+  async record(r: NewRejection, now = Date.now()): Promise<boolean> {
+    if (r.reason === 'UNAUTHORIZED' && r.authReqId === null && r.scope === null) {
+      if (now - this.window.start >= 60_000) this.window = { start: now, count: 0 };
+      if (++this.window.count > UNAUTHENTICATED_ROWS_PER_MINUTE) return false;
+    }
     await this.db
       .insertInto('mobile_id_rejections')
       .values({
@@ -93,6 +106,7 @@ export class RejectionQuarantine {
         scope: r.scope,
       })
       .execute();
+    return true;
   }
 
   /** Newest first. */

@@ -331,8 +331,8 @@ export class MobileIdService {
     return { authReqId, outcome, httpStatus: res.status, accepted, response: res.body === '' ? null : res.body };
   }
 
-  /** Keeps a refused notification, without secrets, for operators. */
-  reject(rejection: NewRejection): Promise<void> {
+  /** Keeps a refused notification, without secrets, for operators; false when it was only counted. */
+  reject(rejection: NewRejection): Promise<boolean> {
     return this.quarantine.record(rejection);
   }
 

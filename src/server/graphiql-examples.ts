@@ -83,6 +83,15 @@ subscription WaitForMobileId {
 }
 `,
     },
+    {
+      title: 'Refused mobile-ID notifications',
+      query: `# The quarantine: every notification the webhook refused, without secrets. The sender does not retry,
+# so each row is a lost authentication. Operator keys see every row; an app's key those on tokens it issued.
+query MobileIdRejections {
+  mobileIdRejections(first: 20) { receivedAt authReqId httpStatus reason description requestId transactionId }
+}
+`,
+    },
   ];
   if (options.sandbox) {
     examples.push({

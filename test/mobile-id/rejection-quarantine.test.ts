@@ -80,6 +80,17 @@ describe('the quarantine of refused mobile-ID notifications', () => {
     expect(await metric(gw, 'JWKS_UNAVAILABLE')).toBe(1);
   });
 
+  it('keeps at most 100 unauthenticated refusals a minute, counts every one, and still keeps the authenticated ones', async () => {
+    const gw = await gateway();
+    const body = { auth_req_id: 'flood' };
+    for (let i = 0; i < 105; i++) expect((await postNotification(gw, body, { token: `forged-${i}` })).status).toBe(401);
+    expect((await postNotification(gw, { auth_req_id: 'real-but-bad', error: 'access_denied' })).status).toBe(400);
+    const rows = await rejections(gw, { first: 500 });
+    expect(rows.filter((r) => r.reason === 'UNAUTHORIZED')).toHaveLength(100);
+    expect(rows[0]).toMatchObject({ authReqId: 'real-but-bad', reason: 'MALFORMED' });
+    expect(await metric(gw, 'UNAUTHORIZED')).toBe(105);
+  });
+
   it('holds no secret of a refused notification: no token, no id_token, no body', async () => {
     const gw = await gateway();
     const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'q-secret', fields: { token_type: 'mac', refresh_token: 'refresh-secret-value' } });

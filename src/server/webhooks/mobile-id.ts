@@ -62,9 +62,13 @@ export function mobileIdWebhookRoute(options: {
         options.metrics.mobileIdRejections.inc({ reason });
         ctx.logger.info({ ...support, status, error, rejection: reason, reason: description, authReqId }, 'mobile-ID notification refused');
         // Kept before the answer, so that a refusal the sender saw is always in the quarantine.
-        await options.mobileId
+        const kept = await options.mobileId
           .reject({ authReqId, httpStatus: status, error, reason, description, requestId, transactionId, gatewayRequestId: ctx.requestId, scope })
-          .catch((err: unknown) => ctx.logger.error({ err }, 'a refused mobile-ID notification could not be kept in the quarantine'));
+          .catch((err: unknown) => {
+            ctx.logger.error({ err }, 'a refused mobile-ID notification could not be kept in the quarantine');
+            return true;
+          });
+        if (!kept) ctx.logger.debug({ ...support }, 'unauthenticated mobile-ID requests over the quarantine limit: counted, not kept');
         sendOAuthError(res, status, error, description, close ? { connection: 'close' } : {});
       };
 
