@@ -133,15 +133,10 @@ export class RejectionQuarantine {
   async purge(now = Date.now(), maxRows = QUARANTINE_MAX_ROWS): Promise<number> {
     const old = await this.db.deleteFrom('mobile_id_rejections').where('received_at', '<', now - this.retentionMs).executeTakeFirst();
     let deleted = Number(old.numDeletedRows);
-    const boundary = await this.db
-      .selectFrom('mobile_id_rejections')
-      .select('received_at')
-      .orderBy('received_at', 'desc')
-      .offset(maxRows)
-      .limit(1)
-      .executeTakeFirst();
+    // Ids sort in the order rows were written: everything at or below the first one past the limit goes.
+    const boundary = await this.db.selectFrom('mobile_id_rejections').select('id').orderBy('id', 'desc').offset(maxRows).limit(1).executeTakeFirst();
     if (boundary) {
-      const res = await this.db.deleteFrom('mobile_id_rejections').where('received_at', '<=', Number(boundary.received_at)).executeTakeFirst();
+      const res = await this.db.deleteFrom('mobile_id_rejections').where('id', '<=', boundary.id).executeTakeFirst();
       deleted += Number(res.numDeletedRows);
     }
     return deleted;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { CLOUD_SHAPE_MODES, randomCloudShape, type CloudShapeMode } from '../../src/sandbox/cloud-shapes.js';
-import { createChain, ok, M } from '../helpers/cloud.js';
+import { SSH_KEY, createChain, ok, M } from '../helpers/cloud.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 
 // The spec shows neither the token field nor the creation responses: the cloud sandbox answers in one
@@ -13,6 +13,7 @@ const credentials = { login: 'svc-shapes', password: 'shape-cred-secret' };
 const PROVISION_KAFKA = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
   provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id state } }
 }`;
+const PROVISION_VM = `mutation($input: ProvisionVirtualMachineInput!) { provisionVirtualMachine(input: $input) { provisioning { id } } }`;
 const STATUS = `query($id: ID!) {
   provisioning(id: $id) {
     state error { code message }
@@ -87,6 +88,25 @@ async function runCloudFlows(mode: CloudShapeMode): Promise<void> {
     const field = mode.shape.id === 'data.id' ? `data.${mode.shape.address}` : mode.shape.address;
     expect(p.publicAddress).toEqual({ address: ipAddress.address, source: 'IP_ADDRESS_RESPONSE', responseField: field, ipAddressId: ipAddress.id });
   }
+
+  // A VM provisioning links the created ids (natIpId is the IP's id, not its address): it succeeds in every shape.
+  const vm = await gw.graphql(PROVISION_VM, {
+    input: {
+      project: { name: 'vm-shapes' },
+      network: { title: 'n' },
+      subnet: { title: 's', cidr: '10.61.0.0/24' },
+      ipAddress: { title: 'ip' },
+      virtualMachine: { title: 'vm', instanceType: 'C2_MEDIUM', bootDisk: { sizeGb: 20, image: 'UBUNTU_22_04' }, users: [{ name: 'ops', sshKeys: [SSH_KEY] }] },
+    },
+  });
+  expect(vm.errors, JSON.stringify(vm.errors)).toBeUndefined();
+  await gw.gateway.services.provisioning.idle();
+  const vmStatus = (await gw.graphql(STATUS, { id: vm.data!.provisionVirtualMachine.provisioning.id })).data!.provisioning;
+  expect(vmStatus.state).toBe('SUCCEEDED');
+  const vmId = vmStatus.steps.find((s: { name: string }) => s.name === 'virtualMachine').resourceId;
+  const createdVm = sandbox.resources('virtual-machine').find((r) => r.id === vmId)!;
+  const ipOfVm = vmStatus.steps.find((s: { name: string }) => s.name === 'ipAddress').resourceId;
+  expect((createdVm.spec.networkInterfaces as Array<{ natIpId: string }>)[0]!.natIpId).toBe(ipOfVm);
 }
 
 describe('the cloud flows in every response shape of the sandbox', () => {

@@ -46,4 +46,27 @@ describe('mobile-ID notifications on PostgreSQL (DATABASE_URL)', () => {
       await b.close();
     }
   });
+
+  it('keeps refused notifications in the quarantine, readable from another replica, and purges past the row limit', async () => {
+    const db = await pg.createDatabase('mobile_id_quarantine');
+    const a = await startTestGateway({ DATABASE_URL: db });
+    const b = await startTestGateway({ DATABASE_URL: db });
+    try {
+      const sb = a.gateway.sandbox.mobileId!;
+      const n = await sb.buildNotification({ authReqId: 'pg-refused', claims: { iss: 'https://someone.example' } });
+      expect((await postNotification(a, n.body)).status).toBe(400);
+      expect((await postNotification(a, { auth_req_id: 'pg-malformed' })).status).toBe(400);
+      const rows = (await b.graphql(`{ mobileIdRejections { authReqId reason httpStatus } }`)).data!.mobileIdRejections;
+      expect(rows).toEqual([
+        { authReqId: 'pg-malformed', reason: 'MALFORMED', httpStatus: 400 },
+        { authReqId: 'pg-refused', reason: 'ID_TOKEN_ISSUER', httpStatus: 400 },
+      ]);
+      const quarantine = (b.gateway.services.mobileId as unknown as { quarantine: { purge(now?: number, maxRows?: number): Promise<number> } }).quarantine;
+      expect(await quarantine.purge(Date.now(), 1)).toBe(1);
+      expect((await b.graphql(`{ mobileIdRejections { authReqId } }`)).data!.mobileIdRejections).toEqual([{ authReqId: 'pg-malformed' }]);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
 });

@@ -85,7 +85,9 @@ describe('the quarantine of refused mobile-ID notifications', () => {
     const body = { auth_req_id: 'flood' };
     for (let i = 0; i < 105; i++) expect((await postNotification(gw, body, { token: `forged-${i}` })).status).toBe(401);
     expect((await postNotification(gw, { auth_req_id: 'real-but-bad', error: 'access_denied' })).status).toBe(400);
-    const rows = await rejections(gw, { first: 500 });
+    const res = await gw.graphql(`{ mobileIdRejections(first: 200) { authReqId reason } }`);
+    expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
+    const rows = res.data!.mobileIdRejections as Array<{ authReqId: string | null; reason: string }>;
     expect(rows.filter((r) => r.reason === 'UNAUTHORIZED')).toHaveLength(100);
     expect(rows[0]).toMatchObject({ authReqId: 'real-but-bad', reason: 'MALFORMED' });
     expect(await metric(gw, 'UNAUTHORIZED')).toBe(105);
