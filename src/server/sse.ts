@@ -8,6 +8,7 @@ import type { Tracing } from '../telemetry/tracing.js';
 import type { Caller } from '../caller.js';
 import type { AuthResult } from './auth.js';
 import { formatError } from './errors.js';
+import { withWarnings } from './warnings.js';
 import type { RequestContext, Route } from './http.js';
 import { DocumentCache } from './operations.js';
 import { BodyTooLargeError, readBody, sendJson } from './respond.js';
@@ -102,8 +103,10 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         contextValue: options.context(req.context.caller, `sse:${req.context.requestId}`) as GraphQLContext & Record<PropertyKey, unknown>,
       };
     },
-    onNext(_ctx, _req, result) {
-      if (!('errors' in result) || !result.errors?.length) return;
+    onNext(ctx, _req, result) {
+      // graphql-sse passes the operation's contextValue as ctx: a mutation sent here carries its warnings too.
+      if (!('incremental' in result)) result = withWarnings(result as ExecutionResult, ctx as unknown as GraphQLContext);
+      if (!('errors' in result) || !result.errors?.length) return result;
       // The same masking as over HTTP and WebSocket: unexpected errors become INTERNAL_SERVER_ERROR.
       return { ...result, errors: result.errors.map((e) => formatError(e.toJSON(), e, options.logger)) as unknown as GraphQLError[] };
     },

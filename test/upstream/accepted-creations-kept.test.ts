@@ -5,6 +5,7 @@ import { IDENTIFICATIONS_PATH } from '../../src/sandbox/identification.js';
 import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { M, ok } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { createClient as createSseClient } from 'graphql-sse';
 import { connected, wsClient } from '../identity/helpers.js';
 
 const CREATE = /* GraphQL */ `
@@ -116,6 +117,22 @@ describe('a creation the upstream accepted is never thrown away', () => {
       expect(result.extensions.warnings[0]).toMatchObject({ code: 'UPSTREAM_ANSWER_INCOMPLETE', missing: ['idShort', 'url'] });
     } finally {
       await client.dispose();
+    }
+  });
+
+  it('carries the warning over Server-Sent Events too', async () => {
+    identificationSandbox().faults.enqueueFor(IDENTIFICATIONS_PATH, { alter: without('idShort') });
+    const client = createSseClient({ url: `${t.url}/graphql/stream`, retryAttempts: 0 });
+    try {
+      const result = await new Promise<any>((resolve, reject) => {
+        let last: any;
+        client.subscribe({ query: CREATE, variables: { input: { workflowId: 'wf-sse' } } }, { next: (v) => (last = v), error: reject, complete: () => resolve(last) });
+      });
+      expect(result.errors).toBeUndefined();
+      expect(result.data.createIdentification.identification.idShort).toBeNull();
+      expect(result.extensions.warnings[0]).toMatchObject({ code: 'UPSTREAM_ANSWER_INCOMPLETE', missing: ['idShort'] });
+    } finally {
+      client.dispose();
     }
   });
 
