@@ -1,0 +1,66 @@
+import { randomBytes } from 'node:crypto';
+import { createClient } from 'graphql-ws';
+import { request } from 'undici';
+import WebSocket from 'ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+
+async function post(url: string, body: unknown): Promise<number> {
+  const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  await res.body.dump();
+  return res.statusCode;
+}
+
+describe('identification callbacks on PostgreSQL replicas', () => {
+  let pg: TestPostgres;
+  let a: TestGateway;
+  let b: TestGateway;
+  beforeAll(async () => {
+    pg = await startPostgres();
+    const url = await pg.createDatabase('identification_callbacks');
+    // Replicas share the database and the gateway's key, so they show the same addresses.
+    const env = { DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'), GATEWAY_API_KEYS: 'key-a', PUBLIC_URL: 'https://gateway.example' };
+    a = await startTestGateway(env);
+    b = await startTestGateway(env);
+  }, 120_000);
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await pg?.stop();
+  });
+
+  it('shows the same address on every replica, and a callback that reaches replica B is stored once and streamed to a subscriber on replica A', async () => {
+    const created = await a.graphql(
+      `mutation { createIdentification(input: { workflowId: "wf-replicas" }) { identification { id callbackUrl } } }`,
+      {},
+      { key: 'key-a' },
+    );
+    expect(created.errors).toBeUndefined();
+    const { id, callbackUrl } = created.data!.createIdentification.identification as { id: string; callbackUrl: string };
+    const onB = await b.graphql(`{ identificationCallbackUrl(workflowId: "wf-replicas") }`, {}, { key: 'key-a' });
+    expect(onB.data!.identificationCallbackUrl).toBe(callbackUrl);
+    expect(callbackUrl.startsWith('https://gateway.example/webhooks/identification/')).toBe(true);
+    const path = new URL(callbackUrl).pathname;
+
+    const client = createClient({ url: a.url.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, retryAttempts: 0, connectionParams: { authorization: 'Bearer key-a' } });
+    try {
+      const received: Array<{ id: string; status: string }> = [];
+      client.subscribe<{ identificationCompleted: { id: string; status: string } }>(
+        { query: `subscription { identificationCompleted { id status } }` },
+        { next: (m) => received.push(m.data!.identificationCompleted), error: () => undefined, complete: () => undefined },
+      );
+      // give A's subscription time to register before B publishes (a late one streams only new events)
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await post(`${b.url}${path}`, { id, status: 'COMPLETED' })).toBe(204);
+      expect(await post(`${a.url}${path}`, { id, status: 'COMPLETED' })).toBe(204);
+      await expect.poll(() => received.length, { timeout: 10_000 }).toBe(1);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(received).toEqual([{ id, status: 'COMPLETED' }]);
+    } finally {
+      await client.dispose();
+    }
+    const read = await b.graphql(`query($id: ID!) { identification(id: $id) { status } }`, { id }, { key: 'key-a' });
+    expect(read.data!.identification).toEqual({ status: 'COMPLETED' });
+  });
+});
