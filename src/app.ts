@@ -142,7 +142,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       ledger,
       idempotency,
       cloud,
-      provisioning: new ProvisioningService(store.db, cloud, (id) => ledger.get(id), logger),
+      provisioning: new ProvisioningService(store.db, cloud, (id) => ledger.get(id), logger, config.idempotencyTakeoverMs),
       events,
       identity: upstreams.identity,
       mobileId: upstreams.mobileId,

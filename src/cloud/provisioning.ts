@@ -81,8 +81,6 @@ interface PlannedStep {
 const NAMESPACE = '0b9f4f1e-5a57-4a36-9d1b-6c1b1f0f4b6e';
 const PLACEHOLDER = '00000000-0000-4000-8000-000000000000';
 const PLACEHOLDER_CLUSTER = '00000000-0000-4000-8000-000000000001';
-/** A RUNNING provisioning not touched for this long belongs to a request that died; a new call resumes it. */
-const STALE_MS = 60_000;
 
 function terminal(state: ProvisioningState): boolean {
   return state !== 'RUNNING';
@@ -121,6 +119,11 @@ export class ProvisioningService {
     private readonly cloud: CloudService,
     private readonly lookup: (id: string) => Promise<LedgerRecord | null>,
     private readonly logger: Logger,
+    /**
+     * A RUNNING provisioning not touched for this long belongs to a replica that died; a new call with its
+     * key resumes it. A live run touches it every third of this (IDEMPOTENCY_TAKEOVER, docs/decisions/012).
+     */
+    private readonly staleMs = 60_000,
   ) {
     this.updates.setMaxListeners(0);
   }
@@ -290,8 +293,12 @@ export class ProvisioningService {
           idempotencyKey: key,
         });
       }
-      const alive = this.running.has(id) || (existing.state === 'RUNNING' && Date.now() - existing.updatedAt.getTime() < STALE_MS);
-      if (existing.state === 'SUCCEEDED' || alive) return { provisioning: existing, idempotencyKey: key, upstreamIdempotencyKey: upstreamKey(caller.scope, key), replayed: true };
+      const now = Date.now();
+      const alive = this.running.has(id) || (existing.state === 'RUNNING' && now - existing.updatedAt.getTime() < this.staleMs);
+      const replay = { provisioning: existing, idempotencyKey: key, upstreamIdempotencyKey: upstreamKey(caller.scope, key), replayed: true };
+      if (existing.state === 'SUCCEEDED' || alive) return replay;
+      // One caller resumes it, on whichever replica: the others answer with the provisioning as it is.
+      if (!(await this.claimResume(existing, now))) return replay;
       // FAILED, or RUNNING but abandoned by a request that died: resume.
       const resumed: Provisioning = {
         ...existing,
@@ -331,10 +338,35 @@ export class ProvisioningService {
   }
 
   private launch(caller: Caller, p: Provisioning, plan: PlannedStep[]): void {
+    const heartbeat = setInterval(() => {
+      this.db
+        .updateTable('provisionings')
+        .set({ updated_at: Date.now() })
+        .where('id', '=', p.id)
+        .where('state', '=', 'RUNNING')
+        .execute()
+        .catch((err: unknown) => this.logger.warn({ err, provisioning: p.id }, 'provisioning heartbeat failed'));
+    }, Math.max(10, Math.floor(this.staleMs / 3)));
+    heartbeat.unref();
     const work = this.run(caller, p, plan)
       .catch((err: unknown) => this.logger.error({ err, provisioning: p.id }, 'provisioning run failed unexpectedly'))
-      .finally(() => this.running.delete(p.id));
+      .finally(() => {
+        clearInterval(heartbeat);
+        this.running.delete(p.id);
+      });
     this.running.set(p.id, work);
+  }
+
+  /** Marks a FAILED or abandoned provisioning as resumed by this call; false when another call got there first. */
+  private async claimResume(p: Provisioning, now: number): Promise<boolean> {
+    const claimed = await this.db
+      .updateTable('provisionings')
+      .set({ state: 'RUNNING', updated_at: now })
+      .where('id', '=', p.id)
+      .where('revision', '=', p.revision)
+      .where((eb) => eb.or([eb('state', '=', 'FAILED'), eb.and([eb('state', '=', 'RUNNING'), eb('updated_at', '<', now - this.staleMs)])]))
+      .executeTakeFirst();
+    return Number(claimed.numUpdatedRows) === 1;
   }
 
   private async run(_caller: Caller, p: Provisioning, plan: PlannedStep[]): Promise<void> {

@@ -124,4 +124,45 @@ describe('idempotency keys across replicas on PostgreSQL', () => {
     expect(projectCalls()).toHaveLength(1);
     expect(cloud.projects().filter((p) => p.name === input.name)).toHaveLength(1);
   }, 60_000);
+
+  it('a provisioning whose replica was killed mid-step is resumed with its key on the other replica, and each resource is created once', async () => {
+    await setUp('provisioning_takeover', { IDEMPOTENCY_TAKEOVER: '2s' });
+    const b = await replica({ IDEMPOTENCY_WAIT: '8s' });
+    const a = await startProcess({ ...env, UPSTREAM_TIMEOUT: '120s' });
+    cloud.faults.enqueueFor(PROJECTS_PATH, 'timeout');
+    const key = randomUUID();
+    const input = { project: { name: `resumed-${key}` }, network: { title: 'net' }, subnet: { title: 'sub', cidr: '10.80.0.0/24' }, cluster: { title: 'k', instanceType: 'C2_MEDIUM' } };
+    const PROVISION = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
+      provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id state } replayed }
+    }`;
+    const started = await request(`${a.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+      body: JSON.stringify({ query: PROVISION, variables: { input, key } }),
+    }).then((r) => r.body.json() as Promise<any>);
+    expect(started.data.provisionKafkaCluster.provisioning.state).toBe('RUNNING');
+    await waitFor(() => projectCalls().length === 1, 20_000, "replica A's project request");
+
+    a.child.kill('SIGKILL');
+    await once(a.child, 'exit');
+    const killedAt = performance.now();
+    // The app calls again with its key, as after any failure, until a replica resumes the provisioning.
+    let resumed: any;
+    for (let attempt = 0; attempt < 100 && !resumed; attempt++) {
+      const res = await b.graphql(PROVISION, { input, key }, { key: API_KEY });
+      expect(res.errors).toBeUndefined();
+      if (!res.data!.provisionKafkaCluster.replayed) resumed = res.data!.provisionKafkaCluster;
+      else await new Promise((r) => setTimeout(r, 100));
+    }
+    console.info(`provisioning takeover with IDEMPOTENCY_TAKEOVER=2s: resumed on the other replica ${Math.round(performance.now() - killedAt)} ms after the kill`);
+    expect(resumed.provisioning.id).toBe(started.data.provisionKafkaCluster.provisioning.id);
+    await b.gateway.services.provisioning.idle();
+    const done = await b.graphql(`query($id: ID!) { provisioning(id: $id) { state steps { name state } } }`, { id: resumed.provisioning.id }, { key: API_KEY });
+    expect(done.data!.provisioning.state).toBe('SUCCEEDED');
+    expect(cloud.projects().filter((p) => p.name === input.project.name)).toHaveLength(1);
+    const keys = projectCalls().map((r) => r.headers['idempotency-key']);
+    expect(keys).toHaveLength(2);
+    expect(new Set(keys).size).toBe(1);
+    expect(cloud.resources('network').filter((r) => r.title === 'net' && r.projectId === cloud.projects().find((p) => p.name === input.project.name)!.id)).toHaveLength(1);
+  }, 90_000);
 });
