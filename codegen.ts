@@ -41,6 +41,8 @@ const config: CodegenConfig = {
           VirtualMachine: '../store/ledger.js#LedgerRecord',
           Provisioning: '../cloud/provisioning.js#ProvisioningModel',
           ProvisioningStep: '../cloud/provisioning.js#Step',
+          ProvisioningPlan: '../cloud/provisioning-plan.js#ProvisioningPlanModel',
+          ProvisioningPlanStep: '../cloud/provisioning-plan.js#PlanStep',
           Identification: '../store/ledger.js#LedgerRecord',
           Verification: '../store/ledger.js#LedgerRecord',
           VerificationResult: '../identity/wire.js#VerificationResultItem',

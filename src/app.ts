@@ -5,6 +5,7 @@ import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/dis
 import type { DocumentNode, GraphQLFormattedError, OperationDefinitionNode } from 'graphql';
 import { ProvisioningService } from './cloud/provisioning.js';
 import { everyUpstreamSandboxed, type Config } from './config.js';
+import { ProvisioningPlanner } from './cloud/provisioning-plan.js';
 import { catalogResolvers } from './graphql/catalog.js';
 import { cloudResolvers } from './graphql/cloud.js';
 import { provisioningResolvers } from './graphql/provisioning.js';
@@ -135,6 +136,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       ...(pause ? { pauseAt: pause } : {}),
     });
     const { cloud } = upstreams;
+    const provisioning = new ProvisioningService(store.db, cloud, (id) => ledger.get(id), logger, config.idempotencyTakeoverMs);
     const services: Services = {
       config,
       store,
@@ -142,7 +144,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       ledger,
       idempotency,
       cloud,
-      provisioning: new ProvisioningService(store.db, cloud, (id) => ledger.get(id), logger, config.idempotencyTakeoverMs),
+      provisioning,
+      plans: new ProvisioningPlanner(provisioning, cloud, (id) => ledger.get(id)),
       events,
       identity: upstreams.identity,
       mobileId: upstreams.mobileId,

@@ -1,4 +1,5 @@
 import type { ProvisioningService } from './cloud/provisioning.js';
+import type { ProvisioningPlanner } from './cloud/provisioning-plan.js';
 import type { CloudService } from './cloud/service.js';
 import type { Config } from './config.js';
 import type { Events } from './events/index.js';
@@ -20,6 +21,8 @@ export interface Services {
   readonly cloud: CloudService;
   /** Composite provisioning (provisionKafkaCluster, provisionVirtualMachine) and its progress. */
   readonly provisioning: ProvisioningService;
+  /** planKafkaCluster and planVirtualMachine: the provisioning's requests, built and shown, never sent. */
+  readonly plans: ProvisioningPlanner;
   /** The event log, bus and subscription streams of webhook events. */
   readonly events: Events;
   /** Identification links, verifications and their results, the rfm check, verification callbacks. */

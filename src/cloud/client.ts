@@ -71,6 +71,18 @@ export class CloudTokens {
   }
 }
 
+/**
+ * The headers of a creation request, except `authorization: Bearer <token>`, which is added per attempt (a
+ * fetched token may be refreshed between attempts). Plans show these same headers.
+ */
+export function creationHeaders(accept: boolean, idempotencyKey: string): Record<string, string> {
+  return {
+    'content-type': 'application/json',
+    ...(accept ? { accept: 'application/json' } : {}),
+    'idempotency-key': idempotencyKey,
+  };
+}
+
 /** The cloud provisioning API: two creation endpoints, each with an Idempotency-Key. */
 export class CloudClient {
   constructor(
@@ -91,11 +103,7 @@ export class CloudClient {
       method: 'POST',
       path,
       route: `POST ${path}`,
-      headers: {
-        'content-type': 'application/json',
-        ...(accept ? { accept: 'application/json' } : {}),
-        'idempotency-key': idempotencyKey,
-      },
+      headers: creationHeaders(accept, idempotencyKey),
       body,
       authorize: async () => ({ authorization: `Bearer ${await this.tokens.get()}` }),
       onUnauthorized: async () => this.tokens.invalidate(),

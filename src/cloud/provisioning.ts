@@ -70,12 +70,48 @@ export interface ProvisionResult {
 }
 
 /** One step of a plan: runs with the ids of the steps before it, returns the created resource. */
-interface PlannedStep {
+export interface PlannedStep {
   name: string;
   /** An id the caller gave: nothing to create. */
   reuse?: string;
   skip?: boolean;
   run?: (ids: Map<string, string>, key: string) => Promise<MutationResult & { publicAddress?: PublicAddress | null }>;
+}
+
+/**
+ * What the steps call: the cloud mutations and the lookup of the cluster's public address. Provisioning
+ * runs them against the upstream; a plan (provisioning-plan.ts) runs the very same steps against a cloud
+ * that records each prepared request instead of sending it.
+ */
+export interface StepEnv {
+  cloud: Pick<
+    CloudService,
+    'createProject' | 'createNetwork' | 'createSubnet' | 'createIpAddress' | 'createKafkaCluster' | 'createKafkaTopic' | 'createKafkaUser' | 'createVirtualMachine'
+  >;
+  lookup: (id: string) => Promise<LedgerRecord | null>;
+}
+
+/** The caller key a step runs under (its own upstream Idempotency-Key derives from it like any mutation's). */
+export function stepIdempotencyKey(p: Pick<Provisioning, 'scope' | 'idempotencyKey'>, step: string): string {
+  return stepKey(upstreamKey(p.scope, p.idempotencyKey), step);
+}
+
+/** The checks of an input's shape: one id or one spec per placement step, no topic or user twice. */
+export function shapeChecks(input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput, ipOptional: boolean): Array<() => void> {
+  const names = new Set<string>();
+  const unique = (field: string, what: string, name: string) => () => {
+    if (names.has(`${what}:${name}`)) throw badUserInput(field, `${what} ${name} is listed twice`);
+    names.add(`${what}:${name}`);
+  };
+  const k = input as ProvisionKafkaClusterInput;
+  return [
+    () => exactlyOne('project', input.projectId, input.project),
+    () => exactlyOne('network', input.networkId, input.network),
+    () => exactlyOne('subnet', input.subnetId, input.subnet),
+    () => exactlyOne('ipAddress', input.ipAddressId, input.ipAddress, ipOptional),
+    ...(k.topics ?? []).map((t) => unique('input.topics', 'topic', t.name)),
+    ...(k.users ?? []).map((u) => unique('input.users', 'user', u.name)),
+  ];
 }
 
 const NAMESPACE = '0b9f4f1e-5a57-4a36-9d1b-6c1b1f0f4b6e';
@@ -105,6 +141,30 @@ function exactlyOne(field: string, id: unknown, spec: unknown, optional = false)
 }
 
 /**
+ * The cluster's white_host: the caller's address, else the one in the IP address's creation response, else
+ * none for a private cluster (no IP address step). An IP address whose address cannot be read fails the
+ * step before the cluster is created: a cluster silently created without public access would look fine and
+ * be unreachable (docs/decisions/015-kafka-public-address.md).
+ */
+export async function publicAddress(given: string | null, ipId: string | null, lookup: StepEnv['lookup']): Promise<PublicAddress | null> {
+  if (given !== null) return { address: given, source: 'CALLER', responseField: null, ipAddressId: ipId };
+  if (ipId === null) return null;
+  const record = await lookup(ipId);
+  const retry = `give input.cluster.publicIp (the address, as a.b.c.d) and call again with a new idempotency key, reusing what exists (the resourceId of each DONE step as projectId, networkId, subnetId, and ipAddressId ${ipId})`;
+  if (!record) {
+    throw badUserInput('input.cluster.publicIp', `the public IPv4 address for white_host is missing: IP address ${ipId} is not in the gateway's ledger, so its address is unknown; ${retry}`);
+  }
+  const found = addressFromResponse(record.response);
+  if (!found) {
+    throw badUserInput(
+      'input.cluster.publicIp',
+      `the public IPv4 address for white_host is missing: the creation response of IP address ${ipId} has no IPv4 field (looked for ${ADDRESS_LOOKUP_DESCRIPTION}), and the cluster was not created; ${retry}`,
+    );
+  }
+  return { address: found.address, source: 'IP_ADDRESS_RESPONSE', responseField: found.field, ipAddressId: ipId };
+}
+
+/**
  * Composite provisioning (DESIGN.md): runs the spec's creation order as steps, each a normal cloud
  * mutation whose idempotency key is UUIDv5(key + step). Calling again with the same key resumes: finished
  * steps replay from their idempotency records, the failed one is retried, nothing is created twice.
@@ -113,6 +173,7 @@ function exactlyOne(field: string, id: unknown, spec: unknown, optional = false)
 export class ProvisioningService {
   private readonly updates = new EventEmitter();
   private readonly running = new Map<string, Promise<void>>();
+  private readonly env: StepEnv;
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -126,14 +187,11 @@ export class ProvisioningService {
     private readonly staleMs = 60_000,
   ) {
     this.updates.setMaxListeners(0);
+    this.env = { cloud, lookup };
   }
 
   async provisionKafkaCluster(caller: Caller, input: ProvisionKafkaClusterInput, key?: string | null): Promise<ProvisionResult> {
-    exactlyOne('project', input.projectId, input.project);
-    exactlyOne('network', input.networkId, input.network);
-    exactlyOne('subnet', input.subnetId, input.subnet);
-    exactlyOne('ipAddress', input.ipAddressId, input.ipAddress, true);
-    const placement = { region: input.region ?? 'MSK', zone: input.zone ?? 'MSK_AVNTG' } as const;
+    for (const check of shapeChecks(input, true)) check();
     const c = input.cluster;
     // Every check that needs no upstream id runs now, so bad input changes nothing.
     if (input.network) await under('input.network', () => v.validateNetwork({ ...input.network!, projectId: PLACEHOLDER }, async () => null));
@@ -156,18 +214,21 @@ export class ProvisioningService {
       await under(`input.users[${i}]`, () => v.validateKafkaUser({ ...u, projectId: PLACEHOLDER, clusterId: PLACEHOLDER }, async () => null));
     }
     // A reused IP address whose address cannot be read fails now, before anything is created.
-    if (input.ipAddressId && c.publicIp == null) await this.publicAddress(null, input.ipAddressId);
-    const names = new Set<string>();
-    for (const t of input.topics ?? []) if (names.has(`topic:${t.name}`)) throw badUserInput('input.topics', `topic ${t.name} is listed twice`); else names.add(`topic:${t.name}`);
-    for (const u of input.users ?? []) if (names.has(`user:${u.name}`)) throw badUserInput('input.users', `user ${u.name} is listed twice`); else names.add(`user:${u.name}`);
+    if (input.ipAddressId && c.publicIp == null) await publicAddress(null, input.ipAddressId, this.lookup);
+    return this.start(caller, 'KAFKA_CLUSTER', input, key, () => this.kafkaClusterSteps(caller, input, this.env));
+  }
 
-    const plan = (): PlannedStep[] => [
-      ...this.placementSteps(caller, input, placement, false),
+  /** The steps of provisionKafkaCluster, in the order they run. */
+  kafkaClusterSteps(caller: Caller, input: ProvisionKafkaClusterInput, env: StepEnv): PlannedStep[] {
+    const placement = { region: input.region ?? 'MSK', zone: input.zone ?? 'MSK_AVNTG' } as const;
+    const c = input.cluster;
+    return [
+      ...this.placementSteps(caller, input, placement, false, env),
       {
         name: 'kafkaCluster',
         run: async (ids, k) => {
-          const publicAddress = await this.publicAddress(c.publicIp ?? null, ids.get('ipAddress') ?? null);
-          const result = await this.cloud.createKafkaCluster(
+          const address = await publicAddress(c.publicIp ?? null, ids.get('ipAddress') ?? null, env.lookup);
+          const result = await env.cloud.createKafkaCluster(
             caller,
             {
               ...c,
@@ -176,31 +237,26 @@ export class ProvisioningService {
               networkId: ids.get('network')!,
               subnetId: ids.get('subnet')!,
               subnetCidr: input.subnetCidr ?? null,
-              publicIp: publicAddress?.address ?? null,
+              publicIp: address?.address ?? null,
             },
             k,
           );
-          return { ...result, publicAddress };
+          return { ...result, publicAddress: address };
         },
       },
       ...(input.topics ?? []).map((t) => ({
         name: `topic:${t.name}`,
-        run: (ids: Map<string, string>, k: string) => this.cloud.createKafkaTopic(caller, { ...t, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! }, k),
+        run: (ids: Map<string, string>, k: string) => env.cloud.createKafkaTopic(caller, { ...t, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! }, k),
       })),
       ...(input.users ?? []).map((u) => ({
         name: `user:${u.name}`,
-        run: (ids: Map<string, string>, k: string) => this.cloud.createKafkaUser(caller, { ...u, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! }, k),
+        run: (ids: Map<string, string>, k: string) => env.cloud.createKafkaUser(caller, { ...u, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! }, k),
       })),
     ];
-    return this.start(caller, 'KAFKA_CLUSTER', input, key, plan);
   }
 
   async provisionVirtualMachine(caller: Caller, input: ProvisionVirtualMachineInput, key?: string | null): Promise<ProvisionResult> {
-    exactlyOne('project', input.projectId, input.project);
-    exactlyOne('network', input.networkId, input.network);
-    exactlyOne('subnet', input.subnetId, input.subnet);
-    exactlyOne('ipAddress', input.ipAddressId, input.ipAddress);
-    const placement = { region: input.region ?? 'MSK', zone: input.zone ?? 'MSK_AVNTG' } as const;
+    for (const check of shapeChecks(input, false)) check();
     if (input.network) await under('input.network', () => v.validateNetwork({ ...input.network!, projectId: PLACEHOLDER }, async () => null));
     if (input.subnet) await under('input.subnet', () => v.validateSubnet({ ...input.subnet!, projectId: PLACEHOLDER, networkId: PLACEHOLDER }, async () => null));
     if (input.ipAddress) v.nonEmpty('input.ipAddress.title', input.ipAddress.title);
@@ -208,12 +264,19 @@ export class ProvisioningService {
     await under('input.virtualMachine', () =>
       v.validateVirtualMachine({ ...vm, projectId: PLACEHOLDER, networkInterfaces: [{ networkId: PLACEHOLDER, subnetId: PLACEHOLDER, ipAddressId: PLACEHOLDER }] }, async () => null),
     );
-    const plan = (): PlannedStep[] => [
-      ...this.placementSteps(caller, input, placement, true),
+    return this.start(caller, 'VIRTUAL_MACHINE', input, key, () => this.virtualMachineSteps(caller, input, this.env));
+  }
+
+  /** The steps of provisionVirtualMachine, in the order they run. */
+  virtualMachineSteps(caller: Caller, input: ProvisionVirtualMachineInput, env: StepEnv): PlannedStep[] {
+    const placement = { region: input.region ?? 'MSK', zone: input.zone ?? 'MSK_AVNTG' } as const;
+    const vm = input.virtualMachine;
+    return [
+      ...this.placementSteps(caller, input, placement, true, env),
       {
         name: 'virtualMachine',
         run: (ids, k) =>
-          this.cloud.createVirtualMachine(
+          env.cloud.createVirtualMachine(
             caller,
             {
               ...vm,
@@ -225,7 +288,6 @@ export class ProvisioningService {
           ),
       },
     ];
-    return this.start(caller, 'VIRTUAL_MACHINE', input, key, plan);
   }
 
   /** Project, network, subnet and IP address: reuse the given id or create from the given spec. */
@@ -234,45 +296,22 @@ export class ProvisioningService {
     input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput,
     placement: { region: 'MSK'; zone: 'MSK_AVNTG' },
     ipRequired: boolean,
+    env: StepEnv,
   ): PlannedStep[] {
     return [
-      input.projectId ? { name: 'project', reuse: input.projectId } : { name: 'project', run: (_ids, k) => this.cloud.createProject(caller, input.project!, k) },
+      input.projectId ? { name: 'project', reuse: input.projectId } : { name: 'project', run: (_ids, k) => env.cloud.createProject(caller, input.project!, k) },
       input.networkId
         ? { name: 'network', reuse: input.networkId }
-        : { name: 'network', run: (ids, k) => this.cloud.createNetwork(caller, { ...input.network!, ...placement, projectId: ids.get('project')! }, k) },
+        : { name: 'network', run: (ids, k) => env.cloud.createNetwork(caller, { ...input.network!, ...placement, projectId: ids.get('project')! }, k) },
       input.subnetId
         ? { name: 'subnet', reuse: input.subnetId }
-        : { name: 'subnet', run: (ids, k) => this.cloud.createSubnet(caller, { ...input.subnet!, projectId: ids.get('project')!, networkId: ids.get('network')! }, k) },
+        : { name: 'subnet', run: (ids, k) => env.cloud.createSubnet(caller, { ...input.subnet!, projectId: ids.get('project')!, networkId: ids.get('network')! }, k) },
       input.ipAddressId
         ? { name: 'ipAddress', reuse: input.ipAddressId }
         : input.ipAddress || ipRequired
-          ? { name: 'ipAddress', run: (ids, k) => this.cloud.createIpAddress(caller, { ...input.ipAddress!, projectId: ids.get('project')!, networkId: ids.get('network')! }, k) }
+          ? { name: 'ipAddress', run: (ids, k) => env.cloud.createIpAddress(caller, { ...input.ipAddress!, projectId: ids.get('project')!, networkId: ids.get('network')! }, k) }
           : { name: 'ipAddress', skip: true },
     ];
-  }
-
-  /**
-   * The cluster's white_host: the caller's address, else the one in the IP address's creation response, else
-   * none for a private cluster (no IP address step). An IP address whose address cannot be read fails the
-   * step before the cluster is created: a cluster silently created without public access would look fine and
-   * be unreachable (docs/decisions/015-kafka-public-address.md).
-   */
-  private async publicAddress(given: string | null, ipId: string | null): Promise<PublicAddress | null> {
-    if (given !== null) return { address: given, source: 'CALLER', responseField: null, ipAddressId: ipId };
-    if (ipId === null) return null;
-    const record = await this.lookup(ipId);
-    const retry = `give input.cluster.publicIp (the address, as a.b.c.d) and call again with a new idempotency key, reusing what exists (the resourceId of each DONE step as projectId, networkId, subnetId, and ipAddressId ${ipId})`;
-    if (!record) {
-      throw badUserInput('input.cluster.publicIp', `the public IPv4 address for white_host is missing: IP address ${ipId} is not in the gateway's ledger, so its address is unknown; ${retry}`);
-    }
-    const found = addressFromResponse(record.response);
-    if (!found) {
-      throw badUserInput(
-        'input.cluster.publicIp',
-        `the public IPv4 address for white_host is missing: the creation response of IP address ${ipId} has no IPv4 field (looked for ${ADDRESS_LOOKUP_DESCRIPTION}), and the cluster was not created; ${retry}`,
-      );
-    }
-    return { address: found.address, source: 'IP_ADDRESS_RESPONSE', responseField: found.field, ipAddressId: ipId };
   }
 
   private async start(
@@ -390,7 +429,7 @@ export class ProvisioningService {
       // The step is an ordinary mutation under the caller's scope with key k; the upstream gets
       // upstreamKey(scope, k). Both derive from the provisioning's upstream key, so a resume (after a
       // restart, on another replica) sends every step's same key again.
-      const k = stepKey(upstreamKey(p.scope, p.idempotencyKey), planned.name);
+      const k = stepIdempotencyKey(p, planned.name);
       current = await this.update(current, i, { state: 'RUNNING', idempotencyKey: upstreamKey(p.scope, k) });
       try {
         const result = await planned.run!(ids, k);

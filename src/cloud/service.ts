@@ -28,6 +28,30 @@ export interface MutationResult {
 
 type StoredRecord = Omit<LedgerRecord, 'createdAt'> & { createdAt: string };
 
+/** One creation, validated and built for the wire: what a mutation sends, and what a plan shows. */
+export interface Creation {
+  operation: string;
+  kind: ResourceKind;
+  /** The canonical upstream request: POST to `path` with `body` (fingerprinted for idempotency). */
+  request: { path: string; body: unknown };
+  /** Whether the request asks for `accept: application/json` (see creationHeaders). */
+  accept: boolean;
+  send: (idempotencyKey: string) => Promise<Created>;
+  spec: object;
+  title: string;
+  projectId: string | null;
+  parentId: string | null;
+}
+
+/**
+ * A cloud that sends nothing (provisioning plans): its creations go to `create` instead of the upstream,
+ * the idempotency records and the ledger, and `lookup` answers for planned resources before the ledger.
+ */
+export interface DryRun {
+  lookup: v.Lookup;
+  create(caller: Caller, key: string | null | undefined, creation: Creation): Promise<MutationResult>;
+}
+
 /**
  * Cloud mutations, each in the same order: validate (no upstream call on bad input), build the wire
  * request, run it under the caller's idempotency key, and record the created resource in the ledger.
@@ -39,7 +63,18 @@ export class CloudService {
     private readonly idempotency: Idempotency,
     /** Tests only (GATEWAY_TEST_PAUSE_AT): stops between the upstream's answer and the ledger write. */
     private readonly pauseAt?: PauseAt,
-  ) {}
+    private readonly dryRun?: DryRun,
+  ) {
+    if (dryRun) {
+      const ledger = this.lookup;
+      this.lookup = async (id) => (await dryRun.lookup(id)) ?? ledger(id);
+    }
+  }
+
+  /** The same mutations, validating and building the same requests, with nothing sent or written. */
+  withDryRun(dryRun: DryRun): CloudService {
+    return new CloudService(this.client, this.ledger, this.idempotency, undefined, dryRun);
+  }
 
   /**
    * Parents are looked up in the shared cloud ledger only: an id of another app's verification or
@@ -57,6 +92,7 @@ export class CloudService {
       operation: 'createProject',
       kind: 'project',
       request: { path: wire.PATHS.projects, body },
+      accept: false,
       send: (k) => this.client.createProject(body, k),
       spec,
       title: spec.name,
@@ -115,6 +151,7 @@ export class CloudService {
       operation,
       kind,
       request: { path: wire.PATHS.services, body: call.envelope },
+      accept: call.accept,
       send: (k) => this.client.createService(call, k),
       spec,
       title,
@@ -126,17 +163,9 @@ export class CloudService {
   private async create(
     caller: Caller,
     key: string | null | undefined,
-    p: {
-      operation: string;
-      kind: ResourceKind;
-      request: unknown;
-      send: (idempotencyKey: string) => Promise<Created>;
-      spec: object;
-      title: string;
-      projectId: string | null;
-      parentId: string | null;
-    },
+    p: Creation,
   ): Promise<MutationResult> {
+    if (this.dryRun) return this.dryRun.create(caller, key, p);
     const out = await this.idempotency.run<LedgerRecord>({
       scope: caller.scope,
       key,

@@ -264,13 +264,25 @@ export function addressFromResponse(response: unknown, prefix = ''): FoundAddres
   return null;
 }
 
+/** Keys whose values are secrets, in requests (user passwords) and responses (tokens). */
+const SECRET_KEY = /^(password|access_token|accessToken|token|secret)$/i;
+
+/** A request body as plans show it: every secret value replaced by `***`, everything else as sent. */
+export function maskSecrets(body: unknown): unknown {
+  if (Array.isArray(body)) return body.map(maskSecrets);
+  if (body && typeof body === 'object') {
+    return Object.fromEntries(Object.entries(body as Record<string, unknown>).map(([k, v]) => [k, SECRET_KEY.test(k) && v !== null ? '***' : maskSecrets(v)]));
+  }
+  return body;
+}
+
 /** Removes secrets an upstream might echo back before a response is stored. */
 export function scrubResponse(body: unknown): unknown {
   if (Array.isArray(body)) return body.map(scrubResponse);
   if (body && typeof body === 'object') {
     return Object.fromEntries(
       Object.entries(body as Record<string, unknown>)
-        .filter(([k]) => !/^(password|access_token|accessToken|token|secret)$/i.test(k))
+        .filter(([k]) => !SECRET_KEY.test(k))
         .map(([k, v]) => [k, scrubResponse(v)]),
     );
   }

@@ -4,6 +4,7 @@ import type { GraphQLResolveInfo, GraphQLScalarType, GraphQLScalarTypeConfig } f
 import type { CatalogRoot, InstanceTypeEntry, KafkaInstanceTypeEntry, PlatformEntry, DiskTypeEntry, OsImageEntry, KafkaVersionEntry, CpuUtilizationEntry, FirewallActionEntry } from '../catalog/index.js';
 import type { LedgerRecord } from '../store/ledger.js';
 import type { ProvisioningModel, Step } from '../cloud/provisioning.js';
+import type { ProvisioningPlanModel, PlanStep } from '../cloud/provisioning-plan.js';
 import type { VerificationResultItem } from '../identity/wire.js';
 import type { EventRecord } from '../events/log.js';
 import type { GraphQLContext } from '../graphql/context.js';
@@ -1680,6 +1681,106 @@ export type ProvisioningKind =
   /** provisionVirtualMachine. */
   | 'VIRTUAL_MACHINE';
 
+/** What a provisioning would do, step by step, without doing it (planKafkaCluster, planVirtualMachine). */
+export type ProvisioningPlan = {
+  __typename?: 'ProvisioningPlan';
+  /** Every field whose value is its default: the request would be the same without it. */
+  defaults: Array<ProvisioningPlanDefault>;
+  /** Errors of the input as a whole: both or neither of an id and a spec for a step, a topic or user listed twice. */
+  errors: Array<ProvisioningPlanError>;
+  /** The idempotency key the plan was made for; null when none was given (Idempotency-Key headers then say so). */
+  idempotencyKey: Maybe<Scalars['UUID']['output']>;
+  /** What the provisioning creates. */
+  kind: ProvisioningKind;
+  /** Placeholders in the bodies, each replaced at run time by what an earlier step returns. */
+  references: Array<ProvisioningPlanReference>;
+  /** The steps in the order they would run. */
+  steps: Array<ProvisioningPlanStep>;
+  /** True when no step and no input check has an error: the provisioning would send every request below. */
+  valid: Scalars['Boolean']['output'];
+};
+
+/** What a planned step would do. */
+export type ProvisioningPlanAction =
+  /** Send a creation request upstream. */
+  | 'CREATE'
+  /** Use the resource whose id was given; nothing is sent. */
+  | 'REUSE'
+  /** Not part of this provisioning (e.g. no IP address for a private cluster). */
+  | 'SKIP';
+
+/** A field whose value is its default. */
+export type ProvisioningPlanDefault = {
+  __typename?: 'ProvisioningPlanDefault';
+  /** The field, as a path of the input (`input.network.bandwidthMbps`). */
+  field: Scalars['String']['output'];
+  /** The value the request carries. */
+  value: Maybe<Scalars['JSON']['output']>;
+};
+
+/** A reason a provisioning would be refused before any upstream call. */
+export type ProvisioningPlanError = {
+  __typename?: 'ProvisioningPlanError';
+  /** The error code the provisioning would answer (BAD_USER_INPUT, ...). */
+  code: Scalars['String']['output'];
+  /** The offending field of the input, when there is one. */
+  field: Maybe<Scalars['String']['output']>;
+  /** Human-readable message. */
+  message: Scalars['String']['output'];
+};
+
+/** An HTTP header. */
+export type ProvisioningPlanHeader = {
+  __typename?: 'ProvisioningPlanHeader';
+  /** Lower-case name. */
+  name: Scalars['String']['output'];
+  /** Value (secrets masked). */
+  value: Scalars['String']['output'];
+};
+
+/** A placeholder in a planned body. */
+export type ProvisioningPlanReference = {
+  __typename?: 'ProvisioningPlanReference';
+  /** The text in the body, e.g. `{{network.id}}`. */
+  placeholder: Scalars['String']['output'];
+  /** The step whose result replaces it. */
+  step: Scalars['String']['output'];
+  /** What of that result replaces it: `id`, or `address` (the IP address read from its creation response). */
+  value: Scalars['String']['output'];
+};
+
+/** An upstream HTTP request, as it would be sent. */
+export type ProvisioningPlanRequest = {
+  __typename?: 'ProvisioningPlanRequest';
+  /** The JSON body as sent, passwords masked (`***`); ids of resources created by earlier steps appear as placeholders (see ProvisioningPlan.references). */
+  body: Scalars['JSON']['output'];
+  /** Headers in the order they are set; the bearer token is masked (`Bearer ***`). */
+  headers: Array<ProvisioningPlanHeader>;
+  /** HTTP method. */
+  method: Scalars['String']['output'];
+  /** Path under the upstream's base URL. */
+  path: Scalars['String']['output'];
+};
+
+/** One step of a provisioning plan. */
+export type ProvisioningPlanStep = {
+  __typename?: 'ProvisioningPlanStep';
+  /** What the step would do. */
+  action: ProvisioningPlanAction;
+  /** The fields of this step whose value is the default. */
+  defaults: Array<ProvisioningPlanDefault>;
+  /** Why the step would fail before any upstream call (validation). */
+  errors: Array<ProvisioningPlanError>;
+  /** Step name, as in Provisioning.steps: project, network, subnet, ipAddress, kafkaCluster, topic:<name>, user:<name>, virtualMachine. */
+  name: Scalars['String']['output'];
+  /** CREATE: the request it would send; null when the step has errors or sends nothing. */
+  request: Maybe<ProvisioningPlanRequest>;
+  /** REUSE: the resource, when the gateway's ledger has it (null: created outside the gateway, or unknown). */
+  resource: Maybe<Node>;
+  /** REUSE: the given id. CREATE: the placeholder later bodies use for the id it will get. */
+  resourceId: Maybe<Scalars['ID']['output']>;
+};
+
 /** The public IPv4 address a provisioned Kafka cluster was created with (`white_host`). */
 export type ProvisioningPublicAddress = {
   __typename?: 'ProvisioningPublicAddress';
@@ -1779,6 +1880,14 @@ export type Query = {
    * for a verification or identification another API key created (the cloud resources are shared by every key).
    */
   node: Maybe<Node>;
+  /**
+   * The exact upstream requests `provisionKafkaCluster` would send for this input, in order, with the defaults it
+   * would apply, the steps that reuse an existing resource, and every step's validation error. Built by the same
+   * code as the provisioning itself; makes no upstream call and writes nothing.
+   */
+  planKafkaCluster: ProvisioningPlan;
+  /** The exact upstream requests `provisionVirtualMachine` would send for this input; see planKafkaCluster. */
+  planVirtualMachine: ProvisioningPlan;
   /** One project and, through its fields, the tree of everything created in it. Null for an id the gateway did not create. */
   project: Maybe<Project>;
   /** Projects the gateway created, newest first. The upstream has no read endpoints: this is the gateway's ledger. */
@@ -1823,6 +1932,20 @@ export type QueryMobileIdRejectionsArgs = {
 /** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
 export type QueryNodeArgs = {
   id: Scalars['ID']['input'];
+};
+
+
+/** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
+export type QueryPlanKafkaClusterArgs = {
+  idempotencyKey?: InputMaybe<Scalars['UUID']['input']>;
+  input: ProvisionKafkaClusterInput;
+};
+
+
+/** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
+export type QueryPlanVirtualMachineArgs = {
+  idempotencyKey?: InputMaybe<Scalars['UUID']['input']>;
+  input: ProvisionVirtualMachineInput;
 };
 
 
@@ -2292,6 +2415,14 @@ export type ResolversTypes = {
   Provisioning: ResolverTypeWrapper<ProvisioningModel>;
   ProvisioningError: ResolverTypeWrapper<ProvisioningError>;
   ProvisioningKind: ProvisioningKind;
+  ProvisioningPlan: ResolverTypeWrapper<ProvisioningPlanModel>;
+  ProvisioningPlanAction: ProvisioningPlanAction;
+  ProvisioningPlanDefault: ResolverTypeWrapper<ProvisioningPlanDefault>;
+  ProvisioningPlanError: ResolverTypeWrapper<ProvisioningPlanError>;
+  ProvisioningPlanHeader: ResolverTypeWrapper<ProvisioningPlanHeader>;
+  ProvisioningPlanReference: ResolverTypeWrapper<ProvisioningPlanReference>;
+  ProvisioningPlanRequest: ResolverTypeWrapper<ProvisioningPlanRequest>;
+  ProvisioningPlanStep: ResolverTypeWrapper<PlanStep>;
   ProvisioningPublicAddress: ResolverTypeWrapper<ProvisioningPublicAddress>;
   ProvisioningState: ProvisioningState;
   ProvisioningStep: ResolverTypeWrapper<Step>;
@@ -2391,6 +2522,13 @@ export type ResolversParentTypes = {
   ProvisionVirtualMachineSpecInput: ProvisionVirtualMachineSpecInput;
   Provisioning: ProvisioningModel;
   ProvisioningError: ProvisioningError;
+  ProvisioningPlan: ProvisioningPlanModel;
+  ProvisioningPlanDefault: ProvisioningPlanDefault;
+  ProvisioningPlanError: ProvisioningPlanError;
+  ProvisioningPlanHeader: ProvisioningPlanHeader;
+  ProvisioningPlanReference: ProvisioningPlanReference;
+  ProvisioningPlanRequest: ProvisioningPlanRequest;
+  ProvisioningPlanStep: PlanStep;
   ProvisioningPublicAddress: ProvisioningPublicAddress;
   ProvisioningStep: Step;
   Query: {};
@@ -2867,6 +3005,62 @@ export type ProvisioningErrorResolvers<ContextType = GraphQLContext, ParentType 
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
+export type ProvisioningPlanResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['ProvisioningPlan'] = ResolversParentTypes['ProvisioningPlan']> = {
+  defaults?: Resolver<Array<ResolversTypes['ProvisioningPlanDefault']>, ParentType, ContextType>;
+  errors?: Resolver<Array<ResolversTypes['ProvisioningPlanError']>, ParentType, ContextType>;
+  idempotencyKey?: Resolver<Maybe<ResolversTypes['UUID']>, ParentType, ContextType>;
+  kind?: Resolver<ResolversTypes['ProvisioningKind'], ParentType, ContextType>;
+  references?: Resolver<Array<ResolversTypes['ProvisioningPlanReference']>, ParentType, ContextType>;
+  steps?: Resolver<Array<ResolversTypes['ProvisioningPlanStep']>, ParentType, ContextType>;
+  valid?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type ProvisioningPlanDefaultResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['ProvisioningPlanDefault'] = ResolversParentTypes['ProvisioningPlanDefault']> = {
+  field?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  value?: Resolver<Maybe<ResolversTypes['JSON']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type ProvisioningPlanErrorResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['ProvisioningPlanError'] = ResolversParentTypes['ProvisioningPlanError']> = {
+  code?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  field?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  message?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type ProvisioningPlanHeaderResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['ProvisioningPlanHeader'] = ResolversParentTypes['ProvisioningPlanHeader']> = {
+  name?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  value?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type ProvisioningPlanReferenceResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['ProvisioningPlanReference'] = ResolversParentTypes['ProvisioningPlanReference']> = {
+  placeholder?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  step?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  value?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type ProvisioningPlanRequestResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['ProvisioningPlanRequest'] = ResolversParentTypes['ProvisioningPlanRequest']> = {
+  body?: Resolver<ResolversTypes['JSON'], ParentType, ContextType>;
+  headers?: Resolver<Array<ResolversTypes['ProvisioningPlanHeader']>, ParentType, ContextType>;
+  method?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  path?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type ProvisioningPlanStepResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['ProvisioningPlanStep'] = ResolversParentTypes['ProvisioningPlanStep']> = {
+  action?: Resolver<ResolversTypes['ProvisioningPlanAction'], ParentType, ContextType>;
+  defaults?: Resolver<Array<ResolversTypes['ProvisioningPlanDefault']>, ParentType, ContextType>;
+  errors?: Resolver<Array<ResolversTypes['ProvisioningPlanError']>, ParentType, ContextType>;
+  name?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  request?: Resolver<Maybe<ResolversTypes['ProvisioningPlanRequest']>, ParentType, ContextType>;
+  resource?: Resolver<Maybe<ResolversTypes['Node']>, ParentType, ContextType>;
+  resourceId?: Resolver<Maybe<ResolversTypes['ID']>, ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
 export type ProvisioningPublicAddressResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['ProvisioningPublicAddress'] = ResolversParentTypes['ProvisioningPublicAddress']> = {
   address?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   ipAddressId?: Resolver<Maybe<ResolversTypes['ID']>, ParentType, ContextType>;
@@ -2892,6 +3086,8 @@ export type QueryResolvers<ContextType = GraphQLContext, ParentType extends Reso
   mobileIdAuthentication?: Resolver<Maybe<ResolversTypes['MobileIdAuthenticationResult']>, ParentType, ContextType, RequireFields<QueryMobileIdAuthenticationArgs, 'authReqId'>>;
   mobileIdRejections?: Resolver<Array<ResolversTypes['MobileIdRejection']>, ParentType, ContextType, RequireFields<QueryMobileIdRejectionsArgs, 'first'>>;
   node?: Resolver<Maybe<ResolversTypes['Node']>, ParentType, ContextType, RequireFields<QueryNodeArgs, 'id'>>;
+  planKafkaCluster?: Resolver<ResolversTypes['ProvisioningPlan'], ParentType, ContextType, RequireFields<QueryPlanKafkaClusterArgs, 'input'>>;
+  planVirtualMachine?: Resolver<ResolversTypes['ProvisioningPlan'], ParentType, ContextType, RequireFields<QueryPlanVirtualMachineArgs, 'input'>>;
   project?: Resolver<Maybe<ResolversTypes['Project']>, ParentType, ContextType, RequireFields<QueryProjectArgs, 'id'>>;
   projects?: Resolver<Array<ResolversTypes['Project']>, ParentType, ContextType, RequireFields<QueryProjectsArgs, 'first' | 'offset'>>;
   provisioning?: Resolver<Maybe<ResolversTypes['Provisioning']>, ParentType, ContextType, RequireFields<QueryProvisioningArgs, 'id'>>;
@@ -3051,6 +3247,13 @@ export type Resolvers<ContextType = GraphQLContext> = {
   ProvisionVirtualMachinePayload?: ProvisionVirtualMachinePayloadResolvers<ContextType>;
   Provisioning?: ProvisioningResolvers<ContextType>;
   ProvisioningError?: ProvisioningErrorResolvers<ContextType>;
+  ProvisioningPlan?: ProvisioningPlanResolvers<ContextType>;
+  ProvisioningPlanDefault?: ProvisioningPlanDefaultResolvers<ContextType>;
+  ProvisioningPlanError?: ProvisioningPlanErrorResolvers<ContextType>;
+  ProvisioningPlanHeader?: ProvisioningPlanHeaderResolvers<ContextType>;
+  ProvisioningPlanReference?: ProvisioningPlanReferenceResolvers<ContextType>;
+  ProvisioningPlanRequest?: ProvisioningPlanRequestResolvers<ContextType>;
+  ProvisioningPlanStep?: ProvisioningPlanStepResolvers<ContextType>;
   ProvisioningPublicAddress?: ProvisioningPublicAddressResolvers<ContextType>;
   ProvisioningStep?: ProvisioningStepResolvers<ContextType>;
   Query?: QueryResolvers<ContextType>;

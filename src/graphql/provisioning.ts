@@ -18,6 +18,8 @@ const payload = (r: ProvisionResult) => ({
 export const provisioningResolvers: Resolvers = {
   Query: {
     provisioning: (_p, { id }, ctx) => ctx.services.provisioning.get(ctx.caller, id),
+    planKafkaCluster: (_p, { input, idempotencyKey }, ctx) => ctx.services.plans.planKafkaCluster(ctx.caller, input, idempotencyKey),
+    planVirtualMachine: (_p, { input, idempotencyKey }, ctx) => ctx.services.plans.planVirtualMachine(ctx.caller, input, idempotencyKey),
   },
   Mutation: {
     provisionKafkaCluster: async (_p, { input, idempotencyKey }, ctx) =>
@@ -37,6 +39,9 @@ export const provisioningResolvers: Resolvers = {
     kafkaCluster: (p, _a, ctx) => resourceOf(ctx, p, 'kafkaCluster', 'kafka_cluster'),
     virtualMachine: (p, _a, ctx) => resourceOf(ctx, p, 'virtualMachine', 'virtual_machine'),
     publicAddress: (p) => p.steps.find((s) => s.name === 'kafkaCluster' && s.state === 'DONE')?.publicAddress ?? null,
+  },
+  ProvisioningPlanStep: {
+    resource: (s, _a, ctx) => (s.action === 'REUSE' && s.inLedger && s.resourceId ? ctx.loaders.resource.load(s.resourceId) : null),
   },
   ProvisioningStep: {
     resource: (s, _a, ctx) => (s.resourceId ? ctx.loaders.resource.load(s.resourceId) : null),

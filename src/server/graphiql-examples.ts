@@ -32,6 +32,40 @@ mutation ProvisionKafka($key: UUID) {
       variables: '{}',
     },
     {
+      title: 'Plan the Kafka chain (no upstream call)',
+      query: `# The exact requests provisionKafkaCluster would send for this input, in order: method, path, headers
+# (token masked), body (passwords masked), the defaults applied, reused steps and every validation error.
+# Nothing is sent and nothing is stored. Try a bad cidr or replicationFactor: 5 to see the errors per step.
+query PlanKafka($key: UUID) {
+  planKafkaCluster(
+    idempotencyKey: $key
+    input: {
+      project: { name: "demo", description: "made in GraphiQL" }
+      network: { title: "demo-net", bandwidthMbps: 100 }
+      subnet: { title: "demo-subnet", cidr: "10.20.0.0/24" }
+      ipAddress: { title: "demo-public-ip" }
+      cluster: { title: "demo-kafka", instanceType: C2_MEDIUM, instanceCount: 3 }
+      topics: [{ name: "orders", partitions: 3, replicationFactor: 3, minInsyncReplicas: 2 }]
+      users: [{ name: "orders-app", password: "change-me-Str0ng" }]
+    }
+  ) {
+    valid
+    errors { field message }
+    defaults { field value }
+    references { placeholder step value }
+    steps {
+      name
+      action
+      resourceId
+      errors { field code message }
+      request { method path headers { name value } body }
+    }
+  }
+}
+`,
+      variables: '{\n  "key": "3fa85f64-5717-4562-b3fc-2c963f66afa6"\n}',
+    },
+    {
       title: 'Query a project tree',
       query: `# Everything the gateway created, answered from its ledger (one SQL query per level).
 query Projects {
