@@ -1,7 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { EventEmitter, on } from 'node:events';
 import type { Kysely } from 'kysely';
-import { GraphQLError } from 'graphql';
 import { v5 as uuidv5 } from 'uuid';
 import { ErrorCode, GatewayError, badUserInput } from '../errors.js';
 import type {
@@ -10,56 +8,30 @@ import type {
 } from '../generated/graphql.js';
 import type { Logger } from '../logger.js';
 import type { Caller } from '../caller.js';
+import type { CancelSignal, Events } from '../events/index.js';
+import { ProvisioningRows } from '../store/provisionings.js';
 import type { Database } from '../store/schema.js';
 import type { LedgerRecord } from '../store/ledger.js';
 import { fingerprint } from '../fingerprint.js';
-import { stepKey, upstreamKey } from '../upstream/idempotency.js';
-import type { CloudService, MutationResult } from './service.js';
+import { upstreamKey } from '../upstream/idempotency.js';
+import type { PlannedStep, Provisioning, ProvisioningKind, PublicAddress } from './provisioning-model.js';
+import { ProvisioningRecords } from './provisioning-records.js';
+import { ProvisioningRunner } from './provisioning-run.js';
+import type { CloudService } from './service.js';
 import * as v from './validation.js';
 import { ADDRESS_LOOKUP_DESCRIPTION, addressFromResponse } from './wire.js';
 
-export type ProvisioningKind = 'KAFKA_CLUSTER' | 'VIRTUAL_MACHINE';
-export type ProvisioningState = 'RUNNING' | 'SUCCEEDED' | 'FAILED';
-export type StepState = 'PENDING' | 'RUNNING' | 'DONE' | 'REUSED' | 'SKIPPED' | 'FAILED';
-
-export interface StepError {
-  code: string;
-  message: string;
-  status: number | null;
-}
-
-export interface Step {
-  name: string;
-  state: StepState;
-  resourceId: string | null;
-  idempotencyKey: string | null;
-  error: StepError | null;
-  /** kafkaCluster step only: the white_host it sent, and where it came from. */
-  publicAddress?: PublicAddress | null;
-}
-
-/** The cluster's public IPv4 (`white_host`) and its origin: the caller's input, or a field of the IP's creation response. */
-export interface PublicAddress {
-  address: string;
-  source: 'CALLER' | 'IP_ADDRESS_RESPONSE';
-  /** The response field it was read from (`address`, `data.ipAddress`, ...), for IP_ADDRESS_RESPONSE. */
-  responseField: string | null;
-  ipAddressId: string | null;
-}
-
-export interface Provisioning {
-  id: string;
-  scope: string;
-  kind: ProvisioningKind;
-  state: ProvisioningState;
-  steps: Step[];
-  error: StepError | null;
-  idempotencyKey: string;
-  fingerprint: string;
-  revision: number;
-  createdAt: Date;
-  updatedAt: Date;
-}
+export { stepIdempotencyKey } from './provisioning-model.js';
+export type {
+  PlannedStep,
+  Provisioning,
+  ProvisioningKind,
+  ProvisioningState,
+  PublicAddress,
+  Step,
+  StepError,
+  StepState,
+} from './provisioning-model.js';
 
 export interface ProvisionResult {
   provisioning: Provisioning;
@@ -67,15 +39,6 @@ export interface ProvisionResult {
   /** UUIDv5 of the caller's scope and key: the base every step's upstream key derives from. */
   upstreamIdempotencyKey: string;
   replayed: boolean;
-}
-
-/** One step of a plan: runs with the ids of the steps before it, returns the created resource. */
-export interface PlannedStep {
-  name: string;
-  /** An id the caller gave: nothing to create. */
-  reuse?: string;
-  skip?: boolean;
-  run?: (ids: Map<string, string>, key: string) => Promise<MutationResult & { publicAddress?: PublicAddress | null }>;
 }
 
 /**
@@ -89,11 +52,6 @@ export interface StepEnv {
     'createProject' | 'createNetwork' | 'createSubnet' | 'createIpAddress' | 'createKafkaCluster' | 'createKafkaTopic' | 'createKafkaUser' | 'createVirtualMachine'
   >;
   lookup: (id: string) => Promise<LedgerRecord | null>;
-}
-
-/** The caller key a step runs under (its own upstream Idempotency-Key derives from it like any mutation's). */
-export function stepIdempotencyKey(p: Pick<Provisioning, 'scope' | 'idempotencyKey'>, step: string): string {
-  return stepKey(upstreamKey(p.scope, p.idempotencyKey), step);
 }
 
 /** The checks of an input's shape: one id or one spec per placement step, no topic or user twice. */
@@ -117,10 +75,6 @@ export function shapeChecks(input: ProvisionKafkaClusterInput | ProvisionVirtual
 const NAMESPACE = '0b9f4f1e-5a57-4a36-9d1b-6c1b1f0f4b6e';
 const PLACEHOLDER = '00000000-0000-4000-8000-000000000000';
 const PLACEHOLDER_CLUSTER = '00000000-0000-4000-8000-000000000001';
-
-function terminal(state: ProvisioningState): boolean {
-  return state !== 'RUNNING';
-}
 
 /** Re-labels a BAD_USER_INPUT of a single-resource check with the path of the composite input. */
 async function under<T>(prefix: string, check: () => Promise<T> | T): Promise<T> {
@@ -165,29 +119,32 @@ export async function publicAddress(given: string | null, ipId: string | null, l
 }
 
 /**
- * Composite provisioning (DESIGN.md): runs the spec's creation order as steps, each a normal cloud
+ * Composite provisioning (DESIGN.md): plans the spec's creation order as steps, each a normal cloud
  * mutation whose idempotency key is UUIDv5(key + step). Calling again with the same key resumes: finished
  * steps replay from their idempotency records, the failed one is retried, nothing is created twice.
- * Progress is stored after every step and pushed to `progress` subscribers.
+ * Planning is here; running is ProvisioningRunner's, storing (and progress on the event log) is
+ * ProvisioningRecords'.
  */
 export class ProvisioningService {
-  private readonly updates = new EventEmitter();
-  private readonly running = new Map<string, Promise<void>>();
+  private readonly records: ProvisioningRecords;
+  private readonly runner: ProvisioningRunner;
   private readonly env: StepEnv;
 
   constructor(
-    private readonly db: Kysely<Database>,
+    db: Kysely<Database>,
     private readonly cloud: CloudService,
     private readonly lookup: (id: string) => Promise<LedgerRecord | null>,
-    private readonly logger: Logger,
+    logger: Logger,
+    events: Events,
     /**
      * A RUNNING provisioning not touched for this long belongs to a replica that died; a new call with its
      * key resumes it. A live run touches it every third of this (IDEMPOTENCY_TAKEOVER, docs/decisions/012).
      */
     private readonly staleMs = 60_000,
   ) {
-    this.updates.setMaxListeners(0);
     this.env = { cloud, lookup };
+    this.records = new ProvisioningRecords(new ProvisioningRows(db), events);
+    this.runner = new ProvisioningRunner(this.records, logger, staleMs);
   }
 
   async provisionKafkaCluster(caller: Caller, input: ProvisionKafkaClusterInput, key?: string | null): Promise<ProvisionResult> {
@@ -325,7 +282,7 @@ export class ProvisioningService {
     const id = uuidv5(`${caller.scope}/${key}`, NAMESPACE);
     const print = fingerprint({ kind, input });
     const steps = plan();
-    const existing = await this.read(id);
+    const existing = await this.records.read(id);
     if (existing) {
       if (existing.fingerprint !== print) {
         throw new GatewayError(ErrorCode.IDEMPOTENCY_KEY_REUSED, `idempotency key ${key} was already used for a different provisioning; use a new key`, {
@@ -333,20 +290,22 @@ export class ProvisioningService {
         });
       }
       const now = Date.now();
-      const alive = this.running.has(id) || (existing.state === 'RUNNING' && now - existing.updatedAt.getTime() < this.staleMs);
+      const alive = this.runner.isRunning(id) || (existing.state === 'RUNNING' && now - existing.updatedAt.getTime() < this.staleMs);
       const replay = { provisioning: existing, idempotencyKey: key, upstreamIdempotencyKey: upstreamKey(caller.scope, key), replayed: true };
       if (existing.state === 'SUCCEEDED' || alive) return replay;
       // One caller resumes it, on whichever replica: the others answer with the provisioning as it is.
-      if (!(await this.claimResume(existing, now))) return replay;
+      if (!(await this.records.claimResume(existing, now, this.staleMs))) return replay;
       // FAILED, or RUNNING but abandoned by a request that died: resume.
       const resumed: Provisioning = {
         ...existing,
+        revision: existing.revision + 1,
+        updatedAt: new Date(),
         state: 'RUNNING',
         error: null,
         steps: existing.steps.map((s) => (s.state === 'FAILED' || s.state === 'RUNNING' ? { ...s, state: 'PENDING', error: null } : s)),
       };
-      await this.save(resumed);
-      this.launch(caller, resumed, steps);
+      await this.records.save(resumed);
+      this.runner.launch(resumed, steps);
       return { provisioning: resumed, idempotencyKey: key, upstreamIdempotencyKey: upstreamKey(caller.scope, key), replayed: false };
     }
     const now = new Date();
@@ -363,189 +322,31 @@ export class ProvisioningService {
       createdAt: now,
       updatedAt: now,
     };
-    const inserted = await this.db
-      .insertInto('provisionings')
-      .values(this.toRow(fresh))
-      .onConflict((oc) => oc.column('id').doNothing())
-      .executeTakeFirst();
-    if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) !== 1) {
+    if (!(await this.records.create(fresh))) {
       // A concurrent call with the same key won the insert: answer with its provisioning.
       return this.start(caller, kind, input, key, plan);
     }
-    this.launch(caller, fresh, steps);
+    this.runner.launch(fresh, steps);
     return { provisioning: fresh, idempotencyKey: key, upstreamIdempotencyKey: upstreamKey(caller.scope, key), replayed: false };
   }
 
-  private launch(caller: Caller, p: Provisioning, plan: PlannedStep[]): void {
-    const heartbeat = setInterval(() => {
-      this.db
-        .updateTable('provisionings')
-        .set({ updated_at: Date.now() })
-        .where('id', '=', p.id)
-        .where('state', '=', 'RUNNING')
-        .execute()
-        .catch((err: unknown) => this.logger.warn({ err, provisioning: p.id }, 'provisioning heartbeat failed'));
-    }, Math.max(10, Math.floor(this.staleMs / 3)));
-    heartbeat.unref();
-    const work = this.run(caller, p, plan)
-      .catch((err: unknown) => this.logger.error({ err, provisioning: p.id }, 'provisioning run failed unexpectedly'))
-      .finally(() => {
-        clearInterval(heartbeat);
-        this.running.delete(p.id);
-      });
-    this.running.set(p.id, work);
-  }
-
-  /** Marks a FAILED or abandoned provisioning as resumed by this call; false when another call got there first. */
-  private async claimResume(p: Provisioning, now: number): Promise<boolean> {
-    const claimed = await this.db
-      .updateTable('provisionings')
-      .set({ state: 'RUNNING', updated_at: now })
-      .where('id', '=', p.id)
-      .where('revision', '=', p.revision)
-      .where((eb) => eb.or([eb('state', '=', 'FAILED'), eb.and([eb('state', '=', 'RUNNING'), eb('updated_at', '<', now - this.staleMs)])]))
-      .executeTakeFirst();
-    return Number(claimed.numUpdatedRows) === 1;
-  }
-
-  private async run(_caller: Caller, p: Provisioning, plan: PlannedStep[]): Promise<void> {
-    const ids = new Map<string, string>();
-    let current = p;
-    for (const [i, planned] of plan.entries()) {
-      const step = current.steps[i]!;
-      if ((step.state === 'DONE' || step.state === 'REUSED') && step.resourceId) {
-        ids.set(planned.name, step.resourceId);
-        continue;
-      }
-      if (planned.skip) {
-        current = await this.update(current, i, { state: 'SKIPPED' });
-        continue;
-      }
-      if (planned.reuse) {
-        ids.set(planned.name, planned.reuse);
-        current = await this.update(current, i, { state: 'REUSED', resourceId: planned.reuse });
-        continue;
-      }
-      // The step is an ordinary mutation under the caller's scope with key k; the upstream gets
-      // upstreamKey(scope, k). Both derive from the provisioning's upstream key, so a resume (after a
-      // restart, on another replica) sends every step's same key again.
-      const k = stepIdempotencyKey(p, planned.name);
-      current = await this.update(current, i, { state: 'RUNNING', idempotencyKey: upstreamKey(p.scope, k) });
-      try {
-        const result = await planned.run!(ids, k);
-        ids.set(planned.name, result.record.id);
-        current = await this.update(current, i, {
-          state: 'DONE',
-          resourceId: result.record.id,
-          ...(result.publicAddress !== undefined ? { publicAddress: result.publicAddress } : {}),
-        });
-      } catch (err) {
-        const error: StepError = {
-          code: err instanceof GraphQLError ? String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR) : ErrorCode.INTERNAL_SERVER_ERROR,
-          message: err instanceof GraphQLError ? err.message : 'internal error',
-          status: err instanceof GraphQLError && typeof err.extensions.status === 'number' ? err.extensions.status : null,
-        };
-        if (!(err instanceof GraphQLError)) this.logger.error({ err, provisioning: p.id, step: planned.name }, 'provisioning step failed');
-        current = await this.update(current, i, { state: 'FAILED', error }, { state: 'FAILED', error });
-        return;
-      }
-    }
-    await this.update(current, -1, {}, { state: 'SUCCEEDED' });
-  }
-
-  private async update(p: Provisioning, index: number, step: Partial<Step>, top: Partial<Pick<Provisioning, 'state' | 'error'>> = {}): Promise<Provisioning> {
-    const next: Provisioning = {
-      ...p,
-      ...top,
-      steps: p.steps.map((s, i) => (i === index ? { ...s, ...step } : s)),
-      revision: p.revision + 1,
-      updatedAt: new Date(),
-    };
-    await this.save(next);
-    return next;
-  }
-
-  private async save(p: Provisioning): Promise<void> {
-    const row = this.toRow(p);
-    await this.db
-      .updateTable('provisionings')
-      .set({ state: row.state, steps: row.steps, error: row.error, revision: row.revision, updated_at: row.updated_at })
-      .where('id', '=', p.id)
-      .execute();
-    this.updates.emit(p.id, p);
-  }
-
-  private toRow(p: Provisioning): Database['provisionings'] {
-    return {
-      id: p.id,
-      scope: p.scope,
-      idempotency_key: p.idempotencyKey,
-      kind: p.kind,
-      state: p.state,
-      steps: JSON.stringify(p.steps),
-      error: p.error ? JSON.stringify(p.error) : null,
-      fingerprint: p.fingerprint,
-      revision: p.revision,
-      created_at: p.createdAt.getTime(),
-      updated_at: p.updatedAt.getTime(),
-    };
-  }
-
-  private async read(id: string): Promise<Provisioning | null> {
-    const row = await this.db.selectFrom('provisionings').selectAll().where('id', '=', id).executeTakeFirst();
-    if (!row) return null;
-    return {
-      id: row.id,
-      scope: row.scope,
-      kind: row.kind as ProvisioningKind,
-      state: row.state as ProvisioningState,
-      steps: JSON.parse(row.steps) as Step[],
-      error: row.error ? (JSON.parse(row.error) as StepError) : null,
-      idempotencyKey: row.idempotency_key,
-      fingerprint: row.fingerprint,
-      revision: Number(row.revision),
-      createdAt: new Date(Number(row.created_at)),
-      updatedAt: new Date(Number(row.updated_at)),
-    };
-  }
 
   /** A provisioning of the caller, or null (another API key's provisioning is not visible). */
   async get(caller: Caller, id: string): Promise<Provisioning | null> {
-    const p = await this.read(id);
+    const p = await this.records.read(id);
     return p && p.scope === caller.scope ? p : null;
   }
 
-  /** The current state, then every change, until SUCCEEDED or FAILED. */
-  async *progress(caller: Caller, id: string, signal?: AbortSignal): AsyncGenerator<Provisioning> {
-    const ac = new AbortController();
-    const onAbort = () => ac.abort();
-    signal?.addEventListener('abort', onAbort);
-    // Listen before reading, and order by revision: no update is lost between the read and the first event.
-    const live = on(this.updates, id, { signal: ac.signal });
-    try {
-      const first = await this.get(caller, id);
-      if (!first) throw new GatewayError(ErrorCode.NOT_FOUND, `provisioning ${id} not found`);
-      yield first;
-      let revision = first.revision;
-      if (terminal(first.state)) return;
-      for await (const [p] of live as AsyncIterable<[Provisioning]>) {
-        if (p.revision <= revision) continue;
-        revision = p.revision;
-        yield p;
-        if (terminal(p.state)) return;
-      }
-    } catch (err) {
-      if ((err as { name?: string }).name === 'AbortError') return;
-      throw err;
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      ac.abort();
-    }
+  /** The current state (also for a subscriber that comes late), then every change, until SUCCEEDED or FAILED. */
+  async *progress(caller: Caller, id: string, signal?: CancelSignal): AsyncGenerator<Provisioning> {
+    const current = await this.get(caller, id);
+    if (!current) throw new GatewayError(ErrorCode.NOT_FOUND, `provisioning ${id} not found`);
+    yield* this.records.follow(caller, current, signal);
   }
 
   /** Waits for running provisionings (shutdown, tests). */
-  async idle(): Promise<void> {
-    await Promise.all([...this.running.values()]);
+  idle(): Promise<void> {
+    return this.runner.idle();
   }
 }
 

@@ -1,0 +1,48 @@
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.js';
+
+export type ProvisioningRow = Database['provisionings'];
+
+/** The SQL of composite provisionings: one row per (caller scope, key), rewritten after every step. */
+export class ProvisioningRows {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /** Inserts a new provisioning; false when a row with its id exists already (a concurrent call won). */
+  async insert(row: ProvisioningRow): Promise<boolean> {
+    const inserted = await this.db
+      .insertInto('provisionings')
+      .values(row)
+      .onConflict((oc) => oc.column('id').doNothing())
+      .executeTakeFirst();
+    return Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 1;
+  }
+
+  async update(row: ProvisioningRow): Promise<void> {
+    await this.db
+      .updateTable('provisionings')
+      .set({ state: row.state, steps: row.steps, error: row.error, revision: row.revision, updated_at: row.updated_at })
+      .where('id', '=', row.id)
+      .execute();
+  }
+
+  /** Marks a running provisioning alive (its run's heartbeat). */
+  async touch(id: string, now: number): Promise<void> {
+    await this.db.updateTable('provisionings').set({ updated_at: now }).where('id', '=', id).where('state', '=', 'RUNNING').execute();
+  }
+
+  /** Claims a FAILED, or RUNNING but untouched for `staleMs`, provisioning at `revision` for resuming; false when another call got it. */
+  async claimResume(id: string, revision: number, now: number, staleMs: number): Promise<boolean> {
+    const claimed = await this.db
+      .updateTable('provisionings')
+      .set({ state: 'RUNNING', updated_at: now })
+      .where('id', '=', id)
+      .where('revision', '=', revision)
+      .where((eb) => eb.or([eb('state', '=', 'FAILED'), eb.and([eb('state', '=', 'RUNNING'), eb('updated_at', '<', now - staleMs)])]))
+      .executeTakeFirst();
+    return Number(claimed.numUpdatedRows) === 1;
+  }
+
+  async get(id: string): Promise<ProvisioningRow | null> {
+    return (await this.db.selectFrom('provisionings').selectAll().where('id', '=', id).executeTakeFirst()) ?? null;
+  }
+}

@@ -1,0 +1,82 @@
+import { randomBytes } from 'node:crypto';
+import { createClient } from 'graphql-ws';
+import WebSocket from 'ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+
+const PROVISION = `mutation($input: ProvisionKafkaClusterInput!) {
+  provisionKafkaCluster(input: $input) { provisioning { id state } }
+}`;
+const PROGRESS = `subscription($id: ID!) { provisioningProgress(id: $id) { state steps { name state } } }`;
+
+const input = {
+  project: { name: 'replicated' },
+  network: { title: 'net' },
+  subnet: { title: 'sub', cidr: '10.60.0.0/24' },
+  ipAddress: { title: 'public' },
+  cluster: { title: 'kafka', instanceType: 'C2_MEDIUM' },
+  topics: [{ name: 'orders', replicationFactor: 3 }],
+  users: [{ name: 'svc', password: 'Repl1cated-secret' }],
+};
+
+/** Every provisioningProgress message a subscriber on `gw` receives, as `STATE:<steps done>`, until the stream completes. */
+async function follow(gw: TestGateway, id: string, onFirst?: () => void): Promise<string[]> {
+  const client = createClient({ url: gw.url.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, retryAttempts: 0 });
+  const seen: string[] = [];
+  try {
+    for await (const msg of client.iterate<{ provisioningProgress: { state: string; steps: { state: string }[] } }>({ query: PROGRESS, variables: { id } })) {
+      expect(msg.errors).toBeUndefined();
+      const p = msg.data!.provisioningProgress;
+      seen.push(`${p.state}:${p.steps.filter((s) => s.state === 'DONE').length}`);
+      if (seen.length === 1) onFirst?.();
+    }
+  } finally {
+    await client.dispose();
+  }
+  return seen;
+}
+
+describe('provisioningProgress across replicas (PostgreSQL event log)', () => {
+  let pg: TestPostgres;
+  let a: TestGateway;
+  let b: TestGateway;
+  beforeAll(async () => {
+    pg = await startPostgres();
+    const url = await pg.createDatabase('provisioning_replicas');
+    const env = { DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex') };
+    a = await startTestGateway(env);
+    b = await startTestGateway(env);
+  }, 120_000);
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await pg?.stop();
+  });
+
+  it('a provisioning that replica A runs streams every step to a subscriber on replica B, and a late subscriber gets its final state', async () => {
+    // Replica A's cloud answers slowly, so the subscriber on B is connected while the steps run.
+    const cloudOfA = a.gateway.sandbox.cloud!;
+    cloudOfA.faults.latencyMs = 150;
+    const started = await a.graphql(PROVISION, { input });
+    expect(started.errors).toBeUndefined();
+    const id = started.data!.provisionKafkaCluster.provisioning.id as string;
+
+    let doneWhenBConnected = -1;
+    const seenOnB = await follow(b, id, () => {
+      doneWhenBConnected = cloudOfA.requests.length;
+    });
+
+    expect(seenOnB.at(-1)).toBe('SUCCEEDED:7');
+    // B ran nothing itself: every later state crossed from A through the event log and LISTEN/NOTIFY.
+    expect(b.gateway.sandbox.cloud!.requests).toHaveLength(0);
+    expect(doneWhenBConnected).toBeLessThan(7);
+    expect(seenOnB.length).toBeGreaterThan(1);
+    const counts = seenOnB.map((s) => Number(s.split(':')[1]));
+    expect([...counts].sort((x, y) => x - y)).toEqual(counts);
+
+    // A subscriber that comes after the end gets the current (final) state at once, then completion.
+    expect(await follow(b, id)).toEqual(['SUCCEEDED:7']);
+    expect(await follow(a, id)).toEqual(['SUCCEEDED:7']);
+  });
+});
