@@ -24,7 +24,8 @@ import { healthRoutes } from './server/health.js';
 import { formatError } from './server/errors.js';
 import { OperationLimits } from './server/limits.js';
 import { createRequestHandler, type Route } from './server/http.js';
-import { sendJson } from './server/respond.js';
+import { WebhookErrorCode } from './errors.js';
+import { sendOAuthError } from './server/respond.js';
 import { warningsPlugin } from './server/warnings.js';
 import { createWsServer } from './server/ws.js';
 import { admitOperation, rateLimitPlugin } from './server/rate-limit.js';
@@ -224,7 +225,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
               path: new RegExp(`^${GRAPHIQL_ASSETS_PATH}[^/]+$`),
               name: 'graphiql-asset',
               handle: (req, res) => {
-                if (!graphiql.serveAsset(req, res)) sendJson(res, 404, { error: 'not_found', error_description: 'no such GraphiQL asset' });
+                if (!graphiql.serveAsset(req, res)) sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no such GraphiQL asset');
               },
             } satisfies Route,
           ]

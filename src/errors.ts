@@ -17,6 +17,21 @@ export enum ErrorCode {
   INTERNAL_SERVER_ERROR = 'INTERNAL_SERVER_ERROR',
   /** A documentId or persisted-query hash the gateway does not know, or (enforce mode) a document outside the manifest. */
   PERSISTED_QUERY_NOT_FOUND = 'PERSISTED_QUERY_NOT_FOUND',
+  /** An HTTP request that is not a GraphQL request at all: a body over the limit, JSON that does not parse (Apollo's code too). */
+  BAD_REQUEST = 'BAD_REQUEST',
+}
+
+/**
+ * The `error` of the OAuth-style `{ "error", "error_description" }` bodies the webhooks and the plain HTTP
+ * routes answer with (DESIGN.md, Events; RFC 6749 §5.2 and RFC 6750 §3.1 names). Public like ErrorCode.
+ */
+export enum WebhookErrorCode {
+  INVALID_REQUEST = 'invalid_request',
+  INVALID_TOKEN = 'invalid_token',
+  NOT_FOUND = 'not_found',
+  METHOD_NOT_ALLOWED = 'method_not_allowed',
+  TEMPORARILY_UNAVAILABLE = 'temporarily_unavailable',
+  SERVER_ERROR = 'server_error',
 }
 
 /** An expected error: its message and extensions are shown to the client as they are. */

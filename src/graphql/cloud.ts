@@ -19,13 +19,6 @@ function payload<K extends string>(field: K, r: MutationResult): { [P in K]: Led
   } & PayloadKeys;
 }
 
-/** A related resource by id, through the request's DataLoader; null when it is not in the ledger or is of another kind. */
-async function related(ctx: GraphQLContext, id: string | null | undefined, kind: LedgerRecord['kind']): Promise<LedgerRecord | null> {
-  if (!id) return null;
-  const rec = await ctx.loaders.resource.load(id);
-  return rec && rec.kind === kind ? rec : null;
-}
-
 const common = {
   createdAt: (r: LedgerRecord) => r.createdAt,
   raw: (r: LedgerRecord) => r.response,
@@ -35,7 +28,7 @@ export const cloudResolvers: Resolvers = {
   Query: {
     projects: (_p, { first, offset }, ctx) =>
       ctx.services.ledger.list('project', { limit: Math.min(Math.max(first ?? 50, 1), 500), offset: Math.max(offset ?? 0, 0) }),
-    project: (_p, { id }, ctx) => related(ctx, id, 'project'),
+    project: (_p, { id }, ctx) => ctx.loaders.ofKind(id, 'project'),
   },
   Mutation: {
     createProject: async (_p, { input, idempotencyKey }, ctx) =>
@@ -65,7 +58,7 @@ export const cloudResolvers: Resolvers = {
   },
   Network: {
     ...common,
-    project: (r, _a, ctx) => related(ctx, r.projectId, 'project'),
+    project: (r, _a, ctx) => ctx.loaders.ofKind(r.projectId, 'project'),
     title: (r) => spec<NetworkSpec>(r).title,
     description: (r) => spec<NetworkSpec>(r).description,
     bandwidthMbps: (r) => spec<NetworkSpec>(r).bandwidthMbps,
@@ -77,7 +70,7 @@ export const cloudResolvers: Resolvers = {
   },
   Subnet: {
     ...common,
-    network: (r, _a, ctx) => related(ctx, r.parentId, 'network'),
+    network: (r, _a, ctx) => ctx.loaders.ofKind(r.parentId, 'network'),
     networkId: (r) => spec<SubnetSpec>(r).networkId,
     title: (r) => spec<SubnetSpec>(r).title,
     description: (r) => spec<SubnetSpec>(r).description,
@@ -85,7 +78,7 @@ export const cloudResolvers: Resolvers = {
   },
   IpAddress: {
     ...common,
-    network: (r, _a, ctx) => related(ctx, r.parentId, 'network'),
+    network: (r, _a, ctx) => ctx.loaders.ofKind(r.parentId, 'network'),
     networkId: (r) => r.parentId ?? '',
     title: (r) => r.title ?? '',
     description: (r) => String(r.spec.description ?? ''),
@@ -93,7 +86,7 @@ export const cloudResolvers: Resolvers = {
   },
   KafkaCluster: {
     ...common,
-    project: (r, _a, ctx) => related(ctx, r.projectId, 'project'),
+    project: (r, _a, ctx) => ctx.loaders.ofKind(r.projectId, 'project'),
     title: (r) => spec<KafkaClusterSpec>(r).title,
     description: (r) => spec<KafkaClusterSpec>(r).description,
     instanceCount: (r) => spec<KafkaClusterSpec>(r).instanceCount,
@@ -103,9 +96,9 @@ export const cloudResolvers: Resolvers = {
     instanceType: (r) => spec<KafkaClusterSpec>(r).instanceType,
     kafkaVersion: (r) => spec<KafkaClusterSpec>(r).kafkaVersion,
     networkId: (r) => spec<KafkaClusterSpec>(r).networkId,
-    network: (r, _a, ctx) => related(ctx, spec<KafkaClusterSpec>(r).networkId, 'network'),
+    network: (r, _a, ctx) => ctx.loaders.ofKind(spec<KafkaClusterSpec>(r).networkId, 'network'),
     subnetId: (r) => spec<KafkaClusterSpec>(r).subnetId,
-    subnet: (r, _a, ctx) => related(ctx, spec<KafkaClusterSpec>(r).subnetId, 'subnet'),
+    subnet: (r, _a, ctx) => ctx.loaders.ofKind(spec<KafkaClusterSpec>(r).subnetId, 'subnet'),
     subnetCidr: (r) => spec<KafkaClusterSpec>(r).subnetCidr,
     publicIp: (r) => spec<KafkaClusterSpec>(r).publicIp,
     region: (r) => spec<KafkaClusterSpec>(r).region,
@@ -115,7 +108,7 @@ export const cloudResolvers: Resolvers = {
   },
   KafkaTopic: {
     ...common,
-    cluster: (r, _a, ctx) => related(ctx, r.parentId, 'kafka_cluster'),
+    cluster: (r, _a, ctx) => ctx.loaders.ofKind(r.parentId, 'kafka_cluster'),
     clusterId: (r) => spec<KafkaTopicSpec>(r).clusterId,
     name: (r) => spec<KafkaTopicSpec>(r).name,
     partitions: (r) => spec<KafkaTopicSpec>(r).partitions,
@@ -132,7 +125,7 @@ export const cloudResolvers: Resolvers = {
   },
   KafkaUser: {
     ...common,
-    cluster: (r, _a, ctx) => related(ctx, r.parentId, 'kafka_cluster'),
+    cluster: (r, _a, ctx) => ctx.loaders.ofKind(r.parentId, 'kafka_cluster'),
     clusterId: (r) => spec<KafkaUserSpec>(r).clusterId,
     name: (r) => spec<KafkaUserSpec>(r).name,
     acls: (r) => spec<KafkaUserSpec>(r).acls,
@@ -140,7 +133,7 @@ export const cloudResolvers: Resolvers = {
   },
   VirtualMachine: {
     ...common,
-    project: (r, _a, ctx) => related(ctx, r.projectId, 'project'),
+    project: (r, _a, ctx) => ctx.loaders.ofKind(r.projectId, 'project'),
     title: (r) => spec<VirtualMachineSpec>(r).title,
     description: (r) => spec<VirtualMachineSpec>(r).description,
     platform: (r) => spec<VirtualMachineSpec>(r).platform,
@@ -163,8 +156,8 @@ export const cloudResolvers: Resolvers = {
     zone: (r) => spec<VirtualMachineSpec>(r).zone,
   },
   VmNetworkInterface: {
-    network: (n, _a, ctx) => related(ctx, n.networkId, 'network'),
-    subnet: (n, _a, ctx) => related(ctx, n.subnetId, 'subnet'),
-    ipAddress: (n, _a, ctx) => related(ctx, n.ipAddressId, 'ip_address'),
+    network: (n, _a, ctx) => ctx.loaders.ofKind(n.networkId, 'network'),
+    subnet: (n, _a, ctx) => ctx.loaders.ofKind(n.subnetId, 'subnet'),
+    ipAddress: (n, _a, ctx) => ctx.loaders.ofKind(n.ipAddressId, 'ip_address'),
   },
 };

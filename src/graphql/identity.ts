@@ -7,6 +7,7 @@ import { VERIFICATION_EVENT_KIND, type IdentificationSpec, type VerificationSpec
 import { callbackStatus, rfmInCatalog, type VerificationResultItem } from '../identity/views.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
 import type { GraphQLContext } from './context.js';
+import { abortable } from './subscriptions.js';
 
 /**
  * The request's loader of verification results. Every `verificationResults` alias and every
@@ -36,37 +37,8 @@ function identificationCompletionsLoader(ctx: GraphQLContext): DataLoader<string
 
 const MAX_WORKFLOW_ID_LENGTH = 200;
 
-async function ledgerRecord(ctx: GraphQLContext, id: string, kind: ResourceKind): Promise<LedgerRecord | null> {
-  const rec = await ctx.loaders.resource.load(id);
-  return rec && rec.kind === kind ? rec : null;
-}
-
 const identification = (r: LedgerRecord) => r.spec as unknown as IdentificationSpec;
 const verification = (r: LedgerRecord) => r.spec as unknown as VerificationSpec;
-
-/**
- * An event stream whose `return()` (the client completed or disconnected) ends at once, even while it
- * waits for the next event: an async generator suspended in an await would otherwise finish its
- * `return()` only when the next event arrives.
- */
-function abortable(open: (signal: AbortSignal) => AsyncGenerator<EventRecord>): AsyncIterableIterator<EventRecord> {
-  const controller = new AbortController();
-  const inner = open(controller.signal);
-  return {
-    next: () => inner.next(),
-    return: (value?: unknown) => {
-      controller.abort();
-      return inner.return(value as undefined);
-    },
-    throw: (error?: unknown) => {
-      controller.abort();
-      return inner.throw(error);
-    },
-    [Symbol.asyncIterator]() {
-      return this;
-    },
-  };
-}
 
 export const identityResolvers: Resolvers = {
   Query: {
@@ -76,7 +48,7 @@ export const identityResolvers: Resolvers = {
       if (wf.length > MAX_WORKFLOW_ID_LENGTH) throw badUserInput('workflowId', `must be at most ${MAX_WORKFLOW_ID_LENGTH} characters`);
       return ctx.services.identity.identificationCompletions.callbackUrl(ctx.caller, wf);
     },
-    identification: (_p, { id }, ctx) => ledgerRecord(ctx, id, 'identification'),
+    identification: (_p, { id }, ctx) => ctx.loaders.ofKind(id, 'identification'),
     verificationResults: (_p, { externalIds }, ctx) => {
       ctx.services.identity.checkResultIds(externalIds);
       const loader = resultsLoader(ctx);
@@ -158,7 +130,7 @@ export const identityResolvers: Resolvers = {
     event: (e) => completionFields(e).event,
     payload: (e) => e.payload,
     receivedAt: (e) => e.receivedAt,
-    identification: (e, _a, ctx) => ledgerRecord(ctx, e.key, 'identification'),
+    identification: (e, _a, ctx) => ctx.loaders.ofKind(e.key, 'identification'),
   },
   Verification: {
     id: (r) => r.id,
@@ -176,13 +148,13 @@ export const identityResolvers: Resolvers = {
     externalId: (item) => item.externalId,
     status: (item) => item.status,
     data: (item) => item.data,
-    verification: (item, _a, ctx) => ledgerRecord(ctx, item.externalId, 'verification'),
+    verification: (item, _a, ctx) => ctx.loaders.ofKind(item.externalId, 'verification'),
   },
   VerificationCompletion: {
     externalId: (e) => e.key,
     status: (e) => callbackStatus(e.payload),
     payload: (e) => e.payload,
     receivedAt: (e) => e.receivedAt,
-    verification: (e, _a, ctx) => ledgerRecord(ctx, e.key, 'verification'),
+    verification: (e, _a, ctx) => ctx.loaders.ofKind(e.key, 'verification'),
   },
 };

@@ -27,6 +27,13 @@ export class Loaders {
     return this.resourceLoader;
   }
 
+  /** A resource by id, or null when it is not in the ledger, another key's (src/tenancy.ts) or of another kind. */
+  async ofKind(id: string | null | undefined, kind: ResourceKind): Promise<LedgerRecord | null> {
+    if (!id) return null;
+    const record = await this.resource.load(id);
+    return record && record.kind === kind ? record : null;
+  }
+
   /** Children of a parent resource (subnets of a network, topics of a cluster, ...). */
   children(kind: ResourceKind): DataLoader<string, LedgerRecord[]> {
     return this.grouped(`child:${kind}`, (ids) => this.services.ledger.childrenOf(kind, ids));

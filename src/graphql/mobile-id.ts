@@ -1,8 +1,8 @@
 import DataLoader from 'dataloader';
 import type { MobileIdAuthenticationResult, Resolvers } from '../generated/graphql.js';
-import { StreamCancel } from '../events/index.js';
 import { checkAuthReqId, type MobileIdAuthentication } from '../mobile-id/service.js';
 import type { GraphQLContext } from './context.js';
+import { abortable } from './subscriptions.js';
 
 function toGraphQL(a: MobileIdAuthentication): MobileIdAuthenticationResult {
   if (a.outcome === 'failure') {
@@ -15,29 +15,6 @@ function toGraphQL(a: MobileIdAuthentication): MobileIdAuthenticationResult {
 
 function loader(ctx: GraphQLContext): DataLoader<string, MobileIdAuthentication | null> {
   return ctx.loaders.custom('mobileIdAuthentication', () => new DataLoader((ids: readonly string[]) => ctx.services.mobileId.getMany(ctx.caller, ids)));
-}
-
-/**
- * An async iterator whose `return()` (graphql-ws calls it when the client completes or disconnects) aborts
- * the stream at once, even while it waits for an event that may never come.
- */
-function abortable<T>(start: (signal: StreamCancel) => AsyncGenerator<T>): AsyncGenerator<T> {
-  // Not an AbortController: an idle subscription holds this for hours, and a StreamCancel is ~0.9 KB lighter.
-  const controller = new StreamCancel();
-  const inner = start(controller);
-  const outer: AsyncGenerator<T> = {
-    next: () => inner.next(),
-    return: async (value?: unknown) => {
-      controller.abort();
-      return inner.return(value as never);
-    },
-    throw: async (err?: unknown) => {
-      controller.abort();
-      return inner.throw(err);
-    },
-    [Symbol.asyncIterator]: () => outer,
-  };
-  return outer;
 }
 
 export const mobileIdResolvers: Resolvers = {

@@ -1,12 +1,12 @@
 import type { Provisioning, ProvisionResult } from '../cloud/provisioning.js';
 import type { Resolvers } from '../generated/graphql.js';
+import type { ResourceKind } from '../store/ledger.js';
 import type { GraphQLContext } from './context.js';
+import { abortable } from './subscriptions.js';
 
-function resourceOf(ctx: GraphQLContext, p: Provisioning, step: string, kind: string) {
-  const id = p.steps.find((s) => s.name === step)?.resourceId;
-  if (!id) return null;
-  return ctx.loaders.resource.load(id).then((r) => (r && r.kind === kind ? r : null));
-}
+/** The resource a step of `p` created or reused, through the request's DataLoader. */
+const stepResource = (ctx: GraphQLContext, p: Provisioning, step: string, kind: ResourceKind) =>
+  ctx.loaders.ofKind(p.steps.find((s) => s.name === step)?.resourceId, kind);
 
 const payload = (r: ProvisionResult) => ({
   provisioning: r.provisioning,
@@ -29,15 +29,14 @@ export const provisioningResolvers: Resolvers = {
   },
   Subscription: {
     provisioningProgress: {
-      subscribe: async function* (_p, { id }, ctx) {
-        for await (const p of ctx.services.provisioning.progress(ctx.caller, id)) yield { provisioningProgress: p };
-      },
+      subscribe: (_p, { id }, ctx) => abortable((signal) => ctx.services.provisioning.progress(ctx.caller, id, signal)),
+      resolve: (p: Provisioning) => p,
     },
   },
   Provisioning: {
-    project: (p, _a, ctx) => resourceOf(ctx, p, 'project', 'project'),
-    kafkaCluster: (p, _a, ctx) => resourceOf(ctx, p, 'kafkaCluster', 'kafka_cluster'),
-    virtualMachine: (p, _a, ctx) => resourceOf(ctx, p, 'virtualMachine', 'virtual_machine'),
+    project: (p, _a, ctx) => stepResource(ctx, p, 'project', 'project'),
+    kafkaCluster: (p, _a, ctx) => stepResource(ctx, p, 'kafkaCluster', 'kafka_cluster'),
+    virtualMachine: (p, _a, ctx) => stepResource(ctx, p, 'virtualMachine', 'virtual_machine'),
     publicAddress: (p) => p.steps.find((s) => s.name === 'kafkaCluster' && s.state === 'DONE')?.publicAddress ?? null,
   },
   ProvisioningPlanStep: {

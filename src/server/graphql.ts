@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { HeaderMap, type ApolloServer } from '@apollo/server';
 import { GraphQLError } from 'graphql';
 import type { GraphQLContext } from '../graphql/context.js';
+import { ErrorCode } from '../errors.js';
 import { BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
 import type { RequestContext, Route } from './http.js';
 import { admitHttp, type TrustedDocuments } from './trusted-documents.js';
@@ -44,7 +45,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
             // The rest of the body is not read: close the connection rather than drain it.
             res.setHeader('connection', 'close');
             sendJson(res, 413, {
-              errors: [{ message: `request body exceeds ${max} bytes (${LIMIT_VARIABLES.bodyBytes}=${max})`, extensions: { code: 'BAD_REQUEST', limit: LIMIT_VARIABLES.bodyBytes, max } }],
+              errors: [{ message: `request body exceeds ${max} bytes (${LIMIT_VARIABLES.bodyBytes}=${max})`, extensions: { code: ErrorCode.BAD_REQUEST, limit: LIMIT_VARIABLES.bodyBytes, max } }],
             });
             return;
           }
@@ -55,7 +56,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
           try {
             body = raw.length ? JSON.parse(raw.toString('utf8')) : undefined;
           } catch {
-            sendJson(res, 400, { errors: [{ message: 'request body is not valid JSON', extensions: { code: 'BAD_REQUEST' } }] });
+            sendJson(res, 400, { errors: [{ message: 'request body is not valid JSON', extensions: { code: ErrorCode.BAD_REQUEST } }] });
             return;
           }
         } else {
@@ -107,5 +108,5 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
 
 /** An UNAUTHENTICATED error that Apollo answers with HTTP 401. */
 export function unauthenticatedHttpError(message: string): GraphQLError {
-  return new GraphQLError(message, { extensions: { code: 'UNAUTHENTICATED', http: { status: 401 } } });
+  return new GraphQLError(message, { extensions: { code: ErrorCode.UNAUTHENTICATED, http: { status: 401 } } });
 }

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
-import { sendJson } from './respond.js';
+import { WebhookErrorCode } from '../errors.js';
+import { sendOAuthError } from './respond.js';
 
 export interface RequestContext {
   requestId: string;
@@ -63,8 +64,8 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
       if (logger.isLevelEnabled('debug')) log().debug({ method: req.method, status: res.statusCode, ms: Math.round(seconds * 1000) }, 'request');
     });
     if (!route) {
-      if (pathMatched) sendJson(res, 405, { error: 'method_not_allowed', error_description: `${req.method} is not allowed on ${pathname}` });
-      else sendJson(res, 404, { error: 'not_found', error_description: `no route for ${pathname}` });
+      if (pathMatched) sendOAuthError(res, 405, WebhookErrorCode.METHOD_NOT_ALLOWED, `${req.method} is not allowed on ${pathname}`);
+      else sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, `no route for ${pathname}`);
       return;
     }
     Promise.resolve()
@@ -79,7 +80,7 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
       )
       .catch((err: unknown) => {
         log().error({ err }, 'unhandled error in route');
-        if (!res.headersSent) sendJson(res, 500, { error: 'server_error', error_description: 'internal error; see the gateway log for request ' + requestId });
+        if (!res.headersSent) sendOAuthError(res, 500, WebhookErrorCode.SERVER_ERROR, 'internal error; see the gateway log for request ' + requestId);
         else res.destroy();
       });
   };

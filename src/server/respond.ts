@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { WebhookErrorCode } from '../errors.js';
 
 export class BodyTooLargeError extends Error {
   constructor(readonly limit: number) {
@@ -32,7 +33,7 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 }
 
 /** The OAuth-style error body the webhook endpoints answer with: `{ error, error_description }`. */
-export function sendOAuthError(res: ServerResponse, status: number, error: string, description: string, headers: Record<string, string> = {}): void {
+export function sendOAuthError(res: ServerResponse, status: number, error: WebhookErrorCode, description: string, headers: Record<string, string> = {}): void {
   sendJson(res, status, { error, error_description: description }, headers);
 }
 

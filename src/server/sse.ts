@@ -7,6 +7,7 @@ import type { Logger } from '../logger.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { Caller } from '../caller.js';
 import type { AuthResult } from './auth.js';
+import { ErrorCode } from '../errors.js';
 import { formatError } from './errors.js';
 import { withWarnings } from './warnings.js';
 import type { RequestContext, Route } from './http.js';
@@ -170,7 +171,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     const auth = options.authenticate(req.headers.authorization);
     if (!auth.ok) {
       const message = auth.reason === 'missing' ? 'a valid API key is required: send Authorization: Bearer <key>' : 'the API key is not valid';
-      sendJson(res, 401, { errors: [{ message, extensions: { code: 'UNAUTHENTICATED' } }] }, { 'www-authenticate': 'Bearer' });
+      sendJson(res, 401, { errors: [{ message, extensions: { code: ErrorCode.UNAUTHENTICATED } }] }, { 'www-authenticate': 'Bearer' });
       return;
     }
     const context: SseContext = { caller: auth.caller, requestId: ctx.requestId };
@@ -193,14 +194,14 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         raw = await readBody(req, options.bodyLimit);
       } catch (err) {
         if (!(err instanceof BodyTooLargeError)) throw err;
-        sendJson(res, 413, { errors: [{ message: `request body exceeds ${options.bodyLimit} bytes`, extensions: { code: 'BAD_REQUEST' } }] });
+        sendJson(res, 413, { errors: [{ message: `request body exceeds ${options.bodyLimit} bytes`, extensions: { code: ErrorCode.BAD_REQUEST } }] });
         return;
       }
       try {
         const parsed: unknown = raw.length ? JSON.parse(raw.toString('utf8')) : null;
         body = parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? admit(parsed as Params, context) : (parsed as Params | null);
       } catch {
-        sendJson(res, 400, { errors: [{ message: 'request body is not valid JSON', extensions: { code: 'BAD_REQUEST' } }] });
+        sendJson(res, 400, { errors: [{ message: 'request body is not valid JSON', extensions: { code: ErrorCode.BAD_REQUEST } }] });
         return;
       }
     }

@@ -40,7 +40,7 @@ function notFound(message: string): Admission {
 }
 
 function badRequest(message: string): Admission {
-  return { ok: false, status: 400, message, code: 'BAD_REQUEST' };
+  return { ok: false, status: 400, message, code: ErrorCode.BAD_REQUEST };
 }
 
 /** True when every root field of every operation is `__schema`, `__type` or `__typename`. */
@@ -236,7 +236,7 @@ export function admitHttp(trusted: TrustedDocuments, method: string, body: unkno
   try {
     extensions = params.has('extensions') ? JSON.parse(params.get('extensions')!) : undefined;
   } catch {
-    return refusal({ ok: false, status: 400, message: 'the extensions parameter is not valid JSON', code: 'BAD_REQUEST' });
+    return refusal({ ok: false, status: 400, message: 'the extensions parameter is not valid JSON', code: ErrorCode.BAD_REQUEST });
   }
   const a = trusted.admit({ query: params.get('query') ?? undefined, documentId: params.get('documentId') ?? undefined, extensions });
   if (!a.ok) return refusal(a);

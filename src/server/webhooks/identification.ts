@@ -2,7 +2,9 @@ import { IDENTIFICATION_CALLBACK_PREFIX } from '../../identity/completions.js';
 import type { IdentityService } from '../../identity/service.js';
 import type { Metrics } from '../../metrics.js';
 import type { Route } from '../http.js';
-import { BodyTooLargeError, mediaType, readBody, sendOAuthError } from '../respond.js';
+import { WebhookErrorCode } from '../../errors.js';
+import { sendOAuthError } from '../respond.js';
+import { JSON_CALLBACK_BODY, readWebhookBody } from './body.js';
 
 /** Largest callback body accepted. */
 export const IDENTIFICATION_CALLBACK_BODY_LIMIT = 1024 * 1024;
@@ -30,47 +32,31 @@ export function identificationWebhookRoute(options: { identity: IdentityService;
       // Refuse by token before reading: a forged path costs one indexed lookup.
       if (!(await completions.isCallbackToken(token))) {
         count('unknown');
-        sendOAuthError(res, 404, 'not_found', 'no identification callback is registered at this address', { connection: 'close' });
+        sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no identification callback is registered at this address', { connection: 'close' });
         return;
       }
-      const type = mediaType(req);
-      if (type !== 'application/json' && !type.endsWith('+json')) {
+      const read = await readWebhookBody(req, { ...JSON_CALLBACK_BODY, limit });
+      if (!read.ok) {
         count('rejected');
-        sendOAuthError(res, 400, 'invalid_request', 'the body must be JSON (Content-Type: application/json)', { connection: 'close' });
+        sendOAuthError(res, read.status, read.error, read.description, read.close ? { connection: 'close' } : {});
         return;
       }
-      let raw: Buffer;
-      try {
-        raw = await readBody(req, limit);
-      } catch (error) {
-        if (!(error instanceof BodyTooLargeError)) throw error;
-        count('rejected');
-        sendOAuthError(res, 413, 'invalid_request', `the body exceeds ${limit} bytes`, { connection: 'close' });
-        return;
-      }
-      let body: unknown;
-      try {
-        body = JSON.parse(raw.toString('utf8')) as unknown;
-      } catch {
-        count('rejected');
-        sendOAuthError(res, 400, 'invalid_request', 'the body is not valid JSON');
-        return;
-      }
+      const { body, type } = read;
 
       const outcome = await completions.receive(token, body, { requestId: ctx.requestId, contentType: type });
       if (outcome.status === 'unknown-token') {
         count('unknown');
-        sendOAuthError(res, 404, 'not_found', 'no identification callback is registered at this address');
+        sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no identification callback is registered at this address');
         return;
       }
       if (outcome.status === 'unknown-identification') {
         count('unknown');
-        sendOAuthError(res, 404, 'not_found', `identification ${outcome.id} was not created through this gateway for this callback address`);
+        sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, `identification ${outcome.id} was not created through this gateway for this callback address`);
         return;
       }
       if (outcome.status === 'invalid') {
         count('rejected');
-        sendOAuthError(res, 400, 'invalid_request', outcome.description);
+        sendOAuthError(res, 400, WebhookErrorCode.INVALID_REQUEST, outcome.description);
         return;
       }
       if (outcome.status === 'conflict') {

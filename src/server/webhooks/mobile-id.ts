@@ -5,7 +5,9 @@ import type { RejectionReason } from '../../mobile-id/quarantine.js';
 import { formFields } from '../../mobile-id/wire.js';
 import { bearerToken } from '../auth.js';
 import type { Route } from '../http.js';
-import { BodyTooLargeError, mediaType, readBody, sendOAuthError } from '../respond.js';
+import { WebhookErrorCode } from '../../errors.js';
+import { sendOAuthError } from '../respond.js';
+import { readWebhookBody } from './body.js';
 
 /** Largest notification body accepted; a real one is a few KiB. */
 export const MOBILE_ID_NOTIFICATION_BODY_LIMIT = 64 * 1024;
@@ -51,7 +53,7 @@ export function mobileIdWebhookRoute(options: {
       let scope: string | null = null;
       const refuse = async (
         status: number,
-        error: string,
+        error: WebhookErrorCode,
         reason: RejectionReason,
         description: string,
         authReqId: string | null = null,
@@ -74,48 +76,31 @@ export function mobileIdWebhookRoute(options: {
 
       // Authenticated before the body is read: a forged request costs one hash and at most one lookup.
       const auth = await options.mobileId.authenticate(bearerToken(req.headers.authorization));
-      if (!auth.ok) return refuse(401, 'invalid_token', 'UNAUTHORIZED', auth.description, null, 'unauthorized', true);
+      if (!auth.ok) return refuse(401, WebhookErrorCode.INVALID_TOKEN, 'UNAUTHORIZED', auth.description, null, 'unauthorized', true);
       scope = auth.scope;
 
       // The spec's default is JSON; form encoding is an option of the sender's configuration.
-      const type = mediaType(req) || 'application/json';
-      const form = type === 'application/x-www-form-urlencoded';
-      if (!form && type !== 'application/json') {
-        return refuse(415, 'invalid_request', 'UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json or application/x-www-form-urlencoded', null, 'rejected', true);
-      }
-      let raw: Buffer;
-      try {
-        raw = await readBody(req, limit);
-      } catch (err) {
-        if (!(err instanceof BodyTooLargeError)) throw err;
-        return refuse(413, 'invalid_request', 'BODY_TOO_LARGE', `the body exceeds ${limit} bytes`, null, 'rejected', true);
-      }
-      let body: unknown;
-      const text = raw.toString('utf8');
-      if (form) {
-        const fields = formFields(text);
-        if (!fields.ok) return refuse(400, 'invalid_request', 'MALFORMED', fields.description);
-        body = fields.body;
-      } else {
-        try {
-          body = JSON.parse(text) as unknown;
-        } catch {
-          return refuse(400, 'invalid_request', 'MALFORMED', 'the body is not valid JSON');
-        }
-      }
+      const read = await readWebhookBody(req, {
+        limit,
+        defaultType: 'application/json',
+        parserFor: (type) => (type === 'application/json' ? 'json' : type === 'application/x-www-form-urlencoded' ? formFields : null),
+        unsupported: { status: 415, description: 'Content-Type must be application/json or application/x-www-form-urlencoded' },
+      });
+      if (!read.ok) return refuse(read.status, read.error, read.reason, read.description, null, 'rejected', read.close);
+      const { body, type } = read;
 
       if (options.pauseAt) await options.pauseAt('webhook-received');
       const result = await options.mobileId.receive(auth, body, { requestId, transactionId, contentType: type, gatewayRequestId: ctx.requestId });
       switch (result.status) {
         case 'unauthorized':
-          return refuse(401, 'invalid_token', 'UNAUTHORIZED', result.description, result.authReqId, 'unauthorized');
+          return refuse(401, WebhookErrorCode.INVALID_TOKEN, 'UNAUTHORIZED', result.description, result.authReqId, 'unauthorized');
         case 'invalid':
-          return refuse(400, 'invalid_request', result.reason, result.description, result.authReqId);
+          return refuse(400, WebhookErrorCode.INVALID_REQUEST, result.reason, result.description, result.authReqId);
         case 'unavailable':
-          return refuse(503, 'temporarily_unavailable', 'JWKS_UNAVAILABLE', result.description, result.authReqId, 'unavailable');
+          return refuse(503, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, 'JWKS_UNAVAILABLE', result.description, result.authReqId, 'unavailable');
         case 'conflict':
           ctx.logger.warn({ ...support, authReqId: result.authReqId }, 'mobile-ID notification differs from the one already stored for its auth_req_id; kept the first');
-          return refuse(409, 'invalid_request', 'CONFLICT', 'a different notification was already received for this auth_req_id', result.authReqId, 'conflict');
+          return refuse(409, WebhookErrorCode.INVALID_REQUEST, 'CONFLICT', 'a different notification was already received for this auth_req_id', result.authReqId, 'conflict');
         case 'duplicate':
           count('duplicate');
           ctx.logger.info({ ...support, authReqId: result.authReqId }, 'mobile-ID notification received again; acknowledged, not published again');

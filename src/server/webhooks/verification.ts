@@ -1,7 +1,9 @@
 import type { IdentityService } from '../../identity/service.js';
 import type { Metrics } from '../../metrics.js';
 import type { Route } from '../http.js';
-import { BodyTooLargeError, mediaType, readBody, sendOAuthError } from '../respond.js';
+import { WebhookErrorCode } from '../../errors.js';
+import { sendOAuthError } from '../respond.js';
+import { JSON_CALLBACK_BODY, readWebhookBody } from './body.js';
 
 /** Largest callback body accepted. */
 export const VERIFICATION_CALLBACK_BODY_LIMIT = 1024 * 1024;
@@ -27,42 +29,26 @@ export function verificationWebhookRoute(options: { identity: IdentityService; m
       // Refuse by token before reading: a forged path costs one indexed lookup.
       if (!(await options.identity.isCallbackToken(token))) {
         count('unknown');
-        sendOAuthError(res, 404, 'not_found', 'no verification callback is registered at this address', { connection: 'close' });
+        sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no verification callback is registered at this address', { connection: 'close' });
         return;
       }
-      const type = mediaType(req);
-      if (type !== 'application/json' && !type.endsWith('+json')) {
+      const read = await readWebhookBody(req, { ...JSON_CALLBACK_BODY, limit });
+      if (!read.ok) {
         count('rejected');
-        sendOAuthError(res, 400, 'invalid_request', 'the body must be JSON (Content-Type: application/json)', { connection: 'close' });
+        sendOAuthError(res, read.status, read.error, read.description, read.close ? { connection: 'close' } : {});
         return;
       }
-      let raw: Buffer;
-      try {
-        raw = await readBody(req, limit);
-      } catch (error) {
-        if (!(error instanceof BodyTooLargeError)) throw error;
-        count('rejected');
-        sendOAuthError(res, 413, 'invalid_request', `the body exceeds ${limit} bytes`, { connection: 'close' });
-        return;
-      }
-      let body: unknown;
-      try {
-        body = JSON.parse(raw.toString('utf8')) as unknown;
-      } catch {
-        count('rejected');
-        sendOAuthError(res, 400, 'invalid_request', 'the body is not valid JSON');
-        return;
-      }
+      const { body, type } = read;
 
       const outcome = await options.identity.receiveCallback(token, body, { requestId: ctx.requestId, contentType: type });
       if (outcome.status === 'unknown-token') {
         count('unknown');
-        sendOAuthError(res, 404, 'not_found', 'no verification callback is registered at this address');
+        sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no verification callback is registered at this address');
         return;
       }
       if (outcome.status === 'invalid') {
         count('rejected');
-        sendOAuthError(res, 400, 'invalid_request', outcome.description);
+        sendOAuthError(res, 400, WebhookErrorCode.INVALID_REQUEST, outcome.description);
         return;
       }
       if (outcome.status === 'conflict') {

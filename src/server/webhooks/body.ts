@@ -1,0 +1,59 @@
+import type { IncomingMessage } from 'node:http';
+import { WebhookErrorCode } from '../../errors.js';
+import { BodyTooLargeError, mediaType, readBody } from '../respond.js';
+
+/** How a webhook route reads its body: which media types it takes, and its refusals. */
+export interface WebhookBodyOptions {
+  /** Largest body accepted, in bytes. */
+  limit: number;
+  /** The media type assumed when Content-Type is absent (none: an absent type is refused like an unsupported one). */
+  defaultType?: string;
+  /** How a media type is parsed: `json`, a `form` parser, or null when the route refuses it. */
+  parserFor(type: string): 'json' | ((text: string) => { ok: true; body: unknown } | { ok: false; description: string }) | null;
+  /** The answer to an unsupported media type: its status and description. */
+  unsupported: { status: 400 | 415; description: string };
+}
+
+/** JSON callbacks (verification and identification): any JSON media type, anything else a 400. */
+export const JSON_CALLBACK_BODY: Omit<WebhookBodyOptions, 'limit'> = {
+  parserFor: (type) => (type === 'application/json' || type.endsWith('+json') ? 'json' : null),
+  unsupported: { status: 400, description: 'the body must be JSON (Content-Type: application/json)' },
+};
+
+/** Why a body was refused, in the words the mobile-ID quarantine counts them by. */
+export type BodyRefusalReason = 'UNSUPPORTED_MEDIA_TYPE' | 'BODY_TOO_LARGE' | 'MALFORMED';
+
+export type WebhookBody =
+  | { ok: true; body: unknown; type: string }
+  | { ok: false; status: number; error: WebhookErrorCode; reason: BodyRefusalReason; description: string; close: boolean };
+
+/**
+ * The one reader of webhook bodies (mobile-ID notifications, verification and identification callbacks): the media type is
+ * checked before a byte is read, the size is bounded (early, from Content-Length), and the body is parsed.
+ * A refusal says what to answer; `close` asks to drop the connection when the body was left unread.
+ */
+export async function readWebhookBody(req: IncomingMessage, options: WebhookBodyOptions): Promise<WebhookBody> {
+  const type = mediaType(req) || options.defaultType || '';
+  const parser = options.parserFor(type);
+  if (!parser) {
+    return { ok: false, status: options.unsupported.status, error: WebhookErrorCode.INVALID_REQUEST, reason: 'UNSUPPORTED_MEDIA_TYPE', description: options.unsupported.description, close: true };
+  }
+  let raw: Buffer;
+  try {
+    raw = await readBody(req, options.limit);
+  } catch (err) {
+    if (!(err instanceof BodyTooLargeError)) throw err;
+    return { ok: false, status: 413, error: WebhookErrorCode.INVALID_REQUEST, reason: 'BODY_TOO_LARGE', description: `the body exceeds ${options.limit} bytes`, close: true };
+  }
+  const text = raw.toString('utf8');
+  const malformed = (description: string): WebhookBody => ({ ok: false, status: 400, error: WebhookErrorCode.INVALID_REQUEST, reason: 'MALFORMED', description, close: false });
+  if (parser === 'json') {
+    try {
+      return { ok: true, body: JSON.parse(text) as unknown, type };
+    } catch {
+      return malformed('the body is not valid JSON');
+    }
+  }
+  const parsed = parser(text);
+  return parsed.ok ? { ok: true, body: parsed.body, type } : malformed(parsed.description);
+}
