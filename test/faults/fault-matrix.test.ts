@@ -178,3 +178,73 @@ describe('fault matrix: every identity creation mutation against every upstream 
     }
   }, 120_000);
 });
+
+/**
+ * The composite creations: the fault hits the first cloud service call (the network step). Each cell ends with every
+ * step's resource created exactly once upstream, after the app's retry with the same key when the first call failed.
+ */
+const COMPOSITE_ROWS = [
+  {
+    name: 'provisionKafkaCluster',
+    query: `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) { provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id state } replayed } }`,
+    resources: 7,
+    input: (n: number) => ({
+      project: { name: `fm-prov-${n}` },
+      network: { title: `fm-prov-net-${n}`, bandwidthMbps: 100 },
+      subnet: { title: `fm-prov-subnet-${n}`, cidr: `10.${150 + n}.0.0/24` },
+      ipAddress: { title: `fm-prov-ip-${n}` },
+      cluster: { title: `fm-prov-kafka-${n}`, instanceType: 'C2_MEDIUM', instanceCount: 3 },
+      topics: [{ name: 'orders', partitions: 3, replicationFactor: 3, minInsyncReplicas: 2 }],
+      users: [{ name: 'orders-app', password: `Prov-pa55word-${n}!` }],
+    }),
+  },
+  {
+    name: 'provisionVirtualMachine',
+    query: `mutation($input: ProvisionVirtualMachineInput!, $key: UUID) { provisionVirtualMachine(input: $input, idempotencyKey: $key) { provisioning { id state } replayed } }`,
+    resources: 5,
+    input: (n: number) => ({
+      project: { name: `fm-provvm-${n}` },
+      network: { title: `fm-provvm-net-${n}`, bandwidthMbps: 100 },
+      subnet: { title: `fm-provvm-subnet-${n}`, cidr: `10.${170 + n}.0.0/24` },
+      ipAddress: { title: `fm-provvm-ip-${n}` },
+      virtualMachine: { title: `fm-provvm-${n}`, instanceType: 'C2_MEDIUM', bootDisk: { sizeGb: 20, image: 'UBUNTU_22_04' }, users: [{ name: 'ops', password: `Vm-pa55word-${n}!`, sshKeys: [SSH_KEY] }] },
+    }),
+  },
+];
+
+describe('fault matrix: every composite provisioning against every upstream fault', () => {
+  const STATE = `query($id: ID!) { provisioning(id: $id) { state steps { name state } } }`;
+  const settle = async (id: string) => {
+    await gw.gateway.services.provisioning.idle();
+    return (await gw.graphql(STATE, { id })).data!.provisioning as { state: string; steps: Array<{ name: string; state: string }> };
+  };
+
+  it.each(COMPOSITE_ROWS.map((r) => [r.name, r] as const))('%s creates every step exactly once upstream in each cell, resuming with the same key after a failure', async (_name, row) => {
+    const faults = gw.gateway.sandbox.cloud!.faults;
+    for (const [n, cell] of CELLS.entries()) {
+      const label = `${row.name} x ${cell.name}`;
+      const before = upstreamResources();
+      const variables = { input: row.input(n), key: randomUUID() };
+      faults.enqueueFor(SERVICES, cell.fault);
+
+      const first = await gw.graphql(row.query, variables);
+      expect(first.errors, `${label}: ${JSON.stringify(first.errors)}`).toBeUndefined();
+      const id = (Object.values(first.data!)[0] as any).provisioning.id as string;
+      let state = await settle(id);
+      expect(faults.pending, `${label}: the fault was injected`).toBe(0);
+      if (cell.retried) expect(state.state, `${label}: retried under the same key to success`).toBe('SUCCEEDED');
+      if (state.state === 'FAILED') {
+        const resumed = await gw.graphql(row.query, variables);
+        expect(resumed.errors, `${label}: the resume is accepted`).toBeUndefined();
+        state = await settle(id);
+      }
+      expect(state.state, `${label}: ${JSON.stringify(state.steps)}`).toBe('SUCCEEDED');
+      expect(upstreamResources() - before, `${label}: each step's resource exactly once upstream`).toBe(row.resources);
+
+      const again = await gw.graphql(row.query, variables);
+      expect((Object.values(again.data!)[0] as any).replayed, `${label}: a further call replays`).toBe(true);
+      await settle(id);
+      expect(upstreamResources() - before, `${label}: still once after the replay`).toBe(row.resources);
+    }
+  }, 180_000);
+});
