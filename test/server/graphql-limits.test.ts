@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { getIntrospectionQuery, parse } from 'graphql';
 import { request } from 'undici';
+import WebSocket from 'ws';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_QUERY, graphiqlExamples } from '../../src/server/graphiql-examples.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
@@ -235,6 +236,19 @@ describe('abuse limits on subscriptions over WebSocket', () => {
     } finally {
       await client.dispose();
     }
+  });
+
+  it('closes a WebSocket whose message is over GRAPHQL_MAX_BODY_BYTES (1009), before reading it as an operation', async () => {
+    const gw = await gateway({ GATEWAY_API_KEYS: KEY, GRAPHQL_MAX_BODY_BYTES: '2048' });
+    const socket = new WebSocket(gw.url.replace(/^http/, 'ws') + '/graphql', 'graphql-transport-ws');
+    await new Promise((resolve, reject) => {
+      socket.once('open', resolve);
+      socket.once('error', reject);
+    });
+    const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)));
+    socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${KEY}` } }));
+    socket.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: `subscription { heartbeat(count: 1) }`, variables: { pad: 'x'.repeat(4096) } } }));
+    expect(await closed).toBe(1009);
   });
 
   it('refuses a subscription whose cost with its variables is over GRAPHQL_MAX_COST', async () => {
