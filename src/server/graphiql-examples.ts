@@ -108,6 +108,8 @@ mutation CreateIdentification {
     {
       title: 'Wait for a mobile-ID result',
       query: `# Subscribe first (run this tab), then complete the authentication from the next tab.
+# GraphiQL streams it over WebSocket; an app without one gets the same stream over Server-Sent Events:
+# POST this document to /graphql/stream with Accept: text/event-stream (or use graphql-sse's client).
 subscription WaitForMobileId {
   mobileIdAuthentication(authReqId: "demo-auth-req-1") {
     __typename

@@ -207,7 +207,8 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     }
     const url = req.method === 'GET' ? admitSearch(req.url ?? SSE_PATH, context) : (req.url ?? SSE_PATH);
 
-    const [responseBody, init] = await handler({
+    // An operation over SSE continues the app's traceparent: graphql-sse executes it inside this call.
+    const [responseBody, init] = await options.tracing.withParent(req.headers, () => handler({
       method: req.method ?? 'GET',
       url,
       headers: {
@@ -219,7 +220,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       body,
       raw: req,
       context,
-    });
+    }));
 
     if (req.method === 'PUT' && init.status === 201 && typeof responseBody === 'string') reserve(responseBody, auth.caller.scope);
     let token: string | undefined;

@@ -46,6 +46,8 @@ export interface Tracing {
   readonly enabled: boolean;
   /** A SERVER span for one HTTP request, child of the app's W3C `traceparent` when it sent one. */
   server<T>(name: string, headers: IncomingHttpHeaders, attributes: Attributes, fn: (span: SpanHandle) => Promise<T>): Promise<T>;
+  /** Runs `fn` with the app's W3C `traceparent` (from `headers`) as the parent of the spans it starts. */
+  withParent<T>(headers: IncomingHttpHeaders, fn: () => T): T;
   /** A span for one GraphQL operation of a streaming transport (graphql-ws, graphql-sse). */
   operation<T>(name: string, attributes: Attributes, fn: (span: SpanHandle) => T): T;
   /** A CLIENT span for one upstream call; `inject` adds `traceparent` (and `tracestate`) to an attempt's headers. */
@@ -63,6 +65,7 @@ const NOOP_SPAN: SpanHandle = { setAttribute() {}, updateName() {}, fail() {} };
 export const TRACING_OFF: Tracing = {
   enabled: false,
   server: (_name, _headers, _attributes, fn) => fn(NOOP_SPAN),
+  withParent: (_headers, fn) => fn(),
   operation: (_name, _attributes, fn) => fn(NOOP_SPAN),
   client: (_name, _attributes, fn) => fn(NOOP_SPAN, noInject),
   traceparent: () => undefined,
@@ -156,6 +159,9 @@ export function createTracing(config: Config['tracing'], options: { exporter?: S
       const parent = propagator.extract(ROOT_CONTEXT, headers, headerGetter);
       const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
       return run(span, parent, fn);
+    },
+    withParent(headers, fn) {
+      return context.with(propagator.extract(ROOT_CONTEXT, headers, headerGetter), fn);
     },
     operation(name, attributes, fn) {
       const parent = context.active();

@@ -27,6 +27,7 @@ async function traced(env: Record<string, string> = {}): Promise<{ gw: TestGatew
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const APP_SPAN_ID = '00f067aa0ba902b7';
 const TRACEPARENT = `00-${TRACE_ID}-${APP_SPAN_ID}-01`;
+const OTHER_TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
 
 async function eventually<T>(find: () => T | undefined, what: string): Promise<T> {
   for (let i = 0; i < 500; i++) {
@@ -76,7 +77,7 @@ describe('tracing with OpenTelemetry', () => {
     await live.done;
     expect(live.results[0].data.mobileIdAuthentication.__typename).toBe('MobileIdAuthenticated');
 
-    const sse = createSseClient({ url: `${gw.url}/graphql/stream`, retryAttempts: 0 });
+    const sse = createSseClient({ url: `${gw.url}/graphql/stream`, retryAttempts: 0, headers: { traceparent: `00-${OTHER_TRACE_ID}-${APP_SPAN_ID}-01` } });
     await new Promise<void>((resolve, reject) => sse.subscribe({ query: SUBSCRIPTION, variables: { id: 'traced-auth' } }, { next: () => {}, error: reject, complete: resolve }));
     sse.dispose();
 
@@ -92,8 +93,12 @@ describe('tracing with OpenTelemetry', () => {
       expect(delivery.links.map((l) => l.context.spanId)).toEqual([intake.spanContext().spanId]);
       expect(delivery.links[0]!.context.traceId).toBe(TRACE_ID);
     }
-    // Each transport's subscription had its operation span too.
-    expect(spans().filter((s) => s.name === 'subscription').map((s) => s.attributes['gateway.transport']).sort()).toEqual(['sse', 'ws']);
+    // Each transport's subscription had its operation span too; over SSE it continues the app's traceparent.
+    const subscriptions = spans().filter((s) => s.name === 'subscription');
+    expect(subscriptions.map((s) => s.attributes['gateway.transport']).sort()).toEqual(['sse', 'ws']);
+    const overSse = subscriptions.find((s) => s.attributes['gateway.transport'] === 'sse')!;
+    expect(overSse.spanContext().traceId).toBe(OTHER_TRACE_ID);
+    expect(overSse.parentSpanContext?.spanId).toBe(APP_SPAN_ID);
   });
 
   it('puts no secret in any span: API key, passwords, upstream and webhook tokens', async () => {
