@@ -1,0 +1,80 @@
+import type { EventRecord } from '../../events/index.js';
+import { WebhookErrorCode } from '../../errors.js';
+import type { Metrics } from '../../metrics.js';
+import type { Route } from '../http.js';
+import { sendOAuthError } from '../respond.js';
+import { JSON_CALLBACK_BODY, readWebhookBody } from './body.js';
+
+/** Largest callback body accepted. */
+export const CALLBACK_BODY_LIMIT = 1024 * 1024;
+
+/** What an identity callback's service answers; `notFound` is a 404 whose description the service chose. */
+export type CallbackReceipt =
+  | { status: 'unknown-token' }
+  | { status: 'not-found'; description: string }
+  | { status: 'invalid'; description: string }
+  | { status: 'created' | 'duplicate' | 'conflict'; event: EventRecord; publish: () => Promise<void> };
+
+export interface CallbackRouteOptions {
+  /** Metric label and the noun of every message: `verification`, `identification`. */
+  endpoint: string;
+  path: RegExp;
+  name: string;
+  isCallbackToken(token: string): Promise<boolean>;
+  receive(token: string, body: unknown, meta: Record<string, unknown>): Promise<CallbackReceipt>;
+  metrics: Metrics;
+  bodyLimit?: number;
+}
+
+/**
+ * The skeleton shared by the identity callbacks (spec: Events 1 and 2). The token in the path is the
+ * authentication: an unknown one gets 404 and nothing is read or stored. A known one: the JSON body goes to the
+ * service, which appends it to the event log; then 204, and only then it is published. A duplicate is
+ * acknowledged and not published again; a different body for the same event is acknowledged (the sender stops
+ * retrying), the first one stands, and the operator is told in the log.
+ */
+export function callbackWebhookRoute(options: CallbackRouteOptions): Route {
+  const { endpoint } = options;
+  const limit = options.bodyLimit ?? CALLBACK_BODY_LIMIT;
+  const count = (outcome: string) => options.metrics.webhooks.inc({ endpoint, outcome });
+  const unknownAddress = `no ${endpoint} callback is registered at this address`;
+  return {
+    method: 'POST',
+    path: options.path,
+    name: options.name,
+    async handle(req, res, ctx) {
+      const token = ctx.params[0]!;
+      // Refuse by token before reading: a forged path costs one indexed lookup.
+      if (!(await options.isCallbackToken(token))) {
+        count('unknown');
+        sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, unknownAddress, { connection: 'close' });
+        return;
+      }
+      const read = await readWebhookBody(req, { ...JSON_CALLBACK_BODY, limit });
+      if (!read.ok) {
+        count('rejected');
+        sendOAuthError(res, read.status, read.error, read.description, read.close ? { connection: 'close' } : {});
+        return;
+      }
+
+      const outcome = await options.receive(token, read.body, { requestId: ctx.requestId, contentType: read.type });
+      if (outcome.status === 'unknown-token' || outcome.status === 'not-found') {
+        count('unknown');
+        sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, outcome.status === 'not-found' ? outcome.description : unknownAddress);
+        return;
+      }
+      if (outcome.status === 'invalid') {
+        count('rejected');
+        sendOAuthError(res, 400, WebhookErrorCode.INVALID_REQUEST, outcome.description);
+        return;
+      }
+      if (outcome.status === 'conflict') {
+        ctx.logger.warn({ endpoint, key: outcome.event.key, seq: outcome.event.seq }, `${endpoint} callback differs from the one already stored; kept the first`);
+      }
+      count(outcome.status === 'created' ? 'accepted' : outcome.status);
+      res.writeHead(204, { 'cache-control': 'no-store' });
+      res.end();
+      await outcome.publish();
+    },
+  };
+}
