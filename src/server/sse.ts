@@ -1,41 +1,26 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { GraphQLError, getOperationAST, type DocumentNode, type ExecutionArgs, type ExecutionResult, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
-import { createHandler, type Request as SseRequest } from 'graphql-sse';
+import { GraphQLError, getOperationAST, type DocumentNode, type ExecutionArgs, type ExecutionResult } from 'graphql';
+import { createHandler } from 'graphql-sse';
 import type { GraphQLContext } from '../graphql/context.js';
-import type { Logger } from '../logger.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { Caller } from '../caller.js';
-import type { AuthResult } from './auth.js';
 import { ErrorCode } from '../errors.js';
 import { formatError } from './errors.js';
 import { withWarnings } from './warnings.js';
 import type { RequestContext, Route } from './http.js';
 import { DocumentCache } from './operations.js';
 import { BodyTooLargeError, readBody, sendJson } from './respond.js';
-import { streamingExecution } from './streaming-execution.js';
-import type { TrustedDocuments } from './trusted-documents.js';
+import { streamingExecution, type StreamingTransportOptions } from './streaming-execution.js';
 
 export const SSE_PATH = '/graphql/stream';
 /** The header and query parameter graphql-sse's single-connection mode names a reserved stream by. */
 const STREAM_TOKEN_HEADER = 'x-graphql-event-stream-token';
 const STREAM_TOKEN_PARAM = 'token';
 
-export interface SseOptions {
-  schema: GraphQLSchema;
-  logger: Logger;
-  authenticate: (authorization: string | string[] | undefined | null) => AuthResult;
-  context: (caller: Caller, requestId: string) => GraphQLContext;
-  /** Rate limits, as for graphql-ws (src/server/rate-limit.ts): null when nothing is limited, else the refusal or null. */
-  admit?: (
-    caller: Caller,
-    document: DocumentNode,
-    operation: OperationDefinitionNode,
-    variables: Record<string, unknown> | null | undefined,
-  ) => Promise<GraphQLError | null> | null;
+export interface SseOptions extends StreamingTransportOptions {
   /** Shared with graphql-ws: the same parse and validation rules for both streaming transports. */
   documents: DocumentCache;
-  trusted?: TrustedDocuments;
   tracing: Tracing;
   /** Largest request body, as for POST /graphql and a graphql-ws message. */
   bodyLimit: number;

@@ -10,6 +10,29 @@ import {
   type FieldNode,
 } from 'graphql';
 import type { Tracing } from '../telemetry/tracing.js';
+import type { GraphQLSchema, DocumentNode, OperationDefinitionNode } from 'graphql';
+import type { GraphQLContext } from '../graphql/context.js';
+import type { Caller } from '../caller.js';
+import type { Logger } from '../logger.js';
+import type { AuthResult } from './auth.js';
+import type { TrustedDocuments } from './trusted-documents.js';
+
+/** What both streaming transports (graphql-ws, graphql-sse) are given, so they authenticate, limit and execute alike. */
+export interface StreamingTransportOptions {
+  schema: GraphQLSchema;
+  logger: Logger;
+  authenticate: (authorization: string | string[] | undefined | null) => AuthResult;
+  context: (caller: Caller, requestId: string) => GraphQLContext;
+  /** Rate limits (src/server/rate-limit.ts): null when nothing is limited, else the refusal or null. */
+  admit?: (
+    caller: Caller,
+    document: DocumentNode,
+    operation: OperationDefinitionNode,
+    variables: Record<string, unknown> | null | undefined,
+  ) => Promise<GraphQLError | null> | null;
+  /** TRUSTED_DOCUMENTS: an operation may come by `documentId` or `extensions.persistedQuery`. */
+  trusted?: TrustedDocuments;
+}
 
 /** `subscription WaitForMobileId`, or the bare type for an anonymous operation; the document's text never goes in a span. */
 export function operationSpanName(args: Pick<ExecutionArgs, 'document' | 'operationName'>): { name: string; type: string; operationName: string | undefined } {

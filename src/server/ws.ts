@@ -5,43 +5,25 @@ import {
   getOperationAST,
   type DocumentNode,
   type ExecutionArgs,
-  type GraphQLSchema,
-  type OperationDefinitionNode,
 } from 'graphql';
 import { CloseCode } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { GraphQLContext } from '../graphql/context.js';
-import type { Logger } from '../logger.js';
 import type { Caller } from '../caller.js';
-import type { AuthResult } from './auth.js';
 import { formatError } from './errors.js';
 import { withWarnings } from './warnings.js';
 import { DocumentCache } from './operations.js';
-import { streamingExecution } from './streaming-execution.js';
-import type { TrustedDocuments } from './trusted-documents.js';
+import { streamingExecution, type StreamingTransportOptions } from './streaming-execution.js';
 import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
 
-export interface WsOptions {
-  schema: GraphQLSchema;
-  logger: Logger;
-  authenticate: (authorization: string | string[] | undefined | null) => AuthResult;
-  context: (caller: Caller, requestId: string) => GraphQLContext;
-  /** Rate limits (src/server/rate-limit.ts): null when nothing is limited, else the refusal or null. */
-  admit?: (
-    caller: Caller,
-    document: DocumentNode,
-    operation: OperationDefinitionNode,
-    variables: Record<string, unknown> | null | undefined,
-  ) => Promise<GraphQLError | null> | null;
+export interface WsOptions extends StreamingTransportOptions {
   /** Interval of server pings that keep idle connections (and proxies) alive. */
   keepAliveMs?: number;
   /** GRAPHQL_MAX_BODY_BYTES: the largest WebSocket message (a larger one closes the socket, 1009). */
   maxMessageBytes?: number;
   /** Parsed and validated documents, shared with graphql-sse. */
   documents?: DocumentCache;
-  /** TRUSTED_DOCUMENTS: a subscribe message may carry `documentId` or `extensions.persistedQuery` (with `query: ""`). */
-  trusted?: TrustedDocuments;
   tracing?: Tracing;
 }
 
