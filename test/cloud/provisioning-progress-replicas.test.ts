@@ -1,9 +1,8 @@
-import { randomBytes } from 'node:crypto';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import type { TestGateway } from '../helpers/gateway.js';
+import { startReplicas, type Replicas } from '../helpers/postgres.js';
 
 const PROVISION = `mutation($input: ProvisionKafkaClusterInput!) {
   provisionKafkaCluster(input: $input) { provisioning { id state } }
@@ -38,21 +37,14 @@ async function follow(gw: TestGateway, id: string, onFirst?: () => void): Promis
 }
 
 describe('provisioningProgress across replicas (PostgreSQL event log)', () => {
-  let pg: TestPostgres;
+  let replicas: Replicas | undefined;
   let a: TestGateway;
   let b: TestGateway;
   beforeAll(async () => {
-    pg = await startPostgres();
-    const url = await pg.createDatabase('provisioning_replicas');
-    const env = { DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex') };
-    a = await startTestGateway(env);
-    b = await startTestGateway(env);
+    replicas = await startReplicas('provisioning_replicas');
+    ({ a, b } = replicas);
   }, 120_000);
-  afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    await pg?.stop();
-  });
+  afterAll(() => replicas?.close());
 
   it('a provisioning that replica A runs streams every step to a subscriber on replica B, and a late subscriber gets its final state', async () => {
     // Replica A's cloud answers slowly, so the subscriber on B is connected while the steps run.

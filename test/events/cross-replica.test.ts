@@ -1,27 +1,18 @@
-import { randomBytes } from 'node:crypto';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import type { TestGateway } from '../helpers/gateway.js';
+import { startReplicas, type Replicas } from '../helpers/postgres.js';
 
 describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
-  let pg: TestPostgres;
+  let replicas: Replicas | undefined;
   let a: TestGateway;
   let b: TestGateway;
   beforeAll(async () => {
-    pg = await startPostgres();
-    const url = await pg.createDatabase('replicas');
-    // Replicas share the database and the key that encrypts stored tokens.
-    const env = { DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex') };
-    a = await startTestGateway(env);
-    b = await startTestGateway(env);
+    replicas = await startReplicas('replicas');
+    ({ a, b } = replicas);
   }, 120_000);
-  afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    await pg?.stop();
-  });
+  afterAll(() => replicas?.close());
 
   it('a webhook that hits replica A reaches a subscriber on replica B', async () => {
     const client = createClient({ url: b.url.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, retryAttempts: 0 });

@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import { startTestGateway, type TestGateway } from './gateway.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../scripts/embedded-postgres.js';
 
 export type TestPostgres = EmbeddedPostgres;
@@ -8,4 +10,31 @@ export type TestPostgres = EmbeddedPostgres;
  */
 export function startPostgres(): Promise<TestPostgres> {
   return startEmbeddedPostgres();
+}
+
+export interface Replicas {
+  a: TestGateway;
+  b: TestGateway;
+  /** Closes both gateways, then stops PostgreSQL. */
+  close(): Promise<void>;
+}
+
+/**
+ * Two gateways on one database of a new embedded PostgreSQL, as two replicas of one deployment: they share the
+ * database and the key that encrypts stored tokens (TOKEN_ENCRYPTION_KEY), plus `env`.
+ */
+export async function startReplicas(database: string, env: Record<string, string> = {}): Promise<Replicas> {
+  const pg = await startPostgres();
+  const shared = { DATABASE_URL: await pg.createDatabase(database), TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'), ...env };
+  const a = await startTestGateway(shared);
+  const b = await startTestGateway(shared);
+  return {
+    a,
+    b,
+    async close() {
+      await a.close();
+      await b.close();
+      await pg.stop();
+    },
+  };
 }

@@ -1,10 +1,9 @@
-import { randomBytes } from 'node:crypto';
 import { createClient } from 'graphql-ws';
 import { request } from 'undici';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import type { TestGateway } from '../helpers/gateway.js';
+import { startReplicas, type Replicas } from '../helpers/postgres.js';
 
 async function post(url: string, body: unknown): Promise<number> {
   const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -13,22 +12,14 @@ async function post(url: string, body: unknown): Promise<number> {
 }
 
 describe('identification callbacks on PostgreSQL replicas', () => {
-  let pg: TestPostgres;
+  let replicas: Replicas | undefined;
   let a: TestGateway;
   let b: TestGateway;
   beforeAll(async () => {
-    pg = await startPostgres();
-    const url = await pg.createDatabase('identification_callbacks');
-    // Replicas share the database and the gateway's key, so they show the same addresses.
-    const env = { DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'), GATEWAY_API_KEYS: 'key-a', PUBLIC_URL: 'https://gateway.example' };
-    a = await startTestGateway(env);
-    b = await startTestGateway(env);
+    replicas = await startReplicas('identification_callbacks', { GATEWAY_API_KEYS: 'key-a', PUBLIC_URL: 'https://gateway.example' });
+    ({ a, b } = replicas);
   }, 120_000);
-  afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    await pg?.stop();
-  });
+  afterAll(() => replicas?.close());
 
   it('shows the same address on every replica, and a callback that reaches replica B is stored once and streamed to a subscriber on replica A', async () => {
     const created = await a.graphql(

@@ -1,30 +1,21 @@
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import type { TestGateway } from '../helpers/gateway.js';
+import { startReplicas, type Replicas } from '../helpers/postgres.js';
 import { APP_A, APP_B, CREATE_PROJECT, READ_PROJECTS, post, projectCreationsUpstream } from './helpers.js';
 
 describe('per-app rate limits across replicas on PostgreSQL', () => {
-  let pg: TestPostgres;
+  let replicas: Replicas | undefined;
   let a: TestGateway;
   let b: TestGateway;
   beforeAll(async () => {
-    pg = await startPostgres();
-    const env = {
-      DATABASE_URL: await pg.createDatabase('ratelimits'),
-      TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+    replicas = await startReplicas('ratelimits', {
       GATEWAY_API_KEYS: `${APP_A},${APP_B}`,
       RATE_LIMIT_CREATIONS: '3/1h',
       RATE_LIMIT_READS: '4/1h',
-    };
-    a = await startTestGateway(env);
-    b = await startTestGateway(env);
+    });
+    ({ a, b } = replicas);
   }, 120_000);
-  afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    await pg?.stop();
-  });
+  afterAll(() => replicas?.close());
 
   const upstream = () => projectCreationsUpstream(a) + projectCreationsUpstream(b);
 
