@@ -1,59 +1,30 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { request } from 'undici';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox, type CloudSandbox } from '../../src/sandbox/cloud.js';
 import { SANDBOX_MOBILEID_NOTIFICATION_TOKEN } from '../../src/sandbox/mobile-id.js';
 import { tempDataDir } from '../helpers/gateway.js';
+import { gatewayProcesses, type GatewayProcess } from '../helpers/process.js';
 
 /**
  * kill -9 at each phase of a mutation and of webhook intake (issue 11 §7), with real child processes: the gateway runs
  * as `node src/main.ts`; the cloud upstream is a sandbox in this process, so it outlives the gateway and its resources
  * can be counted. GATEWAY_TEST_PAUSE_AT stops the child exactly at a phase (src/phases.ts).
  */
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const KEY = 'crash-app-key';
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-});
+const spawnGateway = gatewayProcesses();
 
-interface Child {
-  child: ChildProcess;
-  url: string;
+type Child = GatewayProcess & {
   /** Resolves when the child logs that it paused at a phase. */
   paused: Promise<void>;
-  output: () => string;
-}
+};
 
 async function startChild(env: Record<string, string>): Promise<Child> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  let out = '';
-  let onPause!: () => void;
-  const paused = new Promise<void>((r) => (onPause = r));
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${out}`)), 30_000);
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('paused at a test phase')) onPause();
-      for (const line of out.split('\n')) {
-        if (!line.includes('gateway ready')) continue;
-        clearTimeout(timer);
-        resolve((JSON.parse(line) as { url: string }).url);
-      }
-    });
-    child.once('exit', (code, signal) => reject(new Error(`gateway exited (${code ?? signal}) before it was ready:\n${out}`)));
-  });
-  return { child, url, paused, output: () => out };
+  const started = await spawnGateway(env);
+  return { ...started, paused: started.waitFor('paused at a test phase') };
 }
 
 async function kill9(c: Child): Promise<void> {

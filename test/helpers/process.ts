@@ -7,8 +7,12 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 export interface GatewayProcess {
   child: ChildProcess;
   url: string;
+  /** Its start-up log line (JSON). */
+  line: string;
   /** Everything it wrote to stdout and stderr. */
   output(): string;
+  /** Resolves once its output contains `text` (at once if it already does). */
+  waitFor(text: string): Promise<void>;
 }
 
 /**
@@ -30,18 +34,30 @@ export function gatewayProcesses(): (env: Record<string, string>) => Promise<Gat
     children.push(child);
     let out = '';
     child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-    const url = await new Promise<string>((resolve, reject) => {
+    const line = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${out}`)), 30_000);
       child.stdout!.on('data', (d: Buffer) => {
         out += d.toString();
         for (const line of out.split('\n')) {
           if (!line.includes('gateway ready')) continue;
           clearTimeout(timer);
-          resolve((JSON.parse(line) as { url: string }).url);
+          resolve(line);
         }
       });
       child.once('exit', (code, signal) => reject(new Error(`gateway exited (${code ?? signal}) before it was ready:\n${out}`)));
     });
-    return { child, url, output: () => out };
+    const waitFor = (text: string) =>
+      new Promise<void>((resolve) => {
+        if (out.includes(text)) return resolve();
+        const check = () => {
+          if (!out.includes(text)) return;
+          child.stdout!.off('data', check);
+          child.stderr!.off('data', check);
+          resolve();
+        };
+        child.stdout!.on('data', check);
+        child.stderr!.on('data', check);
+      });
+    return { child, url: (JSON.parse(line) as { url: string }).url, line, output: () => out, waitFor };
   };
 }

@@ -1,38 +1,14 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
 import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { tempDataDir } from '../helpers/gateway.js';
+import { gatewayProcesses } from '../helpers/process.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
-});
+const spawnGateway = gatewayProcesses();
 
 /** Starts `node --import tsx src/main.ts` on port 0 and resolves with its start-up log line. */
 async function startProcess(env: Record<string, string>): Promise<{ url: string; msg: string; line: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  let out = '';
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${out}`)), 30_000);
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      for (const line of out.split('\n')) {
-        if (!line.includes('gateway ready')) continue;
-        clearTimeout(timer);
-        const parsed = JSON.parse(line) as { url: string; msg: string };
-        resolve({ url: parsed.url, msg: parsed.msg, line });
-      }
-    });
-    child.once('exit', (code, signal) => reject(new Error(`gateway exited (${code ?? signal}) before it was ready:\n${out}`)));
-  });
+  const { url, line } = await spawnGateway(env);
+  return { url, msg: (JSON.parse(line) as { msg: string }).msg, line };
 }
 
 describe('the start-up line', () => {
