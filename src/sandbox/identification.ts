@@ -12,7 +12,7 @@
 //   the link page, POSTs `{ id, idShort, workflowId, applicantExternalId?, status, event, completedAt }` there,
 //   retrying 5xx and network errors.
 import { randomBytes, randomUUID } from 'node:crypto';
-import { request } from 'undici';
+import { deliverCallback } from './callbacks.js';
 import { FaultInjector } from './faults.js';
 import { headerValue, isJsonMediaType, startLoopbackServer } from './http.js';
 import { ApiError, withIdempotency, createJsonApiHandler, isAbsoluteHttpUrl, isPlainObject, requireBearer, type ApiAnswer, type ParsedRequest, type RecordedRequest } from './json-api.js';
@@ -127,26 +127,13 @@ export async function startIdentificationSandbox(options: IdentificationSandboxO
       completedAt: new Date().toISOString(),
       ...fields,
     };
-    let last: number | null = null;
-    for (let attempt = 1; attempt <= attempts && !closed; attempt++) {
-      try {
-        const res = await request(url, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify(body),
-          headersTimeout: 5_000,
-          bodyTimeout: 5_000,
-        });
-        await res.body.dump();
-        last = res.statusCode;
-        callbacks.push({ id: rec.id, url, body, attempt, status: res.statusCode, at: new Date() });
-        if (res.statusCode < 500) return res.statusCode;
-      } catch (error) {
-        callbacks.push({ id: rec.id, url, body, attempt, status: null, error: String(error), at: new Date() });
-      }
-      if (attempt < attempts) await new Promise((r) => setTimeout(r, 100 * 2 ** (attempt - 1)).unref());
-    }
-    return last;
+    return deliverCallback(url, body, {
+      attempts,
+      backoffMs: 100,
+      closed: () => closed,
+      record: (attempt, status, error) =>
+        callbacks.push({ id: rec.id, url, body, attempt, status, ...(error === undefined ? {} : { error }), at: new Date() }),
+    });
   }
 
   function create(body: unknown): ApiAnswer {

@@ -13,7 +13,7 @@
 //   equals (case-insensitively) an entry of `rfmCatalog`.
 // A workflow is known unless its id starts with `unknown` (404). Errors are `{ code, message }`.
 import { randomUUID } from 'node:crypto';
-import { request } from 'undici';
+import { deliverCallback } from './callbacks.js';
 import { FaultInjector } from './faults.js';
 import { headerValue, isJsonMediaType, startLoopbackServer } from './http.js';
 import { ApiError, withIdempotency, createJsonApiHandler, isAbsoluteHttpUrl, isPlainObject, requireBearer, type ApiAnswer, type ParsedRequest, type RecordedRequest } from './json-api.js';
@@ -140,37 +140,16 @@ export async function startVerificationSandbox(options: VerificationSandboxOptio
   const timers = new Set<NodeJS.Timeout>();
   let closed = false;
 
-  const sleep = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const t = setTimeout(() => {
-        timers.delete(t);
-        resolve();
-      }, ms);
-      timers.add(t);
-    });
-
   async function deliver(v: State, body: Record<string, unknown>): Promise<number | null> {
     if (!v.callbackUrl) return null;
-    let last: number | null = null;
-    for (let attempt = 1; attempt <= attempts && !closed; attempt++) {
-      try {
-        const res = await request(v.callbackUrl, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify(body),
-          headersTimeout: 5_000,
-          bodyTimeout: 5_000,
-        });
-        await res.body.dump();
-        last = res.statusCode;
-        callbacks.push({ externalId: v.externalId, url: v.callbackUrl, body, attempt, status: res.statusCode, at: new Date() });
-        if (res.statusCode < 500) return res.statusCode;
-      } catch (error) {
-        callbacks.push({ externalId: v.externalId, url: v.callbackUrl, body, attempt, status: null, error: String(error), at: new Date() });
-      }
-      if (attempt < attempts) await sleep(250 * 2 ** (attempt - 1));
-    }
-    return last;
+    const url = v.callbackUrl;
+    return deliverCallback(url, body, {
+      attempts,
+      backoffMs: 250,
+      closed: () => closed,
+      record: (attempt, status, error) =>
+        callbacks.push({ externalId: v.externalId, url, body, attempt, status, ...(error === undefined ? {} : { error }), at: new Date() }),
+    });
   }
 
   async function complete(v: State): Promise<void> {
