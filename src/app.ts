@@ -101,7 +101,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const rateLimits = await RateLimits.create({ limits: config.rateLimits, store, metrics, logger });
 
     const ledger = new Ledger(store.db);
-    const idempotencyRecords = new IdempotencyRecords(store.db);
+    const idempotencyRecords = new IdempotencyRecords(store.db, store.writeTogether);
     // GATEWAY_TEST_PAUSE_AT (tests only): undefined unless set, so the call sites cost one check.
     const pause = pauseAt(config.testPauseAt, logger);
     const idempotency = new Idempotency({

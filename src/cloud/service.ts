@@ -171,10 +171,10 @@ export class CloudService {
       key,
       operation: p.operation,
       request: p.request,
-      execute: async (idempotencyKey) => {
+      execute: async (idempotencyKey): Promise<LedgerRecord> => {
         const created = await p.send(idempotencyKey);
         if (this.pauseAt) await this.pauseAt('upstream-answered');
-        return this.ledger.record({
+        return {
           id: created.id,
           kind: p.kind,
           // A project's own id is its project.
@@ -185,8 +185,11 @@ export class CloudService {
           response: created.response,
           idempotencyKey,
           createdBy: caller.scope,
-        });
+          createdAt: new Date(),
+        };
       },
+      // The ledger record is written in the same commit as the completion of the key.
+      storeWith: (record) => [this.ledger.recordWrite(record)],
       toStored: (record): StoredRecord => ({ ...record, createdAt: record.createdAt.toISOString() }),
       fromStored: (stored) => {
         const s = stored as StoredRecord;

@@ -1,5 +1,12 @@
-import type { Kysely } from 'kysely';
+import type { CompiledQuery, Kysely } from 'kysely';
+import { precompiled } from './precompiled.js';
 import type { Database } from './schema.js';
+
+/**
+ * Runs statements as one transaction with one commit. The store's own (Store.writeTogether) joins the SQLite
+ * group commit; without it, a kysely transaction.
+ */
+export type WriteTogether = (writes: readonly CompiledQuery[]) => Promise<void>;
 
 export interface IdempotencyRecord {
   scope: string;
@@ -25,7 +32,34 @@ export interface ClaimRequest {
 
 /** Storage of idempotency records; the rules that use them live in src/upstream/idempotency.ts. */
 export class IdempotencyRecords {
-  constructor(private readonly db: Kysely<Database>) {}
+  private readonly writeTogether: WriteTogether;
+
+  constructor(
+    private readonly db: Kysely<Database>,
+    writeTogether?: WriteTogether,
+  ) {
+    this.writeTogether =
+      writeTogether ??
+      ((writes) =>
+        db.transaction().execute(async (trx) => {
+          for (const w of writes) await trx.executeQuery(w);
+        }));
+  }
+
+  /** The statements of a fresh claim and of a completion, the two writes of every first call: compiled once. */
+  private readonly claimFreeStatement = precompiled(
+    (scope: string, key: string, operation: string, fingerprint: string, leaseUntil: number, now: number, expiresAt: number) => {
+      const fresh = { operation, fingerprint, state: 'pending' as const, response: null, lease_until: leaseUntil, created_at: now, expires_at: expiresAt };
+      return this.db
+        .insertInto('idempotency_records')
+        .values({ scope, key, ...fresh })
+        .onConflict((oc) => oc.columns(['scope', 'key']).doUpdateSet(fresh).where('idempotency_records.expires_at', '<=', now));
+    },
+  );
+
+  private readonly completeStatement = precompiled((scope: string, key: string, response: string) =>
+    this.db.updateTable('idempotency_records').set({ state: 'done', response }).where('scope', '=', scope).where('key', '=', key),
+  );
 
   async get(scope: string, key: string, now = Date.now()): Promise<IdempotencyRecord | null> {
     const row = await this.db
@@ -63,21 +97,8 @@ export class IdempotencyRecords {
    * exists.
    */
   async claimFree(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
-    const fresh = {
-      operation: rec.operation,
-      fingerprint: rec.fingerprint,
-      state: 'pending' as const,
-      response: null,
-      lease_until: rec.leaseUntil,
-      created_at: now,
-      expires_at: rec.expiresAt,
-    };
-    const result = await this.db
-      .insertInto('idempotency_records')
-      .values({ scope: rec.scope, key: rec.key, ...fresh })
-      .onConflict((oc) => oc.columns(['scope', 'key']).doUpdateSet(fresh).where('idempotency_records.expires_at', '<=', now))
-      .executeTakeFirst();
-    return Number(result.numInsertedOrUpdatedRows ?? 0n) === 1;
+    const result = await this.db.executeQuery(this.claimFreeStatement(rec.scope, rec.key, rec.operation, rec.fingerprint, rec.leaseUntil, now, rec.expiresAt));
+    return Number(result.numAffectedRows ?? 0n) === 1;
   }
 
   /** Takes over a pending record of the same request whose lease ran out (its request died). */
@@ -112,13 +133,15 @@ export class IdempotencyRecords {
     return Number(renewed.numUpdatedRows) === 1;
   }
 
-  async complete(scope: string, key: string, response: unknown): Promise<void> {
-    await this.db
-      .updateTable('idempotency_records')
-      .set({ state: 'done', response: JSON.stringify(response ?? null) })
-      .where('scope', '=', scope)
-      .where('key', '=', key)
-      .execute();
+  /**
+   * Marks the record done with its result. `alongside` are statements that belong to the same result (the
+   * ledger record of the created resource): they and the completion are one transaction, one commit, so a crash
+   * leaves both or neither.
+   */
+  async complete(scope: string, key: string, response: unknown, alongside: readonly CompiledQuery[] = []): Promise<void> {
+    const completion = this.completeStatement(scope, key, JSON.stringify(response ?? null));
+    if (alongside.length === 0) await this.db.executeQuery(completion);
+    else await this.writeTogether([...alongside, completion]);
   }
 
   /**

@@ -1,4 +1,5 @@
-import type { Kysely } from 'kysely';
+import type { CompiledQuery, Kysely } from 'kysely';
+import { precompiled } from './precompiled.js';
 import type { Database } from './schema.js';
 
 /** Every kind of object the gateway remembers. */
@@ -55,25 +56,59 @@ export class Ledger {
 
   /** Stores a created resource. Recording the same id twice (a replay after a crash) keeps the first. */
   async record(rec: Omit<LedgerRecord, 'createdAt'> & { createdAt?: Date }): Promise<LedgerRecord> {
-    const createdAt = rec.createdAt ?? new Date();
-    await this.db
-      .insertInto('resources')
-      .values({
-        id: rec.id,
-        kind: rec.kind,
-        project_id: rec.projectId,
-        parent_id: rec.parentId,
-        title: rec.title,
-        spec: JSON.stringify(rec.spec),
-        response: JSON.stringify(rec.response ?? null),
-        idempotency_key: rec.idempotencyKey,
-        created_by: rec.createdBy,
-        created_at: createdAt.getTime(),
-      })
-      .onConflict((oc) => oc.column('id').doNothing())
-      .execute();
-    return { ...rec, createdAt };
+    const record = { ...rec, createdAt: rec.createdAt ?? new Date() };
+    await this.db.executeQuery(this.recordWrite(record));
+    return record;
   }
+
+  /**
+   * The statement that stores a created resource (as `record` does), not executed: for a caller that commits
+   * it together with other writes (the completion of the idempotency record, src/upstream/idempotency.ts).
+   */
+  recordWrite(rec: LedgerRecord): CompiledQuery {
+    return this.insertStatement(
+      rec.id,
+      rec.kind,
+      rec.projectId,
+      rec.parentId,
+      rec.title,
+      JSON.stringify(rec.spec),
+      JSON.stringify(rec.response ?? null),
+      rec.idempotencyKey,
+      rec.createdBy,
+      rec.createdAt.getTime(),
+    );
+  }
+
+  private readonly insertStatement = precompiled(
+    (
+      id: string,
+      kind: string,
+      projectId: string | null,
+      parentId: string | null,
+      title: string | null,
+      spec: string,
+      response: string,
+      idempotencyKey: string | null,
+      createdBy: string,
+      createdAt: number,
+    ) =>
+      this.db
+        .insertInto('resources')
+        .values({
+          id,
+          kind,
+          project_id: projectId,
+          parent_id: parentId,
+          title,
+          spec,
+          response,
+          idempotency_key: idempotencyKey,
+          created_by: createdBy,
+          created_at: createdAt,
+        })
+        .onConflict((oc) => oc.column('id').doNothing()),
+  );
 
   async get(id: string): Promise<LedgerRecord | null> {
     const [rec] = await this.getMany([id]);

@@ -29,13 +29,25 @@ import {
  * connections wait until they end, as with kysely's own single-connection mutex.
  */
 export class GroupCommitSqliteDialect implements Dialect {
+  private driver: GroupCommitSqliteDriver | undefined;
+
   constructor(
     private readonly database: BetterSqlite3.Database,
     private readonly options: { statementCacheSize?: number } = {},
   ) {}
 
   createDriver(): Driver {
-    return new GroupCommitSqliteDriver(this.database, this.options.statementCacheSize ?? 256);
+    this.driver = new GroupCommitSqliteDriver(this.database, this.options.statementCacheSize ?? 256);
+    return this.driver;
+  }
+
+  /**
+   * Runs the statements as one unit inside this turn's group transaction (a savepoint: all or none of them),
+   * settled after the group's COMMIT, like every other write. Needs the Kysely instance made over this dialect.
+   */
+  writeTogether(queries: readonly CompiledQuery[]): Promise<void> {
+    if (!this.driver) throw new Error('writeTogether needs a Kysely instance over this dialect');
+    return this.driver.runTogether(queries);
   }
 
   createQueryCompiler() {
@@ -175,6 +187,22 @@ class GroupCommitSqliteDriver implements Driver {
       return Promise.reject(error);
     }
     return new Promise<T>((resolve, reject) => group.push({ resolve: () => resolve(result), reject }));
+  }
+
+  async runTogether(queries: readonly CompiledQuery[]): Promise<void> {
+    // Nothing awaits between this check and the statements (see Connection.executeQuery).
+    while (this.owner) await this.ownerDone;
+    return this.inGroup(() => {
+      this.db.exec('savepoint together');
+      try {
+        for (const q of queries) this.prepare(q.sql).run(q.parameters as unknown[]);
+      } catch (error) {
+        // A constraint error leaves the transaction open: undo this unit's statements only.
+        if (this.db.inTransaction) this.db.exec('rollback to together; release together');
+        throw error;
+      }
+      this.db.exec('release together');
+    });
   }
 
   /** Commits the open group, if any, and settles its statements. */

@@ -6,6 +6,7 @@ import { fingerprint } from '../fingerprint.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { PauseAt } from '../phases.js';
+import type { CompiledQuery } from 'kysely';
 import type { IdempotencyRecords } from '../store/idempotency.js';
 
 export interface IdempotentResult<T> {
@@ -89,6 +90,11 @@ export class Idempotency {
     /** What is stored for replay; defaults to the result. Must hold no secret. */
     toStored?: (result: T) => unknown;
     fromStored?: (stored: unknown) => T;
+    /**
+     * Writes that store the result (the ledger record of a created resource): committed in one transaction with
+     * the completion of the key, so that a crash leaves both or neither, and a first call costs one commit less.
+     */
+    storeWith?: (result: T) => readonly CompiledQuery[];
   }): Promise<IdempotentResult<T>> {
     const { records, metrics } = this.options;
     const key = params.key ?? randomUUID();
@@ -163,7 +169,7 @@ export class Idempotency {
       try {
         if (this.options.pauseAt) await this.options.pauseAt('mutation-claimed');
         const result = await params.execute(upstream);
-        await records.complete(params.scope, key, params.toStored ? params.toStored(result) : result);
+        await records.complete(params.scope, key, params.toStored ? params.toStored(result) : result, params.storeWith?.(result));
         return result;
       } catch (error) {
         if (error instanceof UpstreamOutcomeUnknownError) {
