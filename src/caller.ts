@@ -20,12 +20,21 @@ export function sha256(text: string): Buffer {
 
 /** The caller an API key stands for. */
 export function callerOfKey(key: string): Caller {
-  return { scope: `key:${sha256(key).toString('hex').slice(0, 16)}` };
+  return callerOfDigest(sha256(key));
+}
+
+/** The caller of an API key, from its sha256 digest (computed once per request by the authenticator). */
+export function callerOfDigest(digest: Buffer): Caller {
+  return { scope: `key:${digest.toString('hex', 0, 8)}` };
 }
 
 /** True when `candidate` is one of `hashes` (sha256 digests), comparing in constant time. */
 export function matchesAnyHash(candidate: string, hashes: readonly Buffer[]): boolean {
-  const digest = sha256(candidate);
+  return matchesAnyDigest(sha256(candidate), hashes);
+}
+
+/** True when `digest` (a sha256 digest) is one of `hashes`, comparing in constant time. */
+export function matchesAnyDigest(digest: Buffer, hashes: readonly Buffer[]): boolean {
   let found = false;
   for (const h of hashes) found = timingSafeEqual(digest, h) || found;
   return found;

@@ -1,4 +1,4 @@
-import { callerOfKey, matchesAnyHash, OPEN_CALLER, sha256, type Caller } from '../caller.js';
+import { callerOfDigest, matchesAnyDigest, OPEN_CALLER, sha256, type Caller } from '../caller.js';
 
 /** The token of an `Authorization: Bearer <token>` value (scheme case-insensitive), or null. */
 export function bearerToken(header: string | string[] | undefined | null): string | null {
@@ -25,9 +25,11 @@ export function createAuthenticator(
     if (hashes.length === 0) return { ok: true, caller: OPEN_CALLER };
     const token = bearerToken(authorization);
     if (!token) return { ok: false, reason: 'missing' };
-    const operator = operatorHashes.length > 0 && matchesAnyHash(token, operatorHashes);
-    if (!operator && !matchesAnyHash(token, hashes)) return { ok: false, reason: 'invalid' };
-    const caller = callerOfKey(token);
+    // One digest per request: the comparisons and the caller's scope all derive from it.
+    const digest = sha256(token);
+    const operator = operatorHashes.length > 0 && matchesAnyDigest(digest, operatorHashes);
+    if (!operator && !matchesAnyDigest(digest, hashes)) return { ok: false, reason: 'invalid' };
+    const caller = callerOfDigest(digest);
     return { ok: true, caller: operator ? { ...caller, operator: true } : caller };
   };
 }
