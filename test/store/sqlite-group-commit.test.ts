@@ -18,6 +18,7 @@ describe('SQLite group commit: a write is acknowledged only once it is committed
   let file: string;
   let database: SQLite.Database;
   let db: Kysely<Db>;
+  let dialect: GroupCommitSqliteDialect;
   /** A second, independent connection: it sees only what is committed. */
   let observer: SQLite.Database;
   let execs: string[];
@@ -35,7 +36,8 @@ describe('SQLite group commit: a write is acknowledged only once it is committed
       execs.push(source);
       return exec(source);
     });
-    db = new Kysely<Db>({ dialect: new GroupCommitSqliteDialect(database) });
+    dialect = new GroupCommitSqliteDialect(database);
+    db = new Kysely<Db>({ dialect });
     observer = new SQLite(file, { readonly: true });
   });
 
@@ -117,6 +119,20 @@ describe('SQLite group commit: a write is acknowledged only once it is committed
     ).rejects.toThrow('abort');
     await db.insertInto('items').values({ id: 2, name: 'kept' }).execute();
     expect(committed()).toBe(1);
+  });
+
+  it('writes statements together in the turn\'s one COMMIT, and undoes all of them when one fails', async () => {
+    const insert = (id: number, name: string) => db.insertInto('items').values({ id, name }).compile();
+    const other = db.insertInto('items').values({ id: 1, name: 'other' }).execute();
+    const together = dialect.writeTogether([insert(2, 'b'), insert(3, 'c')]);
+    await Promise.all([other, together]);
+    expect(execs.filter((s) => s === 'commit')).toHaveLength(1);
+    expect(committed()).toBe(3);
+
+    // id 1 exists: the second statement fails, and the first of the unit is undone with it; the turn's other write stays.
+    const results = await Promise.allSettled([dialect.writeTogether([insert(4, 'd'), insert(1, 'duplicate')]), db.insertInto('items').values({ id: 5, name: 'e' }).execute()]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
+    expect((observer.prepare('select id from items order by id').all() as { id: number }[]).map((r) => r.id)).toEqual([1, 2, 3, 5]);
   });
 
   it('re-uses prepared statements instead of preparing every query again', async () => {
