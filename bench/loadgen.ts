@@ -8,7 +8,22 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient, type Client } from 'graphql-ws';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
-import type { FanoutLoad, FanoutResult, FromLoadgen, HttpLoad, HttpResult, IdleLoad, IdleResult, Job, JobResult, ToLoadgen } from './lib/protocol.js';
+import type {
+  FanoutLoad,
+  FanoutResult,
+  FromLoadgen,
+  HttpLoad,
+  HttpResult,
+  IdleLoad,
+  IdleResult,
+  Job,
+  JobResult,
+  MixOpen,
+  MixOpenResult,
+  MixRate,
+  MixRateResult,
+  ToLoadgen,
+} from './lib/protocol.js';
 import { cpuSeconds } from './lib/processes.js';
 import { Samples } from './lib/stats.js';
 
@@ -301,6 +316,298 @@ async function closeIdle(): Promise<{ closed: number }> {
   return { closed: n };
 }
 
+/** A first-in, first-out queue that does not copy on every shift. */
+class Fifo<T> {
+  private items: T[] = [];
+  private head = 0;
+
+  push(value: T): void {
+    this.items.push(value);
+  }
+
+  shift(): T | undefined {
+    if (this.head >= this.items.length) return undefined;
+    const value = this.items[this.head++];
+    if (this.head > 4096 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return value;
+  }
+
+  get size(): number {
+    return this.items.length - this.head;
+  }
+
+  clear(): void {
+    this.items = [];
+    this.head = 0;
+  }
+}
+
+/** One of scenario 7's connections (a waiting user): one pending subscription at a time. */
+interface MixConn {
+  ws: WebSocket;
+  /** graphql-ws message id and authReqId of the pending subscription. */
+  msgId: string;
+  authReqId: string;
+  seq: number;
+}
+
+/** A `mix-rate` window in progress: the authReqIds notified and not yet delivered, with their scheduled send times. */
+interface MixWindow {
+  targeted: Map<string, number>;
+  latency: Samples;
+  delivered: number;
+  onEmpty: (() => void) | null;
+}
+
+const mix = {
+  conns: [] as MixConn[],
+  subscription: '',
+  /** authReqIds of pending subscriptions that no notification has targeted yet, oldest first. */
+  waiting: new Fifo<string>(),
+  window: null as MixWindow | null,
+  closing: false,
+  /** Deliveries that arrived outside the window of their notification (late), and connections the gateway closed. */
+  late: 0,
+  lost: 0,
+  errors: new Set<string>(),
+};
+
+function mixNote(e: unknown): void {
+  if (mix.errors.size < 10) mix.errors.add((e instanceof Error ? e.message : typeof e === 'string' ? e : JSON.stringify(e)).slice(0, 300));
+}
+
+/** The connection subscribes again, on a fresh authReqId: the next user waiting on this socket. */
+function mixSubscribe(conn: MixConn): void {
+  conn.seq += 1;
+  conn.msgId = String(conn.seq);
+  conn.authReqId = `mix-${randomUUID()}`;
+  conn.ws.send(JSON.stringify({ id: conn.msgId, type: 'subscribe', payload: { query: mix.subscription, variables: { authReqId: conn.authReqId } } }));
+  mix.waiting.push(conn.authReqId);
+}
+
+function onMixMessage(conn: MixConn, raw: WebSocket.RawData): void {
+  const now = performance.now();
+  const msg = JSON.parse(String(raw)) as { type: string; id?: string; payload?: { data?: Record<string, { authReqId?: string } | null>; errors?: unknown } };
+  switch (msg.type) {
+    case 'ping':
+      conn.ws.send('{"type":"pong"}');
+      return;
+    case 'next': {
+      if (msg.id !== conn.msgId) return;
+      if (msg.payload?.errors) mixNote(msg.payload.errors);
+      const event = msg.payload?.data ? Object.values(msg.payload.data)[0] : undefined;
+      if (event?.authReqId !== conn.authReqId) mixNote(`the subscription on ${conn.authReqId} got an event for ${String(event?.authReqId)}`);
+      const w = mix.window;
+      const scheduled = w?.targeted.get(conn.authReqId);
+      if (w === null || scheduled === undefined) {
+        mix.late += 1;
+        return;
+      }
+      w.latency.push(now - scheduled);
+      w.targeted.delete(conn.authReqId);
+      w.delivered += 1;
+      if (w.targeted.size === 0) w.onEmpty?.();
+      return;
+    }
+    case 'error':
+      mixNote(`subscription error: ${JSON.stringify(msg.payload)}`);
+      if (msg.id === conn.msgId && !mix.closing) mixSubscribe(conn);
+      return;
+    case 'complete':
+      if (msg.id === conn.msgId && !mix.closing) mixSubscribe(conn);
+      return;
+  }
+}
+
+async function mixOpen(load: MixOpen): Promise<MixOpenResult> {
+  const started = performance.now();
+  mix.subscription = load.subscription;
+  mix.closing = false;
+  mix.errors.clear();
+  let failed = 0;
+  const errors = new Set<string>();
+  const openOne = () =>
+    new Promise<void>((resolve) => {
+      const ws = new WebSocket(load.wsUrl, 'graphql-transport-ws', { headers: { authorization: `Bearer ${load.apiKey}` }, perMessageDeflate: false });
+      const conn: MixConn = { ws, msgId: '', authReqId: '', seq: 0 };
+      let acked = false;
+      const giveUp = (why: string) => {
+        failed += 1;
+        if (errors.size < 5) errors.add(why);
+        ws.terminate();
+        resolve();
+      };
+      const timer = setTimeout(() => giveUp('no connection_ack within 20 s'), 20_000);
+      ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: {} })));
+      ws.on('message', (raw) => {
+        if (acked) return onMixMessage(conn, raw);
+        const msg = JSON.parse(String(raw)) as { type: string };
+        if (msg.type === 'ping') ws.send('{"type":"pong"}');
+        if (msg.type !== 'connection_ack') return;
+        acked = true;
+        clearTimeout(timer);
+        mix.conns.push(conn);
+        mixSubscribe(conn);
+        resolve();
+      });
+      ws.on('error', (err) => (acked ? mixNote(err) : giveUp(err.message)));
+      ws.on('close', (code, reason) => {
+        if (!acked || mix.closing) return;
+        mix.lost += 1;
+        mixNote(`the gateway closed a connection: ${code} ${String(reason)}`);
+      });
+    });
+  // A few hundred handshakes at a time: a burst of 10,000 SYNs overflows the listen backlog.
+  const batch = 250;
+  for (let i = 0; i < load.connections; i += batch) {
+    await Promise.all(Array.from({ length: Math.min(batch, load.connections - i) }, openOne));
+  }
+  // graphql-ws does not acknowledge a subscribe: wait until the gateway has set every subscription up.
+  await waitIdle(load.gatewayPid, 2_000);
+  return { opened: mix.conns.length, failed, seconds: (performance.now() - started) / 1000, errors: [...errors, ...mix.errors] };
+}
+
+async function mixRate(load: MixRate): Promise<MixRateResult> {
+  mix.errors.clear();
+  const late0 = mix.late;
+  const lost0 = mix.lost;
+  const pool = new Pool(load.webhook.origin, { connections: load.connections, pipelining: 1, keepAliveTimeout: 30_000 });
+  const bodyParts = load.webhook.body.split('{{id}}');
+  const w: MixWindow = { targeted: new Map(), latency: new Samples(), delivered: 0, onEmpty: null };
+  const webhookLatency = new Samples();
+  let scheduled = 0;
+  let sent = 0;
+  let acknowledged = 0;
+  let dropped = 0;
+  let noSubscriber = 0;
+  let webhookErrors = 0;
+  const waitingAtStart = mix.waiting.size;
+  let waitingMin = waitingAtStart;
+  // Set once the sender gives up on the webhooks still outstanding: their later answers (or the errors of
+  // destroying the pool) are not counted again.
+  let gaveUp = false;
+  const failed = (id: string, why: string) => {
+    webhookErrors += 1;
+    w.targeted.delete(id);
+    mixNote(why);
+  };
+  const send = async (id: string, at: number): Promise<void> => {
+    try {
+      const res = await pool.request({ path: load.webhook.path, method: 'POST', headers: load.webhook.headers, body: bodyParts.join(id) });
+      const text = await res.body.text();
+      if (gaveUp) return;
+      if (res.statusCode === 204) {
+        acknowledged += 1;
+        webhookLatency.push(performance.now() - at);
+      } else failed(id, `webhook HTTP ${res.statusCode}: ${text}`);
+    } catch (err) {
+      if (gaveUp) return;
+      failed(id, err instanceof Error ? `webhook ${(err as { code?: string }).code ?? err.name}: ${err.message}` : String(err));
+    }
+  };
+
+  mix.window = w;
+  const own0 = process.cpuUsage();
+  const gw0 = load.gatewayPid === undefined ? NaN : cpuSeconds(load.gatewayPid);
+  const started = performance.now();
+  const end = started + load.durationMs;
+  const interval = 1000 / load.rate;
+  const maxInFlight = load.maxInFlight ?? 2_000;
+  const inFlight = new Map<string, Promise<void>>();
+  let next = started;
+  // Open loop, as in runHttp: notifications leave on a fixed schedule whatever the answers and deliveries do.
+  await new Promise<void>((resolve) => {
+    const tick = () => {
+      const now = performance.now();
+      while (next <= now && next < end) {
+        scheduled += 1;
+        if (inFlight.size >= maxInFlight) dropped += 1;
+        else {
+          const id = mix.waiting.shift();
+          if (id === undefined) noSubscriber += 1;
+          else {
+            sent += 1;
+            w.targeted.set(id, next);
+            const p = send(id, next);
+            inFlight.set(id, p);
+            void p.finally(() => inFlight.delete(id));
+          }
+        }
+        if (mix.waiting.size < waitingMin) waitingMin = mix.waiting.size;
+        next += interval;
+      }
+      if (next < end) setTimeout(tick, Math.max(0, next - performance.now()));
+      else resolve();
+    };
+    tick();
+  });
+  const answered = await Promise.race([Promise.all(inFlight.values()).then(() => true), sleep(3_000).then(() => false)]);
+  if (!answered) {
+    for (const id of [...inFlight.keys()]) failed(id, 'webhook unanswered 3 s after the schedule ended');
+    gaveUp = true;
+  }
+  // Every acknowledged notification's subscriber should have its event: wait for the last ones (at most 5 s).
+  if (w.targeted.size > 0) {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, 5_000);
+      w.onEmpty = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+  mix.window = null;
+  const own = process.cpuUsage(own0);
+  const gateway = load.gatewayPid === undefined ? NaN : cpuSeconds(load.gatewayPid) - gw0;
+  const wall = (performance.now() - started) / 1000;
+  if (answered) await pool.close();
+  else await pool.destroy();
+  if (mix.late > late0) mixNote(`${mix.late - late0} deliveries arrived after their window`);
+  if (mix.lost > lost0) mixNote(`${mix.lost - lost0} connections closed by the gateway`);
+  return {
+    scheduled,
+    sent,
+    acknowledged,
+    dropped,
+    noSubscriber,
+    delivered: w.delivered,
+    missing: w.targeted.size,
+    webhookErrors,
+    latency: w.latency.summary(),
+    webhookLatency: webhookLatency.summary(),
+    waitingAtStart,
+    waitingMin,
+    seconds: wall,
+    gatewayCpu: gateway / wall,
+    loadgenCpu: (own.user + own.system) / 1e6 / wall,
+    errors: [...mix.errors],
+  };
+}
+
+async function mixClose(): Promise<{ closed: number }> {
+  mix.closing = true;
+  const conns = mix.conns.splice(0);
+  mix.waiting.clear();
+  await Promise.all(
+    conns.map(
+      ({ ws }) =>
+        new Promise<void>((resolve) => {
+          if (ws.readyState === WebSocket.CLOSED) return resolve();
+          ws.once('close', () => resolve());
+          ws.close(1000);
+          setTimeout(() => {
+            ws.terminate();
+            resolve();
+          }, 5_000).unref();
+        }),
+    ),
+  );
+  return { closed: conns.length };
+}
+
 async function run(job: Job): Promise<JobResult> {
   switch (job.kind) {
     case 'http':
@@ -311,6 +618,12 @@ async function run(job: Job): Promise<JobResult> {
       return openIdle(job);
     case 'close-idle':
       return closeIdle();
+    case 'mix-open':
+      return mixOpen(job);
+    case 'mix-rate':
+      return mixRate(job);
+    case 'mix-close':
+      return mixClose();
   }
 }
 

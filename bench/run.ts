@@ -14,6 +14,8 @@
  *   --compare name=dir another checkout of the gateway (e.g. the code before an optimization, from
  *                      `git archive`) measured as one more FULL target in scenarios 1 and 2; repeatable
  *   --no-write         print the results instead of writing bench/README.md
+ *   --intake-max <n>   notifications/s that scenario 7's rates are shares of, when scenario 4 does not run
+ *                      (without it, 7 measures a short intake maximum first)
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -29,6 +31,7 @@ import { queryThroughput } from './scenarios/query.js';
 import { webhookIngest } from './scenarios/webhook.js';
 import { fanout } from './scenarios/fanout.js';
 import { batching } from './scenarios/batching.js';
+import { subscriptionMix, type IntakeMax } from './scenarios/mix.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -41,6 +44,7 @@ const { values: cli } = parseArgs({
     profile: { type: 'boolean', default: false },
     compare: { type: 'string', multiple: true },
     'no-write': { type: 'boolean', default: false },
+    'intake-max': { type: 'string' },
   },
 });
 
@@ -49,6 +53,10 @@ const options: BenchOptions = cli.quick
   : { durationMs: Number(cli.duration ?? 8) * 1000, warmupMs: 3_000, rounds: Number(cli.rounds ?? 2), connections: 32 };
 const only = cli.only ? new Set(cli.only.split(',').map((s) => Number(s.trim()))) : null;
 const wants = (n: number) => only === null || only.has(n);
+if (cli['intake-max'] !== undefined && !(Number(cli['intake-max']) > 0)) {
+  process.stderr.write(`--intake-max must be a positive number of notifications/s, got ${JSON.stringify(cli['intake-max'])}\n`);
+  process.exit(2);
+}
 
 const started = Date.now();
 const log = (line: string) => process.stdout.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
@@ -202,13 +210,20 @@ async function main(): Promise<void> {
       }
     }
     if (wants(3)) reports.push(await queryThroughput(env));
-    if (wants(4)) reports.push(await webhookIngest(env));
+    // Scenario 7's rates are shares of the intake maximum: scenario 4's FULL figure, --intake-max, or (in 7) a short measurement.
+    let intakeMax: IntakeMax | null = cli['intake-max'] ? { rps: Number(cli['intake-max']), source: '`--intake-max`' } : null;
+    if (wants(4)) {
+      const s4 = await webhookIngest(env);
+      reports.push(s4.report);
+      if (intakeMax === null && s4.figures.gatewayRps !== null) intakeMax = { rps: s4.figures.gatewayRps, source: "scenario 4's FULL gateway in this run" };
+    }
     if (wants(5)) {
       reports.push(
         await fanout(env, async (name, checkout) => startGatewayProc(name, 'FULL', root, stub.url, place.server, checkout)),
       );
     }
     if (wants(6)) reports.push(await batching(env));
+    if (wants(7)) reports.push(await subscriptionMix(env, intakeMax));
 
     const elapsed = (Date.now() - started) / 1000;
     const block = render(reports, {

@@ -88,8 +88,84 @@ export interface IdleResult {
   errors: string[];
 }
 
-export type Job = HttpLoad | FanoutLoad | IdleLoad | { kind: 'close-idle' };
-export type JobResult = HttpResult | FanoutResult | IdleResult | { closed: number };
+/**
+ * Scenario 7: opens `connections` graphql-ws connections, each holding one pending subscription on its own
+ * authReqId (`mix-<uuid>`). Whenever a subscription completes (its notification arrived), the connection
+ * subscribes again on a fresh id, so the number of waiting subscribers stays at `connections` while
+ * `mix-rate` consumes them.
+ */
+export interface MixOpen {
+  kind: 'mix-open';
+  wsUrl: string;
+  apiKey: string;
+  connections: number;
+  /** GraphQL subscription document; `$authReqId` is its one variable. */
+  subscription: string;
+  /** After the last subscribe, wait until this process (the gateway) is idle: every subscription is set up. */
+  gatewayPid?: number;
+}
+
+export interface MixOpenResult {
+  opened: number;
+  failed: number;
+  /** Seconds from the first handshake to the gateway being idle again. */
+  seconds: number;
+  errors: string[];
+}
+
+/**
+ * Open loop at `rate` notifications/s for `durationMs`: each scheduled notification goes to the oldest
+ * waiting subscriber's authReqId (first in, first out, so a fresh subscription waits behind every older one
+ * before it is targeted). Latencies count from the scheduled send time.
+ */
+export interface MixRate {
+  kind: 'mix-rate';
+  rate: number;
+  durationMs: number;
+  /** The webhook: `{{id}}` in the body is the auth_req_id. */
+  webhook: { origin: string; path: string; headers: Record<string, string>; body: string };
+  /** Keep-alive connections of the webhook sender (no pipelining). */
+  connections: number;
+  /** A notification due while this many webhooks are outstanding is not sent and counts as dropped. Default 2,000. */
+  maxInFlight?: number;
+  /** The gateway's pid, for its CPU over the window. */
+  gatewayPid?: number;
+}
+
+export interface MixRateResult {
+  /** Notifications due by the schedule. */
+  scheduled: number;
+  /** Sent (due, minus dropped and minus those that found no waiting subscriber). */
+  sent: number;
+  /** Answered 204. */
+  acknowledged: number;
+  /** Not sent: `maxInFlight` webhooks were outstanding. */
+  dropped: number;
+  /** Not sent: no subscriber was waiting (every connection's subscription already targeted). */
+  noSubscriber: number;
+  /** Acknowledged notifications whose subscriber got the event. */
+  delivered: number;
+  /** Acknowledged notifications whose subscriber had not got the event 5 s after the schedule ended. */
+  missing: number;
+  /** Webhooks answered with another status, or failed. */
+  webhookErrors: number;
+  /** Scheduled send -> subscriber receipt, ms. */
+  latency: LatencySummary;
+  /** Scheduled send -> webhook answer (204), ms. */
+  webhookLatency: LatencySummary;
+  /** Subscribers waiting (untargeted subscriptions) at the start and at the fewest during the window. */
+  waitingAtStart: number;
+  waitingMin: number;
+  /** Seconds from the first scheduled send until every delivery arrived (or the drain gave up). */
+  seconds: number;
+  /** CPU of the gateway (`gatewayPid`) and of the load generator over `seconds`, in cores. */
+  gatewayCpu: number;
+  loadgenCpu: number;
+  errors: string[];
+}
+
+export type Job = HttpLoad | FanoutLoad | IdleLoad | { kind: 'close-idle' } | MixOpen | MixRate | { kind: 'mix-close' };
+export type JobResult = HttpResult | FanoutResult | IdleResult | { closed: number } | MixOpenResult | MixRateResult;
 
 export type ToLoadgen = { id: number; job: Job };
 export type FromLoadgen = { id: number; ok: true; result: JobResult } | { id: number; ok: false; error: string };

@@ -56,4 +56,5 @@ export const fmt = {
   ratio: (v: number) => (Number.isFinite(v) ? v.toFixed(2) : 'n/a'),
   pct: (v: number) => (Number.isFinite(v) ? `${Math.round(v * 100)}%` : 'n/a'),
   kb: (bytes: number) => (Number.isFinite(bytes) ? `${(bytes / 1024).toFixed(1)} KB` : 'n/a'),
+  mb: (bytes: number) => (Number.isFinite(bytes) ? `${(bytes / 2 ** 20).toFixed(1)} MB` : 'n/a'),
 };

@@ -1,0 +1,204 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { measure, mean } from '../lib/harness.js';
+import { API_KEY, type BenchEnv, type ScenarioReport } from '../lib/env.js';
+import { machineBusySeconds, ourCpuSeconds, waitForQuiet } from '../lib/processes.js';
+import type { MixOpenResult, MixRateResult } from '../lib/protocol.js';
+import { fmt } from '../lib/stats.js';
+import { SUBSCRIPTION } from './fanout.js';
+import { WEBHOOK_PATH, hasWebhook, notificationBody, webhookTarget } from './webhook.js';
+
+/** Waiting users: one graphql-ws connection each, one pending subscription each. */
+const SUBSCRIPTIONS = 10_000;
+const SHARES = [0.25, 0.5, 0.8];
+/** Keep-alive connections of the webhook sender (the mobile identity service). */
+const SENDER_CONNECTIONS = 128;
+const TARGET_P99_MS = 10;
+
+/** Where the intake maximum came from. */
+export interface IntakeMax {
+  rps: number;
+  source: string;
+}
+
+interface Window {
+  share: number;
+  rate: number;
+  round: number;
+  result: MixRateResult;
+  otherCpu: number;
+}
+
+/** Scenario 4's measurement, shortened: the FULL gateway alone, closed loop, when scenario 4 did not run. */
+async function shortIntakeMax(env: BenchEnv): Promise<IntakeMax> {
+  const durationMs = Math.min(env.options.durationMs, 3_000);
+  const load = { body: notificationBody(), connections: env.options.connections, expectStatus: 204 };
+  const target = webhookTarget(env.gateway);
+  await measure(env.lg, target, { ...load, durationMs: Math.min(env.options.warmupMs, 1_000) }, env.driverProcs);
+  const m = await measure(env.lg, target, { ...load, durationMs }, env.driverProcs);
+  env.log(`  intake maximum (scenario 4 not run): ${Math.round(m.result.rps)} notifications/s, errors ${m.result.errors}, other CPU ${fmt.pct(m.otherCpu)}`);
+  return { rps: m.result.rps, source: `a ${durationMs / 1000} s closed-loop measurement of the FULL gateway alone just before (scenario 4's load, ${env.options.connections} connections; scenario 4 did not run)` };
+}
+
+function saturated(r: MixRateResult): boolean {
+  return r.dropped > 0 || r.noSubscriber > 0 || r.acknowledged < r.scheduled * 0.95;
+}
+
+function lost(r: MixRateResult): number {
+  return r.dropped + r.noSubscriber + r.webhookErrors + r.missing;
+}
+
+/**
+ * Scenario 7: 10,000 waiting users, each a graphql-ws connection with one pending
+ * `mobileIdAuthentication(authReqId)` subscription on its own auth_req_id; positive notifications, each to
+ * one waiting subscriber, at fixed rates (open loop) of 25, 50 and 80% of the gateway's intake maximum.
+ */
+export async function subscriptionMix(env: BenchEnv, given: IntakeMax | null): Promise<ScenarioReport> {
+  env.log(`scenario 7: realistic mix: ${fmt.int(SUBSCRIPTIONS)} waiting subscriptions, notifications at 25/50/80% of the intake maximum`);
+  const targetLine = `realistic mix: p99 ≤ ${TARGET_P99_MS} ms webhook→subscriber at 50% of the intake maximum with 10k subscriptions`;
+  if (!(await hasWebhook(env.gateway))) {
+    env.log('  skipped: POST /webhooks/mobile-id answers 404 (not built yet)');
+    return {
+      id: 7,
+      title: 'Realistic subscription mix',
+      markdown: 'Skipped: `POST /webhooks/mobile-id` answered 404 on this build.',
+      targets: [{ target: targetLine, measured: 'not measured (no webhook route)', met: null }],
+    };
+  }
+  const intake = given ?? (await shortIntakeMax(env));
+  const windowMs = Math.min(env.options.durationMs, 6_000);
+  const pid = env.gateway.proc.pid;
+
+  const rssBefore = env.gateway.proc.rssBytes();
+  const open = await env.lg.run<MixOpenResult>({
+    kind: 'mix-open',
+    wsUrl: `${env.gateway.origin.replace(/^http/, 'ws')}/graphql`,
+    apiKey: API_KEY,
+    connections: SUBSCRIPTIONS,
+    subscription: SUBSCRIPTION,
+    gatewayPid: pid,
+  });
+  await sleep(1_000);
+  const rssOpen = env.gateway.proc.rssBytes();
+  env.log(
+    `  ${fmt.int(open.opened)} connections with a pending subscription each in ${open.seconds.toFixed(1)} s (${open.failed} failed); ` +
+      `gateway RSS ${fmt.mb(rssBefore)} → ${fmt.mb(rssOpen)}` +
+      (open.errors.length ? `; errors: ${open.errors.join(' | ')}` : ''),
+  );
+  const windows: Window[] = [];
+  let rssEnd = NaN;
+  try {
+    const run = async (rate: number, durationMs: number): Promise<{ result: MixRateResult; otherCpu: number }> => {
+      await waitForQuiet();
+      const busy0 = machineBusySeconds();
+      const ours0 = ourCpuSeconds();
+      const t0 = performance.now();
+      const result = await env.lg.run<MixRateResult>({
+        kind: 'mix-rate',
+        rate,
+        durationMs,
+        webhook: {
+          origin: env.gateway.origin,
+          path: WEBHOOK_PATH,
+          headers: webhookTarget(env.gateway).headers,
+          body: notificationBody().replace('{{uuid}}', '{{id}}'),
+        },
+        connections: SENDER_CONNECTIONS,
+        gatewayPid: pid,
+      });
+      const wall = (performance.now() - t0) / 1000;
+      return { result, otherCpu: Math.max(0, machineBusySeconds() - busy0 - (ourCpuSeconds() - ours0)) / wall };
+    };
+    // Warm-up at the lowest rate: the subscribe-again path and the sender's connections.
+    await run(Math.max(1, Math.round(intake.rps * SHARES[0]!)), Math.min(env.options.warmupMs, 2_000));
+    for (let round = 0; round < env.options.rounds; round++) {
+      for (const share of SHARES) {
+        const rate = Math.max(1, Math.round(intake.rps * share));
+        const { result: r, otherCpu } = await run(rate, windowMs);
+        windows.push({ share, rate, round, result: r, otherCpu });
+        env.log(
+          `  ${Math.round(share * 100)}% (${rate}/s) round ${round + 1}: ${r.delivered}/${r.sent} delivered, p50 ${fmt.ms(r.latency.p50)} ms, p99 ${fmt.ms(r.latency.p99)} ms, ` +
+            `max ${fmt.ms(r.latency.max)} ms, webhook p99 ${fmt.ms(r.webhookLatency.p99)} ms, dropped ${r.dropped}, no subscriber ${r.noSubscriber}, ` +
+            `missing ${r.missing}, webhook errors ${r.webhookErrors}, waiting ${r.waitingAtStart}→min ${r.waitingMin}, gateway CPU ${fmt.pct(r.gatewayCpu)}, ` +
+            `load generator CPU ${fmt.pct(r.loadgenCpu)}, other CPU ${fmt.pct(otherCpu)}` +
+            (r.errors.length ? `\n    errors: ${r.errors.join(' | ')}` : ''),
+        );
+      }
+    }
+    rssEnd = env.gateway.proc.rssBytes();
+  } finally {
+    await env.lg.run({ kind: 'mix-close' });
+  }
+
+  const rows = SHARES.map((share) => {
+    const ws = windows.filter((w) => w.share === share);
+    const rs = ws.map((w) => w.result);
+    const sum = (f: (r: MixRateResult) => number) => rs.reduce((s, r) => s + f(r), 0);
+    return {
+      share,
+      rate: ws[0]?.rate ?? NaN,
+      sent: sum((r) => r.sent),
+      scheduled: sum((r) => r.scheduled),
+      acknowledged: sum((r) => r.acknowledged),
+      delivered: sum((r) => r.delivered),
+      lost: sum(lost),
+      saturated: rs.some(saturated),
+      p50: mean(rs.map((r) => r.latency.p50)),
+      p99: mean(rs.map((r) => r.latency.p99)),
+      p99s: rs.map((r) => fmt.ms(r.latency.p99)).join(' / '),
+      max: Math.max(...rs.map((r) => r.latency.max)),
+      webhookP99: mean(rs.map((r) => r.webhookLatency.p99)),
+      gatewayCpu: mean(rs.map((r) => r.gatewayCpu)),
+      loadgenCpu: mean(rs.map((r) => r.loadgenCpu)),
+      otherCpu: mean(ws.map((w) => w.otherCpu)),
+      errors: [...new Set(rs.flatMap((r) => r.errors))],
+      breakdown: `dropped ${sum((r) => r.dropped)}, no subscriber ${sum((r) => r.noSubscriber)}, webhook errors ${sum((r) => r.webhookErrors)}, not delivered ${sum((r) => r.missing)}`,
+    };
+  });
+  const half = rows.find((r) => r.share === 0.5)!;
+  const allOpen = open.opened === SUBSCRIPTIONS;
+  const perSub = (rssOpen - rssBefore) / Math.max(1, open.opened);
+
+  const markdown = [
+    `${fmt.int(SUBSCRIPTIONS)} waiting users: each is a graphql-ws connection (raw \`ws\` speaking \`graphql-transport-ws\`, in the load generator process, opened 250 at a time) ` +
+      `holding one pending \`mobileIdAuthentication(authReqId)\` subscription on its own auth_req_id (the query of scenario 5). ` +
+      `Positive notifications (scenario 4's body) go to \`POST /webhooks/mobile-id\` in an open loop at ${SHARES.map((s) => `${s * 100}%`).join(', ')} of the intake maximum ` +
+      `(${fmt.int(intake.rps)} notifications/s, from ${intake.source}), over ${SENDER_CONNECTIONS} keep-alive connections without pipelining. ` +
+      'Each notification goes to one waiting subscriber: the sender takes the oldest untargeted auth_req_id. When a subscription completes (its event arrived), ' +
+      'its connection subscribes again on a fresh auth_req_id (the next user on that socket), which joins the back of the queue, so 10,000 subscriptions stay open ' +
+      `throughout and a fresh one waits behind all the others (at least ${(SUBSCRIPTIONS / Math.max(1, intake.rps * SHARES[2]!)).toFixed(1)} s at 80%) before it is targeted. ` +
+      `Latency counts from the notification's *scheduled* send time to the subscriber's receipt (one clock: the load generator's), so a stall shows in the tail (no coordinated omission); ` +
+      `the webhook p99 is scheduled time to the 204. ${windowMs / 1000} s per window, ${env.options.rounds} round(s) of 25 → 50 → 80% after a warm-up at 25%; ` +
+      'percentiles are the mean of the rounds (max: the largest). After each window the sender waits for outstanding webhooks (3 s) and deliveries (5 s); ' +
+      'what is still missing counts as not delivered. CPU columns cover each window until its last delivery; other CPU is what processes outside the benchmark used meanwhile. ' +
+      'A row is marked saturated when a notification could not be sent (2,000 outstanding, or no subscriber waiting) or fewer than 95% of the notifications due were acknowledged.',
+    '',
+    '| load | notifications/s | sent | 204 | delivered | not delivered | p50 ms | p99 ms | p99 per round | max ms | webhook p99 ms | gateway CPU | load generator CPU | other CPU |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(
+      (r) =>
+        `| ${Math.round(r.share * 100)}% of intake max${r.saturated ? ' (saturated)' : ''} | ${fmt.int(r.rate)} | ${fmt.int(r.sent)} | ${fmt.int(r.acknowledged)} | ${fmt.int(r.delivered)} | ` +
+        `${r.lost}${r.lost ? ` (${r.breakdown})` : ''} | ${fmt.ms(r.p50)} | ${r.saturated ? fmt.ms(r.p99) : `**${fmt.ms(r.p99)}**`} | ${r.p99s} | ${fmt.ms(r.max)} | ${fmt.ms(r.webhookP99)} | ` +
+        `${fmt.pct(r.gatewayCpu)} | ${fmt.pct(r.loadgenCpu)} | ${fmt.pct(r.otherCpu)} |`,
+    ),
+    '',
+    `Gateway RSS (the FULL gateway of the earlier scenarios): ${fmt.mb(rssBefore)} before the connections, **${fmt.mb(rssOpen)}** with ${fmt.int(open.opened)} subscriptions open ` +
+      `(+${fmt.mb(rssOpen - rssBefore)}, ${fmt.kb(perSub)} each; opened in ${open.seconds.toFixed(1)} s, ${open.failed} failed), ${fmt.mb(rssEnd)} after the last window.` +
+      (open.errors.length ? ` Errors while opening: ${open.errors.join('; ').slice(0, 300)}.` : ''),
+    ...(rows.some((r) => r.errors.length) ? ['', `Errors: ${[...new Set(rows.flatMap((r) => r.errors))].join('; ').slice(0, 500)}`] : []),
+  ].join('\n');
+
+  return {
+    id: 7,
+    title: 'Realistic subscription mix',
+    markdown,
+    targets: [
+      {
+        target: targetLine,
+        measured:
+          `p99 ${fmt.ms(half.p99)} ms (p50 ${fmt.ms(half.p50)} ms) at ${fmt.int(half.rate)} notifications/s, ${fmt.int(half.delivered)} of ${fmt.int(half.sent)} delivered` +
+          `${half.saturated ? ', saturated' : ''}; ${fmt.int(open.opened)} subscriptions, gateway RSS ${fmt.mb(rssOpen)}`,
+        met: allOpen && !half.saturated && half.lost === 0 && half.p99 <= TARGET_P99_MS,
+      },
+    ],
+  };
+}
