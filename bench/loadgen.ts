@@ -364,7 +364,10 @@ interface MixWindow {
 
 const mix = {
   conns: [] as MixConn[],
-  subscription: '',
+  /** The subscribe message's JSON around its id and its authReqId, serialized once. */
+  subscribeJson: ['', '', ''] as [string, string, string],
+  /** The webhook sender's connections, kept from one window to the next (warm, like the identity service's). */
+  sender: null as Pool | null,
   /** authReqIds of pending subscriptions that no notification has targeted yet, oldest first. */
   waiting: new Fifo<string>(),
   window: null as MixWindow | null,
@@ -384,7 +387,8 @@ function mixSubscribe(conn: MixConn): void {
   conn.seq += 1;
   conn.msgId = String(conn.seq);
   conn.authReqId = `mix-${randomUUID()}`;
-  conn.ws.send(JSON.stringify({ id: conn.msgId, type: 'subscribe', payload: { query: mix.subscription, variables: { authReqId: conn.authReqId } } }));
+  const [a, b, c] = mix.subscribeJson;
+  conn.ws.send(a + conn.msgId + b + conn.authReqId + c);
   mix.waiting.push(conn.authReqId);
 }
 
@@ -424,7 +428,11 @@ function onMixMessage(conn: MixConn, raw: WebSocket.RawData): void {
 
 async function mixOpen(load: MixOpen): Promise<MixOpenResult> {
   const started = performance.now();
-  mix.subscription = load.subscription;
+  // {"id":"<n>","type":"subscribe","payload":{"query":...,"variables":{"authReqId":"<id>"}}}, cut at the two values.
+  const template = JSON.stringify({ id: '\u0000', type: 'subscribe', payload: { query: load.subscription, variables: { authReqId: '\u0001' } } });
+  const [a, rest] = template.split('\\u0000') as [string, string];
+  const [b, c] = rest.split('\\u0001') as [string, string];
+  mix.subscribeJson = [a, b, c];
   mix.closing = false;
   mix.errors.clear();
   let failed = 0;
@@ -474,10 +482,12 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
   mix.errors.clear();
   const late0 = mix.late;
   const lost0 = mix.lost;
-  const pool = new Pool(load.webhook.origin, { connections: load.connections, pipelining: 1, keepAliveTimeout: 30_000 });
+  mix.sender ??= new Pool(load.webhook.origin, { connections: load.connections, pipelining: 1, keepAliveTimeout: 60_000 });
+  const pool = mix.sender;
   const bodyParts = load.webhook.body.split('{{id}}');
   const w: MixWindow = { targeted: new Map(), latency: new Samples(), delivered: 0, onEmpty: null };
   const webhookLatency = new Samples();
+  const sendLag = new Samples();
   let scheduled = 0;
   let sent = 0;
   let acknowledged = 0;
@@ -530,6 +540,7 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
           if (id === undefined) noSubscriber += 1;
           else {
             sent += 1;
+            sendLag.push(now - next);
             w.targeted.set(id, next);
             const p = send(id, next);
             inFlight.set(id, p);
@@ -563,8 +574,11 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
   const own = process.cpuUsage(own0);
   const gateway = load.gatewayPid === undefined ? NaN : cpuSeconds(load.gatewayPid) - gw0;
   const wall = (performance.now() - started) / 1000;
-  if (answered) await pool.close();
-  else await pool.destroy();
+  if (!answered) {
+    // The gateway still holds some: a fresh pool for the next window, so none of them counts there.
+    mix.sender = null;
+    await pool.destroy();
+  }
   if (mix.late > late0) mixNote(`${mix.late - late0} deliveries arrived after their window`);
   if (mix.lost > lost0) mixNote(`${mix.lost - lost0} connections closed by the gateway`);
   return {
@@ -578,6 +592,7 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
     webhookErrors,
     latency: w.latency.summary(),
     webhookLatency: webhookLatency.summary(),
+    sendLag: sendLag.summary(),
     waitingAtStart,
     waitingMin,
     seconds: wall,
@@ -589,6 +604,8 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
 
 async function mixClose(): Promise<{ closed: number }> {
   mix.closing = true;
+  await mix.sender?.close();
+  mix.sender = null;
   const conns = mix.conns.splice(0);
   mix.waiting.clear();
   await Promise.all(

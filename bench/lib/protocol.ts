@@ -153,6 +153,8 @@ export interface MixRateResult {
   latency: LatencySummary;
   /** Scheduled send -> webhook answer (204), ms. */
   webhookLatency: LatencySummary;
+  /** Scheduled send -> the moment the sender got to it, ms: how far the load generator fell behind its schedule. */
+  sendLag: LatencySummary;
   /** Subscribers waiting (untargeted subscriptions) at the start and at the fewest during the window. */
   waitingAtStart: number;
   waitingMin: number;

@@ -119,7 +119,7 @@ export async function subscriptionMix(env: BenchEnv, given: IntakeMax | null): P
           `  ${Math.round(share * 100)}% (${rate}/s) round ${round + 1}: ${r.delivered}/${r.sent} delivered, p50 ${fmt.ms(r.latency.p50)} ms, p99 ${fmt.ms(r.latency.p99)} ms, ` +
             `max ${fmt.ms(r.latency.max)} ms, webhook p99 ${fmt.ms(r.webhookLatency.p99)} ms, dropped ${r.dropped}, no subscriber ${r.noSubscriber}, ` +
             `missing ${r.missing}, webhook errors ${r.webhookErrors}, waiting ${r.waitingAtStart}→min ${r.waitingMin}, gateway CPU ${fmt.pct(r.gatewayCpu)}, ` +
-            `load generator CPU ${fmt.pct(r.loadgenCpu)}, other CPU ${fmt.pct(otherCpu)}` +
+            `load generator CPU ${fmt.pct(r.loadgenCpu)} (sender lag p99 ${fmt.ms(r.sendLag.p99)} ms), other CPU ${fmt.pct(otherCpu)}` +
             (r.errors.length ? `\n    errors: ${r.errors.join(' | ')}` : ''),
         );
       }
@@ -147,6 +147,7 @@ export async function subscriptionMix(env: BenchEnv, given: IntakeMax | null): P
       p99s: rs.map((r) => fmt.ms(r.latency.p99)).join(' / '),
       max: Math.max(...rs.map((r) => r.latency.max)),
       webhookP99: mean(rs.map((r) => r.webhookLatency.p99)),
+      lagP99: mean(rs.map((r) => r.sendLag.p99)),
       gatewayCpu: mean(rs.map((r) => r.gatewayCpu)),
       loadgenCpu: mean(rs.map((r) => r.loadgenCpu)),
       otherCpu: mean(ws.map((w) => w.otherCpu)),
@@ -167,21 +168,23 @@ export async function subscriptionMix(env: BenchEnv, given: IntakeMax | null): P
       'its connection subscribes again on a fresh auth_req_id (the next user on that socket), which joins the back of the queue, so 10,000 subscriptions stay open ' +
       `throughout and a fresh one waits behind all the others (at least ${(SUBSCRIPTIONS / Math.max(1, intake.rps * SHARES[2]!)).toFixed(1)} s at 80%) before it is targeted. ` +
       `Latency counts from the notification's *scheduled* send time to the subscriber's receipt (one clock: the load generator's), so a stall shows in the tail (no coordinated omission); ` +
-      `the webhook p99 is scheduled time to the 204. ${windowMs / 1000} s per window, ${env.options.rounds} round(s) of 25 → 50 → 80% after a warm-up at 25%; ` +
+      'the webhook p99 is scheduled time to the 204; *sender lag* is how late the load generator got to a scheduled send (near 0 when it keeps up: ' +
+      'its latencies count from the schedule anyway). ' +
+      `${windowMs / 1000} s per window, ${env.options.rounds} round(s) of 25 → 50 → 80% after a warm-up at 25%; ` +
       'percentiles are the mean of the rounds (max: the largest). After each window the sender waits for outstanding webhooks (3 s) and deliveries (5 s); ' +
       'what is still missing counts as not delivered. CPU columns cover each window until its last delivery; other CPU is what processes outside the benchmark used meanwhile. ' +
       'A row is marked saturated when a notification could not be sent (2,000 outstanding, or no subscriber waiting) or fewer than 95% of the notifications due were acknowledged.',
     '',
-    '| load | notifications/s | sent | 204 | delivered | not delivered | p50 ms | p99 ms | p99 per round | max ms | webhook p99 ms | gateway CPU | load generator CPU | other CPU |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| load | notifications/s | sent | 204 | delivered | not delivered | p50 ms | p99 ms | p99 per round | max ms | webhook p99 ms | gateway CPU | load generator CPU | sender lag p99 ms | other CPU |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(
       (r) =>
         `| ${Math.round(r.share * 100)}% of intake max${r.saturated ? ' (saturated)' : ''} | ${fmt.int(r.rate)} | ${fmt.int(r.sent)} | ${fmt.int(r.acknowledged)} | ${fmt.int(r.delivered)} | ` +
         `${r.lost}${r.lost ? ` (${r.breakdown})` : ''} | ${fmt.ms(r.p50)} | ${r.saturated ? fmt.ms(r.p99) : `**${fmt.ms(r.p99)}**`} | ${r.p99s} | ${fmt.ms(r.max)} | ${fmt.ms(r.webhookP99)} | ` +
-        `${fmt.pct(r.gatewayCpu)} | ${fmt.pct(r.loadgenCpu)} | ${fmt.pct(r.otherCpu)} |`,
+        `${fmt.pct(r.gatewayCpu)} | ${fmt.pct(r.loadgenCpu)} | ${fmt.ms(r.lagP99)} | ${fmt.pct(r.otherCpu)} |`,
     ),
     '',
-    `Gateway RSS (the FULL gateway of the earlier scenarios): ${fmt.mb(rssBefore)} before the connections, **${fmt.mb(rssOpen)}** with ${fmt.int(open.opened)} subscriptions open ` +
+    `Gateway RSS (the FULL gateway, the same process as the earlier scenarios of the run): ${fmt.mb(rssBefore)} before the connections, **${fmt.mb(rssOpen)}** with ${fmt.int(open.opened)} subscriptions open ` +
       `(+${fmt.mb(rssOpen - rssBefore)}, ${fmt.kb(perSub)} each; opened in ${open.seconds.toFixed(1)} s, ${open.failed} failed), ${fmt.mb(rssEnd)} after the last window.` +
       (open.errors.length ? ` Errors while opening: ${open.errors.join('; ').slice(0, 300)}.` : ''),
     ...(rows.some((r) => r.errors.length) ? ['', `Errors: ${[...new Set(rows.flatMap((r) => r.errors))].join('; ').slice(0, 500)}`] : []),
