@@ -352,11 +352,13 @@ interface MixConn {
   msgId: string;
   authReqId: string;
   seq: number;
+  /** When the notification to `authReqId` was scheduled (once targeted). */
+  scheduledAt: number;
 }
 
-/** A `mix-rate` window in progress: the authReqIds notified and not yet delivered, with their scheduled send times. */
+/** A `mix-rate` window in progress: the authReqIds notified and not yet delivered, with their connections. */
 interface MixWindow {
-  targeted: Map<string, number>;
+  targeted: Map<string, MixConn>;
   latency: Samples;
   delivered: number;
   onEmpty: (() => void) | null;
@@ -368,11 +370,14 @@ const mix = {
   subscribeJson: ['', '', ''] as [string, string, string],
   /** The webhook sender's connections, kept from one window to the next (warm, like the identity service's). */
   sender: null as Pool | null,
-  /** authReqIds of pending subscriptions that no notification has targeted yet, oldest first. */
-  waiting: new Fifo<string>(),
+  /** Connections whose pending subscription no notification has targeted yet, oldest subscription first. */
+  waiting: new Fifo<MixConn>(),
   window: null as MixWindow | null,
   closing: false,
-  /** Deliveries that arrived outside the window of their notification (late), and connections the gateway closed. */
+  /**
+   * Deliveries that arrived outside the window of their notification or for a subscription given up on
+   * (late), and connections the gateway closed.
+   */
   late: 0,
   lost: 0,
   errors: new Set<string>(),
@@ -389,7 +394,17 @@ function mixSubscribe(conn: MixConn): void {
   conn.authReqId = `mix-${randomUUID()}`;
   const [a, b, c] = mix.subscribeJson;
   conn.ws.send(a + conn.msgId + b + conn.authReqId + c);
-  mix.waiting.push(conn.authReqId);
+  mix.waiting.push(conn);
+}
+
+/**
+ * A subscription whose notification failed or never arrived would wait forever: the connection cancels it
+ * and subscribes again, so the number of waiting subscribers stays whole for the next window.
+ */
+function mixReplace(conn: MixConn): void {
+  if (conn.ws.readyState !== WebSocket.OPEN) return;
+  conn.ws.send(`{"id":"${conn.msgId}","type":"complete"}`);
+  mixSubscribe(conn);
 }
 
 function onMixMessage(conn: MixConn, raw: WebSocket.RawData): void {
@@ -400,17 +415,19 @@ function onMixMessage(conn: MixConn, raw: WebSocket.RawData): void {
       conn.ws.send('{"type":"pong"}');
       return;
     case 'next': {
-      if (msg.id !== conn.msgId) return;
+      if (msg.id !== conn.msgId) {
+        mix.late += 1;
+        return;
+      }
       if (msg.payload?.errors) mixNote(msg.payload.errors);
       const event = msg.payload?.data ? Object.values(msg.payload.data)[0] : undefined;
       if (event?.authReqId !== conn.authReqId) mixNote(`the subscription on ${conn.authReqId} got an event for ${String(event?.authReqId)}`);
       const w = mix.window;
-      const scheduled = w?.targeted.get(conn.authReqId);
-      if (w === null || scheduled === undefined) {
+      if (w === null || !w.targeted.has(conn.authReqId)) {
         mix.late += 1;
         return;
       }
-      w.latency.push(now - scheduled);
+      w.latency.push(now - conn.scheduledAt);
       w.targeted.delete(conn.authReqId);
       w.delivered += 1;
       if (w.targeted.size === 0) w.onEmpty?.();
@@ -440,7 +457,7 @@ async function mixOpen(load: MixOpen): Promise<MixOpenResult> {
   const openOne = () =>
     new Promise<void>((resolve) => {
       const ws = new WebSocket(load.wsUrl, 'graphql-transport-ws', { headers: { authorization: `Bearer ${load.apiKey}` }, perMessageDeflate: false });
-      const conn: MixConn = { ws, msgId: '', authReqId: '', seq: 0 };
+      const conn: MixConn = { ws, msgId: '', authReqId: '', seq: 0, scheduledAt: NaN };
       let acked = false;
       const giveUp = (why: string) => {
         failed += 1;
@@ -501,7 +518,9 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
   let gaveUp = false;
   const failed = (id: string, why: string) => {
     webhookErrors += 1;
+    const conn = w.targeted.get(id);
     w.targeted.delete(id);
+    if (conn) mixReplace(conn);
     mixNote(why);
   };
   const send = async (id: string, at: number): Promise<void> => {
@@ -536,12 +555,15 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
         scheduled += 1;
         if (inFlight.size >= maxInFlight) dropped += 1;
         else {
-          const id = mix.waiting.shift();
-          if (id === undefined) noSubscriber += 1;
+          let conn = mix.waiting.shift();
+          while (conn && conn.ws.readyState !== WebSocket.OPEN) conn = mix.waiting.shift();
+          if (conn === undefined) noSubscriber += 1;
           else {
+            const id = conn.authReqId;
             sent += 1;
             sendLag.push(now - next);
-            w.targeted.set(id, next);
+            conn.scheduledAt = next;
+            w.targeted.set(id, conn);
             const p = send(id, next);
             inFlight.set(id, p);
             void p.finally(() => inFlight.delete(id));
@@ -571,6 +593,8 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
     });
   }
   mix.window = null;
+  const missing = w.targeted.size;
+  for (const conn of w.targeted.values()) mixReplace(conn);
   const own = process.cpuUsage(own0);
   const gateway = load.gatewayPid === undefined ? NaN : cpuSeconds(load.gatewayPid) - gw0;
   const wall = (performance.now() - started) / 1000;
@@ -579,7 +603,7 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
     mix.sender = null;
     await pool.destroy();
   }
-  if (mix.late > late0) mixNote(`${mix.late - late0} deliveries arrived after their window`);
+  if (mix.late > late0) mixNote(`${mix.late - late0} deliveries arrived after their window or for a subscription given up on`);
   if (mix.lost > lost0) mixNote(`${mix.lost - lost0} connections closed by the gateway`);
   return {
     scheduled,
@@ -588,7 +612,7 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
     dropped,
     noSubscriber,
     delivered: w.delivered,
-    missing: w.targeted.size,
+    missing,
     webhookErrors,
     latency: w.latency.summary(),
     webhookLatency: webhookLatency.summary(),
