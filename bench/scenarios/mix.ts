@@ -79,9 +79,14 @@ export async function subscriptionMix(env: BenchEnv, given: IntakeMax | null): P
   });
   await sleep(1_000);
   const rssOpen = env.gateway.proc.rssBytes();
+  // What 10,000 idle connections cost the gateway with no notification at all (graphql-ws pings each every 12 s).
+  const idle0 = env.gateway.proc.cpuSeconds();
+  const idleT0 = performance.now();
+  await sleep(2_000);
+  const idleCpu = (env.gateway.proc.cpuSeconds() - idle0) / ((performance.now() - idleT0) / 1000);
   env.log(
     `  ${fmt.int(open.opened)} connections with a pending subscription each in ${open.seconds.toFixed(1)} s (${open.failed} failed); ` +
-      `gateway RSS ${fmt.mb(rssBefore)} → ${fmt.mb(rssOpen)}` +
+      `gateway RSS ${fmt.mb(rssBefore)} → ${fmt.mb(rssOpen)}, idle gateway CPU ${fmt.pct(idleCpu)}` +
       (open.errors.length ? `; errors: ${open.errors.join(' | ')}` : ''),
   );
   const windows: Window[] = [];
@@ -185,7 +190,8 @@ export async function subscriptionMix(env: BenchEnv, given: IntakeMax | null): P
     ),
     '',
     `Gateway RSS (the FULL gateway, the same process as the earlier scenarios of the run): ${fmt.mb(rssBefore)} before the connections, **${fmt.mb(rssOpen)}** with ${fmt.int(open.opened)} subscriptions open ` +
-      `(+${fmt.mb(rssOpen - rssBefore)}, ${fmt.kb(perSub)} each; opened in ${open.seconds.toFixed(1)} s, ${open.failed} failed), ${fmt.mb(rssEnd)} after the last window.` +
+      `(+${fmt.mb(rssOpen - rssBefore)}, ${fmt.kb(perSub)} each; opened in ${open.seconds.toFixed(1)} s, ${open.failed} failed), ${fmt.mb(rssEnd)} after the last window. ` +
+      `With no notification, the open connections kept the gateway ${fmt.pct(idleCpu)} busy (2 s sample).` +
       (open.errors.length ? ` Errors while opening: ${open.errors.join('; ').slice(0, 300)}.` : ''),
     ...(rows.some((r) => r.errors.length) ? ['', `Errors: ${[...new Set(rows.flatMap((r) => r.errors))].join('; ').slice(0, 500)}`] : []),
   ].join('\n');
