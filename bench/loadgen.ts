@@ -259,16 +259,21 @@ async function waitIdle(pid: number | undefined, fallbackMs: number): Promise<vo
   }
 }
 
-const idle: WebSocket[] = [];
-
-async function openIdle(load: IdleLoad): Promise<IdleResult> {
+/**
+ * Opens `count` graphql-ws connections (`connection_init` with the API key), a few hundred handshakes at a
+ * time: a burst of 10,000 SYNs overflows the listen backlog. `acked` gets each socket once the gateway has
+ * acknowledged it, and attaches its own listeners.
+ */
+async function openConnections(wsUrl: string, apiKey: string, count: number, acked: (ws: WebSocket) => void): Promise<{ failed: number; errors: string[] }> {
   const errors = new Set<string>();
-  let opened = 0;
   let failed = 0;
   const openOne = () =>
     new Promise<void>((resolve) => {
-      const ws = new WebSocket(load.wsUrl, 'graphql-transport-ws', { headers: { authorization: `Bearer ${load.apiKey}` }, perMessageDeflate: false });
+      const ws = new WebSocket(wsUrl, 'graphql-transport-ws', { headers: { authorization: `Bearer ${apiKey}` }, perMessageDeflate: false });
+      let done = false;
       const giveUp = (why: string) => {
+        if (done) return;
+        done = true;
         failed += 1;
         if (errors.size < 5) errors.add(why);
         ws.terminate();
@@ -277,33 +282,31 @@ async function openIdle(load: IdleLoad): Promise<IdleResult> {
       const timer = setTimeout(() => giveUp('no connection_ack within 20 s'), 20_000);
       ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: {} })));
       ws.on('message', (raw) => {
+        if (done) return;
         const msg = JSON.parse(String(raw)) as { type: string };
-        if (msg.type === 'ping') ws.send(JSON.stringify({ type: 'pong' }));
+        if (msg.type === 'ping') ws.send('{"type":"pong"}');
         if (msg.type !== 'connection_ack') return;
+        done = true;
         clearTimeout(timer);
-        if (load.subscription) {
-          ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: load.subscription, variables: { authReqId: `idle-${randomUUID()}` } } }));
-        }
-        idle.push(ws);
-        opened += 1;
+        acked(ws);
         resolve();
       });
       ws.on('error', (err) => giveUp(err.message));
     });
-  // A few hundred handshakes at a time: a burst of 10,000 SYNs overflows the listen backlog.
   const batch = 250;
-  for (let i = 0; i < load.connections; i += batch) {
-    await Promise.all(Array.from({ length: Math.min(batch, load.connections - i) }, openOne));
+  for (let i = 0; i < count; i += batch) {
+    await Promise.all(Array.from({ length: Math.min(batch, count - i) }, openOne));
   }
-  return { opened, failed, errors: [...errors] };
+  return { failed, errors: [...errors] };
 }
 
-async function closeIdle(): Promise<{ closed: number }> {
-  const n = idle.length;
+/** Closes every socket (1000), waiting at most 5 s for each before it is terminated. */
+async function closeAll(sockets: WebSocket[]): Promise<void> {
   await Promise.all(
-    idle.splice(0).map(
+    sockets.map(
       (ws) =>
         new Promise<void>((resolve) => {
+          if (ws.readyState === WebSocket.CLOSED) return resolve();
           ws.once('close', () => resolve());
           ws.close(1000);
           setTimeout(() => {
@@ -313,7 +316,29 @@ async function closeIdle(): Promise<{ closed: number }> {
         }),
     ),
   );
-  return { closed: n };
+}
+
+const idle: WebSocket[] = [];
+
+async function openIdle(load: IdleLoad): Promise<IdleResult> {
+  let opened = 0;
+  const { failed, errors } = await openConnections(load.wsUrl, load.apiKey, load.connections, (ws) => {
+    ws.on('message', (raw) => {
+      if ((JSON.parse(String(raw)) as { type: string }).type === 'ping') ws.send('{"type":"pong"}');
+    });
+    if (load.subscription) {
+      ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: load.subscription, variables: { authReqId: `idle-${randomUUID()}` } } }));
+    }
+    idle.push(ws);
+    opened += 1;
+  });
+  return { opened, failed, errors };
+}
+
+async function closeIdle(): Promise<{ closed: number }> {
+  const sockets = idle.splice(0);
+  await closeAll(sockets);
+  return { closed: sockets.length };
 }
 
 /** A first-in, first-out queue that does not copy on every shift. */
@@ -452,44 +477,18 @@ async function mixOpen(load: MixOpen): Promise<MixOpenResult> {
   mix.subscribeJson = [a, b, c];
   mix.closing = false;
   mix.errors.clear();
-  let failed = 0;
-  const errors = new Set<string>();
-  const openOne = () =>
-    new Promise<void>((resolve) => {
-      const ws = new WebSocket(load.wsUrl, 'graphql-transport-ws', { headers: { authorization: `Bearer ${load.apiKey}` }, perMessageDeflate: false });
-      const conn: MixConn = { ws, msgId: '', authReqId: '', seq: 0, scheduledAt: NaN };
-      let acked = false;
-      const giveUp = (why: string) => {
-        failed += 1;
-        if (errors.size < 5) errors.add(why);
-        ws.terminate();
-        resolve();
-      };
-      const timer = setTimeout(() => giveUp('no connection_ack within 20 s'), 20_000);
-      ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: {} })));
-      ws.on('message', (raw) => {
-        if (acked) return onMixMessage(conn, raw);
-        const msg = JSON.parse(String(raw)) as { type: string };
-        if (msg.type === 'ping') ws.send('{"type":"pong"}');
-        if (msg.type !== 'connection_ack') return;
-        acked = true;
-        clearTimeout(timer);
-        mix.conns.push(conn);
-        mixSubscribe(conn);
-        resolve();
-      });
-      ws.on('error', (err) => (acked ? mixNote(err) : giveUp(err.message)));
-      ws.on('close', (code, reason) => {
-        if (!acked || mix.closing) return;
-        mix.lost += 1;
-        mixNote(`the gateway closed a connection: ${code} ${String(reason)}`);
-      });
+  const { failed, errors } = await openConnections(load.wsUrl, load.apiKey, load.connections, (ws) => {
+    const conn: MixConn = { ws, msgId: '', authReqId: '', seq: 0, scheduledAt: NaN };
+    ws.on('message', (raw) => onMixMessage(conn, raw));
+    ws.on('error', mixNote);
+    ws.on('close', (code, reason) => {
+      if (mix.closing) return;
+      mix.lost += 1;
+      mixNote(`the gateway closed a connection: ${code} ${String(reason)}`);
     });
-  // A few hundred handshakes at a time: a burst of 10,000 SYNs overflows the listen backlog.
-  const batch = 250;
-  for (let i = 0; i < load.connections; i += batch) {
-    await Promise.all(Array.from({ length: Math.min(batch, load.connections - i) }, openOne));
-  }
+    mix.conns.push(conn);
+    mixSubscribe(conn);
+  });
   // graphql-ws does not acknowledge a subscribe: wait until the gateway has set every subscription up.
   await waitIdle(load.gatewayPid, 2_000);
   return { opened: mix.conns.length, failed, seconds: (performance.now() - started) / 1000, errors: [...errors, ...mix.errors] };
@@ -632,20 +631,7 @@ async function mixClose(): Promise<{ closed: number }> {
   mix.sender = null;
   const conns = mix.conns.splice(0);
   mix.waiting.clear();
-  await Promise.all(
-    conns.map(
-      ({ ws }) =>
-        new Promise<void>((resolve) => {
-          if (ws.readyState === WebSocket.CLOSED) return resolve();
-          ws.once('close', () => resolve());
-          ws.close(1000);
-          setTimeout(() => {
-            ws.terminate();
-            resolve();
-          }, 5_000).unref();
-        }),
-    ),
-  );
+  await closeAll(conns.map((c) => c.ws));
   return { closed: conns.length };
 }
 
