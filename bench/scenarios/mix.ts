@@ -177,7 +177,7 @@ export async function subscriptionMix(env: BenchEnv, given: IntakeMax | null): P
       'its latencies count from the schedule anyway). ' +
       `${windowMs / 1000} s per window, ${env.options.rounds} round(s) of 25 → 50 → 80% after a warm-up at 25%; ` +
       'percentiles are the mean of the rounds (max: the largest). After each window the sender waits for outstanding webhooks (3 s) and deliveries (5 s); ' +
-      'what is still missing counts as not delivered, and its subscription is cancelled and replaced by a fresh one. CPU columns cover each window until its last delivery; other CPU is what processes outside the benchmark used meanwhile. ' +
+      'what is still missing counts as not delivered, and its subscription is cancelled and replaced by a fresh one. CPU columns cover each window until its last delivery (or the end of the waits above); other CPU is what processes outside the benchmark used meanwhile. ' +
       'A row is marked saturated when a notification could not be sent (2,000 outstanding, or no subscriber waiting) or fewer than 95% of the notifications due were acknowledged.',
     '',
     '| load | notifications/s | sent | 204 | delivered | not delivered | p50 ms | p99 ms | p99 per round | max ms | webhook p99 ms | gateway CPU | load generator CPU | sender lag p99 ms | other CPU |',
