@@ -3,7 +3,8 @@
  *
  * `stub` (default): a minimal cloud API that does only what a fast upstream must — checks the bearer
  * token, the JSON content type and the Idempotency-Key (a UUID), replays a key it has seen (bounded
- * memory), and answers 201 with the created record; `GET /__stats` counts what it created and refused. It costs the shared core as little as possible, so
+ * memory), and answers 201 with the created record; `GET /__stats` counts what it created, replayed and refused
+ * and shows the last created request (path, Idempotency-Key, body), for test/bench/peers.test.ts. It costs the shared core as little as possible, so
  * the figures measure the gateway and not the stub.
  *
  * `sandbox`: the project's cloud sandbox in fast mode (no body validation), for comparison.
@@ -29,6 +30,7 @@ async function startStub(): Promise<{ url: string }> {
   let created = 0;
   let replayed = 0;
   let refused = 0;
+  let last: { path: string; idempotencyKey: string; body: unknown } | null = null;
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -38,7 +40,7 @@ async function startStub(): Promise<{ url: string }> {
         refused += 1;
         send(res, status, { code, domain: 'stub', details: code });
       };
-      if (req.method === 'GET' && path === '/__stats') return send(res, 200, { created, replayed, refused });
+      if (req.method === 'GET' && path === '/__stats') return send(res, 200, { created, replayed, refused, last });
       if (req.method !== 'POST') return refuse(405, 'METHOD_NOT_ALLOWED');
       if (req.headers.authorization !== AUTH) return refuse(401, 'UNAUTHENTICATED');
       if (!(req.headers['content-type'] ?? '').startsWith('application/json')) return refuse(415, 'UNSUPPORTED_MEDIA_TYPE');
@@ -80,6 +82,7 @@ async function startStub(): Promise<{ url: string }> {
         return refuse(404, 'NOT_FOUND');
       }
       created += 1;
+      last = { path, idempotencyKey: key, body };
       const text = JSON.stringify(record);
       replies.set(key, text);
       res.writeHead(201, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });

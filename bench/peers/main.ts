@@ -1,0 +1,17 @@
+/**
+ * One peer of scenario 1 in its own process (pinned like the other servers under test):
+ *   node --import tsx bench/peers/main.ts --peer hive|apollo --upstream <url> --token <t>
+ * Prints `READY {"url": ...}` (the GraphQL endpoint) when it serves.
+ */
+import { parseArgs } from 'node:util';
+import { startApolloPeer } from './apollo.js';
+import { startHivePeer } from './hive.js';
+
+const { values: args } = parseArgs({ options: { peer: { type: 'string' }, upstream: { type: 'string' }, token: { type: 'string' } } });
+const start = args.peer === 'hive' ? startHivePeer : args.peer === 'apollo' ? startApolloPeer : null;
+if (!start) throw new Error(`--peer must be hive or apollo, not ${String(args.peer)}`);
+const peer = await start({ upstream: args.upstream!, token: args.token! });
+process.stdout.write(`READY ${JSON.stringify({ url: peer.url })}\n`);
+process.on('SIGTERM', () => {
+  void peer.close().finally(() => process.exit(0));
+});
