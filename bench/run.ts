@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: starts the upstream stub, the gateway (twice: SQLITE_SYNCHRONOUS FULL and NORMAL), the
- * baseline and the load generator as separate processes pinned to CPUs, runs the scenarios and writes
- * the results into bench/README.md between the `results` markers.
+ * baseline, for scenario 1 the durable baseline and the peers (Hive Gateway, Apollo Server 5), and the
+ * load generator as separate processes pinned to CPUs, runs the scenarios and writes the results into
+ * bench/README.md between the `results` markers.
  *
  * Options (after `npm run bench --`):
  *   --quick            short measurements (smoke test of the harness; figures are not meaningful)
@@ -24,6 +25,7 @@ import { parseArgs } from 'node:util';
 import { ENV_VARS } from '../src/config.js';
 import { API_KEY, NOTIFICATION_TOKEN, UPSTREAM_TOKEN, type BenchEnv, type BenchOptions, type GatewayProc, type ScenarioReport } from './lib/env.js';
 import { Loadgen } from './lib/harness.js';
+import { startMutationReferences } from './lib/mutation-references.js';
 import { ROOT, freePort, pin, placement as detectPlacement, spawnNode, type Proc } from './lib/processes.js';
 import { addedLatency } from './scenarios/latency.js';
 import { mutationBody, mutationThroughput } from './scenarios/mutation.js';
@@ -195,10 +197,12 @@ async function main(): Promise<void> {
     });
     procs.push(baselineProc);
     const baseline = Object.assign(baselineProc, { url: String(baselineProc.ready.url) });
+    const mutationRefs = wants(1) ? await startMutationReferences({ stubUrl: stub.url, root, cpus: place.server, log }) : null;
+    if (mutationRefs) procs.push(...mutationRefs.procs);
 
     const lg = await Loadgen.start(place.driver);
     procs.push(lg.proc);
-    const env: BenchEnv = { options, placement: place, lg, stub, gateway, gatewayNormal, others, baseline, driverProcs: [stub, lg.proc], log };
+    const env: BenchEnv = { options, placement: place, lg, stub, gateway, gatewayNormal, others, baseline, mutationRefs, driverProcs: [stub, lg.proc], log };
 
     if (wants(1) || wants(2)) {
       // Scenario 2's rates are shares of scenario 1's baseline maximum, so 2 runs 1 first.

@@ -1,4 +1,5 @@
 import type { Loadgen, Target } from './harness.js';
+import type { MutationReferences } from './mutation-references.js';
 import type { Placement, Proc } from './processes.js';
 
 export const API_KEY = 'bench-api-key';
@@ -39,6 +40,8 @@ export interface BenchEnv {
   /** Other checkouts of the gateway (`--compare`), measured beside it in scenarios 1 and 2. */
   others: GatewayProc[];
   baseline: Proc & { url: string };
+  /** Scenario 1's durable baseline and peers (Hive Gateway, Apollo Server); null when scenario 1 does not run. */
+  mutationRefs: MutationReferences | null;
   /** Processes on the driver core: their CPU is reported beside each figure. */
   driverProcs: Proc[];
   log(line: string): void;

@@ -18,7 +18,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { API_KEY, UPSTREAM_TOKEN } from '../../bench/lib/env.js';
 import { spawnNode, type Proc } from '../../bench/lib/processes.js';
 import { startApolloPeer } from '../../bench/peers/apollo.js';
-import { hiveMutationBody, startHivePeer } from '../../bench/peers/hive.js';
+import { startHivePeer } from '../../bench/peers/hive.js';
+import { hiveMutationBody } from '../../bench/peers/requests.js';
 import { CREATE_NETWORK } from '../../bench/scenarios/mutation.js';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

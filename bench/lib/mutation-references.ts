@@ -1,0 +1,69 @@
+/**
+ * The servers scenario 1 measures the gateway's createNetwork against, besides the bare proxy baseline:
+ * the durable baseline (the physical limit of the same durable work, bench/servers/durable-baseline.ts)
+ * and two peers, Hive Gateway and Apollo Server 5 (bench/peers/). Each its own process, pinned like the
+ * gateway. A peer that cannot start does not stop the suite: the table shows why instead.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { API_KEY, UPSTREAM_TOKEN } from './env.js';
+import { spawnNode, type Proc } from './processes.js';
+
+export interface PeerProc {
+  /** Row name in scenario 1's table. */
+  name: string;
+  kind: 'hive' | 'apollo';
+  /** The running process and its GraphQL endpoint, or why it could not start. */
+  proc: Proc | null;
+  url: string;
+  failure: string | null;
+}
+
+export interface MutationReferences {
+  durable: Proc & { url: string };
+  peers: PeerProc[];
+  /** Everything started, for bench/run.ts to stop. */
+  procs: Proc[];
+}
+
+const PEERS: Array<{ kind: PeerProc['kind']; name: string }> = [
+  { kind: 'hive', name: 'Hive Gateway (OpenAPI)' },
+  { kind: 'apollo', name: 'Apollo Server 5 (undici)' },
+];
+
+export async function startMutationReferences(options: {
+  stubUrl: string;
+  root: string;
+  cpus: string | null;
+  log: (line: string) => void;
+}): Promise<MutationReferences> {
+  const dataDir = path.join(options.root, 'durable-baseline');
+  fs.mkdirSync(dataDir, { recursive: true });
+  const durableProc = await spawnNode('durable baseline', {
+    script: 'bench/servers/durable-baseline.ts',
+    args: ['--upstream', options.stubUrl, '--token', UPSTREAM_TOKEN, '--api-key', API_KEY, '--data-dir', dataDir, '--synchronous', 'FULL'],
+    cpus: options.cpus,
+    readiness: { line: true },
+  });
+  const procs: Proc[] = [durableProc];
+  const peers: PeerProc[] = [];
+  for (const { kind, name } of PEERS) {
+    try {
+      const proc = await spawnNode(name, {
+        script: 'bench/peers/main.ts',
+        args: ['--peer', kind, '--upstream', options.stubUrl, '--token', UPSTREAM_TOKEN],
+        cpus: options.cpus,
+        readiness: { line: true },
+        timeoutMs: 60_000,
+      });
+      procs.push(proc);
+      peers.push({ name, kind, proc, url: String(proc.ready.url), failure: null });
+    } catch (error) {
+      const failure = error instanceof Error ? error.message : String(error);
+      options.log(`${name} could not start: ${failure}`);
+      peers.push({ name, kind, proc: null, url: '', failure });
+    }
+  }
+  options.log(`durable baseline at ${String(durableProc.ready.url)}; peers: ${peers.map((p) => `${p.name} ${p.proc ? `at ${p.url}` : 'not running'}`).join(', ')}`);
+  return { durable: Object.assign(durableProc, { url: String(durableProc.ready.url) }), peers, procs };
+}
