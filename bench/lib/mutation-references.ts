@@ -53,6 +53,8 @@ export async function startMutationReferences(options: {
         script: 'bench/peers/main.ts',
         args: ['--peer', kind, '--upstream', options.stubUrl, '--token', UPSTREAM_TOKEN],
         cpus: options.cpus,
+        // As a team deploys them (Apollo Server and Hive Gateway read it; the gateway does not).
+        env: { NODE_ENV: 'production' },
         readiness: { line: true },
         timeoutMs: 60_000,
       });
