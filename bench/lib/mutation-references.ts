@@ -61,8 +61,11 @@ export async function startMutationReferences(options: {
       procs.push(proc);
       peers.push({ name, kind, proc, url: String(proc.ready.url), failure: null });
     } catch (error) {
-      const failure = error instanceof Error ? error.message : String(error);
-      options.log(`${name} could not start: ${failure}`);
+      const message = error instanceof Error ? error.message : String(error);
+      options.log(`${name} could not start: ${message}`);
+      // One line for the table: what happened and the last thing the process said (its error).
+      const lines = message.split('\n').map((l) => l.trim()).filter(Boolean);
+      const failure = lines.length > 1 ? `${lines[0]} … ${lines[lines.length - 1]}` : (lines[0] ?? 'unknown');
       peers.push({ name, kind, proc: null, url: '', failure });
     }
   }

@@ -39,7 +39,7 @@ export function placement(): Placement {
     pinned: true,
     server,
     driver: '0',
-    description: `taskset: server under test (gateway or baseline) on CPU ${server}; upstream stub, load generator and orchestrator on CPU 0`,
+    description: `taskset: server under test (gateway, a baseline or a peer) on CPU ${server}; upstream stub, load generator and orchestrator on CPU 0`,
   };
 }
 

@@ -37,7 +37,7 @@ interface Row {
 }
 
 function row(r: Row, durableRps: number, baselineRps: number): string {
-  if (r.failure !== undefined) return `| ${r.name} | could not run: ${r.failure.split('\n')[0]!.replaceAll('|', '\\|')} | | | | | | | | | | |`;
+  if (r.failure !== undefined) return `| ${r.name} | could not run: ${r.failure.replaceAll('|', '\\|')} |${' |'.repeat(9)}`;
   const { ms } = r;
   const rps = median(ms.map((m) => m.result.rps));
   const errors = ms.reduce((s, m) => s + m.result.errors, 0);
