@@ -14,11 +14,11 @@
  *        --data-dir <dir> --synchronous FULL|NORMAL --notification-token <t>
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import SQLite from 'better-sqlite3';
 import { request } from 'undici';
+import { readBody, sendJson, serveRoutes, type Route } from './http.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -34,21 +34,6 @@ const { values: args } = parseArgs({
 const upstream = args.upstream!;
 const authorization = `Bearer ${args.token!}`;
 const notificationAuth = `Bearer ${args['notification-token']}`;
-
-function readBody(req: http.IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
-function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
 
 async function mutation(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const body = JSON.parse(await readBody(req)) as { variables: { input: Record<string, any>; key: string } };
@@ -151,31 +136,13 @@ async function webhook(req: http.IncomingMessage, res: http.ServerResponse): Pro
   res.end();
 }
 
-const routes: Record<string, (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>> = {
+const routes: Record<string, Route> = {
   '/mutation': mutation,
   '/query': query,
   '/webhook': webhook,
 };
 
-const server = http.createServer((req, res) => {
-  const handler = routes[req.url ?? ''];
-  if (!handler || req.method !== 'POST') {
-    sendJson(res, 404, { error: 'not_found' });
-    return;
-  }
-  handler(req, res).catch((err: unknown) => {
-    if (!res.headersSent) sendJson(res, 500, { errors: [{ message: err instanceof Error ? err.message : String(err) }] });
-    else res.destroy();
-  });
-});
-server.keepAliveTimeout = 65_000;
-server.listen(0, '127.0.0.1', () => {
-  const { port } = server.address() as AddressInfo;
-  process.stdout.write(`READY ${JSON.stringify({ url: `http://127.0.0.1:${port}` })}\n`);
-});
-process.on('SIGTERM', () => {
-  server.close();
+serveRoutes(routes, () => {
   webhookDb.close();
   gatewayDb?.close();
-  process.exit(0);
 });

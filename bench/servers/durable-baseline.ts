@@ -25,12 +25,12 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import SQLite from 'better-sqlite3';
 import { Pool } from 'undici';
 import { v5 as uuidv5 } from 'uuid';
+import { readBody, sendJson, serveRoutes, type Route } from './http.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -117,21 +117,6 @@ function durably<T>(work: () => T): Promise<T> {
   return new Promise<T>((resolve, reject) => waiting.push({ resolve: () => resolve(result), reject }));
 }
 
-function readBody(req: http.IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
-function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
-
 function graphqlError(res: http.ServerResponse, code: string, message: string): void {
   sendJson(res, 200, { data: { createNetwork: null }, errors: [{ message, path: ['createNetwork'], extensions: { code } }] });
 }
@@ -201,25 +186,10 @@ async function seed(req: http.IncomingMessage, res: http.ServerResponse): Promis
   sendJson(res, 200, { seeded: projectId });
 }
 
-const routes: Record<string, (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>> = { '/mutation': mutation, '/seed': seed };
+const routes: Record<string, Route> = { '/mutation': mutation, '/seed': seed };
 
-const server = http.createServer((req, res) => {
-  const handler = routes[req.url ?? ''];
-  if (!handler || req.method !== 'POST') return sendJson(res, 404, { error: 'not_found' });
-  handler(req, res).catch((err: unknown) => {
-    if (!res.headersSent) sendJson(res, 500, { errors: [{ message: err instanceof Error ? err.message : String(err) }] });
-    else res.destroy();
-  });
-});
-server.keepAliveTimeout = 65_000;
-server.listen(0, '127.0.0.1', () => {
-  const { port } = server.address() as AddressInfo;
-  process.stdout.write(`READY ${JSON.stringify({ url: `http://127.0.0.1:${port}` })}\n`);
-});
-process.on('SIGTERM', () => {
-  server.close();
+serveRoutes(routes, () => {
   flush();
   db.close();
   void pool.close();
-  process.exit(0);
 });
