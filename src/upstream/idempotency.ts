@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { v5 as uuidv5 } from 'uuid';
+import { parse as parseUuid, v5 as uuidv5 } from 'uuid';
 import { ErrorCode, GatewayError, UpstreamOutcomeUnknownError } from '../errors.js';
 import { fingerprint } from '../fingerprint.js';
 import type { Logger } from '../logger.js';
@@ -36,14 +36,14 @@ export interface IdempotencyOptions {
 }
 
 /** Namespace of the derived per-step keys of composite provisioning (UUIDv5 of key + step). */
-const STEP_NAMESPACE = '6f1c1f0e-8f3a-4c4e-9a59-2f8f3c1d7b21';
+const STEP_NAMESPACE = parseUuid('6f1c1f0e-8f3a-4c4e-9a59-2f8f3c1d7b21');
 
 export function stepKey(key: string, step: string): string {
   return uuidv5(`${key}/${step}`, STEP_NAMESPACE);
 }
 
 /** Namespace of the upstream Idempotency-Key (UUIDv5 of the caller's scope and key). */
-const UPSTREAM_NAMESPACE = 'b3c1e0b4-6a43-5d0e-9f5a-2d7c4e8a1f60';
+const UPSTREAM_NAMESPACE = parseUuid('b3c1e0b4-6a43-5d0e-9f5a-2d7c4e8a1f60');
 
 /**
  * The `Idempotency-Key` sent upstream for a caller's key (DESIGN.md, Idempotency): records are kept per
