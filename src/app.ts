@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApolloServer } from '@apollo/server';
-import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
+import { ApolloServerPluginCacheControlDisabled, ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import type { DocumentNode, GraphQLFormattedError, OperationDefinitionNode } from 'graphql';
 import { ProvisioningService } from './cloud/provisioning.js';
 import { everyUpstreamSandboxed, type Config } from './config.js';
@@ -19,7 +19,7 @@ import { createAuthenticator } from './server/auth.js';
 import type { Caller } from './caller.js';
 import { createGraphiqlHandler, defaultGraphiqlAssetsDir, GRAPHIQL_ASSETS_PATH, prefersHtml } from './server/graphiql.js';
 import { DEFAULT_QUERY, graphiqlExamples } from './server/graphiql-examples.js';
-import { graphqlRoute, unauthenticatedHttpError } from './server/graphql.js';
+import { graphqlRoute, noStorePlugin, unauthenticatedHttpError } from './server/graphql.js';
 import { healthRoutes } from './server/health.js';
 import { formatError } from './server/errors.js';
 import { OperationLimits } from './server/limits.js';
@@ -179,8 +179,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       allowBatchedHttpRequests: false,
       csrfPrevention: true,
       validationRules: [...limits.validationRules],
-      // The cost limit runs before the rate limit: an operation refused as too costly takes no points.
-      plugins: [ApolloServerPluginLandingPageDisabled(), limits.apolloPlugin(), rateLimitPlugin(rateLimits), warningsPlugin(), ...(tracing.enabled ? [operationSpanPlugin<GraphQLContext>()] : [])],
+      // The cost limit runs before the rate limit: an operation refused as too costly takes no points. The
+      // cache-control plugin is replaced by its answer for this schema, without its per-field hook (noStorePlugin).
+      plugins: [ApolloServerPluginLandingPageDisabled(), ApolloServerPluginCacheControlDisabled(), noStorePlugin<GraphQLContext>(), limits.apolloPlugin(), rateLimitPlugin(rateLimits), warningsPlugin(), ...(tracing.enabled ? [operationSpanPlugin<GraphQLContext>()] : [])],
       formatError: (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, logger),
     });
     await apollo.start();

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { HeaderMap, type ApolloServer } from '@apollo/server';
+import { HeaderMap, type ApolloServer, type ApolloServerPlugin } from '@apollo/server';
 import { GraphQLError } from 'graphql';
 import type { GraphQLContext } from '../graphql/context.js';
 import { ErrorCode } from '../errors.js';
@@ -109,4 +109,26 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
 /** An UNAUTHENTICATED error that Apollo answers with HTTP 401. */
 export function unauthenticatedHttpError(message: string): GraphQLError {
   return new GraphQLError(message, { extensions: { code: ErrorCode.UNAUTHENTICATED, http: { status: 401 } } });
+}
+
+/** A Cache-Control value Apollo's cache-control plugin can read (and would only tighten). */
+const CACHEABLE_HEADER = /^max-age=(\d+), (public|private)$/;
+
+/**
+ * What Apollo's default cache-control plugin does for this schema, without its per-field work: the schema has
+ * no cache hints and no resolver sets one, so every response is uncacheable, and the plugin's answer is always
+ * `cache-control: no-store` (kept as it is only when another part set a header it cannot parse). The plugin
+ * itself ran a `willResolveField` hook for every field of every operation (a cache policy object each) and
+ * defined a property on the context per request: ~8 µs of a createNetwork, more for a tree of objects.
+ * Installed with ApolloServerPluginCacheControlDisabled (src/app.ts).
+ */
+export function noStorePlugin<C extends object>(): ApolloServerPlugin<C> {
+  const listener = {
+    async willSendResponse({ response }: { response: { http: { headers: HeaderMap } } }) {
+      const existing = response.http.headers.get('cache-control');
+      if (existing && existing !== 'no-store' && !CACHEABLE_HEADER.test(existing)) return;
+      response.http.headers.set('cache-control', 'no-store');
+    },
+  };
+  return { requestDidStart: async () => listener };
 }
