@@ -1,3 +1,6 @@
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
 import type BetterSqlite3 from 'better-sqlite3';
 import {
   CompiledQuery,
@@ -25,6 +28,19 @@ import {
  *   turn. With synchronous=FULL one fsync then covers every request of the turn instead of one per
  *   statement. See docs/decisions/006-sqlite-group-commit.md.
  *
+ * - FULL durability off the event loop (`syncWal`). With synchronous=FULL the COMMIT's fsync ran on the
+ *   event loop and stalled every request for its duration (0.6 ms typical, 15–70 ms at the p99 on the shared
+ *   benchmark disk; docs/decisions/033). With `syncWal` the connection runs with synchronous=NORMAL (a COMMIT
+ *   only writes the WAL) and the driver itself fdatasyncs the WAL file on libuv's thread pool before it
+ *   settles any statement of the commit: the same guarantee as FULL (the commit record is on disk before
+ *   anyone hears of it), while the event loop keeps serving. One sync is in flight at a time; the writes
+ *   of the turns that arrive meanwhile stay in one open transaction, committed when it returns, so the next
+ *   sync covers all of them. A read never answers with data whose commit is not yet synced.
+ *
+ * - Checkpoints off the event loop (`checkpointInWorker`): the connection's automatic checkpoint (two
+ *   fsyncs and a copy of the WAL, on the committing thread) is turned off, and a worker thread with its own
+ *   connection checkpoints instead. See `WalCheckpointer`.
+ *
  * Explicit transactions (`db.transaction()`) first commit the open group, then run alone: other
  * connections wait until they end, as with kysely's own single-connection mutex.
  */
@@ -33,11 +49,11 @@ export class GroupCommitSqliteDialect implements Dialect {
 
   constructor(
     private readonly database: BetterSqlite3.Database,
-    private readonly options: { statementCacheSize?: number } = {},
+    private readonly options: GroupCommitOptions = {},
   ) {}
 
   createDriver(): Driver {
-    this.driver = new GroupCommitSqliteDriver(this.database, this.options.statementCacheSize ?? 256);
+    this.driver = new GroupCommitSqliteDriver(this.database, this.options);
     return this.driver;
   }
 
@@ -63,14 +79,34 @@ export class GroupCommitSqliteDialect implements Dialect {
   }
 }
 
+export interface GroupCommitOptions {
+  statementCacheSize?: number;
+  /**
+   * FULL durability with the fsync off the event loop: the connection must run with synchronous=NORMAL in
+   * WAL mode, and the driver fdatasyncs `${database.name}-wal` after each COMMIT before settling its statements.
+   */
+  syncWal?: boolean;
+  /** Checkpoint from a worker thread (the connection's wal_autocheckpoint is set to 0). */
+  checkpointInWorker?: boolean;
+  /** Tests: how often to checkpoint, and from how many WAL frames to restart the WAL. */
+  checkpoint?: { intervalMs?: number; restartFrames?: number };
+}
+
 interface Waiter {
   resolve: () => void;
   reject: (error: unknown) => void;
 }
 
+/** Statements whose commit waits for the WAL sync that covers commit number `upTo`. */
+interface Durable {
+  upTo: number;
+  waiters: Waiter[];
+}
+
 class GroupCommitSqliteDriver implements Driver {
   private readonly statements = new Map<string, BetterSqlite3.Statement>();
-  /** Statements of this turn waiting for the group's COMMIT; null when no group transaction is open. */
+  private readonly cacheSize: number;
+  /** Statements of the open group transaction waiting for its COMMIT; null when no group transaction is open. */
   private group: Waiter[] | null = null;
   /** The connection inside an explicit transaction, and what others wait on until it ends. */
   private owner: Connection | null = null;
@@ -78,10 +114,25 @@ class GroupCommitSqliteDriver implements Driver {
   ownerDone: Promise<void> = Promise.resolve();
   private releaseOwner: () => void = () => undefined;
 
+  // syncWal: commits are numbered; `durable` is the last one a finished fdatasync covers.
+  private readonly syncWal: boolean;
+  private walFd: number | null = null;
+  private committed = 0;
+  private durable = 0;
+  private syncing = false;
+  private readonly pending: Durable[] = [];
+  /** Set when an fdatasync failed: what was committed may not be on disk, and nothing is acknowledged any more. */
+  private failure: Error | null = null;
+  private readonly checkpointer: WalCheckpointer | null;
+
   constructor(
     readonly db: BetterSqlite3.Database,
-    private readonly cacheSize: number,
-  ) {}
+    options: GroupCommitOptions,
+  ) {
+    this.cacheSize = options.statementCacheSize ?? 256;
+    this.syncWal = options.syncWal ?? false;
+    this.checkpointer = options.checkpointInWorker ? new WalCheckpointer(db, () => this.group === null && this.owner === null, options.checkpoint) : null;
+  }
 
   async init(): Promise<void> {}
 
@@ -94,8 +145,10 @@ class GroupCommitSqliteDriver implements Driver {
   async releaseConnection(): Promise<void> {}
 
   async beginTransaction(connection: DatabaseConnection): Promise<void> {
-    while (this.owner) await this.ownerDone;
-    this.flush();
+    while (this.owner || this.checkpointer?.holding) {
+      await (this.owner ? this.ownerDone : this.checkpointer!.released);
+    }
+    this.commitGroup();
     this.db.exec('begin');
     this.owner = connection as Connection;
     this.ownerDone = new Promise<void>((resolve) => (this.releaseOwner = resolve));
@@ -111,6 +164,8 @@ class GroupCommitSqliteDriver implements Driver {
     } finally {
       this.endTransaction();
     }
+    this.committed += 1;
+    await this.whenDurable(this.committed);
   }
 
   async rollbackTransaction(): Promise<void> {
@@ -134,13 +189,18 @@ class GroupCommitSqliteDriver implements Driver {
   }
 
   async destroy(): Promise<void> {
-    this.flush();
+    this.commitGroup();
+    if (this.committed > this.durable && !this.failure) await this.whenDurable(this.committed).catch(() => undefined);
+    await this.checkpointer?.close();
+    if (this.walFd !== null) fs.closeSync(this.walFd);
+    this.walFd = null;
     this.db.close();
   }
 
   private endTransaction(): void {
     this.owner = null;
     this.releaseOwner();
+    this.checkpointer?.tryRestart();
   }
 
   /** True while another connection is inside an explicit transaction. */
@@ -169,12 +229,22 @@ class GroupCommitSqliteDriver implements Driver {
     return stmt;
   }
 
-  /** Runs `work` inside this turn's group transaction; the promise settles after the group's COMMIT. */
+  /** True while new write transactions must wait (the checkpointer is restarting the WAL). */
+  get writesHeld(): boolean {
+    return this.checkpointer?.holding ?? false;
+  }
+
+  get writesReleased(): Promise<void> {
+    return this.checkpointer?.released ?? Promise.resolve();
+  }
+
+  /** Runs `work` inside the open group transaction; the promise settles after the group's COMMIT (and sync). */
   inGroup<T>(work: () => T): Promise<T> {
+    if (this.failure) return Promise.reject(this.failure);
     if (!this.group) {
       this.db.exec('begin immediate');
       this.group = [];
-      setImmediate(() => this.flush());
+      setImmediate(() => this.endOfTurn());
     }
     const group = this.group;
     let result: T;
@@ -191,7 +261,7 @@ class GroupCommitSqliteDriver implements Driver {
 
   async runTogether(queries: readonly CompiledQuery[]): Promise<void> {
     // Nothing awaits between this check and the statements (see Connection.executeQuery).
-    while (this.owner) await this.ownerDone;
+    while (this.owner || (this.group === null && this.writesHeld)) await (this.owner ? this.ownerDone : this.writesReleased);
     return this.inGroup(() => {
       this.db.exec('savepoint together');
       try {
@@ -205,8 +275,29 @@ class GroupCommitSqliteDriver implements Driver {
     });
   }
 
-  /** Commits the open group, if any, and settles its statements. */
+  /**
+   * A read outside any transaction: it may see commits whose sync has not returned yet, so its answer
+   * waits for that sync.
+   */
+  afterDurable<T>(result: T): T | Promise<T> {
+    if (!this.syncWal || this.durable >= this.committed) return result;
+    if (this.failure) throw this.failure;
+    return this.whenDurable(this.committed).then(() => result);
+  }
+
+  /** The end of a turn with an open group: commit it, unless a sync is in flight (it is committed when that returns). */
+  private endOfTurn(): void {
+    if (this.syncing) return;
+    this.commitGroup();
+  }
+
+  /** Commits pending writes now, if any (the durable settle of their statements may come later). */
   flush(): void {
+    this.commitGroup();
+  }
+
+  /** Commits the open group, if any, and settles its statements once they are durable. */
+  private commitGroup(): void {
     const group = this.group;
     if (!group) return;
     this.group = null;
@@ -221,7 +312,59 @@ class GroupCommitSqliteDriver implements Driver {
       for (const w of group) w.reject(error);
       return;
     }
-    for (const w of group) w.resolve();
+    this.committed += 1;
+    this.checkpointer?.committed();
+    this.checkpointer?.tryRestart();
+    if (!this.syncWal) {
+      for (const w of group) w.resolve();
+      return;
+    }
+    this.pending.push({ upTo: this.committed, waiters: group });
+    this.sync();
+  }
+
+  private whenDurable(upTo: number): Promise<void> {
+    if (!this.syncWal || this.durable >= upTo) return Promise.resolve();
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise<void>((resolve, reject) => {
+      this.pending.push({ upTo, waiters: [{ resolve, reject }] });
+      this.sync();
+    });
+  }
+
+  /** Starts an fdatasync of the WAL covering every commit so far, unless one is in flight. */
+  private sync(): void {
+    if (this.syncing || this.durable >= this.committed || this.failure) return;
+    let fd: number;
+    try {
+      fd = this.walFd ??= fs.openSync(`${this.db.name}-wal`, 'r');
+    } catch (error) {
+      this.syncFailed(error as Error);
+      return;
+    }
+    this.syncing = true;
+    const target = this.committed;
+    fs.fdatasync(fd, (error) => {
+      this.syncing = false;
+      if (error) {
+        this.syncFailed(error);
+        return;
+      }
+      this.durable = target;
+      while (this.pending.length && this.pending[0]!.upTo <= target) {
+        for (const w of this.pending.shift()!.waiters) w.resolve();
+      }
+      // The writes that arrived during the sync, committed together; then the next sync covers them.
+      if (!this.owner) this.commitGroup();
+      this.sync();
+    });
+  }
+
+  private syncFailed(error: Error): void {
+    // After a failed fsync the kernel may have dropped the pages it could not write: a later sync that
+    // succeeds proves nothing about them. Nothing more is acknowledged; the process must restart.
+    this.failure = new Error(`the database's WAL could not be synced to disk (${error.message}); restart the gateway`, { cause: error });
+    for (const d of this.pending.splice(0)) for (const w of d.waiters) w.reject(this.failure);
   }
 
   private fail(group: Waiter[], error: unknown): void {
@@ -229,6 +372,119 @@ class GroupCommitSqliteDriver implements Driver {
     for (const w of group) w.reject(error);
   }
 }
+
+/**
+ * WAL checkpoints from a worker thread with its own connection (PASSIVE: it never blocks the writer), so
+ * that the copy of the WAL into the database and its two fsyncs leave the event loop. The writer's
+ * automatic checkpoint is turned off. A checkpoint is asked for at most every `intervalMs` after commits.
+ *
+ * SQLite restarts the WAL from its beginning only when a write transaction begins while every frame has
+ * been copied; under steady load the writer always has newer frames than the last checkpoint. So when the
+ * WAL has grown past `restartFrames`, new write transactions wait (`holding`) while one more checkpoint
+ * copies the few frames left; the next write then restarts the WAL. Only that short copy is waited for,
+ * and never on the event loop.
+ */
+class WalCheckpointer {
+  private readonly worker: Worker;
+  private readonly exited: Promise<void>;
+  private requested = false;
+  private last = 0;
+  private closed = false;
+  holding = false;
+  released: Promise<void> = Promise.resolve();
+  private release: () => void = () => undefined;
+  private readonly intervalMs: number;
+  private readonly restartFrames: number;
+
+  /** `idle`: no write transaction is open on the writer's connection. */
+  constructor(
+    db: BetterSqlite3.Database,
+    private readonly idle: () => boolean,
+    options: { intervalMs?: number; restartFrames?: number } = {},
+  ) {
+    this.intervalMs = options.intervalMs ?? 100;
+    this.restartFrames = options.restartFrames ?? 4096;
+    db.pragma('wal_autocheckpoint = 0');
+    const require = createRequire(import.meta.url);
+    this.worker = new Worker(CHECKPOINT_WORKER, {
+      eval: true,
+      workerData: { module: require.resolve('better-sqlite3'), file: db.name },
+    });
+    this.worker.unref();
+    this.exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
+    this.worker.on('message', (m: { log: number; error?: string }) => this.done(m));
+    this.worker.on('error', () => {
+      this.closed = true;
+      this.done({ log: 0, error: 'the checkpoint worker failed' });
+    });
+  }
+
+  /** After each commit: asks for a checkpoint when none is running and the last one is `intervalMs` old. */
+  committed(): void {
+    if (this.requested || this.closed || this.holding) return;
+    if (performance.now() - this.last < this.intervalMs) return;
+    this.request();
+  }
+
+  /** While holding: the last checkpoint before the restart, once the writer has committed its open group. */
+  tryRestart(): void {
+    if (this.holding && !this.requested && !this.closed && this.idle()) this.request();
+  }
+
+  private request(): void {
+    this.requested = true;
+    this.last = performance.now();
+    this.worker.postMessage('checkpoint');
+  }
+
+  private done(m: { log: number; error?: string }): void {
+    this.requested = false;
+    if (this.holding) {
+      // Every frame is copied (or the attempt failed): the next write transaction restarts the WAL.
+      this.holding = false;
+      this.release();
+      return;
+    }
+    if (!m.error && m.log >= this.restartFrames && !this.closed) {
+      this.holding = true;
+      this.released = new Promise<void>((resolve) => (this.release = resolve));
+      this.tryRestart();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.holding) {
+      this.holding = false;
+      this.release();
+    }
+    this.worker.postMessage('close');
+    const timer = setTimeout(() => void this.worker.terminate(), 5_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}
+
+/** The checkpoint worker (plain JavaScript, evaluated: it runs the same under tsx, vitest and the build). */
+const CHECKPOINT_WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.module);
+const db = new Database(workerData.file, { fileMustExist: true });
+db.pragma('busy_timeout = 5000');
+parentPort.on('message', (message) => {
+  if (message === 'close') {
+    db.close();
+    parentPort.close();
+    return;
+  }
+  try {
+    const [r] = db.pragma('wal_checkpoint(PASSIVE)');
+    parentPort.postMessage({ log: r.log });
+  } catch (error) {
+    parentPort.postMessage({ log: 0, error: String(error && error.message) });
+  }
+});
+`;
 
 class Connection implements DatabaseConnection {
   constructor(private readonly driver: GroupCommitSqliteDriver) {}
@@ -239,6 +495,11 @@ class Connection implements DatabaseConnection {
     while (this.driver.blocked(this)) await this.driver.ownerDone;
     const { sql, parameters } = compiled;
     const stmt = this.driver.prepare(sql);
+    // While the checkpointer restarts the WAL, no new write transaction begins (reads go on).
+    if (!stmt.readonly && !this.driver.groupOpen && this.driver.writesHeld && !this.driver.inExplicitTransaction(this)) {
+      while (this.driver.writesHeld) await this.driver.writesReleased;
+      return this.executeQuery(compiled);
+    }
     const run = (): QueryResult<R> => {
       if (stmt.reader) return { rows: stmt.all(parameters) as R[] };
       const { changes, lastInsertRowid } = stmt.run(parameters);
@@ -251,7 +512,7 @@ class Connection implements DatabaseConnection {
     if (this.driver.inExplicitTransaction(this)) return run();
     // A read joins an open group too: what it sees may be another caller's uncommitted write, so its
     // answer waits for the same COMMIT.
-    if (stmt.readonly && !this.driver.groupOpen) return run();
+    if (stmt.readonly && !this.driver.groupOpen) return this.driver.afterDurable(run());
     return this.driver.inGroup(run);
   }
 
