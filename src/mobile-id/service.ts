@@ -200,10 +200,14 @@ export class MobileIdService {
 
     // The sealed tokens differ on every delivery (fresh IVs): compare the clear body through a keyed digest.
     const fingerprint = this.box.digest(canonicalJson(n.body) ?? '');
-    // A repeat is answered from the log before the id_token is checked again: a duplicate that arrives after
-    // the id_token's exp is still the notification that was accepted.
-    const existing = await this.events.latest(MOBILE_ID_EVENT_KIND, authReqId);
-    if (existing) return existing.fingerprint === fingerprint ? { status: 'duplicate', authReqId } : { status: 'conflict', authReqId };
+    // A repeat is told from a first delivery by the append itself (one statement: the unique dedupe key).
+    // Whatever refuses a notification is checked against the log first: a duplicate that arrives after the
+    // id_token's exp (or while the JWKS is down) is still the notification that was accepted.
+    const repeat = async (): Promise<ReceiveResult | null> => {
+      const existing = await this.events.latest(MOBILE_ID_EVENT_KIND, authReqId);
+      if (!existing) return null;
+      return existing.fingerprint === fingerprint ? { status: 'duplicate', authReqId } : { status: 'conflict', authReqId };
+    };
 
     const extra = extraFields(n);
     const sealedExtra: Record<string, string> = {};
@@ -220,6 +224,10 @@ export class MobileIdService {
       // Only the configured JWKS verifies signatures: jwks_uri (and any jwks_endpoint) from the body is recorded,
       // never fetched (spec: jwks_uri is the operator's key for encrypting kyc-match requests).
       const check = await this.verifier.check({ idToken: b.id_token, accessToken: b.access_token, authReqId });
+      if (check.status !== 'accepted') {
+        const known = await repeat();
+        if (known) return known;
+      }
       if (check.status === 'rejected') return { status: 'invalid', reason: check.reason, description: check.description, authReqId };
       if (check.status === 'unavailable') {
         this.logger.error({ authReqId, reason: check.description }, 'mobile-ID id_token could not be verified: JWKS unavailable');

@@ -165,7 +165,7 @@ describe('SQLITE_SYNCHRONOUS', () => {
         // The COMMIT itself never fsyncs (the event loop is not blocked by the disk); FULL's sync is the driver's.
         const { rows } = await sql<{ synchronous: number }>`pragma synchronous`.execute(store.db);
         expect(rows[0]!.synchronous).toBe(1);
-        let settled = false;
+        let settled = -1;
         const write = sql`create table t (x integer)`.execute(store.db).then(() => (settled = synced.length));
         await write;
         if (mode === 'FULL') {
