@@ -1,6 +1,7 @@
-import type { CompiledQuery, Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Database } from '../store/schema.js';
 import { fingerprint } from '../fingerprint.js';
+import { precompiled } from '../store/precompiled.js';
 
 export interface EventRecord {
   seq: number;
@@ -41,39 +42,6 @@ export type AppendResult =
 
 type Row = Database['events'];
 
-type InsertRow = Omit<Row, 'seq'>;
-
-interface CompiledInsert {
-  query: CompiledQuery;
-  /** The column each parameter of `query` holds, in order. */
-  columns: (keyof InsertRow)[];
-}
-
-const INSERT_COLUMNS: (keyof InsertRow)[] = [
-  'kind', 'key', 'dedupe_key', 'fingerprint', 'payload', 'meta', 'scope', 'received_at', 'expires_at', 'secrets_expire_at',
-];
-
-/**
- * `INSERT … ON CONFLICT (dedupe_key) DO NOTHING RETURNING seq`, compiled once per log: kysely builds and
- * compiles a query in ~20 µs, a tenth of a notification's budget (bench scenario 4). Each column is
- * compiled with a marker value, so the order of the parameters is read from the compiled query, not assumed.
- */
-function compileInsert(db: Kysely<Database>): CompiledInsert {
-  const markers = Object.fromEntries(INSERT_COLUMNS.map((c) => [c, `\u0000${c}`])) as unknown as InsertRow;
-  const query = db
-    .insertInto('events')
-    .values(markers)
-    .onConflict((oc) => oc.column('dedupe_key').doNothing())
-    .returning('seq')
-    .compile();
-  const columns = query.parameters.map((p) => {
-    const column = INSERT_COLUMNS.find((c) => p === `\u0000${c}`);
-    if (!column) throw new Error('the compiled event insert has an unexpected parameter');
-    return column;
-  });
-  return { query, columns };
-}
-
 function toRecord(row: Row & { seq: number }): EventRecord {
   return {
     seq: Number(row.seq),
@@ -93,8 +61,37 @@ function toRecord(row: Row & { seq: number }): EventRecord {
  * after the acknowledgement loses nothing, and a subscriber that comes late reads it from here.
  */
 export class EventLog {
-  /** The append statement, compiled once (its SQL does not change; only the parameters do). */
-  private insert: CompiledInsert | null = null;
+  /** `INSERT … ON CONFLICT (dedupe_key) DO NOTHING RETURNING seq`, built and compiled once (bench scenario 4). */
+  private readonly insertStatement = precompiled(
+    (
+      kind: string,
+      key: string,
+      dedupeKey: string,
+      print: string,
+      payload: string,
+      meta: string,
+      scope: string | null,
+      receivedAt: number,
+      expiresAt: number,
+      secretsExpireAt: number | null,
+    ) =>
+      this.db
+        .insertInto('events')
+        .values({
+          kind,
+          key,
+          dedupe_key: dedupeKey,
+          fingerprint: print,
+          payload,
+          meta,
+          scope,
+          received_at: receivedAt,
+          expires_at: expiresAt,
+          secrets_expire_at: secretsExpireAt,
+        })
+        .onConflict((oc) => oc.column('dedupe_key').doNothing())
+        .returning('seq'),
+  );
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -106,20 +103,9 @@ export class EventLog {
     const payload = JSON.stringify(e.payload);
     const meta = JSON.stringify(e.meta ?? {});
     const scope = e.scope ?? null;
-    const row: InsertRow = {
-      kind: e.kind,
-      key: e.key,
-      dedupe_key: e.dedupeKey,
-      fingerprint: print,
-      payload,
-      meta,
-      scope,
-      received_at: now,
-      expires_at: now + this.retentionMs,
-      secrets_expire_at: e.secretsExpireAt ?? null,
-    };
-    const insert = (this.insert ??= compileInsert(this.db));
-    const { rows } = await this.db.executeQuery<{ seq: number | string }>({ ...insert.query, parameters: insert.columns.map((c) => row[c]) });
+    const { rows } = await this.db.executeQuery<{ seq: number | string }>(
+      this.insertStatement(e.kind, e.key, e.dedupeKey, print, payload, meta, scope, now, now + this.retentionMs, e.secretsExpireAt ?? null),
+    );
     const inserted = rows[0];
     if (inserted) {
       // The record is built from what was written: reading the row back would return the same values.
