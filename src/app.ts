@@ -32,6 +32,7 @@ import { admitOperation, rateLimitPlugin } from './server/rate-limit.js';
 import { RateLimits } from './ratelimit/buckets.js';
 import { DocumentCache } from './server/operations.js';
 import { createSseRoute } from './server/sse.js';
+import { SharedExecution } from './server/shared-execution.js';
 import { operationSpanPlugin, tracedRoute } from './server/tracing.js';
 import { TrustedDocuments } from './server/trusted-documents.js';
 import { createTracing } from './telemetry/tracing.js';
@@ -202,6 +203,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // The streaming transports share the parse and validation (abuse limits included) and the admission: the cost
     // limit with the variables, then the rate limit.
     const documents = new DocumentCache(schema, limits);
+    // One shared execution for both transports: identical subscriptions share each event's result (decision 030).
+    const shared = new SharedExecution();
+    metrics.countSubscriptions(() => shared.stats);
     const admit = (caller: Caller, document: DocumentNode, operation: OperationDefinitionNode, variables: Record<string, unknown> | null | undefined) => {
       const tooCostly = limits.checkCost(schema, document, variables);
       return tooCostly ? Promise.resolve(tooCostly) : admitOperation(rateLimits, schema, caller, document, operation, variables);
@@ -211,6 +215,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       logger,
       authenticate,
       documents,
+      shared,
       trusted,
       tracing,
       admit,
@@ -263,6 +268,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       authenticate,
       admit,
       documents,
+      shared,
       trusted,
       tracing,
       maxMessageBytes: config.graphqlLimits.maxBodyBytes,

@@ -84,6 +84,33 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Read when /metrics is scraped: counting per delivery in prom-client would cost the fan-out it measures. */
+  private subscriptionCounts: () => { executions: number; shared: number } = () => ({ executions: 0, shared: 0 });
+
+  readonly subscriptionExecutions: Counter = new Counter({
+    name: 'gateway_subscription_executions_total',
+    help: "Executions of a subscription's selection for an event: one per event for each group of identical subscriptions (same document, variables and API key).",
+    registers: [this.registry],
+    collect: (): void => this.setCount(this.subscriptionExecutions, this.subscriptionCounts().executions),
+  });
+
+  readonly subscriptionResultsShared: Counter = new Counter({
+    name: 'gateway_subscription_results_shared_total',
+    help: 'Subscription events delivered with the result of an identical subscription, without executing again.',
+    registers: [this.registry],
+    collect: (): void => this.setCount(this.subscriptionResultsShared, this.subscriptionCounts().shared),
+  });
+
+  /** Where the subscription counters come from (the streaming transports' shared execution). */
+  countSubscriptions(counts: () => { executions: number; shared: number }): void {
+    this.subscriptionCounts = counts;
+  }
+
+  private setCount(counter: Counter, value: number): void {
+    counter.reset();
+    counter.inc(value);
+  }
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'gateway_' });
   }

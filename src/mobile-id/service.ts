@@ -298,15 +298,20 @@ export class MobileIdService {
   }
 
   /**
-   * The stored result at once when there is one, else the live one when it arrives; then the stream ends
-   * (an authentication completes once).
+   * The stored notification event at once when there is one, else the live one when it arrives; then the stream
+   * ends (an authentication completes once). `authentication(event)` is what it says: the subscription maps each
+   * event there, once per event for all its identical subscribers (docs/decisions/030), rather than here once per
+   * subscriber (which also costs one suspended generator per waiting subscription).
    */
-  async *watch(caller: Caller, authReqId: string, signal?: CancelSignal): AsyncGenerator<MobileIdAuthentication> {
+  watch(caller: Caller, authReqId: string, signal?: CancelSignal): AsyncGenerator<EventRecord> {
     checkAuthReqId(authReqId);
     // Another app's result is skipped: the stream waits as it would for an authentication with no result yet.
-    for await (const event of this.events.streams.subscribe({ kind: MOBILE_ID_EVENT_KIND, key: authReqId, limit: 1, reader: caller }, signal)) {
-      yield this.view(event);
-    }
+    return this.events.streams.subscribe({ kind: MOBILE_ID_EVENT_KIND, key: authReqId, limit: 1, reader: caller }, signal);
+  }
+
+  /** The authentication an event of `watch` records (its tokens opened). */
+  authentication(event: EventRecord): MobileIdAuthentication {
+    return this.view(event);
   }
 
   async issueNotificationToken(caller: Caller, options: { authReqId?: string | null; ttlSeconds?: number | null }): Promise<IssuedToken> {

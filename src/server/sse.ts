@@ -6,12 +6,10 @@ import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { Caller } from '../caller.js';
 import { ErrorCode } from '../errors.js';
-import { formatError } from './errors.js';
-import { withWarnings } from './warnings.js';
 import type { RequestContext, Route } from './http.js';
 import { DocumentCache } from './operations.js';
 import { BodyTooLargeError, readBody, sendJson } from './respond.js';
-import { streamingExecution, type StreamingTransportOptions } from './streaming-execution.js';
+import { deliverable, streamingExecution, type StreamingTransportOptions } from './streaming-execution.js';
 
 export const SSE_PATH = '/graphql/stream';
 /** The header and query parameter graphql-sse's single-connection mode names a reserved stream by. */
@@ -57,7 +55,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   const reservationTimeoutMs = options.reservationTimeoutMs ?? 60_000;
   const reservations = new Map<string, Reservation>();
   const open = new Set<AsyncGenerator<string, void, undefined>>();
-  const execution = streamingExecution(options.tracing, 'sse');
+  const execution = streamingExecution(options.tracing, 'sse', options.shared);
 
   const handler = createHandler<IncomingMessage, SseContext, GraphQLContext & Record<PropertyKey, unknown>>({
     schema: options.schema,
@@ -91,10 +89,8 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     },
     onNext(ctx, _req, result) {
       // graphql-sse passes the operation's contextValue as ctx: a mutation sent here carries its warnings too.
-      if (!('incremental' in result)) result = withWarnings(result as ExecutionResult, ctx as unknown as GraphQLContext);
-      if (!('errors' in result) || !result.errors?.length) return result;
       // The same masking as over HTTP and WebSocket: unexpected errors become INTERNAL_SERVER_ERROR.
-      return { ...result, errors: result.errors.map((e) => formatError(e.toJSON(), e, options.logger)) as unknown as GraphQLError[] };
+      return deliverable(result as ExecutionResult, 'incremental' in result ? undefined : (ctx as unknown as GraphQLContext), options.logger);
     },
   });
 

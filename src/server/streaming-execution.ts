@@ -1,4 +1,5 @@
 import {
+  createSourceEventStream,
   execute,
   getOperationAST,
   GraphQLError,
@@ -10,6 +11,9 @@ import {
   type FieldNode,
 } from 'graphql';
 import type { Tracing } from '../telemetry/tracing.js';
+import { SharedExecution } from './shared-execution.js';
+import { formatError } from './errors.js';
+import { withWarnings } from './warnings.js';
 import type { GraphQLSchema, DocumentNode, OperationDefinitionNode } from 'graphql';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Caller } from '../caller.js';
@@ -32,6 +36,27 @@ export interface StreamingTransportOptions {
   ) => Promise<GraphQLError | null> | null;
   /** TRUSTED_DOCUMENTS: an operation may come by `documentId` or `extensions.persistedQuery`. */
   trusted?: TrustedDocuments;
+  /** Subscription results shared by identical subscriptions; one for both transports (src/server/shared-execution.ts). */
+  shared?: SharedExecution;
+}
+
+const masked = new WeakMap<ExecutionResult, ExecutionResult>();
+
+/**
+ * What a streaming transport sends for `result`: the operation's warnings added (as over HTTP), and errors masked
+ * like over HTTP (unexpected ones become INTERNAL_SERVER_ERROR for the client, and the log in full). Unchanged
+ * results are returned as they are; a masked one is kept per result object, so the subscribers sharing one
+ * execution (src/server/shared-execution.ts) share its masking too, logged once.
+ */
+export function deliverable(result: ExecutionResult, context: GraphQLContext | undefined, logger: Logger): ExecutionResult {
+  const warned = withWarnings(result, context);
+  const errors = warned.errors;
+  if (!errors?.length) return warned;
+  const known = warned === result ? masked.get(result) : undefined;
+  if (known) return known;
+  const out = { ...warned, errors: errors.map((e) => formatError(e.toJSON(), e, logger)) as unknown as GraphQLError[] };
+  if (warned === result) masked.set(result, out);
+  return out;
 }
 
 /** `subscription WaitForMobileId`, or the bare type for an anonymous operation; the document's text never goes in a span. */
@@ -44,33 +69,48 @@ export function operationSpanName(args: Pick<ExecutionArgs, 'document' | 'operat
 
 type SubscribeResult = Awaited<ReturnType<typeof subscribe>>;
 
+const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
+
 /**
- * An error thrown by a subscription's event stream after it started (the stored-event read failing, say) becomes
- * the stream's last result, located at its root field like any resolver error, so the transports mask it as they
- * mask every other error (src/server/errors.ts) instead of passing graphql-js's raw message on, or dropping the
- * connection.
+ * graphql-js's `subscribe`, with each event's result from `shared` (executed once per event for every group of
+ * identical subscriptions, src/server/shared-execution.ts), in one plain iterator (no generator) over the source
+ * stream.
+ *
+ * An error thrown by the event stream after it started (the stored-event read failing, say) becomes the stream's
+ * last result, located at its root field like any resolver error, so the transports mask it as they mask every
+ * other error (src/server/errors.ts) instead of passing graphql-js's raw message on, or dropping the connection.
  */
-function guard(result: SubscribeResult, args: ExecutionArgs): SubscribeResult {
-  if (!result || typeof result !== 'object' || !(Symbol.asyncIterator in result)) return result;
-  const iterator = (result as AsyncGenerator<ExecutionResult>)[Symbol.asyncIterator]();
+async function sharedSubscribe(args: ExecutionArgs, shared: SharedExecution): Promise<SubscribeResult> {
+  const source = await createSourceEventStream(args);
+  if (!source || typeof source !== 'object' || !(Symbol.asyncIterator in source)) return source as ExecutionResult;
+  const iterator = (source as AsyncIterable<unknown>)[Symbol.asyncIterator]();
+  const group = shared.groupOf(args);
   let failed = false;
-  const guarded: AsyncGenerator<ExecutionResult> = {
+  const fail = (err: unknown): IteratorResult<ExecutionResult> => {
+    failed = true;
+    const field = getOperationAST(args.document, args.operationName)?.selectionSet.selections.find((s): s is FieldNode => s.kind === Kind.FIELD);
+    const error = err instanceof GraphQLError && err.path ? err : locatedError(err, field ? [field] : undefined, field ? [field.alias?.value ?? field.name.value] : undefined);
+    return { done: false, value: { data: null, errors: [error] } };
+  };
+  const stream: AsyncGenerator<ExecutionResult> = {
     async next() {
-      if (failed) return { done: true, value: undefined };
+      if (failed) return DONE;
       try {
-        return await iterator.next();
+        const step = await iterator.next();
+        if (step.done) return DONE;
+        return { done: false, value: await shared.execute(step.value, group, args) };
       } catch (err) {
-        failed = true;
-        const field = getOperationAST(args.document, args.operationName)?.selectionSet.selections.find((s): s is FieldNode => s.kind === Kind.FIELD);
-        const error = err instanceof GraphQLError && err.path ? err : locatedError(err, field ? [field] : undefined, field ? [field.alias?.value ?? field.name.value] : undefined);
-        return { done: false, value: { data: null, errors: [error] } };
+        return fail(err);
       }
     },
-    return: (value?: unknown) => iterator.return(value as never),
-    throw: (err?: unknown) => iterator.throw(err),
-    [Symbol.asyncIterator]: () => guarded,
+    return: async () => (typeof iterator.return === 'function' ? (await iterator.return(), DONE) : DONE),
+    throw: async (err?: unknown) => {
+      if (typeof iterator.return === 'function') await iterator.return();
+      throw err;
+    },
+    [Symbol.asyncIterator]: () => stream,
   } as AsyncGenerator<ExecutionResult>;
-  return guarded;
+  return stream;
 }
 
 /**
@@ -78,8 +118,12 @@ function guard(result: SubscribeResult, args: ExecutionArgs): SubscribeResult {
  * errors are guarded (above), and with tracing on each operation gets a span. A subscription's span covers setting
  * it up; each event handed to it has a delivery span of its own (src/events/stream.ts).
  */
-export function streamingExecution(tracing: Tracing, transport: 'ws' | 'sse'): { execute: typeof execute; subscribe: typeof subscribe } {
-  const guardedSubscribe = (async (args: ExecutionArgs) => guard(await subscribe(args), args)) as typeof subscribe;
+export function streamingExecution(
+  tracing: Tracing,
+  transport: 'ws' | 'sse',
+  shared: SharedExecution = new SharedExecution(),
+): { execute: typeof execute; subscribe: typeof subscribe } {
+  const guardedSubscribe = ((args: ExecutionArgs) => sharedSubscribe(args, shared)) as typeof subscribe;
   if (!tracing.enabled) return { execute, subscribe: guardedSubscribe };
   const wrap =
     <F extends typeof execute | typeof subscribe>(fn: F): F =>

@@ -6,15 +6,12 @@ import {
   type DocumentNode,
   type ExecutionArgs,
 } from 'graphql';
-import { CloseCode } from 'graphql-ws';
-import { useServer } from 'graphql-ws/use/ws';
+import { CloseCode, handleProtocols, makeServer } from 'graphql-ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Caller } from '../caller.js';
-import { formatError } from './errors.js';
-import { withWarnings } from './warnings.js';
 import { DocumentCache } from './operations.js';
-import { streamingExecution, type StreamingTransportOptions } from './streaming-execution.js';
+import { deliverable, streamingExecution, type StreamingTransportOptions } from './streaming-execution.js';
 import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
 
 export interface WsOptions extends StreamingTransportOptions {
@@ -41,10 +38,12 @@ type Extra = {
 export function createWsServer(options: WsOptions) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxMessageBytes ?? 1024 * 1024 });
   const documents = options.documents ?? new DocumentCache(options.schema);
-  const execution = streamingExecution(options.tracing ?? TRACING_OFF, 'ws');
+  const execution = streamingExecution(options.tracing ?? TRACING_OFF, 'ws', options.shared);
   const callers = new WeakMap<object, Caller>();
+  /** The TCP socket under each WebSocket (from the upgrade), to cork. */
+  const raws = new WeakMap<WebSocket, Duplex>();
 
-  const server = useServer<Record<string, unknown> | undefined, Extra>(
+  const server = makeServer<Record<string, unknown> | undefined, Extra>(
     {
       schema: options.schema,
       execute: execution.execute,
@@ -93,29 +92,92 @@ export function createWsServer(options: WsOptions) {
         return admitted ? admitted.then((refused) => (refused ? [refused] : args())) : args();
       },
       onNext(_ctx, _id, _payload, args, result) {
-        // A mutation or query sent over the socket carries its warnings like over HTTP.
-        const warned = withWarnings(result, args.contextValue as GraphQLContext | undefined);
-        const errors = warned.errors;
-        if (!errors?.length) return warned === result ? undefined : warned;
-        // The same masking as over HTTP: unexpected errors become INTERNAL_SERVER_ERROR for the client.
-        return { ...warned, errors: errors.map((e) => formatError(e.toJSON(), e, options.logger)) as unknown as GraphQLError[] };
+        // A mutation or query sent over the socket carries its warnings like over HTTP; errors are masked alike.
+        const out = deliverable(result, args.contextValue as GraphQLContext | undefined, options.logger);
+        return out === result ? undefined : out;
       },
       onError(_ctx, id, _payload, errors) {
         options.logger.debug({ id, errors: errors.map((e) => e.message) }, 'subscription error');
       },
     },
-    wss,
-    options.keepAliveMs ?? 12_000,
   );
+  wss.options.handleProtocols = handleProtocols;
+  const keepAliveMs = options.keepAliveMs ?? 12_000;
+  wss.on('connection', (socket: WebSocket, request: IncomingMessage) => accept(socket, request));
+
+  /**
+   * graphql-ws's `useServer` (graphql-ws/use/ws), with one difference: a message is written without waiting for the
+   * previous one's write callback, with the TCP socket corked until the end of the tick, so that what a subscription
+   * sends for one event (`next`, then `complete`) leaves in one write (docs/decisions/030). The protocol itself
+   * (every message, close code and order) is graphql-ws's `makeServer`.
+   */
+  function accept(socket: WebSocket, request: IncomingMessage): void {
+    const raw = raws.get(socket);
+    let corked = false;
+    const uncork = () => {
+      corked = false;
+      raw?.uncork();
+    };
+    socket.once('error', (err) => {
+      options.logger.warn({ err }, 'WebSocket error');
+      socket.close(CloseCode.InternalServerError, 'Internal server error');
+    });
+    let pongWait: NodeJS.Timeout | null = null;
+    const pingInterval =
+      keepAliveMs > 0 && Number.isFinite(keepAliveMs)
+        ? setInterval(() => {
+            if (socket.readyState !== socket.OPEN) return;
+            pongWait = setTimeout(() => socket.terminate(), keepAliveMs);
+            socket.once('pong', () => {
+              if (pongWait) clearTimeout(pongWait);
+              pongWait = null;
+            });
+            socket.ping();
+          }, keepAliveMs)
+        : null;
+    const closed = server.opened(
+      {
+        protocol: socket.protocol,
+        send(data) {
+          if (socket.readyState !== socket.OPEN) return;
+          if (raw && !corked) {
+            corked = true;
+            raw.cork();
+            process.nextTick(uncork);
+          }
+          socket.send(data);
+        },
+        close: (code, reason) => socket.close(code, reason),
+        onMessage: (cb) =>
+          socket.on('message', async (event) => {
+            try {
+              await cb(String(event));
+            } catch (err) {
+              options.logger.error({ err }, 'internal error while handling a WebSocket message');
+              socket.close(CloseCode.InternalServerError, 'Internal server error');
+            }
+          }),
+      },
+      { socket, request },
+    );
+    socket.once('close', (code, reason) => {
+      if (pongWait) clearTimeout(pongWait);
+      if (pingInterval) clearInterval(pingInterval);
+      void closed(code, String(reason));
+    });
+  }
 
   return {
     wss,
     handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-      wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        raws.set(ws, socket);
+        wss.emit('connection', ws, req);
+      });
     },
     async close(): Promise<void> {
       for (const client of wss.clients) client.close(1001, 'Going away: the gateway is shutting down');
-      await server.dispose();
+      wss.removeAllListeners();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },
   };
