@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from 'graphql-ws';
+import { createClient as createSseClient, type Client as SseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
@@ -24,6 +25,7 @@ const COMPLETE_MOBILE_ID = `mutation($id: String!) { sandboxCompleteMobileIdAuth
 describe('identical subscriptions share one execution per event', () => {
   let t: TestGateway;
   const clients: Client[] = [];
+  const sseClients: SseClient[] = [];
   const subs: Subscription[] = [];
 
   /** One subscriber on its own WebSocket. */
@@ -52,6 +54,7 @@ describe('identical subscriptions share one execution per event', () => {
   });
   afterEach(async () => {
     for (const s of subs.splice(0)) s.stop();
+    for (const c of sseClients.splice(0)) c.dispose();
     await Promise.all(clients.splice(0).map((c) => c.dispose()));
   });
   afterAll(async () => {
@@ -152,5 +155,31 @@ describe('identical subscriptions share one execution per event', () => {
     expect(after.executions - before.executions).toBe(2);
     expect(late[0]!.received).toEqual(late[1]!.received);
     expect(late[0]!.received[0].mobileIdAuthentication).toMatchObject({ authReqId: id, reason: 'CANCELLED_BY_USER' });
+  });
+
+  it('subscribers over SSE and WebSocket share the execution, and a success (sealed tokens) is opened once for all of them', async () => {
+    const id = `req-${randomUUID()}`;
+    const ws = [subscriber(A, SUBSCRIPTION, { id }), subscriber(A, SUBSCRIPTION, { id })];
+    const sse: Array<{ results: any[]; completed: boolean }> = [];
+    for (let i = 0; i < 2; i++) {
+      const client = createSseClient({ url: `${t.url}/graphql/stream`, headers: { authorization: `Bearer ${A}` }, retryAttempts: 0 });
+      sseClients.push(client);
+      const got = { results: [] as any[], completed: false };
+      client.subscribe({ query: SUBSCRIPTION, variables: { id } }, { next: (v) => got.results.push(v), error: () => undefined, complete: () => (got.completed = true) });
+      sse.push(got);
+    }
+    await waitUntil(() => listeners(id) === 4);
+    const before = await counts();
+
+    const n = await t.gateway.sandbox.mobileId!.buildNotification({ authReqId: id });
+    expect((await postNotification(t, n.body, { headers: n.headers })).status).toBe(204);
+    await waitFor(() => ws.every((s) => s.completed) && sse.every((s) => s.completed), 5_000, 'every subscriber completed');
+
+    const after = await counts();
+    expect(after.executions - before.executions).toBe(1);
+    expect(after.shared - before.shared).toBe(3);
+    const expected = { __typename: 'MobileIdAuthenticated', authReqId: id, accessToken: n.body.access_token, idToken: n.body.id_token };
+    for (const s of ws) expect(s.received).toEqual([{ mobileIdAuthentication: expect.objectContaining(expected) }]);
+    for (const s of sse) expect(s.results).toEqual([{ data: { mobileIdAuthentication: expect.objectContaining(expected) } }]);
   });
 });
