@@ -88,6 +88,8 @@ async function sharedSubscribe(args: ExecutionArgs, shared: SharedExecution): Pr
   let failed = false;
   const fail = (err: unknown): IteratorResult<ExecutionResult> => {
     failed = true;
+    // The source is finished when its own next() threw; when the execution threw, it is told to stop here.
+    if (typeof iterator.return === 'function') iterator.return().catch(() => undefined);
     const field = getOperationAST(args.document, args.operationName)?.selectionSet.selections.find((s): s is FieldNode => s.kind === Kind.FIELD);
     const error = err instanceof GraphQLError && err.path ? err : locatedError(err, field ? [field] : undefined, field ? [field.alias?.value ?? field.name.value] : undefined);
     return { done: false, value: { data: null, errors: [error] } };
