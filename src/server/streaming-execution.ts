@@ -69,12 +69,20 @@ export function operationSpanName(args: Pick<ExecutionArgs, 'document' | 'operat
 
 type SubscribeResult = Awaited<ReturnType<typeof subscribe>>;
 
+/**
+ * Set on a subscription's ExecutionArgs by a transport that writes each event's result itself (graphql-ws,
+ * src/server/ws.ts: one serialized payload per shared result). The subscription's iterator then yields nothing and
+ * ends when the stream ends, for the transport to send its `complete`.
+ */
+export const SEND_RESULT = Symbol('send a subscription result');
+export type SendResult = (result: ExecutionResult) => void;
+
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
 /**
  * graphql-js's `subscribe`, with each event's result from `shared` (executed once per event for every group of
  * identical subscriptions, src/server/shared-execution.ts), in one plain iterator (no generator) over the source
- * stream.
+ * stream; each result is yielded, or handed to the transport's SEND_RESULT when it set one.
  *
  * An error thrown by the event stream after it started (the stored-event read failing, say) becomes the stream's
  * last result, located at its root field like any resolver error, so the transports mask it as they mask every
@@ -85,28 +93,45 @@ async function sharedSubscribe(args: ExecutionArgs, shared: SharedExecution): Pr
   if (!source || typeof source !== 'object' || !(Symbol.asyncIterator in source)) return source as ExecutionResult;
   const iterator = (source as AsyncIterable<unknown>)[Symbol.asyncIterator]();
   const group = shared.groupOf(args);
+  const send = (args as ExecutionArgs & { [SEND_RESULT]?: SendResult })[SEND_RESULT];
   let failed = false;
-  const fail = (err: unknown): IteratorResult<ExecutionResult> => {
+  let stopped = false;
+  const fail = (err: unknown): ExecutionResult => {
     failed = true;
     // The source is finished when its own next() threw; when the execution threw, it is told to stop here.
     if (typeof iterator.return === 'function') iterator.return().catch(() => undefined);
     const field = getOperationAST(args.document, args.operationName)?.selectionSet.selections.find((s): s is FieldNode => s.kind === Kind.FIELD);
     const error = err instanceof GraphQLError && err.path ? err : locatedError(err, field ? [field] : undefined, field ? [field.alias?.value ?? field.name.value] : undefined);
-    return { done: false, value: { data: null, errors: [error] } };
+    return { data: null, errors: [error] };
   };
   const stream: AsyncGenerator<ExecutionResult> = {
     async next() {
-      if (failed) return DONE;
+      if (failed || stopped) return DONE;
+      let result: ExecutionResult;
       try {
-        const step = await iterator.next();
-        if (step.done) return DONE;
-        return { done: false, value: await shared.execute(step.value, group, args) };
+        for (;;) {
+          const step = await iterator.next();
+          if (step.done || stopped) return DONE;
+          result = await shared.execute(step.value, group, args);
+          if (!send) return { done: false, value: result };
+          // The transport writes each result itself; this call returns when the stream ends.
+          if (stopped) return DONE;
+          send(result);
+        }
       } catch (err) {
-        return fail(err);
+        result = fail(err);
       }
+      if (!send) return { done: false, value: result };
+      if (!stopped) send(result);
+      return DONE;
     },
-    return: async () => (typeof iterator.return === 'function' ? (await iterator.return(), DONE) : DONE),
+    return: async () => {
+      stopped = true;
+      if (typeof iterator.return === 'function') await iterator.return();
+      return DONE;
+    },
     throw: async (err?: unknown) => {
+      stopped = true;
       if (typeof iterator.return === 'function') await iterator.return();
       throw err;
     },

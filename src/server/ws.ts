@@ -5,13 +5,14 @@ import {
   getOperationAST,
   type DocumentNode,
   type ExecutionArgs,
+  type ExecutionResult,
 } from 'graphql';
 import { CloseCode, handleProtocols, makeServer } from 'graphql-ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Caller } from '../caller.js';
 import { DocumentCache } from './operations.js';
-import { deliverable, streamingExecution, type StreamingTransportOptions } from './streaming-execution.js';
+import { SEND_RESULT, deliverable, streamingExecution, type SendResult, type StreamingTransportOptions } from './streaming-execution.js';
 import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
 
 export interface WsOptions extends StreamingTransportOptions {
@@ -28,6 +29,8 @@ type Extra = {
   socket: WebSocket;
   /** Until the connection is authenticated (see onConnect). */
   request: IncomingMessage | undefined;
+  /** Writes one message on the connection (corked until the end of the tick, see accept). */
+  send: (data: string) => void;
 };
 
 /**
@@ -81,13 +84,24 @@ export function createWsServer(options: WsOptions) {
           return [new GraphQLError('Unable to identify the operation: pass operationName')];
         }
         const caller = callers.get(ctx)!;
-        const args = (): ExecutionArgs => ({
-          schema: options.schema,
-          document: doc,
-          variableValues: payload.variables ?? null,
-          operationName: payload.operationName ?? null,
-          contextValue: options.context(caller, `ws:${id}`),
-        });
+        const send = ctx.extra.send;
+        const args = (): ExecutionArgs => {
+          const contextValue = options.context(caller, `ws:${id}`);
+          const execArgs: ExecutionArgs & { [SEND_RESULT]?: SendResult } = {
+            schema: options.schema,
+            document: doc,
+            variableValues: payload.variables ?? null,
+            operationName: payload.operationName ?? null,
+            contextValue,
+          };
+          // A subscription's results are written here rather than through graphql-ws's onNext: the payload's JSON is
+          // made once per shared result (src/server/shared-execution.ts) and spliced into each subscriber's message,
+          // which is what graphql-ws would send (`{"id":…,"type":"next","payload":…}`).
+          if (operation.operation === 'subscription') {
+            execArgs[SEND_RESULT] = (result) => send(`{"id":${JSON.stringify(id)},"type":"next","payload":${payloadJson(result, contextValue)}}`);
+          }
+          return execArgs;
+        };
         const admitted = options.admit?.(caller, doc, operation, payload.variables);
         return admitted ? admitted.then((refused) => (refused ? [refused] : args())) : args();
       },
@@ -102,6 +116,18 @@ export function createWsServer(options: WsOptions) {
     },
   );
   wss.options.handleProtocols = handleProtocols;
+
+  /** A result's payload as JSON: masked and with its warnings (as onNext does), made once per result object. */
+  const serialized = new WeakMap<ExecutionResult, string>();
+  function payloadJson(result: ExecutionResult, context: GraphQLContext): string {
+    const out = deliverable(result, context, options.logger);
+    let json = serialized.get(out);
+    if (json === undefined) {
+      json = JSON.stringify(out);
+      serialized.set(out, json);
+    }
+    return json;
+  }
   const keepAliveMs = options.keepAliveMs ?? 12_000;
   wss.on('connection', (socket: WebSocket, request: IncomingMessage) => accept(socket, request));
 
@@ -135,18 +161,19 @@ export function createWsServer(options: WsOptions) {
             socket.ping();
           }, keepAliveMs)
         : null;
+    const send = (data: string): void => {
+      if (socket.readyState !== socket.OPEN) return;
+      if (raw && !corked) {
+        corked = true;
+        raw.cork();
+        process.nextTick(uncork);
+      }
+      socket.send(data);
+    };
     const closed = server.opened(
       {
         protocol: socket.protocol,
-        send(data) {
-          if (socket.readyState !== socket.OPEN) return;
-          if (raw && !corked) {
-            corked = true;
-            raw.cork();
-            process.nextTick(uncork);
-          }
-          socket.send(data);
-        },
+        send,
         close: (code, reason) => socket.close(code, reason),
         onMessage: (cb) =>
           socket.on('message', async (event) => {
@@ -158,7 +185,7 @@ export function createWsServer(options: WsOptions) {
             }
           }),
       },
-      { socket, request },
+      { socket, request, send },
     );
     socket.once('close', (code, reason) => {
       if (pongWait) clearTimeout(pongWait);
