@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Client } from 'graphql-ws';
 import { createClient as createSseClient, type Client as SseClient } from 'graphql-sse';
 import { request } from 'undici';
+import WebSocket from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { SUBSCRIPTION, postNotification, waitUntil } from '../helpers/mobile-id.js';
@@ -181,5 +182,41 @@ describe('identical subscriptions share one execution per event', () => {
     const expected = { __typename: 'MobileIdAuthenticated', authReqId: id, accessToken: n.body.access_token, idToken: n.body.id_token };
     for (const s of ws) expect(s.received).toEqual([{ mobileIdAuthentication: expect.objectContaining(expected) }]);
     for (const s of sse) expect(s.results).toEqual([{ data: { mobileIdAuthentication: expect.objectContaining(expected) } }]);
+  });
+
+  it('writes the graphql-transport-ws messages graphql-ws would: next with the shared payload, then complete, each as its own message', async () => {
+    const id = `req-${randomUUID()}`;
+    const sockets = [0, 1].map(() => new WebSocket(`${t.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws'));
+    const texts: string[][] = [[], []];
+    await Promise.all(
+      sockets.map(
+        (socket, i) =>
+          new Promise<void>((resolve, reject) => {
+            socket.on('error', reject);
+            socket.on('message', (data) => {
+              const text = String(data);
+              texts[i]!.push(text);
+              if (JSON.parse(text).type === 'connection_ack') {
+                socket.send(JSON.stringify({ id: `op-${i}`, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id } } }));
+                resolve();
+              }
+            });
+            socket.on('open', () => socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${A}` } })));
+          }),
+      ),
+    );
+    await waitUntil(() => listeners(id) === 2);
+    await notifyForEveryone(id);
+    await waitUntil(() => texts.every((t) => t.length === 3));
+    for (const [i, [ack, next, complete]] of texts.entries()) {
+      expect(JSON.parse(ack!)).toEqual({ type: 'connection_ack' });
+      const message = JSON.parse(next!);
+      expect(message).toEqual({ id: `op-${i}`, type: 'next', payload: { data: { mobileIdAuthentication: expect.objectContaining({ authReqId: id, reason: 'CANCELLED_BY_USER' }) } } });
+      // Byte for byte what graphql-ws writes: JSON.stringify({ id, type, payload }).
+      expect(next).toBe(JSON.stringify({ id: `op-${i}`, type: 'next', payload: message.payload }));
+      expect(JSON.parse(complete!)).toEqual({ id: `op-${i}`, type: 'complete' });
+    }
+    expect(JSON.parse(texts[0]![1]!).payload).toEqual(JSON.parse(texts[1]![1]!).payload);
+    for (const socket of sockets) socket.close();
   });
 });
