@@ -71,11 +71,11 @@ type SubscribeResult = Awaited<ReturnType<typeof subscribe>>;
 
 /**
  * Set on a subscription's ExecutionArgs by a transport that writes each event's result itself (graphql-ws,
- * src/server/ws.ts: one serialized payload per shared result). The subscription's iterator then yields nothing and
+ * src/server/ws.ts: one serialized payload per shared result), called with the result and the subscription's args. The subscription's iterator then yields nothing and
  * ends when the stream ends, for the transport to send its `complete`.
  */
 export const SEND_RESULT = Symbol('send a subscription result');
-export type SendResult = (result: ExecutionResult) => void;
+export type SendResult = (result: ExecutionResult, args: ExecutionArgs) => void;
 
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
@@ -116,13 +116,13 @@ async function sharedSubscribe(args: ExecutionArgs, shared: SharedExecution): Pr
           if (!send) return { done: false, value: result };
           // The transport writes each result itself; this call returns when the stream ends.
           if (stopped) return DONE;
-          send(result);
+          send(result, args);
         }
       } catch (err) {
         result = fail(err);
       }
       if (!send) return { done: false, value: result };
-      if (!stopped) send(result);
+      if (!stopped) send(result, args);
       return DONE;
     },
     return: async () => {

@@ -7,7 +7,8 @@ import {
   type ExecutionArgs,
   type ExecutionResult,
 } from 'graphql';
-import { CloseCode, handleProtocols, makeServer } from 'graphql-ws';
+import { CloseCode } from 'graphql-ws';
+import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Caller } from '../caller.js';
@@ -29,9 +30,12 @@ type Extra = {
   socket: WebSocket;
   /** Until the connection is authenticated (see onConnect). */
   request: IncomingMessage | undefined;
-  /** Writes one message on the connection (corked until the end of the tick, see accept). */
-  send: (data: string) => void;
 };
+
+/** What a subscription's args carry for `sendResult` (below): its graphql-ws id and its socket. */
+const OPERATION_ID = Symbol('graphql-ws operation id');
+const OPERATION_SOCKET = Symbol('graphql-ws socket');
+type WsExecutionArgs = ExecutionArgs & { [SEND_RESULT]?: SendResult; [OPERATION_ID]?: string; [OPERATION_SOCKET]?: WebSocket };
 
 /**
  * graphql-ws (subprotocol graphql-transport-ws) on the HTTP port's `/graphql` path. The API key comes from
@@ -45,8 +49,39 @@ export function createWsServer(options: WsOptions) {
   const callers = new WeakMap<object, Caller>();
   /** The TCP socket under each WebSocket (from the upgrade), to cork. */
   const raws = new WeakMap<WebSocket, Duplex>();
+  const corked = new Set<Duplex>();
+  const uncork = () => {
+    for (const raw of corked) raw.uncork();
+    corked.clear();
+  };
+  /** A result's payload as JSON: masked and with its warnings (as onNext does), made once per result object. */
+  const serialized = new WeakMap<ExecutionResult, string>();
 
-  const server = makeServer<Record<string, unknown> | undefined, Extra>(
+  /**
+   * Writes a subscription's result: the payload's JSON is made once per shared result (src/server/shared-execution.ts)
+   * and spliced into the message graphql-ws would write (`{"id":…,"type":"next","payload":…}`). The TCP socket is
+   * corked until the end of the tick, so the `complete` graphql-ws sends right after the last result leaves in the
+   * same write (docs/decisions/030).
+   */
+  const sendResult: SendResult = (result, args) => {
+    const socket = (args as WsExecutionArgs)[OPERATION_SOCKET]!;
+    if (socket.readyState !== socket.OPEN) return;
+    const out = deliverable(result, args.contextValue as GraphQLContext, options.logger);
+    let json = serialized.get(out);
+    if (json === undefined) {
+      json = JSON.stringify(out);
+      serialized.set(out, json);
+    }
+    const raw = raws.get(socket);
+    if (raw && !corked.has(raw)) {
+      if (corked.size === 0) process.nextTick(uncork);
+      corked.add(raw);
+      raw.cork();
+    }
+    socket.send(`{"id":${JSON.stringify((args as WsExecutionArgs)[OPERATION_ID])},"type":"next","payload":${json}}`);
+  };
+
+  const server = useServer<Record<string, unknown> | undefined, Extra>(
     {
       schema: options.schema,
       execute: execution.execute,
@@ -84,24 +119,18 @@ export function createWsServer(options: WsOptions) {
           return [new GraphQLError('Unable to identify the operation: pass operationName')];
         }
         const caller = callers.get(ctx)!;
-        const send = ctx.extra.send;
-        const args = (): ExecutionArgs => {
-          const contextValue = options.context(caller, `ws:${id}`);
-          const execArgs: ExecutionArgs & { [SEND_RESULT]?: SendResult } = {
-            schema: options.schema,
-            document: doc,
-            variableValues: payload.variables ?? null,
-            operationName: payload.operationName ?? null,
-            contextValue,
-          };
-          // A subscription's results are written here rather than through graphql-ws's onNext: the payload's JSON is
-          // made once per shared result (src/server/shared-execution.ts) and spliced into each subscriber's message,
-          // which is what graphql-ws would send (`{"id":…,"type":"next","payload":…}`).
-          if (operation.operation === 'subscription') {
-            execArgs[SEND_RESULT] = (result) => send(`{"id":${JSON.stringify(id)},"type":"next","payload":${payloadJson(result, contextValue)}}`);
-          }
-          return execArgs;
-        };
+        const subscription = operation.operation === 'subscription';
+        const args = (): WsExecutionArgs => ({
+          schema: options.schema,
+          document: doc,
+          variableValues: payload.variables ?? null,
+          operationName: payload.operationName ?? null,
+          contextValue: options.context(caller, `ws:${id}`),
+          // A subscription's results are written by sendResult (above) rather than through onNext.
+          [SEND_RESULT]: subscription ? sendResult : undefined,
+          [OPERATION_ID]: subscription ? id : undefined,
+          [OPERATION_SOCKET]: subscription ? ctx.extra.socket : undefined,
+        });
         const admitted = options.admit?.(caller, doc, operation, payload.variables);
         return admitted ? admitted.then((refused) => (refused ? [refused] : args())) : args();
       },
@@ -114,85 +143,9 @@ export function createWsServer(options: WsOptions) {
         options.logger.debug({ id, errors: errors.map((e) => e.message) }, 'subscription error');
       },
     },
+    wss,
+    options.keepAliveMs ?? 12_000,
   );
-  wss.options.handleProtocols = handleProtocols;
-
-  /** A result's payload as JSON: masked and with its warnings (as onNext does), made once per result object. */
-  const serialized = new WeakMap<ExecutionResult, string>();
-  function payloadJson(result: ExecutionResult, context: GraphQLContext): string {
-    const out = deliverable(result, context, options.logger);
-    let json = serialized.get(out);
-    if (json === undefined) {
-      json = JSON.stringify(out);
-      serialized.set(out, json);
-    }
-    return json;
-  }
-  const keepAliveMs = options.keepAliveMs ?? 12_000;
-  wss.on('connection', (socket: WebSocket, request: IncomingMessage) => accept(socket, request));
-
-  /**
-   * graphql-ws's `useServer` (graphql-ws/use/ws), with one difference: a message is written without waiting for the
-   * previous one's write callback, with the TCP socket corked until the end of the tick, so that what a subscription
-   * sends for one event (`next`, then `complete`) leaves in one write (docs/decisions/030). The protocol itself
-   * (every message, close code and order) is graphql-ws's `makeServer`.
-   */
-  function accept(socket: WebSocket, request: IncomingMessage): void {
-    const raw = raws.get(socket);
-    let corked = false;
-    const uncork = () => {
-      corked = false;
-      raw?.uncork();
-    };
-    socket.once('error', (err) => {
-      options.logger.warn({ err }, 'WebSocket error');
-      socket.close(CloseCode.InternalServerError, 'Internal server error');
-    });
-    let pongWait: NodeJS.Timeout | null = null;
-    const pingInterval =
-      keepAliveMs > 0 && Number.isFinite(keepAliveMs)
-        ? setInterval(() => {
-            if (socket.readyState !== socket.OPEN) return;
-            pongWait = setTimeout(() => socket.terminate(), keepAliveMs);
-            socket.once('pong', () => {
-              if (pongWait) clearTimeout(pongWait);
-              pongWait = null;
-            });
-            socket.ping();
-          }, keepAliveMs)
-        : null;
-    const send = (data: string): void => {
-      if (socket.readyState !== socket.OPEN) return;
-      if (raw && !corked) {
-        corked = true;
-        raw.cork();
-        process.nextTick(uncork);
-      }
-      socket.send(data);
-    };
-    const closed = server.opened(
-      {
-        protocol: socket.protocol,
-        send,
-        close: (code, reason) => socket.close(code, reason),
-        onMessage: (cb) =>
-          socket.on('message', async (event) => {
-            try {
-              await cb(String(event));
-            } catch (err) {
-              options.logger.error({ err }, 'internal error while handling a WebSocket message');
-              socket.close(CloseCode.InternalServerError, 'Internal server error');
-            }
-          }),
-      },
-      { socket, request, send },
-    );
-    socket.once('close', (code, reason) => {
-      if (pongWait) clearTimeout(pongWait);
-      if (pingInterval) clearInterval(pingInterval);
-      void closed(code, String(reason));
-    });
-  }
 
   return {
     wss,
@@ -204,7 +157,7 @@ export function createWsServer(options: WsOptions) {
     },
     async close(): Promise<void> {
       for (const client of wss.clients) client.close(1001, 'Going away: the gateway is shutting down');
-      wss.removeAllListeners();
+      await server.dispose();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },
   };
