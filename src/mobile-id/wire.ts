@@ -19,8 +19,8 @@ const text = z.string({ error: required('a string') }).max(MAX_TEXT_LENGTH, `mus
 const optionalText = z.string({ error: 'must be a string' }).max(MAX_TEXT_LENGTH, `must be at most ${MAX_TEXT_LENGTH} characters`).optional();
 
 export interface JwtParts {
-  header: Record<string, unknown>;
-  claims: Record<string, unknown>;
+  readonly header: Readonly<Record<string, unknown>>;
+  readonly claims: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -28,6 +28,16 @@ export interface JwtParts {
  * checking its signature; null when it is not one.
  */
 export function decodeCompactJwt(token: string): JwtParts | null {
+  // The body check and the service both decode the id_token of the same notification: the last one is kept.
+  if (token === lastDecoded.token) return lastDecoded.parts;
+  const parts = decode(token);
+  lastDecoded = { token, parts };
+  return parts;
+}
+
+let lastDecoded: { token: string | null; parts: JwtParts | null } = { token: null, parts: null };
+
+function decode(token: string): JwtParts | null {
   if (!/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token)) return null;
   try {
     const header = decodeProtectedHeader(token) as Record<string, unknown>;
