@@ -1,64 +1,86 @@
 import DataLoader from 'dataloader';
 import type { Caller } from '../caller.js';
+import { cloudView, isCloudKind, viewAs, type CloudKind, type CloudView, type CloudViews } from '../cloud/views.js';
 import type { Services } from '../services.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
 import { visibleRecord } from '../tenancy.js';
 
 /**
+ * What GraphQL resolves a ledger record as: the typed view of a cloud resource (src/cloud/views.ts), or
+ * the record itself for the identity kinds, whose resolvers read it directly.
+ */
+export type NodeSource = CloudView | LedgerRecord;
+export type ViewOf<K extends ResourceKind> = K extends CloudKind ? CloudViews[K] : LedgerRecord;
+
+/** Maps a record to what GraphQL resolves it as, once, where it enters GraphQL. */
+export function toNode(record: LedgerRecord): NodeSource {
+  return isCloudKind(record.kind) ? cloudView(record as LedgerRecord & { kind: CloudKind }) : record;
+}
+
+/**
  * Per-request DataLoaders, created on first use: a tree of N rows costs one SQL statement per level,
  * never one per row. They load for one caller: a record another API key owns (src/tenancy.ts) loads as null.
+ * Cloud records come out as their typed views.
  */
 export class Loaders {
-  private resourceLoader?: DataLoader<string, LedgerRecord | null>;
+  private resourceLoader?: DataLoader<string, NodeSource | null>;
   /** Made on first use: a subscription's context never loads anything. */
-  private childLoadersMap?: Map<string, DataLoader<string, LedgerRecord[]>>;
+  private childLoadersMap?: Map<string, DataLoader<string, unknown>>;
 
   constructor(
     private readonly services: Services,
     private readonly caller: Caller,
   ) {}
 
-  private get childLoaders(): Map<string, DataLoader<string, LedgerRecord[]>> {
+  private get childLoaders(): Map<string, DataLoader<string, unknown>> {
     return (this.childLoadersMap ??= new Map());
   }
 
-  get resource(): DataLoader<string, LedgerRecord | null> {
-    this.resourceLoader ??= new DataLoader(async (ids) => (await this.services.ledger.getMany(ids)).map((r) => visibleRecord(this.caller, r)));
+  get resource(): DataLoader<string, NodeSource | null> {
+    this.resourceLoader ??= new DataLoader(async (ids) =>
+      (await this.services.ledger.getMany(ids)).map((r) => {
+        const visible = visibleRecord(this.caller, r);
+        return visible && toNode(visible);
+      }),
+    );
     return this.resourceLoader;
   }
 
   /** A resource by id, or null when it is not in the ledger, another key's (src/tenancy.ts) or of another kind. */
-  async ofKind(id: string | null | undefined, kind: ResourceKind): Promise<LedgerRecord | null> {
+  async ofKind<K extends ResourceKind>(id: string | null | undefined, kind: K): Promise<ViewOf<K> | null> {
     if (!id) return null;
-    const record = await this.resource.load(id);
-    return record && record.kind === kind ? record : null;
+    const node = await this.resource.load(id);
+    return node && node.kind === kind ? (node as ViewOf<K>) : null;
   }
 
   /** Children of a parent resource (subnets of a network, topics of a cluster, ...). */
-  children(kind: ResourceKind): DataLoader<string, LedgerRecord[]> {
-    return this.grouped(`child:${kind}`, (ids) => this.services.ledger.childrenOf(kind, ids));
+  children<K extends CloudKind>(kind: K): DataLoader<string, CloudViews[K][]> {
+    return this.grouped(`child:${kind}`, kind, (ids) => this.services.ledger.childrenOf(kind, ids));
   }
 
   /** Resources of one kind that sit directly in a project. */
-  inProject(kind: ResourceKind): DataLoader<string, LedgerRecord[]> {
-    return this.grouped(`project:${kind}`, (ids) => this.services.ledger.inProjects(kind, ids));
+  inProject<K extends CloudKind>(kind: K): DataLoader<string, CloudViews[K][]> {
+    return this.grouped(`project:${kind}`, kind, (ids) => this.services.ledger.inProjects(kind, ids));
   }
 
   /** Other per-request loaders (verification results, ...) keyed by name. */
   custom<K, V>(name: string, create: () => DataLoader<K, V>): DataLoader<K, V> {
-    let loader = this.childLoaders.get(`custom:${name}`) as unknown as DataLoader<K, V> | undefined;
-    if (!loader) {
-      loader = create();
-      this.childLoaders.set(`custom:${name}`, loader as unknown as DataLoader<string, LedgerRecord[]>);
-    }
-    return loader;
+    return this.named(`custom:${name}`, create);
   }
 
-  private grouped(name: string, batch: (ids: readonly string[]) => Promise<LedgerRecord[][]>): DataLoader<string, LedgerRecord[]> {
-    let loader = this.childLoaders.get(name);
+  private grouped<K extends CloudKind>(
+    name: string,
+    kind: K,
+    batch: (ids: readonly string[]) => Promise<LedgerRecord[][]>,
+  ): DataLoader<string, CloudViews[K][]> {
+    return this.named(name, () => new DataLoader(async (ids: readonly string[]) => (await batch(ids)).map((group) => group.map((r) => viewAs(kind, r)))));
+  }
+
+  private named<K, V>(name: string, create: () => DataLoader<K, V>): DataLoader<K, V> {
+    let loader = this.childLoaders.get(name) as unknown as DataLoader<K, V> | undefined;
     if (!loader) {
-      loader = new DataLoader(batch);
-      this.childLoaders.set(name, loader);
+      loader = create();
+      this.childLoaders.set(name, loader as unknown as DataLoader<string, unknown>);
     }
     return loader;
   }

@@ -5,7 +5,7 @@ import type { GraphQLContext } from './context.js';
 import { abortable } from './subscriptions.js';
 
 /** The resource a step of `p` created or reused, through the request's DataLoader. */
-const stepResource = (ctx: GraphQLContext, p: Provisioning, step: string, kind: ResourceKind) =>
+const stepResource = <K extends ResourceKind>(ctx: GraphQLContext, p: Provisioning, step: string, kind: K) =>
   ctx.loaders.ofKind(p.steps.find((s) => s.name === step)?.resourceId, kind);
 
 const payload = (r: ProvisionResult) => ({

@@ -32,20 +32,72 @@ export interface LedgerRecord {
 
 type Row = Database['resources'];
 
-function toRecord(row: Pick<Row, keyof Row>): LedgerRecord {
-  return {
-    id: row.id,
-    kind: row.kind as ResourceKind,
-    projectId: row.project_id,
-    parentId: row.parent_id,
-    title: row.title,
-    spec: JSON.parse(row.spec) as Record<string, unknown>,
-    response: JSON.parse(row.response) as unknown,
-    idempotencyKey: row.idempotency_key,
-    createdBy: row.created_by,
-    createdAt: new Date(Number(row.created_at)),
-  };
+/**
+ * A record read from the ledger. `spec` and `response` stay JSON text until first read (then parsed once
+ * and kept): a query that reads a few columns of a tree of records never parses the rest (issue 14). The
+ * getters sit on the prototype, so a spread copy would drop them: read the fields by name.
+ */
+class StoredRecord implements LedgerRecord {
+  readonly id: string;
+  readonly kind: ResourceKind;
+  readonly projectId: string | null;
+  readonly parentId: string | null;
+  readonly title: string | null;
+  readonly idempotencyKey: string | null;
+  readonly createdBy: string;
+  readonly createdAt: Date;
+  private specJson: string | null;
+  private responseJson: string | null;
+  private parsedSpec: Record<string, unknown> | undefined = undefined;
+  private parsedResponse: unknown = undefined;
+
+  constructor(row: Row) {
+    this.id = row.id;
+    this.kind = row.kind as ResourceKind;
+    this.projectId = row.project_id;
+    this.parentId = row.parent_id;
+    this.title = row.title;
+    this.idempotencyKey = row.idempotency_key;
+    this.createdBy = row.created_by;
+    this.createdAt = new Date(Number(row.created_at));
+    this.specJson = row.spec;
+    this.responseJson = row.response;
+  }
+
+  get spec(): Record<string, unknown> {
+    if (this.specJson !== null) {
+      this.parsedSpec = JSON.parse(this.specJson) as Record<string, unknown>;
+      this.specJson = null;
+    }
+    return this.parsedSpec!;
+  }
+
+  get response(): unknown {
+    if (this.responseJson !== null) {
+      this.parsedResponse = JSON.parse(this.responseJson) as unknown;
+      this.responseJson = null;
+    }
+    return this.parsedResponse;
+  }
+
+  /** What JSON.stringify writes: the record with its parsed fields, as a plain record would be. */
+  toJSON(): LedgerRecord {
+    return {
+      id: this.id,
+      kind: this.kind,
+      projectId: this.projectId,
+      parentId: this.parentId,
+      title: this.title,
+      spec: this.spec,
+      response: this.response,
+      idempotencyKey: this.idempotencyKey,
+      createdBy: this.createdBy,
+      createdAt: this.createdAt,
+    };
+  }
 }
+
+const toRecord = (row: Row): LedgerRecord => new StoredRecord(row);
 
 /**
  * The ledger: the upstream has no read endpoints, so what the gateway created is answered from here.
