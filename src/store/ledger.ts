@@ -1,4 +1,4 @@
-import type { CompiledQuery, Kysely } from 'kysely';
+import type { Compilable, CompiledQuery, Kysely } from 'kysely';
 import { precompiled } from './precompiled.js';
 import type { Database } from './schema.js';
 
@@ -170,7 +170,9 @@ export class Ledger {
   /** Records for the ids, in the same order; null where unknown. */
   async getMany(ids: readonly string[]): Promise<(LedgerRecord | null)[]> {
     if (ids.length === 0) return [];
-    const rows = await this.db.selectFrom('resources').selectAll().where('id', 'in', [...new Set(ids)]).execute();
+    const unique = [...new Set(ids)];
+    const read = this.read(`byId:${unique.length}`, (...idList: string[]) => this.db.selectFrom('resources').selectAll().where('id', 'in', idList));
+    const rows = await this.rows(read(...unique));
     const byId = new Map(rows.map((r) => [r.id, toRecord(r)]));
     return ids.map((id) => byId.get(id) ?? null);
   }
@@ -178,45 +180,58 @@ export class Ledger {
   /** Children of each parent (of one kind), oldest first, grouped in the order of `parentIds`. */
   async childrenOf(kind: ResourceKind, parentIds: readonly string[]): Promise<LedgerRecord[][]> {
     if (parentIds.length === 0) return [];
-    const rows = await this.db
-      .selectFrom('resources')
-      .selectAll()
-      .where('kind', '=', kind)
-      .where('parent_id', 'in', [...new Set(parentIds)])
-      .orderBy('created_at')
-      .orderBy('id')
-      .execute();
+    const unique = [...new Set(parentIds)];
+    const read = this.read(`children:${unique.length}`, (k: string, ...parents: string[]) =>
+      this.db.selectFrom('resources').selectAll().where('kind', '=', k).where('parent_id', 'in', parents).orderBy('created_at').orderBy('id'),
+    );
+    const rows = await this.rows(read(kind, ...unique));
     return groupBy(rows.map(toRecord), parentIds, (r) => r.parentId);
   }
 
   /** Resources of one kind directly in each project (networks, Kafka clusters, VMs), oldest first. */
   async inProjects(kind: ResourceKind, projectIds: readonly string[]): Promise<LedgerRecord[][]> {
     if (projectIds.length === 0) return [];
-    const rows = await this.db
-      .selectFrom('resources')
-      .selectAll()
-      .where('kind', '=', kind)
-      .where('project_id', 'in', [...new Set(projectIds)])
-      .orderBy('created_at')
-      .orderBy('id')
-      .execute();
+    const unique = [...new Set(projectIds)];
+    const read = this.read(`inProjects:${unique.length}`, (k: string, ...projects: string[]) =>
+      this.db.selectFrom('resources').selectAll().where('kind', '=', k).where('project_id', 'in', projects).orderBy('created_at').orderBy('id'),
+    );
+    const rows = await this.rows(read(kind, ...unique));
     return groupBy(rows.map(toRecord), projectIds, (r) => r.projectId);
   }
 
   /** Every record of a kind, newest first. */
   async list(kind: ResourceKind, options: { limit?: number; offset?: number } = {}): Promise<LedgerRecord[]> {
-    const rows = await this.db
-      .selectFrom('resources')
-      .selectAll()
-      .where('kind', '=', kind)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(options.limit ?? 100)
-      .offset(options.offset ?? 0)
-      .execute();
+    const rows = await this.rows(this.listStatement(kind, options.limit ?? 100, options.offset ?? 0));
     return rows.map(toRecord);
   }
+
+  private readonly listStatement = precompiled((kind: string, limit: number, offset: number) =>
+    this.db.selectFrom('resources').selectAll().where('kind', '=', kind).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset),
+  );
+
+  /**
+   * The read statement of one shape (a method and the length of its id list), compiled once (see
+   * precompiled.ts): building and compiling the query tree took a third of what running it on SQLite
+   * costs (issue 14, profile of scenario 3). At most MAX_SHAPES are kept; beyond them a read compiles anew.
+   */
+  private read<A extends string[]>(shape: string, build: (...args: A) => Compilable): (...args: A) => CompiledQuery {
+    let statement = this.reads.get(shape) as ((...args: A) => CompiledQuery) | undefined;
+    if (!statement) {
+      statement = precompiled(build);
+      if (this.reads.size < MAX_SHAPES) this.reads.set(shape, statement as (...args: string[]) => CompiledQuery);
+    }
+    return statement;
+  }
+
+  private async rows(query: CompiledQuery): Promise<Row[]> {
+    return (await this.db.executeQuery<Row>(query as CompiledQuery<Row>)).rows;
+  }
+
+  private readonly reads = new Map<string, (...args: string[]) => CompiledQuery>();
 }
+
+/** How many read shapes stay compiled; beyond them (id lists of many lengths) a read compiles each time. */
+const MAX_SHAPES = 256;
 
 function groupBy<T>(items: T[], keys: readonly string[], keyOf: (item: T) => string | null): T[][] {
   const groups = new Map<string, T[]>(keys.map((k) => [k, []]));
