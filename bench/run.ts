@@ -103,6 +103,8 @@ async function startGatewayProc(
       SANDBOX_UPSTREAMS: 'identification,verification,rfm',
       // Info lines per request would measure pino; operators run production at info, but the request log is debug already.
       LOG_LEVEL: 'warn',
+      // As the Dockerfile runs it (and as the peers run): graphql-js skips its development-only checks.
+      NODE_ENV: 'production',
     },
     readiness: { url: `${origin}/readyz` },
   });
@@ -122,7 +124,7 @@ function render(reports: ScenarioReport[], env: { placement: string; upstream: s
   const lines = [
     `Run of ${date} · Node ${process.version} · ${machine()} · \`nproc\` = ${os.cpus().length}`,
     '',
-    `Placement: ${env.placement}. Upstream: ${env.upstream}. Gateway: \`node --import tsx src/main.ts\`, LOG_LEVEL=warn, SQLite in a temporary DATA_DIR on the local disk, ` +
+    `Placement: ${env.placement}. Upstream: ${env.upstream}. Gateway: \`node --import tsx src/main.ts\`, NODE_ENV=production, LOG_LEVEL=warn, SQLite in a temporary DATA_DIR on the local disk, ` +
       `SQLITE_SYNCHRONOUS=FULL${env.normal ? ' (and a second gateway with NORMAL)' : ''}. ` +
       `${options.durationMs / 1000} s per measurement, ${options.rounds} alternating rounds; the whole suite took ${Math.round(env.elapsed)} s.`,
     '',
