@@ -89,10 +89,14 @@ export async function addedLatency(env: BenchEnv, body: string, baselineMaxRps: 
       met: r.dropped === 0 && r.achieved >= r.rate * 0.95 && r.g99 - r.b99 <= 2,
     }));
   for (const r of rows.filter((x) => x.share === 0.5 && x.of === 'gateway')) {
+    // Issue 14's target is the FULL gateway at half of its own maximum; NORMAL is shown for reference.
+    const full = r.gateway === env.gateway.name;
     targets.push({
-      target: `added p99 at 50% of the gateway's own maximum (${r.gateway}; for reference)`,
+      target: full
+        ? `added p99 ≤ 2 ms at 50% of the gateway's own maximum (${r.gateway})`
+        : `added p99 at 50% of the gateway's own maximum (${r.gateway}; for reference)`,
       measured: `${fmt.ms(r.g99 - r.b99)} ms (p50 +${fmt.ms(r.g50 - r.b50)} ms) at ${fmt.int(r.rate)} req/s`,
-      met: null,
+      met: full ? r.dropped === 0 && r.achieved >= r.rate * 0.95 && r.g99 - r.b99 <= 2 : null,
     });
   }
   const markdown = [

@@ -103,6 +103,9 @@ export async function queryThroughput(env: BenchEnv): Promise<ScenarioReport> {
     id: 3,
     title: 'Query throughput',
     markdown,
-    targets: [{ target: 'one SQL statement per level of the tree (3)', measured: `${statements} statements for ${resources} resources; ${fmt.int(gRps)} req/s (${fmt.ratio(gRps / bRps)} of the baseline)`, met: statements === 3 }],
+    targets: [
+      { target: 'one SQL statement per level of the tree (3)', measured: `${statements} statements for ${resources} resources`, met: statements === 3 },
+      { target: 'query ≥ 0.6 of its baseline', measured: `${fmt.ratio(gRps / bRps)} (${fmt.int(gRps)} vs ${fmt.int(bRps)} req/s)`, met: gRps >= 0.6 * bRps },
+    ],
   };
 }

@@ -79,8 +79,8 @@ export async function webhookIngest(env: BenchEnv): Promise<{ report: ScenarioRe
   const full = median(byTarget(ms, env.gateway.name).map((m) => m.result.rps));
   const markdown = [
     'Positive notifications (access_token, id_token decoded but not verified: no JWKS configured, expires_in) with a fresh auth_req_id each, ' +
-      'authenticated by a configured client_notification_token. The gateway parses and checks the body, looks for an earlier notification of the ' +
-      'auth_req_id, seals the tokens (AES-256-GCM), appends the event to the log and answers 204 only after the COMMIT. ' +
+      'authenticated by a configured client_notification_token. The gateway parses and checks the body, seals the tokens (AES-256-GCM), appends the event ' +
+      'to the log in one statement (a unique key per auth_req_id tells a repeat) and answers 204 only after the COMMIT and its fsync. ' +
       "The baseline checks the token, parses the JSON and inserts the body into its own SQLite file (WAL, synchronous=FULL, a commit per request) before its 204. " +
       `Closed loop, ${env.options.connections} connections, ${env.options.durationMs / 1000} s per measurement, ${env.options.rounds} alternating rounds.`,
     '',
@@ -94,7 +94,14 @@ export async function webhookIngest(env: BenchEnv): Promise<{ report: ScenarioRe
       id: 4,
       title: 'Webhook ingest',
       markdown,
-      targets: [{ target: '≥ 5,000 durable notifications/s (FULL: on disk before the 204)', measured: `${fmt.int(full)}/s, p50 ${fmt.ms(mean(byTarget(ms, env.gateway.name).map((m) => m.result.latency.p50)))} ms, p95 ${fmt.ms(mean(byTarget(ms, env.gateway.name).map((m) => m.result.latency.p95)))} ms`, met: full >= 5000 }],
+      // The issue's target: at least 5,000 durable notifications/s, or at least 0.9 of the baseline.
+      targets: [
+        {
+          target: '≥ 5,000 durable notifications/s (FULL: on disk before the 204), or ≥ 0.9 of the baseline',
+          measured: `${fmt.int(full)}/s (${fmt.ratio(full / base)} of the baseline's ${fmt.int(base)}/s), p50 ${fmt.ms(mean(byTarget(ms, env.gateway.name).map((m) => m.result.latency.p50)))} ms, p95 ${fmt.ms(mean(byTarget(ms, env.gateway.name).map((m) => m.result.latency.p95)))} ms`,
+          met: full >= 5000 || full >= 0.9 * base,
+        },
+      ],
     },
     figures: { gatewayRps: full },
   };
