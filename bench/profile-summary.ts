@@ -2,9 +2,12 @@
  * Summarises a V8 .cpuprofile (from `npm run bench -- --profile`): self time by function and by package,
  * and inclusive time of the gateway's own source files.
  *
- * Usage: npx tsx bench/profile-summary.ts bench/profiles/<file>.cpuprofile [top=30]
+ * Usage: npx tsx bench/profile-summary.ts bench/profiles/<file>.cpuprofile [top=30] [--from S] [--to S] [--timeline]
+ *   --from/--to  only the samples between these seconds after the profile's start (e.g. one scenario's window,
+ *                leaving start-up out); --timeline prints the busy share per second first, to find the window.
  */
 import fs from 'node:fs';
+import { parseArgs } from 'node:util';
 
 interface Node {
   id: number;
@@ -19,12 +22,18 @@ interface Profile {
   endTime: number;
 }
 
-const [file, topArg] = process.argv.slice(2);
+const { positionals, values: opts } = parseArgs({
+  allowPositionals: true,
+  options: { from: { type: 'string' }, to: { type: 'string' }, timeline: { type: 'boolean', default: false } },
+});
+const [file, topArg] = positionals;
 if (!file) {
-  process.stderr.write('usage: tsx bench/profile-summary.ts <file.cpuprofile> [top]\n');
+  process.stderr.write('usage: tsx bench/profile-summary.ts <file.cpuprofile> [top] [--from S] [--to S] [--timeline]\n');
   process.exit(2);
 }
 const top = Number(topArg ?? 30);
+const fromUs = Number(opts.from ?? 0) * 1e6;
+const toUs = opts.to === undefined ? Infinity : Number(opts.to) * 1e6;
 const profile = JSON.parse(fs.readFileSync(file, 'utf8')) as Profile;
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const parent = new Map<number, number>();
@@ -33,11 +42,23 @@ for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n
 // Percentages are of busy time: idle samples (waiting for I/O) are left out.
 const selfUs = new Map<number, number>();
 let idleUs = 0;
+const perSecond: Array<{ busy: number; all: number }> = [];
+let at = 0;
 profile.samples.forEach((id, i) => {
   const us = profile.timeDeltas[i] ?? 0;
-  if (byId.get(id)!.callFrame.functionName === '(idle)') idleUs += us;
+  at += us;
+  const idle = byId.get(id)!.callFrame.functionName === '(idle)';
+  const s = (perSecond[Math.floor(at / 1e6)] ??= { busy: 0, all: 0 });
+  s.all += us;
+  if (!idle) s.busy += us;
+  if (at < fromUs || at > toUs) return;
+  if (idle) idleUs += us;
   else selfUs.set(id, (selfUs.get(id) ?? 0) + us);
 });
+if (opts.timeline) {
+  process.stdout.write('busy share per second since the profile started\n');
+  perSecond.forEach((s, i) => s && process.stdout.write(`${String(i).padStart(4)} s ${'#'.repeat(Math.round((s.busy / (s.all || 1)) * 40)).padEnd(40)} ${((s.busy / (s.all || 1)) * 100).toFixed(0)}%\n`));
+}
 const total = [...selfUs.values()].reduce((a, b) => a + b, 0);
 
 function where(url: string): string {
