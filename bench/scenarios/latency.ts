@@ -1,6 +1,8 @@
-import { alternate, byTarget, mean, type Measurement, type Target } from '../lib/harness.js';
+import { alternate, byTarget, mean, measure, type Measurement, type Target } from '../lib/harness.js';
 import { baselineTarget, gatewayTarget, type BenchEnv, type GatewayProc, type ScenarioReport } from '../lib/env.js';
-import { fmt } from '../lib/stats.js';
+import { fmt, type LatencySummary } from '../lib/stats.js';
+import { probeFdatasync, runtimeDelta, scrapeRuntime, type RuntimeScrape } from '../lib/tail.js';
+import { durableTarget } from './mutation.js';
 
 const SHARES = [0.25, 0.5, 0.8];
 
@@ -99,6 +101,7 @@ export async function addedLatency(env: BenchEnv, body: string, baselineMaxRps: 
       met: full ? r.dropped === 0 && r.achieved >= r.rate * 0.95 && r.g99 - r.b99 <= 2 : null,
     });
   }
+  const anatomy = await tailAnatomy(env, body, Math.max(1, Math.round(gatewayMaxRps * 0.5)), durationMs);
   const markdown = [
     `Open loop: requests leave on a fixed schedule (${durationMs / 1000} s per measurement, ${env.options.rounds} alternating rounds, up to 256 connections, no pipelining) ` +
       'and each latency counts from the scheduled send time, so queueing shows in the tail. The baseline and the gateway get the same rate in turn; ' +
@@ -110,6 +113,60 @@ export async function addedLatency(env: BenchEnv, body: string, baselineMaxRps: 
     '| load | req/s | gateway | baseline p50 ms | baseline p99 ms | gateway p50 ms | gateway p99 ms | added p50 ms | added p99 ms | gateway served req/s | dropped | errors | gateway CPU | other CPU |',
     '|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(line),
+    '',
+    anatomy,
   ].join('\n');
   return { id: 2, title: 'Added latency', markdown, targets };
+}
+
+interface AnatomyRow {
+  name: string;
+  m: Measurement;
+  runtime: RuntimeScrape | null;
+  disk: LatencySummary;
+}
+
+/**
+ * Where the FULL gateway's tail at half of its own maximum comes from (issue 14: "find where the tail comes
+ * from before you change anything"): one more measurement at that rate, with the gateway's GC pauses and
+ * event-loop delay over exactly that window (its /metrics, scraped before and after), and the disk's own
+ * fdatasync time meanwhile (a probe appending 4 KiB and syncing every 10 ms on the same file system). The
+ * durable baseline gets the same rate: the tail of the same durable work written by hand.
+ */
+async function tailAnatomy(env: BenchEnv, body: string, rate: number, durationMs: number): Promise<string> {
+  env.log(` tail anatomy: ${rate} req/s (50% of the gateway's own maximum)`);
+  const quiet = await probeFdatasync(env.gateway.dataDir, { count: 1000 });
+  env.log(`  fdatasync of a 4 KiB append on the quiet disk: p50 ${fmt.ms(quiet.p50)} ms, p99 ${fmt.ms(quiet.p99)} ms, max ${fmt.ms(quiet.max)} ms`);
+  const targets: Array<{ t: Target; gateway: boolean }> = [{ t: gatewayTarget(env.gateway), gateway: true }];
+  if (env.mutationRefs) targets.push({ t: durableTarget(env.mutationRefs), gateway: false });
+  const rows: AnatomyRow[] = [];
+  for (const { t, gateway } of targets) {
+    const before = gateway ? await scrapeRuntime(t.origin) : null;
+    const run = measure(env.lg, t, { body, connections: 256, durationMs, rate, expectStatus: 200, graphql: true }, env.driverProcs);
+    const disk = await probeFdatasync(env.gateway.dataDir, { everyMs: 10, until: run });
+    const m = await run;
+    const runtime = before ? runtimeDelta(before, await scrapeRuntime(t.origin)) : null;
+    rows.push({ name: t.name, m, runtime, disk });
+    const r = m.result.latency;
+    env.log(
+      `  ${t.name}: p50 ${fmt.ms(r.p50)} ms, p99 ${fmt.ms(r.p99)} ms, max ${fmt.ms(r.max)} ms; fdatasync meanwhile p99 ${fmt.ms(disk.p99)} ms, max ${fmt.ms(disk.max)} ms` +
+        (runtime ? `; GC ${runtime.gcCount} pauses, ${fmt.ms(runtime.gcSeconds * 1000)} ms, ${runtime.gcOver10ms} over 10 ms; event-loop delay p99 ${fmt.ms(runtime.loopDelayP99Ms)} ms, max ${fmt.ms(runtime.loopDelayMaxMs)} ms` : ''),
+    );
+  }
+  const na = '–';
+  return [
+    `**Where the tail comes from** (FULL gateway at 50% of its own maximum, ${fmt.int(rate)} req/s, one more ${durationMs / 1000} s measurement). ` +
+      "GC and event-loop delay are the gateway's own figures over exactly that window (prom-client's `gateway_nodejs_gc_duration_seconds` and " +
+      '`gateway_nodejs_eventloop_lag_*` on `/metrics`, scraped before and after; the delay is sampled every 10 ms). The disk columns are a probe that appends ' +
+      '4 KiB to a file beside the gateway\'s database and fdatasyncs it every 10 ms meanwhile: what one group commit of a FULL gateway waits for. ' +
+      `On the quiet disk, before: fdatasync p50 ${fmt.ms(quiet.p50)} ms, p99 ${fmt.ms(quiet.p99)} ms, max ${fmt.ms(quiet.max)} ms (1,000 in a row). ` +
+      'The durable baseline gets the same rate: the tail of the same durable work written by hand.',
+    '',
+    '| server | served req/s | p50 ms | p99 ms | max ms | GC pauses | GC ms | GC pauses > 10 ms | event-loop delay p99 ms | event-loop delay max ms | fdatasync p50 ms | fdatasync p99 ms | fdatasync max ms |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(({ name, m, runtime: rt, disk }) => {
+      const l = m.result.latency;
+      return `| ${name} | ${fmt.int(m.result.rps)} | ${fmt.ms(l.p50)} | ${fmt.ms(l.p99)} | ${fmt.ms(l.max)} | ${rt ? rt.gcCount : na} | ${rt ? fmt.ms(rt.gcSeconds * 1000) : na} | ${rt ? rt.gcOver10ms : na} | ${rt ? fmt.ms(rt.loopDelayP99Ms) : na} | ${rt ? fmt.ms(rt.loopDelayMaxMs) : na} | ${fmt.ms(disk.p50)} | ${fmt.ms(disk.p99)} | ${fmt.ms(disk.max)} |`;
+    }),
+  ].join('\n');
 }

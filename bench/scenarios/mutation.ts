@@ -3,6 +3,7 @@ import { alternate, byTarget, graphql, mean, type Measurement, type Target } fro
 import { API_KEY, baselineTarget, gatewayTarget, type BenchEnv, type ScenarioReport } from '../lib/env.js';
 import { fmt, median } from '../lib/stats.js';
 import { hiveMutationBody } from '../peers/requests.js';
+import type { MutationReferences } from '../lib/mutation-references.js';
 
 export const CREATE_NETWORK =
   'mutation($input: CreateNetworkInput!, $key: UUID) { createNetwork(input: $input, idempotencyKey: $key) { network { id title } idempotencyKey replayed } }';
@@ -47,6 +48,11 @@ function row(r: Row, durableRps: number, baselineRps: number): string {
 
 const DURABLE = 'durable baseline';
 
+/** The durable baseline as a target of the gateway's request bytes (its project must be seeded first: scenario 1 does). */
+export function durableTarget(refs: MutationReferences): Target {
+  return { name: DURABLE, proc: refs.durable, origin: refs.durable.url, path: '/mutation', headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` } };
+}
+
 /**
  * Scenario 1. Targets: the gateway's createNetwork against the durable baseline (the same durable work,
  * hand-written: the main figure), the bare proxy baseline (the outer reference) and the peers, all over
@@ -64,7 +70,7 @@ export async function mutationThroughput(env: BenchEnv, body: string): Promise<{
     const seeded = await request(`${refs.durable.url}/seed`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ projectId }) });
     await seeded.body.dump();
     if (seeded.statusCode !== 200) throw new Error(`durable baseline: seeding the project answered ${seeded.statusCode}`);
-    targets.push({ name: DURABLE, proc: refs.durable, origin: refs.durable.url, path: '/mutation', headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` } });
+    targets.push(durableTarget(refs));
   }
   targets.push(baselineTarget(env, '/mutation'), gatewayTarget(env.gateway));
   if (env.gatewayNormal) targets.push(gatewayTarget(env.gatewayNormal));
