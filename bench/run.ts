@@ -14,6 +14,8 @@
  *   --profile          run the gateway with --cpu-prof; profiles land in bench/profiles/
  *   --compare name=dir another checkout of the gateway (e.g. the code before an optimization, from
  *                      `git archive`) measured as one more FULL target in scenarios 1 and 2; repeatable
+ *   --node-args name=args  this checkout once more, its gateway started with these node options (e.g.
+ *                      "semi64=--max-semi-space-size=64"), measured as one more FULL target like --compare; repeatable
  *   --no-write         print the results instead of writing bench/README.md
  *   --intake-max <n>   notifications/s that scenario 7's rates are shares of, when scenario 4 does not run
  *                      (without it, 7 measures a short intake maximum first)
@@ -45,6 +47,7 @@ const { values: cli } = parseArgs({
     upstream: { type: 'string', default: 'stub' },
     profile: { type: 'boolean', default: false },
     compare: { type: 'string', multiple: true },
+    'node-args': { type: 'string', multiple: true },
     'no-write': { type: 'boolean', default: false },
     'intake-max': { type: 'string' },
   },
@@ -76,6 +79,7 @@ async function startGatewayProc(
   stubUrl: string,
   cpus: string | null,
   checkout: string = ROOT,
+  nodeArgs: string[] = [],
 ): Promise<GatewayProc> {
   const dataDir = path.join(root, name);
   fs.mkdirSync(dataDir, { recursive: true });
@@ -88,7 +92,7 @@ async function startGatewayProc(
     script: 'src/main.ts',
     cwd: checkout,
     cpus,
-    nodeArgs: cli.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
+    nodeArgs: [...nodeArgs, ...(cli.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])],
     env: {
       ...cleanEnv(),
       PORT: String(port),
@@ -177,6 +181,13 @@ async function main(): Promise<void> {
     for (const spec of cli.compare ?? []) {
       const [label, dir] = spec.includes('=') ? [spec.slice(0, spec.indexOf('=')), spec.slice(spec.indexOf('=') + 1)] : [path.basename(spec), spec];
       const other = await startGatewayProc(label!, 'FULL', root, stub.url, place.server, path.resolve(dir!));
+      procs.push(other.proc);
+      others.push(other);
+    }
+    for (const spec of cli['node-args'] ?? []) {
+      const at = spec.indexOf('=');
+      if (at < 1) throw new Error(`--node-args wants name=options, got ${JSON.stringify(spec)}`);
+      const other = await startGatewayProc(spec.slice(0, at), 'FULL', root, stub.url, place.server, ROOT, spec.slice(at + 1).split(/\s+/).filter(Boolean));
       procs.push(other.proc);
       others.push(other);
     }
