@@ -19,7 +19,8 @@ import { createAuthenticator } from './server/auth.js';
 import type { Caller } from './caller.js';
 import { createGraphiqlHandler, defaultGraphiqlAssetsDir, GRAPHIQL_ASSETS_PATH, prefersHtml } from './server/graphiql.js';
 import { DEFAULT_QUERY, graphiqlExamples } from './server/graphiql-examples.js';
-import { graphqlRoute, noStorePlugin, unauthenticatedHttpError } from './server/graphql.js';
+import { graphqlRoute, unauthenticatedHttpError } from './server/graphql.js';
+import { noStorePlugin } from './server/cache-control.js';
 import { healthRoutes } from './server/health.js';
 import { formatError } from './server/errors.js';
 import { OperationLimits } from './server/limits.js';
@@ -34,6 +35,7 @@ import { DocumentCache } from './server/operations.js';
 import { createSseRoute } from './server/sse.js';
 import { SharedExecution } from './server/shared-execution.js';
 import { operationSpanPlugin, tracedRoute } from './server/tracing.js';
+import { HttpPlans } from './server/http-plans.js';
 import { TrustedDocuments } from './server/trusted-documents.js';
 import { createTracing } from './telemetry/tracing.js';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
@@ -62,6 +64,8 @@ export interface Gateway {
   /** The simulators serving the sandboxed upstreams (null entries for real ones): tests drive them. */
   readonly sandbox: Sandboxes;
   readonly logger: Logger;
+  /** The cached plans of POST /graphql (null: off, or Apollo's configuration is not one they reproduce). */
+  readonly httpPlans: HttpPlans | null;
   /** Drains in-flight requests, closes subscriptions, the store and the sandboxes. Idempotent. */
   close(): Promise<void>;
 }
@@ -75,6 +79,8 @@ export interface GatewayOptions {
   idempotencyLeaseMs?: number;
   /** Replaces the OTEL_TRACES_EXPORTER exporter and turns tracing on (tests pass an InMemorySpanExporter). */
   traceExporter?: SpanExporter;
+  /** false: every POST /graphql goes through Apollo's pipeline (tests compare the two paths). Default true. */
+  httpPlans?: boolean;
 }
 
 
@@ -172,6 +178,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const server = http.createServer();
     server.keepAliveTimeout = 65_000;
     const limits = new OperationLimits(config.graphqlLimits);
+    // The plugins whose effects the planned path of POST /graphql reproduces (src/server/http-plans.ts).
+    const gatewayPlugins = [noStorePlugin<GraphQLContext>(), limits.apolloPlugin(), rateLimitPlugin(rateLimits), warningsPlugin(), ...(tracing.enabled ? [operationSpanPlugin<GraphQLContext>()] : [])];
     const apollo = new ApolloServer<GraphQLContext>({
       schema,
       introspection: config.introspection,
@@ -182,11 +190,24 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       validationRules: [...limits.validationRules],
       // The cost limit runs before the rate limit: an operation refused as too costly takes no points. The
       // cache-control plugin is replaced by its answer for this schema, without its per-field hook (noStorePlugin).
-      plugins: [ApolloServerPluginLandingPageDisabled(), ApolloServerPluginCacheControlDisabled(), noStorePlugin<GraphQLContext>(), limits.apolloPlugin(), rateLimitPlugin(rateLimits), warningsPlugin(), ...(tracing.enabled ? [operationSpanPlugin<GraphQLContext>()] : [])],
+      plugins: [ApolloServerPluginLandingPageDisabled(), ApolloServerPluginCacheControlDisabled(), ...gatewayPlugins],
       formatError: (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, logger),
     });
     await apollo.start();
     cleanups.push(() => apollo.stop());
+    // Per document text: parse, validation and the operation once; null when Apollo's configuration is not one the
+    // planned path reproduces (then Apollo answers every request).
+    const plans =
+      options.httpPlans === false
+        ? null
+        : HttpPlans.create({
+            apollo,
+            schema,
+            plugins: gatewayPlugins,
+            checkCost: (document, variables) => limits.checkCost(schema, document, variables),
+            admit: (caller, document, operation, variables) => admitOperation(rateLimits, schema, caller, document, operation, variables),
+            tracing: tracing.enabled,
+          });
 
     // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).
     const graphiql = config.introspection
@@ -240,6 +261,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         ...(graphiql ? { graphiql: { wants: (req) => prefersHtml(req.headers.accept), serve: (req, res) => void graphiql.servePage(req, res) } } : {}),
         apollo,
         trusted,
+        plans,
         maxBodyBytes: config.graphqlLimits.maxBodyBytes,
         checkSource: (source) => limits.checkTokens(source),
         context: async (req, ctx) => {
@@ -324,6 +346,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       services,
       sandbox: upstreams.sandbox,
       logger,
+      httpPlans: plans,
       close() {
         closing ??= closeAll();
         return closing;

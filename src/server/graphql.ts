@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { HeaderMap, type ApolloServer, type ApolloServerPlugin } from '@apollo/server';
+import { HeaderMap, type ApolloServer } from '@apollo/server';
 import { GraphQLError } from 'graphql';
 import type { GraphQLContext } from '../graphql/context.js';
 import { ErrorCode } from '../errors.js';
@@ -7,6 +7,7 @@ import { BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
 import type { RequestContext, Route } from './http.js';
 import { admitHttp, type TrustedDocuments } from './trusted-documents.js';
 import { LIMIT_VARIABLES } from './limits.js';
+import type { HttpPlans } from './http-plans.js';
 
 export interface GraphqlRouteOptions {
   apollo: ApolloServer<GraphQLContext>;
@@ -20,6 +21,8 @@ export interface GraphqlRouteOptions {
   graphiql?: { wants(req: IncomingMessage): boolean; serve(req: IncomingMessage, res: import('node:http').ServerResponse): void };
   /** TRUSTED_DOCUMENTS (absent when off). */
   trusted?: TrustedDocuments;
+  /** Cached plans per document: POST requests they can answer exactly as Apollo would skip its pipeline (decision 035). */
+  plans?: HttpPlans | null;
 }
 
 /** GraphQL over HTTP through Apollo Server on plain node:http (Apollo has no node:http adapter that allows other routes). */
@@ -35,6 +38,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
         return;
       }
       let body: unknown;
+      let json = false;
       if (req.method === 'POST') {
         let raw: Buffer;
         try {
@@ -52,7 +56,8 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
           throw err;
         }
         const type = mediaType(req);
-        if (type === 'application/json' || type.endsWith('+json')) {
+        json = type === 'application/json';
+        if (json || type.endsWith('+json')) {
           try {
             body = raw.length ? JSON.parse(raw.toString('utf8')) : undefined;
           } catch {
@@ -86,6 +91,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
         sendJson(res, 400, { errors: [{ message: refused.message, extensions }] });
         return;
       }
+      if (json && options.plans && (await options.plans.run(req, res, body, () => options.context(req, ctx)))) return;
       const headers = new HeaderMap();
       for (const [k, v] of Object.entries(req.headers)) {
         if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
@@ -109,26 +115,4 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
 /** An UNAUTHENTICATED error that Apollo answers with HTTP 401. */
 export function unauthenticatedHttpError(message: string): GraphQLError {
   return new GraphQLError(message, { extensions: { code: ErrorCode.UNAUTHENTICATED, http: { status: 401 } } });
-}
-
-/** A Cache-Control value Apollo's cache-control plugin can read (and would only tighten). */
-const CACHEABLE_HEADER = /^max-age=(\d+), (public|private)$/;
-
-/**
- * What Apollo's default cache-control plugin does for this schema, without its per-field work: the schema has
- * no cache hints and no resolver sets one, so every response is uncacheable, and the plugin's answer is always
- * `cache-control: no-store` (kept as it is only when another part set a header it cannot parse). The plugin
- * itself ran a `willResolveField` hook for every field of every operation (a cache policy object each) and
- * defined a property on the context per request: ~8 µs of a createNetwork, more for a tree of objects.
- * Installed with ApolloServerPluginCacheControlDisabled (src/app.ts).
- */
-export function noStorePlugin<C extends object>(): ApolloServerPlugin<C> {
-  const listener = {
-    async willSendResponse({ response }: { response: { http: { headers: HeaderMap } } }) {
-      const existing = response.http.headers.get('cache-control');
-      if (existing && existing !== 'no-store' && !CACHEABLE_HEADER.test(existing)) return;
-      response.http.headers.set('cache-control', 'no-store');
-    },
-  };
-  return { requestDidStart: async () => listener };
 }

@@ -22,28 +22,39 @@ export function tracedRoute(route: Route, tracing: Tracing): Route {
   };
 }
 
+/** Names the active span after the operation (`mutation CreateProject`) once it is known. */
+export function nameOperationSpan(type: string, operationName: string | null | undefined): void {
+  const span = trace.getActiveSpan();
+  if (!span) return;
+  span.updateName(operationName ? `${type} ${operationName}` : type);
+  span.setAttribute('graphql.operation.type', type);
+  if (operationName) span.setAttribute('graphql.operation.name', operationName);
+}
+
+/** Records the error codes of a failed operation on the active span. */
+export function recordOperationErrors(errors: readonly { extensions?: Record<string, unknown> }[]): void {
+  const span = trace.getActiveSpan();
+  if (!span) return;
+  const codes = [...new Set(errors.map((e) => String(e.extensions?.code ?? 'GRAPHQL_ERROR')))];
+  span.setAttribute('graphql.error.codes', codes);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: codes.join(',') });
+}
+
 /**
  * Names the request's span after its GraphQL operation (`mutation CreateProject`) once Apollo has resolved it,
  * and records the error codes of a failed one. Never the document or the variables: they may hold secrets.
+ * The planned path of POST /graphql (src/server/http-plans.ts) calls the same two functions.
  */
 export function operationSpanPlugin<C extends object>(): ApolloServerPlugin<C> {
   return {
     async requestDidStart() {
       return {
         async didResolveOperation(rc) {
-          const span = trace.getActiveSpan();
-          if (!span || !rc.operation) return;
-          const type = rc.operation.operation;
-          span.updateName(rc.operationName ? `${type} ${rc.operationName}` : type);
-          span.setAttribute('graphql.operation.type', type);
-          if (rc.operationName) span.setAttribute('graphql.operation.name', rc.operationName);
+          if (!rc.operation) return;
+          nameOperationSpan(rc.operation.operation, rc.operationName);
         },
         async didEncounterErrors(rc) {
-          const span = trace.getActiveSpan();
-          if (!span) return;
-          const codes = [...new Set(rc.errors.map((e) => String(e.extensions?.code ?? 'GRAPHQL_ERROR')))];
-          span.setAttribute('graphql.error.codes', codes);
-          span.setStatus({ code: SpanStatusCode.ERROR, message: codes.join(',') });
+          recordOperationErrors(rc.errors);
         },
       };
     },

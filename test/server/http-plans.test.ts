@@ -1,0 +1,372 @@
+// POST /graphql with and without cached plans (decision 035): every kind of request goes to two gateways of the
+// same configuration, one answering through Apollo's pipeline alone (httpPlans: false), one with plans, and the
+// answers must be the same bytes: status, every response header in order (but Date), body. Each case also
+// states which path the planned gateway took, so that a case cannot pass by both answers being Apollo's.
+import http from 'node:http';
+import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IDENTIFICATIONS_PATH } from '../../src/sandbox/identification.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+
+interface Raw {
+  status: number;
+  headers: string[];
+  body: string;
+}
+
+/** One request over a fresh connection; the raw header list (names as sent, in order) without Date. */
+function send(url: string, body: string, headers: Record<string, string>, method = 'POST'): Promise<Raw> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${url}/graphql`, { method, headers: { connection: 'close', ...headers }, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const raw = res.rawHeaders;
+        const kept: string[] = [];
+        for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() !== 'date') kept.push(`${raw[i]}: ${raw[i + 1]}`);
+        resolve({
+          status: res.statusCode!,
+          headers: kept,
+          body: Buffer.concat(chunks).toString('utf8'),
+        });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const JSON_HEADERS = {
+  'content-type': 'application/json',
+  authorization: 'Bearer app-key',
+  'x-request-id': 'same-id',
+};
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
+const TIMESTAMP = /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g;
+
+/** Ids and times the two gateways make up each on their own (created resources); everything else stays. */
+const normalized = (r: Raw): Raw => ({
+  ...r,
+  // The body's length changes with the ids' only if they differ in length: UUIDs and ISO times do not.
+  body: r.body.replace(UUID, '<uuid>').replace(TIMESTAMP, '<time>'),
+});
+
+/** Two gateways of one configuration, with and without plans, started for the enclosing describe. */
+function pairOf(gatewayEnv: Record<string, string>) {
+  const pair = {} as {
+    apollo: TestGateway;
+    planned: TestGateway;
+    both: typeof both;
+  };
+  beforeAll(async () => {
+    [pair.apollo, pair.planned] = await Promise.all([startTestGateway(gatewayEnv, { httpPlans: false }), startTestGateway(gatewayEnv)]);
+    expect(pair.apollo.gateway.httpPlans).toBeNull();
+    expect(pair.planned.gateway.httpPlans).not.toBeNull();
+  });
+  afterAll(async () => {
+    await Promise.all([pair.apollo?.close(), pair.planned?.close()]);
+  });
+
+  /** Sends the same request to both; returns the planned gateway's answer after checking it equals Apollo's. */
+  async function both(
+    body: unknown,
+    options: {
+      headers?: Record<string, string>;
+      path: 'planned' | 'apollo';
+      normalize?: boolean;
+      method?: string;
+    },
+  ): Promise<Raw> {
+    const text = typeof body === 'string' ? body : JSON.stringify(body);
+    const headers = { ...JSON_HEADERS, ...options.headers };
+    const plans = pair.planned.gateway.httpPlans!;
+    const before = { ...plans.stats };
+    const a = await send(pair.apollo.url, text, headers, options.method);
+    const p = await send(pair.planned.url, text, headers, options.method);
+    const took = plans.stats.planned > before.planned ? 'planned' : 'apollo';
+    expect(took, `path of ${text}`).toBe(options.path);
+    if (options.normalize) expect(normalized(p)).toEqual(normalized(a));
+    else expect(p).toEqual(a);
+    return p;
+  }
+  pair.both = both;
+  return pair;
+}
+
+describe('POST /graphql answers the same with and without cached plans', () => {
+  const pair = pairOf({ GATEWAY_API_KEYS: 'app-key' });
+  const both = (...args: Parameters<typeof pair.both>) => pair.both(...args);
+
+  it('a query: data, and the content type negotiated from Accept', async () => {
+    const q = { query: '{ projects { id name } }' };
+    const plain = await both(q, { path: 'planned' });
+    expect(plain.status).toBe(200);
+    expect(plain.headers).toContain('content-type: application/json; charset=utf-8');
+    expect(plain.headers).toContain('cache-control: no-store');
+    expect(plain.headers).toContain('x-request-id: same-id');
+    const gql = await both(q, {
+      path: 'planned',
+      headers: { accept: 'application/graphql-response+json' },
+    });
+    expect(gql.headers).toContain('content-type: application/graphql-response+json; charset=utf-8');
+    await both(q, {
+      path: 'planned',
+      headers: {
+        accept: 'application/graphql-response+json, application/json;q=0.9',
+      },
+    });
+    await both(q, {
+      path: 'planned',
+      headers: {
+        accept: 'application/json;q=0.5, application/graphql-response+json',
+      },
+    });
+    await both(q, { path: 'planned', headers: { accept: '*/*' } });
+    await both(q, { path: 'planned', headers: { accept: '' } });
+    await both(q, {
+      path: 'planned',
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+    });
+    // No JSON type acceptable: Apollo's 406.
+    expect((await both(q, { path: 'apollo', headers: { accept: 'text/html' } })).status).toBe(406);
+  });
+
+  it('variables, operationName, extensions and null members as Apollo reads them', async () => {
+    const two = 'query A { projects { id } } query B { __typename }';
+    await both({ query: two, operationName: 'B' }, { path: 'planned' });
+    await both({ query: two, operationName: 'A', variables: null, extensions: null }, { path: 'planned' });
+    await both(
+      {
+        query: '{ __typename }',
+        operationName: null,
+        extensions: { client: 'x' },
+      },
+      { path: 'planned' },
+    );
+    await both(
+      {
+        query: 'query($n: Int) { projects(first: $n) { id } }',
+        variables: { n: 2 },
+      },
+      { path: 'planned' },
+    );
+    // Apollo's answers: no operation picked, an unknown name, several operations and no name.
+    expect((await both({ query: two }, { path: 'apollo' })).status).toBe(400);
+    expect((await both({ query: two, operationName: 'C' }, { path: 'apollo' })).status).toBe(400);
+  });
+
+  it('a variable that cannot be coerced: 400 BAD_USER_INPUT from the planned path, value not echoed', async () => {
+    const bad = await both(
+      {
+        query: 'query($n: Int) { projects(first: $n) { id } }',
+        variables: { n: 'many' },
+      },
+      { path: 'planned' },
+    );
+    expect(bad.status).toBe(400);
+    expect(JSON.parse(bad.body).errors[0].extensions.code).toBe('BAD_USER_INPUT');
+    const secret = await both(
+      {
+        query: 'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
+        variables: { input: { name: 1, password: 'hunter2' } },
+      },
+      { path: 'planned' },
+    );
+    expect(secret.status).toBe(400);
+    expect(secret.body).not.toContain('hunter2');
+    await both({ query: 'query($id: ID!) { project(id: $id) { id } }' }, { path: 'planned' });
+  });
+
+  it('resolver errors: a failed mutation, with data null and its path', async () => {
+    const failed = await both(
+      {
+        query: 'mutation { createNetwork(input: { projectId: "3fa85f64-5717-4562-b3fc-2c963f66afa6", title: "n" }) { network { id } } }',
+      },
+      { path: 'planned' },
+    );
+    expect(failed.status).toBe(200);
+    expect(JSON.parse(failed.body).errors).toHaveLength(1);
+    await both(
+      {
+        query: '{ project(id: "3fa85f64-5717-4562-b3fc-2c963f66afa6") { id name } }',
+      },
+      { path: 'planned' },
+    );
+  });
+
+  it('a created resource, and warnings in extensions', async () => {
+    const created = await both(
+      {
+        query: 'mutation { createProject(input: { name: "same" }) { project { id name createdAt } } }',
+      },
+      { path: 'planned', normalize: true },
+    );
+    expect(JSON.parse(created.body).data.createProject.project.name).toBe('same');
+    for (const gw of [pair.apollo, pair.planned])
+      gw.gateway.sandbox.identification!.faults.enqueueFor(IDENTIFICATIONS_PATH, { alter: (b) => ({ ...(b as object), url: 'not a url' }) });
+    const warned = await both(
+      {
+        query: 'mutation { createIdentification(input: { workflowId: "wf-plan" }) { identification { id url } replayed } }',
+      },
+      { path: 'planned', normalize: true },
+    );
+    expect(JSON.parse(warned.body).extensions.warnings[0].missing).toEqual(['url']);
+  });
+
+  it('requests Apollo answers: bad documents, limits, APQ, batches, other content types, GET, the key', async () => {
+    expect((await both({ query: '{ projects { id ' }, { path: 'apollo' })).status).toBe(400);
+    expect((await both({ query: '{ noSuchField }' }, { path: 'apollo' })).status).toBe(400);
+    const aliases = `{ ${Array.from({ length: 20 }, (_, i) => `a${i}: __typename`).join(' ')} }`;
+    expect((await both({ query: aliases }, { path: 'apollo' })).status).toBe(400);
+    expect(
+      (
+        await both(
+          {
+            query: '{ projects(first: 100000) { id networks { id subnets { id } } } }',
+          },
+          { path: 'apollo' },
+        )
+      ).status,
+    ).toBe(400);
+    await both(
+      {
+        query: '{ __typename }',
+        extensions: {
+          persistedQuery: { version: 1, sha256Hash: 'ab'.repeat(32) },
+        },
+      },
+      { path: 'apollo' },
+    );
+    await both(
+      {
+        extensions: {
+          persistedQuery: { version: 1, sha256Hash: 'ab'.repeat(32) },
+        },
+      },
+      { path: 'apollo' },
+    );
+    await both({ query: '' }, { path: 'apollo' });
+    await both({ query: '{ __typename }', variables: '{}' }, { path: 'apollo' });
+    await both({ query: '{ __typename }', operationName: 1 }, { path: 'apollo' });
+    await both({ query: '{ __typename }', extensions: [] }, { path: 'apollo' });
+    await both([{ query: '{ __typename }' }], { path: 'apollo' });
+    await both('null', { path: 'apollo' });
+    await both({}, { path: 'apollo' });
+    await both(
+      {
+        query: 'subscription { mobileIdAuthentication(authReqId: "x") { __typename } }',
+      },
+      { path: 'apollo' },
+    );
+    expect((await both({ query: '{ __typename }' }, { path: 'apollo', headers: { authorization: '' } })).status).toBe(401);
+    expect((await both({ query: '{ __typename }' }, { path: 'apollo', headers: { authorization: 'Bearer nope' } })).status).toBe(401);
+    // Not JSON content: CSRF prevention, or Apollo's own reading of the body (neither reaches the plans).
+    await both('{ __typename }', {
+      path: 'apollo',
+      headers: { 'content-type': 'text/plain' },
+    });
+    await both(JSON.stringify({ query: '{ __typename }' }), {
+      path: 'apollo',
+      headers: { 'content-type': 'application/graphql-response+json' },
+    });
+    // Not counted at all: GET never reaches the plans.
+    const before = { ...pair.planned.gateway.httpPlans!.stats };
+    const a = await send(pair.apollo.url, '', { ...JSON_HEADERS, 'content-type': '' }, 'GET');
+    const p = await send(pair.planned.url, '', { ...JSON_HEADERS, 'content-type': '' }, 'GET');
+    expect(p).toEqual(a);
+    expect(pair.planned.gateway.httpPlans!.stats).toEqual(before);
+  });
+});
+
+describe('POST /graphql under rate limits answers the same with and without cached plans', () => {
+  const pair = pairOf({
+    GATEWAY_API_KEYS: 'app-key',
+    RATE_LIMIT_CREATIONS: '2/1h',
+    RATE_LIMIT_READS: '100/1h',
+  });
+  const both = (...args: Parameters<typeof pair.both>) => pair.both(...args);
+  it('the rate limit: the planned path spends the points and answers 429 with Retry-After as Apollo does', async () => {
+    const create = {
+      query: 'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { name } } }',
+      variables: { input: { name: 'limited' } },
+    };
+    // Reads are limited too (generously): admission runs for every operation.
+    await both({ query: '{ projects { name } }' }, { path: 'planned' });
+    for (let i = 0; i < 2; i++) expect((await both(create, { path: 'planned' })).status).toBe(200);
+    const limitedA = await send(pair.apollo.url, JSON.stringify(create), JSON_HEADERS);
+    const before = pair.planned.gateway.httpPlans!.stats.planned;
+    const limitedP = await send(pair.planned.url, JSON.stringify(create), JSON_HEADERS);
+    expect(pair.planned.gateway.httpPlans!.stats.planned).toBe(before + 1);
+    expect(limitedP.status).toBe(429);
+    // The seconds left of each gateway's own window may differ by one.
+    const retry = (r: Raw) => Number(r.headers.find((h) => h.startsWith('retry-after: '))!.slice(13));
+    expect(Math.abs(retry(limitedP) - retry(limitedA))).toBeLessThanOrEqual(1);
+    const same = (r: Raw) => ({
+      ...r,
+      headers: r.headers.map((h) => (h.startsWith('retry-after: ') ? 'retry-after: <s>' : h)),
+      body: r.body.replace(/\d+ seconds?/g, '<s>'),
+    });
+    expect(same(limitedP)).toEqual(same(limitedA));
+  });
+});
+
+describe('the operation span is the same through both paths', () => {
+  let gws: Array<{ gw: TestGateway; spans: () => ReadableSpan[] }> = [];
+  beforeAll(async () => {
+    gws = await Promise.all(
+      [false, true].map(async (httpPlans) => {
+        const exporter = new InMemorySpanExporter();
+        const gw = await startTestGateway({ GATEWAY_API_KEYS: 'app-key' }, { traceExporter: exporter, httpPlans });
+        return { gw, spans: () => exporter.getFinishedSpans() };
+      }),
+    );
+  });
+  afterAll(async () => {
+    await Promise.all(gws.map((g) => g.gw.close()));
+  });
+
+  const spanOf = async (g: { gw: TestGateway; spans: () => ReadableSpan[] }, body: unknown) => {
+    const n = g.spans().length;
+    const res = await send(g.gw.url, JSON.stringify(body), JSON_HEADERS);
+    for (
+      let i = 0;
+      i < 200 &&
+      !g
+        .spans()
+        .slice(n)
+        .some((s) => s.attributes['gateway.route'] === 'graphql');
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 5));
+    const span = g
+      .spans()
+      .slice(n)
+      .find((s) => s.attributes['gateway.route'] === 'graphql')!;
+    return {
+      res,
+      name: span.name,
+      attributes: span.attributes,
+      status: span.status,
+    };
+  };
+
+  it('names it after the operation and records error codes', async () => {
+    expect(gws[1]!.gw.gateway.httpPlans).not.toBeNull();
+    for (const body of [
+      { query: 'query Projects { projects { id } }' },
+      { query: '{ __typename }' },
+      {
+        query: 'query($n: Int) { projects(first: $n) { id } }',
+        variables: { n: 'x' },
+      },
+      {
+        query: 'mutation Fail { createNetwork(input: { projectId: "3fa85f64-5717-4562-b3fc-2c963f66afa6", title: "n" }) { network { id } } }',
+      },
+    ]) {
+      const [a, p] = [await spanOf(gws[0]!, body), await spanOf(gws[1]!, body)];
+      expect(p).toEqual(a);
+    }
+    expect(gws[1]!.gw.gateway.httpPlans!.stats.planned).toBe(4);
+  });
+});
