@@ -3,7 +3,7 @@
  * (sandbox upstreams, SQLite NORMAL), the same requests through each one's request handler with an in-memory
  * request and response (no sockets), one at a time, CPU from process.cpuUsage. Alternating rounds.
  *
- *   npx tsx bench/http-plans-micro.ts [operations per round] [rounds]
+ *   npx tsx bench/http-plans-micro.ts [operations per round] [rounds] [kinds, e.g. light,tree,mutation] [paths, e.g. apollo,plans]
  */
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
@@ -103,7 +103,9 @@ async function measure(handler: Parameters<typeof call>[0], bodies: () => string
   return (d.user + d.system) / n;
 }
 
-const targets = [{ name: 'apollo', ...(await start(false)) }, { name: 'plans', ...(await start(true)) }];
+const KINDS = (process.argv[4] ?? 'tree,light,mutation').split(',');
+const PATHS = (process.argv[5] ?? 'apollo,plans').split(',');
+const targets = await Promise.all(PATHS.map(async (name) => ({ name, ...(await start(name === 'plans')) })));
 const projects = new Map<string, string>();
 for (const t of targets) projects.set(t.name, await seed(t.handler));
 const kinds = {
@@ -112,7 +114,7 @@ const kinds = {
   mutation: (p: string) => () => JSON.stringify({ query: MUTATION, variables: { input: { projectId: p, title: 'n' }, key: randomUUID() } }),
 };
 const results: Record<string, Record<string, number[]>> = {};
-for (const [kind, make] of Object.entries(kinds)) {
+for (const [kind, make] of Object.entries(kinds).filter(([k]) => KINDS.includes(k))) {
   for (const t of targets) await measure(t.handler, make(projects.get(t.name)!), Math.min(500, N)); // warm-up
   for (let r = 0; r < ROUNDS; r++) {
     for (const t of r % 2 ? [...targets].reverse() : targets) {
