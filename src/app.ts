@@ -207,6 +207,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
             checkCost: (document, variables) => limits.checkCost(schema, document, variables),
             admit: (caller, document, operation, variables) => admitOperation(rateLimits, schema, caller, document, operation, variables),
             tracing: tracing.enabled,
+            // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
+            // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
+            compiledRoots: new Set(['project', 'projects']),
           });
 
     // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).

@@ -5,6 +5,7 @@ import {
   Kind,
   execute,
   getOperationAST,
+  getVariableValues,
   parse,
   specifiedRules,
   validate,
@@ -15,6 +16,7 @@ import {
   type OperationDefinitionNode,
   type ValidationRule,
 } from 'graphql';
+import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
 import type { Caller } from '../caller.js';
@@ -49,12 +51,20 @@ export interface HttpPlansOptions {
   tracing: boolean;
   /** Document texts kept (bounded by count and by total text size). */
   max?: number;
+  /**
+   * Root query fields whose whole tree only reads the gateway's own store (no upstream call, no write): a query
+   * made only of these runs compiled by graphql-jit, and again by graphql-js when that answer holds any error.
+   * Empty: graphql-js alone.
+   */
+  compiledRoots?: ReadonlySet<string>;
 }
 
 interface Plan {
   readonly document: DocumentNode;
   /** The operation picked without operationName (null: none or several), and its type. */
   readonly anonymous: OperationDefinitionNode | null;
+  /** graphql-jit's compilation per operation that qualifies (null: it does not, or compilation failed). */
+  readonly compiled: Map<OperationDefinitionNode, CompiledQuery | null>;
 }
 
 /** A parse or validation failure: Apollo answers it (and caches nothing for it either). */
@@ -92,7 +102,7 @@ export class HttpPlans {
   private readonly accepted = new Map<string, string | null>();
   private readonly rules: readonly ValidationRule[];
   /** JSON POSTs answered by a plan, and those left to Apollo (tests check which path a request took). */
-  readonly stats = { planned: 0, apollo: 0 };
+  readonly stats = { planned: 0, apollo: 0, compiled: 0, recompiled: 0 };
 
   private constructor(
     private readonly options: HttpPlansOptions,
@@ -132,7 +142,57 @@ export class HttpPlans {
     }
     if (validate(this.options.schema, document, this.rules, this.internals.validationOptions).length) return UNPLANNABLE;
     if (this.internals.laterValidationRules && validate(this.options.schema, document, this.internals.laterValidationRules).length) return UNPLANNABLE;
-    return { document, anonymous: getOperationAST(document) ?? null };
+    return { document, anonymous: getOperationAST(document) ?? null, compiled: new Map() };
+  }
+
+  /** The compiled query of a store-only query operation (decision 035), made on first use; null otherwise. */
+  private compiledQuery(plan: Plan, operation: OperationDefinitionNode): CompiledQuery | null {
+    let compiled = plan.compiled.get(operation);
+    if (compiled === undefined) {
+      compiled = null;
+      const roots = this.options.compiledRoots;
+      const storeOnly =
+        !!roots?.size &&
+        operation.operation === 'query' &&
+        operation.selectionSet.selections.every((s) => s.kind === Kind.FIELD && !s.directives?.length && (roots.has(s.name.value) || s.name.value === '__typename'));
+      if (storeOnly) {
+        try {
+          const made = compileQuery(this.options.schema, plan.document, operation.name?.value);
+          if (isCompiledQuery(made)) compiled = made;
+        } catch {
+          compiled = null;
+        }
+      }
+      plan.compiled.set(operation, compiled);
+    }
+    return compiled;
+  }
+
+  /**
+   * Executes the operation: graphql-js, or for a store-only query its compiled form when graphql-js accepts the
+   * variables and the compiled answer holds no error. Any error (a resolver's, a null in a non-null field) runs
+   * graphql-js again on the same context, so that error wording, paths and null propagation are graphql-js's;
+   * the second run repeats store reads only (the request's DataLoaders already hold most of them).
+   */
+  private async execute(plan: Plan, operation: OperationDefinitionNode, operationName: string | undefined, contextValue: GraphQLContext, variables: Record<string, unknown> | undefined): Promise<ExecutionResult> {
+    const compiled = operation.operation === 'query' ? this.compiledQuery(plan, operation) : null;
+    if (compiled) {
+      const coerced = operation.variableDefinitions?.length ? getVariableValues(this.options.schema, operation.variableDefinitions, variables ?? {}) : undefined;
+      if (!coerced?.errors) {
+        let result: ExecutionResult | undefined;
+        try {
+          result = await compiled.query(undefined, contextValue, variables ?? {});
+        } catch {
+          result = undefined;
+        }
+        if (result && !result.errors?.length) {
+          this.stats.compiled++;
+          return { data: result.data };
+        }
+        this.stats.recompiled++;
+      }
+    }
+    return execute({ schema: this.options.schema, document: plan.document, contextValue, variableValues: variables, operationName });
   }
 
   /** Apollo's choice of content type for a single result (null: 406, left to Apollo), kept per Accept value. */
@@ -210,13 +270,7 @@ export class HttpPlans {
 
     let result: ExecutionResult;
     try {
-      result = await execute({
-        schema: this.options.schema,
-        document: plan.document,
-        contextValue,
-        variableValues: variables,
-        operationName,
-      });
+      result = await this.execute(plan, operation, operationName, contextValue, variables);
     } catch (err) {
       this.send(res, this.errorResult([ensureGraphQLError(err)], contextValue), contentType);
       return true;

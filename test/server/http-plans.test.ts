@@ -2,6 +2,7 @@
 // same configuration, one answering through Apollo's pipeline alone (httpPlans: false), one with plans, and the
 // answers must be the same bytes: status, every response header in order (but Date), body. Each case also
 // states which path the planned gateway took, so that a case cannot pass by both answers being Apollo's.
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -212,6 +213,63 @@ describe('POST /graphql answers the same with and without cached plans', () => {
       { path: 'planned', normalize: true },
     );
     expect(JSON.parse(warned.body).extensions.warnings[0].missing).toEqual(['url']);
+  });
+
+  it('the project tree: compiled by graphql-jit, and graphql-js again when the compiled answer holds an error', async () => {
+    const plans = pair.planned.gateway.httpPlans!;
+    const projects: string[] = [];
+    for (const gw of [pair.apollo, pair.planned]) {
+      const p = await gw.graphql<any>('mutation { createProject(input: { name: "tree" }) { project { id } } }', {}, { key: 'app-key' });
+      const projectId = p.data!.createProject.project.id as string;
+      for (const title of ['a', 'b']) {
+        const n = await gw.graphql<any>('mutation($input: CreateNetworkInput!) { createNetwork(input: $input) { network { id } } }', { input: { projectId, title } }, { key: 'app-key' });
+        await gw.graphql('mutation($input: CreateSubnetInput!) { createSubnet(input: $input) { subnet { id } } }', { input: { projectId, networkId: n.data!.createNetwork.network.id, title: `s-${title}`, cidr: '10.0.0.0/24' } }, { key: 'app-key' });
+      }
+      projects.push(projectId);
+    }
+    const tree = 'query($id: ID!) { project(id: $id) { id name createdAt networks { id title project { name } subnets { id cidr network { title } } } } }';
+    // Each gateway gets its own project's id: the bodies differ only by ids, which are normalized.
+    const treeOf = async (vars: (i: number) => Record<string, unknown>, query = tree) => {
+      const before = { ...plans.stats };
+      const a = await send(pair.apollo.url, JSON.stringify({ query, variables: vars(0) }), JSON_HEADERS);
+      const p = await send(pair.planned.url, JSON.stringify({ query, variables: vars(1) }), JSON_HEADERS);
+      expect(normalized(p)).toEqual(normalized(a));
+      return { answer: p, compiled: plans.stats.compiled - before.compiled, recompiled: plans.stats.recompiled - before.recompiled };
+    };
+    const ok = await treeOf((i) => ({ id: projects[i] }));
+    expect(ok.compiled).toBe(1);
+    expect(JSON.parse(ok.answer.body).data.project.networks).toHaveLength(2);
+    const list = await treeOf(() => ({}), '{ projects(first: 5) { name networks { title subnets { cidr } } } __typename }');
+    expect(list.compiled).toBe(1);
+    // graphql-js decides on the variables: a missing or wrong one is its 400.
+    const missing = await treeOf(() => ({}));
+    expect(missing.answer.status).toBe(400);
+    expect(missing.compiled + missing.recompiled).toBe(0);
+    // An unknown id is null, not an error.
+    const unknown = await treeOf(() => ({ id: '3fa85f64-5717-4562-b3fc-2c963f66afa6' }));
+    expect(JSON.parse(unknown.answer.body)).toEqual({ data: { project: null } });
+    // A ledger row that breaks the schema (no title, no bandwidth, an enum value that does not exist): the errors,
+    // their paths and the nulls they propagate are graphql-js's, because graphql-js answers again.
+    for (const [i, gw] of [pair.apollo, pair.planned].entries()) {
+      await gw.gateway.services.ledger.record({
+        id: randomUUID(),
+        kind: 'network',
+        projectId: projects[i]!,
+        parentId: null,
+        title: null,
+        spec: { defaultFirewallAction: 'NOPE' },
+        response: {},
+        idempotencyKey: null,
+        createdBy: 'test',
+      });
+    }
+    const broken = await treeOf((i) => ({ id: projects[i] }), 'query($id: ID!) { project(id: $id) { name networks { title bandwidthMbps defaultFirewallAction } } }');
+    expect(broken.recompiled).toBe(1);
+    const body = JSON.parse(broken.answer.body);
+    expect(body.data).toEqual({ project: null });
+    expect(body.errors.length).toBeGreaterThanOrEqual(1);
+    // The same through the whole tree query, and a nullable parent (network.project) keeps its siblings.
+    expect((await treeOf((i) => ({ id: projects[i] }))).recompiled).toBe(1);
   });
 
   it('requests Apollo answers: bad documents, limits, APQ, batches, other content types, GET, the key', async () => {
