@@ -107,8 +107,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     const rateLimits = await RateLimits.create({ limits: config.rateLimits, store, metrics, logger });
 
-    const ledger = new Ledger(store.db);
-    const idempotencyRecords = new IdempotencyRecords(store.db, store.writeTogether);
+    const ledger = new Ledger(store.db, store.execute);
+    const idempotencyRecords = new IdempotencyRecords(store.db, store.writeTogether, store.execute);
     // GATEWAY_TEST_PAUSE_AT (tests only): undefined unless set, so the call sites cost one check.
     const pause = pauseAt(config.testPauseAt, logger);
     const idempotency = new Idempotency({

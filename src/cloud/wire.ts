@@ -287,14 +287,30 @@ export function maskSecrets(body: unknown): unknown {
   return body;
 }
 
-/** Removes secrets an upstream might echo back before a response is stored. */
+/**
+ * Removes secrets an upstream might echo back before a response is stored. A body without any (the common answer)
+ * is returned as it is, not copied: it is the parsed JSON of one answer, which nothing else holds.
+ */
 export function scrubResponse(body: unknown): unknown {
-  if (Array.isArray(body)) return body.map(scrubResponse);
+  return holdsSecretKey(body) ? scrubbed(body) : body;
+}
+
+function holdsSecretKey(body: unknown): boolean {
+  if (!body || typeof body !== 'object') return false;
+  if (Array.isArray(body)) return body.some(holdsSecretKey);
+  for (const k in body) {
+    if (Object.hasOwn(body, k) && (SECRET_KEY.test(k) || holdsSecretKey((body as Record<string, unknown>)[k]))) return true;
+  }
+  return false;
+}
+
+function scrubbed(body: unknown): unknown {
+  if (Array.isArray(body)) return body.map(scrubbed);
   if (body && typeof body === 'object') {
     return Object.fromEntries(
       Object.entries(body as Record<string, unknown>)
         .filter(([k]) => !SECRET_KEY.test(k))
-        .map(([k, v]) => [k, scrubResponse(v)]),
+        .map(([k, v]) => [k, scrubbed(v)]),
     );
   }
   return body;

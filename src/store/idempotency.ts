@@ -1,4 +1,5 @@
 import type { CompiledQuery, Kysely } from 'kysely';
+import type { Execute } from './index.js';
 import { precompiled } from './precompiled.js';
 import type { Database } from './schema.js';
 
@@ -33,11 +34,15 @@ export interface ClaimRequest {
 /** Storage of idempotency records; the rules that use them live in src/upstream/idempotency.ts. */
 export class IdempotencyRecords {
   private readonly writeTogether: WriteTogether;
+  private readonly execute: Execute;
 
+  /** `writeTogether` and `execute`: the store's own (Store.writeTogether, Store.execute); without them, kysely's. */
   constructor(
     private readonly db: Kysely<Database>,
     writeTogether?: WriteTogether,
+    execute?: Execute,
   ) {
+    this.execute = execute ?? ((query) => db.executeQuery(query));
     this.writeTogether =
       writeTogether ??
       ((writes) =>
@@ -97,7 +102,7 @@ export class IdempotencyRecords {
    * exists.
    */
   async claimFree(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
-    const result = await this.db.executeQuery(this.claimFreeStatement(rec.scope, rec.key, rec.operation, rec.fingerprint, rec.leaseUntil, now, rec.expiresAt));
+    const result = await this.execute(this.claimFreeStatement(rec.scope, rec.key, rec.operation, rec.fingerprint, rec.leaseUntil, now, rec.expiresAt));
     return Number(result.numAffectedRows ?? 0n) === 1;
   }
 
@@ -140,7 +145,7 @@ export class IdempotencyRecords {
    */
   async complete(scope: string, key: string, response: unknown, alongside: readonly CompiledQuery[] = []): Promise<void> {
     const completion = this.completeStatement(scope, key, JSON.stringify(response ?? null));
-    if (alongside.length === 0) await this.db.executeQuery(completion);
+    if (alongside.length === 0) await this.execute(completion);
     else await this.writeTogether([...alongside, completion]);
   }
 

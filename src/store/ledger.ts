@@ -1,4 +1,5 @@
 import type { Compilable, CompiledQuery, Kysely } from 'kysely';
+import type { Execute } from './index.js';
 import { precompiled } from './precompiled.js';
 import type { Database } from './schema.js';
 
@@ -104,12 +105,20 @@ const toRecord = (row: Row): LedgerRecord => new StoredRecord(row);
  * Every read takes a list of ids so that DataLoader turns one level of a tree into one statement.
  */
 export class Ledger {
-  constructor(private readonly db: Kysely<Database>) {}
+  private readonly execute: Execute;
+
+  /** `execute`: the store's own (Store.execute, past kysely's executor); without it, kysely's `executeQuery`. */
+  constructor(
+    private readonly db: Kysely<Database>,
+    execute?: Execute,
+  ) {
+    this.execute = execute ?? ((query) => db.executeQuery(query));
+  }
 
   /** Stores a created resource. Recording the same id twice (a replay after a crash) keeps the first. */
   async record(rec: Omit<LedgerRecord, 'createdAt'> & { createdAt?: Date }): Promise<LedgerRecord> {
     const record = { ...rec, createdAt: rec.createdAt ?? new Date() };
-    await this.db.executeQuery(this.recordWrite(record));
+    await this.execute(this.recordWrite(record));
     return record;
   }
 
@@ -224,7 +233,7 @@ export class Ledger {
   }
 
   private async rows(query: CompiledQuery): Promise<Row[]> {
-    return (await this.db.executeQuery<Row>(query as CompiledQuery<Row>)).rows;
+    return (await this.execute<Row>(query as CompiledQuery<Row>)).rows;
   }
 
   private readonly reads = new Map<string, (...args: string[]) => CompiledQuery>();

@@ -166,27 +166,44 @@ export class UpstreamHttp {
       }
       return this.classify(req, res);
     };
+    const retryOptions = (budgetMs: number) => ({
+      retries: this.options.maxRetries,
+      factor: 2,
+      minTimeout: this.options.minBackoffMs ?? 100,
+      maxTimeout: this.options.maxBackoffMs ?? 2_000,
+      randomize: true,
+      maxRetryTime: budgetMs,
+      shouldRetry: ({ error }: { error: Error }) => error instanceof TransientFailure,
+      onFailedAttempt: async ({ error, retriesLeft }: { error: Error; retriesLeft: number }) => {
+        if (!(error instanceof TransientFailure)) return;
+        if (retriesLeft > 0) metrics.upstreamRetries.inc({ upstream: name, route: req.route, reason: error.reason });
+        logger.warn({ upstream: name, route: req.route, reason: error.reason, attempt: attempts, retriesLeft }, 'upstream attempt failed');
+        if (error.retryAfterMs !== undefined && retriesLeft > 0) {
+          const left = this.options.retryBudgetMs - (performance.now() - started);
+          // Retry-After beyond the budget: give up now rather than sleep and fail anyway.
+          if (error.retryAfterMs > left) throw error;
+          await sleep(error.retryAfterMs);
+        }
+      },
+    });
     try {
-      return await pRetry(attempt, {
-        retries: this.options.maxRetries,
-        factor: 2,
-        minTimeout: this.options.minBackoffMs ?? 100,
-        maxTimeout: this.options.maxBackoffMs ?? 2_000,
-        randomize: true,
-        maxRetryTime: this.options.retryBudgetMs,
-        shouldRetry: ({ error }) => error instanceof TransientFailure,
-        onFailedAttempt: async ({ error, retriesLeft }) => {
-          if (!(error instanceof TransientFailure)) return;
-          if (retriesLeft > 0) metrics.upstreamRetries.inc({ upstream: name, route: req.route, reason: error.reason });
-          logger.warn({ upstream: name, route: req.route, reason: error.reason, attempt: attempts, retriesLeft }, 'upstream attempt failed');
-          if (error.retryAfterMs !== undefined && retriesLeft > 0) {
-            const left = this.options.retryBudgetMs - (performance.now() - started);
-            // Retry-After beyond the budget: give up now rather than sleep and fail anyway.
-            if (error.retryAfterMs > left) throw error;
-            await sleep(error.retryAfterMs);
-          }
-        },
-      });
+      try {
+        // The first attempt runs on its own: p-retry's set-up (its options copied and validated, its loop) cost
+        // about as much as the rest of this method on every call, and most calls succeed at once.
+        return await attempt();
+      } catch (first) {
+        // From the first failure on, p-retry decides as if it had run that attempt itself: it gets the failure
+        // first, with the budget that is left, then retries.
+        let replayed = false;
+        return await pRetry(
+          () => {
+            if (replayed) return attempt();
+            replayed = true;
+            throw first;
+          },
+          retryOptions(Math.max(0, this.options.retryBudgetMs - (performance.now() - started))),
+        );
+      }
     } catch (error) {
       if (error instanceof TransientFailure) throw new UpstreamUnavailableError(name, error.reason, attempts, error.status);
       if (error instanceof AbortError) throw error.originalError;

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { addressFromResponse, extractCreatedId, parseTokenResponse, scrubResponse } from '../../src/cloud/wire.js';
 import { retryAfterMs } from '../../src/upstream/http.js';
@@ -41,6 +42,22 @@ describe('reading what the cloud API answers', () => {
 
   it('removes echoed secrets before a response is stored', () => {
     expect(scrubResponse({ id: 'x', spec: { users: [{ name: 'a', password: 'p' }] }, token: 't' })).toEqual({ id: 'x', spec: { users: [{ name: 'a' }] } });
+  });
+
+  it('removes every secret key at any depth of any JSON answer, and keeps everything else', () => {
+    const secret = /^(password|access_token|accessToken|token|secret)$/i;
+    const key = fc.oneof(fc.string(), fc.constantFrom('password', 'PASSWORD', 'access_token', 'accessToken', 'token', 'Secret', 'tokens', 'id'));
+    const { json } = fc.letrec((tie) => ({
+      json: fc.oneof({ depthSize: 'small' }, fc.string(), fc.integer(), fc.boolean(), fc.constant(null), fc.array(tie('json')), fc.dictionary(key, tie('json'))),
+    }));
+    fc.assert(
+      fc.property(json, (body) => {
+        const text = JSON.stringify(body);
+        const expected = JSON.parse(JSON.stringify(body, (k, v: unknown) => (secret.test(k) ? undefined : v))) as unknown;
+        expect(scrubResponse(JSON.parse(text))).toEqual(expected);
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   it('reads Retry-After as seconds or as an HTTP date', () => {
