@@ -1,11 +1,10 @@
 /**
  * The load generator: its own process (pinned beside the upstream stub), driven by bench/run.ts over an
- * IPC channel. HTTP load goes through one undici Pool with no pipelining; subscribers are graphql-ws
- * clients over ws.
+ * IPC channel. HTTP load goes through one undici Pool with no pipelining; subscribers speak graphql-ws's
+ * protocol (graphql-transport-ws) over raw `ws` connections.
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createClient, type Client } from 'graphql-ws';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
 import type {
@@ -113,133 +112,206 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
   return { requests, errors, dropped, errorSamples: [...errorSamples], seconds, rps: requests / seconds, latency: latency.summary() };
 }
 
-function valueAt(payload: unknown, dotted: string): unknown {
-  let v: unknown = payload;
-  for (const k of dotted.split('.')) v = v && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined;
-  return v;
+/**
+ * One of scenario 5's subscribers: a raw graphql-transport-ws connection (no client library: at 50k
+ * deliveries/s the load generator shares its core with the stub and the orchestrator, and graphql-ws's client,
+ * with a JSON.parse and a regex per message, cost ~36 µs of it per delivery).
+ */
+interface FanConn {
+  ws: WebSocket;
+  /** Deliveries per subscription of the current round (index: the id's position in the round), to catch duplicates. */
+  got: Uint8Array;
+  /** This connection's messages are also checked in full (JSON.parse and the whole shape): the first one. */
+  strict: boolean;
 }
 
-/** Epoch ms from a payload field: a number, epoch ms as text (fractions allowed), or an ISO date. */
-function timestampOf(v: unknown): number | null {
-  if (typeof v === 'number') return v;
-  if (typeof v !== 'string') return null;
-  const digits = /(\d{13}(?:\.\d+)?)/.exec(v);
-  if (digits) return Number(digits[1]);
-  const parsed = Date.parse(v);
-  return Number.isNaN(parsed) ? null : parsed;
+/** The current round of scenario 5, as the subscribers' message handler sees it. */
+interface FanRound {
+  /** graphql-ws message id prefix of this round's subscriptions: `<prefix><index>`. */
+  prefix: string;
+  ids: string[];
+  /** When each id's webhook left (performance.now()): the latency's start if an event carries no clock. */
+  sentAt: number[];
+  received: number;
+  expected: number;
+  last: number;
+  onAll: (() => void) | null;
+}
+
+const fan = {
+  round: null as FanRound | null,
+  /** The member of the event that carries the sender's clock (`timestampPath`'s last name), if any. */
+  clockMember: null as string | null,
+  latency: new Samples(),
+  deliveries: 0,
+  /** Deliveries whose correlationId did not hold the sender's clock. */
+  unclocked: 0,
+  errors: new Set<string>(),
+  errorCount: 0,
+};
+
+function fanNote(e: unknown): void {
+  fan.errorCount += 1;
+  if (fan.errors.size < 10) fan.errors.add((e instanceof Error ? e.message : typeof e === 'string' ? e : JSON.stringify(e)).slice(0, 300));
+}
+
+/** The text of the JSON string member `"name":"…"` in `text` (no escapes expected), or null. */
+function member(text: string, name: string, from = 0): string | null {
+  const key = `"${name}":"`;
+  const at = text.indexOf(key, from);
+  if (at === -1) return null;
+  const start = at + key.length;
+  const end = text.indexOf('"', start);
+  return end === -1 ? null : text.slice(start, end);
+}
+
+/**
+ * A subscriber's message. A `next` must be for one of this round's subscriptions (its id), the first for it on
+ * this connection, carry no `errors`, and carry the event of that subscription's auth_req_id; its latency is the
+ * receipt time minus the sender's clock in `correlationId`. The text is scanned for those members rather than
+ * parsed (the first connection parses every message in full as well, to catch a change of shape).
+ */
+function onFanMessage(conn: FanConn, raw: Buffer): void {
+  const now = performance.now();
+  const text = conn.strict ? raw.toString('utf8') : raw.toString('latin1');
+  const type = member(text, 'type');
+  if (type === 'complete') return;
+  if (type === 'ping') {
+    conn.ws.send('{"type":"pong"}');
+    return;
+  }
+  const r = fan.round;
+  const id = member(text, 'id');
+  if (type !== 'next') {
+    fanNote(`${type ?? 'a message without a type'} for ${id}: ${text.slice(0, 200)}`);
+    return;
+  }
+  if (r === null || id === null || !id.startsWith(r.prefix)) {
+    fanNote(`a next outside its round: ${text.slice(0, 200)}`);
+    return;
+  }
+  const index = Number(id.slice(r.prefix.length));
+  const authReqId = r.ids[index];
+  if (authReqId === undefined) {
+    fanNote(`a next for an unknown id ${id}`);
+    return;
+  }
+  if (conn.got[index] !== 0) {
+    fanNote(`a second next for ${id}`);
+    return;
+  }
+  conn.got[index] = 1;
+  const payload = text.indexOf('"payload":');
+  if (payload === -1 || text.includes('"errors"', payload)) {
+    fanNote(`a next with errors: ${text.slice(0, 300)}`);
+    return;
+  }
+  if (member(text, 'authReqId', payload) !== authReqId) {
+    fanNote(`the subscription on ${authReqId} got ${text.slice(0, 200)}`);
+    return;
+  }
+  const clock = fan.clockMember === null ? null : member(text, fan.clockMember, payload);
+  if (conn.strict) {
+    const msg = JSON.parse(text) as { id?: unknown; type?: unknown; payload?: { data?: Record<string, Record<string, unknown> | null>; errors?: unknown } };
+    const event = msg.payload?.data ? Object.values(msg.payload.data)[0] : undefined;
+    const clockOk = fan.clockMember === null || event?.[fan.clockMember] === (clock ?? undefined);
+    if (msg.id !== id || msg.type !== 'next' || msg.payload?.errors !== undefined || !event || event.authReqId !== authReqId || !clockOk) {
+      fanNote(`a next of an unexpected shape: ${text.slice(0, 300)}`);
+      return;
+    }
+  }
+  // Epoch ms (with decimals) from the sender's clock; without one, the time the sender sent the webhook.
+  let sent = clock === null ? NaN : Number(clock) - performance.timeOrigin;
+  if (!Number.isFinite(sent)) {
+    fan.unclocked += 1;
+    sent = r.sentAt[index]!;
+  }
+  fan.latency.push(now - sent);
+  fan.deliveries += 1;
+  r.received += 1;
+  r.last = now;
+  if (r.received === r.expected) r.onAll?.();
 }
 
 async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
-  const errors = new Set<string>();
-  const note = (e: unknown) => {
-    if (errors.size < 10) errors.add(e instanceof Error ? e.message : typeof e === 'string' ? e : JSON.stringify(e));
-  };
-  const clients: Client[] = [];
-  let connected = 0;
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`only ${connected}/${load.subscribers} subscribers connected within 30 s`)), 30_000);
-    for (let i = 0; i < load.subscribers; i++) {
-      const client = createClient({
-        url: load.wsUrl,
-        webSocketImpl: WebSocket,
-        connectionParams: { authorization: `Bearer ${load.apiKey}` },
-        lazy: false,
-        retryAttempts: 0,
-        keepAlive: 0,
-        on: {
-          connected: () => {
-            connected += 1;
-            if (connected === load.subscribers) {
-              clearTimeout(timer);
-              resolve();
-            }
-          },
-          error: note,
-        },
-      });
-      clients.push(client);
-    }
+  fan.round = null;
+  fan.latency = new Samples();
+  fan.deliveries = 0;
+  fan.unclocked = 0;
+  fan.errors.clear();
+  fan.errorCount = 0;
+  fan.clockMember = load.timestampPath?.split('.').pop() ?? null;
+  const conns: FanConn[] = [];
+  const opened = await openConnections(load.wsUrl, load.apiKey, load.subscribers, (ws) => {
+    const conn: FanConn = { ws, got: new Uint8Array(load.idsPerRound), strict: conns.length === 0 };
+    ws.on('message', (raw: Buffer) => onFanMessage(conn, raw));
+    ws.on('error', fanNote);
+    conns.push(conn);
   });
+  if (opened.failed) throw new Error(`${opened.failed}/${load.subscribers} subscribers could not connect: ${opened.errors.join(' | ')}`);
 
-  const latency = new Samples();
-  let deliveries = 0;
+  // {"id":"<id>","type":"subscribe","payload":{"query":...,"variables":{"authReqId":"<authReqId>"}}}, cut at the two values.
+  const template = JSON.stringify({ id: '\u0000', type: 'subscribe', payload: { query: load.subscription, variables: { authReqId: '\u0001' } } });
+  const [a, rest] = template.split('\\u0000') as [string, string];
+  const [b, c] = rest.split('\\u0001') as [string, string];
+
   let busySeconds = 0;
   let gatewayCpuSeconds = 0;
   let loadgenCpuSeconds = 0;
-  let clock: 'payload' | 'sender' = load.timestampPath ? 'payload' : 'sender';
   const pool = new Pool(load.webhook.origin, { connections: 1 });
   for (let round = 0; round < load.rounds; round++) {
     const ids = Array.from({ length: load.idsPerRound }, () => `bench-${randomUUID()}`);
-    const sentAt = new Map<string, number>();
-    let received = 0;
-    let last = 0;
-    const expected = load.subscribers * ids.length;
-    let allIn!: () => void;
-    const done = new Promise<void>((resolve) => (allIn = resolve));
-    for (const client of clients) {
-      for (const id of ids) {
-        client.subscribe<Record<string, unknown>>(
-          { query: load.subscription, variables: { authReqId: id } },
-          {
-            next: (msg) => {
-              const now = performance.now();
-              if (msg.errors) note(msg.errors);
-              const data = msg.data ? Object.values(msg.data)[0] : undefined;
-              let start = sentAt.get(id);
-              if (load.timestampPath) {
-                const ts = timestampOf(valueAt(data, load.timestampPath));
-                if (ts === null) clock = 'sender';
-                else start = ts - performance.timeOrigin;
-              }
-              if (start !== undefined) latency.push(now - start);
-              deliveries += 1;
-              received += 1;
-              last = now;
-              if (received === expected) allIn();
-            },
-            error: note,
-            complete: () => undefined,
-          },
-        );
-      }
+    const r: FanRound = { prefix: `r${round}.`, ids, sentAt: ids.map(() => NaN), received: 0, expected: conns.length * ids.length, last: 0, onAll: null };
+    const done = new Promise<void>((resolve) => (r.onAll = resolve));
+    fan.round = r;
+    // Every connection subscribes to every id of the round, its subscribe messages in one write.
+    const subscribes = ids.map((id, i) => a + r.prefix + i + b + id + c);
+    for (const conn of conns) {
+      conn.got.fill(0);
+      const socket = (conn.ws as unknown as { _socket: { cork(): void; uncork(): void } })._socket;
+      socket.cork();
+      for (const message of subscribes) conn.ws.send(message);
+      socket.uncork();
     }
     // graphql-ws does not acknowledge a subscribe: wait until the gateway has worked through every
     // subscribe message (its CPU goes quiet), so that the latency below is the delivery's alone. A late
     // subscriber would still get the event, from the log.
-    await waitIdle(load.gatewayPid, 300 + load.subscribers * ids.length * 0.05);
+    await waitIdle(load.gatewayPid, 300 + conns.length * ids.length * 0.05);
     const first = performance.now();
     const gw0 = load.gatewayPid === undefined ? NaN : cpuSeconds(load.gatewayPid);
     const own0 = process.cpuUsage();
     // One webhook at a time, the next as soon as the previous one is acknowledged: the gateway fans each
     // event out to every subscriber while the next request waits in its socket.
-    for (const id of ids) {
+    for (const [i, id] of ids.entries()) {
       const now = performance.now();
-      sentAt.set(id, now);
+      r.sentAt[i] = now;
       // Epoch milliseconds with microseconds, from this process's clock.
       const ts = (performance.timeOrigin + now).toFixed(3);
       const body = load.webhook.body.replaceAll('{{id}}', id).replaceAll('{{ts}}', ts);
       const res = await pool.request({ path: load.webhook.path, method: 'POST', headers: load.webhook.headers, body });
       const text = await res.body.text();
-      if (res.statusCode >= 300) note(`webhook HTTP ${res.statusCode}: ${text}`);
+      if (res.statusCode >= 300) fanNote(`webhook HTTP ${res.statusCode}: ${text}`);
     }
     await Promise.race([done, sleep(15_000)]);
     const own = process.cpuUsage(own0);
     loadgenCpuSeconds += (own.user + own.system) / 1e6;
     gatewayCpuSeconds += load.gatewayPid === undefined ? NaN : cpuSeconds(load.gatewayPid) - gw0;
-    if (received < expected) note(`round ${round}: ${received}/${expected} deliveries within 15 s`);
-    busySeconds += ((last || performance.now()) - first) / 1000;
+    if (r.received < r.expected) fanNote(`round ${round}: ${r.received}/${r.expected} deliveries within 15 s`);
+    busySeconds += ((r.last || performance.now()) - first) / 1000;
   }
+  fan.round = null;
   await pool.close();
-  await Promise.all(clients.map((c) => c.dispose()));
+  await closeAll(conns.map((conn) => conn.ws));
+  if (fan.errorCount > fan.errors.size) fan.errors.add(`${fan.errorCount} errors in all`);
   return {
-    deliveries,
+    deliveries: fan.deliveries,
     expected: load.subscribers * load.idsPerRound * load.rounds,
-    deliveriesPerSecond: deliveries / busySeconds,
+    deliveriesPerSecond: fan.deliveries / busySeconds,
     gatewayCpu: gatewayCpuSeconds / busySeconds,
     loadgenCpu: loadgenCpuSeconds / busySeconds,
-    latency: latency.summary(),
-    clock,
-    errors: [...errors],
+    latency: fan.latency.summary(),
+    clock: fan.unclocked === 0 ? 'payload' : 'sender',
+    errors: [...fan.errors],
   };
 }
 
@@ -661,4 +733,6 @@ process.on('message', (msg: ToLoadgen) => {
   );
 });
 process.on('disconnect', () => process.exit(0));
+// A plain exit, so that --cpu-prof (`--profile`) writes the load generator's profile.
+process.on('SIGTERM', () => process.exit(0));
 process.stdout.write(`READY ${JSON.stringify({ pid: process.pid })}\n`);

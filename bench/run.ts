@@ -11,7 +11,7 @@
  *   --rounds <n>       alternating rounds per scenario (default 2)
  *   --no-normal        do not start the SQLITE_SYNCHRONOUS=NORMAL gateway
  *   --upstream sandbox use the project's cloud sandbox in fast mode instead of the minimal stub
- *   --profile          run the gateway with --cpu-prof; profiles land in bench/profiles/
+ *   --profile          run the gateway (and the load generator) with --cpu-prof; profiles land in bench/profiles/
  *   --compare name=dir another checkout of the gateway (e.g. the code before an optimization, from
  *                      `git archive`) measured as one more FULL target in scenarios 1 and 2; repeatable
  *   --node-args name=args  this checkout once more, its gateway started with these node options (e.g.
@@ -213,7 +213,9 @@ async function main(): Promise<void> {
     const mutationRefs = wants(1) ? await startMutationReferences({ stubUrl: stub.url, root, cpus: place.server, log }) : null;
     if (mutationRefs) procs.push(...mutationRefs.procs);
 
-    const lg = await Loadgen.start(place.driver);
+    const loadgenProfiles = path.join(ROOT, 'bench', 'profiles', 'loadgen');
+    if (cli.profile) fs.mkdirSync(loadgenProfiles, { recursive: true });
+    const lg = await Loadgen.start(place.driver, cli.profile ? ['--cpu-prof', '--cpu-prof-dir', loadgenProfiles] : []);
     procs.push(lg.proc);
     const env: BenchEnv = { options, placement: place, lg, stub, gateway, gatewayNormal, others, baseline, mutationRefs, driverProcs: [stub, lg.proc], log };
 

@@ -23,8 +23,9 @@ export class Loadgen {
     });
   }
 
-  static async start(cpus: string | null): Promise<Loadgen> {
-    const proc = await spawnNode('loadgen', { script: 'bench/loadgen.ts', cpus, ipc: true, readiness: { line: true } });
+  /** `nodeArgs`: e.g. `--cpu-prof` (with `--profile`, the load generator is profiled too). */
+  static async start(cpus: string | null, nodeArgs: string[] = []): Promise<Loadgen> {
+    const proc = await spawnNode('loadgen', { script: 'bench/loadgen.ts', cpus, ipc: true, readiness: { line: true }, nodeArgs });
     return new Loadgen(proc);
   }
 
