@@ -293,6 +293,7 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
       if (res.statusCode >= 300) fanNote(`webhook HTTP ${res.statusCode}: ${text}`);
     }
     await Promise.race([done, sleep(15_000)]);
+    if (process.env.FANOUT_PAUSE) await sleep(1000); // PROFILE-ONLY
     const own = process.cpuUsage(own0);
     loadgenCpuSeconds += (own.user + own.system) / 1e6;
     gatewayCpuSeconds += load.gatewayPid === undefined ? NaN : cpuSeconds(load.gatewayPid) - gw0;
@@ -310,6 +311,7 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
     gatewayCpu: gatewayCpuSeconds / busySeconds,
     loadgenCpu: loadgenCpuSeconds / busySeconds,
     latency: fan.latency.summary(),
+    samples: fan.latency.values(),
     clock: fan.unclocked === 0 ? 'payload' : 'sender',
     errors: [...fan.errors],
   };

@@ -65,6 +65,8 @@ export interface FanoutResult {
   deliveriesPerSecond: number;
   /** webhook send -> subscriber receipt, ms. */
   latency: LatencySummary;
+  /** Every delivery's latency, ms (to combine rounds). */
+  samples?: number[];
   /** CPU, in cores, of the gateway and of the load generator between the first webhook and the last delivery of each round. */
   gatewayCpu: number;
   loadgenCpu: number;

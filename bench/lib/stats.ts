@@ -27,6 +27,10 @@ export class Samples {
     return this.size;
   }
 
+  values(): number[] {
+    return Array.from(this.data.subarray(0, this.size));
+  }
+
   summary(): LatencySummary {
     return summarize(this.data.subarray(0, this.size));
   }

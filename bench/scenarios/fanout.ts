@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { API_KEY, NOTIFICATION_TOKEN, type BenchEnv, type GatewayProc, type ScenarioReport } from '../lib/env.js';
-import type { FanoutResult, IdleResult } from '../lib/protocol.js';
+import type { FanoutLoad, FanoutResult, IdleResult } from '../lib/protocol.js';
+import { summarize } from '../lib/stats.js';
 import { fmt } from '../lib/stats.js';
 import { WEBHOOK_PATH, hasWebhook } from './webhook.js';
 
@@ -12,6 +13,23 @@ export const SUBSCRIPTION = `subscription($authReqId: String!) {
 }`;
 
 const SUBSCRIBERS = 1000;
+
+/** Rounds of one gateway as one result: deliveries/s and CPU over the sum of the rounds' windows, percentiles over every delivery. */
+function combine(results: FanoutResult[]): FanoutResult {
+  const seconds = results.map((r) => r.deliveries / r.deliveriesPerSecond);
+  const busy = seconds.reduce((a, b) => a + b, 0);
+  const deliveries = results.reduce((a, r) => a + r.deliveries, 0);
+  return {
+    deliveries,
+    expected: results.reduce((a, r) => a + r.expected, 0),
+    deliveriesPerSecond: deliveries / busy,
+    gatewayCpu: results.reduce((a, r, i) => a + r.gatewayCpu * seconds[i]!, 0) / busy,
+    loadgenCpu: results.reduce((a, r, i) => a + r.loadgenCpu * seconds[i]!, 0) / busy,
+    latency: summarize(results.flatMap((r) => r.samples ?? [])),
+    clock: results.every((r) => r.clock === 'payload') ? 'payload' : 'sender',
+    errors: [...new Set(results.flatMap((r) => r.errors))],
+  };
+}
 const IDS_PER_ROUND = 10;
 
 function wsUrl(g: GatewayProc): string {
@@ -72,28 +90,38 @@ export async function fanout(
     };
   }
   const rounds = env.options.rounds >= 2 ? 3 : 1;
-  const fan = await env.lg.run<FanoutResult>({
+  const job = (g: GatewayProc): FanoutLoad => ({
     kind: 'fanout',
-    wsUrl: wsUrl(env.gateway),
+    wsUrl: wsUrl(g),
     apiKey: API_KEY,
     subscribers: SUBSCRIBERS,
-    rounds,
+    rounds: 1,
     idsPerRound: IDS_PER_ROUND,
     webhook: {
-      origin: env.gateway.origin,
+      origin: g.origin,
       path: WEBHOOK_PATH,
       headers: { 'content-type': 'application/json', authorization: `Bearer ${NOTIFICATION_TOKEN}` },
       body: JSON.stringify({ auth_req_id: '{{id}}', error: 'access_denied', error_description: 'client timeout', correlation_id: '{{ts}}' }),
     },
     subscription: SUBSCRIPTION,
     timestampPath: 'correlationId',
-    gatewayPid: env.gateway.proc.pid,
+    gatewayPid: g.proc.pid,
   });
-  env.log(
-    `  ${fan.deliveries}/${fan.expected} deliveries, ${Math.round(fan.deliveriesPerSecond)}/s, p50 ${fan.latency.p50.toFixed(1)} ms, p99 ${fan.latency.p99.toFixed(1)} ms, ` +
-      `gateway CPU ${(fan.gatewayCpu * 100).toFixed(0)}%, load generator CPU ${(fan.loadgenCpu * 100).toFixed(0)}%` +
-      (fan.errors.length ? `; errors: ${fan.errors.join(' | ')}` : ''),
-  );
+  // The gateway, then each --compare checkout, one round each in turn (A B A B …).
+  const targets = [env.gateway, ...env.others];
+  const runs = new Map<GatewayProc, FanoutResult[]>(targets.map((g) => [g, []]));
+  for (let round = 0; round < rounds; round++) {
+    for (const g of targets) runs.get(g)!.push(await env.lg.run<FanoutResult>(job(g)));
+  }
+  const fans = targets.map((g) => ({ name: g === env.gateway ? 'gateway' : g.name, fan: combine(runs.get(g)!) }));
+  for (const { name, fan } of fans) {
+    env.log(
+      `  ${name}: ${fan.deliveries}/${fan.expected} deliveries, ${Math.round(fan.deliveriesPerSecond)}/s, p50 ${fan.latency.p50.toFixed(1)} ms, p99 ${fan.latency.p99.toFixed(1)} ms, ` +
+        `gateway CPU ${(fan.gatewayCpu * 100).toFixed(0)}% (${((fan.gatewayCpu / fan.deliveriesPerSecond) * 1e6).toFixed(1)} µs per delivery), load generator CPU ${(fan.loadgenCpu * 100).toFixed(0)}%` +
+        (fan.errors.length ? `; errors: ${fan.errors.join(' | ')}` : ''),
+    );
+  }
+  const fan = fans[0]!.fan;
 
   // Idle connections on a fresh gateway process, so that its RSS starts from a known state.
   const idleRuns: Array<{ name: string; rss: IdleRow[] }> = [];
@@ -110,15 +138,22 @@ export async function fanout(
   const worst = Math.max(perConn(1_000), perConn(10_000));
 
   const markdown = [
-    `${SUBSCRIBERS} graphql-ws clients (one WebSocket each, in the load generator process) subscribe to \`mobileIdAuthentication(authReqId)\` for ${IDS_PER_ROUND} new ids per round; ` +
+    `${SUBSCRIBERS} graphql-ws subscribers (one WebSocket each, opened afresh for each round, in the load generator process: raw \`ws\` connections speaking \`graphql-transport-ws\`, ` +
+      `each subscribe message a real one; every \`next\` is checked for its subscription id, the absence of \`errors\` and its event's auth_req_id, a second \`next\` for one id counts as an error, ` +
+      `and the first connection also parses each message in full) subscribe to \`mobileIdAuthentication(authReqId)\` for ${IDS_PER_ROUND} new ids per round; ` +
       `then ${IDS_PER_ROUND} failure notifications go to \`POST /webhooks/mobile-id\` one after the other (the next when the previous one is acknowledged), each with the sender's clock in \`correlation_id\`. ` +
       `Latency is the subscriber's receipt time minus that timestamp (both clocks are the load generator's), so it covers the webhook request, the durable append, ` +
-      `the publish and the WebSocket delivery. CPU columns cover the same windows (first webhook to last delivery). Deliveries/s = deliveries / (last delivery − first webhook sent), over ${rounds} round(s) of ${SUBSCRIBERS * IDS_PER_ROUND} deliveries. ` +
+      `the publish and the WebSocket delivery. CPU columns cover the same windows (first webhook to last delivery). Deliveries/s = deliveries / (last delivery − first webhook sent), over ${rounds} round(s) of ${SUBSCRIBERS * IDS_PER_ROUND} deliveries` +
+      (env.others.length ? ` per gateway, the gateways in turn (A B A B)` : '') +
+      `; percentiles over every delivery of the rounds. ` +
       `The subscription query is \`${SUBSCRIPTION.replace(/\s+/g, ' ')}\`.`,
     '',
-    '| deliveries | deliveries/s | p50 ms | p95 ms | p99 ms | max ms | gateway CPU | load generator CPU | clock | errors |',
-    '|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
-    `| ${fmt.int(fan.deliveries)} of ${fmt.int(fan.expected)} | ${fmt.int(fan.deliveriesPerSecond)} | ${fmt.ms(fan.latency.p50)} | ${fmt.ms(fan.latency.p95)} | ${fmt.ms(fan.latency.p99)} | ${fmt.ms(fan.latency.max)} | ${fmt.pct(fan.gatewayCpu)} | ${fmt.pct(fan.loadgenCpu)} | ${fan.clock} | ${fan.errors.length ? fan.errors.join('; ').slice(0, 200) : 'none'} |`,
+    '| gateway | deliveries | deliveries/s | p50 ms | p95 ms | p99 ms | max ms | gateway CPU | µs gateway CPU per delivery | load generator CPU | clock | errors |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
+    ...fans.map(
+      ({ name, fan: f }) =>
+        `| ${name} | ${fmt.int(f.deliveries)} of ${fmt.int(f.expected)} | ${fmt.int(f.deliveriesPerSecond)} | ${fmt.ms(f.latency.p50)} | ${fmt.ms(f.latency.p95)} | ${fmt.ms(f.latency.p99)} | ${fmt.ms(f.latency.max)} | ${fmt.pct(f.gatewayCpu)} | ${((f.gatewayCpu / f.deliveriesPerSecond) * 1e6).toFixed(1)} | ${fmt.pct(f.loadgenCpu)} | ${f.clock} | ${f.errors.length ? f.errors.join('; ').slice(0, 200) : 'none'} |`,
+    ),
     '',
     'RSS per idle connection: a fresh gateway process; each connection is a WebSocket that completed `connection_init` and holds one pending ' +
       '`mobileIdAuthentication` subscription (an id that never completes). RSS is read from /proc after 3 s of quiet.',

@@ -26,6 +26,26 @@ export interface WsOptions extends StreamingTransportOptions {
   tracing?: Tracing;
 }
 
+/** A server's WebSocket text frame (FIN, opcode 1, unmasked; RFC 6455 5.2) whose payload is `head` then `tail`. */
+function textFrame(head: Buffer, tail: Buffer): Buffer {
+  const length = head.length + tail.length;
+  const header = length < 126 ? 2 : length < 65_536 ? 4 : 10;
+  const frame = Buffer.allocUnsafe(header + length);
+  frame[0] = 0x81;
+  if (header === 2) frame[1] = length;
+  else if (header === 4) {
+    frame[1] = 126;
+    frame.writeUInt16BE(length, 2);
+  } else {
+    frame[1] = 127;
+    frame.writeUInt32BE(Math.floor(length / 2 ** 32), 2);
+    frame.writeUInt32BE(length >>> 0, 6);
+  }
+  head.copy(frame, header);
+  tail.copy(frame, header + head.length);
+  return frame;
+}
+
 type Extra = {
   socket: WebSocket;
   /** Until the connection is authenticated (see onConnect). */
@@ -43,7 +63,8 @@ type WsExecutionArgs = ExecutionArgs & { [SEND_RESULT]?: SendResult; [OPERATION_
  * closes with 4401, a wrong one with 4403.
  */
 export function createWsServer(options: WsOptions) {
-  const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxMessageBytes ?? 1024 * 1024 });
+  // No permessage-deflate (ws's default, said here because sendResult below relies on it: every frame written at once).
+  const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxMessageBytes ?? 1024 * 1024, perMessageDeflate: false });
   const documents = options.documents ?? new DocumentCache(options.schema);
   const execution = streamingExecution(options.tracing ?? TRACING_OFF, 'ws', options.shared);
   const callers = new WeakMap<object, Caller>();
@@ -54,31 +75,49 @@ export function createWsServer(options: WsOptions) {
     for (const raw of corked) raw.uncork();
     corked.clear();
   };
-  /** A result's payload as JSON: masked and with its warnings (as onNext does), made once per result object. */
-  const serialized = new WeakMap<ExecutionResult, string>();
+  /**
+   * A result's payload as it goes on the wire: its JSON (masked and with its warnings, as onNext does) and `}`, UTF-8
+   * encoded, made once per result object, so once per group for a shared result (src/server/shared-execution.ts).
+   */
+  const encoded = new WeakMap<ExecutionResult, Buffer>();
+  /** `{"id":<JSON of the id>,"type":"next","payload":` per subscription (its args), encoded once. */
+  const prefixes = new WeakMap<ExecutionArgs, Buffer>();
 
   /**
-   * Writes a subscription's result: the payload's JSON is made once per shared result (src/server/shared-execution.ts)
-   * and spliced into the message graphql-ws would write (`{"id":…,"type":"next","payload":…}`). The TCP socket is
-   * corked until the end of the tick, so the `complete` graphql-ws sends right after the last result leaves in the
-   * same write (docs/decisions/030).
+   * Writes a subscription's result as one WebSocket text frame holding `{"id":…,"type":"next","payload":…}`: byte for
+   * byte the message graphql-ws would write (`JSON.stringify({ id, type: 'next', payload })`; a test compares), framed
+   * as ws frames a server's text message (FIN, opcode 1, no mask). The frame goes straight to the TCP socket under the
+   * WebSocket, one buffer per subscriber built from the shared payload (no string and no frame made by ws's Sender per
+   * subscriber). That is safe because ws writes every frame of this server synchronously to the same socket (no
+   * permessage-deflate here, so its Sender never queues), so frames keep their order with graphql-ws's own messages.
+   * The TCP socket is corked until the end of the tick, so the `complete` graphql-ws sends right after the last result
+   * leaves in the same write (docs/decisions/030, 034).
    */
   const sendResult: SendResult = (result, args) => {
     const socket = (args as WsExecutionArgs)[OPERATION_SOCKET]!;
     if (socket.readyState !== socket.OPEN) return;
     const out = deliverable(result, args.contextValue as GraphQLContext, options.logger);
-    let json = serialized.get(out);
-    if (json === undefined) {
-      json = JSON.stringify(out);
-      serialized.set(out, json);
+    let payload = encoded.get(out);
+    if (payload === undefined) {
+      payload = Buffer.from(`${JSON.stringify(out)}}`);
+      encoded.set(out, payload);
+    }
+    let prefix = prefixes.get(args);
+    if (prefix === undefined) {
+      prefix = Buffer.from(`{"id":${JSON.stringify((args as WsExecutionArgs)[OPERATION_ID])},"type":"next","payload":`);
+      prefixes.set(args, prefix);
     }
     const raw = raws.get(socket);
-    if (raw && !corked.has(raw)) {
+    if (raw === undefined) {
+      socket.send(Buffer.concat([prefix, payload]), { binary: false });
+      return;
+    }
+    if (!corked.has(raw)) {
       if (corked.size === 0) process.nextTick(uncork);
       corked.add(raw);
       raw.cork();
     }
-    socket.send(`{"id":${JSON.stringify((args as WsExecutionArgs)[OPERATION_ID])},"type":"next","payload":${json}}`);
+    raw.write(textFrame(prefix, payload));
   };
 
   const server = useServer<Record<string, unknown> | undefined, Extra>(
