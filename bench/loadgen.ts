@@ -258,6 +258,7 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
   let busySeconds = 0;
   let gatewayCpuSeconds = 0;
   let loadgenCpuSeconds = 0;
+  let subscribeCpuSeconds = 0;
   const pool = new Pool(load.webhook.origin, { connections: 1 });
   for (let round = 0; round < load.rounds; round++) {
     const ids = Array.from({ length: load.idsPerRound }, () => `bench-${randomUUID()}`);
@@ -265,6 +266,7 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
     const done = new Promise<void>((resolve) => (r.onAll = resolve));
     fan.round = r;
     // Every connection subscribes to every id of the round, its subscribe messages in one write.
+    const subscribeCpu0 = load.gatewayPid === undefined ? NaN : cpuSeconds(load.gatewayPid);
     const subscribes = ids.map((id, i) => a + r.prefix + i + b + id + c);
     for (const conn of conns) {
       conn.got.fill(0);
@@ -279,6 +281,7 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
     await waitIdle(load.gatewayPid, 300 + conns.length * ids.length * 0.05);
     const first = performance.now();
     const gw0 = load.gatewayPid === undefined ? NaN : cpuSeconds(load.gatewayPid);
+    subscribeCpuSeconds += gw0 - subscribeCpu0;
     const own0 = process.cpuUsage();
     // One webhook at a time, the next as soon as the previous one is acknowledged: the gateway fans each
     // event out to every subscriber while the next request waits in its socket.
@@ -312,6 +315,7 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
     loadgenCpu: loadgenCpuSeconds / busySeconds,
     latency: fan.latency.summary(),
     samples: fan.latency.values(),
+    subscribeCpuPerSubscription: subscribeCpuSeconds / (conns.length * load.idsPerRound * load.rounds),
     clock: fan.unclocked === 0 ? 'payload' : 'sender',
     errors: [...fan.errors],
   };

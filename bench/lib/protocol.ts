@@ -67,6 +67,8 @@ export interface FanoutResult {
   latency: LatencySummary;
   /** Every delivery's latency, ms (to combine rounds). */
   samples?: number[];
+  /** Gateway CPU seconds per subscription, from the first subscribe message until the gateway is idle again (includes ~0.3 s of its idle tail). */
+  subscribeCpuPerSubscription?: number;
   /** CPU, in cores, of the gateway and of the load generator between the first webhook and the last delivery of each round. */
   gatewayCpu: number;
   loadgenCpu: number;

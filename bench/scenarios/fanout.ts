@@ -26,6 +26,7 @@ function combine(results: FanoutResult[]): FanoutResult {
     gatewayCpu: results.reduce((a, r, i) => a + r.gatewayCpu * seconds[i]!, 0) / busy,
     loadgenCpu: results.reduce((a, r, i) => a + r.loadgenCpu * seconds[i]!, 0) / busy,
     latency: summarize(results.flatMap((r) => r.samples ?? [])),
+    subscribeCpuPerSubscription: results.reduce((a, r) => a + (r.subscribeCpuPerSubscription ?? NaN), 0) / results.length,
     clock: results.every((r) => r.clock === 'payload') ? 'payload' : 'sender',
     errors: [...new Set(results.flatMap((r) => r.errors))],
   };
@@ -117,7 +118,8 @@ export async function fanout(
   for (const { name, fan } of fans) {
     env.log(
       `  ${name}: ${fan.deliveries}/${fan.expected} deliveries, ${Math.round(fan.deliveriesPerSecond)}/s, p50 ${fan.latency.p50.toFixed(1)} ms, p99 ${fan.latency.p99.toFixed(1)} ms, ` +
-        `gateway CPU ${(fan.gatewayCpu * 100).toFixed(0)}% (${((fan.gatewayCpu / fan.deliveriesPerSecond) * 1e6).toFixed(1)} µs per delivery), load generator CPU ${(fan.loadgenCpu * 100).toFixed(0)}%` +
+        `gateway CPU ${(fan.gatewayCpu * 100).toFixed(0)}% (${((fan.gatewayCpu / fan.deliveriesPerSecond) * 1e6).toFixed(1)} µs per delivery), load generator CPU ${(fan.loadgenCpu * 100).toFixed(0)}%, ` +
+        `subscribe ${((fan.subscribeCpuPerSubscription ?? NaN) * 1e6).toFixed(1)} µs gateway CPU each` +
         (fan.errors.length ? `; errors: ${fan.errors.join(' | ')}` : ''),
     );
   }

@@ -65,57 +65,149 @@ export class EventStreams {
   ) {}
 
   /** A delivery span per event and subscriber, linked to the event's intake span (meta.traceparent, see Events.ingest). */
-  private delivered(e: EventRecord): void {
+  delivered(e: EventRecord): void {
     if (!this.tracing?.enabled) return;
     const traceparent = typeof e.meta.traceparent === 'string' ? e.meta.traceparent : undefined;
     this.tracing.delivery(`deliver ${e.kind} event`, traceparent, { 'gateway.event.kind': e.kind, 'gateway.event.seq': e.seq });
   }
 
-  async *subscribe(filter: StreamFilter, signal?: CancelSignal): AsyncGenerator<EventRecord> {
-    const matches = (e: EventRecord) =>
-      (filter.key === undefined || e.key === filter.key) &&
-      (filter.scope === undefined || e.scope === filter.scope) &&
-      (filter.reader === undefined || readableBy(filter.reader, e.scope));
-    const queue: EventRecord[] = [];
-    let wake: (() => void) | null = null;
-    const unsubscribe = this.bus.subscribe(filter.kind, filter.key ?? null, (e) => {
-      if (!matches(e)) return;
-      queue.push(e);
-      wake?.();
+  /**
+   * The stream of `filter`'s events: the stored one first (for a key), then live ones, until `limit` events, the
+   * signal, or `return()`. A plain iterator rather than an async generator (docs/decisions/034): a live event is
+   * handed straight to the waiting `next()`, one promise per event instead of a generator's resume, its awaited
+   * `yield` and the consumer's promise, which at 1,000 subscribers of one event was a measurable share of the
+   * fan-out (bench scenario 5). Like a generator it starts (listens, reads the log) at its first `next()`.
+   */
+  subscribe(filter: StreamFilter, signal?: CancelSignal): AsyncGenerator<EventRecord> {
+    return new EventStream(this, this.log, this.bus, filter, signal);
+  }
+}
+
+const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
+
+/** See EventStreams.subscribe. */
+class EventStream implements AsyncGenerator<EventRecord> {
+  /** Live events not yet taken by `next()` (null when none). */
+  private queue: EventRecord[] | null = null;
+  /** The `next()` waiting for an event. */
+  private waiting: { resolve: (r: IteratorResult<EventRecord>) => void; reject: (e: unknown) => void } | null = null;
+  private started = false;
+  /** The read of the stored event (for a key), until it settles. */
+  private reading: Promise<void> | null = null;
+  private done = false;
+  private lastSeq = 0;
+  private yielded = 0;
+  private unsubscribe: (() => void) | null = null;
+  private readonly onAbort = () => this.finish();
+
+  constructor(
+    private readonly streams: EventStreams,
+    private readonly log: EventLog,
+    private readonly bus: EventBus,
+    private readonly filter: StreamFilter,
+    private readonly signal: CancelSignal | undefined,
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  private matches(e: EventRecord): boolean {
+    const f = this.filter;
+    return (f.key === undefined || e.key === f.key) && (f.scope === undefined || e.scope === f.scope) && (f.reader === undefined || readableBy(f.reader, e.scope));
+  }
+
+  private start(): void {
+    this.started = true;
+    const f = this.filter;
+    // The live listener goes first, and events are ordered by their log sequence, so an event that arrives while the
+    // stored one is read is neither lost (gap) nor yielded twice (duplicate).
+    this.unsubscribe = this.bus.subscribe(f.kind, f.key ?? null, (e) => {
+      if (this.done || !this.matches(e)) return;
+      const waiting = this.waiting;
+      if (waiting !== null && this.reading === null) {
+        if (e.seq <= this.lastSeq) return;
+        this.waiting = null;
+        waiting.resolve(this.take(e));
+        return;
+      }
+      (this.queue ??= []).push(e);
     });
-    const onAbort = () => wake?.();
-    signal?.addEventListener('abort', onAbort);
-    let lastSeq = 0;
-    let yielded = 0;
-    const limit = filter.limit ?? Infinity;
-    try {
-      if (filter.key !== undefined) {
-        const stored = await this.log.latest(filter.kind, filter.key);
-        if (stored && matches(stored)) {
-          lastSeq = stored.seq;
-          yielded += 1;
-          this.delivered(stored);
-          yield stored;
-        }
-      }
-      while (yielded < limit && !signal?.aborted) {
-        const next = queue.shift();
-        if (next) {
-          if (next.seq <= lastSeq) continue;
-          lastSeq = next.seq;
-          yielded += 1;
-          this.delivered(next);
-          yield next;
-          continue;
-        }
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-        });
-        wake = null;
-      }
-    } finally {
-      unsubscribe();
-      signal?.removeEventListener('abort', onAbort);
+    this.signal?.addEventListener('abort', this.onAbort);
+    if (f.key === undefined) return;
+    this.reading = this.log.latest(f.kind, f.key).then(
+      (stored) => {
+        this.reading = null;
+        if (stored && !this.done && this.matches(stored)) (this.queue ??= []).unshift(stored);
+      },
+      (err: unknown) => {
+        this.reading = null;
+        this.finish();
+        throw err;
+      },
+    );
+  }
+
+  /** `e` as the stream's next result, counted; the stream stops listening at once after its last one. */
+  private take(e: EventRecord): IteratorResult<EventRecord> {
+    this.lastSeq = e.seq;
+    this.yielded += 1;
+    this.streams.delivered(e);
+    if (this.yielded >= (this.filter.limit ?? Infinity)) this.finish();
+    return { done: false, value: e };
+  }
+
+  /** The next queued event in sequence, if any. */
+  private fromQueue(): IteratorResult<EventRecord> | null {
+    const queue = this.queue;
+    while (queue !== null && queue.length > 0) {
+      const e = queue.shift()!;
+      if (e.seq > this.lastSeq) return this.take(e);
     }
+    return null;
+  }
+
+  async next(): Promise<IteratorResult<EventRecord>> {
+    if (!this.started) this.start();
+    // Only while the stored event is read: an await per event would cost a turn of the microtask queue each.
+    if (this.reading !== null) await this.reading;
+    if (this.done) return DONE;
+    if (this.yielded >= (this.filter.limit ?? Infinity) || this.signal?.aborted) {
+      this.finish();
+      return DONE;
+    }
+    const queued = this.fromQueue();
+    if (queued !== null) return queued;
+    if (this.waiting !== null) throw new Error('EventStream: next() called while another next() waits');
+    return new Promise<IteratorResult<EventRecord>>((resolve, reject) => {
+      this.waiting = { resolve, reject };
+    });
+  }
+
+  /** Stops listening; a waiting `next()` gets the end of the stream. */
+  private finish(): void {
+    if (this.done) return;
+    this.done = true;
+    this.queue = null;
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    this.signal?.removeEventListener('abort', this.onAbort);
+    const waiting = this.waiting;
+    this.waiting = null;
+    waiting?.resolve(DONE);
+  }
+
+  async return(): Promise<IteratorResult<EventRecord>> {
+    this.finish();
+    return DONE;
+  }
+
+  async throw(err: unknown): Promise<IteratorResult<EventRecord>> {
+    this.finish();
+    throw err;
+  }
+
+  get [Symbol.toStringTag](): string {
+    return 'EventStream';
   }
 }
