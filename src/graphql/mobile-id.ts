@@ -5,13 +5,14 @@ import type { EventRecord } from '../events/index.js';
 import type { GraphQLContext } from './context.js';
 import { abortable } from './subscriptions.js';
 
+/**
+ * The view with its GraphQL type name, as an object over it (not a copy: a copy would read, so open, the sealed tokens
+ * that the view opens only when a selection asks for them; src/mobile-id/service.ts).
+ */
 function toGraphQL(a: MobileIdAuthentication): MobileIdAuthenticationResult {
-  if (a.outcome === 'failure') {
-    const { outcome: _o, ...rest } = a;
-    return { __typename: 'MobileIdAuthenticationFailed', ...rest };
-  }
-  const { outcome: _o, ...rest } = a;
-  return { __typename: 'MobileIdAuthenticated', ...rest };
+  const typed = Object.create(a) as MobileIdAuthenticationResult;
+  typed.__typename = a.outcome === 'failure' ? 'MobileIdAuthenticationFailed' : 'MobileIdAuthenticated';
+  return typed;
 }
 
 function loader(ctx: GraphQLContext): DataLoader<string, MobileIdAuthentication | null> {
