@@ -34,8 +34,8 @@ import {
  *   only writes the WAL) and the driver itself fdatasyncs the WAL file on libuv's thread pool before it
  *   settles any statement of the commit: the same guarantee as FULL (the commit record is on disk before
  *   anyone hears of it), while the event loop keeps serving. One sync is in flight at a time; the writes
- *   of the turns that arrive meanwhile stay in one open transaction, committed when it returns, so the next
- *   sync covers all of them. A read never answers with data whose commit is not yet synced.
+ *   of the turns that arrive meanwhile stay in one open transaction, committed at the end of the turn in which it
+ *   returns (with the writes of that turn's other events), so the next sync covers all of them (decision 036). A read never answers with data whose commit is not yet synced.
  *
  * - Checkpoints off the event loop (`checkpointInWorker`): the connection's automatic checkpoint (two
  *   fsyncs and a copy of the WAL, on the committing thread) is turned off, and a worker thread with its own
