@@ -107,7 +107,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     const rateLimits = await RateLimits.create({ limits: config.rateLimits, store, metrics, logger });
 
-    const ledger = new Ledger(store.db, store.execute);
+    const ledger = new Ledger(store.db, store.execute, store.readValues);
     const idempotencyRecords = new IdempotencyRecords(store.db, store.writeTogether, store.execute);
     // GATEWAY_TEST_PAUSE_AT (tests only): undefined unless set, so the call sites cost one check.
     const pause = pauseAt(config.testPauseAt, logger);

@@ -26,6 +26,11 @@ export interface Store {
    * driver (kysely's executor cost about as much as a short statement), on PostgreSQL through kysely.
    */
   execute: Execute;
+  /**
+   * Runs one compiled read as `execute` does, each row an array of its column values in the order selected: on
+   * SQLite without an object per row (better-sqlite3's raw mode), on PostgreSQL the values of kysely's rows.
+   */
+  readValues: ReadValues;
   /** Throws when the database does not answer. Used by /readyz. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -33,6 +38,14 @@ export interface Store {
 
 /** Runs one compiled statement outside any transaction (Store.execute, or `db.executeQuery`). */
 export type Execute = <R>(query: CompiledQuery<R>) => Promise<QueryResult<R>>;
+
+/** Runs one compiled read; each row is the array of its column values in select order (Store.readValues). */
+export type ReadValues = (query: CompiledQuery) => Promise<unknown[][]>;
+
+/** `readValues` over any `execute`: the values of each row object, which holds its columns in select order. */
+export function valuesOf(execute: Execute): ReadValues {
+  return async (query) => (await execute<Record<string, unknown>>(query as CompiledQuery<Record<string, unknown>>)).rows.map((row) => Object.values(row));
+}
 
 export interface StoreOptions {
   dataDir: string;
@@ -55,6 +68,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   let db: Kysely<Database>;
   let writeTogether: Store['writeTogether'];
   let execute: Execute;
+  let readValues: ReadValues;
   const openConnections = new Set<Promise<void>>();
   let dialect: Dialect;
   let location: string;
@@ -83,6 +97,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
         for (const w of writes) await trx.executeQuery(w);
       });
     execute = (query) => pgDb.executeQuery(query);
+    readValues = valuesOf(execute);
     dialect = 'postgres';
     const url = new URL(options.databaseUrl);
     location = `postgresql://${url.host}${url.pathname}`;
@@ -105,14 +120,16 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       stats.queries += writes.length;
       return sqliteDialect.writeTogether(writes);
     };
-    execute = <R>(query: CompiledQuery<R>) => {
-      // Past kysely's executor: counted and its failures logged here, as kysely's log does.
+    // Past kysely's executor: counted and their failures logged here, as kysely's log does.
+    const direct = <T>(query: CompiledQuery, run: Promise<T>): Promise<T> => {
       stats.queries += 1;
-      return sqliteDialect.execute<R>(query).catch((error: unknown) => {
+      return run.catch((error: unknown) => {
         options.logger.error({ err: error, sql: query.sql }, 'sql error');
         throw error;
       });
     };
+    execute = <R>(query: CompiledQuery<R>) => direct(query, sqliteDialect.execute<R>(query));
+    readValues = (query) => direct(query, sqliteDialect.readValues(query));
     dialect = 'sqlite';
     location = file;
   }
@@ -134,6 +151,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     stats,
     writeTogether,
     execute,
+    readValues,
     async ping() {
       await sql`select 1`.execute(db);
     },

@@ -1,5 +1,5 @@
 import type { Compilable, CompiledQuery, Kysely } from 'kysely';
-import type { Execute } from './index.js';
+import { valuesOf, type Execute, type ReadValues } from './index.js';
 import { precompiled } from './precompiled.js';
 import type { Database } from './schema.js';
 
@@ -33,6 +33,10 @@ export interface LedgerRecord {
 
 type Row = Database['resources'];
 
+/** The columns every read selects, in this order: a row arrives as the array of their values (Store.readValues). */
+const COLUMNS = ['id', 'kind', 'project_id', 'parent_id', 'title', 'spec', 'response', 'idempotency_key', 'created_by', 'created_at'] as const;
+type Values = { readonly [I in keyof typeof COLUMNS]: (typeof COLUMNS)[I] extends keyof Row ? Row[(typeof COLUMNS)[I]] : never };
+
 /**
  * A record read from the ledger. `spec` and `response` stay JSON text until first read (then parsed once
  * and kept): a query that reads a few columns of a tree of records never parses the rest (issue 14). The
@@ -52,17 +56,17 @@ class StoredRecord implements LedgerRecord {
   private parsedSpec: Record<string, unknown> | undefined = undefined;
   private parsedResponse: unknown = undefined;
 
-  constructor(row: Row) {
-    this.id = row.id;
-    this.kind = row.kind as ResourceKind;
-    this.projectId = row.project_id;
-    this.parentId = row.parent_id;
-    this.title = row.title;
-    this.idempotencyKey = row.idempotency_key;
-    this.createdBy = row.created_by;
-    this.createdAt = new Date(Number(row.created_at));
-    this.specJson = row.spec;
-    this.responseJson = row.response;
+  constructor(values: Values) {
+    this.id = values[0];
+    this.kind = values[1] as ResourceKind;
+    this.projectId = values[2];
+    this.parentId = values[3];
+    this.title = values[4];
+    this.specJson = values[5];
+    this.responseJson = values[6];
+    this.idempotencyKey = values[7];
+    this.createdBy = values[8];
+    this.createdAt = new Date(Number(values[9]));
   }
 
   get spec(): Record<string, unknown> {
@@ -98,7 +102,7 @@ class StoredRecord implements LedgerRecord {
   }
 }
 
-const toRecord = (row: Row): LedgerRecord => new StoredRecord(row);
+const toRecord = (values: unknown[]): LedgerRecord => new StoredRecord(values as unknown as Values);
 
 /**
  * The ledger: the upstream has no read endpoints, so what the gateway created is answered from here.
@@ -106,13 +110,19 @@ const toRecord = (row: Row): LedgerRecord => new StoredRecord(row);
  */
 export class Ledger {
   private readonly execute: Execute;
+  private readonly readValues: ReadValues;
 
-  /** `execute`: the store's own (Store.execute, past kysely's executor); without it, kysely's `executeQuery`. */
+  /**
+   * `execute` and `readValues`: the store's own (Store.execute and Store.readValues, past kysely's executor);
+   * without them, kysely's `executeQuery`.
+   */
   constructor(
     private readonly db: Kysely<Database>,
     execute?: Execute,
+    readValues?: ReadValues,
   ) {
     this.execute = execute ?? ((query) => db.executeQuery(query));
+    this.readValues = readValues ?? valuesOf(this.execute);
   }
 
   /** Stores a created resource. Recording the same id twice (a replay after a crash) keeps the first. */
@@ -180,9 +190,9 @@ export class Ledger {
   async getMany(ids: readonly string[]): Promise<(LedgerRecord | null)[]> {
     if (ids.length === 0) return [];
     const unique = [...new Set(ids)];
-    const read = this.read(`byId:${unique.length}`, (...idList: string[]) => this.db.selectFrom('resources').selectAll().where('id', 'in', idList));
+    const read = this.read(`byId:${unique.length}`, (...idList: string[]) => this.db.selectFrom('resources').select(COLUMNS).where('id', 'in', idList));
     const rows = await this.rows(read(...unique));
-    const byId = new Map(rows.map((r) => [r.id, toRecord(r)]));
+    const byId = new Map(rows.map((values) => [values[0] as string, toRecord(values)]));
     return ids.map((id) => byId.get(id) ?? null);
   }
 
@@ -191,7 +201,7 @@ export class Ledger {
     if (parentIds.length === 0) return [];
     const unique = [...new Set(parentIds)];
     const read = this.read(`children:${unique.length}`, (k: string, ...parents: string[]) =>
-      this.db.selectFrom('resources').selectAll().where('kind', '=', k).where('parent_id', 'in', parents).orderBy('created_at').orderBy('id'),
+      this.db.selectFrom('resources').select(COLUMNS).where('kind', '=', k).where('parent_id', 'in', parents).orderBy('created_at').orderBy('id'),
     );
     const rows = await this.rows(read(kind, ...unique));
     return groupBy(rows.map(toRecord), parentIds, (r) => r.parentId);
@@ -202,7 +212,7 @@ export class Ledger {
     if (projectIds.length === 0) return [];
     const unique = [...new Set(projectIds)];
     const read = this.read(`inProjects:${unique.length}`, (k: string, ...projects: string[]) =>
-      this.db.selectFrom('resources').selectAll().where('kind', '=', k).where('project_id', 'in', projects).orderBy('created_at').orderBy('id'),
+      this.db.selectFrom('resources').select(COLUMNS).where('kind', '=', k).where('project_id', 'in', projects).orderBy('created_at').orderBy('id'),
     );
     const rows = await this.rows(read(kind, ...unique));
     return groupBy(rows.map(toRecord), projectIds, (r) => r.projectId);
@@ -215,7 +225,7 @@ export class Ledger {
   }
 
   private readonly listStatement = precompiled((kind: string, limit: number, offset: number) =>
-    this.db.selectFrom('resources').selectAll().where('kind', '=', kind).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset),
+    this.db.selectFrom('resources').select(COLUMNS).where('kind', '=', kind).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset),
   );
 
   /**
@@ -232,8 +242,8 @@ export class Ledger {
     return statement;
   }
 
-  private async rows(query: CompiledQuery): Promise<Row[]> {
-    return (await this.execute<Row>(query as CompiledQuery<Row>)).rows;
+  private rows(query: CompiledQuery): Promise<unknown[][]> {
+    return this.readValues(query);
   }
 
   private readonly reads = new Map<string, (...args: string[]) => CompiledQuery>();

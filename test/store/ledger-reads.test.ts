@@ -6,8 +6,14 @@ import { createLogger } from '../../src/logger.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { Ledger, type LedgerRecord } from '../../src/store/ledger.js';
 
-/** The ledger's read statements are compiled once per shape and run again with new parameters (issue 14). */
-describe('ledger reads', () => {
+/**
+ * The ledger's read statements are compiled once per shape and run again with new parameters (issue 14), and
+ * answer the same through kysely's row objects and through the store's arrays of values (SQLite's raw mode).
+ */
+describe.each([
+  ['row objects through kysely', (store: Store) => new Ledger(store.db)],
+  ['arrays of values from the store', (store: Store) => new Ledger(store.db, store.execute, store.readValues)],
+])('ledger reads (%s)', (_via, makeLedger) => {
   let dir: string;
   let store: Store;
   let ledger: Ledger;
@@ -18,7 +24,7 @@ describe('ledger reads', () => {
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ledger-reads-'));
     store = await openStore({ dataDir: dir, logger: createLogger({ level: 'silent' }) });
-    ledger = new Ledger(store.db);
+    ledger = makeLedger(store);
     for (const p of ['p1', 'p2']) {
       await rec(p, 'project', p, null, 0);
       for (let n = 1; n <= 3; n++) {
