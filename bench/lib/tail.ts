@@ -14,7 +14,10 @@ export interface RuntimeScrape {
   gcCount: number;
   gcSeconds: number;
   gcOver10ms: number;
-  /** prom-client resets its event-loop delay histogram at each scrape: these cover the time since the last one. */
+  /**
+   * Event-loop delay beyond prom-client's 10 ms sampling interval (its histogram records whole intervals: an idle
+   * loop reads ~10 ms). prom-client resets the histogram at each scrape: these cover the time since the last one.
+   */
   loopDelayP99Ms: number;
   loopDelayMaxMs: number;
 }
@@ -38,6 +41,10 @@ function sum(text: string, name: string, labelFilter?: (labels: string) => boole
   return seen ? total : NaN;
 }
 
+/** prom-client's `eventLoopMonitoringPrecision` (the gateway keeps the default). */
+const SAMPLING_MS = 10;
+const beyondInterval = (seconds: number) => Math.max(0, seconds * 1000 - SAMPLING_MS);
+
 export async function scrapeRuntime(origin: string): Promise<RuntimeScrape> {
   const res = await request(`${origin}/metrics`);
   const text = await res.body.text();
@@ -48,8 +55,8 @@ export async function scrapeRuntime(origin: string): Promise<RuntimeScrape> {
     gcCount: count,
     gcSeconds: sum(text, `${p}gc_duration_seconds_sum`),
     gcOver10ms: count - sum(text, `${p}gc_duration_seconds_bucket`, (l) => l.includes('le="0.01"')),
-    loopDelayP99Ms: sum(text, `${p}eventloop_lag_p99_seconds`) * 1000,
-    loopDelayMaxMs: sum(text, `${p}eventloop_lag_max_seconds`) * 1000,
+    loopDelayP99Ms: beyondInterval(sum(text, `${p}eventloop_lag_p99_seconds`)),
+    loopDelayMaxMs: beyondInterval(sum(text, `${p}eventloop_lag_max_seconds`)),
   };
 }
 
