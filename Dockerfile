@@ -2,7 +2,7 @@
 # Build with dev dependencies (TypeScript, esbuild, GraphiQL), run with production ones only.
 # The current LTS line, pinned by major so that CI runs the whole suite on it (.ci/test-on-node-lts reads this
 # line); rebuilds still pick up its security releases.
-ARG NODE_IMAGE=node:24-slim
+ARG NODE_IMAGE=node:26-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app

@@ -97,6 +97,7 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'OTEL_TRACES_SAMPLER_ARG', default: '1', description: 'OpenTelemetry: the sampling ratio (0..1) of the traceidratio samplers.' },
   { name: 'GATEWAY_TEST_PAUSE_AT', default: '(unset)', description: `Tests only: the process stops at this phase and waits to be killed (${PHASES.join(', ')}); see docs/decisions/014.` },
   { name: 'LOG_LEVEL', default: 'info', description: 'pino log level: fatal, error, warn, info, debug, trace or silent.' },
+  { name: 'LOG_FORMAT', default: 'auto', description: 'auto (a compact line per event when stdout is a terminal, JSON otherwise), json (one JSON object per line, for collectors) or pretty.' },
 ];
 
 /** Variables whose value may be a secret: never echoed in a configuration error. */
@@ -382,6 +383,7 @@ const envSchema = z.object({
     }),
   GATEWAY_TEST_PAUSE_AT: z.enum(PHASES, `must be one of ${PHASES.join(', ')}`).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().default('info'),
+  LOG_FORMAT: z.enum(['auto', 'json', 'pretty'], 'must be auto, json or pretty').optional().default('auto'),
 });
 
 type Env = z.infer<typeof envSchema>;
@@ -451,6 +453,8 @@ export interface Config {
     readonly cloudShapeSeed: number | undefined;
   };
   readonly logLevel: string;
+  /** auto, json or pretty (src/logger.ts resolveLogFormat). */
+  readonly logFormat: 'auto' | 'json' | 'pretty';
   /** GATEWAY_TEST_PAUSE_AT (tests only, src/phases.ts). */
   readonly testPauseAt: Phase | undefined;
   /** TRUSTED_DOCUMENTS; the manifest is read (and checked) by the gateway at start-up. */
@@ -740,6 +744,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       cloudShapeSeed: e.SANDBOX_CLOUD_SHAPE_SEED,
     },
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
     testPauseAt: e.GATEWAY_TEST_PAUSE_AT,
     trustedDocuments: { mode: e.TRUSTED_DOCUMENTS, manifest: e.TRUSTED_DOCUMENTS_MANIFEST ? path.resolve(e.TRUSTED_DOCUMENTS_MANIFEST) : undefined },
     tracing: {

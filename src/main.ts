@@ -1,6 +1,6 @@
 import { startGateway } from './app.js';
 import { ConfigError, describeUpstreams, loadConfig } from './config.js';
-import { createLogger } from './logger.js';
+import { createLogger, resolveLogFormat } from './logger.js';
 
 async function main(): Promise<void> {
   let config;
@@ -13,7 +13,7 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const logger = createLogger({ level: config.logLevel });
+  const logger = createLogger({ level: config.logLevel, format: resolveLogFormat(config.logFormat, process.stdout.isTTY === true) });
   const gateway = await startGateway(config, { logger });
   const described = describeUpstreams(config.upstreams);
   const upstreams = Object.entries(described)
