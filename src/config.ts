@@ -39,13 +39,13 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'IDENTIFICATION_PRODLIKE_API_TOKEN', default: '(unset: IDENTIFICATION_API_TOKEN)', description: 'Bearer token for the pre-production-like identification interface (environment PRODLIKE). Unset: the production token IDENTIFICATION_API_TOKEN is sent there too.' },
   { name: 'RFM_API_URL', default: '(unset: VERIFICATION_API_URL)', description: 'Base URL of the rfm list check (POST /api/v1/rfm/is-in-catalog). Unset: the verification interface, where the spec lists the check (under /api/v1), with VERIFICATION_API_TOKEN.' },
   { name: 'MOBILEID_NOTIFICATION_TOKENS', default: '(unset)', description: 'Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id.' },
-  { name: 'MOBILEID_JWKS_URL', default: '(unset)', description: 'JWKS of the mobile identity service; with MOBILEID_ISSUER and MOBILEID_CLIENT_ID, id_tokens are verified.' },
+  { name: 'MOBILEID_JWKS_URL', default: '(unset)', description: 'JWKS of the mobile identity service: when set, every id_token signature is verified (iss and aud are compared when present and MOBILEID_ISSUER / MOBILEID_CLIENT_ID are set).' },
   { name: 'MOBILEID_JWKS_FILE', default: '(unset)', description: 'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL.' },
-  { name: 'MOBILEID_ISSUER', default: '(unset)', description: 'Expected iss of mobile-ID id_tokens.' },
-  { name: 'MOBILEID_CLIENT_ID', default: '(unset)', description: 'Expected aud of mobile-ID id_tokens.' },
+  { name: 'MOBILEID_ISSUER', default: '(unset)', description: 'Expected iss of mobile-ID id_tokens, compared when a token carries iss (unset: iss is reported NOT_CHECKED).' },
+  { name: 'MOBILEID_CLIENT_ID', default: '(unset)', description: 'Expected aud of mobile-ID id_tokens, compared when a token carries aud (unset: aud is reported NOT_CHECKED).' },
   { name: 'TOKEN_ENCRYPTION_KEY', default: '(unset: DATA_DIR/token-encryption.key)', description: '32 random bytes (base64 or 64 hex digits) that encrypt stored mobile-ID tokens (AES-256-GCM). Unset: a key file generated in DATA_DIR on first start. Replicas sharing DATABASE_URL need the same key.' },
   { name: 'MOBILEID_JWKS_ALLOWED_HOSTS', default: '(unset: none)', description: 'Comma-separated hosts (or host:port) whose URLs from a notification body the gateway may fetch; today it fetches none (jwks_uri is the operator\'s encryption key, recorded and exposed, never used to check signatures).' },
-  { name: 'MOBILEID_STRICT_ID_TOKEN', default: 'false', description: 'true: full CIBA strictness, an id_token without exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).' },
+  { name: 'MOBILEID_STRICT_ID_TOKEN', default: 'false', description: 'true: full CIBA strictness, an id_token without iss, aud, exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash, or an encrypted one, is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).' },
   { name: 'GATEWAY_API_KEYS', default: '(unset: open)', description: 'Comma-separated keys that apps send as Authorization: Bearer <key>. Unset is allowed only when every upstream is sandboxed.' },
   { name: 'OPERATOR_API_KEYS', default: '(unset: none)', description: 'Comma-separated keys of operators: each works as an API key and may also read operator data (mobileIdRejections, the quarantine of refused notifications). Needs GATEWAY_API_KEYS; in open sandbox mode everyone is the operator.' },
   { name: 'IDEMPOTENCY_RETENTION', default: '24h', description: 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).' },
@@ -762,7 +762,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     throw new ConfigError('OPERATOR_API_KEYS', 'needs GATEWAY_API_KEYS: without API keys the gateway is open and everyone is the operator');
   }
   if (config.mobileId.strictIdToken && !config.upstreams.mobileId.sandbox && !config.mobileId.jwksUrl && !config.mobileId.jwksFile) {
-    throw new ConfigError('MOBILEID_STRICT_ID_TOKEN', 'strict id_token checks need a JWKS: set MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE (with MOBILEID_ISSUER and MOBILEID_CLIENT_ID)');
+    throw new ConfigError('MOBILEID_STRICT_ID_TOKEN', 'strict id_token checks need a JWKS: set MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE (and MOBILEID_ISSUER and MOBILEID_CLIENT_ID to compare iss and aud)');
   }
   if (config.apiKeys.length === 0 && !everyUpstreamSandboxed(config.upstreams)) {
     throw new ConfigError('GATEWAY_API_KEYS', 'is required when any upstream is real (an open gateway is allowed only in full sandbox mode)');

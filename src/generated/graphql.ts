@@ -977,9 +977,9 @@ export type MobileIdAuthenticated = {
    */
   idTokenChecks: MobileIdTokenChecks;
   /**
-   * True when the gateway checked the id_token's signature, iss and aud against the configured JWKS (and
-   * exp, the auth_req_id claim and at_hash where present: see idTokenChecks); false when no JWKS is configured
-   * and it only decoded the claims.
+   * True when the gateway checked the id_token's signature against the configured JWKS (and iss, aud, exp, the
+   * auth_req_id claim and at_hash where present: see idTokenChecks); false when no JWKS is configured or the
+   * id_token is encrypted (JWE), and it only decoded (or only stored) the token.
    */
   idTokenVerified: Scalars['Boolean']['output'];
   /** The id_token's `iss`. */
@@ -994,8 +994,8 @@ export type MobileIdAuthenticated = {
   receivedAt: Scalars['DateTime']['output'];
   /** The X-Mobileid-Request-Id header of the notification (for the service's technical support). */
   requestId: Maybe<Scalars['String']['output']>;
-  /** The id_token's `sub`: the identifier of the number owner. */
-  subject: Scalars['String']['output'];
+  /** The id_token's `sub`: the identifier of the number owner (a number in the token is given as its decimal text). Null when the id_token is encrypted (JWE): the gateway holds no key to read its claims. */
+  subject: Maybe<Scalars['String']['output']>;
   /** Type of `accessToken`; always `Bearer`. */
   tokenType: Scalars['String']['output'];
   /** The X-Mobileid-Transaction-Id header of the notification (for the service's technical support). */
@@ -1116,7 +1116,7 @@ export type MobileIdRejectionReason =
 export type MobileIdTokenCheck =
   /** The claim is absent (accepted outside strict mode). */
   | 'ABSENT'
-  /** Not checked: no JWKS is configured, so the id_token was only decoded. */
+  /** Not checked: see `notCheckedReason` (no JWKS configured, an encrypted id_token, or no expected value configured). */
   | 'NOT_CHECKED'
   /** Checked and correct. */
   | 'VALID';
@@ -1126,14 +1126,16 @@ export type MobileIdTokenChecks = {
   __typename?: 'MobileIdTokenChecks';
   /** `at_hash` matches the notification's access_token. */
   atHash: MobileIdTokenCheck;
-  /** `aud` contains MOBILEID_CLIENT_ID. */
+  /** `aud` contains MOBILEID_CLIENT_ID; ABSENT when the id_token has no aud; NOT_CHECKED when MOBILEID_CLIENT_ID is unset. */
   audience: MobileIdTokenCheck;
   /** The `urn:openid:params:jwt:claim:auth_req_id` claim equals the notification's auth_req_id. */
   authReqIdClaim: MobileIdTokenCheck;
   /** `exp` has not passed; ABSENT when the id_token has no exp. */
   expiry: MobileIdTokenCheck;
-  /** `iss` equals MOBILEID_ISSUER. */
+  /** `iss` equals MOBILEID_ISSUER; ABSENT when the id_token has no iss; NOT_CHECKED when MOBILEID_ISSUER is unset. */
   issuer: MobileIdTokenCheck;
+  /** Why a check above is NOT_CHECKED: no JWKS is configured, the id_token is encrypted (JWE), or MOBILEID_ISSUER / MOBILEID_CLIENT_ID is unset so a present iss / aud was not compared. Null when every check ran. */
+  notCheckedReason: Maybe<Scalars['String']['output']>;
   /** The signature, against the configured JWKS (MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE) only. */
   signature: MobileIdTokenCheck;
   /** True when strict mode was on: exp, the auth_req_id claim and at_hash were required. */
@@ -2846,7 +2848,7 @@ export type MobileIdAuthenticatedResolvers<ContextType = GraphQLContext, ParentT
   otherFields?: Resolver<ResolversTypes['JSON'], ParentType, ContextType>;
   receivedAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   requestId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
-  subject?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  subject?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   tokenType?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   transactionId?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
@@ -2896,6 +2898,7 @@ export type MobileIdTokenChecksResolvers<ContextType = GraphQLContext, ParentTyp
   authReqIdClaim?: Resolver<ResolversTypes['MobileIdTokenCheck'], ParentType, ContextType>;
   expiry?: Resolver<ResolversTypes['MobileIdTokenCheck'], ParentType, ContextType>;
   issuer?: Resolver<ResolversTypes['MobileIdTokenCheck'], ParentType, ContextType>;
+  notCheckedReason?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   signature?: Resolver<ResolversTypes['MobileIdTokenCheck'], ParentType, ContextType>;
   strict?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;

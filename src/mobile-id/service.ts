@@ -6,11 +6,11 @@ import type { Caller } from '../caller.js';
 import { canonicalJson } from '../fingerprint.js';
 import type { Database } from '../store/schema.js';
 import { readableBy } from '../tenancy.js';
-import { IdTokenVerifier, claimsOf, type IdTokenChecks, type IdTokenClaims, type VerifierOptions } from './verify.js';
+import { IdTokenVerifier, NO_CLAIMS, claimsOf, type IdTokenChecks, type IdTokenClaims, type VerifierOptions } from './verify.js';
 import { RejectionQuarantine, authReqIdOf, type NewRejection, type Rejection, type RejectionReason } from './quarantine.js';
 import type { SecretBox } from './sealing.js';
 import { NotificationTokens, type IssuedToken, type NotifierAuth } from './tokens.js';
-import { MAX_ID_LENGTH, decodeCompactJwt, extraFields, failureReason, parseNotification, type FailureReason } from './wire.js';
+import { MAX_ID_LENGTH, decodeCompactJwt, extraFields, failureReason, isCompactJwe, parseNotification, type FailureReason } from './wire.js';
 
 export const MOBILE_ID_EVENT_KIND = 'mobile-id';
 
@@ -244,7 +244,7 @@ export class MobileIdService {
         idToken: this.box.seal(b.id_token, `${authReqId}\u0000id_token`),
         expiresIn: b.expires_in,
         expiresAt,
-        claims: claimsOf(decodeCompactJwt(b.id_token)!.claims),
+        claims: isCompactJwe(b.id_token) ? NO_CLAIMS : claimsOf(decodeCompactJwt(b.id_token)!.claims),
         verifiedWith: check.keys,
         checks: check.checks,
         jwksUri: b.jwks_uri ?? null,
@@ -402,7 +402,7 @@ export class MobileIdService {
       tokenType: p.tokenType,
       expiresAt: new Date(p.expiresAt),
       idTokenVerified: p.verifiedWith !== null,
-      idTokenChecks: p.checks ?? legacyChecks(p.verifiedWith !== null),
+      idTokenChecks: p.checks ? { ...p.checks, notCheckedReason: p.checks.notCheckedReason ?? legacyReason(p.checks) } : legacyChecks(p.verifiedWith !== null),
       jwksUri: p.jwksUri,
       leadingKycMatch: p.leadingKycMatch,
     } as Omit<MobileIdAuthenticated, 'accessToken' | 'idToken'> as MobileIdAuthenticated;
@@ -422,7 +422,12 @@ export class MobileIdService {
 /** Events stored before the checks were reported were verified in full (every claim required), or not at all. */
 function legacyChecks(verified: boolean): IdTokenChecks {
   const r = verified ? 'VALID' : 'NOT_CHECKED';
-  return { signature: r, issuer: r, audience: r, expiry: r, authReqIdClaim: r, atHash: r, strict: verified };
+  return { signature: r, issuer: r, audience: r, expiry: r, authReqIdClaim: r, atHash: r, strict: verified, notCheckedReason: verified ? null : 'no JWKS was configured: the id_token was only decoded' };
+}
+
+/** Checks stored before the reason was: NOT_CHECKED then only ever meant that no JWKS was configured. */
+function legacyReason(checks: IdTokenChecks): string | null {
+  return checks.signature === 'NOT_CHECKED' ? 'no JWKS was configured: the id_token was only decoded' : null;
 }
 
 /** An event from a token an app issued is that app's; one from a configured token (scope null) is every app's. */

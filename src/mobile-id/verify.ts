@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
+import { isCompactJwe } from './wire.js';
 
 export const AUTH_REQ_ID_CLAIM = 'urn:openid:params:jwt:claim:auth_req_id';
 
@@ -11,7 +12,8 @@ export const AUTH_REQ_ID_CLAIM = 'urn:openid:params:jwt:claim:auth_req_id';
 const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
 
 export interface IdTokenClaims {
-  sub: string;
+  /** Null when the id_token is encrypted (JWE): its claims cannot be read. */
+  sub: string | null;
   acr: string | null;
   amr: string[] | null;
   iss: string | null;
@@ -23,7 +25,10 @@ export interface IdTokenClaims {
   authReqId: string | null;
 }
 
-/** The claims the gateway keeps, from a decoded claims set (wire.ts has checked that sub is a string). */
+/** The claims of an encrypted id_token (JWE): none can be read without the relying party's decryption key. */
+export const NO_CLAIMS: IdTokenClaims = { sub: null, acr: null, amr: null, iss: null, aud: [], exp: null, iat: null, authReqId: null };
+
+/** The claims the gateway keeps, from a decoded claims set (wire.ts has checked that sub is a string or a number). */
 export function claimsOf(raw: Record<string, unknown>): IdTokenClaims {
   const str = (v: unknown) => (typeof v === 'string' ? v : null);
   const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : null);
@@ -37,7 +42,7 @@ export function claimsOf(raw: Record<string, unknown>): IdTokenClaims {
     aud,
     exp: num(raw.exp),
     iat: num(raw.iat),
-    authReqId: str(raw[AUTH_REQ_ID_CLAIM]),
+    authReqId: typeof raw[AUTH_REQ_ID_CLAIM] === 'number' ? String(raw[AUTH_REQ_ID_CLAIM]) : str(raw[AUTH_REQ_ID_CLAIM]),
   };
 }
 
@@ -72,6 +77,8 @@ export interface IdTokenChecks {
   atHash: CheckResult;
   /** Strict mode (MOBILEID_STRICT_ID_TOKEN) was on: every claim above was required. */
   strict: boolean;
+  /** Why a check above is NOT_CHECKED; null when every check ran. */
+  notCheckedReason: string | null;
 }
 
 /** Why an id_token was refused: one value per check (the quarantine and the metric use it). */
@@ -95,9 +102,11 @@ export type VerifyOutcome =
 export interface VerifierOptions {
   /** The configured JWKS (MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE, or the sandbox's); null when none is. */
   keys: { source: string; get: JWTVerifyGetKey } | null;
+  /** MOBILEID_ISSUER: when set, a present iss must equal it; when unset, iss is reported NOT_CHECKED. */
   issuer: string | undefined;
+  /** MOBILEID_CLIENT_ID: when set, a present aud must contain it; when unset, aud is reported NOT_CHECKED. */
   clientId: string | undefined;
-  /** MOBILEID_STRICT_ID_TOKEN: exp, the auth_req_id claim and at_hash are required (OpenID CIBA Core §10.3.1). */
+  /** MOBILEID_STRICT_ID_TOKEN: iss, aud, exp, the auth_req_id claim and at_hash are required (OpenID CIBA Core §10.3.1). */
   strict?: boolean;
   clockToleranceSec?: number;
 }
@@ -121,15 +130,18 @@ export function configuredKeys(options: { jwksUrl?: string | undefined; jwksFile
   return null;
 }
 
-const NOT_CHECKED: IdTokenChecks = {
-  signature: 'NOT_CHECKED',
-  issuer: 'NOT_CHECKED',
-  audience: 'NOT_CHECKED',
-  expiry: 'NOT_CHECKED',
-  authReqIdClaim: 'NOT_CHECKED',
-  atHash: 'NOT_CHECKED',
-  strict: false,
-};
+function notChecked(reason: string): IdTokenChecks {
+  return {
+    signature: 'NOT_CHECKED',
+    issuer: 'NOT_CHECKED',
+    audience: 'NOT_CHECKED',
+    expiry: 'NOT_CHECKED',
+    authReqIdClaim: 'NOT_CHECKED',
+    atHash: 'NOT_CHECKED',
+    strict: false,
+    notCheckedReason: reason,
+  };
+}
 
 /**
  * Verifies id_tokens against the configured JWKS only. A `jwks_uri` in a notification body is the
@@ -138,7 +150,8 @@ const NOT_CHECKED: IdTokenChecks = {
  *
  * The spec promises only `sub` and the authentication context, and the sender does not retry, so outside
  * strict mode a claim that is absent is reported (ABSENT), not refused; a claim that is present and wrong is
- * always refused.
+ * always refused. With a JWKS the signature is always checked; iss and aud are compared when the token carries
+ * them and MOBILEID_ISSUER / MOBILEID_CLIENT_ID say what to expect (docs/decisions/039).
  */
 export class IdTokenVerifier {
   constructor(private readonly options: VerifierOptions) {}
@@ -149,23 +162,44 @@ export class IdTokenVerifier {
 
   async check(input: { idToken: string; accessToken: string; authReqId: string }): Promise<VerifyOutcome> {
     const keys = this.options.keys;
-    if (!keys || !this.options.issuer || !this.options.clientId) return { status: 'accepted', keys: null, checks: NOT_CHECKED };
     const strict = this.strict;
+    if (isCompactJwe(input.idToken)) {
+      if (strict) return { status: 'rejected', reason: 'ID_TOKEN_INVALID', description: 'id_token is encrypted (JWE): the gateway holds no key to decrypt it, and strict mode requires every check' };
+      return { status: 'accepted', keys: null, checks: notChecked('the id_token is encrypted (JWE) and the gateway holds no key to decrypt it') };
+    }
+    if (!keys) return { status: 'accepted', keys: null, checks: notChecked('no JWKS is configured (MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE): the id_token was only decoded') };
 
     let alg: string;
     let payload: Record<string, unknown>;
     try {
       const result = await jwtVerify(input.idToken, keys.get, {
-        issuer: this.options.issuer,
-        audience: this.options.clientId,
         algorithms: ALGORITHMS,
-        requiredClaims: strict ? ['exp', 'sub'] : ['sub'],
+        requiredClaims: strict ? ['iss', 'aud', 'exp', 'sub'] : ['sub'],
         clockTolerance: this.options.clockToleranceSec ?? 30,
       });
       alg = result.protectedHeader.alg;
       payload = result.payload as Record<string, unknown>;
     } catch (err) {
       return describeJoseError(err);
+    }
+    const unchecked: string[] = [];
+    let issuer: CheckResult = 'ABSENT';
+    if (payload.iss !== undefined) {
+      if (this.options.issuer === undefined) {
+        issuer = 'NOT_CHECKED';
+        unchecked.push('MOBILEID_ISSUER is not set, so iss was not compared');
+      } else if (payload.iss !== this.options.issuer) {
+        return { status: 'rejected', reason: 'ID_TOKEN_ISSUER', description: 'id_token iss claim: does not equal MOBILEID_ISSUER' };
+      } else issuer = 'VALID';
+    }
+    let audience: CheckResult = 'ABSENT';
+    if (payload.aud !== undefined) {
+      if (this.options.clientId === undefined) {
+        audience = 'NOT_CHECKED';
+        unchecked.push('MOBILEID_CLIENT_ID is not set, so aud was not compared');
+      } else if (!audiences(payload.aud).includes(this.options.clientId)) {
+        return { status: 'rejected', reason: 'ID_TOKEN_AUDIENCE', description: 'id_token aud claim: does not contain MOBILEID_CLIENT_ID' };
+      } else audience = 'VALID';
     }
     const claims = claimsOf(payload);
     // OpenID CIBA Core §10.3.1: the id_token is bound to this authentication request and access token.
@@ -191,15 +225,20 @@ export class IdTokenVerifier {
       keys: keys.source,
       checks: {
         signature: 'VALID',
-        issuer: 'VALID',
-        audience: 'VALID',
+        issuer,
+        audience,
         expiry: payload.exp === undefined ? 'ABSENT' : 'VALID',
         authReqIdClaim,
         atHash: atHashResult,
         strict,
+        notCheckedReason: unchecked.length ? unchecked.join('; ') : null,
       },
     };
   }
+}
+
+function audiences(aud: unknown): string[] {
+  return Array.isArray(aud) ? aud.filter((v): v is string => typeof v === 'string') : typeof aud === 'string' ? [aud] : [];
 }
 
 function describeJoseError(err: unknown): VerifyOutcome {

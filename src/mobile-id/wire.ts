@@ -37,6 +37,15 @@ export function decodeCompactJwt(token: string): JwtParts | null {
 
 let lastDecoded: { token: string | null; parts: JwtParts | null } = { token: null, parts: null };
 
+/**
+ * A compact JWE (RFC 7516 §7.1: five base64url parts, the encrypted key empty for direct encryption). The
+ * operator may encrypt the id_token to the relying party's key; the gateway holds no decryption key, so such a
+ * token is kept sealed as received and reported as not checked.
+ */
+export function isCompactJwe(token: string): boolean {
+  return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(token);
+}
+
 function decode(token: string): JwtParts | null {
   if (!/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token)) return null;
   try {
@@ -52,12 +61,15 @@ const idToken = z
   .string({ error: required('a string') })
   .max(MAX_TOKEN_LENGTH, `must be at most ${MAX_TOKEN_LENGTH} characters`)
   .superRefine((value, ctx) => {
+    if (isCompactJwe(value)) return;
     const jwt = decodeCompactJwt(value);
     if (!jwt) {
-      ctx.addIssue({ code: 'custom', message: 'is not a well-formed JWT (three base64url parts: a JSON header with alg, a JSON claims object, a signature)' });
+      ctx.addIssue({ code: 'custom', message: 'is neither a well-formed JWT (three base64url parts: a JSON header with alg, a JSON claims object, a signature) nor an encrypted one (JWE, five parts)' });
       return;
     }
-    if (typeof jwt.claims.sub !== 'string' || jwt.claims.sub === '') {
+    // The spec shows no type for sub: a number is the same identifier written without quotes.
+    const sub = jwt.claims.sub;
+    if (!((typeof sub === 'string' && sub !== '') || (typeof sub === 'number' && Number.isFinite(sub)))) {
       ctx.addIssue({ code: 'custom', message: 'has no sub claim (the identifier of the number owner)' });
     }
   });
@@ -69,12 +81,12 @@ export const successBodySchema = z.looseObject({
     .string({ error: required('a string') })
     .min(1, 'must not be empty')
     .max(MAX_TOKEN_LENGTH, `must be at most ${MAX_TOKEN_LENGTH} characters`),
-  token_type: z.literal('Bearer', { error: 'must be exactly "Bearer"' }),
+  token_type: z.literal('Bearer', { error: 'must be "Bearer" (in any case)' }),
   id_token: idToken,
   expires_in: z
     .number({ error: required('an integer number of seconds') })
     .int('must be an integer number of seconds')
-    .positive('must be a positive number of seconds')
+    .nonnegative('must not be negative')
     .max(10 * 365 * 86_400, 'must be at most ten years'),
   jwks_uri: z.url({ error: 'must be an absolute URL' }).max(MAX_TEXT_LENGTH).optional(),
   leading_kyc_match: z.boolean({ error: 'must be true or false' }).optional(),
@@ -116,10 +128,11 @@ function describe(error: z.ZodError): string {
  * Checks a decoded body against the two shapes: one with `error` is a failure notification, any other a
  * success notification. The description names every bad field (first five), never a field's value.
  */
-export function parseNotification(body: unknown): ParseResult {
-  if (!body || typeof body !== 'object' || Array.isArray(body)) {
+export function parseNotification(raw: unknown): ParseResult {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) {
     return { ok: false, description: 'the body must be a JSON object (or form fields)' };
   }
+  const body = tolerate(raw as Record<string, unknown>);
   if ('error' in body) {
     if ('access_token' in body || 'id_token' in body) {
       return { ok: false, description: 'a notification carries either error (failure) or access_token and id_token (success), not both' };
@@ -131,12 +144,48 @@ export function parseNotification(body: unknown): ParseResult {
   return r.success ? { ok: true, notification: { outcome: 'success', body: r.data } } : { ok: false, description: describe(r.error) };
 }
 
+/** Optional fields of either scenario: null or an empty value means absent. */
+const OPTIONAL_FIELDS = ['jwks_uri', 'leading_kyc_match', 'correlation_id'] as const;
+/** Identifiers the spec shows without a type: a number is the same identifier written without quotes. */
+const IDENTIFIER_FIELDS = ['auth_req_id', 'correlation_id'] as const;
+
+/**
+ * How an allowed value may be written, normalised before the shapes are checked (docs/decisions/039): strict about
+ * what the spec requires, tolerant about its spelling. The same rules apply to JSON and form bodies.
+ * - an optional field that is null or empty (`jwks_uri=`) is absent;
+ * - auth_req_id and correlation_id given as a number are that number's decimal text;
+ * - token_type is case-insensitive (RFC 6749 §5.1): any spelling of "bearer" is "Bearer";
+ * - expires_in given as decimal text ("3600") is that integer;
+ * - leading_kyc_match given as true/false, 1/0 (text or number) is that boolean.
+ * Anything else stays as sent, so the schema names it. A value that is not an allowed spelling is never guessed.
+ */
+export function tolerate(input: Record<string, unknown>): Record<string, unknown> {
+  const body: Record<string, unknown> = { ...input };
+  for (const name of OPTIONAL_FIELDS) {
+    const v = body[name];
+    if (v === null || (typeof v === 'string' && v.trim() === '')) delete body[name];
+  }
+  for (const name of IDENTIFIER_FIELDS) {
+    const v = body[name];
+    if (typeof v === 'number' && Number.isSafeInteger(v)) body[name] = String(v);
+  }
+  if (typeof body.token_type === 'string' && body.token_type.trim().toLowerCase() === 'bearer') body.token_type = 'Bearer';
+  if (typeof body.expires_in === 'string' && /^\d{1,15}$/.test(body.expires_in.trim())) body.expires_in = Number(body.expires_in.trim());
+  const kyc = body.leading_kyc_match;
+  if (typeof kyc === 'string' || typeof kyc === 'number') {
+    const v = String(kyc).trim().toLowerCase();
+    if (v === 'true' || v === '1') body.leading_kyc_match = true;
+    else if (v === 'false' || v === '0') body.leading_kyc_match = false;
+  }
+  return body;
+}
+
 export type FormResult = { ok: true; body: Record<string, unknown> } | { ok: false; description: string };
 
 /**
- * An `application/x-www-form-urlencoded` body as the fields the JSON body would have: `expires_in` becomes an
- * integer and `leading_kyc_match` a boolean when their text says so (otherwise they stay text and the schema
- * names them). A field given twice is refused: which one counts would be a guess.
+ * An `application/x-www-form-urlencoded` body as fields (all text; `tolerate` reads expires_in, leading_kyc_match
+ * and empty optional fields the same way as in JSON). A field given twice is refused: which one counts would be a
+ * guess.
  */
 export function formFields(text: string): FormResult {
   const params = new URLSearchParams(text);
@@ -144,12 +193,6 @@ export function formFields(text: string): FormResult {
   for (const [name, value] of params) {
     if (Object.hasOwn(body, name)) return { ok: false, description: `${name} is given more than once` };
     body[name] = value;
-  }
-  if (typeof body.expires_in === 'string' && /^\d{1,15}$/.test(body.expires_in.trim())) body.expires_in = Number(body.expires_in.trim());
-  if (typeof body.leading_kyc_match === 'string') {
-    const v = body.leading_kyc_match.trim().toLowerCase();
-    if (v === 'true') body.leading_kyc_match = true;
-    else if (v === 'false') body.leading_kyc_match = false;
   }
   return { ok: true, body };
 }
