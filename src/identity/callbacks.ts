@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import { sha256 } from '../caller.js';
+import { canonicalJson } from '../fingerprint.js';
 import type { Database } from '../store/schema.js';
 
 export interface CallbackBinding {
@@ -7,6 +8,15 @@ export interface CallbackBinding {
   externalId: string | null;
   /** Scope of the caller that registered the verification: its events belong to that API key. */
   createdBy: string;
+}
+
+/**
+ * The keyed digest of a callback body's canonical JSON (RFC 8785): two deliveries have the same one only when
+ * they are the same body, whatever their key order or spacing. Only an exact repeat is a duplicate; every other
+ * callback is kept (docs/decisions/041). Keyed, because the body holds personal data and its digest is stored.
+ */
+export function callbackBodyDigest(digest: (text: string) => string, body: unknown): string {
+  return digest(`callback-body\u0000${canonicalJson(body) ?? 'null'}`);
 }
 
 function hashOf(token: string): string {
@@ -53,6 +63,11 @@ export class VerificationCallbacks {
   /** Forgets a token whose registration the upstream refused (nothing will call it). */
   async revoke(token: string): Promise<void> {
     await this.db.deleteFrom('verification_callbacks').where('token_hash', '=', hashOf(token)).execute();
+  }
+
+  /** See callbackBodyDigest. */
+  bodyDigest(body: unknown): string {
+    return callbackBodyDigest((text) => this.secret.digest(text), body);
   }
 
   async find(token: string): Promise<CallbackBinding | null> {

@@ -60,7 +60,8 @@ export class IdentificationCompletions {
   async receive(token: string, body: unknown, meta: Record<string, unknown>): Promise<IdentificationCallbackOutcome> {
     const binding = await this.o.callbacks.find(token);
     if (!binding) return { status: 'unknown-token' };
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) return { status: 'invalid', description: 'the body must be a JSON object' };
+    const object = wire.one(body);
+    if (object === null || typeof object !== 'object' || Array.isArray(object)) return { status: 'invalid', description: 'the body must be a JSON object (or an array of one), or form fields' };
     const id = wire.identificationIdOf(body);
     if (id === null) {
       return {
@@ -73,12 +74,13 @@ export class IdentificationCompletions {
     if (!record || record.kind !== 'identification' || (record.spec as { workflowId?: unknown }).workflowId !== binding.workflowId) {
       return { status: 'unknown-identification', id };
     }
-    const { status, event } = wire.identificationEventOf(body);
-    // Same identification, status and event kind is the same delivery; a new status is a new event (decision 018).
+    // Only an exact repeat of a body is the same delivery; every distinct callback is kept (decision 041).
+    const digest = this.o.callbacks.bodyDigest(body);
     return this.o.events.ingest({
       kind: IDENTIFICATION_EVENT_KIND,
       key: id,
-      dedupeKey: `identification:${id}:${status ?? ''}:${event ?? ''}`,
+      dedupeKey: `identification:${id}:${digest}`,
+      fingerprint: digest,
       payload: body,
       meta,
       scope: binding.createdBy,

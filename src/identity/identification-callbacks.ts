@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
+import { callbackBodyDigest } from './callbacks.js';
 import type { Database } from '../store/schema.js';
 
 export interface IdentificationCallbackBinding {
@@ -29,6 +30,11 @@ export class IdentificationCallbacks {
     /** A keyed digest (hex) of its input; the same key on every replica gives the same addresses. */
     private readonly derive: (text: string) => string,
   ) {}
+
+  /** See callbackBodyDigest (callbacks.ts). */
+  bodyDigest(body: unknown): string {
+    return callbackBodyDigest(this.derive, body);
+  }
 
   /** The token of the caller's address for a workflow, stored (as its hash) if it was not yet. */
   async issue(createdBy: string, workflowId: string): Promise<string> {

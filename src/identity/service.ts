@@ -294,8 +294,8 @@ export class IdentityService {
   async receiveCallback(token: string, body: unknown, meta: Record<string, unknown>): Promise<CallbackOutcome> {
     const binding = await this.o.callbacks.find(token);
     if (!binding) return { status: 'unknown-token' };
-    const parsed = wire.callbackBodySchema.safeParse(body);
-    if (!parsed.success) return { status: 'invalid', description: 'the body must be a JSON object' };
+    const parsed = wire.callbackBodySchema.safeParse(wire.one(body));
+    if (!parsed.success) return { status: 'invalid', description: 'the body must be a JSON object (or an array of one), or form fields' };
     const named = wire.externalIdOf(body);
     if (binding.externalId !== null && named !== null && named !== binding.externalId) {
       return { status: 'invalid', description: 'the body names another verification than the one this callbackUrl was issued for' };
@@ -304,13 +304,14 @@ export class IdentityService {
     if (externalId === null) {
       return { status: 'invalid', description: `the body does not name its verification (${wire.EXTERNAL_ID_FIELDS.join(', ')})` };
     }
-    const status = wire.statusOf(body);
-    // Same verification and same status is the same delivery (docs/decisions/004); a new status is a new event.
-    const dedupeKey = `verification:${externalId}:${status ?? ''}`;
+    // Only an exact repeat of a body is the same delivery; every distinct callback is kept and published once,
+    // and a read returns the newest (docs/decisions/041).
+    const digest = this.o.callbacks.bodyDigest(body);
     const appended = await this.o.events.ingest({
       kind: VERIFICATION_EVENT_KIND,
       key: externalId,
-      dedupeKey,
+      dedupeKey: `verification:${externalId}:${digest}`,
+      fingerprint: digest,
       payload: body,
       meta,
       scope: binding.createdBy,

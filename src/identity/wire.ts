@@ -101,17 +101,18 @@ export function parseIdentificationResponse(body: unknown): IdentificationLink |
 /** Names accepted for the identification's id in a callback, in order of preference (decision 018). */
 export const IDENTIFICATION_ID_FIELDS = ['identificationId', 'workflowInstanceId', 'id'] as const;
 /** Objects a callback may nest the identification under. */
-export const IDENTIFICATION_NESTED_FIELDS = ['identification', 'workflowInstance', 'data'] as const;
+export const IDENTIFICATION_NESTED_FIELDS = ['identification', 'workflowInstance', 'data', 'result'] as const;
 /** Names accepted for the kind of event in a callback. */
 export const EVENT_TYPE_FIELDS = ['event', 'eventType', 'type'] as const;
 
 /** The identification a callback names: top level first, then inside one of IDENTIFICATION_NESTED_FIELDS. */
-export function identificationIdOf(body: unknown): string | null {
+export function identificationIdOf(raw: unknown): string | null {
+  const body = one(raw);
   if (!isObject(body)) return null;
   const top = firstString(body, IDENTIFICATION_ID_FIELDS);
   if (top) return top;
   for (const nested of IDENTIFICATION_NESTED_FIELDS) {
-    const inner = body[nested];
+    const inner = one(body[nested]);
     if (isObject(inner)) {
       const id = firstString(inner, IDENTIFICATION_ID_FIELDS);
       if (id) return id;
@@ -121,13 +122,14 @@ export function identificationIdOf(body: unknown): string | null {
 }
 
 /** Status and event kind of an identification callback, top level or nested like the id. */
-export function identificationEventOf(body: unknown): { status: string | null; event: string | null } {
+export function identificationEventOf(raw: unknown): { status: string | null; event: string | null } {
+  const body = one(raw);
   if (!isObject(body)) return { status: null, event: null };
   const read = (fields: readonly string[]) => {
     const top = firstString(body, fields);
     if (top) return top;
     for (const nested of IDENTIFICATION_NESTED_FIELDS) {
-      const inner = body[nested];
+      const inner = one(body[nested]);
       if (isObject(inner)) {
         const v = firstString(inner, fields);
         if (v) return v;
@@ -163,6 +165,11 @@ export interface Registration {
   jobResults: unknown;
 }
 
+/** An array of exactly one element stands for that element (platforms wrap single events in lists). */
+export function one(value: unknown): unknown {
+  return Array.isArray(value) && value.length === 1 ? value[0] : value;
+}
+
 function isObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
@@ -176,29 +183,33 @@ function firstString(obj: Record<string, unknown>, fields: readonly string[]): s
   return null;
 }
 
-/** The external id of a response or callback body: top level, or inside `data` / `verification`. */
-export function externalIdOf(body: unknown): string | null {
+/** Objects a verification body may nest its id and status under (each may also be an array of one). */
+export const VERIFICATION_NESTED_FIELDS = ['data', 'verification', 'result'] as const;
+
+/** The first of `fields` at the top level, else inside one of `nests`, each object possibly an array of one. */
+function located(raw: unknown, fields: readonly string[], nests: readonly string[]): string | null {
+  const body = one(raw);
   if (!isObject(body)) return null;
-  const top = firstString(body, EXTERNAL_ID_FIELDS);
+  const top = firstString(body, fields);
   if (top) return top;
-  for (const nested of ['data', 'verification']) {
-    const inner = body[nested];
+  for (const nested of nests) {
+    const inner = one(body[nested]);
     if (isObject(inner)) {
-      const id = firstString(inner, EXTERNAL_ID_FIELDS);
-      if (id) return id;
+      const v = firstString(inner, fields);
+      if (v) return v;
     }
   }
   return null;
 }
 
-/** The status of a body: a top-level status field, else the one of an object `jobResults`. */
+/** The external id of a response or callback body: top level, or inside `data` / `verification` / `result`. */
+export function externalIdOf(body: unknown): string | null {
+  return located(body, EXTERNAL_ID_FIELDS, VERIFICATION_NESTED_FIELDS);
+}
+
+/** The status of a body: top level, else inside `jobResults` / `data` / `verification` / `result`. */
 export function statusOf(body: unknown): string | null {
-  if (!isObject(body)) return null;
-  const top = firstString(body, STATUS_FIELDS);
-  if (top) return top;
-  const jobs = body.jobResults;
-  if (isObject(jobs)) return firstString(jobs, STATUS_FIELDS);
-  return null;
+  return located(body, STATUS_FIELDS, ['jobResults', ...VERIFICATION_NESTED_FIELDS]);
 }
 
 export function parseRegistration(body: unknown): Registration {

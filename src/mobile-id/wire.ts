@@ -180,23 +180,6 @@ export function tolerate(input: Record<string, unknown>): Record<string, unknown
   return body;
 }
 
-export type FormResult = { ok: true; body: Record<string, unknown> } | { ok: false; description: string };
-
-/**
- * An `application/x-www-form-urlencoded` body as fields (all text; `tolerate` reads expires_in, leading_kyc_match
- * and empty optional fields the same way as in JSON). A field given twice is refused: which one counts would be a
- * guess.
- */
-export function formFields(text: string): FormResult {
-  const params = new URLSearchParams(text);
-  const body: Record<string, unknown> = {};
-  for (const [name, value] of params) {
-    if (Object.hasOwn(body, name)) return { ok: false, description: `${name} is given more than once` };
-    body[name] = value;
-  }
-  return { ok: true, body };
-}
-
 /** The reasons of the spec's error table (section "Errors"), and UNKNOWN for anything else. */
 export type FailureReason =
   | 'CLIENT_TIMEOUT'

@@ -184,7 +184,8 @@ describe('verification callbacks as subscription events', () => {
 
     const cases: Array<[string | Buffer, string, number]> = [
       ['{"status": ', 'application/json', 400],
-      ['status=COMPLETED', 'application/x-www-form-urlencoded', 400],
+      ['status=COMPLETED', 'text/plain', 400],
+      ['status=COMPLETED&status=FAILED', 'application/x-www-form-urlencoded', 400],
       ['[1, 2, 3]', 'application/json', 400],
       [JSON.stringify({ verificationExternalId: other, status: 'COMPLETED' }), 'application/json', 400],
       [Buffer.alloc(1024 * 1024 + 10, 0x20), 'application/json', 413],

@@ -14,10 +14,23 @@ export interface WebhookBodyOptions {
   unsupported: { status: 400 | 415; description: string };
 }
 
-/** JSON callbacks (verification and identification): any JSON media type, anything else a 400. */
-export const JSON_CALLBACK_BODY: Omit<WebhookBodyOptions, 'limit'> = {
-  parserFor: (type) => (type === 'application/json' || type.endsWith('+json') ? 'json' : null),
-  unsupported: { status: 400, description: 'the body must be JSON (Content-Type: application/json)' },
+/**
+ * An `application/x-www-form-urlencoded` body as an object of its fields (text). A field given twice is refused:
+ * which one counts would be a guess.
+ */
+export function formFields(text: string): { ok: true; body: Record<string, string> } | { ok: false; description: string } {
+  const body: Record<string, string> = {};
+  for (const [name, value] of new URLSearchParams(text)) {
+    if (Object.hasOwn(body, name)) return { ok: false, description: `${name} is given more than once` };
+    body[name] = value;
+  }
+  return { ok: true, body };
+}
+
+/** Identity callbacks (verification and identification): any JSON media type or form fields, anything else a 400. */
+export const CALLBACK_BODY: Omit<WebhookBodyOptions, 'limit'> = {
+  parserFor: (type) => (type === 'application/json' || type.endsWith('+json') ? 'json' : type === 'application/x-www-form-urlencoded' ? formFields : null),
+  unsupported: { status: 400, description: 'the body must be JSON (Content-Type: application/json) or form fields (application/x-www-form-urlencoded)' },
 };
 
 /** Why a body was refused, in the words the mobile-ID quarantine counts them by. */

@@ -3,7 +3,7 @@ import { WebhookErrorCode } from '../../errors.js';
 import type { Metrics } from '../../metrics.js';
 import type { Route } from '../http.js';
 import { sendOAuthError } from '../respond.js';
-import { JSON_CALLBACK_BODY, readWebhookBody } from './body.js';
+import { CALLBACK_BODY, readWebhookBody } from './body.js';
 
 /** Largest callback body accepted. */
 export const CALLBACK_BODY_LIMIT = 1024 * 1024;
@@ -28,10 +28,9 @@ export interface CallbackRouteOptions {
 
 /**
  * The skeleton shared by the identity callbacks (spec: Events 1 and 2). The token in the path is the
- * authentication: an unknown one gets 404 and nothing is read or stored. A known one: the JSON body goes to the
- * service, which appends it to the event log; then 204, and only then it is published. A duplicate is
- * acknowledged and not published again; a different body for the same event is acknowledged (the sender stops
- * retrying), the first one stands, and the operator is told in the log.
+ * authentication: an unknown one gets 404 and nothing is read or stored. A known one: the body (JSON, or form
+ * fields) goes to the service, which appends it to the event log; then 204, and only then it is published. An
+ * exact repeat is acknowledged and not published again; every distinct body is kept and published once.
  */
 export function callbackWebhookRoute(options: CallbackRouteOptions): Route {
   const { endpoint } = options;
@@ -50,7 +49,7 @@ export function callbackWebhookRoute(options: CallbackRouteOptions): Route {
         sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, unknownAddress, { connection: 'close' });
         return;
       }
-      const read = await readWebhookBody(req, { ...JSON_CALLBACK_BODY, limit });
+      const read = await readWebhookBody(req, { ...CALLBACK_BODY, limit });
       if (!read.ok) {
         count('rejected');
         sendOAuthError(res, read.status, read.error, read.description, read.close ? { connection: 'close' } : {});
@@ -67,9 +66,6 @@ export function callbackWebhookRoute(options: CallbackRouteOptions): Route {
         count('rejected');
         sendOAuthError(res, 400, WebhookErrorCode.INVALID_REQUEST, outcome.description);
         return;
-      }
-      if (outcome.status === 'conflict') {
-        ctx.logger.warn({ endpoint, key: outcome.event.key, seq: outcome.event.seq }, `${endpoint} callback differs from the one already stored; kept the first`);
       }
       count(outcome.status === 'created' ? 'accepted' : outcome.status);
       res.writeHead(204, { 'cache-control': 'no-store' });

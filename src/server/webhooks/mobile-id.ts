@@ -2,12 +2,11 @@ import type { Metrics } from '../../metrics.js';
 import type { PauseAt } from '../../phases.js';
 import type { MobileIdService } from '../../mobile-id/service.js';
 import type { RejectionReason } from '../../mobile-id/quarantine.js';
-import { formFields } from '../../mobile-id/wire.js';
 import { bearerToken } from '../auth.js';
 import type { Route } from '../http.js';
 import { WebhookErrorCode } from '../../errors.js';
 import { sendOAuthError } from '../respond.js';
-import { readWebhookBody } from './body.js';
+import { formFields, readWebhookBody } from './body.js';
 
 /** Largest notification body accepted; a real one is a few KiB. */
 export const MOBILE_ID_NOTIFICATION_BODY_LIMIT = 64 * 1024;
