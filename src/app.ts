@@ -171,6 +171,19 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     }, 60_000);
     purge.unref();
     cleanups.push(async () => clearInterval(purge));
+    // Notifications acknowledged while their id_token could not be verified: retried on their own schedule
+    // (src/mobile-id/pending.ts); each replica looks, one takes each row.
+    let verifying = false;
+    const verifyPending = setInterval(() => {
+      if (verifying) return;
+      verifying = true;
+      services.mobileId
+        .verifyPending()
+        .catch((err: unknown) => logger.warn({ err }, 'verification of pending mobile-ID notifications failed'))
+        .finally(() => (verifying = false));
+    }, 2_000);
+    verifyPending.unref();
+    cleanups.push(async () => clearInterval(verifyPending));
 
     const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers] as Record<string, unknown>[]);
     const authenticate = createAuthenticator(config.apiKeys, config.operatorKeys);

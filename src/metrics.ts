@@ -62,6 +62,25 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly mobileIdPending = new Gauge({
+    name: 'gateway_mobile_id_pending_verifications',
+    help: 'Mobile-ID notifications acknowledged whose id_token is not verified yet (JWKS unreachable): not delivered until it is.',
+    registers: [this.registry],
+  });
+
+  readonly mobileIdVerifiedLate = new Counter({
+    name: 'gateway_mobile_id_verified_late_total',
+    help: 'Pending mobile-ID notifications verified later and delivered.',
+    registers: [this.registry],
+  });
+
+  readonly mobileIdPendingRefused = new Counter({
+    name: 'gateway_mobile_id_pending_refused_total',
+    help: 'Pending mobile-ID notifications finally refused (a check failed, or still unverifiable at EVENT_RETENTION) and quarantined, by reason.',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
   readonly eventsPublished = new Counter({
     name: 'gateway_events_published_total',
     help: 'Events published to subscribers, by kind.',

@@ -153,7 +153,7 @@ export async function startUpstreams(
         ? { onCallbackAddress: (workflowId: string, url: string) => simulatedIdentification.forEach((s) => s?.configureCallback(workflowId, url)) }
         : {}),
     }),
-    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box }),
+    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box, metrics: deps.metrics }),
     sandbox,
   };
 }

@@ -1103,7 +1103,7 @@ export type MobileIdRejectionReason =
   | 'ID_TOKEN_ISSUER'
   /** 400: the id_token's signature is not valid, or no key of the configured JWKS matches it. */
   | 'ID_TOKEN_SIGNATURE'
-  /** 503: the configured JWKS could not be loaded. */
+  /** Acknowledged (204) while the configured JWKS could not be loaded, and still unverifiable after EVENT_RETENTION. */
   | 'JWKS_UNAVAILABLE'
   /** 400: the body is not JSON, a field is missing or wrong, or the id_token is not a JWT with a sub. */
   | 'MALFORMED'
@@ -1871,7 +1871,7 @@ export type Query = {
   mobileIdAuthentication: Maybe<MobileIdAuthenticationResult>;
   /**
    * The quarantine of refused notifications, newest first: every notification the webhook refused (401, 400,
-   * 409, 413, 415, 503), without secrets: when, why, the auth_req_id when the body had one, and the sender's
+   * 409, 413, 415), and every one acknowledged pending verification and refused later (204), without secrets: when, why, the auth_req_id when the body had one, and the sender's
    * support references. The sender does not retry, so each row is an authentication that was lost. An operator
    * key (OPERATOR_API_KEYS, or anyone in open sandbox mode) reads every row; an app's key reads only the rows of
    * notifications that came with a client_notification_token it issued. Kept for EVENT_RETENTION, at most

@@ -1,5 +1,6 @@
 import type { Config } from '../config.js';
 import type { Events } from '../events/index.js';
+import type { Metrics } from '../metrics.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
 import type { SecretBox } from './sealing.js';
@@ -33,6 +34,7 @@ export function createMobileIdService(
     selfUrl: () => string;
     /** The gateway's secret (TOKEN_ENCRYPTION_KEY) that seals stored tokens. */
     box: SecretBox;
+    metrics: Metrics;
   },
 ): MobileIdService {
   const { config } = deps;
@@ -46,5 +48,6 @@ export function createMobileIdService(
     sandbox: endpoint.notifier,
     notificationUri: () => `${deps.selfUrl()}/webhooks/mobile-id`,
     rejectionRetentionMs: config.eventRetentionMs,
+    metrics: deps.metrics,
   });
 }

@@ -22,7 +22,7 @@ export type RejectionReason =
   | IdTokenRejection
   /** 409: another notification was already stored for the auth_req_id. */
   | 'CONFLICT'
-  /** 503: the configured JWKS could not be loaded. */
+  /** Acknowledged (204) pending verification, and the JWKS still could not be loaded at EVENT_RETENTION. */
   | 'JWKS_UNAVAILABLE';
 
 export interface Rejection {

@@ -9,10 +9,15 @@ import { readableBy } from '../tenancy.js';
 import { IdTokenVerifier, NO_CLAIMS, claimsOf, type IdTokenChecks, type IdTokenClaims, type VerifierOptions } from './verify.js';
 import { RejectionQuarantine, authReqIdOf, type NewRejection, type Rejection, type RejectionReason } from './quarantine.js';
 import type { SecretBox } from './sealing.js';
+import { PendingVerifications } from './pending.js';
+import type { Metrics } from '../metrics.js';
 import { NotificationTokens, type IssuedToken, type NotifierAuth } from './tokens.js';
 import { MAX_ID_LENGTH, decodeCompactJwt, extraFields, failureReason, isCompactJwe, parseNotification, type FailureReason } from './wire.js';
 
 export const MOBILE_ID_EVENT_KIND = 'mobile-id';
+
+/** Attempts before an id_token whose kid no key of the JWKS has is refused (the JWKS refetch cools down 30 s). */
+const UNKNOWN_KEY_ATTEMPTS = 4;
 
 /** Extra body fields whose values are credentials (a CIBA refresh_token, ...): sealed like the tokens. */
 const SECRET_FIELD = /token|secret|password/i;
@@ -113,8 +118,8 @@ export type ReceiveResult =
   | { status: 'conflict'; authReqId: string }
   | { status: 'unauthorized'; description: string; authReqId: string | null }
   | { status: 'invalid'; reason: RejectionReason; description: string; authReqId: string | null }
-  /** The id_token could not be checked for a reason on our side (JWKS unreachable): 503. */
-  | { status: 'unavailable'; description: string; authReqId: string };
+  /** Stored durably but not verified yet (JWKS unreachable): answer 204; delivered once it is verified. */
+  | { status: 'pending'; authReqId: string; description: string };
 
 export interface NotificationHeaders {
   requestId: string | null;
@@ -156,8 +161,9 @@ export interface MobileIdServiceOptions {
   sandbox: SandboxNotifier | null;
   /** The gateway's own notification_uri (known once it listens). */
   notificationUri: () => string;
-  /** How long refused notifications stay in the quarantine (EVENT_RETENTION). */
+  /** How long refused notifications stay in the quarantine, and pending ones are retried (EVENT_RETENTION). */
   rejectionRetentionMs: number;
+  metrics: Metrics;
 }
 
 export const TOKEN_TTL = { defaultSeconds: 3600, minSeconds: 10, maxSeconds: 7 * 86_400 } as const;
@@ -181,7 +187,10 @@ export class MobileIdService {
     this.tokens = new NotificationTokens(options.db, options.notificationTokens);
     this.verifier = new IdTokenVerifier(options.verifier);
     this.quarantine = new RejectionQuarantine(options.db, options.rejectionRetentionMs);
+    this.pending = new PendingVerifications(options.db);
   }
+
+  private readonly pending: PendingVerifications;
 
   /** Checks the bearer token before the body is read. */
   authenticate(token: string | null): Promise<NotifierAuth> {
@@ -228,11 +237,8 @@ export class MobileIdService {
         const known = await repeat();
         if (known) return known;
       }
-      if (check.status === 'rejected') return { status: 'invalid', reason: check.reason, description: check.description, authReqId };
-      if (check.status === 'unavailable') {
-        this.logger.error({ authReqId, reason: check.description }, 'mobile-ID id_token could not be verified: JWKS unavailable');
-        return { status: 'unavailable', description: 'the id_token cannot be verified right now; try again', authReqId };
-      }
+      // An unknown kid may be a key the operator has rotated in but the JWKS cache has not seen yet: kept pending.
+      if (check.status === 'rejected' && !check.unknownKey) return { status: 'invalid', reason: check.reason, description: check.description, authReqId };
       const expiresAt = Date.now() + b.expires_in * 1000;
       secretsExpireAt = expiresAt;
       payload = {
@@ -245,14 +251,32 @@ export class MobileIdService {
         expiresIn: b.expires_in,
         expiresAt,
         claims: isCompactJwe(b.id_token) ? NO_CLAIMS : claimsOf(decodeCompactJwt(b.id_token)!.claims),
-        verifiedWith: check.keys,
-        checks: check.checks,
+        verifiedWith: check.status === 'accepted' ? check.keys : null,
+        ...(check.status === 'accepted' ? { checks: check.checks } : {}),
         jwksUri: b.jwks_uri ?? null,
         leadingKycMatch: b.leading_kyc_match ?? null,
         correlationId,
         extra,
         sealedExtra,
       };
+      if (check.status !== 'accepted') {
+        // The sender does not retry: never "try again". Kept durably and sealed, verified later, delivered then.
+        const receivedAt = Date.now();
+        const kept = await this.pending.add({
+          authReqId,
+          scope: auth.scope,
+          fingerprint,
+          payload,
+          meta: headers as unknown as Record<string, unknown>,
+          secretsExpireAt,
+          receivedAt,
+          giveUpAt: receivedAt + this.options.rejectionRetentionMs,
+        });
+        if (!kept.added) return kept.fingerprint === fingerprint ? { status: 'duplicate', authReqId } : { status: 'conflict', authReqId };
+        this.options.metrics.mobileIdPending.inc();
+        this.logger.warn({ authReqId, reason: check.description }, 'mobile-ID id_token cannot be verified now (JWKS unavailable, or no key for its kid yet): acknowledged, kept pending verification');
+        return { status: 'pending', authReqId, description: check.description };
+      }
     } else {
       const b = n.body;
       payload = {
@@ -347,6 +371,71 @@ export class MobileIdService {
   /** Keeps a refused notification, without secrets, for operators; false when it was only counted. */
   reject(rejection: NewRejection): Promise<boolean> {
     return this.quarantine.record(rejection);
+  }
+
+  /**
+   * Verifies the pending notifications that are due (docs/decisions/040): a verified one goes to the event log
+   * and its subscribers, as if it had been verified on arrival; a refused one, or one still unverifiable at
+   * EVENT_RETENTION, goes to the quarantine; the rest wait for their next attempt. The id_token is judged at the
+   * time it arrived (exp against reception), not at the time the keys came back.
+   */
+  async verifyPending(now = Date.now()): Promise<{ verified: number; refused: number; waiting: number }> {
+    const out = { verified: 0, refused: 0, waiting: 0 };
+    for (const row of await this.pending.claimDue(now)) {
+      const p = row.payload as StoredSuccess;
+      const meta = row.meta as Partial<StoredMeta>;
+      const refuse = async (reason: RejectionReason, error: string, description: string) => {
+        await this.quarantine.record({
+          authReqId: p.authReqId,
+          httpStatus: 204,
+          error,
+          reason,
+          description: `acknowledged with 204 while the id_token could not be verified, refused when verified later: ${description}`,
+          requestId: meta.requestId ?? null,
+          transactionId: meta.transactionId ?? null,
+          gatewayRequestId: meta.gatewayRequestId ?? '',
+          scope: row.scope,
+        });
+        await this.pending.remove(p.authReqId);
+        this.options.metrics.mobileIdPendingRefused.inc({ reason });
+        this.options.metrics.mobileIdRejections.inc({ reason });
+        this.logger.error({ authReqId: p.authReqId, reason, description }, 'pending mobile-ID notification refused after verification; kept in the quarantine');
+        out.refused += 1;
+      };
+      const idToken = this.box.open(p.idToken, `${p.authReqId}\u0000id_token`);
+      const accessToken = p.accessToken === null ? '' : this.box.open(p.accessToken, `${p.authReqId}\u0000access_token`);
+      const check = await this.verifier.check({ idToken, accessToken, authReqId: p.authReqId, at: row.receivedAt });
+      if (check.status === 'accepted') {
+        const result = await this.events.ingest({
+          kind: MOBILE_ID_EVENT_KIND,
+          key: p.authReqId,
+          dedupeKey: `${MOBILE_ID_EVENT_KIND}:${p.authReqId}`,
+          payload: { ...p, verifiedWith: check.keys, checks: check.checks },
+          meta: row.meta,
+          scope: row.scope,
+          fingerprint: row.fingerprint,
+          secretsExpireAt: row.secretsExpireAt,
+        });
+        if (result.status === 'conflict') {
+          await refuse('CONFLICT', 'invalid_request', 'a different notification was received for this auth_req_id meanwhile');
+          continue;
+        }
+        await this.pending.remove(p.authReqId);
+        await result.publish();
+        this.options.metrics.mobileIdVerifiedLate.inc();
+        this.logger.info({ authReqId: p.authReqId, attempts: row.attempts + 1 }, 'pending mobile-ID notification verified and delivered');
+        out.verified += 1;
+      } else if (check.status === 'rejected' && !(check.unknownKey && row.attempts + 1 < UNKNOWN_KEY_ATTEMPTS)) {
+        await refuse(check.reason, 'invalid_request', check.description);
+      } else if (now >= row.giveUpAt) {
+        await refuse('JWKS_UNAVAILABLE', 'temporarily_unavailable', `the JWKS could still not be loaded after EVENT_RETENTION (${check.description})`);
+      } else {
+        await this.pending.reschedule(p.authReqId, row.attempts + 1, now);
+        out.waiting += 1;
+      }
+    }
+    this.options.metrics.mobileIdPending.set(await this.pending.count());
+    return out;
   }
 
   /** Refused notifications, newest first: all of them for an operator, those on tokens it issued for an app. */

@@ -94,14 +94,20 @@ export type IdTokenRejection =
 export type VerifyOutcome =
   /** Accepted: `keys` says against which JWKS (null when none is configured), `checks` what each check found. */
   | { status: 'accepted'; keys: string | null; checks: IdTokenChecks }
-  /** A check failed: the notification is refused with 400. */
-  | { status: 'rejected'; reason: IdTokenRejection; description: string }
+  /**
+   * A check failed: the notification is refused with 400. `unknownKey`: no key of the JWKS has the token's kid,
+   * which a rotation not yet published (or a JWKS refetch still cooling down) also looks like.
+   */
+  | { status: 'rejected'; reason: IdTokenRejection; description: string; unknownKey?: true }
   /** The keys could not be fetched: the gateway, not the sender, is at fault (503). */
   | { status: 'unavailable'; description: string };
 
 export interface VerifierOptions {
-  /** The configured JWKS (MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE, or the sandbox's); null when none is. */
-  keys: { source: string; get: JWTVerifyGetKey } | null;
+  /**
+   * The configured JWKS (MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE, or the sandbox's); null when none is. `fetched`:
+   * a URL, re-fetched on an unknown kid, so a kid it lacks may only not be published yet.
+   */
+  keys: { source: string; get: JWTVerifyGetKey; fetched?: boolean } | null;
   /** MOBILEID_ISSUER: when set, a present iss must equal it; when unset, iss is reported NOT_CHECKED. */
   issuer: string | undefined;
   /** MOBILEID_CLIENT_ID: when set, a present aud must contain it; when unset, aud is reported NOT_CHECKED. */
@@ -125,7 +131,7 @@ export function configuredKeys(options: { jwksUrl?: string | undefined; jwksFile
   }
   if (options.jwksUrl) {
     const get = createRemoteJWKSet(new URL(options.jwksUrl), { timeoutDuration: 5_000, cooldownDuration: 30_000, cacheMaxAge: 3_600_000 });
-    return { source: options.jwksUrl, get };
+    return { source: options.jwksUrl, get, fetched: true };
   }
   return null;
 }
@@ -160,7 +166,8 @@ export class IdTokenVerifier {
     return this.options.strict ?? false;
   }
 
-  async check(input: { idToken: string; accessToken: string; authReqId: string }): Promise<VerifyOutcome> {
+  /** `at` (epoch ms, default now): the time exp and nbf are judged at; a deferred check passes the reception time. */
+  async check(input: { idToken: string; accessToken: string; authReqId: string; at?: number }): Promise<VerifyOutcome> {
     const keys = this.options.keys;
     const strict = this.strict;
     if (isCompactJwe(input.idToken)) {
@@ -176,11 +183,15 @@ export class IdTokenVerifier {
         algorithms: ALGORITHMS,
         requiredClaims: strict ? ['iss', 'aud', 'exp', 'sub'] : ['sub'],
         clockTolerance: this.options.clockToleranceSec ?? 30,
+        ...(input.at === undefined ? {} : { currentDate: new Date(input.at) }),
       });
       alg = result.protectedHeader.alg;
       payload = result.payload as Record<string, unknown>;
     } catch (err) {
-      return describeJoseError(err);
+      const outcome = describeJoseError(err);
+      // A file is read once: a kid it lacks will never appear, so only a fetched JWKS leaves room for a rotation.
+      if (outcome.status === 'rejected' && outcome.unknownKey && !keys.fetched) delete outcome.unknownKey;
+      return outcome;
     }
     const unchecked: string[] = [];
     let issuer: CheckResult = 'ABSENT';
@@ -252,7 +263,7 @@ function describeJoseError(err: unknown): VerifyOutcome {
     return reject('ID_TOKEN_INVALID', text);
   }
   if (err instanceof errors.JWSSignatureVerificationFailed) return reject('ID_TOKEN_SIGNATURE', 'id_token signature is not valid');
-  if (err instanceof errors.JWKSNoMatchingKey) return reject('ID_TOKEN_SIGNATURE', "no key of the JWKS matches the id_token's kid and alg");
+  if (err instanceof errors.JWKSNoMatchingKey) return { status: 'rejected', reason: 'ID_TOKEN_SIGNATURE', description: "no key of the JWKS matches the id_token's kid and alg", unknownKey: true };
   if (err instanceof errors.JOSEAlgNotAllowed) return reject('ID_TOKEN_SIGNATURE', 'id_token alg is not allowed (asymmetric signatures only)');
   if (err instanceof errors.JWSInvalid || err instanceof errors.JWTInvalid || err instanceof errors.JOSENotSupported || err instanceof errors.JWKSMultipleMatchingKeys) {
     return reject('ID_TOKEN_INVALID', `id_token cannot be verified: ${err.message}`);

@@ -169,6 +169,25 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '007_mobile_id_pending': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('mobile_id_pending')
+          .addColumn('auth_req_id', 'text', (c) => c.primaryKey())
+          .addColumn('scope', 'text')
+          .addColumn('fingerprint', 'text', (c) => c.notNull())
+          .addColumn('payload', 'text', (c) => c.notNull())
+          .addColumn('meta', 'text', (c) => c.notNull())
+          .addColumn('secrets_expire_at', 'bigint')
+          .addColumn('received_at', 'bigint', (c) => c.notNull())
+          .addColumn('attempts', 'integer', (c) => c.notNull())
+          .addColumn('next_attempt_at', 'bigint', (c) => c.notNull())
+          .addColumn('lease_until', 'bigint', (c) => c.notNull())
+          .addColumn('give_up_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('mobile_id_pending_due').on('mobile_id_pending').column('next_attempt_at').execute();
+      },
+    },
   };
 }
 

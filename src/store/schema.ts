@@ -13,6 +13,26 @@ export interface Database {
   identification_callbacks: IdentificationCallbackTable;
   provisionings: ProvisioningTable;
   mobile_id_rejections: MobileIdRejectionTable;
+  mobile_id_pending: MobileIdPendingTable;
+}
+
+/** Notifications acknowledged while their id_token could not be verified (src/mobile-id/pending.ts). */
+export interface MobileIdPendingTable {
+  auth_req_id: string;
+  scope: string | null;
+  /** Keyed digest of the normalised body: tells a repeat from another notification. */
+  fingerprint: string;
+  /** JSON of the stored notification, tokens sealed; its id_token checks are filled in once verified. */
+  payload: string;
+  meta: string;
+  secrets_expire_at: number | null;
+  received_at: number;
+  attempts: number;
+  next_attempt_at: number;
+  /** A replica verifying the row holds it until then; another may take it over afterwards. */
+  lease_until: number;
+  /** Received plus EVENT_RETENTION: still unverifiable then, the notification is quarantined. */
+  give_up_at: number;
 }
 
 export interface IdempotencyRecordTable {

@@ -113,7 +113,7 @@ describe('id_token verification with the sandbox JWKS (CIBA §10.3.1)', () => {
     expect(await storedEvents(gw)).toEqual([]);
   });
 
-  it('refuses an id_token signed by a key that is not in the JWKS', async () => {
+  it('never delivers an id_token signed by a key that is not in the fetched JWKS: kept pending (a rotation may not be published yet), then refused', async () => {
     const gw = await gateway();
     const sb = gw.gateway.sandbox.mobileId!;
     const stranger = await operator();
@@ -121,8 +121,13 @@ describe('id_token verification with the sandbox JWKS (CIBA §10.3.1)', () => {
     const claims = JSON.parse(Buffer.from(String(n.body.id_token).split('.')[1]!, 'base64url').toString());
     n.body.id_token = await stranger.sign(claims);
     const res = await postNotification(gw, n.body);
-    expect(res.status).toBe(400);
+    expect(res.status).toBe(204);
     expect(await storedEvents(gw)).toEqual([]);
+    let refused = 0;
+    for (let i = 1; i <= 4; i++) refused += (await gw.gateway.services.mobileId.verifyPending(Date.now() + i * 600_000)).refused;
+    expect(refused).toBe(1);
+    expect(await storedEvents(gw)).toEqual([]);
+    expect((await gw.graphql(QUERY, { id: 'stranger' })).data!.mobileIdAuthentication).toBeNull();
   });
 });
 
@@ -160,7 +165,7 @@ describe('id_token verification with a configured JWKS', () => {
     expect((await storedEvents(gw)).map((e) => e.key)).toEqual(['real-1']);
   });
 
-  it('verifies against MOBILEID_JWKS_URL, and answers 503 (storing nothing) while the JWKS cannot be loaded', async () => {
+  it('verifies against MOBILEID_JWKS_URL, and while the JWKS cannot be loaded acknowledges with 204 and keeps the notification pending, out of the event log', async () => {
     const op = await operator();
     const jwks = await countingServer(op.jwks);
     const gw = await gateway({
@@ -183,9 +188,9 @@ describe('id_token verification with a configured JWKS', () => {
       MOBILEID_CLIENT_ID: CLIENT_ID,
     });
     const res = await postNotification(down, await op.notification('url-2'), { token: NOTIFY });
-    expect(res.status).toBe(503);
-    expect(res.json.error).toBe('temporarily_unavailable');
+    expect(res.status).toBe(204);
     expect(await storedEvents(down)).toEqual([]);
+    expect((await down.graphql(QUERY, { id: 'url-2' }, { key: API_KEY })).data!.mobileIdAuthentication).toBeNull();
   });
 
   it('only decodes the id_token when no JWKS is configured, and says so', async () => {

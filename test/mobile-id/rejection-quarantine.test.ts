@@ -63,7 +63,7 @@ describe('the quarantine of refused mobile-ID notifications', () => {
     expect(await rejections(gw, { first: 2 })).toHaveLength(2);
   });
 
-  it('keeps a notification refused because the JWKS could not be loaded (503)', async () => {
+  it('keeps a notification acknowledged while the JWKS could not be loaded, and still unverifiable at EVENT_RETENTION', async () => {
     const gw = await gateway({
       GATEWAY_API_KEYS: 'app',
       OPERATOR_API_KEYS: 'ops',
@@ -75,8 +75,10 @@ describe('the quarantine of refused mobile-ID notifications', () => {
     });
     const jwt = `${Buffer.from('{"alg":"ES256"}').toString('base64url')}.${Buffer.from('{"sub":"s"}').toString('base64url')}.c2ln`;
     const res = await postNotification(gw, { auth_req_id: 'q-503', access_token: 'a', token_type: 'Bearer', id_token: jwt, expires_in: 60 }, { token: 'notify' });
-    expect(res.status).toBe(503);
-    expect(await rejections(gw, {}, 'ops')).toMatchObject([{ authReqId: 'q-503', httpStatus: 503, reason: 'JWKS_UNAVAILABLE', error: 'temporarily_unavailable' }]);
+    expect(res.status).toBe(204);
+    expect(await rejections(gw, {}, 'ops')).toEqual([]);
+    await gw.gateway.services.mobileId.verifyPending(Date.now() + 400 * 86_400_000);
+    expect(await rejections(gw, {}, 'ops')).toMatchObject([{ authReqId: 'q-503', httpStatus: 204, reason: 'JWKS_UNAVAILABLE', error: 'temporarily_unavailable' }]);
     expect(await metric(gw, 'JWKS_UNAVAILABLE')).toBe(1);
   });
 

@@ -95,8 +95,12 @@ export function mobileIdWebhookRoute(options: {
           return refuse(401, WebhookErrorCode.INVALID_TOKEN, 'UNAUTHORIZED', result.description, result.authReqId, 'unauthorized');
         case 'invalid':
           return refuse(400, WebhookErrorCode.INVALID_REQUEST, result.reason, result.description, result.authReqId);
-        case 'unavailable':
-          return refuse(503, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, 'JWKS_UNAVAILABLE', result.description, result.authReqId, 'unavailable');
+        case 'pending':
+          // Stored durably; delivered once the id_token is verified (docs/decisions/040). Never "try again".
+          count('pending');
+          res.writeHead(204, { 'cache-control': 'no-store' });
+          res.end();
+          return;
         case 'conflict':
           ctx.logger.warn({ ...support, authReqId: result.authReqId }, 'mobile-ID notification differs from the one already stored for its auth_req_id; kept the first');
           return refuse(409, WebhookErrorCode.INVALID_REQUEST, 'CONFLICT', 'a different notification was already received for this auth_req_id', result.authReqId, 'conflict');
