@@ -144,7 +144,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       ...(pause ? { pauseAt: pause } : {}),
     });
     const { cloud } = upstreams;
-    const provisioning = new ProvisioningService(store.db, cloud, (id) => ledger.get(id), logger, events, config.idempotencyTakeoverMs);
+    const provisioning = new ProvisioningService(store.db, cloud, (id) => ledger.get(id), logger, events, config.idempotencyTakeoverMs, config.provisioningBounds);
     const services: Services = {
       config,
       store,

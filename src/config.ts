@@ -73,7 +73,9 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'GRAPHQL_MAX_DEPTH', default: '6', description: 'Deepest field nesting of one operation (introspection below __schema is not counted).' },
   { name: 'GRAPHQL_MAX_TOKENS', default: '1000', description: 'Most lexical tokens in one GraphQL document.' },
   { name: 'GRAPHQL_MAX_DIRECTIVES', default: '50', description: 'Most directives in one operation.' },
-  { name: 'GRAPHQL_MAX_COST', default: '5000', description: 'Highest estimated cost of one operation (GraphQL Armor cost: objects 2, scalars 1, each list multiplied by its size estimate).' },
+  { name: 'GRAPHQL_MAX_COST', default: '5000', description: 'Highest estimated cost of one operation (GraphQL Armor cost: objects 2, scalars 1, each list multiplied by its size estimate), plus one point per element of every list in its arguments and variables.' },
+  { name: 'PROVISIONING_MAX_TOPICS', default: '100', description: 'Most topics in one provisionKafkaCluster or planKafkaCluster; more is BAD_USER_INPUT before any work.' },
+  { name: 'PROVISIONING_MAX_USERS', default: '50', description: 'Most users (Kafka users, or VM users) in one composite provisioning or plan; more is BAD_USER_INPUT before any work. ACLs, group ACLs and SSH keys are at most 50 per user.' },
   { name: 'GRAPHQL_LIST_SIZE_ESTIMATE', default: '5', description: 'Size assumed for a list field in the cost estimate when neither a `first` argument nor a list argument bounds it.' },
   { name: 'GRAPHQL_MAX_BODY_BYTES', default: '102400', description: 'Largest GraphQL request body over HTTP, and largest WebSocket message, in bytes.' },
   { name: 'SANDBOX_FAULT_RATE', default: '0', description: 'Share (0..1) of sandbox upstream requests that fail (5xx, 429, reset, timeout).' },
@@ -277,6 +279,8 @@ const envSchema = z.object({
   GRAPHQL_MAX_TOKENS: int(1000, 1, 1_000_000),
   GRAPHQL_MAX_DIRECTIVES: int(50, 0, 10_000),
   GRAPHQL_MAX_COST: int(5000, 1, 100_000_000),
+  PROVISIONING_MAX_TOPICS: int(100, 1, 10_000),
+  PROVISIONING_MAX_USERS: int(50, 1, 10_000),
   GRAPHQL_LIST_SIZE_ESTIMATE: int(5, 1, 100_000),
   GRAPHQL_MAX_BODY_BYTES: int(102_400, 1024, 100 * 1024 * 1024),
   SANDBOX_FAULT_RATE: z
@@ -430,6 +434,8 @@ export interface Config {
   readonly idempotencyWaitMs: number;
   /** IDEMPOTENCY_TAKEOVER: the lease of a pending idempotency record, renewed every third of it while its call runs. */
   readonly idempotencyTakeoverMs: number;
+  /** PROVISIONING_MAX_TOPICS and PROVISIONING_MAX_USERS. */
+  readonly provisioningBounds: { maxTopics: number; maxUsers: number };
   /** Per-API-key limits (null: no limit); see src/ratelimit/ and docs/decisions/023. */
   readonly rateLimits: { readonly creations: RateLimit | null; readonly reads: RateLimit | null };
   readonly eventRetentionMs: number;
@@ -722,6 +728,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     idempotencyRetentionMs: e.IDEMPOTENCY_RETENTION,
     idempotencyWaitMs: e.IDEMPOTENCY_WAIT,
     idempotencyTakeoverMs: e.IDEMPOTENCY_TAKEOVER,
+    provisioningBounds: { maxTopics: e.PROVISIONING_MAX_TOPICS, maxUsers: e.PROVISIONING_MAX_USERS },
     rateLimits: { creations: e.RATE_LIMIT_CREATIONS, reads: e.RATE_LIMIT_READS },
     eventRetentionMs: e.EVENT_RETENTION,
     upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES, idempotent: e.IDEMPOTENT_UPSTREAMS },

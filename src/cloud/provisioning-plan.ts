@@ -6,6 +6,7 @@ import type { LedgerRecord } from '../store/ledger.js';
 import { upstreamKey } from '../upstream/idempotency.js';
 import { creationHeaders } from './client.js';
 import {
+  checkBounds,
   shapeChecks,
   stepIdempotencyKey,
   type PlannedStep,
@@ -109,6 +110,9 @@ interface Run {
  * sent upstream and nothing is written: planned resources live in a per-plan overlay of the ledger.
  */
 export class ProvisioningPlanner {
+  /** Steps run against the recording cloud since start: the work a plan costs (a test holds it linear). */
+  stepsRun = 0;
+
   constructor(
     private readonly provisioning: ProvisioningService,
     private readonly cloud: CloudService,
@@ -130,6 +134,7 @@ export class ProvisioningPlanner {
     key: string | null,
     stepsOf: (env: StepEnv, input: object) => PlannedStep[],
   ): Promise<ProvisioningPlan> {
+    checkBounds(input, this.provisioning.bounds);
     const errors: PlanError[] = [];
     for (const check of shapeChecks(input, kind === 'KAFKA_CLUSTER')) {
       try {
@@ -144,14 +149,39 @@ export class ProvisioningPlanner {
     }
     const base = await this.dryRun(caller, input, key, stepsOf);
 
-    // A field holds a default when leaving it out changes no request: the same validation and mapping
-    // decide it, so the plan never keeps its own copy of the defaults.
+    // A field holds a default when leaving it out changes no request: the same validation and mapping decide it,
+    // so the plan never keeps its own copy of the defaults. A field of one topic or user changes that step's request
+    // only, so it is tried against a plan of that element alone: the work stays linear in the number of topics and
+    // users (a dry run of the whole plan per field was quadratic).
     const defaults: PlanDefault[] = [];
+    const alone = new Map<string, { input: object; run: Run }>();
     for (const path of leafPaths(input, 'input')) {
-      const variant = await this.dryRun(caller, without(input, path), key, stepsOf).catch(() => null);
-      if (!variant || variant.steps.length !== base.steps.length) continue;
-      const same = base.steps.every((s, i) => s.body === null || s.body === variant.steps[i]!.body);
-      if (same && base.steps.some((s) => s.body !== null)) defaults.push({ field: path.text, value: valueAt(input, path) });
+      // The dry runs resolve as microtasks (the overlay, the ledger's synchronous reads): give the event loop a turn
+      // between them, so that other requests and webhooks are served while a large plan is worked out.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      const [list, index] = path.keys;
+      let variant: Run | null;
+      let compare: Array<{ base: string | null; variant: string | null }>;
+      if ((list === 'topics' || list === 'users') && typeof index === 'number' && path.keys.length > 2) {
+        const id = `${list}[${index}]`;
+        let one = alone.get(id);
+        if (!one) {
+          const only = { ...input, topics: list === 'topics' ? [(input as ProvisionKafkaClusterInput).topics![index]!] : [], users: list === 'users' ? [(input as ProvisionKafkaClusterInput).users![index]!] : [] };
+          one = { input: only, run: await this.dryRun(caller, only, key, stepsOf) };
+          alone.set(id, one);
+        }
+        const local: Path = { text: path.text, keys: [list, 0, ...path.keys.slice(2)] };
+        variant = await this.dryRun(caller, without(one.input, local), key, stepsOf).catch(() => null);
+        const base = one.run;
+        compare = variant && variant.steps.length === base.steps.length ? base.steps.map((st, i) => ({ base: st.body, variant: variant!.steps[i]!.body })) : [];
+        if (!variant || compare.length === 0) continue;
+      } else {
+        variant = await this.dryRun(caller, without(input, path), key, stepsOf).catch(() => null);
+        if (!variant || variant.steps.length !== base.steps.length) continue;
+        compare = base.steps.map((st, i) => ({ base: st.body, variant: variant!.steps[i]!.body }));
+      }
+      const same = compare.every((c) => c.base === null || c.base === c.variant);
+      if (same && compare.some((c) => c.base !== null)) defaults.push({ field: path.text, value: valueAt(input, path) });
     }
     const prefixes = stepPrefixes(input);
     for (const { step } of base.steps) {
@@ -196,11 +226,14 @@ export class ProvisioningPlanner {
     });
     const env: StepEnv = { cloud, lookup: async (id) => overlay.get(id) ?? this.lookup(id) };
     const planned = stepsOf(env, input);
+    this.stepsRun += planned.length;
     const ids = new Map<string, string>();
     const out: Run = { steps: [], addressUsed: false };
     // The stand-in address can only reach a body when the cluster reads it from an IP planned here.
     const addressPlanned = (input as ProvisionKafkaClusterInput).cluster?.publicIp == null;
-    for (const p of planned) {
+    for (const [n, p] of planned.entries()) {
+      // A long list of topics: a turn for the event loop every few steps (see plan()).
+      if (n > 0 && n % 16 === 0) await new Promise<void>((resolve) => setImmediate(resolve));
       const step: PlanStep = { name: p.name, action: 'CREATE', resourceId: null, inLedger: false, request: null, defaults: [], errors: [] };
       if (p.skip) {
         out.steps.push({ planned: p, step: { ...step, action: 'SKIP' }, body: null });

@@ -72,6 +72,39 @@ export function shapeChecks(input: ProvisionKafkaClusterInput | ProvisionVirtual
   ];
 }
 
+/** How many topics and users one composite provisioning (or plan) may hold (PROVISIONING_MAX_TOPICS/_USERS). */
+export interface ProvisioningBounds {
+  maxTopics: number;
+  maxUsers: number;
+}
+
+export const DEFAULT_PROVISIONING_BOUNDS: ProvisioningBounds = { maxTopics: 100, maxUsers: 50 };
+/** Most entries of a list inside one topic, user or VM user (ACLs, group ACLs, SSH keys, network interfaces). */
+export const MAX_ITEM_LIST = 50;
+
+/**
+ * The size bounds of a composite input, checked before any other work so that one request cannot hold the event
+ * loop (each topic and user is one upstream creation and one step of a plan). Over a bound: BAD_USER_INPUT that
+ * names the field, the bound and its variable.
+ */
+export function checkBounds(input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput, bounds: ProvisioningBounds): void {
+  const over = (field: string, list: readonly unknown[] | null | undefined, max: number, variable?: string) => {
+    if (list && list.length > max) throw badUserInput(field, `at most ${max} entries${variable ? ` (${variable})` : ''}; got ${list.length}`);
+  };
+  const k = input as ProvisionKafkaClusterInput;
+  over('input.topics', k.topics, bounds.maxTopics, 'PROVISIONING_MAX_TOPICS');
+  over('input.users', k.users, bounds.maxUsers, 'PROVISIONING_MAX_USERS');
+  (k.users ?? []).forEach((u, i) => {
+    over(`input.users[${i}].acls`, u.acls, MAX_ITEM_LIST);
+    over(`input.users[${i}].groupAcls`, u.groupAcls, MAX_ITEM_LIST);
+  });
+  const vm = (input as ProvisionVirtualMachineInput).virtualMachine;
+  if (vm) {
+    over('input.virtualMachine.users', vm.users, bounds.maxUsers, 'PROVISIONING_MAX_USERS');
+    (vm.users ?? []).forEach((u, i) => over(`input.virtualMachine.users[${i}].sshKeys`, u.sshKeys, MAX_ITEM_LIST));
+  }
+}
+
 const NAMESPACE = '0b9f4f1e-5a57-4a36-9d1b-6c1b1f0f4b6e';
 const PLACEHOLDER = '00000000-0000-4000-8000-000000000000';
 const PLACEHOLDER_CLUSTER = '00000000-0000-4000-8000-000000000001';
@@ -141,6 +174,7 @@ export class ProvisioningService {
      * key resumes it. A live run touches it every third of this (IDEMPOTENCY_TAKEOVER, docs/decisions/012).
      */
     private readonly staleMs = 60_000,
+    readonly bounds: ProvisioningBounds = DEFAULT_PROVISIONING_BOUNDS,
   ) {
     this.env = { cloud, lookup };
     this.records = new ProvisioningRecords(new ProvisioningRows(db), events);
@@ -148,6 +182,7 @@ export class ProvisioningService {
   }
 
   async provisionKafkaCluster(caller: Caller, input: ProvisionKafkaClusterInput, key?: string | null): Promise<ProvisionResult> {
+    checkBounds(input, this.bounds);
     for (const check of shapeChecks(input, true)) check();
     const c = input.cluster;
     // Every check that needs no upstream id runs now, so bad input changes nothing.
@@ -213,6 +248,7 @@ export class ProvisioningService {
   }
 
   async provisionVirtualMachine(caller: Caller, input: ProvisionVirtualMachineInput, key?: string | null): Promise<ProvisionResult> {
+    checkBounds(input, this.bounds);
     for (const check of shapeChecks(input, false)) check();
     if (input.network) await under('input.network', () => v.validateNetwork({ ...input.network!, projectId: PLACEHOLDER }, async () => null));
     if (input.subnet) await under('input.subnet', () => v.validateSubnet({ ...input.subnet!, projectId: PLACEHOLDER, networkId: PLACEHOLDER }, async () => null));

@@ -108,19 +108,32 @@ export class OperationLimits {
   checkCost(schema: GraphQLSchema, document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): GraphQLError | undefined {
     const cached = this.costVerdicts.get(document);
     if (cached !== undefined) return cached ?? undefined;
-    const { sized, usedVariables } = withListSizes(schema, document, variables ?? {}, this.config.listSizeEstimate);
+    const { sized, usedVariables: sizedByVariables } = withListSizes(schema, document, variables ?? {}, this.config.listSizeEstimate);
+    const inputs = listInputElements(document, variables ?? {});
+    const usedVariables = sizedByVariables || inputs.usedVariables;
     const errors: GraphQLError[] = [];
     const max = this.config.maxCost;
+    // Every element of a list in the arguments is work the resolvers do (a topic planned and created, an id looked
+    // up): it counts one point, so a small selection over a huge list input is refused like a huge selection.
+    const left = max - inputs.count;
+    if (left < 1) {
+      const verdict = limitError('cost', max, `Query Cost limit of ${max} exceeded: its list arguments hold ${inputs.count} elements, one point each.`);
+      if (!usedVariables) this.costVerdicts.set(document, verdict);
+      return verdict;
+    }
     validate(schema, sized, [
       costLimitRule({
-        maxCost: max,
+        maxCost: left,
         // Lists are multiplied by their size here, which is what Armor's depth factor stands in for when it
         // cannot know list sizes: both together would count the same growth twice (decision 013).
         depthCostFactor: 1,
         exposeLimits: true,
         ignoreIntrospection: true,
         propagateOnRejection: false,
-        onReject: [(_ctx: ValidationContext | null, error: GraphQLError) => errors.push(limitError('cost', max, error.message))],
+        onReject: [
+          (_ctx: ValidationContext | null, error: GraphQLError) =>
+            errors.push(limitError('cost', max, inputs.count ? `${error.message} Its list arguments hold ${inputs.count} more elements, one point each.` : error.message)),
+        ],
       }) as unknown as ValidationRule,
     ]);
     const verdict = errors[0] ?? null;
@@ -139,6 +152,38 @@ export class OperationLimits {
     };
     return { requestDidStart: async () => listener };
   }
+}
+
+/** How many list elements the document's arguments hold, variables and nested input objects included. */
+export function listInputElements(document: DocumentNode, variables: Readonly<Record<string, unknown>>): { count: number; usedVariables: boolean } {
+  let count = 0;
+  let usedVariables = false;
+  const fromValue = (v: unknown, depth: number): void => {
+    if (depth > 64) return;
+    if (Array.isArray(v)) {
+      count += v.length;
+      for (const x of v) fromValue(x, depth + 1);
+    } else if (v !== null && typeof v === 'object') {
+      for (const x of Object.values(v as Record<string, unknown>)) fromValue(x, depth + 1);
+    }
+  };
+  const fromNode = (node: ValueNode, depth: number): void => {
+    if (node.kind === Kind.VARIABLE) {
+      usedVariables = true;
+      fromValue(variables[node.name.value], depth);
+    } else if (node.kind === Kind.LIST) {
+      count += node.values.length;
+      for (const x of node.values) fromNode(x, depth + 1);
+    } else if (node.kind === Kind.OBJECT) {
+      for (const f of node.fields) fromNode(f.value, depth + 1);
+    }
+  };
+  visit(document, {
+    Argument(node) {
+      fromNode(node.value, 0);
+    },
+  });
+  return { count, usedVariables };
 }
 
 /**

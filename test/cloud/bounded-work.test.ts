@@ -1,0 +1,103 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+
+// No request may hold the event loop: a plan or provisioning costs work linear in its topics and users, each list
+// input has a bound checked before any work, and the cost estimate counts list inputs (docs/decisions/038).
+
+const PLAN_KAFKA = `query($input: ProvisionKafkaClusterInput!) { planKafkaCluster(input: $input) { valid steps { name } defaults { field value } } }`;
+const PROVISION_KAFKA = `mutation($input: ProvisionKafkaClusterInput!) { provisionKafkaCluster(input: $input) { provisioning { id } } }`;
+
+const topics = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `topic-${i}`, partitions: 3, replicationFactor: 1, retentionMs: '3600000' }));
+const input = (n: number, users = 1) => ({
+  project: { name: 'bounded' },
+  network: { title: 'net' },
+  subnet: { title: 'sub', cidr: '10.70.0.0/24' },
+  cluster: { title: 'kafka', instanceType: 'C2_MEDIUM' },
+  topics: topics(n),
+  users: Array.from({ length: users }, (_, i) => ({ name: `svc-${i}`, password: 'Bounded-secret-1' })),
+});
+
+let gw: TestGateway;
+beforeAll(async () => {
+  gw = await startTestGateway();
+});
+afterAll(async () => {
+  await gw?.close();
+});
+
+/** Steps the planner ran (against its recording cloud) to answer one plan of `n` topics. */
+async function workOfPlan(n: number): Promise<number> {
+  const planner = gw.gateway.services.plans;
+  const before = planner.stepsRun;
+  const res = await gw.graphql(PLAN_KAFKA, { input: input(n) });
+  expect(res.errors).toBeUndefined();
+  expect(res.data!.planKafkaCluster.valid).toBe(true);
+  return planner.stepsRun - before;
+}
+
+describe('bounded work per request', () => {
+  it('plans with work linear in the number of topics (a dry run per field of every topic was quadratic)', async () => {
+    const w10 = await workOfPlan(10);
+    const w20 = await workOfPlan(20);
+    const w40 = await workOfPlan(40);
+    // Linear: each 10 more topics add the same work. Quadratic would be 4x from 20 to 40.
+    expect(w40 - w20).toBe(2 * (w20 - w10));
+    expect(w40).toBeLessThan(5 * w10);
+  });
+
+  it('reports the defaults of every topic in the largest allowed plan, as in a plan of one topic', async () => {
+    const one = (await gw.graphql(PLAN_KAFKA, { input: input(1) })).data!.planKafkaCluster;
+    const all = (await gw.graphql(PLAN_KAFKA, { input: input(100) })).data!.planKafkaCluster;
+    expect(all.valid).toBe(true);
+    const perTopic = (plan: { defaults: Array<{ field: string }> }, i: number) => plan.defaults.filter((d) => d.field.startsWith(`input.topics[${i}].`)).map((d) => d.field.replace(/\[\d+\]/, '[i]'));
+    expect(perTopic(one, 0).length).toBeGreaterThan(0);
+    for (const i of [0, 57, 99]) expect(perTopic(all, i)).toEqual(perTopic(one, 0));
+  });
+
+  it('refuses more topics than PROVISIONING_MAX_TOPICS with BAD_USER_INPUT naming the limit, before any work', async () => {
+    const planner = gw.gateway.services.plans;
+    const before = planner.stepsRun;
+    const plan = await gw.graphql(PLAN_KAFKA, { input: input(101) });
+    expect(plan.errors?.[0]).toMatchObject({ message: expect.stringMatching(/at most 100 entries \(PROVISIONING_MAX_TOPICS\); got 101/), extensions: { code: 'BAD_USER_INPUT', field: 'input.topics' } });
+    expect(planner.stepsRun).toBe(before);
+
+    const provisionings = await gw.gateway.services.store.db.selectFrom('provisionings').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    const created = await gw.graphql(PROVISION_KAFKA, { input: input(101) });
+    expect(created.errors?.[0]).toMatchObject({ extensions: { code: 'BAD_USER_INPUT', field: 'input.topics' } });
+    const after = await gw.gateway.services.store.db.selectFrom('provisionings').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    expect(Number(after.n)).toBe(Number(provisionings.n));
+  });
+
+  it('refuses more users than PROVISIONING_MAX_USERS, and more ACLs per user than 50', async () => {
+    const users = await gw.graphql(PLAN_KAFKA, { input: input(1, 51) });
+    expect(users.errors?.[0]).toMatchObject({ message: expect.stringMatching(/PROVISIONING_MAX_USERS/), extensions: { code: 'BAD_USER_INPUT', field: 'input.users' } });
+    const acls = Array.from({ length: 51 }, (_, i) => ({ pattern: `t${i}`, patternType: 'LITERAL', operation: 'READ' }));
+    const withAcls = { ...input(1), users: [{ name: 'svc', password: 'Bounded-secret-1', acls }] };
+    const res = await gw.graphql(PLAN_KAFKA, { input: withAcls });
+    expect(res.errors?.[0]).toMatchObject({ extensions: { code: 'BAD_USER_INPUT', field: 'input.users[0].acls' } });
+  });
+});
+
+describe('the bounds and the cost are configurable', () => {
+  let small: TestGateway;
+  beforeAll(async () => {
+    small = await startTestGateway({ PROVISIONING_MAX_TOPICS: '5', GRAPHQL_MAX_COST: '60' });
+  });
+  afterAll(async () => {
+    await small?.close();
+  });
+
+  it('takes PROVISIONING_MAX_TOPICS from the environment', async () => {
+    const res = await small.graphql(PLAN_KAFKA, { input: input(6) });
+    expect(res.errors?.[0]).toMatchObject({ message: expect.stringMatching(/at most 5 entries \(PROVISIONING_MAX_TOPICS\)/) });
+  });
+
+  it('counts every element of a list argument in the cost: a small selection over a long list input is refused', async () => {
+    const within = await small.graphql(`query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }`, { ids: ['a', 'b'] });
+    expect(within.errors).toBeUndefined();
+    const ids = Array.from({ length: 70 }, (_, i) => `id-${i}`);
+    const over = await small.graphql(`query($ids: [ID!]!) { verificationResults(externalIds: $ids) { __typename } }`, { ids });
+    expect(over.errors?.[0]).toMatchObject({ extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'GRAPHQL_MAX_COST' } });
+    expect(over.errors?.[0]!.message).toMatch(/list arguments hold 70 elements/);
+  });
+});
