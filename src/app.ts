@@ -190,12 +190,14 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     const server = http.createServer();
     server.keepAliveTimeout = 65_000;
-    const limits = new OperationLimits(config.graphqlLimits);
+    const limits = new OperationLimits(config.graphqlLimits, { introspection: config.introspection });
     // The plugins whose effects the planned path of POST /graphql reproduces (src/server/http-plans.ts).
     const gatewayPlugins = [noStorePlugin<GraphQLContext>(), limits.apolloPlugin(), rateLimitPlugin(rateLimits), warningsPlugin(), ...(tracing.enabled ? [operationSpanPlugin<GraphQLContext>()] : [])];
     const apollo = new ApolloServer<GraphQLContext>({
       schema,
-      introspection: config.introspection,
+      // GRAPHQL_INTROSPECTION is one of the shared validation rules (limits.validationRules below), the same rules
+      // WebSocket and SSE validate with; Apollo's own switch would be a second, HTTP-only copy of it.
+      introspection: true,
       includeStacktraceInErrorResponses: false,
       // Batched requests (a JSON array of operations) stay refused: Apollo's default, kept explicit (README).
       allowBatchedHttpRequests: false,

@@ -63,7 +63,7 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'IDEMPOTENCY_TAKEOVER', default: '10s', description: 'How long the idempotency key of a call whose replica crashed stays locked before a call with the same key (on any replica) takes it over. A live call renews its lease every third of this, so a slow call is never taken over (docs/decisions/012).' },
   { name: 'IDEMPOTENCY_WAIT', default: '5s', description: 'How long a request waits for an in-flight request with the same idempotency key before IDEMPOTENCY_KEY_IN_USE.' },
   { name: 'VERIFICATION_RESULTS_BATCH_SIZE', default: '100', description: 'Most verification ids in one POST /api/v2/verifications/results.' },
-  { name: 'GRAPHQL_INTROSPECTION', default: 'true', description: 'Introspection and the GraphiQL page; false turns both off.' },
+  { name: 'GRAPHQL_INTROSPECTION', default: '(true while every upstream is sandboxed, else false)', description: 'Introspection and the GraphiQL page, over HTTP, WebSocket and SSE alike; false turns both off. With a real upstream they are off unless set to true (as Apollo Server does in production).' },
   {
     name: 'SANDBOX_UPSTREAMS',
     default: '(unset: all, only when no upstream is configured)',
@@ -190,11 +190,11 @@ const int = (fallback: number, min: number, max: number) =>
       }
       return v;
     });
-const bool = (fallback: boolean) =>
+const bool = <T extends boolean | undefined>(fallback: T) =>
   z
     .string()
     .optional()
-    .transform((s, ctx) => {
+    .transform((s, ctx): boolean | T => {
       if (s === undefined || s.trim() === '') return fallback;
       const v = s.trim().toLowerCase();
       if (['true', '1', 'yes', 'on'].includes(v)) return true;
@@ -273,7 +273,8 @@ const envSchema = z.object({
   IDEMPOTENCY_TAKEOVER: duration('10s').refine((ms) => ms >= 300, { message: 'must be at least 300ms (a live call renews its lease every third of it)' }),
   IDEMPOTENCY_WAIT: duration('5s'),
   VERIFICATION_RESULTS_BATCH_SIZE: int(100, 1, 10_000),
-  GRAPHQL_INTROSPECTION: bool(true),
+  // Unset: decided once the upstreams are known (on only while every upstream is sandboxed).
+  GRAPHQL_INTROSPECTION: bool(undefined),
   GRAPHQL_MAX_ALIASES: int(15, 0, 10_000),
   GRAPHQL_MAX_DEPTH: int(6, 1, 1_000),
   GRAPHQL_MAX_TOKENS: int(1000, 1, 1_000_000),
@@ -688,15 +689,13 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   if (e.IDENTIFICATION_PRODLIKE_API_URL && !e.IDENTIFICATION_API_URL) {
     throw new ConfigError('IDENTIFICATION_API_URL', 'IDENTIFICATION_PRODLIKE_API_URL is set, so IDENTIFICATION_API_URL must be set too');
   }
-  if ((e.MOBILEID_JWKS_URL || e.MOBILEID_JWKS_FILE) && (!e.MOBILEID_ISSUER || !e.MOBILEID_CLIENT_ID)) {
-    throw new ConfigError('MOBILEID_ISSUER', 'id_token verification needs MOBILEID_ISSUER and MOBILEID_CLIENT_ID beside the JWKS');
-  }
   if (e.TRUSTED_DOCUMENTS !== 'off' && !e.TRUSTED_DOCUMENTS_MANIFEST) {
     throw new ConfigError('TRUSTED_DOCUMENTS_MANIFEST', `TRUSTED_DOCUMENTS is ${e.TRUSTED_DOCUMENTS}, so the manifest of trusted documents is required`);
   }
   if (e.TRUSTED_DOCUMENTS === 'off' && e.TRUSTED_DOCUMENTS_MANIFEST) {
     throw new ConfigError('TRUSTED_DOCUMENTS', 'TRUSTED_DOCUMENTS_MANIFEST is set but TRUSTED_DOCUMENTS is off: set allow or enforce, or unset the manifest');
   }
+  const upstreams = resolveUpstreams(e);
   const config: Config = {
     port: e.PORT,
     host: e.HOST,
@@ -733,7 +732,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     eventRetentionMs: e.EVENT_RETENTION,
     upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES, idempotent: e.IDEMPOTENT_UPSTREAMS },
     resultsBatchSize: e.VERIFICATION_RESULTS_BATCH_SIZE,
-    introspection: e.GRAPHQL_INTROSPECTION,
+    introspection: e.GRAPHQL_INTROSPECTION ?? everyUpstreamSandboxed(upstreams),
     graphqlLimits: {
       maxAliases: e.GRAPHQL_MAX_ALIASES,
       maxDepth: e.GRAPHQL_MAX_DEPTH,
@@ -763,7 +762,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       sampler: e.OTEL_TRACES_SAMPLER,
       samplerRatio: e.OTEL_TRACES_SAMPLER_ARG,
     },
-    upstreams: resolveUpstreams(e),
+    upstreams,
   };
   if (config.operatorKeys.length > 0 && config.apiKeys.length === 0) {
     throw new ConfigError('OPERATOR_API_KEYS', 'needs GATEWAY_API_KEYS: without API keys the gateway is open and everyone is the operator');

@@ -123,6 +123,11 @@ export class HttpPlans {
     return new HttpPlans(options, internals);
   }
 
+  /** How many document texts have a cached plan (or a cached "Apollo answers"). */
+  get cachedPlans(): number {
+    return this.plans.size;
+  }
+
   /** The plan of a text, made on first use; undefined when Apollo must answer (it does not parse or validate). */
   plan(query: string): Plan | undefined {
     let plan = this.plans.get(query);
@@ -233,6 +238,14 @@ export class HttpPlans {
     const contentType = this.contentType(req.headers.accept);
     if (contentType === null) return false;
 
+    // Authentication first, as Apollo makes the context before it parses: a request without a valid key parses,
+    // validates and caches nothing here, and its 401 is Apollo's to answer.
+    let contextValue: GraphQLContext;
+    try {
+      contextValue = await context();
+    } catch {
+      return false;
+    }
     const plan = this.plan(query);
     if (!plan) return false;
     const operationName = typeof rawName === 'string' ? rawName : undefined;
@@ -240,13 +253,6 @@ export class HttpPlans {
     if (!operation || operation.operation === 'subscription') return false;
     const variables = isRecord(rawVariables) ? rawVariables : undefined;
 
-    // Apollo makes the context before it parses: a failure (401) is Apollo's to answer.
-    let contextValue: GraphQLContext;
-    try {
-      contextValue = await context();
-    } catch {
-      return false;
-    }
     // didResolveOperation: the cost (a refusal goes to Apollo: nothing has been spent yet), the span's name, the
     // rate limit (points spent: from here on the answer is this path's).
     if (this.options.checkCost(plan.document, variables)) return false;

@@ -7,6 +7,7 @@ import type { ApolloServerPlugin } from '@apollo/server';
 import {
   GraphQLError,
   Kind,
+  NoSchemaIntrospectionCustomRule,
   TypeInfo,
   getNullableType,
   isListType,
@@ -64,7 +65,15 @@ export class OperationLimits {
   /** Cost verdicts of documents whose list sizes do not depend on variables. */
   private readonly costVerdicts = new WeakMap<DocumentNode, GraphQLError | null>();
 
-  constructor(readonly config: GraphqlLimitsConfig) {
+  /**
+   * `introspection: false` adds graphql-js's NoSchemaIntrospectionCustomRule to the rules: every transport validates
+   * with these rules (Apollo's validationRules over HTTP, the document cache of WebSocket and SSE), so
+   * GRAPHQL_INTROSPECTION holds on each of them from this one place.
+   */
+  constructor(
+    readonly config: GraphqlLimitsConfig,
+    options: { introspection: boolean } = { introspection: true },
+  ) {
     const report = (limit: LimitName, max: number) => [
       (ctx: ValidationContext | null, error: GraphQLError) => ctx?.reportError(limitError(limit, max, error.message)),
     ];
@@ -74,6 +83,7 @@ export class OperationLimits {
       maxAliasesRule({ n: config.maxAliases, allowList: [], exposeLimits: true, propagateOnRejection: false, onReject: report('aliases', config.maxAliases) }),
       maxDepthRule({ n: config.maxDepth, exposeLimits: true, ignoreIntrospection: true, propagateOnRejection: false, onReject: report('depth', config.maxDepth) }),
       maxDirectivesRule({ n: config.maxDirectives, exposeLimits: true, propagateOnRejection: false, onReject: report('directives', config.maxDirectives) }),
+      ...(options.introspection ? [] : [NoSchemaIntrospectionCustomRule]),
     ] as unknown as ValidationRule[];
   }
 

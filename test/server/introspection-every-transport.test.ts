@@ -1,0 +1,98 @@
+// GRAPHQL_INTROSPECTION is one validation rule that every transport applies: HTTP, graphql-ws and graphql-sse
+// answer an introspection query the same way. And it defaults to on only while every upstream is sandboxed.
+import { createClient as createSseClient } from 'graphql-sse';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
+import { wsClient } from '../helpers/mobile-id.js';
+
+const start = gatewaysPerTest();
+const INTROSPECTION = '{ __schema { queryType { name } } }';
+const disposers: Array<() => void | Promise<void>> = [];
+afterEach(async () => {
+  for (const d of disposers.splice(0)) await d();
+});
+
+/** One operation through graphql-ws or graphql-sse: the first result, or the error the client reports. */
+function once(kind: 'ws' | 'sse', gw: TestGateway, query: string): Promise<{ data?: unknown; errors?: Array<{ message: string }> }> {
+  const client =
+    kind === 'ws'
+      ? wsClient(gw)
+      : createSseClient({ url: `${gw.url}/graphql/stream`, singleConnection: false, retryAttempts: 0 });
+  disposers.push(() => client.dispose());
+  return new Promise((resolve) => {
+    client.subscribe(
+      { query },
+      {
+        next: (v) => resolve(v as { data?: unknown; errors?: Array<{ message: string }> }),
+        error: (e) => resolve({ errors: Array.isArray(e) ? (e as Array<{ message: string }>) : [{ message: String((e as Error)?.message ?? e) }] }),
+        complete: () => undefined,
+      },
+    );
+  });
+}
+
+describe('GRAPHQL_INTROSPECTION=false', () => {
+  it.each(['http', 'ws', 'sse'] as const)('refuses an introspection query over %s, and still runs other queries', async (transport) => {
+    const gw = await start({ GRAPHQL_INTROSPECTION: 'false' });
+    const run = (q: string) => (transport === 'http' ? gw.graphql(q) : once(transport, gw, q));
+    const refused = await run(INTROSPECTION);
+    expect(refused.data ?? undefined).toBeUndefined();
+    expect(JSON.stringify(refused.errors)).toMatch(/introspection has been disabled/);
+    expect((await run('{ projects { id } }')).data).toEqual({ projects: [] });
+  });
+});
+
+describe('introspection by default', () => {
+  it.each(['http', 'ws', 'sse'] as const)('is answered over %s while every upstream is sandboxed', async (transport) => {
+    const gw = await start();
+    const res = transport === 'http' ? await gw.graphql(INTROSPECTION) : await once(transport, gw, INTROSPECTION);
+    expect(res.data).toEqual({ __schema: { queryType: { name: 'Query' } } });
+  });
+
+  it('is off once an upstream is real, unless GRAPHQL_INTROSPECTION=true', () => {
+    const real = {
+      CLOUD_API_URL: 'https://cloud.example',
+      CLOUD_API_TOKEN: 'token',
+      SANDBOX_UPSTREAMS: 'identification,verification,rfm,mobile-id',
+      GATEWAY_API_KEYS: 'app-key',
+    };
+    expect(loadConfig({}).introspection).toBe(true);
+    expect(loadConfig(real).introspection).toBe(false);
+    expect(loadConfig({ ...real, GRAPHQL_INTROSPECTION: 'true' }).introspection).toBe(true);
+    expect(loadConfig({ GRAPHQL_INTROSPECTION: 'false' }).introspection).toBe(false);
+  });
+
+  it('refuses introspection over HTTP at a gateway with a real upstream', async () => {
+    const sandbox = await start();
+    const gw = await start({
+      CLOUD_API_URL: sandbox.gateway.sandbox.cloud!.url,
+      CLOUD_API_TOKEN: 'token',
+      SANDBOX_UPSTREAMS: 'identification,verification,rfm,mobile-id',
+      GATEWAY_API_KEYS: 'app-key',
+    });
+    const res = await gw.graphql(INTROSPECTION, {}, { key: 'app-key' });
+    expect(JSON.stringify(res.errors)).toMatch(/introspection has been disabled/);
+  });
+});
+
+describe('authentication before any parse', () => {
+  it('caches no plan for requests without a valid key, and answers each with 401 UNAUTHENTICATED', async () => {
+    const gw = await start({ GATEWAY_API_KEYS: 'app-key' });
+    const plans = gw.gateway.httpPlans!;
+    const before = plans.cachedPlans;
+    for (let i = 0; i < 50; i++) {
+      const res = await fetch(`${gw.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: i % 2 ? 'Bearer wrong-key' : '' },
+        body: JSON.stringify({ query: `{ projects(first: ${i + 1}) { id } }` }),
+      });
+      expect(res.status).toBe(401);
+      expect(((await res.json()) as { errors: Array<{ extensions: { code: string } }> }).errors[0]!.extensions.code).toBe('UNAUTHENTICATED');
+    }
+    expect(plans.cachedPlans).toBe(before);
+    // With the key, the same path plans as before.
+    expect((await gw.graphql('{ projects(first: 1) { id } }', {}, { key: 'app-key' })).data).toEqual({ projects: [] });
+    expect(plans.cachedPlans).toBe(before + 1);
+  });
+});
