@@ -33,6 +33,21 @@ export const CALLBACK_BODY: Omit<WebhookBodyOptions, 'limit'> = {
   unsupported: { status: 400, description: 'the body must be JSON (Content-Type: application/json) or form fields (application/x-www-form-urlencoded)' },
 };
 
+/** Deepest nesting of arrays and objects a webhook body may have. */
+export const MAX_WEBHOOK_DEPTH = 64;
+
+/** True when `value` nests arrays and objects deeper than `max` (iterative: a deep body cannot overflow the stack). */
+function depthOver(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v as Record<string, unknown>)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
 /** Why a body was refused, in the words the mobile-ID quarantine counts them by. */
 export type BodyRefusalReason = 'UNSUPPORTED_MEDIA_TYPE' | 'BODY_TOO_LARGE' | 'MALFORMED';
 
@@ -61,11 +76,15 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
   const text = raw.toString('utf8');
   const malformed = (description: string): WebhookBody => ({ ok: false, status: 400, error: WebhookErrorCode.INVALID_REQUEST, reason: 'MALFORMED', description, close: false });
   if (parser === 'json') {
+    let body: unknown;
     try {
-      return { ok: true, body: JSON.parse(text) as unknown, type };
+      body = JSON.parse(text) as unknown;
     } catch {
       return malformed('the body is not valid JSON');
     }
+    // Everything downstream (canonical JSON, schemas, digests) walks the body recursively.
+    if (depthOver(body, MAX_WEBHOOK_DEPTH)) return malformed(`the body nests deeper than ${MAX_WEBHOOK_DEPTH} levels`);
+    return { ok: true, body, type };
   }
   const parsed = parser(text);
   return parsed.ok ? { ok: true, body: parsed.body, type } : malformed(parsed.description);
