@@ -288,6 +288,13 @@ export function maskSecrets(body: unknown): unknown {
 }
 
 /**
+ * Names of response fields that may hold a secret: the spec shows no response body, so an upstream's names are
+ * unknown (adminPassword, client_secret, refreshToken, apiKey, privateKey, saslPassword, …). Matched by pattern,
+ * not by a list; a public key (an echoed sshKeys) is dropped too, which loses nothing the ledger's spec lacks.
+ */
+const RESPONSE_SECRET_KEY = /passw(or)?d|passphrase|pwd|secret|token|key|credential/i;
+
+/**
  * Removes secrets an upstream might echo back before a response is stored. A body without any (the common answer)
  * is returned as it is, not copied: it is the parsed JSON of one answer, which nothing else holds.
  */
@@ -299,7 +306,7 @@ function holdsSecretKey(body: unknown): boolean {
   if (!body || typeof body !== 'object') return false;
   if (Array.isArray(body)) return body.some(holdsSecretKey);
   for (const k in body) {
-    if (Object.hasOwn(body, k) && (SECRET_KEY.test(k) || holdsSecretKey((body as Record<string, unknown>)[k]))) return true;
+    if (Object.hasOwn(body, k) && (RESPONSE_SECRET_KEY.test(k) || holdsSecretKey((body as Record<string, unknown>)[k]))) return true;
   }
   return false;
 }
@@ -309,7 +316,7 @@ function scrubbed(body: unknown): unknown {
   if (body && typeof body === 'object') {
     return Object.fromEntries(
       Object.entries(body as Record<string, unknown>)
-        .filter(([k]) => !SECRET_KEY.test(k))
+        .filter(([k]) => !RESPONSE_SECRET_KEY.test(k))
         .map(([k, v]) => [k, scrubbed(v)]),
     );
   }
