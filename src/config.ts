@@ -493,7 +493,7 @@ export interface GraphqlLimitsConfig {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// The table of upstreams (issue 11 §2, docs/decisions/008): resolved once here, read by the composition root.
+// The table of upstreams (docs/decisions/008): resolved once here, read by the composition root.
 
 /** A table entry the embedded simulator serves. */
 export interface Sandboxed {

@@ -39,7 +39,7 @@ type Values = { readonly [I in keyof typeof COLUMNS]: (typeof COLUMNS)[I] extend
 
 /**
  * A record read from the ledger. `spec` and `response` stay JSON text until first read (then parsed once
- * and kept): a query that reads a few columns of a tree of records never parses the rest (issue 14). The
+ * and kept): a query that reads a few columns of a tree of records never parses the rest (decision 027). The
  * getters sit on the prototype, so a spread copy would drop them: read the fields by name.
  */
 class StoredRecord implements LedgerRecord {
@@ -231,7 +231,7 @@ export class Ledger {
   /**
    * The read statement of one shape (a method and the length of its id list), compiled once (see
    * precompiled.ts): building and compiling the query tree took a third of what running it on SQLite
-   * costs (issue 14, profile of scenario 3). At most MAX_SHAPES are kept; beyond them a read compiles anew.
+   * costs (bench scenario 3). At most MAX_SHAPES are kept; beyond them a read compiles anew.
    */
   private read<A extends string[]>(shape: string, build: (...args: A) => Compilable): (...args: A) => CompiledQuery {
     let statement = this.reads.get(shape) as ((...args: A) => CompiledQuery) | undefined;
