@@ -16,6 +16,8 @@ import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { pauseAt } from './phases.js';
 import { createAuthenticator } from './server/auth.js';
+import { loadSecretBox } from './mobile-id/sealing.js';
+import { cloudLedgerRecord } from './tenancy.js';
 import type { Caller } from './caller.js';
 import { createGraphiqlHandler, defaultGraphiqlAssetsDir, GRAPHIQL_ASSETS_PATH, prefersHtml } from './server/graphiql.js';
 import { DEFAULT_QUERY, graphiqlExamples } from './server/graphiql-examples.js';
@@ -105,6 +107,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const store: Store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, sqliteSynchronous: config.sqliteSynchronous, logger });
     cleanups.push(() => store.close());
 
+    // One gateway secret (TOKEN_ENCRYPTION_KEY, or its key file in DATA_DIR): see startUpstreams' `box`.
+    const box = loadSecretBox({ key: config.tokenEncryptionKey, dataDir: config.dataDir, shared: store.dialect === 'postgres', logger });
+
     const rateLimits = await RateLimits.create({ limits: config.rateLimits, store, metrics, logger });
 
     const ledger = new Ledger(store.db, store.execute, store.readValues);
@@ -119,6 +124,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       waitMs: config.idempotencyWaitMs,
       leaseMs: options.idempotencyLeaseMs ?? config.idempotencyTakeoverMs,
       logger,
+      digest: (text) => box.digest(text),
     });
 
     const eventLog = new EventLog(store.db, config.eventRetentionMs);
@@ -141,10 +147,23 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       publicUrl: () => config.publicUrl ?? listenedUrl,
       selfUrl: () => listenedUrl,
       onClose: (close) => cleanups.push(close),
+      box,
       ...(pause ? { pauseAt: pause } : {}),
     });
     const { cloud } = upstreams;
-    const provisioning = new ProvisioningService(store.db, cloud, (id) => ledger.get(id), logger, events, config.idempotencyTakeoverMs, config.provisioningBounds);
+    // Provisioning and plans read the ledger through the owner rule of every cloud read (src/tenancy.ts).
+    const cloudLookup = async (id: string) => cloudLedgerRecord(await ledger.get(id));
+    const provisioning = new ProvisioningService(
+      store.db,
+      cloud,
+      cloudLookup,
+      logger,
+      events,
+      config.idempotencyTakeoverMs,
+      config.provisioningBounds,
+      (caller, points) => rateLimits.take(caller, 'creations', points),
+      (text) => box.digest(text),
+    );
     const services: Services = {
       config,
       store,
@@ -153,7 +172,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       idempotency,
       cloud,
       provisioning,
-      plans: new ProvisioningPlanner(provisioning, cloud, (id) => ledger.get(id)),
+      plans: new ProvisioningPlanner(provisioning, cloud, cloudLookup),
       events,
       identity: upstreams.identity,
       mobileId: upstreams.mobileId,
@@ -186,7 +205,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     cleanups.push(async () => clearInterval(verifyPending));
 
     const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers] as Record<string, unknown>[]);
-    const authenticate = createAuthenticator(config.apiKeys, config.operatorKeys);
+    // A bare key's label in metrics and logs is a keyed digest: an unsalted hash of a key can be tested offline.
+    const authenticate = createAuthenticator(config.apiKeys, config.operatorKeys, (key) => `key-${box.digest(`api key label\u0000${key}`).slice(0, 12)}`);
 
     const server = http.createServer();
     server.keepAliveTimeout = 65_000;
@@ -231,7 +251,12 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const graphiql = config.introspection
       ? createGraphiqlHandler({
           assetsDir: defaultGraphiqlAssetsDir(),
-          config: { sandbox: everyUpstreamSandboxed(config.upstreams), apiKeyRequired: config.apiKeys.length > 0, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({ sandbox: config.upstreams.mobileId.sandbox }) },
+          config: { sandbox: everyUpstreamSandboxed(config.upstreams), apiKeyRequired: config.apiKeys.length > 0, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({
+              sandbox: config.upstreams.mobileId.sandbox,
+              notificationToken: config.apiKeys.length === 0 ? (upstreams.sandbox.mobileId?.notificationToken ?? null) : null,
+              url: config.publicUrl ?? `http://localhost:${config.port}`,
+            }),
+          },
         })
       : null;
 

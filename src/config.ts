@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { parseAppKey, scopeOfApp, type AppKey } from './caller.js';
 import { PHASES, type Phase } from './phases.js';
 import { CLOUD_SHAPE_MODES, DEFAULT_CLOUD_SHAPE, cloudShapeByName } from './sandbox/cloud-shapes.js';
 
@@ -38,16 +39,21 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'IDENTIFICATION_API_TOKEN', default: '(unset)', description: 'Bearer token for the identification interface; required when IDENTIFICATION_API_URL is set.' },
   { name: 'IDENTIFICATION_PRODLIKE_API_TOKEN', default: '(unset: IDENTIFICATION_API_TOKEN)', description: 'Bearer token for the pre-production-like identification interface (environment PRODLIKE). Unset: the production token IDENTIFICATION_API_TOKEN is sent there too.' },
   { name: 'RFM_API_URL', default: '(unset: VERIFICATION_API_URL)', description: 'Base URL of the rfm list check (POST /api/v1/rfm/is-in-catalog). Unset: the verification interface, where the spec lists the check (under /api/v1), with VERIFICATION_API_TOKEN.' },
-  { name: 'MOBILEID_NOTIFICATION_TOKENS', default: '(unset)', description: 'Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id.' },
+  {
+    name: 'MOBILEID_NOTIFICATION_TOKENS',
+    default: '(unset)',
+    description:
+      'Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id. `<app>:<token>` binds a token to a named app of GATEWAY_API_KEYS (only that app reads its results); a bare token\'s results are readable by every app that knows the auth_req_id (prefer issueMobileIdNotificationToken per app).',
+  },
   { name: 'MOBILEID_JWKS_URL', default: '(unset)', description: 'JWKS of the mobile identity service: when set, every id_token signature is verified (iss and aud are compared when present and MOBILEID_ISSUER / MOBILEID_CLIENT_ID are set).' },
   { name: 'MOBILEID_JWKS_FILE', default: '(unset)', description: 'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL.' },
   { name: 'MOBILEID_ISSUER', default: '(unset)', description: 'Expected iss of mobile-ID id_tokens, compared when a token carries iss (unset: iss is reported NOT_CHECKED).' },
   { name: 'MOBILEID_CLIENT_ID', default: '(unset)', description: 'Expected aud of mobile-ID id_tokens, compared when a token carries aud (unset: aud is reported NOT_CHECKED).' },
-  { name: 'TOKEN_ENCRYPTION_KEY', default: '(unset: DATA_DIR/token-encryption.key)', description: '32 random bytes (base64 or 64 hex digits) that encrypt stored mobile-ID tokens (AES-256-GCM). Unset: a key file generated in DATA_DIR on first start. Replicas sharing DATABASE_URL need the same key.' },
+  { name: 'TOKEN_ENCRYPTION_KEY', default: '(unset: DATA_DIR/token-encryption.key)', description: '32 random bytes (base64 or 64 hex digits): the gateway secret that seals stored mobile-ID tokens, rfm answers and identification links (AES-256-GCM) and keys request fingerprints, callback tokens and the sandbox notification token. Unset: a key file generated in DATA_DIR on first start (keep it apart from the database in production). Replicas sharing DATABASE_URL need the same key.' },
   { name: 'MOBILEID_JWKS_ALLOWED_HOSTS', default: '(unset: none)', description: 'Comma-separated hosts (or host:port) whose URLs from a notification body the gateway may fetch; today it fetches none (jwks_uri is the operator\'s encryption key, recorded and exposed, never used to check signatures).' },
   { name: 'MOBILEID_STRICT_ID_TOKEN', default: 'false', description: 'true: full CIBA strictness, an id_token without iss, aud, exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash, or an encrypted one, is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).' },
-  { name: 'GATEWAY_API_KEYS', default: '(unset: open)', description: 'Comma-separated keys that apps send as Authorization: Bearer <key>. Unset is allowed only when every upstream is sandboxed.' },
-  { name: 'OPERATOR_API_KEYS', default: '(unset: none)', description: 'Comma-separated keys of operators: each works as an API key and may also read operator data (mobileIdRejections, the quarantine of refused notifications). Needs GATEWAY_API_KEYS; in open sandbox mode everyone is the operator.' },
+  { name: 'GATEWAY_API_KEYS', default: '(unset: open)', description: 'Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app\'s name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Unset is allowed only when every upstream is sandboxed.' },
+  { name: 'OPERATOR_API_KEYS', default: '(unset: none)', description: 'Comma-separated keys of operators (`name:key` or bare, as in GATEWAY_API_KEYS): each works as an API key and may also read operator data (mobileIdRejections, the quarantine of refused notifications). Needs GATEWAY_API_KEYS; in open sandbox mode everyone is the operator.' },
   { name: 'IDEMPOTENCY_RETENTION', default: '24h', description: 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).' },
   { name: 'EVENT_RETENTION', default: '7d', description: 'How long webhook events are kept in the event log.' },
   { name: 'UPSTREAM_TIMEOUT', default: '10s', description: 'Time limit of one upstream attempt (headers and body).' },
@@ -103,7 +109,16 @@ export const ENV_VARS: readonly EnvVar[] = [
 ];
 
 /** Variables whose value may be a secret: never echoed in a configuration error. */
-const SECRET_VARS = new Set(['OTEL_EXPORTER_OTLP_HEADERS', 'TOKEN_ENCRYPTION_KEY', 'CLOUD_API_CREDENTIALS', 'CLOUD_API_TOKEN', 'GATEWAY_API_KEYS', 'DATABASE_URL']);
+const SECRET_VARS = new Set([
+  'OTEL_EXPORTER_OTLP_HEADERS',
+  'TOKEN_ENCRYPTION_KEY',
+  'CLOUD_API_CREDENTIALS',
+  'CLOUD_API_TOKEN',
+  'GATEWAY_API_KEYS',
+  'OPERATOR_API_KEYS',
+  'MOBILEID_NOTIFICATION_TOKENS',
+  'DATABASE_URL',
+]);
 
 export class ConfigError extends Error {
   constructor(readonly variable: string, message: string) {
@@ -417,7 +432,6 @@ export interface Config {
   };
   readonly rfmUrl: string | undefined;
   readonly mobileId: {
-    readonly notificationTokens: readonly string[];
     readonly jwksUrl: string | undefined;
     readonly jwksFile: string | undefined;
     readonly issuer: string | undefined;
@@ -428,9 +442,10 @@ export interface Config {
   };
   /** TOKEN_ENCRYPTION_KEY as given (decode with `decodeKey`); undefined means a key file in DATA_DIR. */
   readonly tokenEncryptionKey: string | undefined;
-  readonly apiKeys: readonly string[];
+  /** GATEWAY_API_KEYS: `name:key` or bare keys (src/caller.ts parseAppKey). */
+  readonly apiKeys: readonly AppKey[];
   /** OPERATOR_API_KEYS: also accepted as API keys. */
-  readonly operatorKeys: readonly string[];
+  readonly operatorKeys: readonly AppKey[];
   readonly idempotencyRetentionMs: number;
   readonly idempotencyWaitMs: number;
   /** IDEMPOTENCY_TAKEOVER: the lease of a pending idempotency record, renewed every third of it while its call runs. */
@@ -530,7 +545,8 @@ export interface RealRfm {
 
 export interface RealMobileId {
   readonly sandbox: false;
-  readonly notificationTokens: readonly string[];
+  /** MOBILEID_NOTIFICATION_TOKENS: each `<app>:<token>` bound to a named app, or a bare token (shared). */
+  readonly notificationTokens: readonly ConfiguredNotificationToken[];
   readonly jwksUrl: string | undefined;
   readonly jwksFile: string | undefined;
   readonly issuer: string | undefined;
@@ -568,7 +584,7 @@ const SANDBOX_ONE = (name: UpstreamName) => `or name ${name} in SANDBOX_UPSTREAM
  * upstream is configured at all, or when SANDBOX_UPSTREAMS names it: a deployment with real upstreams never
  * gets a simulated answer because one variable was forgotten. A real address needs its credentials.
  */
-function resolveUpstreams(e: Env): UpstreamTable {
+function resolveUpstreams(e: Env, keys: readonly AppKey[]): UpstreamTable {
   const configured: Record<UpstreamName, boolean> = {
     cloud: !!e.CLOUD_API_URL,
     identification: !!e.IDENTIFICATION_API_URL,
@@ -643,7 +659,7 @@ function resolveUpstreams(e: Env): UpstreamTable {
   if (configured['mobile-id']) {
     mobileId = {
       sandbox: false,
-      notificationTokens: e.MOBILEID_NOTIFICATION_TOKENS,
+      notificationTokens: bindNotificationTokens(e.MOBILEID_NOTIFICATION_TOKENS, keys),
       jwksUrl: e.MOBILEID_JWKS_URL,
       jwksFile: e.MOBILEID_JWKS_FILE,
       issuer: e.MOBILEID_ISSUER,
@@ -680,6 +696,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     throw new ConfigError(variable, `${issue.message} ${shown}`);
   }
   const e = parsed.data;
+  const apiKeys = e.GATEWAY_API_KEYS.map(parseAppKey);
+  const operatorKeys = e.OPERATOR_API_KEYS.map(parseAppKey);
+  checkAppKeys([...apiKeys, ...operatorKeys]);
   if (e.CLOUD_API_URL && !e.CLOUD_API_TOKEN && !e.CLOUD_API_CREDENTIALS) {
     throw new ConfigError('CLOUD_API_TOKEN', 'CLOUD_API_URL is set, so CLOUD_API_TOKEN or CLOUD_API_CREDENTIALS is required');
   }
@@ -695,7 +714,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   if (e.TRUSTED_DOCUMENTS === 'off' && e.TRUSTED_DOCUMENTS_MANIFEST) {
     throw new ConfigError('TRUSTED_DOCUMENTS', 'TRUSTED_DOCUMENTS_MANIFEST is set but TRUSTED_DOCUMENTS is off: set allow or enforce, or unset the manifest');
   }
-  const upstreams = resolveUpstreams(e);
+  const upstreams = resolveUpstreams(e, [...apiKeys, ...operatorKeys]);
   const config: Config = {
     port: e.PORT,
     host: e.HOST,
@@ -713,7 +732,6 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     },
     rfmUrl: e.RFM_API_URL,
     mobileId: {
-      notificationTokens: e.MOBILEID_NOTIFICATION_TOKENS,
       jwksUrl: e.MOBILEID_JWKS_URL,
       jwksFile: e.MOBILEID_JWKS_FILE,
       issuer: e.MOBILEID_ISSUER,
@@ -722,8 +740,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       strictIdToken: e.MOBILEID_STRICT_ID_TOKEN,
     },
     tokenEncryptionKey: e.TOKEN_ENCRYPTION_KEY,
-    apiKeys: e.GATEWAY_API_KEYS,
-    operatorKeys: e.OPERATOR_API_KEYS,
+    apiKeys,
+    operatorKeys,
     idempotencyRetentionMs: e.IDEMPOTENCY_RETENTION,
     idempotencyWaitMs: e.IDEMPOTENCY_WAIT,
     idempotencyTakeoverMs: e.IDEMPOTENCY_TAKEOVER,
@@ -774,6 +792,43 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     throw new ConfigError('GATEWAY_API_KEYS', 'is required when any upstream is real (an open gateway is allowed only in full sandbox mode)');
   }
   return deepFreeze(config);
+}
+
+/** A client_notification_token the operator configured, and the app whose results it carries (null: every app's). */
+export interface ConfiguredNotificationToken {
+  readonly token: string;
+  /** The owner scope of the app it is bound to (`app:<name>`), or null for a token shared by every app. */
+  readonly scope: string | null;
+}
+
+/** One key may not stand for two apps; names follow APP_NAME. Keys are never repeated in the message. */
+function checkAppKeys(keys: readonly AppKey[]): void {
+  const owner = new Map<string, string | null>();
+  keys.forEach((k, i) => {
+    if (owner.has(k.key) && owner.get(k.key) !== k.name) {
+      throw new ConfigError('GATEWAY_API_KEYS', `entry ${i + 1} repeats a key under another name: one key is one app (value not shown: it holds keys)`);
+    }
+    owner.set(k.key, k.name);
+  });
+}
+
+/**
+ * MOBILEID_NOTIFICATION_TOKENS entries: `<app>:<token>` binds a token to a named app of GATEWAY_API_KEYS or
+ * OPERATOR_API_KEYS (its notifications are that app's alone); a bare token is shared by every app. An entry
+ * whose prefix looks like an app name but names no configured app stops start-up: a typo must not silently
+ * turn an app's token into one every app reads.
+ */
+function bindNotificationTokens(entries: readonly string[], keys: readonly AppKey[]): ConfiguredNotificationToken[] {
+  const names = new Set(keys.flatMap((k) => (k.name === null ? [] : [k.name])));
+  return entries.map((entry, i) => {
+    const parsed = parseAppKey(entry);
+    if (parsed.name === null) return { token: entry, scope: null };
+    if (!names.has(parsed.name)) {
+      const known = names.size ? `the named apps are ${[...names].sort().join(', ')}` : 'GATEWAY_API_KEYS names no app (write name:key there)';
+      throw new ConfigError('MOBILEID_NOTIFICATION_TOKENS', `entry ${i + 1} binds a token to the app ${JSON.stringify(parsed.name)}, which no API key names; ${known}`);
+    }
+    return { token: parsed.key, scope: scopeOfApp(parsed.name) };
+  });
 }
 
 /** The variables the parser reads; test/readme.test.ts checks that each is declared in ENV_VARS. */

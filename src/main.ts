@@ -19,14 +19,22 @@ async function main(): Promise<void> {
   const upstreams = Object.entries(described)
     .map(([name, where]) => `${name}=${where}`)
     .join(' ');
-  const access = config.apiKeys.length ? `keyed (${config.apiKeys.length} API key(s))` : 'OPEN (no API keys: sandbox only)';
+  const names = [...new Set([...config.apiKeys, ...config.operatorKeys].flatMap((k) => (k.name === null ? [] : [k.name])))].sort();
+  const access = config.apiKeys.length
+    ? `keyed (${config.apiKeys.length} API key(s)${names.length ? `; apps ${names.join(', ')}` : ''})`
+    : 'OPEN (no API keys: sandbox only)';
   const graphiql = config.introspection ? `GraphiQL ${gateway.url}/graphql` : `GraphQL ${gateway.url}/graphql (introspection off)`;
   // The identification callback is configured per workflow on the platform side; its token is a secret, so the
   // line shows the route and where to read the full address, never the address itself.
   const identificationCallbacks = `identification callbacks POST ${gateway.publicUrl}/webhooks/identification/<token> (address per workflow: query { identificationCallbackUrl(workflowId: "...") })`;
+  // The sandbox's notification token is a secret of the data directory (whoever holds it posts results every app
+  // reads); the operator who started this gateway is the one it is shown to, for curl (apps use
+  // issueMobileIdNotificationToken or sandboxCompleteMobileIdAuthentication instead).
+  const sandboxToken = gateway.sandbox.mobileId?.notificationToken;
+  const mobileIdSandbox = sandboxToken ? ` | mobile-ID sandbox: POST ${gateway.url}/webhooks/mobile-id with Authorization: Bearer ${sandboxToken}` : '';
   logger.info(
     { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, store: gateway.services.store.location, open: config.apiKeys.length === 0 },
-    `gateway ready: ${graphiql} | upstreams ${upstreams} | data ${gateway.services.store.location} | API ${access} | ${identificationCallbacks}`,
+    `gateway ready: ${graphiql} | upstreams ${upstreams} | data ${gateway.services.store.location} | API ${access} | ${identificationCallbacks}${mobileIdSandbox}`,
   );
   if (config.apiKeys.length === 0) logger.warn('the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)');
 

@@ -88,17 +88,17 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** `app` is the caller's scope: a hash of the API key (`key:<16 hex of sha256>`), never the key. */
+  /** `app` is the app's name (GATEWAY_API_KEYS `name:key`), or for a bare key a keyed digest of it (src/caller.ts). */
   readonly rateLimitDecisions = new Counter({
     name: 'gateway_rate_limit_points_total',
-    help: 'Rate-limit points asked for, by app (hashed API key), bucket (creations, reads) and outcome (allowed, refused).',
+    help: 'Rate-limit points asked for, by app (its name, or a keyed digest of a bare key), bucket (creations, reads) and outcome (allowed, refused).',
     labelNames: ['app', 'bucket', 'outcome'] as const,
     registers: [this.registry],
   });
 
   readonly rateLimitRemaining = new Gauge({
     name: 'gateway_rate_limit_remaining_points',
-    help: 'Points left in the current window after the last decision, by app (hashed API key) and bucket.',
+    help: 'Points left in the current window after the last decision, by app (its name, or a keyed digest of a bare key) and bucket.',
     labelNames: ['app', 'bucket'] as const,
     registers: [this.registry],
   });

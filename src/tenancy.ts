@@ -31,3 +31,12 @@ export function ownerOfRecord(record: Pick<LedgerRecord, 'kind' | 'createdBy'>):
 export function visibleRecord<T extends Pick<LedgerRecord, 'kind' | 'createdBy'>>(caller: Caller, record: T | null | undefined): T | null {
   return record && readableBy(caller, ownerOfRecord(record)) ? record : null;
 }
+
+/**
+ * The record when it belongs to the shared cloud ledger, else null: what cloud validation, provisioning and plans
+ * see of an id. Another app's verification or identification reads as unknown there, word for word, never as "a
+ * verification, not an IP address" (which would tell the caller that the id exists).
+ */
+export function cloudLedgerRecord<T extends Pick<LedgerRecord, 'kind' | 'createdBy'>>(record: T | null | undefined): T | null {
+  return record && ownerOfRecord(record) === null ? record : null;
+}

@@ -6,7 +6,7 @@ import { createIdentityService, type IdentityEndpoints, type IdentityService } f
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
 import { createMobileIdService, type MobileIdEndpoint, type MobileIdService } from './mobile-id/index.js';
-import { loadSecretBox } from './mobile-id/sealing.js';
+import type { SecretBox } from './mobile-id/sealing.js';
 import { resolveCloudShape, type CloudResponseShape } from './sandbox/cloud-shapes.js';
 import {
   SANDBOX_IDENTIFICATION_TOKEN,
@@ -50,10 +50,17 @@ export async function startUpstreams(
     /** The gateway's own loopback address, known once it listens. */
     selfUrl: () => string;
     onClose: (close: () => Promise<void>) => void;
+    /**
+     * The gateway secret (TOKEN_ENCRYPTION_KEY, or its key file): it seals mobile-ID tokens and derives the
+     * verification and identification callback tokens (docs/decisions/018) and the sandbox's notification token,
+     * so replicas sharing DATABASE_URL must share it.
+     */
+    box: SecretBox;
     /** Tests only (GATEWAY_TEST_PAUSE_AT, src/phases.ts). */
     pauseAt?: PauseAt;
   },
 ): Promise<Upstreams> {
+  const box = deps.box;
   const table: UpstreamTable = config.upstreams;
   const sandbox = await startSandboxes({
     cloud: table.cloud.sandbox,
@@ -65,6 +72,9 @@ export async function startUpstreams(
     verification: table.verification.sandbox || table.rfm.sandbox,
     callbackDelayMs: config.sandbox.callbackDelayMs,
     mobileId: table.mobileId.sandbox,
+    // A secret of this data directory (or of TOKEN_ENCRYPTION_KEY), never a published constant: whoever holds it
+    // posts results every app reads, so it is shown only where the operator looks (start-up line, GraphiQL).
+    mobileIdNotificationToken: `sandbox-${box.digest('sandbox mobile-ID client_notification_token').slice(0, 32)}`,
   });
   deps.onClose(() => sandbox.close());
 
@@ -118,15 +128,10 @@ export async function startUpstreams(
       : table.rfm,
   };
 
-  // One gateway secret (TOKEN_ENCRYPTION_KEY, or its key file): it seals mobile-ID tokens and derives the
-  // verification and identification callback tokens (docs/decisions/018), so replicas sharing DATABASE_URL must
-  // share it.
-  const box = loadSecretBox({ key: config.tokenEncryptionKey, dataDir: config.dataDir, shared: deps.store.dialect === 'postgres', logger: deps.logger });
-
   const mobileId: MobileIdEndpoint = table.mobileId.sandbox
     ? (() => {
         const sim = started(sandbox.mobileId, 'mobile-ID');
-        return { notificationTokens: [sim.notificationToken], jwks: { jwksUrl: sim.jwksUrl }, issuer: sim.issuer, clientId: sim.clientId, notifier: sim };
+        return { notificationTokens: [{ token: sim.notificationToken, scope: null }], jwks: { jwksUrl: sim.jwksUrl }, issuer: sim.issuer, clientId: sim.clientId, notifier: sim };
       })()
     : {
         notificationTokens: table.mobileId.notificationTokens,

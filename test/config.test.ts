@@ -60,7 +60,7 @@ describe('start-up configuration', () => {
   it('parses durations, lists and defaults into one frozen object', () => {
     const c = loadConfig({ IDEMPOTENCY_RETENTION: '90m', GATEWAY_API_KEYS: ' a , b ,', PORT: '8080' });
     expect(c.idempotencyRetentionMs).toBe(90 * 60_000);
-    expect(c.apiKeys).toEqual(['a', 'b']);
+    expect(c.apiKeys).toEqual([{ name: null, key: 'a' }, { name: null, key: 'b' }]);
     expect(c.port).toBe(8080);
     expect(c.eventRetentionMs).toBe(7 * 86_400_000);
     expect(Object.isFrozen(c) && Object.isFrozen(c.upstream)).toBe(true);

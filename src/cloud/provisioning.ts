@@ -12,7 +12,7 @@ import type { CancelSignal, Events } from '../events/index.js';
 import { ProvisioningRows } from '../store/provisionings.js';
 import type { Database } from '../store/schema.js';
 import type { LedgerRecord } from '../store/ledger.js';
-import { fingerprint } from '../fingerprint.js';
+import { fingerprint, keyedFingerprint, sameRequest } from '../fingerprint.js';
 import { upstreamKey } from '../upstream/idempotency.js';
 import type { PlannedStep, Provisioning, ProvisioningKind, PublicAddress } from './provisioning-model.js';
 import { ProvisioningRecords } from './provisioning-records.js';
@@ -175,6 +175,14 @@ export class ProvisioningService {
      */
     private readonly staleMs = 60_000,
     readonly bounds: ProvisioningBounds = DEFAULT_PROVISIONING_BOUNDS,
+    /**
+     * Spends the caller's creation points (RATE_LIMIT_CREATIONS) or throws RATE_LIMITED: a provisioning is charged
+     * one point per upstream creation it will make, before its first step, and refused whole when they do not all
+     * fit (docs/decisions/023). The admission stage charges these mutations nothing itself.
+     */
+    private readonly charge: (caller: Caller, points: number) => Promise<void> = async () => {},
+    /** The gateway secret's keyed digest: the input (passwords included) is stored only as a keyed fingerprint. */
+    private readonly digest: (text: string) => string = (text) => fingerprint(text),
   ) {
     this.env = { cloud, lookup };
     this.records = new ProvisioningRecords(new ProvisioningRows(db), events);
@@ -316,11 +324,11 @@ export class ProvisioningService {
   ): Promise<ProvisionResult> {
     const key = givenKey ?? randomUUID();
     const id = uuidv5(`${caller.scope}/${key}`, NAMESPACE);
-    const print = fingerprint({ kind, input });
+    const print = keyedFingerprint(this.digest, { kind, input });
     const steps = plan();
     const existing = await this.records.read(id);
     if (existing) {
-      if (existing.fingerprint !== print) {
+      if (!sameRequest(existing.fingerprint, print, { kind, input })) {
         throw new GatewayError(ErrorCode.IDEMPOTENCY_KEY_REUSED, `idempotency key ${key} was already used for a different provisioning; use a new key`, {
           idempotencyKey: key,
         });
@@ -329,6 +337,9 @@ export class ProvisioningService {
       const alive = this.runner.isRunning(id) || (existing.state === 'RUNNING' && now - existing.updatedAt.getTime() < this.staleMs);
       const replay = { provisioning: existing, idempotencyKey: key, upstreamIdempotencyKey: upstreamKey(caller.scope, key), replayed: true };
       if (existing.state === 'SUCCEEDED' || alive) return replay;
+      // A resume is charged for what is still to create: the steps that did not finish.
+      const finished = new Set(existing.steps.filter((s) => s.state !== 'FAILED' && s.state !== 'RUNNING' && s.state !== 'PENDING').map((s) => s.name));
+      await this.charge(caller, creations(steps, finished));
       // One caller resumes it, on whichever replica: the others answer with the provisioning as it is.
       if (!(await this.records.claimResume(existing, now, this.staleMs))) return replay;
       // FAILED, or RUNNING but abandoned by a request that died: resume.
@@ -344,6 +355,7 @@ export class ProvisioningService {
       this.runner.launch(resumed, steps);
       return { provisioning: resumed, idempotencyKey: key, upstreamIdempotencyKey: upstreamKey(caller.scope, key), replayed: false };
     }
+    await this.charge(caller, creations(steps, new Set()));
     const now = new Date();
     const fresh: Provisioning = {
       id,
@@ -384,6 +396,11 @@ export class ProvisioningService {
   idle(): Promise<void> {
     return this.runner.idle();
   }
+}
+
+/** The upstream creations `steps` will make, leaving out the `finished` ones (reused and skipped steps create nothing). */
+export function creations(steps: readonly PlannedStep[], finished: ReadonlySet<string>): number {
+  return steps.filter((s) => s.run !== undefined && !finished.has(s.name)).length;
 }
 
 /** The name the generated resolver types use for a provisioning (avoids a clash with the GraphQL type). */

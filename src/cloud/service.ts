@@ -10,7 +10,7 @@ import type {
 } from '../generated/graphql.js';
 import type { Caller } from '../caller.js';
 import type { Ledger, LedgerRecord, ResourceKind } from '../store/ledger.js';
-import { ownerOfRecord } from '../tenancy.js';
+import { cloudLedgerRecord } from '../tenancy.js';
 import type { Idempotency } from '../upstream/idempotency.js';
 import type { CloudClient, Created } from './client.js';
 import type { PauseAt } from '../phases.js';
@@ -80,10 +80,7 @@ export class CloudService {
    * Parents are looked up in the shared cloud ledger only: an id of another app's verification or
    * identification must read as unknown, not as "a verification, not a project" (src/tenancy.ts).
    */
-  private readonly lookup: v.Lookup = async (id) => {
-    const rec = await this.ledger.get(id);
-    return rec && ownerOfRecord(rec) === null ? rec : null;
-  };
+  private readonly lookup: v.Lookup = async (id) => cloudLedgerRecord(await this.ledger.get(id));
 
   createProject(caller: Caller, input: CreateProjectInput, key?: string | null): Promise<MutationResult> {
     const spec = v.validateProject(input);

@@ -1,3 +1,4 @@
+import type { Caller } from '../caller.js';
 import type { EventBus } from './bus.js';
 import type { EventLog, EventRecord, NewEvent, AppendResult } from './log.js';
 import type { EventStreams } from './stream.js';
@@ -38,7 +39,7 @@ export class Events {
     return { ...result, publish };
   }
 
-  latest(kind: string, key: string): Promise<EventRecord | null> {
-    return this.log.latest(kind, key);
+  latest(kind: string, key: string, reader?: Caller): Promise<EventRecord | null> {
+    return this.log.latest(kind, key, reader);
   }
 }

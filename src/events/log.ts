@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { Caller } from '../caller.js';
 import type { Database } from '../store/schema.js';
 import { fingerprint } from '../fingerprint.js';
 import { precompiled } from '../store/precompiled.js';
@@ -102,6 +103,18 @@ export class EventLog {
     this.db.selectFrom('events').selectAll().where('kind', '=', kind).where('key', '=', key).orderBy('seq', 'desc').limit(1),
   );
 
+  /** The same, among the events one reader may read: its own scope's and the shared ones (src/tenancy.ts). */
+  private readonly latestReadableStatement = precompiled((kind: string, key: string, scope: string) =>
+    this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('kind', '=', kind)
+      .where('key', '=', key)
+      .where((eb) => eb.or([eb('scope', '=', scope), eb('scope', 'is', null)]))
+      .orderBy('seq', 'desc')
+      .limit(1),
+  );
+
   constructor(
     private readonly db: Kysely<Database>,
     private readonly retentionMs: number,
@@ -131,31 +144,41 @@ export class EventLog {
       };
       return { status: 'created', event };
     }
-    const existing = await this.db.selectFrom('events').selectAll().where('dedupe_key', '=', e.dedupeKey).executeTakeFirstOrThrow();
-    const event = toRecord(existing as Row & { seq: number });
+    const event = await this.byDedupeKey(e.dedupeKey);
+    if (!event) throw new Error(`event ${e.dedupeKey} was neither inserted nor found`);
     return { status: event.fingerprint === print ? 'duplicate' : 'conflict', event };
   }
 
-  /** The newest event of a kind for a key, or null. */
-  async latest(kind: string, key: string): Promise<EventRecord | null> {
-    const { rows } = await this.db.executeQuery<Row & { seq: number }>(this.latestStatement(kind, key));
+  /**
+   * The newest event of a kind for a key, or null; with `reader`, the newest that reader may read (another app's
+   * event for the same key neither shows nor hides the reader's own).
+   */
+  async latest(kind: string, key: string, reader?: Caller): Promise<EventRecord | null> {
+    const statement = reader === undefined ? this.latestStatement(kind, key) : this.latestReadableStatement(kind, key, reader.scope);
+    const { rows } = await this.db.executeQuery<Row & { seq: number }>(statement);
     const row = rows[0];
     return row ? toRecord(row) : null;
   }
 
-  /** Newest event per key, for a batch of keys (DataLoader), in the order of `keys`. */
-  async latestMany(kind: string, keys: readonly string[]): Promise<(EventRecord | null)[]> {
+  /** Newest event per key (the newest `reader` may read, when given), for a batch of keys (DataLoader), in the order of `keys`. */
+  async latestMany(kind: string, keys: readonly string[], reader?: Caller): Promise<(EventRecord | null)[]> {
     if (keys.length === 0) return [];
-    const rows = await this.db
+    let query = this.db
       .selectFrom('events')
       .selectAll()
       .where('kind', '=', kind)
-      .where('key', 'in', [...new Set(keys)])
-      .orderBy('seq', 'asc')
-      .execute();
+      .where('key', 'in', [...new Set(keys)]);
+    if (reader !== undefined) query = query.where((eb) => eb.or([eb('scope', '=', reader.scope), eb('scope', 'is', null)]));
+    const rows = await query.orderBy('seq', 'asc').execute();
     const byKey = new Map<string, EventRecord>();
     for (const row of rows) byKey.set(row.key, toRecord(row as Row & { seq: number }));
     return keys.map((k) => byKey.get(k) ?? null);
+  }
+
+  /** The event stored under a dedupe key, or null. */
+  async byDedupeKey(dedupeKey: string): Promise<EventRecord | null> {
+    const row = await this.db.selectFrom('events').selectAll().where('dedupe_key', '=', dedupeKey).executeTakeFirst();
+    return row ? toRecord(row as Row & { seq: number }) : null;
   }
 
   /** Events appended after `seq`, oldest first (a replica catching up after its LISTEN connection dropped). */

@@ -135,7 +135,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
     });
     this.signal?.addEventListener('abort', this.onAbort);
     if (f.key === undefined) return;
-    this.reading = this.log.latest(f.kind, f.key).then(
+    this.reading = this.log.latest(f.kind, f.key, f.reader).then(
       (stored) => {
         this.reading = null;
         if (stored && !this.done && this.matches(stored)) (this.queue ??= []).unshift(stored);

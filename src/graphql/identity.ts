@@ -3,7 +3,7 @@ import { badUserInput } from '../errors.js';
 import type { EventRecord } from '../events/index.js';
 import type { Resolvers } from '../generated/graphql.js';
 import { IDENTIFICATION_EVENT_KIND, completionFields } from '../identity/completions.js';
-import { VERIFICATION_EVENT_KIND, type IdentificationSpec, type VerificationSpec } from '../identity/service.js';
+import { IdentityService, VERIFICATION_EVENT_KIND, type IdentificationSpec, type VerificationSpec } from '../identity/service.js';
 import { callbackStatus, rfmInCatalog, type VerificationResultItem } from '../identity/views.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
 import type { GraphQLContext } from './context.js';
@@ -22,6 +22,11 @@ function resultsLoader(ctx: GraphQLContext): DataLoader<string, VerificationResu
       batchScheduleFn: (dispatch) => setImmediate(dispatch),
     }),
   );
+}
+
+/** Verifications by the external id the app knows them by (src/identity/service.ts verificationsOf). */
+function verificationsLoader(ctx: GraphQLContext): DataLoader<string, LedgerRecord | null> {
+  return ctx.loaders.custom('verificationsByExternalId', () => new DataLoader<string, LedgerRecord | null>((ids) => ctx.services.identity.verificationsOf(ctx.caller, ids)));
 }
 
 function completionsLoader(ctx: GraphQLContext): DataLoader<string, EventRecord | null> {
@@ -103,7 +108,7 @@ export const identityResolvers: Resolvers = {
   Identification: {
     id: (r) => r.id,
     idShort: (r) => identification(r).idShort,
-    url: (r) => identification(r).url,
+    url: (r, _a, ctx) => ctx.services.identity.identificationSecrets(r).url,
     workflowId: (r) => identification(r).workflowId,
     applicantExternalId: (r) => identification(r).applicantExternalId,
     environment: (r) => identification(r).environment,
@@ -115,7 +120,7 @@ export const identityResolvers: Resolvers = {
       return at !== null && Date.parse(at) <= Date.now();
     },
     createdAt: (r) => r.createdAt,
-    raw: (r) => r.response,
+    raw: (r, _a, ctx) => ctx.services.identity.identificationSecrets(r).response,
     status: async (r, _a, ctx) => {
       const event = await identificationCompletionsLoader(ctx).load(r.id);
       return event ? completionFields(event).status : null;
@@ -134,13 +139,13 @@ export const identityResolvers: Resolvers = {
   },
   Verification: {
     id: (r) => r.id,
-    externalId: (r) => r.id,
+    externalId: (r) => IdentityService.externalIdOf(r),
     workflowId: (r) => verification(r).workflowId,
     status: (r) => verification(r).status,
     jobResults: (r) => verification(r).jobResults,
     callback: (r) => verification(r).callback,
-    result: (r, _a, ctx) => resultsLoader(ctx).load(r.id),
-    completion: (r, _a, ctx) => completionsLoader(ctx).load(r.id),
+    result: (r, _a, ctx) => resultsLoader(ctx).load(IdentityService.externalIdOf(r)),
+    completion: (r, _a, ctx) => completionsLoader(ctx).load(IdentityService.externalIdOf(r)),
     createdAt: (r) => r.createdAt,
     raw: (r) => r.response,
   },
@@ -148,13 +153,13 @@ export const identityResolvers: Resolvers = {
     externalId: (item) => item.externalId,
     status: (item) => item.status,
     data: (item) => item.data,
-    verification: (item, _a, ctx) => ctx.loaders.ofKind(item.externalId, 'verification'),
+    verification: (item, _a, ctx) => verificationsLoader(ctx).load(item.externalId),
   },
   VerificationCompletion: {
     externalId: (e) => e.key,
     status: (e) => callbackStatus(e.payload),
     payload: (e) => e.payload,
     receivedAt: (e) => e.receivedAt,
-    verification: (e, _a, ctx) => ctx.loaders.ofKind(e.key, 'verification'),
+    verification: (e, _a, ctx) => verificationsLoader(ctx).load(e.key),
   },
 };

@@ -1,7 +1,7 @@
 import type { Caller } from '../caller.js';
 import type { EventRecord, Events } from '../events/index.js';
 import type { Ledger } from '../store/ledger.js';
-import { readableBy, visibleRecord } from '../tenancy.js';
+import { visibleRecord } from '../tenancy.js';
 import type { IdentificationCallbacks } from './identification-callbacks.js';
 import * as wire from './wire.js';
 
@@ -89,8 +89,7 @@ export class IdentificationCompletions {
 
   /** Newest callback event of each identification, in the order of `ids`; null for another key's. */
   async latest(caller: Caller, ids: readonly string[]): Promise<(EventRecord | null)[]> {
-    const events = await this.o.events.log.latestMany(IDENTIFICATION_EVENT_KIND, ids);
-    return events.map((e) => (e && readableBy(caller, e.scope) ? e : null));
+    return this.o.events.log.latestMany(IDENTIFICATION_EVENT_KIND, ids, caller);
   }
 }
 

@@ -7,7 +7,7 @@ import { VerificationCallbacks } from './callbacks.js';
 import { IdentificationClient, VerificationClient } from './client.js';
 import { IdentificationCompletions } from './completions.js';
 import { IdentificationCallbacks } from './identification-callbacks.js';
-import { IdentityService } from './service.js';
+import { IdentityService, type IdentitySecret } from './service.js';
 
 export { IdentityService } from './service.js';
 
@@ -38,14 +38,15 @@ export function createIdentityService(
     idempotency: Idempotency;
     events: Events;
     publicUrl: () => string;
-    /** The gateway's secret: callback tokens are a keyed digest of the upstream idempotency key. */
-    secret: { digest(text: string): string };
+    /** The gateway's secret: callback tokens are a keyed digest of the upstream idempotency key; rfm answers and identification links are sealed with it. */
+    secret: IdentitySecret;
     /** Told each identification callback address issued (the composition root configures a simulator with it). */
     onCallbackAddress?: (workflowId: string, url: string) => void;
   },
 ): IdentityService {
   const { identification, verification, rfm } = endpoints;
   return new IdentityService({
+    secret: deps.secret,
     identification: new IdentificationClient({
       PRODUCTION: { http: deps.http('identification', identification.url), token: identification.token },
       PRODLIKE: identification.prodlike ? { http: deps.http('identification-prodlike', identification.prodlike.url), token: identification.prodlike.token } : null,

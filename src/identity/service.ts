@@ -3,8 +3,9 @@ import type { EventRecord, Events } from '../events/index.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
 import type { Caller } from '../caller.js';
 import type { Ledger, LedgerRecord } from '../store/ledger.js';
-import { readableBy, visibleRecord } from '../tenancy.js';
-import type { Idempotency } from '../upstream/idempotency.js';
+import { visibleRecord } from '../tenancy.js';
+import { parse as parseUuid } from 'uuid';
+import { nameBasedUuid, type Idempotency } from '../upstream/idempotency.js';
 import type { VerificationCallbacks } from './callbacks.js';
 import type { IdentificationCompletions } from './completions.js';
 import type { IdentificationClient, RegisteredVerification, VerificationClient } from './client.js';
@@ -28,15 +29,43 @@ export interface IdentificationSpec {
   environment: wire.IdentificationEnvironment;
   /** Null when the upstream's 202 lacked it (the request exists all the same; decision 019). */
   idShort: string | null;
-  /** Null when the upstream's 202 lacked a valid one. */
+  /**
+   * Null when the upstream's 202 lacked a valid one; also null once stored, where the link is in `sealed` (a bearer
+   * link to a person's session is sealed at rest like the mobile-ID tokens). Clear only on records stored before.
+   */
   url: string | null;
+  /** The link and the upstream's whole answer, sealed with the gateway secret (`IdentityService.identificationSecrets`). */
+  sealed?: string;
   /** ISO timestamp; null when no lifetime was given. */
   expiresAt: string | null;
 }
 
+const EXTERNAL_ID_NAMESPACE = parseUuid('0d6f3c52-9b1e-5a7d-8c44-3e2a9f6b7d10');
+
+/**
+ * The verificationExternalId sent upstream for an app's own `externalId`: derived from the app's scope, as the
+ * upstream Idempotency-Key is (docs/decisions/043). The verification interface has one id space for every app of
+ * the gateway, so an app's id sent as it is could be taken first by another app (which then holds it, and against
+ * an upstream that accepts a second registration, receives the first app's result), or be probed through the
+ * upstream's 409. Derived, an app can only ever reach ids of its own scope. The ledger keeps the derived id as the
+ * record's id and the app's id in its spec; every read maps the app's id back (`verificationsOf`).
+ */
+export function upstreamExternalId(scope: string, externalId: string): string {
+  return nameBasedUuid(`${scope}\u0000${externalId}`, EXTERNAL_ID_NAMESPACE);
+}
+
+/** The sealing contexts (AES-GCM associated data): a sealed value opens only where it was sealed. */
+const RFM_CONTEXT = 'rfm-answer';
+const identificationContext = (id: string) => `identification\u0000${id}`;
+
 /** What the gateway keeps of a verification (ledger `spec`); never the applicant data. */
 export interface VerificationSpec {
   workflowId: string;
+  /**
+   * The app's own external id when it gave one (the record's id is then `upstreamExternalId` of it); absent when
+   * the upstream assigned the id, which is then the app's id too, and on records stored before ids were derived.
+   */
+  externalId?: string;
   callback: boolean;
   status: string | null;
   jobResults: unknown;
@@ -53,9 +82,9 @@ export interface MutationResult<T> {
 }
 
 /** The warning of an identification whose 202 answer lacked `idShort` or a valid `url`, if any. */
-export function identificationWarnings(record: LedgerRecord): GatewayWarning[] {
+export function identificationWarnings(record: LedgerRecord, url: string | null): GatewayWarning[] {
   const spec = record.spec as unknown as IdentificationSpec;
-  const missing = [...(spec.idShort == null ? ['idShort'] : []), ...(spec.url == null ? ['url'] : [])];
+  const missing = [...(spec.idShort == null ? ['idShort'] : []), ...(url == null ? ['url'] : [])];
   if (missing.length === 0) return [];
   return [
     {
@@ -106,7 +135,22 @@ function absoluteHttpUrl(field: string, value: string): string {
   return value;
 }
 
+/** The gateway secret, as the identity service uses it: keyed digests, and sealing personal data at rest. */
+export interface IdentitySecret {
+  digest(text: string): string;
+  seal(plain: string, context: string): string;
+  open(sealed: string, context: string): string;
+}
+
+/** What the ledger holds of an identification's secrets once opened. */
+export interface IdentificationSecrets {
+  url: string | null;
+  /** The upstream's answer to the creation (`Identification.raw`). */
+  response: unknown;
+}
+
 export interface IdentityServiceOptions {
+  secret: IdentitySecret;
   identification: IdentificationClient;
   verification: VerificationClient;
   ledger: Ledger;
@@ -164,14 +208,17 @@ export class IdentityService {
           url: created.link.url,
           expiresAt: lifetime === null ? null : new Date(now + lifetime * 60_000).toISOString(),
         };
+        const id = created.link.id;
+        const sealed = this.o.secret.seal(JSON.stringify({ url: spec.url, response: created.response }), identificationContext(id));
         return this.o.ledger.record({
-          id: created.link.id,
+          id,
           kind: 'identification',
           projectId: null,
           parentId: null,
           title: workflowId,
-          spec: { ...spec },
-          response: created.response,
+          // The ledger and the idempotency record (which stores this record) hold the link only sealed.
+          spec: { ...spec, url: null, sealed },
+          response: null,
           idempotencyKey,
           createdBy: caller.scope,
           createdAt: new Date(now),
@@ -180,7 +227,7 @@ export class IdentityService {
       toStored,
       fromStored,
     });
-    return { result: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed, warnings: identificationWarnings(out.result) };
+    return { result: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed, warnings: identificationWarnings(out.result, this.identificationSecrets(out.result).url) };
   }
 
   async registerVerification(caller: Caller, input: RegisterVerificationInput, key?: string | null): Promise<MutationResult<LedgerRecord>> {
@@ -200,9 +247,10 @@ export class IdentityService {
         const issued = callback ? await this.o.callbacks.issue(caller.scope, externalId, idempotencyKey) : null;
         const token = issued?.token ?? null;
         const callbackUrl = token === null ? null : `${this.o.publicUrl().replace(/\/+$/, '')}/webhooks/verification/${token}`;
+        const sentId = externalId === null ? null : upstreamExternalId(caller.scope, externalId);
         let registered: RegisteredVerification;
         try {
-          registered = await this.o.verification.register(wire.registrationRequest({ workflowId, applicant, externalId, callbackUrl }), idempotencyKey);
+          registered = await this.o.verification.register(wire.registrationRequest({ workflowId, applicant, externalId: sentId, callbackUrl }), idempotencyKey);
         } catch (error) {
           // A refused registration has nothing to call back. After a transient failure the upstream may have
           // registered it with this callbackUrl, so that token stays valid; so does one issued by an earlier
@@ -210,7 +258,8 @@ export class IdentityService {
           if (issued?.fresh && error instanceof UpstreamRejectedError) await this.o.callbacks.revoke(issued.token);
           throw error;
         }
-        const id = registered.externalId ?? externalId;
+        // The id the upstream names is the one it was sent, when it was sent one; the ledger keys the record by it.
+        const id = sentId ?? registered.externalId;
         if (!id) {
           throw new GatewayError(
             ErrorCode.UPSTREAM_REJECTED,
@@ -219,7 +268,13 @@ export class IdentityService {
           );
         }
         if (token !== null && externalId === null) await this.o.callbacks.bind(token, id);
-        const spec: VerificationSpec = { workflowId, callback, status: registered.status, jobResults: registered.jobResults };
+        const spec: VerificationSpec = {
+          workflowId,
+          ...(externalId === null ? {} : { externalId }),
+          callback,
+          status: registered.status,
+          jobResults: registered.jobResults,
+        };
         return this.o.ledger.record({
           id,
           kind: 'verification',
@@ -246,8 +301,13 @@ export class IdentityService {
       operation: 'checkRfm',
       request: { path: wire.PATHS.rfm, body: input },
       execute: (idempotencyKey) => this.o.verification.checkRfm(input, idempotencyKey),
-      // The idempotency record stores JSON; `undefined` would not survive a replay.
-      toStored: (result) => result ?? null,
+      // The answer names the matched persons: stored for replay only sealed (`undefined` stored as null).
+      toStored: (result) => ({ sealed: this.o.secret.seal(JSON.stringify(result ?? null), RFM_CONTEXT) }),
+      fromStored: (stored) => {
+        const sealed = (stored as { sealed?: unknown } | null)?.sealed;
+        // Answers stored before sealing are the answer itself.
+        return typeof sealed === 'string' && Object.keys(stored as object).length === 1 ? (JSON.parse(this.o.secret.open(sealed, RFM_CONTEXT)) as unknown) : stored;
+      },
     });
     return { result: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed, warnings: [] };
   }
@@ -265,21 +325,58 @@ export class IdentityService {
    * or one never registered here, is null without reaching the upstream.
    */
   async results(caller: Caller, externalIds: readonly string[]): Promise<(wire.VerificationResultItem | null)[]> {
-    const records = await this.o.ledger.getMany(externalIds);
-    const own = externalIds.filter((_id, i) => {
-      const rec = visibleRecord(caller, records[i]);
-      return rec !== null && rec.kind === 'verification';
+    const records = await this.verificationsOf(caller, externalIds);
+    const upstreamIds = [...new Set(records.flatMap((r) => (r === null ? [] : [r.id])))];
+    if (upstreamIds.length === 0) return externalIds.map(() => null);
+    const byId = await this.o.verification.results(upstreamIds);
+    // The upstream answers by the id it was sent; the app reads its own id back.
+    return externalIds.map((id, i) => {
+      const item = records[i] ? byId.get(records[i].id) : undefined;
+      return item ? { ...item, externalId: id } : null;
     });
-    if (own.length === 0) return externalIds.map(() => null);
-    const byId = await this.o.verification.results([...new Set(own)]);
-    const allowed = new Set(own);
-    return externalIds.map((id) => (allowed.has(id) ? (byId.get(id) ?? null) : null));
+  }
+
+  /**
+   * The verification records the caller's external ids stand for, in order (null for an id the caller has no
+   * verification of): its own id's derived record (`upstreamExternalId`) first, else a record the upstream
+   * assigned that id to. Another app's verification is null, whatever id it was registered with.
+   */
+  async verificationsOf(caller: Caller, externalIds: readonly string[]): Promise<(LedgerRecord | null)[]> {
+    const derived = externalIds.map((id) => upstreamExternalId(caller.scope, id));
+    const records = await this.o.ledger.getMany([...derived, ...externalIds]);
+    const verification = (r: LedgerRecord | null | undefined, assigned: boolean) => {
+      const rec = visibleRecord(caller, r);
+      if (!rec || rec.kind !== 'verification') return null;
+      // A record under the id itself is the app's only when that id was not one the app chose (then it is derived).
+      return assigned && (rec.spec as unknown as VerificationSpec).externalId !== undefined ? null : rec;
+    };
+    return externalIds.map((_id, i) => verification(records[i], false) ?? verification(records[externalIds.length + i], true));
+  }
+
+  private readonly opened = new WeakMap<LedgerRecord, IdentificationSecrets>();
+
+  /** The link and the upstream answer of an identification record, opened once per record object. */
+  identificationSecrets(record: LedgerRecord): IdentificationSecrets {
+    let secrets = this.opened.get(record);
+    if (!secrets) {
+      const spec = record.spec as unknown as IdentificationSpec;
+      secrets =
+        spec.sealed === undefined
+          ? { url: spec.url, response: record.response }
+          : (JSON.parse(this.o.secret.open(spec.sealed, identificationContext(record.id))) as IdentificationSecrets);
+      this.opened.set(record, secrets);
+    }
+    return secrets;
+  }
+
+  /** The external id an app knows a verification record by. */
+  static externalIdOf(record: LedgerRecord): string {
+    return (record.spec as unknown as VerificationSpec).externalId ?? record.id;
   }
 
   /** Newest callback event of each verification, in the order of `externalIds`; null for another key's. */
   async completions(caller: Caller, externalIds: readonly string[]): Promise<(EventRecord | null)[]> {
-    const events = await this.o.events.log.latestMany(VERIFICATION_EVENT_KIND, externalIds);
-    return events.map((e) => (e && readableBy(caller, e.scope) ? e : null));
+    return this.o.events.log.latestMany(VERIFICATION_EVENT_KIND, externalIds, caller);
   }
 
   /** True when the token is one of a callbackUrl the gateway handed out. */
@@ -297,9 +394,12 @@ export class IdentityService {
     const parsed = wire.callbackBodySchema.safeParse(wire.one(body));
     if (!parsed.success) return { status: 'invalid', description: 'the body must be a JSON object (or an array of one), or form fields' };
     const named = wire.externalIdOf(body);
-    if (binding.externalId !== null && named !== null && named !== binding.externalId) {
+    // The token is bound to the app's own id; the upstream names the id it was sent (derived from it), or, for a
+    // verification registered before ids were derived, the app's id itself.
+    if (binding.externalId !== null && named !== null && named !== binding.externalId && named !== upstreamExternalId(binding.createdBy, binding.externalId)) {
       return { status: 'invalid', description: 'the body names another verification than the one this callbackUrl was issued for' };
     }
+    // Events are keyed by the id the app knows, and carry its owner (two apps may use the same id).
     const externalId = binding.externalId ?? named;
     if (externalId === null) {
       return { status: 'invalid', description: `the body does not name its verification (${wire.EXTERNAL_ID_FIELDS.join(', ')})` };
@@ -310,7 +410,7 @@ export class IdentityService {
     const appended = await this.o.events.ingest({
       kind: VERIFICATION_EVENT_KIND,
       key: externalId,
-      dedupeKey: `verification:${externalId}:${digest}`,
+      dedupeKey: `verification@${binding.createdBy}:${externalId}:${digest}`,
       fingerprint: digest,
       payload: body,
       meta,

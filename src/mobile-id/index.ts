@@ -1,4 +1,4 @@
-import type { Config } from '../config.js';
+import type { Config, ConfiguredNotificationToken } from '../config.js';
 import type { Events } from '../events/index.js';
 import type { Metrics } from '../metrics.js';
 import type { Logger } from '../logger.js';
@@ -14,7 +14,7 @@ export { MobileIdService, MOBILE_ID_EVENT_KIND, type MobileIdAuthentication } fr
  * it): the accepted notification tokens and the keys id_tokens are verified with.
  */
 export interface MobileIdEndpoint {
-  readonly notificationTokens: readonly string[];
+  readonly notificationTokens: readonly ConfiguredNotificationToken[];
   readonly jwks: { readonly jwksUrl?: string | undefined; readonly jwksFile?: string | undefined };
   readonly issuer: string | undefined;
   readonly clientId: string | undefined;

@@ -12,6 +12,8 @@ export const PENDING_MAX_DELAY_MS = 5 * 60_000;
 const LEASE_MS = 60_000;
 
 export interface PendingNotification {
+  /** The event log's dedupe key it will be stored under: one pending notification per owner and auth_req_id. */
+  dedupeKey: string;
   authReqId: string;
   scope: string | null;
   fingerprint: string;
@@ -31,11 +33,12 @@ export function pendingDelay(attempts: number): number {
 export class PendingVerifications {
   constructor(private readonly db: Kysely<Database>) {}
 
-  /** Keeps a notification; when one is already pending for its auth_req_id, returns that one's fingerprint. */
+  /** Keeps a notification; when one is already pending under its dedupe key, returns that one's fingerprint. */
   async add(n: Omit<PendingNotification, 'attempts'>): Promise<{ added: true } | { added: false; fingerprint: string }> {
     const inserted = await this.db
       .insertInto('mobile_id_pending')
       .values({
+        dedupe_key: n.dedupeKey,
         auth_req_id: n.authReqId,
         scope: n.scope,
         fingerprint: n.fingerprint,
@@ -48,15 +51,15 @@ export class PendingVerifications {
         lease_until: 0,
         give_up_at: n.giveUpAt,
       })
-      .onConflict((oc) => oc.column('auth_req_id').doNothing())
+      .onConflict((oc) => oc.column('dedupe_key').doNothing())
       .executeTakeFirst();
     if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 1) return { added: true };
-    const existing = await this.fingerprintOf(n.authReqId);
+    const existing = await this.fingerprintOf(n.dedupeKey);
     return existing === null ? this.add(n) : { added: false, fingerprint: existing };
   }
 
-  async fingerprintOf(authReqId: string): Promise<string | null> {
-    const row = await this.db.selectFrom('mobile_id_pending').select('fingerprint').where('auth_req_id', '=', authReqId).executeTakeFirst();
+  async fingerprintOf(dedupeKey: string): Promise<string | null> {
+    const row = await this.db.selectFrom('mobile_id_pending').select('fingerprint').where('dedupe_key', '=', dedupeKey).executeTakeFirst();
     return row?.fingerprint ?? null;
   }
 
@@ -79,11 +82,12 @@ export class PendingVerifications {
       const taken = await this.db
         .updateTable('mobile_id_pending')
         .set({ lease_until: now + LEASE_MS })
-        .where('auth_req_id', '=', row.auth_req_id)
+        .where('dedupe_key', '=', row.dedupe_key)
         .where('lease_until', '=', row.lease_until)
         .executeTakeFirst();
       if (Number(taken.numUpdatedRows) !== 1) continue;
       claimed.push({
+        dedupeKey: row.dedupe_key,
         authReqId: row.auth_req_id,
         scope: row.scope,
         fingerprint: row.fingerprint,
@@ -99,16 +103,16 @@ export class PendingVerifications {
   }
 
   /** Still unverifiable: try again after the next delay, and let the lease go. */
-  async reschedule(authReqId: string, attempts: number, now: number): Promise<void> {
+  async reschedule(dedupeKey: string, attempts: number, now: number): Promise<void> {
     await this.db
       .updateTable('mobile_id_pending')
       .set({ attempts, next_attempt_at: now + pendingDelay(attempts), lease_until: 0 })
-      .where('auth_req_id', '=', authReqId)
+      .where('dedupe_key', '=', dedupeKey)
       .execute();
   }
 
-  async remove(authReqId: string): Promise<void> {
-    await this.db.deleteFrom('mobile_id_pending').where('auth_req_id', '=', authReqId).execute();
+  async remove(dedupeKey: string): Promise<void> {
+    await this.db.deleteFrom('mobile_id_pending').where('dedupe_key', '=', dedupeKey).execute();
   }
 
   async count(): Promise<number> {

@@ -46,8 +46,17 @@ export type NewRejection = Omit<Rejection, 'id' | 'receivedAt'> & {
   scope: string | null;
 };
 
-/** Most rows kept: a flood of forged requests cannot grow the table without bound. */
+/**
+ * Most rows kept of the operator's view (refusals on configured tokens, or before any token was recognised): a
+ * flood of forged requests cannot grow the table without bound.
+ */
 export const QUARANTINE_MAX_ROWS = 10_000;
+/**
+ * Most rows kept per app (refusals of notifications on a token that app issued), apart from the operator's view
+ * and from every other app: an app that posts 10,000 malformed notifications on its own token pushes out only its
+ * own rows.
+ */
+export const QUARANTINE_MAX_ROWS_PER_APP = 1_000;
 /**
  * Most rows per minute (per process) for requests refused before their body was read (no or a wrong
  * client_notification_token): anyone can send those, and each row is a durable write. Past it they are only
@@ -129,16 +138,36 @@ export class RejectionQuarantine {
     }));
   }
 
-  /** Drops rows older than the event retention, and all but the newest QUARANTINE_MAX_ROWS. */
-  async purge(now = Date.now(), maxRows = QUARANTINE_MAX_ROWS): Promise<number> {
+  /**
+   * Drops rows older than the event retention, then all but the newest `maxRows` of the operator's view and the
+   * newest `maxRowsPerApp` of each app: each owner's rows are bounded apart from the others'.
+   */
+  async purge(now = Date.now(), maxRows = QUARANTINE_MAX_ROWS, maxRowsPerApp = QUARANTINE_MAX_ROWS_PER_APP): Promise<number> {
     const old = await this.db.deleteFrom('mobile_id_rejections').where('received_at', '<', now - this.retentionMs).executeTakeFirst();
-    let deleted = Number(old.numDeletedRows);
-    // Ids sort in the order rows were written: everything at or below the first one past the limit goes.
-    const boundary = await this.db.selectFrom('mobile_id_rejections').select('id').orderBy('id', 'desc').offset(maxRows).limit(1).executeTakeFirst();
-    if (boundary) {
-      const res = await this.db.deleteFrom('mobile_id_rejections').where('id', '<=', boundary.id).executeTakeFirst();
-      deleted += Number(res.numDeletedRows);
-    }
+    let deleted = Number(old.numDeletedRows) + (await this.trim(null, maxRows));
+    const crowded = await this.db
+      .selectFrom('mobile_id_rejections')
+      .select('scope')
+      .where('scope', 'is not', null)
+      .groupBy('scope')
+      .having((eb) => eb.fn.countAll(), '>', maxRowsPerApp)
+      .execute();
+    for (const { scope } of crowded) deleted += await this.trim(scope, maxRowsPerApp);
     return deleted;
+  }
+
+  /** Deletes all but the newest `keep` rows of one owner (null: the operator's view). */
+  private async trim(scope: string | null, keep: number): Promise<number> {
+    const select = this.db.selectFrom('mobile_id_rejections').select('id');
+    // Ids sort in the order rows were written: everything at or below the first one past the limit goes.
+    const boundary = await (scope === null ? select.where('scope', 'is', null) : select.where('scope', '=', scope))
+      .orderBy('id', 'desc')
+      .offset(keep)
+      .limit(1)
+      .executeTakeFirst();
+    if (!boundary) return 0;
+    const remove = this.db.deleteFrom('mobile_id_rejections').where('id', '<=', boundary.id);
+    const res = await (scope === null ? remove.where('scope', 'is', null) : remove.where('scope', '=', scope)).executeTakeFirst();
+    return Number(res.numDeletedRows);
   }
 }

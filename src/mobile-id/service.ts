@@ -5,7 +5,6 @@ import type { Logger } from '../logger.js';
 import type { Caller } from '../caller.js';
 import { canonicalJson } from '../fingerprint.js';
 import type { Database } from '../store/schema.js';
-import { readableBy } from '../tenancy.js';
 import { IdTokenVerifier, NO_CLAIMS, claimsOf, type IdTokenChecks, type IdTokenClaims, type VerifierOptions } from './verify.js';
 import { RejectionQuarantine, authReqIdOf, type NewRejection, type Rejection, type RejectionReason } from './quarantine.js';
 import type { SecretBox } from './sealing.js';
@@ -154,8 +153,8 @@ export interface MobileIdServiceOptions {
   events: Events;
   box: SecretBox;
   verifier: VerifierOptions;
-  /** MOBILEID_NOTIFICATION_TOKENS, plus the sandbox's token in sandbox mode. */
-  notificationTokens: readonly string[];
+  /** MOBILEID_NOTIFICATION_TOKENS, or the sandbox's token in sandbox mode. */
+  notificationTokens: readonly { token: string; scope: string | null }[];
   logger: Logger;
   /** Present in sandbox mode only. */
   sandbox: SandboxNotifier | null;
@@ -209,11 +208,14 @@ export class MobileIdService {
 
     // The sealed tokens differ on every delivery (fresh IVs): compare the clear body through a keyed digest.
     const fingerprint = this.box.digest(canonicalJson(n.body) ?? '');
+    // One notification per authentication request and owner: a notification on one app's token is compared only
+    // with that app's, so it can neither block another app's result nor learn from the answer that one exists.
+    const dedupeKey = mobileIdDedupeKey(auth.scope, authReqId);
     // A repeat is told from a first delivery by the append itself (one statement: the unique dedupe key).
     // Whatever refuses a notification is checked against the log first: a duplicate that arrives after the
     // id_token's exp (or while the JWKS is down) is still the notification that was accepted.
     const repeat = async (): Promise<ReceiveResult | null> => {
-      const existing = await this.events.latest(MOBILE_ID_EVENT_KIND, authReqId);
+      const existing = await this.events.log.byDedupeKey(dedupeKey);
       if (!existing) return null;
       return existing.fingerprint === fingerprint ? { status: 'duplicate', authReqId } : { status: 'conflict', authReqId };
     };
@@ -263,6 +265,7 @@ export class MobileIdService {
         // The sender does not retry: never "try again". Kept durably and sealed, verified later, delivered then.
         const receivedAt = Date.now();
         const kept = await this.pending.add({
+          dedupeKey,
           authReqId,
           scope: auth.scope,
           fingerprint,
@@ -295,8 +298,8 @@ export class MobileIdService {
     const result = await this.events.ingest({
       kind: MOBILE_ID_EVENT_KIND,
       key: authReqId,
-      // One notification per authentication request: a second one is a duplicate or a conflict.
-      dedupeKey: `${MOBILE_ID_EVENT_KIND}:${authReqId}`,
+      // One notification per authentication request and owner: a second one is a duplicate or a conflict.
+      dedupeKey,
       payload,
       meta: meta as unknown as Record<string, unknown>,
       scope: auth.scope,
@@ -311,14 +314,14 @@ export class MobileIdService {
   /** The stored result of an authentication, or null (also when it belongs to another app's API key). */
   async get(caller: Caller, authReqId: string): Promise<MobileIdAuthentication | null> {
     checkAuthReqId(authReqId);
-    const event = await this.events.latest(MOBILE_ID_EVENT_KIND, authReqId);
-    return event && visible(event, caller) ? this.view(event) : null;
+    const event = await this.events.latest(MOBILE_ID_EVENT_KIND, authReqId, caller);
+    return event ? this.view(event) : null;
   }
 
   /** Batched `get`, in the order of `authReqIds` (one SQL statement for every id of an operation). */
   async getMany(caller: Caller, authReqIds: readonly string[]): Promise<(MobileIdAuthentication | null)[]> {
-    const events = await this.events.log.latestMany(MOBILE_ID_EVENT_KIND, authReqIds);
-    return events.map((e) => (e && visible(e, caller) ? this.view(e) : null));
+    const events = await this.events.log.latestMany(MOBILE_ID_EVENT_KIND, authReqIds, caller);
+    return events.map((e) => (e ? this.view(e) : null));
   }
 
   /**
@@ -396,7 +399,7 @@ export class MobileIdService {
           gatewayRequestId: meta.gatewayRequestId ?? '',
           scope: row.scope,
         });
-        await this.pending.remove(p.authReqId);
+        await this.pending.remove(row.dedupeKey);
         this.options.metrics.mobileIdPendingRefused.inc({ reason });
         this.options.metrics.mobileIdRejections.inc({ reason });
         this.logger.error({ authReqId: p.authReqId, reason, description }, 'pending mobile-ID notification refused after verification; kept in the quarantine');
@@ -409,7 +412,7 @@ export class MobileIdService {
         const result = await this.events.ingest({
           kind: MOBILE_ID_EVENT_KIND,
           key: p.authReqId,
-          dedupeKey: `${MOBILE_ID_EVENT_KIND}:${p.authReqId}`,
+          dedupeKey: row.dedupeKey,
           payload: { ...p, verifiedWith: check.keys, checks: check.checks },
           meta: row.meta,
           scope: row.scope,
@@ -420,7 +423,7 @@ export class MobileIdService {
           await refuse('CONFLICT', 'invalid_request', 'a different notification was received for this auth_req_id meanwhile');
           continue;
         }
-        await this.pending.remove(p.authReqId);
+        await this.pending.remove(row.dedupeKey);
         await result.publish();
         this.options.metrics.mobileIdVerifiedLate.inc();
         this.logger.info({ authReqId: p.authReqId, attempts: row.attempts + 1 }, 'pending mobile-ID notification verified and delivered');
@@ -430,7 +433,7 @@ export class MobileIdService {
       } else if (now >= row.giveUpAt) {
         await refuse('JWKS_UNAVAILABLE', 'temporarily_unavailable', `the JWKS could still not be loaded after EVENT_RETENTION (${check.description})`);
       } else {
-        await this.pending.reschedule(p.authReqId, row.attempts + 1, now);
+        await this.pending.reschedule(row.dedupeKey, row.attempts + 1, now);
         out.waiting += 1;
       }
     }
@@ -519,9 +522,13 @@ function legacyReason(checks: IdTokenChecks): string | null {
   return checks.signature === 'NOT_CHECKED' ? 'no JWKS was configured: the id_token was only decoded' : null;
 }
 
-/** An event from a token an app issued is that app's; one from a configured token (scope null) is every app's. */
-function visible(event: EventRecord, caller: Caller): boolean {
-  return readableBy(caller, event.scope);
+/**
+ * The dedupe key of a notification: per owner of the token that carried it. A shared (configured, unbound)
+ * token keeps the key it always had, so a repeat of a notification stored before owners were told apart is
+ * still recognised.
+ */
+export function mobileIdDedupeKey(scope: string | null, authReqId: string): string {
+  return scope === null ? `${MOBILE_ID_EVENT_KIND}:${authReqId}` : `${MOBILE_ID_EVENT_KIND}@${scope}:${authReqId}`;
 }
 
 /** BAD_USER_INPUT for an authReqId argument that no notification can carry. */

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { matchesAnyHash, sha256, type Caller } from '../caller.js';
+import { indexOfDigest, sha256, type Caller } from '../caller.js';
 import type { Database } from '../store/schema.js';
 
 /** Who sent a notification, as its `Authorization: Bearer <client_notification_token>` tells. */
@@ -11,7 +11,10 @@ export type NotifierAuth =
       source: 'configured' | 'issued';
       /** The only auth_req_id the token is good for, when it was issued for one. */
       authReqId: string | null;
-      /** The API-key scope of the app that issued the token: its notifications are that app's to read. */
+      /**
+       * The owner of what the token carries: the app that issued it, or the app a configured token is bound to
+       * (`<app>:<token>`); null for a configured token shared by every app.
+       */
       scope: string | null;
     }
   | { ok: false; description: string };
@@ -28,12 +31,14 @@ export interface IssuedToken {
  */
 export class NotificationTokens {
   private readonly configured: Buffer[];
+  private readonly configuredScopes: (string | null)[];
 
   constructor(
     private readonly db: Kysely<Database>,
-    configured: readonly string[],
+    configured: readonly { token: string; scope: string | null }[],
   ) {
-    this.configured = configured.map(sha256);
+    this.configured = configured.map((c) => sha256(c.token));
+    this.configuredScopes = configured.map((c) => c.scope);
   }
 
   async issue(caller: Caller, options: { authReqId: string | null; ttlMs: number }, now = Date.now()): Promise<IssuedToken> {
@@ -48,7 +53,8 @@ export class NotificationTokens {
 
   async check(token: string | null, now = Date.now()): Promise<NotifierAuth> {
     if (!token) return { ok: false, description: 'send Authorization: Bearer <client_notification_token>' };
-    if (this.configured.length && matchesAnyHash(token, this.configured)) return { ok: true, source: 'configured', authReqId: null, scope: null };
+    const configured = this.configured.length ? indexOfDigest(sha256(token), this.configured) : -1;
+    if (configured >= 0) return { ok: true, source: 'configured', authReqId: null, scope: this.configuredScopes[configured]! };
     // Looked up by its sha256: the timing of an index lookup tells nothing usable about the token itself.
     const row = await this.db
       .selectFrom('notification_tokens')

@@ -108,9 +108,10 @@ export class RateLimits {
   async take(caller: Caller, bucket: Bucket, points = 1): Promise<void> {
     const entry = this.limiters[bucket];
     if (!entry || points <= 0) return;
-    const app = caller.scope;
+    // The bucket is the owner's (every key of a named app shares it); the label is the app's name, never a key hash.
+    const app = caller.app ?? 'internal';
     try {
-      const res = await entry.limiter.consume(app, points);
+      const res = await entry.limiter.consume(caller.scope, points);
       this.metrics.rateLimitDecisions.inc({ app, bucket, outcome: 'allowed' }, points);
       this.metrics.rateLimitRemaining.set({ app, bucket }, res.remainingPoints);
     } catch (err) {

@@ -17,10 +17,17 @@ export interface OperationCost {
 }
 
 /**
+ * Composite provisionings: they charge themselves, one creation point per upstream creation their plan will make
+ * (a resume only for what is left), before their first step (src/cloud/provisioning.ts). Admission charges them
+ * nothing, or a provisioning of 60 topics would cost one point for 64 creations.
+ */
+export const SELF_CHARGED_MUTATIONS: ReadonlySet<string> = new Set(['provisionKafkaCluster', 'provisionVirtualMachine']);
+
+/**
  * What an operation spends (docs/decisions/023). A creation is a top-level mutation field that calls an
  * upstream, which the contract marks by its `idempotencyKey` argument (DESIGN.md: every such mutation
- * takes one); each costs one creation point, aliases included. Any other operation (a query, a
- * subscription, a mutation such as `ping`) costs one read point.
+ * takes one); each costs one creation point, aliases included, except the SELF_CHARGED_MUTATIONS. Any other
+ * operation (a query, a subscription, a mutation such as `ping`) costs one read point.
  */
 export function operationCost(
   schema: GraphQLSchema,
@@ -37,12 +44,14 @@ export function operationCost(
     getDirectiveValues(GraphQLSkipDirective, node, vars)?.if !== true && getDirectiveValues(GraphQLIncludeDirective, node, vars)?.if !== false;
 
   let creations = 0;
+  let selfCharged = 0;
   const seen = new Set<string>();
   const walk = (set: SelectionSetNode): void => {
     for (const s of set.selections) {
       if (!included(s)) continue;
       if (s.kind === Kind.FIELD) {
-        if (fields[s.name.value]?.args.some((a) => a.name === 'idempotencyKey')) creations += 1;
+        if (SELF_CHARGED_MUTATIONS.has(s.name.value)) selfCharged += 1;
+        else if (fields[s.name.value]?.args.some((a) => a.name === 'idempotencyKey')) creations += 1;
       } else if (s.kind === Kind.INLINE_FRAGMENT) {
         walk(s.selectionSet);
       } else {
@@ -56,5 +65,6 @@ export function operationCost(
     }
   };
   walk(operation.selectionSet);
-  return creations > 0 ? { bucket: 'creations', points: creations } : { bucket: 'reads', points: 1 };
+  if (creations > 0 || selfCharged > 0) return { bucket: 'creations', points: creations };
+  return { bucket: 'reads', points: 1 };
 }

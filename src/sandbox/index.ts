@@ -23,6 +23,8 @@ export interface SandboxOptions {
   callbackDelayMs?: number;
   /** The mobile identity service: a signing key, its JWKS, and notifications POSTed to the gateway. */
   mobileId?: boolean;
+  /** The client_notification_token the mobile-ID sandbox's notifications may carry (see startMobileIdSandbox). */
+  mobileIdNotificationToken?: string;
 }
 
 /** The simulators the gateway started in-process, each a real HTTP server on loopback. */
@@ -50,7 +52,7 @@ export async function startSandboxes(options: SandboxOptions): Promise<Sandboxes
   const verification = options.verification
     ? await startVerificationSandbox({ ...faults, ...(options.callbackDelayMs !== undefined ? { callbackDelayMs: options.callbackDelayMs } : {}) })
     : null;
-  const mobileId = options.mobileId ? await startMobileIdSandbox() : null;
+  const mobileId = options.mobileId ? await startMobileIdSandbox(options.mobileIdNotificationToken ? { notificationToken: options.mobileIdNotificationToken } : {}) : null;
   return {
     cloud,
     mobileId,

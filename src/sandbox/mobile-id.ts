@@ -12,8 +12,6 @@ import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK }
 import { request } from 'undici';
 import { requestPath, sendJson, startLoopbackServer } from './http.js';
 
-/** The client_notification_token the gateway accepts from anyone in sandbox mode (for curl and tests). */
-export const SANDBOX_MOBILEID_NOTIFICATION_TOKEN = 'sandbox-mobileid-notification-token';
 /** The `aud` of sandbox id_tokens: the service provider's client id at the mobile identity service. */
 export const SANDBOX_MOBILEID_CLIENT_ID = 'sandbox-service-provider';
 export const JWKS_PATH = '/.well-known/jwks.json';
@@ -74,7 +72,12 @@ function atHashEs256(accessToken: string): string {
   return createHash('sha256').update(accessToken, 'ascii').digest().subarray(0, 16).toString('base64url');
 }
 
-export async function startMobileIdSandbox(): Promise<MobileIdSandbox> {
+/**
+ * `notificationToken` is the client_notification_token the sandboxed gateway accepts from whoever holds it (a
+ * secret of its data directory, shown at start-up); random when not given.
+ */
+export async function startMobileIdSandbox(options: { notificationToken?: string } = {}): Promise<MobileIdSandbox> {
+  const notificationToken = options.notificationToken ?? randomBytes(24).toString('base64url');
   const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
   const publicJwk: JWK = await exportJWK(publicKey);
   const kid = await calculateJwkThumbprint(publicJwk);
@@ -141,7 +144,7 @@ export async function startMobileIdSandbox(): Promise<MobileIdSandbox> {
     jwksUrl: `${server.url}${JWKS_PATH}`,
     issuer,
     clientId: SANDBOX_MOBILEID_CLIENT_ID,
-    notificationToken: SANDBOX_MOBILEID_NOTIFICATION_TOKEN,
+    notificationToken,
     get jwksRequests() {
       return jwksRequests;
     },

@@ -1,4 +1,4 @@
-import { callerOfDigest, matchesAnyDigest, OPEN_CALLER, sha256, type Caller } from '../caller.js';
+import { indexOfDigest, OPEN_CALLER, scopeOfApp, scopeOfKeyDigest, sha256, type AppKey, type Caller } from '../caller.js';
 
 /** The token of an `Authorization: Bearer <token>` value (scheme case-insensitive), or null. */
 export function bearerToken(header: string | string[] | undefined | null): string | null {
@@ -13,23 +13,27 @@ export type AuthResult = { ok: true; caller: Caller } | { ok: false; reason: 'mi
 /**
  * Checks an app's API key (GATEWAY_API_KEYS, or OPERATOR_API_KEYS: an operator's key is also an app's key).
  * Keys are held as sha256 digests and compared in constant time; with no keys configured every caller is the
- * one `open` caller.
+ * one `open` caller. Each configured key's caller (scope and label) is built once, here: a named key is its app
+ * (`app:<name>`), a bare key its own app, labelled by `label(key)` (a keyed digest, never the key's plain hash).
  */
 export function createAuthenticator(
-  apiKeys: readonly string[],
-  operatorKeys: readonly string[] = [],
+  apiKeys: readonly AppKey[],
+  operatorKeys: readonly AppKey[],
+  label: (key: string) => string,
 ): (authorization: string | string[] | undefined | null) => AuthResult {
-  const hashes = apiKeys.map(sha256);
-  const operatorHashes = operatorKeys.map(sha256);
+  const entries = [...operatorKeys.map((k) => ({ ...k, operator: true })), ...apiKeys.map((k) => ({ ...k, operator: false }))];
+  const hashes = entries.map((k) => sha256(k.key));
+  const callers: Caller[] = entries.map((k, i) => {
+    const scope = k.name === null ? scopeOfKeyDigest(hashes[i]!) : scopeOfApp(k.name);
+    const app = k.name ?? label(k.key);
+    return Object.freeze(k.operator ? { scope, app, operator: true } : { scope, app });
+  });
   return (authorization) => {
     if (hashes.length === 0) return { ok: true, caller: OPEN_CALLER };
     const token = bearerToken(authorization);
     if (!token) return { ok: false, reason: 'missing' };
-    // One digest per request: the comparisons and the caller's scope all derive from it.
-    const digest = sha256(token);
-    const operator = operatorHashes.length > 0 && matchesAnyDigest(digest, operatorHashes);
-    if (!operator && !matchesAnyDigest(digest, hashes)) return { ok: false, reason: 'invalid' };
-    const caller = callerOfDigest(digest);
-    return { ok: true, caller: operator ? { ...caller, operator: true } : caller };
+    // One digest per request; operator keys come first, so a key in both lists is the operator's.
+    const found = indexOfDigest(sha256(token), hashes);
+    return found < 0 ? { ok: false, reason: 'invalid' } : { ok: true, caller: callers[found]! };
   };
 }

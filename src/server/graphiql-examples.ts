@@ -4,7 +4,16 @@ import type { GraphiqlExample } from './graphiql.js';
  * The saved operations GraphiQL opens with: the main flows of the gateway, runnable as they are against
  * the sandbox. The page puts each title on a `#` first line (GraphiQL names tabs after operations).
  */
-export function graphiqlExamples(options: { sandbox: boolean }): GraphiqlExample[] {
+export function graphiqlExamples(options: {
+  sandbox: boolean;
+  /**
+   * The sandbox's client_notification_token, when the page may show it: only while the API is open (without API
+   * keys anyone may issue a token anyway). With keys the page is public, so it says where the token is instead.
+   */
+  notificationToken?: string | null;
+  /** The gateway's address, for the curl line. */
+  url?: string;
+}): GraphiqlExample[] {
   const examples: GraphiqlExample[] = [
     {
       title: 'Create the Kafka chain',
@@ -130,9 +139,17 @@ query MobileIdRejections {
     },
   ];
   if (options.sandbox) {
+    const token = options.notificationToken
+      ? `# Or post a notification yourself with the sandbox's client_notification_token (a secret of this data directory;
+# its results are every app's to read):
+#   curl -i ${options.url ?? 'http://localhost:4000'}/webhooks/mobile-id -H 'authorization: Bearer ${options.notificationToken}' \\
+#     -H 'content-type: application/json' -d '{"auth_req_id":"demo-auth-req-1","error":"access_denied","error_description":"refused"}'`
+      : `# The sandbox's own client_notification_token (a secret of this data directory) is on the gateway's start-up line.`;
     examples.push({
       title: 'Trigger the mobile-ID result (sandbox)',
-      query: `# Sandbox only: the simulated mobile identity service POSTs a signed notification to this gateway.
+      query: `# Sandbox only: the simulated mobile identity service POSTs a signed notification to this gateway, on a
+# client_notification_token issued for your API key (the result is yours alone).
+${token}
 mutation CompleteMobileId {
   sandboxCompleteMobileIdAuthentication(authReqId: "demo-auth-req-1", outcome: SUCCESS) {
     authReqId

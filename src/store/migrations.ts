@@ -188,6 +188,34 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('mobile_id_pending_due').on('mobile_id_pending').column('next_attempt_at').execute();
       },
     },
+    // Pending notifications are told apart per owner of the token that carried them, as the event log's dedupe
+    // keys are (src/mobile-id/service.ts mobileIdDedupeKey): one app's notification never blocks another's.
+    '008_mobile_id_pending_per_owner': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('mobile_id_pending_v2')
+          .addColumn('dedupe_key', 'text', (c) => c.primaryKey())
+          .addColumn('auth_req_id', 'text', (c) => c.notNull())
+          .addColumn('scope', 'text')
+          .addColumn('fingerprint', 'text', (c) => c.notNull())
+          .addColumn('payload', 'text', (c) => c.notNull())
+          .addColumn('meta', 'text', (c) => c.notNull())
+          .addColumn('secrets_expire_at', 'bigint')
+          .addColumn('received_at', 'bigint', (c) => c.notNull())
+          .addColumn('attempts', 'integer', (c) => c.notNull())
+          .addColumn('next_attempt_at', 'bigint', (c) => c.notNull())
+          .addColumn('lease_until', 'bigint', (c) => c.notNull())
+          .addColumn('give_up_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await sql`INSERT INTO mobile_id_pending_v2
+          SELECT CASE WHEN scope IS NULL THEN 'mobile-id:' || auth_req_id ELSE 'mobile-id@' || scope || ':' || auth_req_id END,
+                 auth_req_id, scope, fingerprint, payload, meta, secrets_expire_at, received_at, attempts, next_attempt_at, lease_until, give_up_at
+          FROM mobile_id_pending`.execute(db);
+        await db.schema.dropTable('mobile_id_pending').execute();
+        await db.schema.alterTable('mobile_id_pending_v2').renameTo('mobile_id_pending').execute();
+        await db.schema.createIndex('mobile_id_pending_due').on('mobile_id_pending').column('next_attempt_at').execute();
+      },
+    },
   };
 }
 

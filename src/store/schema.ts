@@ -18,6 +18,8 @@ export interface Database {
 
 /** Notifications acknowledged while their id_token could not be verified (src/mobile-id/pending.ts). */
 export interface MobileIdPendingTable {
+  /** The event log's dedupe key the notification will be stored under (owner and auth_req_id). */
+  dedupe_key: string;
   auth_req_id: string;
   scope: string | null;
   /** Keyed digest of the normalised body: tells a repeat from another notification. */

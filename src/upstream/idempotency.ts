@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse as parseUuid, v5 as uuidv5 } from 'uuid';
 import { ErrorCode, GatewayError, UpstreamOutcomeUnknownError } from '../errors.js';
-import { fingerprint } from '../fingerprint.js';
+import { keyedFingerprint, sameRequest } from '../fingerprint.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { PauseAt } from '../phases.js';
@@ -33,6 +33,8 @@ export interface IdempotencyOptions {
   /** Tests only (GATEWAY_TEST_PAUSE_AT): stops after the claim, before any upstream call. */
   pauseAt?: PauseAt;
   logger?: Logger;
+  /** The gateway secret's keyed digest: request fingerprints are stored keyed (src/fingerprint.ts keyedFingerprint). */
+  digest: (text: string) => string;
 }
 
 /** Namespace of the derived per-step keys of composite provisioning (UUIDv5 of key + step). */
@@ -53,7 +55,7 @@ const ASCII = /^[\x00-\x7f]*$/;
  * re-encodes the name through encodeURIComponent), and every mutation derives a key. Names that are not ASCII go
  * to the uuid package, which also decides what a malformed one does.
  */
-function nameBasedUuid(name: string, namespace: Uint8Array): string {
+export function nameBasedUuid(name: string, namespace: Uint8Array): string {
   if (!ASCII.test(name)) return uuidv5(name, namespace);
   const b = createHash('sha1').update(namespace).update(name, 'latin1').digest();
   b[6] = (b[6]! & 0x0f) | 0x50;
@@ -116,7 +118,8 @@ export class Idempotency {
     const { records, metrics } = this.options;
     const key = params.key ?? randomUUID();
     const upstream = upstreamKey(params.scope, key);
-    const print = fingerprint({ operation: params.operation, request: params.request });
+    const fingerprinted = { operation: params.operation, request: params.request };
+    const print = keyedFingerprint(this.options.digest, fingerprinted);
     const deadline = Date.now() + this.options.waitMs;
     const slot = `${params.scope}\u0000${key}`;
     /** Set once this call has waited for another one with the same key. */
@@ -138,7 +141,7 @@ export class Idempotency {
       if (await records.claimFree(claim, now)) break;
       const existing = await records.get(params.scope, key, now);
       if (existing) {
-        if (existing.fingerprint !== print || existing.operation !== params.operation) {
+        if (!sameRequest(existing.fingerprint, print, fingerprinted) || existing.operation !== params.operation) {
           throw new GatewayError(
             ErrorCode.IDEMPOTENCY_KEY_REUSED,
             `idempotency key ${key} was already used for a different request (${existing.operation}); use a new key for a new request`,

@@ -5,7 +5,6 @@ import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox, type CloudSandbox } from '../../src/sandbox/cloud.js';
-import { SANDBOX_MOBILEID_NOTIFICATION_TOKEN } from '../../src/sandbox/mobile-id.js';
 import { tempDataDir } from '../helpers/gateway.js';
 import { gatewayProcesses, type GatewayProcess } from '../helpers/process.js';
 
@@ -137,10 +136,12 @@ describe('kill -9 during a mutation, then a retry with the same key', () => {
 
 describe('kill -9 during webhook intake, then the sender retries', () => {
   const notification = (authReqId: string) => ({ auth_req_id: authReqId, error: 'access_denied', error_description: 'user refused' });
-  const post = (url: string, body: unknown) =>
-    request(`${url}/webhooks/mobile-id`, {
+  // The sandbox's token is a secret of the data directory, shown on the start-up line (the same on every start).
+  const tokenOf = (c: Child) => /mobile-ID sandbox: POST \S+ with Authorization: Bearer (sandbox-[0-9a-f]+)/.exec(c.line)![1]!;
+  const post = (c: Child, body: unknown) =>
+    request(`${c.url}/webhooks/mobile-id`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${SANDBOX_MOBILEID_NOTIFICATION_TOKEN}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${tokenOf(c)}`, 'content-type': 'application/json' },
       body: JSON.stringify(body),
     });
 
@@ -152,14 +153,14 @@ describe('kill -9 during webhook intake, then the sender retries', () => {
     const authReqId = `crash-${phase}-${randomUUID()}`;
     // Every upstream sandboxed: the mobile-ID sandbox's notification token is accepted.
     const first = await startChild({ DATA_DIR: dataDir, GATEWAY_TEST_PAUSE_AT: phase });
-    const pending = post(first.url, notification(authReqId)).then((r) => r.statusCode, (err: unknown) => err);
+    const pending = post(first, notification(authReqId)).then((r) => r.statusCode, (err: unknown) => err);
     await first.paused;
     await kill9(first);
     // Never acknowledged: the sender saw the connection fail, so it still holds the notification.
     expect(await pending).toBeInstanceOf(Error);
 
     const second = await startChild({ DATA_DIR: dataDir });
-    const res = await post(second.url, notification(authReqId));
+    const res = await post(second, notification(authReqId));
     expect(res.statusCode).toBe(204);
     await res.body.dump();
     const read = await request(`${second.url}/graphql`, {

@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_VERIFICATION_TOKEN, type VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { waitFor } from './helpers.js';
+import { upstreamExternalId } from '../../src/identity/service.js';
 
 const REGISTRATIONS = '/api/v2/verifications/workflow-instances';
 const RESULTS = '/api/v2/verifications/results';
@@ -57,12 +58,14 @@ describe('verification registration and batched results', () => {
     expect(sent!.headers['idempotency-key']).toBe(payload.upstreamIdempotencyKey);
     const body = sent!.body as Record<string, unknown>;
     expect(Object.keys(body).sort()).toEqual(['applicant', 'callbackUrl', 'verificationExternalId', 'workflowId']);
-    expect(body).toMatchObject({ workflowId: 'wf-kyc', applicant: APPLICANT, verificationExternalId: externalId });
+    // The upstream gets the app's id derived from its scope (here the open sandbox caller's): one id space for every app.
+    const sentId = upstreamExternalId('open', externalId);
+    expect(body).toMatchObject({ workflowId: 'wf-kyc', applicant: APPLICANT, verificationExternalId: sentId });
     const callbackUrl = String(body.callbackUrl);
     expect(callbackUrl).toMatch(new RegExp(`^${t.gateway.publicUrl}/webhooks/verification/[A-Za-z0-9_-]{43}$`));
 
     expect(payload.verification).toMatchObject({
-      id: externalId,
+      id: sentId,
       externalId,
       workflowId: 'wf-kyc',
       status: 'ACCEPTED',
@@ -217,7 +220,7 @@ describe('verification results batch size', () => {
       const calls = resultCalls(sandbox).map((r) => (r.body as { verificationExternalId: string[] }).verificationExternalId);
       expect(calls).toHaveLength(3);
       expect(calls.every((ids) => ids.length <= 2)).toBe(true);
-      expect(calls.flat().sort()).toEqual(['v1', 'v2', 'v3', 'v4', 'v5']);
+      expect(calls.flat().sort()).toEqual(['v1', 'v2', 'v3', 'v4', 'v5'].map((id) => upstreamExternalId('open', id)).sort());
     } finally {
       await t.close();
     }

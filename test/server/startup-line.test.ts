@@ -26,4 +26,22 @@ describe('the start-up line', () => {
     expect(address.startsWith(`${url}/webhooks/identification/`)).toBe(true);
     expect(line).not.toContain(address.split('/').at(-1)!);
   });
+
+  it("shows the mobile-ID sandbox's notification token (a secret of the data directory) and the named apps, never a key", async () => {
+    const dataDir = tempDataDir();
+    const env = { DATA_DIR: dataDir, GATEWAY_API_KEYS: 'shop:key-of-the-shop-123,crm:key-of-the-crm-456' };
+    const { url, msg, line } = await startProcess(env);
+    const token = /mobile-ID sandbox: POST (\S+) with Authorization: Bearer (sandbox-[0-9a-f]{32})/.exec(msg);
+    expect(token?.[1]).toBe(`${url}/webhooks/mobile-id`);
+    expect(msg).toContain('apps crm, shop');
+    expect(line).not.toContain('key-of-the-shop-123');
+
+    const res = await request(`${url}/webhooks/mobile-id`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token![2]}` },
+      body: JSON.stringify({ auth_req_id: 'startup-line-1', error: 'access_denied', error_description: 'refused' }),
+    });
+    expect(res.statusCode).toBe(204);
+    await res.body.dump();
+  });
 });
