@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChain, M } from '../helpers/cloud.js';
 import { startTestGateway } from '../helpers/gateway.js';
@@ -36,10 +36,13 @@ describe('the store on a real PostgreSQL (DATABASE_URL)', () => {
 
   it('replays an idempotent mutation from PostgreSQL after a restart, and refuses a reused key', async () => {
     const key = randomUUID();
-    const a = await startTestGateway({ DATABASE_URL: url });
+    // Two processes on one database share the gateway secret (README, PostgreSQL and scaling): it keys the stored
+    // request fingerprints, so without it a retry on the other process would read as another request.
+    const secret = { DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex') };
+    const a = await startTestGateway(secret);
     const first = await a.graphql(M.project, { input: { name: 'pg-durable' }, key });
     await a.close();
-    const b = await startTestGateway({ DATABASE_URL: url });
+    const b = await startTestGateway(secret);
     try {
       const again = await b.graphql(M.project, { input: { name: 'pg-durable' }, key });
       expect(again.data!.createProject).toEqual({ ...first.data!.createProject, replayed: true });
