@@ -81,7 +81,7 @@ export function loadSecretBox(options: { key: string | undefined; dataDir: strin
   if (options.shared) {
     options.logger.warn(
       { file },
-      'TOKEN_ENCRYPTION_KEY is unset while the store is PostgreSQL: this replica uses its own key file, so other replicas cannot read the tokens it stores; set the same TOKEN_ENCRYPTION_KEY on every replica',
+      'TOKEN_ENCRYPTION_KEY is unset while the store is PostgreSQL: this replica uses its own key file, so other replicas cannot read the tokens it stores, and a retry that reaches another replica reads as another request (request fingerprints are keyed with it); set the same TOKEN_ENCRYPTION_KEY on every replica',
     );
   }
   fs.mkdirSync(options.dataDir, { recursive: true });
