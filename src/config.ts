@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { parseAppKey, scopeOfApp, type AppKey } from './caller.js';
+import { parseJsonPath, type JsonPath, type ShapePaths } from './json-path.js';
 import { PHASES, type Phase } from './phases.js';
 import { CLOUD_SHAPE_MODES, DEFAULT_CLOUD_SHAPE, cloudShapeByName } from './sandbox/cloud-shapes.js';
 
@@ -32,6 +33,13 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'CLOUD_API_URL', default: '(unset: see SANDBOX_UPSTREAMS)', description: 'Base URL of the cloud provisioning API.' },
   { name: 'CLOUD_API_TOKEN', default: '(unset)', description: 'Service-account token for the cloud API (the authorization step is then skipped).' },
   { name: 'CLOUD_API_CREDENTIALS', default: '(unset)', description: 'JSON object sent to POST /iam/v2/tokens to obtain a cloud token; used when CLOUD_API_TOKEN is unset.' },
+  {
+    name: 'CLOUD_CREATED_ID_PATH',
+    default: '(unset: guesses id, serviceId, data.id, metadata.id)',
+    description: 'JSON path of the created id in the cloud API\'s creation answers (the spec does not show them), as a dot path where a numeric segment indexes an array, e.g. data.uuid or items.0.id. Set, it replaces the guesses. A 2xx whose id cannot be read is kept, not lost: UPSTREAM_ANSWER_INCOMPLETE, and a retry with the same key reads the kept answer again with this path (docs/decisions/042).',
+  },
+  { name: 'CLOUD_TOKEN_PATH', default: '(unset: guesses access_token, accessToken, token, id_token, also under data)', description: 'JSON path of the token in the answer of POST /iam/v2/tokens (its field is not shown), e.g. iamToken or data.token.value. Set, it replaces the guesses.' },
+  { name: 'CLOUD_IP_ADDRESS_PATH', default: '(unset: guesses address, ip, ipAddress, ip_address, publicIp, public_ip, also under data, spec, status)', description: 'JSON path of the IPv4 address in an IP address creation answer (not shown), e.g. addresses.0.ip. Set, it replaces the guesses (IpAddress.address and the white_host of a provisioning).' },
   { name: 'VERIFICATION_API_URL', default: '(unset: see SANDBOX_UPSTREAMS)', description: 'Base URL of the verification interface.' },
   { name: 'VERIFICATION_API_TOKEN', default: '(unset)', description: 'JWT bearer token for the verification interface (and the rfm check beside it); required when VERIFICATION_API_URL is set.' },
   { name: 'IDENTIFICATION_API_URL', default: '(unset: see SANDBOX_UPSTREAMS)', description: 'Base URL of the identification interface (environment PRODUCTION).' },
@@ -39,6 +47,9 @@ export const ENV_VARS: readonly EnvVar[] = [
   { name: 'IDENTIFICATION_API_TOKEN', default: '(unset)', description: 'Bearer token for the identification interface; required when IDENTIFICATION_API_URL is set.' },
   { name: 'IDENTIFICATION_PRODLIKE_API_TOKEN', default: '(unset: IDENTIFICATION_API_TOKEN)', description: 'Bearer token for the pre-production-like identification interface (environment PRODLIKE). Unset: the production token IDENTIFICATION_API_TOKEN is sent there too.' },
   { name: 'RFM_API_URL', default: '(unset: VERIFICATION_API_URL)', description: 'Base URL of the rfm list check (POST /api/v1/rfm/is-in-catalog). Unset: the verification interface, where the spec lists the check (under /api/v1), with VERIFICATION_API_TOKEN.' },
+  { name: 'VERIFICATION_EXTERNAL_ID_PATH', default: '(unset: guesses verificationExternalId, externalId, id, also under data, verification, result)', description: 'JSON path of the verification\'s id in a registration answer (not shown), read when the app gave no externalId. Set, it replaces the guesses; a 2xx without a readable id is kept as UPSTREAM_ANSWER_INCOMPLETE and read again with this path on a retry with the same key.' },
+  { name: 'VERIFICATION_RESULTS_PATH', default: '(unset: a bare list, or guesses results, items, data, verifications)', description: 'JSON path of the list of results (or the object keyed by id) in the answer of POST /api/v2/verifications/results (not shown), e.g. payload.entries. Set, it replaces the guesses.' },
+  { name: 'VERIFICATION_CALLBACK_URL_PATH', default: 'callbackUrl', description: 'Where a verification registration request carries the callbackUrl (the spec names no field), as a dot path, e.g. callback.url.' },
   {
     name: 'MOBILEID_NOTIFICATION_TOKENS',
     default: '(unset)',
@@ -89,7 +100,7 @@ export const ENV_VARS: readonly EnvVar[] = [
   {
     name: 'SANDBOX_CLOUD_SHAPE',
     default: DEFAULT_CLOUD_SHAPE.name,
-    description: `Where the cloud sandbox puts the created id, the token field and an IP's address in its answers (the spec shows none of them): \`<id>+<token>+<address>\` with id one of id, serviceId, data.id, metadata.id; token one of access_token, accessToken, token; address one of address, ipAddress, ip_address, ip, publicIp, absent (e.g. ${CLOUD_SHAPE_MODES[1]!.name}); or \`random\`, printed at start-up with its seed.`,
+    description: `Where the cloud sandbox puts the created id, the token field and an IP's address in its answers (the spec shows none of them): \`<id>+<token>+<address>\` with id one of id, serviceId, data.id, metadata.id; token one of access_token, accessToken, token; address one of address, ipAddress, ip_address, ip, publicIp, absent (e.g. ${CLOUD_SHAPE_MODES[1]!.name}); or \`random\`, printed at start-up with its seed. Beyond the gateway's guesses, to exercise the *_PATH variables: id uuid, resource.uuid or items.0.id; token iamToken or auth.iamToken; address externalAddress or addresses.0.ip (e.g. uuid+iamToken+addresses.0.ip).`,
   },
   { name: 'SANDBOX_CLOUD_SHAPE_SEED', default: '(unset: a new seed each start)', description: 'Seed of SANDBOX_CLOUD_SHAPE=random, to repeat a run\'s shape.' },
   { name: 'SANDBOX_CALLBACK_DELAY_MS', default: '1500', description: 'Delay before the sandbox verification service calls back.' },
@@ -193,6 +204,19 @@ const rateLimit = z
     }
     return { points, windowMs };
   });
+/** A JSON path of a shape the spec does not show (src/json-path.ts); unset means the documented guesses. */
+const jsonPath = z
+  .string()
+  .optional()
+  .transform((s, ctx): JsonPath | null => {
+    if (s === undefined || s.trim() === '') return null;
+    const path = parseJsonPath(s);
+    if (typeof path === 'string') {
+      ctx.addIssue({ code: 'custom', message: path });
+      return z.NEVER;
+    }
+    return path;
+  });
 const int = (fallback: number, min: number, max: number) =>
   z
     .string()
@@ -252,6 +276,12 @@ const envSchema = z.object({
       ctx.addIssue({ code: 'custom', message: 'must be a JSON object (it is sent as the body of POST /iam/v2/tokens)' });
       return z.NEVER;
     }),
+  CLOUD_CREATED_ID_PATH: jsonPath,
+  CLOUD_TOKEN_PATH: jsonPath,
+  CLOUD_IP_ADDRESS_PATH: jsonPath,
+  VERIFICATION_EXTERNAL_ID_PATH: jsonPath,
+  VERIFICATION_RESULTS_PATH: jsonPath,
+  VERIFICATION_CALLBACK_URL_PATH: jsonPath,
   VERIFICATION_API_URL: httpUrl,
   VERIFICATION_API_TOKEN: optionalString,
   IDENTIFICATION_API_URL: httpUrl,
@@ -318,7 +348,9 @@ const envSchema = z.object({
     .optional()
     .default(DEFAULT_CLOUD_SHAPE.name)
     .refine((s) => s === 'random' || cloudShapeByName(s) !== undefined, {
-      message: 'must be random or <id>+<token>+<address>: id one of id, serviceId, data.id, metadata.id; token one of access_token, accessToken, token; address one of address, ipAddress, ip_address, ip, publicIp, absent',
+      message:
+        'must be random or <id>+<token>+<address>: id one of id, serviceId, data.id, metadata.id (or, beyond the gateway\'s guesses, uuid, resource.uuid, items.0.id); ' +
+        'token one of access_token, accessToken, token (or iamToken, auth.iamToken); address one of address, ipAddress, ip_address, ip, publicIp, absent (or externalAddress, addresses.0.ip)',
     }),
   SANDBOX_CLOUD_SHAPE_SEED: z
     .string()
@@ -463,6 +495,8 @@ export interface Config {
     readonly idempotent: readonly string[];
   };
   readonly resultsBatchSize: number;
+  /** The *_PATH variables: exact JSON paths of the shapes the specs do not show (null: the guesses). */
+  readonly shapePaths: ShapePaths;
   readonly introspection: boolean;
   /** Abuse limits of GraphQL operations, over HTTP and WebSocket alike (src/server/limits.ts). */
   readonly graphqlLimits: GraphqlLimitsConfig;
@@ -750,6 +784,14 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     eventRetentionMs: e.EVENT_RETENTION,
     upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES, idempotent: e.IDEMPOTENT_UPSTREAMS },
     resultsBatchSize: e.VERIFICATION_RESULTS_BATCH_SIZE,
+    shapePaths: {
+      cloudCreatedId: e.CLOUD_CREATED_ID_PATH,
+      cloudToken: e.CLOUD_TOKEN_PATH,
+      cloudIpAddress: e.CLOUD_IP_ADDRESS_PATH,
+      verificationExternalId: e.VERIFICATION_EXTERNAL_ID_PATH,
+      verificationResults: e.VERIFICATION_RESULTS_PATH,
+      verificationCallbackUrl: e.VERIFICATION_CALLBACK_URL_PATH,
+    },
     introspection: e.GRAPHQL_INTROSPECTION ?? everyUpstreamSandboxed(upstreams),
     graphqlLimits: {
       maxAliases: e.GRAPHQL_MAX_ALIASES,

@@ -10,6 +10,11 @@ export enum ErrorCode {
   /** The request may have been applied upstream and was not repeated; a retry with the same key is the app's decision. */
   UPSTREAM_OUTCOME_UNKNOWN = 'UPSTREAM_OUTCOME_UNKNOWN',
   UPSTREAM_REJECTED = 'UPSTREAM_REJECTED',
+  /**
+   * The upstream answered 2xx (it created the resource) but the gateway cannot read what it needs from the answer
+   * (the created id): the answer is kept with the idempotency key, and a retry with the same key replays it.
+   */
+  UPSTREAM_ANSWER_INCOMPLETE = 'UPSTREAM_ANSWER_INCOMPLETE',
   UPSTREAM_UNAUTHENTICATED = 'UPSTREAM_UNAUTHENTICATED',
   NOT_FOUND = 'NOT_FOUND',
   CONFLICT = 'CONFLICT',
@@ -114,6 +119,47 @@ export class UpstreamOutcomeUnknownError extends GatewayError {
   /** The same error, carrying the caller's key and the upstream key to retry with. */
   withKeys(idempotencyKey: string, upstreamIdempotencyKey: string): UpstreamOutcomeUnknownError {
     return new UpstreamOutcomeUnknownError(this.upstream, this.reason, this.attempts, this.status, { idempotencyKey, upstreamIdempotencyKey });
+  }
+}
+
+/** What the idempotency record keeps of a 2xx answer the gateway could not read (UpstreamAnswerIncompleteError). */
+export interface IncompleteAnswer {
+  upstream: string;
+  status: number;
+  /** What could not be read, e.g. `the created id`. */
+  missing: string;
+  /** Where the gateway looked: its guesses, or the configured path. */
+  lookedFor: string;
+  /** The variable that names the exact JSON path of the field. */
+  variable: string;
+  /** The whole answer, secrets removed (src/cloud/wire.ts scrubResponse). */
+  answer: unknown;
+}
+
+/**
+ * A 2xx answer is a creation even when the gateway cannot read its id (DESIGN.md, "Shapes a spec does not show"):
+ * the answer is kept with the idempotency key, which stays bound to the request, and the app is told so, never that
+ * nothing happened. A retry with the same key replays the kept answer (reading it again with the configured path),
+ * without a second upstream request.
+ */
+export class UpstreamAnswerIncompleteError extends GatewayError {
+  constructor(
+    readonly incomplete: IncompleteAnswer,
+    keys: { idempotencyKey?: string; upstreamIdempotencyKey?: string } = {},
+  ) {
+    const i = incomplete;
+    super(
+      ErrorCode.UPSTREAM_ANSWER_INCOMPLETE,
+      `${i.upstream} answered ${i.status}, so it created the resource, but the gateway cannot read ${i.missing} from the answer (looked for ${i.lookedFor}). ` +
+        `The answer is kept under this idempotency key; nothing is sent again. Once ${i.variable} names the field's JSON path (e.g. data.uuid), ` +
+        `calling again with the same idempotencyKey reads the kept answer and records the resource`,
+      { upstream: i.upstream, status: i.status, missing: i.missing, variable: i.variable, answer: i.answer ?? null, ...keys },
+    );
+  }
+
+  /** The same error, carrying the caller's key and the upstream key the resource was created with. */
+  withKeys(idempotencyKey: string, upstreamIdempotencyKey: string): UpstreamAnswerIncompleteError {
+    return new UpstreamAnswerIncompleteError(this.incomplete, { idempotencyKey, upstreamIdempotencyKey });
   }
 }
 

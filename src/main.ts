@@ -32,9 +32,23 @@ async function main(): Promise<void> {
   // issueMobileIdNotificationToken or sandboxCompleteMobileIdAuthentication instead).
   const sandboxToken = gateway.sandbox.mobileId?.notificationToken;
   const mobileIdSandbox = sandboxToken ? ` | mobile-ID sandbox: POST ${gateway.url}/webhooks/mobile-id with Authorization: Bearer ${sandboxToken}` : '';
+  // Where each answer shape the specs do not show is read: the operator's *_PATH, or the documented guesses.
+  const cloudShapes = gateway.services.cloud.describeShapes();
+  const identityShapes = gateway.services.identity.describeShapes();
+  const shapes = {
+    cloudCreatedId: cloudShapes.createdId,
+    cloudToken: cloudShapes.token,
+    cloudIpAddress: cloudShapes.address,
+    verificationExternalId: identityShapes.externalId,
+    verificationResults: identityShapes.results,
+    verificationCallbackUrl: identityShapes.callbackUrl,
+  };
+  const shapeLine =
+    `answer shapes: cloud created id ${shapes.cloudCreatedId}; cloud token ${shapes.cloudToken}; IP address ${shapes.cloudIpAddress}; ` +
+    `verification id ${shapes.verificationExternalId}; results ${shapes.verificationResults}; callbackUrl ${shapes.verificationCallbackUrl}`;
   logger.info(
-    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, store: gateway.services.store.location, open: config.apiKeys.length === 0 },
-    `gateway ready: ${graphiql} | upstreams ${upstreams} | data ${gateway.services.store.location} | API ${access} | ${identificationCallbacks}${mobileIdSandbox}`,
+    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, store: gateway.services.store.location, open: config.apiKeys.length === 0, shapes },
+    `gateway ready: ${graphiql} | upstreams ${upstreams} | data ${gateway.services.store.location} | API ${access} | ${identificationCallbacks} | ${shapeLine}${mobileIdSandbox}`,
   );
   if (config.apiKeys.length === 0) logger.warn('the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)');
 

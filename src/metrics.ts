@@ -26,6 +26,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly upstreamAnswersIncomplete = new Counter({
+    name: 'gateway_upstream_answers_incomplete_total',
+    help: 'Upstream 2xx answers kept because the gateway could not read the created id (UPSTREAM_ANSWER_INCOMPLETE), by operation; each needs a configured path (docs/decisions/042).',
+    labelNames: ['operation'] as const,
+    registers: [this.registry],
+  });
   readonly idempotentRetriesOfUnknown = new Counter({
     name: 'gateway_idempotent_retries_of_unknown_total',
     help: 'Calls that sent a request again after its earlier outcome was unknown (the app retried with the same key), by operation.',

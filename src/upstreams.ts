@@ -144,7 +144,7 @@ export async function startUpstreams(
   const simulatedIdentification = table.identification.sandbox ? [sandbox.identification, sandbox.identificationProdlike] : [];
 
   return {
-    cloud: createCloudService(cloud, { http, ledger: deps.ledger, idempotency: deps.idempotency, logger: deps.logger, ...(deps.pauseAt ? { pauseAt: deps.pauseAt } : {}) }),
+    cloud: createCloudService(cloud, { http, ledger: deps.ledger, idempotency: deps.idempotency, logger: deps.logger, shapePaths: config.shapePaths, ...(deps.pauseAt ? { pauseAt: deps.pauseAt } : {}) }),
     identity: createIdentityService(identity, {
       http,
       store: deps.store,
@@ -152,6 +152,7 @@ export async function startUpstreams(
       idempotency: deps.idempotency,
       events: deps.events,
       publicUrl: deps.publicUrl,
+      shapePaths: config.shapePaths,
       secret: box,
       // The simulated platform gets each workflow's callback address as an operator would configure the real one.
       ...(simulatedIdentification.length

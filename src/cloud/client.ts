@@ -1,7 +1,7 @@
-import { GatewayError, ErrorCode } from '../errors.js';
+import { GatewayError, ErrorCode, UpstreamAnswerIncompleteError, type IncompleteAnswer } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { UpstreamHttp } from '../upstream/http.js';
-import { PATHS, extractCreatedId, parseTokenResponse, scrubResponse, type ProjectRequest, type ServiceCall } from './wire.js';
+import { PATHS, scrubResponse, type CloudAnswers, type ProjectRequest, type ServiceCall } from './wire.js';
 
 export type CloudAuth = { token: string } | { credentials: Readonly<Record<string, unknown>> };
 
@@ -27,6 +27,7 @@ export class CloudTokens {
     private readonly http: UpstreamHttp,
     private readonly auth: CloudAuth,
     private readonly logger: Logger,
+    private readonly answers: CloudAnswers,
   ) {}
 
   async get(): Promise<string> {
@@ -55,9 +56,9 @@ export class CloudTokens {
       body: this.auth.credentials,
       rejectCode: (status) => (status === 401 || status === 403 ? ErrorCode.UPSTREAM_UNAUTHENTICATED : ErrorCode.UPSTREAM_REJECTED),
     });
-    const parsed = parseTokenResponse(res.body);
+    const parsed = this.answers.token(res.body);
     if (!parsed) {
-      throw new GatewayError(ErrorCode.UPSTREAM_UNAUTHENTICATED, 'the cloud token endpoint answered without a token field (access_token, accessToken, token)', {
+      throw new GatewayError(ErrorCode.UPSTREAM_UNAUTHENTICATED, `the cloud token endpoint answered without a token where the gateway reads it (${this.answers.describe().token}); set CLOUD_TOKEN_PATH to the token's JSON path`, {
         upstream: this.http.name,
         status: res.status,
       });
@@ -83,12 +84,26 @@ export function creationHeaders(accept: boolean, idempotencyKey: string): Record
   };
 }
 
+/** Longest text answer kept whole; a longer one is cut (it is kept for an operator to read, not parsed). */
+const MAX_KEPT_TEXT = 4096;
+
 /** The cloud provisioning API: two creation endpoints, each with an Idempotency-Key. */
 export class CloudClient {
   constructor(
     private readonly http: UpstreamHttp,
     private readonly tokens: CloudTokens,
+    readonly answers: CloudAnswers,
   ) {}
+
+  /**
+   * The created resource of a kept answer (UPSTREAM_ANSWER_INCOMPLETE), read again with the paths configured now;
+   * the same error when its id still cannot be read.
+   */
+  reread(incomplete: IncompleteAnswer): Created {
+    const id = this.answers.createdId(incomplete.answer);
+    if (!id) throw new UpstreamAnswerIncompleteError({ ...incomplete, lookedFor: this.answers.describe().createdId });
+    return { id, response: incomplete.answer };
+  }
 
   createProject(body: ProjectRequest, idempotencyKey: string): Promise<Created> {
     return this.create(PATHS.projects, body, idempotencyKey, false);
@@ -109,13 +124,20 @@ export class CloudClient {
       onUnauthorized: async () => this.tokens.invalidate(),
       rejectCode: (status) => (status === 401 ? ErrorCode.UPSTREAM_UNAUTHENTICATED : ErrorCode.UPSTREAM_REJECTED),
     });
-    const id = extractCreatedId(res.body);
+    const response = scrubResponse(res.body);
+    const id = this.answers.createdId(response);
     if (!id) {
-      throw new GatewayError(ErrorCode.UPSTREAM_REJECTED, `the cloud API answered ${res.status} without the created id (id, serviceId, data.id or metadata.id)`, {
+      // A 2xx is a creation (spec, Endpoints: "the created resource, including its UUID"): the resource exists
+      // upstream even when its id is not where the gateway reads it, so the answer is kept, never dropped.
+      throw new UpstreamAnswerIncompleteError({
         upstream: this.http.name,
         status: res.status,
+        missing: 'the created id',
+        lookedFor: this.answers.describe().createdId,
+        variable: 'CLOUD_CREATED_ID_PATH',
+        answer: typeof response === 'string' && response.length > MAX_KEPT_TEXT ? `${response.slice(0, MAX_KEPT_TEXT)}…` : response,
       });
     }
-    return { id, response: scrubResponse(res.body) };
+    return { id, response };
   }
 }

@@ -5,6 +5,8 @@ import type { UpstreamHttp } from '../upstream/http.js';
 import type { Idempotency } from '../upstream/idempotency.js';
 import { CloudClient, CloudTokens, type CloudAuth } from './client.js';
 import { CloudService } from './service.js';
+import { CloudAnswers } from './wire.js';
+import type { ShapePaths } from '../json-path.js';
 
 export { CloudService } from './service.js';
 
@@ -20,8 +22,9 @@ export interface CloudEndpoint {
  */
 export function createCloudService(
   endpoint: CloudEndpoint,
-  deps: { http: (name: string, baseUrl: string) => UpstreamHttp; ledger: Ledger; idempotency: Idempotency; logger: Logger; pauseAt?: PauseAt },
+  deps: { http: (name: string, baseUrl: string) => UpstreamHttp; ledger: Ledger; idempotency: Idempotency; logger: Logger; shapePaths: ShapePaths; pauseAt?: PauseAt },
 ): CloudService {
   const http = deps.http('cloud', endpoint.url);
-  return new CloudService(new CloudClient(http, new CloudTokens(http, endpoint.auth, deps.logger)), deps.ledger, deps.idempotency, deps.pauseAt);
+  const answers = new CloudAnswers(deps.shapePaths);
+  return new CloudService(new CloudClient(http, new CloudTokens(http, endpoint.auth, deps.logger, answers), answers), deps.ledger, deps.idempotency, deps.pauseAt);
 }

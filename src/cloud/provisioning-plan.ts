@@ -224,7 +224,15 @@ export class ProvisioningPlanner {
         return { record, idempotencyKey: k!, upstreamIdempotencyKey: upstreamKey(who.scope, k!), replayed: false };
       },
     });
-    const env: StepEnv = { cloud, lookup: async (id) => overlay.get(id) ?? this.lookup(id) };
+    // A planned IP address answers with the stand-in; one in the ledger is read as the gateway reads its answers.
+    const address: StepEnv['address'] = {
+      read: (response) =>
+        (response as { address?: unknown } | null)?.address === ADDRESS_STAND_IN && Object.keys(response as object).length === 1
+          ? { address: ADDRESS_STAND_IN, field: 'address' }
+          : this.cloud.addressOf({ response }),
+      lookedFor: this.cloud.describeShapes().address,
+    };
+    const env: StepEnv = { cloud, lookup: async (id) => overlay.get(id) ?? this.lookup(id), address };
     const planned = stepsOf(env, input);
     this.stepsRun += planned.length;
     const ids = new Map<string, string>();

@@ -19,7 +19,7 @@ import { ProvisioningRecords } from './provisioning-records.js';
 import { ProvisioningRunner } from './provisioning-run.js';
 import type { CloudService } from './service.js';
 import * as v from './validation.js';
-import { ADDRESS_LOOKUP_DESCRIPTION, addressFromResponse } from './wire.js';
+import type { FoundAddress } from './wire.js';
 
 export { stepIdempotencyKey } from './provisioning-model.js';
 export type {
@@ -52,6 +52,8 @@ export interface StepEnv {
     'createProject' | 'createNetwork' | 'createSubnet' | 'createIpAddress' | 'createKafkaCluster' | 'createKafkaTopic' | 'createKafkaUser' | 'createVirtualMachine'
   >;
   lookup: (id: string) => Promise<LedgerRecord | null>;
+  /** The IPv4 address in an IP address's creation answer (CloudService.addressOf), and where the gateway looks for it. */
+  address: { read: (response: unknown) => FoundAddress | null; lookedFor: string };
 }
 
 /** The checks of an input's shape: one id or one spec per placement step, no topic or user twice. */
@@ -133,7 +135,7 @@ function exactlyOne(field: string, id: unknown, spec: unknown, optional = false)
  * step before the cluster is created: a cluster silently created without public access would look fine and
  * be unreachable (docs/decisions/015-kafka-public-address.md).
  */
-export async function publicAddress(given: string | null, ipId: string | null, lookup: StepEnv['lookup']): Promise<PublicAddress | null> {
+export async function publicAddress(given: string | null, ipId: string | null, lookup: StepEnv['lookup'], address: StepEnv['address']): Promise<PublicAddress | null> {
   if (given !== null) return { address: given, source: 'CALLER', responseField: null, ipAddressId: ipId };
   if (ipId === null) return null;
   const record = await lookup(ipId);
@@ -141,11 +143,11 @@ export async function publicAddress(given: string | null, ipId: string | null, l
   if (!record) {
     throw badUserInput('input.cluster.publicIp', `the public IPv4 address for white_host is missing: IP address ${ipId} is not in the gateway's ledger, so its address is unknown; ${retry}`);
   }
-  const found = addressFromResponse(record.response);
+  const found = address.read(record.response);
   if (!found) {
     throw badUserInput(
       'input.cluster.publicIp',
-      `the public IPv4 address for white_host is missing: the creation response of IP address ${ipId} has no IPv4 field (looked for ${ADDRESS_LOOKUP_DESCRIPTION}), and the cluster was not created; ${retry}`,
+      `the public IPv4 address for white_host is missing: the creation response of IP address ${ipId} has no IPv4 field (looked for ${address.lookedFor}), and the cluster was not created; ${retry}`,
     );
   }
   return { address: found.address, source: 'IP_ADDRESS_RESPONSE', responseField: found.field, ipAddressId: ipId };
@@ -184,7 +186,7 @@ export class ProvisioningService {
     /** The gateway secret's keyed digest: the input (passwords included) is stored only as a keyed fingerprint. */
     private readonly digest: (text: string) => string = (text) => fingerprint(text),
   ) {
-    this.env = { cloud, lookup };
+    this.env = { cloud, lookup, address: { read: (response) => cloud.addressOf({ response }), lookedFor: cloud.describeShapes().address } };
     this.records = new ProvisioningRecords(new ProvisioningRows(db), events);
     this.runner = new ProvisioningRunner(this.records, logger, staleMs);
   }
@@ -214,7 +216,7 @@ export class ProvisioningService {
       await under(`input.users[${i}]`, () => v.validateKafkaUser({ ...u, projectId: PLACEHOLDER, clusterId: PLACEHOLDER }, async () => null));
     }
     // A reused IP address whose address cannot be read fails now, before anything is created.
-    if (input.ipAddressId && c.publicIp == null) await publicAddress(null, input.ipAddressId, this.lookup);
+    if (input.ipAddressId && c.publicIp == null) await publicAddress(null, input.ipAddressId, this.lookup, this.env.address);
     return this.start(caller, 'KAFKA_CLUSTER', input, key, () => this.kafkaClusterSteps(caller, input, this.env));
   }
 
@@ -227,7 +229,7 @@ export class ProvisioningService {
       {
         name: 'kafkaCluster',
         run: async (ids, k) => {
-          const address = await publicAddress(c.publicIp ?? null, ids.get('ipAddress') ?? null, env.lookup);
+          const address = await publicAddress(c.publicIp ?? null, ids.get('ipAddress') ?? null, env.lookup, env.address);
           const result = await env.cloud.createKafkaCluster(
             caller,
             {

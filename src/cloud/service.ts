@@ -14,6 +14,7 @@ import { cloudLedgerRecord } from '../tenancy.js';
 import type { Idempotency } from '../upstream/idempotency.js';
 import type { CloudClient, Created } from './client.js';
 import type { PauseAt } from '../phases.js';
+import type { IncompleteAnswer } from '../errors.js';
 import { withoutSecrets } from './model.js';
 import * as v from './validation.js';
 import * as wire from './wire.js';
@@ -37,6 +38,8 @@ export interface Creation {
   /** Whether the request asks for `accept: application/json` (see creationHeaders). */
   accept: boolean;
   send: (idempotencyKey: string) => Promise<Created>;
+  /** Reads an answer kept by an earlier UPSTREAM_ANSWER_INCOMPLETE again (the paths configured now), sending nothing. */
+  reread: (incomplete: IncompleteAnswer) => Created;
   spec: object;
   title: string;
   projectId: string | null;
@@ -71,6 +74,16 @@ export class CloudService {
     }
   }
 
+  /** Where the cloud answers' unshown fields are read (a configured path or the guesses), for the start-up line. */
+  describeShapes(): { createdId: string; token: string; address: string } {
+    return this.client.answers.describe();
+  }
+
+  /** The IPv4 address of an IP address record, read from its creation answer (CLOUD_IP_ADDRESS_PATH or the guesses). */
+  addressOf(record: Pick<LedgerRecord, 'response'>): wire.FoundAddress | null {
+    return this.client.answers.address(record.response);
+  }
+
   /** The same mutations, validating and building the same requests, with nothing sent or written. */
   withDryRun(dryRun: DryRun): CloudService {
     return new CloudService(this.client, this.ledger, this.idempotency, undefined, dryRun);
@@ -91,6 +104,7 @@ export class CloudService {
       request: { path: wire.PATHS.projects, body },
       accept: false,
       send: (k) => this.client.createProject(body, k),
+      reread: (incomplete) => this.client.reread(incomplete),
       spec,
       title: spec.name,
       projectId: null,
@@ -150,6 +164,7 @@ export class CloudService {
       request: { path: wire.PATHS.services, body: call.envelope },
       accept: call.accept,
       send: (k) => this.client.createService(call, k),
+      reread: (incomplete) => this.client.reread(incomplete),
       spec,
       title,
       projectId,
@@ -163,6 +178,19 @@ export class CloudService {
     p: Creation,
   ): Promise<MutationResult> {
     if (this.dryRun) return this.dryRun.create(caller, key, p);
+    const recordOf = (created: Created, idempotencyKey: string): LedgerRecord => ({
+      id: created.id,
+      kind: p.kind,
+      // A project's own id is its project.
+      projectId: p.kind === 'project' ? created.id : p.projectId,
+      parentId: p.parentId,
+      title: p.title,
+      spec: withoutSecrets(p.kind, p.spec),
+      response: created.response,
+      idempotencyKey,
+      createdBy: caller.scope,
+      createdAt: new Date(),
+    });
     const out = await this.idempotency.run<LedgerRecord>({
       scope: caller.scope,
       key,
@@ -171,20 +199,10 @@ export class CloudService {
       execute: async (idempotencyKey): Promise<LedgerRecord> => {
         const created = await p.send(idempotencyKey);
         if (this.pauseAt) await this.pauseAt('upstream-answered');
-        return {
-          id: created.id,
-          kind: p.kind,
-          // A project's own id is its project.
-          projectId: p.kind === 'project' ? created.id : p.projectId,
-          parentId: p.parentId,
-          title: p.title,
-          spec: withoutSecrets(p.kind, p.spec),
-          response: created.response,
-          idempotencyKey,
-          createdBy: caller.scope,
-          createdAt: new Date(),
-        };
+        return recordOf(created, idempotencyKey);
       },
+      // The upstream created it already: its kept answer is read again, and nothing is sent (docs/decisions/042).
+      recover: (incomplete, idempotencyKey) => recordOf(p.reread(incomplete), idempotencyKey),
       // The ledger record is written in the same commit as the completion of the key.
       storeWith: (record) => [this.ledger.recordWrite(record)],
       toStored: (record): StoredRecord => ({ ...record, createdAt: record.createdAt.toISOString() }),

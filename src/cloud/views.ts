@@ -10,7 +10,6 @@ import type {
   SubnetSpec,
   VirtualMachineSpec,
 } from './model.js';
-import { addressFromResponse } from './wire.js';
 
 /**
  * Typed views of the cloud resources in the ledger: what GraphQL reads of them. A record is mapped to its
@@ -105,9 +104,9 @@ export class IpAddressView extends ResourceView<IpAddressSpec> {
     return String(this.spec.description ?? '');
   }
 
-  /** The IPv4 address the upstream gave it, read from the stored creation response. */
-  get address(): string | null {
-    return addressFromResponse(this.record.response)?.address ?? null;
+  /** The stored creation answer, where its IPv4 address is read (CloudService.addressOf: a configured path or the guesses). */
+  get response(): unknown {
+    return this.record.response;
   }
 }
 

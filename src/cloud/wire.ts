@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { toWire } from '../catalog/index.js';
+import { readIdAt, readJsonPath, type JsonPath, type ShapePaths } from '../json-path.js';
 import { isIPv4 } from './ipv4.js';
 import {
   REGION_WIRE,
@@ -164,9 +165,12 @@ export function virtualMachineCall(s: VirtualMachineSpec): ServiceCall {
 
 const idString = z.union([z.string().min(1), z.number().transform(String)]);
 
+/** The guesses of the created id, in the order they are read. */
+export const CREATED_ID_GUESSES = ['id', 'serviceId', 'data.id', 'metadata.id'] as const;
+
 /**
  * The created id: the spec only says the response includes it, so accept `id`, `serviceId`, `data.id`
- * and `metadata.id`, in that order.
+ * and `metadata.id`, in that order (CREATED_ID_GUESSES).
  */
 const createdResponse = z.looseObject({
   id: idString.optional(),
@@ -209,7 +213,16 @@ const tokenFields = z.looseObject({
   expiresAt: z.union([z.number(), z.string()]).optional().catch(undefined),
 });
 
-export function parseTokenResponse(body: unknown, now = Date.now()): { token: string; expiresAt: number | null } | null {
+/** The guesses of the token field, as the start-up line and errors name them. */
+export const TOKEN_GUESSES = 'access_token, accessToken, token, id_token, at the top level or under data';
+
+export function parseTokenResponse(body: unknown, now = Date.now(), path: JsonPath | null = null): { token: string; expiresAt: number | null } | null {
+  if (path) {
+    const token = readJsonPath(body, path);
+    if (typeof token !== 'string' || token === '') return null;
+    // The lifetime beside a token at a configured place is not guessed: the JWT's own `exp`, else the default.
+    return { token, expiresAt: jwtExpiry(token) };
+  }
   const candidates = [body, (body as { data?: unknown } | null)?.data];
   for (const candidate of candidates) {
     const parsed = tokenFields.safeParse(candidate);
@@ -273,6 +286,43 @@ export function addressFromResponse(response: unknown, prefix = ''): FoundAddres
     if (nested) return nested;
   }
   return null;
+}
+
+/** The IPv4 address at a configured path of an IP creation response (CLOUD_IP_ADDRESS_PATH), or null. */
+function addressAt(response: unknown, path: JsonPath): FoundAddress | null {
+  const v = readJsonPath(response, path);
+  return typeof v === 'string' && isIPv4(v) ? { address: v, field: path.text } : null;
+}
+
+/**
+ * Reads the cloud API's answers, whose shapes the spec does not show: each with the operator's exact path when one
+ * is configured (CLOUD_CREATED_ID_PATH, CLOUD_TOKEN_PATH, CLOUD_IP_ADDRESS_PATH), else with the documented guesses.
+ * A configured path replaces the guesses: a guess could read some other id of an answer the gateway was told about.
+ */
+export class CloudAnswers {
+  constructor(private readonly paths: Pick<ShapePaths, 'cloudCreatedId' | 'cloudToken' | 'cloudIpAddress'>) {}
+
+  createdId(body: unknown): string | null {
+    return this.paths.cloudCreatedId ? readIdAt(body, this.paths.cloudCreatedId) : extractCreatedId(body);
+  }
+
+  token(body: unknown, now = Date.now()): { token: string; expiresAt: number | null } | null {
+    return parseTokenResponse(body, now, this.paths.cloudToken);
+  }
+
+  address(response: unknown): FoundAddress | null {
+    return this.paths.cloudIpAddress ? addressAt(response, this.paths.cloudIpAddress) : addressFromResponse(response);
+  }
+
+  /** Where each reader looks, for errors and the start-up line: `CLOUD_CREATED_ID_PATH=data.uuid`, or the guesses. */
+  describe(): { createdId: string; token: string; address: string } {
+    const shown = (variable: string, path: JsonPath | null, guesses: string) => (path ? `${variable}=${path.text}` : `guesses ${guesses}`);
+    return {
+      createdId: shown('CLOUD_CREATED_ID_PATH', this.paths.cloudCreatedId, CREATED_ID_GUESSES.join(', ')),
+      token: shown('CLOUD_TOKEN_PATH', this.paths.cloudToken, TOKEN_GUESSES),
+      address: shown('CLOUD_IP_ADDRESS_PATH', this.paths.cloudIpAddress, ADDRESS_LOOKUP_DESCRIPTION),
+    };
+  }
 }
 
 /** Keys whose values are secrets, in requests (user passwords) and responses (tokens). */

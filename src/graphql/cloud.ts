@@ -57,6 +57,8 @@ export const cloudResolvers = {
   },
   IpAddress: {
     network: (r, _a, ctx) => ctx.loaders.ofKind(r.parentId, 'network'),
+    // Read from the stored creation answer where CLOUD_IP_ADDRESS_PATH (or the guesses) says.
+    address: (r, _a, ctx) => ctx.services.cloud.addressOf(r)?.address ?? null,
   },
   KafkaCluster: {
     project: (r, _a, ctx) => ctx.loaders.ofKind(r.projectId, 'project'),

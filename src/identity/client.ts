@@ -1,5 +1,6 @@
 import { ErrorCode, GatewayError, badUserInput } from '../errors.js';
 import type { UpstreamHttp } from '../upstream/http.js';
+import type { ShapePaths } from '../json-path.js';
 import {
   PATHS,
   parseIdentificationResponse,
@@ -84,6 +85,8 @@ export class IdentificationClient {
 
 export interface RegisteredVerification extends Registration {
   response: unknown;
+  /** The 2xx status it was answered with. */
+  httpStatus: number;
 }
 
 /** The verification interface (JWT bearer) and the rfm check beside it. */
@@ -92,7 +95,13 @@ export class VerificationClient {
     private readonly http: UpstreamHttp,
     private readonly token: string | undefined,
     private readonly rfm: { http: UpstreamHttp; token: string | undefined },
+    private readonly paths: Pick<ShapePaths, 'verificationExternalId' | 'verificationResults'>,
   ) {}
+
+  /** The verification id in a registration answer (VERIFICATION_EXTERNAL_ID_PATH or the guesses); also for a kept answer. */
+  externalIdOf(answer: unknown): string | null {
+    return parseRegistration(answer, this.paths.verificationExternalId).externalId;
+  }
 
   async register(body: RegistrationRequest, idempotencyKey: string): Promise<RegisteredVerification> {
     const res = await this.http.request({
@@ -103,7 +112,7 @@ export class VerificationClient {
       body,
       rejectCode: identityRejectCode,
     });
-    return { ...parseRegistration(res.body), response: res.body };
+    return { ...parseRegistration(res.body, this.paths.verificationExternalId), response: res.body, httpStatus: res.status };
   }
 
   /** One POST for all the ids; the caller splits batches. Ids the upstream does not answer are absent. */
@@ -118,7 +127,7 @@ export class VerificationClient {
       // A lookup changes nothing upstream: any transient failure may be retried.
       readOnly: true,
     });
-    return parseResults(res.body);
+    return parseResults(res.body, this.paths.verificationResults);
   }
 
   async checkRfm(body: unknown, idempotencyKey: string): Promise<unknown> {

@@ -3,6 +3,7 @@ import type { Store } from '../store/index.js';
 import type { Ledger } from '../store/ledger.js';
 import type { UpstreamHttp } from '../upstream/http.js';
 import type { Idempotency } from '../upstream/idempotency.js';
+import type { ShapePaths } from '../json-path.js';
 import { VerificationCallbacks } from './callbacks.js';
 import { IdentificationClient, VerificationClient } from './client.js';
 import { IdentificationCompletions } from './completions.js';
@@ -38,6 +39,8 @@ export function createIdentityService(
     idempotency: Idempotency;
     events: Events;
     publicUrl: () => string;
+    /** The *_PATH variables: where answers and requests carry what the spec does not show. */
+    shapePaths: ShapePaths;
     /** The gateway's secret: callback tokens are a keyed digest of the upstream idempotency key; rfm answers and identification links are sealed with it. */
     secret: IdentitySecret;
     /** Told each identification callback address issued (the composition root configures a simulator with it). */
@@ -51,7 +54,7 @@ export function createIdentityService(
       PRODUCTION: { http: deps.http('identification', identification.url), token: identification.token },
       PRODLIKE: identification.prodlike ? { http: deps.http('identification-prodlike', identification.prodlike.url), token: identification.prodlike.token } : null,
     }),
-    verification: new VerificationClient(deps.http('verification', verification.url), verification.token, { http: deps.http('rfm', rfm.url), token: rfm.token }),
+    verification: new VerificationClient(deps.http('verification', verification.url), verification.token, { http: deps.http('rfm', rfm.url), token: rfm.token }, deps.shapePaths),
     ledger: deps.ledger,
     idempotency: deps.idempotency,
     callbacks: new VerificationCallbacks(deps.store.db, deps.secret),
@@ -64,5 +67,6 @@ export function createIdentityService(
     }),
     events: deps.events,
     publicUrl: deps.publicUrl,
+    shapePaths: deps.shapePaths,
   });
 }

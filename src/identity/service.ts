@@ -1,4 +1,5 @@
-import { ErrorCode, GatewayError, UpstreamRejectedError, WarningCode, badUserInput, type GatewayWarning } from '../errors.js';
+import { UpstreamAnswerIncompleteError, UpstreamRejectedError, WarningCode, badUserInput, type GatewayWarning } from '../errors.js';
+import type { ShapePaths } from '../json-path.js';
 import type { EventRecord, Events } from '../events/index.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
 import type { Caller } from '../caller.js';
@@ -161,6 +162,8 @@ export interface IdentityServiceOptions {
   events: Events;
   /** The gateway's public address; read at registration time, because it is known only after listen. */
   publicUrl: () => string;
+  /** The *_PATH variables (VERIFICATION_*): where registration answers and requests carry what the spec does not show. */
+  shapePaths: ShapePaths;
 }
 
 /**
@@ -236,6 +239,27 @@ export class IdentityService {
     const applicant = input.applicant;
     const externalId = optionalNonEmpty('input.externalId', input.externalId);
     const callback = input.callback ?? true;
+    const recordOf = async (id: string, registered: wire.Registration & { response: unknown }, token: string | null, idempotencyKey: string): Promise<LedgerRecord> => {
+      if (token !== null && externalId === null) await this.o.callbacks.bind(token, id);
+      const spec: VerificationSpec = {
+        workflowId,
+        ...(externalId === null ? {} : { externalId }),
+        callback,
+        status: registered.status,
+        jobResults: registered.jobResults,
+      };
+      return this.o.ledger.record({
+        id,
+        kind: 'verification',
+        projectId: null,
+        parentId: null,
+        title: workflowId,
+        spec: { ...spec },
+        response: wire.scrubRegistration(registered.response),
+        idempotencyKey,
+        createdBy: caller.scope,
+      });
+    };
 
     const out = await this.o.idempotency.run<LedgerRecord>({
       scope: caller.scope,
@@ -250,7 +274,10 @@ export class IdentityService {
         const sentId = externalId === null ? null : upstreamExternalId(caller.scope, externalId);
         let registered: RegisteredVerification;
         try {
-          registered = await this.o.verification.register(wire.registrationRequest({ workflowId, applicant, externalId: sentId, callbackUrl }), idempotencyKey);
+          registered = await this.o.verification.register(
+            wire.registrationRequest({ workflowId, applicant, externalId: sentId, callbackUrl }, this.o.shapePaths.verificationCallbackUrl),
+            idempotencyKey,
+          );
         } catch (error) {
           // A refused registration has nothing to call back. After a transient failure the upstream may have
           // registered it with this callbackUrl, so that token stays valid; so does one issued by an earlier
@@ -261,36 +288,36 @@ export class IdentityService {
         // The id the upstream names is the one it was sent, when it was sent one; the ledger keys the record by it.
         const id = sentId ?? registered.externalId;
         if (!id) {
-          throw new GatewayError(
-            ErrorCode.UPSTREAM_REJECTED,
-            `the verification interface accepted the registration without an external id (${wire.EXTERNAL_ID_FIELDS.join(', ')})`,
-            { upstream: 'verification' },
-          );
+          // A 2xx registered it: the answer is kept with the key (UPSTREAM_ANSWER_INCOMPLETE), never dropped, so
+          // that a retry cannot register a second one and the id can be read once VERIFICATION_EXTERNAL_ID_PATH is set.
+          throw new UpstreamAnswerIncompleteError({
+            upstream: 'verification',
+            status: registered.httpStatus,
+            missing: "the verification's external id",
+            lookedFor: this.describeShapes().externalId,
+            variable: 'VERIFICATION_EXTERNAL_ID_PATH',
+            answer: wire.scrubRegistration(registered.response),
+          });
         }
-        if (token !== null && externalId === null) await this.o.callbacks.bind(token, id);
-        const spec: VerificationSpec = {
-          workflowId,
-          ...(externalId === null ? {} : { externalId }),
-          callback,
-          status: registered.status,
-          jobResults: registered.jobResults,
-        };
-        return this.o.ledger.record({
-          id,
-          kind: 'verification',
-          projectId: null,
-          parentId: null,
-          title: workflowId,
-          spec: { ...spec },
-          response: wire.scrubRegistration(registered.response),
-          idempotencyKey,
-          createdBy: caller.scope,
-        });
+        return recordOf(id, registered, token, idempotencyKey);
+      },
+      // Reads the kept answer again with the path configured now; nothing is sent (docs/decisions/042). Only an
+      // answer to a registration sent without an id is ever kept, so the id is the one the answer names.
+      recover: async (incomplete, idempotencyKey) => {
+        const id = this.o.verification.externalIdOf(incomplete.answer);
+        if (!id) throw new UpstreamAnswerIncompleteError({ ...incomplete, lookedFor: this.describeShapes().externalId });
+        const token = callback ? (await this.o.callbacks.issue(caller.scope, externalId, idempotencyKey)).token : null;
+        return recordOf(id, { ...wire.parseRegistration(incomplete.answer), response: incomplete.answer }, token, idempotencyKey);
       },
       toStored,
       fromStored,
     });
     return { result: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed, warnings: [] };
+  }
+
+  /** Where registration answers and requests carry what the spec does not show, for errors and the start-up line. */
+  describeShapes(): { externalId: string; results: string; callbackUrl: string } {
+    return wire.describeIdentityShapes(this.o.shapePaths);
   }
 
   async checkRfm(caller: Caller, input: unknown, key?: string | null): Promise<MutationResult<unknown>> {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { readIdAt, readJsonPath, withValueAt, type JsonPath, type ShapePaths } from '../json-path.js';
 
 /**
  * The identification and verification interfaces' wire shapes (spec/identity-verification-api.md).
@@ -145,18 +146,23 @@ export function identificationEventOf(raw: unknown): { status: string | null; ev
 
 export type RegistrationRequest = Record<string, unknown> & { workflowId: string };
 
-export function registrationRequest(input: {
-  workflowId: string;
-  applicant: Record<string, unknown>;
-  externalId?: string | null | undefined;
-  callbackUrl?: string | null | undefined;
-}): RegistrationRequest {
-  return {
+export function registrationRequest(
+  input: {
+    workflowId: string;
+    applicant: Record<string, unknown>;
+    externalId?: string | null | undefined;
+    callbackUrl?: string | null | undefined;
+  },
+  /** VERIFICATION_CALLBACK_URL_PATH: where the request carries the callbackUrl; null for SENT.callbackUrl. */
+  callbackUrlPath: JsonPath | null = null,
+): RegistrationRequest {
+  const body: RegistrationRequest = {
     workflowId: input.workflowId,
     ...(input.externalId != null ? { [SENT.externalId]: input.externalId } : {}),
     [SENT.applicant]: input.applicant,
-    ...(input.callbackUrl != null ? { [SENT.callbackUrl]: input.callbackUrl } : {}),
+    ...(input.callbackUrl != null && !callbackUrlPath ? { [SENT.callbackUrl]: input.callbackUrl } : {}),
   };
+  return input.callbackUrl != null && callbackUrlPath ? (withValueAt(body, callbackUrlPath, input.callbackUrl) as RegistrationRequest) : body;
 }
 
 export interface Registration {
@@ -212,9 +218,26 @@ export function statusOf(body: unknown): string | null {
   return located(body, STATUS_FIELDS, ['jobResults', ...VERIFICATION_NESTED_FIELDS]);
 }
 
-export function parseRegistration(body: unknown): Registration {
+/** VERIFICATION_EXTERNAL_ID_PATH when set (it replaces the guesses), else the guesses of externalIdOf. */
+export function parseRegistration(body: unknown, idPath: JsonPath | null = null): Registration {
   const b = isObject(body) ? body : {};
-  return { externalId: externalIdOf(body), status: statusOf(body), jobResults: b.jobResults ?? null };
+  return { externalId: idPath ? readIdAt(body, idPath) : externalIdOf(body), status: statusOf(body), jobResults: b.jobResults ?? null };
+}
+
+/** Where the identity readers look for what the spec does not show: a configured path, or the guesses. */
+export function describeIdentityShapes(paths: Pick<ShapePaths, 'verificationExternalId' | 'verificationResults' | 'verificationCallbackUrl'>): {
+  externalId: string;
+  results: string;
+  callbackUrl: string;
+} {
+  const nested = VERIFICATION_NESTED_FIELDS.join(', ');
+  return {
+    externalId: paths.verificationExternalId
+      ? `VERIFICATION_EXTERNAL_ID_PATH=${paths.verificationExternalId.text}`
+      : `guesses ${EXTERNAL_ID_FIELDS.join(', ')}, at the top level or under ${nested}`,
+    results: paths.verificationResults ? `VERIFICATION_RESULTS_PATH=${paths.verificationResults.text}` : `guesses a bare list, ${RESULT_LIST_FIELDS.join(', ')}`,
+    callbackUrl: paths.verificationCallbackUrl ? `VERIFICATION_CALLBACK_URL_PATH=${paths.verificationCallbackUrl.text}` : `sent as ${SENT.callbackUrl}`,
+  };
 }
 
 /** The registration response as stored: applicant data the upstream may echo is personal data, and dropped. */
@@ -239,10 +262,10 @@ export interface VerificationResultItem {
 }
 
 /**
- * Results by external id. Accepts a list (bare, or under one of RESULT_LIST_FIELDS) of items that each
+ * Results by external id. Accepts a list (bare, under one of RESULT_LIST_FIELDS, or at VERIFICATION_RESULTS_PATH) of items that each
  * carry their id, or an object keyed by id. Items without an id are skipped.
  */
-export function parseResults(body: unknown): Map<string, VerificationResultItem> {
+export function parseResults(body: unknown, listPath: JsonPath | null = null): Map<string, VerificationResultItem> {
   const out = new Map<string, VerificationResultItem>();
   const add = (item: unknown, idFromKey?: string) => {
     const id = externalIdOf(item) ?? idFromKey ?? null;
@@ -250,7 +273,9 @@ export function parseResults(body: unknown): Map<string, VerificationResultItem>
     out.set(id, { externalId: id, status: statusOf(item), data: item });
   };
   let list: unknown = body;
-  if (isObject(body)) {
+  // VERIFICATION_RESULTS_PATH replaces the guesses of where the list is.
+  if (listPath) list = readJsonPath(body, listPath);
+  else if (isObject(body)) {
     const field = RESULT_LIST_FIELDS.find((f) => body[f] !== undefined);
     list = field ? body[field] : undefined;
   }

@@ -13,9 +13,22 @@ export const TOKEN_FIELDS = ['access_token', 'accessToken', 'token'] as const;
 /** The name of the IPv4 field in the answer of an IP address creation, or `absent` (no address at all). */
 export const ADDRESS_FIELDS = ['address', 'ipAddress', 'ip_address', 'ip', 'publicIp', 'absent'] as const;
 
-export type IdPlacement = (typeof ID_PLACEMENTS)[number];
-export type TokenField = (typeof TOKEN_FIELDS)[number];
-export type AddressField = (typeof ADDRESS_FIELDS)[number];
+/**
+ * Shapes beyond every list above: a name nobody guesses, nesting, and arrays (`items.0.id`: the record is the one
+ * element of `items`). A gateway can read them only with an exact path configured; without one it must fail loudly
+ * and keep what was created. Named like the others (`uuid+iamToken+addresses.0.ip`), never in CLOUD_SHAPE_MODES.
+ */
+export const UNLISTED_ID_PLACEMENTS = ['uuid', 'resource.uuid', 'items.0.id'] as const;
+export const UNLISTED_TOKEN_FIELDS = ['iamToken', 'auth.iamToken'] as const;
+export const UNLISTED_ADDRESS_FIELDS = ['externalAddress', 'addresses.0.ip'] as const;
+
+export type IdPlacement = (typeof ID_PLACEMENTS)[number] | (typeof UNLISTED_ID_PLACEMENTS)[number];
+export type TokenField = (typeof TOKEN_FIELDS)[number] | (typeof UNLISTED_TOKEN_FIELDS)[number];
+export type AddressField = (typeof ADDRESS_FIELDS)[number] | (typeof UNLISTED_ADDRESS_FIELDS)[number];
+
+const ALL_ID_PLACEMENTS: readonly string[] = [...ID_PLACEMENTS, ...UNLISTED_ID_PLACEMENTS];
+const ALL_TOKEN_FIELDS: readonly string[] = [...TOKEN_FIELDS, ...UNLISTED_TOKEN_FIELDS];
+const ALL_ADDRESS_FIELDS: readonly string[] = [...ADDRESS_FIELDS, ...UNLISTED_ADDRESS_FIELDS];
 
 export interface CloudResponseShape {
   readonly id: IdPlacement;
@@ -51,15 +64,15 @@ export const CLOUD_SHAPE_MODES: readonly CloudShapeMode[] = Array.from(
 export const DEFAULT_CLOUD_SHAPE: CloudShapeMode = CLOUD_SHAPE_MODES[0]!;
 
 /**
- * The shape of a name `<id>+<token>+<address>` (any combination of the three lists, not only the listed
- * modes); undefined when a part is not one of its list. `random` is resolved by `randomCloudShape`.
+ * The shape of a name `<id>+<token>+<address>` (any combination of the three lists and the unlisted ones, not only
+ * the listed modes); undefined when a part is in neither. `random` is resolved by `randomCloudShape`.
  */
 export function cloudShapeByName(name: string): CloudShapeMode | undefined {
   const [id, token, address, ...rest] = name.trim().split('+');
   if (rest.length > 0) return undefined;
-  if (!(ID_PLACEMENTS as readonly string[]).includes(id ?? '')) return undefined;
-  if (!(TOKEN_FIELDS as readonly string[]).includes(token ?? '')) return undefined;
-  if (!(ADDRESS_FIELDS as readonly string[]).includes(address ?? '')) return undefined;
+  if (!ALL_ID_PLACEMENTS.includes(id ?? '')) return undefined;
+  if (!ALL_TOKEN_FIELDS.includes(token ?? '')) return undefined;
+  if (!ALL_ADDRESS_FIELDS.includes(address ?? '')) return undefined;
   return modeOf({ id: id as IdPlacement, token: token as TokenField, address: address as AddressField });
 }
 
@@ -78,10 +91,18 @@ export function randomCloudShape(seed: number): CloudShapeMode {
   return modeOf({ id: pick(ID_PLACEMENTS), token: pick(TOKEN_FIELDS), address: pick(ADDRESS_FIELDS) });
 }
 
-/** Puts `value` at a dotted path (`data.id`, `metadata.id`) of a copy of `record`, merging with what is there. */
+/**
+ * Puts `value` at a dotted path (`data.id`, `metadata.id`, `addresses.0.ip`) of a copy of `record`, merging with what
+ * is there; a numeric segment makes an array of one element.
+ */
 function place(record: Record<string, unknown>, path: string, value: unknown): Record<string, unknown> {
   const [head, ...rest] = path.split('.');
   if (rest.length === 0) return { ...record, [head!]: value };
+  if (/^\d+$/.test(rest[0]!)) {
+    // `addresses.0.ip`: an array whose one element holds the rest.
+    const element = rest.length === 1 ? value : place({}, rest.slice(1).join('.'), value);
+    return { ...record, [head!]: [element] };
+  }
   const inner = record[head!];
   return { ...record, [head!]: place(inner && typeof inner === 'object' ? (inner as Record<string, unknown>) : {}, rest.join('.'), value) };
 }
@@ -89,15 +110,17 @@ function place(record: Record<string, unknown>, path: string, value: unknown): R
 /** A creation answer in `shape`: the record without `id`, with the id (and an IP's address) where the shape says. */
 export function shapeCreated(shape: CloudResponseShape, id: string, record: Record<string, unknown>, address?: string): Record<string, unknown> {
   let body: Record<string, unknown> = { ...record };
-  if (address !== undefined && shape.address !== 'absent') body[shape.address] = address;
+  if (address !== undefined && shape.address !== 'absent') body = place(body, shape.address, address);
+  // The whole record wrapped: in `data`, or as the one element of `items`.
   if (shape.id === 'data.id') return { data: { id, ...body } };
+  if (shape.id === 'items.0.id') return { items: [{ id, ...body }] };
   body = place(body, shape.id, id);
   return body;
 }
 
 /** The token answer in `shape`. */
 export function shapeToken(shape: CloudResponseShape, token: string, expiresIn: number): Record<string, unknown> {
-  return { [shape.token]: token, token_type: 'Bearer', expires_in: expiresIn };
+  return { ...place({}, shape.token, token), token_type: 'Bearer', expires_in: expiresIn };
 }
 
 /**

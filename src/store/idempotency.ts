@@ -14,8 +14,12 @@ export interface IdempotencyRecord {
   key: string;
   operation: string;
   fingerprint: string;
-  /** `unknown`: the upstream call's outcome is unknown (UPSTREAM_OUTCOME_UNKNOWN); only the same request may retry it. */
-  state: 'pending' | 'done' | 'unknown';
+  /**
+   * `unknown`: the upstream call's outcome is unknown (UPSTREAM_OUTCOME_UNKNOWN); only the same request may retry it.
+   * `incomplete`: the upstream answered 2xx but the gateway could not read the answer (UPSTREAM_ANSWER_INCOMPLETE);
+   * `response` holds that answer, and a retry of the same request reads it again instead of sending anything.
+   */
+  state: 'pending' | 'done' | 'unknown' | 'incomplete';
   response: unknown;
   leaseUntil: number;
   createdAt: number;
@@ -171,6 +175,34 @@ export class IdempotencyRecords {
       .where('scope', '=', rec.scope)
       .where('key', '=', rec.key)
       .where('state', '=', 'unknown')
+      .where('fingerprint', '=', rec.fingerprint)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+    return Number(claimed.numUpdatedRows) === 1;
+  }
+
+  /**
+   * Records that the upstream created something whose answer the gateway could not read: the key stays bound to its
+   * request, and `answer` (no secrets) is kept for the retry that reads it again.
+   */
+  async markIncomplete(scope: string, key: string, answer: unknown): Promise<void> {
+    await this.db
+      .updateTable('idempotency_records')
+      .set({ state: 'incomplete', lease_until: 0, response: JSON.stringify(answer ?? null) })
+      .where('scope', '=', scope)
+      .where('key', '=', key)
+      .where('state', '=', 'pending')
+      .execute();
+  }
+
+  /** Claims an incomplete record for a retry of the same request, which reads its kept answer again. */
+  async retryIncomplete(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
+    const claimed = await this.db
+      .updateTable('idempotency_records')
+      .set({ state: 'pending', lease_until: rec.leaseUntil })
+      .where('scope', '=', rec.scope)
+      .where('key', '=', rec.key)
+      .where('state', '=', 'incomplete')
       .where('fingerprint', '=', rec.fingerprint)
       .where('expires_at', '>', now)
       .executeTakeFirst();

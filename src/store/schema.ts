@@ -44,7 +44,7 @@ export interface IdempotencyRecordTable {
   operation: string;
   /** sha256 of the canonical (RFC 8785) upstream request. */
   fingerprint: string;
-  state: 'pending' | 'done' | 'unknown';
+  state: 'pending' | 'done' | 'unknown' | 'incomplete';
   /** JSON of the final result, secrets removed. */
   response: string | null;
   /** A pending record whose lease has passed belongs to a request that died; another may take it over. */

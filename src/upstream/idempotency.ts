@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse as parseUuid, v5 as uuidv5 } from 'uuid';
-import { ErrorCode, GatewayError, UpstreamOutcomeUnknownError } from '../errors.js';
+import { ErrorCode, GatewayError, UpstreamAnswerIncompleteError, UpstreamOutcomeUnknownError, type IncompleteAnswer } from '../errors.js';
 import { keyedFingerprint, sameRequest } from '../fingerprint.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
@@ -83,6 +83,11 @@ function unknownOutcome(stored: unknown, key: string, upstream: string): Upstrea
   });
 }
 
+/** UPSTREAM_ANSWER_INCOMPLETE from the answer `markIncomplete` kept. */
+function incompleteAnswer(stored: unknown, key: string, upstream: string): UpstreamAnswerIncompleteError {
+  return new UpstreamAnswerIncompleteError(stored as IncompleteAnswer, { idempotencyKey: key, upstreamIdempotencyKey: upstream });
+}
+
 /**
  * The idempotency rules of DESIGN.md, per (caller scope, key):
  * - done with the same fingerprint: the stored result, replayed, no upstream call;
@@ -90,7 +95,10 @@ function unknownOutcome(stored: unknown, key: string, upstream: string): Upstrea
  * - pending: wait (bounded) for it to finish, then replay or IDEMPOTENCY_KEY_IN_USE;
  * - a failure releases the key, so a later call re-sends the same key upstream;
  * - an unknown outcome (UPSTREAM_OUTCOME_UNKNOWN) keeps the key bound to its request: the next call with it
- *   is the app's explicit decision to send it again (docs/decisions/011).
+ *   is the app's explicit decision to send it again (docs/decisions/011);
+ * - a 2xx whose answer cannot be read (UPSTREAM_ANSWER_INCOMPLETE) keeps the key and the answer: the next call with
+ *   it reads the kept answer again (`recover`, with the paths configured now) and never sends the request again
+ *   (docs/decisions/042).
  * In-process waiters are woken at once; across processes they poll the store.
  */
 export class Idempotency {
@@ -114,6 +122,11 @@ export class Idempotency {
      * the completion of the key, so that a crash leaves both or neither, and a first call costs one commit less.
      */
     storeWith?: (result: T) => readonly CompiledQuery[];
+    /**
+     * Reads the answer kept by an earlier UPSTREAM_ANSWER_INCOMPLETE again, with the upstream key it was created
+     * under: the result, or UpstreamAnswerIncompleteError once more. Without it, such a retry replays the error.
+     */
+    recover?: (incomplete: IncompleteAnswer, upstreamIdempotencyKey: string) => T | Promise<T>;
   }): Promise<IdempotentResult<T>> {
     const { records, metrics } = this.options;
     const key = params.key ?? randomUUID();
@@ -125,6 +138,8 @@ export class Idempotency {
     /** Set once this call has waited for another one with the same key. */
     let waited = false;
     let retryOfUnknown = false;
+    /** The kept answer this call reads again instead of calling the upstream. */
+    let recovering: IncompleteAnswer | null = null;
 
     for (;;) {
       const now = Date.now();
@@ -163,6 +178,15 @@ export class Idempotency {
           }
           continue;
         }
+        if (existing.state === 'incomplete') {
+          // The upstream created it: only its kept answer is read again, never the request re-sent.
+          if (waited || !params.recover) throw incompleteAnswer(existing.response, key, upstream);
+          if (await records.retryIncomplete(claim, now)) {
+            recovering = existing.response as IncompleteAnswer;
+            break;
+          }
+          continue;
+        }
         if (await records.takeOver(claim, now)) break;
       } else if (Date.now() < deadline) {
         // Released or expired between the two statements: it is free now.
@@ -188,7 +212,7 @@ export class Idempotency {
       const stopRenewing = this.renewWhileRunning(params.scope, key, print);
       try {
         if (this.options.pauseAt) await this.options.pauseAt('mutation-claimed');
-        const result = await params.execute(upstream);
+        const result = recovering ? await params.recover!(recovering, upstream) : await params.execute(upstream);
         await records.complete(params.scope, key, params.toStored ? params.toStored(result) : result, params.storeWith?.(result));
         return result;
       } catch (error) {
@@ -196,6 +220,17 @@ export class Idempotency {
           // Kept, not released: the key stays bound to this request, and the app decides whether to retry.
           await records.markUnknown(params.scope, key, { upstream: error.upstream, reason: error.reason, attempts: error.attempts, status: error.status ?? null });
           throw error.withKeys(key, upstream);
+        }
+        if (error instanceof UpstreamAnswerIncompleteError) {
+          // Kept, not released: the resource exists upstream, and its answer is what a later call reads again.
+          metrics.upstreamAnswersIncomplete.inc({ operation: params.operation });
+          await records.markIncomplete(params.scope, key, error.incomplete);
+          throw error.withKeys(key, upstream);
+        }
+        if (recovering) {
+          // Reading the kept answer failed otherwise (the store): it stays kept, never released.
+          await records.markIncomplete(params.scope, key, recovering);
+          throw error;
         }
         await records.release(params.scope, key);
         throw error;
@@ -206,7 +241,8 @@ export class Idempotency {
     if (retryOfUnknown) metrics.idempotentRetriesOfUnknown.inc({ operation: params.operation });
     this.inFlight.set(slot, work);
     try {
-      return { result: await work, idempotencyKey: key, upstreamIdempotencyKey: upstream, replayed: false };
+      // A result read from a kept answer is a replay too: this call sent nothing upstream.
+      return { result: await work, idempotencyKey: key, upstreamIdempotencyKey: upstream, replayed: recovering !== null };
     } finally {
       this.inFlight.delete(slot);
     }
