@@ -223,7 +223,7 @@ export class Idempotency {
         }
         if (error instanceof UpstreamAnswerIncompleteError) {
           // Kept, not released: the resource exists upstream, and its answer is what a later call reads again.
-          metrics.upstreamAnswersIncomplete.inc({ operation: params.operation });
+          if (!recovering) metrics.upstreamAnswersIncomplete.inc({ operation: params.operation });
           await records.markIncomplete(params.scope, key, error.incomplete);
           throw error.withKeys(key, upstream);
         }

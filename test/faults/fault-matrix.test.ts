@@ -7,18 +7,20 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 /**
  * The fault matrix of issue 11 §7: every creation mutation (a row) against each fault the cloud upstream can show (a
  * cell), injected by the sandbox over real HTTP. Each cell ends in exactly one upstream resource or a clear error, and
- * a retry with the same key ends in exactly one resource.
+ * a retry with the same key ends in exactly one resource. A 2xx whose id cannot be read (`kept`) is a creation: the
+ * answer is kept under the key (UPSTREAM_ANSWER_INCOMPLETE), and a retry replays that, never creating another
+ * (docs/decisions/042).
  */
-const CELLS: ReadonlyArray<{ fault: FaultKind; name: string; retried: boolean }> = [
+const CELLS: ReadonlyArray<{ fault: FaultKind; name: string; retried: boolean; kept?: true }> = [
   { fault: '503', name: '503 with Retry-After', retried: true },
   { fault: '429', name: '429 with Retry-After', retried: true },
   { fault: 'reset-after', name: 'connection reset after the upstream did the work, before the response', retried: true },
   { fault: 'timeout', name: 'no answer at all (attempt timeout)', retried: true },
   { fault: 'slow', name: 'work done, answer slower than the attempt timeout', retried: true },
   { fault: '500-html', name: '500 with an HTML body', retried: true },
-  // Work done upstream, answer unusable: a clear error, or a success if the gateway recovers the id by replaying.
-  { fault: 'ok-not-json', name: '2xx whose body is not JSON', retried: false },
-  { fault: 'ok-no-id', name: '2xx JSON without an id', retried: false },
+  // Work done upstream, answer unusable: kept under the key, and the app told so (cloud); identity rows below.
+  { fault: 'ok-not-json', name: '2xx whose body is not JSON', retried: false, kept: true },
+  { fault: 'ok-no-id', name: '2xx JSON without an id', retried: false, kept: true },
 ];
 
 /** Errors that tell the app what happened and that the same key is the way to retry. */
@@ -100,6 +102,16 @@ describe('fault matrix: every cloud creation mutation against every upstream fau
       const payload = first.data ? (Object.values(first.data)[0] as Record<string, any> | null) : null;
       if (cell.retried) {
         expect(first.errors, `${label}: retried under the same key to success`).toBeUndefined();
+      } else if (cell.kept) {
+        expect(first.errors?.[0]?.extensions, `${label}: kept, the app told`).toMatchObject({ code: 'UPSTREAM_ANSWER_INCOMPLETE', idempotencyKey: key, status: 201 });
+        expect(upstreamResources() - before, `${label}: one resource upstream after the first call`).toBe(1);
+        const again = await gw.graphql(M[row.mutation], variables);
+        expect(again.errors?.[0]?.extensions, `${label}: the retry replays the kept answer`).toMatchObject({
+          code: 'UPSTREAM_ANSWER_INCOMPLETE',
+          upstreamIdempotencyKey: first.errors![0]!.extensions!.upstreamIdempotencyKey,
+        });
+        expect(upstreamResources() - before, `${label}: still one resource upstream after the retry`).toBe(1);
+        continue;
       } else if (first.errors) {
         expect(CLEAR_ERRORS.has(first.errors[0]!.extensions!.code), `${label}: ${JSON.stringify(first.errors)}`).toBe(true);
         expect(first.errors[0]!.message.length).toBeGreaterThan(10);
@@ -226,10 +238,10 @@ const COMPOSITE_ROWS = [
 ];
 
 describe('fault matrix: every composite provisioning against every upstream fault', () => {
-  const STATE = `query($id: ID!) { provisioning(id: $id) { state steps { name state } } }`;
+  const STATE = `query($id: ID!) { provisioning(id: $id) { state steps { name state error { code } } } }`;
   const settle = async (id: string) => {
     await gw.gateway.services.provisioning.idle();
-    return (await gw.graphql(STATE, { id })).data!.provisioning as { state: string; steps: Array<{ name: string; state: string }> };
+    return (await gw.graphql(STATE, { id })).data!.provisioning as { state: string; steps: Array<{ name: string; state: string; error: { code: string } | null }> };
   };
 
   it.each(COMPOSITE_ROWS.map((r) => [r.name, r] as const))('%s creates every step exactly once upstream in each cell, resuming with the same key after a failure', async (_name, row) => {
@@ -246,6 +258,19 @@ describe('fault matrix: every composite provisioning against every upstream faul
       let state = await settle(id);
       expect(faults.pending, `${label}: the fault was injected`).toBe(0);
       if (cell.retried) expect(state.state, `${label}: retried under the same key to success`).toBe('SUCCEEDED');
+      if (cell.kept) {
+        // The network exists upstream but its id cannot be read: the step is stopped, and a resume replays its kept
+        // answer instead of creating a second network (a configured path completes it: test/cloud/unreadable-created-id).
+        const network = () => state.steps.find((s) => s.name === 'network')!;
+        expect(network(), `${label}: ${JSON.stringify(state.steps)}`).toMatchObject({ state: 'FAILED', error: { code: 'UPSTREAM_ANSWER_INCOMPLETE' } });
+        expect(upstreamResources() - before, `${label}: project and network upstream`).toBe(2);
+        const resumed = await gw.graphql(row.query, variables);
+        expect(resumed.errors, `${label}: the resume is accepted`).toBeUndefined();
+        state = await settle(id);
+        expect(network(), `${label}: the resume replays the kept answer`).toMatchObject({ state: 'FAILED', error: { code: 'UPSTREAM_ANSWER_INCOMPLETE' } });
+        expect(upstreamResources() - before, `${label}: nothing created twice`).toBe(2);
+        continue;
+      }
       if (state.state === 'FAILED') {
         const resumed = await gw.graphql(row.query, variables);
         expect(resumed.errors, `${label}: the resume is accepted`).toBeUndefined();
