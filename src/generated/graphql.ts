@@ -1669,7 +1669,7 @@ export type Provisioning = {
 /** Why a step failed. */
 export type ProvisioningError = {
   __typename?: 'ProvisioningError';
-  /** The error code, as in GraphQL errors (UPSTREAM_UNAVAILABLE, UPSTREAM_REJECTED, BAD_USER_INPUT, ...). */
+  /** The error code, as in GraphQL errors (UPSTREAM_UNAVAILABLE, UPSTREAM_REJECTED, UPSTREAM_ANSWER_INCOMPLETE, BAD_USER_INPUT, ...). UPSTREAM_ANSWER_INCOMPLETE: the step's resource was created but its id could not be read; calling again with the key once the path variable is set resumes from it. */
   code: Scalars['String']['output'];
   /** Human-readable message. */
   message: Scalars['String']['output'];

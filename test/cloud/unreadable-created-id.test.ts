@@ -5,6 +5,7 @@ import { cloudShapeByName } from '../../src/sandbox/cloud-shapes.js';
 import { PROJECTS_PATH, SANDBOX_SERVICE_ACCOUNT_TOKEN, SERVICES_PATH, startCloudSandbox, type CloudSandbox } from '../../src/sandbox/cloud.js';
 import { M, ok } from '../helpers/cloud.js';
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import { gatewayProcesses } from '../helpers/process.js';
 
 /**
  * A 2xx from the cloud API is a creation even when the gateway cannot read its id (DESIGN.md, "Shapes a spec does not
@@ -14,6 +15,7 @@ import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gatew
  */
 
 const gateway = gatewaysPerTest();
+const processes = gatewayProcesses();
 const sandboxes: CloudSandbox[] = [];
 afterEach(async () => {
   await Promise.all(sandboxes.splice(0).map((s) => s.close()));
@@ -192,6 +194,22 @@ describe('a composite provisioning stopped on an unreadable id', () => {
   });
 });
 
+describe('the start-up line', () => {
+  it('says, for each unshown shape, which configured path or which guesses are in force', async () => {
+    const gw = await processes({ DATA_DIR: tempDataDir(), CLOUD_CREATED_ID_PATH: 'data.uuid', VERIFICATION_RESULTS_PATH: 'payload.entries' });
+    const line = JSON.parse(gw.line) as { msg: string; shapes: Record<string, string> };
+    expect(line.shapes).toEqual({
+      cloudCreatedId: 'CLOUD_CREATED_ID_PATH=data.uuid',
+      cloudToken: expect.stringMatching(/^guesses access_token, accessToken, token/),
+      cloudIpAddress: expect.stringMatching(/^guesses address, ip, ipAddress/),
+      verificationExternalId: expect.stringMatching(/^guesses verificationExternalId, externalId, id/),
+      verificationResults: 'VERIFICATION_RESULTS_PATH=payload.entries',
+      verificationCallbackUrl: 'sent as callbackUrl',
+    });
+    expect(line.msg).toContain('answer shapes: cloud created id CLOUD_CREATED_ID_PATH=data.uuid; cloud token guesses');
+  });
+});
+
 describe('a bad *_PATH variable', () => {
   it.each([
     ['CLOUD_CREATED_ID_PATH', 'data..uuid'],
@@ -210,6 +228,12 @@ describe('a bad *_PATH variable', () => {
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).variable).toBe(variable);
     expect((error as ConfigError).message).toMatch(new RegExp(`^${variable}: .*is not a dot path.*data\\.uuid`));
+  });
+
+  it('stops the gateway process before it listens, exit code 2, naming the variable', async () => {
+    await expect(processes({ DATA_DIR: tempDataDir(), CLOUD_CREATED_ID_PATH: 'data..uuid' })).rejects.toThrow(
+      /exited \(2\) before it was ready:[\s\S]*CLOUD_CREATED_ID_PATH: "data\.\.uuid" is not a dot path: segment 2 is empty/,
+    );
   });
 
   it('accepts a dot path with array indexes, and leaves the guesses in force when unset', () => {
