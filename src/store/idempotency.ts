@@ -154,55 +154,31 @@ export class IdempotencyRecords {
   }
 
   /**
-   * Records that the upstream call of a pending key ended with an unknown outcome. The key stays bound to
-   * its request (another request with it is IDEMPOTENCY_KEY_REUSED) until the app retries it.
+   * Parks a pending key whose call ended without a result to replay, keeping it bound to its request (another request
+   * with it is IDEMPOTENCY_KEY_REUSED) with what the next call needs:
+   * - `unknown`: the upstream call's outcome is unknown; `stored` describes the failure, and the app's retry sends
+   *   the request again (docs/decisions/011);
+   * - `incomplete`: the upstream answered 2xx but its answer could not be read; `stored` is that answer (no secrets),
+   *   which the retry reads again instead of sending anything (docs/decisions/042).
    */
-  async markUnknown(scope: string, key: string, failure: unknown): Promise<void> {
+  async park(scope: string, key: string, state: 'unknown' | 'incomplete', stored: unknown): Promise<void> {
     await this.db
       .updateTable('idempotency_records')
-      .set({ state: 'unknown', lease_until: 0, response: JSON.stringify(failure ?? null) })
+      .set({ state, lease_until: 0, response: JSON.stringify(stored ?? null) })
       .where('scope', '=', scope)
       .where('key', '=', key)
       .where('state', '=', 'pending')
       .execute();
   }
 
-  /** Claims a record whose outcome was unknown for the app's explicit retry of the same request. */
-  async retryUnknown(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
+  /** Claims a record parked in `state` (see `park`) for a retry of the same request; false when another took it. */
+  async reclaim(rec: ClaimRequest, state: 'unknown' | 'incomplete', now = Date.now()): Promise<boolean> {
     const claimed = await this.db
       .updateTable('idempotency_records')
       .set({ state: 'pending', lease_until: rec.leaseUntil })
       .where('scope', '=', rec.scope)
       .where('key', '=', rec.key)
-      .where('state', '=', 'unknown')
-      .where('fingerprint', '=', rec.fingerprint)
-      .where('expires_at', '>', now)
-      .executeTakeFirst();
-    return Number(claimed.numUpdatedRows) === 1;
-  }
-
-  /**
-   * Records that the upstream created something whose answer the gateway could not read: the key stays bound to its
-   * request, and `answer` (no secrets) is kept for the retry that reads it again.
-   */
-  async markIncomplete(scope: string, key: string, answer: unknown): Promise<void> {
-    await this.db
-      .updateTable('idempotency_records')
-      .set({ state: 'incomplete', lease_until: 0, response: JSON.stringify(answer ?? null) })
-      .where('scope', '=', scope)
-      .where('key', '=', key)
-      .where('state', '=', 'pending')
-      .execute();
-  }
-
-  /** Claims an incomplete record for a retry of the same request, which reads its kept answer again. */
-  async retryIncomplete(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
-    const claimed = await this.db
-      .updateTable('idempotency_records')
-      .set({ state: 'pending', lease_until: rec.leaseUntil })
-      .where('scope', '=', rec.scope)
-      .where('key', '=', rec.key)
-      .where('state', '=', 'incomplete')
+      .where('state', '=', state)
       .where('fingerprint', '=', rec.fingerprint)
       .where('expires_at', '>', now)
       .executeTakeFirst();

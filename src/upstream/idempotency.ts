@@ -74,7 +74,7 @@ export function upstreamKey(scope: string, key: string): string {
   return nameBasedUuid(`${scope}\u0000${key}`, UPSTREAM_NAMESPACE);
 }
 
-/** UPSTREAM_OUTCOME_UNKNOWN from what `markUnknown` stored, for a call that waited on the one that failed. */
+/** UPSTREAM_OUTCOME_UNKNOWN from what `park` stored for an unknown outcome, for a call that waited on the one that failed. */
 function unknownOutcome(stored: unknown, key: string, upstream: string): UpstreamOutcomeUnknownError {
   const s = (stored ?? {}) as { upstream?: string; reason?: string; attempts?: number; status?: number | null };
   return new UpstreamOutcomeUnknownError(s.upstream ?? 'the upstream', s.reason ?? 'outcome unknown', s.attempts ?? 1, s.status ?? undefined, {
@@ -83,7 +83,7 @@ function unknownOutcome(stored: unknown, key: string, upstream: string): Upstrea
   });
 }
 
-/** UPSTREAM_ANSWER_INCOMPLETE from the answer `markIncomplete` kept. */
+/** UPSTREAM_ANSWER_INCOMPLETE from the answer `park` kept. */
 function incompleteAnswer(stored: unknown, key: string, upstream: string): UpstreamAnswerIncompleteError {
   return new UpstreamAnswerIncompleteError(stored as IncompleteAnswer, { idempotencyKey: key, upstreamIdempotencyKey: upstream });
 }
@@ -172,7 +172,7 @@ export class Idempotency {
           // A call that was already waiting when the first one ended shares its answer: only a call made
           // after the app learnt of the unknown outcome is the app's decision to send it again.
           if (waited) throw unknownOutcome(existing.response, key, upstream);
-          if (await records.retryUnknown(claim, now)) {
+          if (await records.reclaim(claim, 'unknown', now)) {
             retryOfUnknown = true;
             break;
           }
@@ -181,7 +181,7 @@ export class Idempotency {
         if (existing.state === 'incomplete') {
           // The upstream created it: only its kept answer is read again, never the request re-sent.
           if (waited || !params.recover) throw incompleteAnswer(existing.response, key, upstream);
-          if (await records.retryIncomplete(claim, now)) {
+          if (await records.reclaim(claim, 'incomplete', now)) {
             recovering = existing.response as IncompleteAnswer;
             break;
           }
@@ -218,18 +218,18 @@ export class Idempotency {
       } catch (error) {
         if (error instanceof UpstreamOutcomeUnknownError) {
           // Kept, not released: the key stays bound to this request, and the app decides whether to retry.
-          await records.markUnknown(params.scope, key, { upstream: error.upstream, reason: error.reason, attempts: error.attempts, status: error.status ?? null });
+          await records.park(params.scope, key, 'unknown', { upstream: error.upstream, reason: error.reason, attempts: error.attempts, status: error.status ?? null });
           throw error.withKeys(key, upstream);
         }
         if (error instanceof UpstreamAnswerIncompleteError) {
           // Kept, not released: the resource exists upstream, and its answer is what a later call reads again.
           if (!recovering) metrics.upstreamAnswersIncomplete.inc({ operation: params.operation });
-          await records.markIncomplete(params.scope, key, error.incomplete);
+          await records.park(params.scope, key, 'incomplete', error.incomplete);
           throw error.withKeys(key, upstream);
         }
         if (recovering) {
           // Reading the kept answer failed otherwise (the store): it stays kept, never released.
-          await records.markIncomplete(params.scope, key, recovering);
+          await records.park(params.scope, key, 'incomplete', recovering);
           throw error;
         }
         await records.release(params.scope, key);
