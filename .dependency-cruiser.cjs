@@ -2,7 +2,8 @@
  * The architecture check (run by test/architecture.test.ts inside `npm test`): every import runs down.
  *
  *   app.ts, main.ts, upstreams.ts      composition root: upstreams.ts is the only code that knows the sandbox exists
- *   server/                            transport: HTTP routes, WebSocket, webhooks, GraphiQL
+ *   server/                            transports: HTTP routes, WebSocket, SSE, webhooks, GraphiQL (none imports another)
+ *   execution/                         the execution pipeline every GraphQL transport runs: prepare, admit, run, present
  *   graphql/, services.ts              resolvers and the bundle of services they call
  *   cloud/ identity/ mobile-id/        domains, one per upstream
  *   upstream/  events/                 what every upstream call shares; the event log and bus
@@ -103,6 +104,31 @@ module.exports = {
       severity: 'error',
       from: { path: BOTTOM },
       to: { path: '^src/', pathNot: [BOTTOM, SANDBOX_VOCABULARY] },
+    },
+    {
+      name: 'execution-not-to-transport',
+      comment:
+        'The execution pipeline (src/execution/) is what every transport runs: it never imports a transport, so a rule ' +
+        'written there holds on HTTP, WebSocket and SSE alike (docs/decisions/044).',
+      severity: 'error',
+      from: { path: '^src/execution/' },
+      to: { path: ['^src/server/', ROOT] },
+    },
+    {
+      name: 'streaming-transports-independent',
+      comment:
+        'graphql-ws, graphql-sse and the webhooks do not import each other or the HTTP GraphQL route: what they share is ' +
+        'the execution pipeline (src/execution/) or a shared server module (auth, respond, streaming options).',
+      severity: 'error',
+      from: { path: '^src/server/(ws|sse|webhooks)\\b' },
+      to: { path: '^src/server/(ws|sse|graphql|http-plans|webhooks)\\b', pathNot: '^src/server/$1\\b' },
+    },
+    {
+      name: 'http-transport-independent',
+      comment: 'POST /graphql (the route and its planned path) imports no other transport.',
+      severity: 'error',
+      from: { path: '^src/server/(graphql|http-plans)[.]ts$' },
+      to: { path: '^src/server/(ws|sse|webhooks)\\b' },
     },
     {
       name: 'nothing-imports-the-browser-app',

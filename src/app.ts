@@ -1,8 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApolloServer } from '@apollo/server';
-import { ApolloServerPluginCacheControlDisabled, ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
-import type { DocumentNode, GraphQLFormattedError, OperationDefinitionNode } from 'graphql';
 import { ProvisioningService } from './cloud/provisioning.js';
 import { everyUpstreamSandboxed, type Config } from './config.js';
 import { ProvisioningPlanner } from './cloud/provisioning-plan.js';
@@ -18,25 +16,23 @@ import { pauseAt } from './phases.js';
 import { createAuthenticator } from './server/auth.js';
 import { loadSecretBox } from './mobile-id/sealing.js';
 import { cloudLedgerRecord } from './tenancy.js';
-import type { Caller } from './caller.js';
 import { createGraphiqlHandler, defaultGraphiqlAssetsDir, GRAPHIQL_ASSETS_PATH, prefersHtml } from './server/graphiql.js';
 import { DEFAULT_QUERY, graphiqlExamples } from './server/graphiql-examples.js';
 import { graphqlRoute, unauthenticatedHttpError } from './server/graphql.js';
-import { noStorePlugin } from './server/cache-control.js';
 import { healthRoutes } from './server/health.js';
-import { formatError } from './server/errors.js';
-import { OperationLimits } from './server/limits.js';
+import { createAdmission } from './execution/admit.js';
+import { apolloSetup } from './execution/apollo.js';
+import { OperationLimits } from './execution/limits.js';
+import { DocumentCache } from './execution/prepare.js';
+import { OperationRunner } from './execution/run.js';
+import { SharedExecution } from './execution/shared.js';
 import { createRequestHandler, type Route } from './server/http.js';
 import { WebhookErrorCode } from './errors.js';
 import { sendOAuthError } from './server/respond.js';
-import { warningsPlugin } from './server/warnings.js';
 import { createWsServer } from './server/ws.js';
-import { admitOperation, rateLimitPlugin } from './server/rate-limit.js';
 import { RateLimits } from './ratelimit/buckets.js';
-import { DocumentCache } from './server/operations.js';
 import { createSseRoute } from './server/sse.js';
-import { SharedExecution } from './server/shared-execution.js';
-import { operationSpanPlugin, tracedRoute } from './server/tracing.js';
+import { tracedRoute } from './server/tracing.js';
 import { HttpPlans } from './server/http-plans.js';
 import { TrustedDocuments } from './server/trusted-documents.js';
 import { createTracing } from './telemetry/tracing.js';
@@ -68,6 +64,8 @@ export interface Gateway {
   readonly logger: Logger;
   /** The cached plans of POST /graphql (null: off, or Apollo's configuration is not one they reproduce). */
   readonly httpPlans: HttpPlans | null;
+  /** The prepare stage's documents, shared by every transport (tests check what a request left there). */
+  readonly documents: DocumentCache;
   /** Drains in-flight requests, closes subscriptions, the store and the sandboxes. Idempotent. */
   close(): Promise<void>;
 }
@@ -210,42 +208,32 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     const server = http.createServer();
     server.keepAliveTimeout = 65_000;
+    // The execution pipeline (src/execution/, docs/decisions/044): one instance of each stage, used by every
+    // transport. prepare: parse, limits and validation once per text; admit: cost, then rate limit; run: graphql-js
+    // or a compiled plan; present: masking, warnings, status codes.
     const limits = new OperationLimits(config.graphqlLimits, { introspection: config.introspection });
-    // The plugins whose effects the planned path of POST /graphql reproduces (src/server/http-plans.ts).
-    const gatewayPlugins = [noStorePlugin<GraphQLContext>(), limits.apolloPlugin(), rateLimitPlugin(rateLimits), warningsPlugin(), ...(tracing.enabled ? [operationSpanPlugin<GraphQLContext>()] : [])];
-    const apollo = new ApolloServer<GraphQLContext>({
-      schema,
-      // GRAPHQL_INTROSPECTION is one of the shared validation rules (limits.validationRules below), the same rules
-      // WebSocket and SSE validate with; Apollo's own switch would be a second, HTTP-only copy of it.
-      introspection: true,
-      includeStacktraceInErrorResponses: false,
-      // Batched requests (a JSON array of operations) stay refused: Apollo's default, kept explicit (README).
-      allowBatchedHttpRequests: false,
-      csrfPrevention: true,
-      validationRules: [...limits.validationRules],
-      // The cost limit runs before the rate limit: an operation refused as too costly takes no points. The
-      // cache-control plugin is replaced by its answer for this schema, without its per-field hook (noStorePlugin).
-      plugins: [ApolloServerPluginLandingPageDisabled(), ApolloServerPluginCacheControlDisabled(), ...gatewayPlugins],
-      formatError: (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, logger),
-    });
+    const documents = new DocumentCache(schema, limits);
+    const admit = createAdmission({ schema, limits, rateLimits });
+    const apolloConfig = apolloSetup({ schema, limits, admit, logger, tracing: tracing.enabled });
+    const apollo = new ApolloServer<GraphQLContext>(apolloConfig.options);
     await apollo.start();
     cleanups.push(() => apollo.stop());
-    // Per document text: parse, validation and the operation once; null when Apollo's configuration is not one the
-    // planned path reproduces (then Apollo answers every request).
     const plans =
       options.httpPlans === false
         ? null
-        : HttpPlans.create({
-            apollo,
-            schema,
-            plugins: gatewayPlugins,
-            checkCost: (document, variables) => limits.checkCost(schema, document, variables),
-            admit: (caller, document, operation, variables) => admitOperation(rateLimits, schema, caller, document, operation, variables),
-            tracing: tracing.enabled,
-            // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
-            // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
-            compiledRoots: new Set(['project', 'projects']),
-          });
+        : HttpPlans.create(
+            {
+              apollo: apolloConfig,
+              documents,
+              admit,
+              // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
+              // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
+              runner: new OperationRunner(schema, new Set(['project', 'projects'])),
+              tracing: tracing.enabled,
+            },
+            process.env,
+            (message) => logger.warn(message),
+          );
 
     // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).
     const graphiql = config.introspection
@@ -264,16 +252,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       config.trustedDocuments.mode === 'off'
         ? undefined
         : TrustedDocuments.load({ mode: config.trustedDocuments.mode, manifest: config.trustedDocuments.manifest!, schema, introspection: config.introspection });
-    // The streaming transports share the parse and validation (abuse limits included) and the admission: the cost
-    // limit with the variables, then the rate limit.
-    const documents = new DocumentCache(schema, limits);
     // One shared execution for both transports: identical subscriptions share each event's result (decision 030).
     const shared = new SharedExecution();
     metrics.countSubscriptions(() => shared.stats);
-    const admit = (caller: Caller, document: DocumentNode, operation: OperationDefinitionNode, variables: Record<string, unknown> | null | undefined) => {
-      const tooCostly = limits.checkCost(schema, document, variables);
-      return tooCostly ? Promise.resolve(tooCostly) : admitOperation(rateLimits, schema, caller, document, operation, variables);
-    };
     const sse = createSseRoute({
       schema,
       logger,
@@ -390,6 +371,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       sandbox: upstreams.sandbox,
       logger,
       httpPlans: plans,
+      documents,
       close() {
         closing ??= closeAll();
         return closing;

@@ -498,7 +498,7 @@ export interface Config {
   /** The *_PATH variables: exact JSON paths of the shapes the specs do not show (null: the guesses). */
   readonly shapePaths: ShapePaths;
   readonly introspection: boolean;
-  /** Abuse limits of GraphQL operations, over HTTP and WebSocket alike (src/server/limits.ts). */
+  /** Abuse limits of GraphQL operations, over HTTP and WebSocket alike (src/execution/limits.ts). */
   readonly graphqlLimits: GraphqlLimitsConfig;
   readonly sandbox: {
     readonly faultRate: number;

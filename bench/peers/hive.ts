@@ -18,7 +18,7 @@ import { loadOpenAPISubgraph } from '@omnigraph/openapi';
 /**
  * The one call this file makes into `@graphql-hive/gateway`, typed here. Its typings pull in graphql-yoga's,
  * which augment graphql's `GraphQLErrorExtensions` (`http.headers` as a plain record) for the whole program
- * and break the type of the gateway's own Apollo errors (src/server/rate-limit.ts sends a HeaderMap); the
+ * and break the type of the gateway's own Apollo errors (src/execution/present.ts forHttp sends a HeaderMap); the
  * module is therefore loaded by a specifier TypeScript does not follow.
  */
 interface HiveGatewayModule {

@@ -6,12 +6,12 @@ import { ErrorCode } from '../errors.js';
 import { BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
 import type { RequestContext, Route } from './http.js';
 import { admitHttp, type TrustedDocuments } from './trusted-documents.js';
-import { LIMIT_VARIABLES } from './limits.js';
+import { LIMIT_VARIABLES } from '../execution/limits.js';
 import type { HttpPlans } from './http-plans.js';
 
 export interface GraphqlRouteOptions {
   apollo: ApolloServer<GraphQLContext>;
-  /** The token limit, checked on the text before Apollo parses it (src/server/limits.ts). */
+  /** The token limit, checked on the text before Apollo parses it (src/execution/limits.ts). */
   checkSource?: (source: string) => GraphQLError | undefined;
   /** GRAPHQL_MAX_BODY_BYTES: a larger body is answered 413 without being read further. */
   maxBodyBytes: number;

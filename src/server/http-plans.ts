@@ -1,95 +1,43 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HeaderMap, type ApolloServer, type ApolloServerPlugin } from '@apollo/server';
-import {
-  GraphQLError,
-  Kind,
-  execute,
-  getOperationAST,
-  getVariableValues,
-  parse,
-  specifiedRules,
-  validate,
-  type DocumentNode,
-  type ExecutionResult,
-  type GraphQLFormattedError,
-  type GraphQLSchema,
-  type OperationDefinitionNode,
-  type ValidationRule,
-} from 'graphql';
-import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
-import { LRUCache } from 'lru-cache';
+import { HeaderMap } from '@apollo/server';
+import { GraphQLError, Kind, getOperationAST, type ExecutionResult, type GraphQLFormattedError } from 'graphql';
 import Negotiator from 'negotiator';
-import type { Caller } from '../caller.js';
+import type { Admission } from '../execution/admit.js';
+import type { ApolloSetup } from '../execution/apollo.js';
+import type { DocumentCache } from '../execution/prepare.js';
+import { forHttp, noStoreValue } from '../execution/present.js';
+import type { OperationRunner } from '../execution/run.js';
+import { nameOperationSpan, recordOperationErrors } from '../execution/tracing.js';
+import { ErrorCode } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
-import type { RateLimitedError } from '../ratelimit/buckets.js';
-import { noStoreValue } from './cache-control.js';
-import { nameOperationSpan, recordOperationErrors } from './tracing.js';
 
 /**
- * Cached plans for POST /graphql (decision 035): per document text, the parse and the validation (Apollo's own
- * rules, the abuse limits among them) happen once, and a request whose answer is provably the one Apollo Server
- * would give runs without Apollo's per-request pipeline (the HeaderMap copy, the sha256 of the text, content
- * negotiation twice, a whatwg-mimetype parse, the dispatch of seven plugins' hooks, the copy of the context).
+ * The planned path of POST /graphql (decision 035, revised by 044): a request whose answer is provably the one Apollo
+ * Server would give is answered by the execution pipeline's stages without Apollo's per-request pipeline (the
+ * HeaderMap copy, the sha256 of the text, content negotiation twice, a whatwg-mimetype parse, the dispatch of seven
+ * plugins' hooks, the copy of the context). Everything it needs of Apollo's configuration it reads from the options
+ * object the gateway gives `new ApolloServer` (src/execution/apollo.ts), never from Apollo's private state.
  *
  * Apollo still answers everything else (`run` returns false before anything observable has happened): GET,
  * batches, other content types, APQ (`extensions.persistedQuery`), a text that does not parse or validate, an
  * operation that cannot be picked, subscriptions, a refused cost, a failed context (401), an Accept header that
- * allows no JSON type. What the fast path does itself, it does as Apollo 5.5 does it (src/server/http-plans.ts
- * mirrors requestPipeline.js, runHttpQuery.js and errorNormalize.js), and test/server/http-plans.test.ts sends
- * each kind of request to a gateway with and without plans and compares status, headers and body byte for byte.
+ * allows no JSON type. What the planned path does itself, it does as Apollo 5.5 does it (requestPipeline.js,
+ * runHttpQuery.js and errorNormalize.js; @apollo/server is pinned exactly for that reason), and
+ * test/server/http-plans.test.ts sends each kind of request to a gateway with and without plans and compares status,
+ * headers and body byte for byte. Off: `httpPlans: false`, or on its own (with a warning) when the environment makes
+ * Apollo install plugins of its own (APOLLO_KEY, APOLLO_SCHEMA_REPORTING).
  */
 export interface HttpPlansOptions {
-  apollo: ApolloServer<GraphQLContext>;
-  schema: GraphQLSchema;
-  /** The plugins given to Apollo whose effects the fast path reproduces (any other plugin turns plans off). */
-  plugins: readonly ApolloServerPlugin<GraphQLContext>[];
-  /** The cost limit (src/server/limits.ts); a refusal is left to Apollo. */
-  checkCost(document: DocumentNode, variables: Record<string, unknown> | undefined): GraphQLError | undefined;
-  /** The rate limit (src/server/rate-limit.ts admitOperation): null at once when no bucket is limited. */
-  admit(caller: Caller, document: DocumentNode, operation: OperationDefinitionNode, variables: Record<string, unknown> | undefined): Promise<RateLimitedError | null> | null;
+  /** The Apollo options and the gateway's plugins among them (the same object Apollo was built from). */
+  apollo: ApolloSetup;
+  /** The prepare stage's cache (shared with graphql-ws and graphql-sse). */
+  documents: DocumentCache;
+  /** The admit stage: the cost (a refusal is left to Apollo), then the rate limit. */
+  admit: Admission;
+  /** The run stage for queries and mutations. */
+  runner: OperationRunner;
   /** Whether the operation span plugin is installed (tracing on). */
   tracing: boolean;
-  /** Document texts kept (bounded by count and by total text size). */
-  max?: number;
-  /**
-   * Root query fields whose whole tree only reads the gateway's own store (no upstream call, no write): a query
-   * made only of these runs compiled by graphql-jit, and again by graphql-js when that answer holds any error.
-   * Empty: graphql-js alone.
-   */
-  compiledRoots?: ReadonlySet<string>;
-}
-
-interface Plan {
-  readonly document: DocumentNode;
-  /** The operation picked without operationName (null: none or several), and its type. */
-  readonly anonymous: OperationDefinitionNode | null;
-  /** graphql-jit's compilation per operation that qualifies (null: it does not, or compilation failed). */
-  readonly compiled: Map<OperationDefinitionNode, CompiledQuery | null>;
-}
-
-/** A parse or validation failure: Apollo answers it (and caches nothing for it either). */
-const UNPLANNABLE = Symbol('unplannable');
-
-/** What Apollo's internals hold that the fast path relies on (Apollo Server 5; checked at start-up). */
-interface ApolloInternals {
-  formatError?: (formatted: GraphQLFormattedError, error: unknown) => GraphQLFormattedError;
-  validationRules: ValidationRule[];
-  laterValidationRules?: ValidationRule[];
-  dangerouslyDisableValidation: boolean;
-  validationOptions: Record<string, unknown>;
-  parseOptions: Record<string, unknown>;
-  executionOptions: Record<string, unknown>;
-  includeStacktraceInErrorResponses: boolean;
-  rootValue?: unknown;
-  fieldResolver?: unknown;
-  gatewayExecutor: unknown;
-  status400ForVariableCoercionErrors: boolean;
-  csrfPreventionRequestHeaders: readonly string[] | null;
-  stringifyResult: (value: unknown) => string | Promise<string>;
-  __testing_incrementalExecutionResults?: unknown;
-  legacyExperimentalExecuteIncrementally?: unknown;
-  plugins: Array<ApolloServerPlugin<GraphQLContext> & { __internal_plugin_id__?: string; __is_disabled_plugin__?: boolean }>;
-  state: { phase: string; schemaManager?: { getSchemaDerivedData(): { schema: GraphQLSchema } } };
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -98,106 +46,40 @@ const SINGLE_RESULT_TYPES = [JSON_TYPE, 'application/graphql-response+json; char
 const ACCEPT_CACHE_MAX = 64;
 
 export class HttpPlans {
-  private readonly plans: LRUCache<string, Plan | typeof UNPLANNABLE>;
   private readonly accepted = new Map<string, string | null>();
-  private readonly rules: readonly ValidationRule[];
   /** JSON POSTs answered by a plan, and those left to Apollo (tests check which path a request took). */
-  readonly stats = { planned: 0, apollo: 0, compiled: 0, recompiled: 0 };
+  readonly stats: { planned: number; apollo: number; readonly compiled: number; readonly recompiled: number };
 
-  private constructor(
-    private readonly options: HttpPlansOptions,
-    private readonly internals: ApolloInternals,
-  ) {
-    this.rules = [...specifiedRules, ...internals.validationRules];
-    const max = options.max ?? 1000;
-    this.plans = new LRUCache({ max, maxSize: 8 * 1024 * 1024, sizeCalculation: (_v, k) => k.length || 1 });
+  private constructor(private readonly options: HttpPlansOptions) {
+    const runner = options.runner;
+    this.stats = {
+      planned: 0,
+      apollo: 0,
+      get compiled() {
+        return runner.stats.compiled;
+      },
+      get recompiled() {
+        return runner.stats.recompiled;
+      },
+    };
   }
 
   /**
-   * Plans for this (started) Apollo Server, or null when its configuration is not the one the fast path
-   * reproduces: then every request goes through Apollo, as before.
+   * The planned path, or null when the environment makes Apollo install plugins whose effects it does not reproduce
+   * (usage or schema reporting): then every request goes through Apollo, and the operator is told once.
    */
-  static create(options: HttpPlansOptions): HttpPlans | null {
-    const internals = (options.apollo as unknown as { internals?: ApolloInternals }).internals;
-    if (!internals || !reproducible(internals, options)) return null;
-    return new HttpPlans(options, internals);
+  static create(options: HttpPlansOptions, env: Readonly<Record<string, string | undefined>>, warn: (message: string) => void): HttpPlans | null {
+    const reporting = ['APOLLO_KEY', 'APOLLO_SCHEMA_REPORTING'].filter((name) => env[name]);
+    if (reporting.length) {
+      warn(`the planned path of POST /graphql is off: ${reporting.join(' and ')} make Apollo Server install plugins of its own, so every request goes through Apollo's pipeline`);
+      return null;
+    }
+    return new HttpPlans(options);
   }
 
-  /** How many document texts have a cached plan (or a cached "Apollo answers"). */
+  /** How many document texts are prepared (the prepare stage's cache, shared with the streaming transports). */
   get cachedPlans(): number {
-    return this.plans.size;
-  }
-
-  /** The plan of a text, made on first use; undefined when Apollo must answer (it does not parse or validate). */
-  plan(query: string): Plan | undefined {
-    let plan = this.plans.get(query);
-    if (plan === undefined) {
-      plan = this.make(query);
-      this.plans.set(query, plan);
-    }
-    return plan === UNPLANNABLE ? undefined : plan;
-  }
-
-  private make(query: string): Plan | typeof UNPLANNABLE {
-    let document: DocumentNode;
-    try {
-      document = parse(query, this.internals.parseOptions);
-    } catch {
-      return UNPLANNABLE;
-    }
-    if (validate(this.options.schema, document, this.rules, this.internals.validationOptions).length) return UNPLANNABLE;
-    if (this.internals.laterValidationRules && validate(this.options.schema, document, this.internals.laterValidationRules).length) return UNPLANNABLE;
-    return { document, anonymous: getOperationAST(document) ?? null, compiled: new Map() };
-  }
-
-  /** The compiled query of a store-only query operation (decision 035), made on first use; null otherwise. */
-  private compiledQuery(plan: Plan, operation: OperationDefinitionNode): CompiledQuery | null {
-    let compiled = plan.compiled.get(operation);
-    if (compiled === undefined) {
-      compiled = null;
-      const roots = this.options.compiledRoots;
-      const storeOnly =
-        !!roots?.size &&
-        operation.operation === 'query' &&
-        operation.selectionSet.selections.every((s) => s.kind === Kind.FIELD && !s.directives?.length && (roots.has(s.name.value) || s.name.value === '__typename'));
-      if (storeOnly) {
-        try {
-          const made = compileQuery(this.options.schema, plan.document, operation.name?.value);
-          if (isCompiledQuery(made)) compiled = made;
-        } catch {
-          compiled = null;
-        }
-      }
-      plan.compiled.set(operation, compiled);
-    }
-    return compiled;
-  }
-
-  /**
-   * Executes the operation: graphql-js, or for a store-only query its compiled form when graphql-js accepts the
-   * variables and the compiled answer holds no error. Any error (a resolver's, a null in a non-null field) runs
-   * graphql-js again on the same context, so that error wording, paths and null propagation are graphql-js's;
-   * the second run repeats store reads only (the request's DataLoaders already hold most of them).
-   */
-  private async execute(plan: Plan, operation: OperationDefinitionNode, operationName: string | undefined, contextValue: GraphQLContext, variables: Record<string, unknown> | undefined): Promise<ExecutionResult> {
-    const compiled = operation.operation === 'query' ? this.compiledQuery(plan, operation) : null;
-    if (compiled) {
-      const coerced = operation.variableDefinitions?.length ? getVariableValues(this.options.schema, operation.variableDefinitions, variables ?? {}) : undefined;
-      if (!coerced?.errors) {
-        let result: ExecutionResult | undefined;
-        try {
-          result = await compiled.query(undefined, contextValue, variables ?? {});
-        } catch {
-          result = undefined;
-        }
-        if (result && !result.errors?.length) {
-          this.stats.compiled++;
-          return { data: result.data };
-        }
-        this.stats.recompiled++;
-      }
-    }
-    return execute({ schema: this.options.schema, document: plan.document, contextValue, variableValues: variables, operationName });
+    return this.options.documents.size;
   }
 
   /** Apollo's choice of content type for a single result (null: 406, left to Apollo), kept per Accept value. */
@@ -246,26 +128,23 @@ export class HttpPlans {
     } catch {
       return false;
     }
-    const plan = this.plan(query);
-    if (!plan) return false;
+    const prepared = this.options.documents.get(query);
+    if (Array.isArray(prepared.document)) return false;
+    const document = prepared.document as import('graphql').DocumentNode;
     const operationName = typeof rawName === 'string' ? rawName : undefined;
-    const operation = operationName === undefined ? plan.anonymous : getOperationAST(plan.document, operationName);
+    const operation = operationName === undefined ? prepared.anonymous : getOperationAST(document, operationName);
     if (!operation || operation.operation === 'subscription') return false;
     const variables = isRecord(rawVariables) ? rawVariables : undefined;
 
-    // didResolveOperation: the cost (a refusal goes to Apollo: nothing has been spent yet), the span's name, the
-    // rate limit (points spent: from here on the answer is this path's).
-    if (this.options.checkCost(plan.document, variables)) return false;
-    const operationNameOfSpan = operation.name?.value || null;
-    if (this.options.tracing) nameOperationSpan(operation.operation, operationNameOfSpan);
+    // didResolveOperation: the admit stage. A refused cost is left to Apollo (nothing has been spent yet); once the
+    // rate limit has spent points, the answer is this path's.
+    if (this.options.tracing) nameOperationSpan(operation.operation, operation.name?.value || null);
     let refusal: GraphQLError | undefined;
     try {
-      const refused = await this.options.admit(contextValue.caller, plan.document, operation, variables);
-      if (refused) {
-        refusal = new GraphQLError(refused.message, {
-          extensions: { ...refused.extensions, http: { status: 429, headers: new HeaderMap([['retry-after', String(refused.retryAfterSeconds)]]) } },
-        });
-      }
+      const admitted = this.options.admit(contextValue.caller, document, operation, variables);
+      const refused = admitted instanceof Promise ? await admitted : admitted;
+      if (refused && refused.extensions.code !== ErrorCode.RATE_LIMITED) return false;
+      if (refused) refusal = forHttp(refused);
     } catch (err) {
       refusal = ensureGraphQLError(err);
     }
@@ -276,7 +155,7 @@ export class HttpPlans {
 
     let result: ExecutionResult;
     try {
-      result = await this.execute(plan, operation, operationName, contextValue, variables);
+      result = await this.options.runner.execute(prepared, operation, operationName, contextValue, variables);
     } catch (err) {
       this.send(res, this.errorResult([ensureGraphQLError(err)], contextValue), contentType);
       return true;
@@ -293,7 +172,8 @@ export class HttpPlans {
       const marked = result.errors.map((e) => (isBadUserInputGraphQLError(e) && e.extensions?.code == null ? userInputError(e) : e));
       if (this.options.tracing) recordOperationErrors(marked);
       errors = this.formatErrors(marked, head);
-      if (this.internals.status400ForVariableCoercionErrors && marked.length && result.data === undefined && !head.status) head.status = 400;
+      // Apollo 5's status400ForVariableCoercionErrors, on by default and not set by the gateway.
+      if (marked.length && result.data === undefined && !head.status) head.status = 400;
     }
     return this.willSend(head, { errors, data: result.data, extensions: result.extensions }, contextValue);
   }
@@ -318,7 +198,7 @@ export class HttpPlans {
 
   /** errorNormalize.js normalizeAndFormatErrors with the gateway's formatError. */
   private formatErrors(errors: readonly GraphQLError[], head: Head): GraphQLFormattedError[] {
-    const { formatError, includeStacktraceInErrorResponses } = this.internals;
+    const { formatError, includeStacktraceInErrorResponses } = this.options.apollo.options;
     const enrich = (maybeError: unknown): GraphQLFormattedError => {
       const graphqlError = ensureGraphQLError(maybeError);
       const extensions: Record<string, unknown> = { ...graphqlError.extensions, code: graphqlError.extensions.code ?? 'INTERNAL_SERVER_ERROR' };
@@ -415,30 +295,3 @@ function userInputError(error: GraphQLError): GraphQLError {
 }
 
 
-function reproducible(internals: ApolloInternals, options: HttpPlansOptions): boolean {
-  const known = new Set<unknown>(options.plugins);
-  const pluginsKnown = internals.plugins.every((p) => {
-    if (known.has(p)) return true;
-    const id = p.__internal_plugin_id__;
-    if (id === 'CacheControl' || id === 'LandingPageDisabled') return p.__is_disabled_plugin__ === true;
-    // Installed by Apollo for subgraph schemas only (__onlyIfSchemaIsSubgraph); this schema has no _service.
-    if (id === 'InlineTrace') return !options.schema.getQueryType()?.getFields()._service;
-    return false;
-  });
-  return (
-    pluginsKnown &&
-    internals.state.phase === 'started' &&
-    internals.state.schemaManager?.getSchemaDerivedData().schema === options.schema &&
-    Array.isArray(internals.validationRules) &&
-    internals.dangerouslyDisableValidation === false &&
-    internals.rootValue === undefined &&
-    internals.fieldResolver === undefined &&
-    internals.gatewayExecutor === null &&
-    Object.keys(internals.executionOptions ?? {}).length === 0 &&
-    internals.__testing_incrementalExecutionResults === undefined &&
-    internals.legacyExperimentalExecuteIncrementally === undefined &&
-    // CSRF prevention passes every request with a JSON content type, the only kind planned.
-    typeof internals.stringifyResult === 'function' &&
-    internals.stringifyResult.name === 'prettyJSONStringify'
-  );
-}

@@ -7,9 +7,10 @@ import type { Tracing } from '../telemetry/tracing.js';
 import type { Caller } from '../caller.js';
 import { ErrorCode } from '../errors.js';
 import type { RequestContext, Route } from './http.js';
-import { DocumentCache } from './operations.js';
+import { deliverable } from '../execution/present.js';
+import { streamingExecution } from '../execution/run.js';
 import { BodyTooLargeError, readBody, sendJson } from './respond.js';
-import { deliverable, streamingExecution, type StreamingTransportOptions } from './streaming-execution.js';
+import type { StreamingTransportOptions } from './streaming.js';
 
 export const SSE_PATH = '/graphql/stream';
 /** The header and query parameter graphql-sse's single-connection mode names a reserved stream by. */
@@ -17,8 +18,6 @@ const STREAM_TOKEN_HEADER = 'x-graphql-event-stream-token';
 const STREAM_TOKEN_PARAM = 'token';
 
 export interface SseOptions extends StreamingTransportOptions {
-  /** Shared with graphql-ws: the same parse and validation rules for both streaming transports. */
-  documents: DocumentCache;
   tracing: Tracing;
   /** Largest request body, as for POST /graphql and a graphql-ws message. */
   bodyLimit: number;
@@ -77,7 +76,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       const { document } = options.documents.get(params.query as string);
       if (Array.isArray(document)) return { data: null, errors: document as GraphQLError[] };
       const operation = getOperationAST(document as DocumentNode, params.operationName);
-      const refused = operation ? await options.admit?.(req.context.caller, document as DocumentNode, operation, params.variables) : null;
+      const refused = operation ? await options.admit(req.context.caller, document as DocumentNode, operation, params.variables) : null;
       if (refused) return { data: null, errors: [refused] };
       return {
         schema: options.schema,

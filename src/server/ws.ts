@@ -12,8 +12,9 @@ import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Caller } from '../caller.js';
-import { DocumentCache } from './operations.js';
-import { SEND_RESULT, deliverable, streamingExecution, type SendResult, type StreamingTransportOptions } from './streaming-execution.js';
+import { deliverable } from '../execution/present.js';
+import { SEND_RESULT, streamingExecution, type SendResult } from '../execution/run.js';
+import type { StreamingTransportOptions } from './streaming.js';
 import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
 
 export interface WsOptions extends StreamingTransportOptions {
@@ -21,8 +22,6 @@ export interface WsOptions extends StreamingTransportOptions {
   keepAliveMs?: number;
   /** GRAPHQL_MAX_BODY_BYTES: the largest WebSocket message (a larger one closes the socket, 1009). */
   maxMessageBytes?: number;
-  /** Parsed and validated documents, shared with graphql-sse. */
-  documents?: DocumentCache;
   tracing?: Tracing;
 }
 
@@ -65,7 +64,7 @@ type WsExecutionArgs = ExecutionArgs & { [SEND_RESULT]?: SendResult; [OPERATION_
 export function createWsServer(options: WsOptions) {
   // No permessage-deflate (ws's default, said here because sendResult below relies on it: every frame written at once).
   const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxMessageBytes ?? 1024 * 1024, perMessageDeflate: false });
-  const documents = options.documents ?? new DocumentCache(options.schema);
+  const documents = options.documents;
   const execution = streamingExecution(options.tracing ?? TRACING_OFF, 'ws', options.shared);
   const callers = new WeakMap<object, Caller>();
   /** The TCP socket under each WebSocket (from the upgrade), to cork. */
@@ -77,7 +76,7 @@ export function createWsServer(options: WsOptions) {
   };
   /**
    * A result's payload as it goes on the wire: its JSON (masked and with its warnings, as onNext does) and `}`, UTF-8
-   * encoded, made once per result object, so once per group for a shared result (src/server/shared-execution.ts).
+   * encoded, made once per result object, so once per group for a shared result (src/execution/shared.ts).
    */
   const encoded = new WeakMap<ExecutionResult, Buffer>();
   /** `{"id":<JSON of the id>,"type":"next","payload":` per subscription (its args), encoded once. */
@@ -170,8 +169,9 @@ export function createWsServer(options: WsOptions) {
           [OPERATION_ID]: subscription ? id : undefined,
           [OPERATION_SOCKET]: subscription ? ctx.extra.socket : undefined,
         });
-        const admitted = options.admit?.(caller, doc, operation, payload.variables);
-        return admitted ? admitted.then((refused) => (refused ? [refused] : args())) : args();
+        const admitted = options.admit(caller, doc, operation, payload.variables);
+        if (admitted === null) return args();
+        return admitted instanceof Promise ? admitted.then((refused) => (refused ? [refused] : args())) : [admitted];
       },
       onNext(_ctx, _id, _payload, args, result) {
         // A mutation or query sent over the socket carries its warnings like over HTTP; errors are masked alike.

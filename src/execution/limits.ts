@@ -3,7 +3,6 @@ import { maxAliasesRule } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
 import { maxDirectivesRule } from '@escape.tech/graphql-armor-max-directives';
 import { MaxTokensParserWLexer } from '@escape.tech/graphql-armor-max-tokens';
-import type { ApolloServerPlugin } from '@apollo/server';
 import {
   GraphQLError,
   Kind,
@@ -38,13 +37,14 @@ export const LIMIT_VARIABLES = {
 export type LimitName = keyof typeof LIMIT_VARIABLES;
 
 /**
- * A refused operation: a GraphQL error (code GRAPHQL_VALIDATION_FAILED, HTTP 400) whose message is GraphQL
- * Armor's ("Aliases limit of 15 exceeded, found 200.") and whose extensions name the limit and its value.
+ * A refused operation: a GraphQL error (code GRAPHQL_VALIDATION_FAILED; HTTP answers it 400, src/execution/present.ts
+ * forHttp) whose message is GraphQL Armor's ("Aliases limit of 15 exceeded, found 200.") and whose extensions name
+ * the limit and its value. The same error on every transport: an HTTP status is HTTP's to add.
  */
 export function limitError(limit: LimitName, max: number, armorMessage: string): GraphQLError {
   const message = armorMessage.replace(/^Syntax Error: /, '');
   return new GraphQLError(`${message} (${LIMIT_VARIABLES[limit]}=${max})`, {
-    extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: LIMIT_VARIABLES[limit], max, http: { status: 400 } },
+    extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: LIMIT_VARIABLES[limit], max },
   });
 }
 
@@ -149,18 +149,6 @@ export class OperationLimits {
     const verdict = errors[0] ?? null;
     if (!usedVariables) this.costVerdicts.set(document, verdict);
     return verdict ?? undefined;
-  }
-
-  /** Apollo Server plugin: the cost, per request, before execution. */
-  apolloPlugin(): ApolloServerPlugin<any> {
-    const limits = this;
-    const listener = {
-      async didResolveOperation(ctx: { schema: GraphQLSchema; document: DocumentNode; request: { variables?: Record<string, unknown> } }) {
-        const error = limits.checkCost(ctx.schema, ctx.document, ctx.request.variables);
-        if (error) throw error;
-      },
-    };
-    return { requestDidStart: async () => listener };
   }
 }
 

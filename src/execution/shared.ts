@@ -1,6 +1,6 @@
 import { execute, type DocumentNode, type ExecutionArgs, type ExecutionResult } from 'graphql';
 import type { GraphQLContext } from '../graphql/context.js';
-import { withWarnings } from './warnings.js';
+import { withWarnings } from './present.js';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
 

@@ -1,63 +1,27 @@
+// The *run* stage of the execution pipeline (docs/decisions/044): graphql-js, or a compiled plan where one is
+// proven equal (a store-only query, decision 035); for subscriptions, graphql-js's subscribe with each event's
+// result shared by identical subscriptions (decision 030).
 import {
   createSourceEventStream,
   execute,
+  getVariableValues,
   getOperationAST,
   GraphQLError,
   Kind,
   locatedError,
   subscribe,
+  type DocumentNode,
   type ExecutionArgs,
   type ExecutionResult,
   type FieldNode,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
 } from 'graphql';
-import type { Tracing } from '../telemetry/tracing.js';
-import { SharedExecution } from './shared-execution.js';
-import { formatError } from './errors.js';
-import { withWarnings } from './warnings.js';
-import type { GraphQLSchema, DocumentNode, OperationDefinitionNode } from 'graphql';
+import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 import type { GraphQLContext } from '../graphql/context.js';
-import type { Caller } from '../caller.js';
-import type { Logger } from '../logger.js';
-import type { AuthResult } from './auth.js';
-import type { TrustedDocuments } from './trusted-documents.js';
-
-/** What both streaming transports (graphql-ws, graphql-sse) are given, so they authenticate, limit and execute alike. */
-export interface StreamingTransportOptions {
-  schema: GraphQLSchema;
-  logger: Logger;
-  authenticate: (authorization: string | string[] | undefined | null) => AuthResult;
-  context: (caller: Caller, requestId: string) => GraphQLContext;
-  /** Rate limits (src/server/rate-limit.ts): null when nothing is limited, else the refusal or null. */
-  admit?: (
-    caller: Caller,
-    document: DocumentNode,
-    operation: OperationDefinitionNode,
-    variables: Record<string, unknown> | null | undefined,
-  ) => Promise<GraphQLError | null> | null;
-  /** TRUSTED_DOCUMENTS: an operation may come by `documentId` or `extensions.persistedQuery`. */
-  trusted?: TrustedDocuments;
-  /** Subscription results shared by identical subscriptions; one for both transports (src/server/shared-execution.ts). */
-  shared?: SharedExecution;
-}
-
-const masked = new WeakMap<ExecutionResult, ExecutionResult>();
-
-/**
- * What a streaming transport sends for `result`: the operation's warnings added (as over HTTP), and errors masked
- * like over HTTP (unexpected ones become INTERNAL_SERVER_ERROR for the client, and the log in full). Unchanged
- * results are returned as they are; a masked one is kept per result object, so the subscribers sharing one
- * execution (src/server/shared-execution.ts) share its masking too, logged once.
- */
-export function deliverable(result: ExecutionResult, context: GraphQLContext | undefined, logger: Logger): ExecutionResult {
-  const warned = withWarnings(result, context);
-  const errors = warned.errors;
-  if (!errors?.length) return warned;
-  const known = warned === result ? masked.get(result) : undefined;
-  if (known) return known;
-  const out = { ...warned, errors: errors.map((e) => formatError(e.toJSON(), e, logger)) as unknown as GraphQLError[] };
-  if (warned === result) masked.set(result, out);
-  return out;
-}
+import type { Tracing } from '../telemetry/tracing.js';
+import type { PreparedDocument } from './prepare.js';
+import { SharedExecution } from './shared.js';
 
 /** `subscription WaitForMobileId`, or the bare type for an anonymous operation; the document's text never goes in a span. */
 export function operationSpanName(args: Pick<ExecutionArgs, 'document' | 'operationName'>): { name: string; type: string; operationName: string | undefined } {
@@ -81,12 +45,12 @@ const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
 /**
  * graphql-js's `subscribe`, with each event's result from `shared` (executed once per event for every group of
- * identical subscriptions, src/server/shared-execution.ts), in one plain iterator (no generator) over the source
+ * identical subscriptions, src/execution/shared.ts), in one plain iterator (no generator) over the source
  * stream; each result is yielded, or handed to the transport's SEND_RESULT when it set one.
  *
  * An error thrown by the event stream after it started (the stored-event read failing, say) becomes the stream's
  * last result, located at its root field like any resolver error, so the transports mask it as they mask every
- * other error (src/server/errors.ts) instead of passing graphql-js's raw message on, or dropping the connection.
+ * other error (src/execution/present.ts) instead of passing graphql-js's raw message on, or dropping the connection.
  */
 async function sharedSubscribe(args: ExecutionArgs, shared: SharedExecution): Promise<SubscribeResult> {
   const source = await createSourceEventStream(args);
@@ -163,4 +127,66 @@ export function streamingExecution(
       return tracing.operation(name, attributes, () => fn(args));
     }) as F;
   return { execute: wrap(execute), subscribe: wrap(guardedSubscribe) };
+}
+
+/**
+ * Queries and mutations of POST /graphql's planned path: graphql-js, or for a store-only query (every root field in
+ * `compiledRoots`: its whole tree reads the gateway's own store, no upstream call, no write) graphql-jit's compiled
+ * form when graphql-js accepts the variables and the compiled answer holds no error. Any error (a resolver's, a null
+ * in a non-null field) runs graphql-js again on the same context, so that error wording, paths and null propagation
+ * are graphql-js's; the second run repeats store reads only (the request's DataLoaders already hold most of them).
+ * `compiledRoots` empty: graphql-js alone (the switch, and the equivalence test's plain path).
+ */
+export class OperationRunner {
+  readonly stats = { compiled: 0, recompiled: 0 };
+
+  constructor(
+    private readonly schema: GraphQLSchema,
+    private readonly compiledRoots: ReadonlySet<string> = new Set(),
+  ) {}
+
+  async execute(prepared: PreparedDocument, operation: OperationDefinitionNode, operationName: string | undefined, contextValue: GraphQLContext, variables: Record<string, unknown> | undefined): Promise<ExecutionResult> {
+    const document = prepared.document as DocumentNode;
+    const compiled = operation.operation === 'query' ? this.compiledQuery(prepared, document, operation) : null;
+    if (compiled) {
+      const coerced = operation.variableDefinitions?.length ? getVariableValues(this.schema, operation.variableDefinitions, variables ?? {}) : undefined;
+      if (!coerced?.errors) {
+        let result: ExecutionResult | undefined;
+        try {
+          result = await compiled.query(undefined, contextValue, variables ?? {});
+        } catch {
+          result = undefined;
+        }
+        if (result && !result.errors?.length) {
+          this.stats.compiled++;
+          return { data: result.data };
+        }
+        this.stats.recompiled++;
+      }
+    }
+    return execute({ schema: this.schema, document, contextValue, variableValues: variables, operationName });
+  }
+
+  /** The compiled query of a store-only query operation, made on first use and kept with the document; null otherwise. */
+  private compiledQuery(prepared: PreparedDocument, document: DocumentNode, operation: OperationDefinitionNode): CompiledQuery | null {
+    let compiled = prepared.compiled.get(operation);
+    if (compiled === undefined) {
+      compiled = null;
+      const roots = this.compiledRoots;
+      const storeOnly =
+        roots.size > 0 &&
+        operation.operation === 'query' &&
+        operation.selectionSet.selections.every((s) => s.kind === Kind.FIELD && !s.directives?.length && (roots.has(s.name.value) || s.name.value === '__typename'));
+      if (storeOnly) {
+        try {
+          const made = compileQuery(this.schema, document, operation.name?.value);
+          if (isCompiledQuery(made)) compiled = made;
+        } catch {
+          compiled = null;
+        }
+      }
+      prepared.compiled.set(operation, compiled);
+    }
+    return compiled;
+  }
 }

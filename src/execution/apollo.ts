@@ -1,0 +1,107 @@
+// Apollo Server as the HTTP framework of the execution pipeline (docs/decisions/044): its request handling, content
+// negotiation and CSRF prevention, with the pipeline's stages as its validation rules and plugins. The options object
+// built here is the one given to `new ApolloServer`; the planned path of POST /graphql (src/server/http-plans.ts)
+// reads what it reproduces from this same object, never from Apollo's private state.
+import type { ApolloServerOptions, ApolloServerPlugin } from '@apollo/server';
+import { ApolloServerPluginCacheControlDisabled, ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
+import type { GraphQLFormattedError, GraphQLSchema } from 'graphql';
+import type { GraphQLContext } from '../graphql/context.js';
+import type { Logger } from '../logger.js';
+import type { Admission } from './admit.js';
+import type { OperationLimits } from './limits.js';
+import { forHttp, formatError, noStoreValue } from './present.js';
+import { nameOperationSpan, recordOperationErrors } from './tracing.js';
+
+/** The Apollo options the gateway runs with, and the plugins among them whose effects the planned path reproduces. */
+export interface ApolloSetup {
+  readonly options: ApolloServerOptions<GraphQLContext> & {
+    readonly validationRules: NonNullable<ApolloServerOptions<GraphQLContext>['validationRules']>;
+    readonly formatError: (formatted: GraphQLFormattedError, error: unknown) => GraphQLFormattedError;
+    readonly includeStacktraceInErrorResponses: false;
+  };
+  readonly gatewayPlugins: readonly ApolloServerPlugin<GraphQLContext>[];
+}
+
+export function apolloSetup(o: { schema: GraphQLSchema; limits: OperationLimits; admit: Admission; logger: Logger; tracing: boolean }): ApolloSetup {
+  const gatewayPlugins = [noStorePlugin(), admissionPlugin(o.admit), warningsPlugin(), ...(o.tracing ? [operationSpanPlugin()] : [])];
+  return {
+    gatewayPlugins,
+    options: {
+      schema: o.schema,
+      // GRAPHQL_INTROSPECTION is one of the shared validation rules (limits.validationRules), the same rules WebSocket
+      // and SSE validate with; Apollo's own switch would be a second, HTTP-only copy of it.
+      introspection: true,
+      includeStacktraceInErrorResponses: false,
+      // Batched requests (a JSON array of operations) stay refused: Apollo's default, kept explicit (README).
+      allowBatchedHttpRequests: false,
+      csrfPrevention: true,
+      validationRules: [...o.limits.validationRules],
+      // The cache-control plugin is replaced by its answer for this schema, without its per-field hook (noStorePlugin).
+      plugins: [ApolloServerPluginLandingPageDisabled(), ApolloServerPluginCacheControlDisabled(), ...gatewayPlugins],
+      formatError: (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, o.logger),
+    },
+  };
+}
+
+/** The admit stage inside Apollo's pipeline: once the operation is resolved, before it executes. */
+function admissionPlugin(admit: Admission): ApolloServerPlugin<GraphQLContext> {
+  const listener: Awaited<ReturnType<NonNullable<ApolloServerPlugin<GraphQLContext>['requestDidStart']>>> = {
+    async didResolveOperation({ contextValue, document, operation, request }) {
+      if (!operation) return;
+      const refused = await admit(contextValue.caller, document, operation, request.variables);
+      if (refused) throw forHttp(refused);
+    },
+  };
+  return { requestDidStart: async () => listener };
+}
+
+/** HTTP responses carry `extensions.warnings` (src/execution/present.ts withWarnings, for Apollo's response). */
+function warningsPlugin(): ApolloServerPlugin<GraphQLContext> {
+  const listener: Awaited<ReturnType<NonNullable<ApolloServerPlugin<GraphQLContext>['requestDidStart']>>> = {
+    async willSendResponse({ response, contextValue }) {
+      if (response.body.kind !== 'single') return;
+      const warnings = contextValue.warnings;
+      if (!warnings?.length) return;
+      const result = response.body.singleResult;
+      result.extensions = { ...result.extensions, warnings: [...warnings] };
+    },
+  };
+  return { requestDidStart: async () => listener };
+}
+
+/**
+ * What Apollo's default cache-control plugin does for this schema, without its per-field work: the schema has
+ * no cache hints and no resolver sets one, so every response is uncacheable, and the plugin's answer is always
+ * `cache-control: no-store` (kept as it is only when another part set a header it cannot parse). The plugin
+ * itself ran a `willResolveField` hook for every field of every operation (a cache policy object each) and
+ * defined a property on the context per request. Installed with ApolloServerPluginCacheControlDisabled.
+ */
+function noStorePlugin(): ApolloServerPlugin<GraphQLContext> {
+  const listener: Awaited<ReturnType<NonNullable<ApolloServerPlugin<GraphQLContext>['requestDidStart']>>> = {
+    async willSendResponse({ response }) {
+      response.http.headers.set('cache-control', noStoreValue(response.http.headers.get('cache-control')));
+    },
+  };
+  return { requestDidStart: async () => listener };
+}
+
+/**
+ * Names the request's span after its GraphQL operation (`mutation CreateProject`) once Apollo has resolved it,
+ * and records the error codes of a failed one. Never the document or the variables: they may hold secrets.
+ * The planned path of POST /graphql calls the same two functions.
+ */
+function operationSpanPlugin(): ApolloServerPlugin<GraphQLContext> {
+  return {
+    async requestDidStart() {
+      return {
+        async didResolveOperation(rc) {
+          if (!rc.operation) return;
+          nameOperationSpan(rc.operation.operation, rc.operationName);
+        },
+        async didEncounterErrors(rc) {
+          recordOperationErrors(rc.errors);
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,62 @@
+// The *prepare* stage of the execution pipeline (docs/decisions/044): a document text is parsed (with the token
+// limit) and validated (graphql-js's rules, the abuse limits and the introspection policy) once, for every
+// transport: POST /graphql's planned path, graphql-ws and graphql-sse read the same cache. Apollo's own pipeline
+// (GET, batches, APQ and what the planned path leaves to it) validates with the same rules (src/execution/apollo.ts).
+import { GraphQLError, getOperationAST, specifiedRules, validate, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode, type ValidationRule } from 'graphql';
+import type { CompiledQuery } from 'graphql-jit';
+import { LRUCache } from 'lru-cache';
+import type { OperationLimits } from './limits.js';
+
+export interface PreparedDocument {
+  /** The text, shared by every subscription of it (bench scenario 5, memory per idle subscription). */
+  readonly query: string;
+  /** The validated document, or why it is refused (a syntax error, a limit, a validation rule). */
+  readonly document: DocumentNode | readonly GraphQLError[];
+  /** The operation picked without an operationName (null: none, or several). */
+  readonly anonymous: OperationDefinitionNode | null;
+  /** graphql-jit's compilation per operation that qualifies (src/execution/run.ts), made on first use. */
+  readonly compiled: Map<OperationDefinitionNode, CompiledQuery | null>;
+}
+
+export class DocumentCache {
+  private readonly documents: LRUCache<string, PreparedDocument>;
+  private readonly rules: readonly ValidationRule[];
+
+  constructor(
+    private readonly schema: GraphQLSchema,
+    private readonly limits: OperationLimits,
+    max = 1000,
+  ) {
+    // Bounded by count and by the total size of the texts kept.
+    this.documents = new LRUCache({ max, maxSize: 8 * 1024 * 1024, sizeCalculation: (_v, k) => k.length || 1 });
+    this.rules = [...specifiedRules, ...limits.validationRules];
+  }
+
+  /** How many document texts are prepared. */
+  get size(): number {
+    return this.documents.size;
+  }
+
+  get(query: string): PreparedDocument {
+    let cached = this.documents.get(query);
+    if (!cached) {
+      let document: DocumentNode | readonly GraphQLError[];
+      try {
+        const parsed = this.limits.parse(query);
+        const errors = validate(this.schema, parsed, this.rules);
+        document = errors.length ? errors : parsed;
+      } catch (err) {
+        document = [err instanceof GraphQLError ? err : new GraphQLError(String(err))];
+      }
+      const anonymous = Array.isArray(document) ? null : (getOperationAST(document as DocumentNode) ?? null);
+      cached = { query, document, anonymous, compiled: new Map() };
+      this.documents.set(query, cached);
+    }
+    return cached;
+  }
+}
+
+/** The prepared document when it validated, else undefined. */
+export function validDocument(prepared: PreparedDocument): DocumentNode | undefined {
+  return Array.isArray(prepared.document) ? undefined : (prepared.document as DocumentNode);
+}

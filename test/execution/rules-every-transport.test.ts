@@ -1,0 +1,114 @@
+// Every rule of the execution pipeline holds identically on every transport: POST /graphql on its planned path and
+// through Apollo's pipeline alone (httpPlans: false), graphql-ws and graphql-sse. Real clients over loopback.
+import { createClient as createSseClient } from 'graphql-sse';
+import { request } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { wsClient } from '../helpers/mobile-id.js';
+
+const start = gatewaysPerTest();
+const disposers: Array<() => void | Promise<void>> = [];
+afterEach(async () => {
+  for (const d of disposers.splice(0)) await d();
+});
+
+const KEY = 'rules-every-transport-key-0123';
+type Transport = 'http planned' | 'http apollo' | 'ws' | 'sse';
+const TRANSPORTS: Transport[] = ['http planned', 'http apollo', 'ws', 'sse'];
+
+interface Outcome {
+  /** The HTTP status (HTTP transports only). */
+  status?: number;
+  errors?: Array<{ message: string; extensions?: Record<string, unknown> }>;
+  data?: unknown;
+}
+
+async function startFor(transport: Transport, env: Record<string, string>): Promise<TestGateway> {
+  if (transport !== 'http apollo') return start({ GATEWAY_API_KEYS: KEY, ...env });
+  const gw = await startTestGateway({ GATEWAY_API_KEYS: KEY, ...env }, { httpPlans: false });
+  disposers.push(() => gw.close());
+  return gw;
+}
+
+/** One operation over `transport`: the first result, or the errors the client reports. */
+async function once(transport: Transport, gw: TestGateway, query: string, key: string | null = KEY): Promise<Outcome> {
+  if (transport.startsWith('http')) {
+    const res = await request(`${gw.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+      body: JSON.stringify({ query }),
+    });
+    return { status: res.statusCode, ...((await res.body.json()) as Outcome) };
+  }
+  const client =
+    transport === 'ws'
+      ? wsClient(gw, key ? { key } : {})
+      : createSseClient({ url: `${gw.url}/graphql/stream`, singleConnection: false, retryAttempts: 0, headers: key ? { authorization: `Bearer ${key}` } : {} });
+  disposers.push(() => client.dispose());
+  return new Promise((resolve) => {
+    client.subscribe(
+      { query },
+      {
+        next: (v) => resolve(v as Outcome),
+        error: (e) => resolve({ errors: Array.isArray(e) ? (e as Outcome['errors']) : [{ message: String((e as { reason?: string; message?: string })?.reason ?? (e as Error)?.message ?? e) }] }),
+        complete: () => undefined,
+      },
+    );
+  });
+}
+
+const deep = (levels: number) => `{ projects { ${'networks { project { '.repeat(levels)} id ${'} } '.repeat(levels)} } }`;
+
+describe.each(TRANSPORTS)('the execution pipeline over %s', (transport) => {
+  const http = transport.startsWith('http');
+
+  it('authenticates before it parses anything: a request without a valid key prepares no document', async () => {
+    const gw = await startFor(transport, {});
+    const documents = () => gw.gateway.documents.size;
+    const before = documents();
+    const refused = await once(transport, gw, '{ projects { id name } }', 'not-a-key');
+    if (http) expect(refused.status).toBe(401);
+    expect(refused.data ?? null).toBeNull();
+    expect(documents()).toBe(before);
+    expect((await once(transport, gw, '{ projects { id name } }')).errors).toBeUndefined();
+    // Apollo's own pipeline (the plain path) keeps its own parsed documents, after its context (the key) is made.
+    expect(documents()).toBe(transport === 'http apollo' ? before : before + 1);
+  });
+
+  it('refuses an operation over GRAPHQL_MAX_DEPTH with the error that names the limit', async () => {
+    const gw = await startFor(transport, { GRAPHQL_MAX_DEPTH: '4' });
+    const refused = await once(transport, gw, deep(3));
+    if (http) expect(refused.status).toBe(400);
+    expect(refused.errors?.[0]?.extensions).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED', limit: 'GRAPHQL_MAX_DEPTH', max: 4 });
+    expect(refused.errors?.[0]?.extensions).not.toHaveProperty('http');
+  });
+
+  it('refuses an operation over GRAPHQL_MAX_COST before it runs, with the error that names the limit', async () => {
+    const gw = await startFor(transport, { GRAPHQL_MAX_COST: '50' });
+    const refused = await once(transport, gw, '{ projects(first: 100) { id name networks { id title } } }');
+    if (http) expect(refused.status).toBe(400);
+    expect(refused.data ?? null).toBeNull();
+    expect(refused.errors?.[0]?.extensions).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED', limit: 'GRAPHQL_MAX_COST', max: 50 });
+    expect(refused.errors?.[0]?.extensions).not.toHaveProperty('http');
+  });
+
+  it('refuses a read past RATE_LIMIT_READS with RATE_LIMITED and a retryAfter, after the cost: a too costly one spends nothing', async () => {
+    const gw = await startFor(transport, { RATE_LIMIT_READS: '1/1h', GRAPHQL_MAX_COST: '500' });
+    const tooCostly = await once(transport, gw, '{ projects(first: 1000) { id name networks { id title } } }');
+    expect(tooCostly.errors?.[0]?.extensions?.limit).toBe('GRAPHQL_MAX_COST');
+    const first = await once(transport, gw, '{ projects { id } }');
+    expect(first.errors).toBeUndefined();
+    const refused = await once(transport, gw, '{ projects { id } }');
+    if (http) expect(refused.status).toBe(429);
+    expect(refused.errors?.[0]?.extensions).toMatchObject({ code: 'RATE_LIMITED', bucket: 'reads' });
+    expect(refused.errors?.[0]?.extensions?.retryAfter).toBeGreaterThanOrEqual(1);
+    expect(refused.errors?.[0]?.extensions).not.toHaveProperty('http');
+  });
+
+  it('masks the same way: a syntax error is the client\'s to see, in graphql-js\'s words', async () => {
+    const gw = await startFor(transport, {});
+    const refused = await once(transport, gw, '{ projects { id ');
+    if (http) expect(refused.status).toBe(400);
+    expect(refused.errors?.[0]?.message).toMatch(/^Syntax Error: Expected Name, found <EOF>\.$/);
+  });
+});
