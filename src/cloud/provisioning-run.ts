@@ -26,14 +26,17 @@ export class ProvisioningRunner {
   }
 
   launch(p: Provisioning, plan: PlannedStep[]): void {
+    let touching: Promise<void> = Promise.resolve();
     const heartbeat = setInterval(() => {
-      this.records.touch(p.id).catch((err: unknown) => this.logger.warn({ err, provisioning: p.id }, 'provisioning heartbeat failed'));
+      touching = this.records.touch(p.id).catch((err: unknown) => this.logger.warn({ err, provisioning: p.id }, 'provisioning heartbeat failed'));
     }, Math.max(10, Math.floor(this.staleMs / 3)));
     heartbeat.unref();
     const work = this.run(p, plan)
       .catch((err: unknown) => this.logger.error({ err, provisioning: p.id }, 'provisioning run failed unexpectedly'))
-      .finally(() => {
+      .finally(async () => {
         clearInterval(heartbeat);
+        // A heartbeat already under way ends before the run counts as ended: nothing writes the record after idle().
+        await touching;
         this.running.delete(p.id);
       });
     this.running.set(p.id, work);

@@ -9,12 +9,15 @@ const TABLES = ['idempotency_records', 'resources', 'events', 'notification_toke
  * quarantine of refused mobile-ID notifications (mobile_id_rejections, where a refusal is recorded by design) and
  * rate-limit counters.
  */
-export async function storeSnapshot(gw: TestGateway): Promise<Record<string, string[]>> {
+export async function storeSnapshot(gw: TestGateway, options: { expiringBefore?: number } = {}): Promise<Record<string, string[]>> {
   const db = gw.gateway.services.store.db;
   const snapshot: Record<string, string[]> = {};
   for (const table of TABLES) {
     const rows = await sql<Record<string, unknown>>`select * from ${sql.table(table)}`.execute(db);
-    snapshot[table] = rows.rows.map((r) => JSON.stringify(r, (_k, v) => (Buffer.isBuffer(v) ? v.toString('base64') : typeof v === 'bigint' ? String(v) : v))).sort();
+    // With `expiringBefore`, rows that expire before then are left out: the gateway's periodic purge may remove them
+    // at any moment, which is not a change a request made.
+    const live = options.expiringBefore === undefined ? rows.rows : rows.rows.filter((r) => r.expires_at == null || Number(r.expires_at) > options.expiringBefore!);
+    snapshot[table] = live.map((r) => JSON.stringify(r, (_k, v) => (Buffer.isBuffer(v) ? v.toString('base64') : typeof v === 'bigint' ? String(v) : v))).sort();
   }
   return snapshot;
 }
