@@ -81,6 +81,8 @@ export interface GatewayOptions {
   traceExporter?: SpanExporter;
   /** false: every POST /graphql goes through Apollo's pipeline (tests compare the two paths). Default true. */
   httpPlans?: boolean;
+  /** Tests only: releases reserved SSE streams when the test calls the function it is given (instead of after 60 s). */
+  sseScheduleRelease?: (release: () => void) => void;
 }
 
 
@@ -265,6 +267,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       tracing,
       admit,
       bodyLimit: config.graphqlLimits.maxBodyBytes,
+      ...(options.sseScheduleRelease ? { scheduleRelease: options.sseScheduleRelease } : {}),
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
     });
 

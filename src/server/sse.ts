@@ -25,6 +25,8 @@ export interface SseOptions extends StreamingTransportOptions {
   maxReservationsPerCaller?: number;
   /** A reserved stream that is not connected within this time is released. */
   reservationTimeoutMs?: number;
+  /** Tests only: schedules the release of a reservation instead of a timer, so a test releases it when it chooses. */
+  scheduleRelease?: (release: () => void) => void;
 }
 
 interface SseContext {
@@ -126,8 +128,12 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
 
   function reserve(token: string, scope: string): void {
     const reservation: Reservation = { scope, connected: false, timer: undefined };
-    reservation.timer = setTimeout(() => void release(token), reservationTimeoutMs);
-    reservation.timer.unref();
+    if (options.scheduleRelease) {
+      options.scheduleRelease(() => void release(token));
+    } else {
+      reservation.timer = setTimeout(() => void release(token), reservationTimeoutMs);
+      reservation.timer.unref();
+    }
     reservations.set(token, reservation);
   }
 

@@ -25,26 +25,6 @@ export interface WsOptions extends StreamingTransportOptions {
   tracing?: Tracing;
 }
 
-/** A server's WebSocket text frame (FIN, opcode 1, unmasked; RFC 6455 5.2) whose payload is `head` then `tail`. */
-function textFrame(head: Buffer, tail: Buffer): Buffer {
-  const length = head.length + tail.length;
-  const header = length < 126 ? 2 : length < 65_536 ? 4 : 10;
-  const frame = Buffer.allocUnsafe(header + length);
-  frame[0] = 0x81;
-  if (header === 2) frame[1] = length;
-  else if (header === 4) {
-    frame[1] = 126;
-    frame.writeUInt16BE(length, 2);
-  } else {
-    frame[1] = 127;
-    frame.writeUInt32BE(Math.floor(length / 2 ** 32), 2);
-    frame.writeUInt32BE(length >>> 0, 6);
-  }
-  head.copy(frame, header);
-  tail.copy(frame, header + head.length);
-  return frame;
-}
-
 type Extra = {
   socket: WebSocket;
   /** Until the connection is authenticated (see onConnect). */
@@ -62,7 +42,7 @@ type WsExecutionArgs = ExecutionArgs & { [SEND_RESULT]?: SendResult; [OPERATION_
  * closes with 4401, a wrong one with 4403.
  */
 export function createWsServer(options: WsOptions) {
-  // No permessage-deflate (ws's default, said here because sendResult below relies on it: every frame written at once).
+  // No permessage-deflate (ws's default, said here: frames then go to the corked socket at once, in order).
   const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxMessageBytes ?? 1024 * 1024, perMessageDeflate: false });
   const documents = options.documents;
   const execution = streamingExecution(options.tracing ?? TRACING_OFF, 'ws', options.shared);
@@ -83,14 +63,12 @@ export function createWsServer(options: WsOptions) {
   const prefixes = new WeakMap<ExecutionArgs, Buffer>();
 
   /**
-   * Writes a subscription's result as one WebSocket text frame holding `{"id":…,"type":"next","payload":…}`: byte for
-   * byte the message graphql-ws would write (`JSON.stringify({ id, type: 'next', payload })`; a test compares), framed
-   * as ws frames a server's text message (FIN, opcode 1, no mask). The frame goes straight to the TCP socket under the
-   * WebSocket, one buffer per subscriber built from the shared payload (no string and no frame made by ws's Sender per
-   * subscriber). That is safe because ws writes every frame of this server synchronously to the same socket (no
-   * permessage-deflate here, so its Sender never queues), so frames keep their order with graphql-ws's own messages.
-   * The TCP socket is corked until the end of the tick, so the `complete` graphql-ws sends right after the last result
-   * leaves in the same write (docs/decisions/030, 034).
+   * Writes a subscription's result as one WebSocket message holding `{"id":…,"type":"next","payload":…}`: byte for
+   * byte the message graphql-ws would write (`JSON.stringify({ id, type: 'next', payload })`; a test compares), built
+   * from the shared payload's bytes (encoded once per group) and the subscription's prefix, and framed by ws's own
+   * Sender. The TCP socket under the WebSocket is corked until the end of the tick, so the `complete` graphql-ws sends
+   * right after the last result leaves in the same write (docs/decisions/030; 044 removed the hand-made frames of 034,
+   * whose gain was within noise).
    */
   const sendResult: SendResult = (result, args) => {
     const socket = (args as WsExecutionArgs)[OPERATION_SOCKET]!;
@@ -107,16 +85,12 @@ export function createWsServer(options: WsOptions) {
       prefixes.set(args, prefix);
     }
     const raw = raws.get(socket);
-    if (raw === undefined) {
-      socket.send(Buffer.concat([prefix, payload]), { binary: false });
-      return;
-    }
-    if (!corked.has(raw)) {
+    if (raw !== undefined && !corked.has(raw)) {
       if (corked.size === 0) process.nextTick(uncork);
       corked.add(raw);
       raw.cork();
     }
-    raw.write(textFrame(prefix, payload));
+    socket.send(Buffer.concat([prefix, payload]), { binary: false });
   };
 
   const server = useServer<Record<string, unknown> | undefined, Extra>(

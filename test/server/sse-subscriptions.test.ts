@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import { createClient, type Client } from 'graphql-sse';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
+import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { SUBSCRIPTION, collect, postNotification, waitForSubscriber, wsClient } from '../helpers/mobile-id.js';
 
 const start = gatewaysPerTest();
@@ -185,5 +185,44 @@ describe('the SSE transport', () => {
     expect(statuses[16]).toBe(409);
     // Another app is not affected.
     expect(await reserve('app-b')).toBe(201);
+  });
+});
+
+describe('reserved SSE streams that are never connected', () => {
+  it('are released when their reservation times out: the app may reserve again, and the released token names no stream', async () => {
+    const releases: Array<() => void> = [];
+    const gw = await startTestGateway({ GATEWAY_API_KEYS: 'app-r' }, { sseScheduleRelease: (release) => releases.push(release) });
+    try {
+      const reserve = async () => {
+        const res = await request(`${gw.url}/graphql/stream`, { method: 'PUT', headers: { authorization: 'Bearer app-r' } });
+        return { status: res.statusCode, token: await res.body.text() };
+      };
+      const tokens: string[] = [];
+      for (let i = 0; i < 16; i++) {
+        const r = await reserve();
+        expect(r.status).toBe(201);
+        tokens.push(r.token);
+      }
+      expect((await reserve()).status).toBe(409);
+      expect(releases).toHaveLength(16);
+
+      // The first reservation times out: graphql-sse frees it (its event stream ends), and the app's budget comes back.
+      releases[0]!();
+      let again = await reserve();
+      for (let attempt = 0; again.status === 409 && attempt < 250; attempt++) {
+        await new Promise((r) => setTimeout(r, 20));
+        again = await reserve();
+      }
+      expect(again.status).toBe(201);
+      expect((await reserve()).status).toBe(409);
+      // The released token is answered as one never issued.
+      const get = async (token: string) => {
+        const res = await request(`${gw.url}/graphql/stream?token=${encodeURIComponent(token)}`, { headers: { authorization: 'Bearer app-r', accept: 'text/event-stream' } });
+        return { status: res.statusCode, body: await res.body.text() };
+      };
+      expect(await get(tokens[0]!)).toEqual(await get('never-issued-token'));
+    } finally {
+      await gw.close();
+    }
   });
 });
