@@ -17,8 +17,10 @@ type Transport = 'http planned' | 'http apollo' | 'ws' | 'sse';
 const TRANSPORTS: Transport[] = ['http planned', 'http apollo', 'ws', 'sse'];
 
 interface Outcome {
-  /** The HTTP status (HTTP transports only). */
+  /** The HTTP status (HTTP transports, and an SSE request refused before its stream). */
   status?: number;
+  /** The WebSocket close code, when the gateway closed the socket. */
+  closeCode?: number;
   errors?: Array<{ message: string; extensions?: Record<string, unknown> }>;
   data?: unknown;
 }
@@ -50,7 +52,11 @@ async function once(transport: Transport, gw: TestGateway, query: string, key: s
       { query },
       {
         next: (v) => resolve(v as Outcome),
-        error: (e) => resolve({ errors: Array.isArray(e) ? (e as Outcome['errors']) : [{ message: String((e as { reason?: string; message?: string })?.reason ?? (e as Error)?.message ?? e) }] }),
+        error: (e) => {
+          if (Array.isArray(e)) return resolve({ errors: e as Outcome['errors'] });
+          const close = e as { code?: number; reason?: string; message?: string };
+          resolve({ ...(typeof close.code === 'number' ? { closeCode: close.code } : {}), errors: [{ message: String(close.reason ?? close.message ?? e) }] });
+        },
         complete: () => undefined,
       },
     );
@@ -103,6 +109,23 @@ describe.each(TRANSPORTS)('the execution pipeline over %s', (transport) => {
     expect(refused.errors?.[0]?.extensions).toMatchObject({ code: 'RATE_LIMITED', bucket: 'reads' });
     expect(refused.errors?.[0]?.extensions?.retryAfter).toBeGreaterThanOrEqual(1);
     expect(refused.errors?.[0]?.extensions).not.toHaveProperty('http');
+  });
+
+  it('refuses a request over GRAPHQL_MAX_BODY_BYTES before reading it further', async () => {
+    const gw = await startFor(transport, { GRAPHQL_MAX_BODY_BYTES: '2048' });
+    const big = `{ projects { id } } # ${'x'.repeat(4096)}`;
+    if (transport === 'ws') {
+      // WebSocket: the message is over the socket's maximum, which closes it (1009, message too big).
+      expect((await once(transport, gw, big)).closeCode).toBe(1009);
+      return;
+    }
+    const res = await request(transport === 'sse' ? `${gw.url}/graphql/stream` : `${gw.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: transport === 'sse' ? 'text/event-stream' : 'application/json', authorization: `Bearer ${KEY}` },
+      body: JSON.stringify({ query: big }),
+    });
+    expect(res.statusCode).toBe(413);
+    expect(((await res.body.json()) as Outcome).errors?.[0]?.message).toMatch(/exceeds 2048 bytes/);
   });
 
   it('masks the same way: a syntax error is the client\'s to see, in graphql-js\'s words', async () => {
