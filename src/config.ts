@@ -23,101 +23,6 @@ export type UpstreamName = (typeof UPSTREAM_NAMES)[number];
 /** Upstreams whose spec does not document Idempotency-Key; IDEMPOTENT_UPSTREAMS may name them. */
 export const KEY_OPTIONAL_UPSTREAMS = ['identification', 'verification', 'rfm'] as const;
 
-export const ENV_VARS: readonly EnvVar[] = [
-  { name: 'PORT', default: '4000', description: 'TCP port for GraphQL over HTTP and WebSocket, the webhooks, health and metrics.' },
-  { name: 'HOST', default: '0.0.0.0', description: 'Interface to listen on.' },
-  { name: 'PUBLIC_URL', default: 'http://localhost:PORT', description: 'Address the upstreams use to reach this gateway (verification callbacks, mobile-ID notification_uri).' },
-  { name: 'DATA_DIR', default: './data', description: 'Folder of the embedded SQLite database (gateway.sqlite) when DATABASE_URL is unset.' },
-  { name: 'DATABASE_URL', default: '(unset: SQLite)', description: 'PostgreSQL connection string; when set, the store, idempotency records and event log live there.' },
-  { name: 'SQLITE_SYNCHRONOUS', default: 'FULL', description: 'SQLite (WAL) durability: FULL makes every commit survive power loss before it is acknowledged; NORMAL survives a crash of the process but may lose the last commits on power loss.' },
-  { name: 'CLOUD_API_URL', default: '(unset: see SANDBOX_UPSTREAMS)', description: 'Base URL of the cloud provisioning API.' },
-  { name: 'CLOUD_API_TOKEN', default: '(unset)', description: 'Service-account token for the cloud API (the authorization step is then skipped).' },
-  { name: 'CLOUD_API_CREDENTIALS', default: '(unset)', description: 'JSON object sent to POST /iam/v2/tokens to obtain a cloud token; used when CLOUD_API_TOKEN is unset.' },
-  {
-    name: 'CLOUD_CREATED_ID_PATH',
-    default: '(unset: guesses id, serviceId, data.id, metadata.id)',
-    description: 'JSON path of the created id in the cloud API\'s creation answers (the spec does not show them), as a dot path where a numeric segment indexes an array, e.g. data.uuid or items.0.id. Set, it replaces the guesses. A 2xx whose id cannot be read is kept, not lost: UPSTREAM_ANSWER_INCOMPLETE, and a retry with the same key reads the kept answer again with this path (docs/decisions/042).',
-  },
-  { name: 'CLOUD_TOKEN_PATH', default: '(unset: guesses access_token, accessToken, token, id_token, also under data)', description: 'JSON path of the token in the answer of POST /iam/v2/tokens (its field is not shown), e.g. iamToken or data.token.value. Set, it replaces the guesses.' },
-  { name: 'CLOUD_IP_ADDRESS_PATH', default: '(unset: guesses address, ip, ipAddress, ip_address, publicIp, public_ip, also under data, spec, status)', description: 'JSON path of the IPv4 address in an IP address creation answer (not shown), e.g. addresses.0.ip. Set, it replaces the guesses (IpAddress.address and the white_host of a provisioning).' },
-  { name: 'VERIFICATION_API_URL', default: '(unset: see SANDBOX_UPSTREAMS)', description: 'Base URL of the verification interface.' },
-  { name: 'VERIFICATION_API_TOKEN', default: '(unset)', description: 'JWT bearer token for the verification interface (and the rfm check beside it); required when VERIFICATION_API_URL is set.' },
-  { name: 'IDENTIFICATION_API_URL', default: '(unset: see SANDBOX_UPSTREAMS)', description: 'Base URL of the identification interface (environment PRODUCTION).' },
-  { name: 'IDENTIFICATION_PRODLIKE_API_URL', default: '(unset: PRODLIKE refused, or simulated with identification)', description: 'Base URL of the pre-production-like identification interface (environment PRODLIKE).' },
-  { name: 'IDENTIFICATION_API_TOKEN', default: '(unset)', description: 'Bearer token for the identification interface; required when IDENTIFICATION_API_URL is set.' },
-  { name: 'IDENTIFICATION_PRODLIKE_API_TOKEN', default: '(unset: IDENTIFICATION_API_TOKEN)', description: 'Bearer token for the pre-production-like identification interface (environment PRODLIKE). Unset: the production token IDENTIFICATION_API_TOKEN is sent there too.' },
-  { name: 'RFM_API_URL', default: '(unset: VERIFICATION_API_URL)', description: 'Base URL of the rfm list check (POST /api/v1/rfm/is-in-catalog). Unset: the verification interface, where the spec lists the check (under /api/v1), with VERIFICATION_API_TOKEN.' },
-  { name: 'VERIFICATION_EXTERNAL_ID_PATH', default: '(unset: guesses verificationExternalId, externalId, id, also under data, verification, result)', description: 'JSON path of the verification\'s id in a registration answer (not shown), read when the app gave no externalId. Set, it replaces the guesses; a 2xx without a readable id is kept as UPSTREAM_ANSWER_INCOMPLETE and read again with this path on a retry with the same key.' },
-  { name: 'VERIFICATION_RESULTS_PATH', default: '(unset: a bare list, or guesses results, items, data, verifications)', description: 'JSON path of the list of results (or the object keyed by id) in the answer of POST /api/v2/verifications/results (not shown), e.g. payload.entries. Set, it replaces the guesses.' },
-  { name: 'VERIFICATION_CALLBACK_URL_PATH', default: 'callbackUrl', description: 'Where a verification registration request carries the callbackUrl (the spec names no field), as a dot path, e.g. callback.url.' },
-  {
-    name: 'MOBILEID_NOTIFICATION_TOKENS',
-    default: '(unset)',
-    description:
-      'Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id. `<app>:<token>` binds a token to a named app of GATEWAY_API_KEYS (only that app reads its results); a bare token\'s results are readable by every app that knows the auth_req_id (prefer issueMobileIdNotificationToken per app).',
-  },
-  { name: 'MOBILEID_JWKS_URL', default: '(unset)', description: 'JWKS of the mobile identity service: when set, every id_token signature is verified (iss and aud are compared when present and MOBILEID_ISSUER / MOBILEID_CLIENT_ID are set).' },
-  { name: 'MOBILEID_JWKS_FILE', default: '(unset)', description: 'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL.' },
-  { name: 'MOBILEID_ISSUER', default: '(unset)', description: 'Expected iss of mobile-ID id_tokens, compared when a token carries iss (unset: iss is reported NOT_CHECKED).' },
-  { name: 'MOBILEID_CLIENT_ID', default: '(unset)', description: 'Expected aud of mobile-ID id_tokens, compared when a token carries aud (unset: aud is reported NOT_CHECKED).' },
-  { name: 'TOKEN_ENCRYPTION_KEY', default: '(unset: DATA_DIR/token-encryption.key)', description: '32 random bytes (base64 or 64 hex digits): the gateway secret that seals stored mobile-ID tokens, rfm answers and identification links (AES-256-GCM) and keys request fingerprints, callback tokens and the sandbox notification token. Unset: a key file generated in DATA_DIR on first start (keep it apart from the database in production). Replicas sharing DATABASE_URL need the same key.' },
-  { name: 'MOBILEID_JWKS_ALLOWED_HOSTS', default: '(unset: none)', description: 'Comma-separated hosts (or host:port) whose URLs from a notification body the gateway may fetch; today it fetches none (jwks_uri is the operator\'s encryption key, recorded and exposed, never used to check signatures).' },
-  { name: 'MOBILEID_STRICT_ID_TOKEN', default: 'false', description: 'true: full CIBA strictness, an id_token without iss, aud, exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash, or an encrypted one, is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).' },
-  { name: 'GATEWAY_API_KEYS', default: '(unset: open)', description: 'Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app\'s name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Unset is allowed only when every upstream is sandboxed.' },
-  { name: 'OPERATOR_API_KEYS', default: '(unset: none)', description: 'Comma-separated keys of operators (`name:key` or bare, as in GATEWAY_API_KEYS): each works as an API key and may also read operator data (mobileIdRejections, the quarantine of refused notifications). Needs GATEWAY_API_KEYS; in open sandbox mode everyone is the operator.' },
-  { name: 'IDEMPOTENCY_RETENTION', default: '24h', description: 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).' },
-  { name: 'EVENT_RETENTION', default: '7d', description: 'How long webhook events are kept in the event log.' },
-  { name: 'UPSTREAM_TIMEOUT', default: '10s', description: 'Time limit of one upstream attempt (headers and body).' },
-  { name: 'UPSTREAM_RETRY_BUDGET', default: '20s', description: 'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.' },
-  { name: 'UPSTREAM_MAX_RETRIES', default: '4', description: 'Most retries of one upstream call after its first attempt.' },
-  {
-    name: 'IDEMPOTENT_UPSTREAMS',
-    default: '(unset: none)',
-    description: `Comma-separated identity upstreams known to honour Idempotency-Key (${KEY_OPTIONAL_UPSTREAMS.join(', ')}): a request to them whose outcome is unknown (timeout, reset, 5xx other than 503 with Retry-After) is retried automatically, as on the cloud API. Others answer UPSTREAM_OUTCOME_UNKNOWN instead (docs/decisions/011).`,
-  },
-  { name: 'RATE_LIMIT_CREATIONS', default: 'off', description: 'Per API key: how many creations (mutations that call an upstream, each field one point) per window, as <points>/<window> such as 20/1m; off for no limit. Shared by replicas on PostgreSQL.' },
-  { name: 'RATE_LIMIT_READS', default: 'off', description: 'Per API key: how many other operations (queries, subscriptions, mutations that call no upstream) per window, as <points>/<window> such as 600/1m; off for no limit.' },
-  { name: 'IDEMPOTENCY_TAKEOVER', default: '10s', description: 'How long the idempotency key of a call whose replica crashed stays locked before a call with the same key (on any replica) takes it over. A live call renews its lease every third of this, so a slow call is never taken over (docs/decisions/012).' },
-  { name: 'IDEMPOTENCY_WAIT', default: '5s', description: 'How long a request waits for an in-flight request with the same idempotency key before IDEMPOTENCY_KEY_IN_USE.' },
-  { name: 'VERIFICATION_RESULTS_BATCH_SIZE', default: '100', description: 'Most verification ids in one POST /api/v2/verifications/results.' },
-  { name: 'GRAPHQL_INTROSPECTION', default: '(true while every upstream is sandboxed, else false)', description: 'Introspection and the GraphiQL page, over HTTP, WebSocket and SSE alike; false turns both off. With a real upstream they are off unless set to true (as Apollo Server does in production).' },
-  {
-    name: 'SANDBOX_UPSTREAMS',
-    default: '(unset: all, only when no upstream is configured)',
-    description: `Comma-separated upstreams the embedded simulator serves while others are real: ${UPSTREAM_NAMES.join(', ')}. Without it, an upstream left unconfigured beside real ones stops start-up, naming the variable to set.`,
-  },
-  { name: 'GRAPHQL_MAX_ALIASES', default: '15', description: 'Most aliases in one GraphQL operation (HTTP and WebSocket); more is refused before anything runs.' },
-  { name: 'GRAPHQL_MAX_DEPTH', default: '6', description: 'Deepest field nesting of one operation (introspection below __schema is not counted).' },
-  { name: 'GRAPHQL_MAX_TOKENS', default: '1000', description: 'Most lexical tokens in one GraphQL document.' },
-  { name: 'GRAPHQL_MAX_DIRECTIVES', default: '50', description: 'Most directives in one operation.' },
-  { name: 'GRAPHQL_MAX_COST', default: '5000', description: 'Highest estimated cost of one operation (GraphQL Armor cost: objects 2, scalars 1, each list multiplied by its size estimate), plus one point per element of every list in its arguments and variables.' },
-  { name: 'PROVISIONING_MAX_TOPICS', default: '100', description: 'Most topics in one provisionKafkaCluster or planKafkaCluster; more is BAD_USER_INPUT before any work.' },
-  { name: 'PROVISIONING_MAX_USERS', default: '50', description: 'Most users (Kafka users, or VM users) in one composite provisioning or plan; more is BAD_USER_INPUT before any work. ACLs, group ACLs and SSH keys are at most 50 per user.' },
-  { name: 'GRAPHQL_LIST_SIZE_ESTIMATE', default: '5', description: 'Size assumed for a list field in the cost estimate when neither a `first` argument nor a list argument bounds it.' },
-  { name: 'GRAPHQL_MAX_BODY_BYTES', default: '102400', description: 'Largest GraphQL request body over HTTP, and largest WebSocket message, in bytes.' },
-  { name: 'SANDBOX_FAULT_RATE', default: '0', description: 'Share (0..1) of sandbox upstream requests that fail (5xx, 429, reset, timeout).' },
-  { name: 'SANDBOX_LATENCY_MS', default: '0', description: 'Latency added to every sandbox upstream response, in milliseconds.' },
-  {
-    name: 'SANDBOX_CLOUD_SHAPE',
-    default: DEFAULT_CLOUD_SHAPE.name,
-    description: `Where the cloud sandbox puts the created id, the token field and an IP's address in its answers (the spec shows none of them): \`<id>+<token>+<address>\` with id one of id, serviceId, data.id, metadata.id; token one of access_token, accessToken, token; address one of address, ipAddress, ip_address, ip, publicIp, absent (e.g. ${CLOUD_SHAPE_MODES[1]!.name}); or \`random\`, printed at start-up with its seed. Beyond the gateway's guesses, to exercise the *_PATH variables: id uuid, resource.uuid or items.0.id; token iamToken or auth.iamToken; address externalAddress or addresses.0.ip (e.g. uuid+iamToken+addresses.0.ip).`,
-  },
-  { name: 'SANDBOX_CLOUD_SHAPE_SEED', default: '(unset: a new seed each start)', description: 'Seed of SANDBOX_CLOUD_SHAPE=random, to repeat a run\'s shape.' },
-  { name: 'SANDBOX_CALLBACK_DELAY_MS', default: '1500', description: 'Delay before the sandbox verification service calls back.' },
-  { name: 'TRUSTED_DOCUMENTS', default: 'off', description: 'Trusted documents: off; allow (operations by documentId or persisted-query hash from the manifest, and any other document); enforce (only the manifest\'s documents run, plus introspection when GRAPHQL_INTROSPECTION is on).' },
-  { name: 'TRUSTED_DOCUMENTS_MANIFEST', default: '(unset)', description: 'Path of the manifest, { "<documentId>": "<document>" } as GraphQL Code Generator\'s client preset writes persisted-documents.json; read at start-up, required unless TRUSTED_DOCUMENTS is off.' },
-  { name: 'OTEL_SDK_DISABLED', default: 'false', description: 'OpenTelemetry: true turns tracing off whatever the other OTEL_* variables say.' },
-  { name: 'OTEL_TRACES_EXPORTER', default: 'none', description: 'OpenTelemetry: none (tracing off), otlp (OTLP over HTTP, JSON) or console. Tracing is off by default.' },
-  { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', default: 'http://localhost:4318', description: 'OpenTelemetry: base URL of the OTLP/HTTP collector; traces go to <endpoint>/v1/traces.' },
-  { name: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', default: '(unset)', description: 'OpenTelemetry: full URL for traces, instead of OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces.' },
-  { name: 'OTEL_EXPORTER_OTLP_HEADERS', default: '(unset)', description: 'OpenTelemetry: headers sent to the collector, as key=value pairs separated by commas (values URL-encoded).' },
-  { name: 'OTEL_SERVICE_NAME', default: 'gateway', description: 'OpenTelemetry: service.name of every span.' },
-  { name: 'OTEL_TRACES_SAMPLER', default: 'parentbased_always_on', description: 'OpenTelemetry: always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio.' },
-  { name: 'OTEL_TRACES_SAMPLER_ARG', default: '1', description: 'OpenTelemetry: the sampling ratio (0..1) of the traceidratio samplers.' },
-  { name: 'GATEWAY_TEST_PAUSE_AT', default: '(unset)', description: `Tests only: the process stops at this phase and waits to be killed (${PHASES.join(', ')}); see docs/decisions/014.` },
-  { name: 'LOG_LEVEL', default: 'info', description: 'pino log level: fatal, error, warn, info, debug, trace or silent.' },
-  { name: 'LOG_FORMAT', default: 'auto', description: 'auto (a compact line per event when stdout is a terminal, JSON otherwise), json (one JSON object per line, for collectors) or pretty.' },
-];
 
 /** Variables whose value may be a secret: never echoed in a configuration error. */
 const SECRET_VARS = new Set([
@@ -155,6 +60,31 @@ export function decodeKey(text: string): Buffer | undefined {
   return key && key.length === 32 ? key : undefined;
 }
 
+/** A schema whose value when the variable is unset is its own default, and that default as the README shows it. */
+interface Defaulted<S extends z.ZodType> {
+  readonly schema: S;
+  readonly shown: string;
+}
+
+/** One variable's declaration (see VARS). */
+interface Declared<S extends z.ZodType> {
+  readonly schema: S;
+  readonly shown: string;
+  /** True when `shown` is the schema's own default; false when it only says what unset means. */
+  readonly derived: boolean;
+  readonly description: string;
+}
+
+/**
+ * A variable: a schema with its default (its README default then comes from it) or, for one without a default, the
+ * text that says what unset means (`(unset: SQLite)`).
+ */
+function declare<S extends z.ZodType>(part: S | Defaulted<S>, description: string, unset?: string): Declared<S> {
+  if ('shown' in part) return { schema: part.schema, shown: part.shown, derived: true, description };
+  if (unset === undefined) throw new Error('a variable without a default needs the text that says what unset means');
+  return { schema: part, shown: unset, derived: false, description };
+}
+
 const optionalString = z
   .string()
   .transform((s) => s.trim())
@@ -167,12 +97,25 @@ const httpUrl = z
   .refine((u) => /^https?:\/\//i.test(u), 'must be an http(s) URL')
   .transform((u) => u.replace(/\/+$/, ''))
   .optional();
+const httpUrlOr = (fallback: string): Defaulted<z.ZodType<string, string | undefined>> => ({
+  schema: httpUrl.transform((u) => u ?? fallback),
+  shown: fallback,
+});
 const list = z
   .string()
   .optional()
   .transform((s) => (s ?? '').split(',').map((v) => v.trim()).filter(Boolean));
-const duration = (fallback: string) =>
-  z
+/** A non-empty text, `fallback` when unset. */
+const text = (fallback: string) => ({ schema: z.string().trim().min(1).optional().default(fallback), shown: fallback });
+/** One of `values`, `fallback` when unset; `normalize` lets any case through. */
+const choice = <const V extends readonly [string, ...string[]]>(values: V, fallback: V[number], normalize?: 'upper' | 'lower') => {
+  const message = `must be ${values.slice(0, -1).join(', ')} or ${values[values.length - 1]}`;
+  const base = z.string().trim();
+  const cased = normalize === 'upper' ? base.toUpperCase() : normalize === 'lower' ? base.toLowerCase() : base;
+  return { schema: cased.pipe(z.enum(values, message)).optional().default(fallback as never), shown: fallback };
+};
+const duration = (fallback: string, bound: { minMs: number; message: string } = { minMs: 0, message: '' }) => ({
+  schema: z
     .string()
     .optional()
     .transform((s, ctx) => {
@@ -181,29 +124,38 @@ const duration = (fallback: string) =>
         ctx.addIssue({ code: 'custom', message: 'must be a duration such as 500ms, 30s, 10m, 24h or 7d' });
         return z.NEVER;
       }
+      if (ms < bound.minMs) {
+        ctx.addIssue({ code: 'custom', message: bound.message });
+        return z.NEVER;
+      }
       return ms;
-    });
+    }),
+  shown: fallback,
+});
 /** A rate limit: `points` per window of `windowMs`, per API key. */
 export interface RateLimit {
   readonly points: number;
   readonly windowMs: number;
 }
 
-const rateLimit = z
-  .string()
-  .optional()
-  .transform((s, ctx): RateLimit | null => {
-    const text = (s ?? 'off').trim().toLowerCase();
-    if (text === 'off') return null;
-    const m = /^(\d+)\s*\/\s*(\S+)$/.exec(text);
-    const points = m ? Number(m[1]) : NaN;
-    const windowMs = m ? parseDuration(m[2]!) : undefined;
-    if (!Number.isSafeInteger(points) || points < 1 || windowMs === undefined || windowMs < 1000 || windowMs > 86_400_000) {
-      ctx.addIssue({ code: 'custom', message: 'must be off, or <points>/<window> with points >= 1 and a window from 1s to 24h, such as 20/1m' });
-      return z.NEVER;
-    }
-    return { points, windowMs };
-  });
+const rateLimit = {
+  schema: z
+    .string()
+    .optional()
+    .transform((s, ctx): RateLimit | null => {
+      const text = (s ?? 'off').trim().toLowerCase();
+      if (text === 'off') return null;
+      const m = /^(\d+)\s*\/\s*(\S+)$/.exec(text);
+      const points = m ? Number(m[1]) : NaN;
+      const windowMs = m ? parseDuration(m[2]!) : undefined;
+      if (!Number.isSafeInteger(points) || points < 1 || windowMs === undefined || windowMs < 1000 || windowMs > 86_400_000) {
+        ctx.addIssue({ code: 'custom', message: 'must be off, or <points>/<window> with points >= 1 and a window from 1s to 24h, such as 20/1m' });
+        return z.NEVER;
+      }
+      return { points, windowMs };
+    }),
+  shown: 'off',
+};
 /** A JSON path of a shape the spec does not show (src/json-path.ts); unset means the documented guesses. */
 const jsonPath = z
   .string()
@@ -217,8 +169,8 @@ const jsonPath = z
     }
     return path;
   });
-const int = (fallback: number, min: number, max: number) =>
-  z
+const int = (fallback: number, min: number, max: number) => ({
+  schema: z
     .string()
     .optional()
     .transform((s, ctx) => {
@@ -228,41 +180,58 @@ const int = (fallback: number, min: number, max: number) =>
         return z.NEVER;
       }
       return v;
-    });
-const bool = <T extends boolean | undefined>(fallback: T) =>
-  z
+    }),
+  shown: String(fallback),
+});
+/** A number from 0 to 1. */
+const ratio = (fallback: number) => ({
+  schema: z
     .string()
     .optional()
-    .transform((s, ctx): boolean | T => {
-      if (s === undefined || s.trim() === '') return fallback;
-      const v = s.trim().toLowerCase();
-      if (['true', '1', 'yes', 'on'].includes(v)) return true;
-      if (['false', '0', 'no', 'off'].includes(v)) return false;
-      ctx.addIssue({ code: 'custom', message: 'must be true or false' });
-      return z.NEVER;
-    });
+    .transform((s, ctx) => {
+      const v = s === undefined || s.trim() === '' ? fallback : Number(s);
+      if (!Number.isFinite(v) || v < 0 || v > 1) {
+        ctx.addIssue({ code: 'custom', message: 'must be a number from 0 to 1' });
+        return z.NEVER;
+      }
+      return v;
+    }),
+  shown: String(fallback),
+});
+const optionalBool = z
+  .string()
+  .optional()
+  .transform((s, ctx): boolean | undefined => {
+    if (s === undefined || s.trim() === '') return undefined;
+    const v = s.trim().toLowerCase();
+    if (['true', '1', 'yes', 'on'].includes(v)) return true;
+    if (['false', '0', 'no', 'off'].includes(v)) return false;
+    ctx.addIssue({ code: 'custom', message: 'must be true or false' });
+    return z.NEVER;
+  });
+const bool = (fallback: boolean) => ({ schema: optionalBool.transform((v) => v ?? fallback), shown: String(fallback) });
 
-const envSchema = z.object({
-  PORT: int(4000, 0, 65535),
-  HOST: z.string().trim().min(1).optional().default('0.0.0.0'),
-  PUBLIC_URL: httpUrl,
-  DATA_DIR: z.string().trim().min(1).optional().default('./data'),
-  DATABASE_URL: z
+/**
+ * Every variable, declared once: its schema (with its default, where it has one), the default the README's table
+ * shows (derived from the schema's own default, or for a variable without one the text that says what unset means),
+ * and its description. The parser, the start-up errors, ENV_VARS and the README's table all come from here
+ * (test/config.test.ts checks that each shown default is the value the schema gives an unset variable).
+ */
+const VARS = {
+  PORT: declare(int(4000, 0, 65535), 'TCP port for GraphQL over HTTP and WebSocket, the webhooks, health and metrics.'),
+  HOST: declare(text('0.0.0.0'), 'Interface to listen on.'),
+  PUBLIC_URL: declare(httpUrl, 'Address the upstreams use to reach this gateway (verification callbacks, mobile-ID notification_uri).', 'http://localhost:PORT'),
+  DATA_DIR: declare(text('./data'), 'Folder of the embedded SQLite database (gateway.sqlite) when DATABASE_URL is unset.'),
+  DATABASE_URL: declare(z
     .string()
     .trim()
     .optional()
     .transform((s) => (s ? s : undefined))
-    .refine((s) => s === undefined || /^postgres(ql)?:\/\//.test(s), 'must be a postgres:// or postgresql:// URL'),
-  SQLITE_SYNCHRONOUS: z
-    .string()
-    .trim()
-    .toUpperCase()
-    .pipe(z.enum(['FULL', 'NORMAL'], 'must be FULL or NORMAL'))
-    .optional()
-    .default('FULL'),
-  CLOUD_API_URL: httpUrl,
-  CLOUD_API_TOKEN: optionalString,
-  CLOUD_API_CREDENTIALS: z
+    .refine((s) => s === undefined || /^postgres(ql)?:\/\//.test(s), 'must be a postgres:// or postgresql:// URL'), 'PostgreSQL connection string; when set, the store, idempotency records and event log live there.', '(unset: SQLite)'),
+  SQLITE_SYNCHRONOUS: declare(choice(['FULL', 'NORMAL'], 'FULL', 'upper'), 'SQLite (WAL) durability: FULL makes every commit survive power loss before it is acknowledged; NORMAL survives a crash of the process but may lose the last commits on power loss.'),
+  CLOUD_API_URL: declare(httpUrl, 'Base URL of the cloud provisioning API.', '(unset: see SANDBOX_UPSTREAMS)'),
+  CLOUD_API_TOKEN: declare(optionalString, 'Service-account token for the cloud API (the authorization step is then skipped).', '(unset)'),
+  CLOUD_API_CREDENTIALS: declare(z
     .string()
     .optional()
     .transform((s, ctx) => {
@@ -275,84 +244,73 @@ const envSchema = z.object({
       }
       ctx.addIssue({ code: 'custom', message: 'must be a JSON object (it is sent as the body of POST /iam/v2/tokens)' });
       return z.NEVER;
-    }),
-  CLOUD_CREATED_ID_PATH: jsonPath,
-  CLOUD_TOKEN_PATH: jsonPath,
-  CLOUD_IP_ADDRESS_PATH: jsonPath,
-  VERIFICATION_EXTERNAL_ID_PATH: jsonPath,
-  VERIFICATION_RESULTS_PATH: jsonPath,
-  VERIFICATION_CALLBACK_URL_PATH: jsonPath,
-  VERIFICATION_API_URL: httpUrl,
-  VERIFICATION_API_TOKEN: optionalString,
-  IDENTIFICATION_API_URL: httpUrl,
-  IDENTIFICATION_PRODLIKE_API_URL: httpUrl,
-  IDENTIFICATION_API_TOKEN: optionalString,
-  IDENTIFICATION_PRODLIKE_API_TOKEN: optionalString,
-  RFM_API_URL: httpUrl,
-  MOBILEID_NOTIFICATION_TOKENS: list,
-  MOBILEID_JWKS_URL: httpUrl,
-  MOBILEID_JWKS_FILE: optionalString,
-  MOBILEID_ISSUER: optionalString,
-  MOBILEID_CLIENT_ID: optionalString,
-  MOBILEID_JWKS_ALLOWED_HOSTS: list,
-  MOBILEID_STRICT_ID_TOKEN: bool(false),
-  TOKEN_ENCRYPTION_KEY: optionalString.refine(
+    }), 'JSON object sent to POST /iam/v2/tokens to obtain a cloud token; used when CLOUD_API_TOKEN is unset.', '(unset)'),
+  CLOUD_CREATED_ID_PATH: declare(jsonPath, 'JSON path of the created id in the cloud API\'s creation answers (the spec does not show them), as a dot path where a numeric segment indexes an array, e.g. data.uuid or items.0.id. Set, it replaces the guesses. A 2xx whose id cannot be read is kept, not lost: UPSTREAM_ANSWER_INCOMPLETE, and a retry with the same key reads the kept answer again with this path (docs/decisions/042).', '(unset: guesses id, serviceId, data.id, metadata.id)'),
+  CLOUD_TOKEN_PATH: declare(jsonPath, 'JSON path of the token in the answer of POST /iam/v2/tokens (its field is not shown), e.g. iamToken or data.token.value. Set, it replaces the guesses.', '(unset: guesses access_token, accessToken, token, id_token, also under data)'),
+  CLOUD_IP_ADDRESS_PATH: declare(jsonPath, 'JSON path of the IPv4 address in an IP address creation answer (not shown), e.g. addresses.0.ip. Set, it replaces the guesses (IpAddress.address and the white_host of a provisioning).', '(unset: guesses address, ip, ipAddress, ip_address, publicIp, public_ip, also under data, spec, status)'),
+  VERIFICATION_API_URL: declare(httpUrl, 'Base URL of the verification interface.', '(unset: see SANDBOX_UPSTREAMS)'),
+  VERIFICATION_API_TOKEN: declare(optionalString, 'JWT bearer token for the verification interface (and the rfm check beside it); required when VERIFICATION_API_URL is set.', '(unset)'),
+  IDENTIFICATION_API_URL: declare(httpUrl, 'Base URL of the identification interface (environment PRODUCTION).', '(unset: see SANDBOX_UPSTREAMS)'),
+  IDENTIFICATION_PRODLIKE_API_URL: declare(httpUrl, 'Base URL of the pre-production-like identification interface (environment PRODLIKE).', '(unset: PRODLIKE refused, or simulated with identification)'),
+  IDENTIFICATION_API_TOKEN: declare(optionalString, 'Bearer token for the identification interface; required when IDENTIFICATION_API_URL is set.', '(unset)'),
+  IDENTIFICATION_PRODLIKE_API_TOKEN: declare(optionalString, 'Bearer token for the pre-production-like identification interface (environment PRODLIKE). Unset: the production token IDENTIFICATION_API_TOKEN is sent there too.', '(unset: IDENTIFICATION_API_TOKEN)'),
+  RFM_API_URL: declare(httpUrl, 'Base URL of the rfm list check (POST /api/v1/rfm/is-in-catalog). Unset: the verification interface, where the spec lists the check (under /api/v1), with VERIFICATION_API_TOKEN.', '(unset: VERIFICATION_API_URL)'),
+  VERIFICATION_EXTERNAL_ID_PATH: declare(jsonPath, 'JSON path of the verification\'s id in a registration answer (not shown), read when the app gave no externalId. Set, it replaces the guesses; a 2xx without a readable id is kept as UPSTREAM_ANSWER_INCOMPLETE and read again with this path on a retry with the same key.', '(unset: guesses verificationExternalId, externalId, id, also under data, verification, result)'),
+  VERIFICATION_RESULTS_PATH: declare(jsonPath, 'JSON path of the list of results (or the object keyed by id) in the answer of POST /api/v2/verifications/results (not shown), e.g. payload.entries. Set, it replaces the guesses.', '(unset: a bare list, or guesses results, items, data, verifications)'),
+  VERIFICATION_CALLBACK_URL_PATH: declare(jsonPath, 'Where a verification registration request carries the callbackUrl (the spec names no field), as a dot path, e.g. callback.url.', '(unset: callbackUrl)'),
+  MOBILEID_NOTIFICATION_TOKENS: declare(list, 'Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id. `<app>:<token>` binds a token to a named app of GATEWAY_API_KEYS (only that app reads its results); a bare token\'s results are readable by every app that knows the auth_req_id (prefer issueMobileIdNotificationToken per app).', '(unset)'),
+  MOBILEID_JWKS_URL: declare(httpUrl, 'JWKS of the mobile identity service: when set, every id_token signature is verified (iss and aud are compared when present and MOBILEID_ISSUER / MOBILEID_CLIENT_ID are set).', '(unset)'),
+  MOBILEID_JWKS_FILE: declare(optionalString, 'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL.', '(unset)'),
+  MOBILEID_ISSUER: declare(optionalString, 'Expected iss of mobile-ID id_tokens, compared when a token carries iss (unset: iss is reported NOT_CHECKED).', '(unset)'),
+  MOBILEID_CLIENT_ID: declare(optionalString, 'Expected aud of mobile-ID id_tokens, compared when a token carries aud (unset: aud is reported NOT_CHECKED).', '(unset)'),
+  TOKEN_ENCRYPTION_KEY: declare(optionalString.refine(
     (s) => s === undefined || decodeKey(s) !== undefined,
     'must be 32 bytes as base64 (44 characters) or as 64 hex digits, e.g. the output of `openssl rand -base64 32`',
-  ),
-  GATEWAY_API_KEYS: list,
-  OPERATOR_API_KEYS: list,
-  SANDBOX_UPSTREAMS: list.refine((names) => names.every((n) => (UPSTREAM_NAMES as readonly string[]).includes(n)), {
-    message: `must list upstreams among ${UPSTREAM_NAMES.join(', ')}`,
-  }),
-  IDEMPOTENT_UPSTREAMS: list.refine((names) => names.every((n) => (KEY_OPTIONAL_UPSTREAMS as readonly string[]).includes(n)), {
+  ), '32 random bytes (base64 or 64 hex digits): the gateway secret that seals stored mobile-ID tokens, rfm answers and identification links (AES-256-GCM) and keys request fingerprints, callback tokens and the sandbox notification token. Unset: a key file generated in DATA_DIR on first start (keep it apart from the database in production). Replicas sharing DATABASE_URL need the same key.', '(unset: DATA_DIR/token-encryption.key)'),
+  MOBILEID_STRICT_ID_TOKEN: declare(bool(false), 'true: full CIBA strictness, an id_token without iss, aud, exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash, or an encrypted one, is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).'),
+  GATEWAY_API_KEYS: declare(list, 'Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app\'s name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Unset is allowed only when every upstream is sandboxed.', '(unset: open)'),
+  OPERATOR_API_KEYS: declare(list, 'Comma-separated keys of operators (`name:key` or bare, as in GATEWAY_API_KEYS): each works as an API key and may also read operator data (mobileIdRejections, the quarantine of refused notifications). Needs GATEWAY_API_KEYS; in open sandbox mode everyone is the operator.', '(unset: none)'),
+  IDEMPOTENCY_RETENTION: declare(duration('24h'), 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).'),
+  EVENT_RETENTION: declare(duration('7d'), 'How long webhook events are kept in the event log.'),
+  UPSTREAM_TIMEOUT: declare(duration('10s'), 'Time limit of one upstream attempt (headers and body).'),
+  UPSTREAM_RETRY_BUDGET: declare(duration('20s'), 'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.'),
+  UPSTREAM_MAX_RETRIES: declare(int(4, 0, 20), 'Most retries of one upstream call after its first attempt.'),
+  IDEMPOTENT_UPSTREAMS: declare(list.refine((names) => names.every((n) => (KEY_OPTIONAL_UPSTREAMS as readonly string[]).includes(n)), {
     message: `must list upstreams among ${KEY_OPTIONAL_UPSTREAMS.join(', ')} (the cloud API always honours Idempotency-Key)`,
-  }),
-  IDEMPOTENCY_RETENTION: duration('24h'),
-  EVENT_RETENTION: duration('7d'),
-  UPSTREAM_TIMEOUT: duration('10s'),
-  UPSTREAM_RETRY_BUDGET: duration('20s'),
-  UPSTREAM_MAX_RETRIES: int(4, 0, 20),
-  RATE_LIMIT_CREATIONS: rateLimit,
-  RATE_LIMIT_READS: rateLimit,
-  IDEMPOTENCY_TAKEOVER: duration('10s').refine((ms) => ms >= 300, { message: 'must be at least 300ms (a live call renews its lease every third of it)' }),
-  IDEMPOTENCY_WAIT: duration('5s'),
-  VERIFICATION_RESULTS_BATCH_SIZE: int(100, 1, 10_000),
+  }), `Comma-separated identity upstreams known to honour Idempotency-Key (${KEY_OPTIONAL_UPSTREAMS.join(', ')}): a request to them whose outcome is unknown (timeout, reset, 5xx other than 503 with Retry-After) is retried automatically, as on the cloud API. Others answer UPSTREAM_OUTCOME_UNKNOWN instead (docs/decisions/011).`, '(unset: none)'),
+  RATE_LIMIT_CREATIONS: declare(rateLimit, 'Per API key: how many creations (mutations that call an upstream, each field one point) per window, as <points>/<window> such as 20/1m; off for no limit. Shared by replicas on PostgreSQL.'),
+  RATE_LIMIT_READS: declare(rateLimit, 'Per API key: how many other operations (queries, subscriptions, mutations that call no upstream) per window, as <points>/<window> such as 600/1m; off for no limit.'),
+  IDEMPOTENCY_TAKEOVER: declare(duration('10s', { minMs: 300, message: 'must be at least 300ms (a live call renews its lease every third of it)' }), 'How long the idempotency key of a call whose replica crashed stays locked before a call with the same key (on any replica) takes it over. A live call renews its lease every third of this, so a slow call is never taken over (docs/decisions/012).'),
+  IDEMPOTENCY_WAIT: declare(duration('5s'), 'How long a request waits for an in-flight request with the same idempotency key before IDEMPOTENCY_KEY_IN_USE.'),
+  VERIFICATION_RESULTS_BATCH_SIZE: declare(int(100, 1, 10_000), 'Most verification ids in one POST /api/v2/verifications/results.'),
   // Unset: decided once the upstreams are known (on only while every upstream is sandboxed).
-  GRAPHQL_INTROSPECTION: bool(undefined),
-  GRAPHQL_MAX_ALIASES: int(15, 0, 10_000),
-  GRAPHQL_MAX_DEPTH: int(6, 1, 1_000),
-  GRAPHQL_MAX_TOKENS: int(1000, 1, 1_000_000),
-  GRAPHQL_MAX_DIRECTIVES: int(50, 0, 10_000),
-  GRAPHQL_MAX_COST: int(5000, 1, 100_000_000),
-  PROVISIONING_MAX_TOPICS: int(100, 1, 10_000),
-  PROVISIONING_MAX_USERS: int(50, 1, 10_000),
-  GRAPHQL_LIST_SIZE_ESTIMATE: int(5, 1, 100_000),
-  GRAPHQL_MAX_BODY_BYTES: int(102_400, 1024, 100 * 1024 * 1024),
-  SANDBOX_FAULT_RATE: z
-    .string()
-    .optional()
-    .transform((s, ctx) => {
-      const v = s === undefined || s.trim() === '' ? 0 : Number(s);
-      if (!Number.isFinite(v) || v < 0 || v > 1) {
-        ctx.addIssue({ code: 'custom', message: 'must be a number from 0 to 1' });
-        return z.NEVER;
-      }
-      return v;
-    }),
-  SANDBOX_LATENCY_MS: int(0, 0, 60_000),
-  SANDBOX_CALLBACK_DELAY_MS: int(1500, 0, 600_000),
-  SANDBOX_CLOUD_SHAPE: z
+  GRAPHQL_INTROSPECTION: declare(optionalBool, 'Introspection and the GraphiQL page, over HTTP, WebSocket and SSE alike; false turns both off. With a real upstream they are off unless set to true (as Apollo Server does in production).', '(true while every upstream is sandboxed, else false)'),
+  SANDBOX_UPSTREAMS: declare(list.refine((names) => names.every((n) => (UPSTREAM_NAMES as readonly string[]).includes(n)), {
+    message: `must list upstreams among ${UPSTREAM_NAMES.join(', ')}`,
+  }), `Comma-separated upstreams the embedded simulator serves while others are real: ${UPSTREAM_NAMES.join(', ')}. Without it, an upstream left unconfigured beside real ones stops start-up, naming the variable to set.`, '(unset: all, only when no upstream is configured)'),
+  GRAPHQL_MAX_ALIASES: declare(int(15, 0, 10_000), 'Most aliases in one GraphQL operation (HTTP and WebSocket); more is refused before anything runs.'),
+  GRAPHQL_MAX_DEPTH: declare(int(6, 1, 1_000), 'Deepest field nesting of one operation (introspection below __schema is not counted).'),
+  GRAPHQL_MAX_TOKENS: declare(int(1000, 1, 1_000_000), 'Most lexical tokens in one GraphQL document.'),
+  GRAPHQL_MAX_DIRECTIVES: declare(int(50, 0, 10_000), 'Most directives in one operation.'),
+  GRAPHQL_MAX_COST: declare(int(5000, 1, 100_000_000), 'Highest estimated cost of one operation (GraphQL Armor cost: objects 2, scalars 1, each list multiplied by its size estimate), plus one point per element of every list in its arguments and variables.'),
+  PROVISIONING_MAX_TOPICS: declare(int(100, 1, 10_000), 'Most topics in one provisionKafkaCluster or planKafkaCluster; more is BAD_USER_INPUT before any work.'),
+  PROVISIONING_MAX_USERS: declare(int(50, 1, 10_000), 'Most users (Kafka users, or VM users) in one composite provisioning or plan; more is BAD_USER_INPUT before any work. ACLs, group ACLs and SSH keys are at most 50 per user.'),
+  GRAPHQL_LIST_SIZE_ESTIMATE: declare(int(5, 1, 100_000), 'Size assumed for a list field in the cost estimate when neither a `first` argument nor a list argument bounds it.'),
+  GRAPHQL_MAX_BODY_BYTES: declare(int(102_400, 1024, 100 * 1024 * 1024), 'Largest GraphQL request body over HTTP, and largest WebSocket message, in bytes.'),
+  SANDBOX_FAULT_RATE: declare(ratio(0), 'Share (0..1) of sandbox upstream requests that fail (5xx, 429, reset, timeout).'),
+  SANDBOX_LATENCY_MS: declare(int(0, 0, 60_000), 'Latency added to every sandbox upstream response, in milliseconds.'),
+  SANDBOX_CLOUD_SHAPE: declare({ schema: z
     .string()
     .trim()
     .optional()
+    
     .default(DEFAULT_CLOUD_SHAPE.name)
     .refine((s) => s === 'random' || cloudShapeByName(s) !== undefined, {
       message:
         'must be random or <id>+<token>+<address>: id one of id, serviceId, data.id, metadata.id (or, beyond the gateway\'s guesses, uuid, resource.uuid, items.0.id); ' +
         'token one of access_token, accessToken, token (or iamToken, auth.iamToken); address one of address, ipAddress, ip_address, ip, publicIp, absent (or externalAddress, addresses.0.ip)',
-    }),
-  SANDBOX_CLOUD_SHAPE_SEED: z
+    }), shown: DEFAULT_CLOUD_SHAPE.name }, `Where the cloud sandbox puts the created id, the token field and an IP's address in its answers (the spec shows none of them): \`<id>+<token>+<address>\` with id one of id, serviceId, data.id, metadata.id; token one of access_token, accessToken, token; address one of address, ipAddress, ip_address, ip, publicIp, absent (e.g. ${CLOUD_SHAPE_MODES[1]!.name}); or \`random\`, printed at start-up with its seed. Beyond the gateway's guesses, to exercise the *_PATH variables: id uuid, resource.uuid or items.0.id; token iamToken or auth.iamToken; address externalAddress or addresses.0.ip (e.g. uuid+iamToken+addresses.0.ip).`),
+  SANDBOX_CLOUD_SHAPE_SEED: declare(z
     .string()
     .optional()
     .transform((s, ctx) => {
@@ -363,31 +321,20 @@ const envSchema = z.object({
         return z.NEVER;
       }
       return v;
-    }),
-  TRUSTED_DOCUMENTS: z
-    .string()
-    .trim()
-    .toLowerCase()
-    .pipe(z.enum(['off', 'allow', 'enforce'], 'must be off, allow or enforce'))
-    .optional()
-    .default('off'),
-  TRUSTED_DOCUMENTS_MANIFEST: optionalString,
-  OTEL_SDK_DISABLED: bool(false),
-  OTEL_TRACES_EXPORTER: z
-    .string()
-    .trim()
-    .toLowerCase()
-    .pipe(z.enum(['none', 'otlp', 'console'], 'must be none, otlp or console'))
-    .optional()
-    .default('none'),
-  OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl,
-  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z
+    }), 'Seed of SANDBOX_CLOUD_SHAPE=random, to repeat a run\'s shape.', '(unset: a new seed each start)'),
+  SANDBOX_CALLBACK_DELAY_MS: declare(int(1500, 0, 600_000), 'Delay before the sandbox verification service calls back.'),
+  TRUSTED_DOCUMENTS: declare(choice(['off', 'allow', 'enforce'], 'off', 'lower'), 'Trusted documents: off; allow (operations by documentId or persisted-query hash from the manifest, and any other document); enforce (only the manifest\'s documents run, plus introspection when GRAPHQL_INTROSPECTION is on).'),
+  TRUSTED_DOCUMENTS_MANIFEST: declare(optionalString, 'Path of the manifest, { "<documentId>": "<document>" } as GraphQL Code Generator\'s client preset writes persisted-documents.json; read at start-up, required unless TRUSTED_DOCUMENTS is off.', '(unset)'),
+  OTEL_SDK_DISABLED: declare(bool(false), 'OpenTelemetry: true turns tracing off whatever the other OTEL_* variables say.'),
+  OTEL_TRACES_EXPORTER: declare(choice(['none', 'otlp', 'console'], 'none', 'lower'), 'OpenTelemetry: none (tracing off), otlp (OTLP over HTTP, JSON) or console. Tracing is off by default.'),
+  OTEL_EXPORTER_OTLP_ENDPOINT: declare(httpUrlOr('http://localhost:4318'), 'OpenTelemetry: base URL of the OTLP/HTTP collector; traces go to <endpoint>/v1/traces.'),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: declare(z
     .string()
     .trim()
     .url('must be an absolute URL')
     .refine((u) => /^https?:\/\//i.test(u), 'must be an http(s) URL')
-    .optional(),
-  OTEL_EXPORTER_OTLP_HEADERS: z
+    .optional(), 'OpenTelemetry: full URL for traces, instead of OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces.', '(unset)'),
+  OTEL_EXPORTER_OTLP_HEADERS: declare(z
     .string()
     .optional()
     .transform((s, ctx) => {
@@ -408,35 +355,23 @@ const envSchema = z.object({
         }
       }
       return headers;
-    }),
-  OTEL_SERVICE_NAME: z.string().trim().min(1).optional().default('gateway'),
-  OTEL_TRACES_SAMPLER: z
-    .string()
-    .trim()
-    .toLowerCase()
-    .pipe(
-      z.enum(
-        ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'],
-        'must be always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio',
-      ),
-    )
-    .optional()
-    .default('parentbased_always_on'),
-  OTEL_TRACES_SAMPLER_ARG: z
-    .string()
-    .optional()
-    .transform((s, ctx) => {
-      const v = s === undefined || s.trim() === '' ? 1 : Number(s);
-      if (!Number.isFinite(v) || v < 0 || v > 1) {
-        ctx.addIssue({ code: 'custom', message: 'must be a number from 0 to 1' });
-        return z.NEVER;
-      }
-      return v;
-    }),
-  GATEWAY_TEST_PAUSE_AT: z.enum(PHASES, `must be one of ${PHASES.join(', ')}`).optional(),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().default('info'),
-  LOG_FORMAT: z.enum(['auto', 'json', 'pretty'], 'must be auto, json or pretty').optional().default('auto'),
-});
+    }), 'OpenTelemetry: headers sent to the collector, as key=value pairs separated by commas (values URL-encoded).', '(unset)'),
+  OTEL_SERVICE_NAME: declare(text('gateway'), 'OpenTelemetry: service.name of every span.'),
+  OTEL_TRACES_SAMPLER: declare(choice(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'], 'parentbased_always_on', 'lower'), 'OpenTelemetry: always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio.'),
+  OTEL_TRACES_SAMPLER_ARG: declare(ratio(1), 'OpenTelemetry: the sampling ratio (0..1) of the traceidratio samplers.'),
+  GATEWAY_TEST_PAUSE_AT: declare(z.enum(PHASES, `must be one of ${PHASES.join(', ')}`).optional(), `Tests only: the process stops at this phase and waits to be killed (${PHASES.join(', ')}); see docs/decisions/014.`, '(unset)'),
+  LOG_LEVEL: declare(choice(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'), 'pino log level: fatal, error, warn, info, debug, trace or silent.'),
+  LOG_FORMAT: declare(choice(['auto', 'json', 'pretty'], 'auto'), 'auto (a compact line per event when stdout is a terminal, JSON otherwise), json (one JSON object per line, for collectors) or pretty.'),
+};
+
+export const ENV_VARS: readonly EnvVar[] = Object.entries(VARS).map(([name, v]) => ({ name, default: v.shown, description: v.description }));
+
+const envSchema = z.object(
+  Object.fromEntries(Object.entries(VARS).map(([name, v]) => [name, v.schema])) as { [K in keyof typeof VARS]: (typeof VARS)[K]['schema'] },
+);
+
+/** The schema of each variable, and the default its table row shows (tests check the two agree). */
+export const DECLARED_VARS: Readonly<Record<string, { readonly schema: z.ZodType; readonly shown: string; readonly derived: boolean }>> = VARS;
 
 type Env = z.infer<typeof envSchema>;
 
@@ -468,7 +403,6 @@ export interface Config {
     readonly jwksFile: string | undefined;
     readonly issuer: string | undefined;
     readonly clientId: string | undefined;
-    readonly jwksAllowedHosts: readonly string[];
     /** MOBILEID_STRICT_ID_TOKEN. */
     readonly strictIdToken: boolean;
   };
@@ -770,7 +704,6 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       jwksFile: e.MOBILEID_JWKS_FILE,
       issuer: e.MOBILEID_ISSUER,
       clientId: e.MOBILEID_CLIENT_ID,
-      jwksAllowedHosts: e.MOBILEID_JWKS_ALLOWED_HOSTS,
       strictIdToken: e.MOBILEID_STRICT_ID_TOKEN,
     },
     tokenEncryptionKey: e.TOKEN_ENCRYPTION_KEY,
@@ -816,7 +749,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     tracing: {
       enabled: !e.OTEL_SDK_DISABLED && e.OTEL_TRACES_EXPORTER !== 'none',
       exporter: e.OTEL_TRACES_EXPORTER,
-      endpoint: e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? `${e.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'http://localhost:4318'}/v1/traces`,
+      endpoint: e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? `${e.OTEL_EXPORTER_OTLP_ENDPOINT}/v1/traces`,
       headers: e.OTEL_EXPORTER_OTLP_HEADERS,
       serviceName: e.OTEL_SERVICE_NAME,
       sampler: e.OTEL_TRACES_SAMPLER,

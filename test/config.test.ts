@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, describeUpstreams, loadConfig } from '../src/config.js';
+import { ConfigError, DECLARED_VARS, describeUpstreams, loadConfig } from '../src/config.js';
 
 /** Loads a config and returns the ConfigError it throws (undefined when it loads). */
 function refusal(env: Record<string, string>): ConfigError | undefined {
@@ -134,5 +134,17 @@ describe('real upstreams: no silent sandbox', () => {
     const config = loadConfig({ ...ALL_REAL, CLOUD_API_URL: 'https://user:secret@cloud.example' });
     expect(describeUpstreams(config.upstreams).cloud).toBe('https://cloud.example');
     expect(JSON.stringify(describeUpstreams(config.upstreams))).not.toMatch(/secret|cloud-token|verify-jwt|ident-token|notify-token/);
+  });
+
+  it('declares each default once: the README shows exactly the value an unset variable gets, and a variable without a default parses to nothing', () => {
+    for (const [name, v] of Object.entries(DECLARED_VARS)) {
+      const unset: unknown = v.schema.parse(undefined);
+      if (v.derived) {
+        expect(v.schema.parse(v.shown), name).toEqual(unset);
+      } else {
+        const empty = unset === undefined || unset === null || (Array.isArray(unset) && unset.length === 0) || (typeof unset === 'object' && Object.keys(unset as object).length === 0);
+        expect(empty, `${name} has a default its table row does not show`).toBe(true);
+      }
+    }
   });
 });

@@ -218,7 +218,7 @@ describe('JWKS addresses in a notification body', () => {
     expect(trap.hits).toEqual([]);
   });
 
-  it('never verifies a signature with a jwks_uri or jwks_endpoint from the body, even from an allow-listed host', async () => {
+  it('never verifies a signature with a jwks_uri or jwks_endpoint from the body, even from a host the removed MOBILEID_JWKS_ALLOWED_HOSTS names', async () => {
     const op = await operator();
     const allowed = await countingServer(op.jwks);
     const gw = await gateway({
