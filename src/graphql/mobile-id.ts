@@ -1,13 +1,14 @@
 import DataLoader from 'dataloader';
 import type { MobileIdAuthenticationResult, Resolvers } from '../generated/graphql.js';
-import { checkAuthReqId, type MobileIdAuthentication } from '../mobile-id/service.js';
+import { checkAuthReqId } from '../mobile-id/stored.js';
+import type { MobileIdAuthentication } from '../mobile-id/views.js';
 import type { EventRecord } from '../events/index.js';
 import type { GraphQLContext } from './context.js';
 import { abortable } from './subscriptions.js';
 
 /**
  * The view with its GraphQL type name, as an object over it (not a copy: a copy would read, so open, the sealed tokens
- * that the view opens only when a selection asks for them; src/mobile-id/service.ts).
+ * that the view opens only when a selection asks for them; src/mobile-id/views.ts).
  */
 function toGraphQL(a: MobileIdAuthentication): MobileIdAuthenticationResult {
   const typed = Object.create(a) as MobileIdAuthenticationResult;

@@ -4,10 +4,11 @@ import type { Metrics } from '../metrics.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
 import type { SecretBox } from './sealing.js';
-import { MobileIdService, type SandboxNotifier } from './service.js';
+import type { SandboxNotifier } from './sandbox-trigger.js';
+import { MobileIdService } from './service.js';
 import { configuredKeys } from './verify.js';
 
-export { MobileIdService, MOBILE_ID_EVENT_KIND, type MobileIdAuthentication } from './service.js';
+export { MobileIdService } from './service.js';
 
 /**
  * What the gateway trusts of the mobile identity service, which calls us (the composition root resolves

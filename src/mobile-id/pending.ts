@@ -6,8 +6,8 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../store/schema.js';
 
 /** First retry after this long, doubling per attempt up to PENDING_MAX_DELAY_MS. */
-export const PENDING_FIRST_DELAY_MS = 5_000;
-export const PENDING_MAX_DELAY_MS = 5 * 60_000;
+const PENDING_FIRST_DELAY_MS = 5_000;
+const PENDING_MAX_DELAY_MS = 5 * 60_000;
 /** How long a replica holds a row it is verifying; a replica that died lets it go after this. */
 const LEASE_MS = 60_000;
 
@@ -26,7 +26,7 @@ export interface PendingNotification {
 }
 
 /** The delay before attempt `attempts + 1`: 5 s, 10 s, 20 s, … at most 5 minutes. */
-export function pendingDelay(attempts: number): number {
+function pendingDelay(attempts: number): number {
   return Math.min(PENDING_FIRST_DELAY_MS * 2 ** Math.min(attempts, 20), PENDING_MAX_DELAY_MS);
 }
 

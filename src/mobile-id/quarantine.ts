@@ -5,7 +5,9 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Caller } from '../caller.js';
+import { badUserInput } from '../errors.js';
 import type { Database } from '../store/schema.js';
+import { checkAuthReqId } from './stored.js';
 import type { IdTokenRejection } from './verify.js';
 import { MAX_ID_LENGTH } from './wire.js';
 
@@ -50,19 +52,19 @@ export type NewRejection = Omit<Rejection, 'id' | 'receivedAt'> & {
  * Most rows kept of the operator's view (refusals on configured tokens, or before any token was recognised): a
  * flood of forged requests cannot grow the table without bound.
  */
-export const QUARANTINE_MAX_ROWS = 10_000;
+const QUARANTINE_MAX_ROWS = 10_000;
 /**
  * Most rows kept per app (refusals of notifications on a token that app issued), apart from the operator's view
  * and from every other app: an app that posts 10,000 malformed notifications on its own token pushes out only its
  * own rows.
  */
-export const QUARANTINE_MAX_ROWS_PER_APP = 1_000;
+const QUARANTINE_MAX_ROWS_PER_APP = 1_000;
 /**
  * Most rows per minute (per process) for requests refused before their body was read (no or a wrong
  * client_notification_token): anyone can send those, and each row is a durable write. Past it they are only
  * counted (metric, log). A real sender with a wrong token shows up well within it.
  */
-export const UNAUTHENTICATED_ROWS_PER_MINUTE = 100;
+const UNAUTHENTICATED_ROWS_PER_MINUTE = 100;
 const MAX_DESCRIPTION = 1000;
 
 /** The auth_req_id of a refused body, when it has a usable one (a string the schema would accept). */
@@ -73,7 +75,7 @@ export function authReqIdOf(body: unknown): string | null {
 }
 
 /** Operators read every rejection; an app reads those of notifications that came with a token it issued. */
-export function isOperator(caller: Caller): boolean {
+function isOperator(caller: Caller): boolean {
   return caller.operator === true || caller.scope === 'open';
 }
 
@@ -118,11 +120,18 @@ export class RejectionQuarantine {
     return true;
   }
 
-  /** Newest first. */
-  async list(caller: Caller, options: { first: number; authReqId?: string | null }): Promise<Rejection[]> {
-    let q = this.db.selectFrom('mobile_id_rejections').selectAll().orderBy('id', 'desc').limit(options.first);
+  /** Refused notifications, newest first: all of them for an operator, those on tokens it issued for an app. */
+  list(caller: Caller, options: { first?: number | null; authReqId?: string | null }): Promise<Rejection[]> {
+    const first = options.first ?? 50;
+    if (!Number.isInteger(first) || first < 1 || first > 500) throw badUserInput('first', 'must be from 1 to 500');
+    if (options.authReqId != null) checkAuthReqId(options.authReqId);
+    return this.rows(caller, first, options.authReqId ?? null);
+  }
+
+  private async rows(caller: Caller, first: number, authReqId: string | null): Promise<Rejection[]> {
+    let q = this.db.selectFrom('mobile_id_rejections').selectAll().orderBy('id', 'desc').limit(first);
     if (!isOperator(caller)) q = q.where('scope', '=', caller.scope);
-    if (options.authReqId != null) q = q.where('auth_req_id', '=', options.authReqId);
+    if (authReqId !== null) q = q.where('auth_req_id', '=', authReqId);
     const rows = await q.execute();
     return rows.map((row) => ({
       id: row.id,

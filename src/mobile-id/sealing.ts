@@ -4,7 +4,7 @@ import path from 'node:path';
 import { decodeKey } from '../config.js';
 import type { Logger } from '../logger.js';
 
-export const KEY_FILE_NAME = 'token-encryption.key';
+const KEY_FILE_NAME = 'token-encryption.key';
 const PREFIX = 'gcm1';
 
 /** Random IVs drawn from a pooled buffer: one getrandom call per 1,024 IVs instead of one per seal. */

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { indexOfDigest, sha256, type Caller } from '../caller.js';
+import { badUserInput } from '../errors.js';
 import type { Database } from '../store/schema.js';
+import { checkAuthReqId } from './stored.js';
 
 /** Who sent a notification, as its `Authorization: Bearer <client_notification_token>` tells. */
 export type NotifierAuth =
@@ -25,6 +27,8 @@ export interface IssuedToken {
   expiresAt: Date;
 }
 
+const TOKEN_TTL = { defaultSeconds: 3600, minSeconds: 10, maxSeconds: 7 * 86_400 } as const;
+
 /**
  * The client_notification_tokens the webhook accepts: the configured ones (held as sha256 digests and
  * compared in constant time) and the ones the gateway issued (only their sha256 is stored).
@@ -39,6 +43,17 @@ export class NotificationTokens {
   ) {
     this.configured = configured.map((c) => sha256(c.token));
     this.configuredScopes = configured.map((c) => c.scope);
+  }
+
+  /** issueMobileIdNotificationToken: its arguments checked (BAD_USER_INPUT), then a token issued. */
+  async issueChecked(caller: Caller, options: { authReqId?: string | null; ttlSeconds?: number | null }): Promise<IssuedToken> {
+    const authReqId = options.authReqId ?? null;
+    if (authReqId !== null) checkAuthReqId(authReqId);
+    const ttl = options.ttlSeconds ?? TOKEN_TTL.defaultSeconds;
+    if (!Number.isInteger(ttl) || ttl < TOKEN_TTL.minSeconds || ttl > TOKEN_TTL.maxSeconds) {
+      throw badUserInput('ttlSeconds', `must be from ${TOKEN_TTL.minSeconds} to ${TOKEN_TTL.maxSeconds}`);
+    }
+    return this.issue(caller, { authReqId, ttlMs: ttl * 1000 });
   }
 
   async issue(caller: Caller, options: { authReqId: string | null; ttlMs: number }, now = Date.now()): Promise<IssuedToken> {

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import { isCompactJwe } from './wire.js';
 
-export const AUTH_REQ_ID_CLAIM = 'urn:openid:params:jwt:claim:auth_req_id';
+const AUTH_REQ_ID_CLAIM = 'urn:openid:params:jwt:claim:auth_req_id';
 
 /** Asymmetric algorithms only: an HMAC "signature" keyed with a public key is the classic confusion attack. */
 const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
@@ -51,7 +51,7 @@ export function claimsOf(raw: Record<string, unknown>): IdTokenClaims {
  * hash being the one of the id_token's alg (SHA-256 for *256, ...; SHA-512 for EdDSA/Ed25519). Null for an
  * alg with no known hash.
  */
-export function atHash(accessToken: string, alg: string): string | null {
+function atHash(accessToken: string, alg: string): string | null {
   const hash = /256$/.test(alg) ? 'sha256' : /384$/.test(alg) ? 'sha384' : /512$/.test(alg) || alg === 'EdDSA' || alg === 'Ed25519' ? 'sha512' : null;
   if (!hash) return null;
   const digest = createHash(hash).update(accessToken, 'ascii').digest();
@@ -59,7 +59,7 @@ export function atHash(accessToken: string, alg: string): string | null {
 }
 
 /** The outcome of one id_token check: passed, claim absent (allowed unless strict), or not run (no JWKS). */
-export type CheckResult = 'VALID' | 'ABSENT' | 'NOT_CHECKED';
+type CheckResult = 'VALID' | 'ABSENT' | 'NOT_CHECKED';
 
 /**
  * What was checked on an accepted id_token, so that an app can decide for itself (docs/decisions/016). A

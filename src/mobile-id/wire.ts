@@ -1,6 +1,6 @@
 // The wire shapes of the mobile identity service's completion notification
 // (spec/mobile-id-notification.md, "Body, positive scenario" / "Body, negative scenario").
-// Snake_case lives here only; the service maps it to the stored payload.
+// Snake_case lives here only; the intake (intake.ts) maps it to the stored payload.
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { z } from 'zod';
 
@@ -28,7 +28,7 @@ export interface JwtParts {
  * checking its signature; null when it is not one.
  */
 export function decodeCompactJwt(token: string): JwtParts | null {
-  // The body check and the service both decode the id_token of the same notification: the last one is kept.
+  // The body check and the intake both decode the id_token of the same notification: the last one is kept.
   if (token === lastDecoded.token) return lastDecoded.parts;
   const parts = decode(token);
   lastDecoded = { token, parts };
@@ -75,7 +75,7 @@ const idToken = z
   });
 
 /** The positive scenario. Unknown fields (jwks_endpoint, premiuminfo_endpoint, kyc_match_endpoint, ...) are kept. */
-export const successBodySchema = z.looseObject({
+const successBodySchema = z.looseObject({
   auth_req_id: identifier,
   access_token: z
     .string({ error: required('a string') })
@@ -94,22 +94,22 @@ export const successBodySchema = z.looseObject({
 });
 
 /** The negative scenario (the spec's error table; unknown error codes are kept too). */
-export const failureBodySchema = z.looseObject({
+const failureBodySchema = z.looseObject({
   auth_req_id: identifier,
   error: identifier,
   error_description: text,
   correlation_id: optionalText,
 });
 
-export type SuccessBody = z.infer<typeof successBodySchema>;
-export type FailureBody = z.infer<typeof failureBodySchema>;
+type SuccessBody = z.infer<typeof successBodySchema>;
+type FailureBody = z.infer<typeof failureBodySchema>;
 
 export type WireNotification = { outcome: 'success'; body: SuccessBody } | { outcome: 'failure'; body: FailureBody };
 
 export type ParseResult = { ok: true; notification: WireNotification } | { ok: false; description: string };
 
-export const SUCCESS_FIELDS = ['auth_req_id', 'access_token', 'token_type', 'id_token', 'expires_in', 'jwks_uri', 'leading_kyc_match', 'correlation_id'] as const;
-export const FAILURE_FIELDS = ['auth_req_id', 'error', 'error_description', 'correlation_id'] as const;
+const SUCCESS_FIELDS = ['auth_req_id', 'access_token', 'token_type', 'id_token', 'expires_in', 'jwks_uri', 'leading_kyc_match', 'correlation_id'] as const;
+const FAILURE_FIELDS = ['auth_req_id', 'error', 'error_description', 'correlation_id'] as const;
 
 /** The fields of a body that neither shape names, as sent. */
 export function extraFields(n: WireNotification): Record<string, unknown> {
@@ -159,7 +159,7 @@ const IDENTIFIER_FIELDS = ['auth_req_id', 'correlation_id'] as const;
  * - leading_kyc_match given as true/false, 1/0 (text or number) is that boolean.
  * Anything else stays as sent, so the schema names it. A value that is not an allowed spelling is never guessed.
  */
-export function tolerate(input: Record<string, unknown>): Record<string, unknown> {
+function tolerate(input: Record<string, unknown>): Record<string, unknown> {
   const body: Record<string, unknown> = { ...input };
   for (const name of OPTIONAL_FIELDS) {
     const v = body[name];

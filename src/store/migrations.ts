@@ -189,7 +189,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
       },
     },
     // Pending notifications are told apart per owner of the token that carried them, as the event log's dedupe
-    // keys are (src/mobile-id/service.ts mobileIdDedupeKey): one app's notification never blocks another's.
+    // keys are (src/mobile-id/stored.ts mobileIdDedupeKey): one app's notification never blocks another's.
     '008_mobile_id_pending_per_owner': {
       async up(db: Kysely<any>) {
         await db.schema

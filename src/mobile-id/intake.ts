@@ -1,0 +1,248 @@
+// The intake of completion notifications: each one parsed, deduplicated, verified, its secrets sealed, and stored
+// in the event log; one whose id_token cannot be verified yet is kept pending and verified later (docs/decisions/040).
+import { canonicalJson } from '../fingerprint.js';
+import type { Events } from '../events/index.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import type { PendingVerifications } from './pending.js';
+import { authReqIdOf, type RejectionQuarantine, type RejectionReason } from './quarantine.js';
+import type { SecretBox } from './sealing.js';
+import { MOBILE_ID_EVENT_KIND, mobileIdDedupeKey, type StoredMeta, type StoredNotification, type StoredSuccess } from './stored.js';
+import type { NotifierAuth } from './tokens.js';
+import { NO_CLAIMS, claimsOf, type IdTokenVerifier } from './verify.js';
+import { decodeCompactJwt, extraFields, failureReason, isCompactJwe, parseNotification } from './wire.js';
+
+/** Attempts before an id_token whose kid no key of the JWKS has is refused (the JWKS refetch cools down 30 s). */
+const UNKNOWN_KEY_ATTEMPTS = 4;
+
+/** Extra body fields whose values are credentials (a CIBA refresh_token, ...): sealed like the tokens. */
+const SECRET_FIELD = /token|secret|password/i;
+
+export type ReceiveResult =
+  /** Stored: answer 204, then call `publish`. */
+  | { status: 'accepted'; authReqId: string; outcome: 'success' | 'failure'; publish: () => Promise<void> }
+  /** The same notification again: answer 204, publish nothing. */
+  | { status: 'duplicate'; authReqId: string }
+  /** Another notification for an auth_req_id that already has one: 409, nothing changed. */
+  | { status: 'conflict'; authReqId: string }
+  | { status: 'unauthorized'; description: string; authReqId: string | null }
+  | { status: 'invalid'; reason: RejectionReason; description: string; authReqId: string | null }
+  /** Stored durably but not verified yet (JWKS unreachable): answer 204; delivered once it is verified. */
+  | { status: 'pending'; authReqId: string; description: string };
+
+export interface NotificationHeaders {
+  requestId: string | null;
+  transactionId: string | null;
+  contentType: string;
+  gatewayRequestId: string;
+}
+
+interface IntakeOptions {
+  events: Events;
+  box: SecretBox;
+  verifier: IdTokenVerifier;
+  pending: PendingVerifications;
+  quarantine: RejectionQuarantine;
+  /** How long pending notifications are retried (EVENT_RETENTION). */
+  rejectionRetentionMs: number;
+  metrics: Metrics;
+  logger: Logger;
+}
+
+export class NotificationIntake {
+  private readonly events: Events;
+  private readonly box: SecretBox;
+  private readonly verifier: IdTokenVerifier;
+  private readonly pending: PendingVerifications;
+  private readonly quarantine: RejectionQuarantine;
+  private readonly logger: Logger;
+
+  constructor(private readonly options: IntakeOptions) {
+    this.events = options.events;
+    this.box = options.box;
+    this.verifier = options.verifier;
+    this.pending = options.pending;
+    this.quarantine = options.quarantine;
+    this.logger = options.logger;
+  }
+
+  /** Validates, verifies and durably stores one notification; the caller answers, then publishes. */
+  async receive(auth: NotifierAuth & { ok: true }, body: unknown, headers: NotificationHeaders): Promise<ReceiveResult> {
+    const parsed = parseNotification(body);
+    if (!parsed.ok) return { status: 'invalid', reason: 'MALFORMED', description: parsed.description, authReqId: authReqIdOf(body) };
+    const n = parsed.notification;
+    const authReqId = n.body.auth_req_id;
+    if (auth.authReqId !== null && auth.authReqId !== authReqId) {
+      return { status: 'unauthorized', description: 'the client_notification_token was issued for another auth_req_id', authReqId };
+    }
+
+    // The sealed tokens differ on every delivery (fresh IVs): compare the clear body through a keyed digest.
+    const fingerprint = this.box.digest(canonicalJson(n.body) ?? '');
+    // One notification per authentication request and owner: a notification on one app's token is compared only
+    // with that app's, so it can neither block another app's result nor learn from the answer that one exists.
+    const dedupeKey = mobileIdDedupeKey(auth.scope, authReqId);
+    // A repeat is told from a first delivery by the append itself (one statement: the unique dedupe key).
+    // Whatever refuses a notification is checked against the log first: a duplicate that arrives after the
+    // id_token's exp (or while the JWKS is down) is still the notification that was accepted.
+    const repeat = async (): Promise<ReceiveResult | null> => {
+      const existing = await this.events.log.byDedupeKey(dedupeKey);
+      if (!existing) return null;
+      return existing.fingerprint === fingerprint ? { status: 'duplicate', authReqId } : { status: 'conflict', authReqId };
+    };
+
+    const extra = extraFields(n);
+    const sealedExtra: Record<string, string> = {};
+    for (const [name, value] of Object.entries(extra)) {
+      if (!SECRET_FIELD.test(name)) continue;
+      sealedExtra[name] = this.box.seal(JSON.stringify(value), `${authReqId}\u0000extra:${name}`);
+      delete extra[name];
+    }
+    const correlationId = n.body.correlation_id ?? null;
+    let payload: StoredNotification;
+    let secretsExpireAt: number | null = null;
+    if (n.outcome === 'success') {
+      const b = n.body;
+      // Only the configured JWKS verifies signatures: jwks_uri (and any jwks_endpoint) from the body is recorded,
+      // never fetched (spec: jwks_uri is the operator's key for encrypting kyc-match requests).
+      const check = await this.verifier.check({ idToken: b.id_token, accessToken: b.access_token, authReqId });
+      if (check.status !== 'accepted') {
+        const known = await repeat();
+        if (known) return known;
+      }
+      // An unknown kid may be a key the operator has rotated in but the JWKS cache has not seen yet: kept pending.
+      if (check.status === 'rejected' && !check.unknownKey) return { status: 'invalid', reason: check.reason, description: check.description, authReqId };
+      const expiresAt = Date.now() + b.expires_in * 1000;
+      secretsExpireAt = expiresAt;
+      payload = {
+        v: 1,
+        outcome: 'success',
+        authReqId,
+        tokenType: b.token_type,
+        accessToken: this.box.seal(b.access_token, `${authReqId}\u0000access_token`),
+        idToken: this.box.seal(b.id_token, `${authReqId}\u0000id_token`),
+        expiresIn: b.expires_in,
+        expiresAt,
+        claims: isCompactJwe(b.id_token) ? NO_CLAIMS : claimsOf(decodeCompactJwt(b.id_token)!.claims),
+        verifiedWith: check.status === 'accepted' ? check.keys : null,
+        ...(check.status === 'accepted' ? { checks: check.checks } : {}),
+        jwksUri: b.jwks_uri ?? null,
+        leadingKycMatch: b.leading_kyc_match ?? null,
+        correlationId,
+        extra,
+        sealedExtra,
+      };
+      if (check.status !== 'accepted') {
+        // The sender does not retry: never "try again". Kept durably and sealed, verified later, delivered then.
+        const receivedAt = Date.now();
+        const kept = await this.pending.add({
+          dedupeKey,
+          authReqId,
+          scope: auth.scope,
+          fingerprint,
+          payload,
+          meta: headers as unknown as Record<string, unknown>,
+          secretsExpireAt,
+          receivedAt,
+          giveUpAt: receivedAt + this.options.rejectionRetentionMs,
+        });
+        if (!kept.added) return kept.fingerprint === fingerprint ? { status: 'duplicate', authReqId } : { status: 'conflict', authReqId };
+        this.options.metrics.mobileIdPending.inc();
+        this.logger.warn({ authReqId, reason: check.description }, 'mobile-ID id_token cannot be verified now (JWKS unavailable, or no key for its kid yet): acknowledged, kept pending verification');
+        return { status: 'pending', authReqId, description: check.description };
+      }
+    } else {
+      const b = n.body;
+      payload = {
+        v: 1,
+        outcome: 'failure',
+        authReqId,
+        error: b.error,
+        errorDescription: b.error_description,
+        reason: failureReason(b.error, b.error_description),
+        correlationId,
+        extra,
+        sealedExtra,
+      };
+    }
+    const meta: StoredMeta = headers;
+    const result = await this.events.ingest({
+      kind: MOBILE_ID_EVENT_KIND,
+      key: authReqId,
+      // One notification per authentication request and owner: a second one is a duplicate or a conflict.
+      dedupeKey,
+      payload,
+      meta: meta as unknown as Record<string, unknown>,
+      scope: auth.scope,
+      fingerprint,
+      secretsExpireAt,
+    });
+    if (result.status === 'duplicate') return { status: 'duplicate', authReqId };
+    if (result.status === 'conflict') return { status: 'conflict', authReqId };
+    return { status: 'accepted', authReqId, outcome: n.outcome, publish: result.publish };
+  }
+
+  /**
+   * Verifies the pending notifications that are due (docs/decisions/040): a verified one goes to the event log
+   * and its subscribers, as if it had been verified on arrival; a refused one, or one still unverifiable at
+   * EVENT_RETENTION, goes to the quarantine; the rest wait for their next attempt. The id_token is judged at the
+   * time it arrived (exp against reception), not at the time the keys came back.
+   */
+  async verifyPending(now = Date.now()): Promise<{ verified: number; refused: number; waiting: number }> {
+    const out = { verified: 0, refused: 0, waiting: 0 };
+    for (const row of await this.pending.claimDue(now)) {
+      const p = row.payload as StoredSuccess;
+      const meta = row.meta as Partial<StoredMeta>;
+      const refuse = async (reason: RejectionReason, error: string, description: string) => {
+        await this.quarantine.record({
+          authReqId: p.authReqId,
+          httpStatus: 204,
+          error,
+          reason,
+          description: `acknowledged with 204 while the id_token could not be verified, refused when verified later: ${description}`,
+          requestId: meta.requestId ?? null,
+          transactionId: meta.transactionId ?? null,
+          gatewayRequestId: meta.gatewayRequestId ?? '',
+          scope: row.scope,
+        });
+        await this.pending.remove(row.dedupeKey);
+        this.options.metrics.mobileIdPendingRefused.inc({ reason });
+        this.options.metrics.mobileIdRejections.inc({ reason });
+        this.logger.error({ authReqId: p.authReqId, reason, description }, 'pending mobile-ID notification refused after verification; kept in the quarantine');
+        out.refused += 1;
+      };
+      const idToken = this.box.open(p.idToken, `${p.authReqId}\u0000id_token`);
+      const accessToken = p.accessToken === null ? '' : this.box.open(p.accessToken, `${p.authReqId}\u0000access_token`);
+      const check = await this.verifier.check({ idToken, accessToken, authReqId: p.authReqId, at: row.receivedAt });
+      if (check.status === 'accepted') {
+        const result = await this.events.ingest({
+          kind: MOBILE_ID_EVENT_KIND,
+          key: p.authReqId,
+          dedupeKey: row.dedupeKey,
+          payload: { ...p, verifiedWith: check.keys, checks: check.checks },
+          meta: row.meta,
+          scope: row.scope,
+          fingerprint: row.fingerprint,
+          secretsExpireAt: row.secretsExpireAt,
+        });
+        if (result.status === 'conflict') {
+          await refuse('CONFLICT', 'invalid_request', 'a different notification was received for this auth_req_id meanwhile');
+          continue;
+        }
+        await this.pending.remove(row.dedupeKey);
+        await result.publish();
+        this.options.metrics.mobileIdVerifiedLate.inc();
+        this.logger.info({ authReqId: p.authReqId, attempts: row.attempts + 1 }, 'pending mobile-ID notification verified and delivered');
+        out.verified += 1;
+      } else if (check.status === 'rejected' && !(check.unknownKey && row.attempts + 1 < UNKNOWN_KEY_ATTEMPTS)) {
+        await refuse(check.reason, 'invalid_request', check.description);
+      } else if (now >= row.giveUpAt) {
+        await refuse('JWKS_UNAVAILABLE', 'temporarily_unavailable', `the JWKS could still not be loaded after EVENT_RETENTION (${check.description})`);
+      } else {
+        await this.pending.reschedule(row.dedupeKey, row.attempts + 1, now);
+        out.waiting += 1;
+      }
+    }
+    this.options.metrics.mobileIdPending.set(await this.pending.count());
+    return out;
+  }
+}
