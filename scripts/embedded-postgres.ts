@@ -22,6 +22,8 @@ export interface EmbeddedPostgres {
   readonly port: number;
   /** Creates a database and returns its connection string. */
   createDatabase(name: string): Promise<string>;
+  /** Stops the server (fast shutdown: clients are disconnected) and starts it again on the same data and port. */
+  restart(options?: { whileStopped?: () => Promise<void> }): Promise<void>;
   /** Stops the server and deletes its data. */
   stop(): Promise<void>;
 }
@@ -235,7 +237,9 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions = {
     } finally {
       fs.rmSync(pwfile, { force: true });
     }
-    const { child, port } = await startOnAPort(rt, data, root, options.port);
+    const started = await startOnAPort(rt, data, root, options.port);
+    const port = started.port;
+    let child = started.child;
     return {
       port,
       async createDatabase(name) {
@@ -247,6 +251,11 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions = {
           await client.end();
         }
         return `postgresql://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${encodeURIComponent(name)}`;
+      },
+      async restart(opts = {}) {
+        await stopServer(child);
+        await opts.whileStopped?.();
+        child = await startServer(rt, data, port, root);
       },
       async stop() {
         await stopServer(child);

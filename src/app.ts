@@ -129,10 +129,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     const eventLog = new EventLog(store.db, config.eventRetentionMs);
     // With PostgreSQL, events cross replicas through LISTEN/NOTIFY; with SQLite there is one process.
-    const bus: EventBus =
-      store.dialect === 'postgres' && config.databaseUrl
-        ? await PostgresBus.start({ databaseUrl: config.databaseUrl, db: store.db, log: eventLog, logger })
-        : new InProcessBus();
+    const replicated = store.dialect === 'postgres' && config.databaseUrl ? await PostgresBus.start({ databaseUrl: config.databaseUrl, db: store.db, log: eventLog, logger }) : null;
+    const bus: EventBus = replicated ?? new InProcessBus();
     cleanups.push(() => bus.close());
     const events = new Events(eventLog, bus, new EventStreams(eventLog, bus, tracing), metrics, tracing);
 
@@ -301,7 +299,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
           return createContext(services, auth.caller, ctx.requestId, () => ctx.logger);
         },
       }),
-      ...healthRoutes({ store, metrics }),
+      ...healthRoutes({ store, metrics, notReady: () => replicated?.notReady() ?? null }),
       verificationWebhookRoute({ identity: services.identity, metrics }),
       identificationWebhookRoute({ identity: services.identity, metrics }),
       mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: pause }),

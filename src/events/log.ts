@@ -187,6 +187,13 @@ export class EventLog {
     return rows.map((row) => toRecord(row as Row & { seq: number }));
   }
 
+  /** The events with these sequence numbers that exist, oldest first. */
+  async bySeqs(seqs: readonly number[]): Promise<EventRecord[]> {
+    if (seqs.length === 0) return [];
+    const rows = await this.db.selectFrom('events').selectAll().where('seq', 'in', [...seqs]).orderBy('seq').execute();
+    return rows.map((row) => toRecord(row as Row & { seq: number }));
+  }
+
   /** The highest sequence number in the log (0 when empty). */
   async lastSeq(): Promise<number> {
     const row = await this.db.selectFrom('events').select((eb) => eb.fn.max('seq').as('max')).executeTakeFirst();

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Kysely } from 'kysely';
 import type pg from 'pg';
@@ -8,41 +7,82 @@ import { InProcessBus, type EventBus, type EventListener } from './bus.js';
 import type { EventLog, EventRecord } from './log.js';
 
 const CHANNEL = 'gateway_events';
+/** Events read from the log per query while catching up. */
+const BATCH = 500;
+/**
+ * How long a sequence number below the highest one read is looked for again. bigserial hands out numbers before
+ * the insert commits, so a number can appear after higher ones (two webhooks committing in the other order);
+ * a number that never appears was burnt (a rolled-back insert, or ON CONFLICT DO NOTHING of a duplicate).
+ */
+const GAP_WAIT_MS = 60_000;
+/** At most this many numbers are looked for again at once (a burst of duplicates burns one each). */
+const MAX_GAPS = 10_000;
+/**
+ * The LISTEN connection is probed this often, and a probe unanswered for as long counts as a dropped connection:
+ * a killed backend closes the socket at once, but a peer that vanished (network partition, failover) would
+ * otherwise go unnoticed until TCP gives up, minutes later.
+ */
+const PROBE_MS = 10_000;
 
 interface Notice {
   seq: number;
-  /** The replica that published it: it has already delivered the event to its own subscribers. */
-  from: string;
+}
+
+export interface PostgresBusOptions {
+  databaseUrl: string;
+  db: Kysely<Database>;
+  log: EventLog;
+  logger: Logger;
 }
 
 /**
  * Events across replicas: each replica delivers to its own subscribers at once and sends a NOTIFY with the
- * event's sequence number; the other replicas LISTEN, read the event from the shared log and deliver it.
- * The payload stays tiny (NOTIFY is limited to 8000 bytes) and secrets never travel in it. After the
- * LISTEN connection drops, the replica reconnects and catches up from the log by sequence number.
+ * event's sequence number; the other replicas LISTEN, read the events they have not delivered from the shared log
+ * by sequence, and deliver them. The NOTIFY only wakes them: a replica that was not listening (its connection
+ * dropped, PostgreSQL restarted) reads everything after the highest sequence it delivered once it listens again,
+ * so no acknowledged event is lost and none is delivered twice. The payload stays tiny (NOTIFY is limited to
+ * 8000 bytes) and secrets never travel in it.
  */
 export class PostgresBus implements EventBus {
   private readonly local = new InProcessBus();
-  private readonly instance = randomUUID();
   private client: pg.Client | null = null;
-  private lastSeq = 0;
+  /** The highest sequence read from the log (or published here). */
+  private high = 0;
+  /** Numbers below `high` not read yet, with when they were first missed. */
+  private readonly gaps = new Map<number, number>();
+  /** Events published here, delivered locally already: skipped when read back from the log. */
+  private readonly own = new Set<number>();
   private closed = false;
+  private reconnecting = false;
+  private passPending = false;
   private delivering: Promise<void> = Promise.resolve();
+  private readonly probe: NodeJS.Timeout;
 
-  private constructor(
-    private readonly options: { databaseUrl: string; db: Kysely<Database>; log: EventLog; logger: Logger },
-  ) {}
+  private constructor(private readonly options: PostgresBusOptions) {
+    this.probe = setInterval(() => this.checkConnection(), PROBE_MS);
+    this.probe.unref();
+  }
 
-  static async start(options: { databaseUrl: string; db: Kysely<Database>; log: EventLog; logger: Logger }): Promise<PostgresBus> {
+  static async start(options: PostgresBusOptions): Promise<PostgresBus> {
     const bus = new PostgresBus(options);
-    bus.lastSeq = await options.log.lastSeq();
-    await bus.listen();
+    bus.high = await options.log.lastSeq();
+    try {
+      await bus.listen();
+    } catch (err) {
+      clearInterval(bus.probe);
+      throw err;
+    }
     return bus;
+  }
+
+  /** Null while this replica receives the other replicas' events; otherwise why not (for /readyz). */
+  notReady(): string | null {
+    return this.client === null && !this.closed ? 'not listening for the events of other replicas (reconnecting to PostgreSQL)' : null;
   }
 
   private async listen(): Promise<void> {
     const { default: pgModule } = await import('pg');
-    const client = new pgModule.Client({ connectionString: this.options.databaseUrl });
+    const client = new pgModule.Client({ connectionString: this.options.databaseUrl, application_name: 'gateway-events', keepAlive: true, query_timeout: PROBE_MS });
     client.on('notification', (msg) => {
       if (msg.channel !== CHANNEL || !msg.payload) return;
       let notice: Notice;
@@ -51,59 +91,123 @@ export class PostgresBus implements EventBus {
       } catch {
         return;
       }
-      if (notice.from === this.instance) {
-        this.lastSeq = Math.max(this.lastSeq, notice.seq);
-        return;
+      const seq = Number(notice.seq);
+      if (this.own.has(seq)) {
+        // Ours, and nothing can lie between it and what was read: no need to read the log.
+        this.enqueue(async () => {
+          if (this.high === seq - 1 && this.own.delete(seq)) this.high = seq;
+          else await this.catchUp();
+        });
+      } else {
+        this.scheduleCatchUp();
       }
-      this.enqueue(() => this.catchUp(notice.seq));
     });
-    client.on('error', (err) => {
-      this.options.logger.warn({ err: { message: err.message } }, 'the event LISTEN connection failed; reconnecting');
-      void this.reconnect(client);
-    });
-    client.on('end', () => void this.reconnect(client));
-    await client.connect();
-    await client.query(`LISTEN ${CHANNEL}`);
+    client.on('error', (err) => this.dropped(client, err.message));
+    client.on('end', () => this.dropped(client, 'the connection ended'));
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CHANNEL}`);
+    } catch (err) {
+      client.removeAllListeners('end');
+      client.removeAllListeners('error');
+      client.on('error', () => undefined);
+      void client.end().catch(() => undefined);
+      throw err;
+    }
     this.client = client;
   }
 
-  private async reconnect(old: pg.Client): Promise<void> {
-    if (this.closed || this.client !== old) return;
+  private checkConnection(): void {
+    const client = this.client;
+    if (!client) return;
+    client.query('select 1').catch((err: unknown) => this.dropped(client, `the connection did not answer a probe: ${(err as Error).message}`));
+  }
+
+  private dropped(client: pg.Client, why: string): void {
+    if (this.closed || this.client !== client) return;
     this.client = null;
-    for (let attempt = 1; !this.closed; attempt++) {
-      await sleep(Math.min(5_000, 100 * 2 ** attempt));
-      try {
-        await this.listen();
-        // Events appended while we were not listening.
-        this.enqueue(() => this.catchUp(Number.MAX_SAFE_INTEGER));
-        return;
-      } catch (err) {
-        this.options.logger.warn({ err: { message: (err as Error).message }, attempt }, 'reconnecting the event LISTEN connection failed');
+    this.options.logger.warn({ err: { message: why } }, 'the event LISTEN connection dropped: not ready until it is back; reconnecting');
+    void client.end().catch(() => undefined);
+    void this.reconnect();
+  }
+
+  private async reconnect(): Promise<void> {
+    if (this.reconnecting) return;
+    this.reconnecting = true;
+    try {
+      for (let attempt = 1; !this.closed; attempt++) {
+        await sleep(Math.min(5_000, 100 * 2 ** attempt));
+        if (this.closed) return;
+        try {
+          await this.listen();
+          this.options.logger.info({ attempt }, 'the event LISTEN connection is back: catching up from the event log');
+          // Events appended while we were not listening.
+          this.scheduleCatchUp();
+          return;
+        } catch (err) {
+          this.options.logger.warn({ err: { message: (err as Error).message }, attempt }, 'reconnecting the event LISTEN connection failed');
+        }
       }
+    } finally {
+      this.reconnecting = false;
     }
   }
 
   /** Deliveries run one after another, in sequence order. */
   private enqueue(task: () => Promise<void>): void {
-    this.delivering = this.delivering.then(task).catch((err: unknown) => this.options.logger.error({ err }, 'delivering a replicated event failed'));
+    this.delivering = this.delivering.then(task).catch((err: unknown) => {
+      this.options.logger.error({ err }, 'delivering a replicated event failed');
+      // What was not read is read by the next pass; make sure there is one.
+      // (While not listening, the reconnect starts it.)
+      setTimeout(() => this.client !== null && this.scheduleCatchUp(), 1_000).unref();
+    });
   }
 
-  /** Delivers every event after the last one seen, up to `seq`. */
-  private async catchUp(seq: number): Promise<void> {
-    while (this.lastSeq < seq) {
-      const events = await this.options.log.after(this.lastSeq, 500);
-      if (events.length === 0) return;
+  /** One pass reads whatever every notice received before it started announced. */
+  private scheduleCatchUp(): void {
+    if (this.passPending) return;
+    this.passPending = true;
+    this.enqueue(() => {
+      this.passPending = false;
+      return this.catchUp();
+    });
+  }
+
+  /** Delivers every event after the highest one read, and those that filled a gap since. */
+  private async catchUp(): Promise<void> {
+    for (;;) {
+      const events = await this.options.log.after(this.high, BATCH);
+      const now = Date.now();
       for (const event of events) {
-        if (event.seq > seq) return;
-        this.lastSeq = event.seq;
-        await this.local.publish(event);
+        for (let s = Math.max(this.high + 1, event.seq - MAX_GAPS); s < event.seq; s++) this.gaps.set(s, now);
+        this.high = event.seq;
+        await this.deliver(event);
       }
+      if (events.length < BATCH) break;
     }
+    if (this.gaps.size === 0) return;
+    for (const event of await this.options.log.bySeqs([...this.gaps.keys()])) {
+      this.gaps.delete(event.seq);
+      await this.deliver(event);
+    }
+    const now = Date.now();
+    for (const [seq, since] of this.gaps) {
+      if (now - since < GAP_WAIT_MS) continue;
+      this.gaps.delete(seq);
+      this.own.delete(seq);
+    }
+    while (this.gaps.size > MAX_GAPS) this.gaps.delete(this.gaps.keys().next().value!);
+  }
+
+  private async deliver(event: EventRecord): Promise<void> {
+    if (this.own.delete(event.seq)) return;
+    await this.local.publish(event);
   }
 
   async publish(event: EventRecord): Promise<void> {
+    this.own.add(event.seq);
     await this.local.publish(event);
-    const notice: Notice = { seq: event.seq, from: this.instance };
+    const notice: Notice = { seq: event.seq };
     await sql`select pg_notify(${CHANNEL}, ${JSON.stringify(notice)})`.execute(this.options.db);
   }
 
@@ -113,6 +217,7 @@ export class PostgresBus implements EventBus {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.probe);
     const client = this.client;
     this.client = null;
     await client?.end().catch(() => undefined);

@@ -3,8 +3,11 @@ import type { Store } from '../store/index.js';
 import type { Route } from './http.js';
 import { sendJson } from './respond.js';
 
-/** /healthz: the process answers. /readyz: the store answers too. /metrics: Prometheus text. */
-export function healthRoutes(deps: { store: Store; metrics: Metrics }): Route[] {
+/**
+ * /healthz: the process answers. /readyz: the store answers too, and nothing in `notReady` (the event bus of a
+ * replica that cannot listen to the others) says otherwise. /metrics: Prometheus text.
+ */
+export function healthRoutes(deps: { store: Store; metrics: Metrics; notReady?: () => string | null }): Route[] {
   return [
     {
       method: 'GET',
@@ -19,6 +22,8 @@ export function healthRoutes(deps: { store: Store; metrics: Metrics }): Route[] 
       async handle(_req, res, ctx) {
         try {
           await deps.store.ping();
+          const why = deps.notReady?.() ?? null;
+          if (why !== null) return sendJson(res, 503, { status: 'unavailable', store: deps.store.dialect, error: why });
           sendJson(res, 200, { status: 'ready', store: deps.store.dialect });
         } catch (err) {
           ctx.logger.warn({ err }, 'readiness check failed');
@@ -38,3 +43,4 @@ export function healthRoutes(deps: { store: Store; metrics: Metrics }): Route[] 
     },
   ];
 }
+
