@@ -19,7 +19,7 @@ import { cloudLedgerRecord } from './tenancy.js';
 import { createGraphiqlHandler, defaultGraphiqlAssetsDir, GRAPHIQL_ASSETS_PATH, prefersHtml } from './server/graphiql.js';
 import { DEFAULT_QUERY, graphiqlExamples } from './server/graphiql-examples.js';
 import { graphqlRoute, unauthenticatedHttpError } from './server/graphql.js';
-import { healthRoutes } from './server/health.js';
+import { healthRoutes, startingHandler } from './server/health.js';
 import { createAdmission } from './execution/admit.js';
 import { apolloSetup } from './execution/apollo.js';
 import { OperationLimits } from './execution/limits.js';
@@ -104,7 +104,41 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const tracing = createTracing(config.tracing, { exporter: options.traceExporter });
     cleanups.push(() => tracing.close());
 
-    const store: Store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, sqliteSynchronous: config.sqliteSynchronous, logger });
+    const server = http.createServer();
+    server.keepAliveTimeout = 65_000;
+    const listen = async () => {
+      const port = options.port ?? config.port;
+      const host = options.host ?? config.host;
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      });
+      const address = server.address() as AddressInfo;
+      const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+      listenedUrl = `http://${shownHost}:${address.port}`;
+    };
+    // PostgreSQL may not answer yet (the gateway started before its database): the port is open at once, alive but
+    // not ready, while the store waits for it; the routes take over once everything is built. SQLite opens at once.
+    let waitingFor = 'connecting to PostgreSQL';
+    const starting = config.databaseUrl ? startingHandler(() => waitingFor) : null;
+    if (starting) {
+      server.on('request', starting);
+      await listen();
+      logger.info({ url: listenedUrl }, 'listening: not ready (/readyz) until PostgreSQL answers and the gateway has started');
+      cleanups.push(() => new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve())));
+    }
+    const store: Store = await openStore({
+      dataDir: config.dataDir,
+      databaseUrl: config.databaseUrl,
+      sqliteSynchronous: config.sqliteSynchronous,
+      logger,
+      onUnreachable: (why) => {
+        if (why !== null) waitingFor = why;
+      },
+    });
     cleanups.push(() => store.close());
 
     // One gateway secret (TOKEN_ENCRYPTION_KEY, or its key file in DATA_DIR): see startUpstreams' `box`.
@@ -206,8 +240,6 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // A bare key's label in metrics and logs is a keyed digest: an unsalted hash of a key can be tested offline.
     const authenticate = createAuthenticator(config.apiKeys, config.operatorKeys, (key) => `key-${box.digest(`api key label\u0000${key}`).slice(0, 12)}`);
 
-    const server = http.createServer();
-    server.keepAliveTimeout = 65_000;
     // The execution pipeline (src/execution/, docs/decisions/044): one instance of each stage, used by every
     // transport. prepare: parse, limits and validation once per text; admit: cost, then rate limit; run: graphql-js
     // or a compiled plan; present: masking, warnings, status codes.
@@ -307,6 +339,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ];
     // Spans for GraphQL over HTTP and every webhook intake (SSE operations get theirs from graphql-sse's execution).
     const traced = routes.map((r) => (r.name === 'graphql' || r.name.startsWith('POST /webhooks/') ? tracedRoute(r, tracing) : r));
+    if (starting) server.off('request', starting);
     server.on('request', createRequestHandler({ routes: traced, logger, metrics }));
 
     const ws = createWsServer({
@@ -330,20 +363,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       ws.handleUpgrade(req, socket, head);
     });
 
-    const port = options.port ?? config.port;
-    const host = options.host ?? config.host;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    const address = server.address() as AddressInfo;
-    const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
-    const url = `http://${shownHost}:${address.port}`;
+    if (!starting) await listen();
+    const url = listenedUrl;
     const publicUrl = config.publicUrl ?? url;
-    listenedUrl = url;
 
     // Shutdown order: stop accepting, close subscriptions, let in-flight requests finish, then the rest.
     cleanups.push(async () => {

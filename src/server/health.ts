@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/index.js';
 import type { Route } from './http.js';
@@ -44,3 +45,17 @@ export function healthRoutes(deps: { store: Store; metrics: Metrics; notReady?: 
   ];
 }
 
+/**
+ * What the port answers while the gateway waits for PostgreSQL at start-up: alive (/healthz 200, so an
+ * orchestrator does not restart it into a crash loop), not ready (/readyz 503 with why), and 503 with Retry-After
+ * for everything else.
+ */
+export function startingHandler(why: () => string) {
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    const path = (req.url ?? '').split('?')[0];
+    req.resume();
+    if (path === '/healthz') return sendJson(res, 200, { status: 'ok' });
+    if (path === '/readyz') return sendJson(res, 503, { status: 'starting', error: why() });
+    sendJson(res, 503, { error: 'unavailable', error_description: `the gateway is starting: ${why()}` }, { 'retry-after': '5' });
+  };
+}

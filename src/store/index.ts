@@ -56,6 +56,46 @@ export interface StoreOptions {
    * webhook is acknowledged; NORMAL is durable against a process crash only. See docs/decisions/002.
    */
   sqliteSynchronous?: 'FULL' | 'NORMAL';
+  /**
+   * PostgreSQL only: called with why while the server cannot be reached at start-up (the store waits for it,
+   * retrying with backoff), and with null once it answers.
+   */
+  onUnreachable?: (why: string | null) => void;
+}
+
+/** Connection failures worth waiting out at start-up: the server is not up (yet), restarting, or not routable. */
+const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03']);
+const RETRY_MAX_MS = 5_000;
+
+function unreachable(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string') return UNREACHABLE_CODES.has(code) || code.startsWith('08');
+  return err instanceof Error && /Connection terminated|timeout expired/i.test(err.message);
+}
+
+/**
+ * Waits until PostgreSQL answers, retrying with backoff: a gateway started before its database (a pod scheduled
+ * first, a database restarting) waits instead of exiting into a crash loop. A refusal that waiting does not cure
+ * (wrong password, no such database) is thrown at once.
+ */
+async function waitForPostgres(ping: () => Promise<unknown>, location: string, options: StoreOptions): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await ping();
+      if (attempt > 1) {
+        options.logger.info({ store: location, attempts: attempt }, 'PostgreSQL answers: starting');
+        options.onUnreachable?.(null);
+      }
+      return;
+    } catch (err) {
+      if (!unreachable(err)) throw err;
+      const retryInMs = Math.min(RETRY_MAX_MS, 250 * 2 ** (attempt - 1));
+      const why = `waiting for PostgreSQL at ${location}: ${(err as Error).message}`;
+      options.onUnreachable?.(why);
+      options.logger.warn({ store: location, attempt, retryInMs, err: { message: (err as Error).message, code: (err as { code?: string }).code } }, 'PostgreSQL is not reachable: waiting for it, retrying with backoff');
+      await new Promise((resolve) => setTimeout(resolve, retryInMs));
+    }
+  }
 }
 
 /** Opens the store (SQLite in DATA_DIR, or PostgreSQL at DATABASE_URL) and runs the migrations. */
@@ -101,6 +141,13 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     dialect = 'postgres';
     const url = new URL(options.databaseUrl);
     location = `postgresql://${url.host}${url.pathname}`;
+    try {
+      // On the pool, not through kysely: its log would report every attempt as an sql error.
+      await waitForPostgres(() => pool.query('select 1'), location, options);
+    } catch (err) {
+      await db.destroy();
+      throw err;
+    }
   } else {
     const { default: SQLite } = await import('better-sqlite3');
     fs.mkdirSync(options.dataDir, { recursive: true });

@@ -1,12 +1,15 @@
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startEmbeddedPostgres } from '../../scripts/embedded-postgres.js';
 import { EventLog, type EventRecord } from '../../src/events/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { collect, postNotification, SUBSCRIPTION, wsClient, type Collected } from '../helpers/mobile-id.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { gatewayProcesses } from '../helpers/process.js';
 
 // Faults on the path events take between replicas: PostgreSQL restarting, a replica's LISTEN connection killed,
 // PostgreSQL not there yet when a replica starts. Every wait below waits for a condition, with a deadline.
@@ -192,5 +195,57 @@ describe('faults on the shared PostgreSQL path', () => {
     await d.a.gateway.services.events.bus.publish(early!);
     await until('B delivers the event that committed last', () => d!.deliveredAtB.includes(early!.seq));
     expect(d.deliveredAtB.filter((s) => s === early!.seq)).toHaveLength(1);
+  }, 120_000);
+});
+
+describe('PostgreSQL unreachable at start-up', () => {
+  const start = gatewayProcesses();
+
+  async function freePort(): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const srv = net.createServer();
+      srv.once('error', reject);
+      srv.listen(0, '127.0.0.1', () => {
+        const { port } = srv.address() as net.AddressInfo;
+        srv.close(() => resolve(port));
+      });
+    });
+  }
+
+  it('a gateway started before PostgreSQL waits, says so in the log and /readyz, and serves once PostgreSQL comes', async () => {
+    const port = await freePort();
+    const password = randomBytes(12).toString('hex');
+    const gw = await start(
+      { DATABASE_URL: `postgresql://postgres:${password}@127.0.0.1:${port}/postgres`, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex') },
+      { until: 'listening: not ready' },
+    );
+    let server: Awaited<ReturnType<typeof startEmbeddedPostgres>> | undefined;
+    try {
+      await gw.waitFor('PostgreSQL is not reachable: waiting for it, retrying with backoff');
+      expect(await getJson(`${gw.url}/healthz`)).toEqual({ status: 200, body: { status: 'ok' } });
+      const readyz = await getJson(`${gw.url}/readyz`);
+      expect(readyz.status).toBe(503);
+      expect(readyz.body).toMatchObject({ status: 'starting', error: expect.stringMatching(/waiting for PostgreSQL at postgresql:\/\/127\.0\.0\.1:\d+\/postgres/) });
+      const graphql = await request(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query":"{ __typename }"}' });
+      expect(graphql.statusCode).toBe(503);
+      expect(graphql.headers['retry-after']).toBe('5');
+      await graphql.body.dump();
+      // Retried with backoff: a second attempt, and still alive.
+      await until('a second attempt is logged', () => gw.output().split('PostgreSQL is not reachable').length > 2);
+      expect(gw.child.exitCode).toBeNull();
+
+      server = await startEmbeddedPostgres({ port, password });
+      await gw.waitFor('gateway ready');
+      expect(gw.output()).toContain('PostgreSQL answers: starting');
+      expect(await getJson(`${gw.url}/readyz`)).toEqual({ status: 200, body: { status: 'ready', store: 'postgres' } });
+      const served = await request(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query":"{ __typename }"}' });
+      expect(served.statusCode).toBe(200);
+      expect(await served.body.json()).toEqual({ data: { __typename: 'Query' } });
+      expect(gw.child.exitCode).toBeNull();
+      expect(gw.output()).not.toContain(password);
+    } finally {
+      gw.child.kill('SIGKILL');
+      await server?.stop();
+    }
   }, 120_000);
 });

@@ -17,15 +17,17 @@ export interface GatewayProcess {
 
 /**
  * For a test file that runs gateways as child processes (to kill them with SIGKILL): returns a `start(env)`
- * that spawns `node --import tsx src/main.ts` on port 0 and resolves with its URL from the start-up line.
+ * that spawns `node --import tsx src/main.ts` on port 0 and resolves with its URL from the start-up line (or from
+ * the first JSON line with a `url` that contains `until`).
  * Children still running after a test are killed. Call it at the top level of the file.
  */
-export function gatewayProcesses(): (env: Record<string, string>) => Promise<GatewayProcess> {
+export function gatewayProcesses(): (env: Record<string, string>, options?: { until?: string }) => Promise<GatewayProcess> {
   const children: ChildProcess[] = [];
   afterEach(() => {
     for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   });
-  return async (env) => {
+  return async (env, options = {}) => {
+    const until = options.until ?? 'gateway ready';
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
@@ -39,7 +41,7 @@ export function gatewayProcesses(): (env: Record<string, string>) => Promise<Gat
       child.stdout!.on('data', (d: Buffer) => {
         out += d.toString();
         for (const line of out.split('\n')) {
-          if (!line.includes('gateway ready')) continue;
+          if (!line.includes(until)) continue;
           clearTimeout(timer);
           resolve(line);
         }
