@@ -139,7 +139,8 @@ export function preparePostgres(): Promise<PostgresRuntime> {
   return runtime;
 }
 
-async function freePort(): Promise<number> {
+/** A TCP port on 127.0.0.1 free right now (another process may still take it before it is used). */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.once('error', reject);

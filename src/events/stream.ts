@@ -121,12 +121,14 @@ class EventStream implements AsyncGenerator<EventRecord> {
     this.started = true;
     const f = this.filter;
     // The live listener goes first, and events are ordered by their log sequence, so an event that arrives while the
-    // stored one is read is neither lost (gap) nor yielded twice (duplicate).
+    // stored one is read is neither lost (gap) nor yielded twice (duplicate). A stream over every key reads nothing
+    // stored and the bus delivers each event once, not always in sequence order (an insert can commit after a later
+    // one): it yields every event.
     this.unsubscribe = this.bus.subscribe(f.kind, f.key ?? null, (e) => {
       if (this.done || !this.matches(e)) return;
       const waiting = this.waiting;
       if (waiting !== null && this.reading === null) {
-        if (e.seq <= this.lastSeq) return;
+        if (this.yieldedAlready(e)) return;
         this.waiting = null;
         waiting.resolve(this.take(e));
         return;
@@ -148,6 +150,11 @@ class EventStream implements AsyncGenerator<EventRecord> {
     );
   }
 
+  /** On one key, whether `e` is the stored event (or older) that the stream yielded already. */
+  private yieldedAlready(e: EventRecord): boolean {
+    return this.filter.key !== undefined && e.seq <= this.lastSeq;
+  }
+
   /** `e` as the stream's next result, counted; the stream stops listening at once after its last one. */
   private take(e: EventRecord): IteratorResult<EventRecord> {
     this.lastSeq = e.seq;
@@ -162,7 +169,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
     const queue = this.queue;
     while (queue !== null && queue.length > 0) {
       const e = queue.shift()!;
-      if (e.seq > this.lastSeq) return this.take(e);
+      if (!this.yieldedAlready(e)) return this.take(e);
     }
     return null;
   }

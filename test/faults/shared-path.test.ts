@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startEmbeddedPostgres } from '../../scripts/embedded-postgres.js';
+import { freePort, startEmbeddedPostgres } from '../../scripts/embedded-postgres.js';
 import { EventLog, type EventRecord } from '../../src/events/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { collect, postNotification, SUBSCRIPTION, wsClient, type Collected } from '../helpers/mobile-id.js';
@@ -186,6 +185,12 @@ describe('faults on the shared PostgreSQL path', () => {
       await committing;
     });
     await until('the early insert has its number', () => early !== undefined);
+    // A stream over every key (as verificationCompleted without an id) on B sees both, in the order they arrive.
+    const everyKey = d.b.gateway.services.events.streams.subscribe({ kind: 'mobile-id' });
+    const streamed: number[] = [];
+    const streaming = (async () => {
+      for await (const e of everyKey) streamed.push(e.seq);
+    })();
     expect((await postNotification(d.a, failure('later'))).status).toBe(204);
     const [later] = await storedSeqs(d.a, ['later']);
     expect(later).toBeGreaterThan(early!.seq);
@@ -195,22 +200,15 @@ describe('faults on the shared PostgreSQL path', () => {
     await d.a.gateway.services.events.bus.publish(early!);
     await until('B delivers the event that committed last', () => d!.deliveredAtB.includes(early!.seq));
     expect(d.deliveredAtB.filter((s) => s === early!.seq)).toHaveLength(1);
+    await until('the stream over every key yields the event that committed last', () => streamed.includes(early!.seq));
+    expect(streamed).toEqual([later, early!.seq]);
+    await everyKey.return(undefined);
+    await streaming;
   }, 120_000);
 });
 
 describe('PostgreSQL unreachable at start-up', () => {
   const start = gatewayProcesses();
-
-  async function freePort(): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const srv = net.createServer();
-      srv.once('error', reject);
-      srv.listen(0, '127.0.0.1', () => {
-        const { port } = srv.address() as net.AddressInfo;
-        srv.close(() => resolve(port));
-      });
-    });
-  }
 
   it('a gateway started before PostgreSQL waits, says so in the log and /readyz, and serves once PostgreSQL comes', async () => {
     const port = await freePort();
