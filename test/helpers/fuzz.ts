@@ -62,7 +62,12 @@ export async function checkRequest(
   const logStart = gw.logs().length;
   const res = await run();
   expect(res.status, res.text).toBeLessThan(500);
-  if (options.refused(res)) expect(await storeSnapshot(gw, { expiringBefore }), `refused (${res.status} ${res.text.slice(0, 300)}) yet the store changed`).toEqual(before);
+  if (options.refused(res)) {
+    const after = await storeSnapshot(gw, { expiringBefore });
+    // The tables that differ, named: a long row's difference does not show in a truncated diff.
+    const changed = Object.keys(before).filter((table) => JSON.stringify(before[table]) !== JSON.stringify(after[table]));
+    expect(changed, `refused (${res.status} ${res.text.slice(0, 300)}) yet these tables changed`).toEqual([]);
+  }
   const logs = gw.logs().slice(logStart);
   for (const secret of options.secrets) {
     if (secret.length < 8) continue;
