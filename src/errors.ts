@@ -60,10 +60,6 @@ export function notFound(what: string): GatewayError {
   return new GatewayError(ErrorCode.NOT_FOUND, `${what} not found`);
 }
 
-export function unauthenticated(message = 'a valid API key is required: send Authorization: Bearer <key>'): GatewayError {
-  return new GatewayError(ErrorCode.UNAUTHENTICATED, message);
-}
-
 /** A non-retryable answer of an upstream (4xx). Carries the upstream status and its error body. */
 export class UpstreamRejectedError extends GatewayError {
   constructor(

@@ -36,10 +36,6 @@ export class Loadgen {
       this.proc.child.send({ id, job });
     });
   }
-
-  stop(): Promise<void> {
-    return this.proc.stop();
-  }
 }
 
 /** An HTTP load without its destination (the target adds it). */

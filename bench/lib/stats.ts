@@ -23,10 +23,6 @@ export class Samples {
     this.data[this.size++] = value;
   }
 
-  get length(): number {
-    return this.size;
-  }
-
   values(): number[] {
     return Array.from(this.data.subarray(0, this.size));
   }

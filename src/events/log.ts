@@ -200,11 +200,6 @@ export class EventLog {
     return Number(row?.max ?? 0);
   }
 
-  async bySeq(seq: number): Promise<EventRecord | null> {
-    const row = await this.db.selectFrom('events').selectAll().where('seq', '=', seq).executeTakeFirst();
-    return row ? toRecord(row as Row & { seq: number }) : null;
-  }
-
   /**
    * Rewrites, with `redact`, the payload of every event of `kind` whose secrets have expired (e.g. an
    * access token past its expires_in); returns how many were rewritten.

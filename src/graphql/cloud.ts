@@ -117,4 +117,3 @@ type CheckedViews = [
   Check<AllTrue<DefaultResolved<'BootDisk', object>>>,
   Check<AllTrue<DefaultResolved<'VmNetworkInterface', typeof cloudResolvers.VmNetworkInterface>>>,
 ];
-export type { CheckedViews };

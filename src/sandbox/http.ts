@@ -87,15 +87,13 @@ function defaultHandlerError(_error: unknown, _req: IncomingMessage, res: Server
 
 export type BodyErrorReason = 'too_large' | 'malformed_json' | 'aborted';
 
-/** A request body that could not be read; `status` is the answer that fits. */
+/** A request body that could not be read, and why. */
 export class BodyError extends Error {
   readonly reason: BodyErrorReason;
-  readonly status: number;
   constructor(reason: BodyErrorReason, message: string) {
     super(message);
     this.name = 'BodyError';
     this.reason = reason;
-    this.status = reason === 'too_large' ? 413 : 400;
   }
 }
 
@@ -143,10 +141,6 @@ export function readRawBody(req: IncomingMessage, limitBytes = DEFAULT_BODY_LIMI
 }
 
 /** An empty body reads as `undefined`; anything else must be valid JSON. */
-export async function readJsonBody(req: IncomingMessage, limitBytes = DEFAULT_BODY_LIMIT_BYTES): Promise<unknown> {
-  return parseJsonBody(await readRawBody(req, limitBytes));
-}
-
 export function parseJsonBody(raw: Buffer): unknown {
   if (raw.length === 0) return undefined;
   try {

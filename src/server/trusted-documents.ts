@@ -81,10 +81,6 @@ export class TrustedDocuments {
     }
   }
 
-  get size(): number {
-    return this.byId.size;
-  }
-
   /**
    * Reads and checks the manifest; throws a ConfigError naming TRUSTED_DOCUMENTS_MANIFEST for a file that is
    * missing or unreadable, not a JSON object of strings, empty, a document that does not parse or validate

@@ -93,14 +93,6 @@ export class IdempotencyRecords {
   }
 
   /**
-   * Claims the key for one request. True when this caller now owns it: no record existed, the old one
-   * had expired, or it was pending under a lease that ran out (its request died).
-   */
-  async claim(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
-    return (await this.claimFree(rec, now)) || (await this.takeOver(rec, now));
-  }
-
-  /**
    * Claims a key nobody holds: inserts the pending record, or replaces one that has expired (an expired
    * record no longer counts). One statement, so a fresh key costs one write. False when a live record
    * exists.

@@ -208,8 +208,3 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     },
   };
 }
-
-/** Parses a JSON text column. */
-export function fromJson<T = unknown>(text: string | null | undefined): T | null {
-  return text == null ? null : (JSON.parse(text) as T);
-}

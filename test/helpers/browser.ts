@@ -82,20 +82,3 @@ export function recordRequests(page: Page): RequestLog {
   page.on('worker', (worker) => urls.push(worker.url()));
   return { urls, nonLocal: () => urls.filter((url) => !isLocalUrl(url)) };
 }
-
-/**
- * Replaces the text of the Monaco editor matching `editorSelector` (e.g. GraphiQL's header
- * editor: `.monaco-editor[data-uri*="headers"]`) as a paste would. Typing instead fights
- * Monaco's auto-closing of quotes and brackets.
- */
-export async function replaceEditorText(page: Page, editorSelector: string, text: string): Promise<void> {
-  await page.locator(editorSelector).first().click();
-  await page.keyboard.press('ControlOrMeta+A');
-  await page.evaluate((pasted) => {
-    const target = document.activeElement;
-    if (target === null) throw new Error('replaceEditorText: no focused element after clicking the editor');
-    const data = new DataTransfer();
-    data.setData('text/plain', pasted);
-    target.dispatchEvent(new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true }));
-  }, text);
-}
