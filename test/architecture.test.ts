@@ -1,7 +1,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { execFile } from 'node:child_process';
 import { createRequire } from 'node:module';
+import { promisify } from 'node:util';
 import { cruise, type IViolation } from 'dependency-cruiser';
 import { describe, expect, it } from 'vitest';
 
@@ -51,6 +53,17 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('knip finds no unused file, export, class member or dependency, and no unlisted dependency (config in knip.jsonc)', async () => {
+    const knip = path.join(root, 'node_modules', 'knip', 'bin', 'knip.js');
+    // knip exits non-zero on any finding; the report is then the failure message.
+    const run = await promisify(execFile)(process.execPath, [knip, '--no-progress', '--no-config-hints'], { cwd: root, env: { ...process.env, NO_COLOR: '1' } }).then(
+      ({ stdout, stderr }) => ({ code: 0, report: stdout + stderr }),
+      (err: { code?: number; stdout?: string; stderr?: string }) => ({ code: err.code ?? -1, report: `${err.stdout ?? ''}${err.stderr ?? ''}` }),
+    );
+    expect(run.report.trim()).toBe('');
+    expect(run.code).toBe(0);
+  }, 180_000);
 
   it("the README's architecture section names only files and folders that exist", () => {
     const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
