@@ -3,6 +3,7 @@ import { maxAliasesRule } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
 import { maxDirectivesRule } from '@escape.tech/graphql-armor-max-directives';
 import { MaxTokensParserWLexer } from '@escape.tech/graphql-armor-max-tokens';
+import { ApolloServerErrorCode } from '@apollo/server/errors';
 import {
   GraphQLError,
   Kind,
@@ -44,7 +45,7 @@ export type LimitName = keyof typeof LIMIT_VARIABLES;
 export function limitError(limit: LimitName, max: number, armorMessage: string): GraphQLError {
   const message = armorMessage.replace(/^Syntax Error: /, '');
   return new GraphQLError(`${message} (${LIMIT_VARIABLES[limit]}=${max})`, {
-    extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: LIMIT_VARIABLES[limit], max },
+    extensions: { code: ApolloServerErrorCode.GRAPHQL_VALIDATION_FAILED, limit: LIMIT_VARIABLES[limit], max },
   });
 }
 

@@ -1,7 +1,7 @@
 // The *present* stage of the execution pipeline (docs/decisions/044): what every transport does to a result before
 // it is written. Errors are masked by one rule, warnings added by one rule, and the cache-control answer is one value.
 import { HeaderMap } from '@apollo/server';
-import { unwrapResolverError } from '@apollo/server/errors';
+import { ApolloServerErrorCode, unwrapResolverError } from '@apollo/server/errors';
 import { GraphQLError, type ExecutionResult, type GraphQLFormattedError } from 'graphql';
 import { ErrorCode } from '../errors.js';
 import { RateLimitedError } from '../ratelimit/buckets.js';
@@ -11,11 +11,11 @@ import type { Logger } from '../logger.js';
 /** Error codes that are the client's to see as they are (Apollo's own request errors included). */
 const EXPECTED_CODES = new Set<string>([
   ...Object.values(ErrorCode),
-  'GRAPHQL_PARSE_FAILED',
-  'GRAPHQL_VALIDATION_FAILED',
-  'OPERATION_RESOLUTION_FAILURE',
-  'PERSISTED_QUERY_NOT_FOUND',
-  'PERSISTED_QUERY_NOT_SUPPORTED',
+  ApolloServerErrorCode.GRAPHQL_PARSE_FAILED,
+  ApolloServerErrorCode.GRAPHQL_VALIDATION_FAILED,
+  ApolloServerErrorCode.OPERATION_RESOLUTION_FAILURE,
+  ApolloServerErrorCode.PERSISTED_QUERY_NOT_FOUND,
+  ApolloServerErrorCode.PERSISTED_QUERY_NOT_SUPPORTED,
 ]);
 
 /**

@@ -201,7 +201,7 @@ export class HttpPlans {
     const { formatError, includeStacktraceInErrorResponses } = this.options.apollo.options;
     const enrich = (maybeError: unknown): GraphQLFormattedError => {
       const graphqlError = ensureGraphQLError(maybeError);
-      const extensions: Record<string, unknown> = { ...graphqlError.extensions, code: graphqlError.extensions.code ?? 'INTERNAL_SERVER_ERROR' };
+      const extensions: Record<string, unknown> = { ...graphqlError.extensions, code: graphqlError.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR };
       if (isPartialHead(extensions.http)) {
         const http = extensions.http as { status?: number; headers?: Map<string, string> };
         if (http.status) head.status = http.status;
@@ -216,7 +216,7 @@ export class HttpPlans {
         return formatError ? formatError(enrich(error), error) : enrich(error);
       } catch (formattingError) {
         if (includeStacktraceInErrorResponses) return enrich(formattingError);
-        return { message: 'Internal server error', extensions: { code: 'INTERNAL_SERVER_ERROR' } };
+        return { message: 'Internal server error', extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } };
       }
     });
   }
@@ -285,7 +285,7 @@ function isBadUserInputGraphQLError(error: GraphQLError): boolean {
 /** Apollo's UserInputError (internalErrorClasses.js), which it does not export. */
 class UserInputError extends GraphQLError {
   constructor(error: GraphQLError) {
-    super(error.message, { nodes: error.nodes, originalError: error.originalError ?? error, extensions: { ...error.extensions, code: 'BAD_USER_INPUT' } });
+    super(error.message, { nodes: error.nodes, originalError: error.originalError ?? error, extensions: { ...error.extensions, code: ErrorCode.BAD_USER_INPUT } });
     this.name = 'UserInputError';
   }
 }
