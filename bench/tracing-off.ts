@@ -1,4 +1,4 @@
-// What tracing costs when it is off (issue 13 §3): an upstream call through UpstreamHttp, the hook site every
+// What tracing costs when it is off (docs/decisions/022): an upstream call through UpstreamHttp, the hook site every
 // GraphQL operation that reaches an upstream passes, measured three ways in alternating rounds in one process:
 //
 //   no tracing code  UpstreamHttp's inner `perform` (the body `request` had before tracing existed)

@@ -65,6 +65,20 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
     expect(run.code).toBe(0);
   }, 180_000);
 
+  it('no comment in src/, test/, bench/ or scripts/ names an issue number: comments say why and cite docs/decisions', () => {
+    const files = ['src', 'test', 'bench', 'scripts'].flatMap((dir) =>
+      (fs.readdirSync(path.join(root, dir), { recursive: true }) as string[]).filter((f) => /\.(ts|tsx|mjs)$/.test(f)).map((f) => path.join(dir, f)),
+    );
+    expect(files.length).toBeGreaterThan(100);
+    const naming = files.flatMap((file) =>
+      fs
+        .readFileSync(path.join(root, file), 'utf8')
+        .split('\n')
+        .flatMap((line, i) => (/\b[Ii]ssue #?\d+|\b[Ii]ssues #?\d+(,| and)/.test(line) ? [`${file}:${i + 1}: ${line.trim()}`] : [])),
+    );
+    expect(naming).toEqual([]);
+  });
+
   it("the README's architecture section names only files and folders that exist", () => {
     const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
     const start = readme.indexOf('## Architecture');

@@ -92,7 +92,7 @@ export async function addedLatency(env: BenchEnv, body: string, baselineMaxRps: 
       met: r.dropped === 0 && r.achieved >= r.rate * 0.95 && r.g99 - r.b99 <= 2,
     }));
   for (const r of rows.filter((x) => x.share === 0.5 && x.of === 'gateway')) {
-    // Issue 14's target is the FULL gateway at half of its own maximum; NORMAL is shown for reference.
+    // The latency target is the FULL gateway at half of its own maximum; NORMAL is shown for reference.
     const full = r.gateway === env.gateway.name;
     targets.push({
       target: full
@@ -129,8 +129,8 @@ interface AnatomyRow {
 }
 
 /**
- * Where the FULL gateway's tail at half of its own maximum comes from (issue 14: "find where the tail comes
- * from before you change anything"): one more measurement at that rate, with the gateway's GC pauses and
+ * Where the FULL gateway's tail at half of its own maximum comes from (docs/decisions/033: find where the
+ * tail comes from before changing anything): one more measurement at that rate, with the gateway's GC pauses and
  * event-loop delay over exactly that window (its /metrics, scraped before and after), and the disk's own
  * fdatasync time meanwhile (a probe appending 4 KiB and syncing every 10 ms on the same file system). The
  * durable baseline gets the same rate: the tail of the same durable work written by hand.

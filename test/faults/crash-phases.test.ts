@@ -9,7 +9,7 @@ import { tempDataDir } from '../helpers/gateway.js';
 import { gatewayProcesses, type GatewayProcess } from '../helpers/process.js';
 
 /**
- * kill -9 at each phase of a mutation and of webhook intake (issue 11 §7), with real child processes: the gateway runs
+ * kill -9 at each phase of a mutation and of webhook intake (docs/decisions/014), with real child processes: the gateway runs
  * as `node src/main.ts`; the cloud upstream is a sandbox in this process, so it outlives the gateway and its resources
  * can be counted. GATEWAY_TEST_PAUSE_AT stops the child exactly at a phase (src/phases.ts).
  */

@@ -5,7 +5,7 @@ import { M, SSH_KEY, ok } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 /**
- * The fault matrix of issue 11 §7: every creation mutation (a row) against each fault the cloud upstream can show (a
+ * The fault matrix: every creation mutation (a row) against each fault the cloud upstream can show (a
  * cell), injected by the sandbox over real HTTP. Each cell ends in exactly one upstream resource or a clear error, and
  * a retry with the same key ends in exactly one resource. A 2xx whose id cannot be read (`kept`) is a creation: the
  * answer is kept under the key (UPSTREAM_ANSWER_INCOMPLETE), and a retry replays that, never creating another

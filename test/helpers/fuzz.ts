@@ -5,7 +5,7 @@ import type { TestGateway } from './gateway.js';
 import { storeSnapshot } from './store.js';
 
 /**
- * Shared parts of the property tests (issue 11 §6): secrets with a recognisable shape (so that finding one in a
+ * Shared parts of the property tests: secrets with a recognisable shape (so that finding one in a
  * response or a log line is never a coincidence), header values an HTTP client can send, and the checks every
  * request must pass: never a 5xx, a refused request changes nothing, no secret anywhere.
  */

@@ -153,7 +153,7 @@ describe('verification registration and batched results', () => {
     expect(calls).toHaveLength(1);
     expect(calls[0]!.headers.authorization).toBe(`Bearer ${SANDBOX_VERIFICATION_TOKEN}`);
     const sentIds = (calls[0]!.body as { verificationExternalId: string[] }).verificationExternalId;
-    // An id the caller did not register is answered null without asking the upstream (issue 11 §1, tenancy).
+    // An id the caller did not register is answered null without asking the upstream (tenancy, docs/decisions/010).
     expect([...sentIds].sort()).toEqual([...ids].sort());
 
     expect(res.data!.first).toEqual([{ externalId: ids[0], status: 'COMPLETED', data: expect.objectContaining({ decision: 'APPROVED' }) }]);
@@ -209,7 +209,7 @@ describe('verification results batch size', () => {
     const t = await startTestGateway({ VERIFICATION_RESULTS_BATCH_SIZE: '2', SANDBOX_CALLBACK_DELAY_MS: '600000' });
     try {
       const sandbox = t.gateway.sandbox.verification!;
-      // Only verifications registered with the caller's key are looked up (issue 11 §1).
+      // Only verifications registered with the caller's key are looked up (docs/decisions/010).
       for (const externalId of ['v1', 'v2', 'v3', 'v4', 'v5']) await register(t, { externalId });
       sandbox.clearRequests();
       const res = await t.graphql(`{

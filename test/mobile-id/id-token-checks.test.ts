@@ -7,7 +7,7 @@ import { loadConfig } from '../../src/config.js';
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, waitForSubscriber, wsClient } from '../helpers/mobile-id.js';
 
-// Issue 12 §2: the spec promises only `sub` and the authentication context in the id_token, and the sender
+// The spec promises only `sub` and the authentication context in the id_token, and the sender
 // does not retry. A wrong claim is refused; an absent optional claim is accepted and reported, unless the
 // operator turns strict mode on (docs/decisions/016-id-token-checks-and-quarantine.md).
 

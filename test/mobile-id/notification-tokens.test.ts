@@ -78,7 +78,7 @@ describe('client_notification_tokens issued by the gateway', () => {
     expect((await gw.graphql(QUERY, { id: 'scoped' }, { key: 'key-a' })).data!.mobileIdAuthentication.reason).toBe('CLIENT_TIMEOUT');
     expect((await gw.graphql(QUERY, { id: 'scoped' }, { key: 'key-b' })).data!.mobileIdAuthentication).toBeNull();
 
-    // Another key's subscription looks like one for an authentication with no result yet (issue 11 §1): no
+    // Another key's subscription looks like one for an authentication with no result yet (docs/decisions/043): no
     // event, no error, still open. A one-tick heartbeat on the same socket completes after the subscribe was handled.
     const c = wsClient(gw, { key: 'key-b' });
     clients.push(c);

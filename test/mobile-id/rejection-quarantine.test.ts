@@ -6,7 +6,7 @@ import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 import { postNotification } from '../helpers/mobile-id.js';
 
 // The sender does not retry, so every refused notification is kept, without secrets, for operators
-// (issue 12 §2, docs/decisions/016-id-token-checks-and-quarantine.md). test/mobile-id/notification-rejections.test.ts
+// (docs/decisions/016-id-token-checks-and-quarantine.md). test/mobile-id/notification-rejections.test.ts
 // checks the answers themselves; this file checks what an operator can see of them afterwards.
 
 const gateway = gatewaysPerTest();

@@ -9,7 +9,7 @@ import { SUBSCRIPTION, postNotification, waitUntil } from '../helpers/mobile-id.
 import { subscribe, waitFor, wsClient, type Subscription } from '../identity/helpers.js';
 
 /**
- * Fan-out (issue 14, docs/decisions/030): the subscribers of one event whose execution would be identical (same
+ * Fan-out (docs/decisions/030): the subscribers of one event whose execution would be identical (same
  * document, variables and API key) share one execution of the selection, counted by /metrics; subscribers of
  * other documents, variables or apps get their own execution and their own correct result, and an app's own
  * event never reaches another app through the sharing. Real gateway, real WebSockets (one per subscriber).

@@ -7,7 +7,7 @@ import { openStore, type Store } from '../../src/store/index.js';
 import { Ledger, type LedgerRecord } from '../../src/store/ledger.js';
 
 /**
- * The ledger's read statements are compiled once per shape and run again with new parameters (issue 14), and
+ * The ledger's read statements are compiled once per shape and run again with new parameters (docs/decisions/027), and
  * answer the same through kysely's row objects and through the store's arrays of values (SQLite's raw mode).
  */
 describe.each([

@@ -7,7 +7,7 @@ import { QUERY as MOBILE_ID_QUERY, SUBSCRIPTION as MOBILE_ID_SUBSCRIPTION } from
 import { subscribe, waitFor, wsClient } from '../identity/helpers.js';
 
 /**
- * Two apps, one API key each, on one gateway (issue 11 §1): what one app created that holds personal data
+ * Two apps, one API key each, on one gateway (docs/decisions/010, 043): what one app created that holds personal data
  * reads, for the other, exactly like an id that does not exist. Everything goes over real HTTP and
  * WebSocket against the sandbox.
  */

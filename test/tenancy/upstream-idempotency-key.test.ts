@@ -6,7 +6,7 @@ import { M } from '../helpers/cloud.js';
 import { gatewaysPerTest, startTestGateway, tempDataDir } from '../helpers/gateway.js';
 
 /**
- * The upstream Idempotency-Key is UUIDv5 of the caller's scope and key (issue 11 §1): two apps that pick the
+ * The upstream Idempotency-Key is UUIDv5 of the caller's scope and key (docs/decisions/010): two apps that pick the
  * same key never meet upstream, and the key a call sends is the same after a restart.
  */
 const gateway = gatewaysPerTest();

@@ -5,7 +5,7 @@ import { stepKey, upstreamKey } from '../../src/upstream/idempotency.js';
 
 /**
  * The upstream Idempotency-Key and the per-step keys are UUIDv5 (DESIGN.md, Idempotency). The gateway derives them
- * with node:crypto's SHA-1 instead of the uuid package (issue 14): a key sent upstream must stay the very same, or
+ * with node:crypto's SHA-1 instead of the uuid package (docs/decisions/036): a key sent upstream must stay the very same, or
  * a retry after an upgrade would create the resource twice.
  */
 const UPSTREAM_NAMESPACE = 'b3c1e0b4-6a43-5d0e-9f5a-2d7c4e8a1f60';

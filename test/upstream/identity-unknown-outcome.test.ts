@@ -7,7 +7,7 @@ import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/
 
 /**
  * The identity endpoints (identification, verification registration, rfm) do not document Idempotency-Key
- * (issue 11 §3, docs/decisions/011): a request whose outcome is unknown is never sent again on its own; only
+ * (docs/decisions/011): a request whose outcome is unknown is never sent again on its own; only
  * one that provably never arrived, or that the upstream said it did not process, is retried. Faults are
  * injected by the sandbox over real HTTP and the upstream requests are counted there.
  */

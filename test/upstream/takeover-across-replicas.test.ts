@@ -10,7 +10,7 @@ import { gatewayProcesses } from '../helpers/process.js';
 import { waitFor } from '../identity/helpers.js';
 
 /**
- * Takeover across replicas (issue 11 §7, docs/decisions/012): two gateways on one PostgreSQL. The key of a
+ * Takeover across replicas (docs/decisions/012): two gateways on one PostgreSQL. The key of a
  * call whose replica crashed is taken over by a call with the same key on the other replica once its lease
  * (IDEMPOTENCY_TAKEOVER, 10 s by default) runs out; a call that is alive but slow renews its lease and is
  * never taken over. The upstream is a cloud simulator shared by both replicas, as a real one would be.
