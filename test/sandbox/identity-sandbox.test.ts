@@ -63,34 +63,35 @@ describe('identification sandbox', () => {
 });
 
 describe('verification sandbox', () => {
-  async function receiver() {
+  /** A callback receiver that answers the given statuses in order (the last one from then on). */
+  async function receiver(statuses: readonly number[] = [204]) {
     const received: Array<{ path: string; body: unknown }> = [];
-    let status = 204;
     const server = createServer((req: IncomingMessage, res) => {
       let text = '';
       req.on('data', (c: Buffer) => (text += c.toString()));
       req.on('end', () => {
         received.push({ path: req.url ?? '', body: JSON.parse(text) });
-        res.writeHead(status).end();
+        res.writeHead(statuses[Math.min(received.length, statuses.length) - 1]!).end();
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     closers.push(() => new Promise((r) => server.close(() => r())));
-    return {
-      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-      received,
-      setStatus: (s: number) => (status = s),
-    };
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, received };
   }
 
-  async function start(callbackDelayMs = 20) {
+  // A delay no test waits out: the verification stays in progress until the test completes it with `s.complete`.
+  const NEVER_MS = 3_600_000;
+  // How long to wait for a callback before failing: it bounds a failure, the tests assert no duration.
+  const EVENT = { timeout: 20_000 };
+
+  async function start(callbackDelayMs: number) {
     const s = await startVerificationSandbox({ callbackDelayMs, callbackAttempts: 3 });
     closers.push(() => s.close());
     return { s, auth: { authorization: `Bearer ${SANDBOX_VERIFICATION_TOKEN}` } };
   }
 
-  it('registers, calls back after the delay with a completed result, and serves results only for known ids', async () => {
-    const { s, auth } = await start();
+  it('answers IN_PROGRESS until a verification completes, then calls back with the completed result, and serves results only for known ids', async () => {
+    const { s, auth } = await start(NEVER_MS);
     const cb = await receiver();
     const reg = await post(s.url + VERIFICATIONS_PATH, { workflowId: 'wf', applicant: { lastName: 'X' }, callbackUrl: `${cb.url}/hook` }, auth);
     expect(reg.status).toBe(200);
@@ -99,26 +100,38 @@ describe('verification sandbox', () => {
 
     const pending = await post(s.url + RESULTS_PATH, { verificationExternalId: [id, 'unknown'] }, auth);
     expect(pending.body.results).toEqual([expect.objectContaining({ verificationExternalId: id, status: 'IN_PROGRESS' })]);
+    expect(cb.received).toEqual([]);
 
-    await expect.poll(() => cb.received.length).toBe(1);
+    await s.complete(id);
+    await expect.poll(() => cb.received.length, EVENT).toBe(1);
     expect(cb.received[0]).toMatchObject({ path: '/hook', body: { verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' } });
     const done = await post(s.url + RESULTS_PATH, { verificationExternalId: id }, auth);
     expect(done.body.results[0]).toMatchObject({ status: 'COMPLETED' });
   });
 
-  it('retries a callback answered 5xx and stops at the first 2xx', async () => {
-    const { s, auth } = await start();
+  it('completes a verification by itself after callbackDelayMs and calls back', async () => {
+    const { s, auth } = await start(20);
     const cb = await receiver();
-    cb.setStatus(503);
     const reg = await post(s.url + VERIFICATIONS_PATH, { workflowId: 'wf', applicant: {}, callbackUrl: cb.url }, auth);
-    await expect.poll(() => cb.received.length).toBe(1);
-    cb.setStatus(200);
-    await expect.poll(() => cb.received.length, { timeout: 3000 }).toBe(2);
+    const id = reg.body.verificationExternalId as string;
+    await expect.poll(() => cb.received.length, EVENT).toBe(1);
+    expect(cb.received[0]).toMatchObject({ body: { verificationExternalId: id, status: 'COMPLETED' } });
+    expect((await post(s.url + RESULTS_PATH, { verificationExternalId: id }, auth)).body.results[0]).toMatchObject({ status: 'COMPLETED' });
+  });
+
+  it('retries a callback answered 5xx and stops at the first 2xx', async () => {
+    const { s, auth } = await start(NEVER_MS);
+    const cb = await receiver([503, 200]);
+    const reg = await post(s.url + VERIFICATIONS_PATH, { workflowId: 'wf', applicant: {}, callbackUrl: cb.url }, auth);
+    await s.complete(reg.body.verificationExternalId as string);
+    await expect.poll(() => cb.received.length, EVENT).toBe(2);
     expect(s.callbacks.filter((c) => c.externalId === reg.body.verificationExternalId).map((c) => c.status)).toEqual([503, 200]);
+    // callbackAttempts is 3: a third attempt would be a retry after a 2xx.
+    expect(cb.received).toHaveLength(2);
   });
 
   it('refuses bad registrations and answers the rfm check', async () => {
-    const { s, auth } = await start(60_000);
+    const { s, auth } = await start(NEVER_MS);
     expect((await post(s.url + VERIFICATIONS_PATH, { applicant: {} }, auth)).status).toBe(400);
     expect((await post(s.url + VERIFICATIONS_PATH, { workflowId: 'wf', applicant: 'x' }, auth)).status).toBe(400);
     expect((await post(s.url + VERIFICATIONS_PATH, { workflowId: 'wf', applicant: {}, callbackUrl: 'relative' }, auth)).status).toBe(400);
