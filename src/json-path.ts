@@ -78,12 +78,3 @@ export interface ShapePaths {
   /** VERIFICATION_CALLBACK_URL_PATH: where a registration request carries the callbackUrl. */
   readonly verificationCallbackUrl: JsonPath | null;
 }
-
-export const NO_SHAPE_PATHS: ShapePaths = {
-  cloudCreatedId: null,
-  cloudToken: null,
-  cloudIpAddress: null,
-  verificationExternalId: null,
-  verificationResults: null,
-  verificationCallbackUrl: null,
-};
