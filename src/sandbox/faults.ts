@@ -115,6 +115,7 @@ export class FaultInjector {
   readonly #randomKinds: readonly FaultKind[];
   readonly #hangMs: number;
   readonly #errorBody: (status: number, path: string) => unknown;
+  #held: { gate: Promise<void>; arrive(): void } | undefined;
 
   constructor(options: FaultInjectorOptions = {}) {
     this.rate = checkRate(options.rate ?? 0);
@@ -138,6 +139,25 @@ export class FaultInjector {
   enqueueFor(match: PathMatcher, ...faults: FaultSpec[]): this {
     for (const fault of faults) this.#script.push({ match, fault: checkFault(fault) });
     return this;
+  }
+
+  /**
+   * Holds every request that arrives from now on, before its latency and fault, until `release()`: a test
+   * makes "the upstream is still working on the first request" a state it controls instead of a duration.
+   * `arrived()` counts the requests held so far, for the test to wait for.
+   */
+  hold(): { arrived(): number; release(): void } {
+    let open!: () => void;
+    let arrived = 0;
+    const held = { gate: new Promise<void>((resolve) => (open = resolve)), arrive: () => void arrived++ };
+    this.#held = held;
+    return {
+      arrived: () => arrived,
+      release: () => {
+        if (this.#held === held) this.#held = undefined;
+        open();
+      },
+    };
   }
 
   /** Scripted faults not yet used. */
@@ -170,6 +190,11 @@ export class FaultInjector {
    * after reading the body; stop unless the outcome is `proceed`.
    */
   async intercept(req: IncomingMessage, res: ServerResponse): Promise<FaultOutcome> {
+    const held = this.#held;
+    if (held) {
+      held.arrive();
+      await held.gate;
+    }
     if (this.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, this.latencyMs));
     const method = req.method ?? 'GET';
     const path = requestPath(req);

@@ -56,12 +56,15 @@ describe('idempotency of mutations', () => {
 
   it('answers IDEMPOTENCY_KEY_IN_USE when the first request outlasts the bounded wait', async () => {
     const gw = await gateway({ IDEMPOTENCY_WAIT: '100ms' });
-    gw.gateway.sandbox.cloud!.faults.latencyMs = 800;
+    // The upstream holds the first request until the second has been answered: no race with a duration.
+    const held = gw.gateway.sandbox.cloud!.faults.hold();
     const key = randomUUID();
     const first = gw.graphql(M.project, { input: { name: 'slow' }, key });
-    await new Promise((r) => setTimeout(r, 100));
+    // The first request reached the upstream, so it holds the key.
+    await expect.poll(() => held.arrived(), { timeout: 20_000 }).toBe(1);
     const second = await gw.graphql(M.project, { input: { name: 'slow' }, key });
     expect(second.errors![0]!.extensions!.code).toBe('IDEMPOTENCY_KEY_IN_USE');
+    held.release();
     expect((await first).errors).toBeUndefined();
     expect(projectCalls(gw)).toHaveLength(1);
   });

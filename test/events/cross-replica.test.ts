@@ -1,6 +1,9 @@
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { VERIFICATION_EVENT_KIND } from '../../src/identity/service.js';
+import { MOBILE_ID_EVENT_KIND } from '../../src/mobile-id/index.js';
+import { waitForListener } from '../helpers/events.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
 
@@ -21,8 +24,8 @@ describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
         query: `subscription { mobileIdAuthentication(authReqId: "replicated-1") { __typename ... on MobileIdAuthenticated { authReqId } } }`,
       });
       const first = sub.next();
-      // give B's subscription time to register before A publishes (a late one would read the log instead)
-      await new Promise((r) => setTimeout(r, 200));
+      // B's subscription is registered before A publishes (a late one would read the log instead)
+      await waitForListener(b, MOBILE_ID_EVENT_KIND);
       const sent = await a.graphql(`mutation { sandboxCompleteMobileIdAuthentication(authReqId: "replicated-1", outcome: SUCCESS) { httpStatus } }`);
       expect(sent.data!.sandboxCompleteMobileIdAuthentication.httpStatus).toBe(204);
       const msg = await first;
@@ -42,7 +45,7 @@ describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
           { next: (m) => received.push(JSON.stringify(m.data)), error: reject, complete: resolve },
         );
       });
-      await new Promise((r) => setTimeout(r, 200));
+      await waitForListener(a, VERIFICATION_EVENT_KIND);
       const reg = await a.graphql(`mutation { registerVerification(input: { workflowId: "kyc", applicant: { name: "x" } }) { verification { externalId } } }`);
       const externalId = reg.data!.registerVerification.verification.externalId;
       await expect.poll(() => received.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);

@@ -2,6 +2,8 @@ import { createClient } from 'graphql-ws';
 import { request } from 'undici';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IDENTIFICATION_EVENT_KIND } from '../../src/identity/completions.js';
+import { waitForListener } from '../helpers/events.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
 
@@ -41,8 +43,8 @@ describe('identification callbacks on PostgreSQL replicas', () => {
         { query: `subscription { identificationCompleted { id status } }` },
         { next: (m) => received.push(m.data!.identificationCompleted), error: () => undefined, complete: () => undefined },
       );
-      // give A's subscription time to register before B publishes (a late one streams only new events)
-      await new Promise((r) => setTimeout(r, 300));
+      // A's subscription is registered before B publishes (a late one streams only new events)
+      await waitForListener(a, IDENTIFICATION_EVENT_KIND);
       expect(await post(`${b.url}${path}`, { id, status: 'COMPLETED' })).toBe(204);
       expect(await post(`${a.url}${path}`, { id, status: 'COMPLETED' })).toBe(204);
       await expect.poll(() => received.length, { timeout: 10_000 }).toBe(1);
