@@ -387,14 +387,14 @@ describe('the operation span is the same through both paths', () => {
   const spanOf = async (g: { gw: TestGateway; spans: () => ReadableSpan[] }, body: unknown) => {
     const n = g.spans().length;
     const res = await send(g.gw.url, JSON.stringify(body), JSON_HEADERS);
-    for (
-      let i = 0;
-      i < 200 &&
+    // Waits for the span (the deadline only bounds a failure).
+    const deadline = Date.now() + 20_000;
+    while (
+      Date.now() < deadline &&
       !g
         .spans()
         .slice(n)
-        .some((s) => s.attributes['gateway.route'] === 'graphql');
-      i++
+        .some((s) => s.attributes['gateway.route'] === 'graphql')
     )
       await new Promise((r) => setTimeout(r, 5));
     const span = g

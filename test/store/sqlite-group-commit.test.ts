@@ -223,8 +223,10 @@ describe('SQLite group commit with the WAL synced by the driver (FULL without bl
   });
 
   const committed = () => (observer.prepare('select count(*) as n from items').get() as { n: number }).n;
+  // Waits for the state (the deadline only bounds a failure; a loaded machine may take long to get there).
   const until = async (check: () => boolean) => {
-    for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 5));
+    const deadline = Date.now() + 20_000;
+    while (!check() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
     expect(check()).toBe(true);
   };
 
