@@ -9,6 +9,8 @@ import { isCompactJwe } from './wire.js';
 const AUTH_REQ_ID_CLAIM = 'urn:openid:params:jwt:claim:auth_req_id';
 
 /** Asymmetric algorithms only: an HMAC "signature" keyed with a public key is the classic confusion attack. */
+/** Skew allowed between the sender's clock and ours for exp, iat and nbf. */
+const CLOCK_TOLERANCE_SECONDS = 30;
 const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
 
 export interface IdTokenClaims {
@@ -114,7 +116,6 @@ export interface VerifierOptions {
   clientId: string | undefined;
   /** MOBILEID_STRICT_ID_TOKEN: iss, aud, exp, the auth_req_id claim and at_hash are required (OpenID CIBA Core §10.3.1). */
   strict?: boolean;
-  clockToleranceSec?: number;
 }
 
 /** A JWKS from MOBILEID_JWKS_URL (fetched, cached, re-fetched on an unknown kid) or MOBILEID_JWKS_FILE (read once). */
@@ -182,7 +183,7 @@ export class IdTokenVerifier {
       const result = await jwtVerify(input.idToken, keys.get, {
         algorithms: ALGORITHMS,
         requiredClaims: strict ? ['iss', 'aud', 'exp', 'sub'] : ['sub'],
-        clockTolerance: this.options.clockToleranceSec ?? 30,
+        clockTolerance: CLOCK_TOLERANCE_SECONDS,
         ...(input.at === undefined ? {} : { currentDate: new Date(input.at) }),
       });
       alg = result.protectedHeader.alg;

@@ -61,8 +61,6 @@ export interface FaultInjectorOptions {
   randomKinds?: readonly FaultKind[];
   /** How long a `'timeout'` fault holds the socket before destroying it. Default 10 minutes. */
   hangMs?: number;
-  /** How long a `'slow'` fault delays the answer of a processed request. Default 30 s. */
-  slowMs?: number;
   /** Body of injected error answers. Default `{ code, domain: 'sandbox', details }`. */
   errorBody?: (status: number, path: string) => unknown;
 }
@@ -105,7 +103,7 @@ export class FaultInjector {
   /** Changeable at any time, e.g. `faults.rate = 1`. */
   rate: number;
   latencyMs: number;
-  /** Delay of the answer of a `'slow'` fault; changeable at any time. */
+  /** Delay of the answer of a `'slow'` fault (30 s unless a test changes it); changeable at any time. */
   slowMs: number;
   /** Every fault injected so far, in order. */
   readonly injected: InjectedFault[] = [];
@@ -123,7 +121,7 @@ export class FaultInjector {
     if (!(this.latencyMs >= 0)) throw new RangeError(`latencyMs must be >= 0, got ${options.latencyMs}`);
     this.#random = mulberry32(options.seed ?? Math.floor(Math.random() * 2 ** 32));
     this.#randomKinds = options.randomKinds ?? RANDOM_FAULT_KINDS;
-    this.slowMs = options.slowMs ?? 30_000;
+    this.slowMs = 30_000;
     if (this.#randomKinds.length === 0) throw new RangeError('randomKinds must not be empty');
     this.#hangMs = options.hangMs ?? DEFAULT_HANG_MS;
     this.#errorBody = options.errorBody ?? defaultErrorBody;

@@ -35,8 +35,6 @@ export interface IdentificationSandboxOptions {
   faultSeed?: number;
   /** Default `[SANDBOX_IDENTIFICATION_TOKEN]`. */
   acceptedTokens?: string[];
-  /** Default: every id that does not start with `unknown`. */
-  isKnownWorkflow?: (workflowId: string) => boolean;
   bodyLimitBytes?: number;
   /** Delivery attempts of one completion callback (5xx and network errors are retried). Default 3. */
   callbackAttempts?: number;
@@ -97,7 +95,8 @@ function escapeHtml(text: string): string {
 export async function startIdentificationSandbox(options: IdentificationSandboxOptions = {}): Promise<IdentificationSandbox> {
   const environment = options.environment ?? 'production';
   const accepted = options.acceptedTokens ?? [SANDBOX_IDENTIFICATION_TOKEN];
-  const isKnownWorkflow = options.isKnownWorkflow ?? ((id: string) => !id.startsWith('unknown'));
+  // Every workflow is known except ids starting with `unknown`.
+  const isKnownWorkflow = (id: string) => !id.startsWith('unknown');
   const faults = new FaultInjector({
     rate: options.faultRate ?? 0,
     latencyMs: options.latencyMs ?? 0,

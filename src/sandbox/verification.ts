@@ -10,7 +10,7 @@
 // - callback: POST callbackUrl with the completed result after `callbackDelayMs`, retried on 5xx and
 //   network errors;
 // - rfm: any JSON object; `{ isInCatalog, matches, checkedAt }`, true when a string value of the body
-//   equals (case-insensitively) an entry of `rfmCatalog`.
+//   equals (case-insensitively) an entry of `SANDBOX_RFM_CATALOG`.
 // A workflow is known unless its id starts with `unknown` (404). Errors are `{ code, message }`.
 import { randomUUID } from 'node:crypto';
 import { deliverCallback } from './callbacks.js';
@@ -41,10 +41,6 @@ export interface VerificationSandboxOptions {
   faultSeed?: number;
   /** Default `[SANDBOX_VERIFICATION_TOKEN]`. */
   acceptedTokens?: string[];
-  /** Default: every id that does not start with `unknown`. */
-  isKnownWorkflow?: (workflowId: string) => boolean;
-  /** Default `SANDBOX_RFM_CATALOG`. */
-  rfmCatalog?: string[];
   bodyLimitBytes?: number;
 }
 
@@ -125,8 +121,9 @@ export async function startVerificationSandbox(options: VerificationSandboxOptio
   const delayMs = options.callbackDelayMs ?? 1500;
   const attempts = Math.max(1, options.callbackAttempts ?? 3);
   const accepted = options.acceptedTokens ?? [SANDBOX_VERIFICATION_TOKEN];
-  const isKnownWorkflow = options.isKnownWorkflow ?? ((id: string) => !id.startsWith('unknown'));
-  const catalog = (options.rfmCatalog ?? SANDBOX_RFM_CATALOG).map((s) => s.toLowerCase());
+  // Every workflow is known except ids starting with `unknown`.
+  const isKnownWorkflow = (id: string) => !id.startsWith('unknown');
+  const catalog = SANDBOX_RFM_CATALOG.map((s) => s.toLowerCase());
   const faults = new FaultInjector({
     rate: options.faultRate ?? 0,
     latencyMs: options.latencyMs ?? 0,

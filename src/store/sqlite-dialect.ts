@@ -97,8 +97,10 @@ export class GroupCommitSqliteDialect implements Dialect {
   }
 }
 
+/** Prepared statements kept per connection, by SQL text. */
+const STATEMENT_CACHE_SIZE = 256;
+
 export interface GroupCommitOptions {
-  statementCacheSize?: number;
   /**
    * FULL durability with the fsync off the event loop: the connection must run with synchronous=NORMAL in
    * WAL mode, and the driver fdatasyncs `${database.name}-wal` after each COMMIT before settling its statements.
@@ -156,7 +158,7 @@ class GroupCommitSqliteDriver implements Driver {
     options: GroupCommitOptions,
   ) {
     this.unit = { savepoint: db.prepare('savepoint together'), release: db.prepare('release together') };
-    this.cacheSize = options.statementCacheSize ?? 256;
+    this.cacheSize = STATEMENT_CACHE_SIZE;
     this.syncWal = options.syncWal ?? false;
     this.checkpointer = options.checkpointInWorker ? new WalCheckpointer(db, () => this.group === null && this.owner === null, options.checkpoint) : null;
   }

@@ -16,9 +16,6 @@ export interface UpstreamHttpOptions {
   /** Total time one call may spend on retries. */
   retryBudgetMs: number;
   maxRetries: number;
-  /** First backoff delay; doubles per retry, with jitter (x1..x2). */
-  minBackoffMs?: number;
-  maxBackoffMs?: number;
   connections?: number;
   metrics: Metrics;
   logger: Logger;
@@ -169,8 +166,9 @@ export class UpstreamHttp {
     const retryOptions = (budgetMs: number) => ({
       retries: this.options.maxRetries,
       factor: 2,
-      minTimeout: this.options.minBackoffMs ?? 100,
-      maxTimeout: this.options.maxBackoffMs ?? 2_000,
+      // The first backoff delay is 100 ms, doubling per retry with jitter (x1..x2), at most 2 s.
+      minTimeout: 100,
+      maxTimeout: 2_000,
       randomize: true,
       maxRetryTime: budgetMs,
       shouldRetry: ({ error }: { error: Error }) => error instanceof TransientFailure,
