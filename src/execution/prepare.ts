@@ -55,8 +55,3 @@ export class DocumentCache {
     return cached;
   }
 }
-
-/** The prepared document when it validated, else undefined. */
-export function validDocument(prepared: PreparedDocument): DocumentNode | undefined {
-  return Array.isArray(prepared.document) ? undefined : (prepared.document as DocumentNode);
-}
