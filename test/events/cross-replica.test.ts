@@ -2,7 +2,6 @@ import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VERIFICATION_EVENT_KIND } from '../../src/identity/service.js';
-import { MOBILE_ID_EVENT_KIND } from '../../src/mobile-id/index.js';
 import { waitForListener } from '../helpers/events.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
@@ -25,7 +24,7 @@ describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
       });
       const first = sub.next();
       // B's subscription is registered before A publishes (a late one would read the log instead)
-      await waitForListener(b, MOBILE_ID_EVENT_KIND);
+      await waitForListener(b, 'mobile-id');
       const sent = await a.graphql(`mutation { sandboxCompleteMobileIdAuthentication(authReqId: "replicated-1", outcome: SUCCESS) { httpStatus } }`);
       expect(sent.data!.sandboxCompleteMobileIdAuthentication.httpStatus).toBe(204);
       const msg = await first;
