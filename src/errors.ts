@@ -56,10 +56,6 @@ export function badUserInput(field: string, message: string): GatewayError {
   return new GatewayError(ErrorCode.BAD_USER_INPUT, `${field}: ${message}`, { field });
 }
 
-export function notFound(what: string): GatewayError {
-  return new GatewayError(ErrorCode.NOT_FOUND, `${what} not found`);
-}
-
 /** A non-retryable answer of an upstream (4xx). Carries the upstream status and its error body. */
 export class UpstreamRejectedError extends GatewayError {
   constructor(

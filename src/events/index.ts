@@ -1,4 +1,3 @@
-import type { Caller } from '../caller.js';
 import type { EventBus } from './bus.js';
 import type { EventLog, EventRecord, NewEvent, AppendResult } from './log.js';
 import type { EventStreams } from './stream.js';
@@ -37,9 +36,5 @@ export class Events {
       this.metrics.eventsPublished.inc({ kind: result.event.kind });
     };
     return { ...result, publish };
-  }
-
-  latest(kind: string, key: string, reader?: Caller): Promise<EventRecord | null> {
-    return this.log.latest(kind, key, reader);
   }
 }

@@ -1,5 +1,6 @@
 // The intake of completion notifications: each one parsed, deduplicated, verified, its secrets sealed, and stored
 // in the event log; one whose id_token cannot be verified yet is kept pending and verified later (docs/decisions/040).
+import { WebhookErrorCode } from '../errors.js';
 import { canonicalJson } from '../fingerprint.js';
 import type { Events } from '../events/index.js';
 import type { Logger } from '../logger.js';
@@ -192,7 +193,7 @@ export class NotificationIntake {
     for (const row of await this.pending.claimDue(now)) {
       const p = row.payload as StoredSuccess;
       const meta = row.meta as Partial<StoredMeta>;
-      const refuse = async (reason: RejectionReason, error: string, description: string) => {
+      const refuse = async (reason: RejectionReason, error: WebhookErrorCode, description: string) => {
         await this.quarantine.record({
           authReqId: p.authReqId,
           httpStatus: 204,
@@ -225,7 +226,7 @@ export class NotificationIntake {
           secretsExpireAt: row.secretsExpireAt,
         });
         if (result.status === 'conflict') {
-          await refuse('CONFLICT', 'invalid_request', 'a different notification was received for this auth_req_id meanwhile');
+          await refuse('CONFLICT', WebhookErrorCode.INVALID_REQUEST, 'a different notification was received for this auth_req_id meanwhile');
           continue;
         }
         await this.pending.remove(row.dedupeKey);
@@ -234,9 +235,9 @@ export class NotificationIntake {
         this.logger.info({ authReqId: p.authReqId, attempts: row.attempts + 1 }, 'pending mobile-ID notification verified and delivered');
         out.verified += 1;
       } else if (check.status === 'rejected' && !(check.unknownKey && row.attempts + 1 < UNKNOWN_KEY_ATTEMPTS)) {
-        await refuse(check.reason, 'invalid_request', check.description);
+        await refuse(check.reason, WebhookErrorCode.INVALID_REQUEST, check.description);
       } else if (now >= row.giveUpAt) {
-        await refuse('JWKS_UNAVAILABLE', 'temporarily_unavailable', `the JWKS could still not be loaded after EVENT_RETENTION (${check.description})`);
+        await refuse('JWKS_UNAVAILABLE', WebhookErrorCode.TEMPORARILY_UNAVAILABLE, `the JWKS could still not be loaded after EVENT_RETENTION (${check.description})`);
       } else {
         await this.pending.reschedule(row.dedupeKey, row.attempts + 1, now);
         out.waiting += 1;

@@ -73,14 +73,10 @@ export class MobileIdService {
     return this.intake.receive(auth, body, headers);
   }
 
-  /** The stored result of an authentication, or null (also when it belongs to another app's API key). */
-  async get(caller: Caller, authReqId: string): Promise<MobileIdAuthentication | null> {
-    checkAuthReqId(authReqId);
-    const event = await this.events.latest(MOBILE_ID_EVENT_KIND, authReqId, caller);
-    return event ? authenticationView(event, this.box) : null;
-  }
-
-  /** Batched `get`, in the order of `authReqIds` (one SQL statement for every id of an operation). */
+  /**
+   * The stored results of authentications, in the order of `authReqIds`, each null when absent or another app's API
+   * key's (one SQL statement for every id of an operation).
+   */
   async getMany(caller: Caller, authReqIds: readonly string[]): Promise<(MobileIdAuthentication | null)[]> {
     const events = await this.events.log.latestMany(MOBILE_ID_EVENT_KIND, authReqIds, caller);
     return events.map((e) => (e ? authenticationView(e, this.box) : null));
