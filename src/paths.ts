@@ -14,3 +14,4 @@ export const PROJECT_ROOT = (() => {
 })();
 
 export const SCHEMA_DIR = path.join(PROJECT_ROOT, 'schema');
+export const GRAPHIQL_ASSETS_DIR = path.join(PROJECT_ROOT, 'dist', 'graphiql');

@@ -1,11 +1,11 @@
 // Self-hosted GraphiQL (DESIGN.md "Public contract": a browser GET /graphql gets GraphiQL,
 // and it must work with no internet). The bundle comes from scripts/build-graphiql.mjs.
 import { createHash } from 'node:crypto';
-import { createReadStream, existsSync, type Stats } from 'node:fs';
+import { createReadStream, type Stats } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { dirname, extname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { extname, join } from 'node:path';
+import { GRAPHIQL_ASSETS_DIR } from '../paths.js';
 
 /** One saved operation, opened as its own GraphiQL tab. */
 export interface GraphiqlExample {
@@ -63,15 +63,9 @@ const ASSET_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+$/;
 
 const IMMUTABLE = 'public, max-age=31536000, immutable';
 
-/** `dist/graphiql` of the package this module belongs to, from `src/server` (tsx) or `dist/src/server` (built). */
+/** `dist/graphiql` beside the package.json of this checkout, from `src/server` (tsx) or `dist/src/server` (built). */
 export function defaultGraphiqlAssetsDir(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    if (existsSync(join(dir, 'package.json'))) return join(dir, 'dist', 'graphiql');
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error('GraphiQL: no package.json above ' + fileURLToPath(import.meta.url));
-    dir = parent;
-  }
+  return GRAPHIQL_ASSETS_DIR;
 }
 
 interface MediaRange {
