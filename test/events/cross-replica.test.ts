@@ -4,7 +4,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VERIFICATION_EVENT_KIND } from '../../src/identity/service.js';
 import { waitForListener } from '../helpers/events.js';
 import type { TestGateway } from '../helpers/gateway.js';
+import { collect, postNotification, SUBSCRIPTION, waitUntil, wsClient } from '../helpers/mobile-id.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
+
+/** PostgreSQL refuses a NOTIFY payload of this many bytes or more (the `pg_notify` documentation). */
+const NOTIFY_PAYLOAD_LIMIT = 8000;
 
 describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
   let replicas: Replicas | undefined;
@@ -51,6 +55,29 @@ describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
       await new Promise((r) => setTimeout(r, 300));
       expect(received.filter((r) => r.includes(externalId))).toHaveLength(1);
       void done;
+    } finally {
+      await client.dispose();
+    }
+  });
+
+  it('a notification larger than a NOTIFY payload still reaches a subscriber on the other replica, whole', async () => {
+    // Extra members a sender adds are kept and delivered as sent, so one long member makes the event exceed what
+    // one NOTIFY may carry: the bus must send a reference to the stored event, not the event.
+    const detail = 'x'.repeat(3 * NOTIFY_PAYLOAD_LIMIT);
+    const id = 'replicated-large';
+    const client = wsClient(b);
+    try {
+      const sub = collect(client, SUBSCRIPTION, { id });
+      await waitForListener(b, 'mobile-id');
+      const sent = await postNotification(a, { auth_req_id: id, error: 'access_denied', error_description: 'client timeout', vendor_detail: detail });
+      expect(sent.status).toBe(204);
+      const [stored] = await a.gateway.services.store.db.selectFrom('events').select(['payload']).where('kind', '=', 'mobile-id').where('key', '=', id).execute();
+      expect(Buffer.byteLength(stored!.payload)).toBeGreaterThan(NOTIFY_PAYLOAD_LIMIT);
+      await waitUntil(() => sub.results.length > 0 || sub.errors.length > 0, 20_000);
+      expect(sub.errors).toEqual([]);
+      const event = sub.results[0].data.mobileIdAuthentication;
+      expect(event).toMatchObject({ __typename: 'MobileIdAuthenticationFailed', authReqId: id, error: 'access_denied' });
+      expect(event.otherFields).toEqual({ vendor_detail: detail });
     } finally {
       await client.dispose();
     }
