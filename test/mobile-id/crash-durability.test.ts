@@ -90,5 +90,6 @@ describe('durability of acknowledged notifications', () => {
     expect(second.output()).not.toContain(accessToken);
     second.child.kill('SIGTERM');
     await new Promise((r) => second.child.once('exit', r));
-  });
+    // Two gateway processes start one after the other: on a loaded machine that alone can take most of a minute.
+  }, 120_000);
 });
