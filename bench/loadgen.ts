@@ -123,6 +123,8 @@ interface FanConn {
   got: Uint8Array;
   /** This connection's messages are also checked in full (JSON.parse and the whole shape): the first one. */
   strict: boolean;
+  /** Index of the connection's URL in `wsUrls` (0 with a single `wsUrl`): its latency is also counted apart. */
+  group: number;
 }
 
 /** The current round of scenario 5, as the subscribers' message handler sees it. */
@@ -143,6 +145,8 @@ const fan = {
   /** The member of the event that carries the sender's clock (`timestampPath`'s last name), if any. */
   clockMember: null as string | null,
   latency: new Samples(),
+  /** The same latencies per URL of `wsUrls` (per replica). */
+  groups: [] as Samples[],
   deliveries: 0,
   /** Deliveries whose correlationId did not hold the sender's clock. */
   unclocked: 0,
@@ -227,6 +231,7 @@ function onFanMessage(conn: FanConn, raw: Buffer): void {
     sent = r.sentAt[index]!;
   }
   fan.latency.push(now - sent);
+  fan.groups[conn.group]?.push(now - sent);
   fan.deliveries += 1;
   r.received += 1;
   r.last = now;
@@ -241,14 +246,23 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
   fan.errors.clear();
   fan.errorCount = 0;
   fan.clockMember = load.timestampPath?.split('.').pop() ?? null;
+  const urls = load.wsUrls ?? [load.wsUrl];
+  fan.groups = urls.map(() => new Samples());
   const conns: FanConn[] = [];
-  const opened = await openConnections(load.wsUrl, load.apiKey, load.subscribers, (ws) => {
-    const conn: FanConn = { ws, got: new Uint8Array(load.idsPerRound), strict: conns.length === 0 };
-    ws.on('message', (raw: Buffer) => onFanMessage(conn, raw));
-    ws.on('error', fanNote);
-    conns.push(conn);
-  });
-  if (opened.failed) throw new Error(`${opened.failed}/${load.subscribers} subscribers could not connect: ${opened.errors.join(' | ')}`);
+  // The subscribers spread evenly over the URLs (replicas), the remainder on the first ones.
+  for (const [group, url] of urls.entries()) {
+    const count = Math.floor(load.subscribers / urls.length) + (group < load.subscribers % urls.length ? 1 : 0);
+    const opened = await openConnections(url, load.apiKey, count, (ws) => {
+      const conn: FanConn = { ws, got: new Uint8Array(load.idsPerRound), strict: conns.length === 0, group };
+      ws.on('message', (raw: Buffer) => onFanMessage(conn, raw));
+      ws.on('error', fanNote);
+      conns.push(conn);
+    });
+    if (opened.failed) throw new Error(`${opened.failed}/${count} subscribers could not connect to ${url}: ${opened.errors.join(' | ')}`);
+  }
+  const webhookLatency = new Samples();
+  const cpuPids = load.cpuPids ?? [];
+  const cpuOf = cpuPids.map(() => 0);
 
   // {"id":"<id>","type":"subscribe","payload":{"query":...,"variables":{"authReqId":"<authReqId>"}}}, cut at the two values.
   const template = JSON.stringify({ id: '\u0000', type: 'subscribe', payload: { query: load.subscription, variables: { authReqId: '\u0001' } } });
@@ -279,8 +293,10 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
     // subscribe message (its CPU goes quiet), so that the latency below is the delivery's alone. A late
     // subscriber would still get the event, from the log.
     await waitIdle(load.gatewayPid, 300 + conns.length * ids.length * 0.05);
+    for (const pid of load.idlePids ?? []) await waitIdle(pid, 0);
     const first = performance.now();
     const gw0 = load.gatewayPid === undefined ? NaN : cpuSeconds(load.gatewayPid);
+    const cpu0 = cpuPids.map((pid) => cpuSeconds(pid));
     subscribeCpuSeconds += gw0 - subscribeCpu0;
     const own0 = process.cpuUsage();
     // One webhook at a time, the next as soon as the previous one is acknowledged: the gateway fans each
@@ -294,8 +310,10 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
       const res = await pool.request({ path: load.webhook.path, method: 'POST', headers: load.webhook.headers, body });
       const text = await res.body.text();
       if (res.statusCode >= 300) fanNote(`webhook HTTP ${res.statusCode}: ${text}`);
+      else webhookLatency.push(performance.now() - now);
     }
     await Promise.race([done, sleep(15_000)]);
+    for (const [i, pid] of cpuPids.entries()) cpuOf[i]! += cpuSeconds(pid) - cpu0[i]!;
     if (process.env.FANOUT_PAUSE) await sleep(1000); // PROFILE-ONLY
     const own = process.cpuUsage(own0);
     loadgenCpuSeconds += (own.user + own.system) / 1e6;
@@ -318,6 +336,10 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
     subscribeCpuPerSubscription: subscribeCpuSeconds / (conns.length * load.idsPerRound * load.rounds),
     clock: fan.unclocked === 0 ? 'payload' : 'sender',
     errors: [...fan.errors],
+    ...(load.wsUrls ? { groupSamples: fan.groups.map((g) => g.values()) } : {}),
+    webhookLatency: webhookLatency.summary(),
+    webhookSamples: webhookLatency.values(),
+    ...(load.cpuPids ? { cpu: cpuOf.map((c) => c / busySeconds) } : {}),
   };
 }
 

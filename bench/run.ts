@@ -19,6 +19,9 @@
  *   --no-write         print the results instead of writing bench/README.md
  *   --intake-max <n>   notifications/s that scenario 7's rates are shares of, when scenario 4 does not run
  *                      (without it, 7 measures a short intake maximum first)
+ *
+ * Scenario 8 (three replicas on one embedded PostgreSQL, and the ceiling of LISTEN/NOTIFY) runs only when named
+ * in --only: it takes minutes the 10-minute suite does not have.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -36,6 +39,7 @@ import { webhookIngest } from './scenarios/webhook.js';
 import { fanout } from './scenarios/fanout.js';
 import { batching } from './scenarios/batching.js';
 import { subscriptionMix, type IntakeMax } from './scenarios/mix.js';
+import { replicas } from './scenarios/replicas.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -80,6 +84,7 @@ async function startGatewayProc(
   cpus: string | null,
   checkout: string = ROOT,
   nodeArgs: string[] = [],
+  extraEnv: Record<string, string> = {},
 ): Promise<GatewayProc> {
   const dataDir = path.join(root, name);
   fs.mkdirSync(dataDir, { recursive: true });
@@ -109,6 +114,7 @@ async function startGatewayProc(
       LOG_LEVEL: 'warn',
       // As the Dockerfile runs it (and as the peers run): graphql-js skips its development-only checks.
       NODE_ENV: 'production',
+      ...extraEnv,
     },
     readiness: { url: `${origin}/readyz` },
   });
@@ -243,6 +249,7 @@ async function main(): Promise<void> {
     }
     if (wants(6)) reports.push(await batching(env));
     if (wants(7)) reports.push(await subscriptionMix(env, intakeMax));
+    if (only?.has(8)) reports.push(await replicas(env, (name, extra) => startGatewayProc(name, 'FULL', root, stub.url, place.server, ROOT, [], extra)));
 
     const elapsed = (Date.now() - started) / 1000;
     const block = render(reports, {

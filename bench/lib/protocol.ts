@@ -56,6 +56,12 @@ export interface FanoutLoad {
   gatewayPid?: number;
   /** Dotted path in the event payload of a timestamp (epoch ms or ISO) set from the webhook, if the schema has one. */
   timestampPath?: string;
+  /** Subscribers spread evenly over these URLs instead of `wsUrl` (replicas); latency is also reported per URL. */
+  wsUrls?: string[];
+  /** More processes (other replicas, PostgreSQL) that must be idle before the webhooks leave. */
+  idlePids?: number[];
+  /** Processes whose CPU (in cores) over the delivery windows is returned in `cpu`, in this order. */
+  cpuPids?: number[];
 }
 
 export interface FanoutResult {
@@ -75,6 +81,13 @@ export interface FanoutResult {
   /** Where the latency's start time came from: the payload's timestamp or the sender's clock. */
   clock: 'payload' | 'sender';
   errors: string[];
+  /** With `wsUrls`: every delivery's latency per URL, in the order of `wsUrls`. */
+  groupSamples?: number[][];
+  /** Webhook send -> its 2xx, ms. */
+  webhookLatency?: LatencySummary;
+  webhookSamples?: number[];
+  /** With `cpuPids`: each one's CPU in cores over the delivery windows. */
+  cpu?: number[];
 }
 
 export interface IdleLoad {
