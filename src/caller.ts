@@ -17,11 +17,73 @@ export interface Caller {
    * HMAC(gateway secret, key)>`), from which the key cannot be recovered by trying candidates offline.
    */
   readonly app?: string;
-  /** An OPERATOR_API_KEYS key: may read operator data (the mobile-ID quarantine) beside its own. */
-  readonly operator?: boolean;
+  /**
+   * What the app may do (docs/decisions/046): the scopes its key, its GATEWAY_APPS_FILE entry or its JWT grants.
+   * The admit stage refuses an operation touching a field whose `@requiresScopes` these do not cover.
+   */
+  readonly grants: Grants;
 }
 
-export const OPEN_CALLER: Caller = Object.freeze({ scope: 'open', app: 'open' });
+/**
+ * The gateway's scopes, one read and one write per upstream, and `operator` (the quarantine of refused
+ * notifications and the list of apps). A write scope does not imply the read one: an app that only creates can be
+ * kept from reading what others created.
+ */
+export const SCOPES = ['cloud:read', 'cloud:write', 'identity:read', 'identity:write', 'mobile-id:read', 'mobile-id:write', 'operator'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+export function isScope(value: string): value is Scope {
+  return (SCOPES as readonly string[]).includes(value);
+}
+
+/** A set of scopes, interned: one object per distinct set, with a stable key (shared executions group by it). */
+export class Grants {
+  private static readonly interned = new Map<string, Grants>();
+  /** The scopes, sorted, joined by spaces: equal sets have equal keys. */
+  readonly key: string;
+  /** Every scope but `operator`: an app of GATEWAY_API_KEYS without a file entry, as before scopes existed. */
+  readonly everyAppScope: boolean;
+  private readonly set: ReadonlySet<Scope>;
+
+  private constructor(scopes: readonly Scope[]) {
+    this.set = new Set(scopes);
+    this.key = [...this.set].sort().join(' ');
+    this.everyAppScope = SCOPES.every((s) => s === 'operator' || this.set.has(s));
+  }
+
+  static of(scopes: Iterable<Scope>): Grants {
+    const list = [...new Set(scopes)].sort();
+    const key = list.join(' ');
+    let grants = Grants.interned.get(key);
+    if (!grants) {
+      grants = Object.freeze(new Grants(list)) as Grants;
+      Grants.interned.set(key, grants);
+    }
+    return grants;
+  }
+
+  has(scope: Scope): boolean {
+    return this.set.has(scope);
+  }
+
+  get scopes(): readonly Scope[] {
+    return [...this.set].sort();
+  }
+}
+
+/** What a key of GATEWAY_API_KEYS may do: every scope but `operator`. */
+export const APP_GRANTS = Grants.of(SCOPES.filter((s) => s !== 'operator'));
+/** What a key of OPERATOR_API_KEYS may do, and everyone on an open (sandbox-only) gateway: every scope. */
+export const ALL_GRANTS = Grants.of(SCOPES);
+/** Nothing: a caller made up to read as the owner of a record (an internal read), never an app's. */
+export const NO_GRANTS = Grants.of([]);
+
+export const OPEN_CALLER: Caller = Object.freeze({ scope: 'open', app: 'open', grants: ALL_GRANTS });
+
+/** The owner `scope` as a caller with no grants, for internal reads on the owner's behalf. */
+export function ownerCaller(scope: string): Caller {
+  return { scope, grants: NO_GRANTS };
+}
 
 /** An entry of GATEWAY_API_KEYS or OPERATOR_API_KEYS: `name:key`, or a bare key (an app without a name). */
 export interface AppKey {

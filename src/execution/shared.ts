@@ -17,7 +17,7 @@ export interface SharedExecutionStats {
  * identical, and hands every subscriber of the group the same ExecutionResult object (docs/decisions/030).
  *
  * A group is: the same parsed document (the DocumentCache gives one DocumentNode per text), operation name and
- * variables, and the same caller as resolvers see it (the API key's scope and operator flag: what tenancy checks
+ * variables, and the same caller as resolvers see it (the app's owner scope and its grants: what tenancy checks
  * read, src/tenancy.ts). The event is the payload object the subscription's source stream yields: streams over
  * the bus hand every subscriber the same EventRecord, so its subscribers meet here. Which subscribers get an
  * event at all is decided before, per subscriber, by its own stream (`reader` in src/events/stream.ts): sharing
@@ -53,7 +53,7 @@ export class SharedExecution {
     } catch {
       return null;
     }
-    return `${documentId}\u0000${args.operationName ?? ''}\u0000${caller.scope}\u0000${caller.operator ? 'operator' : ''}\u0000${variables}`;
+    return `${documentId}\u0000${args.operationName ?? ''}\u0000${caller.scope}\u0000${caller.grants.key}\u0000${variables}`;
   }
 
   /** The result of `args`'s selection over `event`: executed for the first subscriber of `group` in this turn, then shared. */

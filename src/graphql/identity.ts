@@ -1,4 +1,5 @@
 import DataLoader from 'dataloader';
+import { ownerCaller } from '../caller.js';
 import { badUserInput } from '../errors.js';
 import type { EventRecord } from '../events/index.js';
 import type { Resolvers } from '../generated/graphql.js';
@@ -127,7 +128,7 @@ export const identityResolvers: Resolvers = {
     },
     completion: (r, _a, ctx) => identificationCompletionsLoader(ctx).load(r.id),
     // The address belongs to the key that created the identification, the only key that can read it.
-    callbackUrl: (r, _a, ctx) => ctx.services.identity.identificationCompletions.callbackUrl({ scope: r.createdBy }, identification(r).workflowId),
+    callbackUrl: (r, _a, ctx) => ctx.services.identity.identificationCompletions.callbackUrl(ownerCaller(r.createdBy), identification(r).workflowId),
   },
   IdentificationCompletion: {
     id: (e) => e.key,

@@ -1,4 +1,4 @@
-import type { Caller } from '../caller.js';
+import { ownerCaller, type Caller } from '../caller.js';
 import type { EventRecord, Events } from '../events/index.js';
 import type { Ledger } from '../store/ledger.js';
 import { visibleRecord } from '../tenancy.js';
@@ -70,7 +70,7 @@ export class IdentificationCompletions {
       };
     }
     // Another key's identification, or another workflow's, is answered as one that does not exist.
-    const record = visibleRecord({ scope: binding.createdBy }, await this.o.ledger.get(id));
+    const record = visibleRecord(ownerCaller(binding.createdBy), await this.o.ledger.get(id));
     if (!record || record.kind !== 'identification' || (record.spec as { workflowId?: unknown }).workflowId !== binding.workflowId) {
       return { status: 'unknown-identification', id };
     }

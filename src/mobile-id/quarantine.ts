@@ -76,7 +76,7 @@ export function authReqIdOf(body: unknown): string | null {
 
 /** Operators read every rejection; an app reads those of notifications that came with a token it issued. */
 function isOperator(caller: Caller): boolean {
-  return caller.operator === true || caller.scope === 'open';
+  return caller.grants.has('operator');
 }
 
 let sequence = 0;

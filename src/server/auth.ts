@@ -1,4 +1,4 @@
-import { indexOfDigest, OPEN_CALLER, scopeOfApp, scopeOfKeyDigest, sha256, type AppKey, type Caller } from '../caller.js';
+import { ALL_GRANTS, APP_GRANTS, indexOfDigest, OPEN_CALLER, scopeOfApp, scopeOfKeyDigest, sha256, type AppKey, type Caller } from '../caller.js';
 
 /** The token of an `Authorization: Bearer <token>` value (scheme case-insensitive), or null. */
 export function bearerToken(header: string | string[] | undefined | null): string | null {
@@ -21,12 +21,12 @@ export function createAuthenticator(
   operatorKeys: readonly AppKey[],
   label: (key: string) => string,
 ): (authorization: string | string[] | undefined | null) => AuthResult {
-  const entries = [...operatorKeys.map((k) => ({ ...k, operator: true })), ...apiKeys.map((k) => ({ ...k, operator: false }))];
+  const entries = [...operatorKeys.map((k) => ({ ...k, grants: ALL_GRANTS })), ...apiKeys.map((k) => ({ ...k, grants: APP_GRANTS }))];
   const hashes = entries.map((k) => sha256(k.key));
   const callers: Caller[] = entries.map((k, i) => {
     const scope = k.name === null ? scopeOfKeyDigest(hashes[i]!) : scopeOfApp(k.name);
     const app = k.name ?? label(k.key);
-    return Object.freeze(k.operator ? { scope, app, operator: true } : { scope, app });
+    return Object.freeze({ scope, app, grants: k.grants });
   });
   return (authorization) => {
     if (hashes.length === 0) return { ok: true, caller: OPEN_CALLER };

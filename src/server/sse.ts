@@ -4,7 +4,7 @@ import { GraphQLError, getOperationAST, type DocumentNode, type ExecutionArgs, t
 import { createHandler } from 'graphql-sse';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
-import type { Caller } from '../caller.js';
+import { ownerCaller, type Caller } from '../caller.js';
 import { ErrorCode } from '../errors.js';
 import type { RequestContext, Route } from './http.js';
 import { deliverable } from '../execution/present.js';
@@ -148,7 +148,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       headers: { get: (key) => (key === 'accept' ? 'text/event-stream' : undefined) },
       body: null,
       raw: undefined as unknown as IncomingMessage,
-      context: { caller: { scope: reservation.scope }, requestId: 'release' },
+      context: { caller: ownerCaller(reservation.scope), requestId: 'release' },
     });
     if (body && typeof body !== 'string') await body.return(undefined);
   }
