@@ -14,11 +14,12 @@ import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { pauseAt } from './phases.js';
 import { createAuthenticator } from './server/auth.js';
+import { JwksKeys, JwtAuthenticator, looksLikeJwt, scheduleAfter } from './server/jwt-auth.js';
 import { loadSecretBox } from './mobile-id/sealing.js';
 import { cloudLedgerRecord } from './tenancy.js';
 import { createGraphiqlHandler, defaultGraphiqlAssetsDir, GRAPHIQL_ASSETS_PATH, prefersHtml } from './server/graphiql.js';
 import { DEFAULT_QUERY, graphiqlExamples } from './server/graphiql-examples.js';
-import { graphqlRoute, unauthenticatedHttpError } from './server/graphql.js';
+import { graphqlRoute, authFailureHttpError } from './server/graphql.js';
 import { healthRoutes, startingHandler } from './server/health.js';
 import { createAdmission } from './execution/admit.js';
 import { apolloSetup } from './execution/apollo.js';
@@ -81,6 +82,13 @@ export interface GatewayOptions {
   traceExporter?: SpanExporter;
   /** false: every POST /graphql goes through Apollo's pipeline (tests compare the two paths). Default true. */
   httpPlans?: boolean;
+  /**
+   * Tests only: schedules the end of a WebSocket or SSE connection whose JWT expires in `delayMs` (instead of a timer),
+   * so a test ends it when it chooses; returns the cancel. Default: a timer.
+   */
+  scheduleAuthExpiry?: (delayMs: number, expire: () => void) => () => void;
+  /** Tests only: the clock JWTs are judged by (exp, nbf) and the JWKS refresh interval counts on (epoch ms). */
+  authClock?: () => number;
   /** Tests only: releases reserved SSE streams when the test calls the function it is given (instead of after 60 s). */
   sseScheduleRelease?: (release: () => void) => void;
 }
@@ -101,6 +109,12 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   };
 
   try {
+    // Apps that sign in with their identity provider's JWTs (AUTH_*): a bad AUTH_JWKS_FILE stops start-up before anything
+    // else starts; a JWKS URL is fetched now, so that the first token finds its keys.
+    const now = options.authClock ?? Date.now;
+    const jwt = config.jwtAuth ? new JwtAuthenticator(config.jwtAuth, new JwksKeys({ source: config.jwtAuth.jwks, refreshIntervalMs: config.jwtAuth.refreshIntervalMs, now, logger }), now) : null;
+    if (jwt) void jwt.keys.refresh();
+
     const tracing = createTracing(config.tracing, { exporter: options.traceExporter });
     cleanups.push(() => tracing.close());
 
@@ -238,7 +252,14 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers] as Record<string, unknown>[]);
     // A bare key's label in metrics and logs is a keyed digest: an unsalted hash of a key can be tested offline.
-    const authenticate = createAuthenticator(config.apiKeys, config.operatorKeys, (key) => `key-${box.digest(`api key label\u0000${key}`).slice(0, 12)}`);
+    const authenticate = createAuthenticator(
+      config.apiKeys,
+      config.operatorKeys,
+      (key) => `key-${box.digest(`api key label\u0000${key}`).slice(0, 12)}`,
+      jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined,
+    );
+    const expiry = { now, schedule: options.scheduleAuthExpiry ?? scheduleAfter };
+    const open = config.apiKeys.length === 0 && !jwt;
 
     // The execution pipeline (src/execution/, docs/decisions/044): one instance of each stage, used by every
     // transport. prepare: parse, limits and validation once per text; admit: cost, then rate limit; run: graphql-js
@@ -271,9 +292,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const graphiql = config.introspection
       ? createGraphiqlHandler({
           assetsDir: defaultGraphiqlAssetsDir(),
-          config: { sandbox: everyUpstreamSandboxed(config.upstreams), apiKeyRequired: config.apiKeys.length > 0, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({
+          config: { sandbox: everyUpstreamSandboxed(config.upstreams), apiKeyRequired: !open, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({
               sandbox: config.upstreams.mobileId.sandbox,
-              notificationToken: config.apiKeys.length === 0 ? (upstreams.sandbox.mobileId?.notificationToken ?? null) : null,
+              notificationToken: open ? (upstreams.sandbox.mobileId?.notificationToken ?? null) : null,
               url: config.publicUrl ?? `http://localhost:${config.port}`,
             }),
           },
@@ -291,6 +312,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       schema,
       logger,
       authenticate,
+      expiry,
       documents,
       shared,
       trusted,
@@ -322,12 +344,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         maxBodyBytes: config.graphqlLimits.maxBodyBytes,
         checkSource: (source) => limits.checkTokens(source),
         context: async (req, ctx) => {
-          const auth = authenticate(req.headers.authorization);
-          if (!auth.ok) {
-            throw unauthenticatedHttpError(
-              auth.reason === 'missing' ? 'a valid API key is required: send Authorization: Bearer <key>' : 'the API key is not valid',
-            );
-          }
+          const result = authenticate(req.headers.authorization);
+          const auth = result instanceof Promise ? await result : result;
+          if (!auth.ok) throw authFailureHttpError(auth);
           return createContext(services, auth.caller, ctx.requestId, () => ctx.logger);
         },
       }),
@@ -346,6 +365,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       schema,
       logger,
       authenticate,
+      expiry,
       admit,
       documents,
       shared,

@@ -22,6 +22,11 @@ export interface Caller {
    * The admit stage refuses an operation touching a field whose `@requiresScopes` these do not cover.
    */
   readonly grants: Grants;
+  /**
+   * When the caller's credentials stop being valid (epoch ms): a JWT's exp. A WebSocket or SSE connection opened with
+   * them ends then (src/server/jwt-auth.ts). Undefined for an API key, which does not expire.
+   */
+  readonly expiresAt?: number;
 }
 
 /**

@@ -260,8 +260,15 @@ const VARS = {
     'must be 32 bytes as base64 (44 characters) or as 64 hex digits, e.g. the output of `openssl rand -base64 32`',
   ), '32 random bytes (base64 or 64 hex digits): the gateway secret that seals stored mobile-ID tokens, rfm answers and identification links (AES-256-GCM) and keys request fingerprints, callback tokens and the sandbox notification token. Unset: a key file generated in DATA_DIR on first start (keep it apart from the database in production). Replicas sharing DATABASE_URL need the same key.', '(unset: DATA_DIR/token-encryption.key)'),
   MOBILEID_STRICT_ID_TOKEN: declare(bool(false), 'true: full CIBA strictness, an id_token without iss, aud, exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash, or an encrypted one, is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).'),
-  GATEWAY_API_KEYS: declare(list, 'Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app\'s name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Unset is allowed only when every upstream is sandboxed.', '(unset: open)'),
+  GATEWAY_API_KEYS: declare(list, 'Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app\'s name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Unset is allowed only when every upstream is sandboxed, or when apps sign in with JWTs (AUTH_JWKS_URL).', '(unset: open, or JWTs only)'),
   OPERATOR_API_KEYS: declare(list, 'Comma-separated keys of operators (`name:key` or bare, as in GATEWAY_API_KEYS): each works as an API key and may also read operator data (mobileIdRejections, the quarantine of refused notifications). Needs GATEWAY_API_KEYS; in open sandbox mode everyone is the operator.', '(unset: none)'),
+  AUTH_JWKS_URL: declare(httpUrl, 'JWKS of the identity provider whose JWTs apps may send as Authorization: Bearer <JWT> (beside API keys): fetched at start, cached, fetched again when older than AUTH_JWKS_REFRESH_INTERVAL or on a token with an unknown kid, at most once per interval; keys already fetched keep working while it is down. Needs AUTH_ISSUER and AUTH_AUDIENCE.', '(unset: no JWTs)'),
+  AUTH_JWKS_FILE: declare(optionalString, 'The identity provider\'s JWKS as a local JSON file, instead of AUTH_JWKS_URL (read once at start).', '(unset)'),
+  AUTH_ISSUER: declare(optionalString, 'The iss every JWT must carry (the identity provider\'s issuer URL); required with a JWKS.', '(unset)'),
+  AUTH_AUDIENCE: declare(list, 'Comma-separated audiences: a JWT\'s aud must contain one of them; required with a JWKS.', '(unset)'),
+  AUTH_APP_CLAIM: declare(optionalString.refine((s) => s === undefined || /^[A-Za-z0-9_.:/-]{1,128}$/.test(s), 'must be a claim name (letters, digits, _ . : / -)'), 'The JWT claim that names the app (the owner of what it creates, its metrics label, its rate-limit bucket): a JWT of app `shop` is the same app as the API key `shop:<key>`.', '(unset: the first present of azp, client_id, sub)'),
+  AUTH_SCOPE_PREFIX: declare(z.string().optional().refine((s) => s === undefined || /^\S+$/.test(s), 'must not hold spaces'), 'Only JWT scopes (claims `scope`, space-separated, or `scp`) that start with this prefix are read, the prefix removed: with `gateway:`, `gateway:cloud:read` grants cloud:read. Scopes that are not the gateway\'s are ignored.', '(unset: no prefix)'),
+  AUTH_JWKS_REFRESH_INTERVAL: declare(duration('1m', { minMs: 1000, message: 'must be at least 1s' }), 'The JWKS is fetched at most once per this interval, whatever asks for it (an unknown kid, or keys older than this).'),
   IDEMPOTENCY_RETENTION: declare(duration('24h'), 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).'),
   EVENT_RETENTION: declare(duration('7d'), 'How long webhook events are kept in the event log.'),
   UPSTREAM_TIMEOUT: declare(duration('10s'), 'Time limit of one upstream attempt (headers and body).'),
@@ -400,6 +407,8 @@ export interface Config {
   };
   /** TOKEN_ENCRYPTION_KEY as given (decode with `decodeKey`); undefined means a key file in DATA_DIR. */
   readonly tokenEncryptionKey: string | undefined;
+  /** AUTH_*: apps that sign in with their identity provider's JWTs (src/server/jwt-auth.ts); null when no JWKS is set. */
+  readonly jwtAuth: JwtAuthConfig | null;
   /** GATEWAY_API_KEYS: `name:key` or bare keys (src/caller.ts parseAppKey). */
   readonly apiKeys: readonly AppKey[];
   /** OPERATOR_API_KEYS: also accepted as API keys. */
@@ -455,6 +464,17 @@ export interface Config {
   };
   /** The one table of upstreams: for each, a real address with its credentials, or the sandbox. */
   readonly upstreams: UpstreamTable;
+}
+
+export interface JwtAuthConfig {
+  /** AUTH_JWKS_URL, or AUTH_JWKS_FILE (an absolute path): exactly one is set. */
+  readonly jwks: { readonly url: string } | { readonly file: string };
+  readonly issuer: string;
+  readonly audience: readonly string[];
+  /** AUTH_APP_CLAIM; null: the first present of azp, client_id, sub. */
+  readonly appClaim: string | null;
+  readonly scopePrefix: string;
+  readonly refreshIntervalMs: number;
 }
 
 export interface GraphqlLimitsConfig {
@@ -535,6 +555,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       strictIdToken: e.MOBILEID_STRICT_ID_TOKEN,
     },
     tokenEncryptionKey: e.TOKEN_ENCRYPTION_KEY,
+    jwtAuth: jwtAuthConfig(e),
     apiKeys,
     operatorKeys,
     idempotencyRetentionMs: e.IDEMPOTENCY_RETENTION,
@@ -585,18 +606,41 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     },
     upstreams,
   };
-  if (config.operatorKeys.length > 0 && config.apiKeys.length === 0) {
+  if (config.operatorKeys.length > 0 && config.apiKeys.length === 0 && !config.jwtAuth) {
     throw new ConfigError('OPERATOR_API_KEYS', 'needs GATEWAY_API_KEYS: without API keys the gateway is open and everyone is the operator');
   }
   if (config.mobileId.strictIdToken && !config.upstreams.mobileId.sandbox && !config.mobileId.jwksUrl && !config.mobileId.jwksFile) {
     throw new ConfigError('MOBILEID_STRICT_ID_TOKEN', 'strict id_token checks need a JWKS: set MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE (and MOBILEID_ISSUER and MOBILEID_CLIENT_ID to compare iss and aud)');
   }
-  if (config.apiKeys.length === 0 && !everyUpstreamSandboxed(config.upstreams)) {
-    throw new ConfigError('GATEWAY_API_KEYS', 'is required when any upstream is real (an open gateway is allowed only in full sandbox mode)');
+  if (config.apiKeys.length === 0 && !config.jwtAuth && !everyUpstreamSandboxed(config.upstreams)) {
+    throw new ConfigError('GATEWAY_API_KEYS', 'is required when any upstream is real, unless apps sign in with JWTs (AUTH_JWKS_URL): an open gateway is allowed only in full sandbox mode');
   }
   return deepFreeze(config);
 }
 
+
+/** The AUTH_* variables: none, or a JWKS with the issuer and audience its tokens must carry. */
+function jwtAuthConfig(e: { AUTH_JWKS_URL?: string | undefined; AUTH_JWKS_FILE?: string | undefined; AUTH_ISSUER?: string | undefined; AUTH_AUDIENCE: string[]; AUTH_APP_CLAIM?: string | undefined; AUTH_SCOPE_PREFIX?: string | undefined; AUTH_JWKS_REFRESH_INTERVAL: number }): JwtAuthConfig | null {
+  if (e.AUTH_JWKS_URL && e.AUTH_JWKS_FILE) throw new ConfigError('AUTH_JWKS_FILE', 'set either AUTH_JWKS_URL or AUTH_JWKS_FILE, not both');
+  if (!e.AUTH_JWKS_URL && !e.AUTH_JWKS_FILE) {
+    for (const name of ['AUTH_ISSUER', 'AUTH_AUDIENCE', 'AUTH_APP_CLAIM'] as const) {
+      const value = e[name];
+      if (value !== undefined && value.length > 0) throw new ConfigError(name, 'is set but no JWKS is: set AUTH_JWKS_URL (or AUTH_JWKS_FILE) too, or unset it');
+    }
+    return null;
+  }
+  // Without both, any token signed by the provider for any of its clients would be accepted (RFC 8725 §3.8, §3.9).
+  if (!e.AUTH_ISSUER) throw new ConfigError('AUTH_ISSUER', 'is required with AUTH_JWKS_URL or AUTH_JWKS_FILE: the iss the identity provider writes in its tokens');
+  if (e.AUTH_AUDIENCE.length === 0) throw new ConfigError('AUTH_AUDIENCE', 'is required with AUTH_JWKS_URL or AUTH_JWKS_FILE: the aud the identity provider writes in tokens meant for this gateway');
+  return {
+    jwks: e.AUTH_JWKS_URL ? { url: e.AUTH_JWKS_URL } : { file: path.resolve(e.AUTH_JWKS_FILE!) },
+    issuer: e.AUTH_ISSUER,
+    audience: e.AUTH_AUDIENCE,
+    appClaim: e.AUTH_APP_CLAIM ?? null,
+    scopePrefix: e.AUTH_SCOPE_PREFIX ?? '',
+    refreshIntervalMs: e.AUTH_JWKS_REFRESH_INTERVAL,
+  };
+}
 
 /** One key may not stand for two apps; names follow APP_NAME. Keys are never repeated in the message. */
 function checkAppKeys(keys: readonly AppKey[]): void {

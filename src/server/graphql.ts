@@ -8,6 +8,7 @@ import type { RequestContext, Route } from './http.js';
 import { admitHttp, type TrustedDocuments } from './trusted-documents.js';
 import { LIMIT_VARIABLES } from '../execution/limits.js';
 import type { HttpPlans } from './http-plans.js';
+import type { AuthFailure } from './auth.js';
 
 export interface GraphqlRouteOptions {
   apollo: ApolloServer<GraphQLContext>;
@@ -112,7 +113,13 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
   };
 }
 
-/** An UNAUTHENTICATED error that Apollo answers with HTTP 401. */
-export function unauthenticatedHttpError(message: string): GraphQLError {
-  return new GraphQLError(message, { extensions: { code: ErrorCode.UNAUTHENTICATED, http: { status: 401 } } });
+/**
+ * The error Apollo answers a refused authentication with: UNAUTHENTICATED and 401, or when a JWT's keys could not be
+ * fetched UPSTREAM_UNAVAILABLE and 503 (the identity provider is an upstream of the gateway's; the app may retry).
+ */
+export function authFailureHttpError(failure: AuthFailure): GraphQLError {
+  const unavailable = failure.reason === 'unavailable';
+  return new GraphQLError(failure.message, {
+    extensions: { code: unavailable ? ErrorCode.UPSTREAM_UNAVAILABLE : ErrorCode.UNAUTHENTICATED, http: { status: unavailable ? 503 : 401 } },
+  });
 }

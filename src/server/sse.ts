@@ -11,6 +11,7 @@ import { deliverable } from '../execution/present.js';
 import { streamingExecution } from '../execution/run.js';
 import { BodyTooLargeError, readBody, sendJson } from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
+import { onExpiry, type AuthExpiry } from './jwt-auth.js';
 
 export const SSE_PATH = '/graphql/stream';
 /** The header and query parameter graphql-sse's single-connection mode names a reserved stream by. */
@@ -57,11 +58,22 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   const reservations = new Map<string, Reservation>();
   const open = new Set<AsyncGenerator<string, void, undefined>>();
   const execution = streamingExecution(options.tracing, 'sse', options.shared);
+  const expiry = options.expiry;
+  // A subscription opened with a JWT ends when the token expires: a last result with the reason, then `complete`
+  // (graphql-sse then ends a distinct connection's stream). Callers without an expiry get the plain subscribe.
+  const subscribe = expiry
+    ? (((args: ExecutionArgs) => {
+        const caller = (args.contextValue as GraphQLContext).caller;
+        const result = execution.subscribe(args);
+        if (caller.expiresAt === undefined) return result;
+        return result instanceof Promise ? result.then((r) => endingAtExpiry(r, caller, expiry)) : endingAtExpiry(result, caller, expiry);
+      }) as typeof execution.subscribe)
+    : execution.subscribe;
 
   const handler = createHandler<IncomingMessage, SseContext, GraphQLContext & Record<PropertyKey, unknown>>({
     schema: options.schema,
     execute: execution.execute,
-    subscribe: execution.subscribe,
+    subscribe,
     authenticate(req) {
       const token = req.headers.get(STREAM_TOKEN_HEADER) ?? new URL(req.url, 'http://localhost').searchParams.get(STREAM_TOKEN_PARAM);
       if (token) {
@@ -154,10 +166,12 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {
-    const auth = options.authenticate(req.headers.authorization);
+    const result = options.authenticate(req.headers.authorization);
+    const auth = result instanceof Promise ? await result : result;
     if (!auth.ok) {
-      const message = auth.reason === 'missing' ? 'a valid API key is required: send Authorization: Bearer <key>' : 'the API key is not valid';
-      sendJson(res, 401, { errors: [{ message, extensions: { code: ErrorCode.UNAUTHENTICATED } }] }, { 'www-authenticate': 'Bearer' });
+      // A JWT whose keys could not be fetched: the gateway's side is at fault, as for an upstream (503).
+      if (auth.reason === 'unavailable') sendJson(res, 503, { errors: [{ message: auth.message, extensions: { code: ErrorCode.UPSTREAM_UNAVAILABLE } }] });
+      else sendJson(res, 401, { errors: [{ message: auth.message, extensions: { code: ErrorCode.UNAUTHENTICATED } }] }, { 'www-authenticate': 'Bearer' });
       return;
     }
     const context: SseContext = { caller: auth.caller, requestId: ctx.requestId };
@@ -252,4 +266,58 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       for (const token of [...reservations.keys()]) await release(token);
     },
   };
+}
+
+/**
+ * A subscription's results until its caller's token expires: then one last result whose error names the expiry
+ * (UNAUTHENTICATED, as a new subscription with the token would get), and the end. The source is stopped at once.
+ */
+function endingAtExpiry<R>(result: R, caller: Caller, expiry: AuthExpiry): R {
+  if (!result || typeof result !== 'object' || !(Symbol.asyncIterator in result)) return result;
+  const source = (result as unknown as AsyncIterable<ExecutionResult>)[Symbol.asyncIterator]();
+  let expired: string | null = null;
+  let finished = false;
+  let wake!: () => void;
+  const woken = new Promise<null>((resolve) => (wake = () => resolve(null)));
+  const cancel = onExpiry(expiry, caller, (reason) => {
+    expired = reason;
+    wake();
+  });
+  const stop = async () => {
+    if (finished) return;
+    finished = true;
+    cancel();
+    await source.return?.();
+  };
+  const done = { done: true, value: undefined } as const;
+  const ending: AsyncGenerator<ExecutionResult> = {
+    async next() {
+      if (finished) return done;
+      if (expired === null) {
+        const step = await Promise.race([source.next(), woken]);
+        if (step !== null) {
+          if (step.done) {
+            finished = true;
+            cancel();
+          }
+          return step;
+        }
+      }
+      await stop();
+      const error = new GraphQLError(`${expired}: the subscription has ended; subscribe again with a new token`, { extensions: { code: ErrorCode.UNAUTHENTICATED } });
+      return { done: false, value: { errors: [error] } };
+    },
+    async return() {
+      await stop();
+      return done;
+    },
+    async throw(err?: unknown) {
+      await stop();
+      throw err;
+    },
+    [Symbol.asyncIterator]() {
+      return ending;
+    },
+  } as AsyncGenerator<ExecutionResult>;
+  return ending as unknown as R;
 }

@@ -5,7 +5,8 @@ import type { DocumentCache } from '../execution/prepare.js';
 import type { SharedExecution } from '../execution/shared.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
-import type { AuthResult } from './auth.js';
+import type { Authenticate } from './auth.js';
+import type { AuthExpiry } from './jwt-auth.js';
 import type { TrustedDocuments } from './trusted-documents.js';
 
 /**
@@ -15,7 +16,9 @@ import type { TrustedDocuments } from './trusted-documents.js';
 export interface StreamingTransportOptions {
   schema: GraphQLSchema;
   logger: Logger;
-  authenticate: (authorization: string | string[] | undefined | null) => AuthResult;
+  authenticate: Authenticate;
+  /** Ends a connection opened with a JWT when the token expires (absent: connections never end for that). */
+  expiry?: AuthExpiry;
   context: (caller: Caller, requestId: string) => GraphQLContext;
   /** The prepare stage's cache (parse, limits, validation), shared with POST /graphql. */
   documents: DocumentCache;

@@ -15,6 +15,8 @@ import type { Caller } from '../caller.js';
 import { deliverable } from '../execution/present.js';
 import { SEND_RESULT, streamingExecution, type SendResult } from '../execution/run.js';
 import type { StreamingTransportOptions } from './streaming.js';
+import type { AuthResult } from './auth.js';
+import { onExpiry } from './jwt-auth.js';
 import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
 
 export interface WsOptions extends StreamingTransportOptions {
@@ -23,6 +25,12 @@ export interface WsOptions extends StreamingTransportOptions {
   /** GRAPHQL_MAX_BODY_BYTES: the largest WebSocket message (a larger one closes the socket, 1009). */
   maxMessageBytes?: number;
   tracing?: Tracing;
+}
+
+/** A close reason fits in 123 bytes (RFC 6455 §5.5: a control frame's payload is at most 125, 2 of them the code). */
+function closeReason(text: string): string {
+  const bytes = Buffer.from(text);
+  return bytes.length <= 123 ? text : `${bytes.subarray(0, 120).toString('utf8').replace(/\uFFFD+$/, '')}...`;
 }
 
 type Extra = {
@@ -101,16 +109,26 @@ export function createWsServer(options: WsOptions) {
       onConnect(ctx) {
         const fromParams = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
         const header = ctx.extra.request?.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
+        const admitted = (result: AuthResult): boolean => {
+          const socket = ctx.extra.socket;
+          if (!result.ok) {
+            if (result.reason === 'missing') socket.close(CloseCode.Unauthorized, 'Unauthorized: send the API key');
+            // 1013 Try Again Later (RFC 6455 §7.4.2, IANA registry): the JWT's keys could not be fetched, not the app's fault.
+            else if (result.reason === 'unavailable') socket.close(1013, closeReason(`Try again later: ${result.message}`));
+            else socket.close(CloseCode.Forbidden, closeReason(`Forbidden: ${result.message}`));
+            return false;
+          }
+          callers.set(ctx, result.caller);
+          // A connection opened with a JWT ends when the token expires: 4401, as a new connection with it would get.
+          const cancel = onExpiry(options.expiry, result.caller, (reason) => socket.close(CloseCode.Unauthorized, closeReason(`Unauthorized: ${reason}; reconnect with a new token`)));
+          socket.once('close', cancel);
+          // The upgrade request is needed only to authenticate; graphql-ws would keep it (headers, parser
+          // state) for the life of the connection. Dropped, it lowers the memory of an idle connection.
+          (ctx.extra as { request: IncomingMessage | undefined }).request = undefined;
+          return true;
+        };
         const result = options.authenticate(header);
-        if (!result.ok) {
-          if (result.reason === 'missing') ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized: send the API key');
-          return false;
-        }
-        callers.set(ctx, result.caller);
-        // The upgrade request is needed only to authenticate; graphql-ws would keep it (headers, parser
-        // state) for the life of the connection. Dropped, it lowers the memory of an idle connection.
-        (ctx.extra as { request: IncomingMessage | undefined }).request = undefined;
-        return true;
+        return result instanceof Promise ? result.then(admitted) : admitted(result);
       },
       onSubscribe(ctx, id, payload): ExecutionArgs | readonly GraphQLError[] | Promise<ExecutionArgs | readonly GraphQLError[]> {
         let query = payload.query;

@@ -1,0 +1,313 @@
+// Apps that sign in with their identity provider's JWTs (docs/decisions/047): `Authorization: Bearer <JWT>`, verified
+// with jose against the provider's JWKS (RFC 7515 signature, RFC 7519 §4.1 iss/aud/exp/nbf, RFC 8725 best practices).
+import fs from 'node:fs';
+import { createLocalJWKSet, decodeProtectedHeader, errors, jwtVerify, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters, type JWTPayload } from 'jose';
+import { request } from 'undici';
+import { Grants, isScope, scopeOfApp, type Caller, type Scope } from '../caller.js';
+import { ConfigError, type JwtAuthConfig } from '../config.js';
+import type { Logger } from '../logger.js';
+import type { AuthResult } from './auth.js';
+
+/**
+ * Asymmetric algorithms only: `none` is never accepted, and an HMAC "signature" keyed with a public key of the JWKS
+ * is the classic confusion attack (RFC 8725 §2.1, §3.1). jose checks the alg against this list before it asks for a key.
+ */
+const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
+/**
+ * Skew allowed between the provider's clock and ours, for nbf and iat only: a token minted a moment "in the future"
+ * by a provider whose clock runs ahead is common. exp is judged strictly (below), so a connection opened with a token
+ * ends exactly when a new request with the same token would be refused.
+ */
+const CLOCK_TOLERANCE_SECONDS = 30;
+/** The claims that name the app when AUTH_APP_CLAIM is unset, first present wins (RFC 9068 §2.2: client_id; OIDC: azp). */
+const DEFAULT_APP_CLAIMS = ['azp', 'client_id', 'sub'] as const;
+/** What an app claim may be: it becomes the owner scope, a metrics label and a log field. */
+const APP_VALUE = /^[^\s\p{C}]{1,128}$/u;
+const JWKS_TIMEOUT_MS = 5_000;
+const JWKS_MAX_BYTES = 1024 * 1024;
+/** Compact JWS: three base64url segments (the signature may be empty, as `alg: none` writes it). */
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+/** The keys could not be fetched: the gateway's side (or the provider's) is at fault, not the app's token. */
+export class JwksUnavailableError extends Error {}
+
+/** True when `token` has the shape of a compact JWS with a readable header: only those are verified as JWTs. */
+export function looksLikeJwt(token: string): boolean {
+  if (!COMPACT_JWS.test(token)) return false;
+  try {
+    return typeof decodeProtectedHeader(token).alg === 'string';
+  } catch {
+    return false;
+  }
+}
+
+export interface JwksKeysOptions {
+  source: JwtAuthConfig['jwks'];
+  /** AUTH_JWKS_REFRESH_INTERVAL: at most one fetch per interval, whatever asks for it. */
+  refreshIntervalMs: number;
+  /** Epoch ms (tests control it). */
+  now: () => number;
+  logger: Logger;
+}
+
+/**
+ * The provider's JWKS: read once from AUTH_JWKS_FILE, or fetched from AUTH_JWKS_URL and cached. A fetched JWKS is
+ * fetched again when it is older than the interval, or when a token names a kid it lacks (a key rotated in), but never
+ * more than once per interval (a stream of tokens with made-up kids must not make the gateway hammer the provider).
+ * A failed fetch keeps the keys already fetched: tokens signed by them keep working while the provider is down.
+ * jose's createRemoteJWKSet is not used because it drops its cached keys once they are older than its max age and the
+ * refetch fails, and it retries a failing fetch on every token.
+ */
+export class JwksKeys {
+  private local: ReturnType<typeof createLocalJWKSet> | null = null;
+  /** When keys were last fetched (epoch ms). */
+  private fetchedAt = -Infinity;
+  /** When a fetch last started, whatever its outcome. */
+  private attemptedAt = -Infinity;
+  /** Why the last fetch failed; null after a success. */
+  private failure: string | null = null;
+  private pending: Promise<void> | null = null;
+  private readonly url: string | null;
+  /** Fetches started (tests count them). */
+  fetches = 0;
+
+  constructor(private readonly options: JwksKeysOptions) {
+    const source = options.source;
+    if ('file' in source) {
+      this.url = null;
+      this.local = createLocalJWKSet(readJwksFile(source.file));
+    } else {
+      this.url = source.url;
+    }
+  }
+
+  /** Where the keys come from (for logs and errors). */
+  get source(): string {
+    return this.url ?? (this.options.source as { file: string }).file;
+  }
+
+  /** Fetches the JWKS unless a fetch ran within the interval (or one is running: then waits for it). */
+  refresh(): Promise<void> {
+    if (this.pending) return this.pending;
+    if (this.url === null || this.options.now() - this.attemptedAt < this.options.refreshIntervalMs) return Promise.resolve();
+    this.attemptedAt = this.options.now();
+    this.pending = this.fetch(this.url).finally(() => (this.pending = null));
+    return this.pending;
+  }
+
+  /**
+   * jose's key lookup: the key of the token's kid (and alg). Keys older than the interval are fetched again in the
+   * background while the cached ones answer; a token whose kid they lack waits for that fetch (a key just rotated in).
+   */
+  readonly getKey = async (header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<CryptoKey> => {
+    if (this.url !== null && this.options.now() - this.fetchedAt >= this.options.refreshIntervalMs) {
+      const refreshing = this.refresh();
+      if (!this.local) await refreshing;
+    }
+    if (!this.local) throw new JwksUnavailableError(`the identity provider's keys (${this.source}) could not be fetched: ${this.failure ?? 'not fetched yet'}`);
+    try {
+      return await this.local(header, token);
+    } catch (err) {
+      if (!(err instanceof errors.JWKSNoMatchingKey) || this.url === null) throw err;
+      if (this.pending) {
+        await this.pending;
+        try {
+          return await this.local(header, token);
+        } catch (again) {
+          if (!(again instanceof errors.JWKSNoMatchingKey)) throw again;
+        }
+      }
+      // The gateway could not look for the kid: its fault (or the provider's), not the token's.
+      if (this.failure !== null) {
+        throw new JwksUnavailableError(`no key fetched so far matches the JWT's kid, and the identity provider's keys (${this.url}) could not be fetched again: ${this.failure}`);
+      }
+      throw err;
+    }
+  };
+
+  private async fetch(url: string): Promise<void> {
+    this.fetches += 1;
+    try {
+      const jwks = await fetchJwks(url);
+      this.local = createLocalJWKSet(jwks);
+      this.fetchedAt = this.options.now();
+      this.failure = null;
+    } catch (err) {
+      this.failure = err instanceof Error ? err.message : String(err);
+      this.options.logger.warn({ jwks: url, reason: this.failure, cached: this.local !== null }, "the identity provider's JWKS could not be fetched: keys fetched before (if any) keep working");
+    }
+  }
+}
+
+function readJwksFile(file: string): JSONWebKeySet {
+  let jwks: unknown;
+  try {
+    jwks = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new ConfigError('AUTH_JWKS_FILE', `${file} is not a readable JSON file: ${(err as Error).message}`);
+  }
+  if (!isJwks(jwks)) throw new ConfigError('AUTH_JWKS_FILE', `${file} is not a JWKS (an object with a "keys" array)`);
+  return jwks;
+}
+
+function isJwks(value: unknown): value is JSONWebKeySet {
+  return !!value && typeof value === 'object' && Array.isArray((value as { keys?: unknown }).keys);
+}
+
+async function fetchJwks(url: string): Promise<JSONWebKeySet> {
+  const res = await request(url, {
+    method: 'GET',
+    headers: { accept: 'application/jwk-set+json, application/json' },
+    headersTimeout: JWKS_TIMEOUT_MS,
+    bodyTimeout: JWKS_TIMEOUT_MS,
+  });
+  if (res.statusCode !== 200) {
+    await res.body.dump();
+    throw new Error(`GET ${url} answered ${res.statusCode}`);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > JWKS_MAX_BYTES) {
+      res.body.destroy();
+      throw new Error(`GET ${url} answered more than ${JWKS_MAX_BYTES} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  let jwks: unknown;
+  try {
+    jwks = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw new Error(`GET ${url} answered something that is not JSON`);
+  }
+  if (!isJwks(jwks)) throw new Error(`GET ${url} answered JSON that is not a JWKS (no "keys" array)`);
+  return jwks;
+}
+
+/** The gateway scopes a token grants: `scope` (space-separated) and `scp` (an array, or space-separated), with the prefix. */
+export function scopesOf(payload: JWTPayload, prefix: string): Scope[] {
+  const words = (claim: unknown): string[] =>
+    typeof claim === 'string' ? claim.split(/\s+/) : Array.isArray(claim) ? claim.filter((v): v is string => typeof v === 'string') : [];
+  const scopes: Scope[] = [];
+  for (const word of [...words(payload.scope), ...words(payload.scp)]) {
+    if (!word.startsWith(prefix)) continue;
+    const scope = word.slice(prefix.length);
+    if (isScope(scope)) scopes.push(scope);
+  }
+  return scopes;
+}
+
+/** The app a token names, or why it names none. */
+export function appOf(payload: JWTPayload, claim: string | null): { app: string } | { refused: string } {
+  const names = claim === null ? DEFAULT_APP_CLAIMS : [claim];
+  const found = names.find((name) => payload[name] !== undefined);
+  if (found === undefined) return { refused: `the JWT has no ${names.join(', ')} claim to name the app` };
+  const value = payload[found];
+  // The value is not repeated: it may be anything, of any length.
+  if (typeof value !== 'string' || !APP_VALUE.test(value)) return { refused: `the JWT's ${found} claim is not an app name (a string of 1 to 128 characters without spaces or control characters)` };
+  return { app: value };
+}
+
+/** How long until a caller's token expires (ms, at least 0); null for a caller without an expiry (an API key). */
+export function expiryDelay(caller: Caller, now: number): number | null {
+  return caller.expiresAt === undefined ? null : Math.max(0, caller.expiresAt - now);
+}
+
+/**
+ * The JWT half of the transport's authentication: a verified token is its app's caller, the same app (owner scope
+ * `app:<name>`) as the API keys `<name>:<key>`, with the scopes the token grants and the token's expiry.
+ */
+export class JwtAuthenticator {
+  constructor(
+    private readonly config: JwtAuthConfig,
+    readonly keys: JwksKeys,
+    private readonly now: () => number,
+  ) {}
+
+  async authenticate(token: string): Promise<AuthResult> {
+    const at = this.now();
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, this.keys.getKey, {
+        algorithms: ALGORITHMS,
+        issuer: this.config.issuer,
+        audience: [...this.config.audience],
+        requiredClaims: ['exp'],
+        clockTolerance: CLOCK_TOLERANCE_SECONDS,
+        currentDate: new Date(at),
+      }));
+    } catch (err) {
+      return refusal(err);
+    }
+    const expiresAt = payload.exp! * 1000;
+    if (expiresAt <= at) return invalid(`the JWT has expired (exp ${new Date(expiresAt).toISOString()})`);
+    const named = appOf(payload, this.config.appClaim);
+    if ('refused' in named) return invalid(named.refused);
+    const caller: Caller = Object.freeze({
+      scope: scopeOfApp(named.app),
+      app: named.app,
+      grants: Grants.of(scopesOf(payload, this.config.scopePrefix)),
+      expiresAt,
+    });
+    return { ok: true, caller };
+  }
+}
+
+function invalid(message: string): AuthResult {
+  return { ok: false, reason: 'invalid', message };
+}
+
+/** What a failed verification tells the app: which check failed, never the token. */
+function refusal(err: unknown): AuthResult {
+  if (err instanceof JwksUnavailableError) return { ok: false, reason: 'unavailable', message: err.message };
+  if (err instanceof errors.JWTExpired) {
+    const exp = typeof err.payload.exp === 'number' ? ` (exp ${new Date(err.payload.exp * 1000).toISOString()})` : '';
+    return invalid(`the JWT has expired${exp}`);
+  }
+  if (err instanceof errors.JWTClaimValidationFailed) {
+    if (err.claim === 'nbf') return invalid('the JWT is not valid yet (nbf)');
+    if (err.claim === 'iss') return invalid("the JWT's iss is not the identity provider the gateway trusts (AUTH_ISSUER)");
+    if (err.claim === 'aud') return invalid("the JWT's aud does not name this gateway (AUTH_AUDIENCE)");
+    if (err.claim === 'exp' && err.reason === 'missing') return invalid('the JWT has no exp claim: tokens that never expire are refused');
+    return invalid(`the JWT's ${err.claim} claim is not valid: ${err.reason}`);
+  }
+  if (err instanceof errors.JOSEAlgNotAllowed) return invalid("the JWT's alg is not accepted: asymmetric signatures only (RS*, PS*, ES*, EdDSA)");
+  if (err instanceof errors.JWSSignatureVerificationFailed) return invalid("the JWT's signature does not verify with the identity provider's key of its kid");
+  if (err instanceof errors.JWKSNoMatchingKey) return invalid("no key of the identity provider's JWKS (AUTH_JWKS_URL or AUTH_JWKS_FILE) matches the JWT's kid and alg");
+  if (err instanceof errors.JOSEError) return invalid(`the JWT cannot be verified: ${err.message}`);
+  return invalid('the JWT cannot be verified');
+}
+
+/** Node's timers hold at most 2^31−1 ms (about 24.8 days); a longer delay is waited in steps. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** Runs `expire` after `delayMs` on a timer that does not keep the process alive; returns the cancel. */
+export function scheduleAfter(delayMs: number, expire: () => void): () => void {
+  let timer: NodeJS.Timeout;
+  const wait = (left: number) => {
+    timer = setTimeout(() => (left > MAX_TIMER_MS ? wait(left - MAX_TIMER_MS) : expire()), Math.min(left, MAX_TIMER_MS));
+    timer.unref();
+  };
+  wait(delayMs);
+  return () => clearTimeout(timer);
+}
+
+/** What the streaming transports need to end a connection when its JWT expires. */
+export interface AuthExpiry {
+  now(): number;
+  /** Runs `expire` after `delayMs`; returns the cancel. */
+  schedule(delayMs: number, expire: () => void): () => void;
+}
+
+/**
+ * Schedules `end` for when the caller's token expires, with the reason to give the app; returns the cancel (a no-op
+ * for a caller without an expiry, such as an API key's).
+ */
+export function onExpiry(expiry: AuthExpiry | undefined, caller: Caller, end: (reason: string) => void): () => void {
+  const delay = expiry ? expiryDelay(caller, expiry.now()) : null;
+  if (delay === null) return NOTHING;
+  return expiry!.schedule(delay, () => end(`the JWT expired at ${new Date(caller.expiresAt!).toISOString()}`));
+}
+
+const NOTHING = () => {};
