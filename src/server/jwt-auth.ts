@@ -68,8 +68,6 @@ export class JwksKeys {
   private failure: string | null = null;
   private pending: Promise<void> | null = null;
   private readonly url: string | null;
-  /** Fetches started (tests count them). */
-  fetches = 0;
 
   constructor(private readonly options: JwksKeysOptions) {
     const source = options.source;
@@ -126,7 +124,6 @@ export class JwksKeys {
   };
 
   private async fetch(url: string): Promise<void> {
-    this.fetches += 1;
     try {
       const jwks = await fetchJwks(url);
       this.local = createLocalJWKSet(jwks);

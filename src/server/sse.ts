@@ -303,7 +303,8 @@ function endingAtExpiry<R>(result: R, caller: Caller, expiry: AuthExpiry): R {
           return step;
         }
       }
-      await stop();
+      // Not awaited: a source waiting for its next event (a generator between two ticks) would hold the last result.
+      stop().catch(() => undefined);
       const error = new GraphQLError(`${expired}: the subscription has ended; subscribe again with a new token`, { extensions: { code: ErrorCode.UNAUTHENTICATED } });
       return { done: false, value: { errors: [error] } };
     },

@@ -119,8 +119,9 @@ export function createWsServer(options: WsOptions) {
             return false;
           }
           callers.set(ctx, result.caller);
-          // A connection opened with a JWT ends when the token expires: 4401, as a new connection with it would get.
-          const cancel = onExpiry(options.expiry, result.caller, (reason) => socket.close(CloseCode.Unauthorized, closeReason(`Unauthorized: ${reason}; reconnect with a new token`)));
+          // A connection opened with a JWT ends when the token expires: 4403, as a new connection with the token would
+          // get, and the code graphql-ws clients retry (4401 they do not), asking connectionParams for a fresh token.
+          const cancel = onExpiry(options.expiry, result.caller, (reason) => socket.close(CloseCode.Forbidden, closeReason(`Forbidden: ${reason}; reconnect with a new token`)));
           socket.once('close', cancel);
           // The upgrade request is needed only to authenticate; graphql-ws would keep it (headers, parser
           // state) for the life of the connection. Dropped, it lowers the memory of an idle connection.

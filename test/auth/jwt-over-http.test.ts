@@ -75,8 +75,10 @@ describe('apps that sign in with JWTs, over HTTP', () => {
   });
 
   it('a token signed by a key of another JWKS, under a kid this one holds, is refused: the signature does not verify', async () => {
-    const stranger = await signingKey(key.kid);
+    const stranger = await signingKey(key.kid, 'RS256');
     expect(await refusal(await sign(stranger))).toMatch(/signature does not verify/);
+    // Under its own kid: no key of this JWKS is the stranger's (the JWKS is not fetched again within the interval).
+    expect(await refusal(await sign(await signingKey('stranger-kid')))).toMatch(/no key of the identity provider's JWKS .* matches the JWT's kid/);
   });
 
   it('a token whose app claim is no app name (spaces, control characters, too long) is refused, naming the claim', async () => {

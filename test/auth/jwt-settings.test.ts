@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { appOf, expiryDelay, scopesOf } from '../../src/server/jwt-auth.js';
-import { Grants } from '../../src/caller.js';
+import { APP_GRANTS, Grants } from '../../src/caller.js';
 
 const JWKS = { AUTH_JWKS_URL: 'https://idp.example/certs', AUTH_ISSUER: 'https://idp.example', AUTH_AUDIENCE: 'gateway' };
 
@@ -59,7 +59,12 @@ describe('what a token grants', () => {
     expect(scopesOf({ scp: ['mobile-id:read', 'operator', 42] }, '')).toEqual(['mobile-id:read', 'operator']);
     expect(scopesOf({ scope: 'gateway:cloud:write cloud:read profile', scp: 'gateway:operator' }, 'gateway:')).toEqual(['cloud:write', 'operator']);
     expect(scopesOf({}, '')).toEqual([]);
-    expect(Grants.of(scopesOf({ scope: 'cloud:read cloud:read' }, '')).key).toBe('cloud:read');
+    expect(Grants.of(scopesOf({ scope: 'cloud:read cloud:read' }, '')).scopes).toEqual(['cloud:read']);
+    // A token granting every scope of the upstreams holds what a key of GATEWAY_API_KEYS holds: the same interned grants.
+    const every = Grants.of(scopesOf({ scope: 'cloud:read cloud:write identity:read identity:write mobile-id:read mobile-id:write' }, ''));
+    expect(every.everyAppScope).toBe(true);
+    expect(every).toBe(APP_GRANTS);
+    expect(Grants.of(scopesOf({ scope: 'cloud:read' }, '')).everyAppScope).toBe(false);
   });
 
   it('the app is AUTH_APP_CLAIM, or the first present of azp, client_id, sub', () => {

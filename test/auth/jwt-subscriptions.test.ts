@@ -1,0 +1,239 @@
+// JWTs on the streaming transports: graphql-ws (connectionParams or the upgrade header) and graphql-sse. A connection
+// opened with a JWT ends when the token expires; the test holds the scheduler, so nothing waits on a clock.
+import { createClient as createSseClient, type Client as SseClient } from 'graphql-sse';
+import type { Client } from 'graphql-ws';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { VerificationSandbox } from '../../src/sandbox/verification.js';
+import type { TestGateway } from '../helpers/gateway.js';
+import { collect, wsClient, type Collected } from '../helpers/mobile-id.js';
+import { waitFor } from '../identity/helpers.js';
+import { nowSeconds, sign, signingKey, startJwksServer, startJwtGateway, testClock, type JwksServer, type SigningKey } from './helpers.js';
+
+const SHOP_KEY = 'shop-key-0123456789abcdef';
+const REGISTER = `mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }`;
+const COMPLETED = `subscription($id: ID) { verificationCompleted(externalId: $id) { externalId status } }`;
+/** A subscription that stays open for the whole test. */
+const OPEN = 'subscription { heartbeat(intervalMs: 60000, count: 1000) }';
+const ISO = '\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z';
+
+interface Scheduled {
+  delay: number;
+  expire: () => void;
+  cancelled: boolean;
+}
+
+describe('JWTs over WebSocket and SSE', () => {
+  let key: SigningKey;
+  let jwks: JwksServer;
+  let t: TestGateway;
+  let sandbox: VerificationSandbox;
+  const clock = testClock();
+  const scheduled: Scheduled[] = [];
+  const clients: Array<Client | SseClient> = [];
+
+  beforeAll(async () => {
+    key = await signingKey('key-1');
+    jwks = await startJwksServer([key]);
+    t = await startJwtGateway(
+      jwks,
+      { GATEWAY_API_KEYS: `shop:${SHOP_KEY}`, SANDBOX_CALLBACK_DELAY_MS: '600000' },
+      {
+        authClock: clock.now,
+        scheduleAuthExpiry: (delay, expire) => {
+          const entry = { delay, expire, cancelled: false };
+          scheduled.push(entry);
+          return () => (entry.cancelled = true);
+        },
+      },
+    );
+    sandbox = t.gateway.sandbox.verification!;
+  });
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.dispose()));
+    await t.close();
+    await jwks.stop();
+  });
+
+  const ws = (bearer: string, keyIn: 'params' | 'header' = 'params') => {
+    const c = wsClient(t, { key: bearer, keyIn });
+    clients.push(c);
+    return c;
+  };
+  const sse = (bearer: string, singleConnection = false) => {
+    const c = createSseClient({ url: `${t.url}/graphql/stream`, singleConnection, headers: { authorization: `Bearer ${bearer}` }, retryAttempts: 0 });
+    clients.push(c);
+    return c;
+  };
+  const sseCollect = (client: SseClient, query: string, variables: Record<string, unknown> = {}): Collected => {
+    const results: any[] = [];
+    const errors: unknown[] = [];
+    let completed = false;
+    let resolve!: () => void;
+    const done = new Promise<void>((r) => (resolve = r));
+    const stop = client.subscribe({ query, variables }, {
+      next: (v) => results.push(v),
+      error: (e) => {
+        errors.push(e);
+        resolve();
+      },
+      complete: () => {
+        completed = true;
+        resolve();
+      },
+    });
+    return { results, errors, done, completed: () => completed, stop };
+  };
+  const registered = async () => {
+    const res = await t.graphql(REGISTER, { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Petrova' } } }, { key: SHOP_KEY });
+    expect(res.errors).toBeUndefined();
+    return res.data!.registerVerification.verification.externalId as string;
+  };
+  /** A token of app shop that expires `seconds` after the test clock's now. */
+  const token = (seconds = 600) => sign(key, { exp: Math.floor(clock.now() / 1000) + seconds });
+  const nextScheduled = async (from: number) => waitFor(() => scheduled.length > from && scheduled[scheduled.length - 1], 5_000, 'the expiry scheduled');
+
+  it("a JWT is accepted over WebSocket, in connectionParams or the upgrade header, and its subscription receives what the app's API key registered", async () => {
+    for (const keyIn of ['params', 'header'] as const) {
+      const id = await registered();
+      const before = scheduled.length;
+      const sub = collect(ws(await token(), keyIn), COMPLETED, { id });
+      await nextScheduled(before);
+      await sandbox.complete(id);
+      await waitFor(() => sub.results.length > 0, 5_000, 'the completion event');
+      expect(sub.errors, keyIn).toEqual([]);
+      expect(sub.results[0].data.verificationCompleted).toMatchObject({ externalId: id });
+    }
+  });
+
+  it('a WebSocket opened with a JWT closes with 4403 naming the expiry when the token expires, scheduled exp − now after it opened', async () => {
+    const before = scheduled.length;
+    const jwt = await token(900);
+    const sub = collect(ws(jwt), OPEN, {});
+    const entry = await nextScheduled(before);
+    const exp = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()).exp as number;
+    expect(entry.delay).toBe(exp * 1000 - clock.now());
+    expect(sub.completed()).toBe(false);
+    entry.expire();
+    await sub.done;
+    const closed = sub.errors[0] as { code: number; reason: string };
+    expect(closed.code).toBe(4403);
+    expect(closed.reason).toMatch(new RegExp(`^Forbidden: the JWT expired at ${ISO}; reconnect with a new token$`));
+    expect(closed.reason).toContain(new Date(exp * 1000).toISOString());
+  });
+
+  it('a WebSocket closed by the app cancels its expiry', async () => {
+    const before = scheduled.length;
+    const client = ws(await token());
+    const sub = collect(client, OPEN, {});
+    const entry = await nextScheduled(before);
+    sub.stop();
+    await client.dispose();
+    await waitFor(() => entry.cancelled, 5_000, 'the expiry cancelled');
+  });
+
+  it('an expired JWT is refused over WebSocket (4403 naming it) and over SSE (401 UNAUTHENTICATED naming it)', async () => {
+    const expired = await sign(key, { exp: Math.floor(clock.now() / 1000) - 5 });
+    const sub = collect(ws(expired), OPEN, {});
+    await sub.done;
+    expect(sub.errors[0]).toMatchObject({ code: 4403, reason: expect.stringMatching(/^Forbidden: the JWT has expired \(exp /) });
+
+    const res = await request(`${t.url}/graphql/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${expired}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ query: OPEN }),
+    });
+    expect(res.statusCode).toBe(401);
+    const body = (await res.body.json()) as { errors: Array<{ message: string; extensions: { code: string } }> };
+    expect(body.errors[0]).toMatchObject({ message: expect.stringMatching(/^the JWT has expired/), extensions: { code: 'UNAUTHENTICATED' } });
+  });
+
+  it("a JWT is accepted over SSE, and its subscription receives what the app's API key registered", async () => {
+    const id = await registered();
+    const before = scheduled.length;
+    const sub = sseCollect(sse(await token()), COMPLETED, { id });
+    await nextScheduled(before);
+    await sandbox.complete(id);
+    await waitFor(() => sub.results.length > 0, 5_000, 'the completion event');
+    expect(sub.errors).toEqual([]);
+    expect(sub.results[0].data.verificationCompleted).toMatchObject({ externalId: id });
+  });
+
+  for (const singleConnection of [false, true]) {
+    it(`an SSE subscription opened with a JWT ends when the token expires: a last result naming the expiry, then complete (${singleConnection ? 'single-connection' : 'distinct-connections'} mode)`, async () => {
+      const before = scheduled.length;
+      const jwt = await token(300);
+      const sub = sseCollect(sse(jwt, singleConnection), OPEN);
+      const entry = await nextScheduled(before);
+      const exp = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()).exp as number;
+      expect(entry.delay).toBe(exp * 1000 - clock.now());
+      expect(sub.completed()).toBe(false);
+      for (const e of scheduled.slice(before)) e.expire();
+      await sub.done;
+      expect(sub.errors).toEqual([]);
+      expect(sub.completed()).toBe(true);
+      const last = sub.results[sub.results.length - 1];
+      expect(last.errors).toEqual([
+        {
+          message: `the JWT expired at ${new Date(exp * 1000).toISOString()}: the subscription has ended; subscribe again with a new token`,
+          extensions: { code: 'UNAUTHENTICATED' },
+        },
+      ]);
+    });
+  }
+
+  it('an SSE event stream opened with a JWT ends after its last event when the token expires', async () => {
+    const before = scheduled.length;
+    const jwt = await token(120);
+    const res = await request(`${t.url}/graphql/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ query: OPEN }),
+    });
+    expect(res.statusCode).toBe(200);
+    const entry = await nextScheduled(before);
+    entry.expire();
+    // The body ends: text() resolves only once the gateway has ended the response.
+    const text = await res.body.text();
+    const events = text.split('\n\n').filter((e) => e.startsWith('event:'));
+    expect(events.at(-2)).toMatch(/^event: next\ndata: \{"errors":\[\{"message":"the JWT expired at [^"]+: the subscription has ended; subscribe again with a new token","extensions":\{"code":"UNAUTHENTICATED"\}\}\]\}$/);
+    expect(events.at(-1)).toBe('event: complete\ndata:');
+  });
+
+  it('a token issued for another app does not read the records of app shop over WebSocket', async () => {
+    const id = await registered();
+    await sandbox.complete(id);
+    const sub = collect(ws(await sign(key, { exp: nowSeconds() + 600, claims: { azp: 'crm' } })), 'query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }', { ids: [id] });
+    await sub.done;
+    expect(sub.results[0].data.verificationResults).toEqual([null]);
+  });
+});
+
+describe('JWTs over WebSocket and SSE while the JWKS cannot be fetched', () => {
+  it('a JWT whose keys cannot be fetched closes the WebSocket with 1013 (try again later) and gets 503 UPSTREAM_UNAVAILABLE over SSE', async () => {
+    const key = await signingKey('unreachable');
+    const jwks = await startJwksServer([key]);
+    jwks.down();
+    const t = await startJwtGateway(jwks);
+    try {
+      const jwt = await sign(key);
+      const client = wsClient(t, { key: jwt });
+      const sub = collect(client, OPEN, {});
+      await sub.done;
+      expect(sub.errors[0]).toMatchObject({ code: 1013, reason: expect.stringMatching(/^Try again later: the identity provider's keys/) });
+      await client.dispose();
+
+      const res = await request(`${t.url}/graphql/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+        body: JSON.stringify({ query: OPEN }),
+      });
+      expect(res.statusCode).toBe(503);
+      const body = (await res.body.json()) as { errors: Array<{ message: string; extensions: { code: string } }> };
+      expect(body.errors[0]!.extensions.code).toBe('UPSTREAM_UNAVAILABLE');
+    } finally {
+      await t.close();
+      await jwks.stop();
+    }
+  });
+});
