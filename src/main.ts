@@ -20,9 +20,10 @@ async function main(): Promise<void> {
     .map(([name, where]) => `${name}=${where}`)
     .join(' ');
   const names = [...new Set([...config.apiKeys, ...config.operatorKeys].flatMap((k) => (k.name === null ? [] : [k.name])))].sort();
-  const access = config.apiKeys.length
-    ? `keyed (${config.apiKeys.length} API key(s)${names.length ? `; apps ${names.join(', ')}` : ''})`
-    : 'OPEN (no API keys: sandbox only)';
+  const open = config.apiKeys.length === 0 && !config.jwtAuth;
+  const keyed = config.apiKeys.length ? `keyed (${config.apiKeys.length} API key(s)${names.length ? `; apps ${names.join(', ')}` : ''})` : null;
+  const jwts = config.jwtAuth ? `JWTs of ${config.jwtAuth.issuer}` : null;
+  const access = open ? 'OPEN (no API keys: sandbox only)' : [keyed, jwts].filter(Boolean).join(' and ');
   const graphiql = config.introspection ? `GraphiQL ${gateway.url}/graphql` : `GraphQL ${gateway.url}/graphql (introspection off)`;
   // The identification callback is configured per workflow on the platform side; its token is a secret, so the
   // line shows the route and where to read the full address, never the address itself.
@@ -47,10 +48,10 @@ async function main(): Promise<void> {
     `answer shapes: cloud created id ${shapes.cloudCreatedId}; cloud token ${shapes.cloudToken}; IP address ${shapes.cloudIpAddress}; ` +
     `verification id ${shapes.verificationExternalId}; results ${shapes.verificationResults}; callbackUrl ${shapes.verificationCallbackUrl}`;
   logger.info(
-    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, store: gateway.services.store.location, open: config.apiKeys.length === 0, shapes },
+    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, store: gateway.services.store.location, open, shapes },
     `gateway ready: ${graphiql} | upstreams ${upstreams} | data ${gateway.services.store.location} | API ${access} | ${identificationCallbacks} | ${shapeLine}${mobileIdSandbox}`,
   );
-  if (config.apiKeys.length === 0) logger.warn('the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)');
+  if (open) logger.warn('the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)');
 
   let stopping = false;
   const stop = (signal: string) => {

@@ -65,25 +65,7 @@ describe('JWTs over WebSocket and SSE', () => {
     clients.push(c);
     return c;
   };
-  const sseCollect = (client: SseClient, query: string, variables: Record<string, unknown> = {}): Collected => {
-    const results: any[] = [];
-    const errors: unknown[] = [];
-    let completed = false;
-    let resolve!: () => void;
-    const done = new Promise<void>((r) => (resolve = r));
-    const stop = client.subscribe({ query, variables }, {
-      next: (v) => results.push(v),
-      error: (e) => {
-        errors.push(e);
-        resolve();
-      },
-      complete: () => {
-        completed = true;
-        resolve();
-      },
-    });
-    return { results, errors, done, completed: () => completed, stop };
-  };
+  const sseCollect = (client: SseClient, query: string, variables: Record<string, unknown> = {}): Collected => collect(client, query, variables);
   const registered = async () => {
     const res = await t.graphql(REGISTER, { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Petrova' } } }, { key: SHOP_KEY });
     expect(res.errors).toBeUndefined();

@@ -77,8 +77,13 @@ export interface Collected {
   stop(): void;
 }
 
-/** Subscribes and records every `next` payload. */
-export function collect(client: Client, query: string, variables: Record<string, unknown>): Collected {
+/** What graphql-ws's and graphql-sse's clients both offer. */
+interface Subscribes {
+  subscribe(payload: { query: string; variables: Record<string, unknown> }, sink: { next(value: any): void; error(error: unknown): void; complete(): void }): () => void;
+}
+
+/** Subscribes (graphql-ws or graphql-sse client) and records every `next` payload. */
+export function collect(client: Client | Subscribes, query: string, variables: Record<string, unknown>): Collected {
   const results: any[] = [];
   const errors: unknown[] = [];
   let completed = false;
