@@ -12,7 +12,7 @@ import { spawnNode, type Proc } from './processes.js';
 export interface PeerProc {
   /** Row name in scenario 1's table. */
   name: string;
-  kind: 'hive' | 'apollo';
+  kind: 'hive' | 'apollo' | 'hive-webhooks';
   /** The running process and its GraphQL endpoint, or why it could not start. */
   proc: Proc | null;
   url: string;
@@ -31,6 +31,37 @@ const PEERS: Array<{ kind: PeerProc['kind']; name: string }> = [
   { kind: 'apollo', name: 'Apollo Server 5 (undici)' },
 ];
 
+/**
+ * Starts one peer (`bench/peers/main.ts --peer <kind>`) pinned to `cpus`. One that cannot start does not
+ * stop the suite: the peer comes back with `proc: null` and a one-line `failure` for the table.
+ */
+export async function spawnPeer(
+  kind: PeerProc['kind'],
+  name: string,
+  args: string[],
+  options: { cpus: string | null; log: (line: string) => void },
+): Promise<PeerProc> {
+  try {
+    const proc = await spawnNode(name, {
+      script: 'bench/peers/main.ts',
+      args: ['--peer', kind, ...args],
+      cpus: options.cpus,
+      // As a team deploys them (Apollo Server and Hive Gateway read it; the gateway does not).
+      env: { NODE_ENV: 'production' },
+      readiness: { line: true },
+      timeoutMs: 60_000,
+    });
+    return { name, kind, proc, url: String(proc.ready.url), failure: null };
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    options.log(`${name} could not start: ${message}`);
+    // One line for the table: what happened and the last thing the process said (its error).
+    const lines = message.split('\n').map((l) => l.trim()).filter(Boolean);
+    const failure = lines.length > 1 ? `${lines[0]} … ${lines[lines.length - 1]}` : (lines[0] ?? 'unknown');
+    return { name, kind, proc: null, url: '', failure };
+  }
+}
+
 export async function startMutationReferences(options: {
   stubUrl: string;
   root: string;
@@ -48,26 +79,9 @@ export async function startMutationReferences(options: {
   const procs: Proc[] = [durableProc];
   const peers: PeerProc[] = [];
   for (const { kind, name } of PEERS) {
-    try {
-      const proc = await spawnNode(name, {
-        script: 'bench/peers/main.ts',
-        args: ['--peer', kind, '--upstream', options.stubUrl, '--token', UPSTREAM_TOKEN],
-        cpus: options.cpus,
-        // As a team deploys them (Apollo Server and Hive Gateway read it; the gateway does not).
-        env: { NODE_ENV: 'production' },
-        readiness: { line: true },
-        timeoutMs: 60_000,
-      });
-      procs.push(proc);
-      peers.push({ name, kind, proc, url: String(proc.ready.url), failure: null });
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      options.log(`${name} could not start: ${message}`);
-      // One line for the table: what happened and the last thing the process said (its error).
-      const lines = message.split('\n').map((l) => l.trim()).filter(Boolean);
-      const failure = lines.length > 1 ? `${lines[0]} … ${lines[lines.length - 1]}` : (lines[0] ?? 'unknown');
-      peers.push({ name, kind, proc: null, url: '', failure });
-    }
+    const peer = await spawnPeer(kind, name, ['--upstream', options.stubUrl, '--token', UPSTREAM_TOKEN], options);
+    if (peer.proc) procs.push(peer.proc);
+    peers.push(peer);
   }
   options.log(`durable baseline at ${String(durableProc.ready.url)}; peers: ${peers.map((p) => `${p.name} ${p.proc ? `at ${p.url}` : 'not running'}`).join(', ')}`);
   return { durable: Object.assign(durableProc, { url: String(durableProc.ready.url) }), peers, procs };

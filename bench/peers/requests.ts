@@ -19,3 +19,12 @@ export function hiveMutationBody(projectId: string): string {
   };
   return JSON.stringify({ query: HIVE_CREATE_NETWORK, variables: { input, key: '{{uuid}}' } });
 }
+
+/**
+ * The subscription scenarios 5 and 7 open on Hive Gateway's webhook peer (bench/peers/hive-webhooks.ts). Its
+ * event is the webhook body as sent (snake_case); the aliases give the load generator the members it reads
+ * in the gateway's events (`authReqId`, and `correlationId` for scenario 5's clock).
+ */
+export const HIVE_MOBILE_ID_SUBSCRIPTION = `subscription($authReqId: String!) {
+  mobileIdNotification(authReqId: $authReqId) { authReqId: auth_req_id correlationId: correlation_id error }
+}`;

@@ -1,9 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { API_KEY, NOTIFICATION_TOKEN, type BenchEnv, type GatewayProc, type ScenarioReport } from '../lib/env.js';
+import { spawnPeer, type PeerProc } from '../lib/mutation-references.js';
 import type { FanoutLoad, FanoutResult, IdleResult } from '../lib/protocol.js';
+import { HIVE_MOBILE_ID_SUBSCRIPTION } from '../peers/requests.js';
 import { summarize } from '../lib/stats.js';
 import { fmt } from '../lib/stats.js';
 import { WEBHOOK_PATH, hasWebhook } from './webhook.js';
+import { DELIVERY_BOUND_MS, probeCell, probeWebhooks, type ProbeRow, type ProbeTarget } from './webhook-probes.js';
 
 export const SUBSCRIPTION = `subscription($authReqId: String!) {
   mobileIdAuthentication(authReqId: $authReqId) {
@@ -35,6 +38,37 @@ const IDS_PER_ROUND = 10;
 
 function wsUrl(g: GatewayProc): string {
   return `${g.origin.replace(/^http/, 'ws')}/graphql`;
+}
+
+/** A server the fan-out measures: a gateway process, or the Hive Gateway webhook peer. */
+interface FanTarget {
+  name: string;
+  origin: string;
+  wsUrl: string;
+  pid: number;
+  subscription: string;
+}
+
+const gatewayFan = (g: GatewayProc, name: string): FanTarget => ({ name, origin: g.origin, wsUrl: wsUrl(g), pid: g.proc.pid, subscription: SUBSCRIPTION });
+
+export const HIVE_WEBHOOK_PEER = 'Hive Gateway (webhooks, in-memory pubsub)';
+
+/**
+ * Hive Gateway's webhook peer (bench/peers/hive-webhooks.ts), pinned like the gateway; it does not stop the
+ * suite when it cannot start (`proc` null, `failure` says why).
+ */
+export async function startWebhookPeer(env: BenchEnv): Promise<{ peer: PeerProc; fan: FanTarget | null }> {
+  const peer = await spawnPeer('hive-webhooks', HIVE_WEBHOOK_PEER, [], { cpus: env.placement.server, log: env.log });
+  if (!peer.proc) return { peer, fan: null };
+  const origin = new URL(peer.url).origin;
+  return {
+    peer,
+    fan: { name: HIVE_WEBHOOK_PEER, origin, wsUrl: peer.url.replace(/^http/, 'ws'), pid: peer.proc.pid, subscription: HIVE_MOBILE_ID_SUBSCRIPTION },
+  };
+}
+
+function probeTarget(t: FanTarget): ProbeTarget {
+  return { name: t.name, origin: t.origin, wsUrl: t.wsUrl, apiKey: API_KEY, subscription: t.subscription, webhookPath: WEBHOOK_PATH, notificationToken: NOTIFICATION_TOKEN, pid: t.pid };
 }
 
 /**
@@ -73,6 +107,24 @@ async function idleRss(env: BenchEnv, idle: GatewayProc): Promise<IdleRow[]> {
   return rows;
 }
 
+/** The probes as one table, a column per server: each cell is the webhooks' statuses → what the subscriber got. */
+function probesMarkdown(probes: Array<{ name: string; rows: ProbeRow[] | null; error: string | null }>): string[] {
+  const names = probes.find((p) => p.rows)?.rows?.map((r) => r.probe) ?? [];
+  return [
+    'Webhook probes (bench/scenarios/webhook-probes.ts), before the load, on each server: a graphql-ws subscriber, real webhooks (failure notifications), ' +
+      `and the \`next\` messages counted ${DELIVERY_BOUND_MS / 1000} s after the last webhook's answer. "Subscriber first" waits until the server is idle after the subscribe ` +
+      '(graphql-ws acknowledges no subscribe). The first probe runs on a server where nobody has subscribed yet. A cell gives the HTTP status of each webhook → what the ' +
+      'subscriber got; **bold** where that is not what the spec asks (once for every accepted notification, nothing for a refused one).',
+    '',
+    `| probe | what is sent | ${probes.map((p) => p.name).join(' | ')} |`,
+    `|---|---|${probes.map(() => '---').join('|')}|`,
+    ...names.map((probe) => {
+      const note = probes.flatMap((p) => p.rows ?? []).find((r) => r.probe === probe)?.note ?? '';
+      return `| ${probe} | ${note} | ${probes.map((p) => (p.rows ? probeCell(p.rows.find((r) => r.probe === probe)) : `failed: ${p.error?.slice(0, 120)}`)).join(' | ')} |`;
+    }),
+  ];
+}
+
 export async function fanout(
   env: BenchEnv,
   startFreshGateway: (name: string, checkout: string) => Promise<GatewayProc>,
@@ -91,30 +143,55 @@ export async function fanout(
     };
   }
   const rounds = env.options.rounds >= 2 ? 3 : 1;
-  const job = (g: GatewayProc): FanoutLoad => ({
-    kind: 'fanout',
-    wsUrl: wsUrl(g),
-    apiKey: API_KEY,
-    subscribers: SUBSCRIBERS,
-    rounds: 1,
-    idsPerRound: IDS_PER_ROUND,
-    webhook: {
-      origin: g.origin,
-      path: WEBHOOK_PATH,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${NOTIFICATION_TOKEN}` },
-      body: JSON.stringify({ auth_req_id: '{{id}}', error: 'access_denied', error_description: 'client timeout', correlation_id: '{{ts}}' }),
-    },
-    subscription: SUBSCRIPTION,
-    timestampPath: 'correlationId',
-    gatewayPid: g.proc.pid,
-  });
-  // The gateway, then each --compare checkout, one round each in turn (A B A B …).
-  const targets = [env.gateway, ...env.others];
-  const runs = new Map<GatewayProc, FanoutResult[]>(targets.map((g) => [g, []]));
-  for (let round = 0; round < rounds; round++) {
-    for (const g of targets) runs.get(g)!.push(await env.lg.run<FanoutResult>(job(g)));
+  // The peer first, fresh: its first probe needs a server on which nobody has subscribed yet.
+  const { peer, fan: peerFan } = await startWebhookPeer(env);
+  const probes: Array<{ name: string; rows: ProbeRow[] | null; error: string | null }> = [];
+  const fans: Array<{ name: string; fan: FanoutResult }> = [];
+  let targets: FanTarget[] = [];
+  try {
+    for (const t of [gatewayFan(env.gateway, 'gateway'), ...(peerFan ? [peerFan] : [])]) {
+      try {
+        probes.push({ name: t.name, rows: await probeWebhooks(probeTarget(t)), error: null });
+      } catch (error) {
+        probes.push({ name: t.name, rows: null, error: error instanceof Error ? error.message : String(error) });
+      }
+      env.log(`  probes on ${t.name}: ${probes.at(-1)!.rows?.map((r) => `${r.probe}: ${probeCell(r)}`).join('; ') ?? probes.at(-1)!.error}`);
+    }
+    const job = (t: FanTarget): FanoutLoad => ({
+      kind: 'fanout',
+      wsUrl: t.wsUrl,
+      apiKey: API_KEY,
+      subscribers: SUBSCRIBERS,
+      rounds: 1,
+      idsPerRound: IDS_PER_ROUND,
+      webhook: {
+        origin: t.origin,
+        path: WEBHOOK_PATH,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${NOTIFICATION_TOKEN}` },
+        body: JSON.stringify({ auth_req_id: '{{id}}', error: 'access_denied', error_description: 'client timeout', correlation_id: '{{ts}}' }),
+      },
+      subscription: t.subscription,
+      timestampPath: 'correlationId',
+      gatewayPid: t.pid,
+    });
+    // The gateway, each --compare checkout, then the peer, one round each in turn (A B C A B C …).
+    targets = [gatewayFan(env.gateway, 'gateway'), ...env.others.map((g) => gatewayFan(g, g.name)), ...(peerFan ? [peerFan] : [])];
+    const runs = new Map<FanTarget, FanoutResult[]>(targets.map((t) => [t, []]));
+    for (let round = 0; round < rounds; round++) {
+      for (const t of targets) {
+        try {
+          runs.get(t)!.push(await env.lg.run<FanoutResult>(job(t)));
+        } catch (error) {
+          // Only the peer may fail without failing the scenario: the gateway's failure is the news.
+          if (t !== peerFan) throw error;
+          env.log(`  ${t.name}: round ${round + 1} failed: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
+        }
+      }
+    }
+    for (const t of targets) if (runs.get(t)!.length) fans.push({ name: t.name, fan: combine(runs.get(t)!) });
+  } finally {
+    await peer.proc?.stop();
   }
-  const fans = targets.map((g) => ({ name: g === env.gateway ? 'gateway' : g.name, fan: combine(runs.get(g)!) }));
   for (const { name, fan } of fans) {
     env.log(
       `  ${name}: ${fan.deliveries}/${fan.expected} deliveries, ${Math.round(fan.deliveriesPerSecond)}/s, p50 ${fan.latency.p50.toFixed(1)} ms, p99 ${fan.latency.p99.toFixed(1)} ms, ` +
@@ -146,9 +223,13 @@ export async function fanout(
       `then ${IDS_PER_ROUND} failure notifications go to \`POST /webhooks/mobile-id\` one after the other (the next when the previous one is acknowledged), each with the sender's clock in \`correlation_id\`. ` +
       `Latency is the subscriber's receipt time minus that timestamp (both clocks are the load generator's), so it covers the webhook request, the durable append, ` +
       `the publish and the WebSocket delivery. CPU columns cover the same windows (first webhook to last delivery). Deliveries/s = deliveries / (last delivery − first webhook sent), over ${rounds} round(s) of ${SUBSCRIBERS * IDS_PER_ROUND} deliveries` +
-      (env.others.length ? ` per gateway, the gateways in turn (A B A B)` : '') +
+      (targets.length > 1 ? ` per server, the servers in turn (A B A B)` : '') +
       `; percentiles over every delivery of the rounds. ` +
-      `The subscription query is \`${SUBSCRIPTION.replace(/\s+/g, ' ')}\`.`,
+      `The subscription query is \`${SUBSCRIPTION.replace(/\s+/g, ' ')}\`` +
+      (peer.proc
+        ? `; on ${HIVE_WEBHOOK_PEER} (bench/peers/hive-webhooks.ts, pinned like the gateway) the same load, same webhook bodies and headers, with \`${HIVE_MOBILE_ID_SUBSCRIPTION.replace(/\s+/g, ' ')}\` ` +
+          '(its event is the webhook body as sent; the aliases give the subscribers the members they check), and "gateway CPU" is the peer\'s.'
+        : `. ${HIVE_WEBHOOK_PEER} could not start: ${peer.failure}.`),
     '',
     '| gateway | deliveries | deliveries/s | p50 ms | p95 ms | p99 ms | max ms | gateway CPU | µs gateway CPU per delivery | load generator CPU | clock | errors |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
@@ -165,6 +246,8 @@ export async function fanout(
     ...idleRuns.flatMap((run) =>
       run.rss.map((r) => `| ${run.name} | ${fmt.int(r.connections)} | ${fmt.kb(r.rss)} | ${fmt.kb(r.rss / r.connections)} | ${r.failed}${r.errors.length ? ` (${r.errors[0]})` : ''} |`),
     ),
+    '',
+    ...probesMarkdown(probes),
   ].join('\n');
   return {
     id: 5,
