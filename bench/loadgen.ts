@@ -506,6 +506,8 @@ const mix = {
   late: 0,
   lost: 0,
   errors: new Set<string>(),
+  /** `MixOpen.clientCompletes`: a connection completes its subscription itself once its event arrived. */
+  clientCompletes: false,
 };
 
 function mixNote(e: unknown): void {
@@ -548,14 +550,15 @@ function onMixMessage(conn: MixConn, raw: WebSocket.RawData): void {
       const event = msg.payload?.data ? Object.values(msg.payload.data)[0] : undefined;
       if (event?.authReqId !== conn.authReqId) mixNote(`the subscription on ${conn.authReqId} got an event for ${String(event?.authReqId)}`);
       const w = mix.window;
-      if (w === null || !w.targeted.has(conn.authReqId)) {
-        mix.late += 1;
-        return;
-      }
-      w.latency.push(now - conn.scheduledAt);
-      w.targeted.delete(conn.authReqId);
-      w.delivered += 1;
-      if (w.targeted.size === 0) w.onEmpty?.();
+      const targeted = w !== null && w.targeted.has(conn.authReqId);
+      if (targeted) {
+        w.latency.push(now - conn.scheduledAt);
+        w.targeted.delete(conn.authReqId);
+        w.delivered += 1;
+      } else mix.late += 1;
+      // The user got the answer it waited for: the next one waits on this socket.
+      if (mix.clientCompletes && !mix.closing) mixReplace(conn);
+      if (targeted && w.targeted.size === 0) w.onEmpty?.();
       return;
     }
     case 'error':
@@ -576,6 +579,7 @@ async function mixOpen(load: MixOpen): Promise<MixOpenResult> {
   const [b, c] = rest.split('\\u0001') as [string, string];
   mix.subscribeJson = [a, b, c];
   mix.closing = false;
+  mix.clientCompletes = load.clientCompletes ?? false;
   mix.errors.clear();
   const { failed, errors } = await openConnections(load.wsUrl, load.apiKey, load.connections, (ws) => {
     const conn: MixConn = { ws, msgId: '', authReqId: '', seq: 0, scheduledAt: NaN };

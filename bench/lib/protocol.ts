@@ -120,6 +120,11 @@ export interface MixOpen {
   subscription: string;
   /** After the last subscribe, wait until this process (the gateway) is idle: every subscription is set up. */
   gatewayPid?: number;
+  /**
+   * The server keeps a subscription open after its event (Hive Gateway's pubsub fields): the connection
+   * completes it itself on its first `next` and subscribes again. Default false: the server completes it.
+   */
+  clientCompletes?: boolean;
 }
 
 export interface MixOpenResult {

@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { measure, mean } from '../lib/harness.js';
+import { measure, mean, type Target } from '../lib/harness.js';
 import { API_KEY, type BenchEnv, type ScenarioReport } from '../lib/env.js';
 import { machineBusySeconds, ourCpuSeconds, waitForQuiet } from '../lib/processes.js';
 import type { MixOpenResult, MixRateResult } from '../lib/protocol.js';
 import { fmt } from '../lib/stats.js';
-import { SUBSCRIPTION } from './fanout.js';
+import { HIVE_WEBHOOK_PEER, SUBSCRIPTION, startWebhookPeer } from './fanout.js';
 import { WEBHOOK_PATH, hasWebhook, notificationBody, webhookTarget } from './webhook.js';
 
 /** Waiting users: one graphql-ws connection each, one pending subscription each. */
@@ -39,12 +39,150 @@ async function shortIntakeMax(env: BenchEnv): Promise<IntakeMax> {
   return { rps: m.result.rps, source: `a ${durationMs / 1000} s closed-loop measurement of the FULL gateway alone just before (scenario 4's load, ${env.options.connections} connections; scenario 4 did not run)` };
 }
 
+/** One open-loop window of scenario 7 against the server at `origin` (its process `pid`), with the machine's other CPU over it. */
+async function mixWindow(env: BenchEnv, t: { origin: string; pid: number }, rate: number, durationMs: number): Promise<{ result: MixRateResult; otherCpu: number }> {
+  await waitForQuiet();
+  const busy0 = machineBusySeconds();
+  const ours0 = ourCpuSeconds();
+  const t0 = performance.now();
+  const result = await env.lg.run<MixRateResult>({
+    kind: 'mix-rate',
+    rate,
+    durationMs,
+    webhook: {
+      origin: t.origin,
+      path: WEBHOOK_PATH,
+      headers: webhookTarget(env.gateway).headers,
+      body: notificationBody().replace('{{uuid}}', '{{id}}'),
+    },
+    connections: SENDER_CONNECTIONS,
+    gatewayPid: t.pid,
+  });
+  const wall = (performance.now() - t0) / 1000;
+  return { result, otherCpu: Math.max(0, machineBusySeconds() - busy0 - (ourCpuSeconds() - ours0)) / wall };
+}
+
 function saturated(r: MixRateResult): boolean {
   return r.dropped > 0 || r.noSubscriber > 0 || r.acknowledged < r.scheduled * 0.95;
 }
 
 function lost(r: MixRateResult): number {
   return r.dropped + r.noSubscriber + r.webhookErrors + r.missing;
+}
+
+/** Scenario 7's windows, one row per share: sums, and the mean of the rounds' percentiles. */
+function rowsOf(windows: Window[]) {
+  return SHARES.map((share) => {
+    const ws = windows.filter((w) => w.share === share);
+    const rs = ws.map((w) => w.result);
+    const sum = (f: (r: MixRateResult) => number) => rs.reduce((s, r) => s + f(r), 0);
+    return {
+      share,
+      rate: ws[0]?.rate ?? NaN,
+      sent: sum((r) => r.sent),
+      scheduled: sum((r) => r.scheduled),
+      acknowledged: sum((r) => r.acknowledged),
+      delivered: sum((r) => r.delivered),
+      lost: sum(lost),
+      saturated: rs.some(saturated),
+      p50: mean(rs.map((r) => r.latency.p50)),
+      p99: mean(rs.map((r) => r.latency.p99)),
+      p99s: rs.map((r) => fmt.ms(r.latency.p99)).join(' / '),
+      max: Math.max(...rs.map((r) => r.latency.max)),
+      webhookP99: mean(rs.map((r) => r.webhookLatency.p99)),
+      lagP99: mean(rs.map((r) => r.sendLag.p99)),
+      gatewayCpu: mean(rs.map((r) => r.gatewayCpu)),
+      loadgenCpu: mean(rs.map((r) => r.loadgenCpu)),
+      otherCpu: mean(ws.map((w) => w.otherCpu)),
+      errors: [...new Set(rs.flatMap((r) => r.errors))],
+      breakdown: `dropped ${sum((r) => r.dropped)}, no subscriber ${sum((r) => r.noSubscriber)}, webhook errors ${sum((r) => r.webhookErrors)}, not delivered ${sum((r) => r.missing)}`,
+    };
+  });
+}
+
+type MixRow = ReturnType<typeof rowsOf>[number];
+
+const MIX_HEADER = [
+  '| load | notifications/s | sent | 204 | delivered | not delivered | p50 ms | p99 ms | p99 per round | max ms | webhook p99 ms | server CPU | load generator CPU | sender lag p99 ms | other CPU |',
+  '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+];
+
+function rowLine(r: MixRow, load: string, rate: string): string {
+  return (
+    `| ${load}${r.saturated ? ' (saturated)' : ''} | ${rate} | ${fmt.int(r.sent)} | ${fmt.int(r.acknowledged)} | ${fmt.int(r.delivered)} | ` +
+    `${r.lost}${r.lost ? ` (${r.breakdown})` : ''} | ${fmt.ms(r.p50)} | ${r.saturated ? fmt.ms(r.p99) : `**${fmt.ms(r.p99)}**`} | ${r.p99s} | ${fmt.ms(r.max)} | ${fmt.ms(r.webhookP99)} | ` +
+    `${fmt.pct(r.gatewayCpu)} | ${fmt.pct(r.loadgenCpu)} | ${fmt.ms(r.lagP99)} | ${fmt.pct(r.otherCpu)} |`
+  );
+}
+
+
+/** Closed-loop connections of the peer's intake measurement: each notification holds the peer for a while (every filter runs). */
+const PEER_INTAKE_CONNECTIONS = 4;
+
+/**
+ * The same 10,000 waiting users on Hive Gateway's webhook peer (fresh process, pinned like the gateway).
+ * Its subscriptions stay open after their event, so each connection completes its own and subscribes again.
+ * The peer's rates are shares of its own intake maximum, measured with the 10,000 subscriptions open
+ * (without a subscription on the topic it answers 404): the gateway's rates are far beyond it.
+ */
+async function peerMix(env: BenchEnv, gatewayIntake: IntakeMax, windowMs: number): Promise<string[]> {
+  const { peer, fan } = await startWebhookPeer(env);
+  if (!peer.proc || !fan) return [`${HIVE_WEBHOOK_PEER} could not start: ${peer.failure}`];
+  const proc = peer.proc;
+  try {
+    const rssBefore = proc.rssBytes();
+    const open = await env.lg.run<MixOpenResult>({
+      kind: 'mix-open',
+      wsUrl: fan.wsUrl,
+      apiKey: API_KEY,
+      connections: SUBSCRIPTIONS,
+      subscription: fan.subscription,
+      gatewayPid: fan.pid,
+      clientCompletes: true,
+    });
+    const rssOpen = proc.rssBytes();
+    env.log(`  ${HIVE_WEBHOOK_PEER}: ${fmt.int(open.opened)} connections in ${open.seconds.toFixed(1)} s (${open.failed} failed), RSS ${fmt.mb(rssBefore)} → ${fmt.mb(rssOpen)}`);
+    const windows: Window[] = [];
+    let intake: number;
+    try {
+      // Fresh auth_req_ids that no subscriber waits for: every subscription's filter still runs on each.
+      const target: Target = { name: HIVE_WEBHOOK_PEER, proc, origin: fan.origin, path: WEBHOOK_PATH, headers: webhookTarget(env.gateway).headers };
+      const m = await measure(env.lg, target, { body: notificationBody(), connections: PEER_INTAKE_CONNECTIONS, durationMs: Math.min(env.options.durationMs, 3_000), expectStatus: 204 }, env.driverProcs);
+      intake = m.result.rps;
+      env.log(`  ${HIVE_WEBHOOK_PEER}: intake maximum with ${fmt.int(open.opened)} subscriptions open: ${intake.toFixed(1)} notifications/s (${m.result.requests} in ${m.result.seconds.toFixed(1)} s, errors ${m.result.errors})`);
+      for (const share of SHARES) {
+        const rate = Math.max(0.5, intake * share);
+        const { result: r, otherCpu } = await mixWindow(env, { origin: fan.origin, pid: fan.pid }, rate, windowMs);
+        windows.push({ share, rate, round: 0, result: r, otherCpu });
+        env.log(
+          `  ${HIVE_WEBHOOK_PEER} ${Math.round(share * 100)}% (${rate.toFixed(1)}/s): ${r.delivered}/${r.sent} delivered, p50 ${fmt.ms(r.latency.p50)} ms, p99 ${fmt.ms(r.latency.p99)} ms, ` +
+            `webhook p99 ${fmt.ms(r.webhookLatency.p99)} ms, missing ${r.missing}, webhook errors ${r.webhookErrors}, server CPU ${fmt.pct(r.gatewayCpu)}` +
+            (r.errors.length ? `\n    errors: ${r.errors.join(' | ')}` : ''),
+        );
+      }
+    } finally {
+      await env.lg.run({ kind: 'mix-close' });
+    }
+    const rows = rowsOf(windows);
+    const share25 = gatewayIntake.rps * SHARES[0]!;
+    return [
+      `**${HIVE_WEBHOOK_PEER}** (bench/peers/hive-webhooks.ts, a fresh process pinned like the gateway), the same ${fmt.int(SUBSCRIPTIONS)} waiting users and the same notifications, ` +
+        `on its subscription field (scenario 5); its subscriptions stay open after their event, so each connection completes its own on the first \`next\` and subscribes again. ` +
+        `Its intake maximum with the ${fmt.int(open.opened)} subscriptions open is **${intake.toFixed(1)} notifications/s** (closed loop, ${PEER_INTAKE_CONNECTIONS} connections, fresh auth_req_ids): ` +
+        'the in-memory pubsub hands every event to every subscription on the topic and each runs its `filterBy`, so a notification costs work in proportion to all waiting users. ' +
+        `The gateway's lowest rate here (25%, ${fmt.int(share25)}/s) is ${fmt.ratio(share25 / intake)} × that maximum, so the peer runs at the same shares of its own maximum instead, one round, ${windowMs / 1000} s per window ` +
+        '(few notifications per window: p99 is close to the max).',
+      '',
+      ...MIX_HEADER,
+      ...rows.map((r) => rowLine(r, `${Math.round(r.share * 100)}% of its intake max`, r.rate.toFixed(1))),
+      '',
+      `${HIVE_WEBHOOK_PEER} RSS: ${fmt.mb(rssBefore)} fresh, ${fmt.mb(rssOpen)} with ${fmt.int(open.opened)} subscriptions open ` +
+        `(+${fmt.kb((rssOpen - rssBefore) / Math.max(1, open.opened))} each; opened in ${open.seconds.toFixed(1)} s, ${open.failed} failed).` +
+        (rows.some((r) => r.errors.length) ? ` Errors: ${[...new Set(rows.flatMap((r) => r.errors))].join('; ').slice(0, 300)}` : ''),
+    ];
+  } finally {
+    await proc.stop();
+  }
 }
 
 /**
@@ -92,27 +230,7 @@ export async function subscriptionMix(env: BenchEnv, given: IntakeMax | null): P
   const windows: Window[] = [];
   let rssEnd = NaN;
   try {
-    const run = async (rate: number, durationMs: number): Promise<{ result: MixRateResult; otherCpu: number }> => {
-      await waitForQuiet();
-      const busy0 = machineBusySeconds();
-      const ours0 = ourCpuSeconds();
-      const t0 = performance.now();
-      const result = await env.lg.run<MixRateResult>({
-        kind: 'mix-rate',
-        rate,
-        durationMs,
-        webhook: {
-          origin: env.gateway.origin,
-          path: WEBHOOK_PATH,
-          headers: webhookTarget(env.gateway).headers,
-          body: notificationBody().replace('{{uuid}}', '{{id}}'),
-        },
-        connections: SENDER_CONNECTIONS,
-        gatewayPid: pid,
-      });
-      const wall = (performance.now() - t0) / 1000;
-      return { result, otherCpu: Math.max(0, machineBusySeconds() - busy0 - (ourCpuSeconds() - ours0)) / wall };
-    };
+    const run = (rate: number, durationMs: number) => mixWindow(env, { origin: env.gateway.origin, pid }, rate, durationMs);
     // Warm-up at the lowest rate: the subscribe-again path and the sender's connections.
     await run(Math.max(1, Math.round(intake.rps * SHARES[0]!)), Math.min(env.options.warmupMs, 2_000));
     for (let round = 0; round < env.options.rounds; round++) {
@@ -133,33 +251,9 @@ export async function subscriptionMix(env: BenchEnv, given: IntakeMax | null): P
   } finally {
     await env.lg.run({ kind: 'mix-close' });
   }
+  const peerLines = await peerMix(env, intake, windowMs);
 
-  const rows = SHARES.map((share) => {
-    const ws = windows.filter((w) => w.share === share);
-    const rs = ws.map((w) => w.result);
-    const sum = (f: (r: MixRateResult) => number) => rs.reduce((s, r) => s + f(r), 0);
-    return {
-      share,
-      rate: ws[0]?.rate ?? NaN,
-      sent: sum((r) => r.sent),
-      scheduled: sum((r) => r.scheduled),
-      acknowledged: sum((r) => r.acknowledged),
-      delivered: sum((r) => r.delivered),
-      lost: sum(lost),
-      saturated: rs.some(saturated),
-      p50: mean(rs.map((r) => r.latency.p50)),
-      p99: mean(rs.map((r) => r.latency.p99)),
-      p99s: rs.map((r) => fmt.ms(r.latency.p99)).join(' / '),
-      max: Math.max(...rs.map((r) => r.latency.max)),
-      webhookP99: mean(rs.map((r) => r.webhookLatency.p99)),
-      lagP99: mean(rs.map((r) => r.sendLag.p99)),
-      gatewayCpu: mean(rs.map((r) => r.gatewayCpu)),
-      loadgenCpu: mean(rs.map((r) => r.loadgenCpu)),
-      otherCpu: mean(ws.map((w) => w.otherCpu)),
-      errors: [...new Set(rs.flatMap((r) => r.errors))],
-      breakdown: `dropped ${sum((r) => r.dropped)}, no subscriber ${sum((r) => r.noSubscriber)}, webhook errors ${sum((r) => r.webhookErrors)}, not delivered ${sum((r) => r.missing)}`,
-    };
-  });
+  const rows = rowsOf(windows);
   const half = rows.find((r) => r.share === 0.5)!;
   const allOpen = open.opened === SUBSCRIPTIONS;
   const perSub = (rssOpen - rssBefore) / Math.max(1, open.opened);
@@ -180,20 +274,16 @@ export async function subscriptionMix(env: BenchEnv, given: IntakeMax | null): P
       'what is still missing counts as not delivered, and its subscription is cancelled and replaced by a fresh one. CPU columns cover each window until its last delivery (or the end of the waits above); other CPU is what processes outside the benchmark used meanwhile. ' +
       'A row is marked saturated when a notification could not be sent (2,000 outstanding, or no subscriber waiting) or fewer than 95% of the notifications due were acknowledged.',
     '',
-    '| load | notifications/s | sent | 204 | delivered | not delivered | p50 ms | p99 ms | p99 per round | max ms | webhook p99 ms | gateway CPU | load generator CPU | sender lag p99 ms | other CPU |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-    ...rows.map(
-      (r) =>
-        `| ${Math.round(r.share * 100)}% of intake max${r.saturated ? ' (saturated)' : ''} | ${fmt.int(r.rate)} | ${fmt.int(r.sent)} | ${fmt.int(r.acknowledged)} | ${fmt.int(r.delivered)} | ` +
-        `${r.lost}${r.lost ? ` (${r.breakdown})` : ''} | ${fmt.ms(r.p50)} | ${r.saturated ? fmt.ms(r.p99) : `**${fmt.ms(r.p99)}**`} | ${r.p99s} | ${fmt.ms(r.max)} | ${fmt.ms(r.webhookP99)} | ` +
-        `${fmt.pct(r.gatewayCpu)} | ${fmt.pct(r.loadgenCpu)} | ${fmt.ms(r.lagP99)} | ${fmt.pct(r.otherCpu)} |`,
-    ),
+    ...MIX_HEADER,
+    ...rows.map((r) => rowLine(r, `${Math.round(r.share * 100)}% of intake max`, fmt.int(r.rate))),
     '',
     `Gateway RSS (the FULL gateway, the same process as the earlier scenarios of the run): ${fmt.mb(rssBefore)} before the connections, **${fmt.mb(rssOpen)}** with ${fmt.int(open.opened)} subscriptions open ` +
       `(+${fmt.mb(rssOpen - rssBefore)}, ${fmt.kb(perSub)} each; opened in ${open.seconds.toFixed(1)} s, ${open.failed} failed), ${fmt.mb(rssEnd)} after the last window. ` +
       `With no notification, the open connections kept the gateway ${fmt.pct(idleCpu)} busy (2 s sample).` +
       (open.errors.length ? ` Errors while opening: ${open.errors.join('; ').slice(0, 300)}.` : ''),
     ...(rows.some((r) => r.errors.length) ? ['', `Errors: ${[...new Set(rows.flatMap((r) => r.errors))].join('; ').slice(0, 500)}`] : []),
+    '',
+    ...peerLines,
   ].join('\n');
 
   return {
