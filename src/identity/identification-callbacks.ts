@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
+import { LRUCache } from 'lru-cache';
 import { callbackBodyDigest } from './callbacks.js';
 import type { Database } from '../store/schema.js';
 
@@ -8,6 +9,13 @@ export interface IdentificationCallbackBinding {
   /** Scope of the API key the address belongs to. */
   createdBy: string;
 }
+
+/**
+ * Addresses one process remembers having written. The workflow id is the app's input, so the number of addresses
+ * has no bound of its own; past this many, the oldest are forgotten, and issuing one of them again
+ * costs one `insert … on conflict do nothing` (the row is still there). 10,000 entries of a 64-character hash.
+ */
+export const REMEMBERED_ADDRESSES = 10_000;
 
 function hashOf(token: string): string {
   return createHash('sha256').update(token).digest('hex');
@@ -23,13 +31,22 @@ function hashOf(token: string): string {
  */
 export class IdentificationCallbacks {
   /** Addresses this process has already written, so that creating links costs no extra statement. */
-  private readonly written = new Set<string>();
+  private readonly written: LRUCache<string, true>;
 
   constructor(
     private readonly db: Kysely<Database>,
     /** A keyed digest (hex) of its input; the same key on every replica gives the same addresses. */
     private readonly derive: (text: string) => string,
-  ) {}
+    /** How many written addresses are remembered (REMEMBERED_ADDRESSES). */
+    remember = REMEMBERED_ADDRESSES,
+  ) {
+    this.written = new LRUCache({ max: remember });
+  }
+
+  /** How many written addresses this process remembers now (never more than the bound it was given). */
+  get remembered(): number {
+    return this.written.size;
+  }
 
   /** See callbackBodyDigest (callbacks.ts). */
   bodyDigest(body: unknown): string {
@@ -46,7 +63,7 @@ export class IdentificationCallbacks {
         .values({ token_hash: hash, workflow_id: workflowId, created_by: createdBy, created_at: Date.now() })
         .onConflict((oc) => oc.column('token_hash').doNothing())
         .execute();
-      this.written.add(hash);
+      this.written.set(hash, true);
     }
     return token;
   }
