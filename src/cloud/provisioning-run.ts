@@ -11,6 +11,7 @@ import type { ProvisioningRecords } from './provisioning-records.js';
  * REUSED (a resumed provisioning) are skipped with their resource id.
  */
 export class ProvisioningRunner {
+  /** One entry per provisioning running in this process, removed when it ends. */
   private readonly running = new Map<string, Promise<void>>();
 
   constructor(

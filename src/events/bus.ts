@@ -18,6 +18,7 @@ export interface EventBus {
 
 /** Listeners by kind and key, so a publish touches only the subscribers of that key (fan-out is O(matching)). */
 export class InProcessBus implements EventBus {
+  /** One entry per key with an open subscription, removed with its last subscriber (unsubscribe at complete or close). */
   private readonly listeners = new Map<string, Set<EventListener>>();
 
   async publish(event: EventRecord): Promise<void> {

@@ -50,7 +50,11 @@ export class PostgresBus implements EventBus {
   private high = 0;
   /** Numbers below `high` not read yet, with when they were first missed. */
   private readonly gaps = new Map<number, number>();
-  /** Events published here, delivered locally already: skipped when read back from the log. */
+  /**
+   * Events published here, delivered locally already: skipped when read back from the log. An entry goes when its
+   * notice or the log brings it back, or with its gap (GAP_WAIT_MS); an event read back before it was published
+   * (another notice's catch-up got there first) never enters.
+   */
   private readonly own = new Set<number>();
   private closed = false;
   private reconnecting = false;
@@ -204,8 +208,16 @@ export class PostgresBus implements EventBus {
     await this.local.publish(event);
   }
 
+  /** Events published here and not read back from the log yet (tests: the set empties). */
+  get unreadOwnEvents(): number {
+    return this.own.size;
+  }
+
   async publish(event: EventRecord): Promise<void> {
-    this.own.add(event.seq);
+    // The webhook committed before it is published: a catch-up that another notice started in between has read it
+    // from the log and delivered it. Nothing will read it back again, so marking it as ours would keep it forever.
+    const readBack = event.seq <= this.high && !this.gaps.has(event.seq);
+    if (!readBack) this.own.add(event.seq);
     await this.local.publish(event);
     const notice: Notice = { seq: event.seq };
     // A transaction that notifies commits under one lock for the whole PostgreSQL server, held until its commit

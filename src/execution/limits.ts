@@ -61,9 +61,9 @@ export function limitError(limit: LimitName, max: number, armorMessage: string):
  */
 export class OperationLimits {
   readonly validationRules: readonly ValidationRule[];
-  /** Texts that passed the token limit: a repeated operation is not lexed twice. */
+  /** Texts that passed the token limit, so a repeated operation is not lexed twice: at most 1,000 and 4 MiB of text (LRU). */
   private readonly tokenChecked = new LRUCache<string, true>({ max: 1000, maxSize: 4 * 1024 * 1024, sizeCalculation: (_v, k) => k.length || 1 });
-  /** Cost verdicts of documents whose list sizes do not depend on variables. */
+  /** Cost verdicts of documents whose list sizes do not depend on variables; each goes with its document (the DocumentCache's bound). */
   private readonly costVerdicts = new WeakMap<DocumentNode, GraphQLError | null>();
 
   /**

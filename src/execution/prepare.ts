@@ -18,6 +18,14 @@ export interface PreparedDocument {
   readonly compiled: Map<OperationDefinitionNode, CompiledQuery | null>;
 }
 
+/**
+ * Prepared documents kept (parsed, validated, and their graphql-jit plans), by text: at most this many, least recently
+ * used first out, and at most DOCUMENT_CACHE_TEXT_BYTES of text in all. A document's AST and plans weigh more
+ * than its text; the count bounds them.
+ */
+const DOCUMENT_CACHE_SIZE = 1000;
+const DOCUMENT_CACHE_TEXT_BYTES = 8 * 1024 * 1024;
+
 export class DocumentCache {
   private readonly documents: LRUCache<string, PreparedDocument>;
   private readonly rules: readonly ValidationRule[];
@@ -25,10 +33,9 @@ export class DocumentCache {
   constructor(
     private readonly schema: GraphQLSchema,
     private readonly limits: OperationLimits,
-    max = 1000,
+    max = DOCUMENT_CACHE_SIZE,
   ) {
-    // Bounded by count and by the total size of the texts kept.
-    this.documents = new LRUCache({ max, maxSize: 8 * 1024 * 1024, sizeCalculation: (_v, k) => k.length || 1 });
+    this.documents = new LRUCache({ max, maxSize: DOCUMENT_CACHE_TEXT_BYTES, sizeCalculation: (_v, k) => k.length || 1 });
     this.rules = [...specifiedRules, ...limits.validationRules];
   }
 

@@ -65,7 +65,8 @@ export class RateLimits {
       const limit = limits[bucket];
       if (!limit) return null;
       const base = { keyPrefix: bucket, points: limit.points, duration: limit.windowMs / 1000 };
-      // A store that cannot answer must not stop every app: each replica then limits on its own.
+      // A store that cannot answer must not stop every app: each replica then limits on its own. In memory: one
+      // counter per API key (scope) and bucket, dropped when its window ends.
       const memory = new RateLimiterMemory(base);
       if (store.dialect !== 'postgres') return { limiter: memory, limit };
       let ready!: (err?: Error) => void;

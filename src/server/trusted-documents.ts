@@ -27,7 +27,7 @@ interface PersistedQueryExtension {
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 const SHA1_HEX = /^[0-9a-f]{40}$/;
-/** Registered APQ documents (allow mode), by sha256: the protocol expects the server to remember them. */
+/** Registered APQ documents (allow mode), by sha256: the protocol expects the server to remember them; at most this many (LRU). */
 const APQ_CACHE_SIZE = 1000;
 
 function hash(algorithm: 'sha1' | 'sha256', text: string): string {

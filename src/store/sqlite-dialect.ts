@@ -97,7 +97,7 @@ export class GroupCommitSqliteDialect implements Dialect {
   }
 }
 
-/** Prepared statements kept per connection, by SQL text. */
+/** Prepared statements kept per connection, by SQL text: at most this many, the oldest dropped first. */
 const STATEMENT_CACHE_SIZE = 256;
 
 export interface GroupCommitOptions {

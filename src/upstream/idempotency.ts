@@ -102,6 +102,7 @@ function incompleteAnswer(stored: unknown, key: string, upstream: string): Upstr
  * In-process waiters are woken at once; across processes they poll the store.
  */
 export class Idempotency {
+  /** One entry per mutation in flight in this process, removed when it settles. */
   private readonly inFlight = new Map<string, Promise<unknown>>();
 
   constructor(private readonly options: IdempotencyOptions) {}
