@@ -27,8 +27,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ENV_VARS } from '../src/config.js';
-import { API_KEY, NOTIFICATION_TOKEN, UPSTREAM_TOKEN, type BenchEnv, type BenchOptions, type GatewayProc, type ScenarioReport } from './lib/env.js';
+import { NOTIFICATION_TOKEN, UPSTREAM_TOKEN, gatewayEnv, type BenchEnv, type BenchOptions, type GatewayProc, type ScenarioReport } from './lib/env.js';
 import { Loadgen } from './lib/harness.js';
 import { startMutationReferences } from './lib/mutation-references.js';
 import { ROOT, freePort, pin, placement as detectPlacement, spawnNode, type Proc } from './lib/processes.js';
@@ -70,12 +69,6 @@ if (cli['intake-max'] !== undefined && !(Number(cli['intake-max']) > 0)) {
 const started = Date.now();
 const log = (line: string) => process.stdout.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
 
-/** The environment of a child: ours minus every gateway variable, so a stray LOG_LEVEL or DATABASE_URL cannot leak in. */
-function cleanEnv(): Record<string, string> {
-  const names = new Set(ENV_VARS.map((v) => v.name));
-  return Object.fromEntries(Object.entries(process.env).filter(([k, v]) => v !== undefined && !names.has(k))) as Record<string, string>;
-}
-
 async function startGatewayProc(
   name: string,
   synchronous: 'FULL' | 'NORMAL',
@@ -98,24 +91,7 @@ async function startGatewayProc(
     cwd: checkout,
     cpus,
     nodeArgs: [...nodeArgs, ...(cli.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])],
-    env: {
-      ...cleanEnv(),
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      DATA_DIR: dataDir,
-      SQLITE_SYNCHRONOUS: synchronous,
-      CLOUD_API_URL: stubUrl,
-      CLOUD_API_TOKEN: UPSTREAM_TOKEN,
-      GATEWAY_API_KEYS: API_KEY,
-      MOBILEID_NOTIFICATION_TOKENS: NOTIFICATION_TOKEN,
-      // The benchmarks measure cloud calls and webhooks; the identity interfaces stay simulated.
-      SANDBOX_UPSTREAMS: 'identification,verification,rfm',
-      // Info lines per request would measure pino; operators run production at info, but the request log is debug already.
-      LOG_LEVEL: 'warn',
-      // As the Dockerfile runs it (and as the peers run): graphql-js skips its development-only checks.
-      NODE_ENV: 'production',
-      ...extraEnv,
-    },
+    env: { ...gatewayEnv({ port, dataDir, stubUrl }), SQLITE_SYNCHRONOUS: synchronous, ...extraEnv },
     readiness: { url: `${origin}/readyz` },
   });
   return { name, proc, origin, dataDir, synchronous, checkout };

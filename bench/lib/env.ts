@@ -1,3 +1,4 @@
+import { ENV_VARS } from '../../src/config.js';
 import type { Loadgen, Target } from './harness.js';
 import type { MutationReferences } from './mutation-references.js';
 import type { Placement, Proc } from './processes.js';
@@ -5,6 +6,30 @@ import type { Placement, Proc } from './processes.js';
 export const API_KEY = 'bench-api-key';
 export const NOTIFICATION_TOKEN = 'bench-notification-token';
 export const UPSTREAM_TOKEN = 'sandbox-service-account-token';
+
+/**
+ * The environment of a benchmarked gateway: ours minus every gateway variable (so a stray LOG_LEVEL or DATABASE_URL
+ * cannot leak in), then the benchmark's settings.
+ */
+export function gatewayEnv(o: { port: number; dataDir: string; stubUrl: string }): Record<string, string> {
+  const names = new Set(ENV_VARS.map((v) => v.name));
+  return {
+    ...(Object.fromEntries(Object.entries(process.env).filter(([k, v]) => v !== undefined && !names.has(k))) as Record<string, string>),
+    PORT: String(o.port),
+    HOST: '127.0.0.1',
+    DATA_DIR: o.dataDir,
+    CLOUD_API_URL: o.stubUrl,
+    CLOUD_API_TOKEN: UPSTREAM_TOKEN,
+    GATEWAY_API_KEYS: API_KEY,
+    MOBILEID_NOTIFICATION_TOKENS: NOTIFICATION_TOKEN,
+    // The benchmarks measure cloud calls and webhooks; the identity interfaces stay simulated.
+    SANDBOX_UPSTREAMS: 'identification,verification,rfm',
+    // Info lines per request would measure pino; operators run production at info, but the request log is debug already.
+    LOG_LEVEL: 'warn',
+    // As the Dockerfile runs it (and as the peers run): graphql-js skips its development-only checks.
+    NODE_ENV: 'production',
+  };
+}
 
 export interface BenchOptions {
   /** Length of one measurement. */

@@ -10,9 +10,8 @@ import path from 'node:path';
 import { createClient, type Client } from 'graphql-ws';
 import { request } from 'undici';
 import WebSocket from 'ws';
-import { ENV_VARS } from '../../src/config.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../scripts/embedded-postgres.js';
-import { API_KEY, NOTIFICATION_TOKEN, UPSTREAM_TOKEN } from './env.js';
+import { API_KEY, NOTIFICATION_TOKEN, gatewayEnv } from './env.js';
 import { graphql } from './harness.js';
 import { freePort, spawnNode, type Proc } from './processes.js';
 import { CREATE_NETWORK } from '../scenarios/mutation.js';
@@ -29,12 +28,6 @@ export interface LongRunGateway {
   inspectPort: number | null;
   database: Database;
   stop(): Promise<void>;
-}
-
-/** Our environment minus every gateway variable, so a stray LOG_LEVEL or DATABASE_URL cannot leak in. */
-function cleanEnv(): Record<string, string> {
-  const names = new Set(ENV_VARS.map((v) => v.name));
-  return Object.fromEntries(Object.entries(process.env).filter(([k, v]) => v !== undefined && !names.has(k))) as Record<string, string>;
 }
 
 /** Stops of every long-run gateway not stopped yet: a run that fails or is interrupted leaves no process behind. */
@@ -71,20 +64,7 @@ export async function startLongRunGateway(database: Database, options: { inspect
       script: 'src/main.ts',
       cpus: null,
       nodeArgs: [...(inspectPort ? [`--inspect=127.0.0.1:${inspectPort}`] : []), ...(options.nodeArgs ?? [])],
-      env: {
-        ...cleanEnv(),
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        DATA_DIR: path.join(root, 'data'),
-        CLOUD_API_URL: String(stub.ready.url),
-        CLOUD_API_TOKEN: UPSTREAM_TOKEN,
-        GATEWAY_API_KEYS: API_KEY,
-        MOBILEID_NOTIFICATION_TOKENS: NOTIFICATION_TOKEN,
-        SANDBOX_UPSTREAMS: 'identification,verification,rfm',
-        LOG_LEVEL: 'warn',
-        NODE_ENV: 'production',
-        ...dbEnv,
-      },
+      env: { ...gatewayEnv({ port, dataDir: path.join(root, 'data'), stubUrl: String(stub.ready.url) }), ...dbEnv },
       readiness: { url: `${origin}/readyz` },
     });
     stopping.push(() => proc.stop());
