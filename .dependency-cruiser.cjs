@@ -8,7 +8,7 @@
  *   cloud/ identity/ mobile-id/        domains, one per upstream
  *   upstream/  events/                 what every upstream call shares; the event log and bus
  *   store/                             SQL
- *   catalog/ generated/ errors config upstream-table caller fingerprint json-path logger metrics paths   the bottom
+ *   catalog/ generated/ errors config apps-file upstream-table caller fingerprint json-path logger metrics paths   the bottom
  *
  *   sandbox/ stands apart: it simulates the upstreams from the spec and shares no code with the gateway.
  */
@@ -16,7 +16,7 @@ const DOMAIN = '^src/(cloud|identity|mobile-id)/';
 const ROOT = '^src/(app|main)[.]ts$';
 /** Sandbox modules the config may read to validate SANDBOX_* values: plain data, importing nothing. */
 const SANDBOX_VOCABULARY = '^src/sandbox/cloud-shapes[.]ts$';
-const BOTTOM = '^src/((errors|config|upstream-table|caller|fingerprint|json-path|logger|metrics|paths|phases)[.]ts$|catalog/|generated/)';
+const BOTTOM = '^src/((errors|config|apps-file|upstream-table|caller|fingerprint|json-path|logger|metrics|paths|phases)[.]ts$|catalog/|generated/)';
 
 module.exports = {
   forbidden: [

@@ -13,7 +13,7 @@ import { buildSchema } from './graphql/schema.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { pauseAt } from './phases.js';
-import { createAuthenticator } from './server/auth.js';
+import { configuredApps, createAuthenticator } from './server/auth.js';
 import { JwksKeys, JwtAuthenticator, looksLikeJwt, scheduleAfter } from './server/jwt-auth.js';
 import { loadSecretBox } from './mobile-id/sealing.js';
 import { cloudLedgerRecord } from './tenancy.js';
@@ -40,6 +40,7 @@ import { createTracing } from './telemetry/tracing.js';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { Services } from './services.js';
 import { openStore, type Store } from './store/index.js';
+import { AppActivity } from './store/app-activity.js';
 import { IdempotencyRecords } from './store/idempotency.js';
 import { Ledger } from './store/ledger.js';
 import { Idempotency } from './upstream/idempotency.js';
@@ -210,6 +211,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       (caller, points) => rateLimits.take(caller, 'creations', points),
       (text) => box.digest(text),
     );
+    // A bare key's label in metrics and logs is a keyed digest: an unsalted hash of a key can be tested offline.
+    const keyLabel = (key: string) => `key-${box.digest(`api key label\u0000${key}`).slice(0, 12)}`;
+    const activity = new AppActivity(store.db);
     const services: Services = {
       config,
       store,
@@ -223,7 +227,15 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       identity: upstreams.identity,
       mobileId: upstreams.mobileId,
       rateLimits,
+      apps: { configured: configuredApps(config, keyLabel), activity },
     };
+    // Every replica writes when it last saw each app every few seconds, and once more when it stops.
+    const flushActivity = setInterval(() => activity.flush().catch((err: unknown) => logger.warn({ err }, 'writing app activity failed')), 5_000);
+    flushActivity.unref();
+    cleanups.push(async () => {
+      clearInterval(flushActivity);
+      await activity.flush().catch((err: unknown) => logger.warn({ err }, 'writing app activity failed'));
+    });
 
     // Shutdown lets running provisionings finish their current step before the store closes.
     cleanups.push(() => services.provisioning.idle());
@@ -251,22 +263,15 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     cleanups.push(async () => clearInterval(verifyPending));
 
     const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers] as Record<string, unknown>[]);
-    // A bare key's label in metrics and logs is a keyed digest: an unsalted hash of a key can be tested offline.
-    const authenticate = createAuthenticator(
-      config.apiKeys,
-      config.operatorKeys,
-      (key) => `key-${box.digest(`api key label\u0000${key}`).slice(0, 12)}`,
-      jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined,
-    );
+    const authenticate = createAuthenticator(config, keyLabel, jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined);
     const expiry = { now, schedule: options.scheduleAuthExpiry ?? scheduleAfter };
-    const open = config.apiKeys.length === 0 && !jwt;
 
     // The execution pipeline (src/execution/, docs/decisions/044): one instance of each stage, used by every
     // transport. prepare: parse, limits and validation once per text; admit: cost, then rate limit; run: graphql-js
     // or a compiled plan; present: masking, warnings, status codes.
     const limits = new OperationLimits(config.graphqlLimits, { introspection: config.introspection });
     const documents = new DocumentCache(schema, limits);
-    const admit = createAdmission({ schema, limits, rateLimits });
+    const admit = createAdmission({ schema, limits, rateLimits, seen: (caller) => caller.via && caller.app && activity.seen(caller.app, caller.via, caller.grants.key) });
     const apolloConfig = apolloSetup({ schema, limits, admit, logger, tracing: tracing.enabled });
     const apollo = new ApolloServer<GraphQLContext>(apolloConfig.options);
     await apollo.start();
@@ -292,9 +297,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const graphiql = config.introspection
       ? createGraphiqlHandler({
           assetsDir: defaultGraphiqlAssetsDir(),
-          config: { sandbox: everyUpstreamSandboxed(config.upstreams), apiKeyRequired: !open, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({
+          config: { sandbox: everyUpstreamSandboxed(config.upstreams), apiKeyRequired: !config.open, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({
               sandbox: config.upstreams.mobileId.sandbox,
-              notificationToken: open ? (upstreams.sandbox.mobileId?.notificationToken ?? null) : null,
+              notificationToken: config.open ? (upstreams.sandbox.mobileId?.notificationToken ?? null) : null,
               url: config.publicUrl ?? `http://localhost:${config.port}`,
             }),
           },

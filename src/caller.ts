@@ -27,7 +27,12 @@ export interface Caller {
    * them ends then (src/server/jwt-auth.ts). Undefined for an API key, which does not expire.
    */
   readonly expiresAt?: number;
+  /** How the app signed in, for the operator's list of apps; absent for the open caller and internal reads. */
+  readonly via?: AppSource;
 }
+
+/** Where an app is configured: GATEWAY_API_KEYS, OPERATOR_API_KEYS, GATEWAY_APPS_FILE, or a JWT's claim. */
+export type AppSource = 'API_KEYS' | 'OPERATOR_KEYS' | 'APPS_FILE' | 'JWT';
 
 /**
  * The gateway's scopes, one read and one write per upstream, and `operator` (the quarantine of refused
@@ -46,14 +51,11 @@ export class Grants {
   private static readonly interned = new Map<string, Grants>();
   /** The scopes, sorted, joined by spaces: equal sets have equal keys. */
   readonly key: string;
-  /** Every scope but `operator`: an app of GATEWAY_API_KEYS without a file entry, as before scopes existed. */
-  readonly everyAppScope: boolean;
   private readonly set: ReadonlySet<Scope>;
 
   private constructor(scopes: readonly Scope[]) {
     this.set = new Set(scopes);
     this.key = [...this.set].sort().join(' ');
-    this.everyAppScope = SCOPES.every((s) => s === 'operator' || this.set.has(s));
   }
 
   static of(scopes: Iterable<Scope>): Grants {

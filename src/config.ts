@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { parseAppKey, type AppKey } from './caller.js';
+import { AppsFileError, readAppsFile, type AppFileEntry } from './apps-file.js';
+import { parseAppKey, sha256, type AppKey } from './caller.js';
 import { parseJsonPath, type JsonPath, type ShapePaths } from './json-path.js';
 import { PHASES, type Phase } from './phases.js';
 import { ConfigError, KEY_OPTIONAL_UPSTREAMS, UPSTREAM_NAMES, everyUpstreamSandboxed, resolveUpstreams, type UpstreamTable } from './upstream-table.js';
@@ -250,7 +251,7 @@ const VARS = {
   VERIFICATION_EXTERNAL_ID_PATH: declare(jsonPath, 'JSON path of the verification\'s id in a registration answer (not shown), read when the app gave no externalId. Set, it replaces the guesses; a 2xx without a readable id is kept as UPSTREAM_ANSWER_INCOMPLETE and read again with this path on a retry with the same key.', '(unset: guesses verificationExternalId, externalId, id, also under data, verification, result)'),
   VERIFICATION_RESULTS_PATH: declare(jsonPath, 'JSON path of the list of results (or the object keyed by id) in the answer of POST /api/v2/verifications/results (not shown), e.g. payload.entries. Set, it replaces the guesses.', '(unset: a bare list, or guesses results, items, data, verifications)'),
   VERIFICATION_CALLBACK_URL_PATH: declare(jsonPath, 'Where a verification registration request carries the callbackUrl (the spec names no field), as a dot path, e.g. callback.url.', '(unset: callbackUrl)'),
-  MOBILEID_NOTIFICATION_TOKENS: declare(list, 'Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id. `<app>:<token>` binds a token to a named app of GATEWAY_API_KEYS (only that app reads its results); a bare token\'s results are readable by every app that knows the auth_req_id (prefer issueMobileIdNotificationToken per app).', '(unset)'),
+  MOBILEID_NOTIFICATION_TOKENS: declare(list, 'Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id. `<app>:<token>` binds a token to a named app (of GATEWAY_API_KEYS, OPERATOR_API_KEYS or GATEWAY_APPS_FILE; only that app reads its results); a bare token\'s results are readable by every app that knows the auth_req_id (prefer issueMobileIdNotificationToken per app).', '(unset)'),
   MOBILEID_JWKS_URL: declare(httpUrl, 'JWKS of the mobile identity service: when set, every id_token signature is verified (iss and aud are compared when present and MOBILEID_ISSUER / MOBILEID_CLIENT_ID are set).', '(unset)'),
   MOBILEID_JWKS_FILE: declare(optionalString, 'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL.', '(unset)'),
   MOBILEID_ISSUER: declare(optionalString, 'Expected iss of mobile-ID id_tokens, compared when a token carries iss (unset: iss is reported NOT_CHECKED).', '(unset)'),
@@ -260,8 +261,9 @@ const VARS = {
     'must be 32 bytes as base64 (44 characters) or as 64 hex digits, e.g. the output of `openssl rand -base64 32`',
   ), '32 random bytes (base64 or 64 hex digits): the gateway secret that seals stored mobile-ID tokens, rfm answers and identification links (AES-256-GCM) and keys request fingerprints, callback tokens and the sandbox notification token. Unset: a key file generated in DATA_DIR on first start (keep it apart from the database in production). Replicas sharing DATABASE_URL need the same key.', '(unset: DATA_DIR/token-encryption.key)'),
   MOBILEID_STRICT_ID_TOKEN: declare(bool(false), 'true: full CIBA strictness, an id_token without iss, aud, exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash, or an encrypted one, is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).'),
-  GATEWAY_API_KEYS: declare(list, 'Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app\'s name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Unset is allowed only when every upstream is sandboxed, or when apps sign in with JWTs (AUTH_JWKS_URL).', '(unset: open, or JWTs only)'),
-  OPERATOR_API_KEYS: declare(list, 'Comma-separated keys of operators (`name:key` or bare, as in GATEWAY_API_KEYS): each works as an API key and may also read operator data (mobileIdRejections, the quarantine of refused notifications). Needs GATEWAY_API_KEYS; in open sandbox mode everyone is the operator.', '(unset: none)'),
+  GATEWAY_API_KEYS: declare(list, 'Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app\'s name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Each holds every scope but `operator`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.', '(unset: open, or JWTs only)'),
+  GATEWAY_APPS_FILE: declare(optionalString, 'A JSON or YAML file of apps, each with its name, its scopes and the SHA-256 of each of its keys (never the keys): see the README, "Apps and permissions". Its apps are accepted beside those of GATEWAY_API_KEYS; a bad file stops start-up naming the line.', '(unset)'),
+  OPERATOR_API_KEYS: declare(list, 'Comma-separated keys of operators (`name:key` or bare, as in GATEWAY_API_KEYS): each works as an API key with every scope, `operator` included (every app\'s refused notifications in mobileIdRejections, the list of apps). Needs GATEWAY_API_KEYS, GATEWAY_APPS_FILE or a JWKS; in open sandbox mode everyone is the operator.', '(unset: none)'),
   AUTH_JWKS_URL: declare(httpUrl, 'JWKS of the identity provider whose JWTs apps may send as Authorization: Bearer <JWT> (beside API keys): fetched at start, cached, fetched again when older than AUTH_JWKS_REFRESH_INTERVAL or on a token with an unknown kid, at most once per interval; keys already fetched keep working while it is down. Needs AUTH_ISSUER and AUTH_AUDIENCE.', '(unset: no JWTs)'),
   AUTH_JWKS_FILE: declare(optionalString, 'The identity provider\'s JWKS as a local JSON file, instead of AUTH_JWKS_URL (read once at start).', '(unset)'),
   AUTH_ISSUER: declare(optionalString, 'The iss every JWT must carry (the identity provider\'s issuer URL); required with a JWKS.', '(unset)'),
@@ -413,6 +415,10 @@ export interface Config {
   readonly apiKeys: readonly AppKey[];
   /** OPERATOR_API_KEYS: also accepted as API keys. */
   readonly operatorKeys: readonly AppKey[];
+  /** GATEWAY_APPS_FILE's apps (src/apps-file.ts). */
+  readonly appsFile: readonly AppFileEntry[];
+  /** No app key of any kind and no JWKS is configured: every caller is the one open caller (sandbox only). */
+  readonly open: boolean;
   readonly idempotencyRetentionMs: number;
   readonly idempotencyWaitMs: number;
   /** IDEMPOTENCY_TAKEOVER: the lease of a pending idempotency record, renewed every third of it while its call runs. */
@@ -515,6 +521,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   const apiKeys = e.GATEWAY_API_KEYS.map(parseAppKey);
   const operatorKeys = e.OPERATOR_API_KEYS.map(parseAppKey);
   checkAppKeys([...apiKeys, ...operatorKeys]);
+  const appsFile = e.GATEWAY_APPS_FILE ? appsFromFile(e.GATEWAY_APPS_FILE, [...apiKeys, ...operatorKeys]) : [];
   if (e.CLOUD_API_URL && !e.CLOUD_API_TOKEN && !e.CLOUD_API_CREDENTIALS) {
     throw new ConfigError('CLOUD_API_TOKEN', 'CLOUD_API_URL is set, so CLOUD_API_TOKEN or CLOUD_API_CREDENTIALS is required');
   }
@@ -530,7 +537,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   if (e.TRUSTED_DOCUMENTS === 'off' && e.TRUSTED_DOCUMENTS_MANIFEST) {
     throw new ConfigError('TRUSTED_DOCUMENTS', 'TRUSTED_DOCUMENTS_MANIFEST is set but TRUSTED_DOCUMENTS is off: set allow or enforce, or unset the manifest');
   }
-  const upstreams = resolveUpstreams(e, [...apiKeys, ...operatorKeys]);
+  const jwtAuth = jwtAuthConfig(e);
+  const appNames = new Set([...apiKeys, ...operatorKeys].flatMap((k) => (k.name === null ? [] : [k.name])).concat(appsFile.map((a) => a.name)));
+  const upstreams = resolveUpstreams(e, appNames);
   const config: Config = {
     port: e.PORT,
     host: e.HOST,
@@ -555,9 +564,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       strictIdToken: e.MOBILEID_STRICT_ID_TOKEN,
     },
     tokenEncryptionKey: e.TOKEN_ENCRYPTION_KEY,
-    jwtAuth: jwtAuthConfig(e),
+    jwtAuth,
     apiKeys,
     operatorKeys,
+    appsFile,
+    open: apiKeys.length === 0 && operatorKeys.length === 0 && appsFile.length === 0 && jwtAuth === null,
     idempotencyRetentionMs: e.IDEMPOTENCY_RETENTION,
     idempotencyWaitMs: e.IDEMPOTENCY_WAIT,
     idempotencyTakeoverMs: e.IDEMPOTENCY_TAKEOVER,
@@ -606,14 +617,14 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     },
     upstreams,
   };
-  if (config.operatorKeys.length > 0 && config.apiKeys.length === 0 && !config.jwtAuth) {
-    throw new ConfigError('OPERATOR_API_KEYS', 'needs GATEWAY_API_KEYS: without API keys the gateway is open and everyone is the operator');
+  if (config.operatorKeys.length > 0 && config.apiKeys.length === 0 && config.appsFile.length === 0 && !config.jwtAuth) {
+    throw new ConfigError('OPERATOR_API_KEYS', 'needs GATEWAY_API_KEYS, GATEWAY_APPS_FILE or a JWKS (AUTH_JWKS_URL): without apps the gateway is open and everyone is the operator');
   }
   if (config.mobileId.strictIdToken && !config.upstreams.mobileId.sandbox && !config.mobileId.jwksUrl && !config.mobileId.jwksFile) {
     throw new ConfigError('MOBILEID_STRICT_ID_TOKEN', 'strict id_token checks need a JWKS: set MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE (and MOBILEID_ISSUER and MOBILEID_CLIENT_ID to compare iss and aud)');
   }
-  if (config.apiKeys.length === 0 && !config.jwtAuth && !everyUpstreamSandboxed(config.upstreams)) {
-    throw new ConfigError('GATEWAY_API_KEYS', 'is required when any upstream is real, unless apps sign in with JWTs (AUTH_JWKS_URL): an open gateway is allowed only in full sandbox mode');
+  if (config.open && !everyUpstreamSandboxed(config.upstreams)) {
+    throw new ConfigError('GATEWAY_API_KEYS', 'is required when any upstream is real, unless apps sign in with JWTs (AUTH_JWKS_URL) or are listed in GATEWAY_APPS_FILE: an open gateway is allowed only in full sandbox mode');
   }
   return deepFreeze(config);
 }
@@ -640,6 +651,29 @@ function jwtAuthConfig(e: { AUTH_JWKS_URL?: string | undefined; AUTH_JWKS_FILE?:
     scopePrefix: e.AUTH_SCOPE_PREFIX ?? '',
     refreshIntervalMs: e.AUTH_JWKS_REFRESH_INTERVAL,
   };
+}
+
+/**
+ * GATEWAY_APPS_FILE's apps. An app is configured in one place: a name or a key digest the file shares with
+ * GATEWAY_API_KEYS or OPERATOR_API_KEYS stops start-up (the scopes of such an app would be ambiguous).
+ */
+function appsFromFile(file: string, keys: readonly AppKey[]): AppFileEntry[] {
+  let apps: AppFileEntry[];
+  try {
+    apps = readAppsFile(file);
+  } catch (err) {
+    if (err instanceof AppsFileError) throw new ConfigError('GATEWAY_APPS_FILE', err.message);
+    throw err;
+  }
+  const envNames = new Set(keys.flatMap((k) => (k.name === null ? [] : [k.name])));
+  const envDigests = keys.map((k) => sha256(k.key).toString('hex'));
+  for (const app of apps) {
+    if (envNames.has(app.name)) throw new ConfigError('GATEWAY_APPS_FILE', `${file}: app ${app.name} is also named in GATEWAY_API_KEYS or OPERATOR_API_KEYS: configure each app in one place`);
+    if (app.keyDigests.some((d) => envDigests.includes(d))) {
+      throw new ConfigError('GATEWAY_APPS_FILE', `${file}: a key digest of app ${app.name} is the digest of a key in GATEWAY_API_KEYS or OPERATOR_API_KEYS: one key is one app`);
+    }
+  }
+  return apps;
 }
 
 /** One key may not stand for two apps; names follow APP_NAME. Keys are never repeated in the message. */

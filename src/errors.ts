@@ -4,6 +4,8 @@ import { GraphQLError } from 'graphql';
 export enum ErrorCode {
   BAD_USER_INPUT = 'BAD_USER_INPUT',
   UNAUTHENTICATED = 'UNAUTHENTICATED',
+  /** The app's scopes do not cover a field the operation selects (extensions.field, extensions.scope). */
+  FORBIDDEN = 'FORBIDDEN',
   IDEMPOTENCY_KEY_REUSED = 'IDEMPOTENCY_KEY_REUSED',
   IDEMPOTENCY_KEY_IN_USE = 'IDEMPOTENCY_KEY_IN_USE',
   UPSTREAM_UNAVAILABLE = 'UPSTREAM_UNAVAILABLE',

@@ -19,11 +19,11 @@ async function main(): Promise<void> {
   const upstreams = Object.entries(described)
     .map(([name, where]) => `${name}=${where}`)
     .join(' ');
-  const names = [...new Set([...config.apiKeys, ...config.operatorKeys].flatMap((k) => (k.name === null ? [] : [k.name])))].sort();
-  const open = config.apiKeys.length === 0 && !config.jwtAuth;
-  const keyed = config.apiKeys.length ? `keyed (${config.apiKeys.length} API key(s)${names.length ? `; apps ${names.join(', ')}` : ''})` : null;
+  const names = [...new Set([...config.apiKeys, ...config.operatorKeys].flatMap((k) => (k.name === null ? [] : [k.name])).concat(config.appsFile.map((a) => a.name)))].sort();
+  const keyCount = config.apiKeys.length + config.operatorKeys.length + config.appsFile.reduce((n, a) => n + a.keyDigests.length, 0);
+  const keyed = keyCount ? `keyed (${keyCount} API key(s)${names.length ? `; apps ${names.join(', ')}` : ''})` : null;
   const jwts = config.jwtAuth ? `JWTs of ${config.jwtAuth.issuer}` : null;
-  const access = open ? 'OPEN (no API keys: sandbox only)' : [keyed, jwts].filter(Boolean).join(' and ');
+  const access = config.open ? 'OPEN (no API keys: sandbox only)' : [keyed, jwts].filter(Boolean).join(' and ');
   const graphiql = config.introspection ? `GraphiQL ${gateway.url}/graphql` : `GraphQL ${gateway.url}/graphql (introspection off)`;
   // The identification callback is configured per workflow on the platform side; its token is a secret, so the
   // line shows the route and where to read the full address, never the address itself.
@@ -48,10 +48,10 @@ async function main(): Promise<void> {
     `answer shapes: cloud created id ${shapes.cloudCreatedId}; cloud token ${shapes.cloudToken}; IP address ${shapes.cloudIpAddress}; ` +
     `verification id ${shapes.verificationExternalId}; results ${shapes.verificationResults}; callbackUrl ${shapes.verificationCallbackUrl}`;
   logger.info(
-    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, store: gateway.services.store.location, open, shapes },
+    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, store: gateway.services.store.location, open: config.open, shapes },
     `gateway ready: ${graphiql} | upstreams ${upstreams} | data ${gateway.services.store.location} | API ${access} | ${identificationCallbacks} | ${shapeLine}${mobileIdSandbox}`,
   );
-  if (open) logger.warn('the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)');
+  if (config.open) logger.warn('the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)');
 
   let stopping = false;
   const stop = (signal: string) => {

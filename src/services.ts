@@ -1,3 +1,5 @@
+import type { AppSource, Scope } from './caller.js';
+import type { AppActivity } from './store/app-activity.js';
 import type { ProvisioningService } from './cloud/provisioning.js';
 import type { ProvisioningPlanner } from './cloud/provisioning-plan.js';
 import type { CloudService } from './cloud/service.js';
@@ -31,4 +33,14 @@ export interface Services {
   readonly mobileId: MobileIdService;
   /** Per-API-key budgets of creations and reads (RATE_LIMIT_CREATIONS, RATE_LIMIT_READS). */
   readonly rateLimits: RateLimits;
+  /** The operator's list of apps: those configured, and when each app was last seen (docs/decisions/046). */
+  readonly apps: { readonly configured: readonly ConfiguredApp[]; readonly activity: AppActivity };
+}
+
+/** A configured app as the operator's list shows it (never a key). */
+export interface ConfiguredApp {
+  readonly name: string;
+  readonly source: AppSource;
+  readonly scopes: readonly Scope[];
+  readonly keys: number;
 }

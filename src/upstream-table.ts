@@ -1,6 +1,6 @@
 // The table of upstreams (docs/decisions/008): which upstreams are real and which the embedded simulator serves,
 // resolved once from the environment by src/config.ts and read by the composition root.
-import { parseAppKey, scopeOfApp, type AppKey } from './caller.js';
+import { parseAppKey, scopeOfApp } from './caller.js';
 
 /** A configuration error: the variable, and what is wrong with it (never its value when it may be a secret). */
 export class ConfigError extends Error {
@@ -28,21 +28,20 @@ export interface ConfiguredNotificationToken {
 }
 
 /**
- * MOBILEID_NOTIFICATION_TOKENS entries: `<app>:<token>` binds a token to a named app of GATEWAY_API_KEYS or
- * OPERATOR_API_KEYS (its notifications are that app's alone); a bare token is shared by every app. An entry
+ * MOBILEID_NOTIFICATION_TOKENS entries: `<app>:<token>` binds a token to a named app of GATEWAY_API_KEYS,
+ * OPERATOR_API_KEYS or GATEWAY_APPS_FILE (its notifications are that app's alone); a bare token is shared by every app. An entry
  * whose prefix looks like an app name but names no configured app stops start-up: a typo must not silently
  * turn an app's token into one every app reads.
  */
-function bindNotificationTokens(entries: readonly string[], keys: readonly AppKey[]): ConfiguredNotificationToken[] {
-  const names = new Set(keys.flatMap((k) => (k.name === null ? [] : [k.name])));
+function bindNotificationTokens(entries: readonly string[], names: ReadonlySet<string>): ConfiguredNotificationToken[] {
   return entries.map((entry, i) => {
     const parsed = parseAppKey(entry);
     if (parsed.name === null) return { token: entry, scope: null };
     if (!names.has(parsed.name)) {
-      const known = names.size ? `the named apps are ${[...names].sort().join(', ')}` : 'GATEWAY_API_KEYS names no app (write name:key there)';
+      const known = names.size ? `the named apps are ${[...names].sort().join(', ')}` : 'no app is named (write name:key in GATEWAY_API_KEYS, or use GATEWAY_APPS_FILE)';
       throw new ConfigError(
         'MOBILEID_NOTIFICATION_TOKENS',
-        `entry ${i + 1} binds a token to the app ${JSON.stringify(parsed.name)}, which no API key names; ${known}`,
+        `entry ${i + 1} binds a token to the app ${JSON.stringify(parsed.name)}, which no configured app is called; ${known}`,
       );
     }
     return { token: parsed.key, scope: scopeOfApp(parsed.name) };
@@ -145,7 +144,7 @@ const SANDBOX_ONE = (name: UpstreamName) => `or name ${name} in SANDBOX_UPSTREAM
  * upstream is configured at all, or when SANDBOX_UPSTREAMS names it: a deployment with real upstreams never
  * gets a simulated answer because one variable was forgotten. A real address needs its credentials.
  */
-export function resolveUpstreams(e: UpstreamEnv, keys: readonly AppKey[]): UpstreamTable {
+export function resolveUpstreams(e: UpstreamEnv, appNames: ReadonlySet<string>): UpstreamTable {
   const configured: Record<UpstreamName, boolean> = {
     cloud: !!e.CLOUD_API_URL,
     identification: !!e.IDENTIFICATION_API_URL,
@@ -244,7 +243,7 @@ export function resolveUpstreams(e: UpstreamEnv, keys: readonly AppKey[]): Upstr
   if (configured['mobile-id']) {
     mobileId = {
       sandbox: false,
-      notificationTokens: bindNotificationTokens(e.MOBILEID_NOTIFICATION_TOKENS, keys),
+      notificationTokens: bindNotificationTokens(e.MOBILEID_NOTIFICATION_TOKENS, appNames),
       jwksUrl: e.MOBILEID_JWKS_URL,
       jwksFile: e.MOBILEID_JWKS_FILE,
       issuer: e.MOBILEID_ISSUER,

@@ -1,16 +1,19 @@
 // The *admit* stage of the execution pipeline (docs/decisions/044): after authentication (each transport's, from its
-// own header or connection parameters) and before anything runs, the operation's cost, then the caller's rate limit.
+// own header or connection parameters) and before anything runs, the app's scopes (docs/decisions/046), the
+// operation's cost, then the caller's rate limit.
 // One function for HTTP (Apollo's plugin and the planned path), graphql-ws and graphql-sse.
 import type { DocumentNode, GraphQLError, GraphQLSchema, OperationDefinitionNode } from 'graphql';
-import type { Caller } from '../caller.js';
+import { ALL_GRANTS, type Caller } from '../caller.js';
 import { RateLimitedError, type RateLimits } from '../ratelimit/buckets.js';
 import { operationCost } from '../ratelimit/cost.js';
 import type { OperationLimits } from './limits.js';
+import { scopeCheck } from './scopes.js';
 
 /**
  * Admits an operation or refuses it whole: null when admitted (at once when nothing is limited, without a promise
- * on the common path), else the refusal: the cost limit's GRAPHQL_VALIDATION_FAILED or RATE_LIMITED. The cost runs
- * first, so an operation refused as too costly spends no rate-limit points.
+ * on the common path), else the refusal: FORBIDDEN (a field the app's scopes do not cover), the cost limit's
+ * GRAPHQL_VALIDATION_FAILED or RATE_LIMITED. The scopes and the cost come first, so an operation refused for either
+ * spends no rate-limit points.
  */
 export type Admission = (
   caller: Caller,
@@ -19,9 +22,20 @@ export type Admission = (
   variables: Record<string, unknown> | null | undefined,
 ) => Promise<GraphQLError | null> | GraphQLError | null;
 
-export function createAdmission(o: { schema: GraphQLSchema; limits: OperationLimits; rateLimits: RateLimits }): Admission {
-  const { schema, limits, rateLimits } = o;
+export function createAdmission(o: {
+  schema: GraphQLSchema;
+  limits: OperationLimits;
+  rateLimits: RateLimits;
+  /** Told of every operation an app sends, admitted or not (the operator's list of apps and their last activity). */
+  seen?: (caller: Caller) => void;
+}): Admission {
+  const { schema, limits, rateLimits, seen } = o;
+  const scopes = scopeCheck(schema);
   return (caller, document, operation, variables) => {
+    seen?.(caller);
+    // An app with every scope (an operator's key, the open sandbox gateway) needs no look at the operation.
+    const forbidden = caller.grants === ALL_GRANTS ? null : scopes(caller.grants, document, operation);
+    if (forbidden) return forbidden;
     const tooCostly = limits.checkCost(schema, document, variables);
     if (tooCostly) return tooCostly;
     return spendPoints(rateLimits, schema, caller, document, operation, variables);

@@ -94,13 +94,15 @@ export function noStoreValue(existing: string | undefined): string {
 
 /**
  * An admission refusal as HTTP answers it (Apollo's `http` error extension, removed before the response is written):
- * 429 with `Retry-After` for RATE_LIMITED, 400 for a limit. Over HTTP a refused operation is a refused request;
+ * 429 with `Retry-After` for RATE_LIMITED, 403 for FORBIDDEN, 400 for a limit. Over HTTP a refused operation is a refused request;
  * the streaming transports send the same error without a status.
  */
 export function forHttp(refusal: GraphQLError): GraphQLError {
   const http =
     refusal instanceof RateLimitedError
       ? { status: 429, headers: new HeaderMap([['retry-after', String(refusal.retryAfterSeconds)]]) }
-      : { status: 400 };
+      : refusal.extensions.code === ErrorCode.FORBIDDEN
+        ? { status: 403 }
+        : { status: 400 };
   return new GraphQLError(refusal.message, { extensions: { ...refusal.extensions, http }, originalError: refusal });
 }

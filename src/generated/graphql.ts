@@ -516,6 +516,32 @@ export type FirewallActionInfo = {
   wireValue: Scalars['String']['output'];
 };
 
+/** An app that calls the gateway, as the operator's list shows it. */
+export type GatewayApp = {
+  __typename?: 'GatewayApp';
+  /** How many keys it has; null for a JWT app (its identity provider holds its credentials). */
+  keys: Maybe<Scalars['Int']['output']>;
+  /** When any replica last admitted or refused one of its operations; null if never (activity is written every few seconds). */
+  lastActivityAt: Maybe<Scalars['DateTime']['output']>;
+  /** Its name: the `name` of `name:key` or of its GATEWAY_APPS_FILE entry, a JWT's app claim, or for a bare key a label derived from it (`key-…`). */
+  name: Scalars['String']['output'];
+  /** What it may do (see the README, "Apps and permissions"). For a JWT app, the scopes of the last token seen. */
+  scopes: Array<Scalars['String']['output']>;
+  /** Where it is configured, or how it signed in last. */
+  source: GatewayAppSource;
+};
+
+/** Where an app is configured. */
+export type GatewayAppSource =
+  /** A `name:key` or bare key of GATEWAY_API_KEYS: every scope but `operator`. */
+  | 'API_KEYS'
+  /** An entry of GATEWAY_APPS_FILE: the scopes it lists. */
+  | 'APPS_FILE'
+  /** An app that signed in with a JWT of the identity provider (AUTH_JWKS_URL): the scopes its token carries. */
+  | 'JWT'
+  /** A key of OPERATOR_API_KEYS: every scope. */
+  | 'OPERATOR_KEYS';
+
 /** An identification request and the link for the end user. */
 export type Identification = Node & {
   __typename?: 'Identification';
@@ -1849,6 +1875,12 @@ export type PublicAddressSource =
 export type Query = {
   __typename?: 'Query';
   /**
+   * The apps of this gateway, for operators: each configured app (GATEWAY_API_KEYS, OPERATOR_API_KEYS,
+   * GATEWAY_APPS_FILE) and each app that has signed in with a JWT, with its scopes and when any replica last saw it.
+   * Never a key, nor a digest of one.
+   */
+  apps: Array<GatewayApp>;
+  /**
    * The reference data of the cloud: instance types, platforms, disk types, OS images, Kafka versions and CPU
    * utilization levels, with the exact string the cloud API takes for each. Static; it needs no upstream call.
    */
@@ -2370,6 +2402,8 @@ export type ResolversTypes = {
   FirewallAction: FirewallAction;
   FirewallActionInfo: ResolverTypeWrapper<FirewallActionEntry>;
   Float: ResolverTypeWrapper<Scalars['Float']['output']>;
+  GatewayApp: ResolverTypeWrapper<GatewayApp>;
+  GatewayAppSource: GatewayAppSource;
   ID: ResolverTypeWrapper<Scalars['ID']['output']>;
   Identification: ResolverTypeWrapper<LedgerRecord>;
   IdentificationCompletion: ResolverTypeWrapper<EventRecord>;
@@ -2487,6 +2521,7 @@ export type ResolversParentTypes = {
   DiskTypeInfo: DiskTypeEntry;
   FirewallActionInfo: FirewallActionEntry;
   Float: Scalars['Float']['output'];
+  GatewayApp: GatewayApp;
   ID: Scalars['ID']['output'];
   Identification: LedgerRecord;
   IdentificationCompletion: EventRecord;
@@ -2555,6 +2590,12 @@ export type ResolversParentTypes = {
   VmUser: VmUser;
   VmUserInput: VmUserInput;
 };
+
+export type RequiresScopesDirectiveArgs = {
+  scopes: Array<Array<Scalars['String']['input']>>;
+};
+
+export type RequiresScopesDirectiveResolver<Result, Parent, ContextType = GraphQLContext, Args = RequiresScopesDirectiveArgs> = DirectiveResolverFn<Result, Parent, ContextType, Args>;
 
 export type BootDiskResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['BootDisk'] = ResolversParentTypes['BootDisk']> = {
   diskType?: Resolver<ResolversTypes['DiskType'], ParentType, ContextType>;
@@ -2687,6 +2728,15 @@ export type DiskTypeInfoResolvers<ContextType = GraphQLContext, ParentType exten
 export type FirewallActionInfoResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['FirewallActionInfo'] = ResolversParentTypes['FirewallActionInfo']> = {
   name?: Resolver<ResolversTypes['FirewallAction'], ParentType, ContextType>;
   wireValue?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type GatewayAppResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['GatewayApp'] = ResolversParentTypes['GatewayApp']> = {
+  keys?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType>;
+  lastActivityAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  name?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  scopes?: Resolver<Array<ResolversTypes['String']>, ParentType, ContextType>;
+  source?: Resolver<ResolversTypes['GatewayAppSource'], ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -3088,6 +3138,7 @@ export type ProvisioningStepResolvers<ContextType = GraphQLContext, ParentType e
 };
 
 export type QueryResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Query'] = ResolversParentTypes['Query']> = {
+  apps?: Resolver<Array<ResolversTypes['GatewayApp']>, ParentType, ContextType>;
   catalog?: Resolver<ResolversTypes['Catalog'], ParentType, ContextType>;
   identification?: Resolver<Maybe<ResolversTypes['Identification']>, ParentType, ContextType, RequireFields<QueryIdentificationArgs, 'id'>>;
   identificationCallbackUrl?: Resolver<ResolversTypes['String'], ParentType, ContextType, RequireFields<QueryIdentificationCallbackUrlArgs, 'workflowId'>>;
@@ -3227,6 +3278,7 @@ export type Resolvers<ContextType = GraphQLContext> = {
   DecimalString?: GraphQLScalarType;
   DiskTypeInfo?: DiskTypeInfoResolvers<ContextType>;
   FirewallActionInfo?: FirewallActionInfoResolvers<ContextType>;
+  GatewayApp?: GatewayAppResolvers<ContextType>;
   Identification?: IdentificationResolvers<ContextType>;
   IdentificationCompletion?: IdentificationCompletionResolvers<ContextType>;
   InstanceTypeInfo?: InstanceTypeInfoResolvers<ContextType>;
@@ -3278,3 +3330,6 @@ export type Resolvers<ContextType = GraphQLContext> = {
   VmUser?: VmUserResolvers<ContextType>;
 };
 
+export type DirectiveResolvers<ContextType = GraphQLContext> = {
+  requiresScopes?: RequiresScopesDirectiveResolver<any, any, ContextType>;
+};

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Scope } from '../caller.js';
 import { badUserInput } from '../errors.js';
 import type { Resolvers } from '../generated/graphql.js';
 import type { ResourceKind } from '../store/ledger.js';
@@ -18,13 +19,45 @@ export const NODE_TYPES: Record<ResourceKind, string> = {
   verification: 'Verification',
 };
 
+/**
+ * The read scope an object of each kind needs through `node(id)` (docs/decisions/046): `node` itself is open to every
+ * app, and answers an object the app may not read exactly as an id that does not exist.
+ */
+export const NODE_READ_SCOPES: Record<ResourceKind, Scope> = {
+  project: 'cloud:read',
+  network: 'cloud:read',
+  subnet: 'cloud:read',
+  ip_address: 'cloud:read',
+  kafka_cluster: 'cloud:read',
+  kafka_topic: 'cloud:read',
+  kafka_user: 'cloud:read',
+  virtual_machine: 'cloud:read',
+  identification: 'identity:read',
+  verification: 'identity:read',
+};
+
 export const commonResolvers: Resolvers = {
   UUID: UUIDScalar,
   DateTime: DateTimeScalar,
   JSON: JSONScalar,
   DecimalString: DecimalStringScalar,
   Query: {
-    node: (_p, { id }, ctx) => ctx.loaders.resource.load(id),
+    apps: async (_p, _a, ctx) => {
+      const { configured, activity } = ctx.services.apps;
+      const seen = await activity.all();
+      const at = (name: string) => (seen.has(name) ? new Date(seen.get(name)!.lastSeenAt) : null);
+      const names = new Set(configured.map((a) => a.name));
+      // Configured apps, then the JWT apps some replica has seen (an app removed from the configuration is not listed).
+      const jwtApps = [...seen].filter(([name, s]) => s.source === 'JWT' && !names.has(name));
+      return [
+        ...configured.map((a) => ({ name: a.name, source: a.source, scopes: [...a.scopes], keys: a.keys, lastActivityAt: at(a.name) })),
+        ...jwtApps.map(([name, s]) => ({ name, source: 'JWT' as const, scopes: s.scopes.split(' ').filter(Boolean), keys: null, lastActivityAt: at(name) })),
+      ].sort((a, b) => a.name.localeCompare(b.name));
+    },
+    node: async (_p, { id }, ctx) => {
+      const record = await ctx.loaders.resource.load(id);
+      return record && ctx.caller.grants.has(NODE_READ_SCOPES[record.kind]) ? record : null;
+    },
   },
   Mutation: {
     ping: () => true,

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { makeExecutableSchema } from '@graphql-tools/schema';
-import type { GraphQLSchema } from 'graphql';
+import { Kind, parse, valueFromASTUntyped, visit, type DocumentNode, type FieldDefinitionNode, type GraphQLSchema } from 'graphql';
 import { SCHEMA_DIR } from '../paths.js';
 
 /** The SDL files of schema/, in a stable order (common first: it defines the root types). */
@@ -36,5 +36,36 @@ export function mergeResolvers(maps: readonly ResolverMap[]): ResolverMap {
 }
 
 export function buildSchema(resolvers: readonly ResolverMap[]): GraphQLSchema {
-  return makeExecutableSchema({ typeDefs: readTypeDefs(), resolvers: mergeResolvers(resolvers) as never });
+  return makeExecutableSchema({ typeDefs: readTypeDefs().map((sdl) => describeScopes(parse(sdl))), resolvers: mergeResolvers(resolvers) as never });
+}
+
+/**
+ * The scopes a field definition's `@requiresScopes(scopes: [[...]])` asks for (any one inner list, all of it), or
+ * null without the directive. Throws on a malformed argument: the schema is the gateway's own, so that is a bug.
+ */
+export function requiredScopesOf(field: FieldDefinitionNode): string[][] | null {
+  const directive = field.directives?.find((d) => d.name.value === 'requiresScopes');
+  if (!directive) return null;
+  const arg = directive.arguments?.find((a) => a.name.value === 'scopes');
+  const value: unknown = arg ? valueFromASTUntyped(arg.value) : null;
+  if (!Array.isArray(value) || value.length === 0 || !value.every((all) => Array.isArray(all) && all.length > 0 && all.every((s) => typeof s === 'string'))) {
+    throw new Error(`@requiresScopes on ${field.name.value} needs a non-empty list of non-empty lists of scopes`);
+  }
+  return value as string[][];
+}
+
+/**
+ * The SDL with each field's scopes written at the end of its description: GraphiQL's docs pane, like every tool
+ * that introspects, never sees applied directives.
+ */
+function describeScopes(typeDefs: DocumentNode): DocumentNode {
+  return visit(typeDefs, {
+    FieldDefinition(node) {
+      const anyOf = requiredScopesOf(node);
+      if (!anyOf) return undefined;
+      const text = `Requires the scope ${anyOf.map((all) => all.map((s) => `\`${s}\``).join(' and ')).join(', or ')}.`;
+      const before = node.description?.value.trimEnd();
+      return { ...node, description: { kind: Kind.STRING, value: before ? `${before}\n\n${text}` : text, block: true } };
+    },
+  });
 }

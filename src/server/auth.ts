@@ -1,4 +1,5 @@
-import { ALL_GRANTS, APP_GRANTS, indexOfDigest, OPEN_CALLER, scopeOfApp, scopeOfKeyDigest, sha256, type AppKey, type Caller } from '../caller.js';
+import type { AppFileEntry } from '../apps-file.js';
+import { ALL_GRANTS, APP_GRANTS, Grants, indexOfDigest, OPEN_CALLER, scopeOfApp, scopeOfKeyDigest, sha256, type AppKey, type AppSource, type Caller, type Scope } from '../caller.js';
 
 /** The token of an `Authorization: Bearer <token>` value (scheme case-insensitive), or null. */
 export function bearerToken(header: string | string[] | undefined | null): string | null {
@@ -30,23 +31,56 @@ export interface JwtCheck {
   verify(token: string): Promise<AuthResult>;
 }
 
+type ConfiguredApps = { apiKeys: readonly AppKey[]; operatorKeys: readonly AppKey[]; appsFile: readonly AppFileEntry[] };
+
 /**
- * Checks an app's API key (GATEWAY_API_KEYS, or OPERATOR_API_KEYS: an operator's key is also an app's key).
- * Keys are held as sha256 digests and compared in constant time; with no keys configured every caller is the
- * one `open` caller. Each configured key's caller (scope and label) is built once, here: a named key is its app
- * (`app:<name>`), a bare key its own app, labelled by `label(key)` (a keyed digest, never the key's plain hash).
- * With `jwt` (AUTH_JWKS_URL or AUTH_JWKS_FILE), a bearer token that is no key and looks like a JWT is verified as one;
- * the gateway is then never open, even without keys. An API key is answered without a promise: the key path is the hot
- * one (every benchmark runs with keys) and stays as cheap as before JWTs existed.
+ * Every configured key's digest and its caller, built once: a named key is its app (`app:<name>`), a bare key its
+ * own app, labelled by `label(key)` (a keyed digest, never the key's plain hash). Operator keys come first, so a
+ * key in both lists is the operator's.
  */
-export function createAuthenticator(apiKeys: readonly AppKey[], operatorKeys: readonly AppKey[], label: (key: string) => string, jwt?: JwtCheck): Authenticate {
-  const entries = [...operatorKeys.map((k) => ({ ...k, grants: ALL_GRANTS })), ...apiKeys.map((k) => ({ ...k, grants: APP_GRANTS }))];
-  const hashes = entries.map((k) => sha256(k.key));
-  const callers: Caller[] = entries.map((k, i) => {
-    const scope = k.name === null ? scopeOfKeyDigest(hashes[i]!) : scopeOfApp(k.name);
+function configuredKeys(apps: ConfiguredApps, label: (key: string) => string): { digests: Buffer[]; callers: Caller[] } {
+  const keyed = [
+    ...apps.operatorKeys.map((k) => ({ ...k, grants: ALL_GRANTS, via: 'OPERATOR_KEYS' as const })),
+    ...apps.apiKeys.map((k) => ({ ...k, grants: APP_GRANTS, via: 'API_KEYS' as const })),
+  ];
+  const digests = keyed.map((k) => sha256(k.key));
+  const callers: Caller[] = keyed.map((k, i) => {
+    const scope = k.name === null ? scopeOfKeyDigest(digests[i]!) : scopeOfApp(k.name);
     const app = k.name ?? label(k.key);
-    return Object.freeze({ scope, app, grants: k.grants });
+    return Object.freeze({ scope, app, grants: k.grants, via: k.via });
   });
+  for (const app of apps.appsFile) {
+    const caller: Caller = Object.freeze({ scope: scopeOfApp(app.name), app: app.name, grants: Grants.of(app.scopes), via: 'APPS_FILE' });
+    for (const digest of app.keyDigests) {
+      digests.push(Buffer.from(digest, 'hex'));
+      callers.push(caller);
+    }
+  }
+  return { digests, callers };
+}
+
+/** The configured apps as the operator's list shows them: name, where configured, scopes, how many keys. */
+export function configuredApps(apps: ConfiguredApps, label: (key: string) => string): { name: string; source: AppSource; scopes: Scope[]; keys: number }[] {
+  const byName = new Map<string, { name: string; source: AppSource; scopes: Set<Scope>; keys: number }>();
+  for (const caller of configuredKeys(apps, label).callers) {
+    const entry = byName.get(caller.app!) ?? { name: caller.app!, source: caller.via!, scopes: new Set<Scope>(), keys: 0 };
+    for (const s of caller.grants.scopes) entry.scopes.add(s);
+    entry.keys += 1;
+    byName.set(entry.name, entry);
+  }
+  return [...byName.values()].map((e) => ({ ...e, scopes: [...e.scopes].sort() }));
+}
+
+/**
+ * Checks an app's API key: GATEWAY_API_KEYS (every scope but `operator`), OPERATOR_API_KEYS (every scope: an
+ * operator's key is also an app's key) or GATEWAY_APPS_FILE (the scopes the file gives; it holds the keys' digests).
+ * Keys are held as sha256 digests and compared in constant time; with no keys configured every caller is the
+ * one `open` caller. With `jwt` (AUTH_JWKS_URL or AUTH_JWKS_FILE), a bearer token that is no key and looks like a JWT
+ * is verified as one; the gateway is then never open, even without keys. An API key is answered without a promise:
+ * the key path is the hot one (every benchmark runs with keys) and stays as cheap as before JWTs existed.
+ */
+export function createAuthenticator(apps: ConfiguredApps, label: (key: string) => string, jwt?: JwtCheck): Authenticate {
+  const { digests: hashes, callers } = configuredKeys(apps, label);
   const missing: AuthFailure = Object.freeze({
     ok: false,
     reason: 'missing',
@@ -57,7 +91,7 @@ export function createAuthenticator(apiKeys: readonly AppKey[], operatorKeys: re
     if (hashes.length === 0 && !jwt) return { ok: true, caller: OPEN_CALLER };
     const token = bearerToken(authorization);
     if (!token) return missing;
-    // One digest per request; operator keys come first, so a key in both lists is the operator's.
+    // One digest per request, compared with every configured one.
     const found = indexOfDigest(sha256(token), hashes);
     if (found >= 0) return { ok: true, caller: callers[found]! };
     return jwt?.looks(token) ? jwt.verify(token) : invalid;

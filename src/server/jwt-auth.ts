@@ -246,6 +246,7 @@ export class JwtAuthenticator {
       app: named.app,
       grants: Grants.of(scopesOf(payload, this.config.scopePrefix)),
       expiresAt,
+      via: 'JWT',
     });
     return { ok: true, caller };
   }

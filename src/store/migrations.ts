@@ -216,6 +216,18 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('mobile_id_pending_due').on('mobile_id_pending').column('next_attempt_at').execute();
       },
     },
+    // The operator's list of apps (docs/decisions/046): when each was last seen, by every replica.
+    '009_app_activity': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('app_activity')
+          .addColumn('app', 'text', (c) => c.primaryKey())
+          .addColumn('source', 'text', (c) => c.notNull())
+          .addColumn('scopes', 'text', (c) => c.notNull())
+          .addColumn('last_seen_at', 'bigint', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }
 

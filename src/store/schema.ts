@@ -14,6 +14,7 @@ export interface Database {
   provisionings: ProvisioningTable;
   mobile_id_rejections: MobileIdRejectionTable;
   mobile_id_pending: MobileIdPendingTable;
+  app_activity: AppActivityTable;
 }
 
 /** Notifications acknowledged while their id_token could not be verified (src/mobile-id/pending.ts). */
@@ -146,4 +147,15 @@ export interface MobileIdRejectionTable {
   gateway_request_id: string;
   /** The scope of the app whose issued token authenticated the notification; null otherwise. */
   scope: string | null;
+}
+
+/** When each app was last seen, for the operator's list of apps (src/store/app-activity.ts). */
+export interface AppActivityTable {
+  /** The app's name (or a bare key's label): never a key. */
+  app: string;
+  /** How it authenticated: API_KEYS, OPERATOR_KEYS, APPS_FILE or JWT. */
+  source: string;
+  /** Its scopes when last seen, space-separated (a JWT's may change from token to token). */
+  scopes: string;
+  last_seen_at: number;
 }

@@ -68,10 +68,13 @@ export interface TokenOptions {
   kid?: string;
 }
 
+/** The scopes a key of GATEWAY_API_KEYS holds: every one but operator (a token's default in these tests). */
+export const EVERY_APP_SCOPE = 'cloud:read cloud:write identity:read identity:write mobile-id:read mobile-id:write';
+
 export const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 export async function sign(key: SigningKey, options: TokenOptions = {}): Promise<string> {
-  const jwt = new SignJWT({ azp: 'shop', scope: 'openid profile', ...options.claims })
+  const jwt = new SignJWT({ azp: 'shop', scope: `openid profile ${EVERY_APP_SCOPE}`, ...options.claims })
     .setProtectedHeader({ alg: key.alg, kid: options.kid ?? key.kid, typ: 'JWT' })
     .setIssuer(options.iss ?? ISSUER)
     .setAudience(options.aud ?? AUDIENCE)

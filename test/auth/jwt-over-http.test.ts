@@ -115,6 +115,24 @@ describe('apps that sign in with JWTs, over HTTP', () => {
     expect(await read(await sign(key, { claims: { azp: 'crm' } }), underKey)).toBeNull();
   });
 
+  it('a token whose scopes lack cloud:write is refused createProject with FORBIDDEN, before anything runs', async () => {
+    const token = await sign(key, { claims: { azp: 'watcher', scope: 'openid mobile-id:read' } });
+    const res = await t.graphql('mutation { createProject(input: { name: "not-allowed" }) { project { id } } }', undefined, { key: token });
+    expect(res.status).toBe(403);
+    expect(res.errors![0]!.extensions).toMatchObject({ code: 'FORBIDDEN', field: 'Mutation.createProject', scope: 'cloud:write' });
+    const allowed = await t.graphql('{ mobileIdAuthentication(authReqId: "jwt-watcher") { __typename } }', undefined, { key: token });
+    expect(allowed.errors).toBeUndefined();
+  });
+
+  it('the operator lists a JWT app once seen, with its token’s scopes and no keys', async () => {
+    await t.graphql('{ mobileIdAuthentication(authReqId: "listed") { __typename } }', undefined, { key: await sign(key, { claims: { azp: 'listed-app', scope: 'mobile-id:read' } }) });
+    const operator = await sign(key, { claims: { azp: 'sre', scope: 'operator' } });
+    const res = await t.graphql<{ apps: Array<{ name: string; source: string; scopes: string[]; keys: number | null; lastActivityAt: string | null }> }>('{ apps { name source scopes keys lastActivityAt } }', undefined, { key: operator });
+    expect(res.errors).toBeUndefined();
+    expect(res.data!.apps.find((a) => a.name === 'listed-app')).toEqual({ name: 'listed-app', source: 'JWT', scopes: ['mobile-id:read'], keys: null, lastActivityAt: expect.any(String) });
+    expect(res.data!.apps.find((a) => a.name === 'shop')).toMatchObject({ source: 'API_KEYS', keys: 1 });
+  });
+
   it('the token is never written to the log', async () => {
     const token = await sign(key, { exp: nowSeconds() - 5 });
     await t.graphql(TYPENAME, undefined, { key: token });

@@ -1,0 +1,89 @@
+// GATEWAY_APPS_FILE (docs/decisions/046): the apps of a gateway, each with its name, its scopes and the SHA-256 of
+// each of its keys, in JSON or YAML. The file holds no key: it can live in a config map or a repository, and a key
+// is rotated by adding the new key's digest, moving the app to the new key, then removing the old digest.
+import fs from 'node:fs';
+import { LineCounter, parseDocument, isNode, type Document } from 'yaml';
+import { z } from 'zod';
+import { APP_NAME, isScope, SCOPES, type Scope } from './caller.js';
+
+/** One app of the file. */
+export interface AppFileEntry {
+  readonly name: string;
+  readonly scopes: readonly Scope[];
+  /** The sha256 digests of its keys, as 64 lowercase hex digits. */
+  readonly keyDigests: readonly string[];
+}
+
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+const keySchema = z.strictObject({
+  sha256: z
+    .string()
+    .transform((s) => s.trim().toLowerCase())
+    .refine((s) => SHA256_HEX.test(s), 'must be the SHA-256 of the key as 64 hex digits (for example: printf %s "$KEY" | sha256sum)'),
+  /** Free text for the operator (who holds the key, when it was issued); never read by the gateway. */
+  note: z.string().optional(),
+});
+
+const appSchema = z.strictObject({
+  name: z.string().regex(APP_NAME, 'must be 1 to 64 letters, digits, `_`, `.` or `-`, starting with a letter or digit'),
+  scopes: z
+    .array(z.string().refine(isScope, { message: `is not a scope; the scopes are ${SCOPES.join(', ')}` }))
+    .min(1, 'must list at least one scope (an app that may do nothing needs no key)'),
+  keys: z.array(keySchema).min(1, 'must list at least one key digest'),
+  note: z.string().optional(),
+});
+
+const fileSchema = z.strictObject({ apps: z.array(appSchema).min(1, 'must list at least one app') });
+
+/** A bad apps file: the message names the file and the line. */
+export class AppsFileError extends Error {}
+
+/** Reads and checks the apps file; throws AppsFileError naming the line of the first problem. */
+export function readAppsFile(file: string): AppFileEntry[] {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new AppsFileError(`${file} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  return parseAppsFile(text, file);
+}
+
+/** Parses the text of an apps file (JSON is YAML too, so one parser gives both their line numbers). */
+export function parseAppsFile(text: string, file: string): AppFileEntry[] {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });
+  const syntax = doc.errors[0];
+  if (syntax) throw new AppsFileError(`${file} line ${syntax.linePos?.[0].line ?? 1}: ${syntax.message.split('\n')[0]}`);
+  const parsed = fileSchema.safeParse(doc.toJS());
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const where = issue.path.length ? issue.path.map(String).join('.') : 'the file';
+    const message = issue.message.replace(/^Invalid input: expected (\w+), received undefined$/, 'is missing (expected $1)');
+    throw new AppsFileError(`${file} line ${lineOf(doc, lines, issue.path)}: ${where} ${message}`);
+  }
+  const seenNames = new Map<string, number>();
+  const seenKeys = new Map<string, string>();
+  const apps = parsed.data.apps.map((app, i) => {
+    const line = lineOf(doc, lines, ['apps', i]);
+    if (seenNames.has(app.name)) throw new AppsFileError(`${file} line ${line}: app ${app.name} is listed twice (first at line ${seenNames.get(app.name)}): list its keys under one entry`);
+    seenNames.set(app.name, line);
+    app.keys.forEach((k, j) => {
+      const owner = seenKeys.get(k.sha256);
+      if (owner !== undefined) throw new AppsFileError(`${file} line ${lineOf(doc, lines, ['apps', i, 'keys', j])}: this key digest is already one of ${owner}'s keys: one key is one app`);
+      seenKeys.set(k.sha256, app.name);
+    });
+    return { name: app.name, scopes: [...new Set(app.scopes as Scope[])], keyDigests: app.keys.map((k) => k.sha256) };
+  });
+  return apps;
+}
+
+/** The line of the node at `path`, or of its nearest parent that exists. */
+function lineOf(doc: Document, lines: LineCounter, path: readonly PropertyKey[]): number {
+  for (let n = path.length; n >= 0; n -= 1) {
+    const node: unknown = n === 0 ? doc.contents : doc.getIn(path.slice(0, n) as unknown[], true);
+    if (isNode(node) && node.range) return lines.linePos(node.range[0]).line;
+  }
+  return 1;
+}
