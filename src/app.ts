@@ -27,6 +27,7 @@ import { OperationLimits } from './execution/limits.js';
 import { DocumentCache } from './execution/prepare.js';
 import { OperationRunner } from './execution/run.js';
 import { SharedExecution } from './execution/shared.js';
+import { nameOperationApp } from './execution/tracing.js';
 import { createRequestHandler, type Route } from './server/http.js';
 import { WebhookErrorCode } from './errors.js';
 import { sendOAuthError } from './server/respond.js';
@@ -271,7 +272,16 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // or a compiled plan; present: masking, warnings, status codes.
     const limits = new OperationLimits(config.graphqlLimits, { introspection: config.introspection });
     const documents = new DocumentCache(schema, limits);
-    const admit = createAdmission({ schema, limits, rateLimits, seen: (caller) => caller.via && caller.app && activity.seen(caller.app, caller.via, caller.grants.key) });
+    const admit = createAdmission({
+      schema,
+      limits,
+      rateLimits,
+      seen: (caller) => {
+        if (!caller.app) return;
+        if (caller.via) activity.seen(caller.app, caller.via, caller.grants.key);
+        if (tracing.enabled) nameOperationApp(caller.app);
+      },
+    });
     const apolloConfig = apolloSetup({ schema, limits, admit, logger, tracing: tracing.enabled });
     const apollo = new ApolloServer<GraphQLContext>(apolloConfig.options);
     await apollo.start();
@@ -352,6 +362,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
           const result = authenticate(req.headers.authorization);
           const auth = result instanceof Promise ? await result : result;
           if (!auth.ok) throw authFailureHttpError(auth);
+          ctx.app = auth.caller.app;
           return createContext(services, auth.caller, ctx.requestId, () => ctx.logger);
         },
       }),

@@ -18,3 +18,8 @@ export function recordOperationErrors(errors: readonly { extensions?: Record<str
   span.setAttribute('graphql.error.codes', codes);
   span.setStatus({ code: SpanStatusCode.ERROR, message: codes.join(',') });
 }
+
+/** Names the app on the active span (never its key): who did what, in traces as in metrics and logs. */
+export function nameOperationApp(app: string): void {
+  trace.getActiveSpan()?.setAttribute('gateway.app', app);
+}

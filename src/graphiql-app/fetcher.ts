@@ -1,4 +1,5 @@
 import { createGraphiQLFetcher, type Fetcher, type FetcherOpts, type FetcherParams } from '@graphiql/toolkit';
+import { withCredential } from './credential.js';
 import { Kind, parse, type DocumentNode, type OperationDefinitionNode } from 'graphql';
 
 /** Where the page talks GraphQL: HTTP for queries and mutations, graphql-ws for subscriptions. */
@@ -47,14 +48,18 @@ export function resolveOperation(params: FetcherParams, opts: FetcherOpts | unde
 }
 
 /**
- * A fetcher that sends the header editor's headers over HTTP and, for subscriptions, as
+ * A fetcher that sends the header editor's headers (with the credential field's key or JWT, src/graphiql-app/credential.ts)
+ * over HTTP and, for subscriptions, as
  * graphql-ws connectionParams with the key under `authorization` (DESIGN.md: subscriptions
  * authenticate with the same key in the upgrade request or in `connectionParams.authorization`;
  * a browser cannot set headers on a WebSocket upgrade).
  */
-export function createGatewayFetcher(endpoints: GatewayEndpoints): Fetcher {
+export function createGatewayFetcher(endpoints: GatewayEndpoints, credential: () => string = () => ''): Fetcher {
   return (requested, requestedOpts) => {
-    const { params, opts } = resolveOperation(requested, requestedOpts);
+    const resolved = resolveOperation(requested, requestedOpts);
+    const { params } = resolved;
+    const headers = withCredential(resolved.opts?.headers, credential());
+    const opts = headers === resolved.opts?.headers ? resolved.opts : { ...resolved.opts, headers };
     const authorization = authorizationOf(opts?.headers);
     // The toolkit opens a fresh lazy graphql-ws client per subscription and merges these
     // params with the headers, so a key edited between runs is always the one sent.

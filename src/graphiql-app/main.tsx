@@ -2,11 +2,13 @@
 import './monaco-workers.js';
 import 'graphiql/style.css';
 import { GraphiQL } from 'graphiql';
+import { useState } from 'react';
 import { createRoot } from 'react-dom/client';
 import type { GraphiqlPageConfig } from '../server/graphiql.js';
 import { readPageConfig, tabsFromExamples, headersTemplate } from './page-config.js';
 import { createGatewayFetcher, sameOriginEndpoints } from './fetcher.js';
 import { namespacedLocalStorage } from './storage.js';
+import { sessionCredential } from './credential.js';
 
 declare global {
   interface Window {
@@ -16,7 +18,8 @@ declare global {
 }
 
 const config = readPageConfig(window.__GATEWAY__);
-const fetcher = createGatewayFetcher(sameOriginEndpoints(window.location));
+const credential = sessionCredential(window.sessionStorage);
+const fetcher = createGatewayFetcher(sameOriginEndpoints(window.location), () => credential.get());
 const tabs = tabsFromExamples(config);
 const headers = headersTemplate(config);
 const storage = namespacedLocalStorage(window.localStorage, JSON.stringify([config.defaultQuery, config.examples]));
@@ -24,6 +27,28 @@ const storage = namespacedLocalStorage(window.localStorage, JSON.stringify([conf
 // (its provider falls back to tabs[0] for the query only), so hand it the variables too, but
 // only while storage holds no tabs: otherwise GraphiQL would treat them as a new tab.
 const firstVariables = storage.getItem('graphiql:tabState') === null ? tabs[0]?.variables : undefined;
+
+/** The API key or JWT the page sends as `Authorization: Bearer …`, remembered while the browser tab is open. */
+function CredentialField() {
+  const [value, setValue] = useState(credential.get());
+  return (
+    <label className="gateway-credential" title="Sent as Authorization: Bearer … on every request and subscription; kept only while this browser tab is open. An Authorization header in the Headers editor wins.">
+      <span>API key or JWT</span>
+      <input
+        type="password"
+        autoComplete="off"
+        spellCheck={false}
+        data-testid="gateway-credential"
+        placeholder={config.apiKeyRequired ? 'required' : 'optional (open sandbox)'}
+        value={value}
+        onChange={(e) => {
+          setValue(e.target.value);
+          credential.set(e.target.value);
+        }}
+      />
+    </label>
+  );
+}
 
 function App() {
   return (
@@ -43,6 +68,7 @@ function App() {
         <span data-testid="gateway-logo">
           Gateway{config.sandbox ? <small className="gateway-sandbox-badge"> sandbox</small> : null}
         </span>
+        <CredentialField />
       </GraphiQL.Logo>
     </GraphiQL>
   );

@@ -43,7 +43,12 @@ class RequestContext implements GraphQLContext {
     (this.warnings ??= []).push(warning);
   }
 
+  /** The request's logger, its lines naming the app (never its key). */
   get logger(): Logger {
-    return (this.made ??= typeof this.makeLogger === 'function' ? this.makeLogger() : this.makeLogger);
+    if (!this.made) {
+      const base = typeof this.makeLogger === 'function' ? this.makeLogger() : this.makeLogger;
+      this.made = this.caller.app ? base.child({ app: this.caller.app }) : base;
+    }
+    return this.made;
   }
 }

@@ -145,7 +145,7 @@ function renderPage(config: GraphiqlPageConfig, assetsPath: string, version: str
 <title>GraphiQL · Gateway</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="${asset('graphiql.css')}">
-<style>html, body, #graphiql { height: 100%; margin: 0; } .gateway-sandbox-badge { color: var(--color-warning, #d08770); }</style>
+<style>html, body, #graphiql { height: 100%; margin: 0; } .gateway-sandbox-badge { color: var(--color-warning, #d08770); } .gateway-credential { display: inline-flex; gap: 0.5em; align-items: center; margin-left: 1em; font-size: 0.8em; font-weight: normal; } .gateway-credential input { width: 16em; font: inherit; padding: 0.2em 0.4em; }</style>
 </head>
 <body>
 <div id="graphiql">Loading GraphiQL…</div>

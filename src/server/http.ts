@@ -10,6 +10,8 @@ export interface RequestContext {
   logger: Logger;
   /** Capture groups of a RegExp route path. */
   params: string[];
+  /** The app that sent the request, once a route has authenticated it: named on the request's log line (never its key). */
+  app?: string | undefined;
 }
 
 export interface Route {
@@ -58,10 +60,17 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
     // The request's child logger is made on first use: most requests log nothing at the default level.
     let child: Logger | undefined;
     const log = () => (child ??= logger.child({ requestId, route: routeName }));
+    const context: RequestContext = {
+      requestId,
+      get logger() {
+        return log();
+      },
+      params,
+    };
     res.on('finish', () => {
       const seconds = (performance.now() - started) / 1000;
       metrics.httpRequests.observe({ route: routeName, status: String(res.statusCode) }, seconds);
-      if (logger.isLevelEnabled('debug')) log().debug({ method: req.method, status: res.statusCode, ms: Math.round(seconds * 1000) }, 'request');
+      if (logger.isLevelEnabled('debug')) log().debug({ method: req.method, status: res.statusCode, ms: Math.round(seconds * 1000), ...(context.app ? { app: context.app } : {}) }, 'request');
     });
     if (!route) {
       if (pathMatched) sendOAuthError(res, 405, WebhookErrorCode.METHOD_NOT_ALLOWED, `${req.method} is not allowed on ${pathname}`);
@@ -70,13 +79,7 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
     }
     Promise.resolve()
       .then(() =>
-        route.handle(req, res, {
-          requestId,
-          get logger() {
-            return log();
-          },
-          params,
-        }),
+        route.handle(req, res, context),
       )
       .catch((err: unknown) => {
         log().error({ err }, 'unhandled error in route');

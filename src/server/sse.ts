@@ -175,6 +175,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       return;
     }
     const context: SseContext = { caller: auth.caller, requestId: ctx.requestId };
+    ctx.app = auth.caller.app;
     const accept = req.headers.accept ?? '*/*';
     const tokenGiven = req.headers[STREAM_TOKEN_HEADER] !== undefined || new URL(req.url ?? '/', 'http://localhost').searchParams.has(STREAM_TOKEN_PARAM);
 

@@ -152,6 +152,15 @@ describe('scopes in the admit stage', () => {
   });
 });
 
+describe('logs name the app', () => {
+  it.each(['http', 'sse'] as const)('the %s request line names the app, never its key', async (transport) => {
+    const gw = await start({ GATEWAY_APPS_FILE: appsFile(APPS) });
+    await run(transport, gw, '{ mobileIdAuthentication(authReqId: "logged") { __typename } }', WATCHER_KEY);
+    await expect.poll(() => gw.logs()).toMatch(/"app":"watcher"[^\n]*"msg":"request"|"msg":"request"[^\n]*"app":"watcher"/);
+    expect(gw.logs()).not.toContain(WATCHER_KEY);
+  });
+});
+
 describe('the schema states every entry point’s scope', () => {
   it('every Query, Mutation and Subscription field names known scopes, but the few open to every app', async () => {
     const schema = buildSchema([]);

@@ -181,6 +181,8 @@ describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the i
     await docs.locator('a.graphiql-doc-explorer-type-name', { hasText: /^Subscription$/ }).first().click(WAIT);
     await docs.locator('a.graphiql-doc-explorer-field-name', { hasText: /^mobileIdAuthentication$/ }).first().click(WAIT);
     await expect.poll(async () => plain(await docs.innerText()), WAIT).toContain(firstSentence(fieldDescription!));
+    // Each entry point's scope, written at the end of its description (docs/decisions/046).
+    await expect.poll(async () => plain(await docs.innerText()), WAIT).toContain('Requires the scope mobile-id:read.');
 
     // From the field to its type: the union's description and its two members.
     await docs.locator('.graphiql-doc-explorer-content a.graphiql-doc-explorer-type-name', { hasText: /^MobileIdAuthenticationResult$/ }).first().click(WAIT);
@@ -259,4 +261,40 @@ describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the i
     expect(urls).toEqual(expect.arrayContaining([`${gw.url}/graphql`, expect.stringMatching(/\/graphql\/assets\/graphiql\.js/), `ws://${origin.host}/graphql`]));
     expect(requestLogs.flatMap((log) => log.nonLocal())).toEqual([]);
   });
+});
+
+describe.skipIf(unavailable !== null)('GraphiQL at a gateway that requires a key', () => {
+  it('sends the key typed into its "API key or JWT" field, remembers it on reload, and forgets it in a new browser session', async () => {
+    const gw = await startTestGateway({ GATEWAY_API_KEYS: 'explorer:explorer-key-0123456789' });
+    const browser = await launchChromium();
+    if (browser === null) throw new Error(`Chromium could not be launched: ${chromiumUnavailableReason()}`);
+    try {
+      const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+      await context.route(
+        (url) => !isLocalUrl(url.href),
+        (route) => route.abort('internetdisconnected'),
+      );
+      const { page } = await openGraphiql(context, gw.url);
+      await openTab(page, 'Projects');
+      await execute(page);
+      await waitForResponse(page, /UNAUTHENTICATED/);
+
+      await page.getByTestId('gateway-credential').fill('explorer-key-0123456789');
+      await execute(page);
+      await waitForResponse(page, /"projects": ?\[/);
+
+      await page.reload(WAIT);
+      await page.locator('.graphiql-query-editor .monaco-editor').waitFor(WAIT);
+      await expect.poll(() => page.getByTestId('gateway-credential').inputValue(), WAIT).toBe('explorer-key-0123456789');
+      await context.close();
+
+      const fresh = await browser.newContext();
+      const second = await openGraphiql(fresh, gw.url);
+      expect(await second.page.getByTestId('gateway-credential').inputValue()).toBe('');
+      await fresh.close();
+    } finally {
+      await browser.close();
+      await gw.close();
+    }
+  }, 120_000);
 });

@@ -51,6 +51,14 @@ describe('tracing with OpenTelemetry', () => {
     expect(spans().filter((s) => s.kind === SpanKind.SERVER)).toHaveLength(1);
   });
 
+  it('names the app on the operation span, never its key', async () => {
+    const { gw, spans } = await traced({ GATEWAY_API_KEYS: 'shop:shop-key-0123456789' });
+    expect((await gw.graphql('query Projects { projects { id } }', {}, { key: 'shop-key-0123456789' })).errors).toBeUndefined();
+    const op = await eventually(() => spans().find((s) => s.name === 'query Projects'), 'operation span');
+    expect(op.attributes['gateway.app']).toBe('shop');
+    expect(JSON.stringify(spans().map((s) => s.attributes))).not.toContain('shop-key-0123456789');
+  });
+
   it('makes a client span per upstream call under its operation, and sends its traceparent upstream', async () => {
     const { gw, spans } = await traced();
     await ok(gw, M.project, { input: { name: 'upstream-span' } });
