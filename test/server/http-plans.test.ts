@@ -375,7 +375,7 @@ describe('the operation span is the same through both paths', () => {
     gws = await Promise.all(
       [false, true].map(async (httpPlans) => {
         const exporter = new InMemorySpanExporter();
-        const gw = await startTestGateway({ GATEWAY_API_KEYS: 'app-key' }, { traceExporter: exporter, httpPlans });
+        const gw = await startTestGateway({ GATEWAY_API_KEYS: 'equivalence:app-key' }, { traceExporter: exporter, httpPlans });
         return { gw, spans: () => exporter.getFinishedSpans() };
       }),
     );
