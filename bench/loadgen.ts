@@ -313,7 +313,8 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
       else webhookLatency.push(performance.now() - now);
     }
     await Promise.race([done, sleep(15_000)]);
-    for (const [i, pid] of cpuPids.entries()) cpuOf[i]! += cpuSeconds(pid) - cpu0[i]!;
+    // A process that ended meanwhile (a PostgreSQL backend) counts as nothing rather than making the sum NaN.
+    for (const [i, pid] of cpuPids.entries()) cpuOf[i]! += Number.isFinite(cpuSeconds(pid) - cpu0[i]!) ? cpuSeconds(pid) - cpu0[i]! : 0;
     if (process.env.FANOUT_PAUSE) await sleep(1000); // PROFILE-ONLY
     const own = process.cpuUsage(own0);
     loadgenCpuSeconds += (own.user + own.system) / 1e6;

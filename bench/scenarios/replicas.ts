@@ -29,6 +29,10 @@ const RATES = [250, 500, 1000, 2000, 4000, 8000];
 /** A step past the ceiling: fewer than this share of the offered rate acknowledged (or delivered), or p99 above LATENCY_LIMIT_MS. */
 const KEEP_UP = 0.9;
 const LATENCY_LIMIT_MS = 1000;
+/** The ladder stops after this many steps past the ceiling in a row (one alone may be another tenant's burst). */
+const STOP_AFTER = 2;
+/** Two steps past the ceiling in a row end a ladder. */
+const stopHere = (steps: Array<{ saturated: boolean }>) => steps.length >= STOP_AFTER && steps.slice(-STOP_AFTER).every((s) => s.saturated);
 
 const failureBody = (id: string, clock = '') =>
   JSON.stringify({ auth_req_id: id, error: 'access_denied', error_description: 'client timeout', ...(clock ? { correlation_id: clock } : {}) });
@@ -325,6 +329,8 @@ export async function replicas(env: BenchEnv, startReplica: (name: string, env: 
     });
     await probe.query(`LISTEN ${GATEWAY_CHANNEL}`);
     const idle: PathStep[] = [];
+    // Warm-up (not recorded): the replicas' pools, JIT and the sender's connections.
+    await env.lg.run<HttpResult>({ kind: 'http', origin: a.origin, path: WEBHOOK_PATH, headers: webhookHeaders, body: failureBody('{{uuid}}'), connections: 64, durationMs: 2_000, rate: RATES[0]! / 2, expectStatus: 204 });
     for (const rate of RATES) {
       await waitForQuiet();
       const n0 = notices;
@@ -365,7 +371,7 @@ export async function replicas(env: BenchEnv, startReplica: (name: string, env: 
           `CPU A ${fmt.pct(step.cpu.a)} B ${fmt.pct(step.cpu.b)} C ${fmt.pct(step.cpu.c)} PostgreSQL ${fmt.pct(step.cpu.postgres)} machine ${fmt.pct(step.cpu.machine)}` +
           (r.errorSamples.length ? `; ${r.errorSamples.join(' | ')}` : ''),
       );
-      if (step.saturated) break;
+      if (stopHere(idle)) break;
     }
     await probe.end();
 
@@ -410,7 +416,7 @@ export async function replicas(env: BenchEnv, startReplica: (name: string, env: 
             `CPU A ${fmt.pct(step.cpu.a)} B ${fmt.pct(step.cpu.b)} C ${fmt.pct(step.cpu.c)} PostgreSQL ${fmt.pct(step.cpu.postgres)} machine ${fmt.pct(step.cpu.machine)}` +
             (r.errors.length ? `; ${r.errors.join(' | ')}` : ''),
         );
-        if (step.saturated) break;
+        if (stopHere(busy)) break;
       }
     } finally {
       await env.lg.run({ kind: 'mix-close' });
@@ -471,7 +477,8 @@ export async function replicas(env: BenchEnv, startReplica: (name: string, env: 
       ),
       '',
       `**The gateway's event path at rising rates.** Open loop: failure notifications (a fresh auth_req_id each) to A's webhook at the offered rate, ${stepMs / 1000} s per step, 64 sender connections; ` +
-        `a step past the ceiling (marked) has fewer than ${KEEP_UP * 100}% of the offered rate acknowledged${' '}(or delivered), a dropped request, a p99 above ${LATENCY_LIMIT_MS} ms, or a NOTIFY or delivery missing; the ladder stops there. ` +
+        `a step past the ceiling (marked) has fewer than ${KEEP_UP * 100}% of the offered rate acknowledged (or delivered), a dropped request, a p99 above ${LATENCY_LIMIT_MS} ms, or a NOTIFY or delivery missing; ` +
+        `the ladder stops after ${STOP_AFTER} such steps in a row, and the ceiling is the highest step below it that kept up. A 2 s warm-up at ${RATES[0]! / 2}/s comes first. ` +
         `Each webhook is an INSERT committed before its 204 and then a NOTIFY carrying its sequence number; B and C read each notified event from the log. ` +
         `Without subscribers a probe connection LISTENs beside B and C and counts the NOTIFYs; with subscribers, ${fmt.int(SUBSCRIBERS)} wait on B and C (half each), each on its own authReqId, ` +
         `and each notification goes to the one waiting longest (scenario 7's model), which subscribes again when served. Queue: the highest \`pg_notification_queue_usage()\` sampled.`,
