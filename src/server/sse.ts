@@ -33,6 +33,8 @@ export interface SseOptions extends StreamingTransportOptions {
 interface SseContext {
   caller: Caller;
   requestId: string;
+  /** The reserved stream (single-connection mode) the request names. */
+  stream?: string;
   /** A refusal of trusted documents, delivered as the operation's result (see onSubscribe). */
   refusal?: GraphQLError;
 }
@@ -59,14 +61,33 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   const open = new Set<AsyncGenerator<string, void, undefined>>();
   const execution = streamingExecution(options.tracing, 'sse', options.shared);
   const expiry = options.expiry;
+  /** The subscriptions ending at their token's expiry that run on each reserved stream (single-connection mode). */
+  const endingOn = new Map<string, Set<Ending>>();
+  /** Each operation's contextValue: the reserved stream it runs on, and the end of its `complete` (onComplete). */
+  const streamOf = new WeakMap<object, string>();
+  const completions = new WeakMap<object, () => void>();
   // A subscription opened with a JWT ends when the token expires: a last result with the reason, then `complete`
   // (graphql-sse then ends a distinct connection's stream). Callers without an expiry get the plain subscribe.
   const subscribe = expiry
     ? (((args: ExecutionArgs) => {
-        const caller = (args.contextValue as GraphQLContext).caller;
+        const context = args.contextValue as GraphQLContext;
+        if (context.caller.expiresAt === undefined) return execution.subscribe(args);
         const result = execution.subscribe(args);
-        if (caller.expiresAt === undefined) return result;
-        return result instanceof Promise ? result.then((r) => endingAtExpiry(r, caller, expiry)) : endingAtExpiry(result, caller, expiry);
+        const ending = (r: Awaited<typeof result>) => {
+          if (!r || typeof r !== 'object' || !(Symbol.asyncIterator in r)) return r;
+          const stream = streamOf.get(context);
+          const on = stream === undefined ? undefined : (endingOn.get(stream) ?? endingOn.set(stream, new Set()).get(stream)!);
+          const handle = endingAtExpiry(r as AsyncGenerator<ExecutionResult>, context.caller, expiry, (done) => {
+            completions.set(context, done);
+            return () => {
+              on?.delete(handle);
+              if (on?.size === 0) endingOn.delete(stream!);
+            };
+          });
+          on?.add(handle);
+          return handle.iterator as typeof r;
+        };
+        return result instanceof Promise ? result.then(ending) : ending(result);
       }) as typeof execution.subscribe)
     : execution.subscribe;
 
@@ -97,8 +118,12 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         document: document as ExecutionArgs['document'],
         variableValues: params.variables ?? null,
         operationName: params.operationName ?? null,
-        contextValue: options.context(req.context.caller, `sse:${req.context.requestId}`) as GraphQLContext & Record<PropertyKey, unknown>,
+        contextValue: withStream(options.context(req.context.caller, `sse:${req.context.requestId}`), req.context.stream) as GraphQLContext & Record<PropertyKey, unknown>,
       };
+    },
+    onComplete(ctx) {
+      // graphql-sse has queued the operation's `complete`: a stream ending at its token's expiry may end now.
+      completions.get(ctx)?.();
     },
     onNext(ctx, _req, result) {
       // graphql-sse passes the operation's contextValue as ctx: a mutation sent here carries its warnings too.
@@ -106,6 +131,20 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       return deliverable(result as ExecutionResult, 'incremental' in result ? undefined : (ctx as unknown as GraphQLContext), options.logger);
     },
   });
+
+  function withStream(context: GraphQLContext, stream: string | undefined): GraphQLContext {
+    if (stream !== undefined) streamOf.set(context, stream);
+    return context;
+  }
+
+  /**
+   * A reserved stream opened with a JWT ends when the token expires: each subscription on it that ends at an expiry
+   * gets its last result and `complete` first (graphql-sse writes what it has queued before it ends the stream).
+   */
+  async function endStream(stream: string, reason: string, stop: () => void): Promise<void> {
+    await Promise.all([...(endingOn.get(stream) ?? [])].map((ending) => ending.expire(reason)));
+    stop();
+  }
 
   function admit(params: Params, context: SseContext): Params {
     if (!options.trusted) return params;
@@ -174,10 +213,11 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       else sendJson(res, 401, { errors: [{ message: auth.message, extensions: { code: ErrorCode.UNAUTHENTICATED } }] }, { 'www-authenticate': 'Bearer' });
       return;
     }
-    const context: SseContext = { caller: auth.caller, requestId: ctx.requestId };
     ctx.app = auth.caller.app;
     const accept = req.headers.accept ?? '*/*';
-    const tokenGiven = req.headers[STREAM_TOKEN_HEADER] !== undefined || new URL(req.url ?? '/', 'http://localhost').searchParams.has(STREAM_TOKEN_PARAM);
+    const given = req.headers[STREAM_TOKEN_HEADER] ?? new URL(req.url ?? '/', 'http://localhost').searchParams.get(STREAM_TOKEN_PARAM) ?? undefined;
+    const tokenGiven = given !== undefined;
+    const context: SseContext = { caller: auth.caller, requestId: ctx.requestId, ...(typeof given === 'string' && req.method !== 'PUT' ? { stream: given } : {}) };
 
     if (req.method === 'PUT') {
       let held = 0;
@@ -242,6 +282,8 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     open.add(responseBody);
     const stop = () => void responseBody.return(undefined);
     res.once('close', stop);
+    const stream = token;
+    const cancelExpiry = stream === undefined ? undefined : onExpiry(expiry, auth.caller, (reason) => void endStream(stream, reason, stop));
     try {
       for await (const chunk of responseBody) {
         if (!res.writable) break;
@@ -249,6 +291,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         if (closed) break;
       }
     } finally {
+      cancelExpiry?.();
       res.off('close', stop);
       open.delete(responseBody);
       if (token) reservations.delete(token);
@@ -269,37 +312,56 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   };
 }
 
+/** A subscription that ends at its token's expiry; `expire` ends it sooner and resolves once its `complete` is queued. */
+interface Ending {
+  iterator: AsyncGenerator<ExecutionResult>;
+  expire(reason: string): Promise<void>;
+}
+
 /**
  * A subscription's results until its caller's token expires: then one last result whose error names the expiry
  * (UNAUTHENTICATED, as a new subscription with the token would get), and the end. The source is stopped at once.
+ * `track` is given the function that marks the `complete` queued (graphql-sse's onComplete calls it) and returns
+ * what to do once the subscription is over.
  */
-function endingAtExpiry<R>(result: R, caller: Caller, expiry: AuthExpiry): R {
-  if (!result || typeof result !== 'object' || !(Symbol.asyncIterator in result)) return result;
-  const source = (result as unknown as AsyncIterable<ExecutionResult>)[Symbol.asyncIterator]();
+function endingAtExpiry(source: AsyncGenerator<ExecutionResult>, caller: Caller, expiry: AuthExpiry, track: (completed: () => void) => () => void): Ending {
   let expired: string | null = null;
   let finished = false;
-  let wake!: () => void;
-  const woken = new Promise<null>((resolve) => (wake = () => resolve(null)));
-  const cancel = onExpiry(expiry, caller, (reason) => {
-    expired = reason;
-    wake();
-  });
+  /** Wakes the pending next() (one promise per call: a promise raced on every call would keep a reaction per event). */
+  let wake: (() => void) | null = null;
+  let completed!: () => void;
+  const queued = new Promise<void>((resolve) => (completed = resolve));
+  const untrack = track(completed);
+  const expire = (reason: string): Promise<void> => {
+    if (expired === null && !finished) {
+      expired = reason;
+      wake?.();
+    } else if (finished) completed();
+    return queued;
+  };
+  const cancel = onExpiry(expiry, caller, (reason) => void expire(reason));
   const stop = async () => {
     if (finished) return;
     finished = true;
     cancel();
-    await source.return?.();
+    untrack();
+    await source.return?.(undefined);
   };
   const done = { done: true, value: undefined } as const;
-  const ending: AsyncGenerator<ExecutionResult> = {
+  const iterator: AsyncGenerator<ExecutionResult> = {
     async next() {
       if (finished) return done;
       if (expired === null) {
-        const step = await Promise.race([source.next(), woken]);
+        const step = await new Promise<IteratorResult<ExecutionResult> | null>((resolve, reject) => {
+          wake = () => resolve(null);
+          source.next().then(resolve, reject);
+        });
+        wake = null;
         if (step !== null) {
           if (step.done) {
             finished = true;
             cancel();
+            untrack();
           }
           return step;
         }
@@ -311,15 +373,17 @@ function endingAtExpiry<R>(result: R, caller: Caller, expiry: AuthExpiry): R {
     },
     async return() {
       await stop();
+      completed();
       return done;
     },
     async throw(err?: unknown) {
       await stop();
+      completed();
       throw err;
     },
     [Symbol.asyncIterator]() {
-      return ending;
+      return iterator;
     },
   } as AsyncGenerator<ExecutionResult>;
-  return ending as unknown as R;
+  return { iterator, expire };
 }

@@ -182,6 +182,39 @@ describe('JWTs over WebSocket and SSE', () => {
     expect(events.at(-1)).toBe('event: complete\ndata:');
   });
 
+  it("a reserved SSE stream (single-connection mode) opened with a JWT ends when the token expires, after its subscriptions' last results", async () => {
+    const jwt = await token(240);
+    const exp = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()).exp as number;
+    const auth = { authorization: `Bearer ${jwt}` };
+    const put = await request(`${t.url}/graphql/stream`, { method: 'PUT', headers: auth });
+    expect(put.statusCode).toBe(201);
+    const stream = { 'x-graphql-event-stream-token': await put.body.text() };
+    const before = scheduled.length;
+    const get = await request(`${t.url}/graphql/stream`, { method: 'GET', headers: { ...auth, ...stream, accept: 'text/event-stream' } });
+    expect(get.statusCode).toBe(200);
+    const streamExpiry = await nextScheduled(before);
+    expect(streamExpiry.delay).toBe(exp * 1000 - clock.now());
+    for (const operationId of ['op-1', 'op-2']) {
+      const post = await request(`${t.url}/graphql/stream`, {
+        method: 'POST',
+        headers: { ...auth, ...stream, 'content-type': 'application/json' },
+        body: JSON.stringify({ query: OPEN, extensions: { operationId } }),
+      });
+      expect(post.statusCode).toBe(202);
+    }
+    // The stream's own expiry (not its subscriptions'): each subscription ends with its last result, then the stream.
+    streamExpiry.expire();
+    const text = await get.body.text();
+    const events = text.split('\n\n').filter((e) => e.startsWith('event:'));
+    for (const id of ['op-1', 'op-2']) {
+      const message = `the JWT expired at ${new Date(exp * 1000).toISOString()}: the subscription has ended; subscribe again with a new token`;
+      const last = events.indexOf(`event: next\ndata: {"id":"${id}","payload":{"errors":[{"message":"${message}","extensions":{"code":"UNAUTHENTICATED"}}]}}`);
+      expect(last, id).toBeGreaterThanOrEqual(0);
+      expect(events.indexOf(`event: complete\ndata: {"id":"${id}"}`), id).toBeGreaterThan(last);
+    }
+    expect(events.at(-1)).toMatch(/^event: complete\ndata: \{"id":"op-[12]"\}$/);
+  });
+
   it('a token issued for another app does not read the records of app shop over WebSocket', async () => {
     const id = await registered();
     await sandbox.complete(id);
