@@ -1,9 +1,11 @@
 // The identity provider's JWKS: cached, fetched again when a key is rotated in (at most once per
 // AUTH_JWKS_REFRESH_INTERVAL, on a clock the test moves), and kept while the provider is down.
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { TestGateway } from '../helpers/gateway.js';
+import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { waitFor } from '../identity/helpers.js';
-import { sign, signingKey, startJwksServer, startJwtGateway, testClock, type JwksServer } from './helpers.js';
+import { AUDIENCE, ISSUER, sign, signingKey, startJwksServer, startJwtGateway, testClock, type JwksServer } from './helpers.js';
 
 const TYPENAME = '{ __typename }';
 const INTERVAL_MS = 60_000;
@@ -108,5 +110,17 @@ describe('the JWKS of the identity provider', () => {
     expect(res.status).toBe(503);
     expect(res.errors![0]!.extensions!.code).toBe('UPSTREAM_UNAVAILABLE');
     expect(res.errors![0]!.message).toMatch(/no key fetched so far matches the JWT's kid, and the identity provider's keys .* could not be fetched again/);
+  });
+
+  it('a JWKS file (AUTH_JWKS_FILE) verifies tokens with its keys; a kid it lacks is refused as unknown, not as unavailable', async () => {
+    const [known, other] = await Promise.all([signingKey('in-file'), signingKey('not-in-file')]);
+    const file = path.join(tempDataDir('jwks-file-'), 'jwks.json');
+    fs.writeFileSync(file, JSON.stringify({ keys: [known.publicJwk] }));
+    const t = await startTestGateway({ AUTH_JWKS_FILE: file, AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE });
+    running.push(t);
+    expect((await t.graphql(TYPENAME, undefined, { key: await sign(known) })).status).toBe(200);
+    const refused = await t.graphql(TYPENAME, undefined, { key: await sign(other) });
+    expect(refused.status).toBe(401);
+    expect(refused.errors![0]!.message).toMatch(/no key of the identity provider's JWKS .* matches the JWT's kid/);
   });
 });
