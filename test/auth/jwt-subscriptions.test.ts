@@ -215,6 +215,22 @@ describe('JWTs over WebSocket and SSE', () => {
     expect(events.at(-1)).toMatch(/^event: complete\ndata: \{"id":"op-[12]"\}$/);
   });
 
+  it('a JWT whose scopes lack cloud:write is refused createProject with FORBIDDEN over WebSocket and SSE, before anything runs', async () => {
+    const jwt = await sign(key, { exp: Math.floor(clock.now() / 1000) + 600, claims: { azp: 'watcher', scope: 'openid mobile-id:read' } });
+    const CREATE_PROJECT = 'mutation { createProject(input: { name: "not-allowed" }) { project { id } } }';
+    const viaWs = collect(ws(jwt), CREATE_PROJECT, {});
+    await viaWs.done;
+    // graphql-ws reports an operation refused before it runs as the `error` message: the list of errors.
+    expect(viaWs.errors[0]).toEqual([expect.objectContaining({ extensions: expect.objectContaining({ code: 'FORBIDDEN', field: 'Mutation.createProject', scope: 'cloud:write' }) })]);
+    const viaSse = sseCollect(sse(jwt), CREATE_PROJECT);
+    await viaSse.done;
+    expect(viaSse.results).toEqual([{ data: null, errors: [expect.objectContaining({ extensions: expect.objectContaining({ code: 'FORBIDDEN', field: 'Mutation.createProject', scope: 'cloud:write' }) })] }]);
+    // Nothing ran: the cloud ledger, which every app reads, holds no project of that name.
+    const projects = await t.graphql('{ projects { name } }', {}, { key: SHOP_KEY });
+    expect(projects.errors).toBeUndefined();
+    expect(projects.data!.projects).not.toContainEqual({ name: 'not-allowed' });
+  });
+
   it('a token issued for another app does not read the records of app shop over WebSocket', async () => {
     const id = await registered();
     await sandbox.complete(id);
