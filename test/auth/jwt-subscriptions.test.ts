@@ -146,7 +146,9 @@ describe('JWTs over WebSocket and SSE', () => {
       const before = scheduled.length;
       const jwt = await token(300);
       const sub = sseCollect(sse(jwt, singleConnection), OPEN);
-      const entry = await nextScheduled(before);
+      // Single-connection mode: the reserved stream's expiry, then the subscription's, once it is added to the stream.
+      await waitFor(() => scheduled.length === before + (singleConnection ? 2 : 1), 5_000, 'the expiries scheduled');
+      const entry = scheduled.at(-1)!;
       const exp = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()).exp as number;
       expect(entry.delay).toBe(exp * 1000 - clock.now());
       expect(sub.completed()).toBe(false);
