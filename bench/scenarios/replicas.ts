@@ -466,7 +466,7 @@ export async function replicas(env: BenchEnv, startReplica: (name: string, env: 
       `**Raw NOTIFY on this PostgreSQL** (its own database, no gateway running yet): closed loop, each \`select pg_notify(…)\` its own transaction like the gateway's publish, ` +
         `a ~30-byte payload holding the sender's clock; ${stepMs / 1000} s per step. A transaction that notifies commits under a lock PostgreSQL holds for the whole server ` +
         `until the commit is flushed (async.c, PreCommit_Notify), so notifying transactions cannot share a WAL flush; the last rows commit with \`synchronous_commit\` off ` +
-        `for that transaction alone (\`set_config(…, true)\` in the same statement), as the gateway's publish does.`,
+        `for that transaction alone (\`set_config(…, true)\` in the same statement), which the gateway's publish does not do: its path measured alike either way (docs/decisions/048).`,
       '',
       '| senders | listeners | commit | NOTIFY/s | p50 ms | p99 ms | received by each listener | PostgreSQL CPU | sender CPU | machine CPU (cores) |',
       '|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|',

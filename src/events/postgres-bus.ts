@@ -220,12 +220,7 @@ export class PostgresBus implements EventBus {
     if (!readBack) this.own.add(event.seq);
     await this.local.publish(event);
     const notice: Notice = { seq: event.seq };
-    // A transaction that notifies commits under one lock for the whole PostgreSQL server, held until its commit
-    // is flushed (async.c, PreCommit_Notify): NOTIFYs cannot share a WAL flush, so waiting for it caps the bus
-    // at one notice per flush. The event is durable in the log already, and notices do not survive a server
-    // crash anyway (the queue is not WAL-logged; replicas catch up from the log), so this transaction alone
-    // commits without waiting (docs/decisions/048).
-    await sql`select set_config('synchronous_commit', 'off', true), pg_notify(${CHANNEL}, ${JSON.stringify(notice)})`.execute(this.options.db);
+    await sql`select pg_notify(${CHANNEL}, ${JSON.stringify(notice)})`.execute(this.options.db);
   }
 
   subscribe(kind: string, key: string | null, listener: EventListener): () => void {
