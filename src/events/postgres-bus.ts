@@ -216,9 +216,12 @@ export class PostgresBus implements EventBus {
   async publish(event: EventRecord): Promise<void> {
     // The webhook committed before it is published: a catch-up that another notice started in between has read it
     // from the log and delivered it. Nothing will read it back again, so marking it as ours would keep it forever.
+    // That catch-up also delivered it to this replica's subscribers: delivering it again here would be a second time.
     const readBack = event.seq <= this.high && !this.gaps.has(event.seq);
-    if (!readBack) this.own.add(event.seq);
-    await this.local.publish(event);
+    if (!readBack) {
+      this.own.add(event.seq);
+      await this.local.publish(event);
+    }
     const notice: Notice = { seq: event.seq };
     await sql`select pg_notify(${CHANNEL}, ${JSON.stringify(notice)})`.execute(this.options.db);
   }

@@ -71,4 +71,21 @@ describe('the events a replica published itself, on PostgreSQL', () => {
     await bus.publish(event);
     expect(bus.unreadOwnEvents).toBe(0);
   });
+
+  it('are delivered to this replica’s subscribers once, whether a catch-up read them back before the publish or not', async () => {
+    const early = await append();
+    await sql`select pg_notify('gateway_events', ${JSON.stringify({ seq: early.seq + 1000 })})`.execute(store.db);
+    await until('the catch-up to deliver the event', () => delivered.includes(early.seq));
+    await bus.publish(early);
+    const usual = await append();
+    await bus.publish(usual);
+    await until('the notices of the published events', () => bus.unreadOwnEvents === 0);
+    // One more notice makes the bus read the log after both: neither is delivered again.
+    await sql`select pg_notify('gateway_events', ${JSON.stringify({ seq: usual.seq + 1000 })})`.execute(store.db);
+    const marker = await append();
+    await sql`select pg_notify('gateway_events', ${JSON.stringify({ seq: marker.seq })})`.execute(store.db);
+    await until('the marker event read from the log', () => delivered.includes(marker.seq));
+    expect(delivered.filter((s) => s === early.seq)).toHaveLength(1);
+    expect(delivered.filter((s) => s === usual.seq)).toHaveLength(1);
+  });
 });
