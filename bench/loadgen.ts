@@ -23,7 +23,7 @@ import type {
   MixRateResult,
   ToLoadgen,
 } from './lib/protocol.js';
-import { cpuSeconds } from './lib/processes.js';
+import { cpuSeconds, waitUntilIdle } from './lib/processes.js';
 import { Samples } from './lib/stats.js';
 
 const UUID = '{{uuid}}';
@@ -350,14 +350,7 @@ async function waitIdle(pid: number | undefined, fallbackMs: number): Promise<vo
     await sleep(fallbackMs);
     return;
   }
-  const deadline = performance.now() + 30_000;
-  let quiet = 0;
-  await sleep(100);
-  while (quiet < 2 && performance.now() < deadline) {
-    const before = cpuSeconds(pid);
-    await sleep(100);
-    quiet = cpuSeconds(pid) - before < 0.01 ? quiet + 1 : 0;
-  }
+  await waitUntilIdle(pid, 30_000);
 }
 
 /**

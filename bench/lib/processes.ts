@@ -56,6 +56,18 @@ const CLK_TCK = (() => {
   }
 })();
 
+/** Until process `pid` uses under 10% of a core for two 100 ms samples in a row, or `maxMs` has passed. */
+export async function waitUntilIdle(pid: number, maxMs: number): Promise<void> {
+  const deadline = performance.now() + maxMs;
+  let quiet = 0;
+  await sleep(100);
+  while (quiet < 2 && performance.now() < deadline) {
+    const before = cpuSeconds(pid);
+    await sleep(100);
+    quiet = cpuSeconds(pid) - before < 0.01 ? quiet + 1 : 0;
+  }
+}
+
 /** user + system CPU seconds a process has used so far (all threads), from /proc. */
 export function cpuSeconds(pid: number): number {
   try {

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import WebSocket from 'ws';
-import { cpuSeconds } from '../lib/processes.js';
+import { waitUntilIdle } from '../lib/processes.js';
 
 /** A server that turns POSTs on `webhookPath` into subscription events. */
 export interface ProbeTarget {
@@ -99,15 +99,8 @@ class ProbeClient {
 }
 
 /** Until process `pid` used under 10% of a core for two 100 ms samples in a row (at most 5 s): the subscribe is set up. */
-async function settled(pid: number): Promise<void> {
-  const deadline = performance.now() + 5_000;
-  let quiet = 0;
-  await sleep(100);
-  while (quiet < 2 && performance.now() < deadline) {
-    const before = cpuSeconds(pid);
-    await sleep(100);
-    quiet = cpuSeconds(pid) - before < 0.01 ? quiet + 1 : 0;
-  }
+function settled(pid: number): Promise<void> {
+  return waitUntilIdle(pid, 5_000);
 }
 
 async function post(t: ProbeTarget, body: string, contentType: string, token = t.notificationToken): Promise<number> {
