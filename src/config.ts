@@ -297,6 +297,7 @@ const VARS = {
   PROVISIONING_MAX_TOPICS: declare(int(100, 1, 10_000), 'Most topics in one provisionKafkaCluster or planKafkaCluster; more is BAD_USER_INPUT before any work.'),
   PROVISIONING_MAX_USERS: declare(int(50, 1, 10_000), 'Most users (Kafka users, or VM users) in one composite provisioning or plan; more is BAD_USER_INPUT before any work. ACLs, group ACLs and SSH keys are at most 50 per user.'),
   GRAPHQL_LIST_SIZE_ESTIMATE: declare(int(5, 1, 100_000), 'Size assumed for a list field in the cost estimate when neither a `first` argument nor a list argument bounds it.'),
+  GRAPHQL_COST_FORMULA: declare(bool(true), 'true: an operation\'s cost (GRAPHQL_MAX_COST) is worked out once per document as a formula, and a request only reads the sizes of its variables\' lists. false: every request walks its document with GraphQL Armor\'s rule instead, which gives the same verdicts and costs more (docs/decisions/049); an off switch, not a tuning knob.'),
   GRAPHQL_MAX_BODY_BYTES: declare(int(102_400, 1024, 100 * 1024 * 1024), 'Largest GraphQL request body over HTTP, and largest WebSocket message, in bytes.'),
   SANDBOX_FAULT_RATE: declare(ratio(0), 'Share (0..1) of sandbox upstream requests that fail (5xx, 429, reset, timeout).'),
   SANDBOX_LATENCY_MS: declare(int(0, 0, 60_000), 'Latency added to every sandbox upstream response, in milliseconds.'),
@@ -491,6 +492,8 @@ export interface GraphqlLimitsConfig {
   readonly maxCost: number;
   readonly listSizeEstimate: number;
   readonly maxBodyBytes: number;
+  /** GRAPHQL_COST_FORMULA: the cost formula per document (true), or the walk per request. */
+  readonly costFormula: boolean;
 }
 
 
@@ -594,6 +597,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       maxCost: e.GRAPHQL_MAX_COST,
       listSizeEstimate: e.GRAPHQL_LIST_SIZE_ESTIMATE,
       maxBodyBytes: e.GRAPHQL_MAX_BODY_BYTES,
+      costFormula: e.GRAPHQL_COST_FORMULA,
     },
     sandbox: {
       faultRate: e.SANDBOX_FAULT_RATE,

@@ -14,7 +14,7 @@ const NETWORKS = 7;
 const SUBNETS_PER_NETWORK = 6;
 
 /** project → 7 networks → 6 subnets each: 50 resources on three levels. */
-async function seedTree(origin: string): Promise<string> {
+export async function seedTree(origin: string): Promise<string> {
   const project = await graphql(origin, API_KEY, 'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }', {
     input: { name: 'tree', description: 'query benchmark' },
   });

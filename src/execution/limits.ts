@@ -25,6 +25,7 @@ import {
 } from 'graphql';
 import { LRUCache } from 'lru-cache';
 import type { GraphqlLimitsConfig } from '../config.js';
+import { compileCostFormula, costMessage, listElements, overCost, tooManyElements, type CostFormula } from './cost-formula.js';
 
 /** The variable that sets each limit: named in every refusal, so that an operator knows what to change. */
 export const LIMIT_VARIABLES = {
@@ -55,16 +56,20 @@ export function limitError(limit: LimitName, max: number, armorMessage: string):
  *
  * - aliases, depth, directives: validation rules, run once per document text (Apollo caches validated documents);
  * - tokens: Armor's counting parser, before anything else parses the text (HTTP: the route, before Apollo);
- * - cost: Armor's cost rule over the operation with list sizes written in as `first` arguments, because the cost of a
- *   list depends on the variables (projects(first: $n), verificationResults(externalIds: $ids)). It runs per request,
- *   after the operation is resolved and before it executes.
+ * - cost: GraphQL Armor's cost, with list sizes that depend on the variables (projects(first: $n),
+ *   verificationResults(externalIds: $ids)). Worked out once per document as a formula (src/execution/cost-formula.ts);
+ *   a request evaluates it with its variables, after the operation is resolved and before it executes.
  */
 export class OperationLimits {
   readonly validationRules: readonly ValidationRule[];
   /** Texts that passed the token limit, so a repeated operation is not lexed twice: at most 1,000 and 4 MiB of text (LRU). */
   private readonly tokenChecked = new LRUCache<string, true>({ max: 1000, maxSize: 4 * 1024 * 1024, sizeCalculation: (_v, k) => k.length || 1 });
-  /** Cost verdicts of documents whose list sizes do not depend on variables; each goes with its document (the DocumentCache's bound). */
+  /** Cost formulas, one per parsed document, each going with its document (the DocumentCache's bound). */
+  private readonly formulas = new WeakMap<DocumentNode, CostFormula>();
+  /** walkCost's verdicts of documents whose list sizes do not depend on variables; each goes with its document. */
   private readonly costVerdicts = new WeakMap<DocumentNode, GraphQLError | null>();
+  /** GRAPHQL_COST_FORMULA: false walks the document per request instead (the formula's reference). */
+  private readonly costFormula: boolean;
 
   /**
    * `introspection: false` adds graphql-js's NoSchemaIntrospectionCustomRule to the rules: every transport validates
@@ -75,6 +80,7 @@ export class OperationLimits {
     readonly config: GraphqlLimitsConfig,
     options: { introspection: boolean } = { introspection: true },
   ) {
+    this.costFormula = config.costFormula;
     const report = (limit: LimitName, max: number) => [
       (ctx: ValidationContext | null, error: GraphQLError) => ctx?.reportError(limitError(limit, max, error.message)),
     ];
@@ -115,8 +121,31 @@ export class OperationLimits {
     return undefined;
   }
 
-  /** The cost of the document with these variables, refused above GRAPHQL_MAX_COST; undefined when within. */
+  /**
+   * The cost of the document with these variables, refused above GRAPHQL_MAX_COST; undefined when within.
+   *
+   * With `costFormula` (the default), the document is read once: its cost formula (src/execution/cost-formula.ts)
+   * is kept beside its parsed node, and a request only reads the sizes of its variables' lists. Without it, every
+   * request walks the document as below (`walkCost`): the reference the formula is tested against.
+   */
   checkCost(schema: GraphQLSchema, document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): GraphQLError | undefined {
+    if (!this.costFormula) return this.walkCost(schema, document, variables);
+    let formula = this.formulas.get(document);
+    if (formula === undefined || formula.schema !== schema) {
+      formula = compileCostFormula(schema, document, this.config.listSizeEstimate);
+      this.formulas.set(document, formula);
+    }
+    const vars = variables ?? {};
+    const max = this.config.maxCost;
+    const count = listElements(formula, vars);
+    const left = max - count;
+    if (left < 1) return limitError('cost', max, tooManyElements(max, count));
+    const found = overCost(formula, vars, left);
+    return found === null ? undefined : limitError('cost', max, costMessage(left, found, count));
+  }
+
+  /** checkCost by walking the document with GraphQL Armor's rule, per request (GRAPHQL_COST_FORMULA=false). */
+  walkCost(schema: GraphQLSchema, document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): GraphQLError | undefined {
     const cached = this.costVerdicts.get(document);
     if (cached !== undefined) return cached ?? undefined;
     const { sized, usedVariables: sizedByVariables } = withListSizes(schema, document, variables ?? {}, this.config.listSizeEstimate);
@@ -128,7 +157,7 @@ export class OperationLimits {
     // up): it counts one point, so a small selection over a huge list input is refused like a huge selection.
     const left = max - inputs.count;
     if (left < 1) {
-      const verdict = limitError('cost', max, `Query Cost limit of ${max} exceeded: its list arguments hold ${inputs.count} elements, one point each.`);
+      const verdict = limitError('cost', max, tooManyElements(max, inputs.count));
       if (!usedVariables) this.costVerdicts.set(document, verdict);
       return verdict;
     }
