@@ -1,0 +1,54 @@
+// `npm run bench:guard` is what stops a slower change from landing: it must fail for a tree that is really slower on
+// one path and pass for the same tree. The slower tree is this one with BENCH_GUARD_SLOWDOWN (bench/lib/guard-slowdown.ts:
+// the working tree's gateway spends 20 % more CPU on each request of one path), which only this test sets.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+interface GuardRun {
+  code: number | null;
+  output: string;
+  rows: { path: string; ratio: number; spread: number; slower: boolean }[];
+}
+
+async function guard(env: Record<string, string>): Promise<GuardRun> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'guard-test-'));
+  const json = path.join(dir, 'guard.json');
+  try {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'bench/guard.ts', '--against', 'HEAD', '--quick', '--rounds', '5', '--paths', 'tree,intake', '--json', json],
+      { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    const rows = fs.existsSync(json) ? (JSON.parse(fs.readFileSync(json, 'utf8')) as { rows: GuardRun['rows'] }).rows : [];
+    return { code, output, rows };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe('npm run bench:guard', () => {
+  it('fails for a tree whose tree query costs 20 % more CPU, naming that path', async () => {
+    const run = await guard({ BENCH_GUARD_SLOWDOWN: 'tree:20' });
+    expect(run.code, run.output).toBe(1);
+    const tree = run.rows.find((r) => r.path === 'tree');
+    expect(tree?.slower, run.output).toBe(true);
+    expect(tree!.ratio).toBeGreaterThan(1.1);
+    expect(run.output).toMatch(/slower than HEAD .* tree/);
+  }, 240_000);
+
+  it('passes for the same tree, and prints its table', async () => {
+    const run = await guard({});
+    expect(run.code, run.output).toBe(0);
+    expect(run.rows.map((r) => r.path)).toEqual(['tree', 'intake']);
+    expect(run.output).toMatch(/\| tree \| [\d.]+ \| [\d.]+ \| [\d.]+ \| ±[\d.]+ % \|/);
+  }, 240_000);
+});
