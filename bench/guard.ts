@@ -35,7 +35,8 @@ import WebSocket from 'ws';
 import { API_KEY, NOTIFICATION_TOKEN, gatewayEnv } from './lib/env.js';
 import { graphql } from './lib/harness.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ROOT, cpuSeconds, freePort, pin, placement, spawnNode, type Proc } from './lib/processes.js';
+import { closedLoop, processCpu } from './lib/cpu.js';
+import { ROOT, freePort, pin, placement, spawnNode, type Proc } from './lib/processes.js';
 import { median } from './lib/stats.js';
 import { SUBSCRIPTION } from './scenarios/fanout.js';
 import { CREATE_NETWORK } from './scenarios/mutation.js';
@@ -84,20 +85,6 @@ const slowdown = (() => {
 
 const started = Date.now();
 const log = (line: string) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
-
-/** CPU seconds of every thread of `pid`, in nanoseconds' precision (schedstat), else clock ticks (stat). */
-function processCpu(pid: number): number {
-  try {
-    let ns = 0;
-    for (const task of fs.readdirSync(`/proc/${pid}/task`)) {
-      ns += Number(fs.readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]);
-    }
-    if (Number.isFinite(ns) && ns > 0) return ns / 1e9;
-  } catch {
-    // a thread ended between the listing and the read, or no schedstat: the coarser figure
-  }
-  return cpuSeconds(pid);
-}
 
 /** Every gateway process of the guard, so that a round starts only once both sides are quiet. */
 const gatewayPids: number[] = [];
@@ -195,16 +182,6 @@ async function post(side: Side, p: PathName, urlPath: string, headers: Record<st
   }
 }
 
-/** Runs `count` operations, CONCURRENCY at a time. */
-async function closedLoop(count: number, op: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (next < count) await op(next++);
-    }),
-  );
-}
-
 /** `count` graphql-ws subscriptions, each waiting for its own auth_req_id, spread over CONCURRENCY connections. */
 async function waitingSubscribers(side: Side, count: number): Promise<{ ids: string[]; delivered(id: string): Promise<void>; close(): void }> {
   const wsUrl = `${side.origin.replace(/^http/, 'ws')}/graphql`;
@@ -262,7 +239,7 @@ async function round(side: Side, p: PathName): Promise<number> {
     const subs = await waitingSubscribers(side, count);
     await settle();
     const before = processCpu(pid);
-    await closedLoop(count, async (i) => {
+    await closedLoop(count, CONCURRENCY, async (i) => {
       const id = subs.ids[i]!;
       const done = subs.delivered(id);
       await post(side, p, WEBHOOK_PATH, WEBHOOK_HEADERS, NOTIFICATION.replace('{{uuid}}', id), 204);
@@ -274,9 +251,9 @@ async function round(side: Side, p: PathName): Promise<number> {
   }
   await settle();
   const before = processCpu(pid);
-  if (p === 'mutation') await closedLoop(count, () => post(side, p, '/graphql', GRAPHQL_HEADERS, side.mutationBody.replace('{{uuid}}', randomUUID()), 200));
-  else if (p === 'tree') await closedLoop(count, () => post(side, p, '/graphql', GRAPHQL_HEADERS, side.treeBody, 200));
-  else await closedLoop(count, () => post(side, p, WEBHOOK_PATH, WEBHOOK_HEADERS, NOTIFICATION.replace('{{uuid}}', randomUUID()), 204));
+  if (p === 'mutation') await closedLoop(count, CONCURRENCY, () => post(side, p, '/graphql', GRAPHQL_HEADERS, side.mutationBody.replace('{{uuid}}', randomUUID()), 200));
+  else if (p === 'tree') await closedLoop(count, CONCURRENCY, () => post(side, p, '/graphql', GRAPHQL_HEADERS, side.treeBody, 200));
+  else await closedLoop(count, CONCURRENCY, () => post(side, p, WEBHOOK_PATH, WEBHOOK_HEADERS, NOTIFICATION.replace('{{uuid}}', randomUUID()), 204));
   return (processCpu(pid) - before) / count;
 }
 

@@ -141,7 +141,9 @@ async function mutation(req: http.IncomingMessage, res: http.ServerResponse): Pr
   const envelopeText = JSON.stringify(envelope);
   const print = createHash('sha256').update(`createNetwork\u0000/ocs/v1/services\u0000${envelopeText}`).digest('hex');
   const now = Date.now();
-  const claimed = await durably(() => claim.run(scope, key, print, now + LEASE_MS, now, now + RETENTION_MS, now).changes === 1);
+  const claimed = await durably(function claimKey() {
+    return claim.run(scope, key, print, now + LEASE_MS, now, now + RETENTION_MS, now).changes === 1;
+  });
   if (!claimed) return graphqlError(res, 'IDEMPOTENCY_KEY_IN_USE', `idempotency key ${key} is taken`);
   const upstreamKey = uuidv5(`${scope}\u0000${key}`, UPSTREAM_NAMESPACE);
   let created: { id: string; metadata: { title: string } };
@@ -173,7 +175,7 @@ async function mutation(req: http.IncomingMessage, res: http.ServerResponse): Pr
     createdAt: new Date(createdAt).toISOString(),
   };
   // The ledger row and the completion in the same turn: one COMMIT makes both durable.
-  await durably(() => {
+  await durably(function recordNetwork() {
     recordResource.run(created.id, spec.projectId, spec.title, JSON.stringify(spec), JSON.stringify(created), upstreamKey, scope, createdAt);
     complete.run(JSON.stringify(record), scope, key);
   });

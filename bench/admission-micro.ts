@@ -1,0 +1,53 @@
+/**
+ * What each per-request safety check of the admit stage costs, in µs per request (decision 049): the API-key
+ * authentication, the scope check, the cost (formula and, for comparison, the per-request walk it replaced) and the
+ * whole admission, for the benchmark's mutation and tree query, in this process, with the gateway's own schema.
+ *
+ *   npx tsx bench/admission-micro.ts [iterations, default 200000]
+ */
+import { parse } from 'graphql';
+import { APP_GRANTS, type Caller } from '../src/caller.js';
+import { loadConfig } from '../src/config.js';
+import { createAdmission } from '../src/execution/admit.js';
+import { OperationLimits } from '../src/execution/limits.js';
+import { scopeCheck } from '../src/execution/scopes.js';
+import { buildSchema } from '../src/graphql/schema.js';
+import type { RateLimits } from '../src/ratelimit/buckets.js';
+import { createAuthenticator } from '../src/server/auth.js';
+import { CREATE_NETWORK } from './scenarios/mutation.js';
+import { PROJECT_TREE } from './scenarios/query.js';
+
+const N = Number(process.argv[2] ?? 200_000);
+const schema = buildSchema([]);
+const config = loadConfig({ GATEWAY_API_KEYS: 'bench:bench-api-key', DATA_DIR: '/tmp' });
+const formula = new OperationLimits(config.graphqlLimits);
+const walk = new OperationLimits({ ...config.graphqlLimits, costFormula: false });
+const scopes = scopeCheck(schema);
+const caller: Caller = { scope: 'app:bench', app: 'bench', grants: APP_GRANTS };
+// Rate limits off, as the benchmark runs (and as a gateway without RATE_LIMIT_* does).
+const rateLimits = { limited: () => false } as unknown as RateLimits;
+const admit = createAdmission({ schema, limits: formula, rateLimits, seen: () => undefined });
+const authenticate = createAuthenticator(config, (k) => k);
+
+function perCall(label: string, fn: () => unknown): string {
+  for (let i = 0; i < N / 10; i++) fn(); // warm-up
+  const start = process.cpuUsage();
+  for (let i = 0; i < N; i++) fn();
+  const used = process.cpuUsage(start);
+  return `| ${label} | ${((used.user + used.system) / N).toFixed(2)} |`;
+}
+
+const rows: string[] = ['| check | µs per request |', '|---|---:|'];
+rows.push(perCall('API-key authentication (sha256 of the key, constant-time compare)', () => authenticate('Bearer bench-api-key')));
+for (const [name, text, variables] of [
+  ['mutation', CREATE_NETWORK, { input: { projectId: 'p', title: 't' }, key: '6f1c2b0e-8d1e-4c1a-9f3e-2a5b7c9d0e1f' }],
+  ['tree query', PROJECT_TREE, { id: 'p' }],
+] as const) {
+  const document = parse(text);
+  const operation = document.definitions[0] as never;
+  rows.push(perCall(`${name}: scope check (an app without every scope)`, () => scopes(APP_GRANTS, document, operation)));
+  rows.push(perCall(`${name}: cost, formula per document`, () => formula.checkCost(schema, document, variables)));
+  rows.push(perCall(`${name}: cost, walk per request (GRAPHQL_COST_FORMULA=false)`, () => walk.checkCost(schema, document, variables)));
+  rows.push(perCall(`${name}: whole admission (scopes, cost, rate limits off)`, () => admit(caller, document, operation, variables)));
+}
+process.stdout.write(`${rows.join('\n')}\n`);

@@ -1,0 +1,26 @@
+import fs from 'node:fs';
+import { cpuSeconds } from './processes.js';
+
+/** CPU seconds of every thread of `pid`, in nanoseconds' precision (schedstat), else clock ticks (stat). */
+export function processCpu(pid: number): number {
+  try {
+    let ns = 0;
+    for (const task of fs.readdirSync(`/proc/${pid}/task`)) {
+      ns += Number(fs.readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]);
+    }
+    if (Number.isFinite(ns) && ns > 0) return ns / 1e9;
+  } catch {
+    // a thread ended between the listing and the read, or no schedstat: the coarser figure
+  }
+  return cpuSeconds(pid);
+}
+
+/** Runs `count` operations, `concurrency` at a time (closed loop: each starts when one ends). */
+export async function closedLoop(count: number, concurrency: number, op: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) await op(next++);
+    }),
+  );
+}
