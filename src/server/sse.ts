@@ -235,7 +235,8 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         raw = await readBody(req, options.bodyLimit);
       } catch (err) {
         if (!(err instanceof BodyTooLargeError)) throw err;
-        sendJson(res, 413, { errors: [{ message: `request body exceeds ${options.bodyLimit} bytes`, extensions: { code: ErrorCode.BAD_REQUEST } }] });
+        // The rest of the body is not read: close the connection rather than drain it.
+        sendJson(res, 413, { errors: [{ message: `request body exceeds ${options.bodyLimit} bytes`, extensions: { code: ErrorCode.BAD_REQUEST } }] }, { connection: 'close' });
         return;
       }
       try {
