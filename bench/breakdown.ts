@@ -1,12 +1,15 @@
 /**
- * `npm run bench:breakdown`: where a mutation's and a tree query's CPU goes, stage by stage, in the gateway and in
- * its baseline (the durable baseline for createNetwork, the hand-written SQLite reader for the tree query).
+ * `npm run bench:breakdown`: where a mutation's, a tree query's and a mobile-ID notification's time goes, stage by
+ * stage, in the gateway and in its baseline (the durable baseline for createNetwork, the hand-written SQLite reader
+ * for the tree query, the hand-written webhook of bench/servers/baseline.ts for a notification).
  *
  * Each server runs as in the benchmark (its own process on the server core, the same stub upstream), with
  * `--inspect` on loopback. After a warm-up, the V8 sampling profiler runs over N operations only (started and
  * stopped through the inspector, so nothing else is in the window), and every sample of the main thread is given to
  * one stage: the innermost frame on its stack that a stage claims (src/store, kysely and better-sqlite3 frames
- * belong to whoever called them: the idempotency claim, else the ledger). A sample is main-thread time while not
+ * belong to whoever called them: the idempotency claim or the event log when the stack still shows it; kysely awaits
+ * before it runs a statement, so past that await the caller is gone and the statement counts as "ledger and SQLite
+ * statements"). A sample is main-thread time while not
  * idle, so a synchronous wait there (an fsync inside COMMIT) counts; the process's CPU from /proc over the same
  * window (every thread) is the last row.
  *
@@ -19,13 +22,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
-import { API_KEY, UPSTREAM_TOKEN, gatewayEnv } from './lib/env.js';
+import { API_KEY, NOTIFICATION_TOKEN, UPSTREAM_TOKEN, gatewayEnv } from './lib/env.js';
 import { closedLoop, processCpu } from './lib/cpu.js';
 import { graphql } from './lib/harness.js';
 import { Inspector } from './lib/inspector.js';
 import { ROOT, freePort, pin, placement, spawnNode, waitUntilIdle, type Proc } from './lib/processes.js';
 import { CREATE_NETWORK } from './scenarios/mutation.js';
 import { PROJECT_TREE, seedTree } from './scenarios/query.js';
+import { WEBHOOK_PATH, notificationBody } from './scenarios/webhook.js';
 
 const { values: cli } = parseArgs({ options: { ops: { type: 'string', default: '4000' }, 'no-write': { type: 'boolean', default: false } } });
 const OPS = Number(cli.ops);
@@ -52,10 +56,14 @@ export const STAGES = [
   'plan lookup',
   'admission (scopes, cost, rate limit)',
   'variable coercion',
+  'notification parse and checks',
+  'sealing and digests',
+  'event log write',
+  'bus, matching and delivery',
   'resolver and execution',
   'idempotency claim',
   'upstream call',
-  'ledger and completion',
+  'ledger and SQLite statements',
   'SQLite commit (group commit, WAL sync)',
   'response',
   'metrics and tracing',
@@ -70,13 +78,17 @@ const CLAIMS: Array<[Stage, (f: Frame) => boolean]> = [
   ['SQLite commit (group commit, WAL sync)', (f) => /^(fdatasync|fsync)$/.test(f.functionName) || (/sqlite-dialect/.test(f.url) && /commit|flush|sync/i.test(f.functionName)) || (/durable-baseline/.test(f.url) && f.functionName === 'flush')],
   ['metrics and tracing', (f) => /prom-client|@opentelemetry|pino|src\/metrics|src\/telemetry|src\/logger|execution\/tracing|server\/tracing/.test(f.url)],
   ['variable coercion', (f) => /^(coerceVariableValues|getVariableValues|coerceInputValue|coerceInputValueImpl)$/.test(f.functionName)],
-  ['authentication', (f) => /server\/auth|server\/jwt-auth|src\/caller/.test(f.url)],
+  ['authentication', (f) => /server\/auth|server\/jwt-auth|src\/caller|mobile-id\/tokens/.test(f.url)],
+  ['sealing and digests', (f) => /mobile-id\/sealing|src\/fingerprint|canonicalize/.test(f.url) || /^(Hmac|Hash|createCipherBase|Cipheriv|Decipheriv)$/.test(f.functionName)],
+  ['notification parse and checks', (f) => /mobile-id\/(wire|verify|intake)|webhooks\/body|zod/.test(f.url) || (/servers\/baseline/.test(f.url) && f.functionName === 'webhook')],
+  ['event log write', (f) => /events\/log/.test(f.url) || f.functionName === 'insertNotification'],
+  ['bus, matching and delivery', (f) => /events\/(bus|index|stream)|graphql\/subscriptions|server\/ws/.test(f.url)],
   ['admission (scopes, cost, rate limit)', (f) => /execution\/(admit|scopes|limits|cost-formula)|src\/ratelimit/.test(f.url)],
   ['plan lookup', (f) => /execution\/prepare|server\/trusted-documents/.test(f.url) || (/server\/http-plans/.test(f.url) && /plan|lookup|prepare|document/i.test(f.functionName))],
-  ['ledger and completion', (f) => /store\/idempotency/.test(f.url) && /complet|finish|done|record/i.test(f.functionName)],
+  ['ledger and SQLite statements', (f) => /store\/idempotency/.test(f.url) && /complet|finish|done|record/i.test(f.functionName)],
   ['idempotency claim', (f) => /upstream\/idempotency|store\/idempotency/.test(f.url) || f.functionName === 'claimKey'],
   ['upstream call', (f) => /undici|upstream\/http|cloud\/client/.test(f.url)],
-  ['ledger and completion', (f) => /store\/ledger|store\/provisionings/.test(f.url) || f.functionName === 'recordNetwork'],
+  ['ledger and SQLite statements', (f) => /store\/ledger|store\/provisionings/.test(f.url) || f.functionName === 'recordNetwork'],
   ['response', (f) => /execution\/present|node:_http_outgoing/.test(f.url) || (/server\/(http-plans|respond)|servers\/http/.test(f.url) && /^(send|answer|sendJson|respond)/.test(f.functionName))],
   ['resolver and execution', (f) => /src\/graphql\/|src\/cloud\/|graphql-jit|dataloader|graphql\/execution|execution\/run|execution\/shared|@apollo\/server/.test(f.url) || /^(mutation|query)$/.test(f.functionName)],
   ['HTTP read', (f) => /server\/(http|graphql|http-plans|respond)\.ts|servers\/http\.ts|node:_http_(incoming|server|common)/.test(f.url)],
@@ -90,12 +102,12 @@ function stageOf(stack: Frame[]): Stage {
     const claimed = CLAIMS.find(([, test]) => test(f));
     if (claimed) {
       // A statement run for a stage that is not the storage's own (the resolver reading the ledger) is ledger work.
-      if (storage && !['idempotency claim', 'ledger and completion', 'SQLite commit (group commit, WAL sync)'].includes(claimed[0])) return 'ledger and completion';
+      if (storage && !['idempotency claim', 'ledger and SQLite statements', 'event log write', 'SQLite commit (group commit, WAL sync)'].includes(claimed[0])) return 'ledger and SQLite statements';
       return claimed[0];
     }
     if (STORAGE(f)) storage = true;
   }
-  return storage ? 'ledger and completion' : 'other (V8, timers, node internals)';
+  return storage ? 'ledger and SQLite statements' : 'other (V8, timers, node internals)';
 }
 
 /** Microseconds of main-thread time per stage in `profile` (idle samples left out). */
@@ -154,9 +166,10 @@ async function start(name: string, script: string, args: string[], env: Record<s
 
 function table(title: string, columns: Array<{ name: string; m: { stages: Map<Stage, number>; cpuUs: number } }>): string {
   const us = (v: number | undefined) => (v === undefined || v < 0.05 ? '–' : v.toFixed(1));
+  const shown = STAGES.filter((s) => columns.some((c) => (c.m.stages.get(s) ?? 0) >= 0.05));
   const lines = [
     `**${title}**: µs per operation of the main thread's time, sampled (${OPS} operations, ${CONCURRENCY} in flight). A sample is time the thread was not idle, so a synchronous wait on the main thread (the durable baseline's fsync inside its COMMIT) counts, while the gateway syncs the WAL on libuv's pool; the last row is the process's CPU from /proc.`, '', `| stage | ${columns.map((c) => c.name).join(' | ')} |`, `|---|${columns.map(() => '---:').join('|')}|`];
-  for (const s of STAGES) lines.push(`| ${s} | ${columns.map((c) => us(c.m.stages.get(s))).join(' | ')} |`);
+  for (const s of shown) lines.push(`| ${s} | ${columns.map((c) => us(c.m.stages.get(s))).join(' | ')} |`);
   const mainThread = columns.map((c) => [...c.m.stages.values()].reduce((a, b) => a + b, 0));
   lines.push(`| *main thread, sampled, in all* | ${mainThread.map((v) => us(v)).join(' | ')} |`);
   lines.push(`| **process CPU (/proc)** | ${columns.map((c) => `**${c.m.cpuUs.toFixed(1)}**`).join(' | ')} |`);
@@ -186,20 +199,22 @@ async function main(): Promise<void> {
     const treeId = await seedTree(gateway.origin);
     const baselineDir = path.join(root, 'baseline');
     fs.mkdirSync(baselineDir);
-    const baseline = await start('baseline', 'bench/servers/baseline.ts', ['--upstream', stubUrl, '--token', UPSTREAM_TOKEN, '--gateway-db', path.join(gwDir, 'gateway.sqlite'), '--data-dir', baselineDir, '--synchronous', 'FULL', '--notification-token', 'unused'], {}, place.server, { line: true });
+    const baseline = await start('baseline', 'bench/servers/baseline.ts', ['--upstream', stubUrl, '--token', UPSTREAM_TOKEN, '--gateway-db', path.join(gwDir, 'gateway.sqlite'), '--data-dir', baselineDir, '--synchronous', 'FULL', '--notification-token', NOTIFICATION_TOKEN], {}, place.server, { line: true });
     procs.push(baseline.proc);
     const seeded = await fetch(`${durable.origin}/seed`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ projectId }) });
     if (seeded.status !== 200) throw new Error(`durable baseline: seed answered ${seeded.status}`);
 
     const headers = { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` };
-    const client = (origin: string, urlPath: string, body: () => string) => {
+    const client = (origin: string, urlPath: string, body: () => string, expect = 200, h: Record<string, string> = headers) => {
       const pool = new Pool(origin, { connections: CONCURRENCY });
       return async () => {
-        const res = await pool.request({ method: 'POST', path: urlPath, headers, body: body() });
+        const res = await pool.request({ method: 'POST', path: urlPath, headers: h, body: body() });
         const text = await res.body.text();
-        if (res.statusCode !== 200 || text.includes('"errors"')) throw new Error(`${origin}${urlPath} answered ${res.statusCode}: ${text.slice(0, 200)}`);
+        if (res.statusCode !== expect || text.includes('"errors"')) throw new Error(`${origin}${urlPath} answered ${res.statusCode}: ${text.slice(0, 200)}`);
       };
     };
+    const notification = notificationBody();
+    const webhookHeaders = { 'content-type': 'application/json', authorization: `Bearer ${NOTIFICATION_TOKEN}` };
     const mutationBody = () => JSON.stringify({ query: CREATE_NETWORK, variables: { input: { projectId, title: 'breakdown-net' }, key: randomUUID() } });
     const treeBody = JSON.stringify({ query: PROJECT_TREE, variables: { id: treeId } });
 
@@ -211,6 +226,10 @@ async function main(): Promise<void> {
     const gwTree = await measure(gateway, client(gateway.origin, '/graphql', () => treeBody));
     process.stderr.write('tree query: baseline\n');
     const baseTree = await measure(baseline, client(baseline.origin, '/query', () => treeBody));
+    process.stderr.write('intake: gateway\n');
+    const gwIntake = await measure(gateway, client(gateway.origin, WEBHOOK_PATH, () => notification.replace('{{uuid}}', randomUUID()), 204, webhookHeaders));
+    process.stderr.write('intake: baseline\n');
+    const baseIntake = await measure(baseline, client(baseline.origin, '/webhook', () => notification.replace('{{uuid}}', randomUUID()), 204, webhookHeaders));
 
     const block = [
       `Run of ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC · Node ${process.version} · load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} at the end · \`npm run bench:breakdown\``,
@@ -223,6 +242,11 @@ async function main(): Promise<void> {
       table('tree query (50 resources)', [
         { name: 'gateway', m: gwTree },
         { name: 'baseline (SQLite by hand)', m: baseTree },
+      ]),
+      '',
+      table('mobile-ID notification, nobody waiting', [
+        { name: 'gateway', m: gwIntake },
+        { name: 'baseline (one insert, its own commit)', m: baseIntake },
       ]),
     ].join('\n');
     process.stdout.write(`\n${block}\n`);
