@@ -5,7 +5,11 @@
  *
  *   npx tsx bench/admission-micro.ts [iterations, default 200000]
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { parse } from 'graphql';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { APP_GRANTS, type Caller } from '../src/caller.js';
 import { loadConfig } from '../src/config.js';
 import { createAdmission } from '../src/execution/admit.js';
@@ -14,6 +18,8 @@ import { scopeCheck } from '../src/execution/scopes.js';
 import { buildSchema } from '../src/graphql/schema.js';
 import type { RateLimits } from '../src/ratelimit/buckets.js';
 import { createAuthenticator } from '../src/server/auth.js';
+import { JwksKeys, JwtAuthenticator } from '../src/server/jwt-auth.js';
+import { createLogger } from '../src/logger.js';
 import { CREATE_NETWORK } from './scenarios/mutation.js';
 import { PROJECT_TREE } from './scenarios/query.js';
 
@@ -49,5 +55,23 @@ for (const [name, text, variables] of [
   rows.push(perCall(`${name}: cost, formula per document`, () => formula.checkCost(schema, document, variables)));
   rows.push(perCall(`${name}: cost, walk per request (GRAPHQL_COST_FORMULA=false)`, () => walk.checkCost(schema, document, variables)));
   rows.push(perCall(`${name}: whole admission (scopes, cost, rate limits off)`, () => admit(caller, document, operation, variables)));
+}
+
+// A JWT app: ES256, verified by jose every time (AUTH_JWT_CACHE_SIZE=0) or once and then from the cache.
+const { privateKey, publicKey } = await generateKeyPair('ES256');
+const jwksFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'micro-jwks-')), 'jwks.json');
+fs.writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'k', alg: 'ES256', use: 'sig' }] }));
+const token = await new SignJWT({ azp: 'shop', scope: 'cloud:read' }).setProtectedHeader({ alg: 'ES256', kid: 'k' }).setIssuer('https://idp').setAudience('gateway').setExpirationTime('2h').sign(privateKey);
+async function perAsyncCall(label: string, n: number, fn: () => Promise<unknown>): Promise<string> {
+  for (let i = 0; i < n / 10; i++) await fn();
+  const start = process.cpuUsage();
+  for (let i = 0; i < n; i++) await fn();
+  const used = process.cpuUsage(start);
+  return `| ${label} | ${((used.user + used.system) / n).toFixed(2)} |`;
+}
+for (const size of ['0', '10000']) {
+  const jwtConfig = loadConfig({ AUTH_JWKS_FILE: jwksFile, AUTH_ISSUER: 'https://idp', AUTH_AUDIENCE: 'gateway', AUTH_JWT_CACHE_SIZE: size, DATA_DIR: '/tmp' }).jwtAuth!;
+  const jwt = new JwtAuthenticator(jwtConfig, new JwksKeys({ source: jwtConfig.jwks, refreshIntervalMs: jwtConfig.refreshIntervalMs, now: Date.now, logger: createLogger({ level: 'silent' }) }), Date.now);
+  rows.push(await perAsyncCall(`JWT (ES256), ${size === '0' ? 'verified on every request (AUTH_JWT_CACHE_SIZE=0)' : 'from the cache of verified tokens'}`, size === '0' ? 2_000 : 100_000, () => jwt.authenticate(token)));
 }
 process.stdout.write(`${rows.join('\n')}\n`);

@@ -114,7 +114,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // Apps that sign in with their identity provider's JWTs (AUTH_*): a bad AUTH_JWKS_FILE stops start-up before anything
     // else starts; a JWKS URL is fetched now, so that the first token finds its keys.
     const now = options.authClock ?? Date.now;
-    const jwt = config.jwtAuth ? new JwtAuthenticator(config.jwtAuth, new JwksKeys({ source: config.jwtAuth.jwks, refreshIntervalMs: config.jwtAuth.refreshIntervalMs, now, logger }), now) : null;
+    const jwt = config.jwtAuth
+      ? new JwtAuthenticator(config.jwtAuth, new JwksKeys({ source: config.jwtAuth.jwks, refreshIntervalMs: config.jwtAuth.refreshIntervalMs, now, logger }), now, (check) => metrics.jwtChecks.inc({ check }))
+      : null;
     if (jwt) void jwt.keys.refresh();
 
     const tracing = createTracing(config.tracing, { exporter: options.traceExporter });

@@ -271,6 +271,7 @@ const VARS = {
   AUTH_APP_CLAIM: declare(optionalString.refine((s) => s === undefined || /^[A-Za-z0-9_.:/-]{1,128}$/.test(s), 'must be a claim name (letters, digits, _ . : / -)'), 'The JWT claim that names the app (the owner of what it creates, its metrics label, its rate-limit bucket): a JWT of app `shop` is the same app as the API key `shop:<key>`.', '(unset: the first present of azp, client_id, sub)'),
   AUTH_SCOPE_PREFIX: declare(z.string().optional().refine((s) => s === undefined || /^\S+$/.test(s), 'must not hold spaces'), 'Only JWT scopes (claims `scope`, space-separated, or `scp`) that start with this prefix are read, the prefix removed: with `gateway:`, `gateway:cloud:read` grants cloud:read. Scopes that are not the gateway\'s are ignored.', '(unset: no prefix)'),
   AUTH_JWKS_REFRESH_INTERVAL: declare(duration('1m', { minMs: 1000, message: 'must be at least 1s' }), 'The JWKS is fetched at most once per this interval, whatever asks for it (an unknown kid, or keys older than this).'),
+  AUTH_JWT_CACHE_SIZE: declare(int(10_000, 0, 1_000_000), 'How many verified JWTs the gateway remembers (by their SHA-256, never in clear), each until its exp or until the JWKS is fetched again, so that a token sent with every request is verified once, not every time (260–800 µs each). 0 verifies every request (the off switch; decision 049).'),
   IDEMPOTENCY_RETENTION: declare(duration('24h'), 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).'),
   EVENT_RETENTION: declare(duration('7d'), 'How long webhook events are kept in the event log.'),
   UPSTREAM_TIMEOUT: declare(duration('10s'), 'Time limit of one upstream attempt (headers and body).'),
@@ -482,6 +483,8 @@ export interface JwtAuthConfig {
   readonly appClaim: string | null;
   readonly scopePrefix: string;
   readonly refreshIntervalMs: number;
+  /** AUTH_JWT_CACHE_SIZE: verified tokens remembered until their exp or the next JWKS fetch; 0 verifies every request. */
+  readonly verifiedCacheSize: number;
 }
 
 export interface GraphqlLimitsConfig {
@@ -635,7 +638,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
 
 
 /** The AUTH_* variables: none, or a JWKS with the issuer and audience its tokens must carry. */
-function jwtAuthConfig(e: { AUTH_JWKS_URL?: string | undefined; AUTH_JWKS_FILE?: string | undefined; AUTH_ISSUER?: string | undefined; AUTH_AUDIENCE: string[]; AUTH_APP_CLAIM?: string | undefined; AUTH_SCOPE_PREFIX?: string | undefined; AUTH_JWKS_REFRESH_INTERVAL: number }): JwtAuthConfig | null {
+function jwtAuthConfig(e: { AUTH_JWKS_URL?: string | undefined; AUTH_JWKS_FILE?: string | undefined; AUTH_ISSUER?: string | undefined; AUTH_AUDIENCE: string[]; AUTH_APP_CLAIM?: string | undefined; AUTH_SCOPE_PREFIX?: string | undefined; AUTH_JWKS_REFRESH_INTERVAL: number; AUTH_JWT_CACHE_SIZE: number }): JwtAuthConfig | null {
   if (e.AUTH_JWKS_URL && e.AUTH_JWKS_FILE) throw new ConfigError('AUTH_JWKS_FILE', 'set either AUTH_JWKS_URL or AUTH_JWKS_FILE, not both');
   if (!e.AUTH_JWKS_URL && !e.AUTH_JWKS_FILE) {
     for (const name of ['AUTH_ISSUER', 'AUTH_AUDIENCE', 'AUTH_APP_CLAIM'] as const) {
@@ -654,6 +657,7 @@ function jwtAuthConfig(e: { AUTH_JWKS_URL?: string | undefined; AUTH_JWKS_FILE?:
     appClaim: e.AUTH_APP_CLAIM ?? null,
     scopePrefix: e.AUTH_SCOPE_PREFIX ?? '',
     refreshIntervalMs: e.AUTH_JWKS_REFRESH_INTERVAL,
+    verifiedCacheSize: e.AUTH_JWT_CACHE_SIZE,
   };
 }
 

@@ -54,6 +54,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly jwtChecks = new Counter({
+    name: 'gateway_jwt_checks_total',
+    help: 'JWTs apps presented, by check: verified (signature, iss, aud, exp and nbf checked) or cached (a token verified before, answered from AUTH_JWT_CACHE_SIZE until its exp or the next JWKS fetch).',
+    labelNames: ['check'] as const,
+    registers: [this.registry],
+  });
+
   readonly webhooks = new Counter({
     name: 'gateway_webhooks_total',
     help: 'Webhook deliveries by endpoint and outcome (accepted, duplicate, rejected).',

@@ -3,7 +3,8 @@
 import fs from 'node:fs';
 import { createLocalJWKSet, decodeProtectedHeader, errors, jwtVerify, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters, type JWTPayload } from 'jose';
 import { request } from 'undici';
-import { Grants, isScope, scopeOfApp, type Caller, type Scope } from '../caller.js';
+import { LRUCache } from 'lru-cache';
+import { Grants, isScope, scopeOfApp, sha256, type Caller, type Scope } from '../caller.js';
 import { ConfigError, type JwtAuthConfig } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { AuthResult } from './auth.js';
@@ -60,6 +61,8 @@ export interface JwksKeysOptions {
  */
 export class JwksKeys {
   private local: ReturnType<typeof createLocalJWKSet> | null = null;
+  /** Counts the key sets fetched: a token verified under an earlier set is verified again (a key may be gone). */
+  version = 0;
   /** When keys were last fetched (epoch ms). */
   private fetchedAt = -Infinity;
   /** When a fetch last started, whatever its outcome. */
@@ -77,6 +80,11 @@ export class JwksKeys {
     } else {
       this.url = source.url;
     }
+  }
+
+  /** False once the keys are older than the refresh interval: the next token's verification fetches them again. */
+  fresh(): boolean {
+    return this.url === null || this.options.now() - this.fetchedAt < this.options.refreshIntervalMs;
   }
 
   /** Where the keys come from (for logs and errors). */
@@ -127,6 +135,7 @@ export class JwksKeys {
     try {
       const jwks = await fetchJwks(url);
       this.local = createLocalJWKSet(jwks);
+      this.version += 1;
       this.fetchedAt = this.options.now();
       this.failure = null;
     } catch (err) {
@@ -216,14 +225,43 @@ export function expiryDelay(caller: Caller, now: number): number | null {
  * `app:<name>`) as the API keys `<name>:<key>`, with the scopes the token grants and the token's expiry.
  */
 export class JwtAuthenticator {
+  /**
+   * Tokens verified, by their SHA-256: a token that every request of an app carries is verified once (260–800 µs,
+   * decision 047) and then answers from here until its exp, or until the keys are older than the refresh interval
+   * (the next verification fetches them again, and a token verified under the earlier set is verified again: its key
+   * may have been removed), or until the clock runs back before it was verified. At most
+   * `verifiedCacheSize` (AUTH_JWT_CACHE_SIZE, default 10,000: about 3 MB) entries, least recently used first out.
+   * Refusals are never kept.
+   */
+  private readonly verified: LRUCache<string, { caller: Caller; keys: number; at: number }> | null;
   constructor(
     private readonly config: JwtAuthConfig,
     readonly keys: JwksKeys,
     private readonly now: () => number,
-  ) {}
+    /** Told of each token checked: verified by jose, or answered from the cache (gateway_jwt_checks_total). */
+    private readonly count: (check: 'verified' | 'cached') => void = () => undefined,
+  ) {
+    this.verified = config.verifiedCacheSize > 0 ? new LRUCache({ max: config.verifiedCacheSize }) : null;
+  }
 
   async authenticate(token: string): Promise<AuthResult> {
     const at = this.now();
+    const id = this.verified ? sha256(token).toString('base64') : null;
+    if (id !== null) {
+      const hit = this.verified!.get(id);
+      if (hit && hit.keys === this.keys.version && this.keys.fresh() && at >= hit.at && at < hit.caller.expiresAt!) {
+        this.count('cached');
+        return { ok: true, caller: hit.caller };
+      }
+    }
+    const keys = this.keys.version;
+    const result = await this.verify(token, at);
+    if (id !== null && result.ok && this.keys.version === keys) this.verified!.set(id, { caller: result.caller, keys, at });
+    return result;
+  }
+
+  private async verify(token: string, at: number): Promise<AuthResult> {
+    this.count('verified');
     let payload: JWTPayload;
     try {
       ({ payload } = await jwtVerify(token, this.keys.getKey, {

@@ -43,6 +43,7 @@ describe('the AUTH_* variables', () => {
       appClaim: null,
       scopePrefix: 'gateway:',
       refreshIntervalMs: 60_000,
+      verifiedCacheSize: 10_000,
     });
     expect(loadConfig({}).jwtAuth).toBeNull();
   });
