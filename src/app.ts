@@ -91,6 +91,16 @@ export interface GatewayOptions {
   scheduleAuthExpiry?: (delayMs: number, expire: () => void) => () => void;
   /** Tests only: the clock JWTs are judged by (exp, nbf) and the JWKS refresh interval counts on (epoch ms). */
   authClock?: () => number;
+  /**
+   * Tests only: the clock of pending mobile-ID notifications (their reception and retry times, and each pass's time)
+   * and of the mobile-ID JWKS retry schedule (epoch ms). Default Date.now.
+   */
+  mobileIdClock?: () => number;
+  /**
+   * Tests only: schedules the passes over pending mobile-ID notifications (`pass` runs one; no two overlap), returns the
+   * cancel. Default: every 2 s. A test that drives the passes itself passes one that schedules nothing.
+   */
+  schedulePendingPasses?: (pass: () => void) => () => void;
   /** Tests only: releases reserved SSE streams when the test calls the function it is given (instead of after 60 s). */
   sseScheduleRelease?: (release: () => void) => void;
 }
@@ -199,6 +209,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       onClose: (close) => cleanups.push(close),
       box,
       ...(pause ? { pauseAt: pause } : {}),
+      mobileIdClock: options.mobileIdClock,
     });
     const { cloud } = upstreams;
     // Provisioning and plans read the ledger through the owner rule of every cloud read (src/tenancy.ts).
@@ -254,16 +265,16 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // Notifications acknowledged while their id_token could not be verified: retried on their own schedule
     // (src/mobile-id/pending.ts); each replica looks, one takes each row.
     let verifying = false;
-    const verifyPending = setInterval(() => {
+    const pendingPass = () => {
       if (verifying) return;
       verifying = true;
       services.mobileId
         .verifyPending()
         .catch((err: unknown) => logger.warn({ err }, 'verification of pending mobile-ID notifications failed'))
         .finally(() => (verifying = false));
-    }, 2_000);
-    verifyPending.unref();
-    cleanups.push(async () => clearInterval(verifyPending));
+    };
+    const stopPendingPasses = (options.schedulePendingPasses ?? everyTwoSeconds)(pendingPass);
+    cleanups.push(async () => stopPendingPasses());
 
     const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers] as Record<string, unknown>[]);
     const authenticate = createAuthenticator(config, keyLabel, jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined);
@@ -442,4 +453,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     await closeAll();
     throw err;
   }
+}
+
+/** The passes over pending mobile-ID notifications: one every 2 s (src/mobile-id/pending.ts). */
+function everyTwoSeconds(pass: () => void): () => void {
+  const timer = setInterval(pass, 2_000);
+  timer.unref();
+  return () => clearInterval(timer);
 }

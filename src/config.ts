@@ -260,6 +260,7 @@ const VARS = {
     (s) => s === undefined || decodeKey(s) !== undefined,
     'must be 32 bytes as base64 (44 characters) or as 64 hex digits, e.g. the output of `openssl rand -base64 32`',
   ), '32 random bytes (base64 or 64 hex digits): the gateway secret that seals stored mobile-ID tokens, rfm answers and identification links (AES-256-GCM) and keys request fingerprints, callback tokens and the sandbox notification token. Unset: a key file generated in DATA_DIR on first start (keep it apart from the database in production). Replicas sharing DATABASE_URL need the same key.', '(unset: DATA_DIR/token-encryption.key)'),
+  MOBILEID_PENDING_MAX_PER_APP: declare(int(1000, 1, 1_000_000), 'Most mobile-ID notifications of one owner (the app whose issued or bound token carried them; a bare configured token is one owner) that may wait pending verification (the JWKS unreachable, or a kid it lacks). One more is refused (429, quarantined as PENDING_LIMIT, counted in gateway_mobile_id_rejections_total{reason="PENDING_LIMIT"}) instead of acknowledged.'),
   MOBILEID_STRICT_ID_TOKEN: declare(bool(false), 'true: full CIBA strictness, an id_token without iss, aud, exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash, or an encrypted one, is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).'),
   GATEWAY_API_KEYS: declare(list, 'Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app\'s name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Each holds every scope but `operator`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.', '(unset: open, or JWTs only)'),
   GATEWAY_APPS_FILE: declare(optionalString, 'A JSON or YAML file of apps, each with its name, its scopes and the SHA-256 of each of its keys (never the keys): see the README, "Apps and permissions". Its apps are accepted beside those of GATEWAY_API_KEYS; a bad file stops start-up naming the line.', '(unset)'),
@@ -408,6 +409,8 @@ export interface Config {
     readonly clientId: string | undefined;
     /** MOBILEID_STRICT_ID_TOKEN. */
     readonly strictIdToken: boolean;
+    /** MOBILEID_PENDING_MAX_PER_APP. */
+    readonly pendingMaxPerApp: number;
   };
   /** TOKEN_ENCRYPTION_KEY as given (decode with `decodeKey`); undefined means a key file in DATA_DIR. */
   readonly tokenEncryptionKey: string | undefined;
@@ -568,6 +571,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       issuer: e.MOBILEID_ISSUER,
       clientId: e.MOBILEID_CLIENT_ID,
       strictIdToken: e.MOBILEID_STRICT_ID_TOKEN,
+      pendingMaxPerApp: e.MOBILEID_PENDING_MAX_PER_APP,
     },
     tokenEncryptionKey: e.TOKEN_ENCRYPTION_KEY,
     jwtAuth,

@@ -94,6 +94,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly mobileIdJwksFetches = new Counter({
+    name: 'gateway_mobile_id_jwks_fetches_total',
+    help: 'Fetches of MOBILEID_JWKS_URL, by outcome (ok, failed): while it is down, one schedule with backoff (5 s doubling to 60 s), not one per notification.',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
   readonly eventsPublished = new Counter({
     name: 'gateway_events_published_total',
     help: 'Events published to subscribers, by kind.',

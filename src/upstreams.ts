@@ -58,6 +58,8 @@ export async function startUpstreams(
     box: SecretBox;
     /** Tests only (GATEWAY_TEST_PAUSE_AT, src/phases.ts). */
     pauseAt?: PauseAt;
+    /** Tests only: the clock of pending mobile-ID notifications and of the mobile-ID JWKS retry schedule. */
+    mobileIdClock?: (() => number) | undefined;
   },
 ): Promise<Upstreams> {
   const box = deps.box;
@@ -159,7 +161,7 @@ export async function startUpstreams(
         ? { onCallbackAddress: (workflowId: string, url: string) => simulatedIdentification.forEach((s) => s?.configureCallback(workflowId, url)) }
         : {}),
     }),
-    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box, metrics: deps.metrics }),
+    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box, metrics: deps.metrics, now: deps.mobileIdClock }),
     sandbox,
   };
 }

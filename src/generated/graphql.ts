@@ -1133,6 +1133,8 @@ export type MobileIdRejectionReason =
   | 'JWKS_UNAVAILABLE'
   /** 400: the body is not JSON, a field is missing or wrong, or the id_token is not a JWT with a sub. */
   | 'MALFORMED'
+  /** 429: the id_token could not be verified now, and the owner of the token that carried it already had MOBILEID_PENDING_MAX_PER_APP notifications pending verification: not stored. */
+  | 'PENDING_LIMIT'
   /** 401: no, an unknown or an expired client_notification_token, or one issued for another auth_req_id. */
   | 'UNAUTHORIZED'
   /** 415: the body is neither JSON nor form-encoded. */

@@ -36,19 +36,25 @@ export function createMobileIdService(
     /** The gateway's secret (TOKEN_ENCRYPTION_KEY) that seals stored tokens. */
     box: SecretBox;
     metrics: Metrics;
+    /** Tests only: the clock of pending notifications and of the JWKS retry schedule. */
+    now?: (() => number) | undefined;
   },
 ): MobileIdService {
   const { config } = deps;
+  const logger = deps.logger.child({ component: 'mobile-id' });
+  const keys = configuredKeys(endpoint.jwks, { logger, onFetch: (outcome) => deps.metrics.mobileIdJwksFetches.inc({ outcome }) });
   return new MobileIdService({
     db: deps.store.db,
     events: deps.events,
     box: deps.box,
-    verifier: { keys: configuredKeys(endpoint.jwks), issuer: endpoint.issuer, clientId: endpoint.clientId, strict: config.mobileId.strictIdToken },
+    verifier: { keys, issuer: endpoint.issuer, clientId: endpoint.clientId, strict: config.mobileId.strictIdToken },
     notificationTokens: endpoint.notificationTokens,
-    logger: deps.logger.child({ component: 'mobile-id' }),
+    logger,
     sandbox: endpoint.notifier,
     notificationUri: () => `${deps.selfUrl()}/webhooks/mobile-id`,
     rejectionRetentionMs: config.eventRetentionMs,
+    pendingLimit: config.mobileId.pendingMaxPerApp,
     metrics: deps.metrics,
+    now: deps.now,
   });
 }

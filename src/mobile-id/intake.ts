@@ -29,7 +29,9 @@ export type ReceiveResult =
   | { status: 'unauthorized'; description: string; authReqId: string | null }
   | { status: 'invalid'; reason: RejectionReason; description: string; authReqId: string | null }
   /** Stored durably but not verified yet (JWKS unreachable): answer 204; delivered once it is verified. */
-  | { status: 'pending'; authReqId: string; description: string };
+  | { status: 'pending'; authReqId: string; description: string }
+  /** Not verifiable now, and its owner already has MOBILEID_PENDING_MAX_PER_APP pending: nothing stored (429). */
+  | { status: 'over-limit'; authReqId: string; description: string };
 
 export interface NotificationHeaders {
   requestId: string | null;
@@ -46,8 +48,12 @@ interface IntakeOptions {
   quarantine: RejectionQuarantine;
   /** How long pending notifications are retried (EVENT_RETENTION). */
   rejectionRetentionMs: number;
+  /** MOBILEID_PENDING_MAX_PER_APP (named in the refusal). */
+  pendingLimit: number;
   metrics: Metrics;
   logger: Logger;
+  /** Epoch ms: the reception time of pending notifications and the clock of the retry schedules (tests control it). */
+  now?: () => number;
 }
 
 export class NotificationIntake {
@@ -57,8 +63,10 @@ export class NotificationIntake {
   private readonly pending: PendingVerifications;
   private readonly quarantine: RejectionQuarantine;
   private readonly logger: Logger;
+  private readonly now: () => number;
 
   constructor(private readonly options: IntakeOptions) {
+    this.now = options.now ?? Date.now;
     this.events = options.events;
     this.box = options.box;
     this.verifier = options.verifier;
@@ -99,13 +107,14 @@ export class NotificationIntake {
       delete extra[name];
     }
     const correlationId = n.body.correlation_id ?? null;
+    const now = this.now();
     let payload: StoredNotification;
     let secretsExpireAt: number | null = null;
     if (n.outcome === 'success') {
       const b = n.body;
       // Only the configured JWKS verifies signatures: jwks_uri (and any jwks_endpoint) from the body is recorded,
       // never fetched (spec: jwks_uri is the operator's key for encrypting kyc-match requests).
-      const check = await this.verifier.check({ idToken: b.id_token, accessToken: b.access_token, authReqId });
+      const check = await this.verifier.check({ idToken: b.id_token, accessToken: b.access_token, authReqId, now });
       if (check.status !== 'accepted') {
         const known = await repeat();
         if (known) return known;
@@ -134,7 +143,7 @@ export class NotificationIntake {
       };
       if (check.status !== 'accepted') {
         // The sender does not retry: never "try again". Kept durably and sealed, verified later, delivered then.
-        const receivedAt = Date.now();
+        const receivedAt = now;
         const kept = await this.pending.add({
           dedupeKey,
           authReqId,
@@ -146,6 +155,13 @@ export class NotificationIntake {
           receivedAt,
           giveUpAt: receivedAt + this.options.rejectionRetentionMs,
         });
+        if ('overLimit' in kept) {
+          return {
+            status: 'over-limit',
+            authReqId,
+            description: `the id_token cannot be verified now, and ${this.options.pendingLimit} notifications on this token's owner already wait for verification (MOBILEID_PENDING_MAX_PER_APP): not stored`,
+          };
+        }
         if (!kept.added) return kept.fingerprint === fingerprint ? { status: 'duplicate', authReqId } : { status: 'conflict', authReqId };
         this.options.metrics.mobileIdPending.inc();
         this.logger.warn({ authReqId, reason: check.description }, 'mobile-ID id_token cannot be verified now (JWKS unavailable, or no key for its kid yet): acknowledged, kept pending verification');
@@ -186,9 +202,10 @@ export class NotificationIntake {
    * Verifies the pending notifications that are due (docs/decisions/040): a verified one goes to the event log
    * and its subscribers, as if it had been verified on arrival; a refused one, or one still unverifiable at
    * EVENT_RETENTION, goes to the quarantine; the rest wait for their next attempt. The id_token is judged at the
-   * time it arrived (exp against reception), not at the time the keys came back.
+   * time it arrived (exp against reception), not at the time the keys came back. A pass is shared across owners
+   * (PendingVerifications.claimDue), and while the JWKS is down it costs at most the one fetch its schedule allows.
    */
-  async verifyPending(now = Date.now()): Promise<{ verified: number; refused: number; waiting: number }> {
+  async verifyPending(now = this.now()): Promise<{ verified: number; refused: number; waiting: number }> {
     const out = { verified: 0, refused: 0, waiting: 0 };
     for (const row of await this.pending.claimDue(now)) {
       const p = row.payload as StoredSuccess;
@@ -213,7 +230,7 @@ export class NotificationIntake {
       };
       const idToken = this.box.open(p.idToken, `${p.authReqId}\u0000id_token`);
       const accessToken = p.accessToken === null ? '' : this.box.open(p.accessToken, `${p.authReqId}\u0000access_token`);
-      const check = await this.verifier.check({ idToken, accessToken, authReqId: p.authReqId, at: row.receivedAt });
+      const check = await this.verifier.check({ idToken, accessToken, authReqId: p.authReqId, at: row.receivedAt, now });
       if (check.status === 'accepted') {
         const result = await this.events.ingest({
           kind: MOBILE_ID_EVENT_KIND,

@@ -25,7 +25,9 @@ export type RejectionReason =
   /** 409: another notification was already stored for the auth_req_id. */
   | 'CONFLICT'
   /** Acknowledged (204) pending verification, and the JWKS still could not be loaded at EVENT_RETENTION. */
-  | 'JWKS_UNAVAILABLE';
+  | 'JWKS_UNAVAILABLE'
+  /** 429: not verifiable now, and its owner already had MOBILEID_PENDING_MAX_PER_APP notifications pending. */
+  | 'PENDING_LIMIT';
 
 export interface Rejection {
   id: string;

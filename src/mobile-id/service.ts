@@ -28,7 +28,11 @@ interface MobileIdServiceOptions {
   notificationUri: () => string;
   /** How long refused notifications stay in the quarantine, and pending ones are retried (EVENT_RETENTION). */
   rejectionRetentionMs: number;
+  /** MOBILEID_PENDING_MAX_PER_APP: the most notifications one owner may have pending verification. */
+  pendingLimit: number;
   metrics: Metrics;
+  /** Tests only: the clock of pending notifications and of the JWKS retry schedule (epoch ms). Default Date.now. */
+  now?: (() => number) | undefined;
 }
 
 /**
@@ -44,21 +48,25 @@ export class MobileIdService {
   private readonly quarantine: RejectionQuarantine;
   private readonly intake: NotificationIntake;
   private readonly sandbox: SandboxTrigger;
+  private readonly pending: PendingVerifications;
 
   constructor(options: MobileIdServiceOptions) {
     this.events = options.events;
     this.box = options.box;
     this.tokens = new NotificationTokens(options.db, options.notificationTokens);
     this.quarantine = new RejectionQuarantine(options.db, options.rejectionRetentionMs);
+    this.pending = new PendingVerifications(options.db, options.pendingLimit);
     this.intake = new NotificationIntake({
       events: options.events,
       box: options.box,
       verifier: new IdTokenVerifier(options.verifier),
-      pending: new PendingVerifications(options.db),
+      pending: this.pending,
       quarantine: this.quarantine,
       rejectionRetentionMs: options.rejectionRetentionMs,
+      pendingLimit: options.pendingLimit,
       metrics: options.metrics,
       logger: options.logger,
+      ...(options.now ? { now: options.now } : {}),
     });
     this.sandbox = new SandboxTrigger(options.sandbox, this.tokens, options.notificationUri);
   }
@@ -117,7 +125,7 @@ export class MobileIdService {
   }
 
   /** Verifies the pending notifications that are due (docs/decisions/040); see NotificationIntake.verifyPending. */
-  verifyPending(now = Date.now()): Promise<{ verified: number; refused: number; waiting: number }> {
+  verifyPending(now?: number): Promise<{ verified: number; refused: number; waiting: number }> {
     return this.intake.verifyPending(now);
   }
 
@@ -135,6 +143,7 @@ export class MobileIdService {
     );
     const notificationTokens = await this.tokens.purgeExpired(now);
     await this.quarantine.purge(now);
+    await this.pending.purgeOwners();
     return { accessTokens, notificationTokens };
   }
 }

@@ -3,7 +3,9 @@
 // tolerant of absent optional claims unless strict (docs/decisions/016-id-token-checks-and-quarantine.md).
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, errors, jwtVerify, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters } from 'jose';
+import type { Logger } from '../logger.js';
+import { JwksUnavailableError, RemoteJwks } from './jwks.js';
 import { isCompactJwe } from './wire.js';
 
 const AUTH_REQ_ID_CLAIM = 'urn:openid:params:jwt:claim:auth_req_id';
@@ -104,12 +106,15 @@ export type VerifyOutcome =
   /** The keys could not be fetched: the gateway, not the sender, is at fault (503). */
   | { status: 'unavailable'; description: string };
 
+/** A key lookup as jose calls it, plus the time (epoch ms) a fetched JWKS's retry schedule counts on. */
+type KeyLookup = (header: JWSHeaderParameters, token: FlattenedJWSInput, now?: number) => Promise<CryptoKey>;
+
 export interface VerifierOptions {
   /**
    * The configured JWKS (MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE, or the sandbox's); null when none is. `fetched`:
    * a URL, re-fetched on an unknown kid, so a kid it lacks may only not be published yet.
    */
-  keys: { source: string; get: JWTVerifyGetKey; fetched?: boolean } | null;
+  keys: { source: string; get: KeyLookup; fetched?: boolean } | null;
   /** MOBILEID_ISSUER: when set, a present iss must equal it; when unset, iss is reported NOT_CHECKED. */
   issuer: string | undefined;
   /** MOBILEID_CLIENT_ID: when set, a present aud must contain it; when unset, aud is reported NOT_CHECKED. */
@@ -118,8 +123,14 @@ export interface VerifierOptions {
   strict?: boolean;
 }
 
-/** A JWKS from MOBILEID_JWKS_URL (fetched, cached, re-fetched on an unknown kid) or MOBILEID_JWKS_FILE (read once). */
-export function configuredKeys(options: { jwksUrl?: string | undefined; jwksFile?: string | undefined }): VerifierOptions['keys'] {
+/**
+ * A JWKS from MOBILEID_JWKS_URL (fetched, cached, re-fetched on an unknown kid, and while it is down tried again on
+ * one backoff schedule: src/mobile-id/jwks.ts) or MOBILEID_JWKS_FILE (read once).
+ */
+export function configuredKeys(
+  options: { jwksUrl?: string | undefined; jwksFile?: string | undefined },
+  deps: { logger?: Logger; onFetch?: (outcome: 'ok' | 'failed') => void } = {},
+): VerifierOptions['keys'] {
   if (options.jwksFile) {
     let jwks: JSONWebKeySet;
     try {
@@ -131,8 +142,8 @@ export function configuredKeys(options: { jwksUrl?: string | undefined; jwksFile
     return { source: options.jwksFile, get: createLocalJWKSet(jwks) };
   }
   if (options.jwksUrl) {
-    const get = createRemoteJWKSet(new URL(options.jwksUrl), { timeoutDuration: 5_000, cooldownDuration: 30_000, cacheMaxAge: 3_600_000 });
-    return { source: options.jwksUrl, get, fetched: true };
+    const remote = new RemoteJwks({ url: options.jwksUrl, logger: deps.logger, onFetch: deps.onFetch });
+    return { source: options.jwksUrl, get: (header, token, now) => remote.getKey(header, token, now), fetched: true };
   }
   return null;
 }
@@ -167,8 +178,11 @@ export class IdTokenVerifier {
     return this.options.strict ?? false;
   }
 
-  /** `at` (epoch ms, default now): the time exp and nbf are judged at; a deferred check passes the reception time. */
-  async check(input: { idToken: string; accessToken: string; authReqId: string; at?: number }): Promise<VerifyOutcome> {
+  /**
+   * `at` (epoch ms, default now): the time exp and nbf are judged at; a deferred check passes the reception time.
+   * `now` (epoch ms, default now): the time a fetched JWKS's retry schedule counts on.
+   */
+  async check(input: { idToken: string; accessToken: string; authReqId: string; at?: number; now?: number }): Promise<VerifyOutcome> {
     const keys = this.options.keys;
     const strict = this.strict;
     if (isCompactJwe(input.idToken)) {
@@ -180,7 +194,9 @@ export class IdTokenVerifier {
     let alg: string;
     let payload: Record<string, unknown>;
     try {
-      const result = await jwtVerify(input.idToken, keys.get, {
+      const now = input.now;
+      const getKey: KeyLookup = now === undefined || !keys.fetched ? keys.get : (header, token) => keys.get(header, token, now);
+      const result = await jwtVerify(input.idToken, getKey, {
         algorithms: ALGORITHMS,
         requiredClaims: strict ? ['iss', 'aud', 'exp', 'sub'] : ['sub'],
         clockTolerance: CLOCK_TOLERANCE_SECONDS,
@@ -269,6 +285,7 @@ function describeJoseError(err: unknown): VerifyOutcome {
   if (err instanceof errors.JWSInvalid || err instanceof errors.JWTInvalid || err instanceof errors.JOSENotSupported || err instanceof errors.JWKSMultipleMatchingKeys) {
     return reject('ID_TOKEN_INVALID', `id_token cannot be verified: ${err.message}`);
   }
+  if (err instanceof JwksUnavailableError) return { status: 'unavailable', description: `the JWKS could not be loaded: ${err.message}` };
   // Timeouts, connection failures, a JWKS that does not answer 200 or is not a JWKS: our side's trouble.
   return { status: 'unavailable', description: `the JWKS could not be loaded: ${err instanceof Error ? err.message : String(err)}` };
 }

@@ -228,6 +228,45 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    // Each pass over pending notifications is shared across owners, and each owner's pending rows are bounded
+    // (src/mobile-id/pending.ts, docs/decisions/052): an index to take one owner's due rows in order, and a count per
+    // owner that triggers keep exact in the statement that inserts or deletes a row.
+    '010_mobile_id_pending_fair': {
+      async up(db: Kysely<any>) {
+        // The pass reads due rows per owner only: the index by due time alone has no reader left.
+        await db.schema.dropIndex('mobile_id_pending_due').execute();
+        await db.schema.createIndex('mobile_id_pending_owner_due').on('mobile_id_pending').columns(['scope', 'next_attempt_at']).execute();
+        await db.schema
+          .createTable('mobile_id_pending_owners')
+          .addColumn('owner', 'text', (c) => c.primaryKey())
+          .addColumn('pending', 'integer', (c) => c.notNull())
+          .execute();
+        await sql`INSERT INTO mobile_id_pending_owners (owner, pending)
+          SELECT COALESCE(scope, ''), COUNT(*) FROM mobile_id_pending GROUP BY COALESCE(scope, '')`.execute(db);
+        if (dialect === 'postgres') {
+          await sql`CREATE FUNCTION mobile_id_pending_count() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              IF TG_OP = 'INSERT' THEN
+                INSERT INTO mobile_id_pending_owners (owner, pending) VALUES (COALESCE(NEW.scope, ''), 1)
+                  ON CONFLICT (owner) DO UPDATE SET pending = mobile_id_pending_owners.pending + 1;
+              ELSE
+                UPDATE mobile_id_pending_owners SET pending = pending - 1 WHERE owner = COALESCE(OLD.scope, '');
+              END IF;
+              RETURN NULL;
+            END $$`.execute(db);
+          await sql`CREATE TRIGGER mobile_id_pending_count AFTER INSERT OR DELETE ON mobile_id_pending
+            FOR EACH ROW EXECUTE PROCEDURE mobile_id_pending_count()`.execute(db);
+        } else {
+          await sql`CREATE TRIGGER mobile_id_pending_added AFTER INSERT ON mobile_id_pending BEGIN
+              INSERT OR IGNORE INTO mobile_id_pending_owners (owner, pending) VALUES (COALESCE(NEW.scope, ''), 0);
+              UPDATE mobile_id_pending_owners SET pending = pending + 1 WHERE owner = COALESCE(NEW.scope, '');
+            END`.execute(db);
+          await sql`CREATE TRIGGER mobile_id_pending_removed AFTER DELETE ON mobile_id_pending BEGIN
+              UPDATE mobile_id_pending_owners SET pending = pending - 1 WHERE owner = COALESCE(OLD.scope, '');
+            END`.execute(db);
+        }
+      },
+    },
   };
 }
 

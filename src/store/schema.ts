@@ -14,6 +14,7 @@ export interface Database {
   provisionings: ProvisioningTable;
   mobile_id_rejections: MobileIdRejectionTable;
   mobile_id_pending: MobileIdPendingTable;
+  mobile_id_pending_owners: MobileIdPendingOwnerTable;
   app_activity: AppActivityTable;
 }
 
@@ -36,6 +37,16 @@ export interface MobileIdPendingTable {
   lease_until: number;
   /** Received plus EVENT_RETENTION: still unverifiable then, the notification is quarantined. */
   give_up_at: number;
+}
+
+/**
+ * How many pending notifications each owner has (src/mobile-id/pending.ts): kept by triggers on
+ * mobile_id_pending (migration 010), so the per-owner bound and each pass's list of owners are lookups, not counts.
+ */
+export interface MobileIdPendingOwnerTable {
+  /** The owner's scope; '' for a shared (unbound) configured token, whose rows have a null scope. */
+  owner: string;
+  pending: number;
 }
 
 export interface IdempotencyRecordTable {
