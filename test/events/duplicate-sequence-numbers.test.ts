@@ -236,4 +236,27 @@ describe('duplicate notifications and burnt sequence numbers on PostgreSQL repli
     ]);
     expect(await lastSeqTaken()).toBe(first!.seq);
   });
+
+  it('however many stretches numbers are burnt in, one look covers at most 1,000 of them, the newest', async () => {
+    // 1,100 events, each above a burnt number, read by B in one pass: 1,100 stretches of one number each.
+    const log = a.gateway.services.events.log;
+    let last!: EventRecord;
+    for (let i = 0; i < 1100; i++) {
+      await sql`select nextval('events_seq_seq')`.execute(db);
+      last = (await log.append({ kind: 'stretches', key: `s-${i}`, dedupeKey: `stretches:${i}`, payload: { i } })).event;
+    }
+    const looks = gapLooks.mock.calls.length;
+    const arrived = new Promise<void>((resolve) => {
+      const stop = b.gateway.services.events.bus.subscribe('stretches', last.key, () => {
+        stop();
+        resolve();
+      });
+    });
+    await sql`select pg_notify('gateway_events', ${JSON.stringify({ seq: last.seq })})`.execute(db);
+    await arrived;
+    await expect.poll(() => gapLooks.mock.calls.length, { timeout: 20_000 }).toBeGreaterThan(looks);
+    const [stretches] = gapLooks.mock.calls[looks]!;
+    expect(stretches).toHaveLength(1000);
+    expect(stretches.at(-1)).toEqual([last.seq - 1, last.seq - 1]);
+  });
 });
