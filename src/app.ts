@@ -189,7 +189,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       digest: (text) => box.digest(text),
     });
 
-    const eventLog = new EventLog(store.db, config.eventRetentionMs);
+    const eventLog = new EventLog(store.db, config.eventRetentionMs, store.dialect);
     // With PostgreSQL, events cross replicas through LISTEN/NOTIFY; with SQLite there is one process.
     const replicated = store.dialect === 'postgres' && config.databaseUrl ? await PostgresBus.start({ databaseUrl: config.databaseUrl, db: store.db, log: eventLog, logger }) : null;
     const bus: EventBus = replicated ?? new InProcessBus();

@@ -1,5 +1,6 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Caller } from '../caller.js';
+import type { Dialect } from '../store/migrations.js';
 import type { Database } from '../store/schema.js';
 import { fingerprint } from '../fingerprint.js';
 import { precompiled } from '../store/precompiled.js';
@@ -43,6 +44,15 @@ export type AppendResult =
 
 type Row = Database['events'];
 
+/**
+ * The first key of the advisory locks an append takes on PostgreSQL (the second is the hash of its dedupe key): a
+ * namespace of its own, apart from the single-bigint locks (kysely's migration lock). Two dedupe keys with one hash
+ * only wait for each other.
+ */
+const APPEND_LOCK_CLASS = 0x65766e74; // "evnt"
+/** How many times an append that found neither room nor a stored event waits for the other append of its key. */
+const APPEND_ATTEMPTS = 3;
+
 function toRecord(row: Row & { seq: number }): EventRecord {
   return {
     seq: Number(row.seq),
@@ -62,7 +72,17 @@ function toRecord(row: Row & { seq: number }): EventRecord {
  * after the acknowledgement loses nothing, and a subscriber that comes late reads it from here.
  */
 export class EventLog {
-  /** `INSERT … ON CONFLICT (dedupe_key) DO NOTHING RETURNING seq`, built and compiled once (bench scenario 4). */
+  /**
+   * `INSERT … ON CONFLICT (dedupe_key) DO NOTHING RETURNING seq`, built and compiled once (bench scenario 4).
+   *
+   * On PostgreSQL a `bigserial` value is taken for every row that reaches the insert, so a duplicate that reached
+   * it would burn a number, and every other replica would look for it for a minute (src/events/postgres-bus.ts).
+   * The row is therefore made only when no event holds its dedupe key (`NOT EXISTS`) and no other append of that
+   * key is under way: the append takes a transaction-scoped advisory lock on the key (`pg_try_advisory_xact_lock`,
+   * released at its commit), and a copy that cannot take it inserts nothing and waits for the first to end (see
+   * `append`). A copy whose snapshot predates the first's commit by microseconds can still reach the insert; the
+   * conflict clause keeps it from storing a second row. docs/decisions/054.
+   */
   private readonly insertStatement = precompiled(
     (
       kind: string,
@@ -75,23 +95,47 @@ export class EventLog {
       receivedAt: number,
       expiresAt: number,
       secretsExpireAt: number | null,
-    ) =>
-      this.db
-        .insertInto('events')
-        .values({
-          kind,
-          key,
-          dedupe_key: dedupeKey,
-          fingerprint: print,
-          payload,
-          meta,
-          scope,
-          received_at: receivedAt,
-          expires_at: expiresAt,
-          secrets_expire_at: secretsExpireAt,
-        })
-        .onConflict((oc) => oc.column('dedupe_key').doNothing())
-        .returning('seq'),
+    ) => {
+      const into = this.db.insertInto('events');
+      const row =
+        this.dialect === 'postgres'
+          ? into
+              .columns(['kind', 'key', 'dedupe_key', 'fingerprint', 'payload', 'meta', 'scope', 'received_at', 'expires_at', 'secrets_expire_at'])
+              .expression(
+                this.db
+                  .selectNoFrom([
+                    sql<string>`${kind}::text`.as('kind'),
+                    sql<string>`${key}::text`.as('key'),
+                    sql<string>`${dedupeKey}::text`.as('dedupe_key'),
+                    sql<string>`${print}::text`.as('fingerprint'),
+                    sql<string>`${payload}::text`.as('payload'),
+                    sql<string>`${meta}::text`.as('meta'),
+                    sql<string | null>`${scope}::text`.as('scope'),
+                    sql<number>`${receivedAt}::bigint`.as('received_at'),
+                    sql<number>`${expiresAt}::bigint`.as('expires_at'),
+                    sql<number | null>`${secretsExpireAt}::bigint`.as('secrets_expire_at'),
+                  ])
+                  .where(({ and, not, exists, selectFrom }) =>
+                    and([
+                      not(exists(selectFrom('events').select(sql.lit(1).as('one')).where('dedupe_key', '=', dedupeKey))),
+                      sql<boolean>`pg_try_advisory_xact_lock(${sql.lit(APPEND_LOCK_CLASS)}, hashtext(${dedupeKey}))`,
+                    ]),
+                  ),
+              )
+          : into.values({
+              kind,
+              key,
+              dedupe_key: dedupeKey,
+              fingerprint: print,
+              payload,
+              meta,
+              scope,
+              received_at: receivedAt,
+              expires_at: expiresAt,
+              secrets_expire_at: secretsExpireAt,
+            });
+      return row.onConflict((oc) => oc.column('dedupe_key').doNothing()).returning('seq');
+    },
   );
 
   /**
@@ -118,6 +162,7 @@ export class EventLog {
   constructor(
     private readonly db: Kysely<Database>,
     private readonly retentionMs: number,
+    private readonly dialect: Dialect,
   ) {}
 
   async append(e: NewEvent, now = Date.now()): Promise<AppendResult> {
@@ -125,28 +170,33 @@ export class EventLog {
     const payload = JSON.stringify(e.payload);
     const meta = JSON.stringify(e.meta ?? {});
     const scope = e.scope ?? null;
-    const { rows } = await this.db.executeQuery<{ seq: number | string }>(
-      this.insertStatement(e.kind, e.key, e.dedupeKey, print, payload, meta, scope, now, now + this.retentionMs, e.secretsExpireAt ?? null),
-    );
-    const inserted = rows[0];
-    if (inserted) {
-      // The record is built from what was written: reading the row back would return the same values.
-      const event: EventRecord = {
-        seq: Number(inserted.seq),
-        kind: e.kind,
-        key: e.key,
-        dedupeKey: e.dedupeKey,
-        fingerprint: print,
-        payload: JSON.parse(payload) as unknown,
-        meta: JSON.parse(meta) as Record<string, unknown>,
-        scope,
-        receivedAt: new Date(now),
-      };
-      return { status: 'created', event };
+    const insert = this.insertStatement(e.kind, e.key, e.dedupeKey, print, payload, meta, scope, now, now + this.retentionMs, e.secretsExpireAt ?? null);
+    for (let attempt = 1; ; attempt++) {
+      const { rows } = await this.db.executeQuery<{ seq: number | string }>(insert);
+      const inserted = rows[0];
+      if (inserted) {
+        // The record is built from what was written: reading the row back would return the same values.
+        const event: EventRecord = {
+          seq: Number(inserted.seq),
+          kind: e.kind,
+          key: e.key,
+          dedupeKey: e.dedupeKey,
+          fingerprint: print,
+          payload: JSON.parse(payload) as unknown,
+          meta: JSON.parse(meta) as Record<string, unknown>,
+          scope,
+          receivedAt: new Date(now),
+        };
+        return { status: 'created', event };
+      }
+      const event = await this.byDedupeKey(e.dedupeKey);
+      if (event) return { status: event.fingerprint === print ? 'duplicate' : 'conflict', event };
+      // PostgreSQL: another append of this key holds its lock and has not committed. Wait until its transaction
+      // ends (the lock is taken and released at once), then look again: it committed (a duplicate or a conflict)
+      // or rolled back (this one inserts).
+      if (this.dialect !== 'postgres' || attempt >= APPEND_ATTEMPTS) throw new Error(`event ${e.dedupeKey} was neither inserted nor found`);
+      await sql`select pg_advisory_xact_lock(${sql.lit(APPEND_LOCK_CLASS)}, hashtext(${e.dedupeKey}))`.execute(this.db);
     }
-    const event = await this.byDedupeKey(e.dedupeKey);
-    if (!event) throw new Error(`event ${e.dedupeKey} was neither inserted nor found`);
-    return { status: event.fingerprint === print ? 'duplicate' : 'conflict', event };
   }
 
   /**
@@ -187,11 +237,19 @@ export class EventLog {
     return rows.map((row) => toRecord(row as Row & { seq: number }));
   }
 
-  /** The events with these sequence numbers that exist, oldest first. */
-  async bySeqs(seqs: readonly number[]): Promise<EventRecord[]> {
-    if (seqs.length === 0) return [];
-    const rows = await this.db.selectFrom('events').selectAll().where('seq', 'in', [...seqs]).orderBy('seq').execute();
-    return rows.map((row) => toRecord(row as Row & { seq: number }));
+  /**
+   * The events whose sequence numbers lie in these stretches (each `[from, to]`, both included, disjoint), oldest
+   * first, at most `limit`. One statement whatever the stretches span: a stretch of 10,000 burnt numbers costs one
+   * index range probe, as a stretch of one does. PostgreSQL only (the replicas' catch-up); the stretches travel as
+   * two arrays, so the statement's text and its parameters do not grow with their number either.
+   */
+  async inStretches(stretches: ReadonlyArray<readonly [number, number]>, limit = 1000): Promise<EventRecord[]> {
+    if (stretches.length === 0) return [];
+    const from = stretches.map((s) => s[0]);
+    const to = stretches.map((s) => s[1]);
+    const { rows } = await sql<Row & { seq: number }>`select e.* from unnest(${from}::bigint[], ${to}::bigint[]) as r("from", "to")
+      join events e on e.seq between r."from" and r."to" order by e.seq limit ${limit}`.execute(this.db);
+    return rows.map(toRecord);
   }
 
   /** The highest sequence number in the log (0 when empty). */

@@ -12,11 +12,16 @@ const BATCH = 500;
 /**
  * How long a sequence number below the highest one read is looked for again. bigserial hands out numbers before
  * the insert commits, so a number can appear after higher ones (two webhooks committing in the other order);
- * a number that never appears was burnt (a rolled-back insert, or ON CONFLICT DO NOTHING of a duplicate).
+ * a number that never appears was burnt (a rolled-back insert, or two overlapping first deliveries of one
+ * notification: a duplicate that comes after the first committed takes no number, src/events/log.ts).
  */
 const GAP_WAIT_MS = 60_000;
-/** At most this many numbers are looked for again at once (a burst of duplicates burns one each). */
-const MAX_GAPS = 10_000;
+/**
+ * At most this many stretches of missing numbers are looked for again at once, the oldest given up first. A
+ * stretch is one range however many numbers it spans, and each lies between two events that were read: a pass
+ * costs one probe per stretch, never one per number (docs/decisions/054).
+ */
+const MAX_GAP_STRETCHES = 1000;
 /**
  * The LISTEN connection is probed this often, and a probe unanswered for as long counts as a dropped connection:
  * a killed backend closes the socket at once, but a peer that vanished (network partition, failover) would
@@ -26,6 +31,13 @@ const PROBE_MS = 10_000;
 
 interface Notice {
   seq: number;
+}
+
+/** Numbers `from`..`to` (both included) below the highest one read and not read yet, missed first at `since`. */
+interface Gap {
+  from: number;
+  to: number;
+  since: number;
 }
 
 export interface PostgresBusOptions {
@@ -48,8 +60,8 @@ export class PostgresBus implements EventBus {
   private client: pg.Client | null = null;
   /** The highest sequence read from the log (or published here). */
   private high = 0;
-  /** Numbers below `high` not read yet, with when they were first missed. */
-  private readonly gaps = new Map<number, number>();
+  /** Stretches of numbers below `high` not read yet, ascending and disjoint (each new one lies above the others). */
+  private gaps: Gap[] = [];
   /**
    * Events published here, delivered locally already: skipped when read back from the log. An entry goes when its
    * notice or the log brings it back, or with its gap (GAP_WAIT_MS); an event read back before it was published
@@ -183,24 +195,63 @@ export class PostgresBus implements EventBus {
       const events = await this.options.log.after(this.high, BATCH);
       const now = Date.now();
       for (const event of events) {
-        for (let s = Math.max(this.high + 1, event.seq - MAX_GAPS); s < event.seq; s++) this.gaps.set(s, now);
+        if (event.seq > this.high + 1) this.addGap({ from: this.high + 1, to: event.seq - 1, since: now });
         this.high = event.seq;
         await this.deliver(event);
       }
       if (events.length < BATCH) break;
     }
-    if (this.gaps.size === 0) return;
-    for (const event of await this.options.log.bySeqs([...this.gaps.keys()])) {
-      this.gaps.delete(event.seq);
-      await this.deliver(event);
+    if (this.gaps.length === 0) return;
+    for (;;) {
+      const late = await this.options.log.inStretches(this.gaps.map((g) => [g.from, g.to] as const), BATCH);
+      for (const event of late) {
+        this.fillGap(event.seq);
+        await this.deliver(event);
+      }
+      if (late.length < BATCH) break;
     }
     const now = Date.now();
-    for (const [seq, since] of this.gaps) {
-      if (now - since < GAP_WAIT_MS) continue;
-      this.gaps.delete(seq);
-      this.own.delete(seq);
+    const expired = this.gaps.filter((g) => now - g.since >= GAP_WAIT_MS);
+    if (expired.length > 0) {
+      this.gaps = this.gaps.filter((g) => now - g.since < GAP_WAIT_MS);
+      this.forgetOwn(expired);
     }
-    while (this.gaps.size > MAX_GAPS) this.gaps.delete(this.gaps.keys().next().value!);
+  }
+
+  private addGap(gap: Gap): void {
+    this.gaps.push(gap);
+    if (this.gaps.length > MAX_GAP_STRETCHES) this.forgetOwn(this.gaps.splice(0, this.gaps.length - MAX_GAP_STRETCHES));
+  }
+
+  /** The index of the stretch that holds `seq`, or -1. */
+  private gapIndex(seq: number): number {
+    let lo = 0;
+    let hi = this.gaps.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const g = this.gaps[mid]!;
+      if (seq < g.from) hi = mid - 1;
+      else if (seq > g.to) lo = mid + 1;
+      else return mid;
+    }
+    return -1;
+  }
+
+  /** `seq` was read: its stretch loses it (and splits in two when it lay inside). */
+  private fillGap(seq: number): void {
+    const i = this.gapIndex(seq);
+    if (i === -1) return;
+    const g = this.gaps[i]!;
+    const parts: Gap[] = [];
+    if (g.from < seq) parts.push({ from: g.from, to: seq - 1, since: g.since });
+    if (seq < g.to) parts.push({ from: seq + 1, to: g.to, since: g.since });
+    this.gaps.splice(i, 1, ...parts);
+    if (this.gaps.length > MAX_GAP_STRETCHES) this.forgetOwn(this.gaps.splice(0, this.gaps.length - MAX_GAP_STRETCHES));
+  }
+
+  /** Events published here whose numbers lie in stretches no longer looked for will not be read back. */
+  private forgetOwn(stretches: readonly Gap[]): void {
+    for (const seq of this.own) if (stretches.some((g) => g.from <= seq && seq <= g.to)) this.own.delete(seq);
   }
 
   private async deliver(event: EventRecord): Promise<void> {
@@ -217,7 +268,7 @@ export class PostgresBus implements EventBus {
     // The webhook committed before it is published: a catch-up that another notice started in between has read it
     // from the log and delivered it. Nothing will read it back again, so marking it as ours would keep it forever.
     // That catch-up also delivered it to this replica's subscribers: delivering it again here would be a second time.
-    const readBack = event.seq <= this.high && !this.gaps.has(event.seq);
+    const readBack = event.seq <= this.high && this.gapIndex(event.seq) === -1;
     if (!readBack) {
       this.own.add(event.seq);
       await this.local.publish(event);

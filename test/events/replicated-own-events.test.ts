@@ -29,7 +29,7 @@ describe('the events a replica published itself, on PostgreSQL', () => {
     const logger = createLogger({ level: 'silent' });
     const databaseUrl = await pg.createDatabase('own_events');
     store = await openStore({ dataDir: dir, databaseUrl, logger });
-    log = new EventLog(store.db, 86_400_000);
+    log = new EventLog(store.db, 86_400_000, store.dialect);
     bus = await PostgresBus.start({ databaseUrl, db: store.db, log, logger });
     bus.subscribe('memory-test', null, (e) => delivered.push(e.seq));
   }, 120_000);

@@ -180,7 +180,7 @@ describe('faults on the shared PostgreSQL path', () => {
     const committing = new Promise<void>((resolve) => (commit = resolve));
     let early: EventRecord | undefined;
     const held = db.transaction().execute(async (trx) => {
-      const appended = await new EventLog(trx, 60_000).append({ kind: 'mobile-id', key: 'early', dedupeKey: 'mobile-id:early', payload: failure('early') });
+      const appended = await new EventLog(trx, 60_000, 'postgres').append({ kind: 'mobile-id', key: 'early', dedupeKey: 'mobile-id:early', payload: failure('early') });
       early = appended.event;
       await committing;
     });

@@ -1,0 +1,262 @@
+import { sql, type Kysely } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it, vi, type MockInstance } from 'vitest';
+import { EventLog, type EventRecord } from '../../src/events/index.js';
+import type { Database } from '../../src/store/index.js';
+import type { TestGateway } from '../helpers/gateway.js';
+import { postNotification } from '../helpers/mobile-id.js';
+import { postgresCpuMs, startReplicas, type Replicas } from '../helpers/postgres.js';
+
+// One app posting one notification 10,000 times used to burn 10,000 sequence numbers, and every other replica then
+// looked for each of them on every catch-up pass for a minute (docs/decisions/054). Two apps over real HTTP, two
+// replicas on one real PostgreSQL. Nothing here is timed: the notifications go in lockstep (the next is sent once
+// replica B delivered the previous one), so B makes one catch-up pass per notification, with or without the flood,
+// and what is compared is counted (statements, parameters, stretches) or is CPU time, which waiting does not add to.
+
+const APPS = 'flooder:key-flooder,victim:key-victim';
+/** Notifications per measured phase. */
+const N = 1000;
+const DUPLICATES = 10_000;
+
+/** A failure notification: no id_token, so nothing about it waits for a key. */
+const failure = (id: string) => ({ auth_req_id: id, error: 'access_denied', error_description: 'client timeout' });
+
+interface Figures {
+  /** Statements replica B ran (its store's counter). */
+  statementsAtB: number;
+  /** B's reads of the events after the highest one it read (one per pass). */
+  readsAfter: number;
+  /** B's looks for late commits, and the stretches of numbers each looked in. */
+  gapLooks: number;
+  stretchesPerLook: number[];
+  /** Numbers the stretches spanned, per look. */
+  numbersPerLook: number[];
+  /** CPU PostgreSQL spent (ms). */
+  postgresCpuMs: number;
+}
+
+describe('duplicate notifications and burnt sequence numbers on PostgreSQL replicas', () => {
+  let replicas: Replicas | undefined;
+  let a: TestGateway;
+  let b: TestGateway;
+  let db: Kysely<Database>;
+  let tokens: { flooder: string; victim: string };
+  const waiting = new Map<string, () => void>();
+  let readsAfter: MockInstance<EventLog['after']>;
+  let gapLooks: MockInstance<EventLog['inStretches']>;
+  /** 1,000 of the victim's notifications with nothing burnt: what the other figures are compared with. */
+  let baseline: Figures;
+
+  /** The value bigserial handed out last: numbers taken, whether a row kept them or not. */
+  async function lastSeqTaken(): Promise<number> {
+    const { rows } = await sql<{ last_value: number }>`select last_value from events_seq_seq`.execute(db);
+    return Number(rows[0]!.last_value);
+  }
+
+  /** Posts the victim's notification for `id` to A and resolves once B delivered it from the log. */
+  async function sendAndAwaitB(id: string): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const arrived = new Promise<void>((resolve, reject) => {
+      waiting.set(id, resolve);
+      timer = setTimeout(() => reject(new Error(`${id} did not reach replica B within 20 s`)), 20_000);
+    });
+    try {
+      const res = await postNotification(a, failure(id), { token: tokens.victim });
+      expect(res.status).toBe(204);
+      await arrived;
+    } finally {
+      clearTimeout(timer);
+      waiting.delete(id);
+    }
+  }
+
+  async function measure(prefix: string): Promise<Figures> {
+    const statements = b.gateway.services.store.stats.queries;
+    const reads = readsAfter.mock.calls.length;
+    const looks = gapLooks.mock.calls.length;
+    const cpu = await postgresCpuMs(db);
+    for (let i = 0; i < N; i++) await sendAndAwaitB(`${prefix}-${i}`);
+    const cpuAfter = await postgresCpuMs(db);
+    const stretches = gapLooks.mock.calls.slice(looks).map(([s]) => s);
+    return {
+      statementsAtB: b.gateway.services.store.stats.queries - statements,
+      readsAfter: readsAfter.mock.calls.length - reads,
+      gapLooks: stretches.length,
+      stretchesPerLook: stretches.map((s) => s.length),
+      numbersPerLook: stretches.map((s) => s.reduce((sum, [from, to]) => sum + to - from + 1, 0)),
+      postgresCpuMs: cpuAfter - cpu,
+    };
+  }
+
+  /** What the test run reports (npx vitest run … --reporter=verbose shows it): the figures of the issue. */
+  function report(name: string, f: Figures): void {
+    const maxStretches = Math.max(0, ...f.stretchesPerLook);
+    const maxNumbers = Math.max(0, ...f.numbersPerLook);
+    console.info(
+      `${name}: B ran ${f.statementsAtB} statements (${f.readsAfter} reads after the highest, ${f.gapLooks} looks for late commits, ` +
+        `at most ${maxStretches} stretches of ${maxNumbers} numbers in one look); PostgreSQL CPU ${f.postgresCpuMs.toFixed(0)} ms`,
+    );
+  }
+
+  beforeAll(async () => {
+    replicas = await startReplicas('duplicates', {
+      GATEWAY_API_KEYS: APPS,
+      SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
+      MOBILEID_NOTIFICATION_TOKENS: 'static-token',
+      MOBILEID_ISSUER: 'x',
+      MOBILEID_CLIENT_ID: 'y',
+    });
+    ({ a, b } = replicas);
+    db = a.gateway.services.store.db;
+    // Each app issues itself a notification token, as an app with mobile-id:write may.
+    const issue = async (key: string) => {
+      const res = await a.graphql(`mutation { issueMobileIdNotificationToken { token } }`, {}, { key });
+      expect(res.errors).toBeUndefined();
+      return res.data!.issueMobileIdNotificationToken.token as string;
+    };
+    tokens = { flooder: await issue('key-flooder'), victim: await issue('key-victim') };
+    b.gateway.services.events.bus.subscribe('mobile-id', null, (e: EventRecord) => waiting.get(e.key)?.());
+    const log = b.gateway.services.events.log;
+    readsAfter = vi.spyOn(log, 'after');
+    gapLooks = vi.spyOn(log, 'inStretches');
+    // Connections opened and statements planned once, before anything is measured.
+    for (let i = 0; i < 100; i++) await sendAndAwaitB(`warm-${i}`);
+    baseline = await measure('baseline');
+    report(`${N} notifications, nothing burnt`, baseline);
+  }, 180_000);
+  afterAll(() => replicas?.close());
+
+  it(`${DUPLICATES} duplicates of one notification take no sequence number and leave the other replica's work for ${N} notifications as it was`, async () => {
+    const first = await postNotification(a, failure('flood'), { token: tokens.flooder });
+    expect(first.status).toBe(204);
+    const before = await lastSeqTaken();
+    let next = 0;
+    const statuses = new Map<number, number>();
+    const sender = async () => {
+      while (next < DUPLICATES) {
+        next += 1;
+        const { status } = await postNotification(a, failure('flood'), { token: tokens.flooder });
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      }
+    };
+    await Promise.all(Array.from({ length: 16 }, sender));
+    expect(Object.fromEntries(statuses)).toEqual({ 204: DUPLICATES });
+    const burnt = (await lastSeqTaken()) - before;
+    console.info(`${DUPLICATES} duplicates: ${burnt} sequence numbers taken`);
+    expect(burnt).toBe(0);
+    const stored = await db.selectFrom('events').select('seq').where('key', '=', 'flood').execute();
+    expect(stored).toHaveLength(1);
+
+    const after = await measure('after-flood');
+    report(`${N} notifications after ${DUPLICATES} duplicates`, after);
+    // Nothing was burnt, so nothing is looked for: B reads each notification once, as without the flood.
+    expect(after.gapLooks).toBe(0);
+    expect(after.readsAfter).toBeLessThanOrEqual(baseline.readsAfter + 10);
+    expect(after.statementsAtB).toBeLessThanOrEqual(baseline.statementsAtB * 1.5);
+    expect(after.postgresCpuMs).toBeLessThanOrEqual(baseline.postgresCpuMs * 2);
+  }, 300_000);
+
+  it(`${DUPLICATES} numbers burnt at once cost the other replica one probe of one stretch per pass, and a late commit among them still arrives once`, async () => {
+    // Numbers no row will ever hold (a rolled-back insert burns one the same way), with an insert holding a lower
+    // one uncommitted: B must keep looking below what it read, without one parameter or probe per number.
+    let commit!: () => void;
+    const committing = new Promise<void>((resolve) => (commit = resolve));
+    let early: EventRecord | undefined;
+    const held = db.transaction().execute(async (trx) => {
+      const appended = await new EventLog(trx, 60_000, 'postgres').append({ kind: 'mobile-id', key: 'late-commit', dedupeKey: 'mobile-id:late-commit', payload: failure('late-commit') });
+      early = appended.event;
+      await committing;
+    });
+    try {
+      await expect.poll(() => early !== undefined, { timeout: 20_000 }).toBe(true);
+      await sql`select nextval('events_seq_seq') from generate_series(1, ${DUPLICATES})`.execute(db);
+      const burnt = await measure('after-burn');
+      report(`${N} notifications after ${DUPLICATES} burnt numbers`, burnt);
+      // The first pass finds one stretch (the held number) and one of 10,000; then each pass looks once, in at most
+      // those two stretches, whatever they span: one statement with the same three parameters.
+      expect(burnt.gapLooks).toBeLessThanOrEqual(burnt.readsAfter);
+      expect(Math.max(...burnt.stretchesPerLook)).toBeLessThanOrEqual(2);
+      expect(Math.max(...burnt.numbersPerLook)).toBe(DUPLICATES + 1);
+      expect(burnt.readsAfter).toBeLessThanOrEqual(baseline.readsAfter + 10);
+      expect(burnt.statementsAtB).toBeLessThanOrEqual(baseline.statementsAtB * 2.5);
+      expect(burnt.postgresCpuMs).toBeLessThanOrEqual(baseline.postgresCpuMs * 2);
+    } finally {
+      commit();
+      await held;
+    }
+    const delivered: number[] = [];
+    const stop = b.gateway.services.events.bus.subscribe('mobile-id', 'late-commit', (e: EventRecord) => void delivered.push(e.seq));
+    try {
+      await a.gateway.services.events.bus.publish(early!);
+      await expect.poll(() => delivered, { timeout: 20_000 }).toEqual([early!.seq]);
+      // One more notification: a second delivery of the late one would have come before it.
+      await sendAndAwaitB('after-late-commit');
+      expect(delivered).toEqual([early!.seq]);
+    } finally {
+      stop();
+    }
+  }, 300_000);
+
+  it('a duplicate sent while the first delivery has not committed takes no number, and is told apart once it commits', async () => {
+    const log = a.gateway.services.events.log;
+    const event = { kind: 'mobile-id', key: 'overlap', dedupeKey: 'mobile-id:overlap', payload: failure('overlap') };
+    let commit!: () => void;
+    const committing = new Promise<void>((resolve) => (commit = resolve));
+    let first: EventRecord | undefined;
+    const held = db.transaction().execute(async (trx) => {
+      first = (await new EventLog(trx, 60_000, 'postgres').append(event)).event;
+      await committing;
+    });
+    let copies: Promise<unknown> | undefined;
+    try {
+      await expect.poll(() => first !== undefined, { timeout: 20_000 }).toBe(true);
+      const taken = await lastSeqTaken();
+      expect(taken).toBe(first!.seq);
+      // Two copies of the same notification and one that differs, all while the first is not committed.
+      copies = Promise.all([log.append(event), log.append(event), log.append({ ...event, payload: failure('other') })]);
+      // Each copy waits on PostgreSQL for the first one's transaction to end.
+      await expect
+        .poll(
+          async () => {
+            const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`.execute(db);
+            return rows[0]!.n;
+          },
+          { timeout: 20_000 },
+        )
+        .toBe(3);
+      expect(await lastSeqTaken()).toBe(taken);
+    } finally {
+      commit();
+      await held;
+    }
+    const results = (await copies) as Array<{ status: string; event: EventRecord }>;
+    expect(results.map((r) => [r.status, r.event.seq])).toEqual([
+      ['duplicate', first!.seq],
+      ['duplicate', first!.seq],
+      ['conflict', first!.seq],
+    ]);
+    expect(await lastSeqTaken()).toBe(first!.seq);
+  });
+
+  it('however many stretches numbers are burnt in, one look covers at most 1,000 of them, the newest', async () => {
+    // 1,100 events, each above a burnt number, read by B in one pass: 1,100 stretches of one number each.
+    const log = a.gateway.services.events.log;
+    let last!: EventRecord;
+    for (let i = 0; i < 1100; i++) {
+      await sql`select nextval('events_seq_seq')`.execute(db);
+      last = (await log.append({ kind: 'stretches', key: `s-${i}`, dedupeKey: `stretches:${i}`, payload: { i } })).event;
+    }
+    const looks = gapLooks.mock.calls.length;
+    const arrived = new Promise<void>((resolve) => {
+      const stop = b.gateway.services.events.bus.subscribe('stretches', last.key, () => {
+        stop();
+        resolve();
+      });
+    });
+    await sql`select pg_notify('gateway_events', ${JSON.stringify({ seq: last.seq })})`.execute(db);
+    await arrived;
+    await expect.poll(() => gapLooks.mock.calls.length, { timeout: 20_000 }).toBeGreaterThan(looks);
+    const [stretches] = gapLooks.mock.calls[looks]!;
+    expect(stretches).toHaveLength(1000);
+    expect(stretches.at(-1)).toEqual([last.seq - 1, last.seq - 1]);
+  });
+});
