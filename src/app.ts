@@ -69,6 +69,8 @@ export interface Gateway {
   readonly httpPlans: HttpPlans | null;
   /** The prepare stage's documents, shared by every transport (tests check what a request left there). */
   readonly documents: DocumentCache;
+  /** The abuse limits; their token check remembers the texts that passed it (tests check what a request left there). */
+  readonly limits: OperationLimits;
   /** Drains in-flight requests, closes subscriptions, the store and the sandboxes. Idempotent. */
   close(): Promise<void>;
 }
@@ -124,10 +126,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // Apps that sign in with their identity provider's JWTs (AUTH_*): a bad AUTH_JWKS_FILE stops start-up before anything
     // else starts; a JWKS URL is fetched now, so that the first token finds its keys.
     const now = options.authClock ?? Date.now;
-    const jwt = config.jwtAuth
-      ? new JwtAuthenticator(config.jwtAuth, new JwksKeys({ source: config.jwtAuth.jwks, refreshIntervalMs: config.jwtAuth.refreshIntervalMs, now, logger }), now, (check) => metrics.jwtChecks.inc({ check }))
-      : null;
-    if (jwt) void jwt.keys.refresh();
+    const jwks = config.jwtAuth ? new JwksKeys({ source: config.jwtAuth.jwks, refreshIntervalMs: config.jwtAuth.refreshIntervalMs, now, logger }) : null;
+    if (jwks) void jwks.refresh();
+    if (config.jwtAuth && config.jwtAuth.scopePrefix === '') {
+      logger.warn(
+        'AUTH_SCOPE_PREFIX is empty: every scope word of a JWT that is spelled like a gateway scope (cloud:write, …) grants it, whatever client of the identity provider the token was issued for; set a prefix (such as gateway:) that only the gateway\'s client scopes carry',
+      );
+    }
 
     const tracing = createTracing(config.tracing, { exporter: options.traceExporter });
     cleanups.push(() => tracing.close());
@@ -277,6 +282,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     cleanups.push(async () => stopPendingPasses());
 
     const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers] as Record<string, unknown>[]);
+    // A JWT takes the name of an app configured with keys (or a bare key's label) only when AUTH_APPS says so.
+    const jwt = config.jwtAuth && jwks ? new JwtAuthenticator(config.jwtAuth, jwks, now, new Set(services.apps.configured.map((a) => a.name)), (check) => metrics.jwtChecks.inc({ check })) : null;
     const authenticate = createAuthenticator(config, keyLabel, jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined);
     const expiry = { now, schedule: options.scheduleAuthExpiry ?? scheduleAfter };
 
@@ -444,6 +451,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       logger,
       httpPlans: plans,
       documents,
+      limits,
       close() {
         closing ??= closeAll();
         return closing;

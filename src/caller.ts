@@ -111,8 +111,15 @@ export function parseAppKey(entry: string): AppKey {
   return { name: null, key: entry };
 }
 
-/** The owner scope of a named app. */
+/**
+ * The owner scope of a named app. Owner scopes are `open`, `app:<APP_NAME>` or `key:<16 hex>`: after its fixed prefix
+ * none holds a `:`, `@`, `/` or NUL, so every compound key that joins an owner and another value with one of them
+ * (`mobile-id@<owner>:<auth_req_id>`, `verification@<owner>:<externalId>:<digest>`, `<owner>/<idempotencyKey>`,
+ * `<owner>\0<key>`) splits one way only, and keys stored before keep their form. A name outside APP_NAME (a JWT
+ * claim such as `victim:x123`) would make two owners' keys meet, so it is refused here whatever the caller checked.
+ */
 export function scopeOfApp(name: string): string {
+  if (!APP_NAME.test(name)) throw new Error('an app name must match APP_NAME (the value is not shown)');
   return `app:${name}`;
 }
 

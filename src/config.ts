@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { AppsFileError, readAppsFile, type AppFileEntry } from './apps-file.js';
-import { parseAppKey, sha256, type AppKey } from './caller.js';
+import { APP_NAME, parseAppKey, sha256, type AppKey } from './caller.js';
 import { parseJsonPath, type JsonPath, type ShapePaths } from './json-path.js';
 import { PHASES, type Phase } from './phases.js';
 import { ConfigError, KEY_OPTIONAL_UPSTREAMS, UPSTREAM_NAMES, everyUpstreamSandboxed, resolveUpstreams, type UpstreamTable } from './upstream-table.js';
@@ -271,6 +271,8 @@ const VARS = {
   AUTH_AUDIENCE: declare(list, 'Comma-separated audiences: a JWT\'s aud must contain one of them; required with a JWKS.', '(unset)'),
   AUTH_APP_CLAIM: declare(optionalString.refine((s) => s === undefined || /^[A-Za-z0-9_.:/-]{1,128}$/.test(s), 'must be a claim name (letters, digits, _ . : / -)'), 'The JWT claim that names the app (the owner of what it creates, its metrics label, its rate-limit bucket): a JWT of app `shop` is the same app as the API key `shop:<key>`.', '(unset: the first present of azp, client_id, sub)'),
   AUTH_SCOPE_PREFIX: declare(z.string().optional().refine((s) => s === undefined || /^\S+$/.test(s), 'must not hold spaces'), 'Only JWT scopes (claims `scope`, space-separated, or `scp`) that start with this prefix are read, the prefix removed: with `gateway:`, `gateway:cloud:read` grants cloud:read. Scopes that are not the gateway\'s are ignored.', '(unset: no prefix)'),
+  AUTH_APPS: declare(list, 'Required with a JWKS: the JWT apps accepted, comma-separated, as the app claim (AUTH_APP_CLAIM) names them: `shop` (the app shop), `<client id>=<name>` (a client id, such as a UUID, taken as the app <name>), or `*` (any claim value that is an app name, 1 to 64 ASCII letters, digits, `_`, `.`, `-`). Any other token is refused. A JWT never takes the name of an app configured with keys (GATEWAY_API_KEYS, OPERATOR_API_KEYS, GATEWAY_APPS_FILE) unless an entry says they are one app: `shop=shop` (then it reads what the key shop:<key> created and shares its budgets).', '(unset: no JWT is accepted; required with AUTH_JWKS_URL or AUTH_JWKS_FILE)'),
+  AUTH_OPERATOR_APPS: declare(list, 'Comma-separated JWT apps (names as AUTH_APPS gives them) whose tokens may grant the `operator` scope; every other token\'s `operator` is ignored. Each must be an app AUTH_APPS accepts.', '(unset: no JWT grants operator)'),
   AUTH_JWKS_REFRESH_INTERVAL: declare(duration('1m', { minMs: 1000, message: 'must be at least 1s' }), 'The JWKS is fetched at most once per this interval, whatever asks for it (an unknown kid, or keys older than this).'),
   AUTH_JWT_CACHE_SIZE: declare(int(10_000, 0, 1_000_000), 'How many verified JWTs the gateway remembers (by their SHA-256, never in clear), each until its exp or until the JWKS is fetched again, so that a token sent with every request is verified once, not every time (260–800 µs each). 0 verifies every request (the off switch; decision 049).'),
   IDEMPOTENCY_RETENTION: declare(duration('24h'), 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).'),
@@ -484,10 +486,25 @@ export interface JwtAuthConfig {
   readonly audience: readonly string[];
   /** AUTH_APP_CLAIM; null: the first present of azp, client_id, sub. */
   readonly appClaim: string | null;
+  /** AUTH_APPS: the JWT apps accepted (src/server/jwt-auth.ts JwtApps). */
+  readonly apps: { readonly any: boolean; readonly listed: readonly JwtAppEntry[] };
+  /** AUTH_OPERATOR_APPS: the apps whose JWTs may grant `operator`. */
+  readonly operatorApps: readonly string[];
   readonly scopePrefix: string;
   readonly refreshIntervalMs: number;
   /** AUTH_JWT_CACHE_SIZE: verified tokens remembered until their exp or the next JWKS fetch; 0 verifies every request. */
   readonly verifiedCacheSize: number;
+}
+
+/** An entry of AUTH_APPS: the app claim's value, the app it is, and whether the entry was written `<value>=<app>`. */
+export interface JwtAppEntry {
+  readonly claim: string;
+  readonly app: string;
+  /**
+   * Written `<value>=<app>`: the operator named the app, so it may be an app configured with keys (they are then one
+   * app). A bare entry naming a configured app stops start-up: that sameness must be said, not fallen into.
+   */
+  readonly sameAsConfigured: boolean;
 }
 
 export interface GraphqlLimitsConfig {
@@ -546,8 +563,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   if (e.TRUSTED_DOCUMENTS === 'off' && e.TRUSTED_DOCUMENTS_MANIFEST) {
     throw new ConfigError('TRUSTED_DOCUMENTS', 'TRUSTED_DOCUMENTS_MANIFEST is set but TRUSTED_DOCUMENTS is off: set allow or enforce, or unset the manifest');
   }
-  const jwtAuth = jwtAuthConfig(e);
   const appNames = new Set([...apiKeys, ...operatorKeys].flatMap((k) => (k.name === null ? [] : [k.name])).concat(appsFile.map((a) => a.name)));
+  const jwtAuth = jwtAuthConfig(e, appNames);
   const upstreams = resolveUpstreams(e, appNames);
   const config: Config = {
     port: e.PORT,
@@ -641,11 +658,25 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
 }
 
 
-/** The AUTH_* variables: none, or a JWKS with the issuer and audience its tokens must carry. */
-function jwtAuthConfig(e: { AUTH_JWKS_URL?: string | undefined; AUTH_JWKS_FILE?: string | undefined; AUTH_ISSUER?: string | undefined; AUTH_AUDIENCE: string[]; AUTH_APP_CLAIM?: string | undefined; AUTH_SCOPE_PREFIX?: string | undefined; AUTH_JWKS_REFRESH_INTERVAL: number; AUTH_JWT_CACHE_SIZE: number }): JwtAuthConfig | null {
+/** The AUTH_* variables: none, or a JWKS with the issuer and audience its tokens must carry, and the apps accepted. */
+function jwtAuthConfig(
+  e: {
+    AUTH_JWKS_URL?: string | undefined;
+    AUTH_JWKS_FILE?: string | undefined;
+    AUTH_ISSUER?: string | undefined;
+    AUTH_AUDIENCE: string[];
+    AUTH_APP_CLAIM?: string | undefined;
+    AUTH_SCOPE_PREFIX?: string | undefined;
+    AUTH_JWKS_REFRESH_INTERVAL: number;
+    AUTH_JWT_CACHE_SIZE: number;
+    AUTH_APPS: string[];
+    AUTH_OPERATOR_APPS: string[];
+  },
+  configuredNames: ReadonlySet<string>,
+): JwtAuthConfig | null {
   if (e.AUTH_JWKS_URL && e.AUTH_JWKS_FILE) throw new ConfigError('AUTH_JWKS_FILE', 'set either AUTH_JWKS_URL or AUTH_JWKS_FILE, not both');
   if (!e.AUTH_JWKS_URL && !e.AUTH_JWKS_FILE) {
-    for (const name of ['AUTH_ISSUER', 'AUTH_AUDIENCE', 'AUTH_APP_CLAIM'] as const) {
+    for (const name of ['AUTH_ISSUER', 'AUTH_AUDIENCE', 'AUTH_APP_CLAIM', 'AUTH_APPS', 'AUTH_OPERATOR_APPS'] as const) {
       const value = e[name];
       if (value !== undefined && value.length > 0) throw new ConfigError(name, 'is set but no JWKS is: set AUTH_JWKS_URL (or AUTH_JWKS_FILE) too, or unset it');
     }
@@ -654,6 +685,12 @@ function jwtAuthConfig(e: { AUTH_JWKS_URL?: string | undefined; AUTH_JWKS_FILE?:
   // Without both, any token signed by the provider for any of its clients would be accepted (RFC 8725 §3.8, §3.9).
   if (!e.AUTH_ISSUER) throw new ConfigError('AUTH_ISSUER', 'is required with AUTH_JWKS_URL or AUTH_JWKS_FILE: the iss the identity provider writes in its tokens');
   if (e.AUTH_AUDIENCE.length === 0) throw new ConfigError('AUTH_AUDIENCE', 'is required with AUTH_JWKS_URL or AUTH_JWKS_FILE: the aud the identity provider writes in tokens meant for this gateway');
+  const apps = jwtApps(e.AUTH_APPS, configuredNames);
+  const accepted = new Set(apps.listed.map((a) => a.app));
+  for (const name of e.AUTH_OPERATOR_APPS) {
+    if (!APP_NAME.test(name)) throw new ConfigError('AUTH_OPERATOR_APPS', `${JSON.stringify(name)} is not an app name (1 to 64 ASCII letters, digits, _ . -, starting with a letter or digit)`);
+    if (!apps.any && !accepted.has(name)) throw new ConfigError('AUTH_OPERATOR_APPS', `${name} is not an app AUTH_APPS accepts: list it there too`);
+  }
   return {
     jwks: e.AUTH_JWKS_URL ? { url: e.AUTH_JWKS_URL } : { file: path.resolve(e.AUTH_JWKS_FILE!) },
     issuer: e.AUTH_ISSUER,
@@ -662,7 +699,40 @@ function jwtAuthConfig(e: { AUTH_JWKS_URL?: string | undefined; AUTH_JWKS_FILE?:
     scopePrefix: e.AUTH_SCOPE_PREFIX ?? '',
     refreshIntervalMs: e.AUTH_JWKS_REFRESH_INTERVAL,
     verifiedCacheSize: e.AUTH_JWT_CACHE_SIZE,
+    apps,
+    operatorApps: e.AUTH_OPERATOR_APPS,
   };
+}
+
+/** What a claim value of AUTH_APPS may be: printable ASCII without spaces, `,` or `=` (a client id, a URI). */
+const CLAIM_VALUE = /^[!-+\--<>-~]{1,128}$/;
+
+/** AUTH_APPS: `*`, `<name>` or `<claim value>=<name>` entries; a bare entry may not take a configured app's name. */
+function jwtApps(entries: readonly string[], configuredNames: ReadonlySet<string>): JwtAuthConfig['apps'] {
+  if (entries.length === 0) {
+    throw new ConfigError('AUTH_APPS', 'is required with AUTH_JWKS_URL or AUTH_JWKS_FILE: list the JWT apps accepted (`shop,crm`, `<client id>=<name>`, or `*` for any app name), so that a token of any other client of the identity provider is refused');
+  }
+  let any = false;
+  const listed: JwtAppEntry[] = [];
+  const claims = new Set<string>();
+  entries.forEach((entry, i) => {
+    if (entry === '*') {
+      any = true;
+      return;
+    }
+    const eq = entry.indexOf('=');
+    const claim = eq < 0 ? entry : entry.slice(0, eq).trim();
+    const app = eq < 0 ? entry : entry.slice(eq + 1).trim();
+    if (!APP_NAME.test(app)) throw new ConfigError('AUTH_APPS', `entry ${i + 1}: ${JSON.stringify(app)} is not an app name (1 to 64 ASCII letters, digits, _ . -, starting with a letter or digit)${eq < 0 ? '; name a client id with <client id>=<name>' : ''}`);
+    if (!CLAIM_VALUE.test(claim)) throw new ConfigError('AUTH_APPS', `entry ${i + 1}: ${JSON.stringify(claim)} is not a claim value (1 to 128 printable ASCII characters, no space, comma or =)`);
+    if (claims.has(claim)) throw new ConfigError('AUTH_APPS', `entry ${i + 1}: ${claim} is listed twice`);
+    claims.add(claim);
+    if (eq < 0 && configuredNames.has(app)) {
+      throw new ConfigError('AUTH_APPS', `entry ${i + 1}: ${app} is also an app configured with keys (GATEWAY_API_KEYS, OPERATOR_API_KEYS or GATEWAY_APPS_FILE): write ${app}=${app} if its JWTs and its keys are one app (one owner, one budget), or give the JWT app another name (${app}=<name>)`);
+    }
+    listed.push({ claim, app, sameAsConfigured: eq >= 0 });
+  });
+  return { any, listed };
 }
 
 /**

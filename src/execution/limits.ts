@@ -110,6 +110,11 @@ export class OperationLimits {
    * The token limit alone, before Apollo parses the text itself (an error thrown from an Apollo hook before its parse
    * would be a 500, so the HTTP route calls this); syntax errors are left to that parse.
    */
+  /** How many texts passed the token limit and are remembered (tests check what a request left behind). */
+  get checkedTexts(): number {
+    return this.tokenChecked.size;
+  }
+
   checkTokens(source: string): GraphQLError | undefined {
     if (this.tokenChecked.has(source)) return undefined;
     try {

@@ -26,6 +26,8 @@ export interface ScopeRequirement {
   /** `Type.field`, as the refusal names it. */
   readonly coordinate: string;
   readonly anyOf: readonly (readonly Scope[])[];
+  /** The scopes asked, as one string: an operation keeps one requirement per distinct `anyOf`. */
+  readonly key: string;
 }
 
 /** Every field of the schema that declares scopes, read once when the gateway starts (a wrong scope stops it). */
@@ -39,16 +41,18 @@ export function schemaRequirements(schema: GraphQLSchema): Map<GraphQLField<unkn
       if (!anyOf) continue;
       const unknown = anyOf.flat().find((s) => !isScope(s));
       if (unknown !== undefined) throw new Error(`@requiresScopes on ${coordinate} names an unknown scope ${JSON.stringify(unknown)}`);
-      out.set(field as GraphQLField<unknown, unknown>, { coordinate, anyOf: anyOf as Scope[][] });
+      out.set(field as GraphQLField<unknown, unknown>, { coordinate, anyOf: anyOf as Scope[][], key: anyOf.map((all) => all.join(' ')).join(' | ') });
     }
   }
   return out;
 }
 
 /**
- * What one operation needs: the requirement of every field it selects, through fragments, in document order and
- * without repeats. A field under `@skip`/`@include` counts: what an operation may touch is decided from its text,
- * not from the variables of one request.
+ * What one operation needs: the requirement of every field it selects, through fragments, in document order, one per
+ * distinct set of scopes (the first field that asks it is the one a refusal names). A field under `@skip`/`@include`
+ * counts: what an operation may touch is decided from its text, not from the variables of one request. Below the
+ * root, the fields that lead from one cloud object to another (a parent, children, a plan's or a provisioning's step
+ * `resource`) need `cloud:read`: what a payload leads to may have existed before the call, and may be another app's.
  */
 function operationRequirements(
   schema: GraphQLSchema,
@@ -69,7 +73,7 @@ function operationRequirements(
         const field = parent.getFields()[sel.name.value] as GraphQLField<unknown, unknown> | undefined;
         if (!field) continue; // __typename and the introspection fields
         const req = declared.get(field);
-        if (req && !found.has(req.coordinate)) found.set(req.coordinate, req);
+        if (req && !found.has(req.key)) found.set(req.key, req);
         const type = getNamedType(field.type);
         if (sel.selectionSet && isCompositeType(type)) walk(sel.selectionSet, type);
       } else if (sel.kind === Kind.INLINE_FRAGMENT) {

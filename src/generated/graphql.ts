@@ -519,9 +519,11 @@ export type FirewallActionInfo = {
 /** An app that calls the gateway, as the operator's list shows it. */
 export type GatewayApp = {
   __typename?: 'GatewayApp';
+  /** Its activity with JWTs of the identity provider: for an app configured with keys, the JWTs AUTH_APPS makes that app (`name=name`); null if none was seen. */
+  jwt: Maybe<GatewayAppJwtActivity>;
   /** How many keys it has; null for a JWT app (its identity provider holds its credentials). */
   keys: Maybe<Scalars['Int']['output']>;
-  /** When any replica last admitted or refused one of its operations; null if never (activity is written every few seconds). */
+  /** When any replica last admitted or refused one of its operations, with a key or a JWT; null if never (activity is written every few seconds). */
   lastActivityAt: Maybe<Scalars['DateTime']['output']>;
   /** Its name: the `name` of `name:key` or of its GATEWAY_APPS_FILE entry, a JWT's app claim, or for a bare key a label derived from it (`key-…`). */
   name: Scalars['String']['output'];
@@ -529,6 +531,15 @@ export type GatewayApp = {
   scopes: Array<Scalars['String']['output']>;
   /** Where it is configured, or how it signed in last. */
   source: GatewayAppSource;
+};
+
+/** What an app did with JWTs, as the operator's list shows it. */
+export type GatewayAppJwtActivity = {
+  __typename?: 'GatewayAppJwtActivity';
+  /** When any replica last admitted or refused one of its operations sent with a JWT. */
+  lastActivityAt: Scalars['DateTime']['output'];
+  /** The scopes the last of its JWTs granted (what it used them for is bounded by them). */
+  scopes: Array<Scalars['String']['output']>;
 };
 
 /** Where an app is configured. */
@@ -2405,6 +2416,7 @@ export type ResolversTypes = {
   FirewallActionInfo: ResolverTypeWrapper<FirewallActionEntry>;
   Float: ResolverTypeWrapper<Scalars['Float']['output']>;
   GatewayApp: ResolverTypeWrapper<GatewayApp>;
+  GatewayAppJwtActivity: ResolverTypeWrapper<GatewayAppJwtActivity>;
   GatewayAppSource: GatewayAppSource;
   ID: ResolverTypeWrapper<Scalars['ID']['output']>;
   Identification: ResolverTypeWrapper<LedgerRecord>;
@@ -2524,6 +2536,7 @@ export type ResolversParentTypes = {
   FirewallActionInfo: FirewallActionEntry;
   Float: Scalars['Float']['output'];
   GatewayApp: GatewayApp;
+  GatewayAppJwtActivity: GatewayAppJwtActivity;
   ID: Scalars['ID']['output'];
   Identification: LedgerRecord;
   IdentificationCompletion: EventRecord;
@@ -2734,11 +2747,18 @@ export type FirewallActionInfoResolvers<ContextType = GraphQLContext, ParentType
 };
 
 export type GatewayAppResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['GatewayApp'] = ResolversParentTypes['GatewayApp']> = {
+  jwt?: Resolver<Maybe<ResolversTypes['GatewayAppJwtActivity']>, ParentType, ContextType>;
   keys?: Resolver<Maybe<ResolversTypes['Int']>, ParentType, ContextType>;
   lastActivityAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
   name?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   scopes?: Resolver<Array<ResolversTypes['String']>, ParentType, ContextType>;
   source?: Resolver<ResolversTypes['GatewayAppSource'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type GatewayAppJwtActivityResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['GatewayAppJwtActivity'] = ResolversParentTypes['GatewayAppJwtActivity']> = {
+  lastActivityAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  scopes?: Resolver<Array<ResolversTypes['String']>, ParentType, ContextType>;
   __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
 };
 
@@ -3281,6 +3301,7 @@ export type Resolvers<ContextType = GraphQLContext> = {
   DiskTypeInfo?: DiskTypeInfoResolvers<ContextType>;
   FirewallActionInfo?: FirewallActionInfoResolvers<ContextType>;
   GatewayApp?: GatewayAppResolvers<ContextType>;
+  GatewayAppJwtActivity?: GatewayAppJwtActivityResolvers<ContextType>;
   Identification?: IdentificationResolvers<ContextType>;
   IdentificationCompletion?: IdentificationCompletionResolvers<ContextType>;
   InstanceTypeInfo?: InstanceTypeInfoResolvers<ContextType>;

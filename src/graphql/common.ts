@@ -45,13 +45,29 @@ export const commonResolvers: Resolvers = {
     apps: async (_p, _a, ctx) => {
       const { configured, activity } = ctx.services.apps;
       const seen = await activity.all();
-      const at = (name: string) => (seen.has(name) ? new Date(seen.get(name)!.lastSeenAt) : null);
+      const jwtOf = (name: string) => {
+        const s = seen.jwt.get(name);
+        return s ? { scopes: s.scopes.split(' ').filter(Boolean), lastActivityAt: new Date(s.lastSeenAt) } : null;
+      };
+      const latest = (...times: (number | undefined)[]) => {
+        const at = Math.max(...times.map((t) => t ?? -Infinity));
+        return at === -Infinity ? null : new Date(at);
+      };
       const names = new Set(configured.map((a) => a.name));
-      // Configured apps, then the JWT apps some replica has seen (an app removed from the configuration is not listed).
-      const jwtApps = [...seen].filter(([name, s]) => s.source === 'JWT' && !names.has(name));
+      // Configured apps (with the JWT activity under their name, when AUTH_APPS makes a client that app), then the JWT
+      // apps some replica has seen (an app removed from the configuration is not listed).
       return [
-        ...configured.map((a) => ({ name: a.name, source: a.source, scopes: [...a.scopes], keys: a.keys, lastActivityAt: at(a.name) })),
-        ...jwtApps.map(([name, s]) => ({ name, source: 'JWT' as const, scopes: s.scopes.split(' ').filter(Boolean), keys: null, lastActivityAt: at(name) })),
+        ...configured.map((a) => ({
+          name: a.name,
+          source: a.source,
+          scopes: [...a.scopes],
+          keys: a.keys,
+          lastActivityAt: latest(seen.keys.get(a.name), seen.jwt.get(a.name)?.lastSeenAt),
+          jwt: jwtOf(a.name),
+        })),
+        ...[...seen.jwt]
+          .filter(([name]) => !names.has(name))
+          .map(([name, s]) => ({ name, source: 'JWT' as const, scopes: s.scopes.split(' ').filter(Boolean), keys: null, lastActivityAt: new Date(s.lastSeenAt), jwt: jwtOf(name) })),
       ].sort((a, b) => a.name.localeCompare(b.name));
     },
     node: async (_p, { id }, ctx) => {

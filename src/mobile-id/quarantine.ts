@@ -67,6 +67,16 @@ const QUARANTINE_MAX_ROWS_PER_APP = 1_000;
  * counted (metric, log). A real sender with a wrong token shows up well within it.
  */
 const UNAUTHENTICATED_ROWS_PER_MINUTE = 100;
+/**
+ * The owner column of a refusal that came with no valid token and named no auth_req_id: outsiders' noise, kept in a
+ * bucket of its own (its own per-minute cap above, its own row bound below), so that junk bearer tokens neither use up
+ * a budget of nor push out the refusals that came on configured tokens or named an auth_req_id (the operator's view,
+ * owner null) or on an app's tokens. No caller's scope is this value (scopes are `open`, `app:…` or `key:…`), so only
+ * an operator reads these rows. Rows of this kind written before it existed have owner null and age out as before.
+ */
+const OUTSIDERS = 'outsiders';
+/** Most rows kept of outsiders' noise. */
+const QUARANTINE_MAX_OUTSIDER_ROWS = 1_000;
 const MAX_DESCRIPTION = 1000;
 
 /** The auth_req_id of a refused body, when it has a usable one (a string the schema would accept). */
@@ -99,7 +109,8 @@ export class RejectionQuarantine {
 
   /** Keeps one refusal; false when it was only counted (an unauthenticated one past the per-minute cap). */
   async record(r: NewRejection, now = Date.now()): Promise<boolean> {
-    if (r.reason === 'UNAUTHORIZED' && r.authReqId === null && r.scope === null) {
+    const outsider = r.reason === 'UNAUTHORIZED' && r.authReqId === null && r.scope === null;
+    if (outsider) {
       if (now - this.window.start >= 60_000) this.window = { start: now, count: 0 };
       if (++this.window.count > UNAUTHENTICATED_ROWS_PER_MINUTE) return false;
     }
@@ -116,7 +127,7 @@ export class RejectionQuarantine {
         request_id: r.requestId,
         transaction_id: r.transactionId,
         gateway_request_id: r.gatewayRequestId,
-        scope: r.scope,
+        scope: outsider ? OUTSIDERS : r.scope,
       })
       .execute();
     return true;
@@ -150,16 +161,18 @@ export class RejectionQuarantine {
   }
 
   /**
-   * Drops rows older than the event retention, then all but the newest `maxRows` of the operator's view and the
-   * newest `maxRowsPerApp` of each app: each owner's rows are bounded apart from the others'.
+   * Drops rows older than the event retention, then all but the newest `maxRows` of the operator's view, the newest
+   * `maxOutsiderRows` of outsiders' noise and the newest `maxRowsPerApp` of each app: each owner's rows are bounded
+   * apart from the others'.
    */
-  async purge(now = Date.now(), maxRows = QUARANTINE_MAX_ROWS, maxRowsPerApp = QUARANTINE_MAX_ROWS_PER_APP): Promise<number> {
+  async purge(now = Date.now(), maxRows = QUARANTINE_MAX_ROWS, maxRowsPerApp = QUARANTINE_MAX_ROWS_PER_APP, maxOutsiderRows = QUARANTINE_MAX_OUTSIDER_ROWS): Promise<number> {
     const old = await this.db.deleteFrom('mobile_id_rejections').where('received_at', '<', now - this.retentionMs).executeTakeFirst();
-    let deleted = Number(old.numDeletedRows) + (await this.trim(null, maxRows));
+    let deleted = Number(old.numDeletedRows) + (await this.trim(null, maxRows)) + (await this.trim(OUTSIDERS, maxOutsiderRows));
     const crowded = await this.db
       .selectFrom('mobile_id_rejections')
       .select('scope')
       .where('scope', 'is not', null)
+      .where('scope', '!=', OUTSIDERS)
       .groupBy('scope')
       .having((eb) => eb.fn.countAll(), '>', maxRowsPerApp)
       .execute();

@@ -6,6 +6,8 @@ import type { Database } from '../store/schema.js';
 import { checkAuthReqId } from './stored.js';
 
 /** Who sent a notification, as its `Authorization: Bearer <client_notification_token>` tells. */
+const NOT_VALID = 'the client_notification_token is not valid or has expired';
+
 export type NotifierAuth =
   | {
       ok: true;
@@ -19,7 +21,16 @@ export type NotifierAuth =
        */
       scope: string | null;
     }
-  | { ok: false; description: string };
+  | {
+      ok: false;
+      description: string;
+      /**
+       * An issued token that has expired: the app that issued it and the auth_req_id it was for, so that the refusal is
+       * kept as that app's (a late notification of a real authentication), not with outsiders' noise. The answer
+       * (401, the same description) does not tell it from an unknown token.
+       */
+      expired?: { scope: string; authReqId: string | null };
+    };
 
 export interface IssuedToken {
   token: string;
@@ -76,7 +87,8 @@ export class NotificationTokens {
       .select(['auth_req_id', 'created_by', 'expires_at'])
       .where('token_hash', '=', sha256(token).toString('hex'))
       .executeTakeFirst();
-    if (!row || Number(row.expires_at) <= now) return { ok: false, description: 'the client_notification_token is not valid or has expired' };
+    if (!row) return { ok: false, description: NOT_VALID };
+    if (Number(row.expires_at) <= now) return { ok: false, description: NOT_VALID, expired: { scope: row.created_by, authReqId: row.auth_req_id } };
     return { ok: true, source: 'issued', authReqId: row.auth_req_id, scope: row.created_by };
   }
 

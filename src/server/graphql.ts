@@ -86,20 +86,31 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
             ? (body as { query: string }).query
             : undefined
           : (new URLSearchParams(search).get('query') ?? undefined);
-      const refused = source === undefined ? undefined : options.checkSource?.(source);
+      // Authenticated before the document is lexed (the token limit), parsed or cached: a request without valid
+      // credentials costs no lexing and leaves nothing behind; its 401 is Apollo's to answer, which asks the same
+      // (memoised) context before it parses anything.
+      let made: Promise<GraphQLContext> | undefined;
+      const context = () => (made ??= options.context(req, ctx));
+      let authenticated = true;
+      try {
+        await context();
+      } catch {
+        authenticated = false;
+      }
+      const refused = source === undefined || !authenticated ? undefined : options.checkSource?.(source);
       if (refused) {
         const { http: _http, ...extensions } = refused.extensions;
         sendJson(res, 400, { errors: [{ message: refused.message, extensions }] });
         return;
       }
-      if (json && options.plans && (await options.plans.run(req, res, body, () => options.context(req, ctx)))) return;
+      if (json && options.plans && (await options.plans.run(req, res, body, context))) return;
       const headers = new HeaderMap();
       for (const [k, v] of Object.entries(req.headers)) {
         if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
       }
       const response = await apollo.executeHTTPGraphQLRequest({
         httpGraphQLRequest: { method: req.method ?? 'GET', headers, search, body },
-        context: () => options.context(req, ctx),
+        context,
       });
       for (const [k, v] of response.headers) res.setHeader(k, v);
       res.statusCode = response.status ?? 200;

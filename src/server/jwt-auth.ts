@@ -4,8 +4,8 @@ import fs from 'node:fs';
 import { createLocalJWKSet, decodeProtectedHeader, errors, jwtVerify, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters, type JWTPayload } from 'jose';
 import { request } from 'undici';
 import { LRUCache } from 'lru-cache';
-import { Grants, isScope, scopeOfApp, sha256, type Caller, type Scope } from '../caller.js';
-import { ConfigError, type JwtAuthConfig } from '../config.js';
+import { APP_NAME, Grants, isScope, scopeOfApp, sha256, type Caller, type Scope } from '../caller.js';
+import { ConfigError, type JwtAppEntry, type JwtAuthConfig } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { AuthResult } from './auth.js';
 
@@ -22,8 +22,6 @@ const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256
 const CLOCK_TOLERANCE_SECONDS = 30;
 /** The claims that name the app when AUTH_APP_CLAIM is unset, first present wins (RFC 9068 §2.2: client_id; OIDC: azp). */
 const DEFAULT_APP_CLAIMS = ['azp', 'client_id', 'sub'] as const;
-/** What an app claim may be: it becomes the owner scope, a metrics label and a log field. */
-const APP_VALUE = /^[^\s\p{C}]{1,128}$/u;
 const JWKS_TIMEOUT_MS = 5_000;
 const JWKS_MAX_BYTES = 1024 * 1024;
 /** Compact JWS: three base64url segments (the signature may be empty, as `alg: none` writes it). */
@@ -204,16 +202,65 @@ export function scopesOf(payload: JWTPayload, prefix: string): Scope[] {
   return scopes;
 }
 
-/** The app a token names, or why it names none. */
-export function appOf(payload: JWTPayload, claim: string | null): { app: string } | { refused: string } {
+/** The claim a token names its app by, and its value, or why it names none. */
+function appClaimOf(payload: JWTPayload, claim: string | null): { claim: string; value: unknown } | { refused: string } {
   const names = claim === null ? DEFAULT_APP_CLAIMS : [claim];
   const found = names.find((name) => payload[name] !== undefined);
   if (found === undefined) return { refused: `the JWT has no ${names.join(', ')} claim to name the app` };
-  const value = payload[found];
-  // The value is not repeated: it may be anything, of any length.
-  if (typeof value !== 'string' || !APP_VALUE.test(value)) return { refused: `the JWT's ${found} claim is not an app name (a string of 1 to 128 characters without spaces or control characters)` };
-  return { app: value };
+  return { claim: found, value: payload[found] };
 }
+
+/**
+ * Which JWT apps the gateway accepts (AUTH_APPS) and under which name, as a verified token's claim value finds them:
+ * a listed claim value (a name, or a client id with `=<name>`), or with `*` any value that is an app name and not a
+ * configured app's. A name is an app name (APP_NAME: ASCII letters, digits, `_`, `.`, `-`), the configured names' syntax,
+ * so that a name is one string for every reader (no homoglyph, no `:` to make two owner keys meet).
+ */
+export class JwtApps {
+  private readonly listed: ReadonlyMap<string, JwtAppEntry>;
+  private readonly any: boolean;
+  private readonly operators: ReadonlySet<string>;
+
+  /** `configured`: every configured app's name (keys, the apps file, bare keys' labels); a JWT takes none unless listed `name=<it>`. */
+  constructor(
+    config: Pick<JwtAuthConfig, 'apps' | 'operatorApps'>,
+    private readonly configured: ReadonlySet<string>,
+  ) {
+    this.listed = new Map(config.apps.listed.map((e) => [e.claim, e]));
+    this.any = config.apps.any;
+    this.operators = new Set(config.operatorApps);
+  }
+
+  /** The app a claim value is, or why it is refused (the value is never repeated: it may be anything). */
+  resolve(claim: string, value: unknown): { app: string } | { refused: string } {
+    if (typeof value !== 'string') return { refused: `the JWT's ${claim} claim is not an app name (${APP_NAME_RULE})` };
+    const entry = this.listed.get(value);
+    if (entry) return entry.sameAsConfigured || !this.configured.has(entry.app) ? { app: entry.app } : { refused: configuredRefusal(claim) };
+    if (!APP_NAME.test(value)) return { refused: `the JWT's ${claim} claim is not an app name (${APP_NAME_RULE})` };
+    if (!this.any) return { refused: `the JWT's ${claim} claim names no app this gateway accepts (AUTH_APPS)` };
+    if (this.configured.has(value)) return { refused: configuredRefusal(claim) };
+    return { app: value };
+  }
+
+  /** The scopes a token of `app` grants: `operator` only for the apps of AUTH_OPERATOR_APPS. */
+  grants(app: string, scopes: readonly Scope[]): Grants {
+    return Grants.of(this.operators.has(app) ? scopes : scopes.filter((s) => s !== 'operator'));
+  }
+}
+
+const APP_NAME_RULE = '1 to 64 ASCII letters, digits, `_`, `.` or `-`, starting with a letter or digit';
+
+function configuredRefusal(claim: string): string {
+  return `the JWT's ${claim} claim names an app configured with API keys (GATEWAY_API_KEYS, OPERATOR_API_KEYS or GATEWAY_APPS_FILE); a JWT is that app only when AUTH_APPS says so (<claim value>=<app>)`;
+}
+
+/** The app a token names, or why it names none (AUTH_APPS `*` and no configured app: the claim's syntax alone). */
+export function appOf(payload: JWTPayload, claim: string | null, apps: JwtApps = ANY_APP): { app: string } | { refused: string } {
+  const found = appClaimOf(payload, claim);
+  return 'refused' in found ? found : apps.resolve(found.claim, found.value);
+}
+
+const ANY_APP = new JwtApps({ apps: { any: true, listed: [] }, operatorApps: [] }, new Set());
 
 /** How long until a caller's token expires (ms, at least 0); null for a caller without an expiry (an API key). */
 export function expiryDelay(caller: Caller, now: number): number | null {
@@ -221,8 +268,9 @@ export function expiryDelay(caller: Caller, now: number): number | null {
 }
 
 /**
- * The JWT half of the transport's authentication: a verified token is its app's caller, the same app (owner scope
- * `app:<name>`) as the API keys `<name>:<key>`, with the scopes the token grants and the token's expiry.
+ * The JWT half of the transport's authentication: a verified token is its app's caller (owner scope `app:<name>`),
+ * an app AUTH_APPS accepts, with the scopes the token grants (`operator` only for AUTH_OPERATOR_APPS) and the token's
+ * expiry. It is the same app as the API keys `<name>:<key>` only when AUTH_APPS says so (`<claim value>=<name>`).
  */
 export class JwtAuthenticator {
   /**
@@ -234,14 +282,19 @@ export class JwtAuthenticator {
    * Refusals are never kept.
    */
   private readonly verified: LRUCache<string, { caller: Caller; keys: number; at: number }> | null;
+  private readonly apps: JwtApps;
+
   constructor(
     private readonly config: JwtAuthConfig,
     readonly keys: JwksKeys,
     private readonly now: () => number,
+    /** The names of the apps configured with keys, which a JWT may take only as AUTH_APPS says. */
+    configured: ReadonlySet<string>,
     /** Told of each token checked: verified by jose, or answered from the cache (gateway_jwt_checks_total). */
     private readonly count: (check: 'verified' | 'cached') => void = () => undefined,
   ) {
     this.verified = config.verifiedCacheSize > 0 ? new LRUCache({ max: config.verifiedCacheSize }) : null;
+    this.apps = new JwtApps(config, configured);
   }
 
   async authenticate(token: string): Promise<AuthResult> {
@@ -277,12 +330,12 @@ export class JwtAuthenticator {
     }
     const expiresAt = payload.exp! * 1000;
     if (expiresAt <= at) return invalid(`the JWT has expired (exp ${new Date(expiresAt).toISOString()})`);
-    const named = appOf(payload, this.config.appClaim);
+    const named = appOf(payload, this.config.appClaim, this.apps);
     if ('refused' in named) return invalid(named.refused);
     const caller: Caller = Object.freeze({
       scope: scopeOfApp(named.app),
       app: named.app,
-      grants: Grants.of(scopesOf(payload, this.config.scopePrefix)),
+      grants: this.apps.grants(named.app, scopesOf(payload, this.config.scopePrefix)),
       expiresAt,
       via: 'JWT',
     });

@@ -15,6 +15,19 @@ interface Sighting {
 const MAX_PENDING = 10_000;
 /** Most rows the operator's list reads back. */
 const MAX_LISTED = 10_000;
+/**
+ * The row of a JWT app's sightings is `jwt/<name>`: apart from the row of the app configured with keys under the same
+ * name (AUTH_APPS `name=name`), so the operator sees which of the two was active, and with which scopes. `/` is in no
+ * app name (APP_NAME), so the two keys never meet. Rows written before (a JWT app's under its bare name, source JWT)
+ * are read as JWT sightings too.
+ */
+const JWT_ROW = 'jwt/';
+
+/** When an app was last seen: by its keys, and by its JWTs with the scopes of the last one. */
+interface AppSightings {
+  readonly keys: ReadonlyMap<string, number>;
+  readonly jwt: ReadonlyMap<string, { readonly scopes: string; readonly lastSeenAt: number }>;
+}
 
 /**
  * When each app was last seen (docs/decisions/046). The admit stage calls `seen` for every operation, which costs a
@@ -29,8 +42,9 @@ export class AppActivity {
   ) {}
 
   seen(app: string, source: string, scopes: string): void {
-    if (this.pending.size >= MAX_PENDING && !this.pending.has(app)) return;
-    this.pending.set(app, { source, scopes, at: this.now() });
+    const row = source === 'JWT' ? JWT_ROW + app : app;
+    if (this.pending.size >= MAX_PENDING && !this.pending.has(row)) return;
+    this.pending.set(row, { source, scopes, at: this.now() });
   }
 
   /** Writes what was seen since the last flush, keeping for each app the latest time any replica saw it. */
@@ -53,10 +67,22 @@ export class AppActivity {
     }
   }
 
-  /** Every app seen, by name (after a flush of this replica's sightings). */
-  async all(): Promise<Map<string, { source: string; scopes: string; lastSeenAt: number }>> {
+  /** Every app seen, by name: by its keys, and by its JWTs (after a flush of this replica's sightings). */
+  async all(): Promise<AppSightings> {
     await this.flush();
     const rows = await this.db.selectFrom('app_activity').select(['app', 'source', 'scopes', 'last_seen_at']).orderBy('app').limit(MAX_LISTED).execute();
-    return new Map(rows.map((r) => [r.app, { source: r.source, scopes: r.scopes, lastSeenAt: Number(r.last_seen_at) }]));
+    const keys = new Map<string, number>();
+    const jwt = new Map<string, { scopes: string; lastSeenAt: number }>();
+    for (const r of rows) {
+      const at = Number(r.last_seen_at);
+      if (r.app.startsWith(JWT_ROW) || r.source === 'JWT') {
+        const name = r.app.startsWith(JWT_ROW) ? r.app.slice(JWT_ROW.length) : r.app;
+        const known = jwt.get(name);
+        if (!known || known.lastSeenAt < at) jwt.set(name, { scopes: r.scopes, lastSeenAt: at });
+      } else {
+        keys.set(r.app, at);
+      }
+    }
+    return { keys, jwt };
   }
 }

@@ -90,9 +90,12 @@ export function unsigned(claims: Record<string, unknown>): string {
   return `${part({ alg: 'none', typ: 'JWT' })}.${part(claims)}.`;
 }
 
-/** A gateway that accepts the JWTs of `jwks` (and the API keys of `env`, if any). */
+/**
+ * A gateway that accepts the JWTs of `jwks` (and the API keys of `env`, if any): by default of any app name that is no
+ * configured app's (AUTH_APPS=*); `env` says otherwise.
+ */
 export function startJwtGateway(jwks: JwksServer, env: Record<string, string> = {}, options: GatewayOptions = {}): Promise<TestGateway> {
-  return startTestGateway({ AUTH_JWKS_URL: jwks.url, AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE, ...env }, options);
+  return startTestGateway({ AUTH_JWKS_URL: jwks.url, AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE, AUTH_APPS: '*', ...env }, options);
 }
 
 /** A clock the test moves (epoch ms). */

@@ -116,7 +116,7 @@ describe('the JWKS of the identity provider', () => {
     const [known, other] = await Promise.all([signingKey('in-file'), signingKey('not-in-file')]);
     const file = path.join(tempDataDir('jwks-file-'), 'jwks.json');
     fs.writeFileSync(file, JSON.stringify({ keys: [known.publicJwk] }));
-    const t = await startTestGateway({ AUTH_JWKS_FILE: file, AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE });
+    const t = await startTestGateway({ AUTH_JWKS_FILE: file, AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE, AUTH_APPS: '*' });
     running.push(t);
     expect((await t.graphql(TYPENAME, undefined, { key: await sign(known) })).status).toBe(200);
     const refused = await t.graphql(TYPENAME, undefined, { key: await sign(other) });

@@ -18,7 +18,8 @@ describe('apps that sign in with JWTs, over HTTP', () => {
   beforeAll(async () => {
     key = await signingKey('key-1', 'RS256');
     jwks = await startJwksServer([key]);
-    t = await startJwtGateway(jwks, { GATEWAY_API_KEYS: `shop:${SHOP_KEY},crm:${CRM_KEY}`, SANDBOX_CALLBACK_DELAY_MS: '600000' });
+    // The JWT apps shop and crm are the apps of the keys shop: and crm: because AUTH_APPS says so; sre may be an operator.
+    t = await startJwtGateway(jwks, { GATEWAY_API_KEYS: `shop:${SHOP_KEY},crm:${CRM_KEY}`, AUTH_APPS: '*,shop=shop,crm=crm', AUTH_OPERATOR_APPS: 'sre', SANDBOX_CALLBACK_DELAY_MS: '600000' });
   });
   afterAll(async () => {
     await t.close();
@@ -95,7 +96,7 @@ describe('apps that sign in with JWTs, over HTTP', () => {
     expect(res.errors![0]!.message).toBe('a valid API key or JWT is required: send Authorization: Bearer <key or JWT>');
   });
 
-  it('a JWT of app shop and the API key shop:<key> are one app: each reads what the other created, another app reads nothing', async () => {
+  it('a JWT of app shop and the API key shop:<key> are one app when AUTH_APPS says so (shop=shop): each reads what the other created, another app reads nothing', async () => {
     const register = async (bearer: string) => {
       const res = await t.graphql(REGISTER, { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Petrova' } } }, { key: bearer });
       expect(res.errors).toBeUndefined();

@@ -4,7 +4,7 @@ import { ConfigError, loadConfig } from '../../src/config.js';
 import { appOf, expiryDelay, scopesOf } from '../../src/server/jwt-auth.js';
 import { APP_GRANTS, Grants } from '../../src/caller.js';
 
-const JWKS = { AUTH_JWKS_URL: 'https://idp.example/certs', AUTH_ISSUER: 'https://idp.example', AUTH_AUDIENCE: 'gateway' };
+const JWKS = { AUTH_JWKS_URL: 'https://idp.example/certs', AUTH_ISSUER: 'https://idp.example', AUTH_AUDIENCE: 'gateway', AUTH_APPS: '*' };
 
 function refusal(env: Record<string, string>): ConfigError {
   try {
@@ -44,13 +44,15 @@ describe('the AUTH_* variables', () => {
       scopePrefix: 'gateway:',
       refreshIntervalMs: 60_000,
       verifiedCacheSize: 10_000,
+      apps: { any: true, listed: [] },
+      operatorApps: [],
     });
     expect(loadConfig({}).jwtAuth).toBeNull();
   });
 
   it('a bad AUTH_JWKS_FILE stops start-up naming it', async () => {
     const { startTestGateway } = await import('../helpers/gateway.js');
-    await expect(startTestGateway({ AUTH_JWKS_FILE: '/nonexistent/jwks.json', AUTH_ISSUER: 'https://idp.example', AUTH_AUDIENCE: 'gateway' })).rejects.toThrow(/^AUTH_JWKS_FILE: .*not a readable JSON file/);
+    await expect(startTestGateway({ AUTH_JWKS_FILE: '/nonexistent/jwks.json', AUTH_ISSUER: 'https://idp.example', AUTH_AUDIENCE: 'gateway', AUTH_APPS: '*' })).rejects.toThrow(/^AUTH_JWKS_FILE: .*not a readable JSON file/);
   });
 });
 

@@ -37,7 +37,7 @@ describe('JWTs over WebSocket and SSE', () => {
     jwks = await startJwksServer([key]);
     t = await startJwtGateway(
       jwks,
-      { GATEWAY_API_KEYS: `shop:${SHOP_KEY}`, SANDBOX_CALLBACK_DELAY_MS: '600000' },
+      { GATEWAY_API_KEYS: `shop:${SHOP_KEY}`, AUTH_APPS: '*,shop=shop', SANDBOX_CALLBACK_DELAY_MS: '600000' },
       {
         authClock: clock.now,
         scheduleAuthExpiry: (delay, expire) => {

@@ -76,7 +76,11 @@ export function mobileIdWebhookRoute(options: {
 
       // Authenticated before the body is read: a forged request costs one hash and at most one lookup.
       const auth = await options.mobileId.authenticate(bearerToken(req.headers.authorization));
-      if (!auth.ok) return refuse(401, WebhookErrorCode.INVALID_TOKEN, 'UNAUTHORIZED', auth.description, null, 'unauthorized', true);
+      if (!auth.ok) {
+        // An expired token of an app's is that app's refusal; anything else is an outsider's (its own bucket).
+        scope = auth.expired?.scope ?? null;
+        return refuse(401, WebhookErrorCode.INVALID_TOKEN, 'UNAUTHORIZED', auth.description, auth.expired?.authReqId ?? null, 'unauthorized', true);
+      }
       scope = auth.scope;
 
       // The spec's default is JSON; form encoding is an option of the sender's configuration.
