@@ -283,7 +283,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers] as Record<string, unknown>[]);
     // A JWT takes the name of an app configured with keys (or a bare key's label) only when AUTH_APPS says so.
-    const jwt = config.jwtAuth && jwks ? new JwtAuthenticator(config.jwtAuth, jwks, now, new Set(services.apps.configured.map((a) => a.name)), (check) => metrics.jwtChecks.inc({ check })) : null;
+    const jwt = config.jwtAuth && jwks ? new JwtAuthenticator(config.jwtAuth, jwks, now, new Set(services.apps.configured.map((a) => a.name)), (check) => metrics.jwtChecks.inc({ check }), (reason) => metrics.jwtRefusals.inc({ reason })) : null;
     const authenticate = createAuthenticator(config, keyLabel, jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined);
     const expiry = { now, schedule: options.scheduleAuthExpiry ?? scheduleAfter };
 

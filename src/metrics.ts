@@ -61,6 +61,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly jwtRefusals = new Counter({
+    name: 'gateway_jwt_refusals_total',
+    help: 'JWTs whose signature and claims verified but that name no app the gateway accepts, by reason: no_app_claim, app_name (not 1 to 64 ASCII letters, digits, _ . -), not_accepted (not in AUTH_APPS) or configured_name (an app configured with keys, which AUTH_APPS does not make one with it).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
   readonly webhooks = new Counter({
     name: 'gateway_webhooks_total',
     help: 'Webhook deliveries by endpoint and outcome (accepted, duplicate, rejected).',

@@ -232,13 +232,13 @@ export class JwtApps {
   }
 
   /** The app a claim value is, or why it is refused (the value is never repeated: it may be anything). */
-  resolve(claim: string, value: unknown): { app: string } | { refused: string } {
-    if (typeof value !== 'string') return { refused: `the JWT's ${claim} claim is not an app name (${APP_NAME_RULE})` };
+  resolve(claim: string, value: unknown): { app: string } | AppRefusal {
+    if (typeof value !== 'string') return { refused: `the JWT's ${claim} claim is not an app name (${APP_NAME_RULE})`, reason: 'app_name' };
     const entry = this.listed.get(value);
-    if (entry) return entry.sameAsConfigured || !this.configured.has(entry.app) ? { app: entry.app } : { refused: configuredRefusal(claim) };
-    if (!APP_NAME.test(value)) return { refused: `the JWT's ${claim} claim is not an app name (${APP_NAME_RULE})` };
-    if (!this.any) return { refused: `the JWT's ${claim} claim names no app this gateway accepts (AUTH_APPS)` };
-    if (this.configured.has(value)) return { refused: configuredRefusal(claim) };
+    if (entry) return entry.sameAsConfigured || !this.configured.has(entry.app) ? { app: entry.app } : configuredRefusal(claim);
+    if (!APP_NAME.test(value)) return { refused: `the JWT's ${claim} claim is not an app name (${APP_NAME_RULE})`, reason: 'app_name' };
+    if (!this.any) return { refused: `the JWT's ${claim} claim names no app this gateway accepts (AUTH_APPS)`, reason: 'not_accepted' };
+    if (this.configured.has(value)) return configuredRefusal(claim);
     return { app: value };
   }
 
@@ -250,14 +250,24 @@ export class JwtApps {
 
 const APP_NAME_RULE = '1 to 64 ASCII letters, digits, `_`, `.` or `-`, starting with a letter or digit';
 
-function configuredRefusal(claim: string): string {
-  return `the JWT's ${claim} claim names an app configured with API keys (GATEWAY_API_KEYS, OPERATOR_API_KEYS or GATEWAY_APPS_FILE); a JWT is that app only when AUTH_APPS says so (<claim value>=<app>)`;
+/**
+ * Why a verified token names no app the gateway accepts (gateway_jwt_refusals_total's `reason`): no app claim, a value
+ * outside APP_NAME, an app AUTH_APPS does not list, or a configured app's name that AUTH_APPS does not make one.
+ */
+export type AppRefusalReason = 'no_app_claim' | 'app_name' | 'not_accepted' | 'configured_name';
+type AppRefusal = { refused: string; reason: AppRefusalReason };
+
+function configuredRefusal(claim: string): AppRefusal {
+  return {
+    refused: `the JWT's ${claim} claim names an app configured with API keys (GATEWAY_API_KEYS, OPERATOR_API_KEYS or GATEWAY_APPS_FILE); a JWT is that app only when AUTH_APPS says so (<claim value>=<app>)`,
+    reason: 'configured_name',
+  };
 }
 
 /** The app a token names, or why it names none (AUTH_APPS `*` and no configured app: the claim's syntax alone). */
-export function appOf(payload: JWTPayload, claim: string | null, apps: JwtApps = ANY_APP): { app: string } | { refused: string } {
+export function appOf(payload: JWTPayload, claim: string | null, apps: JwtApps = ANY_APP): { app: string } | AppRefusal {
   const found = appClaimOf(payload, claim);
-  return 'refused' in found ? found : apps.resolve(found.claim, found.value);
+  return 'refused' in found ? { refused: found.refused, reason: 'no_app_claim' } : apps.resolve(found.claim, found.value);
 }
 
 const ANY_APP = new JwtApps({ apps: { any: true, listed: [] }, operatorApps: [] }, new Set());
@@ -292,6 +302,8 @@ export class JwtAuthenticator {
     configured: ReadonlySet<string>,
     /** Told of each token checked: verified by jose, or answered from the cache (gateway_jwt_checks_total). */
     private readonly count: (check: 'verified' | 'cached') => void = () => undefined,
+    /** Told of each verified token refused for the app it names (gateway_jwt_refusals_total). */
+    private readonly refuse: (reason: AppRefusalReason) => void = () => undefined,
   ) {
     this.verified = config.verifiedCacheSize > 0 ? new LRUCache({ max: config.verifiedCacheSize }) : null;
     this.apps = new JwtApps(config, configured);
@@ -331,7 +343,10 @@ export class JwtAuthenticator {
     const expiresAt = payload.exp! * 1000;
     if (expiresAt <= at) return invalid(`the JWT has expired (exp ${new Date(expiresAt).toISOString()})`);
     const named = appOf(payload, this.config.appClaim, this.apps);
-    if ('refused' in named) return invalid(named.refused);
+    if ('refused' in named) {
+      this.refuse(named.reason);
+      return invalid(named.refused);
+    }
     const caller: Caller = Object.freeze({
       scope: scopeOfApp(named.app),
       app: named.app,

@@ -2,6 +2,7 @@
 // app name follows the configured names' syntax, a token of an app the operator did not declare is refused, a JWT
 // never takes a configured app's name unless the operator says they are one app, and `operator` comes from a JWT
 // only by explicit opt-in. Two apps over real HTTP, tokens signed by a local identity provider.
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { scopeOfApp } from '../../src/caller.js';
@@ -90,6 +91,9 @@ describe('JWT app names and the configured apps', () => {
       // ops still has its whole budget of 3 reads (RATE_LIMIT_READS=3/1h).
       for (let i = 0; i < 3; i++) expect((await limited.graphql(TYPENAME, undefined, { key: OPS_KEY })).status).toBe(200);
       expect((await limited.graphql(TYPENAME, undefined, { key: OPS_KEY })).errors![0]!.extensions!.code).toBe('RATE_LIMITED');
+      // The operator sees the refusals by reason.
+      const metrics = await (await request(`${limited.url}/metrics`)).body.text();
+      expect(metrics).toMatch(/^gateway_jwt_refusals_total\{reason="configured_name"\} 4$/m);
     } finally {
       await limited.close();
     }

@@ -74,8 +74,8 @@ describe('what a token grants', () => {
     expect(appOf({ client_id: 'shop', sub: 'x' }, null)).toEqual({ app: 'shop' });
     expect(appOf({ sub: 'service-account-shop' }, null)).toEqual({ app: 'service-account-shop' });
     expect(appOf({ azp: 'shop', appid: 'entra-app' }, 'appid')).toEqual({ app: 'entra-app' });
-    expect(appOf({ azp: 'shop' }, 'appid')).toEqual({ refused: 'the JWT has no appid claim to name the app' });
-    expect(appOf({}, null)).toEqual({ refused: 'the JWT has no azp, client_id, sub claim to name the app' });
+    expect(appOf({ azp: 'shop' }, 'appid')).toEqual({ refused: 'the JWT has no appid claim to name the app', reason: 'no_app_claim' });
+    expect(appOf({}, null)).toEqual({ refused: 'the JWT has no azp, client_id, sub claim to name the app', reason: 'no_app_claim' });
   });
 
   it("a connection's end is scheduled exp − now after it opens; an API key's never", () => {
