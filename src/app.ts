@@ -133,6 +133,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         'AUTH_SCOPE_PREFIX is empty: every scope word of a JWT that is spelled like a gateway scope (cloud:write, …) grants it, whatever client of the identity provider the token was issued for; set a prefix (such as gateway:) that only the gateway\'s client scopes carry',
       );
     }
+    if (config.jwtAuth && config.jwtAuth.apps.any && config.jwtAuth.appClaim === null) {
+      logger.warn(
+        'AUTH_APPS accepts any app name (*) with the default app claims: a token without azp or client_id is named by its sub, so every user the identity provider signs a token for is an app; list the clients in AUTH_APPS, or set AUTH_APP_CLAIM',
+      );
+    }
 
     const tracing = createTracing(config.tracing, { exporter: options.traceExporter });
     cleanups.push(() => tracing.close());

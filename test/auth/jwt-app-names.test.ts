@@ -167,11 +167,12 @@ describe('AUTH_APPS: the JWT apps the operator declares', () => {
     expect((await t.graphql(TYPENAME, undefined, { key: user })).status).toBe(401);
   });
 
-  it('start-up warns when AUTH_SCOPE_PREFIX is empty, and not when it is set', async () => {
-    expect(t.logs()).not.toMatch(/AUTH_SCOPE_PREFIX is empty/);
+  it('start-up warns when AUTH_SCOPE_PREFIX is empty, and when any name is accepted with sub as a fallback; not when neither is so', async () => {
+    expect(t.logs()).not.toMatch(/AUTH_SCOPE_PREFIX is empty|AUTH_APPS accepts any app name/);
     const bare = await startJwtGateway(jwks);
     try {
       expect(bare.logs()).toMatch(/AUTH_SCOPE_PREFIX is empty/);
+      expect(bare.logs()).toMatch(/AUTH_APPS accepts any app name \(\*\) with the default app claims/);
     } finally {
       await bare.close();
     }
