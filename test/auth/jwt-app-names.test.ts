@@ -136,6 +136,20 @@ describe('JWT app names and the configured apps', () => {
     // No JWT was ever listed under the refused names.
     expect(apps.map((a) => a.name)).not.toContain('victim:x123');
   });
+
+  it('activity stored before JWT rows were kept apart (a JWT app under its bare name) is still listed as that JWT app’s', async () => {
+    const at = Date.now() - 60_000;
+    await t.gateway.services.store.db.insertInto('app_activity').values({ app: 'legacy-client', source: 'JWT', scopes: 'cloud:read', last_seen_at: at }).execute();
+    const res = await t.graphql(APPS, undefined, { key: await sign(key, { claims: { azp: 'sre', scope: 'operator' } }) });
+    expect((res.data!.apps as Array<Record<string, any>>).find((a) => a.name === 'legacy-client')).toEqual({
+      name: 'legacy-client',
+      source: 'JWT',
+      scopes: ['cloud:read'],
+      keys: null,
+      lastActivityAt: new Date(at).toISOString(),
+      jwt: { scopes: ['cloud:read'], lastActivityAt: new Date(at).toISOString() },
+    });
+  });
 });
 
 describe('AUTH_APPS: the JWT apps the operator declares', () => {
