@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { ApolloServer } from '@apollo/server';
 import { ProvisioningService } from './cloud/provisioning.js';
 import { everyUpstreamSandboxed, type Config } from './config.js';
+import type { PlanTurns } from './cloud/plan-turns.js';
 import { ProvisioningPlanner } from './cloud/provisioning-plan.js';
 import { catalogResolvers } from './graphql/catalog.js';
 import { cloudResolvers } from './graphql/cloud.js';
@@ -105,6 +106,8 @@ export interface GatewayOptions {
   schedulePendingPasses?: (pass: () => void) => () => void;
   /** Tests only: releases reserved SSE streams when the test calls the function it is given (instead of after 60 s). */
   sseScheduleRelease?: (release: () => void) => void;
+  /** Tests only: the turns plans take on the event loop (a test hands them over itself to hold plans in flight). */
+  planTurns?: PlanTurns;
 }
 
 
@@ -246,7 +249,14 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       idempotency,
       cloud,
       provisioning,
-      plans: new ProvisioningPlanner(provisioning, cloud, cloudLookup),
+      // A plan is charged read points by its size, at most PROVISIONING_MAX_CONCURRENT_PLANS of an app run at once, and
+      // every plan in flight takes turns on the event loop (docs/decisions/053).
+      plans: new ProvisioningPlanner(provisioning, cloud, cloudLookup, {
+        charge: (caller, points) => rateLimits.take(caller, 'reads', points),
+        maxConcurrentPerApp: config.maxConcurrentPlans,
+        ...(options.planTurns ? { turns: options.planTurns } : {}),
+        observe: { refused: (app) => metrics.plansRefused.inc({ app }), inFlight: (plans) => metrics.plansInFlight.set(plans) },
+      }),
       events,
       identity: upstreams.identity,
       mobileId: upstreams.mobileId,

@@ -300,6 +300,7 @@ const VARS = {
   GRAPHQL_MAX_COST: declare(int(5000, 1, 100_000_000), 'Highest estimated cost of one operation (GraphQL Armor cost: objects 2, scalars 1, each list multiplied by its size estimate), plus one point per element of every list in its arguments and variables.'),
   PROVISIONING_MAX_TOPICS: declare(int(100, 1, 10_000), 'Most topics in one provisionKafkaCluster or planKafkaCluster; more is BAD_USER_INPUT before any work.'),
   PROVISIONING_MAX_USERS: declare(int(50, 1, 10_000), 'Most users (Kafka users, or VM users) in one composite provisioning or plan; more is BAD_USER_INPUT before any work. ACLs, group ACLs and SSH keys are at most 50 per user.'),
+  PROVISIONING_MAX_CONCURRENT_PLANS: declare(int(2, 1, 1_000), 'Per app: most planKafkaCluster and planVirtualMachine of one app worked out at once; one more is refused at once with RATE_LIMITED (extensions.limit names this variable), before any work. The plans in flight of every app take turns of a few milliseconds on the event loop.'),
   GRAPHQL_LIST_SIZE_ESTIMATE: declare(int(5, 1, 100_000), 'Size assumed for a list field in the cost estimate when neither a `first` argument nor a list argument bounds it.'),
   GRAPHQL_COST_FORMULA: declare(bool(true), 'true: an operation\'s cost (GRAPHQL_MAX_COST) is worked out once per document as a formula, and a request only reads the sizes of its variables\' lists. false: every request walks its document with GraphQL Armor\'s rule instead, which gives the same verdicts and costs more (docs/decisions/049); an off switch, not a tuning knob.'),
   GRAPHQL_MAX_BODY_BYTES: declare(int(102_400, 1024, 100 * 1024 * 1024), 'Largest GraphQL request body over HTTP, and largest WebSocket message, in bytes.'),
@@ -432,6 +433,8 @@ export interface Config {
   readonly idempotencyTakeoverMs: number;
   /** PROVISIONING_MAX_TOPICS and PROVISIONING_MAX_USERS. */
   readonly provisioningBounds: { maxTopics: number; maxUsers: number };
+  /** PROVISIONING_MAX_CONCURRENT_PLANS: plans of one app worked out at once. */
+  readonly maxConcurrentPlans: number;
   /** Per-API-key limits (null: no limit); see src/ratelimit/ and docs/decisions/023. */
   readonly rateLimits: { readonly creations: RateLimit | null; readonly reads: RateLimit | null };
   readonly eventRetentionMs: number;
@@ -600,6 +603,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     idempotencyWaitMs: e.IDEMPOTENCY_WAIT,
     idempotencyTakeoverMs: e.IDEMPOTENCY_TAKEOVER,
     provisioningBounds: { maxTopics: e.PROVISIONING_MAX_TOPICS, maxUsers: e.PROVISIONING_MAX_USERS },
+    maxConcurrentPlans: e.PROVISIONING_MAX_CONCURRENT_PLANS,
     rateLimits: { creations: e.RATE_LIMIT_CREATIONS, reads: e.RATE_LIMIT_READS },
     eventRetentionMs: e.EVENT_RETENTION,
     upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES, idempotent: e.IDEMPOTENT_UPSTREAMS },

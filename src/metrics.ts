@@ -130,6 +130,19 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly plansInFlight = new Gauge({
+    name: 'gateway_plans_in_flight',
+    help: 'planKafkaCluster and planVirtualMachine being worked out, every app together (they take turns on the event loop).',
+    registers: [this.registry],
+  });
+
+  readonly plansRefused = new Counter({
+    name: 'gateway_plans_refused_total',
+    help: 'Plans refused because their app already had PROVISIONING_MAX_CONCURRENT_PLANS being worked out, by app (its name, or a keyed digest of a bare key).',
+    labelNames: ['app'] as const,
+    registers: [this.registry],
+  });
+
   /** Read when /metrics is scraped: counting per delivery in prom-client would cost the fan-out it measures. */
   private subscriptionCounts: () => { executions: number; shared: number } = () => ({ executions: 0, shared: 0 });
 

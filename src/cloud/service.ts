@@ -48,7 +48,8 @@ export interface Creation {
 
 /**
  * A cloud that sends nothing (provisioning plans): its creations go to `create` instead of the upstream,
- * the idempotency records and the ledger, and `lookup` answers for planned resources before the ledger.
+ * the idempotency records and the ledger, and `lookup` answers instead of the ledger: for planned resources, and for
+ * the ledger's records as the plan read them (once per id, however many fields it tries).
  */
 export interface DryRun {
   lookup: v.Lookup;
@@ -68,10 +69,7 @@ export class CloudService {
     private readonly pauseAt?: PauseAt,
     private readonly dryRun?: DryRun,
   ) {
-    if (dryRun) {
-      const ledger = this.lookup;
-      this.lookup = async (id) => (await dryRun.lookup(id)) ?? ledger(id);
-    }
+    if (dryRun) this.lookup = dryRun.lookup;
   }
 
   /** Where the cloud answers' unshown fields are read (a configured path or the guesses), for the start-up line. */

@@ -35,6 +35,28 @@ async function workOfPlan(n: number): Promise<number> {
   return planner.stepsRun - before;
 }
 
+/** `users` users with `acls` ACLs and `acls` group ACLs each, beside 10 topics. */
+const withAcls = (users: number, acls: number) => ({
+  ...input(10),
+  users: Array.from({ length: users }, (_, i) => ({
+    name: `svc-${i}`,
+    password: 'Bounded-secret-1',
+    // The schema fills in the fields left out (patternType literal, operation rw), as for any caller.
+    acls: Array.from({ length: acls }, (_, j) => ({ pattern: `t${j}` })),
+    groupAcls: Array.from({ length: acls }, (_, j) => ({ pattern: `g${j}` })),
+  })),
+});
+
+/** The input nodes the planner handed to its dry runs (copied or shared), and the steps it ran, for one plan. */
+async function nodesOfPlan(given: unknown): Promise<{ nodes: number; steps: number }> {
+  const planner = gw.gateway.services.plans;
+  const before = { nodes: planner.inputNodes, steps: planner.stepsRun };
+  const res = await gw.graphql(PLAN_KAFKA, { input: given });
+  expect(res.errors).toBeUndefined();
+  expect(res.data!.planKafkaCluster.valid).toBe(true);
+  return { nodes: planner.inputNodes - before.nodes, steps: planner.stepsRun - before.steps };
+}
+
 describe('bounded work per request', () => {
   it('plans with work linear in the number of topics (a dry run per field of every topic was quadratic)', async () => {
     const w10 = await workOfPlan(10);
@@ -43,6 +65,35 @@ describe('bounded work per request', () => {
     // Linear: each 10 more topics add the same work. Quadratic would be 4x from 20 to 40.
     expect(w40 - w20).toBe(2 * (w20 - w10));
     expect(w40).toBeLessThan(5 * w10);
+  });
+
+  it('plans with work linear in users × ACLs: input nodes copied and steps run grow by equal increments (10 → 20 → 40 ACLs, 6 → 12 → 24 users)', async () => {
+    // A dry run per field of a user, each a copy of the whole user, was quadratic in its ACLs.
+    const a10 = await nodesOfPlan(withAcls(4, 10));
+    const a20 = await nodesOfPlan(withAcls(4, 20));
+    const a40 = await nodesOfPlan(withAcls(4, 40));
+    expect(a40.nodes - a20.nodes).toBe(2 * (a20.nodes - a10.nodes));
+    expect(a40.steps - a20.steps).toBe(2 * (a20.steps - a10.steps));
+    const u6 = await nodesOfPlan(withAcls(6, 20));
+    const u12 = await nodesOfPlan(withAcls(12, 20));
+    const u24 = await nodesOfPlan(withAcls(24, 20));
+    expect(u24.nodes - u12.nodes).toBe(2 * (u12.nodes - u6.nodes));
+    expect(u24.steps - u12.steps).toBe(2 * (u12.steps - u6.steps));
+    // A small constant per field (an ACL is 3 fields, a group ACL 2), where a copy of the whole user per field was hundreds.
+    expect((a40.nodes - a20.nodes) / (4 * 20 * 5)).toBeLessThan(16);
+  });
+
+  it('reports the defaults of every ACL of a plan of 24 users with 50 ACLs each, as in a plan of one user with one ACL', async () => {
+    const perAcl = (plan: { defaults: Array<{ field: string }> }, user: number, acl: number) =>
+      plan.defaults.filter((d) => d.field.startsWith(`input.users[${user}].acls[${acl}].`) || d.field.startsWith(`input.users[${user}].groupAcls[${acl}].`)).map((d) => d.field.replace(/\[\d+\]/g, '[i]'));
+    const query = `query($input: ProvisionKafkaClusterInput!) { planKafkaCluster(input: $input) { valid steps { name defaults { field } } defaults { field value } } }`;
+    const one = (await gw.graphql(query, { input: withAcls(1, 1) })).data!.planKafkaCluster;
+    const all = (await gw.graphql(query, { input: withAcls(24, 50) })).data!.planKafkaCluster;
+    expect(all.valid).toBe(true);
+    expect(perAcl(one, 0, 0).sort()).toEqual(['input.users[i].acls[i].operation', 'input.users[i].acls[i].patternType', 'input.users[i].groupAcls[i].patternType']);
+    for (const [user, acl] of [[0, 0], [11, 37], [23, 49]] as const) expect(perAcl(all, user, acl).sort()).toEqual(perAcl(one, 0, 0).sort());
+    const user = all.steps.find((s: { name: string }) => s.name === 'user:svc-11');
+    expect(user.defaults.map((d: { field: string }) => d.field)).toContain('input.users[11].acls[37].patternType');
   });
 
   it('reports the defaults of every topic in the largest allowed plan, as in a plan of one topic', async () => {
