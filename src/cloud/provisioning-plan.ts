@@ -421,15 +421,17 @@ export class ProvisioningPlanner {
       try {
         await p.run!(ids, stepKey);
         const { creation, key: k } = recorded as unknown as { creation: Creation; key: string };
-        const masked = maskSecrets(creation.request.body);
-        const shown = addressPlanned && planned(placeholder('ipAddress')) ? replaceAddress(masked) : { body: masked, replaced: false };
-        if (shown.replaced) out.addressUsed = true;
         if (full) {
+          const masked = maskSecrets(creation.request.body);
+          const shown = addressPlanned && planned(placeholder('ipAddress')) ? replaceAddress(masked) : { body: masked, replaced: false };
+          if (shown.replaced) out.addressUsed = true;
           const headers = Object.entries(creationHeaders(creation.accept, key ? upstreamKey(caller.scope, k) : KEY_AT_RUN_TIME)).map(([name, value]) => ({ name, value }));
           headers.push({ name: 'authorization', value: 'Bearer ***' });
           step.request = { method: 'POST', path: creation.request.path, headers, body: shown.body };
         }
-        body = JSON.stringify(shown.body);
+        // Compared as sent: a field whose absence changed only a secret's value would change the request too. Kept in
+        // memory for the comparison only, never shown.
+        body = JSON.stringify(creation.request.body);
       } catch (err) {
         prefixes ??= stepPrefixes(input as ProvisionKafkaClusterInput);
         const prefix = prefixes.get(p.name) ?? null;
@@ -573,15 +575,11 @@ function valueAt(value: unknown, path: Path): unknown {
 }
 
 /**
- * Which context a field is tried in: the deepest list element on its path (`users/3/acls/7`), and the field itself when
+ * Which context a field is tried in: the deepest list element on its path (`input.users[3].acls[7]`), and the field itself when
  * it is a list (kept whole in its own context); '' for the fields outside every list, which share one context.
  */
 function contextKey(path: Path, value: unknown): string {
-  let last = -1;
-  path.keys.forEach((k, i) => {
-    if (typeof k === 'number') last = i;
-  });
-  const element = path.keys.slice(0, last + 1).join('/');
+  const element = path.text.slice(0, path.text.lastIndexOf(']') + 1);
   return Array.isArray(value) ? `${element}#${path.text}` : element;
 }
 
