@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SSH_KEY } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 // No request may hold the event loop: a plan or provisioning costs work linear in its topics and users, each list
@@ -81,6 +82,38 @@ describe('bounded work per request', () => {
     expect(u24.steps - u12.steps).toBe(2 * (u12.steps - u6.steps));
     // A small constant per field (an ACL is 3 fields, a group ACL 2), where a copy of the whole user per field was hundreds.
     expect((a40.nodes - a20.nodes) / (4 * 20 * 5)).toBeLessThan(16);
+  });
+
+  it('plans a virtual machine with work linear in its users × SSH keys (5 → 10 → 20 keys, 5 → 10 → 20 users)', async () => {
+    const planVm = `query($input: ProvisionVirtualMachineInput!) { planVirtualMachine(input: $input) { valid } }`;
+    const vm = (users: number, keys: number) => ({
+      project: { name: 'bounded-vm' },
+      network: { title: 'net' },
+      subnet: { title: 'sub', cidr: '10.71.0.0/24' },
+      ipAddress: { title: 'ip' },
+      virtualMachine: {
+        title: 'vm',
+        instanceType: 'C2_MEDIUM',
+        bootDisk: { sizeGb: 30, image: 'UBUNTU_22_04' },
+        users: Array.from({ length: users }, (_, i) => ({ name: `u${i}`, sshKeys: Array.from({ length: keys }, () => SSH_KEY) })),
+      },
+    });
+    const work = async (users: number, keys: number) => {
+      const planner = gw.gateway.services.plans;
+      const before = planner.inputNodes;
+      const res = await gw.graphql(planVm, { input: vm(users, keys) });
+      expect(res.errors).toBeUndefined();
+      expect(res.data!.planVirtualMachine.valid).toBe(true);
+      return planner.inputNodes - before;
+    };
+    const k5 = await work(4, 5);
+    const k10 = await work(4, 10);
+    const k20 = await work(4, 20);
+    expect(k20 - k10).toBe(2 * (k10 - k5));
+    const u5 = await work(5, 4);
+    const u10 = await work(10, 4);
+    const u20 = await work(20, 4);
+    expect(u20 - u10).toBe(2 * (u10 - u5));
   });
 
   it('reports the defaults of every ACL of a plan of 24 users with 50 ACLs each, as in a plan of one user with one ACL', async () => {
