@@ -53,7 +53,7 @@ describe('plans bounded per app', () => {
   it("refuses an app's plan past PROVISIONING_MAX_CONCURRENT_PLANS with RATE_LIMITED before any work, while another app's plan runs", async () => {
     const a1 = gw.graphql(PLAN, { input }, { key: KEY_A });
     const a2 = gw.graphql(PLAN, { input }, { key: KEY_A });
-    await vi.waitFor(async () => expect(await inFlight()).toBe(2));
+    await vi.waitFor(async () => expect(await inFlight()).toBe(2), { timeout: 30_000, interval: 20 });
 
     const stepsBefore = gw.gateway.services.plans.stepsRun;
     const a3 = await gw.graphql(PLAN, { input }, { key: KEY_A });
@@ -66,7 +66,7 @@ describe('plans bounded per app', () => {
 
     // Another app's plan is taken while app-a's two are in flight.
     const b1 = gw.graphql(PLAN, { input }, { key: KEY_B });
-    await vi.waitFor(async () => expect(await inFlight()).toBe(3));
+    await vi.waitFor(async () => expect(await inFlight()).toBe(3), { timeout: 30_000, interval: 20 });
 
     await runUntilAnswered([a1, a2, b1]);
     for (const res of await Promise.all([a1, a2, b1])) {
