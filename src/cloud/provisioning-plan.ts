@@ -277,8 +277,12 @@ export class ProvisioningPlanner {
     // every list on its path holds only the element on the path, every other list only its first element (a topic's
     // field cannot change another topic's request, an ACL's field another ACL's part of its user's request), and only
     // the steps it can change run again: its topic's or user's step alone, or its part's step and those after it.
+    // By the composite input's field: the step it feeds (a topic or user listed twice, a plan error, keeps each index).
     const stepOfPrefix = new Map<string, string>();
     for (const [step, prefix] of stepPrefixes(input)) stepOfPrefix.set(prefix, step);
+    const lists = input as ProvisionKafkaClusterInput;
+    (lists.topics ?? []).forEach((t, i) => stepOfPrefix.set(`input.topics[${i}]`, `topic:${t.name}`));
+    (lists.users ?? []).forEach((u, i) => stepOfPrefix.set(`input.users[${i}]`, `user:${u.name}`));
     const baseIndex = new Map<string, number>();
     base.names.forEach((name, i) => {
       if (!baseIndex.has(name)) baseIndex.set(name, i);
