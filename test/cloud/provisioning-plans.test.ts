@@ -231,6 +231,23 @@ describe('provisioning plans', () => {
     expect(network.defaults.every((d) => d.field.startsWith('input.network.'))).toBe(true);
   });
 
+  it('a plan lists no defaults for a step that fails: it has no request to compare', async () => {
+    const gw = await gateway();
+    const input = {
+      ...kafkaInput,
+      cluster: { title: 'kafka', instanceType: 'C2_MEDIUM', instanceCount: 2 },
+      topics: [{ name: 'orders', replicationFactor: 3 }, { name: 'events' }],
+    };
+    const planned = await plan(gw, PLAN_KAFKA, input);
+    const failing = planned.steps.find((s) => s.name === 'topic:orders')!;
+    expect(failing.errors.map((e) => e.field)).toEqual(['input.topics[0].replicationFactor']);
+    expect(failing.defaults).toEqual([]);
+    expect(planned.defaults.filter((d) => d.field.startsWith('input.topics[0].'))).toEqual([]);
+    // The other topic's defaults are still there.
+    expect(planned.defaults.map((d) => d.field)).toContain('input.topics[1].partitions');
+    expect(planned.steps.find((s) => s.name === 'topic:events')!.defaults.map((d) => d.field)).toContain('input.topics[1].partitions');
+  });
+
   it('a plan masks the bearer token and passwords, and shows the Idempotency-Key only for a given key', async () => {
     const gw = await gateway();
     const withoutKey = await plan(gw, PLAN_KAFKA, kafkaInput);
