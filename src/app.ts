@@ -43,6 +43,10 @@ import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { Services } from './services.js';
 import { openStore, type Store } from './store/index.js';
 import { AppActivity } from './store/app-activity.js';
+import { AppStorage } from './store/app-storage.js';
+import { MOBILE_ID_EVENT_KIND } from './mobile-id/stored.js';
+import { IDENTIFICATION_EVENT_KIND } from './identity/completions.js';
+import { VERIFICATION_EVENT_KIND } from './identity/service.js';
 import { IdempotencyRecords } from './store/idempotency.js';
 import { Ledger } from './store/ledger.js';
 import { Idempotency } from './upstream/idempotency.js';
@@ -187,6 +191,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     const rateLimits = await RateLimits.create({ limits: config.rateLimits, store, metrics, logger });
 
+    // What each app's credentials can make the gateway store, bounded per app (docs/decisions/051): counted from the
+    // database once here, then by this process, and counted again every few minutes where replicas share it.
+    const storageLabel = (scope: string) => (scope.startsWith('app:') ? scope.slice(4) : `scope-${box.digest(`app storage label\u0000${scope}`).slice(0, 12)}`);
+    const storage = new AppStorage(config.storageLimits, metrics, storageLabel);
+    const storageSources = { webhookEventKinds: [MOBILE_ID_EVENT_KIND, VERIFICATION_EVENT_KIND, IDENTIFICATION_EVENT_KIND] };
+    await storage.resync(store.db, storageSources);
+
     const ledger = new Ledger(store.db, store.execute, store.readValues);
     const idempotencyRecords = new IdempotencyRecords(store.db, store.writeTogether, store.execute);
     // GATEWAY_TEST_PAUSE_AT (tests only): undefined unless set, so the call sites cost one check.
@@ -221,6 +232,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       selfUrl: () => listenedUrl,
       onClose: (close) => cleanups.push(close),
       box,
+      storage,
       ...(pause ? { pauseAt: pause } : {}),
       mobileIdClock: options.mobileIdClock,
     });
@@ -261,6 +273,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       identity: upstreams.identity,
       mobileId: upstreams.mobileId,
       rateLimits,
+      storage,
       apps: { configured: configuredApps(config, keyLabel), activity },
     };
     // Every replica writes when it last saw each app every few seconds, and once more when it stops.
@@ -274,9 +287,14 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // Shutdown lets running provisionings finish their current step before the store closes.
     cleanups.push(() => services.provisioning.idle());
 
+    let purges = 0;
     const purge = setInterval(() => {
       idempotencyRecords.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of idempotency records failed'));
-      eventLog.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of expired events failed'));
+      eventLog
+        .purgeExpired(Date.now(), { kinds: storageSources.webhookEventKinds, release: (scope, rows, chars) => storage.release('events', scope, rows, chars) })
+        .catch((err: unknown) => logger.warn({ err }, 'purge of expired events failed'));
+      // Other replicas write and purge too: their share is counted in from the database every ten minutes.
+      if (store.dialect === 'postgres' && ++purges % 10 === 0) storage.resync(store.db, storageSources).catch((err: unknown) => logger.warn({ err }, 'counting per-app storage failed'));
       services.mobileId.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of expired mobile-ID tokens failed'));
       rateLimits.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of expired rate-limit counters failed'));
     }, 60_000);
@@ -331,7 +349,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
               admit,
               // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
               // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
-              runner: new OperationRunner(schema, new Set(['project', 'projects'])),
+              runner: new OperationRunner(schema, new Set(['project', 'projects']), !config.introspection),
               tracing: tracing.enabled,
             },
             process.env,

@@ -285,6 +285,15 @@ const VARS = {
   }), `Comma-separated identity upstreams known to honour Idempotency-Key (${KEY_OPTIONAL_UPSTREAMS.join(', ')}): a request to them whose outcome is unknown (timeout, reset, 5xx other than 503 with Retry-After) is retried automatically, as on the cloud API. Others answer UPSTREAM_OUTCOME_UNKNOWN instead (docs/decisions/011).`, '(unset: none)'),
   RATE_LIMIT_CREATIONS: declare(rateLimit, 'Per API key: how many creations (mutations that call an upstream, each field one point) per window, as <points>/<window> such as 20/1m; off for no limit. Shared by replicas on PostgreSQL.'),
   RATE_LIMIT_READS: declare(rateLimit, 'Per API key: how many other operations (queries, subscriptions, mutations that call no upstream) per window, as <points>/<window> such as 600/1m; off for no limit.'),
+  APP_EVENTS_PER_MINUTE: declare(int(3000, 0, 100_000_000), 'Per app and replica: most webhook events (mobile-ID notifications on its tokens, verification and identification callbacks to its addresses) stored per minute; past it they are refused with 429, nothing stored, and counted in gateway_app_storage_refused_total. 0: no limit. A configured token shared by every app is not an app\'s.'),
+  APP_EVENT_BYTES_PER_MINUTE: declare(int(16 * 1024 * 1024, 0, 2 ** 40), 'Per app and replica: most bytes of webhook events (their stored JSON) stored per minute, like APP_EVENTS_PER_MINUTE. 0: no limit.'),
+  APP_EVENTS_STORED: declare(int(1_000_000, 0, 2 ** 40), 'Per app: most webhook events stored at once (they are kept for EVENT_RETENTION), like APP_EVENTS_PER_MINUTE. 0: no limit.'),
+  APP_EVENT_BYTES_STORED: declare(int(1024 * 1024 * 1024, 0, 2 ** 50), 'Per app: most bytes of webhook events stored at once, like APP_EVENTS_STORED. 0: no limit.'),
+  APP_NOTIFICATION_TOKENS: declare(int(10_000, 0, 100_000_000), 'Per app: most live (unexpired) notification tokens issued by issueMobileIdNotificationToken; past it the mutation is RATE_LIMITED and nothing is stored. 0: no limit.'),
+  APP_NOTIFICATION_TOKENS_PER_MINUTE: declare(int(600, 0, 100_000_000), 'Per app and replica: most notification tokens issued per minute, like APP_NOTIFICATION_TOKENS. 0: no limit.'),
+  APP_CALLBACK_ADDRESSES: declare(int(1_000, 0, 100_000_000), 'Per app: most identification callback addresses (workflows it created identifications of); past it createIdentification of a new workflow is RATE_LIMITED before any upstream call. 0: no limit.'),
+  CALLBACK_BODY_KEPT_BYTES: declare(int(8192, 1024, 1024 * 1024), 'Most bytes of a verification or identification callback body\'s JSON kept in the event log (the route reads up to 1 MiB); a larger body is kept as its id, status and event kind with _truncated { bytes, keptBytes }.'),
+  APP_CALLBACK_ADDRESSES_PER_MINUTE: declare(int(60, 0, 100_000_000), 'Per app and replica: most new identification callback addresses per minute, like APP_CALLBACK_ADDRESSES. 0: no limit.'),
   IDEMPOTENCY_TAKEOVER: declare(duration('10s', { minMs: 300, message: 'must be at least 300ms (a live call renews its lease every third of it)' }), 'How long the idempotency key of a call whose replica crashed stays locked before a call with the same key (on any replica) takes it over. A live call renews its lease every third of this, so a slow call is never taken over (docs/decisions/012).'),
   IDEMPOTENCY_WAIT: declare(duration('5s'), 'How long a request waits for an in-flight request with the same idempotency key before IDEMPOTENCY_KEY_IN_USE.'),
   VERIFICATION_RESULTS_BATCH_SIZE: declare(int(100, 1, 10_000), 'Most verification ids in one POST /api/v2/verifications/results.'),
@@ -435,6 +444,14 @@ export interface Config {
   readonly provisioningBounds: { maxTopics: number; maxUsers: number };
   /** PROVISIONING_MAX_CONCURRENT_PLANS: plans of one app worked out at once. */
   readonly maxConcurrentPlans: number;
+  /** Per-app bounds on what its credentials can make the gateway store (0: no limit); see src/store/app-storage.ts and docs/decisions/051. */
+  readonly storageLimits: {
+    readonly events: { readonly perMinute: number; readonly charsPerMinute: number; readonly total: number; readonly totalChars: number };
+    readonly 'notification-tokens': { readonly perMinute: number; readonly total: number };
+    readonly 'callback-addresses': { readonly perMinute: number; readonly total: number };
+  };
+  /** CALLBACK_BODY_KEPT_BYTES: most of a callback body's JSON kept (src/identity/callbacks.ts). */
+  readonly callbackBodyKeptBytes: number;
   /** Per-API-key limits (null: no limit); see src/ratelimit/ and docs/decisions/023. */
   readonly rateLimits: { readonly creations: RateLimit | null; readonly reads: RateLimit | null };
   readonly eventRetentionMs: number;
@@ -605,6 +622,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     provisioningBounds: { maxTopics: e.PROVISIONING_MAX_TOPICS, maxUsers: e.PROVISIONING_MAX_USERS },
     maxConcurrentPlans: e.PROVISIONING_MAX_CONCURRENT_PLANS,
     rateLimits: { creations: e.RATE_LIMIT_CREATIONS, reads: e.RATE_LIMIT_READS },
+    callbackBodyKeptBytes: e.CALLBACK_BODY_KEPT_BYTES,
+    storageLimits: {
+      events: { perMinute: e.APP_EVENTS_PER_MINUTE, charsPerMinute: e.APP_EVENT_BYTES_PER_MINUTE, total: e.APP_EVENTS_STORED, totalChars: e.APP_EVENT_BYTES_STORED },
+      'notification-tokens': { perMinute: e.APP_NOTIFICATION_TOKENS_PER_MINUTE, total: e.APP_NOTIFICATION_TOKENS },
+      'callback-addresses': { perMinute: e.APP_CALLBACK_ADDRESSES_PER_MINUTE, total: e.APP_CALLBACK_ADDRESSES },
+    },
     eventRetentionMs: e.EVENT_RETENTION,
     upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES, idempotent: e.IDEMPOTENT_UPSTREAMS },
     resultsBatchSize: e.VERIFICATION_RESULTS_BATCH_SIZE,

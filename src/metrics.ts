@@ -143,6 +143,51 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** `app`: the app's name, or for another owner scope a keyed digest of it (never a key). */
+  readonly appStorageRefused = new Counter({
+    name: 'gateway_app_storage_refused_total',
+    help: 'Writes refused because an app reached a storage bound (docs/decisions/051), by app, kind (events, notification-tokens, callback-addresses) and bound (rows-per-minute, bytes-per-minute, rows, bytes).',
+    labelNames: ['app', 'kind', 'bound'] as const,
+    registers: [this.registry],
+  });
+
+  /** Read when /metrics is scraped (src/store/app-storage.ts). */
+  private appStorage: () => { app: string; kind: string; rows: number; chars: number }[] = () => [];
+
+  readonly appStorageRows: Gauge = new Gauge({
+    name: 'gateway_app_storage_rows',
+    help: "Rows an app's credentials have made the gateway store, as this replica counts them, by app and kind (events, notification-tokens, callback-addresses).",
+    labelNames: ['app', 'kind'] as const,
+    registers: [this.registry],
+    collect: (): void => {
+      this.appStorageRows.reset();
+      for (const u of this.appStorage()) this.appStorageRows.set({ app: u.app, kind: u.kind }, u.rows);
+    },
+  });
+
+  readonly appStorageBytes: Gauge = new Gauge({
+    name: 'gateway_app_storage_bytes',
+    help: "Bytes of webhook events an app's credentials have made the gateway store, as this replica counts them, by app.",
+    labelNames: ['app'] as const,
+    registers: [this.registry],
+    collect: (): void => {
+      this.appStorageBytes.reset();
+      for (const u of this.appStorage()) if (u.kind === 'events') this.appStorageBytes.set({ app: u.app }, u.chars);
+    },
+  });
+
+  /** Where the storage gauges come from (src/store/app-storage.ts). */
+  countAppStorage(usage: () => { app: string; kind: string; rows: number; chars: number }[]): void {
+    this.appStorage = usage;
+  }
+
+  readonly webhookFieldsDropped = new Counter({
+    name: 'gateway_webhook_fields_dropped_total',
+    help: 'Unknown mobile-ID notification fields, and callback bodies, not kept whole because they were over the size kept (4 KiB of unknown fields, CALLBACK_BODY_KEPT_BYTES of callback body), by endpoint.',
+    labelNames: ['endpoint'] as const,
+    registers: [this.registry],
+  });
+
   /** Read when /metrics is scraped: counting per delivery in prom-client would cost the fan-out it measures. */
   private subscriptionCounts: () => { executions: number; shared: number } = () => ({ executions: 0, shared: 0 });
 

@@ -1,5 +1,6 @@
 import type { AppSource, Scope } from './caller.js';
 import type { AppActivity } from './store/app-activity.js';
+import type { AppStorage } from './store/app-storage.js';
 import type { ProvisioningService } from './cloud/provisioning.js';
 import type { ProvisioningPlanner } from './cloud/provisioning-plan.js';
 import type { CloudService } from './cloud/service.js';
@@ -33,6 +34,8 @@ export interface Services {
   readonly mobileId: MobileIdService;
   /** Per-API-key budgets of creations and reads (RATE_LIMIT_CREATIONS, RATE_LIMIT_READS). */
   readonly rateLimits: RateLimits;
+  /** What each app's credentials have made the gateway store, and its bounds (docs/decisions/051). */
+  readonly storage: AppStorage;
   /** The operator's list of apps: those configured, and when each app was last seen (docs/decisions/046). */
   readonly apps: { readonly configured: readonly ConfiguredApp[]; readonly activity: AppActivity };
 }

@@ -16,6 +16,7 @@ import {
   type Sandboxes,
 } from './sandbox/index.js';
 import type { Store } from './store/index.js';
+import type { AppStorage } from './store/app-storage.js';
 import type { Ledger } from './store/ledger.js';
 import { UpstreamHttp } from './upstream/http.js';
 import type { Tracing } from './telemetry/tracing.js';
@@ -56,6 +57,8 @@ export async function startUpstreams(
      * so replicas sharing DATABASE_URL must share it.
      */
     box: SecretBox;
+    /** Per-app storage bounds (docs/decisions/051). */
+    storage: AppStorage;
     /** Tests only (GATEWAY_TEST_PAUSE_AT, src/phases.ts). */
     pauseAt?: PauseAt;
     /** Tests only: the clock of pending mobile-ID notifications and of the mobile-ID JWKS retry schedule. */
@@ -156,12 +159,15 @@ export async function startUpstreams(
       publicUrl: deps.publicUrl,
       shapePaths: config.shapePaths,
       secret: box,
+      storage: deps.storage,
+      callbackBodyKeptBytes: config.callbackBodyKeptBytes,
+      onTruncated: (kind: string) => deps.metrics.webhookFieldsDropped.inc({ endpoint: kind }),
       // The simulated platform gets each workflow's callback address as an operator would configure the real one.
       ...(simulatedIdentification.length
         ? { onCallbackAddress: (workflowId: string, url: string) => simulatedIdentification.forEach((s) => s?.configureCallback(workflowId, url)) }
         : {}),
     }),
-    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box, metrics: deps.metrics, now: deps.mobileIdClock }),
+    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box, storage: deps.storage, metrics: deps.metrics, now: deps.mobileIdClock }),
     sandbox,
   };
 }

@@ -5,7 +5,7 @@ import type { Metrics } from '../metrics.js';
 import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
 
 export { InProcessBus, type EventBus } from './bus.js';
-export { EventLog, type EventRecord, type NewEvent, type AppendResult } from './log.js';
+export { EventLog, type EventRecord, type NewEvent, type AppendResult, type StorageCharge } from './log.js';
 export { EventStreams, StreamCancel, type CancelSignal, type StreamFilter } from './stream.js';
 
 /** The key of an event's meta that holds the W3C traceparent of the request that took it in. */

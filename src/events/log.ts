@@ -1,6 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Caller } from '../caller.js';
 import type { Dialect } from '../store/migrations.js';
+import type { StorageBoundError, StorageRefusal } from '../store/app-storage.js';
 import type { Database } from '../store/schema.js';
 import { fingerprint } from '../fingerprint.js';
 import { precompiled } from '../store/precompiled.js';
@@ -35,6 +36,21 @@ export interface NewEvent {
   fingerprint?: string;
   /** When short-lived secrets in the payload expire; `redactExpiredSecrets` removes them then. */
   secretsExpireAt?: number | null;
+  /**
+   * Counts the event against its owner's storage bound before it is written (a webhook on an app's credentials,
+   * src/store/app-storage.ts): past the bound it is not written, and the append throws StorageBoundError (a repeat of
+   * a stored event is still its duplicate or conflict).
+   */
+  charge?: StorageCharge;
+}
+
+/** One owner's storage bound as an append sees it: the characters of the row's JSON are taken, or refused. */
+export interface StorageCharge {
+  take(chars: number): StorageRefusal | null;
+  /** Counts a refusal that stands (nothing of the same dedupe key was stored); the error to throw. */
+  refused(refusal: StorageRefusal): StorageBoundError;
+  /** Gives back what was taken for a row that was not written (a duplicate or a conflict). */
+  refund(chars: number): void;
 }
 
 export type AppendResult =
@@ -170,6 +186,16 @@ export class EventLog {
     const payload = JSON.stringify(e.payload);
     const meta = JSON.stringify(e.meta ?? {});
     const scope = e.scope ?? null;
+    const chars = payload.length + meta.length;
+    if (e.charge) {
+      const refusal = e.charge.take(chars);
+      if (refusal) {
+        // A repeat of what is stored is still a duplicate (or a conflict), whatever the bound.
+        const known = await this.byDedupeKey(e.dedupeKey);
+        if (known) return { status: known.fingerprint === print ? 'duplicate' : 'conflict', event: known };
+        throw e.charge.refused(refusal);
+      }
+    }
     const insert = this.insertStatement(e.kind, e.key, e.dedupeKey, print, payload, meta, scope, now, now + this.retentionMs, e.secretsExpireAt ?? null);
     for (let attempt = 1; ; attempt++) {
       const { rows } = await this.db.executeQuery<{ seq: number | string }>(insert);
@@ -190,11 +216,17 @@ export class EventLog {
         return { status: 'created', event };
       }
       const event = await this.byDedupeKey(e.dedupeKey);
-      if (event) return { status: event.fingerprint === print ? 'duplicate' : 'conflict', event };
+      if (event) {
+        e.charge?.refund(chars);
+        return { status: event.fingerprint === print ? 'duplicate' : 'conflict', event };
+      }
       // PostgreSQL: another append of this key holds its lock and has not committed. Wait until its transaction
       // ends (the lock is taken and released at once), then look again: it committed (a duplicate or a conflict)
       // or rolled back (this one inserts).
-      if (this.dialect !== 'postgres' || attempt >= APPEND_ATTEMPTS) throw new Error(`event ${e.dedupeKey} was neither inserted nor found`);
+      if (this.dialect !== 'postgres' || attempt >= APPEND_ATTEMPTS) {
+        e.charge?.refund(chars);
+        throw new Error(`event ${e.dedupeKey} was neither inserted nor found`);
+      }
       await sql`select pg_advisory_xact_lock(${sql.lit(APPEND_LOCK_CLASS)}, hashtext(${e.dedupeKey}))`.execute(this.db);
     }
   }
@@ -285,7 +317,22 @@ export class EventLog {
     }
   }
 
-  async purgeExpired(now = Date.now()): Promise<number> {
+  /**
+   * Deletes the events past their retention. With `removed`, first tells it, per owner, how many events of its
+   * kinds go and their characters (one grouped read of the expired range, by index), so storage bounds give them back.
+   */
+  async purgeExpired(now = Date.now(), removed?: { kinds: readonly string[]; release(scope: string, rows: number, chars: number): void }): Promise<number> {
+    if (removed && removed.kinds.length) {
+      const groups = await this.db
+        .selectFrom('events')
+        .select(['scope', (eb) => eb.fn.countAll<number>().as('n'), sql<number>`coalesce(sum(length(payload) + length(meta)), 0)`.as('chars')])
+        .where('expires_at', '<=', now)
+        .where('scope', 'is not', null)
+        .where('kind', 'in', [...removed.kinds])
+        .groupBy('scope')
+        .execute();
+      for (const g of groups) if (g.scope !== null) removed.release(g.scope, Number(g.n), Number(g.chars));
+    }
     const res = await this.db.deleteFrom('events').where('expires_at', '<=', now).executeTakeFirst();
     return Number(res.numDeletedRows);
   }

@@ -31,6 +31,8 @@ export function apolloSetup(o: { schema: GraphQLSchema; limits: OperationLimits;
       // GRAPHQL_INTROSPECTION is one of the shared validation rules (limits.validationRules), the same rules WebSocket
       // and SSE validate with; Apollo's own switch would be a second, HTTP-only copy of it.
       introspection: true,
+      // Off with introspection: no "Did you mean …?" in Apollo's validation and variable errors either.
+      hideSchemaDetailsFromClientErrors: !o.limits.introspection,
       includeStacktraceInErrorResponses: false,
       // Batched requests (a JSON array of operations) stay refused: Apollo's default, kept explicit (README).
       allowBatchedHttpRequests: false,
@@ -38,7 +40,7 @@ export function apolloSetup(o: { schema: GraphQLSchema; limits: OperationLimits;
       validationRules: [...o.limits.validationRules],
       // The cache-control plugin is replaced by its answer for this schema, without its per-field hook (noStorePlugin).
       plugins: [ApolloServerPluginLandingPageDisabled(), ApolloServerPluginCacheControlDisabled(), ...gatewayPlugins],
-      formatError: (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, o.logger),
+      formatError: (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, o.logger, !o.limits.introspection),
     },
   };
 }

@@ -70,6 +70,8 @@ export class OperationLimits {
   private readonly costVerdicts = new WeakMap<DocumentNode, GraphQLError | null>();
   /** GRAPHQL_COST_FORMULA: false walks the document per request instead (the formula's reference). */
   private readonly costFormula: boolean;
+  /** GRAPHQL_INTROSPECTION: off, errors also name no schema element the request did not name (no "Did you mean"). */
+  readonly introspection: boolean;
 
   /**
    * `introspection: false` adds graphql-js's NoSchemaIntrospectionCustomRule to the rules: every transport validates
@@ -81,6 +83,7 @@ export class OperationLimits {
     options: { introspection: boolean } = { introspection: true },
   ) {
     this.costFormula = config.costFormula;
+    this.introspection = options.introspection;
     const report = (limit: LimitName, max: number) => [
       (ctx: ValidationContext | null, error: GraphQLError) => ctx?.reportError(limitError(limit, max, error.message)),
     ];

@@ -29,6 +29,11 @@ const DOCUMENT_CACHE_TEXT_BYTES = 8 * 1024 * 1024;
 export class DocumentCache {
   private readonly documents: LRUCache<string, PreparedDocument>;
   private readonly rules: readonly ValidationRule[];
+  /**
+   * With introspection off, graphql-js's "Did you mean …?" is left out of every error (validation here, variable
+   * coercion where the transports execute): an error names no schema element the request did not name.
+   */
+  readonly hideSuggestions: boolean;
 
   constructor(
     private readonly schema: GraphQLSchema,
@@ -37,6 +42,7 @@ export class DocumentCache {
   ) {
     this.documents = new LRUCache({ max, maxSize: DOCUMENT_CACHE_TEXT_BYTES, sizeCalculation: (_v, k) => k.length || 1 });
     this.rules = [...specifiedRules, ...limits.validationRules];
+    this.hideSuggestions = !limits.introspection;
   }
 
   /** How many document texts are prepared. */
@@ -50,7 +56,7 @@ export class DocumentCache {
       let document: DocumentNode | readonly GraphQLError[];
       try {
         const parsed = this.limits.parse(query);
-        const errors = validate(this.schema, parsed, this.rules);
+        const errors = validate(this.schema, parsed, this.rules, { hideSuggestions: this.hideSuggestions });
         document = errors.length ? errors : parsed;
       } catch (err) {
         document = [err instanceof GraphQLError ? err : new GraphQLError(String(err))];

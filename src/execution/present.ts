@@ -22,9 +22,12 @@ const EXPECTED_CODES = new Set<string>([
  * One masking rule for HTTP (Apollo's formatError, and the planned path) and the streaming transports: expected errors
  * pass as they are; anything else reaches the client as INTERNAL_SERVER_ERROR and the log in full.
  */
-export function formatError(formatted: GraphQLFormattedError, error: unknown, logger: Logger): GraphQLFormattedError {
+export function formatError(formatted: GraphQLFormattedError, error: unknown, logger: Logger, hideSuggestions = false): GraphQLFormattedError {
   const code = formatted.extensions?.code;
-  if (typeof code === 'string' && EXPECTED_CODES.has(code)) return withoutEchoedValue(formatted, error);
+  if (typeof code === 'string' && EXPECTED_CODES.has(code)) {
+    const shown = withoutEchoedValue(formatted, error);
+    return hideSuggestions ? withoutSuggestions(shown) : shown;
+  }
   const original = unwrapResolverError(error);
   // graphql-js's own errors (validation, coercion) carry no original error and no code.
   if (original instanceof GraphQLError && !original.originalError && !code) return formatted;
@@ -33,6 +36,15 @@ export function formatError(formatted: GraphQLFormattedError, error: unknown, lo
 }
 
 const INVALID_VARIABLE = /^Variable "\$([^"]+)" got invalid value /;
+const SUGGESTION = / ?Did you mean [^?]*\?/g;
+
+/**
+ * The message without graphql-js's "Did you mean …?" (introspection off). Apollo's own pipeline coerces variables
+ * without graphql-js's hideSuggestions, so its BAD_USER_INPUT for an enum value would still name the schema's values.
+ */
+function withoutSuggestions(formatted: GraphQLFormattedError): GraphQLFormattedError {
+  return formatted.message.includes('Did you mean') ? { ...formatted, message: formatted.message.replace(SUGGESTION, '') } : formatted;
+}
 
 /**
  * graphql-js words a variable it cannot coerce as `Variable "$input" got invalid value <the whole value> at "path";

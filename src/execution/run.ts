@@ -115,9 +115,12 @@ export function streamingExecution(
   tracing: Tracing,
   transport: 'ws' | 'sse',
   shared: SharedExecution = new SharedExecution(),
+  /** Introspection off: variable errors carry no "Did you mean …?" (DocumentCache.hideSuggestions). */
+  hideSuggestions = false,
 ): { execute: typeof execute; subscribe: typeof subscribe } {
-  const guardedSubscribe = ((args: ExecutionArgs) => sharedSubscribe(args, shared)) as typeof subscribe;
-  if (!tracing.enabled) return { execute, subscribe: guardedSubscribe };
+  const plainExecute = hideSuggestions ? (((args: ExecutionArgs) => execute({ ...args, hideSuggestions })) as typeof execute) : execute;
+  const guardedSubscribe = ((args: ExecutionArgs) => sharedSubscribe(hideSuggestions ? { ...args, hideSuggestions } : args, shared)) as typeof subscribe;
+  if (!tracing.enabled) return { execute: plainExecute, subscribe: guardedSubscribe };
   const wrap =
     <F extends typeof execute | typeof subscribe>(fn: F): F =>
     ((args: ExecutionArgs) => {
@@ -126,7 +129,7 @@ export function streamingExecution(
       if (operationName) attributes['graphql.operation.name'] = operationName;
       return tracing.operation(name, attributes, () => fn(args));
     }) as F;
-  return { execute: wrap(execute), subscribe: wrap(guardedSubscribe) };
+  return { execute: wrap(plainExecute), subscribe: wrap(guardedSubscribe) };
 }
 
 /**
@@ -143,13 +146,15 @@ export class OperationRunner {
   constructor(
     private readonly schema: GraphQLSchema,
     private readonly compiledRoots: ReadonlySet<string> = new Set(),
+    /** Introspection off: variable errors carry no "Did you mean …?" (DocumentCache.hideSuggestions). */
+    private readonly hideSuggestions = false,
   ) {}
 
   async execute(prepared: PreparedDocument, operation: OperationDefinitionNode, operationName: string | undefined, contextValue: GraphQLContext, variables: Record<string, unknown> | undefined): Promise<ExecutionResult> {
     const document = prepared.document as DocumentNode;
     const compiled = operation.operation === 'query' ? this.compiledQuery(prepared, document, operation) : null;
     if (compiled) {
-      const coerced = operation.variableDefinitions?.length ? getVariableValues(this.schema, operation.variableDefinitions, variables ?? {}) : undefined;
+      const coerced = operation.variableDefinitions?.length ? getVariableValues(this.schema, operation.variableDefinitions, variables ?? {}, { hideSuggestions: this.hideSuggestions }) : undefined;
       if (!coerced?.errors) {
         let result: ExecutionResult | undefined;
         try {
@@ -164,7 +169,7 @@ export class OperationRunner {
         this.stats.recompiled++;
       }
     }
-    return execute({ schema: this.schema, document, contextValue, variableValues: variables, operationName });
+    return execute({ schema: this.schema, document, contextValue, variableValues: variables, operationName, hideSuggestions: this.hideSuggestions });
   }
 
   /** The compiled query of a store-only query operation, made on first use and kept with the document; null otherwise. */

@@ -1146,6 +1146,8 @@ export type MobileIdRejectionReason =
   | 'MALFORMED'
   /** 429: the id_token could not be verified now, and the owner of the token that carried it already had MOBILEID_PENDING_MAX_PER_APP notifications pending verification: not stored. */
   | 'PENDING_LIMIT'
+  /** 429: the app whose token carried it has reached one of its storage bounds (APP_EVENTS_PER_MINUTE, APP_EVENT_BYTES_PER_MINUTE, APP_EVENTS_STORED, APP_EVENT_BYTES_STORED; the description names which); nothing was stored. */
+  | 'STORAGE_BOUND'
   /** 401: no, an unknown or an expired client_notification_token, or one issued for another auth_req_id. */
   | 'UNAUTHORIZED'
   /** 415: the body is neither JSON nor form-encoded. */
@@ -1903,8 +1905,9 @@ export type Query = {
   /**
    * The address to configure, on the platform side, as the completion callback of a workflow (spec: Events 2):
    * `PUBLIC_URL/webhooks/identification/<token>`. One address per API key and workflow, the same every time it is
-   * asked for (also after a restart, and on every replica sharing TOKEN_ENCRYPTION_KEY). Callbacks arriving there
-   * are accepted only for identifications this API key created from this workflow, and stream on
+   * asked for (also after a restart, and on every replica sharing TOKEN_ENCRYPTION_KEY); derived, so asking stores
+   * nothing. It accepts callbacks once this API key has created an identification of the workflow, and only for
+   * identifications this API key created from this workflow; they stream on
    * `identificationCompleted`. Treat it as a secret: whoever knows it can report completions of your identifications.
    */
   identificationCallbackUrl: Scalars['String']['output'];

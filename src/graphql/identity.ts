@@ -111,10 +111,10 @@ export const identityResolvers: Resolvers = {
     idShort: (r) => identification(r).idShort,
     url: (r, _a, ctx) => ctx.services.identity.identificationSecrets(r).url,
     workflowId: (r) => identification(r).workflowId,
-    applicantExternalId: (r) => identification(r).applicantExternalId,
+    applicantExternalId: (r, _a, ctx) => ctx.services.identity.identificationSecrets(r).applicantExternalId,
     environment: (r) => identification(r).environment,
     linkLifetimeInMinutes: (r) => identification(r).linkLifetimeInMinutes,
-    redirectUrl: (r) => identification(r).redirectUrl,
+    redirectUrl: (r, _a, ctx) => ctx.services.identity.identificationSecrets(r).redirectUrl,
     expiresAt: (r) => identification(r).expiresAt,
     expired: (r) => {
       const at = identification(r).expiresAt;
@@ -124,7 +124,7 @@ export const identityResolvers: Resolvers = {
     raw: (r, _a, ctx) => ctx.services.identity.identificationSecrets(r).response,
     status: async (r, _a, ctx) => {
       const event = await identificationCompletionsLoader(ctx).load(r.id);
-      return event ? completionFields(event).status : null;
+      return event ? completionFields(ctx.services.identity.callbackBody(event)).status : null;
     },
     completion: (r, _a, ctx) => identificationCompletionsLoader(ctx).load(r.id),
     // The address belongs to the key that created the identification, the only key that can read it.
@@ -132,9 +132,9 @@ export const identityResolvers: Resolvers = {
   },
   IdentificationCompletion: {
     id: (e) => e.key,
-    status: (e) => completionFields(e).status,
-    event: (e) => completionFields(e).event,
-    payload: (e) => e.payload,
+    status: (e, _a, ctx) => completionFields(ctx.services.identity.callbackBody(e)).status,
+    event: (e, _a, ctx) => completionFields(ctx.services.identity.callbackBody(e)).event,
+    payload: (e, _a, ctx) => ctx.services.identity.callbackBody(e),
     receivedAt: (e) => e.receivedAt,
     identification: (e, _a, ctx) => ctx.loaders.ofKind(e.key, 'identification'),
   },
@@ -158,8 +158,8 @@ export const identityResolvers: Resolvers = {
   },
   VerificationCompletion: {
     externalId: (e) => e.key,
-    status: (e) => callbackStatus(e.payload),
-    payload: (e) => e.payload,
+    status: (e, _a, ctx) => callbackStatus(ctx.services.identity.callbackBody(e)),
+    payload: (e, _a, ctx) => ctx.services.identity.callbackBody(e),
     receivedAt: (e) => e.receivedAt,
     verification: (e, _a, ctx) => verificationsLoader(ctx).load(e.key),
   },

@@ -1,22 +1,88 @@
 import type { Kysely } from 'kysely';
 import { sha256 } from '../caller.js';
+import type { EventRecord, NewEvent } from '../events/index.js';
 import { canonicalJson } from '../fingerprint.js';
+import type { AppStorage, StorageRefusal } from '../store/app-storage.js';
 import type { Database } from '../store/schema.js';
+
+/** The `meta` mark of a callback event whose payload is `SealedCallback` (events stored before it hold the body in clear). */
+const SEALED_META = 'sealedBody';
+
+/** The payload of a callback event stored sealed: the kept body's JSON, sealed under its kind, owner and key. */
+interface SealedCallback {
+  body: string;
+}
+
+/** The associated data of a callback body: its kind, owner and key, as a JSON array (unambiguous; docs/decisions/050). */
+function callbackContext(kind: string, scope: string | null, key: string): string {
+  return JSON.stringify([kind, 'callback-body', scope, key]);
+}
+
+/** How callback bodies are kept: their size bounded, sealed to their owner, counted against its storage bound. */
+export class CallbackBodies {
+  /** Bodies opened once per event object: every subscriber of one event reads the same object. */
+  private readonly opened = new WeakMap<EventRecord, unknown>();
+
+  constructor(
+    private readonly secret: { digest(text: string): string; seal(plain: string, context: string): string; open(sealed: string, context: string): string },
+    private readonly storage: AppStorage | null,
+    /**
+     * Most characters of a body's JSON kept (CALLBACK_BODY_KEPT_BYTES). A larger body (the route reads up to 1 MiB) is
+     * kept as what the gateway reads of it (its id, status and event kind) and its size, under `_truncated`: one app's
+     * callbacks cannot fill the database, and a read says what was not kept.
+     */
+    private readonly keptChars: number,
+    /** Counts the bodies kept only in part (`gateway_webhook_fields_dropped_total`). */
+    private readonly onTruncated: (kind: string) => void = () => {},
+  ) {}
+
+  /**
+   * The event to append for a callback `body` of `kind` and `key`, owned by `scope`: its dedupe digest is of the whole
+   * body (only an exact repeat is a duplicate, decision 041); what is stored is the body, or past `keptChars`
+   * `summary()` with `_truncated`, sealed; the owner's storage bound is charged.
+   */
+  event(o: { kind: string; key: string; scope: string; dedupePrefix: string; body: unknown; summary: () => Record<string, unknown>; meta: Record<string, unknown> }): NewEvent {
+    const canonical = canonicalJson(o.body) ?? 'null';
+    const digest = this.secret.digest(`callback-body\u0000${canonical}`);
+    let kept: string;
+    if (canonical.length <= this.keptChars) kept = JSON.stringify(o.body);
+    else {
+      this.onTruncated(o.kind);
+      kept = JSON.stringify({ ...o.summary(), _truncated: { bytes: canonical.length, keptBytes: this.keptChars } });
+    }
+    const payload: SealedCallback = { body: this.secret.seal(kept, callbackContext(o.kind, o.scope, o.key)) };
+    const storage = this.storage;
+    const scope = o.scope;
+    return {
+      kind: o.kind,
+      key: o.key,
+      dedupeKey: `${o.dedupePrefix}:${digest}`,
+      fingerprint: digest,
+      payload,
+      meta: { ...o.meta, [SEALED_META]: 1 },
+      scope,
+      ...(storage
+        ? { charge: { take: (chars: number) => storage.take('events', scope, chars), refund: (chars: number) => storage.release('events', scope, 1, chars), refused: (r: StorageRefusal) => storage.refused(r) } }
+        : {}),
+    };
+  }
+
+  /** The body a callback event holds: opened when sealed (once per event object), as stored when it predates sealing. */
+  body(event: EventRecord): unknown {
+    if (event.meta[SEALED_META] !== 1) return event.payload;
+    if (this.opened.has(event)) return this.opened.get(event);
+    const sealed = (event.payload as SealedCallback).body;
+    const body = JSON.parse(this.secret.open(sealed, callbackContext(event.kind, event.scope, event.key))) as unknown;
+    this.opened.set(event, body);
+    return body;
+  }
+}
 
 export interface CallbackBinding {
   /** The verification the token was issued for; null until the upstream's answer names it. */
   externalId: string | null;
   /** Scope of the caller that registered the verification: its events belong to that API key. */
   createdBy: string;
-}
-
-/**
- * The keyed digest of a callback body's canonical JSON (RFC 8785): two deliveries have the same one only when
- * they are the same body, whatever their key order or spacing. Only an exact repeat is a duplicate; every other
- * callback is kept (docs/decisions/041). Keyed, because the body holds personal data and its digest is stored.
- */
-export function callbackBodyDigest(digest: (text: string) => string, body: unknown): string {
-  return digest(`callback-body\u0000${canonicalJson(body) ?? 'null'}`);
 }
 
 function hashOf(token: string): string {
@@ -63,11 +129,6 @@ export class VerificationCallbacks {
   /** Forgets a token whose registration the upstream refused (nothing will call it). */
   async revoke(token: string): Promise<void> {
     await this.db.deleteFrom('verification_callbacks').where('token_hash', '=', hashOf(token)).execute();
-  }
-
-  /** See callbackBodyDigest. */
-  bodyDigest(body: unknown): string {
-    return callbackBodyDigest((text) => this.secret.digest(text), body);
   }
 
   async find(token: string): Promise<CallbackBinding | null> {

@@ -2,6 +2,8 @@ import { ownerCaller, type Caller } from '../caller.js';
 import type { EventRecord, Events } from '../events/index.js';
 import type { Ledger } from '../store/ledger.js';
 import { visibleRecord } from '../tenancy.js';
+import { StorageBoundError } from '../store/app-storage.js';
+import type { CallbackBodies } from './callbacks.js';
 import type { IdentificationCallbacks } from './identification-callbacks.js';
 import * as wire from './wire.js';
 
@@ -15,10 +17,13 @@ export type IdentificationCallbackOutcome =
   | { status: 'unknown-token' }
   | { status: 'unknown-identification'; id: string }
   | { status: 'invalid'; description: string }
+  | { status: 'over-bound'; description: string }
   | { status: 'created' | 'duplicate' | 'conflict'; event: EventRecord; publish: () => Promise<void> };
 
 export interface IdentificationCompletionsOptions {
   callbacks: IdentificationCallbacks;
+  /** How callback bodies are kept (bounded, sealed, charged to their owner). */
+  bodies: CallbackBodies;
   ledger: Ledger;
   events: Events;
   /** The gateway's public address; read when an address is shown, because it is known only after listen. */
@@ -39,9 +44,20 @@ export interface IdentificationCompletionsOptions {
 export class IdentificationCompletions {
   constructor(private readonly o: IdentificationCompletionsOptions) {}
 
-  /** The callback address of the caller's identifications of one workflow (issued on first use). */
-  async callbackUrl(caller: Caller, workflowId: string): Promise<string> {
-    const token = await this.o.callbacks.issue(caller.scope, workflowId);
+  /** The callback address of the caller's identifications of one workflow: derived, nothing stored (a query only reads). */
+  callbackUrl(caller: Caller, workflowId: string): string {
+    return this.urlOf(workflowId, this.o.callbacks.address(caller.scope, workflowId));
+  }
+
+  /**
+   * The address, made able to receive callbacks: called when the caller creates an identification of the workflow,
+   * before the upstream call (StorageBoundError past the app's bound of addresses, and nothing is sent).
+   */
+  async open(caller: Caller, workflowId: string): Promise<string> {
+    return this.urlOf(workflowId, await this.o.callbacks.issue(caller.scope, workflowId));
+  }
+
+  private urlOf(workflowId: string, token: string): string {
     const url = `${this.o.publicUrl().replace(/\/+$/, '')}${IDENTIFICATION_CALLBACK_PREFIX}${token}`;
     this.o.onIssued?.(workflowId, url);
     return url;
@@ -74,16 +90,20 @@ export class IdentificationCompletions {
     if (!record || record.kind !== 'identification' || (record.spec as { workflowId?: unknown }).workflowId !== binding.workflowId) {
       return { status: 'unknown-identification', id };
     }
-    // Only an exact repeat of a body is the same delivery; every distinct callback is kept (decision 041).
-    const digest = this.o.callbacks.bodyDigest(body);
-    return this.o.events.ingest({
+    // Only an exact repeat of a body is the same delivery; every distinct callback is kept (decision 041), up to a
+    // size, sealed to its owner and within its storage bound (decisions 050 and 051).
+    const event = this.o.bodies.event({
       kind: IDENTIFICATION_EVENT_KIND,
       key: id,
-      dedupeKey: `identification:${id}:${digest}`,
-      fingerprint: digest,
-      payload: body,
-      meta,
       scope: binding.createdBy,
+      dedupePrefix: `identification:${id}`,
+      body,
+      summary: () => ({ identificationId: id, ...wire.identificationEventOf(body) }),
+      meta,
+    });
+    return this.o.events.ingest(event).catch((err: unknown) => {
+      if (err instanceof StorageBoundError) return { status: 'over-bound', description: err.refusal.description } as const;
+      throw err;
     });
   }
 
@@ -93,7 +113,7 @@ export class IdentificationCompletions {
   }
 }
 
-/** Status and event kind of a stored callback, for the GraphQL view. */
-export function completionFields(event: EventRecord): { status: string | null; event: string | null } {
-  return wire.identificationEventOf(event.payload);
+/** Status and event kind of a stored callback's body, for the GraphQL view. */
+export function completionFields(body: unknown): { status: string | null; event: string | null } {
+  return wire.identificationEventOf(body);
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
-import { callbackBodyDigest } from './callbacks.js';
+import type { AppStorage } from '../store/app-storage.js';
 import type { Database } from '../store/schema.js';
 
 export interface IdentificationCallbackBinding {
@@ -11,8 +11,8 @@ export interface IdentificationCallbackBinding {
 }
 
 /**
- * Addresses one process remembers having written. The workflow id is the app's input, so the number of addresses
- * has no bound of its own; past this many, the oldest are forgotten, and issuing one of them again
+ * Addresses one process remembers having written. Each app's addresses are bounded (APP_CALLBACK_ADDRESSES), but
+ * there may be many apps; past this many, the oldest are forgotten, and issuing one of them again
  * costs one `insert … on conflict do nothing` (the row is still there). 10,000 entries of a 64-character hash.
  */
 export const REMEMBERED_ADDRESSES = 10_000;
@@ -25,9 +25,10 @@ function hashOf(token: string): string {
  * The addresses of identification completion callbacks (spec: Events 2). The platform calls back per
  * workflow, configured on its side, so the gateway cannot hand out an address per request as it does for
  * verifications: there is one address per (API key, workflow). Its token is an HMAC of the two under a
- * key kept outside the database (`derive`), so the gateway can show the address again at any time, while
- * the database holds only the token's sha256 (a copy of it does not let anyone forge a callback).
- * See docs/decisions/018.
+ * key kept outside the database (`derive`), so the gateway can show the address at any time without storing
+ * anything (`address`: a query only reads). The row that lets a callback in is written when the app creates an
+ * identification of the workflow (`issue`), the first moment a callback can come; it holds only the token's sha256
+ * (a copy of it does not let anyone forge a callback). See docs/decisions/018 and 051.
  */
 export class IdentificationCallbacks {
   /** Addresses this process has already written, so that creating links costs no extra statement. */
@@ -39,6 +40,8 @@ export class IdentificationCallbacks {
     private readonly derive: (text: string) => string,
     /** How many written addresses are remembered (REMEMBERED_ADDRESSES). */
     remember = REMEMBERED_ADDRESSES,
+    /** Each app's addresses are bounded, per minute and in all (APP_CALLBACK_ADDRESSES*); null: no bound. */
+    private readonly storage: AppStorage | null = null,
   ) {
     this.written = new LRUCache({ max: remember });
   }
@@ -48,21 +51,35 @@ export class IdentificationCallbacks {
     return this.written.size;
   }
 
-  /** See callbackBodyDigest (callbacks.ts). */
-  bodyDigest(body: unknown): string {
-    return callbackBodyDigest(this.derive, body);
+  /** The token of the caller's address for a workflow, derived: nothing is read or written. */
+  address(createdBy: string, workflowId: string): string {
+    return Buffer.from(this.derive(`identification-callback\u0000${createdBy}\u0000${workflowId}`), 'hex').toString('base64url');
   }
 
-  /** The token of the caller's address for a workflow, stored (as its hash) if it was not yet. */
+  /**
+   * The token of the caller's address for a workflow, stored (as its hash) if it was not yet, within the app's bound
+   * of addresses (StorageBoundError past it, nothing written).
+   */
   async issue(createdBy: string, workflowId: string): Promise<string> {
-    const token = Buffer.from(this.derive(`identification-callback\u0000${createdBy}\u0000${workflowId}`), 'hex').toString('base64url');
+    const token = this.address(createdBy, workflowId);
     const hash = hashOf(token);
     if (!this.written.has(hash)) {
-      await this.db
-        .insertInto('identification_callbacks')
-        .values({ token_hash: hash, workflow_id: workflowId, created_by: createdBy, created_at: Date.now() })
-        .onConflict((oc) => oc.column('token_hash').doNothing())
-        .execute();
+      const known = this.storage ? await this.find(token) : null;
+      if (!known) {
+        const refusal = this.storage?.take('callback-addresses', createdBy) ?? null;
+        if (refusal) throw this.storage!.refused(refusal);
+        const inserted = await this.db
+          .insertInto('identification_callbacks')
+          .values({ token_hash: hash, workflow_id: workflowId, created_by: createdBy, created_at: Date.now() })
+          .onConflict((oc) => oc.column('token_hash').doNothing())
+          .executeTakeFirst()
+          .catch((err: unknown) => {
+            this.storage?.release('callback-addresses', createdBy, 1);
+            throw err;
+          });
+        // Another replica wrote it meanwhile: it was counted there.
+        if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) !== 1) this.storage?.release('callback-addresses', createdBy, 1);
+      }
       this.written.set(hash, true);
     }
     return token;

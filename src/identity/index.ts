@@ -1,13 +1,14 @@
 import type { Events } from '../events/index.js';
 import type { Store } from '../store/index.js';
+import type { AppStorage } from '../store/app-storage.js';
 import type { Ledger } from '../store/ledger.js';
 import type { UpstreamHttp } from '../upstream/http.js';
 import type { Idempotency } from '../upstream/idempotency.js';
 import type { ShapePaths } from '../json-path.js';
-import { VerificationCallbacks } from './callbacks.js';
+import { CallbackBodies, VerificationCallbacks } from './callbacks.js';
 import { IdentificationClient, VerificationClient } from './client.js';
 import { IdentificationCompletions } from './completions.js';
-import { IdentificationCallbacks } from './identification-callbacks.js';
+import { IdentificationCallbacks, REMEMBERED_ADDRESSES } from './identification-callbacks.js';
 import { IdentityService, type IdentitySecret } from './service.js';
 
 export { IdentityService } from './service.js';
@@ -45,9 +46,16 @@ export function createIdentityService(
     secret: IdentitySecret;
     /** Told each identification callback address issued (the composition root configures a simulator with it). */
     onCallbackAddress?: (workflowId: string, url: string) => void;
+    /** Per-app storage bounds (callback events, callback addresses); null: none. */
+    storage: AppStorage | null;
+    /** CALLBACK_BODY_KEPT_BYTES. */
+    callbackBodyKeptBytes: number;
+    /** Counts a callback body kept only in part, by kind. */
+    onTruncated?: (kind: string) => void;
   },
 ): IdentityService {
   const { identification, verification, rfm } = endpoints;
+  const bodies = new CallbackBodies(deps.secret, deps.storage, deps.callbackBodyKeptBytes, deps.onTruncated);
   return new IdentityService({
     secret: deps.secret,
     identification: new IdentificationClient({
@@ -59,12 +67,14 @@ export function createIdentityService(
     idempotency: deps.idempotency,
     callbacks: new VerificationCallbacks(deps.store.db, deps.secret),
     identificationCompletions: new IdentificationCompletions({
-      callbacks: new IdentificationCallbacks(deps.store.db, (text) => deps.secret.digest(text)),
+      callbacks: new IdentificationCallbacks(deps.store.db, (text) => deps.secret.digest(text), REMEMBERED_ADDRESSES, deps.storage),
+      bodies,
       ledger: deps.ledger,
       events: deps.events,
       publicUrl: deps.publicUrl,
       ...(deps.onCallbackAddress ? { onIssued: deps.onCallbackAddress } : {}),
     }),
+    bodies,
     events: deps.events,
     publicUrl: deps.publicUrl,
     shapePaths: deps.shapePaths,

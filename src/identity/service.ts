@@ -3,11 +3,12 @@ import type { ShapePaths } from '../json-path.js';
 import type { EventRecord, Events } from '../events/index.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
 import type { Caller } from '../caller.js';
+import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger, LedgerRecord } from '../store/ledger.js';
 import { visibleRecord } from '../tenancy.js';
 import { parse as parseUuid } from 'uuid';
 import { nameBasedUuid, type Idempotency } from '../upstream/idempotency.js';
-import type { VerificationCallbacks } from './callbacks.js';
+import type { CallbackBodies, VerificationCallbacks } from './callbacks.js';
 import type { IdentificationCompletions } from './completions.js';
 import type { IdentificationClient, RegisteredVerification, VerificationClient } from './client.js';
 import * as wire from './wire.js';
@@ -35,8 +36,13 @@ export interface IdentificationSpec {
    * link to a person's session is sealed at rest like the mobile-ID tokens). Clear only on records stored before.
    */
   url: string | null;
-  /** The link and the upstream's whole answer, sealed with the gateway secret (`IdentityService.identificationSecrets`). */
+  /**
+   * The link, the upstream's whole answer, and (`sealedFor: 'owner'`) the applicant's external id and the redirect
+   * URL, sealed with the gateway secret (`IdentityService.identificationSecrets`).
+   */
   sealed?: string;
+  /** `owner`: `sealed` is bound to the record's owner and holds applicantExternalId and redirectUrl (both null here). */
+  sealedFor?: 'owner';
   /** ISO timestamp; null when no lifetime was given. */
   expiresAt: string | null;
 }
@@ -55,9 +61,13 @@ export function upstreamExternalId(scope: string, externalId: string): string {
   return nameBasedUuid(`${scope}\u0000${externalId}`, EXTERNAL_ID_NAMESPACE);
 }
 
-/** The sealing contexts (AES-GCM associated data): a sealed value opens only where it was sealed. */
+/**
+ * The sealing contexts (AES-GCM associated data): a sealed value opens only where it was sealed. The first ones
+ * named the record alone; those written since name its owner too, as a JSON array (unambiguous; docs/decisions/050).
+ */
 const RFM_CONTEXT = 'rfm-answer';
 const identificationContext = (id: string) => `identification\u0000${id}`;
+const ownedContext = (what: string, owner: string, id: string) => JSON.stringify([what, owner, id]);
 
 /** What the gateway keeps of a verification (ledger `spec`); never the applicant data. */
 export interface VerificationSpec {
@@ -101,6 +111,7 @@ export function identificationWarnings(record: LedgerRecord, url: string | null)
 export type CallbackOutcome =
   | { status: 'unknown-token' }
   | { status: 'invalid'; description: string }
+  | { status: 'over-bound'; description: string }
   | { status: 'created' | 'duplicate' | 'conflict'; event: EventRecord; publish: () => Promise<void> };
 
 type StoredRecord = Omit<LedgerRecord, 'createdAt'> & { createdAt: string };
@@ -148,6 +159,8 @@ export interface IdentificationSecrets {
   url: string | null;
   /** The upstream's answer to the creation (`Identification.raw`). */
   response: unknown;
+  applicantExternalId: string | null;
+  redirectUrl: string | null;
 }
 
 export interface IdentityServiceOptions {
@@ -159,6 +172,8 @@ export interface IdentityServiceOptions {
   callbacks: VerificationCallbacks;
   /** Identification completion callbacks: their addresses, receipt and reads. */
   identificationCompletions: IdentificationCompletions;
+  /** How verification callback bodies are kept (bounded, sealed, charged to their owner). */
+  bodies: CallbackBodies;
   events: Events;
   /** The gateway's public address; read at registration time, because it is known only after listen. */
   publicUrl: () => string;
@@ -188,8 +203,9 @@ export class IdentityService {
     const applicantExternalId = optionalNonEmpty('input.applicantExternalId', input.applicantExternalId);
     const environment: wire.IdentificationEnvironment = input.environment ?? 'PRODUCTION';
     const body = wire.identificationRequest({ workflowId, applicantExternalId, linkLifetimeInMinutes: lifetime, redirectUrl });
-    // The workflow's completion callback address exists before any request of it can complete.
-    await this.o.identificationCompletions.callbackUrl(caller, workflowId);
+    // The workflow's completion callback address exists before any request of it can complete (and past the app's
+    // bound of addresses, nothing is sent).
+    await this.o.identificationCompletions.open(caller, workflowId);
 
     const out = await this.o.idempotency.run<LedgerRecord>({
       scope: caller.scope,
@@ -212,15 +228,17 @@ export class IdentityService {
           expiresAt: lifetime === null ? null : new Date(now + lifetime * 60_000).toISOString(),
         };
         const id = created.link.id;
-        const sealed = this.o.secret.seal(JSON.stringify({ url: spec.url, response: created.response }), identificationContext(id));
+        const secrets: IdentificationSecrets = { url: spec.url, response: created.response, applicantExternalId, redirectUrl };
+        const sealed = this.o.secret.seal(JSON.stringify(secrets), ownedContext('identification', caller.scope, id));
         return this.o.ledger.record({
           id,
           kind: 'identification',
           projectId: null,
           parentId: null,
           title: workflowId,
-          // The ledger and the idempotency record (which stores this record) hold the link only sealed.
-          spec: { ...spec, url: null, sealed },
+          // The ledger and the idempotency record (which stores this record) hold the link, the applicant's id and
+          // the redirect only sealed, bound to the owner.
+          spec: { ...spec, url: null, applicantExternalId: null, redirectUrl: null, sealed, sealedFor: 'owner' },
           response: null,
           idempotencyKey,
           createdBy: caller.scope,
@@ -328,12 +346,14 @@ export class IdentityService {
       operation: 'checkRfm',
       request: { path: wire.PATHS.rfm, body: input },
       execute: (idempotencyKey) => this.o.verification.checkRfm(input, idempotencyKey),
-      // The answer names the matched persons: stored for replay only sealed (`undefined` stored as null).
-      toStored: (result) => ({ sealed: this.o.secret.seal(JSON.stringify(result ?? null), RFM_CONTEXT) }),
+      // The answer names the matched persons: stored for replay only sealed, bound to the caller (`undefined` stored as null).
+      toStored: (result) => ({ ownerSealed: this.o.secret.seal(JSON.stringify(result ?? null), ownedContext(RFM_CONTEXT, caller.scope, '')) }),
       fromStored: (stored) => {
-        const sealed = (stored as { sealed?: unknown } | null)?.sealed;
-        // Answers stored before sealing are the answer itself.
-        return typeof sealed === 'string' && Object.keys(stored as object).length === 1 ? (JSON.parse(this.o.secret.open(sealed, RFM_CONTEXT)) as unknown) : stored;
+        const { sealed, ownerSealed } = (stored ?? {}) as { sealed?: unknown; ownerSealed?: unknown };
+        const only = stored !== null && typeof stored === 'object' && Object.keys(stored).length === 1;
+        if (only && typeof ownerSealed === 'string') return JSON.parse(this.o.secret.open(ownerSealed, ownedContext(RFM_CONTEXT, caller.scope, ''))) as unknown;
+        // Answers sealed before owners were bound; answers stored before sealing are the answer itself.
+        return only && typeof sealed === 'string' ? (JSON.parse(this.o.secret.open(sealed, RFM_CONTEXT)) as unknown) : stored;
       },
     });
     return { result: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed, warnings: [] };
@@ -382,18 +402,24 @@ export class IdentityService {
 
   private readonly opened = new WeakMap<LedgerRecord, IdentificationSecrets>();
 
-  /** The link and the upstream answer of an identification record, opened once per record object. */
+  /** The link, the upstream answer, the applicant's id and the redirect of an identification record, opened once per record object. */
   identificationSecrets(record: LedgerRecord): IdentificationSecrets {
     let secrets = this.opened.get(record);
     if (!secrets) {
       const spec = record.spec as unknown as IdentificationSpec;
-      secrets =
-        spec.sealed === undefined
-          ? { url: spec.url, response: record.response }
-          : (JSON.parse(this.o.secret.open(spec.sealed, identificationContext(record.id))) as IdentificationSecrets);
+      const clear = { url: spec.url, response: record.response, applicantExternalId: spec.applicantExternalId, redirectUrl: spec.redirectUrl };
+      if (spec.sealed === undefined) secrets = clear;
+      else if (spec.sealedFor === 'owner') secrets = JSON.parse(this.o.secret.open(spec.sealed, ownedContext('identification', record.createdBy, record.id))) as IdentificationSecrets;
+      // Sealed before owners were bound: the link and the answer only; the applicant's id and the redirect in clear.
+      else secrets = { ...clear, ...(JSON.parse(this.o.secret.open(spec.sealed, identificationContext(record.id))) as Pick<IdentificationSecrets, 'url' | 'response'>) };
       this.opened.set(record, secrets);
     }
     return secrets;
+  }
+
+  /** The body a verification or identification callback event holds (opened when sealed, once per event object). */
+  callbackBody(event: EventRecord): unknown {
+    return this.o.bodies.body(event);
   }
 
   /** The external id an app knows a verification record by. */
@@ -432,17 +458,20 @@ export class IdentityService {
       return { status: 'invalid', description: `the body does not name its verification (${wire.EXTERNAL_ID_FIELDS.join(', ')})` };
     }
     // Only an exact repeat of a body is the same delivery; every distinct callback is kept and published once,
-    // and a read returns the newest (docs/decisions/041).
-    const digest = this.o.callbacks.bodyDigest(body);
-    const appended = await this.o.events.ingest({
+    // and a read returns the newest (docs/decisions/041); up to a size, sealed to its owner and within its storage
+    // bound (decisions 050 and 051).
+    const event = this.o.bodies.event({
       kind: VERIFICATION_EVENT_KIND,
       key: externalId,
-      dedupeKey: `verification@${binding.createdBy}:${externalId}:${digest}`,
-      fingerprint: digest,
-      payload: body,
-      meta,
       scope: binding.createdBy,
+      dedupePrefix: `verification@${binding.createdBy}:${externalId}`,
+      body,
+      summary: () => ({ externalId, status: wire.statusOf(body) }),
+      meta,
     });
-    return appended;
+    return this.o.events.ingest(event).catch((err: unknown) => {
+      if (err instanceof StorageBoundError) return { status: 'over-bound', description: err.refusal.description } as const;
+      throw err;
+    });
   }
 }

@@ -3,6 +3,7 @@ import type { Events } from '../events/index.js';
 import type { Metrics } from '../metrics.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
+import type { AppStorage } from '../store/app-storage.js';
 import type { SecretBox } from './sealing.js';
 import type { SandboxNotifier } from './sandbox-trigger.js';
 import { MobileIdService } from './service.js';
@@ -35,6 +36,8 @@ export function createMobileIdService(
     selfUrl: () => string;
     /** The gateway's secret (TOKEN_ENCRYPTION_KEY) that seals stored tokens. */
     box: SecretBox;
+    /** Per-app storage bounds (src/store/app-storage.ts). */
+    storage: AppStorage | null;
     metrics: Metrics;
     /** Tests only: the clock of pending notifications and of the JWKS retry schedule. */
     now?: (() => number) | undefined;
@@ -54,6 +57,7 @@ export function createMobileIdService(
     notificationUri: () => `${deps.selfUrl()}/webhooks/mobile-id`,
     rejectionRetentionMs: config.eventRetentionMs,
     pendingLimit: config.mobileId.pendingMaxPerApp,
+    storage: deps.storage,
     metrics: deps.metrics,
     now: deps.now,
   });

@@ -2,13 +2,23 @@
 // in the event log; one whose id_token cannot be verified yet is kept pending and verified later (docs/decisions/040).
 import { WebhookErrorCode } from '../errors.js';
 import { canonicalJson } from '../fingerprint.js';
-import type { Events } from '../events/index.js';
+import type { Events, StorageCharge } from '../events/index.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
+import { StorageBoundError, type AppStorage, type StorageRefusal } from '../store/app-storage.js';
 import type { PendingVerifications } from './pending.js';
 import { authReqIdOf, type RejectionQuarantine, type RejectionReason } from './quarantine.js';
 import type { SecretBox } from './sealing.js';
-import { MOBILE_ID_EVENT_KIND, mobileIdDedupeKey, type StoredMeta, type StoredNotification, type StoredSuccess } from './stored.js';
+import {
+  MAX_EXTRA_FIELDS_CHARS,
+  MOBILE_ID_EVENT_KIND,
+  mobileIdDedupeKey,
+  notificationContext,
+  type SealedPersonal,
+  type StoredMeta,
+  type StoredNotification,
+  type StoredSuccess,
+} from './stored.js';
 import type { NotifierAuth } from './tokens.js';
 import { NO_CLAIMS, claimsOf, type IdTokenVerifier } from './verify.js';
 import { decodeCompactJwt, extraFields, failureReason, isCompactJwe, parseNotification } from './wire.js';
@@ -16,8 +26,30 @@ import { decodeCompactJwt, extraFields, failureReason, isCompactJwe, parseNotifi
 /** Attempts before an id_token whose kid no key of the JWKS has is refused (the JWKS refetch cools down 30 s). */
 const UNKNOWN_KEY_ATTEMPTS = 4;
 
-/** Extra body fields whose values are credentials (a CIBA refresh_token, ...): sealed like the tokens. */
-const SECRET_FIELD = /token|secret|password/i;
+/** The version notifications are stored with now (stored.ts StoredVersion): everything personal sealed, bound to its owner. */
+const STORED_VERSION = 2;
+
+/**
+ * The unknown fields of a notification that fit in MAX_EXTRA_FIELDS_CHARS, in the order sent; the rest are dropped
+ * and counted. Each field's size is its name and its value's JSON.
+ */
+function keptExtra(extra: Record<string, unknown>): { kept: Record<string, unknown>; dropped: { fields: number; chars: number } | null } {
+  const kept: Record<string, unknown> = {};
+  let used = 2;
+  let fields = 0;
+  let chars = 0;
+  for (const [name, value] of Object.entries(extra)) {
+    const size = name.length + (JSON.stringify(value) ?? 'null').length + 4;
+    if (used + size <= MAX_EXTRA_FIELDS_CHARS) {
+      kept[name] = value;
+      used += size;
+    } else {
+      fields += 1;
+      chars += size;
+    }
+  }
+  return { kept, dropped: fields ? { fields, chars } : null };
+}
 
 export type ReceiveResult =
   /** Stored: answer 204, then call `publish`. */
@@ -28,6 +60,8 @@ export type ReceiveResult =
   | { status: 'conflict'; authReqId: string }
   | { status: 'unauthorized'; description: string; authReqId: string | null }
   | { status: 'invalid'; reason: RejectionReason; description: string; authReqId: string | null }
+  /** The token's app has reached a storage bound (src/store/app-storage.ts): refused, nothing stored. */
+  | { status: 'over-bound'; refusal: StorageRefusal; authReqId: string }
   /** Stored durably but not verified yet (JWKS unreachable): answer 204; delivered once it is verified. */
   | { status: 'pending'; authReqId: string; description: string }
   /** Not verifiable now, and its owner already has MOBILEID_PENDING_MAX_PER_APP pending: nothing stored (429). */
@@ -50,6 +84,8 @@ interface IntakeOptions {
   rejectionRetentionMs: number;
   /** MOBILEID_PENDING_MAX_PER_APP (named in the refusal). */
   pendingLimit: number;
+  /** The per-app storage bounds: a notification on an app's token counts against its app's (null: no bounds). */
+  storage: AppStorage | null;
   metrics: Metrics;
   logger: Logger;
   /** Epoch ms: the reception time of pending notifications and the clock of the retry schedules (tests control it). */
@@ -99,13 +135,21 @@ export class NotificationIntake {
       return existing.fingerprint === fingerprint ? { status: 'duplicate', authReqId } : { status: 'conflict', authReqId };
     };
 
-    const extra = extraFields(n);
-    const sealedExtra: Record<string, string> = {};
-    for (const [name, value] of Object.entries(extra)) {
-      if (!SECRET_FIELD.test(name)) continue;
-      sealedExtra[name] = this.box.seal(JSON.stringify(value), `${authReqId}\u0000extra:${name}`);
-      delete extra[name];
+    // Unknown fields are kept up to a small size, sealed whole (a sender's extension may carry anything personal).
+    const scope = auth.scope;
+    const context = (field: string) => notificationContext(STORED_VERSION, scope, authReqId, field);
+    const { kept, dropped } = keptExtra(extraFields(n));
+    if (dropped) {
+      this.options.metrics.webhookFieldsDropped.inc({ endpoint: 'mobile-id' }, dropped.fields);
+      this.logger.warn({ authReqId, droppedFields: dropped.fields, droppedBytes: dropped.chars }, `mobile-ID notification: unknown fields over ${MAX_EXTRA_FIELDS_CHARS} bytes were not kept`);
     }
+    // The subject and the unknown fields are personal: sealed together, one seal per notification.
+    const personal = (sub: string | null) => {
+      const value: SealedPersonal = { sub, fields: kept };
+      return sub === null && Object.keys(kept).length === 0 ? null : this.box.seal(JSON.stringify(value), context('personal'));
+    };
+    const unknown = { extra: {}, sealedExtra: {}, droppedExtra: dropped };
+    const charge = this.charge(scope);
     const correlationId = n.body.correlation_id ?? null;
     const now = this.now();
     let payload: StoredNotification;
@@ -123,23 +167,25 @@ export class NotificationIntake {
       if (check.status === 'rejected' && !check.unknownKey) return { status: 'invalid', reason: check.reason, description: check.description, authReqId };
       const expiresAt = Date.now() + b.expires_in * 1000;
       secretsExpireAt = expiresAt;
+      const claims = isCompactJwe(b.id_token) ? NO_CLAIMS : claimsOf(decodeCompactJwt(b.id_token)!.claims);
       payload = {
-        v: 1,
+        v: STORED_VERSION,
         outcome: 'success',
         authReqId,
         tokenType: b.token_type,
-        accessToken: this.box.seal(b.access_token, `${authReqId}\u0000access_token`),
-        idToken: this.box.seal(b.id_token, `${authReqId}\u0000id_token`),
+        accessToken: this.box.seal(b.access_token, context('access_token')),
+        idToken: this.box.seal(b.id_token, context('id_token')),
         expiresIn: b.expires_in,
         expiresAt,
-        claims: isCompactJwe(b.id_token) ? NO_CLAIMS : claimsOf(decodeCompactJwt(b.id_token)!.claims),
+        // The subject (the number owner's identifier) is personal data: sealed, like the id_token that carries it.
+        claims: { ...claims, sub: null },
+        sealedPersonal: personal(claims.sub),
         verifiedWith: check.status === 'accepted' ? check.keys : null,
         ...(check.status === 'accepted' ? { checks: check.checks } : {}),
         jwksUri: b.jwks_uri ?? null,
         leadingKycMatch: b.leading_kyc_match ?? null,
         correlationId,
-        extra,
-        sealedExtra,
+        ...unknown,
       };
       if (check.status !== 'accepted') {
         // The sender does not retry: never "try again". Kept durably and sealed, verified later, delivered then.
@@ -154,7 +200,7 @@ export class NotificationIntake {
           secretsExpireAt,
           receivedAt,
           giveUpAt: receivedAt + this.options.rejectionRetentionMs,
-        });
+        }, charge);
         if ('overLimit' in kept) {
           return {
             status: 'over-limit',
@@ -162,6 +208,7 @@ export class NotificationIntake {
             description: `the id_token cannot be verified now, and ${this.options.pendingLimit} notifications on this token's owner already wait for verification (MOBILEID_PENDING_MAX_PER_APP): not stored`,
           };
         }
+        if ('refused' in kept) return { status: 'over-bound', refusal: kept.refused, authReqId };
         if (!kept.added) return kept.fingerprint === fingerprint ? { status: 'duplicate', authReqId } : { status: 'conflict', authReqId };
         this.options.metrics.mobileIdPending.inc();
         this.logger.warn({ authReqId, reason: check.description }, 'mobile-ID id_token cannot be verified now (JWKS unavailable, or no key for its kid yet): acknowledged, kept pending verification');
@@ -170,32 +217,46 @@ export class NotificationIntake {
     } else {
       const b = n.body;
       payload = {
-        v: 1,
+        v: STORED_VERSION,
         outcome: 'failure',
         authReqId,
         error: b.error,
         errorDescription: b.error_description,
         reason: failureReason(b.error, b.error_description),
         correlationId,
-        extra,
-        sealedExtra,
+        sealedPersonal: personal(null),
+        ...unknown,
       };
     }
     const meta: StoredMeta = headers;
-    const result = await this.events.ingest({
-      kind: MOBILE_ID_EVENT_KIND,
-      key: authReqId,
-      // One notification per authentication request and owner: a second one is a duplicate or a conflict.
-      dedupeKey,
-      payload,
-      meta: meta as unknown as Record<string, unknown>,
-      scope: auth.scope,
-      fingerprint,
-      secretsExpireAt,
-    });
+    let result;
+    try {
+      result = await this.events.ingest({
+        kind: MOBILE_ID_EVENT_KIND,
+        key: authReqId,
+        // One notification per authentication request and owner: a second one is a duplicate or a conflict.
+        dedupeKey,
+        payload,
+        meta: meta as unknown as Record<string, unknown>,
+        scope: auth.scope,
+        fingerprint,
+        secretsExpireAt,
+        ...(charge ? { charge } : {}),
+      });
+    } catch (err) {
+      if (err instanceof StorageBoundError) return { status: 'over-bound', refusal: err.refusal, authReqId };
+      throw err;
+    }
     if (result.status === 'duplicate') return { status: 'duplicate', authReqId };
     if (result.status === 'conflict') return { status: 'conflict', authReqId };
     return { status: 'accepted', authReqId, outcome: n.outcome, publish: result.publish };
+  }
+
+  /** The storage bound a notification on `scope`'s token counts against; none for a shared configured token. */
+  private charge(scope: string | null): StorageCharge | null {
+    const storage = this.options.storage;
+    if (scope === null || storage === null) return null;
+    return { take: (chars) => storage.take('events', scope, chars), refund: (chars) => storage.release('events', scope, 1, chars), refused: (refusal) => storage.refused(refusal) };
   }
 
   /**
@@ -223,13 +284,16 @@ export class NotificationIntake {
           scope: row.scope,
         });
         await this.pending.remove(row.dedupeKey);
+        // Counted against its owner's bound when it was kept pending; it is gone without becoming an event.
+        if (row.scope !== null) this.options.storage?.release('events', row.scope, 1, row.chars);
         this.options.metrics.mobileIdPendingRefused.inc({ reason });
         this.options.metrics.mobileIdRejections.inc({ reason });
         this.logger.error({ authReqId: p.authReqId, reason, description }, 'pending mobile-ID notification refused after verification; kept in the quarantine');
         out.refused += 1;
       };
-      const idToken = this.box.open(p.idToken, `${p.authReqId}\u0000id_token`);
-      const accessToken = p.accessToken === null ? '' : this.box.open(p.accessToken, `${p.authReqId}\u0000access_token`);
+      const context = (field: string) => notificationContext(p.v, row.scope, p.authReqId, field);
+      const idToken = this.box.open(p.idToken, context('id_token'));
+      const accessToken = p.accessToken === null ? '' : this.box.open(p.accessToken, context('access_token'));
       const check = await this.verifier.check({ idToken, accessToken, authReqId: p.authReqId, at: row.receivedAt, now });
       if (check.status === 'accepted') {
         const result = await this.events.ingest({

@@ -2,11 +2,9 @@
 // while it cannot be fetched, tried again on one backoff schedule for the whole gateway, whatever asks for it (every
 // notification and every pending row would otherwise each start a fetch: docs/decisions/052).
 import { createLocalJWKSet, errors, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters } from 'jose';
-import { request } from 'undici';
+import { fetchJwks } from '../jwks-fetch.js';
 import type { Logger } from '../logger.js';
 
-const JWKS_TIMEOUT_MS = 5_000;
-const JWKS_MAX_BYTES = 1024 * 1024;
 /** After a successful fetch, a kid the keys lack starts another fetch at most this often (a key rotated in). */
 const JWKS_COOLDOWN_MS = 30_000;
 /** Keys older than this are fetched again; they keep answering meanwhile, and while the JWKS is down. */
@@ -102,35 +100,4 @@ export class RemoteJwks {
       );
     }
   }
-}
-
-async function fetchJwks(url: string): Promise<JSONWebKeySet> {
-  const res = await request(url, {
-    method: 'GET',
-    headers: { accept: 'application/jwk-set+json, application/json' },
-    headersTimeout: JWKS_TIMEOUT_MS,
-    bodyTimeout: JWKS_TIMEOUT_MS,
-  });
-  if (res.statusCode !== 200) {
-    await res.body.dump();
-    throw new Error(`GET ${url} answered ${res.statusCode}`);
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res.body as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > JWKS_MAX_BYTES) {
-      res.body.destroy();
-      throw new Error(`GET ${url} answered more than ${JWKS_MAX_BYTES} bytes`);
-    }
-    chunks.push(chunk);
-  }
-  let jwks: unknown;
-  try {
-    jwks = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  } catch {
-    throw new Error(`GET ${url} answered something that is not JSON`);
-  }
-  if (!jwks || typeof jwks !== 'object' || !Array.isArray((jwks as { keys?: unknown }).keys)) throw new Error(`GET ${url} answered JSON that is not a JWKS (no "keys" array)`);
-  return jwks as JSONWebKeySet;
 }

@@ -4,6 +4,8 @@
 // subscribers (docs/decisions/040). Each owner's rows are bounded, and each pass is shared across owners, so that
 // one owner's backlog cannot hold up another's results (docs/decisions/052).
 import { sql, type Kysely } from 'kysely';
+import type { StorageCharge } from '../events/index.js';
+import type { StorageRefusal } from '../store/app-storage.js';
 import type { Database } from '../store/schema.js';
 
 /** First retry after this long, doubling per attempt up to PENDING_MAX_DELAY_MS. */
@@ -31,6 +33,8 @@ export interface PendingNotification {
   receivedAt: number;
   attempts: number;
   giveUpAt: number;
+  /** Characters of its stored JSON (payload and meta), as its owner's storage bound counted them. */
+  chars: number;
 }
 
 /** The delay before attempt `attempts + 1`: 5 s, 10 s, 20 s, … at most 5 minutes. */
@@ -51,25 +55,40 @@ export class PendingVerifications {
   /**
    * Keeps a notification, unless its owner already has `maxPerOwner` pending (`over-limit`: nothing stored); when one
    * is already pending under its dedupe key, returns that one's fingerprint (a repeat is recognised over the limit too).
-   * The limit is checked by the insert itself against the owner's count (one indexed lookup, kept by triggers).
+   * The limit is checked by the insert itself against the owner's count (one indexed lookup, kept by triggers). With
+   * `charge`, it first counts against its owner's storage bound (src/store/app-storage.ts), and past it is not kept.
    */
-  async add(n: Omit<PendingNotification, 'attempts'>): Promise<{ added: true } | { added: false; fingerprint: string } | { added: false; overLimit: true }> {
+  async add(
+    n: Omit<PendingNotification, 'attempts' | 'chars'>,
+    charge: StorageCharge | null = null,
+  ): Promise<{ added: true } | { added: false; fingerprint: string } | { added: false; overLimit: true } | { added: false; refused: StorageRefusal }> {
     const owner = ownerKey(n.scope);
+    const payload = JSON.stringify(n.payload);
+    const meta = JSON.stringify(n.meta);
+    const chars = payload.length + meta.length;
+    const refusal = charge?.take(chars) ?? null;
+    if (refusal) {
+      const existing = await this.fingerprintOf(n.dedupeKey);
+      if (existing !== null) return { added: false, fingerprint: existing };
+      charge!.refused(refusal);
+      return { added: false, refused: refusal };
+    }
     // One statement: on SQLite the count it reads cannot change before the row is in. On PostgreSQL, notifications of
     // one owner inserted at the same instant on several connections may each read the count before the others' rows.
     const inserted = await sql`INSERT INTO mobile_id_pending
         (dedupe_key, auth_req_id, scope, fingerprint, payload, meta, secrets_expire_at, received_at, attempts, next_attempt_at, lease_until, give_up_at)
       SELECT CAST(${n.dedupeKey} AS text), CAST(${n.authReqId} AS text), CAST(${n.scope} AS text), CAST(${n.fingerprint} AS text),
-        CAST(${JSON.stringify(n.payload)} AS text), CAST(${JSON.stringify(n.meta)} AS text), CAST(${n.secretsExpireAt} AS bigint),
+        CAST(${payload} AS text), CAST(${meta} AS text), CAST(${n.secretsExpireAt} AS bigint),
         CAST(${n.receivedAt} AS bigint), 0, CAST(${n.receivedAt + pendingDelay(0)} AS bigint), CAST(0 AS bigint), CAST(${n.giveUpAt} AS bigint)
       WHERE COALESCE((SELECT pending FROM mobile_id_pending_owners WHERE owner = ${owner}), 0) < ${this.maxPerOwner}
       ON CONFLICT (dedupe_key) DO NOTHING`.execute(this.db);
     if (Number(inserted.numAffectedRows ?? 0n) === 1) return { added: true };
+    charge?.refund(chars);
     const existing = await this.fingerprintOf(n.dedupeKey);
     if (existing !== null) return { added: false, fingerprint: existing };
     if ((await this.pendingOf(owner)) >= this.maxPerOwner) return { added: false, overLimit: true };
     // The row it collided with was verified or refused meanwhile: try again.
-    return this.add(n);
+    return this.add(n, charge);
   }
 
   async fingerprintOf(dedupeKey: string): Promise<string | null> {
@@ -143,6 +162,7 @@ export class PendingVerifications {
         receivedAt: Number(row.received_at),
         attempts: row.attempts,
         giveUpAt: Number(row.give_up_at),
+        chars: row.payload.length + row.meta.length,
       });
     }
     return claimed;

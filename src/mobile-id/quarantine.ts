@@ -27,7 +27,9 @@ export type RejectionReason =
   /** Acknowledged (204) pending verification, and the JWKS still could not be loaded at EVENT_RETENTION. */
   | 'JWKS_UNAVAILABLE'
   /** 429: not verifiable now, and its owner already had MOBILEID_PENDING_MAX_PER_APP notifications pending. */
-  | 'PENDING_LIMIT';
+  | 'PENDING_LIMIT'
+  /** 429: the app whose token carried it has reached a storage bound (src/store/app-storage.ts); nothing stored. */
+  | 'STORAGE_BOUND';
 
 export interface Rejection {
   id: string;

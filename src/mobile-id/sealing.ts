@@ -23,10 +23,19 @@ function nextIv(): Buffer {
 }
 
 /**
+ * The associated data of a sealed value, from its parts: their JSON array, so that no two lists of parts give the
+ * same text (`["a:b","c"]` and `["a","b:c"]` differ, a null owner differs from the text "null"). Every context
+ * written since owners were bound names the owner scope among its parts (docs/decisions/050).
+ */
+export function sealingContext(...parts: readonly (string | number | null)[]): string {
+  return JSON.stringify(parts);
+}
+
+/**
  * Encrypts the tokens that notifications carry before they reach the event log (AES-256-GCM, a fresh
- * 96-bit IV per value, the owner and field name as associated data so a ciphertext cannot be moved to
- * another event), and derives a keyed digest for telling duplicates apart without a clear-text hash.
- * See docs/decisions/005-mobile-id-token-storage.md.
+ * 96-bit IV per value, the owner, the event and the field name as associated data so a ciphertext cannot be
+ * moved to another event or another owner's), and derives a keyed digest for telling duplicates apart without
+ * a clear-text hash. See docs/decisions/005-mobile-id-token-storage.md and 050.
  */
 export class SecretBox {
   /** First 8 hex digits of sha256(key): names the key in each sealed value, so a wrong key is diagnosable. */

@@ -4,6 +4,7 @@ import type { Logger } from '../logger.js';
 import type { Caller } from '../caller.js';
 import type { Database } from '../store/schema.js';
 import type { Metrics } from '../metrics.js';
+import type { AppStorage } from '../store/app-storage.js';
 import { NotificationIntake, type NotificationHeaders, type ReceiveResult } from './intake.js';
 import { PendingVerifications } from './pending.js';
 import { RejectionQuarantine, type NewRejection, type Rejection } from './quarantine.js';
@@ -30,6 +31,8 @@ interface MobileIdServiceOptions {
   rejectionRetentionMs: number;
   /** MOBILEID_PENDING_MAX_PER_APP: the most notifications one owner may have pending verification. */
   pendingLimit: number;
+  /** Per-app storage bounds (notifications on an app's tokens, its live tokens); null: none. */
+  storage: AppStorage | null;
   metrics: Metrics;
   /** Tests only: the clock of pending notifications and of the JWKS retry schedule (epoch ms). Default Date.now. */
   now?: (() => number) | undefined;
@@ -53,7 +56,7 @@ export class MobileIdService {
   constructor(options: MobileIdServiceOptions) {
     this.events = options.events;
     this.box = options.box;
-    this.tokens = new NotificationTokens(options.db, options.notificationTokens);
+    this.tokens = new NotificationTokens(options.db, options.notificationTokens, options.storage);
     this.quarantine = new RejectionQuarantine(options.db, options.rejectionRetentionMs);
     this.pending = new PendingVerifications(options.db, options.pendingLimit);
     this.intake = new NotificationIntake({
@@ -64,6 +67,7 @@ export class MobileIdService {
       quarantine: this.quarantine,
       rejectionRetentionMs: options.rejectionRetentionMs,
       pendingLimit: options.pendingLimit,
+      storage: options.storage,
       metrics: options.metrics,
       logger: options.logger,
       ...(options.now ? { now: options.now } : {}),

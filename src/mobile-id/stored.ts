@@ -1,14 +1,33 @@
 // How a mobile-ID notification is kept in the event log: its kind, its key (the auth_req_id), its dedupe key
 // and the payload, with no token in clear (docs/decisions/005).
 import { badUserInput } from '../errors.js';
+import { sealingContext } from './sealing.js';
 import type { IdTokenChecks, IdTokenClaims } from './verify.js';
 import { MAX_ID_LENGTH, type FailureReason } from './wire.js';
 
 export const MOBILE_ID_EVENT_KIND = 'mobile-id';
 
+/**
+ * Unknown body fields kept per notification, in characters of their JSON: past it, the fields that do not fit are
+ * dropped (counted in `droppedExtra`, the metric and the log), so a sender's extension cannot fill the database.
+ */
+export const MAX_EXTRA_FIELDS_CHARS = 4096;
+
+/**
+ * The version of a stored notification. 1: `extra` in clear (credential-like fields sealed one by one), `claims.sub`
+ * in clear, sealed under `<auth_req_id>\0<field>`. 2: the subject and every kept unknown field sealed, every value
+ * sealed under a context that names its owner (`notificationContext`; docs/decisions/050). Both are read.
+ */
+export type StoredVersion = 1 | 2;
+
+/** The associated data a field of a stored notification is sealed under, by the version it was stored with. */
+export function notificationContext(v: StoredVersion, scope: string | null, authReqId: string, field: string): string {
+  return v === 1 ? `${authReqId}\u0000${field}` : sealingContext('mobile-id', scope, authReqId, field);
+}
+
 /** What the event log holds for a success notification: no token in clear (docs/decisions/005). */
 export interface StoredSuccess {
-  v: 1;
+  v: StoredVersion;
   outcome: 'success';
   authReqId: string;
   tokenType: 'Bearer';
@@ -27,13 +46,18 @@ export interface StoredSuccess {
   jwksUri: string | null;
   leadingKycMatch: boolean | null;
   correlationId: string | null;
-  /** Fields neither body shape names, as sent (credential-like ones in `sealedExtra`). */
+  /** v1: fields neither body shape names, as sent (credential-like ones in `sealedExtra`); v2: empty. */
   extra: Record<string, unknown>;
+  /** v1: credential-like unknown fields, each sealed; v2: empty. */
   sealedExtra: Record<string, string>;
+  /** v2: the id_token's `sub` (claims.sub is then null) and the kept unknown fields, one sealed `SealedPersonal`. */
+  sealedPersonal?: string | null;
+  /** v2: unknown fields dropped for MAX_EXTRA_FIELDS_CHARS: how many, and their characters. */
+  droppedExtra?: { fields: number; chars: number } | null;
 }
 
 interface StoredFailure {
-  v: 1;
+  v: StoredVersion;
   outcome: 'failure';
   authReqId: string;
   error: string;
@@ -42,9 +66,17 @@ interface StoredFailure {
   correlationId: string | null;
   extra: Record<string, unknown>;
   sealedExtra: Record<string, string>;
+  sealedPersonal?: string | null;
+  droppedExtra?: { fields: number; chars: number } | null;
 }
 
 export type StoredNotification = StoredSuccess | StoredFailure;
+
+/** What `sealedPersonal` opens to: the subject of a success (null for a failure, or an encrypted id_token) and the kept unknown fields. */
+export interface SealedPersonal {
+  sub: string | null;
+  fields: Record<string, unknown>;
+}
 
 export interface StoredMeta {
   /** X-Mobileid-Request-Id and X-Mobileid-Transaction-Id: the sender's references for technical support. */

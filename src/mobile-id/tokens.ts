@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { indexOfDigest, sha256, type Caller } from '../caller.js';
 import { badUserInput } from '../errors.js';
+import type { AppStorage } from '../store/app-storage.js';
 import type { Database } from '../store/schema.js';
 import { checkAuthReqId } from './stored.js';
 
@@ -51,6 +52,8 @@ export class NotificationTokens {
   constructor(
     private readonly db: Kysely<Database>,
     configured: readonly { token: string; scope: string | null }[],
+    /** Each app's live issued tokens are bounded, per minute and in all (APP_NOTIFICATION_TOKENS*); null: no bound. */
+    private readonly storage: AppStorage | null = null,
   ) {
     this.configured = configured.map((c) => sha256(c.token));
     this.configuredScopes = configured.map((c) => c.scope);
@@ -68,12 +71,19 @@ export class NotificationTokens {
   }
 
   async issue(caller: Caller, options: { authReqId: string | null; ttlMs: number }, now = Date.now()): Promise<IssuedToken> {
+    const refusal = this.storage?.take('notification-tokens', caller.scope, 0, now) ?? null;
+    if (refusal) throw this.storage!.refused(refusal);
     const token = randomBytes(32).toString('base64url');
     const expiresAt = now + options.ttlMs;
-    await this.db
-      .insertInto('notification_tokens')
-      .values({ token_hash: sha256(token).toString('hex'), auth_req_id: options.authReqId, created_by: caller.scope, created_at: now, expires_at: expiresAt })
-      .execute();
+    try {
+      await this.db
+        .insertInto('notification_tokens')
+        .values({ token_hash: sha256(token).toString('hex'), auth_req_id: options.authReqId, created_by: caller.scope, created_at: now, expires_at: expiresAt })
+        .execute();
+    } catch (err) {
+      this.storage?.release('notification-tokens', caller.scope, 1);
+      throw err;
+    }
     return { token, authReqId: options.authReqId, expiresAt: new Date(expiresAt) };
   }
 
@@ -93,6 +103,15 @@ export class NotificationTokens {
   }
 
   async purgeExpired(now = Date.now()): Promise<number> {
+    if (this.storage) {
+      const expired = await this.db
+        .selectFrom('notification_tokens')
+        .select(['created_by', (eb) => eb.fn.countAll<number>().as('n')])
+        .where('expires_at', '<=', now)
+        .groupBy('created_by')
+        .execute();
+      for (const e of expired) this.storage.release('notification-tokens', e.created_by, Number(e.n));
+    }
     const res = await this.db.deleteFrom('notification_tokens').where('expires_at', '<=', now).executeTakeFirst();
     return Number(res.numDeletedRows);
   }

@@ -1,14 +1,14 @@
 // What GraphQL reads of a stored notification: the authentication it records, its tokens opened when read.
 import type { EventRecord } from '../events/index.js';
 import type { SecretBox } from './sealing.js';
-import type { StoredMeta, StoredNotification } from './stored.js';
+import { notificationContext, type SealedPersonal, type StoredMeta, type StoredNotification } from './stored.js';
 import type { IdTokenChecks } from './verify.js';
 import type { FailureReason } from './wire.js';
 
 interface MobileIdAuthenticated {
   outcome: 'success';
   authReqId: string;
-  subject: string;
+  subject: string | null;
   acr: string | null;
   amr: string[] | null;
   issuer: string | null;
@@ -47,20 +47,29 @@ export type MobileIdAuthentication = MobileIdAuthenticated | MobileIdAuthenticat
 export function authenticationView(event: EventRecord, box: SecretBox): MobileIdAuthentication {
   const p = event.payload as StoredNotification;
   const meta = event.meta as Partial<StoredMeta>;
-  const otherFields = { ...p.extra };
-  for (const [name, sealed] of Object.entries(p.sealedExtra ?? {})) {
-    otherFields[name] = JSON.parse(box.open(sealed, `${p.authReqId}\u0000extra:${name}`)) as unknown;
-  }
+  // Version 1 sealed under the auth_req_id alone; version 2 under its owner too (stored.ts notificationContext).
+  const context = (field: string) => notificationContext(p.v, event.scope, p.authReqId, field);
+  let personal: SealedPersonal | undefined;
+  const opened = () => (personal ??= p.sealedPersonal ? (JSON.parse(box.open(p.sealedPersonal, context('personal'))) as SealedPersonal) : { sub: null, fields: {} });
+  let otherFields: Record<string, unknown> | undefined;
+  const other = () => {
+    if (otherFields) return otherFields;
+    otherFields = { ...p.extra, ...opened().fields };
+    for (const [name, sealed] of Object.entries(p.sealedExtra ?? {})) otherFields[name] = JSON.parse(box.open(sealed, context(`extra:${name}`))) as unknown;
+    return otherFields;
+  };
   const common = {
     authReqId: p.authReqId,
     correlationId: p.correlationId,
     requestId: meta.requestId ?? null,
     transactionId: meta.transactionId ?? null,
     receivedAt: event.receivedAt,
-    otherFields,
   };
+  // What is sealed is opened when first read, once: a selection without it never decrypts it.
+  const lazyOther = { otherFields: { enumerable: true, get: other } };
   if (p.outcome === 'failure') {
-    return { outcome: 'failure', ...common, error: p.error, errorDescription: p.errorDescription, reason: p.reason };
+    const failed = { outcome: 'failure', ...common, error: p.error, errorDescription: p.errorDescription, reason: p.reason } as Omit<MobileIdAuthenticationFailed, 'otherFields'> as MobileIdAuthenticationFailed;
+    return Object.defineProperties(failed, lazyOther);
   }
   // Between expiry and the next purge run the sealed token is still stored; it is not handed out.
   const sealedAccess = p.accessToken !== null && p.expiresAt > Date.now() ? p.accessToken : null;
@@ -69,7 +78,6 @@ export function authenticationView(event: EventRecord, box: SecretBox): MobileId
   const view = {
     outcome: 'success',
     ...common,
-    subject: p.claims.sub,
     acr: p.claims.acr,
     amr: p.claims.amr,
     issuer: p.claims.iss,
@@ -79,17 +87,19 @@ export function authenticationView(event: EventRecord, box: SecretBox): MobileId
     idTokenChecks: p.checks ? { ...p.checks, notCheckedReason: p.checks.notCheckedReason ?? legacyReason(p.checks) } : legacyChecks(p.verifiedWith !== null),
     jwksUri: p.jwksUri,
     leadingKycMatch: p.leadingKycMatch,
-  } as Omit<MobileIdAuthenticated, 'accessToken' | 'idToken'> as MobileIdAuthenticated;
+  } as Omit<MobileIdAuthenticated, 'accessToken' | 'idToken' | 'subject' | 'otherFields'> as MobileIdAuthenticated;
   // The tokens are opened (AES-GCM) when first read, once: a selection without them never decrypts them. A
   // subscriber of its own auth_req_id executes alone, so each delivery used to open both (bench scenario 7).
-  Object.defineProperties(view, {
+  return Object.defineProperties(view, {
+    ...lazyOther,
+    // Version 1 kept the subject in clear; version 2 sealed it with the unknown fields.
+    subject: { enumerable: true, get: () => p.claims.sub ?? opened().sub },
     accessToken: {
       enumerable: true,
-      get: () => (accessToken === undefined ? (accessToken = sealedAccess === null ? null : box.open(sealedAccess, `${p.authReqId}\u0000access_token`)) : accessToken),
+      get: () => (accessToken === undefined ? (accessToken = sealedAccess === null ? null : box.open(sealedAccess, context('access_token'))) : accessToken),
     },
-    idToken: { enumerable: true, get: () => (idToken ??= box.open(p.idToken, `${p.authReqId}\u0000id_token`)) },
+    idToken: { enumerable: true, get: () => (idToken ??= box.open(p.idToken, context('id_token'))) },
   });
-  return view;
 }
 
 /** Events stored before the checks were reported were verified in full (every claim required), or not at all. */

@@ -2,7 +2,7 @@
 // with jose against the provider's JWKS (RFC 7515 signature, RFC 7519 §4.1 iss/aud/exp/nbf, RFC 8725 best practices).
 import fs from 'node:fs';
 import { createLocalJWKSet, decodeProtectedHeader, errors, jwtVerify, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters, type JWTPayload } from 'jose';
-import { request } from 'undici';
+import { fetchJwks } from '../jwks-fetch.js';
 import { LRUCache } from 'lru-cache';
 import { APP_NAME, Grants, isScope, scopeOfApp, sha256, type Caller, type Scope } from '../caller.js';
 import { ConfigError, type JwtAppEntry, type JwtAuthConfig } from '../config.js';
@@ -22,8 +22,6 @@ const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256
 const CLOCK_TOLERANCE_SECONDS = 30;
 /** The claims that name the app when AUTH_APP_CLAIM is unset, first present wins (RFC 9068 §2.2: client_id; OIDC: azp). */
 const DEFAULT_APP_CLAIMS = ['azp', 'client_id', 'sub'] as const;
-const JWKS_TIMEOUT_MS = 5_000;
-const JWKS_MAX_BYTES = 1024 * 1024;
 /** Compact JWS: three base64url segments (the signature may be empty, as `alg: none` writes it). */
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
@@ -158,36 +156,6 @@ function isJwks(value: unknown): value is JSONWebKeySet {
   return !!value && typeof value === 'object' && Array.isArray((value as { keys?: unknown }).keys);
 }
 
-async function fetchJwks(url: string): Promise<JSONWebKeySet> {
-  const res = await request(url, {
-    method: 'GET',
-    headers: { accept: 'application/jwk-set+json, application/json' },
-    headersTimeout: JWKS_TIMEOUT_MS,
-    bodyTimeout: JWKS_TIMEOUT_MS,
-  });
-  if (res.statusCode !== 200) {
-    await res.body.dump();
-    throw new Error(`GET ${url} answered ${res.statusCode}`);
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res.body as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > JWKS_MAX_BYTES) {
-      res.body.destroy();
-      throw new Error(`GET ${url} answered more than ${JWKS_MAX_BYTES} bytes`);
-    }
-    chunks.push(chunk);
-  }
-  let jwks: unknown;
-  try {
-    jwks = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  } catch {
-    throw new Error(`GET ${url} answered something that is not JSON`);
-  }
-  if (!isJwks(jwks)) throw new Error(`GET ${url} answered JSON that is not a JWKS (no "keys" array)`);
-  return jwks;
-}
 
 /** The gateway scopes a token grants: `scope` (space-separated) and `scp` (an array, or space-separated), with the prefix. */
 export function scopesOf(payload: JWTPayload, prefix: string): Scope[] {

@@ -59,7 +59,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   const reservationTimeoutMs = options.reservationTimeoutMs ?? 60_000;
   const reservations = new Map<string, Reservation>();
   const open = new Set<AsyncGenerator<string, void, undefined>>();
-  const execution = streamingExecution(options.tracing, 'sse', options.shared);
+  const execution = streamingExecution(options.tracing, 'sse', options.shared, options.documents.hideSuggestions);
   const expiry = options.expiry;
   /** The subscriptions ending at their token's expiry that run on each reserved stream (single-connection mode). */
   const endingOn = new Map<string, Set<Ending>>();

@@ -53,7 +53,7 @@ export function createWsServer(options: WsOptions) {
   // No permessage-deflate (ws's default, said here: frames then go to the corked socket at once, in order).
   const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxMessageBytes ?? 1024 * 1024, perMessageDeflate: false });
   const documents = options.documents;
-  const execution = streamingExecution(options.tracing ?? TRACING_OFF, 'ws', options.shared);
+  const execution = streamingExecution(options.tracing ?? TRACING_OFF, 'ws', options.shared, options.documents.hideSuggestions);
   const callers = new WeakMap<object, Caller>();
   /** The TCP socket under each WebSocket (from the upgrade), to cork. */
   const raws = new WeakMap<WebSocket, Duplex>();

@@ -267,6 +267,17 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         }
       },
     },
+    // A query showed an identification callback address by writing its row; now a query writes nothing and the row is
+    // written when an identification of the workflow is created (docs/decisions/051). Rows written by queries alone
+    // (no identification of that owner and workflow) could never let a callback in: they go.
+    '011_callback_addresses_of_identifications': {
+      async up(db: Kysely<any>) {
+        await sql`DELETE FROM identification_callbacks WHERE NOT EXISTS (
+          SELECT 1 FROM resources r
+          WHERE r.kind = 'identification' AND r.created_by = identification_callbacks.created_by AND r.title = identification_callbacks.workflow_id
+        )`.execute(db);
+      },
+    },
   };
 }
 

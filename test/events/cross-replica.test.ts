@@ -61,15 +61,17 @@ describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
   });
 
   it('a notification larger than a NOTIFY payload still reaches a subscriber on the other replica, whole', async () => {
-    // Extra members a sender adds are kept and delivered as sent, so one long member makes the event exceed what
-    // one NOTIFY may carry: the bus must send a reference to the stored event, not the event.
-    const detail = 'x'.repeat(3 * NOTIFY_PAYLOAD_LIMIT);
+    // Long texts the spec allows (an error_description and a correlation_id of 4,000 characters each) and an extra
+    // member as long as the gateway keeps (4 KiB) make the event exceed what one NOTIFY may carry: the bus must send
+    // a reference to the stored event, not the event.
+    const detail = 'x'.repeat(4000);
+    const long = { error_description: `client timeout ${'d'.repeat(3980)}`, correlation_id: 'c'.repeat(4000) };
     const id = 'replicated-large';
     const client = wsClient(b);
     try {
       const sub = collect(client, SUBSCRIPTION, { id });
       await waitForListener(b, 'mobile-id');
-      const sent = await postNotification(a, { auth_req_id: id, error: 'access_denied', error_description: 'client timeout', vendor_detail: detail });
+      const sent = await postNotification(a, { auth_req_id: id, error: 'access_denied', ...long, vendor_detail: detail });
       expect(sent.status).toBe(204);
       const [stored] = await a.gateway.services.store.db.selectFrom('events').select(['payload']).where('kind', '=', 'mobile-id').where('key', '=', id).execute();
       expect(Buffer.byteLength(stored!.payload)).toBeGreaterThan(NOTIFY_PAYLOAD_LIMIT);

@@ -104,6 +104,9 @@ describe('duplicate notifications and burnt sequence numbers on PostgreSQL repli
       MOBILEID_NOTIFICATION_TOKENS: 'static-token',
       MOBILEID_ISSUER: 'x',
       MOBILEID_CLIENT_ID: 'y',
+      // The victim sends thousands of notifications within a minute: its per-minute storage bound
+      // (APP_EVENTS_PER_MINUTE, test/tenancy/app-storage-bounds.test.ts) is not what this file measures.
+      APP_EVENTS_PER_MINUTE: '0',
     });
     ({ a, b } = replicas);
     db = a.gateway.services.store.db;

@@ -13,7 +13,9 @@ const COMPLETED = `subscription($id: ID) { verificationCompleted(externalId: $id
 describe('large subscription results over graphql-ws', () => {
   let t: TestGateway;
   beforeAll(async () => {
-    t = await startTestGateway({ SANDBOX_CALLBACK_DELAY_MS: '600000' });
+    // Callback bodies are kept whole up to CALLBACK_BODY_KEPT_BYTES (8 KiB by default): raised here, so that the
+    // results sent over the socket are as large as the test needs.
+    t = await startTestGateway({ SANDBOX_CALLBACK_DELAY_MS: '600000', CALLBACK_BODY_KEPT_BYTES: String(1024 * 1024) });
   });
   afterAll(() => t.close());
 

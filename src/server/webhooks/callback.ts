@@ -13,6 +13,8 @@ export type CallbackReceipt =
   | { status: 'unknown-token' }
   | { status: 'not-found'; description: string }
   | { status: 'invalid'; description: string }
+  /** The address's app has reached a storage bound (src/store/app-storage.ts): 429, nothing stored. */
+  | { status: 'over-bound'; description: string }
   | { status: 'created' | 'duplicate' | 'conflict'; event: EventRecord; publish: () => Promise<void> };
 
 export interface CallbackRouteOptions {
@@ -65,6 +67,11 @@ export function callbackWebhookRoute(options: CallbackRouteOptions): Route {
       if (outcome.status === 'invalid') {
         count('rejected');
         sendOAuthError(res, 400, WebhookErrorCode.INVALID_REQUEST, outcome.description);
+        return;
+      }
+      if (outcome.status === 'over-bound') {
+        count('over-bound');
+        sendOAuthError(res, 429, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, outcome.description);
         return;
       }
       count(outcome.status === 'created' ? 'accepted' : outcome.status);

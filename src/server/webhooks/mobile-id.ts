@@ -27,7 +27,8 @@ function supportHeader(value: string | string[] | undefined): string | null {
  * 401 bad or missing client_notification_token; 413 body over 64 KiB; 415 neither JSON nor form;
  * 400 a body or id_token that fails a check (nothing stored); 409 a different notification for an
  * auth_req_id that has one (nothing changed); 429 not verifiable now and its owner has MOBILEID_PENDING_MAX_PER_APP
- * notifications pending (nothing stored); 204 stored, possibly pending verification (or a duplicate).
+ * notifications pending, or the token's app has reached a storage bound (nothing stored); 204 stored, possibly
+ * pending verification (or a duplicate).
  * Every refusal is kept in the quarantine (mobileIdRejections) and counted by reason: the sender does not
  * retry, so a refused notification is a lost authentication an operator must be able to explain.
  */
@@ -109,6 +110,9 @@ export function mobileIdWebhookRoute(options: {
         case 'over-limit':
           // The sender does not retry: this authentication is lost, so it is kept in the quarantine with its reason.
           return refuse(429, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, 'PENDING_LIMIT', result.description, result.authReqId, 'over-limit');
+        case 'over-bound':
+          // The token's app has stored its bound (src/store/app-storage.ts): nothing stored, kept in the quarantine.
+          return refuse(429, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, 'STORAGE_BOUND', result.refusal.description, result.authReqId, 'over-bound');
         case 'conflict':
           ctx.logger.warn({ ...support, authReqId: result.authReqId }, 'mobile-ID notification differs from the one already stored for its auth_req_id; kept the first');
           return refuse(409, WebhookErrorCode.INVALID_REQUEST, 'CONFLICT', 'a different notification was already received for this auth_req_id', result.authReqId, 'conflict');
