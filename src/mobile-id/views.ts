@@ -43,63 +43,128 @@ interface MobileIdAuthenticationFailed {
 
 export type MobileIdAuthentication = MobileIdAuthenticated | MobileIdAuthenticationFailed;
 
-/** The authentication an event records; its tokens are opened when first read. */
+/**
+ * What is sealed in a stored notification (its tokens, its subject and unknown fields), opened when first read and
+ * once: a selection without it never decrypts it. The getters sit on the classes' prototypes, so a view costs no
+ * closure and no accessor of its own per delivery (GraphQL reads it through `Object.create`, src/graphql/mobile-id.ts,
+ * and the cache is kept on whichever object read it).
+ */
+class SealedParts {
+  private personal: SealedPersonal | undefined;
+  private other: Record<string, unknown> | undefined;
+
+  constructor(
+    protected readonly stored: StoredNotification,
+    private readonly scope: string | null,
+    protected readonly box: SecretBox,
+  ) {}
+
+  /** Version 1 sealed under the auth_req_id alone; version 2 under its owner too (stored.ts notificationContext). */
+  protected context(field: string): string {
+    return notificationContext(this.stored.v, this.scope, this.stored.authReqId, field);
+  }
+
+  protected opened(): SealedPersonal {
+    return (this.personal ??= this.stored.sealedPersonal
+      ? (JSON.parse(this.box.open(this.stored.sealedPersonal, this.context('personal'))) as SealedPersonal)
+      : { sub: null, fields: {} });
+  }
+
+  get otherFields(): Record<string, unknown> {
+    if (this.other) return this.other;
+    const other: Record<string, unknown> = { ...this.stored.extra, ...this.opened().fields };
+    for (const [name, sealed] of Object.entries(this.stored.sealedExtra ?? {})) other[name] = JSON.parse(this.box.open(sealed, this.context(`extra:${name}`))) as unknown;
+    return (this.other = other);
+  }
+}
+
+class FailedView extends SealedParts implements MobileIdAuthenticationFailed {
+  readonly outcome = 'failure' as const;
+  readonly authReqId: string;
+  readonly error: string;
+  readonly errorDescription: string;
+  readonly reason: FailureReason;
+  readonly correlationId: string | null;
+  readonly requestId: string | null;
+  readonly transactionId: string | null;
+  readonly receivedAt: Date;
+
+  constructor(event: EventRecord, p: StoredNotification & { outcome: 'failure' }, box: SecretBox) {
+    super(p, event.scope, box);
+    const meta = event.meta as Partial<StoredMeta>;
+    this.authReqId = p.authReqId;
+    this.error = p.error;
+    this.errorDescription = p.errorDescription;
+    this.reason = p.reason;
+    this.correlationId = p.correlationId;
+    this.requestId = meta.requestId ?? null;
+    this.transactionId = meta.transactionId ?? null;
+    this.receivedAt = event.receivedAt;
+  }
+}
+
+class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
+  readonly outcome = 'success' as const;
+  readonly authReqId: string;
+  readonly correlationId: string | null;
+  readonly requestId: string | null;
+  readonly transactionId: string | null;
+  readonly receivedAt: Date;
+  readonly acr: string | null;
+  readonly amr: string[] | null;
+  readonly issuer: string | null;
+  readonly tokenType: string;
+  readonly expiresAt: Date;
+  readonly idTokenVerified: boolean;
+  readonly idTokenChecks: IdTokenChecks;
+  readonly jwksUri: string | null;
+  readonly leadingKycMatch: boolean | null;
+  /** Between expiry and the next purge run the sealed token is still stored; it is not handed out. */
+  private readonly sealedAccess: string | null;
+  private access: string | null | undefined;
+  private id: string | undefined;
+
+  constructor(event: EventRecord, p: StoredNotification & { outcome: 'success' }, box: SecretBox) {
+    super(p, event.scope, box);
+    const meta = event.meta as Partial<StoredMeta>;
+    this.authReqId = p.authReqId;
+    this.correlationId = p.correlationId;
+    this.requestId = meta.requestId ?? null;
+    this.transactionId = meta.transactionId ?? null;
+    this.receivedAt = event.receivedAt;
+    this.acr = p.claims.acr;
+    this.amr = p.claims.amr;
+    this.issuer = p.claims.iss;
+    this.tokenType = p.tokenType;
+    this.expiresAt = new Date(p.expiresAt);
+    this.idTokenVerified = p.verifiedWith !== null;
+    this.idTokenChecks = p.checks ? { ...p.checks, notCheckedReason: p.checks.notCheckedReason ?? legacyReason(p.checks) } : legacyChecks(p.verifiedWith !== null);
+    this.jwksUri = p.jwksUri;
+    this.leadingKycMatch = p.leadingKycMatch;
+    this.sealedAccess = p.accessToken !== null && p.expiresAt > Date.now() ? p.accessToken : null;
+  }
+
+  /** Version 1 kept the subject in clear; version 2 sealed it with the unknown fields. */
+  get subject(): string | null {
+    const p = this.stored as StoredNotification & { outcome: 'success' };
+    return p.claims.sub ?? this.opened().sub;
+  }
+
+  /** The tokens are opened when first read: a subscriber of its own auth_req_id executes alone (bench scenario 7). */
+  get accessToken(): string | null {
+    if (this.access === undefined) this.access = this.sealedAccess === null ? null : this.box.open(this.sealedAccess, this.context('access_token'));
+    return this.access;
+  }
+
+  get idToken(): string {
+    return (this.id ??= this.box.open((this.stored as StoredNotification & { outcome: 'success' }).idToken, this.context('id_token')));
+  }
+}
+
+/** The authentication an event records; what is sealed in it is opened when first read. */
 export function authenticationView(event: EventRecord, box: SecretBox): MobileIdAuthentication {
   const p = event.payload as StoredNotification;
-  const meta = event.meta as Partial<StoredMeta>;
-  // Version 1 sealed under the auth_req_id alone; version 2 under its owner too (stored.ts notificationContext).
-  const context = (field: string) => notificationContext(p.v, event.scope, p.authReqId, field);
-  let personal: SealedPersonal | undefined;
-  const opened = () => (personal ??= p.sealedPersonal ? (JSON.parse(box.open(p.sealedPersonal, context('personal'))) as SealedPersonal) : { sub: null, fields: {} });
-  let otherFields: Record<string, unknown> | undefined;
-  const other = () => {
-    if (otherFields) return otherFields;
-    otherFields = { ...p.extra, ...opened().fields };
-    for (const [name, sealed] of Object.entries(p.sealedExtra ?? {})) otherFields[name] = JSON.parse(box.open(sealed, context(`extra:${name}`))) as unknown;
-    return otherFields;
-  };
-  const common = {
-    authReqId: p.authReqId,
-    correlationId: p.correlationId,
-    requestId: meta.requestId ?? null,
-    transactionId: meta.transactionId ?? null,
-    receivedAt: event.receivedAt,
-  };
-  // What is sealed is opened when first read, once: a selection without it never decrypts it.
-  const lazyOther = { otherFields: { enumerable: true, get: other } };
-  if (p.outcome === 'failure') {
-    const failed = { outcome: 'failure', ...common, error: p.error, errorDescription: p.errorDescription, reason: p.reason } as Omit<MobileIdAuthenticationFailed, 'otherFields'> as MobileIdAuthenticationFailed;
-    return Object.defineProperties(failed, lazyOther);
-  }
-  // Between expiry and the next purge run the sealed token is still stored; it is not handed out.
-  const sealedAccess = p.accessToken !== null && p.expiresAt > Date.now() ? p.accessToken : null;
-  let accessToken: string | null | undefined;
-  let idToken: string | undefined;
-  const view = {
-    outcome: 'success',
-    ...common,
-    acr: p.claims.acr,
-    amr: p.claims.amr,
-    issuer: p.claims.iss,
-    tokenType: p.tokenType,
-    expiresAt: new Date(p.expiresAt),
-    idTokenVerified: p.verifiedWith !== null,
-    idTokenChecks: p.checks ? { ...p.checks, notCheckedReason: p.checks.notCheckedReason ?? legacyReason(p.checks) } : legacyChecks(p.verifiedWith !== null),
-    jwksUri: p.jwksUri,
-    leadingKycMatch: p.leadingKycMatch,
-  } as Omit<MobileIdAuthenticated, 'accessToken' | 'idToken' | 'subject' | 'otherFields'> as MobileIdAuthenticated;
-  // The tokens are opened (AES-GCM) when first read, once: a selection without them never decrypts them. A
-  // subscriber of its own auth_req_id executes alone, so each delivery used to open both (bench scenario 7).
-  return Object.defineProperties(view, {
-    ...lazyOther,
-    // Version 1 kept the subject in clear; version 2 sealed it with the unknown fields.
-    subject: { enumerable: true, get: () => p.claims.sub ?? opened().sub },
-    accessToken: {
-      enumerable: true,
-      get: () => (accessToken === undefined ? (accessToken = sealedAccess === null ? null : box.open(sealedAccess, context('access_token'))) : accessToken),
-    },
-    idToken: { enumerable: true, get: () => (idToken ??= box.open(p.idToken, context('id_token'))) },
-  });
+  return p.outcome === 'failure' ? new FailedView(event, p, box) : new AuthenticatedView(event, p, box);
 }
 
 /** Events stored before the checks were reported were verified in full (every claim required), or not at all. */
