@@ -221,6 +221,7 @@ const VARS = {
     .optional()
     .transform((s) => (s ? s : undefined))
     .refine((s) => s === undefined || /^postgres(ql)?:\/\//.test(s), 'must be a postgres:// or postgresql:// URL'), 'PostgreSQL connection string; when set, the store, idempotency records and event log live there.', '(unset: SQLite)'),
+  DATABASE_MIGRATIONS: declare(choice(['apply', 'wait'], 'apply', 'lower'), 'apply: the gateway applies the database migrations it lacks at start-up (replicas starting together take turns). wait: it applies none and waits, alive but not ready (/readyz 503), until `node dist/src/main.js migrate` (run once per release, e.g. as a Kubernetes Job) has brought the database to its release\'s schema; so that a rolling update migrates once, before the new pods serve.'),
   SQLITE_SYNCHRONOUS: declare(choice(['FULL', 'NORMAL'], 'FULL', 'upper'), 'SQLite (WAL) durability: FULL makes every commit survive power loss before it is acknowledged; NORMAL survives a crash of the process but may lose the last commits on power loss.'),
   CLOUD_API_URL: declare(httpUrl, 'Base URL of the cloud provisioning API.', '(unset: see SANDBOX_UPSTREAMS)'),
   CLOUD_API_TOKEN: declare(optionalString, 'Service-account token for the cloud API (the authorization step is then skipped).', '(unset)'),
@@ -400,6 +401,8 @@ export interface Config {
   readonly databaseUrl: string | undefined;
   /** SQLITE_SYNCHRONOUS; ignored with DATABASE_URL. */
   readonly sqliteSynchronous: 'FULL' | 'NORMAL';
+  /** DATABASE_MIGRATIONS: apply the missing migrations at start-up, or wait for `main.js migrate` to apply them. */
+  readonly databaseMigrations: 'apply' | 'wait';
   readonly cloud: {
     readonly url: string | undefined;
     readonly token: string | undefined;
@@ -548,14 +551,11 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/**
- * Builds the one Config object from the environment. Throws a ConfigError naming the first bad variable,
- * and refuses settings that contradict each other.
- */
-export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
+/** Parses the environment with `schema`; throws a ConfigError naming the first bad variable. */
+function parseEnv<S extends z.ZodType>(schema: S, env: Readonly<Record<string, string | undefined>>): z.infer<S> {
   // An empty variable (`FOO=` in a compose file) means unset.
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ''));
-  const parsed = envSchema.safeParse(present);
+  const parsed = schema.safeParse(present);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0] ?? 'environment');
@@ -563,7 +563,35 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     const shown = SECRET_VARS.has(variable) ? '(value not shown: it may hold a secret)' : `(got ${JSON.stringify(env[variable] ?? null)})`;
     throw new ConfigError(variable, `${issue.message} ${shown}`);
   }
-  const e = parsed.data;
+  return parsed.data;
+}
+
+/** What `main.js migrate` needs: the database and the log settings, nothing else (no upstream, key or file). */
+export interface StoreConfig {
+  readonly dataDir: string;
+  readonly databaseUrl: string | undefined;
+  readonly sqliteSynchronous: 'FULL' | 'NORMAL';
+  readonly logLevel: Config['logLevel'];
+  readonly logFormat: Config['logFormat'];
+}
+
+const storeEnvSchema = envSchema.pick({ DATA_DIR: true, DATABASE_URL: true, SQLITE_SYNCHRONOUS: true, LOG_LEVEL: true, LOG_FORMAT: true });
+
+/**
+ * The store's settings alone, for `main.js migrate` (a migration Job gets the database's variables and need not be
+ * given the gateway's keys, files or upstreams). The same declarations as loadConfig's, so the same errors.
+ */
+export function loadStoreConfig(env: Readonly<Record<string, string | undefined>> = process.env): StoreConfig {
+  const e = parseEnv(storeEnvSchema, env);
+  return { dataDir: path.resolve(e.DATA_DIR), databaseUrl: e.DATABASE_URL, sqliteSynchronous: e.SQLITE_SYNCHRONOUS, logLevel: e.LOG_LEVEL, logFormat: e.LOG_FORMAT };
+}
+
+/**
+ * Builds the one Config object from the environment. Throws a ConfigError naming the first bad variable,
+ * and refuses settings that contradict each other.
+ */
+export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
+  const e = parseEnv(envSchema, env);
   const apiKeys = e.GATEWAY_API_KEYS.map(parseAppKey);
   const operatorKeys = e.OPERATOR_API_KEYS.map(parseAppKey);
   checkAppKeys([...apiKeys, ...operatorKeys]);
@@ -576,6 +604,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   }
   if (e.IDENTIFICATION_PRODLIKE_API_URL && !e.IDENTIFICATION_API_URL) {
     throw new ConfigError('IDENTIFICATION_API_URL', 'IDENTIFICATION_PRODLIKE_API_URL is set, so IDENTIFICATION_API_URL must be set too');
+  }
+  if (e.DATABASE_MIGRATIONS === 'wait' && !e.DATABASE_URL) {
+    throw new ConfigError('DATABASE_MIGRATIONS', 'wait is for replicas sharing DATABASE_URL (SQLite has one gateway, which applies its migrations itself): set DATABASE_URL, or apply');
   }
   if (e.TRUSTED_DOCUMENTS !== 'off' && !e.TRUSTED_DOCUMENTS_MANIFEST) {
     throw new ConfigError('TRUSTED_DOCUMENTS_MANIFEST', `TRUSTED_DOCUMENTS is ${e.TRUSTED_DOCUMENTS}, so the manifest of trusted documents is required`);
@@ -593,6 +624,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     dataDir: path.resolve(e.DATA_DIR),
     databaseUrl: e.DATABASE_URL,
     sqliteSynchronous: e.SQLITE_SYNCHRONOUS,
+    databaseMigrations: e.DATABASE_MIGRATIONS,
     cloud: { url: e.CLOUD_API_URL, token: e.CLOUD_API_TOKEN, credentials: e.CLOUD_API_CREDENTIALS },
     verification: { url: e.VERIFICATION_API_URL, token: e.VERIFICATION_API_TOKEN },
     identification: {

@@ -1,8 +1,28 @@
 import { startGateway } from './app.js';
-import { ConfigError, describeUpstreams, loadConfig } from './config.js';
+import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config.js';
 import { createLogger, resolveLogFormat } from './logger.js';
+import { openStore } from './store/index.js';
+
+/**
+ * `main.js migrate`: applies the migrations the database lacks and exits (0 when it has them all), listening on
+ * nothing. Reads only the database's settings (loadStoreConfig), so a migration Job needs no key, file or upstream.
+ */
+async function migrate(): Promise<void> {
+  const config = loadStoreConfig(process.env);
+  const logger = createLogger({ level: config.logLevel, format: resolveLogFormat(config.logFormat, process.stdout.isTTY === true) });
+  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, sqliteSynchronous: config.sqliteSynchronous, logger, migrations: 'apply' });
+  await store.close();
+  logger.info({ store: store.location }, 'migrate: the database has every migration of this release');
+  process.exit(0);
+}
 
 async function main(): Promise<void> {
+  const command = process.argv[2];
+  if (command === 'migrate') return migrate();
+  if (command !== undefined) {
+    process.stderr.write(`gateway: unknown command ${JSON.stringify(command)}: run it with no argument to serve, or \`migrate\` to apply the database migrations and exit\n`);
+    process.exit(2);
+  }
   let config;
   try {
     config = loadConfig(process.env);
