@@ -116,6 +116,13 @@ export interface GatewayOptions {
 
 
 /**
+ * How long a shutdown (SIGTERM) takes at most: WebSockets (close 1001) and SSE streams end at once, in-flight HTTP
+ * requests get `drainMs` before their connections are cut, and the process exits by `exitMs` whatever is left
+ * (src/main.ts). Kubernetes' termination grace must exceed its preStop pause plus `exitMs` (deploy/kubernetes).
+ */
+export const SHUTDOWN = { drainMs: 20_000, exitMs: 25_000 } as const;
+
+/**
  * The composition root: builds every part from the config and wires them together. Nothing else reads
  * globals; tests start as many gateways as they like, each on port 0.
  */
@@ -466,7 +473,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         // Keep-alive connections go idle once their in-flight response is written: close them as they do,
         // and cut whatever is left after the drain limit.
         const sweep = setInterval(() => server.closeIdleConnections(), 50);
-        const cut = setTimeout(() => server.closeAllConnections(), 20_000);
+        const cut = setTimeout(() => server.closeAllConnections(), SHUTDOWN.drainMs);
         server.once('close', () => {
           clearInterval(sweep);
           clearTimeout(cut);

@@ -23,8 +23,8 @@ export interface EnvVar {
 
 
 
-/** Variables whose value may be a secret: never echoed in a configuration error. */
-const SECRET_VARS = new Set([
+/** Variables whose value may be a secret: never echoed in a configuration error (nor kept in a ConfigMap). */
+export const SECRET_VARS: ReadonlySet<string> = new Set([
   'OTEL_EXPORTER_OTLP_HEADERS',
   'TOKEN_ENCRYPTION_KEY',
   'CLOUD_API_CREDENTIALS',

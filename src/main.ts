@@ -1,4 +1,4 @@
-import { startGateway } from './app.js';
+import { SHUTDOWN, startGateway } from './app.js';
 import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config.js';
 import { createLogger, resolveLogFormat } from './logger.js';
 import { openStore } from './store/index.js';
@@ -79,9 +79,9 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'shutting down: draining in-flight requests');
     const force = setTimeout(() => {
-      logger.error('shutdown took longer than 25 s; exiting');
+      logger.error(`shutdown took longer than ${SHUTDOWN.exitMs / 1000} s; exiting`);
       process.exit(1);
-    }, 25_000);
+    }, SHUTDOWN.exitMs);
     force.unref();
     gateway
       .close()
