@@ -12,6 +12,9 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 /** The folder of the manifests in the checkout. */
 export const DEPLOY_DIR = path.join(ROOT, 'deploy/kubernetes');
 
+/** Debian's package of kubectl, which .ci/run installs. */
+export const KUBECTL_PACKAGE = 'kubernetes-client';
+
 /** Override with KUBECTL_PATH for a kubectl installed elsewhere (or, in a test, for none). */
 const KUBECTL_PATH = process.env['KUBECTL_PATH'];
 
@@ -42,7 +45,7 @@ export function findKubectl(): string | null {
 export function kubernetesSuiteSkipReason(suite: string): string | null {
   if (findKubectl() !== null) return null;
   const where = KUBECTL_PATH !== undefined ? `at KUBECTL_PATH=${KUBECTL_PATH}` : 'on PATH';
-  const reason = `kubectl not found ${where}: install it with \`apt-get install kubernetes-client\` (Debian; .ci/run does), or set KUBECTL_PATH.`;
+  const reason = `kubectl not found ${where}: install it with \`apt-get install ${KUBECTL_PACKAGE}\` (Debian; .ci/run does), or set KUBECTL_PATH.`;
   if (isCI()) throw new Error(`Cannot run ${suite}. ${reason} CI is set, so a missing kubectl fails the suite instead of skipping it.`);
   console.warn(`Skipping ${suite}. ${reason} (With CI set, this fails instead.)`);
   return reason;
