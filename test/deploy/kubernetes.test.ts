@@ -92,7 +92,7 @@ describe.skipIf(skip)('the Kubernetes deployment (deploy/kubernetes)', () => {
     expect(() => new Model!(deployment).validate()).toThrow(/containerPort/);
   });
 
-  it("the Deployment's probes use the gateway's own routes on the port it listens on", () => {
+  it("the Deployment's probes and scrape annotations use the gateway's own routes on the port it listens on", () => {
     for (const rendered of [single, replicas]) {
       const deployment = only(rendered.objects, 'Deployment');
       const { container } = podOf(deployment, 'gateway');
@@ -102,6 +102,9 @@ describe.skipIf(skip)('the Kubernetes deployment (deploy/kubernetes)', () => {
       expect(container.startupProbe.httpGet).toEqual({ path: READYZ, port: 'http' });
       expect(container.readinessProbe.httpGet).toEqual({ path: READYZ, port: 'http' });
       expect(container.livenessProbe.httpGet).toEqual({ path: HEALTHZ, port: 'http' });
+      const annotations = deployment.spec.template.metadata.annotations as Record<string, string>;
+      expect(annotations['prometheus.io/path']).toBe(ROUTES.get('metrics'));
+      expect(Number(annotations['prometheus.io/port'])).toBe(port!.containerPort);
       const service = only(rendered.objects, 'Service');
       expect(service.spec.ports[0].targetPort).toBe('http');
       expect(service.spec.selector).toEqual(deployment.spec.selector.matchLabels);
