@@ -5,7 +5,6 @@ import { APP_NAME, parseAppKey, sha256, type AppKey } from './caller.js';
 import { parseJsonPath, type JsonPath, type ShapePaths } from './json-path.js';
 import { PHASES, type Phase } from './phases.js';
 import { ConfigError, KEY_OPTIONAL_UPSTREAMS, UPSTREAM_NAMES, everyUpstreamSandboxed, resolveUpstreams, type UpstreamTable } from './upstream-table.js';
-import type { BreakerSettings } from './upstream/breaker.js';
 import { CLOUD_SHAPE_MODES, DEFAULT_CLOUD_SHAPE, cloudShapeByName } from './sandbox/cloud-shapes.js';
 
 export { ConfigError, describeUpstreams, everyUpstreamSandboxed } from './upstream-table.js';
@@ -204,6 +203,20 @@ const optionalBool = z
     return z.NEVER;
   });
 const bool = (fallback: boolean) => ({ schema: optionalBool.transform((v) => v ?? fallback), shown: String(fallback) });
+
+/** The settings of one upstream's breaker (UPSTREAM_CIRCUIT_*; docs/decisions/056). */
+export interface BreakerSettings {
+  /** False: the upstream has no breaker (every call goes out, as before). */
+  readonly enabled: boolean;
+  /** The rolling sample: the outcomes of the last this many attempts; the circuit can open once it is full. */
+  readonly volume: number;
+  /** The circuit opens when more than this share of the sample failed (0 < x < 1). */
+  readonly errorThreshold: number;
+  /** How long an open circuit refuses before it lets trial calls through. */
+  readonly resetTimeoutMs: number;
+  /** Half-open: at most this many trial calls at once, and this many successful trials in a row close the circuit. */
+  readonly halfOpenAttempts: number;
+}
 
 /** The upstreams that each have a circuit breaker (the identification PRODLIKE environment shares identification's settings). */
 export const BREAKER_UPSTREAMS = ['cloud', 'cloud-token', 'identification', 'verification', 'rfm'] as const;

@@ -1,18 +1,5 @@
 import { CircuitState, CountBreaker } from 'cockatiel';
-
-/** The settings of one upstream's breaker (UPSTREAM_CIRCUIT_*; docs/decisions/056). */
-export interface BreakerSettings {
-  /** False: the upstream has no breaker (every call goes out, as before). */
-  readonly enabled: boolean;
-  /** The rolling sample: the outcomes of the last this many attempts; the circuit can open once it is full. */
-  readonly volume: number;
-  /** The circuit opens when more than this share of the sample failed (0 < x < 1). */
-  readonly errorThreshold: number;
-  /** How long an open circuit refuses before it lets trial calls through. */
-  readonly resetTimeoutMs: number;
-  /** Half-open: at most this many trial calls at once, and this many successful trials in a row close the circuit. */
-  readonly halfOpenAttempts: number;
-}
+import type { BreakerSettings } from '../config.js';
 
 export type BreakerState = 'closed' | 'open' | 'half-open';
 
