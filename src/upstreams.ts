@@ -117,9 +117,10 @@ export async function startUpstreams(
       timeoutMs: config.upstream.timeoutMs,
       retryBudgetMs: config.upstream.retryBudgetMs,
       maxRetries: config.upstream.maxRetries,
-      // The cloud API documents Idempotency-Key; the identity endpoints do not, unless the operator says so
-      // (IDEMPOTENT_UPSTREAMS). Both identification environments share the identification setting.
-      retryUnknownOutcome: name === 'cloud' || config.upstream.idempotent.includes(name.replace(/-prodlike$/, '')),
+      // The cloud API documents Idempotency-Key (and asking its token endpoint again changes nothing); the identity
+      // endpoints do not, unless the operator says so (IDEMPOTENT_UPSTREAMS). Both identification environments share
+      // the identification setting.
+      retryUnknownOutcome: name === 'cloud' || name === 'cloud-token' || config.upstream.idempotent.includes(name.replace(/-prodlike$/, '')),
       metrics: deps.metrics,
       logger: deps.logger,
       tracing: deps.tracing,

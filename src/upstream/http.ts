@@ -245,8 +245,9 @@ export class UpstreamHttp {
     try {
       res = await this.send(req, inject);
     } catch (error) {
-      // A transport error or a timeout (an attempt that ends without an answer).
-      breaker.record(passage, true);
+      // A transport error or a timeout (an attempt that ends without an answer) counts; a failure before anything was
+      // sent (the cloud token could not be had: that is the token endpoint's own breaker's business) does not.
+      breaker.record(passage, error instanceof TransientFailure || error instanceof AbortError ? true : null);
       throw error;
     }
     // 502/503/504 say the upstream (or what stands before it) is unhealthy; 429 says nothing either way (it is

@@ -207,6 +207,21 @@ describe('a circuit breaker per upstream', () => {
     expect(gw.gateway.circuits().cloud).toBe('closed');
   });
 
+  it('gives the cloud token endpoint a breaker of its own: while it is open a creation is refused before anything is sent', async () => {
+    const gw = await gateway({ CLOUD_API_CREDENTIALS: JSON.stringify({ login: 'svc', password: 'cloud-cred-secret' }), UPSTREAM_CIRCUIT_VOLUME: '3,cloud-token=2' });
+    const cloud = gw.gateway.sandbox.cloud!;
+    cloud.faults.enqueueFor('/iam/v2/tokens', UNAVAILABLE, UNAVAILABLE);
+    for (const name of ['t1', 't2']) expect((await create(gw, name)).errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'cloud-token' });
+    expect(gw.gateway.circuits()['cloud-token']).toBe('open');
+    // The creation endpoints' breaker did not count the token's failures: nothing was sent to them.
+    expect(gw.gateway.circuits().cloud).toBe('closed');
+    const before = cloud.requests.length;
+    const refused = await create(gw, 'refused');
+    expect(refused.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'cloud-token', circuit: 'open', sent: false });
+    expect(cloud.requests).toHaveLength(before);
+    expect(projectCalls(gw)).toHaveLength(0);
+  });
+
   it('never refuses on an upstream whose breaker is turned off', async () => {
     const gw = await gateway({ UPSTREAM_CIRCUIT_BREAKER: 'on,cloud=off' });
     gw.gateway.sandbox.cloud!.faults.enqueueFor(PROJECTS, UNAVAILABLE, UNAVAILABLE, UNAVAILABLE, UNAVAILABLE);
