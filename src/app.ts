@@ -69,6 +69,8 @@ export interface Gateway {
   readonly services: Services;
   /** The simulators serving the sandboxed upstreams (null entries for real ones): tests drive them. */
   readonly sandbox: Sandboxes;
+  /** Each upstream client's circuit breaker state (`off` where turned off), as /readyz shows it. */
+  circuits(): Record<string, string>;
   readonly logger: Logger;
   /** The cached plans of POST /graphql (null: off, or Apollo's configuration is not one they reproduce). */
   readonly httpPlans: HttpPlans | null;
@@ -103,6 +105,8 @@ export interface GatewayOptions {
    * and of the mobile-ID JWKS retry schedule (epoch ms). Default Date.now.
    */
   mobileIdClock?: () => number;
+  /** Tests only: the clock of the upstream circuit breakers (epoch ms), moved past a reset timeout instead of waiting it out. */
+  circuitClock?: () => number;
   /**
    * Tests only: schedules the passes over pending mobile-ID notifications (`pass` runs one; no two overlap), returns the
    * cancel. Default: every 2 s. A test that drives the passes itself passes one that schedules nothing.
@@ -243,6 +247,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       storage,
       ...(pause ? { pauseAt: pause } : {}),
       mobileIdClock: options.mobileIdClock,
+      circuitClock: options.circuitClock,
     });
     const { cloud } = upstreams;
     // Provisioning and plans read the ledger through the owner rule of every cloud read (src/tenancy.ts).
@@ -427,7 +432,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
           return createContext(services, auth.caller, ctx.requestId, () => ctx.logger);
         },
       }),
-      ...healthRoutes({ store, metrics, notReady: () => replicated?.notReady() ?? null }),
+      ...healthRoutes({ store, metrics, notReady: () => replicated?.notReady() ?? null, circuits: upstreams.circuits }),
       verificationWebhookRoute({ identity: services.identity, metrics }),
       identificationWebhookRoute({ identity: services.identity, metrics }),
       mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: pause }),
@@ -489,6 +494,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       server,
       services,
       sandbox: upstreams.sandbox,
+      circuits: upstreams.circuits,
       logger,
       httpPlans: plans,
       documents,

@@ -204,6 +204,73 @@ const optionalBool = z
   });
 const bool = (fallback: boolean) => ({ schema: optionalBool.transform((v) => v ?? fallback), shown: String(fallback) });
 
+/** The settings of one upstream's breaker (UPSTREAM_CIRCUIT_*; docs/decisions/056). */
+export interface BreakerSettings {
+  /** False: the upstream has no breaker (every call goes out, as before). */
+  readonly enabled: boolean;
+  /** The rolling sample: the outcomes of the last this many attempts; the circuit can open once it is full. */
+  readonly volume: number;
+  /** The circuit opens when more than this share of the sample failed (0 < x < 1). */
+  readonly errorThreshold: number;
+  /** How long an open circuit refuses before it lets trial calls through. */
+  readonly resetTimeoutMs: number;
+  /** Half-open: at most this many trial calls at once, and this many successful trials in a row close the circuit. */
+  readonly halfOpenAttempts: number;
+}
+
+/** The upstreams that each have a circuit breaker (the identification PRODLIKE environment shares identification's settings). */
+export const BREAKER_UPSTREAMS = ['cloud', 'cloud-token', 'identification', 'verification', 'rfm'] as const;
+export type BreakerUpstream = (typeof BREAKER_UPSTREAMS)[number];
+
+/**
+ * A setting per upstream: `<value>` for every upstream, then `<upstream>=<value>` entries that override it, such as
+ * `30s,cloud=1m`. `parse` answers the value, or what is wrong with it.
+ */
+const perUpstream = <T>(fallback: string, parse: (text: string) => T | { error: string }) => ({
+  schema: z
+    .string()
+    .optional()
+    .transform((s, ctx): Readonly<Record<BreakerUpstream, T>> => {
+      const entries = (s ?? fallback).split(',').map((v) => v.trim()).filter(Boolean);
+      const fail = (message: string) => {
+        ctx.addIssue({ code: 'custom', message });
+        return z.NEVER;
+      };
+      let all: T | undefined;
+      const own: Partial<Record<BreakerUpstream, T>> = {};
+      for (const [i, entry] of entries.entries()) {
+        const eq = entry.indexOf('=');
+        const name = eq < 0 ? null : entry.slice(0, eq).trim();
+        const value = parse(eq < 0 ? entry : entry.slice(eq + 1).trim());
+        if (typeof value === 'object' && value !== null && 'error' in value) return fail(`entry ${i + 1}: ${value.error}`);
+        if (name === null) {
+          if (all !== undefined) return fail(`entry ${i + 1}: the value for every upstream is given twice; name the upstream it is for (<upstream>=<value>)`);
+          all = value;
+        } else if (!(BREAKER_UPSTREAMS as readonly string[]).includes(name)) {
+          return fail(`entry ${i + 1}: ${JSON.stringify(name)} is not an upstream with a breaker (${BREAKER_UPSTREAMS.join(', ')})`);
+        } else if (name in own) {
+          return fail(`entry ${i + 1}: ${name} is given twice`);
+        } else own[name as BreakerUpstream] = value;
+      }
+      const base = all ?? (parse(fallback) as T);
+      return Object.fromEntries(BREAKER_UPSTREAMS.map((u) => [u, own[u] ?? base])) as Record<BreakerUpstream, T>;
+    }),
+  shown: fallback,
+});
+const switchValue = (t: string): boolean | { error: string } => (t === 'on' ? true : t === 'off' ? false : { error: `${JSON.stringify(t)}: must be on or off` });
+const wholeNumber = (min: number, max: number) => (t: string): number | { error: string } => {
+  const v = Number(t);
+  return /^\d+$/.test(t) && v >= min && v <= max ? v : { error: `${JSON.stringify(t)}: must be an integer from ${min} to ${max}` };
+};
+const openShare = (t: string): number | { error: string } => {
+  const v = Number(t);
+  return /^0?\.\d+$/.test(t) && v > 0 && v < 1 ? v : { error: `${JSON.stringify(t)}: must be a share between 0 and 1, such as 0.5` };
+};
+const breakDuration = (t: string): number | { error: string } => {
+  const ms = parseDuration(t);
+  return ms !== undefined && ms >= 1000 ? ms : { error: `${JSON.stringify(t)}: must be a duration of at least 1s, such as 30s or 2m` };
+};
+
 /**
  * Every variable, declared once: its schema (with its default, where it has one), the default the README's table
  * shows (derived from the schema's own default, or for a variable without one the text that says what unset means),
@@ -281,6 +348,11 @@ const VARS = {
   UPSTREAM_TIMEOUT: declare(duration('10s'), 'Time limit of one upstream attempt (headers and body).'),
   UPSTREAM_RETRY_BUDGET: declare(duration('20s'), 'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.'),
   UPSTREAM_MAX_RETRIES: declare(int(4, 0, 20), 'Most retries of one upstream call after its first attempt.'),
+  UPSTREAM_CIRCUIT_BREAKER: declare(perUpstream('on', switchValue), `A circuit breaker per upstream (${BREAKER_UPSTREAMS.join(', ')}): on or off, for every upstream and then per upstream, such as on,rfm=off. An open circuit answers UPSTREAM_UNAVAILABLE at once, with retryAfter and sent: false (docs/decisions/056).`),
+  UPSTREAM_CIRCUIT_VOLUME: declare(perUpstream('5', wholeNumber(1, 1000)), 'Breaker: how many of the last attempts to an upstream the rolling sample holds; the circuit can open once it is full. Per upstream like UPSTREAM_CIRCUIT_BREAKER (10,cloud=20).'),
+  UPSTREAM_CIRCUIT_ERROR_THRESHOLD: declare(perUpstream('0.5', openShare), 'Breaker: the circuit opens when more than this share of the sample failed (a transport error, a timeout, 502, 503 or 504; a 429 is not counted). Per upstream like UPSTREAM_CIRCUIT_BREAKER.'),
+  UPSTREAM_CIRCUIT_RESET_TIMEOUT: declare(perUpstream('30s', breakDuration), 'Breaker: how long an open circuit refuses at once before it lets trial calls through (half-open). Per upstream like UPSTREAM_CIRCUIT_BREAKER.'),
+  UPSTREAM_CIRCUIT_HALF_OPEN_ATTEMPTS: declare(perUpstream('10', wholeNumber(1, 1000)), 'Breaker, half-open: at most this many trial calls at once (others are refused at once), and this many successful trials in a row close the circuit; the first failed trial opens it again. Per upstream like UPSTREAM_CIRCUIT_BREAKER.'),
   IDEMPOTENT_UPSTREAMS: declare(list.refine((names) => names.every((n) => (KEY_OPTIONAL_UPSTREAMS as readonly string[]).includes(n)), {
     message: `must list upstreams among ${KEY_OPTIONAL_UPSTREAMS.join(', ')} (the cloud API always honours Idempotency-Key)`,
   }), `Comma-separated identity upstreams known to honour Idempotency-Key (${KEY_OPTIONAL_UPSTREAMS.join(', ')}): a request to them whose outcome is unknown (timeout, reset, 5xx other than 503 with Retry-After) is retried automatically, as on the cloud API. Others answer UPSTREAM_OUTCOME_UNKNOWN instead (docs/decisions/011).`, '(unset: none)'),
@@ -464,6 +536,8 @@ export interface Config {
     readonly maxRetries: number;
     /** IDEMPOTENT_UPSTREAMS: identity upstreams whose unknown outcomes are retried like the cloud's. */
     readonly idempotent: readonly string[];
+    /** UPSTREAM_CIRCUIT_*: each upstream's breaker (src/upstream/breaker.ts). */
+    readonly breakers: Readonly<Record<BreakerUpstream, BreakerSettings>>;
   };
   readonly resultsBatchSize: number;
   /** The *_PATH variables: exact JSON paths of the shapes the specs do not show (null: the guesses). */
@@ -661,7 +735,24 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       'callback-addresses': { perMinute: e.APP_CALLBACK_ADDRESSES_PER_MINUTE, total: e.APP_CALLBACK_ADDRESSES },
     },
     eventRetentionMs: e.EVENT_RETENTION,
-    upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES, idempotent: e.IDEMPOTENT_UPSTREAMS },
+    upstream: {
+      timeoutMs: e.UPSTREAM_TIMEOUT,
+      retryBudgetMs: e.UPSTREAM_RETRY_BUDGET,
+      maxRetries: e.UPSTREAM_MAX_RETRIES,
+      idempotent: e.IDEMPOTENT_UPSTREAMS,
+      breakers: Object.fromEntries(
+        BREAKER_UPSTREAMS.map((u) => [
+          u,
+          {
+            enabled: e.UPSTREAM_CIRCUIT_BREAKER[u],
+            volume: e.UPSTREAM_CIRCUIT_VOLUME[u],
+            errorThreshold: e.UPSTREAM_CIRCUIT_ERROR_THRESHOLD[u],
+            resetTimeoutMs: e.UPSTREAM_CIRCUIT_RESET_TIMEOUT[u],
+            halfOpenAttempts: e.UPSTREAM_CIRCUIT_HALF_OPEN_ATTEMPTS[u],
+          },
+        ]),
+      ) as Record<BreakerUpstream, BreakerSettings>,
+    },
     resultsBatchSize: e.VERIFICATION_RESULTS_BATCH_SIZE,
     shapePaths: {
       cloudCreatedId: e.CLOUD_CREATED_ID_PATH,

@@ -67,9 +67,17 @@ async function main(): Promise<void> {
   const shapeLine =
     `answer shapes: cloud created id ${shapes.cloudCreatedId}; cloud token ${shapes.cloudToken}; IP address ${shapes.cloudIpAddress}; ` +
     `verification id ${shapes.verificationExternalId}; results ${shapes.verificationResults}; callbackUrl ${shapes.verificationCallbackUrl}`;
+  // Each upstream client's breaker, with its settings: `cloud=closed (opens past 50% of 5 attempts, reset 30s, 10 trials)`.
+  const circuits = gateway.circuits();
+  const circuitLine = Object.entries(circuits)
+    .map(([name, state]) => {
+      const b = config.upstream.breakers[name === 'identification-prodlike' ? 'identification' : (name as keyof typeof config.upstream.breakers)];
+      return state === 'off' || !b ? `${name}=off` : `${name}=${state} (opens past ${Math.round(b.errorThreshold * 100)}% of ${b.volume} attempts, reset ${b.resetTimeoutMs / 1000}s, ${b.halfOpenAttempts} trials)`;
+    })
+    .join(' ');
   logger.info(
-    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, store: gateway.services.store.location, open: config.open, shapes },
-    `gateway ready: ${graphiql} | upstreams ${upstreams} | data ${gateway.services.store.location} | API ${access} | ${identificationCallbacks} | ${shapeLine}${mobileIdSandbox}`,
+    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, circuits, store: gateway.services.store.location, open: config.open, shapes },
+    `gateway ready: ${graphiql} | upstreams ${upstreams} | circuits ${circuitLine} | data ${gateway.services.store.location} | API ${access} | ${identificationCallbacks} | ${shapeLine}${mobileIdSandbox}`,
   );
   if (config.open) logger.warn('the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)');
 
