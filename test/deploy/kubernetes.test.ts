@@ -16,7 +16,7 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const skip = kubernetesSuiteSkipReason('the Kubernetes deployment test (deploy/kubernetes)') !== null;
 
 // What the gateway itself says: its health routes by name, its variables, and the command of its image.
-const ROUTES = new Map(healthRoutes({ store: {} as Store, metrics: new Metrics() }).map((r) => [r.name, r.path]));
+const ROUTES = new Map(healthRoutes({ store: {} as Store, metrics: new Metrics(), circuits: () => ({}) }).map((r) => [r.name, r.path]));
 const HEALTHZ = ROUTES.get('healthz')!;
 const READYZ = ROUTES.get('readyz')!;
 const VAR_NAMES = new Set(ENV_VARS.map((v) => v.name));
