@@ -104,8 +104,7 @@ export class Approvals {
       requests = { steps: plan.steps.map((s) => ({ name: s.name, action: s.action, request: s.request })), defaults: plan.defaults };
     } else {
       // The operation's text is part of what is approved: a trusted document changed under the same name is a new plan.
-      const document = tool.params.documentId ?? createHash('sha256').update(tool.params.query ?? '').digest('hex');
-      requests = { graphql: { operation: tool.rootField ?? tool.params.operationName, document, variables: masked(variables) } };
+      requests = { graphql: { operation: tool.rootField ?? tool.params.operationName, document: tool.documentHash, variables: masked(variables) } };
     }
     const hash = createHash('sha256').update(canonical({ tool: tool.name, variables, requests })).digest('hex');
     const lines = planField

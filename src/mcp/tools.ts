@@ -1,6 +1,7 @@
 // The tools of the MCP endpoint (docs/decisions/060): named GraphQL operations, never free GraphQL for writes. The
 // built-in set covers the main flows, one tool per root field with a selection made from the schema; the trusted
 // documents' named operations are tools too. Everything here is worked out once, at start-up.
+import { createHash } from 'node:crypto';
 import { isNonNullType, Kind, parse, type GraphQLField, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
 import type { Caller } from '../caller.js';
 import type { OperationEstimate, OperationParams, Pipeline } from '../execution/pipeline.js';
@@ -38,6 +39,8 @@ export interface OperationTool {
   /** Whether the operation takes `$idempotencyKey` (an approved plan runs with a key derived from its id). */
   readonly takesIdempotencyKey: boolean;
   readonly estimate: OperationEstimate;
+  /** sha256 of the operation's text: an approval is for this text (a trusted document may change under its name). */
+  readonly documentHash: string;
 }
 
 /** The root fields that are built-in tools, in the order tools/list shows them. */
@@ -66,6 +69,8 @@ const BUILT_IN_FIELDS: readonly { field: string; type: 'query' | 'mutation'; ope
   { field: 'registerVerification', type: 'mutation' },
   { field: 'issueMobileIdNotificationToken', type: 'mutation' },
 ];
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
 /** `createKafkaCluster` → `create_kafka_cluster`. */
 export function snakeCase(name: string): string {
@@ -132,6 +137,7 @@ export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline): Operati
       annotations: { title: titleOf(name), ...annotationsOf(kind, openWorld ?? (kind !== 'read')) },
       takesIdempotencyKey: field.args.some((a) => a.name === 'idempotencyKey' && !isNonNullType(a.type)),
       estimate: estimateOf(pipeline, params, toolName),
+      documentHash: sha256(query),
     });
   }
   return tools;
@@ -169,6 +175,7 @@ export function manifestTools(schema: GraphQLSchema, pipeline: Pipeline, documen
         annotations: { title: titleOf(name), ...annotationsOf(kind, kind !== 'read') },
         takesIdempotencyKey: operation.variableDefinitions?.some((d) => d.variable.name.value === 'idempotencyKey') ?? false,
         estimate: estimateOf(pipeline, params, name),
+        documentHash: sha256(text),
       });
     }
   }
