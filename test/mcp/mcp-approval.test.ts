@@ -4,7 +4,9 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+import { approvalTab, readPageConfig } from '../../src/graphiql-app/page-config.js';
 import { gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { mcpClient, textOf, type McpClientOptions, type TestMcpClient } from '../helpers/mcp.js';
 
@@ -137,6 +139,26 @@ describe('approval of agents\' creations', () => {
     const executed = await c.call('execute_plan', { planId });
     expect(executed.isError, textOf(executed)).toBeFalsy();
     expect(creations(gw)).toHaveLength(1);
+  });
+
+  it('the approve link opens GraphiQL with the plan to read and its approval to run', async () => {
+    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const c = await connect(gw, { key: AGENT_KEY });
+    const planned = await c.call('create_project', { input: { name: 'linked' } });
+    const link = planned.structuredContent!.approveUrl as string;
+    const page = await request(link, { headers: { accept: 'text/html' } });
+    expect(page.statusCode).toBe(200);
+    expect(await page.body.text()).toMatch(/<html/i);
+    const tab = approvalTab(new URL(link).search, readPageConfig({ apiKeyRequired: true }))!;
+    const variables = JSON.parse(tab.variables!) as Record<string, unknown>;
+    const run = (operationName: string) =>
+      request(`${gw.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${APPROVER_KEY}` },
+        body: JSON.stringify({ query: tab.query, variables, operationName }),
+      }).then((r) => r.body.json() as Promise<{ data: Record<string, any> }>);
+    expect((await run('Plan')).data.agentPlan).toMatchObject({ id: planned.structuredContent!.planId, status: 'PENDING', creations: 1 });
+    expect((await run('Approve')).data.approvePlan).toMatchObject({ status: 'APPROVED', approvedBy: 'approver' });
   });
 
   it('approvePlan needs cloud:approve, which keys of GATEWAY_API_KEYS do not hold', async () => {
