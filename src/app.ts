@@ -452,7 +452,6 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     });
 
     const routes: Route[] = [
-      ...mcp,
       ...(graphiql
         ? [
             {
@@ -485,6 +484,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       identificationWebhookRoute({ identity: services.identity, metrics }),
       mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: pause }),
       sse,
+      // Last: the routes are matched in order, and the hot paths above pay nothing for MCP's.
+      ...mcp,
     ];
     // Spans for GraphQL over HTTP and every webhook intake (SSE operations get theirs from graphql-sse's execution).
     const traced = routes.map((r) => (r.name === 'graphql' || r.name.startsWith('POST /webhooks/') ? tracedRoute(r, tracing) : r));

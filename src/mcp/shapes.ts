@@ -14,7 +14,6 @@ import {
   Kind,
   typeFromAST,
   type DocumentNode,
-  type FieldNode,
   type GraphQLField,
   type GraphQLInputType,
   type GraphQLNamedType,
@@ -160,9 +159,4 @@ function fieldsOf(fields: Record<string, GraphQLField<unknown, unknown>>, depth:
     if (inner) parts.push(`${field.name} ${inner}`);
   }
   return parts.length ? `{ ${parts.join(' ')} }` : '';
-}
-
-/** The root field an operation selects first (a built-in tool selects one). */
-export function firstRootField(operation: OperationDefinitionNode): FieldNode | undefined {
-  return operation.selectionSet.selections.find((s): s is FieldNode => s.kind === Kind.FIELD);
 }

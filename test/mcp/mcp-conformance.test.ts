@@ -8,7 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { gatewaysPerTest, tempDataDir } from '../helpers/gateway.js';
 
 const start = gatewaysPerTest();
-const cli = createRequire(import.meta.url).resolve('@modelcontextprotocol/conformance/package.json').replace(/package\.json$/, 'dist/index.js');
+const require = createRequire(import.meta.url);
+const cli = require.resolve('@modelcontextprotocol/conformance/package.json').replace(/package\.json$/, 'dist/index.js');
 const major = Number(process.versions.node.split('.')[0]);
 const [command, prefix] = major >= 22 ? [process.execPath, []] : ['npx', ['-y', '-p', 'node@26', 'node']];
 
