@@ -427,6 +427,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       schema,
       pipeline,
       manifest: trusted?.documents(),
+      builtIn: config.trustedDocuments.mode !== 'enforce',
       mcp: config.mcp,
       approvals:
         config.mcp.mutations === 'approve'

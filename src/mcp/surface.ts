@@ -15,6 +15,11 @@ export interface SurfaceOptions {
   readonly pipeline: Pipeline;
   /** The trusted documents' manifest, when TRUSTED_DOCUMENTS is on: each named operation is a tool. */
   readonly manifest: Iterable<readonly [string, string]> | undefined;
+  /**
+   * Whether the built-in tools are offered: not with TRUSTED_DOCUMENTS=enforce, under which only the manifest's
+   * documents run, for agents as for every app.
+   */
+  readonly builtIn: boolean;
   readonly mcp: Config['mcp'];
   /** The approval tools; required with MCP_MUTATIONS=approve. */
   readonly approvals: Approvals | null;
@@ -77,7 +82,7 @@ function executeTool(pipeline: Pipeline): McpTool {
 }
 
 export function buildSurface(o: SurfaceOptions): McpSurface {
-  const builtIn = builtInTools(o.schema, o.pipeline);
+  const builtIn = o.builtIn ? builtInTools(o.schema, o.pipeline) : [];
   const operations = [...builtIn, ...(o.manifest ? manifestTools(o.schema, o.pipeline, o.manifest, new Set(builtIn.map((t) => t.name))) : [])];
   const byName = new Map(operations.map((t) => [t.name, t]));
   const tools: McpTool[] = [];

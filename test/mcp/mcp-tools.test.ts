@@ -70,6 +70,22 @@ describe('MCP tools', () => {
     expect(catalog.annotations).toMatchObject({ readOnlyHint: true, destructiveHint: false });
   });
 
+  it.each(['allow', 'enforce'] as const)('the named operations of the trusted documents are tools (TRUSTED_DOCUMENTS=%s)', async (mode) => {
+    const dir = tempDataDir('mcp-manifest-');
+    const manifest = path.join(dir, 'manifest.json');
+    fs.writeFileSync(manifest, JSON.stringify({ 'list-projects': 'query ListProjects($first: Int) { projects(first: $first) { id name } }' }));
+    const gw = await start({ GATEWAY_API_KEYS: 'agent:k1', TRUSTED_DOCUMENTS: mode, TRUSTED_DOCUMENTS_MANIFEST: manifest });
+    const c = await connect(gw, { key: 'k1' });
+    const names = await c.toolNames();
+    expect(names).toContain('ListProjects');
+    // Under enforce only the manifest's documents run, for agents too: no built-in tool is offered.
+    if (mode === 'enforce') expect(names).toEqual(['ListProjects']);
+    else expect(names).toContain('catalog');
+    const listed = (await c.client.listTools()).tools.find((t) => t.name === 'ListProjects')!;
+    expect((listed.inputSchema.properties as Record<string, { type: string }>).first.type).toBe('integer');
+    expect((await c.call('ListProjects', { first: 5 })).structuredContent).toEqual({ projects: [] });
+  });
+
   it('a read returns its data as structuredContent that matches the output schema', async () => {
     const gw = await start({ GATEWAY_APPS_FILE: appsFile() });
     await gw.graphql('mutation { createProject(input: { name: "seen-by-agents" }) { project { id } } }', {}, { key: BUILDER_KEY });
