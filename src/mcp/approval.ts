@@ -199,7 +199,7 @@ export class Approvals {
     }
 
     const now = Date.now();
-    let approved = plan.approval !== null && plan.approval.hash === plan.hash && plan.approval.expiresAt > now;
+    const approved = plan.approval !== null && plan.approval.hash === plan.hash && plan.approval.expiresAt > now;
     if (!approved) {
       const answer = await this.elicited(plan, call);
       if (answer === 'ask') {
@@ -224,7 +224,6 @@ export class Approvals {
       }
       const approval = await this.o.plans.approve(plan.id, { owner: caller.scope, name: actor }, 'elicitation');
       if (!approval.ok) return toolError(`${approval.message}; nothing was sent`, { planId: plan.id });
-      approved = true;
     }
 
     if (!(await this.o.plans.claim(plan.id))) {

@@ -96,6 +96,22 @@ describe('approval of agents\' creations', () => {
     expect(gw.logs()).toMatch(/"agentAudit":\{"planId":"[^"]+","app":"agent","actor":"agent","action":"planned"/);
   });
 
+  it('an outcome the upstream left unknown is reported with the plan id, and executing again creates exactly once', async () => {
+    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', UPSTREAM_MAX_RETRIES: '1', UPSTREAM_RETRY_BUDGET: '2s' });
+    const c = await connect(gw, { key: AGENT_KEY, person: 'accept' });
+    const { planId } = await plan(c, 'flaky');
+    gw.gateway.sandbox.cloud!.faults.enqueueFor((p, m) => m === 'POST' && p.includes('projects'), '503', '503', '503');
+    const unknown = await c.call('execute_plan', { planId });
+    expect(unknown.isError).toBe(true);
+    expect(unknown.structuredContent).toMatchObject({ planId, status: 'UNKNOWN' });
+    expect(textOf(unknown)).toContain(`execute_plan with planId ${planId} again`);
+    gw.gateway.sandbox.cloud!.faults.clear();
+    const done = await c.call('execute_plan', { planId });
+    expect(done.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', createProject: { project: { name: 'flaky' } } });
+    expect(creations(gw).filter((r) => r.status !== null && r.status < 300)).toHaveLength(1);
+    expect(new Set(creations(gw).map((r) => r.headers['idempotency-key'])).size).toBe(1);
+  });
+
   it('a person who declines, and a client that cannot elicit: nothing is sent in either case', async () => {
     const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
     const declining = await connect(gw, { key: AGENT_KEY, person: 'decline' });
@@ -159,6 +175,25 @@ describe('approval of agents\' creations', () => {
       }).then((r) => r.body.json() as Promise<{ data: Record<string, any> }>);
     expect((await run('Plan')).data.agentPlan).toMatchObject({ id: planned.structuredContent!.planId, status: 'PENDING', creations: 1 });
     expect((await run('Approve')).data.approvePlan).toMatchObject({ status: 'APPROVED', approvedBy: 'approver' });
+  });
+
+  it('an approved provisioning plan starts the provisioning with the plan id as its idempotency key', async () => {
+    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const c = await connect(gw, { key: AGENT_KEY });
+    const planned = await c.call('provision_virtual_machine', {
+      input: { project: { name: 'vm-p' }, network: { title: 'vm-n' }, subnet: { title: 'vm-s', cidr: '10.2.0.0/24' }, ipAddress: { title: 'vm-ip' }, virtualMachine: { title: 'vm', platform: 'COMPUTE_V2', instanceType: 'C1_SMALL', bootDisk: { sizeGb: 20, diskType: 'SSD_BASIC', image: 'DEBIAN_11' }, users: [{ name: 'ops', password: 'Sup3r-secret-pw' }] } },
+    });
+    expect(planned.isError, textOf(planned)).toBeFalsy();
+    const { planId, creations: plannedCreations } = planned.structuredContent as { planId: string; creations: number };
+    expect(plannedCreations).toBe(5);
+    expect(JSON.stringify(planned.structuredContent)).not.toContain('Sup3r-secret-pw');
+    expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toMatchObject({ approvePlan: { status: 'APPROVED' } });
+    const executed = await c.call('execute_plan', { planId });
+    expect(executed.isError, textOf(executed)).toBeFalsy();
+    expect(executed.structuredContent).toMatchObject({ status: 'SUCCEEDED', provisionVirtualMachine: { idempotencyKey: planId, replayed: false } });
+    await gw.gateway.services.provisioning.idle();
+    expect(creations(gw)).toHaveLength(5);
+    expect(gw.logs()).not.toContain('Sup3r-secret-pw');
   });
 
   it('approvePlan needs cloud:approve, which keys of GATEWAY_API_KEYS do not hold', async () => {

@@ -82,7 +82,7 @@ describe('MCP tools', () => {
     if (mode === 'enforce') expect(names).toEqual(['ListProjects']);
     else expect(names).toContain('catalog');
     const listed = (await c.client.listTools()).tools.find((t) => t.name === 'ListProjects')!;
-    expect((listed.inputSchema.properties as Record<string, { type: string }>).first.type).toBe('integer');
+    expect((listed.inputSchema.properties as Record<string, { type: string }>).first!.type).toBe('integer');
     expect((await c.call('ListProjects', { first: 5 })).structuredContent).toEqual({ projects: [] });
   });
 
