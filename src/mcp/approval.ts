@@ -155,7 +155,11 @@ export class Approvals {
         'Runs a plan made by a creation tool, once, with the upstream idempotency key derived from the plan id. It runs only with an approval of the plan as it is now: given by the person through this client (you are asked), or by an app holding cloud:approve (approvePlan). A plan whose requests changed since it was approved is refused with its new hash. Calling it again replays the stored outcome.',
       inputSchema: { type: 'object', properties: { planId: { type: 'string', format: 'uuid', description: 'The plan id a creation tool returned.' } }, required: ['planId'], additionalProperties: false },
       annotations: { title: 'Execute an approved plan', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
-      refusal: () => null,
+      // Offered to an app that may call some creation tool: the plans it can execute are of those tools.
+      refusal: (caller) =>
+        [...tools.values()].some((t) => t.kind === 'creation' && refusalFor(t, caller) === null)
+          ? null
+          : { message: 'execute_plan runs plans of creation tools, none of which this app may call; nothing was sent', scope: undefined },
       call: (args, call) => this.execute(tools, args, call),
     };
   }

@@ -132,6 +132,14 @@ describe('approval of agents\' creations', () => {
     expect((await gw.graphql('{ projects { id } }', {}, { key: AGENT_KEY })).data).toEqual({ projects: [] });
   });
 
+  it('an app that may call no creation tool sees neither plans nor execute_plan', async () => {
+    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const names = await (await connect(gw, { key: APPROVER_KEY })).toolNames();
+    expect(names).toEqual([]);
+    const agent = await (await connect(gw, { key: AGENT_KEY })).toolNames();
+    expect(agent).toEqual(expect.arrayContaining(['create_project', 'provision_kafka_cluster', 'execute_plan']));
+  });
+
   it('an argument the model fills is never an approval', async () => {
     const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
     const c = await connect(gw, { key: AGENT_KEY });
