@@ -126,28 +126,31 @@ const SELECTION_DEPTH = 3;
 
 /**
  * The selection a built-in tool makes of its root field's type: every field that takes no required argument and asks
- * no scope of its own (what leads from one object to another needs `cloud:read`, and a write tool does not ask it),
- * to SELECTION_DEPTH levels; a union's members by inline fragments.
+ * no scope beyond the root field's own (what leads from one cloud object to another needs `cloud:read`: a project's
+ * resources come with `project`, not with a write tool), to SELECTION_DEPTH levels; a union's members by inline
+ * fragments.
  */
-export function defaultSelection(type: GraphQLOutputType, depth = 0): string {
+export function defaultSelection(type: GraphQLOutputType, granted: ReadonlySet<string>, depth = 0, lists = isListType(isNonNullType(type) ? type.ofType : type) ? 1 : 0): string {
   const named = getNamedType(type) as GraphQLNamedType;
   if (isLeafType(named)) return '';
   if (isUnionType(named)) {
     const members = named.getTypes().map((t) => {
-      const inner = fieldsOf(t.getFields(), depth);
+      const inner = fieldsOf(t.getFields(), granted, depth, lists);
       return inner ? `... on ${t.name} ${inner}` : '';
     });
     return `{ __typename ${members.filter(Boolean).join(' ')} }`;
   }
-  if (isObjectType(named) || isInterfaceType(named)) return fieldsOf(named.getFields(), depth);
+  if (isObjectType(named) || isInterfaceType(named)) return fieldsOf(named.getFields(), granted, depth, lists);
   return '';
 }
 
-function fieldsOf(fields: Record<string, GraphQLField<unknown, unknown>>, depth: number): string {
+/** `lists`: the lists already above; one list level in all keeps a tool's cost within the cost limit. */
+function fieldsOf(fields: Record<string, GraphQLField<unknown, unknown>>, granted: ReadonlySet<string>, depth: number, lists: number): string {
   const parts: string[] = [];
   for (const field of Object.values(fields)) {
     if (field.args.some((a) => isNonNullType(a.type) && a.defaultValue === undefined)) continue;
-    if (field.astNode && requiredScopesOf(field.astNode)) continue;
+    const asks = field.astNode ? requiredScopesOf(field.astNode) : null;
+    if (asks && !asks.some((all) => all.every((s) => granted.has(s)))) continue;
     if (field.deprecationReason) continue;
     const named = getNamedType(field.type);
     if (isLeafType(named)) {
@@ -155,7 +158,9 @@ function fieldsOf(fields: Record<string, GraphQLField<unknown, unknown>>, depth:
       continue;
     }
     if (depth + 1 >= SELECTION_DEPTH) continue;
-    const inner = defaultSelection(field.type, depth + 1);
+    const list = isListType(isNonNullType(field.type) ? field.type.ofType : field.type);
+    if (list && lists >= 1) continue;
+    const inner = defaultSelection(field.type, granted, depth + 1, lists + (list ? 1 : 0));
     if (inner) parts.push(`${field.name} ${inner}`);
   }
   return parts.length ? `{ ${parts.join(' ')} }` : '';

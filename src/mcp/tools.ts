@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { isNonNullType, Kind, parse, type GraphQLField, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
 import type { Caller } from '../caller.js';
 import type { OperationEstimate, OperationParams, Pipeline } from '../execution/pipeline.js';
+import { requiredScopesOf } from '../graphql/schema.js';
 import { defaultSelection, resultJsonSchema, variablesJsonSchema, type JsonSchema } from './shapes.js';
 
 /** What a tool does, which decides how MCP_MUTATIONS treats it. */
@@ -87,7 +88,9 @@ function builtInDocument(field: GraphQLField<unknown, unknown>, type: 'query' | 
   const defs = field.args.map((a) => `$${a.name}: ${a.type.toString()}`).join(', ');
   const args = field.args.map((a) => `${a.name}: $${a.name}`).join(', ');
   const opName = field.name.charAt(0).toUpperCase() + field.name.slice(1);
-  const selection = defaultSelection(field.type);
+  // The scopes the root field asks (its first alternative): fields below asking no more come along.
+  const granted = new Set(field.astNode ? (requiredScopesOf(field.astNode)?.[0] ?? []) : []);
+  const selection = defaultSelection(field.type, granted);
   return `${type} Mcp${opName}${defs ? `(${defs})` : ''} { ${field.name}${args ? `(${args})` : ''} ${selection} }`;
 }
 
