@@ -120,6 +120,8 @@ export interface GatewayOptions {
   sseScheduleRelease?: (release: () => void) => void;
   /** Tests only: the turns plans take on the event loop (a test hands them over itself to hold plans in flight). */
   planTurns?: PlanTurns;
+  /** Tests only: the clock agents' plans and their approvals' expiry are judged by (epoch ms). Default Date.now. */
+  agentPlanClock?: () => number;
 }
 
 
@@ -288,6 +290,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         open: (sealed, context) => box.open(sealed, context),
         approvalTtlMs: config.mcp.approvalTtlMs,
         logger,
+        ...(options.agentPlanClock ? { now: options.agentPlanClock } : {}),
       }),
     };
     // Every replica writes when it last saw each app every few seconds, and once more when it stops.

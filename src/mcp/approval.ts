@@ -202,8 +202,7 @@ export class Approvals {
       });
     }
 
-    const now = Date.now();
-    const approved = plan.approval !== null && plan.approval.hash === plan.hash && plan.approval.expiresAt > now;
+    const approved = plan.approval !== null && plan.approval.hash === plan.hash && plan.approval.expiresAt > this.o.plans.now();
     if (!approved) {
       const answer = await this.elicited(plan, call);
       if (answer === 'ask') {

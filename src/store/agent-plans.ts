@@ -64,7 +64,8 @@ export class AgentPlans {
     },
   ) {}
 
-  private now(): number {
+  /** The clock approvals expire by. */
+  now(): number {
     return (this.o.now ?? Date.now)();
   }
 

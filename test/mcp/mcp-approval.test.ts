@@ -8,6 +8,7 @@ import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { approvalTab, readPageConfig } from '../../src/graphiql-app/page-config.js';
 import { gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import { testClock } from '../auth/helpers.js';
 import { mcpClient, textOf, type McpClientOptions, type TestMcpClient } from '../helpers/mcp.js';
 
 const start = gatewaysPerTest();
@@ -202,6 +203,26 @@ describe('approval of agents\' creations', () => {
     await gw.gateway.services.provisioning.idle();
     expect(creations(gw)).toHaveLength(5);
     expect(gw.logs()).not.toContain('Sup3r-secret-pw');
+  });
+
+  it('an approval expires after MCP_APPROVAL_TTL: the plan then needs approving again, and nothing is sent before', async () => {
+    const clock = testClock();
+    const gw = await startTestGateway({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', MCP_APPROVAL_TTL: '10m' }, { agentPlanClock: clock.now });
+    try {
+      const c = await mcpClient(gw, { key: AGENT_KEY });
+      const { planId } = await plan(c);
+      expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toMatchObject({ approvePlan: { status: 'APPROVED' } });
+      clock.advance(10 * 60_000 + 1);
+      const expired = await c.call('execute_plan', { planId });
+      expect(expired.structuredContent).toMatchObject({ code: 'APPROVAL_REQUIRED' });
+      expect(creations(gw)).toEqual([]);
+      expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toMatchObject({ approvePlan: { status: 'APPROVED' } });
+      expect((await c.call('execute_plan', { planId })).structuredContent).toMatchObject({ status: 'SUCCEEDED' });
+      expect(creations(gw)).toHaveLength(1);
+      await c.close();
+    } finally {
+      await gw.close();
+    }
   });
 
   it('approvePlan needs cloud:approve, which keys of GATEWAY_API_KEYS do not hold', async () => {
