@@ -9,6 +9,7 @@ import { catalogResolvers } from './graphql/catalog.js';
 import { cloudResolvers } from './graphql/cloud.js';
 import { provisioningResolvers } from './graphql/provisioning.js';
 import { commonResolvers } from './graphql/common.js';
+import { agentResolvers } from './graphql/agents.js';
 import { createContext, type GraphQLContext } from './graphql/context.js';
 import { buildSchema } from './graphql/schema.js';
 import { createLogger, type Logger } from './logger.js';
@@ -33,6 +34,12 @@ import { createRequestHandler, type Route } from './server/http.js';
 import { WebhookErrorCode } from './errors.js';
 import { sendOAuthError } from './server/respond.js';
 import { createWsServer } from './server/ws.js';
+import { createRequestStateCodec, localhostAllowedHostnames, type RequestStateCodec } from '@modelcontextprotocol/server';
+import { SCOPES } from './caller.js';
+import { createPipeline } from './execution/pipeline.js';
+import { Approvals } from './mcp/approval.js';
+import { mcpRoutes } from './mcp/http.js';
+import { buildSurface } from './mcp/surface.js';
 import { RateLimits } from './ratelimit/buckets.js';
 import { createSseRoute } from './server/sse.js';
 import { tracedRoute } from './server/tracing.js';
@@ -42,6 +49,7 @@ import { createTracing } from './telemetry/tracing.js';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { Services } from './services.js';
 import { openStore, type Store } from './store/index.js';
+import { AgentPlans } from './store/agent-plans.js';
 import { AppActivity } from './store/app-activity.js';
 import { AppStorage } from './store/app-storage.js';
 import { MOBILE_ID_EVENT_KIND } from './mobile-id/stored.js';
@@ -116,6 +124,8 @@ export interface GatewayOptions {
   sseScheduleRelease?: (release: () => void) => void;
   /** Tests only: the turns plans take on the event loop (a test hands them over itself to hold plans in flight). */
   planTurns?: PlanTurns;
+  /** Tests only: the clock agents' plans and their approvals' expiry are judged by (epoch ms). Default Date.now. */
+  agentPlanClock?: () => number;
 }
 
 
@@ -288,6 +298,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       rateLimits,
       storage,
       apps: { configured: configuredApps(config, keyLabel), activity },
+      agentPlans: new AgentPlans(store.db, {
+        seal: (plain, context) => box.seal(plain, context),
+        open: (sealed, context) => box.open(sealed, context),
+        approvalTtlMs: config.mcp.approvalTtlMs,
+        logger,
+        ...(options.agentPlanClock ? { now: options.agentPlanClock } : {}),
+      }),
     };
     // Every replica writes when it last saw each app every few seconds, and once more when it stops.
     const flushActivity = setInterval(() => activity.flush().catch((err: unknown) => logger.warn({ err }, 'writing app activity failed')), 5_000);
@@ -327,7 +344,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const stopPendingPasses = (options.schedulePendingPasses ?? everyTwoSeconds)(pendingPass);
     cleanups.push(async () => stopPendingPasses());
 
-    const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers] as Record<string, unknown>[]);
+    const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers, agentResolvers] as Record<string, unknown>[]);
     // A JWT takes the name of an app configured with keys (or a bare key's label) only when AUTH_APPS says so.
     const jwt = config.jwtAuth && jwks ? new JwtAuthenticator(config.jwtAuth, jwks, now, new Set(services.apps.configured.map((a) => a.name)), (check) => metrics.jwtChecks.inc({ check }), (reason) => metrics.jwtRefusals.inc({ reason })) : null;
     const authenticate = createAuthenticator(config, keyLabel, jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined);
@@ -404,6 +421,53 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
     });
 
+    // The Model Context Protocol endpoint (src/mcp/, docs/decisions/060): every tool call goes through the one entry
+    // of the execution pipeline, as one more transport.
+    const pipeline = createPipeline({
+      schema,
+      documents,
+      admit,
+      runner: new OperationRunner(schema, new Set(), !config.introspection),
+      trusted,
+      logger,
+      context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
+    });
+    if (config.mcp.mutations === 'all') {
+      logger.warn('MCP_MUTATIONS is all: agents run creations and provisionings over MCP without anyone approving them; use approve unless every agent is trusted automation');
+    }
+    const mcpPublicUrl = () => config.publicUrl ?? listenedUrl;
+    // The requestState of an approval's elicitation travels through the client: sealed with a key every replica derives
+    // from the gateway secret, so any replica verifies what another minted.
+    const mcpCodec = createRequestStateCodec<{ planId: string; hash: string; owner: string }>({ key: box.digest('mcp request state'), ttlSeconds: 600 });
+    const mcpSurface = buildSurface({
+      schema,
+      pipeline,
+      manifest: trusted?.documents(),
+      builtIn: config.trustedDocuments.mode !== 'enforce',
+      mcp: config.mcp,
+      approvals:
+        config.mcp.mutations === 'approve'
+          ? new Approvals({ pipeline, plans: services.agentPlans, codec: mcpCodec, approveUrl: (planId) => `${mcpPublicUrl()}/graphql?approvePlan=${planId}` })
+          : null,
+    });
+    const publicHost = config.publicUrl ? new URL(config.publicUrl).hostname : null;
+    const mcp = mcpRoutes({
+      surface: mcpSurface,
+      authenticate,
+      allowedHosts: [
+        ...localhostAllowedHostnames(),
+        ...(config.host !== '0.0.0.0' && config.host !== '::' ? [config.host.includes(':') ? `[${config.host}]` : config.host] : []),
+        ...(options.host && options.host !== '0.0.0.0' ? [options.host] : []),
+        ...(publicHost ? [publicHost] : []),
+        ...config.mcp.allowedHosts,
+      ],
+      publicUrl: mcpPublicUrl,
+      oauth: config.jwtAuth ? { issuer: config.jwtAuth.issuer, scopePrefix: config.jwtAuth.scopePrefix, scopes: SCOPES } : null,
+      maxBodyBytes: config.graphqlLimits.maxBodyBytes,
+      codec: mcpCodec as RequestStateCodec<unknown>,
+      logger,
+    });
+
     const routes: Route[] = [
       ...(graphiql
         ? [
@@ -437,6 +501,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       identificationWebhookRoute({ identity: services.identity, metrics }),
       mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: pause }),
       sse,
+      // Last: the routes are matched in order, and the hot paths above pay nothing for MCP's.
+      ...mcp,
     ];
     // Spans for GraphQL over HTTP and every webhook intake (SSE operations get theirs from graphql-sse's execution).
     const traced = routes.map((r) => (r.name === 'graphql' || r.name.startsWith('POST /webhooks/') ? tracedRoute(r, tracing) : r));

@@ -330,7 +330,7 @@ const VARS = {
   ), '32 random bytes (base64 or 64 hex digits): the gateway secret that seals stored mobile-ID tokens, rfm answers and identification links (AES-256-GCM) and keys request fingerprints, callback tokens and the sandbox notification token. Unset: a key file generated in DATA_DIR on first start (keep it apart from the database in production). Replicas sharing DATABASE_URL need the same key.', '(unset: DATA_DIR/token-encryption.key)'),
   MOBILEID_PENDING_MAX_PER_APP: declare(int(1000, 1, 1_000_000), 'Most mobile-ID notifications of one owner (the app whose issued or bound token carried them; a bare configured token is one owner) that may wait pending verification (the JWKS unreachable, or a kid it lacks). One more is refused (429, quarantined as PENDING_LIMIT, counted in gateway_mobile_id_rejections_total{reason="PENDING_LIMIT"}) instead of acknowledged.'),
   MOBILEID_STRICT_ID_TOKEN: declare(bool(false), 'true: full CIBA strictness, an id_token without iss, aud, exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash, or an encrypted one, is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).'),
-  GATEWAY_API_KEYS: declare(list, 'Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app\'s name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Each holds every scope but `operator`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.', '(unset: open, or JWTs only)'),
+  GATEWAY_API_KEYS: declare(list, 'Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app\'s name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Each holds every scope but `operator` and `cloud:approve`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.', '(unset: open, or JWTs only)'),
   GATEWAY_APPS_FILE: declare(optionalString, 'A JSON or YAML file of apps, each with its name, its scopes and the SHA-256 of each of its keys (never the keys): see the README, "Apps and permissions". Its apps are accepted beside those of GATEWAY_API_KEYS; a bad file stops start-up naming the line.', '(unset)'),
   OPERATOR_API_KEYS: declare(list, 'Comma-separated keys of operators (`name:key` or bare, as in GATEWAY_API_KEYS): each works as an API key with every scope, `operator` included (every app\'s refused notifications in mobileIdRejections, the list of apps). Needs GATEWAY_API_KEYS, GATEWAY_APPS_FILE or a JWKS; in open sandbox mode everyone is the operator.', '(unset: none)'),
   AUTH_JWKS_URL: declare(httpUrl, 'JWKS of the identity provider whose JWTs apps may send as Authorization: Bearer <JWT> (beside API keys): fetched at start, cached, fetched again when older than AUTH_JWKS_REFRESH_INTERVAL or on a token with an unknown kid, at most once per interval; keys already fetched keep working while it is down. Needs AUTH_ISSUER and AUTH_AUDIENCE.', '(unset: no JWTs)'),
@@ -414,6 +414,11 @@ const VARS = {
   SANDBOX_CALLBACK_DELAY_MS: declare(int(1500, 0, 600_000), 'Delay before the sandbox verification service calls back.'),
   TRUSTED_DOCUMENTS: declare(choice(['off', 'allow', 'enforce'], 'off', 'lower'), 'Trusted documents: off; allow (operations by documentId or persisted-query hash from the manifest, and any other document); enforce (only the manifest\'s documents run, plus introspection when GRAPHQL_INTROSPECTION is on).'),
   TRUSTED_DOCUMENTS_MANIFEST: declare(optionalString, 'Path of the manifest, { "<documentId>": "<document>" } as GraphQL Code Generator\'s client preset writes persisted-documents.json; read at start-up, required unless TRUSTED_DOCUMENTS is off.', '(unset)'),
+  MCP_MUTATIONS: declare(choice(['none', 'approve', 'all'], 'none', 'lower'), 'What agents may change over MCP (POST /mcp): none (reads and plans only), approve (a creation or provisioning runs only after a person approves its plan, through the MCP client or approvePlan) or all (mutation tools run at once; for trusted automation, warned at start-up).'),
+  MCP_EXECUTE: declare(bool(false), 'true: MCP offers a read-only `execute` tool (any query, never a mutation) to apps holding the operator scope.'),
+  MCP_TOOLSETS: declare(optionalString, 'Named MCP endpoints, each with its own tools: `name=tool,tool;name2=*` publishes /mcp/name and /mcp/name2 (tool names as tools/list shows them; * is every tool). /mcp always serves every tool.', '(unset: /mcp only)'),
+  MCP_ALLOWED_HOSTS: declare(list, 'Host names (no port) that /mcp answers besides localhost, 127.0.0.1, [::1], HOST and the host of PUBLIC_URL; the Host and Origin headers of every MCP request must name one of them (DNS rebinding).', '(unset)'),
+  MCP_APPROVAL_TTL: declare(duration('15m', { minMs: 1000, message: 'must be at least 1s' }), 'How long an approval of an agent\'s plan stays valid; a plan not executed by then needs approving again.'),
   OTEL_SDK_DISABLED: declare(bool(false), 'OpenTelemetry: true turns tracing off whatever the other OTEL_* variables say.'),
   OTEL_TRACES_EXPORTER: declare(choice(['none', 'otlp', 'console'], 'none', 'lower'), 'OpenTelemetry: none (tracing off), otlp (OTLP over HTTP, JSON) or console. Tracing is off by default.'),
   OTEL_EXPORTER_OTLP_ENDPOINT: declare(httpUrlOr('http://localhost:4318'), 'OpenTelemetry: base URL of the OTLP/HTTP collector; traces go to <endpoint>/v1/traces.'),
@@ -560,6 +565,15 @@ export interface Config {
   readonly testPauseAt: Phase | undefined;
   /** TRUSTED_DOCUMENTS; the manifest is read (and checked) by the gateway at start-up. */
   readonly trustedDocuments: { readonly mode: 'off' | 'allow' | 'enforce'; readonly manifest: string | undefined };
+  /** MCP_*: the agents' endpoint (src/mcp/, docs/decisions/060). */
+  readonly mcp: {
+    readonly mutations: 'none' | 'approve' | 'all';
+    readonly execute: boolean;
+    /** MCP_TOOLSETS: each named endpoint's tool names (`*`: every tool); checked against the tools at start-up. */
+    readonly toolsets: ReadonlyMap<string, readonly string[]>;
+    readonly allowedHosts: readonly string[];
+    readonly approvalTtlMs: number;
+  };
   /** The standard OTEL_* variables; `enabled` is false unless an exporter is chosen and the SDK is not disabled. */
   readonly tracing: {
     readonly enabled: boolean;
@@ -783,6 +797,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT,
     testPauseAt: e.GATEWAY_TEST_PAUSE_AT,
+    mcp: { mutations: e.MCP_MUTATIONS, execute: e.MCP_EXECUTE, toolsets: parseToolsets(e.MCP_TOOLSETS), allowedHosts: e.MCP_ALLOWED_HOSTS, approvalTtlMs: e.MCP_APPROVAL_TTL },
     trustedDocuments: { mode: e.TRUSTED_DOCUMENTS, manifest: e.TRUSTED_DOCUMENTS_MANIFEST ? path.resolve(e.TRUSTED_DOCUMENTS_MANIFEST) : undefined },
     tracing: {
       enabled: !e.OTEL_SDK_DISABLED && e.OTEL_TRACES_EXPORTER !== 'none',
@@ -807,6 +822,21 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   return deepFreeze(config);
 }
 
+
+/** MCP_TOOLSETS: `name=tool,tool;name2=*`. */
+function parseToolsets(text: string | undefined): Map<string, string[]> {
+  const sets = new Map<string, string[]>();
+  for (const part of (text ?? '').split(';').map((p) => p.trim()).filter(Boolean)) {
+    const eq = part.indexOf('=');
+    const name = eq > 0 ? part.slice(0, eq).trim() : '';
+    if (!/^[a-z0-9][a-z0-9_-]{0,63}$/.test(name)) throw new ConfigError('MCP_TOOLSETS', `each toolset is name=tool,tool with a lower-case name of letters, digits, _ and - (got ${JSON.stringify(part.slice(0, 80))})`);
+    if (sets.has(name)) throw new ConfigError('MCP_TOOLSETS', `the toolset ${name} is listed twice`);
+    const tools = part.slice(eq + 1).split(',').map((t) => t.trim()).filter(Boolean);
+    if (tools.length === 0) throw new ConfigError('MCP_TOOLSETS', `the toolset ${name} names no tool`);
+    sets.set(name, tools);
+  }
+  return sets;
+}
 
 /** The AUTH_* variables: none, or a JWKS with the issuer and audience its tokens must carry, and the apps accepted. */
 function jwtAuthConfig(
