@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Caller } from '../caller.js';
 import { readableBy } from '../tenancy.js';
 import type { Tracing } from '../telemetry/tracing.js';
@@ -7,6 +8,12 @@ import type { EventLog, EventRecord } from './log.js';
 
 /** Events read from the log per query while a resumed stream replays. */
 const REPLAY_PAGE = 200;
+/**
+ * How long a stream retries a read of the log that fails (PostgreSQL restarting, a failover) before it ends with the
+ * error: a subscriber that starts, or resumes, while the database is briefly away keeps its subscription and gets
+ * what was acknowledged once the database is back.
+ */
+const READ_RETRY_MS = 60_000;
 
 export interface StreamFilter {
   kind: string;
@@ -164,7 +171,8 @@ class EventStream implements AsyncGenerator<EventRecord> {
     }
     if (f.key === undefined) return;
     const until = this.bus.position();
-    this.reading = this.log.latest(f.kind, f.key, f.reader).then(
+    const key = f.key;
+    this.reading = this.retried(() => this.log.latest(f.kind, key, f.reader)).then(
       (stored) => {
         this.reading = null;
         if (stored && !this.done && this.matches(stored)) {
@@ -203,7 +211,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
     const r = this.replay!;
     const f = this.filter;
     const to = r.until.max();
-    const rows = await this.log.range([f.kind], r.from, to, { key: f.key, scope: f.scope, reader: f.reader }, REPLAY_PAGE);
+    const rows = await this.retried(() => this.log.range([f.kind], r.from, to, { key: f.key, scope: f.scope, reader: f.reader }, REPLAY_PAGE));
     for (const e of rows) {
       if (!r.until.has(e.seq) || r.after.has(e.seq) || !this.matches(e)) continue;
       // Everything up to it that the bus had delivered was either replayed or is not this stream's.
@@ -212,6 +220,21 @@ class EventStream implements AsyncGenerator<EventRecord> {
     }
     if (rows.length < REPLAY_PAGE) this.replay = r.page.length ? { ...r, from: to } : null;
     else r.from = rows[rows.length - 1]!.seq;
+  }
+
+  /** `read`, again after a failure (backing off up to 2 s) until READ_RETRY_MS have passed or the stream ended. */
+  private async retried<T>(read: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + READ_RETRY_MS;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await read();
+      } catch (err) {
+        const wait = Math.min(2_000, 100 * 2 ** attempt);
+        if (this.done || Date.now() + wait > deadline) throw err;
+        await sleep(wait);
+        if (this.done) throw err;
+      }
+    }
   }
 
   /** The next replayed event, reading pages as needed; null once the replay is over. */
