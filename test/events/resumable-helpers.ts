@@ -38,9 +38,13 @@ export async function postCompletion(url: string, externalId: string, n: string,
   if (res.statusCode >= 300) throw new Error(`callback answered ${res.statusCode}`);
 }
 
-/** A cursor of where `t`'s bus stands now: a stream resumed from it gets every event delivered later, with no race. */
-export function cursorNow(t: TestGateway): string {
-  return encodeCursor(t.gateway.services.events.bus.position(), Date.now());
+/**
+ * A cursor of where the buses of these replicas stand now, together: a stream resumed from it gets every event
+ * acknowledged later (and none before, even one the other replica has not delivered yet), with no race.
+ */
+export function cursorNow(...replicas: TestGateway[]): string {
+  const positions = replicas.map((t) => t.gateway.services.events.bus.position());
+  return encodeCursor(positions.reduce((a, b) => a.union(b)), Date.now());
 }
 
 export interface Resumed {

@@ -190,9 +190,9 @@ describe('streams that resume where they stopped (SQLite)', () => {
         got.push(...last.events);
         expect(got.map((e) => e.n)).toEqual(posted);
       }),
-      { numRuns: 15, seed: 35_3 },
+      { numRuns: 30, seed: 35_3 },
     );
     console.log(`resumable streams property (SQLite): ${cases} cases`);
-    expect(cases).toBe(15);
+    expect(cases).toBe(30);
   }, 300_000);
 });
