@@ -238,7 +238,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const eventLog = new EventLog(store.db, config.eventRetentionMs, store.dialect);
     // With PostgreSQL, events cross replicas through LISTEN/NOTIFY; with SQLite there is one process.
     const replicated = store.dialect === 'postgres' && config.databaseUrl ? await PostgresBus.start({ databaseUrl: config.databaseUrl, db: store.db, log: eventLog, logger }) : null;
-    const bus: EventBus = replicated ?? new InProcessBus();
+    // Cursors start after what the log holds: events already stored are not published again.
+    const bus: EventBus = replicated ?? new InProcessBus(await eventLog.lastSeq());
     cleanups.push(() => bus.close());
     const events = new Events(eventLog, bus, new EventStreams(eventLog, bus, tracing), metrics, tracing);
 
@@ -520,8 +521,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       trusted,
       tracing,
       maxMessageBytes: config.graphqlLimits.maxBodyBytes,
+      subscriberBufferBytes: config.subscriberBufferBytes,
+      onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
     });
+    metrics.measureSubscriberLag(() => ws.lag());
     server.on('upgrade', (req, socket, head) => {
       const path = (req.url ?? '').split('?')[0];
       if (path !== '/graphql') {

@@ -345,6 +345,7 @@ const VARS = {
   AUTH_JWT_CACHE_SIZE: declare(int(10_000, 0, 1_000_000), 'How many verified JWTs the gateway remembers (by their SHA-256, never in clear), each until its exp or until the JWKS is fetched again, so that a token sent with every request is verified once, not every time (260–800 µs each). 0 verifies every request (the off switch; decision 049).'),
   IDEMPOTENCY_RETENTION: declare(duration('24h'), 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).'),
   EVENT_RETENTION: declare(duration('7d'), 'How long webhook events are kept in the event log.'),
+  SUBSCRIBER_BUFFER_BYTES: declare(int(8 * 1024 * 1024, 1024, 2 ** 40), 'Most bytes a WebSocket subscriber may leave unread: past it the gateway closes the connection (1013) with the last cursor of the subscription it could not deliver to, rather than skip events or buffer without bound.'),
   UPSTREAM_TIMEOUT: declare(duration('10s'), 'Time limit of one upstream attempt (headers and body).'),
   UPSTREAM_RETRY_BUDGET: declare(duration('20s'), 'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.'),
   UPSTREAM_MAX_RETRIES: declare(int(4, 0, 20), 'Most retries of one upstream call after its first attempt.'),
@@ -535,6 +536,8 @@ export interface Config {
   /** Per-API-key limits (null: no limit); see src/ratelimit/ and docs/decisions/023. */
   readonly rateLimits: { readonly creations: RateLimit | null; readonly reads: RateLimit | null };
   readonly eventRetentionMs: number;
+  /** SUBSCRIBER_BUFFER_BYTES: unsent bytes of a WebSocket subscriber past which it is closed as a slow consumer. */
+  readonly subscriberBufferBytes: number;
   readonly upstream: {
     readonly timeoutMs: number;
     readonly retryBudgetMs: number;
@@ -749,6 +752,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       'callback-addresses': { perMinute: e.APP_CALLBACK_ADDRESSES_PER_MINUTE, total: e.APP_CALLBACK_ADDRESSES },
     },
     eventRetentionMs: e.EVENT_RETENTION,
+    subscriberBufferBytes: e.SUBSCRIBER_BUFFER_BYTES,
     upstream: {
       timeoutMs: e.UPSTREAM_TIMEOUT,
       retryBudgetMs: e.UPSTREAM_RETRY_BUDGET,

@@ -226,6 +226,28 @@ export class Metrics {
     collect: (): void => this.setCount(this.subscriptionResultsShared, this.subscriptionCounts().shared),
   });
 
+  readonly subscriptionsClosed = new Counter({
+    name: 'gateway_subscriptions_closed_total',
+    help: 'Subscriber connections the gateway closed itself, by reason (slow_consumer: more than SUBSCRIBER_BUFFER_BYTES unread; closed with the last cursor, never skipped).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
+  /** Read when /metrics is scraped (never per delivery): the WebSocket connections' unsent bytes. */
+  private subscriberLag: () => number = () => 0;
+
+  readonly subscriberLagBytes: Gauge = new Gauge({
+    name: 'gateway_subscriber_lag',
+    help: 'Bytes written to the slowest WebSocket subscriber and not yet sent, read at the scrape; at SUBSCRIBER_BUFFER_BYTES it is closed as a slow consumer.',
+    registers: [this.registry],
+    collect: (): void => this.subscriberLagBytes.set(this.subscriberLag()),
+  });
+
+  /** Where gateway_subscriber_lag comes from (the graphql-ws server). */
+  measureSubscriberLag(lag: () => number): void {
+    this.subscriberLag = lag;
+  }
+
   /** Where the subscription counters come from (the streaming transports' shared execution). */
   countSubscriptions(counts: () => { executions: number; shared: number }): void {
     this.subscriptionCounts = counts;
