@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   const names = [...new Set([...config.apiKeys, ...config.operatorKeys].flatMap((k) => (k.name === null ? [] : [k.name])).concat(config.appsFile.map((a) => a.name)))].sort();
   const keyCount = config.apiKeys.length + config.operatorKeys.length + config.appsFile.reduce((n, a) => n + a.keyDigests.length, 0);
   const keyed = keyCount ? `keyed (${keyCount} API key(s)${names.length ? `; apps ${names.join(', ')}` : ''})` : null;
-  const jwts = config.jwtAuth ? `JWTs of ${config.jwtAuth.issuer}` : null;
+  const jwts = config.jwtAuth ? `JWTs of ${config.jwtAuth.issuers.map((i) => i.issuer).join(', ')}` : null;
   const access = config.open ? 'OPEN (no API keys: sandbox only)' : [keyed, jwts].filter(Boolean).join(' and ');
   const graphiql = config.introspection ? `GraphiQL ${gateway.url}/graphql` : `GraphQL ${gateway.url}/graphql (introspection off)`;
   // The identification callback is configured per workflow on the platform side; its token is a secret, so the
@@ -103,6 +103,10 @@ async function main(): Promise<void> {
       });
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
+  // SIGHUP reads the configuration files again (docs/decisions/057); it no longer ends the process.
+  process.on('SIGHUP', () => {
+    if (!stopping) gateway.reload('SIGHUP');
+  });
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
