@@ -306,7 +306,8 @@ export class JwtAuthenticator {
     const id = this.verified ? sha256(token).toString('base64') : null;
     if (id !== null) {
       const hit = this.verified!.get(id);
-      if (hit && hit.keys === hit.issuer.keys.version && hit.issuer.keys.fresh() && at >= hit.at && at < hit.caller.expiresAt!) {
+      const keys: JwksKeys | undefined = hit?.issuer.keys;
+      if (hit && keys && hit.keys === keys.version && keys.fresh() && at >= hit.at && at < hit.caller.expiresAt!) {
         this.count('cached');
         return { ok: true, caller: hit.caller };
       }

@@ -38,7 +38,7 @@ describe('notification tokens of JWT apps', () => {
   it('a token bound to a name that is neither a configured app nor a JWT app still stops start-up; with AUTH_APPS=* any app name may be bound', () => {
     const env = { AUTH_JWKS_URL: 'https://idp.example/keys', AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE, SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm' };
     expect(() => loadConfig({ ...env, AUTH_APPS: 'shop', MOBILEID_NOTIFICATION_TOKENS: `shpo:${SHOP_NOTIFY}` })).toThrow(/^MOBILEID_NOTIFICATION_TOKENS: entry 1 binds a token to the app "shpo", which no configured app is called; the named apps are shop/);
-    const bound = loadConfig({ ...env, AUTH_APPS: '*', MOBILEID_NOTIFICATION_TOKENS: `portal:${SHOP_NOTIFY}` }).upstreams.mobileId.notificationTokens;
-    expect(bound).toEqual([{ token: SHOP_NOTIFY, scope: 'app:portal' }]);
+    const mobileId = loadConfig({ ...env, AUTH_APPS: '*', MOBILEID_NOTIFICATION_TOKENS: `portal:${SHOP_NOTIFY}` }).upstreams.mobileId;
+    expect(mobileId).toMatchObject({ sandbox: false, notificationTokens: [{ token: SHOP_NOTIFY, scope: 'app:portal' }] });
   });
 });
