@@ -9,6 +9,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { postNotification, QUERY, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
+import { M } from '../helpers/cloud.js';
 import { AUDIENCE, ISSUER, sign as signAs, signingKey, type SigningKey, type TokenOptions } from '../auth/helpers.js';
 
 const OLD_KEY = 'shop-key-old-0123456789abcdef';
@@ -233,6 +234,26 @@ describe('configuration that reloads without a restart', () => {
     expect(await reloadsCounted(t)).toEqual(counted);
     expect(await status(OLD_KEY)).toBe(200);
     expect(await status(NEW_KEY)).toBe(401);
+  });
+
+  it('a creation in flight when a reload removes its key finishes under the configuration it started with, as its app', async () => {
+    // The cloud upstream holds the creation's call: it is past authentication, in flight, by construction.
+    const held = t.gateway.sandbox.cloud!.faults.hold();
+    const inFlight = t.graphql(M.project, { input: { name: 'in-flight' } }, { key: OLD_KEY });
+    try {
+      await expect.poll(() => held.arrived(), { timeout: 20_000 }).toBeGreaterThan(0);
+      fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+      expect((await reload(t)).status).toBe(200);
+      expect(await status(OLD_KEY)).toBe(401);
+    } finally {
+      held.release();
+    }
+    const res = await inFlight;
+    expect(res.errors).toBeUndefined();
+    const id = res.data!.createProject.project.id as string;
+    // Created as the app shop, whose new key reads it.
+    const read = await t.graphql('query($id: ID!) { project(id: $id) { name } }', { id }, { key: NEW_KEY });
+    expect(read.data).toEqual({ project: { name: 'in-flight' } });
   });
 
   it('a WebSocket connection opened with a key keeps running after a reload removed that key; a new connection with it is refused', async () => {
