@@ -214,6 +214,19 @@ describe('several identity providers (AUTH_ISSUERS)', () => {
     expect(billing.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
   });
 
+  it("a token of each provider is verified once and then answered from the cache, each under its own provider's keys", async () => {
+    const checks = async () => {
+      const text = await (await request(`${t.url}/metrics`)).body.text();
+      const count = (check: string) => Number(new RegExp(`^gateway_jwt_checks_total\\{check="${check}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+      return { verified: count('verified'), cached: count('cached') };
+    };
+    const entra = await entraToken(entraKey);
+    const keycloak = await sign(keycloakKey, { claims: { azp: 'portal' } });
+    const before = await checks();
+    for (const token of [entra, keycloak, entra, keycloak, entra]) expect((await ask(t, token, TYPENAME)).status).toBe(200);
+    expect(await checks()).toEqual({ verified: before.verified + 2, cached: before.cached + 3 });
+  });
+
   it('a reload reads AUTH_ISSUERS again: a provider removed refuses its tokens as unknown, one added back admits them', async () => {
     const reload = () => request(`${t.url}/admin/reload`, { method: 'POST', headers: { authorization: 'Bearer root-key-0123456789abcdef' } });
     try {
