@@ -833,7 +833,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   if (config.open && !everyUpstreamSandboxed(config.upstreams)) {
     throw new ConfigError('GATEWAY_API_KEYS', 'is required when any upstream is real, unless apps sign in with JWTs (AUTH_JWKS_URL) or are listed in GATEWAY_APPS_FILE: an open gateway is allowed only in full sandbox mode');
   }
-  sources.set(config, present);
+  sources.set(config, { ...env });
   return deepFreeze(config);
 }
 
