@@ -24,8 +24,9 @@ async function status(gw: GatewayProcess, key: string): Promise<number> {
 /** Sends SIGHUP and resolves once the process has logged `text` (each test's process logs it once). */
 async function hangUp(gw: GatewayProcess, text: string): Promise<void> {
   expect(gw.output()).not.toContain(text);
+  const exited = new Promise<never>((_, reject) => gw.child.once('exit', (code, signal) => reject(new Error(`the gateway ended (${code ?? signal}) on SIGHUP:\n${gw.output()}`))));
   gw.child.kill('SIGHUP');
-  await gw.waitFor(text);
+  await Promise.race([gw.waitFor(text), exited]);
 }
 
 describe('SIGHUP', () => {
