@@ -374,7 +374,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         ? undefined
         : TrustedDocuments.load({ mode: config.trustedDocuments.mode, manifest: config.trustedDocuments.manifest!, schema, introspection: config.introspection });
     // One shared execution for both transports: identical subscriptions share each event's result (decision 030).
-    const shared = new SharedExecution();
+    // SUBSCRIPTION_COMPILED_SELECTION: each selection as graphql-jit compiled it, graphql-js on any error (decision 062).
+    const shared = new SharedExecution(config.delivery.compiledSelection ? schema : undefined);
     metrics.countSubscriptions(() => shared.stats);
     const sse = createSseRoute({
       schema,

@@ -277,6 +277,8 @@ const VARS = {
   AUTH_JWT_CACHE_SIZE: declare(int(10_000, 0, 1_000_000), 'How many verified JWTs the gateway remembers (by their SHA-256, never in clear), each until its exp or until the JWKS is fetched again, so that a token sent with every request is verified once, not every time (260–800 µs each). 0 verifies every request (the off switch; decision 049).'),
   IDEMPOTENCY_RETENTION: declare(duration('24h'), 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).'),
   EVENT_RETENTION: declare(duration('7d'), 'How long webhook events are kept in the event log.'),
+  SUBSCRIPTION_COMPILED_SELECTION: declare(bool(true), 'true: a subscription\'s selection over each event runs as graphql-jit\'s compiled form of its document (compiled once per document), and graphql-js runs it again whenever the compiled result holds an error, so errors, paths and nulls are graphql-js\'s; the frames are byte for byte those of graphql-js (docs/decisions/062). false: graphql-js for every event; an off switch, not a tuning knob.'),
+  DELIVERY_CLEAR_FROM_INTAKE: declare(bool(true), 'true: a mobile-ID notification this process has just taken in hands its live subscribers on this process, in memory only, the clear values it sealed (the subject, unknown fields, tokens), so a delivery does not open what the intake sealed a moment before; events read from the log or from another replica are opened as before, and nothing more is stored (docs/decisions/062). false: every delivery opens what it reads; an off switch.'),
   UPSTREAM_TIMEOUT: declare(duration('10s'), 'Time limit of one upstream attempt (headers and body).'),
   UPSTREAM_RETRY_BUDGET: declare(duration('20s'), 'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.'),
   UPSTREAM_MAX_RETRIES: declare(int(4, 0, 20), 'Most retries of one upstream call after its first attempt.'),
@@ -455,6 +457,13 @@ export interface Config {
   /** Per-API-key limits (null: no limit); see src/ratelimit/ and docs/decisions/023. */
   readonly rateLimits: { readonly creations: RateLimit | null; readonly reads: RateLimit | null };
   readonly eventRetentionMs: number;
+  /** The delivery path's shortcuts (docs/decisions/062), each with its off switch. */
+  readonly delivery: {
+    /** SUBSCRIPTION_COMPILED_SELECTION: a subscription's selection as graphql-jit's compiled form (graphql-js on any error). */
+    readonly compiledSelection: boolean;
+    /** DELIVERY_CLEAR_FROM_INTAKE: a notification's sealed values handed to this process's live subscribers in clear, in memory. */
+    readonly clearFromIntake: boolean;
+  };
   readonly upstream: {
     readonly timeoutMs: number;
     readonly retryBudgetMs: number;
@@ -629,6 +638,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       'callback-addresses': { perMinute: e.APP_CALLBACK_ADDRESSES_PER_MINUTE, total: e.APP_CALLBACK_ADDRESSES },
     },
     eventRetentionMs: e.EVENT_RETENTION,
+    delivery: { compiledSelection: e.SUBSCRIPTION_COMPILED_SELECTION, clearFromIntake: e.DELIVERY_CLEAR_FROM_INTAKE },
     upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES, idempotent: e.IDEMPOTENT_UPSTREAMS },
     resultsBatchSize: e.VERIFICATION_RESULTS_BATCH_SIZE,
     shapePaths: {
