@@ -179,6 +179,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       dataDir: config.dataDir,
       databaseUrl: config.databaseUrl,
       sqliteSynchronous: config.sqliteSynchronous,
+      sqliteCommitWindowMs: config.sqliteCommitWindowMs,
       logger,
       onUnreachable: (why) => {
         if (why !== null) waitingFor = why;
