@@ -18,7 +18,7 @@
  * --only intake,delivery (some of mutation, tree, intake, delivery; default all: the README block needs all),
  * --env NAME=VALUE[,NAME=VALUE] (the gateway's environment: an off switch, say).
  *
- * `delivery` (issue 35 §1): the same notifications as `intake`, each to one of 8,000 graphql-ws subscriptions that
+ * `delivery` (docs/decisions/062): the same notifications as `intake`, each to one of 2 × N graphql-ws subscriptions that
  * wait for it (16 connections of this process), each operation ending when its `next` has arrived; beside it the
  * same notifications with nobody waiting, in the same run, so that the difference is what one delivery costs.
  */

@@ -1,5 +1,5 @@
 /**
- * What a single delivery's in-process stages cost, in µs of CPU per delivery (issue 35 §1): opening the sealed
+ * What a single delivery's in-process stages cost, in µs of CPU per delivery (docs/decisions/062): opening the sealed
  * subject, executing the subscription's selection (graphql-js, and graphql-jit's compiled form), presenting and
  * encoding the `next` payload, with the gateway's own schema and the bench's subscription (bench/scenarios/fanout.ts).
  *

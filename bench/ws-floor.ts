@@ -1,5 +1,5 @@
 /**
- * The kernel's share of a delivery (issue 35 §2): a minimal `ws` server (no GraphQL, no gateway) writes the frames the
+ * The kernel's share of a delivery (docs/decisions/062): a minimal `ws` server (no GraphQL, no gateway) writes the frames the
  * gateway writes for one delivery, a graphql-ws `next` with the bench subscription's payload and its `complete`, corked
  * into one write per socket as the gateway does (src/server/ws.ts), to clients in another process. Its CPU per
  * delivery (process.cpuUsage: user and system) is what any server with one WebSocket per subscriber pays at least.

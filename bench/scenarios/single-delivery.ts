@@ -11,7 +11,7 @@ import { WEBHOOK_PATH, notificationBody } from './webhook.js';
 
 /** Waiting users: one graphql-ws connection each, with one pending subscription on its own auth_req_id (as scenario 7). */
 const WAITING = 10_000;
-/** Notifications in flight at once in the delivery rounds (issue 35: "8 in flight"). */
+/** Notifications in flight at once in the delivery rounds (the steady-rate case of docs/decisions/062). */
 const IN_FLIGHT = 8;
 const OPEN_BATCH = 250;
 export const IDLE_TARGET = 0.05;
@@ -68,8 +68,8 @@ async function openWaiting(wsUrl: string, count: number): Promise<Waiting> {
 }
 
 /**
- * Scenario 9: what 10,000 subscriptions cost while they only wait, and the marginal CPU of one delivery (issue 35
- * §1). The FULL gateway holds 10,000 waiting users (each a graphql-ws connection of the orchestrator with one pending
+ * Scenario 9: what 10,000 subscriptions cost while they only wait, and the marginal CPU of one delivery (docs/decisions/062).
+ * The FULL gateway holds 10,000 waiting users (each a graphql-ws connection of the orchestrator with one pending
  * subscription). Then, in alternating rounds, N notifications that nobody waits for, and N notifications each
  * completing one waiting user's subscription, each time 8 in flight (closed loop): the gateway's CPU per
  * notification from /proc in each, and their difference is what one delivery adds.
