@@ -14,7 +14,7 @@ import { mobileIdResolvers } from '../src/graphql/mobile-id.js';
 import { buildSchema } from '../src/graphql/schema.js';
 import { createLogger } from '../src/logger.js';
 import { SecretBox, sealingContext } from '../src/mobile-id/sealing.js';
-import { authenticationView } from '../src/mobile-id/views.js';
+import { authenticationView, keepClear } from '../src/mobile-id/views.js';
 import { SUBSCRIPTION } from './scenarios/fanout.js';
 
 const N = Number(process.argv[2] ?? 50_000);
@@ -52,6 +52,16 @@ rows.push(perCall('open the sealed subject (AES-GCM, JSON)', () => authenticatio
 rows.push(perCall('view only (no open)', () => authenticationView(event(), box)));
 rows.push(perCall('graphql-js execute of the selection (opens the subject)', () => execute({ schema, document, rootValue: event(), contextValue: context, variableValues })));
 rows.push(perCall('graphql-jit compiled selection (opens the subject)', () => compiled.query(event(), context, variableValues)));
+// The intake's clear values on the event's payload (DELIVERY_CLEAR_FROM_INTAKE): nothing to open.
+const clearEvent = (): EventRecord => {
+  const e = event();
+  const payload = { ...success };
+  keepClear(payload, { personal: { sub: '79001234567', fields: {} }, accessToken: 'bench-access-token', idToken: 'a.b.c' });
+  return { ...e, payload };
+};
+rows.push(perCall('graphql-js execute, clear values from the intake', () => execute({ schema, document, rootValue: clearEvent(), contextValue: context, variableValues })));
+rows.push(perCall('graphql-jit compiled selection, clear values from the intake', () => compiled.query(clearEvent(), context, variableValues)));
+rows.push(perCall('(the event and its clear values alone)', () => clearEvent()));
 const result = execute({ schema, document, rootValue: event(), contextValue: context, variableValues }) as { data: unknown };
 console.error(JSON.stringify(result), JSON.stringify(compiled.query(event(), context, variableValues)));
 rows.push(perCall('present (deliverable) + JSON + UTF-8', () => Buffer.from(`${JSON.stringify(deliverable({ data: (result as { data: unknown }).data } as never, context, logger))}}`)));

@@ -69,6 +69,8 @@ export interface Gateway {
   readonly services: Services;
   /** The simulators serving the sandboxed upstreams (null entries for real ones): tests drive them. */
   readonly sandbox: Sandboxes;
+  /** Each upstream client's circuit breaker state (`off` where turned off), as /readyz shows it. */
+  circuits(): Record<string, string>;
   readonly logger: Logger;
   /** The cached plans of POST /graphql (null: off, or Apollo's configuration is not one they reproduce). */
   readonly httpPlans: HttpPlans | null;
@@ -103,6 +105,8 @@ export interface GatewayOptions {
    * and of the mobile-ID JWKS retry schedule (epoch ms). Default Date.now.
    */
   mobileIdClock?: () => number;
+  /** Tests only: the clock of the upstream circuit breakers (epoch ms), moved past a reset timeout instead of waiting it out. */
+  circuitClock?: () => number;
   /**
    * Tests only: schedules the passes over pending mobile-ID notifications (`pass` runs one; no two overlap), returns the
    * cancel. Default: every 2 s. A test that drives the passes itself passes one that schedules nothing.
@@ -114,6 +118,13 @@ export interface GatewayOptions {
   planTurns?: PlanTurns;
 }
 
+
+/**
+ * How long a shutdown (SIGTERM) takes at most: WebSockets (close 1001) and SSE streams end at once, in-flight HTTP
+ * requests get `drainMs` before their connections are cut, and the process exits by `exitMs` whatever is left
+ * (src/main.ts). Kubernetes' termination grace must exceed its preStop pause plus `exitMs` (deploy/kubernetes).
+ */
+export const SHUTDOWN = { drainMs: 20_000, exitMs: 25_000 } as const;
 
 /**
  * The composition root: builds every part from the config and wires them together. Nothing else reads
@@ -180,6 +191,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       databaseUrl: config.databaseUrl,
       sqliteSynchronous: config.sqliteSynchronous,
       sqliteCommitWindowMs: config.sqliteCommitWindowMs,
+      migrations: config.databaseMigrations,
       logger,
       onUnreachable: (why) => {
         if (why !== null) waitingFor = why;
@@ -236,6 +248,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       storage,
       ...(pause ? { pauseAt: pause } : {}),
       mobileIdClock: options.mobileIdClock,
+      circuitClock: options.circuitClock,
     });
     const { cloud } = upstreams;
     // Provisioning and plans read the ledger through the owner rule of every cloud read (src/tenancy.ts).
@@ -421,7 +434,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
           return createContext(services, auth.caller, ctx.requestId, () => ctx.logger);
         },
       }),
-      ...healthRoutes({ store, metrics, notReady: () => replicated?.notReady() ?? null }),
+      ...healthRoutes({ store, metrics, notReady: () => replicated?.notReady() ?? null, circuits: upstreams.circuits }),
       verificationWebhookRoute({ identity: services.identity, metrics }),
       identificationWebhookRoute({ identity: services.identity, metrics }),
       mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: pause }),
@@ -467,7 +480,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         // Keep-alive connections go idle once their in-flight response is written: close them as they do,
         // and cut whatever is left after the drain limit.
         const sweep = setInterval(() => server.closeIdleConnections(), 50);
-        const cut = setTimeout(() => server.closeAllConnections(), 20_000);
+        const cut = setTimeout(() => server.closeAllConnections(), SHUTDOWN.drainMs);
         server.once('close', () => {
           clearInterval(sweep);
           clearTimeout(cut);
@@ -483,6 +496,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       server,
       services,
       sandbox: upstreams.sandbox,
+      circuits: upstreams.circuits,
       logger,
       httpPlans: plans,
       documents,

@@ -23,8 +23,8 @@ export interface EnvVar {
 
 
 
-/** Variables whose value may be a secret: never echoed in a configuration error. */
-const SECRET_VARS = new Set([
+/** Variables whose value may be a secret: never echoed in a configuration error (nor kept in a ConfigMap). */
+export const SECRET_VARS: ReadonlySet<string> = new Set([
   'OTEL_EXPORTER_OTLP_HEADERS',
   'TOKEN_ENCRYPTION_KEY',
   'CLOUD_API_CREDENTIALS',
@@ -204,6 +204,73 @@ const optionalBool = z
   });
 const bool = (fallback: boolean) => ({ schema: optionalBool.transform((v) => v ?? fallback), shown: String(fallback) });
 
+/** The settings of one upstream's breaker (UPSTREAM_CIRCUIT_*; docs/decisions/056). */
+export interface BreakerSettings {
+  /** False: the upstream has no breaker (every call goes out, as before). */
+  readonly enabled: boolean;
+  /** The rolling sample: the outcomes of the last this many attempts; the circuit can open once it is full. */
+  readonly volume: number;
+  /** The circuit opens when more than this share of the sample failed (0 < x < 1). */
+  readonly errorThreshold: number;
+  /** How long an open circuit refuses before it lets trial calls through. */
+  readonly resetTimeoutMs: number;
+  /** Half-open: at most this many trial calls at once, and this many successful trials in a row close the circuit. */
+  readonly halfOpenAttempts: number;
+}
+
+/** The upstreams that each have a circuit breaker (the identification PRODLIKE environment shares identification's settings). */
+export const BREAKER_UPSTREAMS = ['cloud', 'cloud-token', 'identification', 'verification', 'rfm'] as const;
+export type BreakerUpstream = (typeof BREAKER_UPSTREAMS)[number];
+
+/**
+ * A setting per upstream: `<value>` for every upstream, then `<upstream>=<value>` entries that override it, such as
+ * `30s,cloud=1m`. `parse` answers the value, or what is wrong with it.
+ */
+const perUpstream = <T>(fallback: string, parse: (text: string) => T | { error: string }) => ({
+  schema: z
+    .string()
+    .optional()
+    .transform((s, ctx): Readonly<Record<BreakerUpstream, T>> => {
+      const entries = (s ?? fallback).split(',').map((v) => v.trim()).filter(Boolean);
+      const fail = (message: string) => {
+        ctx.addIssue({ code: 'custom', message });
+        return z.NEVER;
+      };
+      let all: T | undefined;
+      const own: Partial<Record<BreakerUpstream, T>> = {};
+      for (const [i, entry] of entries.entries()) {
+        const eq = entry.indexOf('=');
+        const name = eq < 0 ? null : entry.slice(0, eq).trim();
+        const value = parse(eq < 0 ? entry : entry.slice(eq + 1).trim());
+        if (typeof value === 'object' && value !== null && 'error' in value) return fail(`entry ${i + 1}: ${value.error}`);
+        if (name === null) {
+          if (all !== undefined) return fail(`entry ${i + 1}: the value for every upstream is given twice; name the upstream it is for (<upstream>=<value>)`);
+          all = value;
+        } else if (!(BREAKER_UPSTREAMS as readonly string[]).includes(name)) {
+          return fail(`entry ${i + 1}: ${JSON.stringify(name)} is not an upstream with a breaker (${BREAKER_UPSTREAMS.join(', ')})`);
+        } else if (name in own) {
+          return fail(`entry ${i + 1}: ${name} is given twice`);
+        } else own[name as BreakerUpstream] = value;
+      }
+      const base = all ?? (parse(fallback) as T);
+      return Object.fromEntries(BREAKER_UPSTREAMS.map((u) => [u, own[u] ?? base])) as Record<BreakerUpstream, T>;
+    }),
+  shown: fallback,
+});
+const switchValue = (t: string): boolean | { error: string } => (t === 'on' ? true : t === 'off' ? false : { error: `${JSON.stringify(t)}: must be on or off` });
+const wholeNumber = (min: number, max: number) => (t: string): number | { error: string } => {
+  const v = Number(t);
+  return /^\d+$/.test(t) && v >= min && v <= max ? v : { error: `${JSON.stringify(t)}: must be an integer from ${min} to ${max}` };
+};
+const openShare = (t: string): number | { error: string } => {
+  const v = Number(t);
+  return /^0?\.\d+$/.test(t) && v > 0 && v < 1 ? v : { error: `${JSON.stringify(t)}: must be a share between 0 and 1, such as 0.5` };
+};
+const breakDuration = (t: string): number | { error: string } => {
+  const ms = parseDuration(t);
+  return ms !== undefined && ms >= 1000 ? ms : { error: `${JSON.stringify(t)}: must be a duration of at least 1s, such as 30s or 2m` };
+};
+
 /**
  * Every variable, declared once: its schema (with its default, where it has one), the default the README's table
  * shows (derived from the schema's own default, or for a variable without one the text that says what unset means),
@@ -221,6 +288,7 @@ const VARS = {
     .optional()
     .transform((s) => (s ? s : undefined))
     .refine((s) => s === undefined || /^postgres(ql)?:\/\//.test(s), 'must be a postgres:// or postgresql:// URL'), 'PostgreSQL connection string; when set, the store, idempotency records and event log live there.', '(unset: SQLite)'),
+  DATABASE_MIGRATIONS: declare(choice(['apply', 'wait'], 'apply', 'lower'), 'apply: the gateway applies the database migrations it lacks at start-up (replicas starting together take turns). wait: it applies none and waits, alive but not ready (/readyz 503), until `node dist/src/main.js migrate` (run once per release, e.g. as a Kubernetes Job) has brought the database to its release\'s schema; so that a rolling update migrates once, before the new pods serve.'),
   SQLITE_SYNCHRONOUS: declare(choice(['FULL', 'NORMAL'], 'FULL', 'upper'), 'SQLite (WAL) durability: FULL makes every commit survive power loss before it is acknowledged; NORMAL survives a crash of the process but may lose the last commits on power loss.'),
   SQLITE_COMMIT_WINDOW_MS: declare(int(0, 0, 50), 'SQLite: how long, in milliseconds, the first write of a group waits for more writes before their one COMMIT (and, with FULL, their one fdatasync), when no sync is in flight. 0: at the end of its turn of the event loop. A write is still on disk before it is acknowledged; each acknowledgement can come up to this much later (docs/decisions/062). Ignored with DATABASE_URL.'),
   CLOUD_API_URL: declare(httpUrl, 'Base URL of the cloud provisioning API.', '(unset: see SANDBOX_UPSTREAMS)'),
@@ -283,6 +351,11 @@ const VARS = {
   UPSTREAM_TIMEOUT: declare(duration('10s'), 'Time limit of one upstream attempt (headers and body).'),
   UPSTREAM_RETRY_BUDGET: declare(duration('20s'), 'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.'),
   UPSTREAM_MAX_RETRIES: declare(int(4, 0, 20), 'Most retries of one upstream call after its first attempt.'),
+  UPSTREAM_CIRCUIT_BREAKER: declare(perUpstream('on', switchValue), `A circuit breaker per upstream (${BREAKER_UPSTREAMS.join(', ')}): on or off, for every upstream and then per upstream, such as on,rfm=off. An open circuit answers UPSTREAM_UNAVAILABLE at once, with retryAfter and sent: false (docs/decisions/056).`),
+  UPSTREAM_CIRCUIT_VOLUME: declare(perUpstream('5', wholeNumber(1, 1000)), 'Breaker: how many of the last attempts to an upstream the rolling sample holds; the circuit can open once it is full. Per upstream like UPSTREAM_CIRCUIT_BREAKER (10,cloud=20).'),
+  UPSTREAM_CIRCUIT_ERROR_THRESHOLD: declare(perUpstream('0.5', openShare), 'Breaker: the circuit opens when more than this share of the sample failed (a transport error, a timeout, 502, 503 or 504; a 429 is not counted). Per upstream like UPSTREAM_CIRCUIT_BREAKER.'),
+  UPSTREAM_CIRCUIT_RESET_TIMEOUT: declare(perUpstream('30s', breakDuration), 'Breaker: how long an open circuit refuses at once before it lets trial calls through (half-open). Per upstream like UPSTREAM_CIRCUIT_BREAKER.'),
+  UPSTREAM_CIRCUIT_HALF_OPEN_ATTEMPTS: declare(perUpstream('10', wholeNumber(1, 1000)), 'Breaker, half-open: at most this many trial calls at once (others are refused at once), and this many successful trials in a row close the circuit; the first failed trial opens it again. Per upstream like UPSTREAM_CIRCUIT_BREAKER.'),
   IDEMPOTENT_UPSTREAMS: declare(list.refine((names) => names.every((n) => (KEY_OPTIONAL_UPSTREAMS as readonly string[]).includes(n)), {
     message: `must list upstreams among ${KEY_OPTIONAL_UPSTREAMS.join(', ')} (the cloud API always honours Idempotency-Key)`,
   }), `Comma-separated identity upstreams known to honour Idempotency-Key (${KEY_OPTIONAL_UPSTREAMS.join(', ')}): a request to them whose outcome is unknown (timeout, reset, 5xx other than 503 with Retry-After) is retried automatically, as on the cloud API. Others answer UPSTREAM_OUTCOME_UNKNOWN instead (docs/decisions/011).`, '(unset: none)'),
@@ -405,6 +478,8 @@ export interface Config {
   readonly sqliteCommitWindowMs: number;
   /** SQLITE_SYNCHRONOUS; ignored with DATABASE_URL. */
   readonly sqliteSynchronous: 'FULL' | 'NORMAL';
+  /** DATABASE_MIGRATIONS: apply the missing migrations at start-up, or wait for `main.js migrate` to apply them. */
+  readonly databaseMigrations: 'apply' | 'wait';
   readonly cloud: {
     readonly url: string | undefined;
     readonly token: string | undefined;
@@ -473,6 +548,8 @@ export interface Config {
     readonly maxRetries: number;
     /** IDEMPOTENT_UPSTREAMS: identity upstreams whose unknown outcomes are retried like the cloud's. */
     readonly idempotent: readonly string[];
+    /** UPSTREAM_CIRCUIT_*: each upstream's breaker (src/upstream/breaker.ts). */
+    readonly breakers: Readonly<Record<BreakerUpstream, BreakerSettings>>;
   };
   readonly resultsBatchSize: number;
   /** The *_PATH variables: exact JSON paths of the shapes the specs do not show (null: the guesses). */
@@ -560,14 +637,11 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/**
- * Builds the one Config object from the environment. Throws a ConfigError naming the first bad variable,
- * and refuses settings that contradict each other.
- */
-export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
+/** Parses the environment with `schema`; throws a ConfigError naming the first bad variable. */
+function parseEnv<S extends z.ZodType>(schema: S, env: Readonly<Record<string, string | undefined>>): z.infer<S> {
   // An empty variable (`FOO=` in a compose file) means unset.
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ''));
-  const parsed = envSchema.safeParse(present);
+  const parsed = schema.safeParse(present);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0] ?? 'environment');
@@ -575,7 +649,35 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     const shown = SECRET_VARS.has(variable) ? '(value not shown: it may hold a secret)' : `(got ${JSON.stringify(env[variable] ?? null)})`;
     throw new ConfigError(variable, `${issue.message} ${shown}`);
   }
-  const e = parsed.data;
+  return parsed.data;
+}
+
+/** What `main.js migrate` needs: the database and the log settings, nothing else (no upstream, key or file). */
+export interface StoreConfig {
+  readonly dataDir: string;
+  readonly databaseUrl: string | undefined;
+  readonly sqliteSynchronous: 'FULL' | 'NORMAL';
+  readonly logLevel: Config['logLevel'];
+  readonly logFormat: Config['logFormat'];
+}
+
+const storeEnvSchema = envSchema.pick({ DATA_DIR: true, DATABASE_URL: true, SQLITE_SYNCHRONOUS: true, LOG_LEVEL: true, LOG_FORMAT: true });
+
+/**
+ * The store's settings alone, for `main.js migrate` (a migration Job gets the database's variables and need not be
+ * given the gateway's keys, files or upstreams). The same declarations as loadConfig's, so the same errors.
+ */
+export function loadStoreConfig(env: Readonly<Record<string, string | undefined>> = process.env): StoreConfig {
+  const e = parseEnv(storeEnvSchema, env);
+  return { dataDir: path.resolve(e.DATA_DIR), databaseUrl: e.DATABASE_URL, sqliteSynchronous: e.SQLITE_SYNCHRONOUS, logLevel: e.LOG_LEVEL, logFormat: e.LOG_FORMAT };
+}
+
+/**
+ * Builds the one Config object from the environment. Throws a ConfigError naming the first bad variable,
+ * and refuses settings that contradict each other.
+ */
+export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
+  const e = parseEnv(envSchema, env);
   const apiKeys = e.GATEWAY_API_KEYS.map(parseAppKey);
   const operatorKeys = e.OPERATOR_API_KEYS.map(parseAppKey);
   checkAppKeys([...apiKeys, ...operatorKeys]);
@@ -588,6 +690,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   }
   if (e.IDENTIFICATION_PRODLIKE_API_URL && !e.IDENTIFICATION_API_URL) {
     throw new ConfigError('IDENTIFICATION_API_URL', 'IDENTIFICATION_PRODLIKE_API_URL is set, so IDENTIFICATION_API_URL must be set too');
+  }
+  if (e.DATABASE_MIGRATIONS === 'wait' && !e.DATABASE_URL) {
+    throw new ConfigError('DATABASE_MIGRATIONS', 'wait is for replicas sharing DATABASE_URL (SQLite has one gateway, which applies its migrations itself): set DATABASE_URL, or apply');
   }
   if (e.TRUSTED_DOCUMENTS !== 'off' && !e.TRUSTED_DOCUMENTS_MANIFEST) {
     throw new ConfigError('TRUSTED_DOCUMENTS_MANIFEST', `TRUSTED_DOCUMENTS is ${e.TRUSTED_DOCUMENTS}, so the manifest of trusted documents is required`);
@@ -606,6 +711,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     databaseUrl: e.DATABASE_URL,
     sqliteSynchronous: e.SQLITE_SYNCHRONOUS,
     sqliteCommitWindowMs: e.SQLITE_COMMIT_WINDOW_MS,
+    databaseMigrations: e.DATABASE_MIGRATIONS,
     cloud: { url: e.CLOUD_API_URL, token: e.CLOUD_API_TOKEN, credentials: e.CLOUD_API_CREDENTIALS },
     verification: { url: e.VERIFICATION_API_URL, token: e.VERIFICATION_API_TOKEN },
     identification: {
@@ -643,7 +749,24 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     },
     eventRetentionMs: e.EVENT_RETENTION,
     delivery: { compiledSelection: e.SUBSCRIPTION_COMPILED_SELECTION, clearFromIntake: e.DELIVERY_CLEAR_FROM_INTAKE },
-    upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES, idempotent: e.IDEMPOTENT_UPSTREAMS },
+    upstream: {
+      timeoutMs: e.UPSTREAM_TIMEOUT,
+      retryBudgetMs: e.UPSTREAM_RETRY_BUDGET,
+      maxRetries: e.UPSTREAM_MAX_RETRIES,
+      idempotent: e.IDEMPOTENT_UPSTREAMS,
+      breakers: Object.fromEntries(
+        BREAKER_UPSTREAMS.map((u) => [
+          u,
+          {
+            enabled: e.UPSTREAM_CIRCUIT_BREAKER[u],
+            volume: e.UPSTREAM_CIRCUIT_VOLUME[u],
+            errorThreshold: e.UPSTREAM_CIRCUIT_ERROR_THRESHOLD[u],
+            resetTimeoutMs: e.UPSTREAM_CIRCUIT_RESET_TIMEOUT[u],
+            halfOpenAttempts: e.UPSTREAM_CIRCUIT_HALF_OPEN_ATTEMPTS[u],
+          },
+        ]),
+      ) as Record<BreakerUpstream, BreakerSettings>,
+    },
     resultsBatchSize: e.VERIFICATION_RESULTS_BATCH_SIZE,
     shapePaths: {
       cloudCreatedId: e.CLOUD_CREATED_ID_PATH,

@@ -26,5 +26,7 @@ export function createCloudService(
 ): CloudService {
   const http = deps.http('cloud', endpoint.url);
   const answers = new CloudAnswers(deps.shapePaths);
-  return new CloudService(new CloudClient(http, new CloudTokens(http, endpoint.auth, deps.logger, answers), answers), deps.ledger, deps.idempotency, deps.pauseAt);
+  // The token endpoint has its own breaker (and pool): an outage of it is not the creation endpoints' failure.
+  const tokens = new CloudTokens(deps.http('cloud-token', endpoint.url), endpoint.auth, deps.logger, answers);
+  return new CloudService(new CloudClient(http, tokens, answers), deps.ledger, deps.idempotency, deps.pauseAt);
 }
