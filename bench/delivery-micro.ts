@@ -62,6 +62,7 @@ const clearEvent = (): EventRecord => {
 rows.push(perCall('graphql-js execute, clear values from the intake', () => execute({ schema, document, rootValue: clearEvent(), contextValue: context, variableValues })));
 rows.push(perCall('graphql-jit compiled selection, clear values from the intake', () => compiled.query(clearEvent(), context, variableValues)));
 rows.push(perCall('(the event and its clear values alone)', () => clearEvent()));
+
 const result = execute({ schema, document, rootValue: event(), contextValue: context, variableValues }) as { data: unknown };
 console.error(JSON.stringify(result), JSON.stringify(compiled.query(event(), context, variableValues)));
 rows.push(perCall('present (deliverable) + JSON + UTF-8', () => Buffer.from(`${JSON.stringify(deliverable({ data: (result as { data: unknown }).data } as never, context, logger))}}`)));
