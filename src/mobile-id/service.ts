@@ -34,6 +34,8 @@ interface MobileIdServiceOptions {
   /** Per-app storage bounds (notifications on an app's tokens, its live tokens); null: none. */
   storage: AppStorage | null;
   metrics: Metrics;
+  /** DELIVERY_CLEAR_FROM_INTAKE: a notification taken in here hands its live subscribers here its clear values (decision 062). */
+  clearFromIntake?: boolean;
   /** Tests only: the clock of pending notifications and of the JWKS retry schedule (epoch ms). Default Date.now. */
   now?: (() => number) | undefined;
 }
@@ -73,6 +75,7 @@ export class MobileIdService {
       storage: options.storage,
       metrics: options.metrics,
       logger: options.logger,
+      clearFromIntake: options.clearFromIntake ?? false,
       ...(options.now ? { now: options.now } : {}),
     });
     this.sandbox = new SandboxTrigger(options.sandbox, this.tokens, options.notificationUri);

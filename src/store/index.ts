@@ -56,6 +56,8 @@ export interface StoreOptions {
    * webhook is acknowledged; NORMAL is durable against a process crash only. See docs/decisions/002.
    */
   sqliteSynchronous?: 'FULL' | 'NORMAL';
+  /** SQLITE_COMMIT_WINDOW_MS (docs/decisions/062); ignored with DATABASE_URL. */
+  sqliteCommitWindowMs?: number;
   /**
    * PostgreSQL only: called with why while the server cannot be reached at start-up (the store waits for it,
    * retrying with backoff), and with null once it answers.
@@ -191,7 +193,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     database.pragma('busy_timeout = 5000');
     database.pragma('foreign_keys = ON');
     const full = (options.sqliteSynchronous ?? 'FULL') === 'FULL';
-    const sqliteDialect = new GroupCommitSqliteDialect(database, { syncWal: full, checkpointInWorker: true });
+    const sqliteDialect = new GroupCommitSqliteDialect(database, { syncWal: full, checkpointInWorker: true, commitWindowMs: options.sqliteCommitWindowMs ?? 0 });
     db = new Kysely<Database>({ dialect: sqliteDialect, log });
     writeTogether = (writes) => {
       // Past kysely's executor, so counted here.
