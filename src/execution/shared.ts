@@ -91,9 +91,14 @@ export class SharedExecution {
 
   private run(event: unknown, args: ExecutionArgs): Result {
     this.stats.executions += 1;
-    const context = args.contextValue as GraphQLContext | undefined;
     const cursor = event !== null && typeof event === 'object' ? (event as { cursor?: unknown }).cursor : undefined;
-    if (!context || typeof context !== 'object') return withCursor(execute({ ...args, rootValue: event }), cursor);
+    return withCursor(this.select(event, args), cursor);
+  }
+
+  /** The selection over `event`, compiled or by graphql-js. */
+  private select(event: unknown, args: ExecutionArgs): Result {
+    const context = args.contextValue as GraphQLContext | undefined;
+    if (!context || typeof context !== 'object') return execute({ ...args, rootValue: event });
     // The execution's own view of the context: a warning raised while it runs belongs to this result (so to every
     // subscriber sharing it), not to the subscription whose context happened to execute it.
     const own = Object.create(context) as GraphQLContext & { warnings: GraphQLContext['warnings'] };
@@ -128,7 +133,7 @@ export class SharedExecution {
 
   private plain(event: unknown, args: ExecutionArgs, own: GraphQLContext): Result {
     const result = execute({ ...args, rootValue: event, contextValue: own });
-    return result instanceof Promise ? result.then((r) => withWarnings(withCursor(r, cursor), own)) : withWarnings(withCursor(result, cursor), own);
+    return result instanceof Promise ? result.then((r) => withWarnings(r, own)) : withWarnings(result, own);
   }
 
   /** The compiled selection of a subscription's document, made once per document and operation; null when it cannot be compiled. */
