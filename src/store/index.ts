@@ -76,10 +76,11 @@ export interface StoreOptions {
 const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03']);
 const RETRY_MAX_MS = 5_000;
 
-function unreachable(err: unknown): boolean {
-  const code = (err as { code?: unknown }).code;
+/** A failure of the connection to PostgreSQL (waiting may cure it), not of the statement (an SQL error never is). */
+export function databaseUnreachable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string') return UNREACHABLE_CODES.has(code) || code.startsWith('08');
-  return err instanceof Error && /Connection terminated|timeout expired/i.test(err.message);
+  return err instanceof Error && /Connection terminated|timeout expired|not queryable/i.test(err.message);
 }
 
 /**
@@ -97,7 +98,7 @@ async function waitForPostgres(ping: () => Promise<unknown>, location: string, o
       }
       return;
     } catch (err) {
-      if (!unreachable(err)) throw err;
+      if (!databaseUnreachable(err)) throw err;
       const retryInMs = Math.min(RETRY_MAX_MS, 250 * 2 ** (attempt - 1));
       const why = `waiting for PostgreSQL at ${location}: ${(err as Error).message}`;
       options.onUnreachable?.(why);
