@@ -42,6 +42,11 @@ export class InProcessBus implements EventBus {
     return this.delivered.snapshot();
   }
 
+  /** Every number up to this one has been delivered (or given up as a hole): no copy made. */
+  deliveredThrough(): number {
+    return this.delivered.floor();
+  }
+
   async publish(event: EventRecord): Promise<void> {
     // Its cursor, once for every subscriber (the position is known without reading anything).
     event.cursor = this.delivered.record(event.seq, event.receivedAt.getTime());

@@ -229,6 +229,11 @@ export class Delivered {
     return encodeCursor(p, at);
   }
 
+  /** Every number up to this one is delivered (or given up). */
+  floor(): number {
+    return this.position.floor;
+  }
+
   /** A copy of the position now. */
   snapshot(): Position {
     return this.position.copy();

@@ -116,9 +116,10 @@ export class PostgresBus implements EventBus {
           if (this.high === seq - 1 && this.own.delete(seq)) this.high = seq;
           else await this.catchUp();
         });
-      } else {
+      } else if (seq > this.high || this.gapIndex(seq) !== -1) {
         this.scheduleCatchUp();
       }
+      // Otherwise it was read already (published here through a catch-up, or read after a later notice).
     });
     client.on('error', (err) => this.dropped(client, err.message));
     client.on('end', () => this.dropped(client, 'the connection ended'));
@@ -191,7 +192,17 @@ export class PostgresBus implements EventBus {
     });
   }
 
-  /** Delivers every event after the highest one read, and those that filled a gap since. */
+  /**
+   * Delivers every event after the highest one read, and those that filled a gap since, in sequence order.
+   *
+   * The order is what the gateway promises across replicas (docs/decisions/061): an event acknowledged before another
+   * was received is delivered before it, on every replica. Such an event committed before the other was inserted, so
+   * it has the lower number, and every read that sees the later one sees it too. Each batch read after `high` is
+   * therefore merged, by number, with the gap fillers read just after it (a later snapshot, which sees every gap
+   * filler the first read would have): one that fills a gap below an event of the batch is delivered before it.
+   * A number that appears only in a later read was not committed when the batch was read, so nothing of the batch
+   * was acknowledged after it: delivering it later keeps the promise.
+   */
   private async catchUp(): Promise<void> {
     for (;;) {
       const events = await this.options.log.after(this.high, BATCH);
@@ -199,19 +210,19 @@ export class PostgresBus implements EventBus {
       for (const event of events) {
         if (event.seq > this.high + 1) this.addGap({ from: this.high + 1, to: event.seq - 1, since: now });
         this.high = event.seq;
-        await this.deliver(event);
       }
+      const late: EventRecord[] = [];
+      while (this.gaps.length > 0) {
+        const found = await this.options.log.inStretches(this.gaps.map((g) => [g.from, g.to] as const), BATCH);
+        for (const event of found) this.fillGap(event.seq);
+        late.push(...found);
+        if (found.length < BATCH) break;
+      }
+      const merged = late.length === 0 ? events : [...events, ...late].sort((x, y) => x.seq - y.seq);
+      for (const event of merged) await this.deliver(event);
       if (events.length < BATCH) break;
     }
     if (this.gaps.length === 0) return;
-    for (;;) {
-      const late = await this.options.log.inStretches(this.gaps.map((g) => [g.from, g.to] as const), BATCH);
-      for (const event of late) {
-        this.fillGap(event.seq);
-        await this.deliver(event);
-      }
-      if (late.length < BATCH) break;
-    }
     const now = Date.now();
     const expired = this.gaps.filter((g) => now - g.since >= GAP_WAIT_MS);
     if (expired.length > 0) {
@@ -271,12 +282,23 @@ export class PostgresBus implements EventBus {
     // from the log and delivered it. Nothing will read it back again, so marking it as ours would keep it forever.
     // That catch-up also delivered it to this replica's subscribers: delivering it again here would be a second time.
     const readBack = event.seq <= this.high && this.gapIndex(event.seq) === -1;
+    let caughtUp: Promise<void> | null = null;
     if (!readBack) {
-      this.own.add(event.seq);
-      await this.local.publish(event);
+      if (this.local.deliveredThrough() >= event.seq - 1) {
+        // Every lower number was delivered here: nothing acknowledged before it can still come, deliver it at once.
+        this.own.add(event.seq);
+        await this.local.publish(event);
+      } else {
+        // A lower number is not delivered here yet: an event another replica acknowledged before this one was
+        // received, whose notice is still on its way, must reach this replica's subscribers first. A catch-up reads
+        // both from the log (this one committed) and delivers them in order (docs/decisions/061).
+        this.scheduleCatchUp();
+        caughtUp = this.delivering;
+      }
     }
     const notice: Notice = { seq: event.seq };
     await sql`select pg_notify(${CHANNEL}, ${JSON.stringify(notice)})`.execute(this.options.db);
+    await caughtUp;
   }
 
   subscribe(kind: string, key: string | null, listener: EventListener): () => void {

@@ -39,6 +39,23 @@ export async function postCompletion(url: string, externalId: string, n: string,
 }
 
 /**
+ * Waits until every one of these replicas has delivered every event in the log: an event acknowledged at one replica
+ * reaches the others through PostgreSQL's NOTIFY, and reaches the one that took it once everything acknowledged
+ * before it did (docs/decisions/061), so a moment after its acknowledgement it may still be on its way. A cursor
+ * taken after this (cursorNow, or an EventReader's "now") is past every event posted so far.
+ */
+export async function deliveredEverywhere(...replicas: TestGateway[]): Promise<void> {
+  const rows = await replicas[0]!.gateway.services.store.db.selectFrom('events').select('seq').execute();
+  const seqs = rows.map((row) => Number(row.seq));
+  const everywhere = () =>
+    replicas.every((t) => {
+      const position = t.gateway.services.events.bus.position();
+      return seqs.every((seq) => position.has(seq));
+    });
+  await waitFor(everywhere, 20_000, 'every event posted so far delivered on every replica');
+}
+
+/**
  * A cursor of where the buses of these replicas stand now, together: a stream resumed from it gets every event
  * acknowledged later (and none before, even one the other replica has not delivered yet), with no race.
  */

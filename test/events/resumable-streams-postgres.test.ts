@@ -6,7 +6,7 @@ import type { EventRecord } from '../../src/events/log.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
 import { waitFor } from '../identity/helpers.js';
-import { cursorNow, postCompletion, registerVerifications, resumeWs, type Resumed } from './resumable-helpers.js';
+import { cursorNow, deliveredEverywhere, postCompletion, registerVerifications, resumeWs, type Resumed } from './resumable-helpers.js';
 
 const KEY_A = 'key-a';
 const KEY_B = 'key-b';
@@ -42,6 +42,8 @@ describe('streams and event reads that resume on any replica (two gateways on on
   it('a wildcard subscriber that leaves replica A resumes on replica B with its cursor: what was posted meanwhile, in order and once, then live', async () => {
     const [id] = [...mine.keys()];
     const url = mine.get(id!)!;
+    // Earlier events (the set-up's) delivered everywhere first, so that the first one after the cursor is x1.
+    await deliveredEverywhere(r.a, r.b);
     const first = await resumeWs(r.a, KEY_A, cursorNow(r.a, r.b));
     await postCompletion(on(r.a, url), id!, 'x1');
     await waitFor(() => first.events.length === 1, 20_000, 'x1 on A');
@@ -70,6 +72,8 @@ describe('streams and event reads that resume on any replica (two gateways on on
         cases += 1;
         const posted: string[] = [];
         const got: { n: string; cursor: string }[] = [];
+        // The previous case's events delivered everywhere first: this case's cursor is past all of them.
+        await deliveredEverywhere(r.a, r.b);
         let cursor = cursorNow(r.a, r.b);
         let sub: Resumed | null = null;
         for (const o of ops) {
@@ -106,6 +110,9 @@ describe('streams and event reads that resume on any replica (two gateways on on
     const url = mine.get(id!)!;
     const readerA = r.a.gateway.services.events.reader;
     const readerB = r.b.gateway.services.events.reader;
+    // "Now" on B is what B has delivered: the earlier tests' events must have reached it first, or the first of them
+    // still on its way would come after this cursor (and end the wait) rather than the one posted below.
+    await deliveredEverywhere(r.a, r.b);
     const start = (await readerB.eventsAfter(appA, null, ['verification'])).cursor;
     // Nothing after the cursor yet: the wait starts, and ends when the event arrives.
     const waiting = readerB.waitForEvents(appA, { cursor: start, kinds: ['verification'], timeoutSeconds: 60 });
