@@ -47,6 +47,11 @@ export class InProcessBus implements EventBus {
     return this.delivered.floor();
   }
 
+  /** The numbers below `seq` not delivered here (nor given up), as stretches. */
+  holesBelow(seq: number): [number, number][] {
+    return this.delivered.holesBelow(seq);
+  }
+
   async publish(event: EventRecord): Promise<void> {
     // Its cursor, once for every subscriber (the position is known without reading anything).
     event.cursor = this.delivered.record(event.seq, event.receivedAt.getTime());

@@ -93,6 +93,19 @@ export class Position {
     return out;
   }
 
+  /** The stretches of numbers below `seq` that are not in this set, ascending, each `[from, to]`. */
+  holesBelow(seq: number): [number, number][] {
+    const out: [number, number][] = [];
+    let from = this.floor + 1;
+    const r = this.ranges;
+    for (let i = 0; i < r.length && from < seq; i += 2) {
+      out.push([from, Math.min(r[i]! - 1, seq - 1)]);
+      from = r[i + 1]! + 1;
+    }
+    if (from < seq) out.push([from, seq - 1]);
+    return out;
+  }
+
   /** Whether every number of `other` is in this set. */
   covers(other: Position): boolean {
     if (other.floor > this.floor) return false;
@@ -232,6 +245,11 @@ export class Delivered {
   /** Every number up to this one is delivered (or given up). */
   floor(): number {
     return this.position.floor;
+  }
+
+  /** The numbers below `seq` not delivered (nor given up), as stretches. */
+  holesBelow(seq: number): [number, number][] {
+    return this.position.holesBelow(seq);
   }
 
   /** A copy of the position now. */

@@ -311,6 +311,23 @@ export class EventLog {
     return rows.map(toRecord);
   }
 
+  /**
+   * Whether any event's number lies in these stretches (each `[from, to]`, both included): one index probe, a plain
+   * statement for the few stretches a replica usually has (cheaper to plan than inStretches' join), inStretches past
+   * them. What a replica publishing its own event asks while a lower number is not delivered (src/events/postgres-bus.ts).
+   */
+  async anyIn(stretches: ReadonlyArray<readonly [number, number]>): Promise<boolean> {
+    if (stretches.length === 0) return false;
+    if (stretches.length > 4) return (await this.inStretches(stretches, 1)).length > 0;
+    const row = await this.db
+      .selectFrom('events')
+      .select('seq')
+      .where((eb) => eb.or(stretches.map(([from, to]) => eb.between('seq', from, to))))
+      .limit(1)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
   /** The highest sequence number in the log (0 when empty). */
   async lastSeq(): Promise<number> {
     const row = await this.db.selectFrom('events').select((eb) => eb.fn.max('seq').as('max')).executeTakeFirst();

@@ -284,14 +284,16 @@ export class PostgresBus implements EventBus {
     const readBack = event.seq <= this.high && this.gapIndex(event.seq) === -1;
     let caughtUp: Promise<void> | null = null;
     if (!readBack) {
-      if (this.local.deliveredThrough() >= event.seq - 1) {
-        // Every lower number was delivered here: nothing acknowledged before it can still come, deliver it at once.
+      // Delivered at once when nothing below it can still come here: every lower number was delivered (the usual
+      // case, no read), or none of the lower numbers not delivered holds an event (one probe of the log, while a
+      // number is held or burnt below it). Otherwise an event that may have been acknowledged before this one was
+      // received (another replica's, whose notice is on its way) must reach this replica's subscribers first: a
+      // catch-up reads both from the log (this one committed) and delivers them in order (docs/decisions/061).
+      const first = this.local.deliveredThrough() >= event.seq - 1 || !(await this.options.log.anyIn(this.local.holesBelow(event.seq)));
+      if (first && !(event.seq <= this.high && this.gapIndex(event.seq) === -1)) {
         this.own.add(event.seq);
         await this.local.publish(event);
-      } else {
-        // A lower number is not delivered here yet: an event another replica acknowledged before this one was
-        // received, whose notice is still on its way, must reach this replica's subscribers first. A catch-up reads
-        // both from the log (this one committed) and delivers them in order (docs/decisions/061).
+      } else if (!first) {
         this.scheduleCatchUp();
         caughtUp = this.delivering;
       }
