@@ -6,7 +6,7 @@ import WebSocket from 'ws';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { waitFor } from '../identity/helpers.js';
-import { cursorNow, RESUME, registerVerifications } from '../events/resumable-helpers.js';
+import { cursorNow, deliveredEverywhere, RESUME, registerVerifications } from '../events/resumable-helpers.js';
 import { request } from 'undici';
 
 /** What a client that does not retry saw of its socket: the close code and reason, or the socket's error. */
@@ -150,6 +150,9 @@ describe('subscribers while PostgreSQL restarts', () => {
         seen = { events: [], ended: null };
         const missed = acknowledged.length + 2;
         await waitFor(() => acknowledged.length >= missed, 30_000, 'events acknowledged while the subscriber is away');
+        // B has delivered them before PostgreSQL stops, so the subscriber that comes back has them to replay from the
+        // log (one still on its way to B would come live once PostgreSQL is back, and nothing would read the log).
+        await deliveredEverywhere(b);
       }
       await pg.restart({
         whileStopped: async () => {
