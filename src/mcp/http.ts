@@ -3,9 +3,15 @@
 // revisions (the SDK's createMcpHandler serves both). Before the SDK sees a request: the Host and Origin checks (DNS
 // rebinding), the app's authentication (the gateway's keys, apps file and JWTs, as on every route), and for a JWT app
 // a call of a tool outside its scopes is a 403 insufficient_scope naming the scope (step-up, RFC 6750).
+//
+// Change notifications (2026-07-28 subscriptions/listen): the SDK's listen router writes the stream (the
+// acknowledgement, the notifications, keep-alives, teardown); its event bus is this module's ListenBus, which gives
+// each stream only the changes of the resources it asked for that its app may read, from the gateway's event bus
+// (src/mcp/resources.ts watch), so any replica's event reaches it.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
-import { createMcpHandler, validateHostHeader, validateOriginHeader, type AuthInfo, type RequestStateCodec } from '@modelcontextprotocol/server';
+import { createMcpHandler, validateHostHeader, validateOriginHeader, type AuthInfo, type RequestStateCodec, type ServerEvent, type ServerEventBus } from '@modelcontextprotocol/server';
 import type { Caller } from '../caller.js';
 import type { Logger } from '../logger.js';
 import { createRequestServer, type McpSurface } from './server.js';
@@ -33,6 +39,42 @@ export interface McpHttpOptions {
   /** The sealed requestState of approval elicitations (src/mcp/approval.ts). */
   readonly codec: RequestStateCodec<unknown>;
   readonly logger: Logger;
+}
+
+/** The most resource URIs one subscriptions/listen may name. */
+export const MAX_LISTENED_RESOURCES = 100;
+
+/** What the listen stream being opened is for: set around the SDK's handling of a subscriptions/listen request. */
+interface OpeningListen {
+  readonly caller: Caller;
+  readonly uris: readonly string[];
+}
+
+/**
+ * The SDK's change-event bus, per stream: the SDK's router subscribes synchronously while serving the listen request,
+ * inside the request's async context, which says whose stream it is and which URIs it named. Nothing is published
+ * through it: the gateway's own bus is the source, keyed by resource, so an event costs nothing for other streams.
+ */
+class ListenBus implements ServerEventBus {
+  readonly opening = new AsyncLocalStorage<OpeningListen>();
+  constructor(private readonly surface: McpSurface) {}
+
+  publish(_event: ServerEvent): void {}
+
+  subscribe(listener: (event: ServerEvent) => void): () => void {
+    const open = this.opening.getStore();
+    if (!open || !this.surface.resources) return () => undefined;
+    return this.surface.resources.watch(open.caller, open.uris, (uri) => listener({ kind: 'resource_updated', uri }));
+  }
+}
+
+/** The resource URIs of a subscriptions/listen request, or null when the body is none. */
+function listenedUris(body: unknown): string[] | null {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
+  const { method, params } = body as { method?: unknown; params?: { notifications?: { resourceSubscriptions?: unknown } } };
+  if (method !== 'subscriptions/listen') return null;
+  const uris = params?.notifications?.resourceSubscriptions;
+  return Array.isArray(uris) ? uris.filter((u): u is string => typeof u === 'string') : [];
 }
 
 const MCP_PATH = /^\/mcp(?:\/([a-z0-9][a-z0-9_-]{0,63}))?$/;
@@ -73,13 +115,15 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
   const metadataUrlOf = (toolset: string) => `${o.publicUrl()}/.well-known/oauth-protected-resource/mcp${toolset ? `/${toolset}` : ''}`;
 
   // One handler for the whole gateway: the factory makes each request's server from what the route authenticated.
+  const bus = new ListenBus(o.surface);
   const handler = createMcpHandler(
     (ctx) => {
       const extra = ctx.authInfo?.extra as { caller: Caller; toolset: string; requestId: string };
-      return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, { requestState: (state, ctx) => o.codec.verify(state, ctx) });
+      return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, { requestState: (state, ctx) => o.codec.verify(state, ctx), era: ctx.era });
     },
     {
       legacy: 'stateless',
+      bus,
       maxRequestBodySize: o.maxBodyBytes,
       onerror: (err) => o.logger.debug({ err: err.message }, 'MCP request refused by the protocol layer'),
     },
@@ -155,7 +199,15 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
           ...(caller.expiresAt ? { expiresAt: Math.floor(caller.expiresAt / 1000) } : {}),
           extra: { caller, toolset, requestId: ctx.requestId },
         };
-        const response = await handler.fetch(request, { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) });
+        const options = { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) };
+        const listened = listenedUris(parsed);
+        if (listened && listened.length > MAX_LISTENED_RESOURCES) {
+          const id = (parsed as { id?: unknown }).id;
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ jsonrpc: '2.0', id: typeof id === 'string' || typeof id === 'number' ? id : null, error: { code: -32602, message: `Invalid params: a subscriptions/listen names at most ${MAX_LISTENED_RESOURCES} resources (this one names ${listened.length}); open several` } }));
+          return;
+        }
+        const response = listened ? await bus.opening.run({ caller, uris: listened }, () => handler.fetch(request, options)) : await handler.fetch(request, options);
         res.statusCode = response.status;
         response.headers.forEach((value, name) => res.setHeader(name, value));
         if (!response.body) {

@@ -1,12 +1,13 @@
 // What the MCP endpoint offers, built once at start-up (docs/decisions/060). This is the one place where tools are
 // registered: the operation tools (built-in and trusted documents), the approval tools of MCP_MUTATIONS=approve, the
-// operator's read-only `execute`, and the toolsets of MCP_TOOLSETS. Resources and their update notifications (the
-// event log's verifications, identifications, mobile-ID results, provisionings) are to be added here too.
+// operator's read-only `execute`, the toolsets of MCP_TOOLSETS, and the resources (the SDL, the catalog, and the event
+// log's verifications, identifications, mobile-ID authentications and provisionings) with `wait_for_events`.
 import type { GraphQLSchema } from 'graphql';
 import { ConfigError, type Config } from '../config.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import type { Approvals } from './approval.js';
 import { errorsResult, runOperationTool } from './operations.js';
+import { McpResources, waitForEventsTool, type EventSource } from './resources.js';
 import { toolError, type McpSurface, type McpTool } from './server.js';
 import { builtInTools, manifestTools, refusalFor, type OperationTool } from './tools.js';
 
@@ -23,6 +24,10 @@ export interface SurfaceOptions {
   readonly mcp: Config['mcp'];
   /** The approval tools; required with MCP_MUTATIONS=approve. */
   readonly approvals: Approvals | null;
+  /** The app's events and their changes (src/events/cursor-read.ts EventReader). */
+  readonly events: EventSource;
+  /** The SDL, offered as a resource when introspection is on; null otherwise. */
+  readonly sdl: string | null;
 }
 
 /** A tool that runs its operation at once (a read, or a mutation under MCP_MUTATIONS=all). */
@@ -97,8 +102,12 @@ export function buildSurface(o: SurfaceOptions): McpSurface {
   }
   if (o.mcp.mutations === 'approve') tools.push(o.approvals!.executeTool(byName));
   if (o.mcp.execute) tools.push(executeTool(o.pipeline));
+  // Resources are read through the built-in reads (not offered under TRUSTED_DOCUMENTS=enforce: only the manifest runs).
+  const resources = new McpResources(o.pipeline, builtIn, o.builtIn ? o.sdl : null, o.events);
+  const waiting = resources.hasEvents ? waitForEventsTool(resources) : null;
+  if (waiting) tools.push(waiting);
 
-  const known = new Set([...operations.map((t) => t.name), 'execute_plan', 'execute']);
+  const known = new Set([...operations.map((t) => t.name), 'execute_plan', 'execute', ...(waiting ? [waiting.name] : [])]);
   const toolsets = new Map<string, readonly McpTool[]>([['', tools]]);
   for (const [name, names] of o.mcp.toolsets) {
     const unknown = names.find((n) => n !== '*' && !known.has(n));
@@ -113,5 +122,5 @@ export function buildSurface(o: SurfaceOptions): McpSurface {
         ? 'Creation tools only plan: execute_plan(planId) runs a plan once a person approves it (you will be asked through the client) or an approver app approves it.'
         : 'Mutation tools run at once.',
   ].join(' ');
-  return { toolsets, instructions };
+  return { toolsets, resources: resources.offered ? resources : null, instructions };
 }
