@@ -7,9 +7,10 @@ import { ConfigError, type Config } from '../config.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import type { Approvals } from './approval.js';
 import { errorsResult, runOperationTool } from './operations.js';
-import { McpResources, waitForEventsTool, type EventSource } from './resources.js';
+import { McpResources, type EventSource } from './resources.js';
 import { toolError, type McpSurface, type McpTool } from './server.js';
 import { builtInTools, manifestTools, refusalFor, type OperationTool } from './tools.js';
+import { waitForEventsTool } from './wait.js';
 
 export interface SurfaceOptions {
   readonly schema: GraphQLSchema;

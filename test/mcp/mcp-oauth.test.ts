@@ -65,7 +65,7 @@ describe('MCP with JWT apps', () => {
     const token = await sign(key, { claims: { azp: 'reader', scope: 'gateway:cloud:read' } });
     const c = await mcpClient(gw, { key: token });
     try {
-      expect(await c.toolNames()).toEqual(['catalog', 'projects', 'project', 'provisioning']);
+      expect(await c.toolNames()).toEqual(['catalog', 'projects', 'project', 'provisioning', 'wait_for_events']);
       expect((await c.call('projects')).structuredContent).toEqual({ projects: [] });
     } finally {
       await c.close();
