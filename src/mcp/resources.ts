@@ -4,7 +4,7 @@
 // the owner check (another app's id reads as null, then "not found", exactly as an unknown one), the cost and rate
 // limits and masking hold. A resource changes when the durable event log records an event of its kind and key; the
 // event reader (src/events/cursor-read.ts, given by the composition root) says so on every replica.
-import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, type ReadResourceResult, type Resource, type ResourceTemplateType } from '@modelcontextprotocol/server';
+import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, type CallToolResult, type ReadResourceResult, type Resource, type ResourceLink, type ResourceTemplateType } from '@modelcontextprotocol/server';
 import type { Caller } from '../caller.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import { refusalFor, type OperationTool } from './tools.js';
@@ -227,4 +227,28 @@ export class McpResources {
       for (const off of offs.splice(0)) off();
     };
   }
+}
+
+/**
+ * Long provisioning (docs/decisions/060): a tool result that started or replayed a provisioning links its resource,
+ * which the agent reads, listens to (notifications/resources/updated as each step ends) or waits on
+ * (wait_for_events with kinds [provisioning]), on any replica.
+ */
+export function linkProvisionings(resources: McpResources, result: CallToolResult): CallToolResult {
+  if (result.isError || !result.structuredContent) return result;
+  const links: ResourceLink[] = [];
+  for (const value of Object.values(result.structuredContent)) {
+    const id = (value as { provisioning?: { id?: unknown } } | null)?.provisioning?.id;
+    const uri = typeof id === 'string' ? resources.uriOf('provisioning', id) : null;
+    if (uri === null) continue;
+    links.push({
+      type: 'resource_link',
+      uri,
+      name: 'provisioning',
+      title: `Provisioning ${id as string}`,
+      mimeType: 'application/json',
+      description: 'Its steps as they end: read this resource, listen to it (notifications/resources/updated), or call wait_for_events with kinds ["provisioning"].',
+    });
+  }
+  return links.length ? { ...result, content: [...result.content, ...links] } : result;
 }

@@ -2,12 +2,13 @@
 // registered: the operation tools (built-in and trusted documents), the approval tools of MCP_MUTATIONS=approve, the
 // operator's read-only `execute`, the toolsets of MCP_TOOLSETS, and the resources (the SDL, the catalog, and the event
 // log's verifications, identifications, mobile-ID authentications and provisionings) with `wait_for_events`.
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { GraphQLSchema } from 'graphql';
 import { ConfigError, type Config } from '../config.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import type { Approvals } from './approval.js';
 import { errorsResult, runOperationTool } from './operations.js';
-import { McpResources, type EventSource } from './resources.js';
+import { linkProvisionings, McpResources, type EventSource } from './resources.js';
 import { toolError, type McpSurface, type McpTool } from './server.js';
 import { builtInTools, manifestTools, refusalFor, type OperationTool } from './tools.js';
 import { waitForEventsTool } from './wait.js';
@@ -87,6 +88,17 @@ function executeTool(pipeline: Pipeline): McpTool {
   };
 }
 
+/** `tool`, its results linking the provisionings they started (src/mcp/resources.ts linkProvisionings). */
+function linkingProvisionings(tool: McpTool, resources: McpResources): McpTool {
+  return {
+    ...tool,
+    call: async (args, call) => {
+      const result = await tool.call(args, call);
+      return 'content' in result ? linkProvisionings(resources, result as CallToolResult) : result;
+    },
+  };
+}
+
 export function buildSurface(o: SurfaceOptions): McpSurface {
   const builtIn = o.builtIn ? builtInTools(o.schema, o.pipeline) : [];
   const operations = [...builtIn, ...(o.manifest ? manifestTools(o.schema, o.pipeline, o.manifest, new Set(builtIn.map((t) => t.name))) : [])];
@@ -106,6 +118,8 @@ export function buildSurface(o: SurfaceOptions): McpSurface {
   // Resources are read through the built-in reads (not offered under TRUSTED_DOCUMENTS=enforce: only the manifest runs).
   const resources = new McpResources(o.pipeline, builtIn, o.builtIn ? o.sdl : null, o.events);
   const waiting = resources.hasEvents ? waitForEventsTool(resources) : null;
+  // A result that started a provisioning links its resource (long provisioning: a resource plus notifications).
+  if (resources.hasEvents) for (const [i, tool] of tools.entries()) tools[i] = linkingProvisionings(tool, resources);
   if (waiting) tools.push(waiting);
 
   const known = new Set([...operations.map((t) => t.name), 'execute_plan', 'execute', ...(waiting ? [waiting.name] : [])]);

@@ -1,9 +1,12 @@
 // Events as MCP resources, and waiting for them (docs/decisions/060, "Events as resources"), with the SDK's own client
 // over real HTTP: resources read by their owner only, notifications/resources/updated on a subscriptions/listen stream
 // when the durable log records a mobile-ID result, and wait_for_events before and after the event.
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeCursor, Position } from '../../src/events/cursor.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { waitForListener } from '../helpers/events.js';
 import { mcpClient, textOf, type McpClientOptions, type TestMcpClient } from '../helpers/mcp.js';
 import { postNotification, waitUntil } from '../helpers/mobile-id.js';
@@ -160,5 +163,61 @@ describe('wait_for_events', () => {
     const c = await connect({ key: 'key-a' });
     expect((await c.call('wait_for_events', { timeoutSeconds: 301 })).structuredContent!.errors[0]).toMatchObject({ argument: 'timeoutSeconds' });
     expect((await c.call('wait_for_events', { kinds: ['mobile-id', 'payments'], timeoutSeconds: 0 })).structuredContent!.errors[0]).toMatchObject({ argument: 'kinds.1' });
+  });
+});
+
+describe('event resources per scope, and long provisioning', () => {
+  let scoped: TestGateway;
+  beforeAll(async () => {
+    const dir = tempDataDir('mcp-events-apps-');
+    const file = path.join(dir, 'apps.yaml');
+    const sha = (key: string) => createHash('sha256').update(key).digest('hex');
+    fs.writeFileSync(
+      file,
+      `apps:
+  - name: watcher
+    scopes: [mobile-id:read]
+    keys: [{ sha256: ${sha('watcher-key-0123456789')} }]
+  - name: builder
+    scopes: [cloud:read, cloud:write]
+    keys: [{ sha256: ${sha('builder-key-0123456789')} }]
+`,
+    );
+    scoped = await startTestGateway({ GATEWAY_APPS_FILE: file, MCP_MUTATIONS: 'all' });
+  });
+  afterAll(async () => {
+    await scoped?.close();
+  });
+
+  it('an app sees the templates of the kinds its scopes allow; waiting on another kind, or reading a resource outside its scopes, is refused naming the scope', async () => {
+    const c = await mcpClient(scoped, { key: 'watcher-key-0123456789' });
+    clients.push(c);
+    expect((await c.client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate)).toEqual(['mobileid://authentications/{authReqId}']);
+    expect((await c.client.listResources()).resources.map((r) => r.uri)).toEqual(['graphql://schema']);
+    const refused = await c.call('wait_for_events', { kinds: ['verification'], timeoutSeconds: 0 });
+    expect(refused.isError).toBe(true);
+    expect(refused.structuredContent).toMatchObject({ code: 'FORBIDDEN', scope: 'identity:read' });
+    const catalog = await c.client.readResource({ uri: 'cloud://catalog' }).then(
+      () => null,
+      (e: Error) => e,
+    );
+    expect(catalog?.message).toMatch(/cloud:read/);
+  });
+
+  it('a provisioning tool links the provisioning as a resource, which its app reads and follows with wait_for_events', async () => {
+    const c = await mcpClient(scoped, { key: 'builder-key-0123456789' });
+    clients.push(c);
+    const start = await c.call('wait_for_events', { kinds: ['provisioning'], timeoutSeconds: 0 });
+    const started = await c.call('provision_kafka_cluster', {
+      input: { project: { name: 'followed' }, network: { title: 'n' }, subnet: { title: 's', cidr: '10.1.0.0/24' }, cluster: { title: 'k', instanceCount: 1, instanceType: 'C1_MEDIUM' } },
+    });
+    expect(started.isError, textOf(started)).toBeFalsy();
+    const id = started.structuredContent!.provisionKafkaCluster.provisioning.id as string;
+    const link = started.content.find((c) => c.type === 'resource_link') as { uri: string } | undefined;
+    expect(link?.uri).toBe(`cloud://provisionings/${id}`);
+    const read = JSON.parse(((await c.client.readResource({ uri: link!.uri })).contents[0] as { text: string }).text);
+    expect(read).toMatchObject({ id });
+    const events = await c.call('wait_for_events', { cursor: start.structuredContent!.cursor, kinds: ['provisioning'], timeoutSeconds: 60 });
+    expect(events.structuredContent!.events[0]).toMatchObject({ kind: 'provisioning', key: id, uri: link!.uri });
   });
 });
