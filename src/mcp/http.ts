@@ -43,6 +43,8 @@ export interface McpHttpOptions {
 
 /** The most resource URIs one subscriptions/listen may name. */
 export const MAX_LISTENED_RESOURCES = 100;
+/** The most subscriptions/listen streams one app holds open on one replica (the SDK's own bound is for all apps). */
+export const MAX_LISTENS_PER_APP = 16;
 
 /** What the listen stream being opened is for: set around the SDK's handling of a subscriptions/listen request. */
 interface OpeningListen {
@@ -116,6 +118,7 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
 
   // One handler for the whole gateway: the factory makes each request's server from what the route authenticated.
   const bus = new ListenBus(o.surface);
+  const listening = new Map<string, number>();
   const handler = createMcpHandler(
     (ctx) => {
       const extra = ctx.authInfo?.extra as { caller: Caller; toolset: string; requestId: string };
@@ -201,11 +204,24 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
         };
         const options = { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) };
         const listened = listenedUris(parsed);
-        if (listened && listened.length > MAX_LISTENED_RESOURCES) {
+        if (listened) {
           const id = (parsed as { id?: unknown }).id;
-          res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ jsonrpc: '2.0', id: typeof id === 'string' || typeof id === 'number' ? id : null, error: { code: -32602, message: `Invalid params: a subscriptions/listen names at most ${MAX_LISTENED_RESOURCES} resources (this one names ${listened.length}); open several` } }));
-          return;
+          const refuse = (code: number, message: string) => {
+            res.writeHead(200, { 'content-type': 'application/json' });
+            res.end(JSON.stringify({ jsonrpc: '2.0', id: typeof id === 'string' || typeof id === 'number' ? id : null, error: { code, message } }));
+          };
+          if (listened.length > MAX_LISTENED_RESOURCES) return refuse(-32602, `Invalid params: a subscriptions/listen names at most ${MAX_LISTENED_RESOURCES} resources (this one names ${listened.length}); open several`);
+          const open = listening.get(caller.scope) ?? 0;
+          if (open >= MAX_LISTENS_PER_APP) return refuse(-32603, `Subscription limit reached: this app already has ${MAX_LISTENS_PER_APP} subscriptions/listen streams open on this replica; close one, or name several resources in one`);
+          listening.set(caller.scope, open + 1);
+          // A stream opened with a JWT ends when the token does, as WebSocket and SSE connections do.
+          const expiry = caller.expiresAt ? setTimeout(() => abort.abort(), Math.min(2 ** 31 - 1, Math.max(0, caller.expiresAt - Date.now()))) : undefined;
+          res.on('close', () => {
+            clearTimeout(expiry);
+            const left = (listening.get(caller.scope) ?? 1) - 1;
+            if (left > 0) listening.set(caller.scope, left);
+            else listening.delete(caller.scope);
+          });
         }
         const response = listened ? await bus.opening.run({ caller, uris: listened }, () => handler.fetch(request, options)) : await handler.fetch(request, options);
         res.statusCode = response.status;

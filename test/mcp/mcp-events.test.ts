@@ -100,6 +100,20 @@ describe('MCP resources', () => {
     await otherSub.close();
   });
 
+  it('an app holds at most 16 subscriptions/listen streams on a replica: the next is refused, and another app still listens', async () => {
+    const greedy = await connect({ key: 'key-b' });
+    const subs = await Promise.all(Array.from({ length: 16 }, (_, i) => greedy.client.listen({ resourceSubscriptions: [uriOf(`greedy-${i}`)] })));
+    const refused = await greedy.client.listen({ resourceSubscriptions: [uriOf('greedy-16')] }).then(
+      () => null,
+      (e: Error) => e,
+    );
+    expect(refused?.message).toMatch(/Subscription limit reached: this app already has 16/);
+    const other = await connect({ key: 'key-a' });
+    const fine = await other.client.listen({ resourceSubscriptions: [uriOf('not-greedy')] });
+    await fine.close();
+    await Promise.all(subs.map((s) => s.close()));
+  });
+
   it('resources/subscribe of a 2025 client fails clearly, naming subscriptions/listen and wait_for_events', async () => {
     const c = await connect({ key: 'key-a', era: 'legacy' });
     expect(c.client.getServerCapabilities()?.resources?.subscribe).toBe(false);
