@@ -71,4 +71,15 @@ describe('MCP with JWT apps', () => {
       await c.close();
     }
   });
+
+  it('a subscriptions/listen stream opened with a JWT ends when the token expires', async () => {
+    const token = await sign(key, { claims: { azp: 'listener', scope: 'gateway:mobile-id:read' }, exp: Math.floor(Date.now() / 1000) + 3 });
+    const c = await mcpClient(gw, { key: token });
+    try {
+      const sub = await c.client.listen({ resourceSubscriptions: ['mobileid://authentications/until-expiry'] });
+      expect(await sub.closed).toBe('remote');
+    } finally {
+      await c.close();
+    }
+  }, 20_000);
 });
