@@ -73,7 +73,7 @@ describe('MCP with JWT apps', () => {
   });
 
   it('a subscriptions/listen stream opened with a JWT ends when the token expires', async () => {
-    const token = await sign(key, { claims: { azp: 'listener', scope: 'gateway:mobile-id:read' }, exp: Math.floor(Date.now() / 1000) + 3 });
+    const token = await sign(key, { claims: { azp: 'listener', scope: 'gateway:mobile-id:read' }, exp: Math.floor(Date.now() / 1000) + 5 });
     const c = await mcpClient(gw, { key: token });
     try {
       const sub = await c.client.listen({ resourceSubscriptions: ['mobileid://authentications/until-expiry'] });
