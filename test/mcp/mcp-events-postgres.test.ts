@@ -2,8 +2,8 @@
 // bus are shared, so an agent waiting or listening on one replica gets what the other took in, and a cursor from one
 // resumes on the other.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { wildcardListeners } from '../events/resumable-helpers.js';
 import type { TestGateway } from '../helpers/gateway.js';
-import { waitForListener } from '../helpers/events.js';
 import { mcpClient, type TestMcpClient } from '../helpers/mcp.js';
 import { postNotification, waitUntil } from '../helpers/mobile-id.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
@@ -43,7 +43,8 @@ describe('MCP events across replicas (PostgreSQL)', () => {
     const otherStart = await otherOnB.call('wait_for_events', { kinds: ['mobile-id'], timeoutSeconds: 0 });
 
     const waiting = onB.call('wait_for_events', { cursor: start.structuredContent!.cursor, kinds: ['mobile-id'], timeoutSeconds: 120 });
-    await waitForListener(replicas.b, 'mobile-id');
+    // The wait is in flight once it listens for every key of its kinds (wait_for_events is the only such listener here).
+    await waitUntil(() => wildcardListeners(replicas.b, 'mobile-id') === 1, 10_000);
     await mobileIdResult(replicas.a, 'key-a', 'across-1');
     const got = await waiting;
     expect(keysOf(got)).toEqual(['across-1']);

@@ -6,8 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeCursor, Position } from '../../src/events/cursor.js';
+import { wildcardListeners } from '../events/resumable-helpers.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { waitForListener } from '../helpers/events.js';
 import { mcpClient, textOf, type McpClientOptions, type TestMcpClient } from '../helpers/mcp.js';
 import { postNotification, waitUntil } from '../helpers/mobile-id.js';
 
@@ -144,7 +144,8 @@ describe('wait_for_events', () => {
     const c = await connect({ key: 'key-a' });
     const start = await c.call('wait_for_events', { kinds: ['mobile-id'], timeoutSeconds: 0 });
     const waiting = c.call('wait_for_events', { cursor: start.structuredContent!.cursor, kinds: ['mobile-id'], timeoutSeconds: 120 });
-    await waitForListener(gw, 'mobile-id');
+    // The wait is in flight once it listens for every key of its kinds (wait_for_events is the only such listener here).
+    await waitUntil(() => wildcardListeners(gw, 'mobile-id') === 1, 10_000);
     await mobileIdResult('key-a', 'before-1');
     const got = await waiting;
     expect(got.structuredContent!.events.map((e: { key: string }) => e.key)).toEqual(['before-1']);
