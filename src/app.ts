@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApolloServer } from '@apollo/server';
+import { printSchema } from 'graphql';
 import { ProvisioningService } from './cloud/provisioning.js';
 import { ConfigError, everyUpstreamSandboxed, reloadConfig, type Config, type JwtAuthConfig } from './config.js';
 import type { PlanTurns } from './cloud/plan-turns.js';
@@ -529,6 +530,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         config.mcp.mutations === 'approve'
           ? new Approvals({ pipeline, plans: services.agentPlans, codec: mcpCodec, approveUrl: (planId) => `${mcpPublicUrl()}/graphql?approvePlan=${planId}` })
           : null,
+      events: services.events.reader,
+      // The schema as a resource only where introspection shows it to every app anyway.
+      sdl: config.introspection ? printSchema(schema) : null,
     });
     const publicHost = config.publicUrl ? new URL(config.publicUrl).hostname : null;
     const mcp = mcpRoutes({

@@ -47,7 +47,7 @@ describe('MCP tools', () => {
   it.each(['auto', 'legacy'] as const)('each app lists only the tools its scopes allow (%s protocol era)', async (era) => {
     const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'all' });
     const watcher = await (await connect(gw, { key: WATCHER_KEY, era })).toolNames();
-    expect(watcher).toEqual(['mobile_id_authentication']);
+    expect(watcher).toEqual(['mobile_id_authentication', 'wait_for_events']);
     const builder = await (await connect(gw, { key: BUILDER_KEY, era })).toolNames();
     expect(builder).toEqual(expect.arrayContaining(['catalog', 'projects', 'plan_kafka_cluster', 'create_network', 'provision_kafka_cluster']));
     expect(builder).not.toContain('mobile_id_authentication');
