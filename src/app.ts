@@ -85,8 +85,6 @@ export interface GatewayOptions {
   /** Port override (tests pass 0). */
   port?: number;
   host?: string;
-  /** Lease of a pending idempotency record; defaults to IDEMPOTENCY_TAKEOVER. */
-  idempotencyLeaseMs?: number;
   /** Replaces the OTEL_TRACES_EXPORTER exporter and turns tracing on (tests pass an InMemorySpanExporter). */
   traceExporter?: SpanExporter;
   /** false: every POST /graphql goes through Apollo's pipeline (tests compare the two paths). Default true. */
@@ -198,8 +196,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const storageSources = { webhookEventKinds: [MOBILE_ID_EVENT_KIND, VERIFICATION_EVENT_KIND, IDENTIFICATION_EVENT_KIND] };
     await storage.resync(store.db, storageSources);
 
-    const ledger = new Ledger(store.db, store.execute, store.readValues);
-    const idempotencyRecords = new IdempotencyRecords(store.db, store.writeTogether, store.execute);
+    const ledger = new Ledger({ store });
+    const idempotencyRecords = new IdempotencyRecords({ store });
     // GATEWAY_TEST_PAUSE_AT (tests only): undefined unless set, so the call sites cost one check.
     const pause = pauseAt(config.testPauseAt, logger);
     const idempotency = new Idempotency({
@@ -208,7 +206,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       metrics,
       retentionMs: config.idempotencyRetentionMs,
       waitMs: config.idempotencyWaitMs,
-      leaseMs: options.idempotencyLeaseMs ?? config.idempotencyTakeoverMs,
+      leaseMs: config.idempotencyTakeoverMs,
       logger,
       digest: (text) => box.digest(text),
     });
@@ -239,17 +237,17 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const { cloud } = upstreams;
     // Provisioning and plans read the ledger through the owner rule of every cloud read (src/tenancy.ts).
     const cloudLookup = async (id: string) => cloudLedgerRecord(await ledger.get(id));
-    const provisioning = new ProvisioningService(
-      store.db,
+    const provisioning = new ProvisioningService({
+      db: store.db,
       cloud,
-      cloudLookup,
+      lookup: cloudLookup,
       logger,
       events,
-      config.idempotencyTakeoverMs,
-      config.provisioningBounds,
-      (caller, points) => rateLimits.take(caller, 'creations', points),
-      (text) => box.digest(text),
-    );
+      staleMs: config.idempotencyTakeoverMs,
+      bounds: config.provisioningBounds,
+      charge: (caller, points) => rateLimits.take(caller, 'creations', points),
+      digest: (text) => box.digest(text),
+    });
     // A bare key's label in metrics and logs is a keyed digest: an unsalted hash of a key can be tested offline.
     const keyLabel = (key: string) => `key-${box.digest(`api key label\u0000${key}`).slice(0, 12)}`;
     const activity = new AppActivity(store.db);

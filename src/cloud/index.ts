@@ -26,5 +26,6 @@ export function createCloudService(
 ): CloudService {
   const http = deps.http('cloud', endpoint.url);
   const answers = new CloudAnswers(deps.shapePaths);
-  return new CloudService(new CloudClient(http, new CloudTokens(http, endpoint.auth, deps.logger, answers), answers), deps.ledger, deps.idempotency, deps.pauseAt);
+  const client = new CloudClient(http, new CloudTokens(http, endpoint.auth, deps.logger, answers), answers);
+  return new CloudService({ client, ledger: deps.ledger, idempotency: deps.idempotency, pauseAt: deps.pauseAt });
 }

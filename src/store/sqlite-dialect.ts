@@ -320,11 +320,6 @@ class GroupCommitSqliteDriver implements Driver {
     this.commitGroup();
   }
 
-  /** Commits pending writes now, if any (the durable settle of their statements may come later). */
-  flush(): void {
-    this.commitGroup();
-  }
-
   /** Commits the open group, if any, and settles its statements once they are durable. */
   private commitGroup(): void {
     const group = this.group;
