@@ -350,7 +350,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
               runner: new OperationRunner(schema, new Set(['project', 'projects']), !config.introspection),
               tracing: tracing.enabled,
             },
-            process.env,
+            config.apolloReporting,
             (message) => logger.warn(message),
           );
 

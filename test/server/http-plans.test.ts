@@ -428,3 +428,17 @@ describe('the operation span is the same through both paths', () => {
     expect(gws[1]!.gw.gateway.httpPlans!.stats.planned).toBe(4);
   });
 });
+
+describe('Apollo GraphOS reporting turns the cached plans off', () => {
+  it('with APOLLO_SCHEMA_REPORTING set, every POST /graphql goes through Apollo and the start-up log says why', async () => {
+    const gw = await startTestGateway({ GATEWAY_API_KEYS: 'app-key', APOLLO_SCHEMA_REPORTING: 'true' });
+    try {
+      expect(gw.gateway.httpPlans).toBeNull();
+      expect(gw.logs()).toContain('the planned path of POST /graphql is off: APOLLO_SCHEMA_REPORTING makes Apollo Server install plugins of its own');
+      const res = await gw.graphql('{ __typename }', undefined, { key: 'app-key' });
+      expect(res.data).toEqual({ __typename: 'Query' });
+    } finally {
+      await gw.close();
+    }
+  });
+});
