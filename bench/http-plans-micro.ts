@@ -63,7 +63,7 @@ async function start(plans: boolean): Promise<{ gateway: Gateway; handler: (req:
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'micro-plans-'));
   const config = loadConfig({ DATA_DIR: dataDir, GATEWAY_API_KEYS: KEY, LOG_LEVEL: 'warn', SQLITE_SYNCHRONOUS: 'NORMAL', SANDBOX_CALLBACK_DELAY_MS: '50' });
   const logger = createLogger({ level: 'warn', destination: new Writable({ write: (_c, _e, cb) => cb() }) });
-  const gateway = await startGateway(config, { port: 0, host: '127.0.0.1', logger, httpPlans: plans });
+  const gateway = await startGateway(config, { port: 0, host: '127.0.0.1', logger, testing: { httpPlans: plans } });
   const handler = gateway.server.listeners('request')[0] as (req: IncomingMessage, res: ServerResponse) => void;
   return { gateway, handler };
 }

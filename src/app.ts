@@ -85,31 +85,73 @@ export interface GatewayOptions {
   /** Port override (tests pass 0). */
   port?: number;
   host?: string;
-  /** Replaces the OTEL_TRACES_EXPORTER exporter and turns tracing on (tests pass an InMemorySpanExporter). */
+  /** What tests (and the benchmarks' one-off experiments) hold in their own hands; production sets none of it. */
+  testing?: GatewayTesting;
+}
+
+/** The knobs of tests, in one place. Each one unset: the production behaviour. */
+export interface GatewayTesting {
+  /**
+   * The clock (epoch ms) of everything that expires: JWTs (exp, nbf) and the JWKS refresh interval, mobile-ID access
+   * tokens and notification tokens, pending mobile-ID notifications (reception, retries, each pass) and the mobile-ID
+   * JWKS retry schedule, and the retention purges. A test moves it instead of sleeping. Default Date.now.
+   */
+  clock?: () => number;
+  /** Replaces the OTEL_TRACES_EXPORTER exporter and turns tracing on (an InMemorySpanExporter). */
   traceExporter?: SpanExporter;
   /** false: every POST /graphql goes through Apollo's pipeline (tests compare the two paths). Default true. */
   httpPlans?: boolean;
   /**
-   * Tests only: schedules the end of a WebSocket or SSE connection whose JWT expires in `delayMs` (instead of a timer),
-   * so a test ends it when it chooses; returns the cancel. Default: a timer.
+   * Schedules the end of a WebSocket or SSE connection whose JWT expires in `delayMs` (instead of a timer), so a test
+   * ends it when it chooses; returns the cancel. Default: a timer.
    */
   scheduleAuthExpiry?: (delayMs: number, expire: () => void) => () => void;
-  /** Tests only: the clock JWTs are judged by (exp, nbf) and the JWKS refresh interval counts on (epoch ms). */
-  authClock?: () => number;
   /**
-   * Tests only: the clock of pending mobile-ID notifications (their reception and retry times, and each pass's time)
-   * and of the mobile-ID JWKS retry schedule (epoch ms). Default Date.now.
-   */
-  mobileIdClock?: () => number;
-  /**
-   * Tests only: schedules the passes over pending mobile-ID notifications (`pass` runs one; no two overlap), returns the
-   * cancel. Default: every 2 s. A test that drives the passes itself passes one that schedules nothing.
+   * Schedules the passes over pending mobile-ID notifications (`pass` runs one; no two overlap), returns the cancel.
+   * Default: every 2 s. A test that drives the passes itself passes one that schedules nothing.
    */
   schedulePendingPasses?: (pass: () => void) => () => void;
-  /** Tests only: releases reserved SSE streams when the test calls the function it is given (instead of after 60 s). */
-  sseScheduleRelease?: (release: () => void) => void;
-  /** Tests only: the turns plans take on the event loop (a test hands them over itself to hold plans in flight). */
+  /** Releases reserved SSE streams when the test calls the function it is given (instead of after 60 s). */
+  scheduleSseRelease?: (release: () => void) => void;
+  /** The turns plans take on the event loop (a test hands them over itself to hold plans in flight). */
   planTurns?: PlanTurns;
+}
+
+/**
+ * A background job of startGateway: `run` every `intervalMs` (a run still in flight is not overlapped; a failure is
+ * logged with the job's name), and `stop` once at shutdown after the timer is cleared (a last run, where one is due).
+ */
+interface BackgroundJob {
+  readonly name: string;
+  readonly intervalMs: number;
+  run(): Promise<unknown>;
+  stop?(): Promise<unknown>;
+  /** Instead of a timer (testing): calls `run` when it chooses, returns the cancel. */
+  schedule?: ((run: () => void) => () => void) | undefined;
+}
+
+/** Starts the jobs, logs their list once, and returns the one stop of them all (each job's `stop`, in order). */
+function startJobs(jobs: readonly BackgroundJob[], logger: Logger): () => Promise<void> {
+  const cancels = jobs.map((job) => {
+    let running = false;
+    const tick = () => {
+      if (running) return;
+      running = true;
+      job
+        .run()
+        .catch((err: unknown) => logger.warn({ err, job: job.name }, `background job failed: ${job.name}`))
+        .finally(() => (running = false));
+    };
+    if (job.schedule) return job.schedule(tick);
+    const timer = setInterval(tick, job.intervalMs);
+    timer.unref();
+    return () => clearInterval(timer);
+  });
+  logger.debug({ jobs: jobs.map((j) => ({ name: j.name, intervalMs: j.intervalMs })) }, 'background jobs started');
+  return async () => {
+    for (const cancel of cancels) cancel();
+    for (const job of jobs) await job.stop?.().catch((err: unknown) => logger.warn({ err, job: job.name }, `background job failed to stop: ${job.name}`));
+  };
 }
 
 
@@ -130,7 +172,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   try {
     // Apps that sign in with their identity provider's JWTs (AUTH_*): a bad AUTH_JWKS_FILE stops start-up before anything
     // else starts; a JWKS URL is fetched now, so that the first token finds its keys.
-    const now = options.authClock ?? Date.now;
+    const testing = options.testing ?? {};
+    const now = testing.clock ?? Date.now;
     const jwks = config.jwtAuth ? new JwksKeys({ source: config.jwtAuth.jwks, refreshIntervalMs: config.jwtAuth.refreshIntervalMs, now, logger }) : null;
     if (jwks) void jwks.refresh();
     if (config.jwtAuth && config.jwtAuth.scopePrefix === '') {
@@ -144,7 +187,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       );
     }
 
-    const tracing = createTracing(config.tracing, { exporter: options.traceExporter });
+    const tracing = createTracing(config.tracing, { exporter: testing.traceExporter });
     cleanups.push(() => tracing.close());
 
     const server = http.createServer();
@@ -232,7 +275,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       box,
       storage,
       ...(pause ? { pauseAt: pause } : {}),
-      mobileIdClock: options.mobileIdClock,
+      clock: testing.clock,
     });
     const { cloud } = upstreams;
     // Provisioning and plans read the ledger through the owner rule of every cloud read (src/tenancy.ts).
@@ -264,7 +307,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       plans: new ProvisioningPlanner(provisioning, cloud, cloudLookup, {
         charge: (caller, points) => rateLimits.take(caller, 'reads', points),
         maxConcurrentPerApp: config.maxConcurrentPlans,
-        ...(options.planTurns ? { turns: options.planTurns } : {}),
+        ...(testing.planTurns ? { turns: testing.planTurns } : {}),
         observe: { refused: (app) => metrics.plansRefused.inc({ app }), inFlight: (plans) => metrics.plansInFlight.set(plans) },
       }),
       events,
@@ -274,49 +317,34 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       storage,
       apps: { configured: configuredApps(config, keyLabel), activity },
     };
-    // Every replica writes when it last saw each app every few seconds, and once more when it stops.
-    const flushActivity = setInterval(() => activity.flush().catch((err: unknown) => logger.warn({ err }, 'writing app activity failed')), 5_000);
-    flushActivity.unref();
-    cleanups.push(async () => {
-      clearInterval(flushActivity);
-      await activity.flush().catch((err: unknown) => logger.warn({ err }, 'writing app activity failed'));
-    });
-
     // Shutdown lets running provisionings finish their current step before the store closes.
     cleanups.push(() => services.provisioning.idle());
 
-    let purges = 0;
-    const purge = setInterval(() => {
-      idempotencyRecords.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of idempotency records failed'));
-      eventLog
-        .purgeExpired(Date.now(), { kinds: storageSources.webhookEventKinds, release: (scope, rows, chars) => storage.release('events', scope, rows, chars) })
-        .catch((err: unknown) => logger.warn({ err }, 'purge of expired events failed'));
+    // The gateway's background jobs, all of them: started here, stopped together at shutdown.
+    const jobs: BackgroundJob[] = [
+      // Every replica writes when it last saw each app every few seconds, and once more when it stops.
+      { name: 'app activity', intervalMs: 5_000, run: () => activity.flush(), stop: () => activity.flush() },
+      { name: 'purge idempotency records', intervalMs: 60_000, run: () => idempotencyRecords.purgeExpired(now()) },
+      {
+        name: 'purge expired events',
+        intervalMs: 60_000,
+        run: () => eventLog.purgeExpired(now(), { kinds: storageSources.webhookEventKinds, release: (scope, rows, chars) => storage.release('events', scope, rows, chars) }),
+      },
+      { name: 'purge expired mobile-ID secrets', intervalMs: 60_000, run: () => services.mobileId.purgeExpired(now()) },
+      { name: 'purge rate-limit counters', intervalMs: 60_000, run: () => rateLimits.purgeExpired() },
       // Other replicas write and purge too: their share is counted in from the database every ten minutes.
-      if (store.dialect === 'postgres' && ++purges % 10 === 0) storage.resync(store.db, storageSources).catch((err: unknown) => logger.warn({ err }, 'counting per-app storage failed'));
-      services.mobileId.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of expired mobile-ID tokens failed'));
-      rateLimits.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of expired rate-limit counters failed'));
-    }, 60_000);
-    purge.unref();
-    cleanups.push(async () => clearInterval(purge));
-    // Notifications acknowledged while their id_token could not be verified: retried on their own schedule
-    // (src/mobile-id/pending.ts); each replica looks, one takes each row.
-    let verifying = false;
-    const pendingPass = () => {
-      if (verifying) return;
-      verifying = true;
-      services.mobileId
-        .verifyPending()
-        .catch((err: unknown) => logger.warn({ err }, 'verification of pending mobile-ID notifications failed'))
-        .finally(() => (verifying = false));
-    };
-    const stopPendingPasses = (options.schedulePendingPasses ?? everyTwoSeconds)(pendingPass);
-    cleanups.push(async () => stopPendingPasses());
+      ...(store.dialect === 'postgres' ? [{ name: 'recount app storage', intervalMs: 600_000, run: () => storage.resync(store.db, storageSources, now()) }] : []),
+      // Notifications acknowledged while their id_token could not be verified: retried on their own schedule
+      // (src/mobile-id/pending.ts); each replica looks, one takes each row.
+      { name: 'pending mobile-ID verification', intervalMs: 2_000, run: () => services.mobileId.verifyPending(), schedule: testing.schedulePendingPasses },
+    ];
+    cleanups.push(startJobs(jobs, logger));
 
     const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers] as Record<string, unknown>[]);
     // A JWT takes the name of an app configured with keys (or a bare key's label) only when AUTH_APPS says so.
     const jwt = config.jwtAuth && jwks ? new JwtAuthenticator(config.jwtAuth, jwks, now, new Set(services.apps.configured.map((a) => a.name)), (check) => metrics.jwtChecks.inc({ check }), (reason) => metrics.jwtRefusals.inc({ reason })) : null;
     const authenticate = createAuthenticator(config, keyLabel, jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined);
-    const expiry = { now, schedule: options.scheduleAuthExpiry ?? scheduleAfter };
+    const expiry = { now, schedule: testing.scheduleAuthExpiry ?? scheduleAfter };
 
     // The execution pipeline (src/execution/, docs/decisions/044): one instance of each stage, used by every
     // transport. prepare: parse, limits and validation once per text; admit: cost, then rate limit; run: graphql-js
@@ -338,7 +366,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     await apollo.start();
     cleanups.push(() => apollo.stop());
     const plans =
-      options.httpPlans === false
+      testing.httpPlans === false
         ? null
         : HttpPlans.create(
             {
@@ -385,7 +413,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       tracing,
       admit,
       bodyLimit: config.graphqlLimits.maxBodyBytes,
-      ...(options.sseScheduleRelease ? { scheduleRelease: options.sseScheduleRelease } : {}),
+      ...(testing.scheduleSseRelease ? { scheduleRelease: testing.scheduleSseRelease } : {}),
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
     });
 
@@ -494,9 +522,3 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   }
 }
 
-/** The passes over pending mobile-ID notifications: one every 2 s (src/mobile-id/pending.ts). */
-function everyTwoSeconds(pass: () => void): () => void {
-  const timer = setInterval(pass, 2_000);
-  timer.unref();
-  return () => clearInterval(timer);
-}

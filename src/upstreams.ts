@@ -61,8 +61,8 @@ export async function startUpstreams(
     storage: AppStorage;
     /** Tests only (GATEWAY_TEST_PAUSE_AT, src/phases.ts). */
     pauseAt?: PauseAt;
-    /** Tests only: the clock of pending mobile-ID notifications and of the mobile-ID JWKS retry schedule. */
-    mobileIdClock?: (() => number) | undefined;
+    /** Tests only (GatewayTesting.clock): the clock of mobile-ID expiries, pending notifications and JWKS retries. */
+    clock?: (() => number) | undefined;
   },
 ): Promise<Upstreams> {
   const box = deps.box;
@@ -167,7 +167,7 @@ export async function startUpstreams(
         ? { onCallbackAddress: (workflowId: string, url: string) => simulatedIdentification.forEach((s) => s?.configureCallback(workflowId, url)) }
         : {}),
     }),
-    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box, storage: deps.storage, metrics: deps.metrics, now: deps.mobileIdClock }),
+    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box, storage: deps.storage, metrics: deps.metrics, now: deps.clock }),
     sandbox,
   };
 }

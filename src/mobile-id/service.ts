@@ -34,7 +34,10 @@ interface MobileIdServiceOptions {
   /** Per-app storage bounds (notifications on an app's tokens, its live tokens); null: none. */
   storage: AppStorage | null;
   metrics: Metrics;
-  /** Tests only: the clock of pending notifications and of the JWKS retry schedule (epoch ms). Default Date.now. */
+  /**
+   * Tests only: the clock (epoch ms) of access token expiry, notification tokens, pending notifications and the JWKS
+   * retry schedule. Default Date.now.
+   */
   now?: (() => number) | undefined;
 }
 
@@ -52,8 +55,10 @@ export class MobileIdService {
   private readonly intake: NotificationIntake;
   private readonly sandbox: SandboxTrigger;
   private readonly pending: PendingVerifications;
+  private readonly now: () => number;
 
   constructor(options: MobileIdServiceOptions) {
+    this.now = options.now ?? Date.now;
     this.events = options.events;
     this.box = options.box;
     this.tokens = new NotificationTokens(options.db, options.notificationTokens, options.storage);
@@ -70,14 +75,14 @@ export class MobileIdService {
       storage: options.storage,
       metrics: options.metrics,
       logger: options.logger,
-      ...(options.now ? { now: options.now } : {}),
+      now: this.now,
     });
     this.sandbox = new SandboxTrigger(options.sandbox, this.tokens, options.notificationUri);
   }
 
   /** Checks the bearer token before the body is read. */
   authenticate(token: string | null): Promise<NotifierAuth> {
-    return this.tokens.check(token);
+    return this.tokens.check(token, this.now());
   }
 
   /** Validates, verifies and durably stores one notification; the caller answers, then publishes. */
@@ -91,7 +96,8 @@ export class MobileIdService {
    */
   async getMany(caller: Caller, authReqIds: readonly string[]): Promise<(MobileIdAuthentication | null)[]> {
     const events = await this.events.log.latestMany(MOBILE_ID_EVENT_KIND, authReqIds, caller);
-    return events.map((e) => (e ? authenticationView(e, this.box) : null));
+    const now = this.now();
+    return events.map((e) => (e ? authenticationView(e, this.box, now) : null));
   }
 
   /**
@@ -108,11 +114,11 @@ export class MobileIdService {
 
   /** The authentication an event of `watch` records (its tokens opened). */
   authentication(event: EventRecord): MobileIdAuthentication {
-    return authenticationView(event, this.box);
+    return authenticationView(event, this.box, this.now());
   }
 
   issueNotificationToken(caller: Caller, options: { authReqId?: string | null; ttlSeconds?: number | null }): Promise<IssuedToken> {
-    return this.tokens.issueChecked(caller, options);
+    return this.tokens.issueChecked(caller, options, this.now());
   }
 
   /**
@@ -139,7 +145,7 @@ export class MobileIdService {
   }
 
   /** Removes expired access tokens from stored events and expired notification tokens. */
-  async purgeExpired(now = Date.now()): Promise<{ accessTokens: number; notificationTokens: number }> {
+  async purgeExpired(now = this.now()): Promise<{ accessTokens: number; notificationTokens: number }> {
     const accessTokens = await this.events.log.redactExpiredSecrets(
       MOBILE_ID_EVENT_KIND,
       (p) => ((p as StoredNotification).outcome === 'success' ? { ...(p as StoredSuccess), accessToken: null } : p),

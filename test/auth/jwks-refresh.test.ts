@@ -23,7 +23,7 @@ async function provider(...kids: string[]) {
 }
 
 async function gateway(jwks: JwksServer, clock: { now: () => number }): Promise<TestGateway> {
-  const t = await startJwtGateway(jwks, { AUTH_JWKS_REFRESH_INTERVAL: '1m' }, { authClock: clock.now });
+  const t = await startJwtGateway(jwks, { AUTH_JWKS_REFRESH_INTERVAL: '1m' }, { testing: { clock: clock.now } });
   running.push(t);
   return t;
 }

@@ -39,11 +39,13 @@ describe('JWTs over WebSocket and SSE', () => {
       jwks,
       { GATEWAY_API_KEYS: `shop:${SHOP_KEY}`, AUTH_APPS: '*,shop=shop', SANDBOX_CALLBACK_DELAY_MS: '600000' },
       {
-        authClock: clock.now,
-        scheduleAuthExpiry: (delay, expire) => {
-          const entry = { delay, expire, cancelled: false };
-          scheduled.push(entry);
-          return () => (entry.cancelled = true);
+        testing: {
+          clock: clock.now,
+          scheduleAuthExpiry: (delay, expire) => {
+            const entry = { delay, expire, cancelled: false };
+            scheduled.push(entry);
+            return () => (entry.cancelled = true);
+          },
         },
       },
     );

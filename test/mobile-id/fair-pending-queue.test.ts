@@ -97,7 +97,7 @@ async function twoApps() {
       MOBILEID_CLIENT_ID: CLIENT_ID,
       MOBILEID_PENDING_MAX_PER_APP: String(LIMIT),
     },
-    { mobileIdClock: () => clock.now, schedulePendingPasses: () => () => undefined },
+    { testing: { clock: () => clock.now, schedulePendingPasses: () => () => undefined } },
   );
   started.push(gw);
   const tokenOf = async (key: string) => (await gw.graphql(ISSUE, {}, { key })).data!.issueMobileIdNotificationToken.token as string;

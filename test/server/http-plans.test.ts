@@ -61,7 +61,7 @@ function pairOf(gatewayEnv: Record<string, string>) {
     both: typeof both;
   };
   beforeAll(async () => {
-    [pair.apollo, pair.planned] = await Promise.all([startTestGateway(gatewayEnv, { httpPlans: false }), startTestGateway(gatewayEnv)]);
+    [pair.apollo, pair.planned] = await Promise.all([startTestGateway(gatewayEnv, { testing: { httpPlans: false } }), startTestGateway(gatewayEnv)]);
     expect(pair.apollo.gateway.httpPlans).toBeNull();
     expect(pair.planned.gateway.httpPlans).not.toBeNull();
   });
@@ -375,7 +375,7 @@ describe('the operation span is the same through both paths', () => {
     gws = await Promise.all(
       [false, true].map(async (httpPlans) => {
         const exporter = new InMemorySpanExporter();
-        const gw = await startTestGateway({ GATEWAY_API_KEYS: 'equivalence:app-key' }, { traceExporter: exporter, httpPlans });
+        const gw = await startTestGateway({ GATEWAY_API_KEYS: 'equivalence:app-key' }, { testing: { traceExporter: exporter, httpPlans } });
         return { gw, spans: () => exporter.getFinishedSpans() };
       }),
     );

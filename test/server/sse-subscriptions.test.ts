@@ -191,7 +191,7 @@ describe('the SSE transport', () => {
 describe('reserved SSE streams that are never connected', () => {
   it('are released when their reservation times out: the app may reserve again, and the released token names no stream', async () => {
     const releases: Array<() => void> = [];
-    const gw = await startTestGateway({ GATEWAY_API_KEYS: 'app-r' }, { sseScheduleRelease: (release) => releases.push(release) });
+    const gw = await startTestGateway({ GATEWAY_API_KEYS: 'app-r' }, { testing: { scheduleSseRelease: (release) => releases.push(release) } });
     try {
       const reserve = async () => {
         const res = await request(`${gw.url}/graphql/stream`, { method: 'PUT', headers: { authorization: 'Bearer app-r' } });

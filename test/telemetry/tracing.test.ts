@@ -19,7 +19,7 @@ afterEach(async () => {
 
 async function traced(env: Record<string, string> = {}): Promise<{ gw: TestGateway; spans: () => ReadableSpan[] }> {
   const exporter = new InMemorySpanExporter();
-  const gw = await startTestGateway(env, { traceExporter: exporter });
+  const gw = await startTestGateway(env, { testing: { traceExporter: exporter } });
   started.push(gw);
   return { gw, spans: () => exporter.getFinishedSpans() };
 }
