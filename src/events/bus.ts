@@ -13,6 +13,11 @@ export interface EventBus {
    * returns the unsubscribe function.
    */
   subscribe(kind: string, key: string | null, listener: EventListener): () => void;
+  /**
+   * How many listeners this process has subscribed to events of `kind`: to those of `key` (null: the subscriptions to
+   * every key of the kind), or without `key`, all of them. Tests wait on it before they publish.
+   */
+  subscribers(kind: string, key?: string | null): number;
   close(): Promise<void>;
 }
 
@@ -44,6 +49,13 @@ export class InProcessBus implements EventBus {
       set.delete(listener);
       if (set.size === 0 && this.listeners.get(slot) === set) this.listeners.delete(slot);
     };
+  }
+
+  subscribers(kind: string, key?: string | null): number {
+    if (key !== undefined) return this.listeners.get(`${kind}\u0000${key ?? '*'}`)?.size ?? 0;
+    let n = 0;
+    for (const [slot, set] of this.listeners) if (slot.startsWith(`${kind}\u0000`)) n += set.size;
+    return n;
   }
 
   async close(): Promise<void> {

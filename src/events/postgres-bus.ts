@@ -281,6 +281,10 @@ export class PostgresBus implements EventBus {
     return this.local.subscribe(kind, key, listener);
   }
 
+  subscribers(kind: string, key?: string | null): number {
+    return this.local.subscribers(kind, key);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.probe);

@@ -4,8 +4,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { waitFor } from '../identity/helpers.js';
 import { AUDIENCE, ISSUER, sign, signingKey, startJwksServer, startJwtGateway, testClock, type JwksServer } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const TYPENAME = '{ __typename }';
 const INTERVAL_MS = 60_000;

@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { collect, wsClient, type Collected } from '../helpers/mobile-id.js';
-import { waitFor } from '../identity/helpers.js';
 import { nowSeconds, sign, signingKey, startJwksServer, startJwtGateway, testClock, type JwksServer, type SigningKey } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const SHOP_KEY = 'shop-key-0123456789abcdef';
 const REGISTER = `mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }`;

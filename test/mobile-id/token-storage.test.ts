@@ -4,7 +4,8 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Client } from 'graphql-ws';
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, waitForSubscriber, wsClient } from '../helpers/mobile-id.js';
+import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
+import { waitForSubscribers } from '../helpers/wait.js';
 
 // Registered after the gateways' hook, so it runs first: clients go before their gateways.
 const gateway = gatewaysPerTest();
@@ -29,7 +30,7 @@ describe('mobile-ID tokens at rest and in logs', () => {
     const c = wsClient(gw);
     clients.push(c);
     const sub = collect(c, SUBSCRIPTION, { id });
-    await waitForSubscriber(gw, id);
+    await waitForSubscribers(gw, 'mobile-id', id);
     const refresh = randomBytes(24).toString('base64url');
     const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: id, fields: { refresh_token: refresh } });
     expect((await postNotification(gw, n.body)).status).toBe(204);
