@@ -806,5 +806,5 @@ function checkAppKeys(keys: readonly AppKey[]): void {
 }
 
 
-/** The variables the parser reads; test/readme.test.ts checks that each is declared in ENV_VARS. */
+/** The variables the parser reads (test/readme.test.ts: every NAME=value of the README's examples is one of them). */
 export const PARSED_ENV_VARS: readonly string[] = Object.keys(envSchema.shape);
