@@ -177,7 +177,7 @@ export interface ProvisioningOptions {
 }
 
 /**
- * Composite provisioning (DESIGN.md): plans the spec's creation order as steps, each a normal cloud
+ * Composite provisioning (docs/contract.md): plans the spec's creation order as steps, each a normal cloud
  * mutation whose idempotency key is UUIDv5(key + step). Calling again with the same key resumes: finished
  * steps replay from their idempotency records, the failed one is retried, nothing is created twice.
  * Planning is here; running is ProvisioningRunner's, storing (and progress on the event log) is

@@ -1,4 +1,4 @@
-// Embedded simulator of the cloud provisioning upstream (spec/cloud-provisioning-api.md),
+// Embedded simulator of the cloud provisioning upstream (docs/upstreams.md, Cloud provisioning),
 // speaking real HTTP on loopback. Written from the spec alone: it imports nothing from
 // the gateway (src/cloud, src/upstream, src/catalog, src/graphql).
 //

@@ -21,7 +21,7 @@ function supportHeader(value: string | string[] | undefined): string | null {
 }
 
 /**
- * The notification_uri of the mobile identity service (spec/mobile-id-notification.md). The sender may not
+ * The notification_uri of the mobile identity service (docs/upstreams.md, Mobile-ID notification). The sender may not
  * retry, so a notification is stored durably before its 204 and published after it. Never answers 3xx.
  *
  * 401 bad or missing client_notification_token; 413 body over 64 KiB; 415 neither JSON nor form;
