@@ -252,8 +252,8 @@ export function expiryDelay(caller: Caller, now: number): number | null {
  */
 export class JwtAuthenticator {
   /**
-   * Tokens verified, by their SHA-256: a token that every request of an app carries is verified once (260–800 µs,
-   * decision 047) and then answers from here until its exp, or until the keys are older than the refresh interval
+   * Tokens verified, by their SHA-256: a token that every request of an app carries is verified once (what that costs is
+   * in decision 047) and then answers from here until its exp, or until the keys are older than the refresh interval
    * (the next verification fetches them again, and a token verified under the earlier set is verified again: its key
    * may have been removed), or until the clock runs back before it was verified. At most
    * `verifiedCacheSize` (AUTH_JWT_CACHE_SIZE, default 10,000: about 3 MB) entries, least recently used first out.

@@ -29,8 +29,7 @@ import type { CheckpointReply, CheckpointRequest, CheckpointWorkerData } from '.
  *   statement. See docs/decisions/006-sqlite-group-commit.md.
  *
  * - FULL durability off the event loop (`syncWal`). With synchronous=FULL the COMMIT's fsync ran on the
- *   event loop and stalled every request for its duration (0.6 ms typical, 15–70 ms at the p99 on the shared
- *   benchmark disk; docs/decisions/033). With `syncWal` the connection runs with synchronous=NORMAL (a COMMIT
+ *   event loop and stalled every request for its duration (docs/decisions/033 has the measurements). With `syncWal` the connection runs with synchronous=NORMAL (a COMMIT
  *   only writes the WAL) and the driver itself fdatasyncs the WAL file on libuv's thread pool before it
  *   settles any statement of the commit: the same guarantee as FULL (the commit record is on disk before
  *   anyone hears of it), while the event loop keeps serving. One sync is in flight at a time; the writes
