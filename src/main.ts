@@ -5,7 +5,7 @@ import { createLogger, resolveLogFormat } from './logger.js';
 async function main(): Promise<void> {
   let config;
   try {
-    config = loadConfig(process.env);
+    config = loadConfig();
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`gateway: invalid configuration: ${err.message}\n`);
