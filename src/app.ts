@@ -107,10 +107,11 @@ export interface GatewayTesting {
    */
   scheduleAuthExpiry?: (delayMs: number, expire: () => void) => () => void;
   /**
-   * Schedules the passes over pending mobile-ID notifications (`pass` runs one; no two overlap), returns the cancel.
-   * Default: every 2 s. A test that drives the passes itself passes one that schedules nothing.
+   * Schedules every background job instead of its timer: `run` starts one run of the job named `name` (no two runs of a
+   * job overlap), and the function returned cancels. A test that drives the jobs itself (the passes over pending
+   * mobile-ID notifications, the purges) keeps the `run`s and schedules nothing. Default: each job's interval.
    */
-  schedulePendingPasses?: (pass: () => void) => () => void;
+  scheduleJob?: (name: string, run: () => void) => () => void;
   /** Releases reserved SSE streams when the test calls the function it is given (instead of after 60 s). */
   scheduleSseRelease?: (release: () => void) => void;
   /** The turns plans take on the event loop (a test hands them over itself to hold plans in flight). */
@@ -126,12 +127,10 @@ interface BackgroundJob {
   readonly intervalMs: number;
   run(): Promise<unknown>;
   stop?(): Promise<unknown>;
-  /** Instead of a timer (testing): calls `run` when it chooses, returns the cancel. */
-  schedule?: ((run: () => void) => () => void) | undefined;
 }
 
 /** Starts the jobs, logs their list once, and returns the one stop of them all (each job's `stop`, in order). */
-function startJobs(jobs: readonly BackgroundJob[], logger: Logger): () => Promise<void> {
+function startJobs(jobs: readonly BackgroundJob[], logger: Logger, schedule?: GatewayTesting['scheduleJob']): () => Promise<void> {
   const cancels = jobs.map((job) => {
     let running = false;
     const tick = () => {
@@ -142,7 +141,7 @@ function startJobs(jobs: readonly BackgroundJob[], logger: Logger): () => Promis
         .catch((err: unknown) => logger.warn({ err, job: job.name }, `background job failed: ${job.name}`))
         .finally(() => (running = false));
     };
-    if (job.schedule) return job.schedule(tick);
+    if (schedule) return schedule(job.name, tick);
     const timer = setInterval(tick, job.intervalMs);
     timer.unref();
     return () => clearInterval(timer);
@@ -336,9 +335,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       ...(store.dialect === 'postgres' ? [{ name: 'recount app storage', intervalMs: 600_000, run: () => storage.resync(store.db, storageSources, now()) }] : []),
       // Notifications acknowledged while their id_token could not be verified: retried on their own schedule
       // (src/mobile-id/pending.ts); each replica looks, one takes each row.
-      { name: 'pending mobile-ID verification', intervalMs: 2_000, run: () => services.mobileId.verifyPending(), schedule: testing.schedulePendingPasses },
+      { name: 'pending mobile-ID verification', intervalMs: 2_000, run: () => services.mobileId.verifyPending() },
     ];
-    cleanups.push(startJobs(jobs, logger));
+    cleanups.push(startJobs(jobs, logger, testing.scheduleJob));
 
     const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers] as Record<string, unknown>[]);
     // A JWT takes the name of an app configured with keys (or a bare key's label) only when AUTH_APPS says so.

@@ -98,7 +98,7 @@ async function twoApps() {
       MOBILEID_CLIENT_ID: CLIENT_ID,
       MOBILEID_PENDING_MAX_PER_APP: String(LIMIT),
     },
-    { testing: { clock: () => clock.now, schedulePendingPasses: () => () => undefined } },
+    { testing: { clock: () => clock.now, scheduleJob: () => () => undefined } },
   );
   started.push(gw);
   const tokenOf = async (key: string) => (await gw.graphql(ISSUE, {}, { key })).data!.issueMobileIdNotificationToken.token as string;
