@@ -3,6 +3,7 @@
  *
  *   app.ts, main.ts, upstreams.ts      composition root: upstreams.ts is the only code that knows the sandbox exists
  *   server/                            transports: HTTP routes, WebSocket, SSE, webhooks, GraphiQL (none imports another)
+ *   mcp/                               the Model Context Protocol transport: reaches execution only through execution/pipeline.ts
  *   execution/                         the execution pipeline every GraphQL transport runs: prepare, admit, run, present
  *   graphql/, services.ts              resolvers and the bundle of services they call
  *   cloud/ identity/ mobile-id/        domains, one per upstream
@@ -129,6 +130,26 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/server/(graphql|http-plans)[.]ts$' },
       to: { path: '^src/server/(ws|sse|webhooks)\\b' },
+    },
+    {
+      name: 'mcp-through-the-pipeline',
+      comment:
+        'MCP is a transport: every tool call goes through the one entry of the execution pipeline (src/execution/pipeline.ts, ' +
+        'docs/decisions/060), never through its stages one by one, nor a resolver, a domain or an upstream client: ' +
+        'authentication, scopes, cost, rate limit, trusted documents and masking then hold for agents as for every app.',
+      severity: 'error',
+      from: { path: '^src/mcp/' },
+      to: {
+        path: ['^src/execution/', '^src/(graphql|cloud|identity|mobile-id|upstream|events|server)/', '^src/services[.]ts$', ROOT],
+        pathNot: ['^src/execution/pipeline[.]ts$', '^src/graphql/schema[.]ts$'],
+      },
+    },
+    {
+      name: 'nothing-imports-mcp',
+      comment: 'Only the composition root wires the MCP transport; no other layer reaches for it.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: ['^src/mcp/', ROOT] },
+      to: { path: '^src/mcp/' },
     },
     {
       name: 'nothing-imports-the-browser-app',

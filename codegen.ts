@@ -50,6 +50,7 @@ const config: CodegenConfig = {
           Verification: '../store/ledger.js#LedgerRecord',
           VerificationResult: '../identity/wire.js#VerificationResultItem',
           VerificationCompletion: '../events/log.js#EventRecord',
+          AgentPlan: '../store/agent-plans.js#AgentPlanModel',
           IdentificationCompletion: '../events/log.js#EventRecord',
         },
         enumsAsTypes: true,

@@ -9,6 +9,7 @@ import { catalogResolvers } from './graphql/catalog.js';
 import { cloudResolvers } from './graphql/cloud.js';
 import { provisioningResolvers } from './graphql/provisioning.js';
 import { commonResolvers } from './graphql/common.js';
+import { agentResolvers } from './graphql/agents.js';
 import { createContext, type GraphQLContext } from './graphql/context.js';
 import { buildSchema } from './graphql/schema.js';
 import { createLogger, type Logger } from './logger.js';
@@ -33,6 +34,12 @@ import { createRequestHandler, type Route } from './server/http.js';
 import { WebhookErrorCode } from './errors.js';
 import { sendOAuthError } from './server/respond.js';
 import { createWsServer } from './server/ws.js';
+import { createRequestStateCodec, localhostAllowedHostnames, type RequestStateCodec } from '@modelcontextprotocol/server';
+import { SCOPES } from './caller.js';
+import { createPipeline } from './execution/pipeline.js';
+import { Approvals } from './mcp/approval.js';
+import { mcpRoutes } from './mcp/http.js';
+import { buildSurface } from './mcp/surface.js';
 import { RateLimits } from './ratelimit/buckets.js';
 import { createSseRoute } from './server/sse.js';
 import { tracedRoute } from './server/tracing.js';
@@ -42,6 +49,7 @@ import { createTracing } from './telemetry/tracing.js';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { Services } from './services.js';
 import { openStore, type Store } from './store/index.js';
+import { AgentPlans } from './store/agent-plans.js';
 import { AppActivity } from './store/app-activity.js';
 import { AppStorage } from './store/app-storage.js';
 import { MOBILE_ID_EVENT_KIND } from './mobile-id/stored.js';
@@ -69,6 +77,8 @@ export interface Gateway {
   readonly services: Services;
   /** The simulators serving the sandboxed upstreams (null entries for real ones): tests drive them. */
   readonly sandbox: Sandboxes;
+  /** Each upstream client's circuit breaker state (`off` where turned off), as /readyz shows it. */
+  circuits(): Record<string, string>;
   readonly logger: Logger;
   /** The cached plans of POST /graphql (null: off, or Apollo's configuration is not one they reproduce). */
   readonly httpPlans: HttpPlans | null;
@@ -155,6 +165,13 @@ function startJobs(jobs: readonly BackgroundJob[], logger: Logger, schedule?: Ga
 
 
 /**
+ * How long a shutdown (SIGTERM) takes at most: WebSockets (close 1001) and SSE streams end at once, in-flight HTTP
+ * requests get `drainMs` before their connections are cut, and the process exits by `exitMs` whatever is left
+ * (src/main.ts). Kubernetes' termination grace must exceed its preStop pause plus `exitMs` (deploy/kubernetes).
+ */
+export const SHUTDOWN = { drainMs: 20_000, exitMs: 25_000 } as const;
+
+/**
  * The composition root: builds every part from the config and wires them together. Nothing else reads
  * globals; tests start as many gateways as they like, each on port 0.
  */
@@ -219,6 +236,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       dataDir: config.dataDir,
       databaseUrl: config.databaseUrl,
       sqliteSynchronous: config.sqliteSynchronous,
+      migrations: config.databaseMigrations,
       logger,
       onUnreachable: (why) => {
         if (why !== null) waitingFor = why;
@@ -315,6 +333,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       rateLimits,
       storage,
       apps: { configured: configuredApps(config, keyLabel), activity },
+      agentPlans: new AgentPlans(store.db, {
+        seal: (plain, context) => box.seal(plain, context),
+        open: (sealed, context) => box.open(sealed, context),
+        approvalTtlMs: config.mcp.approvalTtlMs,
+        logger,
+        ...(testing.clock ? { now: testing.clock } : {}),
+      }),
     };
     // Shutdown lets running provisionings finish their current step before the store closes.
     cleanups.push(() => services.provisioning.idle());
@@ -339,7 +364,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ];
     cleanups.push(startJobs(jobs, logger, testing.scheduleJob));
 
-    const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers] as Record<string, unknown>[]);
+    const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers, agentResolvers] as Record<string, unknown>[]);
     // A JWT takes the name of an app configured with keys (or a bare key's label) only when AUTH_APPS says so.
     const jwt = config.jwtAuth && jwks ? new JwtAuthenticator(config.jwtAuth, jwks, now, new Set(services.apps.configured.map((a) => a.name)), (check) => metrics.jwtChecks.inc({ check }), (reason) => metrics.jwtRefusals.inc({ reason })) : null;
     const authenticate = createAuthenticator(config, keyLabel, jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined);
@@ -416,6 +441,53 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
     });
 
+    // The Model Context Protocol endpoint (src/mcp/, docs/decisions/060): every tool call goes through the one entry
+    // of the execution pipeline, as one more transport.
+    const pipeline = createPipeline({
+      schema,
+      documents,
+      admit,
+      runner: new OperationRunner(schema, new Set(), !config.introspection),
+      trusted,
+      logger,
+      context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
+    });
+    if (config.mcp.mutations === 'all') {
+      logger.warn('MCP_MUTATIONS is all: agents run creations and provisionings over MCP without anyone approving them; use approve unless every agent is trusted automation');
+    }
+    const mcpPublicUrl = () => config.publicUrl ?? listenedUrl;
+    // The requestState of an approval's elicitation travels through the client: sealed with a key every replica derives
+    // from the gateway secret, so any replica verifies what another minted.
+    const mcpCodec = createRequestStateCodec<{ planId: string; hash: string; owner: string }>({ key: box.digest('mcp request state'), ttlSeconds: 600 });
+    const mcpSurface = buildSurface({
+      schema,
+      pipeline,
+      manifest: trusted?.documents(),
+      builtIn: config.trustedDocuments.mode !== 'enforce',
+      mcp: config.mcp,
+      approvals:
+        config.mcp.mutations === 'approve'
+          ? new Approvals({ pipeline, plans: services.agentPlans, codec: mcpCodec, approveUrl: (planId) => `${mcpPublicUrl()}/graphql?approvePlan=${planId}` })
+          : null,
+    });
+    const publicHost = config.publicUrl ? new URL(config.publicUrl).hostname : null;
+    const mcp = mcpRoutes({
+      surface: mcpSurface,
+      authenticate,
+      allowedHosts: [
+        ...localhostAllowedHostnames(),
+        ...(config.host !== '0.0.0.0' && config.host !== '::' ? [config.host.includes(':') ? `[${config.host}]` : config.host] : []),
+        ...(options.host && options.host !== '0.0.0.0' ? [options.host] : []),
+        ...(publicHost ? [publicHost] : []),
+        ...config.mcp.allowedHosts,
+      ],
+      publicUrl: mcpPublicUrl,
+      oauth: config.jwtAuth ? { issuer: config.jwtAuth.issuer, scopePrefix: config.jwtAuth.scopePrefix, scopes: SCOPES } : null,
+      maxBodyBytes: config.graphqlLimits.maxBodyBytes,
+      codec: mcpCodec as RequestStateCodec<unknown>,
+      logger,
+    });
+
     const routes: Route[] = [
       ...(graphiql
         ? [
@@ -444,11 +516,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
           return createContext(services, auth.caller, ctx.requestId, () => ctx.logger);
         },
       }),
-      ...healthRoutes({ store, metrics, notReady: () => replicated?.notReady() ?? null }),
+      ...healthRoutes({ store, metrics, notReady: () => replicated?.notReady() ?? null, circuits: upstreams.circuits }),
       verificationWebhookRoute({ identity: services.identity, metrics }),
       identificationWebhookRoute({ identity: services.identity, metrics }),
       mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: pause }),
       sse,
+      // Last: the routes are matched in order, and the hot paths above pay nothing for MCP's.
+      ...mcp,
     ];
     // Spans for GraphQL over HTTP and every webhook intake (SSE operations get theirs from graphql-sse's execution).
     const traced = routes.map((r) => (r.name === 'graphql' || r.name.startsWith('POST /webhooks/') ? tracedRoute(r, tracing) : r));
@@ -490,7 +564,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         // Keep-alive connections go idle once their in-flight response is written: close them as they do,
         // and cut whatever is left after the drain limit.
         const sweep = setInterval(() => server.closeIdleConnections(), 50);
-        const cut = setTimeout(() => server.closeAllConnections(), 20_000);
+        const cut = setTimeout(() => server.closeAllConnections(), SHUTDOWN.drainMs);
         server.once('close', () => {
           clearInterval(sweep);
           clearTimeout(cut);
@@ -506,6 +580,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       server,
       services,
       sandbox: upstreams.sandbox,
+      circuits: upstreams.circuits,
       logger,
       httpPlans: plans,
       documents,

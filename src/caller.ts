@@ -35,11 +35,11 @@ export interface Caller {
 export type AppSource = 'API_KEYS' | 'OPERATOR_KEYS' | 'APPS_FILE' | 'JWT';
 
 /**
- * The gateway's scopes, one read and one write per upstream, and `operator` (the quarantine of refused
- * notifications and the list of apps). A write scope does not imply the read one: an app that only creates can be
- * kept from reading what others created.
+ * The gateway's scopes, one read and one write per upstream, `cloud:approve` (approves a plan an agent made over MCP:
+ * `approvePlan`, docs/decisions/060) and `operator` (the quarantine of refused notifications and the list of apps).
+ * A write scope does not imply the read one: an app that only creates can be kept from reading what others created.
  */
-export const SCOPES = ['cloud:read', 'cloud:write', 'identity:read', 'identity:write', 'mobile-id:read', 'mobile-id:write', 'operator'] as const;
+export const SCOPES = ['cloud:read', 'cloud:write', 'cloud:approve', 'identity:read', 'identity:write', 'mobile-id:read', 'mobile-id:write', 'operator'] as const;
 export type Scope = (typeof SCOPES)[number];
 
 export function isScope(value: string): value is Scope {
@@ -78,8 +78,11 @@ export class Grants {
   }
 }
 
-/** What a key of GATEWAY_API_KEYS may do: every scope but `operator`. */
-export const APP_GRANTS = Grants.of(SCOPES.filter((s) => s !== 'operator'));
+/**
+ * What a key of GATEWAY_API_KEYS may do: every scope but `operator` and `cloud:approve`. Approving an agent's plan is
+ * a person's or an approver app's act, so it is given by name (GATEWAY_APPS_FILE, a JWT's scope, OPERATOR_API_KEYS).
+ */
+export const APP_GRANTS = Grants.of(SCOPES.filter((s) => s !== 'operator' && s !== 'cloud:approve'));
 /** What a key of OPERATOR_API_KEYS may do, and everyone on an open (sandbox-only) gateway: every scope. */
 export const ALL_GRANTS = Grants.of(SCOPES);
 /** Nothing: a caller made up to read as the owner of a record (an internal read), never an app's. */

@@ -23,8 +23,8 @@ export interface EnvVar {
 
 
 
-/** Variables whose value may be a secret: never echoed in a configuration error. */
-const SECRET_VARS = new Set([
+/** Variables whose value may be a secret: never echoed in a configuration error (nor kept in a ConfigMap). */
+export const SECRET_VARS: ReadonlySet<string> = new Set([
   'OTEL_EXPORTER_OTLP_HEADERS',
   'TOKEN_ENCRYPTION_KEY',
   'CLOUD_API_CREDENTIALS',
@@ -205,6 +205,73 @@ const optionalBool = z
   });
 const bool = (fallback: boolean) => ({ schema: optionalBool.transform((v) => v ?? fallback), shown: String(fallback) });
 
+/** The settings of one upstream's breaker (UPSTREAM_CIRCUIT_*; docs/decisions/056). */
+export interface BreakerSettings {
+  /** False: the upstream has no breaker (every call goes out, as before). */
+  readonly enabled: boolean;
+  /** The rolling sample: the outcomes of the last this many attempts; the circuit can open once it is full. */
+  readonly volume: number;
+  /** The circuit opens when more than this share of the sample failed (0 < x < 1). */
+  readonly errorThreshold: number;
+  /** How long an open circuit refuses before it lets trial calls through. */
+  readonly resetTimeoutMs: number;
+  /** Half-open: at most this many trial calls at once, and this many successful trials in a row close the circuit. */
+  readonly halfOpenAttempts: number;
+}
+
+/** The upstreams that each have a circuit breaker (the identification PRODLIKE environment shares identification's settings). */
+export const BREAKER_UPSTREAMS = ['cloud', 'cloud-token', 'identification', 'verification', 'rfm'] as const;
+export type BreakerUpstream = (typeof BREAKER_UPSTREAMS)[number];
+
+/**
+ * A setting per upstream: `<value>` for every upstream, then `<upstream>=<value>` entries that override it, such as
+ * `30s,cloud=1m`. `parse` answers the value, or what is wrong with it.
+ */
+const perUpstream = <T>(fallback: string, parse: (text: string) => T | { error: string }) => ({
+  schema: z
+    .string()
+    .optional()
+    .transform((s, ctx): Readonly<Record<BreakerUpstream, T>> => {
+      const entries = (s ?? fallback).split(',').map((v) => v.trim()).filter(Boolean);
+      const fail = (message: string) => {
+        ctx.addIssue({ code: 'custom', message });
+        return z.NEVER;
+      };
+      let all: T | undefined;
+      const own: Partial<Record<BreakerUpstream, T>> = {};
+      for (const [i, entry] of entries.entries()) {
+        const eq = entry.indexOf('=');
+        const name = eq < 0 ? null : entry.slice(0, eq).trim();
+        const value = parse(eq < 0 ? entry : entry.slice(eq + 1).trim());
+        if (typeof value === 'object' && value !== null && 'error' in value) return fail(`entry ${i + 1}: ${value.error}`);
+        if (name === null) {
+          if (all !== undefined) return fail(`entry ${i + 1}: the value for every upstream is given twice; name the upstream it is for (<upstream>=<value>)`);
+          all = value;
+        } else if (!(BREAKER_UPSTREAMS as readonly string[]).includes(name)) {
+          return fail(`entry ${i + 1}: ${JSON.stringify(name)} is not an upstream with a breaker (${BREAKER_UPSTREAMS.join(', ')})`);
+        } else if (name in own) {
+          return fail(`entry ${i + 1}: ${name} is given twice`);
+        } else own[name as BreakerUpstream] = value;
+      }
+      const base = all ?? (parse(fallback) as T);
+      return Object.fromEntries(BREAKER_UPSTREAMS.map((u) => [u, own[u] ?? base])) as Record<BreakerUpstream, T>;
+    }),
+  shown: fallback,
+});
+const switchValue = (t: string): boolean | { error: string } => (t === 'on' ? true : t === 'off' ? false : { error: `${JSON.stringify(t)}: must be on or off` });
+const wholeNumber = (min: number, max: number) => (t: string): number | { error: string } => {
+  const v = Number(t);
+  return /^\d+$/.test(t) && v >= min && v <= max ? v : { error: `${JSON.stringify(t)}: must be an integer from ${min} to ${max}` };
+};
+const openShare = (t: string): number | { error: string } => {
+  const v = Number(t);
+  return /^0?\.\d+$/.test(t) && v > 0 && v < 1 ? v : { error: `${JSON.stringify(t)}: must be a share between 0 and 1, such as 0.5` };
+};
+const breakDuration = (t: string): number | { error: string } => {
+  const ms = parseDuration(t);
+  return ms !== undefined && ms >= 1000 ? ms : { error: `${JSON.stringify(t)}: must be a duration of at least 1s, such as 30s or 2m` };
+};
+
 /**
  * Every variable, declared once: its schema (with its default, where it has one), the default the README's table
  * shows (derived from the schema's own default, or for a variable without one the text that says what unset means),
@@ -222,6 +289,7 @@ const VARS = {
     .optional()
     .transform((s) => (s ? s : undefined))
     .refine((s) => s === undefined || /^postgres(ql)?:\/\//.test(s), 'must be a postgres:// or postgresql:// URL'), 'PostgreSQL connection string; when set, the store, idempotency records and event log live there.', '(unset: SQLite)'),
+  DATABASE_MIGRATIONS: declare(choice(['apply', 'wait'], 'apply', 'lower'), 'apply: the gateway applies the database migrations it lacks at start-up (replicas starting together take turns). wait: it applies none and waits, alive but not ready (/readyz 503), until `node dist/src/main.js migrate` (run once per release, e.g. as a Kubernetes Job) has brought the database to its release\'s schema; so that a rolling update migrates once, before the new pods serve.'),
   SQLITE_SYNCHRONOUS: declare(choice(['FULL', 'NORMAL'], 'FULL', 'upper'), 'SQLite (WAL) durability: FULL makes every commit survive power loss before it is acknowledged; NORMAL survives a crash of the process but may lose the last commits on power loss.'),
   CLOUD_API_URL: declare(httpUrl, 'Base URL of the cloud provisioning API.', '(unset: see SANDBOX_UPSTREAMS)'),
   CLOUD_API_TOKEN: declare(optionalString, 'Service-account token for the cloud API (the authorization step is then skipped).', '(unset)'),
@@ -263,7 +331,7 @@ const VARS = {
   ), '32 random bytes (base64 or 64 hex digits): the gateway secret that seals stored mobile-ID tokens, rfm answers and identification links (AES-256-GCM) and keys request fingerprints, callback tokens and the sandbox notification token. Unset: a key file generated in DATA_DIR on first start (keep it apart from the database in production). Replicas sharing DATABASE_URL need the same key.', '(unset: DATA_DIR/token-encryption.key)'),
   MOBILEID_PENDING_MAX_PER_APP: declare(int(1000, 1, 1_000_000), 'Most mobile-ID notifications of one owner (the app whose issued or bound token carried them; a bare configured token is one owner) that may wait pending verification (the JWKS unreachable, or a kid it lacks). One more is refused (429, quarantined as PENDING_LIMIT, counted in gateway_mobile_id_rejections_total{reason="PENDING_LIMIT"}) instead of acknowledged.'),
   MOBILEID_STRICT_ID_TOKEN: declare(bool(false), 'true: full CIBA strictness, an id_token without iss, aud, exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash, or an encrypted one, is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).'),
-  GATEWAY_API_KEYS: declare(list, 'Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app\'s name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Each holds every scope but `operator`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.', '(unset: open, or JWTs only)'),
+  GATEWAY_API_KEYS: declare(list, 'Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app\'s name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Each holds every scope but `operator` and `cloud:approve`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.', '(unset: open, or JWTs only)'),
   GATEWAY_APPS_FILE: declare(optionalString, 'A JSON or YAML file of apps, each with its name, its scopes and the SHA-256 of each of its keys (never the keys): see the README, "Apps and permissions". Its apps are accepted beside those of GATEWAY_API_KEYS; a bad file stops start-up naming the line.', '(unset)'),
   OPERATOR_API_KEYS: declare(list, 'Comma-separated keys of operators (`name:key` or bare, as in GATEWAY_API_KEYS): each works as an API key with every scope, `operator` included (every app\'s refused notifications in mobileIdRejections, the list of apps). Needs GATEWAY_API_KEYS, GATEWAY_APPS_FILE or a JWKS; in open sandbox mode everyone is the operator.', '(unset: none)'),
   AUTH_JWKS_URL: declare(httpUrl, 'JWKS of the identity provider whose JWTs apps may send as Authorization: Bearer <JWT> (beside API keys): fetched at start, cached, fetched again when older than AUTH_JWKS_REFRESH_INTERVAL or on a token with an unknown kid, at most once per interval; keys already fetched keep working while it is down. Needs AUTH_ISSUER and AUTH_AUDIENCE.', '(unset: no JWTs)'),
@@ -281,6 +349,11 @@ const VARS = {
   UPSTREAM_TIMEOUT: declare(duration('10s'), 'Time limit of one upstream attempt (headers and body).'),
   UPSTREAM_RETRY_BUDGET: declare(duration('20s'), 'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.'),
   UPSTREAM_MAX_RETRIES: declare(int(4, 0, 20), 'Most retries of one upstream call after its first attempt.'),
+  UPSTREAM_CIRCUIT_BREAKER: declare(perUpstream('on', switchValue), `A circuit breaker per upstream (${BREAKER_UPSTREAMS.join(', ')}): on or off, for every upstream and then per upstream, such as on,rfm=off. An open circuit answers UPSTREAM_UNAVAILABLE at once, with retryAfter and sent: false (docs/decisions/056).`),
+  UPSTREAM_CIRCUIT_VOLUME: declare(perUpstream('5', wholeNumber(1, 1000)), 'Breaker: how many of the last attempts to an upstream the rolling sample holds; the circuit can open once it is full. Per upstream like UPSTREAM_CIRCUIT_BREAKER (10,cloud=20).'),
+  UPSTREAM_CIRCUIT_ERROR_THRESHOLD: declare(perUpstream('0.5', openShare), 'Breaker: the circuit opens when more than this share of the sample failed (a transport error, a timeout, 502, 503 or 504; a 429 is not counted). Per upstream like UPSTREAM_CIRCUIT_BREAKER.'),
+  UPSTREAM_CIRCUIT_RESET_TIMEOUT: declare(perUpstream('30s', breakDuration), 'Breaker: how long an open circuit refuses at once before it lets trial calls through (half-open). Per upstream like UPSTREAM_CIRCUIT_BREAKER.'),
+  UPSTREAM_CIRCUIT_HALF_OPEN_ATTEMPTS: declare(perUpstream('10', wholeNumber(1, 1000)), 'Breaker, half-open: at most this many trial calls at once (others are refused at once), and this many successful trials in a row close the circuit; the first failed trial opens it again. Per upstream like UPSTREAM_CIRCUIT_BREAKER.'),
   IDEMPOTENT_UPSTREAMS: declare(list.refine((names) => names.every((n) => (KEY_OPTIONAL_UPSTREAMS as readonly string[]).includes(n)), {
     message: `must list upstreams among ${KEY_OPTIONAL_UPSTREAMS.join(', ')} (the cloud API always honours Idempotency-Key)`,
   }), `Comma-separated identity upstreams known to honour Idempotency-Key (${KEY_OPTIONAL_UPSTREAMS.join(', ')}): a request to them whose outcome is unknown (timeout, reset, 5xx other than 503 with Retry-After) is retried automatically, as on the cloud API. Others answer UPSTREAM_OUTCOME_UNKNOWN instead (docs/decisions/011).`, '(unset: none)'),
@@ -342,6 +415,11 @@ const VARS = {
   SANDBOX_CALLBACK_DELAY_MS: declare(int(1500, 0, 600_000), 'Delay before the sandbox verification service calls back.'),
   TRUSTED_DOCUMENTS: declare(choice(['off', 'allow', 'enforce'], 'off', 'lower'), 'Trusted documents: off; allow (operations by documentId or persisted-query hash from the manifest, and any other document); enforce (only the manifest\'s documents run, plus introspection when GRAPHQL_INTROSPECTION is on).'),
   TRUSTED_DOCUMENTS_MANIFEST: declare(optionalString, 'Path of the manifest, { "<documentId>": "<document>" } as GraphQL Code Generator\'s client preset writes persisted-documents.json; read at start-up, required unless TRUSTED_DOCUMENTS is off.', '(unset)'),
+  MCP_MUTATIONS: declare(choice(['none', 'approve', 'all'], 'none', 'lower'), 'What agents may change over MCP (POST /mcp): none (reads and plans only), approve (a creation or provisioning runs only after a person approves its plan, through the MCP client or approvePlan) or all (mutation tools run at once; for trusted automation, warned at start-up).'),
+  MCP_EXECUTE: declare(bool(false), 'true: MCP offers a read-only `execute` tool (any query, never a mutation) to apps holding the operator scope.'),
+  MCP_TOOLSETS: declare(optionalString, 'Named MCP endpoints, each with its own tools: `name=tool,tool;name2=*` publishes /mcp/name and /mcp/name2 (tool names as tools/list shows them; * is every tool). /mcp always serves every tool.', '(unset: /mcp only)'),
+  MCP_ALLOWED_HOSTS: declare(list, 'Host names (no port) that /mcp answers besides localhost, 127.0.0.1, [::1], HOST and the host of PUBLIC_URL; the Host and Origin headers of every MCP request must name one of them (DNS rebinding).', '(unset)'),
+  MCP_APPROVAL_TTL: declare(duration('15m', { minMs: 1000, message: 'must be at least 1s' }), 'How long an approval of an agent\'s plan stays valid; a plan not executed by then needs approving again.'),
   OTEL_SDK_DISABLED: declare(bool(false), 'OpenTelemetry: true turns tracing off whatever the other OTEL_* variables say.'),
   OTEL_TRACES_EXPORTER: declare(choice(['none', 'otlp', 'console'], 'none', 'lower'), 'OpenTelemetry: none (tracing off), otlp (OTLP over HTTP, JSON) or console. Tracing is off by default.'),
   OTEL_EXPORTER_OTLP_ENDPOINT: declare(httpUrlOr('http://localhost:4318'), 'OpenTelemetry: base URL of the OTLP/HTTP collector; traces go to <endpoint>/v1/traces.'),
@@ -403,6 +481,8 @@ export interface Config {
   readonly databaseUrl: string | undefined;
   /** SQLITE_SYNCHRONOUS; ignored with DATABASE_URL. */
   readonly sqliteSynchronous: 'FULL' | 'NORMAL';
+  /** DATABASE_MIGRATIONS: apply the missing migrations at start-up, or wait for `main.js migrate` to apply them. */
+  readonly databaseMigrations: 'apply' | 'wait';
   readonly cloud: {
     readonly url: string | undefined;
     readonly token: string | undefined;
@@ -464,6 +544,8 @@ export interface Config {
     readonly maxRetries: number;
     /** IDEMPOTENT_UPSTREAMS: identity upstreams whose unknown outcomes are retried like the cloud's. */
     readonly idempotent: readonly string[];
+    /** UPSTREAM_CIRCUIT_*: each upstream's breaker (src/upstream/breaker.ts). */
+    readonly breakers: Readonly<Record<BreakerUpstream, BreakerSettings>>;
   };
   readonly resultsBatchSize: number;
   /** The *_PATH variables: exact JSON paths of the shapes the specs do not show (null: the guesses). */
@@ -491,6 +573,15 @@ export interface Config {
   readonly testPauseAt: Phase | undefined;
   /** TRUSTED_DOCUMENTS; the manifest is read (and checked) by the gateway at start-up. */
   readonly trustedDocuments: { readonly mode: 'off' | 'allow' | 'enforce'; readonly manifest: string | undefined };
+  /** MCP_*: the agents' endpoint (src/mcp/, docs/decisions/060). */
+  readonly mcp: {
+    readonly mutations: 'none' | 'approve' | 'all';
+    readonly execute: boolean;
+    /** MCP_TOOLSETS: each named endpoint's tool names (`*`: every tool); checked against the tools at start-up. */
+    readonly toolsets: ReadonlyMap<string, readonly string[]>;
+    readonly allowedHosts: readonly string[];
+    readonly approvalTtlMs: number;
+  };
   /** The standard OTEL_* variables; `enabled` is false unless an exporter is chosen and the SDK is not disabled. */
   readonly tracing: {
     readonly enabled: boolean;
@@ -556,14 +647,11 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/**
- * Builds the one Config object from the environment. Throws a ConfigError naming the first bad variable,
- * and refuses settings that contradict each other.
- */
-export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
+/** Parses the environment with `schema`; throws a ConfigError naming the first bad variable. */
+function parseEnv<S extends z.ZodType>(schema: S, env: Readonly<Record<string, string | undefined>>): z.infer<S> {
   // An empty variable (`FOO=` in a compose file) means unset.
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ''));
-  const parsed = envSchema.safeParse(present);
+  const parsed = schema.safeParse(present);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0] ?? 'environment');
@@ -571,7 +659,35 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     const shown = SECRET_VARS.has(variable) ? '(value not shown: it may hold a secret)' : `(got ${JSON.stringify(env[variable] ?? null)})`;
     throw new ConfigError(variable, `${issue.message} ${shown}`);
   }
-  const e = parsed.data;
+  return parsed.data;
+}
+
+/** What `main.js migrate` needs: the database and the log settings, nothing else (no upstream, key or file). */
+export interface StoreConfig {
+  readonly dataDir: string;
+  readonly databaseUrl: string | undefined;
+  readonly sqliteSynchronous: 'FULL' | 'NORMAL';
+  readonly logLevel: Config['logLevel'];
+  readonly logFormat: Config['logFormat'];
+}
+
+const storeEnvSchema = envSchema.pick({ DATA_DIR: true, DATABASE_URL: true, SQLITE_SYNCHRONOUS: true, LOG_LEVEL: true, LOG_FORMAT: true });
+
+/**
+ * The store's settings alone, for `main.js migrate` (a migration Job gets the database's variables and need not be
+ * given the gateway's keys, files or upstreams). The same declarations as loadConfig's, so the same errors.
+ */
+export function loadStoreConfig(env: Readonly<Record<string, string | undefined>> = process.env): StoreConfig {
+  const e = parseEnv(storeEnvSchema, env);
+  return { dataDir: path.resolve(e.DATA_DIR), databaseUrl: e.DATABASE_URL, sqliteSynchronous: e.SQLITE_SYNCHRONOUS, logLevel: e.LOG_LEVEL, logFormat: e.LOG_FORMAT };
+}
+
+/**
+ * Builds the one Config object from the environment. Throws a ConfigError naming the first bad variable,
+ * and refuses settings that contradict each other.
+ */
+export function loadConfig(env: Readonly<Record<string, string | undefined>> = process.env): Config {
+  const e = parseEnv(envSchema, env);
   const apiKeys = e.GATEWAY_API_KEYS.map(parseAppKey);
   const operatorKeys = e.OPERATOR_API_KEYS.map(parseAppKey);
   checkAppKeys([...apiKeys, ...operatorKeys]);
@@ -584,6 +700,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   }
   if (e.IDENTIFICATION_PRODLIKE_API_URL && !e.IDENTIFICATION_API_URL) {
     throw new ConfigError('IDENTIFICATION_API_URL', 'IDENTIFICATION_PRODLIKE_API_URL is set, so IDENTIFICATION_API_URL must be set too');
+  }
+  if (e.DATABASE_MIGRATIONS === 'wait' && !e.DATABASE_URL) {
+    throw new ConfigError('DATABASE_MIGRATIONS', 'wait is for replicas sharing DATABASE_URL (SQLite has one gateway, which applies its migrations itself): set DATABASE_URL, or apply');
   }
   if (e.TRUSTED_DOCUMENTS !== 'off' && !e.TRUSTED_DOCUMENTS_MANIFEST) {
     throw new ConfigError('TRUSTED_DOCUMENTS_MANIFEST', `TRUSTED_DOCUMENTS is ${e.TRUSTED_DOCUMENTS}, so the manifest of trusted documents is required`);
@@ -601,6 +720,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     dataDir: path.resolve(e.DATA_DIR),
     databaseUrl: e.DATABASE_URL,
     sqliteSynchronous: e.SQLITE_SYNCHRONOUS,
+    databaseMigrations: e.DATABASE_MIGRATIONS,
     cloud: { url: e.CLOUD_API_URL, token: e.CLOUD_API_TOKEN, credentials: e.CLOUD_API_CREDENTIALS },
     verification: { url: e.VERIFICATION_API_URL, token: e.VERIFICATION_API_TOKEN },
     identification: {
@@ -637,7 +757,24 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       'callback-addresses': { perMinute: e.APP_CALLBACK_ADDRESSES_PER_MINUTE, total: e.APP_CALLBACK_ADDRESSES },
     },
     eventRetentionMs: e.EVENT_RETENTION,
-    upstream: { timeoutMs: e.UPSTREAM_TIMEOUT, retryBudgetMs: e.UPSTREAM_RETRY_BUDGET, maxRetries: e.UPSTREAM_MAX_RETRIES, idempotent: e.IDEMPOTENT_UPSTREAMS },
+    upstream: {
+      timeoutMs: e.UPSTREAM_TIMEOUT,
+      retryBudgetMs: e.UPSTREAM_RETRY_BUDGET,
+      maxRetries: e.UPSTREAM_MAX_RETRIES,
+      idempotent: e.IDEMPOTENT_UPSTREAMS,
+      breakers: Object.fromEntries(
+        BREAKER_UPSTREAMS.map((u) => [
+          u,
+          {
+            enabled: e.UPSTREAM_CIRCUIT_BREAKER[u],
+            volume: e.UPSTREAM_CIRCUIT_VOLUME[u],
+            errorThreshold: e.UPSTREAM_CIRCUIT_ERROR_THRESHOLD[u],
+            resetTimeoutMs: e.UPSTREAM_CIRCUIT_RESET_TIMEOUT[u],
+            halfOpenAttempts: e.UPSTREAM_CIRCUIT_HALF_OPEN_ATTEMPTS[u],
+          },
+        ]),
+      ) as Record<BreakerUpstream, BreakerSettings>,
+    },
     resultsBatchSize: e.VERIFICATION_RESULTS_BATCH_SIZE,
     shapePaths: {
       cloudCreatedId: e.CLOUD_CREATED_ID_PATH,
@@ -669,6 +806,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT,
     testPauseAt: e.GATEWAY_TEST_PAUSE_AT,
+    mcp: { mutations: e.MCP_MUTATIONS, execute: e.MCP_EXECUTE, toolsets: parseToolsets(e.MCP_TOOLSETS), allowedHosts: e.MCP_ALLOWED_HOSTS, approvalTtlMs: e.MCP_APPROVAL_TTL },
     trustedDocuments: { mode: e.TRUSTED_DOCUMENTS, manifest: e.TRUSTED_DOCUMENTS_MANIFEST ? path.resolve(e.TRUSTED_DOCUMENTS_MANIFEST) : undefined },
     tracing: {
       enabled: !e.OTEL_SDK_DISABLED && e.OTEL_TRACES_EXPORTER !== 'none',
@@ -693,6 +831,21 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   return deepFreeze(config);
 }
 
+
+/** MCP_TOOLSETS: `name=tool,tool;name2=*`. */
+function parseToolsets(text: string | undefined): Map<string, string[]> {
+  const sets = new Map<string, string[]>();
+  for (const part of (text ?? '').split(';').map((p) => p.trim()).filter(Boolean)) {
+    const eq = part.indexOf('=');
+    const name = eq > 0 ? part.slice(0, eq).trim() : '';
+    if (!/^[a-z0-9][a-z0-9_-]{0,63}$/.test(name)) throw new ConfigError('MCP_TOOLSETS', `each toolset is name=tool,tool with a lower-case name of letters, digits, _ and - (got ${JSON.stringify(part.slice(0, 80))})`);
+    if (sets.has(name)) throw new ConfigError('MCP_TOOLSETS', `the toolset ${name} is listed twice`);
+    const tools = part.slice(eq + 1).split(',').map((t) => t.trim()).filter(Boolean);
+    if (tools.length === 0) throw new ConfigError('MCP_TOOLSETS', `the toolset ${name} names no tool`);
+    sets.set(name, tools);
+  }
+  return sets;
+}
 
 /** The AUTH_* variables: none, or a JWKS with the issuer and audience its tokens must carry, and the apps accepted. */
 function jwtAuthConfig(

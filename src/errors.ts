@@ -91,6 +91,28 @@ export class UpstreamUnavailableError extends GatewayError {
 }
 
 /**
+ * The upstream's circuit is open (or half-open with every trial slot taken): the call was answered at once, and the
+ * request was not sent (docs/decisions/056). `sent: false` says so to the app: nothing can have taken effect upstream,
+ * the idempotency key is released, and calling again with it after `retryAfter` seconds sends the request once.
+ */
+export class UpstreamCircuitOpenError extends GatewayError {
+  constructor(
+    readonly upstream: string,
+    readonly circuit: 'open' | 'half-open',
+    readonly retryAfter: number,
+    /** False when no earlier attempt of this call may have taken effect; null when one may have (its outcome is unknown). */
+    sent: false | null,
+    attempts: number,
+  ) {
+    super(
+      ErrorCode.UPSTREAM_UNAVAILABLE,
+      `${upstream} is unavailable: its circuit is ${circuit} after repeated failures, so the request was ${sent === false ? 'not sent' : 'not sent again'}; retry after ${retryAfter} s`,
+      { upstream, circuit, retryAfter, attempts, ...(sent === false ? { sent } : {}) },
+    );
+  }
+}
+
+/**
  * A request to an upstream not known to honour Idempotency-Key failed in a way that leaves its outcome
  * unknown (docs/decisions/011). It was not sent again; the idempotency layer adds the keys to retry with.
  */

@@ -1,8 +1,28 @@
-import { startGateway } from './app.js';
-import { ConfigError, describeUpstreams, loadConfig } from './config.js';
+import { SHUTDOWN, startGateway } from './app.js';
+import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config.js';
 import { createLogger, resolveLogFormat } from './logger.js';
+import { openStore } from './store/index.js';
+
+/**
+ * `main.js migrate`: applies the migrations the database lacks and exits (0 when it has them all), listening on
+ * nothing. Reads only the database's settings (loadStoreConfig), so a migration Job needs no key, file or upstream.
+ */
+async function migrate(): Promise<void> {
+  const config = loadStoreConfig();
+  const logger = createLogger({ level: config.logLevel, format: resolveLogFormat(config.logFormat, process.stdout.isTTY === true) });
+  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, sqliteSynchronous: config.sqliteSynchronous, logger, migrations: 'apply' });
+  await store.close();
+  logger.info({ store: store.location }, 'migrate: the database has every migration of this release');
+  process.exit(0);
+}
 
 async function main(): Promise<void> {
+  const command = process.argv[2];
+  if (command === 'migrate') return migrate();
+  if (command !== undefined) {
+    process.stderr.write(`gateway: unknown command ${JSON.stringify(command)}: run it with no argument to serve, or \`migrate\` to apply the database migrations and exit\n`);
+    process.exit(2);
+  }
   let config;
   try {
     config = loadConfig();
@@ -47,9 +67,17 @@ async function main(): Promise<void> {
   const shapeLine =
     `answer shapes: cloud created id ${shapes.cloudCreatedId}; cloud token ${shapes.cloudToken}; IP address ${shapes.cloudIpAddress}; ` +
     `verification id ${shapes.verificationExternalId}; results ${shapes.verificationResults}; callbackUrl ${shapes.verificationCallbackUrl}`;
+  // Each upstream client's breaker, with its settings: `cloud=closed (opens past 50% of 5 attempts, reset 30s, 10 trials)`.
+  const circuits = gateway.circuits();
+  const circuitLine = Object.entries(circuits)
+    .map(([name, state]) => {
+      const b = config.upstream.breakers[name === 'identification-prodlike' ? 'identification' : (name as keyof typeof config.upstream.breakers)];
+      return state === 'off' || !b ? `${name}=off` : `${name}=${state} (opens past ${Math.round(b.errorThreshold * 100)}% of ${b.volume} attempts, reset ${b.resetTimeoutMs / 1000}s, ${b.halfOpenAttempts} trials)`;
+    })
+    .join(' ');
   logger.info(
-    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, store: gateway.services.store.location, open: config.open, shapes },
-    `gateway ready: ${graphiql} | upstreams ${upstreams} | data ${gateway.services.store.location} | API ${access} | ${identificationCallbacks} | ${shapeLine}${mobileIdSandbox}`,
+    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, circuits, store: gateway.services.store.location, open: config.open, shapes },
+    `gateway ready: ${graphiql} | upstreams ${upstreams} | circuits ${circuitLine} | data ${gateway.services.store.location} | API ${access} | ${identificationCallbacks} | ${shapeLine}${mobileIdSandbox}`,
   );
   if (config.open) logger.warn('the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)');
 
@@ -59,9 +87,9 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'shutting down: draining in-flight requests');
     const force = setTimeout(() => {
-      logger.error('shutdown took longer than 25 s; exiting');
+      logger.error(`shutdown took longer than ${SHUTDOWN.exitMs / 1000} s; exiting`);
       process.exit(1);
-    }, 25_000);
+    }, SHUTDOWN.exitMs);
     force.unref();
     gateway
       .close()

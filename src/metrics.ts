@@ -19,6 +19,27 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly upstreamCircuitState = new Gauge({
+    name: 'gateway_upstream_circuit_state',
+    help: "State of each upstream's circuit breaker: 0 closed, 1 open (calls refused at once), 2 half-open (trial calls let through).",
+    labelNames: ['upstream'] as const,
+    registers: [this.registry],
+  });
+
+  readonly upstreamCircuitTransitions = new Counter({
+    name: 'gateway_upstream_circuit_transitions_total',
+    help: "Changes of state of each upstream's circuit breaker, from and to closed, open or half-open.",
+    labelNames: ['upstream', 'from', 'to'] as const,
+    registers: [this.registry],
+  });
+
+  readonly upstreamCircuitShortCircuits = new Counter({
+    name: 'gateway_upstream_circuit_short_circuits_total',
+    help: 'Upstream attempts an open (or full half-open) circuit refused at once, without sending anything.',
+    labelNames: ['upstream'] as const,
+    registers: [this.registry],
+  });
+
   readonly upstreamOutcomeUnknown = new Counter({
     name: 'gateway_upstream_outcome_unknown_total',
     help: 'Requests to an upstream not known to honour Idempotency-Key whose outcome was unknown and that were not repeated (UPSTREAM_OUTCOME_UNKNOWN).',

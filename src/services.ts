@@ -1,4 +1,5 @@
 import type { AppSource, Scope } from './caller.js';
+import type { AgentPlans } from './store/agent-plans.js';
 import type { AppActivity } from './store/app-activity.js';
 import type { AppStorage } from './store/app-storage.js';
 import type { ProvisioningService } from './cloud/provisioning.js';
@@ -38,6 +39,8 @@ export interface Services {
   readonly storage: AppStorage;
   /** The operator's list of apps: those configured, and when each app was last seen (docs/decisions/046). */
   readonly apps: { readonly configured: readonly ConfiguredApp[]; readonly activity: AppActivity };
+  /** Plans agents made over MCP, their approvals and the audit trail (docs/decisions/060). */
+  readonly agentPlans: AgentPlans;
 }
 
 /** A configured app as the operator's list shows it (never a key). */

@@ -19,6 +19,7 @@ import type { Store } from './store/index.js';
 import type { AppStorage } from './store/app-storage.js';
 import type { Ledger } from './store/ledger.js';
 import { UpstreamHttp } from './upstream/http.js';
+import { CircuitBreaker, type BreakerState } from './upstream/breaker.js';
 import type { Tracing } from './telemetry/tracing.js';
 import type { Idempotency } from './upstream/idempotency.js';
 
@@ -28,6 +29,8 @@ export interface Upstreams {
   readonly identity: IdentityService;
   readonly mobileId: MobileIdService;
   readonly sandbox: Sandboxes;
+  /** Each upstream client's circuit breaker by name, `off` where UPSTREAM_CIRCUIT_BREAKER turns it off. */
+  circuits(): Record<string, BreakerState | 'off'>;
 }
 
 /**
@@ -61,7 +64,10 @@ export async function startUpstreams(
     storage: AppStorage;
     /** Tests only (GATEWAY_TEST_PAUSE_AT, src/phases.ts). */
     pauseAt?: PauseAt;
-    /** Tests only (GatewayTesting.clock): the clock of mobile-ID expiries, pending notifications and JWKS retries. */
+    /**
+     * Tests only (GatewayTesting.clock): the clock of mobile-ID expiries, pending notifications and JWKS retries, and of
+     * the circuit breakers' reset timeouts.
+     */
     clock?: (() => number) | undefined;
   },
 ): Promise<Upstreams> {
@@ -83,16 +89,39 @@ export async function startUpstreams(
   });
   deps.onClose(() => sandbox.close());
 
+  const { metrics, logger } = deps;
+  const circuits = new Map<string, CircuitBreaker | null>();
+  const circuitEvents = {
+    transition(upstream: string, from: BreakerState, to: BreakerState) {
+      metrics.upstreamCircuitState.set({ upstream }, to === 'closed' ? 0 : to === 'open' ? 1 : 2);
+      metrics.upstreamCircuitTransitions.inc({ upstream, from, to });
+      if (to === 'open') logger.warn({ upstream, from, to }, `${upstream} circuit open: calls needing it are refused at once (UPSTREAM_UNAVAILABLE) until trial calls succeed`);
+      else logger.info({ upstream, from, to }, `${upstream} circuit ${to}`);
+    },
+    shortCircuit(upstream: string) {
+      metrics.upstreamCircuitShortCircuits.inc({ upstream });
+    },
+  };
+  // One breaker per upstream client; both identification environments use identification's settings.
+  const breakerOf = (name: string): CircuitBreaker | undefined => {
+    const settings = config.upstream.breakers[name === 'identification-prodlike' ? 'identification' : (name as keyof typeof config.upstream.breakers)];
+    const breaker = settings?.enabled ? new CircuitBreaker(name, settings, circuitEvents, deps.clock) : null;
+    circuits.set(name, breaker);
+    if (breaker) metrics.upstreamCircuitState.set({ upstream: name }, 0);
+    return breaker ?? undefined;
+  };
   const http = (name: string, baseUrl: string) => {
     const client = new UpstreamHttp({
+      breaker: breakerOf(name),
       name,
       baseUrl,
       timeoutMs: config.upstream.timeoutMs,
       retryBudgetMs: config.upstream.retryBudgetMs,
       maxRetries: config.upstream.maxRetries,
-      // The cloud API documents Idempotency-Key; the identity endpoints do not, unless the operator says so
-      // (IDEMPOTENT_UPSTREAMS). Both identification environments share the identification setting.
-      retryUnknownOutcome: name === 'cloud' || config.upstream.idempotent.includes(name.replace(/-prodlike$/, '')),
+      // The cloud API documents Idempotency-Key (and asking its token endpoint again changes nothing); the identity
+      // endpoints do not, unless the operator says so (IDEMPOTENT_UPSTREAMS). Both identification environments share
+      // the identification setting.
+      retryUnknownOutcome: name === 'cloud' || name === 'cloud-token' || config.upstream.idempotent.includes(name.replace(/-prodlike$/, '')),
       metrics: deps.metrics,
       logger: deps.logger,
       tracing: deps.tracing,
@@ -169,6 +198,7 @@ export async function startUpstreams(
     }),
     mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box, storage: deps.storage, metrics: deps.metrics, now: deps.clock }),
     sandbox,
+    circuits: () => Object.fromEntries([...circuits].map(([name, b]) => [name, b ? b.state : 'off'])),
   };
 }
 

@@ -29,7 +29,7 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
     expect(await violations(root)).toEqual([]);
   });
 
-  it('refuses a domain importing transport, the sandbox importing the gateway, the store importing a domain, and a folder cycle', async () => {
+  it('refuses a domain importing transport, the sandbox importing the gateway, the store importing a domain, MCP reaching past the pipeline, and a folder cycle', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arch-'));
     try {
       const write = (file: string, text: string) => {
@@ -40,6 +40,8 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
       write('src/cloud/service.ts', "import { auth } from '../server/auth.js';\nexport const service = 1;\nexport const again = auth;\n");
       write('src/sandbox/cloud.ts', "import { service } from '../cloud/service.js';\nexport const sim = service;\n");
       write('src/store/ledger.ts', "import { service } from '../cloud/service.js';\nexport const ledger = service;\n");
+      write('src/execution/run.ts', 'export const run = 1;\n');
+      write('src/mcp/tools.ts', "import { run } from '../execution/run.js';\nexport const tool = run;\n");
       const found = (await violations(dir)).map((v) => v.split(' (')[0]);
       expect(found).toEqual(
         expect.arrayContaining([
@@ -47,6 +49,7 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
           'sandbox-imports-nothing-of-the-gateway: src/sandbox/cloud.ts -> src/cloud/service.ts',
           'store-imports-no-domain: src/store/ledger.ts -> src/cloud/service.ts',
           'no-folder-cycles: src/cloud -> src/server',
+          'mcp-through-the-pipeline: src/mcp/tools.ts -> src/execution/run.ts',
         ]),
       );
     } finally {

@@ -26,6 +26,7 @@ export function createCloudService(
 ): CloudService {
   const http = deps.http('cloud', endpoint.url);
   const answers = new CloudAnswers(deps.shapePaths);
-  const client = new CloudClient(http, new CloudTokens(http, endpoint.auth, deps.logger, answers), answers);
-  return new CloudService({ client, ledger: deps.ledger, idempotency: deps.idempotency, pauseAt: deps.pauseAt });
+  // The token endpoint has its own breaker (and pool): an outage of it is not the creation endpoints' failure.
+  const tokens = new CloudTokens(deps.http('cloud-token', endpoint.url), endpoint.auth, deps.logger, answers);
+  return new CloudService({ client: new CloudClient(http, tokens, answers), ledger: deps.ledger, idempotency: deps.idempotency, pauseAt: deps.pauseAt });
 }

@@ -8,6 +8,7 @@ import type { ProvisioningPlanModel, PlanStep } from '../cloud/provisioning-plan
 import type { LedgerRecord } from '../store/ledger.js';
 import type { VerificationResultItem } from '../identity/wire.js';
 import type { EventRecord } from '../events/log.js';
+import type { AgentPlanModel } from '../store/agent-plans.js';
 import type { GraphQLContext } from '../graphql/context.js';
 export type Maybe<T> = T | null;
 export type InputMaybe<T> = T | null | undefined;
@@ -37,6 +38,62 @@ export type Scalars = {
   /** A UUID in its canonical text form, e.g. `3fa85f64-5717-4562-b3fc-2c963f66afa6`. */
   UUID: { input: string; output: string; }
 };
+
+/** One event of an agent's plan. */
+export type AgentAuditEvent = {
+  __typename?: 'AgentAuditEvent';
+  /** planned, approved, declined, refused, executed, replayed, failed or unknown. */
+  action: Scalars['String']['output'];
+  /** Who acted: the app, a person through its MCP client, or the approver. */
+  actor: Scalars['String']['output'];
+  /** The app whose plan it is. */
+  app: Scalars['String']['output'];
+  at: Scalars['DateTime']['output'];
+  detail: Scalars['String']['output'];
+  planId: Scalars['ID']['output'];
+};
+
+/** A plan an agent made over MCP, and its approval. */
+export type AgentPlan = {
+  __typename?: 'AgentPlan';
+  /** The app (agent) that made it. */
+  app: Scalars['String']['output'];
+  /** When the approval expires. */
+  approvalExpiresAt: Maybe<Scalars['DateTime']['output']>;
+  /** Who approved it (an app, or a person through the agent's MCP client); null while pending. */
+  approvedBy: Maybe<Scalars['String']['output']>;
+  createdAt: Scalars['DateTime']['output'];
+  /** Upstream creations it makes. */
+  creations: Scalars['Int']['output'];
+  /** The sha256 of the exact requests: an approval holds for this hash only. */
+  hash: Scalars['String']['output'];
+  /** The plan's id: the agent executes it with execute_plan(planId); its upstream idempotency key derives from it. */
+  id: Scalars['ID']['output'];
+  /** Rate-limit points it spends. */
+  rateLimitPoints: Scalars['Int']['output'];
+  /** The exact upstream requests, secrets masked (a provisioning's every step; one GraphQL mutation otherwise). */
+  requests: Scalars['JSON']['output'];
+  status: AgentPlanStatus;
+  /** What a person reads before approving. */
+  summary: Scalars['String']['output'];
+  /** The MCP tool it plans (create_network, provision_kafka_cluster, …). */
+  tool: Scalars['String']['output'];
+};
+
+/** What an agent's plan is waiting for, or what became of it. */
+export type AgentPlanStatus =
+  /** Approved; not executed yet. */
+  | 'APPROVED'
+  /** Being executed. */
+  | 'EXECUTING'
+  /** Executed and refused (by validation or the upstream); nothing more will be sent for it. */
+  | 'FAILED'
+  /** Waiting for an approval. */
+  | 'PENDING'
+  /** Executed; the outcome is stored and replayed to a repeated execute_plan. */
+  | 'SUCCEEDED'
+  /** Sent, with no answer known: execute_plan again with the same plan id (its upstream key makes a repeat safe). */
+  | 'UNKNOWN';
 
 /** The boot disk of a virtual machine. */
 export type BootDisk = {
@@ -544,7 +601,7 @@ export type GatewayAppJwtActivity = {
 
 /** Where an app is configured. */
 export type GatewayAppSource =
-  /** A `name:key` or bare key of GATEWAY_API_KEYS: every scope but `operator`. */
+  /** A `name:key` or bare key of GATEWAY_API_KEYS: every scope but `operator` and `cloud:approve`. */
   | 'API_KEYS'
   /** An entry of GATEWAY_APPS_FILE: the scopes it lists. */
   | 'APPS_FILE'
@@ -1186,6 +1243,11 @@ export type MobileIdTokenChecks = {
 /** Root of every write. Each mutation takes `input` and an optional `idempotencyKey`. */
 export type Mutation = {
   __typename?: 'Mutation';
+  /**
+   * Approves an agent's plan as it is now (its hash), for MCP_APPROVAL_TTL. The agent's `execute_plan` then runs it once;
+   * a plan whose requests changed since is refused. A plan is approved by another app than the one that made it.
+   */
+  approvePlan: AgentPlan;
   /** Checks whether a client is in the list of terrorists and extremists (`POST /api/v1/rfm/is-in-catalog`). The body is passed as given. */
   checkRfm: CheckRfmPayload;
   /**
@@ -1250,6 +1312,12 @@ export type Mutation = {
    * watch it arrive. Fails with BAD_USER_INPUT (`extensions.sandboxOnly`) when a real service is configured.
    */
   sandboxCompleteMobileIdAuthentication: SandboxMobileIdDelivery;
+};
+
+
+/** Root of every write. Each mutation takes `input` and an optional `idempotencyKey`. */
+export type MutationApprovePlanArgs = {
+  planId: Scalars['ID']['input'];
 };
 
 
@@ -1890,6 +1958,16 @@ export type PublicAddressSource =
 export type Query = {
   __typename?: 'Query';
   /**
+   * The audit trail of the agents' plans, for operators, newest first: every plan, approval, refusal and execution,
+   * with who acted. Each is also a log line (`agentAudit`).
+   */
+  agentAudit: Array<AgentAuditEvent>;
+  /**
+   * A plan an agent made over MCP (MCP_MUTATIONS=approve), for the person or app that approves it: what it would send,
+   * how many creations it makes, and whether it is approved. Null for an unknown id.
+   */
+  agentPlan: Maybe<AgentPlan>;
+  /**
    * The apps of this gateway, for operators: each configured app (GATEWAY_API_KEYS, OPERATOR_API_KEYS,
    * GATEWAY_APPS_FILE) and each app that has signed in with a JWT, with its scopes and when any replica last saw it.
    * Never a key, nor a digest of one.
@@ -1931,6 +2009,8 @@ export type Query = {
    * for a verification or identification another API key created (the cloud resources are shared by every key).
    */
   node: Maybe<Node>;
+  /** The agents' plans waiting for an approval, newest first. */
+  pendingAgentPlans: Array<AgentPlan>;
   /**
    * The exact upstream requests `provisionKafkaCluster` would send for this input, in order, with the defaults it
    * would apply, the steps that reuse an existing resource, and every step's validation error. Built by the same
@@ -1952,6 +2032,19 @@ export type Query = {
    * `POST /api/v2/verifications/results`, split only above `VERIFICATION_RESULTS_BATCH_SIZE` ids.
    */
   verificationResults: Array<Maybe<VerificationResult>>;
+};
+
+
+/** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
+export type QueryAgentAuditArgs = {
+  first?: InputMaybe<Scalars['Int']['input']>;
+  planId?: InputMaybe<Scalars['ID']['input']>;
+};
+
+
+/** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
+export type QueryAgentPlanArgs = {
+  id: Scalars['ID']['input'];
 };
 
 
@@ -1983,6 +2076,12 @@ export type QueryMobileIdRejectionsArgs = {
 /** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
 export type QueryNodeArgs = {
   id: Scalars['ID']['input'];
+};
+
+
+/** Root of every read. Each domain file (`catalog`, `cloud`, `identity`, `mobile-id`) extends it. */
+export type QueryPendingAgentPlansArgs = {
+  first?: InputMaybe<Scalars['Int']['input']>;
 };
 
 
@@ -2386,6 +2485,9 @@ export type ResolversInterfaceTypes<_RefType extends Record<string, unknown>> = 
 
 /** Mapping between all available schema types and the resolvers types */
 export type ResolversTypes = {
+  AgentAuditEvent: ResolverTypeWrapper<AgentAuditEvent>;
+  AgentPlan: ResolverTypeWrapper<AgentPlanModel>;
+  AgentPlanStatus: AgentPlanStatus;
   Boolean: ResolverTypeWrapper<Scalars['Boolean']['output']>;
   BootDisk: ResolverTypeWrapper<BootDiskView>;
   BootDiskInput: BootDiskInput;
@@ -2509,6 +2611,8 @@ export type ResolversTypes = {
 
 /** Mapping between all available schema types and the resolvers parents */
 export type ResolversParentTypes = {
+  AgentAuditEvent: AgentAuditEvent;
+  AgentPlan: AgentPlanModel;
   Boolean: Scalars['Boolean']['output'];
   BootDisk: BootDiskView;
   BootDiskInput: BootDiskInput;
@@ -2614,6 +2718,32 @@ export type RequiresScopesDirectiveArgs = {
 };
 
 export type RequiresScopesDirectiveResolver<Result, Parent, ContextType = GraphQLContext, Args = RequiresScopesDirectiveArgs> = DirectiveResolverFn<Result, Parent, ContextType, Args>;
+
+export type AgentAuditEventResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['AgentAuditEvent'] = ResolversParentTypes['AgentAuditEvent']> = {
+  action?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  actor?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  app?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  at?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  detail?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  planId?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
+
+export type AgentPlanResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['AgentPlan'] = ResolversParentTypes['AgentPlan']> = {
+  app?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  approvalExpiresAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
+  approvedBy?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
+  creations?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  hash?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
+  rateLimitPoints?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  requests?: Resolver<ResolversTypes['JSON'], ParentType, ContextType>;
+  status?: Resolver<ResolversTypes['AgentPlanStatus'], ParentType, ContextType>;
+  summary?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  tool?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
+  __isTypeOf?: IsTypeOfResolverFn<ParentType, ContextType>;
+};
 
 export type BootDiskResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['BootDisk'] = ResolversParentTypes['BootDisk']> = {
   diskType?: Resolver<ResolversTypes['DiskType'], ParentType, ContextType>;
@@ -2980,6 +3110,7 @@ export type MobileIdTokenChecksResolvers<ContextType = GraphQLContext, ParentTyp
 };
 
 export type MutationResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Mutation'] = ResolversParentTypes['Mutation']> = {
+  approvePlan?: Resolver<ResolversTypes['AgentPlan'], ParentType, ContextType, RequireFields<MutationApprovePlanArgs, 'planId'>>;
   checkRfm?: Resolver<ResolversTypes['CheckRfmPayload'], ParentType, ContextType, RequireFields<MutationCheckRfmArgs, 'input'>>;
   createIdentification?: Resolver<ResolversTypes['CreateIdentificationPayload'], ParentType, ContextType, RequireFields<MutationCreateIdentificationArgs, 'input'>>;
   createIpAddress?: Resolver<ResolversTypes['CreateIpAddressPayload'], ParentType, ContextType, RequireFields<MutationCreateIpAddressArgs, 'input'>>;
@@ -3163,6 +3294,8 @@ export type ProvisioningStepResolvers<ContextType = GraphQLContext, ParentType e
 };
 
 export type QueryResolvers<ContextType = GraphQLContext, ParentType extends ResolversParentTypes['Query'] = ResolversParentTypes['Query']> = {
+  agentAudit?: Resolver<Array<ResolversTypes['AgentAuditEvent']>, ParentType, ContextType, RequireFields<QueryAgentAuditArgs, 'first'>>;
+  agentPlan?: Resolver<Maybe<ResolversTypes['AgentPlan']>, ParentType, ContextType, RequireFields<QueryAgentPlanArgs, 'id'>>;
   apps?: Resolver<Array<ResolversTypes['GatewayApp']>, ParentType, ContextType>;
   catalog?: Resolver<ResolversTypes['Catalog'], ParentType, ContextType>;
   identification?: Resolver<Maybe<ResolversTypes['Identification']>, ParentType, ContextType, RequireFields<QueryIdentificationArgs, 'id'>>;
@@ -3170,6 +3303,7 @@ export type QueryResolvers<ContextType = GraphQLContext, ParentType extends Reso
   mobileIdAuthentication?: Resolver<Maybe<ResolversTypes['MobileIdAuthenticationResult']>, ParentType, ContextType, RequireFields<QueryMobileIdAuthenticationArgs, 'authReqId'>>;
   mobileIdRejections?: Resolver<Array<ResolversTypes['MobileIdRejection']>, ParentType, ContextType, RequireFields<QueryMobileIdRejectionsArgs, 'first'>>;
   node?: Resolver<Maybe<ResolversTypes['Node']>, ParentType, ContextType, RequireFields<QueryNodeArgs, 'id'>>;
+  pendingAgentPlans?: Resolver<Array<ResolversTypes['AgentPlan']>, ParentType, ContextType, RequireFields<QueryPendingAgentPlansArgs, 'first'>>;
   planKafkaCluster?: Resolver<ResolversTypes['ProvisioningPlan'], ParentType, ContextType, RequireFields<QueryPlanKafkaClusterArgs, 'input'>>;
   planVirtualMachine?: Resolver<ResolversTypes['ProvisioningPlan'], ParentType, ContextType, RequireFields<QueryPlanVirtualMachineArgs, 'input'>>;
   project?: Resolver<Maybe<ResolversTypes['Project']>, ParentType, ContextType, RequireFields<QueryProjectArgs, 'id'>>;
@@ -3286,6 +3420,8 @@ export type VmUserResolvers<ContextType = GraphQLContext, ParentType extends Res
 };
 
 export type Resolvers<ContextType = GraphQLContext> = {
+  AgentAuditEvent?: AgentAuditEventResolvers<ContextType>;
+  AgentPlan?: AgentPlanResolvers<ContextType>;
   BootDisk?: BootDiskResolvers<ContextType>;
   Catalog?: CatalogResolvers<ContextType>;
   CheckRfmPayload?: CheckRfmPayloadResolvers<ContextType>;

@@ -5,7 +5,7 @@ import { GraphiQL } from 'graphiql';
 import { useState } from 'react';
 import { createRoot } from 'react-dom/client';
 import type { GraphiqlPageConfig } from '../server/graphiql.js';
-import { readPageConfig, tabsFromExamples, headersTemplate } from './page-config.js';
+import { approvalTab, readPageConfig, tabsFromExamples, headersTemplate } from './page-config.js';
 import { createGatewayFetcher, sameOriginEndpoints } from './fetcher.js';
 import { namespacedLocalStorage } from './storage.js';
 import { sessionCredential } from './credential.js';
@@ -20,7 +20,9 @@ declare global {
 const config = readPageConfig(window.__GATEWAY__);
 const credential = sessionCredential(window.sessionStorage);
 const fetcher = createGatewayFetcher(sameOriginEndpoints(window.location), () => credential.get());
-const tabs = tabsFromExamples(config);
+// An agent's plan to approve (`?approvePlan=<id>`): its tab opens first, whatever tabs the browser kept.
+const approval = approvalTab(window.location.search, config);
+const tabs = approval ? [approval, ...tabsFromExamples(config)] : tabsFromExamples(config);
 const headers = headersTemplate(config);
 const storage = namespacedLocalStorage(window.localStorage, JSON.stringify([config.defaultQuery, config.examples]));
 // GraphiQL 5.4 opens the first of `defaultTabs` with its query but an empty variables editor
@@ -57,7 +59,7 @@ function App() {
       defaultQuery={config.defaultQuery}
       defaultHeaders={headers}
       {...(tabs.length > 0 ? { defaultTabs: tabs } : {})}
-      {...(firstVariables === undefined ? {} : { initialVariables: firstVariables })}
+      {...(approval ? { initialQuery: approval.query, initialVariables: approval.variables } : firstVariables === undefined ? {} : { initialVariables: firstVariables })}
       storage={storage}
       {...(config.apiKeyRequired ? { defaultEditorToolsVisibility: 'headers' as const } : {})}
       isHeadersEditorEnabled

@@ -44,3 +44,30 @@ export function tabsFromExamples(config: GraphiqlPageConfig): ExampleTab[] {
     ...(headers === '' ? {} : { headers }),
   }));
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The tab an approver opens from an agent's plan (`/graphql?approvePlan=<id>`, the link an MCP plan tool returns,
+ * docs/decisions/060): the plan to read, and its approval to run, with the plan's id in the variables. Null without
+ * a plan id in the page's query string.
+ */
+export function approvalTab(search: string, config: GraphiqlPageConfig): ExampleTab | null {
+  const planId = new URLSearchParams(search).get('approvePlan');
+  if (planId === null || !UUID.test(planId)) return null;
+  const headers = headersTemplate(config);
+  return {
+    query: [
+      '# An agent asks to run this plan. Run "Plan" to read what it would send, then "Approve" to let it run once.',
+      'query Plan($id: ID!) {',
+      '  agentPlan(id: $id) { id app tool status summary hash creations rateLimitPoints requests approvedBy approvalExpiresAt }',
+      '}',
+      '',
+      'mutation Approve($id: ID!) {',
+      '  approvePlan(planId: $id) { id status approvedBy approvalExpiresAt hash }',
+      '}',
+    ].join('\n'),
+    variables: JSON.stringify({ id: planId.toLowerCase() }, null, 2),
+    ...(headers === '' ? {} : { headers }),
+  };
+}

@@ -72,7 +72,7 @@ export function configuredApps(apps: ConfiguredApps, label: (key: string) => str
 }
 
 /**
- * Checks an app's API key: GATEWAY_API_KEYS (every scope but `operator`), OPERATOR_API_KEYS (every scope: an
+ * Checks an app's API key: GATEWAY_API_KEYS (every scope but `operator` and `cloud:approve`), OPERATOR_API_KEYS (every scope: an
  * operator's key is also an app's key) or GATEWAY_APPS_FILE (the scopes the file gives; it holds the keys' digests).
  * Keys are held as sha256 digests and compared in constant time; with no keys configured every caller is the
  * one `open` caller. With `jwt` (AUTH_JWKS_URL or AUTH_JWKS_FILE), a bearer token that is no key and looks like a JWT

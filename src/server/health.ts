@@ -6,9 +6,12 @@ import { sendJson } from './respond.js';
 
 /**
  * /healthz: the process answers. /readyz: the store answers too, and nothing in `notReady` (the event bus of a
- * replica that cannot listen to the others) says otherwise. /metrics: Prometheus text.
+ * replica that cannot listen to the others) says otherwise; its body shows each upstream's circuit, which never
+ * makes the replica unready (an open circuit is one upstream down: the ledger and the other upstreams still serve,
+ * and every replica would see the same). /metrics: Prometheus text.
  */
-export function healthRoutes(deps: { store: Store; metrics: Metrics; notReady?: () => string | null }): Route[] {
+export function healthRoutes(deps: { store: Store; metrics: Metrics; notReady?: () => string | null; circuits: () => Record<string, string> }): Route[] {
+  const circuits = () => ({ circuits: deps.circuits() });
   return [
     {
       method: 'GET',
@@ -24,11 +27,11 @@ export function healthRoutes(deps: { store: Store; metrics: Metrics; notReady?: 
         try {
           await deps.store.ping();
           const why = deps.notReady?.() ?? null;
-          if (why !== null) return sendJson(res, 503, { status: 'unavailable', store: deps.store.dialect, error: why });
-          sendJson(res, 200, { status: 'ready', store: deps.store.dialect });
+          if (why !== null) return sendJson(res, 503, { status: 'unavailable', store: deps.store.dialect, error: why, ...circuits() });
+          sendJson(res, 200, { status: 'ready', store: deps.store.dialect, ...circuits() });
         } catch (err) {
           ctx.logger.warn({ err }, 'readiness check failed');
-          sendJson(res, 503, { status: 'unavailable', store: deps.store.dialect, error: 'the database does not answer' });
+          sendJson(res, 503, { status: 'unavailable', store: deps.store.dialect, error: 'the database does not answer', ...circuits() });
         }
       },
     },

@@ -129,6 +129,11 @@ export class TrustedDocuments {
     return new TrustedDocuments(options.mode, byId, options.introspection);
   }
 
+  /** The manifest's documents, by id (the MCP endpoint makes a tool of each named operation). */
+  documents(): Iterable<readonly [string, string]> {
+    return this.byId.entries();
+  }
+
   /** Turns the request's id or hash into the text to run, or refuses it. `extensions` comes back without `persistedQuery`. */
   admit(request: OperationRequest): Admission {
     const { query, documentId } = request;

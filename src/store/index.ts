@@ -81,6 +81,13 @@ export interface StoreOptions {
    * retrying with backoff), and with null once it answers.
    */
   onUnreachable?: (why: string | null) => void;
+  /**
+   * apply (the default): the migrations the database lacks are applied now. wait: none is applied; the store waits,
+   * telling `onUnreachable` why, until another process (`main.js migrate`) has applied every one this release knows.
+   */
+  migrations?: 'apply' | 'wait';
+  /** Tests only: the pause between two looks at the applied migrations in `wait` mode (default 2 s). */
+  migrationPollMs?: number;
 }
 
 /** Connection failures worth waiting out at start-up: the server is not up (yet), restarting, or not routable. */
@@ -118,7 +125,31 @@ async function waitForPostgres(ping: () => Promise<unknown>, location: string, o
   }
 }
 
-/** Opens the store (SQLite in DATA_DIR, or PostgreSQL at DATABASE_URL) and runs the migrations. */
+/**
+ * DATABASE_MIGRATIONS=wait: looks at the applied migrations until none this release knows is missing, saying which
+ * are (the pods of a rolling update wait for the migration Job instead of applying them themselves).
+ */
+async function waitForMigrations(migrator: Migrator, location: string, options: StoreOptions): Promise<void> {
+  for (let looks = 1; ; looks++) {
+    const missing = (await migrator.getMigrations()).filter((m) => m.executedAt === undefined).map((m) => m.name);
+    if (missing.length === 0) {
+      if (looks > 1) {
+        options.logger.info({ store: location }, 'the database has every migration: starting');
+        options.onUnreachable?.(null);
+      }
+      return;
+    }
+    const why = `waiting for migrations ${missing.join(', ')} (DATABASE_MIGRATIONS=wait: run \`node dist/src/main.js migrate\`)`;
+    options.onUnreachable?.(why);
+    if (looks === 1) options.logger.warn({ store: location, missing }, 'the database lacks migrations: waiting for `main.js migrate` to apply them');
+    await new Promise((resolve) => setTimeout(resolve, options.migrationPollMs ?? 2_000));
+  }
+}
+
+/**
+ * Opens the store (SQLite in DATA_DIR, or PostgreSQL at DATABASE_URL) and runs the migrations (or, with `migrations:
+ * 'wait'`, waits until they have been run).
+ */
 export async function openStore(options: StoreOptions): Promise<Store> {
   const stats = { queries: 0 };
   const log = (event: LogEvent) => {
@@ -196,13 +227,22 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   }
 
   const migrator = new Migrator({ db, provider: migrationProvider(dialect) });
-  const { error, results } = await migrator.migrateToLatest();
-  if (error) {
-    await db.destroy();
-    throw new Error(`database migration failed: ${error instanceof Error ? error.message : String(error)}`);
-  }
-  for (const r of results ?? []) {
-    if (r.status === 'Success') options.logger.info({ migration: r.migrationName }, 'migration applied');
+  if (options.migrations === 'wait') {
+    try {
+      await waitForMigrations(migrator, location, options);
+    } catch (err) {
+      await db.destroy();
+      throw err;
+    }
+  } else {
+    const { error, results } = await migrator.migrateToLatest();
+    if (error) {
+      await db.destroy();
+      throw new Error(`database migration failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    for (const r of results ?? []) {
+      if (r.status === 'Success') options.logger.info({ migration: r.migrationName }, 'migration applied');
+    }
   }
 
   return {

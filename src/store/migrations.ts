@@ -278,6 +278,46 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         )`.execute(db);
       },
     },
+    // Plans agents make over MCP and their approvals (docs/decisions/060), and the audit trail operators list: every
+    // plan, approval, refusal and execution. The variables and the outcome are sealed (they may hold passwords).
+    '012_agent_plans': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('agent_plans')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('owner', 'text', (c) => c.notNull())
+          .addColumn('app', 'text', (c) => c.notNull())
+          .addColumn('tool', 'text', (c) => c.notNull())
+          .addColumn('variables', 'text', (c) => c.notNull())
+          .addColumn('hash', 'text', (c) => c.notNull())
+          .addColumn('summary', 'text', (c) => c.notNull())
+          .addColumn('requests', 'text', (c) => c.notNull())
+          .addColumn('creations', 'integer', (c) => c.notNull())
+          .addColumn('points', 'integer', (c) => c.notNull())
+          .addColumn('status', 'text', (c) => c.notNull())
+          .addColumn('approved_by', 'text')
+          .addColumn('approved_via', 'text')
+          .addColumn('approved_hash', 'text')
+          .addColumn('approval_expires_at', 'bigint')
+          .addColumn('outcome', 'text')
+          .addColumn('created_at', 'bigint', (c) => c.notNull())
+          .addColumn('updated_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('agent_plans_status').on('agent_plans').columns(['status', 'created_at']).execute();
+        await db.schema
+          .createTable('agent_audit')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('at', 'bigint', (c) => c.notNull())
+          .addColumn('plan_id', 'text', (c) => c.notNull())
+          .addColumn('app', 'text', (c) => c.notNull())
+          .addColumn('actor', 'text', (c) => c.notNull())
+          .addColumn('action', 'text', (c) => c.notNull())
+          .addColumn('detail', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('agent_audit_at').on('agent_audit').columns(['at']).execute();
+        await db.schema.createIndex('agent_audit_plan').on('agent_audit').columns(['plan_id', 'at']).execute();
+      },
+    },
   };
 }
 

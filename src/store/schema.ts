@@ -16,6 +16,8 @@ export interface Database {
   mobile_id_pending: MobileIdPendingTable;
   mobile_id_pending_owners: MobileIdPendingOwnerTable;
   app_activity: AppActivityTable;
+  agent_plans: AgentPlanTable;
+  agent_audit: AgentAuditTable;
 }
 
 /** Notifications acknowledged while their id_token could not be verified (src/mobile-id/pending.ts). */
@@ -169,4 +171,45 @@ export interface AppActivityTable {
   /** Its scopes when last seen, space-separated (a JWT's may change from token to token). */
   scopes: string;
   last_seen_at: number;
+}
+
+/** A plan an agent made over MCP (src/store/agent-plans.ts, docs/decisions/060). */
+export interface AgentPlanTable {
+  id: string;
+  /** The owner scope of the app that made it. */
+  owner: string;
+  /** The app's name, as approvers see it. */
+  app: string;
+  tool: string;
+  /** The tool's arguments, sealed. */
+  variables: string;
+  hash: string;
+  summary: string;
+  /** The exact upstream requests (JSON, secrets masked). */
+  requests: string;
+  creations: number;
+  points: number;
+  /** pending, approved, executing, succeeded, failed, unknown or declined. */
+  status: string;
+  approved_by: string | null;
+  approved_via: string | null;
+  approved_hash: string | null;
+  approval_expires_at: number | null;
+  /** The execution's result (sealed JSON), replayed to a repeated execute_plan. */
+  outcome: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** One plan, approval, refusal or execution of an agent's plan. */
+export interface AgentAuditTable {
+  id: string;
+  at: number;
+  plan_id: string;
+  /** The app whose plan it is. */
+  app: string;
+  /** Who acted: the app, the person through it, or the approver. */
+  actor: string;
+  action: string;
+  detail: string;
 }

@@ -1,10 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry, { AbortError } from 'p-retry';
 import { Pool, type Dispatcher } from 'undici';
-import { ErrorCode, UpstreamOutcomeUnknownError, UpstreamRejectedError, UpstreamUnavailableError } from '../errors.js';
+import { ErrorCode, UpstreamCircuitOpenError, UpstreamOutcomeUnknownError, UpstreamRejectedError, UpstreamUnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { TRACING_OFF, type SpanHandle, type Tracing } from '../telemetry/tracing.js';
+import { REFUSED, type CircuitBreaker } from './breaker.js';
 
 export interface UpstreamHttpOptions {
   /** Name in metrics, logs and error extensions: `cloud`, `verification`, `identification`, `rfm`. */
@@ -29,6 +30,11 @@ export interface UpstreamHttpOptions {
    * (docs/decisions/011).
    */
   retryUnknownOutcome?: boolean;
+  /**
+   * The upstream's circuit breaker (docs/decisions/056), consulted before every attempt, inside the retry loop: an
+   * open circuit ends the retries at once with UPSTREAM_UNAVAILABLE (`sent: false`). None: every attempt goes out.
+   */
+  breaker?: CircuitBreaker | undefined;
 }
 
 export interface UpstreamRequest {
@@ -71,6 +77,16 @@ type Outcome = 'not-sent' | 'not-processed' | 'unknown';
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 /** Failures on a connection the request may have been written to: the upstream may have acted. */
 const UNKNOWN_CODES = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+/** The breaker refused an attempt: nothing was sent. */
+class CircuitRefusal extends Error {
+  constructor(
+    readonly circuit: 'open' | 'half-open',
+    readonly retryAfter: number,
+  ) {
+    super('circuit open');
+  }
+}
 
 class TransientFailure extends Error {
   constructor(
@@ -136,10 +152,18 @@ export class UpstreamHttp {
     let attempts = 0;
     let refreshedAuth = false;
     const repeatUnknown = req.readOnly === true || this.options.retryUnknownOutcome !== false;
+    /** Set once an attempt of this call failed in a way that may have taken effect upstream. */
+    let mayHaveApplied = false;
     const attempt = async (): Promise<UpstreamResponse> => {
       try {
         return await once();
       } catch (error) {
+        if (error instanceof CircuitRefusal) {
+          // The refused attempt was counted before it was refused; it never went out.
+          attempts -= 1;
+          throw new AbortError(new UpstreamCircuitOpenError(name, error.circuit, error.retryAfter, mayHaveApplied ? null : false, attempts));
+        }
+        if (error instanceof TransientFailure && error.outcome === 'unknown') mayHaveApplied = true;
         // Not repeated on its own: the upstream may have acted and is not known to honour the key.
         if (error instanceof TransientFailure && error.outcome === 'unknown' && !repeatUnknown) {
           logger.warn({ upstream: name, route: req.route, reason: error.reason, attempt: attempts }, 'upstream outcome unknown; not repeated');
@@ -152,12 +176,12 @@ export class UpstreamHttp {
     const once = async (): Promise<UpstreamResponse> => {
       attempts += 1;
       span?.setAttribute('gateway.upstream.attempts', attempts);
-      const res = await this.send(req, inject);
+      const res = await this.sendThrough(req, inject);
       if (res.status === 401 && req.onUnauthorized && !refreshedAuth) {
         refreshedAuth = true;
         if (await req.onUnauthorized()) {
           attempts += 1;
-          const again = await this.send(req, inject);
+          const again = await this.sendThrough(req, inject);
           return this.classify(req, again);
         }
       }
@@ -190,6 +214,8 @@ export class UpstreamHttp {
         // about as much as the rest of this method on every call, and most calls succeed at once.
         return await attempt();
       } catch (first) {
+        // Refused by the circuit, or not to be repeated: no retry loop to set up.
+        if (first instanceof AbortError) throw first.originalError;
         // From the first failure on, p-retry decides as if it had run that attempt itself: it gets the failure
         // first, with the budget that is left, then retries.
         let replayed = false;
@@ -207,6 +233,28 @@ export class UpstreamHttp {
       if (error instanceof AbortError) throw error.originalError;
       throw error;
     }
+  }
+
+  /** One attempt through the breaker: refused at once while the circuit is open, its outcome recorded otherwise. */
+  private async sendThrough(req: UpstreamRequest, inject?: (headers: Record<string, string>) => void): Promise<UpstreamResponse> {
+    const breaker = this.options.breaker;
+    if (breaker === undefined) return this.send(req, inject);
+    const passage = breaker.pass();
+    if (passage === REFUSED) throw new CircuitRefusal(breaker.state === 'open' ? 'open' : 'half-open', breaker.retryAfterSeconds());
+    let res: UpstreamResponse;
+    try {
+      res = await this.send(req, inject);
+    } catch (error) {
+      // A transport error or a timeout (an attempt that ends without an answer) counts; a failure before anything was
+      // sent (the cloud token could not be had: that is the token endpoint's own breaker's business) does not.
+      breaker.record(passage, error instanceof TransientFailure || error instanceof AbortError ? true : null);
+      throw error;
+    }
+    // 502/503/504 say the upstream (or what stands before it) is unhealthy; 429 says nothing either way (it is
+    // honoured through Retry-After, never counted); any other answer is the upstream answering.
+    const status = res.status;
+    breaker.record(passage, status === 429 ? null : status === 502 || status === 503 || status === 504);
+    return res;
   }
 
   private async send(req: UpstreamRequest, inject?: (headers: Record<string, string>) => void): Promise<UpstreamResponse> {

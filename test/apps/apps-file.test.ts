@@ -39,7 +39,7 @@ describe('a bad apps file stops start-up naming the line', () => {
 
   it('an unknown scope, naming the scopes there are', () => {
     const message = refusal(`apps:\n  - name: shop\n    scopes:\n      - cloud:read\n      - cloud:admin\n    keys:\n      - sha256: ${A}\n`);
-    expect(message).toMatch(/apps\.yaml line 5: apps\.0\.scopes\.1 is not a scope; the scopes are cloud:read, cloud:write, identity:read/);
+    expect(message).toMatch(/apps\.yaml line 5: apps\.0\.scopes\.1 is not a scope; the scopes are cloud:read, cloud:write, cloud:approve, identity:read/);
   });
 
   it('a key given in clear instead of its SHA-256', () => {

@@ -75,7 +75,9 @@ let parents: Parents;
 const upstreamResources = () => gw.gateway.sandbox.cloud!.projects().length + gw.gateway.sandbox.cloud!.resources().length;
 
 beforeAll(async () => {
-  gw = await startTestGateway({ UPSTREAM_TIMEOUT: '500ms', UPSTREAM_RETRY_BUDGET: '6s', UPSTREAM_MAX_RETRIES: '4', IDEMPOTENCY_WAIT: '8s', LOG_LEVEL: 'warn' });
+  // One gateway meets every fault in turn: its circuit breakers, which would open over that sequence and refuse the
+  // cells after, are off here (test/upstream/circuit-breaker.test.ts covers them).
+  gw = await startTestGateway({ UPSTREAM_TIMEOUT: '500ms', UPSTREAM_RETRY_BUDGET: '6s', UPSTREAM_MAX_RETRIES: '4', IDEMPOTENCY_WAIT: '8s', LOG_LEVEL: 'warn', UPSTREAM_CIRCUIT_BREAKER: 'off' });
   gw.gateway.sandbox.cloud!.faults.slowMs = 1_500;
   const projectId = (await ok(gw, M.project, { input: { name: 'fault-matrix' } })).project.id;
   const networkId = (await ok(gw, M.network, { input: { projectId, title: 'fm-net', bandwidthMbps: 100 } })).network.id;

@@ -231,7 +231,9 @@ describe('PostgreSQL unreachable at start-up', () => {
       server = await startEmbeddedPostgres({ port, password });
       await gw.waitFor('gateway ready');
       expect(gw.output()).toContain('PostgreSQL answers: starting');
-      expect(await getJson(`${gw.url}/readyz`)).toEqual({ status: 200, body: { status: 'ready', store: 'postgres' } });
+      // The body also shows each upstream's circuit breaker (docs/decisions/056), all closed at start-up.
+      const closed = { cloud: 'closed', 'cloud-token': 'closed', identification: 'closed', 'identification-prodlike': 'closed', verification: 'closed', rfm: 'closed' };
+      expect(await getJson(`${gw.url}/readyz`)).toEqual({ status: 200, body: { status: 'ready', store: 'postgres', circuits: closed } });
       const served = await request(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query":"{ __typename }"}' });
       expect(served.statusCode).toBe(200);
       expect(await served.body.json()).toEqual({ data: { __typename: 'Query' } });

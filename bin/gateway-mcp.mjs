@@ -1,0 +1,62 @@
+#!/usr/bin/env node
+// gateway-mcp: the gateway's MCP endpoint for agents that speak MCP over stdio (desktop clients). It forwards every
+// message, as it came, to a gateway's Streamable HTTP endpoint (/mcp or /mcp/<toolset>) with the app's key, and every
+// answer back; it holds no tools and no logic of its own (docs/decisions/060).
+//
+//   GATEWAY_KEY=… npx gateway-mcp --url https://gateway.example.com/mcp [--key-env GATEWAY_KEY]
+import { parseArgs } from 'node:util';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
+
+const USAGE = 'usage: gateway-mcp --url <gateway>/mcp[/<toolset>] [--key-env <variable holding the API key or JWT, default GATEWAY_KEY>]';
+
+function fail(message) {
+  process.stderr.write(`gateway-mcp: ${message}\n${USAGE}\n`);
+  process.exit(2);
+}
+
+let options;
+try {
+  options = parseArgs({ options: { url: { type: 'string' }, 'key-env': { type: 'string', default: 'GATEWAY_KEY' }, help: { type: 'boolean' } }, strict: true }).values;
+} catch (err) {
+  fail(err.message);
+}
+if (options.help) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
+let url;
+try {
+  url = new URL(options.url ?? '');
+} catch {
+  fail('--url must be the absolute URL of a gateway\'s MCP endpoint');
+}
+// The key is read from the environment, never from the command line (which other users of the machine can read).
+const key = process.env[options['key-env']];
+if (!key) fail(`set ${options['key-env']} to the app's API key or JWT`);
+
+const gateway = new StreamableHTTPClientTransport(url, { requestInit: { headers: { authorization: `Bearer ${key}` } } });
+const local = new StdioServerTransport();
+
+local.onmessage = (message) => {
+  gateway.send(message).catch((err) => {
+    // A request the gateway could not answer (refused, unreachable) still gets an answer, so the client does not wait.
+    if (message && typeof message === 'object' && 'id' in message && 'method' in message) {
+      void local.send({ jsonrpc: '2.0', id: message.id, error: { code: -32000, message: `gateway-mcp: ${err?.message ?? err}` } });
+    }
+    process.stderr.write(`gateway-mcp: ${err?.message ?? err}\n`);
+  });
+};
+gateway.onmessage = (message) => {
+  // 2025 revisions name the negotiated version on every later request (MCP-Protocol-Version).
+  const version = message?.result?.protocolVersion;
+  if (typeof version === 'string') gateway.setProtocolVersion(version);
+  void local.send(message);
+};
+gateway.onerror = (err) => process.stderr.write(`gateway-mcp: ${err?.message ?? err}\n`);
+local.onclose = () => {
+  void gateway.close().finally(() => process.exit(0));
+};
+
+await gateway.start();
+await local.start();

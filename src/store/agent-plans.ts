@@ -1,0 +1,203 @@
+import { randomUUID } from 'node:crypto';
+import type { Kysely, Selectable } from 'kysely';
+import type { Logger } from '../logger.js';
+import type { AgentPlanTable, Database } from './schema.js';
+
+export type AgentPlanStatus = 'pending' | 'approved' | 'executing' | 'succeeded' | 'failed' | 'unknown';
+
+/** Who approved a plan, and through what: the person through the agent's MCP client, or an approver app's approvePlan. */
+export interface Approval {
+  readonly by: string;
+  readonly via: 'elicitation' | 'approvePlan';
+  /** The plan's hash when it was approved: a plan whose requests changed since is refused. */
+  readonly hash: string;
+  readonly expiresAt: number;
+}
+
+export interface AgentPlan {
+  readonly id: string;
+  readonly owner: string;
+  readonly app: string;
+  readonly tool: string;
+  readonly variables: Record<string, unknown>;
+  readonly hash: string;
+  readonly summary: string;
+  readonly requests: unknown;
+  readonly creations: number;
+  readonly points: number;
+  readonly status: AgentPlanStatus;
+  readonly approval: Approval | null;
+  readonly outcome: unknown;
+  readonly createdAt: number;
+}
+
+export interface AuditEntry {
+  readonly at: number;
+  readonly planId: string;
+  readonly app: string;
+  readonly actor: string;
+  /** planned, approved, declined, refused, executed, replayed, failed, unknown. */
+  readonly action: string;
+  readonly detail: string;
+}
+
+export type ApproveResult = { ok: true; plan: AgentPlan } | { ok: false; reason: 'not-found' | 'own-plan' | 'done'; message: string };
+
+/** Most audit rows one read returns. */
+const MAX_AUDIT_ROWS = 1000;
+
+/**
+ * The plans agents make over MCP, their approvals and the audit trail (docs/decisions/060). An approval is bound to
+ * the plan's hash, its app, its approver and an expiry; execution claims an approved plan atomically, so two
+ * execute_plan calls never both run it, and keeps the outcome to replay. The variables and the outcome are sealed with
+ * the gateway secret (they may hold passwords); the requests and the summary are stored masked.
+ */
+export class AgentPlans {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly o: {
+      seal: (plain: string, context: string) => string;
+      open: (sealed: string, context: string) => string;
+      approvalTtlMs: number;
+      logger: Logger;
+      now?: () => number;
+    },
+  ) {}
+
+  /** The clock approvals expire by. */
+  now(): number {
+    return (this.o.now ?? Date.now)();
+  }
+
+  /** Stores a new plan (its id is chosen by the caller: the plan's idempotency key derives from it). */
+  async create(plan: Omit<AgentPlan, 'status' | 'approval' | 'outcome' | 'createdAt'>): Promise<AgentPlan> {
+    const id = plan.id;
+    const at = this.now();
+    await this.db
+      .insertInto('agent_plans')
+      .values({
+        id,
+        owner: plan.owner,
+        app: plan.app,
+        tool: plan.tool,
+        variables: this.o.seal(JSON.stringify(plan.variables), `agent plan variables\u0000${id}`),
+        hash: plan.hash,
+        summary: plan.summary,
+        requests: JSON.stringify(plan.requests),
+        creations: plan.creations,
+        points: plan.points,
+        status: 'pending',
+        approved_by: null,
+        approved_via: null,
+        approved_hash: null,
+        approval_expires_at: null,
+        outcome: null,
+        created_at: at,
+        updated_at: at,
+      })
+      .execute();
+    await this.audit(id, plan.app, plan.app, 'planned', `${plan.tool}: ${plan.creations} creation(s), hash ${plan.hash}`);
+    return { ...plan, status: 'pending', approval: null, outcome: null, createdAt: at };
+  }
+
+  async get(id: string): Promise<AgentPlan | undefined> {
+    const row = await this.db.selectFrom('agent_plans').selectAll().where('id', '=', id).executeTakeFirst();
+    return row && this.fromRow(row);
+  }
+
+  /** Plans waiting for an approval, newest first. */
+  async pending(first: number): Promise<AgentPlan[]> {
+    const rows = await this.db.selectFrom('agent_plans').selectAll().where('status', '=', 'pending').orderBy('created_at', 'desc').limit(Math.min(first, MAX_AUDIT_ROWS)).execute();
+    return rows.map((r) => this.fromRow(r));
+  }
+
+  /**
+   * Approves the plan as it is now (its hash), for the approval TTL. Through approvePlan the approver must be another
+   * app than the plan's: an agent never approves its own plan. A plan already run is not approved again.
+   */
+  async approve(id: string, approver: { owner: string; name: string }, via: Approval['via']): Promise<ApproveResult> {
+    const plan = await this.get(id);
+    if (!plan) return { ok: false, reason: 'not-found', message: `no plan ${id}` };
+    if (via === 'approvePlan' && approver.owner === plan.owner) {
+      await this.audit(id, plan.app, approver.name, 'refused', 'approvePlan by the app that made the plan: an agent never approves its own plan');
+      return { ok: false, reason: 'own-plan', message: 'a plan is approved by another app than the one that made it (an agent never approves its own plan)' };
+    }
+    if (plan.status !== 'pending' && plan.status !== 'approved') {
+      return { ok: false, reason: 'done', message: `plan ${id} is ${plan.status}: it was executed already` };
+    }
+    const expiresAt = this.now() + this.o.approvalTtlMs;
+    const by = via === 'elicitation' ? `a person through ${approver.name}'s MCP client` : approver.name;
+    await this.db
+      .updateTable('agent_plans')
+      .set({ status: 'approved', approved_by: by, approved_via: via, approved_hash: plan.hash, approval_expires_at: expiresAt, updated_at: this.now() })
+      .where('id', '=', id)
+      .where('status', 'in', ['pending', 'approved'])
+      .execute();
+    await this.audit(id, plan.app, by, 'approved', `via ${via}, hash ${plan.hash}, until ${new Date(expiresAt).toISOString()}`);
+    return { ok: true, plan: { ...plan, status: 'approved', approval: { by, via, hash: plan.hash, expiresAt } } };
+  }
+
+  /**
+   * Claims an approved plan for execution: true for exactly one caller while the approval is valid. A plan whose last
+   * outcome is unknown may be claimed again (its upstream key is derived from its id: a repeat replays upstream).
+   */
+  async claim(id: string): Promise<boolean> {
+    const at = this.now();
+    const result = await this.db
+      .updateTable('agent_plans')
+      .set({ status: 'executing', updated_at: at })
+      .where('id', '=', id)
+      .where('status', 'in', ['approved', 'unknown'])
+      .where('approval_expires_at', '>', at)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  }
+
+  async finish(id: string, status: 'succeeded' | 'failed' | 'unknown', outcome: unknown): Promise<void> {
+    await this.db
+      .updateTable('agent_plans')
+      .set({ status, outcome: this.o.seal(JSON.stringify(outcome ?? null), `agent plan outcome\u0000${id}`), updated_at: this.now() })
+      .where('id', '=', id)
+      .execute();
+  }
+
+  /** One audit event: a log line and a row operators list (agentAudit). */
+  async audit(planId: string, app: string, actor: string, action: string, detail: string): Promise<void> {
+    const at = this.now();
+    this.o.logger.info({ agentAudit: { planId, app, actor, action, detail } }, `agent plan ${action}`);
+    await this.db.insertInto('agent_audit').values({ id: randomUUID(), at, plan_id: planId, app, actor, action, detail }).execute();
+  }
+
+  /** The audit trail, newest first; of one plan when `planId` is given. */
+  async auditTrail(o: { planId?: string | undefined; first: number }): Promise<AuditEntry[]> {
+    let q = this.db.selectFrom('agent_audit').selectAll();
+    if (o.planId !== undefined) q = q.where('plan_id', '=', o.planId);
+    const rows = await q.orderBy('at', 'desc').orderBy('id').limit(Math.max(1, Math.min(o.first, MAX_AUDIT_ROWS))).execute();
+    return rows.map((r) => ({ at: Number(r.at), planId: r.plan_id, app: r.app, actor: r.actor, action: r.action, detail: r.detail }));
+  }
+
+  private fromRow(row: Selectable<AgentPlanTable>): AgentPlan {
+    return {
+      id: row.id,
+      owner: row.owner,
+      app: row.app,
+      tool: row.tool,
+      variables: JSON.parse(this.o.open(row.variables, `agent plan variables\u0000${row.id}`)) as Record<string, unknown>,
+      hash: row.hash,
+      summary: row.summary,
+      requests: JSON.parse(row.requests) as unknown,
+      creations: row.creations,
+      points: row.points,
+      status: row.status as AgentPlanStatus,
+      approval:
+        row.approved_by && row.approved_hash && row.approval_expires_at !== null
+          ? { by: row.approved_by, via: row.approved_via as Approval['via'], hash: row.approved_hash, expiresAt: Number(row.approval_expires_at) }
+          : null,
+      outcome: row.outcome === null ? null : (JSON.parse(this.o.open(row.outcome, `agent plan outcome\u0000${row.id}`)) as unknown),
+      createdAt: Number(row.created_at),
+    };
+  }
+}
+
+/** An agent's plan as GraphQL resolvers read it (the generated types have their own `AgentPlan`). */
+export type AgentPlanModel = AgentPlan;

@@ -1,0 +1,53 @@
+// An MCP client for the tests: the SDK's own client over real HTTP, against a gateway started on port 0.
+import { Client, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
+import type { TestGateway } from './gateway.js';
+
+export interface McpClientOptions {
+  key?: string;
+  /** 'auto' negotiates 2026-07-28; 'legacy' speaks the 2025 handshake. Default 'auto'. */
+  era?: 'auto' | 'legacy';
+  /** The endpoint's path: /mcp or /mcp/<toolset>. */
+  path?: string;
+  /**
+   * How the client's person answers an approval: accept, decline, or null for a client that declares no elicitation.
+   * Default null.
+   */
+  person?: 'accept' | 'decline' | null;
+}
+
+export interface TestMcpClient {
+  client: Client;
+  /** The elicitations the client's person was shown. */
+  asked: string[];
+  call(name: string, args?: Record<string, unknown>): Promise<CallToolResult & { structuredContent?: Record<string, any> }>;
+  toolNames(): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+export async function mcpClient(gw: TestGateway, o: McpClientOptions = {}): Promise<TestMcpClient> {
+  const person = o.person ?? null;
+  const client = new Client({ name: 'gateway-test', version: '1.0.0' }, { versionNegotiation: { mode: o.era ?? 'auto' }, capabilities: person ? { elicitation: { form: {} } } : {} });
+  const asked: string[] = [];
+  if (person) {
+    client.setRequestHandler('elicitation/create', async (request) => {
+      asked.push((request.params as { message: string }).message);
+      return person === 'accept' ? { action: 'accept', content: { approve: true } } : { action: 'decline' };
+    });
+  }
+  const transport = new StreamableHTTPClientTransport(new URL(`${gw.url}${o.path ?? '/mcp'}`), {
+    requestInit: { headers: o.key ? { authorization: `Bearer ${o.key}` } : {} },
+  });
+  await client.connect(transport);
+  return {
+    client,
+    asked,
+    call: async (name, args = {}) => (await client.callTool({ name, arguments: args })) as CallToolResult & { structuredContent?: Record<string, any> },
+    toolNames: async () => (await client.listTools()).tools.map((t) => t.name),
+    close: () => client.close(),
+  };
+}
+
+/** The text of a tool result. */
+export function textOf(result: CallToolResult): string {
+  return result.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+}
