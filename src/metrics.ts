@@ -82,9 +82,16 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly configReloads = new Counter({
+    name: 'gateway_config_reloads_total',
+    help: 'Reloads of the configuration files (GATEWAY_APPS_FILE, AUTH_ISSUERS, AUTH_JWKS_FILE, MOBILEID_JWKS_FILE, the trusted-documents manifest) on SIGHUP or POST /admin/reload, by result: ok (every file read and swapped in at once) or failed (a bad file: the running configuration is kept).',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
   readonly jwtRefusals = new Counter({
     name: 'gateway_jwt_refusals_total',
-    help: 'JWTs whose signature and claims verified but that name no app the gateway accepts, by reason: no_app_claim, app_name (not 1 to 64 ASCII letters, digits, _ . -), not_accepted (not in AUTH_APPS) or configured_name (an app configured with keys, which AUTH_APPS does not make one with it).',
+    help: 'JWTs whose signature and claims verified but that name no app the gateway accepts, by reason: no_app_claim, app_name (not 1 to 64 ASCII letters, digits, _ . -), not_accepted (not in AUTH_APPS), configured_name (an app configured with keys, which AUTH_APPS does not make one with it) or other_issuer (with AUTH_ISSUERS, `*` naming an app another provider lists).',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
@@ -225,6 +232,28 @@ export class Metrics {
     registers: [this.registry],
     collect: (): void => this.setCount(this.subscriptionResultsShared, this.subscriptionCounts().shared),
   });
+
+  readonly subscriptionsClosed = new Counter({
+    name: 'gateway_subscriptions_closed_total',
+    help: 'Subscriber connections the gateway closed itself, by reason (slow_consumer: more than SUBSCRIBER_BUFFER_BYTES unread; closed with the last cursor, never skipped).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
+  /** Read when /metrics is scraped (never per delivery): the WebSocket connections' unsent bytes. */
+  private subscriberLag: () => number = () => 0;
+
+  readonly subscriberLagBytes: Gauge = new Gauge({
+    name: 'gateway_subscriber_lag',
+    help: 'Bytes written to the slowest WebSocket subscriber and not yet sent, read at the scrape; at SUBSCRIBER_BUFFER_BYTES it is closed as a slow consumer.',
+    registers: [this.registry],
+    collect: (): void => this.subscriberLagBytes.set(this.subscriberLag()),
+  });
+
+  /** Where gateway_subscriber_lag comes from (the graphql-ws server). */
+  measureSubscriberLag(lag: () => number): void {
+    this.subscriberLag = lag;
+  }
 
   /** Where the subscription counters come from (the streaming transports' shared execution). */
   countSubscriptions(counts: () => { executions: number; shared: number }): void {

@@ -1,3 +1,4 @@
+import { Delivered, type Position } from './cursor.js';
 import type { EventRecord } from './log.js';
 
 export type EventListener = (event: EventRecord) => void;
@@ -18,6 +19,11 @@ export interface EventBus {
    * every key of the kind), or without `key`, all of them. Tests wait on it before they publish.
    */
   subscribers(kind: string, key?: string | null): number;
+  /**
+   * What this replica has delivered so far, as a position in the log (src/events/cursor.ts): a copy, taken after a
+   * subscriber starts listening, so that every event outside it reaches that subscriber live.
+   */
+  position(): Position;
   close(): Promise<void>;
 }
 
@@ -25,8 +31,25 @@ export interface EventBus {
 export class InProcessBus implements EventBus {
   /** One entry per key with an open subscription, removed with its last subscriber (unsubscribe at complete or close). */
   private readonly listeners = new Map<string, Set<EventListener>>();
+  private delivered: Delivered;
+
+  /** `floor`: the highest sequence number in the log when the bus starts (events before it are not published again). */
+  constructor(floor = 0) {
+    this.delivered = new Delivered(floor);
+  }
+
+  /** Starts the positions again from `floor` (the PostgreSQL bus, once it has read the log's highest number). */
+  startAt(floor: number): void {
+    this.delivered = new Delivered(floor);
+  }
+
+  position(): Position {
+    return this.delivered.snapshot();
+  }
 
   async publish(event: EventRecord): Promise<void> {
+    // Its cursor, once for every subscriber (the position is known without reading anything).
+    event.cursor = this.delivered.record(event.seq, event.receivedAt.getTime());
     this.deliver(`${event.kind}\u0000${event.key}`, event);
     this.deliver(`${event.kind}\u0000*`, event);
   }

@@ -1,4 +1,6 @@
 import type { EventBus } from './bus.js';
+import { decodeCursor, type Position } from './cursor.js';
+import { EventReader } from './cursor-read.js';
 import type { EventLog, EventRecord, NewEvent, AppendResult } from './log.js';
 import type { EventStreams } from './stream.js';
 import type { Metrics } from '../metrics.js';
@@ -7,25 +9,37 @@ import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
 export { InProcessBus, type EventBus } from './bus.js';
 export { EventLog, type EventRecord, type NewEvent, type AppendResult, type StorageCharge } from './log.js';
 export { EventStreams, StreamCancel, type CancelSignal, type StreamFilter } from './stream.js';
+export { CursorError, type Position } from './cursor.js';
+export { EventReader, type EventsPage, type WaitForEvents } from './cursor-read.js';
 
 /** The key of an event's meta that holds the W3C traceparent of the request that took it in. */
 export const TRACEPARENT_META = 'traceparent';
 
 /** The event log, the bus and the streams over them, as the services see them. */
 export class Events {
+  /** The app's events after a cursor, and waiting for them, for transports that poll (src/events/cursor-read.ts). */
+  readonly reader: EventReader;
+
   constructor(
     readonly log: EventLog,
     readonly bus: EventBus,
     readonly streams: EventStreams,
     private readonly metrics: Metrics,
     private readonly tracing: Tracing = TRACING_OFF,
-  ) {}
+  ) {
+    this.reader = new EventReader(log, bus);
+  }
 
   /**
    * Appends durably, then lets the caller acknowledge, then publishes: `ingest` returns the append result
    * and a `publish` function that the webhook calls after its 2xx is written. Duplicates and conflicts
    * have nothing to publish.
    */
+  /** The position a cursor names; throws CursorError for one this gateway did not hand out or one older than the retention. */
+  position(cursor: string): Position {
+    return decodeCursor(cursor, this.log.retentionMs).position;
+  }
+
   async ingest(e: NewEvent): Promise<AppendResult & { publish: () => Promise<void> }> {
     // The intake span travels with the event (in the log, so across replicas) for the delivery spans to link to.
     const traceparent = this.tracing.traceparent();

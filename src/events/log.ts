@@ -19,6 +19,11 @@ export interface EventRecord {
   /** The API-key scope the event belongs to, when known. */
   scope: string | null;
   receivedAt: Date;
+  /**
+   * Its position in the log as a subscriber receives it (src/events/cursor.ts): set by the bus when it is delivered,
+   * or by a stream that replays it from the log.
+   */
+  cursor?: string;
 }
 
 export interface NewEvent {
@@ -177,7 +182,8 @@ export class EventLog {
 
   constructor(
     private readonly db: Kysely<Database>,
-    private readonly retentionMs: number,
+    /** EVENT_RETENTION: how long an event is kept (and so how old a cursor may be). */
+    readonly retentionMs: number,
     private readonly dialect: Dialect,
   ) {}
 
@@ -266,6 +272,27 @@ export class EventLog {
   /** Events appended after `seq`, oldest first (a replica catching up after its LISTEN connection dropped). */
   async after(seq: number, limit = 1000): Promise<EventRecord[]> {
     const rows = await this.db.selectFrom('events').selectAll().where('seq', '>', seq).orderBy('seq').limit(limit).execute();
+    return rows.map((row) => toRecord(row as Row & { seq: number }));
+  }
+
+  /**
+   * Events of these kinds with `from < seq <= to`, oldest first, at most `limit`: of one key when given, and of one
+   * owner scope (`scope`) or readable by `reader` (its scope's and the shared ones, src/tenancy.ts). What a resumed
+   * stream replays (src/events/stream.ts) and what an agent reads after its cursor (src/events/cursor-read.ts).
+   */
+  async range(kinds: readonly string[], from: number, to: number, only: { key?: string; scope?: string; reader?: Caller }, limit: number): Promise<EventRecord[]> {
+    if (kinds.length === 0 || to <= from) return [];
+    let query = this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('seq', '>', from)
+      .where('seq', '<=', to)
+      .where('kind', 'in', [...kinds]);
+    if (only.key !== undefined) query = query.where('key', '=', only.key);
+    if (only.scope !== undefined) query = query.where('scope', '=', only.scope);
+    const reader = only.reader;
+    if (reader !== undefined) query = query.where((eb) => eb.or([eb('scope', '=', reader.scope), eb('scope', 'is', null)]));
+    const rows = await query.orderBy('seq').limit(limit).execute();
     return rows.map((row) => toRecord(row as Row & { seq: number }));
   }
 

@@ -4,6 +4,7 @@ import type pg from 'pg';
 import type { Logger } from '../logger.js';
 import type { Database } from '../store/schema.js';
 import { InProcessBus, type EventBus, type EventListener } from './bus.js';
+import type { Position } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';
 
 const CHANNEL = 'gateway_events';
@@ -82,6 +83,7 @@ export class PostgresBus implements EventBus {
   static async start(options: PostgresBusOptions): Promise<PostgresBus> {
     const bus = new PostgresBus(options);
     bus.high = await options.log.lastSeq();
+    bus.local.startAt(bus.high);
     try {
       await bus.listen();
     } catch (err) {
@@ -283,6 +285,10 @@ export class PostgresBus implements EventBus {
 
   subscribers(kind: string, key?: string | null): number {
     return this.local.subscribers(kind, key);
+  }
+
+  position(): Position {
+    return this.local.position();
   }
 
   async close(): Promise<void> {

@@ -1,8 +1,19 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Caller } from '../caller.js';
 import { readableBy } from '../tenancy.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from './bus.js';
+import { encodeCursor, Position } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';
+
+/** Events read from the log per query while a resumed stream replays. */
+const REPLAY_PAGE = 200;
+/**
+ * How long a stream retries a read of the log that fails (PostgreSQL restarting, a failover) before it ends with the
+ * error: a subscriber that starts, or resumes, while the database is briefly away keeps its subscription and gets
+ * what was acknowledged once the database is back.
+ */
+const READ_RETRY_MS = 60_000;
 
 export interface StreamFilter {
   kind: string;
@@ -17,6 +28,11 @@ export interface StreamFilter {
   reader?: Caller;
   /** Ends the stream after this many events (a mobile-ID authentication completes once). */
   limit?: number;
+  /**
+   * Resume after this position (a decoded cursor, src/events/cursor.ts): the events outside it are replayed from the
+   * log, oldest first, then live ones follow, each once. With `key`, replaces the stored event.
+   */
+  after?: Position;
 }
 
 /**
@@ -99,6 +115,14 @@ class EventStream implements AsyncGenerator<EventRecord> {
   private yielded = 0;
   private unsubscribe: (() => void) | null = null;
   private readonly onAbort = () => this.finish();
+  /** While a resumed stream replays: what the bus had delivered when the stream started listening, and the next page's start. */
+  private replay: { after: Position; until: Position; from: number; page: EventRecord[] } | null = null;
+  /**
+   * The part of a resume cursor this replica had not delivered when the stream started (a cursor from a replica that
+   * was ahead): live events in it were delivered before, and each live event's cursor must still cover it. Null
+   * once the bus covers it, which is the common case from the start.
+   */
+  private ahead: Position | null = null;
 
   constructor(
     private readonly streams: EventStreams,
@@ -124,8 +148,10 @@ class EventStream implements AsyncGenerator<EventRecord> {
     // stored one is read is neither lost (gap) nor yielded twice (duplicate). A stream over every key reads nothing
     // stored and the bus delivers each event once, not always in sequence order (an insert can commit after a later
     // one): it yields every event.
-    this.unsubscribe = this.bus.subscribe(f.kind, f.key ?? null, (e) => {
-      if (this.done || !this.matches(e)) return;
+    this.unsubscribe = this.bus.subscribe(f.kind, f.key ?? null, (event) => {
+      if (this.done || !this.matches(event)) return;
+      const e = this.ahead === null ? event : this.beyondAhead(event);
+      if (e === null) return;
       const waiting = this.waiting;
       if (waiting !== null && this.reading === null) {
         if (this.yieldedAlready(e)) return;
@@ -136,11 +162,24 @@ class EventStream implements AsyncGenerator<EventRecord> {
       (this.queue ??= []).push(e);
     });
     this.signal?.addEventListener('abort', this.onAbort);
+    if (f.after !== undefined) {
+      // Taken after the listener is registered (synchronously): every event outside `until` comes live.
+      const until = this.bus.position();
+      if (!until.covers(f.after)) this.ahead = f.after;
+      this.replay = { after: f.after, until, from: f.after.floor, page: [] };
+      return;
+    }
     if (f.key === undefined) return;
-    this.reading = this.log.latest(f.kind, f.key, f.reader).then(
+    const until = this.bus.position();
+    const key = f.key;
+    this.reading = this.retried(() => this.log.latest(f.kind, key, f.reader)).then(
       (stored) => {
         this.reading = null;
-        if (stored && !this.done && this.matches(stored)) (this.queue ??= []).unshift(stored);
+        if (stored && !this.done && this.matches(stored)) {
+          // Every older event of the key is behind it, and nothing delivered live later is inside `until`.
+          stored.cursor = encodeCursor(until.union(new Position(stored.seq)), stored.receivedAt.getTime());
+          (this.queue ??= []).unshift(stored);
+        }
       },
       (err: unknown) => {
         this.reading = null;
@@ -148,6 +187,72 @@ class EventStream implements AsyncGenerator<EventRecord> {
         throw err;
       },
     );
+  }
+
+  /**
+   * A live event as this stream delivers it while its resume cursor is ahead of the bus: null when the cursor holds
+   * it (delivered before), else with a cursor that covers both.
+   */
+  private beyondAhead(e: EventRecord): EventRecord | null {
+    const ahead = this.ahead!;
+    if (ahead.has(e.seq)) return null;
+    const at = e.receivedAt.getTime();
+    const bus = this.bus.position();
+    if (bus.covers(ahead)) {
+      this.ahead = null;
+      return e;
+    }
+    // A copy: the event object is shared with the other subscribers, whose cursor is the bus's.
+    return { ...e, cursor: encodeCursor(bus.union(ahead), at) };
+  }
+
+  /** The next page of a resumed stream's replay (an empty page once it is over: `replay` is then null). */
+  private async readPage(): Promise<void> {
+    const r = this.replay!;
+    const f = this.filter;
+    const to = r.until.max();
+    const rows = await this.retried(() => this.log.range([f.kind], r.from, to, { key: f.key, scope: f.scope, reader: f.reader }, REPLAY_PAGE));
+    for (const e of rows) {
+      if (!r.until.has(e.seq) || r.after.has(e.seq) || !this.matches(e)) continue;
+      // Everything up to it that the bus had delivered was either replayed or is not this stream's.
+      e.cursor = encodeCursor(r.after.union(r.until.upTo(e.seq)), e.receivedAt.getTime());
+      r.page.push(e);
+    }
+    if (rows.length < REPLAY_PAGE) this.replay = r.page.length ? { ...r, from: to } : null;
+    else r.from = rows[rows.length - 1]!.seq;
+  }
+
+  /** `read`, again after a failure (backing off up to 2 s) until READ_RETRY_MS have passed or the stream ended. */
+  private async retried<T>(read: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + READ_RETRY_MS;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await read();
+      } catch (err) {
+        const wait = Math.min(2_000, 100 * 2 ** attempt);
+        if (this.done || Date.now() + wait > deadline) throw err;
+        await sleep(wait);
+        if (this.done) throw err;
+      }
+    }
+  }
+
+  /** The next replayed event, reading pages as needed; null once the replay is over. */
+  private async fromReplay(): Promise<IteratorResult<EventRecord> | null> {
+    while (this.replay !== null && !this.done) {
+      const r = this.replay;
+      if (r.page.length > 0) {
+        const e = r.page.shift()!;
+        if (r.page.length === 0 && r.from >= r.until.max()) this.replay = null;
+        return this.take(e);
+      }
+      if (r.from >= r.until.max()) {
+        this.replay = null;
+        break;
+      }
+      await this.readPage();
+    }
+    return null;
   }
 
   /** On one key, whether `e` is the stored event (or older) that the stream yielded already. */
@@ -182,6 +287,17 @@ class EventStream implements AsyncGenerator<EventRecord> {
     if (this.yielded >= (this.filter.limit ?? Infinity) || this.signal?.aborted) {
       this.finish();
       return DONE;
+    }
+    if (this.replay !== null) {
+      let replayed: IteratorResult<EventRecord> | null;
+      try {
+        replayed = await this.fromReplay();
+      } catch (err) {
+        this.finish();
+        throw err;
+      }
+      if (replayed !== null) return replayed;
+      if (this.done) return DONE;
     }
     const queued = this.fromQueue();
     if (queued !== null) return queued;

@@ -81,12 +81,25 @@ export class SharedExecution {
   private run(event: unknown, args: ExecutionArgs): Result {
     this.stats.executions += 1;
     const context = args.contextValue as GraphQLContext | undefined;
-    if (!context || typeof context !== 'object') return execute({ ...args, rootValue: event });
+    const cursor = event !== null && typeof event === 'object' ? (event as { cursor?: unknown }).cursor : undefined;
+    if (!context || typeof context !== 'object') return withCursor(execute({ ...args, rootValue: event }), cursor);
     // The execution's own view of the context: a warning raised while it runs belongs to this result (so to every
     // subscriber sharing it), not to the subscription whose context happened to execute it.
     const own = Object.create(context) as GraphQLContext & { warnings: GraphQLContext['warnings'] };
     own.warnings = null;
     const result = execute({ ...args, rootValue: event, contextValue: own });
-    return result instanceof Promise ? result.then((r) => withWarnings(r, own)) : withWarnings(result, own);
+    return result instanceof Promise ? result.then((r) => withWarnings(withCursor(r, cursor), own)) : withWarnings(withCursor(result, cursor), own);
   }
+}
+
+/**
+ * The event's position in the log (src/events/cursor.ts) as the result's `extensions.cursor`, for the subscriber to
+ * resume after: once per execution, so once per event for every subscriber sharing it.
+ */
+function withCursor<T extends ExecutionResult | Promise<ExecutionResult>>(result: T, cursor: unknown): T {
+  if (typeof cursor !== 'string') return result;
+  if (result instanceof Promise) return result.then((r) => withCursor(r, cursor)) as T;
+  const r = result as ExecutionResult;
+  r.extensions = r.extensions ? { ...r.extensions, cursor } : { cursor };
+  return result;
 }

@@ -2216,7 +2216,8 @@ export type Subscription = {
   /**
    * Identification completions delivered by callback to `identificationCallbackUrl(workflowId)`. With `id`: that
    * identification's newest callback, at once if one already arrived, then any later one. Without: every callback of an
-   * identification created with the caller's API key, from now on. Another key's identification streams nothing.
+   * identification created with the caller's API key, from now on, or from after a cursor. Another key's identification streams nothing.
+   * Each event carries its cursor in `extensions.cursor` (over SSE, as the event's `id`).
    */
   identificationCompleted: IdentificationCompletion;
   /**
@@ -2231,7 +2232,8 @@ export type Subscription = {
   /**
    * Verification results delivered by callback. With `externalId`: that verification's result, at once if it already
    * arrived, then any later delivery; nothing for a verification another API key registered. Without: every result of a
-   * verification registered with the caller's API key, from now on.
+   * verification registered with the caller's API key, from now on, or from after a cursor. Each event carries its cursor in
+   * `extensions.cursor` (over SSE, as the event's `id`).
    */
   verificationCompleted: VerificationCompletion;
 };
@@ -2246,6 +2248,7 @@ export type SubscriptionHeartbeatArgs = {
 
 /** Root of every stream, served over WebSocket with the `graphql-transport-ws` subprotocol on `/graphql`. */
 export type SubscriptionIdentificationCompletedArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
   id?: InputMaybe<Scalars['ID']['input']>;
 };
 
@@ -2264,6 +2267,7 @@ export type SubscriptionProvisioningProgressArgs = {
 
 /** Root of every stream, served over WebSocket with the `graphql-transport-ws` subprotocol on `/graphql`. */
 export type SubscriptionVerificationCompletedArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
   externalId?: InputMaybe<Scalars['ID']['input']>;
 };
 

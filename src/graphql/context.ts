@@ -14,6 +14,8 @@ export interface GraphQLContext {
   /** Warnings of this operation, sent in the response's `extensions.warnings` (null until one is added). */
   readonly warnings: readonly GatewayWarning[] | null;
   warn(warning: GatewayWarning): void;
+  /** Over SSE, the request's Last-Event-ID: a stream without `after` resumes after it (src/graphql/subscriptions.ts). */
+  lastEventId?: string;
 }
 
 /**

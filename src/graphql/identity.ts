@@ -8,7 +8,7 @@ import { IdentityService, VERIFICATION_EVENT_KIND, type IdentificationSpec, type
 import { callbackStatus, rfmInCatalog, type VerificationResultItem } from '../identity/views.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
 import type { GraphQLContext } from './context.js';
-import { abortable } from './subscriptions.js';
+import { abortable, resumeAfter } from './subscriptions.js';
 
 /**
  * The request's loader of verification results. Every `verificationResults` alias and every
@@ -84,23 +84,26 @@ export const identityResolvers: Resolvers = {
   },
   Subscription: {
     identificationCompleted: {
-      subscribe: (_p, { id }, ctx) => {
+      subscribe: (_p, { id, after }, ctx) => {
         if (id != null && id.trim() === '') throw badUserInput('id', 'must not be empty');
+        const position = resumeAfter(after, ctx);
         // Like verificationCompleted: another key's identification streams nothing (src/tenancy.ts).
-        const filter = id != null ? { kind: IDENTIFICATION_EVENT_KIND, key: id, reader: ctx.caller } : { kind: IDENTIFICATION_EVENT_KIND, scope: ctx.caller.scope };
+        const filter = id != null ? { kind: IDENTIFICATION_EVENT_KIND, key: id, reader: ctx.caller, after: position } : { kind: IDENTIFICATION_EVENT_KIND, scope: ctx.caller.scope, after: position };
         return abortable((signal) => ctx.services.events.streams.subscribe(filter, signal));
       },
       resolve: (event: EventRecord) => event,
     },
     verificationCompleted: {
-      subscribe: (_p, { externalId }, ctx) => {
+      subscribe: (_p, { externalId, after }, ctx) => {
         if (externalId != null && externalId.trim() === '') throw badUserInput('externalId', 'must not be empty');
-        // With an id: that verification, stored result first. Without: every result of the caller's API key.
+        const position = resumeAfter(after, ctx);
+        // With an id: that verification, stored result first. Without: every result of the caller's API key. With a
+        // cursor: what came after it, from the log, then live.
         // Another key's verification streams nothing, like an id that has no result yet (src/tenancy.ts).
         const filter =
           externalId != null
-            ? { kind: VERIFICATION_EVENT_KIND, key: externalId, reader: ctx.caller }
-            : { kind: VERIFICATION_EVENT_KIND, scope: ctx.caller.scope };
+            ? { kind: VERIFICATION_EVENT_KIND, key: externalId, reader: ctx.caller, after: position }
+            : { kind: VERIFICATION_EVENT_KIND, scope: ctx.caller.scope, after: position };
         return abortable((signal) => ctx.services.events.streams.subscribe(filter, signal));
       },
       resolve: (event: EventRecord) => event,

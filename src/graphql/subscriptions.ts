@@ -1,4 +1,23 @@
-import { StreamCancel } from '../events/index.js';
+import { ErrorCode, GatewayError } from '../errors.js';
+import { CursorError, StreamCancel, type Position } from '../events/index.js';
+import type { GraphQLContext } from './context.js';
+
+/**
+ * The position a stream resumes after: its `after` argument, else (over SSE) the request's Last-Event-ID; undefined
+ * for neither. A cursor this gateway did not hand out, or one older than EVENT_RETENTION, is BAD_USER_INPUT on `after`
+ * naming why, and nothing is streamed: a resume never skips silently.
+ */
+export function resumeAfter(after: string | null | undefined, ctx: GraphQLContext): Position | undefined {
+  const cursor = after ?? ctx.lastEventId;
+  if (cursor == null) return undefined;
+  try {
+    return ctx.services.events.position(cursor);
+  } catch (err) {
+    if (!(err instanceof CursorError)) throw err;
+    const retention = ctx.services.events.log.retentionMs;
+    throw new GatewayError(ErrorCode.BAD_USER_INPUT, `after: ${err.message}`, { field: 'after', reason: err.reason, ...(err.reason === 'expired' ? { retentionMs: retention } : {}) });
+  }
+}
 
 /**
  * An async iterator whose `return()` (graphql-ws or SSE calls it when the client completes or disconnects)

@@ -57,8 +57,11 @@ export class MobileIdService {
   private readonly pending: PendingVerifications;
   private readonly now: () => number;
 
+  private readonly keys: MobileIdServiceOptions['verifier']['keys'];
+
   constructor(options: MobileIdServiceOptions) {
     this.now = options.now ?? Date.now;
+    this.keys = options.verifier.keys;
     this.events = options.events;
     this.box = options.box;
     this.tokens = new NotificationTokens(options.db, options.notificationTokens, options.storage);
@@ -78,6 +81,14 @@ export class MobileIdService {
       now: this.now,
     });
     this.sandbox = new SandboxTrigger(options.sandbox, this.tokens, options.notificationUri);
+  }
+
+  /**
+   * Reads MOBILEID_JWKS_FILE again (a reload, docs/decisions/057): the swap to make once every file of the reload is
+   * good, or null when the keys come from no file; throws for a bad file.
+   */
+  prepareKeysReload(): (() => void) | null {
+    return this.keys?.reload?.() ?? null;
   }
 
   /** Checks the bearer token before the body is read. */

@@ -111,12 +111,16 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       const operation = getOperationAST(document as DocumentNode, params.operationName);
       const refused = operation ? await options.admit(req.context.caller, document as DocumentNode, operation, params.variables) : null;
       if (refused) return { data: null, errors: [refused] };
+      const contextValue = withStream(options.context(req.context.caller, `sse:${req.context.requestId}`), req.context.stream);
+      // A browser's EventSource sends the last `id:` it received when it reconnects: the stream resumes after it.
+      const lastEventId = req.headers.get('last-event-id');
+      if (lastEventId) contextValue.lastEventId = lastEventId;
       return {
         schema: options.schema,
         document: document as ExecutionArgs['document'],
         variableValues: params.variables ?? null,
         operationName: params.operationName ?? null,
-        contextValue: withStream(options.context(req.context.caller, `sse:${req.context.requestId}`), req.context.stream) as GraphQLContext & Record<PropertyKey, unknown>,
+        contextValue: contextValue as GraphQLContext & Record<PropertyKey, unknown>,
       };
     },
     onComplete(ctx) {
@@ -286,7 +290,8 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     try {
       for await (const chunk of responseBody) {
         if (!res.writable) break;
-        const closed = await new Promise<boolean>((resolve, reject) => res.write(chunk, (err) => (err ? reject(err) : resolve(false))));
+        const out = withEventId(chunk);
+        const closed = await new Promise<boolean>((resolve, reject) => res.write(out, (err) => (err ? reject(err) : resolve(false))));
         if (closed) break;
       }
     } finally {
@@ -309,6 +314,24 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       for (const token of [...reservations.keys()]) await release(token);
     },
   };
+}
+
+const CURSOR_FIELD = '"cursor":"';
+
+/**
+ * A `next` event with its result's cursor (`extensions.cursor`, src/execution/shared.ts) as its SSE `id`, so that an
+ * EventSource that reconnects sends it back as Last-Event-ID. The cursor is the last `"cursor":"` of the event's data:
+ * graphql-js puts `extensions` after `data` and `errors`, and a cursor holds only base64url characters.
+ */
+function withEventId(chunk: string): string {
+  if (!chunk.startsWith('event: next')) return chunk;
+  const at = chunk.lastIndexOf(CURSOR_FIELD);
+  if (at === -1) return chunk;
+  const start = at + CURSOR_FIELD.length;
+  const end = chunk.indexOf('"', start);
+  const cursor = chunk.slice(start, end);
+  if (end === -1 || !/^[A-Za-z0-9_-]+$/.test(cursor)) return chunk;
+  return `id: ${cursor}\n${chunk}`;
 }
 
 /** A subscription that ends at its token's expiry; `expire` ends it sooner and resolves once its `complete` is queued. */

@@ -23,6 +23,13 @@ export interface WsOptions extends StreamingTransportOptions {
   /** GRAPHQL_MAX_BODY_BYTES: the largest WebSocket message (a larger one closes the socket, 1009). */
   maxMessageBytes?: number;
   tracing?: Tracing;
+  /**
+   * SUBSCRIBER_BUFFER_BYTES: a connection with more unsent bytes than this when a result is to be written is closed
+   * (1013) with the last cursor of that subscription, and the result is not written. Default 8 MiB.
+   */
+  subscriberBufferBytes?: number;
+  /** Called with `slow_consumer` for each connection closed as above (gateway_subscriptions_closed_total). */
+  onClosed?: (reason: 'slow_consumer') => void;
 }
 
 /** A close reason fits in 123 bytes (RFC 6455 §5.5: a control frame's payload is at most 125, 2 of them the code). */
@@ -42,7 +49,9 @@ type Extra = {
 const KEEP_ALIVE_MS = 12_000;
 const OPERATION_ID = Symbol('graphql-ws operation id');
 const OPERATION_SOCKET = Symbol('graphql-ws socket');
-type WsExecutionArgs = ExecutionArgs & { [SEND_RESULT]?: SendResult; [OPERATION_ID]?: string; [OPERATION_SOCKET]?: WebSocket };
+/** The cursor of the last result written for a subscription (`extensions.cursor`), named when it is closed as a slow consumer. */
+const LAST_CURSOR = Symbol('last cursor written');
+type WsExecutionArgs = ExecutionArgs & { [SEND_RESULT]?: SendResult; [OPERATION_ID]?: string; [OPERATION_SOCKET]?: WebSocket; [LAST_CURSOR]?: unknown };
 
 /**
  * graphql-ws (subprotocol graphql-transport-ws) on the HTTP port's `/graphql` path. The API key comes from
@@ -78,9 +87,13 @@ export function createWsServer(options: WsOptions) {
    * right after the last result leaves in the same write (docs/decisions/030; 044 removed the hand-made frames of 034,
    * whose gain was within noise).
    */
+  const bufferLimit = options.subscriberBufferBytes ?? 8 * 1024 * 1024;
   const sendResult: SendResult = (result, args) => {
     const socket = (args as WsExecutionArgs)[OPERATION_SOCKET]!;
     if (socket.readyState !== socket.OPEN) return;
+    // A slow consumer is closed, never skipped: the client resumes with `after` and the last cursor it got.
+    if (socket.bufferedAmount > bufferLimit) return closeSlow(socket, args as WsExecutionArgs);
+    (args as WsExecutionArgs)[LAST_CURSOR] = result.extensions?.cursor;
     const out = deliverable(result, args.contextValue as GraphQLContext, options.logger);
     let payload = encoded.get(out);
     if (payload === undefined) {
@@ -99,6 +112,18 @@ export function createWsServer(options: WsOptions) {
       raw.cork();
     }
     socket.send(Buffer.concat([prefix, payload]), { binary: false });
+  };
+
+  /**
+   * 1013 Try Again Later (RFC 6455 §7.4.2; graphql-ws clients reconnect on it) with the subscription's last cursor in
+   * the reason; what was written before the close still reaches the client, each result with its own cursor.
+   */
+  const closeSlow = (socket: WebSocket, args: WsExecutionArgs): void => {
+    const last = args[LAST_CURSOR];
+    const id = args[OPERATION_ID] ?? '';
+    options.logger.warn({ operationId: id, unsentBytes: socket.bufferedAmount, lastCursor: last ?? null }, 'closing a slow WebSocket subscriber: more unsent bytes than SUBSCRIBER_BUFFER_BYTES');
+    options.onClosed?.('slow_consumer');
+    socket.close(1013, closeReason(`Try again later: slow consumer; resume ${id} after ${typeof last === 'string' ? last : '(none sent)'}`));
   };
 
   const server = useServer<Record<string, unknown> | undefined, Extra>(
@@ -181,6 +206,12 @@ export function createWsServer(options: WsOptions) {
 
   return {
     wss,
+    /** The most bytes one connection has not sent yet (gateway_subscriber_lag, read at the scrape). */
+    lag(): number {
+      let most = 0;
+      for (const client of wss.clients) most = Math.max(most, client.bufferedAmount);
+      return most;
+    },
     handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
       wss.handleUpgrade(req, socket, head, (ws) => {
         raws.set(ws, socket);

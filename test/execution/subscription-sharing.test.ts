@@ -181,7 +181,8 @@ describe('identical subscriptions share one execution per event', () => {
     expect(after.shared - before.shared).toBe(3);
     const expected = { __typename: 'MobileIdAuthenticated', authReqId: id, accessToken: n.body.access_token, idToken: n.body.id_token };
     for (const s of ws) expect(s.received).toEqual([{ mobileIdAuthentication: expect.objectContaining(expected) }]);
-    for (const s of sse) expect(s.results).toEqual([{ data: { mobileIdAuthentication: expect.objectContaining(expected) } }]);
+    // Each result carries the event's position in the log, the same for every subscriber of the event.
+    for (const s of sse) expect(s.results).toEqual([{ data: { mobileIdAuthentication: expect.objectContaining(expected) }, extensions: { cursor: expect.stringMatching(/^[A-Za-z0-9_-]+$/) } }]);
   });
 
   it('writes the graphql-transport-ws messages graphql-ws would: next with the shared payload, then complete, each as its own message', async () => {
@@ -211,7 +212,11 @@ describe('identical subscriptions share one execution per event', () => {
     for (const [i, [ack, next, complete]] of texts.entries()) {
       expect(JSON.parse(ack!)).toEqual({ type: 'connection_ack' });
       const message = JSON.parse(next!);
-      expect(message).toEqual({ id: `op-${i}`, type: 'next', payload: { data: { mobileIdAuthentication: expect.objectContaining({ authReqId: id, reason: 'CANCELLED_BY_USER' }) } } });
+      expect(message).toEqual({
+        id: `op-${i}`,
+        type: 'next',
+        payload: { data: { mobileIdAuthentication: expect.objectContaining({ authReqId: id, reason: 'CANCELLED_BY_USER' }) }, extensions: { cursor: expect.stringMatching(/^[A-Za-z0-9_-]+$/) } },
+      });
       // Byte for byte what graphql-ws writes: JSON.stringify({ id, type, payload }).
       expect(next).toBe(JSON.stringify({ id: `op-${i}`, type: 'next', payload: message.payload }));
       expect(JSON.parse(complete!)).toEqual({ id: `op-${i}`, type: 'complete' });

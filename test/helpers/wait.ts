@@ -15,8 +15,11 @@ export async function waitFor<T>(check: () => T | undefined | false | Promise<T 
   }
 }
 
-/** Listeners the gateway's event bus holds for events of `kind`: of `key`, or of every key without it (EventBus.subscribers). */
-export function subscribers(gw: TestGateway, kind: string, key?: string): number {
+/**
+ * Listeners the gateway's event bus holds for events of `kind`: of `key` (null: the subscriptions to every key of the
+ * kind), or all of them without it (EventBus.subscribers).
+ */
+export function subscribers(gw: TestGateway, kind: string, key?: string | null): number {
   return gw.gateway.services.events.bus.subscribers(kind, key);
 }
 

@@ -1,0 +1,133 @@
+import type { Caller } from '../caller.js';
+import { readableBy } from '../tenancy.js';
+import type { EventBus } from './bus.js';
+import { decodeCursor, encodeCursor, type Position } from './cursor.js';
+import type { EventLog, EventRecord } from './log.js';
+import type { CancelSignal } from './stream.js';
+
+/** Events read from the log per query. */
+const PAGE = 500;
+/** The most events one read returns, whatever is asked. */
+const MAX_LIMIT = 1000;
+/** The longest wait for events, whatever is asked. */
+const MAX_WAIT_SECONDS = 3600;
+
+/** Events after a cursor, oldest first, and the cursor to read after them next time. */
+export interface EventsPage {
+  /** Each with its own `cursor`: the position just after it. */
+  events: EventRecord[];
+  /** Resume here: after the last event returned, or where the log stands when none came. */
+  cursor: string;
+}
+
+export interface WaitForEvents {
+  /** Resume after this cursor; absent: from now on (only events that arrive during the wait). */
+  cursor?: string | null;
+  /** Event kinds to read (`mobile-id`, `verification`, `identification`, `provisioning`). */
+  kinds: readonly string[];
+  /** How long to wait when nothing is there yet (0..3600). */
+  timeoutSeconds: number;
+  /** Ends the wait early (the client went away): the page is then empty. */
+  signal?: CancelSignal;
+  /** Most events returned (1..1000, default 100). */
+  limit?: number;
+}
+
+/**
+ * The app's own events read after a cursor, for transports that poll rather than hold a stream (MCP's
+ * `wait_for_events`): transport-neutral, owner-scoped (only events of the caller's scope, never another app's nor the
+ * shared ones), and resumable on any replica, since the log is shared and a cursor is a position in it
+ * (src/events/cursor.ts, docs/decisions/061). A cursor this gateway did not hand out, or one older than
+ * EVENT_RETENTION, throws CursorError.
+ */
+export class EventReader {
+  constructor(
+    private readonly log: EventLog,
+    private readonly bus: EventBus,
+  ) {}
+
+  /**
+   * Up to `limit` of the caller's events of these kinds after `cursor` (absent: none, and the cursor of now), oldest
+   * first. Returns at once. Only events this replica has delivered are read, so that what is not read yet comes after
+   * the returned cursor, here or on any replica.
+   */
+  async eventsAfter(caller: Caller, cursor: string | null | undefined, kinds: readonly string[], limit = 100): Promise<EventsPage> {
+    const after = cursor ? decodeCursor(cursor, this.log.retentionMs).position : this.bus.position();
+    return this.read(caller, after, this.bus.position(), kinds, limit);
+  }
+
+  /**
+   * Like eventsAfter, but when no event is there yet, waits on the bus (no polling) until one of the caller's events
+   * of these kinds is delivered, the timeout, or the signal. `timedOut`: the wait ended with no event.
+   */
+  async waitForEvents(caller: Caller, options: WaitForEvents): Promise<EventsPage & { timedOut: boolean }> {
+    const after = options.cursor ? decodeCursor(options.cursor, this.log.retentionMs).position : null;
+    const limit = options.limit ?? 100;
+    let wake: (() => void) | null = null;
+    let woken = false;
+    const listener = (e: EventRecord) => {
+      if (e.scope !== caller.scope || woken) return;
+      woken = true;
+      wake?.();
+    };
+    // Listening first: an event delivered between the read below and the wait wakes it.
+    const unsubscribe = [...new Set(options.kinds)].map((kind) => this.bus.subscribe(kind, null, listener));
+    try {
+      const start = after ?? this.bus.position();
+      const first = await this.read(caller, start, this.bus.position(), options.kinds, limit);
+      if (first.events.length > 0 || options.signal?.aborted) return { ...first, timedOut: false };
+      const seconds = Math.min(MAX_WAIT_SECONDS, Math.max(0, options.timeoutSeconds));
+      if (!woken && seconds > 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, seconds * 1000);
+          const signal = options.signal;
+          function done(): void {
+            clearTimeout(timer);
+            signal?.removeEventListener('abort', done);
+            wake = null;
+            resolve();
+          }
+          wake = done;
+          signal?.addEventListener('abort', done);
+        });
+      }
+      if (!woken) return { ...first, timedOut: !options.signal?.aborted };
+      const next = await this.read(caller, decodeCursor(first.cursor, Infinity).position, this.bus.position(), options.kinds, limit);
+      return { ...next, timedOut: next.events.length === 0 };
+    } finally {
+      for (const off of unsubscribe) off();
+    }
+  }
+
+  /**
+   * Calls `listener` each time an event of `kind` for `key` that the caller may read (its own, or a shared one) is
+   * delivered on this replica, which is every event of the deployment, since the bus crosses replicas: a
+   * verification's externalId (`verification`), an identification's id (`identification`), a mobile-ID
+   * authentication's authReqId (`mobile-id`), a provisioning's id (`provisioning`). Returns the unsubscribe function.
+   */
+  onResourceChanged(caller: Caller, kind: string, key: string, listener: (event: EventRecord) => void): () => void {
+    return this.bus.subscribe(kind, key, (e) => {
+      if (readableBy(caller, e.scope)) listener(e);
+    });
+  }
+
+  /** The caller's events in `until` and outside `after`, oldest first, at most `limit`, and the cursor after them. */
+  private async read(caller: Caller, after: Position, until: Position, kinds: readonly string[], limit: number): Promise<EventsPage> {
+    const most = Math.min(MAX_LIMIT, Math.max(1, Math.floor(limit)));
+    const events: EventRecord[] = [];
+    const to = until.max();
+    let from = after.floor;
+    while (from < to) {
+      const rows = await this.log.range(kinds, from, to, { scope: caller.scope }, PAGE);
+      for (const e of rows) {
+        if (!until.has(e.seq) || after.has(e.seq)) continue;
+        e.cursor = encodeCursor(after.union(until.upTo(e.seq)), e.receivedAt.getTime());
+        events.push(e);
+        if (events.length === most) return { events, cursor: e.cursor };
+      }
+      if (rows.length < PAGE) break;
+      from = rows[rows.length - 1]!.seq;
+    }
+    return { events, cursor: encodeCursor(after.union(until), Date.now()) };
+  }
+}

@@ -1,0 +1,236 @@
+/**
+ * Cursors: positions in the durable event log that a subscriber resumes from (docs/decisions/061).
+ *
+ * A position is a set of sequence numbers: every number up to `floor`, and a few stretches above it. It is a set
+ * rather than one number because numbers are not always delivered in order: on PostgreSQL a `bigserial` number is
+ * taken at insert and an insert can commit after a later one, and every replica delivers an event once it committed
+ * and was published (src/events/postgres-bus.ts); with SQLite two webhooks publish in the order their responses are
+ * written. A subscriber resuming from a position is sent every event outside it, so an event with a lower number
+ * that arrived after the cursor was handed out is not lost. Normally the stretches are empty and the cursor is the
+ * number of the last event delivered.
+ */
+export class Position {
+  constructor(
+    /** Every number up to this one is in the set. */
+    public floor: number,
+    /** Stretches above the floor, `[from, to, from, to, …]`, ascending, disjoint, not touching each other or the floor. */
+    public ranges: number[] = [],
+  ) {}
+
+  copy(): Position {
+    return new Position(this.floor, this.ranges.slice());
+  }
+
+  has(seq: number): boolean {
+    if (seq <= this.floor) return true;
+    const r = this.ranges;
+    for (let i = 0; i < r.length; i += 2) {
+      if (seq < r[i]!) return false;
+      if (seq <= r[i + 1]!) return true;
+    }
+    return false;
+  }
+
+  /** The highest number in the set. */
+  max(): number {
+    return this.ranges.length ? this.ranges[this.ranges.length - 1]! : this.floor;
+  }
+
+  /** Adds `seq` (in place). */
+  add(seq: number): void {
+    if (seq === this.floor + 1 && this.ranges.length === 0) {
+      this.floor = seq;
+      return;
+    }
+    this.addRange(seq, seq);
+  }
+
+  /** Adds every number from `from` to `to` (in place). */
+  addRange(from: number, to: number): void {
+    if (to <= this.floor) return;
+    if (from <= this.floor + 1) {
+      this.floor = to;
+    } else {
+      const r = this.ranges;
+      let i = 0;
+      while (i < r.length && r[i + 1]! < from - 1) i += 2;
+      let j = i;
+      let lo = from;
+      let hi = to;
+      while (j < r.length && r[j]! <= to + 1) {
+        lo = Math.min(lo, r[j]!);
+        hi = Math.max(hi, r[j + 1]!);
+        j += 2;
+      }
+      r.splice(i, j - i, lo, hi);
+    }
+    this.normalize();
+  }
+
+  /** Stretches that now touch the floor join it. */
+  private normalize(): void {
+    const r = this.ranges;
+    let k = 0;
+    while (k < r.length && r[k]! <= this.floor + 1) {
+      this.floor = Math.max(this.floor, r[k + 1]!);
+      k += 2;
+    }
+    if (k > 0) r.splice(0, k);
+  }
+
+  /** The union of this set and `other` (a new position). */
+  union(other: Position): Position {
+    const out = new Position(Math.max(this.floor, other.floor));
+    for (const p of [this, other]) for (let i = 0; i < p.ranges.length; i += 2) out.addRange(p.ranges[i]!, p.ranges[i + 1]!);
+    return out;
+  }
+
+  /** The numbers of this set up to `seq` (a new position). */
+  upTo(seq: number): Position {
+    if (seq <= this.floor) return new Position(seq);
+    const out = new Position(this.floor);
+    for (let i = 0; i < this.ranges.length && this.ranges[i]! <= seq; i += 2) out.ranges.push(this.ranges[i]!, Math.min(seq, this.ranges[i + 1]!));
+    return out;
+  }
+
+  /** Whether every number of `other` is in this set. */
+  covers(other: Position): boolean {
+    if (other.floor > this.floor) return false;
+    const r = other.ranges;
+    for (let i = 0; i < r.length; i += 2) {
+      // A stretch is covered when both of its ends lie in one stretch (or below the floor) of this set.
+      if (r[i + 1]! <= this.floor) continue;
+      let inside = false;
+      for (let j = 0; j < this.ranges.length; j += 2) {
+        if (this.ranges[j]! <= r[i]! && r[i + 1]! <= this.ranges[j + 1]!) {
+          inside = true;
+          break;
+        }
+      }
+      if (!inside) return false;
+    }
+    return true;
+  }
+}
+
+const VERSION = '1';
+
+/**
+ * The cursor of `position`, handed out with an event received at `at` (epoch ms): `1_<at in s>_<floor>[_<from>[-<to>]]…`
+ * in decimal, URL- and SSE-id-safe, short, and made without reading anything. Opaque to clients (the README says so,
+ * and the version lets it change); not base64, which cost more than the rest of the cursor per event.
+ */
+export function encodeCursor(position: Position, at: number): string {
+  let text = `${VERSION}_${Math.floor(at / 1000)}_${position.floor}`;
+  const r = position.ranges;
+  for (let i = 0; i < r.length; i += 2) text += r[i] === r[i + 1] ? `_${r[i]}` : `_${r[i]}-${r[i + 1]}`;
+  return text;
+}
+
+/** A cursor that is not one this gateway hands out, or one older than the event retention. */
+export class CursorError extends Error {
+  constructor(
+    message: string,
+    readonly reason: 'malformed' | 'expired',
+  ) {
+    super(message);
+    this.name = 'CursorError';
+  }
+}
+
+const NUMBER = /^[0-9]{1,16}$/;
+/** More stretches than a bus ever keeps (src/events/bus.ts gives up the oldest hole past this many). */
+const MAX_DECODED_RANGES = 4096;
+
+function decimal(text: string): number {
+  if (!NUMBER.test(text)) throw new CursorError('not a cursor this gateway handed out', 'malformed');
+  const n = Number(text);
+  if (!Number.isSafeInteger(n)) throw new CursorError('not a cursor this gateway handed out', 'malformed');
+  return n;
+}
+
+/** Human words for a retention in ms: `7 days`, `36 hours`, `90 minutes`, `45 seconds`. */
+export function retentionWords(ms: number): string {
+  const units: [number, string][] = [
+    [86_400_000, 'day'],
+    [3_600_000, 'hour'],
+    [60_000, 'minute'],
+    [1000, 'second'],
+  ];
+  for (const [size, name] of units) if (ms >= size && ms % size === 0) return `${ms / size} ${name}${ms === size ? '' : 's'}`;
+  return `${ms} ms`;
+}
+
+/**
+ * The position a cursor names, and when it was handed out. Throws CursorError: `malformed` for anything this gateway
+ * did not hand out, `expired` when it is older than the retention (events after it may have been deleted, and a
+ * resume must never skip silently).
+ */
+export function decodeCursor(cursor: string, retentionMs: number, now = Date.now()): { position: Position; at: number } {
+  if (cursor.length === 0 || cursor.length > 65_536 || !/^[0-9_-]+$/.test(cursor)) throw new CursorError('not a cursor this gateway handed out', 'malformed');
+  const parts = cursor.split('_');
+  if (parts[0] !== VERSION || parts.length < 3 || parts.length - 3 > MAX_DECODED_RANGES) throw new CursorError('not a cursor this gateway handed out', 'malformed');
+  const at = decimal(parts[1]!) * 1000;
+  const position = new Position(decimal(parts[2]!));
+  let last = position.floor + 1;
+  for (const part of parts.slice(3)) {
+    const dash = part.indexOf('-');
+    const from = decimal(dash === -1 ? part : part.slice(0, dash));
+    const to = dash === -1 ? from : decimal(part.slice(dash + 1));
+    if (from <= last || to < from) throw new CursorError('not a cursor this gateway handed out', 'malformed');
+    position.ranges.push(from, to);
+    last = to + 1;
+  }
+  if (now - at > retentionMs) {
+    throw new CursorError(
+      `the cursor is from ${new Date(at).toISOString()}, older than the event retention (EVENT_RETENTION, ${retentionWords(retentionMs)}): events after it may have been deleted; start again without a cursor and read the current state`,
+      'expired',
+    );
+  }
+  return { position, at };
+}
+
+/**
+ * How long a hole below delivered numbers is waited for before it counts as delivered (a number that never
+ * appears: a rolled-back insert; an event whose publish never came). As long as the PostgreSQL bus looks for a
+ * missing number (src/events/postgres-bus.ts).
+ */
+const HOLE_WAIT_MS = 60_000;
+/** At most this many stretches are kept above the floor; past it the oldest hole is given up. */
+const MAX_RANGES = 1000;
+
+/**
+ * What one replica's bus has delivered, as a position, and the cursor of each event it delivers: computed once per
+ * event when it is published (never per subscriber), without reading the log.
+ */
+export class Delivered {
+  private readonly position: Position;
+  /** When the lowest hole above the floor was first seen (0: no hole). */
+  private holeSince = 0;
+
+  constructor(floor: number) {
+    this.position = new Position(floor);
+  }
+
+  /** Counts `seq` delivered; returns its cursor (at: when the event was received). */
+  record(seq: number, at: number): string {
+    const p = this.position;
+    p.add(seq);
+    if (p.ranges.length === 0) {
+      this.holeSince = 0;
+    } else {
+      const now = Date.now();
+      if (this.holeSince === 0) this.holeSince = now;
+      else if (now - this.holeSince >= HOLE_WAIT_MS || p.ranges.length > MAX_RANGES * 2) {
+        p.addRange(p.floor + 1, p.ranges[0]! - 1);
+        this.holeSince = p.ranges.length ? now : 0;
+      }
+    }
+    return encodeCursor(p, at);
+  }
+
+  /** A copy of the position now. */
+  snapshot(): Position {
+    return this.position.copy();
+  }
+}
