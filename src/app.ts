@@ -263,6 +263,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       dataDir: config.dataDir,
       databaseUrl: config.databaseUrl,
       sqliteSynchronous: config.sqliteSynchronous,
+      sqliteCommitWindowMs: config.sqliteCommitWindowMs,
       migrations: config.databaseMigrations,
       logger,
       onUnreachable: (why) => {
@@ -502,7 +503,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       }
     };
     // One shared execution for both transports: identical subscriptions share each event's result (decision 030).
-    const shared = new SharedExecution();
+    // SUBSCRIPTION_COMPILED_SELECTION: each selection as graphql-jit compiled it, graphql-js on any error (decision 062).
+    const shared = new SharedExecution(config.delivery.compiledSelection ? schema : undefined);
     metrics.countSubscriptions(() => shared.stats);
     const sse = createSseRoute({
       schema,

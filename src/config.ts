@@ -292,6 +292,7 @@ const VARS = {
     .refine((s) => s === undefined || /^postgres(ql)?:\/\//.test(s), 'must be a postgres:// or postgresql:// URL'), 'PostgreSQL connection string; when set, the store, idempotency records and event log live there.', '(unset: SQLite)'),
   DATABASE_MIGRATIONS: declare(choice(['apply', 'wait'], 'apply', 'lower'), 'apply: the gateway applies the database migrations it lacks at start-up (replicas starting together take turns). wait: it applies none and waits, alive but not ready (/readyz 503), until `node dist/src/main.js migrate` (run once per release, e.g. as a Kubernetes Job) has brought the database to its release\'s schema; so that a rolling update migrates once, before the new pods serve.'),
   SQLITE_SYNCHRONOUS: declare(choice(['FULL', 'NORMAL'], 'FULL', 'upper'), 'SQLite (WAL) durability: FULL makes every commit survive power loss before it is acknowledged; NORMAL survives a crash of the process but may lose the last commits on power loss.'),
+  SQLITE_COMMIT_WINDOW_MS: declare(int(0, 0, 50), 'SQLite: how long, in milliseconds, the first write of a group waits for more writes before their one COMMIT (and, with FULL, their one fdatasync), when no sync is in flight. 0: at the end of its turn of the event loop. A write is still on disk before it is acknowledged; each acknowledgement can come up to this much later (docs/decisions/062). Ignored with DATABASE_URL.'),
   CLOUD_API_URL: declare(httpUrl, 'Base URL of the cloud provisioning API.', '(unset: see SANDBOX_UPSTREAMS)'),
   CLOUD_API_TOKEN: declare(optionalString, 'Service-account token for the cloud API (the authorization step is then skipped).', '(unset)'),
   CLOUD_API_CREDENTIALS: declare(z
@@ -360,6 +361,8 @@ const VARS = {
   IDEMPOTENCY_RETENTION: declare(duration('24h'), 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).'),
   EVENT_RETENTION: declare(duration('7d'), 'How long webhook events are kept in the event log.'),
   SUBSCRIBER_BUFFER_BYTES: declare(int(8 * 1024 * 1024, 1024, 2 ** 40), 'Most bytes a WebSocket subscriber may leave unread: past it the gateway closes the connection (1013) with the last cursor of the subscription it could not deliver to, rather than skip events or buffer without bound.'),
+  SUBSCRIPTION_COMPILED_SELECTION: declare(bool(true), 'true: a subscription\'s selection over each event runs as graphql-jit\'s compiled form of its document (compiled once per document), and graphql-js runs it again whenever the compiled result holds an error, so errors, paths and nulls are graphql-js\'s; the frames are byte for byte those of graphql-js (docs/decisions/062). false: graphql-js for every event; an off switch, not a tuning knob.'),
+  DELIVERY_CLEAR_FROM_INTAKE: declare(bool(true), 'true: a mobile-ID notification this process has just taken in hands its live subscribers on this process, in memory only, the clear values it sealed (the subject, unknown fields, tokens), so a delivery does not open what the intake sealed a moment before; events read from the log or from another replica are opened as before, and nothing more is stored (docs/decisions/062). false: every delivery opens what it reads; an off switch.'),
   UPSTREAM_TIMEOUT: declare(duration('10s'), 'Time limit of one upstream attempt (headers and body).'),
   UPSTREAM_RETRY_BUDGET: declare(duration('20s'), 'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.'),
   UPSTREAM_MAX_RETRIES: declare(int(4, 0, 20), 'Most retries of one upstream call after its first attempt.'),
@@ -493,6 +496,8 @@ export interface Config {
   readonly publicUrl: string | undefined;
   readonly dataDir: string;
   readonly databaseUrl: string | undefined;
+  /** SQLITE_COMMIT_WINDOW_MS: how long a group of writes waits for more before its COMMIT (0: the end of its turn). */
+  readonly sqliteCommitWindowMs: number;
   /** SQLITE_SYNCHRONOUS; ignored with DATABASE_URL. */
   readonly sqliteSynchronous: 'FULL' | 'NORMAL';
   /** DATABASE_MIGRATIONS: apply the missing migrations at start-up, or wait for `main.js migrate` to apply them. */
@@ -556,6 +561,13 @@ export interface Config {
   readonly eventRetentionMs: number;
   /** SUBSCRIBER_BUFFER_BYTES: unsent bytes of a WebSocket subscriber past which it is closed as a slow consumer. */
   readonly subscriberBufferBytes: number;
+  /** The delivery path's shortcuts (docs/decisions/062), each with its off switch. */
+  readonly delivery: {
+    /** SUBSCRIPTION_COMPILED_SELECTION: a subscription's selection as graphql-jit's compiled form (graphql-js on any error). */
+    readonly compiledSelection: boolean;
+    /** DELIVERY_CLEAR_FROM_INTAKE: a notification's sealed values handed to this process's live subscribers in clear, in memory. */
+    readonly clearFromIntake: boolean;
+  };
   readonly upstream: {
     readonly timeoutMs: number;
     readonly retryBudgetMs: number;
@@ -751,6 +763,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     dataDir: path.resolve(e.DATA_DIR),
     databaseUrl: e.DATABASE_URL,
     sqliteSynchronous: e.SQLITE_SYNCHRONOUS,
+    sqliteCommitWindowMs: e.SQLITE_COMMIT_WINDOW_MS,
     databaseMigrations: e.DATABASE_MIGRATIONS,
     cloud: { url: e.CLOUD_API_URL, token: e.CLOUD_API_TOKEN, credentials: e.CLOUD_API_CREDENTIALS },
     verification: { url: e.VERIFICATION_API_URL, token: e.VERIFICATION_API_TOKEN },
@@ -790,6 +803,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     },
     eventRetentionMs: e.EVENT_RETENTION,
     subscriberBufferBytes: e.SUBSCRIBER_BUFFER_BYTES,
+    delivery: { compiledSelection: e.SUBSCRIPTION_COMPILED_SELECTION, clearFromIntake: e.DELIVERY_CLEAR_FROM_INTAKE },
     upstream: {
       timeoutMs: e.UPSTREAM_TIMEOUT,
       retryBudgetMs: e.UPSTREAM_RETRY_BUDGET,

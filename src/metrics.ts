@@ -217,7 +217,7 @@ export class Metrics {
   });
 
   /** Read when /metrics is scraped: counting per delivery in prom-client would cost the fan-out it measures. */
-  private subscriptionCounts: () => { executions: number; shared: number } = () => ({ executions: 0, shared: 0 });
+  private subscriptionCounts: () => { executions: number; shared: number; compiled: number } = () => ({ executions: 0, shared: 0, compiled: 0 });
 
   readonly subscriptionExecutions: Counter = new Counter({
     name: 'gateway_subscription_executions_total',
@@ -255,8 +255,15 @@ export class Metrics {
     this.subscriberLag = lag;
   }
 
+  readonly subscriptionExecutionsCompiled: Counter = new Counter({
+    name: 'gateway_subscription_executions_compiled_total',
+    help: "Executions of a subscription's selection answered by its compiled form (SUBSCRIPTION_COMPILED_SELECTION); the others ran graphql-js.",
+    registers: [this.registry],
+    collect: (): void => this.setCount(this.subscriptionExecutionsCompiled, this.subscriptionCounts().compiled),
+  });
+
   /** Where the subscription counters come from (the streaming transports' shared execution). */
-  countSubscriptions(counts: () => { executions: number; shared: number }): void {
+  countSubscriptions(counts: () => { executions: number; shared: number; compiled: number }): void {
     this.subscriptionCounts = counts;
   }
 

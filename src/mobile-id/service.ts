@@ -34,6 +34,8 @@ interface MobileIdServiceOptions {
   /** Per-app storage bounds (notifications on an app's tokens, its live tokens); null: none. */
   storage: AppStorage | null;
   metrics: Metrics;
+  /** DELIVERY_CLEAR_FROM_INTAKE: a notification taken in here hands its live subscribers here its clear values (decision 062). */
+  clearFromIntake?: boolean;
   /**
    * Tests only: the clock (epoch ms) of access token expiry, notification tokens, pending notifications and the JWKS
    * retry schedule. Default Date.now.
@@ -78,6 +80,7 @@ export class MobileIdService {
       storage: options.storage,
       metrics: options.metrics,
       logger: options.logger,
+      clearFromIntake: options.clearFromIntake ?? false,
       now: this.now,
     });
     this.sandbox = new SandboxTrigger(options.sandbox, this.tokens, options.notificationUri);
