@@ -197,7 +197,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // Apps that sign in with their identity provider's JWTs (AUTH_*): a bad AUTH_JWKS_FILE stops start-up before anything
     // else starts; a JWKS URL is fetched now, so that the first token finds its keys.
     const testing = options.testing ?? {};
-    const now = testing.clock ?? Date.now;
+    const now = testing.clock ?? (() => Date.now());
     // Each provider's keys: a JWKS URL's are kept across reloads (their cache and their fetch schedule), a file's are
     // read again by each reload.
     let keysByUrl = new Map<string, JwksKeys>();

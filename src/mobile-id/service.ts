@@ -62,7 +62,8 @@ export class MobileIdService {
   private readonly keys: MobileIdServiceOptions['verifier']['keys'];
 
   constructor(options: MobileIdServiceOptions) {
-    this.now = options.now ?? Date.now;
+    // Date.now read at each call, not captured: a test that fakes Date after start-up moves this clock too.
+    this.now = options.now ?? (() => Date.now());
     this.keys = options.verifier.keys;
     this.events = options.events;
     this.box = options.box;
