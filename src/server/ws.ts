@@ -20,8 +20,6 @@ import { onExpiry } from './jwt-auth.js';
 import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
 
 export interface WsOptions extends StreamingTransportOptions {
-  /** Interval of server pings that keep idle connections (and proxies) alive. */
-  keepAliveMs?: number;
   /** GRAPHQL_MAX_BODY_BYTES: the largest WebSocket message (a larger one closes the socket, 1009). */
   maxMessageBytes?: number;
   tracing?: Tracing;
@@ -47,6 +45,8 @@ type Extra = {
 };
 
 /** What a subscription's args carry for `sendResult` (below): its graphql-ws id and its socket. */
+/** Interval of server pings that keep idle connections (and proxies) alive. */
+const KEEP_ALIVE_MS = 12_000;
 const OPERATION_ID = Symbol('graphql-ws operation id');
 const OPERATION_SOCKET = Symbol('graphql-ws socket');
 /** The cursor of the last result written for a subscription (`extensions.cursor`), named when it is closed as a slow consumer. */
@@ -201,7 +201,7 @@ export function createWsServer(options: WsOptions) {
       },
     },
     wss,
-    options.keepAliveMs ?? 12_000,
+    KEEP_ALIVE_MS,
   );
 
   return {
