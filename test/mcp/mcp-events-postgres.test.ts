@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { wildcardListeners } from '../events/resumable-helpers.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { mcpClient, type TestMcpClient } from '../helpers/mcp.js';
-import { postNotification, waitUntil } from '../helpers/mobile-id.js';
+import { postNotification } from '../helpers/mobile-id.js';
+import { waitFor } from '../helpers/wait.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
 
 let replicas: Replicas;
@@ -44,7 +45,7 @@ describe('MCP events across replicas (PostgreSQL)', () => {
 
     const waiting = onB.call('wait_for_events', { cursor: start.structuredContent!.cursor, kinds: ['mobile-id'], timeoutSeconds: 120 });
     // The wait is in flight once it listens for every key of its kinds (wait_for_events is the only such listener here).
-    await waitUntil(() => wildcardListeners(replicas.b, 'mobile-id') === 1, 10_000);
+    await waitFor(() => wildcardListeners(replicas.b, 'mobile-id') === 1, 10_000);
     await mobileIdResult(replicas.a, 'key-a', 'across-1');
     const got = await waiting;
     expect(keysOf(got)).toEqual(['across-1']);
@@ -68,7 +69,7 @@ describe('MCP events across replicas (PostgreSQL)', () => {
     onB.client.setNotificationHandler('notifications/resources/updated', (n) => void seen.push(n.params.uri));
     const sub = await onB.client.listen({ resourceSubscriptions: ['mobileid://authentications/listened-across'] });
     await mobileIdResult(replicas.a, 'key-a', 'listened-across');
-    await waitUntil(() => seen.length === 1, 20_000);
+    await waitFor(() => seen.length === 1, 20_000);
     expect(seen).toEqual(['mobileid://authentications/listened-across']);
     await sub.close();
   });

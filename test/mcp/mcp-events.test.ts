@@ -9,7 +9,8 @@ import { encodeCursor, Position } from '../../src/events/cursor.js';
 import { wildcardListeners } from '../events/resumable-helpers.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { mcpClient, textOf, type McpClientOptions, type TestMcpClient } from '../helpers/mcp.js';
-import { postNotification, waitUntil } from '../helpers/mobile-id.js';
+import { postNotification } from '../helpers/mobile-id.js';
+import { waitFor } from '../helpers/wait.js';
 
 const ISSUE = `mutation($id: String) { issueMobileIdNotificationToken(authReqId: $id) { token } }`;
 
@@ -91,10 +92,10 @@ describe('MCP resources', () => {
     expect(otherSub.honoredFilter.resourceSubscriptions).toEqual([uriOf('listen-a'), uriOf('listen-b')]);
 
     await mobileIdResult('key-a', 'listen-a');
-    await waitUntil(() => seen.owner.length === 1, 10_000);
+    await waitFor(() => seen.owner.length === 1, 10_000);
     expect(seen.owner).toEqual([uriOf('listen-a')]);
     await mobileIdResult('key-b', 'listen-b');
-    await waitUntil(() => seen.other.length === 1, 10_000);
+    await waitFor(() => seen.other.length === 1, 10_000);
     expect(seen.other).toEqual([uriOf('listen-b')]);
     await ownerSub.close();
     await otherSub.close();
@@ -145,7 +146,7 @@ describe('wait_for_events', () => {
     const start = await c.call('wait_for_events', { kinds: ['mobile-id'], timeoutSeconds: 0 });
     const waiting = c.call('wait_for_events', { cursor: start.structuredContent!.cursor, kinds: ['mobile-id'], timeoutSeconds: 120 });
     // The wait is in flight once it listens for every key of its kinds (wait_for_events is the only such listener here).
-    await waitUntil(() => wildcardListeners(gw, 'mobile-id') === 1, 10_000);
+    await waitFor(() => wildcardListeners(gw, 'mobile-id') === 1, 10_000);
     await mobileIdResult('key-a', 'before-1');
     const got = await waiting;
     expect(got.structuredContent!.events.map((e: { key: string }) => e.key)).toEqual(['before-1']);
