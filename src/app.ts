@@ -555,6 +555,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       // The schema as a resource only where introspection shows it to every app anyway.
       sdl: config.introspection ? printSchema(schema) : null,
     });
+    if (mcpSurface.skipped.length > 0) {
+      logger.warn({ tools: mcpSurface.skipped }, 'MCP leaves out the operations the GraphQL limits refuse: raise the limits named to offer them as tools');
+    }
     const publicHost = config.publicUrl ? new URL(config.publicUrl).hostname : null;
     const mcp = mcpRoutes({
       surface: mcpSurface,

@@ -42,6 +42,8 @@ export interface McpSurface {
   /** The SDL, the catalog and the event-backed resources, on every toolset's endpoint; null when none is offered. */
   readonly resources: McpResources | null;
   readonly instructions: string;
+  /** Operations left out because the gateway's own limits refuse them, each with the reason (logged at start-up). */
+  readonly skipped: readonly string[];
 }
 
 /** A tool error the model can read and act on (MCP: errors of a tool are results with isError, not protocol errors). */

@@ -100,8 +100,9 @@ function linkingProvisionings(tool: McpTool, resources: McpResources): McpTool {
 }
 
 export function buildSurface(o: SurfaceOptions): McpSurface {
-  const builtIn = o.builtIn ? builtInTools(o.schema, o.pipeline) : [];
-  const operations = [...builtIn, ...(o.manifest ? manifestTools(o.schema, o.pipeline, o.manifest, new Set(builtIn.map((t) => t.name))) : [])];
+  const skipped: string[] = [];
+  const builtIn = o.builtIn ? builtInTools(o.schema, o.pipeline, skipped) : [];
+  const operations = [...builtIn, ...(o.manifest ? manifestTools(o.schema, o.pipeline, o.manifest, new Set(builtIn.map((t) => t.name)), skipped) : [])];
   const byName = new Map(operations.map((t) => [t.name, t]));
   const tools: McpTool[] = [];
   for (const tool of operations) {
@@ -137,5 +138,5 @@ export function buildSurface(o: SurfaceOptions): McpSurface {
         ? 'Creation tools only plan: execute_plan(planId) runs a plan once a person approves it (you will be asked through the client) or an approver app approves it.'
         : 'Mutation tools run at once.',
   ].join(' ');
-  return { toolsets, resources: resources.offered ? resources : null, instructions };
+  return { toolsets, resources: resources.offered ? resources : null, instructions, skipped };
 }

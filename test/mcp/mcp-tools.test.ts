@@ -54,6 +54,16 @@ describe('MCP tools', () => {
     expect(builder).not.toContain('register_verification');
   });
 
+  it('an operation the GraphQL limits refuse is left out of the tools, named in a start-up warning, and the gateway starts', async () => {
+    const gw = await start({ GATEWAY_API_KEYS: 'agent:k1', GRAPHQL_MAX_DEPTH: '2' });
+    const names = await (await connect(gw, { key: 'k1' })).toolNames();
+    // `catalog` selects three levels deep: depth 2 refuses it, so it is left out; shallower reads stay.
+    expect(names).not.toContain('catalog');
+    expect(names.length).toBeGreaterThan(0);
+    expect(gw.logs()).toMatch(/MCP leaves out the operations the GraphQL limits refuse/);
+    expect(gw.logs()).toMatch(/catalog \(Query depth limit of 2 exceeded/);
+  });
+
   it('a tool is described from the schema: enum values, UUID formats, descriptions, output schema and honest annotations', async () => {
     const gw = await start({ GATEWAY_API_KEYS: 'agent:k1', MCP_MUTATIONS: 'all' });
     const c = await connect(gw, { key: 'k1' });
