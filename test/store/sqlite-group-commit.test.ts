@@ -323,9 +323,17 @@ describe('SQLite checkpoints in a worker thread', () => {
           fs.closeSync(fd);
         }
       };
+      const name = 'x'.repeat(3000);
+      // The worker thread starts on its own (from the sources it loads tsx first, which a busy machine makes slow):
+      // wait for its first restart of the WAL, writing meanwhile, before measuring what it keeps the WAL to.
+      const before = salt();
+      let warmUp = 10_000;
+      await waitFor(async () => {
+        await db.insertInto('items').values({ id: ++warmUp, name }).execute();
+        return salt() !== before;
+      }, 60_000, "the checkpoint worker's first restart of the WAL");
       let largest = 0;
       const salts = new Set<number>();
-      const name = 'x'.repeat(3000);
       // 600 writes one after another, each its own commit of a ~3 KB row: kept in the WAL they would fill
       // over 5 MB (measured with the restart off), and without the worker nothing is ever copied or restarted
       // (the automatic checkpoint is off).
