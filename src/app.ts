@@ -551,7 +551,14 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         config.mcp.mutations === 'approve'
           ? new Approvals({ pipeline, plans: services.agentPlans, codec: mcpCodec, approveUrl: (planId) => `${mcpPublicUrl()}/graphql?approvePlan=${planId}` })
           : null,
-      events: services.events.reader,
+      // wait_for_events spends one point of the app's reads budget per call, before it reads or waits.
+      events: {
+        waitForEvents: async (caller, options) => {
+          await services.rateLimits.take(caller, 'reads');
+          return services.events.reader.waitForEvents(caller, options);
+        },
+        onResourceChanged: (caller, kind, key, listener) => services.events.reader.onResourceChanged(caller, kind, key, listener),
+      },
       // The schema as a resource only where introspection shows it to every app anyway.
       sdl: config.introspection ? printSchema(schema) : null,
     });

@@ -1,6 +1,8 @@
 // wait_for_events (docs/decisions/060, "Events as resources"): the resumable path for agents, now that the protocol
 // has dropped SSE replay. It reads the app's own events from the durable log after a cursor, through the event reader
 // (src/events/cursor-read.ts): owner-scoped, on any replica, until EVENT_RETENTION.
+import { GraphQLError } from 'graphql';
+import { errorsResult } from './operations.js';
 import type { McpResources } from './resources.js';
 import { toolError, type McpTool } from './server.js';
 
@@ -82,6 +84,8 @@ export function waitForEventsTool(resources: McpResources): McpTool {
       try {
         page = await resources.events.waitForEvents(call.caller, { cursor: cursor as string | undefined, kinds: wanted, timeoutSeconds, signal: call.ctx.mcpReq.signal, limit: MAX_EVENTS });
       } catch (err) {
+        // A refusal of the reads budget (each call spends one point, as a GraphQL read does): RATE_LIMITED with retryAfter.
+        if (err instanceof GraphQLError) return errorsResult([err.toJSON()]);
         const reason = (err as { reason?: unknown }).reason;
         if ((err as Error).name !== 'CursorError') throw err;
         return bad('cursor', (err as Error).message, { reason });

@@ -180,6 +180,16 @@ describe('MCP tools', () => {
     expect(limited.structuredContent!.errors[0]).toMatchObject({ code: 'RATE_LIMITED', retryAfterSeconds: expect.any(Number) });
   });
 
+  it('wait_for_events spends the reads budget: past the limit it is refused with RATE_LIMITED and nothing is read', async () => {
+    const gw = await start({ GATEWAY_API_KEYS: 'agent:k1', RATE_LIMIT_READS: '2/1h' });
+    const c = await connect(gw, { key: 'k1' });
+    expect((await c.call('wait_for_events', { timeoutSeconds: 0 })).isError).toBeFalsy();
+    expect((await c.call('wait_for_events', { timeoutSeconds: 0 })).isError).toBeFalsy();
+    const limited = await c.call('wait_for_events', { timeoutSeconds: 0 });
+    expect(limited.isError).toBe(true);
+    expect(limited.structuredContent!.errors[0]).toMatchObject({ code: 'RATE_LIMITED', retryAfterSeconds: expect.any(Number) });
+  });
+
   it('a request without a key is refused with 401 before anything else', async () => {
     const gw = await start({ GATEWAY_API_KEYS: 'agent:k1' });
     const res = await request(`${gw.url}/mcp`, {
