@@ -370,22 +370,28 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const apollo = new ApolloServer<GraphQLContext>(apolloConfig.options);
     await apollo.start();
     cleanups.push(() => apollo.stop());
+    const trusted =
+      config.trustedDocuments.mode === 'off'
+        ? undefined
+        : TrustedDocuments.load({ mode: config.trustedDocuments.mode, manifest: config.trustedDocuments.manifest!, schema, introspection: config.introspection });
+    // The one entry of the execution pipeline (docs/decisions/060, 065): POST /graphql's planned path, the MCP
+    // transport, graphql-ws and graphql-sse call it.
+    // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
+    // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
+    const runner = new OperationRunner(schema, options.httpPlans === false ? new Set() : new Set(['project', 'projects']), !config.introspection);
+    const pipeline = createPipeline({
+      schema,
+      documents,
+      admit,
+      runner,
+      trusted,
+      logger,
+      context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
+    });
     const plans =
       options.httpPlans === false
         ? null
-        : HttpPlans.create(
-            {
-              apollo: apolloConfig,
-              documents,
-              admit,
-              // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
-              // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
-              runner: new OperationRunner(schema, new Set(['project', 'projects']), !config.introspection),
-              tracing: tracing.enabled,
-            },
-            process.env,
-            (message) => logger.warn(message),
-          );
+        : HttpPlans.create({ apollo: apolloConfig, pipeline, runner, documents, tracing: tracing.enabled }, process.env, (message) => logger.warn(message));
 
     // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).
     const graphiql = config.introspection
@@ -400,10 +406,6 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         })
       : null;
 
-    const trusted =
-      config.trustedDocuments.mode === 'off'
-        ? undefined
-        : TrustedDocuments.load({ mode: config.trustedDocuments.mode, manifest: config.trustedDocuments.manifest!, schema, introspection: config.introspection });
     // One shared execution for both transports: identical subscriptions share each event's result (decision 030).
     const shared = new SharedExecution();
     metrics.countSubscriptions(() => shared.stats);
@@ -424,15 +426,6 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     // The Model Context Protocol endpoint (src/mcp/, docs/decisions/060): every tool call goes through the one entry
     // of the execution pipeline, as one more transport.
-    const pipeline = createPipeline({
-      schema,
-      documents,
-      admit,
-      runner: new OperationRunner(schema, new Set(), !config.introspection),
-      trusted,
-      logger,
-      context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
-    });
     if (config.mcp.mutations === 'all') {
       logger.warn('MCP_MUTATIONS is all: agents run creations and provisionings over MCP without anyone approving them; use approve unless every agent is trusted automation');
     }

@@ -1,7 +1,7 @@
 // The one way through the execution pipeline (docs/decisions/044, 060): trusted documents, prepare, pick the
 // operation, admit (scopes, cost, rate limit), run, present (masking, warnings), composed once. MCP calls it for every
 // tool; its signature names no transport's types, so POST /graphql, graphql-ws and graphql-sse can move onto it.
-import { getOperationAST, getVariableValues, GraphQLError, type DocumentNode, type ExecutionResult, type GraphQLFormattedError, type OperationDefinitionNode, type OperationTypeNode } from 'graphql';
+import { execute, getOperationAST, getVariableValues, GraphQLError, type DocumentNode, type ExecutionResult, type GraphQLFormattedError, type OperationDefinitionNode, type OperationTypeNode } from 'graphql';
 import { ALL_GRANTS, type Caller } from '../caller.js';
 import { ErrorCode } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
@@ -9,7 +9,7 @@ import type { Logger } from '../logger.js';
 import { operationCost } from '../ratelimit/cost.js';
 import type { Admission } from './admit.js';
 import type { DocumentCache, PreparedDocument } from './prepare.js';
-import { deliverable, formatError } from './present.js';
+import { formatError, outcomePresenter, type Executed, type Presenter, type Refusal, type RefusalStage } from './present.js';
 import type { OperationRunner } from './run.js';
 import { scopeCheck } from './scopes.js';
 
@@ -29,18 +29,9 @@ export interface TrustedDocumentsStage {
 /** The transports, as metrics and logs name them. */
 export type TransportName = 'http' | 'ws' | 'sse' | 'mcp';
 
-/** Why an operation did not run, by stage; nothing was executed (a rate-limit refusal spent no points). */
-export type Refusal = {
-  readonly ok: false;
-  readonly stage: 'trusted' | 'prepare' | 'operation' | 'variables' | 'admit';
-  /** Formatted (masked) as the client sees them. */
-  readonly errors: readonly GraphQLFormattedError[];
-};
+export type { Executed, Refusal } from './present.js';
 
-/** The operation ran: its result, masked and with its warnings (the present stage). */
-export type Executed = { readonly ok: true; readonly result: ExecutionResult & { errors?: readonly GraphQLFormattedError[] } };
-
-export interface RunOperation {
+export interface RunOperation<T = Refusal | Executed> {
   readonly caller: Caller;
   readonly params: OperationParams;
   readonly transport: TransportName;
@@ -48,6 +39,20 @@ export interface RunOperation {
   readonly requestId: string;
   /** Operation types this call may run (a read-only tool passes ['query']); default: queries and mutations. */
   readonly allow?: readonly OperationTypeNode[];
+  /** The operation's context when the transport made it already (HTTP, with its request's logger); else made here once admitted. */
+  readonly context?: GraphQLContext;
+  /**
+   * The transport resolved trusted documents on its own wire already (POST /graphql must, since GET, batches and APQ
+   * go to Apollo): `params.query` is the admitted text, and the trusted stage is not run a second time.
+   */
+  readonly trustedResolved?: boolean;
+  /**
+   * When the variables are coerced: `before-admit` (the default: bad input spends no rate-limit points), or `in-run`,
+   * by the run stage once admitted, as Apollo Server does (POST /graphql answers as Apollo would).
+   */
+  readonly variables?: 'before-admit' | 'in-run';
+  /** How the outcome is presented (src/execution/present.ts); default: `Refusal | Executed` (MCP). */
+  readonly present?: Presenter<T>;
 }
 
 /** What an operation would spend (the admit stage's rate-limit rule), worked out without spending it. */
@@ -60,7 +65,7 @@ export interface OperationEstimate {
 }
 
 export interface Pipeline {
-  runOperation(o: RunOperation): Promise<Refusal | Executed>;
+  runOperation<T = Refusal | Executed>(o: RunOperation<T>): Promise<T>;
   /**
    * What `params` would spend, and the scope check to run on a caller, without running it: trusted documents, parse,
    * validate, and with `variables` their coercion; or why it cannot run.
@@ -83,28 +88,35 @@ const QUERIES_AND_MUTATIONS: readonly OperationTypeNode[] = ['query', 'mutation'
 
 export function createPipeline(o: PipelineOptions): Pipeline {
   const scopes = scopeCheck(o.schema);
-  const refuse = (stage: Refusal['stage'], errors: readonly GraphQLError[]): Refusal => ({
-    ok: false,
-    stage,
-    errors: errors.map((e) => formatError(e.toJSON(), e, o.logger, o.documents.hideSuggestions)),
-  });
+  const outcome = outcomePresenter(o.logger, o.documents.hideSuggestions);
+  const refuse = (stage: RefusalStage, errors: readonly GraphQLError[]): Refusal => outcome.refused(stage, errors, undefined) as Refusal;
+  type Found = { prepared: PreparedDocument; document: DocumentNode; operation: OperationDefinitionNode };
+  type Refused = { stage: RefusalStage; errors: readonly GraphQLError[] };
 
   /** Trusted documents, prepare, and the operation picked. */
-  const prepare = (params: OperationParams): Refusal | { prepared: PreparedDocument; document: DocumentNode; operation: OperationDefinitionNode } => {
+  const prepare = (params: OperationParams, trustedResolved = false): Refused | Found => {
     let query = params.query;
-    if (o.trusted) {
+    if (trustedResolved) {
+      // The transport's own wire resolved it.
+    } else if (o.trusted) {
       const admission = o.trusted.admit({ query: params.query, documentId: params.documentId });
-      if (!admission.ok) return refuse('trusted', [new GraphQLError(admission.message, { extensions: { code: admission.code } })]);
+      if (!admission.ok) return { stage: 'trusted', errors: [new GraphQLError(admission.message, { extensions: { code: admission.code } })] };
       query = admission.query;
     } else if (params.documentId !== undefined) {
-      return refuse('trusted', [new GraphQLError('this gateway has no trusted documents: send the query', { extensions: { code: ErrorCode.BAD_REQUEST } })]);
+      return { stage: 'trusted', errors: [new GraphQLError('this gateway has no trusted documents: send the query', { extensions: { code: ErrorCode.BAD_REQUEST } })] };
     }
-    if (typeof query !== 'string' || query === '') return refuse('prepare', [new GraphQLError('a query is required', { extensions: { code: ErrorCode.BAD_REQUEST } })]);
+    if (typeof query !== 'string' || query === '') return { stage: 'parse', errors: [new GraphQLError('a query is required', { extensions: { code: ErrorCode.BAD_REQUEST } })] };
     const prepared = o.documents.get(query);
-    if (Array.isArray(prepared.document)) return refuse('prepare', prepared.document as readonly GraphQLError[]);
+    if (prepared.refusedAt !== null) return { stage: prepared.refusedAt, errors: prepared.document as readonly GraphQLError[] };
     const document = prepared.document as DocumentNode;
     const operation = params.operationName === undefined ? prepared.anonymous : getOperationAST(document, params.operationName);
-    if (!operation) return refuse('operation', [new GraphQLError('Unable to identify the operation: pass operationName', { extensions: { code: ErrorCode.BAD_REQUEST } })]);
+    if (!operation) {
+      // graphql-js's own words (Apollo's too): no operation, several and no name, or an unknown name. Nothing runs:
+      // execute refuses before it reads anything when it cannot pick the operation.
+      const picked = (execute({ schema: o.schema, document, operationName: params.operationName }) as ExecutionResult).errors?.[0];
+      const message = picked?.message ?? 'Unable to identify the operation: pass operationName';
+      return { stage: 'operation', errors: [new GraphQLError(message, { extensions: { code: ErrorCode.BAD_REQUEST } })] };
+    }
     return { prepared, document, operation };
   };
 
@@ -112,23 +124,20 @@ export function createPipeline(o: PipelineOptions): Pipeline {
    * The run stage's own coercion of the variables, before anything runs: BAD_USER_INPUT naming the variable and the
    * path in it (as Apollo marks them), and never the value (the present stage leaves it out: it may hold a password).
    */
-  const checkVariables = (operation: OperationDefinitionNode, variables: Record<string, unknown>): Refusal | null => {
+  const checkVariables = (operation: OperationDefinitionNode, variables: Record<string, unknown>): readonly GraphQLError[] | null => {
     if (!operation.variableDefinitions?.length) return null;
     const coerced = getVariableValues(o.schema, operation.variableDefinitions, variables, { hideSuggestions: o.documents.hideSuggestions });
     if (!coerced.errors) return null;
-    return refuse(
-      'variables',
-      coerced.errors.map((e) => new GraphQLError(e.message, { nodes: e.nodes, originalError: e.originalError ?? e, extensions: { ...e.extensions, code: ErrorCode.BAD_USER_INPUT } })),
-    );
+    return coerced.errors.map((e) => new GraphQLError(e.message, { nodes: e.nodes, originalError: e.originalError ?? e, extensions: { ...e.extensions, code: ErrorCode.BAD_USER_INPUT } }));
   };
 
   return {
     estimate(params) {
       const found = prepare(params);
-      if ('ok' in found) return found;
+      if (!('prepared' in found)) return refuse(found.stage, found.errors);
       if (params.variables !== undefined) {
         const invalid = checkVariables(found.operation, params.variables);
-        if (invalid) return invalid;
+        if (invalid) return refuse('variables', invalid);
       }
       const cost = operationCost(o.schema, found.document, found.operation, params.variables);
       return {
@@ -142,21 +151,36 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       };
     },
 
-    async runOperation({ caller, params, requestId, allow = QUERIES_AND_MUTATIONS }) {
-      const found = prepare(params);
-      if ('ok' in found) return found;
+    async runOperation<T>(run: RunOperation<T>): Promise<T> {
+      const { caller, params, requestId, allow = QUERIES_AND_MUTATIONS } = run;
+      const present = run.present ?? (outcome as unknown as Presenter<T>);
+      const found = prepare(params, run.trustedResolved);
+      if (!('prepared' in found)) return present.refused(found.stage, found.errors, run.context);
       const { prepared, document, operation } = found;
       if (!allow.includes(operation.operation)) {
-        return refuse('operation', [new GraphQLError(`this call runs ${allow.join(' or ')} operations only, not a ${operation.operation}; nothing was run`, { extensions: { code: ErrorCode.BAD_REQUEST } })]);
+        return present.refused('operation', [new GraphQLError(`this call runs ${allow.join(' or ')} operations only, not a ${operation.operation}; nothing was run`, { extensions: { code: ErrorCode.BAD_REQUEST } })], run.context);
       }
-      const invalid = checkVariables(operation, params.variables ?? {});
-      if (invalid) return invalid;
-      const admitted = o.admit(caller, document, operation, params.variables);
-      const refused = admitted instanceof Promise ? await admitted : admitted;
-      if (refused) return refuse('admit', [refused]);
-      const context = o.context(caller, requestId);
-      const result = await o.runner.execute(prepared, operation, params.operationName, context, params.variables);
-      return { ok: true, result: deliverable(result, context, o.logger) as Executed['result'] };
+      if (run.variables !== 'in-run') {
+        const invalid = checkVariables(operation, params.variables ?? {});
+        if (invalid) return present.refused('variables', invalid, run.context);
+      }
+      present.picked?.(operation.operation, operation.name?.value || null);
+      let context = run.context;
+      try {
+        const admitted = o.admit(caller, document, operation, params.variables);
+        const refused = admitted instanceof Promise ? await admitted : admitted;
+        if (refused) return present.refused('admit', [refused], context);
+      } catch (err) {
+        return present.threw(err, context ?? o.context(caller, requestId));
+      }
+      context ??= o.context(caller, requestId);
+      let result: ExecutionResult;
+      try {
+        result = await o.runner.execute(prepared, operation, params.operationName, context, params.variables);
+      } catch (err) {
+        return present.threw(err, context);
+      }
+      return present.executed(result, context);
     },
   };
 }
