@@ -366,10 +366,6 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         if (tracing.enabled) nameOperationApp(caller.app);
       },
     });
-    const apolloConfig = apolloSetup({ schema, limits, admit, logger, tracing: tracing.enabled });
-    const apollo = new ApolloServer<GraphQLContext>(apolloConfig.options);
-    await apollo.start();
-    cleanups.push(() => apollo.stop());
     const trusted =
       config.trustedDocuments.mode === 'off'
         ? undefined
@@ -388,6 +384,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       logger,
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
     });
+    const apolloConfig = apolloSetup({ schema, limits, pipeline, logger, tracing: tracing.enabled });
+    const apollo = new ApolloServer<GraphQLContext>(apolloConfig.options);
+    await apollo.start();
+    cleanups.push(() => apollo.stop());
     const plans =
       options.httpPlans === false
         ? null

@@ -46,6 +46,8 @@ export interface RunOperation<T = Refusal | Executed> {
    * go to Apollo): `params.query` is the admitted text, and the trusted stage is not run a second time.
    */
   readonly trustedResolved?: boolean;
+  /** `params.query` as the transport's framework parsed and validated it with the prepare stage's rules (Apollo). */
+  readonly validated?: DocumentNode;
   /**
    * When the variables are coerced: `before-admit` (the default: bad input spends no rate-limit points), or `in-run`,
    * by the run stage once admitted, as Apollo Server does (POST /graphql answers as Apollo would).
@@ -94,7 +96,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
   type Refused = { stage: RefusalStage; errors: readonly GraphQLError[] };
 
   /** Trusted documents, prepare, and the operation picked. */
-  const prepare = (params: OperationParams, trustedResolved = false): Refused | Found => {
+  const prepare = (params: OperationParams, trustedResolved = false, validated?: DocumentNode): Refused | Found => {
     let query = params.query;
     if (trustedResolved) {
       // The transport's own wire resolved it.
@@ -106,7 +108,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       return { stage: 'trusted', errors: [new GraphQLError('this gateway has no trusted documents: send the query', { extensions: { code: ErrorCode.BAD_REQUEST } })] };
     }
     if (typeof query !== 'string' || query === '') return { stage: 'parse', errors: [new GraphQLError('a query is required', { extensions: { code: ErrorCode.BAD_REQUEST } })] };
-    const prepared = o.documents.get(query);
+    const prepared = o.documents.get(query, validated);
     if (prepared.refusedAt !== null) return { stage: prepared.refusedAt, errors: prepared.document as readonly GraphQLError[] };
     const document = prepared.document as DocumentNode;
     const operation = params.operationName === undefined ? prepared.anonymous : getOperationAST(document, params.operationName);
@@ -154,7 +156,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
     async runOperation<T>(run: RunOperation<T>): Promise<T> {
       const { caller, params, requestId, allow = QUERIES_AND_MUTATIONS } = run;
       const present = run.present ?? (outcome as unknown as Presenter<T>);
-      const found = prepare(params, run.trustedResolved);
+      const found = prepare(params, run.trustedResolved, run.validated);
       if (!('prepared' in found)) return present.refused(found.stage, found.errors, run.context);
       const { prepared, document, operation } = found;
       if (!allow.includes(operation.operation)) {

@@ -52,19 +52,27 @@ export class DocumentCache {
     return this.documents.size;
   }
 
-  get(query: string): PreparedDocument {
+  /**
+   * The prepared document of `query`. `validated`: the document a framework already parsed and validated with these
+   * same rules (Apollo's pipeline, src/execution/apollo.ts), kept as it is instead of being parsed a second time.
+   */
+  get(query: string, validated?: DocumentNode): PreparedDocument {
     let cached = this.documents.get(query);
     if (!cached) {
       let document: DocumentNode | readonly GraphQLError[];
       let refusedAt: PreparedDocument['refusedAt'] = null;
-      try {
-        const parsed = this.limits.parse(query);
-        const errors = validate(this.schema, parsed, this.rules, { hideSuggestions: this.hideSuggestions });
-        document = errors.length ? errors : parsed;
-        if (errors.length) refusedAt = 'validate';
-      } catch (err) {
-        document = [err instanceof GraphQLError ? err : new GraphQLError(String(err))];
-        refusedAt = 'parse';
+      if (validated) {
+        document = validated;
+      } else {
+        try {
+          const parsed = this.limits.parse(query);
+          const errors = validate(this.schema, parsed, this.rules, { hideSuggestions: this.hideSuggestions });
+          document = errors.length ? errors : parsed;
+          if (errors.length) refusedAt = 'validate';
+        } catch (err) {
+          document = [err instanceof GraphQLError ? err : new GraphQLError(String(err))];
+          refusedAt = 'parse';
+        }
       }
       const anonymous = Array.isArray(document) ? null : (getOperationAST(document as DocumentNode) ?? null);
       cached = { query, document, refusedAt, anonymous, compiled: new Map() };
