@@ -17,7 +17,7 @@ const DOMAIN = '^src/(cloud|identity|mobile-id)/';
 const ROOT = '^src/(app|main)[.]ts$';
 /** Sandbox modules the config may read to validate SANDBOX_* values: plain data, importing nothing. */
 const SANDBOX_VOCABULARY = '^src/sandbox/cloud-shapes[.]ts$';
-const BOTTOM = '^src/((errors|config|apps-file|upstream-table|caller|fingerprint|json-path|logger|metrics|paths|phases)[.]ts$|catalog/|generated/)';
+const BOTTOM = '^src/((errors|config|apps-file|issuers-file|json-file|upstream-table|caller|fingerprint|json-path|logger|metrics|paths|phases)[.]ts$|catalog/|generated/)';
 
 module.exports = {
   forbidden: [

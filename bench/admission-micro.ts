@@ -71,7 +71,7 @@ async function perAsyncCall(label: string, n: number, fn: () => Promise<unknown>
 }
 for (const size of ['0', '10000']) {
   const jwtConfig = loadConfig({ AUTH_JWKS_FILE: jwksFile, AUTH_ISSUER: 'https://idp', AUTH_AUDIENCE: 'gateway', AUTH_APPS: 'shop', AUTH_JWT_CACHE_SIZE: size, DATA_DIR: '/tmp' }).jwtAuth!;
-  const jwt = new JwtAuthenticator(jwtConfig, new JwksKeys({ source: jwtConfig.jwks, refreshIntervalMs: jwtConfig.refreshIntervalMs, now: Date.now, logger: createLogger({ level: 'silent' }) }), Date.now, new Set());
+  const jwt = new JwtAuthenticator(jwtConfig, [new JwksKeys({ source: jwtConfig.issuers[0]!.jwks, refreshIntervalMs: jwtConfig.refreshIntervalMs, now: Date.now, logger: createLogger({ level: 'silent' }) })], Date.now, new Set());
   rows.push(await perAsyncCall(`JWT (ES256), ${size === '0' ? 'verified on every request (AUTH_JWT_CACHE_SIZE=0)' : 'from the cache of verified tokens'}`, size === '0' ? 2_000 : 100_000, () => jwt.authenticate(token)));
 }
 process.stdout.write(`${rows.join('\n')}\n`);

@@ -14,7 +14,13 @@
  * window (every thread) is the last row.
  *
  * Options: --ops <n> (operations per measurement, default 4000), --no-write (print only; default writes the
- * tables into bench/README.md between the `breakdown` markers).
+ * tables into bench/README.md between the `breakdown` markers), --concurrency <n> (operations in flight, default 16),
+ * --only intake,delivery (some of mutation, tree, intake, delivery; default all: the README block needs all),
+ * --env NAME=VALUE[,NAME=VALUE] (the gateway's environment: an off switch, say).
+ *
+ * `delivery` (docs/decisions/062): the same notifications as `intake`, each to one of 2 × N graphql-ws subscriptions that
+ * wait for it (16 connections of this process), each operation ending when its `next` has arrived; beside it the
+ * same notifications with nobody waiting, in the same run, so that the difference is what one delivery costs.
  */
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -22,18 +28,28 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import WebSocket from 'ws';
 import { API_KEY, NOTIFICATION_TOKEN, UPSTREAM_TOKEN, gatewayEnv } from './lib/env.js';
 import { closedLoop, processCpu } from './lib/cpu.js';
 import { graphql } from './lib/harness.js';
 import { Inspector } from './lib/inspector.js';
 import { ROOT, freePort, pin, placement, spawnNode, waitUntilIdle, type Proc } from './lib/processes.js';
+import { SUBSCRIPTION } from './scenarios/fanout.js';
 import { CREATE_NETWORK } from './scenarios/mutation.js';
 import { PROJECT_TREE, seedTree } from './scenarios/query.js';
 import { WEBHOOK_PATH, notificationBody } from './scenarios/webhook.js';
 
-const { values: cli } = parseArgs({ options: { ops: { type: 'string', default: '4000' }, 'no-write': { type: 'boolean', default: false } } });
+const { values: cli } = parseArgs({
+  options: { ops: { type: 'string', default: '4000' }, 'no-write': { type: 'boolean', default: false }, concurrency: { type: 'string', default: '16' }, only: { type: 'string' }, env: { type: 'string' } },
+});
 const OPS = Number(cli.ops);
-const CONCURRENCY = 16;
+const CONCURRENCY = Number(cli.concurrency);
+const GATEWAY_ENV = Object.fromEntries((cli.env ? cli.env.split(',') : []).map((pair) => {
+  const at = pair.indexOf('=');
+  if (at < 1) throw new Error(`--env wants NAME=VALUE[,NAME=VALUE], got ${JSON.stringify(pair)}`);
+  return [pair.slice(0, at).trim(), pair.slice(at + 1)];
+}));
+const ONLY = new Set(cli.only ? cli.only.split(',').map((x) => x.trim()) : ['mutation', 'tree', 'intake']);
 
 interface Frame {
   functionName: string;
@@ -60,7 +76,14 @@ export const STAGES = [
   'sealing and digests',
   'event log write',
   'bus, matching and delivery',
+  'bus (publish)',
+  'matching (event stream, subscription iterator)',
   'resolver and execution',
+  'opening sealed fields',
+  'presenting (masking, warnings)',
+  'encoding (payload JSON, frame)',
+  'graphql-ws protocol (complete, bookkeeping)',
+  'socket write (WebSocket frames)',
   'idempotency claim',
   'upstream call',
   'ledger and SQLite statements',
@@ -76,6 +99,12 @@ type Stage = (typeof STAGES)[number];
 const CLAIMS: Array<[Stage, (f: Frame) => boolean]> = [
   ['GC', (f) => f.functionName === '(garbage collector)'],
   ['SQLite commit (group commit, WAL sync)', (f) => /^(fdatasync|fsync)$/.test(f.functionName) || (/sqlite-dialect/.test(f.url) && /commit|flush|sync/i.test(f.functionName)) || (/durable-baseline/.test(f.url) && f.functionName === 'flush')],
+  ['opening sealed fields', (f) => (/mobile-id\/sealing/.test(f.url) && f.functionName === 'open') || f.functionName === 'Decipheriv' || /mobile-id\/views/.test(f.url)],
+  ['encoding (payload JSON, frame)', (f) => /server\/ws/.test(f.url) && f.functionName === 'sendResult'],
+  ['presenting (masking, warnings)', (f) => /execution\/present/.test(f.url)],
+  ['graphql-ws protocol (complete, bookkeeping)', (f) => /node_modules\/graphql-ws/.test(f.url)],
+  ['bus (publish)', (f) => /events\/(bus|index)/.test(f.url)],
+  ['matching (event stream, subscription iterator)', (f) => /events\/stream|graphql\/subscriptions/.test(f.url) || (/execution\/run/.test(f.url) && /next/.test(f.functionName))],
   ['metrics and tracing', (f) => /prom-client|@opentelemetry|pino|src\/metrics|src\/telemetry|src\/logger|execution\/tracing|server\/tracing/.test(f.url)],
   ['variable coercion', (f) => /^(coerceVariableValues|getVariableValues|coerceInputValue|coerceInputValueImpl)$/.test(f.functionName)],
   ['authentication', (f) => /server\/auth|server\/jwt-auth|src\/caller|mobile-id\/tokens/.test(f.url)],
@@ -96,7 +125,17 @@ const CLAIMS: Array<[Stage, (f: Frame) => boolean]> = [
 /** Frames that belong to whoever called them: the storage layer (the ledger when no caller claims them). */
 const STORAGE = (f: Frame) => /sqlite-dialect|store\/|kysely|better-sqlite3/.test(f.url);
 
+/** Frames of the kernel's socket writes, which belong to the WebSocket when a ws frame is on the stack. */
+const SOCKET = (f: Frame) => /node:net|stream_base_commons|^(writev|writeUtf8String|writeBuffer|writeGeneric|writevGeneric)$/.test(f.url || f.functionName);
+const WEBSOCKET = (f: Frame) => /node_modules\/ws\/|server\/ws\.ts|node_modules\/graphql-ws/.test(f.url);
+
 function stageOf(stack: Frame[]): Stage {
+  if (stack.some(WEBSOCKET)) {
+    for (const f of stack) {
+      if (SOCKET(f) || /node_modules\/ws\//.test(f.url)) return 'socket write (WebSocket frames)';
+      if (WEBSOCKET(f)) break;
+    }
+  }
   let storage = false;
   for (const f of stack) {
     const claimed = CLAIMS.find(([, test]) => test(f));
@@ -157,6 +196,46 @@ async function measure(server: Server, request: () => Promise<void>): Promise<{ 
   return { stages, cpuUs };
 }
 
+/** `count` graphql-ws subscriptions, each waiting for its own auth_req_id, over 16 connections of this process. */
+async function waitingSubscribers(origin: string, count: number): Promise<{ ids: string[]; delivered(id: string): Promise<void>; close(): void }> {
+  const wsUrl = `${origin.replace(/^http/, 'ws')}/graphql`;
+  const sockets = await Promise.all(
+    Array.from({ length: 16 }, () =>
+      new Promise<WebSocket>((resolve, reject) => {
+        const ws = new WebSocket(wsUrl, 'graphql-transport-ws', { headers: { authorization: `Bearer ${API_KEY}` }, perMessageDeflate: false });
+        ws.once('error', reject);
+        ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: {} })));
+        ws.on('message', function ack(data) {
+          if ((JSON.parse(String(data)) as { type: string }).type === 'connection_ack') {
+            ws.off('message', ack);
+            resolve(ws);
+          }
+        });
+      }),
+    ),
+  );
+  const waiting = new Map<string, () => void>();
+  const arrived = new Set<string>();
+  for (const ws of sockets) {
+    ws.on('message', (data) => {
+      const msg = JSON.parse(String(data)) as { type: string; id?: string };
+      if (msg.type === 'ping') ws.send('{"type":"pong"}');
+      if (msg.id === undefined || msg.type !== 'next') return;
+      const w = waiting.get(msg.id);
+      if (w) w();
+      else arrived.add(msg.id);
+    });
+  }
+  const ids = Array.from({ length: count }, () => randomUUID());
+  ids.forEach((id, i) => sockets[i % sockets.length]!.send(JSON.stringify({ id, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { authReqId: id } } })));
+  await new Promise((r) => setTimeout(r, 2_000));
+  return {
+    ids,
+    delivered: (id) => (arrived.delete(id) ? Promise.resolve() : new Promise<void>((resolve) => waiting.set(id, resolve))),
+    close: () => sockets.forEach((ws) => ws.terminate()),
+  };
+}
+
 async function start(name: string, script: string, args: string[], env: Record<string, string>, cpus: string | null, readiness: { url: string } | { line: true }): Promise<Server> {
   const inspectPort = await freePort();
   const proc = await spawnNode(name, { script, args, env, cpus, nodeArgs: [`--inspect=127.0.0.1:${inspectPort}`], readiness, timeoutMs: 60_000 });
@@ -165,7 +244,7 @@ async function start(name: string, script: string, args: string[], env: Record<s
 }
 
 function table(title: string, columns: Array<{ name: string; m: { stages: Map<Stage, number>; cpuUs: number } }>): string {
-  const us = (v: number | undefined) => (v === undefined || v < 0.05 ? '–' : v.toFixed(1));
+  const us = (v: number | undefined) => (v === undefined || Math.abs(v) < 0.05 ? '–' : v.toFixed(1));
   const shown = STAGES.filter((s) => columns.some((c) => (c.m.stages.get(s) ?? 0) >= 0.05));
   const lines = [
     `**${title}**: µs per operation of the main thread's time, sampled (${OPS} operations, ${CONCURRENCY} in flight). A sample is time the thread was not idle, so a synchronous wait on the main thread (the durable baseline's fsync inside its COMMIT) counts, while the gateway syncs the WAL on libuv's pool; the last row is the process's CPU from /proc.`, '', `| stage | ${columns.map((c) => c.name).join(' | ')} |`, `|---|${columns.map(() => '---:').join('|')}|`];
@@ -188,7 +267,7 @@ async function main(): Promise<void> {
     const port = await freePort();
     const gwDir = path.join(root, 'gateway');
     fs.mkdirSync(gwDir);
-    const gateway = await start('gateway', 'src/main.ts', [], { ...gatewayEnv({ port, dataDir: gwDir, stubUrl }), SQLITE_SYNCHRONOUS: 'FULL' }, place.server, { url: `http://127.0.0.1:${port}/readyz` });
+    const gateway = await start('gateway', 'src/main.ts', [], { ...gatewayEnv({ port, dataDir: gwDir, stubUrl }), SQLITE_SYNCHRONOUS: 'FULL', ...GATEWAY_ENV }, place.server, { url: `http://127.0.0.1:${port}/readyz` });
     procs.push(gateway.proc);
     const durableDir = path.join(root, 'durable');
     fs.mkdirSync(durableDir);
@@ -218,39 +297,72 @@ async function main(): Promise<void> {
     const mutationBody = () => JSON.stringify({ query: CREATE_NETWORK, variables: { input: { projectId, title: 'breakdown-net' }, key: randomUUID() } });
     const treeBody = JSON.stringify({ query: PROJECT_TREE, variables: { id: treeId } });
 
-    process.stderr.write('mutation: gateway\n');
-    const gwMutation = await measure(gateway, client(gateway.origin, '/graphql', mutationBody));
-    process.stderr.write('mutation: durable baseline\n');
-    const durableMutation = await measure(durable, client(durable.origin, '/mutation', mutationBody));
-    process.stderr.write('tree query: gateway\n');
-    const gwTree = await measure(gateway, client(gateway.origin, '/graphql', () => treeBody));
-    process.stderr.write('tree query: baseline\n');
-    const baseTree = await measure(baseline, client(baseline.origin, '/query', () => treeBody));
-    process.stderr.write('intake: gateway\n');
-    const gwIntake = await measure(gateway, client(gateway.origin, WEBHOOK_PATH, () => notification.replace('{{uuid}}', randomUUID()), 204, webhookHeaders));
-    process.stderr.write('intake: baseline\n');
-    const baseIntake = await measure(baseline, client(baseline.origin, '/webhook', () => notification.replace('{{uuid}}', randomUUID()), 204, webhookHeaders));
+    type M = { stages: Map<Stage, number>; cpuUs: number };
+    const tables: string[] = [];
+    if (ONLY.has('mutation')) {
+      process.stderr.write('mutation: gateway\n');
+      const gwMutation = await measure(gateway, client(gateway.origin, '/graphql', mutationBody));
+      process.stderr.write('mutation: durable baseline\n');
+      const durableMutation = await measure(durable, client(durable.origin, '/mutation', mutationBody));
+      tables.push(table('createNetwork', [
+        { name: 'gateway', m: gwMutation },
+        { name: 'durable baseline', m: durableMutation },
+      ]));
+    }
+    if (ONLY.has('tree')) {
+      process.stderr.write('tree query: gateway\n');
+      const gwTree = await measure(gateway, client(gateway.origin, '/graphql', () => treeBody));
+      process.stderr.write('tree query: baseline\n');
+      const baseTree = await measure(baseline, client(baseline.origin, '/query', () => treeBody));
+      tables.push(table('tree query (50 resources)', [
+        { name: 'gateway', m: gwTree },
+        { name: 'baseline (SQLite by hand)', m: baseTree },
+      ]));
+    }
+    let gwIntake: M | null = null;
+    if (ONLY.has('intake') || ONLY.has('delivery')) {
+      process.stderr.write('intake: gateway\n');
+      gwIntake = await measure(gateway, client(gateway.origin, WEBHOOK_PATH, () => notification.replace('{{uuid}}', randomUUID()), 204, webhookHeaders));
+    }
+    if (ONLY.has('intake')) {
+      process.stderr.write('intake: baseline\n');
+      const baseIntake = await measure(baseline, client(baseline.origin, '/webhook', () => notification.replace('{{uuid}}', randomUUID()), 204, webhookHeaders));
+      tables.push(table('mobile-ID notification, nobody waiting', [
+        { name: 'gateway', m: gwIntake! },
+        { name: 'baseline (one insert, its own commit)', m: baseIntake },
+      ]));
+    }
+    if (ONLY.has('delivery')) {
+      process.stderr.write('delivery: gateway\n');
+      const subs = await waitingSubscribers(gateway.origin, Math.min(OPS, 2000) + OPS);
+      const pool = new Pool(gateway.origin, { connections: CONCURRENCY });
+      let next = 0;
+      const deliver = async () => {
+        const id = subs.ids[next++]!;
+        const done = subs.delivered(id);
+        const res = await pool.request({ method: 'POST', path: WEBHOOK_PATH, headers: webhookHeaders, body: notification.replace('{{uuid}}', id) });
+        await res.body.dump();
+        if (res.statusCode !== 204) throw new Error(`webhook answered ${res.statusCode}`);
+        await done;
+      };
+      const gwDelivery = await measure(gateway, deliver);
+      subs.close();
+      await pool.close();
+      const diff: M = { stages: new Map(STAGES.map((st) => [st, (gwDelivery.stages.get(st) ?? 0) - (gwIntake!.stages.get(st) ?? 0)])), cpuUs: gwDelivery.cpuUs - gwIntake!.cpuUs };
+      tables.push(table('mobile-ID notification with its one waiting subscriber (graphql-ws)', [
+        { name: 'gateway, nobody waiting', m: gwIntake! },
+        { name: 'gateway, one subscriber waiting', m: gwDelivery },
+        { name: 'difference: one delivery', m: diff },
+      ]));
+    }
 
     const block = [
       `Run of ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC · Node ${process.version} · load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} at the end · \`npm run bench:breakdown\``,
       '',
-      table('createNetwork', [
-        { name: 'gateway', m: gwMutation },
-        { name: 'durable baseline', m: durableMutation },
-      ]),
-      '',
-      table('tree query (50 resources)', [
-        { name: 'gateway', m: gwTree },
-        { name: 'baseline (SQLite by hand)', m: baseTree },
-      ]),
-      '',
-      table('mobile-ID notification, nobody waiting', [
-        { name: 'gateway', m: gwIntake },
-        { name: 'baseline (one insert, its own commit)', m: baseIntake },
-      ]),
+      ...tables.flatMap((t) => [t, '']),
     ].join('\n');
     process.stdout.write(`\n${block}\n`);
-    if (!cli['no-write']) {
+    if (!cli['no-write'] && ONLY.size === 3 && !ONLY.has('delivery')) {
       const file = path.join(ROOT, 'bench', 'README.md');
       const text = fs.readFileSync(file, 'utf8');
       const [startMark, endMark] = ['<!-- breakdown:start -->', '<!-- breakdown:end -->'];

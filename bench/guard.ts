@@ -18,6 +18,8 @@
  *
  * Options: --against <ref> (`.` measures the working tree against itself), --tree <ref> (measure that commit in the
  * working tree's place: a bisection between two commits), --rounds <n> (default 6), --paths a,b,
+ * --env NAME=VALUE[,NAME=VALUE] (the working tree's side only: an off switch or a setting against the same code, with
+ * `--against .`), --ref-env (the same for the ref's side), --concurrency <n> (operations in flight, default 16),
  * --quick (fewer operations per round: the guard's own test), --json <file> (the figures, for tests), --profile <dir>
  * (each side's V8 CPU profile in <dir>/tree and <dir>/ref, for bench/profile-summary.ts).
  * BENCH_GUARD_SLOWDOWN=<path>:<percent> makes the working tree's side spend that much more CPU on one path
@@ -45,8 +47,8 @@ import { WEBHOOK_PATH, notificationBody } from './scenarios/webhook.js';
 
 const PATHS = ['mutation', 'tree', 'intake', 'delivery'] as const;
 type PathName = (typeof PATHS)[number];
-/** Operations in flight at once on every path: the same on both sides, so group commit shares the same way. */
-const CONCURRENCY = 16;
+/** Operations in flight at once on every path (--concurrency): the same on both sides, so group commit shares the same way. */
+let CONCURRENCY = 16;
 /** Operations per round and path: about 0.3–0.6 s of one core each, so that the whole guard stays under 75 s. */
 const OPS: Record<PathName, number> = { mutation: 800, tree: 1200, intake: 1200, delivery: 800 };
 /** A path is slower when its ratio exceeds 1 by more than its spread plus this. */
@@ -61,6 +63,9 @@ const { values: cli } = parseArgs({
     quick: { type: 'boolean', default: false },
     json: { type: 'string' },
     profile: { type: 'string' },
+    env: { type: 'string' },
+    'ref-env': { type: 'string' },
+    concurrency: { type: 'string' },
   },
 });
 
@@ -74,6 +79,20 @@ if (!Number.isInteger(rounds) || rounds < 2) fail(`--rounds wants a whole number
 const paths = (cli.paths ? cli.paths.split(',').map((s) => s.trim()) : [...PATHS]) as PathName[];
 for (const p of paths) if (!PATHS.includes(p)) fail(`--paths: unknown path ${JSON.stringify(p)} (known: ${PATHS.join(', ')})`);
 const opsScale = cli.quick ? 0.5 : 1;
+if (cli.concurrency !== undefined) {
+  CONCURRENCY = Number(cli.concurrency);
+  if (!Number.isInteger(CONCURRENCY) || CONCURRENCY < 1) fail(`--concurrency wants a whole number ≥ 1, got ${JSON.stringify(cli.concurrency)}`);
+}
+function envList(option: string, raw: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of raw ? raw.split(',') : []) {
+    const m = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(pair.trim());
+    if (!m) fail(`${option} wants NAME=VALUE[,NAME=VALUE], got ${JSON.stringify(pair)}`);
+    out[m[1]!] = m[2]!;
+  }
+  return out;
+}
+const sideEnv = { tree: envList('--env', cli.env), ref: envList('--ref-env', cli['ref-env']) };
 
 const slowdown = (() => {
   const raw = process.env.BENCH_GUARD_SLOWDOWN;
@@ -144,7 +163,7 @@ async function startSide(name: Side['name'], label: string, checkout: string, st
       ...(burns ? ['--import', pathToFileURL(path.join(ROOT, 'bench', 'lib', 'guard-slowdown.ts')).href] : []),
       ...(cli.profile ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(cli.profile, name)] : []),
     ],
-    env: { ...gatewayEnv({ port, dataDir, stubUrl }), SQLITE_SYNCHRONOUS: 'FULL' },
+    env: { ...gatewayEnv({ port, dataDir, stubUrl }), SQLITE_SYNCHRONOUS: 'FULL', ...sideEnv[name] },
     readiness: { url: `${origin}/readyz` },
     timeoutMs: 60_000,
   });
@@ -295,6 +314,9 @@ async function main(): Promise<void> {
   const load = os.loadavg().map((l) => l.toFixed(2)).join(' ');
   const ref = snapshot(cli.against!);
   const own = snapshot(cli.tree!);
+  const withEnv = (label: string, env: Record<string, string>) => (Object.keys(env).length ? `${label} ${Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ')}` : label);
+  own.label = withEnv(own.label, sideEnv.tree);
+  ref.label = withEnv(ref.label, sideEnv.ref);
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-guard-data-'));
   const procs: Proc[] = [];
   const sides: Side[] = [];

@@ -20,6 +20,8 @@
  *   --intake-max <n>   notifications/s that scenario 7's rates are shares of, when scenario 4 does not run
  *                      (without it, 7 measures a short intake maximum first)
  *
+ * Scenario 9 (10,000 waiting subscriptions: their idle CPU, and the marginal CPU of one delivery) runs after 7.
+ *
  * Scenario 8 (three replicas on one embedded PostgreSQL, and the ceiling of LISTEN/NOTIFY) runs only when named
  * in --only: it takes minutes the 10-minute suite does not have.
  */
@@ -39,6 +41,7 @@ import { fanout } from './scenarios/fanout.js';
 import { batching } from './scenarios/batching.js';
 import { subscriptionMix, type IntakeMax } from './scenarios/mix.js';
 import { replicas } from './scenarios/replicas.js';
+import { singleDelivery } from './scenarios/single-delivery.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -225,6 +228,7 @@ async function main(): Promise<void> {
     }
     if (wants(6)) reports.push(await batching(env));
     if (wants(7)) reports.push(await subscriptionMix(env, intakeMax));
+    if (wants(9)) reports.push(await singleDelivery(env));
     if (only?.has(8)) reports.push(await replicas(env, (name, extra) => startGatewayProc(name, 'FULL', root, stub.url, place.server, ROOT, [], extra)));
 
     const elapsed = (Date.now() - started) / 1000;

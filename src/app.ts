@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApolloServer } from '@apollo/server';
 import { ProvisioningService } from './cloud/provisioning.js';
-import { everyUpstreamSandboxed, type Config } from './config.js';
+import { ConfigError, everyUpstreamSandboxed, reloadConfig, type Config, type JwtAuthConfig } from './config.js';
 import type { PlanTurns } from './cloud/plan-turns.js';
 import { ProvisioningPlanner } from './cloud/provisioning-plan.js';
 import { catalogResolvers } from './graphql/catalog.js';
@@ -15,7 +15,7 @@ import { buildSchema } from './graphql/schema.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { pauseAt } from './phases.js';
-import { configuredApps, createAuthenticator } from './server/auth.js';
+import { configuredApps, createAuthenticator, type Authenticate } from './server/auth.js';
 import { JwksKeys, JwtAuthenticator, looksLikeJwt, scheduleAfter } from './server/jwt-auth.js';
 import { loadSecretBox } from './mobile-id/sealing.js';
 import { cloudLedgerRecord } from './tenancy.js';
@@ -45,9 +45,10 @@ import { createSseRoute } from './server/sse.js';
 import { tracedRoute } from './server/tracing.js';
 import { HttpPlans } from './server/http-plans.js';
 import { TrustedDocuments } from './server/trusted-documents.js';
+import { reloadRoute, whereOf, type ReloadOutcome } from './server/reload.js';
 import { createTracing } from './telemetry/tracing.js';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
-import type { Services } from './services.js';
+import type { ConfiguredApp, Services } from './services.js';
 import { openStore, type Store } from './store/index.js';
 import { AgentPlans } from './store/agent-plans.js';
 import { AppActivity } from './store/app-activity.js';
@@ -86,6 +87,12 @@ export interface Gateway {
   readonly documents: DocumentCache;
   /** The abuse limits; their token check remembers the texts that passed it (tests check what a request left there). */
   readonly limits: OperationLimits;
+  /**
+   * Reads the configuration files again (SIGHUP and POST /admin/reload call it; docs/decisions/057): all of them
+   * are swapped in at once, or, when one is bad, none is (logged with its file and line, and counted in
+   * gateway_config_reloads_total{result="failed"}). Synchronous: no request sees half a reload.
+   */
+  reload(trigger: 'SIGHUP' | 'POST /admin/reload'): ReloadOutcome;
   /** Drains in-flight requests, closes subscriptions, the store and the sandboxes. Idempotent. */
   close(): Promise<void>;
 }
@@ -154,18 +161,37 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // Apps that sign in with their identity provider's JWTs (AUTH_*): a bad AUTH_JWKS_FILE stops start-up before anything
     // else starts; a JWKS URL is fetched now, so that the first token finds its keys.
     const now = options.authClock ?? Date.now;
-    const jwks = config.jwtAuth ? new JwksKeys({ source: config.jwtAuth.jwks, refreshIntervalMs: config.jwtAuth.refreshIntervalMs, now, logger }) : null;
-    if (jwks) void jwks.refresh();
-    if (config.jwtAuth && config.jwtAuth.scopePrefix === '') {
-      logger.warn(
-        'AUTH_SCOPE_PREFIX is empty: every scope word of a JWT that is spelled like a gateway scope (cloud:write, …) grants it, whatever client of the identity provider the token was issued for; set a prefix (such as gateway:) that only the gateway\'s client scopes carry',
-      );
-    }
-    if (config.jwtAuth && config.jwtAuth.apps.any && config.jwtAuth.appClaim === null) {
-      logger.warn(
-        'AUTH_APPS accepts any app name (*) with the default app claims: a token without azp or client_id is named by its sub, so every user the identity provider signs a token for is an app; list the clients in AUTH_APPS, or set AUTH_APP_CLAIM',
-      );
-    }
+    // Each provider's keys: a JWKS URL's are kept across reloads (their cache and their fetch schedule), a file's are
+    // read again by each reload.
+    let keysByUrl = new Map<string, JwksKeys>();
+    const keysOf = (jwtAuth: JwtAuthConfig | null): JwksKeys[] =>
+      (jwtAuth?.issuers ?? []).map((issuer) => {
+        const source = issuer.jwks;
+        const variable = jwtAuth!.issuersFile ? 'AUTH_ISSUERS' : 'AUTH_JWKS_FILE';
+        return ('url' in source ? keysByUrl.get(source.url) : undefined) ?? new JwksKeys({ source, variable, refreshIntervalMs: jwtAuth!.refreshIntervalMs, now, logger });
+      });
+    const keysInUse = (keys: readonly JwksKeys[]) => {
+      keysByUrl = new Map(keys.flatMap((k) => (k.url === null ? [] : [[k.url, k] as const])));
+      for (const k of keys) if (k.url !== null) void k.refresh();
+    };
+    const jwtWarnings = (jwtAuth: JwtAuthConfig | null) => {
+      for (const issuer of jwtAuth?.issuers ?? []) {
+        const which = jwtAuth!.issuersFile ? `issuer ${issuer.issuer} of AUTH_ISSUERS: ` : '';
+        if (issuer.scopePrefix === '') {
+          logger.warn(
+            `${which}AUTH_SCOPE_PREFIX is empty: every scope word of a JWT that is spelled like a gateway scope (cloud:write, …) grants it, whatever client of the identity provider the token was issued for; set a prefix (such as gateway:) that only the gateway\'s client scopes carry`,
+          );
+        }
+        if (issuer.apps.any && issuer.appClaim === null) {
+          logger.warn(
+            `${which}AUTH_APPS accepts any app name (*) with the default app claims: a token without azp or client_id is named by its sub, so every user the identity provider signs a token for is an app; list the clients in AUTH_APPS, or set AUTH_APP_CLAIM`,
+          );
+        }
+      }
+    };
+    const startKeys = keysOf(config.jwtAuth);
+    keysInUse(startKeys);
+    jwtWarnings(config.jwtAuth);
 
     const tracing = createTracing(config.tracing, { exporter: options.traceExporter });
     cleanups.push(() => tracing.close());
@@ -200,6 +226,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       dataDir: config.dataDir,
       databaseUrl: config.databaseUrl,
       sqliteSynchronous: config.sqliteSynchronous,
+      sqliteCommitWindowMs: config.sqliteCommitWindowMs,
       migrations: config.databaseMigrations,
       logger,
       onUnreachable: (why) => {
@@ -277,6 +304,17 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // A bare key's label in metrics and logs is a keyed digest: an unsalted hash of a key can be tested offline.
     const keyLabel = (key: string) => `key-${box.digest(`api key label\u0000${key}`).slice(0, 12)}`;
     const activity = new AppActivity(store.db);
+    // The running snapshot of what the files configure: who may call (the API keys and JWT providers) and which
+    // documents are trusted. A reload builds a new one and swaps it in whole (docs/decisions/057).
+    const authOf = (cfg: Config, keys: readonly JwksKeys[]): { authenticate: Authenticate; configured: ConfiguredApp[] } => {
+      const configured = configuredApps(cfg, keyLabel);
+      // A JWT takes the name of an app configured with keys (or a bare key's label) only when AUTH_APPS says so.
+      const jwt = cfg.jwtAuth
+        ? new JwtAuthenticator(cfg.jwtAuth, keys, now, new Set(configured.map((a) => a.name)), (check) => metrics.jwtChecks.inc({ check }), (reason) => metrics.jwtRefusals.inc({ reason }))
+        : null;
+      return { authenticate: createAuthenticator(cfg, keyLabel, jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined), configured };
+    };
+    let live: { readonly authenticate: Authenticate; readonly configured: ConfiguredApp[]; readonly trusted: TrustedDocuments | undefined };
     const services: Services = {
       config,
       store,
@@ -298,7 +336,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       mobileId: upstreams.mobileId,
       rateLimits,
       storage,
-      apps: { configured: configuredApps(config, keyLabel), activity },
+      // The configured apps of the running snapshot (a reload of GATEWAY_APPS_FILE changes them).
+      apps: {
+        get configured() {
+          return live.configured;
+        },
+        activity,
+      },
       agentPlans: new AgentPlans(store.db, {
         seal: (plain, context) => box.seal(plain, context),
         open: (sealed, context) => box.open(sealed, context),
@@ -346,9 +390,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     cleanups.push(async () => stopPendingPasses());
 
     const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers, agentResolvers] as Record<string, unknown>[]);
-    // A JWT takes the name of an app configured with keys (or a bare key's label) only when AUTH_APPS says so.
-    const jwt = config.jwtAuth && jwks ? new JwtAuthenticator(config.jwtAuth, jwks, now, new Set(services.apps.configured.map((a) => a.name)), (check) => metrics.jwtChecks.inc({ check }), (reason) => metrics.jwtRefusals.inc({ reason })) : null;
-    const authenticate = createAuthenticator(config, keyLabel, jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined);
+    // Each transport calls `authenticate` once per request or connection, and admits each operation's document once:
+    // they read the running snapshot then, so what started under one configuration finishes under it (decision 057).
+    const authenticate: Authenticate = (authorization) => live.authenticate(authorization);
     const expiry = { now, schedule: options.scheduleAuthExpiry ?? scheduleAfter };
 
     // The execution pipeline (src/execution/, docs/decisions/044): one instance of each stage, used by every
@@ -366,10 +410,44 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         if (tracing.enabled) nameOperationApp(caller.app);
       },
     });
-    const trusted =
+    const loadTrusted = () =>
       config.trustedDocuments.mode === 'off'
         ? undefined
         : TrustedDocuments.load({ mode: config.trustedDocuments.mode, manifest: config.trustedDocuments.manifest!, schema, introspection: config.introspection });
+    live = { ...authOf(config, startKeys), trusted: loadTrusted() };
+    const trusted = live.trusted ? { admit: (request: Parameters<TrustedDocuments['admit']>[0]) => live.trusted!.admit(request) } : undefined;
+
+    // The files a reload reads again, for its log line and its answer.
+    const reloadedFiles = [config.appsFilePath, config.jwtAuth?.issuersFile, ...(config.jwtAuth?.issuers ?? []).map((i) => ('file' in i.jwks ? i.jwks.file : undefined)), config.mobileId.jwksFile, config.trustedDocuments.manifest].filter(
+      (f): f is string => typeof f === 'string',
+    );
+    const reload = (trigger: 'SIGHUP' | 'POST /admin/reload'): ReloadOutcome => {
+      let files: string[] = reloadedFiles;
+      try {
+        // Everything is read and checked before anything is swapped: the first bad file leaves all as it was.
+        const next = reloadConfig(config);
+        files = [...new Set([...reloadedFiles, ...(next.jwtAuth?.issuers ?? []).flatMap((i) => ('file' in i.jwks ? [i.jwks.file] : []))])];
+        const keys = keysOf(next.jwtAuth);
+        const auth = authOf(next, keys);
+        const nextTrusted = loadTrusted();
+        const swapMobileIdKeys = services.mobileId.prepareKeysReload();
+        live = { ...auth, trusted: nextTrusted };
+        swapMobileIdKeys?.();
+        keysInUse(keys);
+        jwtWarnings(next.jwtAuth);
+        metrics.configReloads.inc({ result: 'ok' });
+        logger.info({ trigger, files }, 'configuration reloaded: requests from now on use the files as read now; operations in flight finish under the configuration they started with');
+        return { ok: true, files };
+      } catch (err) {
+        const variable = err instanceof ConfigError ? err.variable : /^MOBILEID_JWKS_FILE /.test((err as Error).message) ? 'MOBILEID_JWKS_FILE' : 'configuration';
+        const message = err instanceof Error ? err.message : String(err);
+        const where = whereOf(message, files);
+        metrics.configReloads.inc({ result: 'failed' });
+        logger.error({ trigger, variable, file: where.file, line: where.line, reason: message }, 'configuration reload refused: a file is bad, the running configuration is kept');
+        return { ok: false, variable, ...where, message };
+      }
+    };
+
     // The one entry of the execution pipeline (docs/decisions/060, 065): POST /graphql's planned path, the MCP
     // transport, graphql-ws and graphql-sse call it.
     // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
@@ -407,7 +485,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       : null;
 
     // One shared execution for both transports: identical subscriptions share each event's result (decision 030).
-    const shared = new SharedExecution();
+    // SUBSCRIPTION_COMPILED_SELECTION: each selection as graphql-jit compiled it, graphql-js on any error (decision 062).
+    const shared = new SharedExecution(config.delivery.compiledSelection ? schema : undefined);
     metrics.countSubscriptions(() => shared.stats);
     const sse = createSseRoute({
       schema,
@@ -436,7 +515,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const mcpSurface = buildSurface({
       schema,
       pipeline,
-      manifest: trusted?.documents(),
+      // The manifest's operations as read at start-up: a reload changes what runs, not the tools listed (decision 057).
+      manifest: live.trusted?.documents(),
       builtIn: config.trustedDocuments.mode !== 'enforce',
       mcp: config.mcp,
       approvals:
@@ -456,7 +536,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         ...config.mcp.allowedHosts,
       ],
       publicUrl: mcpPublicUrl,
-      oauth: config.jwtAuth ? { issuer: config.jwtAuth.issuer, scopePrefix: config.jwtAuth.scopePrefix, scopes: SCOPES } : null,
+      // With several providers (AUTH_ISSUERS) the scopes a 403 names carry the first provider's prefix.
+      oauth: config.jwtAuth ? { issuers: config.jwtAuth.issuers.map((i) => i.issuer), scopePrefix: config.jwtAuth.issuers[0]!.scopePrefix, scopes: SCOPES } : null,
       maxBodyBytes: config.graphqlLimits.maxBodyBytes,
       codec: mcpCodec as RequestStateCodec<unknown>,
       logger,
@@ -491,6 +572,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         },
       }),
       ...healthRoutes({ store, metrics, notReady: () => replicated?.notReady() ?? null, circuits: upstreams.circuits }),
+      reloadRoute({ authenticate, reload: () => reload('POST /admin/reload') }),
       verificationWebhookRoute({ identity: services.identity, metrics }),
       identificationWebhookRoute({ identity: services.identity, metrics }),
       mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: pause }),
@@ -562,6 +644,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       httpPlans: plans,
       documents,
       limits,
+      reload,
       close() {
         closing ??= closeAll();
         return closing;

@@ -79,8 +79,8 @@ export function parseAppsFile(text: string, file: string): AppFileEntry[] {
   return apps;
 }
 
-/** The line of the node at `path`, or of its nearest parent that exists. */
-function lineOf(doc: Document, lines: LineCounter, path: readonly PropertyKey[]): number {
+/** The line of the node at `path`, or of its nearest parent that exists (the issuers file's lines too). */
+export function lineOf(doc: Document, lines: LineCounter, path: readonly PropertyKey[]): number {
   for (let n = path.length; n >= 0; n -= 1) {
     const node: unknown = n === 0 ? doc.contents : doc.getIn(path.slice(0, n) as unknown[], true);
     if (isNode(node) && node.range) return lines.linePos(node.range[0]).line;

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { AppsFileError, readAppsFile, type AppFileEntry } from './apps-file.js';
 import { APP_NAME, parseAppKey, sha256, type AppKey } from './caller.js';
+import { CLAIM_NAME, IssuersFileError, readIssuersFile } from './issuers-file.js';
 import { parseJsonPath, type JsonPath, type ShapePaths } from './json-path.js';
 import { PHASES, type Phase } from './phases.js';
 import { ConfigError, KEY_OPTIONAL_UPSTREAMS, UPSTREAM_NAMES, everyUpstreamSandboxed, resolveUpstreams, type UpstreamTable } from './upstream-table.js';
@@ -290,6 +291,7 @@ const VARS = {
     .refine((s) => s === undefined || /^postgres(ql)?:\/\//.test(s), 'must be a postgres:// or postgresql:// URL'), 'PostgreSQL connection string; when set, the store, idempotency records and event log live there.', '(unset: SQLite)'),
   DATABASE_MIGRATIONS: declare(choice(['apply', 'wait'], 'apply', 'lower'), 'apply: the gateway applies the database migrations it lacks at start-up (replicas starting together take turns). wait: it applies none and waits, alive but not ready (/readyz 503), until `node dist/src/main.js migrate` (run once per release, e.g. as a Kubernetes Job) has brought the database to its release\'s schema; so that a rolling update migrates once, before the new pods serve.'),
   SQLITE_SYNCHRONOUS: declare(choice(['FULL', 'NORMAL'], 'FULL', 'upper'), 'SQLite (WAL) durability: FULL makes every commit survive power loss before it is acknowledged; NORMAL survives a crash of the process but may lose the last commits on power loss.'),
+  SQLITE_COMMIT_WINDOW_MS: declare(int(0, 0, 50), 'SQLite: how long, in milliseconds, the first write of a group waits for more writes before their one COMMIT (and, with FULL, their one fdatasync), when no sync is in flight. 0: at the end of its turn of the event loop. A write is still on disk before it is acknowledged; each acknowledgement can come up to this much later (docs/decisions/062). Ignored with DATABASE_URL.'),
   CLOUD_API_URL: declare(httpUrl, 'Base URL of the cloud provisioning API.', '(unset: see SANDBOX_UPSTREAMS)'),
   CLOUD_API_TOKEN: declare(optionalString, 'Service-account token for the cloud API (the authorization step is then skipped).', '(unset)'),
   CLOUD_API_CREDENTIALS: declare(z
@@ -319,9 +321,9 @@ const VARS = {
   VERIFICATION_EXTERNAL_ID_PATH: declare(jsonPath, 'JSON path of the verification\'s id in a registration answer (not shown), read when the app gave no externalId. Set, it replaces the guesses; a 2xx without a readable id is kept as UPSTREAM_ANSWER_INCOMPLETE and read again with this path on a retry with the same key.', '(unset: guesses verificationExternalId, externalId, id, also under data, verification, result)'),
   VERIFICATION_RESULTS_PATH: declare(jsonPath, 'JSON path of the list of results (or the object keyed by id) in the answer of POST /api/v2/verifications/results (not shown), e.g. payload.entries. Set, it replaces the guesses.', '(unset: a bare list, or guesses results, items, data, verifications)'),
   VERIFICATION_CALLBACK_URL_PATH: declare(jsonPath, 'Where a verification registration request carries the callbackUrl (the spec names no field), as a dot path, e.g. callback.url.', '(unset: callbackUrl)'),
-  MOBILEID_NOTIFICATION_TOKENS: declare(list, 'Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id. `<app>:<token>` binds a token to a named app (of GATEWAY_API_KEYS, OPERATOR_API_KEYS or GATEWAY_APPS_FILE; only that app reads its results); a bare token\'s results are readable by every app that knows the auth_req_id (prefer issueMobileIdNotificationToken per app).', '(unset)'),
+  MOBILEID_NOTIFICATION_TOKENS: declare(list, 'Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id. `<app>:<token>` binds a token to a named app (of GATEWAY_API_KEYS, OPERATOR_API_KEYS, GATEWAY_APPS_FILE, or a JWT app of AUTH_APPS or AUTH_ISSUERS; only that app reads its results); a bare token\'s results are readable by every app that knows the auth_req_id (prefer issueMobileIdNotificationToken per app).', '(unset)'),
   MOBILEID_JWKS_URL: declare(httpUrl, 'JWKS of the mobile identity service: when set, every id_token signature is verified (iss and aud are compared when present and MOBILEID_ISSUER / MOBILEID_CLIENT_ID are set).', '(unset)'),
-  MOBILEID_JWKS_FILE: declare(optionalString, 'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL.', '(unset)'),
+  MOBILEID_JWKS_FILE: declare(optionalString, 'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL; read at start and again on a reload (SIGHUP, POST /admin/reload).', '(unset)'),
   MOBILEID_ISSUER: declare(optionalString, 'Expected iss of mobile-ID id_tokens, compared when a token carries iss (unset: iss is reported NOT_CHECKED).', '(unset)'),
   MOBILEID_CLIENT_ID: declare(optionalString, 'Expected aud of mobile-ID id_tokens, compared when a token carries aud (unset: aud is reported NOT_CHECKED).', '(unset)'),
   TOKEN_ENCRYPTION_KEY: declare(optionalString.refine(
@@ -331,14 +333,26 @@ const VARS = {
   MOBILEID_PENDING_MAX_PER_APP: declare(int(1000, 1, 1_000_000), 'Most mobile-ID notifications of one owner (the app whose issued or bound token carried them; a bare configured token is one owner) that may wait pending verification (the JWKS unreachable, or a kid it lacks). One more is refused (429, quarantined as PENDING_LIMIT, counted in gateway_mobile_id_rejections_total{reason="PENDING_LIMIT"}) instead of acknowledged.'),
   MOBILEID_STRICT_ID_TOKEN: declare(bool(false), 'true: full CIBA strictness, an id_token without iss, aud, exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash, or an encrypted one, is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).'),
   GATEWAY_API_KEYS: declare(list, 'Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app\'s name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Each holds every scope but `operator` and `cloud:approve`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.', '(unset: open, or JWTs only)'),
-  GATEWAY_APPS_FILE: declare(optionalString, 'A JSON or YAML file of apps, each with its name, its scopes and the SHA-256 of each of its keys (never the keys): see the README, "Apps and permissions". Its apps are accepted beside those of GATEWAY_API_KEYS; a bad file stops start-up naming the line.', '(unset)'),
+  GATEWAY_APPS_FILE: declare(optionalString, 'A JSON or YAML file of apps, each with its name, its scopes and the SHA-256 of each of its keys (never the keys): see the README, "Apps and permissions". Its apps are accepted beside those of GATEWAY_API_KEYS; a bad file stops start-up naming the line. Read again on a reload (SIGHUP, POST /admin/reload): a bad file then keeps the running apps.', '(unset)'),
   OPERATOR_API_KEYS: declare(list, 'Comma-separated keys of operators (`name:key` or bare, as in GATEWAY_API_KEYS): each works as an API key with every scope, `operator` included (every app\'s refused notifications in mobileIdRejections, the list of apps). Needs GATEWAY_API_KEYS, GATEWAY_APPS_FILE or a JWKS; in open sandbox mode everyone is the operator.', '(unset: none)'),
   AUTH_JWKS_URL: declare(httpUrl, 'JWKS of the identity provider whose JWTs apps may send as Authorization: Bearer <JWT> (beside API keys): fetched at start, cached, fetched again when older than AUTH_JWKS_REFRESH_INTERVAL or on a token with an unknown kid, at most once per interval; keys already fetched keep working while it is down. Needs AUTH_ISSUER and AUTH_AUDIENCE.', '(unset: no JWTs)'),
-  AUTH_JWKS_FILE: declare(optionalString, 'The identity provider\'s JWKS as a local JSON file, instead of AUTH_JWKS_URL (read once at start).', '(unset)'),
+  AUTH_JWKS_FILE: declare(optionalString, 'The identity provider\'s JWKS as a local JSON file, instead of AUTH_JWKS_URL (read at start and again on a reload: SIGHUP, POST /admin/reload).', '(unset)'),
   AUTH_ISSUER: declare(optionalString, 'The iss every JWT must carry (the identity provider\'s issuer URL); required with a JWKS.', '(unset)'),
   AUTH_AUDIENCE: declare(list, 'Comma-separated audiences: a JWT\'s aud must contain one of them; required with a JWKS.', '(unset)'),
   AUTH_APP_CLAIM: declare(optionalString.refine((s) => s === undefined || /^[A-Za-z0-9_.:/-]{1,128}$/.test(s), 'must be a claim name (letters, digits, _ . : / -)'), 'The JWT claim that names the app (the owner of what it creates, its metrics label, its rate-limit bucket): a JWT of app `shop` is the same app as the API key `shop:<key>`.', '(unset: the first present of azp, client_id, sub)'),
-  AUTH_SCOPE_PREFIX: declare(z.string().optional().refine((s) => s === undefined || /^\S+$/.test(s), 'must not hold spaces'), 'Only JWT scopes (claims `scope`, space-separated, or `scp`) that start with this prefix are read, the prefix removed: with `gateway:`, `gateway:cloud:read` grants cloud:read. Scopes that are not the gateway\'s are ignored.', '(unset: no prefix)'),
+  AUTH_SCOPE_PREFIX: declare(z.string().optional().refine((s) => s === undefined || /^\S+$/.test(s), 'must not hold spaces'), 'Only JWT scopes (the claims of AUTH_SCOPE_CLAIMS) that start with this prefix are read, the prefix removed: with `gateway:`, `gateway:cloud:read` grants cloud:read. Scopes that are not the gateway\'s are ignored.', '(unset: no prefix)'),
+  AUTH_SCOPE_CLAIMS: declare(
+    { schema: z.string().optional().transform((s, ctx) => {
+        const names = (s ?? 'scope,scp').split(',').map((v) => v.trim()).filter(Boolean);
+        if (names.length === 0 || names.some((n) => !CLAIM_NAME.test(n))) {
+          ctx.addIssue({ code: 'custom', message: 'must be claim names separated by commas (letters, digits, _ . : / -)' });
+          return z.NEVER;
+        }
+        return names;
+      }), shown: 'scope,scp' },
+    'Comma-separated JWT claims the scopes are read from, each a space-separated string or an array of strings: `roles` reads the app roles of a Microsoft Entra ID client-credential token (`scope,scp,roles` reads all three). An entry of AUTH_ISSUERS may name its own.',
+  ),
+  AUTH_ISSUERS: declare(optionalString, 'A JSON or YAML file of several identity providers, each with its issuer, JWKS (jwksUrl or jwksFile), audience, app claim, scope claims and apps (see the README, "Several identity providers"); a token is checked against the entry of its own iss only. Instead of AUTH_JWKS_URL, AUTH_ISSUER, AUTH_AUDIENCE, AUTH_APP_CLAIM, AUTH_APPS and AUTH_OPERATOR_APPS; read again on a reload (SIGHUP, POST /admin/reload).', '(unset: one provider from the AUTH_* variables, or none)'),
   AUTH_APPS: declare(list, 'Required with a JWKS: the JWT apps accepted, comma-separated, as the app claim (AUTH_APP_CLAIM) names them: `shop` (the app shop), `<client id>=<name>` (a client id, such as a UUID, taken as the app <name>), or `*` (any claim value that is an app name, 1 to 64 ASCII letters, digits, `_`, `.`, `-`). Any other token is refused. A JWT never takes the name of an app configured with keys (GATEWAY_API_KEYS, OPERATOR_API_KEYS, GATEWAY_APPS_FILE) unless an entry says they are one app: `shop=shop` (then it reads what the key shop:<key> created and shares its budgets).', '(unset: no JWT is accepted; required with AUTH_JWKS_URL or AUTH_JWKS_FILE)'),
   AUTH_OPERATOR_APPS: declare(list, 'Comma-separated JWT apps (names as AUTH_APPS gives them) whose tokens may grant the `operator` scope; every other token\'s `operator` is ignored. Each must be an app AUTH_APPS accepts.', '(unset: no JWT grants operator)'),
   AUTH_JWKS_REFRESH_INTERVAL: declare(duration('1m', { minMs: 1000, message: 'must be at least 1s' }), 'The JWKS is fetched at most once per this interval, whatever asks for it (an unknown kid, or keys older than this).'),
@@ -346,6 +360,8 @@ const VARS = {
   IDEMPOTENCY_RETENTION: declare(duration('24h'), 'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).'),
   EVENT_RETENTION: declare(duration('7d'), 'How long webhook events are kept in the event log.'),
   SUBSCRIBER_BUFFER_BYTES: declare(int(8 * 1024 * 1024, 1024, 2 ** 40), 'Most bytes a WebSocket subscriber may leave unread: past it the gateway closes the connection (1013) with the last cursor of the subscription it could not deliver to, rather than skip events or buffer without bound.'),
+  SUBSCRIPTION_COMPILED_SELECTION: declare(bool(true), 'true: a subscription\'s selection over each event runs as graphql-jit\'s compiled form of its document (compiled once per document), and graphql-js runs it again whenever the compiled result holds an error, so errors, paths and nulls are graphql-js\'s; the frames are byte for byte those of graphql-js (docs/decisions/062). false: graphql-js for every event; an off switch, not a tuning knob.'),
+  DELIVERY_CLEAR_FROM_INTAKE: declare(bool(true), 'true: a mobile-ID notification this process has just taken in hands its live subscribers on this process, in memory only, the clear values it sealed (the subject, unknown fields, tokens), so a delivery does not open what the intake sealed a moment before; events read from the log or from another replica are opened as before, and nothing more is stored (docs/decisions/062). false: every delivery opens what it reads; an off switch.'),
   UPSTREAM_TIMEOUT: declare(duration('10s'), 'Time limit of one upstream attempt (headers and body).'),
   UPSTREAM_RETRY_BUDGET: declare(duration('20s'), 'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.'),
   UPSTREAM_MAX_RETRIES: declare(int(4, 0, 20), 'Most retries of one upstream call after its first attempt.'),
@@ -414,7 +430,7 @@ const VARS = {
     }), 'Seed of SANDBOX_CLOUD_SHAPE=random, to repeat a run\'s shape.', '(unset: a new seed each start)'),
   SANDBOX_CALLBACK_DELAY_MS: declare(int(1500, 0, 600_000), 'Delay before the sandbox verification service calls back.'),
   TRUSTED_DOCUMENTS: declare(choice(['off', 'allow', 'enforce'], 'off', 'lower'), 'Trusted documents: off; allow (operations by documentId or persisted-query hash from the manifest, and any other document); enforce (only the manifest\'s documents run, plus introspection when GRAPHQL_INTROSPECTION is on).'),
-  TRUSTED_DOCUMENTS_MANIFEST: declare(optionalString, 'Path of the manifest, { "<documentId>": "<document>" } as GraphQL Code Generator\'s client preset writes persisted-documents.json; read at start-up, required unless TRUSTED_DOCUMENTS is off.', '(unset)'),
+  TRUSTED_DOCUMENTS_MANIFEST: declare(optionalString, 'Path of the manifest, { "<documentId>": "<document>" } as GraphQL Code Generator\'s client preset writes persisted-documents.json; read at start-up and again on a reload (SIGHUP, POST /admin/reload), required unless TRUSTED_DOCUMENTS is off.', '(unset)'),
   MCP_MUTATIONS: declare(choice(['none', 'approve', 'all'], 'none', 'lower'), 'What agents may change over MCP (POST /mcp): none (reads and plans only), approve (a creation or provisioning runs only after a person approves its plan, through the MCP client or approvePlan) or all (mutation tools run at once; for trusted automation, warned at start-up).'),
   MCP_EXECUTE: declare(bool(false), 'true: MCP offers a read-only `execute` tool (any query, never a mutation) to apps holding the operator scope.'),
   MCP_TOOLSETS: declare(optionalString, 'Named MCP endpoints, each with its own tools: `name=tool,tool;name2=*` publishes /mcp/name and /mcp/name2 (tool names as tools/list shows them; * is every tool). /mcp always serves every tool.', '(unset: /mcp only)'),
@@ -477,6 +493,8 @@ export interface Config {
   readonly publicUrl: string | undefined;
   readonly dataDir: string;
   readonly databaseUrl: string | undefined;
+  /** SQLITE_COMMIT_WINDOW_MS: how long a group of writes waits for more before its COMMIT (0: the end of its turn). */
+  readonly sqliteCommitWindowMs: number;
   /** SQLITE_SYNCHRONOUS; ignored with DATABASE_URL. */
   readonly sqliteSynchronous: 'FULL' | 'NORMAL';
   /** DATABASE_MIGRATIONS: apply the missing migrations at start-up, or wait for `main.js migrate` to apply them. */
@@ -515,6 +533,8 @@ export interface Config {
   readonly operatorKeys: readonly AppKey[];
   /** GATEWAY_APPS_FILE's apps (src/apps-file.ts). */
   readonly appsFile: readonly AppFileEntry[];
+  /** GATEWAY_APPS_FILE as an absolute path (a reload reads it again), or undefined. */
+  readonly appsFilePath: string | undefined;
   /** No app key of any kind and no JWKS is configured: every caller is the one open caller (sandbox only). */
   readonly open: boolean;
   readonly idempotencyRetentionMs: number;
@@ -538,6 +558,13 @@ export interface Config {
   readonly eventRetentionMs: number;
   /** SUBSCRIBER_BUFFER_BYTES: unsent bytes of a WebSocket subscriber past which it is closed as a slow consumer. */
   readonly subscriberBufferBytes: number;
+  /** The delivery path's shortcuts (docs/decisions/062), each with its off switch. */
+  readonly delivery: {
+    /** SUBSCRIPTION_COMPILED_SELECTION: a subscription's selection as graphql-jit's compiled form (graphql-js on any error). */
+    readonly compiledSelection: boolean;
+    /** DELIVERY_CLEAR_FROM_INTAKE: a notification's sealed values handed to this process's live subscribers in clear, in memory. */
+    readonly clearFromIntake: boolean;
+  };
   readonly upstream: {
     readonly timeoutMs: number;
     readonly retryBudgetMs: number;
@@ -594,6 +621,17 @@ export interface Config {
 }
 
 export interface JwtAuthConfig {
+  /** AUTH_ISSUERS (an absolute path), or null when the AUTH_* variables name the one provider. */
+  readonly issuersFile: string | null;
+  /** One entry per provider; a token is verified by the entry of its iss only. */
+  readonly issuers: readonly JwtIssuerConfig[];
+  readonly refreshIntervalMs: number;
+  /** AUTH_JWT_CACHE_SIZE: verified tokens remembered until their exp or the next JWKS fetch; 0 verifies every request. */
+  readonly verifiedCacheSize: number;
+}
+
+/** One identity provider: AUTH_JWKS_URL, AUTH_ISSUER, … or an entry of AUTH_ISSUERS. */
+export interface JwtIssuerConfig {
   /** AUTH_JWKS_URL, or AUTH_JWKS_FILE (an absolute path): exactly one is set. */
   readonly jwks: { readonly url: string } | { readonly file: string };
   readonly issuer: string;
@@ -605,9 +643,8 @@ export interface JwtAuthConfig {
   /** AUTH_OPERATOR_APPS: the apps whose JWTs may grant `operator`. */
   readonly operatorApps: readonly string[];
   readonly scopePrefix: string;
-  readonly refreshIntervalMs: number;
-  /** AUTH_JWT_CACHE_SIZE: verified tokens remembered until their exp or the next JWKS fetch; 0 verifies every request. */
-  readonly verifiedCacheSize: number;
+  /** AUTH_SCOPE_CLAIMS: the claims scopes are read from (`scope`, `scp`, Entra ID's `roles`). */
+  readonly scopeClaims: readonly string[];
 }
 
 /** An entry of AUTH_APPS: the app claim's value, the app it is, and whether the entry was written `<value>=<app>`. */
@@ -707,7 +744,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   }
   const appNames = new Set([...apiKeys, ...operatorKeys].flatMap((k) => (k.name === null ? [] : [k.name])).concat(appsFile.map((a) => a.name)));
   const jwtAuth = jwtAuthConfig(e, appNames);
-  const upstreams = resolveUpstreams(e, appNames);
+  // A notification token may be bound to an app that signs in only with JWTs: one an issuer lists, or any app name
+  // when one accepts `*`.
+  const jwtApps = jwtAuth?.issuers.flatMap((i) => i.apps.listed.map((a) => a.app)) ?? [];
+  const upstreams = resolveUpstreams(e, { names: new Set([...appNames, ...jwtApps]), anyName: jwtAuth?.issuers.some((i) => i.apps.any) ?? false });
   const config: Config = {
     port: e.PORT,
     host: e.HOST,
@@ -715,6 +755,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     dataDir: path.resolve(e.DATA_DIR),
     databaseUrl: e.DATABASE_URL,
     sqliteSynchronous: e.SQLITE_SYNCHRONOUS,
+    sqliteCommitWindowMs: e.SQLITE_COMMIT_WINDOW_MS,
     databaseMigrations: e.DATABASE_MIGRATIONS,
     cloud: { url: e.CLOUD_API_URL, token: e.CLOUD_API_TOKEN, credentials: e.CLOUD_API_CREDENTIALS },
     verification: { url: e.VERIFICATION_API_URL, token: e.VERIFICATION_API_TOKEN },
@@ -738,6 +779,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     apiKeys,
     operatorKeys,
     appsFile,
+    appsFilePath: e.GATEWAY_APPS_FILE ? path.resolve(e.GATEWAY_APPS_FILE) : undefined,
     open: apiKeys.length === 0 && operatorKeys.length === 0 && appsFile.length === 0 && jwtAuth === null,
     idempotencyRetentionMs: e.IDEMPOTENCY_RETENTION,
     idempotencyWaitMs: e.IDEMPOTENCY_WAIT,
@@ -753,6 +795,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     },
     eventRetentionMs: e.EVENT_RETENTION,
     subscriberBufferBytes: e.SUBSCRIBER_BUFFER_BYTES,
+    delivery: { compiledSelection: e.SUBSCRIPTION_COMPILED_SELECTION, clearFromIntake: e.DELIVERY_CLEAR_FROM_INTAKE },
     upstream: {
       timeoutMs: e.UPSTREAM_TIMEOUT,
       retryBudgetMs: e.UPSTREAM_RETRY_BUDGET,
@@ -823,9 +866,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   if (config.open && !everyUpstreamSandboxed(config.upstreams)) {
     throw new ConfigError('GATEWAY_API_KEYS', 'is required when any upstream is real, unless apps sign in with JWTs (AUTH_JWKS_URL) or are listed in GATEWAY_APPS_FILE: an open gateway is allowed only in full sandbox mode');
   }
+  sources.set(config, { ...env });
   return deepFreeze(config);
 }
 
+/** The environment each Config was loaded from, so that a reload reads the same variables and the files again. */
+const sources = new WeakMap<Config, Readonly<Record<string, string | undefined>>>();
 
 /** MCP_TOOLSETS: `name=tool,tool;name2=*`. */
 function parseToolsets(text: string | undefined): Map<string, string[]> {
@@ -842,15 +888,29 @@ function parseToolsets(text: string | undefined): Map<string, string[]> {
   return sets;
 }
 
-/** The AUTH_* variables: none, or a JWKS with the issuer and audience its tokens must carry, and the apps accepted. */
+/**
+ * The configuration as the files read now give it (GATEWAY_APPS_FILE, AUTH_ISSUERS), from the variables `config` was
+ * loaded from: the same checks as at start, so that a file start-up would refuse is refused (a ConfigError naming
+ * the variable, the file and the line). The variables themselves do not change in a running process.
+ */
+export function reloadConfig(config: Config): Config {
+  const env = sources.get(config);
+  if (!env) throw new Error('this configuration was not loaded from the environment (loadConfig): it cannot be reloaded');
+  return loadConfig(env);
+}
+
+
+/** The AUTH_* variables: none, one provider (a JWKS with the issuer and audience its tokens must carry, and the apps accepted), or AUTH_ISSUERS. */
 function jwtAuthConfig(
   e: {
     AUTH_JWKS_URL?: string | undefined;
     AUTH_JWKS_FILE?: string | undefined;
     AUTH_ISSUER?: string | undefined;
+    AUTH_ISSUERS?: string | undefined;
     AUTH_AUDIENCE: string[];
     AUTH_APP_CLAIM?: string | undefined;
     AUTH_SCOPE_PREFIX?: string | undefined;
+    AUTH_SCOPE_CLAIMS: string[];
     AUTH_JWKS_REFRESH_INTERVAL: number;
     AUTH_JWT_CACHE_SIZE: number;
     AUTH_APPS: string[];
@@ -858,6 +918,15 @@ function jwtAuthConfig(
   },
   configuredNames: ReadonlySet<string>,
 ): JwtAuthConfig | null {
+  const shared = { refreshIntervalMs: e.AUTH_JWKS_REFRESH_INTERVAL, verifiedCacheSize: e.AUTH_JWT_CACHE_SIZE };
+  if (e.AUTH_ISSUERS) {
+    for (const name of ['AUTH_JWKS_URL', 'AUTH_JWKS_FILE', 'AUTH_ISSUER', 'AUTH_AUDIENCE', 'AUTH_APP_CLAIM', 'AUTH_APPS', 'AUTH_OPERATOR_APPS'] as const) {
+      const value = e[name];
+      if (value !== undefined && value.length > 0) throw new ConfigError(name, 'is set beside AUTH_ISSUERS: with several providers each entry of the file says its own (unset it, or move it into the file)');
+    }
+    const file = path.resolve(e.AUTH_ISSUERS);
+    return { issuersFile: file, issuers: issuersFromFile(file, e, configuredNames), ...shared };
+  }
   if (e.AUTH_JWKS_URL && e.AUTH_JWKS_FILE) throw new ConfigError('AUTH_JWKS_FILE', 'set either AUTH_JWKS_URL or AUTH_JWKS_FILE, not both');
   if (!e.AUTH_JWKS_URL && !e.AUTH_JWKS_FILE) {
     for (const name of ['AUTH_ISSUER', 'AUTH_AUDIENCE', 'AUTH_APP_CLAIM', 'AUTH_APPS', 'AUTH_OPERATOR_APPS'] as const) {
@@ -869,33 +938,83 @@ function jwtAuthConfig(
   // Without both, any token signed by the provider for any of its clients would be accepted (RFC 8725 §3.8, §3.9).
   if (!e.AUTH_ISSUER) throw new ConfigError('AUTH_ISSUER', 'is required with AUTH_JWKS_URL or AUTH_JWKS_FILE: the iss the identity provider writes in its tokens');
   if (e.AUTH_AUDIENCE.length === 0) throw new ConfigError('AUTH_AUDIENCE', 'is required with AUTH_JWKS_URL or AUTH_JWKS_FILE: the aud the identity provider writes in tokens meant for this gateway');
-  const apps = jwtApps(e.AUTH_APPS, configuredNames);
-  const accepted = new Set(apps.listed.map((a) => a.app));
-  for (const name of e.AUTH_OPERATOR_APPS) {
-    if (!APP_NAME.test(name)) throw new ConfigError('AUTH_OPERATOR_APPS', `${JSON.stringify(name)} is not an app name (1 to 64 ASCII letters, digits, _ . -, starting with a letter or digit)`);
-    if (!apps.any && !accepted.has(name)) throw new ConfigError('AUTH_OPERATOR_APPS', `${name} is not an app AUTH_APPS accepts: list it there too`);
+  if (e.AUTH_APPS.length === 0) {
+    throw new ConfigError('AUTH_APPS', 'is required with AUTH_JWKS_URL or AUTH_JWKS_FILE: list the JWT apps accepted (`shop,crm`, `<client id>=<name>`, or `*` for any app name), so that a token of any other client of the identity provider is refused');
   }
+  const apps = jwtApps(e.AUTH_APPS, configuredNames, (message) => new ConfigError('AUTH_APPS', message));
+  operatorAppsOf(e.AUTH_OPERATOR_APPS, apps, (message) => new ConfigError('AUTH_OPERATOR_APPS', message));
   return {
-    jwks: e.AUTH_JWKS_URL ? { url: e.AUTH_JWKS_URL } : { file: path.resolve(e.AUTH_JWKS_FILE!) },
-    issuer: e.AUTH_ISSUER,
-    audience: e.AUTH_AUDIENCE,
-    appClaim: e.AUTH_APP_CLAIM ?? null,
-    scopePrefix: e.AUTH_SCOPE_PREFIX ?? '',
-    refreshIntervalMs: e.AUTH_JWKS_REFRESH_INTERVAL,
-    verifiedCacheSize: e.AUTH_JWT_CACHE_SIZE,
-    apps,
-    operatorApps: e.AUTH_OPERATOR_APPS,
+    issuersFile: null,
+    issuers: [
+      {
+        jwks: e.AUTH_JWKS_URL ? { url: e.AUTH_JWKS_URL } : { file: path.resolve(e.AUTH_JWKS_FILE!) },
+        issuer: e.AUTH_ISSUER,
+        audience: e.AUTH_AUDIENCE,
+        appClaim: e.AUTH_APP_CLAIM ?? null,
+        scopePrefix: e.AUTH_SCOPE_PREFIX ?? '',
+        scopeClaims: e.AUTH_SCOPE_CLAIMS,
+        apps,
+        operatorApps: e.AUTH_OPERATOR_APPS,
+      },
+    ],
+    ...shared,
   };
+}
+
+/**
+ * AUTH_ISSUERS: each entry's apps are checked as AUTH_APPS and AUTH_OPERATOR_APPS are, and an app name is one
+ * provider's unless every provider that lists it writes `<claim value>=<name>` (one app signing in through two
+ * providers, as during a move from one to the other, is said, not fallen into). A `*` entry never takes a name
+ * another provider lists (src/server/jwt-auth.ts JwtApps).
+ */
+function issuersFromFile(file: string, e: { AUTH_SCOPE_PREFIX?: string | undefined; AUTH_SCOPE_CLAIMS: string[] }, configuredNames: ReadonlySet<string>): JwtIssuerConfig[] {
+  let entries;
+  try {
+    entries = readIssuersFile(file);
+  } catch (err) {
+    if (err instanceof IssuersFileError) throw new ConfigError('AUTH_ISSUERS', err.message);
+    throw err;
+  }
+  const bareBy = new Map<string, string>();
+  const listedBy = new Map<string, string>();
+  return entries.map((entry) => {
+    const apps = jwtApps(entry.apps, configuredNames, (message, i) => new ConfigError('AUTH_ISSUERS', `${file} line ${entry.lineOf('apps', i)}: issuer ${entry.issuer}: apps ${message}`));
+    operatorAppsOf(entry.operatorApps, apps, (message) => new ConfigError('AUTH_ISSUERS', `${file} line ${entry.lineOf('operatorApps')}: issuer ${entry.issuer}: operatorApps ${message}`));
+    for (const app of apps.listed) {
+      const other = listedBy.get(app.app);
+      if (other !== undefined && other !== entry.issuer && (!app.sameAsConfigured || bareBy.has(app.app))) {
+        throw new ConfigError('AUTH_ISSUERS', `${file} line ${entry.lineOf('apps')}: issuer ${entry.issuer}: the app ${app.app} is also an app of issuer ${other}: write <claim value>=${app.app} in both entries if it signs in through both, or give it another name here`);
+      }
+      listedBy.set(app.app, entry.issuer);
+      if (!app.sameAsConfigured) bareBy.set(app.app, entry.issuer);
+    }
+    return {
+      jwks: entry.jwks,
+      issuer: entry.issuer,
+      audience: entry.audience,
+      appClaim: entry.appClaim,
+      scopePrefix: entry.scopePrefix ?? e.AUTH_SCOPE_PREFIX ?? '',
+      scopeClaims: entry.scopeClaims ?? e.AUTH_SCOPE_CLAIMS,
+      apps,
+      operatorApps: entry.operatorApps,
+    };
+  });
+}
+
+/** AUTH_OPERATOR_APPS (or an issuer's operatorApps): app names its apps accept. */
+function operatorAppsOf(names: readonly string[], apps: JwtIssuerConfig['apps'], fail: (message: string) => ConfigError): void {
+  const accepted = new Set(apps.listed.map((a) => a.app));
+  for (const name of names) {
+    if (!APP_NAME.test(name)) throw fail(`${JSON.stringify(name)} is not an app name (1 to 64 ASCII letters, digits, _ . -, starting with a letter or digit)`);
+    if (!apps.any && !accepted.has(name)) throw fail(`${name} is not an app AUTH_APPS accepts: list it there too`);
+  }
 }
 
 /** What a claim value of AUTH_APPS may be: printable ASCII without spaces, `,` or `=` (a client id, a URI). */
 const CLAIM_VALUE = /^[!-+\--<>-~]{1,128}$/;
 
-/** AUTH_APPS: `*`, `<name>` or `<claim value>=<name>` entries; a bare entry may not take a configured app's name. */
-function jwtApps(entries: readonly string[], configuredNames: ReadonlySet<string>): JwtAuthConfig['apps'] {
-  if (entries.length === 0) {
-    throw new ConfigError('AUTH_APPS', 'is required with AUTH_JWKS_URL or AUTH_JWKS_FILE: list the JWT apps accepted (`shop,crm`, `<client id>=<name>`, or `*` for any app name), so that a token of any other client of the identity provider is refused');
-  }
+/** AUTH_APPS (or an issuer's apps): `*`, `<name>` or `<claim value>=<name>` entries; a bare entry may not take a configured app's name. */
+function jwtApps(entries: readonly string[], configuredNames: ReadonlySet<string>, fail: (message: string, index: number) => ConfigError): JwtIssuerConfig['apps'] {
   let any = false;
   const listed: JwtAppEntry[] = [];
   const claims = new Set<string>();
@@ -907,12 +1026,12 @@ function jwtApps(entries: readonly string[], configuredNames: ReadonlySet<string
     const eq = entry.indexOf('=');
     const claim = eq < 0 ? entry : entry.slice(0, eq).trim();
     const app = eq < 0 ? entry : entry.slice(eq + 1).trim();
-    if (!APP_NAME.test(app)) throw new ConfigError('AUTH_APPS', `entry ${i + 1}: ${JSON.stringify(app)} is not an app name (1 to 64 ASCII letters, digits, _ . -, starting with a letter or digit)${eq < 0 ? '; name a client id with <client id>=<name>' : ''}`);
-    if (!CLAIM_VALUE.test(claim)) throw new ConfigError('AUTH_APPS', `entry ${i + 1}: ${JSON.stringify(claim)} is not a claim value (1 to 128 printable ASCII characters, no space, comma or =)`);
-    if (claims.has(claim)) throw new ConfigError('AUTH_APPS', `entry ${i + 1}: ${claim} is listed twice`);
+    if (!APP_NAME.test(app)) throw fail(`entry ${i + 1}: ${JSON.stringify(app)} is not an app name (1 to 64 ASCII letters, digits, _ . -, starting with a letter or digit)${eq < 0 ? '; name a client id with <client id>=<name>' : ''}`, i);
+    if (!CLAIM_VALUE.test(claim)) throw fail(`entry ${i + 1}: ${JSON.stringify(claim)} is not a claim value (1 to 128 printable ASCII characters, no space, comma or =)`, i);
+    if (claims.has(claim)) throw fail(`entry ${i + 1}: ${claim} is listed twice`, i);
     claims.add(claim);
     if (eq < 0 && configuredNames.has(app)) {
-      throw new ConfigError('AUTH_APPS', `entry ${i + 1}: ${app} is also an app configured with keys (GATEWAY_API_KEYS, OPERATOR_API_KEYS or GATEWAY_APPS_FILE): write ${app}=${app} if its JWTs and its keys are one app (one owner, one budget), or give the JWT app another name (${app}=<name>)`);
+      throw fail(`entry ${i + 1}: ${app} is also an app configured with keys (GATEWAY_API_KEYS, OPERATOR_API_KEYS or GATEWAY_APPS_FILE): write ${app}=${app} if its JWTs and its keys are one app (one owner, one budget), or give the JWT app another name (${app}=<name>)`, i);
     }
     listed.push({ claim, app, sameAsConfigured: eq >= 0 });
   });

@@ -39,6 +39,10 @@ export enum WebhookErrorCode {
   METHOD_NOT_ALLOWED = 'method_not_allowed',
   TEMPORARILY_UNAVAILABLE = 'temporarily_unavailable',
   SERVER_ERROR = 'server_error',
+  /** POST /admin/reload by an app without the `operator` scope (RFC 6750 §3.1). */
+  INSUFFICIENT_SCOPE = 'insufficient_scope',
+  /** POST /admin/reload found a bad file: the running configuration is kept. */
+  RELOAD_FAILED = 'reload_failed',
 }
 
 /** An expected error: its message and extensions are shown to the client as they are. */

@@ -1,7 +1,9 @@
 // The one fetch of a JWKS, for the identity provider of apps' JWTs (src/server/jwt-auth.ts) and for the mobile
-// identity service (src/mobile-id/jwks.ts): bounded in time and size, and checked to be a JWKS.
+// identity service (src/mobile-id/jwks.ts): bounded in time and size, and checked to be a JWKS. And the one read of a
+// JWKS file (AUTH_JWKS_FILE, an issuer's jwksFile, MOBILEID_JWKS_FILE), at start and on each reload.
 import type { JSONWebKeySet } from 'jose';
 import { request } from 'undici';
+import { JsonFileError, readJsonFile } from './json-file.js';
 
 const JWKS_TIMEOUT_MS = 5_000;
 const JWKS_MAX_BYTES = 1024 * 1024;
@@ -34,5 +36,21 @@ export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
     throw new Error(`GET ${url} answered something that is not JSON`);
   }
   if (!jwks || typeof jwks !== 'object' || !Array.isArray((jwks as { keys?: unknown }).keys)) throw new Error(`GET ${url} answered JSON that is not a JWKS (no "keys" array)`);
+  return jwks as JSONWebKeySet;
+}
+
+/**
+ * Reads a JWKS file: a JSON object whose `keys` is an array of keys, each an object with a `kty`. Throws a
+ * JsonFileError naming the file and the line of the first problem.
+ */
+export function readJwksFile(file: string): JSONWebKeySet {
+  const json = readJsonFile(file);
+  const jwks = json.value as { keys?: unknown } | null;
+  if (!jwks || typeof jwks !== 'object' || Array.isArray(jwks) || !Array.isArray(jwks.keys)) {
+    throw new JsonFileError(file, json.lineOf(['keys']), 'is not a JWKS (an object with a "keys" array)');
+  }
+  jwks.keys.forEach((key: unknown, i) => {
+    if (!key || typeof key !== 'object' || typeof (key as { kty?: unknown }).kty !== 'string') throw new JsonFileError(file, json.lineOf(['keys', i]), `keys[${i}] is not a JWK (an object with a "kty")`);
+  });
   return jwks as JSONWebKeySet;
 }

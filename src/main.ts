@@ -35,6 +35,35 @@ async function main(): Promise<void> {
   }
   const logger = createLogger({ level: config.logLevel, format: resolveLogFormat(config.logFormat, process.stdout.isTTY === true) });
   const gateway = await startGateway(config, { logger });
+  // The signals are handled before the start-up line says the gateway is ready: a SIGHUP sent on seeing it must
+  // reload, never meet the default action (the end of the process).
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down: draining in-flight requests');
+    const force = setTimeout(() => {
+      logger.error(`shutdown took longer than ${SHUTDOWN.exitMs / 1000} s; exiting`);
+      process.exit(1);
+    }, SHUTDOWN.exitMs);
+    force.unref();
+    gateway
+      .close()
+      .then(() => {
+        logger.info('shutdown complete');
+        process.exit(0);
+      })
+      .catch((err: unknown) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      });
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  // SIGHUP reads the configuration files again (docs/decisions/057); it no longer ends the process.
+  process.on('SIGHUP', () => {
+    if (!stopping) gateway.reload('SIGHUP');
+  });
+  process.on('SIGINT', () => stop('SIGINT'));
   const described = describeUpstreams(config.upstreams);
   const upstreams = Object.entries(described)
     .map(([name, where]) => `${name}=${where}`)
@@ -42,7 +71,7 @@ async function main(): Promise<void> {
   const names = [...new Set([...config.apiKeys, ...config.operatorKeys].flatMap((k) => (k.name === null ? [] : [k.name])).concat(config.appsFile.map((a) => a.name)))].sort();
   const keyCount = config.apiKeys.length + config.operatorKeys.length + config.appsFile.reduce((n, a) => n + a.keyDigests.length, 0);
   const keyed = keyCount ? `keyed (${keyCount} API key(s)${names.length ? `; apps ${names.join(', ')}` : ''})` : null;
-  const jwts = config.jwtAuth ? `JWTs of ${config.jwtAuth.issuer}` : null;
+  const jwts = config.jwtAuth ? `JWTs of ${config.jwtAuth.issuers.map((i) => i.issuer).join(', ')}` : null;
   const access = config.open ? 'OPEN (no API keys: sandbox only)' : [keyed, jwts].filter(Boolean).join(' and ');
   const graphiql = config.introspection ? `GraphiQL ${gateway.url}/graphql` : `GraphQL ${gateway.url}/graphql (introspection off)`;
   // The identification callback is configured per workflow on the platform side; its token is a secret, so the
@@ -81,29 +110,6 @@ async function main(): Promise<void> {
   );
   if (config.open) logger.warn('the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)');
 
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down: draining in-flight requests');
-    const force = setTimeout(() => {
-      logger.error(`shutdown took longer than ${SHUTDOWN.exitMs / 1000} s; exiting`);
-      process.exit(1);
-    }, SHUTDOWN.exitMs);
-    force.unref();
-    gateway
-      .close()
-      .then(() => {
-        logger.info('shutdown complete');
-        process.exit(0);
-      })
-      .catch((err: unknown) => {
-        logger.error({ err }, 'shutdown failed');
-        process.exit(1);
-      });
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
 }
 
 main().catch((err: unknown) => {

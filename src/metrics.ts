@@ -82,9 +82,16 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly configReloads = new Counter({
+    name: 'gateway_config_reloads_total',
+    help: 'Reloads of the configuration files (GATEWAY_APPS_FILE, AUTH_ISSUERS, AUTH_JWKS_FILE, MOBILEID_JWKS_FILE, the trusted-documents manifest) on SIGHUP or POST /admin/reload, by result: ok (every file read and swapped in at once) or failed (a bad file: the running configuration is kept).',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
   readonly jwtRefusals = new Counter({
     name: 'gateway_jwt_refusals_total',
-    help: 'JWTs whose signature and claims verified but that name no app the gateway accepts, by reason: no_app_claim, app_name (not 1 to 64 ASCII letters, digits, _ . -), not_accepted (not in AUTH_APPS) or configured_name (an app configured with keys, which AUTH_APPS does not make one with it).',
+    help: 'JWTs whose signature and claims verified but that name no app the gateway accepts, by reason: no_app_claim, app_name (not 1 to 64 ASCII letters, digits, _ . -), not_accepted (not in AUTH_APPS), configured_name (an app configured with keys, which AUTH_APPS does not make one with it) or other_issuer (with AUTH_ISSUERS, `*` naming an app another provider lists).',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
@@ -210,7 +217,7 @@ export class Metrics {
   });
 
   /** Read when /metrics is scraped: counting per delivery in prom-client would cost the fan-out it measures. */
-  private subscriptionCounts: () => { executions: number; shared: number } = () => ({ executions: 0, shared: 0 });
+  private subscriptionCounts: () => { executions: number; shared: number; compiled: number } = () => ({ executions: 0, shared: 0, compiled: 0 });
 
   readonly subscriptionExecutions: Counter = new Counter({
     name: 'gateway_subscription_executions_total',
@@ -248,8 +255,15 @@ export class Metrics {
     this.subscriberLag = lag;
   }
 
+  readonly subscriptionExecutionsCompiled: Counter = new Counter({
+    name: 'gateway_subscription_executions_compiled_total',
+    help: "Executions of a subscription's selection answered by its compiled form (SUBSCRIPTION_COMPILED_SELECTION); the others ran graphql-js.",
+    registers: [this.registry],
+    collect: (): void => this.setCount(this.subscriptionExecutionsCompiled, this.subscriptionCounts().compiled),
+  });
+
   /** Where the subscription counters come from (the streaming transports' shared execution). */
-  countSubscriptions(counts: () => { executions: number; shared: number }): void {
+  countSubscriptions(counts: () => { executions: number; shared: number; compiled: number }): void {
     this.subscriptionCounts = counts;
   }
 

@@ -28,17 +28,28 @@ export interface ConfiguredNotificationToken {
 }
 
 /**
+ * The apps a notification token may be bound to: those named by keys (GATEWAY_API_KEYS, OPERATOR_API_KEYS,
+ * GATEWAY_APPS_FILE) or by an identity provider's apps (AUTH_APPS, AUTH_ISSUERS); `anyName` when a provider accepts
+ * `*` (any app name may sign in).
+ */
+export interface AppNames {
+  readonly names: ReadonlySet<string>;
+  readonly anyName: boolean;
+}
+
+/**
  * MOBILEID_NOTIFICATION_TOKENS entries: `<app>:<token>` binds a token to a named app of GATEWAY_API_KEYS,
- * OPERATOR_API_KEYS or GATEWAY_APPS_FILE (its notifications are that app's alone); a bare token is shared by every app. An entry
+ * OPERATOR_API_KEYS, GATEWAY_APPS_FILE or of the JWT apps (its notifications are that app's alone); a bare token is shared by every app. An entry
  * whose prefix looks like an app name but names no configured app stops start-up: a typo must not silently
  * turn an app's token into one every app reads.
  */
-function bindNotificationTokens(entries: readonly string[], names: ReadonlySet<string>): ConfiguredNotificationToken[] {
+function bindNotificationTokens(entries: readonly string[], apps: AppNames): ConfiguredNotificationToken[] {
+  const names = apps.names;
   return entries.map((entry, i) => {
     const parsed = parseAppKey(entry);
     if (parsed.name === null) return { token: entry, scope: null };
-    if (!names.has(parsed.name)) {
-      const known = names.size ? `the named apps are ${[...names].sort().join(', ')}` : 'no app is named (write name:key in GATEWAY_API_KEYS, or use GATEWAY_APPS_FILE)';
+    if (!names.has(parsed.name) && !apps.anyName) {
+      const known = names.size ? `the named apps are ${[...names].sort().join(', ')}` : 'no app is named (write name:key in GATEWAY_API_KEYS, use GATEWAY_APPS_FILE, or list the JWT app in AUTH_APPS or AUTH_ISSUERS)';
       throw new ConfigError(
         'MOBILEID_NOTIFICATION_TOKENS',
         `entry ${i + 1} binds a token to the app ${JSON.stringify(parsed.name)}, which no configured app is called; ${known}`,
@@ -144,7 +155,7 @@ const SANDBOX_ONE = (name: UpstreamName) => `or name ${name} in SANDBOX_UPSTREAM
  * upstream is configured at all, or when SANDBOX_UPSTREAMS names it: a deployment with real upstreams never
  * gets a simulated answer because one variable was forgotten. A real address needs its credentials.
  */
-export function resolveUpstreams(e: UpstreamEnv, appNames: ReadonlySet<string>): UpstreamTable {
+export function resolveUpstreams(e: UpstreamEnv, appNames: AppNames): UpstreamTable {
   const configured: Record<UpstreamName, boolean> = {
     cloud: !!e.CLOUD_API_URL,
     identification: !!e.IDENTIFICATION_API_URL,

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Caller } from '../caller.js';
+import { databaseUnreachable } from '../store/index.js';
 import { readableBy } from '../tenancy.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from './bus.js';
@@ -222,7 +223,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
     else r.from = rows[rows.length - 1]!.seq;
   }
 
-  /** `read`, again after a failure (backing off up to 2 s) until READ_RETRY_MS have passed or the stream ended. */
+  /** `read`, again after a failure to reach the database (backing off up to 2 s) until READ_RETRY_MS have passed or the stream ended. */
   private async retried<T>(read: () => Promise<T>): Promise<T> {
     const deadline = Date.now() + READ_RETRY_MS;
     for (let attempt = 0; ; attempt++) {
@@ -230,7 +231,8 @@ class EventStream implements AsyncGenerator<EventRecord> {
         return await read();
       } catch (err) {
         const wait = Math.min(2_000, 100 * 2 ** attempt);
-        if (this.done || Date.now() + wait > deadline) throw err;
+        // Only a database that is away is waited out; a failing statement (SQLite's or PostgreSQL's) ends the stream now.
+        if (this.done || !databaseUnreachable(err) || Date.now() + wait > deadline) throw err;
         await sleep(wait);
         if (this.done) throw err;
       }

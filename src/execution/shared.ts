@@ -1,4 +1,5 @@
-import { execute, type DocumentNode, type ExecutionArgs, type ExecutionResult } from 'graphql';
+import { execute, type DocumentNode, type ExecutionArgs, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 import type { GraphQLContext } from '../graphql/context.js';
 import { withWarnings } from './present.js';
 
@@ -10,6 +11,8 @@ export interface SharedExecutionStats {
   executions: number;
   /** Deliveries that took the result of another subscriber's execution instead of executing again. */
   shared: number;
+  /** Executions answered by the compiled selection (SUBSCRIPTION_COMPILED_SELECTION); the others ran graphql-js. */
+  compiled: number;
 }
 
 /**
@@ -27,13 +30,21 @@ export interface SharedExecutionStats {
  * and a later delivery of the same object (after the store changed, say) executes again.
  */
 export class SharedExecution {
-  readonly stats: SharedExecutionStats = { executions: 0, shared: 0 };
+  readonly stats: SharedExecutionStats = { executions: 0, shared: 0, compiled: 0 };
+  /** The compiled selection per document and operation name (null: not compiled, graphql-js runs it). */
+  private readonly compiledSelections = new WeakMap<DocumentNode, Map<string, CompiledQuery | null>>();
   private turn: WeakMap<object, Map<string, Result>> | null = null;
   private readonly documentIds = new WeakMap<DocumentNode, number>();
   private nextDocumentId = 1;
   private readonly endTurn = () => {
     this.turn = null;
   };
+
+  /**
+   * `compiled`: the schema whose subscription selections run as graphql-jit's compiled form (SUBSCRIPTION_COMPILED_SELECTION,
+   * docs/decisions/062); absent, graphql-js runs every execution.
+   */
+  constructor(private readonly compiled?: GraphQLSchema) {}
 
   /**
    * The group of a subscription, or null when its execution cannot be shared (a context without a caller, or
@@ -80,15 +91,71 @@ export class SharedExecution {
 
   private run(event: unknown, args: ExecutionArgs): Result {
     this.stats.executions += 1;
-    const context = args.contextValue as GraphQLContext | undefined;
     const cursor = event !== null && typeof event === 'object' ? (event as { cursor?: unknown }).cursor : undefined;
-    if (!context || typeof context !== 'object') return withCursor(execute({ ...args, rootValue: event }), cursor);
+    return withCursor(this.select(event, args), cursor);
+  }
+
+  /** The selection over `event`, compiled or by graphql-js. */
+  private select(event: unknown, args: ExecutionArgs): Result {
+    const context = args.contextValue as GraphQLContext | undefined;
+    if (!context || typeof context !== 'object') return execute({ ...args, rootValue: event });
     // The execution's own view of the context: a warning raised while it runs belongs to this result (so to every
     // subscriber sharing it), not to the subscription whose context happened to execute it.
     const own = Object.create(context) as GraphQLContext & { warnings: GraphQLContext['warnings'] };
     own.warnings = null;
+    const compiled = this.compiled ? this.selection(args) : null;
+    if (compiled !== null) {
+      let answer: ReturnType<CompiledQuery['query']> | undefined;
+      try {
+        answer = compiled.query(event, own, (args.variableValues ?? {}) as Record<string, unknown>);
+      } catch {
+        answer = undefined;
+      }
+      if (answer instanceof Promise) return answer.then((r) => this.compiledOrPlain(r, event, args, own), () => this.compiledOrPlain(undefined, event, args, own));
+      return this.compiledOrPlain(answer, event, args, own);
+    }
+    return this.plain(event, args, own);
+  }
+
+  /**
+   * The compiled answer when it holds no error (`{ data }`, as graphql-js answers); otherwise graphql-js runs the
+   * selection again, so that an error's wording, path and the nulls it leaves are graphql-js's (as in
+   * OperationRunner for HTTP, decision 035). What the compiled run warned is dropped with it.
+   */
+  private compiledOrPlain(answer: ExecutionResult | undefined, event: unknown, args: ExecutionArgs, own: GraphQLContext & { warnings: GraphQLContext['warnings'] }): Result {
+    if (answer && !answer.errors?.length) {
+      this.stats.compiled += 1;
+      return withWarnings({ data: answer.data }, own);
+    }
+    own.warnings = null;
+    return this.plain(event, args, own);
+  }
+
+  private plain(event: unknown, args: ExecutionArgs, own: GraphQLContext): Result {
     const result = execute({ ...args, rootValue: event, contextValue: own });
-    return result instanceof Promise ? result.then((r) => withWarnings(withCursor(r, cursor), own)) : withWarnings(withCursor(result, cursor), own);
+    return result instanceof Promise ? result.then((r) => withWarnings(r, own)) : withWarnings(result, own);
+  }
+
+  /** The compiled selection of a subscription's document, made once per document and operation; null when it cannot be compiled. */
+  private selection(args: ExecutionArgs): CompiledQuery | null {
+    let byName = this.compiledSelections.get(args.document);
+    if (byName === undefined) {
+      byName = new Map();
+      this.compiledSelections.set(args.document, byName);
+    }
+    const name = args.operationName ?? '';
+    let compiled = byName.get(name);
+    if (compiled === undefined) {
+      compiled = null;
+      try {
+        const made = compileQuery(this.compiled!, args.document, args.operationName ?? undefined);
+        if (isCompiledQuery(made)) compiled = made;
+      } catch {
+        compiled = null;
+      }
+      byName.set(name, compiled);
+    }
+    return compiled;
   }
 }
 

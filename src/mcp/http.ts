@@ -28,7 +28,7 @@ export interface McpHttpOptions {
   /** The public base URL (PUBLIC_URL, or the listening address), for the resource metadata. */
   readonly publicUrl: () => string;
   /** AUTH_*: apps sign in with JWTs; the protected-resource metadata and the OAuth challenges are then served. */
-  readonly oauth: { readonly issuer: string; readonly scopePrefix: string; readonly scopes: readonly string[] } | null;
+  readonly oauth: { readonly issuers: readonly string[]; readonly scopePrefix: string; readonly scopes: readonly string[] } | null;
   readonly maxBodyBytes: number;
   /** The sealed requestState of approval elicitations (src/mcp/approval.ts). */
   readonly codec: RequestStateCodec<unknown>;
@@ -177,12 +177,12 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
       handle(req, res, ctx) {
         const toolset = ctx.params[0] ?? '';
         if (!o.surface.toolsets.has(toolset)) return sendJsonRpcError(res, 404, -32000, `no MCP toolset ${toolset} on this gateway`);
-        // RFC 9728 §3.2: the protected resource's metadata; the authorization server is the JWTs' issuer (AUTH_ISSUER).
+        // RFC 9728 §3.2: the protected resource's metadata; the authorization servers are the JWTs' issuers (AUTH_ISSUER, or each of AUTH_ISSUERS).
         res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=3600', 'access-control-allow-origin': '*' });
         res.end(
           JSON.stringify({
             resource: resourceOf(toolset),
-            authorization_servers: [oauth.issuer],
+            authorization_servers: [...oauth.issuers],
             scopes_supported: oauth.scopes.map((s) => `${oauth.scopePrefix}${s}`),
             bearer_methods_supported: ['header'],
             resource_name: 'GraphQL gateway (MCP)',

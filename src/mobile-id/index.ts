@@ -59,6 +59,7 @@ export function createMobileIdService(
     pendingLimit: config.mobileId.pendingMaxPerApp,
     storage: deps.storage,
     metrics: deps.metrics,
+    clearFromIntake: config.delivery.clearFromIntake,
     now: deps.now,
   });
 }

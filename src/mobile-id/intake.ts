@@ -9,6 +9,7 @@ import { StorageBoundError, type AppStorage, type StorageRefusal } from '../stor
 import type { PendingVerifications } from './pending.js';
 import { authReqIdOf, type RejectionQuarantine, type RejectionReason } from './quarantine.js';
 import type { SecretBox } from './sealing.js';
+import { keepClear, type ClearParts } from './views.js';
 import {
   MAX_EXTRA_FIELDS_CHARS,
   MOBILE_ID_EVENT_KIND,
@@ -88,6 +89,8 @@ interface IntakeOptions {
   storage: AppStorage | null;
   metrics: Metrics;
   logger: Logger;
+  /** DELIVERY_CLEAR_FROM_INTAKE: the stored event carries its clear values to this process's live subscribers (views.ts keepClear). */
+  clearFromIntake?: boolean;
   /** Epoch ms: the reception time of pending notifications and the clock of the retry schedules (tests control it). */
   now?: () => number;
 }
@@ -144,9 +147,13 @@ export class NotificationIntake {
       this.logger.warn({ authReqId, droppedFields: dropped.fields, droppedBytes: dropped.chars }, `mobile-ID notification: unknown fields over ${MAX_EXTRA_FIELDS_CHARS} bytes were not kept`);
     }
     // The subject and the unknown fields are personal: sealed together, one seal per notification.
+    // What is sealed below, in clear, for this process's live subscribers (DELIVERY_CLEAR_FROM_INTAKE; never stored).
+    const clear: ClearParts = { personal: null, accessToken: null, idToken: null };
     const personal = (sub: string | null) => {
       const value: SealedPersonal = { sub, fields: kept };
-      return sub === null && Object.keys(kept).length === 0 ? null : this.box.seal(JSON.stringify(value), context('personal'));
+      if (sub === null && Object.keys(kept).length === 0) return null;
+      clear.personal = value;
+      return this.box.seal(JSON.stringify(value), context('personal'));
     };
     const unknown = { extra: {}, sealedExtra: {}, droppedExtra: dropped };
     const charge = this.charge(scope);
@@ -168,6 +175,8 @@ export class NotificationIntake {
       const expiresAt = Date.now() + b.expires_in * 1000;
       secretsExpireAt = expiresAt;
       const claims = isCompactJwe(b.id_token) ? NO_CLAIMS : claimsOf(decodeCompactJwt(b.id_token)!.claims);
+      clear.accessToken = b.access_token;
+      clear.idToken = b.id_token;
       payload = {
         v: STORED_VERSION,
         outcome: 'success',
@@ -249,6 +258,7 @@ export class NotificationIntake {
     }
     if (result.status === 'duplicate') return { status: 'duplicate', authReqId };
     if (result.status === 'conflict') return { status: 'conflict', authReqId };
+    if (this.options.clearFromIntake && result.event.payload !== null && typeof result.event.payload === 'object') keepClear(result.event.payload, clear);
     return { status: 'accepted', authReqId, outcome: n.outcome, publish: result.publish };
   }
 

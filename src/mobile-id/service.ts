@@ -34,6 +34,8 @@ interface MobileIdServiceOptions {
   /** Per-app storage bounds (notifications on an app's tokens, its live tokens); null: none. */
   storage: AppStorage | null;
   metrics: Metrics;
+  /** DELIVERY_CLEAR_FROM_INTAKE: a notification taken in here hands its live subscribers here its clear values (decision 062). */
+  clearFromIntake?: boolean;
   /** Tests only: the clock of pending notifications and of the JWKS retry schedule (epoch ms). Default Date.now. */
   now?: (() => number) | undefined;
 }
@@ -53,7 +55,10 @@ export class MobileIdService {
   private readonly sandbox: SandboxTrigger;
   private readonly pending: PendingVerifications;
 
+  private readonly keys: MobileIdServiceOptions['verifier']['keys'];
+
   constructor(options: MobileIdServiceOptions) {
+    this.keys = options.verifier.keys;
     this.events = options.events;
     this.box = options.box;
     this.tokens = new NotificationTokens(options.db, options.notificationTokens, options.storage);
@@ -70,9 +75,18 @@ export class MobileIdService {
       storage: options.storage,
       metrics: options.metrics,
       logger: options.logger,
+      clearFromIntake: options.clearFromIntake ?? false,
       ...(options.now ? { now: options.now } : {}),
     });
     this.sandbox = new SandboxTrigger(options.sandbox, this.tokens, options.notificationUri);
+  }
+
+  /**
+   * Reads MOBILEID_JWKS_FILE again (a reload, docs/decisions/057): the swap to make once every file of the reload is
+   * good, or null when the keys come from no file; throws for a bad file.
+   */
+  prepareKeysReload(): (() => void) | null {
+    return this.keys?.reload?.() ?? null;
   }
 
   /** Checks the bearer token before the body is read. */

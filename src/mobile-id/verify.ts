@@ -2,8 +2,9 @@
 // (signature, iss, aud, exp as in OpenID Connect Core §3.1.3.7, plus the auth_req_id claim and at_hash),
 // tolerant of absent optional claims unless strict (docs/decisions/016-id-token-checks-and-quarantine.md).
 import { createHash } from 'node:crypto';
-import fs from 'node:fs';
 import { createLocalJWKSet, errors, jwtVerify, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters } from 'jose';
+import { JsonFileError } from '../json-file.js';
+import { readJwksFile } from '../jwks-fetch.js';
 import type { Logger } from '../logger.js';
 import { JwksUnavailableError, RemoteJwks } from './jwks.js';
 import { isCompactJwe } from './wire.js';
@@ -114,7 +115,7 @@ export interface VerifierOptions {
    * The configured JWKS (MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE, or the sandbox's); null when none is. `fetched`:
    * a URL, re-fetched on an unknown kid, so a kid it lacks may only not be published yet.
    */
-  keys: { source: string; get: KeyLookup; fetched?: boolean } | null;
+  keys: { source: string; get: KeyLookup; fetched?: boolean; reload?: () => () => void } | null;
   /** MOBILEID_ISSUER: when set, a present iss must equal it; when unset, iss is reported NOT_CHECKED. */
   issuer: string | undefined;
   /** MOBILEID_CLIENT_ID: when set, a present aud must contain it; when unset, aud is reported NOT_CHECKED. */
@@ -123,23 +124,37 @@ export interface VerifierOptions {
   strict?: boolean;
 }
 
+/** MOBILEID_JWKS_FILE's keys; a bad file throws an Error naming the variable, the file and the line. */
+function readKeysFile(file: string): JSONWebKeySet {
+  try {
+    return readJwksFile(file);
+  } catch (err) {
+    if (err instanceof JsonFileError) throw new Error(`MOBILEID_JWKS_FILE ${err.message}`);
+    throw err;
+  }
+}
+
 /**
  * A JWKS from MOBILEID_JWKS_URL (fetched, cached, re-fetched on an unknown kid, and while it is down tried again on
- * one backoff schedule: src/mobile-id/jwks.ts) or MOBILEID_JWKS_FILE (read once).
+ * one backoff schedule: src/mobile-id/jwks.ts) or MOBILEID_JWKS_FILE (read at start; `reload` reads it again and
+ * returns the swap, or throws).
  */
 export function configuredKeys(
   options: { jwksUrl?: string | undefined; jwksFile?: string | undefined },
   deps: { logger?: Logger; onFetch?: (outcome: 'ok' | 'failed') => void } = {},
 ): VerifierOptions['keys'] {
   if (options.jwksFile) {
-    let jwks: JSONWebKeySet;
-    try {
-      jwks = JSON.parse(fs.readFileSync(options.jwksFile, 'utf8')) as JSONWebKeySet;
-    } catch (err) {
-      throw new Error(`MOBILEID_JWKS_FILE ${options.jwksFile} is not a readable JSON file: ${(err as Error).message}`);
-    }
-    if (!jwks || !Array.isArray(jwks.keys)) throw new Error(`MOBILEID_JWKS_FILE ${options.jwksFile} is not a JWKS (no "keys" array)`);
-    return { source: options.jwksFile, get: createLocalJWKSet(jwks) };
+    const file = options.jwksFile;
+    // Read again by each reload (docs/decisions/057): a check in flight keeps the key set it looked its key up in.
+    let get = createLocalJWKSet(readKeysFile(file));
+    return {
+      source: file,
+      get: (header, token) => get(header, token),
+      reload: () => {
+        const next = createLocalJWKSet(readKeysFile(file));
+        return () => (get = next);
+      },
+    };
   }
   if (options.jwksUrl) {
     const remote = new RemoteJwks({ url: options.jwksUrl, logger: deps.logger, onFetch: deps.onFetch });

@@ -43,6 +43,26 @@ interface MobileIdAuthenticationFailed {
 
 export type MobileIdAuthentication = MobileIdAuthenticated | MobileIdAuthenticationFailed;
 
+/** The clear values a notification was sealed from, as the intake that sealed them still holds them. */
+export interface ClearParts {
+  personal: SealedPersonal | null;
+  accessToken: string | null;
+  idToken: string | null;
+}
+
+/**
+ * The clear values of events this process has just taken in, by the event's payload object (DELIVERY_CLEAR_FROM_INTAKE,
+ * docs/decisions/062): in memory only, for as long as the event object lives (its publish to this process's
+ * subscribers), so that a delivery does not open what the intake sealed a moment before. An event read from the log or
+ * from another replica is a new object, not found here, and is opened as before.
+ */
+const clearByPayload = new WeakMap<object, ClearParts>();
+
+/** Hands `payload`'s live subscribers on this process the clear values it was sealed from. */
+export function keepClear(payload: object, parts: ClearParts): void {
+  clearByPayload.set(payload, parts);
+}
+
 /**
  * What is sealed in a stored notification (its tokens, its subject and unknown fields), opened when first read and
  * once: a selection without it never decrypts it. The getters sit on the classes' prototypes, so a view costs no
@@ -57,14 +77,21 @@ class SealedParts {
     protected readonly stored: StoredNotification,
     private readonly scope: string | null,
     protected readonly box: SecretBox,
-  ) {}
+  ) {
+    this.clear = clearByPayload.get(stored);
+  }
 
   /** Version 1 sealed under the auth_req_id alone; version 2 under its owner too (stored.ts notificationContext). */
   protected context(field: string): string {
     return notificationContext(this.stored.v, this.scope, this.stored.authReqId, field);
   }
 
+  /** The clear values the intake sealed this payload from, when this process took it in (keepClear). */
+  protected readonly clear: ClearParts | undefined;
+
   protected opened(): SealedPersonal {
+    const clear = this.clear?.personal;
+    if (clear) return clear;
     return (this.personal ??= this.stored.sealedPersonal
       ? (JSON.parse(this.box.open(this.stored.sealedPersonal, this.context('personal'))) as SealedPersonal)
       : { sub: null, fields: {} });
@@ -152,12 +179,12 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
 
   /** The tokens are opened when first read: a subscriber of its own auth_req_id executes alone (bench scenario 7). */
   get accessToken(): string | null {
-    if (this.access === undefined) this.access = this.sealedAccess === null ? null : this.box.open(this.sealedAccess, this.context('access_token'));
+    if (this.access === undefined) this.access = this.sealedAccess === null ? null : (this.clear?.accessToken ?? this.box.open(this.sealedAccess, this.context('access_token')));
     return this.access;
   }
 
   get idToken(): string {
-    return (this.id ??= this.box.open((this.stored as StoredNotification & { outcome: 'success' }).idToken, this.context('id_token')));
+    return (this.id ??= this.clear?.idToken ?? this.box.open((this.stored as StoredNotification & { outcome: 'success' }).idToken, this.context('id_token')));
   }
 }
 

@@ -5,7 +5,7 @@ import type { GraphQLContext } from '../graphql/context.js';
 import { ErrorCode } from '../errors.js';
 import { BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
 import type { RequestContext, Route } from './http.js';
-import { admitHttp, type TrustedDocuments } from './trusted-documents.js';
+import { admitHttp, type DocumentAdmission } from './trusted-documents.js';
 import { LIMIT_VARIABLES } from '../execution/limits.js';
 import type { HttpPlans } from './http-plans.js';
 import type { AuthFailure } from './auth.js';
@@ -21,7 +21,7 @@ export interface GraphqlRouteOptions {
   /** Serves GraphiQL for browser GETs; absent when introspection is off. */
   graphiql?: { wants(req: IncomingMessage): boolean; serve(req: IncomingMessage, res: import('node:http').ServerResponse): void };
   /** TRUSTED_DOCUMENTS (absent when off). */
-  trusted?: TrustedDocuments;
+  trusted?: DocumentAdmission;
   /** Cached plans per document: POST requests they can answer exactly as Apollo would skip its pipeline (decision 035). */
   plans?: HttpPlans | null;
 }

@@ -1,11 +1,11 @@
 // Apps that sign in with their identity provider's JWTs (docs/decisions/047): `Authorization: Bearer <JWT>`, verified
 // with jose against the provider's JWKS (RFC 7515 signature, RFC 7519 §4.1 iss/aud/exp/nbf, RFC 8725 best practices).
-import fs from 'node:fs';
-import { createLocalJWKSet, decodeProtectedHeader, errors, jwtVerify, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters, type JWTPayload } from 'jose';
-import { fetchJwks } from '../jwks-fetch.js';
+import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, errors, jwtVerify, type FlattenedJWSInput, type JWSHeaderParameters, type JWTPayload } from 'jose';
+import { fetchJwks, readJwksFile } from '../jwks-fetch.js';
+import { JsonFileError } from '../json-file.js';
 import { LRUCache } from 'lru-cache';
 import { APP_NAME, Grants, isScope, scopeOfApp, sha256, type Caller, type Scope } from '../caller.js';
-import { ConfigError, type JwtAppEntry, type JwtAuthConfig } from '../config.js';
+import { ConfigError, type JwtAppEntry, type JwtAuthConfig, type JwtIssuerConfig } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { AuthResult } from './auth.js';
 
@@ -39,7 +39,9 @@ export function looksLikeJwt(token: string): boolean {
 }
 
 export interface JwksKeysOptions {
-  source: JwtAuthConfig['jwks'];
+  source: JwtIssuerConfig['jwks'];
+  /** The variable a bad file is reported under: AUTH_JWKS_FILE, or AUTH_ISSUERS for an issuer's jwksFile. */
+  variable?: string;
   /** AUTH_JWKS_REFRESH_INTERVAL: at most one fetch per interval, whatever asks for it. */
   refreshIntervalMs: number;
   /** Epoch ms (tests control it). */
@@ -48,7 +50,7 @@ export interface JwksKeysOptions {
 }
 
 /**
- * The provider's JWKS: read once from AUTH_JWKS_FILE, or fetched from AUTH_JWKS_URL and cached. A fetched JWKS is
+ * The provider's JWKS: read from AUTH_JWKS_FILE (at start, and again by each reload, which makes a new JwksKeys), or fetched from AUTH_JWKS_URL and cached. A fetched JWKS is
  * fetched again when it is older than the interval, or when a token names a kid it lacks (a key rotated in), but never
  * more than once per interval (a stream of tokens with made-up kids must not make the gateway hammer the provider).
  * A failed fetch keeps the keys already fetched: tokens signed by them keep working while the provider is down.
@@ -66,13 +68,19 @@ export class JwksKeys {
   /** Why the last fetch failed; null after a success. */
   private failure: string | null = null;
   private pending: Promise<void> | null = null;
-  private readonly url: string | null;
+  /** The JWKS URL, or null for a file. */
+  readonly url: string | null;
 
   constructor(private readonly options: JwksKeysOptions) {
     const source = options.source;
     if ('file' in source) {
       this.url = null;
-      this.local = createLocalJWKSet(readJwksFile(source.file));
+      try {
+        this.local = createLocalJWKSet(readJwksFile(source.file));
+      } catch (err) {
+        if (err instanceof JsonFileError) throw new ConfigError(options.variable ?? 'AUTH_JWKS_FILE', err.message);
+        throw err;
+      }
     } else {
       this.url = source.url;
     }
@@ -141,28 +149,18 @@ export class JwksKeys {
   }
 }
 
-function readJwksFile(file: string): JSONWebKeySet {
-  let jwks: unknown;
-  try {
-    jwks = JSON.parse(fs.readFileSync(file, 'utf8'));
-  } catch (err) {
-    throw new ConfigError('AUTH_JWKS_FILE', `${file} is not a readable JSON file: ${(err as Error).message}`);
-  }
-  if (!isJwks(jwks)) throw new ConfigError('AUTH_JWKS_FILE', `${file} is not a JWKS (an object with a "keys" array)`);
-  return jwks;
-}
+/** The claims scopes are read from when AUTH_SCOPE_CLAIMS is unset. */
+const DEFAULT_SCOPE_CLAIMS = ['scope', 'scp'] as const;
 
-function isJwks(value: unknown): value is JSONWebKeySet {
-  return !!value && typeof value === 'object' && Array.isArray((value as { keys?: unknown }).keys);
-}
-
-
-/** The gateway scopes a token grants: `scope` (space-separated) and `scp` (an array, or space-separated), with the prefix. */
-export function scopesOf(payload: JWTPayload, prefix: string): Scope[] {
+/**
+ * The gateway scopes a token grants: the words of each claim of `claims` (AUTH_SCOPE_CLAIMS, default `scope`
+ * space-separated and `scp` an array or space-separated; Entra ID's `roles` is an array), with the prefix.
+ */
+export function scopesOf(payload: JWTPayload, prefix: string, claims: readonly string[] = DEFAULT_SCOPE_CLAIMS): Scope[] {
   const words = (claim: unknown): string[] =>
     typeof claim === 'string' ? claim.split(/\s+/) : Array.isArray(claim) ? claim.filter((v): v is string => typeof v === 'string') : [];
   const scopes: Scope[] = [];
-  for (const word of [...words(payload.scope), ...words(payload.scp)]) {
+  for (const word of claims.flatMap((claim) => words(payload[claim]))) {
     if (!word.startsWith(prefix)) continue;
     const scope = word.slice(prefix.length);
     if (isScope(scope)) scopes.push(scope);
@@ -189,10 +187,14 @@ export class JwtApps {
   private readonly any: boolean;
   private readonly operators: ReadonlySet<string>;
 
-  /** `configured`: every configured app's name (keys, the apps file, bare keys' labels); a JWT takes none unless listed `name=<it>`. */
+  /**
+   * `configured`: every configured app's name (keys, the apps file, bare keys' labels); a JWT takes none unless listed
+   * `name=<it>`. `elsewhere`: the apps other identity providers list (AUTH_ISSUERS), which `*` does not take.
+   */
   constructor(
-    config: Pick<JwtAuthConfig, 'apps' | 'operatorApps'>,
+    config: Pick<JwtIssuerConfig, 'apps' | 'operatorApps'>,
     private readonly configured: ReadonlySet<string>,
+    private readonly elsewhere: ReadonlySet<string> = new Set(),
   ) {
     this.listed = new Map(config.apps.listed.map((e) => [e.claim, e]));
     this.any = config.apps.any;
@@ -207,6 +209,7 @@ export class JwtApps {
     if (!APP_NAME.test(value)) return { refused: `the JWT's ${claim} claim is not an app name (${APP_NAME_RULE})`, reason: 'app_name' };
     if (!this.any) return { refused: `the JWT's ${claim} claim names no app this gateway accepts (AUTH_APPS)`, reason: 'not_accepted' };
     if (this.configured.has(value)) return configuredRefusal(claim);
+    if (this.elsewhere.has(value)) return { refused: `the JWT's ${claim} claim names an app another identity provider of AUTH_ISSUERS signs in: list it in this provider's apps as <claim value>=<name> to make them one app`, reason: 'other_issuer' };
     return { app: value };
   }
 
@@ -220,9 +223,10 @@ const APP_NAME_RULE = '1 to 64 ASCII letters, digits, `_`, `.` or `-`, starting 
 
 /**
  * Why a verified token names no app the gateway accepts (gateway_jwt_refusals_total's `reason`): no app claim, a value
- * outside APP_NAME, an app AUTH_APPS does not list, or a configured app's name that AUTH_APPS does not make one.
+ * outside APP_NAME, an app AUTH_APPS does not list, a configured app's name that AUTH_APPS does not make one, or (`*`)
+ * an app another provider of AUTH_ISSUERS lists.
  */
-export type AppRefusalReason = 'no_app_claim' | 'app_name' | 'not_accepted' | 'configured_name';
+export type AppRefusalReason = 'no_app_claim' | 'app_name' | 'not_accepted' | 'configured_name' | 'other_issuer';
 type AppRefusal = { refused: string; reason: AppRefusalReason };
 
 function configuredRefusal(claim: string): AppRefusal {
@@ -245,26 +249,40 @@ export function expiryDelay(caller: Caller, now: number): number | null {
   return caller.expiresAt === undefined ? null : Math.max(0, caller.expiresAt - now);
 }
 
+/** One identity provider's verification: its settings, its keys and the apps it may sign in. */
+interface IssuerVerifier {
+  readonly config: JwtIssuerConfig;
+  readonly keys: JwksKeys;
+  readonly apps: JwtApps;
+}
+
 /**
  * The JWT half of the transport's authentication: a verified token is its app's caller (owner scope `app:<name>`),
  * an app AUTH_APPS accepts, with the scopes the token grants (`operator` only for AUTH_OPERATOR_APPS) and the token's
  * expiry. It is the same app as the API keys `<name>:<key>` only when AUTH_APPS says so (`<claim value>=<name>`).
+ * With several providers (AUTH_ISSUERS, docs/decisions/058) a token is verified by the provider of its iss only: its
+ * keys, audience, app claim, scope claims and apps; a token whose iss is no provider's is refused before any key is
+ * looked up. An authenticator is immutable: a reload makes a new one (docs/decisions/057), and a verification in
+ * flight finishes with the one it started with.
  */
 export class JwtAuthenticator {
   /**
    * Tokens verified, by their SHA-256: a token that every request of an app carries is verified once (260–800 µs,
-   * decision 047) and then answers from here until its exp, or until the keys are older than the refresh interval
-   * (the next verification fetches them again, and a token verified under the earlier set is verified again: its key
-   * may have been removed), or until the clock runs back before it was verified. At most
-   * `verifiedCacheSize` (AUTH_JWT_CACHE_SIZE, default 10,000: about 3 MB) entries, least recently used first out.
-   * Refusals are never kept.
+   * decision 047) and then answers from here until its exp, or until its provider's keys are older than the refresh
+   * interval (the next verification fetches them again, and a token verified under the earlier set is verified again:
+   * its key may have been removed), or until the clock runs back before it was verified. Each entry names the provider
+   * that verified it, whose keys it is judged by. At most `verifiedCacheSize` (AUTH_JWT_CACHE_SIZE, default 10,000:
+   * about 3 MB) entries, least recently used first out. Refusals are never kept.
    */
-  private readonly verified: LRUCache<string, { caller: Caller; keys: number; at: number }> | null;
-  private readonly apps: JwtApps;
+  private readonly verified: LRUCache<string, { caller: Caller; issuer: IssuerVerifier; keys: number; at: number }> | null;
+  private readonly byIssuer: ReadonlyMap<string, IssuerVerifier>;
+  /** The one provider of the AUTH_* variables, which judges every token (jose names a wrong iss); null with AUTH_ISSUERS. */
+  private readonly only: IssuerVerifier | null;
 
   constructor(
     private readonly config: JwtAuthConfig,
-    readonly keys: JwksKeys,
+    /** Each provider's keys, in the order of `config.issuers`. */
+    keys: readonly JwksKeys[],
     private readonly now: () => number,
     /** The names of the apps configured with keys, which a JWT may take only as AUTH_APPS says. */
     configured: ReadonlySet<string>,
@@ -274,7 +292,13 @@ export class JwtAuthenticator {
     private readonly refuse: (reason: AppRefusalReason) => void = () => undefined,
   ) {
     this.verified = config.verifiedCacheSize > 0 ? new LRUCache({ max: config.verifiedCacheSize }) : null;
-    this.apps = new JwtApps(config, configured);
+    const verifiers = config.issuers.map((issuer, i) => {
+      const elsewhere = new Set(config.issuers.flatMap((other) => (other === issuer ? [] : other.apps.listed.map((a) => a.app))));
+      for (const listed of issuer.apps.listed) elsewhere.delete(listed.app);
+      return { config: issuer, keys: keys[i]!, apps: new JwtApps(issuer, configured, elsewhere) };
+    });
+    this.byIssuer = new Map(verifiers.map((v) => [v.config.issuer, v]));
+    this.only = config.issuersFile === null && verifiers.length === 1 ? verifiers[0]! : null;
   }
 
   async authenticate(token: string): Promise<AuthResult> {
@@ -282,25 +306,46 @@ export class JwtAuthenticator {
     const id = this.verified ? sha256(token).toString('base64') : null;
     if (id !== null) {
       const hit = this.verified!.get(id);
-      if (hit && hit.keys === this.keys.version && this.keys.fresh() && at >= hit.at && at < hit.caller.expiresAt!) {
+      const keys: JwksKeys | undefined = hit?.issuer.keys;
+      if (hit && keys && hit.keys === keys.version && keys.fresh() && at >= hit.at && at < hit.caller.expiresAt!) {
         this.count('cached');
         return { ok: true, caller: hit.caller };
       }
     }
-    const keys = this.keys.version;
-    const result = await this.verify(token, at);
-    if (id !== null && result.ok && this.keys.version === keys) this.verified!.set(id, { caller: result.caller, keys, at });
+    const issuer = this.only ?? this.issuerOf(token);
+    if ('refused' in issuer) {
+      this.count('verified');
+      return invalid(issuer.refused);
+    }
+    const keys = issuer.keys.version;
+    const result = await this.verify(issuer, token, at);
+    if (id !== null && result.ok && issuer.keys.version === keys) this.verified!.set(id, { caller: result.caller, issuer, keys, at });
     return result;
   }
 
-  private async verify(token: string, at: number): Promise<AuthResult> {
+  /** The provider a token's iss names (read before its signature is checked: only to choose the keys). */
+  private issuerOf(token: string): IssuerVerifier | { refused: string } {
+    let iss: unknown;
+    try {
+      iss = decodeJwt(token).iss;
+    } catch {
+      return { refused: 'the JWT cannot be verified: its payload is not a JSON object' };
+    }
+    if (typeof iss !== 'string') return { refused: 'the JWT has no iss claim: the gateway cannot tell which identity provider (AUTH_ISSUERS) issued it' };
+    const found = this.byIssuer.get(iss);
+    if (found) return found;
+    return { refused: `the JWT's iss ${JSON.stringify(iss.length > 200 ? `${iss.slice(0, 200)}…` : iss)} is not an identity provider this gateway trusts (AUTH_ISSUERS)` };
+  }
+
+  private async verify(issuer: IssuerVerifier, token: string, at: number): Promise<AuthResult> {
     this.count('verified');
+    const config = issuer.config;
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, this.keys.getKey, {
+      ({ payload } = await jwtVerify(token, issuer.keys.getKey, {
         algorithms: ALGORITHMS,
-        issuer: this.config.issuer,
-        audience: [...this.config.audience],
+        issuer: config.issuer,
+        audience: [...config.audience],
         requiredClaims: ['exp'],
         clockTolerance: CLOCK_TOLERANCE_SECONDS,
         currentDate: new Date(at),
@@ -310,7 +355,7 @@ export class JwtAuthenticator {
     }
     const expiresAt = payload.exp! * 1000;
     if (expiresAt <= at) return invalid(`the JWT has expired (exp ${new Date(expiresAt).toISOString()})`);
-    const named = appOf(payload, this.config.appClaim, this.apps);
+    const named = appOf(payload, config.appClaim, issuer.apps);
     if ('refused' in named) {
       this.refuse(named.reason);
       return invalid(named.refused);
@@ -318,7 +363,7 @@ export class JwtAuthenticator {
     const caller: Caller = Object.freeze({
       scope: scopeOfApp(named.app),
       app: named.app,
-      grants: this.apps.grants(named.app, scopesOf(payload, this.config.scopePrefix)),
+      grants: issuer.apps.grants(named.app, scopesOf(payload, config.scopePrefix, config.scopeClaims)),
       expiresAt,
       via: 'JWT',
     });

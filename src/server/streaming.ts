@@ -7,7 +7,7 @@ import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
 import type { Authenticate } from './auth.js';
 import type { AuthExpiry } from './jwt-auth.js';
-import type { TrustedDocuments } from './trusted-documents.js';
+import type { DocumentAdmission } from './trusted-documents.js';
 
 /**
  * What both streaming transports (graphql-ws, graphql-sse) are given: the stages of the execution pipeline
@@ -25,7 +25,7 @@ export interface StreamingTransportOptions {
   /** The admit stage: the cost limit, then the rate limit. */
   admit: Admission;
   /** TRUSTED_DOCUMENTS: an operation may come by `documentId` or `extensions.persistedQuery`. */
-  trusted?: TrustedDocuments;
+  trusted?: DocumentAdmission;
   /** Subscription results shared by identical subscriptions; one for both transports (src/execution/shared.ts). */
   shared?: SharedExecution;
 }

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
-import fs from 'node:fs';
 import { Kind, parse, validate, type DocumentNode, type GraphQLSchema, type SelectionSetNode } from 'graphql';
 import { LRUCache } from 'lru-cache';
 import { ConfigError } from '../config.js';
 import { ErrorCode } from '../errors.js';
+import { JsonFileError, readJsonFile, type JsonFile } from '../json-file.js';
 
 export type TrustedDocumentsMode = 'off' | 'allow' | 'enforce';
 
@@ -59,6 +59,12 @@ export function isIntrospectionOnly(document: DocumentNode): boolean {
 }
 
 /**
+ * What the transports ask of the trusted documents: the running manifest's answer (a reload swaps the manifest,
+ * docs/decisions/057; each operation's document is admitted once, by the manifest of that moment).
+ */
+export type DocumentAdmission = Pick<TrustedDocuments, 'admit'>;
+
+/**
  * Trusted documents (TRUSTED_DOCUMENTS): operations by id from a manifest in the format of GraphQL Code
  * Generator's client preset (`persisted-documents.json`, `{ "<hash>": "<document>" }`), sent as `documentId`,
  * or by the sha256 of their text in Apollo's `extensions.persistedQuery`. `allow` runs those and any other
@@ -87,43 +93,39 @@ export class TrustedDocuments {
    * against the schema, or a hex id that is not the sha1/sha256 of its document.
    */
   static load(options: { mode: Exclude<TrustedDocumentsMode, 'off'>; manifest: string; schema: GraphQLSchema; introspection: boolean }): TrustedDocuments {
-    const fail = (message: string): never => {
-      throw new ConfigError('TRUSTED_DOCUMENTS_MANIFEST', `${options.manifest}: ${message}`);
+    const fail = (message: string, line?: number): never => {
+      throw new ConfigError('TRUSTED_DOCUMENTS_MANIFEST', `${options.manifest}${line === undefined ? '' : ` line ${line}`}: ${message}`);
     };
-    let text: string;
+    let file: JsonFile;
     try {
-      text = fs.readFileSync(options.manifest, 'utf8');
+      file = readJsonFile(options.manifest);
     } catch (err) {
-      return fail(`cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+      if (err instanceof JsonFileError) throw new ConfigError('TRUSTED_DOCUMENTS_MANIFEST', err.message);
+      throw err;
     }
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch (err) {
-      return fail(`is not valid JSON (${(err as Error).message})`);
-    }
+    const json = file.value;
     if (!json || typeof json !== 'object' || Array.isArray(json)) {
-      return fail('must be a JSON object of document ids to documents, as persisted-documents.json of the GraphQL Code Generator client preset');
+      return fail('must be a JSON object of document ids to documents, as persisted-documents.json of the GraphQL Code Generator client preset', 1);
     }
     const entries = Object.entries(json as Record<string, unknown>);
     if (entries.length === 0) fail('holds no documents');
     const byId = new Map<string, string>();
     for (const [id, document] of entries) {
-      if (!id.trim()) fail('has an empty document id');
-      if (typeof document !== 'string') fail(`document ${id} must be a string of GraphQL, not ${document === null ? 'null' : typeof document}`);
+      if (!id.trim()) fail('has an empty document id', file.lineOf([id]));
+      if (typeof document !== 'string') fail(`document ${id} must be a string of GraphQL, not ${document === null ? 'null' : typeof document}`, file.lineOf([id]));
       const doc = document as string;
       const lower = id.toLowerCase();
       const hex = lower.startsWith('sha256:') ? lower.slice(7) : lower;
-      if (SHA256_HEX.test(hex) && hash('sha256', doc) !== hex) fail(`document ${id}: the id is not the sha256 of its text`);
-      if (SHA1_HEX.test(hex) && hash('sha1', doc) !== hex) fail(`document ${id}: the id is not the sha1 of its text`);
+      if (SHA256_HEX.test(hex) && hash('sha256', doc) !== hex) fail(`document ${id}: the id is not the sha256 of its text`, file.lineOf([id]));
+      if (SHA1_HEX.test(hex) && hash('sha1', doc) !== hex) fail(`document ${id}: the id is not the sha1 of its text`, file.lineOf([id]));
       let parsed: DocumentNode;
       try {
         parsed = parse(doc);
       } catch (err) {
-        return fail(`document ${id} does not parse: ${(err as Error).message}`);
+        return fail(`document ${id} does not parse: ${(err as Error).message}`, file.lineOf([id]));
       }
       const errors = validate(options.schema, parsed);
-      if (errors.length) fail(`document ${id} is not valid against the schema: ${errors[0]!.message}`);
+      if (errors.length) fail(`document ${id} is not valid against the schema: ${errors[0]!.message}`, file.lineOf([id]));
       byId.set(id, doc);
     }
     return new TrustedDocuments(options.mode, byId, options.introspection);
@@ -208,7 +210,7 @@ function refusal(a: Extract<Admission, { ok: false }>): HttpAdmission {
  * a batch of them, or the query string) becomes its text, and `persistedQuery` is removed so that Apollo's own
  * APQ cache never answers in place of the manifest.
  */
-export function admitHttp(trusted: TrustedDocuments, method: string, body: unknown, search: string): HttpAdmission {
+export function admitHttp(trusted: DocumentAdmission, method: string, body: unknown, search: string): HttpAdmission {
   if (method === 'POST') {
     const one = (item: unknown): Admission | { ok: true; item: unknown } => {
       if (!item || typeof item !== 'object' || Array.isArray(item)) return { ok: true, item };

@@ -56,6 +56,8 @@ export interface StoreOptions {
    * webhook is acknowledged; NORMAL is durable against a process crash only. See docs/decisions/002.
    */
   sqliteSynchronous?: 'FULL' | 'NORMAL';
+  /** SQLITE_COMMIT_WINDOW_MS (docs/decisions/062); ignored with DATABASE_URL. */
+  sqliteCommitWindowMs?: number;
   /**
    * PostgreSQL only: called with why while the server cannot be reached at start-up (the store waits for it,
    * retrying with backoff), and with null once it answers.
@@ -74,10 +76,11 @@ export interface StoreOptions {
 const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03']);
 const RETRY_MAX_MS = 5_000;
 
-function unreachable(err: unknown): boolean {
-  const code = (err as { code?: unknown }).code;
+/** A failure of the connection to PostgreSQL (waiting may cure it), not of the statement (an SQL error never is). */
+export function databaseUnreachable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string') return UNREACHABLE_CODES.has(code) || code.startsWith('08');
-  return err instanceof Error && /Connection terminated|timeout expired/i.test(err.message);
+  return err instanceof Error && /Connection terminated|timeout expired|not queryable/i.test(err.message);
 }
 
 /**
@@ -95,7 +98,7 @@ async function waitForPostgres(ping: () => Promise<unknown>, location: string, o
       }
       return;
     } catch (err) {
-      if (!unreachable(err)) throw err;
+      if (!databaseUnreachable(err)) throw err;
       const retryInMs = Math.min(RETRY_MAX_MS, 250 * 2 ** (attempt - 1));
       const why = `waiting for PostgreSQL at ${location}: ${(err as Error).message}`;
       options.onUnreachable?.(why);
@@ -191,7 +194,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     database.pragma('busy_timeout = 5000');
     database.pragma('foreign_keys = ON');
     const full = (options.sqliteSynchronous ?? 'FULL') === 'FULL';
-    const sqliteDialect = new GroupCommitSqliteDialect(database, { syncWal: full, checkpointInWorker: true });
+    const sqliteDialect = new GroupCommitSqliteDialect(database, { syncWal: full, checkpointInWorker: true, commitWindowMs: options.sqliteCommitWindowMs ?? 0 });
     db = new Kysely<Database>({ dialect: sqliteDialect, log });
     writeTogether = (writes) => {
       // Past kysely's executor, so counted here.

@@ -108,6 +108,12 @@ export interface GroupCommitOptions {
   syncWal?: boolean;
   /** Checkpoint from a worker thread (the connection's wal_autocheckpoint is set to 0). */
   checkpointInWorker?: boolean;
+  /**
+   * SQLITE_COMMIT_WINDOW_MS: a group opened while no sync is in flight is committed this long after its first write
+   * instead of at the end of its turn, so that the writes of a steady trickle share one COMMIT and one fdatasync
+   * (docs/decisions/062). 0: at the end of the turn.
+   */
+  commitWindowMs?: number;
   /** Tests: how often to checkpoint, and from how many WAL frames to restart the WAL. */
   checkpoint?: { intervalMs?: number; restartFrames?: number };
 }
@@ -138,6 +144,7 @@ class GroupCommitSqliteDriver implements Driver {
 
   // syncWal: commits are numbered; `durable` is the last one a finished fdatasync covers.
   private readonly syncWal: boolean;
+  private readonly commitWindowMs: number;
   private walFd: number | null = null;
   private committed = 0;
   private durable = 0;
@@ -160,6 +167,7 @@ class GroupCommitSqliteDriver implements Driver {
     this.unit = { savepoint: db.prepare('savepoint together'), release: db.prepare('release together') };
     this.cacheSize = STATEMENT_CACHE_SIZE;
     this.syncWal = options.syncWal ?? false;
+    this.commitWindowMs = options.commitWindowMs ?? 0;
     this.checkpointer = options.checkpointInWorker ? new WalCheckpointer(db, () => this.group === null && this.owner === null, options.checkpoint) : null;
   }
 
@@ -273,7 +281,8 @@ class GroupCommitSqliteDriver implements Driver {
     if (!this.group) {
       this.db.exec('begin immediate');
       this.group = [];
-      setImmediate(() => this.endOfTurn());
+      if (this.commitWindowMs > 0 && !this.syncing) setTimeout(this.endOfWindow, this.commitWindowMs);
+      else setImmediate(() => this.endOfTurn());
     }
     const group = this.group;
     let result: T;
@@ -313,6 +322,11 @@ class GroupCommitSqliteDriver implements Driver {
     if (this.failure) throw this.failure;
     return this.whenDurable(this.committed).then(() => result);
   }
+
+  /** The end of a commit window: its group, if still open and no sync is in flight (else the sync's return commits it). */
+  private readonly endOfWindow = (): void => {
+    this.endOfTurn();
+  };
 
   /** The end of a turn with an open group: commit it, unless a sync is in flight (it is committed when that returns). */
   private endOfTurn(): void {

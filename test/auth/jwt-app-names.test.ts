@@ -203,7 +203,7 @@ describe('AUTH_APPS at start-up', () => {
 
   it('refuses a bare entry that is a configured app’s name: that they are one app must be said with name=name', () => {
     expect(configRefusal({ ...JWKS, GATEWAY_API_KEYS: 'shop:k1', AUTH_APPS: 'shop' })).toMatch(/^AUTH_APPS: entry 1: shop is also an app configured with keys .*write shop=shop/);
-    expect(loadConfig({ ...JWKS, GATEWAY_API_KEYS: 'shop:k1', AUTH_APPS: 'shop=shop' }).jwtAuth!.apps.listed).toEqual([{ claim: 'shop', app: 'shop', sameAsConfigured: true }]);
+    expect(loadConfig({ ...JWKS, GATEWAY_API_KEYS: 'shop:k1', AUTH_APPS: 'shop=shop' }).jwtAuth!.issuers[0]!.apps.listed).toEqual([{ claim: 'shop', app: 'shop', sameAsConfigured: true }]);
   });
 
   it('refuses names outside the configured names’ syntax, a claim listed twice, and operator apps it does not accept', () => {
@@ -211,6 +211,6 @@ describe('AUTH_APPS at start-up', () => {
     expect(configRefusal({ ...JWKS, AUTH_APPS: 'client-1=a:b' })).toMatch(/^AUTH_APPS: entry 1: .* is not an app name/);
     expect(configRefusal({ ...JWKS, AUTH_APPS: 'a,a=b' })).toMatch(/^AUTH_APPS: entry 2: a is listed twice/);
     expect(configRefusal({ ...JWKS, AUTH_APPS: 'partner', AUTH_OPERATOR_APPS: 'sre' })).toMatch(/^AUTH_OPERATOR_APPS: sre is not an app AUTH_APPS accepts/);
-    expect(loadConfig({ ...JWKS, AUTH_APPS: '*', AUTH_OPERATOR_APPS: 'sre' }).jwtAuth!.operatorApps).toEqual(['sre']);
+    expect(loadConfig({ ...JWKS, AUTH_APPS: '*', AUTH_OPERATOR_APPS: 'sre' }).jwtAuth!.issuers[0]!.operatorApps).toEqual(['sre']);
   });
 });

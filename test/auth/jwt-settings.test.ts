@@ -37,15 +37,21 @@ describe('the AUTH_* variables', () => {
     expect(refusal(env).message).toMatch(/^GATEWAY_API_KEYS: is required when any upstream is real, unless apps sign in with JWTs/);
     const config = loadConfig({ ...env, ...JWKS, AUTH_AUDIENCE: 'gateway, gateway-staging', AUTH_SCOPE_PREFIX: 'gateway:' });
     expect(config.jwtAuth).toEqual({
-      jwks: { url: 'https://idp.example/certs' },
-      issuer: 'https://idp.example',
-      audience: ['gateway', 'gateway-staging'],
-      appClaim: null,
-      scopePrefix: 'gateway:',
+      issuersFile: null,
+      issuers: [
+        {
+          jwks: { url: 'https://idp.example/certs' },
+          issuer: 'https://idp.example',
+          audience: ['gateway', 'gateway-staging'],
+          appClaim: null,
+          scopePrefix: 'gateway:',
+          scopeClaims: ['scope', 'scp'],
+          apps: { any: true, listed: [] },
+          operatorApps: [],
+        },
+      ],
       refreshIntervalMs: 60_000,
       verifiedCacheSize: 10_000,
-      apps: { any: true, listed: [] },
-      operatorApps: [],
     });
     expect(loadConfig({}).jwtAuth).toBeNull();
   });

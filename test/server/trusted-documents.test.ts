@@ -203,7 +203,7 @@ describe('the trusted-documents manifest at start-up', () => {
     expect(() => loadConfig({ TRUSTED_DOCUMENTS: 'strict' })).toThrow(/TRUSTED_DOCUMENTS: must be off, allow or enforce/);
   });
 
-  it('makes `npm start` exit with status 2 and say which variable is wrong', async () => {
+  it('makes `npm start` exit with status 2 and say which variable is wrong, and the line of the bad document', async () => {
     const manifest = writeManifest({ abc: 'query {' });
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: path.resolve(import.meta.dirname, '../..'),
@@ -215,6 +215,6 @@ describe('the trusted-documents manifest at start-up', () => {
     child.stdout.resume();
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     expect(code).toBe(2);
-    expect(stderr).toContain(`gateway: invalid configuration: TRUSTED_DOCUMENTS_MANIFEST: ${manifest}: document abc does not parse`);
+    expect(stderr).toContain(`gateway: invalid configuration: TRUSTED_DOCUMENTS_MANIFEST: ${manifest} line 2: document abc does not parse`);
   }, 30_000);
 });

@@ -1,0 +1,155 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Pool } from 'undici';
+import WebSocket from 'ws';
+import { closedLoop, processCpu } from '../lib/cpu.js';
+import { API_KEY, NOTIFICATION_TOKEN, type BenchEnv, type ScenarioReport } from '../lib/env.js';
+import { median } from '../lib/stats.js';
+import { fmt } from '../lib/stats.js';
+import { SUBSCRIPTION } from './fanout.js';
+import { WEBHOOK_PATH, notificationBody } from './webhook.js';
+
+/** Waiting users: one graphql-ws connection each, with one pending subscription on its own auth_req_id (as scenario 7). */
+const WAITING = 10_000;
+/** Notifications in flight at once in the delivery rounds (the steady-rate case of docs/decisions/062). */
+const IN_FLIGHT = 8;
+const OPEN_BATCH = 250;
+export const IDLE_TARGET = 0.05;
+export const DELIVERY_TARGET_US = 40;
+
+interface Waiting {
+  sockets: WebSocket[];
+  /** Auth_req_ids not targeted yet, oldest first. */
+  ids: string[];
+  delivered(id: string): Promise<void>;
+  close(): void;
+}
+
+/** `count` connections of the orchestrator (on the driver core), each holding one pending subscription. */
+async function openWaiting(wsUrl: string, count: number): Promise<Waiting> {
+  const waiting = new Map<string, { resolve(): void; reject(err: Error): void }>();
+  const arrived = new Set<string>();
+  const ids: string[] = [];
+  const sockets: WebSocket[] = [];
+  const open = (id: string) =>
+    new Promise<WebSocket>((resolve, reject) => {
+      const ws = new WebSocket(wsUrl, 'graphql-transport-ws', { headers: { authorization: `Bearer ${API_KEY}` }, perMessageDeflate: false });
+      ws.once('error', reject);
+      ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: {} })));
+      ws.on('message', (data) => {
+        const msg = JSON.parse(String(data)) as { type: string; id?: string; payload?: { errors?: unknown } };
+        if (msg.type === 'connection_ack') {
+          ws.send(JSON.stringify({ id, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { authReqId: id } } }));
+          resolve(ws);
+        } else if (msg.type === 'ping') ws.send('{"type":"pong"}');
+        else if (msg.id !== undefined && (msg.type === 'next' || msg.type === 'error')) {
+          const w = waiting.get(msg.id);
+          if (msg.type === 'error' || msg.payload?.errors) {
+            const err = new Error(`subscription ${msg.id}: ${JSON.stringify(msg.payload).slice(0, 200)}`);
+            if (w) w.reject(err);
+            return;
+          }
+          if (w) w.resolve();
+          else arrived.add(msg.id);
+        }
+      });
+    });
+  for (let i = 0; i < count; i += OPEN_BATCH) {
+    const batch = Array.from({ length: Math.min(OPEN_BATCH, count - i) }, () => randomUUID());
+    sockets.push(...(await Promise.all(batch.map(open))));
+    ids.push(...batch);
+  }
+  return {
+    sockets,
+    ids,
+    delivered: (id) => (arrived.delete(id) ? Promise.resolve() : new Promise<void>((resolve, reject) => waiting.set(id, { resolve, reject }))),
+    close: () => sockets.forEach((ws) => ws.terminate()),
+  };
+}
+
+/**
+ * Scenario 9: what 10,000 subscriptions cost while they only wait, and the marginal CPU of one delivery (docs/decisions/062).
+ * The FULL gateway holds 10,000 waiting users (each a graphql-ws connection of the orchestrator with one pending
+ * subscription). Then, in alternating rounds, N notifications that nobody waits for, and N notifications each
+ * completing one waiting user's subscription, each time 8 in flight (closed loop): the gateway's CPU per
+ * notification from /proc in each, and their difference is what one delivery adds.
+ */
+export async function singleDelivery(env: BenchEnv): Promise<ScenarioReport> {
+  env.log(`scenario 9: ${fmt.int(WAITING)} waiting subscriptions, idle CPU and the marginal CPU of one delivery`);
+  const g = env.gateway;
+  const quick = env.options.durationMs < 5_000;
+  const perRound = quick ? 200 : 600;
+  const rounds = Math.max(3, env.options.rounds + 1);
+  const idleMs = quick ? 3_000 : 10_000;
+  const subs = await openWaiting(`${g.origin.replace(/^http/, 'ws')}/graphql`, WAITING);
+  const pool = new Pool(g.origin, { connections: IN_FLIGHT, pipelining: 1 });
+  const body = notificationBody();
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${NOTIFICATION_TOKEN}`, 'x-mobileid-request-id': 'bench' };
+  const notify = async (id: string) => {
+    const res = await pool.request({ method: 'POST', path: WEBHOOK_PATH, headers, body: body.replace('{{uuid}}', id) });
+    await res.body.dump();
+    if (res.statusCode !== 204) throw new Error(`webhook answered ${res.statusCode}`);
+  };
+  try {
+    await sleep(1_000);
+    const idle0 = processCpu(g.proc.pid);
+    const t0 = performance.now();
+    await sleep(idleMs);
+    const idle = (processCpu(g.proc.pid) - idle0) / ((performance.now() - t0) / 1000);
+    env.log(`  ${fmt.int(subs.sockets.length)} waiting: idle gateway CPU ${fmt.pct(idle)} over ${idleMs / 1000} s`);
+
+    const cpuPerOp = async (op: (i: number) => Promise<void>) => {
+      const before = processCpu(g.proc.pid);
+      await closedLoop(perRound, IN_FLIGHT, op);
+      return ((processCpu(g.proc.pid) - before) * 1e6) / perRound;
+    };
+    const nobody = () => cpuPerOp(() => notify(randomUUID()));
+    const delivered = () =>
+      cpuPerOp(async () => {
+        const id = subs.ids.shift()!;
+        const done = subs.delivered(id);
+        await notify(id);
+        await done;
+      });
+    // Warm-up of both kinds.
+    await nobody();
+    await delivered();
+    const intake: number[] = [];
+    const withDelivery: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      if (r % 2 === 0) {
+        intake.push(await nobody());
+        withDelivery.push(await delivered());
+      } else {
+        withDelivery.push(await delivered());
+        intake.push(await nobody());
+      }
+    }
+    const marginal = median(withDelivery.map((w, i) => w - intake[i]!));
+    env.log(`  per notification: nobody waiting ${intake.map((v) => v.toFixed(0)).join('/')} µs, with its subscriber ${withDelivery.map((v) => v.toFixed(0)).join('/')} µs; one delivery adds ${marginal.toFixed(1)} µs`);
+    const markdown = [
+      `${fmt.int(WAITING)} waiting users (graphql-ws connections of the orchestrator, on the driver core, each with one pending \`mobileIdAuthentication(authReqId)\` on its own auth_req_id, the subscription of scenario 5), ` +
+        `then ${rounds} alternating rounds of ${perRound} positive notifications, ${IN_FLIGHT} in flight (closed loop): nobody waiting for them, or each completing one waiting user's subscription (its \`next\` received before the next notification leaves). ` +
+        'Gateway CPU from /proc (every thread); a delivery\'s marginal CPU is the median over the rounds of the difference between the two.',
+      '',
+      '| measure | gateway CPU |',
+      '|---|---:|',
+      `| ${fmt.int(WAITING)} subscriptions that only wait (${idleMs / 1000} s) | ${(idle * 100).toFixed(1)} % of a core |`,
+      `| one notification, nobody waiting (${IN_FLIGHT} in flight) | ${median(intake).toFixed(0)} µs (rounds ${intake.map((v) => v.toFixed(0)).join(' / ')}) |`,
+      `| one notification with its one waiting subscriber | ${median(withDelivery).toFixed(0)} µs (rounds ${withDelivery.map((v) => v.toFixed(0)).join(' / ')}) |`,
+      `| **marginal CPU of one delivery** | **${marginal.toFixed(1)} µs** |`,
+    ].join('\n');
+    return {
+      id: 9,
+      title: 'Waiting subscriptions and a single delivery',
+      markdown,
+      targets: [
+        { target: `${fmt.int(WAITING)} subscriptions that only wait: ≤ ${IDLE_TARGET * 100} % of a core`, measured: `${(idle * 100).toFixed(1)} %`, met: idle <= IDLE_TARGET },
+        { target: `one delivery to one waiting subscriber: ≤ ${DELIVERY_TARGET_US} µs of gateway CPU`, measured: `${marginal.toFixed(1)} µs`, met: marginal <= DELIVERY_TARGET_US },
+      ],
+    };
+  } finally {
+    subs.close();
+    await pool.close();
+  }
+}

@@ -1,0 +1,159 @@
+// The JSON files an operator edits and the gateway reads again on a reload (a JWKS, the trusted-documents manifest):
+// a mistake is reported with its line, which JSON.parse of Node 20 does not give. A small scanner walks the text once
+// to find the first syntax error's line and the line of each member and element; JSON.parse gives the value.
+import fs from 'node:fs';
+
+/** A JSON file that cannot be read or parsed; the message names the file and, when known, the line. */
+export class JsonFileError extends Error {
+  constructor(
+    readonly file: string,
+    readonly line: number | null,
+    reason: string,
+  ) {
+    super(`${file}${line === null ? '' : ` line ${line}`}: ${reason}`);
+  }
+}
+
+export interface JsonFile {
+  readonly file: string;
+  readonly value: unknown;
+  /** The line of the value at a path (`keys.2`, `<document id>`); 1 for the whole file or a path not found. */
+  lineOf(path: readonly (string | number)[]): number;
+}
+
+export function readJsonFile(file: string): JsonFile {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new JsonFileError(file, null, `is not a readable JSON file: cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  return parseJsonFile(text, file);
+}
+
+export function parseJsonFile(text: string, file: string): JsonFile {
+  const scan = new Scanner(text);
+  const failure = scan.document();
+  if (failure !== null) throw new JsonFileError(file, scan.lineAt(failure.at), `is not valid JSON: ${failure.reason}`);
+  const value: unknown = JSON.parse(text);
+  return { file, value, lineOf: (path) => scan.lines.get(path.map(String).join('\u0000')) ?? 1 };
+}
+
+// Sticky: each matches at the scanner's offset only, without copying the rest of the text.
+const LITERAL = /true|false|null|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+const STRING = /"(?:[^"\\\u0000-\u001f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"/y;
+
+type Failure = { at: number; reason: string } | null;
+
+class Scanner {
+  private i = 0;
+  readonly lines = new Map<string, number>();
+  private readonly starts: number[] = [0];
+
+  constructor(private readonly text: string) {
+    for (let i = 0; i < text.length; i += 1) if (text.charCodeAt(i) === 10) this.starts.push(i + 1);
+  }
+
+  lineAt(offset: number): number {
+    let lo = 0;
+    let hi = this.starts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (this.starts[mid]! <= offset) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo + 1;
+  }
+
+  document(): Failure {
+    if (this.text.charCodeAt(0) === 0xfeff) this.i = 1;
+    const failure = this.value([]);
+    if (failure) return failure;
+    this.space();
+    return this.i < this.text.length ? { at: this.i, reason: 'unexpected text after the value' } : null;
+  }
+
+  private space(): void {
+    while (this.i < this.text.length && ' \t\r\n'.includes(this.text[this.i]!)) this.i += 1;
+  }
+
+  private value(path: string[]): Failure {
+    this.space();
+    this.lines.set(path.join('\u0000'), this.lineAt(this.i));
+    const c = this.text[this.i];
+    if (c === '{') return this.object(path);
+    if (c === '[') return this.array(path);
+    if (c === '"') return this.string();
+    LITERAL.lastIndex = this.i;
+    if (LITERAL.test(this.text)) {
+      this.i = LITERAL.lastIndex;
+      return null;
+    }
+    return { at: this.i, reason: c === undefined ? 'the text ends where a value is expected' : `a value was expected, not ${JSON.stringify(c)}` };
+  }
+
+  private string(): Failure {
+    STRING.lastIndex = this.i;
+    if (!STRING.test(this.text)) return { at: this.i, reason: 'a string is not closed, or holds a bad escape or a control character' };
+    this.i = STRING.lastIndex;
+    return null;
+  }
+
+  private object(path: string[]): Failure {
+    this.i += 1;
+    this.space();
+    if (this.text[this.i] === '}') {
+      this.i += 1;
+      return null;
+    }
+    for (;;) {
+      this.space();
+      const start = this.i;
+      if (this.text[this.i] !== '"') return { at: this.i, reason: 'a member name in double quotes was expected (no trailing comma)' };
+      const failure = this.string();
+      if (failure) return failure;
+      const name = JSON.parse(this.text.slice(start, this.i)) as string;
+      this.space();
+      if (this.text[this.i] !== ':') return { at: this.i, reason: `":" was expected after ${JSON.stringify(name)}` };
+      this.i += 1;
+      const inner = this.value([...path, name]);
+      if (inner) return inner;
+      this.lines.set([...path, name].join('\u0000'), this.lineAt(start));
+      this.space();
+      if (this.text[this.i] === ',') {
+        this.i += 1;
+        continue;
+      }
+      if (this.text[this.i] === '}') {
+        this.i += 1;
+        return null;
+      }
+      return { at: this.i, reason: '"," or "}" was expected' };
+    }
+  }
+
+  private array(path: string[]): Failure {
+    this.i += 1;
+    this.space();
+    if (this.text[this.i] === ']') {
+      this.i += 1;
+      return null;
+    }
+    for (let n = 0; ; n += 1) {
+      const inner = this.value([...path, String(n)]);
+      if (inner) return inner;
+      this.space();
+      if (this.text[this.i] === ',') {
+        this.i += 1;
+        this.space();
+        if (this.text[this.i] === ']') return { at: this.i, reason: 'a value was expected after "," (no trailing comma)' };
+        continue;
+      }
+      if (this.text[this.i] === ']') {
+        this.i += 1;
+        return null;
+      }
+      return { at: this.i, reason: '"," or "]" was expected' };
+    }
+  }
+}
