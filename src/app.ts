@@ -27,7 +27,7 @@ import { createAdmission } from './execution/admit.js';
 import { apolloSetup } from './execution/apollo.js';
 import { OperationLimits } from './execution/limits.js';
 import { DocumentCache } from './execution/prepare.js';
-import { OperationRunner } from './execution/run.js';
+import { OperationRunner, streamingExecution } from './execution/run.js';
 import { SharedExecution } from './execution/shared.js';
 import { nameOperationApp } from './execution/tracing.js';
 import { createRequestHandler, type Route } from './server/http.js';
@@ -453,11 +453,17 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
     // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
     const runner = new OperationRunner(schema, options.httpPlans === false ? new Set() : new Set(['project', 'projects']), !config.introspection);
+    // One shared execution for both transports: identical subscriptions share each event's result (decision 030).
+    // SUBSCRIPTION_COMPILED_SELECTION: each selection as graphql-jit compiled it, graphql-js on any error (decision 062).
+    const shared = new SharedExecution(config.delivery.compiledSelection ? schema : undefined);
+    metrics.countSubscriptions(() => shared.stats);
     const pipeline = createPipeline({
       schema,
       documents,
       admit,
       runner,
+      // graphql-ws and graphql-sse run graphql-js with each subscription event's result shared, a span per operation.
+      streaming: { ws: streamingExecution(tracing, 'ws', shared, documents.hideSuggestions), sse: streamingExecution(tracing, 'sse', shared, documents.hideSuggestions) },
       trusted,
       logger,
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
@@ -484,10 +490,6 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         })
       : null;
 
-    // One shared execution for both transports: identical subscriptions share each event's result (decision 030).
-    // SUBSCRIPTION_COMPILED_SELECTION: each selection as graphql-jit compiled it, graphql-js on any error (decision 062).
-    const shared = new SharedExecution(config.delivery.compiledSelection ? schema : undefined);
-    metrics.countSubscriptions(() => shared.stats);
     const sse = createSseRoute({
       schema,
       logger,
@@ -594,7 +596,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       documents,
       shared,
       trusted,
-      tracing,
+      pipeline,
       maxMessageBytes: config.graphqlLimits.maxBodyBytes,
       subscriberBufferBytes: config.subscriberBufferBytes,
       onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),

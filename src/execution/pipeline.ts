@@ -1,7 +1,7 @@
 // The one way through the execution pipeline (docs/decisions/044, 060): trusted documents, prepare, pick the
 // operation, admit (scopes, cost, rate limit), run, present (masking, warnings), composed once. MCP calls it for every
 // tool; its signature names no transport's types, so POST /graphql, graphql-ws and graphql-sse can move onto it.
-import { execute, getOperationAST, getVariableValues, GraphQLError, type DocumentNode, type ExecutionResult, type GraphQLFormattedError, type OperationDefinitionNode, type OperationTypeNode } from 'graphql';
+import { execute, getOperationAST, type ExecutionArgs, getVariableValues, GraphQLError, type DocumentNode, type ExecutionResult, type GraphQLFormattedError, type OperationDefinitionNode, type OperationTypeNode } from 'graphql';
 import { ALL_GRANTS, type Caller } from '../caller.js';
 import { ErrorCode } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
@@ -10,7 +10,7 @@ import { operationCost } from '../ratelimit/cost.js';
 import type { Admission } from './admit.js';
 import type { DocumentCache, PreparedDocument } from './prepare.js';
 import { formatError, outcomePresenter, type Executed, type Presenter, type Refusal, type RefusalStage } from './present.js';
-import type { OperationRunner } from './run.js';
+import type { OperationRunner, ResultSink, StreamingExecution } from './run.js';
 import { scopeCheck } from './scopes.js';
 
 /** One operation as any transport carries it: a text, or a trusted document's id. */
@@ -55,6 +55,11 @@ export interface RunOperation<T = Refusal | Executed> {
   readonly variables?: 'before-admit' | 'in-run';
   /** How the outcome is presented (src/execution/present.ts); default: `Refusal | Executed` (MCP). */
   readonly present?: Presenter<T>;
+  /**
+   * Where a subscription's results go, one by one (graphql-ws writes each itself): a typed argument, never a field of
+   * graphql-js's ExecutionArgs. Without one, a subscription's results are yielded by the stream the presenter gets.
+   */
+  readonly sink?: ResultSink;
 }
 
 /** What an operation would spend (the admit stage's rate-limit rule), worked out without spending it. */
@@ -84,6 +89,11 @@ export interface PipelineOptions {
   readonly logger: Logger;
   /** The schema the cost of an operation is read from (the rate limit's rule). */
   readonly schema: import('graphql').GraphQLSchema;
+  /**
+   * The run stage of the streaming transports (src/execution/run.ts streamingExecution: graphql-js, each subscription
+   * event's result shared, a span per operation named after its transport). Other transports run `runner`.
+   */
+  readonly streaming?: Partial<Record<'ws' | 'sse', StreamingExecution>>;
 }
 
 const QUERIES_AND_MUTATIONS: readonly OperationTypeNode[] = ['query', 'mutation'] as OperationTypeNode[];
@@ -176,8 +186,20 @@ export function createPipeline(o: PipelineOptions): Pipeline {
         return present.threw(err, context ?? o.context(caller, requestId));
       }
       context ??= o.context(caller, requestId);
+      const streaming = run.transport === 'ws' || run.transport === 'sse' ? o.streaming?.[run.transport] : undefined;
       let result: ExecutionResult;
       try {
+        if (streaming) {
+          const args: ExecutionArgs = { schema: o.schema, document, variableValues: params.variables ?? null, operationName: params.operationName ?? null, contextValue: context };
+          const ran = { query: prepared.query, document, operationName: params.operationName ?? null };
+          if (operation.operation !== 'subscription') {
+            const executed = streaming.execute(args);
+            return present.executed(executed instanceof Promise ? await executed : executed, context, ran);
+          }
+          const subscribed = await streaming.subscribe(args, run.sink);
+          if (Symbol.asyncIterator in subscribed) return present.subscribed!(subscribed as AsyncGenerator<ExecutionResult>, context, ran);
+          return present.executed(subscribed as ExecutionResult, context, ran);
+        }
         result = await o.runner.execute(prepared, operation, params.operationName, context, params.variables);
       } catch (err) {
         return present.threw(err, context);

@@ -2,7 +2,7 @@
 // it is written. Errors are masked by one rule, warnings added by one rule, and the cache-control answer is one value.
 import { HeaderMap } from '@apollo/server';
 import { ApolloServerErrorCode, unwrapResolverError } from '@apollo/server/errors';
-import { GraphQLError, Kind, type ExecutionResult, type GraphQLFormattedError, type OperationTypeNode } from 'graphql';
+import { GraphQLError, Kind, type DocumentNode, type ExecutionResult, type GraphQLFormattedError, type OperationTypeNode } from 'graphql';
 import { ErrorCode } from '../errors.js';
 import { RateLimitedError } from '../ratelimit/buckets.js';
 import type { GraphQLContext } from '../graphql/context.js';
@@ -143,10 +143,19 @@ export interface Presenter<T> {
   picked?(operation: OperationTypeNode, name: string | null): void;
   /** A stage refused the operation: nothing ran. `errors` are raw; the presenter formats them. */
   refused(stage: RefusalStage, errors: readonly GraphQLError[], context: GraphQLContext | undefined): T;
-  /** The run stage's result. */
-  executed(result: ExecutionResult, context: GraphQLContext): T;
+  /** The run stage's result (`ran`: what ran, for the streaming transports). */
+  executed(result: ExecutionResult, context: GraphQLContext, ran?: Ran): T;
+  /** A subscription's stream (the streaming transports only): its results, or none when they go to the sink. */
+  subscribed?(stream: AsyncGenerator<ExecutionResult>, context: GraphQLContext, ran: Ran): T;
   /** The admit or the run stage threw. */
   threw(err: unknown, context: GraphQLContext): T;
+}
+
+/** What ran: the prepared text (one string shared by every operation of it), its document and the operation's name. */
+export interface Ran {
+  readonly query: string;
+  readonly document: DocumentNode;
+  readonly operationName: string | null;
 }
 
 /** The outcome the MCP transport reads: formatted refusals by stage, or the masked result with its warnings. */
@@ -348,4 +357,27 @@ class OperationResolutionError extends GraphQLError {
     });
     this.name = 'OperationResolutionError';
   }
+}
+
+/** What a streaming transport (graphql-ws, graphql-sse) gets of an operation: why it was refused, its result, or its stream. */
+export type StreamOutcome =
+  | { readonly refused: readonly GraphQLError[] }
+  /** `result` masked and with its warnings; `raw` as graphql-js answered (graphql-ws and graphql-sse check its errors' class). */
+  | { readonly result: ExecutionResult; readonly raw: ExecutionResult; readonly ran: Ran | undefined }
+  | { readonly stream: AsyncGenerator<ExecutionResult>; readonly ran: Ran };
+
+/**
+ * The streaming transports' presentation: refusals as graphql-ws and graphql-sse send them (the errors as they are:
+ * every stage before the run refuses with an expected code), a query's or mutation's result masked and with its
+ * warnings (`deliverable`), a subscription's stream as it is (each result is masked as it is written).
+ */
+export function streamPresenter(logger: Logger): Presenter<StreamOutcome> {
+  return {
+    refused: (_stage, errors) => ({ refused: errors }),
+    executed: (raw, context, ran) => ({ result: deliverable(raw, context, logger), raw, ran }),
+    subscribed: (stream, _context, ran) => ({ stream, ran }),
+    threw: (err) => {
+      throw err;
+    },
+  };
 }
