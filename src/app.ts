@@ -491,15 +491,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       : null;
 
     const sse = createSseRoute({
+      pipeline,
       schema,
       logger,
       authenticate,
       expiry,
-      documents,
-      shared,
       trusted,
       tracing,
-      admit,
       bodyLimit: config.graphqlLimits.maxBodyBytes,
       ...(options.sseScheduleRelease ? { scheduleRelease: options.sseScheduleRelease } : {}),
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
@@ -592,10 +590,6 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       logger,
       authenticate,
       expiry,
-      admit,
-      documents,
-      shared,
-      trusted,
       pipeline,
       maxMessageBytes: config.graphqlLimits.maxBodyBytes,
       subscriberBufferBytes: config.subscriberBufferBytes,

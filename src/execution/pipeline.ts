@@ -19,17 +19,20 @@ export interface OperationParams {
   readonly documentId?: string;
   readonly operationName?: string;
   readonly variables?: Record<string, unknown>;
+  /** The request's extensions (a persisted query's hash, which the trusted-documents stage reads). */
+  readonly extensions?: unknown;
 }
 
 /** The trusted-documents stage (src/server/trusted-documents.ts TrustedDocuments), as the pipeline calls it. */
 export interface TrustedDocumentsStage {
-  admit(request: { query?: unknown; documentId?: unknown }): { ok: true; query: string } | { ok: false; message: string; code: string };
+  admit(request: { query?: unknown; documentId?: unknown; extensions?: unknown }): { ok: true; query: string } | { ok: false; message: string; code: string };
 }
 
 /** The transports, as metrics and logs name them. */
 export type TransportName = 'http' | 'ws' | 'sse' | 'mcp';
 
 export type { Executed, Refusal } from './present.js';
+export type { ResultSink } from './run.js';
 
 export interface RunOperation<T = Refusal | Executed> {
   readonly caller: Caller;
@@ -111,7 +114,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
     if (trustedResolved) {
       // The transport's own wire resolved it.
     } else if (o.trusted) {
-      const admission = o.trusted.admit({ query: params.query, documentId: params.documentId });
+      const admission = o.trusted.admit({ query: params.query, documentId: params.documentId, extensions: params.extensions });
       if (!admission.ok) return { stage: 'trusted', errors: [new GraphQLError(admission.message, { extensions: { code: admission.code } })] };
       query = admission.query;
     } else if (params.documentId !== undefined) {
@@ -170,7 +173,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       if (!('prepared' in found)) return present.refused(found.stage, found.errors, run.context);
       const { prepared, document, operation } = found;
       if (!allow.includes(operation.operation)) {
-        return present.refused('operation', [new GraphQLError(`this call runs ${allow.join(' or ')} operations only, not a ${operation.operation}; nothing was run`, { extensions: { code: ErrorCode.BAD_REQUEST } })], run.context);
+        return present.refused('allow', [new GraphQLError(`this call runs ${allow.join(' or ')} operations only, not a ${operation.operation}; nothing was run`, { extensions: { code: ErrorCode.BAD_REQUEST } })], run.context);
       }
       if (run.variables !== 'in-run') {
         const invalid = checkVariables(operation, params.variables ?? {});

@@ -129,7 +129,7 @@ export type Refusal = {
 };
 
 /** The stage of the pipeline (src/execution/pipeline.ts) that refused an operation. */
-export type RefusalStage = 'trusted' | 'parse' | 'validate' | 'operation' | 'variables' | 'admit';
+export type RefusalStage = 'trusted' | 'parse' | 'validate' | 'operation' | 'allow' | 'variables' | 'admit';
 
 /** The operation ran: its result, masked and with its warnings. */
 export type Executed = { readonly ok: true; readonly result: ExecutionResult & { errors?: readonly GraphQLFormattedError[] } };
@@ -361,7 +361,7 @@ class OperationResolutionError extends GraphQLError {
 
 /** What a streaming transport (graphql-ws, graphql-sse) gets of an operation: why it was refused, its result, or its stream. */
 export type StreamOutcome =
-  | { readonly refused: readonly GraphQLError[] }
+  | { readonly refused: readonly GraphQLError[]; readonly stage: RefusalStage }
   /** `result` masked and with its warnings; `raw` as graphql-js answered (graphql-ws and graphql-sse check its errors' class). */
   | { readonly result: ExecutionResult; readonly raw: ExecutionResult; readonly ran: Ran | undefined }
   | { readonly stream: AsyncGenerator<ExecutionResult>; readonly ran: Ran };
@@ -373,7 +373,7 @@ export type StreamOutcome =
  */
 export function streamPresenter(logger: Logger): Presenter<StreamOutcome> {
   return {
-    refused: (_stage, errors) => ({ refused: errors }),
+    refused: (stage, errors) => ({ refused: errors, stage }),
     executed: (raw, context, ran) => ({ result: deliverable(raw, context, logger), raw, ran }),
     subscribed: (stream, _context, ran) => ({ stream, ran }),
     threw: (err) => {

@@ -6,9 +6,8 @@ import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Caller } from '../caller.js';
-import type { Pipeline } from '../execution/pipeline.js';
+import type { Pipeline, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type StreamOutcome } from '../execution/present.js';
-import type { ResultSink } from '../execution/run.js';
 import type { StreamingTransportOptions } from './streaming.js';
 import type { AuthResult } from './auth.js';
 import { onExpiry } from './jwt-auth.js';
@@ -175,6 +174,7 @@ export function createWsServer(options: WsOptions) {
             documentId: typeof request.documentId === 'string' ? request.documentId : undefined,
             operationName: payload.operationName ?? undefined,
             variables: payload.variables ?? undefined,
+            extensions: payload.extensions,
           },
           transport: 'ws',
           requestId: `ws:${id}`,
