@@ -64,7 +64,6 @@ async function sharedSubscribe(args: ExecutionArgs, shared: SharedExecution, sin
   if (!source || typeof source !== 'object' || !(Symbol.asyncIterator in source)) return source as ExecutionResult;
   const iterator = (source as AsyncIterable<unknown>)[Symbol.asyncIterator]();
   const group = shared.groupOf(args);
-  const send = sink && ((result: ExecutionResult) => sink.next(result));
   let failed = false;
   let stopped = false;
   const fail = (err: unknown): ExecutionResult => {
@@ -86,16 +85,16 @@ async function sharedSubscribe(args: ExecutionArgs, shared: SharedExecution, sin
           const executed = shared.execute(step.value, group, args);
           // A synchronous execution (the common case) is not awaited: one turn of the microtask queue less per event.
           result = executed instanceof Promise ? await executed : executed;
-          if (!send) return { done: false, value: result };
+          if (!sink) return { done: false, value: result };
           // The transport writes each result itself; this call returns when the stream ends.
           if (stopped) return DONE;
-          send(result);
+          sink.next(result);
         }
       } catch (err) {
         result = fail(err);
       }
-      if (!send) return { done: false, value: result };
-      if (!stopped) send(result);
+      if (!sink) return { done: false, value: result };
+      if (!stopped) sink.next(result);
       return DONE;
     },
     return: async () => {
