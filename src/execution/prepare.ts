@@ -40,9 +40,8 @@ export class DocumentCache {
   constructor(
     private readonly schema: GraphQLSchema,
     private readonly limits: OperationLimits,
-    max = DOCUMENT_CACHE_SIZE,
   ) {
-    this.documents = new LRUCache({ max, maxSize: DOCUMENT_CACHE_TEXT_BYTES, sizeCalculation: (_v, k) => k.length || 1 });
+    this.documents = new LRUCache({ max: DOCUMENT_CACHE_SIZE, maxSize: DOCUMENT_CACHE_TEXT_BYTES, sizeCalculation: (_v, k) => k.length || 1 });
     this.rules = [...specifiedRules, ...limits.validationRules];
     this.hideSuggestions = !limits.introspection;
   }

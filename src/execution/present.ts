@@ -67,7 +67,7 @@ function withoutEchoedValue(formatted: GraphQLFormattedError, error: unknown): G
 
 /**
  * A result with the operation's warnings added as `extensions.warnings` (unchanged when there are none).
- * Warnings are not errors: the data is complete as far as the gateway knows it (DESIGN.md, Errors).
+ * Warnings are not errors: the data is complete as far as the gateway knows it (docs/contract.md, Error codes).
  */
 export function withWarnings<T extends ExecutionResult>(result: T, context: GraphQLContext | undefined): T {
   const warnings = context?.warnings;

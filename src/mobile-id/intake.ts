@@ -172,7 +172,7 @@ export class NotificationIntake {
       }
       // An unknown kid may be a key the operator has rotated in but the JWKS cache has not seen yet: kept pending.
       if (check.status === 'rejected' && !check.unknownKey) return { status: 'invalid', reason: check.reason, description: check.description, authReqId };
-      const expiresAt = Date.now() + b.expires_in * 1000;
+      const expiresAt = now + b.expires_in * 1000;
       secretsExpireAt = expiresAt;
       const claims = n.idToken === null ? NO_CLAIMS : claimsOf(n.idToken.claims);
       clear.accessToken = b.access_token;

@@ -1,5 +1,5 @@
 // The wire shapes of the mobile identity service's completion notification
-// (spec/mobile-id-notification.md, "Body, positive scenario" / "Body, negative scenario").
+// (docs/upstreams.md, Mobile-ID notification, "Body, positive scenario" / "Body, negative scenario").
 // Snake_case lives here only; the intake (intake.ts) maps it to the stored payload.
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { z } from 'zod';

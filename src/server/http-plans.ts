@@ -72,10 +72,9 @@ export class HttpPlans {
    * The planned path, or null when the environment makes Apollo install plugins whose effects it does not reproduce
    * (usage or schema reporting): then every request goes through Apollo, and the operator is told once.
    */
-  static create(options: HttpPlansOptions, env: Readonly<Record<string, string | undefined>>, warn: (message: string) => void): HttpPlans | null {
-    const reporting = ['APOLLO_KEY', 'APOLLO_SCHEMA_REPORTING'].filter((name) => env[name]);
+  static create(options: HttpPlansOptions, reporting: readonly string[], warn: (message: string) => void): HttpPlans | null {
     if (reporting.length) {
-      warn(`the planned path of POST /graphql is off: ${reporting.join(' and ')} make Apollo Server install plugins of its own, so every request goes through Apollo's pipeline`);
+      warn(`the planned path of POST /graphql is off: ${reporting.join(' and ')} ${reporting.length > 1 ? 'make' : 'makes'} Apollo Server install plugins of its own, so every request goes through Apollo's pipeline`);
       return null;
     }
     return new HttpPlans(options);

@@ -17,6 +17,10 @@ export const SSE_PATH = '/graphql/stream';
 /** The header and query parameter graphql-sse's single-connection mode names a reserved stream by. */
 const STREAM_TOKEN_HEADER = 'x-graphql-event-stream-token';
 const STREAM_TOKEN_PARAM = 'token';
+/** Reserved streams (single-connection mode) one API key may hold at once. */
+const MAX_RESERVATIONS_PER_CALLER = 16;
+/** A reserved stream that is not connected within this time is released. */
+const RESERVATION_TIMEOUT_MS = 60_000;
 
 export interface SseOptions extends StreamingTransportOptions {
   /** The execution pipeline's one entry: every operation runs through it (src/execution/pipeline.ts). */
@@ -24,10 +28,6 @@ export interface SseOptions extends StreamingTransportOptions {
   tracing: Tracing;
   /** Largest request body, as for POST /graphql and a graphql-ws message. */
   bodyLimit: number;
-  /** Reserved streams (single-connection mode) one API key may hold at once. */
-  maxReservationsPerCaller?: number;
-  /** A reserved stream that is not connected within this time is released. */
-  reservationTimeoutMs?: number;
   /** Tests only: schedules the release of a reservation instead of a timer, so a test releases it when it chooses. */
   scheduleRelease?: (release: () => void) => void;
 }
@@ -64,8 +64,6 @@ type Params = { query?: unknown; documentId?: unknown; extensions?: unknown; [k:
  * the replay of stored events to late subscribers) and the masking of errors are those of graphql-ws.
  */
 export function createSseRoute(options: SseOptions): Route & { close(): Promise<void> } {
-  const maxReservations = options.maxReservationsPerCaller ?? 16;
-  const reservationTimeoutMs = options.reservationTimeoutMs ?? 60_000;
   const reservations = new Map<string, Reservation>();
   const open = new Set<AsyncGenerator<string, void, undefined>>();
   const present = streamPresenter(options.logger);
@@ -196,7 +194,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     if (options.scheduleRelease) {
       options.scheduleRelease(() => void release(token));
     } else {
-      reservation.timer = setTimeout(() => void release(token), reservationTimeoutMs);
+      reservation.timer = setTimeout(() => void release(token), RESERVATION_TIMEOUT_MS);
       reservation.timer.unref();
     }
     reservations.set(token, reservation);
@@ -236,7 +234,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     if (req.method === 'PUT') {
       let held = 0;
       for (const r of reservations.values()) if (r.scope === auth.caller.scope) held += 1;
-      if (held >= maxReservations) {
+      if (held >= MAX_RESERVATIONS_PER_CALLER) {
         sendJson(res, 409, { errors: [{ message: `this API key already holds ${held} reserved streams; connect or release them first` }] });
         return;
       }

@@ -15,8 +15,6 @@ import { onExpiry } from './jwt-auth.js';
 export interface WsOptions extends StreamingTransportOptions {
   /** The execution pipeline's one entry: every operation runs through it (src/execution/pipeline.ts). */
   pipeline: Pipeline;
-  /** Interval of server pings that keep idle connections (and proxies) alive. */
-  keepAliveMs?: number;
   /** GRAPHQL_MAX_BODY_BYTES: the largest WebSocket message (a larger one closes the socket, 1009). */
   maxMessageBytes?: number;
   /**
@@ -54,6 +52,8 @@ interface Subscriber {
 const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
 /** What graphql-ws's execute and subscribe stand for here: the outcome the pipeline already has (see onSubscribe). */
 const NOTHING: ExecutionResult = {};
+/** Interval of server pings that keep idle connections (and proxies) alive. */
+const KEEP_ALIVE_MS = 12_000;
 
 /**
  * graphql-ws (subprotocol graphql-transport-ws) on the HTTP port's `/graphql` path. The API key comes from
@@ -205,7 +205,7 @@ export function createWsServer(options: WsOptions) {
       },
     },
     wss,
-    options.keepAliveMs ?? 12_000,
+    KEEP_ALIVE_MS,
   );
 
   return {

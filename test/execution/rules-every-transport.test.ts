@@ -27,7 +27,7 @@ interface Outcome {
 
 async function startFor(transport: Transport, env: Record<string, string>): Promise<TestGateway> {
   if (transport !== 'http apollo') return start({ GATEWAY_API_KEYS: KEY, ...env });
-  const gw = await startTestGateway({ GATEWAY_API_KEYS: KEY, ...env }, { httpPlans: false });
+  const gw = await startTestGateway({ GATEWAY_API_KEYS: KEY, ...env }, { testing: { httpPlans: false } });
   disposers.push(() => gw.close());
   return gw;
 }

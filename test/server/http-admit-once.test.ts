@@ -41,7 +41,7 @@ describe('a refused operation on the planned path of POST /graphql', () => {
   beforeAll(async () => {
     const file = path.join(tempDataDir('admit-once-'), 'apps.yaml');
     fs.writeFileSync(file, `apps:\n  - name: kyc\n    scopes: [identity:read]\n    keys: [{ sha256: ${sha('kyc-key')} }]\n  - name: reader\n    scopes: [cloud:read]\n    keys: [{ sha256: ${sha('reader-key')} }]\n`);
-    [apollo, planned] = await Promise.all([startTestGateway({ GATEWAY_APPS_FILE: file }, { httpPlans: false }), startTestGateway({ GATEWAY_APPS_FILE: file })]);
+    [apollo, planned] = await Promise.all([startTestGateway({ GATEWAY_APPS_FILE: file }, { testing: { httpPlans: false } }), startTestGateway({ GATEWAY_APPS_FILE: file })]);
     for (const gw of [apollo, planned]) {
       const activity = gw.gateway.services.apps.activity;
       const calls: string[] = [];

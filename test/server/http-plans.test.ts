@@ -61,7 +61,7 @@ function pairOf(gatewayEnv: Record<string, string>) {
     both: typeof both;
   };
   beforeAll(async () => {
-    [pair.apollo, pair.planned] = await Promise.all([startTestGateway(gatewayEnv, { httpPlans: false }), startTestGateway(gatewayEnv)]);
+    [pair.apollo, pair.planned] = await Promise.all([startTestGateway(gatewayEnv, { testing: { httpPlans: false } }), startTestGateway(gatewayEnv)]);
     expect(pair.apollo.gateway.httpPlans).toBeNull();
     expect(pair.planned.gateway.httpPlans).not.toBeNull();
   });
@@ -379,7 +379,7 @@ describe('the operation span is the same through both paths', () => {
     gws = await Promise.all(
       [false, true].map(async (httpPlans) => {
         const exporter = new InMemorySpanExporter();
-        const gw = await startTestGateway({ GATEWAY_API_KEYS: 'equivalence:app-key' }, { traceExporter: exporter, httpPlans });
+        const gw = await startTestGateway({ GATEWAY_API_KEYS: 'equivalence:app-key' }, { testing: { traceExporter: exporter, httpPlans } });
         return { gw, spans: () => exporter.getFinishedSpans() };
       }),
     );
@@ -430,5 +430,19 @@ describe('the operation span is the same through both paths', () => {
       expect(p).toEqual(a);
     }
     expect(gws[1]!.gw.gateway.httpPlans!.stats.planned).toBe(4);
+  });
+});
+
+describe('Apollo GraphOS reporting turns the cached plans off', () => {
+  it('with APOLLO_SCHEMA_REPORTING set, every POST /graphql goes through Apollo and the start-up log says why', async () => {
+    const gw = await startTestGateway({ GATEWAY_API_KEYS: 'app-key', APOLLO_SCHEMA_REPORTING: 'true' });
+    try {
+      expect(gw.gateway.httpPlans).toBeNull();
+      expect(gw.logs()).toContain('the planned path of POST /graphql is off: APOLLO_SCHEMA_REPORTING makes Apollo Server install plugins of its own');
+      const res = await gw.graphql('{ __typename }', undefined, { key: 'app-key' });
+      expect(res.data).toEqual({ __typename: 'Query' });
+    } finally {
+      await gw.close();
+    }
   });
 });

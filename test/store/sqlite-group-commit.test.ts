@@ -8,6 +8,7 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { openStore } from '../../src/store/index.js';
 import { GroupCommitSqliteDialect } from '../../src/store/sqlite-dialect.js';
+import { waitFor } from '../helpers/wait.js';
 
 interface Db {
   items: { id: number; name: string };
@@ -224,11 +225,7 @@ describe('SQLite group commit with the WAL synced by the driver (FULL without bl
 
   const committed = () => (observer.prepare('select count(*) as n from items').get() as { n: number }).n;
   // Waits for the state (the deadline only bounds a failure; a loaded machine may take long to get there).
-  const until = async (check: () => boolean) => {
-    const deadline = Date.now() + 20_000;
-    while (!check() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-    expect(check()).toBe(true);
-  };
+  const until = (check: () => boolean) => waitFor(check, 20_000);
 
   it('settles a write only after the fdatasync that follows its COMMIT has returned', async () => {
     let settled = false;
