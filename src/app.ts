@@ -28,7 +28,7 @@ import { createAdmission } from './execution/admit.js';
 import { apolloSetup } from './execution/apollo.js';
 import { OperationLimits } from './execution/limits.js';
 import { DocumentCache } from './execution/prepare.js';
-import { OperationRunner } from './execution/run.js';
+import { OperationRunner, streamingExecution } from './execution/run.js';
 import { SharedExecution } from './execution/shared.js';
 import { nameOperationApp } from './execution/tracing.js';
 import { createRequestHandler, type Route } from './server/http.js';
@@ -432,40 +432,6 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         if (tracing.enabled) nameOperationApp(caller.app);
       },
     });
-    const apolloConfig = apolloSetup({ schema, limits, admit, logger, tracing: tracing.enabled });
-    const apollo = new ApolloServer<GraphQLContext>(apolloConfig.options);
-    await apollo.start();
-    cleanups.push(() => apollo.stop());
-    const plans =
-      testing.httpPlans === false
-        ? null
-        : HttpPlans.create(
-            {
-              apollo: apolloConfig,
-              documents,
-              admit,
-              // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
-              // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
-              runner: new OperationRunner(schema, new Set(['project', 'projects']), !config.introspection),
-              tracing: tracing.enabled,
-            },
-            config.apolloReporting,
-            (message) => logger.warn(message),
-          );
-
-    // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).
-    const graphiql = config.introspection
-      ? createGraphiqlHandler({
-          assetsDir: defaultGraphiqlAssetsDir(),
-          config: { sandbox: everyUpstreamSandboxed(config.upstreams), apiKeyRequired: !config.open, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({
-              sandbox: config.upstreams.mobileId.sandbox,
-              notificationToken: config.open ? (upstreams.sandbox.mobileId?.notificationToken ?? null) : null,
-              url: config.publicUrl ?? `http://localhost:${config.port}`,
-            }),
-          },
-        })
-      : null;
-
     const loadTrusted = () =>
       config.trustedDocuments.mode === 'off'
         ? undefined
@@ -503,20 +469,57 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         return { ok: false, variable, ...where, message };
       }
     };
+
+    // The one entry of the execution pipeline (docs/decisions/060, 065): POST /graphql's planned path, the MCP
+    // transport, graphql-ws and graphql-sse call it.
+    // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
+    // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
+    const runner = new OperationRunner(schema, testing.httpPlans === false ? new Set() : new Set(['project', 'projects']), !config.introspection);
     // One shared execution for both transports: identical subscriptions share each event's result (decision 030).
     // SUBSCRIPTION_COMPILED_SELECTION: each selection as graphql-jit compiled it, graphql-js on any error (decision 062).
     const shared = new SharedExecution(config.delivery.compiledSelection ? schema : undefined);
     metrics.countSubscriptions(() => shared.stats);
+    const pipeline = createPipeline({
+      schema,
+      documents,
+      admit,
+      runner,
+      // graphql-ws and graphql-sse run graphql-js with each subscription event's result shared, a span per operation.
+      streaming: { ws: streamingExecution(tracing, 'ws', shared, documents.hideSuggestions), sse: streamingExecution(tracing, 'sse', shared, documents.hideSuggestions) },
+      trusted,
+      logger,
+      context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
+    });
+    const apolloConfig = apolloSetup({ schema, limits, pipeline, logger, tracing: tracing.enabled });
+    const apollo = new ApolloServer<GraphQLContext>(apolloConfig.options);
+    await apollo.start();
+    cleanups.push(() => apollo.stop());
+    const plans =
+      testing.httpPlans === false
+        ? null
+        : HttpPlans.create({ apollo: apolloConfig, pipeline, runner, documents, tracing: tracing.enabled }, config.apolloReporting, (message) => logger.warn(message));
+
+    // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).
+    const graphiql = config.introspection
+      ? createGraphiqlHandler({
+          assetsDir: defaultGraphiqlAssetsDir(),
+          config: { sandbox: everyUpstreamSandboxed(config.upstreams), apiKeyRequired: !config.open, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({
+              sandbox: config.upstreams.mobileId.sandbox,
+              notificationToken: config.open ? (upstreams.sandbox.mobileId?.notificationToken ?? null) : null,
+              url: config.publicUrl ?? `http://localhost:${config.port}`,
+            }),
+          },
+        })
+      : null;
+
     const sse = createSseRoute({
+      pipeline,
       schema,
       logger,
       authenticate,
       expiry,
-      documents,
-      shared,
       trusted,
       tracing,
-      admit,
       bodyLimit: config.graphqlLimits.maxBodyBytes,
       ...(testing.scheduleSseRelease ? { scheduleRelease: testing.scheduleSseRelease } : {}),
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
@@ -524,15 +527,6 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     // The Model Context Protocol endpoint (src/mcp/, docs/decisions/060): every tool call goes through the one entry
     // of the execution pipeline, as one more transport.
-    const pipeline = createPipeline({
-      schema,
-      documents,
-      admit,
-      runner: new OperationRunner(schema, new Set(), !config.introspection),
-      trusted,
-      logger,
-      context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
-    });
     if (config.mcp.mutations === 'all') {
       logger.warn('MCP_MUTATIONS is all: agents run creations and provisionings over MCP without anyone approving them; use approve unless every agent is trusted automation');
     }
@@ -631,11 +625,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       logger,
       authenticate,
       expiry,
-      admit,
-      documents,
-      shared,
-      trusted,
-      tracing,
+      pipeline,
       maxMessageBytes: config.graphqlLimits.maxBodyBytes,
       subscriberBufferBytes: config.subscriberBufferBytes,
       onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
