@@ -110,10 +110,23 @@ module.exports = {
       name: 'execution-not-to-transport',
       comment:
         'The execution pipeline (src/execution/) is what every transport runs: it never imports a transport, so a rule ' +
-        'written there holds on HTTP, WebSocket and SSE alike (docs/decisions/044).',
+        'written there holds on HTTP, WebSocket and SSE alike (docs/decisions/044); nor does it call back up into one ' +
+        '(what a transport needs of a stage is an argument of runOperation: the presenter, the result sink; 065).',
       severity: 'error',
       from: { path: '^src/execution/' },
       to: { path: ['^src/server/', ROOT] },
+    },
+    {
+      name: 'transports-through-the-pipeline',
+      comment:
+        'HTTP, graphql-ws and graphql-sse only translate their wire: every operation goes through the one entry of the ' +
+        'execution pipeline (src/execution/pipeline.ts runOperation, docs/decisions/065), and its answer is made by ' +
+        'src/execution/present.ts. A route never calls a stage (prepare, admit, run, the shared execution) itself, so ' +
+        'nothing reaches a stage beside the pipeline: no symbol on graphql-js\'s ExecutionArgs, no module state ' +
+        'read by both (a subscription\'s sink is an argument of runOperation).',
+      severity: 'error',
+      from: { path: '^src/server/' },
+      to: { path: '^src/execution/', pathNot: ['^src/execution/(pipeline|present)[.]ts$', '^src/execution/apollo[.]ts$', '^src/execution/limits[.]ts$'] },
     },
     {
       name: 'streaming-transports-independent',

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApolloServer } from '@apollo/server';
+import { printSchema } from 'graphql';
 import { ProvisioningService } from './cloud/provisioning.js';
 import { ConfigError, everyUpstreamSandboxed, reloadConfig, type Config, type JwtAuthConfig } from './config.js';
 import type { PlanTurns } from './cloud/plan-turns.js';
@@ -27,7 +28,7 @@ import { createAdmission } from './execution/admit.js';
 import { apolloSetup } from './execution/apollo.js';
 import { OperationLimits } from './execution/limits.js';
 import { DocumentCache } from './execution/prepare.js';
-import { OperationRunner } from './execution/run.js';
+import { OperationRunner, streamingExecution } from './execution/run.js';
 import { SharedExecution } from './execution/shared.js';
 import { nameOperationApp } from './execution/tracing.js';
 import { createRequestHandler, type Route } from './server/http.js';
@@ -102,37 +103,73 @@ export interface GatewayOptions {
   /** Port override (tests pass 0). */
   port?: number;
   host?: string;
-  /** Lease of a pending idempotency record; defaults to IDEMPOTENCY_TAKEOVER. */
-  idempotencyLeaseMs?: number;
-  /** Replaces the OTEL_TRACES_EXPORTER exporter and turns tracing on (tests pass an InMemorySpanExporter). */
+  /** What tests (and the benchmarks' one-off experiments) hold in their own hands; production sets none of it. */
+  testing?: GatewayTesting;
+}
+
+/** The knobs of tests, in one place. Each one unset: the production behaviour. */
+export interface GatewayTesting {
+  /**
+   * The clock (epoch ms) of everything that expires: JWTs (exp, nbf) and the JWKS refresh interval, mobile-ID access
+   * tokens and notification tokens, pending mobile-ID notifications (reception, retries, each pass) and the mobile-ID
+   * JWKS retry schedule, the retention purges, the circuit breakers' reset timeouts and the expiry of agents' plan
+   * approvals. A test moves it instead of sleeping. Default Date.now.
+   */
+  clock?: () => number;
+  /** Replaces the OTEL_TRACES_EXPORTER exporter and turns tracing on (an InMemorySpanExporter). */
   traceExporter?: SpanExporter;
   /** false: every POST /graphql goes through Apollo's pipeline (tests compare the two paths). Default true. */
   httpPlans?: boolean;
   /**
-   * Tests only: schedules the end of a WebSocket or SSE connection whose JWT expires in `delayMs` (instead of a timer),
-   * so a test ends it when it chooses; returns the cancel. Default: a timer.
+   * Schedules the end of a WebSocket or SSE connection whose JWT expires in `delayMs` (instead of a timer), so a test
+   * ends it when it chooses; returns the cancel. Default: a timer.
    */
   scheduleAuthExpiry?: (delayMs: number, expire: () => void) => () => void;
-  /** Tests only: the clock JWTs are judged by (exp, nbf) and the JWKS refresh interval counts on (epoch ms). */
-  authClock?: () => number;
   /**
-   * Tests only: the clock of pending mobile-ID notifications (their reception and retry times, and each pass's time)
-   * and of the mobile-ID JWKS retry schedule (epoch ms). Default Date.now.
+   * Schedules every background job instead of its timer: `run` starts one run of the job named `name` (no two runs of a
+   * job overlap), and the function returned cancels. A test that drives the jobs itself (the passes over pending
+   * mobile-ID notifications, the purges) keeps the `run`s and schedules nothing. Default: each job's interval.
    */
-  mobileIdClock?: () => number;
-  /** Tests only: the clock of the upstream circuit breakers (epoch ms), moved past a reset timeout instead of waiting it out. */
-  circuitClock?: () => number;
-  /**
-   * Tests only: schedules the passes over pending mobile-ID notifications (`pass` runs one; no two overlap), returns the
-   * cancel. Default: every 2 s. A test that drives the passes itself passes one that schedules nothing.
-   */
-  schedulePendingPasses?: (pass: () => void) => () => void;
-  /** Tests only: releases reserved SSE streams when the test calls the function it is given (instead of after 60 s). */
-  sseScheduleRelease?: (release: () => void) => void;
-  /** Tests only: the turns plans take on the event loop (a test hands them over itself to hold plans in flight). */
+  scheduleJob?: (name: string, run: () => void) => () => void;
+  /** Releases reserved SSE streams when the test calls the function it is given (instead of after 60 s). */
+  scheduleSseRelease?: (release: () => void) => void;
+  /** The turns plans take on the event loop (a test hands them over itself to hold plans in flight). */
   planTurns?: PlanTurns;
-  /** Tests only: the clock agents' plans and their approvals' expiry are judged by (epoch ms). Default Date.now. */
-  agentPlanClock?: () => number;
+}
+
+/**
+ * A background job of startGateway: `run` every `intervalMs` (a run still in flight is not overlapped; a failure is
+ * logged with the job's name), and `stop` once at shutdown after the timer is cleared (a last run, where one is due).
+ */
+interface BackgroundJob {
+  readonly name: string;
+  readonly intervalMs: number;
+  run(): Promise<unknown>;
+  stop?(): Promise<unknown>;
+}
+
+/** Starts the jobs, logs their list once, and returns the one stop of them all (each job's `stop`, in order). */
+function startJobs(jobs: readonly BackgroundJob[], logger: Logger, schedule?: GatewayTesting['scheduleJob']): () => Promise<void> {
+  const cancels = jobs.map((job) => {
+    let running = false;
+    const tick = () => {
+      if (running) return;
+      running = true;
+      job
+        .run()
+        .catch((err: unknown) => logger.warn({ err, job: job.name }, `background job failed: ${job.name}`))
+        .finally(() => (running = false));
+    };
+    if (schedule) return schedule(job.name, tick);
+    const timer = setInterval(tick, job.intervalMs);
+    timer.unref();
+    return () => clearInterval(timer);
+  });
+  logger.debug({ jobs: jobs.map((j) => ({ name: j.name, intervalMs: j.intervalMs })) }, 'background jobs started');
+  return async () => {
+    for (const cancel of cancels) cancel();
+    for (const job of jobs) await job.stop?.().catch((err: unknown) => logger.warn({ err, job: job.name }, `background job failed to stop: ${job.name}`));
+  };
 }
 
 
@@ -160,7 +197,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   try {
     // Apps that sign in with their identity provider's JWTs (AUTH_*): a bad AUTH_JWKS_FILE stops start-up before anything
     // else starts; a JWKS URL is fetched now, so that the first token finds its keys.
-    const now = options.authClock ?? Date.now;
+    const testing = options.testing ?? {};
+    const now = testing.clock ?? (() => Date.now());
     // Each provider's keys: a JWKS URL's are kept across reloads (their cache and their fetch schedule), a file's are
     // read again by each reload.
     let keysByUrl = new Map<string, JwksKeys>();
@@ -193,7 +231,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     keysInUse(startKeys);
     jwtWarnings(config.jwtAuth);
 
-    const tracing = createTracing(config.tracing, { exporter: options.traceExporter });
+    const tracing = createTracing(config.tracing, { exporter: testing.traceExporter });
     cleanups.push(() => tracing.close());
 
     const server = http.createServer();
@@ -247,8 +285,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const storageSources = { webhookEventKinds: [MOBILE_ID_EVENT_KIND, VERIFICATION_EVENT_KIND, IDENTIFICATION_EVENT_KIND] };
     await storage.resync(store.db, storageSources);
 
-    const ledger = new Ledger(store.db, store.execute, store.readValues);
-    const idempotencyRecords = new IdempotencyRecords(store.db, store.writeTogether, store.execute);
+    const ledger = new Ledger({ store });
+    const idempotencyRecords = new IdempotencyRecords({ store });
     // GATEWAY_TEST_PAUSE_AT (tests only): undefined unless set, so the call sites cost one check.
     const pause = pauseAt(config.testPauseAt, logger);
     const idempotency = new Idempotency({
@@ -257,7 +295,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       metrics,
       retentionMs: config.idempotencyRetentionMs,
       waitMs: config.idempotencyWaitMs,
-      leaseMs: options.idempotencyLeaseMs ?? config.idempotencyTakeoverMs,
+      leaseMs: config.idempotencyTakeoverMs,
       logger,
       digest: (text) => box.digest(text),
     });
@@ -284,23 +322,22 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       box,
       storage,
       ...(pause ? { pauseAt: pause } : {}),
-      mobileIdClock: options.mobileIdClock,
-      circuitClock: options.circuitClock,
+      clock: testing.clock,
     });
     const { cloud } = upstreams;
     // Provisioning and plans read the ledger through the owner rule of every cloud read (src/tenancy.ts).
     const cloudLookup = async (id: string) => cloudLedgerRecord(await ledger.get(id));
-    const provisioning = new ProvisioningService(
-      store.db,
+    const provisioning = new ProvisioningService({
+      db: store.db,
       cloud,
-      cloudLookup,
+      lookup: cloudLookup,
       logger,
       events,
-      config.idempotencyTakeoverMs,
-      config.provisioningBounds,
-      (caller, points) => rateLimits.take(caller, 'creations', points),
-      (text) => box.digest(text),
-    );
+      staleMs: config.idempotencyTakeoverMs,
+      bounds: config.provisioningBounds,
+      charge: (caller, points) => rateLimits.take(caller, 'creations', points),
+      digest: (text) => box.digest(text),
+    });
     // A bare key's label in metrics and logs is a keyed digest: an unsalted hash of a key can be tested offline.
     const keyLabel = (key: string) => `key-${box.digest(`api key label\u0000${key}`).slice(0, 12)}`;
     const activity = new AppActivity(store.db);
@@ -328,7 +365,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       plans: new ProvisioningPlanner(provisioning, cloud, cloudLookup, {
         charge: (caller, points) => rateLimits.take(caller, 'reads', points),
         maxConcurrentPerApp: config.maxConcurrentPlans,
-        ...(options.planTurns ? { turns: options.planTurns } : {}),
+        ...(testing.planTurns ? { turns: testing.planTurns } : {}),
         observe: { refused: (app) => metrics.plansRefused.inc({ app }), inFlight: (plans) => metrics.plansInFlight.set(plans) },
       }),
       events,
@@ -348,52 +385,37 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         open: (sealed, context) => box.open(sealed, context),
         approvalTtlMs: config.mcp.approvalTtlMs,
         logger,
-        ...(options.agentPlanClock ? { now: options.agentPlanClock } : {}),
+        ...(testing.clock ? { now: testing.clock } : {}),
       }),
     };
-    // Every replica writes when it last saw each app every few seconds, and once more when it stops.
-    const flushActivity = setInterval(() => activity.flush().catch((err: unknown) => logger.warn({ err }, 'writing app activity failed')), 5_000);
-    flushActivity.unref();
-    cleanups.push(async () => {
-      clearInterval(flushActivity);
-      await activity.flush().catch((err: unknown) => logger.warn({ err }, 'writing app activity failed'));
-    });
-
     // Shutdown lets running provisionings finish their current step before the store closes.
     cleanups.push(() => services.provisioning.idle());
 
-    let purges = 0;
-    const purge = setInterval(() => {
-      idempotencyRecords.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of idempotency records failed'));
-      eventLog
-        .purgeExpired(Date.now(), { kinds: storageSources.webhookEventKinds, release: (scope, rows, chars) => storage.release('events', scope, rows, chars) })
-        .catch((err: unknown) => logger.warn({ err }, 'purge of expired events failed'));
+    // The gateway's background jobs, all of them: started here, stopped together at shutdown.
+    const jobs: BackgroundJob[] = [
+      // Every replica writes when it last saw each app every few seconds, and once more when it stops.
+      { name: 'app activity', intervalMs: 5_000, run: () => activity.flush(), stop: () => activity.flush() },
+      { name: 'purge idempotency records', intervalMs: 60_000, run: () => idempotencyRecords.purgeExpired(now()) },
+      {
+        name: 'purge expired events',
+        intervalMs: 60_000,
+        run: () => eventLog.purgeExpired(now(), { kinds: storageSources.webhookEventKinds, release: (scope, rows, chars) => storage.release('events', scope, rows, chars) }),
+      },
+      { name: 'purge expired mobile-ID secrets', intervalMs: 60_000, run: () => services.mobileId.purgeExpired(now()) },
+      { name: 'purge rate-limit counters', intervalMs: 60_000, run: () => rateLimits.purgeExpired() },
       // Other replicas write and purge too: their share is counted in from the database every ten minutes.
-      if (store.dialect === 'postgres' && ++purges % 10 === 0) storage.resync(store.db, storageSources).catch((err: unknown) => logger.warn({ err }, 'counting per-app storage failed'));
-      services.mobileId.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of expired mobile-ID tokens failed'));
-      rateLimits.purgeExpired().catch((err: unknown) => logger.warn({ err }, 'purge of expired rate-limit counters failed'));
-    }, 60_000);
-    purge.unref();
-    cleanups.push(async () => clearInterval(purge));
-    // Notifications acknowledged while their id_token could not be verified: retried on their own schedule
-    // (src/mobile-id/pending.ts); each replica looks, one takes each row.
-    let verifying = false;
-    const pendingPass = () => {
-      if (verifying) return;
-      verifying = true;
-      services.mobileId
-        .verifyPending()
-        .catch((err: unknown) => logger.warn({ err }, 'verification of pending mobile-ID notifications failed'))
-        .finally(() => (verifying = false));
-    };
-    const stopPendingPasses = (options.schedulePendingPasses ?? everyTwoSeconds)(pendingPass);
-    cleanups.push(async () => stopPendingPasses());
+      ...(store.dialect === 'postgres' ? [{ name: 'recount app storage', intervalMs: 600_000, run: () => storage.resync(store.db, storageSources, now()) }] : []),
+      // Notifications acknowledged while their id_token could not be verified: retried on their own schedule
+      // (src/mobile-id/pending.ts); each replica looks, one takes each row.
+      { name: 'pending mobile-ID verification', intervalMs: 2_000, run: () => services.mobileId.verifyPending() },
+    ];
+    cleanups.push(startJobs(jobs, logger, testing.scheduleJob));
 
     const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers, agentResolvers] as Record<string, unknown>[]);
     // Each transport calls `authenticate` once per request or connection, and admits each operation's document once:
     // they read the running snapshot then, so what started under one configuration finishes under it (decision 057).
     const authenticate: Authenticate = (authorization) => live.authenticate(authorization);
-    const expiry = { now, schedule: options.scheduleAuthExpiry ?? scheduleAfter };
+    const expiry = { now, schedule: testing.scheduleAuthExpiry ?? scheduleAfter };
 
     // The execution pipeline (src/execution/, docs/decisions/044): one instance of each stage, used by every
     // transport. prepare: parse, limits and validation once per text; admit: cost, then rate limit; run: graphql-js
@@ -410,40 +432,6 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         if (tracing.enabled) nameOperationApp(caller.app);
       },
     });
-    const apolloConfig = apolloSetup({ schema, limits, admit, logger, tracing: tracing.enabled });
-    const apollo = new ApolloServer<GraphQLContext>(apolloConfig.options);
-    await apollo.start();
-    cleanups.push(() => apollo.stop());
-    const plans =
-      options.httpPlans === false
-        ? null
-        : HttpPlans.create(
-            {
-              apollo: apolloConfig,
-              documents,
-              admit,
-              // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
-              // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
-              runner: new OperationRunner(schema, new Set(['project', 'projects']), !config.introspection),
-              tracing: tracing.enabled,
-            },
-            process.env,
-            (message) => logger.warn(message),
-          );
-
-    // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).
-    const graphiql = config.introspection
-      ? createGraphiqlHandler({
-          assetsDir: defaultGraphiqlAssetsDir(),
-          config: { sandbox: everyUpstreamSandboxed(config.upstreams), apiKeyRequired: !config.open, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({
-              sandbox: config.upstreams.mobileId.sandbox,
-              notificationToken: config.open ? (upstreams.sandbox.mobileId?.notificationToken ?? null) : null,
-              url: config.publicUrl ?? `http://localhost:${config.port}`,
-            }),
-          },
-        })
-      : null;
-
     const loadTrusted = () =>
       config.trustedDocuments.mode === 'off'
         ? undefined
@@ -481,36 +469,64 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         return { ok: false, variable, ...where, message };
       }
     };
+
+    // The one entry of the execution pipeline (docs/decisions/060, 065): POST /graphql's planned path, the MCP
+    // transport, graphql-ws and graphql-sse call it.
+    // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
+    // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
+    const runner = new OperationRunner(schema, testing.httpPlans === false ? new Set() : new Set(['project', 'projects']), !config.introspection);
     // One shared execution for both transports: identical subscriptions share each event's result (decision 030).
     // SUBSCRIPTION_COMPILED_SELECTION: each selection as graphql-jit compiled it, graphql-js on any error (decision 062).
     const shared = new SharedExecution(config.delivery.compiledSelection ? schema : undefined);
     metrics.countSubscriptions(() => shared.stats);
+    const pipeline = createPipeline({
+      schema,
+      documents,
+      admit,
+      runner,
+      // graphql-ws and graphql-sse run graphql-js with each subscription event's result shared, a span per operation.
+      streaming: { ws: streamingExecution(tracing, 'ws', shared, documents.hideSuggestions), sse: streamingExecution(tracing, 'sse', shared, documents.hideSuggestions) },
+      trusted,
+      logger,
+      context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
+    });
+    const apolloConfig = apolloSetup({ schema, limits, pipeline, logger, tracing: tracing.enabled });
+    const apollo = new ApolloServer<GraphQLContext>(apolloConfig.options);
+    await apollo.start();
+    cleanups.push(() => apollo.stop());
+    const plans =
+      testing.httpPlans === false
+        ? null
+        : HttpPlans.create({ apollo: apolloConfig, pipeline, runner, documents, tracing: tracing.enabled }, config.apolloReporting, (message) => logger.warn(message));
+
+    // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).
+    const graphiql = config.introspection
+      ? createGraphiqlHandler({
+          assetsDir: defaultGraphiqlAssetsDir(),
+          config: { sandbox: everyUpstreamSandboxed(config.upstreams), apiKeyRequired: !config.open, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({
+              sandbox: config.upstreams.mobileId.sandbox,
+              notificationToken: config.open ? (upstreams.sandbox.mobileId?.notificationToken ?? null) : null,
+              url: config.publicUrl ?? `http://localhost:${config.port}`,
+            }),
+          },
+        })
+      : null;
+
     const sse = createSseRoute({
+      pipeline,
       schema,
       logger,
       authenticate,
       expiry,
-      documents,
-      shared,
       trusted,
       tracing,
-      admit,
       bodyLimit: config.graphqlLimits.maxBodyBytes,
-      ...(options.sseScheduleRelease ? { scheduleRelease: options.sseScheduleRelease } : {}),
+      ...(testing.scheduleSseRelease ? { scheduleRelease: testing.scheduleSseRelease } : {}),
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
     });
 
     // The Model Context Protocol endpoint (src/mcp/, docs/decisions/060): every tool call goes through the one entry
     // of the execution pipeline, as one more transport.
-    const pipeline = createPipeline({
-      schema,
-      documents,
-      admit,
-      runner: new OperationRunner(schema, new Set(), !config.introspection),
-      trusted,
-      logger,
-      context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
-    });
     if (config.mcp.mutations === 'all') {
       logger.warn('MCP_MUTATIONS is all: agents run creations and provisionings over MCP without anyone approving them; use approve unless every agent is trusted automation');
     }
@@ -529,7 +545,20 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         config.mcp.mutations === 'approve'
           ? new Approvals({ pipeline, plans: services.agentPlans, codec: mcpCodec, approveUrl: (planId) => `${mcpPublicUrl()}/graphql?approvePlan=${planId}` })
           : null,
+      // wait_for_events spends one point of the app's reads budget per call, before it reads or waits.
+      events: {
+        waitForEvents: async (caller, options) => {
+          await services.rateLimits.take(caller, 'reads');
+          return services.events.reader.waitForEvents(caller, options);
+        },
+        onResourceChanged: (caller, kind, key, listener) => services.events.reader.onResourceChanged(caller, kind, key, listener),
+      },
+      // The schema as a resource only where introspection shows it to every app anyway.
+      sdl: config.introspection ? printSchema(schema) : null,
     });
+    if (mcpSurface.skipped.length > 0) {
+      logger.warn({ tools: mcpSurface.skipped }, 'MCP leaves out the operations the GraphQL limits refuse: raise the limits named to offer them as tools');
+    }
     const publicHost = config.publicUrl ? new URL(config.publicUrl).hostname : null;
     const mcp = mcpRoutes({
       surface: mcpSurface,
@@ -596,11 +625,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       logger,
       authenticate,
       expiry,
-      admit,
-      documents,
-      shared,
-      trusted,
-      tracing,
+      pipeline,
       maxMessageBytes: config.graphqlLimits.maxBodyBytes,
       subscriberBufferBytes: config.subscriberBufferBytes,
       onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
@@ -662,9 +687,3 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   }
 }
 
-/** The passes over pending mobile-ID notifications: one every 2 s (src/mobile-id/pending.ts). */
-function everyTwoSeconds(pass: () => void): () => void {
-  const timer = setInterval(pass, 2_000);
-  timer.unref();
-  return () => clearInterval(timer);
-}

@@ -34,6 +34,7 @@ export const SECRET_VARS: ReadonlySet<string> = new Set([
   'OPERATOR_API_KEYS',
   'MOBILEID_NOTIFICATION_TOKENS',
   'DATABASE_URL',
+  'APOLLO_KEY',
 ]);
 
 
@@ -470,6 +471,8 @@ const VARS = {
   OTEL_SERVICE_NAME: declare(text('gateway'), 'OpenTelemetry: service.name of every span.'),
   OTEL_TRACES_SAMPLER: declare(choice(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'], 'parentbased_always_on', 'lower'), 'OpenTelemetry: always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio.'),
   OTEL_TRACES_SAMPLER_ARG: declare(ratio(1), 'OpenTelemetry: the sampling ratio (0..1) of the traceidratio samplers.'),
+  APOLLO_KEY: declare(optionalString, 'Apollo GraphOS API key, read by Apollo Server itself: set, it reports usage to GraphOS, and every POST /graphql goes through Apollo\'s pipeline (the cached plans do not reproduce its reporting plugins; the gateway says so at start-up).', '(unset)'),
+  APOLLO_SCHEMA_REPORTING: declare(optionalString, 'Apollo GraphOS schema reporting, read by Apollo Server itself (true: report the schema, with APOLLO_KEY). Set, every POST /graphql goes through Apollo\'s pipeline, as with APOLLO_KEY.', '(unset)'),
   GATEWAY_TEST_PAUSE_AT: declare(z.enum(PHASES, `must be one of ${PHASES.join(', ')}`).optional(), `Tests only: the process stops at this phase and waits to be killed (${PHASES.join(', ')}); see docs/decisions/014.`, '(unset)'),
   LOG_LEVEL: declare(choice(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'), 'pino log level: fatal, error, warn, info, debug, trace or silent.'),
   LOG_FORMAT: declare(choice(['auto', 'json', 'pretty'], 'auto'), 'auto (a compact line per event when stdout is a terminal, JSON otherwise), json (one JSON object per line, for collectors) or pretty.'),
@@ -578,6 +581,11 @@ export interface Config {
   /** The *_PATH variables: exact JSON paths of the shapes the specs do not show (null: the guesses). */
   readonly shapePaths: ShapePaths;
   readonly introspection: boolean;
+  /**
+   * The Apollo GraphOS variables that are set (APOLLO_KEY, APOLLO_SCHEMA_REPORTING): Apollo Server reads them itself
+   * and installs reporting plugins, which the cached plans of POST /graphql do not reproduce.
+   */
+  readonly apolloReporting: readonly string[];
   /** Abuse limits of GraphQL operations, over HTTP and WebSocket alike (src/execution/limits.ts). */
   readonly graphqlLimits: GraphqlLimitsConfig;
   readonly sandbox: {
@@ -824,6 +832,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       verificationCallbackUrl: e.VERIFICATION_CALLBACK_URL_PATH,
     },
     introspection: e.GRAPHQL_INTROSPECTION ?? everyUpstreamSandboxed(upstreams),
+    apolloReporting: (['APOLLO_KEY', 'APOLLO_SCHEMA_REPORTING'] as const).filter((name) => e[name] !== undefined),
     graphqlLimits: {
       maxAliases: e.GRAPHQL_MAX_ALIASES,
       maxDepth: e.GRAPHQL_MAX_DEPTH,
@@ -1073,5 +1082,5 @@ function checkAppKeys(keys: readonly AppKey[]): void {
 }
 
 
-/** The variables the parser reads; test/readme.test.ts checks that each is declared in ENV_VARS. */
+/** The variables the parser reads (test/readme.test.ts: every NAME=value of the README's examples is one of them). */
 export const PARSED_ENV_VARS: readonly string[] = Object.keys(envSchema.shape);

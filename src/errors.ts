@@ -1,6 +1,6 @@
 import { GraphQLError } from 'graphql';
 
-/** Every error code a client can see in `extensions.code`. Part of the public contract (DESIGN.md). */
+/** Every error code a client can see in `extensions.code`. Part of the public contract (docs/contract.md). */
 export enum ErrorCode {
   BAD_USER_INPUT = 'BAD_USER_INPUT',
   UNAUTHENTICATED = 'UNAUTHENTICATED',
@@ -30,7 +30,7 @@ export enum ErrorCode {
 
 /**
  * The `error` of the OAuth-style `{ "error", "error_description" }` bodies the webhooks and the plain HTTP
- * routes answer with (DESIGN.md, Events; RFC 6749 §5.2 and RFC 6750 §3.1 names). Public like ErrorCode.
+ * routes answer with (docs/contract.md, Routes; RFC 6749 §5.2 and RFC 6750 §3.1 names). Public like ErrorCode.
  */
 export enum WebhookErrorCode {
   INVALID_REQUEST = 'invalid_request',
@@ -157,7 +157,7 @@ export interface IncompleteAnswer {
 }
 
 /**
- * A 2xx answer is a creation even when the gateway cannot read its id (DESIGN.md, "Shapes a spec does not show"):
+ * A 2xx answer is a creation even when the gateway cannot read its id (docs/contract.md, "Shapes a spec does not show"):
  * the answer is kept with the idempotency key, which stays bound to the request, and the app is told so, never that
  * nothing happened. A retry with the same key replays the kept answer (reading it again with the configured path),
  * without a second upstream request.

@@ -1,5 +1,5 @@
 /**
- * The exact place of a field in an upstream's JSON, for the shapes a spec does not show (DESIGN.md, "Shapes a
+ * The exact place of a field in an upstream's JSON, for the shapes a spec does not show (docs/contract.md, "Shapes a
  * spec does not show"): a dot path such as `data.uuid`, where a numeric segment indexes an array (`items.0.id`).
  * An operator names it in a variable (CLOUD_CREATED_ID_PATH, …) when the upstream answers in a shape the
  * gateway's list of guesses does not cover.

@@ -8,7 +8,7 @@ import { openStore } from './store/index.js';
  * nothing. Reads only the database's settings (loadStoreConfig), so a migration Job needs no key, file or upstream.
  */
 async function migrate(): Promise<void> {
-  const config = loadStoreConfig(process.env);
+  const config = loadStoreConfig();
   const logger = createLogger({ level: config.logLevel, format: resolveLogFormat(config.logFormat, process.stdout.isTTY === true) });
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, sqliteSynchronous: config.sqliteSynchronous, logger, migrations: 'apply' });
   await store.close();
@@ -25,7 +25,7 @@ async function main(): Promise<void> {
   }
   let config;
   try {
-    config = loadConfig(process.env);
+    config = loadConfig();
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`gateway: invalid configuration: ${err.message}\n`);

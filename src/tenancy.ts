@@ -2,7 +2,7 @@ import type { Caller } from './caller.js';
 import type { LedgerRecord, ResourceKind } from './store/ledger.js';
 
 /**
- * Tenancy (DESIGN.md, docs/decisions/010): each API key is one app, and what an app created that holds personal
+ * Tenancy (docs/contract.md, docs/decisions/010): each API key is one app, and what an app created that holds personal
  * data is readable by that app alone. Everything stored carries the scope of the caller that created it
  * (its owner): `resources.created_by`, `events.scope`, `provisionings.scope`, `notification_tokens.created_by`,
  * `verification_callbacks.created_by`. Every read of such a thing goes through `readableBy`; a thing another

@@ -64,10 +64,11 @@ export async function startUpstreams(
     storage: AppStorage;
     /** Tests only (GATEWAY_TEST_PAUSE_AT, src/phases.ts). */
     pauseAt?: PauseAt;
-    /** Tests only: the clock of pending mobile-ID notifications and of the mobile-ID JWKS retry schedule. */
-    mobileIdClock?: (() => number) | undefined;
-    /** Tests only: the clock of the circuit breakers (their reset timeout). */
-    circuitClock?: (() => number) | undefined;
+    /**
+     * Tests only (GatewayTesting.clock): the clock of mobile-ID expiries, pending notifications and JWKS retries, and of
+     * the circuit breakers' reset timeouts.
+     */
+    clock?: (() => number) | undefined;
   },
 ): Promise<Upstreams> {
   const box = deps.box;
@@ -104,7 +105,7 @@ export async function startUpstreams(
   // One breaker per upstream client; both identification environments use identification's settings.
   const breakerOf = (name: string): CircuitBreaker | undefined => {
     const settings = config.upstream.breakers[name === 'identification-prodlike' ? 'identification' : (name as keyof typeof config.upstream.breakers)];
-    const breaker = settings?.enabled ? new CircuitBreaker(name, settings, circuitEvents, deps.circuitClock) : null;
+    const breaker = settings?.enabled ? new CircuitBreaker(name, settings, circuitEvents, deps.clock) : null;
     circuits.set(name, breaker);
     if (breaker) metrics.upstreamCircuitState.set({ upstream: name }, 0);
     return breaker ?? undefined;
@@ -195,7 +196,7 @@ export async function startUpstreams(
         ? { onCallbackAddress: (workflowId: string, url: string) => simulatedIdentification.forEach((s) => s?.configureCallback(workflowId, url)) }
         : {}),
     }),
-    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box, storage: deps.storage, metrics: deps.metrics, now: deps.mobileIdClock }),
+    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box, storage: deps.storage, metrics: deps.metrics, now: deps.clock }),
     sandbox,
     circuits: () => Object.fromEntries([...circuits].map(([name, b]) => [name, b ? b.state : 'off'])),
   };

@@ -29,7 +29,7 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
     expect(await violations(root)).toEqual([]);
   });
 
-  it('refuses a domain importing transport, the sandbox importing the gateway, the store importing a domain, MCP reaching past the pipeline, and a folder cycle', async () => {
+  it('refuses a domain importing transport, the sandbox importing the gateway, the store importing a domain, MCP or a route reaching past the pipeline, execution calling up into a transport, and a folder cycle', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arch-'));
     try {
       const write = (file: string, text: string) => {
@@ -42,6 +42,8 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
       write('src/store/ledger.ts', "import { service } from '../cloud/service.js';\nexport const ledger = service;\n");
       write('src/execution/run.ts', 'export const run = 1;\n');
       write('src/mcp/tools.ts', "import { run } from '../execution/run.js';\nexport const tool = run;\n");
+      write('src/server/ws.ts', "import { run } from '../execution/run.js';\nexport const ws = run;\n");
+      write('src/execution/shared.ts', "import { ws } from '../server/ws.js';\nexport const shared = ws;\n");
       const found = (await violations(dir)).map((v) => v.split(' (')[0]);
       expect(found).toEqual(
         expect.arrayContaining([
@@ -50,6 +52,8 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
           'store-imports-no-domain: src/store/ledger.ts -> src/cloud/service.ts',
           'no-folder-cycles: src/cloud -> src/server',
           'mcp-through-the-pipeline: src/mcp/tools.ts -> src/execution/run.ts',
+          'transports-through-the-pipeline: src/server/ws.ts -> src/execution/run.ts',
+          'execution-not-to-transport: src/execution/shared.ts -> src/server/ws.ts',
         ]),
       );
     } finally {

@@ -1,5 +1,5 @@
 /**
- * What the memory tool (bench/memory.ts) and the soak (bench/soak.ts) share: one gateway process over the
+ * What the memory tool (bench/experiments/memory.ts) and the soak (bench/soak.ts) share: one gateway process over the
  * upstream stub, on SQLite or on an embedded PostgreSQL, and the requests of every kind an app sends it, each
  * checked for its answer.
  */

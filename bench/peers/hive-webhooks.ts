@@ -58,7 +58,7 @@ type Query @join__type(graph: MOBILEID) {
 `;
 
 /**
- * The notification as the webhook plugin publishes it: the wire body itself (spec/mobile-id-notification.md,
+ * The notification as the webhook plugin publishes it: the wire body itself (docs/upstreams.md, Mobile-ID notification,
  * snake_case), since `@resolveTo` can filter and pick a sub-path but not rename or decode. The filter
  * compares the body's `auth_req_id`: the issue's `root.authReqId` would match nothing, the payload has no
  * such member.

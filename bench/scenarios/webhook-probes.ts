@@ -1,6 +1,6 @@
 /**
  * What a webhook→subscription server delivers and what it loses when a notification arrives in a way the
- * mobile-ID spec allows or a sender does (spec/mobile-id-notification.md: JSON by default, form-encoded on
+ * mobile-ID spec allows or a sender does (docs/upstreams.md, Mobile-ID notification: JSON by default, form-encoded on
  * request; the sender does not retry), measured, not read from documentation: each probe opens a real
  * graphql-transport-ws subscription, sends real webhooks and counts the `next` messages that arrive within a
  * bound. Run by scenario 5 against the gateway and against the Hive Gateway peer, from the orchestrator

@@ -10,7 +10,7 @@ function b64url(value: unknown): string {
 }
 
 /**
- * A positive notification (spec/mobile-id-notification.md) with a fresh auth_req_id per request. The
+ * A positive notification (docs/upstreams.md, Mobile-ID notification) with a fresh auth_req_id per request. The
  * gateway has no JWKS configured in the benchmark, so the id_token is decoded, not verified; its
  * signature part is a placeholder.
  */

@@ -1,4 +1,4 @@
-// The reference data of the cloud provisioning spec (spec/cloud-provisioning-api.md), written once.
+// The reference data of the cloud provisioning spec (docs/upstreams.md, Cloud provisioning), written once.
 // `name` is the GraphQL enum value, `wire` the exact string the cloud API takes. schema/catalog.graphql
 // declares the same enums; test/catalog/catalog-enums.test.ts fails when the two drift apart.
 

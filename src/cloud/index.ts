@@ -28,5 +28,5 @@ export function createCloudService(
   const answers = new CloudAnswers(deps.shapePaths);
   // The token endpoint has its own breaker (and pool): an outage of it is not the creation endpoints' failure.
   const tokens = new CloudTokens(deps.http('cloud-token', endpoint.url), endpoint.auth, deps.logger, answers);
-  return new CloudService(new CloudClient(http, tokens, answers), deps.ledger, deps.idempotency, deps.pauseAt);
+  return new CloudService({ client: new CloudClient(http, tokens, answers), ledger: deps.ledger, idempotency: deps.idempotency, pauseAt: deps.pauseAt });
 }

@@ -12,7 +12,7 @@ import type { CancelSignal, Events } from '../events/index.js';
 import { ProvisioningRows } from '../store/provisionings.js';
 import type { Database } from '../store/schema.js';
 import type { LedgerRecord } from '../store/ledger.js';
-import { fingerprint, keyedFingerprint, sameRequest } from '../fingerprint.js';
+import { keyedFingerprint, sameRequest } from '../fingerprint.js';
 import { upstreamKey } from '../upstream/idempotency.js';
 import type { PlannedStep, Provisioning, ProvisioningKind, PublicAddress } from './provisioning-model.js';
 import { ProvisioningRecords } from './provisioning-records.js';
@@ -80,7 +80,6 @@ export interface ProvisioningBounds {
   maxUsers: number;
 }
 
-export const DEFAULT_PROVISIONING_BOUNDS: ProvisioningBounds = { maxTopics: 100, maxUsers: 50 };
 /** Most entries of a list inside one topic, user or VM user (ACLs, group ACLs, SSH keys, network interfaces). */
 export const MAX_ITEM_LIST = 50;
 
@@ -153,8 +152,32 @@ export async function publicAddress(given: string | null, ipId: string | null, l
   return { address: found.address, source: 'IP_ADDRESS_RESPONSE', responseField: found.field, ipAddressId: ipId };
 }
 
+export interface ProvisioningOptions {
+  db: Kysely<Database>;
+  cloud: CloudService;
+  /** The ledger, read through the owner rule of every cloud read (src/tenancy.ts). */
+  lookup: (id: string) => Promise<LedgerRecord | null>;
+  logger: Logger;
+  events: Events;
+  /**
+   * A RUNNING provisioning not touched for this long belongs to a replica that died; a new call with its
+   * key resumes it. A live run touches it every third of this (IDEMPOTENCY_TAKEOVER, docs/decisions/012).
+   */
+  staleMs: number;
+  /** PROVISIONING_MAX_TOPICS and PROVISIONING_MAX_USERS. */
+  bounds: ProvisioningBounds;
+  /**
+   * Spends the caller's creation points (RATE_LIMIT_CREATIONS) or throws RATE_LIMITED: a provisioning is charged
+   * one point per upstream creation it will make, before its first step, and refused whole when they do not all
+   * fit (docs/decisions/023). The admission stage charges these mutations nothing itself.
+   */
+  charge: (caller: Caller, points: number) => Promise<void>;
+  /** The gateway secret's keyed digest: the input (passwords included) is stored only as a keyed fingerprint. */
+  digest: (text: string) => string;
+}
+
 /**
- * Composite provisioning (DESIGN.md): plans the spec's creation order as steps, each a normal cloud
+ * Composite provisioning (docs/contract.md): plans the spec's creation order as steps, each a normal cloud
  * mutation whose idempotency key is UUIDv5(key + step). Calling again with the same key resumes: finished
  * steps replay from their idempotency records, the failed one is retried, nothing is created twice.
  * Planning is here; running is ProvisioningRunner's, storing (and progress on the event log) is
@@ -165,30 +188,19 @@ export class ProvisioningService {
   private readonly runner: ProvisioningRunner;
   private readonly env: StepEnv;
 
-  constructor(
-    db: Kysely<Database>,
-    private readonly cloud: CloudService,
-    private readonly lookup: (id: string) => Promise<LedgerRecord | null>,
-    logger: Logger,
-    events: Events,
-    /**
-     * A RUNNING provisioning not touched for this long belongs to a replica that died; a new call with its
-     * key resumes it. A live run touches it every third of this (IDEMPOTENCY_TAKEOVER, docs/decisions/012).
-     */
-    private readonly staleMs = 60_000,
-    readonly bounds: ProvisioningBounds = DEFAULT_PROVISIONING_BOUNDS,
-    /**
-     * Spends the caller's creation points (RATE_LIMIT_CREATIONS) or throws RATE_LIMITED: a provisioning is charged
-     * one point per upstream creation it will make, before its first step, and refused whole when they do not all
-     * fit (docs/decisions/023). The admission stage charges these mutations nothing itself.
-     */
-    private readonly charge: (caller: Caller, points: number) => Promise<void> = async () => {},
-    /** The gateway secret's keyed digest: the input (passwords included) is stored only as a keyed fingerprint. */
-    private readonly digest: (text: string) => string = (text) => fingerprint(text),
-  ) {
+  private readonly cloud: CloudService;
+  private readonly lookup: (id: string) => Promise<LedgerRecord | null>;
+  private readonly charge: (caller: Caller, points: number) => Promise<void>;
+  private readonly digest: (text: string) => string;
+  private readonly staleMs: number;
+  readonly bounds: ProvisioningBounds;
+
+  constructor(options: ProvisioningOptions) {
+    ({ cloud: this.cloud, lookup: this.lookup, charge: this.charge, digest: this.digest, bounds: this.bounds, staleMs: this.staleMs } = options);
+    const { cloud, lookup } = options;
     this.env = { cloud, lookup, address: { read: (response) => cloud.addressOf({ response }), lookedFor: cloud.describeShapes().address } };
-    this.records = new ProvisioningRecords(new ProvisioningRows(db), events);
-    this.runner = new ProvisioningRunner(this.records, logger, staleMs);
+    this.records = new ProvisioningRecords(new ProvisioningRows(options.db), options.events);
+    this.runner = new ProvisioningRunner(this.records, options.logger, this.staleMs);
   }
 
   async provisionKafkaCluster(caller: Caller, input: ProvisionKafkaClusterInput, key?: string | null): Promise<ProvisionResult> {

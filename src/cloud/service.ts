@@ -60,16 +60,26 @@ export interface DryRun {
  * Cloud mutations, each in the same order: validate (no upstream call on bad input), build the wire
  * request, run it under the caller's idempotency key, and record the created resource in the ledger.
  */
+export interface CloudServiceOptions {
+  client: CloudClient;
+  ledger: Ledger;
+  idempotency: Idempotency;
+  /** Tests only (GATEWAY_TEST_PAUSE_AT): stops between the upstream's answer and the ledger write. */
+  pauseAt?: PauseAt | undefined;
+  /** Plans only (withDryRun): nothing is sent or written. */
+  dryRun?: DryRun;
+}
+
 export class CloudService {
-  constructor(
-    private readonly client: CloudClient,
-    private readonly ledger: Ledger,
-    private readonly idempotency: Idempotency,
-    /** Tests only (GATEWAY_TEST_PAUSE_AT): stops between the upstream's answer and the ledger write. */
-    private readonly pauseAt?: PauseAt,
-    private readonly dryRun?: DryRun,
-  ) {
-    if (dryRun) this.lookup = dryRun.lookup;
+  private readonly client: CloudClient;
+  private readonly ledger: Ledger;
+  private readonly idempotency: Idempotency;
+  private readonly pauseAt: PauseAt | undefined;
+  private readonly dryRun: DryRun | undefined;
+
+  constructor(options: CloudServiceOptions) {
+    ({ client: this.client, ledger: this.ledger, idempotency: this.idempotency, pauseAt: this.pauseAt, dryRun: this.dryRun } = options);
+    if (this.dryRun) this.lookup = this.dryRun.lookup;
   }
 
   /** Where the cloud answers' unshown fields are read (a configured path or the guesses), for the start-up line. */
@@ -84,7 +94,7 @@ export class CloudService {
 
   /** The same mutations, validating and building the same requests, with nothing sent or written. */
   withDryRun(dryRun: DryRun): CloudService {
-    return new CloudService(this.client, this.ledger, this.idempotency, undefined, dryRun);
+    return new CloudService({ client: this.client, ledger: this.ledger, idempotency: this.idempotency, dryRun });
   }
 
   /**
@@ -112,61 +122,57 @@ export class CloudService {
 
   async createNetwork(caller: Caller, input: CreateNetworkInput, key?: string | null): Promise<MutationResult> {
     const spec = await v.validateNetwork(input, this.lookup);
-    return this.createService(caller, key, 'createNetwork', 'network', wire.networkCall(spec), spec, spec.title, spec.projectId, null);
+    return this.createService(caller, key, { operation: 'createNetwork', kind: 'network', call: wire.networkCall(spec), spec, title: spec.title, projectId: spec.projectId, parentId: null });
   }
 
   async createSubnet(caller: Caller, input: CreateSubnetInput, key?: string | null): Promise<MutationResult> {
     const spec = await v.validateSubnet(input, this.lookup);
-    return this.createService(caller, key, 'createSubnet', 'subnet', wire.subnetCall(spec), spec, spec.title, spec.projectId, spec.networkId);
+    return this.createService(caller, key, { operation: 'createSubnet', kind: 'subnet', call: wire.subnetCall(spec), spec, title: spec.title, projectId: spec.projectId, parentId: spec.networkId });
   }
 
   async createIpAddress(caller: Caller, input: CreateIpAddressInput, key?: string | null): Promise<MutationResult> {
     const spec = await v.validateIpAddress(input, this.lookup);
-    return this.createService(caller, key, 'createIpAddress', 'ip_address', wire.ipAddressCall(spec), spec, spec.title, spec.projectId, spec.networkId);
+    return this.createService(caller, key, { operation: 'createIpAddress', kind: 'ip_address', call: wire.ipAddressCall(spec), spec, title: spec.title, projectId: spec.projectId, parentId: spec.networkId });
   }
 
   async createKafkaCluster(caller: Caller, input: CreateKafkaClusterInput, key?: string | null): Promise<MutationResult> {
     const spec = await v.validateKafkaCluster(input, this.lookup);
-    return this.createService(caller, key, 'createKafkaCluster', 'kafka_cluster', wire.kafkaClusterCall(spec), spec, spec.title, spec.projectId, null);
+    return this.createService(caller, key, { operation: 'createKafkaCluster', kind: 'kafka_cluster', call: wire.kafkaClusterCall(spec), spec, title: spec.title, projectId: spec.projectId, parentId: null });
   }
 
   async createKafkaTopic(caller: Caller, input: CreateKafkaTopicInput, key?: string | null): Promise<MutationResult> {
     const spec = await v.validateKafkaTopic(input, this.lookup);
-    return this.createService(caller, key, 'createKafkaTopic', 'kafka_topic', wire.kafkaTopicCall(spec), spec, spec.name, spec.projectId, spec.clusterId);
+    return this.createService(caller, key, { operation: 'createKafkaTopic', kind: 'kafka_topic', call: wire.kafkaTopicCall(spec), spec, title: spec.name, projectId: spec.projectId, parentId: spec.clusterId });
   }
 
   async createKafkaUser(caller: Caller, input: CreateKafkaUserInput, key?: string | null): Promise<MutationResult> {
     const spec = await v.validateKafkaUser(input, this.lookup);
-    return this.createService(caller, key, 'createKafkaUser', 'kafka_user', wire.kafkaUserCall(spec), spec, spec.name, spec.projectId, spec.clusterId);
+    return this.createService(caller, key, { operation: 'createKafkaUser', kind: 'kafka_user', call: wire.kafkaUserCall(spec), spec, title: spec.name, projectId: spec.projectId, parentId: spec.clusterId });
   }
 
   async createVirtualMachine(caller: Caller, input: CreateVirtualMachineInput, key?: string | null): Promise<MutationResult> {
     const spec = await v.validateVirtualMachine(input, this.lookup);
-    return this.createService(caller, key, 'createVirtualMachine', 'virtual_machine', wire.virtualMachineCall(spec), spec, spec.title, spec.projectId, null);
+    return this.createService(caller, key, { operation: 'createVirtualMachine', kind: 'virtual_machine', call: wire.virtualMachineCall(spec), spec, title: spec.title, projectId: spec.projectId, parentId: null });
   }
 
+  /** A creation through the services endpoint (every kind but a project): its envelope, as `call` built it. */
   private createService(
     caller: Caller,
     key: string | null | undefined,
-    operation: string,
-    kind: ResourceKind,
-    call: wire.ServiceCall,
-    spec: object,
-    title: string,
-    projectId: string,
-    parentId: string | null,
+    s: { operation: string; kind: ResourceKind; call: wire.ServiceCall; spec: object; title: string; projectId: string; parentId: string | null },
   ): Promise<MutationResult> {
+    const { call } = s;
     return this.create(caller, key, {
-      operation,
-      kind,
+      operation: s.operation,
+      kind: s.kind,
       request: { path: wire.PATHS.services, body: call.envelope },
       accept: call.accept,
       send: (k) => this.client.createService(call, k),
       reread: (incomplete) => this.client.reread(incomplete),
-      spec,
-      title,
-      projectId,
-      parentId,
+      spec: s.spec,
+      title: s.title,
+      projectId: s.projectId,
+      parentId: s.parentId,
     });
   }
 

@@ -158,7 +158,7 @@ export async function validateKafkaCluster(input: CreateKafkaClusterInput, looku
   const subnet = await parent('input.subnetId', input.subnetId, 'subnet', lookup);
   sameProject('input.subnetId', input.projectId, subnet);
   const subnetSpec = subnet?.spec as Partial<SubnetSpec> | undefined;
-  // DESIGN.md: the subnet CIDR and the cluster's network can be taken from the ledger when omitted.
+  // docs/contract.md: the subnet CIDR and the cluster's network can be taken from the ledger when omitted.
   const networkId = input.networkId ?? subnetSpec?.networkId;
   if (!networkId) throw badUserInput('input.networkId', 'is required: the gateway did not create this subnet, so it cannot tell its network');
   if (subnetSpec?.networkId && subnetSpec.networkId !== networkId) {

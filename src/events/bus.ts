@@ -15,6 +15,11 @@ export interface EventBus {
    */
   subscribe(kind: string, key: string | null, listener: EventListener): () => void;
   /**
+   * How many listeners this process has subscribed to events of `kind`: to those of `key` (null: the subscriptions to
+   * every key of the kind), or without `key`, all of them. Tests wait on it before they publish.
+   */
+  subscribers(kind: string, key?: string | null): number;
+  /**
    * What this replica has delivered so far, as a position in the log (src/events/cursor.ts): a copy, taken after a
    * subscriber starts listening, so that every event outside it reaches that subscriber live.
    */
@@ -77,6 +82,13 @@ export class InProcessBus implements EventBus {
       set.delete(listener);
       if (set.size === 0 && this.listeners.get(slot) === set) this.listeners.delete(slot);
     };
+  }
+
+  subscribers(kind: string, key?: string | null): number {
+    if (key !== undefined) return this.listeners.get(`${kind}\u0000${key ?? '*'}`)?.size ?? 0;
+    let n = 0;
+    for (const [slot, set] of this.listeners) if (slot.startsWith(`${kind}\u0000`)) n += set.size;
+    return n;
   }
 
   async close(): Promise<void> {

@@ -307,6 +307,10 @@ export class PostgresBus implements EventBus {
     return this.local.subscribe(kind, key, listener);
   }
 
+  subscribers(kind: string, key?: string | null): number {
+    return this.local.subscribers(kind, key);
+  }
+
   position(): Position {
     return this.local.position();
   }

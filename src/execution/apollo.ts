@@ -1,15 +1,18 @@
-// Apollo Server as the HTTP framework of the execution pipeline (docs/decisions/044): its request handling, content
-// negotiation and CSRF prevention, with the pipeline's stages as its validation rules and plugins. The options object
-// built here is the one given to `new ApolloServer`; the planned path of POST /graphql (src/server/http-plans.ts)
-// reads what it reproduces from this same object, never from Apollo's private state.
+// Apollo Server as the HTTP framework of the execution pipeline (docs/decisions/044, 065): its request handling,
+// content negotiation, CSRF prevention, parse and validation (with the prepare stage's rules), then, once it has
+// picked the operation, the pipeline's one entry (src/execution/pipeline.ts runOperation) answers for it: admit, run
+// and present run there, as on every transport. The options object built here is the one given to `new ApolloServer`;
+// the planned path of POST /graphql (src/server/http-plans.ts) reads what it reproduces from this same object, never
+// from Apollo's private state.
 import type { ApolloServerOptions, ApolloServerPlugin } from '@apollo/server';
 import { ApolloServerPluginCacheControlDisabled, ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import type { GraphQLFormattedError, GraphQLSchema } from 'graphql';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
-import type { Admission } from './admit.js';
 import type { OperationLimits } from './limits.js';
-import { forHttp, formatError, noStoreValue } from './present.js';
+import type { FormattedExecutionResult, OperationTypeNode } from 'graphql';
+import type { Pipeline } from './pipeline.js';
+import { formatError, HttpPresenter, noStoreValue } from './present.js';
 import { nameOperationSpan, recordOperationErrors } from './tracing.js';
 
 /** The Apollo options the gateway runs with, and the plugins among them whose effects the planned path reproduces. */
@@ -22,8 +25,10 @@ export interface ApolloSetup {
   readonly gatewayPlugins: readonly ApolloServerPlugin<GraphQLContext>[];
 }
 
-export function apolloSetup(o: { schema: GraphQLSchema; limits: OperationLimits; admit: Admission; logger: Logger; tracing: boolean }): ApolloSetup {
-  const gatewayPlugins = [noStorePlugin(), admissionPlugin(o.admit), warningsPlugin(), ...(o.tracing ? [operationSpanPlugin()] : [])];
+export function apolloSetup(o: { schema: GraphQLSchema; limits: OperationLimits; pipeline: Pipeline; logger: Logger; tracing: boolean }): ApolloSetup {
+  const formatOne = (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, o.logger, !o.limits.introspection);
+  const present = new HttpPresenter({ formatError: formatOne, includeStacktraceInErrorResponses: false }, o.tracing);
+  const gatewayPlugins = [noStorePlugin(), pipelinePlugin(o.pipeline, present), warningsPlugin(), ...(o.tracing ? [operationSpanPlugin()] : [])];
   return {
     gatewayPlugins,
     options: {
@@ -40,18 +45,35 @@ export function apolloSetup(o: { schema: GraphQLSchema; limits: OperationLimits;
       validationRules: [...o.limits.validationRules],
       // The cache-control plugin is replaced by its answer for this schema, without its per-field hook (noStorePlugin).
       plugins: [ApolloServerPluginLandingPageDisabled(), ApolloServerPluginCacheControlDisabled(), ...gatewayPlugins],
-      formatError: (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, o.logger, !o.limits.introspection),
+      formatError: formatOne,
     },
   };
 }
 
-/** The admit stage inside Apollo's pipeline: once the operation is resolved, before it executes. */
-function admissionPlugin(admit: Admission): ApolloServerPlugin<GraphQLContext> {
+const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
+
+/**
+ * Apollo's path through the pipeline's one entry: once Apollo has parsed, validated and picked the operation, the
+ * pipeline admits, runs and presents it (the prepare stage finds the text in its cache after the first time), and
+ * Apollo writes the answer. An operation Apollo could not pick is left to Apollo's own answer.
+ */
+function pipelinePlugin(pipeline: Pipeline, present: HttpPresenter): ApolloServerPlugin<GraphQLContext> {
   const listener: Awaited<ReturnType<NonNullable<ApolloServerPlugin<GraphQLContext>['requestDidStart']>>> = {
-    async didResolveOperation({ contextValue, document, operation, request }) {
-      if (!operation) return;
-      const refused = await admit(contextValue.caller, document, operation, request.variables);
-      if (refused) throw forHttp(refused);
+    async responseForOperation({ contextValue, document, operation, request, source }) {
+      if (!operation || source === undefined) return null;
+      const answer = await pipeline.runOperation({
+        caller: contextValue.caller,
+        params: { query: source, operationName: request.operationName ?? undefined, variables: request.variables ?? undefined },
+        transport: 'http',
+        requestId: contextValue.requestId,
+        context: contextValue,
+        allow: ALL_OPERATIONS,
+        trustedResolved: true,
+        validated: document,
+        variables: 'in-run',
+        present,
+      });
+      return { http: { status: answer.status, headers: answer.headers }, body: { kind: 'single', singleResult: answer.result as FormattedExecutionResult } };
     },
   };
   return { requestDidStart: async () => listener };

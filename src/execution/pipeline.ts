@@ -1,7 +1,7 @@
 // The one way through the execution pipeline (docs/decisions/044, 060): trusted documents, prepare, pick the
 // operation, admit (scopes, cost, rate limit), run, present (masking, warnings), composed once. MCP calls it for every
 // tool; its signature names no transport's types, so POST /graphql, graphql-ws and graphql-sse can move onto it.
-import { getOperationAST, getVariableValues, GraphQLError, type DocumentNode, type ExecutionResult, type GraphQLFormattedError, type OperationDefinitionNode, type OperationTypeNode } from 'graphql';
+import { execute, getOperationAST, type ExecutionArgs, getVariableValues, GraphQLError, type DocumentNode, type ExecutionResult, type GraphQLFormattedError, type OperationDefinitionNode, type OperationTypeNode } from 'graphql';
 import { ALL_GRANTS, type Caller } from '../caller.js';
 import { ErrorCode } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
@@ -9,8 +9,8 @@ import type { Logger } from '../logger.js';
 import { operationCost } from '../ratelimit/cost.js';
 import type { Admission } from './admit.js';
 import type { DocumentCache, PreparedDocument } from './prepare.js';
-import { deliverable, formatError } from './present.js';
-import type { OperationRunner } from './run.js';
+import { formatError, outcomePresenter, type Executed, type Presenter, type Refusal, type RefusalStage } from './present.js';
+import type { OperationRunner, ResultSink, StreamingExecution } from './run.js';
 import { scopeCheck } from './scopes.js';
 
 /** One operation as any transport carries it: a text, or a trusted document's id. */
@@ -19,28 +19,22 @@ export interface OperationParams {
   readonly documentId?: string;
   readonly operationName?: string;
   readonly variables?: Record<string, unknown>;
+  /** The request's extensions (a persisted query's hash, which the trusted-documents stage reads). */
+  readonly extensions?: unknown;
 }
 
 /** The trusted-documents stage (src/server/trusted-documents.ts TrustedDocuments), as the pipeline calls it. */
 export interface TrustedDocumentsStage {
-  admit(request: { query?: unknown; documentId?: unknown }): { ok: true; query: string } | { ok: false; message: string; code: string };
+  admit(request: { query?: unknown; documentId?: unknown; extensions?: unknown }): { ok: true; query: string } | { ok: false; message: string; code: string };
 }
 
 /** The transports, as metrics and logs name them. */
 export type TransportName = 'http' | 'ws' | 'sse' | 'mcp';
 
-/** Why an operation did not run, by stage; nothing was executed (a rate-limit refusal spent no points). */
-export type Refusal = {
-  readonly ok: false;
-  readonly stage: 'trusted' | 'prepare' | 'operation' | 'variables' | 'admit';
-  /** Formatted (masked) as the client sees them. */
-  readonly errors: readonly GraphQLFormattedError[];
-};
+export type { Executed, Refusal } from './present.js';
+export type { ResultSink } from './run.js';
 
-/** The operation ran: its result, masked and with its warnings (the present stage). */
-export type Executed = { readonly ok: true; readonly result: ExecutionResult & { errors?: readonly GraphQLFormattedError[] } };
-
-export interface RunOperation {
+export interface RunOperation<T = Refusal | Executed> {
   readonly caller: Caller;
   readonly params: OperationParams;
   readonly transport: TransportName;
@@ -48,6 +42,27 @@ export interface RunOperation {
   readonly requestId: string;
   /** Operation types this call may run (a read-only tool passes ['query']); default: queries and mutations. */
   readonly allow?: readonly OperationTypeNode[];
+  /** The operation's context when the transport made it already (HTTP, with its request's logger); else made here once admitted. */
+  readonly context?: GraphQLContext;
+  /**
+   * The transport resolved trusted documents on its own wire already (POST /graphql must, since GET, batches and APQ
+   * go to Apollo): `params.query` is the admitted text, and the trusted stage is not run a second time.
+   */
+  readonly trustedResolved?: boolean;
+  /** `params.query` as the transport's framework parsed and validated it with the prepare stage's rules (Apollo). */
+  readonly validated?: DocumentNode;
+  /**
+   * When the variables are coerced: `before-admit` (the default: bad input spends no rate-limit points), or `in-run`,
+   * by the run stage once admitted, as Apollo Server does (POST /graphql answers as Apollo would).
+   */
+  readonly variables?: 'before-admit' | 'in-run';
+  /** How the outcome is presented (src/execution/present.ts); default: `Refusal | Executed` (MCP). */
+  readonly present?: Presenter<T>;
+  /**
+   * Where a subscription's results go, one by one (graphql-ws writes each itself): a typed argument, never a field of
+   * graphql-js's ExecutionArgs. Without one, a subscription's results are yielded by the stream the presenter gets.
+   */
+  readonly sink?: ResultSink;
 }
 
 /** What an operation would spend (the admit stage's rate-limit rule), worked out without spending it. */
@@ -60,7 +75,7 @@ export interface OperationEstimate {
 }
 
 export interface Pipeline {
-  runOperation(o: RunOperation): Promise<Refusal | Executed>;
+  runOperation<T = Refusal | Executed>(o: RunOperation<T>): Promise<T>;
   /**
    * What `params` would spend, and the scope check to run on a caller, without running it: trusted documents, parse,
    * validate, and with `variables` their coercion; or why it cannot run.
@@ -77,34 +92,46 @@ export interface PipelineOptions {
   readonly logger: Logger;
   /** The schema the cost of an operation is read from (the rate limit's rule). */
   readonly schema: import('graphql').GraphQLSchema;
+  /**
+   * The run stage of the streaming transports (src/execution/run.ts streamingExecution: graphql-js, each subscription
+   * event's result shared, a span per operation named after its transport). Other transports run `runner`.
+   */
+  readonly streaming?: Partial<Record<'ws' | 'sse', StreamingExecution>>;
 }
 
 const QUERIES_AND_MUTATIONS: readonly OperationTypeNode[] = ['query', 'mutation'] as OperationTypeNode[];
 
 export function createPipeline(o: PipelineOptions): Pipeline {
   const scopes = scopeCheck(o.schema);
-  const refuse = (stage: Refusal['stage'], errors: readonly GraphQLError[]): Refusal => ({
-    ok: false,
-    stage,
-    errors: errors.map((e) => formatError(e.toJSON(), e, o.logger, o.documents.hideSuggestions)),
-  });
+  const outcome = outcomePresenter(o.logger, o.documents.hideSuggestions);
+  const refuse = (stage: RefusalStage, errors: readonly GraphQLError[]): Refusal => outcome.refused(stage, errors, undefined) as Refusal;
+  type Found = { prepared: PreparedDocument; document: DocumentNode; operation: OperationDefinitionNode };
+  type Refused = { stage: RefusalStage; errors: readonly GraphQLError[] };
 
   /** Trusted documents, prepare, and the operation picked. */
-  const prepare = (params: OperationParams): Refusal | { prepared: PreparedDocument; document: DocumentNode; operation: OperationDefinitionNode } => {
+  const prepare = (params: OperationParams, trustedResolved = false, validated?: DocumentNode): Refused | Found => {
     let query = params.query;
-    if (o.trusted) {
-      const admission = o.trusted.admit({ query: params.query, documentId: params.documentId });
-      if (!admission.ok) return refuse('trusted', [new GraphQLError(admission.message, { extensions: { code: admission.code } })]);
+    if (trustedResolved) {
+      // The transport's own wire resolved it.
+    } else if (o.trusted) {
+      const admission = o.trusted.admit({ query: params.query, documentId: params.documentId, extensions: params.extensions });
+      if (!admission.ok) return { stage: 'trusted', errors: [new GraphQLError(admission.message, { extensions: { code: admission.code } })] };
       query = admission.query;
     } else if (params.documentId !== undefined) {
-      return refuse('trusted', [new GraphQLError('this gateway has no trusted documents: send the query', { extensions: { code: ErrorCode.BAD_REQUEST } })]);
+      return { stage: 'trusted', errors: [new GraphQLError('this gateway has no trusted documents: send the query', { extensions: { code: ErrorCode.BAD_REQUEST } })] };
     }
-    if (typeof query !== 'string' || query === '') return refuse('prepare', [new GraphQLError('a query is required', { extensions: { code: ErrorCode.BAD_REQUEST } })]);
-    const prepared = o.documents.get(query);
-    if (Array.isArray(prepared.document)) return refuse('prepare', prepared.document as readonly GraphQLError[]);
+    if (typeof query !== 'string' || query === '') return { stage: 'parse', errors: [new GraphQLError('a query is required', { extensions: { code: ErrorCode.BAD_REQUEST } })] };
+    const prepared = o.documents.get(query, validated);
+    if (prepared.refusedAt !== null) return { stage: prepared.refusedAt, errors: prepared.document as readonly GraphQLError[] };
     const document = prepared.document as DocumentNode;
     const operation = params.operationName === undefined ? prepared.anonymous : getOperationAST(document, params.operationName);
-    if (!operation) return refuse('operation', [new GraphQLError('Unable to identify the operation: pass operationName', { extensions: { code: ErrorCode.BAD_REQUEST } })]);
+    if (!operation) {
+      // graphql-js's own words (Apollo's too): no operation, several and no name, or an unknown name. Nothing runs:
+      // execute refuses before it reads anything when it cannot pick the operation.
+      const picked = (execute({ schema: o.schema, document, operationName: params.operationName }) as ExecutionResult).errors?.[0];
+      const message = picked?.message ?? 'Unable to identify the operation: pass operationName';
+      return { stage: 'operation', errors: [new GraphQLError(message, { extensions: { code: ErrorCode.BAD_REQUEST } })] };
+    }
     return { prepared, document, operation };
   };
 
@@ -112,23 +139,20 @@ export function createPipeline(o: PipelineOptions): Pipeline {
    * The run stage's own coercion of the variables, before anything runs: BAD_USER_INPUT naming the variable and the
    * path in it (as Apollo marks them), and never the value (the present stage leaves it out: it may hold a password).
    */
-  const checkVariables = (operation: OperationDefinitionNode, variables: Record<string, unknown>): Refusal | null => {
+  const checkVariables = (operation: OperationDefinitionNode, variables: Record<string, unknown>): readonly GraphQLError[] | null => {
     if (!operation.variableDefinitions?.length) return null;
     const coerced = getVariableValues(o.schema, operation.variableDefinitions, variables, { hideSuggestions: o.documents.hideSuggestions });
     if (!coerced.errors) return null;
-    return refuse(
-      'variables',
-      coerced.errors.map((e) => new GraphQLError(e.message, { nodes: e.nodes, originalError: e.originalError ?? e, extensions: { ...e.extensions, code: ErrorCode.BAD_USER_INPUT } })),
-    );
+    return coerced.errors.map((e) => new GraphQLError(e.message, { nodes: e.nodes, originalError: e.originalError ?? e, extensions: { ...e.extensions, code: ErrorCode.BAD_USER_INPUT } }));
   };
 
   return {
     estimate(params) {
       const found = prepare(params);
-      if ('ok' in found) return found;
+      if (!('prepared' in found)) return refuse(found.stage, found.errors);
       if (params.variables !== undefined) {
         const invalid = checkVariables(found.operation, params.variables);
-        if (invalid) return invalid;
+        if (invalid) return refuse('variables', invalid);
       }
       const cost = operationCost(o.schema, found.document, found.operation, params.variables);
       return {
@@ -142,21 +166,48 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       };
     },
 
-    async runOperation({ caller, params, requestId, allow = QUERIES_AND_MUTATIONS }) {
-      const found = prepare(params);
-      if ('ok' in found) return found;
+    async runOperation<T>(run: RunOperation<T>): Promise<T> {
+      const { caller, params, requestId, allow = QUERIES_AND_MUTATIONS } = run;
+      const present = run.present ?? (outcome as unknown as Presenter<T>);
+      const found = prepare(params, run.trustedResolved, run.validated);
+      if (!('prepared' in found)) return present.refused(found.stage, found.errors, run.context);
       const { prepared, document, operation } = found;
       if (!allow.includes(operation.operation)) {
-        return refuse('operation', [new GraphQLError(`this call runs ${allow.join(' or ')} operations only, not a ${operation.operation}; nothing was run`, { extensions: { code: ErrorCode.BAD_REQUEST } })]);
+        return present.refused('allow', [new GraphQLError(`this call runs ${allow.join(' or ')} operations only, not a ${operation.operation}; nothing was run`, { extensions: { code: ErrorCode.BAD_REQUEST } })], run.context);
       }
-      const invalid = checkVariables(operation, params.variables ?? {});
-      if (invalid) return invalid;
-      const admitted = o.admit(caller, document, operation, params.variables);
-      const refused = admitted instanceof Promise ? await admitted : admitted;
-      if (refused) return refuse('admit', [refused]);
-      const context = o.context(caller, requestId);
-      const result = await o.runner.execute(prepared, operation, params.operationName, context, params.variables);
-      return { ok: true, result: deliverable(result, context, o.logger) as Executed['result'] };
+      if (run.variables !== 'in-run') {
+        const invalid = checkVariables(operation, params.variables ?? {});
+        if (invalid) return present.refused('variables', invalid, run.context);
+      }
+      present.picked?.(operation.operation, operation.name?.value || null);
+      let context = run.context;
+      try {
+        const admitted = o.admit(caller, document, operation, params.variables);
+        const refused = admitted instanceof Promise ? await admitted : admitted;
+        if (refused) return present.refused('admit', [refused], context);
+      } catch (err) {
+        return present.threw(err, context ?? o.context(caller, requestId));
+      }
+      context ??= o.context(caller, requestId);
+      const streaming = run.transport === 'ws' || run.transport === 'sse' ? o.streaming?.[run.transport] : undefined;
+      let result: ExecutionResult;
+      try {
+        if (streaming) {
+          const args: ExecutionArgs = { schema: o.schema, document, variableValues: params.variables ?? null, operationName: params.operationName ?? null, contextValue: context };
+          const ran = { query: prepared.query, document, operationName: params.operationName ?? null };
+          if (operation.operation !== 'subscription') {
+            const executed = streaming.execute(args);
+            return present.executed(executed instanceof Promise ? await executed : executed, context, ran);
+          }
+          const subscribed = await streaming.subscribe(args, run.sink);
+          if (Symbol.asyncIterator in subscribed) return present.subscribed!(subscribed as AsyncGenerator<ExecutionResult>, context, ran);
+          return present.executed(subscribed as ExecutionResult, context, ran);
+        }
+        result = await o.runner.execute(prepared, operation, params.operationName, context, params.variables);
+      } catch (err) {
+        return present.threw(err, context);
+      }
+      return present.executed(result, context);
     },
   };
 }

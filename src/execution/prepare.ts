@@ -12,6 +12,8 @@ export interface PreparedDocument {
   readonly query: string;
   /** The validated document, or why it is refused (a syntax error, a limit, a validation rule). */
   readonly document: DocumentNode | readonly GraphQLError[];
+  /** Which check refused the document (the text does not parse, or a validation rule): Apollo answers them apart. */
+  readonly refusedAt: 'parse' | 'validate' | null;
   /** The operation picked without an operationName (null: none, or several). */
   readonly anonymous: OperationDefinitionNode | null;
   /** graphql-jit's compilation per operation that qualifies (src/execution/run.ts), made on first use. */
@@ -38,9 +40,8 @@ export class DocumentCache {
   constructor(
     private readonly schema: GraphQLSchema,
     private readonly limits: OperationLimits,
-    max = DOCUMENT_CACHE_SIZE,
   ) {
-    this.documents = new LRUCache({ max, maxSize: DOCUMENT_CACHE_TEXT_BYTES, sizeCalculation: (_v, k) => k.length || 1 });
+    this.documents = new LRUCache({ max: DOCUMENT_CACHE_SIZE, maxSize: DOCUMENT_CACHE_TEXT_BYTES, sizeCalculation: (_v, k) => k.length || 1 });
     this.rules = [...specifiedRules, ...limits.validationRules];
     this.hideSuggestions = !limits.introspection;
   }
@@ -50,19 +51,30 @@ export class DocumentCache {
     return this.documents.size;
   }
 
-  get(query: string): PreparedDocument {
+  /**
+   * The prepared document of `query`. `validated`: the document a framework already parsed and validated with these
+   * same rules (Apollo's pipeline, src/execution/apollo.ts), kept as it is instead of being parsed a second time.
+   */
+  get(query: string, validated?: DocumentNode): PreparedDocument {
     let cached = this.documents.get(query);
     if (!cached) {
       let document: DocumentNode | readonly GraphQLError[];
-      try {
-        const parsed = this.limits.parse(query);
-        const errors = validate(this.schema, parsed, this.rules, { hideSuggestions: this.hideSuggestions });
-        document = errors.length ? errors : parsed;
-      } catch (err) {
-        document = [err instanceof GraphQLError ? err : new GraphQLError(String(err))];
+      let refusedAt: PreparedDocument['refusedAt'] = null;
+      if (validated) {
+        document = validated;
+      } else {
+        try {
+          const parsed = this.limits.parse(query);
+          const errors = validate(this.schema, parsed, this.rules, { hideSuggestions: this.hideSuggestions });
+          document = errors.length ? errors : parsed;
+          if (errors.length) refusedAt = 'validate';
+        } catch (err) {
+          document = [err instanceof GraphQLError ? err : new GraphQLError(String(err))];
+          refusedAt = 'parse';
+        }
       }
       const anonymous = Array.isArray(document) ? null : (getOperationAST(document as DocumentNode) ?? null);
-      cached = { query, document, anonymous, compiled: new Map() };
+      cached = { query, document, refusedAt, anonymous, compiled: new Map() };
       this.documents.set(query, cached);
     }
     return cached;

@@ -2,11 +2,12 @@
 // it is written. Errors are masked by one rule, warnings added by one rule, and the cache-control answer is one value.
 import { HeaderMap } from '@apollo/server';
 import { ApolloServerErrorCode, unwrapResolverError } from '@apollo/server/errors';
-import { GraphQLError, type ExecutionResult, type GraphQLFormattedError } from 'graphql';
+import { GraphQLError, Kind, type DocumentNode, type ExecutionResult, type GraphQLFormattedError, type OperationTypeNode } from 'graphql';
 import { ErrorCode } from '../errors.js';
 import { RateLimitedError } from '../ratelimit/buckets.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
+import { nameOperationSpan, recordOperationErrors } from './tracing.js';
 
 /** Error codes that are the client's to see as they are (Apollo's own request errors included). */
 const EXPECTED_CODES = new Set<string>([
@@ -66,7 +67,7 @@ function withoutEchoedValue(formatted: GraphQLFormattedError, error: unknown): G
 
 /**
  * A result with the operation's warnings added as `extensions.warnings` (unchanged when there are none).
- * Warnings are not errors: the data is complete as far as the gateway knows it (DESIGN.md, Errors).
+ * Warnings are not errors: the data is complete as far as the gateway knows it (docs/contract.md, Error codes).
  */
 export function withWarnings<T extends ExecutionResult>(result: T, context: GraphQLContext | undefined): T {
   const warnings = context?.warnings;
@@ -117,4 +118,266 @@ export function forHttp(refusal: GraphQLError): GraphQLError {
         ? { status: 403 }
         : { status: 400 };
   return new GraphQLError(refusal.message, { extensions: { ...refusal.extensions, http }, originalError: refusal });
+}
+
+/** Why an operation did not run, by stage; nothing was executed (a rate-limit refusal spent no points). */
+export type Refusal = {
+  readonly ok: false;
+  readonly stage: RefusalStage;
+  /** Formatted (masked) as the client sees them. */
+  readonly errors: readonly GraphQLFormattedError[];
+};
+
+/** The stage of the pipeline (src/execution/pipeline.ts) that refused an operation. */
+export type RefusalStage = 'trusted' | 'parse' | 'validate' | 'operation' | 'allow' | 'variables' | 'admit';
+
+/** The operation ran: its result, masked and with its warnings. */
+export type Executed = { readonly ok: true; readonly result: ExecutionResult & { errors?: readonly GraphQLFormattedError[] } };
+
+/**
+ * How a transport's answer is made from what the pipeline decided: the last stage of src/execution/pipeline.ts
+ * runOperation, chosen by the transport. Every presenter lives here, so errors are formatted in this file only.
+ */
+export interface Presenter<T> {
+  /** The operation is picked (HTTP names its request span after it). */
+  picked?(operation: OperationTypeNode, name: string | null): void;
+  /** A stage refused the operation: nothing ran. `errors` are raw; the presenter formats them. */
+  refused(stage: RefusalStage, errors: readonly GraphQLError[], context: GraphQLContext | undefined): T;
+  /** The run stage's result (`ran`: what ran, for the streaming transports). */
+  executed(result: ExecutionResult, context: GraphQLContext, ran?: Ran): T;
+  /** A subscription's stream (the streaming transports only): its results, or none when they go to the sink. */
+  subscribed?(stream: AsyncGenerator<ExecutionResult>, context: GraphQLContext, ran: Ran): T;
+  /** The admit or the run stage threw. */
+  threw(err: unknown, context: GraphQLContext): T;
+}
+
+/** What ran: the prepared text (one string shared by every operation of it), its document and the operation's name. */
+export interface Ran {
+  readonly query: string;
+  readonly document: DocumentNode;
+  readonly operationName: string | null;
+}
+
+/** The outcome the MCP transport reads: formatted refusals by stage, or the masked result with its warnings. */
+export function outcomePresenter(logger: Logger, hideSuggestions: boolean): Presenter<Refusal | Executed> {
+  return {
+    refused: (stage, errors) => ({ ok: false, stage, errors: errors.map((e) => formatError(e.toJSON(), e, logger, hideSuggestions)) }),
+    executed: (result, context) => ({ ok: true, result: deliverable(result, context, logger) as Executed['result'] }),
+    threw: (err) => {
+      throw err;
+    },
+  };
+}
+
+/** An HTTP answer as Apollo Server 5.5 would give it: status, headers (in Apollo's order), and the result to write. */
+export interface HttpAnswer {
+  readonly status: number;
+  readonly headers: HeaderMap;
+  readonly result: { errors: GraphQLFormattedError[] | undefined; data?: unknown; extensions?: Record<string, unknown> | undefined };
+}
+
+/** What the HTTP presenter reads of Apollo's options (src/execution/apollo.ts ApolloSetup.options, the same object). */
+export interface ApolloErrorOptions {
+  readonly formatError: (formatted: GraphQLFormattedError, error: unknown) => GraphQLFormattedError;
+  readonly includeStacktraceInErrorResponses: boolean;
+}
+
+interface Head {
+  status: number | undefined;
+  headers: HeaderMap | undefined;
+}
+
+/**
+ * POST /graphql's answers, made as Apollo Server 5.5 makes them (requestPipeline.js, errorNormalize.js,
+ * internalErrorClasses.js; @apollo/server is pinned exactly for this), so that the planned path and Apollo's own
+ * pipeline answer byte for byte alike (test/server/http-plans.test.ts): a refused document is Apollo's
+ * GRAPHQL_PARSE_FAILED or GRAPHQL_VALIDATION_FAILED (400), an operation that cannot be picked its
+ * OPERATION_RESOLUTION_FAILURE (400), an admission refusal its status (src/execution/present.ts forHttp), a
+ * variable error BAD_USER_INPUT (400); every answer but an authentication failure carries the gateway's plugins'
+ * effects (cache-control, warnings), and with tracing on the operation span is named and its error codes recorded.
+ */
+export class HttpPresenter implements Presenter<HttpAnswer> {
+  constructor(
+    private readonly apollo: ApolloErrorOptions,
+    private readonly tracing: boolean,
+  ) {}
+
+  picked(operation: OperationTypeNode, name: string | null): void {
+    if (this.tracing) nameOperationSpan(operation, name);
+  }
+
+  refused(stage: RefusalStage, errors: readonly GraphQLError[], context: GraphQLContext | undefined): HttpAnswer {
+    const apolloErrors =
+      stage === 'parse'
+        ? errors.map((e) => new ApolloSyntaxError(e))
+        : stage === 'validate'
+          ? errors.map((e) => new ApolloValidationError(e))
+          : stage === 'operation'
+            ? errors.map((e) => new OperationResolutionError(e))
+            : stage === 'admit'
+              ? errors.map(forHttp)
+              : errors;
+    return this.errorResult(apolloErrors, context);
+  }
+
+  /** requestPipeline.js after execute: errors marked, reported to the span, formatted; the 400 of a variable error. */
+  executed(result: ExecutionResult, context: GraphQLContext): HttpAnswer {
+    const head: Head = { status: undefined, headers: undefined };
+    let errors: GraphQLFormattedError[] | undefined;
+    if (result.errors) {
+      const marked = result.errors.map((e) => (isBadUserInputGraphQLError(e) && e.extensions?.code == null ? new UserInputError(e) : e));
+      if (this.tracing) recordOperationErrors(marked);
+      errors = this.formatErrors(marked, head);
+      // Apollo 5's status400ForVariableCoercionErrors, on by default and not set by the gateway.
+      if (marked.length && result.data === undefined && !head.status) head.status = 400;
+    }
+    return this.willSend(head, { errors, data: result.data, extensions: result.extensions }, context);
+  }
+
+  threw(err: unknown, context: GraphQLContext): HttpAnswer {
+    return this.errorResult([ensureGraphQLError(err)], context);
+  }
+
+  /**
+   * ApolloServer.errorResponse: a failure outside the request pipeline (the context, so authentication, failed; the
+   * result could not be serialized): formatted, its own status (else 500), no plugin's effect.
+   */
+  failure(err: unknown, contentType: string, prefix = ''): HttpAnswer {
+    const head: Head = { status: undefined, headers: undefined };
+    const errors = this.formatErrors([ensureGraphQLError(err, prefix)], head);
+    const headers = head.headers ?? new HeaderMap();
+    headers.set('content-type', contentType);
+    return { status: head.status ?? 500, headers, result: { errors } };
+  }
+
+  /** requestPipeline.js sendErrorResponse: errors only, status 500 unless an error sets one. */
+  private errorResult(errors: readonly GraphQLError[], context: GraphQLContext | undefined): HttpAnswer {
+    const head: Head = { status: undefined, headers: undefined };
+    if (this.tracing) recordOperationErrors(errors);
+    const formatted = this.formatErrors(errors, head);
+    head.status ??= 500;
+    return this.willSend(head, { errors: formatted, data: undefined, extensions: undefined }, context);
+  }
+
+  /** The willSendResponse hooks of the gateway's plugins: cache-control (noStorePlugin) and warnings (warningsPlugin). */
+  private willSend(head: Head, result: HttpAnswer['result'], context: GraphQLContext | undefined): HttpAnswer {
+    const headers = (head.headers ??= new HeaderMap());
+    headers.set('cache-control', noStoreValue(headers.get('cache-control')));
+    const warnings = context?.warnings;
+    if (warnings?.length) result.extensions = { ...result.extensions, warnings: [...warnings] };
+    return { status: head.status ?? 200, headers, result };
+  }
+
+  /** errorNormalize.js normalizeAndFormatErrors with the gateway's formatError. */
+  private formatErrors(errors: readonly GraphQLError[], head: Head): GraphQLFormattedError[] {
+    const { formatError, includeStacktraceInErrorResponses } = this.apollo;
+    const enrich = (maybeError: unknown): GraphQLFormattedError => {
+      const graphqlError = ensureGraphQLError(maybeError);
+      const extensions: Record<string, unknown> = { ...graphqlError.extensions, code: graphqlError.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR };
+      if (isPartialHead(extensions.http)) {
+        const http = extensions.http as { status?: number; headers?: Map<string, string> };
+        if (http.status) head.status = http.status;
+        if (http.headers) for (const [name, value] of http.headers) (head.headers ??= new HeaderMap()).set(name, value);
+        delete extensions.http;
+      }
+      if (includeStacktraceInErrorResponses) extensions.stacktrace = graphqlError.stack?.split('\n');
+      return { ...graphqlError.toJSON(), extensions };
+    };
+    return errors.map((error) => {
+      try {
+        return formatError(enrich(error), error);
+      } catch (formattingError) {
+        if (includeStacktraceInErrorResponses) return enrich(formattingError);
+        return { message: 'Internal server error', extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } };
+      }
+    });
+  }
+}
+
+function isPartialHead(x: unknown): boolean {
+  return !!x && typeof x === 'object' && (!('status' in x) || typeof x.status === 'number') && (!('headers' in x) || x.headers instanceof Map);
+}
+
+function ensureGraphQLError(maybeError: unknown, prefix = ''): GraphQLError {
+  const error = maybeError instanceof Error ? maybeError : new GraphQLError('Unexpected error value: ' + String(maybeError));
+  return error instanceof GraphQLError ? error : new GraphQLError(prefix + error.message, { originalError: error });
+}
+
+/** requestPipeline.js: graphql-js's variable errors become BAD_USER_INPUT. */
+function isBadUserInputGraphQLError(error: GraphQLError): boolean {
+  const node = error.nodes?.length === 1 ? error.nodes[0] : undefined;
+  if (node?.kind !== Kind.VARIABLE_DEFINITION) return false;
+  const name = node.variable.name.value;
+  return (
+    error.message.startsWith(`Variable "$${name}" has invalid value`) ||
+    error.message.startsWith(`Variable "$${name}" got invalid value `) ||
+    error.message.startsWith(`Variable "$${name}" of required type `) ||
+    error.message.startsWith(`Variable "$${name}" of non-null type `)
+  );
+}
+
+// Apollo's error classes (internalErrorClasses.js), which it does not export: the same message, code, `http` and
+// original error, so the same formatted error and status.
+class UserInputError extends GraphQLError {
+  constructor(error: GraphQLError) {
+    super(error.message, { nodes: error.nodes, originalError: error.originalError ?? error, extensions: { ...error.extensions, code: ErrorCode.BAD_USER_INPUT } });
+    this.name = 'UserInputError';
+  }
+}
+
+class ApolloSyntaxError extends GraphQLError {
+  constructor(error: GraphQLError) {
+    super(error.message, {
+      source: error.source,
+      positions: error.positions,
+      extensions: { http: { status: 400, headers: new HeaderMap() }, ...error.extensions, code: ApolloServerErrorCode.GRAPHQL_PARSE_FAILED },
+      originalError: error,
+    });
+    this.name = 'SyntaxError';
+  }
+}
+
+class ApolloValidationError extends GraphQLError {
+  constructor(error: GraphQLError) {
+    super(error.message, {
+      nodes: error.nodes,
+      extensions: { http: { status: 400, headers: new HeaderMap() }, ...error.extensions, code: ApolloServerErrorCode.GRAPHQL_VALIDATION_FAILED },
+      originalError: error.originalError ?? error,
+    });
+    this.name = 'ValidationError';
+  }
+}
+
+class OperationResolutionError extends GraphQLError {
+  constructor(error: GraphQLError) {
+    super(error.message, {
+      nodes: error.nodes,
+      originalError: error.originalError ?? error,
+      extensions: { http: { status: 400, headers: new HeaderMap() }, ...error.extensions, code: ApolloServerErrorCode.OPERATION_RESOLUTION_FAILURE },
+    });
+    this.name = 'OperationResolutionError';
+  }
+}
+
+/** What a streaming transport (graphql-ws, graphql-sse) gets of an operation: why it was refused, its result, or its stream. */
+export type StreamOutcome =
+  | { readonly refused: readonly GraphQLError[]; readonly stage: RefusalStage }
+  /** `result` masked and with its warnings; `raw` as graphql-js answered (graphql-ws and graphql-sse check its errors' class). */
+  | { readonly result: ExecutionResult; readonly raw: ExecutionResult; readonly ran: Ran | undefined }
+  | { readonly stream: AsyncGenerator<ExecutionResult>; readonly ran: Ran };
+
+/**
+ * The streaming transports' presentation: refusals as graphql-ws and graphql-sse send them (the errors as they are:
+ * every stage before the run refuses with an expected code), a query's or mutation's result masked and with its
+ * warnings (`deliverable`), a subscription's stream as it is (each result is masked as it is written).
+ */
+export function streamPresenter(logger: Logger): Presenter<StreamOutcome> {
+  return {
+    refused: (stage, errors) => ({ refused: errors, stage }),
+    executed: (raw, context, ran) => ({ result: deliverable(raw, context, logger), raw, ran }),
+    subscribed: (stream, _context, ran) => ({ stream, ran }),
+    threw: (err) => {
+      throw err;
+    },
+  };
 }

@@ -34,30 +34,36 @@ export function operationSpanName(args: Pick<ExecutionArgs, 'document' | 'operat
 type SubscribeResult = Awaited<ReturnType<typeof subscribe>>;
 
 /**
- * Set on a subscription's ExecutionArgs by a transport that writes each event's result itself (graphql-ws,
- * src/server/ws.ts: one serialized payload per shared result), called with the result and the subscription's args. The subscription's iterator then yields nothing and
- * ends when the stream ends, for the transport to send its `complete`.
+ * Where a subscription's results go when the transport writes each one itself (graphql-ws, src/server/ws.ts: one
+ * serialized payload per shared result), handed to `subscribe` as an argument (graphql-ws's `Sink` is the model). The
+ * subscription's iterator then yields nothing and ends when the stream ends, for the transport to send its `complete`.
  */
-export const SEND_RESULT = Symbol('send a subscription result');
-export type SendResult = (result: ExecutionResult, args: ExecutionArgs) => void;
+export interface ResultSink {
+  next(result: ExecutionResult): void;
+}
+
+/** The streaming transports' execute and subscribe: a subscription's results go to `sink` when one is given. */
+export interface StreamingExecution {
+  execute(args: ExecutionArgs): ReturnType<typeof execute>;
+  subscribe(args: ExecutionArgs, sink?: ResultSink): Promise<SubscribeResult>;
+}
 
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
 /**
  * graphql-js's `subscribe`, with each event's result from `shared` (executed once per event for every group of
  * identical subscriptions, src/execution/shared.ts), in one plain iterator (no generator) over the source
- * stream; each result is yielded, or handed to the transport's SEND_RESULT when it set one.
+ * stream; each result is yielded, or handed to the transport's `sink` when it gave one.
  *
  * An error thrown by the event stream after it started (the stored-event read failing, say) becomes the stream's
  * last result, located at its root field like any resolver error, so the transports mask it as they mask every
  * other error (src/execution/present.ts) instead of passing graphql-js's raw message on, or dropping the connection.
  */
-async function sharedSubscribe(args: ExecutionArgs, shared: SharedExecution): Promise<SubscribeResult> {
+async function sharedSubscribe(args: ExecutionArgs, shared: SharedExecution, sink: ResultSink | undefined): Promise<SubscribeResult> {
   const source = await createSourceEventStream(args);
   if (!source || typeof source !== 'object' || !(Symbol.asyncIterator in source)) return source as ExecutionResult;
   const iterator = (source as AsyncIterable<unknown>)[Symbol.asyncIterator]();
   const group = shared.groupOf(args);
-  const send = (args as ExecutionArgs & { [SEND_RESULT]?: SendResult })[SEND_RESULT];
   let failed = false;
   let stopped = false;
   const fail = (err: unknown): ExecutionResult => {
@@ -79,16 +85,16 @@ async function sharedSubscribe(args: ExecutionArgs, shared: SharedExecution): Pr
           const executed = shared.execute(step.value, group, args);
           // A synchronous execution (the common case) is not awaited: one turn of the microtask queue less per event.
           result = executed instanceof Promise ? await executed : executed;
-          if (!send) return { done: false, value: result };
+          if (!sink) return { done: false, value: result };
           // The transport writes each result itself; this call returns when the stream ends.
           if (stopped) return DONE;
-          send(result, args);
+          sink.next(result);
         }
       } catch (err) {
         result = fail(err);
       }
-      if (!send) return { done: false, value: result };
-      if (!stopped) send(result, args);
+      if (!sink) return { done: false, value: result };
+      if (!stopped) sink.next(result);
       return DONE;
     },
     return: async () => {
@@ -117,19 +123,26 @@ export function streamingExecution(
   shared: SharedExecution = new SharedExecution(),
   /** Introspection off: variable errors carry no "Did you mean …?" (DocumentCache.hideSuggestions). */
   hideSuggestions = false,
-): { execute: typeof execute; subscribe: typeof subscribe } {
-  const plainExecute = hideSuggestions ? (((args: ExecutionArgs) => execute({ ...args, hideSuggestions })) as typeof execute) : execute;
-  const guardedSubscribe = ((args: ExecutionArgs) => sharedSubscribe(hideSuggestions ? { ...args, hideSuggestions } : args, shared)) as typeof subscribe;
+): StreamingExecution {
+  const plainExecute = hideSuggestions ? (args: ExecutionArgs) => execute({ ...args, hideSuggestions }) : execute;
+  const guardedSubscribe = (args: ExecutionArgs, sink?: ResultSink) => sharedSubscribe(hideSuggestions ? { ...args, hideSuggestions } : args, shared, sink);
   if (!tracing.enabled) return { execute: plainExecute, subscribe: guardedSubscribe };
-  const wrap =
-    <F extends typeof execute | typeof subscribe>(fn: F): F =>
-    ((args: ExecutionArgs) => {
-      const { name, type, operationName } = operationSpanName(args);
-      const attributes: Record<string, string> = { 'graphql.operation.type': type, 'gateway.transport': transport };
-      if (operationName) attributes['graphql.operation.name'] = operationName;
-      return tracing.operation(name, attributes, () => fn(args));
-    }) as F;
-  return { execute: wrap(plainExecute), subscribe: wrap(guardedSubscribe) };
+  const span = (args: ExecutionArgs) => {
+    const { name, type, operationName } = operationSpanName(args);
+    const attributes: Record<string, string> = { 'graphql.operation.type': type, 'gateway.transport': transport };
+    if (operationName) attributes['graphql.operation.name'] = operationName;
+    return { name, attributes };
+  };
+  return {
+    execute: (args) => {
+      const { name, attributes } = span(args);
+      return tracing.operation(name, attributes, () => plainExecute(args));
+    },
+    subscribe: (args, sink) => {
+      const { name, attributes } = span(args);
+      return tracing.operation(name, attributes, () => guardedSubscribe(args, sink));
+    },
+  };
 }
 
 /**

@@ -48,8 +48,11 @@ export type AgentAuditEvent = {
   actor: Scalars['String']['output'];
   /** The app whose plan it is. */
   app: Scalars['String']['output'];
+  /** When it happened. */
   at: Scalars['DateTime']['output'];
+  /** What happened, in words: the plan's hash, the refusal's reason, the outcome. */
   detail: Scalars['String']['output'];
+  /** The plan it concerns. */
   planId: Scalars['ID']['output'];
 };
 
@@ -62,6 +65,7 @@ export type AgentPlan = {
   approvalExpiresAt: Maybe<Scalars['DateTime']['output']>;
   /** Who approved it (an app, or a person through the agent's MCP client); null while pending. */
   approvedBy: Maybe<Scalars['String']['output']>;
+  /** When the agent made the plan. */
   createdAt: Scalars['DateTime']['output'];
   /** Upstream creations it makes. */
   creations: Scalars['Int']['output'];
@@ -73,6 +77,7 @@ export type AgentPlan = {
   rateLimitPoints: Scalars['Int']['output'];
   /** The exact upstream requests, secrets masked (a provisioning's every step; one GraphQL mutation otherwise). */
   requests: Scalars['JSON']['output'];
+  /** Whether it waits for an approval, is approved, or what became of it. */
   status: AgentPlanStatus;
   /** What a person reads before approving. */
   summary: Scalars['String']['output'];

@@ -8,7 +8,7 @@ export interface GatewayEndpoints {
   subscriptionUrl: string;
 }
 
-/** The gateway's GraphQL endpoints on the page's own origin (DESIGN.md: one port, one path). */
+/** The gateway's GraphQL endpoints on the page's own origin (docs/contract.md: one port, one path). */
 export function sameOriginEndpoints(location: Pick<Location, 'protocol' | 'host'>, path = '/graphql'): GatewayEndpoints {
   const wsProtocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
   return {
@@ -50,7 +50,7 @@ export function resolveOperation(params: FetcherParams, opts: FetcherOpts | unde
 /**
  * A fetcher that sends the header editor's headers (with the credential field's key or JWT, src/graphiql-app/credential.ts)
  * over HTTP and, for subscriptions, as
- * graphql-ws connectionParams with the key under `authorization` (DESIGN.md: subscriptions
+ * graphql-ws connectionParams with the key under `authorization` (docs/contract.md: subscriptions
  * authenticate with the same key in the upgrade request or in `connectionParams.authorization`;
  * a browser cannot set headers on a WebSocket upgrade).
  */

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { readIdAt, readJsonPath, withValueAt, type JsonPath, type ShapePaths } from '../json-path.js';
 
 /**
- * The identification and verification interfaces' wire shapes (spec/identity-verification-api.md).
+ * The identification and verification interfaces' wire shapes (docs/upstreams.md, Identity verification and identification).
  * The only place that knows upstream field names. Where the spec is silent (verification registration,
  * results and callback payloads, the rfm check) the names are the gateway's choice, written down once
  * here and explained in docs/decisions/004-verification-wire-names.md.

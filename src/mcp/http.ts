@@ -3,9 +3,15 @@
 // revisions (the SDK's createMcpHandler serves both). Before the SDK sees a request: the Host and Origin checks (DNS
 // rebinding), the app's authentication (the gateway's keys, apps file and JWTs, as on every route), and for a JWT app
 // a call of a tool outside its scopes is a 403 insufficient_scope naming the scope (step-up, RFC 6750).
+//
+// Change notifications (2026-07-28 subscriptions/listen): the SDK's listen router writes the stream (the
+// acknowledgement, the notifications, keep-alives, teardown); its event bus is this module's ListenBus, which gives
+// each stream only the changes of the resources it asked for that its app may read, from the gateway's event bus
+// (src/mcp/resources.ts watch), so any replica's event reaches it.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
-import { createMcpHandler, validateHostHeader, validateOriginHeader, type AuthInfo, type RequestStateCodec } from '@modelcontextprotocol/server';
+import { createMcpHandler, validateHostHeader, validateOriginHeader, type AuthInfo, type RequestStateCodec, type ServerEvent, type ServerEventBus } from '@modelcontextprotocol/server';
 import type { Caller } from '../caller.js';
 import type { Logger } from '../logger.js';
 import { createRequestServer, type McpSurface } from './server.js';
@@ -33,6 +39,44 @@ export interface McpHttpOptions {
   /** The sealed requestState of approval elicitations (src/mcp/approval.ts). */
   readonly codec: RequestStateCodec<unknown>;
   readonly logger: Logger;
+}
+
+/** The most resource URIs one subscriptions/listen may name. */
+export const MAX_LISTENED_RESOURCES = 100;
+/** The most subscriptions/listen streams one app holds open on one replica (the SDK's own bound is for all apps). */
+export const MAX_LISTENS_PER_APP = 16;
+
+/** What the listen stream being opened is for: set around the SDK's handling of a subscriptions/listen request. */
+interface OpeningListen {
+  readonly caller: Caller;
+  readonly uris: readonly string[];
+}
+
+/**
+ * The SDK's change-event bus, per stream: the SDK's router subscribes synchronously while serving the listen request,
+ * inside the request's async context, which says whose stream it is and which URIs it named. Nothing is published
+ * through it: the gateway's own bus is the source, keyed by resource, so an event costs nothing for other streams.
+ */
+class ListenBus implements ServerEventBus {
+  readonly opening = new AsyncLocalStorage<OpeningListen>();
+  constructor(private readonly surface: McpSurface) {}
+
+  publish(_event: ServerEvent): void {}
+
+  subscribe(listener: (event: ServerEvent) => void): () => void {
+    const open = this.opening.getStore();
+    if (!open || !this.surface.resources) return () => undefined;
+    return this.surface.resources.watch(open.caller, open.uris, (uri) => listener({ kind: 'resource_updated', uri }));
+  }
+}
+
+/** The resource URIs of a subscriptions/listen request, or null when the body is none. */
+function listenedUris(body: unknown): string[] | null {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
+  const { method, params } = body as { method?: unknown; params?: { notifications?: { resourceSubscriptions?: unknown } } };
+  if (method !== 'subscriptions/listen') return null;
+  const uris = params?.notifications?.resourceSubscriptions;
+  return Array.isArray(uris) ? uris.filter((u): u is string => typeof u === 'string') : [];
 }
 
 const MCP_PATH = /^\/mcp(?:\/([a-z0-9][a-z0-9_-]{0,63}))?$/;
@@ -73,13 +117,16 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
   const metadataUrlOf = (toolset: string) => `${o.publicUrl()}/.well-known/oauth-protected-resource/mcp${toolset ? `/${toolset}` : ''}`;
 
   // One handler for the whole gateway: the factory makes each request's server from what the route authenticated.
+  const bus = new ListenBus(o.surface);
+  const listening = new Map<string, number>();
   const handler = createMcpHandler(
     (ctx) => {
       const extra = ctx.authInfo?.extra as { caller: Caller; toolset: string; requestId: string };
-      return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, { requestState: (state, ctx) => o.codec.verify(state, ctx) });
+      return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, { requestState: (state, ctx) => o.codec.verify(state, ctx), era: ctx.era });
     },
     {
       legacy: 'stateless',
+      bus,
       maxRequestBodySize: o.maxBodyBytes,
       onerror: (err) => o.logger.debug({ err: err.message }, 'MCP request refused by the protocol layer'),
     },
@@ -155,7 +202,28 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
           ...(caller.expiresAt ? { expiresAt: Math.floor(caller.expiresAt / 1000) } : {}),
           extra: { caller, toolset, requestId: ctx.requestId },
         };
-        const response = await handler.fetch(request, { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) });
+        const options = { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) };
+        const listened = listenedUris(parsed);
+        if (listened) {
+          const id = (parsed as { id?: unknown }).id;
+          const refuse = (code: number, message: string) => {
+            res.writeHead(200, { 'content-type': 'application/json' });
+            res.end(JSON.stringify({ jsonrpc: '2.0', id: typeof id === 'string' || typeof id === 'number' ? id : null, error: { code, message } }));
+          };
+          if (listened.length > MAX_LISTENED_RESOURCES) return refuse(-32602, `Invalid params: a subscriptions/listen names at most ${MAX_LISTENED_RESOURCES} resources (this one names ${listened.length}); open several`);
+          const open = listening.get(caller.scope) ?? 0;
+          if (open >= MAX_LISTENS_PER_APP) return refuse(-32603, `Subscription limit reached: this app already has ${MAX_LISTENS_PER_APP} subscriptions/listen streams open on this replica; close one, or name several resources in one`);
+          listening.set(caller.scope, open + 1);
+          // A stream opened with a JWT ends when the token does, as WebSocket and SSE connections do.
+          const expiry = caller.expiresAt ? setTimeout(() => abort.abort(), Math.min(2 ** 31 - 1, Math.max(0, caller.expiresAt - Date.now()))) : undefined;
+          res.on('close', () => {
+            clearTimeout(expiry);
+            const left = (listening.get(caller.scope) ?? 1) - 1;
+            if (left > 0) listening.set(caller.scope, left);
+            else listening.delete(caller.scope);
+          });
+        }
+        const response = listened ? await bus.opening.run({ caller, uris: listened }, () => handler.fetch(request, options)) : await handler.fetch(request, options);
         res.statusCode = response.status;
         response.headers.forEach((value, name) => res.setHeader(name, value));
         if (!response.body) {

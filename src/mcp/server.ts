@@ -1,8 +1,10 @@
 // The MCP server of one request (docs/decisions/060): the endpoint is stateless, so each HTTP request gets a fresh
 // low-level SDK Server holding the tools its app may see. What the endpoint offers is registered in one place, the
-// McpSurface the composition root builds (src/mcp/surface.ts): tools today; resources and their notifications join it.
-import { Server, type CallToolResult, type InputRequiredResult, type ServerContext } from '@modelcontextprotocol/server';
+// McpSurface the composition root builds (src/mcp/surface.ts): tools, and resources (src/mcp/resources.ts), whose
+// change notifications go out on subscriptions/listen streams (src/mcp/http.ts).
+import { ProtocolError, ProtocolErrorCode, Server, type CallToolResult, type InputRequiredResult, type ServerContext } from '@modelcontextprotocol/server';
 import type { Caller } from '../caller.js';
+import type { McpResources } from './resources.js';
 import type { JsonSchema } from './shapes.js';
 import type { ToolAnnotations } from './tools.js';
 
@@ -37,7 +39,11 @@ export interface McpTool {
 /** Everything the endpoint offers, per toolset (`''` is /mcp: every tool). */
 export interface McpSurface {
   readonly toolsets: ReadonlyMap<string, readonly McpTool[]>;
+  /** The SDL, the catalog and the event-backed resources, on every toolset's endpoint; null when none is offered. */
+  readonly resources: McpResources | null;
   readonly instructions: string;
+  /** Operations left out because the gateway's own limits refuse them, each with the reason (logged at start-up). */
+  readonly skipped: readonly string[];
 }
 
 /** A tool error the model can read and act on (MCP: errors of a tool are results with isError, not protocol errors). */
@@ -53,11 +59,16 @@ export function createRequestServer(
   toolset: string,
   caller: Caller,
   requestId: string,
-  options: { requestState?: (state: string, ctx: ServerContext) => Promise<unknown> },
+  options: { requestState?: (state: string, ctx: ServerContext) => Promise<unknown>; era?: 'legacy' | 'modern' },
 ): Server {
   const tools = surface.toolsets.get(toolset) ?? [];
+  const resources = surface.resources;
+  // Changes of a resource reach a 2026-07-28 client on its subscriptions/listen stream. A 2025 client's
+  // resources/subscribe would need a session that outlives the request, and this endpoint keeps none (any replica
+  // serves any call): that era is told so, and pointed at wait_for_events.
+  const subscribe = options.era !== 'legacy';
   const server = new Server(SERVER_INFO, {
-    capabilities: { tools: { listChanged: false } },
+    capabilities: { tools: { listChanged: false }, ...(resources ? { resources: { subscribe, listChanged: false } } : {}) },
     instructions: surface.instructions,
     ...(options.requestState ? { requestState: { verify: options.requestState } } : {}),
   });
@@ -81,5 +92,18 @@ export function createRequestServer(
     const args = request.params.arguments ?? {};
     return tool.call(args, { caller, requestId, ctx });
   });
+  if (resources) {
+    server.setRequestHandler('resources/list', () => ({ resources: resources.list(caller) }));
+    server.setRequestHandler('resources/templates/list', () => ({ resourceTemplates: resources.templates(caller) }));
+    server.setRequestHandler('resources/read', (request) => resources.read(request.params.uri, caller, requestId));
+    const unsupported = () => {
+      throw new ProtocolError(
+        ProtocolErrorCode.MethodNotFound,
+        'resources/subscribe is not served: this MCP endpoint is stateless (any replica answers any request), so it holds no session to send 2025-style notifications on. Use subscriptions/listen (protocol 2026-07-28), or call the wait_for_events tool with a cursor.',
+      );
+    };
+    server.setRequestHandler('resources/subscribe', unsupported);
+    server.setRequestHandler('resources/unsubscribe', unsupported);
+  }
   return server;
 }

@@ -1,14 +1,17 @@
 // What the MCP endpoint offers, built once at start-up (docs/decisions/060). This is the one place where tools are
 // registered: the operation tools (built-in and trusted documents), the approval tools of MCP_MUTATIONS=approve, the
-// operator's read-only `execute`, and the toolsets of MCP_TOOLSETS. Resources and their update notifications (the
-// event log's verifications, identifications, mobile-ID results, provisionings) are to be added here too.
+// operator's read-only `execute`, the toolsets of MCP_TOOLSETS, and the resources (the SDL, the catalog, and the event
+// log's verifications, identifications, mobile-ID authentications and provisionings) with `wait_for_events`.
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { GraphQLSchema } from 'graphql';
 import { ConfigError, type Config } from '../config.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import type { Approvals } from './approval.js';
 import { errorsResult, runOperationTool } from './operations.js';
+import { linkProvisionings, McpResources, type EventSource } from './resources.js';
 import { toolError, type McpSurface, type McpTool } from './server.js';
 import { builtInTools, manifestTools, refusalFor, type OperationTool } from './tools.js';
+import { waitForEventsTool } from './wait.js';
 
 export interface SurfaceOptions {
   readonly schema: GraphQLSchema;
@@ -23,6 +26,10 @@ export interface SurfaceOptions {
   readonly mcp: Config['mcp'];
   /** The approval tools; required with MCP_MUTATIONS=approve. */
   readonly approvals: Approvals | null;
+  /** The app's events and their changes (src/events/cursor-read.ts EventReader). */
+  readonly events: EventSource;
+  /** The SDL, offered as a resource when introspection is on; null otherwise. */
+  readonly sdl: string | null;
 }
 
 /** A tool that runs its operation at once (a read, or a mutation under MCP_MUTATIONS=all). */
@@ -81,9 +88,21 @@ function executeTool(pipeline: Pipeline): McpTool {
   };
 }
 
+/** `tool`, its results linking the provisionings they started (src/mcp/resources.ts linkProvisionings). */
+function linkingProvisionings(tool: McpTool, resources: McpResources): McpTool {
+  return {
+    ...tool,
+    call: async (args, call) => {
+      const result = await tool.call(args, call);
+      return 'content' in result ? linkProvisionings(resources, result as CallToolResult) : result;
+    },
+  };
+}
+
 export function buildSurface(o: SurfaceOptions): McpSurface {
-  const builtIn = o.builtIn ? builtInTools(o.schema, o.pipeline) : [];
-  const operations = [...builtIn, ...(o.manifest ? manifestTools(o.schema, o.pipeline, o.manifest, new Set(builtIn.map((t) => t.name))) : [])];
+  const skipped: string[] = [];
+  const builtIn = o.builtIn ? builtInTools(o.schema, o.pipeline, skipped) : [];
+  const operations = [...builtIn, ...(o.manifest ? manifestTools(o.schema, o.pipeline, o.manifest, new Set(builtIn.map((t) => t.name)), skipped) : [])];
   const byName = new Map(operations.map((t) => [t.name, t]));
   const tools: McpTool[] = [];
   for (const tool of operations) {
@@ -97,8 +116,14 @@ export function buildSurface(o: SurfaceOptions): McpSurface {
   }
   if (o.mcp.mutations === 'approve') tools.push(o.approvals!.executeTool(byName));
   if (o.mcp.execute) tools.push(executeTool(o.pipeline));
+  // Resources are read through the built-in reads (not offered under TRUSTED_DOCUMENTS=enforce: only the manifest runs).
+  const resources = new McpResources(o.pipeline, builtIn, o.builtIn ? o.sdl : null, o.events);
+  const waiting = resources.hasEvents ? waitForEventsTool(resources) : null;
+  // A result that started a provisioning links its resource (long provisioning: a resource plus notifications).
+  if (resources.hasEvents) for (const [i, tool] of tools.entries()) tools[i] = linkingProvisionings(tool, resources);
+  if (waiting) tools.push(waiting);
 
-  const known = new Set([...operations.map((t) => t.name), 'execute_plan', 'execute']);
+  const known = new Set([...operations.map((t) => t.name), 'execute_plan', 'execute', ...(waiting ? [waiting.name] : [])]);
   const toolsets = new Map<string, readonly McpTool[]>([['', tools]]);
   for (const [name, names] of o.mcp.toolsets) {
     const unknown = names.find((n) => n !== '*' && !known.has(n));
@@ -113,5 +138,5 @@ export function buildSurface(o: SurfaceOptions): McpSurface {
         ? 'Creation tools only plan: execute_plan(planId) runs a plan once a person approves it (you will be asked through the client) or an approver app approves it.'
         : 'Mutation tools run at once.',
   ].join(' ');
-  return { toolsets, instructions };
+  return { toolsets, resources: resources.offered ? resources : null, instructions, skipped };
 }

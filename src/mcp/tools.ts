@@ -108,14 +108,19 @@ function kindOf(operation: OperationDefinitionNode): ToolKind {
   return keyed ? 'creation' : 'write';
 }
 
-function estimateOf(pipeline: Pipeline, params: OperationParams, name: string): OperationEstimate {
+/**
+ * The admit stage's view of a tool's operation, or null when the gateway's own limits refuse it (GRAPHQL_MAX_DEPTH set
+ * below a built-in tool's depth, say): such a tool is left out and named in `skipped`, since no call of it could run.
+ */
+function estimateOf(pipeline: Pipeline, params: OperationParams, name: string, skipped: string[]): OperationEstimate | null {
   const estimate = pipeline.estimate(params);
-  if ('ok' in estimate) throw new Error(`the MCP tool ${name} does not prepare: ${estimate.errors.map((e) => e.message).join('; ')}`);
-  return estimate;
+  if (!('ok' in estimate)) return estimate;
+  skipped.push(`${name} (${estimate.errors.map((e) => e.message).join('; ')})`);
+  return null;
 }
 
 /** The built-in tools: one per root field of BUILT_IN_FIELDS that the schema has. */
-export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline): OperationTool[] {
+export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline, skipped: string[]): OperationTool[] {
   const tools: OperationTool[] = [];
   for (const { field: name, type, openWorld } of BUILT_IN_FIELDS) {
     const root = type === 'query' ? schema.getQueryType() : schema.getMutationType();
@@ -127,6 +132,8 @@ export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline): Operati
     const toolName = snakeCase(name);
     const params = { query };
     const kind = kindOf(operation);
+    const estimate = estimateOf(pipeline, params, toolName, skipped);
+    if (estimate === null) continue;
     const argumentDescriptions = new Map(field.args.flatMap((a) => (a.description ? [[a.name, a.description] as const] : [])));
     tools.push({
       name: toolName,
@@ -139,7 +146,7 @@ export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline): Operati
       outputSchema: resultJsonSchema(schema, document, operation),
       annotations: { title: titleOf(name), ...annotationsOf(kind, openWorld ?? (kind !== 'read')) },
       takesIdempotencyKey: field.args.some((a) => a.name === 'idempotencyKey' && !isNonNullType(a.type)),
-      estimate: estimateOf(pipeline, params, toolName),
+      estimate,
       documentHash: sha256(query),
     });
   }
@@ -150,7 +157,7 @@ export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline): Operati
  * The tools of the trusted documents: each named query or mutation of the manifest, by its operation name, run by
  * its document id. A document's description is its operation's leading comment, or the root fields' descriptions.
  */
-export function manifestTools(schema: GraphQLSchema, pipeline: Pipeline, documents: Iterable<readonly [string, string]>, taken: ReadonlySet<string>): OperationTool[] {
+export function manifestTools(schema: GraphQLSchema, pipeline: Pipeline, documents: Iterable<readonly [string, string]>, taken: ReadonlySet<string>, skipped: string[]): OperationTool[] {
   const tools: OperationTool[] = [];
   const names = new Set(taken);
   for (const [documentId, text] of documents) {
@@ -166,6 +173,8 @@ export function manifestTools(schema: GraphQLSchema, pipeline: Pipeline, documen
       for (const f of fields) for (const a of f.args) if (a.description && !argumentDescriptions.has(a.name)) argumentDescriptions.set(a.name, a.description);
       const params = { documentId, operationName: name };
       const kind = kindOf(operation);
+      const estimate = estimateOf(pipeline, params, name, skipped);
+      if (estimate === null) continue;
       tools.push({
         name,
         title: titleOf(name),
@@ -177,7 +186,7 @@ export function manifestTools(schema: GraphQLSchema, pipeline: Pipeline, documen
         outputSchema: resultJsonSchema(schema, document, operation),
         annotations: { title: titleOf(name), ...annotationsOf(kind, kind !== 'read') },
         takesIdempotencyKey: operation.variableDefinitions?.some((d) => d.variable.name.value === 'idempotencyKey') ?? false,
-        estimate: estimateOf(pipeline, params, name),
+        estimate,
         documentHash: sha256(text),
       });
     }

@@ -22,7 +22,7 @@ import {
 } from './stored.js';
 import type { NotifierAuth } from './tokens.js';
 import { NO_CLAIMS, claimsOf, type IdTokenVerifier } from './verify.js';
-import { decodeCompactJwt, extraFields, failureReason, isCompactJwe, parseNotification } from './wire.js';
+import { extraFields, failureReason, parseNotification } from './wire.js';
 
 /** Attempts before an id_token whose kid no key of the JWKS has is refused (the JWKS refetch cools down 30 s). */
 const UNKNOWN_KEY_ATTEMPTS = 4;
@@ -172,9 +172,9 @@ export class NotificationIntake {
       }
       // An unknown kid may be a key the operator has rotated in but the JWKS cache has not seen yet: kept pending.
       if (check.status === 'rejected' && !check.unknownKey) return { status: 'invalid', reason: check.reason, description: check.description, authReqId };
-      const expiresAt = Date.now() + b.expires_in * 1000;
+      const expiresAt = now + b.expires_in * 1000;
       secretsExpireAt = expiresAt;
-      const claims = isCompactJwe(b.id_token) ? NO_CLAIMS : claimsOf(decodeCompactJwt(b.id_token)!.claims);
+      const claims = n.idToken === null ? NO_CLAIMS : claimsOf(n.idToken.claims);
       clear.accessToken = b.access_token;
       clear.idToken = b.id_token;
       payload = {

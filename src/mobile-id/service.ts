@@ -36,7 +36,10 @@ interface MobileIdServiceOptions {
   metrics: Metrics;
   /** DELIVERY_CLEAR_FROM_INTAKE: a notification taken in here hands its live subscribers here its clear values (decision 062). */
   clearFromIntake?: boolean;
-  /** Tests only: the clock of pending notifications and of the JWKS retry schedule (epoch ms). Default Date.now. */
+  /**
+   * Tests only: the clock (epoch ms) of access token expiry, notification tokens, pending notifications and the JWKS
+   * retry schedule. Default Date.now.
+   */
   now?: (() => number) | undefined;
 }
 
@@ -54,10 +57,13 @@ export class MobileIdService {
   private readonly intake: NotificationIntake;
   private readonly sandbox: SandboxTrigger;
   private readonly pending: PendingVerifications;
+  private readonly now: () => number;
 
   private readonly keys: MobileIdServiceOptions['verifier']['keys'];
 
   constructor(options: MobileIdServiceOptions) {
+    // Date.now read at each call, not captured: a test that fakes Date after start-up moves this clock too.
+    this.now = options.now ?? (() => Date.now());
     this.keys = options.verifier.keys;
     this.events = options.events;
     this.box = options.box;
@@ -76,7 +82,7 @@ export class MobileIdService {
       metrics: options.metrics,
       logger: options.logger,
       clearFromIntake: options.clearFromIntake ?? false,
-      ...(options.now ? { now: options.now } : {}),
+      now: this.now,
     });
     this.sandbox = new SandboxTrigger(options.sandbox, this.tokens, options.notificationUri);
   }
@@ -91,7 +97,7 @@ export class MobileIdService {
 
   /** Checks the bearer token before the body is read. */
   authenticate(token: string | null): Promise<NotifierAuth> {
-    return this.tokens.check(token);
+    return this.tokens.check(token, this.now());
   }
 
   /** Validates, verifies and durably stores one notification; the caller answers, then publishes. */
@@ -105,7 +111,8 @@ export class MobileIdService {
    */
   async getMany(caller: Caller, authReqIds: readonly string[]): Promise<(MobileIdAuthentication | null)[]> {
     const events = await this.events.log.latestMany(MOBILE_ID_EVENT_KIND, authReqIds, caller);
-    return events.map((e) => (e ? authenticationView(e, this.box) : null));
+    const now = this.now();
+    return events.map((e) => (e ? authenticationView(e, this.box, now) : null));
   }
 
   /**
@@ -122,11 +129,11 @@ export class MobileIdService {
 
   /** The authentication an event of `watch` records (its tokens opened). */
   authentication(event: EventRecord): MobileIdAuthentication {
-    return authenticationView(event, this.box);
+    return authenticationView(event, this.box, this.now());
   }
 
   issueNotificationToken(caller: Caller, options: { authReqId?: string | null; ttlSeconds?: number | null }): Promise<IssuedToken> {
-    return this.tokens.issueChecked(caller, options);
+    return this.tokens.issueChecked(caller, options, this.now());
   }
 
   /**
@@ -153,7 +160,7 @@ export class MobileIdService {
   }
 
   /** Removes expired access tokens from stored events and expired notification tokens. */
-  async purgeExpired(now = Date.now()): Promise<{ accessTokens: number; notificationTokens: number }> {
+  async purgeExpired(now = this.now()): Promise<{ accessTokens: number; notificationTokens: number }> {
     const accessTokens = await this.events.log.redactExpiredSecrets(
       MOBILE_ID_EVENT_KIND,
       (p) => ((p as StoredNotification).outcome === 'success' ? { ...(p as StoredSuccess), accessToken: null } : p),

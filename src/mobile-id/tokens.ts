@@ -60,14 +60,14 @@ export class NotificationTokens {
   }
 
   /** issueMobileIdNotificationToken: its arguments checked (BAD_USER_INPUT), then a token issued. */
-  async issueChecked(caller: Caller, options: { authReqId?: string | null; ttlSeconds?: number | null }): Promise<IssuedToken> {
+  async issueChecked(caller: Caller, options: { authReqId?: string | null; ttlSeconds?: number | null }, now = Date.now()): Promise<IssuedToken> {
     const authReqId = options.authReqId ?? null;
     if (authReqId !== null) checkAuthReqId(authReqId);
     const ttl = options.ttlSeconds ?? TOKEN_TTL.defaultSeconds;
     if (!Number.isInteger(ttl) || ttl < TOKEN_TTL.minSeconds || ttl > TOKEN_TTL.maxSeconds) {
       throw badUserInput('ttlSeconds', `must be from ${TOKEN_TTL.minSeconds} to ${TOKEN_TTL.maxSeconds}`);
     }
-    return this.issue(caller, { authReqId, ttlMs: ttl * 1000 });
+    return this.issue(caller, { authReqId, ttlMs: ttl * 1000 }, now);
   }
 
   async issue(caller: Caller, options: { authReqId: string | null; ttlMs: number }, now = Date.now()): Promise<IssuedToken> {

@@ -151,7 +151,7 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
   private access: string | null | undefined;
   private id: string | undefined;
 
-  constructor(event: EventRecord, p: StoredNotification & { outcome: 'success' }, box: SecretBox) {
+  constructor(event: EventRecord, p: StoredNotification & { outcome: 'success' }, box: SecretBox, now: number) {
     super(p, event.scope, box);
     const meta = event.meta as Partial<StoredMeta>;
     this.authReqId = p.authReqId;
@@ -168,7 +168,7 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
     this.idTokenChecks = p.checks ? { ...p.checks, notCheckedReason: p.checks.notCheckedReason ?? legacyReason(p.checks) } : legacyChecks(p.verifiedWith !== null);
     this.jwksUri = p.jwksUri;
     this.leadingKycMatch = p.leadingKycMatch;
-    this.sealedAccess = p.accessToken !== null && p.expiresAt > Date.now() ? p.accessToken : null;
+    this.sealedAccess = p.accessToken !== null && p.expiresAt > now ? p.accessToken : null;
   }
 
   /** Version 1 kept the subject in clear; version 2 sealed it with the unknown fields. */
@@ -189,9 +189,9 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
 }
 
 /** The authentication an event records; what is sealed in it is opened when first read. */
-export function authenticationView(event: EventRecord, box: SecretBox): MobileIdAuthentication {
+export function authenticationView(event: EventRecord, box: SecretBox, now: number): MobileIdAuthentication {
   const p = event.payload as StoredNotification;
-  return p.outcome === 'failure' ? new FailedView(event, p, box) : new AuthenticatedView(event, p, box);
+  return p.outcome === 'failure' ? new FailedView(event, p, box) : new AuthenticatedView(event, p, box, now);
 }
 
 /** Events stored before the checks were reported were verified in full (every claim required), or not at all. */

@@ -1,5 +1,5 @@
 // The wire shapes of the mobile identity service's completion notification
-// (spec/mobile-id-notification.md, "Body, positive scenario" / "Body, negative scenario").
+// (docs/upstreams.md, Mobile-ID notification, "Body, positive scenario" / "Body, negative scenario").
 // Snake_case lives here only; the intake (intake.ts) maps it to the stored payload.
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { z } from 'zod';
@@ -24,20 +24,6 @@ export interface JwtParts {
 }
 
 /**
- * Decodes a compact JWS (header.payload.signature, each base64url, header and payload JSON objects) without
- * checking its signature; null when it is not one.
- */
-export function decodeCompactJwt(token: string): JwtParts | null {
-  // The body check and the intake both decode the id_token of the same notification: the last one is kept.
-  if (token === lastDecoded.token) return lastDecoded.parts;
-  const parts = decode(token);
-  lastDecoded = { token, parts };
-  return parts;
-}
-
-let lastDecoded: { token: string | null; parts: JwtParts | null } = { token: null, parts: null };
-
-/**
  * A compact JWE (RFC 7516 §7.1: five base64url parts, the encrypted key empty for direct encryption). The
  * operator may encrypt the id_token to the relying party's key; the gateway holds no decryption key, so such a
  * token is kept sealed as received and reported as not checked.
@@ -46,6 +32,10 @@ export function isCompactJwe(token: string): boolean {
   return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(token);
 }
 
+/**
+ * Decodes a compact JWS (header.payload.signature, each base64url, header and payload JSON objects) without
+ * checking its signature; null when it is not one.
+ */
 function decode(token: string): JwtParts | null {
   if (!/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token)) return null;
   try {
@@ -57,22 +47,24 @@ function decode(token: string): JwtParts | null {
   }
 }
 
-const idToken = z
-  .string({ error: required('a string') })
-  .max(MAX_TOKEN_LENGTH, `must be at most ${MAX_TOKEN_LENGTH} characters`)
-  .superRefine((value, ctx) => {
-    if (isCompactJwe(value)) return;
-    const jwt = decodeCompactJwt(value);
-    if (!jwt) {
-      ctx.addIssue({ code: 'custom', message: 'is neither a well-formed JWT (three base64url parts: a JSON header with alg, a JSON claims object, a signature) nor an encrypted one (JWE, five parts)' });
-      return;
-    }
-    // The spec shows no type for sub: a number is the same identifier written without quotes.
-    const sub = jwt.claims.sub;
-    if (!((typeof sub === 'string' && sub !== '') || (typeof sub === 'number' && Number.isFinite(sub)))) {
-      ctx.addIssue({ code: 'custom', message: 'has no sub claim (the identifier of the number owner)' });
-    }
-  });
+/** The id_token's text; whether it is a JWT with a subject is checked by `idTokenIssue`, which keeps what it decoded. */
+const idToken = z.string({ error: required('a string') }).max(MAX_TOKEN_LENGTH, `must be at most ${MAX_TOKEN_LENGTH} characters`);
+
+const NOT_A_JWT = 'is neither a well-formed JWT (three base64url parts: a JSON header with alg, a JSON claims object, a signature) nor an encrypted one (JWE, five parts)';
+
+/**
+ * The id_token decoded once (null: an encrypted one, kept sealed), or what is wrong with it. The intake reads the
+ * claims from here rather than decoding the token again.
+ */
+function idTokenIssue(value: string): { jwt: JwtParts | null; issue: string | null } {
+  if (isCompactJwe(value)) return { jwt: null, issue: null };
+  const jwt = decode(value);
+  if (!jwt) return { jwt: null, issue: NOT_A_JWT };
+  // The spec shows no type for sub: a number is the same identifier written without quotes.
+  const sub = jwt.claims.sub;
+  if (!((typeof sub === 'string' && sub !== '') || (typeof sub === 'number' && Number.isFinite(sub)))) return { jwt, issue: 'has no sub claim (the identifier of the number owner)' };
+  return { jwt, issue: null };
+}
 
 /** The positive scenario. Unknown fields (jwks_endpoint, premiuminfo_endpoint, kyc_match_endpoint, ...) are kept. */
 const successBodySchema = z.looseObject({
@@ -104,7 +96,10 @@ const failureBodySchema = z.looseObject({
 type SuccessBody = z.infer<typeof successBodySchema>;
 type FailureBody = z.infer<typeof failureBodySchema>;
 
-export type WireNotification = { outcome: 'success'; body: SuccessBody } | { outcome: 'failure'; body: FailureBody };
+export type WireNotification =
+  /** `idToken`: the id_token decoded (null when it is encrypted). */
+  | { outcome: 'success'; body: SuccessBody; idToken: JwtParts | null }
+  | { outcome: 'failure'; body: FailureBody };
 
 export type ParseResult = { ok: true; notification: WireNotification } | { ok: false; description: string };
 
@@ -141,7 +136,17 @@ export function parseNotification(raw: unknown): ParseResult {
     return r.success ? { ok: true, notification: { outcome: 'failure', body: r.data } } : { ok: false, description: describe(r.error) };
   }
   const r = successBodySchema.safeParse(body);
-  return r.success ? { ok: true, notification: { outcome: 'success', body: r.data } } : { ok: false, description: describe(r.error) };
+  const token = typeof body.id_token === 'string' ? idTokenIssue(body.id_token) : null;
+  if (r.success && !token?.issue) return { ok: true, notification: { outcome: 'success', body: r.data, idToken: token?.jwt ?? null } };
+  const issues: Array<{ field: string; text: string }> = r.success ? [] : r.error.issues.map((i) => ({ field: String(i.path[0] ?? ''), text: i.path.length ? `${i.path.join('.')} ${i.message}` : i.message }));
+  if (token?.issue) {
+    // In the shape's field order, as the schema names each bad field.
+    // After the id_token's own issue (its length) and those of the fields before it, as the refinement it was ran then.
+    const order = (field: string) => (SUCCESS_FIELDS as readonly string[]).indexOf(field);
+    const at = issues.findIndex((i) => order(i.field) > order('id_token'));
+    issues.splice(at === -1 ? issues.length : at, 0, { field: 'id_token', text: `id_token ${token.issue}` });
+  }
+  return { ok: false, description: issues.slice(0, 5).map((i) => i.text).join('; ') };
 }
 
 /** Optional fields of either scenario: null or an empty value means absent. */

@@ -25,7 +25,7 @@ export const SELF_CHARGED_MUTATIONS: ReadonlySet<string> = new Set(['provisionKa
 
 /**
  * What an operation spends (docs/decisions/023). A creation is a top-level mutation field that calls an
- * upstream, which the contract marks by its `idempotencyKey` argument (DESIGN.md: every such mutation
+ * upstream, which the contract marks by its `idempotencyKey` argument (docs/contract.md: every such mutation
  * takes one); each costs one creation point, aliases included, except the SELF_CHARGED_MUTATIONS. Any other
  * operation (a query, a subscription, a mutation such as `ping`) costs one read point.
  */

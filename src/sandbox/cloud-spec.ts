@@ -1,7 +1,7 @@
-// The wire rules of spec/cloud-provisioning-api.md, written for the sandbox alone.
+// The wire rules of docs/upstreams.md, Cloud provisioning, written for the sandbox alone.
 // Deliberately independent of src/cloud and src/catalog: if the gateway gets a field
 // name or a type wrong, these schemas refuse it instead of mirroring the mistake.
-// Dotted keys such as "vendor.extensions.kafka" are single JSON keys (DESIGN.md);
+// Dotted keys such as "vendor.extensions.kafka" are single JSON keys (docs/contract.md);
 // the dotted paths of the envelope table (platform.productCode, …) are nested objects.
 import { z } from 'zod';
 

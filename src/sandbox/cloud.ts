@@ -1,4 +1,4 @@
-// Embedded simulator of the cloud provisioning upstream (spec/cloud-provisioning-api.md),
+// Embedded simulator of the cloud provisioning upstream (docs/upstreams.md, Cloud provisioning),
 // speaking real HTTP on loopback. Written from the spec alone: it imports nothing from
 // the gateway (src/cloud, src/upstream, src/catalog, src/graphql).
 //
@@ -8,7 +8,7 @@
 //   answer 200 `{ <token field>, token_type: "Bearer", expires_in }`, an HS256 JWT;
 // - creation answers 201 with the id where the response shape says (cloud-shapes.ts: `id`,
 //   `serviceId`, `data.id` or `metadata.id`; the token field and the IP's address field vary
-//   too), and under `data` for the types listed in `wrapResponseInData`;
+//   too);
 // - errors: `{ code, domain, details }` with the codes of `CloudSandboxErrorCode`.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -127,8 +127,6 @@ export interface CloudSandboxOptions {
    * `DEFAULT_CLOUD_SHAPE.shape`: `id`, `access_token`, `address`.
    */
   responseShape?: CloudResponseShape;
-  /** Resource types whose creation answer is `{ "data": { "id", … } }` instead of `{ "id", … }`. Default none. */
-  wrapResponseInData?: ReadonlyArray<SandboxResourceType | 'project'>;
   /** Oldest recorded requests are dropped past this count. Default 10,000. */
   maxRecordedRequests?: number;
   /** Largest accepted body. Default 1 MiB. */
@@ -249,7 +247,6 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
   const acceptedCredentials =
     options.acceptedCredentials === undefined ? undefined : canonicalJson(options.acceptedCredentials);
   const serviceAccountTokens = new Set(options.serviceAccountTokens ?? [SANDBOX_SERVICE_ACCOUNT_TOKEN]);
-  const wrapped = new Set<string>(options.wrapResponseInData ?? []);
   const shape = options.responseShape ?? DEFAULT_CLOUD_SHAPE.shape;
   const maxRecorded = options.maxRecordedRequests ?? 10_000;
   const bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
@@ -315,10 +312,10 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
     return { status: 200, body: shapeToken(shape, token, Math.ceil(ttlSeconds)) };
   }
 
-  function created(type: SandboxResourceType | 'project' | undefined, record: { id: string } & Record<string, unknown>, address?: string): unknown {
+  function created(record: { id: string } & Record<string, unknown>, address?: string): unknown {
     const { id, ...rest } = record;
     const body = shapeCreated(shape, id, rest, address);
-    return type !== undefined && wrapped.has(type) && shape.id !== 'data.id' ? { data: body } : body;
+    return body;
   }
 
   function createProject(body: unknown): Answer {
@@ -336,7 +333,7 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
     }
     const project: SandboxProject = { id: randomUUID(), name, description, createdAt: new Date().toISOString() };
     projects.set(project.id, project);
-    return { status: 201, body: created('project', { ...project }) };
+    return { status: 201, body: created({ ...project }) };
   }
 
   function requireResource(id: string, field: string, type: SandboxResourceType, projectId: string): SandboxResource {
@@ -522,7 +519,7 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
       zoneCode: envelope.zoneCode,
       createdAt: resource.createdAt,
     };
-    return { status: 201, body: created(type, record, resource.address) };
+    return { status: 201, body: created(record, resource.address) };
   }
 
   /** "Every request that creates an object carries the header Idempotency-Key" (What the service does, 3). */

@@ -1,4 +1,4 @@
-// Embedded simulator of the identification interface (spec/identity-verification-api.md), speaking real
+// Embedded simulator of the identification interface (docs/upstreams.md, Identity verification and identification), speaking real
 // HTTP on loopback. Written from the spec alone: it imports nothing from the gateway. The gateway starts
 // two of them, PRODUCTION and PRODLIKE, on two addresses with the same paths (spec: Addresses).
 //

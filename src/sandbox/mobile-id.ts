@@ -1,4 +1,4 @@
-// Embedded simulator of the mobile identity service's side of spec/mobile-id-notification.md: a signing
+// Embedded simulator of the mobile identity service's side of docs/upstreams.md, Mobile-ID notification: a signing
 // key with its JWKS on loopback HTTP, and the completion notification it POSTs to a notification_uri.
 // Written from the spec and OpenID CIBA alone: it imports nothing from the gateway (src/mobile-id, ...).
 //

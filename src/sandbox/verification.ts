@@ -1,4 +1,4 @@
-// Embedded simulator of the verification interface and the rfm check (spec/identity-verification-api.md),
+// Embedded simulator of the verification interface and the rfm check (docs/upstreams.md, Identity verification and identification),
 // speaking real HTTP on loopback. Written from the spec alone: it imports nothing from the gateway.
 //
 // The spec shows no field names beyond workflowId, callbackUrl and verificationExternalId. The sandbox

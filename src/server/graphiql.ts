@@ -1,4 +1,4 @@
-// Self-hosted GraphiQL (DESIGN.md "Public contract": a browser GET /graphql gets GraphiQL,
+// Self-hosted GraphiQL (docs/contract.md, Routes: a browser GET /graphql gets GraphiQL,
 // and it must work with no internet). The bundle comes from scripts/build-graphiql.mjs.
 import { createHash } from 'node:crypto';
 import { createReadStream, type Stats } from 'node:fs';

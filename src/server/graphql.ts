@@ -80,6 +80,9 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
         }
         ({ body, search } = admitted);
       }
+      // Which path answers is decided from the request's shape alone, before anything is authenticated or parsed
+      // (decision 065): what the planned path takes it answers to the end, refusals included.
+      const planned = json && options.plans ? options.plans.accepts(req, body) : null;
       const source =
         req.method === 'POST'
           ? body && typeof body === 'object' && typeof (body as { query?: unknown }).query === 'string'
@@ -87,8 +90,8 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
             : undefined
           : (new URLSearchParams(search).get('query') ?? undefined);
       // Authenticated before the document is lexed (the token limit), parsed or cached: a request without valid
-      // credentials costs no lexing and leaves nothing behind; its 401 is Apollo's to answer, which asks the same
-      // (memoised) context before it parses anything.
+      // credentials costs no lexing and leaves nothing behind; its 401 is answered by the path that took it (Apollo
+      // asks the same memoised context before it parses anything).
       let made: Promise<GraphQLContext> | undefined;
       const context = () => (made ??= options.context(req, ctx));
       let authenticated = true;
@@ -103,7 +106,10 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
         sendJson(res, 400, { errors: [{ message: refused.message, extensions }] });
         return;
       }
-      if (json && options.plans && (await options.plans.run(req, res, body, context))) return;
+      if (planned) {
+        await options.plans!.run(res, planned, context, ctx.requestId);
+        return;
+      }
       const headers = new HeaderMap();
       for (const [k, v] of Object.entries(req.headers)) {
         if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v);

@@ -267,8 +267,8 @@ interface IssuerVerifier {
  */
 export class JwtAuthenticator {
   /**
-   * Tokens verified, by their SHA-256: a token that every request of an app carries is verified once (260–800 µs,
-   * decision 047) and then answers from here until its exp, or until its provider's keys are older than the refresh
+   * Tokens verified, by their SHA-256: a token that every request of an app carries is verified once (what that costs
+   * is in decision 047) and then answers from here until its exp, or until its provider's keys are older than the refresh
    * interval (the next verification fetches them again, and a token verified under the earlier set is verified again:
    * its key may have been removed), or until the clock runs back before it was verified. Each entry names the provider
    * that verified it, whose keys it is judged by. At most `verifiedCacheSize` (AUTH_JWT_CACHE_SIZE, default 10,000:

@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { GraphQLError, getOperationAST, type DocumentNode, type ExecutionArgs, type ExecutionResult } from 'graphql';
+import { GraphQLError, type ExecutionResult, type OperationTypeNode } from 'graphql';
 import { createHandler } from 'graphql-sse';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { ownerCaller, type Caller } from '../caller.js';
 import { ErrorCode } from '../errors.js';
 import type { RequestContext, Route } from './http.js';
-import { deliverable } from '../execution/present.js';
-import { streamingExecution } from '../execution/run.js';
+import type { Pipeline } from '../execution/pipeline.js';
+import { deliverable, streamPresenter } from '../execution/present.js';
 import { BodyTooLargeError, readBody, sendJson } from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
 import { onExpiry, type AuthExpiry } from './jwt-auth.js';
@@ -17,15 +17,17 @@ export const SSE_PATH = '/graphql/stream';
 /** The header and query parameter graphql-sse's single-connection mode names a reserved stream by. */
 const STREAM_TOKEN_HEADER = 'x-graphql-event-stream-token';
 const STREAM_TOKEN_PARAM = 'token';
+/** Reserved streams (single-connection mode) one API key may hold at once. */
+const MAX_RESERVATIONS_PER_CALLER = 16;
+/** A reserved stream that is not connected within this time is released. */
+const RESERVATION_TIMEOUT_MS = 60_000;
 
 export interface SseOptions extends StreamingTransportOptions {
+  /** The execution pipeline's one entry: every operation runs through it (src/execution/pipeline.ts). */
+  pipeline: Pipeline;
   tracing: Tracing;
   /** Largest request body, as for POST /graphql and a graphql-ws message. */
   bodyLimit: number;
-  /** Reserved streams (single-connection mode) one API key may hold at once. */
-  maxReservationsPerCaller?: number;
-  /** A reserved stream that is not connected within this time is released. */
-  reservationTimeoutMs?: number;
   /** Tests only: schedules the release of a reservation instead of a timer, so a test releases it when it chooses. */
   scheduleRelease?: (release: () => void) => void;
 }
@@ -37,7 +39,14 @@ interface SseContext {
   stream?: string;
   /** A refusal of trusted documents, delivered as the operation's result (see onSubscribe). */
   refusal?: GraphQLError;
+  /** The context of the request's operation, for graphql-sse's onNext and onComplete (set by onSubscribe). */
+  operation?: GraphQLContext;
 }
+
+const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
+/** Mutations cannot happen over GET (the GraphQL over HTTP spec): graphql-sse's own rule. */
+const OVER_GET = ['query', 'subscription'] as OperationTypeNode[];
+const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8' };
 
 interface Reservation {
   scope: string;
@@ -55,11 +64,9 @@ type Params = { query?: unknown; documentId?: unknown; extensions?: unknown; [k:
  * the replay of stored events to late subscribers) and the masking of errors are those of graphql-ws.
  */
 export function createSseRoute(options: SseOptions): Route & { close(): Promise<void> } {
-  const maxReservations = options.maxReservationsPerCaller ?? 16;
-  const reservationTimeoutMs = options.reservationTimeoutMs ?? 60_000;
   const reservations = new Map<string, Reservation>();
   const open = new Set<AsyncGenerator<string, void, undefined>>();
-  const execution = streamingExecution(options.tracing, 'sse', options.shared, options.documents.hideSuggestions);
+  const present = streamPresenter(options.logger);
   const expiry = options.expiry;
   /** The subscriptions ending at their token's expiry that run on each reserved stream (single-connection mode). */
   const endingOn = new Map<string, Set<Ending>>();
@@ -67,34 +74,26 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   const streamOf = new WeakMap<object, string>();
   const completions = new WeakMap<object, () => void>();
   // A subscription opened with a JWT ends when the token expires: a last result with the reason, then `complete`
-  // (graphql-sse then ends a distinct connection's stream). Callers without an expiry get the plain subscribe.
-  const subscribe = expiry
-    ? (((args: ExecutionArgs) => {
-        const context = args.contextValue as GraphQLContext;
-        if (context.caller.expiresAt === undefined) return execution.subscribe(args);
-        const result = execution.subscribe(args);
-        const ending = (r: Awaited<typeof result>) => {
-          if (!r || typeof r !== 'object' || !(Symbol.asyncIterator in r)) return r;
-          const stream = streamOf.get(context);
-          const on = stream === undefined ? undefined : (endingOn.get(stream) ?? endingOn.set(stream, new Set()).get(stream)!);
-          const handle = endingAtExpiry(r as AsyncGenerator<ExecutionResult>, context.caller, expiry, (done) => {
-            completions.set(context, done);
-            return () => {
-              on?.delete(handle);
-              if (on?.size === 0) endingOn.delete(stream!);
-            };
-          });
-          on?.add(handle);
-          return handle.iterator as typeof r;
-        };
-        return result instanceof Promise ? result.then(ending) : ending(result);
-      }) as typeof execution.subscribe)
-    : execution.subscribe;
+  // (graphql-sse then ends a distinct connection's stream). Callers without an expiry get the stream as it is.
+  const endingAtItsExpiry = (stream: AsyncGenerator<ExecutionResult>, context: GraphQLContext): AsyncGenerator<ExecutionResult> => {
+    if (!expiry || context.caller.expiresAt === undefined) return stream;
+    const key = streamOf.get(context);
+    const on = key === undefined ? undefined : (endingOn.get(key) ?? endingOn.set(key, new Set()).get(key)!);
+    const handle = endingAtExpiry(stream, context.caller, expiry, (done) => {
+      completions.set(context, done);
+      return () => {
+        on?.delete(handle);
+        if (on?.size === 0) endingOn.delete(key!);
+      };
+    });
+    on?.add(handle);
+    return handle.iterator;
+  };
 
   const handler = createHandler<IncomingMessage, SseContext, GraphQLContext & Record<PropertyKey, unknown>>({
     schema: options.schema,
-    execute: execution.execute,
-    subscribe,
+    // An operation's outcome is handed to graphql-sse by onSubscribe; its context is the pipeline's (for onNext, onComplete).
+    context: (req) => req.context.operation as GraphQLContext & Record<PropertyKey, unknown>,
     authenticate(req) {
       const token = req.headers.get(STREAM_TOKEN_HEADER) ?? new URL(req.url, 'http://localhost').searchParams.get(STREAM_TOKEN_PARAM);
       if (token) {
@@ -106,24 +105,33 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       if (req.method === 'PUT') return randomUUID();
       return undefined;
     },
-    async onSubscribe(req, params): Promise<(ExecutionArgs & { contextValue: GraphQLContext & Record<PropertyKey, unknown> }) | ExecutionResult> {
+    async onSubscribe(req, params) {
       if (req.context.refusal) return { data: null, errors: [req.context.refusal] };
-      const { document } = options.documents.get(params.query as string);
-      if (Array.isArray(document)) return { data: null, errors: document as GraphQLError[] };
-      const operation = getOperationAST(document as DocumentNode, params.operationName);
-      const refused = operation ? await options.admit(req.context.caller, document as DocumentNode, operation, params.variables) : null;
-      if (refused) return { data: null, errors: [refused] };
       const contextValue = withStream(options.context(req.context.caller, `sse:${req.context.requestId}`), req.context.stream);
       // A browser's EventSource sends the last `id:` it received when it reconnects: the stream resumes after it.
       const lastEventId = req.headers.get('last-event-id');
       if (lastEventId) contextValue.lastEventId = lastEventId;
-      return {
-        schema: options.schema,
-        document: document as ExecutionArgs['document'],
-        variableValues: params.variables ?? null,
-        operationName: params.operationName ?? null,
-        contextValue: contextValue as GraphQLContext & Record<PropertyKey, unknown>,
-      };
+      req.context.operation = contextValue;
+      const outcome = await options.pipeline.runOperation({
+        caller: req.context.caller,
+        params: { query: typeof params.query === 'string' ? params.query : undefined, operationName: params.operationName ?? undefined, variables: params.variables ?? undefined },
+        transport: 'sse',
+        requestId: `sse:${req.context.requestId}`,
+        context: contextValue,
+        allow: req.method === 'GET' ? OVER_GET : ALL_OPERATIONS,
+        // Trusted documents are resolved on this transport's wire (admit, admitSearch), before graphql-sse reads the params.
+        trustedResolved: true,
+        variables: 'in-run',
+        present,
+      });
+      if ('refused' in outcome) {
+        // graphql-sse's own answers for an operation it cannot pick, and for a mutation over GET.
+        if (outcome.stage === 'operation') return [JSON.stringify({ errors: [{ message: 'Unable to detect operation AST' }] }), { status: 400, statusText: 'Bad Request', headers: JSON_HEADERS }];
+        if (outcome.stage === 'allow') return [JSON.stringify({ errors: [{ message: 'Cannot perform mutations over GET' }] }), { status: 405, statusText: 'Method Not Allowed', headers: { allow: 'POST', ...JSON_HEADERS } }];
+        return { data: null, errors: [...outcome.refused] };
+      }
+      if ('stream' in outcome) return endingAtItsExpiry(outcome.stream, contextValue);
+      return outcome.raw;
     },
     onComplete(ctx) {
       // graphql-sse has queued the operation's `complete`: a stream ending at its token's expiry may end now.
@@ -186,7 +194,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     if (options.scheduleRelease) {
       options.scheduleRelease(() => void release(token));
     } else {
-      reservation.timer = setTimeout(() => void release(token), reservationTimeoutMs);
+      reservation.timer = setTimeout(() => void release(token), RESERVATION_TIMEOUT_MS);
       reservation.timer.unref();
     }
     reservations.set(token, reservation);
@@ -226,7 +234,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     if (req.method === 'PUT') {
       let held = 0;
       for (const r of reservations.values()) if (r.scope === auth.caller.scope) held += 1;
-      if (held >= maxReservations) {
+      if (held >= MAX_RESERVATIONS_PER_CALLER) {
         sendJson(res, 409, { errors: [{ message: `this API key already holds ${held} reserved streams; connect or release them first` }] });
         return;
       }

@@ -1,8 +1,5 @@
 import type { GraphQLSchema } from 'graphql';
 import type { Caller } from '../caller.js';
-import type { Admission } from '../execution/admit.js';
-import type { DocumentCache } from '../execution/prepare.js';
-import type { SharedExecution } from '../execution/shared.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
 import type { Authenticate } from './auth.js';
@@ -10,8 +7,9 @@ import type { AuthExpiry } from './jwt-auth.js';
 import type { DocumentAdmission } from './trusted-documents.js';
 
 /**
- * What both streaming transports (graphql-ws, graphql-sse) are given: the stages of the execution pipeline
- * (src/execution/), the same instances HTTP uses, so they authenticate, prepare, admit and present alike.
+ * What both streaming transports (graphql-ws, graphql-sse) are given besides the execution pipeline's one entry
+ * (src/execution/pipeline.ts, the same instance HTTP and MCP use): how to authenticate a connection or request, and
+ * make an operation's context.
  */
 export interface StreamingTransportOptions {
   schema: GraphQLSchema;
@@ -20,12 +18,6 @@ export interface StreamingTransportOptions {
   /** Ends a connection opened with a JWT when the token expires (absent: connections never end for that). */
   expiry?: AuthExpiry;
   context: (caller: Caller, requestId: string) => GraphQLContext;
-  /** The prepare stage's cache (parse, limits, validation), shared with POST /graphql. */
-  documents: DocumentCache;
-  /** The admit stage: the cost limit, then the rate limit. */
-  admit: Admission;
-  /** TRUSTED_DOCUMENTS: an operation may come by `documentId` or `extensions.persistedQuery`. */
+  /** TRUSTED_DOCUMENTS, for graphql-sse, which resolves them on its wire (graphql-ws leaves them to the pipeline). */
   trusted?: DocumentAdmission;
-  /** Subscription results shared by identical subscriptions; one for both transports (src/execution/shared.ts). */
-  shared?: SharedExecution;
 }

@@ -1,30 +1,22 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import {
-  GraphQLError,
-  getOperationAST,
-  type DocumentNode,
-  type ExecutionArgs,
-  type ExecutionResult,
-} from 'graphql';
+import type { ExecutionArgs, ExecutionResult, GraphQLError, OperationTypeNode } from 'graphql';
 import { CloseCode } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Caller } from '../caller.js';
-import { deliverable } from '../execution/present.js';
-import { SEND_RESULT, streamingExecution, type SendResult } from '../execution/run.js';
+import type { Pipeline, ResultSink } from '../execution/pipeline.js';
+import { deliverable, streamPresenter, type StreamOutcome } from '../execution/present.js';
 import type { StreamingTransportOptions } from './streaming.js';
 import type { AuthResult } from './auth.js';
 import { onExpiry } from './jwt-auth.js';
-import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
 
 export interface WsOptions extends StreamingTransportOptions {
-  /** Interval of server pings that keep idle connections (and proxies) alive. */
-  keepAliveMs?: number;
+  /** The execution pipeline's one entry: every operation runs through it (src/execution/pipeline.ts). */
+  pipeline: Pipeline;
   /** GRAPHQL_MAX_BODY_BYTES: the largest WebSocket message (a larger one closes the socket, 1009). */
   maxMessageBytes?: number;
-  tracing?: Tracing;
   /**
    * SUBSCRIBER_BUFFER_BYTES: a connection with more unsent bytes than this when a result is to be written is closed
    * (1013) with the last cursor of that subscription, and the result is not written. Default 8 MiB.
@@ -46,12 +38,22 @@ type Extra = {
   request: IncomingMessage | undefined;
 };
 
-/** What a subscription's args carry for `sendResult` (below): its graphql-ws id and its socket. */
-const OPERATION_ID = Symbol('graphql-ws operation id');
-const OPERATION_SOCKET = Symbol('graphql-ws socket');
-/** The cursor of the last result written for a subscription (`extensions.cursor`), named when it is closed as a slow consumer. */
-const LAST_CURSOR = Symbol('last cursor written');
-type WsExecutionArgs = ExecutionArgs & { [SEND_RESULT]?: SendResult; [OPERATION_ID]?: string; [OPERATION_SOCKET]?: WebSocket; [LAST_CURSOR]?: unknown };
+/** A subscription's own state for its sink: its graphql-ws id, its socket, and the cursor of the last result written. */
+interface Subscriber {
+  readonly id: string;
+  readonly socket: WebSocket;
+  readonly context: GraphQLContext;
+  /** `{"id":<JSON of the id>,"type":"next","payload":`, encoded once. */
+  prefix: Buffer | undefined;
+  /** `extensions.cursor` of the last result written, named when it is closed as a slow consumer. */
+  lastCursor: unknown;
+}
+
+const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
+/** What graphql-ws's execute and subscribe stand for here: the outcome the pipeline already has (see onSubscribe). */
+const NOTHING: ExecutionResult = {};
+/** Interval of server pings that keep idle connections (and proxies) alive. */
+const KEEP_ALIVE_MS = 12_000;
 
 /**
  * graphql-ws (subprotocol graphql-transport-ws) on the HTTP port's `/graphql` path. The API key comes from
@@ -61,8 +63,9 @@ type WsExecutionArgs = ExecutionArgs & { [SEND_RESULT]?: SendResult; [OPERATION_
 export function createWsServer(options: WsOptions) {
   // No permessage-deflate (ws's default, said here: frames then go to the corked socket at once, in order).
   const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxMessageBytes ?? 1024 * 1024, perMessageDeflate: false });
-  const documents = options.documents;
-  const execution = streamingExecution(options.tracing ?? TRACING_OFF, 'ws', options.shared, options.documents.hideSuggestions);
+  const present = streamPresenter(options.logger);
+  /** Each operation's outcome from the pipeline, by the args onSubscribe hands graphql-ws (only this file reads it). */
+  const outcomes = new WeakMap<ExecutionArgs, StreamOutcome>();
   const callers = new WeakMap<object, Caller>();
   /** The TCP socket under each WebSocket (from the upgrade), to cork. */
   const raws = new WeakMap<WebSocket, Duplex>();
@@ -76,8 +79,6 @@ export function createWsServer(options: WsOptions) {
    * encoded, made once per result object, so once per group for a shared result (src/execution/shared.ts).
    */
   const encoded = new WeakMap<ExecutionResult, Buffer>();
-  /** `{"id":<JSON of the id>,"type":"next","payload":` per subscription (its args), encoded once. */
-  const prefixes = new WeakMap<ExecutionArgs, Buffer>();
 
   /**
    * Writes a subscription's result as one WebSocket message holding `{"id":…,"type":"next","payload":…}`: byte for
@@ -88,39 +89,36 @@ export function createWsServer(options: WsOptions) {
    * whose gain was within noise).
    */
   const bufferLimit = options.subscriberBufferBytes ?? 8 * 1024 * 1024;
-  const sendResult: SendResult = (result, args) => {
-    const socket = (args as WsExecutionArgs)[OPERATION_SOCKET]!;
-    if (socket.readyState !== socket.OPEN) return;
-    // A slow consumer is closed, never skipped: the client resumes with `after` and the last cursor it got.
-    if (socket.bufferedAmount > bufferLimit) return closeSlow(socket, args as WsExecutionArgs);
-    (args as WsExecutionArgs)[LAST_CURSOR] = result.extensions?.cursor;
-    const out = deliverable(result, args.contextValue as GraphQLContext, options.logger);
-    let payload = encoded.get(out);
-    if (payload === undefined) {
-      payload = Buffer.from(`${JSON.stringify(out)}}`);
-      encoded.set(out, payload);
-    }
-    let prefix = prefixes.get(args);
-    if (prefix === undefined) {
-      prefix = Buffer.from(`{"id":${JSON.stringify((args as WsExecutionArgs)[OPERATION_ID])},"type":"next","payload":`);
-      prefixes.set(args, prefix);
-    }
-    const raw = raws.get(socket);
-    if (raw !== undefined && !corked.has(raw)) {
-      if (corked.size === 0) process.nextTick(uncork);
-      corked.add(raw);
-      raw.cork();
-    }
-    socket.send(Buffer.concat([prefix, payload]), { binary: false });
-  };
+  const sinkOf = (subscriber: Subscriber): ResultSink => ({
+    next(result) {
+      const socket = subscriber.socket;
+      if (socket.readyState !== socket.OPEN) return;
+      // A slow consumer is closed, never skipped: the client resumes with `after` and the last cursor it got.
+      if (socket.bufferedAmount > bufferLimit) return closeSlow(subscriber);
+      subscriber.lastCursor = result.extensions?.cursor;
+      const out = deliverable(result, subscriber.context, options.logger);
+      let payload = encoded.get(out);
+      if (payload === undefined) {
+        payload = Buffer.from(`${JSON.stringify(out)}}`);
+        encoded.set(out, payload);
+      }
+      const prefix = (subscriber.prefix ??= Buffer.from(`{"id":${JSON.stringify(subscriber.id)},"type":"next","payload":`));
+      const raw = raws.get(socket);
+      if (raw !== undefined && !corked.has(raw)) {
+        if (corked.size === 0) process.nextTick(uncork);
+        corked.add(raw);
+        raw.cork();
+      }
+      socket.send(Buffer.concat([prefix, payload]), { binary: false });
+    },
+  });
 
   /**
    * 1013 Try Again Later (RFC 6455 §7.4.2; graphql-ws clients reconnect on it) with the subscription's last cursor in
    * the reason; what was written before the close still reaches the client, each result with its own cursor.
    */
-  const closeSlow = (socket: WebSocket, args: WsExecutionArgs): void => {
-    const last = args[LAST_CURSOR];
-    const id = args[OPERATION_ID] ?? '';
+  const closeSlow = (subscriber: Subscriber): void => {
+    const { socket, id, lastCursor: last } = subscriber;
     options.logger.warn({ operationId: id, unsentBytes: socket.bufferedAmount, lastCursor: last ?? null }, 'closing a slow WebSocket subscriber: more unsent bytes than SUBSCRIBER_BUFFER_BYTES');
     options.onClosed?.('slow_consumer');
     socket.close(1013, closeReason(`Try again later: slow consumer; resume ${id} after ${typeof last === 'string' ? last : '(none sent)'}`));
@@ -129,8 +127,15 @@ export function createWsServer(options: WsOptions) {
   const server = useServer<Record<string, unknown> | undefined, Extra>(
     {
       schema: options.schema,
-      execute: execution.execute,
-      subscribe: execution.subscribe,
+      // The pipeline has run the operation in onSubscribe: graphql-ws is handed its outcome (only the wire is its).
+      execute: (args: ExecutionArgs) => {
+        const outcome = outcomes.get(args);
+        return outcome && 'raw' in outcome ? outcome.raw : NOTHING;
+      },
+      subscribe: async (args: ExecutionArgs) => {
+        const outcome = outcomes.get(args);
+        return outcome && 'stream' in outcome ? outcome.stream : outcome && 'raw' in outcome ? outcome.raw : NOTHING;
+      },
       onConnect(ctx) {
         const fromParams = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
         const header = ctx.extra.request?.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
@@ -156,52 +161,51 @@ export function createWsServer(options: WsOptions) {
         const result = options.authenticate(header);
         return result instanceof Promise ? result.then(admitted) : admitted(result);
       },
-      onSubscribe(ctx, id, payload): ExecutionArgs | readonly GraphQLError[] | Promise<ExecutionArgs | readonly GraphQLError[]> {
-        let query = payload.query;
-        if (options.trusted) {
-          const admission = options.trusted.admit(payload as typeof payload & { documentId?: unknown });
-          if (!admission.ok) return [new GraphQLError(admission.message, { extensions: { code: admission.code } })];
-          query = admission.query;
-        }
-        const cached = documents.get(query);
+      async onSubscribe(ctx, id, payload): Promise<ExecutionArgs | readonly GraphQLError[]> {
+        const caller = callers.get(ctx)!;
+        // The context the operation runs with, made here so that each result written carries its warnings (as onNext did).
+        const context = options.context(caller, `ws:${id}`);
+        const subscriber: Subscriber = { id, socket: ctx.extra.socket, context, prefix: undefined, lastCursor: undefined };
+        const request = payload as typeof payload & { documentId?: unknown };
+        const outcome = await options.pipeline.runOperation({
+          caller,
+          params: {
+            query: typeof request.query === 'string' ? request.query : undefined,
+            documentId: typeof request.documentId === 'string' ? request.documentId : undefined,
+            operationName: payload.operationName ?? undefined,
+            variables: payload.variables ?? undefined,
+            extensions: payload.extensions,
+          },
+          transport: 'ws',
+          requestId: `ws:${id}`,
+          context,
+          allow: ALL_OPERATIONS,
+          variables: 'in-run',
+          present,
+          // A subscription's results are written by its sink (above) rather than through graphql-ws's onNext.
+          sink: sinkOf(subscriber),
+        });
+        if ('refused' in outcome) return outcome.refused;
+        const ran = outcome.ran!;
         // graphql-ws keeps the subscribe message for the life of the subscription: let it hold the shared
         // copy of the text rather than its own (bench scenario 5, memory per idle subscription).
-        (payload as { query: string }).query = cached.query;
-        const document = cached.document;
-        if (Array.isArray(document)) return document as readonly GraphQLError[];
-        const doc = document as DocumentNode;
-        const operation = getOperationAST(doc, payload.operationName);
-        if (!operation) {
-          return [new GraphQLError('Unable to identify the operation: pass operationName')];
-        }
-        const caller = callers.get(ctx)!;
-        const subscription = operation.operation === 'subscription';
-        const args = (): WsExecutionArgs => ({
-          schema: options.schema,
-          document: doc,
-          variableValues: payload.variables ?? null,
-          operationName: payload.operationName ?? null,
-          contextValue: options.context(caller, `ws:${id}`),
-          // A subscription's results are written by sendResult (above) rather than through onNext.
-          [SEND_RESULT]: subscription ? sendResult : undefined,
-          [OPERATION_ID]: subscription ? id : undefined,
-          [OPERATION_SOCKET]: subscription ? ctx.extra.socket : undefined,
-        });
-        const admitted = options.admit(caller, doc, operation, payload.variables);
-        if (admitted === null) return args();
-        return admitted instanceof Promise ? admitted.then((refused) => (refused ? [refused] : args())) : [admitted];
+        (payload as { query: string }).query = ran.query;
+        const args: ExecutionArgs = { schema: options.schema, document: ran.document, operationName: ran.operationName, contextValue: undefined, rootValue: undefined };
+        outcomes.set(args, outcome);
+        return args;
       },
-      onNext(_ctx, _id, _payload, args, result) {
-        // A mutation or query sent over the socket carries its warnings like over HTTP; errors are masked alike.
-        const out = deliverable(result, args.contextValue as GraphQLContext | undefined, options.logger);
-        return out === result ? undefined : out;
+      onNext(_ctx, _id, _payload, args) {
+        // A result graphql-ws writes itself (a query's or mutation's, or a subscription refused before its first event):
+        // the one the pipeline presented, masked and with its warnings.
+        const outcome = outcomes.get(args);
+        return outcome && 'result' in outcome ? outcome.result : undefined;
       },
       onError(_ctx, id, _payload, errors) {
         options.logger.debug({ id, errors: errors.map((e) => e.message) }, 'subscription error');
       },
     },
     wss,
-    options.keepAliveMs ?? 12_000,
+    KEEP_ALIVE_MS,
   );
 
   return {

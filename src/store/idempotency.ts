@@ -1,5 +1,5 @@
 import type { CompiledQuery, Kysely } from 'kysely';
-import type { Execute } from './index.js';
+import type { Execute, Statements } from './index.js';
 import { precompiled } from './precompiled.js';
 import type { Database } from './schema.js';
 
@@ -37,22 +37,13 @@ export interface ClaimRequest {
 
 /** Storage of idempotency records; the rules that use them live in src/upstream/idempotency.ts. */
 export class IdempotencyRecords {
+  private readonly db: Kysely<Database>;
   private readonly writeTogether: WriteTogether;
   private readonly execute: Execute;
 
-  /** `writeTogether` and `execute`: the store's own (Store.writeTogether, Store.execute); without them, kysely's. */
-  constructor(
-    private readonly db: Kysely<Database>,
-    writeTogether?: WriteTogether,
-    execute?: Execute,
-  ) {
-    this.execute = execute ?? ((query) => db.executeQuery(query));
-    this.writeTogether =
-      writeTogether ??
-      ((writes) =>
-        db.transaction().execute(async (trx) => {
-          for (const w of writes) await trx.executeQuery(w);
-        }));
+  /** `store`: the Store (on SQLite its `writeTogether` joins the group commit of the turn), or `throughKysely(db)`. */
+  constructor(options: { store: Pick<Statements, 'db' | 'writeTogether' | 'execute'> }) {
+    ({ db: this.db, writeTogether: this.writeTogether, execute: this.execute } = options.store);
   }
 
   /** The statements of a fresh claim and of a completion, the two writes of every first call: compiled once. */

@@ -43,8 +43,28 @@ export type Execute = <R>(query: CompiledQuery<R>) => Promise<QueryResult<R>>;
 export type ReadValues = (query: CompiledQuery) => Promise<unknown[][]>;
 
 /** `readValues` over any `execute`: the values of each row object, which holds its columns in select order. */
-export function valuesOf(execute: Execute): ReadValues {
+function valuesOf(execute: Execute): ReadValues {
   return async (query) => (await execute<Record<string, unknown>>(query as CompiledQuery<Record<string, unknown>>)).rows.map((row) => Object.values(row));
+}
+
+/** What the ledger and the idempotency records run their statements through: a Store, or `throughKysely(db)`. */
+export type Statements = Pick<Store, 'db' | 'writeTogether' | 'execute' | 'readValues'>;
+
+/**
+ * The statements of a Store through kysely alone: PostgreSQL's, and those of any Kysely a test builds. A transaction
+ * per `writeTogether`, `executeQuery` per statement, the values of kysely's row objects for `readValues`.
+ */
+export function throughKysely(db: Kysely<Database>): Statements {
+  const execute: Execute = (query) => db.executeQuery(query);
+  return {
+    db,
+    execute,
+    readValues: valuesOf(execute),
+    writeTogether: (writes) =>
+      db.transaction().execute(async (trx) => {
+        for (const w of writes) await trx.executeQuery(w);
+      }),
+  };
 }
 
 export interface StoreOptions {
@@ -165,13 +185,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       void ended.then(() => openConnections.delete(ended));
     });
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log });
-    const pgDb = db;
-    writeTogether = (writes) =>
-      pgDb.transaction().execute(async (trx) => {
-        for (const w of writes) await trx.executeQuery(w);
-      });
-    execute = (query) => pgDb.executeQuery(query);
-    readValues = valuesOf(execute);
+    ({ writeTogether, execute, readValues } = throughKysely(db));
     dialect = 'postgres';
     const url = new URL(options.databaseUrl);
     location = `postgresql://${url.host}${url.pathname}`;

@@ -1,5 +1,5 @@
 import type { Compilable, CompiledQuery, Kysely } from 'kysely';
-import { valuesOf, type Execute, type ReadValues } from './index.js';
+import type { Execute, ReadValues, Statements } from './index.js';
 import { precompiled } from './precompiled.js';
 import type { Database } from './schema.js';
 
@@ -109,20 +109,13 @@ const toRecord = (values: unknown[]): LedgerRecord => new StoredRecord(values as
  * Every read takes a list of ids so that DataLoader turns one level of a tree into one statement.
  */
 export class Ledger {
+  private readonly db: Kysely<Database>;
   private readonly execute: Execute;
   private readonly readValues: ReadValues;
 
-  /**
-   * `execute` and `readValues`: the store's own (Store.execute and Store.readValues, past kysely's executor);
-   * without them, kysely's `executeQuery`.
-   */
-  constructor(
-    private readonly db: Kysely<Database>,
-    execute?: Execute,
-    readValues?: ReadValues,
-  ) {
-    this.execute = execute ?? ((query) => db.executeQuery(query));
-    this.readValues = readValues ?? valuesOf(this.execute);
+  /** `store`: the Store (its `execute` and `readValues` run past kysely's executor on SQLite), or `throughKysely(db)`. */
+  constructor(options: { store: Pick<Statements, 'db' | 'execute' | 'readValues'> }) {
+    ({ db: this.db, execute: this.execute, readValues: this.readValues } = options.store);
   }
 
   /** Stores a created resource. Recording the same id twice (a replay after a crash) keeps the first. */

@@ -114,7 +114,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     // Children of a parent and resources of a project, oldest first, straight from an index. On SQLite,
     // which has no statistics unless ANALYZE runs, the planner also guessed that `kind = ?` is selective
     // and read every network of every project through resources_kind to answer one project's networks
-    // (bench scenario 3: 7 ms per query at 100k networks, 10 ms for the subnets of 7 networks). Fixed
+    // (bench/README.md, Optimizations, step 4, has the figures). Fixed
     // statistics describe the shape instead (kind: a dozen values; a parent or project: few rows), so the
     // plans no longer depend on the data (https://sqlite.org/lang_analyze.html, "Fixed results").
     '004_ledger_ordered_indexes': {

@@ -1,5 +1,4 @@
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type BetterSqlite3 from 'better-sqlite3';
 import {
@@ -13,6 +12,7 @@ import {
   type Kysely,
   type QueryResult,
 } from 'kysely';
+import type { CheckpointReply, CheckpointRequest, CheckpointWorkerData } from './checkpoint-worker.js';
 
 /**
  * kysely's SQLite dialect over one better-sqlite3 connection, with two changes that matter under load
@@ -29,8 +29,7 @@ import {
  *   statement. See docs/decisions/006-sqlite-group-commit.md.
  *
  * - FULL durability off the event loop (`syncWal`). With synchronous=FULL the COMMIT's fsync ran on the
- *   event loop and stalled every request for its duration (0.6 ms typical, 15–70 ms at the p99 on the shared
- *   benchmark disk; docs/decisions/033). With `syncWal` the connection runs with synchronous=NORMAL (a COMMIT
+ *   event loop and stalled every request for its duration (docs/decisions/033 has the measurements). With `syncWal` the connection runs with synchronous=NORMAL (a COMMIT
  *   only writes the WAL) and the driver itself fdatasyncs the WAL file on libuv's thread pool before it
  *   settles any statement of the commit: the same guarantee as FULL (the commit record is on disk before
  *   anyone hears of it), while the event loop keeps serving. One sync is in flight at a time; the writes
@@ -334,11 +333,6 @@ class GroupCommitSqliteDriver implements Driver {
     this.commitGroup();
   }
 
-  /** Commits pending writes now, if any (the durable settle of their statements may come later). */
-  flush(): void {
-    this.commitGroup();
-  }
-
   /** Commits the open group, if any, and settles its statements once they are durable. */
   private commitGroup(): void {
     const group = this.group;
@@ -456,14 +450,10 @@ class WalCheckpointer {
     this.intervalMs = options.intervalMs ?? 100;
     this.restartFrames = options.restartFrames ?? 16_384;
     db.pragma('wal_autocheckpoint = 0');
-    const require = createRequire(import.meta.url);
-    this.worker = new Worker(CHECKPOINT_WORKER, {
-      eval: true,
-      workerData: { module: require.resolve('better-sqlite3'), file: db.name },
-    });
+    this.worker = new Worker(CHECKPOINT_WORKER, { workerData: { file: db.name } satisfies CheckpointWorkerData });
     this.worker.unref();
     this.exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
-    this.worker.on('message', (m: { log: number; error?: string }) => this.done(m));
+    this.worker.on('message', (m: CheckpointReply) => this.done(m));
     this.worker.on('error', () => {
       this.closed = true;
       this.done({ log: 0, error: 'the checkpoint worker failed' });
@@ -485,10 +475,10 @@ class WalCheckpointer {
   private request(): void {
     this.requested = true;
     this.last = performance.now();
-    this.worker.postMessage('checkpoint');
+    this.worker.postMessage('checkpoint' satisfies CheckpointRequest);
   }
 
-  private done(m: { log: number; error?: string }): void {
+  private done(m: CheckpointReply): void {
     this.requested = false;
     if (this.holding) {
       // Every frame is copied (or the attempt failed): the next write transaction restarts the WAL.
@@ -509,33 +499,19 @@ class WalCheckpointer {
       this.holding = false;
       this.release();
     }
-    this.worker.postMessage('close');
+    this.worker.postMessage('close' satisfies CheckpointRequest);
     const timer = setTimeout(() => void this.worker.terminate(), 5_000);
     await this.exited;
     clearTimeout(timer);
   }
 }
 
-/** The checkpoint worker (plain JavaScript, evaluated: it runs the same under tsx, vitest and the build). */
-const CHECKPOINT_WORKER = `
-const { parentPort, workerData } = require('node:worker_threads');
-const Database = require(workerData.module);
-const db = new Database(workerData.file, { fileMustExist: true });
-db.pragma('busy_timeout = 5000');
-parentPort.on('message', (message) => {
-  if (message === 'close') {
-    db.close();
-    parentPort.close();
-    return;
-  }
-  try {
-    const [r] = db.pragma('wal_checkpoint(PASSIVE)');
-    parentPort.postMessage({ log: r.log });
-  } catch (error) {
-    parentPort.postMessage({ log: 0, error: String(error && error.message) });
-  }
-});
-`;
+/**
+ * The checkpoint worker's module (checkpoint-worker.ts) as a Worker starts it: the compiled .js beside this file in
+ * the build (`npm start` runs dist/src/main.js); from the sources (tsx, vitest), checkpoint-worker.sources.cjs, which
+ * loads the .ts through tsx (a worker thread does not inherit the loader of the process that starts it).
+ */
+const CHECKPOINT_WORKER = new URL(import.meta.url.endsWith('.ts') ? './checkpoint-worker.sources.cjs' : './checkpoint-worker.js', import.meta.url);
 
 class Connection implements DatabaseConnection {
   constructor(private readonly driver: GroupCommitSqliteDriver) {}

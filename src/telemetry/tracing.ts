@@ -40,7 +40,7 @@ export interface SpanHandle {
 
 /**
  * Tracing as the gateway uses it. With tracing off every method runs its function and nothing else (no span
- * object, no context switch): the cost of "off" is one call (bench/tracing-off.ts).
+ * object, no context switch): the cost of "off" is one call (bench/experiments/tracing-off.ts).
  */
 export interface Tracing {
   readonly enabled: boolean;

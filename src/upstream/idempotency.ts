@@ -65,7 +65,7 @@ export function nameBasedUuid(name: string, namespace: Uint8Array): string {
 }
 
 /**
- * The `Idempotency-Key` sent upstream for a caller's key (DESIGN.md, Idempotency): records are kept per
+ * The `Idempotency-Key` sent upstream for a caller's key (docs/contract.md, Idempotency): records are kept per
  * (scope, key), so the upstream must see a key that differs per scope too, or two apps that pick the same
  * key would get each other's resource replayed (or be refused). Deterministic, so a retry, a replay after a
  * restart and another replica all send the same key.
@@ -89,7 +89,7 @@ function incompleteAnswer(stored: unknown, key: string, upstream: string): Upstr
 }
 
 /**
- * The idempotency rules of DESIGN.md, per (caller scope, key):
+ * The idempotency rules of docs/contract.md, per (caller scope, key):
  * - done with the same fingerprint: the stored result, replayed, no upstream call;
  * - any record with another fingerprint: IDEMPOTENCY_KEY_REUSED;
  * - pending: wait (bounded) for it to finish, then replay or IDEMPOTENCY_KEY_IN_USE;

@@ -4,8 +4,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { waitFor } from '../identity/helpers.js';
 import { AUDIENCE, ISSUER, sign, signingKey, startJwksServer, startJwtGateway, testClock, type JwksServer } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const TYPENAME = '{ __typename }';
 const INTERVAL_MS = 60_000;
@@ -23,7 +23,7 @@ async function provider(...kids: string[]) {
 }
 
 async function gateway(jwks: JwksServer, clock: { now: () => number }): Promise<TestGateway> {
-  const t = await startJwtGateway(jwks, { AUTH_JWKS_REFRESH_INTERVAL: '1m' }, { authClock: clock.now });
+  const t = await startJwtGateway(jwks, { AUTH_JWKS_REFRESH_INTERVAL: '1m' }, { testing: { clock: clock.now } });
   running.push(t);
   return t;
 }

@@ -13,7 +13,7 @@ afterEach(async () => {
 });
 
 async function started(jwks: JwksServer, env: Record<string, string>, clock = testClock()): Promise<TestGateway> {
-  const t = await startJwtGateway(jwks, env, { authClock: clock.now });
+  const t = await startJwtGateway(jwks, env, { testing: { clock: clock.now } });
   running.push(t);
   return t;
 }

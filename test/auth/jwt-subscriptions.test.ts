@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { collect, wsClient, type Collected } from '../helpers/mobile-id.js';
-import { waitFor } from '../identity/helpers.js';
 import { nowSeconds, sign, signingKey, startJwksServer, startJwtGateway, testClock, type JwksServer, type SigningKey } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const SHOP_KEY = 'shop-key-0123456789abcdef';
 const REGISTER = `mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }`;
@@ -39,11 +39,13 @@ describe('JWTs over WebSocket and SSE', () => {
       jwks,
       { GATEWAY_API_KEYS: `shop:${SHOP_KEY}`, AUTH_APPS: '*,shop=shop', SANDBOX_CALLBACK_DELAY_MS: '600000' },
       {
-        authClock: clock.now,
-        scheduleAuthExpiry: (delay, expire) => {
-          const entry = { delay, expire, cancelled: false };
-          scheduled.push(entry);
-          return () => (entry.cancelled = true);
+        testing: {
+          clock: clock.now,
+          scheduleAuthExpiry: (delay, expire) => {
+            const entry = { delay, expire, cancelled: false };
+            scheduled.push(entry);
+            return () => (entry.cancelled = true);
+          },
         },
       },
     );

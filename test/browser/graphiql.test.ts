@@ -251,7 +251,8 @@ describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the i
     expect(done.data?.sandboxCompleteMobileIdAuthentication.accepted).toBe(true);
     const { events, error } = await received;
     expect(error).toBeUndefined();
-    expect(events.map((e) => JSON.parse(e.data))).toEqual([{ data: { mobileIdAuthentication: { __typename: 'MobileIdAuthenticated', authReqId } } }]);
+    // Each event carries its position in the durable log (decision 061), for a reconnect with Last-Event-ID.
+    expect(events.map((e) => JSON.parse(e.data))).toEqual([{ data: { mobileIdAuthentication: { __typename: 'MobileIdAuthenticated', authReqId } }, extensions: { cursor: expect.any(String) } }]);
     expect(requestLogs[0]!.urls).toEqual(expect.arrayContaining([expect.stringMatching(/\/graphql\/stream\?query=/)]));
   }, 60_000);
 

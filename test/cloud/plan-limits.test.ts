@@ -26,7 +26,7 @@ const turns = new PlanTurns({ sliceMs: 0, now: () => 0, defer: (handOver) => han
 
 let gw: TestGateway;
 beforeAll(async () => {
-  gw = await startTestGateway({ GATEWAY_API_KEYS: `app-a:${KEY_A},app-b:${KEY_B}`, PROVISIONING_MAX_CONCURRENT_PLANS: '2' }, { planTurns: turns });
+  gw = await startTestGateway({ GATEWAY_API_KEYS: `app-a:${KEY_A},app-b:${KEY_B}`, PROVISIONING_MAX_CONCURRENT_PLANS: '2' }, { testing: { planTurns: turns } });
 });
 afterAll(async () => {
   await gw?.close();

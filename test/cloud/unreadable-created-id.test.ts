@@ -8,7 +8,7 @@ import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gatew
 import { gatewayProcesses } from '../helpers/process.js';
 
 /**
- * A 2xx from the cloud API is a creation even when the gateway cannot read its id (DESIGN.md, "Shapes a spec does not
+ * A 2xx from the cloud API is a creation even when the gateway cannot read its id (docs/contract.md, "Shapes a spec does not
  * show"; docs/decisions/042). The sandbox answers in shapes beyond the gateway's guesses (SANDBOX_CLOUD_SHAPE
  * `uuid+…`, `resource.uuid+…`, `items.0.id+…`): without a configured path the gateway must fail loudly and keep the
  * answer, with the path it must read the id and record the resource.

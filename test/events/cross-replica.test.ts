@@ -2,10 +2,10 @@ import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VERIFICATION_EVENT_KIND } from '../../src/identity/service.js';
-import { waitForListener } from '../helpers/events.js';
 import type { TestGateway } from '../helpers/gateway.js';
-import { collect, postNotification, SUBSCRIPTION, waitUntil, wsClient } from '../helpers/mobile-id.js';
+import { collect, postNotification, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
+import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 /** PostgreSQL refuses a NOTIFY payload of this many bytes or more (the `pg_notify` documentation). */
 const NOTIFY_PAYLOAD_LIMIT = 8000;
@@ -28,7 +28,7 @@ describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
       });
       const first = sub.next();
       // B's subscription is registered before A publishes (a late one would read the log instead)
-      await waitForListener(b, 'mobile-id');
+      await waitForSubscribers(b, 'mobile-id');
       const sent = await a.graphql(`mutation { sandboxCompleteMobileIdAuthentication(authReqId: "replicated-1", outcome: SUCCESS) { httpStatus } }`);
       expect(sent.data!.sandboxCompleteMobileIdAuthentication.httpStatus).toBe(204);
       const msg = await first;
@@ -48,7 +48,7 @@ describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
           { next: (m) => received.push(JSON.stringify(m.data)), error: reject, complete: resolve },
         );
       });
-      await waitForListener(a, VERIFICATION_EVENT_KIND);
+      await waitForSubscribers(a, VERIFICATION_EVENT_KIND);
       const reg = await a.graphql(`mutation { registerVerification(input: { workflowId: "kyc", applicant: { name: "x" } }) { verification { externalId } } }`);
       const externalId = reg.data!.registerVerification.verification.externalId;
       await expect.poll(() => received.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
@@ -70,12 +70,12 @@ describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
     const client = wsClient(b);
     try {
       const sub = collect(client, SUBSCRIPTION, { id });
-      await waitForListener(b, 'mobile-id');
+      await waitForSubscribers(b, 'mobile-id');
       const sent = await postNotification(a, { auth_req_id: id, error: 'access_denied', ...long, vendor_detail: detail });
       expect(sent.status).toBe(204);
       const [stored] = await a.gateway.services.store.db.selectFrom('events').select(['payload']).where('kind', '=', 'mobile-id').where('key', '=', id).execute();
       expect(Buffer.byteLength(stored!.payload)).toBeGreaterThan(NOTIFY_PAYLOAD_LIMIT);
-      await waitUntil(() => sub.results.length > 0 || sub.errors.length > 0, 20_000);
+      await waitFor(() => sub.results.length > 0 || sub.errors.length > 0, 20_000);
       expect(sub.errors).toEqual([]);
       const event = sub.results[0].data.mobileIdAuthentication;
       expect(event).toMatchObject({ __typename: 'MobileIdAuthenticationFailed', authReqId: id, error: 'access_denied' });

@@ -8,6 +8,7 @@ import { PostgresBus } from '../../src/events/postgres-bus.js';
 import { createLogger } from '../../src/logger.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * A replica remembers the events it published itself until the log brings them back, so that it does not
@@ -47,13 +48,7 @@ describe('the events a replica published itself, on PostgreSQL', () => {
     return result.event;
   }
 
-  async function until(what: string, done: () => boolean): Promise<void> {
-    const deadline = Date.now() + 20_000;
-    while (!done()) {
-      if (Date.now() > deadline) throw new Error(`waited 20 s for ${what}`);
-      await new Promise((r) => setTimeout(r, 5));
-    }
-  }
+  const until = (what: string, done: () => boolean) => waitFor(done, 20_000, what);
 
   it('are forgotten once their notice comes back', async () => {
     const events = [await append(), await append(), await append()];

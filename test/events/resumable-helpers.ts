@@ -4,7 +4,7 @@ import WebSocket from 'ws';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { encodeCursor } from '../../src/events/cursor.js';
 import type { TestGateway } from '../helpers/gateway.js';
-import { waitFor } from '../identity/helpers.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
 
 const REGISTER = /* GraphQL */ `
   mutation Register($input: RegisterVerificationInput!) {
@@ -97,8 +97,7 @@ export async function resumeWs(t: TestGateway, key: string, cursor: string | nul
 
 /** The number of live listeners on `t`'s bus for every key of `kind`. */
 export function wildcardListeners(t: TestGateway, kind: string): number {
-  const bus = t.gateway.services.events.bus as unknown as { listeners?: Map<string, Set<unknown>>; local?: { listeners: Map<string, Set<unknown>> } };
-  return (bus.listeners ?? bus.local!.listeners).get(`${kind}\u0000*`)?.size ?? 0;
+  return subscribers(t, kind, null);
 }
 
 /** Waits until no stream listens for every key of `kind` on `t` (earlier clients are gone), so that the next one is known to be listening once one is. */

@@ -5,7 +5,7 @@ import { CursorError, decodeCursor, encodeCursor, Position } from '../../src/eve
 import type { EventRecord } from '../../src/events/log.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
-import { waitFor } from '../identity/helpers.js';
+import { waitFor } from '../helpers/wait.js';
 import { cursorNow, deliveredEverywhere, postCompletion, registerVerifications, resumeWs, type Resumed } from './resumable-helpers.js';
 
 const KEY_A = 'key-a';

@@ -5,8 +5,7 @@ import WebSocket from 'ws';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { encodeCursor, Position } from '../../src/events/cursor.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { waitForListener } from '../helpers/events.js';
-import { waitFor } from '../identity/helpers.js';
+import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 import { cursorNow, noWildcardListener, postCompletion, registerVerifications, resumeWs, type Resumed } from './resumable-helpers.js';
 
 const KEY = 'key-a';
@@ -28,7 +27,7 @@ describe('streams that resume where they stopped (SQLite)', () => {
   it('a wildcard subscriber that reconnects with its last cursor gets what was posted meanwhile, in order and once, then live events', async () => {
     const [id] = [...urls.keys()];
     const first = await resumeWs(t, KEY, null);
-    await waitForListener(t, 'verification');
+    await waitForSubscribers(t, 'verification');
     await postCompletion(urls.get(id!)!, id!, 'a1');
     await waitFor(() => first.events.length === 1, 10_000, 'the first event');
     const cursor = first.events[0]!.cursor;
@@ -98,7 +97,7 @@ describe('streams that resume where they stopped (SQLite)', () => {
     };
     await noWildcardListener(t, 'verification');
     const first = await open();
-    await waitForListener(t, 'verification');
+    await waitForSubscribers(t, 'verification');
     await postCompletion(urls.get(id!)!, id!, 's1');
     await waitFor(() => first.frames.length === 1, 10_000, 'the first SSE event');
     await first.close();
@@ -127,7 +126,7 @@ describe('streams that resume where they stopped (SQLite)', () => {
     socket.on('close', (code, reason) => (closed = { code, reason: String(reason) }));
     await new Promise((resolve) => socket.once('open', resolve));
     socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${KEY}` } }));
-    await waitForListener(t, 'verification');
+    await waitForSubscribers(t, 'verification');
     // The client stops reading; large events fill the kernel's buffers, then the gateway's.
     (socket as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
     const posted: string[] = [];

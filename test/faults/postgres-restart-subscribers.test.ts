@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
-import { waitFor } from '../identity/helpers.js';
+import { waitFor } from '../helpers/wait.js';
 import { cursorNow, deliveredEverywhere, RESUME, registerVerifications } from '../events/resumable-helpers.js';
 import { request } from 'undici';
 

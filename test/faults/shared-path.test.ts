@@ -9,18 +9,15 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { collect, postNotification, SUBSCRIPTION, wsClient, type Collected } from '../helpers/mobile-id.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { gatewayProcesses } from '../helpers/process.js';
+import { subscribers as busSubscribers, waitFor } from '../helpers/wait.js';
 
 // Faults on the path events take between replicas: PostgreSQL restarting, a replica's LISTEN connection killed,
 // PostgreSQL not there yet when a replica starts. Every wait below waits for a condition, with a deadline.
 
-/** Polls `check` until it returns true, failing with `what` after the deadline. */
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not after ${timeoutMs} ms`);
-    await sleep(20);
-  }
-}
+/** Waits for `check`, failing with `what` after the deadline (a minute: PostgreSQL restarts on the way). */
+const until = async (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> => {
+  await waitFor(check, timeoutMs, what);
+};
 
 async function getJson(url: string): Promise<{ status: number; body: any }> {
   const res = await request(url);
@@ -67,8 +64,7 @@ async function deployment(name: string): Promise<Deployment> {
 async function subscribers(gw: TestGateway, ids: string[]): Promise<{ byId: Map<string, Collected>; dispose(): Promise<void> }> {
   const client = wsClient(gw);
   const byId = new Map(ids.map((id) => [id, collect(client, SUBSCRIPTION, { id })]));
-  const listeners = (gw.gateway.services.events.bus as unknown as { local: { listeners: Map<string, Set<unknown>> } }).local.listeners;
-  await until('every subscriber listens', () => ids.every((id) => (listeners.get(`mobile-id\u0000${id}`)?.size ?? 0) > 0));
+  await until('every subscriber listens', () => ids.every((id) => busSubscribers(gw, 'mobile-id', id) > 0));
   return { byId, dispose: () => client.dispose() as Promise<void> };
 }
 

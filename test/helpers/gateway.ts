@@ -71,13 +71,13 @@ export async function startTestGateway(env: Record<string, string> = {}, options
  * For a test file whose tests each start their own gateways: returns a `start(env)` that starts one and
  * registers it to be closed after the test. Call it at the top level of the file.
  */
-export function gatewaysPerTest(): (env?: Record<string, string>) => Promise<TestGateway> {
+export function gatewaysPerTest(): (env?: Record<string, string>, options?: GatewayOptions) => Promise<TestGateway> {
   const started: TestGateway[] = [];
   afterEach(async () => {
     await Promise.all(started.splice(0).map((g) => g.close()));
   });
-  return async (env = {}) => {
-    const gw = await startTestGateway(env);
+  return async (env = {}, options = {}) => {
+    const gw = await startTestGateway(env, options);
     started.push(gw);
     return gw;
   };

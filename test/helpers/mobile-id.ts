@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient, type Client } from 'graphql-ws';
 import { request } from 'undici';
 import WebSocket from 'ws';
@@ -104,27 +103,6 @@ export function collect(client: Client | Subscribes, query: string, variables: R
     },
   );
   return { results, errors, done, completed: () => completed, stop };
-}
-
-/**
- * Waits until the gateway's bus holds a live listener for `authReqId`: from then on a notification reaches
- * the subscriber through the bus, not from the log.
- */
-export async function waitForSubscriber(gw: TestGateway, authReqId: string, timeoutMs = 5000): Promise<void> {
-  const listeners = (gw.gateway.services.events.bus as unknown as { listeners: Map<string, Set<unknown>> }).listeners;
-  const deadline = Date.now() + timeoutMs;
-  while (!listeners.get(`mobile-id\u0000${authReqId}`)?.size) {
-    if (Date.now() > deadline) throw new Error(`no subscriber for ${authReqId} after ${timeoutMs} ms`);
-    await sleep(5);
-  }
-}
-
-export async function waitUntil(check: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(5);
-  }
 }
 
 /** Rows of the event log for an auth_req_id, straight from the store. */

@@ -4,7 +4,8 @@ import { request } from 'undici';
 import type { Client } from 'graphql-ws';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { subscribe, waitFor, wsClient, type Subscription } from './helpers.js';
+import { subscribe, wsClient, type Subscription } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 // Every distinct callback is kept and delivered once; only an exact repeat of a body is a duplicate. The ids and
 // statuses are found where platforms put them, in JSON or form bodies (docs/decisions/041).

@@ -3,9 +3,9 @@ import { request } from 'undici';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IDENTIFICATION_EVENT_KIND } from '../../src/identity/completions.js';
-import { waitForListener } from '../helpers/events.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
+import { waitForSubscribers } from '../helpers/wait.js';
 
 async function post(url: string, body: unknown): Promise<number> {
   const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -44,7 +44,7 @@ describe('identification callbacks on PostgreSQL replicas', () => {
         { next: (m) => received.push(m.data!.identificationCompleted), error: () => undefined, complete: () => undefined },
       );
       // A's subscription is registered before B publishes (a late one streams only new events)
-      await waitForListener(a, IDENTIFICATION_EVENT_KIND);
+      await waitForSubscribers(a, IDENTIFICATION_EVENT_KIND);
       expect(await post(`${b.url}${path}`, { id, status: 'COMPLETED' })).toBe(204);
       expect(await post(`${a.url}${path}`, { id, status: 'COMPLETED' })).toBe(204);
       await expect.poll(() => received.length, { timeout: 10_000 }).toBe(1);

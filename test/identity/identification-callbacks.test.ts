@@ -3,7 +3,8 @@ import { request } from 'undici';
 import type { Client } from 'graphql-ws';
 import type { IdentificationSandbox } from '../../src/sandbox/identification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { sleep, subscribe, waitFor, wsClient } from './helpers.js';
+import { sleep, subscribe, wsClient } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const CREATE = /* GraphQL */ `
   mutation Create($input: CreateIdentificationInput!) {

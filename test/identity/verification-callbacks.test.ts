@@ -3,7 +3,8 @@ import { request } from 'undici';
 import type { Client } from 'graphql-ws';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { sleep, subscribe, waitFor, wsClient } from './helpers.js';
+import { sleep, subscribe, wsClient } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const REGISTER = /* GraphQL */ `
   mutation Register($input: RegisterVerificationInput!) {

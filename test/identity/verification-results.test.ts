@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_VERIFICATION_TOKEN, type VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { waitFor } from './helpers.js';
 import { upstreamExternalId } from '../../src/identity/service.js';
+import { waitFor } from '../helpers/wait.js';
 
 const REGISTRATIONS = '/api/v2/verifications/workflow-instances';
 const RESULTS = '/api/v2/verifications/results';

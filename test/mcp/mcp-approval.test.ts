@@ -207,7 +207,7 @@ describe('approval of agents\' creations', () => {
 
   it('an approval expires after MCP_APPROVAL_TTL: the plan then needs approving again, and nothing is sent before', async () => {
     const clock = testClock();
-    const gw = await startTestGateway({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', MCP_APPROVAL_TTL: '10m' }, { agentPlanClock: clock.now });
+    const gw = await startTestGateway({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', MCP_APPROVAL_TTL: '10m' }, { testing: { clock: clock.now } });
     try {
       const c = await mcpClient(gw, { key: AGENT_KEY });
       const { planId } = await plan(c);

@@ -65,10 +65,21 @@ describe('MCP with JWT apps', () => {
     const token = await sign(key, { claims: { azp: 'reader', scope: 'gateway:cloud:read' } });
     const c = await mcpClient(gw, { key: token });
     try {
-      expect(await c.toolNames()).toEqual(['catalog', 'projects', 'project', 'provisioning']);
+      expect(await c.toolNames()).toEqual(['catalog', 'projects', 'project', 'provisioning', 'wait_for_events']);
       expect((await c.call('projects')).structuredContent).toEqual({ projects: [] });
     } finally {
       await c.close();
     }
   });
+
+  it('a subscriptions/listen stream opened with a JWT ends when the token expires', async () => {
+    const token = await sign(key, { claims: { azp: 'listener', scope: 'gateway:mobile-id:read' }, exp: Math.floor(Date.now() / 1000) + 5 });
+    const c = await mcpClient(gw, { key: token });
+    try {
+      const sub = await c.client.listen({ resourceSubscriptions: ['mobileid://authentications/until-expiry'] });
+      expect(await sub.closed).toBe('remote');
+    } finally {
+      await c.close();
+    }
+  }, 20_000);
 });

@@ -47,11 +47,21 @@ describe('MCP tools', () => {
   it.each(['auto', 'legacy'] as const)('each app lists only the tools its scopes allow (%s protocol era)', async (era) => {
     const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'all' });
     const watcher = await (await connect(gw, { key: WATCHER_KEY, era })).toolNames();
-    expect(watcher).toEqual(['mobile_id_authentication']);
+    expect(watcher).toEqual(['mobile_id_authentication', 'wait_for_events']);
     const builder = await (await connect(gw, { key: BUILDER_KEY, era })).toolNames();
     expect(builder).toEqual(expect.arrayContaining(['catalog', 'projects', 'plan_kafka_cluster', 'create_network', 'provision_kafka_cluster']));
     expect(builder).not.toContain('mobile_id_authentication');
     expect(builder).not.toContain('register_verification');
+  });
+
+  it('an operation the GraphQL limits refuse is left out of the tools, named in a start-up warning, and the gateway starts', async () => {
+    const gw = await start({ GATEWAY_API_KEYS: 'agent:k1', GRAPHQL_MAX_DEPTH: '2' });
+    const names = await (await connect(gw, { key: 'k1' })).toolNames();
+    // `catalog` selects three levels deep: depth 2 refuses it, so it is left out; shallower reads stay.
+    expect(names).not.toContain('catalog');
+    expect(names.length).toBeGreaterThan(0);
+    expect(gw.logs()).toMatch(/MCP leaves out the operations the GraphQL limits refuse/);
+    expect(gw.logs()).toMatch(/catalog \(Query depth limit of 2 exceeded/);
   });
 
   it('a tool is described from the schema: enum values, UUID formats, descriptions, output schema and honest annotations', async () => {
@@ -166,6 +176,16 @@ describe('MCP tools', () => {
     expect((await c.call('catalog')).isError).toBeFalsy();
     expect((await c.call('projects')).isError).toBeFalsy();
     const limited = await c.call('projects');
+    expect(limited.isError).toBe(true);
+    expect(limited.structuredContent!.errors[0]).toMatchObject({ code: 'RATE_LIMITED', retryAfterSeconds: expect.any(Number) });
+  });
+
+  it('wait_for_events spends the reads budget: past the limit it is refused with RATE_LIMITED and nothing is read', async () => {
+    const gw = await start({ GATEWAY_API_KEYS: 'agent:k1', RATE_LIMIT_READS: '2/1h' });
+    const c = await connect(gw, { key: 'k1' });
+    expect((await c.call('wait_for_events', { timeoutSeconds: 0 })).isError).toBeFalsy();
+    expect((await c.call('wait_for_events', { timeoutSeconds: 0 })).isError).toBeFalsy();
+    const limited = await c.call('wait_for_events', { timeoutSeconds: 0 });
     expect(limited.isError).toBe(true);
     expect(limited.structuredContent!.errors[0]).toMatchObject({ code: 'RATE_LIMITED', retryAfterSeconds: expect.any(Number) });
   });

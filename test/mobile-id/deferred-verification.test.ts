@@ -7,7 +7,8 @@ import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, waitForSubscriber, wsClient, type Collected } from '../helpers/mobile-id.js';
+import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, wsClient, type Collected } from '../helpers/mobile-id.js';
+import { waitForSubscribers } from '../helpers/wait.js';
 
 // The sender does not retry, so a notification whose bearer token is valid is always stored and answered 204,
 // also when its id_token cannot be verified now (the JWKS down). It is kept pending verification, verified
@@ -97,7 +98,7 @@ async function watch(gw: TestGateway, id: string, live = true): Promise<Collecte
   const client = wsClient(gw, { key: API_KEY });
   started.push({ close: async () => client.dispose() });
   const sub = collect(client, SUBSCRIPTION, { id });
-  if (live) await waitForSubscriber(gw, id);
+  if (live) await waitForSubscribers(gw, 'mobile-id', id);
   return sub;
 }
 

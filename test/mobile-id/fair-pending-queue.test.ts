@@ -11,7 +11,8 @@ import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PASS_ROWS } from '../../src/mobile-id/pending.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, waitForSubscriber, wsClient } from '../helpers/mobile-id.js';
+import { QUERY, SUBSCRIPTION, collect, postNotification, wsClient } from '../helpers/mobile-id.js';
+import { waitForSubscribers } from '../helpers/wait.js';
 
 const VICTIM = 'fair-victim-key-0123456789';
 const FLOOD = 'fair-flood-key-9876543210';
@@ -97,7 +98,7 @@ async function twoApps() {
       MOBILEID_CLIENT_ID: CLIENT_ID,
       MOBILEID_PENDING_MAX_PER_APP: String(LIMIT),
     },
-    { mobileIdClock: () => clock.now, schedulePendingPasses: () => () => undefined },
+    { testing: { clock: () => clock.now, scheduleJob: () => () => undefined } },
   );
   started.push(gw);
   const tokenOf = async (key: string) => (await gw.graphql(ISSUE, {}, { key })).data!.issueMobileIdNotificationToken.token as string;
@@ -115,7 +116,7 @@ describe('a pending-verification queue shared by two apps, one flooding it while
     const client = wsClient(gw, { key: VICTIM });
     started.push({ close: async () => client.dispose() });
     const sub = collect(client, SUBSCRIPTION, { id: 'victim-1' });
-    await waitForSubscriber(gw, 'victim-1');
+    await waitForSubscribers(gw, 'mobile-id', 'victim-1');
 
     // The flooder fills its share of the queue first: under a due-time order its rows would all come before the victim's.
     for (let i = 0; i < LIMIT; i++) expect((await flood(`flood-${i}`)).status).toBe(204);

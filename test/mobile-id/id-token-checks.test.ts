@@ -5,7 +5,8 @@ import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, waitForSubscriber, wsClient } from '../helpers/mobile-id.js';
+import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
+import { waitForSubscribers } from '../helpers/wait.js';
 
 // The spec promises only `sub` and the authentication context in the id_token, and the sender
 // does not retry. A wrong claim is refused; an absent optional claim is accepted and reported, unless the
@@ -22,7 +23,7 @@ async function deliverWatched(gw: TestGateway, authReqId: string, body: unknown)
   const client = wsClient(gw);
   try {
     const sub = collect(client, SUBSCRIPTION, { id: authReqId });
-    await waitForSubscriber(gw, authReqId);
+    await waitForSubscribers(gw, 'mobile-id', authReqId);
     const res = await postNotification(gw, body);
     if (res.status === 204) await sub.done;
     else sub.stop();

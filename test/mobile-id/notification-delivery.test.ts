@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Client } from 'graphql-ws';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, waitForSubscriber, wsClient } from '../helpers/mobile-id.js';
+import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
+import { subscribers, waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 // Registered after the gateways' hook, so it runs first: clients go before their gateways.
 const gateway = gatewaysPerTest();
@@ -23,7 +24,7 @@ describe('mobile-ID notifications reach subscribers', () => {
     const gw = await gateway();
     const id = `req-${randomUUID()}`;
     const sub = collect(client(gw), SUBSCRIPTION, { id });
-    await waitForSubscriber(gw, id);
+    await waitForSubscribers(gw, 'mobile-id', id);
 
     const n = await sandboxOf(gw).buildNotification({ authReqId: id, correlationId: 'corr-1', fields: { leading_kyc_match: true } });
     const res = await postNotification(gw, n.body, { headers: n.headers });
@@ -67,7 +68,7 @@ describe('mobile-ID notifications reach subscribers', () => {
     const gw = await gateway();
     const id = `req-${randomUUID()}`;
     const sub = collect(client(gw), SUBSCRIPTION, { id });
-    await waitForSubscriber(gw, id);
+    await waitForSubscribers(gw, 'mobile-id', id);
 
     const n = await sandboxOf(gw).buildNotification({ authReqId: id, outcome: 'CANCELLED_BY_USER' });
     expect((await postNotification(gw, n.body, { headers: n.headers })).status).toBe(204);
@@ -138,7 +139,7 @@ describe('mobile-ID notifications reach subscribers', () => {
     const published: unknown[] = [];
     gw.gateway.services.events.bus.subscribe('mobile-id', id, (e) => published.push(e));
     const first = collect(client(gw), SUBSCRIPTION, { id });
-    await waitForSubscriber(gw, id);
+    await waitForSubscribers(gw, 'mobile-id', id);
 
     const n = await sandboxOf(gw).buildNotification({ authReqId: id });
     expect((await postNotification(gw, n.body, { headers: n.headers })).status).toBe(204);
@@ -206,7 +207,7 @@ describe('mobile-ID notifications reach subscribers', () => {
     const gw = await gateway();
     const id = `newcomer-${randomUUID()}`;
     const sub = collect(client(gw), SUBSCRIPTION, { id });
-    await waitForSubscriber(gw, id);
+    await waitForSubscribers(gw, 'mobile-id', id);
 
     const m = await gw.graphql(
       `mutation($id: String!) { sandboxCompleteMobileIdAuthentication(authReqId: $id, outcome: SUCCESS) { authReqId outcome httpStatus accepted response } }`,
@@ -231,11 +232,9 @@ describe('mobile-ID notifications reach subscribers', () => {
     const id = `req-${randomUUID()}`;
     const c = client(gw);
     const sub = collect(c, SUBSCRIPTION, { id });
-    await waitForSubscriber(gw, id);
+    await waitForSubscribers(gw, 'mobile-id', id);
     sub.stop();
-    const listeners = (gw.gateway.services.events.bus as unknown as { listeners: Map<string, Set<unknown>> }).listeners;
-    const deadline = Date.now() + 2000;
-    while (listeners.has(`mobile-id\u0000${id}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-    expect(listeners.has(`mobile-id\u0000${id}`)).toBe(false);
+    await waitFor(() => subscribers(gw, 'mobile-id', id) === 0, 2_000, 'the stopped subscription to leave the bus');
+    expect(subscribers(gw, 'mobile-id')).toBe(0);
   });
 });

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway } from '../helpers/gateway.js';
 import { QUERY, postNotification, storedEvents } from '../helpers/mobile-id.js';
@@ -16,7 +15,8 @@ describe('mobile-ID notifications on PostgreSQL (DATABASE_URL)', () => {
 
   it('stores, deduplicates, refuses a conflict, purges an expired access token and serves it after a restart', async () => {
     const key = randomBytes(32).toString('hex');
-    const a = await startTestGateway({ DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: key });
+    const clock = { now: Date.now() };
+    const a = await startTestGateway({ DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: key }, { testing: { clock: () => clock.now } });
     let accessToken: unknown;
     try {
       const sb = a.gateway.sandbox.mobileId!;
@@ -28,7 +28,7 @@ describe('mobile-ID notifications on PostgreSQL (DATABASE_URL)', () => {
       expect(await storedEvents(a, 'pg-1')).toHaveLength(1);
       expect((await a.graphql(QUERY, { id: 'pg-1' })).data!.mobileIdAuthentication.accessToken).toBe(accessToken);
 
-      await sleep(1100);
+      clock.now += 1_100;
       expect(await a.gateway.services.mobileId.purgeExpired()).toMatchObject({ accessTokens: 1 });
       const [row] = await storedEvents(a, 'pg-1');
       expect(JSON.parse(row!.payload).accessToken).toBeNull();

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Client } from 'graphql-ws';
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, waitForSubscriber, wsClient } from '../helpers/mobile-id.js';
+import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
+import { waitForSubscribers } from '../helpers/wait.js';
 
 // Registered after the gateways' hook, so it runs first: clients go before their gateways.
 const gateway = gatewaysPerTest();
@@ -30,7 +30,7 @@ describe('mobile-ID tokens at rest and in logs', () => {
     const c = wsClient(gw);
     clients.push(c);
     const sub = collect(c, SUBSCRIPTION, { id });
-    await waitForSubscriber(gw, id);
+    await waitForSubscribers(gw, 'mobile-id', id);
     const refresh = randomBytes(24).toString('base64url');
     const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: id, fields: { refresh_token: refresh } });
     expect((await postNotification(gw, n.body)).status).toBe(204);
@@ -78,14 +78,15 @@ describe('mobile-ID tokens at rest and in logs', () => {
   });
 
   it('removes an access token from storage once its expires_in has passed, keeping the rest of the event', async () => {
-    const gw = await gateway();
+    const clock = { now: Date.now() };
+    const gw = await gateway({}, { testing: { clock: () => clock.now } });
     const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'short-lived', expiresIn: 1 });
     const long = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'long-lived', expiresIn: 3600 });
     expect((await postNotification(gw, n.body)).status).toBe(204);
     expect((await postNotification(gw, long.body)).status).toBe(204);
     expect((await gw.graphql(QUERY, { id: 'short-lived' })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);
 
-    await sleep(1100);
+    clock.now += 1_100;
     // Past expiry, the token is no longer handed out even before the purge has run.
     expect((await gw.graphql(QUERY, { id: 'short-lived' })).data!.mobileIdAuthentication.accessToken).toBeNull();
     expect(await gw.gateway.services.mobileId.purgeExpired()).toMatchObject({ accessTokens: 1 });

@@ -3,7 +3,8 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdTokenVerifier } from '../../src/mobile-id/verify.js';
 import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, waitForSubscriber, wsClient } from '../helpers/mobile-id.js';
+import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
+import { waitForSubscribers } from '../helpers/wait.js';
 
 // The sender does not retry (spec, mobile-id-notification.md), so a notification the spec allows must never be
 // refused for how a value is written: nulls for optional fields, numbers where no type is shown, empty form
@@ -33,7 +34,7 @@ async function deliverWatched(g: TestGateway, authReqId: string, body: unknown, 
   const client = wsClient(g);
   try {
     const sub = collect(client, SUBSCRIPTION, { id: authReqId });
-    await waitForSubscriber(g, authReqId);
+    await waitForSubscribers(g, 'mobile-id', authReqId);
     const res = await postNotification(g, body, contentType ? { contentType } : {});
     if (res.status === 204) await sub.done;
     else sub.stop();

@@ -6,7 +6,8 @@ import { request } from 'undici';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { SUBSCRIPTION, postNotification, waitUntil } from '../helpers/mobile-id.js';
+import { SUBSCRIPTION, postNotification } from '../helpers/mobile-id.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
 import { SecretBox } from '../../src/mobile-id/sealing.js';
 
 // The delivery path's shortcuts (docs/decisions/062): the subscription's selection as graphql-jit compiled it
@@ -84,8 +85,7 @@ async function sseBytes(gw: TestGateway, query: string, variables: Record<string
   return Buffer.from(await res.body.arrayBuffer());
 }
 
-const listeners = (gw: TestGateway, authReqId: string) =>
-  (gw.gateway.services.events.bus as unknown as { listeners: Map<string, Set<unknown>> }).listeners.get(`mobile-id\u0000${authReqId}`)?.size ?? 0;
+const listeners = (gw: TestGateway, authReqId: string) => subscribers(gw, 'mobile-id', authReqId);
 
 async function compiledCount(gw: TestGateway): Promise<number> {
   const text = await (await request(`${gw.url}/metrics`)).body.text();
@@ -137,7 +137,7 @@ describe('the delivery shortcuts write the plain path\'s frames, byte for byte',
     const subs = [fast, plain].map((gw) => ({ ws: wsFrames(gw, query, variables), sse: sseBytes(gw, query, variables) }));
     await Promise.all(subs.map((s) => s.ws.ready));
     if (options.live) {
-      await waitUntil(() => listeners(fast, authReqId) === 2 && listeners(plain, authReqId) === 2);
+      await waitFor(() => listeners(fast, authReqId) === 2 && listeners(plain, authReqId) === 2);
       await post();
     }
     const [f, p] = (await Promise.all(subs.map(async (s) => ({ ws: await s.ws.frames, sse: await s.sse })))) as [{ ws: Buffer[]; sse: Buffer }, { ws: Buffer[]; sse: Buffer }];

@@ -61,7 +61,7 @@ function pairOf(gatewayEnv: Record<string, string>) {
     both: typeof both;
   };
   beforeAll(async () => {
-    [pair.apollo, pair.planned] = await Promise.all([startTestGateway(gatewayEnv, { httpPlans: false }), startTestGateway(gatewayEnv)]);
+    [pair.apollo, pair.planned] = await Promise.all([startTestGateway(gatewayEnv, { testing: { httpPlans: false } }), startTestGateway(gatewayEnv)]);
     expect(pair.apollo.gateway.httpPlans).toBeNull();
     expect(pair.planned.gateway.httpPlans).not.toBeNull();
   });
@@ -152,9 +152,9 @@ describe('POST /graphql answers the same with and without cached plans', () => {
       },
       { path: 'planned' },
     );
-    // Apollo's answers: no operation picked, an unknown name, several operations and no name.
-    expect((await both({ query: two }, { path: 'apollo' })).status).toBe(400);
-    expect((await both({ query: two, operationName: 'C' }, { path: 'apollo' })).status).toBe(400);
+    // Apollo's answers, given by the planned path: no operation picked (several operations and no name), an unknown name.
+    expect((await both({ query: two }, { path: 'planned' })).status).toBe(400);
+    expect((await both({ query: two, operationName: 'C' }, { path: 'planned' })).status).toBe(400);
   });
 
   it('a variable that cannot be coerced: 400 BAD_USER_INPUT from the planned path, value not echoed', async () => {
@@ -272,21 +272,33 @@ describe('POST /graphql answers the same with and without cached plans', () => {
     expect((await treeOf((i) => ({ id: projects[i] }))).recompiled).toBe(1);
   });
 
-  it('requests Apollo answers: bad documents, limits, APQ, batches, other content types, GET, the key', async () => {
-    expect((await both({ query: '{ projects { id ' }, { path: 'apollo' })).status).toBe(400);
-    expect((await both({ query: '{ noSuchField }' }, { path: 'apollo' })).status).toBe(400);
+  it('refusals the planned path answers as Apollo does: bad documents, limits, the cost, subscriptions, the key', async () => {
+    expect((await both({ query: '{ projects { id ' }, { path: 'planned' })).status).toBe(400);
+    expect((await both({ query: '{ noSuchField }' }, { path: 'planned' })).status).toBe(400);
+    expect((await both({ query: '{ noSuchField other: alsoMissing }' }, { path: 'planned' })).status).toBe(400);
     const aliases = `{ ${Array.from({ length: 20 }, (_, i) => `a${i}: __typename`).join(' ')} }`;
-    expect((await both({ query: aliases }, { path: 'apollo' })).status).toBe(400);
+    expect((await both({ query: aliases }, { path: 'planned' })).status).toBe(400);
     expect(
       (
         await both(
           {
             query: '{ projects(first: 100000) { id networks { id subnets { id } } } }',
           },
-          { path: 'apollo' },
+          { path: 'planned' },
         )
       ).status,
     ).toBe(400);
+    await both(
+      {
+        query: 'subscription { mobileIdAuthentication(authReqId: "x") { __typename } }',
+      },
+      { path: 'planned' },
+    );
+    expect((await both({ query: '{ __typename }' }, { path: 'planned', headers: { authorization: '' } })).status).toBe(401);
+    expect((await both({ query: '{ __typename }' }, { path: 'planned', headers: { authorization: 'Bearer nope' } })).status).toBe(401);
+  });
+
+  it('requests Apollo answers: APQ, malformed bodies, batches, other content types, GET', async () => {
     await both(
       {
         query: '{ __typename }',
@@ -311,14 +323,6 @@ describe('POST /graphql answers the same with and without cached plans', () => {
     await both([{ query: '{ __typename }' }], { path: 'apollo' });
     await both('null', { path: 'apollo' });
     await both({}, { path: 'apollo' });
-    await both(
-      {
-        query: 'subscription { mobileIdAuthentication(authReqId: "x") { __typename } }',
-      },
-      { path: 'apollo' },
-    );
-    expect((await both({ query: '{ __typename }' }, { path: 'apollo', headers: { authorization: '' } })).status).toBe(401);
-    expect((await both({ query: '{ __typename }' }, { path: 'apollo', headers: { authorization: 'Bearer nope' } })).status).toBe(401);
     // Not JSON content: CSRF prevention, or Apollo's own reading of the body (neither reaches the plans).
     await both('{ __typename }', {
       path: 'apollo',
@@ -375,7 +379,7 @@ describe('the operation span is the same through both paths', () => {
     gws = await Promise.all(
       [false, true].map(async (httpPlans) => {
         const exporter = new InMemorySpanExporter();
-        const gw = await startTestGateway({ GATEWAY_API_KEYS: 'equivalence:app-key' }, { traceExporter: exporter, httpPlans });
+        const gw = await startTestGateway({ GATEWAY_API_KEYS: 'equivalence:app-key' }, { testing: { traceExporter: exporter, httpPlans } });
         return { gw, spans: () => exporter.getFinishedSpans() };
       }),
     );
@@ -426,5 +430,19 @@ describe('the operation span is the same through both paths', () => {
       expect(p).toEqual(a);
     }
     expect(gws[1]!.gw.gateway.httpPlans!.stats.planned).toBe(4);
+  });
+});
+
+describe('Apollo GraphOS reporting turns the cached plans off', () => {
+  it('with APOLLO_SCHEMA_REPORTING set, every POST /graphql goes through Apollo and the start-up log says why', async () => {
+    const gw = await startTestGateway({ GATEWAY_API_KEYS: 'app-key', APOLLO_SCHEMA_REPORTING: 'true' });
+    try {
+      expect(gw.gateway.httpPlans).toBeNull();
+      expect(gw.logs()).toContain('the planned path of POST /graphql is off: APOLLO_SCHEMA_REPORTING makes Apollo Server install plugins of its own');
+      const res = await gw.graphql('{ __typename }', undefined, { key: 'app-key' });
+      expect(res.data).toEqual({ __typename: 'Query' });
+    } finally {
+      await gw.close();
+    }
   });
 });

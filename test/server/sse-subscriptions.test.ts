@@ -5,7 +5,8 @@ import { createClient, type Client } from 'graphql-sse';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { SUBSCRIPTION, collect, postNotification, waitForSubscriber, wsClient } from '../helpers/mobile-id.js';
+import { SUBSCRIPTION, collect, postNotification, wsClient } from '../helpers/mobile-id.js';
+import { waitForSubscribers } from '../helpers/wait.js';
 
 const start = gatewaysPerTest();
 const clients: Client[] = [];
@@ -61,7 +62,7 @@ for (const singleConnection of [false, true]) {
     it('streams a mobile-ID result that arrives while the app is subscribed, then completes', async () => {
       const gw = await start({ GATEWAY_API_KEYS: 'app-key' });
       const sub = subscribe(sseClient(gw, { key: 'app-key', singleConnection }), SUBSCRIPTION, { id: `live-${mode}` });
-      await waitForSubscriber(gw, `live-${mode}`);
+      await waitForSubscribers(gw, 'mobile-id', `live-${mode}`);
       await complete(gw, `live-${mode}`);
       await sub.done;
       expect(sub.errors).toEqual([]);
@@ -130,8 +131,8 @@ describe('the SSE transport', () => {
     const client = sseClient(gw, { key: 'app-key', singleConnection: true });
     const a = subscribe(client, SUBSCRIPTION, { id: 'one-stream-a' });
     const b = subscribe(client, SUBSCRIPTION, { id: 'one-stream-b' });
-    await waitForSubscriber(gw, 'one-stream-a');
-    await waitForSubscriber(gw, 'one-stream-b');
+    await waitForSubscribers(gw, 'mobile-id', 'one-stream-a');
+    await waitForSubscribers(gw, 'mobile-id', 'one-stream-b');
     await complete(gw, 'one-stream-b');
     await complete(gw, 'one-stream-a', 'SUCCESS');
     await Promise.all([a.done, b.done]);
@@ -191,7 +192,7 @@ describe('the SSE transport', () => {
 describe('reserved SSE streams that are never connected', () => {
   it('are released when their reservation times out: the app may reserve again, and the released token names no stream', async () => {
     const releases: Array<() => void> = [];
-    const gw = await startTestGateway({ GATEWAY_API_KEYS: 'app-r' }, { sseScheduleRelease: (release) => releases.push(release) });
+    const gw = await startTestGateway({ GATEWAY_API_KEYS: 'app-r' }, { testing: { scheduleSseRelease: (release) => releases.push(release) } });
     try {
       const reserve = async () => {
         const res = await request(`${gw.url}/graphql/stream`, { method: 'PUT', headers: { authorization: 'Bearer app-r' } });

@@ -5,7 +5,8 @@ import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { subscribe, waitFor, wsClient } from '../identity/helpers.js';
+import { subscribe, wsClient } from '../identity/helpers.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
 
 const REGISTER = `mutation($id: ID!) { registerVerification(input: { workflowId: "wf-large", applicant: { lastName: "Large" }, externalId: $id }) { verification { id } } }`;
 const COMPLETED = `subscription($id: ID) { verificationCompleted(externalId: $id) { externalId payload } }`;
@@ -28,7 +29,7 @@ describe('large subscription results over graphql-ws', () => {
     const clients = [wsClient(t), wsClient(t), wsClient(t)];
     try {
       const subs = clients.map((c) => subscribe(c, COMPLETED, { id: externalId }));
-      await waitFor(() => (t.gateway.services.events.bus as unknown as { listeners: Map<string, Set<unknown>> }).listeners.get(`verification\u0000${externalId}`)?.size === 3, 5_000, 'three subscribers');
+      await waitFor(() => subscribers(t, 'verification', externalId) === 3, 5_000, 'three subscribers');
 
       // The payload's JSON around the text adds some bytes: 100 B, just under and over 64 KiB, and 300 KiB.
       const sizes = [100, 65_400, 65_600, 300_000];

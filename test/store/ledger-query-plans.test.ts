@@ -5,7 +5,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, type LogEvent } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { openStore, type Database } from '../../src/store/index.js';
+import { openStore, throughKysely, type Database } from '../../src/store/index.js';
 import { Ledger } from '../../src/store/ledger.js';
 import { GroupCommitSqliteDialect } from '../../src/store/sqlite-dialect.js';
 
@@ -58,14 +58,14 @@ describe('ledger reads on a large SQLite store', () => {
 
   it("finds a project's networks through the project index", async () => {
     statements.length = 0;
-    const [networks] = await new Ledger(db).inProjects('network', ['ours']);
+    const [networks] = await new Ledger({ store: throughKysely(db) }).inProjects('network', ['ours']);
     expect(networks!.map((r) => r.id)).toEqual(['net-0', 'net-1']);
     expect(plan(statements[0]!)).toMatch(/USING INDEX resources_project \(project_id=\? AND kind=\?\)/);
   });
 
   it('finds the subnets of several networks through the parent index', async () => {
     statements.length = 0;
-    const groups = await new Ledger(db).childrenOf('subnet', ['net-0', 'net-1']);
+    const groups = await new Ledger({ store: throughKysely(db) }).childrenOf('subnet', ['net-0', 'net-1']);
     expect(groups.map((g) => g.map((r) => r.id))).toEqual([
       ['subnet-0-0', 'subnet-0-1'],
       ['subnet-1-0', 'subnet-1-1'],

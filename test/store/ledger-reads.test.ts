@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { openStore, type Store } from '../../src/store/index.js';
+import { openStore, throughKysely, type Store } from '../../src/store/index.js';
 import { Ledger, type LedgerRecord } from '../../src/store/ledger.js';
 
 /**
@@ -11,8 +11,8 @@ import { Ledger, type LedgerRecord } from '../../src/store/ledger.js';
  * answer the same through kysely's row objects and through the store's arrays of values (SQLite's raw mode).
  */
 describe.each([
-  ['row objects through kysely', (store: Store) => new Ledger(store.db)],
-  ['arrays of values from the store', (store: Store) => new Ledger(store.db, store.execute, store.readValues)],
+  ['row objects through kysely', (store: Store) => new Ledger({ store: throughKysely(store.db) })],
+  ['arrays of values from the store', (store: Store) => new Ledger({ store })],
 ])('ledger reads (%s)', (_via, makeLedger) => {
   let dir: string;
   let store: Store;

@@ -8,6 +8,7 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { openStore } from '../../src/store/index.js';
 import { GroupCommitSqliteDialect } from '../../src/store/sqlite-dialect.js';
+import { waitFor } from '../helpers/wait.js';
 
 interface Db {
   items: { id: number; name: string };
@@ -224,11 +225,7 @@ describe('SQLite group commit with the WAL synced by the driver (FULL without bl
 
   const committed = () => (observer.prepare('select count(*) as n from items').get() as { n: number }).n;
   // Waits for the state (the deadline only bounds a failure; a loaded machine may take long to get there).
-  const until = async (check: () => boolean) => {
-    const deadline = Date.now() + 20_000;
-    while (!check() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-    expect(check()).toBe(true);
-  };
+  const until = (check: () => boolean) => waitFor(check, 20_000);
 
   it('settles a write only after the fdatasync that follows its COMMIT has returned', async () => {
     let settled = false;
@@ -326,9 +323,17 @@ describe('SQLite checkpoints in a worker thread', () => {
           fs.closeSync(fd);
         }
       };
+      const name = 'x'.repeat(3000);
+      // The worker thread starts on its own (from the sources it loads tsx first, which a busy machine makes slow):
+      // wait for its first restart of the WAL, writing meanwhile, before measuring what it keeps the WAL to.
+      const before = salt();
+      let warmUp = 10_000;
+      await waitFor(async () => {
+        await db.insertInto('items').values({ id: ++warmUp, name }).execute();
+        return salt() !== before;
+      }, 60_000, "the checkpoint worker's first restart of the WAL");
       let largest = 0;
       const salts = new Set<number>();
-      const name = 'x'.repeat(3000);
       // 600 writes one after another, each its own commit of a ~3 KB row: kept in the WAL they would fill
       // over 5 MB (measured with the restart off), and without the worker nothing is ever copied or restarted
       // (the automatic checkpoint is off).

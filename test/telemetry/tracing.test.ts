@@ -10,7 +10,8 @@ import { SANDBOX_SERVICE_ACCOUNT_TOKEN } from '../../src/sandbox/index.js';
 import { createTracing } from '../../src/telemetry/tracing.js';
 import { createChain, M, ok } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { SUBSCRIPTION, collect, postNotification, waitForSubscriber, wsClient } from '../helpers/mobile-id.js';
+import { SUBSCRIPTION, collect, postNotification, wsClient } from '../helpers/mobile-id.js';
+import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 const started: TestGateway[] = [];
 afterEach(async () => {
@@ -19,7 +20,7 @@ afterEach(async () => {
 
 async function traced(env: Record<string, string> = {}): Promise<{ gw: TestGateway; spans: () => ReadableSpan[] }> {
   const exporter = new InMemorySpanExporter();
-  const gw = await startTestGateway(env, { traceExporter: exporter });
+  const gw = await startTestGateway(env, { testing: { traceExporter: exporter } });
   started.push(gw);
   return { gw, spans: () => exporter.getFinishedSpans() };
 }
@@ -29,14 +30,7 @@ const APP_SPAN_ID = '00f067aa0ba902b7';
 const TRACEPARENT = `00-${TRACE_ID}-${APP_SPAN_ID}-01`;
 const OTHER_TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
 
-async function eventually<T>(find: () => T | undefined, what: string): Promise<T> {
-  for (let i = 0; i < 500; i++) {
-    const found = find();
-    if (found !== undefined) return found;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`no ${what}`);
-}
+const eventually = <T>(find: () => T | undefined, what: string): Promise<T> => waitFor(find, 5_000, what);
 
 describe('tracing with OpenTelemetry', () => {
   it("makes one span per GraphQL operation, named after it, continuing the app's W3C traceparent", async () => {
@@ -79,7 +73,7 @@ describe('tracing with OpenTelemetry', () => {
   it('makes a span per webhook intake, and links the delivery to a live subscriber and to a late one to it', async () => {
     const { gw, spans } = await traced();
     const live = collect(wsClient(gw), SUBSCRIPTION, { id: 'traced-auth' });
-    await waitForSubscriber(gw, 'traced-auth');
+    await waitForSubscribers(gw, 'mobile-id', 'traced-auth');
     const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'traced-auth', outcome: 'SUCCESS' });
     expect((await postNotification(gw, n.body, { headers: { traceparent: TRACEPARENT } })).status).toBe(204);
     await live.done;

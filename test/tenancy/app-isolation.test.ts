@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { QUERY as MOBILE_ID_QUERY, SUBSCRIPTION as MOBILE_ID_SUBSCRIPTION } from '../helpers/mobile-id.js';
-import { subscribe, waitFor, wsClient } from '../identity/helpers.js';
+import { subscribe, wsClient } from '../identity/helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * Two apps, one API key each, on one gateway (docs/decisions/010, 043): what one app created that holds personal data

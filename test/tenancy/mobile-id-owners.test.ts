@@ -8,7 +8,8 @@ import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, waitUntil, wsClient } from '../helpers/mobile-id.js';
+import { QUERY, SUBSCRIPTION, collect, postNotification, wsClient } from '../helpers/mobile-id.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
 
 const SHOP = 'key-shop-0123456789abcdef';
 const CRM = 'key-crm-fedcba9876543210';
@@ -58,7 +59,7 @@ describe("mobile-ID results belong to the app whose token carried them", () => {
     const overWs = collect(ws(gw, SHOP), SUBSCRIPTION, { id: authReqId });
     const overSse: any[] = [];
     sse(gw, SHOP).subscribe({ query: SUBSCRIPTION, variables: { id: authReqId } }, { next: (v) => overSse.push(v), error: () => {}, complete: () => {} });
-    await waitUntil(() => (gw.gateway.services.events.bus as unknown as { listeners: Map<string, Set<unknown>> }).listeners.get(`mobile-id\u0000${authReqId}`)?.size === 2);
+    await waitFor(() => subscribers(gw, 'mobile-id', authReqId) === 2);
 
     // The CRM app issues itself a token for any auth_req_id and posts a failure for the shop's.
     const crmToken = await issue(gw, CRM);
@@ -70,7 +71,7 @@ describe("mobile-ID results belong to the app whose token carried them", () => {
     // The shop's genuine notification is accepted (not 409), and it is what the shop reads and receives.
     const genuine = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId });
     expect((await postNotification(gw, genuine.body, { token: shopToken })).status).toBe(204);
-    await waitUntil(() => overWs.results.length === 1 && overSse.length === 1);
+    await waitFor(() => overWs.results.length === 1 && overSse.length === 1);
     for (const result of [overWs.results[0], overSse[0]]) {
       expect(result.data.mobileIdAuthentication).toMatchObject({ __typename: 'MobileIdAuthenticated', authReqId, accessToken: genuine.body.access_token });
     }

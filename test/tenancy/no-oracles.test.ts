@@ -4,7 +4,8 @@ import { createHash, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upstreamExternalId } from '../../src/identity/service.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { collect, waitUntil, wsClient } from '../helpers/mobile-id.js';
+import { collect, wsClient } from '../helpers/mobile-id.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
 
 const A = 'key-oracle-app-a-0123456789';
 const B = 'key-oracle-app-b-9876543210';
@@ -81,11 +82,11 @@ describe('no oracles across apps', () => {
     try {
       const aEvents = collect(aWs, COMPLETED, { id: externalId });
       const bEvents = collect(bWs, COMPLETED, { id: externalId });
-      await waitUntil(() => (t.gateway.services.events.bus as unknown as { listeners: Map<string, Set<unknown>> }).listeners.get(`verification\u0000${externalId}`)?.size === 2);
+      await waitFor(() => subscribers(t, 'verification', externalId) === 2);
       await sandbox.complete(aId);
-      await waitUntil(() => aEvents.results.length === 1);
+      await waitFor(() => aEvents.results.length === 1);
       await sandbox.complete(bId);
-      await waitUntil(() => bEvents.results.length === 1);
+      await waitFor(() => bEvents.results.length === 1);
       expect(aEvents.results[0].data.verificationCompleted).toMatchObject({ externalId, payload: { decision: 'APPROVED' }, verification: { externalId } });
       expect(bEvents.results[0].data.verificationCompleted).toMatchObject({ externalId, payload: { decision: 'DECLINED' }, verification: { externalId } });
       expect(aEvents.results).toHaveLength(1);

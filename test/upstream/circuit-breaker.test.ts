@@ -26,7 +26,7 @@ async function gateway(env: Record<string, string> = {}): Promise<TestGateway> {
   clock = Date.now();
   const gw = await startTestGateway(
     { UPSTREAM_MAX_RETRIES: '0', UPSTREAM_CIRCUIT_VOLUME: '3', UPSTREAM_CIRCUIT_RESET_TIMEOUT: '30s', UPSTREAM_CIRCUIT_HALF_OPEN_ATTEMPTS: '2', ...env },
-    { circuitClock: () => clock },
+    { testing: { clock: () => clock } },
   );
   started.push(gw);
   return gw;

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { stepKey, upstreamKey } from '../../src/upstream/idempotency.js';
 
 /**
- * The upstream Idempotency-Key and the per-step keys are UUIDv5 (DESIGN.md, Idempotency). The gateway derives them
+ * The upstream Idempotency-Key and the per-step keys are UUIDv5 (docs/contract.md, Idempotency). The gateway derives them
  * with node:crypto's SHA-1 instead of the uuid package (docs/decisions/036): a key sent upstream must stay the very same, or
  * a retry after an upgrade would create the resource twice.
  */

@@ -7,7 +7,7 @@ import { M } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { gatewayProcesses } from '../helpers/process.js';
-import { waitFor } from '../identity/helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * Takeover across replicas (docs/decisions/012): two gateways on one PostgreSQL. The key of a

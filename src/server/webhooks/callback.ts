@@ -25,7 +25,6 @@ export interface CallbackRouteOptions {
   isCallbackToken(token: string): Promise<boolean>;
   receive(token: string, body: unknown, meta: Record<string, unknown>): Promise<CallbackReceipt>;
   metrics: Metrics;
-  bodyLimit?: number;
 }
 
 /**
@@ -36,7 +35,7 @@ export interface CallbackRouteOptions {
  */
 export function callbackWebhookRoute(options: CallbackRouteOptions): Route {
   const { endpoint } = options;
-  const limit = options.bodyLimit ?? CALLBACK_BODY_LIMIT;
+  const limit = CALLBACK_BODY_LIMIT;
   const count = (outcome: string) => options.metrics.webhooks.inc({ endpoint, outcome });
   const unknownAddress = `no ${endpoint} callback is registered at this address`;
   return {

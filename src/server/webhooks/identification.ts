@@ -12,7 +12,7 @@ export const IDENTIFICATION_CALLBACK_PATH = new RegExp(`^${IDENTIFICATION_CALLBA
  * the address `identificationCallbackUrl(workflowId)` shows. The body must name an identification of that
  * API key and workflow; any other id is answered as not found.
  */
-export function identificationWebhookRoute(options: { identity: IdentityService; metrics: Metrics; bodyLimit?: number }): Route {
+export function identificationWebhookRoute(options: { identity: IdentityService; metrics: Metrics }): Route {
   const completions = options.identity.identificationCompletions;
   return callbackWebhookRoute({
     endpoint: 'identification',
@@ -26,6 +26,5 @@ export function identificationWebhookRoute(options: { identity: IdentityService;
         : outcome;
     },
     metrics: options.metrics,
-    bodyLimit: options.bodyLimit,
   });
 }

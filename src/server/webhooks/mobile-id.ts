@@ -21,7 +21,7 @@ function supportHeader(value: string | string[] | undefined): string | null {
 }
 
 /**
- * The notification_uri of the mobile identity service (spec/mobile-id-notification.md). The sender may not
+ * The notification_uri of the mobile identity service (docs/upstreams.md, Mobile-ID notification). The sender may not
  * retry, so a notification is stored durably before its 204 and published after it. Never answers 3xx.
  *
  * 401 bad or missing client_notification_token; 413 body over 64 KiB; 415 neither JSON nor form;
@@ -35,11 +35,10 @@ function supportHeader(value: string | string[] | undefined): string | null {
 export function mobileIdWebhookRoute(options: {
   mobileId: MobileIdService;
   metrics: Metrics;
-  bodyLimit?: number;
   /** Tests only (GATEWAY_TEST_PAUSE_AT): stops before the notification is stored, and between storing it and the 204. */
   pauseAt?: PauseAt;
 }): Route {
-  const limit = options.bodyLimit ?? MOBILE_ID_NOTIFICATION_BODY_LIMIT;
+  const limit = MOBILE_ID_NOTIFICATION_BODY_LIMIT;
   const count = (outcome: string) => options.metrics.webhooks.inc({ endpoint: 'mobile-id', outcome });
   return {
     method: 'POST',
@@ -49,18 +48,21 @@ export function mobileIdWebhookRoute(options: {
       const requestId = supportHeader(req.headers['x-mobileid-request-id']);
       const transactionId = supportHeader(req.headers['x-mobileid-transaction-id']);
       // The support references go on each line as fields, not through a child logger: a child of the
-      // request's child costs ~15 µs per notification, logged or not (bench scenario 4).
+      // request's child is paid per notification, logged or not (measured in bench/README.md, Optimizations, step 3).
       const support = { mobileIdRequestId: requestId, mobileIdTransactionId: transactionId };
       let scope: string | null = null;
-      const refuse = async (
-        status: number,
-        error: WebhookErrorCode,
-        reason: RejectionReason,
-        description: string,
-        authReqId: string | null = null,
-        outcome = 'rejected',
-        close = false,
-      ) => {
+      const refuse = async (r: {
+        status: number;
+        error: WebhookErrorCode;
+        reason: RejectionReason;
+        description: string;
+        authReqId?: string | null;
+        /** The webhooks metric's outcome (default: rejected). */
+        outcome?: string;
+        /** Answer with Connection: close (the body was not read). */
+        close?: boolean;
+      }) => {
+        const { status, error, reason, description, authReqId = null, outcome = 'rejected', close = false } = r;
         count(outcome);
         options.metrics.mobileIdRejections.inc({ reason });
         ctx.logger.info({ ...support, status, error, rejection: reason, reason: description, authReqId }, 'mobile-ID notification refused');
@@ -80,7 +82,7 @@ export function mobileIdWebhookRoute(options: {
       if (!auth.ok) {
         // An expired token of an app's is that app's refusal; anything else is an outsider's (its own bucket).
         scope = auth.expired?.scope ?? null;
-        return refuse(401, WebhookErrorCode.INVALID_TOKEN, 'UNAUTHORIZED', auth.description, auth.expired?.authReqId ?? null, 'unauthorized', true);
+        return refuse({ status: 401, error: WebhookErrorCode.INVALID_TOKEN, reason: 'UNAUTHORIZED', description: auth.description, authReqId: auth.expired?.authReqId ?? null, outcome: 'unauthorized', close: true });
       }
       scope = auth.scope;
 
@@ -91,16 +93,16 @@ export function mobileIdWebhookRoute(options: {
         parserFor: (type) => (type === 'application/json' ? 'json' : type === 'application/x-www-form-urlencoded' ? formFields : null),
         unsupported: { status: 415, description: 'Content-Type must be application/json or application/x-www-form-urlencoded' },
       });
-      if (!read.ok) return refuse(read.status, read.error, read.reason, read.description, null, 'rejected', read.close);
+      if (!read.ok) return refuse({ status: read.status, error: read.error, reason: read.reason, description: read.description, close: read.close });
       const { body, type } = read;
 
       if (options.pauseAt) await options.pauseAt('webhook-received');
       const result = await options.mobileId.receive(auth, body, { requestId, transactionId, contentType: type, gatewayRequestId: ctx.requestId });
       switch (result.status) {
         case 'unauthorized':
-          return refuse(401, WebhookErrorCode.INVALID_TOKEN, 'UNAUTHORIZED', result.description, result.authReqId, 'unauthorized');
+          return refuse({ status: 401, error: WebhookErrorCode.INVALID_TOKEN, reason: 'UNAUTHORIZED', description: result.description, authReqId: result.authReqId, outcome: 'unauthorized' });
         case 'invalid':
-          return refuse(400, WebhookErrorCode.INVALID_REQUEST, result.reason, result.description, result.authReqId);
+          return refuse({ status: 400, error: WebhookErrorCode.INVALID_REQUEST, reason: result.reason, description: result.description, authReqId: result.authReqId });
         case 'pending':
           // Stored durably; delivered once the id_token is verified (docs/decisions/040). Never "try again".
           count('pending');
@@ -109,13 +111,13 @@ export function mobileIdWebhookRoute(options: {
           return;
         case 'over-limit':
           // The sender does not retry: this authentication is lost, so it is kept in the quarantine with its reason.
-          return refuse(429, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, 'PENDING_LIMIT', result.description, result.authReqId, 'over-limit');
+          return refuse({ status: 429, error: WebhookErrorCode.TEMPORARILY_UNAVAILABLE, reason: 'PENDING_LIMIT', description: result.description, authReqId: result.authReqId, outcome: 'over-limit' });
         case 'over-bound':
           // The token's app has stored its bound (src/store/app-storage.ts): nothing stored, kept in the quarantine.
-          return refuse(429, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, 'STORAGE_BOUND', result.refusal.description, result.authReqId, 'over-bound');
+          return refuse({ status: 429, error: WebhookErrorCode.TEMPORARILY_UNAVAILABLE, reason: 'STORAGE_BOUND', description: result.refusal.description, authReqId: result.authReqId, outcome: 'over-bound' });
         case 'conflict':
           ctx.logger.warn({ ...support, authReqId: result.authReqId }, 'mobile-ID notification differs from the one already stored for its auth_req_id; kept the first');
-          return refuse(409, WebhookErrorCode.INVALID_REQUEST, 'CONFLICT', 'a different notification was already received for this auth_req_id', result.authReqId, 'conflict');
+          return refuse({ status: 409, error: WebhookErrorCode.INVALID_REQUEST, reason: 'CONFLICT', description: 'a different notification was already received for this auth_req_id', authReqId: result.authReqId, outcome: 'conflict' });
         case 'duplicate':
           count('duplicate');
           ctx.logger.info({ ...support, authReqId: result.authReqId }, 'mobile-ID notification received again; acknowledged, not published again');

@@ -7,7 +7,7 @@ import { callbackWebhookRoute } from './callback.js';
 export const VERIFICATION_CALLBACK_PATH = /^\/webhooks\/verification\/([A-Za-z0-9_-]{1,128})$/;
 
 /** The callbackUrl handed to the verification interface (spec: Events 1), with a random token per registration. */
-export function verificationWebhookRoute(options: { identity: IdentityService; metrics: Metrics; bodyLimit?: number }): Route {
+export function verificationWebhookRoute(options: { identity: IdentityService; metrics: Metrics }): Route {
   const { identity } = options;
   return callbackWebhookRoute({
     endpoint: 'verification',
@@ -16,6 +16,5 @@ export function verificationWebhookRoute(options: { identity: IdentityService; m
     isCallbackToken: (token) => identity.isCallbackToken(token),
     receive: (token, body, meta) => identity.receiveCallback(token, body, meta),
     metrics: options.metrics,
-    bodyLimit: options.bodyLimit,
   });
 }

@@ -6,15 +6,15 @@
 //   tracing on       `request` with an SDK tracer and an in-memory exporter (for scale)
 //
 // against a minimal loopback upstream, plus the other off-path hooks on their own (the event-intake and
-// delivery checks). Not part of `npm run bench`; run with `npx tsx bench/tracing-off.ts [rounds] [calls]`.
+// delivery checks). Not part of `npm run bench`; run with `npx tsx bench/experiments/tracing-off.ts [rounds] [calls]`.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
-import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/logger.js';
-import { Metrics } from '../src/metrics.js';
-import { createTracing, TRACING_OFF, type Tracing } from '../src/telemetry/tracing.js';
-import { UpstreamHttp, type UpstreamRequest, type UpstreamResponse } from '../src/upstream/http.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
+import { Metrics } from '../../src/metrics.js';
+import { createTracing, TRACING_OFF, type Tracing } from '../../src/telemetry/tracing.js';
+import { UpstreamHttp, type UpstreamRequest, type UpstreamResponse } from '../../src/upstream/http.js';
 
 const rounds = Number(process.argv[2] ?? 30);
 const calls = Number(process.argv[3] ?? 1000);

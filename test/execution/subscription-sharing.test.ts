@@ -5,8 +5,9 @@ import { request } from 'undici';
 import WebSocket from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { SUBSCRIPTION, postNotification, waitUntil } from '../helpers/mobile-id.js';
-import { subscribe, waitFor, wsClient, type Subscription } from '../identity/helpers.js';
+import { SUBSCRIPTION, postNotification } from '../helpers/mobile-id.js';
+import { subscribe, wsClient, type Subscription } from '../identity/helpers.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
 
 /**
  * Fan-out (docs/decisions/030): the subscribers of one event whose execution would be identical (same
@@ -37,8 +38,7 @@ describe('identical subscriptions share one execution per event', () => {
     subs.push(s);
     return s;
   };
-  const listeners = (authReqId: string) =>
-    (t.gateway.services.events.bus as unknown as { listeners: Map<string, Set<unknown>> }).listeners.get(`mobile-id\u0000${authReqId}`)?.size ?? 0;
+  const listeners = (authReqId: string) => subscribers(t, 'mobile-id', authReqId);
   const counts = async () => {
     const text = await (await request(`${t.url}/metrics`)).body.text();
     const read = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
@@ -65,7 +65,7 @@ describe('identical subscriptions share one execution per event', () => {
   it('20 subscribers of one event with the same document, variables and API key cause exactly one execution, and all get the same result', async () => {
     const id = `req-${randomUUID()}`;
     const all = Array.from({ length: 20 }, () => subscriber(A, SUBSCRIPTION, { id }));
-    await waitUntil(() => listeners(id) === 20);
+    await waitFor(() => listeners(id) === 20);
     const before = await counts();
 
     await notifyForEveryone(id);
@@ -97,7 +97,7 @@ describe('identical subscriptions share one execution per event', () => {
       aWithoutReason: [subscriber(A, WITH_FLAG, { id, withReason: false })],
     };
     const every = Object.values(groups).flat();
-    await waitUntil(() => listeners(id) === every.length);
+    await waitFor(() => listeners(id) === every.length);
     const before = await counts();
 
     await notifyForEveryone(id);
@@ -124,7 +124,7 @@ describe('identical subscriptions share one execution per event', () => {
     const id = `req-${randomUUID()}`;
     const mine = [subscriber(A, SUBSCRIPTION, { id }), subscriber(A, SUBSCRIPTION, { id }), subscriber(A, SUBSCRIPTION, { id })];
     const theirs = [subscriber(B, SUBSCRIPTION, { id }), subscriber(B, SUBSCRIPTION, { id })];
-    await waitUntil(() => listeners(id) === 5);
+    await waitFor(() => listeners(id) === 5);
     const before = await counts();
 
     // The sandbox notifies on a token issued for A: the event is A's alone (src/tenancy.ts).
@@ -169,7 +169,7 @@ describe('identical subscriptions share one execution per event', () => {
       client.subscribe({ query: SUBSCRIPTION, variables: { id } }, { next: (v) => got.results.push(v), error: () => undefined, complete: () => (got.completed = true) });
       sse.push(got);
     }
-    await waitUntil(() => listeners(id) === 4);
+    await waitFor(() => listeners(id) === 4);
     const before = await counts();
 
     const n = await t.gateway.sandbox.mobileId!.buildNotification({ authReqId: id });
@@ -206,9 +206,9 @@ describe('identical subscriptions share one execution per event', () => {
           }),
       ),
     );
-    await waitUntil(() => listeners(id) === 2);
+    await waitFor(() => listeners(id) === 2);
     await notifyForEveryone(id);
-    await waitUntil(() => texts.every((t) => t.length === 3));
+    await waitFor(() => texts.every((t) => t.length === 3));
     for (const [i, [ack, next, complete]] of texts.entries()) {
       expect(JSON.parse(ack!)).toEqual({ type: 'connection_ack' });
       const message = JSON.parse(next!);

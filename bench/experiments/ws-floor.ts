@@ -4,8 +4,8 @@
  * into one write per socket as the gateway does (src/server/ws.ts), to clients in another process. Its CPU per
  * delivery (process.cpuUsage: user and system) is what any server with one WebSocket per subscriber pays at least.
  *
- *   npx tsx bench/ws-floor.ts [--subscribers 1000] [--events 200]   # fan-out: every event to every subscriber
- *   npx tsx bench/ws-floor.ts --subscribers 1 --events 20000          # one delivery at a time (single delivery)
+ *   npx tsx bench/experiments/ws-floor.ts [--subscribers 1000] [--events 200]   # fan-out: every event to every subscriber
+ *   npx tsx bench/experiments/ws-floor.ts --subscribers 1 --events 20000          # one delivery at a time (single delivery)
  *
  * The clients run in a child process (this file with --clients), pinned to the driver core when `taskset` is there,
  * the server to the server core. The server writes one event to every socket per turn of its event loop (the corked
@@ -16,7 +16,7 @@ import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { WebSocketServer, WebSocket } from 'ws';
-import { pin, placement } from './lib/processes.js';
+import { pin, placement } from '../lib/processes.js';
 
 const { values: cli } = parseArgs({
   options: { subscribers: { type: 'string', default: '1000' }, events: { type: 'string', default: '200' }, clients: { type: 'string' } },

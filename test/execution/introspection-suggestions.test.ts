@@ -64,7 +64,7 @@ const TRANSPORTS: Transport[] = ['post', 'apollo', 'get', 'ws', 'sse'];
 async function gatewayFor(transport: Transport, env: Record<string, string>): Promise<TestGateway> {
   if (transport !== 'apollo') return start(env);
   // Every POST through Apollo's own pipeline, not the planned path.
-  const gw = await startTestGateway(env, { httpPlans: false });
+  const gw = await startTestGateway(env, { testing: { httpPlans: false } });
   disposers.push(() => gw.close());
   return gw;
 }

@@ -3,7 +3,7 @@
  * (sandbox upstreams, SQLite NORMAL), the same requests through each one's request handler with an in-memory
  * request and response (no sockets), one at a time, CPU from process.cpuUsage. Alternating rounds.
  *
- *   npx tsx bench/http-plans-micro.ts [operations per round] [rounds] [kinds, e.g. light,tree,mutation] [paths, e.g. apollo,plans]
+ *   npx tsx bench/experiments/http-plans-micro.ts [operations per round] [rounds] [kinds, e.g. light,tree,mutation] [paths, e.g. apollo,plans]
  */
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
@@ -12,9 +12,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
-import { startGateway, type Gateway } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/logger.js';
+import { startGateway, type Gateway } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
 
 const KEY = 'micro-key';
 const N = Number(process.argv[2] ?? 5000);
@@ -63,7 +63,7 @@ async function start(plans: boolean): Promise<{ gateway: Gateway; handler: (req:
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'micro-plans-'));
   const config = loadConfig({ DATA_DIR: dataDir, GATEWAY_API_KEYS: KEY, LOG_LEVEL: 'warn', SQLITE_SYNCHRONOUS: 'NORMAL', SANDBOX_CALLBACK_DELAY_MS: '50' });
   const logger = createLogger({ level: 'warn', destination: new Writable({ write: (_c, _e, cb) => cb() }) });
-  const gateway = await startGateway(config, { port: 0, host: '127.0.0.1', logger, httpPlans: plans });
+  const gateway = await startGateway(config, { port: 0, host: '127.0.0.1', logger, testing: { httpPlans: plans } });
   const handler = gateway.server.listeners('request')[0] as (req: IncomingMessage, res: ServerResponse) => void;
   return { gateway, handler };
 }

@@ -1,11 +1,11 @@
 // What one app's credentials can make the gateway store (docs/decisions/051), measured the way the review did:
 // 500 notifications with a 60 KB unknown field on the app's own token, 20 distinct 1 MB bodies to its identification
 // callback address, 100 identificationCallbackUrl queries of 15 aliases each. Prints one JSON object.
-// Run: npx tsx bench/storage-bounds.ts (against any checkout: it uses only the test helper and public routes).
+// Run: npx tsx bench/experiments/storage-bounds.ts (against any checkout: it uses only the test helper and public routes).
 import fs from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
-import { startTestGateway, type TestGateway } from '../test/helpers/gateway.js';
+import { startTestGateway, type TestGateway } from '../../test/helpers/gateway.js';
 
 const KEY = 'storage-bench-key-0123456789';
 

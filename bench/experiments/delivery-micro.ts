@@ -3,19 +3,19 @@
  * subject, executing the subscription's selection (graphql-js, and graphql-jit's compiled form), presenting and
  * encoding the `next` payload, with the gateway's own schema and the bench's subscription (bench/scenarios/fanout.ts).
  *
- *   npx tsx bench/delivery-micro.ts [iterations, default 50000]
+ *   npx tsx bench/experiments/delivery-micro.ts [iterations, default 50000]
  */
 import { execute, parse } from 'graphql';
 import { compileQuery, isCompiledQuery } from 'graphql-jit';
-import { APP_GRANTS, type Caller } from '../src/caller.js';
-import type { EventRecord } from '../src/events/index.js';
-import { deliverable } from '../src/execution/present.js';
-import { mobileIdResolvers } from '../src/graphql/mobile-id.js';
-import { buildSchema } from '../src/graphql/schema.js';
-import { createLogger } from '../src/logger.js';
-import { SecretBox, sealingContext } from '../src/mobile-id/sealing.js';
-import { authenticationView, keepClear } from '../src/mobile-id/views.js';
-import { SUBSCRIPTION } from './scenarios/fanout.js';
+import { APP_GRANTS, type Caller } from '../../src/caller.js';
+import type { EventRecord } from '../../src/events/index.js';
+import { deliverable } from '../../src/execution/present.js';
+import { mobileIdResolvers } from '../../src/graphql/mobile-id.js';
+import { buildSchema } from '../../src/graphql/schema.js';
+import { createLogger } from '../../src/logger.js';
+import { SecretBox, sealingContext } from '../../src/mobile-id/sealing.js';
+import { authenticationView, keepClear } from '../../src/mobile-id/views.js';
+import { SUBSCRIPTION } from '../scenarios/fanout.js';
 
 const N = Number(process.argv[2] ?? 50_000);
 const schema = buildSchema([mobileIdResolvers] as Record<string, unknown>[]);
@@ -33,7 +33,7 @@ const success = {
   verifiedWith: null, jwksUri: null, leadingKycMatch: null, correlationId: null, extra: {}, sealedExtra: {}, droppedExtra: null,
 };
 const event = (): EventRecord => ({ seq: 1, kind: 'mobile-id', key: authReqId, dedupeKey: 'd', fingerprint: 'f', payload: success, meta: { requestId: 'bench', transactionId: null, contentType: 'application/json', gatewayRequestId: 'r' }, scope, receivedAt: new Date() });
-const context = { caller, warnings: null, services: { mobileId: { authentication: (e: EventRecord) => authenticationView(e, box) } } } as never;
+const context = { caller, warnings: null, services: { mobileId: { authentication: (e: EventRecord) => authenticationView(e, box, Date.now()) } } } as never;
 const document = parse(SUBSCRIPTION);
 const variableValues = { authReqId };
 const compiled = compileQuery(schema, document);
@@ -48,8 +48,8 @@ function perCall(label: string, fn: () => unknown): string {
 }
 
 const rows = ['| stage | µs per delivery |', '|---|---:|'];
-rows.push(perCall('open the sealed subject (AES-GCM, JSON)', () => authenticationView(event(), box) && JSON.parse(box.open(success.sealedPersonal, ctx('personal')))));
-rows.push(perCall('view only (no open)', () => authenticationView(event(), box)));
+rows.push(perCall('open the sealed subject (AES-GCM, JSON)', () => authenticationView(event(), box, Date.now()) && JSON.parse(box.open(success.sealedPersonal, ctx('personal')))));
+rows.push(perCall('view only (no open)', () => authenticationView(event(), box, Date.now())));
 rows.push(perCall('graphql-js execute of the selection (opens the subject)', () => execute({ schema, document, rootValue: event(), contextValue: context, variableValues })));
 rows.push(perCall('graphql-jit compiled selection (opens the subject)', () => compiled.query(event(), context, variableValues)));
 // The intake's clear values on the event's payload (DELIVERY_CLEAR_FROM_INTAKE): nothing to open.

@@ -32,7 +32,7 @@ const ODD_SPECS: Record<string, Record<string, unknown>> = {
 describe('compiled cloud-tree queries over odd ledger values answer as graphql-js', () => {
   const gws: TestGateway[] = [];
   beforeAll(async () => {
-    gws.push(await startTestGateway({}, { httpPlans: false }), await startTestGateway({}));
+    gws.push(await startTestGateway({}, { testing: { httpPlans: false } }), await startTestGateway({}));
   });
   afterAll(async () => {
     await Promise.all(gws.map((g) => g.close()));

@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/memory.ts`: does anything in the gateway grow per request? Starts the gateway as `npm run bench`
+ * `npx tsx bench/experiments/memory.ts`: does anything in the gateway grow per request? Starts the gateway as `npm run bench`
  * does (its own process, over the upstream stub), with the inspector open, on SQLite and on an embedded
  * PostgreSQL. For each kind of request it sends a warm-up (caches fill), then two windows of N requests; after
  * each, two full garbage collections and the heap figures of the gateway's main isolate. Growth per request in
@@ -16,8 +16,8 @@
  */
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Inspector, censusGrowth, type Census } from './lib/inspector.js';
-import { KINDS, KIND_DESCRIPTIONS, Operations, runMany, startLongRunGateway, stopAll, type Database, type Kind, type LongRunGateway } from './lib/long-run.js';
+import { Inspector, censusGrowth, type Census } from '../lib/inspector.js';
+import { KINDS, KIND_DESCRIPTIONS, Operations, runMany, startLongRunGateway, stopAll, type Database, type Kind, type LongRunGateway } from '../lib/long-run.js';
 
 const { values: cli } = parseArgs({
   options: {

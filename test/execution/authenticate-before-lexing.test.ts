@@ -14,7 +14,7 @@ const ALIASES = `{ ${Array.from({ length: 600 }, (_, i) => `a${i}: __typename`).
 
 describe.each([
   ['the planned path', {}],
-  ["Apollo's pipeline", { httpPlans: false }],
+  ["Apollo's pipeline", { testing: { httpPlans: false } }],
 ] as Array<[string, GatewayOptions]>)('authentication before lexing, over %s', (_name, options) => {
   let t: TestGateway;
   beforeAll(async () => {

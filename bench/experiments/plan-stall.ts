@@ -10,7 +10,7 @@
  *    wait of a `ping` sent every 20 ms while they run. The row of 0 plans is 2 s of pings alone: what the machine's
  *    other load adds to every figure.
  *
- *   npx tsx bench/plan-stall.ts [topics, e.g. 10,50,100] [plans in flight, e.g. 0,1,6,12]
+ *   npx tsx bench/experiments/plan-stall.ts [topics, e.g. 10,50,100] [plans in flight, e.g. 0,1,6,12]
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -18,9 +18,9 @@ import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import { startGateway } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { createLogger } from '../src/logger.js';
+import { startGateway } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/logger.js';
 
 const SIZES = (process.argv[2] ?? '10,50,100').split(',').map(Number);
 const IN_FLIGHT = (process.argv[3] ?? '0,1,6,12').split(',').map(Number);

@@ -3,25 +3,25 @@
  * authentication, the scope check, the cost (formula and, for comparison, the per-request walk it replaced) and the
  * whole admission, for the benchmark's mutation and tree query, in this process, with the gateway's own schema.
  *
- *   npx tsx bench/admission-micro.ts [iterations, default 200000]
+ *   npx tsx bench/experiments/admission-micro.ts [iterations, default 200000]
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parse } from 'graphql';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { APP_GRANTS, type Caller } from '../src/caller.js';
-import { loadConfig } from '../src/config.js';
-import { createAdmission } from '../src/execution/admit.js';
-import { OperationLimits } from '../src/execution/limits.js';
-import { scopeCheck } from '../src/execution/scopes.js';
-import { buildSchema } from '../src/graphql/schema.js';
-import type { RateLimits } from '../src/ratelimit/buckets.js';
-import { createAuthenticator } from '../src/server/auth.js';
-import { JwksKeys, JwtAuthenticator } from '../src/server/jwt-auth.js';
-import { createLogger } from '../src/logger.js';
-import { CREATE_NETWORK } from './scenarios/mutation.js';
-import { PROJECT_TREE } from './scenarios/query.js';
+import { APP_GRANTS, type Caller } from '../../src/caller.js';
+import { loadConfig } from '../../src/config.js';
+import { createAdmission } from '../../src/execution/admit.js';
+import { OperationLimits } from '../../src/execution/limits.js';
+import { scopeCheck } from '../../src/execution/scopes.js';
+import { buildSchema } from '../../src/graphql/schema.js';
+import type { RateLimits } from '../../src/ratelimit/buckets.js';
+import { createAuthenticator } from '../../src/server/auth.js';
+import { JwksKeys, JwtAuthenticator } from '../../src/server/jwt-auth.js';
+import { createLogger } from '../../src/logger.js';
+import { CREATE_NETWORK } from '../scenarios/mutation.js';
+import { PROJECT_TREE } from '../scenarios/query.js';
 
 const N = Number(process.argv[2] ?? 200_000);
 const schema = buildSchema([]);

@@ -1,0 +1,93 @@
+// POST /graphql decides between its planned path and Apollo's pipeline from the request's shape, before any work
+// (docs/decisions/065): an operation the admit stage refuses (FORBIDDEN, a refused cost) is answered by the planned
+// path, byte for byte as Apollo answers it, and admitted once, so the app's activity is counted once.
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+
+function post(url: string, body: unknown, key: string): Promise<{ status: number; headers: string[]; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      `${url}/graphql`,
+      { method: 'POST', headers: { connection: 'close', 'content-type': 'application/json', authorization: `Bearer ${key}`, 'x-request-id': 'same-id' }, agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const raw = res.rawHeaders;
+          const headers: string[] = [];
+          for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() !== 'date') headers.push(`${raw[i]}: ${raw[i + 1]}`);
+          resolve({ status: res.statusCode!, headers, body: Buffer.concat(chunks).toString('utf8') });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+const sha = (key: string) => createHash('sha256').update(key).digest('hex');
+
+describe('a refused operation on the planned path of POST /graphql', () => {
+  let apollo: TestGateway;
+  let planned: TestGateway;
+  /** Each gateway's calls of the activity hook (AppActivity.seen), by app. */
+  const seen = new Map<TestGateway, string[]>();
+
+  beforeAll(async () => {
+    const file = path.join(tempDataDir('admit-once-'), 'apps.yaml');
+    fs.writeFileSync(file, `apps:\n  - name: kyc\n    scopes: [identity:read]\n    keys: [{ sha256: ${sha('kyc-key')} }]\n  - name: reader\n    scopes: [cloud:read]\n    keys: [{ sha256: ${sha('reader-key')} }]\n`);
+    [apollo, planned] = await Promise.all([startTestGateway({ GATEWAY_APPS_FILE: file }, { testing: { httpPlans: false } }), startTestGateway({ GATEWAY_APPS_FILE: file })]);
+    for (const gw of [apollo, planned]) {
+      const activity = gw.gateway.services.apps.activity;
+      const calls: string[] = [];
+      seen.set(gw, calls);
+      const original = activity.seen.bind(activity);
+      activity.seen = (app, source, scopes) => {
+        calls.push(app);
+        original(app, source, scopes);
+      };
+    }
+  });
+  afterAll(async () => {
+    await Promise.all([apollo?.close(), planned?.close()]);
+  });
+
+  /** Sends `body` to both gateways: the planned one must answer it itself, with Apollo's bytes, having admitted it once. */
+  async function refusedOnce(body: unknown, key: string, app: string) {
+    const plans = planned.gateway.httpPlans!;
+    const before = { ...plans.stats };
+    for (const calls of seen.values()) calls.length = 0;
+    const a = await post(apollo.url, body, key);
+    const p = await post(planned.url, body, key);
+    expect(p).toEqual(a);
+    expect(seen.get(apollo)).toEqual([app]);
+    expect(seen.get(planned)).toEqual([app]);
+    expect(plans.stats.planned).toBe(before.planned + 1);
+    expect(plans.stats.apollo).toBe(before.apollo);
+    return p;
+  }
+
+  it('FORBIDDEN (a field the app’s scopes do not cover) is admitted once and counted once', async () => {
+    const answer = await refusedOnce({ query: '{ projects { id } }' }, 'kyc-key', 'kyc');
+    expect(answer.status).toBe(403);
+    expect(JSON.parse(answer.body).errors[0].extensions).toMatchObject({ code: 'FORBIDDEN', field: 'Query.projects', scope: 'cloud:read' });
+  });
+
+  it('a refused cost is admitted once and counted once', async () => {
+    const answer = await refusedOnce({ query: '{ projects(first: 100000) { id networks { id subnets { id } } } }' }, 'reader-key', 'reader');
+    expect(answer.status).toBe(400);
+    expect(answer.body).toContain('GRAPHQL_MAX_COST');
+  });
+
+  it('an admitted operation is counted once', async () => {
+    for (const calls of seen.values()) calls.length = 0;
+    const p = await post(planned.url, { query: '{ projects { id } }' }, 'reader-key');
+    expect(p.status).toBe(200);
+    expect(seen.get(planned)).toEqual(['reader']);
+  });
+});
