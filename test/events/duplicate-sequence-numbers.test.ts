@@ -181,7 +181,10 @@ describe('duplicate notifications and burnt sequence numbers on PostgreSQL repli
       expect(Math.max(...burnt.numbersPerLook)).toBe(DUPLICATES + 1);
       expect(burnt.readsAfter).toBeLessThanOrEqual(baseline.readsAfter + 10);
       expect(burnt.statementsAtB).toBeLessThanOrEqual(baseline.statementsAtB * 2.5);
-      expect(burnt.postgresCpuMs).toBeLessThanOrEqual(baseline.postgresCpuMs * 2);
+      // PostgreSQL's CPU also holds A's own probe: while a lower number is held, A publishing its own event first looks
+      // (one indexed statement) whether a lower one was committed, so that an event acknowledged before is delivered
+      // before (decision 061). Measured 1.1-2.1 times the baseline on a loaded machine.
+      expect(burnt.postgresCpuMs).toBeLessThanOrEqual(baseline.postgresCpuMs * 2.5);
     } finally {
       commit();
       await held;
