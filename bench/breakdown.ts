@@ -29,26 +29,35 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
-import { API_KEY, NOTIFICATION_TOKEN, UPSTREAM_TOKEN, gatewayEnv } from './lib/env.js';
+
 import { closedLoop, processCpu } from './lib/cpu.js';
+import { API_KEY, gatewayEnv, NOTIFICATION_TOKEN, UPSTREAM_TOKEN } from './lib/env.js';
 import { graphql } from './lib/harness.js';
 import { Inspector } from './lib/inspector.js';
-import { ROOT, freePort, pin, placement, spawnNode, waitUntilIdle, type Proc } from './lib/processes.js';
+import { freePort, pin, placement, ROOT, spawnNode, waitUntilIdle, type Proc } from './lib/processes.js';
 import { SUBSCRIPTION } from './scenarios/fanout.js';
 import { CREATE_NETWORK } from './scenarios/mutation.js';
 import { PROJECT_TREE, seedTree } from './scenarios/query.js';
-import { WEBHOOK_PATH, notificationBody } from './scenarios/webhook.js';
+import { notificationBody, WEBHOOK_PATH } from './scenarios/webhook.js';
 
 const { values: cli } = parseArgs({
-  options: { ops: { type: 'string', default: '4000' }, 'no-write': { type: 'boolean', default: false }, concurrency: { type: 'string', default: '16' }, only: { type: 'string' }, env: { type: 'string' } },
+  options: {
+    ops: { type: 'string', default: '4000' },
+    'no-write': { type: 'boolean', default: false },
+    concurrency: { type: 'string', default: '16' },
+    only: { type: 'string' },
+    env: { type: 'string' },
+  },
 });
 const OPS = Number(cli.ops);
 const CONCURRENCY = Number(cli.concurrency);
-const GATEWAY_ENV = Object.fromEntries((cli.env ? cli.env.split(',') : []).map((pair) => {
-  const at = pair.indexOf('=');
-  if (at < 1) throw new Error(`--env wants NAME=VALUE[,NAME=VALUE], got ${JSON.stringify(pair)}`);
-  return [pair.slice(0, at).trim(), pair.slice(at + 1)];
-}));
+const GATEWAY_ENV = Object.fromEntries(
+  (cli.env ? cli.env.split(',') : []).map((pair) => {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new Error(`--env wants NAME=VALUE[,NAME=VALUE], got ${JSON.stringify(pair)}`);
+    return [pair.slice(0, at).trim(), pair.slice(at + 1)];
+  }),
+);
 const ONLY = new Set(cli.only ? cli.only.split(',').map((x) => x.trim()) : ['mutation', 'tree', 'intake']);
 
 interface Frame {
@@ -98,35 +107,104 @@ type Stage = (typeof STAGES)[number];
 /** A frame a stage claims at once. */
 const CLAIMS: Array<[Stage, (f: Frame) => boolean]> = [
   ['GC', (f) => f.functionName === '(garbage collector)'],
-  ['SQLite commit (group commit, WAL sync)', (f) => /^(fdatasync|fsync)$/.test(f.functionName) || (/sqlite-dialect/.test(f.url) && /commit|flush|sync/i.test(f.functionName)) || (/durable-baseline/.test(f.url) && f.functionName === 'flush')],
-  ['opening sealed fields', (f) => (/mobile-id\/sealing/.test(f.url) && f.functionName === 'open') || f.functionName === 'Decipheriv' || /mobile-id\/views/.test(f.url)],
+  [
+    'SQLite commit (group commit, WAL sync)',
+    (f) =>
+      /^(fdatasync|fsync)$/.test(f.functionName) ||
+      (/sqlite-dialect/.test(f.url) && /commit|flush|sync/i.test(f.functionName)) ||
+      (/durable-baseline/.test(f.url) && f.functionName === 'flush'),
+  ],
+  [
+    'opening sealed fields',
+    (f) =>
+      (/mobile-id\/sealing/.test(f.url) && f.functionName === 'open') ||
+      f.functionName === 'Decipheriv' ||
+      /mobile-id\/views/.test(f.url),
+  ],
   ['encoding (payload JSON, frame)', (f) => /server\/ws/.test(f.url) && f.functionName === 'sendResult'],
   ['presenting (masking, warnings)', (f) => /execution\/present/.test(f.url)],
   ['graphql-ws protocol (complete, bookkeeping)', (f) => /node_modules\/graphql-ws/.test(f.url)],
   ['bus (publish)', (f) => /events\/(bus|index)/.test(f.url)],
-  ['matching (event stream, subscription iterator)', (f) => /events\/stream|graphql\/subscriptions/.test(f.url) || (/execution\/run/.test(f.url) && /next/.test(f.functionName))],
-  ['metrics and tracing', (f) => /prom-client|@opentelemetry|pino|src\/metrics|src\/telemetry|src\/logger|execution\/tracing|server\/tracing/.test(f.url)],
-  ['variable coercion', (f) => /^(coerceVariableValues|getVariableValues|coerceInputValue|coerceInputValueImpl)$/.test(f.functionName)],
+  [
+    'matching (event stream, subscription iterator)',
+    (f) =>
+      /events\/stream|graphql\/subscriptions/.test(f.url) ||
+      (/execution\/run/.test(f.url) && /next/.test(f.functionName)),
+  ],
+  [
+    'metrics and tracing',
+    (f) =>
+      /prom-client|@opentelemetry|pino|src\/metrics|src\/telemetry|src\/logger|execution\/tracing|server\/tracing/.test(
+        f.url,
+      ),
+  ],
+  [
+    'variable coercion',
+    (f) => /^(coerceVariableValues|getVariableValues|coerceInputValue|coerceInputValueImpl)$/.test(f.functionName),
+  ],
   ['authentication', (f) => /server\/auth|server\/jwt-auth|src\/caller|mobile-id\/tokens/.test(f.url)],
-  ['sealing and digests', (f) => /mobile-id\/sealing|src\/fingerprint|canonicalize/.test(f.url) || /^(Hmac|Hash|createCipherBase|Cipheriv|Decipheriv)$/.test(f.functionName)],
-  ['notification parse and checks', (f) => /mobile-id\/(wire|verify|intake)|webhooks\/body|zod/.test(f.url) || (/servers\/baseline/.test(f.url) && f.functionName === 'webhook')],
+  [
+    'sealing and digests',
+    (f) =>
+      /mobile-id\/sealing|src\/fingerprint|canonicalize/.test(f.url) ||
+      /^(Hmac|Hash|createCipherBase|Cipheriv|Decipheriv)$/.test(f.functionName),
+  ],
+  [
+    'notification parse and checks',
+    (f) =>
+      /mobile-id\/(wire|verify|intake)|webhooks\/body|zod/.test(f.url) ||
+      (/servers\/baseline/.test(f.url) && f.functionName === 'webhook'),
+  ],
   ['event log write', (f) => /events\/log/.test(f.url) || f.functionName === 'insertNotification'],
   ['bus, matching and delivery', (f) => /events\/(bus|index|stream)|graphql\/subscriptions|server\/ws/.test(f.url)],
-  ['admission (scopes, cost, rate limit)', (f) => /execution\/(admit|scopes|limits|cost-formula)|src\/ratelimit/.test(f.url)],
-  ['plan lookup', (f) => /execution\/prepare|server\/trusted-documents/.test(f.url) || (/server\/http-plans/.test(f.url) && /plan|lookup|prepare|document/i.test(f.functionName))],
-  ['ledger and SQLite statements', (f) => /store\/idempotency/.test(f.url) && /complet|finish|done|record/i.test(f.functionName)],
+  [
+    'admission (scopes, cost, rate limit)',
+    (f) => /execution\/(admit|scopes|limits|cost-formula)|src\/ratelimit/.test(f.url),
+  ],
+  [
+    'plan lookup',
+    (f) =>
+      /execution\/prepare|server\/trusted-documents/.test(f.url) ||
+      (/server\/http-plans/.test(f.url) && /plan|lookup|prepare|document/i.test(f.functionName)),
+  ],
+  [
+    'ledger and SQLite statements',
+    (f) => /store\/idempotency/.test(f.url) && /complet|finish|done|record/i.test(f.functionName),
+  ],
   ['idempotency claim', (f) => /upstream\/idempotency|store\/idempotency/.test(f.url) || f.functionName === 'claimKey'],
   ['upstream call', (f) => /undici|upstream\/http|cloud\/client/.test(f.url)],
-  ['ledger and SQLite statements', (f) => /store\/ledger|store\/provisionings/.test(f.url) || f.functionName === 'recordNetwork'],
-  ['response', (f) => /execution\/present|node:_http_outgoing/.test(f.url) || (/server\/(http-plans|respond)|servers\/http/.test(f.url) && /^(send|answer|sendJson|respond)/.test(f.functionName))],
-  ['resolver and execution', (f) => /src\/graphql\/|src\/cloud\/|graphql-jit|dataloader|graphql\/execution|execution\/run|execution\/shared|@apollo\/server/.test(f.url) || /^(mutation|query)$/.test(f.functionName)],
-  ['HTTP read', (f) => /server\/(http|graphql|http-plans|respond)\.ts|servers\/http\.ts|node:_http_(incoming|server|common)/.test(f.url)],
+  [
+    'ledger and SQLite statements',
+    (f) => /store\/ledger|store\/provisionings/.test(f.url) || f.functionName === 'recordNetwork',
+  ],
+  [
+    'response',
+    (f) =>
+      /execution\/present|node:_http_outgoing/.test(f.url) ||
+      (/server\/(http-plans|respond)|servers\/http/.test(f.url) &&
+        /^(send|answer|sendJson|respond)/.test(f.functionName)),
+  ],
+  [
+    'resolver and execution',
+    (f) =>
+      /src\/graphql\/|src\/cloud\/|graphql-jit|dataloader|graphql\/execution|execution\/run|execution\/shared|@apollo\/server/.test(
+        f.url,
+      ) || /^(mutation|query)$/.test(f.functionName),
+  ],
+  [
+    'HTTP read',
+    (f) =>
+      /server\/(http|graphql|http-plans|respond)\.ts|servers\/http\.ts|node:_http_(incoming|server|common)/.test(f.url),
+  ],
 ];
 /** Frames that belong to whoever called them: the storage layer (the ledger when no caller claims them). */
 const STORAGE = (f: Frame) => /sqlite-dialect|store\/|kysely|better-sqlite3/.test(f.url);
 
 /** Frames of the kernel's socket writes, which belong to the WebSocket when a ws frame is on the stack. */
-const SOCKET = (f: Frame) => /node:net|stream_base_commons|^(writev|writeUtf8String|writeBuffer|writeGeneric|writevGeneric)$/.test(f.url || f.functionName);
+const SOCKET = (f: Frame) =>
+  /node:net|stream_base_commons|^(writev|writeUtf8String|writeBuffer|writeGeneric|writevGeneric)$/.test(
+    f.url || f.functionName,
+  );
 const WEBSOCKET = (f: Frame) => /node_modules\/ws\/|server\/ws\.ts|node_modules\/graphql-ws/.test(f.url);
 
 function stageOf(stack: Frame[]): Stage {
@@ -141,7 +219,16 @@ function stageOf(stack: Frame[]): Stage {
     const claimed = CLAIMS.find(([, test]) => test(f));
     if (claimed) {
       // A statement run for a stage that is not the storage's own (the resolver reading the ledger) is ledger work.
-      if (storage && !['idempotency claim', 'ledger and SQLite statements', 'event log write', 'SQLite commit (group commit, WAL sync)'].includes(claimed[0])) return 'ledger and SQLite statements';
+      if (
+        storage &&
+        ![
+          'idempotency claim',
+          'ledger and SQLite statements',
+          'event log write',
+          'SQLite commit (group commit, WAL sync)',
+        ].includes(claimed[0])
+      )
+        return 'ledger and SQLite statements';
       return claimed[0];
     }
     if (STORAGE(f)) storage = true;
@@ -182,7 +269,10 @@ interface Server {
   inspector: Inspector;
 }
 
-async function measure(server: Server, request: () => Promise<void>): Promise<{ stages: Map<Stage, number>; cpuUs: number }> {
+async function measure(
+  server: Server,
+  request: () => Promise<void>,
+): Promise<{ stages: Map<Stage, number>; cpuUs: number }> {
   await closedLoop(Math.min(OPS, 2000), CONCURRENCY, request); // warm-up
   await waitUntilIdle(server.proc.pid, 5_000);
   await server.inspector.send('Profiler.enable');
@@ -197,21 +287,29 @@ async function measure(server: Server, request: () => Promise<void>): Promise<{ 
 }
 
 /** `count` graphql-ws subscriptions, each waiting for its own auth_req_id, over 16 connections of this process. */
-async function waitingSubscribers(origin: string, count: number): Promise<{ ids: string[]; delivered(id: string): Promise<void>; close(): void }> {
+async function waitingSubscribers(
+  origin: string,
+  count: number,
+): Promise<{ ids: string[]; delivered(id: string): Promise<void>; close(): void }> {
   const wsUrl = `${origin.replace(/^http/, 'ws')}/graphql`;
   const sockets = await Promise.all(
-    Array.from({ length: 16 }, () =>
-      new Promise<WebSocket>((resolve, reject) => {
-        const ws = new WebSocket(wsUrl, 'graphql-transport-ws', { headers: { authorization: `Bearer ${API_KEY}` }, perMessageDeflate: false });
-        ws.once('error', reject);
-        ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: {} })));
-        ws.on('message', function ack(data) {
-          if ((JSON.parse(String(data)) as { type: string }).type === 'connection_ack') {
-            ws.off('message', ack);
-            resolve(ws);
-          }
-        });
-      }),
+    Array.from(
+      { length: 16 },
+      () =>
+        new Promise<WebSocket>((resolve, reject) => {
+          const ws = new WebSocket(wsUrl, 'graphql-transport-ws', {
+            headers: { authorization: `Bearer ${API_KEY}` },
+            perMessageDeflate: false,
+          });
+          ws.once('error', reject);
+          ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: {} })));
+          ws.on('message', function ack(data) {
+            if ((JSON.parse(String(data)) as { type: string }).type === 'connection_ack') {
+              ws.off('message', ack);
+              resolve(ws);
+            }
+          });
+        }),
     ),
   );
   const waiting = new Map<string, () => void>();
@@ -227,27 +325,54 @@ async function waitingSubscribers(origin: string, count: number): Promise<{ ids:
     });
   }
   const ids = Array.from({ length: count }, () => randomUUID());
-  ids.forEach((id, i) => sockets[i % sockets.length]!.send(JSON.stringify({ id, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { authReqId: id } } })));
+  ids.forEach((id, i) =>
+    sockets[i % sockets.length]!.send(
+      JSON.stringify({ id, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { authReqId: id } } }),
+    ),
+  );
   await new Promise((r) => setTimeout(r, 2_000));
   return {
     ids,
-    delivered: (id) => (arrived.delete(id) ? Promise.resolve() : new Promise<void>((resolve) => waiting.set(id, resolve))),
+    delivered: (id) =>
+      arrived.delete(id) ? Promise.resolve() : new Promise<void>((resolve) => waiting.set(id, resolve)),
     close: () => sockets.forEach((ws) => ws.terminate()),
   };
 }
 
-async function start(name: string, script: string, args: string[], env: Record<string, string>, cpus: string | null, readiness: { url: string } | { line: true }): Promise<Server> {
+async function start(
+  name: string,
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+  cpus: string | null,
+  readiness: { url: string } | { line: true },
+): Promise<Server> {
   const inspectPort = await freePort();
-  const proc = await spawnNode(name, { script, args, env, cpus, nodeArgs: [`--inspect=127.0.0.1:${inspectPort}`], readiness, timeoutMs: 60_000 });
+  const proc = await spawnNode(name, {
+    script,
+    args,
+    env,
+    cpus,
+    nodeArgs: [`--inspect=127.0.0.1:${inspectPort}`],
+    readiness,
+    timeoutMs: 60_000,
+  });
   const origin = 'url' in readiness ? new URL(readiness.url).origin : String(proc.ready.url);
   return { name, proc, origin, inspector: await Inspector.connect(inspectPort) };
 }
 
-function table(title: string, columns: Array<{ name: string; m: { stages: Map<Stage, number>; cpuUs: number } }>): string {
+function table(
+  title: string,
+  columns: Array<{ name: string; m: { stages: Map<Stage, number>; cpuUs: number } }>,
+): string {
   const us = (v: number | undefined) => (v === undefined || Math.abs(v) < 0.05 ? '–' : v.toFixed(1));
   const shown = STAGES.filter((s) => columns.some((c) => (c.m.stages.get(s) ?? 0) >= 0.05));
   const lines = [
-    `**${title}**: µs per operation of the main thread's time, sampled (${OPS} operations, ${CONCURRENCY} in flight). A sample is time the thread was not idle, so a synchronous wait on the main thread (the durable baseline's fsync inside its COMMIT) counts, while the gateway syncs the WAL on libuv's pool; the last row is the process's CPU from /proc.`, '', `| stage | ${columns.map((c) => c.name).join(' | ')} |`, `|---|${columns.map(() => '---:').join('|')}|`];
+    `**${title}**: µs per operation of the main thread's time, sampled (${OPS} operations, ${CONCURRENCY} in flight). A sample is time the thread was not idle, so a synchronous wait on the main thread (the durable baseline's fsync inside its COMMIT) counts, while the gateway syncs the WAL on libuv's pool; the last row is the process's CPU from /proc.`,
+    '',
+    `| stage | ${columns.map((c) => c.name).join(' | ')} |`,
+    `|---|${columns.map(() => '---:').join('|')}|`,
+  ];
   for (const s of shown) lines.push(`| ${s} | ${columns.map((c) => us(c.m.stages.get(s))).join(' | ')} |`);
   const mainThread = columns.map((c) => [...c.m.stages.values()].reduce((a, b) => a + b, 0));
   lines.push(`| *main thread, sampled, in all* | ${mainThread.map((v) => us(v)).join(' | ')} |`);
@@ -261,40 +386,111 @@ async function main(): Promise<void> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-breakdown-'));
   const procs: Proc[] = [];
   try {
-    const stub = await spawnNode('upstream', { script: 'bench/servers/upstream.ts', cpus: place.driver, readiness: { line: true } });
+    const stub = await spawnNode('upstream', {
+      script: 'bench/servers/upstream.ts',
+      cpus: place.driver,
+      readiness: { line: true },
+    });
     procs.push(stub);
     const stubUrl = String(stub.ready.url);
     const port = await freePort();
     const gwDir = path.join(root, 'gateway');
     fs.mkdirSync(gwDir);
-    const gateway = await start('gateway', 'src/main.ts', [], { ...gatewayEnv({ port, dataDir: gwDir, stubUrl }), SQLITE_SYNCHRONOUS: 'FULL', ...GATEWAY_ENV }, place.server, { url: `http://127.0.0.1:${port}/readyz` });
+    const gateway = await start(
+      'gateway',
+      'src/main.ts',
+      [],
+      { ...gatewayEnv({ port, dataDir: gwDir, stubUrl }), SQLITE_SYNCHRONOUS: 'FULL', ...GATEWAY_ENV },
+      place.server,
+      { url: `http://127.0.0.1:${port}/readyz` },
+    );
     procs.push(gateway.proc);
     const durableDir = path.join(root, 'durable');
     fs.mkdirSync(durableDir);
-    const durable = await start('durable baseline', 'bench/servers/durable-baseline.ts', ['--upstream', stubUrl, '--token', UPSTREAM_TOKEN, '--api-key', API_KEY, '--data-dir', durableDir, '--synchronous', 'FULL'], {}, place.server, { line: true });
+    const durable = await start(
+      'durable baseline',
+      'bench/servers/durable-baseline.ts',
+      [
+        '--upstream',
+        stubUrl,
+        '--token',
+        UPSTREAM_TOKEN,
+        '--api-key',
+        API_KEY,
+        '--data-dir',
+        durableDir,
+        '--synchronous',
+        'FULL',
+      ],
+      {},
+      place.server,
+      { line: true },
+    );
     procs.push(durable.proc);
 
-    const projectId = (await graphql<{ createProject: { project: { id: string } } }>(gateway.origin, API_KEY, 'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }', { input: { name: 'breakdown', description: 'bench' } })).createProject.project.id;
+    const projectId = (
+      await graphql<{ createProject: { project: { id: string } } }>(
+        gateway.origin,
+        API_KEY,
+        'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
+        { input: { name: 'breakdown', description: 'bench' } },
+      )
+    ).createProject.project.id;
     const treeId = await seedTree(gateway.origin);
     const baselineDir = path.join(root, 'baseline');
     fs.mkdirSync(baselineDir);
-    const baseline = await start('baseline', 'bench/servers/baseline.ts', ['--upstream', stubUrl, '--token', UPSTREAM_TOKEN, '--gateway-db', path.join(gwDir, 'gateway.sqlite'), '--data-dir', baselineDir, '--synchronous', 'FULL', '--notification-token', NOTIFICATION_TOKEN], {}, place.server, { line: true });
+    const baseline = await start(
+      'baseline',
+      'bench/servers/baseline.ts',
+      [
+        '--upstream',
+        stubUrl,
+        '--token',
+        UPSTREAM_TOKEN,
+        '--gateway-db',
+        path.join(gwDir, 'gateway.sqlite'),
+        '--data-dir',
+        baselineDir,
+        '--synchronous',
+        'FULL',
+        '--notification-token',
+        NOTIFICATION_TOKEN,
+      ],
+      {},
+      place.server,
+      { line: true },
+    );
     procs.push(baseline.proc);
-    const seeded = await fetch(`${durable.origin}/seed`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ projectId }) });
+    const seeded = await fetch(`${durable.origin}/seed`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ projectId }),
+    });
     if (seeded.status !== 200) throw new Error(`durable baseline: seed answered ${seeded.status}`);
 
     const headers = { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` };
-    const client = (origin: string, urlPath: string, body: () => string, expect = 200, h: Record<string, string> = headers) => {
+    const client = (
+      origin: string,
+      urlPath: string,
+      body: () => string,
+      expect = 200,
+      h: Record<string, string> = headers,
+    ) => {
       const pool = new Pool(origin, { connections: CONCURRENCY });
       return async () => {
         const res = await pool.request({ method: 'POST', path: urlPath, headers: h, body: body() });
         const text = await res.body.text();
-        if (res.statusCode !== expect || text.includes('"errors"')) throw new Error(`${origin}${urlPath} answered ${res.statusCode}: ${text.slice(0, 200)}`);
+        if (res.statusCode !== expect || text.includes('"errors"'))
+          throw new Error(`${origin}${urlPath} answered ${res.statusCode}: ${text.slice(0, 200)}`);
       };
     };
     const notification = notificationBody();
     const webhookHeaders = { 'content-type': 'application/json', authorization: `Bearer ${NOTIFICATION_TOKEN}` };
-    const mutationBody = () => JSON.stringify({ query: CREATE_NETWORK, variables: { input: { projectId, title: 'breakdown-net' }, key: randomUUID() } });
+    const mutationBody = () =>
+      JSON.stringify({
+        query: CREATE_NETWORK,
+        variables: { input: { projectId, title: 'breakdown-net' }, key: randomUUID() },
+      });
     const treeBody = JSON.stringify({ query: PROJECT_TREE, variables: { id: treeId } });
 
     type M = { stages: Map<Stage, number>; cpuUs: number };
@@ -304,33 +500,51 @@ async function main(): Promise<void> {
       const gwMutation = await measure(gateway, client(gateway.origin, '/graphql', mutationBody));
       process.stderr.write('mutation: durable baseline\n');
       const durableMutation = await measure(durable, client(durable.origin, '/mutation', mutationBody));
-      tables.push(table('createNetwork', [
-        { name: 'gateway', m: gwMutation },
-        { name: 'durable baseline', m: durableMutation },
-      ]));
+      tables.push(
+        table('createNetwork', [
+          { name: 'gateway', m: gwMutation },
+          { name: 'durable baseline', m: durableMutation },
+        ]),
+      );
     }
     if (ONLY.has('tree')) {
       process.stderr.write('tree query: gateway\n');
-      const gwTree = await measure(gateway, client(gateway.origin, '/graphql', () => treeBody));
+      const gwTree = await measure(
+        gateway,
+        client(gateway.origin, '/graphql', () => treeBody),
+      );
       process.stderr.write('tree query: baseline\n');
-      const baseTree = await measure(baseline, client(baseline.origin, '/query', () => treeBody));
-      tables.push(table('tree query (50 resources)', [
-        { name: 'gateway', m: gwTree },
-        { name: 'baseline (SQLite by hand)', m: baseTree },
-      ]));
+      const baseTree = await measure(
+        baseline,
+        client(baseline.origin, '/query', () => treeBody),
+      );
+      tables.push(
+        table('tree query (50 resources)', [
+          { name: 'gateway', m: gwTree },
+          { name: 'baseline (SQLite by hand)', m: baseTree },
+        ]),
+      );
     }
     let gwIntake: M | null = null;
     if (ONLY.has('intake') || ONLY.has('delivery')) {
       process.stderr.write('intake: gateway\n');
-      gwIntake = await measure(gateway, client(gateway.origin, WEBHOOK_PATH, () => notification.replace('{{uuid}}', randomUUID()), 204, webhookHeaders));
+      gwIntake = await measure(
+        gateway,
+        client(gateway.origin, WEBHOOK_PATH, () => notification.replace('{{uuid}}', randomUUID()), 204, webhookHeaders),
+      );
     }
     if (ONLY.has('intake')) {
       process.stderr.write('intake: baseline\n');
-      const baseIntake = await measure(baseline, client(baseline.origin, '/webhook', () => notification.replace('{{uuid}}', randomUUID()), 204, webhookHeaders));
-      tables.push(table('mobile-ID notification, nobody waiting', [
-        { name: 'gateway', m: gwIntake! },
-        { name: 'baseline (one insert, its own commit)', m: baseIntake },
-      ]));
+      const baseIntake = await measure(
+        baseline,
+        client(baseline.origin, '/webhook', () => notification.replace('{{uuid}}', randomUUID()), 204, webhookHeaders),
+      );
+      tables.push(
+        table('mobile-ID notification, nobody waiting', [
+          { name: 'gateway', m: gwIntake! },
+          { name: 'baseline (one insert, its own commit)', m: baseIntake },
+        ]),
+      );
     }
     if (ONLY.has('delivery')) {
       process.stderr.write('delivery: gateway\n');
@@ -340,7 +554,12 @@ async function main(): Promise<void> {
       const deliver = async () => {
         const id = subs.ids[next++]!;
         const done = subs.delivered(id);
-        const res = await pool.request({ method: 'POST', path: WEBHOOK_PATH, headers: webhookHeaders, body: notification.replace('{{uuid}}', id) });
+        const res = await pool.request({
+          method: 'POST',
+          path: WEBHOOK_PATH,
+          headers: webhookHeaders,
+          body: notification.replace('{{uuid}}', id),
+        });
         await res.body.dump();
         if (res.statusCode !== 204) throw new Error(`webhook answered ${res.statusCode}`);
         await done;
@@ -348,16 +567,24 @@ async function main(): Promise<void> {
       const gwDelivery = await measure(gateway, deliver);
       subs.close();
       await pool.close();
-      const diff: M = { stages: new Map(STAGES.map((st) => [st, (gwDelivery.stages.get(st) ?? 0) - (gwIntake!.stages.get(st) ?? 0)])), cpuUs: gwDelivery.cpuUs - gwIntake!.cpuUs };
-      tables.push(table('mobile-ID notification with its one waiting subscriber (graphql-ws)', [
-        { name: 'gateway, nobody waiting', m: gwIntake! },
-        { name: 'gateway, one subscriber waiting', m: gwDelivery },
-        { name: 'difference: one delivery', m: diff },
-      ]));
+      const diff: M = {
+        stages: new Map(STAGES.map((st) => [st, (gwDelivery.stages.get(st) ?? 0) - (gwIntake!.stages.get(st) ?? 0)])),
+        cpuUs: gwDelivery.cpuUs - gwIntake!.cpuUs,
+      };
+      tables.push(
+        table('mobile-ID notification with its one waiting subscriber (graphql-ws)', [
+          { name: 'gateway, nobody waiting', m: gwIntake! },
+          { name: 'gateway, one subscriber waiting', m: gwDelivery },
+          { name: 'difference: one delivery', m: diff },
+        ]),
+      );
     }
 
     const block = [
-      `Run of ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC · Node ${process.version} · load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} at the end · \`npm run bench:breakdown\``,
+      `Run of ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC · Node ${process.version} · load average ${os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')} at the end · \`npm run bench:breakdown\``,
       '',
       ...tables.flatMap((t) => [t, '']),
     ].join('\n');
@@ -367,7 +594,10 @@ async function main(): Promise<void> {
       const text = fs.readFileSync(file, 'utf8');
       const [startMark, endMark] = ['<!-- breakdown:start -->', '<!-- breakdown:end -->'];
       if (!text.includes(startMark)) throw new Error(`bench/README.md has no ${startMark} marker`);
-      fs.writeFileSync(file, text.replace(new RegExp(`${startMark}[\\s\\S]*?${endMark}`), `${startMark}\n${block}\n${endMark}`));
+      fs.writeFileSync(
+        file,
+        text.replace(new RegExp(`${startMark}[\\s\\S]*?${endMark}`), `${startMark}\n${block}\n${endMark}`),
+      );
     }
   } finally {
     for (const p of procs.reverse()) await p.stop().catch(() => undefined);
@@ -375,7 +605,12 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(() => process.exit(0), (err: unknown) => {
-  process.stderr.write(`bench:breakdown failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-});
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(
+      `bench:breakdown failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    process.exit(1);
+  },
+);

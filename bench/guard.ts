@@ -30,20 +30,21 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
-import { API_KEY, NOTIFICATION_TOKEN, gatewayEnv } from './lib/env.js';
-import { graphql } from './lib/harness.js';
-import { setTimeout as sleep } from 'node:timers/promises';
+
 import { closedLoop, processCpu } from './lib/cpu.js';
-import { ROOT, freePort, pin, placement, spawnNode, type Proc } from './lib/processes.js';
+import { API_KEY, gatewayEnv, NOTIFICATION_TOKEN } from './lib/env.js';
+import { graphql } from './lib/harness.js';
+import { freePort, pin, placement, ROOT, spawnNode, type Proc } from './lib/processes.js';
 import { median } from './lib/stats.js';
 import { SUBSCRIPTION } from './scenarios/fanout.js';
 import { CREATE_NETWORK } from './scenarios/mutation.js';
 import { PROJECT_TREE, seedTree } from './scenarios/query.js';
-import { WEBHOOK_PATH, notificationBody } from './scenarios/webhook.js';
+import { notificationBody, WEBHOOK_PATH } from './scenarios/webhook.js';
 
 const PATHS = ['mutation', 'tree', 'intake', 'delivery'] as const;
 type PathName = (typeof PATHS)[number];
@@ -75,13 +76,16 @@ function fail(message: string): never {
 }
 
 const rounds = Number(cli.rounds);
-if (!Number.isInteger(rounds) || rounds < 2) fail(`--rounds wants a whole number ≥ 2, got ${JSON.stringify(cli.rounds)}`);
+if (!Number.isInteger(rounds) || rounds < 2)
+  fail(`--rounds wants a whole number ≥ 2, got ${JSON.stringify(cli.rounds)}`);
 const paths = (cli.paths ? cli.paths.split(',').map((s) => s.trim()) : [...PATHS]) as PathName[];
-for (const p of paths) if (!PATHS.includes(p)) fail(`--paths: unknown path ${JSON.stringify(p)} (known: ${PATHS.join(', ')})`);
+for (const p of paths)
+  if (!PATHS.includes(p)) fail(`--paths: unknown path ${JSON.stringify(p)} (known: ${PATHS.join(', ')})`);
 const opsScale = cli.quick ? 0.5 : 1;
 if (cli.concurrency !== undefined) {
   CONCURRENCY = Number(cli.concurrency);
-  if (!Number.isInteger(CONCURRENCY) || CONCURRENCY < 1) fail(`--concurrency wants a whole number ≥ 1, got ${JSON.stringify(cli.concurrency)}`);
+  if (!Number.isInteger(CONCURRENCY) || CONCURRENCY < 1)
+    fail(`--concurrency wants a whole number ≥ 1, got ${JSON.stringify(cli.concurrency)}`);
 }
 function envList(option: string, raw: string | undefined): Record<string, string> {
   const out: Record<string, string> = {};
@@ -98,12 +102,14 @@ const slowdown = (() => {
   const raw = process.env.BENCH_GUARD_SLOWDOWN;
   if (!raw) return null;
   const m = /^(\w+):(\d+(?:\.\d+)?)$/.exec(raw);
-  if (!m || !PATHS.includes(m[1] as PathName)) fail(`BENCH_GUARD_SLOWDOWN wants <path>:<percent> (paths: ${PATHS.join(', ')}), got ${JSON.stringify(raw)}`);
+  if (!m || !PATHS.includes(m[1] as PathName))
+    fail(`BENCH_GUARD_SLOWDOWN wants <path>:<percent> (paths: ${PATHS.join(', ')}), got ${JSON.stringify(raw)}`);
   return { path: m[1] as PathName, share: Number(m[2]) / 100 };
 })();
 
 const started = Date.now();
-const log = (line: string) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
+const log = (line: string) =>
+  process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
 
 /** Every gateway process of the guard, so that a round starts only once both sides are quiet. */
 const gatewayPids: number[] = [];
@@ -127,7 +133,9 @@ function snapshot(ref: string): { dir: string; label: string; cleanup(): void } 
   if (ref === '.') return { dir: ROOT, label: 'working tree', cleanup: () => undefined };
   let sha: string;
   try {
-    sha = execFileSync('git', ['-C', ROOT, 'rev-parse', '--verify', '--quiet', `${ref}^{commit}`], { encoding: 'utf8' }).trim();
+    sha = execFileSync('git', ['-C', ROOT, 'rev-parse', '--verify', '--quiet', `${ref}^{commit}`], {
+      encoding: 'utf8',
+    }).trim();
   } catch {
     fail(`--against ${ref}: no such commit in this repository`);
   }
@@ -149,7 +157,14 @@ interface Side {
   mutationBody: string;
 }
 
-async function startSide(name: Side['name'], label: string, checkout: string, stubUrl: string, root: string, cpus: string | null): Promise<Side> {
+async function startSide(
+  name: Side['name'],
+  label: string,
+  checkout: string,
+  stubUrl: string,
+  root: string,
+  cpus: string | null,
+): Promise<Side> {
   const dataDir = path.join(root, name);
   fs.mkdirSync(dataDir);
   const port = await freePort();
@@ -184,15 +199,29 @@ async function startSide(name: Side['name'], label: string, checkout: string, st
     pool,
     burnUs: 0,
     treeBody: JSON.stringify({ query: PROJECT_TREE, variables: { id: await seedTree(origin) } }),
-    mutationBody: JSON.stringify({ query: CREATE_NETWORK, variables: { input: { projectId, title: 'guard-net' }, key: '{{uuid}}' } }),
+    mutationBody: JSON.stringify({
+      query: CREATE_NETWORK,
+      variables: { input: { projectId, title: 'guard-net' }, key: '{{uuid}}' },
+    }),
   };
 }
 
 const GRAPHQL_HEADERS = { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` };
-const WEBHOOK_HEADERS = { 'content-type': 'application/json', authorization: `Bearer ${NOTIFICATION_TOKEN}`, 'x-mobileid-request-id': 'guard' };
+const WEBHOOK_HEADERS = {
+  'content-type': 'application/json',
+  authorization: `Bearer ${NOTIFICATION_TOKEN}`,
+  'x-mobileid-request-id': 'guard',
+};
 const NOTIFICATION = notificationBody();
 
-async function post(side: Side, p: PathName, urlPath: string, headers: Record<string, string>, body: string, expect: number): Promise<void> {
+async function post(
+  side: Side,
+  p: PathName,
+  urlPath: string,
+  headers: Record<string, string>,
+  body: string,
+  expect: number,
+): Promise<void> {
   const burn = side.burnUs > 0 && slowdown?.path === p ? { 'x-guard-burn-us': String(Math.round(side.burnUs)) } : {};
   const res = await side.pool.request({ method: 'POST', path: urlPath, headers: { ...headers, ...burn }, body });
   const text = await res.body.text();
@@ -202,21 +231,29 @@ async function post(side: Side, p: PathName, urlPath: string, headers: Record<st
 }
 
 /** `count` graphql-ws subscriptions, each waiting for its own auth_req_id, spread over CONCURRENCY connections. */
-async function waitingSubscribers(side: Side, count: number): Promise<{ ids: string[]; delivered(id: string): Promise<void>; close(): void }> {
+async function waitingSubscribers(
+  side: Side,
+  count: number,
+): Promise<{ ids: string[]; delivered(id: string): Promise<void>; close(): void }> {
   const wsUrl = `${side.origin.replace(/^http/, 'ws')}/graphql`;
   const sockets = await Promise.all(
-    Array.from({ length: CONCURRENCY }, () =>
-      new Promise<WebSocket>((resolve, reject) => {
-        const ws = new WebSocket(wsUrl, 'graphql-transport-ws', { headers: { authorization: `Bearer ${API_KEY}` }, perMessageDeflate: false });
-        ws.once('error', reject);
-        ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: {} })));
-        ws.on('message', function ack(data) {
-          if ((JSON.parse(String(data)) as { type: string }).type === 'connection_ack') {
-            ws.off('message', ack);
-            resolve(ws);
-          }
-        });
-      }),
+    Array.from(
+      { length: CONCURRENCY },
+      () =>
+        new Promise<WebSocket>((resolve, reject) => {
+          const ws = new WebSocket(wsUrl, 'graphql-transport-ws', {
+            headers: { authorization: `Bearer ${API_KEY}` },
+            perMessageDeflate: false,
+          });
+          ws.once('error', reject);
+          ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: {} })));
+          ws.on('message', function ack(data) {
+            if ((JSON.parse(String(data)) as { type: string }).type === 'connection_ack') {
+              ws.off('message', ack);
+              resolve(ws);
+            }
+          });
+        }),
     ),
   );
   const waiting = new Map<string, { resolve(): void; reject(err: Error): void }>();
@@ -239,12 +276,16 @@ async function waitingSubscribers(side: Side, count: number): Promise<{ ids: str
   }
   const ids = Array.from({ length: count }, () => randomUUID());
   ids.forEach((id, i) => {
-    sockets[i % sockets.length]!.send(JSON.stringify({ id, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { authReqId: id } } }));
+    sockets[i % sockets.length]!.send(
+      JSON.stringify({ id, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { authReqId: id } } }),
+    );
   });
   return {
     ids,
     delivered: (id) =>
-      arrived.delete(id) ? Promise.resolve() : new Promise<void>((resolve, reject) => waiting.set(id, { resolve, reject })),
+      arrived.delete(id)
+        ? Promise.resolve()
+        : new Promise<void>((resolve, reject) => waiting.set(id, { resolve, reject })),
     close: () => sockets.forEach((ws) => ws.terminate()),
   };
 }
@@ -270,9 +311,16 @@ async function round(side: Side, p: PathName): Promise<number> {
   }
   await settle();
   const before = processCpu(pid);
-  if (p === 'mutation') await closedLoop(count, CONCURRENCY, () => post(side, p, '/graphql', GRAPHQL_HEADERS, side.mutationBody.replace('{{uuid}}', randomUUID()), 200));
-  else if (p === 'tree') await closedLoop(count, CONCURRENCY, () => post(side, p, '/graphql', GRAPHQL_HEADERS, side.treeBody, 200));
-  else await closedLoop(count, CONCURRENCY, () => post(side, p, WEBHOOK_PATH, WEBHOOK_HEADERS, NOTIFICATION.replace('{{uuid}}', randomUUID()), 204));
+  if (p === 'mutation')
+    await closedLoop(count, CONCURRENCY, () =>
+      post(side, p, '/graphql', GRAPHQL_HEADERS, side.mutationBody.replace('{{uuid}}', randomUUID()), 200),
+    );
+  else if (p === 'tree')
+    await closedLoop(count, CONCURRENCY, () => post(side, p, '/graphql', GRAPHQL_HEADERS, side.treeBody, 200));
+  else
+    await closedLoop(count, CONCURRENCY, () =>
+      post(side, p, WEBHOOK_PATH, WEBHOOK_HEADERS, NOTIFICATION.replace('{{uuid}}', randomUUID()), 204),
+    );
   return (processCpu(pid) - before) / count;
 }
 
@@ -311,17 +359,29 @@ function render(rows: GuardRow[], refLabel: string, treeLabel: string): string {
 async function main(): Promise<void> {
   const place = placement();
   if (place.pinned) pin(process.pid, place.driver!);
-  const load = os.loadavg().map((l) => l.toFixed(2)).join(' ');
+  const load = os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
   const ref = snapshot(cli.against!);
   const own = snapshot(cli.tree!);
-  const withEnv = (label: string, env: Record<string, string>) => (Object.keys(env).length ? `${label} ${Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ')}` : label);
+  const withEnv = (label: string, env: Record<string, string>) =>
+    Object.keys(env).length
+      ? `${label} ${Object.entries(env)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ')}`
+      : label;
   own.label = withEnv(own.label, sideEnv.tree);
   ref.label = withEnv(ref.label, sideEnv.ref);
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-guard-data-'));
   const procs: Proc[] = [];
   const sides: Side[] = [];
   try {
-    const stub = await spawnNode('upstream', { script: 'bench/servers/upstream.ts', cpus: place.driver, readiness: { line: true } });
+    const stub = await spawnNode('upstream', {
+      script: 'bench/servers/upstream.ts',
+      cpus: place.driver,
+      readiness: { line: true },
+    });
     procs.push(stub);
     const stubUrl = String(stub.ready.url);
     log(`${own.label} against ${ref.label}; ${place.description}; load average ${load}`);
@@ -348,7 +408,9 @@ async function main(): Promise<void> {
           figures.set(key, [...(figures.get(key) ?? []), (await round(side, p)) * 1e6]);
         }
       }
-      log(`${p}: working tree ${median(figures.get(`tree:${p}`)!).toFixed(1)} µs/op, ref ${median(figures.get(`ref:${p}`)!).toFixed(1)} µs/op`);
+      log(
+        `${p}: working tree ${median(figures.get(`tree:${p}`)!).toFixed(1)} µs/op, ref ${median(figures.get(`ref:${p}`)!).toFixed(1)} µs/op`,
+      );
     }
     const rows: GuardRow[] = paths.map((p) => {
       const treeRounds = figures.get(`tree:${p}`)!;
@@ -358,19 +420,37 @@ async function main(): Promise<void> {
       // rounds (JIT, the ledger growing) falls on both sides of a pair and out of the ratio.
       const ratio = median(ratios);
       const spread = halfRange(ratios);
-      return { path: p, refUs: median(refRounds), treeUs: median(treeRounds), ratio, spread, slower: ratio - 1 > spread + TOLERANCE, refRounds, treeRounds };
+      return {
+        path: p,
+        refUs: median(refRounds),
+        treeUs: median(treeRounds),
+        ratio,
+        spread,
+        slower: ratio - 1 > spread + TOLERANCE,
+        refRounds,
+        treeRounds,
+      };
     });
     const elapsed = (Date.now() - started) / 1000;
     const table = render(rows, ref.label, own.label);
     process.stdout.write(
       `\nbench:guard — gateway CPU per operation, ${rounds} alternating rounds, ${CONCURRENCY} in flight; load average ${load} at start; ${elapsed.toFixed(0)} s\n\n${table}\n\n`,
     );
-    if (cli.json) fs.writeFileSync(cli.json, JSON.stringify({ against: ref.label, tree: own.label, load, rows, elapsed, slowdown }, null, 2));
+    if (cli.json)
+      fs.writeFileSync(
+        cli.json,
+        JSON.stringify({ against: ref.label, tree: own.label, load, rows, elapsed, slowdown }, null, 2),
+      );
     const slower = rows.filter((r) => r.slower);
     if (slower.length) {
-      process.stdout.write(`${own.label} slower than ${ref.label} by more than its spread plus ${TOLERANCE * 100} %: ${slower.map((r) => r.path).join(', ')}\n`);
+      process.stdout.write(
+        `${own.label} slower than ${ref.label} by more than its spread plus ${TOLERANCE * 100} %: ${slower.map((r) => r.path).join(', ')}\n`,
+      );
       process.exitCode = 1;
-    } else process.stdout.write(`${own.label}: no path slower than ${ref.label} beyond its spread plus ${TOLERANCE * 100} %\n`);
+    } else
+      process.stdout.write(
+        `${own.label}: no path slower than ${ref.label} beyond its spread plus ${TOLERANCE * 100} %\n`,
+      );
   } finally {
     for (const s of sides) await s.pool.close().catch(() => undefined);
     for (const p of procs.reverse()) await p.stop().catch(() => undefined);
@@ -381,6 +461,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`bench:guard could not measure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.stderr.write(
+    `bench:guard could not measure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+  );
   process.exit(2);
 });

@@ -7,6 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
+
+import { cpuSeconds, waitUntilIdle } from './lib/processes.js';
 import type {
   FanoutLoad,
   FanoutResult,
@@ -23,7 +25,6 @@ import type {
   MixRateResult,
   ToLoadgen,
 } from './lib/protocol.js';
-import { cpuSeconds, waitUntilIdle } from './lib/processes.js';
 import { Samples } from './lib/stats.js';
 
 const UUID = '{{uuid}}';
@@ -104,12 +105,28 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
       dropped += inFlight.size;
       await pool.destroy();
       const seconds = (performance.now() - started) / 1000;
-      return { requests, errors, dropped, errorSamples: [...errorSamples], seconds, rps: requests / seconds, latency: latency.summary() };
+      return {
+        requests,
+        errors,
+        dropped,
+        errorSamples: [...errorSamples],
+        seconds,
+        rps: requests / seconds,
+        latency: latency.summary(),
+      };
     }
   }
   const seconds = (performance.now() - started) / 1000;
   await pool.close();
-  return { requests, errors, dropped, errorSamples: [...errorSamples], seconds, rps: requests / seconds, latency: latency.summary() };
+  return {
+    requests,
+    errors,
+    dropped,
+    errorSamples: [...errorSamples],
+    seconds,
+    rps: requests / seconds,
+    latency: latency.summary(),
+  };
 }
 
 /**
@@ -156,7 +173,8 @@ const fan = {
 
 function fanNote(e: unknown): void {
   fan.errorCount += 1;
-  if (fan.errors.size < 10) fan.errors.add((e instanceof Error ? e.message : typeof e === 'string' ? e : JSON.stringify(e)).slice(0, 300));
+  if (fan.errors.size < 10)
+    fan.errors.add((e instanceof Error ? e.message : typeof e === 'string' ? e : JSON.stringify(e)).slice(0, 300));
 }
 
 /** The text of the JSON string member `"name":"…"` in `text` (no escapes expected), or null. */
@@ -216,10 +234,21 @@ function onFanMessage(conn: FanConn, raw: Buffer): void {
   }
   const clock = fan.clockMember === null ? null : member(text, fan.clockMember, payload);
   if (conn.strict) {
-    const msg = JSON.parse(text) as { id?: unknown; type?: unknown; payload?: { data?: Record<string, Record<string, unknown> | null>; errors?: unknown } };
+    const msg = JSON.parse(text) as {
+      id?: unknown;
+      type?: unknown;
+      payload?: { data?: Record<string, Record<string, unknown> | null>; errors?: unknown };
+    };
     const event = msg.payload?.data ? Object.values(msg.payload.data)[0] : undefined;
     const clockOk = fan.clockMember === null || event?.[fan.clockMember] === (clock ?? undefined);
-    if (msg.id !== id || msg.type !== 'next' || msg.payload?.errors !== undefined || !event || event.authReqId !== authReqId || !clockOk) {
+    if (
+      msg.id !== id ||
+      msg.type !== 'next' ||
+      msg.payload?.errors !== undefined ||
+      !event ||
+      event.authReqId !== authReqId ||
+      !clockOk
+    ) {
       fanNote(`a next of an unexpected shape: ${text.slice(0, 300)}`);
       return;
     }
@@ -258,14 +287,21 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
       ws.on('error', fanNote);
       conns.push(conn);
     });
-    if (opened.failed) throw new Error(`${opened.failed}/${count} subscribers could not connect to ${url}: ${opened.errors.join(' | ')}`);
+    if (opened.failed)
+      throw new Error(
+        `${opened.failed}/${count} subscribers could not connect to ${url}: ${opened.errors.join(' | ')}`,
+      );
   }
   const webhookLatency = new Samples();
   const cpuPids = load.cpuPids ?? [];
   const cpuOf = cpuPids.map(() => 0);
 
   // {"id":"<id>","type":"subscribe","payload":{"query":...,"variables":{"authReqId":"<authReqId>"}}}, cut at the two values.
-  const template = JSON.stringify({ id: '\u0000', type: 'subscribe', payload: { query: load.subscription, variables: { authReqId: '\u0001' } } });
+  const template = JSON.stringify({
+    id: '\u0000',
+    type: 'subscribe',
+    payload: { query: load.subscription, variables: { authReqId: '\u0001' } },
+  });
   const [a, rest] = template.split('\\u0000') as [string, string];
   const [b, c] = rest.split('\\u0001') as [string, string];
 
@@ -276,7 +312,15 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
   const pool = new Pool(load.webhook.origin, { connections: 1 });
   for (let round = 0; round < load.rounds; round++) {
     const ids = Array.from({ length: load.idsPerRound }, () => `bench-${randomUUID()}`);
-    const r: FanRound = { prefix: `r${round}.`, ids, sentAt: ids.map(() => NaN), received: 0, expected: conns.length * ids.length, last: 0, onAll: null };
+    const r: FanRound = {
+      prefix: `r${round}.`,
+      ids,
+      sentAt: ids.map(() => NaN),
+      received: 0,
+      expected: conns.length * ids.length,
+      last: 0,
+      onAll: null,
+    };
     const done = new Promise<void>((resolve) => (r.onAll = resolve));
     fan.round = r;
     // Every connection subscribes to every id of the round, its subscribe messages in one write.
@@ -314,7 +358,8 @@ async function runFanout(load: FanoutLoad): Promise<FanoutResult> {
     }
     await Promise.race([done, sleep(15_000)]);
     // A process that ended meanwhile (a PostgreSQL backend) counts as nothing rather than making the sum NaN.
-    for (const [i, pid] of cpuPids.entries()) cpuOf[i]! += Number.isFinite(cpuSeconds(pid) - cpu0[i]!) ? cpuSeconds(pid) - cpu0[i]! : 0;
+    for (const [i, pid] of cpuPids.entries())
+      cpuOf[i]! += Number.isFinite(cpuSeconds(pid) - cpu0[i]!) ? cpuSeconds(pid) - cpu0[i]! : 0;
     if (process.env.FANOUT_PAUSE) await sleep(1000); // PROFILE-ONLY
     const own = process.cpuUsage(own0);
     loadgenCpuSeconds += (own.user + own.system) / 1e6;
@@ -358,12 +403,20 @@ async function waitIdle(pid: number | undefined, fallbackMs: number): Promise<vo
  * time: a burst of 10,000 SYNs overflows the listen backlog. `acked` gets each socket once the gateway has
  * acknowledged it, and attaches its own listeners.
  */
-async function openConnections(wsUrl: string, apiKey: string, count: number, acked: (ws: WebSocket) => void): Promise<{ failed: number; errors: string[] }> {
+async function openConnections(
+  wsUrl: string,
+  apiKey: string,
+  count: number,
+  acked: (ws: WebSocket) => void,
+): Promise<{ failed: number; errors: string[] }> {
   const errors = new Set<string>();
   let failed = 0;
   const openOne = () =>
     new Promise<void>((resolve) => {
-      const ws = new WebSocket(wsUrl, 'graphql-transport-ws', { headers: { authorization: `Bearer ${apiKey}` }, perMessageDeflate: false });
+      const ws = new WebSocket(wsUrl, 'graphql-transport-ws', {
+        headers: { authorization: `Bearer ${apiKey}` },
+        perMessageDeflate: false,
+      });
       let done = false;
       const giveUp = (why: string) => {
         if (done) return;
@@ -421,7 +474,13 @@ async function openIdle(load: IdleLoad): Promise<IdleResult> {
       if ((JSON.parse(String(raw)) as { type: string }).type === 'ping') ws.send('{"type":"pong"}');
     });
     if (load.subscription) {
-      ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: load.subscription, variables: { authReqId: `idle-${randomUUID()}` } } }));
+      ws.send(
+        JSON.stringify({
+          id: '1',
+          type: 'subscribe',
+          payload: { query: load.subscription, variables: { authReqId: `idle-${randomUUID()}` } },
+        }),
+      );
     }
     idle.push(ws);
     opened += 1;
@@ -505,7 +564,8 @@ const mix = {
 };
 
 function mixNote(e: unknown): void {
-  if (mix.errors.size < 10) mix.errors.add((e instanceof Error ? e.message : typeof e === 'string' ? e : JSON.stringify(e)).slice(0, 300));
+  if (mix.errors.size < 10)
+    mix.errors.add((e instanceof Error ? e.message : typeof e === 'string' ? e : JSON.stringify(e)).slice(0, 300));
 }
 
 /** The connection subscribes again, on a fresh authReqId: the next user waiting on this socket. */
@@ -530,7 +590,11 @@ function mixReplace(conn: MixConn): void {
 
 function onMixMessage(conn: MixConn, raw: WebSocket.RawData): void {
   const now = performance.now();
-  const msg = JSON.parse(String(raw)) as { type: string; id?: string; payload?: { data?: Record<string, { authReqId?: string } | null>; errors?: unknown } };
+  const msg = JSON.parse(String(raw)) as {
+    type: string;
+    id?: string;
+    payload?: { data?: Record<string, { authReqId?: string } | null>; errors?: unknown };
+  };
   switch (msg.type) {
     case 'ping':
       conn.ws.send('{"type":"pong"}');
@@ -542,7 +606,8 @@ function onMixMessage(conn: MixConn, raw: WebSocket.RawData): void {
       }
       if (msg.payload?.errors) mixNote(msg.payload.errors);
       const event = msg.payload?.data ? Object.values(msg.payload.data)[0] : undefined;
-      if (event?.authReqId !== conn.authReqId) mixNote(`the subscription on ${conn.authReqId} got an event for ${String(event?.authReqId)}`);
+      if (event?.authReqId !== conn.authReqId)
+        mixNote(`the subscription on ${conn.authReqId} got an event for ${String(event?.authReqId)}`);
       const w = mix.window;
       const targeted = w !== null && w.targeted.has(conn.authReqId);
       if (targeted) {
@@ -568,7 +633,11 @@ function onMixMessage(conn: MixConn, raw: WebSocket.RawData): void {
 async function mixOpen(load: MixOpen): Promise<MixOpenResult> {
   const started = performance.now();
   // {"id":"<n>","type":"subscribe","payload":{"query":...,"variables":{"authReqId":"<id>"}}}, cut at the two values.
-  const template = JSON.stringify({ id: '\u0000', type: 'subscribe', payload: { query: load.subscription, variables: { authReqId: '\u0001' } } });
+  const template = JSON.stringify({
+    id: '\u0000',
+    type: 'subscribe',
+    payload: { query: load.subscription, variables: { authReqId: '\u0001' } },
+  });
   const [a, rest] = template.split('\\u0000') as [string, string];
   const [b, c] = rest.split('\\u0001') as [string, string];
   mix.subscribeJson = [a, b, c];
@@ -589,14 +658,23 @@ async function mixOpen(load: MixOpen): Promise<MixOpenResult> {
   });
   // graphql-ws does not acknowledge a subscribe: wait until the gateway has set every subscription up.
   await waitIdle(load.gatewayPid, 2_000);
-  return { opened: mix.conns.length, failed, seconds: (performance.now() - started) / 1000, errors: [...errors, ...mix.errors] };
+  return {
+    opened: mix.conns.length,
+    failed,
+    seconds: (performance.now() - started) / 1000,
+    errors: [...errors, ...mix.errors],
+  };
 }
 
 async function mixRate(load: MixRate): Promise<MixRateResult> {
   mix.errors.clear();
   const late0 = mix.late;
   const lost0 = mix.lost;
-  mix.sender ??= new Pool(load.webhook.origin, { connections: load.connections, pipelining: 1, keepAliveTimeout: 60_000 });
+  mix.sender ??= new Pool(load.webhook.origin, {
+    connections: load.connections,
+    pipelining: 1,
+    keepAliveTimeout: 60_000,
+  });
   const pool = mix.sender;
   const bodyParts = load.webhook.body.split('{{id}}');
   const w: MixWindow = { targeted: new Map(), latency: new Samples(), delivered: 0, onEmpty: null };
@@ -622,7 +700,12 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
   };
   const send = async (id: string, at: number): Promise<void> => {
     try {
-      const res = await pool.request({ path: load.webhook.path, method: 'POST', headers: load.webhook.headers, body: bodyParts.join(id) });
+      const res = await pool.request({
+        path: load.webhook.path,
+        method: 'POST',
+        headers: load.webhook.headers,
+        body: bodyParts.join(id),
+      });
       const text = await res.body.text();
       if (gaveUp) return;
       if (res.statusCode === 204) {
@@ -631,7 +714,10 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
       } else failed(id, `webhook HTTP ${res.statusCode}: ${text}`);
     } catch (err) {
       if (gaveUp) return;
-      failed(id, err instanceof Error ? `webhook ${(err as { code?: string }).code ?? err.name}: ${err.message}` : String(err));
+      failed(
+        id,
+        err instanceof Error ? `webhook ${(err as { code?: string }).code ?? err.name}: ${err.message}` : String(err),
+      );
     }
   };
 
@@ -674,7 +760,10 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
     };
     tick();
   });
-  const answered = await Promise.race([Promise.all(inFlight.values()).then(() => true), sleep(3_000).then(() => false)]);
+  const answered = await Promise.race([
+    Promise.all(inFlight.values()).then(() => true),
+    sleep(3_000).then(() => false),
+  ]);
   if (!answered) {
     for (const id of [...inFlight.keys()]) failed(id, 'webhook unanswered 3 s after the schedule ended');
     gaveUp = true;
@@ -700,7 +789,8 @@ async function mixRate(load: MixRate): Promise<MixRateResult> {
     mix.sender = null;
     await pool.destroy();
   }
-  if (mix.late > late0) mixNote(`${mix.late - late0} deliveries arrived after their window or for a subscription given up on`);
+  if (mix.late > late0)
+    mixNote(`${mix.late - late0} deliveries arrived after their window or for a subscription given up on`);
   if (mix.lost > lost0) mixNote(`${mix.lost - lost0} connections closed by the gateway`);
   return {
     scheduled,
@@ -755,7 +845,12 @@ async function run(job: Job): Promise<JobResult> {
 process.on('message', (msg: ToLoadgen) => {
   run(msg.job).then(
     (result) => process.send!({ id: msg.id, ok: true, result } satisfies FromLoadgen),
-    (err: unknown) => process.send!({ id: msg.id, ok: false, error: err instanceof Error ? err.stack ?? err.message : String(err) } satisfies FromLoadgen),
+    (err: unknown) =>
+      process.send!({
+        id: msg.id,
+        ok: false,
+        error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+      } satisfies FromLoadgen),
   );
 });
 process.on('disconnect', () => process.exit(0));

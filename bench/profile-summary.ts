@@ -28,7 +28,9 @@ const { positionals, values: opts } = parseArgs({
 });
 const [file, topArg] = positionals;
 if (!file) {
-  process.stderr.write('usage: tsx bench/profile-summary.ts <file.cpuprofile> [top] [--from S] [--to S] [--timeline]\n');
+  process.stderr.write(
+    'usage: tsx bench/profile-summary.ts <file.cpuprofile> [top] [--from S] [--to S] [--timeline]\n',
+  );
   process.exit(2);
 }
 const top = Number(topArg ?? 30);
@@ -57,7 +59,13 @@ profile.samples.forEach((id, i) => {
 });
 if (opts.timeline) {
   process.stdout.write('busy share per second since the profile started\n');
-  perSecond.forEach((s, i) => s && process.stdout.write(`${String(i).padStart(4)} s ${'#'.repeat(Math.round((s.busy / (s.all || 1)) * 40)).padEnd(40)} ${((s.busy / (s.all || 1)) * 100).toFixed(0)}%\n`));
+  perSecond.forEach(
+    (s, i) =>
+      s &&
+      process.stdout.write(
+        `${String(i).padStart(4)} s ${'#'.repeat(Math.round((s.busy / (s.all || 1)) * 40)).padEnd(40)} ${((s.busy / (s.all || 1)) * 100).toFixed(0)}%\n`,
+      ),
+  );
 }
 const total = [...selfUs.values()].reduce((a, b) => a + b, 0);
 
@@ -88,7 +96,10 @@ for (const [id, us] of selfUs) {
     const p = f.startsWith('src/') ? f : f.split(':')[0]!;
     if (!seen.has(p)) {
       seen.add(p);
-      (f.startsWith('src/') ? fileIncl : pkgIncl).set(p, ((f.startsWith('src/') ? fileIncl : pkgIncl).get(p) ?? 0) + us);
+      (f.startsWith('src/') ? fileIncl : pkgIncl).set(
+        p,
+        ((f.startsWith('src/') ? fileIncl : pkgIncl).get(p) ?? 0) + us,
+      );
     }
   }
 }
@@ -98,7 +109,9 @@ const print = (title: string, m: Map<string, number>, n: number) => {
   process.stdout.write(`\n${title}\n`);
   for (const [k, us] of [...m].sort((a, b) => b[1] - a[1]).slice(0, n)) process.stdout.write(`${pct(us)}  ${k}\n`);
 };
-process.stdout.write(`${file}: ${(total / 1e6).toFixed(2)} s busy, ${(idleUs / 1e6).toFixed(2)} s idle; percentages are of busy time\n`);
+process.stdout.write(
+  `${file}: ${(total / 1e6).toFixed(2)} s busy, ${(idleUs / 1e6).toFixed(2)} s idle; percentages are of busy time\n`,
+);
 print('self time by package / file', pkgSelf, 25);
 print('self time by function', fnSelf, top);
 print('inclusive time by package', pkgIncl, 25);

@@ -29,19 +29,28 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { NOTIFICATION_TOKEN, UPSTREAM_TOKEN, gatewayEnv, type BenchEnv, type BenchOptions, type GatewayProc, type ScenarioReport } from './lib/env.js';
+
+import {
+  gatewayEnv,
+  NOTIFICATION_TOKEN,
+  UPSTREAM_TOKEN,
+  type BenchEnv,
+  type BenchOptions,
+  type GatewayProc,
+  type ScenarioReport,
+} from './lib/env.js';
 import { Loadgen } from './lib/harness.js';
 import { startMutationReferences } from './lib/mutation-references.js';
-import { ROOT, freePort, pin, placement as detectPlacement, spawnNode, type Proc } from './lib/processes.js';
+import { placement as detectPlacement, freePort, pin, ROOT, spawnNode, type Proc } from './lib/processes.js';
+import { batching } from './scenarios/batching.js';
+import { fanout } from './scenarios/fanout.js';
 import { addedLatency } from './scenarios/latency.js';
+import { subscriptionMix, type IntakeMax } from './scenarios/mix.js';
 import { mutationBody, mutationThroughput } from './scenarios/mutation.js';
 import { queryThroughput } from './scenarios/query.js';
-import { webhookIngest } from './scenarios/webhook.js';
-import { fanout } from './scenarios/fanout.js';
-import { batching } from './scenarios/batching.js';
-import { subscriptionMix, type IntakeMax } from './scenarios/mix.js';
 import { replicas } from './scenarios/replicas.js';
 import { singleDelivery } from './scenarios/single-delivery.js';
+import { webhookIngest } from './scenarios/webhook.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -65,12 +74,15 @@ const options: BenchOptions = cli.quick
 const only = cli.only ? new Set(cli.only.split(',').map((s) => Number(s.trim()))) : null;
 const wants = (n: number) => only === null || only.has(n);
 if (cli['intake-max'] !== undefined && !(Number(cli['intake-max']) > 0)) {
-  process.stderr.write(`--intake-max must be a positive number of notifications/s, got ${JSON.stringify(cli['intake-max'])}\n`);
+  process.stderr.write(
+    `--intake-max must be a positive number of notifications/s, got ${JSON.stringify(cli['intake-max'])}\n`,
+  );
   process.exit(2);
 }
 
 const started = Date.now();
-const log = (line: string) => process.stdout.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
+const log = (line: string) =>
+  process.stdout.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
 
 async function startGatewayProc(
   name: string,
@@ -108,7 +120,10 @@ function machine(): string {
   return `${os.cpus().length} × ${model}${mhz ? ` @ ${Math.round(Number(mhz))} MHz` : ''}, ${Math.round(os.totalmem() / 2 ** 30)} GiB RAM, Linux ${os.release()}`;
 }
 
-function render(reports: ScenarioReport[], env: { placement: string; upstream: string; elapsed: number; normal: boolean }): string {
+function render(
+  reports: ScenarioReport[],
+  env: { placement: string; upstream: string; elapsed: number; normal: boolean },
+): string {
   const date = new Date().toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
   const lines = [
     `Run of ${date} · Node ${process.version} · ${machine()} · \`nproc\` = ${os.cpus().length}`,
@@ -121,7 +136,9 @@ function render(reports: ScenarioReport[], env: { placement: string; upstream: s
     '',
     '| target | measured | met |',
     '|---|---|---|',
-    ...reports.flatMap((r) => r.targets.map((t) => `| ${t.target} | ${t.measured} | ${t.met === null ? 'n/a' : t.met ? 'yes' : '**no**'} |`)),
+    ...reports.flatMap((r) =>
+      r.targets.map((t) => `| ${t.target} | ${t.measured} | ${t.met === null ? 'n/a' : t.met ? 'yes' : '**no**'} |`),
+    ),
     '',
     ...reports.flatMap((r) => [`### ${r.id}. ${r.title}`, '', r.markdown, '']),
   ];
@@ -132,11 +149,15 @@ function writeReadme(block: string): void {
   const file = path.join(ROOT, 'bench', 'README.md');
   const start = '<!-- results:start -->';
   const end = '<!-- results:end -->';
-  const current = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : `# Benchmarks\n\n## Results\n\n${start}\n${end}\n`;
+  const current = fs.existsSync(file)
+    ? fs.readFileSync(file, 'utf8')
+    : `# Benchmarks\n\n## Results\n\n${start}\n${end}\n`;
   const i = current.indexOf(start);
   const j = current.indexOf(end);
   const next =
-    i === -1 || j === -1 ? `${current.trimEnd()}\n\n## Results\n\n${start}\n${block}\n${end}\n` : `${current.slice(0, i + start.length)}\n${block}\n${current.slice(j)}`;
+    i === -1 || j === -1
+      ? `${current.trimEnd()}\n\n## Results\n\n${start}\n${block}\n${end}\n`
+      : `${current.slice(0, i + start.length)}\n${block}\n${current.slice(j)}`;
   fs.writeFileSync(file, next);
 }
 
@@ -160,11 +181,15 @@ async function main(): Promise<void> {
 
     const gateway = await startGatewayProc('gateway (FULL)', 'FULL', root, stub.url, place.server);
     procs.push(gateway.proc);
-    const gatewayNormal = cli['no-normal'] ? null : await startGatewayProc('gateway (NORMAL)', 'NORMAL', root, stub.url, place.server);
+    const gatewayNormal = cli['no-normal']
+      ? null
+      : await startGatewayProc('gateway (NORMAL)', 'NORMAL', root, stub.url, place.server);
     if (gatewayNormal) procs.push(gatewayNormal.proc);
     const others: GatewayProc[] = [];
     for (const spec of cli.compare ?? []) {
-      const [label, dir] = spec.includes('=') ? [spec.slice(0, spec.indexOf('=')), spec.slice(spec.indexOf('=') + 1)] : [path.basename(spec), spec];
+      const [label, dir] = spec.includes('=')
+        ? [spec.slice(0, spec.indexOf('=')), spec.slice(spec.indexOf('=') + 1)]
+        : [path.basename(spec), spec];
       const other = await startGatewayProc(label!, 'FULL', root, stub.url, place.server, path.resolve(dir!));
       procs.push(other.proc);
       others.push(other);
@@ -172,7 +197,18 @@ async function main(): Promise<void> {
     for (const spec of cli['node-args'] ?? []) {
       const at = spec.indexOf('=');
       if (at < 1) throw new Error(`--node-args wants name=options, got ${JSON.stringify(spec)}`);
-      const other = await startGatewayProc(spec.slice(0, at), 'FULL', root, stub.url, place.server, ROOT, spec.slice(at + 1).split(/\s+/).filter(Boolean));
+      const other = await startGatewayProc(
+        spec.slice(0, at),
+        'FULL',
+        root,
+        stub.url,
+        place.server,
+        ROOT,
+        spec
+          .slice(at + 1)
+          .split(/\s+/)
+          .filter(Boolean),
+      );
       procs.push(other.proc);
       others.push(other);
     }
@@ -183,26 +219,46 @@ async function main(): Promise<void> {
     const baselineProc = await spawnNode('baseline', {
       script: 'bench/servers/baseline.ts',
       args: [
-        '--upstream', stub.url,
-        '--token', UPSTREAM_TOKEN,
-        '--gateway-db', path.join(gateway.dataDir, 'gateway.sqlite'),
-        '--data-dir', baselineDir,
-        '--synchronous', 'FULL',
-        '--notification-token', NOTIFICATION_TOKEN,
+        '--upstream',
+        stub.url,
+        '--token',
+        UPSTREAM_TOKEN,
+        '--gateway-db',
+        path.join(gateway.dataDir, 'gateway.sqlite'),
+        '--data-dir',
+        baselineDir,
+        '--synchronous',
+        'FULL',
+        '--notification-token',
+        NOTIFICATION_TOKEN,
       ],
       cpus: place.server,
       readiness: { line: true },
     });
     procs.push(baselineProc);
     const baseline = Object.assign(baselineProc, { url: String(baselineProc.ready.url) });
-    const mutationRefs = wants(1) ? await startMutationReferences({ stubUrl: stub.url, root, cpus: place.server, log }) : null;
+    const mutationRefs = wants(1)
+      ? await startMutationReferences({ stubUrl: stub.url, root, cpus: place.server, log })
+      : null;
     if (mutationRefs) procs.push(...mutationRefs.procs);
 
     const loadgenProfiles = path.join(ROOT, 'bench', 'profiles', 'loadgen');
     if (cli.profile) fs.mkdirSync(loadgenProfiles, { recursive: true });
     const lg = await Loadgen.start(place.driver, cli.profile ? ['--cpu-prof', '--cpu-prof-dir', loadgenProfiles] : []);
     procs.push(lg.proc);
-    const env: BenchEnv = { options, placement: place, lg, stub, gateway, gatewayNormal, others, baseline, mutationRefs, driverProcs: [stub, lg.proc], log };
+    const env: BenchEnv = {
+      options,
+      placement: place,
+      lg,
+      stub,
+      gateway,
+      gatewayNormal,
+      others,
+      baseline,
+      mutationRefs,
+      driverProcs: [stub, lg.proc],
+      log,
+    };
 
     if (wants(1) || wants(2)) {
       // Scenario 2's rates are shares of scenario 1's baseline maximum, so 2 runs 1 first.
@@ -210,31 +266,52 @@ async function main(): Promise<void> {
       const s1 = await mutationThroughput(env, body);
       if (wants(1)) reports.push(s1.report);
       if (wants(2)) {
-        reports.push(await addedLatency(env, body, s1.figures.baselineRps, s1.figures.gatewayRps, cli.quick ? 2_000 : Math.min(options.durationMs, 5_000)));
+        reports.push(
+          await addedLatency(
+            env,
+            body,
+            s1.figures.baselineRps,
+            s1.figures.gatewayRps,
+            cli.quick ? 2_000 : Math.min(options.durationMs, 5_000),
+          ),
+        );
       }
     }
     if (wants(3)) reports.push(await queryThroughput(env));
     // Scenario 7's rates are shares of the intake maximum: scenario 4's FULL figure, --intake-max, or (in 7) a short measurement.
-    let intakeMax: IntakeMax | null = cli['intake-max'] ? { rps: Number(cli['intake-max']), source: '`--intake-max`' } : null;
+    let intakeMax: IntakeMax | null = cli['intake-max']
+      ? { rps: Number(cli['intake-max']), source: '`--intake-max`' }
+      : null;
     if (wants(4)) {
       const s4 = await webhookIngest(env);
       reports.push(s4.report);
-      if (intakeMax === null && s4.figures.gatewayRps !== null) intakeMax = { rps: s4.figures.gatewayRps, source: "scenario 4's FULL gateway in this run" };
+      if (intakeMax === null && s4.figures.gatewayRps !== null)
+        intakeMax = { rps: s4.figures.gatewayRps, source: "scenario 4's FULL gateway in this run" };
     }
     if (wants(5)) {
       reports.push(
-        await fanout(env, async (name, checkout) => startGatewayProc(name, 'FULL', root, stub.url, place.server, checkout)),
+        await fanout(env, async (name, checkout) =>
+          startGatewayProc(name, 'FULL', root, stub.url, place.server, checkout),
+        ),
       );
     }
     if (wants(6)) reports.push(await batching(env));
     if (wants(7)) reports.push(await subscriptionMix(env, intakeMax));
     if (wants(9)) reports.push(await singleDelivery(env));
-    if (only?.has(8)) reports.push(await replicas(env, (name, extra) => startGatewayProc(name, 'FULL', root, stub.url, place.server, ROOT, [], extra)));
+    if (only?.has(8))
+      reports.push(
+        await replicas(env, (name, extra) =>
+          startGatewayProc(name, 'FULL', root, stub.url, place.server, ROOT, [], extra),
+        ),
+      );
 
     const elapsed = (Date.now() - started) / 1000;
     const block = render(reports, {
       placement: place.description,
-      upstream: cli.upstream === 'sandbox' ? 'the cloud sandbox in fast mode (bench/servers/upstream.ts --sandbox)' : 'minimal stub (bench/servers/upstream.ts)',
+      upstream:
+        cli.upstream === 'sandbox'
+          ? 'the cloud sandbox in fast mode (bench/servers/upstream.ts --sandbox)'
+          : 'minimal stub (bench/servers/upstream.ts)',
       elapsed,
       normal: gatewayNormal !== null,
     });
@@ -251,6 +328,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`bench failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });

@@ -18,11 +18,12 @@
  *   --db <store>    sqlite (default) or postgres (an embedded PostgreSQL)
  */
 import os from 'node:os';
-import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
 import { createClient } from 'graphql-ws';
 import { request } from 'undici';
 import WebSocket from 'ws';
+
 import { API_KEY } from './lib/env.js';
 import { Inspector } from './lib/inspector.js';
 import { Operations, startLongRunGateway, stopAll, type Database, type Kind } from './lib/long-run.js';
@@ -36,16 +37,26 @@ const { values: cli } = parseArgs({
 });
 const minutes = Number(cli.minutes);
 if (!(minutes > 0)) throw new Error(`--minutes wants a positive number, got ${JSON.stringify(cli.minutes)}`);
-if (cli.db !== 'sqlite' && cli.db !== 'postgres') throw new Error(`--db is sqlite or postgres, got ${JSON.stringify(cli.db)}`);
+if (cli.db !== 'sqlite' && cli.db !== 'postgres')
+  throw new Error(`--db is sqlite or postgres, got ${JSON.stringify(cli.db)}`);
 
 /** Requests per second by kind. */
-const MIX: Partial<Record<Kind, number>> = { mutation: 20, query: 50, ws: 20, notification: 10, sse: 5, 'ws-cancel': 2, 'sse-cancel': 2 };
+const MIX: Partial<Record<Kind, number>> = {
+  mutation: 20,
+  query: 50,
+  ws: 20,
+  notification: 10,
+  sse: 5,
+  'ws-cancel': 2,
+  'sse-cancel': 2,
+};
 const IDLE_SUBSCRIPTIONS = 200;
 /** A kind with this many requests outstanding skips its next one (counted): the soak must not pile up work. */
 const MAX_IN_FLIGHT = 64;
 
 const started = Date.now();
-const log = (line: string) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${line}\n`);
+const log = (line: string) =>
+  process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${line}\n`);
 
 /** The values of the prom-client metrics we report (unlabelled series only). */
 async function scrape(origin: string): Promise<Record<string, number>> {
@@ -91,7 +102,9 @@ interface Minute {
 
 async function main(): Promise<void> {
   const database = cli.db as Database;
-  log(`soak: ${minutes} min on ${database}; mix per second ${JSON.stringify(MIX)}, ${IDLE_SUBSCRIPTIONS} idle subscriptions`);
+  log(
+    `soak: ${minutes} min on ${database}; mix per second ${JSON.stringify(MIX)}, ${IDLE_SUBSCRIPTIONS} idle subscriptions`,
+  );
   const gw = await startLongRunGateway(database, { inspect: true });
   const insp = await Inspector.connect(gw.inspectPort!);
   const live = async () => {
@@ -99,10 +112,18 @@ async function main(): Promise<void> {
     return (await insp.evaluate<number>('process.memoryUsage().heapUsed')) / 2 ** 20;
   };
   const ops = await Operations.prepare(gw.origin);
-  const idle = createClient({ url: `${gw.origin.replace(/^http/, 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${API_KEY}` }, retryAttempts: 0 });
+  const idle = createClient({
+    url: `${gw.origin.replace(/^http/, 'ws')}/graphql`,
+    webSocketImpl: WebSocket,
+    connectionParams: { authorization: `Bearer ${API_KEY}` },
+    retryAttempts: 0,
+  });
   const idleErrors: string[] = [];
   const disposers = Array.from({ length: IDLE_SUBSCRIPTIONS }, (_, i) =>
-    idle.subscribe({ query: SUBSCRIPTION, variables: { authReqId: `soak-idle-${i}` } }, { next: () => undefined, error: (e) => idleErrors.push(String(e)), complete: () => undefined }),
+    idle.subscribe(
+      { query: SUBSCRIPTION, variables: { authReqId: `soak-idle-${i}` } },
+      { next: () => undefined, error: (e) => idleErrors.push(String(e)), complete: () => undefined },
+    ),
   );
   const rows: Minute[] = [];
   let done = 0;
@@ -119,18 +140,23 @@ async function main(): Promise<void> {
       return;
     }
     inFlight.set(kind, n + 1);
-    ops.run(kind).then(
-      () => (done += 1),
-      (err: unknown) => {
-        failed += 1;
-        const key = `${kind}: ${(err as Error).message.slice(0, 120)}`;
-        failures.set(key, (failures.get(key) ?? 0) + 1);
-      },
-    ).finally(() => inFlight.set(kind, (inFlight.get(kind) ?? 1) - 1));
+    ops
+      .run(kind)
+      .then(
+        () => (done += 1),
+        (err: unknown) => {
+          failed += 1;
+          const key = `${kind}: ${(err as Error).message.slice(0, 120)}`;
+          failures.set(key, (failures.get(key) ?? 0) + 1);
+        },
+      )
+      .finally(() => inFlight.set(kind, (inFlight.get(kind) ?? 1) - 1));
   };
   try {
     const first = await scrape(gw.origin);
-    log(`before the mix: RSS ${(first.gateway_process_resident_memory_bytes! / 2 ** 20).toFixed(1)} MB, heap used ${(first.gateway_nodejs_heap_size_used_bytes! / 2 ** 20).toFixed(1)} MB`);
+    log(
+      `before the mix: RSS ${(first.gateway_process_resident_memory_bytes! / 2 ** 20).toFixed(1)} MB, heap used ${(first.gateway_nodejs_heap_size_used_bytes! / 2 ** 20).toFixed(1)} MB`,
+    );
     // Open loop in 100 ms ticks: each kind owes rate × elapsed requests.
     const owed = new Map<Kind, number>();
     const t0 = performance.now();
@@ -182,16 +208,33 @@ async function main(): Promise<void> {
     await gw.stop();
   }
   const xs = rows.map((r) => r.minute);
-  const rssSlope = slope(xs, rows.map((r) => r.rssMb));
-  const heapSlope = slope(xs, rows.map((r) => r.heapUsedMb));
-  const liveSlope = slope(xs, rows.map((r) => r.liveMb));
+  const rssSlope = slope(
+    xs,
+    rows.map((r) => r.rssMb),
+  );
+  const heapSlope = slope(
+    xs,
+    rows.map((r) => r.heapUsedMb),
+  );
+  const liveSlope = slope(
+    xs,
+    rows.map((r) => r.liveMb),
+  );
   const later = rows.filter((r) => r.minute > 1);
-  const laterSlope = (pick: (r: Minute) => number) => (later.length > 1 ? slope(later.map((r) => r.minute), later.map(pick)) : NaN);
+  const laterSlope = (pick: (r: Minute) => number) =>
+    later.length > 1
+      ? slope(
+          later.map((r) => r.minute),
+          later.map(pick),
+        )
+      : NaN;
   const f = (x: number, d = 1) => x.toFixed(d);
   const out = [
     `Soak of ${new Date(started).toISOString().slice(0, 16).replace('T', ' ')} UTC · ${minutes} min · ${database} · Node ${process.version} · ${os.cpus().length} cores, not pinned`,
     '',
-    `Mix per second: ${Object.entries(MIX).map(([k, v]) => `${v} ${k}`).join(', ')}; ${IDLE_SUBSCRIPTIONS} graphql-ws subscriptions held open.`,
+    `Mix per second: ${Object.entries(MIX)
+      .map(([k, v]) => `${v} ${k}`)
+      .join(', ')}; ${IDLE_SUBSCRIPTIONS} graphql-ws subscriptions held open.`,
     '',
     '| minute | RSS MB | heap used MB | live after full GC MB | heap total MB | external MB | event-loop delay p50 / p99 / max ms | requests done | failed | skipped | load average (1 min) |',
     '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
@@ -201,15 +244,32 @@ async function main(): Promise<void> {
     ),
     '',
     `Slope (least squares, MB/min) over minutes 1–${minutes}: RSS ${f(rssSlope, 2)}, heap used ${f(heapSlope, 2)}, live after full GC ${f(liveSlope, 3)}; ` +
-      `over minutes 2–${minutes}: RSS ${f(laterSlope((r) => r.rssMb), 2)}, heap used ${f(laterSlope((r) => r.heapUsedMb), 2)}, live after full GC ${f(laterSlope((r) => r.liveMb), 3)}.`,
-    ...(skippedByKind.size ? ['', `Skipped (${MAX_IN_FLIGHT} of the kind outstanding): ${[...skippedByKind].map(([k, n]) => `${n} ${k}`).join(', ')}.`] : []),
+      `over minutes 2–${minutes}: RSS ${f(
+        laterSlope((r) => r.rssMb),
+        2,
+      )}, heap used ${f(
+        laterSlope((r) => r.heapUsedMb),
+        2,
+      )}, live after full GC ${f(
+        laterSlope((r) => r.liveMb),
+        3,
+      )}.`,
+    ...(skippedByKind.size
+      ? [
+          '',
+          `Skipped (${MAX_IN_FLIGHT} of the kind outstanding): ${[...skippedByKind].map(([k, n]) => `${n} ${k}`).join(', ')}.`,
+        ]
+      : []),
     ...(failures.size ? ['', 'Failures:', ...[...failures].map(([k, n]) => `- ${n} × ${k}`)] : []),
-    ...(idleErrors.length ? ['', `Idle subscriptions that ended with an error: ${idleErrors.length} (${idleErrors[0]})`] : []),
+    ...(idleErrors.length
+      ? ['', `Idle subscriptions that ended with an error: ${idleErrors.length} (${idleErrors[0]})`]
+      : []),
   ];
   process.stdout.write(`${out.join('\n')}\n`);
 }
 
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void stopAll().finally(() => process.exit(130)));
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
+  process.once(signal, () => void stopAll().finally(() => process.exit(130)));
 main().catch(async (err: unknown) => {
   process.stderr.write(`soak failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   await stopAll();

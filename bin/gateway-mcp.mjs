@@ -8,7 +8,8 @@ import { parseArgs } from 'node:util';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 
-const USAGE = 'usage: gateway-mcp --url <gateway>/mcp[/<toolset>] [--key-env <variable holding the API key or JWT, default GATEWAY_KEY>]';
+const USAGE =
+  'usage: gateway-mcp --url <gateway>/mcp[/<toolset>] [--key-env <variable holding the API key or JWT, default GATEWAY_KEY>]';
 
 function fail(message) {
   process.stderr.write(`gateway-mcp: ${message}\n${USAGE}\n`);
@@ -17,7 +18,14 @@ function fail(message) {
 
 let options;
 try {
-  options = parseArgs({ options: { url: { type: 'string' }, 'key-env': { type: 'string', default: 'GATEWAY_KEY' }, help: { type: 'boolean' } }, strict: true }).values;
+  options = parseArgs({
+    options: {
+      url: { type: 'string' },
+      'key-env': { type: 'string', default: 'GATEWAY_KEY' },
+      help: { type: 'boolean' },
+    },
+    strict: true,
+  }).values;
 } catch (err) {
   fail(err.message);
 }
@@ -29,20 +37,26 @@ let url;
 try {
   url = new URL(options.url ?? '');
 } catch {
-  fail('--url must be the absolute URL of a gateway\'s MCP endpoint');
+  fail("--url must be the absolute URL of a gateway's MCP endpoint");
 }
 // The key is read from the environment, never from the command line (which other users of the machine can read).
 const key = process.env[options['key-env']];
 if (!key) fail(`set ${options['key-env']} to the app's API key or JWT`);
 
-const gateway = new StreamableHTTPClientTransport(url, { requestInit: { headers: { authorization: `Bearer ${key}` } } });
+const gateway = new StreamableHTTPClientTransport(url, {
+  requestInit: { headers: { authorization: `Bearer ${key}` } },
+});
 const local = new StdioServerTransport();
 
 local.onmessage = (message) => {
   gateway.send(message).catch((err) => {
     // A request the gateway could not answer (refused, unreachable) still gets an answer, so the client does not wait.
     if (message && typeof message === 'object' && 'id' in message && 'method' in message) {
-      void local.send({ jsonrpc: '2.0', id: message.id, error: { code: -32000, message: `gateway-mcp: ${err?.message ?? err}` } });
+      void local.send({
+        jsonrpc: '2.0',
+        id: message.id,
+        error: { code: -32000, message: `gateway-mcp: ${err?.message ?? err}` },
+      });
     }
     process.stderr.write(`gateway-mcp: ${err?.message ?? err}\n`);
   });

@@ -76,12 +76,21 @@ await Promise.all(
     }
   }),
 );
-for (const name of files) hash.update(name).update('\0').update(await readFile(join(outdir, name)));
+for (const name of files)
+  hash
+    .update(name)
+    .update('\0')
+    .update(await readFile(join(outdir, name)));
 const version = hash.digest('hex').slice(0, 16);
 const sorted = (record) => Object.fromEntries(Object.entries(record).sort(([a], [b]) => a.localeCompare(b)));
-await writeFile(join(outdir, 'manifest.json'), `${JSON.stringify({ version, files: sorted(sizes), gzip: sorted(gzipped) }, null, 2)}\n`);
+await writeFile(
+  join(outdir, 'manifest.json'),
+  `${JSON.stringify({ version, files: sorted(sizes), gzip: sorted(gzipped) }, null, 2)}\n`,
+);
 
 const seconds = ((performance.now() - started) / 1000).toFixed(1);
 const kib = (bytes) => `${(bytes / 1024).toFixed(0)} KiB`;
-const main = ['graphiql.js', 'graphiql.css'].map((name) => `${name} ${kib(sizes[name])}, gzip ${kib(gzipped[name])}`).join('; ');
+const main = ['graphiql.js', 'graphiql.css']
+  .map((name) => `${name} ${kib(sizes[name])}, gzip ${kib(gzipped[name])}`)
+  .join('; ');
 console.log(`GraphiQL bundle built in ${seconds}s into ${outdir} (${main}; version ${version})`);

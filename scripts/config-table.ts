@@ -3,7 +3,9 @@
 import { ENV_VARS } from '../src/config.js';
 
 export function configTable(): string {
-  const rows = ENV_VARS.map((v) => `| \`${v.name}\` | ${v.default.startsWith('(') ? v.default : `\`${v.default}\``} | ${v.description} |`);
+  const rows = ENV_VARS.map(
+    (v) => `| \`${v.name}\` | ${v.default.startsWith('(') ? v.default : `\`${v.default}\``} | ${v.description} |`,
+  );
   return ['| Variable | Default | Meaning |', '|---|---|---|', ...rows].join('\n');
 }
 

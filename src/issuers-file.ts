@@ -1,10 +1,11 @@
 // AUTH_ISSUERS (docs/decisions/058): the identity providers whose JWTs apps may send, each with its JWKS, issuer,
 // audience, app claim, scope claims and the apps it may sign in, in JSON or YAML like the apps file. A token is checked
 // against the entry of its own iss only.
-import path from 'node:path';
 import fs from 'node:fs';
+import path from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
 import { z } from 'zod';
+
 import { lineOf } from './apps-file.js';
 
 /** One provider of the file, as written (src/config.ts checks its apps against the configured ones). */
@@ -28,7 +29,14 @@ export interface IssuerFileEntry {
 /** A claim name: the characters AUTH_APP_CLAIM allows. */
 export const CLAIM_NAME = /^[A-Za-z0-9_.:/-]{1,128}$/;
 
-const strings = (what: string) => z.union([z.string().min(1, `must not be empty`).transform((s) => [s]), z.array(z.string().min(1, `must not hold an empty ${what}`)).min(1, `must list at least one ${what}`)]);
+const strings = (what: string) =>
+  z.union([
+    z
+      .string()
+      .min(1, `must not be empty`)
+      .transform((s) => [s]),
+    z.array(z.string().min(1, `must not hold an empty ${what}`)).min(1, `must list at least one ${what}`),
+  ]);
 const httpUrl = z.string().refine((s) => {
   try {
     return ['http:', 'https:'].includes(new URL(s).protocol);
@@ -44,13 +52,21 @@ const issuerSchema = z
     jwksFile: z.string().min(1).optional(),
     audience: strings('audience'),
     appClaim: z.string().regex(CLAIM_NAME, 'must be a claim name (letters, digits, _ . : / -)').optional(),
-    scopeClaims: z.array(z.string().regex(CLAIM_NAME, 'must be a claim name (letters, digits, _ . : / -)')).min(1, 'must name at least one claim').optional(),
+    scopeClaims: z
+      .array(z.string().regex(CLAIM_NAME, 'must be a claim name (letters, digits, _ . : / -)'))
+      .min(1, 'must name at least one claim')
+      .optional(),
     scopePrefix: z.string().regex(/^\S*$/, 'must not hold spaces').optional(),
-    apps: z.array(z.string().min(1)).min(1, 'must list the apps accepted, as AUTH_APPS does (`shop`, `<client id>=<name>` or `*`)'),
+    apps: z
+      .array(z.string().min(1))
+      .min(1, 'must list the apps accepted, as AUTH_APPS does (`shop`, `<client id>=<name>` or `*`)'),
     operatorApps: z.array(z.string()).optional(),
     note: z.string().optional(),
   })
-  .refine((e) => (e.jwksUrl === undefined) !== (e.jwksFile === undefined), { message: 'needs jwksUrl or jwksFile (one of them)', path: ['jwksUrl'] });
+  .refine((e) => (e.jwksUrl === undefined) !== (e.jwksFile === undefined), {
+    message: 'needs jwksUrl or jwksFile (one of them)',
+    path: ['jwksUrl'],
+  });
 
 const fileSchema = z.strictObject({ issuers: z.array(issuerSchema).min(1, 'must list at least one issuer') });
 
@@ -62,28 +78,40 @@ export function readIssuersFile(file: string): IssuerFileEntry[] {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    throw new IssuersFileError(`${file} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new IssuersFileError(
+      `${file} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+    );
   }
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });
   const syntax = doc.errors[0];
-  if (syntax) throw new IssuersFileError(`${file} line ${syntax.linePos?.[0].line ?? 1}: ${syntax.message.split('\n')[0]}`);
+  if (syntax)
+    throw new IssuersFileError(`${file} line ${syntax.linePos?.[0].line ?? 1}: ${syntax.message.split('\n')[0]}`);
   const parsed = fileSchema.safeParse(doc.toJS());
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const where = issue.path.length ? issue.path.map(String).join('.') : 'the file';
-    const message = issue.message.replace(/^Invalid input: expected (\w+), received undefined$/, 'is missing (expected $1)');
+    const message = issue.message.replace(
+      /^Invalid input: expected (\w+), received undefined$/,
+      'is missing (expected $1)',
+    );
     throw new IssuersFileError(`${file} line ${lineOf(doc, lines, issue.path)}: ${where} ${message}`);
   }
   const seen = new Map<string, number>();
   return parsed.data.issuers.map((e, i) => {
     const line = lineOf(doc, lines, ['issuers', i]);
     const first = seen.get(e.issuer);
-    if (first !== undefined) throw new IssuersFileError(`${file} line ${line}: issuer ${e.issuer} is listed twice (first at line ${first}): a token is checked against one entry, the one of its iss`);
+    if (first !== undefined)
+      throw new IssuersFileError(
+        `${file} line ${line}: issuer ${e.issuer} is listed twice (first at line ${first}): a token is checked against one entry, the one of its iss`,
+      );
     seen.set(e.issuer, line);
     return {
       issuer: e.issuer,
-      jwks: e.jwksUrl !== undefined ? { url: e.jwksUrl } : { file: path.resolve(path.dirname(path.resolve(file)), e.jwksFile!) },
+      jwks:
+        e.jwksUrl !== undefined
+          ? { url: e.jwksUrl }
+          : { file: path.resolve(path.dirname(path.resolve(file)), e.jwksFile!) },
       audience: e.audience,
       appClaim: e.appClaim ?? null,
       scopeClaims: e.scopeClaims,
@@ -91,7 +119,8 @@ export function readIssuersFile(file: string): IssuerFileEntry[] {
       apps: e.apps,
       operatorApps: e.operatorApps ?? [],
       line,
-      lineOf: (field: string, index?: number) => lineOf(doc, lines, index === undefined ? ['issuers', i, field] : ['issuers', i, field, index]),
+      lineOf: (field: string, index?: number) =>
+        lineOf(doc, lines, index === undefined ? ['issuers', i, field] : ['issuers', i, field, index]),
     };
   });
 }

@@ -26,7 +26,11 @@ export function readJsonFile(file: string): JsonFile {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    throw new JsonFileError(file, null, `is not a readable JSON file: cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    throw new JsonFileError(
+      file,
+      null,
+      `is not a readable JSON file: cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+    );
   }
   return parseJsonFile(text, file);
 }
@@ -89,12 +93,17 @@ class Scanner {
       this.i = LITERAL.lastIndex;
       return null;
     }
-    return { at: this.i, reason: c === undefined ? 'the text ends where a value is expected' : `a value was expected, not ${JSON.stringify(c)}` };
+    return {
+      at: this.i,
+      reason:
+        c === undefined ? 'the text ends where a value is expected' : `a value was expected, not ${JSON.stringify(c)}`,
+    };
   }
 
   private string(): Failure {
     STRING.lastIndex = this.i;
-    if (!STRING.test(this.text)) return { at: this.i, reason: 'a string is not closed, or holds a bad escape or a control character' };
+    if (!STRING.test(this.text))
+      return { at: this.i, reason: 'a string is not closed, or holds a bad escape or a control character' };
     this.i = STRING.lastIndex;
     return null;
   }
@@ -109,7 +118,8 @@ class Scanner {
     for (;;) {
       this.space();
       const start = this.i;
-      if (this.text[this.i] !== '"') return { at: this.i, reason: 'a member name in double quotes was expected (no trailing comma)' };
+      if (this.text[this.i] !== '"')
+        return { at: this.i, reason: 'a member name in double quotes was expected (no trailing comma)' };
       const failure = this.string();
       if (failure) return failure;
       const name = JSON.parse(this.text.slice(start, this.i)) as string;
@@ -146,7 +156,8 @@ class Scanner {
       if (this.text[this.i] === ',') {
         this.i += 1;
         this.space();
-        if (this.text[this.i] === ']') return { at: this.i, reason: 'a value was expected after "," (no trailing comma)' };
+        if (this.text[this.i] === ']')
+          return { at: this.i, reason: 'a value was expected after "," (no trailing comma)' };
         continue;
       }
       if (this.text[this.i] === ']') {

@@ -56,7 +56,8 @@ export function withValueAt(body: Record<string, unknown>, path: JsonPath, value
   const [head, ...rest] = path.segments;
   if (rest.length === 0) return { ...body, [head!]: value };
   const inner = body[head!];
-  const nested = inner !== null && typeof inner === 'object' && !Array.isArray(inner) ? (inner as Record<string, unknown>) : {};
+  const nested =
+    inner !== null && typeof inner === 'object' && !Array.isArray(inner) ? (inner as Record<string, unknown>) : {};
   return { ...body, [head!]: withValueAt(nested, { text: rest.join('.'), segments: rest }, value) };
 }
 

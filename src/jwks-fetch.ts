@@ -3,6 +3,7 @@
 // JWKS file (AUTH_JWKS_FILE, an issuer's jwksFile, MOBILEID_JWKS_FILE), at start and on each reload.
 import type { JSONWebKeySet } from 'jose';
 import { request } from 'undici';
+
 import { JsonFileError, readJsonFile } from './json-file.js';
 
 const JWKS_TIMEOUT_MS = 5_000;
@@ -35,7 +36,8 @@ export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
   } catch {
     throw new Error(`GET ${url} answered something that is not JSON`);
   }
-  if (!jwks || typeof jwks !== 'object' || !Array.isArray((jwks as { keys?: unknown }).keys)) throw new Error(`GET ${url} answered JSON that is not a JWKS (no "keys" array)`);
+  if (!jwks || typeof jwks !== 'object' || !Array.isArray((jwks as { keys?: unknown }).keys))
+    throw new Error(`GET ${url} answered JSON that is not a JWKS (no "keys" array)`);
   return jwks as JSONWebKeySet;
 }
 
@@ -50,7 +52,8 @@ export function readJwksFile(file: string): JSONWebKeySet {
     throw new JsonFileError(file, json.lineOf(['keys']), 'is not a JWKS (an object with a "keys" array)');
   }
   jwks.keys.forEach((key: unknown, i) => {
-    if (!key || typeof key !== 'object' || typeof (key as { kty?: unknown }).kty !== 'string') throw new JsonFileError(file, json.lineOf(['keys', i]), `keys[${i}] is not a JWK (an object with a "kty")`);
+    if (!key || typeof key !== 'object' || typeof (key as { kty?: unknown }).kty !== 'string')
+      throw new JsonFileError(file, json.lineOf(['keys', i]), `keys[${i}] is not a JWK (an object with a "kty")`);
   });
   return jwks as JSONWebKeySet;
 }

@@ -1,4 +1,4 @@
-import { pino, type Logger, type DestinationStream } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
@@ -54,33 +54,50 @@ export function formatPrettyLine(json: string, colour = false): string {
     return json.endsWith('\n') ? json : `${json}\n`;
   }
   const level = typeof o.level === 'number' ? o.level : 30;
-  const time = typeof o.time === 'string' ? o.time.slice(11, 19) : typeof o.time === 'number' ? new Date(o.time).toISOString().slice(11, 19) : '';
+  const time =
+    typeof o.time === 'string'
+      ? o.time.slice(11, 19)
+      : typeof o.time === 'number'
+        ? new Date(o.time).toISOString().slice(11, 19)
+        : '';
   const msg = typeof o.msg === 'string' ? o.msg : '';
   const [first = '', ...rest] = msg.split(' | ');
   const extras: string[] = [];
   for (const [k, v] of Object.entries(o)) {
     if (QUIET.has(k) || v === null || typeof v === 'object') continue;
     const text = String(v);
-    if (!msg.includes(text)) extras.push(`${k}=${typeof v === 'string' && /\s/.test(text) ? JSON.stringify(text) : text}`);
+    if (!msg.includes(text))
+      extras.push(`${k}=${typeof v === 'string' && /\s/.test(text) ? JSON.stringify(text) : text}`);
   }
   const name = (LEVELS[level] ?? String(level)).padEnd(5);
   let line = `${time} ${colour ? `\x1b[${COLOURS[level] ?? '0'}m${name}\x1b[0m` : name} ${first}${extras.length ? `  ${extras.join(' ')}` : ''}\n`;
   for (const part of rest) line += `               ${part}\n`;
   const err = o.err as { stack?: unknown; message?: unknown } | undefined;
   if (err && typeof err === 'object') {
-    const text = typeof err.stack === 'string' ? err.stack : typeof err.message === 'string' ? err.message : JSON.stringify(err);
-    line += text.split('\n').map((l) => `    ${l}\n`).join('');
+    const text =
+      typeof err.stack === 'string' ? err.stack : typeof err.message === 'string' ? err.message : JSON.stringify(err);
+    line += text
+      .split('\n')
+      .map((l) => `    ${l}\n`)
+      .join('');
   }
   return line;
 }
 
 /** A pino destination that writes each line through formatPrettyLine. */
-export function prettyDestination(out: { write(s: string): unknown } = process.stdout, colour = false): DestinationStream {
+export function prettyDestination(
+  out: { write(s: string): unknown } = process.stdout,
+  colour = false,
+): DestinationStream {
   return { write: (line: string) => void out.write(formatPrettyLine(line.trimEnd(), colour)) };
 }
 
-export function createLogger(options: { level?: string; destination?: DestinationStream; format?: LogFormat } = {}): Logger {
-  const destination = options.destination ?? (options.format === 'pretty' ? prettyDestination(process.stdout, process.stdout.isTTY === true) : undefined);
+export function createLogger(
+  options: { level?: string; destination?: DestinationStream; format?: LogFormat } = {},
+): Logger {
+  const destination =
+    options.destination ??
+    (options.format === 'pretty' ? prettyDestination(process.stdout, process.stdout.isTTY === true) : undefined);
   return pino(
     {
       level: options.level ?? 'info',

@@ -9,8 +9,17 @@ import { openStore } from './store/index.js';
  */
 async function migrate(): Promise<void> {
   const config = loadStoreConfig();
-  const logger = createLogger({ level: config.logLevel, format: resolveLogFormat(config.logFormat, process.stdout.isTTY === true) });
-  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, sqliteSynchronous: config.sqliteSynchronous, logger, migrations: 'apply' });
+  const logger = createLogger({
+    level: config.logLevel,
+    format: resolveLogFormat(config.logFormat, process.stdout.isTTY === true),
+  });
+  const store = await openStore({
+    dataDir: config.dataDir,
+    databaseUrl: config.databaseUrl,
+    sqliteSynchronous: config.sqliteSynchronous,
+    logger,
+    migrations: 'apply',
+  });
   await store.close();
   logger.info({ store: store.location }, 'migrate: the database has every migration of this release');
   process.exit(0);
@@ -20,7 +29,9 @@ async function main(): Promise<void> {
   const command = process.argv[2];
   if (command === 'migrate') return migrate();
   if (command !== undefined) {
-    process.stderr.write(`gateway: unknown command ${JSON.stringify(command)}: run it with no argument to serve, or \`migrate\` to apply the database migrations and exit\n`);
+    process.stderr.write(
+      `gateway: unknown command ${JSON.stringify(command)}: run it with no argument to serve, or \`migrate\` to apply the database migrations and exit\n`,
+    );
     process.exit(2);
   }
   let config;
@@ -33,7 +44,10 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const logger = createLogger({ level: config.logLevel, format: resolveLogFormat(config.logFormat, process.stdout.isTTY === true) });
+  const logger = createLogger({
+    level: config.logLevel,
+    format: resolveLogFormat(config.logFormat, process.stdout.isTTY === true),
+  });
   const gateway = await startGateway(config, { logger });
   // The signals are handled before the start-up line says the gateway is ready: a SIGHUP sent on seeing it must
   // reload, never meet the default action (the end of the process).
@@ -68,12 +82,21 @@ async function main(): Promise<void> {
   const upstreams = Object.entries(described)
     .map(([name, where]) => `${name}=${where}`)
     .join(' ');
-  const names = [...new Set([...config.apiKeys, ...config.operatorKeys].flatMap((k) => (k.name === null ? [] : [k.name])).concat(config.appsFile.map((a) => a.name)))].sort();
-  const keyCount = config.apiKeys.length + config.operatorKeys.length + config.appsFile.reduce((n, a) => n + a.keyDigests.length, 0);
+  const names = [
+    ...new Set(
+      [...config.apiKeys, ...config.operatorKeys]
+        .flatMap((k) => (k.name === null ? [] : [k.name]))
+        .concat(config.appsFile.map((a) => a.name)),
+    ),
+  ].sort();
+  const keyCount =
+    config.apiKeys.length + config.operatorKeys.length + config.appsFile.reduce((n, a) => n + a.keyDigests.length, 0);
   const keyed = keyCount ? `keyed (${keyCount} API key(s)${names.length ? `; apps ${names.join(', ')}` : ''})` : null;
   const jwts = config.jwtAuth ? `JWTs of ${config.jwtAuth.issuers.map((i) => i.issuer).join(', ')}` : null;
   const access = config.open ? 'OPEN (no API keys: sandbox only)' : [keyed, jwts].filter(Boolean).join(' and ');
-  const graphiql = config.introspection ? `GraphiQL ${gateway.url}/graphql` : `GraphQL ${gateway.url}/graphql (introspection off)`;
+  const graphiql = config.introspection
+    ? `GraphiQL ${gateway.url}/graphql`
+    : `GraphQL ${gateway.url}/graphql (introspection off)`;
   // The identification callback is configured per workflow on the platform side; its token is a secret, so the
   // line shows the route and where to read the full address, never the address itself.
   const identificationCallbacks = `identification callbacks POST ${gateway.publicUrl}/webhooks/identification/<token> (address per workflow: query { identificationCallbackUrl(workflowId: "...") })`;
@@ -81,7 +104,9 @@ async function main(): Promise<void> {
   // reads); the operator who started this gateway is the one it is shown to, for curl (apps use
   // issueMobileIdNotificationToken or sandboxCompleteMobileIdAuthentication instead).
   const sandboxToken = gateway.sandbox.mobileId?.notificationToken;
-  const mobileIdSandbox = sandboxToken ? ` | mobile-ID sandbox: POST ${gateway.url}/webhooks/mobile-id with Authorization: Bearer ${sandboxToken}` : '';
+  const mobileIdSandbox = sandboxToken
+    ? ` | mobile-ID sandbox: POST ${gateway.url}/webhooks/mobile-id with Authorization: Bearer ${sandboxToken}`
+    : '';
   // Where each answer shape the specs do not show is read: the operator's *_PATH, or the documented guesses.
   const cloudShapes = gateway.services.cloud.describeShapes();
   const identityShapes = gateway.services.identity.describeShapes();
@@ -100,16 +125,31 @@ async function main(): Promise<void> {
   const circuits = gateway.circuits();
   const circuitLine = Object.entries(circuits)
     .map(([name, state]) => {
-      const b = config.upstream.breakers[name === 'identification-prodlike' ? 'identification' : (name as keyof typeof config.upstream.breakers)];
-      return state === 'off' || !b ? `${name}=off` : `${name}=${state} (opens past ${Math.round(b.errorThreshold * 100)}% of ${b.volume} attempts, reset ${b.resetTimeoutMs / 1000}s, ${b.halfOpenAttempts} trials)`;
+      const b =
+        config.upstream.breakers[
+          name === 'identification-prodlike' ? 'identification' : (name as keyof typeof config.upstream.breakers)
+        ];
+      return state === 'off' || !b
+        ? `${name}=off`
+        : `${name}=${state} (opens past ${Math.round(b.errorThreshold * 100)}% of ${b.volume} attempts, reset ${b.resetTimeoutMs / 1000}s, ${b.halfOpenAttempts} trials)`;
     })
     .join(' ');
   logger.info(
-    { url: gateway.url, publicUrl: gateway.publicUrl, upstreams: described, circuits, store: gateway.services.store.location, open: config.open, shapes },
+    {
+      url: gateway.url,
+      publicUrl: gateway.publicUrl,
+      upstreams: described,
+      circuits,
+      store: gateway.services.store.location,
+      open: config.open,
+      shapes,
+    },
     `gateway ready: ${graphiql} | upstreams ${upstreams} | circuits ${circuitLine} | data ${gateway.services.store.location} | API ${access} | ${identificationCallbacks} | ${shapeLine}${mobileIdSandbox}`,
   );
-  if (config.open) logger.warn('the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)');
-
+  if (config.open)
+    logger.warn(
+      'the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)',
+    );
 }
 
 main().catch((err: unknown) => {
@@ -118,6 +158,8 @@ main().catch((err: unknown) => {
     process.stderr.write(`gateway: invalid configuration: ${err.message}\n`);
     process.exit(2);
   }
-  process.stderr.write(`gateway: failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.stderr.write(
+    `gateway: failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+  );
   process.exit(1);
 });

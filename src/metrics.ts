@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** The gateway's Prometheus metrics, one registry per gateway instance (tests run several at once). */
 export class Metrics {
@@ -217,7 +217,11 @@ export class Metrics {
   });
 
   /** Read when /metrics is scraped: counting per delivery in prom-client would cost the fan-out it measures. */
-  private subscriptionCounts: () => { executions: number; shared: number; compiled: number } = () => ({ executions: 0, shared: 0, compiled: 0 });
+  private subscriptionCounts: () => { executions: number; shared: number; compiled: number } = () => ({
+    executions: 0,
+    shared: 0,
+    compiled: 0,
+  });
 
   readonly subscriptionExecutions: Counter = new Counter({
     name: 'gateway_subscription_executions_total',

@@ -28,7 +28,10 @@ export function ownerOfRecord(record: Pick<LedgerRecord, 'kind' | 'createdBy'>):
 }
 
 /** The record when `caller` may read it, else null (as for an id that does not exist). */
-export function visibleRecord<T extends Pick<LedgerRecord, 'kind' | 'createdBy'>>(caller: Caller, record: T | null | undefined): T | null {
+export function visibleRecord<T extends Pick<LedgerRecord, 'kind' | 'createdBy'>>(
+  caller: Caller,
+  record: T | null | undefined,
+): T | null {
   return record && readableBy(caller, ownerOfRecord(record)) ? record : null;
 }
 
@@ -37,6 +40,8 @@ export function visibleRecord<T extends Pick<LedgerRecord, 'kind' | 'createdBy'>
  * see of an id. Another app's verification or identification reads as unknown there, word for word, never as "a
  * verification, not an IP address" (which would tell the caller that the id exists).
  */
-export function cloudLedgerRecord<T extends Pick<LedgerRecord, 'kind' | 'createdBy'>>(record: T | null | undefined): T | null {
+export function cloudLedgerRecord<T extends Pick<LedgerRecord, 'kind' | 'createdBy'>>(
+  record: T | null | undefined,
+): T | null {
   return record && ownerOfRecord(record) === null ? record : null;
 }

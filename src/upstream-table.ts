@@ -49,7 +49,9 @@ function bindNotificationTokens(entries: readonly string[], apps: AppNames): Con
     const parsed = parseAppKey(entry);
     if (parsed.name === null) return { token: entry, scope: null };
     if (!names.has(parsed.name) && !apps.anyName) {
-      const known = names.size ? `the named apps are ${[...names].sort().join(', ')}` : 'no app is named (write name:key in GATEWAY_API_KEYS, use GATEWAY_APPS_FILE, or list the JWT app in AUTH_APPS or AUTH_ISSUERS)';
+      const known = names.size
+        ? `the named apps are ${[...names].sort().join(', ')}`
+        : 'no app is named (write name:key in GATEWAY_API_KEYS, use GATEWAY_APPS_FILE, or list the JWT app in AUTH_APPS or AUTH_ISSUERS)';
       throw new ConfigError(
         'MOBILEID_NOTIFICATION_TOKENS',
         `entry ${i + 1} binds a token to the app ${JSON.stringify(parsed.name)}, which no configured app is called; ${known}`,
@@ -148,7 +150,8 @@ export function describeUpstreams(table: UpstreamTable): Record<UpstreamName, st
   };
 }
 
-const SANDBOX_ONE = (name: UpstreamName) => `or name ${name} in SANDBOX_UPSTREAMS to have the embedded simulator serve it`;
+const SANDBOX_ONE = (name: UpstreamName) =>
+  `or name ${name} in SANDBOX_UPSTREAMS to have the embedded simulator serve it`;
 
 /**
  * Which upstreams are real and which the simulator serves. The simulator serves an upstream only when no
@@ -173,7 +176,10 @@ export function resolveUpstreams(e: UpstreamEnv, appNames: AppNames): UpstreamTa
   };
   for (const name of UPSTREAM_NAMES) {
     if (listed.has(name) && configured[name]) {
-      throw new ConfigError('SANDBOX_UPSTREAMS', `names ${name}, which ${variableOf[name]} configures as real: set one or the other`);
+      throw new ConfigError(
+        'SANDBOX_UPSTREAMS',
+        `names ${name}, which ${variableOf[name]} configures as real: set one or the other`,
+      );
     }
   }
   const allSandboxed = UPSTREAM_NAMES.every((n) => !configured[n]);
@@ -190,7 +196,8 @@ export function resolveUpstreams(e: UpstreamEnv, appNames: AppNames): UpstreamTa
       url: e.CLOUD_API_URL,
       auth: e.CLOUD_API_TOKEN ? { token: e.CLOUD_API_TOKEN } : { credentials: e.CLOUD_API_CREDENTIALS! },
     };
-  } else if (!sandboxed('cloud')) throw missing('cloud', 'the cloud API address with CLOUD_API_TOKEN or CLOUD_API_CREDENTIALS');
+  } else if (!sandboxed('cloud'))
+    throw missing('cloud', 'the cloud API address with CLOUD_API_TOKEN or CLOUD_API_CREDENTIALS');
 
   let identification: RealIdentification | Sandboxed = SANDBOX;
   if (e.IDENTIFICATION_API_URL) {
@@ -211,7 +218,8 @@ export function resolveUpstreams(e: UpstreamEnv, appNames: AppNames): UpstreamTa
           }
         : null,
     };
-  } else if (!sandboxed('identification')) throw missing('identification', 'the identification interface address with IDENTIFICATION_API_TOKEN');
+  } else if (!sandboxed('identification'))
+    throw missing('identification', 'the identification interface address with IDENTIFICATION_API_TOKEN');
 
   let verification: RealVerification | Sandboxed = SANDBOX;
   if (e.VERIFICATION_API_URL) {
@@ -226,14 +234,18 @@ export function resolveUpstreams(e: UpstreamEnv, appNames: AppNames): UpstreamTa
       url: e.VERIFICATION_API_URL,
       token: e.VERIFICATION_API_TOKEN,
     };
-  } else if (!sandboxed('verification')) throw missing('verification', 'the verification interface address with VERIFICATION_API_TOKEN');
+  } else if (!sandboxed('verification'))
+    throw missing('verification', 'the verification interface address with VERIFICATION_API_TOKEN');
 
   // The spec lists the rfm check among the verification interface's endpoints (under /api/v1) and gives it
   // no address of its own: unset, it is the verification interface's, real or simulated alike.
   let rfm: RealRfm | Sandboxed = SANDBOX;
   if (e.RFM_API_URL) {
     if (!e.VERIFICATION_API_TOKEN) {
-      throw new ConfigError('VERIFICATION_API_TOKEN', 'RFM_API_URL is set, so VERIFICATION_API_TOKEN (the JWT the rfm check uses) is required');
+      throw new ConfigError(
+        'VERIFICATION_API_TOKEN',
+        'RFM_API_URL is set, so VERIFICATION_API_TOKEN (the JWT the rfm check uses) is required',
+      );
     }
     rfm = {
       sandbox: false,

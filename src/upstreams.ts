@@ -1,4 +1,3 @@
-import type { PauseAt } from './phases.js';
 import { createCloudService, type CloudEndpoint, type CloudService } from './cloud/index.js';
 import type { Config, UpstreamTable } from './config.js';
 import type { Events } from './events/index.js';
@@ -7,6 +6,7 @@ import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
 import { createMobileIdService, type MobileIdEndpoint, type MobileIdService } from './mobile-id/index.js';
 import type { SecretBox } from './mobile-id/sealing.js';
+import type { PauseAt } from './phases.js';
 import { resolveCloudShape, type CloudResponseShape } from './sandbox/cloud-shapes.js';
 import {
   SANDBOX_IDENTIFICATION_TOKEN,
@@ -15,12 +15,12 @@ import {
   startSandboxes,
   type Sandboxes,
 } from './sandbox/index.js';
-import type { Store } from './store/index.js';
 import type { AppStorage } from './store/app-storage.js';
+import type { Store } from './store/index.js';
 import type { Ledger } from './store/ledger.js';
-import { UpstreamHttp } from './upstream/http.js';
-import { CircuitBreaker, type BreakerState } from './upstream/breaker.js';
 import type { Tracing } from './telemetry/tracing.js';
+import { CircuitBreaker, type BreakerState } from './upstream/breaker.js';
+import { UpstreamHttp } from './upstream/http.js';
 import type { Idempotency } from './upstream/idempotency.js';
 
 /** The three upstream services, and the simulators that serve the sandboxed entries of the table. */
@@ -95,7 +95,11 @@ export async function startUpstreams(
     transition(upstream: string, from: BreakerState, to: BreakerState) {
       metrics.upstreamCircuitState.set({ upstream }, to === 'closed' ? 0 : to === 'open' ? 1 : 2);
       metrics.upstreamCircuitTransitions.inc({ upstream, from, to });
-      if (to === 'open') logger.warn({ upstream, from, to }, `${upstream} circuit open: calls needing it are refused at once (UPSTREAM_UNAVAILABLE) until trial calls succeed`);
+      if (to === 'open')
+        logger.warn(
+          { upstream, from, to },
+          `${upstream} circuit open: calls needing it are refused at once (UPSTREAM_UNAVAILABLE) until trial calls succeed`,
+        );
       else logger.info({ upstream, from, to }, `${upstream} circuit ${to}`);
     },
     shortCircuit(upstream: string) {
@@ -104,7 +108,10 @@ export async function startUpstreams(
   };
   // One breaker per upstream client; both identification environments use identification's settings.
   const breakerOf = (name: string): CircuitBreaker | undefined => {
-    const settings = config.upstream.breakers[name === 'identification-prodlike' ? 'identification' : (name as keyof typeof config.upstream.breakers)];
+    const settings =
+      config.upstream.breakers[
+        name === 'identification-prodlike' ? 'identification' : (name as keyof typeof config.upstream.breakers)
+      ];
     const breaker = settings?.enabled ? new CircuitBreaker(name, settings, circuitEvents, deps.clock) : null;
     circuits.set(name, breaker);
     if (breaker) metrics.upstreamCircuitState.set({ upstream: name }, 0);
@@ -121,7 +128,10 @@ export async function startUpstreams(
       // The cloud API documents Idempotency-Key (and asking its token endpoint again changes nothing); the identity
       // endpoints do not, unless the operator says so (IDEMPOTENT_UPSTREAMS). Both identification environments share
       // the identification setting.
-      retryUnknownOutcome: name === 'cloud' || name === 'cloud-token' || config.upstream.idempotent.includes(name.replace(/-prodlike$/, '')),
+      retryUnknownOutcome:
+        name === 'cloud' ||
+        name === 'cloud-token' ||
+        config.upstream.idempotent.includes(name.replace(/-prodlike$/, '')),
       metrics: deps.metrics,
       logger: deps.logger,
       tracing: deps.tracing,
@@ -139,7 +149,11 @@ export async function startUpstreams(
   const cloud: CloudEndpoint = table.cloud.sandbox
     ? {
         url: started(sandbox.cloud, 'cloud').url,
-        auth: config.cloud.token ? { token: config.cloud.token } : config.cloud.credentials ? { credentials: config.cloud.credentials } : { token: SANDBOX_SERVICE_ACCOUNT_TOKEN },
+        auth: config.cloud.token
+          ? { token: config.cloud.token }
+          : config.cloud.credentials
+            ? { credentials: config.cloud.credentials }
+            : { token: SANDBOX_SERVICE_ACCOUNT_TOKEN },
       }
     : { url: table.cloud.url, auth: table.cloud.auth };
 
@@ -152,20 +166,35 @@ export async function startUpstreams(
       ? {
           url: started(sandbox.identification, 'identification').url,
           token: identificationToken,
-          prodlike: { url: started(sandbox.identificationProdlike, 'identification PRODLIKE').url, token: config.identification.prodlikeToken ?? identificationToken },
+          prodlike: {
+            url: started(sandbox.identificationProdlike, 'identification PRODLIKE').url,
+            token: config.identification.prodlikeToken ?? identificationToken,
+          },
         }
       : table.identification,
-    verification: table.verification.sandbox ? simulatedVerification(config.verification.token ?? SANDBOX_VERIFICATION_TOKEN) : table.verification,
+    verification: table.verification.sandbox
+      ? simulatedVerification(config.verification.token ?? SANDBOX_VERIFICATION_TOKEN)
+      : table.verification,
     // A simulated rfm check beside a real verification interface gets the simulator's token, not the real JWT.
     rfm: table.rfm.sandbox
-      ? simulatedVerification(table.verification.sandbox ? (config.verification.token ?? SANDBOX_VERIFICATION_TOKEN) : SANDBOX_VERIFICATION_TOKEN)
+      ? simulatedVerification(
+          table.verification.sandbox
+            ? (config.verification.token ?? SANDBOX_VERIFICATION_TOKEN)
+            : SANDBOX_VERIFICATION_TOKEN,
+        )
       : table.rfm,
   };
 
   const mobileId: MobileIdEndpoint = table.mobileId.sandbox
     ? (() => {
         const sim = started(sandbox.mobileId, 'mobile-ID');
-        return { notificationTokens: [{ token: sim.notificationToken, scope: null }], jwks: { jwksUrl: sim.jwksUrl }, issuer: sim.issuer, clientId: sim.clientId, notifier: sim };
+        return {
+          notificationTokens: [{ token: sim.notificationToken, scope: null }],
+          jwks: { jwksUrl: sim.jwksUrl },
+          issuer: sim.issuer,
+          clientId: sim.clientId,
+          notifier: sim,
+        };
       })()
     : {
         notificationTokens: table.mobileId.notificationTokens,
@@ -175,10 +204,19 @@ export async function startUpstreams(
         notifier: null,
       };
 
-  const simulatedIdentification = table.identification.sandbox ? [sandbox.identification, sandbox.identificationProdlike] : [];
+  const simulatedIdentification = table.identification.sandbox
+    ? [sandbox.identification, sandbox.identificationProdlike]
+    : [];
 
   return {
-    cloud: createCloudService(cloud, { http, ledger: deps.ledger, idempotency: deps.idempotency, logger: deps.logger, shapePaths: config.shapePaths, ...(deps.pauseAt ? { pauseAt: deps.pauseAt } : {}) }),
+    cloud: createCloudService(cloud, {
+      http,
+      ledger: deps.ledger,
+      idempotency: deps.idempotency,
+      logger: deps.logger,
+      shapePaths: config.shapePaths,
+      ...(deps.pauseAt ? { pauseAt: deps.pauseAt } : {}),
+    }),
     identity: createIdentityService(identity, {
       http,
       store: deps.store,
@@ -193,10 +231,23 @@ export async function startUpstreams(
       onTruncated: (kind: string) => deps.metrics.webhookFieldsDropped.inc({ endpoint: kind }),
       // The simulated platform gets each workflow's callback address as an operator would configure the real one.
       ...(simulatedIdentification.length
-        ? { onCallbackAddress: (workflowId: string, url: string) => simulatedIdentification.forEach((s) => s?.configureCallback(workflowId, url)) }
+        ? {
+            onCallbackAddress: (workflowId: string, url: string) =>
+              simulatedIdentification.forEach((s) => s?.configureCallback(workflowId, url)),
+          }
         : {}),
     }),
-    mobileId: createMobileIdService(mobileId, { config, store: deps.store, events: deps.events, logger: deps.logger, selfUrl: deps.selfUrl, box, storage: deps.storage, metrics: deps.metrics, now: deps.clock }),
+    mobileId: createMobileIdService(mobileId, {
+      config,
+      store: deps.store,
+      events: deps.events,
+      logger: deps.logger,
+      selfUrl: deps.selfUrl,
+      box,
+      storage: deps.storage,
+      metrics: deps.metrics,
+      now: deps.clock,
+    }),
     sandbox,
     circuits: () => Object.fromEntries([...circuits].map(([name, b]) => [name, b ? b.state : 'off'])),
   };
@@ -206,6 +257,10 @@ export async function startUpstreams(
 function cloudSandboxShape(config: Config, logger: Logger): CloudResponseShape {
   const { mode, seed } = resolveCloudShape(config.sandbox.cloudShape, config.sandbox.cloudShapeSeed);
   if (seed === null) logger.info({ shape: mode.name }, `cloud sandbox answers in shape ${mode.name}`);
-  else logger.info({ shape: mode.name, seed }, `cloud sandbox answers in random shape ${mode.name} (SANDBOX_CLOUD_SHAPE_SEED=${seed} repeats it)`);
+  else
+    logger.info(
+      { shape: mode.name, seed },
+      `cloud sandbox answers in random shape ${mode.name} (SANDBOX_CLOUD_SHAPE_SEED=${seed} repeats it)`,
+    );
   return mode.shape;
 }

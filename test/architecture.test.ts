@@ -1,8 +1,8 @@
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { execFile } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { promisify } from 'node:util';
 import { cruise, type IViolation } from 'dependency-cruiser';
 import { describe, expect, it } from 'vitest';
@@ -16,8 +16,17 @@ const rules = require(path.join(root, '.dependency-cruiser.cjs')) as {
 
 /** Runs the project's dependency-cruiser rules over `src/` of `baseDir`; one line per violation, with the rule's reason. */
 async function violations(baseDir: string): Promise<string[]> {
-  const result = await cruise(['src'], { ...rules.options, baseDir, validate: true, ruleSet: { forbidden: rules.forbidden } as never, outputType: 'json' });
-  const output = typeof result.output === 'string' ? (JSON.parse(result.output) as { summary: { violations: IViolation[] } }) : result.output;
+  const result = await cruise(['src'], {
+    ...rules.options,
+    baseDir,
+    validate: true,
+    ruleSet: { forbidden: rules.forbidden } as never,
+    outputType: 'json',
+  });
+  const output =
+    typeof result.output === 'string'
+      ? (JSON.parse(result.output) as { summary: { violations: IViolation[] } })
+      : result.output;
   return output.summary.violations.map((v) => {
     const why = rules.forbidden.find((r) => r.name === v.rule.name)?.comment ?? '';
     return `${v.rule.name}: ${v.from} -> ${v.to} (${why})`;
@@ -37,7 +46,10 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
         fs.writeFileSync(path.join(dir, file), text);
       };
       write('src/server/auth.ts', "import { service } from '../cloud/service.js';\nexport const auth = service;\n");
-      write('src/cloud/service.ts', "import { auth } from '../server/auth.js';\nexport const service = 1;\nexport const again = auth;\n");
+      write(
+        'src/cloud/service.ts',
+        "import { auth } from '../server/auth.js';\nexport const service = 1;\nexport const again = auth;\n",
+      );
       write('src/sandbox/cloud.ts', "import { service } from '../cloud/service.js';\nexport const sim = service;\n");
       write('src/store/ledger.ts', "import { service } from '../cloud/service.js';\nexport const ledger = service;\n");
       write('src/execution/run.ts', 'export const run = 1;\n');
@@ -64,9 +76,15 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
   it('knip finds no unused file, export, class member or dependency, and no unlisted dependency (config in knip.jsonc)', async () => {
     const knip = path.join(root, 'node_modules', 'knip', 'bin', 'knip.js');
     // knip exits non-zero on any finding; the report is then the failure message.
-    const run = await promisify(execFile)(process.execPath, [knip, '--no-progress', '--no-config-hints'], { cwd: root, env: { ...process.env, NO_COLOR: '1' } }).then(
+    const run = await promisify(execFile)(process.execPath, [knip, '--no-progress', '--no-config-hints'], {
+      cwd: root,
+      env: { ...process.env, NO_COLOR: '1' },
+    }).then(
       ({ stdout, stderr }) => ({ code: 0, report: stdout + stderr }),
-      (err: { code?: number; stdout?: string; stderr?: string }) => ({ code: err.code ?? -1, report: `${err.stdout ?? ''}${err.stderr ?? ''}` }),
+      (err: { code?: number; stdout?: string; stderr?: string }) => ({
+        code: err.code ?? -1,
+        report: `${err.stdout ?? ''}${err.stderr ?? ''}`,
+      }),
     );
     expect(run.report.trim()).toBe('');
     expect(run.code).toBe(0);
@@ -74,14 +92,18 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
 
   it('no comment in src/, test/, bench/ or scripts/ names an issue number: comments say why and cite docs/decisions', () => {
     const files = ['src', 'test', 'bench', 'scripts'].flatMap((dir) =>
-      (fs.readdirSync(path.join(root, dir), { recursive: true }) as string[]).filter((f) => /\.(ts|tsx|mjs)$/.test(f)).map((f) => path.join(dir, f)),
+      (fs.readdirSync(path.join(root, dir), { recursive: true }) as string[])
+        .filter((f) => /\.(ts|tsx|mjs)$/.test(f))
+        .map((f) => path.join(dir, f)),
     );
     expect(files.length).toBeGreaterThan(100);
     const naming = files.flatMap((file) =>
       fs
         .readFileSync(path.join(root, file), 'utf8')
         .split('\n')
-        .flatMap((line, i) => (/\b[Ii]ssue #?\d+|\b[Ii]ssues #?\d+(,| and)/.test(line) ? [`${file}:${i + 1}: ${line.trim()}`] : [])),
+        .flatMap((line, i) =>
+          /\b[Ii]ssue #?\d+|\b[Ii]ssues #?\d+(,| and)/.test(line) ? [`${file}:${i + 1}: ${line.trim()}`] : [],
+        ),
     );
     expect(naming).toEqual([]);
   });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+
 import { ConfigError, DECLARED_VARS, describeUpstreams, loadConfig } from '../src/config.js';
 
 /** Loads a config and returns the ConfigError it throws (undefined when it loads). */
@@ -24,11 +25,16 @@ const ALL_REAL: Record<string, string> = {
   MOBILEID_NOTIFICATION_TOKENS: 'notify-token',
 };
 
-const without = (env: Record<string, string>, ...names: string[]) => Object.fromEntries(Object.entries(env).filter(([k]) => !names.includes(k)));
+const without = (env: Record<string, string>, ...names: string[]) =>
+  Object.fromEntries(Object.entries(env).filter(([k]) => !names.includes(k)));
 
 describe('start-up configuration', () => {
   it('refuses to run open (no keys) when an upstream is real', () => {
-    const cloudOnly = { CLOUD_API_URL: 'https://cloud.example', CLOUD_API_TOKEN: 't', SANDBOX_UPSTREAMS: 'identification,verification,rfm,mobile-id' };
+    const cloudOnly = {
+      CLOUD_API_URL: 'https://cloud.example',
+      CLOUD_API_TOKEN: 't',
+      SANDBOX_UPSTREAMS: 'identification,verification,rfm,mobile-id',
+    };
     expect(() => loadConfig(cloudOnly)).toThrow(/GATEWAY_API_KEYS/);
     expect(() => loadConfig({ ...cloudOnly, GATEWAY_API_KEYS: 'k' })).not.toThrow();
   });
@@ -60,7 +66,10 @@ describe('start-up configuration', () => {
   it('parses durations, lists and defaults into one frozen object', () => {
     const c = loadConfig({ IDEMPOTENCY_RETENTION: '90m', GATEWAY_API_KEYS: ' a , b ,', PORT: '8080' });
     expect(c.idempotencyRetentionMs).toBe(90 * 60_000);
-    expect(c.apiKeys).toEqual([{ name: null, key: 'a' }, { name: null, key: 'b' }]);
+    expect(c.apiKeys).toEqual([
+      { name: null, key: 'a' },
+      { name: null, key: 'b' },
+    ]);
     expect(c.port).toBe(8080);
     expect(c.eventRetentionMs).toBe(7 * 86_400_000);
     expect(Object.isFrozen(c) && Object.isFrozen(c.upstream)).toBe(true);
@@ -91,9 +100,20 @@ describe('real upstreams: no silent sandbox', () => {
   });
 
   it('lets the simulator serve an upstream beside real ones when SANDBOX_UPSTREAMS names it', () => {
-    const config = loadConfig({ ...without(ALL_REAL, 'CLOUD_API_URL', 'CLOUD_API_TOKEN', 'MOBILEID_NOTIFICATION_TOKENS'), SANDBOX_UPSTREAMS: 'cloud, mobile-id' });
-    expect(describeUpstreams(config.upstreams)).toMatchObject({ cloud: 'sandbox', 'mobile-id': 'sandbox', identification: 'https://ident.example' });
-    expect(config.upstreams.verification).toEqual({ sandbox: false, url: 'https://verify.example', token: 'verify-jwt' });
+    const config = loadConfig({
+      ...without(ALL_REAL, 'CLOUD_API_URL', 'CLOUD_API_TOKEN', 'MOBILEID_NOTIFICATION_TOKENS'),
+      SANDBOX_UPSTREAMS: 'cloud, mobile-id',
+    });
+    expect(describeUpstreams(config.upstreams)).toMatchObject({
+      cloud: 'sandbox',
+      'mobile-id': 'sandbox',
+      identification: 'https://ident.example',
+    });
+    expect(config.upstreams.verification).toEqual({
+      sandbox: false,
+      url: 'https://verify.example',
+      token: 'verify-jwt',
+    });
   });
 
   it('refuses SANDBOX_UPSTREAMS naming an unknown upstream, or one that is configured as real', () => {
@@ -105,14 +125,24 @@ describe('real upstreams: no silent sandbox', () => {
 
   it('sends the rfm check to the verification interface (its /api/v1) with its JWT when RFM_API_URL is unset, and prints that default', () => {
     const config = loadConfig(ALL_REAL);
-    expect(config.upstreams.rfm).toEqual({ sandbox: false, url: 'https://verify.example', token: 'verify-jwt', from: 'VERIFICATION_API_URL' });
-    expect(describeUpstreams(config.upstreams).rfm).toBe('https://verify.example (default: VERIFICATION_API_URL, spec: rfm under the verification interface /api/v1)');
+    expect(config.upstreams.rfm).toEqual({
+      sandbox: false,
+      url: 'https://verify.example',
+      token: 'verify-jwt',
+      from: 'VERIFICATION_API_URL',
+    });
+    expect(describeUpstreams(config.upstreams).rfm).toBe(
+      'https://verify.example (default: VERIFICATION_API_URL, spec: rfm under the verification interface /api/v1)',
+    );
     const own = loadConfig({ ...ALL_REAL, RFM_API_URL: 'https://rfm.example' });
     expect(describeUpstreams(own.upstreams).rfm).toBe('https://rfm.example');
   });
 
   it('keeps the rfm check with a simulated verification interface unless it is configured', () => {
-    const config = loadConfig({ ...without(ALL_REAL, 'VERIFICATION_API_URL', 'VERIFICATION_API_TOKEN'), SANDBOX_UPSTREAMS: 'verification' });
+    const config = loadConfig({
+      ...without(ALL_REAL, 'VERIFICATION_API_URL', 'VERIFICATION_API_TOKEN'),
+      SANDBOX_UPSTREAMS: 'verification',
+    });
     expect(config.upstreams.rfm).toEqual({ sandbox: true });
   });
 
@@ -126,14 +156,20 @@ describe('real upstreams: no silent sandbox', () => {
   });
 
   it('refuses a real RFM_API_URL without VERIFICATION_API_TOKEN, the JWT it is called with', () => {
-    const env = { ...without(ALL_REAL, 'VERIFICATION_API_URL', 'VERIFICATION_API_TOKEN'), SANDBOX_UPSTREAMS: 'verification', RFM_API_URL: 'https://rfm.example' };
+    const env = {
+      ...without(ALL_REAL, 'VERIFICATION_API_URL', 'VERIFICATION_API_TOKEN'),
+      SANDBOX_UPSTREAMS: 'verification',
+      RFM_API_URL: 'https://rfm.example',
+    };
     expect(refusal(env)?.variable).toBe('VERIFICATION_API_TOKEN');
   });
 
   it('prints addresses without credentials in the start-up description', () => {
     const config = loadConfig({ ...ALL_REAL, CLOUD_API_URL: 'https://user:secret@cloud.example' });
     expect(describeUpstreams(config.upstreams).cloud).toBe('https://cloud.example');
-    expect(JSON.stringify(describeUpstreams(config.upstreams))).not.toMatch(/secret|cloud-token|verify-jwt|ident-token|notify-token/);
+    expect(JSON.stringify(describeUpstreams(config.upstreams))).not.toMatch(
+      /secret|cloud-token|verify-jwt|ident-token|notify-token/,
+    );
   });
 
   it('declares each default once: the README shows exactly the value an unset variable gets, and a variable without a default parses to nothing', () => {
@@ -142,7 +178,11 @@ describe('real upstreams: no silent sandbox', () => {
       if (v.derived) {
         expect(v.schema.parse(v.shown), name).toEqual(unset);
       } else {
-        const empty = unset === undefined || unset === null || (Array.isArray(unset) && unset.length === 0) || (typeof unset === 'object' && Object.keys(unset as object).length === 0);
+        const empty =
+          unset === undefined ||
+          unset === null ||
+          (Array.isArray(unset) && unset.length === 0) ||
+          (typeof unset === 'object' && Object.keys(unset as object).length === 0);
         expect(empty, `${name} has a default its table row does not show`).toBe(true);
       }
     }

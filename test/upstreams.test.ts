@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { startVerificationSandbox, type VerificationSandbox } from '../src/sandbox/verification.js';
 import { gatewaysPerTest, tempDataDir } from './helpers/gateway.js';
 
@@ -15,7 +16,15 @@ afterEach(async () => {
 function runMain(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: tempDataDir(), ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      DATA_DIR: tempDataDir(),
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -61,8 +70,12 @@ describe('real upstreams at start-up', () => {
     const { code, output } = await runMain(ALL_REAL);
     expect(code).toBe(0);
     const line = output.split('\n').find((l) => l.includes('gateway ready'))!;
-    expect(line).toContain('cloud=http://127.0.0.1:9/cloud identification=http://127.0.0.1:9/ident verification=http://127.0.0.1:9/verify');
-    expect(line).toContain('rfm=http://127.0.0.1:9/verify (default: VERIFICATION_API_URL, spec: rfm under the verification interface /api/v1)');
+    expect(line).toContain(
+      'cloud=http://127.0.0.1:9/cloud identification=http://127.0.0.1:9/ident verification=http://127.0.0.1:9/verify',
+    );
+    expect(line).toContain(
+      'rfm=http://127.0.0.1:9/verify (default: VERIFICATION_API_URL, spec: rfm under the verification interface /api/v1)',
+    );
     expect(line).toContain('mobile-id=real');
     expect(output).not.toMatch(/-secret/);
   });
@@ -78,7 +91,11 @@ describe('the rfm check beside a real verification interface', () => {
       VERIFICATION_API_TOKEN: 'operator-jwt',
       SANDBOX_UPSTREAMS: 'cloud,identification,mobile-id',
     });
-    const res = await gw.graphql(`mutation { checkRfm(input: { fullName: "Petr Petrov" }) { inCatalog } }`, {}, { key: 'app-key' });
+    const res = await gw.graphql(
+      `mutation { checkRfm(input: { fullName: "Petr Petrov" }) { inCatalog } }`,
+      {},
+      { key: 'app-key' },
+    );
     expect(res.errors).toBeUndefined();
     expect(res.data!.checkRfm.inCatalog).toBe(false);
     const calls = real.requests.filter((r) => r.path === '/api/v1/rfm/is-in-catalog');

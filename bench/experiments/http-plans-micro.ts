@@ -5,13 +5,14 @@
  *
  *   npx tsx bench/experiments/http-plans-micro.ts [operations per round] [rounds] [kinds, e.g. light,tree,mutation] [paths, e.g. apollo,plans]
  */
+import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
-import { randomUUID } from 'node:crypto';
+
 import { startGateway, type Gateway } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
@@ -48,10 +49,18 @@ class FakeRes extends EventEmitter {
 }
 
 function call(handler: (req: IncomingMessage, res: ServerResponse) => void, body: string): Promise<FakeRes> {
-  const req = Readable.from([Buffer.from(body)]) as unknown as IncomingMessage & { method: string; url: string; headers: Record<string, string> };
+  const req = Readable.from([Buffer.from(body)]) as unknown as IncomingMessage & {
+    method: string;
+    url: string;
+    headers: Record<string, string>;
+  };
   req.method = 'POST';
   req.url = '/graphql';
-  req.headers = { 'content-type': 'application/json', authorization: `Bearer ${KEY}`, 'content-length': String(Buffer.byteLength(body)) };
+  req.headers = {
+    'content-type': 'application/json',
+    authorization: `Bearer ${KEY}`,
+    'content-length': String(Buffer.byteLength(body)),
+  };
   const res = new FakeRes();
   return new Promise((resolve) => {
     res.once('finish', () => resolve(res));
@@ -59,16 +68,28 @@ function call(handler: (req: IncomingMessage, res: ServerResponse) => void, body
   });
 }
 
-async function start(plans: boolean): Promise<{ gateway: Gateway; handler: (req: IncomingMessage, res: ServerResponse) => void }> {
+async function start(
+  plans: boolean,
+): Promise<{ gateway: Gateway; handler: (req: IncomingMessage, res: ServerResponse) => void }> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'micro-plans-'));
-  const config = loadConfig({ DATA_DIR: dataDir, GATEWAY_API_KEYS: KEY, LOG_LEVEL: 'warn', SQLITE_SYNCHRONOUS: 'NORMAL', SANDBOX_CALLBACK_DELAY_MS: '50' });
+  const config = loadConfig({
+    DATA_DIR: dataDir,
+    GATEWAY_API_KEYS: KEY,
+    LOG_LEVEL: 'warn',
+    SQLITE_SYNCHRONOUS: 'NORMAL',
+    SANDBOX_CALLBACK_DELAY_MS: '50',
+  });
   const logger = createLogger({ level: 'warn', destination: new Writable({ write: (_c, _e, cb) => cb() }) });
   const gateway = await startGateway(config, { port: 0, host: '127.0.0.1', logger, testing: { httpPlans: plans } });
   const handler = gateway.server.listeners('request')[0] as (req: IncomingMessage, res: ServerResponse) => void;
   return { gateway, handler };
 }
 
-async function gql(handler: Parameters<typeof call>[0], query: string, variables: Record<string, unknown>): Promise<any> {
+async function gql(
+  handler: Parameters<typeof call>[0],
+  query: string,
+  variables: Record<string, unknown>,
+): Promise<any> {
   const res = await call(handler, JSON.stringify({ query, variables }));
   const json = JSON.parse(res.body);
   if (json.errors) throw new Error(JSON.stringify(json.errors));
@@ -76,10 +97,18 @@ async function gql(handler: Parameters<typeof call>[0], query: string, variables
 }
 
 async function seed(handler: Parameters<typeof call>[0]): Promise<string> {
-  const p = await gql(handler, 'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }', { input: { name: 'tree' } });
+  const p = await gql(
+    handler,
+    'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
+    { input: { name: 'tree' } },
+  );
   const projectId = p.createProject.project.id as string;
   for (let n = 0; n < 7; n++) {
-    const net = await gql(handler, 'mutation($input: CreateNetworkInput!) { createNetwork(input: $input) { network { id } } }', { input: { projectId, title: `net-${n}` } });
+    const net = await gql(
+      handler,
+      'mutation($input: CreateNetworkInput!) { createNetwork(input: $input) { network { id } } }',
+      { input: { projectId, title: `net-${n}` } },
+    );
     for (let s = 0; s < 6; s++) {
       await gql(handler, 'mutation($input: CreateSubnetInput!) { createSubnet(input: $input) { subnet { id } } }', {
         input: { projectId, networkId: net.createNetwork.network.id, title: `s-${n}-${s}`, cidr: `10.${n}.${s}.0/24` },
@@ -90,7 +119,8 @@ async function seed(handler: Parameters<typeof call>[0]): Promise<string> {
 }
 
 const TREE = 'query($id: ID!) { project(id: $id) { id name networks { id title subnets { id cidr } } } }';
-const MUTATION = 'mutation($input: CreateNetworkInput!, $key: UUID) { createNetwork(input: $input, idempotencyKey: $key) { network { id title } idempotencyKey replayed } }';
+const MUTATION =
+  'mutation($input: CreateNetworkInput!, $key: UUID) { createNetwork(input: $input, idempotencyKey: $key) { network { id title } idempotencyKey replayed } }';
 const LIGHT = 'query($id: ID!) { project(id: $id) { id name } }';
 
 async function measure(handler: Parameters<typeof call>[0], bodies: () => string, n: number): Promise<number> {
@@ -111,7 +141,8 @@ for (const t of targets) projects.set(t.name, await seed(t.handler));
 const kinds = {
   tree: (p: string) => () => JSON.stringify({ query: TREE, variables: { id: p } }),
   light: (p: string) => () => JSON.stringify({ query: LIGHT, variables: { id: p } }),
-  mutation: (p: string) => () => JSON.stringify({ query: MUTATION, variables: { input: { projectId: p, title: 'n' }, key: randomUUID() } }),
+  mutation: (p: string) => () =>
+    JSON.stringify({ query: MUTATION, variables: { input: { projectId: p, title: 'n' }, key: randomUUID() } }),
 };
 const results: Record<string, Record<string, number[]>> = {};
 for (const [kind, make] of Object.entries(kinds).filter(([k]) => KINDS.includes(k))) {
@@ -123,7 +154,9 @@ for (const [kind, make] of Object.entries(kinds).filter(([k]) => KINDS.includes(
       ((results[kind] ??= {})[t.name] ??= []).push(us);
     }
   }
-  const line = targets.map((t) => `${t.name} ${results[kind]![t.name]!.map((u) => u.toFixed(1)).join('/')} µs`).join('  ·  ');
+  const line = targets
+    .map((t) => `${t.name} ${results[kind]![t.name]!.map((u) => u.toFixed(1)).join('/')} µs`)
+    .join('  ·  ');
   console.log(`${kind}: ${line}`);
 }
 for (const t of targets) await t.gateway.close();

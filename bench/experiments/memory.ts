@@ -16,8 +16,19 @@
  */
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Inspector, censusGrowth, type Census } from '../lib/inspector.js';
-import { KINDS, KIND_DESCRIPTIONS, Operations, runMany, startLongRunGateway, stopAll, type Database, type Kind, type LongRunGateway } from '../lib/long-run.js';
+
+import { censusGrowth, Inspector, type Census } from '../lib/inspector.js';
+import {
+  KIND_DESCRIPTIONS,
+  KINDS,
+  Operations,
+  runMany,
+  startLongRunGateway,
+  stopAll,
+  type Database,
+  type Kind,
+  type LongRunGateway,
+} from '../lib/long-run.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -36,7 +47,8 @@ const kinds = (cli.kinds ? cli.kinds.split(',').map((s) => s.trim()) : [...KINDS
 for (const k of kinds) if (!KINDS.includes(k)) throw new Error(`unknown kind ${k}; one of ${KINDS.join(', ')}`);
 
 const started = Date.now();
-const log = (line: string) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${line}\n`);
+const log = (line: string) =>
+  process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${line}\n`);
 
 interface Memory {
   rss: number;
@@ -101,7 +113,9 @@ async function measureKind(gw: LongRunGateway, insp: Inspector, ops: Operations,
     failed,
     grew: c1 && c2 ? censusGrowth(c1, c2) : [],
   };
-  log(`  ${kind}: heap after GC ${mb(m0.heapUsed)} → ${mb(m1.heapUsed)} → ${mb(m2.heapUsed)} MB (${row.first.toFixed(0)} / ${row.second.toFixed(0)} B per request); RSS ${mb(m0.rss)} → ${mb(m2.rss)} MB`);
+  log(
+    `  ${kind}: heap after GC ${mb(m0.heapUsed)} → ${mb(m1.heapUsed)} → ${mb(m2.heapUsed)} MB (${row.first.toFixed(0)} / ${row.second.toFixed(0)} B per request); RSS ${mb(m0.rss)} → ${mb(m2.rss)} MB`,
+  );
   for (const g of row.grew) log(`    ${g.count > 0 ? '+' : ''}${g.count} ${g.key} (${kb(g.bytes)} KB)`);
   return row;
 }
@@ -164,7 +178,10 @@ async function main(): Promise<void> {
     '',
     '| store | request | window 1 B/request | window 2 B/request | RSS change MB | failed |',
     '|---|---|---:|---:|---:|---:|',
-    ...rows.map((r) => `| ${r.database} | ${r.kind} | ${r.first.toFixed(0)} | ${r.second.toFixed(0)} | ${mb(r.rssDelta)} | ${r.failed} |`),
+    ...rows.map(
+      (r) =>
+        `| ${r.database} | ${r.kind} | ${r.first.toFixed(0)} | ${r.second.toFixed(0)} | ${mb(r.rssDelta)} | ${r.failed} |`,
+    ),
     '',
     ...kinds.map((k) => `- ${k}: ${KIND_DESCRIPTIONS[k]}`),
     ...breakdowns.flatMap((b) => ['', ...b]),
@@ -172,7 +189,8 @@ async function main(): Promise<void> {
   process.stdout.write(`${out.join('\n')}\n`);
 }
 
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void stopAll().finally(() => process.exit(130)));
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
+  process.once(signal, () => void stopAll().finally(() => process.exit(130)));
 main().catch(async (err: unknown) => {
   process.stderr.write(`memory failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   await stopAll();

@@ -18,6 +18,7 @@ import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
+
 import { startGateway } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
@@ -32,17 +33,28 @@ const input = (topics: number, users = 1, acls = 0) => ({
   network: { title: 'net' },
   subnet: { title: 'sub', cidr: '10.70.0.0/24' },
   cluster: { title: 'kafka', instanceType: 'C2_MEDIUM' },
-  topics: Array.from({ length: topics }, (_, i) => ({ name: `topic-${i}`, partitions: 3, replicationFactor: 1, retentionMs: '3600000' })),
+  topics: Array.from({ length: topics }, (_, i) => ({
+    name: `topic-${i}`,
+    partitions: 3,
+    replicationFactor: 1,
+    retentionMs: '3600000',
+  })),
   users: Array.from({ length: users }, (_, i) => ({
     name: `svc-${i}`,
     password: 'Bench-secret-1',
     // Every ACL as the schema's defaults fill it in (pattern *, literal, rw): the smallest body per element.
-    ...(acls > 0 ? { acls: Array.from({ length: acls }, () => ({})), groupAcls: Array.from({ length: acls }, () => ({})) } : {}),
+    ...(acls > 0
+      ? { acls: Array.from({ length: acls }, () => ({})), groupAcls: Array.from({ length: acls }, () => ({})) }
+      : {}),
   })),
 });
 const LARGEST = input(100, 48, 50);
 const listElements = (v: unknown): number =>
-  Array.isArray(v) ? v.length + v.reduce<number>((n, x) => n + listElements(x), 0) : v && typeof v === 'object' ? Object.values(v).reduce<number>((n, x) => n + listElements(x), 0) : 0;
+  Array.isArray(v)
+    ? v.length + v.reduce<number>((n, x) => n + listElements(x), 0)
+    : v && typeof v === 'object'
+      ? Object.values(v).reduce<number>((n, x) => n + listElements(x), 0)
+      : 0;
 
 const APPS = Math.max(...IN_FLIGHT, 1);
 const keyOf = (app: number) => `bench-plan-key-${app}-0123456789abcdef`;
@@ -56,7 +68,11 @@ const config = loadConfig({
 });
 const gw = await startGateway(config, { logger: createLogger({ level: 'silent' }) });
 
-async function post(app: number, query: string, variables: Record<string, unknown> = {}): Promise<{ data?: Record<string, unknown>; errors?: unknown[] }> {
+async function post(
+  app: number,
+  query: string,
+  variables: Record<string, unknown> = {},
+): Promise<{ data?: Record<string, unknown>; errors?: unknown[] }> {
   const res = await request(`${gw.url}/graphql`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${keyOf(app)}` },
@@ -67,7 +83,8 @@ async function post(app: number, query: string, variables: Record<string, unknow
 
 async function plan(app: number, given: unknown): Promise<void> {
   const body = await post(app, PLAN, { input: given });
-  if (!(body.data?.planKafkaCluster as { valid?: boolean } | undefined)?.valid) throw new Error(`plan failed: ${JSON.stringify(body).slice(0, 500)}`);
+  if (!(body.data?.planKafkaCluster as { valid?: boolean } | undefined)?.valid)
+    throw new Error(`plan failed: ${JSON.stringify(body).slice(0, 500)}`);
 }
 
 const cpuMs = (since: NodeJS.CpuUsage) => {
@@ -91,7 +108,9 @@ console.log(
   `\nLargest input: 100 topics, 48 users × (50 ACLs + 50 group ACLs): ${listElements(LARGEST).toLocaleString('en')} list elements, ` +
     `${(Buffer.byteLength(JSON.stringify({ query: PLAN, variables: { input: LARGEST } })) / 1024).toFixed(1)} KB request\n`,
 );
-console.log('| plans in flight | all answered (ms) | CPU (ms) | CPU per plan (ms) | event-loop delay max (ms) | p99 (ms) | ping wait max (ms) | pings |\n|---|---|---|---|---|---|---|---|');
+console.log(
+  '| plans in flight | all answered (ms) | CPU (ms) | CPU per plan (ms) | event-loop delay max (ms) | p99 (ms) | ping wait max (ms) | pings |\n|---|---|---|---|---|---|---|---|',
+);
 await plan(0, LARGEST);
 for (const n of IN_FLIGHT) {
   await sleep(200);

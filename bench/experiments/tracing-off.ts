@@ -10,6 +10,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
+
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { Metrics } from '../../src/metrics.js';
@@ -31,10 +32,26 @@ const baseUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
 
 const logger = createLogger({ level: 'silent' });
 const client = (tracing: Tracing) =>
-  new UpstreamHttp({ name: 'cloud', baseUrl, timeoutMs: 10_000, retryBudgetMs: 20_000, maxRetries: 0, metrics: new Metrics(), logger, tracing, connections: 8 });
+  new UpstreamHttp({
+    name: 'cloud',
+    baseUrl,
+    timeoutMs: 10_000,
+    retryBudgetMs: 20_000,
+    maxRetries: 0,
+    metrics: new Metrics(),
+    logger,
+    tracing,
+    connections: 8,
+  });
 const on = createTracing(loadConfig({}).tracing, { exporter: new InMemorySpanExporter() });
 const clients = { none: client(TRACING_OFF), off: client(TRACING_OFF), on: client(on) };
-const req: UpstreamRequest = { method: 'POST', path: '/ocs/v1/services', route: 'POST /ocs/v1/services', headers: { 'idempotency-key': 'k' }, body: { name: 'x' } };
+const req: UpstreamRequest = {
+  method: 'POST',
+  path: '/ocs/v1/services',
+  route: 'POST /ocs/v1/services',
+  headers: { 'idempotency-key': 'k' },
+  body: { name: 'x' },
+};
 
 type Perform = (r: UpstreamRequest, inject: undefined, span: undefined) => Promise<UpstreamResponse>;
 const variants: Record<'none' | 'off' | 'on', () => Promise<unknown>> = {
@@ -88,13 +105,21 @@ const base = mean(perCall.none!);
 const off = paired(perCall.off!, perCall.none!);
 const onCost = paired(perCall.on!, perCall.none!);
 const fmt = (x: number) => x.toFixed(2);
-console.log(`Upstream call through UpstreamHttp, loopback stub, ${rounds} alternating rounds x ${calls} calls (8 in flight), µs per call:`);
+console.log(
+  `Upstream call through UpstreamHttp, loopback stub, ${rounds} alternating rounds x ${calls} calls (8 in flight), µs per call:`,
+);
 console.log(`| variant | mean µs/call | vs no tracing code (95% CI) |`);
 console.log(`|---|---|---|`);
 console.log(`| no tracing code | ${fmt(base)} | |`);
-console.log(`| tracing off (default) | ${fmt(mean(perCall.off!))} | ${off.diff >= 0 ? '+' : ''}${fmt(off.diff)} ± ${fmt(off.ci)} µs (${fmt((off.diff / base) * 100)} %) |`);
-console.log(`| tracing on (in-memory exporter) | ${fmt(mean(perCall.on!))} | ${onCost.diff >= 0 ? '+' : ''}${fmt(onCost.diff)} ± ${fmt(onCost.ci)} µs (${fmt((onCost.diff / base) * 100)} %) |`);
-console.log(`Off-path hooks alone, ns per call: empty call ${emptyCall.toFixed(2)}, TRACING_OFF.traceparent() ${traceparentCall.toFixed(2)}, enabled check ${enabledCheck.toFixed(2)}`);
+console.log(
+  `| tracing off (default) | ${fmt(mean(perCall.off!))} | ${off.diff >= 0 ? '+' : ''}${fmt(off.diff)} ± ${fmt(off.ci)} µs (${fmt((off.diff / base) * 100)} %) |`,
+);
+console.log(
+  `| tracing on (in-memory exporter) | ${fmt(mean(perCall.on!))} | ${onCost.diff >= 0 ? '+' : ''}${fmt(onCost.diff)} ± ${fmt(onCost.ci)} µs (${fmt((onCost.diff / base) * 100)} %) |`,
+);
+console.log(
+  `Off-path hooks alone, ns per call: empty call ${emptyCall.toFixed(2)}, TRACING_OFF.traceparent() ${traceparentCall.toFixed(2)}, enabled check ${enabledCheck.toFixed(2)}`,
+);
 
 await Promise.all(Object.values(clients).map((c) => c.close()));
 await on.close();

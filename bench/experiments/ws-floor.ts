@@ -15,33 +15,49 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { WebSocketServer, WebSocket } from 'ws';
+import { WebSocket, WebSocketServer } from 'ws';
+
 import { pin, placement } from '../lib/processes.js';
 
 const { values: cli } = parseArgs({
-  options: { subscribers: { type: 'string', default: '1000' }, events: { type: 'string', default: '200' }, clients: { type: 'string' } },
+  options: {
+    subscribers: { type: 'string', default: '1000' },
+    events: { type: 'string', default: '200' },
+    clients: { type: 'string' },
+  },
 });
 
 const WARM_UP = 50;
 
 /** The payload of the bench subscription's `next` for one success (bench/scenarios/fanout.ts SUBSCRIPTION). */
 function frames(id: string): { next: string; complete: string } {
-  const payload = { data: { mobileIdAuthentication: { authReqId: '6f1c2b0e-8d1e-4c1a-9f3e-2a5b7c9d0e1f', subject: '79001234567', correlationId: null, receivedAt: '2026-11-27T06:00:00.000Z' } } };
+  const payload = {
+    data: {
+      mobileIdAuthentication: {
+        authReqId: '6f1c2b0e-8d1e-4c1a-9f3e-2a5b7c9d0e1f',
+        subject: '79001234567',
+        correlationId: null,
+        receivedAt: '2026-11-27T06:00:00.000Z',
+      },
+    },
+  };
   return { next: JSON.stringify({ id, type: 'next', payload }), complete: JSON.stringify({ id, type: 'complete' }) };
 }
 
 async function clients(url: string, count: number, events: number): Promise<void> {
   const sockets = await Promise.all(
-    Array.from({ length: count }, (_, i) =>
-      new Promise<WebSocket>((resolve, reject) => {
-        const ws = new WebSocket(`${url}?i=${i}`, { perMessageDeflate: false });
-        ws.once('open', () => resolve(ws));
-        ws.once('error', reject);
-        let completes = 0;
-        ws.on('message', (data) => {
-          if (String(data).includes('"complete"') && ++completes === events) ws.send('d');
-        });
-      }),
+    Array.from(
+      { length: count },
+      (_, i) =>
+        new Promise<WebSocket>((resolve, reject) => {
+          const ws = new WebSocket(`${url}?i=${i}`, { perMessageDeflate: false });
+          ws.once('open', () => resolve(ws));
+          ws.once('error', reject);
+          let completes = 0;
+          ws.on('message', (data) => {
+            if (String(data).includes('"complete"') && ++completes === events) ws.send('d');
+          });
+        }),
     ),
   );
   process.send!({ ready: sockets.length });
@@ -65,7 +81,11 @@ async function server(): Promise<void> {
     sockets.push(ws);
     raws.set(ws, req.socket);
   });
-  const child = fork(fileURLToPath(import.meta.url), ['--clients', `ws://127.0.0.1:${port}`, '--subscribers', String(subscribers), '--events', String(events + WARM_UP)], { execArgv: ['--import', 'tsx'] });
+  const child = fork(
+    fileURLToPath(import.meta.url),
+    ['--clients', `ws://127.0.0.1:${port}`, '--subscribers', String(subscribers), '--events', String(events + WARM_UP)],
+    { execArgv: ['--import', 'tsx'] },
+  );
   if (place.pinned) pin(child.pid!, place.driver!);
   await new Promise<void>((resolve) => child.once('message', () => resolve()));
   const perSocket = sockets.map((_, i) => frames(`sub-${i}`));

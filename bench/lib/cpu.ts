@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+
 import { cpuSeconds } from './processes.js';
 
 /** CPU seconds of every thread of `pid`, in nanoseconds' precision (schedstat), else clock ticks (stat). */

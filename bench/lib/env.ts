@@ -14,7 +14,10 @@ export const UPSTREAM_TOKEN = 'sandbox-service-account-token';
 export function gatewayEnv(o: { port: number; dataDir: string; stubUrl: string }): Record<string, string> {
   const names = new Set(ENV_VARS.map((v) => v.name));
   return {
-    ...(Object.fromEntries(Object.entries(process.env).filter(([k, v]) => v !== undefined && !names.has(k))) as Record<string, string>),
+    ...(Object.fromEntries(Object.entries(process.env).filter(([k, v]) => v !== undefined && !names.has(k))) as Record<
+      string,
+      string
+    >),
     PORT: String(o.port),
     HOST: '127.0.0.1',
     DATA_DIR: o.dataDir,
@@ -83,7 +86,13 @@ export function gatewayTarget(g: GatewayProc, path = '/graphql', headers: Record
 }
 
 export function baselineTarget(env: BenchEnv, path: string, headers: Record<string, string> = {}): Target {
-  return { name: 'baseline', proc: env.baseline, origin: env.baseline.url, path, headers: { 'content-type': 'application/json', ...headers } };
+  return {
+    name: 'baseline',
+    proc: env.baseline,
+    origin: env.baseline.url,
+    path,
+    headers: { 'content-type': 'application/json', ...headers },
+  };
 }
 
 /** One scenario's outcome: its Markdown section and the figures the target table needs. */

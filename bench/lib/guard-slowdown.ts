@@ -18,7 +18,11 @@ function spin(us: number): void {
   }
 }
 
-http.Server.prototype.emit = function emitWithBurn(this: http.Server, event: string | symbol, ...args: unknown[]): boolean {
+http.Server.prototype.emit = function emitWithBurn(
+  this: http.Server,
+  event: string | symbol,
+  ...args: unknown[]
+): boolean {
   if (event === 'request') {
     const burn = Number((args[0] as http.IncomingMessage).headers['x-guard-burn-us']);
     if (burn > 0) spin(burn);

@@ -1,5 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { request } from 'undici';
+
 import { cpuSeconds, machineBusySeconds, spawnNode, waitForQuiet, type Proc } from './processes.js';
 import type { FromLoadgen, HttpLoad, HttpResult, Job, JobResult } from './protocol.js';
 
@@ -25,7 +26,13 @@ export class Loadgen {
 
   /** `nodeArgs`: e.g. `--cpu-prof` (with `--profile`, the load generator is profiled too). */
   static async start(cpus: string | null, nodeArgs: string[] = []): Promise<Loadgen> {
-    const proc = await spawnNode('loadgen', { script: 'bench/loadgen.ts', cpus, ipc: true, readiness: { line: true }, nodeArgs });
+    const proc = await spawnNode('loadgen', {
+      script: 'bench/loadgen.ts',
+      cpus,
+      ipc: true,
+      readiness: { line: true },
+      nodeArgs,
+    });
     return new Loadgen(proc);
   }
 
@@ -69,14 +76,26 @@ export interface Measurement {
  * Runs one load against one target and samples CPU time of the target and of the driver processes
  * around it.
  */
-export async function measure(lg: Loadgen, target: Target, load: HttpSpec, driverProcs: Proc[], round = 0): Promise<Measurement> {
+export async function measure(
+  lg: Loadgen,
+  target: Target,
+  load: HttpSpec,
+  driverProcs: Proc[],
+  round = 0,
+): Promise<Measurement> {
   await waitForQuiet();
   const ours = () => driverProcs.reduce((s, p) => s + p.cpuSeconds(), 0) + cpuSeconds(process.pid);
   const cpu0 = target.proc.cpuSeconds();
   const drivers0 = ours();
   const busy0 = machineBusySeconds();
   const t0 = performance.now();
-  const result = await lg.run<HttpResult>({ ...load, kind: 'http', origin: target.origin, path: target.path, headers: target.headers });
+  const result = await lg.run<HttpResult>({
+    ...load,
+    kind: 'http',
+    origin: target.origin,
+    path: target.path,
+    headers: target.headers,
+  });
   const wall = (performance.now() - t0) / 1000;
   const server = target.proc.cpuSeconds() - cpu0;
   const drivers = ours() - drivers0;
@@ -112,7 +131,9 @@ export async function alternate(
       // the figure taken on the quieter machine.
       while (m.otherCpu > NOISY && retriesLeft > 0 && performance.now() < RETRY_UNTIL_MS) {
         retriesLeft -= 1;
-        options.log(`  ${t.name.padEnd(18)} round ${round + 1}: other processes used ${(m.otherCpu * 100).toFixed(0)}% of a core; measuring again`);
+        options.log(
+          `  ${t.name.padEnd(18)} round ${round + 1}: other processes used ${(m.otherCpu * 100).toFixed(0)}% of a core; measuring again`,
+        );
         const again = await measure(lg, t, load(t), options.driverProcs, round);
         if (again.otherCpu < m.otherCpu) m = again;
       }
@@ -137,13 +158,19 @@ export function mean(values: number[]): number {
 }
 
 /** POST a GraphQL operation and return `data`, throwing on errors. */
-export async function graphql<T = any>(origin: string, apiKey: string, query: string, variables: Record<string, unknown> = {}): Promise<T> {
+export async function graphql<T = any>(
+  origin: string,
+  apiKey: string,
+  query: string,
+  variables: Record<string, unknown> = {},
+): Promise<T> {
   const res = await request(`${origin}/graphql`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
     body: JSON.stringify({ query, variables }),
   });
   const body = (await res.body.json()) as { data?: T; errors?: unknown[] };
-  if (body.errors?.length || !body.data) throw new Error(`GraphQL error (HTTP ${res.statusCode}): ${JSON.stringify(body.errors ?? body)}`);
+  if (body.errors?.length || !body.data)
+    throw new Error(`GraphQL error (HTTP ${res.statusCode}): ${JSON.stringify(body.errors ?? body)}`);
   return body.data;
 }

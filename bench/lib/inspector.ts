@@ -13,7 +13,13 @@ export class Inspector {
 
   private constructor(private readonly socket: WebSocket) {
     socket.on('message', (data: Buffer) => {
-      const msg = JSON.parse(data.toString('utf8')) as { id?: number; result?: unknown; error?: { message: string }; method?: string; params?: unknown };
+      const msg = JSON.parse(data.toString('utf8')) as {
+        id?: number;
+        result?: unknown;
+        error?: { message: string };
+        method?: string;
+        params?: unknown;
+      };
       if (msg.id !== undefined) {
         const w = this.waiting.get(msg.id);
         this.waiting.delete(msg.id);
@@ -44,7 +50,10 @@ export class Inspector {
 
   /** Evaluates an expression in the gateway's main thread and returns its JSON value. */
   async evaluate<T>(expression: string): Promise<T> {
-    const r = await this.send<{ result: { value: T }; exceptionDetails?: { text: string } }>('Runtime.evaluate', { expression, returnByValue: true });
+    const r = await this.send<{ result: { value: T }; exceptionDetails?: { text: string } }>('Runtime.evaluate', {
+      expression,
+      returnByValue: true,
+    });
     if (r.exceptionDetails) throw new Error(`evaluate: ${r.exceptionDetails.text}`);
     return r.result.value;
   }
@@ -89,7 +98,8 @@ function censusOf(snap: HeapSnapshot): Census {
   for (let i = 0; i < snap.nodes.length; i += stride) {
     const type = types[snap.nodes[i + typeAt]!]!;
     // Strings and code are grouped by kind: their names are their contents.
-    const name = type === 'object' || type === 'closure' || type === 'native' ? snap.strings[snap.nodes[i + nameAt]!]! : '';
+    const name =
+      type === 'object' || type === 'closure' || type === 'native' ? snap.strings[snap.nodes[i + nameAt]!]! : '';
     const key = `${type}:${name.slice(0, 60)}`;
     const entry = out.get(key) ?? { count: 0, bytes: 0 };
     entry.count += 1;
@@ -100,7 +110,11 @@ function censusOf(snap: HeapSnapshot): Census {
 }
 
 /** The kinds of object whose count grew most from `before` to `after`. */
-export function censusGrowth(before: Census, after: Census, top = 12): Array<{ key: string; count: number; bytes: number }> {
+export function censusGrowth(
+  before: Census,
+  after: Census,
+  top = 12,
+): Array<{ key: string; count: number; bytes: number }> {
   const rows: Array<{ key: string; count: number; bytes: number }> = [];
   for (const [key, a] of after) {
     const b = before.get(key) ?? { count: 0, bytes: 0 };

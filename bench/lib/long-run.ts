@@ -10,14 +10,15 @@ import path from 'node:path';
 import { createClient, type Client } from 'graphql-ws';
 import { request } from 'undici';
 import WebSocket from 'ws';
+
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../scripts/embedded-postgres.js';
-import { API_KEY, NOTIFICATION_TOKEN, gatewayEnv } from './env.js';
-import { graphql } from './harness.js';
-import { freePort, spawnNode, type Proc } from './processes.js';
+import { SUBSCRIPTION } from '../scenarios/fanout.js';
 import { CREATE_NETWORK } from '../scenarios/mutation.js';
 import { PROJECT_TREE } from '../scenarios/query.js';
-import { WEBHOOK_PATH, notificationBody } from '../scenarios/webhook.js';
-import { SUBSCRIPTION } from '../scenarios/fanout.js';
+import { notificationBody, WEBHOOK_PATH } from '../scenarios/webhook.js';
+import { API_KEY, gatewayEnv, NOTIFICATION_TOKEN } from './env.js';
+import { graphql } from './harness.js';
+import { freePort, spawnNode, type Proc } from './processes.js';
 
 export type Database = 'sqlite' | 'postgres';
 
@@ -38,7 +39,10 @@ export async function stopAll(): Promise<void> {
 }
 
 /** The upstream stub, the gateway as `npm run bench` starts it (NODE_ENV=production, LOG_LEVEL=warn) and, for `postgres`, an embedded PostgreSQL. */
-export async function startLongRunGateway(database: Database, options: { inspect?: boolean; nodeArgs?: string[] } = {}): Promise<LongRunGateway> {
+export async function startLongRunGateway(
+  database: Database,
+  options: { inspect?: boolean; nodeArgs?: string[] } = {},
+): Promise<LongRunGateway> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-long-run-'));
   const stopping: Array<() => Promise<void>> = [async () => fs.rmSync(root, { recursive: true, force: true })];
   const stop = async () => {
@@ -48,7 +52,11 @@ export async function startLongRunGateway(database: Database, options: { inspect
   };
   live.add(stop);
   try {
-    const stub = await spawnNode('upstream', { script: 'bench/servers/upstream.ts', cpus: null, readiness: { line: true } });
+    const stub = await spawnNode('upstream', {
+      script: 'bench/servers/upstream.ts',
+      cpus: null,
+      readiness: { line: true },
+    });
     stopping.push(() => stub.stop());
     let pg: EmbeddedPostgres | null = null;
     const dbEnv: Record<string, string> = {};
@@ -79,18 +87,29 @@ const JSON_HEADERS = { 'content-type': 'application/json', authorization: `Beare
 const NOTIFY_HEADERS = { 'content-type': 'application/json', authorization: `Bearer ${NOTIFICATION_TOKEN}` };
 
 /** The kinds of request the memory tool measures one by one and the soak mixes. */
-export const KINDS = ['mutation', 'query', 'notification', 'ws', 'ws-cancel', 'sse', 'sse-cancel', 'identification'] as const;
+export const KINDS = [
+  'mutation',
+  'query',
+  'notification',
+  'ws',
+  'ws-cancel',
+  'sse',
+  'sse-cancel',
+  'identification',
+] as const;
 export type Kind = (typeof KINDS)[number];
 
 export const KIND_DESCRIPTIONS: Record<Kind, string> = {
   mutation: '`createNetwork` with a fresh idempotency key (a first call upstream, a ledger row, an idempotency record)',
   query: 'the project tree (project → 3 networks → 3 subnets each) from the ledger',
-  notification: 'a mobile-ID notification with a fresh `auth_req_id` that nobody waits for (stored, acknowledged, published)',
+  notification:
+    'a mobile-ID notification with a fresh `auth_req_id` that nobody waits for (stored, acknowledged, published)',
   ws: 'on one of 8 open graphql-ws connections: subscribe to a fresh `authReqId`, send its notification, get the event, the server completes',
   'ws-cancel': 'a new graphql-ws connection subscribes to an `authReqId` that never comes, then closes',
   sse: 'a graphql-sse stream (distinct connections) subscribes to a fresh `authReqId`, gets its notification, completes',
   'sse-cancel': 'a graphql-sse stream subscribes to an `authReqId` that never comes; the client aborts it',
-  identification: '`createIdentification` (identity sandbox) naming a workflow id never seen before (each gets its own callback address)',
+  identification:
+    '`createIdentification` (identity sandbox) naming a workflow id never seen before (each gets its own callback address)',
 };
 
 async function expectOk(res: Awaited<ReturnType<typeof request>>, status: number, what: string): Promise<string> {
@@ -120,19 +139,39 @@ export class Operations {
   static async prepare(origin: string): Promise<Operations> {
     const createProject = async (name: string) =>
       (
-        await graphql<{ createProject: { project: { id: string } } }>(origin, API_KEY, 'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }', {
-          input: { name, description: 'memory and soak' },
-        })
+        await graphql<{ createProject: { project: { id: string } } }>(
+          origin,
+          API_KEY,
+          'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
+          {
+            input: { name, description: 'memory and soak' },
+          },
+        )
       ).createProject.project.id;
     const projectId = await createProject('long-run-tree');
     for (let n = 0; n < 3; n++) {
-      const net = await graphql<{ createNetwork: { network: { id: string } } }>(origin, API_KEY, 'mutation($input: CreateNetworkInput!) { createNetwork(input: $input) { network { id } } }', {
-        input: { projectId, title: `net-${n}` },
-      });
+      const net = await graphql<{ createNetwork: { network: { id: string } } }>(
+        origin,
+        API_KEY,
+        'mutation($input: CreateNetworkInput!) { createNetwork(input: $input) { network { id } } }',
+        {
+          input: { projectId, title: `net-${n}` },
+        },
+      );
       for (let s = 0; s < 3; s++) {
-        await graphql(origin, API_KEY, 'mutation($input: CreateSubnetInput!) { createSubnet(input: $input) { subnet { id } } }', {
-          input: { projectId, networkId: net.createNetwork.network.id, title: `subnet-${n}-${s}`, cidr: `10.${n}.${s}.0/24` },
-        });
+        await graphql(
+          origin,
+          API_KEY,
+          'mutation($input: CreateSubnetInput!) { createSubnet(input: $input) { subnet { id } } }',
+          {
+            input: {
+              projectId,
+              networkId: net.createNetwork.network.id,
+              title: `subnet-${n}-${s}`,
+              cidr: `10.${n}.${s}.0/24`,
+            },
+          },
+        );
       }
     }
     return new Operations(origin, projectId, await createProject('long-run-mutations'));
@@ -143,7 +182,13 @@ export class Operations {
   }
 
   private newClient(lazy: boolean): Client {
-    return createClient({ url: this.wsUrl, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${API_KEY}` }, lazy, retryAttempts: 0 });
+    return createClient({
+      url: this.wsUrl,
+      webSocketImpl: WebSocket,
+      connectionParams: { authorization: `Bearer ${API_KEY}` },
+      lazy,
+      retryAttempts: 0,
+    });
   }
 
   run(kind: Kind): Promise<void> {
@@ -168,25 +213,49 @@ export class Operations {
   }
 
   async mutation(): Promise<void> {
-    const body = JSON.stringify({ query: CREATE_NETWORK, variables: { input: { projectId: this.mutationProjectId, title: 'long-run-net' }, key: randomUUID() } });
-    await expectOk(await request(`${this.origin}/graphql`, { method: 'POST', headers: JSON_HEADERS, body }), 200, 'mutation');
+    const body = JSON.stringify({
+      query: CREATE_NETWORK,
+      variables: { input: { projectId: this.mutationProjectId, title: 'long-run-net' }, key: randomUUID() },
+    });
+    await expectOk(
+      await request(`${this.origin}/graphql`, { method: 'POST', headers: JSON_HEADERS, body }),
+      200,
+      'mutation',
+    );
   }
 
   async identification(): Promise<void> {
     const body = JSON.stringify({
-      query: 'mutation($input: CreateIdentificationInput!) { createIdentification(input: $input) { identification { id } } }',
+      query:
+        'mutation($input: CreateIdentificationInput!) { createIdentification(input: $input) { identification { id } } }',
       variables: { input: { workflowId: `workflow-${randomUUID()}`, applicantExternalId: 'long-run' } },
     });
-    await expectOk(await request(`${this.origin}/graphql`, { method: 'POST', headers: JSON_HEADERS, body }), 200, 'identification');
+    await expectOk(
+      await request(`${this.origin}/graphql`, { method: 'POST', headers: JSON_HEADERS, body }),
+      200,
+      'identification',
+    );
   }
 
   async query(): Promise<void> {
     const body = JSON.stringify({ query: PROJECT_TREE, variables: { id: this.projectId } });
-    await expectOk(await request(`${this.origin}/graphql`, { method: 'POST', headers: JSON_HEADERS, body }), 200, 'query');
+    await expectOk(
+      await request(`${this.origin}/graphql`, { method: 'POST', headers: JSON_HEADERS, body }),
+      200,
+      'query',
+    );
   }
 
   async notify(authReqId: string): Promise<void> {
-    await expectOk(await request(`${this.origin}${WEBHOOK_PATH}`, { method: 'POST', headers: NOTIFY_HEADERS, body: notification(authReqId) }), 204, 'notification');
+    await expectOk(
+      await request(`${this.origin}${WEBHOOK_PATH}`, {
+        method: 'POST',
+        headers: NOTIFY_HEADERS,
+        body: notification(authReqId),
+      }),
+      204,
+      'notification',
+    );
   }
 
   /** Subscribes on one of 8 long-lived connections, sends the notification, waits for the event and the server's complete. */
@@ -221,7 +290,10 @@ export class Operations {
       client.on('connected', () => resolve());
       client.on('error', (e) => reject(e instanceof Error ? e : new Error('ws: connection failed')));
     });
-    client.subscribe({ query: SUBSCRIPTION, variables: { authReqId: `never-${randomUUID()}` } }, { next: () => undefined, error: () => undefined, complete: () => undefined });
+    client.subscribe(
+      { query: SUBSCRIPTION, variables: { authReqId: `never-${randomUUID()}` } },
+      { next: () => undefined, error: () => undefined, complete: () => undefined },
+    );
     await connected;
     // A query on the same connection answers after the subscription's subscribe message was handled (messages are handled in order).
     await new Promise<void>((resolve, reject) => {
@@ -240,7 +312,8 @@ export class Operations {
       body: JSON.stringify({ query: SUBSCRIPTION, variables: { authReqId } }),
       signal: controller.signal,
     });
-    if (res.statusCode !== 200) throw new Error(`sse: answered ${res.statusCode}: ${(await res.body.text()).slice(0, 300)}`);
+    if (res.statusCode !== 200)
+      throw new Error(`sse: answered ${res.statusCode}: ${(await res.body.text()).slice(0, 300)}`);
     if (!deliver) {
       // The stream is open (the operation was accepted and subscribed before the headers went out): the app gives up.
       controller.abort();
@@ -263,7 +336,12 @@ export class Operations {
 }
 
 /** Runs `n` operations of `kind` with `concurrency` at a time; returns the first failure's message, or null. */
-export async function runMany(ops: Operations, kind: Kind, n: number, concurrency = 8): Promise<{ failed: number; sample: string | null }> {
+export async function runMany(
+  ops: Operations,
+  kind: Kind,
+  n: number,
+  concurrency = 8,
+): Promise<{ failed: number; sample: string | null }> {
   let started = 0;
   let failed = 0;
   let sample: string | null = null;

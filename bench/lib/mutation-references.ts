@@ -6,6 +6,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+
 import { API_KEY, UPSTREAM_TOKEN } from './env.js';
 import { spawnNode, type Proc } from './processes.js';
 
@@ -56,7 +57,10 @@ export async function spawnPeer(
     const message = error instanceof Error ? error.message : String(error);
     options.log(`${name} could not start: ${message}`);
     // One line for the table: what happened and the last thing the process said (its error).
-    const lines = message.split('\n').map((l) => l.trim()).filter(Boolean);
+    const lines = message
+      .split('\n')
+      .map((l) => l.trim())
+      .filter(Boolean);
     const failure = lines.length > 1 ? `${lines[0]} … ${lines[lines.length - 1]}` : (lines[0] ?? 'unknown');
     return { name, kind, proc: null, url: '', failure };
   }
@@ -72,7 +76,18 @@ export async function startMutationReferences(options: {
   fs.mkdirSync(dataDir, { recursive: true });
   const durableProc = await spawnNode('durable baseline', {
     script: 'bench/servers/durable-baseline.ts',
-    args: ['--upstream', options.stubUrl, '--token', UPSTREAM_TOKEN, '--api-key', API_KEY, '--data-dir', dataDir, '--synchronous', 'FULL'],
+    args: [
+      '--upstream',
+      options.stubUrl,
+      '--token',
+      UPSTREAM_TOKEN,
+      '--api-key',
+      API_KEY,
+      '--data-dir',
+      dataDir,
+      '--synchronous',
+      'FULL',
+    ],
     cpus: options.cpus,
     readiness: { line: true },
   });
@@ -83,6 +98,8 @@ export async function startMutationReferences(options: {
     if (peer.proc) procs.push(peer.proc);
     peers.push(peer);
   }
-  options.log(`durable baseline at ${String(durableProc.ready.url)}; peers: ${peers.map((p) => `${p.name} ${p.proc ? `at ${p.url}` : 'not running'}`).join(', ')}`);
+  options.log(
+    `durable baseline at ${String(durableProc.ready.url)}; peers: ${peers.map((p) => `${p.name} ${p.proc ? `at ${p.url}` : 'not running'}`).join(', ')}`,
+  );
   return { durable: Object.assign(durableProc, { url: String(durableProc.ready.url) }), peers, procs };
 }

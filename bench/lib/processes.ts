@@ -32,7 +32,12 @@ export function placement(): Placement {
     taskset = false;
   }
   if (!taskset || cores < 2) {
-    return { pinned: false, server: null, driver: null, description: `not pinned (${taskset ? `${cores} core` : 'no taskset'})` };
+    return {
+      pinned: false,
+      server: null,
+      driver: null,
+      description: `not pinned (${taskset ? `${cores} core` : 'no taskset'})`,
+    };
   }
   const server = String(cores - 1);
   return {
@@ -84,7 +89,11 @@ export function cpuSeconds(pid: number): number {
 export function machineBusySeconds(): number {
   try {
     const line = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
-    const [user, nice, system, idle, iowait, irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number) as number[];
+    const [user, nice, system, idle, iowait, irq, softirq, steal] = line
+      .trim()
+      .split(/\s+/)
+      .slice(1)
+      .map(Number) as number[];
     void idle;
     void iowait;
     return (user! + nice! + system! + irq! + softirq! + steal!) / CLK_TCK;
@@ -162,7 +171,9 @@ export function ourCpuSeconds(): number {
  * sampled over `sampleMs`, for at most `maxWaitMs`; returns the last sample. The machine is shared, and a
  * figure taken beside someone's test run says little.
  */
-export async function waitForQuiet(options: { threshold?: number; sampleMs?: number; maxWaitMs?: number } = {}): Promise<number> {
+export async function waitForQuiet(
+  options: { threshold?: number; sampleMs?: number; maxWaitMs?: number } = {},
+): Promise<number> {
   const threshold = options.threshold ?? 0.3;
   const sampleMs = options.sampleMs ?? 300;
   const started = performance.now();
@@ -186,7 +197,8 @@ let quietBudgetMs = 60_000;
 
 export async function spawnNode(name: string, options: SpawnOptions): Promise<Proc> {
   const nodeArgs = ['--import', 'tsx', ...(options.nodeArgs ?? []), options.script, ...(options.args ?? [])];
-  const [cmd, args] = options.cpus === null ? ['node', nodeArgs] : ['taskset', ['-c', options.cpus, 'node', ...nodeArgs]];
+  const [cmd, args] =
+    options.cpus === null ? ['node', nodeArgs] : ['taskset', ['-c', options.cpus, 'node', ...nodeArgs]];
   const child = spawn(cmd, args as string[], {
     cwd: options.cwd ?? ROOT,
     env: { ...process.env, ...options.env },
@@ -198,10 +210,12 @@ export async function spawnNode(name: string, options: SpawnOptions): Promise<Pr
     if (errLines.length > 50) errLines.shift();
   });
   let exited: { code: number | null; signal: string | null } | null = null;
-  const exit = new Promise<void>((resolve) => child.once('exit', (code, signal) => {
-    exited = { code, signal };
-    resolve();
-  }));
+  const exit = new Promise<void>((resolve) =>
+    child.once('exit', (code, signal) => {
+      exited = { code, signal };
+      resolve();
+    }),
+  );
   const tail = () => errLines.join('').split('\n').slice(-20).join('\n');
   const timeoutMs = options.timeoutMs ?? 30_000;
 
@@ -210,7 +224,10 @@ export async function spawnNode(name: string, options: SpawnOptions): Promise<Pr
   if ('line' in options.readiness) {
     ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
       let buffer = '';
-      const timer = setTimeout(() => reject(new Error(`${name} was not ready within ${timeoutMs} ms:\n${tail()}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`${name} was not ready within ${timeoutMs} ms:\n${tail()}`)),
+        timeoutMs,
+      );
       child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
         buffer += chunk;
         const m = /^READY (.*)$/m.exec(buffer);

@@ -6,6 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
+
 import { Samples, type LatencySummary } from './stats.js';
 
 /** The counters of one /metrics scrape that a window's anatomy needs. */
@@ -76,7 +77,10 @@ export function runtimeDelta(before: RuntimeScrape, after: RuntimeScrape): Runti
  * times back to back when no `until` is given): the time the disk takes to make a small append durable,
  * which is what each group commit of a FULL gateway waits for.
  */
-export async function probeFdatasync(dir: string, options: { everyMs?: number; until?: Promise<unknown>; count?: number }): Promise<LatencySummary> {
+export async function probeFdatasync(
+  dir: string,
+  options: { everyMs?: number; until?: Promise<unknown>; count?: number },
+): Promise<LatencySummary> {
   const file = path.join(dir, `fdatasync-probe-${process.pid}.bin`);
   const fh = await fs.promises.open(file, 'w');
   const block = Buffer.alloc(4096, 1);

@@ -9,11 +9,15 @@ import { randomUUID } from 'node:crypto';
 import { ApolloServer } from '@apollo/server';
 import { startStandaloneServer } from '@apollo/server/standalone';
 import { Pool } from 'undici';
+
 import type { RunningPeer } from './hive.js';
 
 const typeDefs = /* GraphQL */ `
   scalar UUID
-  enum FirewallAction { ALLOW DENY }
+  enum FirewallAction {
+    ALLOW
+    DENY
+  }
   input CreateNetworkInput {
     projectId: ID!
     title: String!
@@ -21,18 +25,39 @@ const typeDefs = /* GraphQL */ `
     bandwidthMbps: Int
     defaultFirewallAction: FirewallAction
   }
-  type Network { id: ID! title: String! }
-  type CreateNetworkPayload { network: Network! idempotencyKey: UUID! replayed: Boolean! }
-  type Query { ok: Boolean! }
-  type Mutation { createNetwork(input: CreateNetworkInput!, idempotencyKey: UUID): CreateNetworkPayload! }
+  type Network {
+    id: ID!
+    title: String!
+  }
+  type CreateNetworkPayload {
+    network: Network!
+    idempotencyKey: UUID!
+    replayed: Boolean!
+  }
+  type Query {
+    ok: Boolean!
+  }
+  type Mutation {
+    createNetwork(input: CreateNetworkInput!, idempotencyKey: UUID): CreateNetworkPayload!
+  }
 `;
 
 interface CreateNetworkArgs {
-  input: { projectId: string; title: string; description?: string | null; bandwidthMbps?: number | null; defaultFirewallAction?: 'ALLOW' | 'DENY' | null };
+  input: {
+    projectId: string;
+    title: string;
+    description?: string | null;
+    bandwidthMbps?: number | null;
+    defaultFirewallAction?: 'ALLOW' | 'DENY' | null;
+  };
   idempotencyKey?: string | null;
 }
 
-export async function startApolloPeer(options: { upstream: string; token: string; port?: number }): Promise<RunningPeer> {
+export async function startApolloPeer(options: {
+  upstream: string;
+  token: string;
+  port?: number;
+}): Promise<RunningPeer> {
   const pool = new Pool(options.upstream, { connections: 64, pipelining: 1, keepAliveTimeout: 30_000 });
   const authorization = `Bearer ${options.token}`;
   const resolvers = {

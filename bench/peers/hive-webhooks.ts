@@ -15,6 +15,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
+
 import type { RunningPeer } from './hive.js';
 
 /** The subscription field's topic: the webhook plugin binds POST on this path to it. */
@@ -25,36 +26,49 @@ export const HIVE_WEBHOOK_PATH = '/webhooks/mobile-id';
  * subscription lives in `additionalTypeDefs`, so no subgraph is ever called.
  */
 const SUPERGRAPH = /* GraphQL */ `
-schema
-  @link(url: "https://specs.apollo.dev/link/v1.0")
-  @link(url: "https://specs.apollo.dev/join/v0.3", for: EXECUTION)
-{
-  query: Query
-}
+  schema
+    @link(url: "https://specs.apollo.dev/link/v1.0")
+    @link(url: "https://specs.apollo.dev/join/v0.3", for: EXECUTION) {
+    query: Query
+  }
 
-directive @join__enumValue(graph: join__Graph!) repeatable on ENUM_VALUE
-directive @join__field(graph: join__Graph, requires: join__FieldSet, provides: join__FieldSet, type: String, external: Boolean, override: String, usedOverridden: Boolean) repeatable on FIELD_DEFINITION | INPUT_FIELD_DEFINITION
-directive @join__graph(name: String!, url: String!) on ENUM_VALUE
-directive @join__implements(graph: join__Graph!, interface: String!) repeatable on OBJECT | INTERFACE
-directive @join__type(graph: join__Graph!, key: join__FieldSet, extension: Boolean! = false, resolvable: Boolean! = true, isInterfaceObject: Boolean! = false) repeatable on OBJECT | INTERFACE | UNION | ENUM | INPUT_OBJECT | SCALAR
-directive @join__unionMember(graph: join__Graph!, member: String!) repeatable on UNION
-directive @link(url: String, as: String, for: link__Purpose, import: [link__Import]) repeatable on SCHEMA
+  directive @join__enumValue(graph: join__Graph!) repeatable on ENUM_VALUE
+  directive @join__field(
+    graph: join__Graph
+    requires: join__FieldSet
+    provides: join__FieldSet
+    type: String
+    external: Boolean
+    override: String
+    usedOverridden: Boolean
+  ) repeatable on FIELD_DEFINITION | INPUT_FIELD_DEFINITION
+  directive @join__graph(name: String!, url: String!) on ENUM_VALUE
+  directive @join__implements(graph: join__Graph!, interface: String!) repeatable on OBJECT | INTERFACE
+  directive @join__type(
+    graph: join__Graph!
+    key: join__FieldSet
+    extension: Boolean! = false
+    resolvable: Boolean! = true
+    isInterfaceObject: Boolean! = false
+  ) repeatable on OBJECT | INTERFACE | UNION | ENUM | INPUT_OBJECT | SCALAR
+  directive @join__unionMember(graph: join__Graph!, member: String!) repeatable on UNION
+  directive @link(url: String, as: String, for: link__Purpose, import: [link__Import]) repeatable on SCHEMA
 
-scalar join__FieldSet
-scalar link__Import
+  scalar join__FieldSet
+  scalar link__Import
 
-enum link__Purpose {
-  SECURITY
-  EXECUTION
-}
+  enum link__Purpose {
+    SECURITY
+    EXECUTION
+  }
 
-enum join__Graph {
-  MOBILEID @join__graph(name: "mobileid", url: "http://127.0.0.1:9/graphql")
-}
+  enum join__Graph {
+    MOBILEID @join__graph(name: "mobileid", url: "http://127.0.0.1:9/graphql")
+  }
 
-type Query @join__type(graph: MOBILEID) {
-  ok: Boolean
-}
+  type Query @join__type(graph: MOBILEID) {
+    ok: Boolean
+  }
 `;
 
 /**
@@ -97,8 +111,15 @@ interface HiveGatewayModule {
     logging: string;
     landingPage: boolean;
     graphiql: boolean;
-  }): http.RequestListener & { graphqlEndpoint: string; getSchema(): Promise<unknown>; dispose(): Promise<void> | void };
-  getGraphQLWSOptions(runtime: unknown, onContext: (ctx: { extra: { request: http.IncomingMessage; socket: unknown } }) => Record<string, unknown>): Parameters<typeof useServer>[0];
+  }): http.RequestListener & {
+    graphqlEndpoint: string;
+    getSchema(): Promise<unknown>;
+    dispose(): Promise<void> | void;
+  };
+  getGraphQLWSOptions(
+    runtime: unknown,
+    onContext: (ctx: { extra: { request: http.IncomingMessage; socket: unknown } }) => Record<string, unknown>,
+  ): Parameters<typeof useServer>[0];
 }
 const HIVE_GATEWAY: string = '@graphql-hive/gateway';
 

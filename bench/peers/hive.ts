@@ -22,7 +22,12 @@ import { loadOpenAPISubgraph } from '@omnigraph/openapi';
  * module is therefore loaded by a specifier TypeScript does not follow.
  */
 interface HiveGatewayModule {
-  createGatewayRuntime(config: { supergraph: string; logging: string; landingPage: boolean; graphiql: boolean }): http.RequestListener & {
+  createGatewayRuntime(config: {
+    supergraph: string;
+    logging: string;
+    landingPage: boolean;
+    graphiql: boolean;
+  }): http.RequestListener & {
     dispose(): Promise<void> | void;
   };
 }

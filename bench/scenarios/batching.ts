@@ -2,11 +2,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
+
 import { startGateway } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
-import { graphql } from '../lib/harness.js';
 import { API_KEY, type BenchEnv, type ScenarioReport } from '../lib/env.js';
+import { graphql } from '../lib/harness.js';
 import { fmt, median } from '../lib/stats.js';
 
 const LOOKUPS = 50;
@@ -15,7 +16,10 @@ const RESULTS_PATH = '/api/v2/verifications/results';
 /** One operation with 50 `verificationResults` fields (aliases), one external id each: the N+1 shape DataLoader exists for. */
 function operation(): string {
   const vars = Array.from({ length: LOOKUPS }, (_, i) => `$id${i}: ID!`).join(', ');
-  const fields = Array.from({ length: LOOKUPS }, (_, i) => `r${i}: verificationResults(externalIds: [$id${i}]) { externalId status }`).join('\n  ');
+  const fields = Array.from(
+    { length: LOOKUPS },
+    (_, i) => `r${i}: verificationResults(externalIds: [$id${i}]) { externalId status }`,
+  ).join('\n  ');
   return `query Results(${vars}) {\n  ${fields}\n}`;
 }
 
@@ -51,7 +55,12 @@ async function count(batchSize: number | null): Promise<Count> {
         gw.url,
         API_KEY,
         'mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }',
-        { input: { workflowId: 'wf-bench', applicant: { lastName: 'Ivanov', firstName: 'Ivan', birthDate: '1990-01-01' } } },
+        {
+          input: {
+            workflowId: 'wf-bench',
+            applicant: { lastName: 'Ivanov', firstName: 'Ivan', birthDate: '1990-01-01' },
+          },
+        },
       );
       ids.push(data.registerVerification.verification.externalId as string);
     }
@@ -93,7 +102,9 @@ export async function batching(env: BenchEnv): Promise<ScenarioReport> {
       targets: [{ target: '1 upstream call per batch', measured: 'not measured', met: null }],
     };
   }
-  env.log(`  DataLoader on: ${on.calls} call(s), ${on.ms.toFixed(1)} ms; off: ${off.calls} calls, ${off.ms.toFixed(1)} ms`);
+  env.log(
+    `  DataLoader on: ${on.calls} call(s), ${on.ms.toFixed(1)} ms; off: ${off.calls} calls, ${off.ms.toFixed(1)} ms`,
+  );
   const markdown = [
     `One GraphQL operation with ${LOOKUPS} \`verificationResults(externalIds: [$idN])\` fields (aliases), for ${LOOKUPS} verifications registered first; ` +
       'upstream `POST /api/v2/verifications/results` calls counted by the embedded verification sandbox of a gateway in the orchestrator process ' +
@@ -109,6 +120,12 @@ export async function batching(env: BenchEnv): Promise<ScenarioReport> {
     id: 6,
     title: 'Batching',
     markdown,
-    targets: [{ target: '1 upstream call per batch (50 lookups in one operation)', measured: `${on.calls} with DataLoader, ${off.calls} without`, met: on.calls === 1 }],
+    targets: [
+      {
+        target: '1 upstream call per batch (50 lookups in one operation)',
+        measured: `${on.calls} with DataLoader, ${off.calls} without`,
+        met: on.calls === 1,
+      },
+    ],
   };
 }

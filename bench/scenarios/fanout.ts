@@ -1,12 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+
 import { API_KEY, NOTIFICATION_TOKEN, type BenchEnv, type GatewayProc, type ScenarioReport } from '../lib/env.js';
 import { spawnPeer, type PeerProc } from '../lib/mutation-references.js';
 import type { FanoutLoad, FanoutResult, IdleResult } from '../lib/protocol.js';
+import { fmt, summarize } from '../lib/stats.js';
 import { HIVE_MOBILE_ID_SUBSCRIPTION } from '../peers/requests.js';
-import { summarize } from '../lib/stats.js';
-import { fmt } from '../lib/stats.js';
-import { WEBHOOK_PATH, hasWebhook } from './webhook.js';
 import { DELIVERY_BOUND_MS, probeCell, probeWebhooks, type ProbeRow, type ProbeTarget } from './webhook-probes.js';
+import { hasWebhook, WEBHOOK_PATH } from './webhook.js';
 
 export const SUBSCRIPTION = `subscription($authReqId: String!) {
   mobileIdAuthentication(authReqId: $authReqId) {
@@ -29,7 +29,8 @@ function combine(results: FanoutResult[]): FanoutResult {
     gatewayCpu: results.reduce((a, r, i) => a + r.gatewayCpu * seconds[i]!, 0) / busy,
     loadgenCpu: results.reduce((a, r, i) => a + r.loadgenCpu * seconds[i]!, 0) / busy,
     latency: summarize(results.flatMap((r) => r.samples ?? [])),
-    subscribeCpuPerSubscription: results.reduce((a, r) => a + (r.subscribeCpuPerSubscription ?? NaN), 0) / results.length,
+    subscribeCpuPerSubscription:
+      results.reduce((a, r) => a + (r.subscribeCpuPerSubscription ?? NaN), 0) / results.length,
     clock: results.every((r) => r.clock === 'payload') ? 'payload' : 'sender',
     errors: [...new Set(results.flatMap((r) => r.errors))],
   };
@@ -49,7 +50,13 @@ interface FanTarget {
   subscription: string;
 }
 
-const gatewayFan = (g: GatewayProc, name: string): FanTarget => ({ name, origin: g.origin, wsUrl: wsUrl(g), pid: g.proc.pid, subscription: SUBSCRIPTION });
+const gatewayFan = (g: GatewayProc, name: string): FanTarget => ({
+  name,
+  origin: g.origin,
+  wsUrl: wsUrl(g),
+  pid: g.proc.pid,
+  subscription: SUBSCRIPTION,
+});
 
 export const HIVE_WEBHOOK_PEER = 'Hive Gateway (webhooks, in-memory pubsub)';
 
@@ -63,12 +70,27 @@ export async function startWebhookPeer(env: BenchEnv): Promise<{ peer: PeerProc;
   const origin = new URL(peer.url).origin;
   return {
     peer,
-    fan: { name: HIVE_WEBHOOK_PEER, origin, wsUrl: peer.url.replace(/^http/, 'ws'), pid: peer.proc.pid, subscription: HIVE_MOBILE_ID_SUBSCRIPTION },
+    fan: {
+      name: HIVE_WEBHOOK_PEER,
+      origin,
+      wsUrl: peer.url.replace(/^http/, 'ws'),
+      pid: peer.proc.pid,
+      subscription: HIVE_MOBILE_ID_SUBSCRIPTION,
+    },
   };
 }
 
 function probeTarget(t: FanTarget): ProbeTarget {
-  return { name: t.name, origin: t.origin, wsUrl: t.wsUrl, apiKey: API_KEY, subscription: t.subscription, webhookPath: WEBHOOK_PATH, notificationToken: NOTIFICATION_TOKEN, pid: t.pid };
+  return {
+    name: t.name,
+    origin: t.origin,
+    wsUrl: t.wsUrl,
+    apiKey: API_KEY,
+    subscription: t.subscription,
+    webhookPath: WEBHOOK_PATH,
+    notificationToken: NOTIFICATION_TOKEN,
+    pid: t.pid,
+  };
 }
 
 /**
@@ -92,12 +114,20 @@ async function idleRss(env: BenchEnv, idle: GatewayProc): Promise<IdleRow[]> {
     const rss0 = idle.proc.rssBytes();
     let opened = 0;
     for (const target of [1_000, 10_000]) {
-      const r = await env.lg.run<IdleResult>({ kind: 'idle', wsUrl: wsUrl(idle), apiKey: API_KEY, connections: target - opened, subscription: SUBSCRIPTION });
+      const r = await env.lg.run<IdleResult>({
+        kind: 'idle',
+        wsUrl: wsUrl(idle),
+        apiKey: API_KEY,
+        connections: target - opened,
+        subscription: SUBSCRIPTION,
+      });
       opened += r.opened;
       await sleep(3_000);
       const grown = idle.proc.rssBytes() - rss0;
       rows.push({ connections: opened, rss: grown, failed: r.failed, errors: r.errors });
-      env.log(`  ${idle.name}: ${opened} idle connections (${r.failed} failed): RSS +${fmt.kb(grown)} (${fmt.kb(grown / opened)} each)`);
+      env.log(
+        `  ${idle.name}: ${opened} idle connections (${r.failed} failed): RSS +${fmt.kb(grown)} (${fmt.kb(grown / opened)} each)`,
+      );
       if (r.failed) break;
     }
     await env.lg.run({ kind: 'close-idle' });
@@ -154,7 +184,14 @@ export async function fanout(
       } catch (error) {
         probes.push({ name: t.name, rows: null, error: error instanceof Error ? error.message : String(error) });
       }
-      env.log(`  probes on ${t.name}: ${probes.at(-1)!.rows?.map((r) => `${r.probe}: ${probeCell(r)}`).join('; ') ?? probes.at(-1)!.error}`);
+      env.log(
+        `  probes on ${t.name}: ${
+          probes
+            .at(-1)!
+            .rows?.map((r) => `${r.probe}: ${probeCell(r)}`)
+            .join('; ') ?? probes.at(-1)!.error
+        }`,
+      );
     }
     const job = (t: FanTarget): FanoutLoad => ({
       kind: 'fanout',
@@ -167,14 +204,23 @@ export async function fanout(
         origin: t.origin,
         path: WEBHOOK_PATH,
         headers: { 'content-type': 'application/json', authorization: `Bearer ${NOTIFICATION_TOKEN}` },
-        body: JSON.stringify({ auth_req_id: '{{id}}', error: 'access_denied', error_description: 'client timeout', correlation_id: '{{ts}}' }),
+        body: JSON.stringify({
+          auth_req_id: '{{id}}',
+          error: 'access_denied',
+          error_description: 'client timeout',
+          correlation_id: '{{ts}}',
+        }),
       },
       subscription: t.subscription,
       timestampPath: 'correlationId',
       gatewayPid: t.pid,
     });
     // The gateway, each --compare checkout, then the peer, one round each in turn (A B C A B C …).
-    const targets = [gatewayFan(env.gateway, 'gateway'), ...env.others.map((g) => gatewayFan(g, g.name)), ...(peerFan ? [peerFan] : [])];
+    const targets = [
+      gatewayFan(env.gateway, 'gateway'),
+      ...env.others.map((g) => gatewayFan(g, g.name)),
+      ...(peerFan ? [peerFan] : []),
+    ];
     const runs = new Map<FanTarget, FanoutResult[]>(targets.map((t) => [t, []]));
     for (let round = 0; round < rounds; round++) {
       for (const t of targets) {
@@ -185,7 +231,9 @@ export async function fanout(
         } catch (error) {
           // Only the peer may fail without failing the scenario: the gateway's failure is the news.
           if (t !== peerFan) throw error;
-          env.log(`  ${t.name}: round ${round + 1} failed: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
+          env.log(
+            `  ${t.name}: round ${round + 1} failed: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`,
+          );
         }
       }
     }
@@ -246,7 +294,10 @@ export async function fanout(
     '| gateway | connections | RSS growth | per connection | failed |',
     '|---|---:|---:|---:|---:|',
     ...idleRuns.flatMap((run) =>
-      run.rss.map((r) => `| ${run.name} | ${fmt.int(r.connections)} | ${fmt.kb(r.rss)} | ${fmt.kb(r.rss / r.connections)} | ${r.failed}${r.errors.length ? ` (${r.errors[0]})` : ''} |`),
+      run.rss.map(
+        (r) =>
+          `| ${run.name} | ${fmt.int(r.connections)} | ${fmt.kb(r.rss)} | ${fmt.kb(r.rss / r.connections)} | ${r.failed}${r.errors.length ? ` (${r.errors[0]})` : ''} |`,
+      ),
     ),
     '',
     ...probesMarkdown(probes),

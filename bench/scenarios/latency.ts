@@ -1,5 +1,5 @@
-import { alternate, byTarget, mean, measure, type Measurement, type Target } from '../lib/harness.js';
 import { baselineTarget, gatewayTarget, type BenchEnv, type GatewayProc, type ScenarioReport } from '../lib/env.js';
+import { alternate, byTarget, mean, measure, type Measurement, type Target } from '../lib/harness.js';
 import { fmt, type LatencySummary } from '../lib/stats.js';
 import { probeFdatasync, runtimeDelta, scrapeRuntime, type RuntimeScrape } from '../lib/tail.js';
 import { durableTarget } from './mutation.js';
@@ -22,7 +22,13 @@ interface Row {
   otherCpu: number;
 }
 
-async function atRate(env: BenchEnv, body: string, gateways: GatewayProc[], rate: number, durationMs: number): Promise<Measurement[]> {
+async function atRate(
+  env: BenchEnv,
+  body: string,
+  gateways: GatewayProc[],
+  rate: number,
+  durationMs: number,
+): Promise<Measurement[]> {
   const ts: Target[] = [baselineTarget(env, '/mutation'), ...gateways.map((g) => gatewayTarget(g))];
   return alternate(env.lg, ts, () => ({ body, connections: 256, durationMs, rate, expectStatus: 200, graphql: true }), {
     rounds: env.options.rounds,
@@ -65,7 +71,13 @@ function line(r: Row): string {
  * baseline's maximum as the issue defines it, and, since those rates can exceed what the gateway serves,
  * the same shares of the gateway's own maximum.
  */
-export async function addedLatency(env: BenchEnv, body: string, baselineMaxRps: number, gatewayMaxRps: number, durationMs: number): Promise<ScenarioReport> {
+export async function addedLatency(
+  env: BenchEnv,
+  body: string,
+  baselineMaxRps: number,
+  gatewayMaxRps: number,
+  durationMs: number,
+): Promise<ScenarioReport> {
   env.log('scenario 2: added latency at fixed arrival rates');
   const rows: Row[] = [];
   for (const [of, max] of [
@@ -73,7 +85,11 @@ export async function addedLatency(env: BenchEnv, body: string, baselineMaxRps: 
     ['gateway', gatewayMaxRps],
   ] as const) {
     // Below its own maximum the NORMAL gateway shows what the fsyncs of FULL add to the tail.
-    const gateways = [env.gateway, ...(of === 'gateway' && env.gatewayNormal ? [env.gatewayNormal] : []), ...env.others];
+    const gateways = [
+      env.gateway,
+      ...(of === 'gateway' && env.gatewayNormal ? [env.gatewayNormal] : []),
+      ...env.others,
+    ];
     for (const share of SHARES) {
       const rate = Math.max(1, Math.round(max * share));
       env.log(` ${Math.round(share * 100)}% of the ${of} maximum: ${rate} req/s`);
@@ -100,7 +116,9 @@ export async function addedLatency(env: BenchEnv, body: string, baselineMaxRps: 
         : `added p99 at 50% of the gateway's own maximum (${r.gateway}; for reference)`,
       measured:
         `${fmt.ms(r.g99 - r.b99)} ms (p50 +${fmt.ms(r.g50 - r.b50)} ms) at ${fmt.int(r.rate)} req/s` +
-        (full && anatomy.durableP99 !== null ? `; the durable baseline's p99 at the same rate: ${fmt.ms(anatomy.durableP99)} ms (tail anatomy below)` : ''),
+        (full && anatomy.durableP99 !== null
+          ? `; the durable baseline's p99 at the same rate: ${fmt.ms(anatomy.durableP99)} ms (tail anatomy below)`
+          : ''),
       met: full ? r.dropped === 0 && r.achieved >= r.rate * 0.95 && r.g99 - r.b99 <= 2 : null,
     });
   }
@@ -135,16 +153,28 @@ interface AnatomyRow {
  * fdatasync time meanwhile (a probe appending 4 KiB and syncing every 10 ms on the same file system). The
  * durable baseline gets the same rate: the tail of the same durable work written by hand.
  */
-async function tailAnatomy(env: BenchEnv, body: string, rate: number, durationMs: number): Promise<{ markdown: string; durableP99: number | null }> {
+async function tailAnatomy(
+  env: BenchEnv,
+  body: string,
+  rate: number,
+  durationMs: number,
+): Promise<{ markdown: string; durableP99: number | null }> {
   env.log(` tail anatomy: ${rate} req/s (50% of the gateway's own maximum)`);
   const quiet = await probeFdatasync(env.gateway.dataDir, { count: 1000 });
-  env.log(`  fdatasync of a 4 KiB append on the quiet disk: p50 ${fmt.ms(quiet.p50)} ms, p99 ${fmt.ms(quiet.p99)} ms, max ${fmt.ms(quiet.max)} ms`);
+  env.log(
+    `  fdatasync of a 4 KiB append on the quiet disk: p50 ${fmt.ms(quiet.p50)} ms, p99 ${fmt.ms(quiet.p99)} ms, max ${fmt.ms(quiet.max)} ms`,
+  );
   const targets: Array<{ t: Target; gateway: boolean }> = [{ t: gatewayTarget(env.gateway), gateway: true }];
   if (env.mutationRefs) targets.push({ t: durableTarget(env.mutationRefs), gateway: false });
   const rows: AnatomyRow[] = [];
   for (const { t, gateway } of targets) {
     const before = gateway ? await scrapeRuntime(t.origin) : null;
-    const run = measure(env.lg, t, { body, connections: 256, durationMs, rate, expectStatus: 200, graphql: true }, env.driverProcs);
+    const run = measure(
+      env.lg,
+      t,
+      { body, connections: 256, durationMs, rate, expectStatus: 200, graphql: true },
+      env.driverProcs,
+    );
     const disk = await probeFdatasync(env.gateway.dataDir, { everyMs: 10, until: run });
     const m = await run;
     const runtime = before ? runtimeDelta(before, await scrapeRuntime(t.origin)) : null;
@@ -152,7 +182,9 @@ async function tailAnatomy(env: BenchEnv, body: string, rate: number, durationMs
     const r = m.result.latency;
     env.log(
       `  ${t.name}: p50 ${fmt.ms(r.p50)} ms, p99 ${fmt.ms(r.p99)} ms, max ${fmt.ms(r.max)} ms; fdatasync meanwhile p99 ${fmt.ms(disk.p99)} ms, max ${fmt.ms(disk.max)} ms` +
-        (runtime ? `; GC ${runtime.gcCount} pauses, ${fmt.ms(runtime.gcSeconds * 1000)} ms, ${runtime.gcOver10ms} over 10 ms; event-loop delay p99 ${fmt.ms(runtime.loopDelayP99Ms)} ms, max ${fmt.ms(runtime.loopDelayMaxMs)} ms` : ''),
+        (runtime
+          ? `; GC ${runtime.gcCount} pauses, ${fmt.ms(runtime.gcSeconds * 1000)} ms, ${runtime.gcOver10ms} over 10 ms; event-loop delay p99 ${fmt.ms(runtime.loopDelayP99Ms)} ms, max ${fmt.ms(runtime.loopDelayMaxMs)} ms`
+          : ''),
     );
   }
   const na = '–';
@@ -161,7 +193,7 @@ async function tailAnatomy(env: BenchEnv, body: string, rate: number, durationMs
     `**Where the tail comes from** (FULL gateway at 50% of its own maximum, ${fmt.int(rate)} req/s, one more ${durationMs / 1000} s measurement). ` +
       "GC and event-loop delay are the gateway's own figures over exactly that window (prom-client's `gateway_nodejs_gc_duration_seconds` and " +
       '`gateway_nodejs_eventloop_lag_*` on `/metrics`, scraped before and after; the delay is sampled every 10 ms, and shown beyond those 10 ms). The disk columns are a probe that appends ' +
-      '4 KiB to a file beside the gateway\'s database and fdatasyncs it every 10 ms meanwhile: what one group commit of a FULL gateway waits for. ' +
+      "4 KiB to a file beside the gateway's database and fdatasyncs it every 10 ms meanwhile: what one group commit of a FULL gateway waits for. " +
       `On the quiet disk, before: fdatasync p50 ${fmt.ms(quiet.p50)} ms, p99 ${fmt.ms(quiet.p99)} ms, max ${fmt.ms(quiet.max)} ms (1,000 in a row). ` +
       'The durable baseline gets the same rate: the tail of the same durable work written by hand.',
     '',

@@ -1,11 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { measure, mean, type Target } from '../lib/harness.js';
+
 import { API_KEY, type BenchEnv, type ScenarioReport } from '../lib/env.js';
+import { mean, measure, type Target } from '../lib/harness.js';
 import { machineBusySeconds, ourCpuSeconds, waitForQuiet } from '../lib/processes.js';
 import type { MixOpenResult, MixRateResult } from '../lib/protocol.js';
 import { fmt } from '../lib/stats.js';
-import { HIVE_WEBHOOK_PEER, SUBSCRIPTION, startWebhookPeer } from './fanout.js';
-import { WEBHOOK_PATH, hasWebhook, notificationBody, webhookTarget } from './webhook.js';
+import { HIVE_WEBHOOK_PEER, startWebhookPeer, SUBSCRIPTION } from './fanout.js';
+import { hasWebhook, notificationBody, WEBHOOK_PATH, webhookTarget } from './webhook.js';
 
 /** Waiting users: one graphql-ws connection each, one pending subscription each. */
 const SUBSCRIPTIONS = 10_000;
@@ -35,12 +36,22 @@ async function shortIntakeMax(env: BenchEnv): Promise<IntakeMax> {
   const target = webhookTarget(env.gateway);
   await measure(env.lg, target, { ...load, durationMs: Math.min(env.options.warmupMs, 1_000) }, env.driverProcs);
   const m = await measure(env.lg, target, { ...load, durationMs }, env.driverProcs);
-  env.log(`  intake maximum (scenario 4 not run): ${Math.round(m.result.rps)} notifications/s, errors ${m.result.errors}, other CPU ${fmt.pct(m.otherCpu)}`);
-  return { rps: m.result.rps, source: `a ${durationMs / 1000} s closed-loop measurement of the FULL gateway alone just before (scenario 4's load, ${env.options.connections} connections; scenario 4 did not run)` };
+  env.log(
+    `  intake maximum (scenario 4 not run): ${Math.round(m.result.rps)} notifications/s, errors ${m.result.errors}, other CPU ${fmt.pct(m.otherCpu)}`,
+  );
+  return {
+    rps: m.result.rps,
+    source: `a ${durationMs / 1000} s closed-loop measurement of the FULL gateway alone just before (scenario 4's load, ${env.options.connections} connections; scenario 4 did not run)`,
+  };
 }
 
 /** One open-loop window of scenario 7 against the server at `origin` (its process `pid`), with the machine's other CPU over it. */
-async function mixWindow(env: BenchEnv, t: { origin: string; pid: number }, rate: number, durationMs: number): Promise<{ result: MixRateResult; otherCpu: number }> {
+async function mixWindow(
+  env: BenchEnv,
+  t: { origin: string; pid: number },
+  rate: number,
+  durationMs: number,
+): Promise<{ result: MixRateResult; otherCpu: number }> {
   await waitForQuiet();
   const busy0 = machineBusySeconds();
   const ours0 = ourCpuSeconds();
@@ -115,7 +126,6 @@ function rowLine(r: MixRow, load: string, rate: string): string {
   );
 }
 
-
 /** The peer's windows: the target's share and the highest (the suite stays under 10 minutes). */
 const PEER_SHARES = [0.5, 0.8];
 
@@ -144,15 +154,35 @@ async function peerMix(env: BenchEnv, gatewayIntake: IntakeMax, windowMs: number
       clientCompletes: true,
     });
     const rssOpen = proc.rssBytes();
-    env.log(`  ${HIVE_WEBHOOK_PEER}: ${fmt.int(open.opened)} connections in ${open.seconds.toFixed(1)} s (${open.failed} failed), RSS ${fmt.mb(rssBefore)} → ${fmt.mb(rssOpen)}`);
+    env.log(
+      `  ${HIVE_WEBHOOK_PEER}: ${fmt.int(open.opened)} connections in ${open.seconds.toFixed(1)} s (${open.failed} failed), RSS ${fmt.mb(rssBefore)} → ${fmt.mb(rssOpen)}`,
+    );
     const windows: Window[] = [];
     let intake: number;
     try {
       // Fresh auth_req_ids that no subscriber waits for: every subscription's filter still runs on each.
-      const target: Target = { name: HIVE_WEBHOOK_PEER, proc, origin: fan.origin, path: WEBHOOK_PATH, headers: webhookTarget(env.gateway).headers };
-      const m = await measure(env.lg, target, { body: notificationBody(), connections: PEER_INTAKE_CONNECTIONS, durationMs: Math.min(env.options.durationMs, 3_000), expectStatus: 204 }, env.driverProcs);
+      const target: Target = {
+        name: HIVE_WEBHOOK_PEER,
+        proc,
+        origin: fan.origin,
+        path: WEBHOOK_PATH,
+        headers: webhookTarget(env.gateway).headers,
+      };
+      const m = await measure(
+        env.lg,
+        target,
+        {
+          body: notificationBody(),
+          connections: PEER_INTAKE_CONNECTIONS,
+          durationMs: Math.min(env.options.durationMs, 3_000),
+          expectStatus: 204,
+        },
+        env.driverProcs,
+      );
       intake = m.result.rps;
-      env.log(`  ${HIVE_WEBHOOK_PEER}: intake maximum with ${fmt.int(open.opened)} subscriptions open: ${intake.toFixed(1)} notifications/s (${m.result.requests} in ${m.result.seconds.toFixed(1)} s, errors ${m.result.errors})`);
+      env.log(
+        `  ${HIVE_WEBHOOK_PEER}: intake maximum with ${fmt.int(open.opened)} subscriptions open: ${intake.toFixed(1)} notifications/s (${m.result.requests} in ${m.result.seconds.toFixed(1)} s, errors ${m.result.errors})`,
+      );
       for (const share of PEER_SHARES) {
         const rate = Math.max(0.5, intake * share);
         const { result: r, otherCpu } = await mixWindow(env, { origin: fan.origin, pid: fan.pid }, rate, windowMs);
@@ -181,7 +211,9 @@ async function peerMix(env: BenchEnv, gatewayIntake: IntakeMax, windowMs: number
       '',
       `${HIVE_WEBHOOK_PEER} RSS: ${fmt.mb(rssBefore)} fresh, ${fmt.mb(rssOpen)} with ${fmt.int(open.opened)} subscriptions open ` +
         `(+${fmt.kb((rssOpen - rssBefore) / Math.max(1, open.opened))} each; opened in ${open.seconds.toFixed(1)} s, ${open.failed} failed).` +
-        (rows.some((r) => r.errors.length) ? ` Errors: ${[...new Set(rows.flatMap((r) => r.errors))].join('; ').slice(0, 300)}` : ''),
+        (rows.some((r) => r.errors.length)
+          ? ` Errors: ${[...new Set(rows.flatMap((r) => r.errors))].join('; ').slice(0, 300)}`
+          : ''),
     ];
   } finally {
     await proc.stop();
@@ -194,7 +226,9 @@ async function peerMix(env: BenchEnv, gatewayIntake: IntakeMax, windowMs: number
  * one waiting subscriber, at fixed rates (open loop) of 25, 50 and 80% of the gateway's intake maximum.
  */
 export async function subscriptionMix(env: BenchEnv, given: IntakeMax | null): Promise<ScenarioReport> {
-  env.log(`scenario 7: realistic mix: ${fmt.int(SUBSCRIPTIONS)} waiting subscriptions, notifications at 25/50/80% of the intake maximum`);
+  env.log(
+    `scenario 7: realistic mix: ${fmt.int(SUBSCRIPTIONS)} waiting subscriptions, notifications at 25/50/80% of the intake maximum`,
+  );
   const targetLine = `realistic mix: p99 ≤ ${TARGET_P99_MS} ms webhook→subscriber at 50% of the intake maximum with 10k subscriptions`;
   if (!(await hasWebhook(env.gateway))) {
     env.log('  skipped: POST /webhooks/mobile-id answers 404 (not built yet)');
@@ -233,7 +267,8 @@ export async function subscriptionMix(env: BenchEnv, given: IntakeMax | null): P
   const windows: Window[] = [];
   let rssEnd = NaN;
   try {
-    const run = (rate: number, durationMs: number) => mixWindow(env, { origin: env.gateway.origin, pid }, rate, durationMs);
+    const run = (rate: number, durationMs: number) =>
+      mixWindow(env, { origin: env.gateway.origin, pid }, rate, durationMs);
     // Warm-up at the lowest rate: the subscribe-again path and the sender's connections.
     await run(Math.max(1, Math.round(intake.rps * SHARES[0]!)), Math.min(env.options.warmupMs, 2_000));
     for (let round = 0; round < env.options.rounds; round++) {
@@ -284,7 +319,9 @@ export async function subscriptionMix(env: BenchEnv, given: IntakeMax | null): P
       `(+${fmt.mb(rssOpen - rssBefore)}, ${fmt.kb(perSub)} each; opened in ${open.seconds.toFixed(1)} s, ${open.failed} failed), ${fmt.mb(rssEnd)} after the last window. ` +
       `With no notification, the open connections kept the gateway ${fmt.pct(idleCpu)} busy (2 s sample).` +
       (open.errors.length ? ` Errors while opening: ${open.errors.join('; ').slice(0, 300)}.` : ''),
-    ...(rows.some((r) => r.errors.length) ? ['', `Errors: ${[...new Set(rows.flatMap((r) => r.errors))].join('; ').slice(0, 500)}`] : []),
+    ...(rows.some((r) => r.errors.length)
+      ? ['', `Errors: ${[...new Set(rows.flatMap((r) => r.errors))].join('; ').slice(0, 500)}`]
+      : []),
     '',
     ...peerLines,
   ].join('\n');

@@ -1,9 +1,10 @@
 import { request } from 'undici';
-import { alternate, byTarget, graphql, mean, type Measurement, type Target } from '../lib/harness.js';
+
 import { API_KEY, baselineTarget, gatewayTarget, type BenchEnv, type ScenarioReport } from '../lib/env.js';
+import { alternate, byTarget, graphql, mean, type Measurement, type Target } from '../lib/harness.js';
+import type { MutationReferences } from '../lib/mutation-references.js';
 import { fmt, median } from '../lib/stats.js';
 import { hiveMutationBody } from '../peers/requests.js';
-import type { MutationReferences } from '../lib/mutation-references.js';
 
 export const CREATE_NETWORK =
   'mutation($input: CreateNetworkInput!, $key: UUID) { createNetwork(input: $input, idempotencyKey: $key) { network { id title } idempotencyKey replayed } }';
@@ -18,7 +19,10 @@ export async function mutationBody(env: BenchEnv): Promise<string> {
   );
   const projectId = data.createProject.project.id;
   // `{{uuid}}`: a fresh idempotency key on every request, so every request is a first call upstream.
-  return JSON.stringify({ query: CREATE_NETWORK, variables: { input: { projectId, title: 'bench-net' }, key: '{{uuid}}' } });
+  return JSON.stringify({
+    query: CREATE_NETWORK,
+    variables: { input: { projectId, title: 'bench-net' }, key: '{{uuid}}' },
+  });
 }
 
 export interface MutationFigures {
@@ -38,7 +42,8 @@ interface Row {
 }
 
 function row(r: Row, durableRps: number, baselineRps: number): string {
-  if (r.failure !== undefined) return `| ${r.name} | could not run: ${r.failure.replaceAll('|', '\\|')} |${' |'.repeat(9)}`;
+  if (r.failure !== undefined)
+    return `| ${r.name} | could not run: ${r.failure.replaceAll('|', '\\|')} |${' |'.repeat(9)}`;
   const { ms } = r;
   const rps = median(ms.map((m) => m.result.rps));
   const errors = ms.reduce((s, m) => s + m.result.errors, 0);
@@ -50,7 +55,13 @@ const DURABLE = 'durable baseline';
 
 /** The durable baseline as a target of the gateway's request bytes (its project must be seeded first: scenario 1 does). */
 export function durableTarget(refs: MutationReferences): Target {
-  return { name: DURABLE, proc: refs.durable, origin: refs.durable.url, path: '/mutation', headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` } };
+  return {
+    name: DURABLE,
+    proc: refs.durable,
+    origin: refs.durable.url,
+    path: '/mutation',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+  };
 }
 
 /**
@@ -60,16 +71,24 @@ export function durableTarget(refs: MutationReferences): Target {
  * first: it has its own SQLite file); Apollo Server too; Hive Gateway the equivalent operation of its
  * OpenAPI-generated schema (the same upstream POST).
  */
-export async function mutationThroughput(env: BenchEnv, body: string): Promise<{ report: ScenarioReport; figures: MutationFigures }> {
+export async function mutationThroughput(
+  env: BenchEnv,
+  body: string,
+): Promise<{ report: ScenarioReport; figures: MutationFigures }> {
   env.log('scenario 1: mutation throughput (createNetwork, fresh idempotency key per request)');
   const refs = env.mutationRefs;
   const projectId = (JSON.parse(body) as { variables: { input: { projectId: string } } }).variables.input.projectId;
   const targets: Target[] = [];
   const bodies = new Map<string, string>();
   if (refs) {
-    const seeded = await request(`${refs.durable.url}/seed`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ projectId }) });
+    const seeded = await request(`${refs.durable.url}/seed`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ projectId }),
+    });
     await seeded.body.dump();
-    if (seeded.statusCode !== 200) throw new Error(`durable baseline: seeding the project answered ${seeded.statusCode}`);
+    if (seeded.statusCode !== 200)
+      throw new Error(`durable baseline: seeding the project answered ${seeded.statusCode}`);
     targets.push(durableTarget(refs));
   }
   targets.push(baselineTarget(env, '/mutation'), gatewayTarget(env.gateway));
@@ -78,13 +97,25 @@ export async function mutationThroughput(env: BenchEnv, body: string): Promise<{
   for (const peer of refs?.peers ?? []) {
     if (!peer.proc) continue;
     const url = new URL(peer.url);
-    targets.push({ name: peer.name, proc: peer.proc, origin: url.origin, path: url.pathname, headers: { 'content-type': 'application/json' } });
+    targets.push({
+      name: peer.name,
+      proc: peer.proc,
+      origin: url.origin,
+      path: url.pathname,
+      headers: { 'content-type': 'application/json' },
+    });
     if (peer.kind === 'hive') bodies.set(peer.name, hiveMutationBody(projectId));
   }
   const ms = await alternate(
     env.lg,
     targets,
-    (t) => ({ body: bodies.get(t.name) ?? body, connections: env.options.connections, durationMs: env.options.durationMs, expectStatus: 200, graphql: true }),
+    (t) => ({
+      body: bodies.get(t.name) ?? body,
+      connections: env.options.connections,
+      durationMs: env.options.durationMs,
+      expectStatus: 200,
+      graphql: true,
+    }),
     { rounds: env.options.rounds, warmupMs: env.options.warmupMs, driverProcs: env.driverProcs, log: env.log },
   );
   const rpsOf = (name: string) => median(byTarget(ms, name).map((m) => m.result.rps));
@@ -99,7 +130,9 @@ export async function mutationThroughput(env: BenchEnv, body: string): Promise<{
     { name: env.gateway.name, ms: byTarget(ms, env.gateway.name) },
     ...(env.gatewayNormal ? [{ name: env.gatewayNormal.name, ms: byTarget(ms, env.gatewayNormal.name) }] : []),
     ...env.others.map((o) => ({ name: o.name, ms: byTarget(ms, o.name) })),
-    ...(refs?.peers ?? []).map((p) => (p.proc ? { name: p.name, ms: byTarget(ms, p.name) } : { name: p.name, ms: [], failure: p.failure ?? 'unknown' })),
+    ...(refs?.peers ?? []).map((p) =>
+      p.proc ? { name: p.name, ms: byTarget(ms, p.name) } : { name: p.name, ms: [], failure: p.failure ?? 'unknown' },
+    ),
   ];
   const lines = [
     `Closed loop, ${env.options.connections} keep-alive connections, no pipelining, ${env.options.durationMs / 1000} s per measurement, ` +
@@ -109,7 +142,7 @@ export async function mutationThroughput(env: BenchEnv, body: string): Promise<{
       'The durable baseline does the same SQLite work by hand (node:http, better-sqlite3 prepared statements, group commit, synchronous=FULL, undici): ' +
       'the main reference. The bare proxy baseline only forwards to the upstream: the outer reference. ' +
       'The peers keep nothing: Hive Gateway serves the upstream call through an OpenAPI description composed with @graphql-mesh/compose-cli and @omnigraph/openapi ' +
-      '(its own operation, `createService`, the same upstream POST with bearer token and Idempotency-Key); Apollo Server 5 gets the gateway\'s request bytes and calls the upstream from one resolver with undici.',
+      "(its own operation, `createService`, the same upstream POST with bearer token and Idempotency-Key); Apollo Server 5 gets the gateway's request bytes and calls the upstream from one resolver with undici.",
     '',
     '| server | req/s (median) | req/s per round | ratio to durable baseline | ratio to bare proxy | p50 ms | p99 ms | errors | server CPU | driver CPU | other CPU |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
@@ -118,19 +151,36 @@ export async function mutationThroughput(env: BenchEnv, body: string): Promise<{
     'Server CPU is the share of its core the server under test used; driver CPU is the load generator plus the upstream stub on the other core ' +
       '(near 100% there means the driver, not the server, set the pace); other CPU is what processes outside the benchmark used on the shared machine meanwhile.',
   ];
-  const vs = (rps: number, ref: number, refName: string) => `${fmt.ratio(rps / ref)} (${fmt.int(rps)} vs ${fmt.int(ref)} req/s ${refName})`;
+  const vs = (rps: number, ref: number, refName: string) =>
+    `${fmt.ratio(rps / ref)} (${fmt.int(rps)} vs ${fmt.int(ref)} req/s ${refName})`;
   const targetsMet: ScenarioReport['targets'] = [];
   if (refs) {
-    targetsMet.push({ target: 'mutations ≥ 0.8 of the durable baseline (gateway FULL; the main mutation figure)', measured: vs(gatewayRps, durableRps, 'durable baseline'), met: gatewayRps / durableRps >= 0.8 });
+    targetsMet.push({
+      target: 'mutations ≥ 0.8 of the durable baseline (gateway FULL; the main mutation figure)',
+      measured: vs(gatewayRps, durableRps, 'durable baseline'),
+      met: gatewayRps / durableRps >= 0.8,
+    });
   }
-  targetsMet.push({ target: 'mutations ≥ 0.4 of the bare proxy baseline (gateway FULL)', measured: vs(gatewayRps, baselineRps, 'bare proxy'), met: ratio >= 0.4 });
+  targetsMet.push({
+    target: 'mutations ≥ 0.4 of the bare proxy baseline (gateway FULL)',
+    measured: vs(gatewayRps, baselineRps, 'bare proxy'),
+    met: ratio >= 0.4,
+  });
   for (const peer of refs?.peers ?? []) {
     if (!peer.proc) {
-      targetsMet.push({ target: `mutations ahead of ${peer.name}`, measured: `${peer.name} could not run (bench/README.md says why)`, met: null });
+      targetsMet.push({
+        target: `mutations ahead of ${peer.name}`,
+        measured: `${peer.name} could not run (bench/README.md says why)`,
+        met: null,
+      });
       continue;
     }
     const peerRps = rpsOf(peer.name);
-    targetsMet.push({ target: `mutations ahead of ${peer.name} (gateway FULL)`, measured: vs(gatewayRps, peerRps, peer.name), met: gatewayRps > peerRps });
+    targetsMet.push({
+      target: `mutations ahead of ${peer.name} (gateway FULL)`,
+      measured: vs(gatewayRps, peerRps, peer.name),
+      met: gatewayRps > peerRps,
+    });
   }
   if (normalRps !== null && refs) {
     targetsMet.push({

@@ -2,32 +2,56 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
+
 import { startGateway } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
+import {
+  API_KEY,
+  baselineTarget,
+  gatewayTarget,
+  UPSTREAM_TOKEN,
+  type BenchEnv,
+  type ScenarioReport,
+} from '../lib/env.js';
 import { alternate, byTarget, graphql, mean } from '../lib/harness.js';
-import { API_KEY, UPSTREAM_TOKEN, baselineTarget, gatewayTarget, type BenchEnv, type ScenarioReport } from '../lib/env.js';
 import { fmt, median } from '../lib/stats.js';
 
-export const PROJECT_TREE = 'query($id: ID!) { project(id: $id) { id name networks { id title subnets { id cidr } } } }';
+export const PROJECT_TREE =
+  'query($id: ID!) { project(id: $id) { id name networks { id title subnets { id cidr } } } }';
 const NETWORKS = 7;
 const SUBNETS_PER_NETWORK = 6;
 
 /** project → 7 networks → 6 subnets each: 50 resources on three levels. */
 export async function seedTree(origin: string): Promise<string> {
-  const project = await graphql(origin, API_KEY, 'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }', {
-    input: { name: 'tree', description: 'query benchmark' },
-  });
+  const project = await graphql(
+    origin,
+    API_KEY,
+    'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
+    {
+      input: { name: 'tree', description: 'query benchmark' },
+    },
+  );
   const projectId = project.createProject.project.id as string;
   for (let n = 0; n < NETWORKS; n++) {
-    const net = await graphql(origin, API_KEY, 'mutation($input: CreateNetworkInput!) { createNetwork(input: $input) { network { id } } }', {
-      input: { projectId, title: `net-${n}` },
-    });
+    const net = await graphql(
+      origin,
+      API_KEY,
+      'mutation($input: CreateNetworkInput!) { createNetwork(input: $input) { network { id } } }',
+      {
+        input: { projectId, title: `net-${n}` },
+      },
+    );
     const networkId = net.createNetwork.network.id as string;
     for (let s = 0; s < SUBNETS_PER_NETWORK; s++) {
-      await graphql(origin, API_KEY, 'mutation($input: CreateSubnetInput!) { createSubnet(input: $input) { subnet { id } } }', {
-        input: { projectId, networkId, title: `subnet-${n}-${s}`, cidr: `10.${n}.${s}.0/24` },
-      });
+      await graphql(
+        origin,
+        API_KEY,
+        'mutation($input: CreateSubnetInput!) { createSubnet(input: $input) { subnet { id } } }',
+        {
+          input: { projectId, networkId, title: `subnet-${n}-${s}`, cidr: `10.${n}.${s}.0/24` },
+        },
+      );
     }
   }
   return projectId;
@@ -70,11 +94,21 @@ export async function queryThroughput(env: BenchEnv): Promise<ScenarioReport> {
   bodies.set('baseline', bodies.get(env.gateway.name)!);
   const { statements, resources } = await statementsPerQuery(env);
   env.log(`  ${resources} resources, ${statements} SQL statements per query`);
-  const targets = [baselineTarget(env, '/query'), gatewayTarget(env.gateway), ...env.others.map((o) => gatewayTarget(o))];
+  const targets = [
+    baselineTarget(env, '/query'),
+    gatewayTarget(env.gateway),
+    ...env.others.map((o) => gatewayTarget(o)),
+  ];
   const ms = await alternate(
     env.lg,
     targets,
-    (t) => ({ body: bodies.get(t.name)!, connections: env.options.connections, durationMs: env.options.durationMs, expectStatus: 200, graphql: true }),
+    (t) => ({
+      body: bodies.get(t.name)!,
+      connections: env.options.connections,
+      durationMs: env.options.durationMs,
+      expectStatus: 200,
+      graphql: true,
+    }),
     { rounds: env.options.rounds, warmupMs: env.options.warmupMs, driverProcs: env.driverProcs, log: env.log },
   );
   const b = byTarget(ms, 'baseline');
@@ -85,7 +119,7 @@ export async function queryThroughput(env: BenchEnv): Promise<ScenarioReport> {
     `| ${name} | ${fmt.int(rps)} | ${list.map((m) => fmt.int(m.result.rps)).join(' / ')} | ${fmt.ratio(rps / bRps)} | ${fmt.ms(mean(list.map((m) => m.result.latency.p50)))} | ${fmt.ms(mean(list.map((m) => m.result.latency.p99)))} | ${list.reduce((s, m) => s + m.result.errors, 0)} | ${fmt.pct(mean(list.map((m) => m.serverCpu)))} | ${fmt.pct(mean(list.map((m) => m.otherCpu)))} |`;
   const markdown = [
     `\`${PROJECT_TREE}\` over a project with ${NETWORKS} networks of ${SUBNETS_PER_NETWORK} subnets (${resources} resources, three levels). ` +
-      'The baseline answers the same request from the gateway\'s SQLite file (read-only) with one prepared statement per level and builds the same JSON. ' +
+      "The baseline answers the same request from the gateway's SQLite file (read-only) with one prepared statement per level and builds the same JSON. " +
       `Closed loop, ${env.options.connections} connections, ${env.options.durationMs / 1000} s per measurement, ${env.options.rounds} alternating rounds.`,
     '',
     `SQL statements per query: **${statements}** (levels: 3; counted with the store's statement counter on a gateway in the orchestrator process).`,
@@ -104,8 +138,16 @@ export async function queryThroughput(env: BenchEnv): Promise<ScenarioReport> {
     title: 'Query throughput',
     markdown,
     targets: [
-      { target: 'one SQL statement per level of the tree (3)', measured: `${statements} statements for ${resources} resources`, met: statements === 3 },
-      { target: 'query ≥ 0.6 of its baseline', measured: `${fmt.ratio(gRps / bRps)} (${fmt.int(gRps)} vs ${fmt.int(bRps)} req/s)`, met: gRps >= 0.6 * bRps },
+      {
+        target: 'one SQL statement per level of the tree (3)',
+        measured: `${statements} statements for ${resources} resources`,
+        met: statements === 3,
+      },
+      {
+        target: 'query ≥ 0.6 of its baseline',
+        measured: `${fmt.ratio(gRps / bRps)} (${fmt.int(gRps)} vs ${fmt.int(bRps)} req/s)`,
+        met: gRps >= 0.6 * bRps,
+      },
     ],
   };
 }

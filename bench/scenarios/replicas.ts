@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../scripts/embedded-postgres.js';
 import { API_KEY, NOTIFICATION_TOKEN, type BenchEnv, type GatewayProc, type ScenarioReport } from '../lib/env.js';
 import { cpuSeconds, machineBusySeconds, pin, waitForQuiet } from '../lib/processes.js';
@@ -32,10 +33,16 @@ const LATENCY_LIMIT_MS = 1000;
 /** The ladder stops after this many steps past the ceiling in a row (one alone may be another tenant's burst). */
 const STOP_AFTER = 2;
 /** Two steps past the ceiling in a row end a ladder. */
-const stopHere = (steps: Array<{ saturated: boolean }>) => steps.length >= STOP_AFTER && steps.slice(-STOP_AFTER).every((s) => s.saturated);
+const stopHere = (steps: Array<{ saturated: boolean }>) =>
+  steps.length >= STOP_AFTER && steps.slice(-STOP_AFTER).every((s) => s.saturated);
 
 const failureBody = (id: string, clock = '') =>
-  JSON.stringify({ auth_req_id: id, error: 'access_denied', error_description: 'client timeout', ...(clock ? { correlation_id: clock } : {}) });
+  JSON.stringify({
+    auth_req_id: id,
+    error: 'access_denied',
+    error_description: 'client timeout',
+    ...(clock ? { correlation_id: clock } : {}),
+  });
 const webhookHeaders = { 'content-type': 'application/json', authorization: `Bearer ${NOTIFICATION_TOKEN}` };
 
 /** `uptime`'s three load averages: the machine is shared, and a figure is worth what the machine was doing. */
@@ -115,7 +122,14 @@ interface RawStep {
  * transaction each, as the gateway's publish is), with `listeners` clients listening; the payload holds the
  * sender's clock, so latency is NOTIFY sent -> notice received.
  */
-async function rawNotify(url: string, connections: number, listeners: number, flush: boolean, durationMs: number, postgres: () => number[]): Promise<RawStep> {
+async function rawNotify(
+  url: string,
+  connections: number,
+  listeners: number,
+  flush: boolean,
+  durationMs: number,
+  postgres: () => number[],
+): Promise<RawStep> {
   const latency = new Samples();
   const received = Array.from({ length: listeners }, () => 0);
   const listening: pg.Client[] = [];
@@ -228,7 +242,10 @@ function combine(results: FanoutResult[], groups: number) {
   };
 }
 
-export async function replicas(env: BenchEnv, startReplica: (name: string, env: Record<string, string>) => Promise<GatewayProc>): Promise<ScenarioReport> {
+export async function replicas(
+  env: BenchEnv,
+  startReplica: (name: string, env: Record<string, string>) => Promise<GatewayProc>,
+): Promise<ScenarioReport> {
   env.log('scenario 8: three replicas on one PostgreSQL, and the ceiling of LISTEN/NOTIFY');
   const quick = env.options.durationMs < 5_000;
   const stepMs = quick ? 2_000 : 5_000;
@@ -259,13 +276,19 @@ export async function replicas(env: BenchEnv, startReplica: (name: string, env: 
 
     // 1. Raw NOTIFY, before any gateway listens (the notification queue is one for the whole server).
     const raw: RawStep[] = [];
-    for (const [listeners, flush] of [[0, true], [3, true], [3, false]] as const) {
+    for (const [listeners, flush] of [
+      [0, true],
+      [3, true],
+      [3, false],
+    ] as const) {
       for (const connections of [1, 4, 16]) {
         const step = await rawNotify(rawUrl, connections, listeners, flush, stepMs, pgPids);
         raw.push(step);
         env.log(
           `  raw NOTIFY, ${connections} sender(s), ${listeners} listener(s), ${flush ? 'commit waits for the WAL flush' : 'synchronous_commit off'}: ${fmt.int(step.rate)}/s` +
-            (step.latency ? `, p50 ${fmt.ms(step.latency.p50)} ms, p99 ${fmt.ms(step.latency.p99)} ms, ${step.received}/${step.sent} received` : '') +
+            (step.latency
+              ? `, p50 ${fmt.ms(step.latency.p50)} ms, p99 ${fmt.ms(step.latency.p99)} ms, ${step.received}/${step.sent} received`
+              : '') +
             `, PostgreSQL CPU ${fmt.pct(step.postgresCpu)}, sender CPU ${fmt.pct(step.senderCpu)}, machine ${fmt.pct(step.machine)}`,
         );
       }
@@ -307,7 +330,12 @@ export async function replicas(env: BenchEnv, startReplica: (name: string, env: 
       { name: 'one replica: webhooks and subscribers on A', where: ['A'], fan: combine(single, 1) },
       { name: 'three replicas: webhooks to A, subscribers on B and C', where: ['B', 'C'], fan: combine(spread, 2) },
     ];
-    const cores = (cpu: number[]) => ({ a: cpu[0]!, b: cpu[1]!, c: cpu[2]!, postgres: cpu.slice(3).reduce((s, v) => s + v, 0) });
+    const cores = (cpu: number[]) => ({
+      a: cpu[0]!,
+      b: cpu[1]!,
+      c: cpu[2]!,
+      postgres: cpu.slice(3).reduce((s, v) => s + v, 0),
+    });
     for (const { name, fan } of fans) {
       const cpu = cores(fan.cpu);
       env.log(
@@ -330,7 +358,17 @@ export async function replicas(env: BenchEnv, startReplica: (name: string, env: 
     await probe.query(`LISTEN ${GATEWAY_CHANNEL}`);
     const idle: PathStep[] = [];
     // Warm-up (not recorded): the replicas' pools, JIT and the sender's connections.
-    await env.lg.run<HttpResult>({ kind: 'http', origin: a.origin, path: WEBHOOK_PATH, headers: webhookHeaders, body: failureBody('{{uuid}}'), connections: 64, durationMs: 2_000, rate: RATES[0]! / 2, expectStatus: 204 });
+    await env.lg.run<HttpResult>({
+      kind: 'http',
+      origin: a.origin,
+      path: WEBHOOK_PATH,
+      headers: webhookHeaders,
+      body: failureBody('{{uuid}}'),
+      connections: 64,
+      durationMs: 2_000,
+      rate: RATES[0]! / 2,
+      expectStatus: 204,
+    });
     for (const rate of RATES) {
       await waitForQuiet();
       const n0 = notices;
@@ -363,7 +401,11 @@ export async function replicas(env: BenchEnv, startReplica: (name: string, env: 
         cpu: cpu(),
         saturated: false,
       };
-      step.saturated = step.acknowledgedRate < KEEP_UP * rate || r.dropped > 0 || r.latency.p99 > LATENCY_LIMIT_MS || notices - n0 < acknowledged;
+      step.saturated =
+        step.acknowledgedRate < KEEP_UP * rate ||
+        r.dropped > 0 ||
+        r.latency.p99 > LATENCY_LIMIT_MS ||
+        notices - n0 < acknowledged;
       idle.push(step);
       env.log(
         `  path, no subscriber, ${rate}/s offered: ${fmt.int(step.acknowledgedRate)}/s acknowledged (${r.errors} errors, ${r.dropped} dropped), webhook p50 ${fmt.ms(r.latency.p50)} ms p99 ${fmt.ms(r.latency.p99)} ms, ` +
@@ -378,7 +420,16 @@ export async function replicas(env: BenchEnv, startReplica: (name: string, env: 
     // 5. The same with 1,000 subscribers waiting on B and C, each on its own authReqId (scenario 7's model).
     const opened: MixOpenResult[] = [];
     for (const g of [b, c]) {
-      opened.push(await env.lg.run<MixOpenResult>({ kind: 'mix-open', wsUrl: ws(g), apiKey: API_KEY, connections: SUBSCRIBERS / 2, subscription: SUBSCRIPTION, gatewayPid: g.proc.pid }));
+      opened.push(
+        await env.lg.run<MixOpenResult>({
+          kind: 'mix-open',
+          wsUrl: ws(g),
+          apiKey: API_KEY,
+          connections: SUBSCRIBERS / 2,
+          subscription: SUBSCRIPTION,
+          gatewayPid: g.proc.pid,
+        }),
+      );
     }
     const busy: PathStep[] = [];
     try {
@@ -407,7 +458,8 @@ export async function replicas(env: BenchEnv, startReplica: (name: string, env: 
           cpu: cpu(),
           saturated: false,
         };
-        step.saturated = step.deliveredRate! < KEEP_UP * rate || r.dropped > 0 || r.latency.p99 > LATENCY_LIMIT_MS || r.missing > 0;
+        step.saturated =
+          step.deliveredRate! < KEEP_UP * rate || r.dropped > 0 || r.latency.p99 > LATENCY_LIMIT_MS || r.missing > 0;
         busy.push(step);
         env.log(
           `  path, 1,000 subscribers on B and C, ${rate}/s offered: ${fmt.int(step.acknowledgedRate)}/s acknowledged, ${fmt.int(step.deliveredRate!)}/s delivered ` +
@@ -425,14 +477,21 @@ export async function replicas(env: BenchEnv, startReplica: (name: string, env: 
     const loadAfter = loadAverages();
 
     // The ceiling: the highest step that kept up, on each path.
-    const kept = (steps: PathStep[], figure: (s: PathStep) => number) => Math.max(0, ...steps.filter((s) => !s.saturated).map(figure));
+    const kept = (steps: PathStep[], figure: (s: PathStep) => number) =>
+      Math.max(0, ...steps.filter((s) => !s.saturated).map(figure));
     const idleCeiling = kept(idle, (s) => s.acknowledgedRate);
     const busyCeiling = kept(busy, (s) => s.deliveredRate!);
-    const rawBest = (listeners: number, flush: boolean) => Math.max(...raw.filter((s) => s.listeners === listeners && s.flush === flush).map((s) => s.rate));
+    const rawBest = (listeners: number, flush: boolean) =>
+      Math.max(...raw.filter((s) => s.listeners === listeners && s.flush === flush).map((s) => s.rate));
     const ncpu = os.cpus().length;
     const limitOf = (s: PathStep | undefined): string => {
       if (!s) return 'n/a';
-      const parts = [`A ${fmt.pct(s.cpu.a)}`, `B ${fmt.pct(s.cpu.b)}`, `C ${fmt.pct(s.cpu.c)}`, `PostgreSQL ${fmt.pct(s.cpu.postgres)}`];
+      const parts = [
+        `A ${fmt.pct(s.cpu.a)}`,
+        `B ${fmt.pct(s.cpu.b)}`,
+        `C ${fmt.pct(s.cpu.c)}`,
+        `PostgreSQL ${fmt.pct(s.cpu.postgres)}`,
+      ];
       return `${parts.join(', ')}; machine ${fmt.pct(s.cpu.machine / ncpu)} of ${ncpu} cores busy`;
     };
     const firstSaturated = (steps: PathStep[]) => steps.find((s) => s.saturated);

@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
+
 import { closedLoop, processCpu } from '../lib/cpu.js';
 import { API_KEY, NOTIFICATION_TOKEN, type BenchEnv, type ScenarioReport } from '../lib/env.js';
-import { median } from '../lib/stats.js';
-import { fmt } from '../lib/stats.js';
+import { fmt, median } from '../lib/stats.js';
 import { SUBSCRIPTION } from './fanout.js';
-import { WEBHOOK_PATH, notificationBody } from './webhook.js';
+import { notificationBody, WEBHOOK_PATH } from './webhook.js';
 
 /** Waiting users: one graphql-ws connection each, with one pending subscription on its own auth_req_id (as scenario 7). */
 const WAITING = 10_000;
@@ -33,13 +33,18 @@ async function openWaiting(wsUrl: string, count: number): Promise<Waiting> {
   const sockets: WebSocket[] = [];
   const open = (id: string) =>
     new Promise<WebSocket>((resolve, reject) => {
-      const ws = new WebSocket(wsUrl, 'graphql-transport-ws', { headers: { authorization: `Bearer ${API_KEY}` }, perMessageDeflate: false });
+      const ws = new WebSocket(wsUrl, 'graphql-transport-ws', {
+        headers: { authorization: `Bearer ${API_KEY}` },
+        perMessageDeflate: false,
+      });
       ws.once('error', reject);
       ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: {} })));
       ws.on('message', (data) => {
         const msg = JSON.parse(String(data)) as { type: string; id?: string; payload?: { errors?: unknown } };
         if (msg.type === 'connection_ack') {
-          ws.send(JSON.stringify({ id, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { authReqId: id } } }));
+          ws.send(
+            JSON.stringify({ id, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { authReqId: id } } }),
+          );
           resolve(ws);
         } else if (msg.type === 'ping') ws.send('{"type":"pong"}');
         else if (msg.id !== undefined && (msg.type === 'next' || msg.type === 'error')) {
@@ -62,7 +67,10 @@ async function openWaiting(wsUrl: string, count: number): Promise<Waiting> {
   return {
     sockets,
     ids,
-    delivered: (id) => (arrived.delete(id) ? Promise.resolve() : new Promise<void>((resolve, reject) => waiting.set(id, { resolve, reject }))),
+    delivered: (id) =>
+      arrived.delete(id)
+        ? Promise.resolve()
+        : new Promise<void>((resolve, reject) => waiting.set(id, { resolve, reject })),
     close: () => sockets.forEach((ws) => ws.terminate()),
   };
 }
@@ -84,7 +92,11 @@ export async function singleDelivery(env: BenchEnv): Promise<ScenarioReport> {
   const subs = await openWaiting(`${g.origin.replace(/^http/, 'ws')}/graphql`, WAITING);
   const pool = new Pool(g.origin, { connections: IN_FLIGHT, pipelining: 1 });
   const body = notificationBody();
-  const headers = { 'content-type': 'application/json', authorization: `Bearer ${NOTIFICATION_TOKEN}`, 'x-mobileid-request-id': 'bench' };
+  const headers = {
+    'content-type': 'application/json',
+    authorization: `Bearer ${NOTIFICATION_TOKEN}`,
+    'x-mobileid-request-id': 'bench',
+  };
   const notify = async (id: string) => {
     const res = await pool.request({ method: 'POST', path: WEBHOOK_PATH, headers, body: body.replace('{{uuid}}', id) });
     await res.body.dump();
@@ -126,11 +138,13 @@ export async function singleDelivery(env: BenchEnv): Promise<ScenarioReport> {
       }
     }
     const marginal = median(withDelivery.map((w, i) => w - intake[i]!));
-    env.log(`  per notification: nobody waiting ${intake.map((v) => v.toFixed(0)).join('/')} µs, with its subscriber ${withDelivery.map((v) => v.toFixed(0)).join('/')} µs; one delivery adds ${marginal.toFixed(1)} µs`);
+    env.log(
+      `  per notification: nobody waiting ${intake.map((v) => v.toFixed(0)).join('/')} µs, with its subscriber ${withDelivery.map((v) => v.toFixed(0)).join('/')} µs; one delivery adds ${marginal.toFixed(1)} µs`,
+    );
     const markdown = [
       `${fmt.int(WAITING)} waiting users (graphql-ws connections of the orchestrator, on the driver core, each with one pending \`mobileIdAuthentication(authReqId)\` on its own auth_req_id, the subscription of scenario 5), ` +
         `then ${rounds} alternating rounds of ${perRound} positive notifications, ${IN_FLIGHT} in flight (closed loop): nobody waiting for them, or each completing one waiting user's subscription (its \`next\` received before the next notification leaves). ` +
-        'Gateway CPU from /proc (every thread); a delivery\'s marginal CPU is the median over the rounds of the difference between the two.',
+        "Gateway CPU from /proc (every thread); a delivery's marginal CPU is the median over the rounds of the difference between the two.",
       '',
       '| measure | gateway CPU |',
       '|---|---:|',
@@ -144,8 +158,16 @@ export async function singleDelivery(env: BenchEnv): Promise<ScenarioReport> {
       title: 'Waiting subscriptions and a single delivery',
       markdown,
       targets: [
-        { target: `${fmt.int(WAITING)} subscriptions that only wait: ≤ ${IDLE_TARGET * 100} % of a core`, measured: `${(idle * 100).toFixed(1)} %`, met: idle <= IDLE_TARGET },
-        { target: `one delivery to one waiting subscriber: ≤ ${DELIVERY_TARGET_US} µs of gateway CPU`, measured: `${marginal.toFixed(1)} µs`, met: marginal <= DELIVERY_TARGET_US },
+        {
+          target: `${fmt.int(WAITING)} subscriptions that only wait: ≤ ${IDLE_TARGET * 100} % of a core`,
+          measured: `${(idle * 100).toFixed(1)} %`,
+          met: idle <= IDLE_TARGET,
+        },
+        {
+          target: `one delivery to one waiting subscriber: ≤ ${DELIVERY_TARGET_US} µs of gateway CPU`,
+          measured: `${marginal.toFixed(1)} µs`,
+          met: marginal <= DELIVERY_TARGET_US,
+        },
       ],
     };
   } finally {

@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import WebSocket from 'ws';
+
 import { waitUntilIdle } from '../lib/processes.js';
 
 /** A server that turns POSTs on `webhookPath` into subscription events. */
@@ -42,7 +43,11 @@ export interface ProbeRow {
 /** How long a probe waits for a delivery after its last webhook (or for a second one, where one is wanted). */
 export const DELIVERY_BOUND_MS = 1_500;
 
-const failureFields = (id: string) => ({ auth_req_id: id, error: 'access_denied', error_description: 'client timeout' });
+const failureFields = (id: string) => ({
+  auth_req_id: id,
+  error: 'access_denied',
+  error_description: 'client timeout',
+});
 
 class ProbeClient {
   private readonly nexts = new Map<string, number>();
@@ -57,10 +62,15 @@ class ProbeClient {
   }
 
   static async open(t: ProbeTarget): Promise<ProbeClient> {
-    const ws = new WebSocket(t.wsUrl, 'graphql-transport-ws', { headers: { authorization: `Bearer ${t.apiKey}` }, perMessageDeflate: false });
+    const ws = new WebSocket(t.wsUrl, 'graphql-transport-ws', {
+      headers: { authorization: `Bearer ${t.apiKey}` },
+      perMessageDeflate: false,
+    });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`${t.name}: no connection_ack within 10 s`)), 10_000);
-      ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${t.apiKey}` } })));
+      ws.on('open', () =>
+        ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${t.apiKey}` } })),
+      );
       ws.on('message', (raw) => {
         if ((JSON.parse(String(raw)) as { type: string }).type !== 'connection_ack') return;
         clearTimeout(timer);
@@ -75,7 +85,9 @@ class ProbeClient {
   subscribe(t: ProbeTarget, authReqId: string): string {
     const id = `p${++this.seq}`;
     this.nexts.set(id, 0);
-    this.ws.send(JSON.stringify({ id, type: 'subscribe', payload: { query: t.subscription, variables: { authReqId } } }));
+    this.ws.send(
+      JSON.stringify({ id, type: 'subscribe', payload: { query: t.subscription, variables: { authReqId } } }),
+    );
     return id;
   }
 
@@ -127,7 +139,13 @@ export async function probeWebhooks(t: ProbeTarget): Promise<ProbeRow[]> {
       const id = `probe-${randomUUID()}`;
       const status = await post(t, JSON.stringify(failureFields(id)), json);
       const sub = client.subscribe(t, id);
-      rows.push({ probe: 'webhook before its subscriber, no subscription open', statuses: [status], deliveries: await client.wait(sub, true), wanted: 1, note: 'subscribed after the answer' });
+      rows.push({
+        probe: 'webhook before its subscriber, no subscription open',
+        statuses: [status],
+        deliveries: await client.wait(sub, true),
+        wanted: 1,
+        note: 'subscribed after the answer',
+      });
     }
     // The same, while another subscription waits on the topic (the usual case under load).
     const other = client.subscribe(t, `probe-other-${randomUUID()}`);
@@ -136,7 +154,13 @@ export async function probeWebhooks(t: ProbeTarget): Promise<ProbeRow[]> {
       const id = `probe-${randomUUID()}`;
       const status = await post(t, JSON.stringify(failureFields(id)), json);
       const sub = client.subscribe(t, id);
-      rows.push({ probe: 'webhook before its subscriber, others waiting', statuses: [status], deliveries: await client.wait(sub, true), wanted: 1, note: 'subscribed after the answer' });
+      rows.push({
+        probe: 'webhook before its subscriber, others waiting',
+        statuses: [status],
+        deliveries: await client.wait(sub, true),
+        wanted: 1,
+        note: 'subscribed after the answer',
+      });
     }
     // Subscribed first, then one webhook as the test names it.
     const after = async (probe: string, wanted: number, note: string, send: (id: string) => Promise<number[]>) => {
@@ -146,16 +170,32 @@ export async function probeWebhooks(t: ProbeTarget): Promise<ProbeRow[]> {
       const statuses = await send(id);
       rows.push({ probe, statuses, deliveries: await client.wait(sub, statuses.length === 1), wanted, note });
     };
-    await after('control: JSON, subscriber first', 1, '`application/json`', async (id) => [await post(t, JSON.stringify(failureFields(id)), json)]);
-    await after('`charset` in the content type', 1, '`application/json; charset=utf-8`', async (id) => [await post(t, JSON.stringify(failureFields(id)), 'application/json; charset=UTF-8')]);
-    await after('duplicate delivery (same body twice)', 1, 'the sender repeats a notification it got no answer to', async (id) => {
-      const body = JSON.stringify(failureFields(id));
-      return [await post(t, body, json), await post(t, body, json)];
-    });
-    await after('form-encoded body', 1, '`application/x-www-form-urlencoded` (the spec allows it on request)', async (id) => [
-      await post(t, new URLSearchParams(failureFields(id)).toString(), 'application/x-www-form-urlencoded'),
+    await after('control: JSON, subscriber first', 1, '`application/json`', async (id) => [
+      await post(t, JSON.stringify(failureFields(id)), json),
     ]);
-    await after('wrong bearer token', 0, 'not the configured client_notification_token', async (id) => [await post(t, JSON.stringify(failureFields(id)), json, 'not-the-token')]);
+    await after('`charset` in the content type', 1, '`application/json; charset=utf-8`', async (id) => [
+      await post(t, JSON.stringify(failureFields(id)), 'application/json; charset=UTF-8'),
+    ]);
+    await after(
+      'duplicate delivery (same body twice)',
+      1,
+      'the sender repeats a notification it got no answer to',
+      async (id) => {
+        const body = JSON.stringify(failureFields(id));
+        return [await post(t, body, json), await post(t, body, json)];
+      },
+    );
+    await after(
+      'form-encoded body',
+      1,
+      '`application/x-www-form-urlencoded` (the spec allows it on request)',
+      async (id) => [
+        await post(t, new URLSearchParams(failureFields(id)).toString(), 'application/x-www-form-urlencoded'),
+      ],
+    );
+    await after('wrong bearer token', 0, 'not the configured client_notification_token', async (id) => [
+      await post(t, JSON.stringify(failureFields(id)), json, 'not-the-token'),
+    ]);
     void other;
   } finally {
     client.close();
@@ -166,7 +206,8 @@ export async function probeWebhooks(t: ProbeTarget): Promise<ProbeRow[]> {
 /** A cell of the probes table: what the subscriber got, judged against what it should get. */
 export function probeCell(r: ProbeRow | undefined): string {
   if (!r) return 'not run';
-  const got = r.deliveries === 0 ? 'not delivered' : r.deliveries === 1 ? 'delivered once' : `delivered ${r.deliveries}×`;
+  const got =
+    r.deliveries === 0 ? 'not delivered' : r.deliveries === 1 ? 'delivered once' : `delivered ${r.deliveries}×`;
   const ok = r.deliveries === r.wanted;
   return `${r.statuses.join(', ')} → ${ok ? got : `**${got}**`}`;
 }

@@ -1,6 +1,13 @@
 import { request } from 'undici';
+
+import {
+  baselineTarget,
+  NOTIFICATION_TOKEN,
+  type BenchEnv,
+  type GatewayProc,
+  type ScenarioReport,
+} from '../lib/env.js';
 import { alternate, byTarget, mean, type Target } from '../lib/harness.js';
-import { NOTIFICATION_TOKEN, baselineTarget, type BenchEnv, type GatewayProc, type ScenarioReport } from '../lib/env.js';
 import { fmt, median } from '../lib/stats.js';
 
 export const WEBHOOK_PATH = '/webhooks/mobile-id';
@@ -17,10 +24,24 @@ function b64url(value: unknown): string {
 export function notificationBody(): string {
   const idToken = [
     b64url({ alg: 'RS256', typ: 'JWT', kid: 'bench' }),
-    b64url({ iss: 'https://mobileid.example', sub: '79001234567', aud: 'bench', acr: '2', amr: ['sim'], iat: 1_795_000_000, exp: 4_102_444_800 }),
+    b64url({
+      iss: 'https://mobileid.example',
+      sub: '79001234567',
+      aud: 'bench',
+      acr: '2',
+      amr: ['sim'],
+      iat: 1_795_000_000,
+      exp: 4_102_444_800,
+    }),
     'c2lnbmF0dXJl',
   ].join('.');
-  return JSON.stringify({ auth_req_id: '{{uuid}}', access_token: 'bench-access-token', token_type: 'Bearer', id_token: idToken, expires_in: 3600 });
+  return JSON.stringify({
+    auth_req_id: '{{uuid}}',
+    access_token: 'bench-access-token',
+    token_type: 'Bearer',
+    id_token: idToken,
+    expires_in: 3600,
+  });
 }
 
 export function webhookTarget(g: GatewayProc): Target {
@@ -29,13 +50,21 @@ export function webhookTarget(g: GatewayProc): Target {
     proc: g.proc,
     origin: g.origin,
     path: WEBHOOK_PATH,
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${NOTIFICATION_TOKEN}`, 'x-mobileid-request-id': 'bench' },
+    headers: {
+      'content-type': 'application/json',
+      authorization: `Bearer ${NOTIFICATION_TOKEN}`,
+      'x-mobileid-request-id': 'bench',
+    },
   };
 }
 
 /** True when the gateway serves the mobile-ID webhook (it answers something other than 404 to an empty POST). */
 export async function hasWebhook(g: GatewayProc): Promise<boolean> {
-  const res = await request(`${g.origin}${WEBHOOK_PATH}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  const res = await request(`${g.origin}${WEBHOOK_PATH}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{}',
+  });
   await res.body.dump();
   return res.statusCode !== 404;
 }
@@ -44,7 +73,9 @@ export async function hasWebhook(g: GatewayProc): Promise<boolean> {
  * Scenario 4: durable mobile-ID notifications per second (204 only after the event is committed). The
  * FULL gateway's figure (null without a webhook route) sets scenario 7's rates.
  */
-export async function webhookIngest(env: BenchEnv): Promise<{ report: ScenarioReport; figures: { gatewayRps: number | null } }> {
+export async function webhookIngest(
+  env: BenchEnv,
+): Promise<{ report: ScenarioReport; figures: { gatewayRps: number | null } }> {
   env.log('scenario 4: webhook ingest (durable mobile-ID notifications)');
   if (!(await hasWebhook(env.gateway))) {
     env.log('  skipped: POST /webhooks/mobile-id answers 404 (not built yet)');
@@ -53,7 +84,9 @@ export async function webhookIngest(env: BenchEnv): Promise<{ report: ScenarioRe
         id: 4,
         title: 'Webhook ingest',
         markdown: 'Skipped: `POST /webhooks/mobile-id` answered 404 on this build.',
-        targets: [{ target: '≥ 5,000 durable notifications/s', measured: 'not measured (no webhook route)', met: null }],
+        targets: [
+          { target: '≥ 5,000 durable notifications/s', measured: 'not measured (no webhook route)', met: null },
+        ],
       },
       figures: { gatewayRps: null },
     };
@@ -81,7 +114,7 @@ export async function webhookIngest(env: BenchEnv): Promise<{ report: ScenarioRe
     'Positive notifications (access_token, id_token decoded but not verified: no JWKS configured, expires_in) with a fresh auth_req_id each, ' +
       'authenticated by a configured client_notification_token. The gateway parses and checks the body, seals the tokens (AES-256-GCM), appends the event ' +
       'to the log in one statement (a unique key per auth_req_id tells a repeat) and answers 204 only after the COMMIT and its fsync. ' +
-      "The baseline checks the token, parses the JSON and inserts the body into its own SQLite file (WAL, synchronous=FULL, a commit per request) before its 204. " +
+      'The baseline checks the token, parses the JSON and inserts the body into its own SQLite file (WAL, synchronous=FULL, a commit per request) before its 204. ' +
       `Closed loop, ${env.options.connections} connections, ${env.options.durationMs / 1000} s per measurement, ${env.options.rounds} alternating rounds.`,
     '',
     '| server | notifications/s (median) | per round | ratio to baseline | p50 ms | p95 ms | p99 ms | errors | server CPU | other CPU |',

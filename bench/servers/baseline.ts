@@ -18,6 +18,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import SQLite from 'better-sqlite3';
 import { request } from 'undici';
+
 import { readBody, sendJson, serveRoutes, type Route } from './http.js';
 
 const { values: args } = parseArgs({
@@ -43,7 +44,9 @@ async function mutation(req: http.IncomingMessage, res: http.ServerResponse): Pr
     kind: 'network',
     metadata: { title: input.title, description: input.description ?? '' },
     projectId: input.projectId,
-    spec: { 'vendor.extensions.network': { bandwidth_mbps: input.bandwidthMbps ?? 100, default_gfw_rule_action: 'allow' } },
+    spec: {
+      'vendor.extensions.network': { bandwidth_mbps: input.bandwidthMbps ?? 100, default_gfw_rule_action: 'allow' },
+    },
     zoneCode: 'msk-avntg',
   };
   const up = await request(`${upstream}/ocs/v1/services`, {
@@ -56,7 +59,15 @@ async function mutation(req: http.IncomingMessage, res: http.ServerResponse): Pr
     sendJson(res, 502, { errors: [{ message: `upstream answered ${up.statusCode}` }] });
     return;
   }
-  sendJson(res, 200, { data: { createNetwork: { network: { id: created.id, title: created.metadata.title }, idempotencyKey: key, replayed: false } } });
+  sendJson(res, 200, {
+    data: {
+      createNetwork: {
+        network: { id: created.id, title: created.metadata.title },
+        idempotencyKey: key,
+        replayed: false,
+      },
+    },
+  });
 }
 
 interface Row {
@@ -76,7 +87,9 @@ function openGatewayDb(): SQLite.Database {
   if (!gatewayDb) {
     gatewayDb = new SQLite(args['gateway-db']!, { readonly: true, fileMustExist: true });
     projectStatement = gatewayDb.prepare(`select id, title, spec from resources where id = ? and kind = 'project'`);
-    networksStatement = gatewayDb.prepare(`select id, title, spec from resources where kind = 'network' and project_id = ? order by created_at, id`);
+    networksStatement = gatewayDb.prepare(
+      `select id, title, spec from resources where kind = 'network' and project_id = ? order by created_at, id`,
+    );
   }
   return gatewayDb;
 }
@@ -95,7 +108,9 @@ async function query(req: http.IncomingMessage, res: http.ServerResponse): Promi
     let stmt = childStatements.get(networks.length);
     if (!stmt) {
       const marks = networks.map(() => '?').join(', ');
-      stmt = db.prepare(`select id, spec, parent_id from resources where kind = 'subnet' and parent_id in (${marks}) order by created_at, id`);
+      stmt = db.prepare(
+        `select id, spec, parent_id from resources where kind = 'subnet' and parent_id in (${marks}) order by created_at, id`,
+      );
       childStatements.set(networks.length, stmt);
     }
     subnetsOf = new Map(networks.map((n) => [n.id, []]));
@@ -108,7 +123,11 @@ async function query(req: http.IncomingMessage, res: http.ServerResponse): Promi
       project: {
         id: project.id,
         name: project.title,
-        networks: networks.map((n) => ({ id: n.id, title: (JSON.parse(n.spec) as { title: string }).title, subnets: subnetsOf.get(n.id) ?? [] })),
+        networks: networks.map((n) => ({
+          id: n.id,
+          title: (JSON.parse(n.spec) as { title: string }).title,
+          subnets: subnetsOf.get(n.id) ?? [],
+        })),
       },
     },
   });
@@ -117,8 +136,12 @@ async function query(req: http.IncomingMessage, res: http.ServerResponse): Promi
 const webhookDb = new SQLite(path.join(args['data-dir']!, 'baseline.sqlite'));
 webhookDb.pragma('journal_mode = WAL');
 webhookDb.pragma(`synchronous = ${args.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
-webhookDb.exec(`create table if not exists notifications (auth_req_id text primary key, payload text not null, received_at integer not null)`);
-const insertNotification = webhookDb.prepare(`insert into notifications (auth_req_id, payload, received_at) values (?, ?, ?) on conflict do nothing`);
+webhookDb.exec(
+  `create table if not exists notifications (auth_req_id text primary key, payload text not null, received_at integer not null)`,
+);
+const insertNotification = webhookDb.prepare(
+  `insert into notifications (auth_req_id, payload, received_at) values (?, ?, ?) on conflict do nothing`,
+);
 
 async function webhook(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   if (req.headers.authorization !== notificationAuth) {

@@ -30,6 +30,7 @@ import { parseArgs } from 'node:util';
 import SQLite from 'better-sqlite3';
 import { Pool } from 'undici';
 import { v5 as uuidv5 } from 'uuid';
+
 import { readBody, sendJson, serveRoutes, type Route } from './http.js';
 
 const { values: args } = parseArgs({
@@ -118,18 +119,28 @@ function durably<T>(work: () => T): Promise<T> {
 }
 
 function graphqlError(res: http.ServerResponse, code: string, message: string): void {
-  sendJson(res, 200, { data: { createNetwork: null }, errors: [{ message, path: ['createNetwork'], extensions: { code } }] });
+  sendJson(res, 200, {
+    data: { createNetwork: null },
+    errors: [{ message, path: ['createNetwork'], extensions: { code } }],
+  });
 }
 
 async function mutation(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-  if (req.headers.authorization !== callerAuth) return sendJson(res, 401, { errors: [{ message: 'unauthenticated', extensions: { code: 'UNAUTHENTICATED' } }] });
+  if (req.headers.authorization !== callerAuth)
+    return sendJson(res, 401, { errors: [{ message: 'unauthenticated', extensions: { code: 'UNAUTHENTICATED' } }] });
   const body = JSON.parse(await readBody(req)) as { variables: { input: Record<string, any>; key?: string | null } };
   const { input } = body.variables;
   const key = body.variables.key ?? randomUUID();
-  if (typeof input.projectId !== 'string' || typeof input.title !== 'string') return graphqlError(res, 'VALIDATION_FAILED', 'projectId and title are required');
+  if (typeof input.projectId !== 'string' || typeof input.title !== 'string')
+    return graphqlError(res, 'VALIDATION_FAILED', 'projectId and title are required');
   // A read joins this turn's open transaction (its answer may rest on another request's uncommitted write).
   if (!findProject.get(input.projectId)) return graphqlError(res, 'NOT_FOUND', `project ${input.projectId} not found`);
-  const spec = { projectId: input.projectId, title: input.title, description: input.description ?? '', bandwidthMbps: input.bandwidthMbps ?? 100 };
+  const spec = {
+    projectId: input.projectId,
+    title: input.title,
+    description: input.description ?? '',
+    bandwidthMbps: input.bandwidthMbps ?? 100,
+  };
   const envelope = {
     platform: { productCode: 'network', regionCode: 'msk' },
     kind: 'network',
@@ -176,10 +187,27 @@ async function mutation(req: http.IncomingMessage, res: http.ServerResponse): Pr
   };
   // The ledger row and the completion in the same turn: one COMMIT makes both durable.
   await durably(function recordNetwork() {
-    recordResource.run(created.id, spec.projectId, spec.title, JSON.stringify(spec), JSON.stringify(created), upstreamKey, scope, createdAt);
+    recordResource.run(
+      created.id,
+      spec.projectId,
+      spec.title,
+      JSON.stringify(spec),
+      JSON.stringify(created),
+      upstreamKey,
+      scope,
+      createdAt,
+    );
     complete.run(JSON.stringify(record), scope, key);
   });
-  sendJson(res, 200, { data: { createNetwork: { network: { id: created.id, title: created.metadata.title }, idempotencyKey: key, replayed: false } } });
+  sendJson(res, 200, {
+    data: {
+      createNetwork: {
+        network: { id: created.id, title: created.metadata.title },
+        idempotencyKey: key,
+        replayed: false,
+      },
+    },
+  });
 }
 
 async function seed(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {

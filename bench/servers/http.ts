@@ -15,7 +15,10 @@ export function readBody(req: http.IncomingMessage): Promise<string> {
 
 export function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  });
   res.end(text);
 }
 
@@ -31,7 +34,8 @@ export function serveRoutes(routes: Record<string, Route>, onStop: () => void): 
       return;
     }
     handler(req, res).catch((err: unknown) => {
-      if (!res.headersSent) sendJson(res, 500, { errors: [{ message: err instanceof Error ? err.message : String(err) }] });
+      if (!res.headersSent)
+        sendJson(res, 500, { errors: [{ message: err instanceof Error ? err.message : String(err) }] });
       else res.destroy();
     });
   });

@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { LRUCache } from 'lru-cache';
+
 import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox } from '../../src/sandbox/cloud.js';
 
 const mode = process.argv.includes('--sandbox') ? 'sandbox' : 'stub';
@@ -43,13 +44,18 @@ async function startStub(): Promise<{ url: string }> {
       if (req.method === 'GET' && path === '/__stats') return send(res, 200, { created, replayed, refused, last });
       if (req.method !== 'POST') return refuse(405, 'METHOD_NOT_ALLOWED');
       if (req.headers.authorization !== AUTH) return refuse(401, 'UNAUTHENTICATED');
-      if (!(req.headers['content-type'] ?? '').startsWith('application/json')) return refuse(415, 'UNSUPPORTED_MEDIA_TYPE');
+      if (!(req.headers['content-type'] ?? '').startsWith('application/json'))
+        return refuse(415, 'UNSUPPORTED_MEDIA_TYPE');
       const key = req.headers['idempotency-key'];
       if (typeof key !== 'string' || !UUID_RE.test(key)) return refuse(400, 'IDEMPOTENCY_KEY_INVALID');
       const seen = replies.get(key);
       if (seen !== undefined) {
         replayed += 1;
-        res.writeHead(201, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(seen), 'idempotent-replayed': 'true' });
+        res.writeHead(201, {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(seen),
+          'idempotent-replayed': 'true',
+        });
         res.end(seen);
         return;
       }

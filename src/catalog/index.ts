@@ -7,14 +7,12 @@ import {
   KAFKA_VERSIONS,
   OS_IMAGES,
   PLATFORMS,
-} from './data.js';
-import type {
-  DiskTypeName,
-  InstanceTypeEntry,
-  InstanceTypeName,
-  OsImageName,
-  OsImageWire,
-  PlatformName,
+  type DiskTypeName,
+  type InstanceTypeEntry,
+  type InstanceTypeName,
+  type OsImageName,
+  type OsImageWire,
+  type PlatformName,
 } from './data.js';
 
 export * from './data.js';

@@ -1,4 +1,4 @@
-import { GatewayError, ErrorCode, UpstreamAnswerIncompleteError, type IncompleteAnswer } from '../errors.js';
+import { ErrorCode, GatewayError, UpstreamAnswerIncompleteError, type IncompleteAnswer } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { UpstreamHttp } from '../upstream/http.js';
 import { PATHS, scrubResponse, type CloudAnswers, type ProjectRequest, type ServiceCall } from './wire.js';
@@ -54,20 +54,28 @@ export class CloudTokens {
       route: `POST ${PATHS.token}`,
       headers: { 'content-type': 'application/json', accept: 'application/json' },
       body: this.auth.credentials,
-      rejectCode: (status) => (status === 401 || status === 403 ? ErrorCode.UPSTREAM_UNAUTHENTICATED : ErrorCode.UPSTREAM_REJECTED),
+      rejectCode: (status) =>
+        status === 401 || status === 403 ? ErrorCode.UPSTREAM_UNAUTHENTICATED : ErrorCode.UPSTREAM_REJECTED,
     });
     const parsed = this.answers.token(res.body);
     if (!parsed) {
-      throw new GatewayError(ErrorCode.UPSTREAM_UNAUTHENTICATED, `the cloud token endpoint answered without a token where the gateway reads it (${this.answers.describe().token}); set CLOUD_TOKEN_PATH to the token's JSON path`, {
-        upstream: this.http.name,
-        status: res.status,
-      });
+      throw new GatewayError(
+        ErrorCode.UPSTREAM_UNAUTHENTICATED,
+        `the cloud token endpoint answered without a token where the gateway reads it (${this.answers.describe().token}); set CLOUD_TOKEN_PATH to the token's JSON path`,
+        {
+          upstream: this.http.name,
+          status: res.status,
+        },
+      );
     }
     const now = Date.now();
     const lifetime = parsed.expiresAt === null ? 3_600_000 : parsed.expiresAt - now;
     const refreshAt = now + Math.max(0, Math.min(lifetime - REFRESH_MARGIN_MS, lifetime * 0.9));
     this.current = { token: parsed.token, refreshAt };
-    this.logger.info({ upstream: this.http.name, expiresInS: Math.round(lifetime / 1000) }, 'cloud access token obtained');
+    this.logger.info(
+      { upstream: this.http.name, expiresInS: Math.round(lifetime / 1000) },
+      'cloud access token obtained',
+    );
     return parsed.token;
   }
 }
@@ -135,7 +143,10 @@ export class CloudClient {
         missing: 'the created id',
         lookedFor: this.answers.describe().createdId,
         variable: 'CLOUD_CREATED_ID_PATH',
-        answer: typeof response === 'string' && response.length > MAX_KEPT_TEXT ? `${response.slice(0, MAX_KEPT_TEXT)}…` : response,
+        answer:
+          typeof response === 'string' && response.length > MAX_KEPT_TEXT
+            ? `${response.slice(0, MAX_KEPT_TEXT)}…`
+            : response,
       });
     }
     return { id, response };

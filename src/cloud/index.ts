@@ -1,3 +1,4 @@
+import type { ShapePaths } from '../json-path.js';
 import type { Logger } from '../logger.js';
 import type { PauseAt } from '../phases.js';
 import type { Ledger } from '../store/ledger.js';
@@ -6,7 +7,6 @@ import type { Idempotency } from '../upstream/idempotency.js';
 import { CloudClient, CloudTokens, type CloudAuth } from './client.js';
 import { CloudService } from './service.js';
 import { CloudAnswers } from './wire.js';
-import type { ShapePaths } from '../json-path.js';
 
 export { CloudService } from './service.js';
 
@@ -22,11 +22,23 @@ export interface CloudEndpoint {
  */
 export function createCloudService(
   endpoint: CloudEndpoint,
-  deps: { http: (name: string, baseUrl: string) => UpstreamHttp; ledger: Ledger; idempotency: Idempotency; logger: Logger; shapePaths: ShapePaths; pauseAt?: PauseAt },
+  deps: {
+    http: (name: string, baseUrl: string) => UpstreamHttp;
+    ledger: Ledger;
+    idempotency: Idempotency;
+    logger: Logger;
+    shapePaths: ShapePaths;
+    pauseAt?: PauseAt;
+  },
 ): CloudService {
   const http = deps.http('cloud', endpoint.url);
   const answers = new CloudAnswers(deps.shapePaths);
   // The token endpoint has its own breaker (and pool): an outage of it is not the creation endpoints' failure.
   const tokens = new CloudTokens(deps.http('cloud-token', endpoint.url), endpoint.auth, deps.logger, answers);
-  return new CloudService({ client: new CloudClient(http, tokens, answers), ledger: deps.ledger, idempotency: deps.idempotency, pauseAt: deps.pauseAt });
+  return new CloudService({
+    client: new CloudClient(http, tokens, answers),
+    ledger: deps.ledger,
+    idempotency: deps.idempotency,
+    pauseAt: deps.pauseAt,
+  });
 }

@@ -134,7 +134,14 @@ export function withoutSecrets(kind: string, spec: object): Record<string, unkno
   }
   if (kind === 'virtual_machine') {
     const vm = spec as VirtualMachineSpec;
-    return { ...vm, users: vm.users.map((u) => ({ name: u.name, sshKeys: u.sshKeys, hasPassword: u.password !== null && u.password !== '' })) };
+    return {
+      ...vm,
+      users: vm.users.map((u) => ({
+        name: u.name,
+        sshKeys: u.sshKeys,
+        hasPassword: u.password !== null && u.password !== '',
+      })),
+    };
   }
   return { ...spec };
 }

@@ -61,4 +61,3 @@ export function terminal(state: ProvisioningState): boolean {
 export function stepIdempotencyKey(p: Pick<Provisioning, 'scope' | 'idempotencyKey'>, step: string): string {
   return stepKey(upstreamKey(p.scope, p.idempotencyKey), step);
 }
-

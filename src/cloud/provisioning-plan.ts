@@ -1,10 +1,12 @@
 import { GraphQLError } from 'graphql';
+
 import type { Caller } from '../caller.js';
 import { ErrorCode, GatewayError } from '../errors.js';
 import type { ProvisionKafkaClusterInput, ProvisionVirtualMachineInput } from '../generated/graphql.js';
 import type { LedgerRecord } from '../store/ledger.js';
 import { upstreamKey } from '../upstream/idempotency.js';
 import { creationHeaders } from './client.js';
+import { PlanTurns } from './plan-turns.js';
 import {
   checkBounds,
   shapeChecks,
@@ -14,7 +16,6 @@ import {
   type ProvisioningService,
   type StepEnv,
 } from './provisioning.js';
-import { PlanTurns } from './plan-turns.js';
 import type { CloudService, Creation } from './service.js';
 import { maskSecrets } from './wire.js';
 
@@ -178,11 +179,19 @@ export class ProvisioningPlanner {
   }
 
   planKafkaCluster(caller: Caller, input: ProvisionKafkaClusterInput, key?: string | null): Promise<ProvisioningPlan> {
-    return this.plan(caller, 'KAFKA_CLUSTER', input, key ?? null, (env, i) => this.provisioning.kafkaClusterSteps(caller, i as ProvisionKafkaClusterInput, env));
+    return this.plan(caller, 'KAFKA_CLUSTER', input, key ?? null, (env, i) =>
+      this.provisioning.kafkaClusterSteps(caller, i as ProvisionKafkaClusterInput, env),
+    );
   }
 
-  planVirtualMachine(caller: Caller, input: ProvisionVirtualMachineInput, key?: string | null): Promise<ProvisioningPlan> {
-    return this.plan(caller, 'VIRTUAL_MACHINE', input, key ?? null, (env, i) => this.provisioning.virtualMachineSteps(caller, i as ProvisionVirtualMachineInput, env));
+  planVirtualMachine(
+    caller: Caller,
+    input: ProvisionVirtualMachineInput,
+    key?: string | null,
+  ): Promise<ProvisioningPlan> {
+    return this.plan(caller, 'VIRTUAL_MACHINE', input, key ?? null, (env, i) =>
+      this.provisioning.virtualMachineSteps(caller, i as ProvisionVirtualMachineInput, env),
+    );
   }
 
   private async plan(
@@ -264,7 +273,8 @@ export class ProvisioningPlanner {
       // A planned IP address answers with the stand-in; one in the ledger is read as the gateway reads its answers.
       address: {
         read: (response) =>
-          (response as { address?: unknown } | null)?.address === ADDRESS_STAND_IN && Object.keys(response as object).length === 1
+          (response as { address?: unknown } | null)?.address === ADDRESS_STAND_IN &&
+          Object.keys(response as object).length === 1
             ? { address: ADDRESS_STAND_IN, field: 'address' }
             : this.cloud.addressOf({ response }),
         lookedFor: this.cloud.describeShapes().address,
@@ -299,9 +309,19 @@ export class ProvisioningPlanner {
       const [first, index] = path.keys;
       const value = valueAt(input, path);
       // Leaving out a whole list of topics or users leaves out their steps: never a default.
-      if (path.keys.length === 1 && (first === 'topics' || first === 'users') && Array.isArray(value) && value.length > 0) continue;
+      if (
+        path.keys.length === 1 &&
+        (first === 'topics' || first === 'users') &&
+        Array.isArray(value) &&
+        value.length > 0
+      )
+        continue;
       const element = (first === 'topics' || first === 'users') && typeof index === 'number';
-      const owner = element ? stepOfPrefix.get(`input.${String(first)}[${index}]`) : path.keys.length > 1 ? stepOfPrefix.get(`input.${String(first)}`) : undefined;
+      const owner = element
+        ? stepOfPrefix.get(`input.${String(first)}[${index}]`)
+        : path.keys.length > 1
+          ? stepOfPrefix.get(`input.${String(first)}`)
+          : undefined;
       // A topic or user whose step fails in the plan shows no defaults.
       if (element && (owner === undefined || (base.steps[baseIndex.get(owner) ?? -1]?.body ?? null) === null)) continue;
 
@@ -312,13 +332,22 @@ export class ProvisioningPlanner {
           const at = owner === undefined ? -1 : names.indexOf(owner);
           return element && at >= 0 ? [at, at + 1] : [0, names.length];
         };
-        context = await this.dryRun(s, contexts.build(input, path.keys, false) as object, { full: false, range, under: base.overlay });
+        context = await this.dryRun(s, contexts.build(input, path.keys, false) as object, {
+          full: false,
+          range,
+          under: base.overlay,
+        });
         if (key === '') root = context;
         else last = { key, run: context };
       }
       const at = owner === undefined ? -1 : context.names.indexOf(owner);
-      const range: [number, number] = at < 0 ? [0, context.names.length] : element ? [at, at + 1] : [at, context.names.length];
-      const variant = await this.dryRun(s, contexts.build(input, path.keys, true) as object, { full: false, range: () => range, under: base.overlay }).catch(() => null);
+      const range: [number, number] =
+        at < 0 ? [0, context.names.length] : element ? [at, at + 1] : [at, context.names.length];
+      const variant = await this.dryRun(s, contexts.build(input, path.keys, true) as object, {
+        full: false,
+        range: () => range,
+        under: base.overlay,
+      }).catch(() => null);
       if (!variant || variant.names.length !== context.names.length) continue;
       let same = true;
       let compared = false;
@@ -384,7 +413,12 @@ export class ProvisioningPlanner {
         };
         overlay.set(id, record);
         recorded = { creation, key: k! };
-        return { record, idempotencyKey: k!, upstreamIdempotencyKey: full ? upstreamKey(who.scope, k!) : '', replayed: false };
+        return {
+          record,
+          idempotencyKey: k!,
+          upstreamIdempotencyKey: full ? upstreamKey(who.scope, k!) : '',
+          replayed: false,
+        };
       },
     });
     const env: StepEnv = { cloud, lookup: async (id) => planned(id) ?? s.lookup(id), address: s.address };
@@ -406,19 +440,32 @@ export class ProvisioningPlanner {
       // Between two steps: the loop goes to I/O and the other plans when this plan's turn is used up.
       const wait = this.turns.pause();
       if (wait) await wait;
-      const step: PlanStep = { name: p.name, action: 'CREATE', resourceId: null, inLedger: false, request: null, defaults: [], errors: [] };
+      const step: PlanStep = {
+        name: p.name,
+        action: 'CREATE',
+        resourceId: null,
+        inLedger: false,
+        request: null,
+        defaults: [],
+        errors: [],
+      };
       if (p.skip) {
         out.steps[n] = { step: { ...step, action: 'SKIP' }, body: null };
         continue;
       }
       if (p.reuse) {
         ids.set(p.name, p.reuse);
-        out.steps[n] = { step: { ...step, action: 'REUSE', resourceId: p.reuse, inLedger: full && (await s.lookup(p.reuse)) !== null }, body: null };
+        out.steps[n] = {
+          step: { ...step, action: 'REUSE', resourceId: p.reuse, inLedger: full && (await s.lookup(p.reuse)) !== null },
+          body: null,
+        };
         continue;
       }
       current = p.name;
       recorded = null;
-      const stepKey = full ? stepIdempotencyKey({ scope: caller.scope, idempotencyKey: key ?? NO_KEY }, p.name) : NO_KEY;
+      const stepKey = full
+        ? stepIdempotencyKey({ scope: caller.scope, idempotencyKey: key ?? NO_KEY }, p.name)
+        : NO_KEY;
       step.resourceId = placeholder(p.name);
       ids.set(p.name, step.resourceId);
       let body: string | null = null;
@@ -427,9 +474,14 @@ export class ProvisioningPlanner {
         const { creation, key: k } = recorded as unknown as { creation: Creation; key: string };
         if (full) {
           const masked = maskSecrets(creation.request.body);
-          const shown = addressPlanned && planned(placeholder('ipAddress')) ? replaceAddress(masked) : { body: masked, replaced: false };
+          const shown =
+            addressPlanned && planned(placeholder('ipAddress'))
+              ? replaceAddress(masked)
+              : { body: masked, replaced: false };
           if (shown.replaced) out.addressUsed = true;
-          const headers = Object.entries(creationHeaders(creation.accept, key ? upstreamKey(caller.scope, k) : KEY_AT_RUN_TIME)).map(([name, value]) => ({ name, value }));
+          const headers = Object.entries(
+            creationHeaders(creation.accept, key ? upstreamKey(caller.scope, k) : KEY_AT_RUN_TIME),
+          ).map(([name, value]) => ({ name, value }));
           headers.push({ name: 'authorization', value: 'Bearer ***' });
           step.request = { method: 'POST', path: creation.request.path, headers, body: shown.body };
         }
@@ -444,7 +496,12 @@ export class ProvisioningPlanner {
         // (a topic against its cluster's instance count) instead of failing for its absence.
         const kind = STEP_KINDS[p.name.split(':')[0]!];
         if (kind && prefix) {
-          const parent = kind === 'subnet' || kind === 'ip_address' ? ids.get('network') : kind === 'kafka_topic' || kind === 'kafka_user' ? ids.get('kafkaCluster') : undefined;
+          const parent =
+            kind === 'subnet' || kind === 'ip_address'
+              ? ids.get('network')
+              : kind === 'kafka_topic' || kind === 'kafka_user'
+                ? ids.get('kafkaCluster')
+                : undefined;
           given ??= stepInputs(input);
           const mine = (given.get(p.name) ?? {}) as Record<string, unknown>;
           overlay.set(step.resourceId, {
@@ -453,7 +510,12 @@ export class ProvisioningPlanner {
             projectId: ids.get('project') ?? null,
             parentId: parent ?? null,
             title: null,
-            spec: { ...mine, projectId: ids.get('project'), networkId: ids.get('network'), subnetId: ids.get('subnet') },
+            spec: {
+              ...mine,
+              projectId: ids.get('project'),
+              networkId: ids.get('network'),
+              subnetId: ids.get('subnet'),
+            },
             response: null,
             idempotencyKey: null,
             createdBy: caller.scope,
@@ -518,7 +580,8 @@ function stepInputs(input: object): Map<string, unknown> {
 
 /** A step's error with its field named as in the composite input (`input.network.cidr`, `input.subnetId`). */
 function planError(err: unknown, prefix: string | null): PlanError {
-  if (!(err instanceof GraphQLError)) return { field: null, code: ErrorCode.INTERNAL_SERVER_ERROR, message: 'internal error' };
+  if (!(err instanceof GraphQLError))
+    return { field: null, code: ErrorCode.INTERNAL_SERVER_ERROR, message: 'internal error' };
   const code = String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR);
   const raw = typeof err.extensions.field === 'string' ? err.extensions.field : null;
   let field = raw;
@@ -546,7 +609,8 @@ function* leaves(value: unknown, text: string, keys: Array<string | number>): Ge
     return;
   }
   if (value && typeof value === 'object') {
-    for (const [k, v] of Object.entries(value as Record<string, unknown>)) if (v != null) yield* leaves(v, `${text}.${k}`, [...keys, k]);
+    for (const [k, v] of Object.entries(value as Record<string, unknown>))
+      if (v != null) yield* leaves(v, `${text}.${k}`, [...keys, k]);
     return;
   }
   if (keys.length) yield { text, keys };
@@ -645,7 +709,8 @@ function replaceAddress(body: unknown): { body: unknown; replaced: boolean } {
       return ADDRESS_PLACEHOLDER;
     }
     if (Array.isArray(v)) return v.map(walk);
-    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v as Record<string, unknown>).map(([k, x]) => [k, walk(x)]));
+    if (v && typeof v === 'object')
+      return Object.fromEntries(Object.entries(v as Record<string, unknown>).map(([k, x]) => [k, walk(x)]));
     return v;
   };
   const out = walk(body);

@@ -1,7 +1,14 @@
 import type { Caller } from '../caller.js';
 import type { CancelSignal, EventRecord, Events } from '../events/index.js';
 import type { ProvisioningRow, ProvisioningRows } from '../store/provisionings.js';
-import { terminal, type Provisioning, type ProvisioningKind, type ProvisioningState, type Step, type StepError } from './provisioning-model.js';
+import {
+  terminal,
+  type Provisioning,
+  type ProvisioningKind,
+  type ProvisioningState,
+  type Step,
+  type StepError,
+} from './provisioning-model.js';
 
 /** The event-log kind of provisioning progress; the key is the provisioning's id. */
 export const PROVISIONING_EVENT_KIND = 'provisioning';
@@ -96,7 +103,10 @@ export class ProvisioningRecords {
     yield current;
     if (terminal(current.state)) return;
     let revision = current.revision;
-    for await (const event of this.events.streams.subscribe({ kind: PROVISIONING_EVENT_KIND, key: current.id, reader: caller }, signal)) {
+    for await (const event of this.events.streams.subscribe(
+      { kind: PROVISIONING_EVENT_KIND, key: current.id, reader: caller },
+      signal,
+    )) {
       const p = fromEvent(event);
       if (p.revision <= revision) continue;
       revision = p.revision;

@@ -1,8 +1,15 @@
 import { GraphQLError } from 'graphql';
+
 import { ErrorCode } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { upstreamKey } from '../upstream/idempotency.js';
-import { stepIdempotencyKey, type PlannedStep, type Provisioning, type Step, type StepError } from './provisioning-model.js';
+import {
+  stepIdempotencyKey,
+  type PlannedStep,
+  type Provisioning,
+  type Step,
+  type StepError,
+} from './provisioning-model.js';
 import type { ProvisioningRecords } from './provisioning-records.js';
 
 /**
@@ -28,9 +35,14 @@ export class ProvisioningRunner {
 
   launch(p: Provisioning, plan: PlannedStep[]): void {
     let touching: Promise<void> = Promise.resolve();
-    const heartbeat = setInterval(() => {
-      touching = this.records.touch(p.id).catch((err: unknown) => this.logger.warn({ err, provisioning: p.id }, 'provisioning heartbeat failed'));
-    }, Math.max(10, Math.floor(this.staleMs / 3)));
+    const heartbeat = setInterval(
+      () => {
+        touching = this.records
+          .touch(p.id)
+          .catch((err: unknown) => this.logger.warn({ err, provisioning: p.id }, 'provisioning heartbeat failed'));
+      },
+      Math.max(10, Math.floor(this.staleMs / 3)),
+    );
     heartbeat.unref();
     const work = this.run(p, plan)
       .catch((err: unknown) => this.logger.error({ err, provisioning: p.id }, 'provisioning run failed unexpectedly'))
@@ -81,11 +93,16 @@ export class ProvisioningRunner {
         });
       } catch (err) {
         const error: StepError = {
-          code: err instanceof GraphQLError ? String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR) : ErrorCode.INTERNAL_SERVER_ERROR,
+          code:
+            err instanceof GraphQLError
+              ? String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR)
+              : ErrorCode.INTERNAL_SERVER_ERROR,
           message: err instanceof GraphQLError ? err.message : 'internal error',
-          status: err instanceof GraphQLError && typeof err.extensions.status === 'number' ? err.extensions.status : null,
+          status:
+            err instanceof GraphQLError && typeof err.extensions.status === 'number' ? err.extensions.status : null,
         };
-        if (!(err instanceof GraphQLError)) this.logger.error({ err, provisioning: p.id, step: planned.name }, 'provisioning step failed');
+        if (!(err instanceof GraphQLError))
+          this.logger.error({ err, provisioning: p.id, step: planned.name }, 'provisioning step failed');
         current = await this.update(current, i, { state: 'FAILED', error }, { state: 'FAILED', error });
         return;
       }
@@ -93,7 +110,12 @@ export class ProvisioningRunner {
     await this.update(current, -1, {}, { state: 'SUCCEEDED' });
   }
 
-  private async update(p: Provisioning, index: number, step: Partial<Step>, top: Partial<Pick<Provisioning, 'state' | 'error'>> = {}): Promise<Provisioning> {
+  private async update(
+    p: Provisioning,
+    index: number,
+    step: Partial<Step>,
+    top: Partial<Pick<Provisioning, 'state' | 'error'>> = {},
+  ): Promise<Provisioning> {
     const next: Provisioning = {
       ...p,
       ...top,

@@ -1,18 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { v5 as uuidv5 } from 'uuid';
-import { ErrorCode, GatewayError, badUserInput } from '../errors.js';
-import type {
-  ProvisionKafkaClusterInput,
-  ProvisionVirtualMachineInput,
-} from '../generated/graphql.js';
-import type { Logger } from '../logger.js';
+
 import type { Caller } from '../caller.js';
+import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
 import type { CancelSignal, Events } from '../events/index.js';
+import { keyedFingerprint, sameRequest } from '../fingerprint.js';
+import type { ProvisionKafkaClusterInput, ProvisionVirtualMachineInput } from '../generated/graphql.js';
+import type { Logger } from '../logger.js';
+import type { LedgerRecord } from '../store/ledger.js';
 import { ProvisioningRows } from '../store/provisionings.js';
 import type { Database } from '../store/schema.js';
-import type { LedgerRecord } from '../store/ledger.js';
-import { keyedFingerprint, sameRequest } from '../fingerprint.js';
 import { upstreamKey } from '../upstream/idempotency.js';
 import type { PlannedStep, Provisioning, ProvisioningKind, PublicAddress } from './provisioning-model.js';
 import { ProvisioningRecords } from './provisioning-records.js';
@@ -49,7 +47,14 @@ export interface ProvisionResult {
 export interface StepEnv {
   cloud: Pick<
     CloudService,
-    'createProject' | 'createNetwork' | 'createSubnet' | 'createIpAddress' | 'createKafkaCluster' | 'createKafkaTopic' | 'createKafkaUser' | 'createVirtualMachine'
+    | 'createProject'
+    | 'createNetwork'
+    | 'createSubnet'
+    | 'createIpAddress'
+    | 'createKafkaCluster'
+    | 'createKafkaTopic'
+    | 'createKafkaUser'
+    | 'createVirtualMachine'
   >;
   lookup: (id: string) => Promise<LedgerRecord | null>;
   /** The IPv4 address in an IP address's creation answer (CloudService.addressOf), and where the gateway looks for it. */
@@ -57,7 +62,10 @@ export interface StepEnv {
 }
 
 /** The checks of an input's shape: one id or one spec per placement step, no topic or user twice. */
-export function shapeChecks(input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput, ipOptional: boolean): Array<() => void> {
+export function shapeChecks(
+  input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput,
+  ipOptional: boolean,
+): Array<() => void> {
   const names = new Set<string>();
   const unique = (field: string, what: string, name: string) => () => {
     if (names.has(`${what}:${name}`)) throw badUserInput(field, `${what} ${name} is listed twice`);
@@ -88,9 +96,13 @@ export const MAX_ITEM_LIST = 50;
  * loop (each topic and user is one upstream creation and one step of a plan). Over a bound: BAD_USER_INPUT that
  * names the field, the bound and its variable.
  */
-export function checkBounds(input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput, bounds: ProvisioningBounds): void {
+export function checkBounds(
+  input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput,
+  bounds: ProvisioningBounds,
+): void {
   const over = (field: string, list: readonly unknown[] | null | undefined, max: number, variable?: string) => {
-    if (list && list.length > max) throw badUserInput(field, `at most ${max} entries${variable ? ` (${variable})` : ''}; got ${list.length}`);
+    if (list && list.length > max)
+      throw badUserInput(field, `at most ${max} entries${variable ? ` (${variable})` : ''}; got ${list.length}`);
   };
   const k = input as ProvisionKafkaClusterInput;
   over('input.topics', k.topics, bounds.maxTopics, 'PROVISIONING_MAX_TOPICS');
@@ -124,8 +136,10 @@ async function under<T>(prefix: string, check: () => Promise<T> | T): Promise<T>
 }
 
 function exactlyOne(field: string, id: unknown, spec: unknown, optional = false): void {
-  if (id != null && spec != null) throw badUserInput(`input.${field}`, `give ${field}Id (reuse) or ${field} (create), not both`);
-  if (!optional && id == null && spec == null) throw badUserInput(`input.${field}`, `give ${field}Id to reuse one, or ${field} to create it`);
+  if (id != null && spec != null)
+    throw badUserInput(`input.${field}`, `give ${field}Id (reuse) or ${field} (create), not both`);
+  if (!optional && id == null && spec == null)
+    throw badUserInput(`input.${field}`, `give ${field}Id to reuse one, or ${field} to create it`);
 }
 
 /**
@@ -134,13 +148,21 @@ function exactlyOne(field: string, id: unknown, spec: unknown, optional = false)
  * step before the cluster is created: a cluster silently created without public access would look fine and
  * be unreachable (docs/decisions/015-kafka-public-address.md).
  */
-export async function publicAddress(given: string | null, ipId: string | null, lookup: StepEnv['lookup'], address: StepEnv['address']): Promise<PublicAddress | null> {
+export async function publicAddress(
+  given: string | null,
+  ipId: string | null,
+  lookup: StepEnv['lookup'],
+  address: StepEnv['address'],
+): Promise<PublicAddress | null> {
   if (given !== null) return { address: given, source: 'CALLER', responseField: null, ipAddressId: ipId };
   if (ipId === null) return null;
   const record = await lookup(ipId);
   const retry = `give input.cluster.publicIp (the address, as a.b.c.d) and call again with a new idempotency key, reusing what exists (the resourceId of each DONE step as projectId, networkId, subnetId, and ipAddressId ${ipId})`;
   if (!record) {
-    throw badUserInput('input.cluster.publicIp', `the public IPv4 address for white_host is missing: IP address ${ipId} is not in the gateway's ledger, so its address is unknown; ${retry}`);
+    throw badUserInput(
+      'input.cluster.publicIp',
+      `the public IPv4 address for white_host is missing: IP address ${ipId} is not in the gateway's ledger, so its address is unknown; ${retry}`,
+    );
   }
   const found = address.read(record.response);
   if (!found) {
@@ -196,39 +218,82 @@ export class ProvisioningService {
   readonly bounds: ProvisioningBounds;
 
   constructor(options: ProvisioningOptions) {
-    ({ cloud: this.cloud, lookup: this.lookup, charge: this.charge, digest: this.digest, bounds: this.bounds, staleMs: this.staleMs } = options);
+    ({
+      cloud: this.cloud,
+      lookup: this.lookup,
+      charge: this.charge,
+      digest: this.digest,
+      bounds: this.bounds,
+      staleMs: this.staleMs,
+    } = options);
     const { cloud, lookup } = options;
-    this.env = { cloud, lookup, address: { read: (response) => cloud.addressOf({ response }), lookedFor: cloud.describeShapes().address } };
+    this.env = {
+      cloud,
+      lookup,
+      address: { read: (response) => cloud.addressOf({ response }), lookedFor: cloud.describeShapes().address },
+    };
     this.records = new ProvisioningRecords(new ProvisioningRows(options.db), options.events);
     this.runner = new ProvisioningRunner(this.records, options.logger, this.staleMs);
   }
 
-  async provisionKafkaCluster(caller: Caller, input: ProvisionKafkaClusterInput, key?: string | null): Promise<ProvisionResult> {
+  async provisionKafkaCluster(
+    caller: Caller,
+    input: ProvisionKafkaClusterInput,
+    key?: string | null,
+  ): Promise<ProvisionResult> {
     checkBounds(input, this.bounds);
     for (const check of shapeChecks(input, true)) check();
     const c = input.cluster;
     // Every check that needs no upstream id runs now, so bad input changes nothing.
-    if (input.network) await under('input.network', () => v.validateNetwork({ ...input.network!, projectId: PLACEHOLDER }, async () => null));
-    if (input.subnet) await under('input.subnet', () => v.validateSubnet({ ...input.subnet!, projectId: PLACEHOLDER, networkId: PLACEHOLDER }, async () => null));
+    if (input.network)
+      await under('input.network', () =>
+        v.validateNetwork({ ...input.network!, projectId: PLACEHOLDER }, async () => null),
+      );
+    if (input.subnet)
+      await under('input.subnet', () =>
+        v.validateSubnet({ ...input.subnet!, projectId: PLACEHOLDER, networkId: PLACEHOLDER }, async () => null),
+      );
     if (input.subnetCidr != null) v.checkCidr('input.subnetCidr', input.subnetCidr);
     if (input.ipAddress) v.nonEmpty('input.ipAddress.title', input.ipAddress.title);
     const clusterSpec = await under('input.cluster', () =>
       v.validateKafkaCluster(
-        { ...c, projectId: PLACEHOLDER, networkId: PLACEHOLDER, subnetId: PLACEHOLDER, subnetCidr: input.subnet?.cidr ?? input.subnetCidr ?? '10.0.0.0/8' },
+        {
+          ...c,
+          projectId: PLACEHOLDER,
+          networkId: PLACEHOLDER,
+          subnetId: PLACEHOLDER,
+          subnetCidr: input.subnet?.cidr ?? input.subnetCidr ?? '10.0.0.0/8',
+        },
         async () => null,
       ),
     );
     const fakeCluster = async (): Promise<LedgerRecord> => ({
-      id: PLACEHOLDER_CLUSTER, kind: 'kafka_cluster', projectId: PLACEHOLDER, parentId: null, title: '', spec: { ...clusterSpec }, response: null, idempotencyKey: null, createdBy: '', createdAt: new Date(),
+      id: PLACEHOLDER_CLUSTER,
+      kind: 'kafka_cluster',
+      projectId: PLACEHOLDER,
+      parentId: null,
+      title: '',
+      spec: { ...clusterSpec },
+      response: null,
+      idempotencyKey: null,
+      createdBy: '',
+      createdAt: new Date(),
     });
     for (const [i, t] of (input.topics ?? []).entries()) {
-      await under(`input.topics[${i}]`, () => v.validateKafkaTopic({ ...t, projectId: PLACEHOLDER, clusterId: PLACEHOLDER_CLUSTER }, (id) => (id === PLACEHOLDER_CLUSTER ? fakeCluster() : Promise.resolve(null))));
+      await under(`input.topics[${i}]`, () =>
+        v.validateKafkaTopic({ ...t, projectId: PLACEHOLDER, clusterId: PLACEHOLDER_CLUSTER }, (id) =>
+          id === PLACEHOLDER_CLUSTER ? fakeCluster() : Promise.resolve(null),
+        ),
+      );
     }
     for (const [i, u] of (input.users ?? []).entries()) {
-      await under(`input.users[${i}]`, () => v.validateKafkaUser({ ...u, projectId: PLACEHOLDER, clusterId: PLACEHOLDER }, async () => null));
+      await under(`input.users[${i}]`, () =>
+        v.validateKafkaUser({ ...u, projectId: PLACEHOLDER, clusterId: PLACEHOLDER }, async () => null),
+      );
     }
     // A reused IP address whose address cannot be read fails now, before anything is created.
-    if (input.ipAddressId && c.publicIp == null) await publicAddress(null, input.ipAddressId, this.lookup, this.env.address);
+    if (input.ipAddressId && c.publicIp == null)
+      await publicAddress(null, input.ipAddressId, this.lookup, this.env.address);
     return this.start(caller, 'KAFKA_CLUSTER', input, key, () => this.kafkaClusterSteps(caller, input, this.env));
   }
 
@@ -241,7 +306,12 @@ export class ProvisioningService {
       {
         name: 'kafkaCluster',
         run: async (ids, k) => {
-          const address = await publicAddress(c.publicIp ?? null, ids.get('ipAddress') ?? null, env.lookup, env.address);
+          const address = await publicAddress(
+            c.publicIp ?? null,
+            ids.get('ipAddress') ?? null,
+            env.lookup,
+            env.address,
+          );
           const result = await env.cloud.createKafkaCluster(
             caller,
             {
@@ -260,24 +330,51 @@ export class ProvisioningService {
       },
       ...(input.topics ?? []).map((t) => ({
         name: `topic:${t.name}`,
-        run: (ids: Map<string, string>, k: string) => env.cloud.createKafkaTopic(caller, { ...t, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! }, k),
+        run: (ids: Map<string, string>, k: string) =>
+          env.cloud.createKafkaTopic(
+            caller,
+            { ...t, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! },
+            k,
+          ),
       })),
       ...(input.users ?? []).map((u) => ({
         name: `user:${u.name}`,
-        run: (ids: Map<string, string>, k: string) => env.cloud.createKafkaUser(caller, { ...u, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! }, k),
+        run: (ids: Map<string, string>, k: string) =>
+          env.cloud.createKafkaUser(
+            caller,
+            { ...u, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! },
+            k,
+          ),
       })),
     ];
   }
 
-  async provisionVirtualMachine(caller: Caller, input: ProvisionVirtualMachineInput, key?: string | null): Promise<ProvisionResult> {
+  async provisionVirtualMachine(
+    caller: Caller,
+    input: ProvisionVirtualMachineInput,
+    key?: string | null,
+  ): Promise<ProvisionResult> {
     checkBounds(input, this.bounds);
     for (const check of shapeChecks(input, false)) check();
-    if (input.network) await under('input.network', () => v.validateNetwork({ ...input.network!, projectId: PLACEHOLDER }, async () => null));
-    if (input.subnet) await under('input.subnet', () => v.validateSubnet({ ...input.subnet!, projectId: PLACEHOLDER, networkId: PLACEHOLDER }, async () => null));
+    if (input.network)
+      await under('input.network', () =>
+        v.validateNetwork({ ...input.network!, projectId: PLACEHOLDER }, async () => null),
+      );
+    if (input.subnet)
+      await under('input.subnet', () =>
+        v.validateSubnet({ ...input.subnet!, projectId: PLACEHOLDER, networkId: PLACEHOLDER }, async () => null),
+      );
     if (input.ipAddress) v.nonEmpty('input.ipAddress.title', input.ipAddress.title);
     const vm = input.virtualMachine;
     await under('input.virtualMachine', () =>
-      v.validateVirtualMachine({ ...vm, projectId: PLACEHOLDER, networkInterfaces: [{ networkId: PLACEHOLDER, subnetId: PLACEHOLDER, ipAddressId: PLACEHOLDER }] }, async () => null),
+      v.validateVirtualMachine(
+        {
+          ...vm,
+          projectId: PLACEHOLDER,
+          networkInterfaces: [{ networkId: PLACEHOLDER, subnetId: PLACEHOLDER, ipAddressId: PLACEHOLDER }],
+        },
+        async () => null,
+      ),
     );
     return this.start(caller, 'VIRTUAL_MACHINE', input, key, () => this.virtualMachineSteps(caller, input, this.env));
   }
@@ -297,7 +394,9 @@ export class ProvisioningService {
               ...vm,
               ...placement,
               projectId: ids.get('project')!,
-              networkInterfaces: [{ networkId: ids.get('network')!, subnetId: ids.get('subnet')!, ipAddressId: ids.get('ipAddress')! }],
+              networkInterfaces: [
+                { networkId: ids.get('network')!, subnetId: ids.get('subnet')!, ipAddressId: ids.get('ipAddress')! },
+              ],
             },
             k,
           ),
@@ -314,17 +413,39 @@ export class ProvisioningService {
     env: StepEnv,
   ): PlannedStep[] {
     return [
-      input.projectId ? { name: 'project', reuse: input.projectId } : { name: 'project', run: (_ids, k) => env.cloud.createProject(caller, input.project!, k) },
+      input.projectId
+        ? { name: 'project', reuse: input.projectId }
+        : { name: 'project', run: (_ids, k) => env.cloud.createProject(caller, input.project!, k) },
       input.networkId
         ? { name: 'network', reuse: input.networkId }
-        : { name: 'network', run: (ids, k) => env.cloud.createNetwork(caller, { ...input.network!, ...placement, projectId: ids.get('project')! }, k) },
+        : {
+            name: 'network',
+            run: (ids, k) =>
+              env.cloud.createNetwork(caller, { ...input.network!, ...placement, projectId: ids.get('project')! }, k),
+          },
       input.subnetId
         ? { name: 'subnet', reuse: input.subnetId }
-        : { name: 'subnet', run: (ids, k) => env.cloud.createSubnet(caller, { ...input.subnet!, projectId: ids.get('project')!, networkId: ids.get('network')! }, k) },
+        : {
+            name: 'subnet',
+            run: (ids, k) =>
+              env.cloud.createSubnet(
+                caller,
+                { ...input.subnet!, projectId: ids.get('project')!, networkId: ids.get('network')! },
+                k,
+              ),
+          },
       input.ipAddressId
         ? { name: 'ipAddress', reuse: input.ipAddressId }
         : input.ipAddress || ipRequired
-          ? { name: 'ipAddress', run: (ids, k) => env.cloud.createIpAddress(caller, { ...input.ipAddress!, projectId: ids.get('project')!, networkId: ids.get('network')! }, k) }
+          ? {
+              name: 'ipAddress',
+              run: (ids, k) =>
+                env.cloud.createIpAddress(
+                  caller,
+                  { ...input.ipAddress!, projectId: ids.get('project')!, networkId: ids.get('network')! },
+                  k,
+                ),
+            }
           : { name: 'ipAddress', skip: true },
     ];
   }
@@ -343,16 +464,31 @@ export class ProvisioningService {
     const existing = await this.records.read(id);
     if (existing) {
       if (!sameRequest(existing.fingerprint, print, { kind, input })) {
-        throw new GatewayError(ErrorCode.IDEMPOTENCY_KEY_REUSED, `idempotency key ${key} was already used for a different provisioning; use a new key`, {
-          idempotencyKey: key,
-        });
+        throw new GatewayError(
+          ErrorCode.IDEMPOTENCY_KEY_REUSED,
+          `idempotency key ${key} was already used for a different provisioning; use a new key`,
+          {
+            idempotencyKey: key,
+          },
+        );
       }
       const now = Date.now();
-      const alive = this.runner.isRunning(id) || (existing.state === 'RUNNING' && now - existing.updatedAt.getTime() < this.staleMs);
-      const replay = { provisioning: existing, idempotencyKey: key, upstreamIdempotencyKey: upstreamKey(caller.scope, key), replayed: true };
+      const alive =
+        this.runner.isRunning(id) ||
+        (existing.state === 'RUNNING' && now - existing.updatedAt.getTime() < this.staleMs);
+      const replay = {
+        provisioning: existing,
+        idempotencyKey: key,
+        upstreamIdempotencyKey: upstreamKey(caller.scope, key),
+        replayed: true,
+      };
       if (existing.state === 'SUCCEEDED' || alive) return replay;
       // A resume is charged for what is still to create: the steps that did not finish.
-      const finished = new Set(existing.steps.filter((s) => s.state !== 'FAILED' && s.state !== 'RUNNING' && s.state !== 'PENDING').map((s) => s.name));
+      const finished = new Set(
+        existing.steps
+          .filter((s) => s.state !== 'FAILED' && s.state !== 'RUNNING' && s.state !== 'PENDING')
+          .map((s) => s.name),
+      );
       await this.charge(caller, creations(steps, finished));
       // One caller resumes it, on whichever replica: the others answer with the provisioning as it is.
       if (!(await this.records.claimResume(existing, now, this.staleMs))) return replay;
@@ -363,11 +499,18 @@ export class ProvisioningService {
         updatedAt: new Date(),
         state: 'RUNNING',
         error: null,
-        steps: existing.steps.map((s) => (s.state === 'FAILED' || s.state === 'RUNNING' ? { ...s, state: 'PENDING', error: null } : s)),
+        steps: existing.steps.map((s) =>
+          s.state === 'FAILED' || s.state === 'RUNNING' ? { ...s, state: 'PENDING', error: null } : s,
+        ),
       };
       await this.records.save(resumed);
       this.runner.launch(resumed, steps);
-      return { provisioning: resumed, idempotencyKey: key, upstreamIdempotencyKey: upstreamKey(caller.scope, key), replayed: false };
+      return {
+        provisioning: resumed,
+        idempotencyKey: key,
+        upstreamIdempotencyKey: upstreamKey(caller.scope, key),
+        replayed: false,
+      };
     }
     await this.charge(caller, creations(steps, new Set()));
     const now = new Date();
@@ -376,7 +519,13 @@ export class ProvisioningService {
       scope: caller.scope,
       kind,
       state: 'RUNNING',
-      steps: steps.map((s) => ({ name: s.name, state: 'PENDING', resourceId: null, idempotencyKey: null, error: null })),
+      steps: steps.map((s) => ({
+        name: s.name,
+        state: 'PENDING',
+        resourceId: null,
+        idempotencyKey: null,
+        error: null,
+      })),
       error: null,
       idempotencyKey: key,
       fingerprint: print,
@@ -389,9 +538,13 @@ export class ProvisioningService {
       return this.start(caller, kind, input, key, plan);
     }
     this.runner.launch(fresh, steps);
-    return { provisioning: fresh, idempotencyKey: key, upstreamIdempotencyKey: upstreamKey(caller.scope, key), replayed: false };
+    return {
+      provisioning: fresh,
+      idempotencyKey: key,
+      upstreamIdempotencyKey: upstreamKey(caller.scope, key),
+      replayed: false,
+    };
   }
-
 
   /** A provisioning of the caller, or null (another API key's provisioning is not visible). */
   async get(caller: Caller, id: string): Promise<Provisioning | null> {

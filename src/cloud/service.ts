@@ -1,3 +1,5 @@
+import type { Caller } from '../caller.js';
+import type { IncompleteAnswer } from '../errors.js';
 import type {
   CreateIpAddressInput,
   CreateKafkaClusterInput,
@@ -8,13 +10,11 @@ import type {
   CreateSubnetInput,
   CreateVirtualMachineInput,
 } from '../generated/graphql.js';
-import type { Caller } from '../caller.js';
+import type { PauseAt } from '../phases.js';
 import type { Ledger, LedgerRecord, ResourceKind } from '../store/ledger.js';
 import { cloudLedgerRecord } from '../tenancy.js';
 import type { Idempotency } from '../upstream/idempotency.js';
 import type { CloudClient, Created } from './client.js';
-import type { PauseAt } from '../phases.js';
-import type { IncompleteAnswer } from '../errors.js';
 import { withoutSecrets } from './model.js';
 import * as v from './validation.js';
 import * as wire from './wire.js';
@@ -78,7 +78,13 @@ export class CloudService {
   private readonly dryRun: DryRun | undefined;
 
   constructor(options: CloudServiceOptions) {
-    ({ client: this.client, ledger: this.ledger, idempotency: this.idempotency, pauseAt: this.pauseAt, dryRun: this.dryRun } = options);
+    ({
+      client: this.client,
+      ledger: this.ledger,
+      idempotency: this.idempotency,
+      pauseAt: this.pauseAt,
+      dryRun: this.dryRun,
+    } = options);
     if (this.dryRun) this.lookup = this.dryRun.lookup;
   }
 
@@ -122,44 +128,116 @@ export class CloudService {
 
   async createNetwork(caller: Caller, input: CreateNetworkInput, key?: string | null): Promise<MutationResult> {
     const spec = await v.validateNetwork(input, this.lookup);
-    return this.createService(caller, key, { operation: 'createNetwork', kind: 'network', call: wire.networkCall(spec), spec, title: spec.title, projectId: spec.projectId, parentId: null });
+    return this.createService(caller, key, {
+      operation: 'createNetwork',
+      kind: 'network',
+      call: wire.networkCall(spec),
+      spec,
+      title: spec.title,
+      projectId: spec.projectId,
+      parentId: null,
+    });
   }
 
   async createSubnet(caller: Caller, input: CreateSubnetInput, key?: string | null): Promise<MutationResult> {
     const spec = await v.validateSubnet(input, this.lookup);
-    return this.createService(caller, key, { operation: 'createSubnet', kind: 'subnet', call: wire.subnetCall(spec), spec, title: spec.title, projectId: spec.projectId, parentId: spec.networkId });
+    return this.createService(caller, key, {
+      operation: 'createSubnet',
+      kind: 'subnet',
+      call: wire.subnetCall(spec),
+      spec,
+      title: spec.title,
+      projectId: spec.projectId,
+      parentId: spec.networkId,
+    });
   }
 
   async createIpAddress(caller: Caller, input: CreateIpAddressInput, key?: string | null): Promise<MutationResult> {
     const spec = await v.validateIpAddress(input, this.lookup);
-    return this.createService(caller, key, { operation: 'createIpAddress', kind: 'ip_address', call: wire.ipAddressCall(spec), spec, title: spec.title, projectId: spec.projectId, parentId: spec.networkId });
+    return this.createService(caller, key, {
+      operation: 'createIpAddress',
+      kind: 'ip_address',
+      call: wire.ipAddressCall(spec),
+      spec,
+      title: spec.title,
+      projectId: spec.projectId,
+      parentId: spec.networkId,
+    });
   }
 
-  async createKafkaCluster(caller: Caller, input: CreateKafkaClusterInput, key?: string | null): Promise<MutationResult> {
+  async createKafkaCluster(
+    caller: Caller,
+    input: CreateKafkaClusterInput,
+    key?: string | null,
+  ): Promise<MutationResult> {
     const spec = await v.validateKafkaCluster(input, this.lookup);
-    return this.createService(caller, key, { operation: 'createKafkaCluster', kind: 'kafka_cluster', call: wire.kafkaClusterCall(spec), spec, title: spec.title, projectId: spec.projectId, parentId: null });
+    return this.createService(caller, key, {
+      operation: 'createKafkaCluster',
+      kind: 'kafka_cluster',
+      call: wire.kafkaClusterCall(spec),
+      spec,
+      title: spec.title,
+      projectId: spec.projectId,
+      parentId: null,
+    });
   }
 
   async createKafkaTopic(caller: Caller, input: CreateKafkaTopicInput, key?: string | null): Promise<MutationResult> {
     const spec = await v.validateKafkaTopic(input, this.lookup);
-    return this.createService(caller, key, { operation: 'createKafkaTopic', kind: 'kafka_topic', call: wire.kafkaTopicCall(spec), spec, title: spec.name, projectId: spec.projectId, parentId: spec.clusterId });
+    return this.createService(caller, key, {
+      operation: 'createKafkaTopic',
+      kind: 'kafka_topic',
+      call: wire.kafkaTopicCall(spec),
+      spec,
+      title: spec.name,
+      projectId: spec.projectId,
+      parentId: spec.clusterId,
+    });
   }
 
   async createKafkaUser(caller: Caller, input: CreateKafkaUserInput, key?: string | null): Promise<MutationResult> {
     const spec = await v.validateKafkaUser(input, this.lookup);
-    return this.createService(caller, key, { operation: 'createKafkaUser', kind: 'kafka_user', call: wire.kafkaUserCall(spec), spec, title: spec.name, projectId: spec.projectId, parentId: spec.clusterId });
+    return this.createService(caller, key, {
+      operation: 'createKafkaUser',
+      kind: 'kafka_user',
+      call: wire.kafkaUserCall(spec),
+      spec,
+      title: spec.name,
+      projectId: spec.projectId,
+      parentId: spec.clusterId,
+    });
   }
 
-  async createVirtualMachine(caller: Caller, input: CreateVirtualMachineInput, key?: string | null): Promise<MutationResult> {
+  async createVirtualMachine(
+    caller: Caller,
+    input: CreateVirtualMachineInput,
+    key?: string | null,
+  ): Promise<MutationResult> {
     const spec = await v.validateVirtualMachine(input, this.lookup);
-    return this.createService(caller, key, { operation: 'createVirtualMachine', kind: 'virtual_machine', call: wire.virtualMachineCall(spec), spec, title: spec.title, projectId: spec.projectId, parentId: null });
+    return this.createService(caller, key, {
+      operation: 'createVirtualMachine',
+      kind: 'virtual_machine',
+      call: wire.virtualMachineCall(spec),
+      spec,
+      title: spec.title,
+      projectId: spec.projectId,
+      parentId: null,
+    });
   }
 
   /** A creation through the services endpoint (every kind but a project): its envelope, as `call` built it. */
   private createService(
     caller: Caller,
     key: string | null | undefined,
-    s: { operation: string; kind: ResourceKind; call: wire.ServiceCall; spec: object; title: string; projectId: string; parentId: string | null },
+    s: {
+      operation: string;
+      kind: ResourceKind;
+      call: wire.ServiceCall;
+      spec: object;
+      title: string;
+      projectId: string;
+      parentId: string | null;
+    },
   ): Promise<MutationResult> {
     const { call } = s;
     return this.create(caller, key, {
@@ -176,11 +254,7 @@ export class CloudService {
     });
   }
 
-  private async create(
-    caller: Caller,
-    key: string | null | undefined,
-    p: Creation,
-  ): Promise<MutationResult> {
+  private async create(caller: Caller, key: string | null | undefined, p: Creation): Promise<MutationResult> {
     if (this.dryRun) return this.dryRun.create(caller, key, p);
     const recordOf = (created: Created, idempotencyKey: string): LedgerRecord => ({
       id: created.id,
@@ -215,6 +289,11 @@ export class CloudService {
         return { ...s, createdAt: new Date(s.createdAt) };
       },
     });
-    return { record: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed };
+    return {
+      record: out.result,
+      idempotencyKey: out.idempotencyKey,
+      upstreamIdempotencyKey: out.upstreamIdempotencyKey,
+      replayed: out.replayed,
+    };
   }
 }

@@ -1,4 +1,3 @@
-import { isIPv4 } from './ipv4.js';
 import {
   imageUuid,
   isBootDiskType,
@@ -17,6 +16,7 @@ import type {
   CreateVirtualMachineInput,
 } from '../generated/graphql.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
+import { isIPv4 } from './ipv4.js';
 import type {
   IpAddressSpec,
   KafkaClusterSpec,
@@ -62,16 +62,17 @@ function positiveInt(field: string, value: number | null | undefined, fallback: 
   return v;
 }
 
-
 /** a.b.c.d/n with n 0..32 and no host bits set (10.0.0.1/24 is an address, not a block). */
 export function checkCidr(field: string, value: string | null | undefined): string {
   const v = nonEmpty(field, value);
   const m = /^(\d{1,3}(?:\.\d{1,3}){3})\/(\d{1,2})$/.exec(v);
-  if (!m || !isIPv4(m[1]!) || Number(m[2]) > 32) throw badUserInput(field, `must be an IPv4 CIDR block a.b.c.d/n, got ${JSON.stringify(v)}`);
+  if (!m || !isIPv4(m[1]!) || Number(m[2]) > 32)
+    throw badUserInput(field, `must be an IPv4 CIDR block a.b.c.d/n, got ${JSON.stringify(v)}`);
   const prefix = Number(m[2]);
   const addr = m[1]!.split('.').reduce((acc, p) => (acc << 8) + Number(p), 0) >>> 0;
   const hostMask = prefix === 32 ? 0 : (0xffffffff >>> prefix) >>> 0;
-  if ((addr & hostMask) !== 0) throw badUserInput(field, `${v} has host bits set; the block starts at ${blockStart(addr, prefix)}/${prefix}`);
+  if ((addr & hostMask) !== 0)
+    throw badUserInput(field, `${v} has host bits set; the block starts at ${blockStart(addr, prefix)}/${prefix}`);
   return v;
 }
 
@@ -80,12 +81,14 @@ function blockStart(addr: number, prefix: number): string {
   return [24, 16, 8, 0].map((s) => (start >>> s) & 255).join('.');
 }
 
-const SSH_KEY_RE = /^(ssh-(rsa|dss|ed25519)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com) [A-Za-z0-9+/]+={0,3}( .*)?$/;
+const SSH_KEY_RE =
+  /^(ssh-(rsa|dss|ed25519)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com) [A-Za-z0-9+/]+={0,3}( .*)?$/;
 
 /** An OpenSSH public key line: `<type> <base64> [comment]`. */
 function checkSshKey(field: string, value: string): string {
   const v = value.trim();
-  if (!SSH_KEY_RE.test(v)) throw badUserInput(field, 'must be an OpenSSH public key such as "ssh-ed25519 AAAAC3Nza... user@host"');
+  if (!SSH_KEY_RE.test(v))
+    throw badUserInput(field, 'must be an OpenSSH public key such as "ssh-ed25519 AAAAC3Nza... user@host"');
   return v;
 }
 
@@ -102,9 +105,15 @@ async function parent(field: string, id: string, kind: ResourceKind, lookup: Loo
   return rec;
 }
 
-function placement(input: { region?: string | null; zone?: string | null }, inherited?: LedgerRecord | null): Placement {
+function placement(
+  input: { region?: string | null; zone?: string | null },
+  inherited?: LedgerRecord | null,
+): Placement {
   const from = (inherited?.spec ?? {}) as Partial<Placement>;
-  return { region: (input.region ?? from.region ?? 'MSK') as Placement['region'], zone: (input.zone ?? from.zone ?? 'MSK_AVNTG') as Placement['zone'] };
+  return {
+    region: (input.region ?? from.region ?? 'MSK') as Placement['region'],
+    zone: (input.zone ?? from.zone ?? 'MSK_AVNTG') as Placement['zone'],
+  };
 }
 
 /** A child must live in the project its parent lives in, when the ledger knows both. */
@@ -138,7 +147,14 @@ export async function validateSubnet(input: CreateSubnetInput, lookup: Lookup): 
   await parent('input.projectId', input.projectId, 'project', lookup);
   const network = await parent('input.networkId', input.networkId, 'network', lookup);
   sameProject('input.networkId', input.projectId, network);
-  return { projectId: input.projectId, networkId: input.networkId, title, description: input.description ?? '', cidr, ...placement({}, network) };
+  return {
+    projectId: input.projectId,
+    networkId: input.networkId,
+    title,
+    description: input.description ?? '',
+    cidr,
+    ...placement({}, network),
+  };
 }
 
 export async function validateIpAddress(input: CreateIpAddressInput, lookup: Lookup): Promise<IpAddressSpec> {
@@ -146,7 +162,13 @@ export async function validateIpAddress(input: CreateIpAddressInput, lookup: Loo
   await parent('input.projectId', input.projectId, 'project', lookup);
   const network = await parent('input.networkId', input.networkId, 'network', lookup);
   sameProject('input.networkId', input.projectId, network);
-  return { projectId: input.projectId, networkId: input.networkId, title, description: input.description ?? '', ...placement({}, network) };
+  return {
+    projectId: input.projectId,
+    networkId: input.networkId,
+    title,
+    description: input.description ?? '',
+    ...placement({}, network),
+  };
 }
 
 export async function validateKafkaCluster(input: CreateKafkaClusterInput, lookup: Lookup): Promise<KafkaClusterSpec> {
@@ -160,13 +182,24 @@ export async function validateKafkaCluster(input: CreateKafkaClusterInput, looku
   const subnetSpec = subnet?.spec as Partial<SubnetSpec> | undefined;
   // docs/contract.md: the subnet CIDR and the cluster's network can be taken from the ledger when omitted.
   const networkId = input.networkId ?? subnetSpec?.networkId;
-  if (!networkId) throw badUserInput('input.networkId', 'is required: the gateway did not create this subnet, so it cannot tell its network');
+  if (!networkId)
+    throw badUserInput(
+      'input.networkId',
+      'is required: the gateway did not create this subnet, so it cannot tell its network',
+    );
   if (subnetSpec?.networkId && subnetSpec.networkId !== networkId) {
-    throw badUserInput('input.networkId', `subnet ${input.subnetId} belongs to network ${subnetSpec.networkId}, not ${networkId}`);
+    throw badUserInput(
+      'input.networkId',
+      `subnet ${input.subnetId} belongs to network ${subnetSpec.networkId}, not ${networkId}`,
+    );
   }
   const network = await parent('input.networkId', networkId, 'network', lookup);
   const subnetCidr = input.subnetCidr != null ? checkCidr('input.subnetCidr', input.subnetCidr) : subnetSpec?.cidr;
-  if (!subnetCidr) throw badUserInput('input.subnetCidr', 'is required: the gateway did not create this subnet, so it does not know its CIDR');
+  if (!subnetCidr)
+    throw badUserInput(
+      'input.subnetCidr',
+      'is required: the gateway did not create this subnet, so it does not know its CIDR',
+    );
   if (subnetSpec?.cidr && subnetSpec.cidr !== subnetCidr) {
     throw badUserInput('input.subnetCidr', `subnet ${input.subnetId} has CIDR ${subnetSpec.cidr}, not ${subnetCidr}`);
   }
@@ -199,14 +232,26 @@ export async function validateKafkaTopic(input: CreateKafkaTopicInput, lookup: L
   sameProject('input.clusterId', input.projectId, cluster);
   const instanceCount = (cluster?.spec as Partial<KafkaClusterSpec> | undefined)?.instanceCount;
   if (instanceCount !== undefined && replicationFactor > instanceCount) {
-    throw badUserInput('input.replicationFactor', `must not exceed the cluster's instance count (${instanceCount}), got ${replicationFactor}`);
+    throw badUserInput(
+      'input.replicationFactor',
+      `must not exceed the cluster's instance count (${instanceCount}), got ${replicationFactor}`,
+    );
   }
   if (minInsyncReplicas > replicationFactor) {
-    throw badUserInput('input.minInsyncReplicas', `must not exceed the replication factor (${replicationFactor}), got ${minInsyncReplicas}`);
+    throw badUserInput(
+      'input.minInsyncReplicas',
+      `must not exceed the replication factor (${replicationFactor}), got ${minInsyncReplicas}`,
+    );
   }
-  const ms = (field: string, value: string | number | null | undefined, fallback: string, allowMinusOne: boolean): string => {
+  const ms = (
+    field: string,
+    value: string | number | null | undefined,
+    fallback: string,
+    allowMinusOne: boolean,
+  ): string => {
     const v = value == null ? fallback : String(value);
-    if (v.startsWith('-') && !(allowMinusOne && v === '-1')) throw badUserInput(field, `must be ${allowMinusOne ? '-1 or ' : ''}a non-negative whole number, got ${v}`);
+    if (v.startsWith('-') && !(allowMinusOne && v === '-1'))
+      throw badUserInput(field, `must be ${allowMinusOne ? '-1 or ' : ''}a non-negative whole number, got ${v}`);
     return v;
   };
   return {
@@ -243,10 +288,21 @@ export async function validateKafkaUser(input: CreateKafkaUserInput, lookup: Loo
     pattern: nonEmpty(`input.groupAcls[${i}].pattern`, a.pattern ?? '*'),
     patternType: nonEmpty(`input.groupAcls[${i}].patternType`, a.patternType ?? 'literal'),
   }));
-  return { projectId: input.projectId, clusterId: input.clusterId, name, password: input.password, acls, groupAcls, ...placement({}, cluster) };
+  return {
+    projectId: input.projectId,
+    clusterId: input.clusterId,
+    name,
+    password: input.password,
+    acls,
+    groupAcls,
+    ...placement({}, cluster),
+  };
 }
 
-export async function validateVirtualMachine(input: CreateVirtualMachineInput, lookup: Lookup): Promise<VirtualMachineSpec> {
+export async function validateVirtualMachine(
+  input: CreateVirtualMachineInput,
+  lookup: Lookup,
+): Promise<VirtualMachineSpec> {
   const title = nonEmpty('input.title', input.title);
   const platform = input.platform ?? 'COMPUTE_V3';
   if (!isInstanceTypeValidForPlatform(input.instanceType, platform)) {
@@ -258,23 +314,35 @@ export async function validateVirtualMachine(input: CreateVirtualMachineInput, l
   const disk = input.bootDisk;
   const sizeGb = positiveInt('input.bootDisk.sizeGb', disk.sizeGb, 0);
   const diskType = disk.diskType ?? 'SSD_BASIC';
-  if (!isBootDiskType(diskType)) throw badUserInput('input.bootDisk.diskType', `${diskType} cannot be a boot disk; use SSD_BASIC, SSD_FAST or SSD_ULTRA`);
+  if (!isBootDiskType(diskType))
+    throw badUserInput(
+      'input.bootDisk.diskType',
+      `${diskType} cannot be a boot disk; use SSD_BASIC, SSD_FAST or SSD_ULTRA`,
+    );
   if (disk.image && disk.imageId) throw badUserInput('input.bootDisk.imageId', 'give image or imageId, not both');
-  if (!disk.image && !disk.imageId) throw badUserInput('input.bootDisk.image', 'give image (an OS of the catalog) or imageId');
+  if (!disk.image && !disk.imageId)
+    throw badUserInput('input.bootDisk.image', 'give image (an OS of the catalog) or imageId');
   const imageId = disk.image ? imageUuid(disk.image) : disk.imageId!;
   const interfaces = input.networkInterfaces ?? [];
-  if (interfaces.length === 0) throw badUserInput('input.networkInterfaces', 'a virtual machine needs at least one network interface');
+  if (interfaces.length === 0)
+    throw badUserInput('input.networkInterfaces', 'a virtual machine needs at least one network interface');
   await parent('input.projectId', input.projectId, 'project', lookup);
   for (const [i, nic] of interfaces.entries()) {
     const network = await parent(`input.networkInterfaces[${i}].networkId`, nic.networkId, 'network', lookup);
     sameProject(`input.networkInterfaces[${i}].networkId`, input.projectId, network);
     const subnet = await parent(`input.networkInterfaces[${i}].subnetId`, nic.subnetId, 'subnet', lookup);
     if (subnet?.parentId && subnet.parentId !== nic.networkId) {
-      throw badUserInput(`input.networkInterfaces[${i}].subnetId`, `subnet ${nic.subnetId} belongs to network ${subnet.parentId}, not ${nic.networkId}`);
+      throw badUserInput(
+        `input.networkInterfaces[${i}].subnetId`,
+        `subnet ${nic.subnetId} belongs to network ${subnet.parentId}, not ${nic.networkId}`,
+      );
     }
     const ip = await parent(`input.networkInterfaces[${i}].ipAddressId`, nic.ipAddressId, 'ip_address', lookup);
     if (ip?.parentId && ip.parentId !== nic.networkId) {
-      throw badUserInput(`input.networkInterfaces[${i}].ipAddressId`, `IP address ${nic.ipAddressId} belongs to network ${ip.parentId}, not ${nic.networkId}`);
+      throw badUserInput(
+        `input.networkInterfaces[${i}].ipAddressId`,
+        `IP address ${nic.ipAddressId} belongs to network ${ip.parentId}, not ${nic.networkId}`,
+      );
     }
   }
   if ((input.users ?? []).length === 0) throw badUserInput('input.users', 'a virtual machine needs at least one user');
@@ -291,7 +359,11 @@ export async function validateVirtualMachine(input: CreateVirtualMachineInput, l
     instanceType: input.instanceType,
     bootDisk: { sizeGb, diskType, image: disk.image ?? null, imageId },
     users,
-    networkInterfaces: interfaces.map((n) => ({ networkId: n.networkId, subnetId: n.subnetId, ipAddressId: n.ipAddressId })),
+    networkInterfaces: interfaces.map((n) => ({
+      networkId: n.networkId,
+      subnetId: n.subnetId,
+      ipAddressId: n.ipAddressId,
+    })),
     promo: input.promo ?? false,
     ...placement(input),
   };

@@ -56,7 +56,10 @@ abstract class ResourceView<S> {
  * Defines on a view's prototype one getter per spec field that GraphQL exposes under the same name and
  * type: `Network.title` is `spec.title`. The view's interface declares the same keys, so both are typed.
  */
-function specFields<S, K extends keyof S & string>(view: abstract new (record: LedgerRecord) => ResourceView<S>, keys: readonly K[]): void {
+function specFields<S, K extends keyof S & string>(
+  view: abstract new (record: LedgerRecord) => ResourceView<S>,
+  keys: readonly K[],
+): void {
   for (const key of keys) {
     Object.defineProperty(view.prototype, key, {
       get(this: { record: LedgerRecord }) {
@@ -172,7 +175,6 @@ export interface BootDiskView {
 const VIRTUAL_MACHINE_FIELDS = [...TITLED, 'platform', 'instanceType', 'networkInterfaces', 'promo'] as const;
 export interface VirtualMachineView extends Pick<VirtualMachineSpec, (typeof VIRTUAL_MACHINE_FIELDS)[number]> {}
 export class VirtualMachineView extends ResourceView<VirtualMachineSpec> {
-
   /** The boot disk with its catalog image (when the id is one of the catalog's) and its IOPS. */
   get bootDisk(): BootDiskView {
     const d = this.spec.bootDisk;

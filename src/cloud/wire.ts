@@ -1,4 +1,5 @@
 import { z } from 'zod';
+
 import { toWire } from '../catalog/index.js';
 import { readIdAt, readJsonPath, type JsonPath, type ShapePaths } from '../json-path.js';
 import { isIPv4 } from './ipv4.js';
@@ -75,7 +76,10 @@ export function networkCall(s: NetworkSpec): ServiceCall {
   return {
     accept: false,
     envelope: envelope('network', 'network', s, s, {
-      'vendor.extensions.network': { bandwidth_mbps: s.bandwidthMbps, default_gfw_rule_action: toWire('FirewallAction', s.defaultFirewallAction) },
+      'vendor.extensions.network': {
+        bandwidth_mbps: s.bandwidthMbps,
+        default_gfw_rule_action: toWire('FirewallAction', s.defaultFirewallAction),
+      },
     }),
   };
 }
@@ -83,7 +87,13 @@ export function networkCall(s: NetworkSpec): ServiceCall {
 export function subnetCall(s: SubnetSpec): ServiceCall {
   return {
     accept: false,
-    envelope: envelope('network', 'subnet', s, { ...s, parentId: s.networkId }, { 'vendor.extensions.subnet': { cidr: s.cidr } }),
+    envelope: envelope(
+      'network',
+      'subnet',
+      s,
+      { ...s, parentId: s.networkId },
+      { 'vendor.extensions.subnet': { cidr: s.cidr } },
+    ),
   };
 }
 
@@ -115,37 +125,49 @@ export function kafkaClusterCall(s: KafkaClusterSpec): ServiceCall {
 export function kafkaTopicCall(s: KafkaTopicSpec): ServiceCall {
   return {
     accept: true,
-    envelope: envelope('vendor-kafka', 'topic', s, { title: s.name, description: '', projectId: s.projectId, parentId: s.clusterId }, {
-      'vendor.extensions.topic': {
-        name: s.name,
-        num_partitions: s.partitions,
-        replication_factor: s.replicationFactor,
-        compression_type: s.compressionType,
-        max_message_bytes: s.maxMessageBytes,
-        min_insync_replicas: s.minInsyncReplicas,
-        cleanup_policy: s.cleanupPolicy,
-        // The ms and bytes fields are decimal strings on the wire (spec, Kafka topic table).
-        min_compaction_lag_ms: s.minCompactionLagMs,
-        max_compaction_lag_ms: s.maxCompactionLagMs,
-        delete_retention_ms: s.deleteRetentionMs,
-        retention_bytes: s.retentionBytes,
-        retention_ms: s.retentionMs,
+    envelope: envelope(
+      'vendor-kafka',
+      'topic',
+      s,
+      { title: s.name, description: '', projectId: s.projectId, parentId: s.clusterId },
+      {
+        'vendor.extensions.topic': {
+          name: s.name,
+          num_partitions: s.partitions,
+          replication_factor: s.replicationFactor,
+          compression_type: s.compressionType,
+          max_message_bytes: s.maxMessageBytes,
+          min_insync_replicas: s.minInsyncReplicas,
+          cleanup_policy: s.cleanupPolicy,
+          // The ms and bytes fields are decimal strings on the wire (spec, Kafka topic table).
+          min_compaction_lag_ms: s.minCompactionLagMs,
+          max_compaction_lag_ms: s.maxCompactionLagMs,
+          delete_retention_ms: s.deleteRetentionMs,
+          retention_bytes: s.retentionBytes,
+          retention_ms: s.retentionMs,
+        },
       },
-    }),
+    ),
   };
 }
 
 export function kafkaUserCall(s: KafkaUserSpec): ServiceCall {
   return {
     accept: true,
-    envelope: envelope('vendor-kafka', 'user', s, { title: s.name, description: '', projectId: s.projectId, parentId: s.clusterId }, {
-      'vendor.extensions.user': {
-        name: s.name,
-        password: s.password,
-        acls: s.acls.map((a) => ({ pattern: a.pattern, pattern_type: a.patternType, operation: a.operation })),
-        groups_acls: s.groupAcls.map((a) => ({ pattern: a.pattern, pattern_type: a.patternType })),
+    envelope: envelope(
+      'vendor-kafka',
+      'user',
+      s,
+      { title: s.name, description: '', projectId: s.projectId, parentId: s.clusterId },
+      {
+        'vendor.extensions.user': {
+          name: s.name,
+          password: s.password,
+          acls: s.acls.map((a) => ({ pattern: a.pattern, pattern_type: a.patternType, operation: a.operation })),
+          groups_acls: s.groupAcls.map((a) => ({ pattern: a.pattern, pattern_type: a.patternType })),
+        },
       },
-    }),
+    ),
   };
 }
 
@@ -154,10 +176,22 @@ export function virtualMachineCall(s: VirtualMachineSpec): ServiceCall {
     accept: true,
     envelope: envelope('compute-cloud', 'compute', s, s, {
       instance: { instanceType: toWire('InstanceType', s.instanceType), platformId: toWire('Platform', s.platform) },
-      bootDisk: { sizeGb: s.bootDisk.sizeGb, diskType: toWire('DiskType', s.bootDisk.diskType), sourceImageId: s.bootDisk.imageId },
+      bootDisk: {
+        sizeGb: s.bootDisk.sizeGb,
+        diskType: toWire('DiskType', s.bootDisk.diskType),
+        sourceImageId: s.bootDisk.imageId,
+      },
       secondaryDisks: [],
-      users: s.users.map((u) => ({ name: u.name, ...(u.password !== null ? { password: u.password } : {}), sshKeys: u.sshKeys })),
-      networkInterfaces: s.networkInterfaces.map((n) => ({ networkId: n.networkId, subnetworkId: n.subnetId, natIpId: n.ipAddressId })),
+      users: s.users.map((u) => ({
+        name: u.name,
+        ...(u.password !== null ? { password: u.password } : {}),
+        sshKeys: u.sshKeys,
+      })),
+      networkInterfaces: s.networkInterfaces.map((n) => ({
+        networkId: n.networkId,
+        subnetworkId: n.subnetId,
+        natIpId: n.ipAddressId,
+      })),
       'vendor.extensions.promo': { is_promo: s.promo },
     }),
   };
@@ -184,7 +218,12 @@ export function extractCreatedId(body: unknown): string | null {
   // accepts and answers with `id` (data and metadata cannot fail it): read it without the schema's copy of the body.
   if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
     const { id, serviceId } = body as { id?: unknown; serviceId?: unknown };
-    if (typeof id === 'string' && id !== '' && (serviceId === undefined || (typeof serviceId === 'string' && serviceId !== ''))) return id;
+    if (
+      typeof id === 'string' &&
+      id !== '' &&
+      (serviceId === undefined || (typeof serviceId === 'string' && serviceId !== ''))
+    )
+      return id;
   }
   return createdIdBySchema(body);
 }
@@ -216,7 +255,11 @@ const tokenFields = z.looseObject({
 /** The guesses of the token field, as the start-up line and errors name them. */
 export const TOKEN_GUESSES = 'access_token, accessToken, token, id_token, at the top level or under data';
 
-export function parseTokenResponse(body: unknown, now = Date.now(), path: JsonPath | null = null): { token: string; expiresAt: number | null } | null {
+export function parseTokenResponse(
+  body: unknown,
+  now = Date.now(),
+  path: JsonPath | null = null,
+): { token: string; expiresAt: number | null } | null {
   if (path) {
     const token = readJsonPath(body, path);
     if (typeof token !== 'string' || token === '') return null;
@@ -253,7 +296,6 @@ function jwtExpiry(token: string): number | null {
     return null;
   }
 }
-
 
 /** The names an IPv4 field of an IP creation response may have (the spec does not show the response). */
 export const ADDRESS_FIELD_NAMES = ['address', 'ip', 'ipAddress', 'ip_address', 'publicIp', 'public_ip'] as const;
@@ -316,7 +358,8 @@ export class CloudAnswers {
 
   /** Where each reader looks, for errors and the start-up line: `CLOUD_CREATED_ID_PATH=data.uuid`, or the guesses. */
   describe(): { createdId: string; token: string; address: string } {
-    const shown = (variable: string, path: JsonPath | null, guesses: string) => (path ? `${variable}=${path.text}` : `guesses ${guesses}`);
+    const shown = (variable: string, path: JsonPath | null, guesses: string) =>
+      path ? `${variable}=${path.text}` : `guesses ${guesses}`;
     return {
       createdId: shown('CLOUD_CREATED_ID_PATH', this.paths.cloudCreatedId, CREATED_ID_GUESSES.join(', ')),
       token: shown('CLOUD_TOKEN_PATH', this.paths.cloudToken, TOKEN_GUESSES),
@@ -332,7 +375,12 @@ const SECRET_KEY = /^(password|access_token|accessToken|token|secret)$/i;
 export function maskSecrets(body: unknown): unknown {
   if (Array.isArray(body)) return body.map(maskSecrets);
   if (body && typeof body === 'object') {
-    return Object.fromEntries(Object.entries(body as Record<string, unknown>).map(([k, v]) => [k, SECRET_KEY.test(k) && v !== null ? '***' : maskSecrets(v)]));
+    return Object.fromEntries(
+      Object.entries(body as Record<string, unknown>).map(([k, v]) => [
+        k,
+        SECRET_KEY.test(k) && v !== null ? '***' : maskSecrets(v),
+      ]),
+    );
   }
   return body;
 }
@@ -356,7 +404,8 @@ function holdsSecretKey(body: unknown): boolean {
   if (!body || typeof body !== 'object') return false;
   if (Array.isArray(body)) return body.some(holdsSecretKey);
   for (const k in body) {
-    if (Object.hasOwn(body, k) && (RESPONSE_SECRET_KEY.test(k) || holdsSecretKey((body as Record<string, unknown>)[k]))) return true;
+    if (Object.hasOwn(body, k) && (RESPONSE_SECRET_KEY.test(k) || holdsSecretKey((body as Record<string, unknown>)[k])))
+      return true;
   }
   return false;
 }

@@ -51,7 +51,12 @@ export class EventReader {
    * first. Returns at once. Only events this replica has delivered are read, so that what is not read yet comes after
    * the returned cursor, here or on any replica.
    */
-  async eventsAfter(caller: Caller, cursor: string | null | undefined, kinds: readonly string[], limit = 100): Promise<EventsPage> {
+  async eventsAfter(
+    caller: Caller,
+    cursor: string | null | undefined,
+    kinds: readonly string[],
+    limit = 100,
+  ): Promise<EventsPage> {
     const after = cursor ? decodeCursor(cursor, this.log.retentionMs).position : this.bus.position();
     return this.read(caller, after, this.bus.position(), kinds, limit);
   }
@@ -92,7 +97,13 @@ export class EventReader {
         });
       }
       if (!woken) return { ...first, timedOut: !options.signal?.aborted };
-      const next = await this.read(caller, decodeCursor(first.cursor, Infinity).position, this.bus.position(), options.kinds, limit);
+      const next = await this.read(
+        caller,
+        decodeCursor(first.cursor, Infinity).position,
+        this.bus.position(),
+        options.kinds,
+        limit,
+      );
       return { ...next, timedOut: next.events.length === 0 };
     } finally {
       for (const off of unsubscribe) off();
@@ -112,7 +123,13 @@ export class EventReader {
   }
 
   /** The caller's events in `until` and outside `after`, oldest first, at most `limit`, and the cursor after them. */
-  private async read(caller: Caller, after: Position, until: Position, kinds: readonly string[], limit: number): Promise<EventsPage> {
+  private async read(
+    caller: Caller,
+    after: Position,
+    until: Position,
+    kinds: readonly string[],
+    limit: number,
+  ): Promise<EventsPage> {
     const most = Math.min(MAX_LIMIT, Math.max(1, Math.floor(limit)));
     const events: EventRecord[] = [];
     const to = until.max();

@@ -81,7 +81,8 @@ export class Position {
   /** The union of this set and `other` (a new position). */
   union(other: Position): Position {
     const out = new Position(Math.max(this.floor, other.floor));
-    for (const p of [this, other]) for (let i = 0; i < p.ranges.length; i += 2) out.addRange(p.ranges[i]!, p.ranges[i + 1]!);
+    for (const p of [this, other])
+      for (let i = 0; i < p.ranges.length; i += 2) out.addRange(p.ranges[i]!, p.ranges[i + 1]!);
     return out;
   }
 
@@ -89,7 +90,8 @@ export class Position {
   upTo(seq: number): Position {
     if (seq <= this.floor) return new Position(seq);
     const out = new Position(this.floor);
-    for (let i = 0; i < this.ranges.length && this.ranges[i]! <= seq; i += 2) out.ranges.push(this.ranges[i]!, Math.min(seq, this.ranges[i + 1]!));
+    for (let i = 0; i < this.ranges.length && this.ranges[i]! <= seq; i += 2)
+      out.ranges.push(this.ranges[i]!, Math.min(seq, this.ranges[i + 1]!));
     return out;
   }
 
@@ -170,7 +172,8 @@ export function retentionWords(ms: number): string {
     [60_000, 'minute'],
     [1000, 'second'],
   ];
-  for (const [size, name] of units) if (ms >= size && ms % size === 0) return `${ms / size} ${name}${ms === size ? '' : 's'}`;
+  for (const [size, name] of units)
+    if (ms >= size && ms % size === 0) return `${ms / size} ${name}${ms === size ? '' : 's'}`;
   return `${ms} ms`;
 }
 
@@ -179,10 +182,16 @@ export function retentionWords(ms: number): string {
  * did not hand out, `expired` when it is older than the retention (events after it may have been deleted, and a
  * resume must never skip silently).
  */
-export function decodeCursor(cursor: string, retentionMs: number, now = Date.now()): { position: Position; at: number } {
-  if (cursor.length === 0 || cursor.length > 65_536 || !/^[0-9_-]+$/.test(cursor)) throw new CursorError('not a cursor this gateway handed out', 'malformed');
+export function decodeCursor(
+  cursor: string,
+  retentionMs: number,
+  now = Date.now(),
+): { position: Position; at: number } {
+  if (cursor.length === 0 || cursor.length > 65_536 || !/^[0-9_-]+$/.test(cursor))
+    throw new CursorError('not a cursor this gateway handed out', 'malformed');
   const parts = cursor.split('_');
-  if (parts[0] !== VERSION || parts.length < 3 || parts.length - 3 > MAX_DECODED_RANGES) throw new CursorError('not a cursor this gateway handed out', 'malformed');
+  if (parts[0] !== VERSION || parts.length < 3 || parts.length - 3 > MAX_DECODED_RANGES)
+    throw new CursorError('not a cursor this gateway handed out', 'malformed');
   const at = decimal(parts[1]!) * 1000;
   const position = new Position(decimal(parts[2]!));
   let last = position.floor + 1;

@@ -1,10 +1,10 @@
-import type { EventBus } from './bus.js';
-import { decodeCursor, type Position } from './cursor.js';
-import { EventReader } from './cursor-read.js';
-import type { EventLog, EventRecord, NewEvent, AppendResult } from './log.js';
-import type { EventStreams } from './stream.js';
 import type { Metrics } from '../metrics.js';
 import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
+import type { EventBus } from './bus.js';
+import { EventReader } from './cursor-read.js';
+import { decodeCursor, type Position } from './cursor.js';
+import type { AppendResult, EventLog, EventRecord, NewEvent } from './log.js';
+import type { EventStreams } from './stream.js';
 
 export { InProcessBus, type EventBus } from './bus.js';
 export { EventLog, type EventRecord, type NewEvent, type AppendResult, type StorageCharge } from './log.js';
@@ -43,7 +43,9 @@ export class Events {
   async ingest(e: NewEvent): Promise<AppendResult & { publish: () => Promise<void> }> {
     // The intake span travels with the event (in the log, so across replicas) for the delivery spans to link to.
     const traceparent = this.tracing.traceparent();
-    const result = await this.log.append(traceparent ? { ...e, meta: { ...e.meta, [TRACEPARENT_META]: traceparent } } : e);
+    const result = await this.log.append(
+      traceparent ? { ...e, meta: { ...e.meta, [TRACEPARENT_META]: traceparent } } : e,
+    );
     const publish = async () => {
       if (result.status !== 'created') return;
       await this.bus.publish(result.event);

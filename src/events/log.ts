@@ -1,10 +1,11 @@
 import { sql, type Kysely } from 'kysely';
+
 import type { Caller } from '../caller.js';
-import type { Dialect } from '../store/migrations.js';
-import type { StorageBoundError, StorageRefusal } from '../store/app-storage.js';
-import type { Database } from '../store/schema.js';
 import { fingerprint } from '../fingerprint.js';
+import type { StorageBoundError, StorageRefusal } from '../store/app-storage.js';
+import type { Dialect } from '../store/migrations.js';
 import { precompiled } from '../store/precompiled.js';
+import type { Database } from '../store/schema.js';
 
 export interface EventRecord {
   seq: number;
@@ -121,7 +122,18 @@ export class EventLog {
       const row =
         this.dialect === 'postgres'
           ? into
-              .columns(['kind', 'key', 'dedupe_key', 'fingerprint', 'payload', 'meta', 'scope', 'received_at', 'expires_at', 'secrets_expire_at'])
+              .columns([
+                'kind',
+                'key',
+                'dedupe_key',
+                'fingerprint',
+                'payload',
+                'meta',
+                'scope',
+                'received_at',
+                'expires_at',
+                'secrets_expire_at',
+              ])
               .expression(
                 this.db
                   .selectNoFrom([
@@ -138,7 +150,9 @@ export class EventLog {
                   ])
                   .where(({ and, not, exists, selectFrom }) =>
                     and([
-                      not(exists(selectFrom('events').select(sql.lit(1).as('one')).where('dedupe_key', '=', dedupeKey))),
+                      not(
+                        exists(selectFrom('events').select(sql.lit(1).as('one')).where('dedupe_key', '=', dedupeKey)),
+                      ),
                       sql<boolean>`pg_try_advisory_xact_lock(${sql.lit(APPEND_LOCK_CLASS)}, hashtext(${dedupeKey}))`,
                     ]),
                   ),
@@ -165,7 +179,13 @@ export class EventLog {
    * scenarios 5 and 7).
    */
   private readonly latestStatement = precompiled((kind: string, key: string) =>
-    this.db.selectFrom('events').selectAll().where('kind', '=', kind).where('key', '=', key).orderBy('seq', 'desc').limit(1),
+    this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('kind', '=', kind)
+      .where('key', '=', key)
+      .orderBy('seq', 'desc')
+      .limit(1),
   );
 
   /** The same, among the events one reader may read: its own scope's and the shared ones (src/tenancy.ts). */
@@ -202,7 +222,18 @@ export class EventLog {
         throw e.charge.refused(refusal);
       }
     }
-    const insert = this.insertStatement(e.kind, e.key, e.dedupeKey, print, payload, meta, scope, now, now + this.retentionMs, e.secretsExpireAt ?? null);
+    const insert = this.insertStatement(
+      e.kind,
+      e.key,
+      e.dedupeKey,
+      print,
+      payload,
+      meta,
+      scope,
+      now,
+      now + this.retentionMs,
+      e.secretsExpireAt ?? null,
+    );
     for (let attempt = 1; ; attempt++) {
       const { rows } = await this.db.executeQuery<{ seq: number | string }>(insert);
       const inserted = rows[0];
@@ -242,7 +273,8 @@ export class EventLog {
    * event for the same key neither shows nor hides the reader's own).
    */
   async latest(kind: string, key: string, reader?: Caller): Promise<EventRecord | null> {
-    const statement = reader === undefined ? this.latestStatement(kind, key) : this.latestReadableStatement(kind, key, reader.scope);
+    const statement =
+      reader === undefined ? this.latestStatement(kind, key) : this.latestReadableStatement(kind, key, reader.scope);
     const { rows } = await this.db.executeQuery<Row & { seq: number }>(statement);
     const row = rows[0];
     return row ? toRecord(row) : null;
@@ -256,7 +288,8 @@ export class EventLog {
       .selectAll()
       .where('kind', '=', kind)
       .where('key', 'in', [...new Set(keys)]);
-    if (reader !== undefined) query = query.where((eb) => eb.or([eb('scope', '=', reader.scope), eb('scope', 'is', null)]));
+    if (reader !== undefined)
+      query = query.where((eb) => eb.or([eb('scope', '=', reader.scope), eb('scope', 'is', null)]));
     const rows = await query.orderBy('seq', 'asc').execute();
     const byKey = new Map<string, EventRecord>();
     for (const row of rows) byKey.set(row.key, toRecord(row as Row & { seq: number }));
@@ -271,7 +304,13 @@ export class EventLog {
 
   /** Events appended after `seq`, oldest first (a replica catching up after its LISTEN connection dropped). */
   async after(seq: number, limit = 1000): Promise<EventRecord[]> {
-    const rows = await this.db.selectFrom('events').selectAll().where('seq', '>', seq).orderBy('seq').limit(limit).execute();
+    const rows = await this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('seq', '>', seq)
+      .orderBy('seq')
+      .limit(limit)
+      .execute();
     return rows.map((row) => toRecord(row as Row & { seq: number }));
   }
 
@@ -280,7 +319,13 @@ export class EventLog {
    * owner scope (`scope`) or readable by `reader` (its scope's and the shared ones, src/tenancy.ts). What a resumed
    * stream replays (src/events/stream.ts) and what an agent reads after its cursor (src/events/cursor-read.ts).
    */
-  async range(kinds: readonly string[], from: number, to: number, only: { key?: string; scope?: string; reader?: Caller }, limit: number): Promise<EventRecord[]> {
+  async range(
+    kinds: readonly string[],
+    from: number,
+    to: number,
+    only: { key?: string; scope?: string; reader?: Caller },
+    limit: number,
+  ): Promise<EventRecord[]> {
     if (kinds.length === 0 || to <= from) return [];
     let query = this.db
       .selectFrom('events')
@@ -291,7 +336,8 @@ export class EventLog {
     if (only.key !== undefined) query = query.where('key', '=', only.key);
     if (only.scope !== undefined) query = query.where('scope', '=', only.scope);
     const reader = only.reader;
-    if (reader !== undefined) query = query.where((eb) => eb.or([eb('scope', '=', reader.scope), eb('scope', 'is', null)]));
+    if (reader !== undefined)
+      query = query.where((eb) => eb.or([eb('scope', '=', reader.scope), eb('scope', 'is', null)]));
     const rows = await query.orderBy('seq').limit(limit).execute();
     return rows.map((row) => toRecord(row as Row & { seq: number }));
   }
@@ -306,7 +352,9 @@ export class EventLog {
     if (stretches.length === 0) return [];
     const from = stretches.map((s) => s[0]);
     const to = stretches.map((s) => s[1]);
-    const { rows } = await sql<Row & { seq: number }>`select e.* from unnest(${from}::bigint[], ${to}::bigint[]) as r("from", "to")
+    const { rows } = await sql<
+      Row & { seq: number }
+    >`select e.* from unnest(${from}::bigint[], ${to}::bigint[]) as r("from", "to")
       join events e on e.seq between r."from" and r."to" order by e.seq limit ${limit}`.execute(this.db);
     return rows.map(toRecord);
   }
@@ -330,7 +378,10 @@ export class EventLog {
 
   /** The highest sequence number in the log (0 when empty). */
   async lastSeq(): Promise<number> {
-    const row = await this.db.selectFrom('events').select((eb) => eb.fn.max('seq').as('max')).executeTakeFirst();
+    const row = await this.db
+      .selectFrom('events')
+      .select((eb) => eb.fn.max('seq').as('max'))
+      .executeTakeFirst();
     return Number(row?.max ?? 0);
   }
 
@@ -338,7 +389,12 @@ export class EventLog {
    * Rewrites, with `redact`, the payload of every event of `kind` whose secrets have expired (e.g. an
    * access token past its expires_in); returns how many were rewritten.
    */
-  async redactExpiredSecrets(kind: string, redact: (payload: unknown) => unknown, now = Date.now(), batchSize = 500): Promise<number> {
+  async redactExpiredSecrets(
+    kind: string,
+    redact: (payload: unknown) => unknown,
+    now = Date.now(),
+    batchSize = 500,
+  ): Promise<number> {
     let total = 0;
     for (;;) {
       const rows = await this.db
@@ -365,11 +421,18 @@ export class EventLog {
    * Deletes the events past their retention. With `removed`, first tells it, per owner, how many events of its
    * kinds go and their characters (one grouped read of the expired range, by index), so storage bounds give them back.
    */
-  async purgeExpired(now = Date.now(), removed?: { kinds: readonly string[]; release(scope: string, rows: number, chars: number): void }): Promise<number> {
+  async purgeExpired(
+    now = Date.now(),
+    removed?: { kinds: readonly string[]; release(scope: string, rows: number, chars: number): void },
+  ): Promise<number> {
     if (removed && removed.kinds.length) {
       const groups = await this.db
         .selectFrom('events')
-        .select(['scope', (eb) => eb.fn.countAll<number>().as('n'), sql<number>`coalesce(sum(length(payload) + length(meta)), 0)`.as('chars')])
+        .select([
+          'scope',
+          (eb) => eb.fn.countAll<number>().as('n'),
+          sql<number>`coalesce(sum(length(payload) + length(meta)), 0)`.as('chars'),
+        ])
         .where('expires_at', '<=', now)
         .where('scope', 'is not', null)
         .where('kind', 'in', [...removed.kinds])

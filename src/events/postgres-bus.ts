@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Kysely } from 'kysely';
 import type pg from 'pg';
+
 import type { Logger } from '../logger.js';
 import type { Database } from '../store/schema.js';
 import { InProcessBus, type EventBus, type EventListener } from './bus.js';
@@ -95,12 +96,19 @@ export class PostgresBus implements EventBus {
 
   /** Null while this replica receives the other replicas' events; otherwise why not (for /readyz). */
   notReady(): string | null {
-    return this.client === null && !this.closed ? 'not listening for the events of other replicas (reconnecting to PostgreSQL)' : null;
+    return this.client === null && !this.closed
+      ? 'not listening for the events of other replicas (reconnecting to PostgreSQL)'
+      : null;
   }
 
   private async listen(): Promise<void> {
     const { default: pgModule } = await import('pg');
-    const client = new pgModule.Client({ connectionString: this.options.databaseUrl, application_name: 'gateway-events', keepAlive: true, query_timeout: PROBE_MS });
+    const client = new pgModule.Client({
+      connectionString: this.options.databaseUrl,
+      application_name: 'gateway-events',
+      keepAlive: true,
+      query_timeout: PROBE_MS,
+    });
     client.on('notification', (msg) => {
       if (msg.channel !== CHANNEL || !msg.payload) return;
       let notice: Notice;
@@ -139,13 +147,20 @@ export class PostgresBus implements EventBus {
   private checkConnection(): void {
     const client = this.client;
     if (!client) return;
-    client.query('select 1').catch((err: unknown) => this.dropped(client, `the connection did not answer a probe: ${(err as Error).message}`));
+    client
+      .query('select 1')
+      .catch((err: unknown) =>
+        this.dropped(client, `the connection did not answer a probe: ${(err as Error).message}`),
+      );
   }
 
   private dropped(client: pg.Client, why: string): void {
     if (this.closed || this.client !== client) return;
     this.client = null;
-    this.options.logger.warn({ err: { message: why } }, 'the event LISTEN connection dropped: not ready until it is back; reconnecting');
+    this.options.logger.warn(
+      { err: { message: why } },
+      'the event LISTEN connection dropped: not ready until it is back; reconnecting',
+    );
     void client.end().catch(() => undefined);
     void this.reconnect();
   }
@@ -164,7 +179,10 @@ export class PostgresBus implements EventBus {
           this.scheduleCatchUp();
           return;
         } catch (err) {
-          this.options.logger.warn({ err: { message: (err as Error).message }, attempt }, 'reconnecting the event LISTEN connection failed');
+          this.options.logger.warn(
+            { err: { message: (err as Error).message }, attempt },
+            'reconnecting the event LISTEN connection failed',
+          );
         }
       }
     } finally {
@@ -213,7 +231,10 @@ export class PostgresBus implements EventBus {
       }
       const late: EventRecord[] = [];
       while (this.gaps.length > 0) {
-        const found = await this.options.log.inStretches(this.gaps.map((g) => [g.from, g.to] as const), BATCH);
+        const found = await this.options.log.inStretches(
+          this.gaps.map((g) => [g.from, g.to] as const),
+          BATCH,
+        );
         for (const event of found) this.fillGap(event.seq);
         late.push(...found);
         if (found.length < BATCH) break;
@@ -289,7 +310,9 @@ export class PostgresBus implements EventBus {
       // number is held or burnt below it). Otherwise an event that may have been acknowledged before this one was
       // received (another replica's, whose notice is on its way) must reach this replica's subscribers first: a
       // catch-up reads both from the log (this one committed) and delivers them in order (docs/decisions/061).
-      const first = this.local.deliveredThrough() >= event.seq - 1 || !(await this.options.log.anyIn(this.local.holesBelow(event.seq)));
+      const first =
+        this.local.deliveredThrough() >= event.seq - 1 ||
+        !(await this.options.log.anyIn(this.local.holesBelow(event.seq)));
       if (first && !(event.seq <= this.high && this.gapIndex(event.seq) === -1)) {
         this.own.add(event.seq);
         await this.local.publish(event);

@@ -1,8 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+
 import type { Caller } from '../caller.js';
 import { databaseUnreachable } from '../store/index.js';
-import { readableBy } from '../tenancy.js';
 import type { Tracing } from '../telemetry/tracing.js';
+import { readableBy } from '../tenancy.js';
 import type { EventBus } from './bus.js';
 import { encodeCursor, Position } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';
@@ -85,7 +86,10 @@ export class EventStreams {
   delivered(e: EventRecord): void {
     if (!this.tracing?.enabled) return;
     const traceparent = typeof e.meta.traceparent === 'string' ? e.meta.traceparent : undefined;
-    this.tracing.delivery(`deliver ${e.kind} event`, traceparent, { 'gateway.event.kind': e.kind, 'gateway.event.seq': e.seq });
+    this.tracing.delivery(`deliver ${e.kind} event`, traceparent, {
+      'gateway.event.kind': e.kind,
+      'gateway.event.seq': e.seq,
+    });
   }
 
   /**
@@ -139,7 +143,11 @@ class EventStream implements AsyncGenerator<EventRecord> {
 
   private matches(e: EventRecord): boolean {
     const f = this.filter;
-    return (f.key === undefined || e.key === f.key) && (f.scope === undefined || e.scope === f.scope) && (f.reader === undefined || readableBy(f.reader, e.scope));
+    return (
+      (f.key === undefined || e.key === f.key) &&
+      (f.scope === undefined || e.scope === f.scope) &&
+      (f.reader === undefined || readableBy(f.reader, e.scope))
+    );
   }
 
   private start(): void {
@@ -212,7 +220,9 @@ class EventStream implements AsyncGenerator<EventRecord> {
     const r = this.replay!;
     const f = this.filter;
     const to = r.until.max();
-    const rows = await this.retried(() => this.log.range([f.kind], r.from, to, { key: f.key, scope: f.scope, reader: f.reader }, REPLAY_PAGE));
+    const rows = await this.retried(() =>
+      this.log.range([f.kind], r.from, to, { key: f.key, scope: f.scope, reader: f.reader }, REPLAY_PAGE),
+    );
     for (const e of rows) {
       if (!r.until.has(e.seq) || r.after.has(e.seq) || !this.matches(e)) continue;
       // Everything up to it that the bus had delivered was either replayed or is not this stream's.

@@ -3,6 +3,7 @@
 // operation's cost, then the caller's rate limit.
 // One function for HTTP (Apollo's plugin and the planned path), graphql-ws and graphql-sse.
 import type { DocumentNode, GraphQLError, GraphQLSchema, OperationDefinitionNode } from 'graphql';
+
 import { ALL_GRANTS, type Caller } from '../caller.js';
 import { RateLimitedError, type RateLimits } from '../ratelimit/buckets.js';
 import { operationCost } from '../ratelimit/cost.js';

@@ -5,12 +5,15 @@
 // the planned path of POST /graphql (src/server/http-plans.ts) reads what it reproduces from this same object, never
 // from Apollo's private state.
 import type { ApolloServerOptions, ApolloServerPlugin } from '@apollo/server';
-import { ApolloServerPluginCacheControlDisabled, ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
-import type { GraphQLFormattedError, GraphQLSchema } from 'graphql';
+import {
+  ApolloServerPluginCacheControlDisabled,
+  ApolloServerPluginLandingPageDisabled,
+} from '@apollo/server/plugin/disabled';
+import type { FormattedExecutionResult, GraphQLFormattedError, GraphQLSchema, OperationTypeNode } from 'graphql';
+
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
 import type { OperationLimits } from './limits.js';
-import type { FormattedExecutionResult, OperationTypeNode } from 'graphql';
 import type { Pipeline } from './pipeline.js';
 import { formatError, HttpPresenter, noStoreValue } from './present.js';
 import { nameOperationSpan, recordOperationErrors } from './tracing.js';
@@ -25,10 +28,22 @@ export interface ApolloSetup {
   readonly gatewayPlugins: readonly ApolloServerPlugin<GraphQLContext>[];
 }
 
-export function apolloSetup(o: { schema: GraphQLSchema; limits: OperationLimits; pipeline: Pipeline; logger: Logger; tracing: boolean }): ApolloSetup {
-  const formatOne = (formatted: GraphQLFormattedError, error: unknown) => formatError(formatted, error, o.logger, !o.limits.introspection);
+export function apolloSetup(o: {
+  schema: GraphQLSchema;
+  limits: OperationLimits;
+  pipeline: Pipeline;
+  logger: Logger;
+  tracing: boolean;
+}): ApolloSetup {
+  const formatOne = (formatted: GraphQLFormattedError, error: unknown) =>
+    formatError(formatted, error, o.logger, !o.limits.introspection);
   const present = new HttpPresenter({ formatError: formatOne, includeStacktraceInErrorResponses: false }, o.tracing);
-  const gatewayPlugins = [noStorePlugin(), pipelinePlugin(o.pipeline, present), warningsPlugin(), ...(o.tracing ? [operationSpanPlugin()] : [])];
+  const gatewayPlugins = [
+    noStorePlugin(),
+    pipelinePlugin(o.pipeline, present),
+    warningsPlugin(),
+    ...(o.tracing ? [operationSpanPlugin()] : []),
+  ];
   return {
     gatewayPlugins,
     options: {
@@ -63,7 +78,11 @@ function pipelinePlugin(pipeline: Pipeline, present: HttpPresenter): ApolloServe
       if (!operation || source === undefined) return null;
       const answer = await pipeline.runOperation({
         caller: contextValue.caller,
-        params: { query: source, operationName: request.operationName ?? undefined, variables: request.variables ?? undefined },
+        params: {
+          query: source,
+          operationName: request.operationName ?? undefined,
+          variables: request.variables ?? undefined,
+        },
         transport: 'http',
         requestId: contextValue.requestId,
         context: contextValue,
@@ -73,7 +92,10 @@ function pipelinePlugin(pipeline: Pipeline, present: HttpPresenter): ApolloServe
         variables: 'in-run',
         present,
       });
-      return { http: { status: answer.status, headers: answer.headers }, body: { kind: 'single', singleResult: answer.result as FormattedExecutionResult } };
+      return {
+        http: { status: answer.status, headers: answer.headers },
+        body: { kind: 'single', singleResult: answer.result as FormattedExecutionResult },
+      };
     },
   };
   return { requestDidStart: async () => listener };

@@ -8,16 +8,16 @@
 // copy of the document with `first: <size>` written in): the same sums in the same order, so the same numbers to
 // the last digit, tested against it (test/execution/cost-formula.test.ts).
 import {
-  Kind,
-  SchemaMetaFieldDef,
-  TypeMetaFieldDef,
-  TypeNameMetaFieldDef,
   getNamedType,
   getNullableType,
   isCompositeType,
   isInterfaceType,
   isListType,
   isObjectType,
+  Kind,
+  SchemaMetaFieldDef,
+  TypeMetaFieldDef,
+  TypeNameMetaFieldDef,
   type ArgumentNode,
   type DocumentNode,
   type FieldNode,
@@ -78,7 +78,8 @@ export function compileCostFormula(schema: GraphQLSchema, document: DocumentNode
     const first = def.args.find((a) => a.name === 'first');
     if (first) {
       const given = args.get('first');
-      if (given?.kind === Kind.VARIABLE) return { name: given.name.value, kind: 'first', defaultValue: first.defaultValue };
+      if (given?.kind === Kind.VARIABLE)
+        return { name: given.name.value, kind: 'first', defaultValue: first.defaultValue };
       return firstSize(literalValue(given), first.defaultValue, estimate);
     }
     const listArg = def.args.find((a: GraphQLArgument) => isListType(getNullableType(a.type)));
@@ -91,7 +92,12 @@ export function compileCostFormula(schema: GraphQLSchema, document: DocumentNode
     return estimate;
   };
 
-  const selectionsCost = (start: number, set: SelectionSetNode, parent: GraphQLCompositeType | null, size: number | VariableSize): Term => {
+  const selectionsCost = (
+    start: number,
+    set: SelectionSetNode,
+    parent: GraphQLCompositeType | null,
+    size: number | VariableSize,
+  ): Term => {
     const terms: Term[] = [];
     for (const child of set.selections) terms.push(selectionCost(child, parent));
     if (typeof size === 'number' && terms.every((t) => typeof t === 'number')) {
@@ -112,7 +118,8 @@ export function compileCostFormula(schema: GraphQLSchema, document: DocumentNode
       if (!node.selectionSet) return SCALAR_COST;
       const def = fieldDef(schema, parent, node.name.value);
       const type = def ? compositeType(schema, getNamedType(def.type).name) : null;
-      if (def && isListType(getNullableType(def.type))) return selectionsCost(OBJECT_COST, node.selectionSet, type, sizeOf(def, node));
+      if (def && isListType(getNullableType(def.type)))
+        return selectionsCost(OBJECT_COST, node.selectionSet, type, sizeOf(def, node));
       return selectionsCost(OBJECT_COST, node.selectionSet, type, literalMultiplier(node.arguments));
     }
     if (node.kind === Kind.INLINE_FRAGMENT) {
@@ -125,7 +132,12 @@ export function compileCostFormula(schema: GraphQLSchema, document: DocumentNode
       // A validated document spreads only fragments it defines, and none of them in a cycle.
       if (!fragment) return SCALAR_COST;
       fragmentCosts.set(node.name.value, -1); // Armor's mark while a fragment is being costed
-      cost = selectionsCost(OBJECT_COST, fragment.selectionSet, compositeType(schema, fragment.typeCondition.name.value), 1);
+      cost = selectionsCost(
+        OBJECT_COST,
+        fragment.selectionSet,
+        compositeType(schema, fragment.typeCondition.name.value),
+        1,
+      );
       fragmentCosts.set(node.name.value, cost);
     }
     return typeof cost === 'number' ? SCALAR_COST + cost : { start: SCALAR_COST, terms: [cost], size: 1 };
@@ -163,7 +175,8 @@ export function compileCostFormula(schema: GraphQLSchema, document: DocumentNode
   for (const d of document.definitions) {
     if (d.kind !== Kind.OPERATION_DEFINITION && d.kind !== Kind.FRAGMENT_DEFINITION) continue;
     for (const dir of d.directives ?? []) arguments_(dir.arguments);
-    if (d.kind === Kind.OPERATION_DEFINITION) for (const v of d.variableDefinitions ?? []) for (const dir of v.directives ?? []) arguments_(dir.arguments);
+    if (d.kind === Kind.OPERATION_DEFINITION)
+      for (const v of d.variableDefinitions ?? []) for (const dir of v.directives ?? []) arguments_(dir.arguments);
     walkArguments(d.selectionSet);
   }
   return { schema, operations, literalElements, variableElements, estimate };
@@ -175,12 +188,18 @@ function compositeType(schema: GraphQLSchema, name: string): GraphQLCompositeTyp
 }
 
 /** The field `name` of `parent` as graphql-js's TypeInfo finds it, the introspection fields included. */
-function fieldDef(schema: GraphQLSchema, parent: GraphQLCompositeType | null, name: string): GraphQLField<unknown, unknown> | undefined {
+function fieldDef(
+  schema: GraphQLSchema,
+  parent: GraphQLCompositeType | null,
+  name: string,
+): GraphQLField<unknown, unknown> | undefined {
   if (!parent) return undefined;
   if (name === SchemaMetaFieldDef.name && schema.getQueryType() === parent) return SchemaMetaFieldDef;
   if (name === TypeMetaFieldDef.name && schema.getQueryType() === parent) return TypeMetaFieldDef;
   if (name === TypeNameMetaFieldDef.name) return TypeNameMetaFieldDef;
-  return isObjectType(parent) || isInterfaceType(parent) ? (parent.getFields()[name] as GraphQLField<unknown, unknown> | undefined) : undefined;
+  return isObjectType(parent) || isInterfaceType(parent)
+    ? (parent.getFields()[name] as GraphQLField<unknown, unknown> | undefined)
+    : undefined;
 }
 
 /** What the walk read from a literal argument: an integer, a list's items, else nothing. */
@@ -193,7 +212,8 @@ function literalValue(node: ValueNode | undefined): unknown {
 /** Armor's multiplier of a field that is not a list: its first `first` or `last` argument, when an integer literal. */
 function literalMultiplier(args: readonly ArgumentNode[] | undefined): number {
   for (const arg of args ?? []) {
-    if (arg.name.value === 'first' || arg.name.value === 'last') return arg.value.kind === Kind.INT ? armorMultiplier(arg.value.value) : 1;
+    if (arg.name.value === 'first' || arg.name.value === 'last')
+      return arg.value.kind === Kind.INT ? armorMultiplier(arg.value.value) : 1;
   }
   return 1;
 }
@@ -209,7 +229,9 @@ function firstSize(given: unknown, defaultValue: unknown, estimate: number): num
 }
 
 function listSize(v: unknown, estimate: number): number {
-  return armorMultiplier(String(Array.isArray(v) ? Math.max(1, v.length) : v === undefined || v === null ? 1 : estimate));
+  return armorMultiplier(
+    String(Array.isArray(v) ? Math.max(1, v.length) : v === undefined || v === null ? 1 : estimate),
+  );
 }
 
 function multiplierOf(size: VariableSize, variables: Readonly<Record<string, unknown>>, estimate: number): number {
@@ -241,7 +263,11 @@ export function listElements(formula: CostFormula, variables: Readonly<Record<st
 }
 
 /** The cost of the first operation over `left`, in document order, or null when none is. */
-export function overCost(formula: CostFormula, variables: Readonly<Record<string, unknown>>, left: number): number | null {
+export function overCost(
+  formula: CostFormula,
+  variables: Readonly<Record<string, unknown>>,
+  left: number,
+): number | null {
   for (const op of formula.operations) {
     const cost = evaluate(op, variables, formula.estimate);
     if (cost > left) return cost;

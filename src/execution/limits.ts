@@ -1,16 +1,16 @@
+import { ApolloServerErrorCode } from '@apollo/server/errors';
 import { costLimitRule } from '@escape.tech/graphql-armor-cost-limit';
 import { maxAliasesRule } from '@escape.tech/graphql-armor-max-aliases';
 import { maxDepthRule } from '@escape.tech/graphql-armor-max-depth';
 import { maxDirectivesRule } from '@escape.tech/graphql-armor-max-directives';
 import { MaxTokensParserWLexer } from '@escape.tech/graphql-armor-max-tokens';
-import { ApolloServerErrorCode } from '@apollo/server/errors';
 import {
+  getNullableType,
   GraphQLError,
+  isListType,
   Kind,
   NoSchemaIntrospectionCustomRule,
   TypeInfo,
-  getNullableType,
-  isListType,
   validate,
   visit,
   visitWithTypeInfo,
@@ -24,8 +24,16 @@ import {
   type ValueNode,
 } from 'graphql';
 import { LRUCache } from 'lru-cache';
+
 import type { GraphqlLimitsConfig } from '../config.js';
-import { compileCostFormula, costMessage, listElements, overCost, tooManyElements, type CostFormula } from './cost-formula.js';
+import {
+  compileCostFormula,
+  costMessage,
+  listElements,
+  overCost,
+  tooManyElements,
+  type CostFormula,
+} from './cost-formula.js';
 
 /** The variable that sets each limit: named in every refusal, so that an operator knows what to change. */
 export const LIMIT_VARIABLES = {
@@ -63,7 +71,11 @@ export function limitError(limit: LimitName, max: number, armorMessage: string):
 export class OperationLimits {
   readonly validationRules: readonly ValidationRule[];
   /** Texts that passed the token limit, so a repeated operation is not lexed twice: at most 1,000 and 4 MiB of text (LRU). */
-  private readonly tokenChecked = new LRUCache<string, true>({ max: 1000, maxSize: 4 * 1024 * 1024, sizeCalculation: (_v, k) => k.length || 1 });
+  private readonly tokenChecked = new LRUCache<string, true>({
+    max: 1000,
+    maxSize: 4 * 1024 * 1024,
+    sizeCalculation: (_v, k) => k.length || 1,
+  });
   /** Cost formulas, one per parsed document, each going with its document (the DocumentCache's bound). */
   private readonly formulas = new WeakMap<DocumentNode, CostFormula>();
   /** walkCost's verdicts of documents whose list sizes do not depend on variables; each goes with its document. */
@@ -90,9 +102,26 @@ export class OperationLimits {
     // propagateOnRejection: false makes Armor report instead of throw; the report names the limit.
     this.validationRules = [
       // allowList [] counts aliases of __typename too (Armor allows those by default): stricter, and one rule to explain.
-      maxAliasesRule({ n: config.maxAliases, allowList: [], exposeLimits: true, propagateOnRejection: false, onReject: report('aliases', config.maxAliases) }),
-      maxDepthRule({ n: config.maxDepth, exposeLimits: true, ignoreIntrospection: true, propagateOnRejection: false, onReject: report('depth', config.maxDepth) }),
-      maxDirectivesRule({ n: config.maxDirectives, exposeLimits: true, propagateOnRejection: false, onReject: report('directives', config.maxDirectives) }),
+      maxAliasesRule({
+        n: config.maxAliases,
+        allowList: [],
+        exposeLimits: true,
+        propagateOnRejection: false,
+        onReject: report('aliases', config.maxAliases),
+      }),
+      maxDepthRule({
+        n: config.maxDepth,
+        exposeLimits: true,
+        ignoreIntrospection: true,
+        propagateOnRejection: false,
+        onReject: report('depth', config.maxDepth),
+      }),
+      maxDirectivesRule({
+        n: config.maxDirectives,
+        exposeLimits: true,
+        propagateOnRejection: false,
+        onReject: report('directives', config.maxDirectives),
+      }),
       ...(options.introspection ? [] : [NoSchemaIntrospectionCustomRule]),
     ] as unknown as ValidationRule[];
   }
@@ -136,7 +165,11 @@ export class OperationLimits {
    * is kept beside its parsed node, and a request only reads the sizes of its variables' lists. Without it, every
    * request walks the document as below (`walkCost`): the reference the formula is tested against.
    */
-  checkCost(schema: GraphQLSchema, document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): GraphQLError | undefined {
+  checkCost(
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    variables: Readonly<Record<string, unknown>> | null | undefined,
+  ): GraphQLError | undefined {
     if (!this.costFormula) return this.walkCost(schema, document, variables);
     let formula = this.formulas.get(document);
     if (formula === undefined || formula.schema !== schema) {
@@ -153,10 +186,19 @@ export class OperationLimits {
   }
 
   /** checkCost by walking the document with GraphQL Armor's rule, per request (GRAPHQL_COST_FORMULA=false). */
-  walkCost(schema: GraphQLSchema, document: DocumentNode, variables: Readonly<Record<string, unknown>> | null | undefined): GraphQLError | undefined {
+  walkCost(
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    variables: Readonly<Record<string, unknown>> | null | undefined,
+  ): GraphQLError | undefined {
     const cached = this.costVerdicts.get(document);
     if (cached !== undefined) return cached ?? undefined;
-    const { sized, usedVariables: sizedByVariables } = withListSizes(schema, document, variables ?? {}, this.config.listSizeEstimate);
+    const { sized, usedVariables: sizedByVariables } = withListSizes(
+      schema,
+      document,
+      variables ?? {},
+      this.config.listSizeEstimate,
+    );
     const inputs = listInputElements(document, variables ?? {});
     const usedVariables = sizedByVariables || inputs.usedVariables;
     const errors: GraphQLError[] = [];
@@ -180,7 +222,15 @@ export class OperationLimits {
         propagateOnRejection: false,
         onReject: [
           (_ctx: ValidationContext | null, error: GraphQLError) =>
-            errors.push(limitError('cost', max, inputs.count ? `${error.message} Its list arguments hold ${inputs.count} more elements, one point each.` : error.message)),
+            errors.push(
+              limitError(
+                'cost',
+                max,
+                inputs.count
+                  ? `${error.message} Its list arguments hold ${inputs.count} more elements, one point each.`
+                  : error.message,
+              ),
+            ),
         ],
       }) as unknown as ValidationRule,
     ]);
@@ -191,7 +241,10 @@ export class OperationLimits {
 }
 
 /** How many list elements the document's arguments hold, variables and nested input objects included. */
-export function listInputElements(document: DocumentNode, variables: Readonly<Record<string, unknown>>): { count: number; usedVariables: boolean } {
+export function listInputElements(
+  document: DocumentNode,
+  variables: Readonly<Record<string, unknown>>,
+): { count: number; usedVariables: boolean } {
   let count = 0;
   let usedVariables = false;
   const fromValue = (v: unknown, depth: number): void => {
@@ -274,7 +327,13 @@ function withListSizes(
           name: { kind: Kind.NAME, value: 'first' },
           value: { kind: Kind.INT, value: String(sizeOf(def, node)) },
         };
-        return { ...node, arguments: [size, ...(node.arguments ?? []).filter((a) => a.name.value !== 'first' && a.name.value !== 'last')] };
+        return {
+          ...node,
+          arguments: [
+            size,
+            ...(node.arguments ?? []).filter((a) => a.name.value !== 'first' && a.name.value !== 'last'),
+          ],
+        };
       },
     }),
   );

@@ -1,7 +1,19 @@
 // The one way through the execution pipeline (docs/decisions/044, 060): trusted documents, prepare, pick the
 // operation, admit (scopes, cost, rate limit), run, present (masking, warnings), composed once. MCP calls it for every
 // tool; its signature names no transport's types, so POST /graphql, graphql-ws and graphql-sse can move onto it.
-import { execute, getOperationAST, type ExecutionArgs, getVariableValues, GraphQLError, type DocumentNode, type ExecutionResult, type GraphQLFormattedError, type OperationDefinitionNode, type OperationTypeNode } from 'graphql';
+import {
+  execute,
+  getOperationAST,
+  getVariableValues,
+  GraphQLError,
+  type DocumentNode,
+  type ExecutionArgs,
+  type ExecutionResult,
+  type GraphQLFormattedError,
+  type OperationDefinitionNode,
+  type OperationTypeNode,
+} from 'graphql';
+
 import { ALL_GRANTS, type Caller } from '../caller.js';
 import { ErrorCode } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
@@ -9,7 +21,14 @@ import type { Logger } from '../logger.js';
 import { operationCost } from '../ratelimit/cost.js';
 import type { Admission } from './admit.js';
 import type { DocumentCache, PreparedDocument } from './prepare.js';
-import { formatError, outcomePresenter, type Executed, type Presenter, type Refusal, type RefusalStage } from './present.js';
+import {
+  formatError,
+  outcomePresenter,
+  type Executed,
+  type Presenter,
+  type Refusal,
+  type RefusalStage,
+} from './present.js';
 import type { OperationRunner, ResultSink, StreamingExecution } from './run.js';
 import { scopeCheck } from './scopes.js';
 
@@ -25,7 +44,11 @@ export interface OperationParams {
 
 /** The trusted-documents stage (src/server/trusted-documents.ts TrustedDocuments), as the pipeline calls it. */
 export interface TrustedDocumentsStage {
-  admit(request: { query?: unknown; documentId?: unknown; extensions?: unknown }): { ok: true; query: string } | { ok: false; message: string; code: string };
+  admit(request: {
+    query?: unknown;
+    documentId?: unknown;
+    extensions?: unknown;
+  }): { ok: true; query: string } | { ok: false; message: string; code: string };
 }
 
 /** The transports, as metrics and logs name them. */
@@ -104,7 +127,8 @@ const QUERIES_AND_MUTATIONS: readonly OperationTypeNode[] = ['query', 'mutation'
 export function createPipeline(o: PipelineOptions): Pipeline {
   const scopes = scopeCheck(o.schema);
   const outcome = outcomePresenter(o.logger, o.documents.hideSuggestions);
-  const refuse = (stage: RefusalStage, errors: readonly GraphQLError[]): Refusal => outcome.refused(stage, errors, undefined) as Refusal;
+  const refuse = (stage: RefusalStage, errors: readonly GraphQLError[]): Refusal =>
+    outcome.refused(stage, errors, undefined) as Refusal;
   type Found = { prepared: PreparedDocument; document: DocumentNode; operation: OperationDefinitionNode };
   type Refused = { stage: RefusalStage; errors: readonly GraphQLError[] };
 
@@ -114,23 +138,48 @@ export function createPipeline(o: PipelineOptions): Pipeline {
     if (trustedResolved) {
       // The transport's own wire resolved it.
     } else if (o.trusted) {
-      const admission = o.trusted.admit({ query: params.query, documentId: params.documentId, extensions: params.extensions });
-      if (!admission.ok) return { stage: 'trusted', errors: [new GraphQLError(admission.message, { extensions: { code: admission.code } })] };
+      const admission = o.trusted.admit({
+        query: params.query,
+        documentId: params.documentId,
+        extensions: params.extensions,
+      });
+      if (!admission.ok)
+        return {
+          stage: 'trusted',
+          errors: [new GraphQLError(admission.message, { extensions: { code: admission.code } })],
+        };
       query = admission.query;
     } else if (params.documentId !== undefined) {
-      return { stage: 'trusted', errors: [new GraphQLError('this gateway has no trusted documents: send the query', { extensions: { code: ErrorCode.BAD_REQUEST } })] };
+      return {
+        stage: 'trusted',
+        errors: [
+          new GraphQLError('this gateway has no trusted documents: send the query', {
+            extensions: { code: ErrorCode.BAD_REQUEST },
+          }),
+        ],
+      };
     }
-    if (typeof query !== 'string' || query === '') return { stage: 'parse', errors: [new GraphQLError('a query is required', { extensions: { code: ErrorCode.BAD_REQUEST } })] };
+    if (typeof query !== 'string' || query === '')
+      return {
+        stage: 'parse',
+        errors: [new GraphQLError('a query is required', { extensions: { code: ErrorCode.BAD_REQUEST } })],
+      };
     const prepared = o.documents.get(query, validated);
-    if (prepared.refusedAt !== null) return { stage: prepared.refusedAt, errors: prepared.document as readonly GraphQLError[] };
+    if (prepared.refusedAt !== null)
+      return { stage: prepared.refusedAt, errors: prepared.document as readonly GraphQLError[] };
     const document = prepared.document as DocumentNode;
-    const operation = params.operationName === undefined ? prepared.anonymous : getOperationAST(document, params.operationName);
+    const operation =
+      params.operationName === undefined ? prepared.anonymous : getOperationAST(document, params.operationName);
     if (!operation) {
       // graphql-js's own words (Apollo's too): no operation, several and no name, or an unknown name. Nothing runs:
       // execute refuses before it reads anything when it cannot pick the operation.
-      const picked = (execute({ schema: o.schema, document, operationName: params.operationName }) as ExecutionResult).errors?.[0];
+      const picked = (execute({ schema: o.schema, document, operationName: params.operationName }) as ExecutionResult)
+        .errors?.[0];
       const message = picked?.message ?? 'Unable to identify the operation: pass operationName';
-      return { stage: 'operation', errors: [new GraphQLError(message, { extensions: { code: ErrorCode.BAD_REQUEST } })] };
+      return {
+        stage: 'operation',
+        errors: [new GraphQLError(message, { extensions: { code: ErrorCode.BAD_REQUEST } })],
+      };
     }
     return { prepared, document, operation };
   };
@@ -139,11 +188,23 @@ export function createPipeline(o: PipelineOptions): Pipeline {
    * The run stage's own coercion of the variables, before anything runs: BAD_USER_INPUT naming the variable and the
    * path in it (as Apollo marks them), and never the value (the present stage leaves it out: it may hold a password).
    */
-  const checkVariables = (operation: OperationDefinitionNode, variables: Record<string, unknown>): readonly GraphQLError[] | null => {
+  const checkVariables = (
+    operation: OperationDefinitionNode,
+    variables: Record<string, unknown>,
+  ): readonly GraphQLError[] | null => {
     if (!operation.variableDefinitions?.length) return null;
-    const coerced = getVariableValues(o.schema, operation.variableDefinitions, variables, { hideSuggestions: o.documents.hideSuggestions });
+    const coerced = getVariableValues(o.schema, operation.variableDefinitions, variables, {
+      hideSuggestions: o.documents.hideSuggestions,
+    });
     if (!coerced.errors) return null;
-    return coerced.errors.map((e) => new GraphQLError(e.message, { nodes: e.nodes, originalError: e.originalError ?? e, extensions: { ...e.extensions, code: ErrorCode.BAD_USER_INPUT } }));
+    return coerced.errors.map(
+      (e) =>
+        new GraphQLError(e.message, {
+          nodes: e.nodes,
+          originalError: e.originalError ?? e,
+          extensions: { ...e.extensions, code: ErrorCode.BAD_USER_INPUT },
+        }),
+    );
   };
 
   return {
@@ -173,7 +234,16 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       if (!('prepared' in found)) return present.refused(found.stage, found.errors, run.context);
       const { prepared, document, operation } = found;
       if (!allow.includes(operation.operation)) {
-        return present.refused('allow', [new GraphQLError(`this call runs ${allow.join(' or ')} operations only, not a ${operation.operation}; nothing was run`, { extensions: { code: ErrorCode.BAD_REQUEST } })], run.context);
+        return present.refused(
+          'allow',
+          [
+            new GraphQLError(
+              `this call runs ${allow.join(' or ')} operations only, not a ${operation.operation}; nothing was run`,
+              { extensions: { code: ErrorCode.BAD_REQUEST } },
+            ),
+          ],
+          run.context,
+        );
       }
       if (run.variables !== 'in-run') {
         const invalid = checkVariables(operation, params.variables ?? {});
@@ -193,14 +263,21 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       let result: ExecutionResult;
       try {
         if (streaming) {
-          const args: ExecutionArgs = { schema: o.schema, document, variableValues: params.variables ?? null, operationName: params.operationName ?? null, contextValue: context };
+          const args: ExecutionArgs = {
+            schema: o.schema,
+            document,
+            variableValues: params.variables ?? null,
+            operationName: params.operationName ?? null,
+            contextValue: context,
+          };
           const ran = { query: prepared.query, document, operationName: params.operationName ?? null };
           if (operation.operation !== 'subscription') {
             const executed = streaming.execute(args);
             return present.executed(executed instanceof Promise ? await executed : executed, context, ran);
           }
           const subscribed = await streaming.subscribe(args, run.sink);
-          if (Symbol.asyncIterator in subscribed) return present.subscribed!(subscribed as AsyncGenerator<ExecutionResult>, context, ran);
+          if (Symbol.asyncIterator in subscribed)
+            return present.subscribed!(subscribed as AsyncGenerator<ExecutionResult>, context, ran);
           return present.executed(subscribed as ExecutionResult, context, ran);
         }
         result = await o.runner.execute(prepared, operation, params.operationName, context, params.variables);

@@ -2,9 +2,19 @@
 // limit) and validated (graphql-js's rules, the abuse limits and the introspection policy) once, for every
 // transport: POST /graphql's planned path, graphql-ws and graphql-sse read the same cache. Apollo's own pipeline
 // (GET, batches, APQ and what the planned path leaves to it) validates with the same rules (src/execution/apollo.ts).
-import { GraphQLError, getOperationAST, specifiedRules, validate, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode, type ValidationRule } from 'graphql';
+import {
+  getOperationAST,
+  GraphQLError,
+  specifiedRules,
+  validate,
+  type DocumentNode,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+  type ValidationRule,
+} from 'graphql';
 import type { CompiledQuery } from 'graphql-jit';
 import { LRUCache } from 'lru-cache';
+
 import type { OperationLimits } from './limits.js';
 
 export interface PreparedDocument {
@@ -41,7 +51,11 @@ export class DocumentCache {
     private readonly schema: GraphQLSchema,
     private readonly limits: OperationLimits,
   ) {
-    this.documents = new LRUCache({ max: DOCUMENT_CACHE_SIZE, maxSize: DOCUMENT_CACHE_TEXT_BYTES, sizeCalculation: (_v, k) => k.length || 1 });
+    this.documents = new LRUCache({
+      max: DOCUMENT_CACHE_SIZE,
+      maxSize: DOCUMENT_CACHE_TEXT_BYTES,
+      sizeCalculation: (_v, k) => k.length || 1,
+    });
     this.rules = [...specifiedRules, ...limits.validationRules];
     this.hideSuggestions = !limits.introspection;
   }

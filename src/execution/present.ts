@@ -2,11 +2,19 @@
 // it is written. Errors are masked by one rule, warnings added by one rule, and the cache-control answer is one value.
 import { HeaderMap } from '@apollo/server';
 import { ApolloServerErrorCode, unwrapResolverError } from '@apollo/server/errors';
-import { GraphQLError, Kind, type DocumentNode, type ExecutionResult, type GraphQLFormattedError, type OperationTypeNode } from 'graphql';
+import {
+  GraphQLError,
+  Kind,
+  type DocumentNode,
+  type ExecutionResult,
+  type GraphQLFormattedError,
+  type OperationTypeNode,
+} from 'graphql';
+
 import { ErrorCode } from '../errors.js';
-import { RateLimitedError } from '../ratelimit/buckets.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
+import { RateLimitedError } from '../ratelimit/buckets.js';
 import { nameOperationSpan, recordOperationErrors } from './tracing.js';
 
 /** Error codes that are the client's to see as they are (Apollo's own request errors included). */
@@ -23,7 +31,12 @@ const EXPECTED_CODES = new Set<string>([
  * One masking rule for HTTP (Apollo's formatError, and the planned path) and the streaming transports: expected errors
  * pass as they are; anything else reaches the client as INTERNAL_SERVER_ERROR and the log in full.
  */
-export function formatError(formatted: GraphQLFormattedError, error: unknown, logger: Logger, hideSuggestions = false): GraphQLFormattedError {
+export function formatError(
+  formatted: GraphQLFormattedError,
+  error: unknown,
+  logger: Logger,
+  hideSuggestions = false,
+): GraphQLFormattedError {
   const code = formatted.extensions?.code;
   if (typeof code === 'string' && EXPECTED_CODES.has(code)) {
     const shown = withoutEchoedValue(formatted, error);
@@ -33,7 +46,12 @@ export function formatError(formatted: GraphQLFormattedError, error: unknown, lo
   // graphql-js's own errors (validation, coercion) carry no original error and no code.
   if (original instanceof GraphQLError && !original.originalError && !code) return formatted;
   logger.error({ err: original }, 'unexpected error in a GraphQL operation');
-  return { message: 'Internal server error', locations: formatted.locations, path: formatted.path, extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } };
+  return {
+    message: 'Internal server error',
+    locations: formatted.locations,
+    path: formatted.path,
+    extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR },
+  };
 }
 
 const INVALID_VARIABLE = /^Variable "\$([^"]+)" got invalid value /;
@@ -44,7 +62,9 @@ const SUGGESTION = / ?Did you mean [^?]*\?/g;
  * without graphql-js's hideSuggestions, so its BAD_USER_INPUT for an enum value would still name the schema's values.
  */
 function withoutSuggestions(formatted: GraphQLFormattedError): GraphQLFormattedError {
-  return formatted.message.includes('Did you mean') ? { ...formatted, message: formatted.message.replace(SUGGESTION, '') } : formatted;
+  return formatted.message.includes('Did you mean')
+    ? { ...formatted, message: formatted.message.replace(SUGGESTION, '') }
+    : formatted;
 }
 
 /**
@@ -83,7 +103,11 @@ const masked = new WeakMap<ExecutionResult, ExecutionResult>();
  * results are returned as they are; a masked one is kept per result object, so the subscribers sharing one
  * execution (src/execution/shared.ts) share its masking too, logged once.
  */
-export function deliverable(result: ExecutionResult, context: GraphQLContext | undefined, logger: Logger): ExecutionResult {
+export function deliverable(
+  result: ExecutionResult,
+  context: GraphQLContext | undefined,
+  logger: Logger,
+): ExecutionResult {
   const warned = withWarnings(result, context);
   const errors = warned.errors;
   if (!errors?.length) return warned;
@@ -132,7 +156,10 @@ export type Refusal = {
 export type RefusalStage = 'trusted' | 'parse' | 'validate' | 'operation' | 'allow' | 'variables' | 'admit';
 
 /** The operation ran: its result, masked and with its warnings. */
-export type Executed = { readonly ok: true; readonly result: ExecutionResult & { errors?: readonly GraphQLFormattedError[] } };
+export type Executed = {
+  readonly ok: true;
+  readonly result: ExecutionResult & { errors?: readonly GraphQLFormattedError[] };
+};
 
 /**
  * How a transport's answer is made from what the pipeline decided: the last stage of src/execution/pipeline.ts
@@ -161,7 +188,11 @@ export interface Ran {
 /** The outcome the MCP transport reads: formatted refusals by stage, or the masked result with its warnings. */
 export function outcomePresenter(logger: Logger, hideSuggestions: boolean): Presenter<Refusal | Executed> {
   return {
-    refused: (stage, errors) => ({ ok: false, stage, errors: errors.map((e) => formatError(e.toJSON(), e, logger, hideSuggestions)) }),
+    refused: (stage, errors) => ({
+      ok: false,
+      stage,
+      errors: errors.map((e) => formatError(e.toJSON(), e, logger, hideSuggestions)),
+    }),
     executed: (result, context) => ({ ok: true, result: deliverable(result, context, logger) as Executed['result'] }),
     threw: (err) => {
       throw err;
@@ -173,7 +204,11 @@ export function outcomePresenter(logger: Logger, hideSuggestions: boolean): Pres
 export interface HttpAnswer {
   readonly status: number;
   readonly headers: HeaderMap;
-  readonly result: { errors: GraphQLFormattedError[] | undefined; data?: unknown; extensions?: Record<string, unknown> | undefined };
+  readonly result: {
+    errors: GraphQLFormattedError[] | undefined;
+    data?: unknown;
+    extensions?: Record<string, unknown> | undefined;
+  };
 }
 
 /** What the HTTP presenter reads of Apollo's options (src/execution/apollo.ts ApolloSetup.options, the same object). */
@@ -225,7 +260,9 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
     const head: Head = { status: undefined, headers: undefined };
     let errors: GraphQLFormattedError[] | undefined;
     if (result.errors) {
-      const marked = result.errors.map((e) => (isBadUserInputGraphQLError(e) && e.extensions?.code == null ? new UserInputError(e) : e));
+      const marked = result.errors.map((e) =>
+        isBadUserInputGraphQLError(e) && e.extensions?.code == null ? new UserInputError(e) : e,
+      );
       if (this.tracing) recordOperationErrors(marked);
       errors = this.formatErrors(marked, head);
       // Apollo 5's status400ForVariableCoercionErrors, on by default and not set by the gateway.
@@ -273,7 +310,10 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
     const { formatError, includeStacktraceInErrorResponses } = this.apollo;
     const enrich = (maybeError: unknown): GraphQLFormattedError => {
       const graphqlError = ensureGraphQLError(maybeError);
-      const extensions: Record<string, unknown> = { ...graphqlError.extensions, code: graphqlError.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR };
+      const extensions: Record<string, unknown> = {
+        ...graphqlError.extensions,
+        code: graphqlError.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR,
+      };
       if (isPartialHead(extensions.http)) {
         const http = extensions.http as { status?: number; headers?: Map<string, string> };
         if (http.status) head.status = http.status;
@@ -295,11 +335,17 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
 }
 
 function isPartialHead(x: unknown): boolean {
-  return !!x && typeof x === 'object' && (!('status' in x) || typeof x.status === 'number') && (!('headers' in x) || x.headers instanceof Map);
+  return (
+    !!x &&
+    typeof x === 'object' &&
+    (!('status' in x) || typeof x.status === 'number') &&
+    (!('headers' in x) || x.headers instanceof Map)
+  );
 }
 
 function ensureGraphQLError(maybeError: unknown, prefix = ''): GraphQLError {
-  const error = maybeError instanceof Error ? maybeError : new GraphQLError('Unexpected error value: ' + String(maybeError));
+  const error =
+    maybeError instanceof Error ? maybeError : new GraphQLError('Unexpected error value: ' + String(maybeError));
   return error instanceof GraphQLError ? error : new GraphQLError(prefix + error.message, { originalError: error });
 }
 
@@ -320,7 +366,11 @@ function isBadUserInputGraphQLError(error: GraphQLError): boolean {
 // original error, so the same formatted error and status.
 class UserInputError extends GraphQLError {
   constructor(error: GraphQLError) {
-    super(error.message, { nodes: error.nodes, originalError: error.originalError ?? error, extensions: { ...error.extensions, code: ErrorCode.BAD_USER_INPUT } });
+    super(error.message, {
+      nodes: error.nodes,
+      originalError: error.originalError ?? error,
+      extensions: { ...error.extensions, code: ErrorCode.BAD_USER_INPUT },
+    });
     this.name = 'UserInputError';
   }
 }
@@ -330,7 +380,11 @@ class ApolloSyntaxError extends GraphQLError {
     super(error.message, {
       source: error.source,
       positions: error.positions,
-      extensions: { http: { status: 400, headers: new HeaderMap() }, ...error.extensions, code: ApolloServerErrorCode.GRAPHQL_PARSE_FAILED },
+      extensions: {
+        http: { status: 400, headers: new HeaderMap() },
+        ...error.extensions,
+        code: ApolloServerErrorCode.GRAPHQL_PARSE_FAILED,
+      },
       originalError: error,
     });
     this.name = 'SyntaxError';
@@ -341,7 +395,11 @@ class ApolloValidationError extends GraphQLError {
   constructor(error: GraphQLError) {
     super(error.message, {
       nodes: error.nodes,
-      extensions: { http: { status: 400, headers: new HeaderMap() }, ...error.extensions, code: ApolloServerErrorCode.GRAPHQL_VALIDATION_FAILED },
+      extensions: {
+        http: { status: 400, headers: new HeaderMap() },
+        ...error.extensions,
+        code: ApolloServerErrorCode.GRAPHQL_VALIDATION_FAILED,
+      },
       originalError: error.originalError ?? error,
     });
     this.name = 'ValidationError';
@@ -353,7 +411,11 @@ class OperationResolutionError extends GraphQLError {
     super(error.message, {
       nodes: error.nodes,
       originalError: error.originalError ?? error,
-      extensions: { http: { status: 400, headers: new HeaderMap() }, ...error.extensions, code: ApolloServerErrorCode.OPERATION_RESOLUTION_FAILURE },
+      extensions: {
+        http: { status: 400, headers: new HeaderMap() },
+        ...error.extensions,
+        code: ApolloServerErrorCode.OPERATION_RESOLUTION_FAILURE,
+      },
     });
     this.name = 'OperationResolutionError';
   }

@@ -4,8 +4,8 @@
 import {
   createSourceEventStream,
   execute,
-  getVariableValues,
   getOperationAST,
+  getVariableValues,
   GraphQLError,
   Kind,
   locatedError,
@@ -18,13 +18,18 @@ import {
   type OperationDefinitionNode,
 } from 'graphql';
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
+
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { PreparedDocument } from './prepare.js';
 import { SharedExecution } from './shared.js';
 
 /** `subscription WaitForMobileId`, or the bare type for an anonymous operation; the document's text never goes in a span. */
-export function operationSpanName(args: Pick<ExecutionArgs, 'document' | 'operationName'>): { name: string; type: string; operationName: string | undefined } {
+export function operationSpanName(args: Pick<ExecutionArgs, 'document' | 'operationName'>): {
+  name: string;
+  type: string;
+  operationName: string | undefined;
+} {
   const op = getOperationAST(args.document, args.operationName);
   const type = op?.operation ?? 'operation';
   const operationName = op?.name?.value;
@@ -59,7 +64,11 @@ const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
  * last result, located at its root field like any resolver error, so the transports mask it as they mask every
  * other error (src/execution/present.ts) instead of passing graphql-js's raw message on, or dropping the connection.
  */
-async function sharedSubscribe(args: ExecutionArgs, shared: SharedExecution, sink: ResultSink | undefined): Promise<SubscribeResult> {
+async function sharedSubscribe(
+  args: ExecutionArgs,
+  shared: SharedExecution,
+  sink: ResultSink | undefined,
+): Promise<SubscribeResult> {
   const source = await createSourceEventStream(args);
   if (!source || typeof source !== 'object' || !(Symbol.asyncIterator in source)) return source as ExecutionResult;
   const iterator = (source as AsyncIterable<unknown>)[Symbol.asyncIterator]();
@@ -70,8 +79,13 @@ async function sharedSubscribe(args: ExecutionArgs, shared: SharedExecution, sin
     failed = true;
     // The source is finished when its own next() threw; when the execution threw, it is told to stop here.
     if (typeof iterator.return === 'function') iterator.return().catch(() => undefined);
-    const field = getOperationAST(args.document, args.operationName)?.selectionSet.selections.find((s): s is FieldNode => s.kind === Kind.FIELD);
-    const error = err instanceof GraphQLError && err.path ? err : locatedError(err, field ? [field] : undefined, field ? [field.alias?.value ?? field.name.value] : undefined);
+    const field = getOperationAST(args.document, args.operationName)?.selectionSet.selections.find(
+      (s): s is FieldNode => s.kind === Kind.FIELD,
+    );
+    const error =
+      err instanceof GraphQLError && err.path
+        ? err
+        : locatedError(err, field ? [field] : undefined, field ? [field.alias?.value ?? field.name.value] : undefined);
     return { data: null, errors: [error] };
   };
   const stream: AsyncGenerator<ExecutionResult> = {
@@ -125,7 +139,8 @@ export function streamingExecution(
   hideSuggestions = false,
 ): StreamingExecution {
   const plainExecute = hideSuggestions ? (args: ExecutionArgs) => execute({ ...args, hideSuggestions }) : execute;
-  const guardedSubscribe = (args: ExecutionArgs, sink?: ResultSink) => sharedSubscribe(hideSuggestions ? { ...args, hideSuggestions } : args, shared, sink);
+  const guardedSubscribe = (args: ExecutionArgs, sink?: ResultSink) =>
+    sharedSubscribe(hideSuggestions ? { ...args, hideSuggestions } : args, shared, sink);
   if (!tracing.enabled) return { execute: plainExecute, subscribe: guardedSubscribe };
   const span = (args: ExecutionArgs) => {
     const { name, type, operationName } = operationSpanName(args);
@@ -163,11 +178,21 @@ export class OperationRunner {
     private readonly hideSuggestions = false,
   ) {}
 
-  async execute(prepared: PreparedDocument, operation: OperationDefinitionNode, operationName: string | undefined, contextValue: GraphQLContext, variables: Record<string, unknown> | undefined): Promise<ExecutionResult> {
+  async execute(
+    prepared: PreparedDocument,
+    operation: OperationDefinitionNode,
+    operationName: string | undefined,
+    contextValue: GraphQLContext,
+    variables: Record<string, unknown> | undefined,
+  ): Promise<ExecutionResult> {
     const document = prepared.document as DocumentNode;
     const compiled = operation.operation === 'query' ? this.compiledQuery(prepared, document, operation) : null;
     if (compiled) {
-      const coerced = operation.variableDefinitions?.length ? getVariableValues(this.schema, operation.variableDefinitions, variables ?? {}, { hideSuggestions: this.hideSuggestions }) : undefined;
+      const coerced = operation.variableDefinitions?.length
+        ? getVariableValues(this.schema, operation.variableDefinitions, variables ?? {}, {
+            hideSuggestions: this.hideSuggestions,
+          })
+        : undefined;
       if (!coerced?.errors) {
         let result: ExecutionResult | undefined;
         try {
@@ -182,11 +207,22 @@ export class OperationRunner {
         this.stats.recompiled++;
       }
     }
-    return execute({ schema: this.schema, document, contextValue, variableValues: variables, operationName, hideSuggestions: this.hideSuggestions });
+    return execute({
+      schema: this.schema,
+      document,
+      contextValue,
+      variableValues: variables,
+      operationName,
+      hideSuggestions: this.hideSuggestions,
+    });
   }
 
   /** The compiled query of a store-only query operation, made on first use and kept with the document; null otherwise. */
-  private compiledQuery(prepared: PreparedDocument, document: DocumentNode, operation: OperationDefinitionNode): CompiledQuery | null {
+  private compiledQuery(
+    prepared: PreparedDocument,
+    document: DocumentNode,
+    operation: OperationDefinitionNode,
+  ): CompiledQuery | null {
     let compiled = prepared.compiled.get(operation);
     if (compiled === undefined) {
       compiled = null;
@@ -194,7 +230,12 @@ export class OperationRunner {
       const storeOnly =
         roots.size > 0 &&
         operation.operation === 'query' &&
-        operation.selectionSet.selections.every((s) => s.kind === Kind.FIELD && !s.directives?.length && (roots.has(s.name.value) || s.name.value === '__typename'));
+        operation.selectionSet.selections.every(
+          (s) =>
+            s.kind === Kind.FIELD &&
+            !s.directives?.length &&
+            (roots.has(s.name.value) || s.name.value === '__typename'),
+        );
       if (storeOnly) {
         try {
           const made = compileQuery(this.schema, document, operation.name?.value);

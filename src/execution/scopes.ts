@@ -3,8 +3,8 @@
 // refused whole, before anything runs, on every transport. What an operation needs is worked out once per parsed
 // operation (the prepare stage caches documents, so once per text); a request then compares a few sets.
 import {
-  GraphQLError,
   getNamedType,
+  GraphQLError,
   isCompositeType,
   isInterfaceType,
   isObjectType,
@@ -17,6 +17,7 @@ import {
   type OperationDefinitionNode,
   type SelectionSetNode,
 } from 'graphql';
+
 import { isScope, type Grants, type Scope } from '../caller.js';
 import { ErrorCode } from '../errors.js';
 import { requiredScopesOf } from '../graphql/schema.js';
@@ -40,8 +41,13 @@ export function schemaRequirements(schema: GraphQLSchema): Map<GraphQLField<unkn
       const anyOf = field.astNode ? requiredScopesOf(field.astNode) : null;
       if (!anyOf) continue;
       const unknown = anyOf.flat().find((s) => !isScope(s));
-      if (unknown !== undefined) throw new Error(`@requiresScopes on ${coordinate} names an unknown scope ${JSON.stringify(unknown)}`);
-      out.set(field as GraphQLField<unknown, unknown>, { coordinate, anyOf: anyOf as Scope[][], key: anyOf.map((all) => all.join(' ')).join(' | ') });
+      if (unknown !== undefined)
+        throw new Error(`@requiresScopes on ${coordinate} names an unknown scope ${JSON.stringify(unknown)}`);
+      out.set(field as GraphQLField<unknown, unknown>, {
+        coordinate,
+        anyOf: anyOf as Scope[][],
+        key: anyOf.map((all) => all.join(' ')).join(' | '),
+      });
     }
   }
   return out;
@@ -96,10 +102,23 @@ export function unmetRequirement(grants: Grants, requirements: readonly ScopeReq
   for (const req of requirements) {
     if (req.anyOf.some((all) => all.every((s) => grants.has(s)))) continue;
     const missing = req.anyOf[0]!.filter((s) => !grants.has(s));
-    const alternatives = req.anyOf.length > 1 ? ` (or one of: ${req.anyOf.slice(1).map((all) => all.join(' + ')).join('; ')})` : '';
+    const alternatives =
+      req.anyOf.length > 1
+        ? ` (or one of: ${req.anyOf
+            .slice(1)
+            .map((all) => all.join(' + '))
+            .join('; ')})`
+        : '';
     return new GraphQLError(
       `${req.coordinate} needs the scope ${missing.join(' + ')}${alternatives}, which this app does not hold; nothing was run`,
-      { extensions: { code: ErrorCode.FORBIDDEN, field: req.coordinate, scope: missing[0], ...(req.anyOf.length > 1 ? { requiredScopes: req.anyOf } : {}) } },
+      {
+        extensions: {
+          code: ErrorCode.FORBIDDEN,
+          field: req.coordinate,
+          scope: missing[0],
+          ...(req.anyOf.length > 1 ? { requiredScopes: req.anyOf } : {}),
+        },
+      },
     );
   }
   return null;
@@ -109,7 +128,9 @@ export function unmetRequirement(grants: Grants, requirements: readonly ScopeReq
  * The scope check of the admit stage: the refusal of an operation whose app lacks a scope, or null. What each
  * operation needs is kept beside its parsed node (weakly: it goes when the document cache lets the node go).
  */
-export function scopeCheck(schema: GraphQLSchema): (grants: Grants, document: DocumentNode, operation: OperationDefinitionNode) => GraphQLError | null {
+export function scopeCheck(
+  schema: GraphQLSchema,
+): (grants: Grants, document: DocumentNode, operation: OperationDefinitionNode) => GraphQLError | null {
   const declared = schemaRequirements(schema);
   const needs = new WeakMap<OperationDefinitionNode, readonly ScopeRequirement[]>();
   return (grants, document, operation) => {

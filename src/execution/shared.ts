@@ -1,5 +1,6 @@
 import { execute, type DocumentNode, type ExecutionArgs, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
+
 import type { GraphQLContext } from '../graphql/context.js';
 import { withWarnings } from './present.js';
 
@@ -111,7 +112,11 @@ export class SharedExecution {
       } catch {
         answer = undefined;
       }
-      if (answer instanceof Promise) return answer.then((r) => this.compiledOrPlain(r, event, args, own), () => this.compiledOrPlain(undefined, event, args, own));
+      if (answer instanceof Promise)
+        return answer.then(
+          (r) => this.compiledOrPlain(r, event, args, own),
+          () => this.compiledOrPlain(undefined, event, args, own),
+        );
       return this.compiledOrPlain(answer, event, args, own);
     }
     return this.plain(event, args, own);
@@ -122,7 +127,12 @@ export class SharedExecution {
    * selection again, so that an error's wording, path and the nulls it leaves are graphql-js's (as in
    * OperationRunner for HTTP, decision 035). What the compiled run warned is dropped with it.
    */
-  private compiledOrPlain(answer: ExecutionResult | undefined, event: unknown, args: ExecutionArgs, own: GraphQLContext & { warnings: GraphQLContext['warnings'] }): Result {
+  private compiledOrPlain(
+    answer: ExecutionResult | undefined,
+    event: unknown,
+    args: ExecutionArgs,
+    own: GraphQLContext & { warnings: GraphQLContext['warnings'] },
+  ): Result {
     if (answer && !answer.errors?.length) {
       this.stats.compiled += 1;
       return withWarnings({ data: answer.data }, own);

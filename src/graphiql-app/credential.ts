@@ -35,7 +35,10 @@ export function sessionCredential(storage: globalThis.Storage | undefined): Cred
  * holds one and the editor sets no Authorization of its own (an explicit header wins). A value typed with its
  * scheme (`Bearer …`) is sent as it is.
  */
-export function withCredential(headers: Record<string, unknown> | undefined, credential: string): Record<string, unknown> | undefined {
+export function withCredential(
+  headers: Record<string, unknown> | undefined,
+  credential: string,
+): Record<string, unknown> | undefined {
   const value = credential.trim();
   if (!value) return headers;
   if (Object.keys(headers ?? {}).some((name) => name.toLowerCase() === 'authorization')) return headers;

@@ -1,6 +1,7 @@
 import { createGraphiQLFetcher, type Fetcher, type FetcherOpts, type FetcherParams } from '@graphiql/toolkit';
-import { withCredential } from './credential.js';
 import { Kind, parse, type DocumentNode, type OperationDefinitionNode } from 'graphql';
+
+import { withCredential } from './credential.js';
 
 /** Where the page talks GraphQL: HTTP for queries and mutations, graphql-ws for subscriptions. */
 export interface GatewayEndpoints {
@@ -9,7 +10,10 @@ export interface GatewayEndpoints {
 }
 
 /** The gateway's GraphQL endpoints on the page's own origin (docs/contract.md: one port, one path). */
-export function sameOriginEndpoints(location: Pick<Location, 'protocol' | 'host'>, path = '/graphql'): GatewayEndpoints {
+export function sameOriginEndpoints(
+  location: Pick<Location, 'protocol' | 'host'>,
+  path = '/graphql',
+): GatewayEndpoints {
   const wsProtocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
   return {
     url: `${location.protocol}//${location.host}${path}`,
@@ -33,14 +37,19 @@ export function authorizationOf(headers: Record<string, unknown> | undefined): s
  * document replaces GraphiQL's, and when the name matches none of its operations and it holds
  * just one, that one is meant.
  */
-export function resolveOperation(params: FetcherParams, opts: FetcherOpts | undefined): { params: FetcherParams; opts: FetcherOpts | undefined } {
+export function resolveOperation(
+  params: FetcherParams,
+  opts: FetcherOpts | undefined,
+): { params: FetcherParams; opts: FetcherOpts | undefined } {
   let document: DocumentNode;
   try {
     document = parse(params.query);
   } catch {
     return { params, opts }; // The server reports the syntax error.
   }
-  const operations = document.definitions.filter((definition): definition is OperationDefinitionNode => definition.kind === Kind.OPERATION_DEFINITION);
+  const operations = document.definitions.filter(
+    (definition): definition is OperationDefinitionNode => definition.kind === Kind.OPERATION_DEFINITION,
+  );
   const names = operations.map((operation) => operation.name?.value);
   const stale = !(params.operationName && names.includes(params.operationName));
   const resolved = stale && operations.length === 1 ? { ...params, operationName: names[0] ?? null } : params;

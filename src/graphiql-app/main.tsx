@@ -1,14 +1,16 @@
 // Side-effect import first: Monaco's workers must be configured before graphiql loads it.
 import './monaco-workers.js';
 import 'graphiql/style.css';
+
 import { GraphiQL } from 'graphiql';
 import { useState } from 'react';
 import { createRoot } from 'react-dom/client';
+
 import type { GraphiqlPageConfig } from '../server/graphiql.js';
-import { approvalTab, readPageConfig, tabsFromExamples, headersTemplate } from './page-config.js';
-import { createGatewayFetcher, sameOriginEndpoints } from './fetcher.js';
-import { namespacedLocalStorage } from './storage.js';
 import { sessionCredential } from './credential.js';
+import { createGatewayFetcher, sameOriginEndpoints } from './fetcher.js';
+import { approvalTab, headersTemplate, readPageConfig, tabsFromExamples } from './page-config.js';
+import { namespacedLocalStorage } from './storage.js';
 
 declare global {
   interface Window {
@@ -34,7 +36,10 @@ const firstVariables = storage.getItem('graphiql:tabState') === null ? tabs[0]?.
 function CredentialField() {
   const [value, setValue] = useState(credential.get());
   return (
-    <label className="gateway-credential" title="Sent as Authorization: Bearer … on every request and subscription; kept only while this browser tab is open. An Authorization header in the Headers editor wins.">
+    <label
+      className="gateway-credential"
+      title="Sent as Authorization: Bearer … on every request and subscription; kept only while this browser tab is open. An Authorization header in the Headers editor wins."
+    >
       <span>API key or JWT</span>
       <input
         type="password"
@@ -59,7 +64,11 @@ function App() {
       defaultQuery={config.defaultQuery}
       defaultHeaders={headers}
       {...(tabs.length > 0 ? { defaultTabs: tabs } : {})}
-      {...(approval ? { initialQuery: approval.query, initialVariables: approval.variables } : firstVariables === undefined ? {} : { initialVariables: firstVariables })}
+      {...(approval
+        ? { initialQuery: approval.query, initialVariables: approval.variables }
+        : firstVariables === undefined
+          ? {}
+          : { initialVariables: firstVariables })}
       storage={storage}
       {...(config.apiKeyRequired ? { defaultEditorToolsVisibility: 'headers' as const } : {})}
       isHeadersEditorEnabled

@@ -10,7 +10,9 @@ export interface ExampleTab {
 function isExample(value: unknown): value is GraphiqlExample {
   if (typeof value !== 'object' || value === null) return false;
   const { title, query, variables } = value as Record<string, unknown>;
-  return typeof title === 'string' && typeof query === 'string' && (variables === undefined || typeof variables === 'string');
+  return (
+    typeof title === 'string' && typeof query === 'string' && (variables === undefined || typeof variables === 'string')
+  );
 }
 
 /** The injected config with safe defaults for anything missing or malformed. */

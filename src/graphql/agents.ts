@@ -6,15 +6,27 @@ import type { AgentPlanModel as AgentPlan } from '../store/agent-plans.js';
 export const agentResolvers: Resolvers = {
   Query: {
     agentPlan: (_p, { id }, ctx) => ctx.services.agentPlans.get(id).then((p) => p ?? null),
-    pendingAgentPlans: (_p, { first }, ctx) => ctx.services.agentPlans.pending(Math.max(1, Math.min(first ?? 50, 1000))),
+    pendingAgentPlans: (_p, { first }, ctx) =>
+      ctx.services.agentPlans.pending(Math.max(1, Math.min(first ?? 50, 1000))),
     agentAudit: async (_p, { planId, first }, ctx) =>
-      (await ctx.services.agentPlans.auditTrail({ planId: planId ?? undefined, first: first ?? 100 })).map((e) => ({ ...e, at: new Date(e.at) })),
+      (await ctx.services.agentPlans.auditTrail({ planId: planId ?? undefined, first: first ?? 100 })).map((e) => ({
+        ...e,
+        at: new Date(e.at),
+      })),
   },
   Mutation: {
     approvePlan: async (_p, { planId }, ctx) => {
-      const approved = await ctx.services.agentPlans.approve(planId, { owner: ctx.caller.scope, name: ctx.caller.app ?? ctx.caller.scope }, 'approvePlan');
+      const approved = await ctx.services.agentPlans.approve(
+        planId,
+        { owner: ctx.caller.scope, name: ctx.caller.app ?? ctx.caller.scope },
+        'approvePlan',
+      );
       if (approved.ok) return approved.plan;
-      throw new GatewayError(approved.reason === 'not-found' ? ErrorCode.NOT_FOUND : ErrorCode.CONFLICT, approved.message, { field: 'planId' });
+      throw new GatewayError(
+        approved.reason === 'not-found' ? ErrorCode.NOT_FOUND : ErrorCode.CONFLICT,
+        approved.message,
+        { field: 'planId' },
+      );
     },
   },
   AgentPlan: {

@@ -1,17 +1,18 @@
 import {
+  bootDiskIops,
   CPU_UTILIZATIONS,
   DISK_TYPES,
   FIREWALL_ACTIONS,
   INSTANCE_TYPES,
+  instanceTypesForPlatform,
   KAFKA_INSTANCE_TYPES,
   KAFKA_VERSIONS,
-  OS_IMAGES,
   OS_IMAGE_ZONE,
+  OS_IMAGES,
   PLATFORMS,
-  bootDiskIops,
-  instanceTypesForPlatform,
+  type CatalogRoot,
+  type DiskTypeName,
 } from '../catalog/index.js';
-import type { CatalogRoot, DiskTypeName } from '../catalog/index.js';
 import { badUserInput } from '../errors.js';
 import type { Resolvers } from '../generated/graphql.js';
 
@@ -35,7 +36,9 @@ export const catalogResolvers = {
     kafkaInstanceTypes: () => list(KAFKA_INSTANCE_TYPES),
     platforms: () => list(PLATFORMS),
     diskTypes: (_root, { bootable }) =>
-      bootable === undefined || bootable === null ? list(DISK_TYPES) : DISK_TYPES.filter((d) => d.bootable === bootable),
+      bootable === undefined || bootable === null
+        ? list(DISK_TYPES)
+        : DISK_TYPES.filter((d) => d.bootable === bootable),
     images: () => list(OS_IMAGES),
     kafkaVersions: () => list(KAFKA_VERSIONS),
     cpuUtilizations: () => list(CPU_UTILIZATIONS),

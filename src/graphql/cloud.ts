@@ -5,8 +5,17 @@ import type { Resolvers } from '../generated/graphql.js';
 type PayloadKeys = { idempotencyKey: string; upstreamIdempotencyKey: string; replayed: boolean };
 
 /** A creation's payload, its record mapped to the view of its kind. */
-function payload<F extends string, K extends CloudKind>(field: F, kind: K, r: MutationResult): { [P in F]: CloudViews[K] } & PayloadKeys {
-  return { [field]: viewAs(kind, r.record), idempotencyKey: r.idempotencyKey, upstreamIdempotencyKey: r.upstreamIdempotencyKey, replayed: r.replayed } as {
+function payload<F extends string, K extends CloudKind>(
+  field: F,
+  kind: K,
+  r: MutationResult,
+): { [P in F]: CloudViews[K] } & PayloadKeys {
+  return {
+    [field]: viewAs(kind, r.record),
+    idempotencyKey: r.idempotencyKey,
+    upstreamIdempotencyKey: r.upstreamIdempotencyKey,
+    replayed: r.replayed,
+  } as {
     [P in F]: CloudViews[K];
   } & PayloadKeys;
 }
@@ -19,9 +28,12 @@ function payload<F extends string, K extends CloudKind>(field: F, kind: K, r: Mu
 export const cloudResolvers = {
   Query: {
     projects: async (_p, { first, offset }, ctx) =>
-      (await ctx.services.ledger.list('project', { limit: Math.min(Math.max(first ?? 50, 1), 500), offset: Math.max(offset ?? 0, 0) })).map((r) =>
-        viewAs('project', r),
-      ),
+      (
+        await ctx.services.ledger.list('project', {
+          limit: Math.min(Math.max(first ?? 50, 1), 500),
+          offset: Math.max(offset ?? 0, 0),
+        })
+      ).map((r) => viewAs('project', r)),
     project: (_p, { id }, ctx) => ctx.loaders.ofKind(id, 'project'),
   },
   Mutation: {
@@ -34,13 +46,25 @@ export const cloudResolvers = {
     createIpAddress: async (_p, { input, idempotencyKey }, ctx) =>
       payload('ipAddress', 'ip_address', await ctx.services.cloud.createIpAddress(ctx.caller, input, idempotencyKey)),
     createKafkaCluster: async (_p, { input, idempotencyKey }, ctx) =>
-      payload('kafkaCluster', 'kafka_cluster', await ctx.services.cloud.createKafkaCluster(ctx.caller, input, idempotencyKey)),
+      payload(
+        'kafkaCluster',
+        'kafka_cluster',
+        await ctx.services.cloud.createKafkaCluster(ctx.caller, input, idempotencyKey),
+      ),
     createKafkaTopic: async (_p, { input, idempotencyKey }, ctx) =>
-      payload('kafkaTopic', 'kafka_topic', await ctx.services.cloud.createKafkaTopic(ctx.caller, input, idempotencyKey)),
+      payload(
+        'kafkaTopic',
+        'kafka_topic',
+        await ctx.services.cloud.createKafkaTopic(ctx.caller, input, idempotencyKey),
+      ),
     createKafkaUser: async (_p, { input, idempotencyKey }, ctx) =>
       payload('kafkaUser', 'kafka_user', await ctx.services.cloud.createKafkaUser(ctx.caller, input, idempotencyKey)),
     createVirtualMachine: async (_p, { input, idempotencyKey }, ctx) =>
-      payload('virtualMachine', 'virtual_machine', await ctx.services.cloud.createVirtualMachine(ctx.caller, input, idempotencyKey)),
+      payload(
+        'virtualMachine',
+        'virtual_machine',
+        await ctx.services.cloud.createVirtualMachine(ctx.caller, input, idempotencyKey),
+      ),
   },
   Project: {
     networks: (r, _a, ctx) => ctx.loaders.inProject('network').load(r.id),
@@ -91,7 +115,9 @@ type FieldResult<R> = ReturnType<Extract<NonNullable<R>, (...args: never[]) => u
  * (the view) has a property of that name whose type the generated resolver type accepts.
  */
 type DefaultResolved<T extends keyof Resolvers, Given> = {
-  [F in Exclude<keyof NonNullable<Resolvers[T]>, '__isTypeOf' | '__resolveType' | keyof Given>]-?: NonNullable<Resolvers[T]>[F] extends infer R
+  [F in Exclude<keyof NonNullable<Resolvers[T]>, '__isTypeOf' | '__resolveType' | keyof Given>]-?: NonNullable<
+    Resolvers[T]
+  >[F] extends infer R
     ? Extract<NonNullable<R>, (...args: never[]) => unknown> extends (parent: infer P, ...rest: never[]) => unknown
       ? F extends keyof P
         ? P[F] extends FieldResult<R>

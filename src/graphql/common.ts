@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+
 import type { Scope } from '../caller.js';
 import { badUserInput } from '../errors.js';
 import type { Resolvers } from '../generated/graphql.js';
@@ -67,7 +68,14 @@ export const commonResolvers: Resolvers = {
         })),
         ...[...seen.jwt]
           .filter(([name]) => !names.has(name))
-          .map(([name, s]) => ({ name, source: 'JWT' as const, scopes: s.scopes.split(' ').filter(Boolean), keys: null, lastActivityAt: new Date(s.lastSeenAt), jwt: jwtOf(name) })),
+          .map(([name, s]) => ({
+            name,
+            source: 'JWT' as const,
+            scopes: s.scopes.split(' ').filter(Boolean),
+            keys: null,
+            lastActivityAt: new Date(s.lastSeenAt),
+            jwt: jwtOf(name),
+          })),
       ].sort((a, b) => a.name.localeCompare(b.name));
     },
     node: async (_p, { id }, ctx) => {

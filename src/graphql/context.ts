@@ -1,6 +1,6 @@
+import type { Caller } from '../caller.js';
 import type { GatewayWarning } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { Caller } from '../caller.js';
 import type { Services } from '../services.js';
 import { Loaders } from './loaders.js';
 
@@ -22,7 +22,12 @@ export interface GraphQLContext {
  * `logger` may be a function that makes it: a pino child costs a few microseconds and ~1 KB, and most
  * operations (and idle subscriptions) never log, so it is made on first use.
  */
-export function createContext(services: Services, caller: Caller, requestId: string, logger: Logger | (() => Logger)): GraphQLContext {
+export function createContext(
+  services: Services,
+  caller: Caller,
+  requestId: string,
+  logger: Logger | (() => Logger),
+): GraphQLContext {
   return new RequestContext(requestId, caller, services, logger);
 }
 

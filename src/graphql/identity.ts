@@ -1,10 +1,16 @@
 import DataLoader from 'dataloader';
+
 import { ownerCaller } from '../caller.js';
 import { badUserInput } from '../errors.js';
 import type { EventRecord } from '../events/index.js';
 import type { Resolvers } from '../generated/graphql.js';
-import { IDENTIFICATION_EVENT_KIND, completionFields } from '../identity/completions.js';
-import { IdentityService, VERIFICATION_EVENT_KIND, type IdentificationSpec, type VerificationSpec } from '../identity/service.js';
+import { completionFields, IDENTIFICATION_EVENT_KIND } from '../identity/completions.js';
+import {
+  IdentityService,
+  VERIFICATION_EVENT_KIND,
+  type IdentificationSpec,
+  type VerificationSpec,
+} from '../identity/service.js';
 import { callbackStatus, rfmInCatalog, type VerificationResultItem } from '../identity/views.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
 import type { GraphQLContext } from './context.js';
@@ -17,27 +23,38 @@ import { abortable, resumeAfter } from './subscriptions.js';
  * instead of DataLoader's default of the current tick. See docs/decisions/004.
  */
 function resultsLoader(ctx: GraphQLContext): DataLoader<string, VerificationResultItem | null> {
-  return ctx.loaders.custom('verificationResults', () =>
-    new DataLoader<string, VerificationResultItem | null>((ids) => ctx.services.identity.results(ctx.caller, ids), {
-      maxBatchSize: ctx.services.config.resultsBatchSize,
-      batchScheduleFn: (dispatch) => setImmediate(dispatch),
-    }),
+  return ctx.loaders.custom(
+    'verificationResults',
+    () =>
+      new DataLoader<string, VerificationResultItem | null>((ids) => ctx.services.identity.results(ctx.caller, ids), {
+        maxBatchSize: ctx.services.config.resultsBatchSize,
+        batchScheduleFn: (dispatch) => setImmediate(dispatch),
+      }),
   );
 }
 
 /** Verifications by the external id the app knows them by (src/identity/service.ts verificationsOf). */
 function verificationsLoader(ctx: GraphQLContext): DataLoader<string, LedgerRecord | null> {
-  return ctx.loaders.custom('verificationsByExternalId', () => new DataLoader<string, LedgerRecord | null>((ids) => ctx.services.identity.verificationsOf(ctx.caller, ids)));
+  return ctx.loaders.custom(
+    'verificationsByExternalId',
+    () => new DataLoader<string, LedgerRecord | null>((ids) => ctx.services.identity.verificationsOf(ctx.caller, ids)),
+  );
 }
 
 function completionsLoader(ctx: GraphQLContext): DataLoader<string, EventRecord | null> {
-  return ctx.loaders.custom('verificationCompletions', () => new DataLoader<string, EventRecord | null>((ids) => ctx.services.identity.completions(ctx.caller, ids)));
+  return ctx.loaders.custom(
+    'verificationCompletions',
+    () => new DataLoader<string, EventRecord | null>((ids) => ctx.services.identity.completions(ctx.caller, ids)),
+  );
 }
 
 function identificationCompletionsLoader(ctx: GraphQLContext): DataLoader<string, EventRecord | null> {
   return ctx.loaders.custom(
     'identificationCompletions',
-    () => new DataLoader<string, EventRecord | null>((ids) => ctx.services.identity.identificationCompletions.latest(ctx.caller, ids)),
+    () =>
+      new DataLoader<string, EventRecord | null>((ids) =>
+        ctx.services.identity.identificationCompletions.latest(ctx.caller, ids),
+      ),
   );
 }
 
@@ -51,7 +68,8 @@ export const identityResolvers: Resolvers = {
     identificationCallbackUrl: (_p, { workflowId }, ctx) => {
       const wf = workflowId.trim();
       if (!wf) throw badUserInput('workflowId', 'must not be empty');
-      if (wf.length > MAX_WORKFLOW_ID_LENGTH) throw badUserInput('workflowId', `must be at most ${MAX_WORKFLOW_ID_LENGTH} characters`);
+      if (wf.length > MAX_WORKFLOW_ID_LENGTH)
+        throw badUserInput('workflowId', `must be at most ${MAX_WORKFLOW_ID_LENGTH} characters`);
       return ctx.services.identity.identificationCompletions.callbackUrl(ctx.caller, wf);
     },
     identification: (_p, { id }, ctx) => ctx.loaders.ofKind(id, 'identification'),
@@ -65,11 +83,21 @@ export const identityResolvers: Resolvers = {
     createIdentification: async (_p, { input, idempotencyKey }, ctx) => {
       const out = await ctx.services.identity.createIdentification(ctx.caller, input, idempotencyKey);
       for (const w of out.warnings) ctx.warn({ ...w, path: ['createIdentification', 'identification'] });
-      return { identification: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed };
+      return {
+        identification: out.result,
+        idempotencyKey: out.idempotencyKey,
+        upstreamIdempotencyKey: out.upstreamIdempotencyKey,
+        replayed: out.replayed,
+      };
     },
     registerVerification: async (_p, { input, idempotencyKey }, ctx) => {
       const out = await ctx.services.identity.registerVerification(ctx.caller, input, idempotencyKey);
-      return { verification: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed };
+      return {
+        verification: out.result,
+        idempotencyKey: out.idempotencyKey,
+        upstreamIdempotencyKey: out.upstreamIdempotencyKey,
+        replayed: out.replayed,
+      };
     },
     checkRfm: async (_p, { input, idempotencyKey }, ctx) => {
       const out = await ctx.services.identity.checkRfm(ctx.caller, input, idempotencyKey);
@@ -88,7 +116,10 @@ export const identityResolvers: Resolvers = {
         if (id != null && id.trim() === '') throw badUserInput('id', 'must not be empty');
         const position = resumeAfter(after, ctx);
         // Like verificationCompleted: another key's identification streams nothing (src/tenancy.ts).
-        const filter = id != null ? { kind: IDENTIFICATION_EVENT_KIND, key: id, reader: ctx.caller, after: position } : { kind: IDENTIFICATION_EVENT_KIND, scope: ctx.caller.scope, after: position };
+        const filter =
+          id != null
+            ? { kind: IDENTIFICATION_EVENT_KIND, key: id, reader: ctx.caller, after: position }
+            : { kind: IDENTIFICATION_EVENT_KIND, scope: ctx.caller.scope, after: position };
         return abortable((signal) => ctx.services.events.streams.subscribe(filter, signal));
       },
       resolve: (event: EventRecord) => event,
@@ -131,7 +162,11 @@ export const identityResolvers: Resolvers = {
     },
     completion: (r, _a, ctx) => identificationCompletionsLoader(ctx).load(r.id),
     // The address belongs to the key that created the identification, the only key that can read it.
-    callbackUrl: (r, _a, ctx) => ctx.services.identity.identificationCompletions.callbackUrl(ownerCaller(r.createdBy), identification(r).workflowId),
+    callbackUrl: (r, _a, ctx) =>
+      ctx.services.identity.identificationCompletions.callbackUrl(
+        ownerCaller(r.createdBy),
+        identification(r).workflowId,
+      ),
   },
   IdentificationCompletion: {
     id: (e) => e.key,

@@ -1,4 +1,5 @@
 import DataLoader from 'dataloader';
+
 import type { Caller } from '../caller.js';
 import { cloudView, isCloudKind, viewAs, type CloudKind, type CloudView, type CloudViews } from '../cloud/views.js';
 import type { Services } from '../services.js';
@@ -73,7 +74,13 @@ export class Loaders {
     kind: K,
     batch: (ids: readonly string[]) => Promise<LedgerRecord[][]>,
   ): DataLoader<string, CloudViews[K][]> {
-    return this.named(name, () => new DataLoader(async (ids: readonly string[]) => (await batch(ids)).map((group) => group.map((r) => viewAs(kind, r)))));
+    return this.named(
+      name,
+      () =>
+        new DataLoader(async (ids: readonly string[]) =>
+          (await batch(ids)).map((group) => group.map((r) => viewAs(kind, r))),
+        ),
+    );
   }
 
   private named<K, V>(name: string, create: () => DataLoader<K, V>): DataLoader<K, V> {

@@ -1,8 +1,9 @@
 import DataLoader from 'dataloader';
+
+import type { EventRecord } from '../events/index.js';
 import type { MobileIdAuthenticationResult, Resolvers } from '../generated/graphql.js';
 import { checkAuthReqId } from '../mobile-id/stored.js';
 import type { MobileIdAuthentication } from '../mobile-id/views.js';
-import type { EventRecord } from '../events/index.js';
 import type { GraphQLContext } from './context.js';
 import { abortable } from './subscriptions.js';
 
@@ -22,7 +23,10 @@ function toGraphQL(a: MobileIdAuthentication): MobileIdAuthenticationResult {
 }
 
 function loader(ctx: GraphQLContext): DataLoader<string, MobileIdAuthentication | null> {
-  return ctx.loaders.custom('mobileIdAuthentication', () => new DataLoader((ids: readonly string[]) => ctx.services.mobileId.getMany(ctx.caller, ids)));
+  return ctx.loaders.custom(
+    'mobileIdAuthentication',
+    () => new DataLoader((ids: readonly string[]) => ctx.services.mobileId.getMany(ctx.caller, ids)),
+  );
 }
 
 export const mobileIdResolvers: Resolvers = {
@@ -32,20 +36,26 @@ export const mobileIdResolvers: Resolvers = {
       const a = await loader(ctx).load(authReqId);
       return a ? toGraphQL(a) : null;
     },
-    mobileIdRejections: (_p, { first, authReqId }, ctx) => ctx.services.mobileId.rejections(ctx.caller, { first: first ?? null, authReqId: authReqId ?? null }),
+    mobileIdRejections: (_p, { first, authReqId }, ctx) =>
+      ctx.services.mobileId.rejections(ctx.caller, { first: first ?? null, authReqId: authReqId ?? null }),
   },
   Subscription: {
     mobileIdAuthentication: {
       // `resolve` maps each event, rather than a generator around the stream: one suspended generator less per
       // waiting subscription (bench scenario 5), and the mapping (which opens the sealed tokens) runs once per event
       // for all identical subscriptions, whose execution is shared (docs/decisions/030).
-      subscribe: (_p, { authReqId }, ctx) => abortable((signal) => ctx.services.mobileId.watch(ctx.caller, authReqId, signal)),
-      resolve: (event: EventRecord, _a: unknown, ctx: GraphQLContext) => toGraphQL(ctx.services.mobileId.authentication(event)),
+      subscribe: (_p, { authReqId }, ctx) =>
+        abortable((signal) => ctx.services.mobileId.watch(ctx.caller, authReqId, signal)),
+      resolve: (event: EventRecord, _a: unknown, ctx: GraphQLContext) =>
+        toGraphQL(ctx.services.mobileId.authentication(event)),
     },
   },
   Mutation: {
     issueMobileIdNotificationToken: (_p, { authReqId, ttlSeconds }, ctx) =>
-      ctx.services.mobileId.issueNotificationToken(ctx.caller, { authReqId: authReqId ?? null, ttlSeconds: ttlSeconds ?? null }),
+      ctx.services.mobileId.issueNotificationToken(ctx.caller, {
+        authReqId: authReqId ?? null,
+        ttlSeconds: ttlSeconds ?? null,
+      }),
     sandboxCompleteMobileIdAuthentication: (_p, { authReqId, outcome }, ctx) =>
       ctx.services.mobileId.sandboxComplete(ctx.caller, authReqId, outcome ?? 'SUCCESS'),
   },

@@ -18,8 +18,10 @@ const payload = (r: ProvisionResult) => ({
 export const provisioningResolvers: Resolvers = {
   Query: {
     provisioning: (_p, { id }, ctx) => ctx.services.provisioning.get(ctx.caller, id),
-    planKafkaCluster: (_p, { input, idempotencyKey }, ctx) => ctx.services.plans.planKafkaCluster(ctx.caller, input, idempotencyKey),
-    planVirtualMachine: (_p, { input, idempotencyKey }, ctx) => ctx.services.plans.planVirtualMachine(ctx.caller, input, idempotencyKey),
+    planKafkaCluster: (_p, { input, idempotencyKey }, ctx) =>
+      ctx.services.plans.planKafkaCluster(ctx.caller, input, idempotencyKey),
+    planVirtualMachine: (_p, { input, idempotencyKey }, ctx) =>
+      ctx.services.plans.planVirtualMachine(ctx.caller, input, idempotencyKey),
   },
   Mutation: {
     provisionKafkaCluster: async (_p, { input, idempotencyKey }, ctx) =>
@@ -40,7 +42,8 @@ export const provisioningResolvers: Resolvers = {
     publicAddress: (p) => p.steps.find((s) => s.name === 'kafkaCluster' && s.state === 'DONE')?.publicAddress ?? null,
   },
   ProvisioningPlanStep: {
-    resource: (s, _a, ctx) => (s.action === 'REUSE' && s.inLedger && s.resourceId ? ctx.loaders.resource.load(s.resourceId) : null),
+    resource: (s, _a, ctx) =>
+      s.action === 'REUSE' && s.inLedger && s.resourceId ? ctx.loaders.resource.load(s.resourceId) : null,
   },
   ProvisioningStep: {
     resource: (s, _a, ctx) => (s.resourceId ? ctx.loaders.resource.load(s.resourceId) : null),

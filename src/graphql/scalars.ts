@@ -10,7 +10,8 @@ export const UUIDScalar = new GraphQLScalarType({
   name: 'UUID',
   serialize: (v) => String(v),
   parseValue(v) {
-    if (typeof v !== 'string' || !UUID_RE.test(v)) fail('UUID', `expected a UUID such as 3fa85f64-5717-4562-b3fc-2c963f66afa6, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'string' || !UUID_RE.test(v))
+      fail('UUID', `expected a UUID such as 3fa85f64-5717-4562-b3fc-2c963f66afa6, got ${JSON.stringify(v)}`);
     return v.toLowerCase();
   },
   parseLiteral(ast) {
@@ -32,7 +33,8 @@ export const DateTimeScalar = new GraphQLScalarType({
     return new Date(v).toISOString();
   },
   parseLiteral(ast) {
-    if (ast.kind !== Kind.STRING || Number.isNaN(Date.parse(ast.value))) fail('DateTime', 'expected an ISO-8601 timestamp');
+    if (ast.kind !== Kind.STRING || Number.isNaN(Date.parse(ast.value)))
+      fail('DateTime', 'expected an ISO-8601 timestamp');
     return new Date(ast.value).toISOString();
   },
 });
@@ -74,7 +76,10 @@ export const DecimalStringScalar = new GraphQLScalarType({
   parseValue(v) {
     if (typeof v === 'number' && Number.isSafeInteger(v)) return String(v);
     if (typeof v === 'string' && DECIMAL_RE.test(v.trim())) return v.trim();
-    return fail('DecimalString', `expected a whole number or a decimal string such as "604800000", got ${JSON.stringify(v)}`);
+    return fail(
+      'DecimalString',
+      `expected a whole number or a decimal string such as "604800000", got ${JSON.stringify(v)}`,
+    );
   },
   parseLiteral(ast) {
     if (ast.kind === Kind.INT) return ast.value;

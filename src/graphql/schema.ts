@@ -1,7 +1,16 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { makeExecutableSchema } from '@graphql-tools/schema';
-import { Kind, parse, valueFromASTUntyped, visit, type DocumentNode, type FieldDefinitionNode, type GraphQLSchema } from 'graphql';
+import {
+  Kind,
+  parse,
+  valueFromASTUntyped,
+  visit,
+  type DocumentNode,
+  type FieldDefinitionNode,
+  type GraphQLSchema,
+} from 'graphql';
+
 import { SCHEMA_DIR } from '../paths.js';
 
 /** The SDL files of schema/, in a stable order (common first: it defines the root types). */
@@ -36,7 +45,10 @@ export function mergeResolvers(maps: readonly ResolverMap[]): ResolverMap {
 }
 
 export function buildSchema(resolvers: readonly ResolverMap[]): GraphQLSchema {
-  return makeExecutableSchema({ typeDefs: readTypeDefs().map((sdl) => describeScopes(parse(sdl))), resolvers: mergeResolvers(resolvers) as never });
+  return makeExecutableSchema({
+    typeDefs: readTypeDefs().map((sdl) => describeScopes(parse(sdl))),
+    resolvers: mergeResolvers(resolvers) as never,
+  });
 }
 
 /**
@@ -48,7 +60,11 @@ export function requiredScopesOf(field: FieldDefinitionNode): string[][] | null 
   if (!directive) return null;
   const arg = directive.arguments?.find((a) => a.name.value === 'scopes');
   const value: unknown = arg ? valueFromASTUntyped(arg.value) : null;
-  if (!Array.isArray(value) || value.length === 0 || !value.every((all) => Array.isArray(all) && all.length > 0 && all.every((s) => typeof s === 'string'))) {
+  if (
+    !Array.isArray(value) ||
+    value.length === 0 ||
+    !value.every((all) => Array.isArray(all) && all.length > 0 && all.every((s) => typeof s === 'string'))
+  ) {
     throw new Error(`@requiresScopes on ${field.name.value} needs a non-empty list of non-empty lists of scopes`);
   }
   return value as string[][];
@@ -65,7 +81,10 @@ function describeScopes(typeDefs: DocumentNode): DocumentNode {
       if (!anyOf) return undefined;
       const text = `Requires the scope ${anyOf.map((all) => all.map((s) => `\`${s}\``).join(' and ')).join(', or ')}.`;
       const before = node.description?.value.trimEnd();
-      return { ...node, description: { kind: Kind.STRING, value: before ? `${before}\n\n${text}` : text, block: true } };
+      return {
+        ...node,
+        description: { kind: Kind.STRING, value: before ? `${before}\n\n${text}` : text, block: true },
+      };
     },
   });
 }

@@ -15,7 +15,11 @@ export function resumeAfter(after: string | null | undefined, ctx: GraphQLContex
   } catch (err) {
     if (!(err instanceof CursorError)) throw err;
     const retention = ctx.services.events.log.retentionMs;
-    throw new GatewayError(ErrorCode.BAD_USER_INPUT, `after: ${err.message}`, { field: 'after', reason: err.reason, ...(err.reason === 'expired' ? { retentionMs: retention } : {}) });
+    throw new GatewayError(ErrorCode.BAD_USER_INPUT, `after: ${err.message}`, {
+      field: 'after',
+      reason: err.reason,
+      ...(err.reason === 'expired' ? { retentionMs: retention } : {}),
+    });
   }
 }
 

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+
 import { sha256 } from '../caller.js';
 import type { EventRecord, NewEvent } from '../events/index.js';
 import { canonicalJson } from '../fingerprint.js';
@@ -24,7 +25,11 @@ export class CallbackBodies {
   private readonly opened = new WeakMap<EventRecord, unknown>();
 
   constructor(
-    private readonly secret: { digest(text: string): string; seal(plain: string, context: string): string; open(sealed: string, context: string): string },
+    private readonly secret: {
+      digest(text: string): string;
+      seal(plain: string, context: string): string;
+      open(sealed: string, context: string): string;
+    },
     private readonly storage: AppStorage | null,
     /**
      * Most characters of a body's JSON kept (CALLBACK_BODY_KEPT_BYTES). A larger body (the route reads up to 1 MiB) is
@@ -41,7 +46,15 @@ export class CallbackBodies {
    * body (only an exact repeat is a duplicate, decision 041); what is stored is the body, or past `keptChars`
    * `summary()` with `_truncated`, sealed; the owner's storage bound is charged.
    */
-  event(o: { kind: string; key: string; scope: string; dedupePrefix: string; body: unknown; summary: () => Record<string, unknown>; meta: Record<string, unknown> }): NewEvent {
+  event(o: {
+    kind: string;
+    key: string;
+    scope: string;
+    dedupePrefix: string;
+    body: unknown;
+    summary: () => Record<string, unknown>;
+    meta: Record<string, unknown>;
+  }): NewEvent {
     const canonical = canonicalJson(o.body) ?? 'null';
     const digest = this.secret.digest(`callback-body\u0000${canonical}`);
     let kept: string;
@@ -62,7 +75,13 @@ export class CallbackBodies {
       meta: { ...o.meta, [SEALED_META]: 1 },
       scope,
       ...(storage
-        ? { charge: { take: (chars: number) => storage.take('events', scope, chars), refund: (chars: number) => storage.release('events', scope, 1, chars), refused: (r: StorageRefusal) => storage.refused(r) } }
+        ? {
+            charge: {
+              take: (chars: number) => storage.take('events', scope, chars),
+              refund: (chars: number) => storage.release('events', scope, 1, chars),
+              refused: (r: StorageRefusal) => storage.refused(r),
+            },
+          }
         : {}),
     };
   }
@@ -106,8 +125,15 @@ export class VerificationCallbacks {
    * replica, after a restart) then sends the same body under the same key, which an upstream that honours
    * the key replays instead of refusing as another request.
    */
-  async issue(createdBy: string, externalId: string | null, upstreamIdempotencyKey: string): Promise<{ token: string; fresh: boolean }> {
-    const token = Buffer.from(this.secret.digest(`verification-callback\u0000${upstreamIdempotencyKey}`), 'hex').toString('base64url');
+  async issue(
+    createdBy: string,
+    externalId: string | null,
+    upstreamIdempotencyKey: string,
+  ): Promise<{ token: string; fresh: boolean }> {
+    const token = Buffer.from(
+      this.secret.digest(`verification-callback\u0000${upstreamIdempotencyKey}`),
+      'hex',
+    ).toString('base64url');
     const inserted = await this.db
       .insertInto('verification_callbacks')
       .values({ token_hash: hashOf(token), external_id: externalId, created_by: createdBy, created_at: Date.now() })

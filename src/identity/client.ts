@@ -1,15 +1,15 @@
-import { ErrorCode, GatewayError, badUserInput } from '../errors.js';
-import type { UpstreamHttp } from '../upstream/http.js';
+import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
 import type { ShapePaths } from '../json-path.js';
+import type { UpstreamHttp } from '../upstream/http.js';
 import {
-  PATHS,
   parseIdentificationResponse,
   parseRegistration,
   parseResults,
+  PATHS,
   resultsRequest,
   type IdentificationEnvironment,
-  type IdentificationRequest,
   type IdentificationLink,
+  type IdentificationRequest,
   type Registration,
   type RegistrationRequest,
   type VerificationResultItem,
@@ -54,12 +54,21 @@ export interface IdentificationEndpoint {
 
 /** The identification interface, one base address and token per environment (spec: Addresses). */
 export class IdentificationClient {
-  constructor(private readonly environments: Readonly<Record<IdentificationEnvironment, IdentificationEndpoint | null>>) {}
+  constructor(
+    private readonly environments: Readonly<Record<IdentificationEnvironment, IdentificationEndpoint | null>>,
+  ) {}
 
-  async create(environment: IdentificationEnvironment, body: IdentificationRequest, idempotencyKey: string): Promise<CreatedIdentification> {
+  async create(
+    environment: IdentificationEnvironment,
+    body: IdentificationRequest,
+    idempotencyKey: string,
+  ): Promise<CreatedIdentification> {
     const endpoint = this.environments[environment];
     if (!endpoint) {
-      throw badUserInput('input.environment', `${environment} is not configured on this gateway (set IDENTIFICATION_PRODLIKE_API_URL)`);
+      throw badUserInput(
+        'input.environment',
+        `${environment} is not configured on this gateway (set IDENTIFICATION_PRODLIKE_API_URL)`,
+      );
     }
     const { http, token } = endpoint;
     const res = await http.request({
@@ -74,10 +83,14 @@ export class IdentificationClient {
     const link = parseIdentificationResponse(res.body);
     if (!link) {
       // No id: nothing the gateway could keep or show. The key is released; a retry re-sends the same key.
-      throw new GatewayError(ErrorCode.UPSTREAM_REJECTED, `the identification interface answered ${res.status} without the id of the request it created`, {
-        upstream: http.name,
-        status: res.status,
-      });
+      throw new GatewayError(
+        ErrorCode.UPSTREAM_REJECTED,
+        `the identification interface answered ${res.status} without the id of the request it created`,
+        {
+          upstream: http.name,
+          status: res.status,
+        },
+      );
     }
     return { link, response: res.body };
   }
@@ -112,7 +125,11 @@ export class VerificationClient {
       body,
       rejectCode: identityRejectCode,
     });
-    return { ...parseRegistration(res.body, this.paths.verificationExternalId), response: res.body, httpStatus: res.status };
+    return {
+      ...parseRegistration(res.body, this.paths.verificationExternalId),
+      response: res.body,
+      httpStatus: res.status,
+    };
   }
 
   /** One POST for all the ids; the caller splits batches. Ids the upstream does not answer are absent. */

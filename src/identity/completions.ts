@@ -1,8 +1,8 @@
 import { ownerCaller, type Caller } from '../caller.js';
 import type { EventRecord, Events } from '../events/index.js';
+import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger } from '../store/ledger.js';
 import { visibleRecord } from '../tenancy.js';
-import { StorageBoundError } from '../store/app-storage.js';
 import type { CallbackBodies } from './callbacks.js';
 import type { IdentificationCallbacks } from './identification-callbacks.js';
 import * as wire from './wire.js';
@@ -77,7 +77,8 @@ export class IdentificationCompletions {
     const binding = await this.o.callbacks.find(token);
     if (!binding) return { status: 'unknown-token' };
     const object = wire.one(body);
-    if (object === null || typeof object !== 'object' || Array.isArray(object)) return { status: 'invalid', description: 'the body must be a JSON object (or an array of one), or form fields' };
+    if (object === null || typeof object !== 'object' || Array.isArray(object))
+      return { status: 'invalid', description: 'the body must be a JSON object (or an array of one), or form fields' };
     const id = wire.identificationIdOf(body);
     if (id === null) {
       return {
@@ -87,7 +88,11 @@ export class IdentificationCompletions {
     }
     // Another key's identification, or another workflow's, is answered as one that does not exist.
     const record = visibleRecord(ownerCaller(binding.createdBy), await this.o.ledger.get(id));
-    if (!record || record.kind !== 'identification' || (record.spec as { workflowId?: unknown }).workflowId !== binding.workflowId) {
+    if (
+      !record ||
+      record.kind !== 'identification' ||
+      (record.spec as { workflowId?: unknown }).workflowId !== binding.workflowId
+    ) {
       return { status: 'unknown-identification', id };
     }
     // Only an exact repeat of a body is the same delivery; every distinct callback is kept (decision 041), up to a
@@ -102,7 +107,8 @@ export class IdentificationCompletions {
       meta,
     });
     return this.o.events.ingest(event).catch((err: unknown) => {
-      if (err instanceof StorageBoundError) return { status: 'over-bound', description: err.refusal.description } as const;
+      if (err instanceof StorageBoundError)
+        return { status: 'over-bound', description: err.refusal.description } as const;
       throw err;
     });
   }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
+
 import type { AppStorage } from '../store/app-storage.js';
 import type { Database } from '../store/schema.js';
 
@@ -53,7 +54,9 @@ export class IdentificationCallbacks {
 
   /** The token of the caller's address for a workflow, derived: nothing is read or written. */
   address(createdBy: string, workflowId: string): string {
-    return Buffer.from(this.derive(`identification-callback\u0000${createdBy}\u0000${workflowId}`), 'hex').toString('base64url');
+    return Buffer.from(this.derive(`identification-callback\u0000${createdBy}\u0000${workflowId}`), 'hex').toString(
+      'base64url',
+    );
   }
 
   /**
@@ -78,7 +81,8 @@ export class IdentificationCallbacks {
             throw err;
           });
         // Another replica wrote it meanwhile: it was counted there.
-        if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) !== 1) this.storage?.release('callback-addresses', createdBy, 1);
+        if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) !== 1)
+          this.storage?.release('callback-addresses', createdBy, 1);
       }
       this.written.set(hash, true);
     }

@@ -1,10 +1,10 @@
 import type { Events } from '../events/index.js';
-import type { Store } from '../store/index.js';
+import type { ShapePaths } from '../json-path.js';
 import type { AppStorage } from '../store/app-storage.js';
+import type { Store } from '../store/index.js';
 import type { Ledger } from '../store/ledger.js';
 import type { UpstreamHttp } from '../upstream/http.js';
 import type { Idempotency } from '../upstream/idempotency.js';
-import type { ShapePaths } from '../json-path.js';
 import { CallbackBodies, VerificationCallbacks } from './callbacks.js';
 import { IdentificationClient, VerificationClient } from './client.js';
 import { IdentificationCompletions } from './completions.js';
@@ -60,14 +60,29 @@ export function createIdentityService(
     secret: deps.secret,
     identification: new IdentificationClient({
       PRODUCTION: { http: deps.http('identification', identification.url), token: identification.token },
-      PRODLIKE: identification.prodlike ? { http: deps.http('identification-prodlike', identification.prodlike.url), token: identification.prodlike.token } : null,
+      PRODLIKE: identification.prodlike
+        ? {
+            http: deps.http('identification-prodlike', identification.prodlike.url),
+            token: identification.prodlike.token,
+          }
+        : null,
     }),
-    verification: new VerificationClient(deps.http('verification', verification.url), verification.token, { http: deps.http('rfm', rfm.url), token: rfm.token }, deps.shapePaths),
+    verification: new VerificationClient(
+      deps.http('verification', verification.url),
+      verification.token,
+      { http: deps.http('rfm', rfm.url), token: rfm.token },
+      deps.shapePaths,
+    ),
     ledger: deps.ledger,
     idempotency: deps.idempotency,
     callbacks: new VerificationCallbacks(deps.store.db, deps.secret),
     identificationCompletions: new IdentificationCompletions({
-      callbacks: new IdentificationCallbacks(deps.store.db, (text) => deps.secret.digest(text), REMEMBERED_ADDRESSES, deps.storage),
+      callbacks: new IdentificationCallbacks(
+        deps.store.db,
+        (text) => deps.secret.digest(text),
+        REMEMBERED_ADDRESSES,
+        deps.storage,
+      ),
       bodies,
       ledger: deps.ledger,
       events: deps.events,

@@ -1,16 +1,23 @@
-import { UpstreamAnswerIncompleteError, UpstreamRejectedError, WarningCode, badUserInput, type GatewayWarning } from '../errors.js';
-import type { ShapePaths } from '../json-path.js';
+import { parse as parseUuid } from 'uuid';
+
+import type { Caller } from '../caller.js';
+import {
+  badUserInput,
+  UpstreamAnswerIncompleteError,
+  UpstreamRejectedError,
+  WarningCode,
+  type GatewayWarning,
+} from '../errors.js';
 import type { EventRecord, Events } from '../events/index.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
-import type { Caller } from '../caller.js';
+import type { ShapePaths } from '../json-path.js';
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger, LedgerRecord } from '../store/ledger.js';
 import { visibleRecord } from '../tenancy.js';
-import { parse as parseUuid } from 'uuid';
 import { nameBasedUuid, type Idempotency } from '../upstream/idempotency.js';
 import type { CallbackBodies, VerificationCallbacks } from './callbacks.js';
-import type { IdentificationCompletions } from './completions.js';
 import type { IdentificationClient, RegisteredVerification, VerificationClient } from './client.js';
+import type { IdentificationCompletions } from './completions.js';
 import * as wire from './wire.js';
 
 /** Event kind of verification callbacks in the event log. */
@@ -143,7 +150,8 @@ function absoluteHttpUrl(field: string, value: string): string {
   } catch {
     throw badUserInput(field, 'must be an absolute http(s) URL');
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw badUserInput(field, 'must be an absolute http(s) URL');
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw badUserInput(field, 'must be an absolute http(s) URL');
   return value;
 }
 
@@ -193,7 +201,11 @@ export class IdentityService {
     this.identificationCompletions = o.identificationCompletions;
   }
 
-  async createIdentification(caller: Caller, input: CreateIdentificationInput, key?: string | null): Promise<MutationResult<LedgerRecord>> {
+  async createIdentification(
+    caller: Caller,
+    input: CreateIdentificationInput,
+    key?: string | null,
+  ): Promise<MutationResult<LedgerRecord>> {
     const workflowId = nonEmpty('input.workflowId', input.workflowId);
     const lifetime = input.linkLifetimeInMinutes ?? null;
     if (lifetime !== null && (!Number.isInteger(lifetime) || lifetime < 1 || lifetime > MAX_LINK_LIFETIME_MINUTES)) {
@@ -202,7 +214,12 @@ export class IdentityService {
     const redirectUrl = input.redirectUrl == null ? null : absoluteHttpUrl('input.redirectUrl', input.redirectUrl);
     const applicantExternalId = optionalNonEmpty('input.applicantExternalId', input.applicantExternalId);
     const environment: wire.IdentificationEnvironment = input.environment ?? 'PRODUCTION';
-    const body = wire.identificationRequest({ workflowId, applicantExternalId, linkLifetimeInMinutes: lifetime, redirectUrl });
+    const body = wire.identificationRequest({
+      workflowId,
+      applicantExternalId,
+      linkLifetimeInMinutes: lifetime,
+      redirectUrl,
+    });
     // The workflow's completion callback address exists before any request of it can complete (and past the app's
     // bound of addresses, nothing is sent).
     await this.o.identificationCompletions.open(caller, workflowId);
@@ -228,7 +245,12 @@ export class IdentityService {
           expiresAt: lifetime === null ? null : new Date(now + lifetime * 60_000).toISOString(),
         };
         const id = created.link.id;
-        const secrets: IdentificationSecrets = { url: spec.url, response: created.response, applicantExternalId, redirectUrl };
+        const secrets: IdentificationSecrets = {
+          url: spec.url,
+          response: created.response,
+          applicantExternalId,
+          redirectUrl,
+        };
         const sealed = this.o.secret.seal(JSON.stringify(secrets), ownedContext('identification', caller.scope, id));
         return this.o.ledger.record({
           id,
@@ -248,16 +270,31 @@ export class IdentityService {
       toStored,
       fromStored,
     });
-    return { result: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed, warnings: identificationWarnings(out.result, this.identificationSecrets(out.result).url) };
+    return {
+      result: out.result,
+      idempotencyKey: out.idempotencyKey,
+      upstreamIdempotencyKey: out.upstreamIdempotencyKey,
+      replayed: out.replayed,
+      warnings: identificationWarnings(out.result, this.identificationSecrets(out.result).url),
+    };
   }
 
-  async registerVerification(caller: Caller, input: RegisterVerificationInput, key?: string | null): Promise<MutationResult<LedgerRecord>> {
+  async registerVerification(
+    caller: Caller,
+    input: RegisterVerificationInput,
+    key?: string | null,
+  ): Promise<MutationResult<LedgerRecord>> {
     const workflowId = nonEmpty('input.workflowId', input.workflowId);
     if (!isPlainObject(input.applicant)) throw badUserInput('input.applicant', 'must be a JSON object');
     const applicant = input.applicant;
     const externalId = optionalNonEmpty('input.externalId', input.externalId);
     const callback = input.callback ?? true;
-    const recordOf = async (id: string, registered: wire.Registration & { response: unknown }, token: string | null, idempotencyKey: string): Promise<LedgerRecord> => {
+    const recordOf = async (
+      id: string,
+      registered: wire.Registration & { response: unknown },
+      token: string | null,
+      idempotencyKey: string,
+    ): Promise<LedgerRecord> => {
       if (token !== null && externalId === null) await this.o.callbacks.bind(token, id);
       const spec: VerificationSpec = {
         workflowId,
@@ -288,12 +325,16 @@ export class IdentityService {
       execute: async (idempotencyKey) => {
         const issued = callback ? await this.o.callbacks.issue(caller.scope, externalId, idempotencyKey) : null;
         const token = issued?.token ?? null;
-        const callbackUrl = token === null ? null : `${this.o.publicUrl().replace(/\/+$/, '')}/webhooks/verification/${token}`;
+        const callbackUrl =
+          token === null ? null : `${this.o.publicUrl().replace(/\/+$/, '')}/webhooks/verification/${token}`;
         const sentId = externalId === null ? null : upstreamExternalId(caller.scope, externalId);
         let registered: RegisteredVerification;
         try {
           registered = await this.o.verification.register(
-            wire.registrationRequest({ workflowId, applicant, externalId: sentId, callbackUrl }, this.o.shapePaths.verificationCallbackUrl),
+            wire.registrationRequest(
+              { workflowId, applicant, externalId: sentId, callbackUrl },
+              this.o.shapePaths.verificationCallbackUrl,
+            ),
             idempotencyKey,
           );
         } catch (error) {
@@ -323,14 +364,26 @@ export class IdentityService {
       // answer to a registration sent without an id is ever kept, so the id is the one the answer names.
       recover: async (incomplete, idempotencyKey) => {
         const id = this.o.verification.externalIdOf(incomplete.answer);
-        if (!id) throw new UpstreamAnswerIncompleteError({ ...incomplete, lookedFor: this.describeShapes().externalId });
+        if (!id)
+          throw new UpstreamAnswerIncompleteError({ ...incomplete, lookedFor: this.describeShapes().externalId });
         const token = callback ? (await this.o.callbacks.issue(caller.scope, externalId, idempotencyKey)).token : null;
-        return recordOf(id, { ...wire.parseRegistration(incomplete.answer), response: incomplete.answer }, token, idempotencyKey);
+        return recordOf(
+          id,
+          { ...wire.parseRegistration(incomplete.answer), response: incomplete.answer },
+          token,
+          idempotencyKey,
+        );
       },
       toStored,
       fromStored,
     });
-    return { result: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed, warnings: [] };
+    return {
+      result: out.result,
+      idempotencyKey: out.idempotencyKey,
+      upstreamIdempotencyKey: out.upstreamIdempotencyKey,
+      replayed: out.replayed,
+      warnings: [],
+    };
   }
 
   /** Where registration answers and requests carry what the spec does not show, for errors and the start-up line. */
@@ -347,21 +400,33 @@ export class IdentityService {
       request: { path: wire.PATHS.rfm, body: input },
       execute: (idempotencyKey) => this.o.verification.checkRfm(input, idempotencyKey),
       // The answer names the matched persons: stored for replay only sealed, bound to the caller (`undefined` stored as null).
-      toStored: (result) => ({ ownerSealed: this.o.secret.seal(JSON.stringify(result ?? null), ownedContext(RFM_CONTEXT, caller.scope, '')) }),
+      toStored: (result) => ({
+        ownerSealed: this.o.secret.seal(JSON.stringify(result ?? null), ownedContext(RFM_CONTEXT, caller.scope, '')),
+      }),
       fromStored: (stored) => {
         const { sealed, ownerSealed } = (stored ?? {}) as { sealed?: unknown; ownerSealed?: unknown };
         const only = stored !== null && typeof stored === 'object' && Object.keys(stored).length === 1;
-        if (only && typeof ownerSealed === 'string') return JSON.parse(this.o.secret.open(ownerSealed, ownedContext(RFM_CONTEXT, caller.scope, ''))) as unknown;
+        if (only && typeof ownerSealed === 'string')
+          return JSON.parse(this.o.secret.open(ownerSealed, ownedContext(RFM_CONTEXT, caller.scope, ''))) as unknown;
         // Answers sealed before owners were bound; answers stored before sealing are the answer itself.
-        return only && typeof sealed === 'string' ? (JSON.parse(this.o.secret.open(sealed, RFM_CONTEXT)) as unknown) : stored;
+        return only && typeof sealed === 'string'
+          ? (JSON.parse(this.o.secret.open(sealed, RFM_CONTEXT)) as unknown)
+          : stored;
       },
     });
-    return { result: out.result, idempotencyKey: out.idempotencyKey, upstreamIdempotencyKey: out.upstreamIdempotencyKey, replayed: out.replayed, warnings: [] };
+    return {
+      result: out.result,
+      idempotencyKey: out.idempotencyKey,
+      upstreamIdempotencyKey: out.upstreamIdempotencyKey,
+      replayed: out.replayed,
+      warnings: [],
+    };
   }
 
   /** Checks the ids of one `verificationResults` field before any upstream call. */
   checkResultIds(externalIds: readonly string[]): void {
-    if (externalIds.length > MAX_RESULT_IDS) throw badUserInput('externalIds', `must hold at most ${MAX_RESULT_IDS} ids`);
+    if (externalIds.length > MAX_RESULT_IDS)
+      throw badUserInput('externalIds', `must hold at most ${MAX_RESULT_IDS} ids`);
     externalIds.forEach((id, i) => nonEmpty(`externalIds[${i}]`, id));
   }
 
@@ -397,7 +462,9 @@ export class IdentityService {
       // A record under the id itself is the app's only when that id was not one the app chose (then it is derived).
       return assigned && (rec.spec as unknown as VerificationSpec).externalId !== undefined ? null : rec;
     };
-    return externalIds.map((_id, i) => verification(records[i], false) ?? verification(records[externalIds.length + i], true));
+    return externalIds.map(
+      (_id, i) => verification(records[i], false) ?? verification(records[externalIds.length + i], true),
+    );
   }
 
   private readonly opened = new WeakMap<LedgerRecord, IdentificationSecrets>();
@@ -407,11 +474,26 @@ export class IdentityService {
     let secrets = this.opened.get(record);
     if (!secrets) {
       const spec = record.spec as unknown as IdentificationSpec;
-      const clear = { url: spec.url, response: record.response, applicantExternalId: spec.applicantExternalId, redirectUrl: spec.redirectUrl };
+      const clear = {
+        url: spec.url,
+        response: record.response,
+        applicantExternalId: spec.applicantExternalId,
+        redirectUrl: spec.redirectUrl,
+      };
       if (spec.sealed === undefined) secrets = clear;
-      else if (spec.sealedFor === 'owner') secrets = JSON.parse(this.o.secret.open(spec.sealed, ownedContext('identification', record.createdBy, record.id))) as IdentificationSecrets;
+      else if (spec.sealedFor === 'owner')
+        secrets = JSON.parse(
+          this.o.secret.open(spec.sealed, ownedContext('identification', record.createdBy, record.id)),
+        ) as IdentificationSecrets;
       // Sealed before owners were bound: the link and the answer only; the applicant's id and the redirect in clear.
-      else secrets = { ...clear, ...(JSON.parse(this.o.secret.open(spec.sealed, identificationContext(record.id))) as Pick<IdentificationSecrets, 'url' | 'response'>) };
+      else
+        secrets = {
+          ...clear,
+          ...(JSON.parse(this.o.secret.open(spec.sealed, identificationContext(record.id))) as Pick<
+            IdentificationSecrets,
+            'url' | 'response'
+          >),
+        };
       this.opened.set(record, secrets);
     }
     return secrets;
@@ -445,17 +527,29 @@ export class IdentityService {
     const binding = await this.o.callbacks.find(token);
     if (!binding) return { status: 'unknown-token' };
     const parsed = wire.callbackBodySchema.safeParse(wire.one(body));
-    if (!parsed.success) return { status: 'invalid', description: 'the body must be a JSON object (or an array of one), or form fields' };
+    if (!parsed.success)
+      return { status: 'invalid', description: 'the body must be a JSON object (or an array of one), or form fields' };
     const named = wire.externalIdOf(body);
     // The token is bound to the app's own id; the upstream names the id it was sent (derived from it), or, for a
     // verification registered before ids were derived, the app's id itself.
-    if (binding.externalId !== null && named !== null && named !== binding.externalId && named !== upstreamExternalId(binding.createdBy, binding.externalId)) {
-      return { status: 'invalid', description: 'the body names another verification than the one this callbackUrl was issued for' };
+    if (
+      binding.externalId !== null &&
+      named !== null &&
+      named !== binding.externalId &&
+      named !== upstreamExternalId(binding.createdBy, binding.externalId)
+    ) {
+      return {
+        status: 'invalid',
+        description: 'the body names another verification than the one this callbackUrl was issued for',
+      };
     }
     // Events are keyed by the id the app knows, and carry its owner (two apps may use the same id).
     const externalId = binding.externalId ?? named;
     if (externalId === null) {
-      return { status: 'invalid', description: `the body does not name its verification (${wire.EXTERNAL_ID_FIELDS.join(', ')})` };
+      return {
+        status: 'invalid',
+        description: `the body does not name its verification (${wire.EXTERNAL_ID_FIELDS.join(', ')})`,
+      };
     }
     // Only an exact repeat of a body is the same delivery; every distinct callback is kept and published once,
     // and a read returns the newest (docs/decisions/041); up to a size, sealed to its owner and within its storage
@@ -470,7 +564,8 @@ export class IdentityService {
       meta,
     });
     return this.o.events.ingest(event).catch((err: unknown) => {
-      if (err instanceof StorageBoundError) return { status: 'over-bound', description: err.refusal.description } as const;
+      if (err instanceof StorageBoundError)
+        return { status: 'over-bound', description: err.refusal.description } as const;
       throw err;
     });
   }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+
 import { readIdAt, readJsonPath, withValueAt, type JsonPath, type ShapePaths } from '../json-path.js';
 
 /**
@@ -162,7 +163,9 @@ export function registrationRequest(
     [SENT.applicant]: input.applicant,
     ...(input.callbackUrl != null && !callbackUrlPath ? { [SENT.callbackUrl]: input.callbackUrl } : {}),
   };
-  return input.callbackUrl != null && callbackUrlPath ? (withValueAt(body, callbackUrlPath, input.callbackUrl) as RegistrationRequest) : body;
+  return input.callbackUrl != null && callbackUrlPath
+    ? (withValueAt(body, callbackUrlPath, input.callbackUrl) as RegistrationRequest)
+    : body;
 }
 
 export interface Registration {
@@ -221,11 +224,17 @@ export function statusOf(body: unknown): string | null {
 /** VERIFICATION_EXTERNAL_ID_PATH when set (it replaces the guesses), else the guesses of externalIdOf. */
 export function parseRegistration(body: unknown, idPath: JsonPath | null = null): Registration {
   const b = isObject(body) ? body : {};
-  return { externalId: idPath ? readIdAt(body, idPath) : externalIdOf(body), status: statusOf(body), jobResults: b.jobResults ?? null };
+  return {
+    externalId: idPath ? readIdAt(body, idPath) : externalIdOf(body),
+    status: statusOf(body),
+    jobResults: b.jobResults ?? null,
+  };
 }
 
 /** Where the identity readers look for what the spec does not show: a configured path, or the guesses. */
-export function describeIdentityShapes(paths: Pick<ShapePaths, 'verificationExternalId' | 'verificationResults' | 'verificationCallbackUrl'>): {
+export function describeIdentityShapes(
+  paths: Pick<ShapePaths, 'verificationExternalId' | 'verificationResults' | 'verificationCallbackUrl'>,
+): {
   externalId: string;
   results: string;
   callbackUrl: string;
@@ -235,8 +244,12 @@ export function describeIdentityShapes(paths: Pick<ShapePaths, 'verificationExte
     externalId: paths.verificationExternalId
       ? `VERIFICATION_EXTERNAL_ID_PATH=${paths.verificationExternalId.text}`
       : `guesses ${EXTERNAL_ID_FIELDS.join(', ')}, at the top level or under ${nested}`,
-    results: paths.verificationResults ? `VERIFICATION_RESULTS_PATH=${paths.verificationResults.text}` : `guesses a bare list, ${RESULT_LIST_FIELDS.join(', ')}`,
-    callbackUrl: paths.verificationCallbackUrl ? `VERIFICATION_CALLBACK_URL_PATH=${paths.verificationCallbackUrl.text}` : `sent as ${SENT.callbackUrl}`,
+    results: paths.verificationResults
+      ? `VERIFICATION_RESULTS_PATH=${paths.verificationResults.text}`
+      : `guesses a bare list, ${RESULT_LIST_FIELDS.join(', ')}`,
+    callbackUrl: paths.verificationCallbackUrl
+      ? `VERIFICATION_CALLBACK_URL_PATH=${paths.verificationCallbackUrl.text}`
+      : `sent as ${SENT.callbackUrl}`,
   };
 }
 

@@ -5,7 +5,15 @@
 // argument the model fills), or from another app holding `cloud:approve` (approvePlan). Execution sends the
 // operation with an idempotency key derived from the plan id, through the execution pipeline like every tool call.
 import { createHash, randomUUID } from 'node:crypto';
-import { CLIENT_CAPABILITIES_META_KEY, inputRequired, inputResponse, type CallToolResult, type RequestStateCodec, type ServerContext } from '@modelcontextprotocol/server';
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  inputRequired,
+  inputResponse,
+  type CallToolResult,
+  type RequestStateCodec,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
+
 import type { Caller } from '../caller.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import type { AgentPlan, AgentPlans } from '../store/agent-plans.js';
@@ -33,7 +41,13 @@ interface ApprovalState {
 const APPROVAL_INPUT = 'approval';
 const APPROVAL_FORM = {
   type: 'object' as const,
-  properties: { approve: { type: 'boolean' as const, title: 'Approve and run this plan', description: 'Yes runs the requests above, once. No sends nothing.' } },
+  properties: {
+    approve: {
+      type: 'boolean' as const,
+      title: 'Approve and run this plan',
+      description: 'Yes runs the requests above, once. No sends nothing.',
+    },
+  },
   required: ['approve'],
 };
 
@@ -42,7 +56,10 @@ const PASSWORD_KEY = /password|secret|token/i;
 /** The variables with secrets masked, as plans show them. */
 function masked(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(masked);
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, PASSWORD_KEY.test(k) && typeof v === 'string' ? '***' : masked(v)]));
+  if (value && typeof value === 'object')
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, PASSWORD_KEY.test(k) && typeof v === 'string' ? '***' : masked(v)]),
+    );
   return value;
 }
 
@@ -50,7 +67,9 @@ function masked(value: unknown): unknown {
 function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
   if (value && typeof value === 'object') {
-    const entries = Object.entries(value).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const entries = Object.entries(value)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
   }
   return JSON.stringify(value ?? null);
@@ -79,7 +98,11 @@ export class Approvals {
    * The plan of a creation tool's call: its exact requests (a provisioning's, from its GraphQL plan; otherwise the one
    * mutation and its variables), what it spends, its hash and summary; or the errors that refuse it.
    */
-  private async work(tool: OperationTool, variables: Record<string, unknown>, call: Pick<ToolCall, 'caller' | 'requestId'>): Promise<Worked | CallToolResult> {
+  private async work(
+    tool: OperationTool,
+    variables: Record<string, unknown>,
+    call: Pick<ToolCall, 'caller' | 'requestId'>,
+  ): Promise<Worked | CallToolResult> {
     const estimate = this.o.pipeline.estimate({ ...tool.params, variables });
     if ('ok' in estimate) return errorsResult(estimate.errors);
     let requests: unknown;
@@ -88,31 +111,75 @@ export class Approvals {
     const planField = tool.rootField ? PROVISIONING_PLANS[tool.rootField] : undefined;
     if (planField) {
       const query = `query McpPlan($input: ${tool.rootField === 'provisionKafkaCluster' ? 'ProvisionKafkaClusterInput!' : 'ProvisionVirtualMachineInput!'}, $idempotencyKey: UUID) { plan: ${planField}(input: $input, idempotencyKey: $idempotencyKey) ${PLAN_SELECTION} }`;
-      const planned = await this.o.pipeline.runOperation({ caller: call.caller, params: { query, variables }, transport: 'mcp', requestId: call.requestId, allow: ['query' as never] });
+      const planned = await this.o.pipeline.runOperation({
+        caller: call.caller,
+        params: { query, variables },
+        transport: 'mcp',
+        requestId: call.requestId,
+        allow: ['query' as never],
+      });
       if (!planned.ok) return errorsResult(planned.errors);
       if (planned.result.errors?.length) return errorsResult(planned.result.errors);
-      const plan = (planned.result.data as { plan: { valid: boolean; steps: { name: string; action: string; request: unknown; errors: { field: string | null; message: string }[] }[]; errors: { field: string | null; message: string }[]; defaults: unknown } }).plan;
+      const plan = (
+        planned.result.data as {
+          plan: {
+            valid: boolean;
+            steps: {
+              name: string;
+              action: string;
+              request: unknown;
+              errors: { field: string | null; message: string }[];
+            }[];
+            errors: { field: string | null; message: string }[];
+            defaults: unknown;
+          };
+        }
+      ).plan;
       const invalid = [...plan.errors, ...plan.steps.flatMap((s) => s.errors)];
       if (!plan.valid || invalid.length) {
-        return toolError(invalid.map((e) => (e.field ? `Invalid argument ${e.field}: ${e.message}` : e.message)).join('\n') + '\nNothing was planned.', {
-          errors: invalid.map((e) => ({ code: 'BAD_USER_INPUT', message: e.message, ...(e.field ? { argument: e.field } : {}) })),
-        });
+        return toolError(
+          invalid.map((e) => (e.field ? `Invalid argument ${e.field}: ${e.message}` : e.message)).join('\n') +
+            '\nNothing was planned.',
+          {
+            errors: invalid.map((e) => ({
+              code: 'BAD_USER_INPUT',
+              message: e.message,
+              ...(e.field ? { argument: e.field } : {}),
+            })),
+          },
+        );
       }
       creations = plan.steps.filter((s) => s.action === 'CREATE').length;
       // A provisioning charges one creation point per upstream creation (src/ratelimit/cost.ts SELF_CHARGED_MUTATIONS).
       points = creations;
-      requests = { steps: plan.steps.map((s) => ({ name: s.name, action: s.action, request: s.request })), defaults: plan.defaults };
+      requests = {
+        steps: plan.steps.map((s) => ({ name: s.name, action: s.action, request: s.request })),
+        defaults: plan.defaults,
+      };
     } else {
       // The operation's text is part of what is approved: a trusted document changed under the same name is a new plan.
-      requests = { graphql: { operation: tool.rootField ?? tool.params.operationName, document: tool.documentHash, variables: masked(variables) } };
+      requests = {
+        graphql: {
+          operation: tool.rootField ?? tool.params.operationName,
+          document: tool.documentHash,
+          variables: masked(variables),
+        },
+      };
     }
-    const hash = createHash('sha256').update(canonical({ tool: tool.name, variables, requests })).digest('hex');
+    const hash = createHash('sha256')
+      .update(canonical({ tool: tool.name, variables, requests }))
+      .digest('hex');
     const lines = planField
-      ? (requests as { steps: { name: string; action: string; request: { method: string; path: string } | null }[] }).steps
+      ? (
+          requests as { steps: { name: string; action: string; request: { method: string; path: string } | null }[] }
+        ).steps
           .filter((s) => s.action === 'CREATE' && s.request)
           .map((s) => `- ${s.name}: ${s.request!.method} ${s.request!.path}`)
       : [`- ${tool.rootField ?? tool.name} ${JSON.stringify(masked(variables.input ?? variables))}`];
-    const summary = [`${call.caller.app ?? call.caller.scope} asks to run ${tool.name}: ${creations} upstream creation(s), ${points} rate-limit point(s).`, ...lines].join('\n');
+    const summary = [
+      `${call.caller.app ?? call.caller.scope} asks to run ${tool.name}: ${creations} upstream creation(s), ${points} rate-limit point(s).`,
+      ...lines,
+    ].join('\n');
     return { requests, creations, points, hash, summary };
   }
 
@@ -128,20 +195,43 @@ export class Approvals {
       description: `${tool.description}\n\nUnder approval (MCP_MUTATIONS=approve) this tool only plans: it returns a plan id, its hash, the exact requests, the creations and rate-limit points, and a summary. Nothing is created until execute_plan(planId) runs with an approval from a person or an approver app.`,
       inputSchema: { ...tool.inputSchema, properties },
       outputSchema: PLAN_OUTPUT,
-      annotations: { title: `${tool.title} (plan)`, readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+      annotations: {
+        title: `${tool.title} (plan)`,
+        readOnlyHint: true,
+        destructiveHint: false,
+        idempotentHint: false,
+        openWorldHint: false,
+      },
       refusal: (caller) => refusalFor(tool, caller),
       call: async (args, call) => {
         const unknown = Object.keys(args).find((k) => !accepted.has(k));
         if (unknown !== undefined) {
-          const why = unknown === 'idempotencyKey' ? 'a plan derives its idempotency key from its id' : `it takes ${[...accepted].join(', ')}`;
-          return toolError(`Invalid argument ${unknown}: this tool takes no argument ${unknown} (${why}); nothing was planned`, { errors: [{ code: 'BAD_USER_INPUT', argument: unknown, message: `unknown argument ${unknown}` }] });
+          const why =
+            unknown === 'idempotencyKey'
+              ? 'a plan derives its idempotency key from its id'
+              : `it takes ${[...accepted].join(', ')}`;
+          return toolError(
+            `Invalid argument ${unknown}: this tool takes no argument ${unknown} (${why}); nothing was planned`,
+            { errors: [{ code: 'BAD_USER_INPUT', argument: unknown, message: `unknown argument ${unknown}` }] },
+          );
         }
         const id = randomUUID();
         const variables = { ...args, idempotencyKey: id };
         const worked = await this.work(tool, variables, call);
         if ('content' in worked) return worked;
-        const plan = await this.o.plans.create({ id, owner: call.caller.scope, app: call.caller.app ?? call.caller.scope, tool: tool.name, variables, ...worked });
-        return planResult(plan, this.o.approveUrl(plan.id), `Plan ${plan.id} made; nothing was sent. Call execute_plan with planId ${plan.id}: a person approves it in this client, or an app with cloud:approve approves it at ${this.o.approveUrl(plan.id)}.`);
+        const plan = await this.o.plans.create({
+          id,
+          owner: call.caller.scope,
+          app: call.caller.app ?? call.caller.scope,
+          tool: tool.name,
+          variables,
+          ...worked,
+        });
+        return planResult(
+          plan,
+          this.o.approveUrl(plan.id),
+          `Plan ${plan.id} made; nothing was sent. Call execute_plan with planId ${plan.id}: a person approves it in this client, or an app with cloud:approve approves it at ${this.o.approveUrl(plan.id)}.`,
+        );
       },
     };
   }
@@ -153,107 +243,216 @@ export class Approvals {
       title: 'Execute an approved plan',
       description:
         'Runs a plan made by a creation tool, once, with the upstream idempotency key derived from the plan id. It runs only with an approval of the plan as it is now: given by the person through this client (you are asked), or by an app holding cloud:approve (approvePlan). A plan whose requests changed since it was approved is refused with its new hash. Calling it again replays the stored outcome.',
-      inputSchema: { type: 'object', properties: { planId: { type: 'string', format: 'uuid', description: 'The plan id a creation tool returned.' } }, required: ['planId'], additionalProperties: false },
-      annotations: { title: 'Execute an approved plan', readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
+      inputSchema: {
+        type: 'object',
+        properties: {
+          planId: { type: 'string', format: 'uuid', description: 'The plan id a creation tool returned.' },
+        },
+        required: ['planId'],
+        additionalProperties: false,
+      },
+      annotations: {
+        title: 'Execute an approved plan',
+        readOnlyHint: false,
+        destructiveHint: true,
+        idempotentHint: true,
+        openWorldHint: true,
+      },
       // Offered to an app that may call some creation tool: the plans it can execute are of those tools.
       refusal: (caller) =>
         [...tools.values()].some((t) => t.kind === 'creation' && refusalFor(t, caller) === null)
           ? null
-          : { message: 'execute_plan runs plans of creation tools, none of which this app may call; nothing was sent', scope: undefined },
+          : {
+              message: 'execute_plan runs plans of creation tools, none of which this app may call; nothing was sent',
+              scope: undefined,
+            },
       call: (args, call) => this.execute(tools, args, call),
     };
   }
 
-  private async execute(tools: ReadonlyMap<string, OperationTool>, args: Record<string, unknown>, call: ToolCall): Promise<ToolResult> {
+  private async execute(
+    tools: ReadonlyMap<string, OperationTool>,
+    args: Record<string, unknown>,
+    call: ToolCall,
+  ): Promise<ToolResult> {
     const extra = Object.keys(args).find((k) => k !== 'planId');
-    if (extra !== undefined) return toolError(`Invalid argument ${extra}: execute_plan takes planId only (an approval is never an argument); nothing was sent`, { errors: [{ code: 'BAD_USER_INPUT', argument: extra }] });
+    if (extra !== undefined)
+      return toolError(
+        `Invalid argument ${extra}: execute_plan takes planId only (an approval is never an argument); nothing was sent`,
+        { errors: [{ code: 'BAD_USER_INPUT', argument: extra }] },
+      );
     const planId = args.planId;
     if (typeof planId !== 'string' || !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(planId)) {
-      return toolError('Invalid argument planId: a plan id is a UUID, as a creation tool returned it; nothing was sent', { errors: [{ code: 'BAD_USER_INPUT', argument: 'planId' }] });
+      return toolError(
+        'Invalid argument planId: a plan id is a UUID, as a creation tool returned it; nothing was sent',
+        { errors: [{ code: 'BAD_USER_INPUT', argument: 'planId' }] },
+      );
     }
     const { caller } = call;
     const actor = caller.app ?? caller.scope;
     const plan = await this.o.plans.get(planId.toLowerCase());
     // Another app's plan reads exactly as one that does not exist.
-    if (!plan || plan.owner !== caller.scope) return toolError(`no plan ${planId} of this app; nothing was sent`, { errors: [{ code: 'NOT_FOUND', argument: 'planId' }] });
+    if (!plan || plan.owner !== caller.scope)
+      return toolError(`no plan ${planId} of this app; nothing was sent`, {
+        errors: [{ code: 'NOT_FOUND', argument: 'planId' }],
+      });
     const tool = tools.get(plan.tool);
-    if (!tool) return toolError(`plan ${plan.id} is for ${plan.tool}, which this endpoint no longer offers; nothing was sent`, { errors: [{ code: 'NOT_FOUND' }] });
+    if (!tool)
+      return toolError(`plan ${plan.id} is for ${plan.tool}, which this endpoint no longer offers; nothing was sent`, {
+        errors: [{ code: 'NOT_FOUND' }],
+      });
     const refused = refusalFor(tool, caller);
-    if (refused) return toolError(refused.message, { code: 'FORBIDDEN', ...(refused.scope ? { scope: refused.scope } : {}) });
+    if (refused)
+      return toolError(refused.message, { code: 'FORBIDDEN', ...(refused.scope ? { scope: refused.scope } : {}) });
 
     if (plan.status === 'succeeded' || plan.status === 'failed') {
-      await this.o.plans.audit(plan.id, plan.app, actor, 'replayed', `stored outcome (${plan.status}) replayed; nothing was sent`);
+      await this.o.plans.audit(
+        plan.id,
+        plan.app,
+        actor,
+        'replayed',
+        `stored outcome (${plan.status}) replayed; nothing was sent`,
+      );
       return replayed(plan);
     }
     if (plan.status === 'executing') {
-      return toolError(`plan ${plan.id} is being executed, or its outcome is unknown: call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`, { planId: plan.id, status: 'UNKNOWN' });
+      return toolError(
+        `plan ${plan.id} is being executed, or its outcome is unknown: call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,
+        { planId: plan.id, status: 'UNKNOWN' },
+      );
     }
 
     // The plan as it would run now: a change of its input's defaults or of what it reuses changes its hash.
     const worked = await this.work(tool, plan.variables, call);
     if ('content' in worked) return worked;
     if (worked.hash !== plan.hash || (plan.approval && plan.approval.hash !== worked.hash)) {
-      await this.o.plans.audit(plan.id, plan.app, actor, 'refused', `the plan changed since it was made or approved: hash ${plan.hash} is now ${worked.hash}; nothing was sent`);
-      return toolError(`plan ${plan.id} changed since it was made or approved (its requests now hash to ${worked.hash}, not ${plan.hash}); nothing was sent. Make a new plan and have it approved.`, {
-        planId: plan.id,
-        code: 'PLAN_CHANGED',
-        hash: plan.hash,
-        newHash: worked.hash,
-      });
+      await this.o.plans.audit(
+        plan.id,
+        plan.app,
+        actor,
+        'refused',
+        `the plan changed since it was made or approved: hash ${plan.hash} is now ${worked.hash}; nothing was sent`,
+      );
+      return toolError(
+        `plan ${plan.id} changed since it was made or approved (its requests now hash to ${worked.hash}, not ${plan.hash}); nothing was sent. Make a new plan and have it approved.`,
+        {
+          planId: plan.id,
+          code: 'PLAN_CHANGED',
+          hash: plan.hash,
+          newHash: worked.hash,
+        },
+      );
     }
 
-    const approved = plan.approval !== null && plan.approval.hash === plan.hash && plan.approval.expiresAt > this.o.plans.now();
+    const approved =
+      plan.approval !== null && plan.approval.hash === plan.hash && plan.approval.expiresAt > this.o.plans.now();
     if (!approved) {
       const answer = await this.elicited(plan, call);
       if (answer === 'ask') {
         return inputRequired({
-          inputRequests: { [APPROVAL_INPUT]: inputRequired.elicit({ mode: 'form', message: `${plan.summary}\n\nPlan ${plan.id}, hash ${plan.hash}.`, requestedSchema: APPROVAL_FORM }) },
+          inputRequests: {
+            [APPROVAL_INPUT]: inputRequired.elicit({
+              mode: 'form',
+              message: `${plan.summary}\n\nPlan ${plan.id}, hash ${plan.hash}.`,
+              requestedSchema: APPROVAL_FORM,
+            }),
+          },
           requestState: await this.o.codec.mint({ planId: plan.id, hash: plan.hash, owner: caller.scope }),
         });
       }
       if (answer === 'declined') {
-        await this.o.plans.audit(plan.id, plan.app, `a person through ${actor}'s MCP client`, 'declined', 'the person declined the plan; nothing was sent');
-        return toolError(`the plan was not approved; nothing was sent`, { planId: plan.id, status: 'PENDING', code: 'DECLINED' });
-      }
-      if (answer === 'cannot-ask') {
-        await this.o.plans.audit(plan.id, plan.app, actor, 'refused', 'no approval, and the client cannot ask its person (no elicitation); nothing was sent');
-        const url = this.o.approveUrl(plan.id);
-        return toolError(`plan ${plan.id} is not approved, and this client cannot ask its person; nothing was sent. An app with cloud:approve approves it at ${url}; then call execute_plan again.`, {
+        await this.o.plans.audit(
+          plan.id,
+          plan.app,
+          `a person through ${actor}'s MCP client`,
+          'declined',
+          'the person declined the plan; nothing was sent',
+        );
+        return toolError(`the plan was not approved; nothing was sent`, {
           planId: plan.id,
           status: 'PENDING',
-          code: 'APPROVAL_REQUIRED',
-          approveUrl: url,
+          code: 'DECLINED',
         });
+      }
+      if (answer === 'cannot-ask') {
+        await this.o.plans.audit(
+          plan.id,
+          plan.app,
+          actor,
+          'refused',
+          'no approval, and the client cannot ask its person (no elicitation); nothing was sent',
+        );
+        const url = this.o.approveUrl(plan.id);
+        return toolError(
+          `plan ${plan.id} is not approved, and this client cannot ask its person; nothing was sent. An app with cloud:approve approves it at ${url}; then call execute_plan again.`,
+          {
+            planId: plan.id,
+            status: 'PENDING',
+            code: 'APPROVAL_REQUIRED',
+            approveUrl: url,
+          },
+        );
       }
       const approval = await this.o.plans.approve(plan.id, { owner: caller.scope, name: actor }, 'elicitation');
       if (!approval.ok) return toolError(`${approval.message}; nothing was sent`, { planId: plan.id });
     }
 
     if (!(await this.o.plans.claim(plan.id))) {
-      return toolError(`plan ${plan.id} is being executed by another call, or its approval has expired; call execute_plan again`, { planId: plan.id, status: 'UNKNOWN' });
+      return toolError(
+        `plan ${plan.id} is being executed by another call, or its approval has expired; call execute_plan again`,
+        { planId: plan.id, status: 'UNKNOWN' },
+      );
     }
     let outcome: CallToolResult;
     try {
-      outcome = await runOperationTool(this.o.pipeline, tool.params, new Set(Object.keys(plan.variables)), tool.estimate.operation, plan.variables, call);
+      outcome = await runOperationTool(
+        this.o.pipeline,
+        tool.params,
+        new Set(Object.keys(plan.variables)),
+        tool.estimate.operation,
+        plan.variables,
+        call,
+      );
     } catch (err) {
       await this.o.plans.finish(plan.id, 'unknown', null);
-      await this.o.plans.audit(plan.id, plan.app, actor, 'unknown', `the execution failed before an answer: ${(err as Error).message}`);
-      return toolError(`the outcome of plan ${plan.id} is unknown: call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`, { planId: plan.id, status: 'UNKNOWN' });
+      await this.o.plans.audit(
+        plan.id,
+        plan.app,
+        actor,
+        'unknown',
+        `the execution failed before an answer: ${(err as Error).message}`,
+      );
+      return toolError(
+        `the outcome of plan ${plan.id} is unknown: call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,
+        { planId: plan.id, status: 'UNKNOWN' },
+      );
     }
     const structured = (outcome.structuredContent ?? {}) as Record<string, unknown>;
     const errors = (structured.errors as { code: string }[] | undefined) ?? [];
     const retryable = errors.some((e) => RETRYABLE.has(e.code));
     const status = !outcome.isError ? 'succeeded' : retryable ? 'unknown' : 'failed';
     await this.o.plans.finish(plan.id, status, structured);
-    await this.o.plans.audit(plan.id, plan.app, actor, status === 'succeeded' ? 'executed' : status, `${plan.tool} with idempotency key ${plan.id}: ${status}`);
+    await this.o.plans.audit(
+      plan.id,
+      plan.app,
+      actor,
+      status === 'succeeded' ? 'executed' : status,
+      `${plan.tool} with idempotency key ${plan.id}: ${status}`,
+    );
     if (status === 'unknown') {
-      return toolError(`the outcome of plan ${plan.id} is unknown (${errors.map((e) => e.code).join(', ')}): call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`, {
-        planId: plan.id,
-        status: 'UNKNOWN',
-        ...structured,
-      });
+      return toolError(
+        `the outcome of plan ${plan.id} is unknown (${errors.map((e) => e.code).join(', ')}): call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,
+        {
+          planId: plan.id,
+          status: 'UNKNOWN',
+          ...structured,
+        },
+      );
     }
-    return { ...outcome, structuredContent: { planId: plan.id, status: status.toUpperCase(), replayed: false, ...structured } };
+    return {
+      ...outcome,
+      structuredContent: { planId: plan.id, status: status.toUpperCase(), replayed: false, ...structured },
+    };
   }
 
   /**
@@ -265,7 +464,8 @@ export class Approvals {
     const view = inputResponse(ctx.mcpReq.inputResponses, APPROVAL_INPUT);
     if (view.kind === 'elicit') {
       const state = ctx.mcpReq.requestState<ApprovalState>();
-      if (!state || state.planId !== plan.id || state.hash !== plan.hash || state.owner !== call.caller.scope) return 'ask';
+      if (!state || state.planId !== plan.id || state.hash !== plan.hash || state.owner !== call.caller.scope)
+        return 'ask';
       return view.action === 'accept' && view.content?.approve === true ? 'accepted' : 'declined';
     }
     return canElicit(ctx) ? 'ask' : 'cannot-ask';
@@ -273,7 +473,13 @@ export class Approvals {
 }
 
 /** Errors after which the request may have been applied, or was not sent yet: the plan can be executed again. */
-const RETRYABLE = new Set(['UPSTREAM_OUTCOME_UNKNOWN', 'UPSTREAM_UNAVAILABLE', 'IDEMPOTENCY_KEY_IN_USE', 'RATE_LIMITED', 'INTERNAL_SERVER_ERROR']);
+const RETRYABLE = new Set([
+  'UPSTREAM_OUTCOME_UNKNOWN',
+  'UPSTREAM_UNAVAILABLE',
+  'IDEMPOTENCY_KEY_IN_USE',
+  'RATE_LIMITED',
+  'INTERNAL_SERVER_ERROR',
+]);
 
 /** Whether the client declared form elicitation: in the request's envelope (2026-07-28) or at initialize (2025). */
 function canElicit(ctx: ServerContext): boolean {
@@ -301,7 +507,16 @@ const PLAN_OUTPUT: JsonSchema = {
 function planResult(plan: AgentPlan, approveUrl: string, text: string): CallToolResult {
   return {
     content: [{ type: 'text', text: `${text}\n\n${plan.summary}\nhash: ${plan.hash}` }],
-    structuredContent: { planId: plan.id, hash: plan.hash, status: plan.status.toUpperCase(), summary: plan.summary, requests: plan.requests, creations: plan.creations, rateLimitPoints: plan.points, approveUrl },
+    structuredContent: {
+      planId: plan.id,
+      hash: plan.hash,
+      status: plan.status.toUpperCase(),
+      summary: plan.summary,
+      requests: plan.requests,
+      creations: plan.creations,
+      rateLimitPoints: plan.points,
+      approveUrl,
+    },
   };
 }
 
@@ -309,7 +524,12 @@ function replayed(plan: AgentPlan): CallToolResult {
   const outcome = (plan.outcome ?? {}) as Record<string, unknown>;
   const failed = plan.status === 'failed';
   return {
-    content: [{ type: 'text', text: `${failed ? 'Plan failed before' : 'Plan executed before'}; the stored outcome is replayed, nothing was sent.\n${JSON.stringify(outcome)}` }],
+    content: [
+      {
+        type: 'text',
+        text: `${failed ? 'Plan failed before' : 'Plan executed before'}; the stored outcome is replayed, nothing was sent.\n${JSON.stringify(outcome)}`,
+      },
+    ],
     ...(failed ? { isError: true } : {}),
     structuredContent: { planId: plan.id, status: plan.status.toUpperCase(), replayed: true, ...outcome },
   };

@@ -11,7 +11,16 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
-import { createMcpHandler, validateHostHeader, validateOriginHeader, type AuthInfo, type RequestStateCodec, type ServerEvent, type ServerEventBus } from '@modelcontextprotocol/server';
+import {
+  createMcpHandler,
+  validateHostHeader,
+  validateOriginHeader,
+  type AuthInfo,
+  type RequestStateCodec,
+  type ServerEvent,
+  type ServerEventBus,
+} from '@modelcontextprotocol/server';
+
 import type { Caller } from '../caller.js';
 import type { Logger } from '../logger.js';
 import { createRequestServer, type McpSurface } from './server.js';
@@ -21,10 +30,15 @@ export interface McpRoute {
   method: 'GET' | 'ANY';
   path: RegExp;
   name: string;
-  handle(req: IncomingMessage, res: ServerResponse, ctx: { requestId: string; params: string[]; app?: string | undefined }): Promise<void> | void;
+  handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    ctx: { requestId: string; params: string[]; app?: string | undefined },
+  ): Promise<void> | void;
 }
 
-type AuthResult = { ok: true; caller: Caller } | { ok: false; reason: 'missing' | 'invalid' | 'unavailable'; message: string };
+type AuthResult =
+  { ok: true; caller: Caller } | { ok: false; reason: 'missing' | 'invalid' | 'unavailable'; message: string };
 
 export interface McpHttpOptions {
   readonly surface: McpSurface;
@@ -34,7 +48,11 @@ export interface McpHttpOptions {
   /** The public base URL (PUBLIC_URL, or the listening address), for the resource metadata. */
   readonly publicUrl: () => string;
   /** AUTH_*: apps sign in with JWTs; the protected-resource metadata and the OAuth challenges are then served. */
-  readonly oauth: { readonly issuers: readonly string[]; readonly scopePrefix: string; readonly scopes: readonly string[] } | null;
+  readonly oauth: {
+    readonly issuers: readonly string[];
+    readonly scopePrefix: string;
+    readonly scopes: readonly string[];
+  } | null;
   readonly maxBodyBytes: number;
   /** The sealed requestState of approval elicitations (src/mcp/approval.ts). */
   readonly codec: RequestStateCodec<unknown>;
@@ -73,7 +91,10 @@ class ListenBus implements ServerEventBus {
 /** The resource URIs of a subscriptions/listen request, or null when the body is none. */
 function listenedUris(body: unknown): string[] | null {
   if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
-  const { method, params } = body as { method?: unknown; params?: { notifications?: { resourceSubscriptions?: unknown } } };
+  const { method, params } = body as {
+    method?: unknown;
+    params?: { notifications?: { resourceSubscriptions?: unknown } };
+  };
   if (method !== 'subscriptions/listen') return null;
   const uris = params?.notifications?.resourceSubscriptions;
   return Array.isArray(uris) ? uris.filter((u): u is string => typeof u === 'string') : [];
@@ -83,7 +104,13 @@ const MCP_PATH = /^\/mcp(?:\/([a-z0-9][a-z0-9_-]{0,63}))?$/;
 const METADATA_PATH = /^\/\.well-known\/oauth-protected-resource\/mcp(?:\/([a-z0-9][a-z0-9_-]{0,63}))?$/;
 
 /** A JSON-RPC error answer with an HTTP status (the transport's refusals carry no request id). */
-function sendJsonRpcError(res: ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}): void {
+function sendJsonRpcError(
+  res: ServerResponse,
+  status: number,
+  code: number,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
   res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
 }
@@ -114,7 +141,8 @@ function readRaw(req: IncomingMessage, limit: number): Promise<Buffer | null> {
 export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
   const allowed = [...new Set(o.allowedHosts)];
   const resourceOf = (toolset: string) => `${o.publicUrl()}/mcp${toolset ? `/${toolset}` : ''}`;
-  const metadataUrlOf = (toolset: string) => `${o.publicUrl()}/.well-known/oauth-protected-resource/mcp${toolset ? `/${toolset}` : ''}`;
+  const metadataUrlOf = (toolset: string) =>
+    `${o.publicUrl()}/.well-known/oauth-protected-resource/mcp${toolset ? `/${toolset}` : ''}`;
 
   // One handler for the whole gateway: the factory makes each request's server from what the route authenticated.
   const bus = new ListenBus(o.surface);
@@ -122,7 +150,10 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
   const handler = createMcpHandler(
     (ctx) => {
       const extra = ctx.authInfo?.extra as { caller: Caller; toolset: string; requestId: string };
-      return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, { requestState: (state, ctx) => o.codec.verify(state, ctx), era: ctx.era });
+      return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, {
+        requestState: (state, ctx) => o.codec.verify(state, ctx),
+        era: ctx.era,
+      });
     },
     {
       legacy: 'stateless',
@@ -152,12 +183,17 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
         if (!host.ok) return sendJsonRpcError(res, 403, -32000, `Forbidden: ${host.message}`);
         const origin = validateOriginHeader(req.headers.origin, allowed);
         if (!origin.ok) return sendJsonRpcError(res, 403, -32000, `Forbidden: ${origin.message}`);
-        if (!o.surface.toolsets.has(toolset)) return sendJsonRpcError(res, 404, -32000, `no MCP toolset ${toolset} on this gateway`);
+        if (!o.surface.toolsets.has(toolset))
+          return sendJsonRpcError(res, 404, -32000, `no MCP toolset ${toolset} on this gateway`);
 
         const auth = await o.authenticate(req.headers.authorization);
         if (!auth.ok) {
-          if (auth.reason === 'unavailable') return sendJsonRpcError(res, 503, -32000, auth.message, { 'retry-after': '5' });
-          const header = auth.reason === 'missing' ? challenge(toolset) : challenge(toolset, { code: 'invalid_token', description: auth.message });
+          if (auth.reason === 'unavailable')
+            return sendJsonRpcError(res, 503, -32000, auth.message, { 'retry-after': '5' });
+          const header =
+            auth.reason === 'missing'
+              ? challenge(toolset)
+              : challenge(toolset, { code: 'invalid_token', description: auth.message });
           return sendJsonRpcError(res, 401, -32001, auth.message, { 'www-authenticate': header });
         }
         const caller = auth.caller;
@@ -181,7 +217,13 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
           const refusal = o.oauth && caller.via === 'JWT' ? stepUp(o.surface, toolset, caller, parsed) : null;
           if (refusal) {
             const scope = `${o.oauth!.scopePrefix}${refusal.scope}`;
-            return sendJsonRpcError(res, 403, -32001, refusal.message, { 'www-authenticate': challenge(toolset, { code: 'insufficient_scope', description: `the scope ${scope} is required`, scope }) });
+            return sendJsonRpcError(res, 403, -32001, refusal.message, {
+              'www-authenticate': challenge(toolset, {
+                code: 'insufficient_scope',
+                description: `the scope ${scope} is required`,
+                scope,
+              }),
+            });
           }
         }
 
@@ -194,7 +236,12 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
         }
         const abort = new AbortController();
         res.on('close', () => abort.abort());
-        const request = new Request(url, { method: req.method ?? 'GET', headers, signal: abort.signal, ...(raw ? { body: new Uint8Array(raw) } : {}) });
+        const request = new Request(url, {
+          method: req.method ?? 'GET',
+          headers,
+          signal: abort.signal,
+          ...(raw ? { body: new Uint8Array(raw) } : {}),
+        });
         const authInfo: AuthInfo = {
           token: '',
           clientId: caller.app ?? caller.scope,
@@ -208,14 +255,30 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
           const id = (parsed as { id?: unknown }).id;
           const refuse = (code: number, message: string) => {
             res.writeHead(200, { 'content-type': 'application/json' });
-            res.end(JSON.stringify({ jsonrpc: '2.0', id: typeof id === 'string' || typeof id === 'number' ? id : null, error: { code, message } }));
+            res.end(
+              JSON.stringify({
+                jsonrpc: '2.0',
+                id: typeof id === 'string' || typeof id === 'number' ? id : null,
+                error: { code, message },
+              }),
+            );
           };
-          if (listened.length > MAX_LISTENED_RESOURCES) return refuse(-32602, `Invalid params: a subscriptions/listen names at most ${MAX_LISTENED_RESOURCES} resources (this one names ${listened.length}); open several`);
+          if (listened.length > MAX_LISTENED_RESOURCES)
+            return refuse(
+              -32602,
+              `Invalid params: a subscriptions/listen names at most ${MAX_LISTENED_RESOURCES} resources (this one names ${listened.length}); open several`,
+            );
           const open = listening.get(caller.scope) ?? 0;
-          if (open >= MAX_LISTENS_PER_APP) return refuse(-32603, `Subscription limit reached: this app already has ${MAX_LISTENS_PER_APP} subscriptions/listen streams open on this replica; close one, or name several resources in one`);
+          if (open >= MAX_LISTENS_PER_APP)
+            return refuse(
+              -32603,
+              `Subscription limit reached: this app already has ${MAX_LISTENS_PER_APP} subscriptions/listen streams open on this replica; close one, or name several resources in one`,
+            );
           listening.set(caller.scope, open + 1);
           // A stream opened with a JWT ends when the token does, as WebSocket and SSE connections do.
-          const expiry = caller.expiresAt ? setTimeout(() => abort.abort(), Math.min(2 ** 31 - 1, Math.max(0, caller.expiresAt - Date.now()))) : undefined;
+          const expiry = caller.expiresAt
+            ? setTimeout(() => abort.abort(), Math.min(2 ** 31 - 1, Math.max(0, caller.expiresAt - Date.now())))
+            : undefined;
           res.on('close', () => {
             clearTimeout(expiry);
             const left = (listening.get(caller.scope) ?? 1) - 1;
@@ -223,7 +286,9 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
             else listening.delete(caller.scope);
           });
         }
-        const response = listened ? await bus.opening.run({ caller, uris: listened }, () => handler.fetch(request, options)) : await handler.fetch(request, options);
+        const response = listened
+          ? await bus.opening.run({ caller, uris: listened }, () => handler.fetch(request, options))
+          : await handler.fetch(request, options);
         res.statusCode = response.status;
         response.headers.forEach((value, name) => res.setHeader(name, value));
         if (!response.body) {
@@ -244,9 +309,14 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
       name: 'mcp-resource-metadata',
       handle(req, res, ctx) {
         const toolset = ctx.params[0] ?? '';
-        if (!o.surface.toolsets.has(toolset)) return sendJsonRpcError(res, 404, -32000, `no MCP toolset ${toolset} on this gateway`);
+        if (!o.surface.toolsets.has(toolset))
+          return sendJsonRpcError(res, 404, -32000, `no MCP toolset ${toolset} on this gateway`);
         // RFC 9728 §3.2: the protected resource's metadata; the authorization servers are the JWTs' issuers (AUTH_ISSUER, or each of AUTH_ISSUERS).
-        res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=3600', 'access-control-allow-origin': '*' });
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          'cache-control': 'max-age=3600',
+          'access-control-allow-origin': '*',
+        });
         res.end(
           JSON.stringify({
             resource: resourceOf(toolset),
@@ -263,7 +333,12 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
 }
 
 /** The refusal of a tools/call of a tool in `toolset` that `caller` may not call, with the scope it lacks. */
-function stepUp(surface: McpSurface, toolset: string, caller: Caller, body: unknown): { message: string; scope: string } | null {
+function stepUp(
+  surface: McpSurface,
+  toolset: string,
+  caller: Caller,
+  body: unknown,
+): { message: string; scope: string } | null {
   const calls = Array.isArray(body) ? body : [body];
   for (const message of calls) {
     if (!message || typeof message !== 'object') continue;

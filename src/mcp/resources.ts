@@ -4,7 +4,17 @@
 // the owner check (another app's id reads as null, then "not found", exactly as an unknown one), the cost and rate
 // limits and masking hold. A resource changes when the durable event log records an event of its kind and key; the
 // event reader (src/events/cursor-read.ts, given by the composition root) says so on every replica.
-import { ProtocolError, ProtocolErrorCode, ResourceNotFoundError, type CallToolResult, type ReadResourceResult, type Resource, type ResourceLink, type ResourceTemplateType } from '@modelcontextprotocol/server';
+import {
+  ProtocolError,
+  ProtocolErrorCode,
+  ResourceNotFoundError,
+  type CallToolResult,
+  type ReadResourceResult,
+  type Resource,
+  type ResourceLink,
+  type ResourceTemplateType,
+} from '@modelcontextprotocol/server';
+
 import type { Caller } from '../caller.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import { refusalFor, type OperationTool } from './tools.js';
@@ -21,7 +31,13 @@ export interface LoggedEvent {
 export interface EventSource {
   waitForEvents(
     caller: Caller,
-    options: { cursor?: string | null; kinds: readonly string[]; timeoutSeconds: number; signal?: AbortSignal; limit?: number },
+    options: {
+      cursor?: string | null;
+      kinds: readonly string[];
+      timeoutSeconds: number;
+      signal?: AbortSignal;
+      limit?: number;
+    },
   ): Promise<{ events: LoggedEvent[]; cursor: string; timedOut: boolean }>;
   onResourceChanged(caller: Caller, kind: string, key: string, listener: (event: LoggedEvent) => void): () => void;
 }
@@ -50,7 +66,8 @@ export const EVENT_KINDS: readonly EventKind[] = [
     variable: 'externalId',
     name: 'verification',
     title: 'Verification',
-    description: 'A verification registered through this gateway by your app, by its externalId: its result from the verification interface. Updated when its completion callback arrives.',
+    description:
+      'A verification registered through this gateway by your app, by its externalId: its result from the verification interface. Updated when its completion callback arrives.',
     rootField: 'verificationResults',
     variables: (key) => ({ externalIds: [key] }),
     pick: (data) => (data.verificationResults as unknown[] | undefined)?.[0],
@@ -72,7 +89,8 @@ export const EVENT_KINDS: readonly EventKind[] = [
     variable: 'authReqId',
     name: 'mobile-id-authentication',
     title: 'Mobile-ID authentication',
-    description: 'The end of a mobile-ID authentication, by its auth_req_id, once the mobile identity service notified it on a token your app issued. Updated when the notification arrives.',
+    description:
+      'The end of a mobile-ID authentication, by its auth_req_id, once the mobile identity service notified it on a token your app issued. Updated when the notification arrives.',
     rootField: 'mobileIdAuthentication',
     variables: (key) => ({ authReqId: key }),
     pick: (data) => data.mobileIdAuthentication,
@@ -83,7 +101,8 @@ export const EVENT_KINDS: readonly EventKind[] = [
     variable: 'id',
     name: 'provisioning',
     title: 'Provisioning',
-    description: 'A composite provisioning your app started (provision_kafka_cluster, provision_virtual_machine), by its id, with the state of each step. Updated as each step ends: the way to follow a long provisioning.',
+    description:
+      'A composite provisioning your app started (provision_kafka_cluster, provision_virtual_machine), by its id, with the state of each step. Updated as each step ends: the way to follow a long provisioning.',
     rootField: 'provisioning',
     variables: (key) => ({ id: key }),
     pick: (data) => data.provisioning,
@@ -134,9 +153,22 @@ export class McpResources {
   /** The fixed resources `caller` may read. */
   list(caller: Caller): Resource[] {
     const out: Resource[] = [];
-    if (this.sdl !== null) out.push({ uri: SDL_URI, name: 'schema', title: 'GraphQL schema', description: 'The gateway\'s GraphQL schema (SDL): every operation the tools run, with its descriptions.', mimeType: 'application/graphql' });
+    if (this.sdl !== null)
+      out.push({
+        uri: SDL_URI,
+        name: 'schema',
+        title: 'GraphQL schema',
+        description: "The gateway's GraphQL schema (SDL): every operation the tools run, with its descriptions.",
+        mimeType: 'application/graphql',
+      });
     if (this.catalog && !refusalFor(this.catalog, caller)) {
-      out.push({ uri: CATALOG_URI, name: 'catalog', title: 'Cloud catalog', description: this.catalog.description, mimeType: 'application/json' });
+      out.push({
+        uri: CATALOG_URI,
+        name: 'catalog',
+        title: 'Cloud catalog',
+        description: this.catalog.description,
+        mimeType: 'application/json',
+      });
     }
     return out;
   }
@@ -145,7 +177,13 @@ export class McpResources {
   templates(caller: Caller): ResourceTemplateType[] {
     return this.kinds
       .filter((b) => !refusalFor(b.tool, caller))
-      .map(({ kind }) => ({ uriTemplate: `${kind.prefix}{${kind.variable}}`, name: kind.name, title: kind.title, description: kind.description, mimeType: 'application/json' }));
+      .map(({ kind }) => ({
+        uriTemplate: `${kind.prefix}{${kind.variable}}`,
+        name: kind.name,
+        title: kind.title,
+        description: kind.description,
+        mimeType: 'application/json',
+      }));
   }
 
   /** The resource a URI names: its kind and key, or null for a URI of no template. */
@@ -190,21 +228,47 @@ export class McpResources {
    * all throw the same ResourceNotFoundError (no oracle); a read the caller's scopes refuse says which scope.
    */
   async read(uri: string, caller: Caller, requestId: string): Promise<ReadResourceResult> {
-    if (uri === SDL_URI && this.sdl !== null) return { contents: [{ uri, mimeType: 'application/graphql', text: this.sdl }] };
-    if (uri === CATALOG_URI && this.catalog) return this.run(this.catalog, {}, uri, caller, requestId, (data) => data.catalog);
+    if (uri === SDL_URI && this.sdl !== null)
+      return { contents: [{ uri, mimeType: 'application/graphql', text: this.sdl }] };
+    if (uri === CATALOG_URI && this.catalog)
+      return this.run(this.catalog, {}, uri, caller, requestId, (data) => data.catalog);
     const found = this.parse(uri);
     if (!found) throw new ResourceNotFoundError(uri);
-    return this.run(found.bound.tool, found.bound.kind.variables(found.key), uri, caller, requestId, found.bound.kind.pick);
+    return this.run(
+      found.bound.tool,
+      found.bound.kind.variables(found.key),
+      uri,
+      caller,
+      requestId,
+      found.bound.kind.pick,
+    );
   }
 
-  private async run(tool: OperationTool, variables: Record<string, unknown>, uri: string, caller: Caller, requestId: string, pick: (data: Record<string, unknown>) => unknown): Promise<ReadResourceResult> {
-    const outcome = await this.pipeline.runOperation({ caller, params: { ...tool.params, variables }, transport: 'mcp', requestId, allow: [tool.estimate.operation] });
+  private async run(
+    tool: OperationTool,
+    variables: Record<string, unknown>,
+    uri: string,
+    caller: Caller,
+    requestId: string,
+    pick: (data: Record<string, unknown>) => unknown,
+  ): Promise<ReadResourceResult> {
+    const outcome = await this.pipeline.runOperation({
+      caller,
+      params: { ...tool.params, variables },
+      transport: 'mcp',
+      requestId,
+      allow: [tool.estimate.operation],
+    });
     const errors = outcome.ok ? outcome.result.errors : outcome.errors;
     if (errors?.length) {
       const first = errors[0]!;
       const scope = first.extensions?.scope;
       // A refusal (scope, rate limit, cost) is said as it is; it depends on the caller, never on whose the id is.
-      throw new ProtocolError(ProtocolErrorCode.InvalidRequest, `${uri}: ${first.message}`, { uri, code: first.extensions?.code ?? 'INTERNAL_SERVER_ERROR', ...(typeof scope === 'string' ? { scope } : {}) });
+      throw new ProtocolError(ProtocolErrorCode.InvalidRequest, `${uri}: ${first.message}`, {
+        uri,
+        code: first.extensions?.code ?? 'INTERNAL_SERVER_ERROR',
+        ...(typeof scope === 'string' ? { scope } : {}),
+      });
     }
     const value = outcome.ok ? pick((outcome.result.data ?? {}) as Record<string, unknown>) : null;
     if (value === null || value === undefined) throw new ResourceNotFoundError(uri);
@@ -247,7 +311,8 @@ export function linkProvisionings(resources: McpResources, result: CallToolResul
       name: 'provisioning',
       title: `Provisioning ${id as string}`,
       mimeType: 'application/json',
-      description: 'Its steps as they end: read this resource, listen to it (notifications/resources/updated), or call wait_for_events with kinds ["provisioning"].',
+      description:
+        'Its steps as they end: read this resource, listen to it (notifications/resources/updated), or call wait_for_events with kinds ["provisioning"].',
     });
   }
   return links.length ? { ...result, content: [...result.content, ...links] } : result;

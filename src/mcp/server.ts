@@ -2,7 +2,15 @@
 // low-level SDK Server holding the tools its app may see. What the endpoint offers is registered in one place, the
 // McpSurface the composition root builds (src/mcp/surface.ts): tools, and resources (src/mcp/resources.ts), whose
 // change notifications go out on subscriptions/listen streams (src/mcp/http.ts).
-import { ProtocolError, ProtocolErrorCode, Server, type CallToolResult, type InputRequiredResult, type ServerContext } from '@modelcontextprotocol/server';
+import {
+  ProtocolError,
+  ProtocolErrorCode,
+  Server,
+  type CallToolResult,
+  type InputRequiredResult,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
+
 import type { Caller } from '../caller.js';
 import type { McpResources } from './resources.js';
 import type { JsonSchema } from './shapes.js';
@@ -68,7 +76,10 @@ export function createRequestServer(
   // serves any call): that era is told so, and pointed at wait_for_events.
   const subscribe = options.era !== 'legacy';
   const server = new Server(SERVER_INFO, {
-    capabilities: { tools: { listChanged: false }, ...(resources ? { resources: { subscribe, listChanged: false } } : {}) },
+    capabilities: {
+      tools: { listChanged: false },
+      ...(resources ? { resources: { subscribe, listChanged: false } } : {}),
+    },
     instructions: surface.instructions,
     ...(options.requestState ? { requestState: { verify: options.requestState } } : {}),
   });
@@ -86,9 +97,13 @@ export function createRequestServer(
   }));
   server.setRequestHandler('tools/call', async (request, ctx) => {
     const tool = tools.find((t) => t.name === request.params.name);
-    if (!tool) return toolError(`no tool ${JSON.stringify(request.params.name)} on this endpoint; tools/list shows the tools this app may call`);
+    if (!tool)
+      return toolError(
+        `no tool ${JSON.stringify(request.params.name)} on this endpoint; tools/list shows the tools this app may call`,
+      );
     const refused = tool.refusal(caller);
-    if (refused) return toolError(refused.message, { code: 'FORBIDDEN', ...(refused.scope ? { scope: refused.scope } : {}) });
+    if (refused)
+      return toolError(refused.message, { code: 'FORBIDDEN', ...(refused.scope ? { scope: refused.scope } : {}) });
     const args = request.params.arguments ?? {};
     return tool.call(args, { caller, requestId, ctx });
   });

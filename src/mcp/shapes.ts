@@ -22,6 +22,7 @@ import {
   type OperationDefinitionNode,
   type SelectionSetNode,
 } from 'graphql';
+
 import { requiredScopesOf } from '../graphql/schema.js';
 
 export type JsonSchema = Record<string, unknown>;
@@ -52,7 +53,8 @@ function nullable(schema: JsonSchema): JsonSchema {
 export function inputJsonSchema(type: GraphQLInputType, seen: ReadonlySet<string> = new Set()): JsonSchema {
   if (isNonNullType(type)) return inputJsonSchema(type.ofType, seen);
   if (isListType(type)) return { type: 'array', items: inputJsonSchema(type.ofType, seen) };
-  if (isEnumType(type)) return described({ type: 'string', enum: type.getValues().map((v) => v.name) }, type.description);
+  if (isEnumType(type))
+    return described({ type: 'string', enum: type.getValues().map((v) => v.name) }, type.description);
   if (isScalarType(type)) return described({ ...(SCALARS[type.name] ?? { type: 'string' }) }, type.description);
   if (isInputObjectType(type)) {
     // An input type that contains itself is described once; deeper levels take any object.
@@ -64,13 +66,20 @@ export function inputJsonSchema(type: GraphQLInputType, seen: ReadonlySet<string
       properties[field.name] = described(inputJsonSchema(field.type, inner), field.description);
       if (isNonNullType(field.type) && field.defaultValue === undefined) required.push(field.name);
     }
-    return described({ type: 'object', properties, ...(required.length ? { required } : {}), additionalProperties: false }, type.description);
+    return described(
+      { type: 'object', properties, ...(required.length ? { required } : {}), additionalProperties: false },
+      type.description,
+    );
   }
   return {};
 }
 
 /** The input schema of an operation: one property per variable, described by the argument it feeds. */
-export function variablesJsonSchema(schema: GraphQLSchema, operation: OperationDefinitionNode, argumentDescriptions: ReadonlyMap<string, string>): JsonSchema {
+export function variablesJsonSchema(
+  schema: GraphQLSchema,
+  operation: OperationDefinitionNode,
+  argumentDescriptions: ReadonlyMap<string, string>,
+): JsonSchema {
   const properties: Record<string, JsonSchema> = {};
   const required: string[] = [];
   for (const def of operation.variableDefinitions ?? []) {
@@ -84,9 +93,17 @@ export function variablesJsonSchema(schema: GraphQLSchema, operation: OperationD
 }
 
 /** The JSON Schema of what a selection set returns, for `type`. */
-function selectionJsonSchema(schema: GraphQLSchema, type: GraphQLOutputType, set: SelectionSetNode | undefined, document: DocumentNode): JsonSchema {
+function selectionJsonSchema(
+  schema: GraphQLSchema,
+  type: GraphQLOutputType,
+  set: SelectionSetNode | undefined,
+  document: DocumentNode,
+): JsonSchema {
   if (isNonNullType(type)) return selectionJsonSchema(schema, type.ofType, set, document);
-  const inner = (t: GraphQLOutputType): JsonSchema => (isNonNullType(t) ? selectionJsonSchema(schema, t.ofType, set, document) : nullable(selectionJsonSchema(schema, t, set, document)));
+  const inner = (t: GraphQLOutputType): JsonSchema =>
+    isNonNullType(t)
+      ? selectionJsonSchema(schema, t.ofType, set, document)
+      : nullable(selectionJsonSchema(schema, t, set, document));
   if (isListType(type)) return { type: 'array', items: inner(type.ofType) };
   if (isEnumType(type)) return { type: 'string', enum: type.getValues().map((v) => v.name) };
   if (isScalarType(type)) return { ...(SCALARS[type.name] ?? { type: 'string' }) };
@@ -101,14 +118,20 @@ function selectionJsonSchema(schema: GraphQLSchema, type: GraphQLOutputType, set
     }
     const field = type.getFields()[sel.name.value];
     if (!field) continue;
-    const value = isNonNullType(field.type) ? selectionJsonSchema(schema, field.type, sel.selectionSet, document) : nullable(selectionJsonSchema(schema, field.type, sel.selectionSet, document));
+    const value = isNonNullType(field.type)
+      ? selectionJsonSchema(schema, field.type, sel.selectionSet, document)
+      : nullable(selectionJsonSchema(schema, field.type, sel.selectionSet, document));
     properties[key] = described(value, field.description);
   }
   return { type: 'object', properties };
 }
 
 /** The output schema of an operation: its `data`, every root field possibly null (an error nulls it). */
-export function resultJsonSchema(schema: GraphQLSchema, document: DocumentNode, operation: OperationDefinitionNode): JsonSchema {
+export function resultJsonSchema(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+): JsonSchema {
   const root = schema.getRootType(operation.operation);
   if (!root) return { type: 'object' };
   const properties: Record<string, JsonSchema> = {};
@@ -116,7 +139,10 @@ export function resultJsonSchema(schema: GraphQLSchema, document: DocumentNode, 
     if (sel.kind !== Kind.FIELD) continue;
     const field = root.getFields()[sel.name.value];
     if (!field) continue;
-    properties[sel.alias?.value ?? sel.name.value] = described(nullable(selectionJsonSchema(schema, field.type, sel.selectionSet, document)), field.description);
+    properties[sel.alias?.value ?? sel.name.value] = described(
+      nullable(selectionJsonSchema(schema, field.type, sel.selectionSet, document)),
+      field.description,
+    );
   }
   return { type: 'object', properties };
 }
@@ -130,7 +156,12 @@ const SELECTION_DEPTH = 3;
  * resources come with `project`, not with a write tool), to SELECTION_DEPTH levels; a union's members by inline
  * fragments.
  */
-export function defaultSelection(type: GraphQLOutputType, granted: ReadonlySet<string>, depth = 0, lists = isListType(isNonNullType(type) ? type.ofType : type) ? 1 : 0): string {
+export function defaultSelection(
+  type: GraphQLOutputType,
+  granted: ReadonlySet<string>,
+  depth = 0,
+  lists = isListType(isNonNullType(type) ? type.ofType : type) ? 1 : 0,
+): string {
   const named = getNamedType(type) as GraphQLNamedType;
   if (isLeafType(named)) return '';
   if (isUnionType(named)) {
@@ -145,7 +176,12 @@ export function defaultSelection(type: GraphQLOutputType, granted: ReadonlySet<s
 }
 
 /** `lists`: the lists already above; one list level in all keeps a tool's cost within the cost limit. */
-function fieldsOf(fields: Record<string, GraphQLField<unknown, unknown>>, granted: ReadonlySet<string>, depth: number, lists: number): string {
+function fieldsOf(
+  fields: Record<string, GraphQLField<unknown, unknown>>,
+  granted: ReadonlySet<string>,
+  depth: number,
+  lists: number,
+): string {
   const parts: string[] = [];
   for (const field of Object.values(fields)) {
     if (field.args.some((a) => isNonNullType(a.type) && a.defaultValue === undefined)) continue;

@@ -4,6 +4,7 @@
 // log's verifications, identifications, mobile-ID authentications and provisionings) with `wait_for_events`.
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { GraphQLSchema } from 'graphql';
+
 import { ConfigError, type Config } from '../config.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import type { Approvals } from './approval.js';
@@ -52,7 +53,8 @@ function executeTool(pipeline: Pipeline): McpTool {
   return {
     name: 'execute',
     title: 'Run a read-only GraphQL query',
-    description: 'Runs one GraphQL query (never a mutation or a subscription) through the gateway, with the same scopes, cost limit, rate limit and trusted documents as any request. For operators.',
+    description:
+      'Runs one GraphQL query (never a mutation or a subscription) through the gateway, with the same scopes, cost limit, rate limit and trusted documents as any request. For operators.',
     inputSchema: {
       type: 'object',
       properties: {
@@ -63,27 +65,65 @@ function executeTool(pipeline: Pipeline): McpTool {
       required: ['query'],
       additionalProperties: false,
     },
-    annotations: { title: 'Run a read-only GraphQL query', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
-    refusal: (caller) => (caller.grants.has('operator') ? null : { message: 'execute needs the scope operator, which this app does not hold; nothing was run', scope: 'operator' }),
+    annotations: {
+      title: 'Run a read-only GraphQL query',
+      readOnlyHint: true,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: true,
+    },
+    refusal: (caller) =>
+      caller.grants.has('operator')
+        ? null
+        : {
+            message: 'execute needs the scope operator, which this app does not hold; nothing was run',
+            scope: 'operator',
+          },
     call: async (args, call) => {
       const extra = Object.keys(args).find((k) => !['query', 'variables', 'operationName'].includes(k));
-      if (extra !== undefined) return toolError(`Invalid argument ${extra}: execute takes query, variables and operationName; nothing was run`, { errors: [{ code: 'BAD_USER_INPUT', argument: extra }] });
-      const { query, variables, operationName } = args as { query?: unknown; variables?: unknown; operationName?: unknown };
-      if (typeof query !== 'string' || !query) return toolError('Invalid argument query: a GraphQL query text is required; nothing was run', { errors: [{ code: 'BAD_USER_INPUT', argument: 'query' }] });
-      if (variables !== undefined && (variables === null || typeof variables !== 'object' || Array.isArray(variables))) {
-        return toolError('Invalid argument variables: an object of variables; nothing was run', { errors: [{ code: 'BAD_USER_INPUT', argument: 'variables' }] });
+      if (extra !== undefined)
+        return toolError(
+          `Invalid argument ${extra}: execute takes query, variables and operationName; nothing was run`,
+          { errors: [{ code: 'BAD_USER_INPUT', argument: extra }] },
+        );
+      const { query, variables, operationName } = args as {
+        query?: unknown;
+        variables?: unknown;
+        operationName?: unknown;
+      };
+      if (typeof query !== 'string' || !query)
+        return toolError('Invalid argument query: a GraphQL query text is required; nothing was run', {
+          errors: [{ code: 'BAD_USER_INPUT', argument: 'query' }],
+        });
+      if (
+        variables !== undefined &&
+        (variables === null || typeof variables !== 'object' || Array.isArray(variables))
+      ) {
+        return toolError('Invalid argument variables: an object of variables; nothing was run', {
+          errors: [{ code: 'BAD_USER_INPUT', argument: 'variables' }],
+        });
       }
-      if (operationName !== undefined && typeof operationName !== 'string') return toolError('Invalid argument operationName: a string; nothing was run', { errors: [{ code: 'BAD_USER_INPUT', argument: 'operationName' }] });
+      if (operationName !== undefined && typeof operationName !== 'string')
+        return toolError('Invalid argument operationName: a string; nothing was run', {
+          errors: [{ code: 'BAD_USER_INPUT', argument: 'operationName' }],
+        });
       const outcome = await pipeline.runOperation({
         caller: call.caller,
-        params: { query, ...(variables ? { variables: variables as Record<string, unknown> } : {}), ...(operationName ? { operationName } : {}) },
+        params: {
+          query,
+          ...(variables ? { variables: variables as Record<string, unknown> } : {}),
+          ...(operationName ? { operationName } : {}),
+        },
         transport: 'mcp',
         requestId: call.requestId,
         allow: ['query' as never],
       });
       if (!outcome.ok) return errorsResult(outcome.errors);
       if (outcome.result.errors?.length) return errorsResult(outcome.result.errors, outcome.result.data);
-      return { content: [{ type: 'text', text: JSON.stringify(outcome.result.data ?? null) }], structuredContent: { ...(outcome.result.data ?? {}) } };
+      return {
+        content: [{ type: 'text', text: JSON.stringify(outcome.result.data ?? null) }],
+        structuredContent: { ...(outcome.result.data ?? {}) },
+      };
     },
   };
 }
@@ -102,7 +142,12 @@ function linkingProvisionings(tool: McpTool, resources: McpResources): McpTool {
 export function buildSurface(o: SurfaceOptions): McpSurface {
   const skipped: string[] = [];
   const builtIn = o.builtIn ? builtInTools(o.schema, o.pipeline, skipped) : [];
-  const operations = [...builtIn, ...(o.manifest ? manifestTools(o.schema, o.pipeline, o.manifest, new Set(builtIn.map((t) => t.name)), skipped) : [])];
+  const operations = [
+    ...builtIn,
+    ...(o.manifest
+      ? manifestTools(o.schema, o.pipeline, o.manifest, new Set(builtIn.map((t) => t.name)), skipped)
+      : []),
+  ];
   const byName = new Map(operations.map((t) => [t.name, t]));
   const tools: McpTool[] = [];
   for (const tool of operations) {
@@ -123,15 +168,24 @@ export function buildSurface(o: SurfaceOptions): McpSurface {
   if (resources.hasEvents) for (const [i, tool] of tools.entries()) tools[i] = linkingProvisionings(tool, resources);
   if (waiting) tools.push(waiting);
 
-  const known = new Set([...operations.map((t) => t.name), 'execute_plan', 'execute', ...(waiting ? [waiting.name] : [])]);
+  const known = new Set([
+    ...operations.map((t) => t.name),
+    'execute_plan',
+    'execute',
+    ...(waiting ? [waiting.name] : []),
+  ]);
   const toolsets = new Map<string, readonly McpTool[]>([['', tools]]);
   for (const [name, names] of o.mcp.toolsets) {
     const unknown = names.find((n) => n !== '*' && !known.has(n));
-    if (unknown !== undefined) throw new ConfigError('MCP_TOOLSETS', `the toolset ${name} names ${unknown}, which is no tool of this gateway (the tools: ${[...known].join(', ')})`);
+    if (unknown !== undefined)
+      throw new ConfigError(
+        'MCP_TOOLSETS',
+        `the toolset ${name} names ${unknown}, which is no tool of this gateway (the tools: ${[...known].join(', ')})`,
+      );
     toolsets.set(name, names.includes('*') ? tools : tools.filter((t) => names.includes(t.name)));
   }
   const instructions = [
-    'Tools of a GraphQL gateway over a cloud provider and identity services. Each tool runs one named operation with your app\'s scopes; tools/list shows only what your app may call.',
+    "Tools of a GraphQL gateway over a cloud provider and identity services. Each tool runs one named operation with your app's scopes; tools/list shows only what your app may call.",
     o.mcp.mutations === 'none'
       ? 'This gateway lets agents read and plan only: nothing is created through MCP.'
       : o.mcp.mutations === 'approve'

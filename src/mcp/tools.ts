@@ -2,7 +2,15 @@
 // built-in set covers the main flows, one tool per root field with a selection made from the schema; the trusted
 // documents' named operations are tools too. Everything here is worked out once, at start-up.
 import { createHash } from 'node:crypto';
-import { isNonNullType, Kind, parse, type GraphQLField, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
+import {
+  isNonNullType,
+  Kind,
+  parse,
+  type GraphQLField,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+} from 'graphql';
+
 import type { Caller } from '../caller.js';
 import type { OperationEstimate, OperationParams, Pipeline } from '../execution/pipeline.js';
 import { requiredScopesOf } from '../graphql/schema.js';
@@ -95,10 +103,12 @@ function builtInDocument(field: GraphQLField<unknown, unknown>, type: 'query' | 
 }
 
 function annotationsOf(kind: ToolKind, openWorld: boolean): ToolAnnotations {
-  if (kind === 'read') return { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: openWorld };
+  if (kind === 'read')
+    return { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: openWorld };
   // A creation spends money or touches a person's identity check and cannot be undone through the gateway; with the
   // same idempotency key (an approved plan's, or one given) a repeat replays instead of creating again.
-  if (kind === 'creation') return { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true };
+  if (kind === 'creation')
+    return { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true };
   return { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false };
 }
 
@@ -112,7 +122,12 @@ function kindOf(operation: OperationDefinitionNode): ToolKind {
  * The admit stage's view of a tool's operation, or null when the gateway's own limits refuse it (GRAPHQL_MAX_DEPTH set
  * below a built-in tool's depth, say): such a tool is left out and named in `skipped`, since no call of it could run.
  */
-function estimateOf(pipeline: Pipeline, params: OperationParams, name: string, skipped: string[]): OperationEstimate | null {
+function estimateOf(
+  pipeline: Pipeline,
+  params: OperationParams,
+  name: string,
+  skipped: string[],
+): OperationEstimate | null {
   const estimate = pipeline.estimate(params);
   if (!('ok' in estimate)) return estimate;
   skipped.push(`${name} (${estimate.errors.map((e) => e.message).join('; ')})`);
@@ -134,7 +149,9 @@ export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline, skipped:
     const kind = kindOf(operation);
     const estimate = estimateOf(pipeline, params, toolName, skipped);
     if (estimate === null) continue;
-    const argumentDescriptions = new Map(field.args.flatMap((a) => (a.description ? [[a.name, a.description] as const] : [])));
+    const argumentDescriptions = new Map(
+      field.args.flatMap((a) => (a.description ? [[a.name, a.description] as const] : [])),
+    );
     tools.push({
       name: toolName,
       title: titleOf(name),
@@ -144,7 +161,7 @@ export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline, skipped:
       params,
       inputSchema: variablesJsonSchema(schema, operation, argumentDescriptions),
       outputSchema: resultJsonSchema(schema, document, operation),
-      annotations: { title: titleOf(name), ...annotationsOf(kind, openWorld ?? (kind !== 'read')) },
+      annotations: { title: titleOf(name), ...annotationsOf(kind, openWorld ?? kind !== 'read') },
       takesIdempotencyKey: field.args.some((a) => a.name === 'idempotencyKey' && !isNonNullType(a.type)),
       estimate,
       documentHash: sha256(query),
@@ -157,20 +174,31 @@ export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline, skipped:
  * The tools of the trusted documents: each named query or mutation of the manifest, by its operation name, run by
  * its document id. A document's description is its operation's leading comment, or the root fields' descriptions.
  */
-export function manifestTools(schema: GraphQLSchema, pipeline: Pipeline, documents: Iterable<readonly [string, string]>, taken: ReadonlySet<string>, skipped: string[]): OperationTool[] {
+export function manifestTools(
+  schema: GraphQLSchema,
+  pipeline: Pipeline,
+  documents: Iterable<readonly [string, string]>,
+  taken: ReadonlySet<string>,
+  skipped: string[],
+): OperationTool[] {
   const tools: OperationTool[] = [];
   const names = new Set(taken);
   for (const [documentId, text] of documents) {
     const document = parse(text);
     for (const operation of document.definitions) {
-      if (operation.kind !== Kind.OPERATION_DEFINITION || !operation.name || operation.operation === 'subscription') continue;
+      if (operation.kind !== Kind.OPERATION_DEFINITION || !operation.name || operation.operation === 'subscription')
+        continue;
       const name = operation.name.value;
       if (!/^[A-Za-z0-9_.-]{1,128}$/.test(name) || names.has(name)) continue;
       names.add(name);
       const root = schema.getRootType(operation.operation);
-      const fields = operation.selectionSet.selections.flatMap((s) => (s.kind === Kind.FIELD ? [root?.getFields()[s.name.value]] : [])).filter((f) => f !== undefined);
+      const fields = operation.selectionSet.selections
+        .flatMap((s) => (s.kind === Kind.FIELD ? [root?.getFields()[s.name.value]] : []))
+        .filter((f) => f !== undefined);
       const argumentDescriptions = new Map<string, string>();
-      for (const f of fields) for (const a of f.args) if (a.description && !argumentDescriptions.has(a.name)) argumentDescriptions.set(a.name, a.description);
+      for (const f of fields)
+        for (const a of f.args)
+          if (a.description && !argumentDescriptions.has(a.name)) argumentDescriptions.set(a.name, a.description);
       const params = { documentId, operationName: name };
       const kind = kindOf(operation);
       const estimate = estimateOf(pipeline, params, name, skipped);
@@ -178,14 +206,18 @@ export function manifestTools(schema: GraphQLSchema, pipeline: Pipeline, documen
       tools.push({
         name,
         title: titleOf(name),
-        description: [`Trusted operation ${name}.`, ...fields.map((f) => `${f.name}: ${(f.description ?? '').trim()}`)].join('\n'),
+        description: [
+          `Trusted operation ${name}.`,
+          ...fields.map((f) => `${f.name}: ${(f.description ?? '').trim()}`),
+        ].join('\n'),
         kind,
         rootField: null,
         params,
         inputSchema: variablesJsonSchema(schema, operation, argumentDescriptions),
         outputSchema: resultJsonSchema(schema, document, operation),
         annotations: { title: titleOf(name), ...annotationsOf(kind, kind !== 'read') },
-        takesIdempotencyKey: operation.variableDefinitions?.some((d) => d.variable.name.value === 'idempotencyKey') ?? false,
+        takesIdempotencyKey:
+          operation.variableDefinitions?.some((d) => d.variable.name.value === 'idempotencyKey') ?? false,
         estimate,
         documentHash: sha256(text),
       });

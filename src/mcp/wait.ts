@@ -2,6 +2,7 @@
 // has dropped SSE replay. It reads the app's own events from the durable log after a cursor, through the event reader
 // (src/events/cursor-read.ts): owner-scoped, on any replica, until EVENT_RETENTION.
 import { GraphQLError } from 'graphql';
+
 import { errorsResult } from './operations.js';
 import type { McpResources } from './resources.js';
 import { toolError, type McpTool } from './server.js';
@@ -18,12 +19,14 @@ const MAX_EVENTS = 100;
 export function waitForEventsTool(resources: McpResources): McpTool {
   const kinds = resources.eventKinds;
   const bad = (argument: string, text: string, extra: Record<string, unknown> = {}) =>
-    toolError(`Invalid argument ${argument}: ${text}; nothing was read`, { errors: [{ code: 'BAD_USER_INPUT', argument, ...extra }] });
+    toolError(`Invalid argument ${argument}: ${text}; nothing was read`, {
+      errors: [{ code: 'BAD_USER_INPUT', argument, ...extra }],
+    });
   return {
     name: 'wait_for_events',
     title: 'Wait for events',
     description: [
-      'Your app\'s events (verification and identification completions, mobile-ID results, provisioning steps) after a cursor, oldest first, from the gateway\'s durable event log.',
+      "Your app's events (verification and identification completions, mobile-ID results, provisioning steps) after a cursor, oldest first, from the gateway's durable event log.",
       'Returns at once when there are some; otherwise waits up to timeoutSeconds for the next one.',
       'Pass the returned cursor next time: nothing is missed or repeated, on any replica, for EVENT_RETENTION. Without a cursor it starts from now.',
       'Each event names its resource (uri): read it for the content.',
@@ -32,8 +35,18 @@ export function waitForEventsTool(resources: McpResources): McpTool {
       type: 'object',
       properties: {
         cursor: { type: 'string', description: 'The cursor a previous call returned; absent: from now on.' },
-        kinds: { type: 'array', items: { type: 'string', enum: kinds }, uniqueItems: true, description: 'The kinds of events to read; absent: every kind your scopes allow.' },
-        timeoutSeconds: { type: 'integer', minimum: 0, maximum: MAX_WAIT_SECONDS, description: `How long to wait when no event is there yet (0 returns at once; at most ${MAX_WAIT_SECONDS}).` },
+        kinds: {
+          type: 'array',
+          items: { type: 'string', enum: kinds },
+          uniqueItems: true,
+          description: 'The kinds of events to read; absent: every kind your scopes allow.',
+        },
+        timeoutSeconds: {
+          type: 'integer',
+          minimum: 0,
+          maximum: MAX_WAIT_SECONDS,
+          description: `How long to wait when no event is there yet (0 returns at once; at most ${MAX_WAIT_SECONDS}).`,
+        },
       },
       required: ['timeoutSeconds'],
       additionalProperties: false,
@@ -45,7 +58,13 @@ export function waitForEventsTool(resources: McpResources): McpTool {
           type: 'array',
           items: {
             type: 'object',
-            properties: { kind: { type: 'string', enum: kinds }, key: { type: 'string' }, uri: { type: 'string' }, receivedAt: { type: 'string', format: 'date-time' }, cursor: { type: 'string' } },
+            properties: {
+              kind: { type: 'string', enum: kinds },
+              key: { type: 'string' },
+              uri: { type: 'string' },
+              receivedAt: { type: 'string', format: 'date-time' },
+              cursor: { type: 'string' },
+            },
             required: ['kind', 'key', 'uri', 'receivedAt', 'cursor'],
           },
         },
@@ -54,35 +73,62 @@ export function waitForEventsTool(resources: McpResources): McpTool {
       },
       required: ['events', 'cursor', 'timedOut'],
     },
-    annotations: { title: 'Wait for events', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    annotations: {
+      title: 'Wait for events',
+      readOnlyHint: true,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: false,
+    },
     refusal: (caller) => {
       if (resources.readableKinds(caller).length > 0) return null;
       const first = resources.missingScope(caller, kinds[0] ?? '');
-      return { message: `wait_for_events needs a read scope of some kind of event, which this app does not hold${first?.scope ? ` (for example ${first.scope})` : ''}; nothing was read`, scope: first?.scope };
+      return {
+        message: `wait_for_events needs a read scope of some kind of event, which this app does not hold${first?.scope ? ` (for example ${first.scope})` : ''}; nothing was read`,
+        scope: first?.scope,
+      };
     },
     call: async (args, call) => {
       const extra = Object.keys(args).find((k) => !['cursor', 'kinds', 'timeoutSeconds'].includes(k));
       if (extra !== undefined) return bad(extra, 'wait_for_events takes cursor, kinds and timeoutSeconds');
       const { cursor, timeoutSeconds } = args as { cursor?: unknown; timeoutSeconds?: unknown };
-      if (cursor !== undefined && cursor !== null && (typeof cursor !== 'string' || !cursor)) return bad('cursor', 'a cursor a previous call returned');
-      if (typeof timeoutSeconds !== 'number' || !Number.isInteger(timeoutSeconds) || timeoutSeconds < 0 || timeoutSeconds > MAX_WAIT_SECONDS) {
+      if (cursor !== undefined && cursor !== null && (typeof cursor !== 'string' || !cursor))
+        return bad('cursor', 'a cursor a previous call returned');
+      if (
+        typeof timeoutSeconds !== 'number' ||
+        !Number.isInteger(timeoutSeconds) ||
+        timeoutSeconds < 0 ||
+        timeoutSeconds > MAX_WAIT_SECONDS
+      ) {
         return bad('timeoutSeconds', `a whole number of seconds from 0 to ${MAX_WAIT_SECONDS}`);
       }
       let wanted: string[];
       if (args.kinds === undefined || args.kinds === null) wanted = resources.readableKinds(call.caller);
       else {
-        if (!Array.isArray(args.kinds) || args.kinds.length === 0) return bad('kinds', `a non-empty list of ${kinds.join(', ')}`);
+        if (!Array.isArray(args.kinds) || args.kinds.length === 0)
+          return bad('kinds', `a non-empty list of ${kinds.join(', ')}`);
         wanted = [];
         for (const [i, kind] of (args.kinds as unknown[]).entries()) {
-          if (typeof kind !== 'string' || !kinds.includes(kind)) return bad(`kinds.${i}`, `${JSON.stringify(kind)} is no kind of event (the kinds: ${kinds.join(', ')})`);
+          if (typeof kind !== 'string' || !kinds.includes(kind))
+            return bad(`kinds.${i}`, `${JSON.stringify(kind)} is no kind of event (the kinds: ${kinds.join(', ')})`);
           const missing = resources.missingScope(call.caller, kind);
-          if (missing) return toolError(`${kind} events need the scope ${missing.scope ?? 'to read them'}, which this app does not hold; nothing was read`, { code: 'FORBIDDEN', ...(missing.scope ? { scope: missing.scope } : {}) });
+          if (missing)
+            return toolError(
+              `${kind} events need the scope ${missing.scope ?? 'to read them'}, which this app does not hold; nothing was read`,
+              { code: 'FORBIDDEN', ...(missing.scope ? { scope: missing.scope } : {}) },
+            );
           if (!wanted.includes(kind)) wanted.push(kind);
         }
       }
       let page;
       try {
-        page = await resources.events.waitForEvents(call.caller, { cursor: cursor as string | undefined, kinds: wanted, timeoutSeconds, signal: call.ctx.mcpReq.signal, limit: MAX_EVENTS });
+        page = await resources.events.waitForEvents(call.caller, {
+          cursor: cursor as string | undefined,
+          kinds: wanted,
+          timeoutSeconds,
+          signal: call.ctx.mcpReq.signal,
+          limit: MAX_EVENTS,
+        });
       } catch (err) {
         // A refusal of the reads budget (each call spends one point, as a GraphQL read does): RATE_LIMITED with retryAfter.
         if (err instanceof GraphQLError) return errorsResult([err.toJSON()]);
@@ -90,7 +136,13 @@ export function waitForEventsTool(resources: McpResources): McpTool {
         if ((err as Error).name !== 'CursorError') throw err;
         return bad('cursor', (err as Error).message, { reason });
       }
-      const events = page.events.map((e) => ({ kind: e.kind, key: e.key, uri: resources.uriOf(e.kind, e.key)!, receivedAt: e.receivedAt.toISOString(), cursor: e.cursor! }));
+      const events = page.events.map((e) => ({
+        kind: e.kind,
+        key: e.key,
+        uri: resources.uriOf(e.kind, e.key)!,
+        receivedAt: e.receivedAt.toISOString(),
+        cursor: e.cursor!,
+      }));
       const structured = { events, cursor: page.cursor, timedOut: page.timedOut };
       return { content: [{ type: 'text', text: JSON.stringify(structured) }], structuredContent: structured };
     },

@@ -1,11 +1,11 @@
 import type { Config, ConfiguredNotificationToken } from '../config.js';
 import type { Events } from '../events/index.js';
-import type { Metrics } from '../metrics.js';
 import type { Logger } from '../logger.js';
-import type { Store } from '../store/index.js';
+import type { Metrics } from '../metrics.js';
 import type { AppStorage } from '../store/app-storage.js';
-import type { SecretBox } from './sealing.js';
+import type { Store } from '../store/index.js';
 import type { SandboxNotifier } from './sandbox-trigger.js';
+import type { SecretBox } from './sealing.js';
 import { MobileIdService } from './service.js';
 import { configuredKeys } from './verify.js';
 
@@ -45,7 +45,10 @@ export function createMobileIdService(
 ): MobileIdService {
   const { config } = deps;
   const logger = deps.logger.child({ component: 'mobile-id' });
-  const keys = configuredKeys(endpoint.jwks, { logger, onFetch: (outcome) => deps.metrics.mobileIdJwksFetches.inc({ outcome }) });
+  const keys = configuredKeys(endpoint.jwks, {
+    logger,
+    onFetch: (outcome) => deps.metrics.mobileIdJwksFetches.inc({ outcome }),
+  });
   return new MobileIdService({
     db: deps.store.db,
     events: deps.events,

@@ -1,15 +1,14 @@
 // The intake of completion notifications: each one parsed, deduplicated, verified, its secrets sealed, and stored
 // in the event log; one whose id_token cannot be verified yet is kept pending and verified later (docs/decisions/040).
 import { WebhookErrorCode } from '../errors.js';
-import { canonicalJson } from '../fingerprint.js';
 import type { Events, StorageCharge } from '../events/index.js';
+import { canonicalJson } from '../fingerprint.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { StorageBoundError, type AppStorage, type StorageRefusal } from '../store/app-storage.js';
 import type { PendingVerifications } from './pending.js';
 import { authReqIdOf, type RejectionQuarantine, type RejectionReason } from './quarantine.js';
 import type { SecretBox } from './sealing.js';
-import { keepClear, type ClearParts } from './views.js';
 import {
   MAX_EXTRA_FIELDS_CHARS,
   MOBILE_ID_EVENT_KIND,
@@ -21,7 +20,8 @@ import {
   type StoredSuccess,
 } from './stored.js';
 import type { NotifierAuth } from './tokens.js';
-import { NO_CLAIMS, claimsOf, type IdTokenVerifier } from './verify.js';
+import { claimsOf, NO_CLAIMS, type IdTokenVerifier } from './verify.js';
+import { keepClear, type ClearParts } from './views.js';
 import { extraFields, failureReason, parseNotification } from './wire.js';
 
 /** Attempts before an id_token whose kid no key of the JWKS has is refused (the JWKS refetch cools down 30 s). */
@@ -34,7 +34,10 @@ const STORED_VERSION = 2;
  * The unknown fields of a notification that fit in MAX_EXTRA_FIELDS_CHARS, in the order sent; the rest are dropped
  * and counted. Each field's size is its name and its value's JSON.
  */
-function keptExtra(extra: Record<string, unknown>): { kept: Record<string, unknown>; dropped: { fields: number; chars: number } | null } {
+function keptExtra(extra: Record<string, unknown>): {
+  kept: Record<string, unknown>;
+  dropped: { fields: number; chars: number } | null;
+} {
   const kept: Record<string, unknown> = {};
   let used = 2;
   let fields = 0;
@@ -115,13 +118,22 @@ export class NotificationIntake {
   }
 
   /** Validates, verifies and durably stores one notification; the caller answers, then publishes. */
-  async receive(auth: NotifierAuth & { ok: true }, body: unknown, headers: NotificationHeaders): Promise<ReceiveResult> {
+  async receive(
+    auth: NotifierAuth & { ok: true },
+    body: unknown,
+    headers: NotificationHeaders,
+  ): Promise<ReceiveResult> {
     const parsed = parseNotification(body);
-    if (!parsed.ok) return { status: 'invalid', reason: 'MALFORMED', description: parsed.description, authReqId: authReqIdOf(body) };
+    if (!parsed.ok)
+      return { status: 'invalid', reason: 'MALFORMED', description: parsed.description, authReqId: authReqIdOf(body) };
     const n = parsed.notification;
     const authReqId = n.body.auth_req_id;
     if (auth.authReqId !== null && auth.authReqId !== authReqId) {
-      return { status: 'unauthorized', description: 'the client_notification_token was issued for another auth_req_id', authReqId };
+      return {
+        status: 'unauthorized',
+        description: 'the client_notification_token was issued for another auth_req_id',
+        authReqId,
+      };
     }
 
     // The sealed tokens differ on every delivery (fresh IVs): compare the clear body through a keyed digest.
@@ -135,7 +147,9 @@ export class NotificationIntake {
     const repeat = async (): Promise<ReceiveResult | null> => {
       const existing = await this.events.log.byDedupeKey(dedupeKey);
       if (!existing) return null;
-      return existing.fingerprint === fingerprint ? { status: 'duplicate', authReqId } : { status: 'conflict', authReqId };
+      return existing.fingerprint === fingerprint
+        ? { status: 'duplicate', authReqId }
+        : { status: 'conflict', authReqId };
     };
 
     // Unknown fields are kept up to a small size, sealed whole (a sender's extension may carry anything personal).
@@ -144,7 +158,10 @@ export class NotificationIntake {
     const { kept, dropped } = keptExtra(extraFields(n));
     if (dropped) {
       this.options.metrics.webhookFieldsDropped.inc({ endpoint: 'mobile-id' }, dropped.fields);
-      this.logger.warn({ authReqId, droppedFields: dropped.fields, droppedBytes: dropped.chars }, `mobile-ID notification: unknown fields over ${MAX_EXTRA_FIELDS_CHARS} bytes were not kept`);
+      this.logger.warn(
+        { authReqId, droppedFields: dropped.fields, droppedBytes: dropped.chars },
+        `mobile-ID notification: unknown fields over ${MAX_EXTRA_FIELDS_CHARS} bytes were not kept`,
+      );
     }
     // The subject and the unknown fields are personal: sealed together, one seal per notification.
     // What is sealed below, in clear, for this process's live subscribers (DELIVERY_CLEAR_FROM_INTAKE; never stored).
@@ -171,7 +188,8 @@ export class NotificationIntake {
         if (known) return known;
       }
       // An unknown kid may be a key the operator has rotated in but the JWKS cache has not seen yet: kept pending.
-      if (check.status === 'rejected' && !check.unknownKey) return { status: 'invalid', reason: check.reason, description: check.description, authReqId };
+      if (check.status === 'rejected' && !check.unknownKey)
+        return { status: 'invalid', reason: check.reason, description: check.description, authReqId };
       const expiresAt = now + b.expires_in * 1000;
       secretsExpireAt = expiresAt;
       const claims = n.idToken === null ? NO_CLAIMS : claimsOf(n.idToken.claims);
@@ -199,17 +217,20 @@ export class NotificationIntake {
       if (check.status !== 'accepted') {
         // The sender does not retry: never "try again". Kept durably and sealed, verified later, delivered then.
         const receivedAt = now;
-        const kept = await this.pending.add({
-          dedupeKey,
-          authReqId,
-          scope: auth.scope,
-          fingerprint,
-          payload,
-          meta: headers as unknown as Record<string, unknown>,
-          secretsExpireAt,
-          receivedAt,
-          giveUpAt: receivedAt + this.options.rejectionRetentionMs,
-        }, charge);
+        const kept = await this.pending.add(
+          {
+            dedupeKey,
+            authReqId,
+            scope: auth.scope,
+            fingerprint,
+            payload,
+            meta: headers as unknown as Record<string, unknown>,
+            secretsExpireAt,
+            receivedAt,
+            giveUpAt: receivedAt + this.options.rejectionRetentionMs,
+          },
+          charge,
+        );
         if ('overLimit' in kept) {
           return {
             status: 'over-limit',
@@ -218,9 +239,15 @@ export class NotificationIntake {
           };
         }
         if ('refused' in kept) return { status: 'over-bound', refusal: kept.refused, authReqId };
-        if (!kept.added) return kept.fingerprint === fingerprint ? { status: 'duplicate', authReqId } : { status: 'conflict', authReqId };
+        if (!kept.added)
+          return kept.fingerprint === fingerprint
+            ? { status: 'duplicate', authReqId }
+            : { status: 'conflict', authReqId };
         this.options.metrics.mobileIdPending.inc();
-        this.logger.warn({ authReqId, reason: check.description }, 'mobile-ID id_token cannot be verified now (JWKS unavailable, or no key for its kid yet): acknowledged, kept pending verification');
+        this.logger.warn(
+          { authReqId, reason: check.description },
+          'mobile-ID id_token cannot be verified now (JWKS unavailable, or no key for its kid yet): acknowledged, kept pending verification',
+        );
         return { status: 'pending', authReqId, description: check.description };
       }
     } else {
@@ -258,7 +285,8 @@ export class NotificationIntake {
     }
     if (result.status === 'duplicate') return { status: 'duplicate', authReqId };
     if (result.status === 'conflict') return { status: 'conflict', authReqId };
-    if (this.options.clearFromIntake && result.event.payload !== null && typeof result.event.payload === 'object') keepClear(result.event.payload, clear);
+    if (this.options.clearFromIntake && result.event.payload !== null && typeof result.event.payload === 'object')
+      keepClear(result.event.payload, clear);
     return { status: 'accepted', authReqId, outcome: n.outcome, publish: result.publish };
   }
 
@@ -266,7 +294,11 @@ export class NotificationIntake {
   private charge(scope: string | null): StorageCharge | null {
     const storage = this.options.storage;
     if (scope === null || storage === null) return null;
-    return { take: (chars) => storage.take('events', scope, chars), refund: (chars) => storage.release('events', scope, 1, chars), refused: (refusal) => storage.refused(refusal) };
+    return {
+      take: (chars) => storage.take('events', scope, chars),
+      refund: (chars) => storage.release('events', scope, 1, chars),
+      refused: (refusal) => storage.refused(refusal),
+    };
   }
 
   /**
@@ -298,13 +330,22 @@ export class NotificationIntake {
         if (row.scope !== null) this.options.storage?.release('events', row.scope, 1, row.chars);
         this.options.metrics.mobileIdPendingRefused.inc({ reason });
         this.options.metrics.mobileIdRejections.inc({ reason });
-        this.logger.error({ authReqId: p.authReqId, reason, description }, 'pending mobile-ID notification refused after verification; kept in the quarantine');
+        this.logger.error(
+          { authReqId: p.authReqId, reason, description },
+          'pending mobile-ID notification refused after verification; kept in the quarantine',
+        );
         out.refused += 1;
       };
       const context = (field: string) => notificationContext(p.v, row.scope, p.authReqId, field);
       const idToken = this.box.open(p.idToken, context('id_token'));
       const accessToken = p.accessToken === null ? '' : this.box.open(p.accessToken, context('access_token'));
-      const check = await this.verifier.check({ idToken, accessToken, authReqId: p.authReqId, at: row.receivedAt, now });
+      const check = await this.verifier.check({
+        idToken,
+        accessToken,
+        authReqId: p.authReqId,
+        at: row.receivedAt,
+        now,
+      });
       if (check.status === 'accepted') {
         const result = await this.events.ingest({
           kind: MOBILE_ID_EVENT_KIND,
@@ -317,18 +358,29 @@ export class NotificationIntake {
           secretsExpireAt: row.secretsExpireAt,
         });
         if (result.status === 'conflict') {
-          await refuse('CONFLICT', WebhookErrorCode.INVALID_REQUEST, 'a different notification was received for this auth_req_id meanwhile');
+          await refuse(
+            'CONFLICT',
+            WebhookErrorCode.INVALID_REQUEST,
+            'a different notification was received for this auth_req_id meanwhile',
+          );
           continue;
         }
         await this.pending.remove(row.dedupeKey);
         await result.publish();
         this.options.metrics.mobileIdVerifiedLate.inc();
-        this.logger.info({ authReqId: p.authReqId, attempts: row.attempts + 1 }, 'pending mobile-ID notification verified and delivered');
+        this.logger.info(
+          { authReqId: p.authReqId, attempts: row.attempts + 1 },
+          'pending mobile-ID notification verified and delivered',
+        );
         out.verified += 1;
       } else if (check.status === 'rejected' && !(check.unknownKey && row.attempts + 1 < UNKNOWN_KEY_ATTEMPTS)) {
         await refuse(check.reason, WebhookErrorCode.INVALID_REQUEST, check.description);
       } else if (now >= row.giveUpAt) {
-        await refuse('JWKS_UNAVAILABLE', WebhookErrorCode.TEMPORARILY_UNAVAILABLE, `the JWKS could still not be loaded after EVENT_RETENTION (${check.description})`);
+        await refuse(
+          'JWKS_UNAVAILABLE',
+          WebhookErrorCode.TEMPORARILY_UNAVAILABLE,
+          `the JWKS could still not be loaded after EVENT_RETENTION (${check.description})`,
+        );
       } else {
         await this.pending.reschedule(row.dedupeKey, row.attempts + 1, now);
         out.waiting += 1;

@@ -2,6 +2,7 @@
 // while it cannot be fetched, tried again on one backoff schedule for the whole gateway, whatever asks for it (every
 // notification and every pending row would otherwise each start a fetch: docs/decisions/052).
 import { createLocalJWKSet, errors, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters } from 'jose';
+
 import { fetchJwks } from '../jwks-fetch.js';
 import type { Logger } from '../logger.js';
 
@@ -51,7 +52,10 @@ export class RemoteJwks {
       const fetching = this.fetch(now);
       if (this.local === null && fetching) await fetching;
     }
-    if (this.local === null) throw new JwksUnavailableError(`${this.options.url} could not be fetched (${this.failure ?? 'not fetched yet'}); it is tried again with backoff`);
+    if (this.local === null)
+      throw new JwksUnavailableError(
+        `${this.options.url} could not be fetched (${this.failure ?? 'not fetched yet'}); it is tried again with backoff`,
+      );
     try {
       return await this.local(header, token);
     } catch (err) {
@@ -66,7 +70,10 @@ export class RemoteJwks {
         }
       }
       // The gateway could not look for the kid: its side's trouble, not the token's.
-      if (this.failure !== null) throw new JwksUnavailableError(`no cached key matches the id_token's kid, and ${this.options.url} could not be fetched again (${this.failure})`);
+      if (this.failure !== null)
+        throw new JwksUnavailableError(
+          `no cached key matches the id_token's kid, and ${this.options.url} could not be fetched again (${this.failure})`,
+        );
       throw err;
     }
   }
@@ -95,7 +102,13 @@ export class RemoteJwks {
       this.nextAttemptAt = now + jwksRetryDelay(this.failures);
       this.options.onFetch?.('failed');
       this.options.logger?.warn(
-        { jwks: this.options.url, reason: this.failure, failures: this.failures, retryInMs: jwksRetryDelay(this.failures), cached: this.local !== null },
+        {
+          jwks: this.options.url,
+          reason: this.failure,
+          failures: this.failures,
+          retryInMs: jwksRetryDelay(this.failures),
+          cached: this.local !== null,
+        },
         'the mobile identity service JWKS could not be fetched: tried again with backoff; keys fetched before (if any) keep working',
       );
     }

@@ -4,6 +4,7 @@
 // subscribers (docs/decisions/040). Each owner's rows are bounded, and each pass is shared across owners, so that
 // one owner's backlog cannot hold up another's results (docs/decisions/052).
 import { sql, type Kysely } from 'kysely';
+
 import type { StorageCharge } from '../events/index.js';
 import type { StorageRefusal } from '../store/app-storage.js';
 import type { Database } from '../store/schema.js';
@@ -61,7 +62,12 @@ export class PendingVerifications {
   async add(
     n: Omit<PendingNotification, 'attempts' | 'chars'>,
     charge: StorageCharge | null = null,
-  ): Promise<{ added: true } | { added: false; fingerprint: string } | { added: false; overLimit: true } | { added: false; refused: StorageRefusal }> {
+  ): Promise<
+    | { added: true }
+    | { added: false; fingerprint: string }
+    | { added: false; overLimit: true }
+    | { added: false; refused: StorageRefusal }
+  > {
     const owner = ownerKey(n.scope);
     const payload = JSON.stringify(n.payload);
     const meta = JSON.stringify(n.meta);
@@ -92,12 +98,20 @@ export class PendingVerifications {
   }
 
   async fingerprintOf(dedupeKey: string): Promise<string | null> {
-    const row = await this.db.selectFrom('mobile_id_pending').select('fingerprint').where('dedupe_key', '=', dedupeKey).executeTakeFirst();
+    const row = await this.db
+      .selectFrom('mobile_id_pending')
+      .select('fingerprint')
+      .where('dedupe_key', '=', dedupeKey)
+      .executeTakeFirst();
     return row?.fingerprint ?? null;
   }
 
   private async pendingOf(owner: string): Promise<number> {
-    const row = await this.db.selectFrom('mobile_id_pending_owners').select('pending').where('owner', '=', owner).executeTakeFirst();
+    const row = await this.db
+      .selectFrom('mobile_id_pending_owners')
+      .select('pending')
+      .where('owner', '=', owner)
+      .executeTakeFirst();
     return Number(row?.pending ?? 0);
   }
 
@@ -171,13 +185,19 @@ export class PendingVerifications {
   /** The owners with rows pending that this pass visits: all of them, or `limit` at a time in turn when there are more. */
   private async ownersToVisit(limit: number): Promise<string[]> {
     const from = (after: string | null, upTo: string | null, n: number) => {
-      let q = this.db.selectFrom('mobile_id_pending_owners').select('owner').where('pending', '>', 0).orderBy('owner').limit(n);
+      let q = this.db
+        .selectFrom('mobile_id_pending_owners')
+        .select('owner')
+        .where('pending', '>', 0)
+        .orderBy('owner')
+        .limit(n);
       if (after !== null) q = q.where('owner', '>', after);
       if (upTo !== null) q = q.where('owner', '<=', upTo);
       return q.execute();
     };
     const owners = (await from(this.cursor, null, limit)).map((r) => r.owner);
-    if (owners.length < limit && this.cursor !== null) owners.push(...(await from(null, this.cursor, limit - owners.length)).map((r) => r.owner));
+    if (owners.length < limit && this.cursor !== null)
+      owners.push(...(await from(null, this.cursor, limit - owners.length)).map((r) => r.owner));
     this.cursor = owners.length === limit ? owners[owners.length - 1]! : null;
     return owners;
   }
@@ -197,7 +217,10 @@ export class PendingVerifications {
 
   /** Every owner's pending rows, from the per-owner counts (no count over the rows). */
   async count(): Promise<number> {
-    const row = await this.db.selectFrom('mobile_id_pending_owners').select((eb) => eb.fn.sum<number | string | null>('pending').as('n')).executeTakeFirst();
+    const row = await this.db
+      .selectFrom('mobile_id_pending_owners')
+      .select((eb) => eb.fn.sum<number | string | null>('pending').as('n'))
+      .executeTakeFirst();
     return Number(row?.n ?? 0);
   }
 

@@ -4,6 +4,7 @@
 // never the body or a token (docs/decisions/016-id-token-checks-and-quarantine.md).
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
+
 import type { Caller } from '../caller.js';
 import { badUserInput } from '../errors.js';
 import type { Database } from '../store/schema.js';
@@ -167,9 +168,18 @@ export class RejectionQuarantine {
    * `maxOutsiderRows` of outsiders' noise and the newest `maxRowsPerApp` of each app: each owner's rows are bounded
    * apart from the others'.
    */
-  async purge(now = Date.now(), maxRows = QUARANTINE_MAX_ROWS, maxRowsPerApp = QUARANTINE_MAX_ROWS_PER_APP, maxOutsiderRows = QUARANTINE_MAX_OUTSIDER_ROWS): Promise<number> {
-    const old = await this.db.deleteFrom('mobile_id_rejections').where('received_at', '<', now - this.retentionMs).executeTakeFirst();
-    let deleted = Number(old.numDeletedRows) + (await this.trim(null, maxRows)) + (await this.trim(OUTSIDERS, maxOutsiderRows));
+  async purge(
+    now = Date.now(),
+    maxRows = QUARANTINE_MAX_ROWS,
+    maxRowsPerApp = QUARANTINE_MAX_ROWS_PER_APP,
+    maxOutsiderRows = QUARANTINE_MAX_OUTSIDER_ROWS,
+  ): Promise<number> {
+    const old = await this.db
+      .deleteFrom('mobile_id_rejections')
+      .where('received_at', '<', now - this.retentionMs)
+      .executeTakeFirst();
+    let deleted =
+      Number(old.numDeletedRows) + (await this.trim(null, maxRows)) + (await this.trim(OUTSIDERS, maxOutsiderRows));
     const crowded = await this.db
       .selectFrom('mobile_id_rejections')
       .select('scope')
@@ -193,7 +203,9 @@ export class RejectionQuarantine {
       .executeTakeFirst();
     if (!boundary) return 0;
     const remove = this.db.deleteFrom('mobile_id_rejections').where('id', '<=', boundary.id);
-    const res = await (scope === null ? remove.where('scope', 'is', null) : remove.where('scope', '=', scope)).executeTakeFirst();
+    const res = await (
+      scope === null ? remove.where('scope', 'is', null) : remove.where('scope', '=', scope)
+    ).executeTakeFirst();
     return Number(res.numDeletedRows);
   }
 }

@@ -16,7 +16,12 @@ export interface SandboxNotifier {
   readonly clientId: string;
   /** The client_notification_token the sandbox gateway accepts from anyone. */
   readonly notificationToken: string;
-  notify(options: { notificationUri: string; token: string; authReqId: string; outcome: SandboxOutcome }): Promise<{ status: number; body: string }>;
+  notify(options: {
+    notificationUri: string;
+    token: string;
+    authReqId: string;
+    outcome: SandboxOutcome;
+  }): Promise<{ status: number; body: string }>;
 }
 
 export interface SandboxDelivery {

@@ -1,6 +1,15 @@
-import { createCipheriv, createDecipheriv, createHash, createHmac, hkdfSync, randomBytes, randomFillSync } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createHmac,
+  hkdfSync,
+  randomBytes,
+  randomFillSync,
+} from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+
 import { decodeKey } from '../config.js';
 import type { Logger } from '../logger.js';
 
@@ -56,14 +65,23 @@ export class SecretBox {
     const cipher = createCipheriv('aes-256-gcm', this.encKey, iv);
     cipher.setAAD(Buffer.from(context, 'utf8'));
     const ct = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-    return [PREFIX, this.keyId, iv.toString('base64url'), ct.toString('base64url'), cipher.getAuthTag().toString('base64url')].join('.');
+    return [
+      PREFIX,
+      this.keyId,
+      iv.toString('base64url'),
+      ct.toString('base64url'),
+      cipher.getAuthTag().toString('base64url'),
+    ].join('.');
   }
 
   /** Throws when the value was sealed under another key or for another context, or was altered. */
   open(sealed: string, context: string): string {
     const [prefix, keyId, iv, ct, tag] = sealed.split('.');
     if (prefix !== PREFIX || !iv || ct === undefined || !tag) throw new Error('not a sealed value');
-    if (keyId !== this.keyId) throw new Error(`sealed under key ${keyId}, but the gateway holds key ${this.keyId} (TOKEN_ENCRYPTION_KEY differs)`);
+    if (keyId !== this.keyId)
+      throw new Error(
+        `sealed under key ${keyId}, but the gateway holds key ${this.keyId} (TOKEN_ENCRYPTION_KEY differs)`,
+      );
     const decipher = createDecipheriv('aes-256-gcm', this.encKey, Buffer.from(iv, 'base64url'));
     decipher.setAAD(Buffer.from(context, 'utf8'));
     decipher.setAuthTag(Buffer.from(tag, 'base64url'));
@@ -80,7 +98,12 @@ export class SecretBox {
  * The key from TOKEN_ENCRYPTION_KEY, or from `<dataDir>/token-encryption.key`, created (mode 0600, synced to
  * disk before any token is sealed with it) on first start.
  */
-export function loadSecretBox(options: { key: string | undefined; dataDir: string; shared: boolean; logger: Logger }): SecretBox {
+export function loadSecretBox(options: {
+  key: string | undefined;
+  dataDir: string;
+  shared: boolean;
+  logger: Logger;
+}): SecretBox {
   if (options.key) {
     const key = decodeKey(options.key);
     if (!key) throw new Error('TOKEN_ENCRYPTION_KEY is not a 32-byte key');
@@ -117,9 +140,16 @@ export function loadSecretBox(options: { key: string | undefined; dataDir: strin
     syncDirectory(options.dataDir);
   }
   const mode = fs.statSync(file).mode & 0o777;
-  if (mode & 0o077) options.logger.warn({ file, mode: mode.toString(8) }, 'the token encryption key file is readable by other users; chmod 600 it');
+  if (mode & 0o077)
+    options.logger.warn(
+      { file, mode: mode.toString(8) },
+      'the token encryption key file is readable by other users; chmod 600 it',
+    );
   const key = decodeKey(fs.readFileSync(file, 'utf8'));
-  if (!key) throw new Error(`${file} does not hold a 32-byte key (base64 or hex); restore it from a backup or set TOKEN_ENCRYPTION_KEY`);
+  if (!key)
+    throw new Error(
+      `${file} does not hold a 32-byte key (base64 or hex); restore it from a backup or set TOKEN_ENCRYPTION_KEY`,
+    );
   const box = new SecretBox(key);
   if (created) options.logger.info({ file, keyId: box.keyId }, 'generated the token encryption key');
   return box;

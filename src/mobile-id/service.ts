@@ -1,16 +1,17 @@
 import type { Kysely } from 'kysely';
+
+import type { Caller } from '../caller.js';
 import type { CancelSignal, EventRecord, Events } from '../events/index.js';
 import type { Logger } from '../logger.js';
-import type { Caller } from '../caller.js';
-import type { Database } from '../store/schema.js';
 import type { Metrics } from '../metrics.js';
 import type { AppStorage } from '../store/app-storage.js';
+import type { Database } from '../store/schema.js';
 import { NotificationIntake, type NotificationHeaders, type ReceiveResult } from './intake.js';
 import { PendingVerifications } from './pending.js';
 import { RejectionQuarantine, type NewRejection, type Rejection } from './quarantine.js';
 import { SandboxTrigger, type SandboxDelivery, type SandboxNotifier, type SandboxOutcome } from './sandbox-trigger.js';
 import type { SecretBox } from './sealing.js';
-import { MOBILE_ID_EVENT_KIND, checkAuthReqId, type StoredNotification, type StoredSuccess } from './stored.js';
+import { checkAuthReqId, MOBILE_ID_EVENT_KIND, type StoredNotification, type StoredSuccess } from './stored.js';
 import { NotificationTokens, type IssuedToken, type NotifierAuth } from './tokens.js';
 import { IdTokenVerifier, type VerifierOptions } from './verify.js';
 import { authenticationView, type MobileIdAuthentication } from './views.js';
@@ -124,7 +125,10 @@ export class MobileIdService {
   watch(caller: Caller, authReqId: string, signal?: CancelSignal): AsyncGenerator<EventRecord> {
     checkAuthReqId(authReqId);
     // Another app's result is skipped: the stream waits as it would for an authentication with no result yet.
-    return this.events.streams.subscribe({ kind: MOBILE_ID_EVENT_KIND, key: authReqId, limit: 1, reader: caller }, signal);
+    return this.events.streams.subscribe(
+      { kind: MOBILE_ID_EVENT_KIND, key: authReqId, limit: 1, reader: caller },
+      signal,
+    );
   }
 
   /** The authentication an event of `watch` records (its tokens opened). */
@@ -132,7 +136,10 @@ export class MobileIdService {
     return authenticationView(event, this.box, this.now());
   }
 
-  issueNotificationToken(caller: Caller, options: { authReqId?: string | null; ttlSeconds?: number | null }): Promise<IssuedToken> {
+  issueNotificationToken(
+    caller: Caller,
+    options: { authReqId?: string | null; ttlSeconds?: number | null },
+  ): Promise<IssuedToken> {
     return this.tokens.issueChecked(caller, options, this.now());
   }
 

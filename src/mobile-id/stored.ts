@@ -98,5 +98,6 @@ export function mobileIdDedupeKey(scope: string | null, authReqId: string): stri
 
 /** BAD_USER_INPUT for an authReqId argument that no notification can carry. */
 export function checkAuthReqId(authReqId: string): void {
-  if (authReqId.length === 0 || authReqId.length > MAX_ID_LENGTH) throw badUserInput('authReqId', `must be 1 to ${MAX_ID_LENGTH} characters`);
+  if (authReqId.length === 0 || authReqId.length > MAX_ID_LENGTH)
+    throw badUserInput('authReqId', `must be 1 to ${MAX_ID_LENGTH} characters`);
 }

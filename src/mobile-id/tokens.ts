@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
+
 import { indexOfDigest, sha256, type Caller } from '../caller.js';
 import { badUserInput } from '../errors.js';
 import type { AppStorage } from '../store/app-storage.js';
@@ -60,7 +61,11 @@ export class NotificationTokens {
   }
 
   /** issueMobileIdNotificationToken: its arguments checked (BAD_USER_INPUT), then a token issued. */
-  async issueChecked(caller: Caller, options: { authReqId?: string | null; ttlSeconds?: number | null }, now = Date.now()): Promise<IssuedToken> {
+  async issueChecked(
+    caller: Caller,
+    options: { authReqId?: string | null; ttlSeconds?: number | null },
+    now = Date.now(),
+  ): Promise<IssuedToken> {
     const authReqId = options.authReqId ?? null;
     if (authReqId !== null) checkAuthReqId(authReqId);
     const ttl = options.ttlSeconds ?? TOKEN_TTL.defaultSeconds;
@@ -70,7 +75,11 @@ export class NotificationTokens {
     return this.issue(caller, { authReqId, ttlMs: ttl * 1000 }, now);
   }
 
-  async issue(caller: Caller, options: { authReqId: string | null; ttlMs: number }, now = Date.now()): Promise<IssuedToken> {
+  async issue(
+    caller: Caller,
+    options: { authReqId: string | null; ttlMs: number },
+    now = Date.now(),
+  ): Promise<IssuedToken> {
     const refusal = this.storage?.take('notification-tokens', caller.scope, 0, now) ?? null;
     if (refusal) throw this.storage!.refused(refusal);
     const token = randomBytes(32).toString('base64url');
@@ -78,7 +87,13 @@ export class NotificationTokens {
     try {
       await this.db
         .insertInto('notification_tokens')
-        .values({ token_hash: sha256(token).toString('hex'), auth_req_id: options.authReqId, created_by: caller.scope, created_at: now, expires_at: expiresAt })
+        .values({
+          token_hash: sha256(token).toString('hex'),
+          auth_req_id: options.authReqId,
+          created_by: caller.scope,
+          created_at: now,
+          expires_at: expiresAt,
+        })
         .execute();
     } catch (err) {
       this.storage?.release('notification-tokens', caller.scope, 1);
@@ -90,7 +105,8 @@ export class NotificationTokens {
   async check(token: string | null, now = Date.now()): Promise<NotifierAuth> {
     if (!token) return { ok: false, description: 'send Authorization: Bearer <client_notification_token>' };
     const configured = this.configured.length ? indexOfDigest(sha256(token), this.configured) : -1;
-    if (configured >= 0) return { ok: true, source: 'configured', authReqId: null, scope: this.configuredScopes[configured]! };
+    if (configured >= 0)
+      return { ok: true, source: 'configured', authReqId: null, scope: this.configuredScopes[configured]! };
     // Looked up by its sha256: the timing of an index lookup tells nothing usable about the token itself.
     const row = await this.db
       .selectFrom('notification_tokens')
@@ -98,7 +114,8 @@ export class NotificationTokens {
       .where('token_hash', '=', sha256(token).toString('hex'))
       .executeTakeFirst();
     if (!row) return { ok: false, description: NOT_VALID };
-    if (Number(row.expires_at) <= now) return { ok: false, description: NOT_VALID, expired: { scope: row.created_by, authReqId: row.auth_req_id } };
+    if (Number(row.expires_at) <= now)
+      return { ok: false, description: NOT_VALID, expired: { scope: row.created_by, authReqId: row.auth_req_id } };
     return { ok: true, source: 'issued', authReqId: row.auth_req_id, scope: row.created_by };
   }
 

@@ -2,7 +2,15 @@
 // (signature, iss, aud, exp as in OpenID Connect Core §3.1.3.7, plus the auth_req_id claim and at_hash),
 // tolerant of absent optional claims unless strict (docs/decisions/016-id-token-checks-and-quarantine.md).
 import { createHash } from 'node:crypto';
-import { createLocalJWKSet, errors, jwtVerify, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters } from 'jose';
+import {
+  createLocalJWKSet,
+  errors,
+  jwtVerify,
+  type FlattenedJWSInput,
+  type JSONWebKeySet,
+  type JWSHeaderParameters,
+} from 'jose';
+
 import { JsonFileError } from '../json-file.js';
 import { readJwksFile } from '../jwks-fetch.js';
 import type { Logger } from '../logger.js';
@@ -14,7 +22,19 @@ const AUTH_REQ_ID_CLAIM = 'urn:openid:params:jwt:claim:auth_req_id';
 /** Asymmetric algorithms only: an HMAC "signature" keyed with a public key is the classic confusion attack. */
 /** Skew allowed between the sender's clock and ours for exp, iat and nbf. */
 const CLOCK_TOLERANCE_SECONDS = 30;
-const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
+const ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+  'Ed25519',
+];
 
 export interface IdTokenClaims {
   /** Null when the id_token is encrypted (JWE): its claims cannot be read. */
@@ -31,14 +51,31 @@ export interface IdTokenClaims {
 }
 
 /** The claims of an encrypted id_token (JWE): none can be read without the relying party's decryption key. */
-export const NO_CLAIMS: IdTokenClaims = { sub: null, acr: null, amr: null, iss: null, aud: [], exp: null, iat: null, authReqId: null };
+export const NO_CLAIMS: IdTokenClaims = {
+  sub: null,
+  acr: null,
+  amr: null,
+  iss: null,
+  aud: [],
+  exp: null,
+  iat: null,
+  authReqId: null,
+};
 
 /** The claims the gateway keeps, from a decoded claims set (wire.ts has checked that sub is a string or a number). */
 export function claimsOf(raw: Record<string, unknown>): IdTokenClaims {
   const str = (v: unknown) => (typeof v === 'string' ? v : null);
   const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : null);
-  const amr = Array.isArray(raw.amr) ? raw.amr.filter((v): v is string => typeof v === 'string') : typeof raw.amr === 'string' ? [raw.amr] : null;
-  const aud = Array.isArray(raw.aud) ? raw.aud.filter((v): v is string => typeof v === 'string') : typeof raw.aud === 'string' ? [raw.aud] : [];
+  const amr = Array.isArray(raw.amr)
+    ? raw.amr.filter((v): v is string => typeof v === 'string')
+    : typeof raw.amr === 'string'
+      ? [raw.amr]
+      : null;
+  const aud = Array.isArray(raw.aud)
+    ? raw.aud.filter((v): v is string => typeof v === 'string')
+    : typeof raw.aud === 'string'
+      ? [raw.aud]
+      : [];
   return {
     sub: String(raw.sub),
     acr: typeof raw.acr === 'number' ? String(raw.acr) : str(raw.acr),
@@ -47,7 +84,8 @@ export function claimsOf(raw: Record<string, unknown>): IdTokenClaims {
     aud,
     exp: num(raw.exp),
     iat: num(raw.iat),
-    authReqId: typeof raw[AUTH_REQ_ID_CLAIM] === 'number' ? String(raw[AUTH_REQ_ID_CLAIM]) : str(raw[AUTH_REQ_ID_CLAIM]),
+    authReqId:
+      typeof raw[AUTH_REQ_ID_CLAIM] === 'number' ? String(raw[AUTH_REQ_ID_CLAIM]) : str(raw[AUTH_REQ_ID_CLAIM]),
   };
 }
 
@@ -57,7 +95,13 @@ export function claimsOf(raw: Record<string, unknown>): IdTokenClaims {
  * alg with no known hash.
  */
 function atHash(accessToken: string, alg: string): string | null {
-  const hash = /256$/.test(alg) ? 'sha256' : /384$/.test(alg) ? 'sha384' : /512$/.test(alg) || alg === 'EdDSA' || alg === 'Ed25519' ? 'sha512' : null;
+  const hash = /256$/.test(alg)
+    ? 'sha256'
+    : /384$/.test(alg)
+      ? 'sha384'
+      : /512$/.test(alg) || alg === 'EdDSA' || alg === 'Ed25519'
+        ? 'sha512'
+        : null;
   if (!hash) return null;
   const digest = createHash(hash).update(accessToken, 'ascii').digest();
   return digest.subarray(0, digest.length / 2).toString('base64url');
@@ -197,20 +241,44 @@ export class IdTokenVerifier {
    * `at` (epoch ms, default now): the time exp and nbf are judged at; a deferred check passes the reception time.
    * `now` (epoch ms, default now): the time a fetched JWKS's retry schedule counts on.
    */
-  async check(input: { idToken: string; accessToken: string; authReqId: string; at?: number; now?: number }): Promise<VerifyOutcome> {
+  async check(input: {
+    idToken: string;
+    accessToken: string;
+    authReqId: string;
+    at?: number;
+    now?: number;
+  }): Promise<VerifyOutcome> {
     const keys = this.options.keys;
     const strict = this.strict;
     if (isCompactJwe(input.idToken)) {
-      if (strict) return { status: 'rejected', reason: 'ID_TOKEN_INVALID', description: 'id_token is encrypted (JWE): the gateway holds no key to decrypt it, and strict mode requires every check' };
-      return { status: 'accepted', keys: null, checks: notChecked('the id_token is encrypted (JWE) and the gateway holds no key to decrypt it') };
+      if (strict)
+        return {
+          status: 'rejected',
+          reason: 'ID_TOKEN_INVALID',
+          description:
+            'id_token is encrypted (JWE): the gateway holds no key to decrypt it, and strict mode requires every check',
+        };
+      return {
+        status: 'accepted',
+        keys: null,
+        checks: notChecked('the id_token is encrypted (JWE) and the gateway holds no key to decrypt it'),
+      };
     }
-    if (!keys) return { status: 'accepted', keys: null, checks: notChecked('no JWKS is configured (MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE): the id_token was only decoded') };
+    if (!keys)
+      return {
+        status: 'accepted',
+        keys: null,
+        checks: notChecked(
+          'no JWKS is configured (MOBILEID_JWKS_URL or MOBILEID_JWKS_FILE): the id_token was only decoded',
+        ),
+      };
 
     let alg: string;
     let payload: Record<string, unknown>;
     try {
       const now = input.now;
-      const getKey: KeyLookup = now === undefined || !keys.fetched ? keys.get : (header, token) => keys.get(header, token, now);
+      const getKey: KeyLookup =
+        now === undefined || !keys.fetched ? keys.get : (header, token) => keys.get(header, token, now);
       const result = await jwtVerify(input.idToken, getKey, {
         algorithms: ALGORITHMS,
         requiredClaims: strict ? ['iss', 'aud', 'exp', 'sub'] : ['sub'],
@@ -232,7 +300,11 @@ export class IdTokenVerifier {
         issuer = 'NOT_CHECKED';
         unchecked.push('MOBILEID_ISSUER is not set, so iss was not compared');
       } else if (payload.iss !== this.options.issuer) {
-        return { status: 'rejected', reason: 'ID_TOKEN_ISSUER', description: 'id_token iss claim: does not equal MOBILEID_ISSUER' };
+        return {
+          status: 'rejected',
+          reason: 'ID_TOKEN_ISSUER',
+          description: 'id_token iss claim: does not equal MOBILEID_ISSUER',
+        };
       } else issuer = 'VALID';
     }
     let audience: CheckResult = 'ABSENT';
@@ -241,26 +313,48 @@ export class IdTokenVerifier {
         audience = 'NOT_CHECKED';
         unchecked.push('MOBILEID_CLIENT_ID is not set, so aud was not compared');
       } else if (!audiences(payload.aud).includes(this.options.clientId)) {
-        return { status: 'rejected', reason: 'ID_TOKEN_AUDIENCE', description: 'id_token aud claim: does not contain MOBILEID_CLIENT_ID' };
+        return {
+          status: 'rejected',
+          reason: 'ID_TOKEN_AUDIENCE',
+          description: 'id_token aud claim: does not contain MOBILEID_CLIENT_ID',
+        };
       } else audience = 'VALID';
     }
     const claims = claimsOf(payload);
     // OpenID CIBA Core §10.3.1: the id_token is bound to this authentication request and access token.
     let authReqIdClaim: CheckResult = 'VALID';
     if (payload[AUTH_REQ_ID_CLAIM] === undefined) {
-      if (strict) return { status: 'rejected', reason: 'ID_TOKEN_AUTH_REQ_ID', description: `id_token has no ${AUTH_REQ_ID_CLAIM} claim (required in strict mode)` };
+      if (strict)
+        return {
+          status: 'rejected',
+          reason: 'ID_TOKEN_AUTH_REQ_ID',
+          description: `id_token has no ${AUTH_REQ_ID_CLAIM} claim (required in strict mode)`,
+        };
       authReqIdClaim = 'ABSENT';
     } else if (claims.authReqId !== input.authReqId) {
-      return { status: 'rejected', reason: 'ID_TOKEN_AUTH_REQ_ID', description: `id_token's ${AUTH_REQ_ID_CLAIM} claim does not equal the body's auth_req_id` };
+      return {
+        status: 'rejected',
+        reason: 'ID_TOKEN_AUTH_REQ_ID',
+        description: `id_token's ${AUTH_REQ_ID_CLAIM} claim does not equal the body's auth_req_id`,
+      };
     }
     let atHashResult: CheckResult = 'VALID';
     if (payload.at_hash === undefined) {
-      if (strict) return { status: 'rejected', reason: 'ID_TOKEN_AT_HASH', description: 'id_token has no at_hash claim (required in strict mode)' };
+      if (strict)
+        return {
+          status: 'rejected',
+          reason: 'ID_TOKEN_AT_HASH',
+          description: 'id_token has no at_hash claim (required in strict mode)',
+        };
       atHashResult = 'ABSENT';
     } else {
       const expected = atHash(input.accessToken, alg);
       if (expected === null || payload.at_hash !== expected) {
-        return { status: 'rejected', reason: 'ID_TOKEN_AT_HASH', description: "id_token's at_hash does not match the access_token" };
+        return {
+          status: 'rejected',
+          reason: 'ID_TOKEN_AT_HASH',
+          description: "id_token's at_hash does not match the access_token",
+        };
       }
     }
     return {
@@ -281,26 +375,55 @@ export class IdTokenVerifier {
 }
 
 function audiences(aud: unknown): string[] {
-  return Array.isArray(aud) ? aud.filter((v): v is string => typeof v === 'string') : typeof aud === 'string' ? [aud] : [];
+  return Array.isArray(aud)
+    ? aud.filter((v): v is string => typeof v === 'string')
+    : typeof aud === 'string'
+      ? [aud]
+      : [];
 }
 
 function describeJoseError(err: unknown): VerifyOutcome {
-  const reject = (reason: IdTokenRejection, description: string): VerifyOutcome => ({ status: 'rejected', reason, description });
+  const reject = (reason: IdTokenRejection, description: string): VerifyOutcome => ({
+    status: 'rejected',
+    reason,
+    description,
+  });
   if (err instanceof errors.JWTExpired) return reject('ID_TOKEN_EXPIRY', 'id_token has expired (exp)');
   if (err instanceof errors.JWTClaimValidationFailed) {
     const text = `id_token ${err.claim} claim: ${err.reason === 'missing' ? 'missing' : err.message}`;
     if (err.claim === 'iss') return reject('ID_TOKEN_ISSUER', text);
     if (err.claim === 'aud') return reject('ID_TOKEN_AUDIENCE', text);
-    if (err.claim === 'exp') return reject('ID_TOKEN_EXPIRY', err.reason === 'missing' ? 'id_token has no exp claim (required in strict mode)' : text);
+    if (err.claim === 'exp')
+      return reject(
+        'ID_TOKEN_EXPIRY',
+        err.reason === 'missing' ? 'id_token has no exp claim (required in strict mode)' : text,
+      );
     return reject('ID_TOKEN_INVALID', text);
   }
-  if (err instanceof errors.JWSSignatureVerificationFailed) return reject('ID_TOKEN_SIGNATURE', 'id_token signature is not valid');
-  if (err instanceof errors.JWKSNoMatchingKey) return { status: 'rejected', reason: 'ID_TOKEN_SIGNATURE', description: "no key of the JWKS matches the id_token's kid and alg", unknownKey: true };
-  if (err instanceof errors.JOSEAlgNotAllowed) return reject('ID_TOKEN_SIGNATURE', 'id_token alg is not allowed (asymmetric signatures only)');
-  if (err instanceof errors.JWSInvalid || err instanceof errors.JWTInvalid || err instanceof errors.JOSENotSupported || err instanceof errors.JWKSMultipleMatchingKeys) {
+  if (err instanceof errors.JWSSignatureVerificationFailed)
+    return reject('ID_TOKEN_SIGNATURE', 'id_token signature is not valid');
+  if (err instanceof errors.JWKSNoMatchingKey)
+    return {
+      status: 'rejected',
+      reason: 'ID_TOKEN_SIGNATURE',
+      description: "no key of the JWKS matches the id_token's kid and alg",
+      unknownKey: true,
+    };
+  if (err instanceof errors.JOSEAlgNotAllowed)
+    return reject('ID_TOKEN_SIGNATURE', 'id_token alg is not allowed (asymmetric signatures only)');
+  if (
+    err instanceof errors.JWSInvalid ||
+    err instanceof errors.JWTInvalid ||
+    err instanceof errors.JOSENotSupported ||
+    err instanceof errors.JWKSMultipleMatchingKeys
+  ) {
     return reject('ID_TOKEN_INVALID', `id_token cannot be verified: ${err.message}`);
   }
-  if (err instanceof JwksUnavailableError) return { status: 'unavailable', description: `the JWKS could not be loaded: ${err.message}` };
+  if (err instanceof JwksUnavailableError)
+    return { status: 'unavailable', description: `the JWKS could not be loaded: ${err.message}` };
   // Timeouts, connection failures, a JWKS that does not answer 200 or is not a JWKS: our side's trouble.
-  return { status: 'unavailable', description: `the JWKS could not be loaded: ${err instanceof Error ? err.message : String(err)}` };
+  return {
+    status: 'unavailable',
+    description: `the JWKS could not be loaded: ${err instanceof Error ? err.message : String(err)}`,
+  };
 }

@@ -100,7 +100,8 @@ class SealedParts {
   get otherFields(): Record<string, unknown> {
     if (this.other) return this.other;
     const other: Record<string, unknown> = { ...this.stored.extra, ...this.opened().fields };
-    for (const [name, sealed] of Object.entries(this.stored.sealedExtra ?? {})) other[name] = JSON.parse(this.box.open(sealed, this.context(`extra:${name}`))) as unknown;
+    for (const [name, sealed] of Object.entries(this.stored.sealedExtra ?? {}))
+      other[name] = JSON.parse(this.box.open(sealed, this.context(`extra:${name}`))) as unknown;
     return (this.other = other);
   }
 }
@@ -165,7 +166,9 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
     this.tokenType = p.tokenType;
     this.expiresAt = new Date(p.expiresAt);
     this.idTokenVerified = p.verifiedWith !== null;
-    this.idTokenChecks = p.checks ? { ...p.checks, notCheckedReason: p.checks.notCheckedReason ?? legacyReason(p.checks) } : legacyChecks(p.verifiedWith !== null);
+    this.idTokenChecks = p.checks
+      ? { ...p.checks, notCheckedReason: p.checks.notCheckedReason ?? legacyReason(p.checks) }
+      : legacyChecks(p.verifiedWith !== null);
     this.jwksUri = p.jwksUri;
     this.leadingKycMatch = p.leadingKycMatch;
     this.sealedAccess = p.accessToken !== null && p.expiresAt > now ? p.accessToken : null;
@@ -179,12 +182,18 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
 
   /** The tokens are opened when first read: a subscriber of its own auth_req_id executes alone (bench scenario 7). */
   get accessToken(): string | null {
-    if (this.access === undefined) this.access = this.sealedAccess === null ? null : (this.clear?.accessToken ?? this.box.open(this.sealedAccess, this.context('access_token')));
+    if (this.access === undefined)
+      this.access =
+        this.sealedAccess === null
+          ? null
+          : (this.clear?.accessToken ?? this.box.open(this.sealedAccess, this.context('access_token')));
     return this.access;
   }
 
   get idToken(): string {
-    return (this.id ??= this.clear?.idToken ?? this.box.open((this.stored as StoredNotification & { outcome: 'success' }).idToken, this.context('id_token')));
+    return (this.id ??=
+      this.clear?.idToken ??
+      this.box.open((this.stored as StoredNotification & { outcome: 'success' }).idToken, this.context('id_token')));
   }
 }
 
@@ -197,7 +206,16 @@ export function authenticationView(event: EventRecord, box: SecretBox, now: numb
 /** Events stored before the checks were reported were verified in full (every claim required), or not at all. */
 function legacyChecks(verified: boolean): IdTokenChecks {
   const r = verified ? 'VALID' : 'NOT_CHECKED';
-  return { signature: r, issuer: r, audience: r, expiry: r, authReqIdClaim: r, atHash: r, strict: verified, notCheckedReason: verified ? null : 'no JWKS was configured: the id_token was only decoded' };
+  return {
+    signature: r,
+    issuer: r,
+    audience: r,
+    expiry: r,
+    authReqIdClaim: r,
+    atHash: r,
+    strict: verified,
+    notCheckedReason: verified ? null : 'no JWKS was configured: the id_token was only decoded',
+  };
 }
 
 /** Checks stored before the reason was: NOT_CHECKED then only ever meant that no JWKS was configured. */

@@ -9,14 +9,20 @@ export const MAX_ID_LENGTH = 512;
 const MAX_TEXT_LENGTH = 4096;
 const MAX_TOKEN_LENGTH = 16_384;
 
-const required = (what: string) => (iss: { input?: unknown }) => (iss.input === undefined ? 'is required' : `must be ${what}`);
+const required = (what: string) => (iss: { input?: unknown }) =>
+  iss.input === undefined ? 'is required' : `must be ${what}`;
 
 const identifier = z
   .string({ error: required('a string') })
   .min(1, 'must not be empty')
   .max(MAX_ID_LENGTH, `must be at most ${MAX_ID_LENGTH} characters`);
-const text = z.string({ error: required('a string') }).max(MAX_TEXT_LENGTH, `must be at most ${MAX_TEXT_LENGTH} characters`);
-const optionalText = z.string({ error: 'must be a string' }).max(MAX_TEXT_LENGTH, `must be at most ${MAX_TEXT_LENGTH} characters`).optional();
+const text = z
+  .string({ error: required('a string') })
+  .max(MAX_TEXT_LENGTH, `must be at most ${MAX_TEXT_LENGTH} characters`);
+const optionalText = z
+  .string({ error: 'must be a string' })
+  .max(MAX_TEXT_LENGTH, `must be at most ${MAX_TEXT_LENGTH} characters`)
+  .optional();
 
 export interface JwtParts {
   readonly header: Readonly<Record<string, unknown>>;
@@ -48,9 +54,12 @@ function decode(token: string): JwtParts | null {
 }
 
 /** The id_token's text; whether it is a JWT with a subject is checked by `idTokenIssue`, which keeps what it decoded. */
-const idToken = z.string({ error: required('a string') }).max(MAX_TOKEN_LENGTH, `must be at most ${MAX_TOKEN_LENGTH} characters`);
+const idToken = z
+  .string({ error: required('a string') })
+  .max(MAX_TOKEN_LENGTH, `must be at most ${MAX_TOKEN_LENGTH} characters`);
 
-const NOT_A_JWT = 'is neither a well-formed JWT (three base64url parts: a JSON header with alg, a JSON claims object, a signature) nor an encrypted one (JWE, five parts)';
+const NOT_A_JWT =
+  'is neither a well-formed JWT (three base64url parts: a JSON header with alg, a JSON claims object, a signature) nor an encrypted one (JWE, five parts)';
 
 /**
  * The id_token decoded once (null: an encrypted one, kept sealed), or what is wrong with it. The intake reads the
@@ -62,7 +71,8 @@ function idTokenIssue(value: string): { jwt: JwtParts | null; issue: string | nu
   if (!jwt) return { jwt: null, issue: NOT_A_JWT };
   // The spec shows no type for sub: a number is the same identifier written without quotes.
   const sub = jwt.claims.sub;
-  if (!((typeof sub === 'string' && sub !== '') || (typeof sub === 'number' && Number.isFinite(sub)))) return { jwt, issue: 'has no sub claim (the identifier of the number owner)' };
+  if (!((typeof sub === 'string' && sub !== '') || (typeof sub === 'number' && Number.isFinite(sub))))
+    return { jwt, issue: 'has no sub claim (the identifier of the number owner)' };
   return { jwt, issue: null };
 }
 
@@ -98,12 +108,20 @@ type FailureBody = z.infer<typeof failureBodySchema>;
 
 export type WireNotification =
   /** `idToken`: the id_token decoded (null when it is encrypted). */
-  | { outcome: 'success'; body: SuccessBody; idToken: JwtParts | null }
-  | { outcome: 'failure'; body: FailureBody };
+  { outcome: 'success'; body: SuccessBody; idToken: JwtParts | null } | { outcome: 'failure'; body: FailureBody };
 
 export type ParseResult = { ok: true; notification: WireNotification } | { ok: false; description: string };
 
-const SUCCESS_FIELDS = ['auth_req_id', 'access_token', 'token_type', 'id_token', 'expires_in', 'jwks_uri', 'leading_kyc_match', 'correlation_id'] as const;
+const SUCCESS_FIELDS = [
+  'auth_req_id',
+  'access_token',
+  'token_type',
+  'id_token',
+  'expires_in',
+  'jwks_uri',
+  'leading_kyc_match',
+  'correlation_id',
+] as const;
 const FAILURE_FIELDS = ['auth_req_id', 'error', 'error_description', 'correlation_id'] as const;
 
 /** The fields of a body that neither shape names, as sent. */
@@ -130,15 +148,26 @@ export function parseNotification(raw: unknown): ParseResult {
   const body = tolerate(raw as Record<string, unknown>);
   if ('error' in body) {
     if ('access_token' in body || 'id_token' in body) {
-      return { ok: false, description: 'a notification carries either error (failure) or access_token and id_token (success), not both' };
+      return {
+        ok: false,
+        description: 'a notification carries either error (failure) or access_token and id_token (success), not both',
+      };
     }
     const r = failureBodySchema.safeParse(body);
-    return r.success ? { ok: true, notification: { outcome: 'failure', body: r.data } } : { ok: false, description: describe(r.error) };
+    return r.success
+      ? { ok: true, notification: { outcome: 'failure', body: r.data } }
+      : { ok: false, description: describe(r.error) };
   }
   const r = successBodySchema.safeParse(body);
   const token = typeof body.id_token === 'string' ? idTokenIssue(body.id_token) : null;
-  if (r.success && !token?.issue) return { ok: true, notification: { outcome: 'success', body: r.data, idToken: token?.jwt ?? null } };
-  const issues: Array<{ field: string; text: string }> = r.success ? [] : r.error.issues.map((i) => ({ field: String(i.path[0] ?? ''), text: i.path.length ? `${i.path.join('.')} ${i.message}` : i.message }));
+  if (r.success && !token?.issue)
+    return { ok: true, notification: { outcome: 'success', body: r.data, idToken: token?.jwt ?? null } };
+  const issues: Array<{ field: string; text: string }> = r.success
+    ? []
+    : r.error.issues.map((i) => ({
+        field: String(i.path[0] ?? ''),
+        text: i.path.length ? `${i.path.join('.')} ${i.message}` : i.message,
+      }));
   if (token?.issue) {
     // In the shape's field order, as the schema names each bad field.
     // After the id_token's own issue (its length) and those of the fields before it, as the refinement it was ran then.
@@ -146,7 +175,13 @@ export function parseNotification(raw: unknown): ParseResult {
     const at = issues.findIndex((i) => order(i.field) > order('id_token'));
     issues.splice(at === -1 ? issues.length : at, 0, { field: 'id_token', text: `id_token ${token.issue}` });
   }
-  return { ok: false, description: issues.slice(0, 5).map((i) => i.text).join('; ') };
+  return {
+    ok: false,
+    description: issues
+      .slice(0, 5)
+      .map((i) => i.text)
+      .join('; '),
+  };
 }
 
 /** Optional fields of either scenario: null or an empty value means absent. */
@@ -174,8 +209,10 @@ function tolerate(input: Record<string, unknown>): Record<string, unknown> {
     const v = body[name];
     if (typeof v === 'number' && Number.isSafeInteger(v)) body[name] = String(v);
   }
-  if (typeof body.token_type === 'string' && body.token_type.trim().toLowerCase() === 'bearer') body.token_type = 'Bearer';
-  if (typeof body.expires_in === 'string' && /^\d{1,15}$/.test(body.expires_in.trim())) body.expires_in = Number(body.expires_in.trim());
+  if (typeof body.token_type === 'string' && body.token_type.trim().toLowerCase() === 'bearer')
+    body.token_type = 'Bearer';
+  if (typeof body.expires_in === 'string' && /^\d{1,15}$/.test(body.expires_in.trim()))
+    body.expires_in = Number(body.expires_in.trim());
   const kyc = body.leading_kyc_match;
   if (typeof kyc === 'string' || typeof kyc === 'number') {
     const v = String(kyc).trim().toLowerCase();

@@ -1,10 +1,16 @@
 import { CompiledQuery, type Kysely } from 'kysely';
-import { RateLimiterMemory, RateLimiterPostgres, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import {
+  RateLimiterMemory,
+  RateLimiterPostgres,
+  RateLimiterRes,
+  type RateLimiterAbstract,
+} from 'rate-limiter-flexible';
+
+import type { Caller } from '../caller.js';
 import type { RateLimit } from '../config.js';
 import { ErrorCode, GatewayError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
-import type { Caller } from '../caller.js';
 import type { Store } from '../store/index.js';
 
 /** The two budgets of an API key: creations spend the cloud account's paid quota, reads do not. */
@@ -131,7 +137,10 @@ export class RateLimits {
   async purgeExpired(): Promise<void> {
     for (const entry of Object.values(this.limiters)) {
       // clearExpired is in the library's JavaScript (it runs it on its own timer) but not in its typings.
-      if (entry?.limiter instanceof RateLimiterPostgres) await (entry.limiter as unknown as { clearExpired(before: number): Promise<void> }).clearExpired(Date.now() - 3_600_000);
+      if (entry?.limiter instanceof RateLimiterPostgres)
+        await (entry.limiter as unknown as { clearExpired(before: number): Promise<void> }).clearExpired(
+          Date.now() - 3_600_000,
+        );
     }
   }
 }

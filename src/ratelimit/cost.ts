@@ -1,14 +1,15 @@
 import {
+  getDirectiveValues,
   GraphQLIncludeDirective,
   GraphQLSkipDirective,
   Kind,
-  getDirectiveValues,
   type DocumentNode,
   type FragmentDefinitionNode,
   type GraphQLSchema,
   type OperationDefinitionNode,
   type SelectionSetNode,
 } from 'graphql';
+
 import type { Bucket } from './buckets.js';
 
 export interface OperationCost {
@@ -21,7 +22,10 @@ export interface OperationCost {
  * (a resume only for what is left), before their first step (src/cloud/provisioning.ts). Admission charges them
  * nothing, or a provisioning of 60 topics would cost one point for 64 creations.
  */
-export const SELF_CHARGED_MUTATIONS: ReadonlySet<string> = new Set(['provisionKafkaCluster', 'provisionVirtualMachine']);
+export const SELF_CHARGED_MUTATIONS: ReadonlySet<string> = new Set([
+  'provisionKafkaCluster',
+  'provisionVirtualMachine',
+]);
 
 /**
  * What an operation spends (docs/decisions/023). A creation is a top-level mutation field that calls an
@@ -41,7 +45,8 @@ export function operationCost(
   for (const d of document.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
   const vars = variables ?? {};
   const included = (node: Parameters<typeof getDirectiveValues>[1]): boolean =>
-    getDirectiveValues(GraphQLSkipDirective, node, vars)?.if !== true && getDirectiveValues(GraphQLIncludeDirective, node, vars)?.if !== false;
+    getDirectiveValues(GraphQLSkipDirective, node, vars)?.if !== true &&
+    getDirectiveValues(GraphQLIncludeDirective, node, vars)?.if !== false;
 
   let creations = 0;
   let selfCharged = 0;

@@ -30,7 +30,8 @@ export async function deliverCallback(url: string, body: unknown, delivery: Call
     } catch (error) {
       delivery.record(attempt, null, String(error));
     }
-    if (attempt < delivery.attempts) await new Promise((r) => setTimeout(r, delivery.backoffMs * 2 ** (attempt - 1)).unref());
+    if (attempt < delivery.attempts)
+      await new Promise((r) => setTimeout(r, delivery.backoffMs * 2 ** (attempt - 1)).unref());
   }
   return last;
 }

@@ -104,11 +104,19 @@ function place(record: Record<string, unknown>, path: string, value: unknown): R
     return { ...record, [head!]: [element] };
   }
   const inner = record[head!];
-  return { ...record, [head!]: place(inner && typeof inner === 'object' ? (inner as Record<string, unknown>) : {}, rest.join('.'), value) };
+  return {
+    ...record,
+    [head!]: place(inner && typeof inner === 'object' ? (inner as Record<string, unknown>) : {}, rest.join('.'), value),
+  };
 }
 
 /** A creation answer in `shape`: the record without `id`, with the id (and an IP's address) where the shape says. */
-export function shapeCreated(shape: CloudResponseShape, id: string, record: Record<string, unknown>, address?: string): Record<string, unknown> {
+export function shapeCreated(
+  shape: CloudResponseShape,
+  id: string,
+  record: Record<string, unknown>,
+  address?: string,
+): Record<string, unknown> {
   let body: Record<string, unknown> = { ...record };
   if (address !== undefined && shape.address !== 'absent') body = place(body, shape.address, address);
   // The whole record wrapped: in `data`, or as the one element of `items`.

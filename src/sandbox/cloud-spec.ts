@@ -30,7 +30,9 @@ const digitsOrMinusOne = (what: string) =>
 
 /** Kafka instance types: c<N>.<size>; c1.small is absent ("Kafka instance types"). */
 export const KAFKA_INSTANCE_TYPES: readonly string[] = [1, 2, 4, 6, 8, 10, 12, 16, 20, 24].flatMap((n) =>
-  (['small', 'medium', 'large'] as const).filter((size) => !(n === 1 && size === 'small')).map((size) => `c${n}.${size}`),
+  (['small', 'medium', 'large'] as const)
+    .filter((size) => !(n === 1 && size === 'small'))
+    .map((size) => `c${n}.${size}`),
 );
 
 /** VM instance types per platform ("Instance types for compute.v2 and compute.v3", "for compute.gpu.v1"). */
@@ -181,13 +183,55 @@ const vmSpec = z
   });
 
 export const SERVICE_TYPES = {
-  network: { kind: 'network', productCode: 'network', parent: null, requiresAccept: false, spec: networkSpec, dottedKey: 'vendor.extensions.network' },
-  subnet: { kind: 'subnet', productCode: 'network', parent: 'network', requiresAccept: false, spec: subnetSpec, dottedKey: 'vendor.extensions.subnet' },
+  network: {
+    kind: 'network',
+    productCode: 'network',
+    parent: null,
+    requiresAccept: false,
+    spec: networkSpec,
+    dottedKey: 'vendor.extensions.network',
+  },
+  subnet: {
+    kind: 'subnet',
+    productCode: 'network',
+    parent: 'network',
+    requiresAccept: false,
+    spec: subnetSpec,
+    dottedKey: 'vendor.extensions.subnet',
+  },
   ip: { kind: 'ip', productCode: 'network', parent: 'network', requiresAccept: false, spec: ipSpec, dottedKey: '' },
-  'kafka-cluster': { kind: 'compute', productCode: 'vendor-kafka', parent: null, requiresAccept: true, spec: kafkaSpec, dottedKey: 'vendor.extensions.kafka' },
-  'kafka-topic': { kind: 'topic', productCode: 'vendor-kafka', parent: 'kafka-cluster', requiresAccept: true, spec: topicSpec, dottedKey: 'vendor.extensions.topic' },
-  'kafka-user': { kind: 'user', productCode: 'vendor-kafka', parent: 'kafka-cluster', requiresAccept: true, spec: userSpec, dottedKey: 'vendor.extensions.user' },
-  'virtual-machine': { kind: 'compute', productCode: 'compute-cloud', parent: null, requiresAccept: true, spec: vmSpec, dottedKey: 'vendor.extensions.promo' },
+  'kafka-cluster': {
+    kind: 'compute',
+    productCode: 'vendor-kafka',
+    parent: null,
+    requiresAccept: true,
+    spec: kafkaSpec,
+    dottedKey: 'vendor.extensions.kafka',
+  },
+  'kafka-topic': {
+    kind: 'topic',
+    productCode: 'vendor-kafka',
+    parent: 'kafka-cluster',
+    requiresAccept: true,
+    spec: topicSpec,
+    dottedKey: 'vendor.extensions.topic',
+  },
+  'kafka-user': {
+    kind: 'user',
+    productCode: 'vendor-kafka',
+    parent: 'kafka-cluster',
+    requiresAccept: true,
+    spec: userSpec,
+    dottedKey: 'vendor.extensions.user',
+  },
+  'virtual-machine': {
+    kind: 'compute',
+    productCode: 'compute-cloud',
+    parent: null,
+    requiresAccept: true,
+    spec: vmSpec,
+    dottedKey: 'vendor.extensions.promo',
+  },
 } as const satisfies Record<string, ServiceType>;
 
 export type SandboxResourceType = keyof typeof SERVICE_TYPES;
@@ -204,7 +248,8 @@ export function formatPath(path: readonly PropertyKey[]): string {
   let out = '';
   for (const segment of path) {
     if (typeof segment === 'number') out += `[${segment}]`;
-    else if (typeof segment === 'string' && /^[A-Za-z_$][\w$]*$/.test(segment)) out += out === '' ? segment : `.${segment}`;
+    else if (typeof segment === 'string' && /^[A-Za-z_$][\w$]*$/.test(segment))
+      out += out === '' ? segment : `.${segment}`;
     else out += `[${JSON.stringify(String(segment))}]`;
   }
   return out === '' ? '(body)' : out;

@@ -14,12 +14,23 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { SignJWT } from 'jose';
 import { validate as isUuid } from 'uuid';
-import { FaultInjector, errorCodeForStatus } from './faults.js';
-import type { FaultKind } from './faults.js';
+
+import { DEFAULT_CLOUD_SHAPE, shapeCreated, shapeToken, type CloudResponseShape } from './cloud-shapes.js';
 import {
-  DEFAULT_BODY_LIMIT_BYTES,
+  describeIssues,
+  envelopeSchema,
+  KINDS,
+  projectSchema,
+  SERVICE_TYPES,
+  serviceTypeOf,
+  type Envelope,
+  type SandboxResourceType,
+} from './cloud-spec.js';
+import { errorCodeForStatus, FaultInjector, type FaultKind } from './faults.js';
+import {
   acceptsJsonExplicitly,
   canonicalJson,
+  DEFAULT_BODY_LIMIT_BYTES,
   headerValue,
   isJsonMediaType,
   requestPath,
@@ -27,16 +38,6 @@ import {
   startLoopbackServer,
 } from './http.js';
 import { createJsonApiHandler, type ApiAnswer, type RecordedRequest } from './json-api.js';
-import { DEFAULT_CLOUD_SHAPE, shapeCreated, shapeToken, type CloudResponseShape } from './cloud-shapes.js';
-import {
-  KINDS,
-  SERVICE_TYPES,
-  describeIssues,
-  envelopeSchema,
-  projectSchema,
-  serviceTypeOf,
-} from './cloud-spec.js';
-import type { Envelope, SandboxResourceType } from './cloud-spec.js';
 
 export type { SandboxResourceType } from './cloud-spec.js';
 
@@ -281,7 +282,12 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
     if (serviceAccountTokens.has(token)) return;
     const issued = tokens.get(token);
     if (issued === undefined) {
-      throw new ApiError(401, CloudSandboxErrorCode.UNAUTHENTICATED, 'the bearer token was not issued by this service', challenge);
+      throw new ApiError(
+        401,
+        CloudSandboxErrorCode.UNAUTHENTICATED,
+        'the bearer token was not issued by this service',
+        challenge,
+      );
     }
     if (Date.now() >= issued.expiresAt.getTime()) {
       throw new ApiError(401, CloudSandboxErrorCode.TOKEN_EXPIRED, 'the bearer token has expired', challenge);
@@ -290,7 +296,11 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
 
   async function issueToken(body: unknown): Promise<Answer> {
     if (!isPlainObject(body)) {
-      throw new ApiError(400, CloudSandboxErrorCode.VALIDATION_FAILED, '(body): expected a JSON object with the credentials');
+      throw new ApiError(
+        400,
+        CloudSandboxErrorCode.VALIDATION_FAILED,
+        '(body): expected a JSON object with the credentials',
+      );
     }
     if (Object.keys(body).length === 0) {
       throw new ApiError(401, CloudSandboxErrorCode.INVALID_CREDENTIALS, 'credentials are empty');
@@ -342,7 +352,11 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
       throw new ApiError(404, CloudSandboxErrorCode.RESOURCE_NOT_FOUND, `${field}: no resource ${id}`);
     }
     if (found.type !== type) {
-      throw new ApiError(400, CloudSandboxErrorCode.INVALID_REFERENCE, `${field}: ${id} is a ${found.type ?? found.kind}, expected a ${type}`);
+      throw new ApiError(
+        400,
+        CloudSandboxErrorCode.INVALID_REFERENCE,
+        `${field}: ${id} is a ${found.type ?? found.kind}, expected a ${type}`,
+      );
     }
     if (found.projectId !== projectId) {
       throw new ApiError(400, CloudSandboxErrorCode.INVALID_REFERENCE, `${field}: ${id} belongs to another project`);
@@ -352,7 +366,11 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
 
   function requireInNetwork(resource: SandboxResource, field: string, networkId: string): void {
     if (resource.parentId !== networkId) {
-      throw new ApiError(400, CloudSandboxErrorCode.INVALID_REFERENCE, `${field}: ${resource.id} is not in network ${networkId}`);
+      throw new ApiError(
+        400,
+        CloudSandboxErrorCode.INVALID_REFERENCE,
+        `${field}: ${resource.id} is not in network ${networkId}`,
+      );
     }
   }
 
@@ -364,7 +382,11 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
   /** Full validation of a creation envelope; returns its resource type. */
   function validateService(req: IncomingMessage, body: unknown): { envelope: Envelope; type: SandboxResourceType } {
     if (!isPlainObject(body)) {
-      throw new ApiError(400, CloudSandboxErrorCode.VALIDATION_FAILED, '(body): expected a JSON object (the creation envelope)');
+      throw new ApiError(
+        400,
+        CloudSandboxErrorCode.VALIDATION_FAILED,
+        '(body): expected a JSON object (the creation envelope)',
+      );
     }
     const parsed = envelopeSchema.safeParse(body);
     if (!parsed.success) {
@@ -372,11 +394,17 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
     }
     const envelope = parsed.data;
     if (!(KINDS as readonly string[]).includes(envelope.kind)) {
-      throw new ApiError(400, CloudSandboxErrorCode.UNKNOWN_KIND, `kind: ${JSON.stringify(envelope.kind)} is not one of ${KINDS.join(', ')}`);
+      throw new ApiError(
+        400,
+        CloudSandboxErrorCode.UNKNOWN_KIND,
+        `kind: ${JSON.stringify(envelope.kind)} is not one of ${KINDS.join(', ')}`,
+      );
     }
     const type = serviceTypeOf(envelope.kind, envelope.platform.productCode);
     if (type === undefined) {
-      const codes = Object.values(SERVICE_TYPES).filter((r) => r.kind === envelope.kind).map((r) => r.productCode);
+      const codes = Object.values(SERVICE_TYPES)
+        .filter((r) => r.kind === envelope.kind)
+        .map((r) => r.productCode);
       throw new ApiError(
         400,
         CloudSandboxErrorCode.PRODUCT_CODE_MISMATCH,
@@ -385,13 +413,21 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
     }
     const row = SERVICE_TYPES[type];
     if (row.requiresAccept && !acceptsJsonExplicitly(headerValue(req, 'accept'))) {
-      throw new ApiError(406, CloudSandboxErrorCode.NOT_ACCEPTABLE, `Accept: application/json is required to create a ${type}`);
+      throw new ApiError(
+        406,
+        CloudSandboxErrorCode.NOT_ACCEPTABLE,
+        `Accept: application/json is required to create a ${type}`,
+      );
     }
     if (row.parent === null && envelope.parentBinding !== undefined) {
       throw new ApiError(400, CloudSandboxErrorCode.VALIDATION_FAILED, `parentBinding: must be absent for a ${type}`);
     }
     if (row.parent !== null && envelope.parentBinding === undefined) {
-      throw new ApiError(400, CloudSandboxErrorCode.VALIDATION_FAILED, `parentBinding.targetId: required for a ${type} (the ${row.parent} id)`);
+      throw new ApiError(
+        400,
+        CloudSandboxErrorCode.VALIDATION_FAILED,
+        `parentBinding.targetId: required for a ${type} (the ${row.parent} id)`,
+      );
     }
 
     // Hint for the most likely mistake: `vendor: { extensions: { … } }` instead of the literal dotted key.
@@ -412,7 +448,9 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
     }
     const projectId = envelope.projectId;
     const parent =
-      row.parent === null ? undefined : requireResource(envelope.parentBinding!.targetId, 'parentBinding.targetId', row.parent, projectId);
+      row.parent === null
+        ? undefined
+        : requireResource(envelope.parentBinding!.targetId, 'parentBinding.targetId', row.parent, projectId);
 
     switch (type) {
       case 'kafka-cluster': {
@@ -423,7 +461,11 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
         requireInNetwork(subnet, `${prefix}.subnetwork_id`, String(kafka.network_id));
         const cidr = extension(subnet.spec, 'vendor.extensions.subnet').cidr;
         if (kafka.subnetwork_cidr !== cidr) {
-          throw new ApiError(400, CloudSandboxErrorCode.INVALID_REFERENCE, `${prefix}.subnetwork_cidr: the subnet's CIDR is ${String(cidr)}`);
+          throw new ApiError(
+            400,
+            CloudSandboxErrorCode.INVALID_REFERENCE,
+            `${prefix}.subnetwork_cidr: the subnet's CIDR is ${String(cidr)}`,
+          );
         }
         break;
       }
@@ -446,12 +488,24 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
         break;
       }
       case 'virtual-machine': {
-        const interfaces = (spec.data as Record<string, unknown>).networkInterfaces as Array<{ networkId: string; subnetworkId: string; natIpId: string }>;
+        const interfaces = (spec.data as Record<string, unknown>).networkInterfaces as Array<{
+          networkId: string;
+          subnetworkId: string;
+          natIpId: string;
+        }>;
         interfaces.forEach((nic, i) => {
           const at = `spec.networkInterfaces[${i}]`;
           requireResource(nic.networkId, `${at}.networkId`, 'network', projectId);
-          requireInNetwork(requireResource(nic.subnetworkId, `${at}.subnetworkId`, 'subnet', projectId), `${at}.subnetworkId`, nic.networkId);
-          requireInNetwork(requireResource(nic.natIpId, `${at}.natIpId`, 'ip', projectId), `${at}.natIpId`, nic.networkId);
+          requireInNetwork(
+            requireResource(nic.subnetworkId, `${at}.subnetworkId`, 'subnet', projectId),
+            `${at}.subnetworkId`,
+            nic.networkId,
+          );
+          requireInNetwork(
+            requireResource(nic.natIpId, `${at}.natIpId`, 'ip', projectId),
+            `${at}.natIpId`,
+            nic.networkId,
+          );
         });
         break;
       }
@@ -464,7 +518,11 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
   function requireUniqueName(type: SandboxResourceType, clusterId: string, key: string, name: unknown): void {
     for (const r of resources.values()) {
       if (r.type === type && r.parentId === clusterId && extension(r.spec, key).name === name) {
-        throw new ApiError(409, CloudSandboxErrorCode.ALREADY_EXISTS, `spec[${JSON.stringify(key)}].name: ${String(name)} already exists in cluster ${clusterId}`);
+        throw new ApiError(
+          409,
+          CloudSandboxErrorCode.ALREADY_EXISTS,
+          `spec[${JSON.stringify(key)}].name: ${String(name)} already exists in cluster ${clusterId}`,
+        );
       }
     }
   }
@@ -482,7 +540,9 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
         kind: str(loose.kind),
         metadata: { title: str(metadata.title), description: str(metadata.description) },
         projectId: str(loose.projectId),
-        ...(isPlainObject(loose.parentBinding) ? { parentBinding: { targetId: str(loose.parentBinding.targetId) } } : {}),
+        ...(isPlainObject(loose.parentBinding)
+          ? { parentBinding: { targetId: str(loose.parentBinding.targetId) } }
+          : {}),
         spec: isPlainObject(loose.spec) ? loose.spec : {},
         zoneCode: str(loose.zoneCode) as 'msk-avntg',
       };
@@ -526,13 +586,19 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
   function createOnce(req: IncomingMessage, path: string, body: unknown, create: (key: string) => Answer): Answer {
     const key = headerValue(req, 'idempotency-key');
     if (key === undefined || key.trim() === '') {
-      throw new ApiError(400, CloudSandboxErrorCode.IDEMPOTENCY_KEY_MISSING, 'Idempotency-Key: header is required on creation');
+      throw new ApiError(
+        400,
+        CloudSandboxErrorCode.IDEMPOTENCY_KEY_MISSING,
+        'Idempotency-Key: header is required on creation',
+      );
     }
     if (!isUuid(key)) {
       throw new ApiError(400, CloudSandboxErrorCode.IDEMPOTENCY_KEY_INVALID, 'Idempotency-Key: must be a UUID');
     }
     const normalizedKey = key.toLowerCase();
-    const fingerprint = createHash('sha256').update(`POST ${path}\n${canonicalJson(body)}`).digest('hex');
+    const fingerprint = createHash('sha256')
+      .update(`POST ${path}\n${canonicalJson(body)}`)
+      .digest('hex');
     const prior = idempotency.get(normalizedKey);
     if (prior !== undefined) {
       if (prior.fingerprint !== fingerprint) {
@@ -555,7 +621,12 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
       throw new ApiError(404, CloudSandboxErrorCode.NOT_FOUND, `no route for ${path}`);
     }
     if (req.method !== 'POST') {
-      throw new ApiError(405, CloudSandboxErrorCode.METHOD_NOT_ALLOWED, `${req.method ?? ''} ${path}: only POST is supported`, { allow: 'POST' });
+      throw new ApiError(
+        405,
+        CloudSandboxErrorCode.METHOD_NOT_ALLOWED,
+        `${req.method ?? ''} ${path}: only POST is supported`,
+        { allow: 'POST' },
+      );
     }
     if (path !== TOKEN_PATH) authenticate(req);
     if (!isJsonMediaType(headerValue(req, 'content-type'))) {
@@ -575,7 +646,9 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
     route: ({ req, path, body, malformed }) => route(req, path, body, malformed),
     errorBody: (code, message, path) => errorBody(code, path, message),
     toAnswer: (error, path) =>
-      error instanceof ApiError ? { status: error.status, body: errorBody(error.code, path, error.details), headers: error.headers } : undefined,
+      error instanceof ApiError
+        ? { status: error.status, body: errorBody(error.code, path, error.details), headers: error.headers }
+        : undefined,
   });
 
   const server = await startLoopbackServer(handle, {

@@ -2,6 +2,7 @@
 // latency, then takes the next scripted fault that matches its path; only when the
 // script is empty does the random rate apply.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+
 import { requestPath, sendJson } from './http.js';
 
 /**
@@ -20,7 +21,18 @@ import { requestPath, sendJson } from './http.js';
  * - `'ok-no-id'`: the request is processed, and the success status comes with a JSON
  *   body that has no id.
  */
-export const FAULT_KINDS = ['503', '500', '429', 'reset', 'reset-after', 'timeout', 'slow', '500-html', 'ok-not-json', 'ok-no-id'] as const;
+export const FAULT_KINDS = [
+  '503',
+  '500',
+  '429',
+  'reset',
+  'reset-after',
+  'timeout',
+  'slow',
+  '500-html',
+  'ok-not-json',
+  'ok-no-id',
+] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /** What the random rate picks from by default: the transport faults, none of the malformed answers. */
@@ -216,7 +228,8 @@ export class FaultInjector {
     if (fault === 'ok-not-json') return { action: 'proceed', resetAfter: false, fault: label, answerAs: 'not-json' };
     if (fault === 'ok-no-id') return { action: 'proceed', resetAfter: false, fault: label, answerAs: 'no-id' };
     if (fault === '500-html') {
-      const page = '<!DOCTYPE html><html><head><title>500 Internal Server Error</title></head><body><h1>Internal Server Error</h1></body></html>';
+      const page =
+        '<!DOCTYPE html><html><head><title>500 Internal Server Error</title></head><body><h1>Internal Server Error</h1></body></html>';
       res.writeHead(500, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(page) });
       res.end(page);
       return { action: 'answered', fault: label, status: 500 };

@@ -1,10 +1,8 @@
 // Small helpers shared by every sandbox server: a loopback `node:http` server that
 // closes for real (keep-alive and hanging sockets included), bounded JSON bodies
 // and JSON answers. Nothing here knows about a particular upstream.
-import { createServer } from 'node:http';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 
 export type SandboxRequestHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
 

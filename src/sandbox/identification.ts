@@ -12,10 +12,21 @@
 //   the link page, POSTs `{ id, idShort, workflowId, applicantExternalId?, status, event, completedAt }` there,
 //   retrying 5xx and network errors.
 import { randomBytes, randomUUID } from 'node:crypto';
+
 import { deliverCallback } from './callbacks.js';
 import { FaultInjector } from './faults.js';
 import { headerValue, isJsonMediaType, startLoopbackServer } from './http.js';
-import { ApiError, withIdempotency, createJsonApiHandler, isAbsoluteHttpUrl, isPlainObject, requireBearer, type ApiAnswer, type ParsedRequest, type RecordedRequest } from './json-api.js';
+import {
+  ApiError,
+  createJsonApiHandler,
+  isAbsoluteHttpUrl,
+  isPlainObject,
+  requireBearer,
+  withIdempotency,
+  type ApiAnswer,
+  type ParsedRequest,
+  type RecordedRequest,
+} from './json-api.js';
 
 export type { RecordedRequest } from './json-api.js';
 
@@ -92,7 +103,9 @@ function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
-export async function startIdentificationSandbox(options: IdentificationSandboxOptions = {}): Promise<IdentificationSandbox> {
+export async function startIdentificationSandbox(
+  options: IdentificationSandboxOptions = {},
+): Promise<IdentificationSandbox> {
   const environment = options.environment ?? 'production';
   const accepted = options.acceptedTokens ?? [SANDBOX_IDENTIFICATION_TOKEN];
   // Every workflow is known except ids starting with `unknown`.
@@ -101,7 +114,10 @@ export async function startIdentificationSandbox(options: IdentificationSandboxO
     rate: options.faultRate ?? 0,
     latencyMs: options.latencyMs ?? 0,
     ...(options.faultSeed !== undefined ? { seed: options.faultSeed } : {}),
-    errorBody: (status) => ({ code: status >= 500 ? 'INTERNAL_ERROR' : `HTTP_${status}`, message: `injected fault: HTTP ${status}` }),
+    errorBody: (status) => ({
+      code: status >= 500 ? 'INTERNAL_ERROR' : `HTTP_${status}`,
+      message: `injected fault: HTTP ${status}`,
+    }),
   });
   const requests: RecordedRequest[] = [];
   const created = new Map<string, SandboxIdentification>();
@@ -131,25 +147,43 @@ export async function startIdentificationSandbox(options: IdentificationSandboxO
       backoffMs: 100,
       closed: () => closed,
       record: (attempt, status, error) =>
-        callbacks.push({ id: rec.id, url, body, attempt, status, ...(error === undefined ? {} : { error }), at: new Date() }),
+        callbacks.push({
+          id: rec.id,
+          url,
+          body,
+          attempt,
+          status,
+          ...(error === undefined ? {} : { error }),
+          at: new Date(),
+        }),
     });
   }
 
   function create(body: unknown): ApiAnswer {
     if (!isPlainObject(body)) throw new ApiError(400, 'BAD_REQUEST', 'body must be a JSON object');
     const { workflowId, applicantExternalId, linkLifetimeInMinutes, redirectUrl } = body;
-    if (workflowId === undefined || workflowId === null) throw new ApiError(400, 'BAD_REQUEST', 'workflowId is required');
-    if (typeof workflowId !== 'string' || workflowId.trim() === '') throw new ApiError(400, 'BAD_REQUEST', 'workflowId must be a non-empty string');
+    if (workflowId === undefined || workflowId === null)
+      throw new ApiError(400, 'BAD_REQUEST', 'workflowId is required');
+    if (typeof workflowId !== 'string' || workflowId.trim() === '')
+      throw new ApiError(400, 'BAD_REQUEST', 'workflowId must be a non-empty string');
     if (applicantExternalId !== undefined && typeof applicantExternalId !== 'string') {
       throw new ApiError(400, 'BAD_REQUEST', 'applicantExternalId must be a string');
     }
     if (
       linkLifetimeInMinutes !== undefined &&
-      (typeof linkLifetimeInMinutes !== 'number' || !Number.isInteger(linkLifetimeInMinutes) || linkLifetimeInMinutes < 1 || linkLifetimeInMinutes > MAX_LIFETIME_MINUTES)
+      (typeof linkLifetimeInMinutes !== 'number' ||
+        !Number.isInteger(linkLifetimeInMinutes) ||
+        linkLifetimeInMinutes < 1 ||
+        linkLifetimeInMinutes > MAX_LIFETIME_MINUTES)
     ) {
-      throw new ApiError(400, 'BAD_REQUEST', `linkLifetimeInMinutes must be an integer from 1 to ${MAX_LIFETIME_MINUTES}`);
+      throw new ApiError(
+        400,
+        'BAD_REQUEST',
+        `linkLifetimeInMinutes must be an integer from 1 to ${MAX_LIFETIME_MINUTES}`,
+      );
     }
-    if (redirectUrl !== undefined && !isAbsoluteHttpUrl(redirectUrl)) throw new ApiError(400, 'BAD_REQUEST', 'redirectUrl must be an absolute URL');
+    if (redirectUrl !== undefined && !isAbsoluteHttpUrl(redirectUrl))
+      throw new ApiError(400, 'BAD_REQUEST', 'redirectUrl must be an absolute URL');
     if (!isKnownWorkflow(workflowId)) throw new ApiError(404, 'WORKFLOW_NOT_FOUND', `workflow ${workflowId} not found`);
 
     const id = randomUUID();
@@ -176,8 +210,10 @@ export async function startIdentificationSandbox(options: IdentificationSandboxO
 
   function linkPage(idShort: string): ApiAnswer {
     const rec = byShort.get(idShort);
-    if (!rec) return { status: 404, html: '<!doctype html><title>Not found</title><p>Unknown identification link.</p>' };
-    if (Date.parse(rec.expiresAt) <= Date.now()) return { status: 410, html: '<!doctype html><title>Expired</title><p>This identification link has expired.</p>' };
+    if (!rec)
+      return { status: 404, html: '<!doctype html><title>Not found</title><p>Unknown identification link.</p>' };
+    if (Date.parse(rec.expiresAt) <= Date.now())
+      return { status: 410, html: '<!doctype html><title>Expired</title><p>This identification link has expired.</p>' };
     const next = `<form method="post" action="/i/${escapeHtml(rec.idShort)}/finish"><button type="submit">Finish the scenario</button></form>`;
     return {
       status: 200,
@@ -187,12 +223,17 @@ export async function startIdentificationSandbox(options: IdentificationSandboxO
 
   async function finish(idShort: string): Promise<ApiAnswer> {
     const rec = byShort.get(idShort);
-    if (!rec) return { status: 404, html: '<!doctype html><title>Not found</title><p>Unknown identification link.</p>' };
-    if (Date.parse(rec.expiresAt) <= Date.now()) return { status: 410, html: '<!doctype html><title>Expired</title><p>This identification link has expired.</p>' };
+    if (!rec)
+      return { status: 404, html: '<!doctype html><title>Not found</title><p>Unknown identification link.</p>' };
+    if (Date.parse(rec.expiresAt) <= Date.now())
+      return { status: 410, html: '<!doctype html><title>Expired</title><p>This identification link has expired.</p>' };
     await deliver(rec, {});
     // Spec, Events 2: "the user is also sent to redirectUrl when it was supplied".
     if (rec.redirectUrl) return { status: 303, html: '', headers: { location: rec.redirectUrl } };
-    return { status: 200, html: '<!doctype html><meta charset="utf-8"><title>Done</title><p>Scenario finished. You may close this page.</p>' };
+    return {
+      status: 200,
+      html: '<!doctype html><meta charset="utf-8"><title>Done</title><p>Scenario finished. You may close this page.</p>',
+    };
   }
 
   function route({ req, method, path, body, malformed }: ParsedRequest): ApiAnswer | Promise<ApiAnswer> {
@@ -202,13 +243,19 @@ export async function startIdentificationSandbox(options: IdentificationSandboxO
     if (path !== IDENTIFICATIONS_PATH) throw new ApiError(404, 'NOT_FOUND', `no route for ${path}`);
     if (method !== 'POST') throw new ApiError(405, 'METHOD_NOT_ALLOWED', 'only POST is supported');
     requireBearer(req, accepted);
-    if (!isJsonMediaType(headerValue(req, 'content-type'))) throw new ApiError(400, 'BAD_REQUEST', 'Content-Type must be application/json');
+    if (!isJsonMediaType(headerValue(req, 'content-type')))
+      throw new ApiError(400, 'BAD_REQUEST', 'Content-Type must be application/json');
     if (malformed) throw new ApiError(400, 'BAD_REQUEST', 'body is not valid JSON');
     return withIdempotency(replays, headerValue(req, 'idempotency-key'), body, create);
   }
 
   const server = await startLoopbackServer(
-    createJsonApiHandler({ faults, route, requests, ...(options.bodyLimitBytes ? { bodyLimitBytes: options.bodyLimitBytes } : {}) }),
+    createJsonApiHandler({
+      faults,
+      route,
+      requests,
+      ...(options.bodyLimitBytes ? { bodyLimitBytes: options.bodyLimitBytes } : {}),
+    }),
   );
   baseUrl = server.url;
 

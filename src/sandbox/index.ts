@@ -1,9 +1,12 @@
-import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox, type CloudSandbox } from './cloud.js';
 import type { CloudResponseShape } from './cloud-shapes.js';
-
-import { SANDBOX_IDENTIFICATION_TOKEN, startIdentificationSandbox, type IdentificationSandbox } from './identification.js';
-import { SANDBOX_VERIFICATION_TOKEN, startVerificationSandbox, type VerificationSandbox } from './verification.js';
+import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox, type CloudSandbox } from './cloud.js';
+import {
+  SANDBOX_IDENTIFICATION_TOKEN,
+  startIdentificationSandbox,
+  type IdentificationSandbox,
+} from './identification.js';
 import { startMobileIdSandbox, type MobileIdSandbox } from './mobile-id.js';
+import { SANDBOX_VERIFICATION_TOKEN, startVerificationSandbox, type VerificationSandbox } from './verification.js';
 
 export { SANDBOX_SERVICE_ACCOUNT_TOKEN, SANDBOX_IDENTIFICATION_TOKEN, SANDBOX_VERIFICATION_TOKEN };
 
@@ -47,12 +50,23 @@ export async function startSandboxes(options: SandboxOptions): Promise<Sandboxes
       })
     : null;
   const faults = { faultRate: options.faultRate, latencyMs: options.latencyMs };
-  const identification = options.identification ? await startIdentificationSandbox({ ...faults, environment: 'production' }) : null;
-  const identificationProdlike = options.identification ? await startIdentificationSandbox({ ...faults, environment: 'prodlike' }) : null;
-  const verification = options.verification
-    ? await startVerificationSandbox({ ...faults, ...(options.callbackDelayMs !== undefined ? { callbackDelayMs: options.callbackDelayMs } : {}) })
+  const identification = options.identification
+    ? await startIdentificationSandbox({ ...faults, environment: 'production' })
     : null;
-  const mobileId = options.mobileId ? await startMobileIdSandbox(options.mobileIdNotificationToken ? { notificationToken: options.mobileIdNotificationToken } : {}) : null;
+  const identificationProdlike = options.identification
+    ? await startIdentificationSandbox({ ...faults, environment: 'prodlike' })
+    : null;
+  const verification = options.verification
+    ? await startVerificationSandbox({
+        ...faults,
+        ...(options.callbackDelayMs !== undefined ? { callbackDelayMs: options.callbackDelayMs } : {}),
+      })
+    : null;
+  const mobileId = options.mobileId
+    ? await startMobileIdSandbox(
+        options.mobileIdNotificationToken ? { notificationToken: options.mobileIdNotificationToken } : {},
+      )
+    : null;
   return {
     cloud,
     mobileId,
@@ -61,7 +75,12 @@ export async function startSandboxes(options: SandboxOptions): Promise<Sandboxes
     verification,
     async close() {
       await cloud?.close();
-      await Promise.all([identification?.close(), identificationProdlike?.close(), verification?.close(), mobileId?.close()]);
+      await Promise.all([
+        identification?.close(),
+        identificationProdlike?.close(),
+        verification?.close(),
+        mobileId?.close(),
+      ]);
     },
   };
 }

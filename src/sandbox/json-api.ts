@@ -2,8 +2,18 @@
 // bounded body, let the fault injector act, route, answer JSON. Errors are `{ code, message }` by default, the cloud sandbox passes its `{ code, domain, details }` (the spec
 // does not show an error body; this is the sandbox's choice).
 import type { IncomingMessage, ServerResponse } from 'node:http';
+
 import type { FaultInjector } from './faults.js';
-import { BodyError, canonicalJson, DEFAULT_BODY_LIMIT_BYTES, flattenHeaders, parseJsonBody, readRawBody, requestPath, sendJson } from './http.js';
+import {
+  BodyError,
+  canonicalJson,
+  DEFAULT_BODY_LIMIT_BYTES,
+  flattenHeaders,
+  parseJsonBody,
+  readRawBody,
+  requestPath,
+  sendJson,
+} from './http.js';
 
 export interface RecordedRequest {
   readonly method: string;
@@ -88,7 +98,11 @@ export function createJsonApiHandler(options: {
       entry.status = a.status;
       entry.replayed = a.replayed ?? false;
       if (a.html !== undefined) {
-        res.writeHead(a.status, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(a.html), ...a.headers });
+        res.writeHead(a.status, {
+          'content-type': 'text/html; charset=utf-8',
+          'content-length': Buffer.byteLength(a.html),
+          ...a.headers,
+        });
         res.end(a.html);
         return;
       }
@@ -127,7 +141,10 @@ export function createJsonApiHandler(options: {
     try {
       result = await options.route({ req, method: entry.method, path, body, malformed });
     } catch (error) {
-      const mapped = error instanceof ApiError ? { status: error.status, body: errorBody(error.code, error.message, path) } : options.toAnswer?.(error, path);
+      const mapped =
+        error instanceof ApiError
+          ? { status: error.status, body: errorBody(error.code, error.message, path) }
+          : options.toAnswer?.(error, path);
       if (!mapped) throw error;
       result = mapped;
     }
@@ -193,7 +210,8 @@ export function withIdempotency(
   const fingerprint = canonicalJson(body);
   const prior = replays.get(key);
   if (prior) {
-    if (prior.fingerprint !== fingerprint) throw new ApiError(409, 'IDEMPOTENCY_KEY_CONFLICT', 'Idempotency-Key already used with another request');
+    if (prior.fingerprint !== fingerprint)
+      throw new ApiError(409, 'IDEMPOTENCY_KEY_CONFLICT', 'Idempotency-Key already used with another request');
     return { ...prior.answer, headers: { 'idempotent-replayed': 'true' } };
   }
   const answer = create(body);

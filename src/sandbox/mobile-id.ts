@@ -8,8 +8,9 @@
 // - bodies carry the extra fields real senders add: jwks_endpoint, premiuminfo_endpoint, kyc_match_endpoint;
 // - failures are the rows of the spec's error table, verbatim.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
 import { request } from 'undici';
+
 import { requestPath, sendJson, startLoopbackServer } from './http.js';
 
 /** The `aud` of sandbox id_tokens: the service provider's client id at the mobile identity service. */
@@ -21,7 +22,10 @@ export const MOBILEID_FAILURES = {
   CLIENT_TIMEOUT: { error: 'access_denied', error_description: 'client timeout' },
   CANCELLED_BY_USER: { error: 'access_denied', error_description: 'the client cancelled the authentication' },
   AUTHENTICATION_ERROR: { error: 'access_denied', error_description: 'error authentication' },
-  SMS_ATTEMPTS_EXHAUSTED: { error: 'access_denied', error_description: 'the client has run out of attempts to authorize by sms code' },
+  SMS_ATTEMPTS_EXHAUSTED: {
+    error: 'access_denied',
+    error_description: 'the client has run out of attempts to authorize by sms code',
+  },
   HHE_REQUEST_FAILED: { error: 'access_denied', error_description: 'HHE request failed' },
   LOGIN_HINT_MISMATCH: { error: 'access_denied', error_description: 'Login hint doesn’t match' },
   SERVER_ERROR: { error: 'server_error', error_description: 'internal Server Error' },
@@ -63,7 +67,9 @@ export interface MobileIdSandbox {
   /** The notification the service would send, not sent. */
   buildNotification(options: NotificationOptions): Promise<SandboxNotification>;
   /** Builds a notification and POSTs it to `notificationUri` with `Authorization: Bearer <token>`. */
-  notify(options: NotificationOptions & { notificationUri: string; token: string; contentType?: 'json' | 'form' }): Promise<{ status: number; body: string; notification: SandboxNotification }>;
+  notify(
+    options: NotificationOptions & { notificationUri: string; token: string; contentType?: 'json' | 'form' },
+  ): Promise<{ status: number; body: string; notification: SandboxNotification }>;
   close(): Promise<void>;
 }
 

@@ -13,10 +13,21 @@
 //   equals (case-insensitively) an entry of `SANDBOX_RFM_CATALOG`.
 // A workflow is known unless its id starts with `unknown` (404). Errors are `{ code, message }`.
 import { randomUUID } from 'node:crypto';
+
 import { deliverCallback } from './callbacks.js';
 import { FaultInjector } from './faults.js';
 import { headerValue, isJsonMediaType, startLoopbackServer } from './http.js';
-import { ApiError, withIdempotency, createJsonApiHandler, isAbsoluteHttpUrl, isPlainObject, requireBearer, type ApiAnswer, type ParsedRequest, type RecordedRequest } from './json-api.js';
+import {
+  ApiError,
+  createJsonApiHandler,
+  isAbsoluteHttpUrl,
+  isPlainObject,
+  requireBearer,
+  withIdempotency,
+  type ApiAnswer,
+  type ParsedRequest,
+  type RecordedRequest,
+} from './json-api.js';
 
 export type { RecordedRequest } from './json-api.js';
 
@@ -128,7 +139,10 @@ export async function startVerificationSandbox(options: VerificationSandboxOptio
     rate: options.faultRate ?? 0,
     latencyMs: options.latencyMs ?? 0,
     ...(options.faultSeed !== undefined ? { seed: options.faultSeed } : {}),
-    errorBody: (status) => ({ code: status >= 500 ? 'INTERNAL_ERROR' : `HTTP_${status}`, message: `injected fault: HTTP ${status}` }),
+    errorBody: (status) => ({
+      code: status >= 500 ? 'INTERNAL_ERROR' : `HTTP_${status}`,
+      message: `injected fault: HTTP ${status}`,
+    }),
   });
   const requests: RecordedRequest[] = [];
   const callbacks: DeliveredCallback[] = [];
@@ -145,7 +159,15 @@ export async function startVerificationSandbox(options: VerificationSandboxOptio
       backoffMs: 250,
       closed: () => closed,
       record: (attempt, status, error) =>
-        callbacks.push({ externalId: v.externalId, url, body, attempt, status, ...(error === undefined ? {} : { error }), at: new Date() }),
+        callbacks.push({
+          externalId: v.externalId,
+          url,
+          body,
+          attempt,
+          status,
+          ...(error === undefined ? {} : { error }),
+          at: new Date(),
+        }),
     });
   }
 
@@ -163,15 +185,21 @@ export async function startVerificationSandbox(options: VerificationSandboxOptio
   function register(body: unknown): ApiAnswer {
     if (!isPlainObject(body)) throw new ApiError(400, 'BAD_REQUEST', 'body must be a JSON object');
     const { workflowId, applicant, verificationExternalId, callbackUrl } = body;
-    if (typeof workflowId !== 'string' || workflowId.trim() === '') throw new ApiError(400, 'BAD_REQUEST', 'workflowId is required');
+    if (typeof workflowId !== 'string' || workflowId.trim() === '')
+      throw new ApiError(400, 'BAD_REQUEST', 'workflowId is required');
     if (!isPlainObject(applicant)) throw new ApiError(400, 'BAD_REQUEST', 'applicant must be a JSON object');
-    if (verificationExternalId !== undefined && (typeof verificationExternalId !== 'string' || verificationExternalId === '')) {
+    if (
+      verificationExternalId !== undefined &&
+      (typeof verificationExternalId !== 'string' || verificationExternalId === '')
+    ) {
       throw new ApiError(400, 'BAD_REQUEST', 'verificationExternalId must be a non-empty string');
     }
-    if (callbackUrl !== undefined && !isAbsoluteHttpUrl(callbackUrl)) throw new ApiError(400, 'BAD_REQUEST', 'callbackUrl must be an absolute http(s) URL');
+    if (callbackUrl !== undefined && !isAbsoluteHttpUrl(callbackUrl))
+      throw new ApiError(400, 'BAD_REQUEST', 'callbackUrl must be an absolute http(s) URL');
     if (!isKnownWorkflow(workflowId)) throw new ApiError(404, 'WORKFLOW_NOT_FOUND', `workflow ${workflowId} not found`);
     const externalId = (verificationExternalId as string | undefined) ?? randomUUID();
-    if (verifications.has(externalId)) throw new ApiError(409, 'VERIFICATION_EXISTS', `verification ${externalId} is already registered`);
+    if (verifications.has(externalId))
+      throw new ApiError(409, 'VERIFICATION_EXISTS', `verification ${externalId} is already registered`);
     const v: State = {
       externalId,
       workflowId,
@@ -226,10 +254,12 @@ export async function startVerificationSandbox(options: VerificationSandboxOptio
   }
 
   function route({ req, method, path, body, malformed }: ParsedRequest): ApiAnswer {
-    if (path !== VERIFICATIONS_PATH && path !== RESULTS_PATH && path !== RFM_PATH) throw new ApiError(404, 'NOT_FOUND', `no route for ${path}`);
+    if (path !== VERIFICATIONS_PATH && path !== RESULTS_PATH && path !== RFM_PATH)
+      throw new ApiError(404, 'NOT_FOUND', `no route for ${path}`);
     if (method !== 'POST') throw new ApiError(405, 'METHOD_NOT_ALLOWED', 'only POST is supported');
     requireBearer(req, accepted);
-    if (!isJsonMediaType(headerValue(req, 'content-type'))) throw new ApiError(400, 'BAD_REQUEST', 'Content-Type must be application/json');
+    if (!isJsonMediaType(headerValue(req, 'content-type')))
+      throw new ApiError(400, 'BAD_REQUEST', 'Content-Type must be application/json');
     if (malformed) throw new ApiError(400, 'BAD_REQUEST', 'body is not valid JSON');
     if (path === RESULTS_PATH) return results(body);
     if (path === RFM_PATH) return rfm(body);
@@ -237,7 +267,12 @@ export async function startVerificationSandbox(options: VerificationSandboxOptio
   }
 
   const server = await startLoopbackServer(
-    createJsonApiHandler({ faults, route, requests, ...(options.bodyLimitBytes ? { bodyLimitBytes: options.bodyLimitBytes } : {}) }),
+    createJsonApiHandler({
+      faults,
+      route,
+      requests,
+      ...(options.bodyLimitBytes ? { bodyLimitBytes: options.bodyLimitBytes } : {}),
+    }),
   );
 
   return {

@@ -1,5 +1,18 @@
 import type { AppFileEntry } from '../apps-file.js';
-import { ALL_GRANTS, APP_GRANTS, Grants, indexOfDigest, OPEN_CALLER, scopeOfApp, scopeOfKeyDigest, sha256, type AppKey, type AppSource, type Caller, type Scope } from '../caller.js';
+import {
+  ALL_GRANTS,
+  APP_GRANTS,
+  Grants,
+  indexOfDigest,
+  OPEN_CALLER,
+  scopeOfApp,
+  scopeOfKeyDigest,
+  sha256,
+  type AppKey,
+  type AppSource,
+  type Caller,
+  type Scope,
+} from '../caller.js';
 
 /** The token of an `Authorization: Bearer <token>` value (scheme case-insensitive), or null. */
 export function bearerToken(header: string | string[] | undefined | null): string | null {
@@ -31,14 +44,21 @@ export interface JwtCheck {
   verify(token: string): Promise<AuthResult>;
 }
 
-type ConfiguredApps = { apiKeys: readonly AppKey[]; operatorKeys: readonly AppKey[]; appsFile: readonly AppFileEntry[] };
+type ConfiguredApps = {
+  apiKeys: readonly AppKey[];
+  operatorKeys: readonly AppKey[];
+  appsFile: readonly AppFileEntry[];
+};
 
 /**
  * Every configured key's digest and its caller, built once: a named key is its app (`app:<name>`), a bare key its
  * own app, labelled by `label(key)` (a keyed digest, never the key's plain hash). Operator keys come first, so a
  * key in both lists is the operator's.
  */
-function configuredKeys(apps: ConfiguredApps, label: (key: string) => string): { digests: Buffer[]; callers: Caller[] } {
+function configuredKeys(
+  apps: ConfiguredApps,
+  label: (key: string) => string,
+): { digests: Buffer[]; callers: Caller[] } {
   const keyed = [
     ...apps.operatorKeys.map((k) => ({ ...k, grants: ALL_GRANTS, via: 'OPERATOR_KEYS' as const })),
     ...apps.apiKeys.map((k) => ({ ...k, grants: APP_GRANTS, via: 'API_KEYS' as const })),
@@ -50,7 +70,12 @@ function configuredKeys(apps: ConfiguredApps, label: (key: string) => string): {
     return Object.freeze({ scope, app, grants: k.grants, via: k.via });
   });
   for (const app of apps.appsFile) {
-    const caller: Caller = Object.freeze({ scope: scopeOfApp(app.name), app: app.name, grants: Grants.of(app.scopes), via: 'APPS_FILE' });
+    const caller: Caller = Object.freeze({
+      scope: scopeOfApp(app.name),
+      app: app.name,
+      grants: Grants.of(app.scopes),
+      via: 'APPS_FILE',
+    });
     for (const digest of app.keyDigests) {
       digests.push(Buffer.from(digest, 'hex'));
       callers.push(caller);
@@ -60,10 +85,18 @@ function configuredKeys(apps: ConfiguredApps, label: (key: string) => string): {
 }
 
 /** The configured apps as the operator's list shows them: name, where configured, scopes, how many keys. */
-export function configuredApps(apps: ConfiguredApps, label: (key: string) => string): { name: string; source: AppSource; scopes: Scope[]; keys: number }[] {
+export function configuredApps(
+  apps: ConfiguredApps,
+  label: (key: string) => string,
+): { name: string; source: AppSource; scopes: Scope[]; keys: number }[] {
   const byName = new Map<string, { name: string; source: AppSource; scopes: Set<Scope>; keys: number }>();
   for (const caller of configuredKeys(apps, label).callers) {
-    const entry = byName.get(caller.app!) ?? { name: caller.app!, source: caller.via!, scopes: new Set<Scope>(), keys: 0 };
+    const entry = byName.get(caller.app!) ?? {
+      name: caller.app!,
+      source: caller.via!,
+      scopes: new Set<Scope>(),
+      keys: 0,
+    };
     for (const s of caller.grants.scopes) entry.scopes.add(s);
     entry.keys += 1;
     byName.set(entry.name, entry);
@@ -79,12 +112,18 @@ export function configuredApps(apps: ConfiguredApps, label: (key: string) => str
  * is verified as one; the gateway is then never open, even without keys. An API key is answered without a promise:
  * the key path is the hot one (every benchmark runs with keys) and stays as cheap as before JWTs existed.
  */
-export function createAuthenticator(apps: ConfiguredApps, label: (key: string) => string, jwt?: JwtCheck): Authenticate {
+export function createAuthenticator(
+  apps: ConfiguredApps,
+  label: (key: string) => string,
+  jwt?: JwtCheck,
+): Authenticate {
   const { digests: hashes, callers } = configuredKeys(apps, label);
   const missing: AuthFailure = Object.freeze({
     ok: false,
     reason: 'missing',
-    message: jwt ? 'a valid API key or JWT is required: send Authorization: Bearer <key or JWT>' : 'a valid API key is required: send Authorization: Bearer <key>',
+    message: jwt
+      ? 'a valid API key or JWT is required: send Authorization: Bearer <key or JWT>'
+      : 'a valid API key is required: send Authorization: Bearer <key>',
   });
   const invalid: AuthFailure = Object.freeze({ ok: false, reason: 'invalid', message: 'the API key is not valid' });
   return (authorization) => {

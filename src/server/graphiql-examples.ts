@@ -100,7 +100,8 @@ mutation CreateNetwork($projectId: UUID!, $key: UUID) {
   }
 }
 `,
-      variables: '{\n  "projectId": "<a project id from the Projects tab>",\n  "key": "3fa85f64-5717-4562-b3fc-2c963f66afa6"\n}',
+      variables:
+        '{\n  "projectId": "<a project id from the Projects tab>",\n  "key": "3fa85f64-5717-4562-b3fc-2c963f66afa6"\n}',
     },
     {
       title: 'Create an identification link',

@@ -5,6 +5,7 @@ import { createReadStream, type Stats } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { extname, join } from 'node:path';
+
 import { GRAPHIQL_ASSETS_DIR } from '../paths.js';
 
 /** One saved operation, opened as its own GraphiQL tab. */
@@ -99,7 +100,13 @@ function qualityOf(ranges: MediaRange[], mediaType: string): number {
   let best: { specificity: number; q: number } = { specificity: -1, q: 0 };
   for (const range of ranges) {
     const specificity =
-      range.type === type && range.subtype === subtype ? 2 : range.type === type && range.subtype === '*' ? 1 : range.type === '*' && range.subtype === '*' ? 0 : -1;
+      range.type === type && range.subtype === subtype
+        ? 2
+        : range.type === type && range.subtype === '*'
+          ? 1
+          : range.type === '*' && range.subtype === '*'
+            ? 0
+            : -1;
     if (specificity > best.specificity) best = { specificity, q: range.q };
   }
   return best.q;
@@ -115,7 +122,10 @@ export function prefersHtml(acceptHeader: string | string[] | undefined): boolea
   if (accept === undefined || accept.trim() === '') return false;
   const ranges = parseAccept(accept);
   const html = qualityOf(ranges, 'text/html');
-  const graphql = Math.max(qualityOf(ranges, 'application/json'), qualityOf(ranges, 'application/graphql-response+json'));
+  const graphql = Math.max(
+    qualityOf(ranges, 'application/json'),
+    qualityOf(ranges, 'application/graphql-response+json'),
+  );
   return html > 0 && html > graphql;
 }
 
@@ -201,7 +211,11 @@ export function acceptsGzip(acceptEncoding: string | string[] | undefined): bool
 }
 
 function sendText(res: ServerResponse, status: number, text: string, head: boolean): void {
-  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, {
+    'content-type': 'text/plain; charset=utf-8',
+    'cache-control': 'no-store',
+    'content-length': Buffer.byteLength(text),
+  });
   res.end(head ? undefined : text);
 }
 
@@ -216,7 +230,12 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
     const head = req.method === 'HEAD';
     const version = await readVersion(assetsDir);
     if (version === undefined) {
-      sendText(res, 503, `GraphiQL is not built: ${join(assetsDir, MANIFEST)} is missing. Run \`npm run build\` and restart.\n`, head);
+      sendText(
+        res,
+        503,
+        `GraphiQL is not built: ${join(assetsDir, MANIFEST)} is missing. Run \`npm run build\` and restart.\n`,
+        head,
+      );
       return;
     }
     const { html, csp } = renderPage(config, assetsPath, version);
@@ -233,7 +252,12 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
     res.end(head ? undefined : html);
   }
 
-  async function sendAsset(req: IncomingMessage, res: ServerResponse, name: string, requestedVersion: string | null): Promise<void> {
+  async function sendAsset(
+    req: IncomingMessage,
+    res: ServerResponse,
+    name: string,
+    requestedVersion: string | null,
+  ): Promise<void> {
     const head = req.method === 'HEAD';
     const contentType = CONTENT_TYPES[extname(name)];
     const plain = join(assetsDir, name);

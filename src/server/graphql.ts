@@ -1,14 +1,15 @@
 import type { IncomingMessage } from 'node:http';
 import { HeaderMap, type ApolloServer } from '@apollo/server';
 import { GraphQLError } from 'graphql';
-import type { GraphQLContext } from '../graphql/context.js';
+
 import { ErrorCode } from '../errors.js';
-import { BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
-import type { RequestContext, Route } from './http.js';
-import { admitHttp, type DocumentAdmission } from './trusted-documents.js';
 import { LIMIT_VARIABLES } from '../execution/limits.js';
-import type { HttpPlans } from './http-plans.js';
+import type { GraphQLContext } from '../graphql/context.js';
 import type { AuthFailure } from './auth.js';
+import type { HttpPlans } from './http-plans.js';
+import type { RequestContext, Route } from './http.js';
+import { BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
+import { admitHttp, type DocumentAdmission } from './trusted-documents.js';
 
 export interface GraphqlRouteOptions {
   apollo: ApolloServer<GraphQLContext>;
@@ -19,7 +20,10 @@ export interface GraphqlRouteOptions {
   /** Builds the per-request context; throws a GraphQLError (UNAUTHENTICATED) for a bad key. */
   context: (req: IncomingMessage, ctx: RequestContext) => Promise<GraphQLContext>;
   /** Serves GraphiQL for browser GETs; absent when introspection is off. */
-  graphiql?: { wants(req: IncomingMessage): boolean; serve(req: IncomingMessage, res: import('node:http').ServerResponse): void };
+  graphiql?: {
+    wants(req: IncomingMessage): boolean;
+    serve(req: IncomingMessage, res: import('node:http').ServerResponse): void;
+  };
   /** TRUSTED_DOCUMENTS (absent when off). */
   trusted?: DocumentAdmission;
   /** Cached plans per document: POST requests they can answer exactly as Apollo would skip its pipeline (decision 035). */
@@ -50,7 +54,12 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
             // The rest of the body is not read: close the connection rather than drain it.
             res.setHeader('connection', 'close');
             sendJson(res, 413, {
-              errors: [{ message: `request body exceeds ${max} bytes (${LIMIT_VARIABLES.bodyBytes}=${max})`, extensions: { code: ErrorCode.BAD_REQUEST, limit: LIMIT_VARIABLES.bodyBytes, max } }],
+              errors: [
+                {
+                  message: `request body exceeds ${max} bytes (${LIMIT_VARIABLES.bodyBytes}=${max})`,
+                  extensions: { code: ErrorCode.BAD_REQUEST, limit: LIMIT_VARIABLES.bodyBytes, max },
+                },
+              ],
             });
             return;
           }
@@ -62,7 +71,9 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
           try {
             body = raw.length ? JSON.parse(raw.toString('utf8')) : undefined;
           } catch {
-            sendJson(res, 400, { errors: [{ message: 'request body is not valid JSON', extensions: { code: ErrorCode.BAD_REQUEST } }] });
+            sendJson(res, 400, {
+              errors: [{ message: 'request body is not valid JSON', extensions: { code: ErrorCode.BAD_REQUEST } }],
+            });
             return;
           }
         } else {
@@ -137,6 +148,9 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
 export function authFailureHttpError(failure: AuthFailure): GraphQLError {
   const unavailable = failure.reason === 'unavailable';
   return new GraphQLError(failure.message, {
-    extensions: { code: unavailable ? ErrorCode.UPSTREAM_UNAVAILABLE : ErrorCode.UNAUTHENTICATED, http: { status: unavailable ? 503 : 401 } },
+    extensions: {
+      code: unavailable ? ErrorCode.UPSTREAM_UNAVAILABLE : ErrorCode.UNAUTHENTICATED,
+      http: { status: unavailable ? 503 : 401 },
+    },
   });
 }

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+
 import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/index.js';
 import type { Route } from './http.js';
@@ -10,7 +11,12 @@ import { sendJson } from './respond.js';
  * makes the replica unready (an open circuit is one upstream down: the ledger and the other upstreams still serve,
  * and every replica would see the same). /metrics: Prometheus text.
  */
-export function healthRoutes(deps: { store: Store; metrics: Metrics; notReady?: () => string | null; circuits: () => Record<string, string> }): Route[] {
+export function healthRoutes(deps: {
+  store: Store;
+  metrics: Metrics;
+  notReady?: () => string | null;
+  circuits: () => Record<string, string>;
+}): Route[] {
   const circuits = () => ({ circuits: deps.circuits() });
   return [
     {
@@ -27,11 +33,17 @@ export function healthRoutes(deps: { store: Store; metrics: Metrics; notReady?: 
         try {
           await deps.store.ping();
           const why = deps.notReady?.() ?? null;
-          if (why !== null) return sendJson(res, 503, { status: 'unavailable', store: deps.store.dialect, error: why, ...circuits() });
+          if (why !== null)
+            return sendJson(res, 503, { status: 'unavailable', store: deps.store.dialect, error: why, ...circuits() });
           sendJson(res, 200, { status: 'ready', store: deps.store.dialect, ...circuits() });
         } catch (err) {
           ctx.logger.warn({ err }, 'readiness check failed');
-          sendJson(res, 503, { status: 'unavailable', store: deps.store.dialect, error: 'the database does not answer', ...circuits() });
+          sendJson(res, 503, {
+            status: 'unavailable',
+            store: deps.store.dialect,
+            error: 'the database does not answer',
+            ...circuits(),
+          });
         }
       },
     },
@@ -59,6 +71,11 @@ export function startingHandler(why: () => string) {
     req.resume();
     if (path === '/healthz') return sendJson(res, 200, { status: 'ok' });
     if (path === '/readyz') return sendJson(res, 503, { status: 'starting', error: why() });
-    sendJson(res, 503, { error: 'unavailable', error_description: `the gateway is starting: ${why()}` }, { 'retry-after': '5' });
+    sendJson(
+      res,
+      503,
+      { error: 'unavailable', error_description: `the gateway is starting: ${why()}` },
+      { 'retry-after': '5' },
+    );
   };
 }

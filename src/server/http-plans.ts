@@ -1,10 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { OperationTypeNode } from 'graphql';
 import Negotiator from 'negotiator';
+
 import type { ApolloSetup } from '../execution/apollo.js';
 import type { OperationParams, Pipeline } from '../execution/pipeline.js';
 import { HttpPresenter, type HttpAnswer } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
-import type { OperationTypeNode } from 'graphql';
 
 /**
  * The planned path of POST /graphql (decision 035, revised by 044 and 065): a request whose answer is provably the one
@@ -43,7 +44,11 @@ export interface PlannedRequest {
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
-const SINGLE_RESULT_TYPES = [JSON_TYPE, 'application/graphql-response+json; charset=utf-8', 'application/json; callbackSpec=1.0; charset=utf-8'];
+const SINGLE_RESULT_TYPES = [
+  JSON_TYPE,
+  'application/graphql-response+json; charset=utf-8',
+  'application/json; callbackSpec=1.0; charset=utf-8',
+];
 /** Distinct Accept headers whose negotiation is kept (clients send a handful; the rest are negotiated each time). */
 const ACCEPT_CACHE_MAX = 64;
 
@@ -72,9 +77,15 @@ export class HttpPlans {
    * The planned path, or null when the environment makes Apollo install plugins whose effects it does not reproduce
    * (usage or schema reporting): then every request goes through Apollo, and the operator is told once.
    */
-  static create(options: HttpPlansOptions, reporting: readonly string[], warn: (message: string) => void): HttpPlans | null {
+  static create(
+    options: HttpPlansOptions,
+    reporting: readonly string[],
+    warn: (message: string) => void,
+  ): HttpPlans | null {
     if (reporting.length) {
-      warn(`the planned path of POST /graphql is off: ${reporting.join(' and ')} ${reporting.length > 1 ? 'make' : 'makes'} Apollo Server install plugins of its own, so every request goes through Apollo's pipeline`);
+      warn(
+        `the planned path of POST /graphql is off: ${reporting.join(' and ')} ${reporting.length > 1 ? 'make' : 'makes'} Apollo Server install plugins of its own, so every request goes through Apollo's pipeline`,
+      );
       return null;
     }
     return new HttpPlans(options);
@@ -119,12 +130,17 @@ export class HttpPlans {
     const rawName = params.operationName;
     if (rawName !== undefined && rawName !== null && typeof rawName !== 'string') return null;
     const extensions = params.extensions;
-    if (extensions !== undefined && extensions !== null && (!isRecord(extensions) || 'persistedQuery' in extensions)) return null;
+    if (extensions !== undefined && extensions !== null && (!isRecord(extensions) || 'persistedQuery' in extensions))
+      return null;
     const contentType = this.contentType(req.headers.accept);
     if (contentType === null) return null;
     return {
       contentType,
-      params: { query, operationName: typeof rawName === 'string' ? rawName : undefined, variables: isRecord(rawVariables) ? rawVariables : undefined },
+      params: {
+        query,
+        operationName: typeof rawName === 'string' ? rawName : undefined,
+        variables: isRecord(rawVariables) ? rawVariables : undefined,
+      },
     };
   }
 
@@ -132,7 +148,12 @@ export class HttpPlans {
    * Answers a request `accepts` took: the context (so the authentication) the route made, then the pipeline with
    * HTTP's presentation, then the write.
    */
-  async run(res: ServerResponse, request: PlannedRequest, context: () => Promise<GraphQLContext>, requestId: string): Promise<void> {
+  async run(
+    res: ServerResponse,
+    request: PlannedRequest,
+    context: () => Promise<GraphQLContext>,
+    requestId: string,
+  ): Promise<void> {
     let contextValue: GraphQLContext;
     try {
       contextValue = await context();

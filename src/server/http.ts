@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+
+import { WebhookErrorCode } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
-import { WebhookErrorCode } from '../errors.js';
 import { sendOAuthError } from './respond.js';
 
 export interface RequestContext {
@@ -70,20 +71,34 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
     res.on('finish', () => {
       const seconds = (performance.now() - started) / 1000;
       metrics.httpRequests.observe({ route: routeName, status: String(res.statusCode) }, seconds);
-      if (logger.isLevelEnabled('debug')) log().debug({ method: req.method, status: res.statusCode, ms: Math.round(seconds * 1000), ...(context.app ? { app: context.app } : {}) }, 'request');
+      if (logger.isLevelEnabled('debug'))
+        log().debug(
+          {
+            method: req.method,
+            status: res.statusCode,
+            ms: Math.round(seconds * 1000),
+            ...(context.app ? { app: context.app } : {}),
+          },
+          'request',
+        );
     });
     if (!route) {
-      if (pathMatched) sendOAuthError(res, 405, WebhookErrorCode.METHOD_NOT_ALLOWED, `${req.method} is not allowed on ${pathname}`);
+      if (pathMatched)
+        sendOAuthError(res, 405, WebhookErrorCode.METHOD_NOT_ALLOWED, `${req.method} is not allowed on ${pathname}`);
       else sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, `no route for ${pathname}`);
       return;
     }
     Promise.resolve()
-      .then(() =>
-        route.handle(req, res, context),
-      )
+      .then(() => route.handle(req, res, context))
       .catch((err: unknown) => {
         log().error({ err }, 'unhandled error in route');
-        if (!res.headersSent) sendOAuthError(res, 500, WebhookErrorCode.SERVER_ERROR, 'internal error; see the gateway log for request ' + requestId);
+        if (!res.headersSent)
+          sendOAuthError(
+            res,
+            500,
+            WebhookErrorCode.SERVER_ERROR,
+            'internal error; see the gateway log for request ' + requestId,
+          );
         else res.destroy();
       });
   };

@@ -1,11 +1,21 @@
 // Apps that sign in with their identity provider's JWTs (docs/decisions/047): `Authorization: Bearer <JWT>`, verified
 // with jose against the provider's JWKS (RFC 7515 signature, RFC 7519 §4.1 iss/aud/exp/nbf, RFC 8725 best practices).
-import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, errors, jwtVerify, type FlattenedJWSInput, type JWSHeaderParameters, type JWTPayload } from 'jose';
-import { fetchJwks, readJwksFile } from '../jwks-fetch.js';
-import { JsonFileError } from '../json-file.js';
+import {
+  createLocalJWKSet,
+  decodeJwt,
+  decodeProtectedHeader,
+  errors,
+  jwtVerify,
+  type FlattenedJWSInput,
+  type JWSHeaderParameters,
+  type JWTPayload,
+} from 'jose';
 import { LRUCache } from 'lru-cache';
+
 import { APP_NAME, Grants, isScope, scopeOfApp, sha256, type Caller, type Scope } from '../caller.js';
 import { ConfigError, type JwtAppEntry, type JwtAuthConfig, type JwtIssuerConfig } from '../config.js';
+import { JsonFileError } from '../json-file.js';
+import { fetchJwks, readJwksFile } from '../jwks-fetch.js';
 import type { Logger } from '../logger.js';
 import type { AuthResult } from './auth.js';
 
@@ -13,7 +23,19 @@ import type { AuthResult } from './auth.js';
  * Asymmetric algorithms only: `none` is never accepted, and an HMAC "signature" keyed with a public key of the JWKS
  * is the classic confusion attack (RFC 8725 §2.1, §3.1). jose checks the alg against this list before it asks for a key.
  */
-const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
+const ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+  'Ed25519',
+];
 /**
  * Skew allowed between the provider's clock and ours, for nbf and iat only: a token minted a moment "in the future"
  * by a provider whose clock runs ahead is common. exp is judged strictly (below), so a connection opened with a token
@@ -99,7 +121,8 @@ export class JwksKeys {
   /** Fetches the JWKS unless a fetch ran within the interval (or one is running: then waits for it). */
   refresh(): Promise<void> {
     if (this.pending) return this.pending;
-    if (this.url === null || this.options.now() - this.attemptedAt < this.options.refreshIntervalMs) return Promise.resolve();
+    if (this.url === null || this.options.now() - this.attemptedAt < this.options.refreshIntervalMs)
+      return Promise.resolve();
     this.attemptedAt = this.options.now();
     this.pending = this.fetch(this.url).finally(() => (this.pending = null));
     return this.pending;
@@ -114,7 +137,10 @@ export class JwksKeys {
       const refreshing = this.refresh();
       if (!this.local) await refreshing;
     }
-    if (!this.local) throw new JwksUnavailableError(`the identity provider's keys (${this.source}) could not be fetched: ${this.failure ?? 'not fetched yet'}`);
+    if (!this.local)
+      throw new JwksUnavailableError(
+        `the identity provider's keys (${this.source}) could not be fetched: ${this.failure ?? 'not fetched yet'}`,
+      );
     try {
       return await this.local(header, token);
     } catch (err) {
@@ -129,7 +155,9 @@ export class JwksKeys {
       }
       // The gateway could not look for the kid: its fault (or the provider's), not the token's.
       if (this.failure !== null) {
-        throw new JwksUnavailableError(`no key fetched so far matches the JWT's kid, and the identity provider's keys (${this.url}) could not be fetched again: ${this.failure}`);
+        throw new JwksUnavailableError(
+          `no key fetched so far matches the JWT's kid, and the identity provider's keys (${this.url}) could not be fetched again: ${this.failure}`,
+        );
       }
       throw err;
     }
@@ -144,7 +172,10 @@ export class JwksKeys {
       this.failure = null;
     } catch (err) {
       this.failure = err instanceof Error ? err.message : String(err);
-      this.options.logger.warn({ jwks: url, reason: this.failure, cached: this.local !== null }, "the identity provider's JWKS could not be fetched: keys fetched before (if any) keep working");
+      this.options.logger.warn(
+        { jwks: url, reason: this.failure, cached: this.local !== null },
+        "the identity provider's JWKS could not be fetched: keys fetched before (if any) keep working",
+      );
     }
   }
 }
@@ -156,9 +187,17 @@ const DEFAULT_SCOPE_CLAIMS = ['scope', 'scp'] as const;
  * The gateway scopes a token grants: the words of each claim of `claims` (AUTH_SCOPE_CLAIMS, default `scope`
  * space-separated and `scp` an array or space-separated; Entra ID's `roles` is an array), with the prefix.
  */
-export function scopesOf(payload: JWTPayload, prefix: string, claims: readonly string[] = DEFAULT_SCOPE_CLAIMS): Scope[] {
+export function scopesOf(
+  payload: JWTPayload,
+  prefix: string,
+  claims: readonly string[] = DEFAULT_SCOPE_CLAIMS,
+): Scope[] {
   const words = (claim: unknown): string[] =>
-    typeof claim === 'string' ? claim.split(/\s+/) : Array.isArray(claim) ? claim.filter((v): v is string => typeof v === 'string') : [];
+    typeof claim === 'string'
+      ? claim.split(/\s+/)
+      : Array.isArray(claim)
+        ? claim.filter((v): v is string => typeof v === 'string')
+        : [];
   const scopes: Scope[] = [];
   for (const word of claims.flatMap((claim) => words(payload[claim]))) {
     if (!word.startsWith(prefix)) continue;
@@ -169,7 +208,10 @@ export function scopesOf(payload: JWTPayload, prefix: string, claims: readonly s
 }
 
 /** The claim a token names its app by, and its value, or why it names none. */
-function appClaimOf(payload: JWTPayload, claim: string | null): { claim: string; value: unknown } | { refused: string } {
+function appClaimOf(
+  payload: JWTPayload,
+  claim: string | null,
+): { claim: string; value: unknown } | { refused: string } {
   const names = claim === null ? DEFAULT_APP_CLAIMS : [claim];
   const found = names.find((name) => payload[name] !== undefined);
   if (found === undefined) return { refused: `the JWT has no ${names.join(', ')} claim to name the app` };
@@ -203,13 +245,24 @@ export class JwtApps {
 
   /** The app a claim value is, or why it is refused (the value is never repeated: it may be anything). */
   resolve(claim: string, value: unknown): { app: string } | AppRefusal {
-    if (typeof value !== 'string') return { refused: `the JWT's ${claim} claim is not an app name (${APP_NAME_RULE})`, reason: 'app_name' };
+    if (typeof value !== 'string')
+      return { refused: `the JWT's ${claim} claim is not an app name (${APP_NAME_RULE})`, reason: 'app_name' };
     const entry = this.listed.get(value);
-    if (entry) return entry.sameAsConfigured || !this.configured.has(entry.app) ? { app: entry.app } : configuredRefusal(claim);
-    if (!APP_NAME.test(value)) return { refused: `the JWT's ${claim} claim is not an app name (${APP_NAME_RULE})`, reason: 'app_name' };
-    if (!this.any) return { refused: `the JWT's ${claim} claim names no app this gateway accepts (AUTH_APPS)`, reason: 'not_accepted' };
+    if (entry)
+      return entry.sameAsConfigured || !this.configured.has(entry.app) ? { app: entry.app } : configuredRefusal(claim);
+    if (!APP_NAME.test(value))
+      return { refused: `the JWT's ${claim} claim is not an app name (${APP_NAME_RULE})`, reason: 'app_name' };
+    if (!this.any)
+      return {
+        refused: `the JWT's ${claim} claim names no app this gateway accepts (AUTH_APPS)`,
+        reason: 'not_accepted',
+      };
     if (this.configured.has(value)) return configuredRefusal(claim);
-    if (this.elsewhere.has(value)) return { refused: `the JWT's ${claim} claim names an app another identity provider of AUTH_ISSUERS signs in: list it in this provider's apps as <claim value>=<name> to make them one app`, reason: 'other_issuer' };
+    if (this.elsewhere.has(value))
+      return {
+        refused: `the JWT's ${claim} claim names an app another identity provider of AUTH_ISSUERS signs in: list it in this provider's apps as <claim value>=<name> to make them one app`,
+        reason: 'other_issuer',
+      };
     return { app: value };
   }
 
@@ -237,9 +290,15 @@ function configuredRefusal(claim: string): AppRefusal {
 }
 
 /** The app a token names, or why it names none (AUTH_APPS `*` and no configured app: the claim's syntax alone). */
-export function appOf(payload: JWTPayload, claim: string | null, apps: JwtApps = ANY_APP): { app: string } | AppRefusal {
+export function appOf(
+  payload: JWTPayload,
+  claim: string | null,
+  apps: JwtApps = ANY_APP,
+): { app: string } | AppRefusal {
   const found = appClaimOf(payload, claim);
-  return 'refused' in found ? { refused: found.refused, reason: 'no_app_claim' } : apps.resolve(found.claim, found.value);
+  return 'refused' in found
+    ? { refused: found.refused, reason: 'no_app_claim' }
+    : apps.resolve(found.claim, found.value);
 }
 
 const ANY_APP = new JwtApps({ apps: { any: true, listed: [] }, operatorApps: [] }, new Set());
@@ -274,7 +333,10 @@ export class JwtAuthenticator {
    * that verified it, whose keys it is judged by. At most `verifiedCacheSize` (AUTH_JWT_CACHE_SIZE, default 10,000:
    * about 3 MB) entries, least recently used first out. Refusals are never kept.
    */
-  private readonly verified: LRUCache<string, { caller: Caller; issuer: IssuerVerifier; keys: number; at: number }> | null;
+  private readonly verified: LRUCache<
+    string,
+    { caller: Caller; issuer: IssuerVerifier; keys: number; at: number }
+  > | null;
   private readonly byIssuer: ReadonlyMap<string, IssuerVerifier>;
   /** The one provider of the AUTH_* variables, which judges every token (jose names a wrong iss); null with AUTH_ISSUERS. */
   private readonly only: IssuerVerifier | null;
@@ -293,7 +355,9 @@ export class JwtAuthenticator {
   ) {
     this.verified = config.verifiedCacheSize > 0 ? new LRUCache({ max: config.verifiedCacheSize }) : null;
     const verifiers = config.issuers.map((issuer, i) => {
-      const elsewhere = new Set(config.issuers.flatMap((other) => (other === issuer ? [] : other.apps.listed.map((a) => a.app))));
+      const elsewhere = new Set(
+        config.issuers.flatMap((other) => (other === issuer ? [] : other.apps.listed.map((a) => a.app))),
+      );
       for (const listed of issuer.apps.listed) elsewhere.delete(listed.app);
       return { config: issuer, keys: keys[i]!, apps: new JwtApps(issuer, configured, elsewhere) };
     });
@@ -319,7 +383,8 @@ export class JwtAuthenticator {
     }
     const keys = issuer.keys.version;
     const result = await this.verify(issuer, token, at);
-    if (id !== null && result.ok && issuer.keys.version === keys) this.verified!.set(id, { caller: result.caller, issuer, keys, at });
+    if (id !== null && result.ok && issuer.keys.version === keys)
+      this.verified!.set(id, { caller: result.caller, issuer, keys, at });
     return result;
   }
 
@@ -331,10 +396,15 @@ export class JwtAuthenticator {
     } catch {
       return { refused: 'the JWT cannot be verified: its payload is not a JSON object' };
     }
-    if (typeof iss !== 'string') return { refused: 'the JWT has no iss claim: the gateway cannot tell which identity provider (AUTH_ISSUERS) issued it' };
+    if (typeof iss !== 'string')
+      return {
+        refused: 'the JWT has no iss claim: the gateway cannot tell which identity provider (AUTH_ISSUERS) issued it',
+      };
     const found = this.byIssuer.get(iss);
     if (found) return found;
-    return { refused: `the JWT's iss ${JSON.stringify(iss.length > 200 ? `${iss.slice(0, 200)}…` : iss)} is not an identity provider this gateway trusts (AUTH_ISSUERS)` };
+    return {
+      refused: `the JWT's iss ${JSON.stringify(iss.length > 200 ? `${iss.slice(0, 200)}…` : iss)} is not an identity provider this gateway trusts (AUTH_ISSUERS)`,
+    };
   }
 
   private async verify(issuer: IssuerVerifier, token: string, at: number): Promise<AuthResult> {
@@ -384,14 +454,21 @@ function refusal(err: unknown): AuthResult {
   }
   if (err instanceof errors.JWTClaimValidationFailed) {
     if (err.claim === 'nbf') return invalid('the JWT is not valid yet (nbf)');
-    if (err.claim === 'iss') return invalid("the JWT's iss is not the identity provider the gateway trusts (AUTH_ISSUER)");
+    if (err.claim === 'iss')
+      return invalid("the JWT's iss is not the identity provider the gateway trusts (AUTH_ISSUER)");
     if (err.claim === 'aud') return invalid("the JWT's aud does not name this gateway (AUTH_AUDIENCE)");
-    if (err.claim === 'exp' && err.reason === 'missing') return invalid('the JWT has no exp claim: tokens that never expire are refused');
+    if (err.claim === 'exp' && err.reason === 'missing')
+      return invalid('the JWT has no exp claim: tokens that never expire are refused');
     return invalid(`the JWT's ${err.claim} claim is not valid: ${err.reason}`);
   }
-  if (err instanceof errors.JOSEAlgNotAllowed) return invalid("the JWT's alg is not accepted: asymmetric signatures only (RS*, PS*, ES*, EdDSA)");
-  if (err instanceof errors.JWSSignatureVerificationFailed) return invalid("the JWT's signature does not verify with the identity provider's key of its kid");
-  if (err instanceof errors.JWKSNoMatchingKey) return invalid("no key of the identity provider's JWKS (AUTH_JWKS_URL or AUTH_JWKS_FILE) matches the JWT's kid and alg");
+  if (err instanceof errors.JOSEAlgNotAllowed)
+    return invalid("the JWT's alg is not accepted: asymmetric signatures only (RS*, PS*, ES*, EdDSA)");
+  if (err instanceof errors.JWSSignatureVerificationFailed)
+    return invalid("the JWT's signature does not verify with the identity provider's key of its kid");
+  if (err instanceof errors.JWKSNoMatchingKey)
+    return invalid(
+      "no key of the identity provider's JWKS (AUTH_JWKS_URL or AUTH_JWKS_FILE) matches the JWT's kid and alg",
+    );
   if (err instanceof errors.JOSEError) return invalid(`the JWT cannot be verified: ${err.message}`);
   return invalid('the JWT cannot be verified');
 }
@@ -403,7 +480,10 @@ const MAX_TIMER_MS = 2_147_483_647;
 export function scheduleAfter(delayMs: number, expire: () => void): () => void {
   let timer: NodeJS.Timeout;
   const wait = (left: number) => {
-    timer = setTimeout(() => (left > MAX_TIMER_MS ? wait(left - MAX_TIMER_MS) : expire()), Math.min(left, MAX_TIMER_MS));
+    timer = setTimeout(
+      () => (left > MAX_TIMER_MS ? wait(left - MAX_TIMER_MS) : expire()),
+      Math.min(left, MAX_TIMER_MS),
+    );
     timer.unref();
   };
   wait(delayMs);

@@ -2,6 +2,7 @@
 // its files again, all or nothing. This is the route and the outcome; the composition root (src/app.ts) says what is
 // read and swaps the snapshot.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+
 import { WebhookErrorCode } from '../errors.js';
 import type { Authenticate } from './auth.js';
 import type { Route } from './http.js';
@@ -44,19 +45,38 @@ export function reloadRoute(options: { authenticate: Authenticate; reload: () =>
       const auth = result instanceof Promise ? await result : result;
       if (!auth.ok) {
         const status = auth.reason === 'unavailable' ? 503 : 401;
-        sendOAuthError(res, status, status === 503 ? WebhookErrorCode.TEMPORARILY_UNAVAILABLE : WebhookErrorCode.INVALID_TOKEN, auth.message, status === 401 ? { 'www-authenticate': 'Bearer' } : {});
+        sendOAuthError(
+          res,
+          status,
+          status === 503 ? WebhookErrorCode.TEMPORARILY_UNAVAILABLE : WebhookErrorCode.INVALID_TOKEN,
+          auth.message,
+          status === 401 ? { 'www-authenticate': 'Bearer' } : {},
+        );
         return;
       }
       ctx.app = auth.caller.app;
       if (!auth.caller.grants.has('operator')) {
-        sendOAuthError(res, 403, WebhookErrorCode.INSUFFICIENT_SCOPE, 'reloading the configuration needs the operator scope (OPERATOR_API_KEYS, an apps-file entry with operator, or a JWT app of AUTH_OPERATOR_APPS)', {
-          'www-authenticate': 'Bearer error="insufficient_scope", scope="operator"',
-        });
+        sendOAuthError(
+          res,
+          403,
+          WebhookErrorCode.INSUFFICIENT_SCOPE,
+          'reloading the configuration needs the operator scope (OPERATOR_API_KEYS, an apps-file entry with operator, or a JWT app of AUTH_OPERATOR_APPS)',
+          {
+            'www-authenticate': 'Bearer error="insufficient_scope", scope="operator"',
+          },
+        );
         return;
       }
       const outcome = options.reload();
       if (outcome.ok) sendJson(res, 200, { reloaded: true, files: outcome.files });
-      else sendJson(res, 422, { error: WebhookErrorCode.RELOAD_FAILED, error_description: `${outcome.message} (the running configuration is kept)`, variable: outcome.variable, file: outcome.file, line: outcome.line });
+      else
+        sendJson(res, 422, {
+          error: WebhookErrorCode.RELOAD_FAILED,
+          error_description: `${outcome.message} (the running configuration is kept)`,
+          variable: outcome.variable,
+          file: outcome.file,
+          line: outcome.line,
+        });
     },
   };
 }

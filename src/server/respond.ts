@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+
 import type { WebhookErrorCode } from '../errors.js';
 
 export class BodyTooLargeError extends Error {
@@ -53,7 +54,12 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
     'content-type': 'application/json; charset=utf-8',
@@ -65,7 +71,13 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 }
 
 /** The OAuth-style error body the webhook endpoints answer with: `{ error, error_description }`. */
-export function sendOAuthError(res: ServerResponse, status: number, error: WebhookErrorCode, description: string, headers: Record<string, string> = {}): void {
+export function sendOAuthError(
+  res: ServerResponse,
+  status: number,
+  error: WebhookErrorCode,
+  description: string,
+  headers: Record<string, string> = {},
+): void {
   sendJson(res, status, { error, error_description: description }, headers);
 }
 

@@ -2,16 +2,17 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GraphQLError, type ExecutionResult, type OperationTypeNode } from 'graphql';
 import { createHandler } from 'graphql-sse';
-import type { GraphQLContext } from '../graphql/context.js';
-import type { Tracing } from '../telemetry/tracing.js';
+
 import { ownerCaller, type Caller } from '../caller.js';
 import { ErrorCode } from '../errors.js';
-import type { RequestContext, Route } from './http.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import { deliverable, streamPresenter } from '../execution/present.js';
+import type { GraphQLContext } from '../graphql/context.js';
+import type { Tracing } from '../telemetry/tracing.js';
+import type { RequestContext, Route } from './http.js';
+import { onExpiry, type AuthExpiry } from './jwt-auth.js';
 import { BodyTooLargeError, readBody, sendJson } from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
-import { onExpiry, type AuthExpiry } from './jwt-auth.js';
 
 export const SSE_PATH = '/graphql/stream';
 /** The header and query parameter graphql-sse's single-connection mode names a reserved stream by. */
@@ -75,7 +76,10 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   const completions = new WeakMap<object, () => void>();
   // A subscription opened with a JWT ends when the token expires: a last result with the reason, then `complete`
   // (graphql-sse then ends a distinct connection's stream). Callers without an expiry get the stream as it is.
-  const endingAtItsExpiry = (stream: AsyncGenerator<ExecutionResult>, context: GraphQLContext): AsyncGenerator<ExecutionResult> => {
+  const endingAtItsExpiry = (
+    stream: AsyncGenerator<ExecutionResult>,
+    context: GraphQLContext,
+  ): AsyncGenerator<ExecutionResult> => {
     if (!expiry || context.caller.expiresAt === undefined) return stream;
     const key = streamOf.get(context);
     const on = key === undefined ? undefined : (endingOn.get(key) ?? endingOn.set(key, new Set()).get(key)!);
@@ -95,11 +99,17 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     // An operation's outcome is handed to graphql-sse by onSubscribe; its context is the pipeline's (for onNext, onComplete).
     context: (req) => req.context.operation as GraphQLContext & Record<PropertyKey, unknown>,
     authenticate(req) {
-      const token = req.headers.get(STREAM_TOKEN_HEADER) ?? new URL(req.url, 'http://localhost').searchParams.get(STREAM_TOKEN_PARAM);
+      const token =
+        req.headers.get(STREAM_TOKEN_HEADER) ??
+        new URL(req.url, 'http://localhost').searchParams.get(STREAM_TOKEN_PARAM);
       if (token) {
         const reservation = reservations.get(token);
         // Another app's stream is answered as one that does not exist.
-        if (reservation && reservation.scope !== req.context.caller.scope) return [JSON.stringify({ errors: [{ message: 'Stream not found' }] }), { status: 404, statusText: 'Not Found' }];
+        if (reservation && reservation.scope !== req.context.caller.scope)
+          return [
+            JSON.stringify({ errors: [{ message: 'Stream not found' }] }),
+            { status: 404, statusText: 'Not Found' },
+          ];
         return token;
       }
       if (req.method === 'PUT') return randomUUID();
@@ -107,14 +117,21 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     },
     async onSubscribe(req, params) {
       if (req.context.refusal) return { data: null, errors: [req.context.refusal] };
-      const contextValue = withStream(options.context(req.context.caller, `sse:${req.context.requestId}`), req.context.stream);
+      const contextValue = withStream(
+        options.context(req.context.caller, `sse:${req.context.requestId}`),
+        req.context.stream,
+      );
       // A browser's EventSource sends the last `id:` it received when it reconnects: the stream resumes after it.
       const lastEventId = req.headers.get('last-event-id');
       if (lastEventId) contextValue.lastEventId = lastEventId;
       req.context.operation = contextValue;
       const outcome = await options.pipeline.runOperation({
         caller: req.context.caller,
-        params: { query: typeof params.query === 'string' ? params.query : undefined, operationName: params.operationName ?? undefined, variables: params.variables ?? undefined },
+        params: {
+          query: typeof params.query === 'string' ? params.query : undefined,
+          operationName: params.operationName ?? undefined,
+          variables: params.variables ?? undefined,
+        },
         transport: 'sse',
         requestId: `sse:${req.context.requestId}`,
         context: contextValue,
@@ -126,8 +143,16 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       });
       if ('refused' in outcome) {
         // graphql-sse's own answers for an operation it cannot pick, and for a mutation over GET.
-        if (outcome.stage === 'operation') return [JSON.stringify({ errors: [{ message: 'Unable to detect operation AST' }] }), { status: 400, statusText: 'Bad Request', headers: JSON_HEADERS }];
-        if (outcome.stage === 'allow') return [JSON.stringify({ errors: [{ message: 'Cannot perform mutations over GET' }] }), { status: 405, statusText: 'Method Not Allowed', headers: { allow: 'POST', ...JSON_HEADERS } }];
+        if (outcome.stage === 'operation')
+          return [
+            JSON.stringify({ errors: [{ message: 'Unable to detect operation AST' }] }),
+            { status: 400, statusText: 'Bad Request', headers: JSON_HEADERS },
+          ];
+        if (outcome.stage === 'allow')
+          return [
+            JSON.stringify({ errors: [{ message: 'Cannot perform mutations over GET' }] }),
+            { status: 405, statusText: 'Method Not Allowed', headers: { allow: 'POST', ...JSON_HEADERS } },
+          ];
         return { data: null, errors: [...outcome.refused] };
       }
       if ('stream' in outcome) return endingAtItsExpiry(outcome.stream, contextValue);
@@ -140,7 +165,11 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     onNext(ctx, _req, result) {
       // graphql-sse passes the operation's contextValue as ctx: a mutation sent here carries its warnings too.
       // The same masking as over HTTP and WebSocket: unexpected errors become INTERNAL_SERVER_ERROR.
-      return deliverable(result as ExecutionResult, 'incremental' in result ? undefined : (ctx as unknown as GraphQLContext), options.logger);
+      return deliverable(
+        result as ExecutionResult,
+        'incremental' in result ? undefined : (ctx as unknown as GraphQLContext),
+        options.logger,
+      );
     },
   });
 
@@ -181,7 +210,10 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     } catch {
       return url; // graphql-sse answers 400 for the unparsable parameter
     }
-    const admitted = admit({ query: search.get('query') ?? undefined, documentId: search.get('documentId') ?? undefined, extensions }, context);
+    const admitted = admit(
+      { query: search.get('query') ?? undefined, documentId: search.get('documentId') ?? undefined, extensions },
+      context,
+    );
     search.delete('documentId');
     search.set('query', admitted.query as string);
     if (admitted.extensions === undefined) search.delete('extensions');
@@ -221,21 +253,39 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     const auth = result instanceof Promise ? await result : result;
     if (!auth.ok) {
       // A JWT whose keys could not be fetched: the gateway's side is at fault, as for an upstream (503).
-      if (auth.reason === 'unavailable') sendJson(res, 503, { errors: [{ message: auth.message, extensions: { code: ErrorCode.UPSTREAM_UNAVAILABLE } }] });
-      else sendJson(res, 401, { errors: [{ message: auth.message, extensions: { code: ErrorCode.UNAUTHENTICATED } }] }, { 'www-authenticate': 'Bearer' });
+      if (auth.reason === 'unavailable')
+        sendJson(res, 503, {
+          errors: [{ message: auth.message, extensions: { code: ErrorCode.UPSTREAM_UNAVAILABLE } }],
+        });
+      else
+        sendJson(
+          res,
+          401,
+          { errors: [{ message: auth.message, extensions: { code: ErrorCode.UNAUTHENTICATED } }] },
+          { 'www-authenticate': 'Bearer' },
+        );
       return;
     }
     ctx.app = auth.caller.app;
     const accept = req.headers.accept ?? '*/*';
-    const given = req.headers[STREAM_TOKEN_HEADER] ?? new URL(req.url ?? '/', 'http://localhost').searchParams.get(STREAM_TOKEN_PARAM) ?? undefined;
+    const given =
+      req.headers[STREAM_TOKEN_HEADER] ??
+      new URL(req.url ?? '/', 'http://localhost').searchParams.get(STREAM_TOKEN_PARAM) ??
+      undefined;
     const tokenGiven = given !== undefined;
-    const context: SseContext = { caller: auth.caller, requestId: ctx.requestId, ...(typeof given === 'string' && req.method !== 'PUT' ? { stream: given } : {}) };
+    const context: SseContext = {
+      caller: auth.caller,
+      requestId: ctx.requestId,
+      ...(typeof given === 'string' && req.method !== 'PUT' ? { stream: given } : {}),
+    };
 
     if (req.method === 'PUT') {
       let held = 0;
       for (const r of reservations.values()) if (r.scope === auth.caller.scope) held += 1;
       if (held >= MAX_RESERVATIONS_PER_CALLER) {
-        sendJson(res, 409, { errors: [{ message: `this API key already holds ${held} reserved streams; connect or release them first` }] });
+        sendJson(res, 409, {
+          errors: [{ message: `this API key already holds ${held} reserved streams; connect or release them first` }],
+        });
         return;
       }
     }
@@ -248,38 +298,61 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       } catch (err) {
         if (!(err instanceof BodyTooLargeError)) throw err;
         // The rest of the body is not read: close the connection rather than drain it.
-        sendJson(res, 413, { errors: [{ message: `request body exceeds ${options.bodyLimit} bytes`, extensions: { code: ErrorCode.BAD_REQUEST } }] }, { connection: 'close' });
+        sendJson(
+          res,
+          413,
+          {
+            errors: [
+              {
+                message: `request body exceeds ${options.bodyLimit} bytes`,
+                extensions: { code: ErrorCode.BAD_REQUEST },
+              },
+            ],
+          },
+          { connection: 'close' },
+        );
         return;
       }
       try {
         const parsed: unknown = raw.length ? JSON.parse(raw.toString('utf8')) : null;
-        body = parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? admit(parsed as Params, context) : (parsed as Params | null);
+        body =
+          parsed && typeof parsed === 'object' && !Array.isArray(parsed)
+            ? admit(parsed as Params, context)
+            : (parsed as Params | null);
       } catch {
-        sendJson(res, 400, { errors: [{ message: 'request body is not valid JSON', extensions: { code: ErrorCode.BAD_REQUEST } }] });
+        sendJson(res, 400, {
+          errors: [{ message: 'request body is not valid JSON', extensions: { code: ErrorCode.BAD_REQUEST } }],
+        });
         return;
       }
     }
     const url = req.method === 'GET' ? admitSearch(req.url ?? SSE_PATH, context) : (req.url ?? SSE_PATH);
 
     // An operation over SSE continues the app's traceparent: graphql-sse executes it inside this call.
-    const [responseBody, init] = await options.tracing.withParent(req.headers, () => handler({
-      method: req.method ?? 'GET',
-      url,
-      headers: {
-        get(key) {
-          const header = req.headers[key];
-          return Array.isArray(header) ? header.join('\n') : header;
+    const [responseBody, init] = await options.tracing.withParent(req.headers, () =>
+      handler({
+        method: req.method ?? 'GET',
+        url,
+        headers: {
+          get(key) {
+            const header = req.headers[key];
+            return Array.isArray(header) ? header.join('\n') : header;
+          },
         },
-      },
-      body,
-      raw: req,
-      context,
-    }));
+        body,
+        raw: req,
+        context,
+      }),
+    );
 
-    if (req.method === 'PUT' && init.status === 201 && typeof responseBody === 'string') reserve(responseBody, auth.caller.scope);
+    if (req.method === 'PUT' && init.status === 201 && typeof responseBody === 'string')
+      reserve(responseBody, auth.caller.scope);
     let token: string | undefined;
     if (accept === 'text/event-stream' && tokenGiven && init.status === 200) {
-      token = req.headers[STREAM_TOKEN_HEADER] as string | undefined ?? new URL(req.url ?? '/', 'http://localhost').searchParams.get(STREAM_TOKEN_PARAM) ?? undefined;
+      token =
+        (req.headers[STREAM_TOKEN_HEADER] as string | undefined) ??
+        new URL(req.url ?? '/', 'http://localhost').searchParams.get(STREAM_TOKEN_PARAM) ??
+        undefined;
       const reservation = token ? reservations.get(token) : undefined;
       if (reservation) {
         reservation.connected = true;
@@ -287,7 +360,10 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       }
     }
 
-    res.writeHead(init.status, init.statusText, { ...init.headers, ...(typeof responseBody === 'string' || !responseBody ? {} : { 'x-accel-buffering': 'no' }) });
+    res.writeHead(init.status, init.statusText, {
+      ...init.headers,
+      ...(typeof responseBody === 'string' || !responseBody ? {} : { 'x-accel-buffering': 'no' }),
+    });
     if (!responseBody || typeof responseBody === 'string') {
       res.end(responseBody ?? undefined);
       return;
@@ -296,12 +372,17 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     const stop = () => void responseBody.return(undefined);
     res.once('close', stop);
     const stream = token;
-    const cancelExpiry = stream === undefined ? undefined : onExpiry(expiry, auth.caller, (reason) => void endStream(stream, reason, stop));
+    const cancelExpiry =
+      stream === undefined
+        ? undefined
+        : onExpiry(expiry, auth.caller, (reason) => void endStream(stream, reason, stop));
     try {
       for await (const chunk of responseBody) {
         if (!res.writable) break;
         const out = withEventId(chunk);
-        const closed = await new Promise<boolean>((resolve, reject) => res.write(out, (err) => (err ? reject(err) : resolve(false))));
+        const closed = await new Promise<boolean>((resolve, reject) =>
+          res.write(out, (err) => (err ? reject(err) : resolve(false))),
+        );
         if (closed) break;
       }
     } finally {
@@ -356,7 +437,12 @@ interface Ending {
  * `track` is given the function that marks the `complete` queued (graphql-sse's onComplete calls it) and returns
  * what to do once the subscription is over.
  */
-function endingAtExpiry(source: AsyncGenerator<ExecutionResult>, caller: Caller, expiry: AuthExpiry, track: (completed: () => void) => () => void): Ending {
+function endingAtExpiry(
+  source: AsyncGenerator<ExecutionResult>,
+  caller: Caller,
+  expiry: AuthExpiry,
+  track: (completed: () => void) => () => void,
+): Ending {
   let expired: string | null = null;
   let finished = false;
   /** Wakes the pending next() (one promise per call: a promise raced on every call would keep a reaction per event). */
@@ -400,7 +486,9 @@ function endingAtExpiry(source: AsyncGenerator<ExecutionResult>, caller: Caller,
       }
       // Not awaited: a source waiting for its next event (a generator between two ticks) would hold the last result.
       stop().catch(() => undefined);
-      const error = new GraphQLError(`${expired}: the subscription has ended; subscribe again with a new token`, { extensions: { code: ErrorCode.UNAUTHENTICATED } });
+      const error = new GraphQLError(`${expired}: the subscription has ended; subscribe again with a new token`, {
+        extensions: { code: ErrorCode.UNAUTHENTICATED },
+      });
       return { done: false, value: { errors: [error] } };
     },
     async return() {

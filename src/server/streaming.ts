@@ -1,4 +1,5 @@
 import type { GraphQLSchema } from 'graphql';
+
 import type { Caller } from '../caller.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';

@@ -12,10 +12,15 @@ export function tracedRoute(route: Route, tracing: Tracing): Route {
   return {
     ...route,
     handle: (req, res, ctx) =>
-      tracing.server(route.name, req.headers, { 'http.request.method': method ?? req.method ?? 'GET', 'gateway.route': route.name }, async (span) => {
-        await route.handle(req, res, ctx);
-        span.setAttribute('http.response.status_code', res.statusCode);
-        if (res.statusCode >= 500) span.fail(`HTTP ${res.statusCode}`);
-      }),
+      tracing.server(
+        route.name,
+        req.headers,
+        { 'http.request.method': method ?? req.method ?? 'GET', 'gateway.route': route.name },
+        async (span) => {
+          await route.handle(req, res, ctx);
+          span.setAttribute('http.response.status_code', res.statusCode);
+          if (res.statusCode >= 500) span.fail(`HTTP ${res.statusCode}`);
+        },
+      ),
   };
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Kind, parse, validate, type DocumentNode, type GraphQLSchema, type SelectionSetNode } from 'graphql';
 import { LRUCache } from 'lru-cache';
+
 import { ConfigError } from '../config.js';
 import { ErrorCode } from '../errors.js';
 import { JsonFileError, readJsonFile, type JsonFile } from '../json-file.js';
@@ -45,7 +46,9 @@ function badRequest(message: string): Admission {
 
 /** True when every root field of every operation is `__schema`, `__type` or `__typename`. */
 export function isIntrospectionOnly(document: DocumentNode): boolean {
-  const fragments = new Map(document.definitions.flatMap((d) => (d.kind === Kind.FRAGMENT_DEFINITION ? [[d.name.value, d] as const] : [])));
+  const fragments = new Map(
+    document.definitions.flatMap((d) => (d.kind === Kind.FRAGMENT_DEFINITION ? [[d.name.value, d] as const] : [])),
+  );
   const rootOnly = (set: SelectionSetNode, seen: Set<string>): boolean =>
     set.selections.every((s) => {
       if (s.kind === Kind.FIELD) return s.name.value.startsWith('__');
@@ -55,7 +58,9 @@ export function isIntrospectionOnly(document: DocumentNode): boolean {
       return rootOnly(fragment.selectionSet, new Set([...seen, s.name.value]));
     });
   const operations = document.definitions.filter((d) => d.kind === Kind.OPERATION_DEFINITION);
-  return operations.length > 0 && operations.every((o) => o.operation === 'query' && rootOnly(o.selectionSet, new Set()));
+  return (
+    operations.length > 0 && operations.every((o) => o.operation === 'query' && rootOnly(o.selectionSet, new Set()))
+  );
 }
 
 /**
@@ -92,9 +97,17 @@ export class TrustedDocuments {
    * missing or unreadable, not a JSON object of strings, empty, a document that does not parse or validate
    * against the schema, or a hex id that is not the sha1/sha256 of its document.
    */
-  static load(options: { mode: Exclude<TrustedDocumentsMode, 'off'>; manifest: string; schema: GraphQLSchema; introspection: boolean }): TrustedDocuments {
+  static load(options: {
+    mode: Exclude<TrustedDocumentsMode, 'off'>;
+    manifest: string;
+    schema: GraphQLSchema;
+    introspection: boolean;
+  }): TrustedDocuments {
     const fail = (message: string, line?: number): never => {
-      throw new ConfigError('TRUSTED_DOCUMENTS_MANIFEST', `${options.manifest}${line === undefined ? '' : ` line ${line}`}: ${message}`);
+      throw new ConfigError(
+        'TRUSTED_DOCUMENTS_MANIFEST',
+        `${options.manifest}${line === undefined ? '' : ` line ${line}`}: ${message}`,
+      );
     };
     let file: JsonFile;
     try {
@@ -105,19 +118,28 @@ export class TrustedDocuments {
     }
     const json = file.value;
     if (!json || typeof json !== 'object' || Array.isArray(json)) {
-      return fail('must be a JSON object of document ids to documents, as persisted-documents.json of the GraphQL Code Generator client preset', 1);
+      return fail(
+        'must be a JSON object of document ids to documents, as persisted-documents.json of the GraphQL Code Generator client preset',
+        1,
+      );
     }
     const entries = Object.entries(json as Record<string, unknown>);
     if (entries.length === 0) fail('holds no documents');
     const byId = new Map<string, string>();
     for (const [id, document] of entries) {
       if (!id.trim()) fail('has an empty document id', file.lineOf([id]));
-      if (typeof document !== 'string') fail(`document ${id} must be a string of GraphQL, not ${document === null ? 'null' : typeof document}`, file.lineOf([id]));
+      if (typeof document !== 'string')
+        fail(
+          `document ${id} must be a string of GraphQL, not ${document === null ? 'null' : typeof document}`,
+          file.lineOf([id]),
+        );
       const doc = document as string;
       const lower = id.toLowerCase();
       const hex = lower.startsWith('sha256:') ? lower.slice(7) : lower;
-      if (SHA256_HEX.test(hex) && hash('sha256', doc) !== hex) fail(`document ${id}: the id is not the sha256 of its text`, file.lineOf([id]));
-      if (SHA1_HEX.test(hex) && hash('sha1', doc) !== hex) fail(`document ${id}: the id is not the sha1 of its text`, file.lineOf([id]));
+      if (SHA256_HEX.test(hex) && hash('sha256', doc) !== hex)
+        fail(`document ${id}: the id is not the sha256 of its text`, file.lineOf([id]));
+      if (SHA1_HEX.test(hex) && hash('sha1', doc) !== hex)
+        fail(`document ${id}: the id is not the sha1 of its text`, file.lineOf([id]));
       let parsed: DocumentNode;
       try {
         parsed = parse(doc);
@@ -125,7 +147,8 @@ export class TrustedDocuments {
         return fail(`document ${id} does not parse: ${(err as Error).message}`, file.lineOf([id]));
       }
       const errors = validate(options.schema, parsed);
-      if (errors.length) fail(`document ${id} is not valid against the schema: ${errors[0]!.message}`, file.lineOf([id]));
+      if (errors.length)
+        fail(`document ${id} is not valid against the schema: ${errors[0]!.message}`, file.lineOf([id]));
       byId.set(id, doc);
     }
     return new TrustedDocuments(options.mode, byId, options.introspection);
@@ -140,14 +163,19 @@ export class TrustedDocuments {
   admit(request: OperationRequest): Admission {
     const { query, documentId } = request;
     let extensions = request.extensions;
-    if (extensions !== undefined && extensions !== null && (typeof extensions !== 'object' || Array.isArray(extensions))) {
+    if (
+      extensions !== undefined &&
+      extensions !== null &&
+      (typeof extensions !== 'object' || Array.isArray(extensions))
+    ) {
       return badRequest('extensions must be an object');
     }
     const ext = (extensions ?? undefined) as Record<string, unknown> | undefined;
     let persisted: PersistedQueryExtension | undefined;
     if (ext && 'persistedQuery' in ext) {
       const pq = ext.persistedQuery as Partial<PersistedQueryExtension> | null;
-      if (!pq || typeof pq !== 'object' || pq.version !== 1) return badRequest('extensions.persistedQuery must have version 1');
+      if (!pq || typeof pq !== 'object' || pq.version !== 1)
+        return badRequest('extensions.persistedQuery must have version 1');
       if (typeof pq.sha256Hash !== 'string' || !SHA256_HEX.test(pq.sha256Hash)) {
         return badRequest('extensions.persistedQuery.sha256Hash must be 64 lowercase hex digits');
       }
@@ -163,7 +191,10 @@ export class TrustedDocuments {
       if (typeof documentId !== 'string' || !documentId) return badRequest('documentId must be a non-empty string');
       if (text !== undefined) return badRequest('send documentId or query, not both');
       const found = this.byId.get(documentId);
-      if (found === undefined) return notFound(`unknown documentId ${JSON.stringify(documentId.slice(0, 128))}: it is not in this gateway's trusted documents`);
+      if (found === undefined)
+        return notFound(
+          `unknown documentId ${JSON.stringify(documentId.slice(0, 128))}: it is not in this gateway's trusted documents`,
+        );
       return { ok: true, query: found, extensions: rest };
     }
 
@@ -172,7 +203,9 @@ export class TrustedDocuments {
       if (known !== undefined) return { ok: true, query: known, extensions: rest };
       if (text === undefined) {
         const registered = this.mode === 'allow' ? this.registered.get(persisted.sha256Hash) : undefined;
-        return registered !== undefined ? { ok: true, query: registered, extensions: rest } : notFound('PersistedQueryNotFound');
+        return registered !== undefined
+          ? { ok: true, query: registered, extensions: rest }
+          : notFound('PersistedQueryNotFound');
       }
       if (hash('sha256', text) !== persisted.sha256Hash) return badRequest('provided sha does not match query');
       if (this.mode === 'enforce') return this.refuse();
@@ -187,7 +220,9 @@ export class TrustedDocuments {
   }
 
   private refuse(): Admission {
-    return notFound('this gateway runs trusted documents only (TRUSTED_DOCUMENTS=enforce): send the documentId of a document in its manifest');
+    return notFound(
+      'this gateway runs trusted documents only (TRUSTED_DOCUMENTS=enforce): send the documentId of a document in its manifest',
+    );
   }
 }
 
@@ -199,7 +234,9 @@ function introspectionOnly(text: string): boolean {
   }
 }
 
-export type HttpAdmission = { ok: true; body: unknown; search: string } | { ok: false; status: number; body: { errors: { message: string; extensions: { code: string } }[] } };
+export type HttpAdmission =
+  | { ok: true; body: unknown; search: string }
+  | { ok: false; status: number; body: { errors: { message: string; extensions: { code: string } }[] } };
 
 function refusal(a: Extract<Admission, { ok: false }>): HttpAdmission {
   return { ok: false, status: a.status, body: { errors: [{ message: a.message, extensions: { code: a.code } }] } };
@@ -239,9 +276,18 @@ export function admitHttp(trusted: DocumentAdmission, method: string, body: unkn
   try {
     extensions = params.has('extensions') ? JSON.parse(params.get('extensions')!) : undefined;
   } catch {
-    return refusal({ ok: false, status: 400, message: 'the extensions parameter is not valid JSON', code: ErrorCode.BAD_REQUEST });
+    return refusal({
+      ok: false,
+      status: 400,
+      message: 'the extensions parameter is not valid JSON',
+      code: ErrorCode.BAD_REQUEST,
+    });
   }
-  const a = trusted.admit({ query: params.get('query') ?? undefined, documentId: params.get('documentId') ?? undefined, extensions });
+  const a = trusted.admit({
+    query: params.get('query') ?? undefined,
+    documentId: params.get('documentId') ?? undefined,
+    extensions,
+  });
   if (!a.ok) return refusal(a);
   params.delete('documentId');
   params.set('query', a.query);

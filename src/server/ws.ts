@@ -4,13 +4,14 @@ import type { ExecutionArgs, ExecutionResult, GraphQLError, OperationTypeNode } 
 import { CloseCode } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { GraphQLContext } from '../graphql/context.js';
+
 import type { Caller } from '../caller.js';
 import type { Pipeline, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type StreamOutcome } from '../execution/present.js';
-import type { StreamingTransportOptions } from './streaming.js';
+import type { GraphQLContext } from '../graphql/context.js';
 import type { AuthResult } from './auth.js';
 import { onExpiry } from './jwt-auth.js';
+import type { StreamingTransportOptions } from './streaming.js';
 
 export interface WsOptions extends StreamingTransportOptions {
   /** The execution pipeline's one entry: every operation runs through it (src/execution/pipeline.ts). */
@@ -29,7 +30,12 @@ export interface WsOptions extends StreamingTransportOptions {
 /** A close reason fits in 123 bytes (RFC 6455 §5.5: a control frame's payload is at most 125, 2 of them the code). */
 function closeReason(text: string): string {
   const bytes = Buffer.from(text);
-  return bytes.length <= 123 ? text : `${bytes.subarray(0, 120).toString('utf8').replace(/\uFFFD+$/, '')}...`;
+  return bytes.length <= 123
+    ? text
+    : `${bytes
+        .subarray(0, 120)
+        .toString('utf8')
+        .replace(/\uFFFD+$/, '')}...`;
 }
 
 type Extra = {
@@ -62,7 +68,11 @@ const KEEP_ALIVE_MS = 12_000;
  */
 export function createWsServer(options: WsOptions) {
   // No permessage-deflate (ws's default, said here: frames then go to the corked socket at once, in order).
-  const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxMessageBytes ?? 1024 * 1024, perMessageDeflate: false });
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: options.maxMessageBytes ?? 1024 * 1024,
+    perMessageDeflate: false,
+  });
   const present = streamPresenter(options.logger);
   /** Each operation's outcome from the pipeline, by the args onSubscribe hands graphql-ws (only this file reads it). */
   const outcomes = new WeakMap<ExecutionArgs, StreamOutcome>();
@@ -102,7 +112,9 @@ export function createWsServer(options: WsOptions) {
         payload = Buffer.from(`${JSON.stringify(out)}}`);
         encoded.set(out, payload);
       }
-      const prefix = (subscriber.prefix ??= Buffer.from(`{"id":${JSON.stringify(subscriber.id)},"type":"next","payload":`));
+      const prefix = (subscriber.prefix ??= Buffer.from(
+        `{"id":${JSON.stringify(subscriber.id)},"type":"next","payload":`,
+      ));
       const raw = raws.get(socket);
       if (raw !== undefined && !corked.has(raw)) {
         if (corked.size === 0) process.nextTick(uncork);
@@ -119,9 +131,17 @@ export function createWsServer(options: WsOptions) {
    */
   const closeSlow = (subscriber: Subscriber): void => {
     const { socket, id, lastCursor: last } = subscriber;
-    options.logger.warn({ operationId: id, unsentBytes: socket.bufferedAmount, lastCursor: last ?? null }, 'closing a slow WebSocket subscriber: more unsent bytes than SUBSCRIBER_BUFFER_BYTES');
+    options.logger.warn(
+      { operationId: id, unsentBytes: socket.bufferedAmount, lastCursor: last ?? null },
+      'closing a slow WebSocket subscriber: more unsent bytes than SUBSCRIBER_BUFFER_BYTES',
+    );
     options.onClosed?.('slow_consumer');
-    socket.close(1013, closeReason(`Try again later: slow consumer; resume ${id} after ${typeof last === 'string' ? last : '(none sent)'}`));
+    socket.close(
+      1013,
+      closeReason(
+        `Try again later: slow consumer; resume ${id} after ${typeof last === 'string' ? last : '(none sent)'}`,
+      ),
+    );
   };
 
   const server = useServer<Record<string, unknown> | undefined, Extra>(
@@ -138,20 +158,24 @@ export function createWsServer(options: WsOptions) {
       },
       onConnect(ctx) {
         const fromParams = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
-        const header = ctx.extra.request?.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
+        const header =
+          ctx.extra.request?.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
         const admitted = (result: AuthResult): boolean => {
           const socket = ctx.extra.socket;
           if (!result.ok) {
             if (result.reason === 'missing') socket.close(CloseCode.Unauthorized, 'Unauthorized: send the API key');
             // 1013 Try Again Later (RFC 6455 §7.4.2, IANA registry): the JWT's keys could not be fetched, not the app's fault.
-            else if (result.reason === 'unavailable') socket.close(1013, closeReason(`Try again later: ${result.message}`));
+            else if (result.reason === 'unavailable')
+              socket.close(1013, closeReason(`Try again later: ${result.message}`));
             else socket.close(CloseCode.Forbidden, closeReason(`Forbidden: ${result.message}`));
             return false;
           }
           callers.set(ctx, result.caller);
           // A connection opened with a JWT ends when the token expires: 4403, as a new connection with the token would
           // get, and the code graphql-ws clients retry (4401 they do not), asking connectionParams for a fresh token.
-          const cancel = onExpiry(options.expiry, result.caller, (reason) => socket.close(CloseCode.Forbidden, closeReason(`Forbidden: ${reason}; reconnect with a new token`)));
+          const cancel = onExpiry(options.expiry, result.caller, (reason) =>
+            socket.close(CloseCode.Forbidden, closeReason(`Forbidden: ${reason}; reconnect with a new token`)),
+          );
           socket.once('close', cancel);
           // The upgrade request is needed only to authenticate; graphql-ws would keep it (headers, parser
           // state) for the life of the connection. Dropped, it lowers the memory of an idle connection.
@@ -165,7 +189,13 @@ export function createWsServer(options: WsOptions) {
         const caller = callers.get(ctx)!;
         // The context the operation runs with, made here so that each result written carries its warnings (as onNext did).
         const context = options.context(caller, `ws:${id}`);
-        const subscriber: Subscriber = { id, socket: ctx.extra.socket, context, prefix: undefined, lastCursor: undefined };
+        const subscriber: Subscriber = {
+          id,
+          socket: ctx.extra.socket,
+          context,
+          prefix: undefined,
+          lastCursor: undefined,
+        };
         const request = payload as typeof payload & { documentId?: unknown };
         const outcome = await options.pipeline.runOperation({
           caller,
@@ -190,7 +220,13 @@ export function createWsServer(options: WsOptions) {
         // graphql-ws keeps the subscribe message for the life of the subscription: let it hold the shared
         // copy of the text rather than its own (bench scenario 5, memory per idle subscription).
         (payload as { query: string }).query = ran.query;
-        const args: ExecutionArgs = { schema: options.schema, document: ran.document, operationName: ran.operationName, contextValue: undefined, rootValue: undefined };
+        const args: ExecutionArgs = {
+          schema: options.schema,
+          document: ran.document,
+          operationName: ran.operationName,
+          contextValue: undefined,
+          rootValue: undefined,
+        };
         outcomes.set(args, outcome);
         return args;
       },

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
+
 import type { Logger } from '../logger.js';
 import type { AgentPlanTable, Database } from './schema.js';
 
@@ -41,7 +42,8 @@ export interface AuditEntry {
   readonly detail: string;
 }
 
-export type ApproveResult = { ok: true; plan: AgentPlan } | { ok: false; reason: 'not-found' | 'own-plan' | 'done'; message: string };
+export type ApproveResult =
+  { ok: true; plan: AgentPlan } | { ok: false; reason: 'not-found' | 'own-plan' | 'done'; message: string };
 
 /** Most audit rows one read returns. */
 const MAX_AUDIT_ROWS = 1000;
@@ -96,7 +98,13 @@ export class AgentPlans {
         updated_at: at,
       })
       .execute();
-    await this.audit(id, plan.app, plan.app, 'planned', `${plan.tool}: ${plan.creations} creation(s), hash ${plan.hash}`);
+    await this.audit(
+      id,
+      plan.app,
+      plan.app,
+      'planned',
+      `${plan.tool}: ${plan.creations} creation(s), hash ${plan.hash}`,
+    );
     return { ...plan, status: 'pending', approval: null, outcome: null, createdAt: at };
   }
 
@@ -107,7 +115,13 @@ export class AgentPlans {
 
   /** Plans waiting for an approval, newest first. */
   async pending(first: number): Promise<AgentPlan[]> {
-    const rows = await this.db.selectFrom('agent_plans').selectAll().where('status', '=', 'pending').orderBy('created_at', 'desc').limit(Math.min(first, MAX_AUDIT_ROWS)).execute();
+    const rows = await this.db
+      .selectFrom('agent_plans')
+      .selectAll()
+      .where('status', '=', 'pending')
+      .orderBy('created_at', 'desc')
+      .limit(Math.min(first, MAX_AUDIT_ROWS))
+      .execute();
     return rows.map((r) => this.fromRow(r));
   }
 
@@ -119,8 +133,18 @@ export class AgentPlans {
     const plan = await this.get(id);
     if (!plan) return { ok: false, reason: 'not-found', message: `no plan ${id}` };
     if (via === 'approvePlan' && approver.owner === plan.owner) {
-      await this.audit(id, plan.app, approver.name, 'refused', 'approvePlan by the app that made the plan: an agent never approves its own plan');
-      return { ok: false, reason: 'own-plan', message: 'a plan is approved by another app than the one that made it (an agent never approves its own plan)' };
+      await this.audit(
+        id,
+        plan.app,
+        approver.name,
+        'refused',
+        'approvePlan by the app that made the plan: an agent never approves its own plan',
+      );
+      return {
+        ok: false,
+        reason: 'own-plan',
+        message: 'a plan is approved by another app than the one that made it (an agent never approves its own plan)',
+      };
     }
     if (plan.status !== 'pending' && plan.status !== 'approved') {
       return { ok: false, reason: 'done', message: `plan ${id} is ${plan.status}: it was executed already` };
@@ -129,11 +153,24 @@ export class AgentPlans {
     const by = via === 'elicitation' ? `a person through ${approver.name}'s MCP client` : approver.name;
     await this.db
       .updateTable('agent_plans')
-      .set({ status: 'approved', approved_by: by, approved_via: via, approved_hash: plan.hash, approval_expires_at: expiresAt, updated_at: this.now() })
+      .set({
+        status: 'approved',
+        approved_by: by,
+        approved_via: via,
+        approved_hash: plan.hash,
+        approval_expires_at: expiresAt,
+        updated_at: this.now(),
+      })
       .where('id', '=', id)
       .where('status', 'in', ['pending', 'approved'])
       .execute();
-    await this.audit(id, plan.app, by, 'approved', `via ${via}, hash ${plan.hash}, until ${new Date(expiresAt).toISOString()}`);
+    await this.audit(
+      id,
+      plan.app,
+      by,
+      'approved',
+      `via ${via}, hash ${plan.hash}, until ${new Date(expiresAt).toISOString()}`,
+    );
     return { ok: true, plan: { ...plan, status: 'approved', approval: { by, via, hash: plan.hash, expiresAt } } };
   }
 
@@ -156,7 +193,11 @@ export class AgentPlans {
   async finish(id: string, status: 'succeeded' | 'failed' | 'unknown', outcome: unknown): Promise<void> {
     await this.db
       .updateTable('agent_plans')
-      .set({ status, outcome: this.o.seal(JSON.stringify(outcome ?? null), `agent plan outcome\u0000${id}`), updated_at: this.now() })
+      .set({
+        status,
+        outcome: this.o.seal(JSON.stringify(outcome ?? null), `agent plan outcome\u0000${id}`),
+        updated_at: this.now(),
+      })
       .where('id', '=', id)
       .execute();
   }
@@ -165,15 +206,29 @@ export class AgentPlans {
   async audit(planId: string, app: string, actor: string, action: string, detail: string): Promise<void> {
     const at = this.now();
     this.o.logger.info({ agentAudit: { planId, app, actor, action, detail } }, `agent plan ${action}`);
-    await this.db.insertInto('agent_audit').values({ id: randomUUID(), at, plan_id: planId, app, actor, action, detail }).execute();
+    await this.db
+      .insertInto('agent_audit')
+      .values({ id: randomUUID(), at, plan_id: planId, app, actor, action, detail })
+      .execute();
   }
 
   /** The audit trail, newest first; of one plan when `planId` is given. */
   async auditTrail(o: { planId?: string | undefined; first: number }): Promise<AuditEntry[]> {
     let q = this.db.selectFrom('agent_audit').selectAll();
     if (o.planId !== undefined) q = q.where('plan_id', '=', o.planId);
-    const rows = await q.orderBy('at', 'desc').orderBy('id').limit(Math.max(1, Math.min(o.first, MAX_AUDIT_ROWS))).execute();
-    return rows.map((r) => ({ at: Number(r.at), planId: r.plan_id, app: r.app, actor: r.actor, action: r.action, detail: r.detail }));
+    const rows = await q
+      .orderBy('at', 'desc')
+      .orderBy('id')
+      .limit(Math.max(1, Math.min(o.first, MAX_AUDIT_ROWS)))
+      .execute();
+    return rows.map((r) => ({
+      at: Number(r.at),
+      planId: r.plan_id,
+      app: r.app,
+      actor: r.actor,
+      action: r.action,
+      detail: r.detail,
+    }));
   }
 
   private fromRow(row: Selectable<AgentPlanTable>): AgentPlan {
@@ -182,7 +237,10 @@ export class AgentPlans {
       owner: row.owner,
       app: row.app,
       tool: row.tool,
-      variables: JSON.parse(this.o.open(row.variables, `agent plan variables\u0000${row.id}`)) as Record<string, unknown>,
+      variables: JSON.parse(this.o.open(row.variables, `agent plan variables\u0000${row.id}`)) as Record<
+        string,
+        unknown
+      >,
       hash: row.hash,
       summary: row.summary,
       requests: JSON.parse(row.requests) as unknown,
@@ -191,9 +249,17 @@ export class AgentPlans {
       status: row.status as AgentPlanStatus,
       approval:
         row.approved_by && row.approved_hash && row.approval_expires_at !== null
-          ? { by: row.approved_by, via: row.approved_via as Approval['via'], hash: row.approved_hash, expiresAt: Number(row.approval_expires_at) }
+          ? {
+              by: row.approved_by,
+              via: row.approved_via as Approval['via'],
+              hash: row.approved_hash,
+              expiresAt: Number(row.approval_expires_at),
+            }
           : null,
-      outcome: row.outcome === null ? null : (JSON.parse(this.o.open(row.outcome, `agent plan outcome\u0000${row.id}`)) as unknown),
+      outcome:
+        row.outcome === null
+          ? null
+          : (JSON.parse(this.o.open(row.outcome, `agent plan outcome\u0000${row.id}`)) as unknown),
       createdAt: Number(row.created_at),
     };
   }

@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+
 import type { Database } from './schema.js';
 
 /** What `seen` records of a caller. */
@@ -70,7 +71,12 @@ export class AppActivity {
   /** Every app seen, by name: by its keys, and by its JWTs (after a flush of this replica's sightings). */
   async all(): Promise<AppSightings> {
     await this.flush();
-    const rows = await this.db.selectFrom('app_activity').select(['app', 'source', 'scopes', 'last_seen_at']).orderBy('app').limit(MAX_LISTED).execute();
+    const rows = await this.db
+      .selectFrom('app_activity')
+      .select(['app', 'source', 'scopes', 'last_seen_at'])
+      .orderBy('app')
+      .limit(MAX_LISTED)
+      .execute();
     const keys = new Map<string, number>();
     const jwt = new Map<string, { scopes: string; lastSeenAt: number }>();
     for (const r of rows) {

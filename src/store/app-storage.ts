@@ -2,6 +2,7 @@
 // events (mobile-ID notifications on its tokens, callbacks to its addresses), its live notification tokens and its
 // identification callback addresses, each per minute and in total. Counters in memory, never a scan per request.
 import { sql, type Kysely } from 'kysely';
+
 import { ErrorCode, GatewayError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { Database } from './schema.js';
@@ -30,9 +31,24 @@ export type StorageLimits = Readonly<Record<StorageKind, StorageLimit>>;
 
 /** The variable that sets each bound, for the operator's message. */
 const VARIABLES: Record<StorageKind, Record<StorageBoundName, string>> = {
-  events: { 'rows-per-minute': 'APP_EVENTS_PER_MINUTE', 'bytes-per-minute': 'APP_EVENT_BYTES_PER_MINUTE', rows: 'APP_EVENTS_STORED', bytes: 'APP_EVENT_BYTES_STORED' },
-  'notification-tokens': { 'rows-per-minute': 'APP_NOTIFICATION_TOKENS_PER_MINUTE', 'bytes-per-minute': '', rows: 'APP_NOTIFICATION_TOKENS', bytes: '' },
-  'callback-addresses': { 'rows-per-minute': 'APP_CALLBACK_ADDRESSES_PER_MINUTE', 'bytes-per-minute': '', rows: 'APP_CALLBACK_ADDRESSES', bytes: '' },
+  events: {
+    'rows-per-minute': 'APP_EVENTS_PER_MINUTE',
+    'bytes-per-minute': 'APP_EVENT_BYTES_PER_MINUTE',
+    rows: 'APP_EVENTS_STORED',
+    bytes: 'APP_EVENT_BYTES_STORED',
+  },
+  'notification-tokens': {
+    'rows-per-minute': 'APP_NOTIFICATION_TOKENS_PER_MINUTE',
+    'bytes-per-minute': '',
+    rows: 'APP_NOTIFICATION_TOKENS',
+    bytes: '',
+  },
+  'callback-addresses': {
+    'rows-per-minute': 'APP_CALLBACK_ADDRESSES_PER_MINUTE',
+    'bytes-per-minute': '',
+    rows: 'APP_CALLBACK_ADDRESSES',
+    bytes: '',
+  },
 };
 
 const NOUNS: Record<StorageKind, string> = {
@@ -58,7 +74,11 @@ export interface StorageRefusal {
  */
 export class StorageBoundError extends GatewayError {
   constructor(readonly refusal: StorageRefusal) {
-    super(ErrorCode.RATE_LIMITED, refusal.description, { bound: `${refusal.kind}:${refusal.bound}`, limit: refusal.limit, variable: refusal.variable });
+    super(ErrorCode.RATE_LIMITED, refusal.description, {
+      bound: `${refusal.kind}:${refusal.bound}`,
+      limit: refusal.limit,
+      variable: refusal.variable,
+    });
   }
 }
 
@@ -85,7 +105,11 @@ export interface StorageSources {
  * write too) and follow this process's writes and purges in between.
  */
 export class AppStorage {
-  private readonly usage: Record<StorageKind, Map<string, Usage>> = { events: new Map(), 'notification-tokens': new Map(), 'callback-addresses': new Map() };
+  private readonly usage: Record<StorageKind, Map<string, Usage>> = {
+    events: new Map(),
+    'notification-tokens': new Map(),
+    'callback-addresses': new Map(),
+  };
 
   constructor(
     private readonly limits: StorageLimits,
@@ -121,8 +145,22 @@ export class AppStorage {
     if (over) {
       const [bound, max] = over;
       const variable = VARIABLES[kind][bound];
-      const what = bound === 'rows-per-minute' ? `${max} ${NOUNS[kind]} a minute` : bound === 'bytes-per-minute' ? `${max} bytes of ${NOUNS[kind]} a minute` : bound === 'rows' ? `${max} ${NOUNS[kind]} stored` : `${max} bytes of ${NOUNS[kind]} stored`;
-      return { kind, scope, bound, limit: max, variable, description: `the app has reached its bound of ${what} (${variable}); refused, nothing stored` };
+      const what =
+        bound === 'rows-per-minute'
+          ? `${max} ${NOUNS[kind]} a minute`
+          : bound === 'bytes-per-minute'
+            ? `${max} bytes of ${NOUNS[kind]} a minute`
+            : bound === 'rows'
+              ? `${max} ${NOUNS[kind]} stored`
+              : `${max} bytes of ${NOUNS[kind]} stored`;
+      return {
+        kind,
+        scope,
+        bound,
+        limit: max,
+        variable,
+        description: `the app has reached its bound of ${what} (${variable}); refused, nothing stored`,
+      };
     }
     u.windowRows += 1;
     u.windowChars += chars;
@@ -182,7 +220,10 @@ export class AppStorage {
     this.replace('callback-addresses', addresses);
   }
 
-  private replace(kind: StorageKind, rows: readonly { scope: string | null; n: number | string | bigint; chars?: number | string | bigint }[]): void {
+  private replace(
+    kind: StorageKind,
+    rows: readonly { scope: string | null; n: number | string | bigint; chars?: number | string | bigint }[],
+  ): void {
     const totals = new Map<string, { rows: number; chars: number }>();
     for (const r of rows) {
       if (r.scope === null) continue;
@@ -212,7 +253,8 @@ export class AppStorage {
   private snapshot(): { app: string; kind: StorageKind; rows: number; chars: number }[] {
     const out: { app: string; kind: StorageKind; rows: number; chars: number }[] = [];
     for (const kind of Object.keys(this.usage) as StorageKind[]) {
-      for (const [scope, u] of this.usage[kind]) if (u.rows > 0 || u.chars > 0) out.push({ app: this.label(scope), kind, rows: u.rows, chars: u.chars });
+      for (const [scope, u] of this.usage[kind])
+        if (u.rows > 0 || u.chars > 0) out.push({ app: this.label(scope), kind, rows: u.rows, chars: u.chars });
     }
     return out;
   }

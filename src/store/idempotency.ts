@@ -1,4 +1,5 @@
 import type { CompiledQuery, Kysely } from 'kysely';
+
 import type { Execute, Statements } from './index.js';
 import { precompiled } from './precompiled.js';
 import type { Database } from './schema.js';
@@ -48,17 +49,39 @@ export class IdempotencyRecords {
 
   /** The statements of a fresh claim and of a completion, the two writes of every first call: compiled once. */
   private readonly claimFreeStatement = precompiled(
-    (scope: string, key: string, operation: string, fingerprint: string, leaseUntil: number, now: number, expiresAt: number) => {
-      const fresh = { operation, fingerprint, state: 'pending' as const, response: null, lease_until: leaseUntil, created_at: now, expires_at: expiresAt };
+    (
+      scope: string,
+      key: string,
+      operation: string,
+      fingerprint: string,
+      leaseUntil: number,
+      now: number,
+      expiresAt: number,
+    ) => {
+      const fresh = {
+        operation,
+        fingerprint,
+        state: 'pending' as const,
+        response: null,
+        lease_until: leaseUntil,
+        created_at: now,
+        expires_at: expiresAt,
+      };
       return this.db
         .insertInto('idempotency_records')
         .values({ scope, key, ...fresh })
-        .onConflict((oc) => oc.columns(['scope', 'key']).doUpdateSet(fresh).where('idempotency_records.expires_at', '<=', now));
+        .onConflict((oc) =>
+          oc.columns(['scope', 'key']).doUpdateSet(fresh).where('idempotency_records.expires_at', '<=', now),
+        );
     },
   );
 
   private readonly completeStatement = precompiled((scope: string, key: string, response: string) =>
-    this.db.updateTable('idempotency_records').set({ state: 'done', response }).where('scope', '=', scope).where('key', '=', key),
+    this.db
+      .updateTable('idempotency_records')
+      .set({ state: 'done', response })
+      .where('scope', '=', scope)
+      .where('key', '=', key),
   );
 
   async get(scope: string, key: string, now = Date.now()): Promise<IdempotencyRecord | null> {
@@ -89,7 +112,9 @@ export class IdempotencyRecords {
    * exists.
    */
   async claimFree(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
-    const result = await this.execute(this.claimFreeStatement(rec.scope, rec.key, rec.operation, rec.fingerprint, rec.leaseUntil, now, rec.expiresAt));
+    const result = await this.execute(
+      this.claimFreeStatement(rec.scope, rec.key, rec.operation, rec.fingerprint, rec.leaseUntil, now, rec.expiresAt),
+    );
     return Number(result.numAffectedRows ?? 0n) === 1;
   }
 
@@ -130,7 +155,12 @@ export class IdempotencyRecords {
    * ledger record of the created resource): they and the completion are one transaction, one commit, so a crash
    * leaves both or neither.
    */
-  async complete(scope: string, key: string, response: unknown, alongside: readonly CompiledQuery[] = []): Promise<void> {
+  async complete(
+    scope: string,
+    key: string,
+    response: unknown,
+    alongside: readonly CompiledQuery[] = [],
+  ): Promise<void> {
     const completion = this.completeStatement(scope, key, JSON.stringify(response ?? null));
     if (alongside.length === 0) await this.execute(completion);
     else await this.writeTogether([...alongside, completion]);

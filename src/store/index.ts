@@ -1,10 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Kysely, Migrator, PostgresDialect, sql, type CompiledQuery, type LogEvent, type QueryResult } from 'kysely';
+
 import type { Logger } from '../logger.js';
 import { migrationProvider, type Dialect } from './migrations.js';
-import { GroupCommitSqliteDialect } from './sqlite-dialect.js';
 import type { Database } from './schema.js';
+import { GroupCommitSqliteDialect } from './sqlite-dialect.js';
 
 export type { Database } from './schema.js';
 export type { Dialect } from './migrations.js';
@@ -44,7 +45,10 @@ export type ReadValues = (query: CompiledQuery) => Promise<unknown[][]>;
 
 /** `readValues` over any `execute`: the values of each row object, which holds its columns in select order. */
 function valuesOf(execute: Execute): ReadValues {
-  return async (query) => (await execute<Record<string, unknown>>(query as CompiledQuery<Record<string, unknown>>)).rows.map((row) => Object.values(row));
+  return async (query) =>
+    (await execute<Record<string, unknown>>(query as CompiledQuery<Record<string, unknown>>)).rows.map((row) =>
+      Object.values(row),
+    );
 }
 
 /** What the ledger and the idempotency records run their statements through: a Store, or `throughKysely(db)`. */
@@ -93,7 +97,19 @@ export interface StoreOptions {
 }
 
 /** Connection failures worth waiting out at start-up: the server is not up (yet), restarting, or not routable. */
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03']);
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+  'EPIPE',
+  '57P01',
+  '57P02',
+  '57P03',
+]);
 const RETRY_MAX_MS = 5_000;
 
 /** A failure of the connection to PostgreSQL (waiting may cure it), not of the statement (an SQL error never is). */
@@ -122,7 +138,15 @@ async function waitForPostgres(ping: () => Promise<unknown>, location: string, o
       const retryInMs = Math.min(RETRY_MAX_MS, 250 * 2 ** (attempt - 1));
       const why = `waiting for PostgreSQL at ${location}: ${(err as Error).message}`;
       options.onUnreachable?.(why);
-      options.logger.warn({ store: location, attempt, retryInMs, err: { message: (err as Error).message, code: (err as { code?: string }).code } }, 'PostgreSQL is not reachable: waiting for it, retrying with backoff');
+      options.logger.warn(
+        {
+          store: location,
+          attempt,
+          retryInMs,
+          err: { message: (err as Error).message, code: (err as { code?: string }).code },
+        },
+        'PostgreSQL is not reachable: waiting for it, retrying with backoff',
+      );
       await new Promise((resolve) => setTimeout(resolve, retryInMs));
     }
   }
@@ -144,7 +168,11 @@ async function waitForMigrations(migrator: Migrator, location: string, options: 
     }
     const why = `waiting for migrations ${missing.join(', ')} (DATABASE_MIGRATIONS=wait: run \`node dist/src/main.js migrate\`)`;
     options.onUnreachable?.(why);
-    if (looks === 1) options.logger.warn({ store: location, missing }, 'the database lacks migrations: waiting for `main.js migrate` to apply them');
+    if (looks === 1)
+      options.logger.warn(
+        { store: location, missing },
+        'the database lacks migrations: waiting for `main.js migrate` to apply them',
+      );
     await new Promise((resolve) => setTimeout(resolve, options.migrationPollMs ?? 2_000));
   }
 }
@@ -174,7 +202,10 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     // An idle client whose server went away (restart, failover) emits 'error' on the pool; without a
     // listener that would crash the process. The pool replaces the client on the next query.
     const onConnectionError = (err: Error) =>
-      options.logger.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'a PostgreSQL connection failed');
+      options.logger.warn(
+        { err: { message: err.message, code: (err as { code?: string }).code } },
+        'a PostgreSQL connection failed',
+      );
     pool.on('error', onConnectionError);
     // pool.end() resolves before the sockets are closed; close() waits for them, and a late error from a
     // closing connection (the server shutting down at the same moment) is logged, not thrown.
@@ -208,7 +239,11 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     database.pragma('busy_timeout = 5000');
     database.pragma('foreign_keys = ON');
     const full = (options.sqliteSynchronous ?? 'FULL') === 'FULL';
-    const sqliteDialect = new GroupCommitSqliteDialect(database, { syncWal: full, checkpointInWorker: true, commitWindowMs: options.sqliteCommitWindowMs ?? 0 });
+    const sqliteDialect = new GroupCommitSqliteDialect(database, {
+      syncWal: full,
+      checkpointInWorker: true,
+      commitWindowMs: options.sqliteCommitWindowMs ?? 0,
+    });
     db = new Kysely<Database>({ dialect: sqliteDialect, log });
     writeTogether = (writes) => {
       // Past kysely's executor, so counted here.

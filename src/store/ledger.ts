@@ -1,4 +1,5 @@
 import type { Compilable, CompiledQuery, Kysely } from 'kysely';
+
 import type { Execute, ReadValues, Statements } from './index.js';
 import { precompiled } from './precompiled.js';
 import type { Database } from './schema.js';
@@ -34,8 +35,21 @@ export interface LedgerRecord {
 type Row = Database['resources'];
 
 /** The columns every read selects, in this order: a row arrives as the array of their values (Store.readValues). */
-const COLUMNS = ['id', 'kind', 'project_id', 'parent_id', 'title', 'spec', 'response', 'idempotency_key', 'created_by', 'created_at'] as const;
-type Values = { readonly [I in keyof typeof COLUMNS]: (typeof COLUMNS)[I] extends keyof Row ? Row[(typeof COLUMNS)[I]] : never };
+const COLUMNS = [
+  'id',
+  'kind',
+  'project_id',
+  'parent_id',
+  'title',
+  'spec',
+  'response',
+  'idempotency_key',
+  'created_by',
+  'created_at',
+] as const;
+type Values = {
+  readonly [I in keyof typeof COLUMNS]: (typeof COLUMNS)[I] extends keyof Row ? Row[(typeof COLUMNS)[I]] : never;
+};
 
 /**
  * A record read from the ledger. `spec` and `response` stay JSON text until first read (then parsed once
@@ -183,7 +197,9 @@ export class Ledger {
   async getMany(ids: readonly string[]): Promise<(LedgerRecord | null)[]> {
     if (ids.length === 0) return [];
     const unique = [...new Set(ids)];
-    const read = this.read(`byId:${unique.length}`, (...idList: string[]) => this.db.selectFrom('resources').select(COLUMNS).where('id', 'in', idList));
+    const read = this.read(`byId:${unique.length}`, (...idList: string[]) =>
+      this.db.selectFrom('resources').select(COLUMNS).where('id', 'in', idList),
+    );
     const rows = await this.rows(read(...unique));
     const byId = new Map(rows.map((values) => [values[0] as string, toRecord(values)]));
     return ids.map((id) => byId.get(id) ?? null);
@@ -194,7 +210,13 @@ export class Ledger {
     if (parentIds.length === 0) return [];
     const unique = [...new Set(parentIds)];
     const read = this.read(`children:${unique.length}`, (k: string, ...parents: string[]) =>
-      this.db.selectFrom('resources').select(COLUMNS).where('kind', '=', k).where('parent_id', 'in', parents).orderBy('created_at').orderBy('id'),
+      this.db
+        .selectFrom('resources')
+        .select(COLUMNS)
+        .where('kind', '=', k)
+        .where('parent_id', 'in', parents)
+        .orderBy('created_at')
+        .orderBy('id'),
     );
     const rows = await this.rows(read(kind, ...unique));
     return groupBy(rows.map(toRecord), parentIds, (r) => r.parentId);
@@ -205,7 +227,13 @@ export class Ledger {
     if (projectIds.length === 0) return [];
     const unique = [...new Set(projectIds)];
     const read = this.read(`inProjects:${unique.length}`, (k: string, ...projects: string[]) =>
-      this.db.selectFrom('resources').select(COLUMNS).where('kind', '=', k).where('project_id', 'in', projects).orderBy('created_at').orderBy('id'),
+      this.db
+        .selectFrom('resources')
+        .select(COLUMNS)
+        .where('kind', '=', k)
+        .where('project_id', 'in', projects)
+        .orderBy('created_at')
+        .orderBy('id'),
     );
     const rows = await this.rows(read(kind, ...unique));
     return groupBy(rows.map(toRecord), projectIds, (r) => r.projectId);
@@ -218,7 +246,14 @@ export class Ledger {
   }
 
   private readonly listStatement = precompiled((kind: string, limit: number, offset: number) =>
-    this.db.selectFrom('resources').select(COLUMNS).where('kind', '=', kind).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset),
+    this.db
+      .selectFrom('resources')
+      .select(COLUMNS)
+      .where('kind', '=', kind)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(limit)
+      .offset(offset),
   );
 
   /**

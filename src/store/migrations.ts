@@ -23,7 +23,11 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('expires_at', 'bigint', (c) => c.notNull())
           .addPrimaryKeyConstraint('idempotency_records_pk', ['scope', 'key'])
           .execute();
-        await db.schema.createIndex('idempotency_records_expires').on('idempotency_records').column('expires_at').execute();
+        await db.schema
+          .createIndex('idempotency_records_expires')
+          .on('idempotency_records')
+          .column('expires_at')
+          .execute();
 
         await db.schema
           .createTable('resources')
@@ -107,8 +111,14 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     // Composite provisioning: the fingerprint refuses a reused key, the revision orders progress events.
     '003_provisioning_fingerprint': {
       async up(db: Kysely<any>) {
-        await db.schema.alterTable('provisionings').addColumn('fingerprint', 'text', (c) => c.notNull().defaultTo('')).execute();
-        await db.schema.alterTable('provisionings').addColumn('revision', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+        await db.schema
+          .alterTable('provisionings')
+          .addColumn('fingerprint', 'text', (c) => c.notNull().defaultTo(''))
+          .execute();
+        await db.schema
+          .alterTable('provisionings')
+          .addColumn('revision', 'integer', (c) => c.notNull().defaultTo(0))
+          .execute();
       },
     },
     // Children of a parent and resources of a project, oldest first, straight from an index. On SQLite,
@@ -121,8 +131,16 @@ function migrations(dialect: Dialect): Record<string, Migration> {
       async up(db: Kysely<any>) {
         await db.schema.dropIndex('resources_parent').execute();
         await db.schema.dropIndex('resources_project').execute();
-        await db.schema.createIndex('resources_parent').on('resources').columns(['parent_id', 'kind', 'created_at', 'id']).execute();
-        await db.schema.createIndex('resources_project').on('resources').columns(['project_id', 'kind', 'created_at', 'id']).execute();
+        await db.schema
+          .createIndex('resources_parent')
+          .on('resources')
+          .columns(['parent_id', 'kind', 'created_at', 'id'])
+          .execute();
+        await db.schema
+          .createIndex('resources_project')
+          .on('resources')
+          .columns(['project_id', 'kind', 'created_at', 'id'])
+          .execute();
         if (dialect === 'sqlite') {
           // ANALYZE of one small index creates sqlite_stat1; its rows for `resources` are then replaced.
           await sql`analyze resources_kind`.execute(db);
@@ -153,8 +171,16 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('gateway_request_id', 'text', (c) => c.notNull())
           .addColumn('scope', 'text')
           .execute();
-        await db.schema.createIndex('mobile_id_rejections_received').on('mobile_id_rejections').column('received_at').execute();
-        await db.schema.createIndex('mobile_id_rejections_auth_req_id').on('mobile_id_rejections').columns(['auth_req_id', 'received_at']).execute();
+        await db.schema
+          .createIndex('mobile_id_rejections_received')
+          .on('mobile_id_rejections')
+          .column('received_at')
+          .execute();
+        await db.schema
+          .createIndex('mobile_id_rejections_auth_req_id')
+          .on('mobile_id_rejections')
+          .columns(['auth_req_id', 'received_at'])
+          .execute();
       },
     },
     // Identification completion callbacks (docs/decisions/018): the hash of each address's token.
@@ -185,7 +211,11 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('lease_until', 'bigint', (c) => c.notNull())
           .addColumn('give_up_at', 'bigint', (c) => c.notNull())
           .execute();
-        await db.schema.createIndex('mobile_id_pending_due').on('mobile_id_pending').column('next_attempt_at').execute();
+        await db.schema
+          .createIndex('mobile_id_pending_due')
+          .on('mobile_id_pending')
+          .column('next_attempt_at')
+          .execute();
       },
     },
     // Pending notifications are told apart per owner of the token that carried them, as the event log's dedupe
@@ -213,7 +243,11 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           FROM mobile_id_pending`.execute(db);
         await db.schema.dropTable('mobile_id_pending').execute();
         await db.schema.alterTable('mobile_id_pending_v2').renameTo('mobile_id_pending').execute();
-        await db.schema.createIndex('mobile_id_pending_due').on('mobile_id_pending').column('next_attempt_at').execute();
+        await db.schema
+          .createIndex('mobile_id_pending_due')
+          .on('mobile_id_pending')
+          .column('next_attempt_at')
+          .execute();
       },
     },
     // The operator's list of apps (docs/decisions/046): when each was last seen, by every replica.
@@ -235,7 +269,11 @@ function migrations(dialect: Dialect): Record<string, Migration> {
       async up(db: Kysely<any>) {
         // The pass reads due rows per owner only: the index by due time alone has no reader left.
         await db.schema.dropIndex('mobile_id_pending_due').execute();
-        await db.schema.createIndex('mobile_id_pending_owner_due').on('mobile_id_pending').columns(['scope', 'next_attempt_at']).execute();
+        await db.schema
+          .createIndex('mobile_id_pending_owner_due')
+          .on('mobile_id_pending')
+          .columns(['scope', 'next_attempt_at'])
+          .execute();
         await db.schema
           .createTable('mobile_id_pending_owners')
           .addColumn('owner', 'text', (c) => c.primaryKey())

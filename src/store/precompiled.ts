@@ -13,7 +13,9 @@ const placeholder = (i: number) => `\u0000precompiled-argument-${i}\u0000`;
  * no computation with it (serialize JSON before the call). Values that `build` writes itself (a constant
  * state, a null) stay in the statement as they were compiled.
  */
-export function precompiled<A extends readonly unknown[]>(build: (...args: A) => Compilable): (...args: A) => CompiledQuery {
+export function precompiled<A extends readonly unknown[]>(
+  build: (...args: A) => Compilable,
+): (...args: A) => CompiledQuery {
   let template: { compiled: CompiledQuery; slots: ReadonlyArray<{ arg: number } | { value: unknown }> } | undefined;
   return (...args: A): CompiledQuery => {
     if (!template) {
@@ -24,7 +26,8 @@ export function precompiled<A extends readonly unknown[]>(build: (...args: A) =>
         return arg === -1 ? { value: p } : { arg };
       });
       for (let i = 0; i < names.length; i++) {
-        if (!slots.some((s) => 'arg' in s && s.arg === i)) throw new Error(`a precompiled statement must use its argument ${i} as a value: ${compiled.sql}`);
+        if (!slots.some((s) => 'arg' in s && s.arg === i))
+          throw new Error(`a precompiled statement must use its argument ${i} as a value: ${compiled.sql}`);
       }
       template = { compiled, slots };
     }

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+
 import type { Database } from './schema.js';
 
 export type ProvisioningRow = Database['provisionings'];
@@ -27,7 +28,12 @@ export class ProvisioningRows {
 
   /** Marks a running provisioning alive (its run's heartbeat). */
   async touch(id: string, now: number): Promise<void> {
-    await this.db.updateTable('provisionings').set({ updated_at: now }).where('id', '=', id).where('state', '=', 'RUNNING').execute();
+    await this.db
+      .updateTable('provisionings')
+      .set({ updated_at: now })
+      .where('id', '=', id)
+      .where('state', '=', 'RUNNING')
+      .execute();
   }
 
   /** Claims a FAILED, or RUNNING but untouched for `staleMs`, provisioning at `revision` for resuming; false when another call got it. */
@@ -37,7 +43,12 @@ export class ProvisioningRows {
       .set({ state: 'RUNNING', updated_at: now })
       .where('id', '=', id)
       .where('revision', '=', revision)
-      .where((eb) => eb.or([eb('state', '=', 'FAILED'), eb.and([eb('state', '=', 'RUNNING'), eb('updated_at', '<', now - staleMs)])]))
+      .where((eb) =>
+        eb.or([
+          eb('state', '=', 'FAILED'),
+          eb.and([eb('state', '=', 'RUNNING'), eb('updated_at', '<', now - staleMs)]),
+        ]),
+      )
       .executeTakeFirst();
     return Number(claimed.numUpdatedRows) === 1;
   }

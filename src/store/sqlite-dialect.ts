@@ -12,6 +12,7 @@ import {
   type Kysely,
   type QueryResult,
 } from 'kysely';
+
 import type { CheckpointReply, CheckpointRequest, CheckpointWorkerData } from './checkpoint-worker.js';
 
 /**
@@ -167,7 +168,9 @@ class GroupCommitSqliteDriver implements Driver {
     this.cacheSize = STATEMENT_CACHE_SIZE;
     this.syncWal = options.syncWal ?? false;
     this.commitWindowMs = options.commitWindowMs ?? 0;
-    this.checkpointer = options.checkpointInWorker ? new WalCheckpointer(db, () => this.group === null && this.owner === null, options.checkpoint) : null;
+    this.checkpointer = options.checkpointInWorker
+      ? new WalCheckpointer(db, () => this.group === null && this.owner === null, options.checkpoint)
+      : null;
   }
 
   async init(): Promise<void> {}
@@ -298,7 +301,8 @@ class GroupCommitSqliteDriver implements Driver {
 
   async runTogether(queries: readonly CompiledQuery[]): Promise<void> {
     // Nothing awaits between this check and the statements (see Connection.executeQuery).
-    while (this.owner || (this.group === null && this.writesHeld)) await (this.owner ? this.ownerDone : this.writesReleased);
+    while (this.owner || (this.group === null && this.writesHeld))
+      await (this.owner ? this.ownerDone : this.writesReleased);
     return this.inGroup(() => {
       this.unit.savepoint.run();
       try {
@@ -408,7 +412,9 @@ class GroupCommitSqliteDriver implements Driver {
   private syncFailed(error: Error): void {
     // After a failed fsync the kernel may have dropped the pages it could not write: a later sync that
     // succeeds proves nothing about them. Nothing more is acknowledged; the process must restart.
-    this.failure = new Error(`the database's WAL could not be synced to disk (${error.message}); restart the gateway`, { cause: error });
+    this.failure = new Error(`the database's WAL could not be synced to disk (${error.message}); restart the gateway`, {
+      cause: error,
+    });
     for (const d of this.pending.splice(0)) for (const w of d.waiters) w.reject(this.failure);
   }
 
@@ -511,7 +517,10 @@ class WalCheckpointer {
  * the build (`npm start` runs dist/src/main.js); from the sources (tsx, vitest), checkpoint-worker.sources.cjs, which
  * loads the .ts through tsx (a worker thread does not inherit the loader of the process that starts it).
  */
-const CHECKPOINT_WORKER = new URL(import.meta.url.endsWith('.ts') ? './checkpoint-worker.sources.cjs' : './checkpoint-worker.js', import.meta.url);
+const CHECKPOINT_WORKER = new URL(
+  import.meta.url.endsWith('.ts') ? './checkpoint-worker.sources.cjs' : './checkpoint-worker.js',
+  import.meta.url,
+);
 
 class Connection implements DatabaseConnection {
   constructor(private readonly driver: GroupCommitSqliteDriver) {}
@@ -542,13 +551,21 @@ class Connection implements DatabaseConnection {
   }
 
   /** Runs `run` on the cached statement when it may run: the waits and the group commit every statement goes through. */
-  private async runStatement<T>(compiled: CompiledQuery, run: (stmt: BetterSqlite3.Statement, parameters: unknown[]) => T): Promise<T> {
+  private async runStatement<T>(
+    compiled: CompiledQuery,
+    run: (stmt: BetterSqlite3.Statement, parameters: unknown[]) => T,
+  ): Promise<T> {
     // Checked again after every wait, and nothing awaits between this check and the statement: a
     // transaction that begins meanwhile is never entered by a statement outside it.
     while (this.driver.blocked(this)) await this.driver.ownerDone;
     const stmt = this.driver.prepare(compiled.sql);
     // While the checkpointer restarts the WAL, no new write transaction begins (reads go on).
-    if (!stmt.readonly && !this.driver.groupOpen && this.driver.writesHeld && !this.driver.inExplicitTransaction(this)) {
+    if (
+      !stmt.readonly &&
+      !this.driver.groupOpen &&
+      this.driver.writesHeld &&
+      !this.driver.inExplicitTransaction(this)
+    ) {
       while (this.driver.writesHeld) await this.driver.writesReleased;
       return this.runStatement(compiled, run);
     }

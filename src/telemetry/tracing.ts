@@ -28,6 +28,7 @@ import {
   type Sampler,
   type SpanExporter,
 } from '@opentelemetry/sdk-trace-node';
+
 import type { Config } from '../config.js';
 
 /** What the code that traces sees of a span: a name and attributes that never hold a secret. */
@@ -45,13 +46,22 @@ export interface SpanHandle {
 export interface Tracing {
   readonly enabled: boolean;
   /** A SERVER span for one HTTP request, child of the app's W3C `traceparent` when it sent one. */
-  server<T>(name: string, headers: IncomingHttpHeaders, attributes: Attributes, fn: (span: SpanHandle) => Promise<T>): Promise<T>;
+  server<T>(
+    name: string,
+    headers: IncomingHttpHeaders,
+    attributes: Attributes,
+    fn: (span: SpanHandle) => Promise<T>,
+  ): Promise<T>;
   /** Runs `fn` with the app's W3C `traceparent` (from `headers`) as the parent of the spans it starts. */
   withParent<T>(headers: IncomingHttpHeaders, fn: () => T): T;
   /** A span for one GraphQL operation of a streaming transport (graphql-ws, graphql-sse). */
   operation<T>(name: string, attributes: Attributes, fn: (span: SpanHandle) => T): T;
   /** A CLIENT span for one upstream call; `inject` adds `traceparent` (and `tracestate`) to an attempt's headers. */
-  client<T>(name: string, attributes: Attributes, fn: (span: SpanHandle, inject: (headers: Record<string, string>) => void) => Promise<T>): Promise<T>;
+  client<T>(
+    name: string,
+    attributes: Attributes,
+    fn: (span: SpanHandle, inject: (headers: Record<string, string>) => void) => Promise<T>,
+  ): Promise<T>;
   /** The `traceparent` of the active span, to carry with a stored event; undefined when none. */
   traceparent(): string | undefined;
   /** A span for handing a stored event to one subscriber, linked to the span that took the event in. */
@@ -132,11 +142,18 @@ export function createTracing(config: Config['tracing'], options: { exporter?: S
   if (!config.enabled && !options.exporter) return TRACING_OFF;
   ensureContextManager();
   const exporter: SpanExporter =
-    options.exporter ?? (config.exporter === 'console' ? new ConsoleSpanExporter() : new OTLPTraceExporter({ url: config.endpoint, headers: { ...config.headers } }));
+    options.exporter ??
+    (config.exporter === 'console'
+      ? new ConsoleSpanExporter()
+      : new OTLPTraceExporter({ url: config.endpoint, headers: { ...config.headers } }));
   const provider = new NodeTracerProvider({
     resource: resourceFromAttributes({ 'service.name': config.serviceName }),
     sampler: sampler(config),
-    spanProcessors: [options.exporter || config.exporter === 'console' ? new SimpleSpanProcessor(exporter) : new BatchSpanProcessor(exporter)],
+    spanProcessors: [
+      options.exporter || config.exporter === 'console'
+        ? new SimpleSpanProcessor(exporter)
+        : new BatchSpanProcessor(exporter),
+    ],
   });
   const tracer: Tracer = provider.getTracer('gateway');
   const propagator = new W3CTraceContextPropagator();
@@ -191,7 +208,8 @@ export function createTracing(config: Config['tracing'], options: { exporter?: S
       const parent = context.active();
       const span = tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes }, parent);
       const spanContext = trace.setSpan(parent, span);
-      const inject = (headers: Record<string, string>) => propagator.inject(spanContext, headers, { set: (c, k, v) => (c[k] = v) });
+      const inject = (headers: Record<string, string>) =>
+        propagator.inject(spanContext, headers, { set: (c, k, v) => (c[k] = v) });
       return run(span, parent, (handle) => fn(handle, inject));
     },
     traceparent() {
@@ -202,7 +220,9 @@ export function createTracing(config: Config['tracing'], options: { exporter?: S
     delivery(name, intakeTraceparent, attributes) {
       const links: Link[] = [];
       if (intakeTraceparent) {
-        const intake = trace.getSpanContext(propagator.extract(ROOT_CONTEXT, { traceparent: intakeTraceparent }, headerGetter));
+        const intake = trace.getSpanContext(
+          propagator.extract(ROOT_CONTEXT, { traceparent: intakeTraceparent }, headerGetter),
+        );
         if (intake) links.push({ context: intake, attributes: { 'gateway.link': 'webhook intake' } });
       }
       tracer.startSpan(name, { kind: SpanKind.CONSUMER, attributes, links }, ROOT_CONTEXT).end();

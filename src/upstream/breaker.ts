@@ -1,4 +1,5 @@
 import { CircuitState, CountBreaker } from 'cockatiel';
+
 import type { BreakerSettings } from '../config.js';
 
 export type BreakerState = 'closed' | 'open' | 'half-open';

@@ -1,7 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry, { AbortError } from 'p-retry';
 import { Pool, type Dispatcher } from 'undici';
-import { ErrorCode, UpstreamCircuitOpenError, UpstreamOutcomeUnknownError, UpstreamRejectedError, UpstreamUnavailableError } from '../errors.js';
+
+import {
+  ErrorCode,
+  UpstreamCircuitOpenError,
+  UpstreamOutcomeUnknownError,
+  UpstreamRejectedError,
+  UpstreamUnavailableError,
+} from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { TRACING_OFF, type SpanHandle, type Tracing } from '../telemetry/tracing.js';
@@ -76,7 +83,15 @@ type Outcome = 'not-sent' | 'not-processed' | 'unknown';
 /** Failures before a connection existed: nothing was sent. */
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 /** Failures on a connection the request may have been written to: the upstream may have acted. */
-const UNKNOWN_CODES = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+const UNKNOWN_CODES = new Set([
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+]);
 
 /** The breaker refused an attempt: nothing was sent. */
 class CircuitRefusal extends Error {
@@ -131,22 +146,35 @@ export class UpstreamHttp {
   async request(req: UpstreamRequest): Promise<UpstreamResponse> {
     if (!this.tracing.enabled) return this.perform(req, undefined, undefined);
     // Attributes name the route template, never the path (a path may hold a token) or any header or body.
-    const attributes = { 'gateway.upstream': this.options.name, 'http.request.method': req.method, 'url.template': req.route, 'server.address': this.host };
-    return this.tracing.client(`${req.method} ${this.options.name} ${req.route.replace(/^[A-Z]+ /, '')}`, attributes, async (span, inject) => {
-      try {
-        const res = await this.perform(req, inject, span);
-        span.setAttribute('http.response.status_code', res.status);
-        return res;
-      } catch (err) {
-        const code = (err as { extensions?: { code?: unknown; status?: unknown } }).extensions;
-        if (typeof code?.code === 'string') span.fail(code.code);
-        if (typeof code?.status === 'number') span.setAttribute('http.response.status_code', code.status);
-        throw err;
-      }
-    });
+    const attributes = {
+      'gateway.upstream': this.options.name,
+      'http.request.method': req.method,
+      'url.template': req.route,
+      'server.address': this.host,
+    };
+    return this.tracing.client(
+      `${req.method} ${this.options.name} ${req.route.replace(/^[A-Z]+ /, '')}`,
+      attributes,
+      async (span, inject) => {
+        try {
+          const res = await this.perform(req, inject, span);
+          span.setAttribute('http.response.status_code', res.status);
+          return res;
+        } catch (err) {
+          const code = (err as { extensions?: { code?: unknown; status?: unknown } }).extensions;
+          if (typeof code?.code === 'string') span.fail(code.code);
+          if (typeof code?.status === 'number') span.setAttribute('http.response.status_code', code.status);
+          throw err;
+        }
+      },
+    );
   }
 
-  private async perform(req: UpstreamRequest, inject: ((headers: Record<string, string>) => void) | undefined, span: SpanHandle | undefined): Promise<UpstreamResponse> {
+  private async perform(
+    req: UpstreamRequest,
+    inject: ((headers: Record<string, string>) => void) | undefined,
+    span: SpanHandle | undefined,
+  ): Promise<UpstreamResponse> {
     const { name, metrics, logger } = this.options;
     const started = performance.now();
     let attempts = 0;
@@ -161,12 +189,23 @@ export class UpstreamHttp {
         if (error instanceof CircuitRefusal) {
           // The refused attempt was counted before it was refused; it never went out.
           attempts -= 1;
-          throw new AbortError(new UpstreamCircuitOpenError(name, error.circuit, error.retryAfter, mayHaveApplied ? null : false, attempts));
+          throw new AbortError(
+            new UpstreamCircuitOpenError(
+              name,
+              error.circuit,
+              error.retryAfter,
+              mayHaveApplied ? null : false,
+              attempts,
+            ),
+          );
         }
         if (error instanceof TransientFailure && error.outcome === 'unknown') mayHaveApplied = true;
         // Not repeated on its own: the upstream may have acted and is not known to honour the key.
         if (error instanceof TransientFailure && error.outcome === 'unknown' && !repeatUnknown) {
-          logger.warn({ upstream: name, route: req.route, reason: error.reason, attempt: attempts }, 'upstream outcome unknown; not repeated');
+          logger.warn(
+            { upstream: name, route: req.route, reason: error.reason, attempt: attempts },
+            'upstream outcome unknown; not repeated',
+          );
           metrics.upstreamOutcomeUnknown.inc({ upstream: name, route: req.route });
           throw new AbortError(new UpstreamOutcomeUnknownError(name, error.reason, attempts, error.status));
         }
@@ -199,7 +238,10 @@ export class UpstreamHttp {
       onFailedAttempt: async ({ error, retriesLeft }: { error: Error; retriesLeft: number }) => {
         if (!(error instanceof TransientFailure)) return;
         if (retriesLeft > 0) metrics.upstreamRetries.inc({ upstream: name, route: req.route, reason: error.reason });
-        logger.warn({ upstream: name, route: req.route, reason: error.reason, attempt: attempts, retriesLeft }, 'upstream attempt failed');
+        logger.warn(
+          { upstream: name, route: req.route, reason: error.reason, attempt: attempts, retriesLeft },
+          'upstream attempt failed',
+        );
         if (error.retryAfterMs !== undefined && retriesLeft > 0) {
           const left = this.options.retryBudgetMs - (performance.now() - started);
           // Retry-After beyond the budget: give up now rather than sleep and fail anyway.
@@ -229,18 +271,23 @@ export class UpstreamHttp {
         );
       }
     } catch (error) {
-      if (error instanceof TransientFailure) throw new UpstreamUnavailableError(name, error.reason, attempts, error.status);
+      if (error instanceof TransientFailure)
+        throw new UpstreamUnavailableError(name, error.reason, attempts, error.status);
       if (error instanceof AbortError) throw error.originalError;
       throw error;
     }
   }
 
   /** One attempt through the breaker: refused at once while the circuit is open, its outcome recorded otherwise. */
-  private async sendThrough(req: UpstreamRequest, inject?: (headers: Record<string, string>) => void): Promise<UpstreamResponse> {
+  private async sendThrough(
+    req: UpstreamRequest,
+    inject?: (headers: Record<string, string>) => void,
+  ): Promise<UpstreamResponse> {
     const breaker = this.options.breaker;
     if (breaker === undefined) return this.send(req, inject);
     const passage = breaker.pass();
-    if (passage === REFUSED) throw new CircuitRefusal(breaker.state === 'open' ? 'open' : 'half-open', breaker.retryAfterSeconds());
+    if (passage === REFUSED)
+      throw new CircuitRefusal(breaker.state === 'open' ? 'open' : 'half-open', breaker.retryAfterSeconds());
     let res: UpstreamResponse;
     try {
       res = await this.send(req, inject);
@@ -257,7 +304,10 @@ export class UpstreamHttp {
     return res;
   }
 
-  private async send(req: UpstreamRequest, inject?: (headers: Record<string, string>) => void): Promise<UpstreamResponse> {
+  private async send(
+    req: UpstreamRequest,
+    inject?: (headers: Record<string, string>) => void,
+  ): Promise<UpstreamResponse> {
     const { name, metrics } = this.options;
     const headers: Record<string, string> = { ...(req.headers ?? {}), ...(req.authorize ? await req.authorize() : {}) };
     inject?.(headers);
@@ -292,7 +342,8 @@ export class UpstreamHttp {
     if (res.status >= 200 && res.status < 300) return res;
     if (res.status === 429 || res.status >= 500) {
       const retryAfter = retryAfterMs(res.headers['retry-after']);
-      const outcome: Outcome = res.status === 429 || (res.status === 503 && retryAfter !== undefined) ? 'not-processed' : 'unknown';
+      const outcome: Outcome =
+        res.status === 429 || (res.status === 503 && retryAfter !== undefined) ? 'not-processed' : 'unknown';
       throw new TransientFailure(`HTTP ${res.status}`, outcome, res.status, retryAfter);
     }
     const code = req.rejectCode?.(res.status) ?? ErrorCode.UPSTREAM_REJECTED;

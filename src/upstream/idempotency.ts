@@ -1,12 +1,19 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { CompiledQuery } from 'kysely';
 import { parse as parseUuid, v5 as uuidv5 } from 'uuid';
-import { ErrorCode, GatewayError, UpstreamAnswerIncompleteError, UpstreamOutcomeUnknownError, type IncompleteAnswer } from '../errors.js';
+
+import {
+  ErrorCode,
+  GatewayError,
+  UpstreamAnswerIncompleteError,
+  UpstreamOutcomeUnknownError,
+  type IncompleteAnswer,
+} from '../errors.js';
 import { keyedFingerprint, sameRequest } from '../fingerprint.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { PauseAt } from '../phases.js';
-import type { CompiledQuery } from 'kysely';
 import type { IdempotencyRecords } from '../store/idempotency.js';
 
 export interface IdempotentResult<T> {
@@ -77,15 +84,24 @@ export function upstreamKey(scope: string, key: string): string {
 /** UPSTREAM_OUTCOME_UNKNOWN from what `park` stored for an unknown outcome, for a call that waited on the one that failed. */
 function unknownOutcome(stored: unknown, key: string, upstream: string): UpstreamOutcomeUnknownError {
   const s = (stored ?? {}) as { upstream?: string; reason?: string; attempts?: number; status?: number | null };
-  return new UpstreamOutcomeUnknownError(s.upstream ?? 'the upstream', s.reason ?? 'outcome unknown', s.attempts ?? 1, s.status ?? undefined, {
-    idempotencyKey: key,
-    upstreamIdempotencyKey: upstream,
-  });
+  return new UpstreamOutcomeUnknownError(
+    s.upstream ?? 'the upstream',
+    s.reason ?? 'outcome unknown',
+    s.attempts ?? 1,
+    s.status ?? undefined,
+    {
+      idempotencyKey: key,
+      upstreamIdempotencyKey: upstream,
+    },
+  );
 }
 
 /** UPSTREAM_ANSWER_INCOMPLETE from the answer `park` kept. */
 function incompleteAnswer(stored: unknown, key: string, upstream: string): UpstreamAnswerIncompleteError {
-  return new UpstreamAnswerIncompleteError(stored as IncompleteAnswer, { idempotencyKey: key, upstreamIdempotencyKey: upstream });
+  return new UpstreamAnswerIncompleteError(stored as IncompleteAnswer, {
+    idempotencyKey: key,
+    upstreamIdempotencyKey: upstream,
+  });
 }
 
 /**
@@ -167,7 +183,12 @@ export class Idempotency {
         if (existing.state === 'done') {
           metrics.idempotentReplays.inc({ operation: params.operation });
           const stored = existing.response;
-          return { result: params.fromStored ? params.fromStored(stored) : (stored as T), idempotencyKey: key, upstreamIdempotencyKey: upstream, replayed: true };
+          return {
+            result: params.fromStored ? params.fromStored(stored) : (stored as T),
+            idempotencyKey: key,
+            upstreamIdempotencyKey: upstream,
+            replayed: true,
+          };
         }
         if (existing.state === 'unknown') {
           // A call that was already waiting when the first one ended shares its answer: only a call made
@@ -214,12 +235,22 @@ export class Idempotency {
       try {
         if (this.options.pauseAt) await this.options.pauseAt('mutation-claimed');
         const result = recovering ? await params.recover!(recovering, upstream) : await params.execute(upstream);
-        await records.complete(params.scope, key, params.toStored ? params.toStored(result) : result, params.storeWith?.(result));
+        await records.complete(
+          params.scope,
+          key,
+          params.toStored ? params.toStored(result) : result,
+          params.storeWith?.(result),
+        );
         return result;
       } catch (error) {
         if (error instanceof UpstreamOutcomeUnknownError) {
           // Kept, not released: the key stays bound to this request, and the app decides whether to retry.
-          await records.park(params.scope, key, 'unknown', { upstream: error.upstream, reason: error.reason, attempts: error.attempts, status: error.status ?? null });
+          await records.park(params.scope, key, 'unknown', {
+            upstream: error.upstream,
+            reason: error.reason,
+            attempts: error.attempts,
+            status: error.status ?? null,
+          });
           throw error.withKeys(key, upstream);
         }
         if (error instanceof UpstreamAnswerIncompleteError) {
@@ -243,7 +274,12 @@ export class Idempotency {
     this.inFlight.set(slot, work);
     try {
       // A result read from a kept answer is a replay too: this call sent nothing upstream.
-      return { result: await work, idempotencyKey: key, upstreamIdempotencyKey: upstream, replayed: recovering !== null };
+      return {
+        result: await work,
+        idempotencyKey: key,
+        upstreamIdempotencyKey: upstream,
+        replayed: recovering !== null,
+      };
     } finally {
       this.inFlight.delete(slot);
     }
@@ -258,19 +294,28 @@ export class Idempotency {
     const { records, leaseMs, logger } = this.options;
     let renewing: Promise<void> = Promise.resolve();
     let stopped = false;
-    const timer = setInterval(() => {
-      renewing = renewing.then(async () => {
-        if (stopped) return;
-        try {
-          const now = Date.now();
-          if (!(await records.renew(scope, key, print, now + leaseMs, now)) && !stopped) {
-            logger?.warn({ idempotencyKey: key }, 'idempotency lease could not be renewed: the call ran on after its lease lapsed');
+    const timer = setInterval(
+      () => {
+        renewing = renewing.then(async () => {
+          if (stopped) return;
+          try {
+            const now = Date.now();
+            if (!(await records.renew(scope, key, print, now + leaseMs, now)) && !stopped) {
+              logger?.warn(
+                { idempotencyKey: key },
+                'idempotency lease could not be renewed: the call ran on after its lease lapsed',
+              );
+            }
+          } catch (err) {
+            logger?.warn(
+              { err, idempotencyKey: key },
+              'idempotency lease renewal failed; retrying at the next interval',
+            );
           }
-        } catch (err) {
-          logger?.warn({ err, idempotencyKey: key }, 'idempotency lease renewal failed; retrying at the next interval');
-        }
-      });
-    }, Math.max(10, Math.floor(leaseMs / 3)));
+        });
+      },
+      Math.max(10, Math.floor(leaseMs / 3)),
+    );
     timer.unref();
     return () => {
       stopped = true;

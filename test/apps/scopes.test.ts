@@ -7,8 +7,9 @@ import path from 'node:path';
 import { getNamedType, isObjectType } from 'graphql';
 import { createClient as createSseClient } from 'graphql-sse';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { SCOPES } from '../../src/caller.js';
-import { NODE_TYPES, NODE_READ_SCOPES } from '../../src/graphql/common.js';
+import { NODE_READ_SCOPES, NODE_TYPES } from '../../src/graphql/common.js';
 import { buildSchema, requiredScopesOf } from '../../src/graphql/schema.js';
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { wsClient } from '../helpers/mobile-id.js';
@@ -47,28 +48,52 @@ apps:
       - sha256: ${sha(ADMIN_KEY)}
 `;
 
-type Result = { data?: unknown; errors?: Array<{ message: string; extensions?: Record<string, unknown> }>; status?: number };
+type Result = {
+  data?: unknown;
+  errors?: Array<{ message: string; extensions?: Record<string, unknown> }>;
+  status?: number;
+};
 
 /** One operation through graphql-ws or graphql-sse with a key: the first result, or the error the client reports. */
-function once(kind: 'ws' | 'sse', gw: TestGateway, query: string, key: string, variables: Record<string, unknown> = {}): Promise<Result> {
+function once(
+  kind: 'ws' | 'sse',
+  gw: TestGateway,
+  query: string,
+  key: string,
+  variables: Record<string, unknown> = {},
+): Promise<Result> {
   const client =
     kind === 'ws'
       ? wsClient(gw, { key })
-      : createSseClient({ url: `${gw.url}/graphql/stream`, headers: { authorization: `Bearer ${key}` }, singleConnection: false, retryAttempts: 0 });
+      : createSseClient({
+          url: `${gw.url}/graphql/stream`,
+          headers: { authorization: `Bearer ${key}` },
+          singleConnection: false,
+          retryAttempts: 0,
+        });
   disposers.push(() => client.dispose());
   return new Promise((resolve) => {
     client.subscribe(
       { query, variables },
       {
         next: (v) => resolve(v as Result),
-        error: (e) => resolve({ errors: Array.isArray(e) ? (e as Result['errors']) : [{ message: String((e as Error)?.message ?? e) }] }),
+        error: (e) =>
+          resolve({
+            errors: Array.isArray(e) ? (e as Result['errors']) : [{ message: String((e as Error)?.message ?? e) }],
+          }),
         complete: () => undefined,
       },
     );
   });
 }
 
-function run(transport: 'http' | 'ws' | 'sse', gw: TestGateway, query: string, key: string, variables: Record<string, unknown> = {}): Promise<Result> {
+function run(
+  transport: 'http' | 'ws' | 'sse',
+  gw: TestGateway,
+  query: string,
+  key: string,
+  variables: Record<string, unknown> = {},
+): Promise<Result> {
   return transport === 'http' ? gw.graphql(query, variables, { key }) : once(transport, gw, query, key, variables);
 }
 
@@ -82,7 +107,11 @@ describe('scopes in the admit stage', () => {
       const refused = await run(transport, gw, CREATE_PROJECT, WATCHER_KEY);
       expect(refused.data ?? undefined).toBeUndefined();
       expect(refused.errors).toHaveLength(1);
-      expect(refused.errors![0]!.extensions).toMatchObject({ code: 'FORBIDDEN', field: 'Mutation.createProject', scope: 'cloud:write' });
+      expect(refused.errors![0]!.extensions).toMatchObject({
+        code: 'FORBIDDEN',
+        field: 'Mutation.createProject',
+        scope: 'cloud:write',
+      });
       expect(refused.errors![0]!.message).toMatch(/Mutation\.createProject needs the scope cloud:write/);
       if (transport === 'http') expect(refused.status).toBe(403);
       // Nothing ran: the cloud ledger, which every app reads, holds no project.
@@ -90,38 +119,81 @@ describe('scopes in the admit stage', () => {
     },
   );
 
-  it.each(['http', 'ws', 'sse'] as const)('an app is admitted over %s for the fields its scopes cover', async (transport) => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(APPS) });
-    const created = await run(transport, gw, CREATE_PROJECT, BUILDER_KEY);
-    expect(created.errors).toBeUndefined();
-    expect((created.data as { createProject: { project: { id: string } } }).createProject.project.id).toEqual(expect.any(String));
-    const read = await run(transport, gw, '{ mobileIdAuthentication(authReqId: "never-seen") { __typename } }', WATCHER_KEY);
-    expect(read).toMatchObject({ data: { mobileIdAuthentication: null } });
-  });
+  it.each(['http', 'ws', 'sse'] as const)(
+    'an app is admitted over %s for the fields its scopes cover',
+    async (transport) => {
+      const gw = await start({ GATEWAY_APPS_FILE: appsFile(APPS) });
+      const created = await run(transport, gw, CREATE_PROJECT, BUILDER_KEY);
+      expect(created.errors).toBeUndefined();
+      expect((created.data as { createProject: { project: { id: string } } }).createProject.project.id).toEqual(
+        expect.any(String),
+      );
+      const read = await run(
+        transport,
+        gw,
+        '{ mobileIdAuthentication(authReqId: "never-seen") { __typename } }',
+        WATCHER_KEY,
+      );
+      expect(read).toMatchObject({ data: { mobileIdAuthentication: null } });
+    },
+  );
 
-  it.each(['ws', 'sse'] as const)('a subscription the app may not open is refused over %s with FORBIDDEN', async (transport) => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(APPS) });
-    const refused = await once(transport, gw, 'subscription { verificationCompleted { externalId } }', WATCHER_KEY);
-    expect(refused.errors?.[0]?.extensions).toMatchObject({ code: 'FORBIDDEN', field: 'Subscription.verificationCompleted', scope: 'identity:read' });
-  });
+  it.each(['ws', 'sse'] as const)(
+    'a subscription the app may not open is refused over %s with FORBIDDEN',
+    async (transport) => {
+      const gw = await start({ GATEWAY_APPS_FILE: appsFile(APPS) });
+      const refused = await once(transport, gw, 'subscription { verificationCompleted { externalId } }', WATCHER_KEY);
+      expect(refused.errors?.[0]?.extensions).toMatchObject({
+        code: 'FORBIDDEN',
+        field: 'Subscription.verificationCompleted',
+        scope: 'identity:read',
+      });
+    },
+  );
 
   it('a field reached through a fragment, an inline fragment or under @skip is still checked', async () => {
     const gw = await start({ GATEWAY_APPS_FILE: appsFile(APPS) });
-    const viaFragment = await gw.graphql('query { ...F } fragment F on Query { projects { id } }', {}, { key: WATCHER_KEY });
-    expect(viaFragment.errors?.[0]?.extensions).toMatchObject({ code: 'FORBIDDEN', field: 'Query.projects', scope: 'cloud:read' });
+    const viaFragment = await gw.graphql(
+      'query { ...F } fragment F on Query { projects { id } }',
+      {},
+      { key: WATCHER_KEY },
+    );
+    expect(viaFragment.errors?.[0]?.extensions).toMatchObject({
+      code: 'FORBIDDEN',
+      field: 'Query.projects',
+      scope: 'cloud:read',
+    });
     const inline = await gw.graphql('query { ... on Query { catalog { images { name } } } }', {}, { key: WATCHER_KEY });
     expect(inline.errors?.[0]?.extensions).toMatchObject({ code: 'FORBIDDEN', field: 'Query.catalog' });
-    const skipped = await gw.graphql('query($s: Boolean = true) { projects @skip(if: $s) { id } }', {}, { key: WATCHER_KEY });
+    const skipped = await gw.graphql(
+      'query($s: Boolean = true) { projects @skip(if: $s) { id } }',
+      {},
+      { key: WATCHER_KEY },
+    );
     expect(skipped.errors?.[0]?.extensions).toMatchObject({ code: 'FORBIDDEN', field: 'Query.projects' });
   });
 
   it('node(id) answers an object of a kind the app may not read as an id that does not exist', async () => {
     const gw = await start({ GATEWAY_APPS_FILE: appsFile(APPS) });
-    const created = await gw.graphql<{ createProject: { project: { id: string } } }>(CREATE_PROJECT, {}, { key: BUILDER_KEY });
+    const created = await gw.graphql<{ createProject: { project: { id: string } } }>(
+      CREATE_PROJECT,
+      {},
+      { key: BUILDER_KEY },
+    );
     const id = created.data!.createProject.project.id;
-    expect((await gw.graphql('query($id: ID!) { node(id: $id) { id __typename } }', { id }, { key: BUILDER_KEY })).data).toEqual({ node: { id, __typename: 'Project' } });
-    const hidden = await gw.graphql('query($id: ID!) { node(id: $id) { id __typename } }', { id }, { key: WATCHER_KEY });
-    const unknown = await gw.graphql('query($id: ID!) { node(id: $id) { id __typename } }', { id: '00000000-0000-4000-8000-000000000000' }, { key: WATCHER_KEY });
+    expect(
+      (await gw.graphql('query($id: ID!) { node(id: $id) { id __typename } }', { id }, { key: BUILDER_KEY })).data,
+    ).toEqual({ node: { id, __typename: 'Project' } });
+    const hidden = await gw.graphql(
+      'query($id: ID!) { node(id: $id) { id __typename } }',
+      { id },
+      { key: WATCHER_KEY },
+    );
+    const unknown = await gw.graphql(
+      'query($id: ID!) { node(id: $id) { id __typename } }',
+      { id: '00000000-0000-4000-8000-000000000000' },
+      { key: WATCHER_KEY },
+    );
     expect(hidden).toEqual(unknown);
     expect(hidden.data).toEqual({ node: null });
   });
@@ -141,7 +213,10 @@ describe('scopes in the admit stage', () => {
   });
 
   it('keys of GATEWAY_API_KEYS hold every scope but operator; keys of OPERATOR_API_KEYS hold every scope', async () => {
-    const gw = await start({ GATEWAY_API_KEYS: 'shop:shop-key-0123456789,bare-key-0123456789', OPERATOR_API_KEYS: 'ops:ops-key-0123456789' });
+    const gw = await start({
+      GATEWAY_API_KEYS: 'shop:shop-key-0123456789,bare-key-0123456789',
+      OPERATOR_API_KEYS: 'ops:ops-key-0123456789',
+    });
     for (const key of ['shop-key-0123456789', 'bare-key-0123456789']) {
       expect((await gw.graphql(CREATE_PROJECT, {}, { key })).errors).toBeUndefined();
       expect((await gw.graphql('{ mobileIdRejections { id } }', {}, { key })).errors).toBeUndefined();
@@ -156,7 +231,9 @@ describe('logs name the app', () => {
   it.each(['http', 'sse'] as const)('the %s request line names the app, never its key', async (transport) => {
     const gw = await start({ GATEWAY_APPS_FILE: appsFile(APPS) });
     await run(transport, gw, '{ mobileIdAuthentication(authReqId: "logged") { __typename } }', WATCHER_KEY);
-    await expect.poll(() => gw.logs()).toMatch(/"app":"watcher"[^\n]*"msg":"request"|"msg":"request"[^\n]*"app":"watcher"/);
+    await expect
+      .poll(() => gw.logs())
+      .toMatch(/"app":"watcher"[^\n]*"msg":"request"|"msg":"request"[^\n]*"app":"watcher"/);
     expect(gw.logs()).not.toContain(WATCHER_KEY);
   });
 });
@@ -181,9 +258,13 @@ describe('the schema states every entry point’s scope', () => {
   it('every object node(id) can return has the read scope of its kind', async () => {
     const schema = buildSchema([]);
     const node = schema.getType('Node');
-    const implementations = schema.getPossibleTypes(node as never).map((t) => t.name).sort();
+    const implementations = schema
+      .getPossibleTypes(node as never)
+      .map((t) => t.name)
+      .sort();
     expect(Object.values(NODE_TYPES).sort()).toEqual(implementations);
-    for (const kind of Object.keys(NODE_TYPES) as (keyof typeof NODE_TYPES)[]) expect(SCOPES).toContain(NODE_READ_SCOPES[kind]);
+    for (const kind of Object.keys(NODE_TYPES) as (keyof typeof NODE_TYPES)[])
+      expect(SCOPES).toContain(NODE_READ_SCOPES[kind]);
     expect(isObjectType(getNamedType(schema.getQueryType()!.getFields().node!.type))).toBe(false);
   });
 });

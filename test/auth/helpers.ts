@@ -3,6 +3,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
+
 import type { GatewayOptions } from '../../src/app.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
@@ -49,7 +50,9 @@ export async function startJwksServer(keys: SigningKey[]): Promise<JwksServer> {
       res.writeHead(503).end();
       return;
     }
-    res.writeHead(200, { 'content-type': 'application/jwk-set+json' }).end(JSON.stringify({ keys: state.keys.map((k) => k.publicJwk) }));
+    res
+      .writeHead(200, { 'content-type': 'application/jwk-set+json' })
+      .end(JSON.stringify({ keys: state.keys.map((k) => k.publicJwk) }));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/realms/acme/protocol/openid-connect/certs`;
@@ -94,8 +97,15 @@ export function unsigned(claims: Record<string, unknown>): string {
  * A gateway that accepts the JWTs of `jwks` (and the API keys of `env`, if any): by default of any app name that is no
  * configured app's (AUTH_APPS=*); `env` says otherwise.
  */
-export function startJwtGateway(jwks: JwksServer, env: Record<string, string> = {}, options: GatewayOptions = {}): Promise<TestGateway> {
-  return startTestGateway({ AUTH_JWKS_URL: jwks.url, AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE, AUTH_APPS: '*', ...env }, options);
+export function startJwtGateway(
+  jwks: JwksServer,
+  env: Record<string, string> = {},
+  options: GatewayOptions = {},
+): Promise<TestGateway> {
+  return startTestGateway(
+    { AUTH_JWKS_URL: jwks.url, AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE, AUTH_APPS: '*', ...env },
+    options,
+  );
 }
 
 /** A clock the test moves (epoch ms). */

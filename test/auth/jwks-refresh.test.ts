@@ -3,9 +3,19 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { AUDIENCE, ISSUER, sign, signingKey, startJwksServer, startJwtGateway, testClock, type JwksServer } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import {
+  AUDIENCE,
+  ISSUER,
+  sign,
+  signingKey,
+  startJwksServer,
+  startJwtGateway,
+  testClock,
+  type JwksServer,
+} from './helpers.js';
 
 const TYPENAME = '{ __typename }';
 const INTERVAL_MS = 60_000;
@@ -52,7 +62,8 @@ describe('the JWKS of the identity provider', () => {
     // Another kid within the same interval: refused from the cache, the provider is not asked again.
     const third = await signingKey('third');
     jwks.keys.push(third);
-    for (let i = 0; i < 5; i += 1) expect((await t.graphql(TYPENAME, undefined, { key: await sign(third) })).status).toBe(401);
+    for (let i = 0; i < 5; i += 1)
+      expect((await t.graphql(TYPENAME, undefined, { key: await sign(third) })).status).toBe(401);
     expect(jwks.requests).toBe(2);
     clock.advance(INTERVAL_MS);
     expect((await t.graphql(TYPENAME, undefined, { key: await sign(third) })).status).toBe(200);
@@ -70,7 +81,11 @@ describe('the JWKS of the identity provider', () => {
     // The first request after the interval is answered from the cache while the JWKS is fetched in the background.
     await t.graphql(TYPENAME, undefined, { key: await sign(keys[1]!) });
     await waitFor(() => jwks.requests === 2, 5_000, 'the JWKS fetched again');
-    await waitFor(async () => (await t.graphql(TYPENAME, undefined, { key: token })).status === 401, 5_000, 'the retired key refused');
+    await waitFor(
+      async () => (await t.graphql(TYPENAME, undefined, { key: token })).status === 401,
+      5_000,
+      'the retired key refused',
+    );
   });
 
   it('while the JWKS URL is down, tokens signed by keys already fetched keep working', async () => {
@@ -109,14 +124,21 @@ describe('the JWKS of the identity provider', () => {
     const res = await t.graphql(TYPENAME, undefined, { key: await sign(await signingKey('unknown')) });
     expect(res.status).toBe(503);
     expect(res.errors![0]!.extensions!.code).toBe('UPSTREAM_UNAVAILABLE');
-    expect(res.errors![0]!.message).toMatch(/no key fetched so far matches the JWT's kid, and the identity provider's keys .* could not be fetched again/);
+    expect(res.errors![0]!.message).toMatch(
+      /no key fetched so far matches the JWT's kid, and the identity provider's keys .* could not be fetched again/,
+    );
   });
 
   it('a JWKS file (AUTH_JWKS_FILE) verifies tokens with its keys; a kid it lacks is refused as unknown, not as unavailable', async () => {
     const [known, other] = await Promise.all([signingKey('in-file'), signingKey('not-in-file')]);
     const file = path.join(tempDataDir('jwks-file-'), 'jwks.json');
     fs.writeFileSync(file, JSON.stringify({ keys: [known.publicJwk] }));
-    const t = await startTestGateway({ AUTH_JWKS_FILE: file, AUTH_ISSUER: ISSUER, AUTH_AUDIENCE: AUDIENCE, AUTH_APPS: '*' });
+    const t = await startTestGateway({
+      AUTH_JWKS_FILE: file,
+      AUTH_ISSUER: ISSUER,
+      AUTH_AUDIENCE: AUDIENCE,
+      AUTH_APPS: '*',
+    });
     running.push(t);
     expect((await t.graphql(TYPENAME, undefined, { key: await sign(known) })).status).toBe(200);
     const refused = await t.graphql(TYPENAME, undefined, { key: await sign(other) });

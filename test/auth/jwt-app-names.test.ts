@@ -4,12 +4,22 @@
 // only by explicit opt-in. Two apps over real HTTP, tokens signed by a local identity provider.
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config.js';
+
 import { scopeOfApp } from '../../src/caller.js';
+import { ConfigError, loadConfig } from '../../src/config.js';
 import { mobileIdDedupeKey } from '../../src/mobile-id/stored.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { postNotification } from '../helpers/mobile-id.js';
-import { ISSUER, AUDIENCE, sign, signingKey, startJwksServer, startJwtGateway, type JwksServer, type SigningKey } from './helpers.js';
+import {
+  AUDIENCE,
+  ISSUER,
+  sign,
+  signingKey,
+  startJwksServer,
+  startJwtGateway,
+  type JwksServer,
+  type SigningKey,
+} from './helpers.js';
 
 const VICTIM_KEY = 'victim-key-0123456789abcdef';
 const OPS_KEY = 'ops-key-0123456789abcdef';
@@ -58,7 +68,13 @@ describe('JWT app names and the configured apps', () => {
   };
 
   it('a JWT app name outside the configured names’ syntax is refused: a colon, a homoglyph, a name too long', async () => {
-    for (const azp of ['victim:x123', 'vіctim' /* Cyrillic і */, 'ѕhop' /* Cyrillic ѕ */, 'x'.repeat(65), '-leading-dash']) {
+    for (const azp of [
+      'victim:x123',
+      'vіctim' /* Cyrillic і */,
+      'ѕhop' /* Cyrillic ѕ */,
+      'x'.repeat(65),
+      '-leading-dash',
+    ]) {
       const res = await status(await sign(key, { claims: { azp } }));
       expect(res, azp).toMatchObject({ status: 401, code: 'UNAUTHENTICATED' });
       expect(res.message).toMatch(/^the JWT's azp claim is not an app name \(1 to 64 ASCII letters/);
@@ -71,10 +87,13 @@ describe('JWT app names and the configured apps', () => {
     const attacker = await sign(key, { claims: { azp: 'victim:x123', scope: 'mobile-id:write' } });
     expect((await t.graphql(ISSUE, { id: 'y' }, { key: attacker })).status).toBe(401);
     // The victim's genuine notification for x123:y is stored (204), not refused as a conflict.
-    const token = (await t.graphql(ISSUE, { id: 'x123:y' }, { key: VICTIM_KEY })).data!.issueMobileIdNotificationToken.token as string;
+    const token = (await t.graphql(ISSUE, { id: 'x123:y' }, { key: VICTIM_KEY })).data!.issueMobileIdNotificationToken
+      .token as string;
     const n = await t.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'x123:y' });
     expect((await postNotification(t, n.body, { token })).status).toBe(204);
-    expect((await t.graphql(RESULT, { id: 'x123:y' }, { key: VICTIM_KEY })).data!.mobileIdAuthentication).toEqual({ __typename: 'MobileIdAuthenticated' });
+    expect((await t.graphql(RESULT, { id: 'x123:y' }, { key: VICTIM_KEY })).data!.mobileIdAuthentication).toEqual({
+      __typename: 'MobileIdAuthenticated',
+    });
     // An owner scope holds no `:` past its prefix, so `<owner>:<auth_req_id>` cannot be written two ways.
     expect(() => scopeOfApp('victim:x123')).toThrow(/APP_NAME/);
     expect(mobileIdDedupeKey(scopeOfApp('victim'), 'x123:y')).toBe('mobile-id@app:victim:x123:y');
@@ -84,13 +103,18 @@ describe('JWT app names and the configured apps', () => {
     const limited = await startJwtGateway(jwks, { OPERATOR_API_KEYS: `ops:${OPS_KEY}`, RATE_LIMIT_READS: '3/1h' });
     try {
       for (let i = 0; i < 4; i++) {
-        const res = await limited.graphql(TYPENAME, undefined, { key: await sign(key, { claims: { azp: 'ops', scope: 'cloud:read' } }) });
+        const res = await limited.graphql(TYPENAME, undefined, {
+          key: await sign(key, { claims: { azp: 'ops', scope: 'cloud:read' } }),
+        });
         expect(res.status).toBe(401);
         expect(res.errors![0]!.message).toMatch(/names an app configured with API keys .*AUTH_APPS/);
       }
       // ops still has its whole budget of 3 reads (RATE_LIMIT_READS=3/1h).
-      for (let i = 0; i < 3; i++) expect((await limited.graphql(TYPENAME, undefined, { key: OPS_KEY })).status).toBe(200);
-      expect((await limited.graphql(TYPENAME, undefined, { key: OPS_KEY })).errors![0]!.extensions!.code).toBe('RATE_LIMITED');
+      for (let i = 0; i < 3; i++)
+        expect((await limited.graphql(TYPENAME, undefined, { key: OPS_KEY })).status).toBe(200);
+      expect((await limited.graphql(TYPENAME, undefined, { key: OPS_KEY })).errors![0]!.extensions!.code).toBe(
+        'RATE_LIMITED',
+      );
       // The operator sees the refusals by reason.
       const metrics = await (await request(`${limited.url}/metrics`)).body.text();
       expect(metrics).toMatch(/^gateway_jwt_refusals_total\{reason="configured_name"\} 4$/m);
@@ -98,12 +122,16 @@ describe('JWT app names and the configured apps', () => {
       await limited.close();
     }
     // On the shared gateway too: a token named victim (a key's app) is refused, operator scope or not.
-    expect(await status(await sign(key, { claims: { azp: 'victim', scope: 'operator mobile-id:read' } }))).toMatchObject({ status: 401, code: 'UNAUTHENTICATED' });
+    expect(
+      await status(await sign(key, { claims: { azp: 'victim', scope: 'operator mobile-id:read' } })),
+    ).toMatchObject({ status: 401, code: 'UNAUTHENTICATED' });
   });
 
   it('a JWT client the operator declares to be a configured app (victim-idp=victim) is that app: it reads what the key created', async () => {
     const token = await sign(key, { claims: { azp: 'victim-idp', scope: 'mobile-id:read' } });
-    expect((await t.graphql(RESULT, { id: 'x123:y' }, { key: token })).data!.mobileIdAuthentication).toEqual({ __typename: 'MobileIdAuthenticated' });
+    expect((await t.graphql(RESULT, { id: 'x123:y' }, { key: token })).data!.mobileIdAuthentication).toEqual({
+      __typename: 'MobileIdAuthenticated',
+    });
     // Another JWT app reads nothing of it.
     const other = await sign(key, { claims: { azp: 'partner', scope: 'mobile-id:read' } });
     expect((await t.graphql(RESULT, { id: 'x123:y' }, { key: other })).data!.mobileIdAuthentication).toBeNull();
@@ -124,14 +152,24 @@ describe('JWT app names and the configured apps', () => {
   it('the apps query lists JWT activity under a configured name, with the scopes used', async () => {
     const token = await sign(key, { claims: { azp: 'victim-idp', scope: 'mobile-id:read identity:read' } });
     expect((await t.graphql(TYPENAME, undefined, { key: token })).status).toBe(200);
-    const res = await t.graphql(APPS, undefined, { key: await sign(key, { claims: { azp: 'sre', scope: 'operator' } }) });
+    const res = await t.graphql(APPS, undefined, {
+      key: await sign(key, { claims: { azp: 'sre', scope: 'operator' } }),
+    });
     expect(res.errors).toBeUndefined();
     const apps = res.data!.apps as Array<Record<string, any>>;
     const victim = apps.find((a) => a.name === 'victim')!;
-    expect(victim).toMatchObject({ source: 'API_KEYS', keys: 1, jwt: { scopes: ['identity:read', 'mobile-id:read'], lastActivityAt: expect.any(String) } });
+    expect(victim).toMatchObject({
+      source: 'API_KEYS',
+      keys: 1,
+      jwt: { scopes: ['identity:read', 'mobile-id:read'], lastActivityAt: expect.any(String) },
+    });
     expect(Date.parse(victim.lastActivityAt)).toBeGreaterThanOrEqual(Date.parse(victim.jwt.lastActivityAt));
     // The JWT app partner is listed on its own; ops, seen only with its key, has no JWT activity.
-    expect(apps.find((a) => a.name === 'partner')).toMatchObject({ source: 'JWT', keys: null, jwt: { scopes: ['mobile-id:read'] } });
+    expect(apps.find((a) => a.name === 'partner')).toMatchObject({
+      source: 'JWT',
+      keys: null,
+      jwt: { scopes: ['mobile-id:read'] },
+    });
     expect(apps.find((a) => a.name === 'ops')).toMatchObject({ source: 'OPERATOR_KEYS', jwt: null });
     // No JWT was ever listed under the refused names.
     expect(apps.map((a) => a.name)).not.toContain('victim:x123');
@@ -139,8 +177,13 @@ describe('JWT app names and the configured apps', () => {
 
   it('activity stored before JWT rows were kept apart (a JWT app under its bare name) is still listed as that JWT app’s', async () => {
     const at = Date.now() - 60_000;
-    await t.gateway.services.store.db.insertInto('app_activity').values({ app: 'legacy-client', source: 'JWT', scopes: 'cloud:read', last_seen_at: at }).execute();
-    const res = await t.graphql(APPS, undefined, { key: await sign(key, { claims: { azp: 'sre', scope: 'operator' } }) });
+    await t.gateway.services.store.db
+      .insertInto('app_activity')
+      .values({ app: 'legacy-client', source: 'JWT', scopes: 'cloud:read', last_seen_at: at })
+      .execute();
+    const res = await t.graphql(APPS, undefined, {
+      key: await sign(key, { claims: { azp: 'sre', scope: 'operator' } }),
+    });
     expect((res.data!.apps as Array<Record<string, any>>).find((a) => a.name === 'legacy-client')).toEqual({
       name: 'legacy-client',
       source: 'JWT',
@@ -160,7 +203,11 @@ describe('AUTH_APPS: the JWT apps the operator declares', () => {
   beforeAll(async () => {
     key = await signingKey('key-2');
     jwks = await startJwksServer([key]);
-    t = await startJwtGateway(jwks, { GATEWAY_API_KEYS: `crm:${VICTIM_KEY}`, AUTH_APPS: 'partner,0f3c2a9e-1b7d-4c55-9a11-2d8e6f0b7c31=billing', AUTH_SCOPE_PREFIX: 'gateway:' });
+    t = await startJwtGateway(jwks, {
+      GATEWAY_API_KEYS: `crm:${VICTIM_KEY}`,
+      AUTH_APPS: 'partner,0f3c2a9e-1b7d-4c55-9a11-2d8e6f0b7c31=billing',
+      AUTH_SCOPE_PREFIX: 'gateway:',
+    });
   });
   afterAll(async () => {
     await t.close();
@@ -171,8 +218,12 @@ describe('AUTH_APPS: the JWT apps the operator declares', () => {
     const refused = await t.graphql(TYPENAME, undefined, { key: await sign(key, { claims: { azp: 'stranger' } }) });
     expect(refused.status).toBe(401);
     expect(refused.errors![0]!.message).toBe("the JWT's azp claim names no app this gateway accepts (AUTH_APPS)");
-    expect((await t.graphql(TYPENAME, undefined, { key: await sign(key, { claims: { azp: 'partner' } }) })).status).toBe(200);
-    const billing = await sign(key, { claims: { azp: '0f3c2a9e-1b7d-4c55-9a11-2d8e6f0b7c31', scope: 'gateway:mobile-id:read' } });
+    expect(
+      (await t.graphql(TYPENAME, undefined, { key: await sign(key, { claims: { azp: 'partner' } }) })).status,
+    ).toBe(200);
+    const billing = await sign(key, {
+      claims: { azp: '0f3c2a9e-1b7d-4c55-9a11-2d8e6f0b7c31', scope: 'gateway:mobile-id:read' },
+    });
     expect((await t.graphql(RESULT, { id: 'nothing' }, { key: billing })).errors).toBeUndefined();
   });
 
@@ -202,15 +253,23 @@ describe('AUTH_APPS at start-up', () => {
   });
 
   it('refuses a bare entry that is a configured app’s name: that they are one app must be said with name=name', () => {
-    expect(configRefusal({ ...JWKS, GATEWAY_API_KEYS: 'shop:k1', AUTH_APPS: 'shop' })).toMatch(/^AUTH_APPS: entry 1: shop is also an app configured with keys .*write shop=shop/);
-    expect(loadConfig({ ...JWKS, GATEWAY_API_KEYS: 'shop:k1', AUTH_APPS: 'shop=shop' }).jwtAuth!.issuers[0]!.apps.listed).toEqual([{ claim: 'shop', app: 'shop', sameAsConfigured: true }]);
+    expect(configRefusal({ ...JWKS, GATEWAY_API_KEYS: 'shop:k1', AUTH_APPS: 'shop' })).toMatch(
+      /^AUTH_APPS: entry 1: shop is also an app configured with keys .*write shop=shop/,
+    );
+    expect(
+      loadConfig({ ...JWKS, GATEWAY_API_KEYS: 'shop:k1', AUTH_APPS: 'shop=shop' }).jwtAuth!.issuers[0]!.apps.listed,
+    ).toEqual([{ claim: 'shop', app: 'shop', sameAsConfigured: true }]);
   });
 
   it('refuses names outside the configured names’ syntax, a claim listed twice, and operator apps it does not accept', () => {
     expect(configRefusal({ ...JWKS, AUTH_APPS: 'vіctim' })).toMatch(/^AUTH_APPS: entry 1: .* is not an app name/);
     expect(configRefusal({ ...JWKS, AUTH_APPS: 'client-1=a:b' })).toMatch(/^AUTH_APPS: entry 1: .* is not an app name/);
     expect(configRefusal({ ...JWKS, AUTH_APPS: 'a,a=b' })).toMatch(/^AUTH_APPS: entry 2: a is listed twice/);
-    expect(configRefusal({ ...JWKS, AUTH_APPS: 'partner', AUTH_OPERATOR_APPS: 'sre' })).toMatch(/^AUTH_OPERATOR_APPS: sre is not an app AUTH_APPS accepts/);
-    expect(loadConfig({ ...JWKS, AUTH_APPS: '*', AUTH_OPERATOR_APPS: 'sre' }).jwtAuth!.issuers[0]!.operatorApps).toEqual(['sre']);
+    expect(configRefusal({ ...JWKS, AUTH_APPS: 'partner', AUTH_OPERATOR_APPS: 'sre' })).toMatch(
+      /^AUTH_OPERATOR_APPS: sre is not an app AUTH_APPS accepts/,
+    );
+    expect(
+      loadConfig({ ...JWKS, AUTH_APPS: '*', AUTH_OPERATOR_APPS: 'sre' }).jwtAuth!.issuers[0]!.operatorApps,
+    ).toEqual(['sre']);
   });
 });

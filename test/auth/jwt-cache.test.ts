@@ -2,8 +2,20 @@
 // (AUTH_JWT_CACHE_SIZE, decision 049) until its exp, or until the JWKS is fetched again; AUTH_JWT_CACHE_SIZE=0 is the
 // off switch, and both give every token the same answer.
 import { afterEach, describe, expect, it } from 'vitest';
+
 import type { TestGateway } from '../helpers/gateway.js';
-import { sign, signingKey, startJwksServer, startJwtGateway, testClock, unsigned, nowSeconds, type JwksServer, ISSUER, AUDIENCE } from './helpers.js';
+import {
+  AUDIENCE,
+  ISSUER,
+  nowSeconds,
+  sign,
+  signingKey,
+  startJwksServer,
+  startJwtGateway,
+  testClock,
+  unsigned,
+  type JwksServer,
+} from './helpers.js';
 
 const TYPENAME = '{ __typename }';
 
@@ -28,7 +40,8 @@ async function provider() {
 /** gateway_jwt_checks_total by check, from /metrics. */
 async function checks(t: TestGateway): Promise<{ verified: number; cached: number }> {
   const text = await (await fetch(`${t.url}/metrics`)).text();
-  const read = (check: string) => Number(new RegExp(`^gateway_jwt_checks_total\\{check="${check}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  const read = (check: string) =>
+    Number(new RegExp(`^gateway_jwt_checks_total\\{check="${check}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
   return { verified: read('verified'), cached: read('cached') };
 }
 
@@ -100,7 +113,8 @@ describe('the cache of verified JWTs', () => {
     };
     expect(await answers(cached)).toEqual(await answers(uncached));
     const before = await checks(uncached);
-    for (let i = 0; i < 4; i += 1) expect((await uncached.graphql(TYPENAME, undefined, { key: tokens[0] })).status).toBe(200);
+    for (let i = 0; i < 4; i += 1)
+      expect((await uncached.graphql(TYPENAME, undefined, { key: tokens[0] })).status).toBe(200);
     const after = await checks(uncached);
     expect(after.verified - before.verified).toBe(4);
     expect(after.cached).toBe(0);

@@ -4,11 +4,21 @@ import { createClient as createSseClient, type Client as SseClient } from 'graph
 import type { Client } from 'graphql-ws';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { collect, wsClient, type Collected } from '../helpers/mobile-id.js';
-import { nowSeconds, sign, signingKey, startJwksServer, startJwtGateway, testClock, type JwksServer, type SigningKey } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import {
+  nowSeconds,
+  sign,
+  signingKey,
+  startJwksServer,
+  startJwtGateway,
+  testClock,
+  type JwksServer,
+  type SigningKey,
+} from './helpers.js';
 
 const SHOP_KEY = 'shop-key-0123456789abcdef';
 const REGISTER = `mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }`;
@@ -63,19 +73,30 @@ describe('JWTs over WebSocket and SSE', () => {
     return c;
   };
   const sse = (bearer: string, singleConnection = false) => {
-    const c = createSseClient({ url: `${t.url}/graphql/stream`, singleConnection, headers: { authorization: `Bearer ${bearer}` }, retryAttempts: 0 });
+    const c = createSseClient({
+      url: `${t.url}/graphql/stream`,
+      singleConnection,
+      headers: { authorization: `Bearer ${bearer}` },
+      retryAttempts: 0,
+    });
     clients.push(c);
     return c;
   };
-  const sseCollect = (client: SseClient, query: string, variables: Record<string, unknown> = {}): Collected => collect(client, query, variables);
+  const sseCollect = (client: SseClient, query: string, variables: Record<string, unknown> = {}): Collected =>
+    collect(client, query, variables);
   const registered = async () => {
-    const res = await t.graphql(REGISTER, { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Petrova' } } }, { key: SHOP_KEY });
+    const res = await t.graphql(
+      REGISTER,
+      { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Petrova' } } },
+      { key: SHOP_KEY },
+    );
     expect(res.errors).toBeUndefined();
     return res.data!.registerVerification.verification.externalId as string;
   };
   /** A token of app shop that expires `seconds` after the test clock's now. */
   const token = (seconds = 600) => sign(key, { exp: Math.floor(clock.now() / 1000) + seconds });
-  const nextScheduled = async (from: number) => waitFor(() => scheduled.length > from && scheduled[scheduled.length - 1], 5_000, 'the expiry scheduled');
+  const nextScheduled = async (from: number) =>
+    waitFor(() => scheduled.length > from && scheduled[scheduled.length - 1], 5_000, 'the expiry scheduled');
 
   it("a JWT is accepted over WebSocket, in connectionParams or the upgrade header, and its subscription receives what the app's API key registered", async () => {
     for (const keyIn of ['params', 'header'] as const) {
@@ -120,7 +141,10 @@ describe('JWTs over WebSocket and SSE', () => {
     const expired = await sign(key, { exp: Math.floor(clock.now() / 1000) - 5 });
     const sub = collect(ws(expired), OPEN, {});
     await sub.done;
-    expect(sub.errors[0]).toMatchObject({ code: 4403, reason: expect.stringMatching(/^Forbidden: the JWT has expired \(exp /) });
+    expect(sub.errors[0]).toMatchObject({
+      code: 4403,
+      reason: expect.stringMatching(/^Forbidden: the JWT has expired \(exp /),
+    });
 
     const res = await request(`${t.url}/graphql/stream`, {
       method: 'POST',
@@ -129,7 +153,10 @@ describe('JWTs over WebSocket and SSE', () => {
     });
     expect(res.statusCode).toBe(401);
     const body = (await res.body.json()) as { errors: Array<{ message: string; extensions: { code: string } }> };
-    expect(body.errors[0]).toMatchObject({ message: expect.stringMatching(/^the JWT has expired/), extensions: { code: 'UNAUTHENTICATED' } });
+    expect(body.errors[0]).toMatchObject({
+      message: expect.stringMatching(/^the JWT has expired/),
+      extensions: { code: 'UNAUTHENTICATED' },
+    });
   });
 
   it("a JWT is accepted over SSE, and its subscription receives what the app's API key registered", async () => {
@@ -182,7 +209,9 @@ describe('JWTs over WebSocket and SSE', () => {
     // The body ends: text() resolves only once the gateway has ended the response.
     const text = await res.body.text();
     const events = text.split('\n\n').filter((e) => e.startsWith('event:'));
-    expect(events.at(-2)).toMatch(/^event: next\ndata: \{"errors":\[\{"message":"the JWT expired at [^"]+: the subscription has ended; subscribe again with a new token","extensions":\{"code":"UNAUTHENTICATED"\}\}\]\}$/);
+    expect(events.at(-2)).toMatch(
+      /^event: next\ndata: \{"errors":\[\{"message":"the JWT expired at [^"]+: the subscription has ended; subscribe again with a new token","extensions":\{"code":"UNAUTHENTICATED"\}\}\]\}$/,
+    );
     expect(events.at(-1)).toBe('event: complete\ndata:');
   });
 
@@ -194,7 +223,10 @@ describe('JWTs over WebSocket and SSE', () => {
     expect(put.statusCode).toBe(201);
     const stream = { 'x-graphql-event-stream-token': await put.body.text() };
     const before = scheduled.length;
-    const get = await request(`${t.url}/graphql/stream`, { method: 'GET', headers: { ...auth, ...stream, accept: 'text/event-stream' } });
+    const get = await request(`${t.url}/graphql/stream`, {
+      method: 'GET',
+      headers: { ...auth, ...stream, accept: 'text/event-stream' },
+    });
     expect(get.statusCode).toBe(200);
     const streamExpiry = await nextScheduled(before);
     expect(streamExpiry.delay).toBe(exp * 1000 - clock.now());
@@ -212,7 +244,9 @@ describe('JWTs over WebSocket and SSE', () => {
     const events = text.split('\n\n').filter((e) => e.startsWith('event:'));
     for (const id of ['op-1', 'op-2']) {
       const message = `the JWT expired at ${new Date(exp * 1000).toISOString()}: the subscription has ended; subscribe again with a new token`;
-      const last = events.indexOf(`event: next\ndata: {"id":"${id}","payload":{"errors":[{"message":"${message}","extensions":{"code":"UNAUTHENTICATED"}}]}}`);
+      const last = events.indexOf(
+        `event: next\ndata: {"id":"${id}","payload":{"errors":[{"message":"${message}","extensions":{"code":"UNAUTHENTICATED"}}]}}`,
+      );
       expect(last, id).toBeGreaterThanOrEqual(0);
       expect(events.indexOf(`event: complete\ndata: {"id":"${id}"}`), id).toBeGreaterThan(last);
     }
@@ -220,15 +254,39 @@ describe('JWTs over WebSocket and SSE', () => {
   });
 
   it('a JWT whose scopes lack cloud:write is refused createProject with FORBIDDEN over WebSocket and SSE, before anything runs', async () => {
-    const jwt = await sign(key, { exp: Math.floor(clock.now() / 1000) + 600, claims: { azp: 'watcher', scope: 'openid mobile-id:read' } });
+    const jwt = await sign(key, {
+      exp: Math.floor(clock.now() / 1000) + 600,
+      claims: { azp: 'watcher', scope: 'openid mobile-id:read' },
+    });
     const CREATE_PROJECT = 'mutation { createProject(input: { name: "not-allowed" }) { project { id } } }';
     const viaWs = collect(ws(jwt), CREATE_PROJECT, {});
     await viaWs.done;
     // graphql-ws reports an operation refused before it runs as the `error` message: the list of errors.
-    expect(viaWs.errors[0]).toEqual([expect.objectContaining({ extensions: expect.objectContaining({ code: 'FORBIDDEN', field: 'Mutation.createProject', scope: 'cloud:write' }) })]);
+    expect(viaWs.errors[0]).toEqual([
+      expect.objectContaining({
+        extensions: expect.objectContaining({
+          code: 'FORBIDDEN',
+          field: 'Mutation.createProject',
+          scope: 'cloud:write',
+        }),
+      }),
+    ]);
     const viaSse = sseCollect(sse(jwt), CREATE_PROJECT);
     await viaSse.done;
-    expect(viaSse.results).toEqual([{ data: null, errors: [expect.objectContaining({ extensions: expect.objectContaining({ code: 'FORBIDDEN', field: 'Mutation.createProject', scope: 'cloud:write' }) })] }]);
+    expect(viaSse.results).toEqual([
+      {
+        data: null,
+        errors: [
+          expect.objectContaining({
+            extensions: expect.objectContaining({
+              code: 'FORBIDDEN',
+              field: 'Mutation.createProject',
+              scope: 'cloud:write',
+            }),
+          }),
+        ],
+      },
+    ]);
     // Nothing ran: the cloud ledger, which every app reads, holds no project of that name.
     const projects = await t.graphql('{ projects { name } }', {}, { key: SHOP_KEY });
     expect(projects.errors).toBeUndefined();
@@ -238,7 +296,11 @@ describe('JWTs over WebSocket and SSE', () => {
   it('a token issued for another app does not read the records of app shop over WebSocket', async () => {
     const id = await registered();
     await sandbox.complete(id);
-    const sub = collect(ws(await sign(key, { exp: nowSeconds() + 600, claims: { azp: 'crm' } })), 'query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }', { ids: [id] });
+    const sub = collect(
+      ws(await sign(key, { exp: nowSeconds() + 600, claims: { azp: 'crm' } })),
+      'query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }',
+      { ids: [id] },
+    );
     await sub.done;
     expect(sub.results[0].data.verificationResults).toEqual([null]);
   });
@@ -255,7 +317,10 @@ describe('JWTs over WebSocket and SSE while the JWKS cannot be fetched', () => {
       const client = wsClient(t, { key: jwt });
       const sub = collect(client, OPEN, {});
       await sub.done;
-      expect(sub.errors[0]).toMatchObject({ code: 1013, reason: expect.stringMatching(/^Try again later: the identity provider's keys/) });
+      expect(sub.errors[0]).toMatchObject({
+        code: 1013,
+        reason: expect.stringMatching(/^Try again later: the identity provider's keys/),
+      });
       await client.dispose();
 
       const res = await request(`${t.url}/graphql/stream`, {

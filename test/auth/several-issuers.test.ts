@@ -8,9 +8,19 @@ import path from 'node:path';
 import { SignJWT } from 'jose';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { AUDIENCE, ISSUER, nowSeconds, sign, signingKey, startJwksServer, type JwksServer, type SigningKey } from './helpers.js';
+import {
+  AUDIENCE,
+  ISSUER,
+  nowSeconds,
+  sign,
+  signingKey,
+  startJwksServer,
+  type JwksServer,
+  type SigningKey,
+} from './helpers.js';
 
 const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
 const ENTRA_ISSUER = `https://login.microsoftonline.com/${TENANT}/v2.0`;
@@ -22,7 +32,11 @@ const PROJECTS = '{ projects(first: 1) { id } }';
 const TYPENAME = '{ __typename }';
 
 /** A client-credential access token as Entra ID (v2 endpoint) issues it to a daemon app with application permissions. */
-async function entraToken(key: SigningKey, claims: Record<string, unknown> = {}, audience = GATEWAY_APP_ID): Promise<string> {
+async function entraToken(
+  key: SigningKey,
+  claims: Record<string, unknown> = {},
+  audience = GATEWAY_APP_ID,
+): Promise<string> {
   const now = nowSeconds();
   const oid = randomUUID();
   return new SignJWT({
@@ -90,10 +104,12 @@ describe('Microsoft Entra ID client-credential tokens (AUTH_SCOPE_CLAIMS)', () =
     expect(other.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
     // The app is the one AUTH_APPS names for the client id in azp.
     const seen = await t.graphql('{ apps { name source } }', undefined, { key: 'root-key-0123456789abcdef' });
-    expect(seen.data!.apps).toEqual(expect.arrayContaining([expect.objectContaining({ name: 'billing', source: 'JWT' })]));
+    expect(seen.data!.apps).toEqual(
+      expect.arrayContaining([expect.objectContaining({ name: 'billing', source: 'JWT' })]),
+    );
   });
 
-  it('with the default AUTH_SCOPE_CLAIMS (scope,scp), an Entra ID token\'s roles grant nothing', async () => {
+  it("with the default AUTH_SCOPE_CLAIMS (scope,scp), an Entra ID token's roles grant nothing", async () => {
     const t = await entra();
     const read = await ask(t, await entraToken(key), PROJECTS);
     expect(read.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
@@ -106,8 +122,15 @@ describe('Microsoft Entra ID client-credential tokens (AUTH_SCOPE_CLAIMS)', () =
   });
 
   it('AUTH_SCOPE_CLAIMS refuses a value that is not claim names, naming the variable', () => {
-    const env = { AUTH_JWKS_URL: 'https://idp.example/keys', AUTH_ISSUER: ENTRA_ISSUER, AUTH_AUDIENCE: GATEWAY_APP_ID, AUTH_APPS: '*' };
-    expect(() => loadConfig({ ...env, AUTH_SCOPE_CLAIMS: 'roles, app roles' })).toThrow(/^AUTH_SCOPE_CLAIMS: must be claim names/);
+    const env = {
+      AUTH_JWKS_URL: 'https://idp.example/keys',
+      AUTH_ISSUER: ENTRA_ISSUER,
+      AUTH_AUDIENCE: GATEWAY_APP_ID,
+      AUTH_APPS: '*',
+    };
+    expect(() => loadConfig({ ...env, AUTH_SCOPE_CLAIMS: 'roles, app roles' })).toThrow(
+      /^AUTH_SCOPE_CLAIMS: must be claim names/,
+    );
     expect(loadConfig({ ...env, AUTH_SCOPE_CLAIMS: 'roles' }).jwtAuth!.issuers[0]!.scopeClaims).toEqual(['roles']);
   });
 });
@@ -135,7 +158,14 @@ describe('several identity providers (AUTH_ISSUERS)', () => {
           ]
         : []),
       ...(entries.keycloak
-        ? [`  - issuer: ${ISSUER}`, '    jwksFile: keycloak-jwks.json', `    audience: [${AUDIENCE}]`, '    apps: ["*"]', '    operatorApps: [sre]', '    note: the staff portal and internal tools']
+        ? [
+            `  - issuer: ${ISSUER}`,
+            '    jwksFile: keycloak-jwks.json',
+            `    audience: [${AUDIENCE}]`,
+            '    apps: ["*"]',
+            '    operatorApps: [sre]',
+            '    note: the staff portal and internal tools',
+          ]
         : []),
       '',
     ].join('\n');
@@ -164,10 +194,18 @@ describe('several identity providers (AUTH_ISSUERS)', () => {
   it("each provider's token is admitted with its own audience, app claim and scope claims", async () => {
     const entra = await ask(t, await entraToken(entraKey), PROJECTS);
     expect(entra.errors).toBeUndefined();
-    const keycloak = await ask(t, await sign(keycloakKey, { claims: { azp: 'portal', scope: 'cloud:read' } }), PROJECTS);
+    const keycloak = await ask(
+      t,
+      await sign(keycloakKey, { claims: { azp: 'portal', scope: 'cloud:read' } }),
+      PROJECTS,
+    );
     expect(keycloak.errors).toBeUndefined();
     // The Keycloak entry reads scope and scp (AUTH_SCOPE_CLAIMS' default): roles there grant nothing.
-    const roles = await ask(t, await sign(keycloakKey, { claims: { azp: 'portal', scope: 'openid', roles: ['cloud:read'] } }), PROJECTS);
+    const roles = await ask(
+      t,
+      await sign(keycloakKey, { claims: { azp: 'portal', scope: 'openid', roles: ['cloud:read'] } }),
+      PROJECTS,
+    );
     expect(roles.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
   });
 
@@ -195,20 +233,35 @@ describe('several identity providers (AUTH_ISSUERS)', () => {
   });
 
   it('a token whose iss is no provider of AUTH_ISSUERS is refused, saying so', async () => {
-    const other = await sign(keycloakKey, { iss: 'https://login.microsoftonline.com/another-tenant/v2.0', claims: { azp: 'portal' } });
-    expect(await refusal(other)).toBe(`the JWT's iss "https://login.microsoftonline.com/another-tenant/v2.0" is not an identity provider this gateway trusts (AUTH_ISSUERS)`);
-    const none = await new SignJWT({ azp: 'portal' }).setProtectedHeader({ alg: keycloakKey.alg, kid: keycloakKey.kid }).setAudience(AUDIENCE).setExpirationTime(nowSeconds() + 600).sign(keycloakKey.privateKey);
+    const other = await sign(keycloakKey, {
+      iss: 'https://login.microsoftonline.com/another-tenant/v2.0',
+      claims: { azp: 'portal' },
+    });
+    expect(await refusal(other)).toBe(
+      `the JWT's iss "https://login.microsoftonline.com/another-tenant/v2.0" is not an identity provider this gateway trusts (AUTH_ISSUERS)`,
+    );
+    const none = await new SignJWT({ azp: 'portal' })
+      .setProtectedHeader({ alg: keycloakKey.alg, kid: keycloakKey.kid })
+      .setAudience(AUDIENCE)
+      .setExpirationTime(nowSeconds() + 600)
+      .sign(keycloakKey.privateKey);
     expect(await refusal(none)).toMatch(/has no iss claim/);
   });
 
-  it("a provider that accepts any app name (*) does not take an app another provider lists", async () => {
-    expect(await refusal(await sign(keycloakKey, { claims: { azp: 'billing' } }))).toMatch(/names an app another identity provider of AUTH_ISSUERS signs in/);
+  it('a provider that accepts any app name (*) does not take an app another provider lists', async () => {
+    expect(await refusal(await sign(keycloakKey, { claims: { azp: 'billing' } }))).toMatch(
+      /names an app another identity provider of AUTH_ISSUERS signs in/,
+    );
     const metrics = await (await request(`${t.url}/metrics`)).body.text();
     expect(metrics).toMatch(/^gateway_jwt_refusals_total\{reason="other_issuer"\} [1-9]/m);
   });
 
   it("operator is granted only to a provider's operatorApps", async () => {
-    const sre = await ask(t, await sign(keycloakKey, { claims: { azp: 'sre', scope: 'operator' } }), '{ apps { name } }');
+    const sre = await ask(
+      t,
+      await sign(keycloakKey, { claims: { azp: 'sre', scope: 'operator' } }),
+      '{ apps { name } }',
+    );
     expect(sre.errors).toBeUndefined();
     const billing = await ask(t, await entraToken(entraKey, { roles: ['gateway:operator'] }), '{ apps { name } }');
     expect(billing.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
@@ -217,18 +270,24 @@ describe('several identity providers (AUTH_ISSUERS)', () => {
   it("a token of each provider is verified once and then answered from the cache, each under its own provider's keys", async () => {
     const checks = async () => {
       const text = await (await request(`${t.url}/metrics`)).body.text();
-      const count = (check: string) => Number(new RegExp(`^gateway_jwt_checks_total\\{check="${check}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+      const count = (check: string) =>
+        Number(new RegExp(`^gateway_jwt_checks_total\\{check="${check}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
       return { verified: count('verified'), cached: count('cached') };
     };
     const entra = await entraToken(entraKey);
     const keycloak = await sign(keycloakKey, { claims: { azp: 'portal' } });
     const before = await checks();
-    for (const token of [entra, keycloak, entra, keycloak, entra]) expect((await ask(t, token, TYPENAME)).status).toBe(200);
+    for (const token of [entra, keycloak, entra, keycloak, entra])
+      expect((await ask(t, token, TYPENAME)).status).toBe(200);
     expect(await checks()).toEqual({ verified: before.verified + 2, cached: before.cached + 3 });
   });
 
   it('a reload reads AUTH_ISSUERS again: a provider removed refuses its tokens as unknown, one added back admits them', async () => {
-    const reload = () => request(`${t.url}/admin/reload`, { method: 'POST', headers: { authorization: 'Bearer root-key-0123456789abcdef' } });
+    const reload = () =>
+      request(`${t.url}/admin/reload`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer root-key-0123456789abcdef' },
+      });
     try {
       fs.writeFileSync(issuersFile, issuers({ keycloak: true }));
       expect((await reload()).statusCode).toBe(200);
@@ -257,30 +316,64 @@ describe('AUTH_ISSUERS at start-up', () => {
     }
     throw new Error('loadConfig accepted the configuration');
   };
-  const entry = (issuer: string, apps: string) => `  - issuer: ${issuer}\n    jwksUrl: https://idp.example/keys\n    audience: gateway\n    apps: [${apps}]\n`;
+  const entry = (issuer: string, apps: string) =>
+    `  - issuer: ${issuer}\n    jwksUrl: https://idp.example/keys\n    audience: gateway\n    apps: [${apps}]\n`;
 
   it('reads each entry, a jwksFile relative to the file, and AUTH_SCOPE_PREFIX and AUTH_SCOPE_CLAIMS as the defaults', () => {
-    const file = write(`issuers:\n${entry('https://a.example', '"*"')}  - issuer: https://b.example\n    jwksFile: b.json\n    audience: [gateway, gateway-staging]\n    scopeClaims: [roles]\n    apps: [crm]\n`);
+    const file = write(
+      `issuers:\n${entry('https://a.example', '"*"')}  - issuer: https://b.example\n    jwksFile: b.json\n    audience: [gateway, gateway-staging]\n    scopeClaims: [roles]\n    apps: [crm]\n`,
+    );
     const config = loadConfig({ AUTH_ISSUERS: file, AUTH_SCOPE_PREFIX: 'gw:', AUTH_SCOPE_CLAIMS: 'scope' }).jwtAuth!;
     expect(config.issuersFile).toBe(file);
     expect(config.issuers.map((i) => [i.issuer, i.jwks, i.audience, i.scopePrefix, i.scopeClaims])).toEqual([
       ['https://a.example', { url: 'https://idp.example/keys' }, ['gateway'], 'gw:', ['scope']],
-      ['https://b.example', { file: path.join(path.dirname(file), 'b.json') }, ['gateway', 'gateway-staging'], 'gw:', ['roles']],
+      [
+        'https://b.example',
+        { file: path.join(path.dirname(file), 'b.json') },
+        ['gateway', 'gateway-staging'],
+        'gw:',
+        ['roles'],
+      ],
     ]);
   });
 
   it('stops start-up naming the file and line for a bad entry, a repeated issuer, or an app listed bare by two providers', () => {
-    expect(refusal({ AUTH_ISSUERS: write(`issuers:\n  - issuer: https://a.example\n    audience: gateway\n    apps: ["*"]\n`) }).message).toMatch(/^AUTH_ISSUERS: .*issuers\.yaml line 2: issuers\.0\.jwksUrl needs jwksUrl or jwksFile/);
-    expect(refusal({ AUTH_ISSUERS: write(`issuers:\n${entry('https://a.example', '"*"')}${entry('https://a.example', 'crm')}`) }).message).toMatch(/line 6: issuer https:\/\/a\.example is listed twice \(first at line 2\)/);
-    expect(refusal({ AUTH_ISSUERS: write(`issuers:\n${entry('https://a.example', 'crm')}${entry('https://b.example', 'crm')}`) }).message).toMatch(/line 9: issuer https:\/\/b\.example: the app crm is also an app of issuer https:\/\/a\.example/);
+    expect(
+      refusal({
+        AUTH_ISSUERS: write(`issuers:\n  - issuer: https://a.example\n    audience: gateway\n    apps: ["*"]\n`),
+      }).message,
+    ).toMatch(/^AUTH_ISSUERS: .*issuers\.yaml line 2: issuers\.0\.jwksUrl needs jwksUrl or jwksFile/);
+    expect(
+      refusal({
+        AUTH_ISSUERS: write(`issuers:\n${entry('https://a.example', '"*"')}${entry('https://a.example', 'crm')}`),
+      }).message,
+    ).toMatch(/line 6: issuer https:\/\/a\.example is listed twice \(first at line 2\)/);
+    expect(
+      refusal({
+        AUTH_ISSUERS: write(`issuers:\n${entry('https://a.example', 'crm')}${entry('https://b.example', 'crm')}`),
+      }).message,
+    ).toMatch(/line 9: issuer https:\/\/b\.example: the app crm is also an app of issuer https:\/\/a\.example/);
     // Written <claim value>=<name> by both, it is one app signing in through both.
-    expect(loadConfig({ AUTH_ISSUERS: write(`issuers:\n${entry('https://a.example', 'crm-a=crm')}${entry('https://b.example', 'crm-b=crm')}`) }).jwtAuth!.issuers).toHaveLength(2);
-    expect(refusal({ AUTH_ISSUERS: write(`issuers:\n${entry('https://a.example', '"*"')}    operatorApps: ["bad name"]\n`) }).message).toMatch(/line 6: issuer https:\/\/a\.example: operatorApps "bad name" is not an app name/);
+    expect(
+      loadConfig({
+        AUTH_ISSUERS: write(
+          `issuers:\n${entry('https://a.example', 'crm-a=crm')}${entry('https://b.example', 'crm-b=crm')}`,
+        ),
+      }).jwtAuth!.issuers,
+    ).toHaveLength(2);
+    expect(
+      refusal({ AUTH_ISSUERS: write(`issuers:\n${entry('https://a.example', '"*"')}    operatorApps: ["bad name"]\n`) })
+        .message,
+    ).toMatch(/line 6: issuer https:\/\/a\.example: operatorApps "bad name" is not an app name/);
   });
 
   it('refuses AUTH_ISSUERS beside the single-provider variables, naming the variable', () => {
     const file = write(`issuers:\n${entry('https://a.example', '"*"')}`);
-    expect(refusal({ AUTH_ISSUERS: file, AUTH_ISSUER: 'https://a.example' }).message).toMatch(/^AUTH_ISSUER: is set beside AUTH_ISSUERS/);
-    expect(refusal({ AUTH_ISSUERS: file, AUTH_JWKS_URL: 'https://idp.example/keys' }).message).toMatch(/^AUTH_JWKS_URL: is set beside AUTH_ISSUERS/);
+    expect(refusal({ AUTH_ISSUERS: file, AUTH_ISSUER: 'https://a.example' }).message).toMatch(
+      /^AUTH_ISSUER: is set beside AUTH_ISSUERS/,
+    );
+    expect(refusal({ AUTH_ISSUERS: file, AUTH_JWKS_URL: 'https://idp.example/keys' }).message).toMatch(
+      /^AUTH_JWKS_URL: is set beside AUTH_ISSUERS/,
+    );
   });
 });

@@ -34,14 +34,29 @@ async function guard(env: Record<string, string>): Promise<GuardRun> {
   try {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'bench/guard.ts', '--against', AGAINST, '--quick', '--rounds', '5', '--paths', 'tree,intake', '--json', json],
+      [
+        '--import',
+        'tsx',
+        'bench/guard.ts',
+        '--against',
+        AGAINST,
+        '--quick',
+        '--rounds',
+        '5',
+        '--paths',
+        'tree,intake',
+        '--json',
+        json,
+      ],
       { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let output = '';
     child.stdout.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-    const rows = fs.existsSync(json) ? (JSON.parse(fs.readFileSync(json, 'utf8')) as { rows: GuardRun['rows'] }).rows : [];
+    const rows = fs.existsSync(json)
+      ? (JSON.parse(fs.readFileSync(json, 'utf8')) as { rows: GuardRun['rows'] }).rows
+      : [];
     return { code, output, rows };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

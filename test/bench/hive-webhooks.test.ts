@@ -8,8 +8,9 @@
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import type { RunningPeer } from '../../bench/peers/hive.js';
+
 import { startHiveWebhookPeer } from '../../bench/peers/hive-webhooks.js';
+import type { RunningPeer } from '../../bench/peers/hive.js';
 import { HIVE_MOBILE_ID_SUBSCRIPTION } from '../../bench/peers/requests.js';
 import { WEBHOOK_PATH } from '../../bench/scenarios/webhook.js';
 
@@ -26,7 +27,12 @@ async function webhook(authReqId: string, correlationId: string): Promise<number
   const res = await request(`${new URL(peer.url).origin}${WEBHOOK_PATH}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ auth_req_id: authReqId, error: 'access_denied', error_description: 'client timeout', correlation_id: correlationId }),
+    body: JSON.stringify({
+      auth_req_id: authReqId,
+      error: 'access_denied',
+      error_description: 'client timeout',
+      correlation_id: correlationId,
+    }),
   });
   await res.body.dump();
   return res.statusCode;
@@ -54,14 +60,24 @@ describe("Hive Gateway's webhook peer (bench scenarios 5 and 7)", () => {
       await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
       ws.send(JSON.stringify({ type: 'connection_init', payload: {} }));
       await next((m) => m.type === 'connection_ack');
-      ws.send(JSON.stringify({ id: 's1', type: 'subscribe', payload: { query: HIVE_MOBILE_ID_SUBSCRIPTION, variables: { authReqId: 'mine' } } }));
+      ws.send(
+        JSON.stringify({
+          id: 's1',
+          type: 'subscribe',
+          payload: { query: HIVE_MOBILE_ID_SUBSCRIPTION, variables: { authReqId: 'mine' } },
+        }),
+      );
       // The webhook path answers 404 until a subscription holds its topic (the plugin serves only subscribed
       // topics); the only subscription is ours, so the first 204 means it is set up, and that notification,
       // for another id, reached it and had to be filtered out.
       while ((await webhook('someone-else', 'other')) === 404);
       expect(await webhook('mine', '1764000000000.123')).toBe(204);
       const event = await next((m) => m.type === 'next' && m.id === 's1');
-      expect(event.payload).toEqual({ data: { mobileIdNotification: { authReqId: 'mine', correlationId: '1764000000000.123', error: 'access_denied' } } });
+      expect(event.payload).toEqual({
+        data: {
+          mobileIdNotification: { authReqId: 'mine', correlationId: '1764000000000.123', error: 'access_denied' },
+        },
+      });
       expect(messages.filter((m) => m.type === 'next')).toHaveLength(1);
     } finally {
       ws.terminate();

@@ -15,6 +15,7 @@ import path from 'node:path';
 import SQLite from 'better-sqlite3';
 import { request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+
 import { API_KEY, UPSTREAM_TOKEN } from '../../bench/lib/env.js';
 import { spawnNode, type Proc } from '../../bench/lib/processes.js';
 import { startApolloPeer } from '../../bench/peers/apollo.js';
@@ -41,7 +42,11 @@ async function stats(): Promise<StubStats> {
   return (await res.body.json()) as StubStats;
 }
 
-async function post(url: string, body: string, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
+async function post(
+  url: string,
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: any }> {
   const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
   return { status: res.statusCode, json: await res.body.json() };
 }
@@ -51,7 +56,11 @@ async function expectOneNetworkPost(): Promise<StubStats['last']> {
   const after = await stats();
   // created counts only POSTs with the bearer token, a JSON body and a UUID Idempotency-Key; every other
   // POST is refused or replayed.
-  expect({ created: after.created - before.created, replayed: after.replayed - before.replayed, refused: after.refused - before.refused }).toEqual({
+  expect({
+    created: after.created - before.created,
+    replayed: after.replayed - before.replayed,
+    refused: after.refused - before.refused,
+  }).toEqual({
     created: 1,
     replayed: 0,
     refused: 0,
@@ -69,7 +78,11 @@ async function expectOneNetworkPost(): Promise<StubStats['last']> {
   return after.last;
 }
 
-const gatewayBody = () => JSON.stringify({ query: CREATE_NETWORK, variables: { input: { projectId: PROJECT_ID, title: 'bench-net' }, key: crypto.randomUUID() } });
+const gatewayBody = () =>
+  JSON.stringify({
+    query: CREATE_NETWORK,
+    variables: { input: { projectId: PROJECT_ID, title: 'bench-net' }, key: crypto.randomUUID() },
+  });
 
 describe('bench scenario 1 peers and durable baseline (one createNetwork each over the bench stub)', () => {
   beforeAll(async () => {
@@ -112,7 +125,11 @@ describe('bench scenario 1 peers and durable baseline (one createNetwork each ov
       const last = await expectOneNetworkPost();
       const key = (JSON.parse(body) as { variables: { key: string } }).variables.key;
       expect(last?.idempotencyKey).toBe(key);
-      expect(json.data.createNetwork).toMatchObject({ network: { title: 'bench-net' }, idempotencyKey: key, replayed: false });
+      expect(json.data.createNetwork).toMatchObject({
+        network: { title: 'bench-net' },
+        idempotencyKey: key,
+        replayed: false,
+      });
       expect(json.data.createNetwork.network.id).toMatch(UUID_RE);
     } finally {
       await peer.close();
@@ -141,9 +158,15 @@ describe('bench scenario 1 peers and durable baseline (one createNetwork each ov
 
       const db = new SQLite(path.join(dir, 'durable-baseline.sqlite'), { readonly: true });
       try {
-        expect(db.prepare(`select kind, project_id from resources where id = ?`).get(id)).toEqual({ kind: 'network', project_id: PROJECT_ID });
+        expect(db.prepare(`select kind, project_id from resources where id = ?`).get(id)).toEqual({
+          kind: 'network',
+          project_id: PROJECT_ID,
+        });
         const key = (JSON.parse(body) as { variables: { key: string } }).variables.key;
-        const rec = db.prepare(`select state, response from idempotency_records where key = ?`).get(key) as { state: string; response: string };
+        const rec = db.prepare(`select state, response from idempotency_records where key = ?`).get(key) as {
+          state: string;
+          response: string;
+        };
         expect(rec.state).toBe('done');
         expect((JSON.parse(rec.response) as { id: string }).id).toBe(id);
       } finally {
@@ -151,7 +174,9 @@ describe('bench scenario 1 peers and durable baseline (one createNetwork each ov
       }
       // An unknown project changes nothing upstream.
       before = await stats();
-      const missing = await post(`${url}/mutation`, body.replace(PROJECT_ID, '0b5c3e8e-3f0e-4a63-9b1f-6f0c2f9d1a02'), { authorization: `Bearer ${API_KEY}` });
+      const missing = await post(`${url}/mutation`, body.replace(PROJECT_ID, '0b5c3e8e-3f0e-4a63-9b1f-6f0c2f9d1a02'), {
+        authorization: `Bearer ${API_KEY}`,
+      });
       expect(missing.json.errors[0].extensions.code).toBe('NOT_FOUND');
       expect((await stats()).created).toBe(before.created);
     } finally {

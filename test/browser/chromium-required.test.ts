@@ -14,12 +14,22 @@ interface Run {
 
 function runBrowserSuite(extraEnv: Record<string, string>): Promise<Run> {
   // The child is a fresh vitest run, not a worker of this one.
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('VITEST') && name !== 'CI'));
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith('VITEST') && name !== 'CI'),
+  );
   const args = [path.join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', 'test/browser/graphiql.test.ts'];
   return new Promise((resolve) => {
-    execFile(process.execPath, args, { cwd: ROOT, env: { ...env, NO_COLOR: '1', CHROMIUM_PATH: path.join(ROOT, 'no-such-chromium'), ...extraEnv } }, (err, stdout, stderr) => {
-      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, output: `${stdout}\n${stderr}` });
-    });
+    execFile(
+      process.execPath,
+      args,
+      { cwd: ROOT, env: { ...env, NO_COLOR: '1', CHROMIUM_PATH: path.join(ROOT, 'no-such-chromium'), ...extraEnv } },
+      (err, stdout, stderr) => {
+        resolve({
+          code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1,
+          output: `${stdout}\n${stderr}`,
+        });
+      },
+    );
   });
 }
 

@@ -4,8 +4,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { graphiqlExamples } from '../../src/server/graphiql-examples.js';
-import { browserSuiteSkipReason, chromiumUnavailableReason, isLocalUrl, launchChromium, recordRequests, type RequestLog } from '../helpers/browser.js';
+import {
+  browserSuiteSkipReason,
+  chromiumUnavailableReason,
+  isLocalUrl,
+  launchChromium,
+  recordRequests,
+  type RequestLog,
+} from '../helpers/browser.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const unavailable = browserSuiteSkipReason('the GraphiQL browser test');
@@ -24,7 +32,8 @@ const DEMO_AUTH_REQ_ID = (() => {
     if (example === undefined) throw new Error(`GraphiQL example "${title}" is missing`);
     return /authReqId: "([^"]+)"/.exec(example.query)?.[1];
   });
-  if (ids[0] === undefined || ids[0] !== ids[1]) throw new Error(`the mobile-ID example tabs use different authReqIds: ${ids.join(', ')}`);
+  if (ids[0] === undefined || ids[0] !== ids[1])
+    throw new Error(`the mobile-ID example tabs use different authReqIds: ${ids.join(', ')}`);
   return ids[0];
 })();
 
@@ -135,7 +144,9 @@ describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the i
   it('opens with the main flows as saved tabs, the Kafka chain first', async () => {
     const tabs = await page.locator('.graphiql-tab-button').allInnerTexts();
     expect(tabs[0]).toBe('ProvisionKafka');
-    expect(tabs).toEqual(expect.arrayContaining(['Projects', 'CreateIdentification', 'WaitForMobileId', 'CompleteMobileId']));
+    expect(tabs).toEqual(
+      expect.arrayContaining(['Projects', 'CreateIdentification', 'WaitForMobileId', 'CompleteMobileId']),
+    );
     await expect.poll(() => page.locator('.graphiql-tab-active').innerText()).toMatch(/^ProvisionKafka/);
     await expect.poll(() => page.locator('[data-testid="gateway-logo"]').innerText()).toMatch(/sandbox/);
   });
@@ -151,7 +162,9 @@ describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the i
     await expect
       .poll(
         async () => {
-          const res = await gw.graphql<{ projects: { id: string; name: string }[] }>('{ projects(first: 10) { id name } }');
+          const res = await gw.graphql<{ projects: { id: string; name: string }[] }>(
+            '{ projects(first: 10) { id name } }',
+          );
           projectId = res.data?.projects.find((p) => p.name === 'demo')?.id;
           return projectId;
         },
@@ -165,11 +178,16 @@ describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the i
   }, 90_000);
 
   it('documents the schema in the docs pane with the descriptions the schema carries', async () => {
-    const res = await gw.graphql<{ subscription: { fields: { name: string; description: string | null }[] }; result: { description: string | null } }>(`{
+    const res = await gw.graphql<{
+      subscription: { fields: { name: string; description: string | null }[] };
+      result: { description: string | null };
+    }>(`{
       subscription: __type(name: "Subscription") { fields { name description } }
       result: __type(name: "MobileIdAuthenticationResult") { description }
     }`);
-    const fieldDescription = res.data?.subscription.fields.find((f) => f.name === 'mobileIdAuthentication')?.description;
+    const fieldDescription = res.data?.subscription.fields.find(
+      (f) => f.name === 'mobileIdAuthentication',
+    )?.description;
     const typeDescription = res.data?.result.description;
     expect(fieldDescription).toBeTruthy();
     expect(typeDescription).toBeTruthy();
@@ -178,14 +196,25 @@ describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the i
 
     await page.locator('button[aria-label="Show Documentation Explorer"]').click(WAIT);
     const docs = page.locator('.graphiql-doc-explorer');
-    await docs.locator('a.graphiql-doc-explorer-type-name', { hasText: /^Subscription$/ }).first().click(WAIT);
-    await docs.locator('a.graphiql-doc-explorer-field-name', { hasText: /^mobileIdAuthentication$/ }).first().click(WAIT);
+    await docs
+      .locator('a.graphiql-doc-explorer-type-name', { hasText: /^Subscription$/ })
+      .first()
+      .click(WAIT);
+    await docs
+      .locator('a.graphiql-doc-explorer-field-name', { hasText: /^mobileIdAuthentication$/ })
+      .first()
+      .click(WAIT);
     await expect.poll(async () => plain(await docs.innerText()), WAIT).toContain(firstSentence(fieldDescription!));
     // Each entry point's scope, written at the end of its description (docs/decisions/046).
     await expect.poll(async () => plain(await docs.innerText()), WAIT).toContain('Requires the scope mobile-id:read.');
 
     // From the field to its type: the union's description and its two members.
-    await docs.locator('.graphiql-doc-explorer-content a.graphiql-doc-explorer-type-name', { hasText: /^MobileIdAuthenticationResult$/ }).first().click(WAIT);
+    await docs
+      .locator('.graphiql-doc-explorer-content a.graphiql-doc-explorer-type-name', {
+        hasText: /^MobileIdAuthenticationResult$/,
+      })
+      .first()
+      .click(WAIT);
     await docs.locator('.graphiql-doc-explorer-title', { hasText: /^MobileIdAuthenticationResult$/ }).waitFor(WAIT);
     const typePage = plain(await docs.innerText());
     expect(typePage).toContain(firstSentence(typeDescription!));
@@ -202,7 +231,16 @@ describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the i
     // Live: GraphiQL turns the execute button into a stop button, and the subscribe went over graphql-ws.
     await page.locator('.graphiql-execute-button[aria-label^="Stop"]').waitFor(WAIT);
     await expect
-      .poll(() => wsFrames.some((f) => f.direction === 'sent' && /"type":"subscribe"/.test(f.payload) && f.payload.includes(`mobileIdAuthentication(authReqId: \\"${DEMO_AUTH_REQ_ID}\\")`)), WAIT)
+      .poll(
+        () =>
+          wsFrames.some(
+            (f) =>
+              f.direction === 'sent' &&
+              /"type":"subscribe"/.test(f.payload) &&
+              f.payload.includes(`mobileIdAuthentication(authReqId: \\"${DEMO_AUTH_REQ_ID}\\")`),
+          ),
+        WAIT,
+      )
       .toBe(true);
     expect(await responseText(page)).not.toMatch(/MobileIdAuthenticat/);
 
@@ -211,11 +249,27 @@ describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the i
     requestLogs.push(second.requests);
     await openTab(second.page, 'CompleteMobileId');
     await execute(second.page);
-    await waitForResponse(second.page, member('authReqId', DEMO_AUTH_REQ_ID), member('httpStatus', 204), member('accepted', true));
+    await waitForResponse(
+      second.page,
+      member('authReqId', DEMO_AUTH_REQ_ID),
+      member('httpStatus', 204),
+      member('accepted', true),
+    );
 
-    const event = await waitForResponse(page, member('__typename', 'MobileIdAuthenticated'), member('authReqId', DEMO_AUTH_REQ_ID));
+    const event = await waitForResponse(
+      page,
+      member('__typename', 'MobileIdAuthenticated'),
+      member('authReqId', DEMO_AUTH_REQ_ID),
+    );
     expect(event).toMatch(/"subject": ?"[^"]+"/);
-    expect(wsFrames.some((f) => f.direction === 'received' && /"type":"next"/.test(f.payload) && f.payload.includes('"MobileIdAuthenticated"'))).toBe(true);
+    expect(
+      wsFrames.some(
+        (f) =>
+          f.direction === 'received' &&
+          /"type":"next"/.test(f.payload) &&
+          f.payload.includes('"MobileIdAuthenticated"'),
+      ),
+    ).toBe(true);
     // An authentication ends once, so the stream completes and the button offers to run again.
     await page.locator('.graphiql-execute-button[aria-label^="Execute"]').waitFor(WAIT);
 
@@ -223,7 +277,9 @@ describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the i
     fs.mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
     await page.screenshot({ path: SCREENSHOT });
     screenshotTaken = true;
-    expect(fs.readFileSync(SCREENSHOT).subarray(0, 8)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+    expect(fs.readFileSync(SCREENSHOT).subarray(0, 8)).toEqual(
+      Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    );
   }, 90_000);
 
   it("receives a subscription over Server-Sent Events in the browser's own EventSource (open gateway: EventSource sends no headers)", async () => {
@@ -247,19 +303,32 @@ describe.skipIf(unavailable !== null)('GraphiQL in headless Chromium, with the i
         }),
       subscription,
     );
-    const done = await gw.graphql(`mutation { sandboxCompleteMobileIdAuthentication(authReqId: "${authReqId}", outcome: SUCCESS) { accepted } }`);
+    const done = await gw.graphql(
+      `mutation { sandboxCompleteMobileIdAuthentication(authReqId: "${authReqId}", outcome: SUCCESS) { accepted } }`,
+    );
     expect(done.data?.sandboxCompleteMobileIdAuthentication.accepted).toBe(true);
     const { events, error } = await received;
     expect(error).toBeUndefined();
     // Each event carries its position in the durable log (decision 061), for a reconnect with Last-Event-ID.
-    expect(events.map((e) => JSON.parse(e.data))).toEqual([{ data: { mobileIdAuthentication: { __typename: 'MobileIdAuthenticated', authReqId } }, extensions: { cursor: expect.any(String) } }]);
+    expect(events.map((e) => JSON.parse(e.data))).toEqual([
+      {
+        data: { mobileIdAuthentication: { __typename: 'MobileIdAuthenticated', authReqId } },
+        extensions: { cursor: expect.any(String) },
+      },
+    ]);
     expect(requestLogs[0]!.urls).toEqual(expect.arrayContaining([expect.stringMatching(/\/graphql\/stream\?query=/)]));
   }, 60_000);
 
   it('loaded the page, its scripts, workers and WebSocket from 127.0.0.1 only', () => {
     const urls = requestLogs.flatMap((log) => log.urls);
     const origin = new URL(gw.url);
-    expect(urls).toEqual(expect.arrayContaining([`${gw.url}/graphql`, expect.stringMatching(/\/graphql\/assets\/graphiql\.js/), `ws://${origin.host}/graphql`]));
+    expect(urls).toEqual(
+      expect.arrayContaining([
+        `${gw.url}/graphql`,
+        expect.stringMatching(/\/graphql\/assets\/graphiql\.js/),
+        `ws://${origin.host}/graphql`,
+      ]),
+    );
     expect(requestLogs.flatMap((log) => log.nonLocal())).toEqual([]);
   });
 });
@@ -286,7 +355,9 @@ describe.skipIf(unavailable !== null)('GraphiQL at a gateway that requires a key
 
       await page.reload(WAIT);
       await page.locator('.graphiql-query-editor .monaco-editor').waitFor(WAIT);
-      await expect.poll(() => page.getByTestId('gateway-credential').inputValue(), WAIT).toBe('explorer-key-0123456789');
+      await expect
+        .poll(() => page.getByTestId('gateway-credential').inputValue(), WAIT)
+        .toBe('explorer-key-0123456789');
       await context.close();
 
       const fresh = await browser.newContext();

@@ -1,11 +1,18 @@
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Kind, buildASTSchema, isEnumType, isObjectType, parse } from 'graphql';
-import type { DocumentNode, EnumValueDefinitionNode } from 'graphql';
+import {
+  buildASTSchema,
+  isEnumType,
+  isObjectType,
+  Kind,
+  parse,
+  type DocumentNode,
+  type EnumValueDefinitionNode,
+} from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { CATALOG_ENUMS, enumNames, toWire } from '../../src/catalog/index.js';
-import type { CatalogEnum } from '../../src/catalog/index.js';
+
+import { CATALOG_ENUMS, enumNames, toWire, type CatalogEnum } from '../../src/catalog/index.js';
 
 const schemaDir = fileURLToPath(new URL('../../schema/', import.meta.url));
 const readSdl = (file: string): DocumentNode => parse(readFileSync(join(schemaDir, file), 'utf8'));
@@ -46,7 +53,9 @@ describe('the GraphQL enums offer exactly the values of the catalog', () => {
     const sdl = (sdlEnums.get(name)?.values ?? []).map((v) => v.name.value);
     const catalog = enumNames(name);
     expect({ missingFromSdl: catalog.filter((v) => !sdl.includes(v)) }).toEqual({ missingFromSdl: [] });
-    expect({ notInCatalog: sdl.filter((v) => !(catalog as readonly string[]).includes(v)) }).toEqual({ notInCatalog: [] });
+    expect({ notInCatalog: sdl.filter((v) => !(catalog as readonly string[]).includes(v)) }).toEqual({
+      notInCatalog: [],
+    });
     expect(new Set(sdl).size).toBe(sdl.length);
   });
 
@@ -65,11 +74,15 @@ describe('the GraphQL enums offer exactly the values of the catalog', () => {
 
 describe('the catalog part of the schema is a manual in GraphiQL', () => {
   const schema = buildASTSchema(
-    { kind: Kind.DOCUMENT, definitions: [...readSdl('common.graphql').definitions, ...readSdl('catalog.graphql').definitions] },
+    {
+      kind: Kind.DOCUMENT,
+      definitions: [...readSdl('common.graphql').definitions, ...readSdl('catalog.graphql').definitions],
+    },
     { assumeValidSDL: false },
   );
-  const catalogTypeNames = readSdl('catalog.graphql')
-    .definitions.flatMap((def) => ('name' in def && def.name && def.kind !== Kind.OBJECT_TYPE_EXTENSION ? [def.name.value] : []));
+  const catalogTypeNames = readSdl('catalog.graphql').definitions.flatMap((def) =>
+    'name' in def && def.name && def.kind !== Kind.OBJECT_TYPE_EXTENSION ? [def.name.value] : [],
+  );
 
   it('declares the catalog types and enums', () => {
     expect(catalogTypeNames).toEqual(

@@ -1,26 +1,27 @@
 import { describe, expect, it } from 'vitest';
+
 import {
-  CATALOG_ENUMS,
-  DISK_TYPES,
-  INSTANCE_TYPES,
-  KAFKA_INSTANCE_TYPES,
-  OS_IMAGES,
-  OS_IMAGE_ZONE,
-  PLATFORMS,
   bootDiskIops,
+  CATALOG_ENUMS,
   catalogEntry,
+  DISK_TYPES,
   enumNames,
   enumWires,
   fromWire,
   imageUuid,
+  INSTANCE_TYPES,
   instanceTypesForPlatform,
   isBootDiskType,
   isEnumName,
   isInstanceTypeValidForPlatform,
+  KAFKA_INSTANCE_TYPES,
+  OS_IMAGE_ZONE,
+  OS_IMAGES,
+  PLATFORMS,
   platformsForInstanceType,
   toWire,
+  type CatalogEnum,
 } from '../../src/catalog/index.js';
-import type { CatalogEnum } from '../../src/catalog/index.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -186,7 +187,9 @@ describe('wire mapping', () => {
     expect(() => {
       (DISK_TYPES[0] as { minIops: number }).minIops = 1;
     }).toThrow(TypeError);
-    expect(() => (catalogEntry('InstanceType', 'C2_SMALL').platforms as string[]).push('COMPUTE_GPU_V1')).toThrow(TypeError);
+    expect(() => (catalogEntry('InstanceType', 'C2_SMALL').platforms as string[]).push('COMPUTE_GPU_V1')).toThrow(
+      TypeError,
+    );
     expect(() => (enumNames('OsImage') as string[]).pop()).toThrow(TypeError);
   });
 });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { SSH_KEY } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
@@ -8,7 +9,13 @@ import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 const PLAN_KAFKA = `query($input: ProvisionKafkaClusterInput!) { planKafkaCluster(input: $input) { valid steps { name } defaults { field value } } }`;
 const PROVISION_KAFKA = `mutation($input: ProvisionKafkaClusterInput!) { provisionKafkaCluster(input: $input) { provisioning { id } } }`;
 
-const topics = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `topic-${i}`, partitions: 3, replicationFactor: 1, retentionMs: '3600000' }));
+const topics = (n: number) =>
+  Array.from({ length: n }, (_, i) => ({
+    name: `topic-${i}`,
+    partitions: 3,
+    replicationFactor: 1,
+    retentionMs: '3600000',
+  }));
 const input = (n: number, users = 1) => ({
   project: { name: 'bounded' },
   network: { title: 'net' },
@@ -95,7 +102,10 @@ describe('bounded work per request', () => {
         title: 'vm',
         instanceType: 'C2_MEDIUM',
         bootDisk: { sizeGb: 30, image: 'UBUNTU_22_04' },
-        users: Array.from({ length: users }, (_, i) => ({ name: `u${i}`, sshKeys: Array.from({ length: keys }, () => SSH_KEY) })),
+        users: Array.from({ length: users }, (_, i) => ({
+          name: `u${i}`,
+          sshKeys: Array.from({ length: keys }, () => SSH_KEY),
+        })),
       },
     });
     const work = async (users: number, keys: number) => {
@@ -118,13 +128,28 @@ describe('bounded work per request', () => {
 
   it('reports the defaults of every ACL of a plan of 24 users with 50 ACLs each, as in a plan of one user with one ACL', async () => {
     const perAcl = (plan: { defaults: Array<{ field: string }> }, user: number, acl: number) =>
-      plan.defaults.filter((d) => d.field.startsWith(`input.users[${user}].acls[${acl}].`) || d.field.startsWith(`input.users[${user}].groupAcls[${acl}].`)).map((d) => d.field.replace(/\[\d+\]/g, '[i]'));
+      plan.defaults
+        .filter(
+          (d) =>
+            d.field.startsWith(`input.users[${user}].acls[${acl}].`) ||
+            d.field.startsWith(`input.users[${user}].groupAcls[${acl}].`),
+        )
+        .map((d) => d.field.replace(/\[\d+\]/g, '[i]'));
     const query = `query($input: ProvisionKafkaClusterInput!) { planKafkaCluster(input: $input) { valid steps { name defaults { field } } defaults { field value } } }`;
     const one = (await gw.graphql(query, { input: withAcls(1, 1) })).data!.planKafkaCluster;
     const all = (await gw.graphql(query, { input: withAcls(24, 50) })).data!.planKafkaCluster;
     expect(all.valid).toBe(true);
-    expect(perAcl(one, 0, 0).sort()).toEqual(['input.users[i].acls[i].operation', 'input.users[i].acls[i].patternType', 'input.users[i].groupAcls[i].patternType']);
-    for (const [user, acl] of [[0, 0], [11, 37], [23, 49]] as const) expect(perAcl(all, user, acl).sort()).toEqual(perAcl(one, 0, 0).sort());
+    expect(perAcl(one, 0, 0).sort()).toEqual([
+      'input.users[i].acls[i].operation',
+      'input.users[i].acls[i].patternType',
+      'input.users[i].groupAcls[i].patternType',
+    ]);
+    for (const [user, acl] of [
+      [0, 0],
+      [11, 37],
+      [23, 49],
+    ] as const)
+      expect(perAcl(all, user, acl).sort()).toEqual(perAcl(one, 0, 0).sort());
     const user = all.steps.find((s: { name: string }) => s.name === 'user:svc-11');
     expect(user.defaults.map((d: { field: string }) => d.field)).toContain('input.users[11].acls[37].patternType');
   });
@@ -133,7 +158,10 @@ describe('bounded work per request', () => {
     const one = (await gw.graphql(PLAN_KAFKA, { input: input(1) })).data!.planKafkaCluster;
     const all = (await gw.graphql(PLAN_KAFKA, { input: input(100) })).data!.planKafkaCluster;
     expect(all.valid).toBe(true);
-    const perTopic = (plan: { defaults: Array<{ field: string }> }, i: number) => plan.defaults.filter((d) => d.field.startsWith(`input.topics[${i}].`)).map((d) => d.field.replace(/\[\d+\]/, '[i]'));
+    const perTopic = (plan: { defaults: Array<{ field: string }> }, i: number) =>
+      plan.defaults
+        .filter((d) => d.field.startsWith(`input.topics[${i}].`))
+        .map((d) => d.field.replace(/\[\d+\]/, '[i]'));
     expect(perTopic(one, 0).length).toBeGreaterThan(0);
     for (const i of [0, 57, 99]) expect(perTopic(all, i)).toEqual(perTopic(one, 0));
   });
@@ -142,20 +170,36 @@ describe('bounded work per request', () => {
     const planner = gw.gateway.services.plans;
     const before = planner.stepsRun;
     const plan = await gw.graphql(PLAN_KAFKA, { input: input(101) });
-    expect(plan.errors?.[0]).toMatchObject({ message: expect.stringMatching(/at most 100 entries \(PROVISIONING_MAX_TOPICS\); got 101/), extensions: { code: 'BAD_USER_INPUT', field: 'input.topics' } });
+    expect(plan.errors?.[0]).toMatchObject({
+      message: expect.stringMatching(/at most 100 entries \(PROVISIONING_MAX_TOPICS\); got 101/),
+      extensions: { code: 'BAD_USER_INPUT', field: 'input.topics' },
+    });
     expect(planner.stepsRun).toBe(before);
 
-    const provisionings = await gw.gateway.services.store.db.selectFrom('provisionings').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    const provisionings = await gw.gateway.services.store.db
+      .selectFrom('provisionings')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow();
     const created = await gw.graphql(PROVISION_KAFKA, { input: input(101) });
     expect(created.errors?.[0]).toMatchObject({ extensions: { code: 'BAD_USER_INPUT', field: 'input.topics' } });
-    const after = await gw.gateway.services.store.db.selectFrom('provisionings').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    const after = await gw.gateway.services.store.db
+      .selectFrom('provisionings')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow();
     expect(Number(after.n)).toBe(Number(provisionings.n));
   });
 
   it('refuses more users than PROVISIONING_MAX_USERS, and more ACLs per user than 50', async () => {
     const users = await gw.graphql(PLAN_KAFKA, { input: input(1, 51) });
-    expect(users.errors?.[0]).toMatchObject({ message: expect.stringMatching(/PROVISIONING_MAX_USERS/), extensions: { code: 'BAD_USER_INPUT', field: 'input.users' } });
-    const acls = Array.from({ length: 51 }, (_, i) => ({ pattern: `t${i}`, patternType: 'LITERAL', operation: 'READ' }));
+    expect(users.errors?.[0]).toMatchObject({
+      message: expect.stringMatching(/PROVISIONING_MAX_USERS/),
+      extensions: { code: 'BAD_USER_INPUT', field: 'input.users' },
+    });
+    const acls = Array.from({ length: 51 }, (_, i) => ({
+      pattern: `t${i}`,
+      patternType: 'LITERAL',
+      operation: 'READ',
+    }));
     const withAcls = { ...input(1), users: [{ name: 'svc', password: 'Bounded-secret-1', acls }] };
     const res = await gw.graphql(PLAN_KAFKA, { input: withAcls });
     expect(res.errors?.[0]).toMatchObject({ extensions: { code: 'BAD_USER_INPUT', field: 'input.users[0].acls' } });
@@ -173,15 +217,24 @@ describe('the bounds and the cost are configurable', () => {
 
   it('takes PROVISIONING_MAX_TOPICS from the environment', async () => {
     const res = await small.graphql(PLAN_KAFKA, { input: input(6) });
-    expect(res.errors?.[0]).toMatchObject({ message: expect.stringMatching(/at most 5 entries \(PROVISIONING_MAX_TOPICS\)/) });
+    expect(res.errors?.[0]).toMatchObject({
+      message: expect.stringMatching(/at most 5 entries \(PROVISIONING_MAX_TOPICS\)/),
+    });
   });
 
   it('counts every element of a list argument in the cost: a small selection over a long list input is refused', async () => {
-    const within = await small.graphql(`query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }`, { ids: ['a', 'b'] });
+    const within = await small.graphql(
+      `query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }`,
+      { ids: ['a', 'b'] },
+    );
     expect(within.errors).toBeUndefined();
     const ids = Array.from({ length: 70 }, (_, i) => `id-${i}`);
-    const over = await small.graphql(`query($ids: [ID!]!) { verificationResults(externalIds: $ids) { __typename } }`, { ids });
-    expect(over.errors?.[0]).toMatchObject({ extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'GRAPHQL_MAX_COST' } });
+    const over = await small.graphql(`query($ids: [ID!]!) { verificationResults(externalIds: $ids) { __typename } }`, {
+      ids,
+    });
+    expect(over.errors?.[0]).toMatchObject({
+      extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'GRAPHQL_MAX_COST' },
+    });
     expect(over.errors?.[0]!.message).toMatch(/list arguments hold 70 elements/);
   });
 });

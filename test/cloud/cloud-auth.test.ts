@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { M } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
@@ -12,7 +13,10 @@ describe('cloud access tokens from CLOUD_API_CREDENTIALS', () => {
 
   it('fetches a token once from POST /iam/v2/tokens, caches it, and uses it as Bearer', async () => {
     const sandbox = gw.gateway.sandbox.cloud!;
-    await Promise.all([gw.graphql(M.project, { input: { name: 'a' } }), gw.graphql(M.project, { input: { name: 'b' } })]);
+    await Promise.all([
+      gw.graphql(M.project, { input: { name: 'a' } }),
+      gw.graphql(M.project, { input: { name: 'b' } }),
+    ]);
     await gw.graphql(M.project, { input: { name: 'c' } });
     const tokenCalls = sandbox.requests.filter((r) => r.path === '/iam/v2/tokens');
     expect(tokenCalls).toHaveLength(1);

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+
 import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { M } from '../helpers/cloud.js';
 import { gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
@@ -28,7 +29,9 @@ describe('idempotency of mutations', () => {
   it('generates a UUIDv4 key when the caller gives none', async () => {
     const gw = await gateway();
     const res = await gw.graphql(M.project, { input: { name: 'p' } });
-    expect(res.data!.createProject.idempotencyKey).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(res.data!.createProject.idempotencyKey).toMatch(
+      /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+    );
     expect(projectCalls(gw)[0]!.headers['idempotency-key']).toBe(sent(res.data!.createProject.idempotencyKey));
     expect(res.data!.createProject.upstreamIdempotencyKey).toBe(sent(res.data!.createProject.idempotencyKey));
   });
@@ -46,7 +49,9 @@ describe('idempotency of mutations', () => {
     const gw = await gateway();
     gw.gateway.sandbox.cloud!.faults.latencyMs = 300;
     const key = randomUUID();
-    const results = await Promise.all(Array.from({ length: 5 }, () => gw.graphql(M.project, { input: { name: 'race' }, key })));
+    const results = await Promise.all(
+      Array.from({ length: 5 }, () => gw.graphql(M.project, { input: { name: 'race' }, key })),
+    );
     for (const r of results) expect(r.errors).toBeUndefined();
     const payloads = results.map((r) => r.data!.createProject);
     expect(new Set(payloads.map((p) => p.project.id)).size).toBe(1);
@@ -93,7 +98,9 @@ describe('idempotency of mutations', () => {
     expect(calls.map((c) => c.status)).toEqual([503, 503, 201]);
     expect(new Set(calls.map((c) => c.headers['idempotency-key']))).toEqual(new Set([sent(key)]));
     const metrics = await (await fetch(`${gw.url}/metrics`)).text();
-    expect(metrics).toMatch(/gateway_upstream_retries_total\{upstream="cloud",route="POST \/apis\/projects\/public\/v4\/projects",reason="HTTP 503"\} 2/);
+    expect(metrics).toMatch(
+      /gateway_upstream_retries_total\{upstream="cloud",route="POST \/apis\/projects\/public\/v4\/projects",reason="HTTP 503"\} 2/,
+    );
   });
 
   it('retries a connection reset under the same key', async () => {
@@ -136,7 +143,11 @@ describe('idempotency of mutations', () => {
     gw.gateway.sandbox.cloud!.faults.enqueue('503', '503', '503');
     const key = randomUUID();
     const failed = await gw.graphql(M.project, { input: { name: 'down' }, key });
-    expect(failed.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'cloud', attempts: 3 });
+    expect(failed.errors![0]!.extensions).toMatchObject({
+      code: 'UPSTREAM_UNAVAILABLE',
+      upstream: 'cloud',
+      attempts: 3,
+    });
     expect(projectCalls(gw)).toHaveLength(3);
     const later = await gw.graphql(M.project, { input: { name: 'down' }, key });
     expect(later.errors).toBeUndefined();
@@ -149,7 +160,12 @@ describe('idempotency of mutations', () => {
     const body = { code: 'INSUFFICIENT_BALANCE', domain: 'billing', details: 'the balance does not cover the service' };
     gw.gateway.sandbox.cloud!.faults.enqueue({ status: 402, body });
     const res = await gw.graphql(M.project, { input: { name: 'poor' } });
-    expect(res.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_REJECTED', status: 402, upstream: 'cloud', upstreamError: body });
+    expect(res.errors![0]!.extensions).toMatchObject({
+      code: 'UPSTREAM_REJECTED',
+      status: 402,
+      upstream: 'cloud',
+      upstreamError: body,
+    });
     expect(res.errors![0]!.message).toContain('the balance does not cover the service');
     expect(projectCalls(gw)).toHaveLength(1);
   });

@@ -4,6 +4,7 @@
 // so nothing here depends on timing.
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+
 import { PlanTurns } from '../../src/cloud/plan-turns.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
@@ -26,7 +27,10 @@ const turns = new PlanTurns({ sliceMs: 0, now: () => 0, defer: (handOver) => han
 
 let gw: TestGateway;
 beforeAll(async () => {
-  gw = await startTestGateway({ GATEWAY_API_KEYS: `app-a:${KEY_A},app-b:${KEY_B}`, PROVISIONING_MAX_CONCURRENT_PLANS: '2' }, { testing: { planTurns: turns } });
+  gw = await startTestGateway(
+    { GATEWAY_API_KEYS: `app-a:${KEY_A},app-b:${KEY_B}`, PROVISIONING_MAX_CONCURRENT_PLANS: '2' },
+    { testing: { planTurns: turns } },
+  );
 });
 afterAll(async () => {
   await gw?.close();

@@ -1,6 +1,7 @@
 // Plans take turns on the event loop (docs/decisions/053): however many are in flight, one turn of the loop runs one
 // plan's slice, then I/O is served before the next plan's. The clock is the test's: each unit of work moves it by 1.
 import { describe, expect, it } from 'vitest';
+
 import { PlanTurns } from '../../src/cloud/plan-turns.js';
 
 /** Runs `plans` plans of `units` units each; the log has the plan's name per unit and `|` per turn of the loop. */
@@ -37,7 +38,10 @@ async function run(plans: number, units: number, sliceMs: number): Promise<strin
 describe('turns of plans on the event loop', () => {
   it('runs one slice of one plan per turn of the event loop, with 12 plans in flight', async () => {
     const log = await run(12, 9, 3);
-    const slices = log.join('').split('|').filter((s) => s.length > 0);
+    const slices = log
+      .join('')
+      .split('|')
+      .filter((s) => s.length > 0);
     // Each turn: one plan, at most a slice's worth of units.
     for (const slice of slices) {
       expect(new Set(slice).size).toBe(1);
@@ -49,7 +53,11 @@ describe('turns of plans on the event loop', () => {
 
   it('serves the plans in flight round-robin, in the order they asked', async () => {
     const log = await run(3, 6, 2);
-    const order = log.join('').split('|').filter((s) => s.length > 0).map((s) => s[0]);
+    const order = log
+      .join('')
+      .split('|')
+      .filter((s) => s.length > 0)
+      .map((s) => s[0]);
     expect(order).toEqual(['a', 'b', 'c', 'a', 'b', 'c', 'a', 'b', 'c']);
   });
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createChain, ok, M, type Chain } from '../helpers/cloud.js';
+
+import { createChain, M, ok, type Chain } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const TREE = `query($id: ID!) {
@@ -24,9 +25,23 @@ describe('the ledger answers queries about what the gateway created', () => {
     const res = await gw.graphql(TREE, { id: chain.projectId });
     expect(res.errors).toBeUndefined();
     const p = res.data!.project;
-    expect(p.networks).toEqual([{ id: chain.networkId, title: 'net-1', subnets: [{ id: chain.subnetId, cidr: '10.10.0.0/24' }], ipAddresses: [{ id: chain.ipId, address: expect.stringMatching(/^\d+\.\d+\.\d+\.\d+$/) }] }]);
+    expect(p.networks).toEqual([
+      {
+        id: chain.networkId,
+        title: 'net-1',
+        subnets: [{ id: chain.subnetId, cidr: '10.10.0.0/24' }],
+        ipAddresses: [{ id: chain.ipId, address: expect.stringMatching(/^\d+\.\d+\.\d+\.\d+$/) }],
+      },
+    ]);
     expect(p.kafkaClusters).toEqual([
-      { id: chain.clusterId, title: 'kafka-1', subnetCidr: '10.10.0.0/24', network: { id: chain.networkId }, topics: [{ id: chain.topicId, name: 'events' }], users: [{ id: chain.userId, name: 'app', acls: [{ operation: 'rw' }] }] },
+      {
+        id: chain.clusterId,
+        title: 'kafka-1',
+        subnetCidr: '10.10.0.0/24',
+        network: { id: chain.networkId },
+        topics: [{ id: chain.topicId, name: 'events' }],
+        users: [{ id: chain.userId, name: 'app', acls: [{ operation: 'rw' }] }],
+      },
     ]);
     expect(p.virtualMachines).toEqual([
       {
@@ -34,17 +49,26 @@ describe('the ledger answers queries about what the gateway created', () => {
         title: 'vm-1',
         bootDisk: { image: 'UBUNTU_22_04', iops: 200 },
         users: [{ name: 'ops', hasPassword: true }],
-        networkInterfaces: [{ network: { id: chain.networkId }, subnet: { id: chain.subnetId }, ipAddress: { id: chain.ipId } }],
+        networkInterfaces: [
+          { network: { id: chain.networkId }, subnet: { id: chain.subnetId }, ipAddress: { id: chain.ipId } },
+        ],
       },
     ]);
   });
 
   it('node(id) finds any created resource with its type', async () => {
-    const res = await gw.graphql(`query($a: ID!, $b: ID!) { a: node(id: $a) { __typename id } b: node(id: $b) { __typename ... on KafkaTopic { name } } c: node(id: "unknown") { id } }`, {
-      a: chain.vmId,
-      b: chain.topicId,
+    const res = await gw.graphql(
+      `query($a: ID!, $b: ID!) { a: node(id: $a) { __typename id } b: node(id: $b) { __typename ... on KafkaTopic { name } } c: node(id: "unknown") { id } }`,
+      {
+        a: chain.vmId,
+        b: chain.topicId,
+      },
+    );
+    expect(res.data).toEqual({
+      a: { __typename: 'VirtualMachine', id: chain.vmId },
+      b: { __typename: 'KafkaTopic', name: 'events' },
+      c: null,
     });
-    expect(res.data).toEqual({ a: { __typename: 'VirtualMachine', id: chain.vmId }, b: { __typename: 'KafkaTopic', name: 'events' }, c: null });
   });
 
   it('projects lists the projects newest first', async () => {
@@ -57,7 +81,10 @@ describe('the ledger answers queries about what the gateway created', () => {
     // Five more networks with two subnets each: per-row loading would cost 5+ statements at the subnet level.
     for (let n = 0; n < 5; n++) {
       const networkId = (await ok(gw, M.network, { input: { projectId: chain.projectId, title: `n${n}` } })).network.id;
-      for (let s = 0; s < 2; s++) await ok(gw, M.subnet, { input: { projectId: chain.projectId, networkId, title: `s${s}`, cidr: `10.${n + 20}.${s}.0/24` } });
+      for (let s = 0; s < 2; s++)
+        await ok(gw, M.subnet, {
+          input: { projectId: chain.projectId, networkId, title: `s${s}`, cidr: `10.${n + 20}.${s}.0/24` },
+        });
     }
     const q = `query($id: ID!) { project(id: $id) { networks { subnets { id } ipAddresses { id } } } }`;
     const stats = gw.gateway.services.store.stats;

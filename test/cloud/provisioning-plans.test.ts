@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { M, SSH_KEY, ok } from '../helpers/cloud.js';
+
+import { M, ok, SSH_KEY } from '../helpers/cloud.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 
 const gateway = gatewaysPerTest();
@@ -73,7 +74,8 @@ function creations(gw: TestGateway) {
 /** The test's own masking: every `password` value becomes `***`. */
 function masked(body: unknown): unknown {
   if (Array.isArray(body)) return body.map(masked);
-  if (body && typeof body === 'object') return Object.fromEntries(Object.entries(body).map(([k, v]) => [k, k === 'password' ? '***' : masked(v)]));
+  if (body && typeof body === 'object')
+    return Object.fromEntries(Object.entries(body).map(([k, v]) => [k, k === 'password' ? '***' : masked(v)]));
   return body;
 }
 
@@ -98,11 +100,14 @@ async function provisionAndCompare(gw: TestGateway, mutation: string, input: unk
   const res = await gw.graphql(mutation, { input, key });
   expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
   await gw.gateway.services.provisioning.idle();
-  const status = (await gw.graphql(STATUS, { id: (Object.values(res.data!)[0] as { provisioning: { id: string } }).provisioning.id })).data!.provisioning;
+  const status = (
+    await gw.graphql(STATUS, { id: (Object.values(res.data!)[0] as { provisioning: { id: string } }).provisioning.id })
+  ).data!.provisioning;
   expect(status.state).toBe('SUCCEEDED');
 
   const values = new Map<string, string>();
-  for (const s of status.steps as Array<{ name: string; resourceId: string }>) values.set(`{{${s.name}.id}}`, s.resourceId);
+  for (const s of status.steps as Array<{ name: string; resourceId: string }>)
+    values.set(`{{${s.name}.id}}`, s.resourceId);
   if (status.publicAddress) values.set('{{ipAddress.address}}', status.publicAddress.address);
   for (const ref of planned.references) expect(values.has(ref.placeholder), ref.placeholder).toBe(true);
 
@@ -128,11 +133,21 @@ describe('provisioning plans', () => {
     const planned = await plan(gw, PLAN_KAFKA, kafkaInput, key);
     expect(planned.valid).toBe(true);
     expect(planned.steps.map((s) => `${s.name}:${s.action}`)).toEqual([
-      'project:CREATE', 'network:CREATE', 'subnet:CREATE', 'ipAddress:CREATE', 'kafkaCluster:CREATE', 'topic:orders:CREATE', 'user:svc:CREATE',
+      'project:CREATE',
+      'network:CREATE',
+      'subnet:CREATE',
+      'ipAddress:CREATE',
+      'kafkaCluster:CREATE',
+      'topic:orders:CREATE',
+      'user:svc:CREATE',
     ]);
     // The cluster's white_host is read from the IP's creation response at run time: the plan says so.
     expect(JSON.stringify(planned.steps[4]!.request!.body)).toContain('{{ipAddress.address}}');
-    expect(planned.references).toContainEqual({ placeholder: '{{ipAddress.address}}', step: 'ipAddress', value: 'address' });
+    expect(planned.references).toContainEqual({
+      placeholder: '{{ipAddress.address}}',
+      step: 'ipAddress',
+      value: 'address',
+    });
     const sent = await provisionAndCompare(gw, PROVISION_KAFKA, kafkaInput, key, planned);
     expect(sent).toHaveLength(7);
   });
@@ -196,7 +211,15 @@ describe('provisioning plans', () => {
     const projectId = (await ok(gw, M.project, { input: { name: 'existing', description: '' } })).project.id;
     const networkId = (await ok(gw, M.network, { input: { projectId, title: 'existing-net' } })).network.id;
     const outside = randomUUID();
-    const planned = await plan(gw, PLAN_VM, { ...vmInput, project: undefined, projectId, network: undefined, networkId, ipAddress: undefined, ipAddressId: outside });
+    const planned = await plan(gw, PLAN_VM, {
+      ...vmInput,
+      project: undefined,
+      projectId,
+      network: undefined,
+      networkId,
+      ipAddress: undefined,
+      ipAddressId: outside,
+    });
     expect(planned.steps.map((s) => [s.name, s.action, s.resourceId, s.resource?.id ?? null])).toEqual([
       ['project', 'REUSE', projectId, projectId],
       ['network', 'REUSE', networkId, networkId],
@@ -245,7 +268,9 @@ describe('provisioning plans', () => {
     expect(planned.defaults.filter((d) => d.field.startsWith('input.topics[0].'))).toEqual([]);
     // The other topic's defaults are still there.
     expect(planned.defaults.map((d) => d.field)).toContain('input.topics[1].partitions');
-    expect(planned.steps.find((s) => s.name === 'topic:events')!.defaults.map((d) => d.field)).toContain('input.topics[1].partitions');
+    expect(planned.steps.find((s) => s.name === 'topic:events')!.defaults.map((d) => d.field)).toContain(
+      'input.topics[1].partitions',
+    );
   });
 
   it('a plan masks the bearer token and passwords, and shows the Idempotency-Key only for a given key', async () => {

@@ -1,6 +1,7 @@
 import { createClient } from 'graphql-ws';
-import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+
 import type { TestGateway } from '../helpers/gateway.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
 
@@ -21,10 +22,17 @@ const input = {
 
 /** Every provisioningProgress message a subscriber on `gw` receives, as `STATE:<steps done>`, until the stream completes. */
 async function follow(gw: TestGateway, id: string, onFirst?: () => void): Promise<string[]> {
-  const client = createClient({ url: gw.url.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, retryAttempts: 0 });
+  const client = createClient({
+    url: gw.url.replace('http', 'ws') + '/graphql',
+    webSocketImpl: WebSocket,
+    retryAttempts: 0,
+  });
   const seen: string[] = [];
   try {
-    for await (const msg of client.iterate<{ provisioningProgress: { state: string; steps: { state: string }[] } }>({ query: PROGRESS, variables: { id } })) {
+    for await (const msg of client.iterate<{ provisioningProgress: { state: string; steps: { state: string }[] } }>({
+      query: PROGRESS,
+      variables: { id },
+    })) {
       expect(msg.errors).toBeUndefined();
       const p = msg.data!.provisioningProgress;
       seen.push(`${p.state}:${p.steps.filter((s) => s.state === 'DONE').length}`);

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { createClient } from 'graphql-ws';
-import WebSocket from 'ws';
 import { describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+
 import { SSH_KEY } from '../helpers/cloud.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 
@@ -44,9 +45,17 @@ describe('composite provisioning', () => {
     const p = await settle(gw, res.data!.provisionKafkaCluster.provisioning.id);
     expect(p.state).toBe('SUCCEEDED');
     expect(p.steps.map((s: { name: string; state: string }) => `${s.name}:${s.state}`)).toEqual([
-      'project:DONE', 'network:DONE', 'subnet:DONE', 'ipAddress:DONE', 'kafkaCluster:DONE', 'topic:orders:DONE', 'user:svc:DONE',
+      'project:DONE',
+      'network:DONE',
+      'subnet:DONE',
+      'ipAddress:DONE',
+      'kafkaCluster:DONE',
+      'topic:orders:DONE',
+      'user:svc:DONE',
     ]);
-    const calls = gw.gateway.sandbox.cloud!.requests.map((r) => (r.path.includes('projects') ? 'project' : (r.body as { kind: string }).kind));
+    const calls = gw.gateway.sandbox.cloud!.requests.map((r) =>
+      r.path.includes('projects') ? 'project' : (r.body as { kind: string }).kind,
+    );
     expect(calls).toEqual(['project', 'network', 'subnet', 'ip', 'compute', 'topic', 'user']);
     // the public address of the created IP becomes the cluster's white_host
     expect(p.kafkaCluster.publicIp).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
@@ -58,7 +67,10 @@ describe('composite provisioning', () => {
     const gw = await gateway({ UPSTREAM_MAX_RETRIES: '0' });
     const sandbox = gw.gateway.sandbox.cloud!;
     // fail the cluster step (the 5th creation) once
-    sandbox.faults.enqueueFor((path, method) => method === 'POST' && path === '/ocs/v1/services' && sandbox.resources().length === 3, '503');
+    sandbox.faults.enqueueFor(
+      (path, method) => method === 'POST' && path === '/ocs/v1/services' && sandbox.resources().length === 3,
+      '503',
+    );
     const key = randomUUID();
     const first = await gw.graphql(PROVISION_KAFKA, { input: kafkaInput, key });
     const failed = await settle(gw, first.data!.provisionKafkaCluster.provisioning.id);
@@ -76,10 +88,19 @@ describe('composite provisioning', () => {
     expect(sandbox.resources()).toHaveLength(6);
     // step keys are derived from the call's key and stay the same across the two calls
     const keysBefore = failed.steps.filter((s: { idempotencyKey: string | null }) => s.idempotencyKey);
-    expect(keysBefore.map((s: { name: string }) => s.name)).toEqual(['project', 'network', 'subnet', 'ipAddress', 'kafkaCluster']);
-    for (const step of keysBefore) expect(done.steps.find((s: { name: string }) => s.name === step.name).idempotencyKey).toBe(step.idempotencyKey);
+    expect(keysBefore.map((s: { name: string }) => s.name)).toEqual([
+      'project',
+      'network',
+      'subnet',
+      'ipAddress',
+      'kafkaCluster',
+    ]);
+    for (const step of keysBefore)
+      expect(done.steps.find((s: { name: string }) => s.name === step.name).idempotencyKey).toBe(step.idempotencyKey);
     // the cluster's upstream key was the same on the failed and the successful attempt
-    const clusterCalls = sandbox.requests.filter((r) => (r.body as { platform?: { productCode?: string }; kind?: string })?.kind === 'compute');
+    const clusterCalls = sandbox.requests.filter(
+      (r) => (r.body as { platform?: { productCode?: string }; kind?: string })?.kind === 'compute',
+    );
     expect(clusterCalls.map((r) => r.status)).toEqual([503, 201]);
     expect(new Set(clusterCalls.map((r) => r.headers['idempotency-key'])).size).toBe(1);
 
@@ -101,14 +122,23 @@ describe('composite provisioning', () => {
           network: { title: 'n' },
           subnet: { title: 's', cidr: '192.168.10.0/24' },
           ipAddress: { title: 'ip' },
-          virtualMachine: { title: 'vm', instanceType: 'C4_LARGE', bootDisk: { sizeGb: 30, image: 'ROCKY_LINUX_9' }, users: [{ name: 'ops', sshKeys: [SSH_KEY] }] },
+          virtualMachine: {
+            title: 'vm',
+            instanceType: 'C4_LARGE',
+            bootDisk: { sizeGb: 30, image: 'ROCKY_LINUX_9' },
+            users: [{ name: 'ops', sshKeys: [SSH_KEY] }],
+          },
         },
       },
     );
     expect(res.errors).toBeUndefined();
     const p = await settle(gw, res.data!.provisionVirtualMachine.provisioning.id);
     expect(p.steps.map((s: { name: string; state: string }) => `${s.name}:${s.state}`)).toEqual([
-      'project:REUSED', 'network:DONE', 'subnet:DONE', 'ipAddress:DONE', 'virtualMachine:DONE',
+      'project:REUSED',
+      'network:DONE',
+      'subnet:DONE',
+      'ipAddress:DONE',
+      'virtualMachine:DONE',
     ]);
     expect(p.project.id).toBe(projectId);
     expect(p.virtualMachine.id).toBeTruthy();
@@ -116,10 +146,17 @@ describe('composite provisioning', () => {
 
   it('refuses bad input before any step, naming the nested field', async () => {
     const gw = await gateway();
-    const res = await gw.graphql(PROVISION_KAFKA, { input: { ...kafkaInput, subnet: { title: 's', cidr: '10.0.0.1/24' } } });
+    const res = await gw.graphql(PROVISION_KAFKA, {
+      input: { ...kafkaInput, subnet: { title: 's', cidr: '10.0.0.1/24' } },
+    });
     expect(res.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'input.subnet.cidr' });
-    const res2 = await gw.graphql(PROVISION_KAFKA, { input: { ...kafkaInput, topics: [{ name: 't', replicationFactor: 5 }] } });
-    expect(res2.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'input.topics[0].replicationFactor' });
+    const res2 = await gw.graphql(PROVISION_KAFKA, {
+      input: { ...kafkaInput, topics: [{ name: 't', replicationFactor: 5 }] },
+    });
+    expect(res2.errors![0]!.extensions).toMatchObject({
+      code: 'BAD_USER_INPUT',
+      field: 'input.topics[0].replicationFactor',
+    });
     const res3 = await gw.graphql(PROVISION_KAFKA, { input: { ...kafkaInput, projectId: randomUUID() } });
     expect(res3.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'input.project' });
     expect(gw.gateway.sandbox.cloud!.requests).toHaveLength(0);
@@ -130,7 +167,11 @@ describe('composite provisioning', () => {
     gw.gateway.sandbox.cloud!.faults.latencyMs = 30;
     const res = await gw.graphql(PROVISION_KAFKA, { input: kafkaInput });
     const id = res.data!.provisionKafkaCluster.provisioning.id;
-    const client = createClient({ url: gw.url.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, retryAttempts: 0 });
+    const client = createClient({
+      url: gw.url.replace('http', 'ws') + '/graphql',
+      webSocketImpl: WebSocket,
+      retryAttempts: 0,
+    });
     const states: string[] = [];
     try {
       const sub = client.iterate<{ provisioningProgress: { state: string; steps: { state: string }[] } }>({

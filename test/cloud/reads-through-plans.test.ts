@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { SSH_KEY } from '../helpers/cloud.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 
@@ -14,7 +15,8 @@ const WRITER_KEY = 'writer-key-0123456789abcdef';
 const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 
 const CREATE_PROJECT = `mutation { createProject(input: { name: "owner-secret-name", description: "owner's private description" }) { project { id } } }`;
-const PLAN_VM = (selection: string) => `query($input: ProvisionVirtualMachineInput!) { planVirtualMachine(input: $input) { valid errors { field message } steps { name action resourceId ${selection} } } }`;
+const PLAN_VM = (selection: string) =>
+  `query($input: ProvisionVirtualMachineInput!) { planVirtualMachine(input: $input) { valid errors { field message } steps { name action resourceId ${selection} } } }`;
 const CREATE_NETWORK = (selection: string) =>
   `mutation($projectId: UUID!) { createNetwork(input: { projectId: $projectId, title: "writer-net" }) { network { id title ${selection} } } }`;
 
@@ -26,7 +28,12 @@ describe('reads through a plan or a payload need cloud:read', () => {
     network: { title: 'net' },
     subnet: { title: 'sub', cidr: '10.71.0.0/24' },
     ipAddress: { title: 'ip' },
-    virtualMachine: { title: 'vm', instanceType: 'C2_MEDIUM', bootDisk: { sizeGb: 30, image: 'UBUNTU_22_04' }, users: [{ name: 'ops', password: 'Reads-vm-secret-1', sshKeys: [SSH_KEY] }] },
+    virtualMachine: {
+      title: 'vm',
+      instanceType: 'C2_MEDIUM',
+      bootDisk: { sizeGb: 30, image: 'UBUNTU_22_04' },
+      users: [{ name: 'ops', password: 'Reads-vm-secret-1', sshKeys: [SSH_KEY] }],
+    },
   });
 
   beforeAll(async () => {
@@ -50,10 +57,18 @@ describe('reads through a plan or a payload need cloud:read', () => {
   afterAll(() => t.close());
 
   it('a cloud:write app is refused a plan that selects a REUSE step’s resource, before anything runs, and reads no name or description', async () => {
-    const res = await t.graphql(PLAN_VM('resource { id ... on Project { name description } }'), { input: vmInput() }, { key: WRITER_KEY });
+    const res = await t.graphql(
+      PLAN_VM('resource { id ... on Project { name description } }'),
+      { input: vmInput() },
+      { key: WRITER_KEY },
+    );
     expect(res.status).toBe(403);
     expect(res.data).toBeUndefined();
-    expect(res.errors![0]!.extensions).toMatchObject({ code: 'FORBIDDEN', field: 'ProvisioningPlanStep.resource', scope: 'cloud:read' });
+    expect(res.errors![0]!.extensions).toMatchObject({
+      code: 'FORBIDDEN',
+      field: 'ProvisioningPlanStep.resource',
+      scope: 'cloud:read',
+    });
     expect(JSON.stringify(res)).not.toContain('owner-secret-name');
   });
 
@@ -65,7 +80,11 @@ describe('reads through a plan or a payload need cloud:read', () => {
   });
 
   it('an app with cloud:read reads a REUSE step’s resource', async () => {
-    const res = await t.graphql(PLAN_VM('resource { id ... on Project { name } }'), { input: vmInput() }, { key: OWNER_KEY });
+    const res = await t.graphql(
+      PLAN_VM('resource { id ... on Project { name } }'),
+      { input: vmInput() },
+      { key: OWNER_KEY },
+    );
     expect(res.errors).toBeUndefined();
     expect(res.data!.planVirtualMachine.steps[0].resource).toEqual({ id: projectId, name: 'owner-secret-name' });
   });
@@ -75,10 +94,22 @@ describe('reads through a plan or a payload need cloud:read', () => {
     expect(own.errors).toBeUndefined();
     expect(own.data!.createNetwork.network.title).toBe('writer-net');
     // Refused whole, before the creation: nothing was sent upstream for it.
-    const through = await t.graphql(CREATE_NETWORK('project { name virtualMachines { users { name sshKeys } } }'), { projectId }, { key: WRITER_KEY });
+    const through = await t.graphql(
+      CREATE_NETWORK('project { name virtualMachines { users { name sshKeys } } }'),
+      { projectId },
+      { key: WRITER_KEY },
+    );
     expect(through.status).toBe(403);
-    expect(through.errors![0]!.extensions).toMatchObject({ code: 'FORBIDDEN', field: 'Network.project', scope: 'cloud:read' });
-    const networks = await t.graphql(`query($id: ID!) { project(id: $id) { networks { title } } }`, { id: projectId }, { key: OWNER_KEY });
+    expect(through.errors![0]!.extensions).toMatchObject({
+      code: 'FORBIDDEN',
+      field: 'Network.project',
+      scope: 'cloud:read',
+    });
+    const networks = await t.graphql(
+      `query($id: ID!) { project(id: $id) { networks { title } } }`,
+      { id: projectId },
+      { key: OWNER_KEY },
+    );
     expect(networks.data!.project.networks.map((n: { title: string }) => n.title)).toEqual(['writer-net']);
   });
 
@@ -88,12 +119,20 @@ describe('reads through a plan or a payload need cloud:read', () => {
       { input: vmInput() },
       { key: WRITER_KEY },
     );
-    expect(step.errors![0]!.extensions).toMatchObject({ code: 'FORBIDDEN', field: 'ProvisioningStep.resource', scope: 'cloud:read' });
+    expect(step.errors![0]!.extensions).toMatchObject({
+      code: 'FORBIDDEN',
+      field: 'ProvisioningStep.resource',
+      scope: 'cloud:read',
+    });
     const project = await t.graphql(
       `mutation($input: ProvisionVirtualMachineInput!) { provisionVirtualMachine(input: $input) { provisioning { id project { name } } } }`,
       { input: vmInput() },
       { key: WRITER_KEY },
     );
-    expect(project.errors![0]!.extensions).toMatchObject({ code: 'FORBIDDEN', field: 'Provisioning.project', scope: 'cloud:read' });
+    expect(project.errors![0]!.extensions).toMatchObject({
+      code: 'FORBIDDEN',
+      field: 'Provisioning.project',
+      scope: 'cloud:read',
+    });
   });
 });

@@ -1,14 +1,35 @@
 import { describe, expect, it } from 'vitest';
+
 import { scrubResponse } from '../../src/cloud/wire.js';
 
 // The spec shows no cloud response body, so the names an upstream echoes secrets under are unknown: stored answers
 // are scrubbed by pattern (*password*, *secret*, *token*, *key*, credentials), at any depth and inside arrays.
 describe('secrets in stored cloud answers', () => {
   it.each([
-    'password', 'adminPassword', 'sasl_password', 'passwd', 'passphrase', 'clientSecret', 'client_secret', 'secret',
-    'access_token', 'accessToken', 'refreshToken', 'iamToken', 'token', 'apiKey', 'api_key', 'privateKey', 'credentials',
+    'password',
+    'adminPassword',
+    'sasl_password',
+    'passwd',
+    'passphrase',
+    'clientSecret',
+    'client_secret',
+    'secret',
+    'access_token',
+    'accessToken',
+    'refreshToken',
+    'iamToken',
+    'token',
+    'apiKey',
+    'api_key',
+    'privateKey',
+    'credentials',
   ])('drops %s wherever it stands', (name) => {
-    const body = { id: 'vm-1', [name]: 'hunter2', user: { name: 'ops', [name]: 'hunter2' }, users: [{ name: 'a', [name]: 'hunter2' }] };
+    const body = {
+      id: 'vm-1',
+      [name]: 'hunter2',
+      user: { name: 'ops', [name]: 'hunter2' },
+      users: [{ name: 'a', [name]: 'hunter2' }],
+    };
     const stored = scrubResponse(body);
     expect(JSON.stringify(stored)).not.toContain('hunter2');
     expect(stored).toEqual({ id: 'vm-1', user: { name: 'ops' }, users: [{ name: 'a' }] });

@@ -1,7 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { CLOUD_SHAPE_MODES, cloudShapeByName, randomCloudShape, type CloudShapeMode } from '../../src/sandbox/cloud-shapes.js';
-import { SSH_KEY, createChain, ok, M } from '../helpers/cloud.js';
+
+import {
+  CLOUD_SHAPE_MODES,
+  cloudShapeByName,
+  randomCloudShape,
+  type CloudShapeMode,
+} from '../../src/sandbox/cloud-shapes.js';
+import { createChain, M, ok, SSH_KEY } from '../helpers/cloud.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 
 // The spec shows neither the token field nor the creation responses: the cloud sandbox answers in one
@@ -41,15 +47,25 @@ async function provision(gw: TestGateway, input: Record<string, unknown>) {
 }
 
 function whiteHosts(gw: TestGateway): unknown[] {
-  return gw.gateway.sandbox.cloud!.resources('kafka-cluster').map((r) => (r.spec['vendor.extensions.kafka'] as { white_host?: string }).white_host);
+  return gw.gateway.sandbox
+    .cloud!.resources('kafka-cluster')
+    .map((r) => (r.spec['vendor.extensions.kafka'] as { white_host?: string }).white_host);
 }
 
 /**
  * The flows every shape must pass: token, the full resource chain, and a provisioning with a public address. `env`
  * adds variables (the *_PATH ones), and `addressField` is where the address is read when a path names it.
  */
-async function runCloudFlows(mode: CloudShapeMode, env: Record<string, string> = {}, addressField?: string): Promise<void> {
-  const gw = await gateway({ SANDBOX_CLOUD_SHAPE: mode.name, CLOUD_API_CREDENTIALS: JSON.stringify(credentials), ...env });
+async function runCloudFlows(
+  mode: CloudShapeMode,
+  env: Record<string, string> = {},
+  addressField?: string,
+): Promise<void> {
+  const gw = await gateway({
+    SANDBOX_CLOUD_SHAPE: mode.name,
+    CLOUD_API_CREDENTIALS: JSON.stringify(credentials),
+    ...env,
+  });
   const sandbox = gw.gateway.sandbox.cloud!;
   expect(sandbox.responseShape).toEqual(mode.shape);
 
@@ -62,7 +78,16 @@ async function runCloudFlows(mode: CloudShapeMode, env: Record<string, string> =
   // Every id the gateway returned is the one the sandbox created, wherever the answer put it.
   expect(sandbox.projects().map((p) => p.id)).toEqual([chain.projectId]);
   const created = new Set(sandbox.resources().map((r) => r.id));
-  for (const id of [chain.networkId, chain.subnetId, chain.ipId, chain.clusterId, chain.topicId, chain.userId, chain.vmId]) expect(created).toContain(id);
+  for (const id of [
+    chain.networkId,
+    chain.subnetId,
+    chain.ipId,
+    chain.clusterId,
+    chain.topicId,
+    chain.userId,
+    chain.vmId,
+  ])
+    expect(created).toContain(id);
 
   // The IP's address is read from the mode's field, or is null when the answer has none.
   const ip = await ok(gw, M.ip, { input: { projectId: chain.projectId, networkId: chain.networkId, title: 'ip-2' } });
@@ -89,7 +114,12 @@ async function runCloudFlows(mode: CloudShapeMode, env: Record<string, string> =
     expect(p.kafkaCluster.publicIp).toBe(ipAddress.address);
     expect(whiteHosts(gw).at(-1)).toBe(ipAddress.address);
     const field = addressField ?? (mode.shape.id === 'data.id' ? `data.${mode.shape.address}` : mode.shape.address);
-    expect(p.publicAddress).toEqual({ address: ipAddress.address, source: 'IP_ADDRESS_RESPONSE', responseField: field, ipAddressId: ipAddress.id });
+    expect(p.publicAddress).toEqual({
+      address: ipAddress.address,
+      source: 'IP_ADDRESS_RESPONSE',
+      responseField: field,
+      ipAddressId: ipAddress.id,
+    });
   }
 
   // A VM provisioning links the created ids (natIpId is the IP's id, not its address): it succeeds in every shape.
@@ -99,12 +129,18 @@ async function runCloudFlows(mode: CloudShapeMode, env: Record<string, string> =
       network: { title: 'n' },
       subnet: { title: 's', cidr: '10.61.0.0/24' },
       ipAddress: { title: 'ip' },
-      virtualMachine: { title: 'vm', instanceType: 'C2_MEDIUM', bootDisk: { sizeGb: 20, image: 'UBUNTU_22_04' }, users: [{ name: 'ops', sshKeys: [SSH_KEY] }] },
+      virtualMachine: {
+        title: 'vm',
+        instanceType: 'C2_MEDIUM',
+        bootDisk: { sizeGb: 20, image: 'UBUNTU_22_04' },
+        users: [{ name: 'ops', sshKeys: [SSH_KEY] }],
+      },
     },
   });
   expect(vm.errors, JSON.stringify(vm.errors)).toBeUndefined();
   await gw.gateway.services.provisioning.idle();
-  const vmStatus = (await gw.graphql(STATUS, { id: vm.data!.provisionVirtualMachine.provisioning.id })).data!.provisioning;
+  const vmStatus = (await gw.graphql(STATUS, { id: vm.data!.provisionVirtualMachine.provisioning.id })).data!
+    .provisioning;
   expect(vmStatus.state).toBe('SUCCEEDED');
   const vmId = vmStatus.steps.find((s: { name: string }) => s.name === 'virtualMachine').resourceId;
   const createdVm = sandbox.resources('virtual-machine').find((r) => r.id === vmId)!;
@@ -113,30 +149,61 @@ async function runCloudFlows(mode: CloudShapeMode, env: Record<string, string> =
 }
 
 describe('the cloud flows in every response shape of the sandbox', () => {
-  it.each(CLOUD_SHAPE_MODES.map((m) => [m.name, m] as const))('%s: ids, token and public address are read, or the provisioning fails saying what is missing', async (_name, mode) => {
-    await runCloudFlows(mode);
-  });
+  it.each(CLOUD_SHAPE_MODES.map((m) => [m.name, m] as const))(
+    '%s: ids, token and public address are read, or the provisioning fails saying what is missing',
+    async (_name, mode) => {
+      await runCloudFlows(mode);
+    },
+  );
 
   // Shapes beyond the gateway's guesses (a name it does not guess, nesting, arrays): every flow passes once the
   // *_PATH variables name them (docs/decisions/042); without them see test/cloud/unreadable-created-id.test.ts.
   it.each([
-    ['uuid+iamToken+addresses.0.ip', { CLOUD_CREATED_ID_PATH: 'uuid', CLOUD_TOKEN_PATH: 'iamToken', CLOUD_IP_ADDRESS_PATH: 'addresses.0.ip' }],
-    ['resource.uuid+auth.iamToken+externalAddress', { CLOUD_CREATED_ID_PATH: 'resource.uuid', CLOUD_TOKEN_PATH: 'auth.iamToken', CLOUD_IP_ADDRESS_PATH: 'externalAddress' }],
-    ['items.0.id+iamToken+addresses.0.ip', { CLOUD_CREATED_ID_PATH: 'items.0.id', CLOUD_TOKEN_PATH: 'iamToken', CLOUD_IP_ADDRESS_PATH: 'items.0.addresses.0.ip' }],
-  ])('%s: with the *_PATH variables, ids, token and public address are read at the configured paths', async (name, env) => {
-    await runCloudFlows(cloudShapeByName(name)!, env, env.CLOUD_IP_ADDRESS_PATH);
-  });
+    [
+      'uuid+iamToken+addresses.0.ip',
+      { CLOUD_CREATED_ID_PATH: 'uuid', CLOUD_TOKEN_PATH: 'iamToken', CLOUD_IP_ADDRESS_PATH: 'addresses.0.ip' },
+    ],
+    [
+      'resource.uuid+auth.iamToken+externalAddress',
+      {
+        CLOUD_CREATED_ID_PATH: 'resource.uuid',
+        CLOUD_TOKEN_PATH: 'auth.iamToken',
+        CLOUD_IP_ADDRESS_PATH: 'externalAddress',
+      },
+    ],
+    [
+      'items.0.id+iamToken+addresses.0.ip',
+      {
+        CLOUD_CREATED_ID_PATH: 'items.0.id',
+        CLOUD_TOKEN_PATH: 'iamToken',
+        CLOUD_IP_ADDRESS_PATH: 'items.0.addresses.0.ip',
+      },
+    ],
+  ])(
+    '%s: with the *_PATH variables, ids, token and public address are read at the configured paths',
+    async (name, env) => {
+      await runCloudFlows(cloudShapeByName(name)!, env, env.CLOUD_IP_ADDRESS_PATH);
+    },
+  );
 
   it('covers every id placement, token field and address field between the modes', () => {
-    expect(new Set(CLOUD_SHAPE_MODES.map((m) => m.shape.id))).toEqual(new Set(['id', 'serviceId', 'data.id', 'metadata.id']));
-    expect(new Set(CLOUD_SHAPE_MODES.map((m) => m.shape.token))).toEqual(new Set(['access_token', 'accessToken', 'token']));
-    expect(new Set(CLOUD_SHAPE_MODES.map((m) => m.shape.address))).toEqual(new Set(['address', 'ipAddress', 'ip_address', 'ip', 'publicIp', 'absent']));
+    expect(new Set(CLOUD_SHAPE_MODES.map((m) => m.shape.id))).toEqual(
+      new Set(['id', 'serviceId', 'data.id', 'metadata.id']),
+    );
+    expect(new Set(CLOUD_SHAPE_MODES.map((m) => m.shape.token))).toEqual(
+      new Set(['access_token', 'accessToken', 'token']),
+    );
+    expect(new Set(CLOUD_SHAPE_MODES.map((m) => m.shape.address))).toEqual(
+      new Set(['address', 'ipAddress', 'ip_address', 'ip', 'publicIp', 'absent']),
+    );
   });
 
   it('passes in a random shape too, whose seed is printed so that a failure can be repeated', async () => {
     const seed = Math.floor(Math.random() * 0x100000000);
     const mode = randomCloudShape(seed);
-    console.log(`cloud sandbox random shape ${mode.name} (SANDBOX_CLOUD_SHAPE=random SANDBOX_CLOUD_SHAPE_SEED=${seed})`);
+    console.log(
+      `cloud sandbox random shape ${mode.name} (SANDBOX_CLOUD_SHAPE=random SANDBOX_CLOUD_SHAPE_SEED=${seed})`,
+    );
     await runCloudFlows(mode);
   });
 
@@ -162,12 +229,19 @@ describe('the public address of a provisioned Kafka cluster', () => {
     expect(p.kafkaCluster.publicIp).toBe('198.51.100.77');
     expect(whiteHosts(gw)).toEqual(['198.51.100.77']);
     const ipId = p.steps.find((s: { name: string }) => s.name === 'ipAddress').resourceId;
-    expect(p.publicAddress).toEqual({ address: '198.51.100.77', source: 'CALLER', responseField: null, ipAddressId: ipId });
+    expect(p.publicAddress).toEqual({
+      address: '198.51.100.77',
+      source: 'CALLER',
+      responseField: null,
+      ipAddressId: ipId,
+    });
   });
 
   it('refuses a reused IP address whose address the gateway does not know, before creating anything', async () => {
     const gw = await gateway();
-    const res = await gw.graphql(PROVISION_KAFKA, { input: { ...kafkaInput(), ipAddress: undefined, ipAddressId: randomUUID() } });
+    const res = await gw.graphql(PROVISION_KAFKA, {
+      input: { ...kafkaInput(), ipAddress: undefined, ipAddressId: randomUUID() },
+    });
     expect(res.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'input.cluster.publicIp' });
     expect(res.errors![0]!.message).toMatch(/white_host is missing: IP address .* is not in the gateway's ledger/);
     expect(gw.gateway.sandbox.cloud!.requests).toHaveLength(0);

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { createChain } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
@@ -11,10 +12,14 @@ describe('passwords are never stored or logged', () => {
     await createChain(gw);
     // a failing upstream call logs too: make sure its log lines carry no password either
     gw.gateway.sandbox.cloud!.faults.enqueue('503');
-    await gw.graphql(
-      `mutation($i: CreateKafkaUserInput!) { createKafkaUser(input: $i) { kafkaUser { id } } }`,
-      { i: { projectId: (await gw.graphql('{ projects { id } }')).data!.projects[0].id, clusterId: (await gw.graphql('{ projects { kafkaClusters { id } } }')).data!.projects[0].kafkaClusters[0].id, name: 'second', password: 'S3cret-kafka-pass!' } },
-    );
+    await gw.graphql(`mutation($i: CreateKafkaUserInput!) { createKafkaUser(input: $i) { kafkaUser { id } } }`, {
+      i: {
+        projectId: (await gw.graphql('{ projects { id } }')).data!.projects[0].id,
+        clusterId: (await gw.graphql('{ projects { kafkaClusters { id } } }')).data!.projects[0].kafkaClusters[0].id,
+        name: 'second',
+        password: 'S3cret-kafka-pass!',
+      },
+    });
     await gw.close();
   });
   afterAll(() => gw.close());

@@ -1,8 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { cloudShapeByName } from '../../src/sandbox/cloud-shapes.js';
-import { PROJECTS_PATH, SANDBOX_SERVICE_ACCOUNT_TOKEN, SERVICES_PATH, startCloudSandbox, type CloudSandbox } from '../../src/sandbox/cloud.js';
+import {
+  PROJECTS_PATH,
+  SANDBOX_SERVICE_ACCOUNT_TOKEN,
+  SERVICES_PATH,
+  startCloudSandbox,
+  type CloudSandbox,
+} from '../../src/sandbox/cloud.js';
 import { M, ok } from '../helpers/cloud.js';
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { gatewayProcesses } from '../helpers/process.js';
@@ -42,9 +49,11 @@ function gatewayOn(sandbox: CloudSandbox, dataDir: string, env: Record<string, s
   });
 }
 
-const creationRequests = (s: CloudSandbox, path: string) => s.requests.filter((r) => r.method === 'POST' && r.path === path).length;
+const creationRequests = (s: CloudSandbox, path: string) =>
+  s.requests.filter((r) => r.method === 'POST' && r.path === path).length;
 /** The Idempotency-Key the sandbox got on its first creation request at `path`. */
-const sentKey = (s: CloudSandbox, path: string) => s.requests.find((r) => r.method === 'POST' && r.path === path)!.headers['idempotency-key'];
+const sentKey = (s: CloudSandbox, path: string) =>
+  s.requests.find((r) => r.method === 'POST' && r.path === path)!.headers['idempotency-key'];
 
 describe('a cloud creation whose id the gateway cannot read', () => {
   it('answers UPSTREAM_ANSWER_INCOMPLETE with the upstream key and the kept answer, never UPSTREAM_REJECTED', async () => {
@@ -79,7 +88,11 @@ describe('a cloud creation whose id the gateway cannot read', () => {
     expect(first.errors![0]!.extensions!.code).toBe('UPSTREAM_ANSWER_INCOMPLETE');
 
     const again = await gw.graphql(M.project, { input: { name: 'once' }, key }, { key: API_KEY });
-    expect(again.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_ANSWER_INCOMPLETE', idempotencyKey: key, upstreamIdempotencyKey: sentKey(sandbox, PROJECTS_PATH) });
+    expect(again.errors![0]!.extensions).toMatchObject({
+      code: 'UPSTREAM_ANSWER_INCOMPLETE',
+      idempotencyKey: key,
+      upstreamIdempotencyKey: sentKey(sandbox, PROJECTS_PATH),
+    });
     expect(again.errors![0]!.extensions!.answer).toEqual(first.errors![0]!.extensions!.answer);
     expect(sandbox.projects()).toHaveLength(1);
     expect(creationRequests(sandbox, PROJECTS_PATH), 'nothing is sent again').toBe(1);
@@ -97,16 +110,27 @@ describe('a cloud creation whose id the gateway cannot read', () => {
     const dataDir = tempDataDir();
     const key = randomUUID();
     const before = await gatewayOn(sandbox, dataDir);
-    expect((await before.graphql(M.project, { input: { name: 'completed-later' }, key }, { key: API_KEY })).errors![0]!.extensions!.code).toBe('UPSTREAM_ANSWER_INCOMPLETE');
+    expect(
+      (await before.graphql(M.project, { input: { name: 'completed-later' }, key }, { key: API_KEY })).errors![0]!
+        .extensions!.code,
+    ).toBe('UPSTREAM_ANSWER_INCOMPLETE');
     await before.close();
 
     const after = await gatewayOn(sandbox, dataDir, { CLOUD_CREATED_ID_PATH: 'items.0.id' });
     const payload = await ok(after, M.project, { input: { name: 'completed-later' }, key }, API_KEY);
     const upstreamId = sandbox.projects()[0]!.id;
-    expect(payload).toMatchObject({ project: { id: upstreamId, name: 'completed-later' }, replayed: true, upstreamIdempotencyKey: sentKey(sandbox, PROJECTS_PATH) });
+    expect(payload).toMatchObject({
+      project: { id: upstreamId, name: 'completed-later' },
+      replayed: true,
+      upstreamIdempotencyKey: sentKey(sandbox, PROJECTS_PATH),
+    });
     expect(creationRequests(sandbox, PROJECTS_PATH), 'read from the kept answer, not sent again').toBe(1);
     expect((await after.gateway.services.ledger.get(upstreamId))?.kind).toBe('project');
-    const read = await after.graphql(`query($id: ID!) { project(id: $id) { id name } }`, { id: upstreamId }, { key: API_KEY });
+    const read = await after.graphql(
+      `query($id: ID!) { project(id: $id) { id name } }`,
+      { id: upstreamId },
+      { key: API_KEY },
+    );
     expect(read.data!.project).toEqual({ id: upstreamId, name: 'completed-later' });
     // And from then on it is an ordinary replay.
     expect((await ok(after, M.project, { input: { name: 'completed-later' }, key }, API_KEY)).replayed).toBe(true);
@@ -117,7 +141,10 @@ describe('a cloud creation whose id the gateway cannot read', () => {
 // Every cloud flow in the shapes beyond the guesses, with the paths configured: test/cloud/response-shapes.test.ts.
 describe('a token the gateway does not guess', () => {
   it('without a path, a token the gateway cannot find fails the call saying which variable to set', async () => {
-    const gw = await gateway({ SANDBOX_CLOUD_SHAPE: 'id+iamToken+address', CLOUD_API_CREDENTIALS: JSON.stringify({ keyId: 'k', secret: 's' }) });
+    const gw = await gateway({
+      SANDBOX_CLOUD_SHAPE: 'id+iamToken+address',
+      CLOUD_API_CREDENTIALS: JSON.stringify({ keyId: 'k', secret: 's' }),
+    });
     const res = await gw.graphql(M.project, { input: { name: 'no-token' } });
     expect(res.errors![0]!.extensions!.code).toBe('UPSTREAM_UNAUTHENTICATED');
     expect(res.errors![0]!.message).toContain('CLOUD_TOKEN_PATH');
@@ -139,7 +166,13 @@ describe('a composite provisioning stopped on an unreadable id', () => {
     await gw.gateway.services.provisioning.idle();
     return (await gw.graphql(STATE, { id }, { key: API_KEY })).data!.provisioning as {
       state: string;
-      steps: Array<{ name: string; state: string; resourceId: string | null; idempotencyKey: string | null; error: { code: string; status: number | null } | null }>;
+      steps: Array<{
+        name: string;
+        state: string;
+        resourceId: string | null;
+        idempotencyKey: string | null;
+        error: { code: string; status: number | null } | null;
+      }>;
     };
   };
 
@@ -151,7 +184,11 @@ describe('a composite provisioning stopped on an unreadable id', () => {
     const started = await ok(before, PROVISION, { input, key }, API_KEY);
     const failed = await settle(before, started.provisioning.id);
     expect(failed.state).toBe('FAILED');
-    expect(failed.steps[0]).toMatchObject({ name: 'project', state: 'FAILED', error: { code: 'UPSTREAM_ANSWER_INCOMPLETE', status: 201 } });
+    expect(failed.steps[0]).toMatchObject({
+      name: 'project',
+      state: 'FAILED',
+      error: { code: 'UPSTREAM_ANSWER_INCOMPLETE', status: 201 },
+    });
     expect(sandbox.projects()).toHaveLength(1);
     // Calling again without the path: the step replays its kept answer, and still nothing is created twice.
     await ok(before, PROVISION, { input, key }, API_KEY);
@@ -169,13 +206,18 @@ describe('a composite provisioning stopped on an unreadable id', () => {
     // network, subnet, cluster, topic: each created once.
     expect(sandbox.resources()).toHaveLength(4);
     expect(creationRequests(sandbox, SERVICES_PATH)).toBe(4);
-    for (const step of done.steps.filter((s) => s.state === 'DONE')) expect((await after.gateway.services.ledger.get(step.resourceId!))?.id).toBe(step.resourceId);
+    for (const step of done.steps.filter((s) => s.state === 'DONE'))
+      expect((await after.gateway.services.ledger.get(step.resourceId!))?.id).toBe(step.resourceId);
   });
 });
 
 describe('the start-up line', () => {
   it('says, for each unshown shape, which configured path or which guesses are in force', async () => {
-    const gw = await processes({ DATA_DIR: tempDataDir(), CLOUD_CREATED_ID_PATH: 'data.uuid', VERIFICATION_RESULTS_PATH: 'payload.entries' });
+    const gw = await processes({
+      DATA_DIR: tempDataDir(),
+      CLOUD_CREATED_ID_PATH: 'data.uuid',
+      VERIFICATION_RESULTS_PATH: 'payload.entries',
+    });
     const line = JSON.parse(gw.line) as { msg: string; shapes: Record<string, string> };
     expect(line.shapes).toEqual({
       cloudCreatedId: 'CLOUD_CREATED_ID_PATH=data.uuid',

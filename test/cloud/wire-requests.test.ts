@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import type { RecordedRequest } from '../../src/sandbox/cloud.js';
 import { createChain, type Chain } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
@@ -20,7 +21,9 @@ describe('each cloud mutation sends the exact upstream request of the spec', () 
   const byKind = (kind: string, productCode?: string) =>
     requests.find((r) => {
       const b = r.body as { kind?: string; platform?: { productCode?: string } };
-      return r.path === '/ocs/v1/services' && b.kind === kind && (!productCode || b.platform?.productCode === productCode);
+      return (
+        r.path === '/ocs/v1/services' && b.kind === kind && (!productCode || b.platform?.productCode === productCode)
+      );
     })!;
 
   it('makes one upstream call per mutation, each with Bearer auth, JSON content type and a UUID Idempotency-Key', () => {
@@ -35,7 +38,9 @@ describe('each cloud mutation sends the exact upstream request of the spec', () 
   });
 
   it('sends Accept: application/json on cluster, topic, user and VM creation only, as the spec shows', () => {
-    const withAccept = requests.filter((r) => r.headers.accept === 'application/json').map((r) => (r.body as { kind?: string }).kind);
+    const withAccept = requests
+      .filter((r) => r.headers.accept === 'application/json')
+      .map((r) => (r.body as { kind?: string }).kind);
     expect(withAccept.sort()).toEqual(['compute', 'compute', 'topic', 'user']);
     expect(requests[0]!.headers.accept).toBeUndefined();
   });
@@ -136,12 +141,28 @@ describe('each cloud mutation sends the exact upstream request of the spec', () 
     gw.gateway.sandbox.cloud!.clearRequests();
     const c = await gw.graphql(
       `mutation($i: CreateKafkaClusterInput!) { createKafkaCluster(input: $i) { kafkaCluster { id publicIp } } }`,
-      { i: { projectId: chain.projectId, title: 'private', instanceType: 'C1_MEDIUM', subnetId: chain.subnetId, instanceCount: 1 } },
+      {
+        i: {
+          projectId: chain.projectId,
+          title: 'private',
+          instanceType: 'C1_MEDIUM',
+          subnetId: chain.subnetId,
+          instanceCount: 1,
+        },
+      },
     );
     expect(c.errors).toBeUndefined();
     const t = await gw.graphql(
       `mutation($i: CreateKafkaTopicInput!) { createKafkaTopic(input: $i) { kafkaTopic { retentionMs deleteRetentionMs } } }`,
-      { i: { projectId: chain.projectId, clusterId: c.data!.createKafkaCluster.kafkaCluster.id, name: 't', retentionMs: 3600000, deleteRetentionMs: '1000' } },
+      {
+        i: {
+          projectId: chain.projectId,
+          clusterId: c.data!.createKafkaCluster.kafkaCluster.id,
+          name: 't',
+          retentionMs: 3600000,
+          deleteRetentionMs: '1000',
+        },
+      },
     );
     expect(t.errors).toBeUndefined();
     expect(t.data!.createKafkaTopic.kafkaTopic).toEqual({ retentionMs: '3600000', deleteRetentionMs: '1000' });

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { serverAudits } from 'graphql-http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const KEY = 'conformance-app-key';
@@ -27,16 +28,24 @@ const fetchFn = (input: RequestInfo | URL, init: RequestInit = {}) => {
 const audits = serverAudits({ url: () => `${gw.url}/graphql`, fetchFn });
 
 describe('GraphQL over HTTP conformance (graphql-http serverAudits, with an API key)', () => {
-  it.each(audits.filter((a) => a.name.startsWith('MUST')).map((a) => [`${a.id} ${a.name}`, a] as const))('%s', async (_name, audit) => {
-    const result = await audit.fn();
-    expect(result.status, 'reason' in result ? result.reason : '').toBe('ok');
-  });
+  it.each(audits.filter((a) => a.name.startsWith('MUST')).map((a) => [`${a.id} ${a.name}`, a] as const))(
+    '%s',
+    async (_name, audit) => {
+      const result = await audit.fn();
+      expect(result.status, 'reason' in result ? result.reason : '').toBe('ok');
+    },
+  );
 
-  it.each(audits.filter((a) => a.name.startsWith('SHOULD')).map((a) => [`${a.id} ${a.name}`, a] as const))('%s', async (_name, audit) => {
-    const result = await audit.fn();
-    // A known failure that starts to pass, or a new failure, both fail here: the README list must follow.
-    expect(result.status === 'ok' ? 'ok' : 'fails', 'reason' in result ? result.reason : '').toBe(KNOWN_SHOULD_FAILURES.has(audit.id) ? 'fails' : 'ok');
-  });
+  it.each(audits.filter((a) => a.name.startsWith('SHOULD')).map((a) => [`${a.id} ${a.name}`, a] as const))(
+    '%s',
+    async (_name, audit) => {
+      const result = await audit.fn();
+      // A known failure that starts to pass, or a new failure, both fail here: the README list must follow.
+      expect(result.status === 'ok' ? 'ok' : 'fails', 'reason' in result ? result.reason : '').toBe(
+        KNOWN_SHOULD_FAILURES.has(audit.id) ? 'fails' : 'ok',
+      );
+    },
+  );
 
   it('names every SHOULD it does not meet in the README, with the reason', () => {
     const readme = fs.readFileSync(new URL('../../README.md', import.meta.url), 'utf8');

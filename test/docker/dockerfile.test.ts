@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+
 import { ENV_VARS } from '../../src/config.js';
 import {
   argList,
@@ -36,19 +37,32 @@ interface TsConfig {
 const pkg = JSON.parse(read('package.json')) as PackageJson;
 const isIgnored = dockerignore(read('.dockerignore'));
 const exists = (contextPath: string) => fs.existsSync(path.join(ROOT, contextPath));
-const isContextDir = (contextPath: string) => exists(contextPath) && fs.statSync(path.join(ROOT, contextPath)).isDirectory();
+const isContextDir = (contextPath: string) =>
+  exists(contextPath) && fs.statSync(path.join(ROOT, contextPath)).isDirectory();
 
 /** The context files a wildcard COPY source matches (wildcards in its last segment only, as this repo needs). */
 function expand(source: string): string[] {
   if (!/[*?[]/.test(source)) return [source];
   const dir = posix.dirname(source);
-  const re = new RegExp(`^${posix.basename(source).replace(/[.+^${}()|\\]/g, '\\$&').replace(/\*/g, '[^/]*').replace(/\?/g, '[^/]')}$`);
-  return exists(dir) ? fs.readdirSync(path.join(ROOT, dir)).filter((name) => re.test(name)).map((name) => posix.join(dir, name)) : [];
+  const re = new RegExp(
+    `^${posix
+      .basename(source)
+      .replace(/[.+^${}()|\\]/g, '\\$&')
+      .replace(/\*/g, '[^/]*')
+      .replace(/\?/g, '[^/]')}$`,
+  );
+  return exists(dir)
+    ? fs
+        .readdirSync(path.join(ROOT, dir))
+        .filter((name) => re.test(name))
+        .map((name) => posix.join(dir, name))
+    : [];
 }
 
 const dockerfile: ParsedDockerfile = parseDockerfile(read('Dockerfile'), {
   // A source from another stage cannot be looked at: one with a file extension is taken for a file.
-  isDir: (from, source) => (from === undefined ? isContextDir(source) : !/\.[A-Za-z0-9]+$/.test(posix.basename(source))),
+  isDir: (from, source) =>
+    from === undefined ? isContextDir(source) : !/\.[A-Za-z0-9]+$/.test(posix.basename(source)),
   expand,
   inContext: (contextPath) => exists(contextPath) && !isIgnored(contextPath),
 });
@@ -65,9 +79,12 @@ function runs(stage: Stage, pattern: RegExp): RunMatch[] {
   const global = new RegExp(pattern.source, pattern.flags.includes('g') ? pattern.flags : `${pattern.flags}g`);
   return stage.instructions
     .filter((i) => i.keyword === 'RUN')
-    .flatMap((instruction) => [...instruction.args.matchAll(global)].map((m) => ({ stage, instruction, offset: m.index })));
+    .flatMap((instruction) =>
+      [...instruction.args.matchAll(global)].map((m) => ({ stage, instruction, offset: m.index })),
+    );
 }
-const before = (a: RunMatch, b: RunMatch) => a.instruction.index < b.instruction.index || (a.instruction.index === b.instruction.index && a.offset < b.offset);
+const before = (a: RunMatch, b: RunMatch) =>
+  a.instruction.index < b.instruction.index || (a.instruction.index === b.instruction.index && a.offset < b.offset);
 const workdirAt = (stage: Stage, index: number) => stage.workdirAt[index]!;
 
 const NPM_BUILD = /\bnpm run(?:\s+--?[\w-]+)*\s+build\b/;
@@ -86,7 +103,12 @@ function tsconfigChain(file: string): [string, TsConfig][] {
 function builtEntryPoint(): string {
   const projectArg = /\btsc\b[^&|;]*?(?:-p|--project)\s+(\S+)/.exec(pkg.scripts['build'] ?? '')?.[1];
   expect(projectArg, 'npm run build compiles with `tsc -p <tsconfig>`').toBeDefined();
-  const options = Object.assign({}, ...tsconfigChain(projectArg!).reverse().map(([, c]) => c.compilerOptions ?? {})) as NonNullable<TsConfig['compilerOptions']>;
+  const options = Object.assign(
+    {},
+    ...tsconfigChain(projectArg!)
+      .reverse()
+      .map(([, c]) => c.compilerOptions ?? {}),
+  ) as NonNullable<TsConfig['compilerOptions']>;
   expect(options.outDir, `${projectArg} sets outDir`).toBeDefined();
   return posix.join(options.outDir!, posix.relative(options.rootDir ?? 'src', 'src/main.ts')).replace(/\.ts$/, '.js');
 }
@@ -108,7 +130,10 @@ function inputsOfScript(name: string): string[] {
         const chain = tsconfigChain(candidate);
         for (const [file] of chain) inputs.add(file);
         // `include` is not merged: the most derived config that sets it wins.
-        const [includingFile, including] = chain.find(([, c]) => c.include !== undefined) ?? [candidate, { include: [] }];
+        const [includingFile, including] = chain.find(([, c]) => c.include !== undefined) ?? [
+          candidate,
+          { include: [] },
+        ];
         for (const include of including.include ?? []) inputs.add(posix.join(posix.dirname(includingFile), include));
       }
       if (/\.(mjs|cjs|js)$/.test(candidate)) {
@@ -124,7 +149,8 @@ function inputsOfScript(name: string): string[] {
 
 /** What the image holds at `imagePath` must be `contextPath` from the build context, not ignored. */
 function expectFromContext(origin: Origin, contextPath: string, where: string): void {
-  const summary = origin.kind === 'context' ? origin : { kind: origin.kind, stage: origin.stage.name, path: origin.path };
+  const summary =
+    origin.kind === 'context' ? origin : { kind: origin.kind, stage: origin.stage.name, path: origin.path };
   expect(summary, where).toEqual({ kind: 'context', path: contextPath });
   expect(exists(contextPath), `${contextPath} exists (${where})`).toBe(true);
   expect(isIgnored(contextPath), `${contextPath} is not excluded by .dockerignore (${where})`).toBe(false);
@@ -142,7 +168,9 @@ describe('Dockerfile, read against the repository', () => {
   });
 
   it('copies from the build context only paths that exist and that .dockerignore lets through', () => {
-    const copies = stages.flatMap((s) => s.instructions.filter((i) => (i.keyword === 'COPY' || i.keyword === 'ADD') && !/--from=/.test(i.args)));
+    const copies = stages.flatMap((s) =>
+      s.instructions.filter((i) => (i.keyword === 'COPY' || i.keyword === 'ADD') && !/--from=/.test(i.args)),
+    );
     expect(copies.length).toBeGreaterThan(0);
     for (const copy of copies) {
       const sources = argList(copy.args.replace(/^(\s*--\S+)+/, '')).slice(0, -1);
@@ -153,7 +181,10 @@ describe('Dockerfile, read against the repository', () => {
           expect(exists(file), `"${copy.keyword} ${copy.args}": ${file} exists`).toBe(true);
           expect(isIgnored(file), `"${copy.keyword} ${copy.args}": ${file} is excluded by .dockerignore`).toBe(false);
           if (isContextDir(file)) {
-            expect(filesUnder(ROOT, file).filter((f) => !isIgnored(f)), `"${copy.keyword} ${copy.args}": ${file}/ is not emptied by .dockerignore`).not.toEqual([]);
+            expect(
+              filesUnder(ROOT, file).filter((f) => !isIgnored(f)),
+              `"${copy.keyword} ${copy.args}": ${file}/ is not emptied by .dockerignore`,
+            ).not.toEqual([]);
           }
         }
       }
@@ -166,7 +197,11 @@ describe('Dockerfile, read against the repository', () => {
     for (const { stage, instruction } of installs) {
       const workdir = workdirAt(stage, instruction.index);
       for (const file of ['package.json', 'package-lock.json']) {
-        expectFromContext(originOf(dockerfile, stage, posix.join(workdir, file), instruction.index), file, `before "RUN ${instruction.args}" in stage ${stage.name}`);
+        expectFromContext(
+          originOf(dockerfile, stage, posix.join(workdir, file), instruction.index),
+          file,
+          `before "RUN ${instruction.args}" in stage ${stage.name}`,
+        );
       }
     }
   });
@@ -181,7 +216,11 @@ describe('Dockerfile, read against the repository', () => {
       expect(inputs.length, `npm run ${script} reads files of the repository`).toBeGreaterThan(0);
       const workdir = workdirAt(stage, instruction.index);
       for (const input of inputs) {
-        expectFromContext(originOf(dockerfile, stage, posix.join(workdir, input), instruction.index), input, `npm run ${script} reads ${input}`);
+        expectFromContext(
+          originOf(dockerfile, stage, posix.join(workdir, input), instruction.index),
+          input,
+          `npm run ${script} reads ${input}`,
+        );
       }
     }
   });
@@ -191,7 +230,10 @@ describe('Dockerfile, read against the repository', () => {
     expect(pkg.scripts['start']).toMatch(new RegExp(`^node ${built.replace(/\./g, '\\.')}$`));
     const cmd = runtime.instructions.filter((i) => i.keyword === 'CMD').at(-1);
     expect(cmd, 'the runtime stage has a CMD').toBeDefined();
-    expect(runtime.instructions.some((i) => i.keyword === 'ENTRYPOINT'), 'no ENTRYPOINT wraps the CMD').toBe(false);
+    expect(
+      runtime.instructions.some((i) => i.keyword === 'ENTRYPOINT'),
+      'no ENTRYPOINT wraps the CMD',
+    ).toBe(false);
     const [program, file, ...rest] = argList(cmd!.args);
     expect(program).toBe('node');
     expect(rest).toEqual([]);
@@ -209,7 +251,11 @@ describe('Dockerfile, read against the repository', () => {
     expect(build, `stage ${made.stage.name}, which holds ${made.path}, runs npm run build`).toBeDefined();
     const buildDir = workdirAt(made.stage, build!.instruction.index);
     expect(made.path).toBe(posix.join(buildDir, built));
-    expectFromContext(originOf(dockerfile, made.stage, posix.join(buildDir, 'src/main.ts'), build!.instruction.index), 'src/main.ts', 'the build compiles src/main.ts');
+    expectFromContext(
+      originOf(dockerfile, made.stage, posix.join(buildDir, 'src/main.ts'), build!.instruction.index),
+      'src/main.ts',
+      'the build compiles src/main.ts',
+    );
     expect(exists('src/main.ts')).toBe(true);
   });
 
@@ -221,9 +267,17 @@ describe('Dockerfile, read against the repository', () => {
     for (const r of install) {
       const command = /\bnpm (?:ci|install|i)\b[^&|;]*/.exec(r.instruction.args.slice(r.offset))![0];
       expect(command, 'the build installs dev dependencies').not.toMatch(PROD_ONLY);
-      expect(r.instruction.args.slice(0, r.offset), 'no NODE_ENV=production on the install command').not.toMatch(/NODE_ENV=production/);
-      const envBefore = build.stage.instructions.filter((i) => i.keyword === 'ENV' && i.index < r.instruction.index).map((i) => i.args).join(' ');
-      expect(envBefore, 'NODE_ENV=production (which drops dev dependencies) is not set before the build install').not.toMatch(/NODE_ENV[= ]"?production/);
+      expect(r.instruction.args.slice(0, r.offset), 'no NODE_ENV=production on the install command').not.toMatch(
+        /NODE_ENV=production/,
+      );
+      const envBefore = build.stage.instructions
+        .filter((i) => i.keyword === 'ENV' && i.index < r.instruction.index)
+        .map((i) => i.args)
+        .join(' ');
+      expect(
+        envBefore,
+        'NODE_ENV=production (which drops dev dependencies) is not set before the build install',
+      ).not.toMatch(/NODE_ENV[= ]"?production/);
     }
 
     // The runtime's node_modules: installed there without dev dependencies, or copied from a stage that pruned them after building.
@@ -232,12 +286,21 @@ describe('Dockerfile, read against the repository', () => {
     expect(origin.kind, 'node_modules is not copied from the build context').toBe('made');
     const from = (origin as Extract<Origin, { kind: 'made' }>).stage;
     const installs = runs(from, /\bnpm (?:ci|install|i)\b[^&|;]*/);
-    const prunes = runs(from, /\bnpm prune\b[^&|;]*/).filter((r) => PROD_ONLY.test(/\bnpm prune\b[^&|;]*/.exec(r.instruction.args.slice(r.offset))![0]));
+    const prunes = runs(from, /\bnpm prune\b[^&|;]*/).filter((r) =>
+      PROD_ONLY.test(/\bnpm prune\b[^&|;]*/.exec(r.instruction.args.slice(r.offset))![0]),
+    );
     const lastInstall = installs.at(-1);
     expect(lastInstall, `stage ${from.name} installs the node_modules the runtime gets`).toBeDefined();
-    const installedProdOnly = PROD_ONLY.test(/\bnpm (?:ci|install|i)\b[^&|;]*/.exec(lastInstall!.instruction.args.slice(lastInstall!.offset))![0]);
-    const prunedAfterBuild = prunes.some((p) => before(lastInstall!, p) && buildRuns.filter((b) => b.stage === from).every((b) => before(b, p)));
-    expect(installedProdOnly || prunedAfterBuild, `node_modules of stage ${from.name} hold production dependencies only`).toBe(true);
+    const installedProdOnly = PROD_ONLY.test(
+      /\bnpm (?:ci|install|i)\b[^&|;]*/.exec(lastInstall!.instruction.args.slice(lastInstall!.offset))![0],
+    );
+    const prunedAfterBuild = prunes.some(
+      (p) => before(lastInstall!, p) && buildRuns.filter((b) => b.stage === from).every((b) => before(b, p)),
+    );
+    expect(
+      installedProdOnly || prunedAfterBuild,
+      `node_modules of stage ${from.name} hold production dependencies only`,
+    ).toBe(true);
     // better-sqlite3 is compiled for the Node and libc of the stage that installed it.
     expect(from.image, `node_modules come from the same image the server runs on`).toBe(runtime.image);
   });
@@ -245,10 +308,16 @@ describe('Dockerfile, read against the repository', () => {
   it('puts what the server reads from its project root at run time beside package.json', () => {
     // src/paths.ts finds the project root by its package.json, then reads these folders under it.
     const paths = read('src/paths.ts');
-    const underRoot = [...paths.matchAll(/path\.join\(PROJECT_ROOT,\s*([^)]+)\)/g)].map((m) => posix.join(...[...m[1]!.matchAll(/'([^']+)'/g)].map((q) => q[1]!)));
+    const underRoot = [...paths.matchAll(/path\.join\(PROJECT_ROOT,\s*([^)]+)\)/g)].map((m) =>
+      posix.join(...[...m[1]!.matchAll(/'([^']+)'/g)].map((q) => q[1]!)),
+    );
     expect(underRoot).toEqual(expect.arrayContaining(['schema', 'dist/graphiql']));
     const workdir = runtime.workdirAt.at(-1)!;
-    expectFromContext(originOf(dockerfile, runtime, posix.join(workdir, 'package.json')), 'package.json', 'the runtime finds its root (and "type": "module") by package.json');
+    expectFromContext(
+      originOf(dockerfile, runtime, posix.join(workdir, 'package.json')),
+      'package.json',
+      'the runtime finds its root (and "type": "module") by package.json',
+    );
     for (const entry of underRoot) {
       const origin = originOf(dockerfile, runtime, posix.join(workdir, entry));
       if (origin.kind === 'context') {
@@ -264,13 +333,17 @@ describe('Dockerfile, read against the repository', () => {
 
   it('runs code that imports only production dependencies, the ones left after pruning', () => {
     // The files tsc compiles for dist/ (tsconfig.build.json's include minus its exclude).
-    const [buildConfigFile] = tsconfigChain(/\btsc\b[^&|;]*?(?:-p|--project)\s+(\S+)/.exec(pkg.scripts['build'] ?? '')![1]!)[0]!;
+    const [buildConfigFile] = tsconfigChain(
+      /\btsc\b[^&|;]*?(?:-p|--project)\s+(\S+)/.exec(pkg.scripts['build'] ?? '')![1]!,
+    )[0]!;
     const chain = tsconfigChain(buildConfigFile);
     const include = chain.find(([, c]) => c.include !== undefined)?.[1].include ?? [];
     const exclude = (JSON.parse(read(buildConfigFile)) as { exclude?: string[] }).exclude ?? [];
     const compiled = include
       .flatMap((dir) => filesUnder(ROOT, dir))
-      .filter((f) => /\.tsx?$/.test(f) && !f.endsWith('.d.ts') && !exclude.some((e) => f === e || f.startsWith(`${e}/`)));
+      .filter(
+        (f) => /\.tsx?$/.test(f) && !f.endsWith('.d.ts') && !exclude.some((e) => f === e || f.startsWith(`${e}/`)),
+      );
     expect(compiled).toContain('src/main.ts');
 
     const production = new Set(Object.keys(pkg.dependencies ?? {}));
@@ -290,7 +363,8 @@ describe('Dockerfile, read against the repository', () => {
       }
     }
     expect(imported.has('graphql'), 'the scan finds the imports').toBe(true);
-    for (const [name, file] of imported) expect(production.has(name), `${file} imports ${name}, which is not in "dependencies"`).toBe(true);
+    for (const [name, file] of imported)
+      expect(production.has(name), `${file} imports ${name}, which is not in "dependencies"`).toBe(true);
   });
 
   it('runs as a non-root user that exists in the image and owns DATA_DIR, which is a volume', () => {
@@ -301,7 +375,10 @@ describe('Dockerfile, read against the repository', () => {
     const name = user!.args.trim().split(':')[0]!;
     expect(['root', '0']).not.toContain(name);
     const createdHere = runs(runtime, new RegExp(`\\b(?:useradd|adduser)\\b[^&|;]*\\b${name}\\b`)).length > 0;
-    expect(createdHere || (name === 'node' && /^node:/.test(runtime.image)), `user ${name} exists in ${runtime.image}`).toBe(true);
+    expect(
+      createdHere || (name === 'node' && /^node:/.test(runtime.image)),
+      `user ${name} exists in ${runtime.image}`,
+    ).toBe(true);
 
     const dataDir = runtime.env['DATA_DIR'];
     expect(dataDir, 'the runtime stage sets DATA_DIR').toBeDefined();
@@ -309,7 +386,10 @@ describe('Dockerfile, read against the repository', () => {
     const volumes = runtime.instructions.filter((i) => i.keyword === 'VOLUME').flatMap((i) => argList(i.args));
     expect(volumes).toContain(dataDir);
     // A new volume starts as a copy of the image's folder, so the folder must already belong to the user.
-    const owned = runs(runtime, new RegExp(`\\bchown\\s+(?:-R\\s+)?${name}(?::\\S+)?\\s+(?:\\S+\\s+)*${dataDir!.replace(/\//g, '\\/')}(?:\\s|$)`));
+    const owned = runs(
+      runtime,
+      new RegExp(`\\bchown\\s+(?:-R\\s+)?${name}(?::\\S+)?\\s+(?:\\S+\\s+)*${dataDir!.replace(/\//g, '\\/')}(?:\\s|$)`),
+    );
     expect(owned.length, `a RUN gives ${dataDir} to ${name}`).toBeGreaterThan(0);
   });
 
@@ -322,8 +402,13 @@ describe('Dockerfile, read against the repository', () => {
     expect(command).toMatch(/\/healthz\b/);
 
     const port = runtime.env['PORT'] ?? envDefault('PORT')!;
-    expect(command!.includes('process.env.PORT') || command!.includes(`:${port}/healthz`), `the health check follows PORT (${port})`).toBe(true);
-    const exposed = runtime.instructions.filter((i) => i.keyword === 'EXPOSE').flatMap((i) => words(i.args).map((w) => w.split('/')[0]));
+    expect(
+      command!.includes('process.env.PORT') || command!.includes(`:${port}/healthz`),
+      `the health check follows PORT (${port})`,
+    ).toBe(true);
+    const exposed = runtime.instructions
+      .filter((i) => i.keyword === 'EXPOSE')
+      .flatMap((i) => words(i.args).map((w) => w.split('/')[0]));
     expect(exposed).toContain(port);
     const host = runtime.env['HOST'] ?? envDefault('HOST')!;
     expect(['127.0.0.1', 'localhost', '::1'], 'the server listens beyond the container').not.toContain(host);
@@ -337,7 +422,10 @@ describe('Dockerfile, read against the repository', () => {
   it('sets only environment variables the gateway reads', () => {
     for (const stage of stages.filter((s) => s !== buildStage)) {
       for (const name of Object.keys(stage.env)) {
-        expect(name === 'NODE_ENV' || ENV_NAMES.has(name), `ENV ${name} in stage ${stage.name} is a variable of src/config.ts`).toBe(true);
+        expect(
+          name === 'NODE_ENV' || ENV_NAMES.has(name),
+          `ENV ${name} in stage ${stage.name} is a variable of src/config.ts`,
+        ).toBe(true);
       }
     }
   });
@@ -353,7 +441,9 @@ describe('Dockerfile, read against the repository', () => {
     expect(Number(major) % 2, `node ${major} is an LTS line (even major)`).toBe(0);
     const minMajor = Number(/(\d+)/.exec(pkg.engines?.node ?? '0')![1]);
     expect(Number(major), `node ${major} satisfies engines ${pkg.engines?.node}`).toBeGreaterThanOrEqual(minMajor);
-    expect(read('Dockerfile'), 'the ARG line .ci/test-on-node-lts reads').toMatch(new RegExp(`^ARG NODE_IMAGE=node:${major}[.-]`, 'm'));
+    expect(read('Dockerfile'), 'the ARG line .ci/test-on-node-lts reads').toMatch(
+      new RegExp(`^ARG NODE_IMAGE=node:${major}[.-]`, 'm'),
+    );
     expect(buildStage!.image).toBe(runtime.image);
   });
 });
@@ -361,10 +451,19 @@ describe('Dockerfile, read against the repository', () => {
 describe('.dockerignore', () => {
   it('keeps host dependencies and builds, local data, test artifacts and git history out of the build context', () => {
     const dataDir = posix.normalize(envDefault('DATA_DIR')!);
-    for (const entry of ['node_modules', 'node_modules/better-sqlite3/build/Release/x.node', 'dist/src/main.js', '.git', dataDir, `${dataDir}/gateway.sqlite`, 'test-artifacts']) {
+    for (const entry of [
+      'node_modules',
+      'node_modules/better-sqlite3/build/Release/x.node',
+      'dist/src/main.js',
+      '.git',
+      dataDir,
+      `${dataDir}/gateway.sqlite`,
+      'test-artifacts',
+    ]) {
       expect(isIgnored(entry), `${entry} is excluded`).toBe(true);
     }
-    for (const entry of ['package.json', 'src/main.ts', 'schema']) expect(isIgnored(entry), `${entry} is kept`).toBe(false);
+    for (const entry of ['package.json', 'src/main.ts', 'schema'])
+      expect(isIgnored(entry), `${entry} is kept`).toBe(false);
   });
 });
 
@@ -388,11 +487,17 @@ describe('docker-compose.yml', () => {
   it('builds this Dockerfile, publishes its port and keeps DATA_DIR on a named volume', () => {
     const buildLine = lines.find((l) => /^\s*build:/.test(l));
     expect(buildLine, 'the service is built here').toBeDefined();
-    const context = /build:\s*(\S+)/.exec(buildLine!)?.[1] ?? block('build').map((l) => /^\s*context:\s*(\S+)/.exec(l)?.[1]).find(Boolean);
+    const context =
+      /build:\s*(\S+)/.exec(buildLine!)?.[1] ??
+      block('build')
+        .map((l) => /^\s*context:\s*(\S+)/.exec(l)?.[1])
+        .find(Boolean);
     expect(context).toBe('.');
 
     const port = runtime.env['PORT'] ?? envDefault('PORT')!;
-    const published = block('ports').map((l) => /^\s*-\s*"?(?:[\d.]+:)?\d+:(\d+)"?\s*$/.exec(l)?.[1]).filter(Boolean);
+    const published = block('ports')
+      .map((l) => /^\s*-\s*"?(?:[\d.]+:)?\d+:(\d+)"?\s*$/.exec(l)?.[1])
+      .filter(Boolean);
     expect(published).toContain(port);
 
     const dataDir = runtime.env['DATA_DIR']!;

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { EventLog, type EventRecord } from '../../src/events/index.js';
 import { PostgresBus } from '../../src/events/postgres-bus.js';
 import { createLogger } from '../../src/logger.js';

@@ -1,6 +1,7 @@
 import { createClient } from 'graphql-ws';
-import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+
 import { VERIFICATION_EVENT_KIND } from '../../src/identity/service.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { collect, postNotification, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
@@ -21,7 +22,11 @@ describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
   afterAll(() => replicas?.close());
 
   it('a webhook that hits replica A reaches a subscriber on replica B', async () => {
-    const client = createClient({ url: b.url.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, retryAttempts: 0 });
+    const client = createClient({
+      url: b.url.replace('http', 'ws') + '/graphql',
+      webSocketImpl: WebSocket,
+      retryAttempts: 0,
+    });
     try {
       const sub = client.iterate<{ mobileIdAuthentication: { __typename: string; authReqId: string } }>({
         query: `subscription { mobileIdAuthentication(authReqId: "replicated-1") { __typename ... on MobileIdAuthenticated { authReqId } } }`,
@@ -29,17 +34,25 @@ describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
       const first = sub.next();
       // B's subscription is registered before A publishes (a late one would read the log instead)
       await waitForSubscribers(b, 'mobile-id');
-      const sent = await a.graphql(`mutation { sandboxCompleteMobileIdAuthentication(authReqId: "replicated-1", outcome: SUCCESS) { httpStatus } }`);
+      const sent = await a.graphql(
+        `mutation { sandboxCompleteMobileIdAuthentication(authReqId: "replicated-1", outcome: SUCCESS) { httpStatus } }`,
+      );
       expect(sent.data!.sandboxCompleteMobileIdAuthentication.httpStatus).toBe(204);
       const msg = await first;
-      expect(msg.value.data).toEqual({ mobileIdAuthentication: { __typename: 'MobileIdAuthenticated', authReqId: 'replicated-1' } });
+      expect(msg.value.data).toEqual({
+        mobileIdAuthentication: { __typename: 'MobileIdAuthenticated', authReqId: 'replicated-1' },
+      });
     } finally {
       await client.dispose();
     }
   });
 
   it('the event is published once on the replica that received it', async () => {
-    const client = createClient({ url: a.url.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, retryAttempts: 0 });
+    const client = createClient({
+      url: a.url.replace('http', 'ws') + '/graphql',
+      webSocketImpl: WebSocket,
+      retryAttempts: 0,
+    });
     try {
       const received: string[] = [];
       const done = new Promise<void>((resolve, reject) => {
@@ -49,7 +62,9 @@ describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
         );
       });
       await waitForSubscribers(a, VERIFICATION_EVENT_KIND);
-      const reg = await a.graphql(`mutation { registerVerification(input: { workflowId: "kyc", applicant: { name: "x" } }) { verification { externalId } } }`);
+      const reg = await a.graphql(
+        `mutation { registerVerification(input: { workflowId: "kyc", applicant: { name: "x" } }) { verification { externalId } } }`,
+      );
       const externalId = reg.data!.registerVerification.verification.externalId;
       await expect.poll(() => received.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
       await new Promise((r) => setTimeout(r, 300));
@@ -71,14 +86,28 @@ describe('events cross replicas through PostgreSQL LISTEN/NOTIFY', () => {
     try {
       const sub = collect(client, SUBSCRIPTION, { id });
       await waitForSubscribers(b, 'mobile-id');
-      const sent = await postNotification(a, { auth_req_id: id, error: 'access_denied', ...long, vendor_detail: detail });
+      const sent = await postNotification(a, {
+        auth_req_id: id,
+        error: 'access_denied',
+        ...long,
+        vendor_detail: detail,
+      });
       expect(sent.status).toBe(204);
-      const [stored] = await a.gateway.services.store.db.selectFrom('events').select(['payload']).where('kind', '=', 'mobile-id').where('key', '=', id).execute();
+      const [stored] = await a.gateway.services.store.db
+        .selectFrom('events')
+        .select(['payload'])
+        .where('kind', '=', 'mobile-id')
+        .where('key', '=', id)
+        .execute();
       expect(Buffer.byteLength(stored!.payload)).toBeGreaterThan(NOTIFY_PAYLOAD_LIMIT);
       await waitFor(() => sub.results.length > 0 || sub.errors.length > 0, 20_000);
       expect(sub.errors).toEqual([]);
       const event = sub.results[0].data.mobileIdAuthentication;
-      expect(event).toMatchObject({ __typename: 'MobileIdAuthenticationFailed', authReqId: id, error: 'access_denied' });
+      expect(event).toMatchObject({
+        __typename: 'MobileIdAuthenticationFailed',
+        authReqId: id,
+        error: 'access_denied',
+      });
       expect(event.otherFields).toEqual({ vendor_detail: detail });
     } finally {
       await client.dispose();

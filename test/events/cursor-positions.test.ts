@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { CursorError, decodeCursor, Delivered, encodeCursor, Position } from '../../src/events/cursor.js';
 import type { EventRecord } from '../../src/events/log.js';
 import { StreamCancel } from '../../src/events/stream.js';
@@ -61,7 +62,9 @@ describe('positions in the event log (cursors)', () => {
       expect(() => decodeCursor(bad, Infinity)).toThrow(CursorError);
     }
     const old = encodeCursor(new Position(3), 0);
-    expect(() => decodeCursor(old, 36 * 3_600_000, 36 * 3_600_000 + 1)).toThrow('older than the event retention (EVENT_RETENTION, 36 hours)');
+    expect(() => decodeCursor(old, 36 * 3_600_000, 36 * 3_600_000 + 1)).toThrow(
+      'older than the event retention (EVENT_RETENTION, 36 hours)',
+    );
     expect(decodeCursor(old, 36 * 3_600_000, 36 * 3_600_000).position).toEqual(new Position(3));
   });
 });
@@ -78,14 +81,27 @@ describe('a stream resumed from a cursor (the events layer, SQLite)', () => {
   it('an event published after a later one is not lost on resume from the later one’s cursor, and none is delivered twice', async () => {
     const events = t.gateway.services.events;
     const append = async (n: string) => {
-      const r = await events.log.append({ kind: 'verification', key: `k-${n}`, dedupeKey: `order-${n}`, payload: { n }, scope: 'order-app' });
+      const r = await events.log.append({
+        kind: 'verification',
+        key: `k-${n}`,
+        dedupeKey: `order-${n}`,
+        payload: { n },
+        scope: 'order-app',
+      });
       return r.event;
     };
     const [early, late] = [await append('early'), await append('late')];
     expect(early.seq).toBeLessThan(late.seq);
-    const take = async (after: string | undefined, count: number, publish: () => Promise<void>): Promise<EventRecord[]> => {
+    const take = async (
+      after: string | undefined,
+      count: number,
+      publish: () => Promise<void>,
+    ): Promise<EventRecord[]> => {
       const cancel = new StreamCancel();
-      const stream = events.streams.subscribe({ kind: 'verification', scope: 'order-app', ...(after ? { after: events.position(after) } : {}) }, cancel);
+      const stream = events.streams.subscribe(
+        { kind: 'verification', scope: 'order-app', ...(after ? { after: events.position(after) } : {}) },
+        cancel,
+      );
       const got: EventRecord[] = [];
       const reading = (async () => {
         for await (const e of stream) {

@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, vi, type MockInstance } from 'vitest';
+
 import { EventLog, type EventRecord } from '../../src/events/index.js';
 import type { Database } from '../../src/store/index.js';
 import type { TestGateway } from '../helpers/gateway.js';
@@ -165,7 +166,12 @@ describe('duplicate notifications and burnt sequence numbers on PostgreSQL repli
     const committing = new Promise<void>((resolve) => (commit = resolve));
     let early: EventRecord | undefined;
     const held = db.transaction().execute(async (trx) => {
-      const appended = await new EventLog(trx, 60_000, 'postgres').append({ kind: 'mobile-id', key: 'late-commit', dedupeKey: 'mobile-id:late-commit', payload: failure('late-commit') });
+      const appended = await new EventLog(trx, 60_000, 'postgres').append({
+        kind: 'mobile-id',
+        key: 'late-commit',
+        dedupeKey: 'mobile-id:late-commit',
+        payload: failure('late-commit'),
+      });
       early = appended.event;
       await committing;
     });
@@ -190,7 +196,11 @@ describe('duplicate notifications and burnt sequence numbers on PostgreSQL repli
       await held;
     }
     const delivered: number[] = [];
-    const stop = b.gateway.services.events.bus.subscribe('mobile-id', 'late-commit', (e: EventRecord) => void delivered.push(e.seq));
+    const stop = b.gateway.services.events.bus.subscribe(
+      'mobile-id',
+      'late-commit',
+      (e: EventRecord) => void delivered.push(e.seq),
+    );
     try {
       await a.gateway.services.events.bus.publish(early!);
       await expect.poll(() => delivered, { timeout: 20_000 }).toEqual([early!.seq]);
@@ -223,7 +233,11 @@ describe('duplicate notifications and burnt sequence numbers on PostgreSQL repli
       await expect
         .poll(
           async () => {
-            const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`.execute(db);
+            const { rows } = await sql<{
+              n: number;
+            }>`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`.execute(
+              db,
+            );
             return rows[0]!.n;
           },
           { timeout: 20_000 },
@@ -249,7 +263,8 @@ describe('duplicate notifications and burnt sequence numbers on PostgreSQL repli
     let last!: EventRecord;
     for (let i = 0; i < 1100; i++) {
       await sql`select nextval('events_seq_seq')`.execute(db);
-      last = (await log.append({ kind: 'stretches', key: `s-${i}`, dedupeKey: `stretches:${i}`, payload: { i } })).event;
+      last = (await log.append({ kind: 'stretches', key: `s-${i}`, dedupeKey: `stretches:${i}`, payload: { i } }))
+        .event;
     }
     const looks = gapLooks.mock.calls.length;
     // B reads them in batches and looks for late commits before it delivers each batch (so that one acknowledged

@@ -1,28 +1,45 @@
 import { createClient } from 'graphql-ws';
 import { request } from 'undici';
 import WebSocket from 'ws';
-import type { VerificationSandbox } from '../../src/sandbox/verification.js';
+
 import { encodeCursor } from '../../src/events/cursor.js';
+import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
 
 const REGISTER = /* GraphQL */ `
   mutation Register($input: RegisterVerificationInput!) {
-    registerVerification(input: $input) { verification { externalId } }
+    registerVerification(input: $input) {
+      verification {
+        externalId
+      }
+    }
   }
 `;
 
 export const RESUME = /* GraphQL */ `
   subscription Resume($after: String) {
-    verificationCompleted(after: $after) { externalId payload }
+    verificationCompleted(after: $after) {
+      externalId
+      payload
+    }
   }
 `;
 
 /** Registers `count` verifications with `key`; their callback addresses by external id. */
-export async function registerVerifications(t: TestGateway, sandbox: VerificationSandbox, key: string, count: number): Promise<Map<string, string>> {
+export async function registerVerifications(
+  t: TestGateway,
+  sandbox: VerificationSandbox,
+  key: string,
+  count: number,
+): Promise<Map<string, string>> {
   const urls = new Map<string, string>();
   for (let i = 0; i < count; i++) {
-    const res = await t.graphql(REGISTER, { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Ivanova' } } }, { key });
+    const res = await t.graphql(
+      REGISTER,
+      { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Ivanova' } } },
+      { key },
+    );
     if (res.errors) throw new Error(JSON.stringify(res.errors));
     const id = res.data!.registerVerification.verification.externalId as string;
     const v = sandbox.verifications().find((x) => x.externalId === id);
@@ -33,7 +50,11 @@ export async function registerVerifications(t: TestGateway, sandbox: Verificatio
 
 /** Posts a completion callback whose body holds `n` (each distinct body is a new event), until it is acknowledged. */
 export async function postCompletion(url: string, externalId: string, n: string, pad?: string): Promise<void> {
-  const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ verificationExternalId: externalId, status: 'COMPLETED', n, ...(pad ? { pad } : {}) }) });
+  const res = await request(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ verificationExternalId: externalId, status: 'COMPLETED', n, ...(pad ? { pad } : {}) }),
+  });
   await res.body.text();
   if (res.statusCode >= 300) throw new Error(`callback answered ${res.statusCode}`);
 }
@@ -61,7 +82,10 @@ export async function deliveredEverywhere(...replicas: TestGateway[]): Promise<v
  */
 export function cursorNow(...replicas: TestGateway[]): string {
   const positions = replicas.map((t) => t.gateway.services.events.bus.position());
-  return encodeCursor(positions.reduce((a, b) => a.union(b)), Date.now());
+  return encodeCursor(
+    positions.reduce((a, b) => a.union(b)),
+    Date.now(),
+  );
 }
 
 export interface Resumed {
@@ -73,7 +97,13 @@ export interface Resumed {
 
 /** A graphql-ws client (no retries) subscribed to every verification result of `key` after `cursor`. */
 export async function resumeWs(t: TestGateway, key: string, cursor: string | null): Promise<Resumed> {
-  const client = createClient({ url: `${t.url.replace(/^http/, 'ws')}/graphql`, webSocketImpl: WebSocket, retryAttempts: 0, lazy: false, connectionParams: { authorization: `Bearer ${key}` } });
+  const client = createClient({
+    url: `${t.url.replace(/^http/, 'ws')}/graphql`,
+    webSocketImpl: WebSocket,
+    retryAttempts: 0,
+    lazy: false,
+    connectionParams: { authorization: `Bearer ${key}` },
+  });
   const out: Resumed = {
     events: [],
     errors: [],
@@ -86,7 +116,11 @@ export async function resumeWs(t: TestGateway, key: string, cursor: string | nul
     {
       next: (value) => {
         if (value.errors) out.errors.push(...value.errors);
-        if (value.data) out.events.push({ n: (value.data as any).verificationCompleted.payload.n, cursor: (value.extensions as { cursor: string }).cursor });
+        if (value.data)
+          out.events.push({
+            n: (value.data as any).verificationCompleted.payload.n,
+            cursor: (value.extensions as { cursor: string }).cursor,
+          });
       },
       error: (err) => out.errors.push(...(Array.isArray(err) ? err : [err])),
       complete: () => undefined,

@@ -1,12 +1,20 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { ownerCaller, type Caller } from '../../src/caller.js';
 import { CursorError, decodeCursor, encodeCursor, Position } from '../../src/events/cursor.js';
 import type { EventRecord } from '../../src/events/log.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
-import { cursorNow, deliveredEverywhere, postCompletion, registerVerifications, resumeWs, type Resumed } from './resumable-helpers.js';
+import {
+  cursorNow,
+  deliveredEverywhere,
+  postCompletion,
+  registerVerifications,
+  resumeWs,
+  type Resumed,
+} from './resumable-helpers.js';
 
 const KEY_A = 'key-a';
 const KEY_B = 'key-b';
@@ -31,7 +39,8 @@ describe('streams and event reads that resume on any replica (two gateways on on
     await postCompletion(mine.get(id!)!, id!, 'scope-probe');
     await postCompletion(theirs.get(other!)!, other!, 'scope-probe');
     const db = r.a.gateway.services.store.db;
-    const scopeOf = async (key: string) => (await db.selectFrom('events').select('scope').where('key', '=', key).executeTakeFirstOrThrow()).scope!;
+    const scopeOf = async (key: string) =>
+      (await db.selectFrom('events').select('scope').where('key', '=', key).executeTakeFirstOrThrow()).scope!;
     appA = ownerCaller(await scopeOf(id!));
     appB = ownerCaller(await scopeOf(other!));
   }, 120_000);
@@ -124,7 +133,9 @@ describe('streams and event reads that resume on any replica (two gateways on on
     expect(page.timedOut).toBe(false);
     expect(page.events.map((e) => e.key)).toEqual([id]);
     // The page's cursor is the position just after its last event (handed out now rather than at the event's time).
-    expect(decodeCursor(page.cursor, Infinity).position).toEqual(decodeCursor(page.events[0]!.cursor!, Infinity).position);
+    expect(decodeCursor(page.cursor, Infinity).position).toEqual(
+      decodeCursor(page.events[0]!.cursor!, Infinity).position,
+    );
 
     await postCompletion(on(r.b, url), id!, 'w2');
     await postCompletion(on(r.b, url), id!, 'w3');
@@ -158,10 +169,16 @@ describe('streams and event reads that resume on any replica (two gateways on on
     // key-b's wait ends with its own event only, though key-a's came first.
     const page = await readerB.waitForEvents(appB, { cursor: from, kinds: ['verification'], timeoutSeconds: 60 });
     expect(page.events.map((e) => e.key)).toEqual([other]);
-    expect((await readerB.eventsAfter(appB, from, ['verification', 'mobile-id', 'identification', 'provisioning'], 100)).events.every((e) => e.scope === appB.scope)).toBe(true);
+    expect(
+      (
+        await readerB.eventsAfter(appB, from, ['verification', 'mobile-id', 'identification', 'provisioning'], 100)
+      ).events.every((e) => e.scope === appB.scope),
+    ).toBe(true);
     const expired = encodeCursor(new Position(1), Date.now() - 8 * 86_400_000);
     await expect(readerB.eventsAfter(appA, expired, ['verification'])).rejects.toBeInstanceOf(CursorError);
-    await expect(readerB.waitForEvents(appA, { cursor: expired, kinds: ['verification'], timeoutSeconds: 1 })).rejects.toThrow(/older than the event retention \(EVENT_RETENTION, 7 days\)/);
+    await expect(
+      readerB.waitForEvents(appA, { cursor: expired, kinds: ['verification'], timeoutSeconds: 1 }),
+    ).rejects.toThrow(/older than the event retention \(EVENT_RETENTION, 7 days\)/);
   }, 120_000);
 
   it('onResourceChanged tells the owner on the other replica that its verification changed, and never another app', async () => {

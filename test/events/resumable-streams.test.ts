@@ -1,12 +1,20 @@
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import type { VerificationSandbox } from '../../src/sandbox/verification.js';
+
 import { encodeCursor, Position } from '../../src/events/cursor.js';
+import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { waitFor, waitForSubscribers } from '../helpers/wait.js';
-import { cursorNow, noWildcardListener, postCompletion, registerVerifications, resumeWs, type Resumed } from './resumable-helpers.js';
+import {
+  cursorNow,
+  noWildcardListener,
+  postCompletion,
+  registerVerifications,
+  resumeWs,
+  type Resumed,
+} from './resumable-helpers.js';
 
 const KEY = 'key-a';
 
@@ -16,7 +24,12 @@ describe('streams that resume where they stopped (SQLite)', () => {
   let urls: Map<string, string>;
 
   beforeAll(async () => {
-    t = await startTestGateway({ GATEWAY_API_KEYS: `${KEY},key-b`, SANDBOX_CALLBACK_DELAY_MS: '600000', SUBSCRIBER_BUFFER_BYTES: '65536', CALLBACK_BODY_KEPT_BYTES: '262144' });
+    t = await startTestGateway({
+      GATEWAY_API_KEYS: `${KEY},key-b`,
+      SANDBOX_CALLBACK_DELAY_MS: '600000',
+      SUBSCRIBER_BUFFER_BYTES: '65536',
+      CALLBACK_BODY_KEPT_BYTES: '262144',
+    });
     sandbox = t.gateway.sandbox.verification!;
     urls = await registerVerifications(t, sandbox, KEY, 3);
   });
@@ -53,7 +66,10 @@ describe('streams that resume where they stopped (SQLite)', () => {
     const old = encodeCursor(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
     const sub = await resumeWs(t, KEY, old);
     await waitFor(() => sub.errors.length > 0, 10_000, 'the refusal');
-    expect(sub.errors[0]).toMatchObject({ message: expect.stringContaining('EVENT_RETENTION, 7 days'), extensions: { code: 'BAD_USER_INPUT', field: 'after', reason: 'expired', retentionMs: 604_800_000 } });
+    expect(sub.errors[0]).toMatchObject({
+      message: expect.stringContaining('EVENT_RETENTION, 7 days'),
+      extensions: { code: 'BAD_USER_INPUT', field: 'after', reason: 'expired', retentionMs: 604_800_000 },
+    });
     expect(sub.events).toEqual([]);
     await sub.close();
   });
@@ -61,7 +77,10 @@ describe('streams that resume where they stopped (SQLite)', () => {
   it('a cursor the gateway did not hand out is refused with BAD_USER_INPUT on after', async () => {
     const sub = await resumeWs(t, KEY, 'bm90LWEtY3Vyc29y');
     await waitFor(() => sub.errors.length > 0, 10_000, 'the refusal');
-    expect(sub.errors[0]).toMatchObject({ message: 'after: not a cursor this gateway handed out', extensions: { code: 'BAD_USER_INPUT', field: 'after', reason: 'malformed' } });
+    expect(sub.errors[0]).toMatchObject({
+      message: 'after: not a cursor this gateway handed out',
+      extensions: { code: 'BAD_USER_INPUT', field: 'after', reason: 'malformed' },
+    });
     await sub.close();
   });
 
@@ -72,7 +91,12 @@ describe('streams that resume where they stopped (SQLite)', () => {
       const controller = new AbortController();
       const res = await request(`${t.url}/graphql/stream`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+        headers: {
+          authorization: `Bearer ${KEY}`,
+          'content-type': 'application/json',
+          accept: 'text/event-stream',
+          ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
+        },
         body: JSON.stringify({ query }),
         signal: controller.signal,
       });
@@ -117,7 +141,14 @@ describe('streams that resume where they stopped (SQLite)', () => {
     let closed: { code: number; reason: string } | undefined;
     socket.on('message', (data) => {
       const m = JSON.parse(String(data));
-      if (m.type === 'connection_ack') socket.send(JSON.stringify({ id: 's', type: 'subscribe', payload: { query: 'subscription { verificationCompleted { payload } }' } }));
+      if (m.type === 'connection_ack')
+        socket.send(
+          JSON.stringify({
+            id: 's',
+            type: 'subscribe',
+            payload: { query: 'subscription { verificationCompleted { payload } }' },
+          }),
+        );
       if (m.type === 'next') {
         cursors.push(m.payload.extensions.cursor);
         ns.push(m.payload.data.verificationCompleted.payload.n);
@@ -131,7 +162,10 @@ describe('streams that resume where they stopped (SQLite)', () => {
     (socket as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
     const posted: string[] = [];
     const pad = 'x'.repeat(200_000);
-    const metric = async () => /gateway_subscriptions_closed_total\{reason="slow_consumer"\} (\d+)/.exec(await (await request(`${t.url}/metrics`)).body.text())?.[1];
+    const metric = async () =>
+      /gateway_subscriptions_closed_total\{reason="slow_consumer"\} (\d+)/.exec(
+        await (await request(`${t.url}/metrics`)).body.text(),
+      )?.[1];
     for (let i = 0; i < 200 && (await metric()) === undefined; i++) {
       posted.push(`slow-${i}`);
       await postCompletion(urls.get(id!)!, id!, `slow-${i}`, pad);
@@ -157,7 +191,10 @@ describe('streams that resume where they stopped (SQLite)', () => {
     let round = 0;
     let cases = 0;
     // post n events | connect (with the last cursor received) | disconnect (whatever arrived so far, the replay possibly unfinished)
-    const op = fc.oneof(fc.integer({ min: 1, max: 3 }).map((n) => ({ post: n })), fc.constant({ toggle: true }));
+    const op = fc.oneof(
+      fc.integer({ min: 1, max: 3 }).map((n) => ({ post: n })),
+      fc.constant({ toggle: true }),
+    );
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 3, maxLength: 12 }), async (ops) => {
         round += 1;

@@ -5,6 +5,7 @@
 // (test/execution/rules-every-transport.test.ts). Two apps over real HTTP, with and without the planned path.
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import type { GatewayOptions } from '../../src/app.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
@@ -41,7 +42,9 @@ describe.each([
     const text = '{ unauthenticated: __typename }';
     expect((await t.graphql(text)).status).toBe(401);
     expect((await t.graphql(text, undefined, { key: 'wrong-key' })).status).toBe(401);
-    const get = await request(`${t.url}/graphql?query=${encodeURIComponent(text)}`, { headers: { accept: 'application/json', 'apollo-require-preflight': 'true' } });
+    const get = await request(`${t.url}/graphql?query=${encodeURIComponent(text)}`, {
+      headers: { accept: 'application/json', 'apollo-require-preflight': 'true' },
+    });
     expect(get.statusCode).toBe(401);
     await get.body.dump();
     expect(left()).toEqual(before);

@@ -4,17 +4,18 @@
 import fc from 'fast-check';
 import {
   getNamedType,
+  getNullableType,
   isCompositeType,
   isInterfaceType,
   isListType,
   isNullableType,
   isObjectType,
-  getNullableType,
   parse,
   type GraphQLCompositeType,
   type GraphQLSchema,
 } from 'graphql';
 import { describe, expect, it } from 'vitest';
+
 import type { GraphqlLimitsConfig } from '../../src/config.js';
 import { OperationLimits } from '../../src/execution/limits.js';
 import { buildSchema } from '../../src/graphql/schema.js';
@@ -22,7 +23,16 @@ import { buildSchema } from '../../src/graphql/schema.js';
 const schema = buildSchema([]);
 
 function limits(maxCost: number, listSizeEstimate: number, costFormula: boolean): OperationLimits {
-  const config: GraphqlLimitsConfig = { maxAliases: 15, maxDepth: 6, maxTokens: 1000, maxDirectives: 50, maxCost, listSizeEstimate, maxBodyBytes: 102_400, costFormula };
+  const config: GraphqlLimitsConfig = {
+    maxAliases: 15,
+    maxDepth: 6,
+    maxTokens: 1000,
+    maxDirectives: 50,
+    maxCost,
+    listSizeEstimate,
+    maxBodyBytes: 102_400,
+    costFormula,
+  };
   return new OperationLimits(config, { introspection: true });
 }
 
@@ -40,7 +50,7 @@ function randomDocument(seed: number): { text: string; variables: string[] } {
     state ^= state << 5;
     return (state >>> 0) / 2 ** 32;
   };
-  const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
   const variables = new Set<string>();
   const variable = () => {
     const name = `v${Math.floor(rnd() * 4)}`;
@@ -48,7 +58,8 @@ function randomDocument(seed: number): { text: string; variables: string[] } {
     return `$${name}`;
   };
   const literal = (listy: boolean): string => {
-    if (listy) return `[${Array.from({ length: Math.floor(rnd() * 5) }, () => pick(['"a"', '1', variable(), '[1, 2]', '{ x: [1] }'])).join(', ')}]`;
+    if (listy)
+      return `[${Array.from({ length: Math.floor(rnd() * 5) }, () => pick(['"a"', '1', variable(), '[1, 2]', '{ x: [1] }'])).join(', ')}]`;
     return pick(['0', '-3', '2', '7', '40', '1000000000000000000000000', 'null', '"x"', '[1, 2, 3]', variable()]);
   };
   const fragments: string[] = [];
@@ -61,15 +72,23 @@ function randomDocument(seed: number): { text: string; variables: string[] } {
       else if (r < 0.14 && depth > 0) {
         const name = `F${fragments.length}`;
         fragments.push(''); // reserve the name: a fragment may spread itself, which both sides must weigh alike
-        fragments[fragments.length - 1] = `fragment ${name} on ${type.name} { ${depth < 3 ? selection(type, depth + 1) : '__typename'} }`;
+        fragments[fragments.length - 1] =
+          `fragment ${name} on ${type.name} { ${depth < 3 ? selection(type, depth + 1) : '__typename'} }`;
         parts.push(`...${name}`);
-      } else if (r < 0.18) parts.push(`... on ${type.name} { ${depth < 3 ? selection(type, depth + 1) : '__typename'} }`);
-      else if (r < 0.2 && depth === 0) parts.push(pick(['__type(name: "Project") { name fields { name args { name } } }', '__schema { types { name } }']));
+      } else if (r < 0.18)
+        parts.push(`... on ${type.name} { ${depth < 3 ? selection(type, depth + 1) : '__typename'} }`);
+      else if (r < 0.2 && depth === 0)
+        parts.push(
+          pick(['__type(name: "Project") { name fields { name args { name } } }', '__schema { types { name } }']),
+        );
       else if (isObjectType(type) || isInterfaceType(type)) {
         const field = pick(Object.values(type.getFields()));
         const args = field.args
           .filter(() => rnd() < 0.7)
-          .map((a) => `${a.name}: ${a.name === 'first' || a.name === 'last' || isListType(getNullableType(a.type)) ? literal(isListType(getNullableType(a.type)) && rnd() < 0.6) : isNullableType(a.type) ? 'null' : variable()}`);
+          .map(
+            (a) =>
+              `${a.name}: ${a.name === 'first' || a.name === 'last' || isListType(getNullableType(a.type)) ? literal(isListType(getNullableType(a.type)) && rnd() < 0.6) : isNullableType(a.type) ? 'null' : variable()}`,
+          );
         if (rnd() < 0.1) args.push(`${pick(['first', 'last'])}: ${pick(['3', '0', variable()])}`);
         const named = getNamedType(field.type);
         const alias = rnd() < 0.2 ? `a${i}: ` : '';
@@ -96,7 +115,10 @@ const variableValue = fc.oneof(
   fc.double({ min: -10, max: 1e6, noNaN: true }),
   fc.constantFrom(1e300, 2 ** 53 + 1, 0.5, '12', 'x', true),
   fc.array(fc.oneof(fc.integer(), fc.string(), fc.array(fc.integer(), { maxLength: 4 })), { maxLength: 12 }),
-  fc.dictionary(fc.constantFrom('topics', 'users', 'ids', 'name'), fc.oneof(fc.array(fc.integer(), { maxLength: 30 }), fc.string())),
+  fc.dictionary(
+    fc.constantFrom('topics', 'users', 'ids', 'name'),
+    fc.oneof(fc.array(fc.integer(), { maxLength: 30 }), fc.string()),
+  ),
 );
 
 describe('the cost formula worked out once per document', () => {
@@ -127,12 +149,28 @@ describe('the cost formula worked out once per document', () => {
   });
 
   it.each([
-    ['the tree query', 'query($id: ID!) { project(id: $id) { id name networks { id title subnets { id cidr } } } }', { id: 'p' }],
+    [
+      'the tree query',
+      'query($id: ID!) { project(id: $id) { id name networks { id title subnets { id cidr } } } }',
+      { id: 'p' },
+    ],
     ['projects with a variable page size', 'query($n: Int) { projects(first: $n) { id networks { id } } }', { n: 400 }],
     ['projects with the page size absent', 'query($n: Int) { projects(first: $n) { id networks { id } } }', {}],
-    ['verification results by ids', 'query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }', { ids: Array.from({ length: 900 }, (_, i) => `v${i}`) }],
-    ['a list argument over the limit by itself', 'query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }', { ids: Array.from({ length: 6000 }, (_, i) => `v${i}`) }],
-    ['a fragment used twice', 'query { projects(first: 300) { ...P } a: projects(first: 2) { ...P } } fragment P on Project { id networks { id subnets { id } } }', null],
+    [
+      'verification results by ids',
+      'query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }',
+      { ids: Array.from({ length: 900 }, (_, i) => `v${i}`) },
+    ],
+    [
+      'a list argument over the limit by itself',
+      'query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }',
+      { ids: Array.from({ length: 6000 }, (_, i) => `v${i}`) },
+    ],
+    [
+      'a fragment used twice',
+      'query { projects(first: 300) { ...P } a: projects(first: 2) { ...P } } fragment P on Project { id networks { id subnets { id } } }',
+      null,
+    ],
     ['introspection by __type', '{ __type(name: "Project") { fields { name args { name type { name } } } } }', null],
   ])('gives the walk’s verdict for %s at several limits', (_name, text, vars) => {
     for (const maxCost of [1, 50, 500, 5000, 100_000]) {
@@ -142,7 +180,9 @@ describe('the cost formula worked out once per document', () => {
 
   it('refuses as before: the limit, the cost found and the elements, in the message and the extensions', () => {
     const l = limits(5000, 5, true);
-    expect(verdict(l, 'query($n: Int) { projects(first: $n) { id networks { id subnets { id } } } }', { n: 500 })).toEqual({
+    expect(
+      verdict(l, 'query($n: Int) { projects(first: $n) { id networks { id subnets { id } } } }', { n: 500 }),
+    ).toEqual({
       message: 'Query Cost limit of 5000 exceeded, found 46500. (GRAPHQL_MAX_COST=5000)',
       extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'GRAPHQL_MAX_COST', max: 5000 },
     });

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { getIntrospectionQuery, parse } from 'graphql';
 import { request } from 'undici';
-import WebSocket from 'ws';
 import { describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+
 import { DEFAULT_QUERY, graphiqlExamples } from '../../src/server/graphiql-examples.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
-import { storeCounts, storeSnapshot } from '../helpers/store.js';
 import { collect, wsClient } from '../helpers/mobile-id.js';
+import { storeCounts, storeSnapshot } from '../helpers/store.js';
 
 const gateway = gatewaysPerTest();
 const KEY = 'limits-app-key';
@@ -14,7 +15,8 @@ const KEY = 'limits-app-key';
 /** Upstream requests the sandbox received: every refusal below must leave it at zero. */
 const upstreamCalls = (gw: TestGateway) => gw.gateway.sandbox.cloud!.requests.length;
 
-const createProject = (alias: string, extra = '') => `${alias}: createProject(input: { name: "p-${alias}" }) { project { id ${extra} } }`;
+const createProject = (alias: string, extra = '') =>
+  `${alias}: createProject(input: { name: "p-${alias}" }) { project { id ${extra} } }`;
 const aliases = (n: number) => `mutation { ${Array.from({ length: n }, (_, i) => createProject(`a${i}`)).join(' ')} }`;
 const nested = (depth: number) => {
   // __type(name) { fields { type { ofType { ofType ... { name } } } } }: introspection outside __schema counts.
@@ -62,40 +64,70 @@ describe('abuse limits on GraphQL operations', () => {
     expect(res.data).toBeUndefined();
     expect(res.errors).toHaveLength(1);
     expect(res.errors![0]!.message).toBe('Aliases limit of 15 exceeded, found 200. (GRAPHQL_MAX_ALIASES=15)');
-    expect(res.errors![0]!.extensions).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED', limit: 'GRAPHQL_MAX_ALIASES', max: 15 });
+    expect(res.errors![0]!.extensions).toMatchObject({
+      code: 'GRAPHQL_VALIDATION_FAILED',
+      limit: 'GRAPHQL_MAX_ALIASES',
+      max: 15,
+    });
   });
 
-  it.each(OVER_DEFAULT)('refuses an operation over the default $limit with a named error, and runs nothing', async ({ limit, max, query, message, ...rest }) => {
-    const gw = await gateway({ GATEWAY_API_KEYS: KEY, ...('env' in rest ? rest.env : {}) });
-    const before = await storeSnapshot(gw);
-    const res = await gw.graphql(query, undefined, { key: KEY });
-    expect(res.status).toBe(400);
-    expect(res.data).toBeUndefined();
-    expect(res.errors![0]!.message).toMatch(message);
-    expect(res.errors![0]!.message).toContain(`(${limit}=${max})`);
-    expect(res.errors![0]!.extensions).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED', limit, max });
-    expect(upstreamCalls(gw)).toBe(0);
-    expect(await storeSnapshot(gw)).toEqual(before);
-  });
+  it.each(OVER_DEFAULT)(
+    'refuses an operation over the default $limit with a named error, and runs nothing',
+    async ({ limit, max, query, message, ...rest }) => {
+      const gw = await gateway({ GATEWAY_API_KEYS: KEY, ...('env' in rest ? rest.env : {}) });
+      const before = await storeSnapshot(gw);
+      const res = await gw.graphql(query, undefined, { key: KEY });
+      expect(res.status).toBe(400);
+      expect(res.data).toBeUndefined();
+      expect(res.errors![0]!.message).toMatch(message);
+      expect(res.errors![0]!.message).toContain(`(${limit}=${max})`);
+      expect(res.errors![0]!.extensions).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED', limit, max });
+      expect(upstreamCalls(gw)).toBe(0);
+      expect(await storeSnapshot(gw)).toEqual(before);
+    },
+  );
 
   it.each([
     { variable: 'GRAPHQL_MAX_ALIASES', value: '2', query: aliases(3), within: aliases(2) },
-    { variable: 'GRAPHQL_MAX_DEPTH', value: '2', query: `mutation { createProject(input: { name: "x" }) { project { id } } }`, within: `mutation { createProject(input: { name: "x" }) { idempotencyKey } }` },
-    { variable: 'GRAPHQL_MAX_TOKENS', value: '23', query: `mutation { ${createProject('x', 'name description __typename __typename')} }`, within: `mutation { ${createProject('x')} }` },
-    { variable: 'GRAPHQL_MAX_DIRECTIVES', value: '1', query: `mutation { ${createProject('x', 'name @include(if: true) description @skip(if: false)')} }`, within: `mutation { ${createProject('x', 'name @include(if: true)')} }` },
-    { variable: 'GRAPHQL_MAX_COST', value: '5', query: `mutation { createProject(input: { name: "x" }) { project { id name } idempotencyKey } }`, within: `mutation { createProject(input: { name: "x" }) { idempotencyKey } }` },
-  ])('$variable=$value lowers the limit: over it is refused before any upstream call, within it runs', async ({ variable, value, query, within }) => {
-    const gw = await gateway({ GATEWAY_API_KEYS: KEY, [variable]: value });
-    const refused = await gw.graphql(query, undefined, { key: KEY });
-    expect(refused.status).toBe(400);
-    expect(refused.errors![0]!.extensions).toMatchObject({ limit: variable, max: Number(value) });
-    expect(refused.errors![0]!.message).toContain(`(${variable}=${value})`);
-    expect(upstreamCalls(gw)).toBe(0);
-    expect((await storeCounts(gw)).idempotency_records).toBe(0);
-    const accepted = await gw.graphql(within, undefined, { key: KEY });
-    expect(accepted.errors, JSON.stringify(accepted.errors)).toBeUndefined();
-    expect(upstreamCalls(gw)).toBeGreaterThan(0);
-  });
+    {
+      variable: 'GRAPHQL_MAX_DEPTH',
+      value: '2',
+      query: `mutation { createProject(input: { name: "x" }) { project { id } } }`,
+      within: `mutation { createProject(input: { name: "x" }) { idempotencyKey } }`,
+    },
+    {
+      variable: 'GRAPHQL_MAX_TOKENS',
+      value: '23',
+      query: `mutation { ${createProject('x', 'name description __typename __typename')} }`,
+      within: `mutation { ${createProject('x')} }`,
+    },
+    {
+      variable: 'GRAPHQL_MAX_DIRECTIVES',
+      value: '1',
+      query: `mutation { ${createProject('x', 'name @include(if: true) description @skip(if: false)')} }`,
+      within: `mutation { ${createProject('x', 'name @include(if: true)')} }`,
+    },
+    {
+      variable: 'GRAPHQL_MAX_COST',
+      value: '5',
+      query: `mutation { createProject(input: { name: "x" }) { project { id name } idempotencyKey } }`,
+      within: `mutation { createProject(input: { name: "x" }) { idempotencyKey } }`,
+    },
+  ])(
+    '$variable=$value lowers the limit: over it is refused before any upstream call, within it runs',
+    async ({ variable, value, query, within }) => {
+      const gw = await gateway({ GATEWAY_API_KEYS: KEY, [variable]: value });
+      const refused = await gw.graphql(query, undefined, { key: KEY });
+      expect(refused.status).toBe(400);
+      expect(refused.errors![0]!.extensions).toMatchObject({ limit: variable, max: Number(value) });
+      expect(refused.errors![0]!.message).toContain(`(${variable}=${value})`);
+      expect(upstreamCalls(gw)).toBe(0);
+      expect((await storeCounts(gw)).idempotency_records).toBe(0);
+      const accepted = await gw.graphql(within, undefined, { key: KEY });
+      expect(accepted.errors, JSON.stringify(accepted.errors)).toBeUndefined();
+      expect(upstreamCalls(gw)).toBeGreaterThan(0);
+    },
+  );
 
   it('estimates list sizes from first: a variable page size decides the cost, per request', async () => {
     const gw = await gateway({ GATEWAY_API_KEYS: KEY });
@@ -104,7 +136,9 @@ describe('abuse limits on GraphQL operations', () => {
     expect(small.errors, JSON.stringify(small.errors)).toBeUndefined();
     const large = await gw.graphql(query, { n: 500 }, { key: KEY });
     expect(large.status).toBe(400);
-    expect(large.errors![0]!.message).toMatch(/^Query Cost limit of 5000 exceeded, found \d+\. \(GRAPHQL_MAX_COST=5000\)$/);
+    expect(large.errors![0]!.message).toMatch(
+      /^Query Cost limit of 5000 exceeded, found \d+\. \(GRAPHQL_MAX_COST=5000\)$/,
+    );
     // Omitted, the page size is the schema's default (50): the same nesting is too costly.
     const byDefault = await gw.graphql(query, {}, { key: KEY });
     expect(byDefault.errors![0]!.extensions!.limit).toBe('GRAPHQL_MAX_COST');
@@ -125,7 +159,14 @@ describe('abuse limits on GraphQL operations', () => {
     { name: 'the default introspection query', query: getIntrospectionQuery() },
     {
       name: "GraphiQL's introspection query (descriptions, deprecations, one-of, specifiedBy, repeatable)",
-      query: getIntrospectionQuery({ descriptions: true, inputValueDeprecation: true, schemaDescription: true, oneOf: true, specifiedByUrl: true, directiveIsRepeatable: true }),
+      query: getIntrospectionQuery({
+        descriptions: true,
+        inputValueDeprecation: true,
+        schemaDescription: true,
+        oneOf: true,
+        specifiedByUrl: true,
+        directiveIsRepeatable: true,
+      }),
     },
   ])('lets $name through every limit', async ({ query }) => {
     const gw = await gateway({ GATEWAY_API_KEYS: KEY });
@@ -141,7 +182,11 @@ describe('abuse limits on GraphQL operations', () => {
       for (const op of parse(text).definitions) {
         if (op.kind !== 'OperationDefinition' || !op.name) continue;
         // Validation only (variables missing on purpose would run nothing): the limits run before execution.
-        const res = await gw.graphql(text, { key: randomUUID(), id: 'x', externalId: 'x', externalIds: ['x'], authReqId: 'x' }, { key: KEY, headers: {} });
+        const res = await gw.graphql(
+          text,
+          { key: randomUUID(), id: 'x', externalId: 'x', externalIds: ['x'], authReqId: 'x' },
+          { key: KEY, headers: {} },
+        );
         const limited = (res.errors ?? []).filter((e) => e.extensions?.limit);
         expect(limited, `${op.name.value}: ${JSON.stringify(limited)}`).toEqual([]);
         break;
@@ -154,7 +199,10 @@ describe('abuse limits on GraphQL operations', () => {
     const res = await request(`${gw.url}/graphql`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
-      body: JSON.stringify({ query: `mutation($d: String) { ${createProject('big')} }`, variables: { d: 'x'.repeat(4096) } }),
+      body: JSON.stringify({
+        query: `mutation($d: String) { ${createProject('big')} }`,
+        variables: { d: 'x'.repeat(4096) },
+      }),
     });
     expect(res.statusCode).toBe(413);
     const body = (await res.body.json()) as any;
@@ -186,9 +234,13 @@ describe('CSRF prevention', () => {
     const plain = await request(url, { headers: { authorization: `Bearer ${KEY}` } });
     expect(plain.statusCode).toBe(400);
     expect(await plain.body.text()).toMatch(/Cross-Site Request Forgery/);
-    const preflighted = await request(url, { headers: { authorization: `Bearer ${KEY}`, 'apollo-require-preflight': 'true', accept: 'application/json' } });
+    const preflighted = await request(url, {
+      headers: { authorization: `Bearer ${KEY}`, 'apollo-require-preflight': 'true', accept: 'application/json' },
+    });
     expect(preflighted.statusCode).toBe(405);
-    expect(((await preflighted.body.json()) as any).errors[0].message).toMatch(/GET requests only support query operations/);
+    expect(((await preflighted.body.json()) as any).errors[0].message).toMatch(
+      /GET requests only support query operations/,
+    );
     expect(upstreamCalls(gw)).toBe(0);
   });
 
@@ -216,13 +268,23 @@ describe('CSRF prevention', () => {
 });
 
 describe('abuse limits on subscriptions over WebSocket', () => {
-  const subscription = (selection: string) => `subscription { mobileIdAuthentication(authReqId: "ws-limit") { ${selection} } }`;
+  const subscription = (selection: string) =>
+    `subscription { mobileIdAuthentication(authReqId: "ws-limit") { ${selection} } }`;
 
   it.each([
-    { limit: 'GRAPHQL_MAX_ALIASES', query: subscription(Array.from({ length: 16 }, (_, i) => `t${i}: __typename`).join(' ')) },
+    {
+      limit: 'GRAPHQL_MAX_ALIASES',
+      query: subscription(Array.from({ length: 16 }, (_, i) => `t${i}: __typename`).join(' ')),
+    },
     { limit: 'GRAPHQL_MAX_TOKENS', query: subscription(Array.from({ length: 1000 }, () => '__typename').join(' ')) },
-    { limit: 'GRAPHQL_MAX_DIRECTIVES', query: subscription(Array.from({ length: 51 }, () => '__typename @skip(if: false)').join(' ')) },
-    { limit: 'GRAPHQL_MAX_DEPTH', query: `subscription { provisioningProgress(id: "x") { steps { resource { ... on Project { networks { subnets { network { id } } } } } } } }` },
+    {
+      limit: 'GRAPHQL_MAX_DIRECTIVES',
+      query: subscription(Array.from({ length: 51 }, () => '__typename @skip(if: false)').join(' ')),
+    },
+    {
+      limit: 'GRAPHQL_MAX_DEPTH',
+      query: `subscription { provisioningProgress(id: "x") { steps { resource { ... on Project { networks { subnets { network { id } } } } } } } }`,
+    },
   ])('refuses a subscription over $limit with the same named error as HTTP', async ({ limit, query }) => {
     const gw = await gateway({ GATEWAY_API_KEYS: KEY });
     const client = wsClient(gw, { key: KEY });
@@ -247,7 +309,13 @@ describe('abuse limits on subscriptions over WebSocket', () => {
     });
     const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)));
     socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${KEY}` } }));
-    socket.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: `subscription { heartbeat(count: 1) }`, variables: { pad: 'x'.repeat(4096) } } }));
+    socket.send(
+      JSON.stringify({
+        id: '1',
+        type: 'subscribe',
+        payload: { query: `subscription { heartbeat(count: 1) }`, variables: { pad: 'x'.repeat(4096) } },
+      }),
+    );
     expect(await closed).toBe(1009);
   });
 
@@ -255,7 +323,11 @@ describe('abuse limits on subscriptions over WebSocket', () => {
     const gw = await gateway({ GATEWAY_API_KEYS: KEY, GRAPHQL_MAX_COST: '3' });
     const client = wsClient(gw, { key: KEY });
     try {
-      const sub = collect(client, `subscription($id: String!) { mobileIdAuthentication(authReqId: $id) { __typename ... on MobileIdAuthenticated { authReqId subject } } }`, { id: 'x' });
+      const sub = collect(
+        client,
+        `subscription($id: String!) { mobileIdAuthentication(authReqId: $id) { __typename ... on MobileIdAuthenticated { authReqId subject } } }`,
+        { id: 'x' },
+      );
       await sub.done;
       const errors = sub.errors[0] as Array<{ extensions?: Record<string, unknown> }>;
       expect(errors[0]!.extensions).toMatchObject({ limit: 'GRAPHQL_MAX_COST', max: 3 });
@@ -267,8 +339,14 @@ describe('abuse limits on subscriptions over WebSocket', () => {
 
 describe('abuse limits on subscriptions over Server-Sent Events', () => {
   it.each([
-    { limit: 'GRAPHQL_MAX_ALIASES', query: `subscription { mobileIdAuthentication(authReqId: "sse-limit") { ${Array.from({ length: 16 }, (_, i) => `t${i}: __typename`).join(' ')} } }` },
-    { limit: 'GRAPHQL_MAX_TOKENS', query: `subscription { mobileIdAuthentication(authReqId: "sse-limit") { ${Array.from({ length: 1000 }, () => '__typename').join(' ')} } }` },
+    {
+      limit: 'GRAPHQL_MAX_ALIASES',
+      query: `subscription { mobileIdAuthentication(authReqId: "sse-limit") { ${Array.from({ length: 16 }, (_, i) => `t${i}: __typename`).join(' ')} } }`,
+    },
+    {
+      limit: 'GRAPHQL_MAX_TOKENS',
+      query: `subscription { mobileIdAuthentication(authReqId: "sse-limit") { ${Array.from({ length: 1000 }, () => '__typename').join(' ')} } }`,
+    },
     { limit: 'GRAPHQL_MAX_COST', query: `query { projects(first: 500) { networks { subnets { id } } } }` },
   ])('refuses an operation over $limit on /graphql/stream with the same named error', async ({ limit, query }) => {
     const gw = await gateway({ GATEWAY_API_KEYS: KEY });
@@ -280,7 +358,9 @@ describe('abuse limits on subscriptions over Server-Sent Events', () => {
     const text = await res.body.text();
     const next = /event: next\ndata: (.*)\n/.exec(text);
     expect(next, text).not.toBeNull();
-    const payload = JSON.parse(next![1]!) as { errors: Array<{ message: string; extensions: Record<string, unknown> }> };
+    const payload = JSON.parse(next![1]!) as {
+      errors: Array<{ message: string; extensions: Record<string, unknown> }>;
+    };
     expect(payload.errors[0]!.extensions).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED', limit });
     expect(payload.errors[0]!.message).toContain(`(${limit}=`);
   });

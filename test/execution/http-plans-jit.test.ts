@@ -3,16 +3,21 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 function post(url: string, body: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(`${url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', connection: 'close' }, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
+    const req = http.request(
+      `${url}/graphql`,
+      { method: 'POST', headers: { 'content-type': 'application/json', connection: 'close' }, agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -42,10 +47,31 @@ describe('compiled cloud-tree queries over odd ledger values answer as graphql-j
     const id = randomUUID();
     const projectId = randomUUID();
     for (const gw of gws) {
-      await gw.gateway.services.ledger.record({ id: projectId, kind: 'project', projectId, parentId: null, title: 'p', spec: {}, response: {}, idempotencyKey: null, createdBy: 'test' });
-      await gw.gateway.services.ledger.record({ id, kind: 'network', projectId, parentId: null, title: null, spec, response: {}, idempotencyKey: null, createdBy: 'test' });
+      await gw.gateway.services.ledger.record({
+        id: projectId,
+        kind: 'project',
+        projectId,
+        parentId: null,
+        title: 'p',
+        spec: {},
+        response: {},
+        idempotencyKey: null,
+        createdBy: 'test',
+      });
+      await gw.gateway.services.ledger.record({
+        id,
+        kind: 'network',
+        projectId,
+        parentId: null,
+        title: null,
+        spec,
+        response: {},
+        idempotencyKey: null,
+        createdBy: 'test',
+      });
     }
-    const query = 'query($id: ID!) { project(id: $id) { name networks { id title bandwidthMbps defaultFirewallAction region } } }';
+    const query =
+      'query($id: ID!) { project(id: $id) { name networks { id title bandwidthMbps defaultFirewallAction region } } }';
     const body = JSON.stringify({ query, variables: { id: projectId } });
     const stats = gws[1]!.gateway.httpPlans!.stats;
     const tried = () => stats.compiled + stats.recompiled;
@@ -54,7 +80,10 @@ describe('compiled cloud-tree queries over odd ledger values answer as graphql-j
     expect(p).toEqual(a);
     // The compiled query ran (and, when its answer held an error, graphql-js answered).
     expect(tried()).toBe(before + 1);
-    const nullable = JSON.stringify({ query: 'query($id: ID!) { project(id: $id) { networks { title } } }', variables: { id: projectId } });
+    const nullable = JSON.stringify({
+      query: 'query($id: ID!) { project(id: $id) { networks { title } } }',
+      variables: { id: projectId },
+    });
     expect(await post(gws[1]!.url, nullable)).toEqual(await post(gws[0]!.url, nullable));
   });
 });

@@ -2,6 +2,7 @@
 // answer an introspection query the same way. And it defaults to on only while every upstream is sandboxed.
 import { createClient as createSseClient } from 'graphql-sse';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { loadConfig } from '../../src/config.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 import { wsClient } from '../helpers/mobile-id.js';
@@ -14,7 +15,11 @@ afterEach(async () => {
 });
 
 /** One operation through graphql-ws or graphql-sse: the first result, or the error the client reports. */
-function once(kind: 'ws' | 'sse', gw: TestGateway, query: string): Promise<{ data?: unknown; errors?: Array<{ message: string }> }> {
+function once(
+  kind: 'ws' | 'sse',
+  gw: TestGateway,
+  query: string,
+): Promise<{ data?: unknown; errors?: Array<{ message: string }> }> {
   const client =
     kind === 'ws'
       ? wsClient(gw)
@@ -25,7 +30,12 @@ function once(kind: 'ws' | 'sse', gw: TestGateway, query: string): Promise<{ dat
       { query },
       {
         next: (v) => resolve(v as { data?: unknown; errors?: Array<{ message: string }> }),
-        error: (e) => resolve({ errors: Array.isArray(e) ? (e as Array<{ message: string }>) : [{ message: String((e as Error)?.message ?? e) }] }),
+        error: (e) =>
+          resolve({
+            errors: Array.isArray(e)
+              ? (e as Array<{ message: string }>)
+              : [{ message: String((e as Error)?.message ?? e) }],
+          }),
         complete: () => undefined,
       },
     );
@@ -33,22 +43,28 @@ function once(kind: 'ws' | 'sse', gw: TestGateway, query: string): Promise<{ dat
 }
 
 describe('GRAPHQL_INTROSPECTION=false', () => {
-  it.each(['http', 'ws', 'sse'] as const)('refuses an introspection query over %s, and still runs other queries', async (transport) => {
-    const gw = await start({ GRAPHQL_INTROSPECTION: 'false' });
-    const run = (q: string) => (transport === 'http' ? gw.graphql(q) : once(transport, gw, q));
-    const refused = await run(INTROSPECTION);
-    expect(refused.data ?? undefined).toBeUndefined();
-    expect(JSON.stringify(refused.errors)).toMatch(/introspection has been disabled/);
-    expect((await run('{ projects { id } }')).data).toEqual({ projects: [] });
-  });
+  it.each(['http', 'ws', 'sse'] as const)(
+    'refuses an introspection query over %s, and still runs other queries',
+    async (transport) => {
+      const gw = await start({ GRAPHQL_INTROSPECTION: 'false' });
+      const run = (q: string) => (transport === 'http' ? gw.graphql(q) : once(transport, gw, q));
+      const refused = await run(INTROSPECTION);
+      expect(refused.data ?? undefined).toBeUndefined();
+      expect(JSON.stringify(refused.errors)).toMatch(/introspection has been disabled/);
+      expect((await run('{ projects { id } }')).data).toEqual({ projects: [] });
+    },
+  );
 });
 
 describe('introspection by default', () => {
-  it.each(['http', 'ws', 'sse'] as const)('is answered over %s while every upstream is sandboxed', async (transport) => {
-    const gw = await start();
-    const res = transport === 'http' ? await gw.graphql(INTROSPECTION) : await once(transport, gw, INTROSPECTION);
-    expect(res.data).toEqual({ __schema: { queryType: { name: 'Query' } } });
-  });
+  it.each(['http', 'ws', 'sse'] as const)(
+    'is answered over %s while every upstream is sandboxed',
+    async (transport) => {
+      const gw = await start();
+      const res = transport === 'http' ? await gw.graphql(INTROSPECTION) : await once(transport, gw, INTROSPECTION);
+      expect(res.data).toEqual({ __schema: { queryType: { name: 'Query' } } });
+    },
+  );
 
   it('is off once an upstream is real, unless GRAPHQL_INTROSPECTION=true', () => {
     const real = {
@@ -88,7 +104,9 @@ describe('authentication before any parse', () => {
         body: JSON.stringify({ query: `{ projects(first: ${i + 1}) { id } }` }),
       });
       expect(res.status).toBe(401);
-      expect(((await res.json()) as { errors: Array<{ extensions: { code: string } }> }).errors[0]!.extensions.code).toBe('UNAUTHENTICATED');
+      expect(
+        ((await res.json()) as { errors: Array<{ extensions: { code: string } }> }).errors[0]!.extensions.code,
+      ).toBe('UNAUTHENTICATED');
     }
     expect(plans.cachedPlans).toBe(before);
     // With the key, the same path plans as before.

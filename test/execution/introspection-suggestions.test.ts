@@ -4,6 +4,7 @@
 import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { wsClient } from '../helpers/mobile-id.js';
 
@@ -17,35 +18,58 @@ afterEach(async () => {
 const MISNAMED = [
   { what: 'a field', query: '{ projectz { id } }', variables: {}, hint: /Did you mean "project" or "projects"\?/ },
   { what: 'an argument', query: '{ projects(firs: 1) { id } }', variables: {}, hint: /Did you mean "first"\?/ },
-  { what: 'a type', query: 'query($id: Strin!) { project(id: $id) { id } }', variables: { id: 'x' }, hint: /Did you mean "String"\?/ },
+  {
+    what: 'a type',
+    query: 'query($id: Strin!) { project(id: $id) { id } }',
+    variables: { id: 'x' },
+    hint: /Did you mean "String"\?/,
+  },
   {
     what: 'an enum value in a variable',
-    query: 'mutation($e: IdentificationEnvironment!) { createIdentification(input: { workflowId: "wf", environment: $e }) { identification { id } } }',
+    query:
+      'mutation($e: IdentificationEnvironment!) { createIdentification(input: { workflowId: "wf", environment: $e }) { identification { id } } }',
     variables: { e: 'PRODUCTON' },
     hint: /Did you mean the enum value "PRODUCTION"\?/,
     // A mutation is never run from a GET; graphql-ws and graphql-sse answer any variable error as INTERNAL_SERVER_ERROR.
     only: ['post', 'apollo'],
   },
-] as const satisfies ReadonlyArray<{ what: string; query: string; variables: Record<string, unknown>; hint: RegExp; only?: readonly string[] }>;
+] as const satisfies ReadonlyArray<{
+  what: string;
+  query: string;
+  variables: Record<string, unknown>;
+  hint: RegExp;
+  only?: readonly string[];
+}>;
 
-const applies = (m: (typeof MISNAMED)[number], transport: Transport) => !('only' in m) || (m.only as readonly string[]).includes(transport);
+const applies = (m: (typeof MISNAMED)[number], transport: Transport) =>
+  !('only' in m) || (m.only as readonly string[]).includes(transport);
 
 type Transport = 'post' | 'apollo' | 'get' | 'ws' | 'sse';
 
 /** The error messages of an answer, one a line. */
 function messages(answer: unknown): string {
-  const errors = (answer as { errors?: Array<{ message?: string }> } | null)?.errors ?? (Array.isArray(answer) ? (answer as Array<{ message?: string }>) : []);
+  const errors =
+    (answer as { errors?: Array<{ message?: string }> } | null)?.errors ??
+    (Array.isArray(answer) ? (answer as Array<{ message?: string }>) : []);
   return errors.map((e) => e.message ?? JSON.stringify(e)).join('\n') || JSON.stringify(answer);
 }
 
-async function run(gw: TestGateway, transport: Transport, query: string, variables: Record<string, unknown>): Promise<string> {
+async function run(
+  gw: TestGateway,
+  transport: Transport,
+  query: string,
+  variables: Record<string, unknown>,
+): Promise<string> {
   if (transport === 'post' || transport === 'apollo') return messages(await gw.graphql(query, variables));
   if (transport === 'get') {
     const url = `${gw.url}/graphql?query=${encodeURIComponent(query)}&variables=${encodeURIComponent(JSON.stringify(variables))}`;
     const res = await request(url, { headers: { 'apollo-require-preflight': 'true', accept: 'application/json' } });
     return messages(JSON.parse(await res.body.text()));
   }
-  const client = transport === 'ws' ? wsClient(gw) : createSseClient({ url: `${gw.url}/graphql/stream`, singleConnection: false, retryAttempts: 0 });
+  const client =
+    transport === 'ws'
+      ? wsClient(gw)
+      : createSseClient({ url: `${gw.url}/graphql/stream`, singleConnection: false, retryAttempts: 0 });
   disposers.push(() => client.dispose());
   return new Promise((resolve) => {
     client.subscribe(
@@ -76,7 +100,9 @@ describe('errors with introspection off', () => {
       if (!applies(m, transport)) continue;
       const answer = await run(gw, transport, m.query, m.variables);
       expect(answer, `${m.what} over ${transport}`).not.toMatch(/Did you mean/);
-      expect(answer, `${m.what} over ${transport}`).toMatch(/Cannot query field|Unknown argument|Unknown type|got invalid value/);
+      expect(answer, `${m.what} over ${transport}`).toMatch(
+        /Cannot query field|Unknown argument|Unknown type|got invalid value/,
+      );
     }
   });
 

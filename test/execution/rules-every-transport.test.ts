@@ -3,6 +3,7 @@
 import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { wsClient } from '../helpers/mobile-id.js';
 
@@ -45,7 +46,12 @@ async function once(transport: Transport, gw: TestGateway, query: string, key: s
   const client =
     transport === 'ws'
       ? wsClient(gw, key ? { key } : {})
-      : createSseClient({ url: `${gw.url}/graphql/stream`, singleConnection: false, retryAttempts: 0, headers: key ? { authorization: `Bearer ${key}` } : {} });
+      : createSseClient({
+          url: `${gw.url}/graphql/stream`,
+          singleConnection: false,
+          retryAttempts: 0,
+          headers: key ? { authorization: `Bearer ${key}` } : {},
+        });
   disposers.push(() => client.dispose());
   return new Promise((resolve) => {
     client.subscribe(
@@ -55,7 +61,10 @@ async function once(transport: Transport, gw: TestGateway, query: string, key: s
         error: (e) => {
           if (Array.isArray(e)) return resolve({ errors: e as Outcome['errors'] });
           const close = e as { code?: number; reason?: string; message?: string };
-          resolve({ ...(typeof close.code === 'number' ? { closeCode: close.code } : {}), errors: [{ message: String(close.reason ?? close.message ?? e) }] });
+          resolve({
+            ...(typeof close.code === 'number' ? { closeCode: close.code } : {}),
+            errors: [{ message: String(close.reason ?? close.message ?? e) }],
+          });
         },
         complete: () => undefined,
       },
@@ -63,7 +72,8 @@ async function once(transport: Transport, gw: TestGateway, query: string, key: s
   });
 }
 
-const deep = (levels: number) => `{ projects { ${'networks { project { '.repeat(levels)} id ${'} } '.repeat(levels)} } }`;
+const deep = (levels: number) =>
+  `{ projects { ${'networks { project { '.repeat(levels)} id ${'} } '.repeat(levels)} } }`;
 
 describe.each(TRANSPORTS)('the execution pipeline over %s', (transport) => {
   const http = transport.startsWith('http');
@@ -86,7 +96,11 @@ describe.each(TRANSPORTS)('the execution pipeline over %s', (transport) => {
     const gw = await startFor(transport, { GRAPHQL_MAX_DEPTH: '4' });
     const refused = await once(transport, gw, deep(3));
     if (http) expect(refused.status).toBe(400);
-    expect(refused.errors?.[0]?.extensions).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED', limit: 'GRAPHQL_MAX_DEPTH', max: 4 });
+    expect(refused.errors?.[0]?.extensions).toMatchObject({
+      code: 'GRAPHQL_VALIDATION_FAILED',
+      limit: 'GRAPHQL_MAX_DEPTH',
+      max: 4,
+    });
     expect(refused.errors?.[0]?.extensions).not.toHaveProperty('http');
   });
 
@@ -95,7 +109,11 @@ describe.each(TRANSPORTS)('the execution pipeline over %s', (transport) => {
     const refused = await once(transport, gw, '{ projects(first: 100) { id name networks { id title } } }');
     if (http) expect(refused.status).toBe(400);
     expect(refused.data ?? null).toBeNull();
-    expect(refused.errors?.[0]?.extensions).toMatchObject({ code: 'GRAPHQL_VALIDATION_FAILED', limit: 'GRAPHQL_MAX_COST', max: 50 });
+    expect(refused.errors?.[0]?.extensions).toMatchObject({
+      code: 'GRAPHQL_VALIDATION_FAILED',
+      limit: 'GRAPHQL_MAX_COST',
+      max: 50,
+    });
     expect(refused.errors?.[0]?.extensions).not.toHaveProperty('http');
   });
 
@@ -122,14 +140,18 @@ describe.each(TRANSPORTS)('the execution pipeline over %s', (transport) => {
     }
     const res = await request(transport === 'sse' ? `${gw.url}/graphql/stream` : `${gw.url}/graphql`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: transport === 'sse' ? 'text/event-stream' : 'application/json', authorization: `Bearer ${KEY}` },
+      headers: {
+        'content-type': 'application/json',
+        accept: transport === 'sse' ? 'text/event-stream' : 'application/json',
+        authorization: `Bearer ${KEY}`,
+      },
       body: JSON.stringify({ query: big }),
     });
     expect(res.statusCode).toBe(413);
     expect(((await res.body.json()) as Outcome).errors?.[0]?.message).toMatch(/exceeds 2048 bytes/);
   });
 
-  it('masks the same way: a syntax error is the client\'s to see, in graphql-js\'s words', async () => {
+  it("masks the same way: a syntax error is the client's to see, in graphql-js's words", async () => {
     const gw = await startFor(transport, {});
     const refused = await once(transport, gw, '{ projects { id ');
     if (http) expect(refused.status).toBe(400);

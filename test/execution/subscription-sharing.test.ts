@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import type { Client } from 'graphql-ws';
 import { createClient as createSseClient, type Client as SseClient } from 'graphql-sse';
+import type { Client } from 'graphql-ws';
 import { request } from 'undici';
-import WebSocket from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { SUBSCRIPTION, postNotification } from '../helpers/mobile-id.js';
-import { subscribe, wsClient, type Subscription } from '../identity/helpers.js';
+import { postNotification, SUBSCRIPTION } from '../helpers/mobile-id.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
+import { subscribe, wsClient, type Subscription } from '../identity/helpers.js';
 
 /**
  * Fan-out (docs/decisions/030): the subscribers of one event whose execution would be identical (same
@@ -42,7 +43,10 @@ describe('identical subscriptions share one execution per event', () => {
   const counts = async () => {
     const text = await (await request(`${t.url}/metrics`)).body.text();
     const read = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
-    return { executions: read('gateway_subscription_executions_total'), shared: read('gateway_subscription_results_shared_total') };
+    return {
+      executions: read('gateway_subscription_executions_total'),
+      shared: read('gateway_subscription_results_shared_total'),
+    };
   };
   /** A failure notification on the operator's configured token (scope null: every app may read it). */
   const notifyForEveryone = async (authReqId: string) => {
@@ -90,10 +94,17 @@ describe('identical subscriptions share one execution per event', () => {
   it('subscribers of other apps, documents or variables get their own execution and their own correct result', async () => {
     const id = `req-${randomUUID()}`;
     const groups = {
-      aFull: [subscriber(A, SUBSCRIPTION, { id }), subscriber(A, SUBSCRIPTION, { id }), subscriber(A, SUBSCRIPTION, { id })],
+      aFull: [
+        subscriber(A, SUBSCRIPTION, { id }),
+        subscriber(A, SUBSCRIPTION, { id }),
+        subscriber(A, SUBSCRIPTION, { id }),
+      ],
       bFull: [subscriber(B, SUBSCRIPTION, { id }), subscriber(B, SUBSCRIPTION, { id })],
       aFailedOnly: [subscriber(A, FAILED_ONLY, { id }), subscriber(A, FAILED_ONLY, { id })],
-      aWithReason: [subscriber(A, WITH_FLAG, { id, withReason: true }), subscriber(A, WITH_FLAG, { id, withReason: true })],
+      aWithReason: [
+        subscriber(A, WITH_FLAG, { id, withReason: true }),
+        subscriber(A, WITH_FLAG, { id, withReason: true }),
+      ],
       aWithoutReason: [subscriber(A, WITH_FLAG, { id, withReason: false })],
     };
     const every = Object.values(groups).flat();
@@ -112,17 +123,32 @@ describe('identical subscriptions share one execution per event', () => {
     }
     const full = (s: Subscription) => s.received[0].mobileIdAuthentication;
     for (const s of [...groups.aFull, ...groups.bFull]) {
-      expect(full(s)).toMatchObject({ __typename: 'MobileIdAuthenticationFailed', authReqId: id, reason: 'CANCELLED_BY_USER', error: 'access_denied' });
+      expect(full(s)).toMatchObject({
+        __typename: 'MobileIdAuthenticationFailed',
+        authReqId: id,
+        reason: 'CANCELLED_BY_USER',
+        error: 'access_denied',
+      });
       expect(full(s)).toEqual(full(groups.aFull[0]!));
     }
     for (const s of groups.aFailedOnly) expect(full(s)).toEqual({ reason: 'CANCELLED_BY_USER', authReqId: id });
-    for (const s of groups.aWithReason) expect(full(s)).toEqual({ __typename: 'MobileIdAuthenticationFailed', authReqId: id, reason: 'CANCELLED_BY_USER' });
-    for (const s of groups.aWithoutReason) expect(full(s)).toEqual({ __typename: 'MobileIdAuthenticationFailed', authReqId: id });
+    for (const s of groups.aWithReason)
+      expect(full(s)).toEqual({
+        __typename: 'MobileIdAuthenticationFailed',
+        authReqId: id,
+        reason: 'CANCELLED_BY_USER',
+      });
+    for (const s of groups.aWithoutReason)
+      expect(full(s)).toEqual({ __typename: 'MobileIdAuthenticationFailed', authReqId: id });
   });
 
   it("an app's own event reaches only that app's subscribers, although another app subscribed with the same document", async () => {
     const id = `req-${randomUUID()}`;
-    const mine = [subscriber(A, SUBSCRIPTION, { id }), subscriber(A, SUBSCRIPTION, { id }), subscriber(A, SUBSCRIPTION, { id })];
+    const mine = [
+      subscriber(A, SUBSCRIPTION, { id }),
+      subscriber(A, SUBSCRIPTION, { id }),
+      subscriber(A, SUBSCRIPTION, { id }),
+    ];
     const theirs = [subscriber(B, SUBSCRIPTION, { id }), subscriber(B, SUBSCRIPTION, { id })];
     await waitFor(() => listeners(id) === 5);
     const before = await counts();
@@ -135,7 +161,10 @@ describe('identical subscriptions share one execution per event', () => {
     const after = await counts();
     expect(after.executions - before.executions).toBe(1);
     expect(after.shared - before.shared).toBe(2);
-    for (const s of mine) expect(s.received).toEqual([{ mobileIdAuthentication: expect.objectContaining({ authReqId: id, reason: 'CANCELLED_BY_USER' }) }]);
+    for (const s of mine)
+      expect(s.received).toEqual([
+        { mobileIdAuthentication: expect.objectContaining({ authReqId: id, reason: 'CANCELLED_BY_USER' }) },
+      ]);
     // B's subscribers still wait, as for an id with no result: nothing received, no error, not completed.
     expect(listeners(id)).toBe(2);
     for (const s of theirs) {
@@ -163,10 +192,17 @@ describe('identical subscriptions share one execution per event', () => {
     const ws = [subscriber(A, SUBSCRIPTION, { id }), subscriber(A, SUBSCRIPTION, { id })];
     const sse: Array<{ results: any[]; completed: boolean }> = [];
     for (let i = 0; i < 2; i++) {
-      const client = createSseClient({ url: `${t.url}/graphql/stream`, headers: { authorization: `Bearer ${A}` }, retryAttempts: 0 });
+      const client = createSseClient({
+        url: `${t.url}/graphql/stream`,
+        headers: { authorization: `Bearer ${A}` },
+        retryAttempts: 0,
+      });
       sseClients.push(client);
       const got = { results: [] as any[], completed: false };
-      client.subscribe({ query: SUBSCRIPTION, variables: { id } }, { next: (v) => got.results.push(v), error: () => undefined, complete: () => (got.completed = true) });
+      client.subscribe(
+        { query: SUBSCRIPTION, variables: { id } },
+        { next: (v) => got.results.push(v), error: () => undefined, complete: () => (got.completed = true) },
+      );
       sse.push(got);
     }
     await waitFor(() => listeners(id) === 4);
@@ -174,15 +210,30 @@ describe('identical subscriptions share one execution per event', () => {
 
     const n = await t.gateway.sandbox.mobileId!.buildNotification({ authReqId: id });
     expect((await postNotification(t, n.body, { headers: n.headers })).status).toBe(204);
-    await waitFor(() => ws.every((s) => s.completed) && sse.every((s) => s.completed), 5_000, 'every subscriber completed');
+    await waitFor(
+      () => ws.every((s) => s.completed) && sse.every((s) => s.completed),
+      5_000,
+      'every subscriber completed',
+    );
 
     const after = await counts();
     expect(after.executions - before.executions).toBe(1);
     expect(after.shared - before.shared).toBe(3);
-    const expected = { __typename: 'MobileIdAuthenticated', authReqId: id, accessToken: n.body.access_token, idToken: n.body.id_token };
+    const expected = {
+      __typename: 'MobileIdAuthenticated',
+      authReqId: id,
+      accessToken: n.body.access_token,
+      idToken: n.body.id_token,
+    };
     for (const s of ws) expect(s.received).toEqual([{ mobileIdAuthentication: expect.objectContaining(expected) }]);
     // Each result carries the event's position in the log, the same for every subscriber of the event.
-    for (const s of sse) expect(s.results).toEqual([{ data: { mobileIdAuthentication: expect.objectContaining(expected) }, extensions: { cursor: expect.stringMatching(/^[A-Za-z0-9_-]+$/) } }]);
+    for (const s of sse)
+      expect(s.results).toEqual([
+        {
+          data: { mobileIdAuthentication: expect.objectContaining(expected) },
+          extensions: { cursor: expect.stringMatching(/^[A-Za-z0-9_-]+$/) },
+        },
+      ]);
   });
 
   it('writes the graphql-transport-ws messages graphql-ws would: next with the shared payload, then complete, each as its own message', async () => {
@@ -198,11 +249,19 @@ describe('identical subscriptions share one execution per event', () => {
               const text = String(data);
               texts[i]!.push(text);
               if (JSON.parse(text).type === 'connection_ack') {
-                socket.send(JSON.stringify({ id: `op-${i}`, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id } } }));
+                socket.send(
+                  JSON.stringify({
+                    id: `op-${i}`,
+                    type: 'subscribe',
+                    payload: { query: SUBSCRIPTION, variables: { id } },
+                  }),
+                );
                 resolve();
               }
             });
-            socket.on('open', () => socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${A}` } })));
+            socket.on('open', () =>
+              socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${A}` } })),
+            );
           }),
       ),
     );
@@ -215,7 +274,10 @@ describe('identical subscriptions share one execution per event', () => {
       expect(message).toEqual({
         id: `op-${i}`,
         type: 'next',
-        payload: { data: { mobileIdAuthentication: expect.objectContaining({ authReqId: id, reason: 'CANCELLED_BY_USER' }) }, extensions: { cursor: expect.stringMatching(/^[A-Za-z0-9_-]+$/) } },
+        payload: {
+          data: { mobileIdAuthentication: expect.objectContaining({ authReqId: id, reason: 'CANCELLED_BY_USER' }) },
+          extensions: { cursor: expect.stringMatching(/^[A-Za-z0-9_-]+$/) },
+        },
       });
       // Byte for byte what graphql-ws writes: JSON.stringify({ id, type, payload }).
       expect(next).toBe(JSON.stringify({ id: `op-${i}`, type: 'next', payload: message.payload }));

@@ -8,11 +8,12 @@ import path from 'node:path';
 import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
+
 import { startGateway } from '../../src/app.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { SUBSCRIPTION, collect, postNotification, wsClient } from '../helpers/mobile-id.js';
+import { collect, postNotification, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 
 const start = gatewaysPerTest();
 const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');
@@ -20,7 +21,10 @@ const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
 
 // As the client preset prints them: one operation per document, keyed by its hash (sha1 by default, sha256 optional).
 const INSTANCE_TYPES = 'query InstanceTypes { catalog { instanceTypes { name vcpu } } }';
-const MANIFEST = { [sha1(INSTANCE_TYPES)]: INSTANCE_TYPES, [sha256(SUBSCRIPTION)]: SUBSCRIPTION } as Record<string, string>;
+const MANIFEST = { [sha1(INSTANCE_TYPES)]: INSTANCE_TYPES, [sha256(SUBSCRIPTION)]: SUBSCRIPTION } as Record<
+  string,
+  string
+>;
 const ARBITRARY = '{ catalog { instanceTypes { wireValue } } }';
 const INTROSPECTION = '{ __schema { queryType { name } } }';
 
@@ -31,12 +35,18 @@ function writeManifest(content: unknown): string {
 }
 
 async function post(gw: TestGateway, body: unknown): Promise<{ status: number; body: any }> {
-  const res = await request(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await request(`${gw.url}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return { status: res.statusCode, body: await res.body.json() };
 }
 
 async function get(gw: TestGateway, params: Record<string, string>): Promise<{ status: number; body: any }> {
-  const res = await request(`${gw.url}/graphql?${new URLSearchParams(params)}`, { headers: { accept: 'application/json', 'apollo-require-preflight': 'true' } });
+  const res = await request(`${gw.url}/graphql?${new URLSearchParams(params)}`, {
+    headers: { accept: 'application/json', 'apollo-require-preflight': 'true' },
+  });
   return { status: res.statusCode, body: await res.body.json() };
 }
 
@@ -45,7 +55,8 @@ const apq = (hash: string) => ({ persistedQuery: { version: 1, sha256Hash: hash 
 
 for (const mode of ['allow', 'enforce'] as const) {
   describe(`TRUSTED_DOCUMENTS=${mode}`, () => {
-    const startWith = (env: Record<string, string> = {}) => start({ TRUSTED_DOCUMENTS: mode, TRUSTED_DOCUMENTS_MANIFEST: writeManifest(MANIFEST), ...env });
+    const startWith = (env: Record<string, string> = {}) =>
+      start({ TRUSTED_DOCUMENTS: mode, TRUSTED_DOCUMENTS_MANIFEST: writeManifest(MANIFEST), ...env });
 
     it('runs a manifest document sent by its documentId, in a POST body or a GET query string', async () => {
       const gw = await startWith();
@@ -86,20 +97,30 @@ for (const mode of ['allow', 'enforce'] as const) {
 
     it('subscribes by documentId over graphql-ws and graphql-sse', async () => {
       const gw = await startWith();
-      const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: `td-${mode}`, outcome: 'CLIENT_TIMEOUT' });
+      const n = await gw.gateway.sandbox.mobileId!.buildNotification({
+        authReqId: `td-${mode}`,
+        outcome: 'CLIENT_TIMEOUT',
+      });
       expect((await postNotification(gw, n.body)).status).toBe(204);
 
       const ws = wsClient(gw);
       const wsResults: any[] = [];
       await new Promise<void>((resolve, reject) =>
-        ws.subscribe({ query: '', variables: { id: `td-${mode}` }, documentId: sha256(SUBSCRIPTION) } as any, { next: (v) => wsResults.push(v), error: reject, complete: resolve }),
+        ws.subscribe({ query: '', variables: { id: `td-${mode}` }, documentId: sha256(SUBSCRIPTION) } as any, {
+          next: (v) => wsResults.push(v),
+          error: reject,
+          complete: resolve,
+        }),
       );
       await ws.dispose();
 
       const sse = createSseClient({ url: `${gw.url}/graphql/stream`, retryAttempts: 0 });
       const sseResults: any[] = [];
       await new Promise<void>((resolve, reject) =>
-        sse.subscribe({ query: '', variables: { id: `td-${mode}` }, extensions: apq(sha256(SUBSCRIPTION)) }, { next: (v) => sseResults.push(v), error: reject, complete: resolve }),
+        sse.subscribe(
+          { query: '', variables: { id: `td-${mode}` }, extensions: apq(sha256(SUBSCRIPTION)) },
+          { next: (v) => sseResults.push(v), error: reject, complete: resolve },
+        ),
       );
       sse.dispose();
 
@@ -129,7 +150,8 @@ describe('TRUSTED_DOCUMENTS=allow', () => {
 });
 
 describe('TRUSTED_DOCUMENTS=enforce', () => {
-  const enforce = (env: Record<string, string> = {}) => start({ TRUSTED_DOCUMENTS: 'enforce', TRUSTED_DOCUMENTS_MANIFEST: writeManifest(MANIFEST), ...env });
+  const enforce = (env: Record<string, string> = {}) =>
+    start({ TRUSTED_DOCUMENTS: 'enforce', TRUSTED_DOCUMENTS_MANIFEST: writeManifest(MANIFEST), ...env });
 
   it('refuses a document outside the manifest over HTTP, graphql-ws and graphql-sse, with PERSISTED_QUERY_NOT_FOUND', async () => {
     const gw = await enforce();
@@ -138,7 +160,9 @@ describe('TRUSTED_DOCUMENTS=enforce', () => {
     expect(http.body.errors[0].message).toMatch(/trusted documents only/);
     expect(codes((await get(gw, { query: ARBITRARY })).body)).toEqual(['PERSISTED_QUERY_NOT_FOUND']);
     // Registering a new document through Apollo's protocol is refused too.
-    expect(codes((await post(gw, { query: ARBITRARY, extensions: apq(sha256(ARBITRARY)) })).body)).toEqual(['PERSISTED_QUERY_NOT_FOUND']);
+    expect(codes((await post(gw, { query: ARBITRARY, extensions: apq(sha256(ARBITRARY)) })).body)).toEqual([
+      'PERSISTED_QUERY_NOT_FOUND',
+    ]);
 
     const other = 'subscription Other($id: String!) { mobileIdAuthentication(authReqId: $id) { __typename } }';
     const ws = collect(wsClient(gw), other, { id: 'x' });
@@ -147,9 +171,16 @@ describe('TRUSTED_DOCUMENTS=enforce', () => {
 
     const sse = createSseClient({ url: `${gw.url}/graphql/stream`, retryAttempts: 0 });
     const sseResults: any[] = [];
-    await new Promise<void>((resolve) => sse.subscribe({ query: other, variables: { id: 'x' } }, { next: (v) => sseResults.push(v), error: () => resolve(), complete: resolve }));
+    await new Promise<void>((resolve) =>
+      sse.subscribe(
+        { query: other, variables: { id: 'x' } },
+        { next: (v) => sseResults.push(v), error: () => resolve(), complete: resolve },
+      ),
+    );
     sse.dispose();
-    expect(sseResults).toEqual([{ data: null, errors: [expect.objectContaining({ extensions: { code: 'PERSISTED_QUERY_NOT_FOUND' } })] }]);
+    expect(sseResults).toEqual([
+      { data: null, errors: [expect.objectContaining({ extensions: { code: 'PERSISTED_QUERY_NOT_FOUND' } })] },
+    ]);
   });
 
   it('runs the text of a manifest document as it is, so GraphiQL can run the operations the apps ship', async () => {
@@ -162,7 +193,9 @@ describe('TRUSTED_DOCUMENTS=enforce', () => {
     const on = await enforce();
     expect((await post(on, { query: INTROSPECTION })).body.data.__schema.queryType.name).toBe('Query');
     // An operation that mixes introspection with a real field is not introspection.
-    expect(codes((await post(on, { query: '{ __schema { queryType { name } } catalog { instanceTypes { name } } }' })).body)).toEqual(['PERSISTED_QUERY_NOT_FOUND']);
+    expect(
+      codes((await post(on, { query: '{ __schema { queryType { name } } catalog { instanceTypes { name } } }' })).body),
+    ).toEqual(['PERSISTED_QUERY_NOT_FOUND']);
     const off = await enforce({ GRAPHQL_INTROSPECTION: 'false' });
     expect(codes((await post(off, { query: INTROSPECTION })).body)).toEqual(['PERSISTED_QUERY_NOT_FOUND']);
   });
@@ -170,8 +203,18 @@ describe('TRUSTED_DOCUMENTS=enforce', () => {
 
 describe('the trusted-documents manifest at start-up', () => {
   async function startupError(manifest: unknown): Promise<Error> {
-    const config = loadConfig({ TRUSTED_DOCUMENTS: 'enforce', TRUSTED_DOCUMENTS_MANIFEST: typeof manifest === 'symbol' ? '/nonexistent/persisted-documents.json' : writeManifest(manifest), DATA_DIR: tempDataDir(), LOG_LEVEL: 'silent' });
-    const err = await startGateway(config, { port: 0, host: '127.0.0.1', logger: createLogger({ level: 'silent' }) }).then(
+    const config = loadConfig({
+      TRUSTED_DOCUMENTS: 'enforce',
+      TRUSTED_DOCUMENTS_MANIFEST:
+        typeof manifest === 'symbol' ? '/nonexistent/persisted-documents.json' : writeManifest(manifest),
+      DATA_DIR: tempDataDir(),
+      LOG_LEVEL: 'silent',
+    });
+    const err = await startGateway(config, {
+      port: 0,
+      host: '127.0.0.1',
+      logger: createLogger({ level: 'silent' }),
+    }).then(
       async (gw) => {
         await gw.close();
         throw new Error('the gateway started');
@@ -190,24 +233,49 @@ describe('the trusted-documents manifest at start-up', () => {
     ['no documents', {}, /holds no documents/],
     ['a document that is not a string', { abc: 42 }, /document abc must be a string of GraphQL, not number/],
     ['a document that does not parse', { abc: 'query {' }, /document abc does not parse: Syntax Error/],
-    ['a document the schema does not have', { abc: '{ nothingLikeThis }' }, /document abc is not valid against the schema: Cannot query field "nothingLikeThis"/],
-    ['a sha256 id that is not the hash of its document', { [sha256(ARBITRARY)]: INSTANCE_TYPES }, /the id is not the sha256 of its text/],
-    ['a sha1 id that is not the hash of its document', { [sha1(ARBITRARY)]: INSTANCE_TYPES }, /the id is not the sha1 of its text/],
+    [
+      'a document the schema does not have',
+      { abc: '{ nothingLikeThis }' },
+      /document abc is not valid against the schema: Cannot query field "nothingLikeThis"/,
+    ],
+    [
+      'a sha256 id that is not the hash of its document',
+      { [sha256(ARBITRARY)]: INSTANCE_TYPES },
+      /the id is not the sha256 of its text/,
+    ],
+    [
+      'a sha1 id that is not the hash of its document',
+      { [sha1(ARBITRARY)]: INSTANCE_TYPES },
+      /the id is not the sha1 of its text/,
+    ],
   ])('stops start-up with a clear message for %s', async (_what, manifest, message) => {
     expect((await startupError(manifest)).message).toMatch(message);
   });
 
   it('refuses allow or enforce without a manifest, and a manifest while the mode is off', () => {
-    expect(() => loadConfig({ TRUSTED_DOCUMENTS: 'enforce' })).toThrow(/TRUSTED_DOCUMENTS_MANIFEST: TRUSTED_DOCUMENTS is enforce, so the manifest of trusted documents is required/);
-    expect(() => loadConfig({ TRUSTED_DOCUMENTS_MANIFEST: '/tmp/x.json' })).toThrow(/TRUSTED_DOCUMENTS: TRUSTED_DOCUMENTS_MANIFEST is set but TRUSTED_DOCUMENTS is off/);
-    expect(() => loadConfig({ TRUSTED_DOCUMENTS: 'strict' })).toThrow(/TRUSTED_DOCUMENTS: must be off, allow or enforce/);
+    expect(() => loadConfig({ TRUSTED_DOCUMENTS: 'enforce' })).toThrow(
+      /TRUSTED_DOCUMENTS_MANIFEST: TRUSTED_DOCUMENTS is enforce, so the manifest of trusted documents is required/,
+    );
+    expect(() => loadConfig({ TRUSTED_DOCUMENTS_MANIFEST: '/tmp/x.json' })).toThrow(
+      /TRUSTED_DOCUMENTS: TRUSTED_DOCUMENTS_MANIFEST is set but TRUSTED_DOCUMENTS is off/,
+    );
+    expect(() => loadConfig({ TRUSTED_DOCUMENTS: 'strict' })).toThrow(
+      /TRUSTED_DOCUMENTS: must be off, allow or enforce/,
+    );
   });
 
   it('makes `npm start` exit with status 2 and say which variable is wrong, and the line of the bad document', async () => {
     const manifest = writeManifest({ abc: 'query {' });
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: path.resolve(import.meta.dirname, '../..'),
-      env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: tempDataDir(), TRUSTED_DOCUMENTS: 'enforce', TRUSTED_DOCUMENTS_MANIFEST: manifest },
+      env: {
+        ...process.env,
+        PORT: '0',
+        HOST: '127.0.0.1',
+        DATA_DIR: tempDataDir(),
+        TRUSTED_DOCUMENTS: 'enforce',
+        TRUSTED_DOCUMENTS_MANIFEST: manifest,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';
@@ -215,6 +283,8 @@ describe('the trusted-documents manifest at start-up', () => {
     child.stdout.resume();
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     expect(code).toBe(2);
-    expect(stderr).toContain(`gateway: invalid configuration: TRUSTED_DOCUMENTS_MANIFEST: ${manifest} line 2: document abc does not parse`);
+    expect(stderr).toContain(
+      `gateway: invalid configuration: TRUSTED_DOCUMENTS_MANIFEST: ${manifest} line 2: document abc does not parse`,
+    );
   }, 30_000);
 });

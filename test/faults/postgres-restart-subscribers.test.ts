@@ -1,13 +1,14 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from 'graphql-ws';
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+
+import { cursorNow, deliveredEverywhere, registerVerifications, RESUME } from '../events/resumable-helpers.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
-import { cursorNow, deliveredEverywhere, RESUME, registerVerifications } from '../events/resumable-helpers.js';
-import { request } from 'undici';
 
 /** What a client that does not retry saw of its socket: the close code and reason, or the socket's error. */
 interface Seen {
@@ -39,7 +40,11 @@ function subscriber(gw: TestGateway, cursor: string, seen: Seen): () => Promise<
     { query: RESUME, variables: { after: cursor } },
     {
       next: (value) => {
-        if (value.data) seen.events.push({ n: (value.data as any).verificationCompleted.payload.n, cursor: (value.extensions as { cursor: string }).cursor });
+        if (value.data)
+          seen.events.push({
+            n: (value.data as any).verificationCompleted.payload.n,
+            cursor: (value.extensions as { cursor: string }).cursor,
+          });
         if (value.errors) seen.ended ??= { error: JSON.stringify(value.errors) };
       },
       error: (err) => {
@@ -56,12 +61,32 @@ function subscriber(gw: TestGateway, cursor: string, seen: Seen): () => Promise<
 
 /** A graphql-ws client (no retries) waiting for one verification's result: the stored one first, read from the log. */
 function oneVerification(gw: TestGateway, externalId: string, seen: Seen): () => Promise<void> {
-  const client = createClient({ url: `${gw.url.replace(/^http/, 'ws')}/graphql`, webSocketImpl: WebSocket, retryAttempts: 0, lazy: false, connectionParams: { authorization: 'Bearer key-a' }, on: { closed: (event) => void (seen.ended ??= { code: (event as { code?: number }).code, reason: String((event as { reason?: string }).reason ?? '') }) } });
+  const client = createClient({
+    url: `${gw.url.replace(/^http/, 'ws')}/graphql`,
+    webSocketImpl: WebSocket,
+    retryAttempts: 0,
+    lazy: false,
+    connectionParams: { authorization: 'Bearer key-a' },
+    on: {
+      closed: (event) =>
+        void (seen.ended ??= {
+          code: (event as { code?: number }).code,
+          reason: String((event as { reason?: string }).reason ?? ''),
+        }),
+    },
+  });
   client.subscribe(
-    { query: 'subscription One($id: ID) { verificationCompleted(externalId: $id) { payload } }', variables: { id: externalId } },
+    {
+      query: 'subscription One($id: ID) { verificationCompleted(externalId: $id) { payload } }',
+      variables: { id: externalId },
+    },
     {
       next: (value) => {
-        if (value.data) seen.events.push({ n: (value.data as any).verificationCompleted.payload.n, cursor: (value.extensions as { cursor: string }).cursor });
+        if (value.data)
+          seen.events.push({
+            n: (value.data as any).verificationCompleted.payload.n,
+            cursor: (value.extensions as { cursor: string }).cursor,
+          });
         if (value.errors) seen.ended ??= { error: JSON.stringify(value.errors) };
       },
       error: (err) => void (seen.ended ??= { error: String((err as Error)?.message ?? JSON.stringify(err)) }),
@@ -80,7 +105,12 @@ describe('subscribers while PostgreSQL restarts', () => {
 
   beforeAll(async () => {
     pg = await startPostgres();
-    const shared = { DATABASE_URL: await pg.createDatabase('restarts'), TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'), GATEWAY_API_KEYS: 'key-a', SANDBOX_CALLBACK_DELAY_MS: '600000' };
+    const shared = {
+      DATABASE_URL: await pg.createDatabase('restarts'),
+      TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+      GATEWAY_API_KEYS: 'key-a',
+      SANDBOX_CALLBACK_DELAY_MS: '600000',
+    };
     a = await startTestGateway(shared);
     b = await startTestGateway(shared);
   }, 120_000);
@@ -94,7 +124,10 @@ describe('subscribers while PostgreSQL restarts', () => {
     const [id, url] = [...(await registerVerifications(a, a.gateway.sandbox.verification!, 'key-a', 1))][0]!;
     // The reads of B's event log that failed, counted as they fail (the streams hold this same log).
     const failedReads = { range: 0, latest: 0 };
-    const log = b.gateway.services.events.log as unknown as Record<'range' | 'latest', (...args: unknown[]) => Promise<unknown>>;
+    const log = b.gateway.services.events.log as unknown as Record<
+      'range' | 'latest',
+      (...args: unknown[]) => Promise<unknown>
+    >;
     for (const name of ['range', 'latest'] as const) {
       const original = log[name]!.bind(log);
       log[name] = (...args: unknown[]) =>
@@ -117,7 +150,11 @@ describe('subscribers while PostgreSQL restarts', () => {
       for (let i = 0; sending || i < 3; i++) {
         const n = `r${i}`;
         for (;;) {
-          const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ verificationExternalId: id, status: 'COMPLETED', n }) }).catch(() => null);
+          const res = await request(url, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ verificationExternalId: id, status: 'COMPLETED', n }),
+          }).catch(() => null);
           await res?.body.text();
           if (res?.statusCode === 204 || res?.statusCode === 200) break;
           refused += 1;
@@ -163,31 +200,49 @@ describe('subscribers while PostgreSQL restarts', () => {
           // Both read the log while PostgreSQL is down, and fail (the pool's connection attempts are refused). Before
           // streams retried their reads, both ended here with INTERNAL_SERVER_ERROR.
           const at = { ...failedReads };
-          await waitFor(() => failedReads.range > at.range && failedReads.latest > at.latest, 30_000, 'both subscribers’ reads failed while PostgreSQL is down');
+          await waitFor(
+            () => failedReads.range > at.range && failedReads.latest > at.latest,
+            30_000,
+            'both subscribers’ reads failed while PostgreSQL is down',
+          );
         },
       });
       // Events acknowledged after the restart reach B before the next one.
       const target = acknowledged.length + 2;
-      await waitFor(async () => {
-        await reconnectIfTold();
-        return got.length + seen.events.length >= target;
-      }, 60_000, `restart ${restart}: the events acknowledged since`);
+      await waitFor(
+        async () => {
+          await reconnectIfTold();
+          return got.length + seen.events.length >= target;
+        },
+        60_000,
+        `restart ${restart}: the events acknowledged since`,
+      );
     }
     sending = false;
     await sender;
-    await waitFor(async () => {
-      await reconnectIfTold();
-      return got.length + seen.events.length >= acknowledged.length;
-    }, 60_000, 'every acknowledged event');
+    await waitFor(
+      async () => {
+        await reconnectIfTold();
+        return got.length + seen.events.length >= acknowledged.length;
+      },
+      60_000,
+      'every acknowledged event',
+    );
     await reconnectIfTold();
     await dispose();
     got.push(...seen.events);
     expect(got.map((e) => e.n)).toEqual(acknowledged);
     // The subscriber to one verification got its stored result (the newest when it started) and then live ones, with no error.
-    await waitFor(() => oneSeen.events.at(-1)?.n === acknowledged.at(-1) || oneSeen.ended !== null, 60_000, 'the last result on the one-verification subscriber');
+    await waitFor(
+      () => oneSeen.events.at(-1)?.n === acknowledged.at(-1) || oneSeen.ended !== null,
+      60_000,
+      'the last result on the one-verification subscriber',
+    );
     await one();
     expect(oneSeen.ended).toBeNull();
     expect(oneSeen.events.map((e) => e.n)).toEqual(acknowledged.slice(acknowledged.length - oneSeen.events.length));
-    console.log(`postgres restarts: ${acknowledged.length} events, ${refused} refusals, subscriber endings: ${JSON.stringify(endings)}`);
+    console.log(
+      `postgres restarts: ${acknowledged.length} events, ${refused} refusals, subscriber endings: ${JSON.stringify(endings)}`,
+    );
   }, 300_000);
 });

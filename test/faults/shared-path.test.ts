@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { freePort, startEmbeddedPostgres } from '../../scripts/embedded-postgres.js';
 import { EventLog, type EventRecord } from '../../src/events/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
@@ -61,7 +62,10 @@ async function deployment(name: string): Promise<Deployment> {
 }
 
 /** Subscribes on `gw` to each id and waits until each is a live listener on its bus (not only a read of the log). */
-async function subscribers(gw: TestGateway, ids: string[]): Promise<{ byId: Map<string, Collected>; dispose(): Promise<void> }> {
+async function subscribers(
+  gw: TestGateway,
+  ids: string[],
+): Promise<{ byId: Map<string, Collected>; dispose(): Promise<void> }> {
   const client = wsClient(gw);
   const byId = new Map(ids.map((id) => [id, collect(client, SUBSCRIPTION, { id })]));
   await until('every subscriber listens', () => ids.every((id) => busSubscribers(gw, 'mobile-id', id) > 0));
@@ -70,7 +74,13 @@ async function subscribers(gw: TestGateway, ids: string[]): Promise<{ byId: Map<
 
 /** The sequence numbers of the stored mobile-ID events of `ids`. */
 async function storedSeqs(gw: TestGateway, ids: string[]): Promise<number[]> {
-  const rows = await gw.gateway.services.store.db.selectFrom('events').select('seq').where('kind', '=', 'mobile-id').where('key', 'in', ids).orderBy('seq').execute();
+  const rows = await gw.gateway.services.store.db
+    .selectFrom('events')
+    .select('seq')
+    .where('kind', '=', 'mobile-id')
+    .where('key', 'in', ids)
+    .orderBy('seq')
+    .execute();
   return rows.map((r) => Number(r.seq));
 }
 
@@ -121,7 +131,9 @@ describe('faults on the shared PostgreSQL path', () => {
           acknowledged.push(id);
         }
       })();
-      await d.pg.restart({ whileStopped: () => until('a webhook is refused while PostgreSQL is down', () => refused > 0) });
+      await d.pg.restart({
+        whileStopped: () => until('a webhook is refused while PostgreSQL is down', () => refused > 0),
+      });
       await sender;
       expect(acknowledged).toEqual(ids.slice(5));
       await expectDeliveredOnce(d, subs.byId, ids);
@@ -143,7 +155,9 @@ describe('faults on the shared PostgreSQL path', () => {
       let kills = 0;
       const killer = (async () => {
         while (killing) {
-          const { rowCount } = await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE (application_name = 'gateway-events' OR query ILIKE 'LISTEN%') AND pid <> pg_backend_pid()`);
+          const { rowCount } = await admin.query(
+            `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE (application_name = 'gateway-events' OR query ILIKE 'LISTEN%') AND pid <> pg_backend_pid()`,
+          );
           kills += rowCount ?? 0;
           await sleep(10);
         }
@@ -153,7 +167,11 @@ describe('faults on the shared PostgreSQL path', () => {
         seen = await getJson(`${d!.b.url}/readyz`);
         return seen.status === 503;
       });
-      expect(seen!.body).toMatchObject({ status: 'unavailable', store: 'postgres', error: expect.stringMatching(/not listening/) });
+      expect(seen!.body).toMatchObject({
+        status: 'unavailable',
+        store: 'postgres',
+        error: expect.stringMatching(/not listening/),
+      });
       for (const id of ids) expect((await postNotification(d.a, failure(id))).status).toBe(204);
       killing = false;
       await killer;
@@ -176,7 +194,12 @@ describe('faults on the shared PostgreSQL path', () => {
     const committing = new Promise<void>((resolve) => (commit = resolve));
     let early: EventRecord | undefined;
     const held = db.transaction().execute(async (trx) => {
-      const appended = await new EventLog(trx, 60_000, 'postgres').append({ kind: 'mobile-id', key: 'early', dedupeKey: 'mobile-id:early', payload: failure('early') });
+      const appended = await new EventLog(trx, 60_000, 'postgres').append({
+        kind: 'mobile-id',
+        key: 'early',
+        dedupeKey: 'mobile-id:early',
+        payload: failure('early'),
+      });
       early = appended.event;
       await committing;
     });
@@ -210,7 +233,10 @@ describe('PostgreSQL unreachable at start-up', () => {
     const port = await freePort();
     const password = randomBytes(12).toString('hex');
     const gw = await start(
-      { DATABASE_URL: `postgresql://postgres:${password}@127.0.0.1:${port}/postgres`, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex') },
+      {
+        DATABASE_URL: `postgresql://postgres:${password}@127.0.0.1:${port}/postgres`,
+        TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+      },
       { until: 'listening: not ready' },
     );
     let server: Awaited<ReturnType<typeof startEmbeddedPostgres>> | undefined;
@@ -219,8 +245,15 @@ describe('PostgreSQL unreachable at start-up', () => {
       expect(await getJson(`${gw.url}/healthz`)).toEqual({ status: 200, body: { status: 'ok' } });
       const readyz = await getJson(`${gw.url}/readyz`);
       expect(readyz.status).toBe(503);
-      expect(readyz.body).toMatchObject({ status: 'starting', error: expect.stringMatching(/waiting for PostgreSQL at postgresql:\/\/127\.0\.0\.1:\d+\/postgres/) });
-      const graphql = await request(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query":"{ __typename }"}' });
+      expect(readyz.body).toMatchObject({
+        status: 'starting',
+        error: expect.stringMatching(/waiting for PostgreSQL at postgresql:\/\/127\.0\.0\.1:\d+\/postgres/),
+      });
+      const graphql = await request(`${gw.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"query":"{ __typename }"}',
+      });
       expect(graphql.statusCode).toBe(503);
       expect(graphql.headers['retry-after']).toBe('5');
       await graphql.body.dump();
@@ -232,9 +265,23 @@ describe('PostgreSQL unreachable at start-up', () => {
       await gw.waitFor('gateway ready');
       expect(gw.output()).toContain('PostgreSQL answers: starting');
       // The body also shows each upstream's circuit breaker (docs/decisions/056), all closed at start-up.
-      const closed = { cloud: 'closed', 'cloud-token': 'closed', identification: 'closed', 'identification-prodlike': 'closed', verification: 'closed', rfm: 'closed' };
-      expect(await getJson(`${gw.url}/readyz`)).toEqual({ status: 200, body: { status: 'ready', store: 'postgres', circuits: closed } });
-      const served = await request(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query":"{ __typename }"}' });
+      const closed = {
+        cloud: 'closed',
+        'cloud-token': 'closed',
+        identification: 'closed',
+        'identification-prodlike': 'closed',
+        verification: 'closed',
+        rfm: 'closed',
+      };
+      expect(await getJson(`${gw.url}/readyz`)).toEqual({
+        status: 200,
+        body: { status: 'ready', store: 'postgres', circuits: closed },
+      });
+      const served = await request(`${gw.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"query":"{ __typename }"}',
+      });
       expect(served.statusCode).toBe(200);
       expect(await served.body.json()).toEqual({ data: { __typename: 'Query' } });
       expect(gw.child.exitCode).toBeNull();

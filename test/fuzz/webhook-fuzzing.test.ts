@@ -1,7 +1,16 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import {
+  checkRequest,
+  headerValueArb,
+  junkArb,
+  SECRET_RE,
+  secretArb,
+  send,
+  watchUnhandledRejections,
+} from '../helpers/fuzz.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { SECRET_RE, checkRequest, headerValueArb, junkArb, secretArb, send, watchUnhandledRejections } from '../helpers/fuzz.js';
 
 /** Cases per property: enough to reach every branch of the intake, few enough to keep `npm test` to minutes. */
 export const WEBHOOK_RUNS = { mobileId: 1000, verification: 500 } as const;
@@ -17,9 +26,13 @@ beforeAll(async () => {
   // The sandbox never calls back during the run (the store must only change through the fuzzed requests).
   gw = await startTestGateway({ GATEWAY_API_KEYS: KEY, SANDBOX_CALLBACK_DELAY_MS: '600000', LOG_LEVEL: 'debug' });
   notificationToken = gw.gateway.sandbox.mobileId!.notificationToken;
-  const res = await gw.graphql(`mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }`, {
-    input: { workflowId: 'wf-fuzz', applicant: { lastName: 'Fuzz' } },
-  }, { key: KEY });
+  const res = await gw.graphql(
+    `mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }`,
+    {
+      input: { workflowId: 'wf-fuzz', applicant: { lastName: 'Fuzz' } },
+    },
+    { key: KEY },
+  );
   expect(res.errors).toBeUndefined();
   externalId = res.data!.registerVerification.verification.externalId;
   const v = gw.gateway.sandbox.verification!.verifications().find((x) => x.externalId === externalId)!;
@@ -30,7 +43,10 @@ afterAll(() => gw.close());
 /** A JWT-shaped string whose signature part is a secret. */
 const jwtLikeArb = fc
   .tuple(fc.jsonValue({ maxDepth: 1 }), fc.jsonValue({ maxDepth: 1 }), secretArb('IDT'))
-  .map(([h, c, sig]) => `${Buffer.from(JSON.stringify(h) ?? 'null').toString('base64url')}.${Buffer.from(JSON.stringify(c) ?? 'null').toString('base64url')}.${sig}`);
+  .map(
+    ([h, c, sig]) =>
+      `${Buffer.from(JSON.stringify(h) ?? 'null').toString('base64url')}.${Buffer.from(JSON.stringify(c) ?? 'null').toString('base64url')}.${sig}`,
+  );
 
 /** Notification-shaped objects: every field of the spec, each valid, wrong-typed or absent, plus stray fields. */
 const notificationArb = fc
@@ -40,9 +56,17 @@ const notificationArb = fc
         auth_req_id: fc.oneof(fc.string({ minLength: 1, maxLength: 40 }), fc.uuid(), junkArb),
         access_token: fc.oneof({ weight: 4, arbitrary: secretArb('AT') }, { weight: 1, arbitrary: junkArb }),
         token_type: fc.oneof(fc.constant('Bearer'), fc.string({ maxLength: 10 }), junkArb),
-        id_token: fc.oneof({ weight: 4, arbitrary: jwtLikeArb }, { weight: 1, arbitrary: secretArb('IDT') }, { weight: 1, arbitrary: junkArb }),
+        id_token: fc.oneof(
+          { weight: 4, arbitrary: jwtLikeArb },
+          { weight: 1, arbitrary: secretArb('IDT') },
+          { weight: 1, arbitrary: junkArb },
+        ),
         expires_in: fc.oneof(fc.integer({ min: -10, max: 100_000 }), junkArb),
-        error: fc.oneof(fc.constantFrom('access_denied', 'expired_token', 'transaction_failed', 'authorization_pending'), fc.string({ maxLength: 20 }), junkArb),
+        error: fc.oneof(
+          fc.constantFrom('access_denied', 'expired_token', 'transaction_failed', 'authorization_pending'),
+          fc.string({ maxLength: 20 }),
+          junkArb,
+        ),
         error_description: fc.oneof(fc.string({ maxLength: 80 }), junkArb),
         jwks_uri: fc.oneof(fc.webUrl(), fc.string({ maxLength: 30 })),
         correlation_id: fc.oneof(fc.string({ maxLength: 40 }), junkArb),
@@ -73,7 +97,9 @@ const failureArb = fc
   .map(([base, change]) => (change ? { ...base, [change[0]]: change[1] } : base) as Record<string, unknown>);
 
 const formOf = (body: Record<string, unknown>) =>
-  new URLSearchParams(Object.entries(body).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v) ?? ''])).toString();
+  new URLSearchParams(
+    Object.entries(body).map(([k, v]) => [k, typeof v === 'string' ? v : (JSON.stringify(v) ?? '')]),
+  ).toString();
 
 /** The secrets a case carries: the configured token and key, and every token-like value in the body. */
 const secretsOf = (text: string) => [notificationToken, KEY, ...(text.match(SECRET_RE) ?? [])];
@@ -88,19 +114,39 @@ describe('fuzzing the mobile-ID notification endpoint over HTTP', () => {
         fc.constantFrom('json', 'json', 'form', 'raw', 'json-text'),
         fc.oneof(
           { weight: 3, arbitrary: fc.constantFrom('application/json', 'application/x-www-form-urlencoded') },
-          { weight: 1, arbitrary: fc.constantFrom('application/json', 'application/json; charset=utf-8', 'application/x-www-form-urlencoded', 'APPLICATION/JSON', 'text/plain', 'multipart/form-data', '') },
+          {
+            weight: 1,
+            arbitrary: fc.constantFrom(
+              'application/json',
+              'application/json; charset=utf-8',
+              'application/x-www-form-urlencoded',
+              'APPLICATION/JSON',
+              'text/plain',
+              'multipart/form-data',
+              '',
+            ),
+          },
           { weight: 1, arbitrary: headerValueArb },
         ),
         fc.oneof(
           { weight: 4, arbitrary: fc.constant('valid') },
           { weight: 1, arbitrary: fc.constantFrom('none', 'other', 'lower', 'basic') },
         ),
-        fc.record({ 'x-mobileid-request-id': headerValueArb, 'x-mobileid-transaction-id': headerValueArb }, { requiredKeys: [] }),
+        fc.record(
+          { 'x-mobileid-request-id': headerValueArb, 'x-mobileid-transaction-id': headerValueArb },
+          { requiredKeys: [] },
+        ),
         fc.string({ maxLength: 200 }),
         async (notification, encoding, contentType, auth, support, raw) => {
           ran += 1;
           const body =
-            encoding === 'json' ? JSON.stringify(notification) : encoding === 'form' ? formOf(notification) : encoding === 'json-text' ? JSON.stringify(raw) : raw;
+            encoding === 'json'
+              ? JSON.stringify(notification)
+              : encoding === 'form'
+                ? formOf(notification)
+                : encoding === 'json-text'
+                  ? JSON.stringify(raw)
+                  : raw;
           const authorization =
             auth === 'valid'
               ? `Bearer ${notificationToken}`
@@ -111,7 +157,11 @@ describe('fuzzing the mobile-ID notification endpoint over HTTP', () => {
                   : auth === 'other'
                     ? 'Bearer SEC-000000000000000000000000'
                     : undefined;
-          const headers: Record<string, string> = { ...support, ...(contentType ? { 'content-type': contentType } : {}), ...(authorization ? { authorization } : {}) };
+          const headers: Record<string, string> = {
+            ...support,
+            ...(contentType ? { 'content-type': contentType } : {}),
+            ...(authorization ? { authorization } : {}),
+          };
           const res = await checkRequest(gw, () => send(gw, 'POST', '/webhooks/mobile-id', headers, body), {
             secrets: secretsOf(body),
             refused: (r) => r.status >= 400,
@@ -137,14 +187,21 @@ describe('fuzzing the verification callback endpoint over HTTP', () => {
       fc.asyncProperty(
         fc.oneof(
           { weight: 3, arbitrary: fc.constant('valid') },
-          { weight: 1, arbitrary: fc.string({ unit: fc.constantFrom(...'abcXYZ019_-'), minLength: 1, maxLength: 130 }) },
+          {
+            weight: 1,
+            arbitrary: fc.string({ unit: fc.constantFrom(...'abcXYZ019_-'), minLength: 1, maxLength: 130 }),
+          },
           { weight: 1, arbitrary: fc.string({ maxLength: 40 }).map((s) => encodeURIComponent(s)) },
         ),
         fc.tuple(
           fc.record(
             {
               verificationExternalId: fc.oneof(fc.constant('own'), fc.string({ maxLength: 20 }), junkArb),
-              status: fc.oneof(fc.constantFrom('COMPLETED', 'FAILED', 'ACCEPTED'), fc.string({ maxLength: 10 }), junkArb),
+              status: fc.oneof(
+                fc.constantFrom('COMPLETED', 'FAILED', 'ACCEPTED'),
+                fc.string({ maxLength: 10 }),
+                junkArb,
+              ),
               jobResults: junkArb,
               secret: secretArb('SEC'),
             },
@@ -153,11 +210,27 @@ describe('fuzzing the verification callback endpoint over HTTP', () => {
           fc.dictionary(fc.string({ maxLength: 12 }), junkArb, { maxKeys: 3 }),
         ),
         fc.constantFrom('object', 'raw', 'json-value'),
-        fc.oneof(fc.constantFrom('application/json', 'application/problem+json', 'text/plain', 'application/x-www-form-urlencoded', ''), headerValueArb),
-        fc.oneof(fc.string({ maxLength: 100 }), junkArb.map((v) => JSON.stringify(v))),
+        fc.oneof(
+          fc.constantFrom(
+            'application/json',
+            'application/problem+json',
+            'text/plain',
+            'application/x-www-form-urlencoded',
+            '',
+          ),
+          headerValueArb,
+        ),
+        fc.oneof(
+          fc.string({ maxLength: 100 }),
+          junkArb.map((v) => JSON.stringify(v)),
+        ),
         async (token, [fields, extra], shape, contentType, raw) => {
           ran += 1;
-          const object = { ...extra, ...fields, ...(fields.verificationExternalId === 'own' ? { verificationExternalId: externalId } : {}) };
+          const object = {
+            ...extra,
+            ...fields,
+            ...(fields.verificationExternalId === 'own' ? { verificationExternalId: externalId } : {}),
+          };
           const body = shape === 'object' ? JSON.stringify(object) : shape === 'raw' ? raw : JSON.stringify(raw);
           const path = token === 'valid' ? callbackPath : `/webhooks/verification/${token}`;
           const headers: Record<string, string> = contentType ? { 'content-type': contentType } : {};

@@ -1,6 +1,7 @@
 // GraphiQL's "API key or JWT" field: remembered while the browser tab is open (sessionStorage), sent as
 // Authorization: Bearer on every request unless the Headers editor sets its own Authorization.
 import { describe, expect, it } from 'vitest';
+
 import { sessionCredential, withCredential } from '../../src/graphiql-app/credential.js';
 
 /** A sessionStorage stand-in with the Web Storage methods the field uses. */
@@ -44,7 +45,15 @@ describe('the credential field', () => {
   });
 
   it('still works for the page when the storage refuses writes', () => {
-    const refusing = { ...memoryStorage(), setItem: () => { throw new Error('QuotaExceededError'); }, getItem: () => { throw new Error('SecurityError'); } };
+    const refusing = {
+      ...memoryStorage(),
+      setItem: () => {
+        throw new Error('QuotaExceededError');
+      },
+      getItem: () => {
+        throw new Error('SecurityError');
+      },
+    };
     const credential = sessionCredential(refusing as unknown as globalThis.Storage);
     credential.set('key-2');
     expect(credential.get()).toBe('key-2');

@@ -1,6 +1,7 @@
 import { parse } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { authorizationOf, sameOriginEndpoints, resolveOperation } from '../../src/graphiql-app/fetcher.js';
+
+import { authorizationOf, resolveOperation, sameOriginEndpoints } from '../../src/graphiql-app/fetcher.js';
 import { headersTemplate, readPageConfig, tabsFromExamples } from '../../src/graphiql-app/page-config.js';
 import { namespacedLocalStorage } from '../../src/graphiql-app/storage.js';
 
@@ -32,12 +33,19 @@ describe('GraphiQL page config', () => {
     const config = readPageConfig({
       apiKeyRequired: false,
       examples: [
-        { title: 'Create a project', query: 'mutation CreateProject { createProject(input: {}) { replayed } }', variables: '{"a": 1}' },
+        {
+          title: 'Create a project',
+          query: 'mutation CreateProject { createProject(input: {}) { replayed } }',
+          variables: '{"a": 1}',
+        },
         { title: 'Two\nlines', query: '{ projects { id } }' },
       ],
     });
     expect(tabsFromExamples(config)).toEqual([
-      { query: '# Create a project\nmutation CreateProject { createProject(input: {}) { replayed } }', variables: '{"a": 1}' },
+      {
+        query: '# Create a project\nmutation CreateProject { createProject(input: {}) { replayed } }',
+        variables: '{"a": 1}',
+      },
       { query: '# Two lines\n{ projects { id } }' },
     ]);
   });
@@ -51,9 +59,25 @@ describe('GraphiQL page config', () => {
   });
 
   it('falls back to safe defaults when the injected config is missing or malformed', () => {
-    expect(readPageConfig(undefined)).toEqual({ sandbox: false, apiKeyRequired: false, defaultQuery: '', examples: [] });
-    const malformed = { sandbox: 'yes', examples: [{ title: 1, query: '{ a }' }, { title: 'ok', query: '{ b }' }] } as never;
-    expect(readPageConfig(malformed)).toEqual({ sandbox: false, apiKeyRequired: false, defaultQuery: '', examples: [{ title: 'ok', query: '{ b }' }] });
+    expect(readPageConfig(undefined)).toEqual({
+      sandbox: false,
+      apiKeyRequired: false,
+      defaultQuery: '',
+      examples: [],
+    });
+    const malformed = {
+      sandbox: 'yes',
+      examples: [
+        { title: 1, query: '{ a }' },
+        { title: 'ok', query: '{ b }' },
+      ],
+    } as never;
+    expect(readPageConfig(malformed)).toEqual({
+      sandbox: false,
+      apiKeyRequired: false,
+      defaultQuery: '',
+      examples: [{ title: 'ok', query: '{ b }' }],
+    });
   });
 });
 
@@ -63,7 +87,9 @@ describe('GraphiQL fetcher endpoints and credentials', () => {
       url: 'http://127.0.0.1:4000/graphql',
       subscriptionUrl: 'ws://127.0.0.1:4000/graphql',
     });
-    expect(sameOriginEndpoints({ protocol: 'https:', host: 'gw.example' }).subscriptionUrl).toBe('wss://gw.example/graphql');
+    expect(sameOriginEndpoints({ protocol: 'https:', host: 'gw.example' }).subscriptionUrl).toBe(
+      'wss://gw.example/graphql',
+    );
   });
 
   it('finds the Authorization header whatever its case, for connectionParams.authorization', () => {
@@ -104,7 +130,9 @@ describe('GraphiQL operation routing', () => {
     expect(opts?.headers).toEqual({ a: 'b' });
     expect(resolveOperation({ query, operationName: null }, undefined).params.operationName).toBe('Ticks');
     const anonymous = 'subscription { ticks }';
-    expect(resolveOperation({ query: anonymous, operationName: 'SayHello' }, undefined).params.operationName).toBeNull();
+    expect(
+      resolveOperation({ query: anonymous, operationName: 'SayHello' }, undefined).params.operationName,
+    ).toBeNull();
   });
 
   it('keeps a name that picks one of several operations, and leaves the rest to the server', () => {

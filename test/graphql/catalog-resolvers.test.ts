@@ -4,6 +4,7 @@ import { makeExecutableSchema } from '@graphql-tools/schema';
 // @graphql-tools/schema) loads index.js; the explicit path keeps both on one module instance.
 import { graphql } from 'graphql/index.js';
 import { describe, expect, it } from 'vitest';
+
 import { catalogResolvers } from '../../src/graphql/catalog.js';
 
 // Only the SDL this resolver map serves; the full server schema is the lead's HTTP-level test.
@@ -102,7 +103,9 @@ describe('the catalog query', () => {
   });
 
   it('lists only bootable disk types when asked', async () => {
-    const result = await run('{ catalog { boot: diskTypes(bootable: true) { name } kafkaOnly: diskTypes(bootable: false) { name } } }');
+    const result = await run(
+      '{ catalog { boot: diskTypes(bootable: true) { name } kafkaOnly: diskTypes(bootable: false) { name } } }',
+    );
     expect(result.errors).toBeUndefined();
     expect(result.data).toEqual({
       catalog: {

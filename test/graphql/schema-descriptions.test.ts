@@ -1,5 +1,15 @@
+import {
+  buildASTSchema,
+  isEnumType,
+  isInputObjectType,
+  isInterfaceType,
+  isObjectType,
+  isScalarType,
+  isUnionType,
+  parse,
+} from 'graphql/index.js';
 import { describe, expect, it } from 'vitest';
-import { buildASTSchema, isEnumType, isInputObjectType, isInterfaceType, isObjectType, isUnionType, isScalarType, parse } from 'graphql/index.js';
+
 import { readTypeDefs } from '../../src/graphql/schema.js';
 
 describe('the schema is its own manual', () => {
@@ -12,12 +22,15 @@ describe('the schema is its own manual', () => {
       if (isObjectType(type) || isInterfaceType(type)) {
         for (const field of Object.values(type.getFields())) {
           if (!field.description?.trim()) missing.push(`${type.name}.${field.name}`);
-          for (const arg of field.args) if (!arg.description?.trim()) missing.push(`${type.name}.${field.name}(${arg.name})`);
+          for (const arg of field.args)
+            if (!arg.description?.trim()) missing.push(`${type.name}.${field.name}(${arg.name})`);
         }
       } else if (isInputObjectType(type)) {
-        for (const field of Object.values(type.getFields())) if (!field.description?.trim()) missing.push(`${type.name}.${field.name}`);
+        for (const field of Object.values(type.getFields()))
+          if (!field.description?.trim()) missing.push(`${type.name}.${field.name}`);
       } else if (isEnumType(type)) {
-        for (const value of type.getValues()) if (!value.description?.trim()) missing.push(`${type.name}.${value.name}`);
+        for (const value of type.getValues())
+          if (!value.description?.trim()) missing.push(`${type.name}.${value.name}`);
       } else if (!isUnionType(type) && !isScalarType(type)) {
         missing.push(`${(type as { name: string }).name} (unexpected kind)`);
       }

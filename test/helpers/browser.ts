@@ -37,7 +37,10 @@ export function isCI(env: NodeJS.ProcessEnv = process.env): boolean {
 export function browserSuiteSkipReason(suite: string): string | null {
   const reason = chromiumUnavailableReason();
   if (reason === null) return null;
-  if (isCI()) throw new Error(`Cannot run ${suite}. ${reason} CI is set, so a missing Chromium fails the browser suite instead of skipping it.`);
+  if (isCI())
+    throw new Error(
+      `Cannot run ${suite}. ${reason} CI is set, so a missing Chromium fails the browser suite instead of skipping it.`,
+    );
   console.warn(`Skipping ${suite}. ${reason} (With CI set, this fails instead.)`);
   return reason;
 }

@@ -1,4 +1,5 @@
 import { expect } from 'vitest';
+
 import type { TestGateway } from './gateway.js';
 
 export const SSH_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHrZ0m3b4pZ1t0cGmV7w4b0D8x2Xo0y1cT3p8u5sQk9L dev@example';
@@ -15,7 +16,12 @@ export const M = {
 };
 
 /** Runs a mutation and returns its payload, failing the test on any GraphQL error. */
-export async function ok<T = any>(gw: TestGateway, query: string, variables: Record<string, unknown>, key?: string): Promise<T> {
+export async function ok<T = any>(
+  gw: TestGateway,
+  query: string,
+  variables: Record<string, unknown>,
+  key?: string,
+): Promise<T> {
   const res = await gw.graphql(query, variables, key ? { key } : {});
   expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
   return Object.values(res.data!)[0] as T;
@@ -34,16 +40,33 @@ export interface Chain {
 
 /** project → network → subnet → IP → Kafka cluster → topic → user → VM, through GraphQL. */
 export async function createChain(gw: TestGateway, apiKey?: string): Promise<Chain> {
-  const projectId = (await ok(gw, M.project, { input: { name: 'chain', description: 'test chain' } }, apiKey)).project.id;
-  const networkId = (await ok(gw, M.network, { input: { projectId, title: 'net-1', bandwidthMbps: 200 } }, apiKey)).network.id;
-  const subnetId = (await ok(gw, M.subnet, { input: { projectId, networkId, title: 'subnet-1', cidr: '10.10.0.0/24' } }, apiKey)).subnet.id;
+  const projectId = (await ok(gw, M.project, { input: { name: 'chain', description: 'test chain' } }, apiKey)).project
+    .id;
+  const networkId = (await ok(gw, M.network, { input: { projectId, title: 'net-1', bandwidthMbps: 200 } }, apiKey))
+    .network.id;
+  const subnetId = (
+    await ok(gw, M.subnet, { input: { projectId, networkId, title: 'subnet-1', cidr: '10.10.0.0/24' } }, apiKey)
+  ).subnet.id;
   const ipId = (await ok(gw, M.ip, { input: { projectId, networkId, title: 'ip-1' } }, apiKey)).ipAddress.id;
   const clusterId = (
-    await ok(gw, M.cluster, { input: { projectId, title: 'kafka-1', instanceType: 'C2_MEDIUM', subnetId, publicIp: '203.0.113.10' } }, apiKey)
+    await ok(
+      gw,
+      M.cluster,
+      { input: { projectId, title: 'kafka-1', instanceType: 'C2_MEDIUM', subnetId, publicIp: '203.0.113.10' } },
+      apiKey,
+    )
   ).kafkaCluster.id;
-  const topicId = (await ok(gw, M.topic, { input: { projectId, clusterId, name: 'events', partitions: 3, replicationFactor: 3, minInsyncReplicas: 2 } }, apiKey))
-    .kafkaTopic.id;
-  const userId = (await ok(gw, M.user, { input: { projectId, clusterId, name: 'app', password: 'S3cret-kafka-pass!' } }, apiKey)).kafkaUser.id;
+  const topicId = (
+    await ok(
+      gw,
+      M.topic,
+      { input: { projectId, clusterId, name: 'events', partitions: 3, replicationFactor: 3, minInsyncReplicas: 2 } },
+      apiKey,
+    )
+  ).kafkaTopic.id;
+  const userId = (
+    await ok(gw, M.user, { input: { projectId, clusterId, name: 'app', password: 'S3cret-kafka-pass!' } }, apiKey)
+  ).kafkaUser.id;
   const vmId = (
     await ok(
       gw,

@@ -45,10 +45,13 @@ export interface ParsedDockerfile {
 
 /** `$VAR` and `${VAR}` (and `${VAR:-default}`) with the values given; unknown variables become empty. */
 export function substitute(text: string, vars: Record<string, string>): string {
-  return text.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (_m, braced: string | undefined, fallback: string | undefined, bare: string | undefined) => {
-    const name = (braced ?? bare)!;
-    return vars[name] ?? fallback ?? '';
-  });
+  return text.replace(
+    /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+    (_m, braced: string | undefined, fallback: string | undefined, bare: string | undefined) => {
+      const name = (braced ?? bare)!;
+      return vars[name] ?? fallback ?? '';
+    },
+  );
 }
 
 /** Splits on whitespace, keeping quoted strings together and dropping their quotes. */
@@ -77,7 +80,8 @@ export function argList(args: string): string[] {
   const trimmed = args.trim();
   if (trimmed.startsWith('[')) {
     const parsed: unknown = JSON.parse(trimmed);
-    if (!Array.isArray(parsed) || !parsed.every((a) => typeof a === 'string')) throw new Error(`not a JSON string array: ${trimmed}`);
+    if (!Array.isArray(parsed) || !parsed.every((a) => typeof a === 'string'))
+      throw new Error(`not a JSON string array: ${trimmed}`);
     return parsed;
   }
   return words(trimmed);
@@ -143,7 +147,9 @@ export function parseDockerfile(
       const list = argList(args.replace(/^(\s*--\S+)+/, ''));
       const flags = words(args).filter((w) => w.startsWith('--'));
       const from = flags.find((f) => f.startsWith('--from='))?.slice('--from='.length);
-      const sources = list.slice(0, -1).flatMap((s) => (from === undefined ? expand(substitute(s, vars)) : [substitute(s, vars)]));
+      const sources = list
+        .slice(0, -1)
+        .flatMap((s) => (from === undefined ? expand(substitute(s, vars)) : [substitute(s, vars)]));
       const rawDest = substitute(list.at(-1) ?? '', vars);
       const dest = posix.resolve(workdir, rawDest);
       const intoDir = rawDest.endsWith('/') || rawDest === '.' || list.length > 2 || /[*?[]/.test(list[0] ?? '');
@@ -220,11 +226,17 @@ export function dockerignore(text: string): (contextPath: string) => boolean {
     .filter((l) => l !== '' && !l.startsWith('#'))
     .map((l) => {
       const exception = l.startsWith('!');
-      const cleaned = posix.normalize(exception ? l.slice(1).trim() : l).replace(/^\/+/, '').replace(/\/+$/, '');
+      const cleaned = posix
+        .normalize(exception ? l.slice(1).trim() : l)
+        .replace(/^\/+/, '')
+        .replace(/\/+$/, '');
       return { exception, re: patternRegExp(cleaned) };
     });
   return (contextPath) => {
-    const parts = posix.normalize(contextPath).replace(/^\.(?:\/|$)/, '').split('/');
+    const parts = posix
+      .normalize(contextPath)
+      .replace(/^\.(?:\/|$)/, '')
+      .split('/');
     const candidates = parts.map((_p, i) => parts.slice(0, i + 1).join('/'));
     let ignored = false;
     for (const rule of rules) if (candidates.some((c) => rule.re.test(c))) ignored = !rule.exception;

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { request } from 'undici';
 import { afterAll, beforeAll, expect } from 'vitest';
+
 import type { TestGateway } from './gateway.js';
 import { storeSnapshot } from './store.js';
 
@@ -12,11 +13,18 @@ import { storeSnapshot } from './store.js';
 
 const HEX = fc.constantFrom(...'0123456789abcdef');
 /** A secret value: `<prefix>-` and 24 hex digits. */
-export const secretArb = (prefix: string) => fc.string({ unit: HEX, minLength: 24, maxLength: 24 }).map((h) => `${prefix}-${h}`);
+export const secretArb = (prefix: string) =>
+  fc.string({ unit: HEX, minLength: 24, maxLength: 24 }).map((h) => `${prefix}-${h}`);
 export const SECRET_RE = /\b(?:AT|IDT|PW|SEC)-[0-9a-f]{24}\b/g;
 
 /** A header value undici accepts: visible Latin-1 and spaces, no CR/LF. */
-export const headerValueArb = fc.string({ unit: fc.integer({ min: 0x20, max: 0xff }).filter((c) => c !== 0x7f).map((c) => String.fromCharCode(c)), maxLength: 300 });
+export const headerValueArb = fc.string({
+  unit: fc
+    .integer({ min: 0x20, max: 0xff })
+    .filter((c) => c !== 0x7f)
+    .map((c) => String.fromCharCode(c)),
+  maxLength: 300,
+});
 
 /** JSON of any shape, small. */
 export const junkArb = fc.jsonValue({ maxDepth: 2 });
@@ -39,7 +47,13 @@ export interface RawResponse {
   text: string;
 }
 
-export async function send(gw: TestGateway, method: string, path: string, headers: Record<string, string>, body: string | undefined): Promise<RawResponse> {
+export async function send(
+  gw: TestGateway,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+): Promise<RawResponse> {
   const res = await request(`${gw.url}${path}`, { method: method as 'POST', headers, body });
   return { status: res.statusCode, text: await res.body.text() };
 }
@@ -65,7 +79,9 @@ export async function checkRequest(
   if (options.refused(res)) {
     const after = await storeSnapshot(gw, { expiringBefore });
     // The tables that differ, named: a long row's difference does not show in a truncated diff.
-    const changed = Object.keys(before).filter((table) => JSON.stringify(before[table]) !== JSON.stringify(after[table]));
+    const changed = Object.keys(before).filter(
+      (table) => JSON.stringify(before[table]) !== JSON.stringify(after[table]),
+    );
     expect(changed, `refused (${res.status} ${res.text.slice(0, 300)}) yet these tables changed`).toEqual([]);
   }
   const logs = gw.logs().slice(logStart);

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { request } from 'undici';
 import { afterEach } from 'vitest';
+
 import { startGateway, type Gateway, type GatewayOptions } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
@@ -21,7 +22,11 @@ export interface TestGateway {
   /** Every log line the gateway wrote, as text (for asserting that secrets are absent). */
   logs(): string;
   /** POST /graphql with JSON; `key` sends Authorization: Bearer <key>. */
-  graphql<T = Record<string, any>>(query: string, variables?: Record<string, unknown>, options?: { key?: string; headers?: Record<string, string> }): Promise<GraphQLResponse<T>>;
+  graphql<T = Record<string, any>>(
+    query: string,
+    variables?: Record<string, unknown>,
+    options?: { key?: string; headers?: Record<string, string> },
+  ): Promise<GraphQLResponse<T>>;
   close(): Promise<void>;
 }
 
@@ -33,7 +38,10 @@ export function tempDataDir(prefix = 'gateway-test-'): string {
  * Starts a real gateway on 127.0.0.1 port 0 with the sandbox upstreams (unless env says otherwise), SQLite in
  * a fresh temporary DATA_DIR (or the one given), and its logs captured in memory.
  */
-export async function startTestGateway(env: Record<string, string> = {}, options: GatewayOptions = {}): Promise<TestGateway> {
+export async function startTestGateway(
+  env: Record<string, string> = {},
+  options: GatewayOptions = {},
+): Promise<TestGateway> {
   const dataDir = env.DATA_DIR ?? tempDataDir();
   const config = loadConfig({ LOG_LEVEL: 'debug', SANDBOX_CALLBACK_DELAY_MS: '50', ...env, DATA_DIR: dataDir });
   const lines: string[] = [];

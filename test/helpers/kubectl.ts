@@ -5,6 +5,7 @@ import { accessSync, constants, cpSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
+
 import { isCI } from './browser.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -46,7 +47,10 @@ export function kubernetesSuiteSkipReason(suite: string): string | null {
   if (findKubectl() !== null) return null;
   const where = KUBECTL_PATH !== undefined ? `at KUBECTL_PATH=${KUBECTL_PATH}` : 'on PATH';
   const reason = `kubectl not found ${where}: install it with \`apt-get install ${KUBECTL_PACKAGE}\` (Debian; .ci/run does), or set KUBECTL_PATH.`;
-  if (isCI()) throw new Error(`Cannot run ${suite}. ${reason} CI is set, so a missing kubectl fails the suite instead of skipping it.`);
+  if (isCI())
+    throw new Error(
+      `Cannot run ${suite}. ${reason} CI is set, so a missing kubectl fails the suite instead of skipping it.`,
+    );
   console.warn(`Skipping ${suite}. ${reason} (With CI set, this fails instead.)`);
   return reason;
 }
@@ -71,11 +75,21 @@ export function kustomize(dir: string): Promise<Rendered> {
   const kubectl = findKubectl();
   if (kubectl === null) throw new Error('kubectl not found');
   return new Promise((resolve) => {
-    execFile(kubectl, ['kustomize', dir], { env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir() } }, (err, stdout, stderr) => {
-      const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
-      const objects = code === 0 ? parseAllDocuments(stdout).map((d) => d.toJS() as K8sObject).filter((o) => o !== null) : [];
-      resolve({ code, stderr, objects });
-    });
+    execFile(
+      kubectl,
+      ['kustomize', dir],
+      { env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir() } },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
+        const objects =
+          code === 0
+            ? parseAllDocuments(stdout)
+                .map((d) => d.toJS() as K8sObject)
+                .filter((o) => o !== null)
+            : [];
+        resolve({ code, stderr, objects });
+      },
+    );
   });
 }
 

@@ -1,5 +1,6 @@
 // An MCP client for the tests: the SDK's own client over real HTTP, against a gateway started on port 0.
 import { Client, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
+
 import type { TestGateway } from './gateway.js';
 
 export interface McpClientOptions {
@@ -19,14 +20,20 @@ export interface TestMcpClient {
   client: Client;
   /** The elicitations the client's person was shown. */
   asked: string[];
-  call(name: string, args?: Record<string, unknown>): Promise<CallToolResult & { structuredContent?: Record<string, any> }>;
+  call(
+    name: string,
+    args?: Record<string, unknown>,
+  ): Promise<CallToolResult & { structuredContent?: Record<string, any> }>;
   toolNames(): Promise<string[]>;
   close(): Promise<void>;
 }
 
 export async function mcpClient(gw: TestGateway, o: McpClientOptions = {}): Promise<TestMcpClient> {
   const person = o.person ?? null;
-  const client = new Client({ name: 'gateway-test', version: '1.0.0' }, { versionNegotiation: { mode: o.era ?? 'auto' }, capabilities: person ? { elicitation: { form: {} } } : {} });
+  const client = new Client(
+    { name: 'gateway-test', version: '1.0.0' },
+    { versionNegotiation: { mode: o.era ?? 'auto' }, capabilities: person ? { elicitation: { form: {} } } : {} },
+  );
   const asked: string[] = [];
   if (person) {
     client.setRequestHandler('elicitation/create', async (request) => {
@@ -41,7 +48,10 @@ export async function mcpClient(gw: TestGateway, o: McpClientOptions = {}): Prom
   return {
     client,
     asked,
-    call: async (name, args = {}) => (await client.callTool({ name, arguments: args })) as CallToolResult & { structuredContent?: Record<string, any> },
+    call: async (name, args = {}) =>
+      (await client.callTool({ name, arguments: args })) as CallToolResult & {
+        structuredContent?: Record<string, any>;
+      },
     toolNames: async () => (await client.listTools()).tools.map((t) => t.name),
     close: () => client.close(),
   };

@@ -1,6 +1,7 @@
 import { createClient, type Client } from 'graphql-ws';
 import { request } from 'undici';
 import WebSocket from 'ws';
+
 import type { TestGateway } from './gateway.js';
 
 export const RESULT_FIELDS = `
@@ -78,7 +79,10 @@ export interface Collected {
 
 /** What graphql-ws's and graphql-sse's clients both offer. */
 interface Subscribes {
-  subscribe(payload: { query: string; variables: Record<string, unknown> }, sink: { next(value: any): void; error(error: unknown): void; complete(): void }): () => void;
+  subscribe(
+    payload: { query: string; variables: Record<string, unknown> },
+    sink: { next(value: any): void; error(error: unknown): void; complete(): void },
+  ): () => void;
 }
 
 /** Subscribes (graphql-ws or graphql-sse client) and records every `next` payload. */
@@ -106,8 +110,14 @@ export function collect(client: Client | Subscribes, query: string, variables: R
 }
 
 /** Rows of the event log for an auth_req_id, straight from the store. */
-export async function storedEvents(gw: TestGateway, authReqId?: string): Promise<Array<{ key: string; payload: string; meta: string; secrets_expire_at: number | null }>> {
-  let q = gw.gateway.services.store.db.selectFrom('events').select(['key', 'payload', 'meta', 'secrets_expire_at']).where('kind', '=', 'mobile-id');
+export async function storedEvents(
+  gw: TestGateway,
+  authReqId?: string,
+): Promise<Array<{ key: string; payload: string; meta: string; secrets_expire_at: number | null }>> {
+  let q = gw.gateway.services.store.db
+    .selectFrom('events')
+    .select(['key', 'payload', 'meta', 'secrets_expire_at'])
+    .where('kind', '=', 'mobile-id');
   if (authReqId !== undefined) q = q.where('key', '=', authReqId);
   return q.execute();
 }

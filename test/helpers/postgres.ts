@@ -2,8 +2,9 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { sql, type Kysely } from 'kysely';
-import { startTestGateway, type TestGateway } from './gateway.js';
+
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../scripts/embedded-postgres.js';
+import { startTestGateway, type TestGateway } from './gateway.js';
 
 export type TestPostgres = EmbeddedPostgres;
 
@@ -28,7 +29,11 @@ export interface Replicas {
  */
 export async function startReplicas(database: string, env: Record<string, string> = {}): Promise<Replicas> {
   const pg = await startPostgres();
-  const shared = { DATABASE_URL: await pg.createDatabase(database), TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'), ...env };
+  const shared = {
+    DATABASE_URL: await pg.createDatabase(database),
+    TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+    ...env,
+  };
   const a = await startTestGateway(shared);
   const b = await startTestGateway(shared);
   return {

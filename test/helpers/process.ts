@@ -21,7 +21,10 @@ export interface GatewayProcess {
  * the first JSON line with a `url` that contains `until`).
  * Children still running after a test are killed. Call it at the top level of the file.
  */
-export function gatewayProcesses(): (env: Record<string, string>, options?: { until?: string }) => Promise<GatewayProcess> {
+export function gatewayProcesses(): (
+  env: Record<string, string>,
+  options?: { until?: string },
+) => Promise<GatewayProcess> {
   const children: ChildProcess[] = [];
   afterEach(() => {
     for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
@@ -30,7 +33,14 @@ export function gatewayProcesses(): (env: Record<string, string>, options?: { un
     const until = options.until ?? 'gateway ready';
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        PORT: '0',
+        HOST: '127.0.0.1',
+        LOG_LEVEL: 'info',
+        ...env,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     children.push(child);
@@ -46,7 +56,9 @@ export function gatewayProcesses(): (env: Record<string, string>, options?: { un
           resolve(line);
         }
       });
-      child.once('exit', (code, signal) => reject(new Error(`gateway exited (${code ?? signal}) before it was ready:\n${out}`)));
+      child.once('exit', (code, signal) =>
+        reject(new Error(`gateway exited (${code ?? signal}) before it was ready:\n${out}`)),
+      );
     });
     const waitFor = (text: string) =>
       new Promise<void>((resolve) => {

@@ -1,7 +1,15 @@
 import { sql } from 'kysely';
+
 import type { TestGateway } from './gateway.js';
 
-const TABLES = ['idempotency_records', 'resources', 'events', 'notification_tokens', 'verification_callbacks', 'provisionings'] as const;
+const TABLES = [
+  'idempotency_records',
+  'resources',
+  'events',
+  'notification_tokens',
+  'verification_callbacks',
+  'provisionings',
+] as const;
 
 /**
  * Every row of the tables that hold what the gateway created or received (store and event log), as sorted JSON text
@@ -9,15 +17,27 @@ const TABLES = ['idempotency_records', 'resources', 'events', 'notification_toke
  * quarantine of refused mobile-ID notifications (mobile_id_rejections, where a refusal is recorded by design) and
  * rate-limit counters.
  */
-export async function storeSnapshot(gw: TestGateway, options: { expiringBefore?: number } = {}): Promise<Record<string, string[]>> {
+export async function storeSnapshot(
+  gw: TestGateway,
+  options: { expiringBefore?: number } = {},
+): Promise<Record<string, string[]>> {
   const db = gw.gateway.services.store.db;
   const snapshot: Record<string, string[]> = {};
   for (const table of TABLES) {
     const rows = await sql<Record<string, unknown>>`select * from ${sql.table(table)}`.execute(db);
     // With `expiringBefore`, rows that expire before then are left out: the gateway's periodic purge may remove them
     // at any moment, which is not a change a request made.
-    const live = options.expiringBefore === undefined ? rows.rows : rows.rows.filter((r) => r.expires_at == null || Number(r.expires_at) > options.expiringBefore!);
-    snapshot[table] = live.map((r) => JSON.stringify(r, (_k, v) => (Buffer.isBuffer(v) ? v.toString('base64') : typeof v === 'bigint' ? String(v) : v))).sort();
+    const live =
+      options.expiringBefore === undefined
+        ? rows.rows
+        : rows.rows.filter((r) => r.expires_at == null || Number(r.expires_at) > options.expiringBefore!);
+    snapshot[table] = live
+      .map((r) =>
+        JSON.stringify(r, (_k, v) =>
+          Buffer.isBuffer(v) ? v.toString('base64') : typeof v === 'bigint' ? String(v) : v,
+        ),
+      )
+      .sort();
   }
   return snapshot;
 }

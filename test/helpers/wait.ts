@@ -5,7 +5,11 @@ import type { TestGateway } from './gateway.js';
  * resolves with it. The deadline only bounds a failure (a loaded machine may take long to get there), which names
  * `what`.
  */
-export async function waitFor<T>(check: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 5_000, what = 'condition'): Promise<T> {
+export async function waitFor<T>(
+  check: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 5_000,
+  what = 'condition',
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
@@ -27,6 +31,16 @@ export function subscribers(gw: TestGateway, kind: string, key?: string | null):
  * Resolves once the gateway's event bus holds at least `atLeast` listeners for events of `kind` (of `key`, when
  * given): from then on an event published reaches them live, through the bus, not from the log.
  */
-export async function waitForSubscribers(gw: TestGateway, kind: string, key?: string, atLeast = 1, timeoutMs = 20_000): Promise<void> {
-  await waitFor(() => subscribers(gw, kind, key) >= atLeast, timeoutMs, `${atLeast} subscriber(s) of ${kind}${key === undefined ? '' : ` ${key}`}`);
+export async function waitForSubscribers(
+  gw: TestGateway,
+  kind: string,
+  key?: string,
+  atLeast = 1,
+  timeoutMs = 20_000,
+): Promise<void> {
+  await waitFor(
+    () => subscribers(gw, kind, key) >= atLeast,
+    timeoutMs,
+    `${atLeast} subscriber(s) of ${kind}${key === undefined ? '' : ` ${key}`}`,
+  );
 }

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { IdentificationCallbacks } from '../../src/identity/identification-callbacks.js';
 import { createLogger } from '../../src/logger.js';
 import { openStore, type Store } from '../../src/store/index.js';
@@ -25,7 +26,15 @@ describe('identification callback addresses one process remembers', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  const rows = async () => Number((await store.db.selectFrom('identification_callbacks').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+  const rows = async () =>
+    Number(
+      (
+        await store.db
+          .selectFrom('identification_callbacks')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
 
   it('stay within their bound however many workflows an app names, and a forgotten address still works', async () => {
     const bound = 8;

@@ -1,31 +1,70 @@
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request } from 'undici';
 import type { Client } from 'graphql-ws';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { subscribe, wsClient, type Subscription } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { subscribe, wsClient, type Subscription } from './helpers.js';
 
 // Every distinct callback is kept and delivered once; only an exact repeat of a body is a duplicate. The ids and
 // statuses are found where platforms put them, in JSON or form bodies (docs/decisions/041).
 
 const REGISTER = /* GraphQL */ `
-  mutation Register($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }
+  mutation Register($input: RegisterVerificationInput!) {
+    registerVerification(input: $input) {
+      verification {
+        externalId
+      }
+    }
+  }
 `;
 const COMPLETED = /* GraphQL */ `
-  subscription Completed($externalId: ID) { verificationCompleted(externalId: $externalId) { externalId status payload } }
+  subscription Completed($externalId: ID) {
+    verificationCompleted(externalId: $externalId) {
+      externalId
+      status
+      payload
+    }
+  }
 `;
 const COMPLETION = /* GraphQL */ `
-  query($id: ID!) { node(id: $id) { ... on Verification { completion { externalId status payload } } } }
+  query ($id: ID!) {
+    node(id: $id) {
+      ... on Verification {
+        completion {
+          externalId
+          status
+          payload
+        }
+      }
+    }
+  }
 `;
 const CREATE_IDENTIFICATION = /* GraphQL */ `
-  mutation Create($input: CreateIdentificationInput!) { createIdentification(input: $input) { identification { id } } }
+  mutation Create($input: CreateIdentificationInput!) {
+    createIdentification(input: $input) {
+      identification {
+        id
+      }
+    }
+  }
 `;
 const IDENTIFICATION_COMPLETED = /* GraphQL */ `
-  subscription Completed($id: ID) { identificationCompleted(id: $id) { id status event } }
+  subscription Completed($id: ID) {
+    identificationCompleted(id: $id) {
+      id
+      status
+      event
+    }
+  }
 `;
-const IDENTIFICATION_CALLBACK_URL = /* GraphQL */ `query($workflowId: String!) { identificationCallbackUrl(workflowId: $workflowId) }`;
+const IDENTIFICATION_CALLBACK_URL = /* GraphQL */ `
+  query ($workflowId: String!) {
+    identificationCallbackUrl(workflowId: $workflowId)
+  }
+`;
 
 let t: TestGateway;
 let sandbox: VerificationSandbox;
@@ -41,7 +80,11 @@ afterAll(async () => {
 });
 
 async function register(): Promise<{ id: string; url: string }> {
-  const res = await t.graphql(REGISTER, { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Ivanova' } } }, { key: 'key-a' });
+  const res = await t.graphql(
+    REGISTER,
+    { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Ivanova' } } },
+    { key: 'key-a' },
+  );
   expect(res.errors).toBeUndefined();
   const id = res.data!.registerVerification.verification.externalId as string;
   const url = sandbox.verifications().find((v) => v.externalId === id)?.callbackUrl;
@@ -73,11 +116,17 @@ describe('every distinct verification callback is kept and delivered once', () =
     const { id, url } = await register();
     const sub = await watch(id, url);
     expect(await post(url, { data: { verificationExternalId: id, status: 'IN_REVIEW' } })).toBe(204);
-    expect(await post(url, { data: { verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' } })).toBe(204);
+    expect(await post(url, { data: { verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' } })).toBe(
+      204,
+    );
     await waitFor(() => sub.received.length === 3, 5_000, 'both nested callbacks');
     expect(statuses(sub)).toEqual(['IN_REVIEW', 'COMPLETED']);
     const read = await t.graphql(COMPLETION, { id }, { key: 'key-a' });
-    expect(read.data!.node.completion).toMatchObject({ externalId: id, status: 'COMPLETED', payload: { data: { decision: 'APPROVED' } } });
+    expect(read.data!.node.completion).toMatchObject({
+      externalId: id,
+      status: 'COMPLETED',
+      payload: { data: { decision: 'APPROVED' } },
+    });
     sub.stop();
   });
 
@@ -87,7 +136,10 @@ describe('every distinct verification callback is kept and delivered once', () =
     expect(await post(url, { verificationExternalId: id, status: 'COMPLETED', decision: 'REJECTED' })).toBe(204);
     expect(await post(url, { verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' })).toBe(204);
     await waitFor(() => sub.received.length === 3, 5_000, 'both callbacks');
-    expect(sub.received.slice(1).map((e) => e.verificationCompleted.payload.decision)).toEqual(['REJECTED', 'APPROVED']);
+    expect(sub.received.slice(1).map((e) => e.verificationCompleted.payload.decision)).toEqual([
+      'REJECTED',
+      'APPROVED',
+    ]);
     sub.stop();
   });
 
@@ -95,10 +147,16 @@ describe('every distinct verification callback is kept and delivered once', () =
     const { id, url } = await register();
     const sub = await watch(id, url);
     expect(await post(url, { verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' })).toBe(204);
-    expect(await post(url, `{"decision":"APPROVED",  "status":"COMPLETED","verificationExternalId":${JSON.stringify(id)}}`)).toBe(204);
+    expect(
+      await post(url, `{"decision":"APPROVED",  "status":"COMPLETED","verificationExternalId":${JSON.stringify(id)}}`),
+    ).toBe(204);
     // A distinct callback after the repeat: once it arrives, a delivery of the repeat would have arrived before it.
     expect(await post(url, { verificationExternalId: id, status: 'ARCHIVED' })).toBe(204);
-    await waitFor(() => sub.received.some((e) => e.verificationCompleted.status === 'ARCHIVED'), 5_000, 'the callback after the repeat');
+    await waitFor(
+      () => sub.received.some((e) => e.verificationCompleted.status === 'ARCHIVED'),
+      5_000,
+      'the callback after the repeat',
+    );
     expect(statuses(sub)).toEqual(['COMPLETED', 'ARCHIVED']);
     sub.stop();
   });
@@ -107,8 +165,14 @@ describe('every distinct verification callback is kept and delivered once', () =
     ['under verification', (id: string) => ({ verification: { externalId: id, status: 'COMPLETED' } })],
     ['under result', (id: string) => ({ result: { id, state: 'COMPLETED' } })],
     ['as an array of one', (id: string) => [{ verificationExternalId: id, status: 'COMPLETED' }]],
-    ['under data as an array of one', (id: string) => ({ data: [{ verificationExternalId: id, verificationStatus: 'COMPLETED' }] })],
-    ['without any id (the callback address names the verification)', () => ({ outcome: { status: 'COMPLETED' }, status: 'COMPLETED' })],
+    [
+      'under data as an array of one',
+      (id: string) => ({ data: [{ verificationExternalId: id, verificationStatus: 'COMPLETED' }] }),
+    ],
+    [
+      'without any id (the callback address names the verification)',
+      () => ({ outcome: { status: 'COMPLETED' }, status: 'COMPLETED' }),
+    ],
   ])('finds the id and status %s', async (_where, body) => {
     const { id, url } = await register();
     const sub = await watch(id, url);
@@ -121,9 +185,19 @@ describe('every distinct verification callback is kept and delivered once', () =
   it('accepts a form-encoded callback', async () => {
     const { id, url } = await register();
     const sub = await watch(id, url);
-    expect(await post(url, new URLSearchParams({ verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' }).toString(), 'application/x-www-form-urlencoded')).toBe(204);
+    expect(
+      await post(
+        url,
+        new URLSearchParams({ verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' }).toString(),
+        'application/x-www-form-urlencoded',
+      ),
+    ).toBe(204);
     await waitFor(() => sub.received.length === 2, 5_000, 'the form callback');
-    expect(sub.received[1].verificationCompleted).toMatchObject({ externalId: id, status: 'COMPLETED', payload: { decision: 'APPROVED' } });
+    expect(sub.received[1].verificationCompleted).toMatchObject({
+      externalId: id,
+      status: 'COMPLETED',
+      payload: { decision: 'APPROVED' },
+    });
     sub.stop();
   });
 
@@ -153,7 +227,12 @@ describe('every distinct verification callback is kept and delivered once', () =
       { numRuns: 40 },
     );
     expect(cases).toBe(40);
-    const rows = await t.gateway.services.store.db.selectFrom('events').select((eb) => eb.fn.countAll<number>().as('n')).where('kind', '=', 'verification').where('key', '=', id).executeTakeFirstOrThrow();
+    const rows = await t.gateway.services.store.db
+      .selectFrom('events')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('kind', '=', 'verification')
+      .where('key', '=', id)
+      .executeTakeFirstOrThrow();
     // A form body and its JSON twin are the same fields: both are text, so they are the same body.
     expect(Number(rows.n)).toBe(distinct.size);
   });
@@ -162,7 +241,8 @@ describe('every distinct verification callback is kept and delivered once', () =
 describe('every distinct identification callback is kept and delivered once', () => {
   it('delivers a nested-status callback and a later distinct one, as JSON and as form fields', async () => {
     const workflowId = 'wf-distinct';
-    const url = (await t.graphql(IDENTIFICATION_CALLBACK_URL, { workflowId }, { key: 'key-a' })).data!.identificationCallbackUrl as string;
+    const url = (await t.graphql(IDENTIFICATION_CALLBACK_URL, { workflowId }, { key: 'key-a' })).data!
+      .identificationCallbackUrl as string;
     const created = await t.graphql(CREATE_IDENTIFICATION, { input: { workflowId } }, { key: 'key-a' });
     const id = created.data!.createIdentification.identification.id as string;
     const c = wsClient(t, 'key-a');
@@ -172,11 +252,31 @@ describe('every distinct identification callback is kept and delivered once', ()
     await waitFor(() => sub.received.length === 1, 5_000, 'the marker callback');
 
     expect(await post(url, { result: [{ identificationId: id, status: 'IN_PROGRESS' }] })).toBe(204);
-    expect(await post(url, new URLSearchParams({ identificationId: id, status: 'COMPLETED', event: 'finished' }).toString(), 'application/x-www-form-urlencoded')).toBe(204);
-    expect(await post(url, new URLSearchParams({ identificationId: id, status: 'COMPLETED', event: 'finished' }).toString(), 'application/x-www-form-urlencoded')).toBe(204);
+    expect(
+      await post(
+        url,
+        new URLSearchParams({ identificationId: id, status: 'COMPLETED', event: 'finished' }).toString(),
+        'application/x-www-form-urlencoded',
+      ),
+    ).toBe(204);
+    expect(
+      await post(
+        url,
+        new URLSearchParams({ identificationId: id, status: 'COMPLETED', event: 'finished' }).toString(),
+        'application/x-www-form-urlencoded',
+      ),
+    ).toBe(204);
     expect(await post(url, { identificationId: id, status: 'ARCHIVED' })).toBe(204);
-    await waitFor(() => sub.received.some((e) => e.identificationCompleted.status === 'ARCHIVED'), 5_000, 'the last callback');
-    expect(sub.received.slice(1).map((e) => e.identificationCompleted.status)).toEqual(['IN_PROGRESS', 'COMPLETED', 'ARCHIVED']);
+    await waitFor(
+      () => sub.received.some((e) => e.identificationCompleted.status === 'ARCHIVED'),
+      5_000,
+      'the last callback',
+    );
+    expect(sub.received.slice(1).map((e) => e.identificationCompleted.status)).toEqual([
+      'IN_PROGRESS',
+      'COMPLETED',
+      'ARCHIVED',
+    ]);
     sub.stop();
   });
 });

@@ -1,5 +1,6 @@
 import { createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
+
 import type { TestGateway } from '../helpers/gateway.js';
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -22,7 +23,11 @@ export function wsClient(t: TestGateway, key?: string): Client {
   });
 }
 
-export function subscribe<T = any>(client: Client, query: string, variables: Record<string, unknown> = {}): Subscription<T> {
+export function subscribe<T = any>(
+  client: Client,
+  query: string,
+  variables: Record<string, unknown> = {},
+): Subscription<T> {
   const sub: Subscription<T> = {
     received: [],
     errors: [],

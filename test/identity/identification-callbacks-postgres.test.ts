@@ -1,14 +1,19 @@
 import { createClient } from 'graphql-ws';
 import { request } from 'undici';
-import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+
 import { IDENTIFICATION_EVENT_KIND } from '../../src/identity/completions.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
 import { waitForSubscribers } from '../helpers/wait.js';
 
 async function post(url: string, body: unknown): Promise<number> {
-  const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await request(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   await res.body.dump();
   return res.statusCode;
 }
@@ -18,7 +23,10 @@ describe('identification callbacks on PostgreSQL replicas', () => {
   let a: TestGateway;
   let b: TestGateway;
   beforeAll(async () => {
-    replicas = await startReplicas('identification_callbacks', { GATEWAY_API_KEYS: 'key-a', PUBLIC_URL: 'https://gateway.example' });
+    replicas = await startReplicas('identification_callbacks', {
+      GATEWAY_API_KEYS: 'key-a',
+      PUBLIC_URL: 'https://gateway.example',
+    });
     ({ a, b } = replicas);
   }, 120_000);
   afterAll(() => replicas?.close());
@@ -30,18 +38,30 @@ describe('identification callbacks on PostgreSQL replicas', () => {
       { key: 'key-a' },
     );
     expect(created.errors).toBeUndefined();
-    const { id, callbackUrl } = created.data!.createIdentification.identification as { id: string; callbackUrl: string };
+    const { id, callbackUrl } = created.data!.createIdentification.identification as {
+      id: string;
+      callbackUrl: string;
+    };
     const onB = await b.graphql(`{ identificationCallbackUrl(workflowId: "wf-replicas") }`, {}, { key: 'key-a' });
     expect(onB.data!.identificationCallbackUrl).toBe(callbackUrl);
     expect(callbackUrl.startsWith('https://gateway.example/webhooks/identification/')).toBe(true);
     const path = new URL(callbackUrl).pathname;
 
-    const client = createClient({ url: a.url.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, retryAttempts: 0, connectionParams: { authorization: 'Bearer key-a' } });
+    const client = createClient({
+      url: a.url.replace('http', 'ws') + '/graphql',
+      webSocketImpl: WebSocket,
+      retryAttempts: 0,
+      connectionParams: { authorization: 'Bearer key-a' },
+    });
     try {
       const received: Array<{ id: string; status: string }> = [];
       client.subscribe<{ identificationCompleted: { id: string; status: string } }>(
         { query: `subscription { identificationCompleted { id status } }` },
-        { next: (m) => received.push(m.data!.identificationCompleted), error: () => undefined, complete: () => undefined },
+        {
+          next: (m) => received.push(m.data!.identificationCompleted),
+          error: () => undefined,
+          complete: () => undefined,
+        },
       );
       // A's subscription is registered before B publishes (a late one streams only new events)
       await waitForSubscribers(a, IDENTIFICATION_EVENT_KIND);

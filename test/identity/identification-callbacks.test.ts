@@ -1,14 +1,22 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request } from 'undici';
 import type { Client } from 'graphql-ws';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import type { IdentificationSandbox } from '../../src/sandbox/identification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { sleep, subscribe, wsClient } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { sleep, subscribe, wsClient } from './helpers.js';
 
 const CREATE = /* GraphQL */ `
   mutation Create($input: CreateIdentificationInput!) {
-    createIdentification(input: $input) { identification { id workflowId callbackUrl status } }
+    createIdentification(input: $input) {
+      identification {
+        id
+        workflowId
+        callbackUrl
+        status
+      }
+    }
   }
 `;
 
@@ -20,13 +28,19 @@ const COMPLETED = /* GraphQL */ `
       event
       payload
       receivedAt
-      identification { id workflowId status }
+      identification {
+        id
+        workflowId
+        status
+      }
     }
   }
 `;
 
 const CALLBACK_URL = /* GraphQL */ `
-  query($workflowId: String!) { identificationCallbackUrl(workflowId: $workflowId) }
+  query ($workflowId: String!) {
+    identificationCallbackUrl(workflowId: $workflowId)
+  }
 `;
 
 async function post(url: string, body: string | Buffer, contentType = 'application/json') {
@@ -43,7 +57,10 @@ async function settled(client: Client): Promise<void> {
 }
 
 async function eventCount(t: TestGateway, id?: string): Promise<number> {
-  let q = t.gateway.services.store.db.selectFrom('events').select((eb) => eb.fn.countAll<number>().as('n')).where('kind', '=', 'identification');
+  let q = t.gateway.services.store.db
+    .selectFrom('events')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('kind', '=', 'identification');
   if (id) q = q.where('key', '=', id);
   return Number((await q.executeTakeFirstOrThrow()).n);
 }
@@ -62,7 +79,12 @@ describe('identification completion callbacks as subscription events', () => {
   async function create(key: string, workflowId = `wf-callback-${++n}`) {
     const res = await t.graphql(CREATE, { input: { workflowId } }, { key });
     expect(res.errors).toBeUndefined();
-    return res.data!.createIdentification.identification as { id: string; workflowId: string; callbackUrl: string; status: string | null };
+    return res.data!.createIdentification.identification as {
+      id: string;
+      workflowId: string;
+      callbackUrl: string;
+      status: string | null;
+    };
   }
 
   beforeAll(async () => {
@@ -75,17 +97,26 @@ describe('identification completion callbacks as subscription events', () => {
   });
 
   it('serves one callback address per API key and workflow under /webhooks/identification/, the same each time, and stores only its hash', async () => {
-    const a1 = (await t.graphql(CALLBACK_URL, { workflowId: 'wf-address' }, { key: 'key-a' })).data!.identificationCallbackUrl as string;
-    const a2 = (await t.graphql(CALLBACK_URL, { workflowId: 'wf-address' }, { key: 'key-a' })).data!.identificationCallbackUrl as string;
-    const b = (await t.graphql(CALLBACK_URL, { workflowId: 'wf-address' }, { key: 'key-b' })).data!.identificationCallbackUrl as string;
-    const other = (await t.graphql(CALLBACK_URL, { workflowId: 'wf-address-2' }, { key: 'key-a' })).data!.identificationCallbackUrl as string;
+    const a1 = (await t.graphql(CALLBACK_URL, { workflowId: 'wf-address' }, { key: 'key-a' })).data!
+      .identificationCallbackUrl as string;
+    const a2 = (await t.graphql(CALLBACK_URL, { workflowId: 'wf-address' }, { key: 'key-a' })).data!
+      .identificationCallbackUrl as string;
+    const b = (await t.graphql(CALLBACK_URL, { workflowId: 'wf-address' }, { key: 'key-b' })).data!
+      .identificationCallbackUrl as string;
+    const other = (await t.graphql(CALLBACK_URL, { workflowId: 'wf-address-2' }, { key: 'key-a' })).data!
+      .identificationCallbackUrl as string;
     expect(a1).toMatch(new RegExp(`^${t.gateway.publicUrl}/webhooks/identification/[A-Za-z0-9_-]{43}$`));
     expect(a2).toBe(a1);
     expect(new Set([a1, b, other]).size).toBe(3);
 
     // Asking stores nothing (a query only reads); creating an identification of the workflow stores the token's hash.
     const token = a1.split('/').at(-1)!;
-    const addressRows = () => t.gateway.services.store.db.selectFrom('identification_callbacks').selectAll().where('workflow_id', 'like', 'wf-address%').execute();
+    const addressRows = () =>
+      t.gateway.services.store.db
+        .selectFrom('identification_callbacks')
+        .selectAll()
+        .where('workflow_id', 'like', 'wf-address%')
+        .execute();
     expect(await addressRows()).toEqual([]);
     expect((await create('key-a', 'wf-address')).callbackUrl).toBe(a1);
     const rows = await addressRows();
@@ -123,19 +154,37 @@ describe('identification completion callbacks as subscription events', () => {
     const link = await create('key-a');
     expect(link.status).toBeNull();
     expect((await post(link.callbackUrl, JSON.stringify({ id: link.id, status: 'IN_PROGRESS' }))).status).toBe(204);
-    expect((await post(link.callbackUrl, JSON.stringify({ identificationId: link.id, status: 'APPROVED', result: { score: 0.98 } }))).status).toBe(204);
+    expect(
+      (
+        await post(
+          link.callbackUrl,
+          JSON.stringify({ identificationId: link.id, status: 'APPROVED', result: { score: 0.98 } }),
+        )
+      ).status,
+    ).toBe(204);
 
     const sub = subscribe(client('key-a'), COMPLETED, { id: link.id });
     const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 5_000, 'the stored completion');
-    expect(event.identificationCompleted).toMatchObject({ id: link.id, status: 'APPROVED', payload: { result: { score: 0.98 } } });
+    expect(event.identificationCompleted).toMatchObject({
+      id: link.id,
+      status: 'APPROVED',
+      payload: { result: { score: 0.98 } },
+    });
     await sleep(100);
     expect(sub.received).toHaveLength(1);
     sub.stop();
 
-    const read = await t.graphql(`query($id: ID!) { identification(id: $id) { status completion { status payload } } }`, { id: link.id }, { key: 'key-a' });
+    const read = await t.graphql(
+      `query($id: ID!) { identification(id: $id) { status completion { status payload } } }`,
+      { id: link.id },
+      { key: 'key-a' },
+    );
     expect(read.data!.identification).toEqual({
       status: 'APPROVED',
-      completion: { status: 'APPROVED', payload: { identificationId: link.id, status: 'APPROVED', result: { score: 0.98 } } },
+      completion: {
+        status: 'APPROVED',
+        payload: { identificationId: link.id, status: 'APPROVED', result: { score: 0.98 } },
+      },
     });
   });
 
@@ -162,7 +211,11 @@ describe('identification completion callbacks as subscription events', () => {
       const link = await create('key-a');
       const body = { eventType: 'finished', [nest]: { id: link.id, state: 'DONE', extra: [1, 2] } };
       expect((await post(link.callbackUrl, JSON.stringify(body))).status).toBe(204);
-      const read = await t.graphql(`query($id: ID!) { identification(id: $id) { status completion { event payload } } }`, { id: link.id }, { key: 'key-a' });
+      const read = await t.graphql(
+        `query($id: ID!) { identification(id: $id) { status completion { event payload } } }`,
+        { id: link.id },
+        { key: 'key-a' },
+      );
       expect(read.data!.identification).toEqual({ status: 'DONE', completion: { event: 'finished', payload: body } });
     }
   });
@@ -192,7 +245,11 @@ describe('identification completion callbacks as subscription events', () => {
     await sleep(100);
     expect(sub.received).toHaveLength(0);
     sub.stop();
-    const read = await t.graphql(`query($id: ID!) { identification(id: $id) { id status } }`, { id: link.id }, { key: 'key-b' });
+    const read = await t.graphql(
+      `query($id: ID!) { identification(id: $id) { id status } }`,
+      { id: link.id },
+      { key: 'key-b' },
+    );
     expect(read.data!.identification).toBeNull();
   });
 
@@ -248,7 +305,11 @@ describe('identification completion callbacks as subscription events', () => {
     await finished.body.dump();
     expect(finished.statusCode).toBe(303);
     expect(finished.headers.location).toBe('https://app.example/done');
-    const read = await t.graphql(`query($id: ID!) { identification(id: $id) { status } }`, { id: link.id }, { key: 'key-a' });
+    const read = await t.graphql(
+      `query($id: ID!) { identification(id: $id) { status } }`,
+      { id: link.id },
+      { key: 'key-a' },
+    );
     expect(read.data!.identification.status).toBe('COMPLETED');
   });
 });
@@ -267,7 +328,8 @@ describe('identification callback addresses across restarts', () => {
     }
     const second = await startTestGateway({ GATEWAY_API_KEYS: 'key-a', DATA_DIR: dataDir });
     try {
-      const again = (await second.graphql(CALLBACK_URL, { workflowId: 'wf-restart' }, { key: 'key-a' })).data!.identificationCallbackUrl as string;
+      const again = (await second.graphql(CALLBACK_URL, { workflowId: 'wf-restart' }, { key: 'key-a' })).data!
+        .identificationCallbackUrl as string;
       // Same token (the port differs from one start to the next).
       expect(again.split('/').at(-1)).toBe(url.split('/').at(-1));
       expect((await post(again, JSON.stringify({ id, status: 'COMPLETED' }))).status).toBe(204);

@@ -1,8 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { SANDBOX_IDENTIFICATION_TOKEN, startIdentificationSandbox, type IdentificationSandbox } from '../../src/sandbox/identification.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+
+import {
+  SANDBOX_IDENTIFICATION_TOKEN,
+  startIdentificationSandbox,
+  type IdentificationSandbox,
+} from '../../src/sandbox/identification.js';
 import { upstreamKey } from '../../src/upstream/idempotency.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const PATH = '/api/v2/identifications/workflow-instances';
 
@@ -50,7 +55,12 @@ describe('identification links against the sandbox', () => {
   it('sends one POST with the bearer token and the spec body, and serves the 202 link from identification(id) and node(id)', async () => {
     const before = Date.now();
     const res = await t.graphql(CREATE, {
-      input: { workflowId: 'wf-onboarding', applicantExternalId: 'client-42', linkLifetimeInMinutes: 30, redirectUrl: 'https://app.example/done' },
+      input: {
+        workflowId: 'wf-onboarding',
+        applicantExternalId: 'client-42',
+        linkLifetimeInMinutes: 30,
+        redirectUrl: 'https://app.example/done',
+      },
     });
     expect(res.errors).toBeUndefined();
     const payload = res.data!.createIdentification;
@@ -63,7 +73,12 @@ describe('identification links against the sandbox', () => {
     expect(sent.headers['content-type']).toBe('application/json');
     expect(sent.headers['idempotency-key']).toBe(payload.upstreamIdempotencyKey);
     expect(payload.upstreamIdempotencyKey).toBe(upstreamKey('open', payload.idempotencyKey));
-    expect(sent.body).toEqual({ workflowId: 'wf-onboarding', applicantExternalId: 'client-42', linkLifetimeInMinutes: 30, redirectUrl: 'https://app.example/done' });
+    expect(sent.body).toEqual({
+      workflowId: 'wf-onboarding',
+      applicantExternalId: 'client-42',
+      linkLifetimeInMinutes: 30,
+      redirectUrl: 'https://app.example/done',
+    });
     expect(sent.status).toBe(202);
     expect(prodlike.requests).toHaveLength(0);
 
@@ -93,8 +108,19 @@ describe('identification links against the sandbox', () => {
       { id: link.id },
     );
     expect(read.errors).toBeUndefined();
-    expect(read.data!.identification).toEqual({ id: link.id, idShort: link.idShort, url: link.url, environment: 'PRODUCTION', expiresAt: link.expiresAt });
-    expect(read.data!.node).toEqual({ __typename: 'Identification', id: link.id, url: link.url, workflowId: 'wf-onboarding' });
+    expect(read.data!.identification).toEqual({
+      id: link.id,
+      idShort: link.idShort,
+      url: link.url,
+      environment: 'PRODUCTION',
+      expiresAt: link.expiresAt,
+    });
+    expect(read.data!.node).toEqual({
+      __typename: 'Identification',
+      id: link.id,
+      url: link.url,
+      workflowId: 'wf-onboarding',
+    });
 
     // The link is real: the sandbox serves the page the user opens.
     const page = await fetch(link.url);
@@ -106,7 +132,12 @@ describe('identification links against the sandbox', () => {
     const res = await t.graphql(CREATE, { input: { workflowId: 'wf-short' } });
     expect(res.errors).toBeUndefined();
     expect(production.requests[0]!.body).toEqual({ workflowId: 'wf-short' });
-    expect(res.data!.createIdentification.identification).toMatchObject({ expiresAt: null, expired: false, linkLifetimeInMinutes: null, redirectUrl: null });
+    expect(res.data!.createIdentification.identification).toMatchObject({
+      expiresAt: null,
+      expired: false,
+      linkLifetimeInMinutes: null,
+      redirectUrl: null,
+    });
   });
 
   it('sends environment PRODLIKE to the second address, with the same path and token', async () => {
@@ -150,9 +181,16 @@ describe('identification links against the sandbox', () => {
   });
 
   it('maps an upstream 400 to BAD_USER_INPUT carrying the upstream message', async () => {
-    production.faults.enqueueFor(PATH, { status: 400, body: { code: 'BAD_REQUEST', message: 'applicantExternalId has a wrong format' } });
+    production.faults.enqueueFor(PATH, {
+      status: 400,
+      body: { code: 'BAD_REQUEST', message: 'applicantExternalId has a wrong format' },
+    });
     const res = await t.graphql(CREATE, { input: { workflowId: 'wf-onboarding', applicantExternalId: '###' } });
-    expect(res.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', upstream: 'identification', status: 400 });
+    expect(res.errors?.[0]?.extensions).toMatchObject({
+      code: 'BAD_USER_INPUT',
+      upstream: 'identification',
+      status: 400,
+    });
     expect(res.errors?.[0]?.message).toContain('applicantExternalId has a wrong format');
     expect(production.requests).toHaveLength(1);
   });
@@ -164,7 +202,10 @@ describe('identification links against the sandbox', () => {
   });
 
   it('maps an upstream 409 to CONFLICT', async () => {
-    production.faults.enqueueFor(PATH, { status: 409, body: { code: 'CONFLICT', message: 'applicant is being identified' } });
+    production.faults.enqueueFor(PATH, {
+      status: 409,
+      body: { code: 'CONFLICT', message: 'applicant is being identified' },
+    });
     const res = await t.graphql(CREATE, { input: { workflowId: 'wf-onboarding' } });
     expect(res.errors?.[0]?.extensions).toMatchObject({ code: 'CONFLICT', status: 409 });
     expect(production.requests).toHaveLength(1);
@@ -187,7 +228,10 @@ describe('identification links against the sandbox', () => {
     // The app's retry with the same key is its decision; it re-sends the same upstream key and succeeds.
     const again = await t.graphql(CREATE, { input: { workflowId: 'wf-onboarding' }, key });
     expect(again.errors).toBeUndefined();
-    expect(production.requests.map((r) => r.headers['idempotency-key'])).toEqual([upstreamKey('open', key), upstreamKey('open', key)]);
+    expect(production.requests.map((r) => r.headers['idempotency-key'])).toEqual([
+      upstreamKey('open', key),
+      upstreamKey('open', key),
+    ]);
   });
 
   it('never creates a second link for a client retry with the same key', async () => {
@@ -207,11 +251,15 @@ describe('identification links against the sandbox', () => {
     expect(production.requests).toHaveLength(1);
   });
 
-  it('does not repeat a request whose answer was lost; the app\'s retry with the same key gets the one link the upstream made', async () => {
+  it("does not repeat a request whose answer was lost; the app's retry with the same key gets the one link the upstream made", async () => {
     production.faults.enqueueFor(PATH, 'reset-after');
     const key = randomUUID();
     const res = await t.graphql(CREATE, { input: { workflowId: 'wf-lost-answer' }, key });
-    expect(res.errors?.[0]?.extensions).toMatchObject({ code: 'UPSTREAM_OUTCOME_UNKNOWN', upstream: 'identification', idempotencyKey: key });
+    expect(res.errors?.[0]?.extensions).toMatchObject({
+      code: 'UPSTREAM_OUTCOME_UNKNOWN',
+      upstream: 'identification',
+      idempotencyKey: key,
+    });
     expect(production.requests).toHaveLength(1);
     expect(production.identifications().filter((i) => i.workflowId === 'wf-lost-answer')).toHaveLength(1);
 
@@ -249,17 +297,30 @@ describe('identification upstream credentials and addresses', () => {
       IDENTIFICATION_PRODLIKE_API_URL: pre.url,
       IDENTIFICATION_API_TOKEN: token,
     });
-    const onlyProduction = await startTestGateway({ GATEWAY_API_KEYS: 'app-key', SANDBOX_UPSTREAMS: 'cloud,verification,rfm,mobile-id', IDENTIFICATION_API_URL: prod.url, IDENTIFICATION_API_TOKEN: token });
+    const onlyProduction = await startTestGateway({
+      GATEWAY_API_KEYS: 'app-key',
+      SANDBOX_UPSTREAMS: 'cloud,verification,rfm,mobile-id',
+      IDENTIFICATION_API_URL: prod.url,
+      IDENTIFICATION_API_TOKEN: token,
+    });
     try {
       expect(both.gateway.sandbox.identification).toBeNull();
       const a = await both.graphql(CREATE, { input: { workflowId: 'wf' } }, { key: 'app-key' });
-      const b = await both.graphql(CREATE, { input: { workflowId: 'wf', environment: 'PRODLIKE' } }, { key: 'app-key' });
+      const b = await both.graphql(
+        CREATE,
+        { input: { workflowId: 'wf', environment: 'PRODLIKE' } },
+        { key: 'app-key' },
+      );
       expect(a.errors).toBeUndefined();
       expect(b.errors).toBeUndefined();
       expect(prod.requests.map((r) => r.headers.authorization)).toEqual([`Bearer ${token}`]);
       expect(pre.requests.map((r) => r.headers.authorization)).toEqual([`Bearer ${token}`]);
 
-      const refused = await onlyProduction.graphql(CREATE, { input: { workflowId: 'wf', environment: 'PRODLIKE' } }, { key: 'app-key' });
+      const refused = await onlyProduction.graphql(
+        CREATE,
+        { input: { workflowId: 'wf', environment: 'PRODLIKE' } },
+        { key: 'app-key' },
+      );
       expect(refused.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'input.environment' });
       expect(prod.requests).toHaveLength(1);
       expect(pre.requests).toHaveLength(1);

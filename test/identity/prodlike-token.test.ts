@@ -1,12 +1,18 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
+
 import { ENV_VARS, loadConfig } from '../../src/config.js';
 import { startIdentificationSandbox } from '../../src/sandbox/identification.js';
 import { startTestGateway } from '../helpers/gateway.js';
 
 const CREATE = /* GraphQL */ `
   mutation Create($input: CreateIdentificationInput!) {
-    createIdentification(input: $input) { identification { id environment } }
+    createIdentification(input: $input) {
+      identification {
+        id
+        environment
+      }
+    }
   }
 `;
 
@@ -30,7 +36,9 @@ describe('the pre-production-like identification environment gets its own token'
       expect(a.errors).toBeUndefined();
       expect(b.errors).toBeUndefined();
       expect(b.data!.createIdentification.identification.environment).toBe('PRODLIKE');
-      expect(prod.requests.map((r) => [r.headers.authorization, r.status])).toEqual([['Bearer production-token-1', 202]]);
+      expect(prod.requests.map((r) => [r.headers.authorization, r.status])).toEqual([
+        ['Bearer production-token-1', 202],
+      ]);
       expect(pre.requests.map((r) => [r.headers.authorization, r.status])).toEqual([['Bearer prodlike-token-2', 202]]);
       expect(t.logs()).not.toContain('production-token-1');
       expect(t.logs()).not.toContain('prodlike-token-2');
@@ -53,7 +61,9 @@ describe('the pre-production-like identification environment gets its own token'
     try {
       const b = await t.graphql(CREATE, { input: { workflowId: 'wf', environment: 'PRODLIKE' } }, { key: 'app-key' });
       expect(b.errors).toBeUndefined();
-      expect(pre.requests.map((r) => [r.headers.authorization, r.status])).toEqual([['Bearer production-token-1', 202]]);
+      expect(pre.requests.map((r) => [r.headers.authorization, r.status])).toEqual([
+        ['Bearer production-token-1', 202],
+      ]);
       expect(prod.requests).toHaveLength(0);
     } finally {
       await t.close();

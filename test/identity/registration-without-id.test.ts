@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+
 import { RESULTS_PATH, VERIFICATIONS_PATH } from '../../src/sandbox/verification.js';
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 
@@ -20,7 +21,8 @@ const idElsewhere = (body: unknown) => {
   return { ...rest, registration: [{ ref: verificationExternalId }] };
 };
 
-const registrations = (t: TestGateway) => t.gateway.sandbox.verification!.requests.filter((r) => r.method === 'POST' && r.path === VERIFICATIONS_PATH).length;
+const registrations = (t: TestGateway) =>
+  t.gateway.sandbox.verification!.requests.filter((r) => r.method === 'POST' && r.path === VERIFICATIONS_PATH).length;
 
 describe('a verification registration answered 2xx without a readable id', () => {
   it('is kept: UPSTREAM_ANSWER_INCOMPLETE with the upstream key, and a retry with the same key replays it without registering again', async () => {
@@ -57,14 +59,19 @@ describe('a verification registration answered 2xx without a readable id', () =>
     const input = { workflowId: 'wf-completed', applicant: { lastName: 'Later' } };
     const before = await gateway({ DATA_DIR: dataDir });
     before.gateway.sandbox.verification!.faults.enqueueFor(VERIFICATIONS_PATH, { alter: idElsewhere });
-    expect((await before.graphql(REGISTER, { input, key })).errors![0]!.extensions!.code).toBe('UPSTREAM_ANSWER_INCOMPLETE');
+    expect((await before.graphql(REGISTER, { input, key })).errors![0]!.extensions!.code).toBe(
+      'UPSTREAM_ANSWER_INCOMPLETE',
+    );
     const upstreamId = before.gateway.sandbox.verification!.verifications()[0]!.externalId;
     await before.close();
 
     const after = await gateway({ DATA_DIR: dataDir, VERIFICATION_EXTERNAL_ID_PATH: 'registration.0.ref' });
     const res = await after.graphql(REGISTER, { input, key });
     expect(res.errors).toBeUndefined();
-    expect(res.data!.registerVerification).toMatchObject({ verification: { externalId: upstreamId, workflowId: 'wf-completed' }, replayed: true });
+    expect(res.data!.registerVerification).toMatchObject({
+      verification: { externalId: upstreamId, workflowId: 'wf-completed' },
+      replayed: true,
+    });
     expect(registrations(after), 'read from the kept answer, not sent again').toBe(0);
     expect((await after.gateway.services.ledger.get(upstreamId))?.kind).toBe('verification');
   });
@@ -72,7 +79,10 @@ describe('a verification registration answered 2xx without a readable id', () =>
 
 describe('the verification *_PATH variables', () => {
   it('VERIFICATION_CALLBACK_URL_PATH puts the callbackUrl where it names, and VERIFICATION_RESULTS_PATH reads the results list there', async () => {
-    const t = await gateway({ VERIFICATION_CALLBACK_URL_PATH: 'callback.url', VERIFICATION_RESULTS_PATH: 'payload.entries' });
+    const t = await gateway({
+      VERIFICATION_CALLBACK_URL_PATH: 'callback.url',
+      VERIFICATION_RESULTS_PATH: 'payload.entries',
+    });
     const sandbox = t.gateway.sandbox.verification!;
     const res = await t.graphql(REGISTER, { input: { workflowId: 'wf-paths', applicant: { lastName: 'Paths' } } });
     expect(res.errors).toBeUndefined();
@@ -81,8 +91,13 @@ describe('the verification *_PATH variables', () => {
     expect(sent.callbackUrl).toBeUndefined();
     expect(sent.callback.url).toMatch(new RegExp(`^${t.url}/webhooks/verification/[A-Za-z0-9_-]+$`));
 
-    sandbox.faults.enqueueFor(RESULTS_PATH, { alter: (body) => ({ payload: { entries: (body as { results: unknown[] }).results } }) });
-    const results = await t.graphql(`query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId status } }`, { ids: [externalId] });
+    sandbox.faults.enqueueFor(RESULTS_PATH, {
+      alter: (body) => ({ payload: { entries: (body as { results: unknown[] }).results } }),
+    });
+    const results = await t.graphql(
+      `query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId status } }`,
+      { ids: [externalId] },
+    );
     expect(results.errors).toBeUndefined();
     expect(results.data!.verificationResults).toEqual([{ externalId, status: expect.any(String) }]);
   });

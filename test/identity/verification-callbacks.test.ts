@@ -1,14 +1,19 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { request } from 'undici';
 import type { Client } from 'graphql-ws';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { sleep, subscribe, wsClient } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { sleep, subscribe, wsClient } from './helpers.js';
 
 const REGISTER = /* GraphQL */ `
   mutation Register($input: RegisterVerificationInput!) {
-    registerVerification(input: $input) { verification { externalId } }
+    registerVerification(input: $input) {
+      verification {
+        externalId
+      }
+    }
   }
 `;
 
@@ -19,13 +24,20 @@ const COMPLETED = /* GraphQL */ `
       status
       payload
       receivedAt
-      verification { externalId workflowId }
+      verification {
+        externalId
+        workflowId
+      }
     }
   }
 `;
 
 async function register(t: TestGateway, key?: string, extra: Record<string, unknown> = {}): Promise<string> {
-  const res = await t.graphql(REGISTER, { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Ivanova' }, ...extra } }, key ? { key } : {});
+  const res = await t.graphql(
+    REGISTER,
+    { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Ivanova' }, ...extra } },
+    key ? { key } : {},
+  );
   expect(res.errors).toBeUndefined();
   return res.data!.registerVerification.verification.externalId;
 }
@@ -53,7 +65,10 @@ async function settled(client: Client): Promise<void> {
 }
 
 async function eventCount(t: TestGateway, externalId?: string): Promise<number> {
-  let q = t.gateway.services.store.db.selectFrom('events').select((eb) => eb.fn.countAll<number>().as('n')).where('kind', '=', 'verification');
+  let q = t.gateway.services.store.db
+    .selectFrom('events')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('kind', '=', 'verification');
   if (externalId) q = q.where('key', '=', externalId);
   const row = await q.executeTakeFirstOrThrow();
   return Number(row.n);
@@ -139,7 +154,10 @@ describe('verification callbacks as subscription events', () => {
     await settled(c);
     const url = callbackUrlOf(sandbox, id);
     expect((await post(url, JSON.stringify({ verificationExternalId: id, status: 'IN_REVIEW' }))).status).toBe(204);
-    expect((await post(url, JSON.stringify({ verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' }))).status).toBe(204);
+    expect(
+      (await post(url, JSON.stringify({ verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' })))
+        .status,
+    ).toBe(204);
     await waitFor(() => sub.received.length === 2, 5_000, 'two events');
     expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual(['IN_REVIEW', 'COMPLETED']);
     sub.stop();
@@ -153,7 +171,11 @@ describe('verification callbacks as subscription events', () => {
     const theirs = await register(t, 'key-b');
     await sandbox.complete(theirs);
     await sandbox.complete(mine);
-    await waitFor(() => sub.received.some((e) => e.verificationCompleted.externalId === mine), 5_000, 'key-a completion');
+    await waitFor(
+      () => sub.received.some((e) => e.verificationCompleted.externalId === mine),
+      5_000,
+      'key-a completion',
+    );
     await sleep(100);
     const seen = sub.received.map((e) => e.verificationCompleted.externalId);
     expect(seen).toContain(mine);
@@ -204,7 +226,11 @@ describe('verification callbacks as subscription events', () => {
     const url = callbackUrlOf(sandbox, id);
     const res = await post(url, JSON.stringify({ status: 'COMPLETED', decision: 'APPROVED' }));
     expect(res.status).toBe(204);
-    const read = await t.graphql(`query($id: ID!) { node(id: $id) { ... on Verification { completion { externalId status } } } }`, { id }, { key: 'key-a' });
+    const read = await t.graphql(
+      `query($id: ID!) { node(id: $id) { ... on Verification { completion { externalId status } } } }`,
+      { id },
+      { key: 'key-a' },
+    );
     expect(read.data!.node.completion).toEqual({ externalId: id, status: 'COMPLETED' });
   });
 });

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+
+import { upstreamExternalId } from '../../src/identity/service.js';
 import { SANDBOX_VERIFICATION_TOKEN, type VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { upstreamExternalId } from '../../src/identity/service.js';
 import { waitFor } from '../helpers/wait.js';
 
 const REGISTRATIONS = '/api/v2/verifications/workflow-instances';
@@ -12,7 +13,15 @@ const RFM = '/api/v1/rfm/is-in-catalog';
 const REGISTER = /* GraphQL */ `
   mutation Register($input: RegisterVerificationInput!, $key: UUID) {
     registerVerification(input: $input, idempotencyKey: $key) {
-      verification { id externalId workflowId status jobResults callback createdAt }
+      verification {
+        id
+        externalId
+        workflowId
+        status
+        jobResults
+        callback
+        createdAt
+      }
       idempotencyKey
       upstreamIdempotencyKey
       replayed
@@ -20,10 +29,18 @@ const REGISTER = /* GraphQL */ `
   }
 `;
 
-const APPLICANT = { lastName: 'Ivanov', firstName: 'Ivan', birthDate: '1990-01-01', passport: { series: '4500', number: '123456' } };
+const APPLICANT = {
+  lastName: 'Ivanov',
+  firstName: 'Ivan',
+  birthDate: '1990-01-01',
+  passport: { series: '4500', number: '123456' },
+};
 
 async function register(t: TestGateway, input: Record<string, unknown>, key?: string) {
-  const res = await t.graphql(REGISTER, { input: { workflowId: 'wf-kyc', applicant: APPLICANT, ...input }, ...(key ? { key } : {}) });
+  const res = await t.graphql(REGISTER, {
+    input: { workflowId: 'wf-kyc', applicant: APPLICANT, ...input },
+    ...(key ? { key } : {}),
+  });
   expect(res.errors).toBeUndefined();
   return res.data!.registerVerification;
 }
@@ -86,7 +103,9 @@ describe('verification registration and batched results', () => {
     const rows = await db.selectFrom('verification_callbacks').selectAll().execute();
     const stored = JSON.stringify(rows);
     for (const token of tokens) expect(stored).not.toContain(token);
-    const resources = JSON.stringify(await db.selectFrom('resources').selectAll().where('kind', '=', 'verification').execute());
+    const resources = JSON.stringify(
+      await db.selectFrom('resources').selectAll().where('kind', '=', 'verification').execute(),
+    );
     expect(resources).not.toContain('123456');
     const idempotency = JSON.stringify(await db.selectFrom('idempotency_records').selectAll().execute());
     expect(idempotency).not.toContain('123456');
@@ -121,10 +140,16 @@ describe('verification registration and batched results', () => {
 
   it('maps verification upstream statuses to codes (404 unknown workflow, 409 existing id)', async () => {
     const notFound = await t.graphql(REGISTER, { input: { workflowId: 'unknown-wf', applicant: APPLICANT } });
-    expect(notFound.errors?.[0]?.extensions).toMatchObject({ code: 'NOT_FOUND', upstream: 'verification', status: 404 });
+    expect(notFound.errors?.[0]?.extensions).toMatchObject({
+      code: 'NOT_FOUND',
+      upstream: 'verification',
+      status: 404,
+    });
     const id = `dup-${randomUUID()}`;
     await register(t, { externalId: id });
-    const conflict = await t.graphql(REGISTER, { input: { workflowId: 'wf-kyc', applicant: APPLICANT, externalId: id } });
+    const conflict = await t.graphql(REGISTER, {
+      input: { workflowId: 'wf-kyc', applicant: APPLICANT, externalId: id },
+    });
     expect(conflict.errors?.[0]?.extensions).toMatchObject({ code: 'CONFLICT', status: 409 });
   });
 
@@ -156,31 +181,47 @@ describe('verification registration and batched results', () => {
     // An id the caller did not register is answered null without asking the upstream (tenancy, docs/decisions/010).
     expect([...sentIds].sort()).toEqual([...ids].sort());
 
-    expect(res.data!.first).toEqual([{ externalId: ids[0], status: 'COMPLETED', data: expect.objectContaining({ decision: 'APPROVED' }) }]);
+    expect(res.data!.first).toEqual([
+      { externalId: ids[0], status: 'COMPLETED', data: expect.objectContaining({ decision: 'APPROVED' }) },
+    ]);
     expect(res.data!.second).toEqual([{ externalId: ids[1], status: 'IN_PROGRESS' }, null]);
-    expect(res.data!.third).toEqual({ externalId: ids[2], result: { externalId: ids[2], status: 'IN_PROGRESS', verification: { workflowId: 'wf-kyc' } } });
+    expect(res.data!.third).toEqual({
+      externalId: ids[2],
+      result: { externalId: ids[2], status: 'IN_PROGRESS', verification: { workflowId: 'wf-kyc' } },
+    });
   });
 
   it('answers null for an id the upstream does not know, not an error for the whole list', async () => {
     const p = await register(t, {});
-    const res = await t.graphql(`query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId status } }`, {
-      ids: ['missing-1', p.verification.externalId, 'missing-2'],
-    });
+    const res = await t.graphql(
+      `query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId status } }`,
+      {
+        ids: ['missing-1', p.verification.externalId, 'missing-2'],
+      },
+    );
     expect(res.errors).toBeUndefined();
-    expect(res.data!.verificationResults).toEqual([null, { externalId: p.verification.externalId, status: 'IN_PROGRESS' }, null]);
+    expect(res.data!.verificationResults).toEqual([
+      null,
+      { externalId: p.verification.externalId, status: 'IN_PROGRESS' },
+      null,
+    ]);
   });
 
   it('maps an upstream failure of the results call to UPSTREAM_UNAVAILABLE after retries', async () => {
     const fault = { status: 503, retryAfterSeconds: null };
     const p = await register(t, {});
     sandbox.faults.enqueueFor(RESULTS, fault, fault, fault, fault, fault);
-    const res = await t.graphql(`query($id: ID!) { verificationResults(externalIds: [$id]) { externalId } }`, { id: p.verification.externalId });
+    const res = await t.graphql(`query($id: ID!) { verificationResults(externalIds: [$id]) { externalId } }`, {
+      id: p.verification.externalId,
+    });
     expect(res.errors?.[0]?.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'verification' });
   });
 
   it('refuses more than 1000 ids and empty ids before the wire', async () => {
     const many = Array.from({ length: 1001 }, (_, i) => `id-${i}`);
-    const a = await t.graphql(`query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }`, { ids: many });
+    const a = await t.graphql(`query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }`, {
+      ids: many,
+    });
     const b = await t.graphql(`{ verificationResults(externalIds: ["ok", " "]) { externalId } }`);
     expect(a.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'externalIds' });
     expect(b.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'externalIds[1]' });
@@ -188,14 +229,20 @@ describe('verification registration and batched results', () => {
   });
 
   it('checks rfm with the JWT, passes the body as given and answers the JSON with inCatalog', async () => {
-    const listed = await t.graphql(`mutation { checkRfm(input: { fullName: "Listed Person", birthDate: "1980-02-02" }) { result inCatalog idempotencyKey replayed } }`);
+    const listed = await t.graphql(
+      `mutation { checkRfm(input: { fullName: "Listed Person", birthDate: "1980-02-02" }) { result inCatalog idempotencyKey replayed } }`,
+    );
     const clean = await t.graphql(`mutation { checkRfm(input: { fullName: "Petr Petrov" }) { inCatalog } }`);
     expect(listed.errors).toBeUndefined();
     const calls = sandbox.requests.filter((r) => r.path === RFM);
     expect(calls).toHaveLength(2);
     expect(calls[0]!.headers.authorization).toBe(`Bearer ${SANDBOX_VERIFICATION_TOKEN}`);
     expect(calls[0]!.body).toEqual({ fullName: 'Listed Person', birthDate: '1980-02-02' });
-    expect(listed.data!.checkRfm).toMatchObject({ inCatalog: true, replayed: false, result: { isInCatalog: true, matches: ['Listed Person'] } });
+    expect(listed.data!.checkRfm).toMatchObject({
+      inCatalog: true,
+      replayed: false,
+      result: { isInCatalog: true, matches: ['Listed Person'] },
+    });
     expect(clean.data!.checkRfm.inCatalog).toBe(false);
 
     const bad = await t.graphql(`mutation { checkRfm(input: ["not", "an", "object"]) { inCatalog } }`);
@@ -217,10 +264,14 @@ describe('verification results batch size', () => {
         b: verificationResults(externalIds: ["v4", "v5", "v1"]) { externalId }
       }`);
       expect(res.errors).toBeUndefined();
-      const calls = resultCalls(sandbox).map((r) => (r.body as { verificationExternalId: string[] }).verificationExternalId);
+      const calls = resultCalls(sandbox).map(
+        (r) => (r.body as { verificationExternalId: string[] }).verificationExternalId,
+      );
       expect(calls).toHaveLength(3);
       expect(calls.every((ids) => ids.length <= 2)).toBe(true);
-      expect(calls.flat().sort()).toEqual(['v1', 'v2', 'v3', 'v4', 'v5'].map((id) => upstreamExternalId('open', id)).sort());
+      expect(calls.flat().sort()).toEqual(
+        ['v1', 'v2', 'v3', 'v4', 'v5'].map((id) => upstreamExternalId('open', id)).sort(),
+      );
     } finally {
       await t.close();
     }

@@ -1,15 +1,30 @@
 import { describe, expect, it } from 'vitest';
-import { externalIdOf, identificationRequest, parseRegistration, parseResults, registrationRequest, resultsRequest, rfmAnswer, statusOf } from '../../src/identity/wire.js';
+
+import {
+  externalIdOf,
+  identificationRequest,
+  parseRegistration,
+  parseResults,
+  registrationRequest,
+  resultsRequest,
+  rfmAnswer,
+  statusOf,
+} from '../../src/identity/wire.js';
 
 describe('verification wire names', () => {
   it('sends the registration with workflowId, verificationExternalId, applicant and callbackUrl, omitting what is absent', () => {
-    expect(registrationRequest({ workflowId: 'wf', applicant: { a: 1 }, externalId: 'x', callbackUrl: 'https://gw/cb' })).toEqual({
+    expect(
+      registrationRequest({ workflowId: 'wf', applicant: { a: 1 }, externalId: 'x', callbackUrl: 'https://gw/cb' }),
+    ).toEqual({
       workflowId: 'wf',
       verificationExternalId: 'x',
       applicant: { a: 1 },
       callbackUrl: 'https://gw/cb',
     });
-    expect(registrationRequest({ workflowId: 'wf', applicant: {}, externalId: null, callbackUrl: null })).toEqual({ workflowId: 'wf', applicant: {} });
+    expect(registrationRequest({ workflowId: 'wf', applicant: {}, externalId: null, callbackUrl: null })).toEqual({
+      workflowId: 'wf',
+      applicant: {},
+    });
   });
 
   it('sends the results ids as an array under verificationExternalId', () => {
@@ -36,14 +51,28 @@ describe('verification wire names', () => {
       status: 'ACCEPTED',
       jobResults: { status: 'ACCEPTED', jobs: [] },
     });
-    expect(parseRegistration({ id: 'e', status: 'QUEUED', jobResults: [{ job: 'x' }] })).toEqual({ externalId: 'e', status: 'QUEUED', jobResults: [{ job: 'x' }] });
+    expect(parseRegistration({ id: 'e', status: 'QUEUED', jobResults: [{ job: 'x' }] })).toEqual({
+      externalId: 'e',
+      status: 'QUEUED',
+      jobResults: [{ job: 'x' }],
+    });
     expect(parseRegistration(null)).toEqual({ externalId: null, status: null, jobResults: null });
   });
 
   it('maps results back to their ids from a list, a bare array or an object keyed by id', () => {
-    const fromList = parseResults({ results: [{ verificationExternalId: 'a', status: 'COMPLETED' }, { externalId: 'b', state: 'IN_PROGRESS' }, { nothing: true }] });
+    const fromList = parseResults({
+      results: [
+        { verificationExternalId: 'a', status: 'COMPLETED' },
+        { externalId: 'b', state: 'IN_PROGRESS' },
+        { nothing: true },
+      ],
+    });
     expect([...fromList.keys()]).toEqual(['a', 'b']);
-    expect(fromList.get('b')).toEqual({ externalId: 'b', status: 'IN_PROGRESS', data: { externalId: 'b', state: 'IN_PROGRESS' } });
+    expect(fromList.get('b')).toEqual({
+      externalId: 'b',
+      status: 'IN_PROGRESS',
+      data: { externalId: 'b', state: 'IN_PROGRESS' },
+    });
     expect([...parseResults([{ id: 'c' }]).keys()]).toEqual(['c']);
     expect([...parseResults({ items: [{ id: 'd' }] }).keys()]).toEqual(['d']);
     const keyed = parseResults({ results: { e: { status: 'COMPLETED' } } });
@@ -65,7 +94,14 @@ describe('verification wire names', () => {
   });
 
   it('sends only the identification fields that are given', () => {
-    expect(identificationRequest({ workflowId: 'wf', applicantExternalId: null, linkLifetimeInMinutes: 5, redirectUrl: undefined })).toEqual({
+    expect(
+      identificationRequest({
+        workflowId: 'wf',
+        applicantExternalId: null,
+        linkLifetimeInMinutes: 5,
+        redirectUrl: undefined,
+      }),
+    ).toEqual({
       workflowId: 'wf',
       linkLifetimeInMinutes: 5,
     });

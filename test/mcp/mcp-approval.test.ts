@@ -6,9 +6,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { approvalTab, readPageConfig } from '../../src/graphiql-app/page-config.js';
-import { gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { testClock } from '../auth/helpers.js';
+import { gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { mcpClient, textOf, type McpClientOptions, type TestMcpClient } from '../helpers/mcp.js';
 
 const start = gatewaysPerTest();
@@ -58,17 +59,32 @@ async function plan(c: TestMcpClient, name = 'approved-project'): Promise<{ plan
 
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { id status approvedBy hash } }';
 
-describe('approval of agents\' creations', () => {
+describe("approval of agents' creations", () => {
   it('a creation tool plans and sends nothing: plan id, hash, exact requests, creations, rate-limit points and a summary', async () => {
     const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
     const c = await connect(gw, { key: AGENT_KEY });
     const planned = await c.call('provision_kafka_cluster', {
-      input: { project: { name: 'p' }, network: { title: 'n' }, subnet: { title: 's', cidr: '10.1.0.0/24' }, cluster: { title: 'k', instanceCount: 1, instanceType: 'C1_MEDIUM' } },
+      input: {
+        project: { name: 'p' },
+        network: { title: 'n' },
+        subnet: { title: 's', cidr: '10.1.0.0/24' },
+        cluster: { title: 'k', instanceCount: 1, instanceType: 'C1_MEDIUM' },
+      },
     });
     expect(planned.isError, textOf(planned)).toBeFalsy();
     const s = planned.structuredContent!;
-    expect(s).toMatchObject({ planId: expect.any(String), hash: expect.stringMatching(/^[0-9a-f]{64}$/), status: 'PENDING', creations: 4, rateLimitPoints: 4 });
-    expect(s.requests.steps.filter((st: { action: string }) => st.action === 'CREATE').map((st: { request: { path: string } }) => st.request.path)).toHaveLength(4);
+    expect(s).toMatchObject({
+      planId: expect.any(String),
+      hash: expect.stringMatching(/^[0-9a-f]{64}$/),
+      status: 'PENDING',
+      creations: 4,
+      rateLimitPoints: 4,
+    });
+    expect(
+      s.requests.steps
+        .filter((st: { action: string }) => st.action === 'CREATE')
+        .map((st: { request: { path: string } }) => st.request.path),
+    ).toHaveLength(4);
     expect(s.summary).toMatch(/4 upstream creation/);
     expect(s.approveUrl).toBe(`${gw.url}/graphql?approvePlan=${s.planId}`);
     expect(creations(gw)).toEqual([]);
@@ -85,20 +101,44 @@ describe('approval of agents\' creations', () => {
     expect(executed.isError, textOf(executed)).toBeFalsy();
     expect(c.asked).toHaveLength(1);
     expect(c.asked[0]).toContain(hash);
-    expect(executed.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', replayed: false, createProject: { idempotencyKey: planId, project: { name: 'approved-project' } } });
+    expect(executed.structuredContent).toMatchObject({
+      planId,
+      status: 'SUCCEEDED',
+      replayed: false,
+      createProject: { idempotencyKey: planId, project: { name: 'approved-project' } },
+    });
     expect(creations(gw)).toHaveLength(1);
     const again = await c.call('execute_plan', { planId });
-    expect(again.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', replayed: true, createProject: { project: { id: executed.structuredContent!.createProject.project.id } } });
+    expect(again.structuredContent).toMatchObject({
+      planId,
+      status: 'SUCCEEDED',
+      replayed: true,
+      createProject: { project: { id: executed.structuredContent!.createProject.project.id } },
+    });
     expect(c.asked).toHaveLength(1);
     expect(creations(gw)).toHaveLength(1);
-    const audit = await gw.graphql<{ agentAudit: { action: string; actor: string }[] }>('query($id: ID) { agentAudit(planId: $id) { action actor } }', { id: planId }, { key: OPERATOR_KEY });
-    expect(audit.data!.agentAudit.map((e) => e.action).reverse()).toEqual(['planned', 'approved', 'executed', 'replayed']);
+    const audit = await gw.graphql<{ agentAudit: { action: string; actor: string }[] }>(
+      'query($id: ID) { agentAudit(planId: $id) { action actor } }',
+      { id: planId },
+      { key: OPERATOR_KEY },
+    );
+    expect(audit.data!.agentAudit.map((e) => e.action).reverse()).toEqual([
+      'planned',
+      'approved',
+      'executed',
+      'replayed',
+    ]);
     expect(audit.data!.agentAudit.find((e) => e.action === 'approved')!.actor).toMatch(/a person through agent/);
     expect(gw.logs()).toMatch(/"agentAudit":\{"planId":"[^"]+","app":"agent","actor":"agent","action":"planned"/);
   });
 
   it('an outcome the upstream left unknown is reported with the plan id, and executing again creates exactly once', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', UPSTREAM_MAX_RETRIES: '1', UPSTREAM_RETRY_BUDGET: '2s' });
+    const gw = await start({
+      GATEWAY_APPS_FILE: appsFile(),
+      MCP_MUTATIONS: 'approve',
+      UPSTREAM_MAX_RETRIES: '1',
+      UPSTREAM_RETRY_BUDGET: '2s',
+    });
     const c = await connect(gw, { key: AGENT_KEY, person: 'accept' });
     const { planId } = await plan(c, 'flaky');
     gw.gateway.sandbox.cloud!.faults.enqueueFor((p, m) => m === 'POST' && p.includes('projects'), '503', '503', '503');
@@ -108,7 +148,11 @@ describe('approval of agents\' creations', () => {
     expect(textOf(unknown)).toContain(`execute_plan with planId ${planId} again`);
     gw.gateway.sandbox.cloud!.faults.clear();
     const done = await c.call('execute_plan', { planId });
-    expect(done.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', createProject: { project: { name: 'flaky' } } });
+    expect(done.structuredContent).toMatchObject({
+      planId,
+      status: 'SUCCEEDED',
+      createProject: { project: { name: 'flaky' } },
+    });
     expect(creations(gw).filter((r) => r.status !== null && r.status < 300)).toHaveLength(1);
     expect(new Set(creations(gw).map((r) => r.headers['idempotency-key'])).size).toBe(1);
   });
@@ -127,7 +171,10 @@ describe('approval of agents\' creations', () => {
       const second = await plan(mute);
       const refused = await mute.call('execute_plan', { planId: second.planId });
       expect(refused.isError).toBe(true);
-      expect(refused.structuredContent).toMatchObject({ code: 'APPROVAL_REQUIRED', approveUrl: `${gw.url}/graphql?approvePlan=${second.planId}` });
+      expect(refused.structuredContent).toMatchObject({
+        code: 'APPROVAL_REQUIRED',
+        approveUrl: `${gw.url}/graphql?approvePlan=${second.planId}`,
+      });
     }
     expect(creations(gw)).toEqual([]);
     expect((await gw.graphql('{ projects { id } }', {}, { key: AGENT_KEY })).data).toEqual({ projects: [] });
@@ -151,14 +198,21 @@ describe('approval of agents\' creations', () => {
     expect(creations(gw)).toEqual([]);
   });
 
-  it('another app with cloud:approve approves with approvePlan; the agent\'s own approvePlan is refused', async () => {
+  it("another app with cloud:approve approves with approvePlan; the agent's own approvePlan is refused", async () => {
     const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
     const c = await connect(gw, { key: AGENT_KEY });
     const { planId, hash } = await plan(c);
     const own = await gw.graphql(APPROVE, { id: planId }, { key: AGENT_KEY });
     expect(own.errors?.[0]?.message).toMatch(/never approves its own plan/);
-    const shown = await gw.graphql<{ agentPlan: { summary: string; status: string } }>('query($id: ID!) { agentPlan(id: $id) { summary status creations } }', { id: planId }, { key: APPROVER_KEY });
-    expect(shown.data!.agentPlan).toMatchObject({ status: 'PENDING', summary: expect.stringMatching(/create_project/) });
+    const shown = await gw.graphql<{ agentPlan: { summary: string; status: string } }>(
+      'query($id: ID!) { agentPlan(id: $id) { summary status creations } }',
+      { id: planId },
+      { key: APPROVER_KEY },
+    );
+    expect(shown.data!.agentPlan).toMatchObject({
+      status: 'PENDING',
+      summary: expect.stringMatching(/create_project/),
+    });
     const approved = await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY });
     expect(approved.data).toEqual({ approvePlan: { id: planId, status: 'APPROVED', approvedBy: 'approver', hash } });
     const executed = await c.call('execute_plan', { planId });
@@ -182,7 +236,11 @@ describe('approval of agents\' creations', () => {
         headers: { 'content-type': 'application/json', authorization: `Bearer ${APPROVER_KEY}` },
         body: JSON.stringify({ query: tab.query, variables, operationName }),
       }).then((r) => r.body.json() as Promise<{ data: Record<string, any> }>);
-    expect((await run('Plan')).data.agentPlan).toMatchObject({ id: planned.structuredContent!.planId, status: 'PENDING', creations: 1 });
+    expect((await run('Plan')).data.agentPlan).toMatchObject({
+      id: planned.structuredContent!.planId,
+      status: 'PENDING',
+      creations: 1,
+    });
     expect((await run('Approve')).data.approvePlan).toMatchObject({ status: 'APPROVED', approvedBy: 'approver' });
   });
 
@@ -190,16 +248,33 @@ describe('approval of agents\' creations', () => {
     const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
     const c = await connect(gw, { key: AGENT_KEY });
     const planned = await c.call('provision_virtual_machine', {
-      input: { project: { name: 'vm-p' }, network: { title: 'vm-n' }, subnet: { title: 'vm-s', cidr: '10.2.0.0/24' }, ipAddress: { title: 'vm-ip' }, virtualMachine: { title: 'vm', platform: 'COMPUTE_V2', instanceType: 'C1_SMALL', bootDisk: { sizeGb: 20, diskType: 'SSD_BASIC', image: 'DEBIAN_11' }, users: [{ name: 'ops', password: 'Sup3r-secret-pw' }] } },
+      input: {
+        project: { name: 'vm-p' },
+        network: { title: 'vm-n' },
+        subnet: { title: 'vm-s', cidr: '10.2.0.0/24' },
+        ipAddress: { title: 'vm-ip' },
+        virtualMachine: {
+          title: 'vm',
+          platform: 'COMPUTE_V2',
+          instanceType: 'C1_SMALL',
+          bootDisk: { sizeGb: 20, diskType: 'SSD_BASIC', image: 'DEBIAN_11' },
+          users: [{ name: 'ops', password: 'Sup3r-secret-pw' }],
+        },
+      },
     });
     expect(planned.isError, textOf(planned)).toBeFalsy();
     const { planId, creations: plannedCreations } = planned.structuredContent as { planId: string; creations: number };
     expect(plannedCreations).toBe(5);
     expect(JSON.stringify(planned.structuredContent)).not.toContain('Sup3r-secret-pw');
-    expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toMatchObject({ approvePlan: { status: 'APPROVED' } });
+    expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toMatchObject({
+      approvePlan: { status: 'APPROVED' },
+    });
     const executed = await c.call('execute_plan', { planId });
     expect(executed.isError, textOf(executed)).toBeFalsy();
-    expect(executed.structuredContent).toMatchObject({ status: 'SUCCEEDED', provisionVirtualMachine: { idempotencyKey: planId, replayed: false } });
+    expect(executed.structuredContent).toMatchObject({
+      status: 'SUCCEEDED',
+      provisionVirtualMachine: { idempotencyKey: planId, replayed: false },
+    });
     await gw.gateway.services.provisioning.idle();
     expect(creations(gw)).toHaveLength(5);
     expect(gw.logs()).not.toContain('Sup3r-secret-pw');
@@ -207,16 +282,23 @@ describe('approval of agents\' creations', () => {
 
   it('an approval expires after MCP_APPROVAL_TTL: the plan then needs approving again, and nothing is sent before', async () => {
     const clock = testClock();
-    const gw = await startTestGateway({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', MCP_APPROVAL_TTL: '10m' }, { testing: { clock: clock.now } });
+    const gw = await startTestGateway(
+      { GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', MCP_APPROVAL_TTL: '10m' },
+      { testing: { clock: clock.now } },
+    );
     try {
       const c = await mcpClient(gw, { key: AGENT_KEY });
       const { planId } = await plan(c);
-      expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toMatchObject({ approvePlan: { status: 'APPROVED' } });
+      expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toMatchObject({
+        approvePlan: { status: 'APPROVED' },
+      });
       clock.advance(10 * 60_000 + 1);
       const expired = await c.call('execute_plan', { planId });
       expect(expired.structuredContent).toMatchObject({ code: 'APPROVAL_REQUIRED' });
       expect(creations(gw)).toEqual([]);
-      expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toMatchObject({ approvePlan: { status: 'APPROVED' } });
+      expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toMatchObject({
+        approvePlan: { status: 'APPROVED' },
+      });
       expect((await c.call('execute_plan', { planId })).structuredContent).toMatchObject({ status: 'SUCCEEDED' });
       expect(creations(gw)).toHaveLength(1);
       await c.close();
@@ -237,9 +319,20 @@ describe('approval of agents\' creations', () => {
     const dir = tempDataDir('mcp-changed-');
     const manifest = path.join(dir, 'manifest.json');
     const write = (selection: string) =>
-      fs.writeFileSync(manifest, JSON.stringify({ 'make-project': `mutation MakeProject($input: CreateProjectInput!, $idempotencyKey: UUID) { createProject(input: $input, idempotencyKey: $idempotencyKey) { ${selection} } }` }));
+      fs.writeFileSync(
+        manifest,
+        JSON.stringify({
+          'make-project': `mutation MakeProject($input: CreateProjectInput!, $idempotencyKey: UUID) { createProject(input: $input, idempotencyKey: $idempotencyKey) { ${selection} } }`,
+        }),
+      );
     write('project { id }');
-    const env = { DATA_DIR: dir, GATEWAY_APPS_FILE: appsFile(dir), MCP_MUTATIONS: 'approve', TRUSTED_DOCUMENTS: 'allow', TRUSTED_DOCUMENTS_MANIFEST: manifest };
+    const env = {
+      DATA_DIR: dir,
+      GATEWAY_APPS_FILE: appsFile(dir),
+      MCP_MUTATIONS: 'approve',
+      TRUSTED_DOCUMENTS: 'allow',
+      TRUSTED_DOCUMENTS_MANIFEST: manifest,
+    };
     const before = await startTestGateway(env);
     let planId: string;
     let hash: string;
@@ -248,7 +341,9 @@ describe('approval of agents\' creations', () => {
       const planned = await c.call('MakeProject', { input: { name: 'changing' } });
       expect(planned.isError, textOf(planned)).toBeFalsy();
       ({ planId, hash } = planned.structuredContent as { planId: string; hash: string });
-      expect((await before.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toMatchObject({ approvePlan: { status: 'APPROVED' } });
+      expect((await before.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toMatchObject({
+        approvePlan: { status: 'APPROVED' },
+      });
       await c.close();
     } finally {
       await before.close();
@@ -260,7 +355,11 @@ describe('approval of agents\' creations', () => {
       const c = await mcpClient(after, { key: AGENT_KEY, person: 'accept' });
       const refused = await c.call('execute_plan', { planId });
       expect(refused.isError).toBe(true);
-      expect(refused.structuredContent).toMatchObject({ code: 'PLAN_CHANGED', hash, newHash: expect.stringMatching(/^[0-9a-f]{64}$/) });
+      expect(refused.structuredContent).toMatchObject({
+        code: 'PLAN_CHANGED',
+        hash,
+        newHash: expect.stringMatching(/^[0-9a-f]{64}$/),
+      });
       expect(refused.structuredContent!.newHash).not.toBe(hash);
       expect(c.asked).toEqual([]);
       expect(creations(after)).toEqual([]);
@@ -270,7 +369,7 @@ describe('approval of agents\' creations', () => {
     }
   });
 
-  it('another app\'s plan reads as one that does not exist', async () => {
+  it("another app's plan reads as one that does not exist", async () => {
     const gw = await start({ GATEWAY_API_KEYS: 'agent:k1,rival:k2', MCP_MUTATIONS: 'approve' });
     const { planId } = await plan(await connect(gw, { key: 'k1' }));
     const rival = await connect(gw, { key: 'k2', person: 'accept' });
@@ -286,7 +385,9 @@ describe('approval of agents\' creations', () => {
     expect(gw.logs()).toMatch(/MCP_MUTATIONS is all/);
     const c = await connect(gw, { key: 'k1' });
     const created = await c.call('create_project', { input: { name: 'direct' } });
-    expect(created.structuredContent).toMatchObject({ createProject: { project: { name: 'direct' }, replayed: false } });
+    expect(created.structuredContent).toMatchObject({
+      createProject: { project: { name: 'direct' }, replayed: false },
+    });
     expect(creations(gw)).toHaveLength(1);
   });
 });

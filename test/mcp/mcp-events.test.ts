@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { encodeCursor, Position } from '../../src/events/cursor.js';
 import { wildcardListeners } from '../events/resumable-helpers.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
@@ -63,7 +64,11 @@ describe('MCP resources', () => {
     await mobileIdResult('key-a', 'res-owned');
     const owner = await connect({ key: 'key-a' });
     const read = await owner.client.readResource({ uri: uriOf('res-owned') });
-    expect(JSON.parse((read.contents[0] as { text: string }).text)).toMatchObject({ __typename: 'MobileIdAuthenticationFailed', authReqId: 'res-owned', reason: 'CLIENT_TIMEOUT' });
+    expect(JSON.parse((read.contents[0] as { text: string }).text)).toMatchObject({
+      __typename: 'MobileIdAuthenticationFailed',
+      authReqId: 'res-owned',
+      reason: 'CLIENT_TIMEOUT',
+    });
 
     const other = await connect({ key: 'key-b' });
     const refused = await other.client.readResource({ uri: uriOf('res-owned') }).then(
@@ -103,7 +108,9 @@ describe('MCP resources', () => {
 
   it('an app holds at most 16 subscriptions/listen streams on a replica: the next is refused, and another app still listens', async () => {
     const greedy = await connect({ key: 'key-b' });
-    const subs = await Promise.all(Array.from({ length: 16 }, (_, i) => greedy.client.listen({ resourceSubscriptions: [uriOf(`greedy-${i}`)] })));
+    const subs = await Promise.all(
+      Array.from({ length: 16 }, (_, i) => greedy.client.listen({ resourceSubscriptions: [uriOf(`greedy-${i}`)] })),
+    );
     const refused = await greedy.client.listen({ resourceSubscriptions: [uriOf('greedy-16')] }).then(
       () => null,
       (e: Error) => e,
@@ -134,8 +141,14 @@ describe('wait_for_events', () => {
     const start = await c.call('wait_for_events', { kinds: ['mobile-id'], timeoutSeconds: 0 });
     expect(start.structuredContent).toMatchObject({ events: [], timedOut: true });
     await mobileIdResult('key-a', 'after-1');
-    const got = await c.call('wait_for_events', { cursor: start.structuredContent!.cursor, kinds: ['mobile-id'], timeoutSeconds: 60 });
-    expect(got.structuredContent!.events).toEqual([expect.objectContaining({ kind: 'mobile-id', key: 'after-1', uri: uriOf('after-1'), cursor: expect.any(String) })]);
+    const got = await c.call('wait_for_events', {
+      cursor: start.structuredContent!.cursor,
+      kinds: ['mobile-id'],
+      timeoutSeconds: 60,
+    });
+    expect(got.structuredContent!.events).toEqual([
+      expect.objectContaining({ kind: 'mobile-id', key: 'after-1', uri: uriOf('after-1'), cursor: expect.any(String) }),
+    ]);
     expect(got.structuredContent!.timedOut).toBe(false);
     const next = await c.call('wait_for_events', { cursor: got.structuredContent!.cursor, timeoutSeconds: 0 });
     expect(next.structuredContent!.events).toEqual([]);
@@ -144,7 +157,11 @@ describe('wait_for_events', () => {
   it('before the event: waits for it and returns it as soon as it is logged', async () => {
     const c = await connect({ key: 'key-a' });
     const start = await c.call('wait_for_events', { kinds: ['mobile-id'], timeoutSeconds: 0 });
-    const waiting = c.call('wait_for_events', { cursor: start.structuredContent!.cursor, kinds: ['mobile-id'], timeoutSeconds: 120 });
+    const waiting = c.call('wait_for_events', {
+      cursor: start.structuredContent!.cursor,
+      kinds: ['mobile-id'],
+      timeoutSeconds: 120,
+    });
     // The wait is in flight once it listens for every key of its kinds (wait_for_events is the only such listener here).
     await waitFor(() => wildcardListeners(gw, 'mobile-id') === 1, 10_000);
     await mobileIdResult('key-a', 'before-1');
@@ -153,7 +170,7 @@ describe('wait_for_events', () => {
     expect(got.structuredContent!.timedOut).toBe(false);
   });
 
-  it('another app never sees the event: its wait returns its own next event and not the other app\'s', async () => {
+  it("another app never sees the event: its wait returns its own next event and not the other app's", async () => {
     const other = await connect({ key: 'key-b' });
     const start = await other.call('wait_for_events', { kinds: ['mobile-id'], timeoutSeconds: 0 });
     await mobileIdResult('key-a', 'not-yours');
@@ -170,15 +187,24 @@ describe('wait_for_events', () => {
     const result = await c.call('wait_for_events', { cursor: old, timeoutSeconds: 0 });
     expect(result.isError).toBe(true);
     expect(textOf(result)).toMatch(/Invalid argument cursor: .*EVENT_RETENTION, 7 days/);
-    expect(result.structuredContent!.errors[0]).toMatchObject({ code: 'BAD_USER_INPUT', argument: 'cursor', reason: 'expired' });
+    expect(result.structuredContent!.errors[0]).toMatchObject({
+      code: 'BAD_USER_INPUT',
+      argument: 'cursor',
+      reason: 'expired',
+    });
     const malformed = await c.call('wait_for_events', { cursor: 'not-a-cursor', timeoutSeconds: 0 });
     expect(malformed.structuredContent!.errors[0]).toMatchObject({ argument: 'cursor', reason: 'malformed' });
   });
 
   it('bad arguments name the argument: a timeout out of range, an unknown kind', async () => {
     const c = await connect({ key: 'key-a' });
-    expect((await c.call('wait_for_events', { timeoutSeconds: 301 })).structuredContent!.errors[0]).toMatchObject({ argument: 'timeoutSeconds' });
-    expect((await c.call('wait_for_events', { kinds: ['mobile-id', 'payments'], timeoutSeconds: 0 })).structuredContent!.errors[0]).toMatchObject({ argument: 'kinds.1' });
+    expect((await c.call('wait_for_events', { timeoutSeconds: 301 })).structuredContent!.errors[0]).toMatchObject({
+      argument: 'timeoutSeconds',
+    });
+    expect(
+      (await c.call('wait_for_events', { kinds: ['mobile-id', 'payments'], timeoutSeconds: 0 })).structuredContent!
+        .errors[0],
+    ).toMatchObject({ argument: 'kinds.1' });
   });
 });
 
@@ -208,7 +234,9 @@ describe('event resources per scope, and long provisioning', () => {
   it('an app sees the templates of the kinds its scopes allow; waiting on another kind, or reading a resource outside its scopes, is refused naming the scope', async () => {
     const c = await mcpClient(scoped, { key: 'watcher-key-0123456789' });
     clients.push(c);
-    expect((await c.client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate)).toEqual(['mobileid://authentications/{authReqId}']);
+    expect((await c.client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate)).toEqual([
+      'mobileid://authentications/{authReqId}',
+    ]);
     expect((await c.client.listResources()).resources.map((r) => r.uri)).toEqual(['graphql://schema']);
     const refused = await c.call('wait_for_events', { kinds: ['verification'], timeoutSeconds: 0 });
     expect(refused.isError).toBe(true);
@@ -225,7 +253,12 @@ describe('event resources per scope, and long provisioning', () => {
     clients.push(c);
     const start = await c.call('wait_for_events', { kinds: ['provisioning'], timeoutSeconds: 0 });
     const started = await c.call('provision_kafka_cluster', {
-      input: { project: { name: 'followed' }, network: { title: 'n' }, subnet: { title: 's', cidr: '10.1.0.0/24' }, cluster: { title: 'k', instanceCount: 1, instanceType: 'C1_MEDIUM' } },
+      input: {
+        project: { name: 'followed' },
+        network: { title: 'n' },
+        subnet: { title: 's', cidr: '10.1.0.0/24' },
+        cluster: { title: 'k', instanceCount: 1, instanceType: 'C1_MEDIUM' },
+      },
     });
     expect(started.isError, textOf(started)).toBeFalsy();
     const id = started.structuredContent!.provisionKafkaCluster.provisioning.id as string;
@@ -233,7 +266,11 @@ describe('event resources per scope, and long provisioning', () => {
     expect(link?.uri).toBe(`cloud://provisionings/${id}`);
     const read = JSON.parse(((await c.client.readResource({ uri: link!.uri })).contents[0] as { text: string }).text);
     expect(read).toMatchObject({ id });
-    const events = await c.call('wait_for_events', { cursor: start.structuredContent!.cursor, kinds: ['provisioning'], timeoutSeconds: 60 });
+    const events = await c.call('wait_for_events', {
+      cursor: start.structuredContent!.cursor,
+      kinds: ['provisioning'],
+      timeoutSeconds: 60,
+    });
     expect(events.structuredContent!.events[0]).toMatchObject({ kind: 'provisioning', key: id, uri: link!.uri });
   });
 });

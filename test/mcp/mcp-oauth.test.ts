@@ -2,7 +2,16 @@
 // (RFC 9728), 401 with the resource_metadata challenge, and 403 insufficient_scope naming the scope to step up to.
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ISSUER, sign, signingKey, startJwksServer, startJwtGateway, type JwksServer, type SigningKey } from '../auth/helpers.js';
+
+import {
+  ISSUER,
+  sign,
+  signingKey,
+  startJwksServer,
+  startJwtGateway,
+  type JwksServer,
+  type SigningKey,
+} from '../auth/helpers.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { mcpClient } from '../helpers/mcp.js';
 
@@ -20,7 +29,8 @@ afterAll(async () => {
 });
 
 const HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
-const call = (name: string) => JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name, arguments: {} } });
+const call = (name: string) =>
+  JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name, arguments: {} } });
 
 describe('MCP with JWT apps', () => {
   it('serves the protected resource metadata of /mcp (RFC 9728) naming the issuer and the scopes', async () => {
@@ -38,16 +48,24 @@ describe('MCP with JWT apps', () => {
   it('answers a request without a token 401 with the resource_metadata challenge, and a bad token 401 invalid_token', async () => {
     const missing = await request(`${gw.url}/mcp`, { method: 'POST', headers: HEADERS, body: call('catalog') });
     expect(missing.statusCode).toBe(401);
-    expect(missing.headers['www-authenticate']).toBe(`Bearer resource_metadata="${gw.url}/.well-known/oauth-protected-resource/mcp"`);
+    expect(missing.headers['www-authenticate']).toBe(
+      `Bearer resource_metadata="${gw.url}/.well-known/oauth-protected-resource/mcp"`,
+    );
     await missing.body.dump();
     const forged = await sign(await signingKey('k1'), { claims: { azp: 'shop', scope: 'gateway:cloud:read' } });
-    const bad = await request(`${gw.url}/mcp`, { method: 'POST', headers: { ...HEADERS, authorization: `Bearer ${forged}` }, body: call('catalog') });
+    const bad = await request(`${gw.url}/mcp`, {
+      method: 'POST',
+      headers: { ...HEADERS, authorization: `Bearer ${forged}` },
+      body: call('catalog'),
+    });
     expect(bad.statusCode).toBe(401);
-    expect(bad.headers['www-authenticate']).toMatch(/^Bearer error="invalid_token", error_description="[^"]+", resource_metadata="/);
+    expect(bad.headers['www-authenticate']).toMatch(
+      /^Bearer error="invalid_token", error_description="[^"]+", resource_metadata="/,
+    );
     await bad.body.dump();
   });
 
-  it('answers a call of a tool outside the token\'s scopes 403 insufficient_scope naming the scope, and runs nothing', async () => {
+  it("answers a call of a tool outside the token's scopes 403 insufficient_scope naming the scope, and runs nothing", async () => {
     const token = await sign(key, { claims: { azp: 'reader', scope: 'gateway:mobile-id:read' } });
     const res = await request(`${gw.url}/mcp`, {
       method: 'POST',
@@ -61,7 +79,7 @@ describe('MCP with JWT apps', () => {
     await res.body.dump();
   });
 
-  it('a JWT app lists and calls the tools its token\'s scopes allow', async () => {
+  it("a JWT app lists and calls the tools its token's scopes allow", async () => {
     const token = await sign(key, { claims: { azp: 'reader', scope: 'gateway:cloud:read' } });
     const c = await mcpClient(gw, { key: token });
     try {
@@ -73,7 +91,10 @@ describe('MCP with JWT apps', () => {
   });
 
   it('a subscriptions/listen stream opened with a JWT ends when the token expires', async () => {
-    const token = await sign(key, { claims: { azp: 'listener', scope: 'gateway:mobile-id:read' }, exp: Math.floor(Date.now() / 1000) + 5 });
+    const token = await sign(key, {
+      claims: { azp: 'listener', scope: 'gateway:mobile-id:read' },
+      exp: Math.floor(Date.now() / 1000) + 5,
+    });
     const c = await mcpClient(gw, { key: token });
     try {
       const sub = await c.client.listen({ resourceSubscriptions: ['mobileid://authentications/until-expiry'] });

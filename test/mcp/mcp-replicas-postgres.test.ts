@@ -1,8 +1,9 @@
 // MCP is stateless (docs/decisions/060): on two replicas sharing one embedded PostgreSQL, an agent plans on one,
 // executes with its person's approval on the other, and a retry on the first replays the outcome.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startReplicas, type Replicas } from '../helpers/postgres.js';
+
 import { mcpClient } from '../helpers/mcp.js';
+import { startReplicas, type Replicas } from '../helpers/postgres.js';
 
 let replicas: Replicas;
 beforeAll(async () => {
@@ -25,7 +26,9 @@ describe('MCP across replicas (PostgreSQL)', () => {
       const again = await onA.call('execute_plan', { planId });
       expect(again.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', replayed: true });
       expect(onA.asked).toEqual([]);
-      const creations = [replicas.a, replicas.b].flatMap((g) => g.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam')));
+      const creations = [replicas.a, replicas.b].flatMap((g) =>
+        g.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam')),
+      );
       expect(creations).toHaveLength(1);
     } finally {
       await onA.close();

@@ -1,12 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { SignJWT, exportJWK, generateKeyPair } from 'jose';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
+
 import { tempDataDir } from '../helpers/gateway.js';
-import { gatewayProcesses } from '../helpers/process.js';
 import { QUERY } from '../helpers/mobile-id.js';
+import { gatewayProcesses } from '../helpers/process.js';
 
 const startProcess = gatewayProcesses();
 
@@ -15,7 +16,10 @@ describe('durability of acknowledged notifications', () => {
     const dir = tempDataDir();
     const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
     const jwksFile = path.join(dir, 'operator-jwks.json');
-    fs.writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256' }] }));
+    fs.writeFileSync(
+      jwksFile,
+      JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256' }] }),
+    );
     const env = {
       DATA_DIR: dir,
       GATEWAY_API_KEYS: 'app-key',
@@ -41,7 +45,13 @@ describe('durability of acknowledged notifications', () => {
       .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
       .sign(privateKey);
     const notifications = [
-      { auth_req_id: 'crash-success', access_token: accessToken, token_type: 'Bearer', id_token: idToken, expires_in: 3600 },
+      {
+        auth_req_id: 'crash-success',
+        access_token: accessToken,
+        token_type: 'Bearer',
+        id_token: idToken,
+        expires_in: 3600,
+      },
       { auth_req_id: 'crash-failure', error: 'access_denied', error_description: 'client timeout' },
     ];
 
@@ -49,7 +59,11 @@ describe('durability of acknowledged notifications', () => {
     for (const body of notifications) {
       const res = await request(`${first.url}/webhooks/mobile-id`, {
         method: 'POST',
-        headers: { authorization: 'Bearer notify-token', 'content-type': 'application/json', 'x-mobileid-request-id': `rq-${body.auth_req_id}` },
+        headers: {
+          authorization: 'Bearer notify-token',
+          'content-type': 'application/json',
+          'x-mobileid-request-id': `rq-${body.auth_req_id}`,
+        },
         body: JSON.stringify(body),
       });
       expect(res.statusCode).toBe(204);
@@ -57,7 +71,9 @@ describe('durability of acknowledged notifications', () => {
     }
     // At once: no graceful shutdown, no chance to flush anything after the acknowledgement.
     first.child.kill('SIGKILL');
-    const [, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((r) => first.child.once('exit', (c, s) => r([c, s])));
+    const [, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((r) =>
+      first.child.once('exit', (c, s) => r([c, s])),
+    );
     expect(signal).toBe('SIGKILL');
 
     const second = await startProcess(env);
@@ -77,7 +93,11 @@ describe('durability of acknowledged notifications', () => {
       idTokenVerified: true,
       requestId: 'rq-crash-success',
     });
-    expect(await query('crash-failure')).toMatchObject({ __typename: 'MobileIdAuthenticationFailed', reason: 'CLIENT_TIMEOUT', requestId: 'rq-crash-failure' });
+    expect(await query('crash-failure')).toMatchObject({
+      __typename: 'MobileIdAuthenticationFailed',
+      reason: 'CLIENT_TIMEOUT',
+      requestId: 'rq-crash-failure',
+    });
 
     // The same notification after the restart is recognised as a duplicate, not a conflict.
     const again = await request(`${second.url}/webhooks/mobile-id`, {

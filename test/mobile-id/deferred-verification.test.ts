@@ -2,12 +2,21 @@ import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
-import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import {
+  collect,
+  postNotification,
+  QUERY,
+  storedEvents,
+  SUBSCRIPTION,
+  wsClient,
+  type Collected,
+} from '../helpers/mobile-id.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, wsClient, type Collected } from '../helpers/mobile-id.js';
 import { waitForSubscribers } from '../helpers/wait.js';
 
 // The sender does not retry, so a notification whose bearer token is valid is always stored and answered 204,
@@ -24,7 +33,12 @@ const AHEAD = 10 * 60_000;
 
 const started: Array<{ close(): Promise<unknown> }> = [];
 afterEach(async () => {
-  await Promise.all(started.splice(0).reverse().map((s) => s.close()));
+  await Promise.all(
+    started
+      .splice(0)
+      .reverse()
+      .map((s) => s.close()),
+  );
 });
 
 /** The operator's JWKS over loopback HTTP, which a test takes down (503) and brings back. */
@@ -64,10 +78,20 @@ async function notification(key: CryptoKey, authReqId: string, kid = 'op-1') {
     'urn:openid:params:jwt:claim:auth_req_id': authReqId,
   };
   const idToken = await new SignJWT(claims).setProtectedHeader({ alg: 'ES256', kid }).sign(key);
-  return { auth_req_id: authReqId, access_token: accessToken, token_type: 'Bearer', id_token: idToken, expires_in: 3600 };
+  return {
+    auth_req_id: authReqId,
+    access_token: accessToken,
+    token_type: 'Bearer',
+    id_token: idToken,
+    expires_in: 3600,
+  };
 }
 
-async function gateway(jwksUrl: string, dataDir = tempDataDir(), env: Record<string, string> = {}): Promise<TestGateway> {
+async function gateway(
+  jwksUrl: string,
+  dataDir = tempDataDir(),
+  env: Record<string, string> = {},
+): Promise<TestGateway> {
   const gw = await startTestGateway({
     ...env,
     DATA_DIR: dataDir,
@@ -118,15 +142,24 @@ describe('a notification whose id_token cannot be verified now', () => {
     expect(await metric(gw, 'gateway_mobile_id_pending_verifications')).toBe(1);
 
     // Still down at the next attempt: it waits, nothing is delivered.
-    expect(await gw.gateway.services.mobileId.verifyPending(Date.now() + AHEAD)).toMatchObject({ verified: 0, refused: 0 });
+    expect(await gw.gateway.services.mobileId.verifyPending(Date.now() + AHEAD)).toMatchObject({
+      verified: 0,
+      refused: 0,
+    });
     expect(sub.results).toEqual([]);
 
     jwks.setUp(true);
     await gw.gateway.services.mobileId.verifyPending(Date.now() + 2 * AHEAD);
     await sub.done;
     expect(sub.results).toHaveLength(1);
-    expect(sub.results[0].data.mobileIdAuthentication).toMatchObject({ authReqId: 'late-1', idTokenVerified: true, subject: 'pcr-123' });
-    expect(await read(gw, 'late-1')).toMatchObject({ idTokenChecks: { signature: 'VALID', issuer: 'VALID', expiry: 'VALID' } });
+    expect(sub.results[0].data.mobileIdAuthentication).toMatchObject({
+      authReqId: 'late-1',
+      idTokenVerified: true,
+      subject: 'pcr-123',
+    });
+    expect(await read(gw, 'late-1')).toMatchObject({
+      idTokenChecks: { signature: 'VALID', issuer: 'VALID', expiry: 'VALID' },
+    });
     expect(await metric(gw, 'gateway_mobile_id_verified_late_total')).toBe(1);
     expect(await metric(gw, 'gateway_mobile_id_pending_verifications')).toBe(0);
   });
@@ -137,7 +170,9 @@ describe('a notification whose id_token cannot be verified now', () => {
     const n = await notification(jwks.privateKey, 'late-2');
     expect((await postNotification(gw, n, { token: NOTIFY })).status).toBe(204);
     expect((await postNotification(gw, n, { token: NOTIFY })).status).toBe(204);
-    expect((await postNotification(gw, await notification(jwks.privateKey, 'late-2'), { token: NOTIFY })).status).toBe(409);
+    expect((await postNotification(gw, await notification(jwks.privateKey, 'late-2'), { token: NOTIFY })).status).toBe(
+      409,
+    );
     jwks.setUp(true);
     expect(await gw.gateway.services.mobileId.verifyPending(Date.now() + AHEAD)).toMatchObject({ verified: 1 });
     expect(await storedEvents(gw, 'late-2')).toHaveLength(1);
@@ -152,16 +187,27 @@ describe('a notification whose id_token cannot be verified now', () => {
     expect(await gw.gateway.services.mobileId.verifyPending(Date.now() + AHEAD)).toMatchObject({ refused: 1 });
     expect(await read(gw, 'forged-1')).toBeNull();
     const rows = (await gw.graphql(REJECTIONS, {}, { key: OPS })).data!.mobileIdRejections;
-    expect(rows).toMatchObject([{ authReqId: 'forged-1', httpStatus: 204, reason: 'ID_TOKEN_SIGNATURE', description: expect.stringMatching(/refused when verified later/) }]);
+    expect(rows).toMatchObject([
+      {
+        authReqId: 'forged-1',
+        httpStatus: 204,
+        reason: 'ID_TOKEN_SIGNATURE',
+        description: expect.stringMatching(/refused when verified later/),
+      },
+    ]);
     expect(await metric(gw, 'gateway_mobile_id_pending_refused_total', '{reason="ID_TOKEN_SIGNATURE"}')).toBe(1);
   });
 
   it('is quarantined as JWKS_UNAVAILABLE when still unverifiable at EVENT_RETENTION', async () => {
     const jwks = await jwksServer();
     const gw = await gateway(jwks.url);
-    expect((await postNotification(gw, await notification(jwks.privateKey, 'never'), { token: NOTIFY })).status).toBe(204);
+    expect((await postNotification(gw, await notification(jwks.privateKey, 'never'), { token: NOTIFY })).status).toBe(
+      204,
+    );
     // Far past any EVENT_RETENTION (default 7 days).
-    expect(await gw.gateway.services.mobileId.verifyPending(Date.now() + 400 * 86_400_000)).toMatchObject({ refused: 1 });
+    expect(await gw.gateway.services.mobileId.verifyPending(Date.now() + 400 * 86_400_000)).toMatchObject({
+      refused: 1,
+    });
     const rows = (await gw.graphql(REJECTIONS, {}, { key: OPS })).data!.mobileIdRejections;
     expect(rows).toMatchObject([{ authReqId: 'never', httpStatus: 204, reason: 'JWKS_UNAVAILABLE' }]);
   });
@@ -170,7 +216,9 @@ describe('a notification whose id_token cannot be verified now', () => {
     const jwks = await jwksServer();
     const dataDir = tempDataDir();
     const first = await gateway(jwks.url, dataDir);
-    expect((await postNotification(first, await notification(jwks.privateKey, 'restart-1'), { token: NOTIFY })).status).toBe(204);
+    expect(
+      (await postNotification(first, await notification(jwks.privateKey, 'restart-1'), { token: NOTIFY })).status,
+    ).toBe(204);
     await first.close();
 
     jwks.setUp(true);
@@ -188,10 +236,13 @@ describe('an id_token whose kid the JWKS does not have (yet)', () => {
     jwks.setUp(true);
     const gw = await gateway(jwks.url);
     const { privateKey: rotated } = await generateKeyPair('ES256', { extractable: true });
-    expect((await postNotification(gw, await notification(rotated, 'new-kid', 'op-2'), { token: NOTIFY })).status).toBe(204);
+    expect((await postNotification(gw, await notification(rotated, 'new-kid', 'op-2'), { token: NOTIFY })).status).toBe(
+      204,
+    );
     expect(await read(gw, 'new-kid')).toBeNull();
     let refused = 0;
-    for (let i = 1; i <= 4; i++) refused += (await gw.gateway.services.mobileId.verifyPending(Date.now() + i * AHEAD)).refused;
+    for (let i = 1; i <= 4; i++)
+      refused += (await gw.gateway.services.mobileId.verifyPending(Date.now() + i * AHEAD)).refused;
     expect(refused).toBe(1);
     const rows = (await gw.graphql(REJECTIONS, {}, { key: OPS })).data!.mobileIdRejections;
     expect(rows).toMatchObject([{ authReqId: 'new-kid', httpStatus: 204, reason: 'ID_TOKEN_SIGNATURE' }]);
@@ -216,14 +267,19 @@ describe('property: notifications sent while the JWKS is down are each delivered
           const res =
             encodings[i] === 'json'
               ? await postNotification(gw, n, { token: NOTIFY })
-              : await postNotification(gw, new URLSearchParams(Object.entries(n).map(([k, v]) => [k, String(v)])).toString(), { token: NOTIFY, contentType: 'application/x-www-form-urlencoded' });
+              : await postNotification(
+                  gw,
+                  new URLSearchParams(Object.entries(n).map(([k, v]) => [k, String(v)])).toString(),
+                  { token: NOTIFY, contentType: 'application/x-www-form-urlencoded' },
+                );
           expect(res.status).toBe(204);
         }
         expect(subs.every((s) => s.results.length === 0)).toBe(true);
         jwks.setUp(true);
         await gw.gateway.services.mobileId.verifyPending(Date.now() + AHEAD);
         await Promise.all(subs.map((s) => s.done));
-        for (const [i, s] of subs.entries()) expect(s.results.map((r) => r.data.mobileIdAuthentication.authReqId)).toEqual([ids[i]]);
+        for (const [i, s] of subs.entries())
+          expect(s.results.map((r) => r.data.mobileIdAuthentication.authReqId)).toEqual([ids[i]]);
         for (const id of ids) expect(await storedEvents(gw, id)).toHaveLength(1);
       }),
       { numRuns: 10 },
@@ -249,13 +305,18 @@ describe('pending notifications on PostgreSQL (DATABASE_URL)', () => {
     const ids = ['pg-late-1', 'pg-late-2', 'pg-late-3'];
     // Subscribed before or after the verification, each gets its result once (from the bus or from the log).
     const subs = await Promise.all(ids.map((id) => watch(b, id, false)));
-    for (const id of ids) expect((await postNotification(a, await notification(jwks.privateKey, id), { token: NOTIFY })).status).toBe(204);
+    for (const id of ids)
+      expect((await postNotification(a, await notification(jwks.privateKey, id), { token: NOTIFY })).status).toBe(204);
     jwks.setUp(true);
     const at = Date.now() + AHEAD;
-    const [ra, rb] = await Promise.all([a.gateway.services.mobileId.verifyPending(at), b.gateway.services.mobileId.verifyPending(at)]);
+    const [ra, rb] = await Promise.all([
+      a.gateway.services.mobileId.verifyPending(at),
+      b.gateway.services.mobileId.verifyPending(at),
+    ]);
     expect(ra.verified + rb.verified).toBe(ids.length);
     await Promise.all(subs.map((s) => s.done));
-    for (const [i, s] of subs.entries()) expect(s.results.map((r) => r.data.mobileIdAuthentication.authReqId)).toEqual([ids[i]]);
+    for (const [i, s] of subs.entries())
+      expect(s.results.map((r) => r.data.mobileIdAuthentication.authReqId)).toEqual([ids[i]]);
     for (const id of ids) expect(await storedEvents(a, id)).toHaveLength(1);
   });
 });

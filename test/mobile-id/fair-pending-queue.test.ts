@@ -6,12 +6,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { PASS_ROWS } from '../../src/mobile-id/pending.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, wsClient } from '../helpers/mobile-id.js';
+import { collect, postNotification, QUERY, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 import { waitForSubscribers } from '../helpers/wait.js';
 
 const VICTIM = 'fair-victim-key-0123456789';
@@ -27,7 +28,12 @@ const REJECTIONS = `{ mobileIdRejections(first: 500) { authReqId httpStatus reas
 
 const started: Array<{ close(): Promise<unknown> }> = [];
 afterEach(async () => {
-  await Promise.all(started.splice(0).reverse().map((s) => s.close()));
+  await Promise.all(
+    started
+      .splice(0)
+      .reverse()
+      .map((s) => s.close()),
+  );
 });
 
 /** The operator's JWKS over loopback HTTP, down (503) until the test brings it back; it counts every GET. */
@@ -70,7 +76,13 @@ async function notification(key: CryptoKey, authReqId: string, kid: string) {
     'urn:openid:params:jwt:claim:auth_req_id': authReqId,
   };
   const idToken = await new SignJWT(claims).setProtectedHeader({ alg: 'ES256', kid }).sign(key);
-  return { auth_req_id: authReqId, access_token: accessToken, token_type: 'Bearer', id_token: idToken, expires_in: 3600 };
+  return {
+    auth_req_id: authReqId,
+    access_token: accessToken,
+    token_type: 'Bearer',
+    id_token: idToken,
+    expires_in: 3600,
+  };
 }
 
 async function metric(gw: TestGateway, name: string, labels = ''): Promise<number> {
@@ -101,11 +113,13 @@ async function twoApps() {
     { testing: { clock: () => clock.now, scheduleJob: () => () => undefined } },
   );
   started.push(gw);
-  const tokenOf = async (key: string) => (await gw.graphql(ISSUE, {}, { key })).data!.issueMobileIdNotificationToken.token as string;
+  const tokenOf = async (key: string) =>
+    (await gw.graphql(ISSUE, {}, { key })).data!.issueMobileIdNotificationToken.token as string;
   const tokens = { victim: await tokenOf(VICTIM), flood: await tokenOf(FLOOD) };
   // A key the JWKS never has: the flooder's notifications can never be verified.
   const { privateKey: rogue } = await generateKeyPair('ES256', { extractable: true });
-  const flood = async (authReqId: string) => postNotification(gw, await notification(rogue, authReqId, 'rogue-1'), { token: tokens.flood });
+  const flood = async (authReqId: string) =>
+    postNotification(gw, await notification(rogue, authReqId, 'rogue-1'), { token: tokens.flood });
   const pass = () => gw.gateway.services.mobileId.verifyPending(clock.now);
   return { gw, jwks, clock, tokens, rogue, flood, pass };
 }
@@ -120,7 +134,10 @@ describe('a pending-verification queue shared by two apps, one flooding it while
 
     // The flooder fills its share of the queue first: under a due-time order its rows would all come before the victim's.
     for (let i = 0; i < LIMIT; i++) expect((await flood(`flood-${i}`)).status).toBe(204);
-    expect((await postNotification(gw, await notification(jwks.privateKey, 'victim-1', 'op-1'), { token: tokens.victim })).status).toBe(204);
+    expect(
+      (await postNotification(gw, await notification(jwks.privateKey, 'victim-1', 'op-1'), { token: tokens.victim }))
+        .status,
+    ).toBe(204);
     expect(await metric(gw, 'gateway_mobile_id_pending_verifications')).toBe(LIMIT + 1);
 
     // A minute of outage, a pass every 2 s: nothing can be verified, the rows back off.
@@ -135,7 +152,9 @@ describe('a pending-verification queue shared by two apps, one flooding it while
     clock.now += 10 * 60_000;
     const first = await pass();
     await sub.done;
-    expect(sub.results.map((r) => r.data.mobileIdAuthentication)).toEqual([expect.objectContaining({ authReqId: 'victim-1', idTokenVerified: true })]);
+    expect(sub.results.map((r) => r.data.mobileIdAuthentication)).toEqual([
+      expect.objectContaining({ authReqId: 'victim-1', idTokenVerified: true }),
+    ]);
     expect(first.verified).toBe(1);
     // The flooder had an equal share of that pass (half of it, with two owners), not the whole of it.
     expect(first.waiting + first.refused).toBe(PASS_ROWS / 2);
@@ -152,17 +171,33 @@ describe('a pending-verification queue shared by two apps, one flooding it while
     for (let i = LIMIT; i < LIMIT + OVER; i++) {
       const res = await flood(`flood-${i}`);
       expect(res.status).toBe(429);
-      expect(res.json).toEqual({ error: 'temporarily_unavailable', error_description: expect.stringMatching(/MOBILEID_PENDING_MAX_PER_APP/) });
+      expect(res.json).toEqual({
+        error: 'temporarily_unavailable',
+        error_description: expect.stringMatching(/MOBILEID_PENDING_MAX_PER_APP/),
+      });
     }
     // A repeat of a notification it already has pending is still a duplicate (204), over the bound too.
     expect((await postNotification(gw, firstOne, { token: tokens.flood })).status).toBe(204);
     // The victim's bound is its own: its notifications are still kept.
-    for (let i = 0; i < 6; i++) expect((await postNotification(gw, await notification(jwks.privateKey, `victim-${i}`, 'op-1'), { token: tokens.victim })).status).toBe(204);
+    for (let i = 0; i < 6; i++)
+      expect(
+        (
+          await postNotification(gw, await notification(jwks.privateKey, `victim-${i}`, 'op-1'), {
+            token: tokens.victim,
+          })
+        ).status,
+      ).toBe(204);
 
     expect(await metric(gw, 'gateway_mobile_id_rejections_total', '{reason="PENDING_LIMIT"}')).toBe(OVER);
     expect(await metric(gw, 'gateway_mobile_id_pending_verifications')).toBe(LIMIT + 6);
-    const theirs = (await gw.graphql(REJECTIONS, {}, { key: FLOOD })).data!.mobileIdRejections as Array<{ authReqId: string; httpStatus: number; reason: string }>;
-    expect(theirs.map((r) => r.authReqId).sort()).toEqual(Array.from({ length: OVER }, (_, i) => `flood-${LIMIT + i}`).sort());
+    const theirs = (await gw.graphql(REJECTIONS, {}, { key: FLOOD })).data!.mobileIdRejections as Array<{
+      authReqId: string;
+      httpStatus: number;
+      reason: string;
+    }>;
+    expect(theirs.map((r) => r.authReqId).sort()).toEqual(
+      Array.from({ length: OVER }, (_, i) => `flood-${LIMIT + i}`).sort(),
+    );
     expect(theirs.every((r) => r.httpStatus === 429 && r.reason === 'PENDING_LIMIT')).toBe(true);
     expect((await gw.graphql(REJECTIONS, {}, { key: VICTIM })).data!.mobileIdRejections).toEqual([]);
     expect((await gw.graphql(REJECTIONS, {}, { key: OPS })).data!.mobileIdRejections).toHaveLength(OVER);

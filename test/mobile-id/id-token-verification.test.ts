@@ -3,10 +3,11 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, postNotification, storedEvents } from '../helpers/mobile-id.js';
+import { postNotification, QUERY, storedEvents } from '../helpers/mobile-id.js';
 
 const started: Array<{ close(): Promise<void> }> = [];
 async function gateway(env: Record<string, string> = {}): Promise<TestGateway> {
@@ -45,7 +46,13 @@ async function operator(kid = 'op-key-1') {
       ...claims,
     };
     for (const [k, v] of Object.entries(all)) if (v === undefined) delete all[k];
-    return { auth_req_id: authReqId, access_token: accessToken, token_type: 'Bearer', id_token: await sign(all), expires_in: 3600 };
+    return {
+      auth_req_id: authReqId,
+      access_token: accessToken,
+      token_type: 'Bearer',
+      id_token: await sign(all),
+      expires_in: 3600,
+    };
   }
   return { jwks, sign, notification, privateKey };
 }
@@ -60,7 +67,12 @@ async function countingServer(body: unknown = { keys: [] }) {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
-  const s = { url: `http://127.0.0.1:${port}`, host: `127.0.0.1:${port}`, hits, close: () => new Promise<void>((r) => server.close(() => r())) };
+  const s = {
+    url: `http://127.0.0.1:${port}`,
+    host: `127.0.0.1:${port}`,
+    hits,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
   started.push(s);
   return s;
 }
@@ -82,28 +94,72 @@ describe('id_token verification with the sandbox JWKS (CIBA §10.3.1)', () => {
   });
 
   it.each([
-    ['a tampered signature', async (sb: any) => {
-      const n = await sb.buildNotification({ authReqId: 'case' });
-      n.body.id_token = tamper(n.body.id_token);
-      return n.body;
-    }, /signature is not valid/],
-    ['a claims part swapped after signing', async (sb: any) => {
-      const n = await sb.buildNotification({ authReqId: 'case' });
-      const [h, , s] = n.body.id_token.split('.');
-      const forged = JSON.parse(Buffer.from(n.body.id_token.split('.')[1], 'base64url').toString());
-      forged.sub = 'someone-else';
-      n.body.id_token = `${h}.${Buffer.from(JSON.stringify(forged)).toString('base64url')}.${s}`;
-      return n.body;
-    }, /signature is not valid/],
-    ['an auth_req_id claim of another request', async (sb: any) =>
-      (await sb.buildNotification({ authReqId: 'case', claims: { 'urn:openid:params:jwt:claim:auth_req_id': 'another' } })).body, /auth_req_id claim does not equal/],
-    ['an at_hash of another access token', async (sb: any) =>
-      (await sb.buildNotification({ authReqId: 'case', claims: { at_hash: createHash('sha256').update('other').digest().subarray(0, 16).toString('base64url') } })).body, /at_hash does not match/],
-    ['an access token other than the one at_hash covers', async (sb: any) =>
-      (await sb.buildNotification({ authReqId: 'case', fields: { access_token: 'substituted-token' } })).body, /at_hash does not match/],
-    ['an expired id_token', async (sb: any) => (await sb.buildNotification({ authReqId: 'case', claims: { exp: Math.floor(Date.now() / 1000) - 3600 } })).body, /expired/],
-    ['another audience', async (sb: any) => (await sb.buildNotification({ authReqId: 'case', claims: { aud: 'someone-else' } })).body, /aud/],
-    ['another issuer', async (sb: any) => (await sb.buildNotification({ authReqId: 'case', claims: { iss: 'https://evil.example' } })).body, /iss/],
+    [
+      'a tampered signature',
+      async (sb: any) => {
+        const n = await sb.buildNotification({ authReqId: 'case' });
+        n.body.id_token = tamper(n.body.id_token);
+        return n.body;
+      },
+      /signature is not valid/,
+    ],
+    [
+      'a claims part swapped after signing',
+      async (sb: any) => {
+        const n = await sb.buildNotification({ authReqId: 'case' });
+        const [h, , s] = n.body.id_token.split('.');
+        const forged = JSON.parse(Buffer.from(n.body.id_token.split('.')[1], 'base64url').toString());
+        forged.sub = 'someone-else';
+        n.body.id_token = `${h}.${Buffer.from(JSON.stringify(forged)).toString('base64url')}.${s}`;
+        return n.body;
+      },
+      /signature is not valid/,
+    ],
+    [
+      'an auth_req_id claim of another request',
+      async (sb: any) =>
+        (
+          await sb.buildNotification({
+            authReqId: 'case',
+            claims: { 'urn:openid:params:jwt:claim:auth_req_id': 'another' },
+          })
+        ).body,
+      /auth_req_id claim does not equal/,
+    ],
+    [
+      'an at_hash of another access token',
+      async (sb: any) =>
+        (
+          await sb.buildNotification({
+            authReqId: 'case',
+            claims: { at_hash: createHash('sha256').update('other').digest().subarray(0, 16).toString('base64url') },
+          })
+        ).body,
+      /at_hash does not match/,
+    ],
+    [
+      'an access token other than the one at_hash covers',
+      async (sb: any) =>
+        (await sb.buildNotification({ authReqId: 'case', fields: { access_token: 'substituted-token' } })).body,
+      /at_hash does not match/,
+    ],
+    [
+      'an expired id_token',
+      async (sb: any) =>
+        (await sb.buildNotification({ authReqId: 'case', claims: { exp: Math.floor(Date.now() / 1000) - 3600 } })).body,
+      /expired/,
+    ],
+    [
+      'another audience',
+      async (sb: any) => (await sb.buildNotification({ authReqId: 'case', claims: { aud: 'someone-else' } })).body,
+      /aud/,
+    ],
+    [
+      'another issuer',
+      async (sb: any) =>
+        (await sb.buildNotification({ authReqId: 'case', claims: { iss: 'https://evil.example' } })).body,
+      /iss/,
+    ],
   ])('refuses %s with 400 and stores nothing', async (_name, make, reason) => {
     const gw = await gateway();
     const body = await make(gw.gateway.sandbox.mobileId!);
@@ -124,7 +180,8 @@ describe('id_token verification with the sandbox JWKS (CIBA §10.3.1)', () => {
     expect(res.status).toBe(204);
     expect(await storedEvents(gw)).toEqual([]);
     let refused = 0;
-    for (let i = 1; i <= 4; i++) refused += (await gw.gateway.services.mobileId.verifyPending(Date.now() + i * 600_000)).refused;
+    for (let i = 1; i <= 4; i++)
+      refused += (await gw.gateway.services.mobileId.verifyPending(Date.now() + i * 600_000)).refused;
     expect(refused).toBe(1);
     expect(await storedEvents(gw)).toEqual([]);
     expect((await gw.graphql(QUERY, { id: 'stranger' })).data!.mobileIdAuthentication).toBeNull();
@@ -155,7 +212,13 @@ describe('id_token verification with a configured JWKS', () => {
     const body = await op.notification('real-1');
     expect((await postNotification(gw, body, { token: NOTIFY })).status).toBe(204);
     const q = await gw.graphql(QUERY, { id: 'real-1' }, { key: API_KEY });
-    expect(q.data!.mobileIdAuthentication).toMatchObject({ idTokenVerified: true, subject: 'pcr-123', acr: '3', issuer: ISSUER, accessToken: body.access_token });
+    expect(q.data!.mobileIdAuthentication).toMatchObject({
+      idTokenVerified: true,
+      subject: 'pcr-123',
+      acr: '3',
+      issuer: ISSUER,
+      accessToken: body.access_token,
+    });
 
     const tampered = await op.notification('real-2');
     tampered.id_token = tamper(tampered.id_token);
@@ -195,7 +258,11 @@ describe('id_token verification with a configured JWKS', () => {
 
   it('only decodes the id_token when no JWKS is configured, and says so', async () => {
     const op = await operator();
-    const gw = await gateway({ GATEWAY_API_KEYS: API_KEY, SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm', MOBILEID_NOTIFICATION_TOKENS: NOTIFY });
+    const gw = await gateway({
+      GATEWAY_API_KEYS: API_KEY,
+      SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
+      MOBILEID_NOTIFICATION_TOKENS: NOTIFY,
+    });
     const body = await op.notification('decoded');
     expect((await postNotification(gw, body, { token: NOTIFY })).status).toBe(204);
     const a = (await gw.graphql(QUERY, { id: 'decoded' }, { key: API_KEY })).data!.mobileIdAuthentication;
@@ -229,7 +296,11 @@ describe('JWKS addresses in a notification body', () => {
       MOBILEID_CLIENT_ID: CLIENT_ID,
       MOBILEID_JWKS_ALLOWED_HOSTS: allowed.host,
     });
-    const body = { ...(await op.notification('body-keys')), jwks_uri: `${allowed.url}/jwks`, jwks_endpoint: `${allowed.url}/jwks` };
+    const body = {
+      ...(await op.notification('body-keys')),
+      jwks_uri: `${allowed.url}/jwks`,
+      jwks_endpoint: `${allowed.url}/jwks`,
+    };
     expect((await postNotification(gw, body, { token: NOTIFY })).status).toBe(204);
     expect(allowed.hits).toEqual([]);
     const a = (await gw.graphql(QUERY, { id: 'body-keys' }, { key: API_KEY })).data!.mobileIdAuthentication;
@@ -253,7 +324,11 @@ describe('JWKS addresses in a notification body', () => {
       MOBILEID_CLIENT_ID: CLIENT_ID,
       MOBILEID_JWKS_ALLOWED_HOSTS: forgerKeys.host,
     });
-    const forged = { ...(await forger.notification('forged')), jwks_uri: `${forgerKeys.url}/jwks`, jwks_endpoint: `${forgerKeys.url}/jwks` };
+    const forged = {
+      ...(await forger.notification('forged')),
+      jwks_uri: `${forgerKeys.url}/jwks`,
+      jwks_endpoint: `${forgerKeys.url}/jwks`,
+    };
     const res = await postNotification(configured, forged, { token: NOTIFY });
     expect(res.status).toBe(400);
     expect(res.json.error_description).toMatch(/no key of the JWKS matches/);

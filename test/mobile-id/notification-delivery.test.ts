@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
 import type { Client } from 'graphql-ws';
+import { afterEach, describe, expect, it } from 'vitest';
+
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
+import { collect, postNotification, QUERY, storedEvents, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 import { subscribers, waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 // Registered after the gateways' hook, so it runs first: clients go before their gateways.
@@ -26,7 +27,11 @@ describe('mobile-ID notifications reach subscribers', () => {
     const sub = collect(client(gw), SUBSCRIPTION, { id });
     await waitForSubscribers(gw, 'mobile-id', id);
 
-    const n = await sandboxOf(gw).buildNotification({ authReqId: id, correlationId: 'corr-1', fields: { leading_kyc_match: true } });
+    const n = await sandboxOf(gw).buildNotification({
+      authReqId: id,
+      correlationId: 'corr-1',
+      fields: { leading_kyc_match: true },
+    });
     const res = await postNotification(gw, n.body, { headers: n.headers });
     expect(res.status).toBe(204);
     expect(res.text).toBe('');
@@ -99,13 +104,27 @@ describe('mobile-ID notifications reach subscribers', () => {
     } as const;
     for (const [reason, [error, description]] of Object.entries(rows)) {
       const id = `req-${reason}`;
-      const res = await postNotification(gw, { auth_req_id: id, error, error_description: description, vendor_code: 42 });
+      const res = await postNotification(gw, {
+        auth_req_id: id,
+        error,
+        error_description: description,
+        vendor_code: 42,
+      });
       expect(res.status, reason).toBe(204);
       const q = await gw.graphql(QUERY, { id });
-      expect(q.data!.mobileIdAuthentication, reason).toMatchObject({ reason, error, errorDescription: description, otherFields: { vendor_code: 42 } });
+      expect(q.data!.mobileIdAuthentication, reason).toMatchObject({
+        reason,
+        error,
+        errorDescription: description,
+        otherFields: { vendor_code: 42 },
+      });
     }
     // A plain apostrophe instead of the spec's typographic one is the same row.
-    await postNotification(gw, { auth_req_id: 'plain', error: 'access_denied', error_description: "Login hint doesn't match" });
+    await postNotification(gw, {
+      auth_req_id: 'plain',
+      error: 'access_denied',
+      error_description: "Login hint doesn't match",
+    });
     expect((await gw.graphql(QUERY, { id: 'plain' })).data!.mobileIdAuthentication.reason).toBe('LOGIN_HINT_MISMATCH');
   });
 
@@ -119,7 +138,10 @@ describe('mobile-ID notifications reach subscribers', () => {
     await late.done;
     expect(late.completed()).toBe(true);
     expect(late.results).toHaveLength(1);
-    expect(late.results[0].data.mobileIdAuthentication).toMatchObject({ authReqId: id, accessToken: n.body.access_token });
+    expect(late.results[0].data.mobileIdAuthentication).toMatchObject({
+      authReqId: id,
+      accessToken: n.body.access_token,
+    });
 
     const q = await gw.graphql(QUERY, { id });
     expect(q.errors).toBeUndefined();
@@ -145,7 +167,14 @@ describe('mobile-ID notifications reach subscribers', () => {
     expect((await postNotification(gw, n.body, { headers: n.headers })).status).toBe(204);
     // The same body again, in the other encoding and with other support headers: still the same notification.
     const form = new URLSearchParams(Object.entries(n.body).map(([k, v]) => [k, String(v)])).toString();
-    expect((await postNotification(gw, form, { contentType: 'application/x-www-form-urlencoded', headers: { 'x-mobileid-request-id': 'retry' } })).status).toBe(204);
+    expect(
+      (
+        await postNotification(gw, form, {
+          contentType: 'application/x-www-form-urlencoded',
+          headers: { 'x-mobileid-request-id': 'retry' },
+        })
+      ).status,
+    ).toBe(204);
     expect((await postNotification(gw, n.body)).status).toBe(204);
     await first.done;
 
@@ -171,11 +200,17 @@ describe('mobile-ID notifications reach subscribers', () => {
     const other = await sandboxOf(gw).buildNotification({ authReqId: id, outcome: 'CLIENT_TIMEOUT' });
     const res = await postNotification(gw, other.body);
     expect(res.status).toBe(409);
-    expect(res.json).toMatchObject({ error: 'invalid_request', error_description: expect.stringContaining('auth_req_id') });
+    expect(res.json).toMatchObject({
+      error: 'invalid_request',
+      error_description: expect.stringContaining('auth_req_id'),
+    });
 
     expect(await storedEvents(gw, id)).toEqual(before);
     const q = await gw.graphql(QUERY, { id });
-    expect(q.data!.mobileIdAuthentication).toMatchObject({ __typename: 'MobileIdAuthenticated', accessToken: n.body.access_token });
+    expect(q.data!.mobileIdAuthentication).toMatchObject({
+      __typename: 'MobileIdAuthenticated',
+      accessToken: n.body.access_token,
+    });
   });
 
   it('accepts a form-encoded notification, with expires_in and leading_kyc_match coerced', async () => {
@@ -196,7 +231,12 @@ describe('mobile-ID notifications reach subscribers', () => {
     expect(res.status).toBe(204);
 
     const a = (await gw.graphql(QUERY, { id })).data!.mobileIdAuthentication;
-    expect(a).toMatchObject({ __typename: 'MobileIdAuthenticated', leadingKycMatch: false, correlationId: 'c-42', accessToken: n.body.access_token });
+    expect(a).toMatchObject({
+      __typename: 'MobileIdAuthenticated',
+      leadingKycMatch: false,
+      correlationId: 'c-42',
+      accessToken: n.body.access_token,
+    });
     expect(a.otherFields).toEqual({ premiuminfo_endpoint: 'https://operator.example/premiuminfo' });
     const lifetime = Date.parse(a.expiresAt) - Date.parse(a.receivedAt);
     expect(lifetime).toBeGreaterThan(119_000);
@@ -214,9 +254,19 @@ describe('mobile-ID notifications reach subscribers', () => {
       { id },
     );
     expect(m.errors).toBeUndefined();
-    expect(m.data!.sandboxCompleteMobileIdAuthentication).toEqual({ authReqId: id, outcome: 'SUCCESS', httpStatus: 204, accepted: true, response: null });
+    expect(m.data!.sandboxCompleteMobileIdAuthentication).toEqual({
+      authReqId: id,
+      outcome: 'SUCCESS',
+      httpStatus: 204,
+      accepted: true,
+      response: null,
+    });
     await sub.done;
-    expect(sub.results[0].data.mobileIdAuthentication).toMatchObject({ __typename: 'MobileIdAuthenticated', authReqId: id, idTokenVerified: true });
+    expect(sub.results[0].data.mobileIdAuthentication).toMatchObject({
+      __typename: 'MobileIdAuthenticated',
+      authReqId: id,
+      idTokenVerified: true,
+    });
     expect(sub.results[0].data.mobileIdAuthentication.accessToken).toEqual(expect.any(String));
 
     // A second, different ending of the same authentication is refused by the gateway, and said so.

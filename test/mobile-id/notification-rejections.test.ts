@@ -1,8 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Readable } from 'node:stream';
 import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, postNotification, storedEvents } from '../helpers/mobile-id.js';
+import { postNotification, QUERY, storedEvents } from '../helpers/mobile-id.js';
 
 let gw: TestGateway;
 beforeAll(async () => {
@@ -12,7 +13,8 @@ afterAll(async () => {
   await gw?.close();
 });
 
-const build = (authReqId: string, fields: Record<string, unknown> = {}) => gw.gateway.sandbox.mobileId!.buildNotification({ authReqId, fields });
+const build = (authReqId: string, fields: Record<string, unknown> = {}) =>
+  gw.gateway.sandbox.mobileId!.buildNotification({ authReqId, fields });
 
 /** Nothing about `authReqId` reached the event log, and the query knows nothing of it. */
 async function expectNothingStored(authReqId: string): Promise<void> {
@@ -23,7 +25,11 @@ async function expectNothingStored(authReqId: string): Promise<void> {
 describe('the mobile-ID webhook refuses what it must not store', () => {
   it('answers 401 invalid_token to a missing, wrong or non-Bearer token, and stores nothing', async () => {
     const n = await build('auth-401');
-    const cases: Array<Record<string, string> | null> = [null, { authorization: 'Bearer wrong-token' }, { authorization: `Basic ${gw.gateway.sandbox.mobileId!.notificationToken}` }];
+    const cases: Array<Record<string, string> | null> = [
+      null,
+      { authorization: 'Bearer wrong-token' },
+      { authorization: `Basic ${gw.gateway.sandbox.mobileId!.notificationToken}` },
+    ];
     for (const headers of cases) {
       const res = await postNotification(gw, n.body, { token: null, ...(headers ? { headers } : {}) });
       expect(res.status).toBe(401);
@@ -35,26 +41,73 @@ describe('the mobile-ID webhook refuses what it must not store', () => {
   it.each([
     ['bad JSON', async () => '{"auth_req_id": "x",', /not valid JSON/],
     ['a JSON array', async () => [1, 2], /JSON object/],
-    ['a missing access_token', async () => (await build('missing', { access_token: undefined })).body, /access_token is required/],
-    ['a missing auth_req_id', async () => (await build('no-id', { auth_req_id: undefined })).body, /auth_req_id is required/],
-    ['a token_type other than Bearer', async () => (await build('tt', { token_type: 'mac' })).body, /token_type must be "Bearer" \(in any case\)/],
-    ['an id_token that is not a JWT', async () => (await build('nojwt', { id_token: 'not-a-jwt' })).body, /id_token is neither a well-formed JWT .* nor an encrypted one/],
-    ['an id_token whose parts are not JSON', async () => (await build('garbage', { id_token: 'aaaa.bbbb.cccc' })).body, /id_token is neither a well-formed JWT/],
-    ['a non-integer expires_in', async () => (await build('float', { expires_in: 3600.5 })).body, /expires_in must be an integer/],
-    ['an expires_in given as text that is not a number', async () => (await build('text', { expires_in: 'an hour' })).body, /expires_in must be an integer/],
-    ['a negative expires_in', async () => (await build('negative', { expires_in: -1 })).body, /expires_in must not be negative/],
-    ['a null required field', async () => (await build('null-token', { access_token: null })).body, /access_token must be a string/],
-    ['a failure without error_description', async () => ({ auth_req_id: 'fail', error: 'access_denied' }), /error_description is required/],
-    ['error and tokens together', async () => ({ ...(await build('both')).body, error: 'access_denied', error_description: 'x' }), /not both/],
-  ])('answers 400 invalid_request to %s, naming what is wrong, and stores nothing', async (_name, body, description) => {
-    const payload = await body();
-    const res = await postNotification(gw, payload);
-    expect(res.status).toBe(400);
-    expect(res.json).toEqual({ error: 'invalid_request', error_description: expect.stringMatching(description) });
-    const id = typeof payload === 'object' && payload && 'auth_req_id' in payload ? String(payload.auth_req_id) : 'x';
-    await expectNothingStored(id);
-    expect(await storedEvents(gw)).toEqual([]);
-  });
+    [
+      'a missing access_token',
+      async () => (await build('missing', { access_token: undefined })).body,
+      /access_token is required/,
+    ],
+    [
+      'a missing auth_req_id',
+      async () => (await build('no-id', { auth_req_id: undefined })).body,
+      /auth_req_id is required/,
+    ],
+    [
+      'a token_type other than Bearer',
+      async () => (await build('tt', { token_type: 'mac' })).body,
+      /token_type must be "Bearer" \(in any case\)/,
+    ],
+    [
+      'an id_token that is not a JWT',
+      async () => (await build('nojwt', { id_token: 'not-a-jwt' })).body,
+      /id_token is neither a well-formed JWT .* nor an encrypted one/,
+    ],
+    [
+      'an id_token whose parts are not JSON',
+      async () => (await build('garbage', { id_token: 'aaaa.bbbb.cccc' })).body,
+      /id_token is neither a well-formed JWT/,
+    ],
+    [
+      'a non-integer expires_in',
+      async () => (await build('float', { expires_in: 3600.5 })).body,
+      /expires_in must be an integer/,
+    ],
+    [
+      'an expires_in given as text that is not a number',
+      async () => (await build('text', { expires_in: 'an hour' })).body,
+      /expires_in must be an integer/,
+    ],
+    [
+      'a negative expires_in',
+      async () => (await build('negative', { expires_in: -1 })).body,
+      /expires_in must not be negative/,
+    ],
+    [
+      'a null required field',
+      async () => (await build('null-token', { access_token: null })).body,
+      /access_token must be a string/,
+    ],
+    [
+      'a failure without error_description',
+      async () => ({ auth_req_id: 'fail', error: 'access_denied' }),
+      /error_description is required/,
+    ],
+    [
+      'error and tokens together',
+      async () => ({ ...(await build('both')).body, error: 'access_denied', error_description: 'x' }),
+      /not both/,
+    ],
+  ])(
+    'answers 400 invalid_request to %s, naming what is wrong, and stores nothing',
+    async (_name, body, description) => {
+      const payload = await body();
+      const res = await postNotification(gw, payload);
+      expect(res.status).toBe(400);
+      expect(res.json).toEqual({ error: 'invalid_request', error_description: expect.stringMatching(description) });
+      const id = typeof payload === 'object' && payload && 'auth_req_id' in payload ? String(payload.auth_req_id) : 'x';
+      await expectNothingStored(id);
+      expect(await storedEvents(gw)).toEqual([]);
+    },
+  );
 
   it('answers 400 to a form-encoded body whose expires_in is not an integer or whose field repeats', async () => {
     const n = await build('form-bad');
@@ -100,7 +153,10 @@ describe('the mobile-ID webhook refuses what it must not store', () => {
     }
     const res = await request(`${gw.url}/webhooks/mobile-id`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${gw.gateway.sandbox.mobileId!.notificationToken}` },
+      headers: {
+        'content-type': 'application/json',
+        authorization: `Bearer ${gw.gateway.sandbox.mobileId!.notificationToken}`,
+      },
       body: Readable.from(chunks()),
     });
     expect(res.statusCode).toBe(413);

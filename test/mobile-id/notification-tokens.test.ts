@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
 import type { Client } from 'graphql-ws';
+import { afterEach, describe, expect, it } from 'vitest';
+
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
+import { collect, postNotification, QUERY, storedEvents, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 
 // Registered after the gateways' hook, so it runs first: clients go before their gateways.
 const gateway = gatewaysPerTest();
@@ -30,12 +31,19 @@ describe('client_notification_tokens issued by the gateway', () => {
     expect(ttl).toBeGreaterThan(590_000);
     expect(ttl).toBeLessThanOrEqual(600_000);
 
-    const other = await postNotification(gw, (await sb.buildNotification({ authReqId: 'bound-b' })).body, { token: issued.token });
+    const other = await postNotification(gw, (await sb.buildNotification({ authReqId: 'bound-b' })).body, {
+      token: issued.token,
+    });
     expect(other.status).toBe(401);
-    expect(other.json).toEqual({ error: 'invalid_token', error_description: expect.stringContaining('another auth_req_id') });
+    expect(other.json).toEqual({
+      error: 'invalid_token',
+      error_description: expect.stringContaining('another auth_req_id'),
+    });
     expect(await storedEvents(gw, 'bound-b')).toEqual([]);
 
-    const own = await postNotification(gw, (await sb.buildNotification({ authReqId: 'bound-a' })).body, { token: issued.token });
+    const own = await postNotification(gw, (await sb.buildNotification({ authReqId: 'bound-a' })).body, {
+      token: issued.token,
+    });
     expect(own.status).toBe(204);
   });
 
@@ -44,8 +52,16 @@ describe('client_notification_tokens issued by the gateway', () => {
     const { token, authReqId } = await issue(gw, null);
     expect(authReqId).toBeNull();
     const sb = gw.gateway.sandbox.mobileId!;
-    expect((await postNotification(gw, (await sb.buildNotification({ authReqId: 'any-1' })).body, { token })).status).toBe(204);
-    expect((await postNotification(gw, (await sb.buildNotification({ authReqId: 'any-2', outcome: 'SERVER_ERROR' })).body, { token })).status).toBe(204);
+    expect(
+      (await postNotification(gw, (await sb.buildNotification({ authReqId: 'any-1' })).body, { token })).status,
+    ).toBe(204);
+    expect(
+      (
+        await postNotification(gw, (await sb.buildNotification({ authReqId: 'any-2', outcome: 'SERVER_ERROR' })).body, {
+          token,
+        })
+      ).status,
+    ).toBe(204);
   });
 
   it('stores only the SHA-256 of an issued token, and refuses it once expired', async () => {
@@ -56,8 +72,15 @@ describe('client_notification_tokens issued by the gateway', () => {
     expect(rows[0]!.token_hash).toBe(createHash('sha256').update(token).digest('hex'));
     expect(JSON.stringify(rows)).not.toContain(token);
 
-    await gw.gateway.services.store.db.updateTable('notification_tokens').set({ expires_at: Date.now() - 1 }).execute();
-    const res = await postNotification(gw, (await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'exp' })).body, { token });
+    await gw.gateway.services.store.db
+      .updateTable('notification_tokens')
+      .set({ expires_at: Date.now() - 1 })
+      .execute();
+    const res = await postNotification(
+      gw,
+      (await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'exp' })).body,
+      { token },
+    );
     expect(res.status).toBe(401);
     expect(await gw.gateway.services.mobileId.purgeExpired()).toMatchObject({ notificationTokens: 1 });
   });
@@ -70,12 +93,20 @@ describe('client_notification_tokens issued by the gateway', () => {
   });
 
   it("keeps a notification sent with an app's token for that app's API key only", async () => {
-    const gw = await gateway({ GATEWAY_API_KEYS: 'key-a,key-b', SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm', MOBILEID_NOTIFICATION_TOKENS: 'static-token', MOBILEID_ISSUER: 'x', MOBILEID_CLIENT_ID: 'y' });
+    const gw = await gateway({
+      GATEWAY_API_KEYS: 'key-a,key-b',
+      SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
+      MOBILEID_NOTIFICATION_TOKENS: 'static-token',
+      MOBILEID_ISSUER: 'x',
+      MOBILEID_CLIENT_ID: 'y',
+    });
     const a = await issue(gw, 'scoped', { key: 'key-a' });
     const body = { auth_req_id: 'scoped', error: 'access_denied', error_description: 'client timeout' };
     expect((await postNotification(gw, body, { token: a.token })).status).toBe(204);
 
-    expect((await gw.graphql(QUERY, { id: 'scoped' }, { key: 'key-a' })).data!.mobileIdAuthentication.reason).toBe('CLIENT_TIMEOUT');
+    expect((await gw.graphql(QUERY, { id: 'scoped' }, { key: 'key-a' })).data!.mobileIdAuthentication.reason).toBe(
+      'CLIENT_TIMEOUT',
+    );
     expect((await gw.graphql(QUERY, { id: 'scoped' }, { key: 'key-b' })).data!.mobileIdAuthentication).toBeNull();
 
     // Another key's subscription looks like one for an authentication with no result yet (docs/decisions/043): no
@@ -91,13 +122,25 @@ describe('client_notification_tokens issued by the gateway', () => {
     sub.stop();
 
     // A notification sent with a configured token is every app's to read.
-    expect((await postNotification(gw, { ...body, auth_req_id: 'shared' }, { token: 'static-token' })).status).toBe(204);
-    expect((await gw.graphql(QUERY, { id: 'shared' }, { key: 'key-b' })).data!.mobileIdAuthentication.reason).toBe('CLIENT_TIMEOUT');
+    expect((await postNotification(gw, { ...body, auth_req_id: 'shared' }, { token: 'static-token' })).status).toBe(
+      204,
+    );
+    expect((await gw.graphql(QUERY, { id: 'shared' }, { key: 'key-b' })).data!.mobileIdAuthentication.reason).toBe(
+      'CLIENT_TIMEOUT',
+    );
   });
 
   it('refuses sandboxCompleteMobileIdAuthentication with a clear error when a real mobile ID service is configured', async () => {
-    const gw = await gateway({ GATEWAY_API_KEYS: 'k', SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm', MOBILEID_NOTIFICATION_TOKENS: 'static-token' });
-    const res = await gw.graphql(`mutation { sandboxCompleteMobileIdAuthentication(authReqId: "x") { httpStatus } }`, {}, { key: 'k' });
+    const gw = await gateway({
+      GATEWAY_API_KEYS: 'k',
+      SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
+      MOBILEID_NOTIFICATION_TOKENS: 'static-token',
+    });
+    const res = await gw.graphql(
+      `mutation { sandboxCompleteMobileIdAuthentication(authReqId: "x") { httpStatus } }`,
+      {},
+      { key: 'k' },
+    );
     expect(res.errors![0]!.message).toMatch(/only in sandbox mode/);
     expect(res.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', sandboxOnly: true });
     expect(await storedEvents(gw)).toEqual([]);

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { startTestGateway } from '../helpers/gateway.js';
-import { QUERY, postNotification, storedEvents } from '../helpers/mobile-id.js';
+import { postNotification, QUERY, storedEvents } from '../helpers/mobile-id.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 
 describe('mobile-ID notifications on PostgreSQL (DATABASE_URL)', () => {
@@ -16,7 +17,10 @@ describe('mobile-ID notifications on PostgreSQL (DATABASE_URL)', () => {
   it('stores, deduplicates, refuses a conflict, purges an expired access token and serves it after a restart', async () => {
     const key = randomBytes(32).toString('hex');
     const clock = { now: Date.now() };
-    const a = await startTestGateway({ DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: key }, { testing: { clock: () => clock.now } });
+    const a = await startTestGateway(
+      { DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: key },
+      { testing: { clock: () => clock.now } },
+    );
     let accessToken: unknown;
     try {
       const sb = a.gateway.sandbox.mobileId!;
@@ -24,7 +28,10 @@ describe('mobile-ID notifications on PostgreSQL (DATABASE_URL)', () => {
       accessToken = n.body.access_token;
       expect((await postNotification(a, n.body)).status).toBe(204);
       expect((await postNotification(a, n.body)).status).toBe(204);
-      expect((await postNotification(a, (await sb.buildNotification({ authReqId: 'pg-1', outcome: 'SERVER_ERROR' })).body)).status).toBe(409);
+      expect(
+        (await postNotification(a, (await sb.buildNotification({ authReqId: 'pg-1', outcome: 'SERVER_ERROR' })).body))
+          .status,
+      ).toBe(409);
       expect(await storedEvents(a, 'pg-1')).toHaveLength(1);
       expect((await a.graphql(QUERY, { id: 'pg-1' })).data!.mobileIdAuthentication.accessToken).toBe(accessToken);
 
@@ -40,7 +47,12 @@ describe('mobile-ID notifications on PostgreSQL (DATABASE_URL)', () => {
     const b = await startTestGateway({ DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: key });
     try {
       const r = (await b.graphql(QUERY, { id: 'pg-1' })).data!.mobileIdAuthentication;
-      expect(r).toMatchObject({ __typename: 'MobileIdAuthenticated', authReqId: 'pg-1', accessToken: null, idToken: expect.stringMatching(/^ey/) });
+      expect(r).toMatchObject({
+        __typename: 'MobileIdAuthenticated',
+        authReqId: 'pg-1',
+        accessToken: null,
+        idToken: expect.stringMatching(/^ey/),
+      });
       expect(b.logs()).not.toContain(String(accessToken));
     } finally {
       await b.close();
@@ -61,9 +73,15 @@ describe('mobile-ID notifications on PostgreSQL (DATABASE_URL)', () => {
         { authReqId: 'pg-malformed', reason: 'MALFORMED', httpStatus: 400 },
         { authReqId: 'pg-refused', reason: 'ID_TOKEN_ISSUER', httpStatus: 400 },
       ]);
-      const quarantine = (b.gateway.services.mobileId as unknown as { quarantine: { purge(now?: number, maxRows?: number): Promise<number> } }).quarantine;
+      const quarantine = (
+        b.gateway.services.mobileId as unknown as {
+          quarantine: { purge(now?: number, maxRows?: number): Promise<number> };
+        }
+      ).quarantine;
       expect(await quarantine.purge(Date.now(), 1)).toBe(1);
-      expect((await b.graphql(`{ mobileIdRejections { authReqId } }`)).data!.mobileIdRejections).toEqual([{ authReqId: 'pg-malformed' }]);
+      expect((await b.graphql(`{ mobileIdRejections { authReqId } }`)).data!.mobileIdRejections).toEqual([
+        { authReqId: 'pg-malformed' },
+      ]);
     } finally {
       await a.close();
       await b.close();

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
+
 import { loadConfig } from '../../src/config.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 import { postNotification } from '../helpers/mobile-id.js';
@@ -34,10 +35,21 @@ describe('the quarantine of refused mobile-ID notifications', () => {
     const support = { 'x-mobileid-request-id': 'req-77', 'x-mobileid-transaction-id': 'tx-77' };
     const before = Date.now();
 
-    expect((await postNotification(gw, (await sb.buildNotification({ authReqId: 'q-401' })).body, { token: 'wrong', headers: support })).status).toBe(401);
+    expect(
+      (
+        await postNotification(gw, (await sb.buildNotification({ authReqId: 'q-401' })).body, {
+          token: 'wrong',
+          headers: support,
+        })
+      ).status,
+    ).toBe(401);
     expect((await postNotification(gw, 'x', { contentType: 'text/plain', headers: support })).status).toBe(415);
-    expect((await postNotification(gw, { auth_req_id: 'q-big', pad: 'x'.repeat(70 * 1024) }, { headers: support })).status).toBe(413);
-    expect((await postNotification(gw, { auth_req_id: 'q-400', error: 'access_denied' }, { headers: support })).status).toBe(400);
+    expect(
+      (await postNotification(gw, { auth_req_id: 'q-big', pad: 'x'.repeat(70 * 1024) }, { headers: support })).status,
+    ).toBe(413);
+    expect(
+      (await postNotification(gw, { auth_req_id: 'q-400', error: 'access_denied' }, { headers: support })).status,
+    ).toBe(400);
     const first = await sb.buildNotification({ authReqId: 'q-409' });
     expect((await postNotification(gw, first.body)).status).toBe(204);
     const second = await sb.buildNotification({ authReqId: 'q-409', outcome: 'CLIENT_TIMEOUT' });
@@ -52,13 +64,18 @@ describe('the quarantine of refused mobile-ID notifications', () => {
       [401, 'UNAUTHORIZED', null],
     ]);
     for (const r of rows) {
-      expect(r).toMatchObject({ requestId: 'req-77', transactionId: 'tx-77', error: expect.stringMatching(/^invalid_(request|token)$/) });
+      expect(r).toMatchObject({
+        requestId: 'req-77',
+        transactionId: 'tx-77',
+        error: expect.stringMatching(/^invalid_(request|token)$/),
+      });
       expect(Date.parse(r.receivedAt)).toBeGreaterThanOrEqual(before - 1000);
       expect(r.description).toEqual(expect.any(String));
       expect(r.gatewayRequestId).toEqual(expect.any(String));
     }
     expect(rows.find((r) => r.reason === 'MALFORMED')!.description).toMatch(/error_description is required/);
-    for (const reason of ['CONFLICT', 'MALFORMED', 'BODY_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'UNAUTHORIZED']) expect(await metric(gw, reason)).toBe(1);
+    for (const reason of ['CONFLICT', 'MALFORMED', 'BODY_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'UNAUTHORIZED'])
+      expect(await metric(gw, reason)).toBe(1);
     expect(await rejections(gw, { id: 'q-400' })).toHaveLength(1);
     expect(await rejections(gw, { first: 2 })).toHaveLength(2);
   });
@@ -74,11 +91,17 @@ describe('the quarantine of refused mobile-ID notifications', () => {
       MOBILEID_CLIENT_ID: 'sp',
     });
     const jwt = `${Buffer.from('{"alg":"ES256"}').toString('base64url')}.${Buffer.from('{"sub":"s"}').toString('base64url')}.c2ln`;
-    const res = await postNotification(gw, { auth_req_id: 'q-503', access_token: 'a', token_type: 'Bearer', id_token: jwt, expires_in: 60 }, { token: 'notify' });
+    const res = await postNotification(
+      gw,
+      { auth_req_id: 'q-503', access_token: 'a', token_type: 'Bearer', id_token: jwt, expires_in: 60 },
+      { token: 'notify' },
+    );
     expect(res.status).toBe(204);
     expect(await rejections(gw, {}, 'ops')).toEqual([]);
     await gw.gateway.services.mobileId.verifyPending(Date.now() + 400 * 86_400_000);
-    expect(await rejections(gw, {}, 'ops')).toMatchObject([{ authReqId: 'q-503', httpStatus: 204, reason: 'JWKS_UNAVAILABLE', error: 'temporarily_unavailable' }]);
+    expect(await rejections(gw, {}, 'ops')).toMatchObject([
+      { authReqId: 'q-503', httpStatus: 204, reason: 'JWKS_UNAVAILABLE', error: 'temporarily_unavailable' },
+    ]);
     expect(await metric(gw, 'JWKS_UNAVAILABLE')).toBe(1);
   });
 
@@ -97,12 +120,20 @@ describe('the quarantine of refused mobile-ID notifications', () => {
 
   it('holds no secret of a refused notification: no token, no id_token, no body', async () => {
     const gw = await gateway();
-    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'q-secret', fields: { token_type: 'mac', refresh_token: 'refresh-secret-value' } });
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({
+      authReqId: 'q-secret',
+      fields: { token_type: 'mac', refresh_token: 'refresh-secret-value' },
+    });
     expect((await postNotification(gw, n.body)).status).toBe(400);
     const rows = await gw.gateway.services.store.db.selectFrom('mobile_id_rejections').selectAll().execute();
     expect(rows).toHaveLength(1);
     const text = JSON.stringify(rows) + JSON.stringify(await rejections(gw));
-    for (const secret of [n.body.access_token, n.body.id_token, 'refresh-secret-value', gw.gateway.sandbox.mobileId!.notificationToken]) {
+    for (const secret of [
+      n.body.access_token,
+      n.body.id_token,
+      'refresh-secret-value',
+      gw.gateway.sandbox.mobileId!.notificationToken,
+    ]) {
       expect(text).not.toContain(String(secret));
     }
     expect(text).not.toContain(createHash('sha256').update(String(n.body.access_token)).digest('hex'));
@@ -115,15 +146,33 @@ describe('who may read the quarantine', () => {
   it('an operator key reads every refusal; an app key only those of notifications on tokens it issued', async () => {
     const gw = await gateway(env);
     const sb = gw.gateway.sandbox.mobileId!;
-    const issued = (await gw.graphql(ISSUE, { id: 'mine' }, { key: 'app-a' })).data!.issueMobileIdNotificationToken.token;
+    const issued = (await gw.graphql(ISSUE, { id: 'mine' }, { key: 'app-a' })).data!.issueMobileIdNotificationToken
+      .token;
     // Refused after authentication with app-a's token: app-a's to read.
     const bad = await sb.buildNotification({ authReqId: 'mine', fields: { token_type: 'mac' } });
     expect((await postNotification(gw, bad.body, { token: issued })).status).toBe(400);
     // Refused with the operator's (sandbox) token and without a valid token: operator data only.
-    expect((await postNotification(gw, (await sb.buildNotification({ authReqId: 'ops-only', fields: { token_type: 'mac' } })).body)).status).toBe(400);
-    expect((await postNotification(gw, (await sb.buildNotification({ authReqId: 'forged' })).body, { token: 'forged-token' })).status).toBe(401);
+    expect(
+      (
+        await postNotification(
+          gw,
+          (await sb.buildNotification({ authReqId: 'ops-only', fields: { token_type: 'mac' } })).body,
+        )
+      ).status,
+    ).toBe(400);
+    expect(
+      (
+        await postNotification(gw, (await sb.buildNotification({ authReqId: 'forged' })).body, {
+          token: 'forged-token',
+        })
+      ).status,
+    ).toBe(401);
 
-    expect((await rejections(gw, {}, 'ops-key')).map((r) => r.reason)).toEqual(['UNAUTHORIZED', 'MALFORMED', 'MALFORMED']);
+    expect((await rejections(gw, {}, 'ops-key')).map((r) => r.reason)).toEqual([
+      'UNAUTHORIZED',
+      'MALFORMED',
+      'MALFORMED',
+    ]);
     expect((await rejections(gw, {}, 'app-a')).map((r) => r.authReqId)).toEqual(['mine']);
     expect(await rejections(gw, {}, 'app-b')).toEqual([]);
     expect(await rejections(gw, { id: 'ops-only' }, 'app-a')).toEqual([]);

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+
 import { SecretBox } from '../../src/mobile-id/sealing.js';
 
 describe('SecretBox', () => {

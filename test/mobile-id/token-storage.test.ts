@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
 import type { Client } from 'graphql-ws';
+import { afterEach, describe, expect, it } from 'vitest';
+
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
+import { collect, postNotification, QUERY, storedEvents, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 import { waitForSubscribers } from '../helpers/wait.js';
 
 // Registered after the gateways' hook, so it runs first: clients go before their gateways.
@@ -32,7 +33,10 @@ describe('mobile-ID tokens at rest and in logs', () => {
     const sub = collect(c, SUBSCRIPTION, { id });
     await waitForSubscribers(gw, 'mobile-id', id);
     const refresh = randomBytes(24).toString('base64url');
-    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: id, fields: { refresh_token: refresh } });
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({
+      authReqId: id,
+      fields: { refresh_token: refresh },
+    });
     expect((await postNotification(gw, n.body)).status).toBe(204);
     await sub.done;
     // The subscriber gets them in clear: that is the product.
@@ -43,9 +47,17 @@ describe('mobile-ID tokens at rest and in logs', () => {
     expect((await gw.graphql(QUERY, { id })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);
 
     const [row] = await storedEvents(gw, id);
-    const secrets = [String(n.body.access_token), String(n.body.id_token), String(n.body.id_token).split('.')[2]!, refresh];
+    const secrets = [
+      String(n.body.access_token),
+      String(n.body.id_token),
+      String(n.body.id_token).split('.')[2]!,
+      refresh,
+    ];
     for (const s of secrets) expect(row!.payload).not.toContain(s);
-    expect(JSON.parse(row!.payload)).toMatchObject({ accessToken: expect.stringMatching(/^gcm1\./), idToken: expect.stringMatching(/^gcm1\./) });
+    expect(JSON.parse(row!.payload)).toMatchObject({
+      accessToken: expect.stringMatching(/^gcm1\./),
+      idToken: expect.stringMatching(/^gcm1\./),
+    });
     const onDisk = dataDirBytes(gw.dataDir);
     for (const s of secrets) expect(onDisk).not.toContain(s);
     const logs = gw.logs();
@@ -65,7 +77,9 @@ describe('mobile-ID tokens at rest and in logs', () => {
 
     const second = await gateway({ DATA_DIR: dir });
     expect(fs.readFileSync(keyFile, 'utf8')).toBe(key);
-    expect((await second.graphql(QUERY, { id: 'restart' })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);
+    expect((await second.graphql(QUERY, { id: 'restart' })).data!.mobileIdAuthentication.accessToken).toBe(
+      n.body.access_token,
+    );
   });
 
   it('uses TOKEN_ENCRYPTION_KEY instead of a key file when it is set', async () => {
@@ -74,7 +88,9 @@ describe('mobile-ID tokens at rest and in logs', () => {
     expect(fs.existsSync(path.join(dir, 'token-encryption.key'))).toBe(false);
     const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'env-key' });
     expect((await postNotification(gw, n.body)).status).toBe(204);
-    expect((await gw.graphql(QUERY, { id: 'env-key' })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);
+    expect((await gw.graphql(QUERY, { id: 'env-key' })).data!.mobileIdAuthentication.accessToken).toBe(
+      n.body.access_token,
+    );
   });
 
   it('removes an access token from storage once its expires_in has passed, keeping the rest of the event', async () => {
@@ -84,7 +100,9 @@ describe('mobile-ID tokens at rest and in logs', () => {
     const long = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'long-lived', expiresIn: 3600 });
     expect((await postNotification(gw, n.body)).status).toBe(204);
     expect((await postNotification(gw, long.body)).status).toBe(204);
-    expect((await gw.graphql(QUERY, { id: 'short-lived' })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);
+    expect((await gw.graphql(QUERY, { id: 'short-lived' })).data!.mobileIdAuthentication.accessToken).toBe(
+      n.body.access_token,
+    );
 
     clock.now += 1_100;
     // Past expiry, the token is no longer handed out even before the purge has run.
@@ -96,7 +114,9 @@ describe('mobile-ID tokens at rest and in logs', () => {
     expect(row!.secrets_expire_at).toBeNull();
     const a = (await gw.graphql(QUERY, { id: 'short-lived' })).data!.mobileIdAuthentication;
     expect(a).toMatchObject({ accessToken: null, idToken: n.body.id_token, subject: expect.any(String) });
-    expect((await gw.graphql(QUERY, { id: 'long-lived' })).data!.mobileIdAuthentication.accessToken).toBe(long.body.access_token);
+    expect((await gw.graphql(QUERY, { id: 'long-lived' })).data!.mobileIdAuthentication.accessToken).toBe(
+      long.body.access_token,
+    );
 
     // A late duplicate of the purged notification is still recognised as the same one.
     expect((await postNotification(gw, n.body)).status).toBe(204);

@@ -1,9 +1,10 @@
-import { CompactEncrypt, exportJWK, generateKeyPair, SignJWT, createLocalJWKSet } from 'jose';
 import fc from 'fast-check';
+import { CompactEncrypt, createLocalJWKSet, exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { IdTokenVerifier } from '../../src/mobile-id/verify.js';
 import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
+import { collect, postNotification, QUERY, storedEvents, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 import { waitForSubscribers } from '../helpers/wait.js';
 
 // The sender does not retry (spec, mobile-id-notification.md), so a notification the spec allows must never be
@@ -23,8 +24,10 @@ afterAll(async () => {
   await gw?.close();
 });
 
-const build = (authReqId: string, options: { fields?: Record<string, unknown>; claims?: Record<string, unknown>; outcome?: 'CANCELLED_BY_USER' } = {}) =>
-  gw.gateway.sandbox.mobileId!.buildNotification({ authReqId, ...options });
+const build = (
+  authReqId: string,
+  options: { fields?: Record<string, unknown>; claims?: Record<string, unknown>; outcome?: 'CANCELLED_BY_USER' } = {},
+) => gw.gateway.sandbox.mobileId!.buildNotification({ authReqId, ...options });
 
 const form = (body: Record<string, unknown>) =>
   new URLSearchParams(Object.entries(body).map(([k, v]) => [k, String(v)])).toString();
@@ -39,7 +42,12 @@ async function deliverWatched(g: TestGateway, authReqId: string, body: unknown, 
     if (res.status === 204) await sub.done;
     else sub.stop();
     const stored = (await g.graphql(QUERY, { id: authReqId })).data!.mobileIdAuthentication;
-    return { status: res.status, json: res.json, published: sub.results.map((r) => r.data.mobileIdAuthentication), stored };
+    return {
+      status: res.status,
+      json: res.json,
+      published: sub.results.map((r) => r.data.mobileIdAuthentication),
+      stored,
+    };
   } finally {
     await client.dispose();
   }
@@ -51,14 +59,24 @@ describe('the mobile-ID webhook accepts every way the spec allows a value to be 
     const r = await deliverWatched(gw, 'nulls', n.body);
     expect(r.status).toBe(204);
     expect(r.published).toHaveLength(1);
-    expect(r.stored).toMatchObject({ __typename: 'MobileIdAuthenticated', authReqId: 'nulls', jwksUri: null, leadingKycMatch: null, correlationId: null });
+    expect(r.stored).toMatchObject({
+      __typename: 'MobileIdAuthenticated',
+      authReqId: 'nulls',
+      jwksUri: null,
+      leadingKycMatch: null,
+      correlationId: null,
+    });
   });
 
   it('takes null correlation_id in a failure notification as absent', async () => {
     const n = await build('failure-null', { outcome: 'CANCELLED_BY_USER', fields: { correlation_id: null } });
     const r = await deliverWatched(gw, 'failure-null', n.body);
     expect(r.status).toBe(204);
-    expect(r.stored).toMatchObject({ __typename: 'MobileIdAuthenticationFailed', reason: 'CANCELLED_BY_USER', correlationId: null });
+    expect(r.stored).toMatchObject({
+      __typename: 'MobileIdAuthenticationFailed',
+      reason: 'CANCELLED_BY_USER',
+      correlationId: null,
+    });
   });
 
   it('reads auth_req_id, correlation_id and the sub claim given as numbers as their decimal text', async () => {
@@ -66,18 +84,36 @@ describe('the mobile-ID webhook accepts every way the spec allows a value to be 
     const r = await deliverWatched(gw, '4242', n.body);
     expect(r.status).toBe(204);
     expect(r.published).toHaveLength(1);
-    expect(r.stored).toMatchObject({ authReqId: '4242', correlationId: '77', subject: '380501234567', idTokenVerified: true });
+    expect(r.stored).toMatchObject({
+      authReqId: '4242',
+      correlationId: '77',
+      subject: '380501234567',
+      idTokenVerified: true,
+    });
   });
 
   it('takes empty optional form fields as absent and leading_kyc_match=1/0 as true/false', async () => {
     const empty = await build('form-empty');
-    const r1 = await deliverWatched(gw, 'form-empty', form({ ...empty.body, jwks_uri: '', leading_kyc_match: '', correlation_id: '' }), 'application/x-www-form-urlencoded');
+    const r1 = await deliverWatched(
+      gw,
+      'form-empty',
+      form({ ...empty.body, jwks_uri: '', leading_kyc_match: '', correlation_id: '' }),
+      'application/x-www-form-urlencoded',
+    );
     expect(r1.status).toBe(204);
     expect(r1.stored).toMatchObject({ jwksUri: null, leadingKycMatch: null, correlationId: null });
 
-    for (const [id, value, expected] of [['form-one', '1', true], ['form-zero', '0', false]] as const) {
+    for (const [id, value, expected] of [
+      ['form-one', '1', true],
+      ['form-zero', '0', false],
+    ] as const) {
       const n = await build(id);
-      const r = await deliverWatched(gw, id, form({ ...n.body, leading_kyc_match: value }), 'application/x-www-form-urlencoded');
+      const r = await deliverWatched(
+        gw,
+        id,
+        form({ ...n.body, leading_kyc_match: value }),
+        'application/x-www-form-urlencoded',
+      );
       expect(r.status).toBe(204);
       expect(r.stored.leadingKycMatch).toBe(expected);
     }
@@ -103,7 +139,10 @@ describe('the mobile-ID webhook accepts every way the spec allows a value to be 
   });
 
   it('reads token_type case-insensitively (RFC 6749 §5.1) and reports it as Bearer', async () => {
-    for (const [id, tokenType] of [['tt-lower', 'bearer'], ['tt-upper', 'BEARER']]) {
+    for (const [id, tokenType] of [
+      ['tt-lower', 'bearer'],
+      ['tt-upper', 'BEARER'],
+    ]) {
       const n = await build(id!, { fields: { token_type: tokenType } });
       const r = await deliverWatched(gw, id!, n.body);
       expect(r.status).toBe(204);
@@ -123,7 +162,8 @@ describe('the mobile-ID webhook accepts every way the spec allows a value to be 
     expect(r.published).toHaveLength(1);
     const a = (await gw.graphql(CHECKS, { id: 'jwe' })).data!.mobileIdAuthentication;
     expect(a).toMatchObject({ subject: null, idToken: jwe, idTokenVerified: false });
-    for (const check of ['signature', 'issuer', 'audience', 'expiry', 'authReqIdClaim', 'atHash']) expect(a.idTokenChecks[check]).toBe('NOT_CHECKED');
+    for (const check of ['signature', 'issuer', 'audience', 'expiry', 'authReqIdClaim', 'atHash'])
+      expect(a.idTokenChecks[check]).toBe('NOT_CHECKED');
     expect(a.idTokenChecks.notCheckedReason).toMatch(/encrypted \(JWE\)/);
     const rows = await storedEvents(gw, 'jwe');
     expect(rows).toHaveLength(1);
@@ -131,16 +171,37 @@ describe('the mobile-ID webhook accepts every way the spec allows a value to be 
   });
 
   it('accepts an id_token carrying only sub and acr when a JWKS is configured: signature VALID, the rest ABSENT', async () => {
-    const claims = { iss: undefined, aud: undefined, exp: undefined, iat: undefined, auth_time: undefined, amr: undefined, at_hash: undefined, [AUTH_REQ_ID_CLAIM]: undefined };
+    const claims = {
+      iss: undefined,
+      aud: undefined,
+      exp: undefined,
+      iat: undefined,
+      auth_time: undefined,
+      amr: undefined,
+      at_hash: undefined,
+      [AUTH_REQ_ID_CLAIM]: undefined,
+    };
     const n = await build('sub-and-acr', { claims });
     const r = await deliverWatched(gw, 'sub-and-acr', n.body);
     expect(r.status).toBe(204);
     const a = (await gw.graphql(CHECKS, { id: 'sub-and-acr' })).data!.mobileIdAuthentication;
-    expect(a.idTokenChecks).toEqual({ signature: 'VALID', issuer: 'ABSENT', audience: 'ABSENT', expiry: 'ABSENT', authReqIdClaim: 'ABSENT', atHash: 'ABSENT', strict: false, notCheckedReason: null });
+    expect(a.idTokenChecks).toEqual({
+      signature: 'VALID',
+      issuer: 'ABSENT',
+      audience: 'ABSENT',
+      expiry: 'ABSENT',
+      authReqIdClaim: 'ABSENT',
+      atHash: 'ABSENT',
+      strict: false,
+      notCheckedReason: null,
+    });
   });
 
   it('still refuses a present iss or aud that is wrong', async () => {
-    for (const [id, claims] of [['wrong-iss', { iss: 'https://elsewhere.example' }], ['wrong-aud', { aud: 'another-client' }]] as const) {
+    for (const [id, claims] of [
+      ['wrong-iss', { iss: 'https://elsewhere.example' }],
+      ['wrong-aud', { aud: 'another-client' }],
+    ] as const) {
       const n = await build(id, { claims });
       const res = await postNotification(gw, n.body);
       expect(res.status).toBe(400);
@@ -160,14 +221,22 @@ describe('strict mode (MOBILEID_STRICT_ID_TOKEN=true) requires iss and aud, and 
 
   it('refuses an id_token without iss, and an encrypted one, with 400 naming why', async () => {
     const strict = await gateway({ MOBILEID_STRICT_ID_TOKEN: 'true' });
-    const noIss = await strict.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'strict-no-iss', claims: { iss: undefined } });
+    const noIss = await strict.gateway.sandbox.mobileId!.buildNotification({
+      authReqId: 'strict-no-iss',
+      claims: { iss: undefined },
+    });
     const r1 = await postNotification(strict, noIss.body);
     expect(r1.status).toBe(400);
     expect(r1.json.error_description).toMatch(/iss claim: missing/);
 
     const { publicKey } = await generateKeyPair('RSA-OAEP-256');
-    const jwe = await new CompactEncrypt(new TextEncoder().encode('{}')).setProtectedHeader({ alg: 'RSA-OAEP-256', enc: 'A256GCM' }).encrypt(publicKey);
-    const enc = await strict.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'strict-jwe', fields: { id_token: jwe } });
+    const jwe = await new CompactEncrypt(new TextEncoder().encode('{}'))
+      .setProtectedHeader({ alg: 'RSA-OAEP-256', enc: 'A256GCM' })
+      .encrypt(publicKey);
+    const enc = await strict.gateway.sandbox.mobileId!.buildNotification({
+      authReqId: 'strict-jwe',
+      fields: { id_token: jwe },
+    });
     const r2 = await postNotification(strict, enc.body);
     expect(r2.status).toBe(400);
     expect(r2.json.error_description).toMatch(/encrypted \(JWE\)/);
@@ -178,21 +247,42 @@ describe('MOBILEID_ISSUER and MOBILEID_CLIENT_ID are optional beside a JWKS', ()
   it('checks the signature and reports a present iss and aud as not compared, saying which variable is unset', async () => {
     const { privateKey, publicKey } = await generateKeyPair('ES256');
     const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256' };
-    const verifier = new IdTokenVerifier({ keys: { source: 'test JWKS', get: createLocalJWKSet({ keys: [jwk] }) }, issuer: undefined, clientId: undefined });
-    const token = await new SignJWT({ sub: 'u', acr: '2', iss: 'https://op.example', aud: 'rp' }).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).sign(privateKey);
+    const verifier = new IdTokenVerifier({
+      keys: { source: 'test JWKS', get: createLocalJWKSet({ keys: [jwk] }) },
+      issuer: undefined,
+      clientId: undefined,
+    });
+    const token = await new SignJWT({ sub: 'u', acr: '2', iss: 'https://op.example', aud: 'rp' })
+      .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+      .sign(privateKey);
     const out = await verifier.check({ idToken: token, accessToken: 'at', authReqId: 'x' });
-    expect(out).toMatchObject({ status: 'accepted', keys: 'test JWKS', checks: { signature: 'VALID', issuer: 'NOT_CHECKED', audience: 'NOT_CHECKED' } });
-    expect(out.status === 'accepted' && out.checks.notCheckedReason).toMatch(/MOBILEID_ISSUER is not set.*MOBILEID_CLIENT_ID is not set/);
+    expect(out).toMatchObject({
+      status: 'accepted',
+      keys: 'test JWKS',
+      checks: { signature: 'VALID', issuer: 'NOT_CHECKED', audience: 'NOT_CHECKED' },
+    });
+    expect(out.status === 'accepted' && out.checks.notCheckedReason).toMatch(
+      /MOBILEID_ISSUER is not set.*MOBILEID_CLIENT_ID is not set/,
+    );
 
     const { privateKey: otherKey } = await generateKeyPair('ES256');
     const forged = await new SignJWT({ sub: 'u' }).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).sign(otherKey);
-    expect(await verifier.check({ idToken: forged, accessToken: 'at', authReqId: 'x' })).toMatchObject({ status: 'rejected', reason: 'ID_TOKEN_SIGNATURE' });
+    expect(await verifier.check({ idToken: forged, accessToken: 'at', authReqId: 'x' })).toMatchObject({
+      status: 'rejected',
+      reason: 'ID_TOKEN_SIGNATURE',
+    });
   });
 });
 
 describe('property: every seed-conformant notification, in either encoding, is acknowledged and stored once', () => {
   /** How an optional field is written: absent, null (JSON only), empty, or a value in an allowed form. */
-  const optional = <T>(values: fc.Arbitrary<T>) => fc.oneof(fc.constant({ kind: 'absent' as const }), fc.constant({ kind: 'null' as const }), fc.constant({ kind: 'empty' as const }), values.map((v) => ({ kind: 'value' as const, v })));
+  const optional = <T>(values: fc.Arbitrary<T>) =>
+    fc.oneof(
+      fc.constant({ kind: 'absent' as const }),
+      fc.constant({ kind: 'null' as const }),
+      fc.constant({ kind: 'empty' as const }),
+      values.map((v) => ({ kind: 'value' as const, v })),
+    );
   const notification = fc.record({
     encoding: fc.constantFrom('json', 'form'),
     outcome: fc.constantFrom('success', 'failure'),
@@ -224,14 +314,24 @@ describe('property: every seed-conformant notification, in either encoding, is a
           body.expires_in = c.expiresIn;
           secrets.push(String(body.access_token), String(body.id_token));
         }
-        const fields: Array<[string, { kind: string; v?: unknown }]> = c.outcome === 'success' ? [['jwks_uri', c.jwksUri], ['leading_kyc_match', c.kyc], ['correlation_id', c.correlation]] : [['correlation_id', c.correlation]];
+        const fields: Array<[string, { kind: string; v?: unknown }]> =
+          c.outcome === 'success'
+            ? [
+                ['jwks_uri', c.jwksUri],
+                ['leading_kyc_match', c.kyc],
+                ['correlation_id', c.correlation],
+              ]
+            : [['correlation_id', c.correlation]];
         for (const [name, f] of fields) {
           if (f.kind === 'absent') delete body[name];
           else if (f.kind === 'null') body[name] = c.encoding === 'json' ? null : '';
           else if (f.kind === 'empty') body[name] = '';
           else body[name] = f.v;
         }
-        const res = c.encoding === 'json' ? await postNotification(gw, body) : await postNotification(gw, form(body), { contentType: 'application/x-www-form-urlencoded' });
+        const res =
+          c.encoding === 'json'
+            ? await postNotification(gw, body)
+            : await postNotification(gw, form(body), { contentType: 'application/x-www-form-urlencoded' });
         expect(res.status, `${res.text} for ${JSON.stringify(c)}`).toBe(204);
         expect(await storedEvents(gw, authReqId)).toHaveLength(1);
         const got = (await gw.graphql(QUERY, { id: authReqId })).data!.mobileIdAuthentication;
@@ -241,7 +341,9 @@ describe('property: every seed-conformant notification, in either encoding, is a
       { numRuns: 80, seed: Number(process.env.FC_SEED ?? Date.now() % 2 ** 31) },
     );
     expect(cases).toBeGreaterThanOrEqual(80);
-    const quarantine = JSON.stringify((await gw.graphql(`{ mobileIdRejections(first: 500) { authReqId description reason } }`)).data);
+    const quarantine = JSON.stringify(
+      (await gw.graphql(`{ mobileIdRejections(first: 500) { authReqId description reason } }`)).data,
+    );
     expect(quarantine).not.toMatch(/prop-|"9\d{5}"/);
     for (const s of secrets) expect(quarantine).not.toContain(s);
   });

@@ -1,11 +1,19 @@
 // The notification's id_token is decoded once, by the body check, and handed to the intake with the notification
 // (no module-level memo of the last token): bad fields are still named in the shape's order.
 import { describe, expect, it } from 'vitest';
+
 import { parseNotification } from '../../src/mobile-id/wire.js';
 
 const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
 const jwt = (claims: object) => `${b64({ alg: 'RS256', kid: 'k' })}.${b64(claims)}.sig`;
-const body = (overrides: Record<string, unknown>) => ({ auth_req_id: 'a-1', access_token: 'at', token_type: 'Bearer', id_token: jwt({ sub: 'user-1' }), expires_in: 60, ...overrides });
+const body = (overrides: Record<string, unknown>) => ({
+  auth_req_id: 'a-1',
+  access_token: 'at',
+  token_type: 'Bearer',
+  id_token: jwt({ sub: 'user-1' }),
+  expires_in: 60,
+  ...overrides,
+});
 
 describe('parseNotification', () => {
   it('hands the decoded id_token with the notification, each notification its own', () => {
@@ -22,7 +30,12 @@ describe('parseNotification', () => {
 
   it('names a malformed id_token and a subject-less one in the shape’s field order, among the other bad fields', () => {
     const bad = parseNotification(body({ token_type: 'Basic', id_token: 'not-a-jwt', expires_in: -1 }));
-    expect(bad).toEqual({ ok: false, description: expect.stringMatching(/^token_type must be "Bearer".*; id_token is neither a well-formed JWT.*; expires_in must not be negative$/) });
+    expect(bad).toEqual({
+      ok: false,
+      description: expect.stringMatching(
+        /^token_type must be "Bearer".*; id_token is neither a well-formed JWT.*; expires_in must not be negative$/,
+      ),
+    });
     const noSub = parseNotification(body({ id_token: jwt({ iss: 'x' }) }));
     expect(noSub).toEqual({ ok: false, description: 'id_token has no sub claim (the identifier of the number owner)' });
   });

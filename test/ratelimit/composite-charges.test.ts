@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
+
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 
 const start = gatewaysPerTest();
@@ -29,7 +30,8 @@ const input = (topics: number) => ({
 });
 
 /** Upstream creations the cloud sandbox received (every POST: projects and resources). */
-const creationsUpstream = (gw: TestGateway) => gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.includes('/tokens')).length;
+const creationsUpstream = (gw: TestGateway) =>
+  gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.includes('/tokens')).length;
 
 async function pointsAllowed(gw: TestGateway): Promise<number> {
   const text = await (await request(`${gw.url}/metrics`)).body.text();
@@ -37,7 +39,10 @@ async function pointsAllowed(gw: TestGateway): Promise<number> {
   return m ? Number(m[1]) : 0;
 }
 
-async function settled(gw: TestGateway, id: string): Promise<{ state: string; steps: Array<{ name: string; state: string }> }> {
+async function settled(
+  gw: TestGateway,
+  id: string,
+): Promise<{ state: string; steps: Array<{ name: string; state: string }> }> {
   await gw.gateway.services.provisioning.idle();
   return (await gw.graphql(STATE, { id }, { key: KEY })).data!.provisioning;
 }
@@ -65,7 +70,10 @@ describe('rate limits of composite provisionings', () => {
     const gw = await start({ GATEWAY_API_KEYS: KEY, RATE_LIMIT_CREATIONS: '100/1h', UPSTREAM_MAX_RETRIES: '0' });
     const sandbox = gw.gateway.sandbox.cloud!;
     // The cluster step (after project, network, subnet and IP address) fails once.
-    sandbox.faults.enqueueFor((path, method) => method === 'POST' && path === '/ocs/v1/services' && sandbox.resources().length === 3, '503');
+    sandbox.faults.enqueueFor(
+      (path, method) => method === 'POST' && path === '/ocs/v1/services' && sandbox.resources().length === 3,
+      '503',
+    );
     const key = randomUUID();
     const first = await gw.graphql(PROVISION, { input: input(3), key }, { key: KEY });
     const id = first.data!.provisionKafkaCluster.provisioning.id as string;
@@ -80,7 +88,9 @@ describe('rate limits of composite provisionings', () => {
     expect(await pointsAllowed(gw)).toBe(16);
 
     // A replay of the finished provisioning is charged nothing.
-    expect((await gw.graphql(PROVISION, { input: input(3), key }, { key: KEY })).data!.provisionKafkaCluster.replayed).toBe(true);
+    expect(
+      (await gw.graphql(PROVISION, { input: input(3), key }, { key: KEY })).data!.provisionKafkaCluster.replayed,
+    ).toBe(true);
     expect(await pointsAllowed(gw)).toBe(16);
   });
 });

@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
 import { createClient } from 'graphql-ws';
 import { request } from 'undici';
-import WebSocket from 'ws';
 import { describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { gatewaysPerTest } from '../helpers/gateway.js';
-import { APP_A, APP_B, CREATE_PROJECT, READ_PROJECTS, post, projectCreationsUpstream } from './helpers.js';
+import { APP_A, APP_B, CREATE_PROJECT, post, projectCreationsUpstream, READ_PROJECTS } from './helpers.js';
 
 const start = gatewaysPerTest();
 const KEYS = `${APP_A},${APP_B}`;
@@ -23,7 +24,13 @@ describe('per-app rate limits (SQLite, one process)', () => {
     expect(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 3600).toBe(true);
     expect(refused.body.data ?? null).toBeNull();
     expect(refused.body.errors).toHaveLength(1);
-    expect(refused.body.errors![0]!.extensions).toEqual({ code: 'RATE_LIMITED', bucket: 'creations', retryAfter, limit: 2, windowSeconds: 3600 });
+    expect(refused.body.errors![0]!.extensions).toEqual({
+      code: 'RATE_LIMITED',
+      bucket: 'creations',
+      retryAfter,
+      limit: 2,
+      windowSeconds: 3600,
+    });
     expect(projectCreationsUpstream(gw)).toBe(upstreamBefore);
     expect((await gw.graphql(READ_PROJECTS, {}, { key: APP_A })).data!.projects).toHaveLength(2);
   });
@@ -49,7 +56,9 @@ describe('per-app rate limits (SQLite, one process)', () => {
     expect(readRefused.body.errors![0]!.extensions).toMatchObject({ code: 'RATE_LIMITED', bucket: 'reads' });
     expect((await post(gw, APP_A, CREATE_PROJECT, { name: 'after-reads' })).status).toBe(200);
     // ...and spending the creation leaves the other app's reads intact.
-    expect((await post(gw, APP_A, CREATE_PROJECT, { name: 'second' })).body.errors![0]!.extensions!.bucket).toBe('creations');
+    expect((await post(gw, APP_A, CREATE_PROJECT, { name: 'second' })).body.errors![0]!.extensions!.bucket).toBe(
+      'creations',
+    );
     expect((await post(gw, APP_B, READ_PROJECTS)).status).toBe(200);
   });
 
@@ -75,7 +84,10 @@ describe('per-app rate limits (SQLite, one process)', () => {
     await post(gw, APP_A, CREATE_PROJECT, { name: 'm1' });
     await post(gw, APP_A, CREATE_PROJECT, { name: 'm2' });
     const text = await (await request(`${gw.url}/metrics`)).body.text();
-    const app = /gateway_rate_limit_points_total\{app="(key-[0-9a-f]{12})",bucket="creations",outcome="allowed"\} 1/.exec(text)![1]!;
+    const app =
+      /gateway_rate_limit_points_total\{app="(key-[0-9a-f]{12})",bucket="creations",outcome="allowed"\} 1/.exec(
+        text,
+      )![1]!;
     // An unsalted sha256 of the key would let anyone who reads /metrics test candidate keys offline.
     expect(text).not.toContain(createHash('sha256').update(APP_A).digest('hex').slice(0, 12));
     expect(text).toContain(`gateway_rate_limit_points_total{app="${app}",bucket="creations",outcome="refused"} 1`);
@@ -86,7 +98,12 @@ describe('per-app rate limits (SQLite, one process)', () => {
 
   it('a subscription over WebSocket past the read budget is refused with RATE_LIMITED and a retry-after', async () => {
     const gw = await start({ GATEWAY_API_KEYS: KEYS, RATE_LIMIT_READS: '1/1h' });
-    const client = createClient({ url: gw.url.replace('http', 'ws') + '/graphql', webSocketImpl: WebSocket, retryAttempts: 0, connectionParams: { authorization: `Bearer ${APP_A}` } });
+    const client = createClient({
+      url: gw.url.replace('http', 'ws') + '/graphql',
+      webSocketImpl: WebSocket,
+      retryAttempts: 0,
+      connectionParams: { authorization: `Bearer ${APP_A}` },
+    });
     try {
       const first = await client.iterate({ query: 'subscription { heartbeat(intervalMs: 10, count: 1) }' }).next();
       expect(first.value.errors).toBeUndefined();
@@ -115,6 +132,9 @@ describe('per-app rate limits (SQLite, one process)', () => {
       expect((error as ConfigError).variable).toBe('RATE_LIMIT_CREATIONS');
       expect((error as Error).message).toContain('<points>/<window>');
     }
-    expect(loadConfig({ RATE_LIMIT_READS: '600/1m' }).rateLimits).toEqual({ creations: null, reads: { points: 600, windowMs: 60_000 } });
+    expect(loadConfig({ RATE_LIMIT_READS: '600/1m' }).rateLimits).toEqual({
+      creations: null,
+      reads: { points: 600, windowMs: 60_000 },
+    });
   });
 });

@@ -3,6 +3,7 @@
 // RATE_LIMITED before any work.
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
+
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 
 const start = gatewaysPerTest();

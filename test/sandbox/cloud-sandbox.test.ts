@@ -1,9 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox } from '../../src/sandbox/cloud.js';
-import type { CloudSandbox, CloudSandboxOptions } from '../../src/sandbox/cloud.js';
+
 import { CLOUD_SHAPE_MODES } from '../../src/sandbox/cloud-shapes.js';
+import {
+  SANDBOX_SERVICE_ACCOUNT_TOKEN,
+  startCloudSandbox,
+  type CloudSandbox,
+  type CloudSandboxOptions,
+} from '../../src/sandbox/cloud.js';
 
 const TOKEN = SANDBOX_SERVICE_ACCOUNT_TOKEN;
 const UBUNTU = 'cd354813-aff7-423b-9d16-6820bce249f9';
@@ -173,9 +178,14 @@ describe('tokens', () => {
     expect(res.body.access_token.split('.')).toHaveLength(3);
     expect(JSON.parse(Buffer.from(header!, 'base64url').toString())).toMatchObject({ alg: 'HS256', typ: 'JWT' });
 
-    const project = await post(s, PROJECTS, { name: 'p', description: '' }, {
-      headers: { authorization: `Bearer ${res.body.access_token}` },
-    });
+    const project = await post(
+      s,
+      PROJECTS,
+      { name: 'p', description: '' },
+      {
+        headers: { authorization: `Bearer ${res.body.access_token}` },
+      },
+    );
     expect(project.status).toBe(201);
   });
 
@@ -211,7 +221,12 @@ describe('tokens', () => {
     const s = await sandbox({ tokenTtlSeconds: 0.2 });
     const token = (await post(s, TOKENS, { login: 'a' })).body.access_token as string;
     await new Promise((r) => setTimeout(r, 300));
-    const res = await post(s, PROJECTS, { name: 'p', description: '' }, { headers: { authorization: `Bearer ${token}` } });
+    const res = await post(
+      s,
+      PROJECTS,
+      { name: 'p', description: '' },
+      { headers: { authorization: `Bearer ${token}` } },
+    );
     expectError(res, 401, 'TOKEN_EXPIRED');
   });
 
@@ -250,7 +265,11 @@ describe('creation', () => {
     );
     await createOk(s, SERVICES, envelope('topic', 'vendor-kafka', projectId, topicSpec(), clusterId));
     await createOk(s, SERVICES, envelope('user', 'vendor-kafka', projectId, userSpec, clusterId));
-    const vm = await post(s, SERVICES, envelope('compute', 'compute-cloud', projectId, vmSpec(networkId, subnetId, ipId)));
+    const vm = await post(
+      s,
+      SERVICES,
+      envelope('compute', 'compute-cloud', projectId, vmSpec(networkId, subnetId, ipId)),
+    );
     expect(vm.status).toBe(201);
     expect(vm.body).toMatchObject({ kind: 'compute', projectId, status: 'CREATING', metadata: { title: 'a compute' } });
     expect(vm.body.id).toMatch(UUID_V4);
@@ -289,7 +308,11 @@ describe('creation', () => {
   it('refuses a number where the spec says a decimal string, naming the field', async () => {
     const s = await sandbox();
     const { projectId, networkId, subnetId } = await networkFixture(s);
-    const clusterId = await createOk(s, SERVICES, envelope('compute', 'vendor-kafka', projectId, kafkaSpec(networkId, subnetId)));
+    const clusterId = await createOk(
+      s,
+      SERVICES,
+      envelope('compute', 'vendor-kafka', projectId, kafkaSpec(networkId, subnetId)),
+    );
     const spec = topicSpec();
     (spec['vendor.extensions.topic'] as Record<string, unknown>).retention_ms = 604800000;
     const res = await post(s, SERVICES, envelope('topic', 'vendor-kafka', projectId, spec, clusterId));
@@ -317,7 +340,12 @@ describe('creation', () => {
       'VALIDATION_FAILED',
       'parentBinding',
     );
-    expectError(await post(s, SERVICES, envelope('ip', 'network', projectId, {})), 400, 'VALIDATION_FAILED', 'parentBinding');
+    expectError(
+      await post(s, SERVICES, envelope('ip', 'network', projectId, {})),
+      400,
+      'VALIDATION_FAILED',
+      'parentBinding',
+    );
     expectError(
       await post(s, SERVICES, envelope('ip', 'network', projectId, {}, randomUUID())),
       404,
@@ -360,15 +388,33 @@ describe('creation', () => {
     const s = await sandbox();
     const { projectId, networkId, subnetId } = await networkFixture(s);
     const body = { name: 'p', description: '' };
-    expectError(await post(s, PROJECTS, body, { headers: { 'idempotency-key': undefined } }), 400, 'IDEMPOTENCY_KEY_MISSING');
-    expectError(await post(s, PROJECTS, body, { headers: { 'idempotency-key': 'not-a-uuid' } }), 400, 'IDEMPOTENCY_KEY_INVALID');
-    expectError(await post(s, PROJECTS, body, { headers: { 'content-type': 'text/plain' } }), 415, 'UNSUPPORTED_MEDIA_TYPE');
+    expectError(
+      await post(s, PROJECTS, body, { headers: { 'idempotency-key': undefined } }),
+      400,
+      'IDEMPOTENCY_KEY_MISSING',
+    );
+    expectError(
+      await post(s, PROJECTS, body, { headers: { 'idempotency-key': 'not-a-uuid' } }),
+      400,
+      'IDEMPOTENCY_KEY_INVALID',
+    );
+    expectError(
+      await post(s, PROJECTS, body, { headers: { 'content-type': 'text/plain' } }),
+      415,
+      'UNSUPPORTED_MEDIA_TYPE',
+    );
     expectError(await post(s, PROJECTS, '{"name":', {}), 400, 'MALFORMED_JSON');
     const cluster = envelope('compute', 'vendor-kafka', projectId, kafkaSpec(networkId, subnetId));
     expectError(await post(s, SERVICES, cluster, { headers: { accept: undefined } }), 406, 'NOT_ACCEPTABLE');
     expectError(await post(s, SERVICES, cluster, { headers: { accept: '*/*' } }), 406, 'NOT_ACCEPTABLE');
     // Network creation is shown without Accept, so it does not need it.
-    expect((await post(s, SERVICES, envelope('network', 'network', projectId, networkSpec), { headers: { accept: undefined } })).status).toBe(201);
+    expect(
+      (
+        await post(s, SERVICES, envelope('network', 'network', projectId, networkSpec), {
+          headers: { accept: undefined },
+        })
+      ).status,
+    ).toBe(201);
     expect(s.resources('kafka-cluster')).toHaveLength(0);
   });
 });
@@ -391,7 +437,9 @@ describe('idempotency', () => {
   it('refuses a key reused with another body', async () => {
     const s = await sandbox();
     const key = randomUUID();
-    expect((await post(s, PROJECTS, { name: 'a', description: '' }, { headers: { 'idempotency-key': key } })).status).toBe(201);
+    expect(
+      (await post(s, PROJECTS, { name: 'a', description: '' }, { headers: { 'idempotency-key': key } })).status,
+    ).toBe(201);
     const reuse = await post(s, PROJECTS, { name: 'b', description: '' }, { headers: { 'idempotency-key': key } });
     expectError(reuse, 409, 'IDEMPOTENCY_KEY_CONFLICT', 'Idempotency-Key');
     expect(s.projects()).toHaveLength(1);
@@ -400,8 +448,12 @@ describe('idempotency', () => {
   it('keeps a refused request from using up its key', async () => {
     const s = await sandbox();
     const key = randomUUID();
-    expect((await post(s, PROJECTS, { name: '', description: '' }, { headers: { 'idempotency-key': key } })).status).toBe(400);
-    expect((await post(s, PROJECTS, { name: 'ok', description: '' }, { headers: { 'idempotency-key': key } })).status).toBe(201);
+    expect(
+      (await post(s, PROJECTS, { name: '', description: '' }, { headers: { 'idempotency-key': key } })).status,
+    ).toBe(400);
+    expect(
+      (await post(s, PROJECTS, { name: 'ok', description: '' }, { headers: { 'idempotency-key': key } })).status,
+    ).toBe(201);
   });
 });
 
@@ -574,31 +626,34 @@ describe('recording', () => {
   });
 });
 
-
 describe('response shapes (the spec shows none)', () => {
-  it.each(CLOUD_SHAPE_MODES.map((m) => [m.name, m] as const))('%s: answers the token, the created id and the address exactly where the shape says', async (_name, mode) => {
-    const s = await sandbox({ responseShape: mode.shape });
-    const token = await post(s, TOKENS, { login: 'a' });
-    expect(token.status).toBe(200);
-    expect(Object.keys(token.body).sort()).toEqual([mode.shape.token, 'expires_in', 'token_type'].sort());
-    expect(token.body[mode.shape.token]).toBe(s.issuedTokens[0]!.token);
+  it.each(CLOUD_SHAPE_MODES.map((m) => [m.name, m] as const))(
+    '%s: answers the token, the created id and the address exactly where the shape says',
+    async (_name, mode) => {
+      const s = await sandbox({ responseShape: mode.shape });
+      const token = await post(s, TOKENS, { login: 'a' });
+      expect(token.status).toBe(200);
+      expect(Object.keys(token.body).sort()).toEqual([mode.shape.token, 'expires_in', 'token_type'].sort());
+      expect(token.body[mode.shape.token]).toBe(s.issuedTokens[0]!.token);
 
-    const project = await post(s, PROJECTS, { name: 'shaped', description: '' });
-    expect(project.status).toBe(201);
-    const at = (body: any, path: string) => path.split('.').reduce((v, k) => v?.[k], body);
-    const projectId = at(project.body, mode.shape.id);
-    expect(projectId).toBe(s.projects()[0]!.id);
-    // The id is nowhere else: a reader that guesses another place finds nothing.
-    for (const other of ['id', 'serviceId', 'data.id', 'metadata.id'].filter((p) => p !== mode.shape.id)) expect(at(project.body, other)).toBeUndefined();
+      const project = await post(s, PROJECTS, { name: 'shaped', description: '' });
+      expect(project.status).toBe(201);
+      const at = (body: any, path: string) => path.split('.').reduce((v, k) => v?.[k], body);
+      const projectId = at(project.body, mode.shape.id);
+      expect(projectId).toBe(s.projects()[0]!.id);
+      // The id is nowhere else: a reader that guesses another place finds nothing.
+      for (const other of ['id', 'serviceId', 'data.id', 'metadata.id'].filter((p) => p !== mode.shape.id))
+        expect(at(project.body, other)).toBeUndefined();
 
-    const network = await post(s, SERVICES, envelope('network', 'network', projectId, networkSpec));
-    const networkId = at(network.body, mode.shape.id);
-    const ip = await post(s, SERVICES, envelope('ip', 'network', projectId, {}, networkId));
-    expect(ip.status).toBe(201);
-    const record = mode.shape.id === 'data.id' ? ip.body.data : ip.body;
-    const address = s.resources('ip')[0]!.address;
-    const fields = ['address', 'ipAddress', 'ip_address', 'ip', 'publicIp'];
-    for (const f of fields) expect(record[f]).toBe(f === mode.shape.address ? address : undefined);
-    expect(JSON.stringify(ip.body).includes(address!)).toBe(mode.shape.address !== 'absent');
-  });
+      const network = await post(s, SERVICES, envelope('network', 'network', projectId, networkSpec));
+      const networkId = at(network.body, mode.shape.id);
+      const ip = await post(s, SERVICES, envelope('ip', 'network', projectId, {}, networkId));
+      expect(ip.status).toBe(201);
+      const record = mode.shape.id === 'data.id' ? ip.body.data : ip.body;
+      const address = s.resources('ip')[0]!.address;
+      const fields = ['address', 'ipAddress', 'ip_address', 'ip', 'publicIp'];
+      for (const f of fields) expect(record[f]).toBe(f === mode.shape.address ? address : undefined);
+      expect(JSON.stringify(ip.body).includes(address!)).toBe(mode.shape.address !== 'absent');
+    },
+  );
 });

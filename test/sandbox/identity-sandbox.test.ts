@@ -1,10 +1,21 @@
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { IDENTIFICATIONS_PATH, SANDBOX_IDENTIFICATION_TOKEN, startIdentificationSandbox } from '../../src/sandbox/identification.js';
-import { RESULTS_PATH, RFM_PATH, SANDBOX_VERIFICATION_TOKEN, VERIFICATIONS_PATH, startVerificationSandbox } from '../../src/sandbox/verification.js';
+
+import {
+  IDENTIFICATIONS_PATH,
+  SANDBOX_IDENTIFICATION_TOKEN,
+  startIdentificationSandbox,
+} from '../../src/sandbox/identification.js';
+import {
+  RESULTS_PATH,
+  RFM_PATH,
+  SANDBOX_VERIFICATION_TOKEN,
+  startVerificationSandbox,
+  VERIFICATIONS_PATH,
+} from '../../src/sandbox/verification.js';
 
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -93,18 +104,27 @@ describe('verification sandbox', () => {
   it('answers IN_PROGRESS until a verification completes, then calls back with the completed result, and serves results only for known ids', async () => {
     const { s, auth } = await start(NEVER_MS);
     const cb = await receiver();
-    const reg = await post(s.url + VERIFICATIONS_PATH, { workflowId: 'wf', applicant: { lastName: 'X' }, callbackUrl: `${cb.url}/hook` }, auth);
+    const reg = await post(
+      s.url + VERIFICATIONS_PATH,
+      { workflowId: 'wf', applicant: { lastName: 'X' }, callbackUrl: `${cb.url}/hook` },
+      auth,
+    );
     expect(reg.status).toBe(200);
     const id = reg.body.verificationExternalId as string;
     expect(reg.body.jobResults.status).toBe('ACCEPTED');
 
     const pending = await post(s.url + RESULTS_PATH, { verificationExternalId: [id, 'unknown'] }, auth);
-    expect(pending.body.results).toEqual([expect.objectContaining({ verificationExternalId: id, status: 'IN_PROGRESS' })]);
+    expect(pending.body.results).toEqual([
+      expect.objectContaining({ verificationExternalId: id, status: 'IN_PROGRESS' }),
+    ]);
     expect(cb.received).toEqual([]);
 
     await s.complete(id);
     await expect.poll(() => cb.received.length, EVENT).toBe(1);
-    expect(cb.received[0]).toMatchObject({ path: '/hook', body: { verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' } });
+    expect(cb.received[0]).toMatchObject({
+      path: '/hook',
+      body: { verificationExternalId: id, status: 'COMPLETED', decision: 'APPROVED' },
+    });
     const done = await post(s.url + RESULTS_PATH, { verificationExternalId: id }, auth);
     expect(done.body.results[0]).toMatchObject({ status: 'COMPLETED' });
   });
@@ -116,7 +136,9 @@ describe('verification sandbox', () => {
     const id = reg.body.verificationExternalId as string;
     await expect.poll(() => cb.received.length, EVENT).toBe(1);
     expect(cb.received[0]).toMatchObject({ body: { verificationExternalId: id, status: 'COMPLETED' } });
-    expect((await post(s.url + RESULTS_PATH, { verificationExternalId: id }, auth)).body.results[0]).toMatchObject({ status: 'COMPLETED' });
+    expect((await post(s.url + RESULTS_PATH, { verificationExternalId: id }, auth)).body.results[0]).toMatchObject({
+      status: 'COMPLETED',
+    });
   });
 
   it('retries a callback answered 5xx and stops at the first 2xx', async () => {
@@ -125,7 +147,9 @@ describe('verification sandbox', () => {
     const reg = await post(s.url + VERIFICATIONS_PATH, { workflowId: 'wf', applicant: {}, callbackUrl: cb.url }, auth);
     await s.complete(reg.body.verificationExternalId as string);
     await expect.poll(() => cb.received.length, EVENT).toBe(2);
-    expect(s.callbacks.filter((c) => c.externalId === reg.body.verificationExternalId).map((c) => c.status)).toEqual([503, 200]);
+    expect(s.callbacks.filter((c) => c.externalId === reg.body.verificationExternalId).map((c) => c.status)).toEqual([
+      503, 200,
+    ]);
     // callbackAttempts is 3: a third attempt would be a retry after a 2xx.
     expect(cb.received).toHaveLength(2);
   });
@@ -134,7 +158,10 @@ describe('verification sandbox', () => {
     const { s, auth } = await start(NEVER_MS);
     expect((await post(s.url + VERIFICATIONS_PATH, { applicant: {} }, auth)).status).toBe(400);
     expect((await post(s.url + VERIFICATIONS_PATH, { workflowId: 'wf', applicant: 'x' }, auth)).status).toBe(400);
-    expect((await post(s.url + VERIFICATIONS_PATH, { workflowId: 'wf', applicant: {}, callbackUrl: 'relative' }, auth)).status).toBe(400);
+    expect(
+      (await post(s.url + VERIFICATIONS_PATH, { workflowId: 'wf', applicant: {}, callbackUrl: 'relative' }, auth))
+        .status,
+    ).toBe(400);
     expect((await post(s.url + VERIFICATIONS_PATH, { workflowId: 'unknown-1', applicant: {} }, auth)).status).toBe(404);
     expect((await post(s.url + VERIFICATIONS_PATH, { workflowId: 'wf', applicant: {} })).status).toBe(401);
     expect((await post(s.url + RESULTS_PATH, { verificationExternalId: [] }, auth)).status).toBe(400);

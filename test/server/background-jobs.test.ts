@@ -1,6 +1,7 @@
 // The background jobs of startGateway (decision 063): one named list, scheduled in one place and stopped together at
 // shutdown. The test schedules them itself (testing.scheduleJob) and moves the testing clock instead of waiting.
 import { describe, expect, it } from 'vitest';
+
 import { startTestGateway } from '../helpers/gateway.js';
 import { postNotification, storedEvents } from '../helpers/mobile-id.js';
 import { waitFor } from '../helpers/wait.js';
@@ -9,14 +10,17 @@ describe('background jobs', () => {
   it('are one named list on SQLite, each scheduled once and each cancelled at shutdown', async () => {
     const scheduled: string[] = [];
     const cancelled: string[] = [];
-    const gw = await startTestGateway({}, {
-      testing: {
-        scheduleJob: (name) => {
-          scheduled.push(name);
-          return () => cancelled.push(name);
+    const gw = await startTestGateway(
+      {},
+      {
+        testing: {
+          scheduleJob: (name) => {
+            scheduled.push(name);
+            return () => cancelled.push(name);
+          },
         },
       },
-    });
+    );
     expect(scheduled).toEqual([
       'app activity',
       'purge idempotency records',
@@ -33,24 +37,32 @@ describe('background jobs', () => {
   it('purges an expired mobile-ID access token when its job runs, judged by the testing clock', async () => {
     const clock = { now: Date.now() };
     const runs = new Map<string, () => void>();
-    const gw = await startTestGateway({}, {
-      testing: {
-        clock: () => clock.now,
-        scheduleJob: (name, run) => {
-          runs.set(name, run);
-          return () => undefined;
+    const gw = await startTestGateway(
+      {},
+      {
+        testing: {
+          clock: () => clock.now,
+          scheduleJob: (name, run) => {
+            runs.set(name, run);
+            return () => undefined;
+          },
         },
       },
-    });
+    );
     try {
       const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'job-purge', expiresIn: 1 });
       expect((await postNotification(gw, n.body)).status).toBe(204);
-      const accessToken = async () => JSON.parse((await storedEvents(gw, 'job-purge'))[0]!.payload).accessToken as string | null;
+      const accessToken = async () =>
+        JSON.parse((await storedEvents(gw, 'job-purge'))[0]!.payload).accessToken as string | null;
       expect(await accessToken()).not.toBeNull();
 
       clock.now += 1_100;
       runs.get('purge expired mobile-ID secrets')!();
-      await waitFor(async () => (await accessToken()) === null, 5_000, 'the purge job to remove the expired access token');
+      await waitFor(
+        async () => (await accessToken()) === null,
+        5_000,
+        'the purge job to remove the expired access token',
+      );
     } finally {
       await gw.close();
     }

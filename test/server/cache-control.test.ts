@@ -1,5 +1,6 @@
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 describe('Cache-Control of GraphQL responses', () => {
@@ -29,7 +30,9 @@ describe('Cache-Control of GraphQL responses', () => {
     expect(query.body.errors).toBeUndefined();
     expect(query.cacheControl).toBe('no-store');
 
-    const failed = await post('mutation { createNetwork(input: { projectId: "3fa85f64-5717-4562-b3fc-2c963f66afa6", title: "n" }) { network { id } } }');
+    const failed = await post(
+      'mutation { createNetwork(input: { projectId: "3fa85f64-5717-4562-b3fc-2c963f66afa6", title: "n" }) { network { id } } }',
+    );
     expect(failed.body.errors).toHaveLength(1);
     expect(failed.cacheControl).toBe('no-store');
 

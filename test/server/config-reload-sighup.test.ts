@@ -5,18 +5,24 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
+
 import { tempDataDir } from '../helpers/gateway.js';
 import { gatewayProcesses, type GatewayProcess } from '../helpers/process.js';
 
 const OLD_KEY = 'shop-key-old-0123456789abcdef';
 const NEW_KEY = 'shop-key-new-0123456789abcdef';
 const digest = (key: string) => createHash('sha256').update(key).digest('hex');
-const appsFile = (key: string) => `apps:\n  - name: shop\n    scopes: [cloud:read]\n    keys:\n      - sha256: ${digest(key)}\n`;
+const appsFile = (key: string) =>
+  `apps:\n  - name: shop\n    scopes: [cloud:read]\n    keys:\n      - sha256: ${digest(key)}\n`;
 
 const start = gatewayProcesses();
 
 async function status(gw: GatewayProcess, key: string): Promise<number> {
-  const res = await request(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify({ query: '{ __typename }' }) });
+  const res = await request(`${gw.url}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify({ query: '{ __typename }' }),
+  });
   await res.body.dump();
   return res.statusCode;
 }
@@ -24,7 +30,11 @@ async function status(gw: GatewayProcess, key: string): Promise<number> {
 /** Sends SIGHUP and resolves once the process has logged `text` (each test's process logs it once). */
 async function hangUp(gw: GatewayProcess, text: string): Promise<void> {
   expect(gw.output()).not.toContain(text);
-  const exited = new Promise<never>((_, reject) => gw.child.once('exit', (code, signal) => reject(new Error(`the gateway ended (${code ?? signal}) on SIGHUP:\n${gw.output()}`))));
+  const exited = new Promise<never>((_, reject) =>
+    gw.child.once('exit', (code, signal) =>
+      reject(new Error(`the gateway ended (${code ?? signal}) on SIGHUP:\n${gw.output()}`)),
+    ),
+  );
   gw.child.kill('SIGHUP');
   await Promise.race([gw.waitFor(text), exited]);
 }
@@ -51,7 +61,10 @@ describe('SIGHUP', () => {
     fs.writeFileSync(file, appsFile(OLD_KEY));
     const gw = await start({ DATA_DIR: dir, GATEWAY_APPS_FILE: file });
 
-    fs.writeFileSync(file, `apps:\n  - name: shop\n    scopes: [cloud:read]\n    keys:\n      - sha256: not-a-digest\n`);
+    fs.writeFileSync(
+      file,
+      `apps:\n  - name: shop\n    scopes: [cloud:read]\n    keys:\n      - sha256: not-a-digest\n`,
+    );
     await hangUp(gw, 'configuration reload refused');
     const line = gw
       .output()

@@ -7,10 +7,11 @@ import path from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+
+import { AUDIENCE, ISSUER, sign as signAs, signingKey, type SigningKey, type TokenOptions } from '../auth/helpers.js';
+import { M } from '../helpers/cloud.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { postNotification, QUERY, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
-import { M } from '../helpers/cloud.js';
-import { AUDIENCE, ISSUER, sign as signAs, signingKey, type SigningKey, type TokenOptions } from '../auth/helpers.js';
 
 const OLD_KEY = 'shop-key-old-0123456789abcdef';
 const NEW_KEY = 'shop-key-new-0123456789abcdef';
@@ -22,7 +23,8 @@ const TYPENAME = 'query Typename { __typename }';
 const PROJECTS = 'query Projects { projects(first: 1) { id } }';
 
 /** A token of the JWT app `portal` (shop and sre are apps of the apps file, which a JWT does not take). */
-const sign = (key: SigningKey, options: TokenOptions = {}) => signAs(key, { ...options, claims: { azp: 'portal', ...options.claims } });
+const sign = (key: SigningKey, options: TokenOptions = {}) =>
+  signAs(key, { ...options, claims: { azp: 'portal', ...options.claims } });
 const digest = (key: string) => createHash('sha256').update(key).digest('hex');
 const appsFile = (shopKeys: string[]) =>
   [
@@ -37,7 +39,12 @@ const appsFile = (shopKeys: string[]) =>
     `      - sha256: ${digest(SRE_KEY)}`,
     '',
   ].join('\n');
-const manifestOf = (documents: string[]) => JSON.stringify(Object.fromEntries(documents.map((d) => [`sha256:${createHash('sha256').update(d).digest('hex')}`, d])), null, 2);
+const manifestOf = (documents: string[]) =>
+  JSON.stringify(
+    Object.fromEntries(documents.map((d) => [`sha256:${createHash('sha256').update(d).digest('hex')}`, d])),
+    null,
+    2,
+  );
 const idOf = (document: string) => `sha256:${createHash('sha256').update(document).digest('hex')}`;
 
 /** The mobile identity service's signing key and notifications signed with it. */
@@ -60,19 +67,29 @@ async function mobileOperator(kid: string) {
       })
         .setProtectedHeader({ alg: 'ES256', kid })
         .sign(privateKey);
-      return { auth_req_id: authReqId, access_token: accessToken, token_type: 'Bearer', id_token: idToken, expires_in: 3600 };
+      return {
+        auth_req_id: authReqId,
+        access_token: accessToken,
+        token_type: 'Bearer',
+        id_token: idToken,
+        expires_in: 3600,
+      };
     },
   };
 }
 
 async function reload(t: TestGateway, key = SRE_KEY) {
-  const res = await request(`${t.url}/admin/reload`, { method: 'POST', headers: key ? { authorization: `Bearer ${key}` } : {} });
+  const res = await request(`${t.url}/admin/reload`, {
+    method: 'POST',
+    headers: key ? { authorization: `Bearer ${key}` } : {},
+  });
   return { status: res.statusCode, headers: res.headers, body: (await res.body.json()) as Record<string, any> };
 }
 
 async function reloadsCounted(t: TestGateway): Promise<{ ok: number; failed: number }> {
   const text = await (await request(`${t.url}/metrics`)).body.text();
-  const count = (result: string) => Number(new RegExp(`^gateway_config_reloads_total\\{result="${result}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  const count = (result: string) =>
+    Number(new RegExp(`^gateway_config_reloads_total\\{result="${result}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
   return { ok: count('ok'), failed: count('failed') };
 }
 
@@ -95,7 +112,12 @@ describe('configuration that reloads without a restart', () => {
 
   beforeAll(async () => {
     dir = tempDataDir('reload-');
-    files = { apps: path.join(dir, 'apps.yaml'), jwks: path.join(dir, 'jwks.json'), mobileJwks: path.join(dir, 'mobile-jwks.json'), manifest: path.join(dir, 'persisted-documents.json') };
+    files = {
+      apps: path.join(dir, 'apps.yaml'),
+      jwks: path.join(dir, 'jwks.json'),
+      mobileJwks: path.join(dir, 'mobile-jwks.json'),
+      manifest: path.join(dir, 'persisted-documents.json'),
+    };
     jwtKey = await signingKey('idp-1');
     mobile = await mobileOperator('op-1');
     writeStartFiles();
@@ -127,7 +149,10 @@ describe('configuration that reloads without a restart', () => {
     fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
     const res = await reload(t);
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ reloaded: true, files: expect.arrayContaining([files.apps, files.jwks, files.mobileJwks, files.manifest]) });
+    expect(res.body).toEqual({
+      reloaded: true,
+      files: expect.arrayContaining([files.apps, files.jwks, files.mobileJwks, files.manifest]),
+    });
     expect(await status(OLD_KEY)).toBe(401);
     expect(await status(NEW_KEY)).toBe(200);
     // The operator's list of apps is the reloaded one too.
@@ -137,7 +162,10 @@ describe('configuration that reloads without a restart', () => {
   });
 
   it('a key added to the apps file grants the scopes the file gives it, from the reload on', async () => {
-    fs.writeFileSync(files.apps, appsFile([OLD_KEY, NEW_KEY]).replace('scopes: [operator, cloud:read]', 'scopes: [operator]'));
+    fs.writeFileSync(
+      files.apps,
+      appsFile([OLD_KEY, NEW_KEY]).replace('scopes: [operator, cloud:read]', 'scopes: [operator]'),
+    );
     expect((await reload(t)).status).toBe(200);
     expect(await status(OLD_KEY)).toBe(200);
     expect(await status(NEW_KEY)).toBe(200);
@@ -160,7 +188,11 @@ describe('configuration that reloads without a restart', () => {
 
   it('a new trusted-documents manifest: after the reload its new document runs by id and a removed one is not found', async () => {
     const byId = async (document: string) => {
-      const res = await request(`${t.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` }, body: JSON.stringify({ documentId: idOf(document) }) });
+      const res = await request(`${t.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
+        body: JSON.stringify({ documentId: idOf(document) }),
+      });
       return (await res.body.json()) as { data?: unknown; errors?: { extensions: { code: string } }[] };
     };
     expect((await byId(TYPENAME)).data).toEqual({ __typename: 'Query' });
@@ -173,7 +205,9 @@ describe('configuration that reloads without a restart', () => {
 
   it('a rotated MOBILEID_JWKS_FILE: after the reload an id_token signed by the new key verifies', async () => {
     const next = await mobileOperator('op-2');
-    expect((await postNotification(t, await next.notification('rotated-before'), { token: NOTIFY })).status).not.toBe(204);
+    expect((await postNotification(t, await next.notification('rotated-before'), { token: NOTIFY })).status).not.toBe(
+      204,
+    );
     fs.writeFileSync(files.mobileJwks, JSON.stringify(next.jwks));
     expect((await reload(t)).status).toBe(200);
     expect((await postNotification(t, await next.notification('rotated-after'), { token: NOTIFY })).status).toBe(204);
@@ -183,42 +217,56 @@ describe('configuration that reloads without a restart', () => {
 
   const broken: Array<[string, () => string, string, number]> = [
     ['GATEWAY_APPS_FILE', () => files.apps, 'apps:\n  - name: shop\n    scopes: [cloud:read\n', 4],
-    ['GATEWAY_APPS_FILE', () => files.apps, `apps:\n  - name: shop\n    scopes: [cloud:teleport]\n    keys:\n      - sha256: ${digest(NEW_KEY)}\n`, 3],
+    [
+      'GATEWAY_APPS_FILE',
+      () => files.apps,
+      `apps:\n  - name: shop\n    scopes: [cloud:teleport]\n    keys:\n      - sha256: ${digest(NEW_KEY)}\n`,
+      3,
+    ],
     ['AUTH_JWKS_FILE', () => files.jwks, '{\n  "keys": [\n    { "kty": "EC" },\n  ]\n}\n', 4],
     ['MOBILEID_JWKS_FILE', () => files.mobileJwks, '{\n  "keys": [\n    "not a key"\n  ]\n}\n', 3],
     ['TRUSTED_DOCUMENTS_MANIFEST', () => files.manifest, '{\n  "a": "query { __typename }",\n  "b": "query {"\n}\n', 3],
   ];
-  it.each(broken)('a broken %s changes nothing: the reload answers 422 with the file and line, logs them, and counts the failure', async (variable, file, text, line) => {
-    const next = await signingKey('idp-3');
-    // Good changes to every other file, which must not be applied either.
-    fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
-    fs.writeFileSync(files.jwks, jwks(next));
-    fs.writeFileSync(files.manifest, manifestOf([PROJECTS]));
-    fs.writeFileSync(file(), text);
-    const counted = await reloadsCounted(t);
+  it.each(broken)(
+    'a broken %s changes nothing: the reload answers 422 with the file and line, logs them, and counts the failure',
+    async (variable, file, text, line) => {
+      const next = await signingKey('idp-3');
+      // Good changes to every other file, which must not be applied either.
+      fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+      fs.writeFileSync(files.jwks, jwks(next));
+      fs.writeFileSync(files.manifest, manifestOf([PROJECTS]));
+      fs.writeFileSync(file(), text);
+      const counted = await reloadsCounted(t);
 
-    const res = await reload(t);
-    expect(res.status).toBe(422);
-    expect(res.body).toMatchObject({ error: 'reload_failed', variable, file: file(), line });
-    expect(res.body.error_description).toContain(`${file()} line ${line}`);
-    expect(await reloadsCounted(t)).toEqual({ ok: counted.ok, failed: counted.failed + 1 });
-    const logged = t
-      .logs()
-      .split('\n')
-      .filter((l) => l.includes('configuration reload refused'))
-      .map((l) => JSON.parse(l) as Record<string, unknown>)
-      .at(-1);
-    expect(logged).toMatchObject({ level: 50, trigger: 'POST /admin/reload', variable, file: file(), line });
+      const res = await reload(t);
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ error: 'reload_failed', variable, file: file(), line });
+      expect(res.body.error_description).toContain(`${file()} line ${line}`);
+      expect(await reloadsCounted(t)).toEqual({ ok: counted.ok, failed: counted.failed + 1 });
+      const logged = t
+        .logs()
+        .split('\n')
+        .filter((l) => l.includes('configuration reload refused'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .at(-1);
+      expect(logged).toMatchObject({ level: 50, trigger: 'POST /admin/reload', variable, file: file(), line });
 
-    // The running configuration is the one before: the old key, the old JWT key, the old manifest.
-    expect(await status(OLD_KEY)).toBe(200);
-    expect(await status(NEW_KEY)).toBe(401);
-    expect(await status(await sign(jwtKey))).toBe(200);
-    expect(await status(await sign(next))).toBe(401);
-    const old = await request(`${t.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` }, body: JSON.stringify({ documentId: idOf(TYPENAME) }) });
-    expect(await old.body.json()).toEqual({ data: { __typename: 'Query' } });
-    expect((await postNotification(t, await mobile.notification(`still-${variable}-${line}`), { token: NOTIFY })).status).toBe(204);
-  });
+      // The running configuration is the one before: the old key, the old JWT key, the old manifest.
+      expect(await status(OLD_KEY)).toBe(200);
+      expect(await status(NEW_KEY)).toBe(401);
+      expect(await status(await sign(jwtKey))).toBe(200);
+      expect(await status(await sign(next))).toBe(401);
+      const old = await request(`${t.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
+        body: JSON.stringify({ documentId: idOf(TYPENAME) }),
+      });
+      expect(await old.body.json()).toEqual({ data: { __typename: 'Query' } });
+      expect(
+        (await postNotification(t, await mobile.notification(`still-${variable}-${line}`), { token: NOTIFY })).status,
+      ).toBe(204);
+    },
+  );
 
   it('POST /admin/reload refuses an app without the operator scope (403) and a caller without valid credentials (401), and reloads nothing', async () => {
     fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
@@ -262,10 +310,16 @@ describe('configuration that reloads without a restart', () => {
       const run = (client: typeof opened) =>
         new Promise<unknown>((resolve, reject) => {
           let result: unknown;
-          client.subscribe({ query: TYPENAME }, { next: (v) => (result = v), error: reject, complete: () => resolve(result) });
+          client.subscribe(
+            { query: TYPENAME },
+            { next: (v) => (result = v), error: reject, complete: () => resolve(result) },
+          );
         });
       // A subscription held open keeps the one connection (the client is lazy: it closes when none is left).
-      const held = opened.subscribe({ query: SUBSCRIPTION, variables: { id: 'held-open' } }, { next: () => {}, error: () => {}, complete: () => {} });
+      const held = opened.subscribe(
+        { query: SUBSCRIPTION, variables: { id: 'held-open' } },
+        { next: () => {}, error: () => {}, complete: () => {} },
+      );
       expect(await run(opened)).toEqual({ data: { __typename: 'Query' } });
       fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
       expect((await reload(t)).status).toBe(200);

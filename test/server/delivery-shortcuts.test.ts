@@ -1,14 +1,15 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { request } from 'undici';
-import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { SUBSCRIPTION, postNotification } from '../helpers/mobile-id.js';
-import { subscribers, waitFor } from '../helpers/wait.js';
+import WebSocket from 'ws';
+
 import { SecretBox } from '../../src/mobile-id/sealing.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { postNotification, SUBSCRIPTION } from '../helpers/mobile-id.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
 
 // The delivery path's shortcuts (docs/decisions/062): the subscription's selection as graphql-jit compiled it
 // (SUBSCRIPTION_COMPILED_SELECTION) and the intake's clear values handed to this process's live subscribers
@@ -25,9 +26,15 @@ const NOW = Date.UTC(2026, 10, 27, 6, 0, 0);
 async function jwksServer() {
   const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
   const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid: 'op-1', alg: 'ES256', use: 'sig' }] };
-  const server = http.createServer((_req, res) => void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(jwks)));
+  const server = http.createServer(
+    (_req, res) => void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(jwks)),
+  );
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`, privateKey, close: () => new Promise<void>((r) => server.close(() => r())) };
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`,
+    privateKey,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
 }
 
 async function success(key: CryptoKey, authReqId: string, fields: Record<string, unknown> = {}) {
@@ -45,12 +52,26 @@ async function success(key: CryptoKey, authReqId: string, fields: Record<string,
     'urn:openid:params:jwt:claim:auth_req_id': authReqId,
   };
   const idToken = await new SignJWT(claims).setProtectedHeader({ alg: 'ES256', kid: 'op-1' }).sign(key);
-  return { auth_req_id: authReqId, access_token: accessToken, token_type: 'Bearer', id_token: idToken, expires_in: 3600, correlation_id: 'corr-1', ...fields };
+  return {
+    auth_req_id: authReqId,
+    access_token: accessToken,
+    token_type: 'Bearer',
+    id_token: idToken,
+    expires_in: 3600,
+    correlation_id: 'corr-1',
+    ...fields,
+  };
 }
 
 /** Every message a graphql-ws subscription gets (after connection_ack), as the bytes of each frame, until complete or error. */
-function wsFrames(gw: TestGateway, query: string, variables: Record<string, unknown>): { ready: Promise<void>; frames: Promise<Buffer[]> } {
-  const ws = new WebSocket(`${gw.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws', { headers: { authorization: `Bearer ${API_KEY}` } });
+function wsFrames(
+  gw: TestGateway,
+  query: string,
+  variables: Record<string, unknown>,
+): { ready: Promise<void>; frames: Promise<Buffer[]> } {
+  const ws = new WebSocket(`${gw.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws', {
+    headers: { authorization: `Bearer ${API_KEY}` },
+  });
   const frames: Buffer[] = [];
   let ready!: () => void;
   const readyP = new Promise<void>((r) => (ready = r));
@@ -92,7 +113,7 @@ async function compiledCount(gw: TestGateway): Promise<number> {
   return Number(/^gateway_subscription_executions_compiled_total (\d+)$/m.exec(text)?.[1] ?? NaN);
 }
 
-describe('the delivery shortcuts write the plain path\'s frames, byte for byte', () => {
+describe("the delivery shortcuts write the plain path's frames, byte for byte", () => {
   let jwks: Awaited<ReturnType<typeof jwksServer>>;
   let fast: TestGateway;
   let plain: TestGateway;
@@ -108,7 +129,11 @@ describe('the delivery shortcuts write the plain path\'s frames, byte for byte',
       MOBILEID_CLIENT_ID: CLIENT_ID,
     };
     fast = await startTestGateway(env);
-    plain = await startTestGateway({ ...env, SUBSCRIPTION_COMPILED_SELECTION: 'false', DELIVERY_CLEAR_FROM_INTAKE: 'false' });
+    plain = await startTestGateway({
+      ...env,
+      SUBSCRIPTION_COMPILED_SELECTION: 'false',
+      DELIVERY_CLEAR_FROM_INTAKE: 'false',
+    });
     vi.useFakeTimers({ toFake: ['Date'], now: NOW });
   });
   afterAll(async () => {
@@ -117,46 +142,76 @@ describe('the delivery shortcuts write the plain path\'s frames, byte for byte',
   });
 
   /** Subscribes on both gateways over both transports, `before` the notification (live) or after it (from the log). */
-  async function compare(authReqId: string, body: unknown, options: { live: boolean; query?: string; variables?: Record<string, unknown>; tamper?: boolean }) {
+  async function compare(
+    authReqId: string,
+    body: unknown,
+    options: { live: boolean; query?: string; variables?: Record<string, unknown>; tamper?: boolean },
+  ) {
     const query = options.query ?? SUBSCRIPTION;
     const variables = options.variables ?? { id: authReqId };
     const headers = { 'x-mobileid-request-id': 'req-1', 'x-mobileid-transaction-id': 'tx-1' };
     const post = async () => {
-      for (const gw of [fast, plain]) expect((await postNotification(gw, body, { token: NOTIFY, headers })).status).toBe(204);
+      for (const gw of [fast, plain])
+        expect((await postNotification(gw, body, { token: NOTIFY, headers })).status).toBe(204);
       if (options.tamper) {
         for (const gw of [fast, plain]) {
-          const [row] = await gw.gateway.services.store.db.selectFrom('events').select(['payload']).where('key', '=', authReqId).execute();
+          const [row] = await gw.gateway.services.store.db
+            .selectFrom('events')
+            .select(['payload'])
+            .where('key', '=', authReqId)
+            .execute();
           const payload = JSON.parse(row!.payload) as { idToken: string };
           payload.idToken = `${payload.idToken.slice(0, -4)}AAAA`;
-          await gw.gateway.services.store.db.updateTable('events').set({ payload: JSON.stringify(payload) }).where('key', '=', authReqId).execute();
+          await gw.gateway.services.store.db
+            .updateTable('events')
+            .set({ payload: JSON.stringify(payload) })
+            .where('key', '=', authReqId)
+            .execute();
         }
       }
     };
     const opened = vi.spyOn(SecretBox.prototype, 'open');
     if (!options.live) await post();
-    const subs = [fast, plain].map((gw) => ({ ws: wsFrames(gw, query, variables), sse: sseBytes(gw, query, variables) }));
+    const subs = [fast, plain].map((gw) => ({
+      ws: wsFrames(gw, query, variables),
+      sse: sseBytes(gw, query, variables),
+    }));
     await Promise.all(subs.map((s) => s.ws.ready));
     if (options.live) {
       await waitFor(() => listeners(fast, authReqId) === 2 && listeners(plain, authReqId) === 2);
       await post();
     }
-    const [f, p] = (await Promise.all(subs.map(async (s) => ({ ws: await s.ws.frames, sse: await s.sse })))) as [{ ws: Buffer[]; sse: Buffer }, { ws: Buffer[]; sse: Buffer }];
+    const [f, p] = (await Promise.all(subs.map(async (s) => ({ ws: await s.ws.frames, sse: await s.sse })))) as [
+      { ws: Buffer[]; sse: Buffer },
+      { ws: Buffer[]; sse: Buffer },
+    ];
     const boxOf = (gw: TestGateway) => (gw.gateway.services.mobileId as unknown as { box: SecretBox }).box;
-    const opens = { fast: opened.mock.contexts.filter((c) => c === boxOf(fast)).length, plain: opened.mock.contexts.filter((c) => c === boxOf(plain)).length };
+    const opens = {
+      fast: opened.mock.contexts.filter((c) => c === boxOf(fast)).length,
+      plain: opened.mock.contexts.filter((c) => c === boxOf(plain)).length,
+    };
     opened.mockRestore();
     expect(f.ws.map((b) => b.toString('utf8'))).toEqual(p.ws.map((b) => b.toString('utf8')));
     expect(Buffer.concat(f.ws).equals(Buffer.concat(p.ws))).toBe(true);
     expect(f.sse.toString('utf8')).toBe(p.sse.toString('utf8'));
     expect(f.sse.equals(p.sse)).toBe(true);
-    return { opens, ws: f.ws.map((b) => JSON.parse(b.toString('utf8')) as { type: string; payload?: { data?: any; errors?: any[] } }), sse: f.sse.toString('utf8') };
+    return {
+      opens,
+      ws: f.ws.map((b) => JSON.parse(b.toString('utf8')) as { type: string; payload?: { data?: any; errors?: any[] } }),
+      sse: f.sse.toString('utf8'),
+    };
   }
 
-  it('a success delivered live (subject, tokens and unknown fields from the intake\'s clear values, the compiled selection)', async () => {
+  it("a success delivered live (subject, tokens and unknown fields from the intake's clear values, the compiled selection)", async () => {
     const id = `req-${randomUUID()}`;
     const [fastBefore, plainBefore] = [await compiledCount(fast), await compiledCount(plain)];
     const out = await compare(id, await success(jwks.privateKey, id, { carrier: 'op-x', loa: 3 }), { live: true });
     expect(out.ws[0]!.type).toBe('next');
-    expect(out.ws[0]!.payload!.data.mobileIdAuthentication).toMatchObject({ __typename: 'MobileIdAuthenticated', subject: 'pcr-123', otherFields: { carrier: 'op-x', loa: 3 } });
+    expect(out.ws[0]!.payload!.data.mobileIdAuthentication).toMatchObject({
+      __typename: 'MobileIdAuthenticated',
+      subject: 'pcr-123',
+      otherFields: { carrier: 'op-x', loa: 3 },
+    });
     expect(out.ws[0]!.payload!.data.mobileIdAuthentication.idToken).toMatch(/^ey/);
     // The fast gateway opened nothing it had sealed a moment before; the plain one opened the subject and both tokens.
     expect(out.opens).toEqual({ fast: 0, plain: 3 });
@@ -167,8 +222,22 @@ describe('the delivery shortcuts write the plain path\'s frames, byte for byte',
 
   it('a failure delivered live', async () => {
     const id = `req-${randomUUID()}`;
-    const out = await compare(id, { auth_req_id: id, error: 'access_denied', error_description: 'the user cancelled', correlation_id: 'c', extra_thing: 'x' }, { live: true });
-    expect(out.ws[0]!.payload!.data.mobileIdAuthentication).toMatchObject({ __typename: 'MobileIdAuthenticationFailed', error: 'access_denied', otherFields: { extra_thing: 'x' } });
+    const out = await compare(
+      id,
+      {
+        auth_req_id: id,
+        error: 'access_denied',
+        error_description: 'the user cancelled',
+        correlation_id: 'c',
+        extra_thing: 'x',
+      },
+      { live: true },
+    );
+    expect(out.ws[0]!.payload!.data.mobileIdAuthentication).toMatchObject({
+      __typename: 'MobileIdAuthenticationFailed',
+      error: 'access_denied',
+      otherFields: { extra_thing: 'x' },
+    });
   });
 
   it('a success read from the log by a late subscriber (opened, not from the intake)', async () => {
@@ -183,12 +252,22 @@ describe('the delivery shortcuts write the plain path\'s frames, byte for byte',
   it('an error in the selection, masked (a stored id_token that no longer opens): graphql-js answers after the compiled run', async () => {
     const id = `req-${randomUUID()}`;
     const out = await compare(id, await success(jwks.privateKey, id), { live: false, tamper: true });
-    expect(out.ws[0]!.payload!.errors).toEqual([expect.objectContaining({ message: 'Internal server error', path: ['mobileIdAuthentication', 'idToken'], extensions: { code: 'INTERNAL_SERVER_ERROR' } })]);
+    expect(out.ws[0]!.payload!.errors).toEqual([
+      expect.objectContaining({
+        message: 'Internal server error',
+        path: ['mobileIdAuthentication', 'idToken'],
+        extensions: { code: 'INTERNAL_SERVER_ERROR' },
+      }),
+    ]);
   });
 
   it('an error before any event (an auth_req_id the schema refuses)', async () => {
     const id = 'x'.repeat(1000);
-    const out = await compare(id, { auth_req_id: `req-${randomUUID()}`, error: 'access_denied', error_description: 'x' }, { live: false, variables: { id } });
+    const out = await compare(
+      id,
+      { auth_req_id: `req-${randomUUID()}`, error: 'access_denied', error_description: 'x' },
+      { live: false, variables: { id } },
+    );
     expect(JSON.stringify(out.ws)).toContain('BAD_USER_INPUT');
   });
 });

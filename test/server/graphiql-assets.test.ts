@@ -8,6 +8,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import {
   acceptsGzip,
   createGraphiqlHandler,
@@ -24,9 +25,16 @@ const CONFIG: GraphiqlPageConfig = {
   apiKeyRequired: true,
   defaultQuery: '{ catalog { platforms } }',
   examples: [
-    { title: 'Create a project', query: 'mutation CreateProject($input: CreateProjectInput!) { createProject(input: $input) { replayed } }', variables: '{"input": {}}' },
+    {
+      title: 'Create a project',
+      query: 'mutation CreateProject($input: CreateProjectInput!) { createProject(input: $input) { replayed } }',
+      variables: '{"input": {}}',
+    },
     // A hostile title: it must neither end the config's <script> element nor open a comment.
-    { title: '</script><script>alert(1)</script><!-- & \u2028', query: 'subscription Events { provisioningProgress(id: "x") { id } }' },
+    {
+      title: '</script><script>alert(1)</script><!-- & \u2028',
+      query: 'subscription Events { provisioningProgress(id: "x") { id } }',
+    },
   ],
 };
 
@@ -37,20 +45,30 @@ interface RawResponse {
 }
 
 /** A raw HTTP request: no automatic decompression, and the path is sent exactly as given. */
-function send(port: number, path: string, options: { method?: string; headers?: Record<string, string> } = {}): Promise<RawResponse> {
+function send(
+  port: number,
+  path: string,
+  options: { method?: string; headers?: Record<string, string> } = {},
+): Promise<RawResponse> {
   return new Promise((resolvePromise, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method: options.method ?? 'GET', headers: options.headers ?? {} }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => resolvePromise({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    });
+    const req = request(
+      { host: '127.0.0.1', port, path, method: options.method ?? 'GET', headers: options.headers ?? {} },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () =>
+          resolvePromise({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+        );
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end();
   });
 }
 
-const BROWSER_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8';
+const BROWSER_ACCEPT =
+  'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8';
 
 function startServer(handler: GraphiqlHandler): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => {
@@ -72,7 +90,9 @@ function stopServer(server: Server): Promise<void> {
 }
 
 async function buildBundle(outdir: string): Promise<void> {
-  await promisify(execFile)(process.execPath, [join(ROOT, 'scripts/build-graphiql.mjs'), '--outdir', outdir], { cwd: ROOT });
+  await promisify(execFile)(process.execPath, [join(ROOT, 'scripts/build-graphiql.mjs'), '--outdir', outdir], {
+    cwd: ROOT,
+  });
 }
 
 /** The inline config script of the page, as the browser sees it. */
@@ -174,12 +194,16 @@ describe('self-hosted GraphiQL', () => {
 
   it('sends gzip to browsers that accept it and plain bytes to those that do not', async () => {
     const plain = await readFile(join(assetsDir, 'graphiql.js'));
-    const gzipped = await send(port, `${GRAPHIQL_ASSETS_PATH}graphiql.js`, { headers: { 'accept-encoding': 'gzip, deflate, br' } });
+    const gzipped = await send(port, `${GRAPHIQL_ASSETS_PATH}graphiql.js`, {
+      headers: { 'accept-encoding': 'gzip, deflate, br' },
+    });
     expect(gzipped.headers['content-encoding']).toBe('gzip');
     expect(gzipped.headers.vary).toContain('Accept-Encoding');
     expect(gzipped.body.length).toBeLessThan(plain.length / 2);
     expect(gunzipSync(gzipped.body).equals(plain)).toBe(true);
-    const identity = await send(port, `${GRAPHIQL_ASSETS_PATH}graphiql.js`, { headers: { 'accept-encoding': 'gzip;q=0, *' } });
+    const identity = await send(port, `${GRAPHIQL_ASSETS_PATH}graphiql.js`, {
+      headers: { 'accept-encoding': 'gzip;q=0, *' },
+    });
     expect(identity.headers['content-encoding']).toBeUndefined();
     expect(identity.body.equals(plain)).toBe(true);
   });

@@ -1,5 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 describe('health, readiness and metrics', () => {
@@ -22,7 +23,9 @@ describe('health, readiness and metrics', () => {
     const res = await gw.graphql('mutation { createProject(input: { name: "m" }) { project { id } } }');
     expect(res.errors).toBeUndefined();
     const text = await (await request(`${gw.url}/metrics`)).body.text();
-    expect(text).toMatch(/gateway_upstream_request_duration_seconds_count\{upstream="cloud",route="POST \/apis\/projects\/public\/v4\/projects",status="201"\} 1/);
+    expect(text).toMatch(
+      /gateway_upstream_request_duration_seconds_count\{upstream="cloud",route="POST \/apis\/projects\/public\/v4\/projects",status="201"\} 1/,
+    );
   });
 
   it('answers an unknown route with 404 JSON and carries a request id', async () => {

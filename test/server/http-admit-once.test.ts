@@ -6,20 +6,31 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 
 function post(url: string, body: unknown, key: string): Promise<{ status: number; headers: string[]; body: string }> {
   return new Promise((resolve, reject) => {
     const req = http.request(
       `${url}/graphql`,
-      { method: 'POST', headers: { connection: 'close', 'content-type': 'application/json', authorization: `Bearer ${key}`, 'x-request-id': 'same-id' }, agent: false },
+      {
+        method: 'POST',
+        headers: {
+          connection: 'close',
+          'content-type': 'application/json',
+          authorization: `Bearer ${key}`,
+          'x-request-id': 'same-id',
+        },
+        agent: false,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
           const raw = res.rawHeaders;
           const headers: string[] = [];
-          for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() !== 'date') headers.push(`${raw[i]}: ${raw[i + 1]}`);
+          for (let i = 0; i < raw.length; i += 2)
+            if (raw[i]!.toLowerCase() !== 'date') headers.push(`${raw[i]}: ${raw[i + 1]}`);
           resolve({ status: res.statusCode!, headers, body: Buffer.concat(chunks).toString('utf8') });
         });
         res.on('error', reject);
@@ -40,8 +51,14 @@ describe('a refused operation on the planned path of POST /graphql', () => {
 
   beforeAll(async () => {
     const file = path.join(tempDataDir('admit-once-'), 'apps.yaml');
-    fs.writeFileSync(file, `apps:\n  - name: kyc\n    scopes: [identity:read]\n    keys: [{ sha256: ${sha('kyc-key')} }]\n  - name: reader\n    scopes: [cloud:read]\n    keys: [{ sha256: ${sha('reader-key')} }]\n`);
-    [apollo, planned] = await Promise.all([startTestGateway({ GATEWAY_APPS_FILE: file }, { testing: { httpPlans: false } }), startTestGateway({ GATEWAY_APPS_FILE: file })]);
+    fs.writeFileSync(
+      file,
+      `apps:\n  - name: kyc\n    scopes: [identity:read]\n    keys: [{ sha256: ${sha('kyc-key')} }]\n  - name: reader\n    scopes: [cloud:read]\n    keys: [{ sha256: ${sha('reader-key')} }]\n`,
+    );
+    [apollo, planned] = await Promise.all([
+      startTestGateway({ GATEWAY_APPS_FILE: file }, { testing: { httpPlans: false } }),
+      startTestGateway({ GATEWAY_APPS_FILE: file }),
+    ]);
     for (const gw of [apollo, planned]) {
       const activity = gw.gateway.services.apps.activity;
       const calls: string[] = [];
@@ -75,11 +92,19 @@ describe('a refused operation on the planned path of POST /graphql', () => {
   it('FORBIDDEN (a field the app’s scopes do not cover) is admitted once and counted once', async () => {
     const answer = await refusedOnce({ query: '{ projects { id } }' }, 'kyc-key', 'kyc');
     expect(answer.status).toBe(403);
-    expect(JSON.parse(answer.body).errors[0].extensions).toMatchObject({ code: 'FORBIDDEN', field: 'Query.projects', scope: 'cloud:read' });
+    expect(JSON.parse(answer.body).errors[0].extensions).toMatchObject({
+      code: 'FORBIDDEN',
+      field: 'Query.projects',
+      scope: 'cloud:read',
+    });
   });
 
   it('a refused cost is admitted once and counted once', async () => {
-    const answer = await refusedOnce({ query: '{ projects(first: 100000) { id networks { id subnets { id } } } }' }, 'reader-key', 'reader');
+    const answer = await refusedOnce(
+      { query: '{ projects(first: 100000) { id networks { id subnets { id } } } }' },
+      'reader-key',
+      'reader',
+    );
     expect(answer.status).toBe(400);
     expect(answer.body).toContain('GRAPHQL_MAX_COST');
   });

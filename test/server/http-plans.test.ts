@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { IDENTIFICATIONS_PATH } from '../../src/sandbox/identification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
@@ -18,21 +19,26 @@ interface Raw {
 /** One request over a fresh connection; the raw header list (names as sent, in order) without Date. */
 function send(url: string, body: string, headers: Record<string, string>, method = 'POST'): Promise<Raw> {
   return new Promise((resolve, reject) => {
-    const req = http.request(`${url}/graphql`, { method, headers: { connection: 'close', ...headers }, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const raw = res.rawHeaders;
-        const kept: string[] = [];
-        for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() !== 'date') kept.push(`${raw[i]}: ${raw[i + 1]}`);
-        resolve({
-          status: res.statusCode!,
-          headers: kept,
-          body: Buffer.concat(chunks).toString('utf8'),
+    const req = http.request(
+      `${url}/graphql`,
+      { method, headers: { connection: 'close', ...headers }, agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const raw = res.rawHeaders;
+          const kept: string[] = [];
+          for (let i = 0; i < raw.length; i += 2)
+            if (raw[i]!.toLowerCase() !== 'date') kept.push(`${raw[i]}: ${raw[i + 1]}`);
+          resolve({
+            status: res.statusCode!,
+            headers: kept,
+            body: Buffer.concat(chunks).toString('utf8'),
+          });
         });
-      });
-      res.on('error', reject);
-    });
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -61,7 +67,10 @@ function pairOf(gatewayEnv: Record<string, string>) {
     both: typeof both;
   };
   beforeAll(async () => {
-    [pair.apollo, pair.planned] = await Promise.all([startTestGateway(gatewayEnv, { testing: { httpPlans: false } }), startTestGateway(gatewayEnv)]);
+    [pair.apollo, pair.planned] = await Promise.all([
+      startTestGateway(gatewayEnv, { testing: { httpPlans: false } }),
+      startTestGateway(gatewayEnv),
+    ]);
     expect(pair.apollo.gateway.httpPlans).toBeNull();
     expect(pair.planned.gateway.httpPlans).not.toBeNull();
   });
@@ -182,7 +191,8 @@ describe('POST /graphql answers the same with and without cached plans', () => {
   it('resolver errors: a failed mutation, with data null and its path', async () => {
     const failed = await both(
       {
-        query: 'mutation { createNetwork(input: { projectId: "3fa85f64-5717-4562-b3fc-2c963f66afa6", title: "n" }) { network { id } } }',
+        query:
+          'mutation { createNetwork(input: { projectId: "3fa85f64-5717-4562-b3fc-2c963f66afa6", title: "n" }) { network { id } } }',
       },
       { path: 'planned' },
     );
@@ -205,10 +215,13 @@ describe('POST /graphql answers the same with and without cached plans', () => {
     );
     expect(JSON.parse(created.body).data.createProject.project.name).toBe('same');
     for (const gw of [pair.apollo, pair.planned])
-      gw.gateway.sandbox.identification!.faults.enqueueFor(IDENTIFICATIONS_PATH, { alter: (b) => ({ ...(b as object), url: 'not a url' }) });
+      gw.gateway.sandbox.identification!.faults.enqueueFor(IDENTIFICATIONS_PATH, {
+        alter: (b) => ({ ...(b as object), url: 'not a url' }),
+      });
     const warned = await both(
       {
-        query: 'mutation { createIdentification(input: { workflowId: "wf-plan" }) { identification { id url } replayed } }',
+        query:
+          'mutation { createIdentification(input: { workflowId: "wf-plan" }) { identification { id url } replayed } }',
       },
       { path: 'planned', normalize: true },
     );
@@ -219,27 +232,49 @@ describe('POST /graphql answers the same with and without cached plans', () => {
     const plans = pair.planned.gateway.httpPlans!;
     const projects: string[] = [];
     for (const gw of [pair.apollo, pair.planned]) {
-      const p = await gw.graphql<any>('mutation { createProject(input: { name: "tree" }) { project { id } } }', {}, { key: 'app-key' });
+      const p = await gw.graphql<any>(
+        'mutation { createProject(input: { name: "tree" }) { project { id } } }',
+        {},
+        { key: 'app-key' },
+      );
       const projectId = p.data!.createProject.project.id as string;
       for (const title of ['a', 'b']) {
-        const n = await gw.graphql<any>('mutation($input: CreateNetworkInput!) { createNetwork(input: $input) { network { id } } }', { input: { projectId, title } }, { key: 'app-key' });
-        await gw.graphql('mutation($input: CreateSubnetInput!) { createSubnet(input: $input) { subnet { id } } }', { input: { projectId, networkId: n.data!.createNetwork.network.id, title: `s-${title}`, cidr: '10.0.0.0/24' } }, { key: 'app-key' });
+        const n = await gw.graphql<any>(
+          'mutation($input: CreateNetworkInput!) { createNetwork(input: $input) { network { id } } }',
+          { input: { projectId, title } },
+          { key: 'app-key' },
+        );
+        await gw.graphql(
+          'mutation($input: CreateSubnetInput!) { createSubnet(input: $input) { subnet { id } } }',
+          {
+            input: { projectId, networkId: n.data!.createNetwork.network.id, title: `s-${title}`, cidr: '10.0.0.0/24' },
+          },
+          { key: 'app-key' },
+        );
       }
       projects.push(projectId);
     }
-    const tree = 'query($id: ID!) { project(id: $id) { id name createdAt networks { id title project { name } subnets { id cidr network { title } } } } }';
+    const tree =
+      'query($id: ID!) { project(id: $id) { id name createdAt networks { id title project { name } subnets { id cidr network { title } } } } }';
     // Each gateway gets its own project's id: the bodies differ only by ids, which are normalized.
     const treeOf = async (vars: (i: number) => Record<string, unknown>, query = tree) => {
       const before = { ...plans.stats };
       const a = await send(pair.apollo.url, JSON.stringify({ query, variables: vars(0) }), JSON_HEADERS);
       const p = await send(pair.planned.url, JSON.stringify({ query, variables: vars(1) }), JSON_HEADERS);
       expect(normalized(p)).toEqual(normalized(a));
-      return { answer: p, compiled: plans.stats.compiled - before.compiled, recompiled: plans.stats.recompiled - before.recompiled };
+      return {
+        answer: p,
+        compiled: plans.stats.compiled - before.compiled,
+        recompiled: plans.stats.recompiled - before.recompiled,
+      };
     };
     const ok = await treeOf((i) => ({ id: projects[i] }));
     expect(ok.compiled).toBe(1);
     expect(JSON.parse(ok.answer.body).data.project.networks).toHaveLength(2);
-    const list = await treeOf(() => ({}), '{ projects(first: 5) { name networks { title subnets { cidr } } } __typename }');
+    const list = await treeOf(
+      () => ({}),
+      '{ projects(first: 5) { name networks { title subnets { cidr } } } __typename }',
+    );
     expect(list.compiled).toBe(1);
     // graphql-js decides on the variables: a missing or wrong one is its 400.
     const missing = await treeOf(() => ({}));
@@ -263,7 +298,10 @@ describe('POST /graphql answers the same with and without cached plans', () => {
         createdBy: 'test',
       });
     }
-    const broken = await treeOf((i) => ({ id: projects[i] }), 'query($id: ID!) { project(id: $id) { name networks { title bandwidthMbps defaultFirewallAction } } }');
+    const broken = await treeOf(
+      (i) => ({ id: projects[i] }),
+      'query($id: ID!) { project(id: $id) { name networks { title bandwidthMbps defaultFirewallAction } } }',
+    );
     expect(broken.recompiled).toBe(1);
     const body = JSON.parse(broken.answer.body);
     expect(body.data).toEqual({ project: null });
@@ -294,8 +332,12 @@ describe('POST /graphql answers the same with and without cached plans', () => {
       },
       { path: 'planned' },
     );
-    expect((await both({ query: '{ __typename }' }, { path: 'planned', headers: { authorization: '' } })).status).toBe(401);
-    expect((await both({ query: '{ __typename }' }, { path: 'planned', headers: { authorization: 'Bearer nope' } })).status).toBe(401);
+    expect((await both({ query: '{ __typename }' }, { path: 'planned', headers: { authorization: '' } })).status).toBe(
+      401,
+    );
+    expect(
+      (await both({ query: '{ __typename }' }, { path: 'planned', headers: { authorization: 'Bearer nope' } })).status,
+    ).toBe(401);
   });
 
   it('requests Apollo answers: APQ, malformed bodies, batches, other content types, GET', async () => {
@@ -379,7 +421,10 @@ describe('the operation span is the same through both paths', () => {
     gws = await Promise.all(
       [false, true].map(async (httpPlans) => {
         const exporter = new InMemorySpanExporter();
-        const gw = await startTestGateway({ GATEWAY_API_KEYS: 'equivalence:app-key' }, { testing: { traceExporter: exporter, httpPlans } });
+        const gw = await startTestGateway(
+          { GATEWAY_API_KEYS: 'equivalence:app-key' },
+          { testing: { traceExporter: exporter, httpPlans } },
+        );
         return { gw, spans: () => exporter.getFinishedSpans() };
       }),
     );
@@ -423,7 +468,8 @@ describe('the operation span is the same through both paths', () => {
         variables: { n: 'x' },
       },
       {
-        query: 'mutation Fail { createNetwork(input: { projectId: "3fa85f64-5717-4562-b3fc-2c963f66afa6", title: "n" }) { network { id } } }',
+        query:
+          'mutation Fail { createNetwork(input: { projectId: "3fa85f64-5717-4562-b3fc-2c963f66afa6", title: "n" }) { network { id } } }',
       },
     ]) {
       const [a, p] = [await spanOf(gws[0]!, body), await spanOf(gws[1]!, body)];
@@ -438,7 +484,9 @@ describe('Apollo GraphOS reporting turns the cached plans off', () => {
     const gw = await startTestGateway({ GATEWAY_API_KEYS: 'app-key', APOLLO_SCHEMA_REPORTING: 'true' });
     try {
       expect(gw.gateway.httpPlans).toBeNull();
-      expect(gw.logs()).toContain('the planned path of POST /graphql is off: APOLLO_SCHEMA_REPORTING makes Apollo Server install plugins of its own');
+      expect(gw.logs()).toContain(
+        'the planned path of POST /graphql is off: APOLLO_SCHEMA_REPORTING makes Apollo Server install plugins of its own',
+      );
       const res = await gw.graphql('{ __typename }', undefined, { key: 'app-key' });
       expect(res.data).toEqual({ __typename: 'Query' });
     } finally {

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const started: TestGateway[] = [];

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { createLogger, formatPrettyLine, resolveLogFormat } from '../../src/logger.js';
 import { tempDataDir } from '../helpers/gateway.js';
 
@@ -17,10 +18,19 @@ afterEach(() => {
  */
 function startAndRead(env: Record<string, string>, tty: boolean): Promise<string> {
   const gateway = [process.execPath, '--import', 'tsx', 'src/main.ts'];
-  const [cmd, args] = tty ? ['script', ['-qfec', gateway.map((a) => `'${a}'`).join(' '), '/dev/null']] : [gateway[0]!, gateway.slice(1)];
+  const [cmd, args] = tty
+    ? ['script', ['-qfec', gateway.map((a) => `'${a}'`).join(' '), '/dev/null']]
+    : [gateway[0]!, gateway.slice(1)];
   const child = spawn(cmd as string, args as string[], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', DATA_DIR: tempDataDir(), ...env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      DATA_DIR: tempDataDir(),
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.push(child);
@@ -45,7 +55,8 @@ describe('log format', () => {
   });
 
   it('prints the start-up line as readable lines, one part each, when stdout is a terminal', async () => {
-    if (!fs.existsSync('/usr/bin/script')) throw new Error('util-linux `script` is needed to give the gateway a terminal');
+    if (!fs.existsSync('/usr/bin/script'))
+      throw new Error('util-linux `script` is needed to give the gateway a terminal');
     // eslint-disable-next-line no-control-regex
     const out = (await startAndRead({}, true)).replace(/\x1b\[[0-9;]*m/g, '');
     const lines = out.split(/\r?\n/);
@@ -70,7 +81,10 @@ describe('log format', () => {
 
   it('redacts secrets in readable lines as in JSON ones, and shows an error with its stack', () => {
     const lines: string[] = [];
-    const logger = createLogger({ format: 'pretty', destination: { write: (l: string) => void lines.push(formatPrettyLine(l.trimEnd())) } });
+    const logger = createLogger({
+      format: 'pretty',
+      destination: { write: (l: string) => void lines.push(formatPrettyLine(l.trimEnd())) },
+    });
     logger.error({ token: 'secret-token-value', err: new Error('upstream refused') }, 'token exchange failed');
     const text = lines.join('');
     expect(text).toMatch(/^\d\d:\d\d:\d\d ERROR token exchange failed  token=\[redacted\]\n/);

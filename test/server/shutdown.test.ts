@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+
 import { M } from '../helpers/cloud.js';
 import { startTestGateway } from '../helpers/gateway.js';
 

@@ -1,11 +1,12 @@
 // Subscriptions over Server-Sent Events (graphql-sse) on /graphql/stream, in both of graphql-sse's modes, driven by
 // graphql-sse's own client over real HTTP against the gateway on port 0.
-import { sql } from 'kysely';
 import { createClient, type Client } from 'graphql-sse';
+import { sql } from 'kysely';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { SUBSCRIPTION, collect, postNotification, wsClient } from '../helpers/mobile-id.js';
+import { collect, postNotification, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 import { waitForSubscribers } from '../helpers/wait.js';
 
 const start = gatewaysPerTest();
@@ -50,7 +51,11 @@ function subscribe(client: Client, query: string, variables: Record<string, unkn
   return { results, errors, done };
 }
 
-async function complete(gw: TestGateway, authReqId: string, outcome: 'SUCCESS' | 'CLIENT_TIMEOUT' = 'CLIENT_TIMEOUT'): Promise<void> {
+async function complete(
+  gw: TestGateway,
+  authReqId: string,
+  outcome: 'SUCCESS' | 'CLIENT_TIMEOUT' = 'CLIENT_TIMEOUT',
+): Promise<void> {
   const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId, outcome });
   expect((await postNotification(gw, n.body)).status).toBe(204);
 }
@@ -67,7 +72,11 @@ for (const singleConnection of [false, true]) {
       await sub.done;
       expect(sub.errors).toEqual([]);
       expect(sub.results).toHaveLength(1);
-      expect(sub.results[0].data.mobileIdAuthentication).toMatchObject({ __typename: 'MobileIdAuthenticationFailed', authReqId: `live-${mode}`, reason: 'CLIENT_TIMEOUT' });
+      expect(sub.results[0].data.mobileIdAuthentication).toMatchObject({
+        __typename: 'MobileIdAuthenticationFailed',
+        authReqId: `live-${mode}`,
+        reason: 'CLIENT_TIMEOUT',
+      });
     });
 
     it('replays a result that arrived before the app subscribed', async () => {
@@ -92,7 +101,11 @@ for (const singleConnection of [false, true]) {
       // What the client saw: the body HTTP answers with, for the request that opens each mode.
       const res = await request(`${gw.url}/graphql/stream`, {
         method: singleConnection ? 'PUT' : 'POST',
-        headers: { authorization: 'Bearer wrong-key', 'content-type': 'application/json', accept: singleConnection ? '*/*' : 'text/event-stream' },
+        headers: {
+          authorization: 'Bearer wrong-key',
+          'content-type': 'application/json',
+          accept: singleConnection ? '*/*' : 'text/event-stream',
+        },
         body: singleConnection ? undefined : JSON.stringify({ query: SUBSCRIPTION, variables: { id: 'nobody' } }),
       });
       expect(res.statusCode).toBe(401);
@@ -117,7 +130,14 @@ for (const singleConnection of [false, true]) {
       await ws.done;
       expect(sse.errors).toEqual([]);
       expect(ws.errors).toEqual([]);
-      const masked = [{ message: 'Internal server error', locations: [{ line: 1, column: 30 }], path: ['mobileIdAuthentication'], extensions: { code: 'INTERNAL_SERVER_ERROR' } }];
+      const masked = [
+        {
+          message: 'Internal server error',
+          locations: [{ line: 1, column: 30 }],
+          path: ['mobileIdAuthentication'],
+          extensions: { code: 'INTERNAL_SERVER_ERROR' },
+        },
+      ];
       expect(sse.results).toEqual([{ data: null, errors: masked }]);
       expect(ws.results).toEqual(sse.results);
       expect(gw.logs()).toMatch(/no such table: events/);
@@ -142,12 +162,19 @@ describe('the SSE transport', () => {
 
   it("does not let one app add operations to another app's reserved stream", async () => {
     const gw = await start({ GATEWAY_API_KEYS: 'app-a,app-b' });
-    const put = await request(`${gw.url}/graphql/stream`, { method: 'PUT', headers: { authorization: 'Bearer app-a' } });
+    const put = await request(`${gw.url}/graphql/stream`, {
+      method: 'PUT',
+      headers: { authorization: 'Bearer app-a' },
+    });
     expect(put.statusCode).toBe(201);
     const token = await put.body.text();
     const post = await request(`${gw.url}/graphql/stream`, {
       method: 'POST',
-      headers: { authorization: 'Bearer app-b', 'content-type': 'application/json', 'x-graphql-event-stream-token': token },
+      headers: {
+        authorization: 'Bearer app-b',
+        'content-type': 'application/json',
+        'x-graphql-event-stream-token': token,
+      },
       body: JSON.stringify({ query: SUBSCRIPTION, variables: { id: 'theirs' }, extensions: { operationId: 'x' } }),
     });
     expect(post.statusCode).toBe(404);
@@ -155,7 +182,11 @@ describe('the SSE transport', () => {
     // The owner still can.
     const own = await request(`${gw.url}/graphql/stream`, {
       method: 'POST',
-      headers: { authorization: 'Bearer app-a', 'content-type': 'application/json', 'x-graphql-event-stream-token': token },
+      headers: {
+        authorization: 'Bearer app-a',
+        'content-type': 'application/json',
+        'x-graphql-event-stream-token': token,
+      },
       body: JSON.stringify({ query: SUBSCRIPTION, variables: { id: 'mine' }, extensions: { operationId: 'x' } }),
     });
     expect(own.statusCode).toBe(202);
@@ -167,7 +198,9 @@ describe('the SSE transport', () => {
     const res = await request(`${gw.url}/graphql/stream`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
-      body: JSON.stringify({ query: `subscription { mobileIdAuthentication(authReqId: "${'x'.repeat(1024 * 1024)}") { __typename } }` }),
+      body: JSON.stringify({
+        query: `subscription { mobileIdAuthentication(authReqId: "${'x'.repeat(1024 * 1024)}") { __typename } }`,
+      }),
     });
     expect(res.statusCode).toBe(413);
     expect(((await res.body.json()) as any).errors[0].message).toMatch(/exceeds 102400 bytes/);
@@ -176,7 +209,10 @@ describe('the SSE transport', () => {
   it('limits how many streams one app may hold reserved without connecting them', async () => {
     const gw = await start({ GATEWAY_API_KEYS: 'app-a,app-b' });
     const reserve = async (key: string) => {
-      const res = await request(`${gw.url}/graphql/stream`, { method: 'PUT', headers: { authorization: `Bearer ${key}` } });
+      const res = await request(`${gw.url}/graphql/stream`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${key}` },
+      });
       await res.body.text();
       return res.statusCode;
     };
@@ -192,10 +228,16 @@ describe('the SSE transport', () => {
 describe('reserved SSE streams that are never connected', () => {
   it('are released when their reservation times out: the app may reserve again, and the released token names no stream', async () => {
     const releases: Array<() => void> = [];
-    const gw = await startTestGateway({ GATEWAY_API_KEYS: 'app-r' }, { testing: { scheduleSseRelease: (release) => releases.push(release) } });
+    const gw = await startTestGateway(
+      { GATEWAY_API_KEYS: 'app-r' },
+      { testing: { scheduleSseRelease: (release) => releases.push(release) } },
+    );
     try {
       const reserve = async () => {
-        const res = await request(`${gw.url}/graphql/stream`, { method: 'PUT', headers: { authorization: 'Bearer app-r' } });
+        const res = await request(`${gw.url}/graphql/stream`, {
+          method: 'PUT',
+          headers: { authorization: 'Bearer app-r' },
+        });
         return { status: res.statusCode, token: await res.body.text() };
       };
       const tokens: string[] = [];
@@ -218,7 +260,9 @@ describe('reserved SSE streams that are never connected', () => {
       expect((await reserve()).status).toBe(409);
       // The released token is answered as one never issued.
       const get = async (token: string) => {
-        const res = await request(`${gw.url}/graphql/stream?token=${encodeURIComponent(token)}`, { headers: { authorization: 'Bearer app-r', accept: 'text/event-stream' } });
+        const res = await request(`${gw.url}/graphql/stream?token=${encodeURIComponent(token)}`, {
+          headers: { authorization: 'Bearer app-r', accept: 'text/event-stream' },
+        });
         return { status: res.statusCode, body: await res.body.text() };
       };
       expect(await get(tokens[0]!)).toEqual(await get('never-issued-token'));

@@ -1,5 +1,6 @@
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
+
 import { tempDataDir } from '../helpers/gateway.js';
 import { gatewayProcesses } from '../helpers/process.js';
 
@@ -22,7 +23,8 @@ describe('the start-up line', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ query: '{ identificationCallbackUrl(workflowId: "wf-onboarding") }' }),
     });
-    const address = ((await res.body.json()) as { data: { identificationCallbackUrl: string } }).data.identificationCallbackUrl;
+    const address = ((await res.body.json()) as { data: { identificationCallbackUrl: string } }).data
+      .identificationCallbackUrl;
     expect(address.startsWith(`${url}/webhooks/identification/`)).toBe(true);
     expect(line).not.toContain(address.split('/').at(-1)!);
   });

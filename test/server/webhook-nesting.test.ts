@@ -1,5 +1,6 @@
 // A webhook body nested deeper than the gateway walks is a clear 400 that changes nothing, on every webhook.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);
@@ -19,12 +20,21 @@ async function post(url: string, body: string, headers: Record<string, string> =
 
 describe('deeply nested webhook bodies', () => {
   it('answers 400 to a verification callback nested 100,000 levels deep, and stores nothing', async () => {
-    const reg = await gw.graphql(`mutation { registerVerification(input: { workflowId: "wf", applicant: { lastName: "X" } }) { verification { externalId } } }`);
+    const reg = await gw.graphql(
+      `mutation { registerVerification(input: { workflowId: "wf", applicant: { lastName: "X" } }) { verification { externalId } } }`,
+    );
     const id = reg.data!.registerVerification.verification.externalId as string;
     const url = gw.gateway.sandbox.verification!.verifications().find((v) => v.externalId === id)!.callbackUrl!;
     const res = await post(url, `{"status":"COMPLETED","extra":${deep(100_000)}}`);
-    expect(res).toEqual({ status: 400, json: { error: 'invalid_request', error_description: 'the body nests deeper than 64 levels' } });
-    const rows = await gw.gateway.services.store.db.selectFrom('events').select('key').where('kind', '=', 'verification').execute();
+    expect(res).toEqual({
+      status: 400,
+      json: { error: 'invalid_request', error_description: 'the body nests deeper than 64 levels' },
+    });
+    const rows = await gw.gateway.services.store.db
+      .selectFrom('events')
+      .select('key')
+      .where('kind', '=', 'verification')
+      .execute();
     expect(rows).toEqual([]);
     // A body within the bound is taken.
     expect((await post(url, `{"status":"COMPLETED","extra":${deep(30)}}`)).status).toBe(204);
@@ -32,7 +42,9 @@ describe('deeply nested webhook bodies', () => {
 
   it('answers 400 to a mobile-ID notification nested too deep', async () => {
     const token = gw.gateway.sandbox.mobileId!.notificationToken;
-    const res = await post(`${gw.url}/webhooks/mobile-id`, `{"auth_req_id":"deep","extra":${deep(20_000)}}`, { authorization: `Bearer ${token}` });
+    const res = await post(`${gw.url}/webhooks/mobile-id`, `{"auth_req_id":"deep","extra":${deep(20_000)}}`, {
+      authorization: `Bearer ${token}`,
+    });
     expect(res.status).toBe(400);
     expect(res.json.error_description).toBe('the body nests deeper than 64 levels');
   });

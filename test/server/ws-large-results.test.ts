@@ -4,9 +4,10 @@
 import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { subscribe, wsClient } from '../identity/helpers.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
+import { subscribe, wsClient } from '../identity/helpers.js';
 
 const REGISTER = `mutation($id: ID!) { registerVerification(input: { workflowId: "wf-large", applicant: { lastName: "Large" }, externalId: $id }) { verification { id } } }`;
 const COMPLETED = `subscription($id: ID) { verificationCompleted(externalId: $id) { externalId payload } }`;
@@ -24,7 +25,9 @@ describe('large subscription results over graphql-ws', () => {
     const externalId = `large-${randomUUID()}`;
     const registered = await t.graphql(REGISTER, { id: externalId });
     const upstreamId = registered.data!.registerVerification.verification.id as string;
-    const callbackUrl = t.gateway.sandbox.verification!.verifications().find((v) => v.externalId === upstreamId)!.callbackUrl!;
+    const callbackUrl = t.gateway.sandbox
+      .verification!.verifications()
+      .find((v) => v.externalId === upstreamId)!.callbackUrl!;
 
     const clients = [wsClient(t), wsClient(t), wsClient(t)];
     try {
@@ -33,13 +36,25 @@ describe('large subscription results over graphql-ws', () => {
 
       // The payload's JSON around the text adds some bytes: 100 B, just under and over 64 KiB, and 300 KiB.
       const sizes = [100, 65_400, 65_600, 300_000];
-      const bodies = sizes.map((n, i) => ({ verificationExternalId: upstreamId, status: `STEP_${i}`, note: 'x'.repeat(n) }));
+      const bodies = sizes.map((n, i) => ({
+        verificationExternalId: upstreamId,
+        status: `STEP_${i}`,
+        note: 'x'.repeat(n),
+      }));
       for (const body of bodies) {
-        const res = await request(callbackUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        const res = await request(callbackUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
         expect(res.statusCode).toBe(204);
         await res.body.dump();
       }
-      await waitFor(() => subs.every((s) => s.received.length === bodies.length), 10_000, 'every result at every subscriber');
+      await waitFor(
+        () => subs.every((s) => s.received.length === bodies.length),
+        10_000,
+        'every result at every subscriber',
+      );
       for (const s of subs) {
         expect(s.errors).toEqual([]);
         expect(s.received.map((r) => r.verificationCompleted.payload)).toEqual(bodies);

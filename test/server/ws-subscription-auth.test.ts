@@ -1,8 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from 'graphql-ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { SUBSCRIPTION, collect, postNotification, wsClient } from '../helpers/mobile-id.js';
+import { collect, postNotification, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 
 let gw: TestGateway;
 const clients: Client[] = [];

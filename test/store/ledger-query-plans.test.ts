@@ -4,6 +4,7 @@ import path from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, type LogEvent } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { createLogger } from '../../src/logger.js';
 import { openStore, throughKysely, type Database } from '../../src/store/index.js';
 import { Ledger } from '../../src/store/ledger.js';
@@ -54,7 +55,9 @@ describe('ledger reads on a large SQLite store', () => {
   });
 
   const plan = (s: { sql: string; parameters: readonly unknown[] }) =>
-    (database.prepare(`explain query plan ${s.sql}`).all(...s.parameters) as Array<{ detail: string }>).map((r) => r.detail).join('; ');
+    (database.prepare(`explain query plan ${s.sql}`).all(...s.parameters) as Array<{ detail: string }>)
+      .map((r) => r.detail)
+      .join('; ');
 
   it("finds a project's networks through the project index", async () => {
     statements.length = 0;

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { createLogger } from '../../src/logger.js';
 import { openStore, throughKysely, type Store } from '../../src/store/index.js';
 import { Ledger, type LedgerRecord } from '../../src/store/ledger.js';
@@ -19,7 +20,18 @@ describe.each([
   let ledger: Ledger;
   const at = (i: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, i));
   const rec = (id: string, kind: LedgerRecord['kind'], projectId: string | null, parentId: string | null, i: number) =>
-    ledger.record({ id, kind, projectId, parentId, title: id, spec: { title: id, n: i }, response: { id, i }, idempotencyKey: null, createdBy: 'test', createdAt: at(i) });
+    ledger.record({
+      id,
+      kind,
+      projectId,
+      parentId,
+      title: id,
+      spec: { title: id, n: i },
+      response: { id, i },
+      idempotencyKey: null,
+      createdBy: 'test',
+      createdAt: at(i),
+    });
 
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ledger-reads-'));
@@ -41,8 +53,12 @@ describe.each([
   it('answers a second read of the same shape with its own parameters, not the first call’s', async () => {
     expect((await ledger.getMany(['p1-net1', 'nope'])).map((r) => r?.id ?? null)).toEqual(['p1-net1', null]);
     expect((await ledger.getMany(['p2-net2', 'p1'])).map((r) => r?.id ?? null)).toEqual(['p2-net2', 'p1']);
-    expect((await ledger.childrenOf('subnet', ['p1-net1'])).map((g) => g.map((r) => r.id))).toEqual([['p1-net1-sub1', 'p1-net1-sub2']]);
-    expect((await ledger.childrenOf('subnet', ['p2-net3'])).map((g) => g.map((r) => r.id))).toEqual([['p2-net3-sub1', 'p2-net3-sub2']]);
+    expect((await ledger.childrenOf('subnet', ['p1-net1'])).map((g) => g.map((r) => r.id))).toEqual([
+      ['p1-net1-sub1', 'p1-net1-sub2'],
+    ]);
+    expect((await ledger.childrenOf('subnet', ['p2-net3'])).map((g) => g.map((r) => r.id))).toEqual([
+      ['p2-net3-sub1', 'p2-net3-sub2'],
+    ]);
     expect((await ledger.childrenOf('network', ['p2-net3'])).map((g) => g.map((r) => r.id))).toEqual([[]]);
     expect((await ledger.inProjects('network', ['p1', 'p2'])).map((g) => g.map((r) => r.id))).toEqual([
       ['p1-net1', 'p1-net2', 'p1-net3'],
@@ -50,16 +66,33 @@ describe.each([
     ]);
     expect((await ledger.inProjects('subnet', ['p2', 'p1'])).map((g) => g.length)).toEqual([6, 6]);
     expect((await ledger.list('network', { limit: 2 })).map((r) => r.id)).toEqual(['p2-net3', 'p1-net3']);
-    expect((await ledger.list('network', { limit: 3, offset: 2 })).map((r) => r.id)).toEqual(['p2-net2', 'p1-net2', 'p2-net1']);
+    expect((await ledger.list('network', { limit: 3, offset: 2 })).map((r) => r.id)).toEqual([
+      'p2-net2',
+      'p1-net2',
+      'p2-net1',
+    ]);
     expect((await ledger.list('project')).map((r) => r.id)).toEqual(['p2', 'p1']);
   });
 
   it('gives back the stored spec and response, with every other field', async () => {
     const r = (await ledger.get('p1-net2-sub1'))!;
-    expect(r).toMatchObject({ id: 'p1-net2-sub1', kind: 'subnet', projectId: 'p1', parentId: 'p1-net2', title: 'p1-net2-sub1', idempotencyKey: null, createdBy: 'test', createdAt: at(21) });
+    expect(r).toMatchObject({
+      id: 'p1-net2-sub1',
+      kind: 'subnet',
+      projectId: 'p1',
+      parentId: 'p1-net2',
+      title: 'p1-net2-sub1',
+      idempotencyKey: null,
+      createdBy: 'test',
+      createdAt: at(21),
+    });
     expect(r.spec).toEqual({ title: 'p1-net2-sub1', n: 21 });
     expect(r.response).toEqual({ id: 'p1-net2-sub1', i: 21 });
     expect(r.spec).toBe(r.spec);
-    expect(JSON.parse(JSON.stringify(r))).toMatchObject({ spec: { n: 21 }, response: { i: 21 }, createdAt: at(21).toISOString() });
+    expect(JSON.parse(JSON.stringify(r))).toMatchObject({
+      spec: { n: 21 },
+      response: { i: 21 },
+      createdAt: at(21).toISOString(),
+    });
   });
 });

@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { loadConfig } from '../../src/config.js';
 import { migrationProvider } from '../../src/store/migrations.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
@@ -70,7 +71,11 @@ describe('main.js migrate and DATABASE_MIGRATIONS=wait on a real PostgreSQL', ()
   it('migrate needs only the database: it ignores the gateway settings a Job is not given, and refuses a bad DATABASE_URL', async () => {
     // An apps file that does not exist would stop the gateway's start-up; the migration Job does not read it.
     const url = await server.createDatabase('migrate_only_database');
-    const run = await runMigrate({ DATABASE_URL: url, GATEWAY_APPS_FILE: '/no/such/apps.yaml', CLOUD_API_URL: 'https://cloud.example' });
+    const run = await runMigrate({
+      DATABASE_URL: url,
+      GATEWAY_APPS_FILE: '/no/such/apps.yaml',
+      CLOUD_API_URL: 'https://cloud.example',
+    });
     expect(run.code, run.output).toBe(0);
     const bad = await runMigrate({ DATABASE_URL: 'mysql://user:pa55-Zq81@db/gateway' });
     expect(bad.code).toBe(2);

@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { createChain, M } from '../helpers/cloud.js';
 import { startTestGateway } from '../helpers/gateway.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
@@ -18,9 +19,12 @@ describe('the store on a real PostgreSQL (DATABASE_URL)', () => {
     try {
       expect(gw.gateway.services.store.dialect).toBe('postgres');
       const chain = await createChain(gw);
-      const res = await gw.graphql(`query($id: ID!) { project(id: $id) { networks { subnets { cidr } } kafkaClusters { topics { name } users { name } } virtualMachines { id } } }`, {
-        id: chain.projectId,
-      });
+      const res = await gw.graphql(
+        `query($id: ID!) { project(id: $id) { networks { subnets { cidr } } kafkaClusters { topics { name } users { name } } virtualMachines { id } } }`,
+        {
+          id: chain.projectId,
+        },
+      );
       expect(res.errors).toBeUndefined();
       expect(res.data!.project).toEqual({
         networks: [{ subnets: [{ cidr: '10.10.0.0/24' }] }],
@@ -59,7 +63,9 @@ describe('the store on a real PostgreSQL (DATABASE_URL)', () => {
     try {
       gw.gateway.sandbox.cloud!.faults.latencyMs = 200;
       const key = randomUUID();
-      const results = await Promise.all(Array.from({ length: 4 }, () => gw.graphql(M.project, { input: { name: 'pg-race' }, key })));
+      const results = await Promise.all(
+        Array.from({ length: 4 }, () => gw.graphql(M.project, { input: { name: 'pg-race' }, key })),
+      );
       expect(results.every((r) => !r.errors)).toBe(true);
       expect(results.filter((r) => !r.data!.createProject.replayed)).toHaveLength(1);
       expect(gw.gateway.sandbox.cloud!.requests).toHaveLength(1);

@@ -1,6 +1,7 @@
 import SQLite from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+
 import { precompiled } from '../../src/store/precompiled.js';
 
 interface Db {
@@ -20,7 +21,7 @@ describe('precompiled statements', () => {
     await db.destroy();
   });
 
-  it('compiles once and binds each call\'s arguments, keeping the values the statement wrote itself', async () => {
+  it("compiles once and binds each call's arguments, keeping the values the statement wrote itself", async () => {
     const build = vi.fn((id: number, name: string) =>
       db
         .insertInto('items')

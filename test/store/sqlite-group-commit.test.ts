@@ -4,6 +4,7 @@ import path from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { openStore } from '../../src/store/index.js';
@@ -51,7 +52,12 @@ describe('SQLite group commit: a write is acknowledged only once it is committed
   const committed = () => (observer.prepare('select count(*) as n from items').get() as { n: number }).n;
 
   it('commits the writes of one turn of the event loop together, once', async () => {
-    const writes = Array.from({ length: 10 }, (_, i) => db.insertInto('items').values({ id: i + 1, name: `n${i}` }).execute());
+    const writes = Array.from({ length: 10 }, (_, i) =>
+      db
+        .insertInto('items')
+        .values({ id: i + 1, name: `n${i}` })
+        .execute(),
+    );
     await Promise.all(writes);
     expect(execs.filter((s) => s === 'commit')).toHaveLength(1);
     expect(committed()).toBe(10);
@@ -87,11 +93,19 @@ describe('SQLite group commit: a write is acknowledged only once it is committed
 
   it('answers a read issued while writes are pending only after they are committed', async () => {
     const order: string[] = [];
-    const write = db.insertInto('items').values({ id: 1, name: 'a' }).execute().then(() => order.push('write'));
-    const read = db.selectFrom('items').selectAll().execute().then((rows) => {
-      order.push('read');
-      return rows;
-    });
+    const write = db
+      .insertInto('items')
+      .values({ id: 1, name: 'a' })
+      .execute()
+      .then(() => order.push('write'));
+    const read = db
+      .selectFrom('items')
+      .selectAll()
+      .execute()
+      .then((rows) => {
+        order.push('read');
+        return rows;
+      });
     const [, rows] = await Promise.all([write, read]);
     expect(order).toEqual(['write', 'read']);
     expect(committed()).toBe(1);
@@ -122,7 +136,7 @@ describe('SQLite group commit: a write is acknowledged only once it is committed
     expect(committed()).toBe(1);
   });
 
-  it('writes statements together in the turn\'s one COMMIT, and undoes all of them when one fails', async () => {
+  it("writes statements together in the turn's one COMMIT, and undoes all of them when one fails", async () => {
     const insert = (id: number, name: string) => db.insertInto('items').values({ id, name }).compile();
     const other = db.insertInto('items').values({ id: 1, name: 'other' }).execute();
     const together = dialect.writeTogether([insert(2, 'b'), insert(3, 'c')]);
@@ -131,9 +145,14 @@ describe('SQLite group commit: a write is acknowledged only once it is committed
     expect(committed()).toBe(3);
 
     // id 1 exists: the second statement fails, and the first of the unit is undone with it; the turn's other write stays.
-    const results = await Promise.allSettled([dialect.writeTogether([insert(4, 'd'), insert(1, 'duplicate')]), db.insertInto('items').values({ id: 5, name: 'e' }).execute()]);
+    const results = await Promise.allSettled([
+      dialect.writeTogether([insert(4, 'd'), insert(1, 'duplicate')]),
+      db.insertInto('items').values({ id: 5, name: 'e' }).execute(),
+    ]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
-    expect((observer.prepare('select id from items order by id').all() as { id: number }[]).map((r) => r.id)).toEqual([1, 2, 3, 5]);
+    expect((observer.prepare('select id from items order by id').all() as { id: number }[]).map((r) => r.id)).toEqual([
+      1, 2, 3, 5,
+    ]);
   });
 
   it('re-uses prepared statements instead of preparing every query again', async () => {
@@ -156,7 +175,10 @@ describe('SQLITE_SYNCHRONOUS', () => {
       const store = await openStore({ dataDir, logger: createLogger({ level: 'silent' }), sqliteSynchronous: mode });
       const synced: string[] = [];
       const real = fs.fdatasync;
-      const spy = vi.spyOn(fs, 'fdatasync').mockImplementation(((fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => {
+      const spy = vi.spyOn(fs, 'fdatasync').mockImplementation(((
+        fd: number,
+        cb: (err: NodeJS.ErrnoException | null) => void,
+      ) => {
         real(fd, (err) => {
           synced.push(fs.readlinkSync(`/proc/self/fd/${fd}`));
           cb(err);
@@ -229,7 +251,11 @@ describe('SQLite group commit with the WAL synced by the driver (FULL without bl
 
   it('settles a write only after the fdatasync that follows its COMMIT has returned', async () => {
     let settled = false;
-    const write = db.insertInto('items').values({ id: 1, name: 'a' }).execute().then(() => (settled = true));
+    const write = db
+      .insertInto('items')
+      .values({ id: 1, name: 'a' })
+      .execute()
+      .then(() => (settled = true));
     await until(() => syncs.length === 1);
     // Committed (another connection sees it) but not yet on disk: not acknowledged.
     expect(committed()).toBe(1);
@@ -244,7 +270,11 @@ describe('SQLite group commit with the WAL synced by the driver (FULL without bl
     const write = db.insertInto('items').values({ id: 1, name: 'a' }).execute();
     await until(() => syncs.length === 1);
     let read: unknown = null;
-    const reading = db.selectFrom('items').selectAll().execute().then((rows) => (read = rows));
+    const reading = db
+      .selectFrom('items')
+      .selectAll()
+      .execute()
+      .then((rows) => (read = rows));
     await new Promise((r) => setTimeout(r, 20));
     expect(read).toBe(null);
     syncs.shift()!();
@@ -258,7 +288,12 @@ describe('SQLite group commit with the WAL synced by the driver (FULL without bl
     expect(commits).toBe(1);
     const later: Promise<unknown>[] = [];
     for (let turn = 0; turn < 3; turn++) {
-      later.push(db.insertInto('items').values({ id: 10 + turn, name: 'later' }).execute());
+      later.push(
+        db
+          .insertInto('items')
+          .values({ id: 10 + turn, name: 'later' })
+          .execute(),
+      );
       await new Promise((r) => setImmediate(r));
     }
     // Three turns went by: no COMMIT while the first sync is in flight.
@@ -307,7 +342,11 @@ describe('SQLite checkpoints in a worker thread', () => {
     database.pragma('synchronous = NORMAL');
     database.exec('create table items (id integer primary key, name text not null)');
     const db = new Kysely<Db>({
-      dialect: new GroupCommitSqliteDialect(database, { syncWal: true, checkpointInWorker: true, checkpoint: { intervalMs: 5, restartFrames: 50 } }),
+      dialect: new GroupCommitSqliteDialect(database, {
+        syncWal: true,
+        checkpointInWorker: true,
+        checkpoint: { intervalMs: 5, restartFrames: 50 },
+      }),
     });
     try {
       expect(database.pragma('wal_autocheckpoint', { simple: true })).toBe(0);
@@ -328,10 +367,14 @@ describe('SQLite checkpoints in a worker thread', () => {
       // wait for its first restart of the WAL, writing meanwhile, before measuring what it keeps the WAL to.
       const before = salt();
       let warmUp = 10_000;
-      await waitFor(async () => {
-        await db.insertInto('items').values({ id: ++warmUp, name }).execute();
-        return salt() !== before;
-      }, 60_000, "the checkpoint worker's first restart of the WAL");
+      await waitFor(
+        async () => {
+          await db.insertInto('items').values({ id: ++warmUp, name }).execute();
+          return salt() !== before;
+        },
+        60_000,
+        "the checkpoint worker's first restart of the WAL",
+      );
       let largest = 0;
       const salts = new Set<number>();
       // 600 writes one after another, each its own commit of a ~3 KB row: kept in the WAL they would fill

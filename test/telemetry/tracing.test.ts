@@ -5,12 +5,13 @@ import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trac
 import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { loadConfig } from '../../src/config.js';
 import { SANDBOX_SERVICE_ACCOUNT_TOKEN } from '../../src/sandbox/index.js';
 import { createTracing } from '../../src/telemetry/tracing.js';
 import { createChain, M, ok } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { SUBSCRIPTION, collect, postNotification, wsClient } from '../helpers/mobile-id.js';
+import { collect, postNotification, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 const started: TestGateway[] = [];
@@ -35,19 +36,29 @@ const eventually = <T>(find: () => T | undefined, what: string): Promise<T> => w
 describe('tracing with OpenTelemetry', () => {
   it("makes one span per GraphQL operation, named after it, continuing the app's W3C traceparent", async () => {
     const { gw, spans } = await traced();
-    const res = await gw.graphql('mutation CreateProject($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }', { input: { name: 'traced' } }, { headers: { traceparent: TRACEPARENT } });
+    const res = await gw.graphql(
+      'mutation CreateProject($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
+      { input: { name: 'traced' } },
+      { headers: { traceparent: TRACEPARENT } },
+    );
     expect(res.errors).toBeUndefined();
     const op = await eventually(() => spans().find((s) => s.name === 'mutation CreateProject'), 'operation span');
     expect(op.kind).toBe(SpanKind.SERVER);
     expect(op.spanContext().traceId).toBe(TRACE_ID);
     expect(op.parentSpanContext?.spanId).toBe(APP_SPAN_ID);
-    expect(op.attributes).toMatchObject({ 'graphql.operation.type': 'mutation', 'graphql.operation.name': 'CreateProject', 'http.response.status_code': 200 });
+    expect(op.attributes).toMatchObject({
+      'graphql.operation.type': 'mutation',
+      'graphql.operation.name': 'CreateProject',
+      'http.response.status_code': 200,
+    });
     expect(spans().filter((s) => s.kind === SpanKind.SERVER)).toHaveLength(1);
   });
 
   it('names the app on the operation span, never its key', async () => {
     const { gw, spans } = await traced({ GATEWAY_API_KEYS: 'shop:shop-key-0123456789' });
-    expect((await gw.graphql('query Projects { projects { id } }', {}, { key: 'shop-key-0123456789' })).errors).toBeUndefined();
+    expect(
+      (await gw.graphql('query Projects { projects { id } }', {}, { key: 'shop-key-0123456789' })).errors,
+    ).toBeUndefined();
     const op = await eventually(() => spans().find((s) => s.name === 'query Projects'), 'operation span');
     expect(op.attributes['gateway.app']).toBe('shop');
     expect(JSON.stringify(spans().map((s) => s.attributes))).not.toContain('shop-key-0123456789');
@@ -63,7 +74,11 @@ describe('tracing with OpenTelemetry', () => {
     expect(create, calls.map((c) => c.name).join(', ')).toBeDefined();
     expect(create.parentSpanContext?.spanId).toBe(op.spanContext().spanId);
     expect(create.spanContext().traceId).toBe(op.spanContext().traceId);
-    expect(create.attributes).toMatchObject({ 'gateway.upstream': 'cloud', 'http.response.status_code': expect.any(Number), 'gateway.upstream.attempts': 1 });
+    expect(create.attributes).toMatchObject({
+      'gateway.upstream': 'cloud',
+      'http.response.status_code': expect.any(Number),
+      'gateway.upstream.attempts': 1,
+    });
 
     // The cloud sandbox saw the client span's own context in the request it received.
     const received = gw.gateway.sandbox.cloud!.requests.map((r) => r.headers.traceparent);
@@ -79,8 +94,17 @@ describe('tracing with OpenTelemetry', () => {
     await live.done;
     expect(live.results[0].data.mobileIdAuthentication.__typename).toBe('MobileIdAuthenticated');
 
-    const sse = createSseClient({ url: `${gw.url}/graphql/stream`, retryAttempts: 0, headers: { traceparent: `00-${OTHER_TRACE_ID}-${APP_SPAN_ID}-01` } });
-    await new Promise<void>((resolve, reject) => sse.subscribe({ query: SUBSCRIPTION, variables: { id: 'traced-auth' } }, { next: () => {}, error: reject, complete: resolve }));
+    const sse = createSseClient({
+      url: `${gw.url}/graphql/stream`,
+      retryAttempts: 0,
+      headers: { traceparent: `00-${OTHER_TRACE_ID}-${APP_SPAN_ID}-01` },
+    });
+    await new Promise<void>((resolve, reject) =>
+      sse.subscribe(
+        { query: SUBSCRIPTION, variables: { id: 'traced-auth' } },
+        { next: () => {}, error: reject, complete: resolve },
+      ),
+    );
     sse.dispose();
 
     const intake = await eventually(() => spans().find((s) => s.name === 'POST /webhooks/mobile-id'), 'intake span');
@@ -109,9 +133,16 @@ describe('tracing with OpenTelemetry', () => {
     const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'secret-auth', outcome: 'SUCCESS' });
     expect((await postNotification(gw, n.body)).status).toBe(204);
     // A verification: the sandbox calls back on /webhooks/verification/<token>, a secret in the path.
-    const reg = await gw.graphql('mutation { registerVerification(input: { workflowId: "wf-kyc", applicant: { lastName: "Ivanova" } }) { verification { externalId } } }', {}, { key: 'very-secret-app-key' });
+    const reg = await gw.graphql(
+      'mutation { registerVerification(input: { workflowId: "wf-kyc", applicant: { lastName: "Ivanova" } }) { verification { externalId } } }',
+      {},
+      { key: 'very-secret-app-key' },
+    );
     expect(reg.errors).toBeUndefined();
-    const callback = await eventually(() => spans().find((s) => s.name === 'POST /webhooks/verification/:token'), 'verification callback span');
+    const callback = await eventually(
+      () => spans().find((s) => s.name === 'POST /webhooks/verification/:token'),
+      'verification callback span',
+    );
     expect(callback.attributes['http.response.status_code']).toBe(204);
 
     const verificationSandbox = gw.gateway.sandbox.verification!;
@@ -129,7 +160,14 @@ describe('tracing with OpenTelemetry', () => {
     ];
     expect(secrets.every((s) => typeof s === 'string' && s.length >= 8)).toBe(true);
     const everything = JSON.stringify(
-      spans().map((s) => ({ name: s.name, attributes: s.attributes, status: s.status, events: s.events, links: s.links.map((l) => l.attributes), resource: s.resource.attributes })),
+      spans().map((s) => ({
+        name: s.name,
+        attributes: s.attributes,
+        status: s.status,
+        events: s.events,
+        links: s.links.map((l) => l.attributes),
+        resource: s.resource.attributes,
+      })),
     );
     expect(spans().length).toBeGreaterThan(10);
     for (const secret of secrets) expect(everything, 'a secret in a span').not.toContain(secret);
@@ -141,7 +179,11 @@ describe('tracing with OpenTelemetry', () => {
     await ok(gw, M.project, { input: { name: 'untraced' } }, undefined);
     expect(gw.gateway.sandbox.cloud!.requests.length).toBeGreaterThan(0);
     expect(gw.gateway.sandbox.cloud!.requests.some((r) => 'traceparent' in r.headers)).toBe(false);
-    const res = await request(`${gw.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', traceparent: TRACEPARENT }, body: JSON.stringify({ query: '{ __typename }' }) });
+    const res = await request(`${gw.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', traceparent: TRACEPARENT },
+      body: JSON.stringify({ query: '{ __typename }' }),
+    });
     expect(res.statusCode).toBe(200);
     await res.body.text();
   });
@@ -151,17 +193,37 @@ describe('tracing configuration (the standard OTEL_* variables)', () => {
   it('turns tracing on only with an exporter, and OTEL_SDK_DISABLED wins', () => {
     expect(loadConfig({}).tracing.enabled).toBe(false);
     expect(createTracing(loadConfig({}).tracing).enabled).toBe(false);
-    expect(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp' }).tracing).toMatchObject({ enabled: true, exporter: 'otlp', endpoint: 'http://localhost:4318/v1/traces', serviceName: 'gateway' });
+    expect(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp' }).tracing).toMatchObject({
+      enabled: true,
+      exporter: 'otlp',
+      endpoint: 'http://localhost:4318/v1/traces',
+      serviceName: 'gateway',
+    });
     expect(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_SDK_DISABLED: 'true' }).tracing.enabled).toBe(false);
-    expect(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/' }).tracing.endpoint).toBe('http://collector:4318/v1/traces');
-    expect(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://otlp.example/v1/t' }).tracing.endpoint).toBe('https://otlp.example/v1/t');
-    expect(loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: 'Authorization=Bearer%20abc,x-tenant=7' }).tracing.headers).toEqual({ authorization: 'Bearer abc', 'x-tenant': '7' });
-    expect(loadConfig({ OTEL_SERVICE_NAME: 'edge-gw', OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }).tracing).toMatchObject({ serviceName: 'edge-gw', sampler: 'traceidratio', samplerRatio: 0.25 });
+    expect(
+      loadConfig({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/' }).tracing
+        .endpoint,
+    ).toBe('http://collector:4318/v1/traces');
+    expect(
+      loadConfig({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://otlp.example/v1/t' })
+        .tracing.endpoint,
+    ).toBe('https://otlp.example/v1/t');
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: 'Authorization=Bearer%20abc,x-tenant=7' }).tracing.headers).toEqual(
+      { authorization: 'Bearer abc', 'x-tenant': '7' },
+    );
+    expect(
+      loadConfig({ OTEL_SERVICE_NAME: 'edge-gw', OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' })
+        .tracing,
+    ).toMatchObject({ serviceName: 'edge-gw', sampler: 'traceidratio', samplerRatio: 0.25 });
   });
 
   it('refuses bad values with a clear message, and never repeats the collector headers (they may hold a token)', () => {
-    expect(() => loadConfig({ OTEL_TRACES_EXPORTER: 'zipkin' })).toThrow(/OTEL_TRACES_EXPORTER: must be none, otlp or console/);
-    expect(() => loadConfig({ OTEL_TRACES_SAMPLER_ARG: '2' })).toThrow(/OTEL_TRACES_SAMPLER_ARG: must be a number from 0 to 1/);
+    expect(() => loadConfig({ OTEL_TRACES_EXPORTER: 'zipkin' })).toThrow(
+      /OTEL_TRACES_EXPORTER: must be none, otlp or console/,
+    );
+    expect(() => loadConfig({ OTEL_TRACES_SAMPLER_ARG: '2' })).toThrow(
+      /OTEL_TRACES_SAMPLER_ARG: must be a number from 0 to 1/,
+    );
     let message = '';
     try {
       loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: 'secret-token-without-a-name' });

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { QUERY as MOBILE_ID_QUERY, SUBSCRIPTION as MOBILE_ID_SUBSCRIPTION } from '../helpers/mobile-id.js';
-import { subscribe, wsClient } from '../identity/helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { subscribe, wsClient } from '../identity/helpers.js';
 
 /**
  * Two apps, one API key each, on one gateway (docs/decisions/010, 043): what one app created that holds personal data
@@ -46,7 +47,11 @@ describe('several apps on one gateway: each reads only what its own API key crea
     return c;
   };
   const register = async (key: string) => {
-    const res = await t.graphql(REGISTER, { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Petrova' } } }, { key });
+    const res = await t.graphql(
+      REGISTER,
+      { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Petrova' } } },
+      { key },
+    );
     expect(res.errors).toBeUndefined();
     return res.data!.registerVerification.verification.externalId as string;
   };
@@ -68,7 +73,9 @@ describe('several apps on one gateway: each reads only what its own API key crea
 
     const mine = await t.graphql(RESULTS, { ids: [id] }, { key: A });
     expect(mine.errors).toBeUndefined();
-    expect(mine.data!.verificationResults).toEqual([{ externalId: id, status: 'COMPLETED', data: expect.objectContaining({ decision: 'APPROVED' }) }]);
+    expect(mine.data!.verificationResults).toEqual([
+      { externalId: id, status: 'COMPLETED', data: expect.objectContaining({ decision: 'APPROVED' }) },
+    ]);
     expect(resultCalls()).toHaveLength(1);
 
     sandbox.clearRequests();
@@ -82,7 +89,11 @@ describe('several apps on one gateway: each reads only what its own API key crea
     await sandbox.complete(id);
     const mine = await t.graphql(NODE, { id }, { key: A });
     expect(mine.data!.node).toMatchObject({ externalId: id, result: { status: 'COMPLETED' } });
-    await waitFor(async () => (await t.graphql(NODE, { id }, { key: A })).data!.node.completion !== null, 5_000, 'the stored callback');
+    await waitFor(
+      async () => (await t.graphql(NODE, { id }, { key: A })).data!.node.completion !== null,
+      5_000,
+      'the stored callback',
+    );
 
     const theirs = await t.graphql(NODE, { id }, { key: B });
     const unknown = await t.graphql(NODE, { id: `unknown-${randomUUID()}` }, { key: B });
@@ -90,7 +101,7 @@ describe('several apps on one gateway: each reads only what its own API key crea
     expect(unknown).toEqual(theirs);
   });
 
-  it("a subscriber with another key gets no event of a verification, stored or live, while its owner gets both", async () => {
+  it('a subscriber with another key gets no event of a verification, stored or live, while its owner gets both', async () => {
     const stored = await register(A);
     await sandbox.complete(stored);
     const live = await register(A);
@@ -169,7 +180,14 @@ describe('several apps on one gateway: each reads only what its own API key crea
   it("another key's provisioning is null, its progress is NOT_FOUND with the text of an unknown id, and the cloud ledger stays shared", async () => {
     const started = await t.graphql(
       PROVISION,
-      { input: { project: { name: 'tenant-a' }, network: { title: 'net' }, subnet: { title: 'sub', cidr: '10.60.0.0/24' }, cluster: { title: 'k', instanceType: 'C2_MEDIUM' } } },
+      {
+        input: {
+          project: { name: 'tenant-a' },
+          network: { title: 'net' },
+          subnet: { title: 'sub', cidr: '10.60.0.0/24' },
+          cluster: { title: 'k', instanceType: 'C2_MEDIUM' },
+        },
+      },
       { key: A },
     );
     expect(started.errors).toBeUndefined();

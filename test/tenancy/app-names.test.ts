@@ -3,6 +3,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
+
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { gatewaysPerTest } from '../helpers/gateway.js';
 import { QUERY } from '../helpers/mobile-id.js';
@@ -29,11 +30,16 @@ describe('named API keys', () => {
     }
   });
 
-  it("every key of one name is one app: a new key reads what the old one created, and spends the same rate-limit bucket", async () => {
+  it('every key of one name is one app: a new key reads what the old one created, and spends the same rate-limit bucket', async () => {
     const gw = await start({ GATEWAY_API_KEYS: `shop:${OLD},shop:${NEW},crm:${CRM}`, RATE_LIMIT_CREATIONS: '2/1h' });
     const authReqId = `auth-${randomUUID()}`;
-    expect((await gw.graphql(COMPLETE, { id: authReqId }, { key: OLD })).data!.sandboxCompleteMobileIdAuthentication.accepted).toBe(true);
-    expect((await gw.graphql(QUERY, { id: authReqId }, { key: NEW })).data!.mobileIdAuthentication).toMatchObject({ authReqId });
+    expect(
+      (await gw.graphql(COMPLETE, { id: authReqId }, { key: OLD })).data!.sandboxCompleteMobileIdAuthentication
+        .accepted,
+    ).toBe(true);
+    expect((await gw.graphql(QUERY, { id: authReqId }, { key: NEW })).data!.mobileIdAuthentication).toMatchObject({
+      authReqId,
+    });
     expect((await gw.graphql(QUERY, { id: authReqId }, { key: CRM })).data!.mobileIdAuthentication).toBeNull();
 
     expect((await post(gw, OLD, CREATE_PROJECT, { name: 'b1' })).status).toBe(200);

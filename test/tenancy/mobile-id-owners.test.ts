@@ -6,9 +6,10 @@ import { createClient as createSseClient, type Client as SseClient } from 'graph
 import type { Client } from 'graphql-ws';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { QUERY, SUBSCRIPTION, collect, postNotification, wsClient } from '../helpers/mobile-id.js';
+import { collect, postNotification, QUERY, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
 
 const SHOP = 'key-shop-0123456789abcdef';
@@ -35,10 +36,18 @@ async function read(gw: TestGateway, key: string, authReqId: string): Promise<an
   return res.data!.mobileIdAuthentication;
 }
 
-const failure = (authReqId: string, description = 'the user refused') => ({ auth_req_id: authReqId, error: 'access_denied', error_description: description });
+const failure = (authReqId: string, description = 'the user refused') => ({
+  auth_req_id: authReqId,
+  error: 'access_denied',
+  error_description: description,
+});
 
 function sse(gw: TestGateway, key: string): SseClient {
-  const client = createSseClient({ url: `${gw.url}/graphql/stream`, headers: { authorization: `Bearer ${key}` }, retryAttempts: 0 });
+  const client = createSseClient({
+    url: `${gw.url}/graphql/stream`,
+    headers: { authorization: `Bearer ${key}` },
+    retryAttempts: 0,
+  });
   disposers.push(() => client.dispose());
   return client;
 }
@@ -49,7 +58,7 @@ function ws(gw: TestGateway, key: string): Client {
   return client;
 }
 
-describe("mobile-ID results belong to the app whose token carried them", () => {
+describe('mobile-ID results belong to the app whose token carried them', () => {
   it("a notification on another app's token for an app's auth_req_id changes nothing that app sees, over HTTP, WebSocket and SSE, and the app's own notification is still accepted", async () => {
     const gw = await start({ GATEWAY_API_KEYS: KEYS });
     const authReqId = `auth-${randomUUID()}`;
@@ -58,7 +67,10 @@ describe("mobile-ID results belong to the app whose token carried them", () => {
     // The shop waits for its result over WebSocket and SSE.
     const overWs = collect(ws(gw, SHOP), SUBSCRIPTION, { id: authReqId });
     const overSse: any[] = [];
-    sse(gw, SHOP).subscribe({ query: SUBSCRIPTION, variables: { id: authReqId } }, { next: (v) => overSse.push(v), error: () => {}, complete: () => {} });
+    sse(gw, SHOP).subscribe(
+      { query: SUBSCRIPTION, variables: { id: authReqId } },
+      { next: (v) => overSse.push(v), error: () => {}, complete: () => {} },
+    );
     await waitFor(() => subscribers(gw, 'mobile-id', authReqId) === 2);
 
     // The CRM app issues itself a token for any auth_req_id and posts a failure for the shop's.
@@ -73,18 +85,30 @@ describe("mobile-ID results belong to the app whose token carried them", () => {
     expect((await postNotification(gw, genuine.body, { token: shopToken })).status).toBe(204);
     await waitFor(() => overWs.results.length === 1 && overSse.length === 1);
     for (const result of [overWs.results[0], overSse[0]]) {
-      expect(result.data.mobileIdAuthentication).toMatchObject({ __typename: 'MobileIdAuthenticated', authReqId, accessToken: genuine.body.access_token });
+      expect(result.data.mobileIdAuthentication).toMatchObject({
+        __typename: 'MobileIdAuthenticated',
+        authReqId,
+        accessToken: genuine.body.access_token,
+      });
     }
-    expect(await read(gw, SHOP, authReqId)).toMatchObject({ __typename: 'MobileIdAuthenticated', accessToken: genuine.body.access_token });
+    expect(await read(gw, SHOP, authReqId)).toMatchObject({
+      __typename: 'MobileIdAuthenticated',
+      accessToken: genuine.body.access_token,
+    });
     // The CRM app reads what it posted itself, and nothing of the shop's.
-    expect(await read(gw, CRM, authReqId)).toMatchObject({ __typename: 'MobileIdAuthenticationFailed', errorDescription: 'the user refused' });
+    expect(await read(gw, CRM, authReqId)).toMatchObject({
+      __typename: 'MobileIdAuthenticationFailed',
+      errorDescription: 'the user refused',
+    });
   });
 
   it("the answer to a sender is the same whether or not another app's authentication has ended", async () => {
     const gw = await start({ GATEWAY_API_KEYS: KEYS });
     const ended = `auth-${randomUUID()}`;
     const unknown = `auth-${randomUUID()}`;
-    expect((await gw.graphql(COMPLETE, { id: ended }, { key: SHOP })).data!.sandboxCompleteMobileIdAuthentication).toEqual({ accepted: true, httpStatus: 204 });
+    expect(
+      (await gw.graphql(COMPLETE, { id: ended }, { key: SHOP })).data!.sandboxCompleteMobileIdAuthentication,
+    ).toEqual({ accepted: true, httpStatus: 204 });
 
     const crmToken = await issue(gw, CRM);
     const answers = async (authReqId: string) => [
@@ -98,10 +122,13 @@ describe("mobile-ID results belong to the app whose token carried them", () => {
     expect(await read(gw, SHOP, ended)).toMatchObject({ __typename: 'MobileIdAuthenticated' });
   });
 
-  it('the sandbox trigger posts on a token issued for the caller: its result is that app\'s alone', async () => {
+  it("the sandbox trigger posts on a token issued for the caller: its result is that app's alone", async () => {
     const gw = await start({ GATEWAY_API_KEYS: KEYS });
     const authReqId = `auth-${randomUUID()}`;
-    expect((await gw.graphql(COMPLETE, { id: authReqId }, { key: CRM })).data!.sandboxCompleteMobileIdAuthentication.accepted).toBe(true);
+    expect(
+      (await gw.graphql(COMPLETE, { id: authReqId }, { key: CRM })).data!.sandboxCompleteMobileIdAuthentication
+        .accepted,
+    ).toBe(true);
     expect(await read(gw, CRM, authReqId)).toMatchObject({ __typename: 'MobileIdAuthenticated', authReqId });
     expect(await read(gw, SHOP, authReqId)).toBeNull();
   });
@@ -116,7 +143,9 @@ describe("the sandbox's notification token", () => {
     expect(other.gateway.sandbox.mobileId!.notificationToken).not.toBe(token);
     expect(token).toMatch(/^sandbox-[0-9a-f]{32}$/);
 
-    const published = await postNotification(first, failure(`auth-${randomUUID()}`), { token: 'sandbox-mobileid-notification-token' });
+    const published = await postNotification(first, failure(`auth-${randomUUID()}`), {
+      token: 'sandbox-mobileid-notification-token',
+    });
     expect(published.status).toBe(401);
     expect((await postNotification(first, failure(`auth-${randomUUID()}`), { token })).status).toBe(204);
     await first.close();
@@ -126,7 +155,8 @@ describe("the sandbox's notification token", () => {
   });
 
   it("GraphiQL's sandbox tab shows it while the API is open, and only says where it is once API keys are required", async () => {
-    const page = async (gw: TestGateway) => (await request(`${gw.url}/graphql`, { headers: { accept: 'text/html' } })).body.text();
+    const page = async (gw: TestGateway) =>
+      (await request(`${gw.url}/graphql`, { headers: { accept: 'text/html' } })).body.text();
     const open = await start({});
     const openToken = open.gateway.sandbox.mobileId!.notificationToken;
     expect(await page(open)).toContain(openToken);
@@ -140,7 +170,11 @@ describe("the sandbox's notification token", () => {
 });
 
 describe('configured notification tokens (MOBILEID_NOTIFICATION_TOKENS)', () => {
-  const env = (tokens: string) => ({ GATEWAY_API_KEYS: KEYS, MOBILEID_NOTIFICATION_TOKENS: tokens, SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm' });
+  const env = (tokens: string) => ({
+    GATEWAY_API_KEYS: KEYS,
+    MOBILEID_NOTIFICATION_TOKENS: tokens,
+    SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
+  });
 
   it("a token bound to an app (<app>:<token>) carries results only that app reads; a bare token's results every app reads", async () => {
     const gw = await start(env('shop:bound-token-for-the-shop,shared-token-of-the-operator'));
@@ -154,7 +188,9 @@ describe('configured notification tokens (MOBILEID_NOTIFICATION_TOKENS)', () => 
     expect(await read(gw, SHOP, shared)).toMatchObject({ authReqId: shared });
     expect(await read(gw, CRM, shared)).toMatchObject({ authReqId: shared });
     // The binding's token is the part after `shop:`; the whole entry is not a token.
-    expect((await postNotification(gw, failure(`auth-${randomUUID()}`), { token: 'shop:bound-token-for-the-shop' })).status).toBe(401);
+    expect(
+      (await postNotification(gw, failure(`auth-${randomUUID()}`), { token: 'shop:bound-token-for-the-shop' })).status,
+    ).toBe(401);
   });
 
   it('a binding to an app no API key names stops start-up, naming the variable and not the token', () => {

@@ -2,6 +2,7 @@
 // with its own valid key. Two API keys over real HTTP and WebSocket against the sandbox upstreams.
 import { createHash, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { upstreamExternalId } from '../../src/identity/service.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { collect, wsClient } from '../helpers/mobile-id.js';
@@ -37,13 +38,19 @@ describe('no oracles across apps', () => {
   afterAll(() => t.close());
 
   const register = (key: string, externalId?: string, lastName = 'Ivanova') =>
-    t.graphql(REGISTER, { input: { workflowId: 'wf-kyc', applicant: { lastName }, ...(externalId ? { externalId } : {}) } }, { key });
+    t.graphql(
+      REGISTER,
+      { input: { workflowId: 'wf-kyc', applicant: { lastName }, ...(externalId ? { externalId } : {}) } },
+      { key },
+    );
 
   it("planKafkaCluster and provisionKafkaCluster answer another app's verification or identification id word for word as an unknown id", async () => {
     const verification = (await register(A)).data!.registerVerification.verification.id as string;
-    const identification = (await t.graphql(IDENTIFY, {}, { key: A })).data!.createIdentification.identification.id as string;
+    const identification = (await t.graphql(IDENTIFY, {}, { key: A })).data!.createIdentification.identification
+      .id as string;
     const unknown = randomUUID();
-    const answer = async (query: string, id: string) => JSON.stringify(await t.graphql(query, { input: kafka(id) }, { key: B })).replaceAll(id, '<id>');
+    const answer = async (query: string, id: string) =>
+      JSON.stringify(await t.graphql(query, { input: kafka(id) }, { key: B })).replaceAll(id, '<id>');
 
     const planOfUnknown = await answer(PLAN, unknown);
     expect(planOfUnknown).toContain('not in the');
@@ -87,8 +94,16 @@ describe('no oracles across apps', () => {
       await waitFor(() => aEvents.results.length === 1);
       await sandbox.complete(bId);
       await waitFor(() => bEvents.results.length === 1);
-      expect(aEvents.results[0].data.verificationCompleted).toMatchObject({ externalId, payload: { decision: 'APPROVED' }, verification: { externalId } });
-      expect(bEvents.results[0].data.verificationCompleted).toMatchObject({ externalId, payload: { decision: 'DECLINED' }, verification: { externalId } });
+      expect(aEvents.results[0].data.verificationCompleted).toMatchObject({
+        externalId,
+        payload: { decision: 'APPROVED' },
+        verification: { externalId },
+      });
+      expect(bEvents.results[0].data.verificationCompleted).toMatchObject({
+        externalId,
+        payload: { decision: 'DECLINED' },
+        verification: { externalId },
+      });
       expect(aEvents.results).toHaveLength(1);
     } finally {
       await Promise.all([aWs.dispose(), bWs.dispose()]);

@@ -5,6 +5,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+
 import { canonicalJson } from '../../src/fingerprint.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 
@@ -32,7 +33,11 @@ describe('personal data at rest', () => {
     const gw = await start({ SQLITE_SYNCHRONOUS: 'FULL' });
     const rfmKey = randomUUID();
     const rfm = await gw.graphql(RFM, { key: rfmKey });
-    expect(rfm.data!.checkRfm).toMatchObject({ inCatalog: true, replayed: false, result: { matches: ['Listed Person'] } });
+    expect(rfm.data!.checkRfm).toMatchObject({
+      inCatalog: true,
+      replayed: false,
+      result: { matches: ['Listed Person'] },
+    });
 
     const idKey = randomUUID();
     const created = await gw.graphql(IDENTIFY, { key: idKey });
@@ -48,8 +53,14 @@ describe('personal data at rest', () => {
     expect(bytes).not.toContain(new URL(url).pathname);
 
     // Replays and reads open them again.
-    expect((await gw.graphql(RFM, { key: rfmKey })).data!.checkRfm).toMatchObject({ replayed: true, result: { matches: ['Listed Person'] } });
-    expect((await gw.graphql(IDENTIFY, { key: idKey })).data!.createIdentification).toMatchObject({ replayed: true, identification: { id, url } });
+    expect((await gw.graphql(RFM, { key: rfmKey })).data!.checkRfm).toMatchObject({
+      replayed: true,
+      result: { matches: ['Listed Person'] },
+    });
+    expect((await gw.graphql(IDENTIFY, { key: idKey })).data!.createIdentification).toMatchObject({
+      replayed: true,
+      identification: { id, url },
+    });
     expect((await gw.graphql(READ, { id })).data!.identification).toEqual({ url, raw });
   });
 
@@ -58,8 +69,15 @@ describe('personal data at rest', () => {
     const key = randomUUID();
     expect((await gw.graphql(RFM, { key })).errors).toBeUndefined();
     const db = gw.gateway.services.store.db;
-    const row = await db.selectFrom('idempotency_records').select(['fingerprint', 'operation']).where('key', '=', key).executeTakeFirstOrThrow();
-    const request = { operation: 'checkRfm', request: { path: '/api/v1/rfm/is-in-catalog', body: { fullName: 'Listed Person', birthDate: '1980-02-02' } } };
+    const row = await db
+      .selectFrom('idempotency_records')
+      .select(['fingerprint', 'operation'])
+      .where('key', '=', key)
+      .executeTakeFirstOrThrow();
+    const request = {
+      operation: 'checkRfm',
+      request: { path: '/api/v1/rfm/is-in-catalog', body: { fullName: 'Listed Person', birthDate: '1980-02-02' } },
+    };
     const unsalted = createHash('sha256').update(canonicalJson(request)!).digest('hex');
     expect(row.fingerprint).not.toBe(unsalted);
 

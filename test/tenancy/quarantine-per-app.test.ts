@@ -2,6 +2,7 @@
 // it issued) are bounded apart from every other app's and from the operator's view. Real HTTP, the sandbox.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+
 import { RejectionQuarantine } from '../../src/mobile-id/quarantine.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 import { postNotification } from '../helpers/mobile-id.js';
@@ -31,7 +32,8 @@ async function rejections(gw: TestGateway, key: string): Promise<string[]> {
 describe('the quarantine per app', () => {
   it("an app flooding the quarantine on its own token pushes out only its own rows, never another app's or the operator's", async () => {
     const gw = await start({ GATEWAY_API_KEYS: `shop:${SHOP},crm:${CRM}`, OPERATOR_API_KEYS: `ops:${OPS}` });
-    const tokenOf = async (key: string) => (await gw.graphql(ISSUE, {}, { key })).data!.issueMobileIdNotificationToken.token as string;
+    const tokenOf = async (key: string) =>
+      (await gw.graphql(ISSUE, {}, { key })).data!.issueMobileIdNotificationToken.token as string;
     const run = randomUUID().slice(0, 8);
     await malformed(gw, undefined, 3, `operator-${run}`);
     await malformed(gw, await tokenOf(CRM), 3, `crm-${run}`);

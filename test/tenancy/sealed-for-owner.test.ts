@@ -2,6 +2,7 @@
 // the sandbox upstreams, SQLite on disk; the database is read (and tampered with) as a thief or an insider would.
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
+
 import { createLogger } from '../../src/logger.js';
 import { loadSecretBox } from '../../src/mobile-id/sealing.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
@@ -27,7 +28,11 @@ async function dump(gw: TestGateway, table: 'events' | 'resources' | 'idempotenc
 }
 
 async function post(url: string, body: unknown): Promise<number> {
-  const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await request(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   await res.body.text();
   return res.statusCode;
 }
@@ -41,10 +46,14 @@ describe('sealed for their owner', () => {
     expect((await postNotification(gw, body, { token: await tokenOf(gw, SHOP) })).status).toBe(204);
 
     const stored = await dump(gw, 'events');
-    for (const clear of [sub, '+37255512345', 'refresh-secret-value', n.body.access_token as string]) expect(stored).not.toContain(clear);
+    for (const clear of [sub, '+37255512345', 'refresh-secret-value', n.body.access_token as string])
+      expect(stored).not.toContain(clear);
     const read = await gw.graphql(READ, { id: 'sealed-sub' }, { key: SHOP });
     expect(read.errors).toBeUndefined();
-    expect(read.data!.mobileIdAuthentication).toMatchObject({ subject: sub, otherFields: { msisdn_hint: '+37255512345', refresh_token: 'refresh-secret-value' } });
+    expect(read.data!.mobileIdAuthentication).toMatchObject({
+      subject: sub,
+      otherFields: { msisdn_hint: '+37255512345', refresh_token: 'refresh-secret-value' },
+    });
   });
 
   it("a sealed token copied into another app's row for the same auth_req_id does not open there", async () => {
@@ -56,23 +65,43 @@ describe('sealed for their owner', () => {
 
     // Someone who can write the database moves shop's sealed values into crm's event of the same auth_req_id.
     const db = gw.gateway.services.store.db;
-    const rows = await db.selectFrom('events').select(['seq', 'scope', 'payload']).where('key', '=', 'same-id').execute();
+    const rows = await db
+      .selectFrom('events')
+      .select(['seq', 'scope', 'payload'])
+      .where('key', '=', 'same-id')
+      .execute();
     const shopRow = rows.find((r) => r.scope === 'app:shop')!;
     const crmRow = rows.find((r) => r.scope === 'app:crm')!;
-    const moved = { ...JSON.parse(crmRow.payload), accessToken: JSON.parse(shopRow.payload).accessToken, idToken: JSON.parse(shopRow.payload).idToken, sealedPersonal: JSON.parse(shopRow.payload).sealedPersonal };
-    await db.updateTable('events').set({ payload: JSON.stringify(moved) }).where('seq', '=', crmRow.seq).execute();
+    const moved = {
+      ...JSON.parse(crmRow.payload),
+      accessToken: JSON.parse(shopRow.payload).accessToken,
+      idToken: JSON.parse(shopRow.payload).idToken,
+      sealedPersonal: JSON.parse(shopRow.payload).sealedPersonal,
+    };
+    await db
+      .updateTable('events')
+      .set({ payload: JSON.stringify(moved) })
+      .where('seq', '=', crmRow.seq)
+      .execute();
 
     const read = await gw.graphql(READ, { id: 'same-id' }, { key: CRM });
     expect(JSON.stringify(read)).not.toContain(shopN.body.access_token as string);
     expect(JSON.stringify(read)).not.toContain(shopN.body.id_token as string);
     expect(read.errors?.[0]?.extensions?.code).toBe('INTERNAL_SERVER_ERROR');
     // shop's own result is untouched.
-    expect((await gw.graphql(READ, { id: 'same-id' }, { key: SHOP })).data!.mobileIdAuthentication.accessToken).toBe(shopN.body.access_token);
+    expect((await gw.graphql(READ, { id: 'same-id' }, { key: SHOP })).data!.mobileIdAuthentication.accessToken).toBe(
+      shopN.body.access_token,
+    );
   });
 
   it('notifications stored before owners were bound (version 1: subject in clear, contexts without the owner) are read as before', async () => {
     const gw = await start(KEYS);
-    const box = loadSecretBox({ key: undefined, dataDir: gw.dataDir, shared: false, logger: createLogger({ level: 'silent' }) });
+    const box = loadSecretBox({
+      key: undefined,
+      dataDir: gw.dataDir,
+      shared: false,
+      logger: createLogger({ level: 'silent' }),
+    });
     const authReqId = 'stored-long-ago';
     const payload = {
       v: 1,
@@ -91,22 +120,41 @@ describe('sealed for their owner', () => {
       extra: { plain: 'as sent' },
       sealedExtra: { refresh_token: box.seal(JSON.stringify('old-refresh'), `${authReqId}\u0000extra:refresh_token`) },
     };
-    await gw.gateway.services.events.log.append({ kind: 'mobile-id', key: authReqId, dedupeKey: `mobile-id@app:shop:${authReqId}`, payload, scope: 'app:shop' });
+    await gw.gateway.services.events.log.append({
+      kind: 'mobile-id',
+      key: authReqId,
+      dedupeKey: `mobile-id@app:shop:${authReqId}`,
+      payload,
+      scope: 'app:shop',
+    });
     const read = await gw.graphql(READ, { id: authReqId }, { key: SHOP });
     expect(read.errors).toBeUndefined();
-    expect(read.data!.mobileIdAuthentication).toEqual({ subject: 'old-subject', accessToken: 'old-access-token', idToken: 'old.id.token', otherFields: { plain: 'as sent', refresh_token: 'old-refresh' } });
+    expect(read.data!.mobileIdAuthentication).toEqual({
+      subject: 'old-subject',
+      accessToken: 'old-access-token',
+      idToken: 'old.id.token',
+      otherFields: { plain: 'as sent', refresh_token: 'old-refresh' },
+    });
   });
 
   it("an identification's applicantExternalId, redirectUrl and callback bodies are stored only sealed, and only its app reads them", async () => {
     const gw = await start(KEYS);
     const created = await gw.graphql(
       `mutation($input: CreateIdentificationInput!) { createIdentification(input: $input) { identification { id callbackUrl } } }`,
-      { input: { workflowId: 'wf-sealed', applicantExternalId: 'applicant-4711', redirectUrl: 'https://shop.example/return/jane' } },
+      {
+        input: {
+          workflowId: 'wf-sealed',
+          applicantExternalId: 'applicant-4711',
+          redirectUrl: 'https://shop.example/return/jane',
+        },
+      },
       { key: SHOP },
     );
     expect(created.errors).toBeUndefined();
     const link = created.data!.createIdentification.identification as { id: string; callbackUrl: string };
-    expect(await post(link.callbackUrl, { identificationId: link.id, status: 'APPROVED', person: { name: 'Jane Doe' } })).toBe(204);
+    expect(
+      await post(link.callbackUrl, { identificationId: link.id, status: 'APPROVED', person: { name: 'Jane Doe' } }),
+    ).toBe(204);
 
     const stored = (await dump(gw, 'resources')) + (await dump(gw, 'idempotency_records')) + (await dump(gw, 'events'));
     for (const clear of ['applicant-4711', 'shop.example/return/jane', 'Jane Doe']) expect(stored).not.toContain(clear);
@@ -121,7 +169,10 @@ describe('sealed for their owner', () => {
       status: 'APPROVED',
       completion: { payload: { identificationId: link.id, status: 'APPROVED', person: { name: 'Jane Doe' } } },
     });
-    expect((await gw.graphql(`query($id: ID!) { identification(id: $id) { id } }`, { id: link.id }, { key: CRM })).data!.identification).toBeNull();
+    expect(
+      (await gw.graphql(`query($id: ID!) { identification(id: $id) { id } }`, { id: link.id }, { key: CRM })).data!
+        .identification,
+    ).toBeNull();
   });
 
   it('a verification callback body is stored only sealed, and read back whole', async () => {
@@ -137,7 +188,11 @@ describe('sealed for their owner', () => {
     const body = { status: 'COMPLETED', data: { decision: 'APPROVED', document: 'passport-X1234567' } };
     expect(await post(url, body)).toBe(204);
     expect(await dump(gw, 'events')).not.toContain('passport-X1234567');
-    const read = await gw.graphql(`query($id: ID!) { node(id: $id) { ... on Verification { completion { externalId status payload } } } }`, { id: res.data!.registerVerification.verification.id }, { key: SHOP });
+    const read = await gw.graphql(
+      `query($id: ID!) { node(id: $id) { ... on Verification { completion { externalId status payload } } } }`,
+      { id: res.data!.registerVerification.verification.id },
+      { key: SHOP },
+    );
     expect(read.errors).toBeUndefined();
     expect(read.data!.node.completion).toEqual({ externalId: 'v-sealed', status: 'COMPLETED', payload: body });
   });

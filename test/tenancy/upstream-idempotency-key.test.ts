@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox, type CloudSandbox } from '../../src/sandbox/cloud.js';
 import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { M } from '../helpers/cloud.js';
@@ -27,7 +28,14 @@ afterEach(async () => {
 async function externalCloud(): Promise<{ cloud: CloudSandbox; env: Record<string, string> }> {
   const cloud = await startCloudSandbox();
   clouds.push(cloud);
-  return { cloud, env: { CLOUD_API_URL: cloud.url, CLOUD_API_TOKEN: SANDBOX_SERVICE_ACCOUNT_TOKEN, SANDBOX_UPSTREAMS: 'identification,verification,rfm,mobile-id' } };
+  return {
+    cloud,
+    env: {
+      CLOUD_API_URL: cloud.url,
+      CLOUD_API_TOKEN: SANDBOX_SERVICE_ACCOUNT_TOKEN,
+      SANDBOX_UPSTREAMS: 'identification,verification,rfm,mobile-id',
+    },
+  };
 }
 
 describe('the Idempotency-Key sent upstream', () => {
@@ -46,7 +54,10 @@ describe('the Idempotency-Key sent upstream', () => {
 
     const calls = gw.gateway.sandbox.cloud!.requests.filter((r) => r.path === PROJECTS);
     expect(calls.map((c) => c.status)).toEqual([201, 201]);
-    expect(calls.map((c) => c.headers['idempotency-key'])).toEqual([pa.upstreamIdempotencyKey, pb.upstreamIdempotencyKey]);
+    expect(calls.map((c) => c.headers['idempotency-key'])).toEqual([
+      pa.upstreamIdempotencyKey,
+      pb.upstreamIdempotencyKey,
+    ]);
     expect(pa.upstreamIdempotencyKey).not.toBe(pb.upstreamIdempotencyKey);
     expect([pa.upstreamIdempotencyKey, pb.upstreamIdempotencyKey]).not.toContain(key);
   });
@@ -57,7 +68,10 @@ describe('the Idempotency-Key sent upstream', () => {
     const a = await gw.graphql(REGISTER, { key }, { key: 'key-app-a' });
     const b = await gw.graphql(REGISTER, { key }, { key: 'key-app-b' });
     expect([a.errors, b.errors]).toEqual([undefined, undefined]);
-    const ids = [a.data!.registerVerification.verification.externalId, b.data!.registerVerification.verification.externalId];
+    const ids = [
+      a.data!.registerVerification.verification.externalId,
+      b.data!.registerVerification.verification.externalId,
+    ];
     expect(new Set(ids).size).toBe(2);
     const calls = gw.gateway.sandbox.verification!.requests.filter((r) => r.path === REGISTRATIONS);
     expect(calls).toHaveLength(2);
@@ -81,15 +95,26 @@ describe('the Idempotency-Key sent upstream', () => {
     expect(done.errors).toBeUndefined();
     const derived = done.data!.createProject.upstreamIdempotencyKey;
     const sent = cloud.requests.filter((r) => r.path === PROJECTS);
-    expect(sent.map((r) => `${r.status} ${r.headers['idempotency-key']}`)).toEqual([`503 ${derived}`, `503 ${derived}`, `201 ${derived}`]);
+    expect(sent.map((r) => `${r.status} ${r.headers['idempotency-key']}`)).toEqual([
+      `503 ${derived}`,
+      `503 ${derived}`,
+      `201 ${derived}`,
+    ]);
     // The derivation is a pure function of the scope and the key: any replica computes the same one.
-    expect(derived).toBe(upstreamKey(`key:${createHash('sha256').update('key-app-a').digest('hex').slice(0, 16)}`, key));
+    expect(derived).toBe(
+      upstreamKey(`key:${createHash('sha256').update('key-app-a').digest('hex').slice(0, 16)}`, key),
+    );
   });
 
   it('a provisioning resumed after a restart sends every step the same derived key again', async () => {
     const dataDir = tempDataDir();
     const key = randomUUID();
-    const input = { project: { name: 'resume' }, network: { title: 'net' }, subnet: { title: 'sub', cidr: '10.70.0.0/24' }, cluster: { title: 'k', instanceType: 'C2_MEDIUM' } };
+    const input = {
+      project: { name: 'resume' },
+      network: { title: 'net' },
+      subnet: { title: 'sub', cidr: '10.70.0.0/24' },
+      cluster: { title: 'k', instanceType: 'C2_MEDIUM' },
+    };
     const PROVISION = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
       provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id steps { name idempotencyKey } } idempotencyKey upstreamIdempotencyKey }
     }`;
@@ -98,7 +123,10 @@ describe('the Idempotency-Key sent upstream', () => {
     const first = await startTestGateway({ ...KEYS, ...env, DATA_DIR: dataDir, UPSTREAM_MAX_RETRIES: '0' });
     // The project and the network are created; the subnet (the second service request) fails.
     let services = 0;
-    cloud.faults.enqueueFor((path) => path.endsWith('/services') && ++services === 2, { status: 503, retryAfterSeconds: null });
+    cloud.faults.enqueueFor((path) => path.endsWith('/services') && ++services === 2, {
+      status: 503,
+      retryAfterSeconds: null,
+    });
     const started = await first.graphql(PROVISION, { input, key }, { key: 'key-app-a' });
     expect(started.errors).toBeUndefined();
     const id = started.data!.provisionKafkaCluster.provisioning.id;
@@ -111,14 +139,21 @@ describe('the Idempotency-Key sent upstream', () => {
     const second = await gateway({ ...KEYS, ...env, DATA_DIR: dataDir });
     const resumed = await second.graphql(PROVISION, { input, key }, { key: 'key-app-a' });
     expect(resumed.errors).toBeUndefined();
-    expect(resumed.data!.provisionKafkaCluster.upstreamIdempotencyKey).toBe(started.data!.provisionKafkaCluster.upstreamIdempotencyKey);
+    expect(resumed.data!.provisionKafkaCluster.upstreamIdempotencyKey).toBe(
+      started.data!.provisionKafkaCluster.upstreamIdempotencyKey,
+    );
     await second.gateway.services.provisioning.idle();
     const done = (await second.graphql(STEPS, { id }, { key: 'key-app-a' })).data!.provisioning;
     expect(done.state).toBe('SUCCEEDED');
-    const stepKeys = new Map<string, string>(done.steps.map((s: { name: string; idempotencyKey: string }) => [s.name, s.idempotencyKey]));
+    const stepKeys = new Map<string, string>(
+      done.steps.map((s: { name: string; idempotencyKey: string }) => [s.name, s.idempotencyKey]),
+    );
     // Before the restart: project, network, then the failed subnet; after it: the subnet again, then the cluster.
     expect(keysBefore).toEqual([stepKeys.get('project'), stepKeys.get('network'), stepKeys.get('subnet')]);
-    expect(cloud.requests.slice(keysBefore.length).map((r) => r.headers['idempotency-key'])).toEqual([stepKeys.get('subnet'), stepKeys.get('kafkaCluster')]);
+    expect(cloud.requests.slice(keysBefore.length).map((r) => r.headers['idempotency-key'])).toEqual([
+      stepKeys.get('subnet'),
+      stepKeys.get('kafkaCluster'),
+    ]);
     expect(cloud.requests.map((r) => r.status)).toEqual([201, 201, 503, 201, 201]);
     expect(new Set(stepKeys.values()).size).toBe(stepKeys.size);
   });

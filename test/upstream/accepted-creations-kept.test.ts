@@ -1,17 +1,23 @@
 import { randomUUID } from 'node:crypto';
+import { createClient as createSseClient } from 'graphql-sse';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+
 import { SERVICES_PATH } from '../../src/sandbox/cloud.js';
 import { IDENTIFICATIONS_PATH } from '../../src/sandbox/identification.js';
 import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { M, ok } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { createClient as createSseClient } from 'graphql-sse';
 import { connected, wsClient } from '../identity/helpers.js';
 
 const CREATE = /* GraphQL */ `
   mutation Create($input: CreateIdentificationInput!, $key: UUID) {
     createIdentification(input: $input, idempotencyKey: $key) {
-      identification { id idShort url workflowId }
+      identification {
+        id
+        idShort
+        url
+        workflowId
+      }
       idempotencyKey
       replayed
     }
@@ -62,7 +68,9 @@ describe('a creation the upstream accepted is never thrown away', () => {
 
     const first = await t.graphql(CREATE, { input, key });
     expect(first.errors).toBeUndefined();
-    const [created] = identificationSandbox().identifications().filter((i) => i.workflowId === 'wf-thin-answer');
+    const [created] = identificationSandbox()
+      .identifications()
+      .filter((i) => i.workflowId === 'wf-thin-answer');
     expect(first.data!.createIdentification).toMatchObject({
       identification: { id: created!.id, idShort: null, url: created!.url, workflowId: 'wf-thin-answer' },
       idempotencyKey: key,
@@ -89,17 +97,29 @@ describe('a creation the upstream accepted is never thrown away', () => {
     expect(retry.data!.createIdentification.identification).toEqual(first.data!.createIdentification.identification);
     expect((retry as { extensions?: { warnings?: unknown[] } }).extensions?.warnings).toEqual(warnings);
     expect(creations()).toHaveLength(1);
-    expect(identificationSandbox().identifications().filter((i) => i.workflowId === 'wf-thin-answer')).toHaveLength(1);
+    expect(
+      identificationSandbox()
+        .identifications()
+        .filter((i) => i.workflowId === 'wf-thin-answer'),
+    ).toHaveLength(1);
   });
 
   it('keeps an identification whose 202 holds an invalid url, with url null and the warning naming it', async () => {
-    identificationSandbox().faults.enqueueFor(IDENTIFICATIONS_PATH, { alter: (b) => ({ ...(b as object), url: 'not a url' }) });
+    identificationSandbox().faults.enqueueFor(IDENTIFICATIONS_PATH, {
+      alter: (b) => ({ ...(b as object), url: 'not a url' }),
+    });
     const res = await t.graphql(CREATE, { input: { workflowId: 'wf-bad-url' } });
     expect(res.errors).toBeUndefined();
     const link = res.data!.createIdentification.identification;
     expect(link.url).toBeNull();
-    expect(link.idShort).toBe(identificationSandbox().identifications().find((i) => i.id === link.id)!.idShort);
-    expect((res as { extensions?: { warnings?: Array<{ missing: string[] }> } }).extensions?.warnings?.[0]?.missing).toEqual(['url']);
+    expect(link.idShort).toBe(
+      identificationSandbox()
+        .identifications()
+        .find((i) => i.id === link.id)!.idShort,
+    );
+    expect(
+      (res as { extensions?: { warnings?: Array<{ missing: string[] }> } }).extensions?.warnings?.[0]?.missing,
+    ).toEqual(['url']);
   });
 
   it('carries the warning over a WebSocket mutation too', async () => {
@@ -109,12 +129,18 @@ describe('a creation the upstream accepted is never thrown away', () => {
       const ready = connected(client);
       const result = await new Promise<{ data?: any; extensions?: any; errors?: unknown }>((resolve, reject) => {
         let last: any;
-        client.subscribe({ query: CREATE, variables: { input: { workflowId: 'wf-ws' } } }, { next: (v) => (last = v), error: reject, complete: () => resolve(last) });
+        client.subscribe(
+          { query: CREATE, variables: { input: { workflowId: 'wf-ws' } } },
+          { next: (v) => (last = v), error: reject, complete: () => resolve(last) },
+        );
       });
       await ready;
       expect(result.errors).toBeUndefined();
       expect(result.data.createIdentification.identification).toMatchObject({ idShort: null, url: null });
-      expect(result.extensions.warnings[0]).toMatchObject({ code: 'UPSTREAM_ANSWER_INCOMPLETE', missing: ['idShort', 'url'] });
+      expect(result.extensions.warnings[0]).toMatchObject({
+        code: 'UPSTREAM_ANSWER_INCOMPLETE',
+        missing: ['idShort', 'url'],
+      });
     } finally {
       await client.dispose();
     }
@@ -126,7 +152,10 @@ describe('a creation the upstream accepted is never thrown away', () => {
     try {
       const result = await new Promise<any>((resolve, reject) => {
         let last: any;
-        client.subscribe({ query: CREATE, variables: { input: { workflowId: 'wf-sse' } } }, { next: (v) => (last = v), error: reject, complete: () => resolve(last) });
+        client.subscribe(
+          { query: CREATE, variables: { input: { workflowId: 'wf-sse' } } },
+          { next: (v) => (last = v), error: reject, complete: () => resolve(last) },
+        );
       });
       expect(result.errors).toBeUndefined();
       expect(result.data.createIdentification.identification.idShort).toBeNull();
@@ -141,13 +170,24 @@ describe('a creation the upstream accepted is never thrown away', () => {
     const key = randomUUID();
     const input = { workflowId: 'wf-no-id' };
     const first = await t.graphql(CREATE, { input, key });
-    expect(first.errors?.[0]?.extensions).toMatchObject({ code: 'UPSTREAM_REJECTED', upstream: 'identification', status: 202 });
+    expect(first.errors?.[0]?.extensions).toMatchObject({
+      code: 'UPSTREAM_REJECTED',
+      upstream: 'identification',
+      status: 202,
+    });
     expect(first.errors?.[0]?.message).toContain('without the id');
 
     const retry = await t.graphql(CREATE, { input, key });
     expect(retry.errors).toBeUndefined();
-    expect(creations().map((r) => r.headers['idempotency-key'])).toEqual([upstreamKey('open', key), upstreamKey('open', key)]);
-    expect(identificationSandbox().identifications().filter((i) => i.workflowId === 'wf-no-id')).toHaveLength(1);
+    expect(creations().map((r) => r.headers['idempotency-key'])).toEqual([
+      upstreamKey('open', key),
+      upstreamKey('open', key),
+    ]);
+    expect(
+      identificationSandbox()
+        .identifications()
+        .filter((i) => i.workflowId === 'wf-no-id'),
+    ).toHaveLength(1);
   });
 
   it('keeps a cloud network whose answer holds nothing but its id, and replays it on a retry without a second upstream request', async () => {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
+
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { M } from '../helpers/cloud.js';
@@ -25,7 +26,13 @@ afterEach(async () => {
 async function gateway(env: Record<string, string> = {}): Promise<TestGateway> {
   clock = Date.now();
   const gw = await startTestGateway(
-    { UPSTREAM_MAX_RETRIES: '0', UPSTREAM_CIRCUIT_VOLUME: '3', UPSTREAM_CIRCUIT_RESET_TIMEOUT: '30s', UPSTREAM_CIRCUIT_HALF_OPEN_ATTEMPTS: '2', ...env },
+    {
+      UPSTREAM_MAX_RETRIES: '0',
+      UPSTREAM_CIRCUIT_VOLUME: '3',
+      UPSTREAM_CIRCUIT_RESET_TIMEOUT: '30s',
+      UPSTREAM_CIRCUIT_HALF_OPEN_ATTEMPTS: '2',
+      ...env,
+    },
     { testing: { clock: () => clock } },
   );
   started.push(gw);
@@ -36,9 +43,13 @@ const projectCalls = (gw: TestGateway) => gw.gateway.sandbox.cloud!.requests.fil
 const metrics = async (gw: TestGateway) => (await request(`${gw.url}/metrics`)).body.text();
 const readyz = async (gw: TestGateway) => {
   const res = await request(`${gw.url}/readyz`);
-  return { status: res.statusCode, body: (await res.body.json()) as { status: string; circuits: Record<string, string> } };
+  return {
+    status: res.statusCode,
+    body: (await res.body.json()) as { status: string; circuits: Record<string, string> },
+  };
 };
-const create = (gw: TestGateway, name: string, key?: string) => gw.graphql(M.project, { input: { name }, ...(key ? { key } : {}) });
+const create = (gw: TestGateway, name: string, key?: string) =>
+  gw.graphql(M.project, { input: { name }, ...(key ? { key } : {}) });
 
 /** Failed attempts on the cloud API until its circuit opens (at most three: the sample's size). */
 async function openCloudCircuit(gw: TestGateway): Promise<void> {
@@ -60,7 +71,10 @@ describe('a circuit breaker per upstream', () => {
     expect((await create(gw, 'a success')).errors).toBeUndefined();
     expect(gw.gateway.circuits().cloud).toBe('closed');
     gw.gateway.sandbox.cloud!.faults.enqueueFor(PROJECTS, UNAVAILABLE);
-    expect((await gw.graphql(M.project, { input: { name: 'second failure' } })).errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', attempts: 1 });
+    expect((await gw.graphql(M.project, { input: { name: 'second failure' } })).errors![0]!.extensions).toMatchObject({
+      code: 'UPSTREAM_UNAVAILABLE',
+      attempts: 1,
+    });
     expect(gw.gateway.circuits().cloud).toBe('open');
     const text = await metrics(gw);
     expect(text).toContain('gateway_upstream_circuit_state{upstream="cloud"} 1');
@@ -74,7 +88,14 @@ describe('a circuit breaker per upstream', () => {
     const before = projectCalls(gw).length;
     clock += 10_000;
     const res = await create(gw, 'refused');
-    expect(res.errors![0]!.extensions).toEqual({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'cloud', circuit: 'open', retryAfter: 20, attempts: 0, sent: false });
+    expect(res.errors![0]!.extensions).toEqual({
+      code: 'UPSTREAM_UNAVAILABLE',
+      upstream: 'cloud',
+      circuit: 'open',
+      retryAfter: 20,
+      attempts: 0,
+      sent: false,
+    });
     expect(res.errors![0]!.message).toContain('not sent');
     expect(projectCalls(gw)).toHaveLength(before);
     expect(await metrics(gw)).toContain('gateway_upstream_circuit_short_circuits_total{upstream="cloud"} 1');
@@ -84,9 +105,21 @@ describe('a circuit breaker per upstream', () => {
     const gw = await gateway({ UPSTREAM_MAX_RETRIES: '4' });
     // 503 with Retry-After: 0 is "not processed", so the refusal can say nothing was applied.
     const notProcessed = { status: 503, retryAfterSeconds: 0 };
-    gw.gateway.sandbox.cloud!.faults.enqueueFor(PROJECTS, notProcessed, notProcessed, notProcessed, notProcessed, notProcessed);
+    gw.gateway.sandbox.cloud!.faults.enqueueFor(
+      PROJECTS,
+      notProcessed,
+      notProcessed,
+      notProcessed,
+      notProcessed,
+      notProcessed,
+    );
     const res = await create(gw, 'retried');
-    expect(res.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', circuit: 'open', attempts: 3, sent: false });
+    expect(res.errors![0]!.extensions).toMatchObject({
+      code: 'UPSTREAM_UNAVAILABLE',
+      circuit: 'open',
+      attempts: 3,
+      sent: false,
+    });
     expect(projectCalls(gw)).toHaveLength(3);
   });
 
@@ -94,7 +127,8 @@ describe('a circuit breaker per upstream', () => {
     const gw = await gateway();
     const tooMany = { status: 429, retryAfterSeconds: 0 };
     gw.gateway.sandbox.cloud!.faults.enqueueFor(PROJECTS, tooMany, tooMany, tooMany, tooMany, tooMany);
-    for (let i = 0; i < 5; i++) expect((await create(gw, `busy ${i}`)).errors![0]!.extensions!.code).toBe('UPSTREAM_UNAVAILABLE');
+    for (let i = 0; i < 5; i++)
+      expect((await create(gw, `busy ${i}`)).errors![0]!.extensions!.code).toBe('UPSTREAM_UNAVAILABLE');
     expect(gw.gateway.circuits().cloud).toBe('closed');
     expect((await create(gw, 'after')).errors).toBeUndefined();
     expect(projectCalls(gw)).toHaveLength(6);
@@ -111,7 +145,12 @@ describe('a circuit breaker per upstream', () => {
     await expect.poll(() => held.arrived()).toBe(2);
     expect(gw.gateway.circuits().cloud).toBe('half-open');
     const third = await create(gw, 'third');
-    expect(third.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', circuit: 'half-open', retryAfter: 1, sent: false });
+    expect(third.errors![0]!.extensions).toMatchObject({
+      code: 'UPSTREAM_UNAVAILABLE',
+      circuit: 'half-open',
+      retryAfter: 1,
+      sent: false,
+    });
     held.release();
     for (const t of await Promise.all(trials)) expect(t.errors).toBeUndefined();
     expect(projectCalls(gw)).toHaveLength(before + 2);
@@ -128,7 +167,9 @@ describe('a circuit breaker per upstream', () => {
     for (const name of ['c1', 'c2', 'c3', 'c4']) expect((await create(gw, name)).errors).toBeUndefined();
     const text = await metrics(gw);
     expect(text).toContain('gateway_upstream_circuit_transitions_total{upstream="cloud",from="open",to="half-open"} 1');
-    expect(text).toContain('gateway_upstream_circuit_transitions_total{upstream="cloud",from="half-open",to="closed"} 1');
+    expect(text).toContain(
+      'gateway_upstream_circuit_transitions_total{upstream="cloud",from="half-open",to="closed"} 1',
+    );
     expect(text).toContain('gateway_upstream_circuit_state{upstream="cloud"} 0');
   });
 
@@ -137,7 +178,10 @@ describe('a circuit breaker per upstream', () => {
     await openCloudCircuit(gw);
     clock += 30_000;
     gw.gateway.sandbox.cloud!.faults.enqueueFor(PROJECTS, UNAVAILABLE);
-    expect((await create(gw, 'failed trial')).errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', attempts: 1 });
+    expect((await create(gw, 'failed trial')).errors![0]!.extensions).toMatchObject({
+      code: 'UPSTREAM_UNAVAILABLE',
+      attempts: 1,
+    });
     const before = projectCalls(gw).length;
     const res = await create(gw, 'refused again');
     expect(res.errors![0]!.extensions).toMatchObject({ circuit: 'open', retryAfter: 30, sent: false });
@@ -149,7 +193,11 @@ describe('a circuit breaker per upstream', () => {
     await openCloudCircuit(gw);
     const key = randomUUID();
     const refused = await create(gw, 'keyed', key);
-    expect(refused.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', circuit: 'open', sent: false });
+    expect(refused.errors![0]!.extensions).toMatchObject({
+      code: 'UPSTREAM_UNAVAILABLE',
+      circuit: 'open',
+      sent: false,
+    });
     const withKey = () => projectCalls(gw).filter((r) => r.headers['idempotency-key'] === upstreamKey('open', key));
     expect(withKey()).toHaveLength(0);
     clock += 30_000;
@@ -196,28 +244,49 @@ describe('a circuit breaker per upstream', () => {
     const path = '/api/v2/verifications/workflow-instances';
     verification.faults.enqueueFor(path, 'timeout', 'timeout', 'timeout');
     const register = (lastName: string) =>
-      gw.graphql(`mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }`, {
-        input: { workflowId: 'wf-kyc', applicant: { lastName } },
-      });
-    for (const name of ['t1', 't2', 't3']) expect((await register(name)).errors![0]!.extensions!.code).toBe('UPSTREAM_OUTCOME_UNKNOWN');
+      gw.graphql(
+        `mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }`,
+        {
+          input: { workflowId: 'wf-kyc', applicant: { lastName } },
+        },
+      );
+    for (const name of ['t1', 't2', 't3'])
+      expect((await register(name)).errors![0]!.extensions!.code).toBe('UPSTREAM_OUTCOME_UNKNOWN');
     const before = verification.requests.filter((r) => r.path === path).length;
     const refused = await register('t4');
-    expect(refused.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'verification', circuit: 'open', sent: false });
+    expect(refused.errors![0]!.extensions).toMatchObject({
+      code: 'UPSTREAM_UNAVAILABLE',
+      upstream: 'verification',
+      circuit: 'open',
+      sent: false,
+    });
     expect(verification.requests.filter((r) => r.path === path)).toHaveLength(before);
     expect(gw.gateway.circuits().cloud).toBe('closed');
   });
 
   it('gives the cloud token endpoint a breaker of its own: while it is open a creation is refused before anything is sent', async () => {
-    const gw = await gateway({ CLOUD_API_CREDENTIALS: JSON.stringify({ login: 'svc', password: 'cloud-cred-secret' }), UPSTREAM_CIRCUIT_VOLUME: '3,cloud-token=2' });
+    const gw = await gateway({
+      CLOUD_API_CREDENTIALS: JSON.stringify({ login: 'svc', password: 'cloud-cred-secret' }),
+      UPSTREAM_CIRCUIT_VOLUME: '3,cloud-token=2',
+    });
     const cloud = gw.gateway.sandbox.cloud!;
     cloud.faults.enqueueFor('/iam/v2/tokens', UNAVAILABLE, UNAVAILABLE);
-    for (const name of ['t1', 't2']) expect((await create(gw, name)).errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'cloud-token' });
+    for (const name of ['t1', 't2'])
+      expect((await create(gw, name)).errors![0]!.extensions).toMatchObject({
+        code: 'UPSTREAM_UNAVAILABLE',
+        upstream: 'cloud-token',
+      });
     expect(gw.gateway.circuits()['cloud-token']).toBe('open');
     // The creation endpoints' breaker did not count the token's failures: nothing was sent to them.
     expect(gw.gateway.circuits().cloud).toBe('closed');
     const before = cloud.requests.length;
     const refused = await create(gw, 'refused');
-    expect(refused.errors![0]!.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'cloud-token', circuit: 'open', sent: false });
+    expect(refused.errors![0]!.extensions).toMatchObject({
+      code: 'UPSTREAM_UNAVAILABLE',
+      upstream: 'cloud-token',
+      circuit: 'open',
+      sent: false,
+    });
     expect(cloud.requests).toHaveLength(before);
     expect(projectCalls(gw)).toHaveLength(0);
   });
@@ -225,7 +294,8 @@ describe('a circuit breaker per upstream', () => {
   it('never refuses on an upstream whose breaker is turned off', async () => {
     const gw = await gateway({ UPSTREAM_CIRCUIT_BREAKER: 'on,cloud=off' });
     gw.gateway.sandbox.cloud!.faults.enqueueFor(PROJECTS, UNAVAILABLE, UNAVAILABLE, UNAVAILABLE, UNAVAILABLE);
-    for (let i = 0; i < 4; i++) expect((await create(gw, `f${i}`)).errors![0]!.extensions).not.toHaveProperty('circuit');
+    for (let i = 0; i < 4; i++)
+      expect((await create(gw, `f${i}`)).errors![0]!.extensions).not.toHaveProperty('circuit');
     expect(projectCalls(gw)).toHaveLength(4);
     expect(gw.gateway.circuits().cloud).toBe('off');
   });
@@ -233,8 +303,17 @@ describe('a circuit breaker per upstream', () => {
 
 describe('breaker settings', () => {
   it('takes a value for every upstream and overrides per upstream', () => {
-    const config = loadConfig({ UPSTREAM_CIRCUIT_RESET_TIMEOUT: '1m,rfm=10s', UPSTREAM_CIRCUIT_ERROR_THRESHOLD: 'cloud=0.25' });
-    expect(config.upstream.breakers.cloud).toEqual({ enabled: true, volume: 5, errorThreshold: 0.25, resetTimeoutMs: 60_000, halfOpenAttempts: 10 });
+    const config = loadConfig({
+      UPSTREAM_CIRCUIT_RESET_TIMEOUT: '1m,rfm=10s',
+      UPSTREAM_CIRCUIT_ERROR_THRESHOLD: 'cloud=0.25',
+    });
+    expect(config.upstream.breakers.cloud).toEqual({
+      enabled: true,
+      volume: 5,
+      errorThreshold: 0.25,
+      resetTimeoutMs: 60_000,
+      halfOpenAttempts: 10,
+    });
     expect(config.upstream.breakers.rfm).toMatchObject({ errorThreshold: 0.5, resetTimeoutMs: 10_000 });
     expect(config.upstream.breakers['cloud-token']).toMatchObject({ resetTimeoutMs: 60_000 });
   });
@@ -262,9 +341,18 @@ describe('breaker settings', () => {
 describe('the start-up line', () => {
   const start = gatewayProcesses();
   it('shows each breaker with its settings', async () => {
-    const gw = await start({ UPSTREAM_CIRCUIT_BREAKER: 'on,rfm=off', UPSTREAM_CIRCUIT_RESET_TIMEOUT: '30s,cloud=1m', DATA_DIR: (await import('../helpers/gateway.js')).tempDataDir() });
+    const gw = await start({
+      UPSTREAM_CIRCUIT_BREAKER: 'on,rfm=off',
+      UPSTREAM_CIRCUIT_RESET_TIMEOUT: '30s,cloud=1m',
+      DATA_DIR: (await import('../helpers/gateway.js')).tempDataDir(),
+    });
     const line = JSON.parse(gw.line) as { msg: string; circuits: Record<string, string> };
-    expect(line.circuits).toMatchObject({ cloud: 'closed', 'cloud-token': 'closed', verification: 'closed', rfm: 'off' });
+    expect(line.circuits).toMatchObject({
+      cloud: 'closed',
+      'cloud-token': 'closed',
+      verification: 'closed',
+      rfm: 'off',
+    });
     expect(line.msg).toContain('circuits cloud=closed (opens past 50% of 5 attempts, reset 60s, 10 trials)');
     expect(line.msg).toContain('identification=closed (opens past 50% of 5 attempts, reset 30s, 10 trials)');
     expect(line.msg).toContain('rfm=off');

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { v5 as uuidv5 } from 'uuid';
 import { describe, expect, it } from 'vitest';
+
 import { stepKey, upstreamKey } from '../../src/upstream/idempotency.js';
 
 /**
@@ -12,7 +13,7 @@ const UPSTREAM_NAMESPACE = 'b3c1e0b4-6a43-5d0e-9f5a-2d7c4e8a1f60';
 const STEP_NAMESPACE = '6f1c1f0e-8f3a-4c4e-9a59-2f8f3c1d7b21';
 
 describe('derived idempotency keys', () => {
-  it('are the uuid package\'s UUIDv5 of scope and key, and of key and step, for any key', () => {
+  it("are the uuid package's UUIDv5 of scope and key, and of key and step, for any key", () => {
     const scope = fc.oneof(fc.constant('open'), fc.stringMatching(/^key:[0-9a-f]{16}$/));
     const key = fc.oneof(fc.uuid(), fc.string(), fc.string({ unit: 'grapheme' }), fc.string({ unit: 'binary' }));
     fc.assert(

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+
 import type { FaultSpec } from '../../src/sandbox/faults.js';
 import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
@@ -15,7 +16,11 @@ interface Endpoint {
   name: string;
   upstream: string;
   path: string;
-  sandbox: (t: TestGateway) => { requests: readonly { path: string; headers: Record<string, string> }[]; faults: { enqueueFor(p: string, ...f: FaultSpec[]): unknown; clear(): void }; clearRequests(): void };
+  sandbox: (t: TestGateway) => {
+    requests: readonly { path: string; headers: Record<string, string> }[];
+    faults: { enqueueFor(p: string, ...f: FaultSpec[]): unknown; clear(): void };
+    clearRequests(): void;
+  };
   mutation: string;
   variables: (tag: string) => Record<string, unknown>;
 }
@@ -70,7 +75,12 @@ describe('identity endpoints: an unknown outcome is never repeated automatically
   beforeAll(async () => {
     // One gateway meets every fault in turn: its circuit breakers, which would open over that sequence and refuse the
     // tests after, are off here (test/upstream/circuit-breaker.test.ts covers them).
-    t = await startTestGateway({ UPSTREAM_TIMEOUT: '300ms', UPSTREAM_MAX_RETRIES: '2', SANDBOX_CALLBACK_DELAY_MS: '600000', UPSTREAM_CIRCUIT_BREAKER: 'off' });
+    t = await startTestGateway({
+      UPSTREAM_TIMEOUT: '300ms',
+      UPSTREAM_MAX_RETRIES: '2',
+      SANDBOX_CALLBACK_DELAY_MS: '600000',
+      UPSTREAM_CIRCUIT_BREAKER: 'off',
+    });
   });
   afterAll(() => t.close());
   afterEach(() => {
@@ -84,27 +94,33 @@ describe('identity endpoints: an unknown outcome is never repeated automatically
     const calls = () => e.sandbox(t).requests.filter((r) => r.path === e.path);
 
     describe(e.name, () => {
-      it.each(UNKNOWN)('%s: one upstream request, then UPSTREAM_OUTCOME_UNKNOWN with the key to retry with', async (_label, fault) => {
-        e.sandbox(t).faults.enqueueFor(e.path, fault);
-        const key = randomUUID();
-        const res = await t.graphql(e.mutation, { ...e.variables(`unknown-${key}`), key });
-        expect(res.errors?.[0]?.extensions).toMatchObject({
-          code: 'UPSTREAM_OUTCOME_UNKNOWN',
-          upstream: e.upstream,
-          attempts: 1,
-          idempotencyKey: key,
-          upstreamIdempotencyKey: upstreamKey('open', key),
-        });
-        expect(res.errors?.[0]?.message).toContain('not sent again');
-        expect(calls()).toHaveLength(1);
-      });
+      it.each(UNKNOWN)(
+        '%s: one upstream request, then UPSTREAM_OUTCOME_UNKNOWN with the key to retry with',
+        async (_label, fault) => {
+          e.sandbox(t).faults.enqueueFor(e.path, fault);
+          const key = randomUUID();
+          const res = await t.graphql(e.mutation, { ...e.variables(`unknown-${key}`), key });
+          expect(res.errors?.[0]?.extensions).toMatchObject({
+            code: 'UPSTREAM_OUTCOME_UNKNOWN',
+            upstream: e.upstream,
+            attempts: 1,
+            idempotencyKey: key,
+            upstreamIdempotencyKey: upstreamKey('open', key),
+          });
+          expect(res.errors?.[0]?.message).toContain('not sent again');
+          expect(calls()).toHaveLength(1);
+        },
+      );
 
       it.each(NOT_PROCESSED)('%s: retried under the same key and answered', async (_label, fault) => {
         e.sandbox(t).faults.enqueueFor(e.path, fault);
         const key = randomUUID();
         const res = await t.graphql(e.mutation, { ...e.variables(`retried-${key}`), key });
         expect(res.errors).toBeUndefined();
-        expect(calls().map((c) => c.headers['idempotency-key'])).toEqual([upstreamKey('open', key), upstreamKey('open', key)]);
+        expect(calls().map((c) => c.headers['idempotency-key'])).toEqual([
+          upstreamKey('open', key),
+          upstreamKey('open', key),
+        ]);
       });
 
       it('remembers the unknown outcome: the key stays bound to its request, and a retry with it is sent once more under the same upstream key', async () => {
@@ -113,7 +129,11 @@ describe('identity endpoints: an unknown outcome is never repeated automatically
         const vars = e.variables(`remembered-${key}`);
         const first = await t.graphql(e.mutation, { ...vars, key });
         expect(first.errors?.[0]?.extensions?.code).toBe('UPSTREAM_OUTCOME_UNKNOWN');
-        const row = await t.gateway.services.store.db.selectFrom('idempotency_records').select(['state', 'response']).where('key', '=', key).executeTakeFirstOrThrow();
+        const row = await t.gateway.services.store.db
+          .selectFrom('idempotency_records')
+          .select(['state', 'response'])
+          .where('key', '=', key)
+          .executeTakeFirstOrThrow();
         expect(row.state).toBe('unknown');
         expect(JSON.parse(row.response!)).toMatchObject({ upstream: e.upstream });
 
@@ -124,7 +144,10 @@ describe('identity endpoints: an unknown outcome is never repeated automatically
         const retry = await t.graphql(e.mutation, { ...vars, key });
         expect(retry.errors).toBeUndefined();
         expect(Object.values(retry.data!)[0]).toMatchObject({ replayed: false });
-        expect(calls().map((c) => c.headers['idempotency-key'])).toEqual([upstreamKey('open', key), upstreamKey('open', key)]);
+        expect(calls().map((c) => c.headers['idempotency-key'])).toEqual([
+          upstreamKey('open', key),
+          upstreamKey('open', key),
+        ]);
         const replay = await t.graphql(e.mutation, { ...vars, key });
         expect(Object.values(replay.data!)[0]).toMatchObject({ replayed: true });
         expect(calls()).toHaveLength(2);
@@ -138,7 +161,10 @@ describe('identity endpoints: an unknown outcome is never repeated automatically
     const key = randomUUID();
     const vars = { ...e.variables(`concurrent-${key}`), key };
     const [a, b] = await Promise.all([t.graphql(e.mutation, vars), t.graphql(e.mutation, vars)]);
-    expect([a.errors?.[0]?.extensions?.code, b.errors?.[0]?.extensions?.code]).toEqual(['UPSTREAM_OUTCOME_UNKNOWN', 'UPSTREAM_OUTCOME_UNKNOWN']);
+    expect([a.errors?.[0]?.extensions?.code, b.errors?.[0]?.extensions?.code]).toEqual([
+      'UPSTREAM_OUTCOME_UNKNOWN',
+      'UPSTREAM_OUTCOME_UNKNOWN',
+    ]);
     expect(b.errors?.[0]?.extensions).toMatchObject({ idempotencyKey: key, upstream: 'identification' });
     expect(e.sandbox(t).requests.filter((r) => r.path === e.path)).toHaveLength(1);
   });
@@ -155,7 +181,9 @@ describe('identity endpoints: an unknown outcome is never repeated automatically
 
   it('counts each unknown outcome in gateway_upstream_outcome_unknown_total', async () => {
     const metrics = await (await fetch(`${t.url}/metrics`)).text();
-    expect(metrics).toMatch(/gateway_upstream_outcome_unknown_total\{upstream="identification",route="POST \/api\/v2\/identifications\/workflow-instances"\} [1-9]/);
+    expect(metrics).toMatch(
+      /gateway_upstream_outcome_unknown_total\{upstream="identification",route="POST \/api\/v2\/identifications\/workflow-instances"\} [1-9]/,
+    );
   });
 });
 
@@ -172,17 +200,28 @@ describe('identity endpoints: what is retried automatically', () => {
       UPSTREAM_MAX_RETRIES: '2',
     });
     const res = await gw.graphql(ENDPOINTS[0]!.mutation, ENDPOINTS[0]!.variables('refused'), { key: 'k' });
-    expect(res.errors?.[0]?.extensions).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'identification', attempts: 3 });
+    expect(res.errors?.[0]?.extensions).toMatchObject({
+      code: 'UPSTREAM_UNAVAILABLE',
+      upstream: 'identification',
+      attempts: 3,
+    });
     const metrics = await (await fetch(`${gw.url}/metrics`)).text();
-    expect(metrics).toMatch(/gateway_upstream_retries_total\{upstream="identification",route="[^"]+",reason="ECONNREFUSED"\} 2/);
+    expect(metrics).toMatch(
+      /gateway_upstream_retries_total\{upstream="identification",route="[^"]+",reason="ECONNREFUSED"\} 2/,
+    );
   });
 
   it('IDEMPOTENT_UPSTREAMS turns automatic retries of unknown outcomes back on for the upstreams it names', async () => {
-    const gw = await gateway({ IDEMPOTENT_UPSTREAMS: 'identification,rfm', UPSTREAM_TIMEOUT: '300ms', SANDBOX_CALLBACK_DELAY_MS: '600000' });
+    const gw = await gateway({
+      IDEMPOTENT_UPSTREAMS: 'identification,rfm',
+      UPSTREAM_TIMEOUT: '300ms',
+      SANDBOX_CALLBACK_DELAY_MS: '600000',
+    });
     const fault = { status: 500, retryAfterSeconds: null };
     for (const e of ENDPOINTS) e.sandbox(gw).faults.enqueueFor(e.path, fault);
     const results = [];
-    for (const e of ENDPOINTS) results.push(await gw.graphql(e.mutation, { ...e.variables('opt-in'), key: randomUUID() }));
+    for (const e of ENDPOINTS)
+      results.push(await gw.graphql(e.mutation, { ...e.variables('opt-in'), key: randomUUID() }));
     const count = (e: Endpoint) => e.sandbox(gw).requests.filter((r) => r.path === e.path).length;
     // identification and rfm: retried and answered; verification (not named): not repeated.
     expect(results[0]!.errors).toBeUndefined();
@@ -192,7 +231,9 @@ describe('identity endpoints: what is retried automatically', () => {
   });
 
   it('refuses an IDEMPOTENT_UPSTREAMS entry that is not an identity upstream, naming the variable', async () => {
-    await expect(startTestGateway({ IDEMPOTENT_UPSTREAMS: 'identification,mobile-id' })).rejects.toThrow(/IDEMPOTENT_UPSTREAMS: must list upstreams among identification, verification, rfm/);
+    await expect(startTestGateway({ IDEMPOTENT_UPSTREAMS: 'identification,mobile-id' })).rejects.toThrow(
+      /IDEMPOTENT_UPSTREAMS: must list upstreams among identification, verification, rfm/,
+    );
   });
 });
 

@@ -1,8 +1,14 @@
-import { once } from 'node:events';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { PROJECTS_PATH, SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox, type CloudSandbox } from '../../src/sandbox/cloud.js';
+
+import {
+  PROJECTS_PATH,
+  SANDBOX_SERVICE_ACCOUNT_TOKEN,
+  startCloudSandbox,
+  type CloudSandbox,
+} from '../../src/sandbox/cloud.js';
 import { M } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
@@ -98,7 +104,10 @@ describe('idempotency keys across replicas on PostgreSQL', () => {
       expect(payload).toMatchObject({ idempotencyKey: key, replayed: false, project: { name: input.name } });
       const sent = projectCalls();
       expect(sent).toHaveLength(2);
-      expect(sent.map((r) => r.headers['idempotency-key'])).toEqual([payload.upstreamIdempotencyKey, payload.upstreamIdempotencyKey]);
+      expect(sent.map((r) => r.headers['idempotency-key'])).toEqual([
+        payload.upstreamIdempotencyKey,
+        payload.upstreamIdempotencyKey,
+      ]);
       expect(cloud.projects().filter((p) => p.name === input.name)).toHaveLength(1);
     },
     90_000,
@@ -131,7 +140,12 @@ describe('idempotency keys across replicas on PostgreSQL', () => {
     const a = await startProcess({ ...env, UPSTREAM_TIMEOUT: '120s' });
     cloud.faults.enqueueFor(PROJECTS_PATH, 'timeout');
     const key = randomUUID();
-    const input = { project: { name: `resumed-${key}` }, network: { title: 'net' }, subnet: { title: 'sub', cidr: '10.80.0.0/24' }, cluster: { title: 'k', instanceType: 'C2_MEDIUM' } };
+    const input = {
+      project: { name: `resumed-${key}` },
+      network: { title: 'net' },
+      subnet: { title: 'sub', cidr: '10.80.0.0/24' },
+      cluster: { title: 'k', instanceType: 'C2_MEDIUM' },
+    };
     const PROVISION = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
       provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id state } replayed }
     }`;
@@ -154,15 +168,27 @@ describe('idempotency keys across replicas on PostgreSQL', () => {
       if (!res.data!.provisionKafkaCluster.replayed) resumed = res.data!.provisionKafkaCluster;
       else await new Promise((r) => setTimeout(r, 100));
     }
-    console.info(`provisioning takeover with IDEMPOTENCY_TAKEOVER=2s: resumed on the other replica ${Math.round(performance.now() - killedAt)} ms after the kill`);
+    console.info(
+      `provisioning takeover with IDEMPOTENCY_TAKEOVER=2s: resumed on the other replica ${Math.round(performance.now() - killedAt)} ms after the kill`,
+    );
     expect(resumed.provisioning.id).toBe(started.data.provisionKafkaCluster.provisioning.id);
     await b.gateway.services.provisioning.idle();
-    const done = await b.graphql(`query($id: ID!) { provisioning(id: $id) { state steps { name state } } }`, { id: resumed.provisioning.id }, { key: API_KEY });
+    const done = await b.graphql(
+      `query($id: ID!) { provisioning(id: $id) { state steps { name state } } }`,
+      { id: resumed.provisioning.id },
+      { key: API_KEY },
+    );
     expect(done.data!.provisioning.state).toBe('SUCCEEDED');
     expect(cloud.projects().filter((p) => p.name === input.project.name)).toHaveLength(1);
     const keys = projectCalls().map((r) => r.headers['idempotency-key']);
     expect(keys).toHaveLength(2);
     expect(new Set(keys).size).toBe(1);
-    expect(cloud.resources('network').filter((r) => r.title === 'net' && r.projectId === cloud.projects().find((p) => p.name === input.project.name)!.id)).toHaveLength(1);
+    expect(
+      cloud
+        .resources('network')
+        .filter(
+          (r) => r.title === 'net' && r.projectId === cloud.projects().find((p) => p.name === input.project.name)!.id,
+        ),
+    ).toHaveLength(1);
   }, 90_000);
 });

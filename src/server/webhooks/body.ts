@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+
 import { WebhookErrorCode } from '../../errors.js';
 import { BodyTooLargeError, mediaType, readBody } from '../respond.js';
 
@@ -9,7 +10,9 @@ export interface WebhookBodyOptions {
   /** The media type assumed when Content-Type is absent (none: an absent type is refused like an unsupported one). */
   defaultType?: string;
   /** How a media type is parsed: `json`, a `form` parser, or null when the route refuses it. */
-  parserFor(type: string): 'json' | ((text: string) => { ok: true; body: unknown } | { ok: false; description: string }) | null;
+  parserFor(
+    type: string,
+  ): 'json' | ((text: string) => { ok: true; body: unknown } | { ok: false; description: string }) | null;
   /** The answer to an unsupported media type: its status and description. */
   unsupported: { status: 400 | 415; description: string };
 }
@@ -18,7 +21,9 @@ export interface WebhookBodyOptions {
  * An `application/x-www-form-urlencoded` body as an object of its fields (text). A field given twice is refused:
  * which one counts would be a guess.
  */
-export function formFields(text: string): { ok: true; body: Record<string, string> } | { ok: false; description: string } {
+export function formFields(
+  text: string,
+): { ok: true; body: Record<string, string> } | { ok: false; description: string } {
   const body: Record<string, string> = {};
   for (const [name, value] of new URLSearchParams(text)) {
     if (Object.hasOwn(body, name)) return { ok: false, description: `${name} is given more than once` };
@@ -29,8 +34,17 @@ export function formFields(text: string): { ok: true; body: Record<string, strin
 
 /** Identity callbacks (verification and identification): any JSON media type or form fields, anything else a 400. */
 export const CALLBACK_BODY: Omit<WebhookBodyOptions, 'limit'> = {
-  parserFor: (type) => (type === 'application/json' || type.endsWith('+json') ? 'json' : type === 'application/x-www-form-urlencoded' ? formFields : null),
-  unsupported: { status: 400, description: 'the body must be JSON (Content-Type: application/json) or form fields (application/x-www-form-urlencoded)' },
+  parserFor: (type) =>
+    type === 'application/json' || type.endsWith('+json')
+      ? 'json'
+      : type === 'application/x-www-form-urlencoded'
+        ? formFields
+        : null,
+  unsupported: {
+    status: 400,
+    description:
+      'the body must be JSON (Content-Type: application/json) or form fields (application/x-www-form-urlencoded)',
+  },
 };
 
 /** Deepest nesting of arrays and objects a webhook body may have. */
@@ -43,7 +57,8 @@ function depthOver(value: unknown, max: number): boolean {
     const [v, depth] = stack.pop()!;
     if (v === null || typeof v !== 'object') continue;
     if (depth > max) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v as Record<string, unknown>)) stack.push([child, depth + 1]);
+    for (const child of Array.isArray(v) ? v : Object.values(v as Record<string, unknown>))
+      stack.push([child, depth + 1]);
   }
   return false;
 }
@@ -53,7 +68,14 @@ export type BodyRefusalReason = 'UNSUPPORTED_MEDIA_TYPE' | 'BODY_TOO_LARGE' | 'M
 
 export type WebhookBody =
   | { ok: true; body: unknown; type: string }
-  | { ok: false; status: number; error: WebhookErrorCode; reason: BodyRefusalReason; description: string; close: boolean };
+  | {
+      ok: false;
+      status: number;
+      error: WebhookErrorCode;
+      reason: BodyRefusalReason;
+      description: string;
+      close: boolean;
+    };
 
 /**
  * The one reader of webhook bodies (mobile-ID notifications, verification and identification callbacks): the media type is
@@ -64,17 +86,38 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
   const type = mediaType(req) || options.defaultType || '';
   const parser = options.parserFor(type);
   if (!parser) {
-    return { ok: false, status: options.unsupported.status, error: WebhookErrorCode.INVALID_REQUEST, reason: 'UNSUPPORTED_MEDIA_TYPE', description: options.unsupported.description, close: true };
+    return {
+      ok: false,
+      status: options.unsupported.status,
+      error: WebhookErrorCode.INVALID_REQUEST,
+      reason: 'UNSUPPORTED_MEDIA_TYPE',
+      description: options.unsupported.description,
+      close: true,
+    };
   }
   let raw: Buffer;
   try {
     raw = await readBody(req, options.limit);
   } catch (err) {
     if (!(err instanceof BodyTooLargeError)) throw err;
-    return { ok: false, status: 413, error: WebhookErrorCode.INVALID_REQUEST, reason: 'BODY_TOO_LARGE', description: `the body exceeds ${options.limit} bytes`, close: true };
+    return {
+      ok: false,
+      status: 413,
+      error: WebhookErrorCode.INVALID_REQUEST,
+      reason: 'BODY_TOO_LARGE',
+      description: `the body exceeds ${options.limit} bytes`,
+      close: true,
+    };
   }
   const text = raw.toString('utf8');
-  const malformed = (description: string): WebhookBody => ({ ok: false, status: 400, error: WebhookErrorCode.INVALID_REQUEST, reason: 'MALFORMED', description, close: false });
+  const malformed = (description: string): WebhookBody => ({
+    ok: false,
+    status: 400,
+    error: WebhookErrorCode.INVALID_REQUEST,
+    reason: 'MALFORMED',
+    description,
+    close: false,
+  });
   if (parser === 'json') {
     let body: unknown;
     try {

@@ -1,5 +1,5 @@
-import type { EventRecord } from '../../events/index.js';
 import { WebhookErrorCode } from '../../errors.js';
+import type { EventRecord } from '../../events/index.js';
 import type { Metrics } from '../../metrics.js';
 import type { Route } from '../http.js';
 import { sendOAuthError } from '../respond.js';
@@ -60,7 +60,12 @@ export function callbackWebhookRoute(options: CallbackRouteOptions): Route {
       const outcome = await options.receive(token, read.body, { requestId: ctx.requestId, contentType: read.type });
       if (outcome.status === 'unknown-token' || outcome.status === 'not-found') {
         count('unknown');
-        sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, outcome.status === 'not-found' ? outcome.description : unknownAddress);
+        sendOAuthError(
+          res,
+          404,
+          WebhookErrorCode.NOT_FOUND,
+          outcome.status === 'not-found' ? outcome.description : unknownAddress,
+        );
         return;
       }
       if (outcome.status === 'invalid') {

@@ -22,7 +22,10 @@ export function identificationWebhookRoute(options: { identity: IdentityService;
     async receive(token, body, meta) {
       const outcome = await completions.receive(token, body, meta);
       return outcome.status === 'unknown-identification'
-        ? { status: 'not-found', description: `identification ${outcome.id} was not created through this gateway for this callback address` }
+        ? {
+            status: 'not-found',
+            description: `identification ${outcome.id} was not created through this gateway for this callback address`,
+          }
         : outcome;
     },
     metrics: options.metrics,

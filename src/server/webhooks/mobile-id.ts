@@ -1,10 +1,10 @@
+import { WebhookErrorCode } from '../../errors.js';
 import type { Metrics } from '../../metrics.js';
-import type { PauseAt } from '../../phases.js';
-import type { MobileIdService } from '../../mobile-id/service.js';
 import type { RejectionReason } from '../../mobile-id/quarantine.js';
+import type { MobileIdService } from '../../mobile-id/service.js';
+import type { PauseAt } from '../../phases.js';
 import { bearerToken } from '../auth.js';
 import type { Route } from '../http.js';
-import { WebhookErrorCode } from '../../errors.js';
 import { sendOAuthError } from '../respond.js';
 import { formFields, readWebhookBody } from './body.js';
 
@@ -16,7 +16,10 @@ export const MOBILE_ID_NOTIFICATION_PATH = '/webhooks/mobile-id';
 function supportHeader(value: string | string[] | undefined): string | null {
   const v = Array.isArray(value) ? value[0] : value;
   if (!v) return null;
-  const clean = v.replace(/[^\x20-\x7e]/g, '').trim().slice(0, 256);
+  const clean = v
+    .replace(/[^\x20-\x7e]/g, '')
+    .trim()
+    .slice(0, 256);
   return clean || null;
 }
 
@@ -65,15 +68,32 @@ export function mobileIdWebhookRoute(options: {
         const { status, error, reason, description, authReqId = null, outcome = 'rejected', close = false } = r;
         count(outcome);
         options.metrics.mobileIdRejections.inc({ reason });
-        ctx.logger.info({ ...support, status, error, rejection: reason, reason: description, authReqId }, 'mobile-ID notification refused');
+        ctx.logger.info(
+          { ...support, status, error, rejection: reason, reason: description, authReqId },
+          'mobile-ID notification refused',
+        );
         // Kept before the answer, so that a refusal the sender saw is always in the quarantine.
         const kept = await options.mobileId
-          .reject({ authReqId, httpStatus: status, error, reason, description, requestId, transactionId, gatewayRequestId: ctx.requestId, scope })
+          .reject({
+            authReqId,
+            httpStatus: status,
+            error,
+            reason,
+            description,
+            requestId,
+            transactionId,
+            gatewayRequestId: ctx.requestId,
+            scope,
+          })
           .catch((err: unknown) => {
             ctx.logger.error({ err }, 'a refused mobile-ID notification could not be kept in the quarantine');
             return true;
           });
-        if (!kept) ctx.logger.debug({ ...support }, 'unauthenticated mobile-ID requests over the quarantine limit: counted, not kept');
+        if (!kept)
+          ctx.logger.debug(
+            { ...support },
+            'unauthenticated mobile-ID requests over the quarantine limit: counted, not kept',
+          );
         sendOAuthError(res, status, error, description, close ? { connection: 'close' } : {});
       };
 
@@ -82,7 +102,15 @@ export function mobileIdWebhookRoute(options: {
       if (!auth.ok) {
         // An expired token of an app's is that app's refusal; anything else is an outsider's (its own bucket).
         scope = auth.expired?.scope ?? null;
-        return refuse({ status: 401, error: WebhookErrorCode.INVALID_TOKEN, reason: 'UNAUTHORIZED', description: auth.description, authReqId: auth.expired?.authReqId ?? null, outcome: 'unauthorized', close: true });
+        return refuse({
+          status: 401,
+          error: WebhookErrorCode.INVALID_TOKEN,
+          reason: 'UNAUTHORIZED',
+          description: auth.description,
+          authReqId: auth.expired?.authReqId ?? null,
+          outcome: 'unauthorized',
+          close: true,
+        });
       }
       scope = auth.scope;
 
@@ -90,19 +118,48 @@ export function mobileIdWebhookRoute(options: {
       const read = await readWebhookBody(req, {
         limit,
         defaultType: 'application/json',
-        parserFor: (type) => (type === 'application/json' ? 'json' : type === 'application/x-www-form-urlencoded' ? formFields : null),
-        unsupported: { status: 415, description: 'Content-Type must be application/json or application/x-www-form-urlencoded' },
+        parserFor: (type) =>
+          type === 'application/json' ? 'json' : type === 'application/x-www-form-urlencoded' ? formFields : null,
+        unsupported: {
+          status: 415,
+          description: 'Content-Type must be application/json or application/x-www-form-urlencoded',
+        },
       });
-      if (!read.ok) return refuse({ status: read.status, error: read.error, reason: read.reason, description: read.description, close: read.close });
+      if (!read.ok)
+        return refuse({
+          status: read.status,
+          error: read.error,
+          reason: read.reason,
+          description: read.description,
+          close: read.close,
+        });
       const { body, type } = read;
 
       if (options.pauseAt) await options.pauseAt('webhook-received');
-      const result = await options.mobileId.receive(auth, body, { requestId, transactionId, contentType: type, gatewayRequestId: ctx.requestId });
+      const result = await options.mobileId.receive(auth, body, {
+        requestId,
+        transactionId,
+        contentType: type,
+        gatewayRequestId: ctx.requestId,
+      });
       switch (result.status) {
         case 'unauthorized':
-          return refuse({ status: 401, error: WebhookErrorCode.INVALID_TOKEN, reason: 'UNAUTHORIZED', description: result.description, authReqId: result.authReqId, outcome: 'unauthorized' });
+          return refuse({
+            status: 401,
+            error: WebhookErrorCode.INVALID_TOKEN,
+            reason: 'UNAUTHORIZED',
+            description: result.description,
+            authReqId: result.authReqId,
+            outcome: 'unauthorized',
+          });
         case 'invalid':
-          return refuse({ status: 400, error: WebhookErrorCode.INVALID_REQUEST, reason: result.reason, description: result.description, authReqId: result.authReqId });
+          return refuse({
+            status: 400,
+            error: WebhookErrorCode.INVALID_REQUEST,
+            reason: result.reason,
+            description: result.description,
+            authReqId: result.authReqId,
+          });
         case 'pending':
           // Stored durably; delivered once the id_token is verified (docs/decisions/040). Never "try again".
           count('pending');
@@ -111,23 +168,53 @@ export function mobileIdWebhookRoute(options: {
           return;
         case 'over-limit':
           // The sender does not retry: this authentication is lost, so it is kept in the quarantine with its reason.
-          return refuse({ status: 429, error: WebhookErrorCode.TEMPORARILY_UNAVAILABLE, reason: 'PENDING_LIMIT', description: result.description, authReqId: result.authReqId, outcome: 'over-limit' });
+          return refuse({
+            status: 429,
+            error: WebhookErrorCode.TEMPORARILY_UNAVAILABLE,
+            reason: 'PENDING_LIMIT',
+            description: result.description,
+            authReqId: result.authReqId,
+            outcome: 'over-limit',
+          });
         case 'over-bound':
           // The token's app has stored its bound (src/store/app-storage.ts): nothing stored, kept in the quarantine.
-          return refuse({ status: 429, error: WebhookErrorCode.TEMPORARILY_UNAVAILABLE, reason: 'STORAGE_BOUND', description: result.refusal.description, authReqId: result.authReqId, outcome: 'over-bound' });
+          return refuse({
+            status: 429,
+            error: WebhookErrorCode.TEMPORARILY_UNAVAILABLE,
+            reason: 'STORAGE_BOUND',
+            description: result.refusal.description,
+            authReqId: result.authReqId,
+            outcome: 'over-bound',
+          });
         case 'conflict':
-          ctx.logger.warn({ ...support, authReqId: result.authReqId }, 'mobile-ID notification differs from the one already stored for its auth_req_id; kept the first');
-          return refuse({ status: 409, error: WebhookErrorCode.INVALID_REQUEST, reason: 'CONFLICT', description: 'a different notification was already received for this auth_req_id', authReqId: result.authReqId, outcome: 'conflict' });
+          ctx.logger.warn(
+            { ...support, authReqId: result.authReqId },
+            'mobile-ID notification differs from the one already stored for its auth_req_id; kept the first',
+          );
+          return refuse({
+            status: 409,
+            error: WebhookErrorCode.INVALID_REQUEST,
+            reason: 'CONFLICT',
+            description: 'a different notification was already received for this auth_req_id',
+            authReqId: result.authReqId,
+            outcome: 'conflict',
+          });
         case 'duplicate':
           count('duplicate');
-          ctx.logger.info({ ...support, authReqId: result.authReqId }, 'mobile-ID notification received again; acknowledged, not published again');
+          ctx.logger.info(
+            { ...support, authReqId: result.authReqId },
+            'mobile-ID notification received again; acknowledged, not published again',
+          );
           res.writeHead(204, { 'cache-control': 'no-store' });
           res.end();
           return;
         case 'accepted':
           if (options.pauseAt) await options.pauseAt('webhook-stored');
           count('accepted');
-          ctx.logger.info({ ...support, authReqId: result.authReqId, outcome: result.outcome }, 'mobile-ID notification stored');
+          ctx.logger.info(
+            { ...support, authReqId: result.authReqId, outcome: result.outcome },
+            'mobile-ID notification stored',
+          );
           res.writeHead(204, { 'cache-control': 'no-store' });
           res.end();
           await result.publish();
