@@ -56,24 +56,10 @@ export function readAppsFile(file: string): AppFileEntry[] {
 
 /** Parses the text of an apps file (JSON is YAML too, so one parser gives both their line numbers). */
 export function parseAppsFile(text: string, file: string): AppFileEntry[] {
-  const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });
-  const syntax = doc.errors[0];
-  if (syntax)
-    throw new AppsFileError(`${file} line ${syntax.linePos?.[0].line ?? 1}: ${syntax.message.split('\n')[0]}`);
-  const parsed = fileSchema.safeParse(doc.toJS());
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const where = issue.path.length ? issue.path.map(String).join('.') : 'the file';
-    const message = issue.message.replace(
-      /^Invalid input: expected (\w+), received undefined$/,
-      'is missing (expected $1)',
-    );
-    throw new AppsFileError(`${file} line ${lineOf(doc, lines, issue.path)}: ${where} ${message}`);
-  }
+  const { data, doc, lines } = parseYamlFile(text, file, fileSchema, (message) => new AppsFileError(message));
   const seenNames = new Map<string, number>();
   const seenKeys = new Map<string, string>();
-  const apps = parsed.data.apps.map((app, i) => {
+  const apps = data.apps.map((app, i) => {
     const line = lineOf(doc, lines, ['apps', i]);
     if (seenNames.has(app.name))
       throw new AppsFileError(
@@ -91,6 +77,33 @@ export function parseAppsFile(text: string, file: string): AppFileEntry[] {
     return { name: app.name, scopes: [...new Set(app.scopes as Scope[])], keyDigests: app.keys.map((k) => k.sha256) };
   });
   return apps;
+}
+
+/**
+ * A YAML (or JSON) file an operator writes, checked by `schema`: its value, or `refuse` of the first syntax error or
+ * schema issue, naming the file, the line and the field (the apps file and the issuers file read the same way).
+ */
+export function parseYamlFile<T>(
+  text: string,
+  file: string,
+  schema: z.ZodType<T>,
+  refuse: (message: string) => Error,
+): { data: T; doc: Document; lines: LineCounter } {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });
+  const syntax = doc.errors[0];
+  if (syntax) throw refuse(`${file} line ${syntax.linePos?.[0].line ?? 1}: ${syntax.message.split('\n')[0]}`);
+  const parsed = schema.safeParse(doc.toJS());
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const where = issue.path.length ? issue.path.map(String).join('.') : 'the file';
+    const message = issue.message.replace(
+      /^Invalid input: expected (\w+), received undefined$/,
+      'is missing (expected $1)',
+    );
+    throw refuse(`${file} line ${lineOf(doc, lines, issue.path)}: ${where} ${message}`);
+  }
+  return { data: parsed.data, doc, lines };
 }
 
 /** The line of the node at `path`, or of its nearest parent that exists (the issuers file's lines too). */

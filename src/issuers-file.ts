@@ -3,10 +3,9 @@
 // against the entry of its own iss only.
 import fs from 'node:fs';
 import path from 'node:path';
-import { LineCounter, parseDocument } from 'yaml';
 import { z } from 'zod';
 
-import { lineOf } from './apps-file.js';
+import { lineOf, parseYamlFile } from './apps-file.js';
 
 /** One provider of the file, as written (src/config.ts checks its apps against the configured ones). */
 export interface IssuerFileEntry {
@@ -82,23 +81,9 @@ export function readIssuersFile(file: string): IssuerFileEntry[] {
       `${file} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
     );
   }
-  const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });
-  const syntax = doc.errors[0];
-  if (syntax)
-    throw new IssuersFileError(`${file} line ${syntax.linePos?.[0].line ?? 1}: ${syntax.message.split('\n')[0]}`);
-  const parsed = fileSchema.safeParse(doc.toJS());
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const where = issue.path.length ? issue.path.map(String).join('.') : 'the file';
-    const message = issue.message.replace(
-      /^Invalid input: expected (\w+), received undefined$/,
-      'is missing (expected $1)',
-    );
-    throw new IssuersFileError(`${file} line ${lineOf(doc, lines, issue.path)}: ${where} ${message}`);
-  }
+  const { data, doc, lines } = parseYamlFile(text, file, fileSchema, (message) => new IssuersFileError(message));
   const seen = new Map<string, number>();
-  return parsed.data.issuers.map((e, i) => {
+  return data.issuers.map((e, i) => {
     const line = lineOf(doc, lines, ['issuers', i]);
     const first = seen.get(e.issuer);
     if (first !== undefined)

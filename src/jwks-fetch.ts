@@ -6,6 +6,25 @@ import { request } from 'undici';
 
 import { JsonFileError, readJsonFile } from './json-file.js';
 
+/**
+ * The JWS algorithms a JWT or id_token of these key sets may use: asymmetric only. `none` is never accepted, and an HMAC
+ * "signature" keyed with a public key of the JWKS is the classic confusion attack (RFC 8725 §2.1, §3.1); jose checks the
+ * alg against this list before it asks for a key.
+ */
+export const ASYMMETRIC_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+  'Ed25519',
+];
+
 const JWKS_TIMEOUT_MS = 5_000;
 const JWKS_MAX_BYTES = 1024 * 1024;
 

@@ -12,29 +12,15 @@ import {
 } from 'jose';
 
 import { JsonFileError } from '../json-file.js';
-import { readJwksFile } from '../jwks-fetch.js';
+import { ASYMMETRIC_ALGORITHMS, readJwksFile } from '../jwks-fetch.js';
 import type { Logger } from '../logger.js';
 import { JwksUnavailableError, RemoteJwks } from './jwks.js';
 import { isCompactJwe } from './wire.js';
 
 const AUTH_REQ_ID_CLAIM = 'urn:openid:params:jwt:claim:auth_req_id';
 
-/** Asymmetric algorithms only: an HMAC "signature" keyed with a public key is the classic confusion attack. */
 /** Skew allowed between the sender's clock and ours for exp, iat and nbf. */
 const CLOCK_TOLERANCE_SECONDS = 30;
-const ALGORITHMS = [
-  'RS256',
-  'RS384',
-  'RS512',
-  'PS256',
-  'PS384',
-  'PS512',
-  'ES256',
-  'ES384',
-  'ES512',
-  'EdDSA',
-  'Ed25519',
-];
 
 export interface IdTokenClaims {
   /** Null when the id_token is encrypted (JWE): its claims cannot be read. */
@@ -280,7 +266,7 @@ export class IdTokenVerifier {
       const getKey: KeyLookup =
         now === undefined || !keys.fetched ? keys.get : (header, token) => keys.get(header, token, now);
       const result = await jwtVerify(input.idToken, getKey, {
-        algorithms: ALGORITHMS,
+        algorithms: ASYMMETRIC_ALGORITHMS,
         requiredClaims: strict ? ['iss', 'aud', 'exp', 'sub'] : ['sub'],
         clockTolerance: CLOCK_TOLERANCE_SECONDS,
         ...(input.at === undefined ? {} : { currentDate: new Date(input.at) }),

@@ -15,27 +15,10 @@ import { LRUCache } from 'lru-cache';
 import { APP_NAME, Grants, isScope, scopeOfApp, sha256, type Caller, type Scope } from '../caller.js';
 import { ConfigError, type JwtAppEntry, type JwtAuthConfig, type JwtIssuerConfig } from '../config.js';
 import { JsonFileError } from '../json-file.js';
-import { fetchJwks, readJwksFile } from '../jwks-fetch.js';
+import { ASYMMETRIC_ALGORITHMS, fetchJwks, readJwksFile } from '../jwks-fetch.js';
 import type { Logger } from '../logger.js';
 import type { AuthResult } from './auth.js';
 
-/**
- * Asymmetric algorithms only: `none` is never accepted, and an HMAC "signature" keyed with a public key of the JWKS
- * is the classic confusion attack (RFC 8725 §2.1, §3.1). jose checks the alg against this list before it asks for a key.
- */
-const ALGORITHMS = [
-  'RS256',
-  'RS384',
-  'RS512',
-  'PS256',
-  'PS384',
-  'PS512',
-  'ES256',
-  'ES384',
-  'ES512',
-  'EdDSA',
-  'Ed25519',
-];
 /**
  * Skew allowed between the provider's clock and ours, for nbf and iat only: a token minted a moment "in the future"
  * by a provider whose clock runs ahead is common. exp is judged strictly (below), so a connection opened with a token
@@ -413,7 +396,7 @@ export class JwtAuthenticator {
     let payload: JWTPayload;
     try {
       ({ payload } = await jwtVerify(token, issuer.keys.getKey, {
-        algorithms: ALGORITHMS,
+        algorithms: ASYMMETRIC_ALGORITHMS,
         issuer: config.issuer,
         audience: [...config.audience],
         requiredClaims: ['exp'],
