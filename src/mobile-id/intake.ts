@@ -285,7 +285,16 @@ export class NotificationIntake {
     }
     if (result.status === 'duplicate') return { status: 'duplicate', authReqId };
     if (result.status === 'conflict') return { status: 'conflict', authReqId };
-    if (this.options.clearFromIntake && result.event.payload !== null && typeof result.event.payload === 'object')
+    // Only when someone here waits for it: an event nobody on this process subscribes to keeps nothing in memory (a
+    // WeakMap entry per notification showed as intake CPU in bench:guard, from the garbage collector's ephemerons).
+    if (
+      this.options.clearFromIntake &&
+      result.event.payload !== null &&
+      typeof result.event.payload === 'object' &&
+      this.events.bus.subscribers(MOBILE_ID_EVENT_KIND, authReqId) +
+        this.events.bus.subscribers(MOBILE_ID_EVENT_KIND, null) >
+        0
+    )
       keepClear(result.event.payload, clear);
     return { status: 'accepted', authReqId, outcome: n.outcome, publish: result.publish };
   }
