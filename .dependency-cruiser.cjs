@@ -1,23 +1,28 @@
 /**
  * The architecture check (run by test/architecture.test.ts inside `npm test`): every import runs down.
  *
- *   app.ts, main.ts, upstreams.ts      composition root: upstreams.ts is the only code that knows the sandbox exists
- *   server/                            transports: HTTP routes, WebSocket, SSE, webhooks, GraphiQL (none imports another)
- *   mcp/                               the Model Context Protocol transport: reaches execution only through execution/pipeline.ts
- *   execution/                         the execution pipeline every GraphQL transport runs: prepare, admit, run, present
+ *   main.ts, gateway/                  composition root: gateway/upstreams.ts is the only code that knows the sandbox exists
+ *   server/                            transports: HTTP routes, WebSocket, SSE, webhooks, GraphiQL, MCP (server/mcp/)
+ *   execution/                         the execution pipeline every transport runs: prepare, admit, run, present
  *   graphql/, services.ts              resolvers and the bundle of services they call
+ *   provisioning/                      composite creations (plans, runs) built on the cloud domain
  *   cloud/ identity/ mobile-id/        domains, one per upstream
- *   upstream/  events/                 what every upstream call shares; the event log and bus
- *   store/                             SQL
- *   catalog/ generated/ errors config apps-file upstream-table caller fingerprint json-path logger metrics paths   the bottom
+ *   upstream/ events/ ratelimit/ telemetry/   what every upstream call shares; the event log and bus; budgets; tracing
+ *   secret.ts                          the gateway's secret (sealing what is stored)
+ *   config/                            the variables, the upstream table, paths: read once, handed down
+ *   auth/                              callers, tenancy, API keys, JWTs, JWKS, the apps and issuers files
+ *   store/                             SQL: every SQL statement of the gateway lives here (and in events/postgres-bus.ts)
+ *   catalog/ generated/ errors fingerprint logger metrics phases   the bottom
  *
  *   sandbox/ stands apart: it simulates the upstreams from the spec and shares no code with the gateway.
  */
-const DOMAIN = '^src/(cloud|identity|mobile-id)/';
-const ROOT = '^src/(app|main)[.]ts$';
+const DOMAIN = '^src/(cloud|identity|mobile-id|provisioning)/';
+const ROOT = '^src/(main[.]ts$|gateway/)';
 /** Sandbox modules the config may read to validate SANDBOX_* values: plain data, importing nothing. */
 const SANDBOX_VOCABULARY = '^src/sandbox/cloud-shapes[.]ts$';
-const BOTTOM = '^src/((errors|config|apps-file|issuers-file|json-file|upstream-table|caller|fingerprint|json-path|logger|metrics|paths|phases)[.]ts$|catalog/|generated/)';
+const BOTTOM = '^src/((errors|fingerprint|logger|metrics|phases)[.]ts$|catalog/|generated/)';
+/** Everything above the shared layers: what auth/, config/ and store/ never import. */
+const ABOVE_SHARED = ['^src/(cloud|identity|mobile-id|provisioning|upstream|events|ratelimit|telemetry|graphql|execution|server)/', '^src/(services|secret)[.]ts$', ROOT];
 
 module.exports = {
   forbidden: [
@@ -38,6 +43,13 @@ module.exports = {
       to: { path: DOMAIN, pathNot: '^src/$1/' },
     },
     {
+      name: 'provisioning-builds-on-cloud-only',
+      comment: 'Provisioning composes cloud creations (a Kafka cluster is a network, a subnet, an address and a cluster): it may use cloud/, and no other domain.',
+      severity: 'error',
+      from: { path: '^src/provisioning/' },
+      to: { path: '^src/(identity|mobile-id)/' },
+    },
+    {
       name: 'sandbox-imports-nothing-of-the-gateway',
       comment:
         'The sandbox is written from the spec on its own (DESIGN.md "Sandbox"): if it imported the gateway\'s wire mappers or ' +
@@ -52,7 +64,7 @@ module.exports = {
         'Whether an upstream is simulated is decided once, in the table of upstreams the composition root builds; ' +
         'no domain, resolver or route may reach for the simulator (a real deployment never gets a simulated answer by omission).',
       severity: 'error',
-      from: { path: '^src/', pathNot: ['^src/sandbox/', ROOT, '^src/upstreams[.]ts$', '^src/config[.]ts$'] },
+      from: { path: '^src/', pathNot: ['^src/sandbox/', ROOT, '^src/config/index[.]ts$'] },
       to: { path: '^src/sandbox/', pathNot: SANDBOX_VOCABULARY },
     },
     {
@@ -60,14 +72,32 @@ module.exports = {
       comment: 'store/ is SQL over plain rows: it knows no domain, upstream, event, resolver or route (they all sit above it).',
       severity: 'error',
       from: { path: '^src/store/' },
-      to: { path: ['^src/(cloud|identity|mobile-id|upstream|events|graphql|server|sandbox)/', '^src/services[.]ts$', ROOT] },
+      to: { path: [...ABOVE_SHARED, '^src/(auth|config|sandbox)/'] },
+    },
+    {
+      name: 'auth-below-config',
+      comment:
+        'auth/ knows who calls (keys, JWTs, the apps and issuers files) over plain rows of the store; the configuration ' +
+        'reads its files through it, so auth never imports config/ (what it needs is handed to it) nor anything above.',
+      severity: 'error',
+      from: { path: '^src/auth/' },
+      to: { path: [...ABOVE_SHARED, '^src/config/', '^src/sandbox/'] },
+    },
+    {
+      name: 'config-below-the-shared-layers',
+      comment:
+        'config/ reads the environment once and is handed down: it imports only auth/ (to parse the apps and issuers ' +
+        'files), the bottom, and the sandbox vocabulary it validates SANDBOX_CLOUD_SHAPE against.',
+      severity: 'error',
+      from: { path: '^src/config/' },
+      to: { path: '^src/', pathNot: [BOTTOM, '^src/(auth|config)/', SANDBOX_VOCABULARY] },
     },
     {
       name: 'shared-layers-import-no-domain',
       comment: 'upstream/ and events/ serve every domain, so they import none of them, nor anything above.',
       severity: 'error',
       from: { path: '^src/(upstream|events)/' },
-      to: { path: ['^src/(cloud|identity|mobile-id|graphql|server)/', '^src/services[.]ts$', ROOT] },
+      to: { path: ['^src/(cloud|identity|mobile-id|provisioning|graphql|execution|server)/', '^src/services[.]ts$', ROOT] },
     },
     {
       name: 'upstream-and-events-apart',
@@ -100,11 +130,10 @@ module.exports = {
     {
       name: 'bottom-imports-only-bottom',
       comment:
-        'The catalog, errors, config and the other leaves sit at the bottom: everything may use them, so they use nothing above. ' +
-        'One exception: config.ts validates SANDBOX_CLOUD_SHAPE against the vocabulary in sandbox/cloud-shapes.ts, a data module that imports nothing.',
+        'The catalog, errors and the other leaves sit at the bottom: everything may use them, so they use nothing above.',
       severity: 'error',
       from: { path: BOTTOM },
-      to: { path: '^src/', pathNot: [BOTTOM, SANDBOX_VOCABULARY] },
+      to: { path: '^src/', pathNot: BOTTOM },
     },
     {
       name: 'execution-not-to-transport',
@@ -151,9 +180,9 @@ module.exports = {
         'docs/decisions/060), never through its stages one by one, nor a resolver, a domain or an upstream client: ' +
         'authentication, scopes, cost, rate limit, trusted documents and masking then hold for agents as for every app.',
       severity: 'error',
-      from: { path: '^src/mcp/' },
+      from: { path: '^src/server/mcp/' },
       to: {
-        path: ['^src/execution/', '^src/(graphql|cloud|identity|mobile-id|upstream|events|server)/', '^src/services[.]ts$', ROOT],
+        path: ['^src/execution/', '^src/(graphql|cloud|identity|mobile-id|provisioning|upstream|events)/', '^src/server/(?!mcp/)', '^src/services[.]ts$', ROOT],
         pathNot: ['^src/execution/pipeline[.]ts$', '^src/graphql/schema[.]ts$'],
       },
     },
@@ -161,8 +190,8 @@ module.exports = {
       name: 'nothing-imports-mcp',
       comment: 'Only the composition root wires the MCP transport; no other layer reaches for it.',
       severity: 'error',
-      from: { path: '^src/', pathNot: ['^src/mcp/', ROOT] },
-      to: { path: '^src/mcp/' },
+      from: { path: '^src/', pathNot: ['^src/server/mcp/', ROOT] },
+      to: { path: '^src/server/mcp/' },
     },
     {
       name: 'nothing-imports-the-browser-app',

@@ -1,6 +1,6 @@
-// Prints the README's configuration table from the one declaration in src/config.ts.
+// Prints the README's configuration table from the one declaration in src/config/index.ts.
 // `npx tsx scripts/config-table.ts`; test/readme.test.ts fails when the README's copy differs.
-import { ENV_VARS } from '../src/config.js';
+import { ENV_VARS } from '../src/config/index.js';
 
 export function configTable(): string {
   const rows = ENV_VARS.map(

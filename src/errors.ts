@@ -219,3 +219,14 @@ export interface GatewayWarning {
   path?: readonly (string | number)[];
   [extension: string]: unknown;
 }
+
+/** A configuration error: the variable, and what is wrong with it (never its value when it may be a secret). */
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}

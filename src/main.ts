@@ -1,5 +1,5 @@
-import { SHUTDOWN, startGateway } from './app.js';
-import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config.js';
+import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config/index.js';
+import { SHUTDOWN, startGateway } from './gateway/start.js';
 import { createLogger, resolveLogFormat } from './logger.js';
 import { openStore } from './store/index.js';
 

@@ -143,7 +143,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /** `app` is the app's name (GATEWAY_API_KEYS `name:key`), or for a bare key a keyed digest of it (src/caller.ts). */
+  /** `app` is the app's name (GATEWAY_API_KEYS `name:key`), or for a bare key a keyed digest of it (src/auth/caller.ts). */
   readonly rateLimitDecisions = new Counter({
     name: 'gateway_rate_limit_points_total',
     help: 'Rate-limit points asked for, by app (its name, or a keyed digest of a bare key), bucket (creations, reads) and outcome (allowed, refused).',

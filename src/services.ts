@@ -1,12 +1,12 @@
-import type { AppSource, Scope } from './caller.js';
-import type { ProvisioningPlanner } from './cloud/provisioning-plan.js';
-import type { ProvisioningService } from './cloud/provisioning.js';
+import type { AppSource, Scope } from './auth/caller.js';
 import type { CloudService } from './cloud/service.js';
-import type { Config } from './config.js';
+import type { Config } from './config/index.js';
 import type { Events } from './events/index.js';
 import type { IdentityService } from './identity/service.js';
 import type { Metrics } from './metrics.js';
 import type { MobileIdService } from './mobile-id/service.js';
+import type { ProvisioningPlanner } from './provisioning/plan.js';
+import type { ProvisioningService } from './provisioning/service.js';
 import type { RateLimits } from './ratelimit/buckets.js';
 import type { AgentPlans } from './store/agent-plans.js';
 import type { AppActivity } from './store/app-activity.js';

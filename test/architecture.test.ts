@@ -53,7 +53,7 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
       write('src/sandbox/cloud.ts', "import { service } from '../cloud/service.js';\nexport const sim = service;\n");
       write('src/store/ledger.ts', "import { service } from '../cloud/service.js';\nexport const ledger = service;\n");
       write('src/execution/run.ts', 'export const run = 1;\n');
-      write('src/mcp/tools.ts', "import { run } from '../execution/run.js';\nexport const tool = run;\n");
+      write('src/server/mcp/tools.ts', "import { run } from '../../execution/run.js';\nexport const tool = run;\n");
       write('src/server/ws.ts', "import { run } from '../execution/run.js';\nexport const ws = run;\n");
       write('src/execution/shared.ts', "import { ws } from '../server/ws.js';\nexport const shared = ws;\n");
       const found = (await violations(dir)).map((v) => v.split(' (')[0]);
@@ -63,7 +63,7 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
           'sandbox-imports-nothing-of-the-gateway: src/sandbox/cloud.ts -> src/cloud/service.ts',
           'store-imports-no-domain: src/store/ledger.ts -> src/cloud/service.ts',
           'no-folder-cycles: src/cloud -> src/server',
-          'mcp-through-the-pipeline: src/mcp/tools.ts -> src/execution/run.ts',
+          'mcp-through-the-pipeline: src/server/mcp/tools.ts -> src/execution/run.ts',
           'transports-through-the-pipeline: src/server/ws.ts -> src/execution/run.ts',
           'execution-not-to-transport: src/execution/shared.ts -> src/server/ws.ts',
         ]),

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
 import { configTable } from '../scripts/config-table.js';
-import { PARSED_ENV_VARS } from '../src/config.js';
+import { PARSED_ENV_VARS } from '../src/config/index.js';
 
 const readme = fs.readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 
@@ -19,7 +19,7 @@ describe('README', () => {
     expect([...set].filter((name) => !declared.has(name))).toEqual([]);
   });
 
-  it('carries the configuration table generated from src/config.ts (run `npx tsx scripts/update-readme-config.ts`)', () => {
+  it('carries the configuration table generated from src/config/index.ts (run `npx tsx scripts/update-readme-config.ts`)', () => {
     const block = /<!-- config-table:start -->\n([\s\S]*?)<!-- config-table:end -->/.exec(readme);
     expect(block).not.toBeNull();
     expect(block![1]!.trim()).toBe(configTable());

@@ -11,16 +11,16 @@ import path from 'node:path';
 import { parse } from 'graphql';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 
-import { APP_GRANTS, type Caller } from '../../src/caller.js';
-import { loadConfig } from '../../src/config.js';
+import { APP_GRANTS, type Caller } from '../../src/auth/caller.js';
+import { JwksKeys, JwtAuthenticator } from '../../src/auth/jwt.js';
+import { createAuthenticator } from '../../src/auth/keys.js';
+import { loadConfig } from '../../src/config/index.js';
 import { createAdmission } from '../../src/execution/admit.js';
 import { OperationLimits } from '../../src/execution/limits.js';
 import { scopeCheck } from '../../src/execution/scopes.js';
 import { buildSchema } from '../../src/graphql/schema.js';
 import { createLogger } from '../../src/logger.js';
 import type { RateLimits } from '../../src/ratelimit/buckets.js';
-import { createAuthenticator } from '../../src/server/auth.js';
-import { JwksKeys, JwtAuthenticator } from '../../src/server/jwt-auth.js';
 import { CREATE_NETWORK } from '../scenarios/mutation.js';
 import { PROJECT_TREE } from '../scenarios/query.js';
 

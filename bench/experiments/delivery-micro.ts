@@ -8,14 +8,14 @@
 import { execute, parse } from 'graphql';
 import { compileQuery, isCompiledQuery } from 'graphql-jit';
 
-import { APP_GRANTS, type Caller } from '../../src/caller.js';
+import { APP_GRANTS, type Caller } from '../../src/auth/caller.js';
 import type { EventRecord } from '../../src/events/index.js';
 import { deliverable } from '../../src/execution/present.js';
 import { mobileIdResolvers } from '../../src/graphql/mobile-id.js';
 import { buildSchema } from '../../src/graphql/schema.js';
 import { createLogger } from '../../src/logger.js';
-import { sealingContext, SecretBox } from '../../src/mobile-id/sealing.js';
 import { authenticationView, keepClear } from '../../src/mobile-id/views.js';
+import { sealingContext, SecretBox } from '../../src/secret.js';
 import { SUBSCRIPTION } from '../scenarios/fanout.js';
 
 const N = Number(process.argv[2] ?? 50_000);

@@ -13,8 +13,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 
-import { startGateway, type Gateway } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
+import { startGateway, type Gateway } from '../../src/gateway/start.js';
 import { createLogger } from '../../src/logger.js';
 
 const KEY = 'micro-key';

@@ -19,8 +19,8 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 
-import { startGateway } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
+import { startGateway } from '../../src/gateway/start.js';
 import { createLogger } from '../../src/logger.js';
 
 const SIZES = (process.argv[2] ?? '10,50,100').split(',').map(Number);

@@ -1,4 +1,4 @@
-import { ENV_VARS } from '../../src/config.js';
+import { ENV_VARS } from '../../src/config/index.js';
 import type { Loadgen, Target } from './harness.js';
 import type { MutationReferences } from './mutation-references.js';
 import type { Placement, Proc } from './processes.js';

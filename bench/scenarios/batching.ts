@@ -3,8 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 
-import { startGateway } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
+import { startGateway } from '../../src/gateway/start.js';
 import { createLogger } from '../../src/logger.js';
 import { API_KEY, type BenchEnv, type ScenarioReport } from '../lib/env.js';
 import { graphql } from '../lib/harness.js';

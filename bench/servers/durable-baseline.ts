@@ -45,7 +45,7 @@ const { values: args } = parseArgs({
 
 const upstreamAuth = `Bearer ${args.token!}`;
 const callerAuth = `Bearer ${args['api-key']!}`;
-/** The caller's idempotency scope, derived from the API key as src/caller.ts does. */
+/** The caller's idempotency scope, derived from the API key as src/auth/caller.ts does. */
 const scope = `key:${createHash('sha256').update(args['api-key']!).digest('hex').slice(0, 16)}`;
 /** Same namespace as src/upstream/idempotency.ts `upstreamKey`. */
 const UPSTREAM_NAMESPACE = 'b3c1e0b4-6a43-5d0e-9f5a-2d7c4e8a1f60';

@@ -1,4 +1,4 @@
-import type { ShapePaths } from '../json-path.js';
+import type { ShapePaths } from '../config/json-path.js';
 import type { Logger } from '../logger.js';
 import type { PauseAt } from '../phases.js';
 import type { Ledger } from '../store/ledger.js';

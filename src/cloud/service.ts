@@ -1,4 +1,5 @@
-import type { Caller } from '../caller.js';
+import type { Caller } from '../auth/caller.js';
+import { cloudLedgerRecord } from '../auth/tenancy.js';
 import type { IncompleteAnswer } from '../errors.js';
 import type {
   CreateIpAddressInput,
@@ -12,7 +13,6 @@ import type {
 } from '../generated/graphql.js';
 import type { PauseAt } from '../phases.js';
 import type { Ledger, LedgerRecord, ResourceKind } from '../store/ledger.js';
-import { cloudLedgerRecord } from '../tenancy.js';
 import type { Idempotency } from '../upstream/idempotency.js';
 import type { CloudClient, Created } from './client.js';
 import { withoutSecrets } from './model.js';
@@ -105,7 +105,7 @@ export class CloudService {
 
   /**
    * Parents are looked up in the shared cloud ledger only: an id of another app's verification or
-   * identification must read as unknown, not as "a verification, not a project" (src/tenancy.ts).
+   * identification must read as unknown, not as "a verification, not a project" (src/auth/tenancy.ts).
    */
   private readonly lookup: v.Lookup = async (id) => cloudLedgerRecord(await this.ledger.get(id));
 

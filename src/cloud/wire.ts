@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 import { toWire } from '../catalog/index.js';
-import { readIdAt, readJsonPath, type JsonPath, type ShapePaths } from '../json-path.js';
+import { readIdAt, readJsonPath, type JsonPath, type ShapePaths } from '../config/json-path.js';
 import { isIPv4 } from './ipv4.js';
 import {
   REGION_WIRE,

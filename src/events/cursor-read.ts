@@ -1,5 +1,5 @@
-import type { Caller } from '../caller.js';
-import { readableBy } from '../tenancy.js';
+import type { Caller } from '../auth/caller.js';
+import { readableBy } from '../auth/tenancy.js';
 import type { EventBus } from './bus.js';
 import { decodeCursor, encodeCursor, type Position } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';

@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 
-import type { Caller } from '../caller.js';
+import type { Caller } from '../auth/caller.js';
 import { fingerprint } from '../fingerprint.js';
 import type { StorageBoundError, StorageRefusal } from '../store/app-storage.js';
 import type { Dialect } from '../store/migrations.js';
@@ -188,7 +188,7 @@ export class EventLog {
       .limit(1),
   );
 
-  /** The same, among the events one reader may read: its own scope's and the shared ones (src/tenancy.ts). */
+  /** The same, among the events one reader may read: its own scope's and the shared ones (src/auth/tenancy.ts). */
   private readonly latestReadableStatement = precompiled((kind: string, key: string, scope: string) =>
     this.db
       .selectFrom('events')
@@ -316,7 +316,7 @@ export class EventLog {
 
   /**
    * Events of these kinds with `from < seq <= to`, oldest first, at most `limit`: of one key when given, and of one
-   * owner scope (`scope`) or readable by `reader` (its scope's and the shared ones, src/tenancy.ts). What a resumed
+   * owner scope (`scope`) or readable by `reader` (its scope's and the shared ones, src/auth/tenancy.ts). What a resumed
    * stream replays (src/events/stream.ts) and what an agent reads after its cursor (src/events/cursor-read.ts).
    */
   async range(

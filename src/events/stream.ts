@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import type { Caller } from '../caller.js';
+import type { Caller } from '../auth/caller.js';
+import { readableBy } from '../auth/tenancy.js';
 import { databaseUnreachable } from '../store/index.js';
 import type { Tracing } from '../telemetry/tracing.js';
-import { readableBy } from '../tenancy.js';
 import type { EventBus } from './bus.js';
 import { encodeCursor, Position } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';
@@ -24,7 +24,7 @@ export interface StreamFilter {
   /** Only events of this API-key scope (for streams over every key). */
   scope?: string;
   /**
-   * Only events this caller may read (src/tenancy.ts): another key's event is skipped, stored or live, so
+   * Only events this caller may read (src/auth/tenancy.ts): another key's event is skipped, stored or live, so
    * the stream looks exactly like one for an id that has no event yet.
    */
   reader?: Caller;

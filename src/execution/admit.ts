@@ -4,7 +4,7 @@
 // One function for HTTP (Apollo's plugin and the planned path), graphql-ws and graphql-sse.
 import type { DocumentNode, GraphQLError, GraphQLSchema, OperationDefinitionNode } from 'graphql';
 
-import { ALL_GRANTS, type Caller } from '../caller.js';
+import { ALL_GRANTS, type Caller } from '../auth/caller.js';
 import { RateLimitedError, type RateLimits } from '../ratelimit/buckets.js';
 import { operationCost } from '../ratelimit/cost.js';
 import type { OperationLimits } from './limits.js';

@@ -13,10 +13,10 @@ import type { FormattedExecutionResult, GraphQLFormattedError, GraphQLSchema, Op
 
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
+import { nameOperationSpan, recordOperationErrors } from '../telemetry/operations.js';
 import type { OperationLimits } from './limits.js';
 import type { Pipeline } from './pipeline.js';
 import { formatError, HttpPresenter, noStoreValue } from './present.js';
-import { nameOperationSpan, recordOperationErrors } from './tracing.js';
 
 /** The Apollo options the gateway runs with, and the plugins among them whose effects the planned path reproduces. */
 export interface ApolloSetup {

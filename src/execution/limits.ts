@@ -25,7 +25,7 @@ import {
 } from 'graphql';
 import { LRUCache } from 'lru-cache';
 
-import type { GraphqlLimitsConfig } from '../config.js';
+import type { GraphqlLimitsConfig } from '../config/index.js';
 import {
   compileCostFormula,
   costMessage,

@@ -14,7 +14,7 @@ import {
   type OperationTypeNode,
 } from 'graphql';
 
-import { ALL_GRANTS, type Caller } from '../caller.js';
+import { ALL_GRANTS, type Caller } from '../auth/caller.js';
 import { ErrorCode } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';

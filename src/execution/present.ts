@@ -15,7 +15,7 @@ import { ErrorCode } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
 import { RateLimitedError } from '../ratelimit/buckets.js';
-import { nameOperationSpan, recordOperationErrors } from './tracing.js';
+import { nameOperationSpan, recordOperationErrors } from '../telemetry/operations.js';
 
 /** Error codes that are the client's to see as they are (Apollo's own request errors included). */
 const EXPECTED_CODES = new Set<string>([

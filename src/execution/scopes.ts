@@ -18,7 +18,7 @@ import {
   type SelectionSetNode,
 } from 'graphql';
 
-import { isScope, type Grants, type Scope } from '../caller.js';
+import { isScope, type Grants, type Scope } from '../auth/caller.js';
 import { ErrorCode } from '../errors.js';
 import { requiredScopesOf } from '../graphql/schema.js';
 

@@ -22,7 +22,7 @@ export interface SharedExecutionStats {
  *
  * A group is: the same parsed document (the DocumentCache gives one DocumentNode per text), operation name and
  * variables, and the same caller as resolvers see it (the app's owner scope and its grants: what tenancy checks
- * read, src/tenancy.ts). The event is the payload object the subscription's source stream yields: streams over
+ * read, src/auth/tenancy.ts). The event is the payload object the subscription's source stream yields: streams over
  * the bus hand every subscriber the same EventRecord, so its subscribers meet here. Which subscribers get an
  * event at all is decided before, per subscriber, by its own stream (`reader` in src/events/stream.ts): sharing
  * never widens what a caller sees, since a result is only shared with subscribers of the same caller.

@@ -3,8 +3,8 @@
 import type { GraphQLResolveInfo, GraphQLScalarType, GraphQLScalarTypeConfig } from 'graphql';
 import type { CatalogRoot, InstanceTypeEntry, KafkaInstanceTypeEntry, PlatformEntry, DiskTypeEntry, OsImageEntry, KafkaVersionEntry, CpuUtilizationEntry, FirewallActionEntry } from '../catalog/index.js';
 import type { ProjectView, NetworkView, SubnetView, IpAddressView, KafkaClusterView, KafkaTopicView, KafkaUserView, VirtualMachineView, BootDiskView, VmNetworkInterfaceView } from '../cloud/views.js';
-import type { ProvisioningModel, Step } from '../cloud/provisioning.js';
-import type { ProvisioningPlanModel, PlanStep } from '../cloud/provisioning-plan.js';
+import type { ProvisioningModel, Step } from '../provisioning/service.js';
+import type { ProvisioningPlanModel, PlanStep } from '../provisioning/plan.js';
 import type { LedgerRecord } from '../store/ledger.js';
 import type { VerificationResultItem } from '../identity/wire.js';
 import type { EventRecord } from '../events/log.js';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import type { Scope } from '../caller.js';
+import type { Scope } from '../auth/caller.js';
 import { badUserInput } from '../errors.js';
 import type { Resolvers } from '../generated/graphql.js';
 import type { ResourceKind } from '../store/ledger.js';

@@ -1,4 +1,4 @@
-import type { Caller } from '../caller.js';
+import type { Caller } from '../auth/caller.js';
 import type { GatewayWarning } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Services } from '../services.js';

@@ -1,6 +1,6 @@
 import DataLoader from 'dataloader';
 
-import { ownerCaller } from '../caller.js';
+import { ownerCaller } from '../auth/caller.js';
 import { badUserInput } from '../errors.js';
 import type { EventRecord } from '../events/index.js';
 import type { Resolvers } from '../generated/graphql.js';
@@ -115,7 +115,7 @@ export const identityResolvers: Resolvers = {
       subscribe: (_p, { id, after }, ctx) => {
         if (id != null && id.trim() === '') throw badUserInput('id', 'must not be empty');
         const position = resumeAfter(after, ctx);
-        // Like verificationCompleted: another key's identification streams nothing (src/tenancy.ts).
+        // Like verificationCompleted: another key's identification streams nothing (src/auth/tenancy.ts).
         const filter =
           id != null
             ? { kind: IDENTIFICATION_EVENT_KIND, key: id, reader: ctx.caller, after: position }
@@ -130,7 +130,7 @@ export const identityResolvers: Resolvers = {
         const position = resumeAfter(after, ctx);
         // With an id: that verification, stored result first. Without: every result of the caller's API key. With a
         // cursor: what came after it, from the log, then live.
-        // Another key's verification streams nothing, like an id that has no result yet (src/tenancy.ts).
+        // Another key's verification streams nothing, like an id that has no result yet (src/auth/tenancy.ts).
         const filter =
           externalId != null
             ? { kind: VERIFICATION_EVENT_KIND, key: externalId, reader: ctx.caller, after: position }

@@ -1,10 +1,10 @@
 import DataLoader from 'dataloader';
 
-import type { Caller } from '../caller.js';
+import type { Caller } from '../auth/caller.js';
+import { visibleRecord } from '../auth/tenancy.js';
 import { cloudView, isCloudKind, viewAs, type CloudKind, type CloudView, type CloudViews } from '../cloud/views.js';
 import type { Services } from '../services.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
-import { visibleRecord } from '../tenancy.js';
 
 /**
  * What GraphQL resolves a ledger record as: the typed view of a cloud resource (src/cloud/views.ts), or
@@ -20,7 +20,7 @@ export function toNode(record: LedgerRecord): NodeSource {
 
 /**
  * Per-request DataLoaders, created on first use: a tree of N rows costs one SQL statement per level,
- * never one per row. They load for one caller: a record another API key owns (src/tenancy.ts) loads as null.
+ * never one per row. They load for one caller: a record another API key owns (src/auth/tenancy.ts) loads as null.
  * Cloud records come out as their typed views.
  */
 export class Loaders {
@@ -47,7 +47,7 @@ export class Loaders {
     return this.resourceLoader;
   }
 
-  /** A resource by id, or null when it is not in the ledger, another key's (src/tenancy.ts) or of another kind. */
+  /** A resource by id, or null when it is not in the ledger, another key's (src/auth/tenancy.ts) or of another kind. */
   async ofKind<K extends ResourceKind>(id: string | null | undefined, kind: K): Promise<ViewOf<K> | null> {
     if (!id) return null;
     const node = await this.resource.load(id);

@@ -1,5 +1,5 @@
-import type { Provisioning, ProvisionResult } from '../cloud/provisioning.js';
 import type { Resolvers } from '../generated/graphql.js';
+import type { Provisioning, ProvisionResult } from '../provisioning/service.js';
 import type { ResourceKind } from '../store/ledger.js';
 import type { GraphQLContext } from './context.js';
 import { abortable } from './subscriptions.js';

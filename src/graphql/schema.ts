@@ -11,7 +11,7 @@ import {
   type GraphQLSchema,
 } from 'graphql';
 
-import { SCHEMA_DIR } from '../paths.js';
+import { SCHEMA_DIR } from '../config/paths.js';
 
 /** The SDL files of schema/, in a stable order (common first: it defines the root types). */
 export function readTypeDefs(dir = SCHEMA_DIR): string[] {

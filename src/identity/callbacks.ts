@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 
-import { sha256 } from '../caller.js';
+import { sha256 } from '../auth/caller.js';
 import type { EventRecord, NewEvent } from '../events/index.js';
 import { canonicalJson } from '../fingerprint.js';
 import type { AppStorage, StorageRefusal } from '../store/app-storage.js';

@@ -1,5 +1,5 @@
+import type { ShapePaths } from '../config/json-path.js';
 import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
-import type { ShapePaths } from '../json-path.js';
 import type { UpstreamHttp } from '../upstream/http.js';
 import {
   parseIdentificationResponse,

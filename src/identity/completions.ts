@@ -1,8 +1,8 @@
-import { ownerCaller, type Caller } from '../caller.js';
+import { ownerCaller, type Caller } from '../auth/caller.js';
+import { visibleRecord } from '../auth/tenancy.js';
 import type { EventRecord, Events } from '../events/index.js';
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger } from '../store/ledger.js';
-import { visibleRecord } from '../tenancy.js';
 import type { CallbackBodies } from './callbacks.js';
 import type { IdentificationCallbacks } from './identification-callbacks.js';
 import * as wire from './wire.js';

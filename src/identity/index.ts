@@ -1,5 +1,5 @@
+import type { ShapePaths } from '../config/json-path.js';
 import type { Events } from '../events/index.js';
-import type { ShapePaths } from '../json-path.js';
 import type { AppStorage } from '../store/app-storage.js';
 import type { Store } from '../store/index.js';
 import type { Ledger } from '../store/ledger.js';

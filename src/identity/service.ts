@@ -1,6 +1,8 @@
 import { parse as parseUuid } from 'uuid';
 
-import type { Caller } from '../caller.js';
+import type { Caller } from '../auth/caller.js';
+import { visibleRecord } from '../auth/tenancy.js';
+import type { ShapePaths } from '../config/json-path.js';
 import {
   badUserInput,
   UpstreamAnswerIncompleteError,
@@ -10,10 +12,8 @@ import {
 } from '../errors.js';
 import type { EventRecord, Events } from '../events/index.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
-import type { ShapePaths } from '../json-path.js';
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger, LedgerRecord } from '../store/ledger.js';
-import { visibleRecord } from '../tenancy.js';
 import { nameBasedUuid, type Idempotency } from '../upstream/idempotency.js';
 import type { CallbackBodies, VerificationCallbacks } from './callbacks.js';
 import type { IdentificationClient, RegisteredVerification, VerificationClient } from './client.js';
@@ -433,7 +433,7 @@ export class IdentityService {
   /**
    * The batch function of the per-request results loader: one upstream call for the ids given (the loader
    * splits above the batch size), each id mapped back to its result, null where the upstream has none.
-   * Only verifications this caller registered are asked for (src/tenancy.ts): any other id, another key's
+   * Only verifications this caller registered are asked for (src/auth/tenancy.ts): any other id, another key's
    * or one never registered here, is null without reaching the upstream.
    */
   async results(caller: Caller, externalIds: readonly string[]): Promise<(wire.VerificationResultItem | null)[]> {

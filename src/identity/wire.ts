@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-import { readIdAt, readJsonPath, withValueAt, type JsonPath, type ShapePaths } from '../json-path.js';
+import { readIdAt, readJsonPath, withValueAt, type JsonPath, type ShapePaths } from '../config/json-path.js';
 
 /**
  * The identification and verification interfaces' wire shapes (docs/upstreams.md, Identity verification and identification).

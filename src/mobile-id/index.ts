@@ -1,11 +1,11 @@
-import type { Config, ConfiguredNotificationToken } from '../config.js';
+import type { Config, ConfiguredNotificationToken } from '../config/index.js';
 import type { Events } from '../events/index.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
+import type { SecretBox } from '../secret.js';
 import type { AppStorage } from '../store/app-storage.js';
 import type { Store } from '../store/index.js';
 import type { SandboxNotifier } from './sandbox-trigger.js';
-import type { SecretBox } from './sealing.js';
 import { MobileIdService } from './service.js';
 import { configuredKeys } from './verify.js';
 

@@ -5,10 +5,10 @@ import type { Events, StorageCharge } from '../events/index.js';
 import { canonicalJson } from '../fingerprint.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
+import type { SecretBox } from '../secret.js';
 import { StorageBoundError, type AppStorage, type StorageRefusal } from '../store/app-storage.js';
 import type { PendingVerifications } from './pending.js';
 import { authReqIdOf, type RejectionQuarantine, type RejectionReason } from './quarantine.js';
-import type { SecretBox } from './sealing.js';
 import {
   MAX_EXTRA_FIELDS_CHARS,
   MOBILE_ID_EVENT_KIND,

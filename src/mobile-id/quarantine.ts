@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 
-import type { Caller } from '../caller.js';
+import type { Caller } from '../auth/caller.js';
 import { badUserInput } from '../errors.js';
 import type { Database } from '../store/schema.js';
 import { checkAuthReqId } from './stored.js';

@@ -1,6 +1,6 @@
 // The sandbox trigger: in sandbox mode an app asks the simulated mobile identity service to end an
 // authentication, and it sends the gateway's own webhook the notification the real service would send.
-import type { Caller } from '../caller.js';
+import type { Caller } from '../auth/caller.js';
 import { ErrorCode, GatewayError } from '../errors.js';
 import { checkAuthReqId } from './stored.js';
 import type { NotificationTokens } from './tokens.js';

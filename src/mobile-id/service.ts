@@ -1,16 +1,16 @@
 import type { Kysely } from 'kysely';
 
-import type { Caller } from '../caller.js';
+import type { Caller } from '../auth/caller.js';
 import type { CancelSignal, EventRecord, Events } from '../events/index.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
+import type { SecretBox } from '../secret.js';
 import type { AppStorage } from '../store/app-storage.js';
 import type { Database } from '../store/schema.js';
 import { NotificationIntake, type NotificationHeaders, type ReceiveResult } from './intake.js';
 import { PendingVerifications } from './pending.js';
 import { RejectionQuarantine, type NewRejection, type Rejection } from './quarantine.js';
 import { SandboxTrigger, type SandboxDelivery, type SandboxNotifier, type SandboxOutcome } from './sandbox-trigger.js';
-import type { SecretBox } from './sealing.js';
 import { checkAuthReqId, MOBILE_ID_EVENT_KIND, type StoredNotification, type StoredSuccess } from './stored.js';
 import { NotificationTokens, type IssuedToken, type NotifierAuth } from './tokens.js';
 import { IdTokenVerifier, type VerifierOptions } from './verify.js';

@@ -1,7 +1,7 @@
 // How a mobile-ID notification is kept in the event log: its kind, its key (the auth_req_id), its dedupe key
 // and the payload, with no token in clear (docs/decisions/005).
 import { badUserInput } from '../errors.js';
-import { sealingContext } from './sealing.js';
+import { sealingContext } from '../secret.js';
 import type { IdTokenChecks, IdTokenClaims } from './verify.js';
 import { MAX_ID_LENGTH, type FailureReason } from './wire.js';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 
-import { indexOfDigest, sha256, type Caller } from '../caller.js';
+import { indexOfDigest, sha256, type Caller } from '../auth/caller.js';
 import { badUserInput } from '../errors.js';
 import type { AppStorage } from '../store/app-storage.js';
 import type { Database } from '../store/schema.js';

@@ -11,8 +11,8 @@ import {
   type JWSHeaderParameters,
 } from 'jose';
 
-import { JsonFileError } from '../json-file.js';
-import { ASYMMETRIC_ALGORITHMS, readJwksFile } from '../jwks-fetch.js';
+import { JsonFileError } from '../auth/json-file.js';
+import { ASYMMETRIC_ALGORITHMS, readJwksFile } from '../auth/jwks-fetch.js';
 import type { Logger } from '../logger.js';
 import { JwksUnavailableError, RemoteJwks } from './jwks.js';
 import { isCompactJwe } from './wire.js';

@@ -1,6 +1,6 @@
 // What GraphQL reads of a stored notification: the authentication it records, its tokens opened when read.
 import type { EventRecord } from '../events/index.js';
-import type { SecretBox } from './sealing.js';
+import type { SecretBox } from '../secret.js';
 import { notificationContext, type SealedPersonal, type StoredMeta, type StoredNotification } from './stored.js';
 import type { IdTokenChecks } from './verify.js';
 import type { FailureReason } from './wire.js';

@@ -6,8 +6,8 @@ import {
   type RateLimiterAbstract,
 } from 'rate-limiter-flexible';
 
-import type { Caller } from '../caller.js';
-import type { RateLimit } from '../config.js';
+import type { Caller } from '../auth/caller.js';
+import type { RateLimit } from '../config/index.js';
 import { ErrorCode, GatewayError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';

@@ -19,7 +19,7 @@ export interface OperationCost {
 
 /**
  * Composite provisionings: they charge themselves, one creation point per upstream creation their plan will make
- * (a resume only for what is left), before their first step (src/cloud/provisioning.ts). Admission charges them
+ * (a resume only for what is left), before their first step (src/provisioning/service.ts). Admission charges them
  * nothing, or a provisioning of 60 topics would cost one point for 64 creations.
  */
 export const SELF_CHARGED_MUTATIONS: ReadonlySet<string> = new Set([

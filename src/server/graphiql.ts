@@ -6,7 +6,7 @@ import { readFile, stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { extname, join } from 'node:path';
 
-import { GRAPHIQL_ASSETS_DIR } from '../paths.js';
+import { GRAPHIQL_ASSETS_DIR } from '../config/paths.js';
 
 /** One saved operation, opened as its own GraphiQL tab. */
 export interface GraphiqlExample {

@@ -2,10 +2,10 @@ import type { IncomingMessage } from 'node:http';
 import { HeaderMap, type ApolloServer } from '@apollo/server';
 import { GraphQLError } from 'graphql';
 
+import type { AuthFailure } from '../auth/keys.js';
 import { ErrorCode } from '../errors.js';
 import { LIMIT_VARIABLES } from '../execution/limits.js';
 import type { GraphQLContext } from '../graphql/context.js';
-import type { AuthFailure } from './auth.js';
 import type { HttpPlans } from './http-plans.js';
 import type { RequestContext, Route } from './http.js';
 import { BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';

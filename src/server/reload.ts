@@ -1,10 +1,10 @@
 // Configuration that reloads without a restart (docs/decisions/057): on SIGHUP or POST /admin/reload the gateway reads
-// its files again, all or nothing. This is the route and the outcome; the composition root (src/app.ts) says what is
+// its files again, all or nothing. This is the route and the outcome; the composition root (src/gateway/start.ts) says what is
 // read and swaps the snapshot.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
+import type { Authenticate } from '../auth/keys.js';
 import { WebhookErrorCode } from '../errors.js';
-import type { Authenticate } from './auth.js';
 import type { Route } from './http.js';
 import { sendJson, sendOAuthError } from './respond.js';
 

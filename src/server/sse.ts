@@ -3,14 +3,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GraphQLError, type ExecutionResult, type OperationTypeNode } from 'graphql';
 import { createHandler } from 'graphql-sse';
 
-import { ownerCaller, type Caller } from '../caller.js';
+import { ownerCaller, type Caller } from '../auth/caller.js';
+import { onExpiry, type AuthExpiry } from '../auth/jwt.js';
 import { ErrorCode } from '../errors.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import { deliverable, streamPresenter } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { RequestContext, Route } from './http.js';
-import { onExpiry, type AuthExpiry } from './jwt-auth.js';
 import { BodyTooLargeError, readBody, sendJson } from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
 

@@ -1,10 +1,10 @@
 import type { GraphQLSchema } from 'graphql';
 
-import type { Caller } from '../caller.js';
+import type { Caller } from '../auth/caller.js';
+import type { AuthExpiry } from '../auth/jwt.js';
+import type { Authenticate } from '../auth/keys.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
-import type { Authenticate } from './auth.js';
-import type { AuthExpiry } from './jwt-auth.js';
 import type { DocumentAdmission } from './trusted-documents.js';
 
 /**

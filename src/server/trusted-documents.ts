@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto';
 import { Kind, parse, validate, type DocumentNode, type GraphQLSchema, type SelectionSetNode } from 'graphql';
 import { LRUCache } from 'lru-cache';
 
-import { ConfigError } from '../config.js';
+import { JsonFileError, readJsonFile, type JsonFile } from '../auth/json-file.js';
+import { ConfigError } from '../config/index.js';
 import { ErrorCode } from '../errors.js';
-import { JsonFileError, readJsonFile, type JsonFile } from '../json-file.js';
 
 export type TrustedDocumentsMode = 'off' | 'allow' | 'enforce';
 

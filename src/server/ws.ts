@@ -5,12 +5,12 @@ import { CloseCode } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 
-import type { Caller } from '../caller.js';
+import type { Caller } from '../auth/caller.js';
+import { onExpiry } from '../auth/jwt.js';
+import type { AuthResult } from '../auth/keys.js';
 import type { Pipeline, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type StreamOutcome } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
-import type { AuthResult } from './auth.js';
-import { onExpiry } from './jwt-auth.js';
 import type { StreamingTransportOptions } from './streaming.js';
 
 export interface WsOptions extends StreamingTransportOptions {

@@ -29,7 +29,7 @@ import {
   type SpanExporter,
 } from '@opentelemetry/sdk-trace-node';
 
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 
 /** What the code that traces sees of a span: a name and attributes that never hold a secret. */
 export interface SpanHandle {
@@ -135,7 +135,7 @@ class SpanWrapper implements SpanHandle {
 }
 
 /**
- * Builds tracing from the OTEL_* configuration (src/config.ts). `exporter` replaces the configured one (tests pass
+ * Builds tracing from the OTEL_* configuration (src/config/index.ts). `exporter` replaces the configured one (tests pass
  * an InMemorySpanExporter); it is exported span by span then, instead of in batches.
  */
 export function createTracing(config: Config['tracing'], options: { exporter?: SpanExporter } = {}): Tracing {

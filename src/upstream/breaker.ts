@@ -1,6 +1,6 @@
 import { CircuitState, CountBreaker } from 'cockatiel';
 
-import type { BreakerSettings } from '../config.js';
+import type { BreakerSettings } from '../config/index.js';
 
 export type BreakerState = 'closed' | 'open' | 'half-open';
 

@@ -5,7 +5,6 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { waitFor } from '../helpers/wait.js';
 import {
   AUDIENCE,
   ISSUER,
@@ -15,7 +14,8 @@ import {
   startJwtGateway,
   testClock,
   type JwksServer,
-} from './helpers.js';
+} from '../helpers/jwt.js';
+import { waitFor } from '../helpers/wait.js';
 
 const TYPENAME = '{ __typename }';
 const INTERVAL_MS = 60_000;

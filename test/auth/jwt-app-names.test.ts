@@ -5,11 +5,10 @@
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { scopeOfApp } from '../../src/caller.js';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { scopeOfApp } from '../../src/auth/caller.js';
+import { ConfigError, loadConfig } from '../../src/config/index.js';
 import { mobileIdDedupeKey } from '../../src/mobile-id/stored.js';
 import type { TestGateway } from '../helpers/gateway.js';
-import { postNotification } from '../helpers/mobile-id.js';
 import {
   AUDIENCE,
   ISSUER,
@@ -19,7 +18,8 @@ import {
   startJwtGateway,
   type JwksServer,
   type SigningKey,
-} from './helpers.js';
+} from '../helpers/jwt.js';
+import { postNotification } from '../helpers/mobile-id.js';
 
 const VICTIM_KEY = 'victim-key-0123456789abcdef';
 const OPS_KEY = 'ops-key-0123456789abcdef';

@@ -15,7 +15,7 @@ import {
   testClock,
   unsigned,
   type JwksServer,
-} from './helpers.js';
+} from '../helpers/jwt.js';
 
 const TYPENAME = '{ __typename }';
 

@@ -4,9 +4,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import type { TestGateway } from '../helpers/gateway.js';
-import { postNotification, QUERY } from '../helpers/mobile-id.js';
 import {
   AUDIENCE,
   ISSUER,
@@ -16,7 +15,8 @@ import {
   startJwtGateway,
   type JwksServer,
   type SigningKey,
-} from './helpers.js';
+} from '../helpers/jwt.js';
+import { postNotification, QUERY } from '../helpers/mobile-id.js';
 
 const SHOP_NOTIFY = 'shop-notification-token-0123456789';
 

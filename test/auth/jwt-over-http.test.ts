@@ -13,7 +13,7 @@ import {
   unsigned,
   type JwksServer,
   type SigningKey,
-} from './helpers.js';
+} from '../helpers/jwt.js';
 
 const TYPENAME = '{ __typename }';
 const SHOP_KEY = 'shop-key-0123456789abcdef';

@@ -1,9 +1,9 @@
 // The AUTH_* variables, and what a verified token makes of its claims: the app, its scopes, and when its connections end.
 import { describe, expect, it } from 'vitest';
 
-import { APP_GRANTS, Grants } from '../../src/caller.js';
-import { ConfigError, loadConfig } from '../../src/config.js';
-import { appOf, expiryDelay, scopesOf } from '../../src/server/jwt-auth.js';
+import { APP_GRANTS, Grants } from '../../src/auth/caller.js';
+import { appOf, expiryDelay, scopesOf } from '../../src/auth/jwt.js';
+import { ConfigError, loadConfig } from '../../src/config/index.js';
 
 const JWKS = {
   AUTH_JWKS_URL: 'https://idp.example/certs',

@@ -7,8 +7,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import type { TestGateway } from '../helpers/gateway.js';
-import { collect, wsClient, type Collected } from '../helpers/mobile-id.js';
-import { waitFor } from '../helpers/wait.js';
 import {
   nowSeconds,
   sign,
@@ -18,7 +16,9 @@ import {
   testClock,
   type JwksServer,
   type SigningKey,
-} from './helpers.js';
+} from '../helpers/jwt.js';
+import { collect, wsClient, type Collected } from '../helpers/mobile-id.js';
+import { waitFor } from '../helpers/wait.js';
 
 const SHOP_KEY = 'shop-key-0123456789abcdef';
 const REGISTER = `mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }`;

@@ -9,7 +9,7 @@ import { SignJWT } from 'jose';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig } from '../../src/config/index.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import {
   AUDIENCE,
@@ -20,7 +20,7 @@ import {
   startJwksServer,
   type JwksServer,
   type SigningKey,
-} from './helpers.js';
+} from '../helpers/jwt.js';
 
 const TENANT = '72f988bf-86f1-41af-91ab-2d7cd011db47';
 const ENTRA_ISSUER = `https://login.microsoftonline.com/${TENANT}/v2.0`;

@@ -4,8 +4,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SHUTDOWN } from '../../src/app.js';
-import { ENV_VARS, SECRET_VARS } from '../../src/config.js';
+import { SHUTDOWN } from '../../src/gateway/start.js';
+import { ENV_VARS, SECRET_VARS } from '../../src/config/index.js';
 import { Metrics } from '../../src/metrics.js';
 import { healthRoutes } from '../../src/server/health.js';
 import type { Store } from '../../src/store/index.js';

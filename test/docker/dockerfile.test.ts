@@ -5,7 +5,7 @@ import { builtinModules } from 'node:module';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { ENV_VARS } from '../../src/config.js';
+import { ENV_VARS } from '../../src/config/index.js';
 import {
   argList,
   dockerignore,
@@ -306,8 +306,8 @@ describe('Dockerfile, read against the repository', () => {
   });
 
   it('puts what the server reads from its project root at run time beside package.json', () => {
-    // src/paths.ts finds the project root by its package.json, then reads these folders under it.
-    const paths = read('src/paths.ts');
+    // src/config/paths.ts finds the project root by its package.json, then reads these folders under it.
+    const paths = read('src/config/paths.ts');
     const underRoot = [...paths.matchAll(/path\.join\(PROJECT_ROOT,\s*([^)]+)\)/g)].map((m) =>
       posix.join(...[...m[1]!.matchAll(/'([^']+)'/g)].map((q) => q[1]!)),
     );
@@ -424,7 +424,7 @@ describe('Dockerfile, read against the repository', () => {
       for (const name of Object.keys(stage.env)) {
         expect(
           name === 'NODE_ENV' || ENV_NAMES.has(name),
-          `ENV ${name} in stage ${stage.name} is a variable of src/config.ts`,
+          `ENV ${name} in stage ${stage.name} is a variable of src/config/index.ts`,
         ).toBe(true);
       }
     }
@@ -516,6 +516,6 @@ describe('docker-compose.yml', () => {
       .map((l) => /^\s*#?\s*-?\s*([A-Z][A-Z0-9_]*)\s*[:=]/.exec(l)?.[1])
       .filter((n): n is string => n !== undefined);
     expect(names.length).toBeGreaterThan(0);
-    for (const name of names) expect(ENV_NAMES.has(name), `${name} is a variable of src/config.ts`).toBe(true);
+    for (const name of names) expect(ENV_NAMES.has(name), `${name} is a variable of src/config/index.ts`).toBe(true);
   });
 });

@@ -1,12 +1,11 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { ownerCaller, type Caller } from '../../src/caller.js';
+import { ownerCaller, type Caller } from '../../src/auth/caller.js';
 import { CursorError, decodeCursor, encodeCursor, Position } from '../../src/events/cursor.js';
 import type { EventRecord } from '../../src/events/log.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
-import { waitFor } from '../helpers/wait.js';
 import {
   cursorNow,
   deliveredEverywhere,
@@ -14,7 +13,8 @@ import {
   registerVerifications,
   resumeWs,
   type Resumed,
-} from './resumable-helpers.js';
+} from '../helpers/resumable.js';
+import { waitFor } from '../helpers/wait.js';
 
 const KEY_A = 'key-a';
 const KEY_B = 'key-b';

@@ -6,7 +6,6 @@ import WebSocket from 'ws';
 import { encodeCursor, Position } from '../../src/events/cursor.js';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 import {
   cursorNow,
   noWildcardListener,
@@ -14,7 +13,8 @@ import {
   registerVerifications,
   resumeWs,
   type Resumed,
-} from './resumable-helpers.js';
+} from '../helpers/resumable.js';
+import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 const KEY = 'key-a';
 

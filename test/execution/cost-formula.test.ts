@@ -16,7 +16,7 @@ import {
 } from 'graphql';
 import { describe, expect, it } from 'vitest';
 
-import type { GraphqlLimitsConfig } from '../../src/config.js';
+import type { GraphqlLimitsConfig } from '../../src/config/index.js';
 import { OperationLimits } from '../../src/execution/limits.js';
 import { buildSchema } from '../../src/graphql/schema.js';
 

@@ -3,7 +3,7 @@
 import { createClient as createSseClient } from 'graphql-sse';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 import { wsClient } from '../helpers/mobile-id.js';
 

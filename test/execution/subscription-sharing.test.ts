@@ -6,9 +6,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { subscribe, wsClient, type Subscription } from '../helpers/identity.js';
 import { postNotification, SUBSCRIPTION } from '../helpers/mobile-id.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
-import { subscribe, wsClient, type Subscription } from '../identity/helpers.js';
 
 /**
  * Fan-out (docs/decisions/030): the subscribers of one event whose execution would be identical (same
@@ -153,7 +153,7 @@ describe('identical subscriptions share one execution per event', () => {
     await waitFor(() => listeners(id) === 5);
     const before = await counts();
 
-    // The sandbox notifies on a token issued for A: the event is A's alone (src/tenancy.ts).
+    // The sandbox notifies on a token issued for A: the event is A's alone (src/auth/tenancy.ts).
     const done = await t.graphql(COMPLETE_MOBILE_ID, { id }, { key: A });
     expect(done.data!.sandboxCompleteMobileIdAuthentication).toMatchObject({ accepted: true, httpStatus: 204 });
     await waitFor(() => mine.every((s) => s.completed), 5_000, "the owner's subscribers completed");

@@ -9,8 +9,8 @@ import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
-import { startGateway } from '../../src/app.js';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig } from '../../src/config/index.js';
+import { startGateway } from '../../src/gateway/start.js';
 import { createLogger } from '../../src/logger.js';
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { collect, postNotification, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';

@@ -5,9 +5,9 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 
-import { cursorNow, deliveredEverywhere, registerVerifications, RESUME } from '../events/resumable-helpers.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { cursorNow, deliveredEverywhere, registerVerifications, RESUME } from '../helpers/resumable.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** What a client that does not retry saw of its socket: the close code and reason, or the socket's error. */

@@ -5,8 +5,8 @@ import { Writable } from 'node:stream';
 import { request } from 'undici';
 import { afterEach } from 'vitest';
 
-import { startGateway, type Gateway, type GatewayOptions } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
+import { startGateway, type Gateway, type GatewayOptions } from '../../src/gateway/start.js';
 import { createLogger } from '../../src/logger.js';
 
 export interface GraphQLResponse<T = Record<string, any>> {

@@ -5,8 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { subscribe, wsClient, type Subscription } from '../helpers/identity.js';
 import { waitFor } from '../helpers/wait.js';
-import { subscribe, wsClient, type Subscription } from './helpers.js';
 
 // Every distinct callback is kept and delivered once; only an exact repeat of a body is a duplicate. The ids and
 // statuses are found where platforms put them, in JSON or form bodies (docs/decisions/041).

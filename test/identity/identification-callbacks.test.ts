@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { IdentificationSandbox } from '../../src/sandbox/identification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { sleep, subscribe, wsClient } from '../helpers/identity.js';
 import { waitFor } from '../helpers/wait.js';
-import { sleep, subscribe, wsClient } from './helpers.js';
 
 const CREATE = /* GraphQL */ `
   mutation Create($input: CreateIdentificationInput!) {

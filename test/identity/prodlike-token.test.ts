@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
-import { ENV_VARS, loadConfig } from '../../src/config.js';
+import { ENV_VARS, loadConfig } from '../../src/config/index.js';
 import { startIdentificationSandbox } from '../../src/sandbox/identification.js';
 import { startTestGateway } from '../helpers/gateway.js';
 

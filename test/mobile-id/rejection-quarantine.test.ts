@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 import { postNotification } from '../helpers/mobile-id.js';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 
-import { SecretBox } from '../../src/mobile-id/sealing.js';
+import { SecretBox } from '../../src/secret.js';
 
 describe('SecretBox', () => {
   it('seals every value under a fresh IV (IVs come from a pool refilled every 1,024 seals) and opens each one', () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { TestGateway } from '../helpers/gateway.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
-import { APP_A, APP_B, CREATE_PROJECT, post, projectCreationsUpstream, READ_PROJECTS } from './helpers.js';
+import { APP_A, APP_B, CREATE_PROJECT, post, projectCreationsUpstream, READ_PROJECTS } from '../helpers/ratelimit.js';
 
 describe('per-app rate limits across replicas on PostgreSQL', () => {
   let replicas: Replicas | undefined;

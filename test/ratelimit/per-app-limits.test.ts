@@ -4,9 +4,9 @@ import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig } from '../../src/config/index.js';
 import { gatewaysPerTest } from '../helpers/gateway.js';
-import { APP_A, APP_B, CREATE_PROJECT, post, projectCreationsUpstream, READ_PROJECTS } from './helpers.js';
+import { APP_A, APP_B, CREATE_PROJECT, post, projectCreationsUpstream, READ_PROJECTS } from '../helpers/ratelimit.js';
 
 const start = gatewaysPerTest();
 const KEYS = `${APP_A},${APP_B}`;

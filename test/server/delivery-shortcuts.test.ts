@@ -6,7 +6,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 
-import { SecretBox } from '../../src/mobile-id/sealing.js';
+import { SecretBox } from '../../src/secret.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { postNotification, SUBSCRIPTION } from '../helpers/mobile-id.js';
 import { subscribers, waitFor } from '../helpers/wait.js';

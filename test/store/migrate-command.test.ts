@@ -5,7 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { migrationProvider } from '../../src/store/migrations.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { gatewayProcesses } from '../helpers/process.js';

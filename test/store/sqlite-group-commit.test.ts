@@ -5,7 +5,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/logger.js';
 import { openStore } from '../../src/store/index.js';
 import { GroupCommitSqliteDialect } from '../../src/store/sqlite-dialect.js';

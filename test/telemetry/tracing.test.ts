@@ -6,7 +6,7 @@ import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { SANDBOX_SERVICE_ACCOUNT_TOKEN } from '../../src/sandbox/index.js';
 import { createTracing } from '../../src/telemetry/tracing.js';
 import { createChain, M, ok } from '../helpers/cloud.js';

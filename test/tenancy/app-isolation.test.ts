@@ -4,9 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { subscribe, wsClient } from '../helpers/identity.js';
 import { QUERY as MOBILE_ID_QUERY, SUBSCRIPTION as MOBILE_ID_SUBSCRIPTION } from '../helpers/mobile-id.js';
 import { waitFor } from '../helpers/wait.js';
-import { subscribe, wsClient } from '../identity/helpers.js';
 
 /**
  * Two apps, one API key each, on one gateway (docs/decisions/010, 043): what one app created that holds personal data

@@ -4,10 +4,10 @@ import { createHash, randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig } from '../../src/config/index.js';
 import { gatewaysPerTest } from '../helpers/gateway.js';
 import { QUERY } from '../helpers/mobile-id.js';
-import { CREATE_PROJECT, post } from '../ratelimit/helpers.js';
+import { CREATE_PROJECT, post } from '../helpers/ratelimit.js';
 
 const OLD = 'shop-key-old-0123456789';
 const NEW = 'shop-key-new-9876543210';

@@ -116,7 +116,7 @@ describe('no oracles across apps', () => {
   });
 });
 
-/** The owner scope of a bare key, as src/caller.ts derives it. */
+/** The owner scope of a bare key, as src/auth/caller.ts derives it. */
 function scopeOfBareKey(key: string): string {
   return `key:${createHash('sha256').update(key).digest('hex').slice(0, 16)}`;
 }

@@ -4,7 +4,7 @@ import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
 import { createLogger } from '../../src/logger.js';
-import { loadSecretBox } from '../../src/mobile-id/sealing.js';
+import { loadSecretBox } from '../../src/secret.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 import { postNotification } from '../helpers/mobile-id.js';
 

@@ -1,9 +1,9 @@
+import { bearerToken } from '../../auth/keys.js';
 import { WebhookErrorCode } from '../../errors.js';
 import type { Metrics } from '../../metrics.js';
 import type { RejectionReason } from '../../mobile-id/quarantine.js';
 import type { MobileIdService } from '../../mobile-id/service.js';
 import type { PauseAt } from '../../phases.js';
-import { bearerToken } from '../auth.js';
 import type { Route } from '../http.js';
 import { sendOAuthError } from '../respond.js';
 import { formFields, readWebhookBody } from './body.js';

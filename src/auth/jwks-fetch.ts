@@ -1,0 +1,78 @@
+// The one fetch of a JWKS, for the identity provider of apps' JWTs (src/auth/jwt.ts) and for the mobile
+// identity service (src/mobile-id/jwks.ts): bounded in time and size, and checked to be a JWKS. And the one read of a
+// JWKS file (AUTH_JWKS_FILE, an issuer's jwksFile, MOBILEID_JWKS_FILE), at start and on each reload.
+import type { JSONWebKeySet } from 'jose';
+import { request } from 'undici';
+
+import { JsonFileError, readJsonFile } from './json-file.js';
+
+/**
+ * The JWS algorithms a JWT or id_token of these key sets may use: asymmetric only. `none` is never accepted, and an HMAC
+ * "signature" keyed with a public key of the JWKS is the classic confusion attack (RFC 8725 §2.1, §3.1); jose checks the
+ * alg against this list before it asks for a key.
+ */
+export const ASYMMETRIC_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+  'Ed25519',
+];
+
+const JWKS_TIMEOUT_MS = 5_000;
+const JWKS_MAX_BYTES = 1024 * 1024;
+
+export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
+  const res = await request(url, {
+    method: 'GET',
+    headers: { accept: 'application/jwk-set+json, application/json' },
+    headersTimeout: JWKS_TIMEOUT_MS,
+    bodyTimeout: JWKS_TIMEOUT_MS,
+  });
+  if (res.statusCode !== 200) {
+    await res.body.dump();
+    throw new Error(`GET ${url} answered ${res.statusCode}`);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > JWKS_MAX_BYTES) {
+      res.body.destroy();
+      throw new Error(`GET ${url} answered more than ${JWKS_MAX_BYTES} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  let jwks: unknown;
+  try {
+    jwks = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw new Error(`GET ${url} answered something that is not JSON`);
+  }
+  if (!jwks || typeof jwks !== 'object' || !Array.isArray((jwks as { keys?: unknown }).keys))
+    throw new Error(`GET ${url} answered JSON that is not a JWKS (no "keys" array)`);
+  return jwks as JSONWebKeySet;
+}
+
+/**
+ * Reads a JWKS file: a JSON object whose `keys` is an array of keys, each an object with a `kty`. Throws a
+ * JsonFileError naming the file and the line of the first problem.
+ */
+export function readJwksFile(file: string): JSONWebKeySet {
+  const json = readJsonFile(file);
+  const jwks = json.value as { keys?: unknown } | null;
+  if (!jwks || typeof jwks !== 'object' || Array.isArray(jwks) || !Array.isArray(jwks.keys)) {
+    throw new JsonFileError(file, json.lineOf(['keys']), 'is not a JWKS (an object with a "keys" array)');
+  }
+  jwks.keys.forEach((key: unknown, i) => {
+    if (!key || typeof key !== 'object' || typeof (key as { kty?: unknown }).kty !== 'string')
+      throw new JsonFileError(file, json.lineOf(['keys', i]), `keys[${i}] is not a JWK (an object with a "kty")`);
+  });
+  return jwks as JSONWebKeySet;
+}

@@ -1,0 +1,138 @@
+import type { AppFileEntry } from './apps-file.js';
+import {
+  ALL_GRANTS,
+  APP_GRANTS,
+  Grants,
+  indexOfDigest,
+  OPEN_CALLER,
+  scopeOfApp,
+  scopeOfKeyDigest,
+  sha256,
+  type AppKey,
+  type AppSource,
+  type Caller,
+  type Scope,
+} from './caller.js';
+
+/** The token of an `Authorization: Bearer <token>` value (scheme case-insensitive), or null. */
+export function bearerToken(header: string | string[] | undefined | null): string | null {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (!value) return null;
+  const m = /^\s*Bearer\s+(\S+)\s*$/i.exec(value);
+  return m ? m[1]! : null;
+}
+
+/**
+ * Why a request is not let in: no credentials (`missing`), credentials that are not valid (`invalid`: 401, or 4401 and
+ * 4403 on graphql-ws), or a JWT whose keys the gateway could not fetch (`unavailable`: the fault is not the app's, 503).
+ */
+export interface AuthFailure {
+  ok: false;
+  reason: 'missing' | 'invalid' | 'unavailable';
+  /** Says what to send, or which check failed; never repeats the credentials. */
+  message: string;
+}
+
+export type AuthResult = { ok: true; caller: Caller } | AuthFailure;
+
+/** How each transport authenticates: API keys answer at once; a JWT (src/auth/jwt.ts) after its verification. */
+export type Authenticate = (authorization: string | string[] | undefined | null) => AuthResult | Promise<AuthResult>;
+
+/** The JWT half: verifies a token shaped like a JWT (`looks`) that is not an API key. */
+export interface JwtCheck {
+  looks(token: string): boolean;
+  verify(token: string): Promise<AuthResult>;
+}
+
+type ConfiguredApps = {
+  apiKeys: readonly AppKey[];
+  operatorKeys: readonly AppKey[];
+  appsFile: readonly AppFileEntry[];
+};
+
+/**
+ * Every configured key's digest and its caller, built once: a named key is its app (`app:<name>`), a bare key its
+ * own app, labelled by `label(key)` (a keyed digest, never the key's plain hash). Operator keys come first, so a
+ * key in both lists is the operator's.
+ */
+function configuredKeys(
+  apps: ConfiguredApps,
+  label: (key: string) => string,
+): { digests: Buffer[]; callers: Caller[] } {
+  const keyed = [
+    ...apps.operatorKeys.map((k) => ({ ...k, grants: ALL_GRANTS, via: 'OPERATOR_KEYS' as const })),
+    ...apps.apiKeys.map((k) => ({ ...k, grants: APP_GRANTS, via: 'API_KEYS' as const })),
+  ];
+  const digests = keyed.map((k) => sha256(k.key));
+  const callers: Caller[] = keyed.map((k, i) => {
+    const scope = k.name === null ? scopeOfKeyDigest(digests[i]!) : scopeOfApp(k.name);
+    const app = k.name ?? label(k.key);
+    return Object.freeze({ scope, app, grants: k.grants, via: k.via });
+  });
+  for (const app of apps.appsFile) {
+    const caller: Caller = Object.freeze({
+      scope: scopeOfApp(app.name),
+      app: app.name,
+      grants: Grants.of(app.scopes),
+      via: 'APPS_FILE',
+    });
+    for (const digest of app.keyDigests) {
+      digests.push(Buffer.from(digest, 'hex'));
+      callers.push(caller);
+    }
+  }
+  return { digests, callers };
+}
+
+/** The configured apps as the operator's list shows them: name, where configured, scopes, how many keys. */
+export function configuredApps(
+  apps: ConfiguredApps,
+  label: (key: string) => string,
+): { name: string; source: AppSource; scopes: Scope[]; keys: number }[] {
+  const byName = new Map<string, { name: string; source: AppSource; scopes: Set<Scope>; keys: number }>();
+  for (const caller of configuredKeys(apps, label).callers) {
+    const entry = byName.get(caller.app!) ?? {
+      name: caller.app!,
+      source: caller.via!,
+      scopes: new Set<Scope>(),
+      keys: 0,
+    };
+    for (const s of caller.grants.scopes) entry.scopes.add(s);
+    entry.keys += 1;
+    byName.set(entry.name, entry);
+  }
+  return [...byName.values()].map((e) => ({ ...e, scopes: [...e.scopes].sort() }));
+}
+
+/**
+ * Checks an app's API key: GATEWAY_API_KEYS (every scope but `operator` and `cloud:approve`), OPERATOR_API_KEYS (every scope: an
+ * operator's key is also an app's key) or GATEWAY_APPS_FILE (the scopes the file gives; it holds the keys' digests).
+ * Keys are held as sha256 digests and compared in constant time; with no keys configured every caller is the
+ * one `open` caller. With `jwt` (AUTH_JWKS_URL or AUTH_JWKS_FILE), a bearer token that is no key and looks like a JWT
+ * is verified as one; the gateway is then never open, even without keys. An API key is answered without a promise:
+ * the key path is the hot one (every benchmark runs with keys) and stays as cheap as before JWTs existed.
+ */
+export function createAuthenticator(
+  apps: ConfiguredApps,
+  label: (key: string) => string,
+  jwt?: JwtCheck,
+): Authenticate {
+  const { digests: hashes, callers } = configuredKeys(apps, label);
+  const missing: AuthFailure = Object.freeze({
+    ok: false,
+    reason: 'missing',
+    message: jwt
+      ? 'a valid API key or JWT is required: send Authorization: Bearer <key or JWT>'
+      : 'a valid API key is required: send Authorization: Bearer <key>',
+  });
+  const invalid: AuthFailure = Object.freeze({ ok: false, reason: 'invalid', message: 'the API key is not valid' });
+  return (authorization) => {
+    if (hashes.length === 0 && !jwt) return { ok: true, caller: OPEN_CALLER };
+    const token = bearerToken(authorization);
+    if (!token) return missing;
+    // One digest per request, compared with every configured one.
+    const found = indexOfDigest(sha256(token), hashes);
+    if (found >= 0) return { ok: true, caller: callers[found]! };
+    return jwt?.looks(token) ? jwt.verify(token) : invalid;
+  };
+}

@@ -1,0 +1,81 @@
+/**
+ * The exact place of a field in an upstream's JSON, for the shapes a spec does not show (docs/contract.md, "Shapes a
+ * spec does not show"): a dot path such as `data.uuid`, where a numeric segment indexes an array (`items.0.id`).
+ * An operator names it in a variable (CLOUD_CREATED_ID_PATH, …) when the upstream answers in a shape the
+ * gateway's list of guesses does not cover.
+ */
+export interface JsonPath {
+  /** As the operator wrote it, for messages and the start-up line. */
+  readonly text: string;
+  readonly segments: readonly string[];
+}
+
+const MAX_SEGMENTS = 32;
+const SEGMENT = /^[^.\s]+$/;
+
+/** The path of `text`, or a message saying why it is not one (the configuration refuses it at start-up). */
+export function parseJsonPath(text: string): JsonPath | string {
+  const t = text.trim();
+  if (t === '') return 'must be a dot path such as data.uuid (a numeric segment indexes an array: items.0.id)';
+  const segments = t.split('.');
+  if (segments.length > MAX_SEGMENTS) return `must have at most ${MAX_SEGMENTS} segments`;
+  const bad = segments.findIndex((s) => !SEGMENT.test(s));
+  if (bad >= 0) {
+    return `${JSON.stringify(t)} is not a dot path: segment ${bad + 1} is ${segments[bad] === '' ? 'empty' : 'not a plain name'} (write it like data.uuid or items.0.id)`;
+  }
+  return { text: t, segments };
+}
+
+/** The value at `path` in `body`; undefined when a segment is missing, or indexes what is not an array or object. */
+export function readJsonPath(body: unknown, path: JsonPath): unknown {
+  let at: unknown = body;
+  for (const segment of path.segments) {
+    if (Array.isArray(at)) {
+      if (!/^\d+$/.test(segment)) return undefined;
+      at = at[Number(segment)];
+    } else if (at !== null && typeof at === 'object') {
+      if (!Object.hasOwn(at, segment)) return undefined;
+      at = (at as Record<string, unknown>)[segment];
+    } else {
+      return undefined;
+    }
+  }
+  return at;
+}
+
+/** A non-empty string (or a finite number, written as a string) at `path`, else null. */
+export function readIdAt(body: unknown, path: JsonPath): string | null {
+  const v = readJsonPath(body, path);
+  if (typeof v === 'string' && v !== '') return v;
+  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+  return null;
+}
+
+/** A copy of `body` (an object) with `value` at `path`, creating objects on the way (a request field the spec names no place for). */
+export function withValueAt(body: Record<string, unknown>, path: JsonPath, value: unknown): Record<string, unknown> {
+  const [head, ...rest] = path.segments;
+  if (rest.length === 0) return { ...body, [head!]: value };
+  const inner = body[head!];
+  const nested =
+    inner !== null && typeof inner === 'object' && !Array.isArray(inner) ? (inner as Record<string, unknown>) : {};
+  return { ...body, [head!]: withValueAt(nested, { text: rest.join('.'), segments: rest }, value) };
+}
+
+/**
+ * The exact JSON paths an operator configured for the shapes the specs do not show (null: the gateway's documented
+ * guesses). One variable each, declared in src/config/index.ts.
+ */
+export interface ShapePaths {
+  /** CLOUD_CREATED_ID_PATH: the created id in a project or service creation answer. */
+  readonly cloudCreatedId: JsonPath | null;
+  /** CLOUD_TOKEN_PATH: the token in the answer of POST /iam/v2/tokens. */
+  readonly cloudToken: JsonPath | null;
+  /** CLOUD_IP_ADDRESS_PATH: the IPv4 address in an IP address creation answer. */
+  readonly cloudIpAddress: JsonPath | null;
+  /** VERIFICATION_EXTERNAL_ID_PATH: the verification's id in a registration answer. */
+  readonly verificationExternalId: JsonPath | null;
+  /** VERIFICATION_RESULTS_PATH: the list (or id-keyed object) of results in a results answer. */
+  readonly verificationResults: JsonPath | null;
+  /** VERIFICATION_CALLBACK_URL_PATH: where a registration request carries the callbackUrl. */
+  readonly verificationCallbackUrl: JsonPath | null;
+}

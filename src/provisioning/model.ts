@@ -1,0 +1,63 @@
+import type { MutationResult } from '../cloud/service.js';
+import { stepKey, upstreamKey } from '../upstream/idempotency.js';
+
+/** The shapes of a composite provisioning, shared by its planning, running and storing units. */
+export type ProvisioningKind = 'KAFKA_CLUSTER' | 'VIRTUAL_MACHINE';
+export type ProvisioningState = 'RUNNING' | 'SUCCEEDED' | 'FAILED';
+export type StepState = 'PENDING' | 'RUNNING' | 'DONE' | 'REUSED' | 'SKIPPED' | 'FAILED';
+
+export interface StepError {
+  code: string;
+  message: string;
+  status: number | null;
+}
+
+export interface Step {
+  name: string;
+  state: StepState;
+  resourceId: string | null;
+  idempotencyKey: string | null;
+  error: StepError | null;
+  /** kafkaCluster step only: the white_host it sent, and where it came from. */
+  publicAddress?: PublicAddress | null;
+}
+
+/** The cluster's public IPv4 (`white_host`) and its origin: the caller's input, or a field of the IP's creation response. */
+export interface PublicAddress {
+  address: string;
+  source: 'CALLER' | 'IP_ADDRESS_RESPONSE';
+  /** The response field it was read from (`address`, `data.ipAddress`, ...), for IP_ADDRESS_RESPONSE. */
+  responseField: string | null;
+  ipAddressId: string | null;
+}
+
+export interface Provisioning {
+  id: string;
+  scope: string;
+  kind: ProvisioningKind;
+  state: ProvisioningState;
+  steps: Step[];
+  error: StepError | null;
+  idempotencyKey: string;
+  fingerprint: string;
+  revision: number;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** One step of a plan: runs with the ids of the steps before it, returns the created resource. */
+export interface PlannedStep {
+  name: string;
+  /** An id the caller gave: nothing to create. */
+  reuse?: string;
+  skip?: boolean;
+  run?: (ids: Map<string, string>, key: string) => Promise<MutationResult & { publicAddress?: PublicAddress | null }>;
+}
+
+export function terminal(state: ProvisioningState): boolean {
+  return state !== 'RUNNING';
+}
+/** The caller key a step runs under (its own upstream Idempotency-Key derives from it like any mutation's). */
+export function stepIdempotencyKey(p: Pick<Provisioning, 'scope' | 'idempotencyKey'>, step: string): string {
+  return stepKey(upstreamKey(p.scope, p.idempotencyKey), step);
+}

@@ -1,0 +1,132 @@
+import type { Caller } from '../auth/caller.js';
+import type { CancelSignal, EventRecord, Events } from '../events/index.js';
+import type { ProvisioningRow, ProvisioningRows } from '../store/provisionings.js';
+import {
+  terminal,
+  type Provisioning,
+  type ProvisioningKind,
+  type ProvisioningState,
+  type Step,
+  type StepError,
+} from './model.js';
+
+/** The event-log kind of provisioning progress; the key is the provisioning's id. */
+export const PROVISIONING_EVENT_KIND = 'provisioning';
+
+/** What the event log holds of one state of a provisioning (dates as epoch ms). */
+type StoredState = Omit<Provisioning, 'createdAt' | 'updatedAt'> & { createdAt: number; updatedAt: number };
+
+function toStored(p: Provisioning): StoredState {
+  return { ...p, createdAt: p.createdAt.getTime(), updatedAt: p.updatedAt.getTime() };
+}
+
+function fromStored(s: StoredState): Provisioning {
+  return { ...s, createdAt: new Date(s.createdAt), updatedAt: new Date(s.updatedAt) };
+}
+
+function toRow(p: Provisioning): ProvisioningRow {
+  return {
+    id: p.id,
+    scope: p.scope,
+    idempotency_key: p.idempotencyKey,
+    kind: p.kind,
+    state: p.state,
+    steps: JSON.stringify(p.steps),
+    error: p.error ? JSON.stringify(p.error) : null,
+    fingerprint: p.fingerprint,
+    revision: p.revision,
+    created_at: p.createdAt.getTime(),
+    updated_at: p.updatedAt.getTime(),
+  };
+}
+
+function fromRow(row: ProvisioningRow): Provisioning {
+  return {
+    id: row.id,
+    scope: row.scope,
+    kind: row.kind as ProvisioningKind,
+    state: row.state as ProvisioningState,
+    steps: JSON.parse(row.steps) as Step[],
+    error: row.error ? (JSON.parse(row.error) as StepError) : null,
+    idempotencyKey: row.idempotency_key,
+    fingerprint: row.fingerprint,
+    revision: Number(row.revision),
+    createdAt: new Date(Number(row.created_at)),
+    updatedAt: new Date(Number(row.updated_at)),
+  };
+}
+
+/**
+ * The storing unit of composite provisioning: the row (what `provisioning(id)` and a resuming call read)
+ * and, after every change, an event in the event log, published on the bus like a webhook event, so
+ * `provisioningProgress` reaches subscribers on every replica (with PostgreSQL, through LISTEN/NOTIFY).
+ */
+export class ProvisioningRecords {
+  constructor(
+    private readonly rows: ProvisioningRows,
+    private readonly events: Events,
+  ) {}
+
+  /** Stores a new provisioning; false when one with its id exists already (a concurrent call with the same key). */
+  async create(p: Provisioning): Promise<boolean> {
+    if (!(await this.rows.insert(toRow(p)))) return false;
+    await this.announce(p);
+    return true;
+  }
+
+  async save(p: Provisioning): Promise<void> {
+    await this.rows.update(toRow(p));
+    await this.announce(p);
+  }
+
+  /** The heartbeat of a live run: a provisioning touched within the takeover time is not resumed elsewhere. */
+  touch(id: string): Promise<void> {
+    return this.rows.touch(id, Date.now());
+  }
+
+  /** Claims a FAILED or abandoned provisioning for this call to resume; false when another call got it first. */
+  claimResume(p: Provisioning, now: number, staleMs: number): Promise<boolean> {
+    return this.rows.claimResume(p.id, p.revision, now, staleMs);
+  }
+
+  async read(id: string): Promise<Provisioning | null> {
+    const row = await this.rows.get(id);
+    return row ? fromRow(row) : null;
+  }
+
+  /**
+   * `current` (read by the caller), then every later state from the event log, until SUCCEEDED or FAILED.
+   * The stream listens before it reads the log's latest state, and states apply in revision order, so a
+   * change made while the subscriber connects is neither lost nor repeated.
+   */
+  async *follow(caller: Caller, current: Provisioning, signal?: CancelSignal): AsyncGenerator<Provisioning> {
+    yield current;
+    if (terminal(current.state)) return;
+    let revision = current.revision;
+    for await (const event of this.events.streams.subscribe(
+      { kind: PROVISIONING_EVENT_KIND, key: current.id, reader: caller },
+      signal,
+    )) {
+      const p = fromEvent(event);
+      if (p.revision <= revision) continue;
+      revision = p.revision;
+      yield p;
+      if (terminal(p.state)) return;
+    }
+  }
+
+  private async announce(p: Provisioning): Promise<void> {
+    const { publish } = await this.events.ingest({
+      kind: PROVISIONING_EVENT_KIND,
+      key: p.id,
+      dedupeKey: `${PROVISIONING_EVENT_KIND}/${p.id}/${p.revision}`,
+      payload: toStored(p),
+      scope: p.scope,
+    });
+    await publish();
+  }
+}
+
+function fromEvent(event: EventRecord): Provisioning {
+  return fromStored(event.payload as StoredState);
+}

@@ -1,0 +1,123 @@
+import { GraphQLError } from 'graphql';
+
+import { ErrorCode } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { upstreamKey } from '../upstream/idempotency.js';
+import { stepIdempotencyKey, type PlannedStep, type Provisioning, type Step, type StepError } from './model.js';
+import type { ProvisioningRecords } from './records.js';
+
+/**
+ * The running unit of composite provisioning: runs a plan's steps in order, each a normal cloud mutation
+ * under the key UUIDv5(key + step), and stores the provisioning after every step. Steps already DONE or
+ * REUSED (a resumed provisioning) are skipped with their resource id.
+ */
+export class ProvisioningRunner {
+  /** One entry per provisioning running in this process, removed when it ends. */
+  private readonly running = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly records: ProvisioningRecords,
+    private readonly logger: Logger,
+    /** The takeover time: a live run touches its row every third of it. */
+    private readonly staleMs: number,
+  ) {}
+
+  /** True while this process runs the provisioning. */
+  isRunning(id: string): boolean {
+    return this.running.has(id);
+  }
+
+  launch(p: Provisioning, plan: PlannedStep[]): void {
+    let touching: Promise<void> = Promise.resolve();
+    const heartbeat = setInterval(
+      () => {
+        touching = this.records
+          .touch(p.id)
+          .catch((err: unknown) => this.logger.warn({ err, provisioning: p.id }, 'provisioning heartbeat failed'));
+      },
+      Math.max(10, Math.floor(this.staleMs / 3)),
+    );
+    heartbeat.unref();
+    const work = this.run(p, plan)
+      .catch((err: unknown) => this.logger.error({ err, provisioning: p.id }, 'provisioning run failed unexpectedly'))
+      .finally(async () => {
+        clearInterval(heartbeat);
+        // A heartbeat already under way ends before the run counts as ended: nothing writes the record after idle().
+        await touching;
+        this.running.delete(p.id);
+      });
+    this.running.set(p.id, work);
+  }
+
+  /** Waits for running provisionings (shutdown, tests). */
+  async idle(): Promise<void> {
+    await Promise.all([...this.running.values()]);
+  }
+
+  private async run(p: Provisioning, plan: PlannedStep[]): Promise<void> {
+    const ids = new Map<string, string>();
+    let current = p;
+    for (const [i, planned] of plan.entries()) {
+      const step = current.steps[i]!;
+      if ((step.state === 'DONE' || step.state === 'REUSED') && step.resourceId) {
+        ids.set(planned.name, step.resourceId);
+        continue;
+      }
+      if (planned.skip) {
+        current = await this.update(current, i, { state: 'SKIPPED' });
+        continue;
+      }
+      if (planned.reuse) {
+        ids.set(planned.name, planned.reuse);
+        current = await this.update(current, i, { state: 'REUSED', resourceId: planned.reuse });
+        continue;
+      }
+      // The step is an ordinary mutation under the caller's scope with key k; the upstream gets
+      // upstreamKey(scope, k). Both derive from the provisioning's upstream key, so a resume (after a
+      // restart, on another replica) sends every step's same key again.
+      const k = stepIdempotencyKey(p, planned.name);
+      current = await this.update(current, i, { state: 'RUNNING', idempotencyKey: upstreamKey(p.scope, k) });
+      try {
+        const result = await planned.run!(ids, k);
+        ids.set(planned.name, result.record.id);
+        current = await this.update(current, i, {
+          state: 'DONE',
+          resourceId: result.record.id,
+          ...(result.publicAddress !== undefined ? { publicAddress: result.publicAddress } : {}),
+        });
+      } catch (err) {
+        const error: StepError = {
+          code:
+            err instanceof GraphQLError
+              ? String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR)
+              : ErrorCode.INTERNAL_SERVER_ERROR,
+          message: err instanceof GraphQLError ? err.message : 'internal error',
+          status:
+            err instanceof GraphQLError && typeof err.extensions.status === 'number' ? err.extensions.status : null,
+        };
+        if (!(err instanceof GraphQLError))
+          this.logger.error({ err, provisioning: p.id, step: planned.name }, 'provisioning step failed');
+        current = await this.update(current, i, { state: 'FAILED', error }, { state: 'FAILED', error });
+        return;
+      }
+    }
+    await this.update(current, -1, {}, { state: 'SUCCEEDED' });
+  }
+
+  private async update(
+    p: Provisioning,
+    index: number,
+    step: Partial<Step>,
+    top: Partial<Pick<Provisioning, 'state' | 'error'>> = {},
+  ): Promise<Provisioning> {
+    const next: Provisioning = {
+      ...p,
+      ...top,
+      steps: p.steps.map((s, i) => (i === index ? { ...s, ...step } : s)),
+      revision: p.revision + 1,
+      updatedAt: new Date(),
+    };
+    await this.records.save(next);
+    return next;
+  }
+}

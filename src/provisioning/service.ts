@@ -1,0 +1,574 @@
+import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { v5 as uuidv5 } from 'uuid';
+
+import type { Caller } from '../auth/caller.js';
+import type { CloudService } from '../cloud/service.js';
+import * as v from '../cloud/validation.js';
+import type { FoundAddress } from '../cloud/wire.js';
+import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
+import type { CancelSignal, Events } from '../events/index.js';
+import { keyedFingerprint, sameRequest } from '../fingerprint.js';
+import type { ProvisionKafkaClusterInput, ProvisionVirtualMachineInput } from '../generated/graphql.js';
+import type { Logger } from '../logger.js';
+import type { LedgerRecord } from '../store/ledger.js';
+import { ProvisioningRows } from '../store/provisionings.js';
+import type { Database } from '../store/schema.js';
+import { upstreamKey } from '../upstream/idempotency.js';
+import type { PlannedStep, Provisioning, ProvisioningKind, PublicAddress } from './model.js';
+import { ProvisioningRecords } from './records.js';
+import { ProvisioningRunner } from './run.js';
+
+export { stepIdempotencyKey } from './model.js';
+export type {
+  PlannedStep,
+  Provisioning,
+  ProvisioningKind,
+  ProvisioningState,
+  PublicAddress,
+  Step,
+  StepError,
+  StepState,
+} from './model.js';
+
+export interface ProvisionResult {
+  provisioning: Provisioning;
+  idempotencyKey: string;
+  /** UUIDv5 of the caller's scope and key: the base every step's upstream key derives from. */
+  upstreamIdempotencyKey: string;
+  replayed: boolean;
+}
+
+/**
+ * What the steps call: the cloud mutations and the lookup of the cluster's public address. Provisioning
+ * runs them against the upstream; a plan (provisioning-plan.ts) runs the very same steps against a cloud
+ * that records each prepared request instead of sending it.
+ */
+export interface StepEnv {
+  cloud: Pick<
+    CloudService,
+    | 'createProject'
+    | 'createNetwork'
+    | 'createSubnet'
+    | 'createIpAddress'
+    | 'createKafkaCluster'
+    | 'createKafkaTopic'
+    | 'createKafkaUser'
+    | 'createVirtualMachine'
+  >;
+  lookup: (id: string) => Promise<LedgerRecord | null>;
+  /** The IPv4 address in an IP address's creation answer (CloudService.addressOf), and where the gateway looks for it. */
+  address: { read: (response: unknown) => FoundAddress | null; lookedFor: string };
+}
+
+/** The checks of an input's shape: one id or one spec per placement step, no topic or user twice. */
+export function shapeChecks(
+  input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput,
+  ipOptional: boolean,
+): Array<() => void> {
+  const names = new Set<string>();
+  const unique = (field: string, what: string, name: string) => () => {
+    if (names.has(`${what}:${name}`)) throw badUserInput(field, `${what} ${name} is listed twice`);
+    names.add(`${what}:${name}`);
+  };
+  const k = input as ProvisionKafkaClusterInput;
+  return [
+    () => exactlyOne('project', input.projectId, input.project),
+    () => exactlyOne('network', input.networkId, input.network),
+    () => exactlyOne('subnet', input.subnetId, input.subnet),
+    () => exactlyOne('ipAddress', input.ipAddressId, input.ipAddress, ipOptional),
+    ...(k.topics ?? []).map((t) => unique('input.topics', 'topic', t.name)),
+    ...(k.users ?? []).map((u) => unique('input.users', 'user', u.name)),
+  ];
+}
+
+/** How many topics and users one composite provisioning (or plan) may hold (PROVISIONING_MAX_TOPICS/_USERS). */
+export interface ProvisioningBounds {
+  maxTopics: number;
+  maxUsers: number;
+}
+
+/** Most entries of a list inside one topic, user or VM user (ACLs, group ACLs, SSH keys, network interfaces). */
+export const MAX_ITEM_LIST = 50;
+
+/**
+ * The size bounds of a composite input, checked before any other work so that one request cannot hold the event
+ * loop (each topic and user is one upstream creation and one step of a plan). Over a bound: BAD_USER_INPUT that
+ * names the field, the bound and its variable.
+ */
+export function checkBounds(
+  input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput,
+  bounds: ProvisioningBounds,
+): void {
+  const over = (field: string, list: readonly unknown[] | null | undefined, max: number, variable?: string) => {
+    if (list && list.length > max)
+      throw badUserInput(field, `at most ${max} entries${variable ? ` (${variable})` : ''}; got ${list.length}`);
+  };
+  const k = input as ProvisionKafkaClusterInput;
+  over('input.topics', k.topics, bounds.maxTopics, 'PROVISIONING_MAX_TOPICS');
+  over('input.users', k.users, bounds.maxUsers, 'PROVISIONING_MAX_USERS');
+  (k.users ?? []).forEach((u, i) => {
+    over(`input.users[${i}].acls`, u.acls, MAX_ITEM_LIST);
+    over(`input.users[${i}].groupAcls`, u.groupAcls, MAX_ITEM_LIST);
+  });
+  const vm = (input as ProvisionVirtualMachineInput).virtualMachine;
+  if (vm) {
+    over('input.virtualMachine.users', vm.users, bounds.maxUsers, 'PROVISIONING_MAX_USERS');
+    (vm.users ?? []).forEach((u, i) => over(`input.virtualMachine.users[${i}].sshKeys`, u.sshKeys, MAX_ITEM_LIST));
+  }
+}
+
+const NAMESPACE = '0b9f4f1e-5a57-4a36-9d1b-6c1b1f0f4b6e';
+const PLACEHOLDER = '00000000-0000-4000-8000-000000000000';
+const PLACEHOLDER_CLUSTER = '00000000-0000-4000-8000-000000000001';
+
+/** Re-labels a BAD_USER_INPUT of a single-resource check with the path of the composite input. */
+async function under<T>(prefix: string, check: () => Promise<T> | T): Promise<T> {
+  try {
+    return await check();
+  } catch (err) {
+    if (err instanceof GatewayError && err.code === ErrorCode.BAD_USER_INPUT) {
+      const field = String(err.extensions.field ?? 'input').replace(/^input/, prefix);
+      throw badUserInput(field, err.message.replace(/^[^:]*: /, ''));
+    }
+    throw err;
+  }
+}
+
+function exactlyOne(field: string, id: unknown, spec: unknown, optional = false): void {
+  if (id != null && spec != null)
+    throw badUserInput(`input.${field}`, `give ${field}Id (reuse) or ${field} (create), not both`);
+  if (!optional && id == null && spec == null)
+    throw badUserInput(`input.${field}`, `give ${field}Id to reuse one, or ${field} to create it`);
+}
+
+/**
+ * The cluster's white_host: the caller's address, else the one in the IP address's creation response, else
+ * none for a private cluster (no IP address step). An IP address whose address cannot be read fails the
+ * step before the cluster is created: a cluster silently created without public access would look fine and
+ * be unreachable (docs/decisions/015-kafka-public-address.md).
+ */
+export async function publicAddress(
+  given: string | null,
+  ipId: string | null,
+  lookup: StepEnv['lookup'],
+  address: StepEnv['address'],
+): Promise<PublicAddress | null> {
+  if (given !== null) return { address: given, source: 'CALLER', responseField: null, ipAddressId: ipId };
+  if (ipId === null) return null;
+  const record = await lookup(ipId);
+  const retry = `give input.cluster.publicIp (the address, as a.b.c.d) and call again with a new idempotency key, reusing what exists (the resourceId of each DONE step as projectId, networkId, subnetId, and ipAddressId ${ipId})`;
+  if (!record) {
+    throw badUserInput(
+      'input.cluster.publicIp',
+      `the public IPv4 address for white_host is missing: IP address ${ipId} is not in the gateway's ledger, so its address is unknown; ${retry}`,
+    );
+  }
+  const found = address.read(record.response);
+  if (!found) {
+    throw badUserInput(
+      'input.cluster.publicIp',
+      `the public IPv4 address for white_host is missing: the creation response of IP address ${ipId} has no IPv4 field (looked for ${address.lookedFor}), and the cluster was not created; ${retry}`,
+    );
+  }
+  return { address: found.address, source: 'IP_ADDRESS_RESPONSE', responseField: found.field, ipAddressId: ipId };
+}
+
+export interface ProvisioningOptions {
+  db: Kysely<Database>;
+  cloud: CloudService;
+  /** The ledger, read through the owner rule of every cloud read (src/auth/tenancy.ts). */
+  lookup: (id: string) => Promise<LedgerRecord | null>;
+  logger: Logger;
+  events: Events;
+  /**
+   * A RUNNING provisioning not touched for this long belongs to a replica that died; a new call with its
+   * key resumes it. A live run touches it every third of this (IDEMPOTENCY_TAKEOVER, docs/decisions/012).
+   */
+  staleMs: number;
+  /** PROVISIONING_MAX_TOPICS and PROVISIONING_MAX_USERS. */
+  bounds: ProvisioningBounds;
+  /**
+   * Spends the caller's creation points (RATE_LIMIT_CREATIONS) or throws RATE_LIMITED: a provisioning is charged
+   * one point per upstream creation it will make, before its first step, and refused whole when they do not all
+   * fit (docs/decisions/023). The admission stage charges these mutations nothing itself.
+   */
+  charge: (caller: Caller, points: number) => Promise<void>;
+  /** The gateway secret's keyed digest: the input (passwords included) is stored only as a keyed fingerprint. */
+  digest: (text: string) => string;
+}
+
+/**
+ * Composite provisioning (docs/contract.md): plans the spec's creation order as steps, each a normal cloud
+ * mutation whose idempotency key is UUIDv5(key + step). Calling again with the same key resumes: finished
+ * steps replay from their idempotency records, the failed one is retried, nothing is created twice.
+ * Planning is here; running is ProvisioningRunner's, storing (and progress on the event log) is
+ * ProvisioningRecords'.
+ */
+export class ProvisioningService {
+  private readonly records: ProvisioningRecords;
+  private readonly runner: ProvisioningRunner;
+  private readonly env: StepEnv;
+
+  private readonly cloud: CloudService;
+  private readonly lookup: (id: string) => Promise<LedgerRecord | null>;
+  private readonly charge: (caller: Caller, points: number) => Promise<void>;
+  private readonly digest: (text: string) => string;
+  private readonly staleMs: number;
+  readonly bounds: ProvisioningBounds;
+
+  constructor(options: ProvisioningOptions) {
+    ({
+      cloud: this.cloud,
+      lookup: this.lookup,
+      charge: this.charge,
+      digest: this.digest,
+      bounds: this.bounds,
+      staleMs: this.staleMs,
+    } = options);
+    const { cloud, lookup } = options;
+    this.env = {
+      cloud,
+      lookup,
+      address: { read: (response) => cloud.addressOf({ response }), lookedFor: cloud.describeShapes().address },
+    };
+    this.records = new ProvisioningRecords(new ProvisioningRows(options.db), options.events);
+    this.runner = new ProvisioningRunner(this.records, options.logger, this.staleMs);
+  }
+
+  async provisionKafkaCluster(
+    caller: Caller,
+    input: ProvisionKafkaClusterInput,
+    key?: string | null,
+  ): Promise<ProvisionResult> {
+    checkBounds(input, this.bounds);
+    for (const check of shapeChecks(input, true)) check();
+    const c = input.cluster;
+    // Every check that needs no upstream id runs now, so bad input changes nothing.
+    if (input.network)
+      await under('input.network', () =>
+        v.validateNetwork({ ...input.network!, projectId: PLACEHOLDER }, async () => null),
+      );
+    if (input.subnet)
+      await under('input.subnet', () =>
+        v.validateSubnet({ ...input.subnet!, projectId: PLACEHOLDER, networkId: PLACEHOLDER }, async () => null),
+      );
+    if (input.subnetCidr != null) v.checkCidr('input.subnetCidr', input.subnetCidr);
+    if (input.ipAddress) v.nonEmpty('input.ipAddress.title', input.ipAddress.title);
+    const clusterSpec = await under('input.cluster', () =>
+      v.validateKafkaCluster(
+        {
+          ...c,
+          projectId: PLACEHOLDER,
+          networkId: PLACEHOLDER,
+          subnetId: PLACEHOLDER,
+          subnetCidr: input.subnet?.cidr ?? input.subnetCidr ?? '10.0.0.0/8',
+        },
+        async () => null,
+      ),
+    );
+    const fakeCluster = async (): Promise<LedgerRecord> => ({
+      id: PLACEHOLDER_CLUSTER,
+      kind: 'kafka_cluster',
+      projectId: PLACEHOLDER,
+      parentId: null,
+      title: '',
+      spec: { ...clusterSpec },
+      response: null,
+      idempotencyKey: null,
+      createdBy: '',
+      createdAt: new Date(),
+    });
+    for (const [i, t] of (input.topics ?? []).entries()) {
+      await under(`input.topics[${i}]`, () =>
+        v.validateKafkaTopic({ ...t, projectId: PLACEHOLDER, clusterId: PLACEHOLDER_CLUSTER }, (id) =>
+          id === PLACEHOLDER_CLUSTER ? fakeCluster() : Promise.resolve(null),
+        ),
+      );
+    }
+    for (const [i, u] of (input.users ?? []).entries()) {
+      await under(`input.users[${i}]`, () =>
+        v.validateKafkaUser({ ...u, projectId: PLACEHOLDER, clusterId: PLACEHOLDER }, async () => null),
+      );
+    }
+    // A reused IP address whose address cannot be read fails now, before anything is created.
+    if (input.ipAddressId && c.publicIp == null)
+      await publicAddress(null, input.ipAddressId, this.lookup, this.env.address);
+    return this.start(caller, 'KAFKA_CLUSTER', input, key, () => this.kafkaClusterSteps(caller, input, this.env));
+  }
+
+  /** The steps of provisionKafkaCluster, in the order they run. */
+  kafkaClusterSteps(caller: Caller, input: ProvisionKafkaClusterInput, env: StepEnv): PlannedStep[] {
+    const placement = { region: input.region ?? 'MSK', zone: input.zone ?? 'MSK_AVNTG' } as const;
+    const c = input.cluster;
+    return [
+      ...this.placementSteps(caller, input, placement, false, env),
+      {
+        name: 'kafkaCluster',
+        run: async (ids, k) => {
+          const address = await publicAddress(
+            c.publicIp ?? null,
+            ids.get('ipAddress') ?? null,
+            env.lookup,
+            env.address,
+          );
+          const result = await env.cloud.createKafkaCluster(
+            caller,
+            {
+              ...c,
+              ...placement,
+              projectId: ids.get('project')!,
+              networkId: ids.get('network')!,
+              subnetId: ids.get('subnet')!,
+              subnetCidr: input.subnetCidr ?? null,
+              publicIp: address?.address ?? null,
+            },
+            k,
+          );
+          return { ...result, publicAddress: address };
+        },
+      },
+      ...(input.topics ?? []).map((t) => ({
+        name: `topic:${t.name}`,
+        run: (ids: Map<string, string>, k: string) =>
+          env.cloud.createKafkaTopic(
+            caller,
+            { ...t, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! },
+            k,
+          ),
+      })),
+      ...(input.users ?? []).map((u) => ({
+        name: `user:${u.name}`,
+        run: (ids: Map<string, string>, k: string) =>
+          env.cloud.createKafkaUser(
+            caller,
+            { ...u, projectId: ids.get('project')!, clusterId: ids.get('kafkaCluster')! },
+            k,
+          ),
+      })),
+    ];
+  }
+
+  async provisionVirtualMachine(
+    caller: Caller,
+    input: ProvisionVirtualMachineInput,
+    key?: string | null,
+  ): Promise<ProvisionResult> {
+    checkBounds(input, this.bounds);
+    for (const check of shapeChecks(input, false)) check();
+    if (input.network)
+      await under('input.network', () =>
+        v.validateNetwork({ ...input.network!, projectId: PLACEHOLDER }, async () => null),
+      );
+    if (input.subnet)
+      await under('input.subnet', () =>
+        v.validateSubnet({ ...input.subnet!, projectId: PLACEHOLDER, networkId: PLACEHOLDER }, async () => null),
+      );
+    if (input.ipAddress) v.nonEmpty('input.ipAddress.title', input.ipAddress.title);
+    const vm = input.virtualMachine;
+    await under('input.virtualMachine', () =>
+      v.validateVirtualMachine(
+        {
+          ...vm,
+          projectId: PLACEHOLDER,
+          networkInterfaces: [{ networkId: PLACEHOLDER, subnetId: PLACEHOLDER, ipAddressId: PLACEHOLDER }],
+        },
+        async () => null,
+      ),
+    );
+    return this.start(caller, 'VIRTUAL_MACHINE', input, key, () => this.virtualMachineSteps(caller, input, this.env));
+  }
+
+  /** The steps of provisionVirtualMachine, in the order they run. */
+  virtualMachineSteps(caller: Caller, input: ProvisionVirtualMachineInput, env: StepEnv): PlannedStep[] {
+    const placement = { region: input.region ?? 'MSK', zone: input.zone ?? 'MSK_AVNTG' } as const;
+    const vm = input.virtualMachine;
+    return [
+      ...this.placementSteps(caller, input, placement, true, env),
+      {
+        name: 'virtualMachine',
+        run: (ids, k) =>
+          env.cloud.createVirtualMachine(
+            caller,
+            {
+              ...vm,
+              ...placement,
+              projectId: ids.get('project')!,
+              networkInterfaces: [
+                { networkId: ids.get('network')!, subnetId: ids.get('subnet')!, ipAddressId: ids.get('ipAddress')! },
+              ],
+            },
+            k,
+          ),
+      },
+    ];
+  }
+
+  /** Project, network, subnet and IP address: reuse the given id or create from the given spec. */
+  private placementSteps(
+    caller: Caller,
+    input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput,
+    placement: { region: 'MSK'; zone: 'MSK_AVNTG' },
+    ipRequired: boolean,
+    env: StepEnv,
+  ): PlannedStep[] {
+    return [
+      input.projectId
+        ? { name: 'project', reuse: input.projectId }
+        : { name: 'project', run: (_ids, k) => env.cloud.createProject(caller, input.project!, k) },
+      input.networkId
+        ? { name: 'network', reuse: input.networkId }
+        : {
+            name: 'network',
+            run: (ids, k) =>
+              env.cloud.createNetwork(caller, { ...input.network!, ...placement, projectId: ids.get('project')! }, k),
+          },
+      input.subnetId
+        ? { name: 'subnet', reuse: input.subnetId }
+        : {
+            name: 'subnet',
+            run: (ids, k) =>
+              env.cloud.createSubnet(
+                caller,
+                { ...input.subnet!, projectId: ids.get('project')!, networkId: ids.get('network')! },
+                k,
+              ),
+          },
+      input.ipAddressId
+        ? { name: 'ipAddress', reuse: input.ipAddressId }
+        : input.ipAddress || ipRequired
+          ? {
+              name: 'ipAddress',
+              run: (ids, k) =>
+                env.cloud.createIpAddress(
+                  caller,
+                  { ...input.ipAddress!, projectId: ids.get('project')!, networkId: ids.get('network')! },
+                  k,
+                ),
+            }
+          : { name: 'ipAddress', skip: true },
+    ];
+  }
+
+  private async start(
+    caller: Caller,
+    kind: ProvisioningKind,
+    input: unknown,
+    givenKey: string | null | undefined,
+    plan: () => PlannedStep[],
+  ): Promise<ProvisionResult> {
+    const key = givenKey ?? randomUUID();
+    const id = uuidv5(`${caller.scope}/${key}`, NAMESPACE);
+    const print = keyedFingerprint(this.digest, { kind, input });
+    const steps = plan();
+    const existing = await this.records.read(id);
+    if (existing) {
+      if (!sameRequest(existing.fingerprint, print, { kind, input })) {
+        throw new GatewayError(
+          ErrorCode.IDEMPOTENCY_KEY_REUSED,
+          `idempotency key ${key} was already used for a different provisioning; use a new key`,
+          {
+            idempotencyKey: key,
+          },
+        );
+      }
+      const now = Date.now();
+      const alive =
+        this.runner.isRunning(id) ||
+        (existing.state === 'RUNNING' && now - existing.updatedAt.getTime() < this.staleMs);
+      const replay = {
+        provisioning: existing,
+        idempotencyKey: key,
+        upstreamIdempotencyKey: upstreamKey(caller.scope, key),
+        replayed: true,
+      };
+      if (existing.state === 'SUCCEEDED' || alive) return replay;
+      // A resume is charged for what is still to create: the steps that did not finish.
+      const finished = new Set(
+        existing.steps
+          .filter((s) => s.state !== 'FAILED' && s.state !== 'RUNNING' && s.state !== 'PENDING')
+          .map((s) => s.name),
+      );
+      await this.charge(caller, creations(steps, finished));
+      // One caller resumes it, on whichever replica: the others answer with the provisioning as it is.
+      if (!(await this.records.claimResume(existing, now, this.staleMs))) return replay;
+      // FAILED, or RUNNING but abandoned by a request that died: resume.
+      const resumed: Provisioning = {
+        ...existing,
+        revision: existing.revision + 1,
+        updatedAt: new Date(),
+        state: 'RUNNING',
+        error: null,
+        steps: existing.steps.map((s) =>
+          s.state === 'FAILED' || s.state === 'RUNNING' ? { ...s, state: 'PENDING', error: null } : s,
+        ),
+      };
+      await this.records.save(resumed);
+      this.runner.launch(resumed, steps);
+      return {
+        provisioning: resumed,
+        idempotencyKey: key,
+        upstreamIdempotencyKey: upstreamKey(caller.scope, key),
+        replayed: false,
+      };
+    }
+    await this.charge(caller, creations(steps, new Set()));
+    const now = new Date();
+    const fresh: Provisioning = {
+      id,
+      scope: caller.scope,
+      kind,
+      state: 'RUNNING',
+      steps: steps.map((s) => ({
+        name: s.name,
+        state: 'PENDING',
+        resourceId: null,
+        idempotencyKey: null,
+        error: null,
+      })),
+      error: null,
+      idempotencyKey: key,
+      fingerprint: print,
+      revision: 0,
+      createdAt: now,
+      updatedAt: now,
+    };
+    if (!(await this.records.create(fresh))) {
+      // A concurrent call with the same key won the insert: answer with its provisioning.
+      return this.start(caller, kind, input, key, plan);
+    }
+    this.runner.launch(fresh, steps);
+    return {
+      provisioning: fresh,
+      idempotencyKey: key,
+      upstreamIdempotencyKey: upstreamKey(caller.scope, key),
+      replayed: false,
+    };
+  }
+
+  /** A provisioning of the caller, or null (another API key's provisioning is not visible). */
+  async get(caller: Caller, id: string): Promise<Provisioning | null> {
+    const p = await this.records.read(id);
+    return p && p.scope === caller.scope ? p : null;
+  }
+
+  /** The current state (also for a subscriber that comes late), then every change, until SUCCEEDED or FAILED. */
+  async *progress(caller: Caller, id: string, signal?: CancelSignal): AsyncGenerator<Provisioning> {
+    const current = await this.get(caller, id);
+    if (!current) throw new GatewayError(ErrorCode.NOT_FOUND, `provisioning ${id} not found`);
+    yield* this.records.follow(caller, current, signal);
+  }
+
+  /** Waits for running provisionings (shutdown, tests). */
+  idle(): Promise<void> {
+    return this.runner.idle();
+  }
+}
+
+/** The upstream creations `steps` will make, leaving out the `finished` ones (reused and skipped steps create nothing). */
+export function creations(steps: readonly PlannedStep[], finished: ReadonlySet<string>): number {
+  return steps.filter((s) => s.run !== undefined && !finished.has(s.name)).length;
+}
+
+/** The name the generated resolver types use for a provisioning (avoids a clash with the GraphQL type). */
+export type ProvisioningModel = Provisioning;

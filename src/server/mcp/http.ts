@@ -1,0 +1,352 @@
+// POST /mcp and /mcp/<toolset>: the Model Context Protocol's Streamable HTTP transport (docs/decisions/060), stateless
+// (each request gets its own server, so any replica serves any call), for clients of 2026-07-28 and of the 2025
+// revisions (the SDK's createMcpHandler serves both). Before the SDK sees a request: the Host and Origin checks (DNS
+// rebinding), the app's authentication (the gateway's keys, apps file and JWTs, as on every route), and for a JWT app
+// a call of a tool outside its scopes is a 403 insufficient_scope naming the scope (step-up, RFC 6750).
+//
+// Change notifications (2026-07-28 subscriptions/listen): the SDK's listen router writes the stream (the
+// acknowledgement, the notifications, keep-alives, teardown); its event bus is this module's ListenBus, which gives
+// each stream only the changes of the resources it asked for that its app may read, from the gateway's event bus
+// (src/server/mcp/resources.ts watch), so any replica's event reaches it.
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+import {
+  createMcpHandler,
+  validateHostHeader,
+  validateOriginHeader,
+  type AuthInfo,
+  type RequestStateCodec,
+  type ServerEvent,
+  type ServerEventBus,
+} from '@modelcontextprotocol/server';
+
+import type { Caller } from '../../auth/caller.js';
+import type { Logger } from '../../logger.js';
+import { createRequestServer, type McpSurface } from './server.js';
+
+/** A route of the gateway's HTTP handler (src/server/http.ts Route), as this module makes them. */
+export interface McpRoute {
+  method: 'GET' | 'ANY';
+  path: RegExp;
+  name: string;
+  handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    ctx: { requestId: string; params: string[]; app?: string | undefined },
+  ): Promise<void> | void;
+}
+
+type AuthResult =
+  { ok: true; caller: Caller } | { ok: false; reason: 'missing' | 'invalid' | 'unavailable'; message: string };
+
+export interface McpHttpOptions {
+  readonly surface: McpSurface;
+  readonly authenticate: (authorization: string | string[] | undefined) => AuthResult | Promise<AuthResult>;
+  /** Host names the Host and Origin headers may name (ports aside). */
+  readonly allowedHosts: readonly string[];
+  /** The public base URL (PUBLIC_URL, or the listening address), for the resource metadata. */
+  readonly publicUrl: () => string;
+  /** AUTH_*: apps sign in with JWTs; the protected-resource metadata and the OAuth challenges are then served. */
+  readonly oauth: {
+    readonly issuers: readonly string[];
+    readonly scopePrefix: string;
+    readonly scopes: readonly string[];
+  } | null;
+  readonly maxBodyBytes: number;
+  /** The sealed requestState of approval elicitations (src/server/mcp/approval.ts). */
+  readonly codec: RequestStateCodec<unknown>;
+  readonly logger: Logger;
+}
+
+/** The most resource URIs one subscriptions/listen may name. */
+export const MAX_LISTENED_RESOURCES = 100;
+/** The most subscriptions/listen streams one app holds open on one replica (the SDK's own bound is for all apps). */
+export const MAX_LISTENS_PER_APP = 16;
+
+/** What the listen stream being opened is for: set around the SDK's handling of a subscriptions/listen request. */
+interface OpeningListen {
+  readonly caller: Caller;
+  readonly uris: readonly string[];
+}
+
+/**
+ * The SDK's change-event bus, per stream: the SDK's router subscribes synchronously while serving the listen request,
+ * inside the request's async context, which says whose stream it is and which URIs it named. Nothing is published
+ * through it: the gateway's own bus is the source, keyed by resource, so an event costs nothing for other streams.
+ */
+class ListenBus implements ServerEventBus {
+  readonly opening = new AsyncLocalStorage<OpeningListen>();
+  constructor(private readonly surface: McpSurface) {}
+
+  publish(_event: ServerEvent): void {}
+
+  subscribe(listener: (event: ServerEvent) => void): () => void {
+    const open = this.opening.getStore();
+    if (!open || !this.surface.resources) return () => undefined;
+    return this.surface.resources.watch(open.caller, open.uris, (uri) => listener({ kind: 'resource_updated', uri }));
+  }
+}
+
+/** The resource URIs of a subscriptions/listen request, or null when the body is none. */
+function listenedUris(body: unknown): string[] | null {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
+  const { method, params } = body as {
+    method?: unknown;
+    params?: { notifications?: { resourceSubscriptions?: unknown } };
+  };
+  if (method !== 'subscriptions/listen') return null;
+  const uris = params?.notifications?.resourceSubscriptions;
+  return Array.isArray(uris) ? uris.filter((u): u is string => typeof u === 'string') : [];
+}
+
+const MCP_PATH = /^\/mcp(?:\/([a-z0-9][a-z0-9_-]{0,63}))?$/;
+const METADATA_PATH = /^\/\.well-known\/oauth-protected-resource\/mcp(?:\/([a-z0-9][a-z0-9_-]{0,63}))?$/;
+
+/** A JSON-RPC error answer with an HTTP status (the transport's refusals carry no request id). */
+function sendJsonRpcError(
+  res: ServerResponse,
+  status: number,
+  code: number,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+}
+
+/** A value of a WWW-Authenticate parameter (RFC 9110 quoted-string). */
+function quoted(text: string): string {
+  return `"${text.replace(/["\\]/g, '\\$&')}"`;
+}
+
+function readRaw(req: IncomingMessage, limit: number): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        req.pause();
+        resolve(null);
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks, size)));
+    req.on('error', reject);
+  });
+}
+
+export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
+  const allowed = [...new Set(o.allowedHosts)];
+  const resourceOf = (toolset: string) => `${o.publicUrl()}/mcp${toolset ? `/${toolset}` : ''}`;
+  const metadataUrlOf = (toolset: string) =>
+    `${o.publicUrl()}/.well-known/oauth-protected-resource/mcp${toolset ? `/${toolset}` : ''}`;
+
+  // One handler for the whole gateway: the factory makes each request's server from what the route authenticated.
+  const bus = new ListenBus(o.surface);
+  const listening = new Map<string, number>();
+  const handler = createMcpHandler(
+    (ctx) => {
+      const extra = ctx.authInfo?.extra as { caller: Caller; toolset: string; requestId: string };
+      return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, {
+        requestState: (state, ctx) => o.codec.verify(state, ctx),
+        era: ctx.era,
+      });
+    },
+    {
+      legacy: 'stateless',
+      bus,
+      maxRequestBodySize: o.maxBodyBytes,
+      onerror: (err) => o.logger.debug({ err: err.message }, 'MCP request refused by the protocol layer'),
+    },
+  );
+
+  const challenge = (toolset: string, error?: { code: string; description: string; scope?: string }): string => {
+    const parts: string[] = [];
+    if (error) parts.push(`error=${quoted(error.code)}`, `error_description=${quoted(error.description)}`);
+    if (error?.scope) parts.push(`scope=${quoted(error.scope)}`);
+    if (o.oauth) parts.push(`resource_metadata=${quoted(metadataUrlOf(toolset))}`);
+    return parts.length ? `Bearer ${parts.join(', ')}` : 'Bearer';
+  };
+
+  const routes: McpRoute[] = [
+    {
+      method: 'ANY',
+      path: MCP_PATH,
+      name: 'mcp',
+      async handle(req, res, ctx) {
+        const toolset = ctx.params[0] ?? '';
+        // DNS rebinding: a page on another site whose name resolves to this gateway must not reach it.
+        const host = validateHostHeader(req.headers.host, allowed);
+        if (!host.ok) return sendJsonRpcError(res, 403, -32000, `Forbidden: ${host.message}`);
+        const origin = validateOriginHeader(req.headers.origin, allowed);
+        if (!origin.ok) return sendJsonRpcError(res, 403, -32000, `Forbidden: ${origin.message}`);
+        if (!o.surface.toolsets.has(toolset))
+          return sendJsonRpcError(res, 404, -32000, `no MCP toolset ${toolset} on this gateway`);
+
+        const auth = await o.authenticate(req.headers.authorization);
+        if (!auth.ok) {
+          if (auth.reason === 'unavailable')
+            return sendJsonRpcError(res, 503, -32000, auth.message, { 'retry-after': '5' });
+          const header =
+            auth.reason === 'missing'
+              ? challenge(toolset)
+              : challenge(toolset, { code: 'invalid_token', description: auth.message });
+          return sendJsonRpcError(res, 401, -32001, auth.message, { 'www-authenticate': header });
+        }
+        const caller = auth.caller;
+        ctx.app = caller.app;
+
+        let raw: Buffer | null = null;
+        let parsed: unknown;
+        if (req.method === 'POST') {
+          raw = await readRaw(req, o.maxBodyBytes);
+          if (raw === null) {
+            res.setHeader('connection', 'close');
+            return sendJsonRpcError(res, 413, -32000, `the body exceeds ${o.maxBodyBytes} bytes`);
+          }
+          try {
+            parsed = raw.length ? JSON.parse(raw.toString('utf8')) : undefined;
+          } catch {
+            parsed = undefined;
+          }
+          // Step-up (RFC 6750 §3.1, MCP authorization): a JWT app calling a tool outside its scopes is told which
+          // scope to ask its identity provider for; an app with a key gets the same refusal as a tool error.
+          const refusal = o.oauth && caller.via === 'JWT' ? stepUp(o.surface, toolset, caller, parsed) : null;
+          if (refusal) {
+            const scope = `${o.oauth!.scopePrefix}${refusal.scope}`;
+            return sendJsonRpcError(res, 403, -32001, refusal.message, {
+              'www-authenticate': challenge(toolset, {
+                code: 'insufficient_scope',
+                description: `the scope ${scope} is required`,
+                scope,
+              }),
+            });
+          }
+        }
+
+        const url = `http://${req.headers.host ?? 'localhost'}${req.url ?? '/mcp'}`;
+        const headers = new Headers();
+        for (const [name, value] of Object.entries(req.headers)) {
+          // The app's credentials stay here: the SDK gets the authenticated caller, never the token.
+          if (value === undefined || name === 'authorization' || name === 'cookie') continue;
+          headers.set(name, Array.isArray(value) ? value.join(', ') : value);
+        }
+        const abort = new AbortController();
+        res.on('close', () => abort.abort());
+        const request = new Request(url, {
+          method: req.method ?? 'GET',
+          headers,
+          signal: abort.signal,
+          ...(raw ? { body: new Uint8Array(raw) } : {}),
+        });
+        const authInfo: AuthInfo = {
+          token: '',
+          clientId: caller.app ?? caller.scope,
+          scopes: [...caller.grants.scopes],
+          ...(caller.expiresAt ? { expiresAt: Math.floor(caller.expiresAt / 1000) } : {}),
+          extra: { caller, toolset, requestId: ctx.requestId },
+        };
+        const options = { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) };
+        const listened = listenedUris(parsed);
+        if (listened) {
+          const id = (parsed as { id?: unknown }).id;
+          const refuse = (code: number, message: string) => {
+            res.writeHead(200, { 'content-type': 'application/json' });
+            res.end(
+              JSON.stringify({
+                jsonrpc: '2.0',
+                id: typeof id === 'string' || typeof id === 'number' ? id : null,
+                error: { code, message },
+              }),
+            );
+          };
+          if (listened.length > MAX_LISTENED_RESOURCES)
+            return refuse(
+              -32602,
+              `Invalid params: a subscriptions/listen names at most ${MAX_LISTENED_RESOURCES} resources (this one names ${listened.length}); open several`,
+            );
+          const open = listening.get(caller.scope) ?? 0;
+          if (open >= MAX_LISTENS_PER_APP)
+            return refuse(
+              -32603,
+              `Subscription limit reached: this app already has ${MAX_LISTENS_PER_APP} subscriptions/listen streams open on this replica; close one, or name several resources in one`,
+            );
+          listening.set(caller.scope, open + 1);
+          // A stream opened with a JWT ends when the token does, as WebSocket and SSE connections do.
+          const expiry = caller.expiresAt
+            ? setTimeout(() => abort.abort(), Math.min(2 ** 31 - 1, Math.max(0, caller.expiresAt - Date.now())))
+            : undefined;
+          res.on('close', () => {
+            clearTimeout(expiry);
+            const left = (listening.get(caller.scope) ?? 1) - 1;
+            if (left > 0) listening.set(caller.scope, left);
+            else listening.delete(caller.scope);
+          });
+        }
+        const response = listened
+          ? await bus.opening.run({ caller, uris: listened }, () => handler.fetch(request, options))
+          : await handler.fetch(request, options);
+        res.statusCode = response.status;
+        response.headers.forEach((value, name) => res.setHeader(name, value));
+        if (!response.body) {
+          res.end();
+          return;
+        }
+        res.flushHeaders();
+        Readable.fromWeb(response.body as import('node:stream/web').ReadableStream).pipe(res);
+      },
+    },
+  ];
+
+  if (o.oauth) {
+    const oauth = o.oauth;
+    routes.push({
+      method: 'GET',
+      path: METADATA_PATH,
+      name: 'mcp-resource-metadata',
+      handle(req, res, ctx) {
+        const toolset = ctx.params[0] ?? '';
+        if (!o.surface.toolsets.has(toolset))
+          return sendJsonRpcError(res, 404, -32000, `no MCP toolset ${toolset} on this gateway`);
+        // RFC 9728 §3.2: the protected resource's metadata; the authorization servers are the JWTs' issuers (AUTH_ISSUER, or each of AUTH_ISSUERS).
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          'cache-control': 'max-age=3600',
+          'access-control-allow-origin': '*',
+        });
+        res.end(
+          JSON.stringify({
+            resource: resourceOf(toolset),
+            authorization_servers: [...oauth.issuers],
+            scopes_supported: oauth.scopes.map((s) => `${oauth.scopePrefix}${s}`),
+            bearer_methods_supported: ['header'],
+            resource_name: 'GraphQL gateway (MCP)',
+          }),
+        );
+      },
+    });
+  }
+  return routes;
+}
+
+/** The refusal of a tools/call of a tool in `toolset` that `caller` may not call, with the scope it lacks. */
+function stepUp(
+  surface: McpSurface,
+  toolset: string,
+  caller: Caller,
+  body: unknown,
+): { message: string; scope: string } | null {
+  const calls = Array.isArray(body) ? body : [body];
+  for (const message of calls) {
+    if (!message || typeof message !== 'object') continue;
+    const { method, params } = message as { method?: unknown; params?: { name?: unknown } };
+    if (method !== 'tools/call' || typeof params?.name !== 'string') continue;
+    const tool = surface.toolsets.get(toolset)?.find((t) => t.name === params.name);
+    const refusal = tool?.refusal(caller);
+    if (refusal?.scope) return { message: refusal.message, scope: refusal.scope };
+  }
+  return null;
+}

@@ -1,0 +1,124 @@
+// The MCP server of one request (docs/decisions/060): the endpoint is stateless, so each HTTP request gets a fresh
+// low-level SDK Server holding the tools its app may see. What the endpoint offers is registered in one place, the
+// McpSurface the composition root builds (src/server/mcp/surface.ts): tools, and resources (src/server/mcp/resources.ts), whose
+// change notifications go out on subscriptions/listen streams (src/server/mcp/http.ts).
+import {
+  ProtocolError,
+  ProtocolErrorCode,
+  Server,
+  type CallToolResult,
+  type InputRequiredResult,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
+
+import type { Caller } from '../../auth/caller.js';
+import type { McpResources } from './resources.js';
+import type { JsonSchema } from './shapes.js';
+import type { ToolAnnotations } from './tools.js';
+
+/** Why a caller may not call a tool: the admit stage's words, and the scope it lacks. */
+export interface ToolRefusal {
+  readonly message: string;
+  readonly scope: string | undefined;
+}
+
+/** What a tool's call knows of its request. */
+export interface ToolCall {
+  readonly caller: Caller;
+  readonly requestId: string;
+  /** The SDK's context: the multi-round-trip input responses and request state (approvals), the protocol era. */
+  readonly ctx: ServerContext;
+}
+
+export type ToolResult = CallToolResult | InputRequiredResult;
+
+export interface McpTool {
+  readonly name: string;
+  readonly title: string;
+  readonly description: string;
+  readonly inputSchema: JsonSchema;
+  readonly outputSchema?: JsonSchema;
+  readonly annotations: ToolAnnotations;
+  /** Null when `caller` may call it; else the refusal (a call is refused with it, and nothing runs). */
+  refusal(caller: Caller): ToolRefusal | null;
+  call(args: Record<string, unknown>, call: ToolCall): Promise<ToolResult>;
+}
+
+/** Everything the endpoint offers, per toolset (`''` is /mcp: every tool). */
+export interface McpSurface {
+  readonly toolsets: ReadonlyMap<string, readonly McpTool[]>;
+  /** The SDL, the catalog and the event-backed resources, on every toolset's endpoint; null when none is offered. */
+  readonly resources: McpResources | null;
+  readonly instructions: string;
+  /** Operations left out because the gateway's own limits refuse them, each with the reason (logged at start-up). */
+  readonly skipped: readonly string[];
+}
+
+/** A tool error the model can read and act on (MCP: errors of a tool are results with isError, not protocol errors). */
+export function toolError(text: string, structured?: Record<string, unknown>): CallToolResult {
+  return { content: [{ type: 'text', text }], isError: true, ...(structured ? { structuredContent: structured } : {}) };
+}
+
+export const SERVER_INFO = { name: 'graphql-gateway', version: '1.0.0' };
+
+/** The SDK Server of one request of `caller` on `toolset`. */
+export function createRequestServer(
+  surface: McpSurface,
+  toolset: string,
+  caller: Caller,
+  requestId: string,
+  options: { requestState?: (state: string, ctx: ServerContext) => Promise<unknown>; era?: 'legacy' | 'modern' },
+): Server {
+  const tools = surface.toolsets.get(toolset) ?? [];
+  const resources = surface.resources;
+  // Changes of a resource reach a 2026-07-28 client on its subscriptions/listen stream. A 2025 client's
+  // resources/subscribe would need a session that outlives the request, and this endpoint keeps none (any replica
+  // serves any call): that era is told so, and pointed at wait_for_events.
+  const subscribe = options.era !== 'legacy';
+  const server = new Server(SERVER_INFO, {
+    capabilities: {
+      tools: { listChanged: false },
+      ...(resources ? { resources: { subscribe, listChanged: false } } : {}),
+    },
+    instructions: surface.instructions,
+    ...(options.requestState ? { requestState: { verify: options.requestState } } : {}),
+  });
+  server.setRequestHandler('tools/list', () => ({
+    tools: tools
+      .filter((t) => t.refusal(caller) === null)
+      .map((t) => ({
+        name: t.name,
+        title: t.title,
+        description: t.description,
+        inputSchema: t.inputSchema as { type: 'object' },
+        ...(t.outputSchema ? { outputSchema: t.outputSchema as { type: 'object' } } : {}),
+        annotations: t.annotations,
+      })),
+  }));
+  server.setRequestHandler('tools/call', async (request, ctx) => {
+    const tool = tools.find((t) => t.name === request.params.name);
+    if (!tool)
+      return toolError(
+        `no tool ${JSON.stringify(request.params.name)} on this endpoint; tools/list shows the tools this app may call`,
+      );
+    const refused = tool.refusal(caller);
+    if (refused)
+      return toolError(refused.message, { code: 'FORBIDDEN', ...(refused.scope ? { scope: refused.scope } : {}) });
+    const args = request.params.arguments ?? {};
+    return tool.call(args, { caller, requestId, ctx });
+  });
+  if (resources) {
+    server.setRequestHandler('resources/list', () => ({ resources: resources.list(caller) }));
+    server.setRequestHandler('resources/templates/list', () => ({ resourceTemplates: resources.templates(caller) }));
+    server.setRequestHandler('resources/read', (request) => resources.read(request.params.uri, caller, requestId));
+    const unsupported = () => {
+      throw new ProtocolError(
+        ProtocolErrorCode.MethodNotFound,
+        'resources/subscribe is not served: this MCP endpoint is stateless (any replica answers any request), so it holds no session to send 2025-style notifications on. Use subscriptions/listen (protocol 2026-07-28), or call the wait_for_events tool with a cursor.',
+      );
+    };
+    server.setRequestHandler('resources/subscribe', unsupported);
+    server.setRequestHandler('resources/unsubscribe', unsupported);
+  }
+  return server;
+}

@@ -1,0 +1,196 @@
+// What the MCP endpoint offers, built once at start-up (docs/decisions/060). This is the one place where tools are
+// registered: the operation tools (built-in and trusted documents), the approval tools of MCP_MUTATIONS=approve, the
+// operator's read-only `execute`, the toolsets of MCP_TOOLSETS, and the resources (the SDL, the catalog, and the event
+// log's verifications, identifications, mobile-ID authentications and provisionings) with `wait_for_events`.
+import type { CallToolResult } from '@modelcontextprotocol/server';
+import type { GraphQLSchema } from 'graphql';
+
+import { ConfigError, type Config } from '../../config/index.js';
+import type { Pipeline } from '../../execution/pipeline.js';
+import type { Approvals } from './approval.js';
+import { errorsResult, runOperationTool } from './operations.js';
+import { linkProvisionings, McpResources, type EventSource } from './resources.js';
+import { toolError, type McpSurface, type McpTool } from './server.js';
+import { builtInTools, manifestTools, refusalFor, type OperationTool } from './tools.js';
+import { waitForEventsTool } from './wait.js';
+
+export interface SurfaceOptions {
+  readonly schema: GraphQLSchema;
+  readonly pipeline: Pipeline;
+  /** The trusted documents' manifest, when TRUSTED_DOCUMENTS is on: each named operation is a tool. */
+  readonly manifest: Iterable<readonly [string, string]> | undefined;
+  /**
+   * Whether the built-in tools are offered: not with TRUSTED_DOCUMENTS=enforce, under which only the manifest's
+   * documents run, for agents as for every app.
+   */
+  readonly builtIn: boolean;
+  readonly mcp: Config['mcp'];
+  /** The approval tools; required with MCP_MUTATIONS=approve. */
+  readonly approvals: Approvals | null;
+  /** The app's events and their changes (src/events/cursor-read.ts EventReader). */
+  readonly events: EventSource;
+  /** The SDL, offered as a resource when introspection is on; null otherwise. */
+  readonly sdl: string | null;
+}
+
+/** A tool that runs its operation at once (a read, or a mutation under MCP_MUTATIONS=all). */
+function runningTool(pipeline: Pipeline, tool: OperationTool): McpTool {
+  const accepted = new Set(Object.keys((tool.inputSchema.properties as Record<string, unknown>) ?? {}));
+  return {
+    name: tool.name,
+    title: tool.title,
+    description: tool.description,
+    inputSchema: tool.inputSchema,
+    outputSchema: tool.outputSchema,
+    annotations: tool.annotations,
+    refusal: (caller) => refusalFor(tool, caller),
+    call: (args, call) => runOperationTool(pipeline, tool.params, accepted, tool.estimate.operation, args, call),
+  };
+}
+
+/** MCP_EXECUTE: any query (never a mutation or subscription), for apps holding `operator`. */
+function executeTool(pipeline: Pipeline): McpTool {
+  return {
+    name: 'execute',
+    title: 'Run a read-only GraphQL query',
+    description:
+      'Runs one GraphQL query (never a mutation or a subscription) through the gateway, with the same scopes, cost limit, rate limit and trusted documents as any request. For operators.',
+    inputSchema: {
+      type: 'object',
+      properties: {
+        query: { type: 'string', description: 'The GraphQL query.' },
+        variables: { type: 'object', description: 'Its variables.' },
+        operationName: { type: 'string', description: 'The operation to run, when the query holds several.' },
+      },
+      required: ['query'],
+      additionalProperties: false,
+    },
+    annotations: {
+      title: 'Run a read-only GraphQL query',
+      readOnlyHint: true,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: true,
+    },
+    refusal: (caller) =>
+      caller.grants.has('operator')
+        ? null
+        : {
+            message: 'execute needs the scope operator, which this app does not hold; nothing was run',
+            scope: 'operator',
+          },
+    call: async (args, call) => {
+      const extra = Object.keys(args).find((k) => !['query', 'variables', 'operationName'].includes(k));
+      if (extra !== undefined)
+        return toolError(
+          `Invalid argument ${extra}: execute takes query, variables and operationName; nothing was run`,
+          { errors: [{ code: 'BAD_USER_INPUT', argument: extra }] },
+        );
+      const { query, variables, operationName } = args as {
+        query?: unknown;
+        variables?: unknown;
+        operationName?: unknown;
+      };
+      if (typeof query !== 'string' || !query)
+        return toolError('Invalid argument query: a GraphQL query text is required; nothing was run', {
+          errors: [{ code: 'BAD_USER_INPUT', argument: 'query' }],
+        });
+      if (
+        variables !== undefined &&
+        (variables === null || typeof variables !== 'object' || Array.isArray(variables))
+      ) {
+        return toolError('Invalid argument variables: an object of variables; nothing was run', {
+          errors: [{ code: 'BAD_USER_INPUT', argument: 'variables' }],
+        });
+      }
+      if (operationName !== undefined && typeof operationName !== 'string')
+        return toolError('Invalid argument operationName: a string; nothing was run', {
+          errors: [{ code: 'BAD_USER_INPUT', argument: 'operationName' }],
+        });
+      const outcome = await pipeline.runOperation({
+        caller: call.caller,
+        params: {
+          query,
+          ...(variables ? { variables: variables as Record<string, unknown> } : {}),
+          ...(operationName ? { operationName } : {}),
+        },
+        transport: 'mcp',
+        requestId: call.requestId,
+        allow: ['query' as never],
+      });
+      if (!outcome.ok) return errorsResult(outcome.errors);
+      if (outcome.result.errors?.length) return errorsResult(outcome.result.errors, outcome.result.data);
+      return {
+        content: [{ type: 'text', text: JSON.stringify(outcome.result.data ?? null) }],
+        structuredContent: { ...(outcome.result.data ?? {}) },
+      };
+    },
+  };
+}
+
+/** `tool`, its results linking the provisionings they started (src/server/mcp/resources.ts linkProvisionings). */
+function linkingProvisionings(tool: McpTool, resources: McpResources): McpTool {
+  return {
+    ...tool,
+    call: async (args, call) => {
+      const result = await tool.call(args, call);
+      return 'content' in result ? linkProvisionings(resources, result as CallToolResult) : result;
+    },
+  };
+}
+
+export function buildSurface(o: SurfaceOptions): McpSurface {
+  const skipped: string[] = [];
+  const builtIn = o.builtIn ? builtInTools(o.schema, o.pipeline, skipped) : [];
+  const operations = [
+    ...builtIn,
+    ...(o.manifest
+      ? manifestTools(o.schema, o.pipeline, o.manifest, new Set(builtIn.map((t) => t.name)), skipped)
+      : []),
+  ];
+  const byName = new Map(operations.map((t) => [t.name, t]));
+  const tools: McpTool[] = [];
+  for (const tool of operations) {
+    if (tool.kind === 'read') tools.push(runningTool(o.pipeline, tool));
+    else if (o.mcp.mutations === 'all') tools.push(runningTool(o.pipeline, tool));
+    else if (o.mcp.mutations === 'approve') {
+      // A creation without an idempotency key could not be run exactly once: it is not offered.
+      if (tool.kind === 'creation' && tool.takesIdempotencyKey) tools.push(o.approvals!.planningTool(tool));
+      else if (tool.kind === 'write') tools.push(runningTool(o.pipeline, tool));
+    }
+  }
+  if (o.mcp.mutations === 'approve') tools.push(o.approvals!.executeTool(byName));
+  if (o.mcp.execute) tools.push(executeTool(o.pipeline));
+  // Resources are read through the built-in reads (not offered under TRUSTED_DOCUMENTS=enforce: only the manifest runs).
+  const resources = new McpResources(o.pipeline, builtIn, o.builtIn ? o.sdl : null, o.events);
+  const waiting = resources.hasEvents ? waitForEventsTool(resources) : null;
+  // A result that started a provisioning links its resource (long provisioning: a resource plus notifications).
+  if (resources.hasEvents) for (const [i, tool] of tools.entries()) tools[i] = linkingProvisionings(tool, resources);
+  if (waiting) tools.push(waiting);
+
+  const known = new Set([
+    ...operations.map((t) => t.name),
+    'execute_plan',
+    'execute',
+    ...(waiting ? [waiting.name] : []),
+  ]);
+  const toolsets = new Map<string, readonly McpTool[]>([['', tools]]);
+  for (const [name, names] of o.mcp.toolsets) {
+    const unknown = names.find((n) => n !== '*' && !known.has(n));
+    if (unknown !== undefined)
+      throw new ConfigError(
+        'MCP_TOOLSETS',
+        `the toolset ${name} names ${unknown}, which is no tool of this gateway (the tools: ${[...known].join(', ')})`,
+      );
+    toolsets.set(name, names.includes('*') ? tools : tools.filter((t) => names.includes(t.name)));
+  }
+  const instructions = [
+    "Tools of a GraphQL gateway over a cloud provider and identity services. Each tool runs one named operation with your app's scopes; tools/list shows only what your app may call.",
+    o.mcp.mutations === 'none'
+      ? 'This gateway lets agents read and plan only: nothing is created through MCP.'
+      : o.mcp.mutations === 'approve'
+        ? 'Creation tools only plan: execute_plan(planId) runs a plan once a person approves it (you will be asked through the client) or an approver app approves it.'
+        : 'Mutation tools run at once.',
+  ].join(' ');
+  return { toolsets, resources: resources.offered ? resources : null, instructions, skipped };
+}

@@ -1,0 +1,235 @@
+// The tools of the MCP endpoint (docs/decisions/060): named GraphQL operations, never free GraphQL for writes. The
+// built-in set covers the main flows, one tool per root field with a selection made from the schema; the trusted
+// documents' named operations are tools too. Everything here is worked out once, at start-up.
+import { createHash } from 'node:crypto';
+import {
+  isNonNullType,
+  Kind,
+  parse,
+  type GraphQLField,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+} from 'graphql';
+
+import type { Caller } from '../../auth/caller.js';
+import type { OperationEstimate, OperationParams, Pipeline } from '../../execution/pipeline.js';
+import { requiredScopesOf } from '../../graphql/schema.js';
+import { defaultSelection, resultJsonSchema, variablesJsonSchema, type JsonSchema } from './shapes.js';
+
+/** What a tool does, which decides how MCP_MUTATIONS treats it. */
+export type ToolKind =
+  /** A query: always offered. */
+  | 'read'
+  /** A mutation with an `idempotencyKey` (a creation upstream, paid or personal): planned and approved under `approve`. */
+  | 'creation'
+  /** Any other mutation (a notification token): runs at once unless MCP_MUTATIONS is none. */
+  | 'write';
+
+export interface ToolAnnotations {
+  readonly title?: string;
+  readonly readOnlyHint: boolean;
+  readonly destructiveHint: boolean;
+  readonly idempotentHint: boolean;
+  readonly openWorldHint: boolean;
+}
+
+/** A tool that runs one GraphQL operation through the execution pipeline. */
+export interface OperationTool {
+  readonly name: string;
+  readonly title: string;
+  readonly description: string;
+  readonly kind: ToolKind;
+  /** The root field of a built-in tool (null for a trusted document's operation). */
+  readonly rootField: string | null;
+  readonly params: Pick<OperationParams, 'query' | 'documentId' | 'operationName'>;
+  readonly inputSchema: JsonSchema;
+  readonly outputSchema: JsonSchema;
+  readonly annotations: ToolAnnotations;
+  /** Whether the operation takes `$idempotencyKey` (an approved plan runs with a key derived from its id). */
+  readonly takesIdempotencyKey: boolean;
+  readonly estimate: OperationEstimate;
+  /** sha256 of the operation's text: an approval is for this text (a trusted document may change under its name). */
+  readonly documentHash: string;
+}
+
+/** The root fields that are built-in tools, in the order tools/list shows them. */
+const BUILT_IN_FIELDS: readonly { field: string; type: 'query' | 'mutation'; openWorld?: boolean }[] = [
+  { field: 'catalog', type: 'query' },
+  { field: 'projects', type: 'query' },
+  { field: 'project', type: 'query' },
+  { field: 'planKafkaCluster', type: 'query' },
+  { field: 'planVirtualMachine', type: 'query' },
+  { field: 'provisioning', type: 'query' },
+  { field: 'identification', type: 'query' },
+  { field: 'verificationResults', type: 'query', openWorld: true },
+  { field: 'identificationCallbackUrl', type: 'query' },
+  { field: 'mobileIdAuthentication', type: 'query' },
+  { field: 'createProject', type: 'mutation' },
+  { field: 'createNetwork', type: 'mutation' },
+  { field: 'createSubnet', type: 'mutation' },
+  { field: 'createIpAddress', type: 'mutation' },
+  { field: 'createKafkaCluster', type: 'mutation' },
+  { field: 'createKafkaTopic', type: 'mutation' },
+  { field: 'createKafkaUser', type: 'mutation' },
+  { field: 'createVirtualMachine', type: 'mutation' },
+  { field: 'provisionKafkaCluster', type: 'mutation' },
+  { field: 'provisionVirtualMachine', type: 'mutation' },
+  { field: 'createIdentification', type: 'mutation' },
+  { field: 'registerVerification', type: 'mutation' },
+  { field: 'issueMobileIdNotificationToken', type: 'mutation' },
+];
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
+/** `createKafkaCluster` → `create_kafka_cluster`. */
+export function snakeCase(name: string): string {
+  return name.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
+}
+
+function titleOf(name: string): string {
+  const words = snakeCase(name).split('_');
+  return [words[0]!.charAt(0).toUpperCase() + words[0]!.slice(1), ...words.slice(1)].join(' ');
+}
+
+/** Whether a root field's type is non-null: the selection of a leaf root field is empty. */
+function builtInDocument(field: GraphQLField<unknown, unknown>, type: 'query' | 'mutation'): string {
+  const defs = field.args.map((a) => `$${a.name}: ${a.type.toString()}`).join(', ');
+  const args = field.args.map((a) => `${a.name}: $${a.name}`).join(', ');
+  const opName = field.name.charAt(0).toUpperCase() + field.name.slice(1);
+  // The scopes the root field asks (its first alternative): fields below asking no more come along.
+  const granted = new Set(field.astNode ? (requiredScopesOf(field.astNode)?.[0] ?? []) : []);
+  const selection = defaultSelection(field.type, granted);
+  return `${type} Mcp${opName}${defs ? `(${defs})` : ''} { ${field.name}${args ? `(${args})` : ''} ${selection} }`;
+}
+
+function annotationsOf(kind: ToolKind, openWorld: boolean): ToolAnnotations {
+  if (kind === 'read')
+    return { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: openWorld };
+  // A creation spends money or touches a person's identity check and cannot be undone through the gateway; with the
+  // same idempotency key (an approved plan's, or one given) a repeat replays instead of creating again.
+  if (kind === 'creation')
+    return { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true };
+  return { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false };
+}
+
+function kindOf(operation: OperationDefinitionNode): ToolKind {
+  if (operation.operation !== 'mutation') return 'read';
+  const keyed = operation.variableDefinitions?.some((d) => d.variable.name.value === 'idempotencyKey');
+  return keyed ? 'creation' : 'write';
+}
+
+/**
+ * The admit stage's view of a tool's operation, or null when the gateway's own limits refuse it (GRAPHQL_MAX_DEPTH set
+ * below a built-in tool's depth, say): such a tool is left out and named in `skipped`, since no call of it could run.
+ */
+function estimateOf(
+  pipeline: Pipeline,
+  params: OperationParams,
+  name: string,
+  skipped: string[],
+): OperationEstimate | null {
+  const estimate = pipeline.estimate(params);
+  if (!('ok' in estimate)) return estimate;
+  skipped.push(`${name} (${estimate.errors.map((e) => e.message).join('; ')})`);
+  return null;
+}
+
+/** The built-in tools: one per root field of BUILT_IN_FIELDS that the schema has. */
+export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline, skipped: string[]): OperationTool[] {
+  const tools: OperationTool[] = [];
+  for (const { field: name, type, openWorld } of BUILT_IN_FIELDS) {
+    const root = type === 'query' ? schema.getQueryType() : schema.getMutationType();
+    const field = root?.getFields()[name];
+    if (!field) continue;
+    const query = builtInDocument(field, type);
+    const document = parse(query);
+    const operation = document.definitions[0] as OperationDefinitionNode;
+    const toolName = snakeCase(name);
+    const params = { query };
+    const kind = kindOf(operation);
+    const estimate = estimateOf(pipeline, params, toolName, skipped);
+    if (estimate === null) continue;
+    const argumentDescriptions = new Map(
+      field.args.flatMap((a) => (a.description ? [[a.name, a.description] as const] : [])),
+    );
+    tools.push({
+      name: toolName,
+      title: titleOf(name),
+      description: (field.description ?? titleOf(name)).trim(),
+      kind,
+      rootField: name,
+      params,
+      inputSchema: variablesJsonSchema(schema, operation, argumentDescriptions),
+      outputSchema: resultJsonSchema(schema, document, operation),
+      annotations: { title: titleOf(name), ...annotationsOf(kind, openWorld ?? kind !== 'read') },
+      takesIdempotencyKey: field.args.some((a) => a.name === 'idempotencyKey' && !isNonNullType(a.type)),
+      estimate,
+      documentHash: sha256(query),
+    });
+  }
+  return tools;
+}
+
+/**
+ * The tools of the trusted documents: each named query or mutation of the manifest, by its operation name, run by
+ * its document id. A document's description is its operation's leading comment, or the root fields' descriptions.
+ */
+export function manifestTools(
+  schema: GraphQLSchema,
+  pipeline: Pipeline,
+  documents: Iterable<readonly [string, string]>,
+  taken: ReadonlySet<string>,
+  skipped: string[],
+): OperationTool[] {
+  const tools: OperationTool[] = [];
+  const names = new Set(taken);
+  for (const [documentId, text] of documents) {
+    const document = parse(text);
+    for (const operation of document.definitions) {
+      if (operation.kind !== Kind.OPERATION_DEFINITION || !operation.name || operation.operation === 'subscription')
+        continue;
+      const name = operation.name.value;
+      if (!/^[A-Za-z0-9_.-]{1,128}$/.test(name) || names.has(name)) continue;
+      names.add(name);
+      const root = schema.getRootType(operation.operation);
+      const fields = operation.selectionSet.selections
+        .flatMap((s) => (s.kind === Kind.FIELD ? [root?.getFields()[s.name.value]] : []))
+        .filter((f) => f !== undefined);
+      const argumentDescriptions = new Map<string, string>();
+      for (const f of fields)
+        for (const a of f.args)
+          if (a.description && !argumentDescriptions.has(a.name)) argumentDescriptions.set(a.name, a.description);
+      const params = { documentId, operationName: name };
+      const kind = kindOf(operation);
+      const estimate = estimateOf(pipeline, params, name, skipped);
+      if (estimate === null) continue;
+      tools.push({
+        name,
+        title: titleOf(name),
+        description: [
+          `Trusted operation ${name}.`,
+          ...fields.map((f) => `${f.name}: ${(f.description ?? '').trim()}`),
+        ].join('\n'),
+        kind,
+        rootField: null,
+        params,
+        inputSchema: variablesJsonSchema(schema, operation, argumentDescriptions),
+        outputSchema: resultJsonSchema(schema, document, operation),
+        annotations: { title: titleOf(name), ...annotationsOf(kind, kind !== 'read') },
+        takesIdempotencyKey:
+          operation.variableDefinitions?.some((d) => d.variable.name.value === 'idempotencyKey') ?? false,
+        estimate,
+        documentHash: sha256(text),
+      });
+    }
+  }
+  return tools;
+}
+
+/** Whether `caller` may call the tool: the admit stage's scope refusal of its operation, or null. */
+export function refusalFor(tool: OperationTool, caller: Caller): { message: string; scope: string | undefined } | null {
+  const forbidden = tool.estimate.forbidden(caller);
+  if (!forbidden) return null;
+  const scope = forbidden.extensions?.scope;
+  return { message: forbidden.message, scope: typeof scope === 'string' ? scope : undefined };
+}

@@ -1,0 +1,339 @@
+// Configuration that reloads without a restart (docs/decisions/057): POST /admin/reload (and SIGHUP, which calls the
+// same reload: test/gateway/config-reload-sighup.test.ts) reads GATEWAY_APPS_FILE, AUTH_JWKS_FILE, MOBILEID_JWKS_FILE
+// and the trusted-documents manifest again, all or nothing. One real gateway; the files are rewritten between steps.
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { request } from 'undici';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+
+import { M } from '../helpers/cloud.js';
+import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import { AUDIENCE, ISSUER, sign as signAs, signingKey, type SigningKey, type TokenOptions } from '../helpers/jwt.js';
+import { postNotification, QUERY, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
+
+const OLD_KEY = 'shop-key-old-0123456789abcdef';
+const NEW_KEY = 'shop-key-new-0123456789abcdef';
+const SRE_KEY = 'sre-key-0123456789abcdef';
+const NOTIFY = 'operator-notification-token';
+const MOBILE_ISSUER = 'https://mobileid.operator.example';
+const MOBILE_CLIENT = 'sp-client-1';
+const TYPENAME = 'query Typename { __typename }';
+const PROJECTS = 'query Projects { projects(first: 1) { id } }';
+
+/** A token of the JWT app `portal` (shop and sre are apps of the apps file, which a JWT does not take). */
+const sign = (key: SigningKey, options: TokenOptions = {}) =>
+  signAs(key, { ...options, claims: { azp: 'portal', ...options.claims } });
+const digest = (key: string) => createHash('sha256').update(key).digest('hex');
+const appsFile = (shopKeys: string[]) =>
+  [
+    'apps:',
+    '  - name: shop',
+    '    scopes: [cloud:read, cloud:write, mobile-id:read]',
+    '    keys:',
+    ...shopKeys.map((k) => `      - sha256: ${digest(k)}`),
+    '  - name: sre',
+    '    scopes: [operator, cloud:read]',
+    '    keys:',
+    `      - sha256: ${digest(SRE_KEY)}`,
+    '',
+  ].join('\n');
+const manifestOf = (documents: string[]) =>
+  JSON.stringify(
+    Object.fromEntries(documents.map((d) => [`sha256:${createHash('sha256').update(d).digest('hex')}`, d])),
+    null,
+    2,
+  );
+const idOf = (document: string) => `sha256:${createHash('sha256').update(document).digest('hex')}`;
+
+/** The mobile identity service's signing key and notifications signed with it. */
+async function mobileOperator(kid: string) {
+  const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
+  const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid, alg: 'ES256', use: 'sig' }] };
+  return {
+    jwks,
+    async notification(authReqId: string) {
+      const accessToken = randomBytes(24).toString('base64url');
+      const now = Math.floor(Date.now() / 1000);
+      const idToken = await new SignJWT({
+        iss: MOBILE_ISSUER,
+        aud: MOBILE_CLIENT,
+        sub: 'pcr-123',
+        iat: now,
+        exp: now + 300,
+        at_hash: createHash('sha256').update(accessToken).digest().subarray(0, 16).toString('base64url'),
+        'urn:openid:params:jwt:claim:auth_req_id': authReqId,
+      })
+        .setProtectedHeader({ alg: 'ES256', kid })
+        .sign(privateKey);
+      return {
+        auth_req_id: authReqId,
+        access_token: accessToken,
+        token_type: 'Bearer',
+        id_token: idToken,
+        expires_in: 3600,
+      };
+    },
+  };
+}
+
+async function reload(t: TestGateway, key = SRE_KEY) {
+  const res = await request(`${t.url}/admin/reload`, {
+    method: 'POST',
+    headers: key ? { authorization: `Bearer ${key}` } : {},
+  });
+  return { status: res.statusCode, headers: res.headers, body: (await res.body.json()) as Record<string, any> };
+}
+
+async function reloadsCounted(t: TestGateway): Promise<{ ok: number; failed: number }> {
+  const text = await (await request(`${t.url}/metrics`)).body.text();
+  const count = (result: string) =>
+    Number(new RegExp(`^gateway_config_reloads_total\\{result="${result}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  return { ok: count('ok'), failed: count('failed') };
+}
+
+describe('configuration that reloads without a restart', () => {
+  let dir: string;
+  let files: { apps: string; jwks: string; mobileJwks: string; manifest: string };
+  let jwtKey: SigningKey;
+  let mobile: Awaited<ReturnType<typeof mobileOperator>>;
+  let t: TestGateway;
+  const jwks = (...keys: SigningKey[]) => JSON.stringify({ keys: keys.map((k) => k.publicJwk) }, null, 2);
+  const status = async (key: string, query = TYPENAME) => (await t.graphql(query, undefined, { key })).status;
+
+  /** The files as the gateway started with them. */
+  const writeStartFiles = () => {
+    fs.writeFileSync(files.apps, appsFile([OLD_KEY]));
+    fs.writeFileSync(files.jwks, jwks(jwtKey));
+    fs.writeFileSync(files.mobileJwks, JSON.stringify(mobile.jwks, null, 2));
+    fs.writeFileSync(files.manifest, manifestOf([TYPENAME]));
+  };
+
+  beforeAll(async () => {
+    dir = tempDataDir('reload-');
+    files = {
+      apps: path.join(dir, 'apps.yaml'),
+      jwks: path.join(dir, 'jwks.json'),
+      mobileJwks: path.join(dir, 'mobile-jwks.json'),
+      manifest: path.join(dir, 'persisted-documents.json'),
+    };
+    jwtKey = await signingKey('idp-1');
+    mobile = await mobileOperator('op-1');
+    writeStartFiles();
+    t = await startTestGateway({
+      GATEWAY_APPS_FILE: files.apps,
+      AUTH_JWKS_FILE: files.jwks,
+      AUTH_ISSUER: ISSUER,
+      AUTH_AUDIENCE: AUDIENCE,
+      AUTH_APPS: '*',
+      SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
+      MOBILEID_NOTIFICATION_TOKENS: `shop:${NOTIFY}`,
+      MOBILEID_JWKS_FILE: files.mobileJwks,
+      MOBILEID_ISSUER: MOBILE_ISSUER,
+      MOBILEID_CLIENT_ID: MOBILE_CLIENT,
+      TRUSTED_DOCUMENTS: 'allow',
+      TRUSTED_DOCUMENTS_MANIFEST: files.manifest,
+    });
+  });
+  afterAll(() => t.close());
+  // Each test starts from the files the gateway started with, read again.
+  beforeEach(async () => {
+    writeStartFiles();
+    expect((await reload(t)).status).toBe(200);
+  });
+
+  it('a key digest rotated in the apps file: after the reload the old key is refused and the new one admitted', async () => {
+    expect(await status(OLD_KEY)).toBe(200);
+    expect(await status(NEW_KEY)).toBe(401);
+    fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+    const res = await reload(t);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({
+      reloaded: true,
+      files: expect.arrayContaining([files.apps, files.jwks, files.mobileJwks, files.manifest]),
+    });
+    expect(await status(OLD_KEY)).toBe(401);
+    expect(await status(NEW_KEY)).toBe(200);
+    // The operator's list of apps is the reloaded one too.
+    const apps = await t.graphql('{ apps { name keys } }', undefined, { key: SRE_KEY });
+    expect(apps.errors).toBeUndefined();
+    expect(apps.data!.apps).toEqual(expect.arrayContaining([{ name: 'shop', keys: 1 }]));
+  });
+
+  it('a key added to the apps file grants the scopes the file gives it, from the reload on', async () => {
+    fs.writeFileSync(
+      files.apps,
+      appsFile([OLD_KEY, NEW_KEY]).replace('scopes: [operator, cloud:read]', 'scopes: [operator]'),
+    );
+    expect((await reload(t)).status).toBe(200);
+    expect(await status(OLD_KEY)).toBe(200);
+    expect(await status(NEW_KEY)).toBe(200);
+    // sre lost cloud:read: its read of the projects is refused now.
+    const res = await t.graphql(PROJECTS, undefined, { key: SRE_KEY });
+    expect(res.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
+  });
+
+  it('a rotated AUTH_JWKS_FILE: after the reload a token of the new key is admitted and one of the removed key refused', async () => {
+    const next = await signingKey('idp-2');
+    const before = await sign(jwtKey);
+    expect(await status(before)).toBe(200);
+    expect(await status(await sign(next))).toBe(401);
+    fs.writeFileSync(files.jwks, jwks(next));
+    expect((await reload(t)).status).toBe(200);
+    expect(await status(await sign(next))).toBe(200);
+    // Even the token verified (and cached) before the reload: its key is gone.
+    expect(await status(before)).toBe(401);
+  });
+
+  it('a new trusted-documents manifest: after the reload its new document runs by id and a removed one is not found', async () => {
+    const byId = async (document: string) => {
+      const res = await request(`${t.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
+        body: JSON.stringify({ documentId: idOf(document) }),
+      });
+      return (await res.body.json()) as { data?: unknown; errors?: { extensions: { code: string } }[] };
+    };
+    expect((await byId(TYPENAME)).data).toEqual({ __typename: 'Query' });
+    expect((await byId(PROJECTS)).errors?.[0]?.extensions.code).toBe('PERSISTED_QUERY_NOT_FOUND');
+    fs.writeFileSync(files.manifest, manifestOf([PROJECTS]));
+    expect((await reload(t)).status).toBe(200);
+    expect((await byId(PROJECTS)).data).toEqual({ projects: expect.any(Array) });
+    expect((await byId(TYPENAME)).errors?.[0]?.extensions.code).toBe('PERSISTED_QUERY_NOT_FOUND');
+  });
+
+  it('a rotated MOBILEID_JWKS_FILE: after the reload an id_token signed by the new key verifies', async () => {
+    const next = await mobileOperator('op-2');
+    expect((await postNotification(t, await next.notification('rotated-before'), { token: NOTIFY })).status).not.toBe(
+      204,
+    );
+    fs.writeFileSync(files.mobileJwks, JSON.stringify(next.jwks));
+    expect((await reload(t)).status).toBe(200);
+    expect((await postNotification(t, await next.notification('rotated-after'), { token: NOTIFY })).status).toBe(204);
+    const read = await t.graphql(QUERY, { id: 'rotated-after' }, { key: OLD_KEY });
+    expect(read.data!.mobileIdAuthentication).toMatchObject({ idTokenVerified: true, subject: 'pcr-123' });
+  });
+
+  const broken: Array<[string, () => string, string, number]> = [
+    ['GATEWAY_APPS_FILE', () => files.apps, 'apps:\n  - name: shop\n    scopes: [cloud:read\n', 4],
+    [
+      'GATEWAY_APPS_FILE',
+      () => files.apps,
+      `apps:\n  - name: shop\n    scopes: [cloud:teleport]\n    keys:\n      - sha256: ${digest(NEW_KEY)}\n`,
+      3,
+    ],
+    ['AUTH_JWKS_FILE', () => files.jwks, '{\n  "keys": [\n    { "kty": "EC" },\n  ]\n}\n', 4],
+    ['MOBILEID_JWKS_FILE', () => files.mobileJwks, '{\n  "keys": [\n    "not a key"\n  ]\n}\n', 3],
+    ['TRUSTED_DOCUMENTS_MANIFEST', () => files.manifest, '{\n  "a": "query { __typename }",\n  "b": "query {"\n}\n', 3],
+  ];
+  it.each(broken)(
+    'a broken %s changes nothing: the reload answers 422 with the file and line, logs them, and counts the failure',
+    async (variable, file, text, line) => {
+      const next = await signingKey('idp-3');
+      // Good changes to every other file, which must not be applied either.
+      fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+      fs.writeFileSync(files.jwks, jwks(next));
+      fs.writeFileSync(files.manifest, manifestOf([PROJECTS]));
+      fs.writeFileSync(file(), text);
+      const counted = await reloadsCounted(t);
+
+      const res = await reload(t);
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ error: 'reload_failed', variable, file: file(), line });
+      expect(res.body.error_description).toContain(`${file()} line ${line}`);
+      expect(await reloadsCounted(t)).toEqual({ ok: counted.ok, failed: counted.failed + 1 });
+      const logged = t
+        .logs()
+        .split('\n')
+        .filter((l) => l.includes('configuration reload refused'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .at(-1);
+      expect(logged).toMatchObject({ level: 50, trigger: 'POST /admin/reload', variable, file: file(), line });
+
+      // The running configuration is the one before: the old key, the old JWT key, the old manifest.
+      expect(await status(OLD_KEY)).toBe(200);
+      expect(await status(NEW_KEY)).toBe(401);
+      expect(await status(await sign(jwtKey))).toBe(200);
+      expect(await status(await sign(next))).toBe(401);
+      const old = await request(`${t.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
+        body: JSON.stringify({ documentId: idOf(TYPENAME) }),
+      });
+      expect(await old.body.json()).toEqual({ data: { __typename: 'Query' } });
+      expect(
+        (await postNotification(t, await mobile.notification(`still-${variable}-${line}`), { token: NOTIFY })).status,
+      ).toBe(204);
+    },
+  );
+
+  it('POST /admin/reload refuses an app without the operator scope (403) and a caller without valid credentials (401), and reloads nothing', async () => {
+    fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+    const counted = await reloadsCounted(t);
+    const app = await reload(t, OLD_KEY);
+    expect(app.status).toBe(403);
+    expect(app.body.error).toBe('insufficient_scope');
+    expect(app.headers['www-authenticate']).toMatch(/insufficient_scope/);
+    // A JWT app without the operator scope (none is in AUTH_OPERATOR_APPS) is refused the same way.
+    expect((await reload(t, await sign(jwtKey, { claims: { scope: 'operator cloud:read' } }))).status).toBe(403);
+    expect((await reload(t, '')).status).toBe(401);
+    expect((await reload(t, 'not-a-key')).status).toBe(401);
+    expect(await reloadsCounted(t)).toEqual(counted);
+    expect(await status(OLD_KEY)).toBe(200);
+    expect(await status(NEW_KEY)).toBe(401);
+  });
+
+  it('a creation in flight when a reload removes its key finishes under the configuration it started with, as its app', async () => {
+    // The cloud upstream holds the creation's call: it is past authentication, in flight, by construction.
+    const held = t.gateway.sandbox.cloud!.faults.hold();
+    const inFlight = t.graphql(M.project, { input: { name: 'in-flight' } }, { key: OLD_KEY });
+    try {
+      await expect.poll(() => held.arrived(), { timeout: 20_000 }).toBeGreaterThan(0);
+      fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+      expect((await reload(t)).status).toBe(200);
+      expect(await status(OLD_KEY)).toBe(401);
+    } finally {
+      held.release();
+    }
+    const res = await inFlight;
+    expect(res.errors).toBeUndefined();
+    const id = res.data!.createProject.project.id as string;
+    // Created as the app shop, whose new key reads it.
+    const read = await t.graphql('query($id: ID!) { project(id: $id) { name } }', { id }, { key: NEW_KEY });
+    expect(read.data).toEqual({ project: { name: 'in-flight' } });
+  });
+
+  it('a WebSocket connection opened with a key keeps running after a reload removed that key; a new connection with it is refused', async () => {
+    const opened = wsClient(t, { key: OLD_KEY });
+    try {
+      const run = (client: typeof opened) =>
+        new Promise<unknown>((resolve, reject) => {
+          let result: unknown;
+          client.subscribe(
+            { query: TYPENAME },
+            { next: (v) => (result = v), error: reject, complete: () => resolve(result) },
+          );
+        });
+      // A subscription held open keeps the one connection (the client is lazy: it closes when none is left).
+      const held = opened.subscribe(
+        { query: SUBSCRIPTION, variables: { id: 'held-open' } },
+        { next: () => {}, error: () => {}, complete: () => {} },
+      );
+      expect(await run(opened)).toEqual({ data: { __typename: 'Query' } });
+      fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+      expect((await reload(t)).status).toBe(200);
+      // The connection started under the configuration that admitted its key, and finishes under it.
+      expect(await run(opened)).toEqual({ data: { __typename: 'Query' } });
+      held();
+      const refused = wsClient(t, { key: OLD_KEY });
+      try {
+        await expect(run(refused)).rejects.toBeDefined();
+      } finally {
+        await refused.dispose();
+      }
+    } finally {
+      await opened.dispose();
+    }
+  });
+});

@@ -1,0 +1,61 @@
+import { createClient, type Client } from 'graphql-ws';
+import WebSocket from 'ws';
+
+import type { TestGateway } from './gateway.js';
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export interface Subscription<T = any> {
+  /** Every `data` received, in order. */
+  readonly received: T[];
+  readonly errors: unknown[];
+  completed: boolean;
+  stop(): void;
+}
+
+/** A graphql-ws client on the gateway's /graphql; `key` goes in connectionParams.authorization. */
+export function wsClient(t: TestGateway, key?: string): Client {
+  return createClient({
+    url: `${t.url.replace(/^http/, 'ws')}/graphql`,
+    webSocketImpl: WebSocket,
+    retryAttempts: 0,
+    ...(key ? { connectionParams: { authorization: `Bearer ${key}` } } : {}),
+  });
+}
+
+export function subscribe<T = any>(
+  client: Client,
+  query: string,
+  variables: Record<string, unknown> = {},
+): Subscription<T> {
+  const sub: Subscription<T> = {
+    received: [],
+    errors: [],
+    completed: false,
+    stop: () => undefined,
+  };
+  sub.stop = client.subscribe<T>(
+    { query, variables },
+    {
+      next: (value) => {
+        if (value.errors) sub.errors.push(...value.errors);
+        if (value.data) sub.received.push(value.data as T);
+      },
+      error: (error) => sub.errors.push(error),
+      complete: () => {
+        sub.completed = true;
+      },
+    },
+  );
+  return sub;
+}
+
+/** Resolves once the client's socket is connected and acknowledged. */
+export function connected(client: Client): Promise<void> {
+  return new Promise((resolve) => {
+    const off = client.on('connected', () => {
+      off();
+      resolve();
+    });
+  });
+}

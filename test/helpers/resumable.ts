@@ -1,0 +1,140 @@
+import { createClient } from 'graphql-ws';
+import { request } from 'undici';
+import WebSocket from 'ws';
+
+import { encodeCursor } from '../../src/events/cursor.js';
+import type { VerificationSandbox } from '../../src/sandbox/verification.js';
+import type { TestGateway } from './gateway.js';
+import { subscribers, waitFor } from './wait.js';
+
+const REGISTER = /* GraphQL */ `
+  mutation Register($input: RegisterVerificationInput!) {
+    registerVerification(input: $input) {
+      verification {
+        externalId
+      }
+    }
+  }
+`;
+
+export const RESUME = /* GraphQL */ `
+  subscription Resume($after: String) {
+    verificationCompleted(after: $after) {
+      externalId
+      payload
+    }
+  }
+`;
+
+/** Registers `count` verifications with `key`; their callback addresses by external id. */
+export async function registerVerifications(
+  t: TestGateway,
+  sandbox: VerificationSandbox,
+  key: string,
+  count: number,
+): Promise<Map<string, string>> {
+  const urls = new Map<string, string>();
+  for (let i = 0; i < count; i++) {
+    const res = await t.graphql(
+      REGISTER,
+      { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Ivanova' } } },
+      { key },
+    );
+    if (res.errors) throw new Error(JSON.stringify(res.errors));
+    const id = res.data!.registerVerification.verification.externalId as string;
+    const v = sandbox.verifications().find((x) => x.externalId === id);
+    urls.set(id, v!.callbackUrl!);
+  }
+  return urls;
+}
+
+/** Posts a completion callback whose body holds `n` (each distinct body is a new event), until it is acknowledged. */
+export async function postCompletion(url: string, externalId: string, n: string, pad?: string): Promise<void> {
+  const res = await request(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ verificationExternalId: externalId, status: 'COMPLETED', n, ...(pad ? { pad } : {}) }),
+  });
+  await res.body.text();
+  if (res.statusCode >= 300) throw new Error(`callback answered ${res.statusCode}`);
+}
+
+/**
+ * Waits until every one of these replicas has delivered every event in the log: an event acknowledged at one replica
+ * reaches the others through PostgreSQL's NOTIFY, and reaches the one that took it once everything acknowledged
+ * before it did (docs/decisions/061), so a moment after its acknowledgement it may still be on its way. A cursor
+ * taken after this (cursorNow, or an EventReader's "now") is past every event posted so far.
+ */
+export async function deliveredEverywhere(...replicas: TestGateway[]): Promise<void> {
+  const rows = await replicas[0]!.gateway.services.store.db.selectFrom('events').select('seq').execute();
+  const seqs = rows.map((row) => Number(row.seq));
+  const everywhere = () =>
+    replicas.every((t) => {
+      const position = t.gateway.services.events.bus.position();
+      return seqs.every((seq) => position.has(seq));
+    });
+  await waitFor(everywhere, 20_000, 'every event posted so far delivered on every replica');
+}
+
+/**
+ * A cursor of where the buses of these replicas stand now, together: a stream resumed from it gets every event
+ * acknowledged later (and none before, even one the other replica has not delivered yet), with no race.
+ */
+export function cursorNow(...replicas: TestGateway[]): string {
+  const positions = replicas.map((t) => t.gateway.services.events.bus.position());
+  return encodeCursor(
+    positions.reduce((a, b) => a.union(b)),
+    Date.now(),
+  );
+}
+
+export interface Resumed {
+  /** Every event received: the `n` of its body and its cursor. */
+  events: { n: string; cursor: string }[];
+  errors: any[];
+  close(): Promise<void>;
+}
+
+/** A graphql-ws client (no retries) subscribed to every verification result of `key` after `cursor`. */
+export async function resumeWs(t: TestGateway, key: string, cursor: string | null): Promise<Resumed> {
+  const client = createClient({
+    url: `${t.url.replace(/^http/, 'ws')}/graphql`,
+    webSocketImpl: WebSocket,
+    retryAttempts: 0,
+    lazy: false,
+    connectionParams: { authorization: `Bearer ${key}` },
+  });
+  const out: Resumed = {
+    events: [],
+    errors: [],
+    close: async () => {
+      await client.dispose();
+    },
+  };
+  client.subscribe(
+    { query: RESUME, variables: cursor ? { after: cursor } : {} },
+    {
+      next: (value) => {
+        if (value.errors) out.errors.push(...value.errors);
+        if (value.data)
+          out.events.push({
+            n: (value.data as any).verificationCompleted.payload.n,
+            cursor: (value.extensions as { cursor: string }).cursor,
+          });
+      },
+      error: (err) => out.errors.push(...(Array.isArray(err) ? err : [err])),
+      complete: () => undefined,
+    },
+  );
+  return out;
+}
+
+/** The number of live listeners on `t`'s bus for every key of `kind`. */
+export function wildcardListeners(t: TestGateway, kind: string): number {
+  return subscribers(t, kind, null);
+}
+
+/** Waits until no stream listens for every key of `kind` on `t` (earlier clients are gone), so that the next one is known to be listening once one is. */
+export async function noWildcardListener(t: TestGateway, kind: string): Promise<void> {
+  await waitFor(() => wildcardListeners(t, kind) === 0, 10_000, 'earlier subscribers gone');
+}

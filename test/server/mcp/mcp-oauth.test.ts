@@ -1,0 +1,106 @@
+// MCP with apps that sign in with their identity provider's JWTs (AUTH_*): the protected resource's metadata
+// (RFC 9728), 401 with the resource_metadata challenge, and 403 insufficient_scope naming the scope to step up to.
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import type { TestGateway } from '../../helpers/gateway.js';
+import {
+  ISSUER,
+  sign,
+  signingKey,
+  startJwksServer,
+  startJwtGateway,
+  type JwksServer,
+  type SigningKey,
+} from '../../helpers/jwt.js';
+import { mcpClient } from '../../helpers/mcp.js';
+
+let key: SigningKey;
+let jwks: JwksServer;
+let gw: TestGateway;
+beforeAll(async () => {
+  key = await signingKey('k1');
+  jwks = await startJwksServer([key]);
+  gw = await startJwtGateway(jwks, { AUTH_SCOPE_PREFIX: 'gateway:' });
+});
+afterAll(async () => {
+  await gw?.close();
+  await jwks?.stop();
+});
+
+const HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+const call = (name: string) =>
+  JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name, arguments: {} } });
+
+describe('MCP with JWT apps', () => {
+  it('serves the protected resource metadata of /mcp (RFC 9728) naming the issuer and the scopes', async () => {
+    const res = await request(`${gw.url}/.well-known/oauth-protected-resource/mcp`);
+    expect(res.statusCode).toBe(200);
+    expect(await res.body.json()).toEqual({
+      resource: `${gw.url}/mcp`,
+      authorization_servers: [ISSUER],
+      scopes_supported: expect.arrayContaining(['gateway:cloud:read', 'gateway:cloud:approve']),
+      bearer_methods_supported: ['header'],
+      resource_name: expect.any(String),
+    });
+  });
+
+  it('answers a request without a token 401 with the resource_metadata challenge, and a bad token 401 invalid_token', async () => {
+    const missing = await request(`${gw.url}/mcp`, { method: 'POST', headers: HEADERS, body: call('catalog') });
+    expect(missing.statusCode).toBe(401);
+    expect(missing.headers['www-authenticate']).toBe(
+      `Bearer resource_metadata="${gw.url}/.well-known/oauth-protected-resource/mcp"`,
+    );
+    await missing.body.dump();
+    const forged = await sign(await signingKey('k1'), { claims: { azp: 'shop', scope: 'gateway:cloud:read' } });
+    const bad = await request(`${gw.url}/mcp`, {
+      method: 'POST',
+      headers: { ...HEADERS, authorization: `Bearer ${forged}` },
+      body: call('catalog'),
+    });
+    expect(bad.statusCode).toBe(401);
+    expect(bad.headers['www-authenticate']).toMatch(
+      /^Bearer error="invalid_token", error_description="[^"]+", resource_metadata="/,
+    );
+    await bad.body.dump();
+  });
+
+  it("answers a call of a tool outside the token's scopes 403 insufficient_scope naming the scope, and runs nothing", async () => {
+    const token = await sign(key, { claims: { azp: 'reader', scope: 'gateway:mobile-id:read' } });
+    const res = await request(`${gw.url}/mcp`, {
+      method: 'POST',
+      headers: { ...HEADERS, authorization: `Bearer ${token}`, 'mcp-protocol-version': '2025-06-18' },
+      body: call('projects'),
+    });
+    expect(res.statusCode).toBe(403);
+    expect(res.headers['www-authenticate']).toBe(
+      `Bearer error="insufficient_scope", error_description="the scope gateway:cloud:read is required", scope="gateway:cloud:read", resource_metadata="${gw.url}/.well-known/oauth-protected-resource/mcp"`,
+    );
+    await res.body.dump();
+  });
+
+  it("a JWT app lists and calls the tools its token's scopes allow", async () => {
+    const token = await sign(key, { claims: { azp: 'reader', scope: 'gateway:cloud:read' } });
+    const c = await mcpClient(gw, { key: token });
+    try {
+      expect(await c.toolNames()).toEqual(['catalog', 'projects', 'project', 'provisioning', 'wait_for_events']);
+      expect((await c.call('projects')).structuredContent).toEqual({ projects: [] });
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('a subscriptions/listen stream opened with a JWT ends when the token expires', async () => {
+    const token = await sign(key, {
+      claims: { azp: 'listener', scope: 'gateway:mobile-id:read' },
+      exp: Math.floor(Date.now() / 1000) + 5,
+    });
+    const c = await mcpClient(gw, { key: token });
+    try {
+      const sub = await c.client.listen({ resourceSubscriptions: ['mobileid://authentications/until-expiry'] });
+      expect(await sub.closed).toBe('remote');
+    } finally {
+      await c.close();
+    }
+  }, 20_000);
+});

@@ -1,0 +1,38 @@
+// MCP is stateless (docs/decisions/060): on two replicas sharing one embedded PostgreSQL, an agent plans on one,
+// executes with its person's approval on the other, and a retry on the first replays the outcome.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { mcpClient } from '../../helpers/mcp.js';
+import { startReplicas, type Replicas } from '../../helpers/postgres.js';
+
+let replicas: Replicas;
+beforeAll(async () => {
+  replicas = await startReplicas('mcp_replicas', { GATEWAY_API_KEYS: 'agent:k1', MCP_MUTATIONS: 'approve' });
+}, 180_000);
+afterAll(async () => {
+  await replicas?.close();
+});
+
+describe('MCP across replicas (PostgreSQL)', () => {
+  it('a plan made on one replica is approved and executed on the other, and replayed on the first', async () => {
+    const onA = await mcpClient(replicas.a, { key: 'k1', person: 'accept' });
+    const onB = await mcpClient(replicas.b, { key: 'k1', person: 'accept' });
+    try {
+      const planned = await onA.call('create_project', { input: { name: 'across' } });
+      const planId = planned.structuredContent!.planId as string;
+      const executed = await onB.call('execute_plan', { planId });
+      expect(executed.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', replayed: false });
+      expect(onB.asked).toHaveLength(1);
+      const again = await onA.call('execute_plan', { planId });
+      expect(again.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', replayed: true });
+      expect(onA.asked).toEqual([]);
+      const creations = [replicas.a, replicas.b].flatMap((g) =>
+        g.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam')),
+      );
+      expect(creations).toHaveLength(1);
+    } finally {
+      await onA.close();
+      await onB.close();
+    }
+  });
+});
