@@ -220,13 +220,40 @@ export interface GatewayWarning {
   [extension: string]: unknown;
 }
 
-/** A configuration error: the variable, and what is wrong with it (never its value when it may be a secret). */
+/** Where in an operator's file a problem is: the file, and the line when it is known. */
+export interface FilePlace {
+  readonly file: string;
+  readonly line: number | null;
+}
+
+/** A file an operator writes (a JWKS, the apps file, a manifest) that cannot be read or is wrong at `line`. */
+export class FileError extends Error implements FilePlace {
+  constructor(
+    readonly file: string,
+    readonly line: number | null,
+    readonly reason: string,
+    message = `${file}${line === null ? '' : ` line ${line}`}: ${reason}`,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * A configuration error: the variable, what is wrong with it (never its value when it may be a secret), and, for a
+ * variable that names a file, the file and line (a reload answers and logs them; the message names them too).
+ */
 export class ConfigError extends Error {
   constructor(
     readonly variable: string,
     message: string,
+    readonly place: FilePlace | null = null,
   ) {
     super(`${variable}: ${message}`);
     this.name = 'ConfigError';
+  }
+
+  /** The error of a bad file, named by its variable. */
+  static ofFile(variable: string, err: FileError): ConfigError {
+    return new ConfigError(variable, err.message, err);
   }
 }

@@ -1,5 +1,6 @@
 import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config/index.js';
-import { SHUTDOWN, startGateway } from './gateway/start.js';
+import { SHUTDOWN } from './gateway/options.js';
+import { startGateway } from './gateway/start.js';
 import { createLogger, resolveLogFormat } from './logger.js';
 import { openStore } from './store/index.js';
 

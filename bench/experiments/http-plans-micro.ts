@@ -14,7 +14,8 @@ import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 
 import { loadConfig } from '../../src/config/index.js';
-import { startGateway, type Gateway } from '../../src/gateway/start.js';
+import type { Gateway } from '../../src/gateway/options.js';
+import { startGateway } from '../../src/gateway/start.js';
 import { createLogger } from '../../src/logger.js';
 
 const KEY = 'micro-key';

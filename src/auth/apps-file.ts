@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import { isNode, LineCounter, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
 
+import { FileError } from '../errors.js';
 import { APP_NAME, isScope, SCOPES, type Scope } from './caller.js';
 
 /** One app of the file. */
@@ -41,7 +42,7 @@ const appSchema = z.strictObject({
 const fileSchema = z.strictObject({ apps: z.array(appSchema).min(1, 'must list at least one app') });
 
 /** A bad apps file: the message names the file and the line. */
-export class AppsFileError extends Error {}
+export class AppsFileError extends FileError {}
 
 /** Reads and checks the apps file; throws AppsFileError naming the line of the first problem. */
 export function readAppsFile(file: string): AppFileEntry[] {
@@ -49,28 +50,38 @@ export function readAppsFile(file: string): AppFileEntry[] {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    throw new AppsFileError(`${file} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new AppsFileError(file, null, `cannot be read: ${code}`, `${file} cannot be read: ${code}`);
   }
   return parseAppsFile(text, file);
 }
 
 /** Parses the text of an apps file (JSON is YAML too, so one parser gives both their line numbers). */
 export function parseAppsFile(text: string, file: string): AppFileEntry[] {
-  const { data, doc, lines } = parseYamlFile(text, file, fileSchema, (message) => new AppsFileError(message));
+  const { data, doc, lines } = parseYamlFile(
+    text,
+    file,
+    fileSchema,
+    (line, reason) => new AppsFileError(file, line, reason),
+  );
   const seenNames = new Map<string, number>();
   const seenKeys = new Map<string, string>();
   const apps = data.apps.map((app, i) => {
     const line = lineOf(doc, lines, ['apps', i]);
     if (seenNames.has(app.name))
       throw new AppsFileError(
-        `${file} line ${line}: app ${app.name} is listed twice (first at line ${seenNames.get(app.name)}): list its keys under one entry`,
+        file,
+        line,
+        `app ${app.name} is listed twice (first at line ${seenNames.get(app.name)}): list its keys under one entry`,
       );
     seenNames.set(app.name, line);
     app.keys.forEach((k, j) => {
       const owner = seenKeys.get(k.sha256);
       if (owner !== undefined)
         throw new AppsFileError(
-          `${file} line ${lineOf(doc, lines, ['apps', i, 'keys', j])}: this key digest is already one of ${owner}'s keys: one key is one app`,
+          file,
+          lineOf(doc, lines, ['apps', i, 'keys', j]),
+          `this key digest is already one of ${owner}'s keys: one key is one app`,
         );
       seenKeys.set(k.sha256, app.name);
     });
@@ -87,12 +98,12 @@ export function parseYamlFile<T>(
   text: string,
   file: string,
   schema: z.ZodType<T>,
-  refuse: (message: string) => Error,
+  refuse: (line: number, reason: string) => Error,
 ): { data: T; doc: Document; lines: LineCounter } {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });
   const syntax = doc.errors[0];
-  if (syntax) throw refuse(`${file} line ${syntax.linePos?.[0].line ?? 1}: ${syntax.message.split('\n')[0]}`);
+  if (syntax) throw refuse(syntax.linePos?.[0].line ?? 1, syntax.message.split('\n')[0]!);
   const parsed = schema.safeParse(doc.toJS());
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -101,7 +112,7 @@ export function parseYamlFile<T>(
       /^Invalid input: expected (\w+), received undefined$/,
       'is missing (expected $1)',
     );
-    throw refuse(`${file} line ${lineOf(doc, lines, issue.path)}: ${where} ${message}`);
+    throw refuse(lineOf(doc, lines, issue.path), `${where} ${message}`);
   }
   return { data: parsed.data, doc, lines };
 }

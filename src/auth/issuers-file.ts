@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 
+import { FileError } from '../errors.js';
 import { lineOf, parseYamlFile } from './apps-file.js';
 
 /** One provider of the file, as written (src/config/index.ts checks its apps against the configured ones). */
@@ -70,25 +71,31 @@ const issuerSchema = z
 const fileSchema = z.strictObject({ issuers: z.array(issuerSchema).min(1, 'must list at least one issuer') });
 
 /** A bad issuers file: the message names the file and the line. */
-export class IssuersFileError extends Error {}
+export class IssuersFileError extends FileError {}
 
 export function readIssuersFile(file: string): IssuerFileEntry[] {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    throw new IssuersFileError(
-      `${file} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
-    );
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new IssuersFileError(file, null, `cannot be read: ${code}`, `${file} cannot be read: ${code}`);
   }
-  const { data, doc, lines } = parseYamlFile(text, file, fileSchema, (message) => new IssuersFileError(message));
+  const { data, doc, lines } = parseYamlFile(
+    text,
+    file,
+    fileSchema,
+    (line, reason) => new IssuersFileError(file, line, reason),
+  );
   const seen = new Map<string, number>();
   return data.issuers.map((e, i) => {
     const line = lineOf(doc, lines, ['issuers', i]);
     const first = seen.get(e.issuer);
     if (first !== undefined)
       throw new IssuersFileError(
-        `${file} line ${line}: issuer ${e.issuer} is listed twice (first at line ${first}): a token is checked against one entry, the one of its iss`,
+        file,
+        line,
+        `issuer ${e.issuer} is listed twice (first at line ${first}): a token is checked against one entry, the one of its iss`,
       );
     seen.set(e.issuer, line);
     return {

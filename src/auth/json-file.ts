@@ -3,16 +3,10 @@
 // to find the first syntax error's line and the line of each member and element; JSON.parse gives the value.
 import fs from 'node:fs';
 
+import { FileError } from '../errors.js';
+
 /** A JSON file that cannot be read or parsed; the message names the file and, when known, the line. */
-export class JsonFileError extends Error {
-  constructor(
-    readonly file: string,
-    readonly line: number | null,
-    reason: string,
-  ) {
-    super(`${file}${line === null ? '' : ` line ${line}`}: ${reason}`);
-  }
-}
+export class JsonFileError extends FileError {}
 
 export interface JsonFile {
   readonly file: string;

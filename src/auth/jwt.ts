@@ -84,7 +84,7 @@ export class JwksKeys {
       try {
         this.local = createLocalJWKSet(readJwksFile(source.file));
       } catch (err) {
-        if (err instanceof JsonFileError) throw new ConfigError(options.variable ?? 'AUTH_JWKS_FILE', err.message);
+        if (err instanceof JsonFileError) throw ConfigError.ofFile(options.variable ?? 'AUTH_JWKS_FILE', err);
         throw err;
       }
     } else {

@@ -1508,7 +1508,7 @@ function issuersFromFile(
   try {
     entries = readIssuersFile(file);
   } catch (err) {
-    if (err instanceof IssuersFileError) throw new ConfigError('AUTH_ISSUERS', err.message);
+    if (err instanceof IssuersFileError) throw ConfigError.ofFile('AUTH_ISSUERS', err);
     throw err;
   }
   const bareBy = new Map<string, string>();
@@ -1521,6 +1521,10 @@ function issuersFromFile(
         new ConfigError(
           'AUTH_ISSUERS',
           `${file} line ${entry.lineOf('apps', i)}: issuer ${entry.issuer}: apps ${message}`,
+          {
+            file,
+            line: entry.lineOf('apps', i),
+          },
         ),
     );
     operatorAppsOf(
@@ -1530,6 +1534,10 @@ function issuersFromFile(
         new ConfigError(
           'AUTH_ISSUERS',
           `${file} line ${entry.lineOf('operatorApps')}: issuer ${entry.issuer}: operatorApps ${message}`,
+          {
+            file,
+            line: entry.lineOf('operatorApps'),
+          },
         ),
     );
     for (const app of apps.listed) {
@@ -1538,6 +1546,7 @@ function issuersFromFile(
         throw new ConfigError(
           'AUTH_ISSUERS',
           `${file} line ${entry.lineOf('apps')}: issuer ${entry.issuer}: the app ${app.app} is also an app of issuer ${other}: write <claim value>=${app.app} in both entries if it signs in through both, or give it another name here`,
+          { file, line: entry.lineOf('apps') },
         );
       }
       listedBy.set(app.app, entry.issuer);
@@ -1624,7 +1633,7 @@ function appsFromFile(file: string, keys: readonly AppKey[]): AppFileEntry[] {
   try {
     apps = readAppsFile(file);
   } catch (err) {
-    if (err instanceof AppsFileError) throw new ConfigError('GATEWAY_APPS_FILE', err.message);
+    if (err instanceof AppsFileError) throw ConfigError.ofFile('GATEWAY_APPS_FILE', err);
     throw err;
   }
   const envNames = new Set(keys.flatMap((k) => (k.name === null ? [] : [k.name])));

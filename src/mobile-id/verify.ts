@@ -13,6 +13,7 @@ import {
 
 import { JsonFileError } from '../auth/json-file.js';
 import { ASYMMETRIC_ALGORITHMS, readJwksFile } from '../auth/jwks-fetch.js';
+import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { JwksUnavailableError, RemoteJwks } from './jwks.js';
 import { isCompactJwe } from './wire.js';
@@ -159,7 +160,7 @@ function readKeysFile(file: string): JSONWebKeySet {
   try {
     return readJwksFile(file);
   } catch (err) {
-    if (err instanceof JsonFileError) throw new Error(`MOBILEID_JWKS_FILE ${err.message}`);
+    if (err instanceof JsonFileError) throw ConfigError.ofFile('MOBILEID_JWKS_FILE', err);
     throw err;
   }
 }

@@ -15,19 +15,11 @@ export type ReloadOutcome =
       ok: false;
       /** The variable that names the bad file (GATEWAY_APPS_FILE, AUTH_JWKS_FILE, …). */
       variable: string;
-      /** The file and the line, when the message names them (`<file> line <n>: …`). */
+      /** The file and the line, when the error knows them (a ConfigError's place). */
       file: string | null;
       line: number | null;
       message: string;
     };
-
-/** The file and line of a reader's message, which all write `<file> line <n>: <reason>` (or `<file>: <reason>`). */
-export function whereOf(message: string, files: readonly string[]): { file: string | null; line: number | null } {
-  const file = files.find((f) => message.includes(`${f} line `) || message.includes(`${f}: `)) ?? null;
-  if (file === null) return { file, line: null };
-  const m = new RegExp(`${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} line (\\d+)`).exec(message);
-  return { file, line: m ? Number(m[1]) : null };
-}
 
 /**
  * POST /admin/reload: the operator's way to reload without a signal (a container platform may offer none). Only a

@@ -107,13 +107,14 @@ export class TrustedDocuments {
       throw new ConfigError(
         'TRUSTED_DOCUMENTS_MANIFEST',
         `${options.manifest}${line === undefined ? '' : ` line ${line}`}: ${message}`,
+        { file: options.manifest, line: line ?? null },
       );
     };
     let file: JsonFile;
     try {
       file = readJsonFile(options.manifest);
     } catch (err) {
-      if (err instanceof JsonFileError) throw new ConfigError('TRUSTED_DOCUMENTS_MANIFEST', err.message);
+      if (err instanceof JsonFileError) throw ConfigError.ofFile('TRUSTED_DOCUMENTS_MANIFEST', err);
       throw err;
     }
     const json = file.value;

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SHUTDOWN } from '../../src/gateway/start.js';
+import { SHUTDOWN } from '../../src/gateway/options.js';
 import { ENV_VARS, SECRET_VARS } from '../../src/config/index.js';
 import { Metrics } from '../../src/metrics.js';
 import { healthRoutes } from '../../src/server/health.js';

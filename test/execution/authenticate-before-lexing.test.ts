@@ -6,7 +6,7 @@
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { GatewayOptions } from '../../src/gateway/start.js';
+import type { GatewayOptions } from '../../src/gateway/options.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const KEYS = { GATEWAY_API_KEYS: 'shop:shop-key-0123456789,crm:crm-key-0123456789' };

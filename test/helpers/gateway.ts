@@ -6,7 +6,8 @@ import { request } from 'undici';
 import { afterEach } from 'vitest';
 
 import { loadConfig } from '../../src/config/index.js';
-import { startGateway, type Gateway, type GatewayOptions } from '../../src/gateway/start.js';
+import type { Gateway, GatewayOptions } from '../../src/gateway/options.js';
+import { startGateway } from '../../src/gateway/start.js';
 import { createLogger } from '../../src/logger.js';
 
 export interface GraphQLResponse<T = Record<string, any>> {

@@ -4,7 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
 
-import type { GatewayOptions } from '../../src/gateway/start.js';
+import type { GatewayOptions } from '../../src/gateway/options.js';
 import { startTestGateway, type TestGateway } from './gateway.js';
 
 export const ISSUER = 'https://idp.example.test/realms/acme';

@@ -1,0 +1,75 @@
+// The HTTP server of the gateway: where it listens, what it answers while it starts, and how it drains at shutdown.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import { startingHandler } from '../server/health.js';
+import { createRequestHandler } from '../server/http.js';
+import { SHUTDOWN } from './options.js';
+import type { Transports } from './transports.js';
+
+export class GatewayServer {
+  readonly server = http.createServer();
+  /** `http://<host>:<port>`, known once it listens (127.0.0.1 when bound to all interfaces). */
+  url = '';
+  private starting: ((req: http.IncomingMessage, res: http.ServerResponse) => void) | null = null;
+
+  constructor(
+    private readonly port: number,
+    private readonly host: string,
+  ) {
+    this.server.keepAliveTimeout = 65_000;
+  }
+
+  async listen(): Promise<void> {
+    const { server, host } = this;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.port, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    const address = server.address() as AddressInfo;
+    const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+    this.url = `http://${shownHost}:${address.port}`;
+  }
+
+  /**
+   * Listens at once, alive but not ready (/readyz says `why()`), while what the gateway waits for (PostgreSQL) comes;
+   * `serve` takes over once everything is built.
+   */
+  async listenWhileStarting(why: () => string): Promise<void> {
+    this.starting = startingHandler(why);
+    this.server.on('request', this.starting);
+    await this.listen();
+  }
+
+  /** Serves the transports (listening now when it did not while starting). */
+  async serve(transports: Transports, logger: Logger, metrics: Metrics): Promise<void> {
+    if (this.starting) this.server.off('request', this.starting);
+    this.server.on('request', createRequestHandler({ routes: transports.routes, logger, metrics }));
+    this.server.on('upgrade', (req, socket, head) => transports.upgrade(req, socket, head));
+    if (!this.server.listening) await this.listen();
+  }
+
+  /**
+   * Stops accepting and lets in-flight requests finish: keep-alive connections are closed as they go idle, and what
+   * is left is cut after SHUTDOWN.drainMs.
+   */
+  drain(): Promise<void> {
+    const { server } = this;
+    if (!server.listening) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      const sweep = setInterval(() => server.closeIdleConnections(), 50);
+      const cut = setTimeout(() => server.closeAllConnections(), SHUTDOWN.drainMs);
+      server.once('close', () => {
+        clearInterval(sweep);
+        clearTimeout(cut);
+      });
+      server.closeIdleConnections();
+    });
+  }
+}

@@ -1,0 +1,198 @@
+// The configuration that reloads (docs/decisions/057): who may call (API keys, the apps file, the JWT providers and
+// their keys) and which documents are trusted. SIGHUP and POST /admin/reload read the files again; every part is
+// prepared first and swapped only when all are good, so a bad file leaves everything as it was.
+import type { GraphQLSchema } from 'graphql';
+
+import type { JwtAuthConfig } from '../auth/jwt-config.js';
+import { JwksKeys, JwtAuthenticator, looksLikeJwt } from '../auth/jwt.js';
+import { configuredApps, createAuthenticator, type Authenticate } from '../auth/keys.js';
+import { reloadConfig, type Config } from '../config/index.js';
+import { ConfigError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import type { SecretBox } from '../secret.js';
+import type { ReloadOutcome } from '../server/reload.js';
+import { TrustedDocuments } from '../server/trusted-documents.js';
+import type { ConfiguredApp } from '../services.js';
+
+export type ReloadTrigger = 'SIGHUP' | 'POST /admin/reload';
+
+/** What a request reads once, when it starts: it finishes under it whatever a reload swaps meanwhile. */
+interface Snapshot {
+  readonly authenticate: Authenticate;
+  readonly configured: ConfiguredApp[];
+  readonly trusted: TrustedDocuments | undefined;
+}
+
+/** One part a reload swaps: `prepare` reads and checks (throwing a ConfigError naming variable, file and line). */
+type ReloadStep = (next: Config) => () => void;
+
+export class LiveConfiguration {
+  private snapshot: Snapshot;
+  /** Each provider's keys: a JWKS URL's are kept across reloads (their cache and fetch schedule), a file's re-read. */
+  private keysByUrl = new Map<string, JwksKeys>();
+  /** What a reload prepares, in order, before it swaps any of it. */
+  private readonly steps: ReloadStep[];
+
+  constructor(
+    private readonly config: Config,
+    private readonly deps: {
+      logger: Logger;
+      metrics: Metrics;
+      box: SecretBox;
+      schema: GraphQLSchema;
+      now: () => number;
+      /** MOBILEID_JWKS_FILE read again: the swap, or null when there is no such file. */
+      prepareMobileIdKeys: () => (() => void) | null;
+    },
+  ) {
+    const keys = this.keysOf(config.jwtAuth);
+    this.snapshot = { ...this.authOf(config, keys), trusted: this.loadTrusted() };
+    this.keysInUse(keys);
+    this.warn(config.jwtAuth);
+    this.steps = [
+      (next) => {
+        const keys = this.keysOf(next.jwtAuth);
+        const auth = this.authOf(next, keys);
+        return () => {
+          this.snapshot = { ...this.snapshot, ...auth };
+          this.keysInUse(keys);
+          this.warn(next.jwtAuth);
+        };
+      },
+      () => {
+        const trusted = this.loadTrusted();
+        return () => (this.snapshot = { ...this.snapshot, trusted });
+      },
+      () => this.deps.prepareMobileIdKeys() ?? (() => {}),
+    ];
+  }
+
+  /** Authenticates with the running snapshot: each transport calls it once per request or connection. */
+  readonly authenticate: Authenticate = (authorization) => this.snapshot.authenticate(authorization);
+
+  get configured(): ConfiguredApp[] {
+    return this.snapshot.configured;
+  }
+
+  /** The trusted documents as read at start-up (MCP lists its tools from them). */
+  readonly startTrusted = (): TrustedDocuments | undefined => this.snapshot.trusted;
+
+  /** The admission of trusted documents, through the running manifest; undefined when TRUSTED_DOCUMENTS is off. */
+  trustedAdmission(): { admit: TrustedDocuments['admit'] } | undefined {
+    return this.snapshot.trusted ? { admit: (request) => this.snapshot.trusted!.admit(request) } : undefined;
+  }
+
+  /**
+   * Reads the configuration files again: all of them are swapped in at once, or, when one is bad, none is (logged
+   * with its variable, file and line, and counted in gateway_config_reloads_total{result="failed"}). Synchronous: no
+   * request sees half a reload.
+   */
+  reload(trigger: ReloadTrigger): ReloadOutcome {
+    let files = this.filesOf(this.config);
+    try {
+      const next = reloadConfig(this.config);
+      files = [...new Set([...files, ...this.filesOf(next)])];
+      const swaps = this.steps.map((prepare) => prepare(next));
+      for (const swap of swaps) swap();
+      this.deps.metrics.configReloads.inc({ result: 'ok' });
+      this.deps.logger.info(
+        { trigger, files },
+        'configuration reloaded: requests from now on use the files as read now; operations in flight finish under the configuration they started with',
+      );
+      return { ok: true, files };
+    } catch (err) {
+      const variable = err instanceof ConfigError ? err.variable : 'configuration';
+      const where = err instanceof ConfigError && err.place ? err.place : { file: null, line: null };
+      const message = err instanceof Error ? err.message : String(err);
+      this.deps.metrics.configReloads.inc({ result: 'failed' });
+      this.deps.logger.error(
+        { trigger, variable, file: where.file, line: where.line, reason: message },
+        'configuration reload refused: a file is bad, the running configuration is kept',
+      );
+      return { ok: false, variable, file: where.file, line: where.line, message };
+    }
+  }
+
+  /** The files a reload reads again, for its log line and its answer. */
+  private filesOf(config: Config): string[] {
+    return [
+      config.appsFilePath,
+      config.jwtAuth?.issuersFile,
+      ...(config.jwtAuth?.issuers ?? []).map((i) => ('file' in i.jwks ? i.jwks.file : undefined)),
+      config.mobileId.jwksFile,
+      config.trustedDocuments.manifest,
+    ].filter((f): f is string => typeof f === 'string');
+  }
+
+  private keysOf(jwtAuth: JwtAuthConfig | null): JwksKeys[] {
+    const { now, logger } = this.deps;
+    return (jwtAuth?.issuers ?? []).map((issuer) => {
+      const source = issuer.jwks;
+      const variable = jwtAuth!.issuersFile ? 'AUTH_ISSUERS' : 'AUTH_JWKS_FILE';
+      return (
+        ('url' in source ? this.keysByUrl.get(source.url) : undefined) ??
+        new JwksKeys({ source, variable, refreshIntervalMs: jwtAuth!.refreshIntervalMs, now, logger })
+      );
+    });
+  }
+
+  private keysInUse(keys: readonly JwksKeys[]): void {
+    this.keysByUrl = new Map(keys.flatMap((k) => (k.url === null ? [] : [[k.url, k] as const])));
+    for (const k of keys) if (k.url !== null) void k.refresh();
+  }
+
+  private authOf(cfg: Config, keys: readonly JwksKeys[]): Pick<Snapshot, 'authenticate' | 'configured'> {
+    const { box, metrics, now } = this.deps;
+    // A bare key's label in metrics and logs is a keyed digest: an unsalted hash of a key can be tested offline.
+    const keyLabel = (key: string) => `key-${box.digest(`api key label\u0000${key}`).slice(0, 12)}`;
+    const configured = configuredApps(cfg, keyLabel);
+    // A JWT takes the name of an app configured with keys (or a bare key's label) only when AUTH_APPS says so.
+    const jwt = cfg.jwtAuth
+      ? new JwtAuthenticator(
+          cfg.jwtAuth,
+          keys,
+          now,
+          new Set(configured.map((a) => a.name)),
+          (check) => metrics.jwtChecks.inc({ check }),
+          (reason) => metrics.jwtRefusals.inc({ reason }),
+        )
+      : null;
+    return {
+      authenticate: createAuthenticator(
+        cfg,
+        keyLabel,
+        jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined,
+      ),
+      configured,
+    };
+  }
+
+  private loadTrusted(): TrustedDocuments | undefined {
+    const { mode, manifest } = this.config.trustedDocuments;
+    return mode === 'off'
+      ? undefined
+      : TrustedDocuments.load({
+          mode,
+          manifest: manifest!,
+          schema: this.deps.schema,
+          introspection: this.config.introspection,
+        });
+  }
+
+  private warn(jwtAuth: JwtAuthConfig | null): void {
+    for (const issuer of jwtAuth?.issuers ?? []) {
+      const which = jwtAuth!.issuersFile ? `issuer ${issuer.issuer} of AUTH_ISSUERS: ` : '';
+      if (issuer.scopePrefix === '') {
+        this.deps.logger.warn(
+          `${which}AUTH_SCOPE_PREFIX is empty: every scope word of a JWT that is spelled like a gateway scope (cloud:write, …) grants it, whatever client of the identity provider the token was issued for; set a prefix (such as gateway:) that only the gateway\'s client scopes carry`,
+        );
+      }
+      if (issuer.apps.any && issuer.appClaim === null) {
+        this.deps.logger.warn(
+          `${which}AUTH_APPS accepts any app name (*) with the default app claims: a token without azp or client_id is named by its sub, so every user the identity provider signs a token for is an app; list the clients in AUTH_APPS, or set AUTH_APP_CLAIM`,
+        );
+      }
+    }
+  }
+}

@@ -1,0 +1,126 @@
+// The execution pipeline (src/execution/, docs/decisions/044 and 065): one instance of each stage, used by every
+// transport. prepare: parse, limits and validation once per text; admit: cost, then rate limit; run: graphql-js or
+// the compiled query; present: masking, warnings, status codes.
+import { ApolloServer } from '@apollo/server';
+import type { GraphQLSchema } from 'graphql';
+
+import type { Caller } from '../auth/caller.js';
+import type { Config } from '../config/index.js';
+import { createAdmission } from '../execution/admit.js';
+import { apolloSetup } from '../execution/apollo.js';
+import { OperationLimits } from '../execution/limits.js';
+import { createPipeline, type Pipeline } from '../execution/pipeline.js';
+import { DocumentCache } from '../execution/prepare.js';
+import { OperationRunner, streamingExecution } from '../execution/run.js';
+import { SharedExecution } from '../execution/shared.js';
+import { agentResolvers } from '../graphql/agents.js';
+import { catalogResolvers } from '../graphql/catalog.js';
+import { cloudResolvers } from '../graphql/cloud.js';
+import { commonResolvers } from '../graphql/common.js';
+import { createContext, type GraphQLContext } from '../graphql/context.js';
+import { identityResolvers } from '../graphql/identity.js';
+import { mobileIdResolvers } from '../graphql/mobile-id.js';
+import { provisioningResolvers } from '../graphql/provisioning.js';
+import { buildSchema } from '../graphql/schema.js';
+import type { Logger } from '../logger.js';
+import { HttpPlans } from '../server/http-plans.js';
+import type { TrustedDocuments } from '../server/trusted-documents.js';
+import type { Services } from '../services.js';
+import { nameOperationApp } from '../telemetry/operations.js';
+import type { Tracing } from '../telemetry/tracing.js';
+
+/** The GraphQL context of one operation: its caller, its request id, and the logger of that request. */
+export type ContextFor = (caller: Caller, requestId: string, logger?: Logger) => GraphQLContext;
+
+export function contextBuilder(services: Services, logger: Logger): ContextFor {
+  return (caller, requestId, requestLogger) =>
+    createContext(services, caller, requestId, requestLogger ?? (() => logger.child({ requestId })));
+}
+
+/** The gateway's schema: every domain's resolvers. */
+export function gatewaySchema(): GraphQLSchema {
+  return buildSchema([
+    commonResolvers,
+    catalogResolvers,
+    cloudResolvers,
+    provisioningResolvers,
+    identityResolvers,
+    mobileIdResolvers,
+    agentResolvers,
+  ] as Record<string, unknown>[]);
+}
+
+export interface BuiltPipeline {
+  readonly pipeline: Pipeline;
+  readonly limits: OperationLimits;
+  readonly documents: DocumentCache;
+  readonly apollo: ApolloServer<GraphQLContext>;
+  /** POST /graphql's direct path (null: off, or Apollo's configuration is not one it reproduces). */
+  readonly plans: HttpPlans | null;
+}
+
+export async function buildPipeline(
+  config: Config,
+  parts: {
+    schema: GraphQLSchema;
+    services: Services;
+    logger: Logger;
+    tracing: Tracing;
+    trusted: { admit: TrustedDocuments['admit'] } | undefined;
+    contextFor: ContextFor;
+    /** false: every POST /graphql goes through Apollo's pipeline (tests compare the two paths). */
+    directPath: boolean;
+    onClose: (close: () => Promise<void>) => void;
+  },
+): Promise<BuiltPipeline> {
+  const { schema, services, logger, tracing } = parts;
+  const limits = new OperationLimits(config.graphqlLimits, { introspection: config.introspection });
+  const documents = new DocumentCache(schema, limits);
+  const admit = createAdmission({
+    schema,
+    limits,
+    rateLimits: services.rateLimits,
+    seen: (caller) => {
+      if (!caller.app) return;
+      if (caller.via) services.apps.activity.seen(caller.app, caller.via, caller.grants.key);
+      if (tracing.enabled) nameOperationApp(caller.app);
+    },
+  });
+  // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
+  // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
+  const runner = new OperationRunner(
+    schema,
+    parts.directPath ? new Set(['project', 'projects']) : new Set(),
+    !config.introspection,
+  );
+  // One shared execution for both transports: identical subscriptions share each event's result (decision 030).
+  // SUBSCRIPTION_COMPILED_SELECTION: each selection as graphql-jit compiled it, graphql-js on any error (decision 062).
+  const shared = new SharedExecution(config.delivery.compiledSelection ? schema : undefined);
+  services.metrics.countSubscriptions(() => shared.stats);
+  const pipeline = createPipeline({
+    schema,
+    documents,
+    admit,
+    runner,
+    // graphql-ws and graphql-sse run graphql-js with each subscription event's result shared, a span per operation.
+    streaming: {
+      ws: streamingExecution(tracing, 'ws', shared, documents.hideSuggestions),
+      sse: streamingExecution(tracing, 'sse', shared, documents.hideSuggestions),
+    },
+    trusted: parts.trusted,
+    logger,
+    context: (caller, requestId) => parts.contextFor(caller, requestId),
+  });
+  const apolloConfig = apolloSetup({ schema, limits, pipeline, logger, tracing: tracing.enabled });
+  const apollo = new ApolloServer<GraphQLContext>(apolloConfig.options);
+  await apollo.start();
+  parts.onClose(() => apollo.stop());
+  const plans = parts.directPath
+    ? HttpPlans.create(
+        { apollo: apolloConfig, pipeline, runner, documents, tracing: tracing.enabled },
+        config.apolloReporting,
+        (message) => logger.warn(message),
+      )
+    : null;
+  return { pipeline, limits, documents, apollo, plans };
+}

@@ -1,0 +1,165 @@
+// The services the resolvers call, built over the store: budgets and storage bounds, the ledger, idempotency, the
+// event log and its bus, the three upstreams' domains, provisioning and its plans, and agents' plans.
+import { cloudLedgerRecord } from '../auth/tenancy.js';
+import type { Config } from '../config/index.js';
+import { EventLog, Events, EventStreams, InProcessBus, type EventBus } from '../events/index.js';
+import { PostgresBus } from '../events/postgres-bus.js';
+import { IDENTIFICATION_EVENT_KIND } from '../identity/completions.js';
+import { VERIFICATION_EVENT_KIND } from '../identity/service.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import { MOBILE_ID_EVENT_KIND } from '../mobile-id/stored.js';
+import type { PauseAt } from '../phases.js';
+import { ProvisioningPlanner } from '../provisioning/plan.js';
+import { ProvisioningService } from '../provisioning/service.js';
+import { RateLimits } from '../ratelimit/buckets.js';
+import type { SecretBox } from '../secret.js';
+import type { ConfiguredApp, Services } from '../services.js';
+import { AgentPlans } from '../store/agent-plans.js';
+import { AppActivity } from '../store/app-activity.js';
+import { AppStorage } from '../store/app-storage.js';
+import { IdempotencyRecords } from '../store/idempotency.js';
+import type { Store } from '../store/index.js';
+import { Ledger } from '../store/ledger.js';
+import type { Tracing } from '../telemetry/tracing.js';
+import { Idempotency } from '../upstream/idempotency.js';
+import type { GatewayTesting } from './options.js';
+import { startUpstreams, type Upstreams } from './upstreams.js';
+
+/** The event kinds webhooks store on an app's credentials: their rows count in the app's storage (decision 051). */
+export const WEBHOOK_EVENT_KINDS = [MOBILE_ID_EVENT_KIND, VERIFICATION_EVENT_KIND, IDENTIFICATION_EVENT_KIND];
+
+export interface BuiltServices {
+  readonly services: Services;
+  readonly upstreams: Upstreams;
+  readonly idempotencyRecords: IdempotencyRecords;
+  /** The PostgreSQL bus, whose readiness /readyz reports; null on SQLite. */
+  readonly replicated: PostgresBus | null;
+}
+
+export async function buildServices(
+  config: Config,
+  parts: {
+    logger: Logger;
+    metrics: Metrics;
+    store: Store;
+    box: SecretBox;
+    tracing: Tracing;
+    testing: GatewayTesting;
+    now: () => number;
+    pause: PauseAt | undefined;
+    /** The address the gateway listens on, known once it listens (callbacks are built from it). */
+    listenedUrl: () => string;
+    /** The apps of the running configuration (a reload changes them). */
+    configured: () => readonly ConfiguredApp[];
+    onClose: (close: () => Promise<void>) => void;
+  },
+): Promise<BuiltServices> {
+  const { logger, metrics, store, box, tracing, testing, pause } = parts;
+  const rateLimits = await RateLimits.create({ limits: config.rateLimits, store, metrics, logger });
+
+  // What each app's credentials can make the gateway store, bounded per app (docs/decisions/051): counted from the
+  // database once here, then by this process, and counted again every few minutes where replicas share it.
+  const storageLabel = (scope: string) =>
+    scope.startsWith('app:') ? scope.slice(4) : `scope-${box.digest(`app storage label\u0000${scope}`).slice(0, 12)}`;
+  const storage = new AppStorage(config.storageLimits, metrics, storageLabel);
+  await storage.resync(store.db, { webhookEventKinds: WEBHOOK_EVENT_KINDS });
+
+  const ledger = new Ledger({ store });
+  const idempotencyRecords = new IdempotencyRecords({ store });
+  const idempotency = new Idempotency({
+    pauseAt: pause,
+    records: idempotencyRecords,
+    metrics,
+    retentionMs: config.idempotencyRetentionMs,
+    waitMs: config.idempotencyWaitMs,
+    leaseMs: config.idempotencyTakeoverMs,
+    logger,
+    digest: (text) => box.digest(text),
+  });
+
+  const eventLog = new EventLog(store.db, config.eventRetentionMs, store.dialect);
+  // With PostgreSQL, events cross replicas through LISTEN/NOTIFY; with SQLite there is one process.
+  const replicated =
+    store.dialect === 'postgres' && config.databaseUrl
+      ? await PostgresBus.start({ databaseUrl: config.databaseUrl, db: store.db, log: eventLog, logger })
+      : null;
+  // Cursors start after what the log holds: events already stored are not published again.
+  const bus: EventBus = replicated ?? new InProcessBus(await eventLog.lastSeq());
+  parts.onClose(() => bus.close());
+  const events = new Events(eventLog, bus, new EventStreams(eventLog, bus, tracing), metrics, tracing);
+
+  const upstreams = await startUpstreams(config, {
+    logger,
+    metrics,
+    store,
+    ledger,
+    idempotency,
+    events,
+    tracing,
+    publicUrl: () => config.publicUrl ?? parts.listenedUrl(),
+    selfUrl: parts.listenedUrl,
+    onClose: parts.onClose,
+    box,
+    storage,
+    ...(pause ? { pauseAt: pause } : {}),
+    clock: testing.clock,
+  });
+  const { cloud } = upstreams;
+  // Provisioning and plans read the ledger through the owner rule of every cloud read (src/auth/tenancy.ts).
+  const cloudLookup = async (id: string) => cloudLedgerRecord(await ledger.get(id));
+  const provisioning = new ProvisioningService({
+    db: store.db,
+    cloud,
+    lookup: cloudLookup,
+    logger,
+    events,
+    staleMs: config.idempotencyTakeoverMs,
+    bounds: config.provisioningBounds,
+    charge: (caller, points) => rateLimits.take(caller, 'creations', points),
+    digest: (text) => box.digest(text),
+  });
+  // Shutdown lets running provisionings finish their current step before the store closes.
+  parts.onClose(() => provisioning.idle());
+  const activity = new AppActivity(store.db);
+  const services: Services = {
+    config,
+    store,
+    metrics,
+    ledger,
+    idempotency,
+    cloud,
+    provisioning,
+    // A plan is charged read points by its size, at most PROVISIONING_MAX_CONCURRENT_PLANS of an app run at once, and
+    // every plan in flight takes turns on the event loop (docs/decisions/053).
+    plans: new ProvisioningPlanner(provisioning, cloud, cloudLookup, {
+      charge: (caller, points) => rateLimits.take(caller, 'reads', points),
+      maxConcurrentPerApp: config.maxConcurrentPlans,
+      ...(testing.planTurns ? { turns: testing.planTurns } : {}),
+      observe: {
+        refused: (app) => metrics.plansRefused.inc({ app }),
+        inFlight: (plans) => metrics.plansInFlight.set(plans),
+      },
+    }),
+    events,
+    identity: upstreams.identity,
+    mobileId: upstreams.mobileId,
+    rateLimits,
+    storage,
+    // The configured apps of the running configuration (a reload of GATEWAY_APPS_FILE changes them).
+    apps: {
+      get configured() {
+        return parts.configured();
+      },
+      activity,
+    },
+    agentPlans: new AgentPlans(store.db, {
+      seal: (plain, context) => box.seal(plain, context),
+      open: (sealed, context) => box.open(sealed, context),
+      approvalTtlMs: config.mcp.approvalTtlMs,
+      logger,
+      ...(testing.clock ? { now: testing.clock } : {}),
+    }),
+  };
+  return { services, upstreams, idempotencyRecords, replicated };
+}

@@ -1,0 +1,276 @@
+// The transports over the one pipeline: POST/GET /graphql (with GraphiQL), graphql-ws, graphql-sse, MCP, the
+// webhooks, health and the reload route. Each builds its GraphQL context with the one `contextFor`.
+import type http from 'node:http';
+import {
+  createRequestStateCodec,
+  localhostAllowedHostnames,
+  type RequestStateCodec,
+} from '@modelcontextprotocol/server';
+import { printSchema, type GraphQLSchema } from 'graphql';
+
+import { SCOPES } from '../auth/caller.js';
+import { scheduleAfter } from '../auth/jwt.js';
+import { everyUpstreamSandboxed, type Config } from '../config/index.js';
+import { WebhookErrorCode } from '../errors.js';
+import type { PostgresBus } from '../events/postgres-bus.js';
+import type { Logger } from '../logger.js';
+import type { PauseAt } from '../phases.js';
+import { DEFAULT_QUERY, graphiqlExamples } from '../server/graphiql-examples.js';
+import {
+  createGraphiqlHandler,
+  defaultGraphiqlAssetsDir,
+  GRAPHIQL_ASSETS_PATH,
+  prefersHtml,
+} from '../server/graphiql.js';
+import { authFailureHttpError, graphqlRoute } from '../server/graphql.js';
+import { healthRoutes } from '../server/health.js';
+import type { Route } from '../server/http.js';
+import { Approvals } from '../server/mcp/approval.js';
+import { mcpRoutes } from '../server/mcp/http.js';
+import { buildSurface } from '../server/mcp/surface.js';
+import { reloadRoute } from '../server/reload.js';
+import { sendOAuthError } from '../server/respond.js';
+import { createSseRoute } from '../server/sse.js';
+import { tracedRoute } from '../server/tracing.js';
+import { identificationWebhookRoute } from '../server/webhooks/identification.js';
+import { mobileIdWebhookRoute } from '../server/webhooks/mobile-id.js';
+import { verificationWebhookRoute } from '../server/webhooks/verification.js';
+import { createWsServer } from '../server/ws.js';
+import type { Services } from '../services.js';
+import type { Tracing } from '../telemetry/tracing.js';
+import type { LiveConfiguration } from './live.js';
+import type { GatewayOptions } from './options.js';
+import type { BuiltPipeline, ContextFor } from './pipeline.js';
+import type { Upstreams } from './upstreams.js';
+
+export interface Transports {
+  /** The HTTP routes, in the order they are matched (spans on GraphQL and the webhooks). */
+  readonly routes: Route[];
+  /** Upgrades GET /graphql to graphql-ws. */
+  upgrade(req: http.IncomingMessage, socket: import('node:stream').Duplex, head: Buffer): void;
+  /** Ends every WebSocket and SSE stream (shutdown). */
+  close(): Promise<void>;
+}
+
+export function buildTransports(
+  config: Config,
+  parts: {
+    schema: GraphQLSchema;
+    built: BuiltPipeline;
+    services: Services;
+    live: LiveConfiguration;
+    upstreams: Upstreams;
+    replicated: PostgresBus | null;
+    contextFor: ContextFor;
+    logger: Logger;
+    tracing: Tracing;
+    now: () => number;
+    pause: PauseAt | undefined;
+    options: GatewayOptions;
+    /** The public address (PUBLIC_URL, or where the gateway listens), known once it listens. */
+    publicUrl: () => string;
+    digest: (text: string) => string;
+    reload: () => ReturnType<LiveConfiguration['reload']>;
+  },
+): Transports {
+  const { schema, built, services, live, contextFor, logger, tracing } = parts;
+  const { pipeline, limits } = built;
+  const testing = parts.options.testing ?? {};
+  const { metrics } = services;
+  const authenticate = live.authenticate;
+  const trusted = live.trustedAdmission();
+  const expiry = { now: parts.now, schedule: testing.scheduleAuthExpiry ?? scheduleAfter };
+
+  // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).
+  const graphiql = config.introspection
+    ? createGraphiqlHandler({
+        assetsDir: defaultGraphiqlAssetsDir(),
+        config: {
+          sandbox: everyUpstreamSandboxed(config.upstreams),
+          apiKeyRequired: !config.open,
+          defaultQuery: DEFAULT_QUERY,
+          examples: graphiqlExamples({
+            sandbox: config.upstreams.mobileId.sandbox,
+            notificationToken: config.open ? (parts.upstreams.sandbox.mobileId?.notificationToken ?? null) : null,
+            url: config.publicUrl ?? `http://localhost:${config.port}`,
+          }),
+        },
+      })
+    : null;
+
+  const sse = createSseRoute({
+    pipeline,
+    schema,
+    logger,
+    authenticate,
+    expiry,
+    trusted,
+    tracing,
+    bodyLimit: config.graphqlLimits.maxBodyBytes,
+    ...(testing.scheduleSseRelease ? { scheduleRelease: testing.scheduleSseRelease } : {}),
+    context: (caller, requestId) => contextFor(caller, requestId),
+  });
+
+  const ws = createWsServer({
+    schema,
+    logger,
+    authenticate,
+    expiry,
+    pipeline,
+    maxMessageBytes: config.graphqlLimits.maxBodyBytes,
+    subscriberBufferBytes: config.subscriberBufferBytes,
+    onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
+    context: (caller, requestId) => contextFor(caller, requestId),
+  });
+  metrics.measureSubscriberLag(() => ws.lag());
+
+  const routes: Route[] = [
+    ...(graphiql
+      ? [
+          {
+            method: 'ANY',
+            path: new RegExp(`^${GRAPHIQL_ASSETS_PATH}[^/]+$`),
+            name: 'graphiql-asset',
+            handle: (req, res) => {
+              if (!graphiql.serveAsset(req, res))
+                sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, 'no such GraphiQL asset');
+            },
+          } satisfies Route,
+        ]
+      : []),
+    graphqlRoute({
+      ...(graphiql
+        ? {
+            graphiql: {
+              wants: (req) => prefersHtml(req.headers.accept),
+              serve: (req, res) => void graphiql.servePage(req, res),
+            },
+          }
+        : {}),
+      apollo: built.apollo,
+      trusted,
+      plans: built.plans,
+      maxBodyBytes: config.graphqlLimits.maxBodyBytes,
+      checkSource: (source) => limits.checkTokens(source),
+      context: async (req, ctx) => {
+        const result = authenticate(req.headers.authorization);
+        const auth = result instanceof Promise ? await result : result;
+        if (!auth.ok) throw authFailureHttpError(auth);
+        ctx.app = auth.caller.app;
+        return contextFor(auth.caller, ctx.requestId, ctx.logger);
+      },
+    }),
+    ...healthRoutes({
+      store: services.store,
+      metrics,
+      notReady: () => parts.replicated?.notReady() ?? null,
+      circuits: parts.upstreams.circuits,
+    }),
+    reloadRoute({ authenticate, reload: parts.reload }),
+    verificationWebhookRoute({ identity: services.identity, metrics }),
+    identificationWebhookRoute({ identity: services.identity, metrics }),
+    mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: parts.pause }),
+    sse,
+    // Last: the routes are matched in order, and the hot paths above pay nothing for MCP's.
+    ...mcpTransport(config, parts),
+  ];
+  return {
+    // Spans for GraphQL over HTTP and every webhook intake (SSE operations get theirs from graphql-sse's execution).
+    routes: routes.map((r) =>
+      r.name === 'graphql' || r.name.startsWith('POST /webhooks/') ? tracedRoute(r, tracing) : r,
+    ),
+    upgrade(req, socket, head) {
+      const path = (req.url ?? '').split('?')[0];
+      if (path !== '/graphql') {
+        socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+        return;
+      }
+      ws.handleUpgrade(req, socket, head);
+    },
+    async close() {
+      await ws.close();
+      await sse.close();
+    },
+  };
+}
+
+/**
+ * The Model Context Protocol endpoint (src/server/mcp/, docs/decisions/060): every tool call goes through the one
+ * entry of the execution pipeline, as one more transport.
+ */
+function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[1]): Route[] {
+  const { schema, services, logger, live } = parts;
+  const { pipeline } = parts.built;
+  if (config.mcp.mutations === 'all') {
+    logger.warn(
+      'MCP_MUTATIONS is all: agents run creations and provisionings over MCP without anyone approving them; use approve unless every agent is trusted automation',
+    );
+  }
+  // The requestState of an approval's elicitation travels through the client: sealed with a key every replica derives
+  // from the gateway secret, so any replica verifies what another minted.
+  const codec = createRequestStateCodec<{ planId: string; hash: string; owner: string }>({
+    key: parts.digest('mcp request state'),
+    ttlSeconds: 600,
+  });
+  const surface = buildSurface({
+    schema,
+    pipeline,
+    // The manifest's operations as read at start-up: a reload changes what runs, not the tools listed (decision 057).
+    manifest: live.startTrusted()?.documents(),
+    builtIn: config.trustedDocuments.mode !== 'enforce',
+    mcp: config.mcp,
+    approvals:
+      config.mcp.mutations === 'approve'
+        ? new Approvals({
+            pipeline,
+            plans: services.agentPlans,
+            codec,
+            approveUrl: (planId) => `${parts.publicUrl()}/graphql?approvePlan=${planId}`,
+          })
+        : null,
+    // wait_for_events spends one point of the app's reads budget per call, before it reads or waits.
+    events: {
+      waitForEvents: async (caller, options) => {
+        await services.rateLimits.take(caller, 'reads');
+        return services.events.reader.waitForEvents(caller, options);
+      },
+      onResourceChanged: (caller, kind, key, listener) =>
+        services.events.reader.onResourceChanged(caller, kind, key, listener),
+    },
+    // The schema as a resource only where introspection shows it to every app anyway.
+    sdl: config.introspection ? printSchema(schema) : null,
+  });
+  if (surface.skipped.length > 0) {
+    logger.warn(
+      { tools: surface.skipped },
+      'MCP leaves out the operations the GraphQL limits refuse: raise the limits named to offer them as tools',
+    );
+  }
+  const publicHost = config.publicUrl ? new URL(config.publicUrl).hostname : null;
+  const host = parts.options.host;
+  return mcpRoutes({
+    surface,
+    authenticate: live.authenticate,
+    allowedHosts: [
+      ...localhostAllowedHostnames(),
+      ...(config.host !== '0.0.0.0' && config.host !== '::'
+        ? [config.host.includes(':') ? `[${config.host}]` : config.host]
+        : []),
+      ...(host && host !== '0.0.0.0' ? [host] : []),
+      ...(publicHost ? [publicHost] : []),
+      ...config.mcp.allowedHosts,
+    ],
+    publicUrl: parts.publicUrl,
+    // With several providers (AUTH_ISSUERS) the scopes a 403 names carry the first provider's prefix.
+    oauth: config.jwtAuth
+      ? {
+          issuers: config.jwtAuth.issuers.map((i) => i.issuer),
+          scopePrefix: config.jwtAuth.issuers[0]!.scopePrefix,
+          scopes: SCOPES,
+        }
+      : null,
+    maxBodyBytes: config.graphqlLimits.maxBodyBytes,
+    codec: codec as RequestStateCodec<unknown>,
+    logger,
+  });
+}
