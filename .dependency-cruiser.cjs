@@ -164,13 +164,13 @@ module.exports = {
         'the execution pipeline (src/execution/) or a shared server module (auth, respond, streaming options).',
       severity: 'error',
       from: { path: '^src/server/(ws|sse|webhooks)\\b' },
-      to: { path: '^src/server/(ws|sse|graphql|http-plans|webhooks)\\b', pathNot: '^src/server/$1\\b' },
+      to: { path: '^src/server/(ws|sse|graphql|direct-path|webhooks)\\b', pathNot: '^src/server/$1\\b' },
     },
     {
       name: 'http-transport-independent',
-      comment: 'POST /graphql (the route and its planned path) imports no other transport.',
+      comment: 'POST /graphql (the route and its direct path) imports no other transport.',
       severity: 'error',
-      from: { path: '^src/server/(graphql|http-plans)[.]ts$' },
+      from: { path: '^src/server/(graphql|direct-path)[.]ts$' },
       to: { path: '^src/server/(ws|sse|webhooks)\\b' },
     },
     {

@@ -165,7 +165,7 @@ const CLAIMS: Array<[Stage, (f: Frame) => boolean]> = [
     'plan lookup',
     (f) =>
       /execution\/prepare|server\/trusted-documents/.test(f.url) ||
-      (/server\/http-plans/.test(f.url) && /plan|lookup|prepare|document/i.test(f.functionName)),
+      (/server\/direct-path/.test(f.url) && /plan|lookup|prepare|document/i.test(f.functionName)),
   ],
   [
     'ledger and SQLite statements',
@@ -181,7 +181,7 @@ const CLAIMS: Array<[Stage, (f: Frame) => boolean]> = [
     'response',
     (f) =>
       /execution\/present|node:_http_outgoing/.test(f.url) ||
-      (/server\/(http-plans|respond)|servers\/http/.test(f.url) &&
+      (/server\/(direct-path|respond)|servers\/http/.test(f.url) &&
         /^(send|answer|sendJson|respond)/.test(f.functionName)),
   ],
   [
@@ -194,7 +194,9 @@ const CLAIMS: Array<[Stage, (f: Frame) => boolean]> = [
   [
     'HTTP read',
     (f) =>
-      /server\/(http|graphql|http-plans|respond)\.ts|servers\/http\.ts|node:_http_(incoming|server|common)/.test(f.url),
+      /server\/(http|graphql|direct-path|respond)\.ts|servers\/http\.ts|node:_http_(incoming|server|common)/.test(
+        f.url,
+      ),
   ],
 ];
 /** Frames that belong to whoever called them: the storage layer (the ledger when no caller claims them). */

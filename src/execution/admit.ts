@@ -1,7 +1,7 @@
 // The *admit* stage of the execution pipeline (docs/decisions/044): after authentication (each transport's, from its
 // own header or connection parameters) and before anything runs, the app's scopes (docs/decisions/046), the
 // operation's cost, then the caller's rate limit.
-// One function for HTTP (Apollo's plugin and the planned path), graphql-ws and graphql-sse.
+// One function for HTTP (Apollo's plugin and the direct path), graphql-ws and graphql-sse.
 import type { DocumentNode, GraphQLError, GraphQLSchema, OperationDefinitionNode } from 'graphql';
 
 import { ALL_GRANTS, type Caller } from '../auth/caller.js';

@@ -2,7 +2,7 @@
 // content negotiation, CSRF prevention, parse and validation (with the prepare stage's rules), then, once it has
 // picked the operation, the pipeline's one entry (src/execution/pipeline.ts runOperation) answers for it: admit, run
 // and present run there, as on every transport. The options object built here is the one given to `new ApolloServer`;
-// the planned path of POST /graphql (src/server/http-plans.ts) reads what it reproduces from this same object, never
+// the direct path of POST /graphql (src/server/direct-path.ts) reads what it reproduces from this same object, never
 // from Apollo's private state.
 import type { ApolloServerOptions, ApolloServerPlugin } from '@apollo/server';
 import {
@@ -18,7 +18,7 @@ import type { OperationLimits } from './limits.js';
 import type { Pipeline } from './pipeline.js';
 import { formatError, HttpPresenter, noStoreValue } from './present.js';
 
-/** The Apollo options the gateway runs with, and the plugins among them whose effects the planned path reproduces. */
+/** The Apollo options the gateway runs with, and the plugins among them whose effects the direct path reproduces. */
 export interface ApolloSetup {
   readonly options: ApolloServerOptions<GraphQLContext> & {
     readonly validationRules: NonNullable<ApolloServerOptions<GraphQLContext>['validationRules']>;
@@ -134,7 +134,7 @@ function noStorePlugin(): ApolloServerPlugin<GraphQLContext> {
 /**
  * Names the request's span after its GraphQL operation (`mutation CreateProject`) once Apollo has resolved it,
  * and records the error codes of a failed one. Never the document or the variables: they may hold secrets.
- * The planned path of POST /graphql calls the same two functions.
+ * The direct path of POST /graphql calls the same two functions.
  */
 function operationSpanPlugin(): ApolloServerPlugin<GraphQLContext> {
   return {

@@ -1,7 +1,7 @@
 // The *prepare* stage of the execution pipeline (docs/decisions/044): a document text is parsed (with the token
 // limit) and validated (graphql-js's rules, the abuse limits and the introspection policy) once, for every
-// transport: POST /graphql's planned path, graphql-ws and graphql-sse read the same cache. Apollo's own pipeline
-// (GET, batches, APQ and what the planned path leaves to it) validates with the same rules (src/execution/apollo.ts).
+// transport: POST /graphql's direct path, graphql-ws and graphql-sse read the same cache. Apollo's own pipeline
+// (GET, batches, APQ and what the direct path leaves to it) validates with the same rules (src/execution/apollo.ts).
 import {
   getOperationAST,
   GraphQLError,
@@ -31,8 +31,8 @@ export interface PreparedDocument {
 }
 
 /**
- * Prepared documents kept (parsed, validated, and their graphql-jit plans), by text: at most this many, least recently
- * used first out, and at most DOCUMENT_CACHE_TEXT_BYTES of text in all. A document's AST and plans weigh more
+ * Prepared documents kept (parsed, validated, and their graphql-jit compilations), by text: at most this many, least recently
+ * used first out, and at most DOCUMENT_CACHE_TEXT_BYTES of text in all. A document's AST and compilations weigh more
  * than its text; the count bounds them.
  */
 const DOCUMENT_CACHE_SIZE = 1000;

@@ -28,7 +28,7 @@ const EXPECTED_CODES = new Set<string>([
 ]);
 
 /**
- * One masking rule for HTTP (Apollo's formatError, and the planned path) and the streaming transports: expected errors
+ * One masking rule for HTTP (Apollo's formatError, and the direct path) and the streaming transports: expected errors
  * pass as they are; anything else reaches the client as INTERNAL_SERVER_ERROR and the log in full.
  */
 export function formatError(
@@ -224,8 +224,8 @@ interface Head {
 
 /**
  * POST /graphql's answers, made as Apollo Server 5.5 makes them (requestPipeline.js, errorNormalize.js,
- * internalErrorClasses.js; @apollo/server is pinned exactly for this), so that the planned path and Apollo's own
- * pipeline answer byte for byte alike (test/server/http-plans.test.ts): a refused document is Apollo's
+ * internalErrorClasses.js; @apollo/server is pinned exactly for this), so that the direct path and Apollo's own
+ * pipeline answer byte for byte alike (test/server/direct-path.test.ts): a refused document is Apollo's
  * GRAPHQL_PARSE_FAILED or GRAPHQL_VALIDATION_FAILED (400), an operation that cannot be picked its
  * OPERATION_RESOLUTION_FAILURE (400), an admission refusal its status (src/execution/present.ts forHttp), a
  * variable error BAD_USER_INPUT (400); every answer but an authentication failure carries the gateway's plugins'

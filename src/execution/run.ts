@@ -161,7 +161,7 @@ export function streamingExecution(
 }
 
 /**
- * Queries and mutations of POST /graphql's planned path: graphql-js, or for a store-only query (every root field in
+ * Queries and mutations of POST /graphql's direct path: graphql-js, or for a store-only query (every root field in
  * `compiledRoots`: its whole tree reads the gateway's own store, no upstream call, no write) graphql-jit's compiled
  * form when graphql-js accepts the variables and the compiled answer holds no error. Any error (a resolver's, a null
  * in a non-null field) runs graphql-js again on the same context, so that error wording, paths and null propagation

@@ -8,7 +8,7 @@ import type { DocumentCache } from '../execution/prepare.js';
 import type { Logger } from '../logger.js';
 import type { PlanTurns } from '../provisioning/plan-turns.js';
 import type { Sandboxes } from '../sandbox/index.js';
-import type { HttpPlans } from '../server/http-plans.js';
+import type { DirectPath } from '../server/direct-path.js';
 import type { ReloadOutcome } from '../server/reload.js';
 import type { Services } from '../services.js';
 import type { ReloadTrigger } from './live.js';
@@ -26,7 +26,7 @@ export interface Gateway {
   circuits(): Record<string, string>;
   readonly logger: Logger;
   /** The cached plans of POST /graphql (null: off, or Apollo's configuration is not one they reproduce). */
-  readonly httpPlans: HttpPlans | null;
+  readonly directPath: DirectPath | null;
   /** The prepare stage's documents, shared by every transport (tests check what a request left there). */
   readonly documents: DocumentCache;
   /** The abuse limits; their token check remembers the texts that passed it (tests check what a request left there). */
@@ -62,7 +62,7 @@ export interface GatewayTesting {
   /** Replaces the OTEL_TRACES_EXPORTER exporter and turns tracing on (an InMemorySpanExporter). */
   traceExporter?: SpanExporter;
   /** false: every POST /graphql goes through Apollo's pipeline (tests compare the two paths). Default true. */
-  httpPlans?: boolean;
+  directPath?: boolean;
   /**
    * Schedules the end of a WebSocket or SSE connection whose JWT expires in `delayMs` (instead of a timer), so a test
    * ends it when it chooses; returns the cancel. Default: a timer.

@@ -23,7 +23,7 @@ import { mobileIdResolvers } from '../graphql/mobile-id.js';
 import { provisioningResolvers } from '../graphql/provisioning.js';
 import { buildSchema } from '../graphql/schema.js';
 import type { Logger } from '../logger.js';
-import { HttpPlans } from '../server/http-plans.js';
+import { DirectPath } from '../server/direct-path.js';
 import type { TrustedDocuments } from '../server/trusted-documents.js';
 import type { Services } from '../services.js';
 import { nameOperationApp } from '../telemetry/operations.js';
@@ -56,7 +56,7 @@ export interface BuiltPipeline {
   readonly documents: DocumentCache;
   readonly apollo: ApolloServer<GraphQLContext>;
   /** POST /graphql's direct path (null: off, or Apollo's configuration is not one it reproduces). */
-  readonly plans: HttpPlans | null;
+  readonly direct: DirectPath | null;
 }
 
 export async function buildPipeline(
@@ -115,12 +115,12 @@ export async function buildPipeline(
   const apollo = new ApolloServer<GraphQLContext>(apolloConfig.options);
   await apollo.start();
   parts.onClose(() => apollo.stop());
-  const plans = parts.directPath
-    ? HttpPlans.create(
+  const direct = parts.directPath
+    ? DirectPath.create(
         { apollo: apolloConfig, pipeline, runner, documents, tracing: tracing.enabled },
         config.apolloReporting,
         (message) => logger.warn(message),
       )
     : null;
-  return { pipeline, limits, documents, apollo, plans };
+  return { pipeline, limits, documents, apollo, direct };
 }

@@ -109,7 +109,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       tracing,
       trusted: live.trustedAdmission(),
       contextFor,
-      directPath: testing.httpPlans !== false,
+      directPath: testing.directPath !== false,
       onClose,
     });
     const reload = live.reload.bind(live);
@@ -146,7 +146,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       sandbox: upstreams.sandbox,
       circuits: upstreams.circuits,
       logger,
-      httpPlans: built.plans,
+      directPath: built.direct,
       documents: built.documents,
       limits: built.limits,
       reload,

@@ -149,7 +149,7 @@ export function buildTransports(
         : {}),
       apollo: built.apollo,
       trusted,
-      plans: built.plans,
+      direct: built.direct,
       maxBodyBytes: config.graphqlLimits.maxBodyBytes,
       checkSource: (source) => limits.checkTokens(source),
       context: async (req, ctx) => {

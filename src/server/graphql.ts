@@ -6,7 +6,7 @@ import type { AuthFailure } from '../auth/keys.js';
 import { ErrorCode } from '../errors.js';
 import { LIMIT_VARIABLES } from '../execution/limits.js';
 import type { GraphQLContext } from '../graphql/context.js';
-import type { HttpPlans } from './http-plans.js';
+import type { DirectPath } from './direct-path.js';
 import type { RequestContext, Route } from './http.js';
 import { BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
 import { admitHttp, type DocumentAdmission } from './trusted-documents.js';
@@ -26,8 +26,8 @@ export interface GraphqlRouteOptions {
   };
   /** TRUSTED_DOCUMENTS (absent when off). */
   trusted?: DocumentAdmission;
-  /** Cached plans per document: POST requests they can answer exactly as Apollo would skip its pipeline (decision 035). */
-  plans?: HttpPlans | null;
+  /** The direct path: POST requests it can answer exactly as Apollo would skip its pipeline (decision 035). */
+  direct?: DirectPath | null;
 }
 
 /** GraphQL over HTTP through Apollo Server on plain node:http (Apollo has no node:http adapter that allows other routes). */
@@ -92,8 +92,8 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
         ({ body, search } = admitted);
       }
       // Which path answers is decided from the request's shape alone, before anything is authenticated or parsed
-      // (decision 065): what the planned path takes it answers to the end, refusals included.
-      const planned = json && options.plans ? options.plans.accepts(req, body) : null;
+      // (decision 065): what the direct path takes it answers to the end, refusals included.
+      const direct = json && options.direct ? options.direct.accepts(req, body) : null;
       const source =
         req.method === 'POST'
           ? body && typeof body === 'object' && typeof (body as { query?: unknown }).query === 'string'
@@ -117,8 +117,8 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
         sendJson(res, 400, { errors: [{ message: refused.message, extensions }] });
         return;
       }
-      if (planned) {
-        await options.plans!.run(res, planned, context, ctx.requestId);
+      if (direct) {
+        await options.direct!.run(res, direct, context, ctx.requestId);
         return;
       }
       const headers = new HeaderMap();

@@ -2,7 +2,7 @@
 // limit lexes the document, before it is parsed, validated or cached. A request without valid credentials gets its
 // 401 whatever its document, and leaves no entry in the token check's memory nor in the document cache. Over
 // WebSocket and SSE the connection (or request) is authenticated before any operation is read
-// (test/execution/rules-every-transport.test.ts). Two apps over real HTTP, with and without the planned path.
+// (test/execution/rules-every-transport.test.ts). Two apps over real HTTP, with and without the direct path.
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -14,8 +14,8 @@ const KEYS = { GATEWAY_API_KEYS: 'shop:shop-key-0123456789,crm:crm-key-012345678
 const ALIASES = `{ ${Array.from({ length: 600 }, (_, i) => `a${i}: __typename`).join(' ')} }`;
 
 describe.each([
-  ['the planned path', {}],
-  ["Apollo's pipeline", { testing: { httpPlans: false } }],
+  ['the direct path', {}],
+  ["Apollo's pipeline", { testing: { directPath: false } }],
 ] as Array<[string, GatewayOptions]>)('authentication before lexing, over %s', (_name, options) => {
   let t: TestGateway;
   beforeAll(async () => {

@@ -95,8 +95,8 @@ describe('introspection by default', () => {
 describe('authentication before any parse', () => {
   it('caches no plan for requests without a valid key, and answers each with 401 UNAUTHENTICATED', async () => {
     const gw = await start({ GATEWAY_API_KEYS: 'app-key' });
-    const plans = gw.gateway.httpPlans!;
-    const before = plans.cachedPlans;
+    const plans = gw.gateway.directPath!;
+    const before = plans.compiledDocuments;
     for (let i = 0; i < 50; i++) {
       const res = await fetch(`${gw.url}/graphql`, {
         method: 'POST',
@@ -108,9 +108,9 @@ describe('authentication before any parse', () => {
         ((await res.json()) as { errors: Array<{ extensions: { code: string } }> }).errors[0]!.extensions.code,
       ).toBe('UNAUTHENTICATED');
     }
-    expect(plans.cachedPlans).toBe(before);
+    expect(plans.compiledDocuments).toBe(before);
     // With the key, the same path plans as before.
     expect((await gw.graphql('{ projects(first: 1) { id } }', {}, { key: 'app-key' })).data).toEqual({ projects: [] });
-    expect(plans.cachedPlans).toBe(before + 1);
+    expect(plans.compiledDocuments).toBe(before + 1);
   });
 });

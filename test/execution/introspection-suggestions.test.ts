@@ -1,5 +1,5 @@
 // With introspection off, an error names no schema element the request did not name: graphql-js's "Did you mean …?"
-// is left out of validation and variable errors, over POST (the planned path and Apollo's), GET, graphql-ws and
+// is left out of validation and variable errors, over POST (the direct path and Apollo's), GET, graphql-ws and
 // graphql-sse. With introspection on, the suggestions are there (the same requests, so the check can fail).
 import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
@@ -87,8 +87,8 @@ const TRANSPORTS: Transport[] = ['post', 'apollo', 'get', 'ws', 'sse'];
 
 async function gatewayFor(transport: Transport, env: Record<string, string>): Promise<TestGateway> {
   if (transport !== 'apollo') return start(env);
-  // Every POST through Apollo's own pipeline, not the planned path.
-  const gw = await startTestGateway(env, { testing: { httpPlans: false } });
+  // Every POST through Apollo's own pipeline, not the direct path.
+  const gw = await startTestGateway(env, { testing: { directPath: false } });
   disposers.push(() => gw.close());
   return gw;
 }

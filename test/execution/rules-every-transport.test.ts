@@ -1,5 +1,5 @@
-// Every rule of the execution pipeline holds identically on every transport: POST /graphql on its planned path and
-// through Apollo's pipeline alone (httpPlans: false), graphql-ws and graphql-sse. Real clients over loopback.
+// Every rule of the execution pipeline holds identically on every transport: POST /graphql on its direct path and
+// through Apollo's pipeline alone (directPath: false), graphql-ws and graphql-sse. Real clients over loopback.
 import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -28,7 +28,7 @@ interface Outcome {
 
 async function startFor(transport: Transport, env: Record<string, string>): Promise<TestGateway> {
   if (transport !== 'http apollo') return start({ GATEWAY_API_KEYS: KEY, ...env });
-  const gw = await startTestGateway({ GATEWAY_API_KEYS: KEY, ...env }, { testing: { httpPlans: false } });
+  const gw = await startTestGateway({ GATEWAY_API_KEYS: KEY, ...env }, { testing: { directPath: false } });
   disposers.push(() => gw.close());
   return gw;
 }

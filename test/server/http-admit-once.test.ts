@@ -1,5 +1,5 @@
-// POST /graphql decides between its planned path and Apollo's pipeline from the request's shape, before any work
-// (docs/decisions/065): an operation the admit stage refuses (FORBIDDEN, a refused cost) is answered by the planned
+// POST /graphql decides between its direct path and Apollo's pipeline from the request's shape, before any work
+// (docs/decisions/065): an operation the admit stage refuses (FORBIDDEN, a refused cost) is answered by the direct
 // path, byte for byte as Apollo answers it, and admitted once, so the app's activity is counted once.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -43,9 +43,9 @@ function post(url: string, body: unknown, key: string): Promise<{ status: number
 
 const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 
-describe('a refused operation on the planned path of POST /graphql', () => {
+describe('a refused operation on the direct path of POST /graphql', () => {
   let apollo: TestGateway;
-  let planned: TestGateway;
+  let direct: TestGateway;
   /** Each gateway's calls of the activity hook (AppActivity.seen), by app. */
   const seen = new Map<TestGateway, string[]>();
 
@@ -55,11 +55,11 @@ describe('a refused operation on the planned path of POST /graphql', () => {
       file,
       `apps:\n  - name: kyc\n    scopes: [identity:read]\n    keys: [{ sha256: ${sha('kyc-key')} }]\n  - name: reader\n    scopes: [cloud:read]\n    keys: [{ sha256: ${sha('reader-key')} }]\n`,
     );
-    [apollo, planned] = await Promise.all([
-      startTestGateway({ GATEWAY_APPS_FILE: file }, { testing: { httpPlans: false } }),
+    [apollo, direct] = await Promise.all([
+      startTestGateway({ GATEWAY_APPS_FILE: file }, { testing: { directPath: false } }),
       startTestGateway({ GATEWAY_APPS_FILE: file }),
     ]);
-    for (const gw of [apollo, planned]) {
+    for (const gw of [apollo, direct]) {
       const activity = gw.gateway.services.apps.activity;
       const calls: string[] = [];
       seen.set(gw, calls);
@@ -71,20 +71,20 @@ describe('a refused operation on the planned path of POST /graphql', () => {
     }
   });
   afterAll(async () => {
-    await Promise.all([apollo?.close(), planned?.close()]);
+    await Promise.all([apollo?.close(), direct?.close()]);
   });
 
-  /** Sends `body` to both gateways: the planned one must answer it itself, with Apollo's bytes, having admitted it once. */
+  /** Sends `body` to both gateways: the direct one must answer it itself, with Apollo's bytes, having admitted it once. */
   async function refusedOnce(body: unknown, key: string, app: string) {
-    const plans = planned.gateway.httpPlans!;
+    const plans = direct.gateway.directPath!;
     const before = { ...plans.stats };
     for (const calls of seen.values()) calls.length = 0;
     const a = await post(apollo.url, body, key);
-    const p = await post(planned.url, body, key);
+    const p = await post(direct.url, body, key);
     expect(p).toEqual(a);
     expect(seen.get(apollo)).toEqual([app]);
-    expect(seen.get(planned)).toEqual([app]);
-    expect(plans.stats.planned).toBe(before.planned + 1);
+    expect(seen.get(direct)).toEqual([app]);
+    expect(plans.stats.direct).toBe(before.direct + 1);
     expect(plans.stats.apollo).toBe(before.apollo);
     return p;
   }
@@ -111,8 +111,8 @@ describe('a refused operation on the planned path of POST /graphql', () => {
 
   it('an admitted operation is counted once', async () => {
     for (const calls of seen.values()) calls.length = 0;
-    const p = await post(planned.url, { query: '{ projects { id } }' }, 'reader-key');
+    const p = await post(direct.url, { query: '{ projects { id } }' }, 'reader-key');
     expect(p.status).toBe(200);
-    expect(seen.get(planned)).toEqual(['reader']);
+    expect(seen.get(direct)).toEqual(['reader']);
   });
 });

@@ -1,5 +1,5 @@
 // POST /graphql with and without cached plans (decision 035): every kind of request goes to two gateways of the
-// same configuration, one answering through Apollo's pipeline alone (httpPlans: false), one with plans, and the
+// same configuration, one answering through Apollo's pipeline alone (directPath: false), one with plans, and the
 // answers must be the same bytes: status, every response header in order (but Date), body. Each case also
 // states which path the planned gateway took, so that a case cannot pass by both answers being Apollo's.
 import { randomUUID } from 'node:crypto';
@@ -59,23 +59,23 @@ const normalized = (r: Raw): Raw => ({
   body: r.body.replace(UUID, '<uuid>').replace(TIMESTAMP, '<time>'),
 });
 
-/** Two gateways of one configuration, with and without plans, started for the enclosing describe. */
+/** Two gateways of one configuration, with the direct path on and off, started for the enclosing describe. */
 function pairOf(gatewayEnv: Record<string, string>) {
   const pair = {} as {
     apollo: TestGateway;
-    planned: TestGateway;
+    direct: TestGateway;
     both: typeof both;
   };
   beforeAll(async () => {
-    [pair.apollo, pair.planned] = await Promise.all([
-      startTestGateway(gatewayEnv, { testing: { httpPlans: false } }),
+    [pair.apollo, pair.direct] = await Promise.all([
+      startTestGateway(gatewayEnv, { testing: { directPath: false } }),
       startTestGateway(gatewayEnv),
     ]);
-    expect(pair.apollo.gateway.httpPlans).toBeNull();
-    expect(pair.planned.gateway.httpPlans).not.toBeNull();
+    expect(pair.apollo.gateway.directPath).toBeNull();
+    expect(pair.direct.gateway.directPath).not.toBeNull();
   });
   afterAll(async () => {
-    await Promise.all([pair.apollo?.close(), pair.planned?.close()]);
+    await Promise.all([pair.apollo?.close(), pair.direct?.close()]);
   });
 
   /** Sends the same request to both; returns the planned gateway's answer after checking it equals Apollo's. */
@@ -83,18 +83,18 @@ function pairOf(gatewayEnv: Record<string, string>) {
     body: unknown,
     options: {
       headers?: Record<string, string>;
-      path: 'planned' | 'apollo';
+      path: 'direct' | 'apollo';
       normalize?: boolean;
       method?: string;
     },
   ): Promise<Raw> {
     const text = typeof body === 'string' ? body : JSON.stringify(body);
     const headers = { ...JSON_HEADERS, ...options.headers };
-    const plans = pair.planned.gateway.httpPlans!;
+    const plans = pair.direct.gateway.directPath!;
     const before = { ...plans.stats };
     const a = await send(pair.apollo.url, text, headers, options.method);
-    const p = await send(pair.planned.url, text, headers, options.method);
-    const took = plans.stats.planned > before.planned ? 'planned' : 'apollo';
+    const p = await send(pair.direct.url, text, headers, options.method);
+    const took = plans.stats.direct > before.direct ? 'direct' : 'apollo';
     expect(took, `path of ${text}`).toBe(options.path);
     if (options.normalize) expect(normalized(p)).toEqual(normalized(a));
     else expect(p).toEqual(a);
@@ -110,32 +110,32 @@ describe('POST /graphql answers the same with and without cached plans', () => {
 
   it('a query: data, and the content type negotiated from Accept', async () => {
     const q = { query: '{ projects { id name } }' };
-    const plain = await both(q, { path: 'planned' });
+    const plain = await both(q, { path: 'direct' });
     expect(plain.status).toBe(200);
     expect(plain.headers).toContain('content-type: application/json; charset=utf-8');
     expect(plain.headers).toContain('cache-control: no-store');
     expect(plain.headers).toContain('x-request-id: same-id');
     const gql = await both(q, {
-      path: 'planned',
+      path: 'direct',
       headers: { accept: 'application/graphql-response+json' },
     });
     expect(gql.headers).toContain('content-type: application/graphql-response+json; charset=utf-8');
     await both(q, {
-      path: 'planned',
+      path: 'direct',
       headers: {
         accept: 'application/graphql-response+json, application/json;q=0.9',
       },
     });
     await both(q, {
-      path: 'planned',
+      path: 'direct',
       headers: {
         accept: 'application/json;q=0.5, application/graphql-response+json',
       },
     });
-    await both(q, { path: 'planned', headers: { accept: '*/*' } });
-    await both(q, { path: 'planned', headers: { accept: '' } });
+    await both(q, { path: 'direct', headers: { accept: '*/*' } });
+    await both(q, { path: 'direct', headers: { accept: '' } });
     await both(q, {
-      path: 'planned',
+      path: 'direct',
       headers: { 'content-type': 'application/json; charset=utf-8' },
     });
     // No JSON type acceptable: Apollo's 406.
@@ -144,35 +144,35 @@ describe('POST /graphql answers the same with and without cached plans', () => {
 
   it('variables, operationName, extensions and null members as Apollo reads them', async () => {
     const two = 'query A { projects { id } } query B { __typename }';
-    await both({ query: two, operationName: 'B' }, { path: 'planned' });
-    await both({ query: two, operationName: 'A', variables: null, extensions: null }, { path: 'planned' });
+    await both({ query: two, operationName: 'B' }, { path: 'direct' });
+    await both({ query: two, operationName: 'A', variables: null, extensions: null }, { path: 'direct' });
     await both(
       {
         query: '{ __typename }',
         operationName: null,
         extensions: { client: 'x' },
       },
-      { path: 'planned' },
+      { path: 'direct' },
     );
     await both(
       {
         query: 'query($n: Int) { projects(first: $n) { id } }',
         variables: { n: 2 },
       },
-      { path: 'planned' },
+      { path: 'direct' },
     );
-    // Apollo's answers, given by the planned path: no operation picked (several operations and no name), an unknown name.
-    expect((await both({ query: two }, { path: 'planned' })).status).toBe(400);
-    expect((await both({ query: two, operationName: 'C' }, { path: 'planned' })).status).toBe(400);
+    // Apollo's answers, given by the direct path: no operation picked (several operations and no name), an unknown name.
+    expect((await both({ query: two }, { path: 'direct' })).status).toBe(400);
+    expect((await both({ query: two, operationName: 'C' }, { path: 'direct' })).status).toBe(400);
   });
 
-  it('a variable that cannot be coerced: 400 BAD_USER_INPUT from the planned path, value not echoed', async () => {
+  it('a variable that cannot be coerced: 400 BAD_USER_INPUT from the direct path, value not echoed', async () => {
     const bad = await both(
       {
         query: 'query($n: Int) { projects(first: $n) { id } }',
         variables: { n: 'many' },
       },
-      { path: 'planned' },
+      { path: 'direct' },
     );
     expect(bad.status).toBe(400);
     expect(JSON.parse(bad.body).errors[0].extensions.code).toBe('BAD_USER_INPUT');
@@ -181,11 +181,11 @@ describe('POST /graphql answers the same with and without cached plans', () => {
         query: 'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
         variables: { input: { name: 1, password: 'hunter2' } },
       },
-      { path: 'planned' },
+      { path: 'direct' },
     );
     expect(secret.status).toBe(400);
     expect(secret.body).not.toContain('hunter2');
-    await both({ query: 'query($id: ID!) { project(id: $id) { id } }' }, { path: 'planned' });
+    await both({ query: 'query($id: ID!) { project(id: $id) { id } }' }, { path: 'direct' });
   });
 
   it('resolver errors: a failed mutation, with data null and its path', async () => {
@@ -194,7 +194,7 @@ describe('POST /graphql answers the same with and without cached plans', () => {
         query:
           'mutation { createNetwork(input: { projectId: "3fa85f64-5717-4562-b3fc-2c963f66afa6", title: "n" }) { network { id } } }',
       },
-      { path: 'planned' },
+      { path: 'direct' },
     );
     expect(failed.status).toBe(200);
     expect(JSON.parse(failed.body).errors).toHaveLength(1);
@@ -202,7 +202,7 @@ describe('POST /graphql answers the same with and without cached plans', () => {
       {
         query: '{ project(id: "3fa85f64-5717-4562-b3fc-2c963f66afa6") { id name } }',
       },
-      { path: 'planned' },
+      { path: 'direct' },
     );
   });
 
@@ -211,10 +211,10 @@ describe('POST /graphql answers the same with and without cached plans', () => {
       {
         query: 'mutation { createProject(input: { name: "same" }) { project { id name createdAt } } }',
       },
-      { path: 'planned', normalize: true },
+      { path: 'direct', normalize: true },
     );
     expect(JSON.parse(created.body).data.createProject.project.name).toBe('same');
-    for (const gw of [pair.apollo, pair.planned])
+    for (const gw of [pair.apollo, pair.direct])
       gw.gateway.sandbox.identification!.faults.enqueueFor(IDENTIFICATIONS_PATH, {
         alter: (b) => ({ ...(b as object), url: 'not a url' }),
       });
@@ -223,15 +223,15 @@ describe('POST /graphql answers the same with and without cached plans', () => {
         query:
           'mutation { createIdentification(input: { workflowId: "wf-plan" }) { identification { id url } replayed } }',
       },
-      { path: 'planned', normalize: true },
+      { path: 'direct', normalize: true },
     );
     expect(JSON.parse(warned.body).extensions.warnings[0].missing).toEqual(['url']);
   });
 
   it('the project tree: compiled by graphql-jit, and graphql-js again when the compiled answer holds an error', async () => {
-    const plans = pair.planned.gateway.httpPlans!;
+    const plans = pair.direct.gateway.directPath!;
     const projects: string[] = [];
-    for (const gw of [pair.apollo, pair.planned]) {
+    for (const gw of [pair.apollo, pair.direct]) {
       const p = await gw.graphql<any>(
         'mutation { createProject(input: { name: "tree" }) { project { id } } }',
         {},
@@ -260,7 +260,7 @@ describe('POST /graphql answers the same with and without cached plans', () => {
     const treeOf = async (vars: (i: number) => Record<string, unknown>, query = tree) => {
       const before = { ...plans.stats };
       const a = await send(pair.apollo.url, JSON.stringify({ query, variables: vars(0) }), JSON_HEADERS);
-      const p = await send(pair.planned.url, JSON.stringify({ query, variables: vars(1) }), JSON_HEADERS);
+      const p = await send(pair.direct.url, JSON.stringify({ query, variables: vars(1) }), JSON_HEADERS);
       expect(normalized(p)).toEqual(normalized(a));
       return {
         answer: p,
@@ -285,7 +285,7 @@ describe('POST /graphql answers the same with and without cached plans', () => {
     expect(JSON.parse(unknown.answer.body)).toEqual({ data: { project: null } });
     // A ledger row that breaks the schema (no title, no bandwidth, an enum value that does not exist): the errors,
     // their paths and the nulls they propagate are graphql-js's, because graphql-js answers again.
-    for (const [i, gw] of [pair.apollo, pair.planned].entries()) {
+    for (const [i, gw] of [pair.apollo, pair.direct].entries()) {
       await gw.gateway.services.ledger.record({
         id: randomUUID(),
         kind: 'network',
@@ -310,19 +310,19 @@ describe('POST /graphql answers the same with and without cached plans', () => {
     expect((await treeOf((i) => ({ id: projects[i] }))).recompiled).toBe(1);
   });
 
-  it('refusals the planned path answers as Apollo does: bad documents, limits, the cost, subscriptions, the key', async () => {
-    expect((await both({ query: '{ projects { id ' }, { path: 'planned' })).status).toBe(400);
-    expect((await both({ query: '{ noSuchField }' }, { path: 'planned' })).status).toBe(400);
-    expect((await both({ query: '{ noSuchField other: alsoMissing }' }, { path: 'planned' })).status).toBe(400);
+  it('refusals the direct path answers as Apollo does: bad documents, limits, the cost, subscriptions, the key', async () => {
+    expect((await both({ query: '{ projects { id ' }, { path: 'direct' })).status).toBe(400);
+    expect((await both({ query: '{ noSuchField }' }, { path: 'direct' })).status).toBe(400);
+    expect((await both({ query: '{ noSuchField other: alsoMissing }' }, { path: 'direct' })).status).toBe(400);
     const aliases = `{ ${Array.from({ length: 20 }, (_, i) => `a${i}: __typename`).join(' ')} }`;
-    expect((await both({ query: aliases }, { path: 'planned' })).status).toBe(400);
+    expect((await both({ query: aliases }, { path: 'direct' })).status).toBe(400);
     expect(
       (
         await both(
           {
             query: '{ projects(first: 100000) { id networks { id subnets { id } } } }',
           },
-          { path: 'planned' },
+          { path: 'direct' },
         )
       ).status,
     ).toBe(400);
@@ -330,13 +330,13 @@ describe('POST /graphql answers the same with and without cached plans', () => {
       {
         query: 'subscription { mobileIdAuthentication(authReqId: "x") { __typename } }',
       },
-      { path: 'planned' },
+      { path: 'direct' },
     );
-    expect((await both({ query: '{ __typename }' }, { path: 'planned', headers: { authorization: '' } })).status).toBe(
+    expect((await both({ query: '{ __typename }' }, { path: 'direct', headers: { authorization: '' } })).status).toBe(
       401,
     );
     expect(
-      (await both({ query: '{ __typename }' }, { path: 'planned', headers: { authorization: 'Bearer nope' } })).status,
+      (await both({ query: '{ __typename }' }, { path: 'direct', headers: { authorization: 'Bearer nope' } })).status,
     ).toBe(401);
   });
 
@@ -375,11 +375,11 @@ describe('POST /graphql answers the same with and without cached plans', () => {
       headers: { 'content-type': 'application/graphql-response+json' },
     });
     // Not counted at all: GET never reaches the plans.
-    const before = { ...pair.planned.gateway.httpPlans!.stats };
+    const before = { ...pair.direct.gateway.directPath!.stats };
     const a = await send(pair.apollo.url, '', { ...JSON_HEADERS, 'content-type': '' }, 'GET');
-    const p = await send(pair.planned.url, '', { ...JSON_HEADERS, 'content-type': '' }, 'GET');
+    const p = await send(pair.direct.url, '', { ...JSON_HEADERS, 'content-type': '' }, 'GET');
     expect(p).toEqual(a);
-    expect(pair.planned.gateway.httpPlans!.stats).toEqual(before);
+    expect(pair.direct.gateway.directPath!.stats).toEqual(before);
   });
 });
 
@@ -390,18 +390,18 @@ describe('POST /graphql under rate limits answers the same with and without cach
     RATE_LIMIT_READS: '100/1h',
   });
   const both = (...args: Parameters<typeof pair.both>) => pair.both(...args);
-  it('the rate limit: the planned path spends the points and answers 429 with Retry-After as Apollo does', async () => {
+  it('the rate limit: the direct path spends the points and answers 429 with Retry-After as Apollo does', async () => {
     const create = {
       query: 'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { name } } }',
       variables: { input: { name: 'limited' } },
     };
     // Reads are limited too (generously): admission runs for every operation.
-    await both({ query: '{ projects { name } }' }, { path: 'planned' });
-    for (let i = 0; i < 2; i++) expect((await both(create, { path: 'planned' })).status).toBe(200);
+    await both({ query: '{ projects { name } }' }, { path: 'direct' });
+    for (let i = 0; i < 2; i++) expect((await both(create, { path: 'direct' })).status).toBe(200);
     const limitedA = await send(pair.apollo.url, JSON.stringify(create), JSON_HEADERS);
-    const before = pair.planned.gateway.httpPlans!.stats.planned;
-    const limitedP = await send(pair.planned.url, JSON.stringify(create), JSON_HEADERS);
-    expect(pair.planned.gateway.httpPlans!.stats.planned).toBe(before + 1);
+    const before = pair.direct.gateway.directPath!.stats.direct;
+    const limitedP = await send(pair.direct.url, JSON.stringify(create), JSON_HEADERS);
+    expect(pair.direct.gateway.directPath!.stats.direct).toBe(before + 1);
     expect(limitedP.status).toBe(429);
     // The seconds left of each gateway's own window may differ by one.
     const retry = (r: Raw) => Number(r.headers.find((h) => h.startsWith('retry-after: '))!.slice(13));
@@ -419,11 +419,11 @@ describe('the operation span is the same through both paths', () => {
   let gws: Array<{ gw: TestGateway; spans: () => ReadableSpan[] }> = [];
   beforeAll(async () => {
     gws = await Promise.all(
-      [false, true].map(async (httpPlans) => {
+      [false, true].map(async (directPath) => {
         const exporter = new InMemorySpanExporter();
         const gw = await startTestGateway(
           { GATEWAY_API_KEYS: 'equivalence:app-key' },
-          { testing: { traceExporter: exporter, httpPlans } },
+          { testing: { traceExporter: exporter, directPath } },
         );
         return { gw, spans: () => exporter.getFinishedSpans() };
       }),
@@ -459,7 +459,7 @@ describe('the operation span is the same through both paths', () => {
   };
 
   it('names it after the operation and records error codes', async () => {
-    expect(gws[1]!.gw.gateway.httpPlans).not.toBeNull();
+    expect(gws[1]!.gw.gateway.directPath).not.toBeNull();
     for (const body of [
       { query: 'query Projects { projects { id } }' },
       { query: '{ __typename }' },
@@ -475,7 +475,7 @@ describe('the operation span is the same through both paths', () => {
       const [a, p] = [await spanOf(gws[0]!, body), await spanOf(gws[1]!, body)];
       expect(p).toEqual(a);
     }
-    expect(gws[1]!.gw.gateway.httpPlans!.stats.planned).toBe(4);
+    expect(gws[1]!.gw.gateway.directPath!.stats.direct).toBe(4);
   });
 });
 
@@ -483,9 +483,9 @@ describe('Apollo GraphOS reporting turns the cached plans off', () => {
   it('with APOLLO_SCHEMA_REPORTING set, every POST /graphql goes through Apollo and the start-up log says why', async () => {
     const gw = await startTestGateway({ GATEWAY_API_KEYS: 'app-key', APOLLO_SCHEMA_REPORTING: 'true' });
     try {
-      expect(gw.gateway.httpPlans).toBeNull();
+      expect(gw.gateway.directPath).toBeNull();
       expect(gw.logs()).toContain(
-        'the planned path of POST /graphql is off: APOLLO_SCHEMA_REPORTING makes Apollo Server install plugins of its own',
+        'the direct path of POST /graphql is off: APOLLO_SCHEMA_REPORTING makes Apollo Server install plugins of its own',
       );
       const res = await gw.graphql('{ __typename }', undefined, { key: 'app-key' });
       expect(res.data).toEqual({ __typename: 'Query' });

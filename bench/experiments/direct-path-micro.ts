@@ -3,7 +3,7 @@
  * (sandbox upstreams, SQLite NORMAL), the same requests through each one's request handler with an in-memory
  * request and response (no sockets), one at a time, CPU from process.cpuUsage. Alternating rounds.
  *
- *   npx tsx bench/experiments/http-plans-micro.ts [operations per round] [rounds] [kinds, e.g. light,tree,mutation] [paths, e.g. apollo,plans]
+ *   npx tsx bench/experiments/direct-path-micro.ts [operations per round] [rounds] [kinds, e.g. light,tree,mutation] [paths, e.g. apollo,plans]
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
@@ -81,7 +81,7 @@ async function start(
     SANDBOX_CALLBACK_DELAY_MS: '50',
   });
   const logger = createLogger({ level: 'warn', destination: new Writable({ write: (_c, _e, cb) => cb() }) });
-  const gateway = await startGateway(config, { port: 0, host: '127.0.0.1', logger, testing: { httpPlans: plans } });
+  const gateway = await startGateway(config, { port: 0, host: '127.0.0.1', logger, testing: { directPath: plans } });
   const handler = gateway.server.listeners('request')[0] as (req: IncomingMessage, res: ServerResponse) => void;
   return { gateway, handler };
 }

@@ -8,7 +8,7 @@ import { HttpPresenter, type HttpAnswer } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 
 /**
- * The planned path of POST /graphql (decision 035, revised by 044 and 065): a request whose answer is provably the one
+ * The direct path of POST /graphql (decision 035, revised by 044 and 065): a request whose answer is provably the one
  * Apollo Server would give is answered by the execution pipeline's one entry (src/execution/pipeline.ts runOperation)
  * without Apollo's per-request pipeline (the HeaderMap copy, the sha256 of the text, content negotiation twice, a
  * whatwg-mimetype parse, the dispatch of seven plugins' hooks, the copy of the context). This file only translates
@@ -18,13 +18,13 @@ import type { GraphQLContext } from '../graphql/context.js';
  * Which path answers is decided from the request's shape alone, before anything is authenticated, parsed or
  * admitted (`accepts`), so nothing is done twice: Apollo answers GET, batches, other content types, APQ
  * (`extensions.persistedQuery`), a body Apollo would refuse as malformed, and an Accept header that allows no JSON
- * type. Every other POST is the planned path's to the end, refusals included (401, a document that does not parse or
+ * type. Every other POST is the direct path's to the end, refusals included (401, a document that does not parse or
  * validate, an operation that cannot be picked, FORBIDDEN, a refused cost, RATE_LIMITED), each answered as Apollo 5.5
- * answers it; test/server/http-plans.test.ts sends each kind of request to a gateway with and without plans and
- * compares status, headers and body byte for byte. Off: `httpPlans: false`, or on its own (with a warning) when the
+ * answers it; test/server/direct-path.test.ts sends each kind of request to a gateway with the direct path on and off and
+ * compares status, headers and body byte for byte. Off: `directPath: false`, or on its own (with a warning) when the
  * environment makes Apollo install plugins of its own (APOLLO_KEY, APOLLO_SCHEMA_REPORTING).
  */
-export interface HttpPlansOptions {
+export interface DirectPathOptions {
   /** The Apollo options (the same object Apollo was built from): the presenter formats errors as they say. */
   apollo: ApolloSetup;
   /** The execution pipeline's one entry. */
@@ -37,8 +37,8 @@ export interface HttpPlansOptions {
   tracing: boolean;
 }
 
-/** A POST the planned path answers: its params, and the content type Apollo would negotiate for it. */
-export interface PlannedRequest {
+/** A POST the direct path answers: its params, and the content type Apollo would negotiate for it. */
+export interface DirectRequest {
   readonly params: OperationParams;
   readonly contentType: string;
 }
@@ -52,17 +52,17 @@ const SINGLE_RESULT_TYPES = [
 /** Distinct Accept headers whose negotiation is kept (clients send a handful; the rest are negotiated each time). */
 const ACCEPT_CACHE_MAX = 64;
 
-export class HttpPlans {
+export class DirectPath {
   private readonly accepted = new Map<string, string | null>();
   private readonly present: HttpPresenter;
   /** JSON POSTs answered by a plan, and those left to Apollo (tests check which path a request took). */
-  readonly stats: { planned: number; apollo: number; readonly compiled: number; readonly recompiled: number };
+  readonly stats: { direct: number; apollo: number; readonly compiled: number; readonly recompiled: number };
 
-  private constructor(private readonly options: HttpPlansOptions) {
+  private constructor(private readonly options: DirectPathOptions) {
     const runner = options.runner;
     this.present = new HttpPresenter(options.apollo.options, options.tracing);
     this.stats = {
-      planned: 0,
+      direct: 0,
       apollo: 0,
       get compiled() {
         return runner.stats.compiled;
@@ -74,25 +74,25 @@ export class HttpPlans {
   }
 
   /**
-   * The planned path, or null when the environment makes Apollo install plugins whose effects it does not reproduce
+   * The direct path, or null when the environment makes Apollo install plugins whose effects it does not reproduce
    * (usage or schema reporting): then every request goes through Apollo, and the operator is told once.
    */
   static create(
-    options: HttpPlansOptions,
+    options: DirectPathOptions,
     reporting: readonly string[],
     warn: (message: string) => void,
-  ): HttpPlans | null {
+  ): DirectPath | null {
     if (reporting.length) {
       warn(
-        `the planned path of POST /graphql is off: ${reporting.join(' and ')} ${reporting.length > 1 ? 'make' : 'makes'} Apollo Server install plugins of its own, so every request goes through Apollo's pipeline`,
+        `the direct path of POST /graphql is off: ${reporting.join(' and ')} ${reporting.length > 1 ? 'make' : 'makes'} Apollo Server install plugins of its own, so every request goes through Apollo's pipeline`,
       );
       return null;
     }
-    return new HttpPlans(options);
+    return new DirectPath(options);
   }
 
   /** How many document texts are prepared (the prepare stage's cache, shared with the streaming transports). */
-  get cachedPlans(): number {
+  get compiledDocuments(): number {
     return this.options.documents.size;
   }
 
@@ -108,17 +108,17 @@ export class HttpPlans {
   }
 
   /**
-   * Whether the planned path answers a JSON POST whose body (already parsed, trusted documents already resolved) is
+   * Whether the direct path answers a JSON POST whose body (already parsed, trusted documents already resolved) is
    * `body`: decided from its shape and the Accept header alone, before any work. Null: Apollo answers it.
    */
-  accepts(req: IncomingMessage, body: unknown): PlannedRequest | null {
-    const planned = this.shape(req, body);
-    if (planned) this.stats.planned++;
+  accepts(req: IncomingMessage, body: unknown): DirectRequest | null {
+    const direct = this.shape(req, body);
+    if (direct) this.stats.direct++;
     else this.stats.apollo++;
-    return planned;
+    return direct;
   }
 
-  private shape(req: IncomingMessage, body: unknown): PlannedRequest | null {
+  private shape(req: IncomingMessage, body: unknown): DirectRequest | null {
     // runHttpQuery's POST checks, narrowed to what needs no error: an object with a non-empty query string,
     // variables and extensions objects or null, operationName a string or null, no persisted query.
     if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
@@ -150,7 +150,7 @@ export class HttpPlans {
    */
   async run(
     res: ServerResponse,
-    request: PlannedRequest,
+    request: DirectRequest,
     context: () => Promise<GraphQLContext>,
     requestId: string,
   ): Promise<void> {

@@ -37,7 +37,7 @@ const ODD_SPECS: Record<string, Record<string, unknown>> = {
 describe('compiled cloud-tree queries over odd ledger values answer as graphql-js', () => {
   const gws: TestGateway[] = [];
   beforeAll(async () => {
-    gws.push(await startTestGateway({}, { testing: { httpPlans: false } }), await startTestGateway({}));
+    gws.push(await startTestGateway({}, { testing: { directPath: false } }), await startTestGateway({}));
   });
   afterAll(async () => {
     await Promise.all(gws.map((g) => g.close()));
@@ -73,7 +73,7 @@ describe('compiled cloud-tree queries over odd ledger values answer as graphql-j
     const query =
       'query($id: ID!) { project(id: $id) { name networks { id title bandwidthMbps defaultFirewallAction region } } }';
     const body = JSON.stringify({ query, variables: { id: projectId } });
-    const stats = gws[1]!.gateway.httpPlans!.stats;
+    const stats = gws[1]!.gateway.directPath!.stats;
     const tried = () => stats.compiled + stats.recompiled;
     const before = tried();
     const [a, p] = [await post(gws[0]!.url, body), await post(gws[1]!.url, body)];
