@@ -76,6 +76,7 @@ export async function buildServices(
     leaseMs: config.idempotencyTakeoverMs,
     logger,
     digest: (text) => box.digest(text),
+    ...(testing.clock ? { now: testing.clock } : {}),
   });
 
   const eventLog = new EventLog(store.db, config.eventRetentionMs, store.dialect);

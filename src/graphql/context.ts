@@ -28,11 +28,11 @@ export function createContext(
   requestId: string,
   logger: Logger | (() => Logger),
 ): GraphQLContext {
-  return new RequestContext(requestId, caller, services, logger);
+  return new OperationContext(requestId, caller, services, logger);
 }
 
 /** A class, not an object literal with a getter: one context per request and per subscription, so its size counts. */
-class RequestContext implements GraphQLContext {
+class OperationContext implements GraphQLContext {
   readonly loaders: Loaders;
   private made: Logger | undefined;
   warnings: GatewayWarning[] | null = null;

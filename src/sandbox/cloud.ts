@@ -119,6 +119,8 @@ export interface CloudSandboxOptions {
   fast?: boolean;
   /** `expires_in` of issued tokens, in seconds. Default 3600. */
   tokenTtlSeconds?: number;
+  /** The clock tokens are issued and lapse by (tests move it instead of sleeping). Default Date.now. */
+  now?: () => number;
   /** When set, the token request body must deep-equal this; otherwise any non-empty JSON object works. */
   acceptedCredentials?: unknown;
   /** Tokens accepted without `POST /iam/v2/tokens`. Default `[SANDBOX_SERVICE_ACCOUNT_TOKEN]`. */
@@ -244,6 +246,7 @@ function sandboxAddress(n: number): string {
 export async function startCloudSandbox(options: CloudSandboxOptions = {}): Promise<CloudSandbox> {
   const fast = options.fast ?? false;
   const ttlSeconds = options.tokenTtlSeconds ?? 3600;
+  const now = options.now ?? (() => Date.now());
   if (!(ttlSeconds > 0)) throw new RangeError(`tokenTtlSeconds must be > 0, got ${options.tokenTtlSeconds}`);
   const acceptedCredentials =
     options.acceptedCredentials === undefined ? undefined : canonicalJson(options.acceptedCredentials);
@@ -289,7 +292,7 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
         challenge,
       );
     }
-    if (Date.now() >= issued.expiresAt.getTime()) {
+    if (now() >= issued.expiresAt.getTime()) {
       throw new ApiError(401, CloudSandboxErrorCode.TOKEN_EXPIRED, 'the bearer token has expired', challenge);
     }
   }
@@ -308,7 +311,7 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
     if (acceptedCredentials !== undefined && canonicalJson(body) !== acceptedCredentials) {
       throw new ApiError(401, CloudSandboxErrorCode.INVALID_CREDENTIALS, 'credentials were not accepted');
     }
-    const issuedAt = new Date();
+    const issuedAt = new Date(now());
     const expiresAt = new Date(issuedAt.getTime() + ttlSeconds * 1000);
     const token = await new SignJWT({})
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })

@@ -7,7 +7,7 @@ import { ErrorCode } from '../errors.js';
 import { LIMIT_VARIABLES } from '../execution/limits.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { DirectPath } from './direct-path.js';
-import type { RequestContext, Route } from './http.js';
+import type { RouteContext, Route } from './http.js';
 import { BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
 import { admitHttp, type DocumentAdmission } from './trusted-documents.js';
 
@@ -18,7 +18,7 @@ export interface GraphqlRouteOptions {
   /** GRAPHQL_MAX_BODY_BYTES: a larger body is answered 413 without being read further. */
   maxBodyBytes: number;
   /** Builds the per-request context; throws a GraphQLError (UNAUTHENTICATED) for a bad key. */
-  context: (req: IncomingMessage, ctx: RequestContext) => Promise<GraphQLContext>;
+  context: (req: IncomingMessage, ctx: RouteContext) => Promise<GraphQLContext>;
   /** Serves GraphiQL for browser GETs; absent when introspection is off. */
   graphiql?: {
     wants(req: IncomingMessage): boolean;

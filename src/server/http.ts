@@ -6,7 +6,7 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { sendOAuthError } from './respond.js';
 
-export interface RequestContext {
+export interface RouteContext {
   requestId: string;
   logger: Logger;
   /** Capture groups of a RegExp route path. */
@@ -20,7 +20,7 @@ export interface Route {
   path: string | RegExp;
   /** Low-cardinality name for metrics and logs. */
   name: string;
-  handle(req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> | void;
+  handle(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> | void;
 }
 
 const REQUEST_ID_RE = /^[\w.:-]{1,128}$/;
@@ -61,7 +61,7 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
     // The request's child logger is made on first use: most requests log nothing at the default level.
     let child: Logger | undefined;
     const log = () => (child ??= logger.child({ requestId, route: routeName }));
-    const context: RequestContext = {
+    const context: RouteContext = {
       requestId,
       get logger() {
         return log();

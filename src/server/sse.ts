@@ -10,7 +10,7 @@ import type { Pipeline } from '../execution/pipeline.js';
 import { deliverable, streamPresenter } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
-import type { RequestContext, Route } from './http.js';
+import type { RouteContext, Route } from './http.js';
 import { BodyTooLargeError, readBody, sendJson } from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
 
@@ -248,7 +248,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     if (body && typeof body !== 'string') await body.return(undefined);
   }
 
-  async function handle(req: IncomingMessage, res: ServerResponse, ctx: RequestContext): Promise<void> {
+  async function handle(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
     const result = options.authenticate(req.headers.authorization);
     const auth = result instanceof Promise ? await result : result;
     if (!auth.ok) {

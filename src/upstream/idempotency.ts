@@ -29,6 +29,8 @@ export interface IdempotencyOptions {
   records: IdempotencyRecords;
   metrics: Metrics;
   retentionMs: number;
+  /** The clock records expire and leases lapse by (tests move it instead of sleeping). Default Date.now. */
+  now?: () => number;
   /** How long a second request with an in-flight key waits before IDEMPOTENCY_KEY_IN_USE. */
   waitMs: number;
   /**
@@ -159,7 +161,7 @@ export class Idempotency {
     let recovering: IncompleteAnswer | null = null;
 
     for (;;) {
-      const now = Date.now();
+      const now = this.options.now?.() ?? Date.now();
       const claim = {
         scope: params.scope,
         key,
@@ -299,7 +301,7 @@ export class Idempotency {
         renewing = renewing.then(async () => {
           if (stopped) return;
           try {
-            const now = Date.now();
+            const now = this.options.now?.() ?? Date.now();
             if (!(await records.renew(scope, key, print, now + leaseMs, now)) && !stopped) {
               logger?.warn(
                 { idempotencyKey: key },

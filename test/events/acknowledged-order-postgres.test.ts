@@ -9,6 +9,7 @@ import { PostgresBus } from '../../src/events/postgres-bus.js';
 import { createLogger } from '../../src/logger.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * The order a replica delivers in (docs/decisions/061): an event acknowledged before another was received is delivered
@@ -53,13 +54,7 @@ describe('a replica delivers events in the order they were acknowledged, on Post
     await sql`select pg_notify('gateway_events', ${JSON.stringify({ seq })})`.execute(store.db);
   }
 
-  async function until(what: string, done: () => boolean): Promise<void> {
-    const deadline = Date.now() + 20_000;
-    while (!done()) {
-      if (Date.now() > deadline) throw new Error(`waited 20 s for ${what}`);
-      await new Promise((r) => setTimeout(r, 5));
-    }
-  }
+  const until = (what: string, done: () => boolean) => waitFor(done, 20_000, what);
 
   it('an event published here comes after one another replica acknowledged before it, whose notice has not come yet', async () => {
     delivered.length = 0;

@@ -159,7 +159,7 @@ describe('streams that resume where they stopped (SQLite)', () => {
     socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${KEY}` } }));
     await waitForSubscribers(t, 'verification');
     // The client stops reading; large events fill the kernel's buffers, then the gateway's.
-    (socket as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
+    socket.pause();
     const posted: string[] = [];
     const pad = 'x'.repeat(200_000);
     const metric = async () =>
@@ -172,7 +172,7 @@ describe('streams that resume where they stopped (SQLite)', () => {
     }
     expect(await metric()).toBe('1');
     expect(t.logs()).toContain('closing a slow WebSocket subscriber');
-    (socket as unknown as { _socket: { resume(): void } })._socket.resume();
+    socket.resume();
     await waitFor(() => closed, 60_000, 'the close');
     expect(closed!.code).toBe(1013);
     expect(closed!.reason).toContain('slow consumer');

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox, type CloudSandbox } from '../../src/sandbox/cloud.js';
 import { tempDataDir } from '../helpers/gateway.js';
 import { gatewayProcesses, type GatewayProcess } from '../helpers/process.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * kill -9 at each phase of a mutation and of webhook intake (docs/decisions/014), with real child processes: the gateway runs
@@ -120,7 +121,7 @@ describe('kill -9 during a mutation, then a retry with the same key', () => {
       const first = await startChild(env(dataDir, inFlight ? {} : { GATEWAY_TEST_PAUSE_AT: phase }));
       const pending = graphql(first.url, CREATE, variables).catch((err: unknown) => err);
       if (inFlight) {
-        while (networksWithTitle(title).length === 0) await sleep(20);
+        await waitFor(() => networksWithTitle(title).length > 0, 20_000, 'the network request at the upstream');
       } else {
         await first.paused;
       }

@@ -3,8 +3,6 @@ import WebSocket from 'ws';
 
 import type { TestGateway } from './gateway.js';
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 export interface Subscription<T = any> {
   /** Every `data` received, in order. */
   readonly received: T[];

@@ -68,12 +68,17 @@ describe('identification callbacks on PostgreSQL replicas', () => {
       expect(await post(`${b.url}${path}`, { id, status: 'COMPLETED' })).toBe(204);
       expect(await post(`${a.url}${path}`, { id, status: 'COMPLETED' })).toBe(204);
       await expect.poll(() => received.length, { timeout: 10_000 }).toBe(1);
-      await new Promise((r) => setTimeout(r, 300));
-      expect(received).toEqual([{ id, status: 'COMPLETED' }]);
+      // A distinct later callback, through B again, is the marker: a second copy of the first would come before it.
+      expect(await post(`${b.url}${path}`, { id, status: 'ARCHIVED' })).toBe(204);
+      await expect.poll(() => received.length, { timeout: 10_000 }).toBe(2);
+      expect(received).toEqual([
+        { id, status: 'COMPLETED' },
+        { id, status: 'ARCHIVED' },
+      ]);
     } finally {
       await client.dispose();
     }
     const read = await b.graphql(`query($id: ID!) { identification(id: $id) { status } }`, { id }, { key: 'key-a' });
-    expect(read.data!.identification).toEqual({ status: 'COMPLETED' });
+    expect(read.data!.identification).toEqual({ status: 'ARCHIVED' });
   });
 });

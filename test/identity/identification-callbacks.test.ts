@@ -1,11 +1,12 @@
 import type { Client } from 'graphql-ws';
 import { request } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
+import { IDENTIFICATION_EVENT_KIND as KIND } from '../../src/identity/completions.js';
 import type { IdentificationSandbox } from '../../src/sandbox/identification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { sleep, subscribe, wsClient } from '../helpers/identity.js';
-import { waitFor } from '../helpers/wait.js';
+import { subscribe, wsClient } from '../helpers/identity.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
 
 const CREATE = /* GraphQL */ `
   mutation Create($input: CreateIdentificationInput!) {
@@ -49,11 +50,18 @@ async function post(url: string, body: string | Buffer, contentType = 'applicati
   return { status: res.statusCode, body: text ? (JSON.parse(text) as Record<string, unknown>) : undefined };
 }
 
-/** Resolves once the server has processed the client's earlier subscribe messages (graphql-ws keeps their order). */
-async function settled(client: Client): Promise<void> {
-  const tick = subscribe(client, 'subscription { heartbeat(intervalMs: 10, count: 1) }');
-  await waitFor(() => tick.completed, 5_000, 'heartbeat');
-  await sleep(50);
+/**
+ * Resolves once the gateway's bus holds the subscriptions of this test: `keys` for those of one id, null for those
+ * of every id (each test starts with none: see afterEach). From then on an event published reaches them live.
+ */
+async function settled(t: TestGateway, ...keys: (string | null)[]): Promise<void> {
+  const want = new Map<string | null, number>();
+  for (const k of keys) want.set(k, (want.get(k) ?? 0) + 1);
+  await waitFor(
+    () => [...want].every(([k, n]) => subscribers(t, KIND, k) >= n),
+    5_000,
+    `subscriptions ${keys.join(', ')} on the bus`,
+  );
 }
 
 async function eventCount(t: TestGateway, id?: string): Promise<number> {
@@ -91,6 +99,8 @@ describe('identification completion callbacks as subscription events', () => {
     t = await startTestGateway({ GATEWAY_API_KEYS: 'key-a,key-b' });
     sandbox = t.gateway.sandbox.identification!;
   });
+  // Each test stops its subscriptions: the next starts once they have left the bus (settled counts from none).
+  afterEach(() => waitFor(() => subscribers(t, KIND) === 0, 5_000, "the last test's subscriptions to end"));
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.dispose()));
     await t.close();
@@ -132,7 +142,7 @@ describe('identification completion callbacks as subscription events', () => {
     expect(sandbox.callbackFor(link.workflowId)).toBe(link.callbackUrl);
     const c = client('key-a');
     const sub = subscribe(c, COMPLETED, { id: link.id });
-    await settled(c);
+    await settled(t, link.id);
     expect(sub.received).toHaveLength(0);
 
     expect(await sandbox.complete(link.id)).toBe(204);
@@ -170,10 +180,6 @@ describe('identification completion callbacks as subscription events', () => {
       status: 'APPROVED',
       payload: { result: { score: 0.98 } },
     });
-    await sleep(100);
-    expect(sub.received).toHaveLength(1);
-    sub.stop();
-
     const read = await t.graphql(
       `query($id: ID!) { identification(id: $id) { status completion { status payload } } }`,
       { id: link.id },
@@ -186,6 +192,13 @@ describe('identification completion callbacks as subscription events', () => {
         payload: { identificationId: link.id, status: 'APPROVED', result: { score: 0.98 } },
       },
     });
+
+    // Once live, a later callback is the marker: had the stored completion come twice, the copy would precede it.
+    await settled(t, link.id);
+    expect((await post(link.callbackUrl, JSON.stringify({ id: link.id, status: 'ARCHIVED' }))).status).toBe(204);
+    await waitFor(() => sub.received.length > 1, 5_000, 'the marker');
+    expect(sub.received.map((e) => e.identificationCompleted.status)).toEqual(['APPROVED', 'ARCHIVED']);
+    sub.stop();
   });
 
   it('acknowledges a duplicate callback and publishes it once', async () => {
@@ -193,15 +206,19 @@ describe('identification completion callbacks as subscription events', () => {
     const c = client('key-a');
     const all = subscribe(c, COMPLETED);
     const one = subscribe(c, COMPLETED, { id: link.id });
-    await settled(c);
+    await settled(t, null, link.id);
 
     const body = JSON.stringify({ id: link.id, status: 'COMPLETED' });
     for (let i = 0; i < 3; i++) expect((await post(link.callbackUrl, body)).status).toBe(204);
-    await waitFor(() => one.received.length > 0, 5_000, 'the first delivery');
-    await sleep(200);
-    expect(one.received).toHaveLength(1);
-    expect(all.received.filter((e) => e.identificationCompleted.id === link.id)).toHaveLength(1);
     expect(await eventCount(t, link.id)).toBe(1);
+    // A distinct later callback is the marker: a published duplicate would reach both subscriptions before it.
+    expect((await post(link.callbackUrl, JSON.stringify({ id: link.id, status: 'ARCHIVED' }))).status).toBe(204);
+    const statuses = (received: typeof one.received) =>
+      received.filter((e) => e.identificationCompleted.id === link.id).map((e) => e.identificationCompleted.status);
+    await waitFor(() => statuses(one.received).length > 1 && statuses(all.received).length > 1, 5_000, 'the marker');
+    expect(statuses(one.received)).toEqual(['COMPLETED', 'ARCHIVED']);
+    expect(statuses(all.received)).toEqual(['COMPLETED', 'ARCHIVED']);
+    expect(await eventCount(t, link.id)).toBe(2);
     all.stop();
     one.stop();
   });
@@ -223,13 +240,13 @@ describe('identification completion callbacks as subscription events', () => {
   it('streams, without an id, every completion of the caller’s API key and none of another key', async () => {
     const c = client('key-a');
     const sub = subscribe(c, COMPLETED);
-    await settled(c);
+    await settled(t, null);
     const mine = await create('key-a');
     const theirs = await create('key-b');
+    // Another key's completion first: the key's own, published after it, is the marker.
     expect(await sandbox.complete(theirs.id)).toBe(204);
     expect(await sandbox.complete(mine.id)).toBe(204);
     await waitFor(() => sub.received.some((e) => e.identificationCompleted.id === mine.id), 5_000, 'key-a completion');
-    await sleep(100);
     const seen = sub.received.map((e) => e.identificationCompleted.id);
     expect(seen).toContain(mine.id);
     expect(seen).not.toContain(theirs.id);
@@ -241,8 +258,9 @@ describe('identification completion callbacks as subscription events', () => {
     expect(await sandbox.complete(link.id)).toBe(204);
     const c = client('key-b');
     const sub = subscribe(c, COMPLETED, { id: link.id });
-    await settled(c);
-    await sleep(100);
+    await settled(t, link.id);
+    // Nothing can be a marker here (key-b may receive nothing of this id): the one fixed wait of this file.
+    await new Promise((r) => setTimeout(r, 100));
     expect(sub.received).toHaveLength(0);
     sub.stop();
     const read = await t.graphql(

@@ -1,11 +1,12 @@
 import type { Client } from 'graphql-ws';
 import { request } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
+import { VERIFICATION_EVENT_KIND as KIND } from '../../src/identity/service.js';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { sleep, subscribe, wsClient } from '../helpers/identity.js';
-import { waitFor } from '../helpers/wait.js';
+import { subscribe, wsClient } from '../helpers/identity.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
 
 const REGISTER = /* GraphQL */ `
   mutation Register($input: RegisterVerificationInput!) {
@@ -55,13 +56,17 @@ async function post(url: string, body: string | Buffer, contentType = 'applicati
 }
 
 /**
- * Resolves once the server has processed the client's earlier subscribe messages: graphql-ws handles one
- * socket's messages in order, so a one-tick heartbeat on the same socket completes after them.
+ * Resolves once the gateway's bus holds the subscriptions of this test: `keys` for those of one id, null for those
+ * of every id (each test starts with none: see afterEach). From then on an event published reaches them live.
  */
-async function settled(client: Client): Promise<void> {
-  const tick = subscribe(client, 'subscription { heartbeat(intervalMs: 10, count: 1) }');
-  await waitFor(() => tick.completed, 5_000, 'heartbeat');
-  await sleep(50);
+async function settled(t: TestGateway, ...keys: (string | null)[]): Promise<void> {
+  const want = new Map<string | null, number>();
+  for (const k of keys) want.set(k, (want.get(k) ?? 0) + 1);
+  await waitFor(
+    () => [...want].every(([k, n]) => subscribers(t, KIND, k) >= n),
+    5_000,
+    `subscriptions ${keys.join(', ')} on the bus`,
+  );
 }
 
 async function eventCount(t: TestGateway, externalId?: string): Promise<number> {
@@ -89,6 +94,8 @@ describe('verification callbacks as subscription events', () => {
     t = await startTestGateway({ GATEWAY_API_KEYS: 'key-a,key-b', SANDBOX_CALLBACK_DELAY_MS: '600000' });
     sandbox = t.gateway.sandbox.verification!;
   });
+  // Each test stops its subscriptions: the next starts once they have left the bus (settled counts from none).
+  afterEach(() => waitFor(() => subscribers(t, KIND) === 0, 5_000, "the last test's subscriptions to end"));
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.dispose()));
     await t.close();
@@ -98,7 +105,7 @@ describe('verification callbacks as subscription events', () => {
     const id = await register(t, 'key-a');
     const c = client('key-a');
     const sub = subscribe(c, COMPLETED, { externalId: id });
-    await settled(c);
+    await settled(t, id);
     expect(sub.received).toHaveLength(0);
 
     await sandbox.complete(id);
@@ -122,8 +129,12 @@ describe('verification callbacks as subscription events', () => {
     const sub = subscribe(client('key-a'), COMPLETED, { externalId: id });
     const [event] = await waitFor(() => sub.received.length > 0 && sub.received, 5_000, 'the stored completion');
     expect(event.verificationCompleted).toMatchObject({ externalId: id, status: 'COMPLETED' });
-    await sleep(100);
-    expect(sub.received).toHaveLength(1);
+    // Once live, a later callback is the marker: had the stored result come twice, the second copy would precede it.
+    await settled(t, id);
+    const marker = JSON.stringify({ verificationExternalId: id, status: 'ARCHIVED' });
+    expect((await post(callbackUrlOf(sandbox, id), marker)).status).toBe(204);
+    await waitFor(() => sub.received.length > 1, 5_000, 'the marker');
+    expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual(['COMPLETED', 'ARCHIVED']);
     sub.stop();
   });
 
@@ -132,17 +143,23 @@ describe('verification callbacks as subscription events', () => {
     const c = client('key-a');
     const all = subscribe(c, COMPLETED);
     const one = subscribe(c, COMPLETED, { externalId: id });
-    await settled(c);
+    await settled(t, null, id);
 
     await sandbox.complete(id);
     await waitFor(() => one.received.length > 0, 5_000, 'the first delivery');
     expect(await sandbox.redeliver(id)).toBe(204);
     expect(await sandbox.redeliver(id)).toBe(204);
-    await sleep(200);
-
-    expect(one.received).toHaveLength(1);
-    expect(all.received.filter((e) => e.verificationCompleted.externalId === id)).toHaveLength(1);
     expect(await eventCount(t, id)).toBe(1);
+    // A distinct later callback is the marker: a published duplicate would reach both subscriptions before it.
+    const marker = JSON.stringify({ verificationExternalId: id, status: 'ARCHIVED' });
+    expect((await post(callbackUrlOf(sandbox, id), marker)).status).toBe(204);
+    const statuses = (received: typeof one.received) =>
+      received.filter((e) => e.verificationCompleted.externalId === id).map((e) => e.verificationCompleted.status);
+    await waitFor(() => statuses(one.received).length > 1 && statuses(all.received).length > 1, 5_000, 'the marker');
+
+    expect(statuses(one.received)).toEqual(['COMPLETED', 'ARCHIVED']);
+    expect(statuses(all.received)).toEqual(['COMPLETED', 'ARCHIVED']);
+    expect(await eventCount(t, id)).toBe(2);
     all.stop();
     one.stop();
   });
@@ -151,7 +168,7 @@ describe('verification callbacks as subscription events', () => {
     const id = await register(t, 'key-a');
     const c = client('key-a');
     const sub = subscribe(c, COMPLETED, { externalId: id });
-    await settled(c);
+    await settled(t, id);
     const url = callbackUrlOf(sandbox, id);
     expect((await post(url, JSON.stringify({ verificationExternalId: id, status: 'IN_REVIEW' }))).status).toBe(204);
     expect(
@@ -166,9 +183,10 @@ describe('verification callbacks as subscription events', () => {
   it('streams, without externalId, every completion of the caller’s API key and none of another key', async () => {
     const c = client('key-a');
     const sub = subscribe(c, COMPLETED);
-    await settled(c);
+    await settled(t, null);
     const mine = await register(t, 'key-a');
     const theirs = await register(t, 'key-b');
+    // Another key's completion first: the key's own, published after it, is the marker.
     await sandbox.complete(theirs);
     await sandbox.complete(mine);
     await waitFor(
@@ -176,7 +194,6 @@ describe('verification callbacks as subscription events', () => {
       5_000,
       'key-a completion',
     );
-    await sleep(100);
     const seen = sub.received.map((e) => e.verificationCompleted.externalId);
     expect(seen).toContain(mine);
     expect(seen).not.toContain(theirs);

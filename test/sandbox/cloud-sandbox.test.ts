@@ -218,9 +218,13 @@ describe('tokens', () => {
   });
 
   it('lets a token lapse after its lifetime', async () => {
-    const s = await sandbox({ tokenTtlSeconds: 0.2 });
+    let now = Date.now();
+    const s = await sandbox({ tokenTtlSeconds: 0.2, now: () => now });
     const token = (await post(s, TOKENS, { login: 'a' })).body.access_token as string;
-    await new Promise((r) => setTimeout(r, 300));
+    now += 100;
+    const body = { name: 'p', description: '' };
+    expect((await post(s, PROJECTS, body, { headers: { authorization: `Bearer ${token}` } })).status).toBe(201);
+    now += 200;
     const res = await post(
       s,
       PROJECTS,

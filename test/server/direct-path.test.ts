@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { IDENTIFICATIONS_PATH } from '../../src/sandbox/identification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { waitFor } from '../helpers/wait.js';
 
 interface Raw {
   status: number;
@@ -436,20 +437,15 @@ describe('the operation span is the same through both paths', () => {
   const spanOf = async (g: { gw: TestGateway; spans: () => ReadableSpan[] }, body: unknown) => {
     const n = g.spans().length;
     const res = await send(g.gw.url, JSON.stringify(body), JSON_HEADERS);
-    // Waits for the span (the deadline only bounds a failure).
-    const deadline = Date.now() + 20_000;
-    while (
-      Date.now() < deadline &&
-      !g
-        .spans()
-        .slice(n)
-        .some((s) => s.attributes['gateway.route'] === 'graphql')
-    )
-      await new Promise((r) => setTimeout(r, 5));
-    const span = g
-      .spans()
-      .slice(n)
-      .find((s) => s.attributes['gateway.route'] === 'graphql')!;
+    const span = await waitFor(
+      () =>
+        g
+          .spans()
+          .slice(n)
+          .find((s) => s.attributes['gateway.route'] === 'graphql'),
+      20_000,
+      'the span of the request',
+    );
     return {
       res,
       name: span.name,

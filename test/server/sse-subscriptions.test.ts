@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { collect, postNotification, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
-import { waitForSubscribers } from '../helpers/wait.js';
+import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 const start = gatewaysPerTest();
 const clients: Client[] = [];
@@ -251,11 +251,14 @@ describe('reserved SSE streams that are never connected', () => {
 
       // The first reservation times out: graphql-sse frees it (its event stream ends), and the app's budget comes back.
       releases[0]!();
-      let again = await reserve();
-      for (let attempt = 0; again.status === 409 && attempt < 250; attempt++) {
-        await new Promise((r) => setTimeout(r, 20));
-        again = await reserve();
-      }
+      const again = await waitFor(
+        async () => {
+          const r = await reserve();
+          return r.status !== 409 && r;
+        },
+        5_000,
+        'the released reservation',
+      );
       expect(again.status).toBe(201);
       expect((await reserve()).status).toBe(409);
       // The released token is answered as one never issued.

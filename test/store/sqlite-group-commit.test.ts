@@ -15,6 +15,14 @@ interface Db {
   items: { id: number; name: string };
 }
 
+/**
+ * Lets the event loop run `n` full turns (no clock): what would settle the promise without the held fdatasync (a
+ * microtask, an I/O callback, an immediate) has run by then.
+ */
+async function turnsOfTheLoop(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+}
+
 describe('SQLite group commit: a write is acknowledged only once it is committed', () => {
   let dir: string;
   let file: string;
@@ -259,7 +267,7 @@ describe('SQLite group commit with the WAL synced by the driver (FULL without bl
     await until(() => syncs.length === 1);
     // Committed (another connection sees it) but not yet on disk: not acknowledged.
     expect(committed()).toBe(1);
-    await new Promise((r) => setTimeout(r, 20));
+    await turnsOfTheLoop(3);
     expect(settled).toBe(false);
     syncs.shift()!();
     await write;
@@ -275,7 +283,7 @@ describe('SQLite group commit with the WAL synced by the driver (FULL without bl
       .selectAll()
       .execute()
       .then((rows) => (read = rows));
-    await new Promise((r) => setTimeout(r, 20));
+    await turnsOfTheLoop(3);
     expect(read).toBe(null);
     syncs.shift()!();
     await Promise.all([write, reading]);
