@@ -1,7 +1,6 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
-import { configTable } from '../scripts/config-table.js';
 import { PARSED_ENV_VARS } from '../src/config/index.js';
 
 const readme = fs.readFileSync(new URL('../README.md', import.meta.url), 'utf8');
@@ -17,12 +16,6 @@ describe('README', () => {
     );
     expect(set.size).toBeGreaterThan(10);
     expect([...set].filter((name) => !declared.has(name))).toEqual([]);
-  });
-
-  it('carries the configuration table generated from src/config/index.ts (run `npx tsx scripts/update-readme-config.ts`)', () => {
-    const block = /<!-- config-table:start -->\n([\s\S]*?)<!-- config-table:end -->/.exec(readme);
-    expect(block).not.toBeNull();
-    expect(block![1]!.trim()).toBe(configTable());
   });
 
   it('starts with the two-command quick start', () => {
