@@ -5,9 +5,14 @@ import { describe, expect, it } from 'vitest';
 
 const root = path.resolve(import.meta.dirname, '..');
 
-/** README.md and every Markdown file under docs/, as paths relative to the repository. */
+/** README.md, CHANGELOG.md, every Markdown file under docs/ and bench/'s own, as paths relative to the repository. */
 function documents(base: string): string[] {
-  const found = fs.existsSync(path.join(base, 'README.md')) ? ['README.md'] : [];
+  const found = [
+    'README.md',
+    'CHANGELOG.md',
+    path.join('bench', 'README.md'),
+    path.join('bench', 'breakdown.md'),
+  ].filter((f) => fs.existsSync(path.join(base, f)));
   const walk = (dir: string): void => {
     for (const entry of fs.readdirSync(path.join(base, dir), { withFileTypes: true })) {
       const rel = path.join(dir, entry.name);
@@ -107,7 +112,7 @@ function brokenLinks(base: string): string[] {
   return broken;
 }
 
-describe('links in README.md and docs/', () => {
+describe('links in README.md, CHANGELOG.md, docs/ and bench/', () => {
   it('every relative link and anchor resolves: the file exists and the anchor is a heading of it', () => {
     const docs = documents(root);
     expect(docs).toContain('README.md');
