@@ -14,8 +14,8 @@
  * window (every thread) is the last row.
  *
  * Options: --ops <n> (operations per measurement, default 4000), --no-write (print only; default writes the
- * tables into bench/README.md between the `breakdown` markers), --concurrency <n> (operations in flight, default 16),
- * --only intake,delivery (some of mutation, tree, intake, delivery; default all: the README block needs all),
+ * tables into bench/breakdown.md between the `breakdown` markers), --concurrency <n> (operations in flight, default 16),
+ * --only intake,delivery (some of mutation, tree, intake, delivery; default all: the written block needs all),
  * --env NAME=VALUE[,NAME=VALUE] (the gateway's environment: an off switch, say).
  *
  * `delivery` (docs/decisions/062): the same notifications as `intake`, each to one of 2 × N graphql-ws subscriptions that
@@ -592,10 +592,10 @@ async function main(): Promise<void> {
     ].join('\n');
     process.stdout.write(`\n${block}\n`);
     if (!cli['no-write'] && ONLY.size === 3 && !ONLY.has('delivery')) {
-      const file = path.join(ROOT, 'bench', 'README.md');
+      const file = path.join(ROOT, 'bench', 'breakdown.md');
       const text = fs.readFileSync(file, 'utf8');
       const [startMark, endMark] = ['<!-- breakdown:start -->', '<!-- breakdown:end -->'];
-      if (!text.includes(startMark)) throw new Error(`bench/README.md has no ${startMark} marker`);
+      if (!text.includes(startMark)) throw new Error(`bench/breakdown.md has no ${startMark} marker`);
       fs.writeFileSync(
         file,
         text.replace(new RegExp(`${startMark}[\\s\\S]*?${endMark}`), `${startMark}\n${block}\n${endMark}`),

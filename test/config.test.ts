@@ -172,7 +172,7 @@ describe('real upstreams: no silent sandbox', () => {
     );
   });
 
-  it('declares each default once: the README shows exactly the value an unset variable gets, and a variable without a default parses to nothing', () => {
+  it('declares each default once: docs/configuration.md shows exactly the value an unset variable gets, and a variable without a default parses to nothing', () => {
     for (const [name, v] of Object.entries(DECLARED_VARS)) {
       const unset: unknown = v.schema.parse(undefined);
       if (v.derived) {

@@ -23,13 +23,15 @@ export type { ConfiguredNotificationToken, UpstreamTable } from './upstream-tabl
 
 /**
  * Every environment variable the gateway reads, declared once: the parser below, the start-up error
- * messages and the README's configuration table (checked by test/config.test.ts) all come from here.
+ * messages and docs/configuration.md (`npm run docs:config`, checked by test/docs-config.test.ts) all come from here.
  * Nothing else in the code base reads process.env.
  */
 export interface EnvVar {
   name: string;
   default: string;
   description: string;
+  /** True when a reload (SIGHUP, POST /admin/reload) reads it again: the files of docs/decisions/057. */
+  reloadable: boolean;
 }
 
 /** Variables whose value may be a secret: never echoed in a configuration error (nor kept in a ConfigMap). */
@@ -66,7 +68,7 @@ export function decodeKey(text: string): Buffer | undefined {
   return key && key.length === 32 ? key : undefined;
 }
 
-/** A schema whose value when the variable is unset is its own default, and that default as the README shows it. */
+/** A schema whose value when the variable is unset is its own default, and that default as the reference shows it. */
 interface Defaulted<S extends z.ZodType> {
   readonly schema: S;
   readonly shown: string;
@@ -79,16 +81,23 @@ interface Declared<S extends z.ZodType> {
   /** True when `shown` is the schema's own default; false when it only says what unset means. */
   readonly derived: boolean;
   readonly description: string;
+  readonly reloadable: boolean;
 }
 
 /**
- * A variable: a schema with its default (its README default then comes from it) or, for one without a default, the
- * text that says what unset means (`(unset: SQLite)`).
+ * A variable: a schema with its default (its documented default then comes from it) or, for one without a default, the
+ * text that says what unset means (`(unset: SQLite)`); `'reloadable'` when a reload reads it again (docs/decisions/057).
  */
-function declare<S extends z.ZodType>(part: S | Defaulted<S>, description: string, unset?: string): Declared<S> {
-  if ('shown' in part) return { schema: part.schema, shown: part.shown, derived: true, description };
+function declare<S extends z.ZodType>(
+  part: S | Defaulted<S>,
+  description: string,
+  unset?: string,
+  reload?: 'reloadable',
+): Declared<S> {
+  const reloadable = reload === 'reloadable';
+  if ('shown' in part) return { schema: part.schema, shown: part.shown, derived: true, description, reloadable };
   if (unset === undefined) throw new Error('a variable without a default needs the text that says what unset means');
-  return { schema: part, shown: unset, derived: false, description };
+  return { schema: part, shown: unset, derived: false, description, reloadable };
 }
 
 const optionalString = z
@@ -327,9 +336,9 @@ const breakDuration = (t: string): number | { error: string } => {
 };
 
 /**
- * Every variable, declared once: its schema (with its default, where it has one), the default the README's table
+ * Every variable, declared once: its schema (with its default, where it has one), the default the reference
  * shows (derived from the schema's own default, or for a variable without one the text that says what unset means),
- * and its description. The parser, the start-up errors, ENV_VARS and the README's table all come from here
+ * and its description. The parser, the start-up errors, ENV_VARS and docs/configuration.md all come from here
  * (test/config.test.ts checks that each shown default is the value the schema gives an unset variable).
  */
 const VARS = {
@@ -468,6 +477,7 @@ const VARS = {
     optionalString,
     'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL; read at start and again on a reload (SIGHUP, POST /admin/reload).',
     '(unset)',
+    'reloadable',
   ),
   MOBILEID_ISSUER: declare(
     optionalString,
@@ -502,8 +512,9 @@ const VARS = {
   ),
   GATEWAY_APPS_FILE: declare(
     optionalString,
-    'A JSON or YAML file of apps, each with its name, its scopes and the SHA-256 of each of its keys (never the keys): see the README, "Apps and permissions". Its apps are accepted beside those of GATEWAY_API_KEYS; a bad file stops start-up naming the line. Read again on a reload (SIGHUP, POST /admin/reload): a bad file then keeps the running apps.',
+    'A JSON or YAML file of apps, each with its name, its scopes and the SHA-256 of each of its keys (never the keys): see docs/apps-and-security.md. Its apps are accepted beside those of GATEWAY_API_KEYS; a bad file stops start-up naming the line. Read again on a reload (SIGHUP, POST /admin/reload): a bad file then keeps the running apps.',
     '(unset)',
+    'reloadable',
   ),
   OPERATOR_API_KEYS: declare(
     list,
@@ -519,6 +530,7 @@ const VARS = {
     optionalString,
     "The identity provider's JWKS as a local JSON file, instead of AUTH_JWKS_URL (read at start and again on a reload: SIGHUP, POST /admin/reload).",
     '(unset)',
+    'reloadable',
   ),
   AUTH_ISSUER: declare(
     optionalString,
@@ -571,8 +583,9 @@ const VARS = {
   ),
   AUTH_ISSUERS: declare(
     optionalString,
-    'A JSON or YAML file of several identity providers, each with its issuer, JWKS (jwksUrl or jwksFile), audience, app claim, scope claims and apps (see the README, "Several identity providers"); a token is checked against the entry of its own iss only. Instead of AUTH_JWKS_URL, AUTH_ISSUER, AUTH_AUDIENCE, AUTH_APP_CLAIM, AUTH_APPS and AUTH_OPERATOR_APPS; read again on a reload (SIGHUP, POST /admin/reload).',
+    'A JSON or YAML file of several identity providers, each with its issuer, JWKS (jwksUrl or jwksFile), audience, app claim, scope claims and apps (see docs/apps-and-security.md); a token is checked against the entry of its own iss only. Instead of AUTH_JWKS_URL, AUTH_ISSUER, AUTH_AUDIENCE, AUTH_APP_CLAIM, AUTH_APPS and AUTH_OPERATOR_APPS; read again on a reload (SIGHUP, POST /admin/reload).',
     '(unset: one provider from the AUTH_* variables, or none)',
+    'reloadable',
   ),
   AUTH_APPS: declare(
     list,
@@ -799,6 +812,7 @@ const VARS = {
     optionalString,
     'Path of the manifest, { "<documentId>": "<document>" } as GraphQL Code Generator\'s client preset writes persisted-documents.json; read at start-up and again on a reload (SIGHUP, POST /admin/reload), required unless TRUSTED_DOCUMENTS is off.',
     '(unset)',
+    'reloadable',
   ),
   MCP_MUTATIONS: declare(
     choice(['none', 'approve', 'all'], 'none', 'lower'),
@@ -922,6 +936,7 @@ export const ENV_VARS: readonly EnvVar[] = Object.entries(VARS).map(([name, v]) 
   name,
   default: v.shown,
   description: v.description,
+  reloadable: v.reloadable,
 }));
 
 const envSchema = z.object(
@@ -1668,5 +1683,5 @@ function checkAppKeys(keys: readonly AppKey[]): void {
   });
 }
 
-/** The variables the parser reads (test/readme.test.ts: every NAME=value of the README's examples is one of them). */
+/** The variables the parser reads (test/readme.test.ts: every NAME=value of the documents' examples is one of them). */
 export const PARSED_ENV_VARS: readonly string[] = Object.keys(envSchema.shape);

@@ -39,7 +39,7 @@ export interface StreamFilter {
 
 /**
  * What ends a stream that is waiting for an event: an AbortSignal, or the lighter StreamCancel (a listener
- * on an AbortSignal costs about 0.9 KB, and every idle subscription holds one; bench scenario 5).
+ * on an AbortSignal costs memory, and every idle subscription holds one; decision 006, Measurements, step 4).
  */
 export interface CancelSignal {
   readonly aborted: boolean;

@@ -19,7 +19,7 @@ export interface GraphQLContext {
 }
 
 /**
- * `logger` may be a function that makes it: a pino child costs a few microseconds and ~1 KB, and most
+ * `logger` may be a function that makes it: a pino child costs CPU and memory (decision 006), and most
  * operations (and idle subscriptions) never log, so it is made on first use.
  */
 export function createContext(

@@ -15,7 +15,7 @@ function typeNameOf(a: MobileIdAuthentication): 'MobileIdAuthenticationFailed' |
 /**
  * The view itself, read field by field by GraphQL: not a copy, which would read (so open) the sealed tokens the view
  * opens only when a selection asks for them (src/mobile-id/views.ts). Not an object over it either
- * (`Object.create(view)`, as before): making each view a prototype cost ~1.5 µs per delivery in V8 (decision 062);
+ * (`Object.create(view)`, as before): a prototype per view cost V8 a transition per delivery (decision 062);
  * the union's type comes from the outcome instead of a `__typename` set on it.
  */
 function toGraphQL(a: MobileIdAuthentication): MobileIdAuthenticationResult {

@@ -286,7 +286,7 @@ export class NotificationIntake {
     if (result.status === 'duplicate') return { status: 'duplicate', authReqId };
     if (result.status === 'conflict') return { status: 'conflict', authReqId };
     // Only when someone here waits for it: an event nobody on this process subscribes to keeps nothing in memory (a
-    // WeakMap entry per notification showed as intake CPU in bench:guard, from the garbage collector's ephemerons).
+    // WeakMap entry per notification costs intake CPU in the garbage collector's ephemerons; figures in decision 062).
     if (
       this.options.clearFromIntake &&
       result.event.payload !== null &&

@@ -124,7 +124,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     // Children of a parent and resources of a project, oldest first, straight from an index. On SQLite,
     // which has no statistics unless ANALYZE runs, the planner also guessed that `kind = ?` is selective
     // and read every network of every project through resources_kind to answer one project's networks
-    // (bench/README.md, Optimizations, step 4, has the figures). Fixed
+    // (decision 006, Measurements, steps 4 and 5, has the figures). Fixed
     // statistics describe the shape instead (kind: a dozen values; a parent or project: few rows), so the
     // plans no longer depend on the data (https://sqlite.org/lang_analyze.html, "Fixed results").
     '004_ledger_ordered_indexes': {

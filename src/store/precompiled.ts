@@ -6,7 +6,7 @@ const placeholder = (i: number) => `\u0000precompiled-argument-${i}\u0000`;
 /**
  * A statement that kysely builds and compiles once, at its first use: every later call binds new values to
  * the same SQL text, without building the query tree again or compiling it (about a tenth of a mutation's CPU
- * went there; bench/README.md). The SQL text is also the key of the SQLite statement cache, so the statement
+ * went there; decision 031). The SQL text is also the key of the SQLite statement cache, so the statement
  * is prepared once too.
  *
  * `build` gets placeholders for its arguments and must use each one as a value, as it is: no branching on it,

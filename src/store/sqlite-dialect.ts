@@ -17,7 +17,7 @@ import type { CheckpointReply, CheckpointRequest, CheckpointWorkerData } from '.
 
 /**
  * kysely's SQLite dialect over one better-sqlite3 connection, with two changes that matter under load
- * (measured in bench/README.md):
+ * (docs/decisions/006, whose Measurements keep the figures):
  *
  * - Prepared statements are kept by SQL text (bounded LRU) instead of being prepared for every query.
  *
@@ -156,7 +156,7 @@ class GroupCommitSqliteDriver implements Driver {
   /**
    * The savepoint of every unit (`runTogether`, one per mutation), prepared once: `exec` parses its text each time,
    * as much again as running it. BEGIN and COMMIT stay on `exec`: once per group, and the COMMIT's writing of the
-   * WAL outweighs its parsing (measured: no difference).
+   * WAL outweighs its parsing (decision 036: no difference).
    */
   private readonly unit: Record<'savepoint' | 'release', BetterSqlite3.Statement>;
 

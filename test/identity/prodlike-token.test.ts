@@ -96,8 +96,8 @@ describe('the pre-production-like identification environment gets its own token'
   it('says in the configuration table that an unset IDENTIFICATION_PRODLIKE_API_TOKEN means the production token', () => {
     const declared = ENV_VARS.find((v) => v.name === 'IDENTIFICATION_PRODLIKE_API_TOKEN');
     expect(declared?.default).toBe('(unset: IDENTIFICATION_API_TOKEN)');
-    const readme = fs.readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    const row = readme.split('\n').find((line) => line.startsWith('| `IDENTIFICATION_PRODLIKE_API_TOKEN` |'));
+    const reference = fs.readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
+    const row = reference.split('\n').find((line) => line.startsWith('| `IDENTIFICATION_PRODLIKE_API_TOKEN` |'));
     expect(row).toContain('(unset: IDENTIFICATION_API_TOKEN)');
     expect(row).toContain('production token');
     expect(loadConfig({ IDENTIFICATION_PRODLIKE_API_TOKEN: '  ' }).identification.prodlikeToken).toBeUndefined();

@@ -51,7 +51,7 @@ export function mobileIdWebhookRoute(options: {
       const requestId = supportHeader(req.headers['x-mobileid-request-id']);
       const transactionId = supportHeader(req.headers['x-mobileid-transaction-id']);
       // The support references go on each line as fields, not through a child logger: a child of the
-      // request's child is paid per notification, logged or not (measured in bench/README.md, Optimizations, step 3).
+      // request's child is paid per notification, logged or not (decision 006, Measurements, step 3).
       const support = { mobileIdRequestId: requestId, mobileIdTransactionId: transactionId };
       let scope: string | null = null;
       const refuse = async (r: {
