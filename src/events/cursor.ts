@@ -132,7 +132,7 @@ const VERSION = '1';
 
 /**
  * The cursor of `position`, handed out with an event received at `at` (epoch ms): `1_<at in s>_<floor>[_<from>[-<to>]]…`
- * in decimal, URL- and SSE-id-safe, short, and made without reading anything. Opaque to clients (the README says so,
+ * in decimal, URL- and SSE-id-safe, short, and made without reading anything. Opaque to clients (docs/subscriptions.md,
  * and the version lets it change); not base64, which cost more than the rest of the cursor per event.
  */
 export function encodeCursor(position: Position, at: number): string {

@@ -54,7 +54,7 @@ export function apolloSetup(o: {
       // Off with introspection: no "Did you mean …?" in Apollo's validation and variable errors either.
       hideSchemaDetailsFromClientErrors: !o.limits.introspection,
       includeStacktraceInErrorResponses: false,
-      // Batched requests (a JSON array of operations) stay refused: Apollo's default, kept explicit (README).
+      // Batched requests (a JSON array of operations) stay refused: Apollo's default, kept explicit (docs/graphql-api).
       allowBatchedHttpRequests: false,
       csrfPrevention: true,
       validationRules: [...o.limits.validationRules],

@@ -589,7 +589,7 @@ export type GatewayApp = {
   lastActivityAt: Maybe<Scalars['DateTime']['output']>;
   /** Its name: the `name` of `name:key` or of its GATEWAY_APPS_FILE entry, a JWT's app claim, or for a bare key a label derived from it (`key-…`). */
   name: Scalars['String']['output'];
-  /** What it may do (see the README, "Apps and permissions"). For a JWT app, the scopes of the last token seen. */
+  /** What it may do (see docs/apps-and-security.md). For a JWT app, the scopes of the last token seen. */
   scopes: Array<Scalars['String']['output']>;
   /** Where it is configured, or how it signed in last. */
   source: GatewayAppSource;

@@ -273,7 +273,7 @@ describe('fault matrix: every identity creation mutation against every upstream 
           );
           expect(first.errors[0]!.message.length).toBeGreaterThan(10);
         }
-        // The identity retry rules (README, Retry rules per upstream): retried only when the upstream said it did not
+        // The identity retry rules (docs/graphql-api.md, retry rules): retried only when the upstream said it did not
         // process the request; an unknown outcome is the app's to retry.
         const expected = IDENTITY_OUTCOMES[cell.fault];
         if (expected)

@@ -40,7 +40,7 @@ describe('the store on a real PostgreSQL (DATABASE_URL)', () => {
 
   it('replays an idempotent mutation from PostgreSQL after a restart, and refuses a reused key', async () => {
     const key = randomUUID();
-    // Two processes on one database share the gateway secret (README, PostgreSQL and scaling): it keys the stored
+    // Two processes on one database share the gateway secret (docs/scaling.md): it keys the stored
     // request fingerprints, so without it a retry on the other process would read as another request.
     const secret = { DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('hex') };
     const a = await startTestGateway(secret);
