@@ -7,7 +7,7 @@ import { ErrorCode } from '../errors.js';
 import { LIMIT_VARIABLES } from '../execution/limits.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { DirectPath } from './direct-path.js';
-import type { RouteContext, Route } from './http.js';
+import type { Route, RouteContext } from './http.js';
 import { BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
 import { admitHttp, type DocumentAdmission } from './trusted-documents.js';
 

@@ -10,7 +10,7 @@ import type { Pipeline } from '../execution/pipeline.js';
 import { deliverable, streamPresenter } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
-import type { RouteContext, Route } from './http.js';
+import type { Route, RouteContext } from './http.js';
 import { BodyTooLargeError, readBody, sendJson } from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
 
