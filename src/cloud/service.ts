@@ -13,19 +13,14 @@ import type {
 } from '../generated/graphql.js';
 import type { PauseAt } from '../phases.js';
 import type { Ledger, LedgerRecord, ResourceKind } from '../store/ledger.js';
-import type { Idempotency } from '../upstream/idempotency.js';
+import type { Idempotency, Outcome } from '../upstream/idempotency.js';
 import type { CloudClient, Created } from './client.js';
 import { withoutSecrets } from './model.js';
 import * as v from './validation.js';
 import * as wire from './wire.js';
 
-export interface MutationResult {
-  record: LedgerRecord;
-  idempotencyKey: string;
-  /** The Idempotency-Key the upstream got (derived from the caller's scope and key). */
-  upstreamIdempotencyKey: string;
-  replayed: boolean;
-}
+/** A creation's outcome: the ledger record of what was created. */
+export type MutationResult = Outcome<LedgerRecord>;
 
 type StoredRecord = Omit<LedgerRecord, 'createdAt'> & { createdAt: string };
 
@@ -289,11 +284,6 @@ export class CloudService {
         return { ...s, createdAt: new Date(s.createdAt) };
       },
     });
-    return {
-      record: out.result,
-      idempotencyKey: out.idempotencyKey,
-      upstreamIdempotencyKey: out.upstreamIdempotencyKey,
-      replayed: out.replayed,
-    };
+    return out;
   }
 }

@@ -1,24 +1,11 @@
 import type { MutationResult } from '../cloud/service.js';
 import { viewAs, type CloudKind, type CloudViews } from '../cloud/views.js';
 import type { Resolvers } from '../generated/graphql.js';
-
-type PayloadKeys = { idempotencyKey: string; upstreamIdempotencyKey: string; replayed: boolean };
+import { creationPayload } from './common.js';
 
 /** A creation's payload, its record mapped to the view of its kind. */
-function payload<F extends string, K extends CloudKind>(
-  field: F,
-  kind: K,
-  r: MutationResult,
-): { [P in F]: CloudViews[K] } & PayloadKeys {
-  return {
-    [field]: viewAs(kind, r.record),
-    idempotencyKey: r.idempotencyKey,
-    upstreamIdempotencyKey: r.upstreamIdempotencyKey,
-    replayed: r.replayed,
-  } as {
-    [P in F]: CloudViews[K];
-  } & PayloadKeys;
-}
+const payload = <F extends string, K extends CloudKind>(field: F, kind: K, r: MutationResult) =>
+  creationPayload(field, r, (record): CloudViews[K] => viewAs(kind, record));
 
 /**
  * Only relations (through the request's loaders) have resolvers here: every other field of a cloud type

@@ -4,9 +4,40 @@ import type { Scope } from '../auth/caller.js';
 import { badUserInput } from '../errors.js';
 import type { Resolvers } from '../generated/graphql.js';
 import type { ResourceKind } from '../store/ledger.js';
+import type { Outcome } from '../upstream/idempotency.js';
 import { DateTimeScalar, DecimalStringScalar, JSONScalar, UUIDScalar } from './scalars.js';
 
 /** GraphQL type of each ledger kind, for `node(id)`. */
+/** The payload of a creation mutation: its result under `field`, and the keys it ran under. */
+type CreationPayload<F extends string, V> = { [P in F]: V } & {
+  idempotencyKey: string;
+  upstreamIdempotencyKey: string;
+  replayed: boolean;
+};
+
+/**
+ * The payload of every creation mutation: its result under `field` (through `view`, where its GraphQL type is a view
+ * of the record), and the keys it ran under.
+ */
+export function creationPayload<F extends string, T>(field: F, outcome: Outcome<T>): CreationPayload<F, T>;
+export function creationPayload<F extends string, T, V>(
+  field: F,
+  outcome: Outcome<T>,
+  view: (result: T) => V,
+): CreationPayload<F, V>;
+export function creationPayload<F extends string, T, V>(
+  field: F,
+  outcome: Outcome<T>,
+  view?: (result: T) => V,
+): CreationPayload<F, T | V> {
+  return {
+    [field]: view ? view(outcome.result) : outcome.result,
+    idempotencyKey: outcome.idempotencyKey,
+    upstreamIdempotencyKey: outcome.upstreamIdempotencyKey,
+    replayed: outcome.replayed,
+  } as CreationPayload<F, T | V>;
+}
+
 export const NODE_TYPES: Record<ResourceKind, string> = {
   project: 'Project',
   network: 'Network',

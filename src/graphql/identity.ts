@@ -13,6 +13,7 @@ import {
 } from '../identity/service.js';
 import { callbackStatus, rfmInCatalog, type VerificationResultItem } from '../identity/views.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
+import { creationPayload } from './common.js';
 import type { GraphQLContext } from './context.js';
 import { abortable, resumeAfter } from './subscriptions.js';
 
@@ -82,32 +83,16 @@ export const identityResolvers: Resolvers = {
   Mutation: {
     createIdentification: async (_p, { input, idempotencyKey }, ctx) => {
       const out = await ctx.services.identity.createIdentification(ctx.caller, input, idempotencyKey);
-      for (const w of out.warnings) ctx.warn({ ...w, path: ['createIdentification', 'identification'] });
-      return {
-        identification: out.result,
-        idempotencyKey: out.idempotencyKey,
-        upstreamIdempotencyKey: out.upstreamIdempotencyKey,
-        replayed: out.replayed,
-      };
+      for (const w of out.warnings ?? []) ctx.warn({ ...w, path: ['createIdentification', 'identification'] });
+      return creationPayload('identification', out);
     },
     registerVerification: async (_p, { input, idempotencyKey }, ctx) => {
       const out = await ctx.services.identity.registerVerification(ctx.caller, input, idempotencyKey);
-      return {
-        verification: out.result,
-        idempotencyKey: out.idempotencyKey,
-        upstreamIdempotencyKey: out.upstreamIdempotencyKey,
-        replayed: out.replayed,
-      };
+      return creationPayload('verification', out);
     },
     checkRfm: async (_p, { input, idempotencyKey }, ctx) => {
       const out = await ctx.services.identity.checkRfm(ctx.caller, input, idempotencyKey);
-      return {
-        result: out.result,
-        inCatalog: rfmInCatalog(out.result),
-        idempotencyKey: out.idempotencyKey,
-        upstreamIdempotencyKey: out.upstreamIdempotencyKey,
-        replayed: out.replayed,
-      };
+      return { ...creationPayload('result', out), inCatalog: rfmInCatalog(out.result) };
     },
   },
   Subscription: {

@@ -1,6 +1,7 @@
 import type { Resolvers } from '../generated/graphql.js';
 import type { Provisioning, ProvisionResult } from '../provisioning/service.js';
 import type { ResourceKind } from '../store/ledger.js';
+import { creationPayload } from './common.js';
 import type { GraphQLContext } from './context.js';
 import { abortable } from './subscriptions.js';
 
@@ -8,12 +9,7 @@ import { abortable } from './subscriptions.js';
 const stepResource = <K extends ResourceKind>(ctx: GraphQLContext, p: Provisioning, step: string, kind: K) =>
   ctx.loaders.ofKind(p.steps.find((s) => s.name === step)?.resourceId, kind);
 
-const payload = (r: ProvisionResult) => ({
-  provisioning: r.provisioning,
-  idempotencyKey: r.idempotencyKey,
-  upstreamIdempotencyKey: r.upstreamIdempotencyKey,
-  replayed: r.replayed,
-});
+const payload = (r: ProvisionResult) => creationPayload('provisioning', r);
 
 export const provisioningResolvers: Resolvers = {
   Query: {

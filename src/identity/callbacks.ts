@@ -19,6 +19,19 @@ function callbackContext(kind: string, scope: string | null, key: string): strin
   return JSON.stringify([kind, 'callback-body', scope, key]);
 }
 
+/**
+ * What a callback's service answers its route (verification and identification alike): 404 for an unknown address
+ * (`unknown-token`) or a body naming what this address may not report on (`not-found`, its description chosen by the
+ * service), 400 `invalid`, 429 `over-bound` (the app's storage bound: nothing stored), else the event stored, then 204
+ * and `publish`.
+ */
+export type CallbackReceipt =
+  | { status: 'unknown-token' }
+  | { status: 'not-found'; description: string }
+  | { status: 'invalid'; description: string }
+  | { status: 'over-bound'; description: string }
+  | { status: 'created' | 'duplicate' | 'conflict'; event: EventRecord; publish: () => Promise<void> };
+
 /** How callback bodies are kept: their size bounded, sealed to their owner, counted against its storage bound. */
 export class CallbackBodies {
   /** Bodies opened once per event object: every subscriber of one event reads the same object. */

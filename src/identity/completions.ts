@@ -3,7 +3,7 @@ import { visibleRecord } from '../auth/tenancy.js';
 import type { EventRecord, Events } from '../events/index.js';
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger } from '../store/ledger.js';
-import type { CallbackBodies } from './callbacks.js';
+import type { CallbackBodies, CallbackReceipt } from './callbacks.js';
 import type { IdentificationCallbacks } from './identification-callbacks.js';
 import * as wire from './wire.js';
 
@@ -12,13 +12,6 @@ export const IDENTIFICATION_EVENT_KIND = 'identification';
 
 /** The route of identification completion callbacks; the token is base64url (the gateway derives 43 characters). */
 export const IDENTIFICATION_CALLBACK_PREFIX = '/webhooks/identification/';
-
-export type IdentificationCallbackOutcome =
-  | { status: 'unknown-token' }
-  | { status: 'unknown-identification'; id: string }
-  | { status: 'invalid'; description: string }
-  | { status: 'over-bound'; description: string }
-  | { status: 'created' | 'duplicate' | 'conflict'; event: EventRecord; publish: () => Promise<void> };
 
 export interface IdentificationCompletionsOptions {
   callbacks: IdentificationCallbacks;
@@ -73,7 +66,7 @@ export class IdentificationCompletions {
    * that the address's API key created from the address's workflow; anything else changes nothing. The body is
    * appended to the event log keyed by the identification. Acknowledge, then call `publish`.
    */
-  async receive(token: string, body: unknown, meta: Record<string, unknown>): Promise<IdentificationCallbackOutcome> {
+  async receive(token: string, body: unknown, meta: Record<string, unknown>): Promise<CallbackReceipt> {
     const binding = await this.o.callbacks.find(token);
     if (!binding) return { status: 'unknown-token' };
     const object = wire.one(body);
@@ -93,7 +86,10 @@ export class IdentificationCompletions {
       record.kind !== 'identification' ||
       (record.spec as { workflowId?: unknown }).workflowId !== binding.workflowId
     ) {
-      return { status: 'unknown-identification', id };
+      return {
+        status: 'not-found',
+        description: `identification ${id} was not created through this gateway for this callback address`,
+      };
     }
     // Only an exact repeat of a body is the same delivery; every distinct callback is kept (decision 041), up to a
     // size, sealed to its owner and within its storage bound (decisions 050 and 051).

@@ -14,8 +14,8 @@ import type { EventRecord, Events } from '../events/index.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger, LedgerRecord } from '../store/ledger.js';
-import { nameBasedUuid, type Idempotency } from '../upstream/idempotency.js';
-import type { CallbackBodies, VerificationCallbacks } from './callbacks.js';
+import { nameBasedUuid, type Idempotency, type Outcome } from '../upstream/idempotency.js';
+import type { CallbackBodies, CallbackReceipt, VerificationCallbacks } from './callbacks.js';
 import type { IdentificationClient, RegisteredVerification, VerificationClient } from './client.js';
 import type { IdentificationCompletions } from './completions.js';
 import * as wire from './wire.js';
@@ -89,16 +89,6 @@ export interface VerificationSpec {
   jobResults: unknown;
 }
 
-export interface MutationResult<T> {
-  result: T;
-  idempotencyKey: string;
-  /** The Idempotency-Key the upstream got (derived from the caller's scope and key). */
-  upstreamIdempotencyKey: string;
-  replayed: boolean;
-  /** Caveats for `extensions.warnings`, derived from the stored result, so a replay carries them too. */
-  warnings: GatewayWarning[];
-}
-
 /** The warning of an identification whose 202 answer lacked `idShort` or a valid `url`, if any. */
 export function identificationWarnings(record: LedgerRecord, url: string | null): GatewayWarning[] {
   const spec = record.spec as unknown as IdentificationSpec;
@@ -114,12 +104,6 @@ export function identificationWarnings(record: LedgerRecord, url: string | null)
     },
   ];
 }
-
-export type CallbackOutcome =
-  | { status: 'unknown-token' }
-  | { status: 'invalid'; description: string }
-  | { status: 'over-bound'; description: string }
-  | { status: 'created' | 'duplicate' | 'conflict'; event: EventRecord; publish: () => Promise<void> };
 
 type StoredRecord = Omit<LedgerRecord, 'createdAt'> & { createdAt: string };
 const toStored = (record: LedgerRecord): StoredRecord => ({ ...record, createdAt: record.createdAt.toISOString() });
@@ -205,7 +189,7 @@ export class IdentityService {
     caller: Caller,
     input: CreateIdentificationInput,
     key?: string | null,
-  ): Promise<MutationResult<LedgerRecord>> {
+  ): Promise<Outcome<LedgerRecord>> {
     const workflowId = nonEmpty('input.workflowId', input.workflowId);
     const lifetime = input.linkLifetimeInMinutes ?? null;
     if (lifetime !== null && (!Number.isInteger(lifetime) || lifetime < 1 || lifetime > MAX_LINK_LIFETIME_MINUTES)) {
@@ -270,20 +254,14 @@ export class IdentityService {
       toStored,
       fromStored,
     });
-    return {
-      result: out.result,
-      idempotencyKey: out.idempotencyKey,
-      upstreamIdempotencyKey: out.upstreamIdempotencyKey,
-      replayed: out.replayed,
-      warnings: identificationWarnings(out.result, this.identificationSecrets(out.result).url),
-    };
+    return { ...out, warnings: identificationWarnings(out.result, this.identificationSecrets(out.result).url) };
   }
 
   async registerVerification(
     caller: Caller,
     input: RegisterVerificationInput,
     key?: string | null,
-  ): Promise<MutationResult<LedgerRecord>> {
+  ): Promise<Outcome<LedgerRecord>> {
     const workflowId = nonEmpty('input.workflowId', input.workflowId);
     if (!isPlainObject(input.applicant)) throw badUserInput('input.applicant', 'must be a JSON object');
     const applicant = input.applicant;
@@ -377,13 +355,7 @@ export class IdentityService {
       toStored,
       fromStored,
     });
-    return {
-      result: out.result,
-      idempotencyKey: out.idempotencyKey,
-      upstreamIdempotencyKey: out.upstreamIdempotencyKey,
-      replayed: out.replayed,
-      warnings: [],
-    };
+    return out;
   }
 
   /** Where registration answers and requests carry what the spec does not show, for errors and the start-up line. */
@@ -391,7 +363,7 @@ export class IdentityService {
     return wire.describeIdentityShapes(this.o.shapePaths);
   }
 
-  async checkRfm(caller: Caller, input: unknown, key?: string | null): Promise<MutationResult<unknown>> {
+  async checkRfm(caller: Caller, input: unknown, key?: string | null): Promise<Outcome<unknown>> {
     if (!isPlainObject(input)) throw badUserInput('input', 'must be a JSON object');
     const out = await this.o.idempotency.run<unknown>({
       scope: caller.scope,
@@ -414,13 +386,7 @@ export class IdentityService {
           : stored;
       },
     });
-    return {
-      result: out.result,
-      idempotencyKey: out.idempotencyKey,
-      upstreamIdempotencyKey: out.upstreamIdempotencyKey,
-      replayed: out.replayed,
-      warnings: [],
-    };
+    return out;
   }
 
   /** Checks the ids of one `verificationResults` field before any upstream call. */
@@ -523,7 +489,7 @@ export class IdentityService {
    * A POST to a callbackUrl: the token must be one the gateway issued; the body, a JSON object, is appended
    * to the event log keyed by the verification. Acknowledge, then call `publish`.
    */
-  async receiveCallback(token: string, body: unknown, meta: Record<string, unknown>): Promise<CallbackOutcome> {
+  async receiveCallback(token: string, body: unknown, meta: Record<string, unknown>): Promise<CallbackReceipt> {
     const binding = await this.o.callbacks.find(token);
     if (!binding) return { status: 'unknown-token' };
     const parsed = wire.callbackBodySchema.safeParse(wire.one(body));

@@ -414,7 +414,7 @@ export class ProvisioningPlanner {
         overlay.set(id, record);
         recorded = { creation, key: k! };
         return {
-          record,
+          result: record,
           idempotencyKey: k!,
           upstreamIdempotencyKey: full ? upstreamKey(who.scope, k!) : '',
           replayed: false,

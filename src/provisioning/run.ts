@@ -79,10 +79,10 @@ export class ProvisioningRunner {
       current = await this.update(current, i, { state: 'RUNNING', idempotencyKey: upstreamKey(p.scope, k) });
       try {
         const result = await planned.run!(ids, k);
-        ids.set(planned.name, result.record.id);
+        ids.set(planned.name, result.result.id);
         current = await this.update(current, i, {
           state: 'DONE',
-          resourceId: result.record.id,
+          resourceId: result.result.id,
           ...(result.publicAddress !== undefined ? { publicAddress: result.publicAddress } : {}),
         });
       } catch (err) {

@@ -14,7 +14,7 @@ import type { Logger } from '../logger.js';
 import type { LedgerRecord } from '../store/ledger.js';
 import { ProvisioningRows } from '../store/provisionings.js';
 import type { Database } from '../store/schema.js';
-import { upstreamKey } from '../upstream/idempotency.js';
+import { upstreamKey, type Outcome } from '../upstream/idempotency.js';
 import type { PlannedStep, Provisioning, ProvisioningKind, PublicAddress } from './model.js';
 import { ProvisioningRecords } from './records.js';
 import { ProvisioningRunner } from './run.js';
@@ -31,13 +31,8 @@ export type {
   StepState,
 } from './model.js';
 
-export interface ProvisionResult {
-  provisioning: Provisioning;
-  idempotencyKey: string;
-  /** UUIDv5 of the caller's scope and key: the base every step's upstream key derives from. */
-  upstreamIdempotencyKey: string;
-  replayed: boolean;
-}
+/** A provisioning's outcome: the provisioning, started, resumed or replayed. */
+export type ProvisionResult = Outcome<Provisioning>;
 
 /**
  * What the steps call: the cloud mutations and the lookup of the cluster's public address. Provisioning
@@ -477,7 +472,7 @@ export class ProvisioningService {
         this.runner.isRunning(id) ||
         (existing.state === 'RUNNING' && now - existing.updatedAt.getTime() < this.staleMs);
       const replay = {
-        provisioning: existing,
+        result: existing,
         idempotencyKey: key,
         upstreamIdempotencyKey: upstreamKey(caller.scope, key),
         replayed: true,
@@ -506,7 +501,7 @@ export class ProvisioningService {
       await this.records.save(resumed);
       this.runner.launch(resumed, steps);
       return {
-        provisioning: resumed,
+        result: resumed,
         idempotencyKey: key,
         upstreamIdempotencyKey: upstreamKey(caller.scope, key),
         replayed: false,
@@ -539,7 +534,7 @@ export class ProvisioningService {
     }
     this.runner.launch(fresh, steps);
     return {
-      provisioning: fresh,
+      result: fresh,
       idempotencyKey: key,
       upstreamIdempotencyKey: upstreamKey(caller.scope, key),
       replayed: false,

@@ -8,6 +8,7 @@ import {
   GatewayError,
   UpstreamAnswerIncompleteError,
   UpstreamOutcomeUnknownError,
+  type GatewayWarning,
   type IncompleteAnswer,
 } from '../errors.js';
 import { keyedFingerprint, sameRequest } from '../fingerprint.js';
@@ -16,13 +17,19 @@ import type { Metrics } from '../metrics.js';
 import type { PauseAt } from '../phases.js';
 import type { IdempotencyRecords } from '../store/idempotency.js';
 
-export interface IdempotentResult<T> {
-  result: T;
+/**
+ * What every creation answers (mutations, provisionings, registrations): its result, the key it ran under, the key the
+ * upstream got, and whether it was replayed; and the caveats for `extensions.warnings`, derived from the stored result
+ * so that a replay carries them too.
+ */
+export interface Outcome<T> {
+  readonly result: T;
   /** The caller's key, or a fresh UUIDv4 when none was given. */
-  idempotencyKey: string;
+  readonly idempotencyKey: string;
   /** The key sent upstream: `upstreamKey(scope, idempotencyKey)`. */
-  upstreamIdempotencyKey: string;
-  replayed: boolean;
+  readonly upstreamIdempotencyKey: string;
+  readonly replayed: boolean;
+  readonly warnings?: readonly GatewayWarning[];
 }
 
 export interface IdempotencyOptions {
@@ -146,7 +153,7 @@ export class Idempotency {
      * under: the result, or UpstreamAnswerIncompleteError once more. Without it, such a retry replays the error.
      */
     recover?: (incomplete: IncompleteAnswer, upstreamIdempotencyKey: string) => T | Promise<T>;
-  }): Promise<IdempotentResult<T>> {
+  }): Promise<Outcome<T>> {
     const { records, metrics } = this.options;
     const key = params.key ?? randomUUID();
     const upstream = upstreamKey(params.scope, key);

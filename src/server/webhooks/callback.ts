@@ -1,5 +1,5 @@
 import { WebhookErrorCode } from '../../errors.js';
-import type { EventRecord } from '../../events/index.js';
+import type { CallbackReceipt } from '../../identity/callbacks.js';
 import type { Metrics } from '../../metrics.js';
 import type { Route } from '../http.js';
 import { sendOAuthError } from '../respond.js';
@@ -7,15 +7,6 @@ import { CALLBACK_BODY, readWebhookBody } from './body.js';
 
 /** Largest callback body accepted. */
 export const CALLBACK_BODY_LIMIT = 1024 * 1024;
-
-/** What an identity callback's service answers; `notFound` is a 404 whose description the service chose. */
-export type CallbackReceipt =
-  | { status: 'unknown-token' }
-  | { status: 'not-found'; description: string }
-  | { status: 'invalid'; description: string }
-  /** The address's app has reached a storage bound (src/store/app-storage.ts): 429, nothing stored. */
-  | { status: 'over-bound'; description: string }
-  | { status: 'created' | 'duplicate' | 'conflict'; event: EventRecord; publish: () => Promise<void> };
 
 export interface CallbackRouteOptions {
   /** Metric label and the noun of every message: `verification`, `identification`. */

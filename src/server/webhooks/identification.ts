@@ -19,15 +19,7 @@ export function identificationWebhookRoute(options: { identity: IdentityService;
     path: IDENTIFICATION_CALLBACK_PATH,
     name: 'POST /webhooks/identification/:token',
     isCallbackToken: (token) => completions.isCallbackToken(token),
-    async receive(token, body, meta) {
-      const outcome = await completions.receive(token, body, meta);
-      return outcome.status === 'unknown-identification'
-        ? {
-            status: 'not-found',
-            description: `identification ${outcome.id} was not created through this gateway for this callback address`,
-          }
-        : outcome;
-    },
+    receive: (token, body, meta) => completions.receive(token, body, meta),
     metrics: options.metrics,
   });
 }
