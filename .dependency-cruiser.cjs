@@ -178,12 +178,13 @@ module.exports = {
       comment:
         'MCP is a transport: every tool call goes through the one entry of the execution pipeline (src/execution/pipeline.ts, ' +
         'docs/decisions/060), never through its stages one by one, nor a resolver, a domain or an upstream client: ' +
-        'authentication, scopes, cost, rate limit, trusted documents and masking then hold for agents as for every app.',
+        'authentication, scopes, cost, rate limit, trusted documents and masking then hold for agents as for every app. ' +
+        'Of the server it uses what every route shares: the Route of src/server/http.ts and the body reading of src/server/respond.ts.',
       severity: 'error',
       from: { path: '^src/server/mcp/' },
       to: {
-        path: ['^src/execution/', '^src/(graphql|cloud|identity|mobile-id|provisioning|upstream|events)/', '^src/server/(?!mcp/)', '^src/services[.]ts$', ROOT],
-        pathNot: ['^src/execution/pipeline[.]ts$', '^src/graphql/schema[.]ts$'],
+        path: ['^src/execution/', '^src/(graphql|cloud|identity|mobile-id|provisioning|upstream|events)/', '^src/server/(?!mcp/|http[.]ts$|respond[.]ts$)', '^src/services[.]ts$', ROOT],
+        pathNot: ['^src/execution/pipeline[.]ts$', '^src/graphql/schema[.]ts$', '^src/events/kinds[.]ts$'],
       },
     },
     {

@@ -1,6 +1,7 @@
 import { ownerCaller, type Caller } from '../auth/caller.js';
 import { visibleRecord } from '../auth/tenancy.js';
 import type { EventRecord, Events } from '../events/index.js';
+import { EVENT_KINDS } from '../events/kinds.js';
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger } from '../store/ledger.js';
 import type { CallbackBodies, CallbackReceipt } from './callbacks.js';
@@ -8,7 +9,7 @@ import type { IdentificationCallbacks } from './identification-callbacks.js';
 import * as wire from './wire.js';
 
 /** Event kind of identification completion callbacks in the event log. */
-export const IDENTIFICATION_EVENT_KIND = 'identification';
+export const IDENTIFICATION_EVENT_KIND = EVENT_KINDS.identification;
 
 /** The route of identification completion callbacks; the token is base64url (the gateway derives 43 characters). */
 export const IDENTIFICATION_CALLBACK_PREFIX = '/webhooks/identification/';

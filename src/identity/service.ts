@@ -11,6 +11,7 @@ import {
   type GatewayWarning,
 } from '../errors.js';
 import type { EventRecord, Events } from '../events/index.js';
+import { EVENT_KINDS } from '../events/kinds.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger, LedgerRecord } from '../store/ledger.js';
@@ -21,7 +22,7 @@ import type { IdentificationCompletions } from './completions.js';
 import * as wire from './wire.js';
 
 /** Event kind of verification callbacks in the event log. */
-export const VERIFICATION_EVENT_KIND = 'verification';
+export const VERIFICATION_EVENT_KIND = EVENT_KINDS.verification;
 
 /** Spec, Limits: "linkLifetimeInMinutes: at most 195". */
 export const MAX_LINK_LIFETIME_MINUTES = 195;

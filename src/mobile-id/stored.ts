@@ -1,11 +1,12 @@
 // How a mobile-ID notification is kept in the event log: its kind, its key (the auth_req_id), its dedupe key
 // and the payload, with no token in clear (docs/decisions/005).
 import { badUserInput } from '../errors.js';
+import { EVENT_KINDS } from '../events/kinds.js';
 import { sealingContext } from '../secret.js';
 import type { IdTokenChecks, IdTokenClaims } from './verify.js';
 import { MAX_ID_LENGTH, type FailureReason } from './wire.js';
 
-export const MOBILE_ID_EVENT_KIND = 'mobile-id';
+export const MOBILE_ID_EVENT_KIND = EVENT_KINDS.mobileId;
 
 /**
  * Unknown body fields kept per notification, in characters of their JSON: past it, the fields that do not fit are

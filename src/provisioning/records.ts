@@ -1,5 +1,6 @@
 import type { Caller } from '../auth/caller.js';
 import type { CancelSignal, EventRecord, Events } from '../events/index.js';
+import { EVENT_KINDS } from '../events/kinds.js';
 import type { ProvisioningRow, ProvisioningRows } from '../store/provisionings.js';
 import {
   terminal,
@@ -11,7 +12,7 @@ import {
 } from './model.js';
 
 /** The event-log kind of provisioning progress; the key is the provisioning's id. */
-export const PROVISIONING_EVENT_KIND = 'provisioning';
+export const PROVISIONING_EVENT_KIND = EVENT_KINDS.provisioning;
 
 /** What the event log holds of one state of a provisioning (dates as epoch ms). */
 type StoredState = Omit<Provisioning, 'createdAt' | 'updatedAt'> & { createdAt: number; updatedAt: number };

@@ -22,27 +22,15 @@ import {
 } from '@modelcontextprotocol/server';
 
 import type { Caller } from '../../auth/caller.js';
+import type { Authenticate } from '../../auth/keys.js';
 import type { Logger } from '../../logger.js';
+import type { Route } from '../http.js';
+import { BodyTooLargeError, readBody } from '../respond.js';
 import { createRequestServer, type McpSurface } from './server.js';
-
-/** A route of the gateway's HTTP handler (src/server/http.ts Route), as this module makes them. */
-export interface McpRoute {
-  method: 'GET' | 'ANY';
-  path: RegExp;
-  name: string;
-  handle(
-    req: IncomingMessage,
-    res: ServerResponse,
-    ctx: { requestId: string; params: string[]; app?: string | undefined },
-  ): Promise<void> | void;
-}
-
-type AuthResult =
-  { ok: true; caller: Caller } | { ok: false; reason: 'missing' | 'invalid' | 'unavailable'; message: string };
 
 export interface McpHttpOptions {
   readonly surface: McpSurface;
-  readonly authenticate: (authorization: string | string[] | undefined) => AuthResult | Promise<AuthResult>;
+  readonly authenticate: Authenticate;
   /** Host names the Host and Origin headers may name (ports aside). */
   readonly allowedHosts: readonly string[];
   /** The public base URL (PUBLIC_URL, or the listening address), for the resource metadata. */
@@ -120,25 +108,7 @@ function quoted(text: string): string {
   return `"${text.replace(/["\\]/g, '\\$&')}"`;
 }
 
-function readRaw(req: IncomingMessage, limit: number): Promise<Buffer | null> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        req.pause();
-        resolve(null);
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks, size)));
-    req.on('error', reject);
-  });
-}
-
-export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
+export function mcpRoutes(o: McpHttpOptions): Route[] {
   const allowed = [...new Set(o.allowedHosts)];
   const resourceOf = (toolset: string) => `${o.publicUrl()}/mcp${toolset ? `/${toolset}` : ''}`;
   const metadataUrlOf = (toolset: string) =>
@@ -171,7 +141,7 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
     return parts.length ? `Bearer ${parts.join(', ')}` : 'Bearer';
   };
 
-  const routes: McpRoute[] = [
+  const routes: Route[] = [
     {
       method: 'ANY',
       path: MCP_PATH,
@@ -202,8 +172,10 @@ export function mcpRoutes(o: McpHttpOptions): McpRoute[] {
         let raw: Buffer | null = null;
         let parsed: unknown;
         if (req.method === 'POST') {
-          raw = await readRaw(req, o.maxBodyBytes);
-          if (raw === null) {
+          try {
+            raw = await readBody(req, o.maxBodyBytes);
+          } catch (err) {
+            if (!(err instanceof BodyTooLargeError)) throw err;
             res.setHeader('connection', 'close');
             return sendJsonRpcError(res, 413, -32000, `the body exceeds ${o.maxBodyBytes} bytes`);
           }

@@ -16,6 +16,7 @@ import {
 } from '@modelcontextprotocol/server';
 
 import type { Caller } from '../../auth/caller.js';
+import { EVENT_KINDS as KINDS } from '../../events/kinds.js';
 import type { Pipeline } from '../../execution/pipeline.js';
 import { refusalFor, type OperationTool } from './tools.js';
 
@@ -61,7 +62,7 @@ interface EventKind {
 
 export const EVENT_KINDS: readonly EventKind[] = [
   {
-    kind: 'verification',
+    kind: KINDS.verification,
     prefix: 'identity://verifications/',
     variable: 'externalId',
     name: 'verification',
@@ -73,7 +74,7 @@ export const EVENT_KINDS: readonly EventKind[] = [
     pick: (data) => (data.verificationResults as unknown[] | undefined)?.[0],
   },
   {
-    kind: 'identification',
+    kind: KINDS.identification,
     prefix: 'identity://identifications/',
     variable: 'id',
     name: 'identification',
@@ -84,7 +85,7 @@ export const EVENT_KINDS: readonly EventKind[] = [
     pick: (data) => data.identification,
   },
   {
-    kind: 'mobile-id',
+    kind: KINDS.mobileId,
     prefix: 'mobileid://authentications/',
     variable: 'authReqId',
     name: 'mobile-id-authentication',
@@ -96,7 +97,7 @@ export const EVENT_KINDS: readonly EventKind[] = [
     pick: (data) => data.mobileIdAuthentication,
   },
   {
-    kind: 'provisioning',
+    kind: KINDS.provisioning,
     prefix: 'cloud://provisionings/',
     variable: 'id',
     name: 'provisioning',
@@ -303,7 +304,7 @@ export function linkProvisionings(resources: McpResources, result: CallToolResul
   const links: ResourceLink[] = [];
   for (const value of Object.values(result.structuredContent)) {
     const id = (value as { provisioning?: { id?: unknown } } | null)?.provisioning?.id;
-    const uri = typeof id === 'string' ? resources.uriOf('provisioning', id) : null;
+    const uri = typeof id === 'string' ? resources.uriOf(KINDS.provisioning, id) : null;
     if (uri === null) continue;
     links.push({
       type: 'resource_link',
