@@ -695,6 +695,12 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
         'MCP leaves out the operations the GraphQL limits refuse: raise the limits named to offer them as tools',
       );
     }
+    if (mcpSurface.unplanned.length > 0) {
+      logger.warn(
+        { tools: mcpSurface.unplanned },
+        'MCP_MUTATIONS=approve does not offer the mutations that cannot be planned: an approval must show what is sent',
+      );
+    }
     const publicHost = config.publicUrl ? new URL(config.publicUrl).hostname : null;
     const mcp = mcpRoutes({
       surface: mcpSurface,
