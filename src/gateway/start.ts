@@ -675,6 +675,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
               plans: services.agentPlans,
               codec: mcpCodec,
               approveUrl: (planId) => `${mcpPublicUrl()}/graphql?approvePlan=${planId}`,
+              documentNow: (documentId) => {
+                const now = live.trusted?.admit({ documentId });
+                return now?.ok ? now.query : undefined;
+              },
             })
           : null,
       // wait_for_events spends one point of the app's reads budget per call, before it reads or waits.

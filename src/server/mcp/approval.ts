@@ -13,7 +13,7 @@ import {
   type RequestStateCodec,
   type ServerContext,
 } from '@modelcontextprotocol/server';
-import { getOperationAST, parse } from 'graphql';
+import { getOperationAST, parse, type DocumentNode } from 'graphql';
 
 import { keyedDocument } from '../../agents/writes.js';
 import type { Caller } from '../../auth/caller.js';
@@ -91,6 +91,11 @@ export interface ApprovalOptions {
   /** Where an approver opens the plan (GraphiQL with the plan and approvePlan ready). */
   readonly approveUrl: (planId: string) => string;
   readonly codec: RequestStateCodec<ApprovalState>;
+  /**
+   * A trusted document's text in the manifest as it is now (a reload may change it), or undefined when it left: the
+   * tools list the manifest read at start-up, but a plan runs only the exact text it was made from.
+   */
+  readonly documentNow: (documentId: string) => string | undefined;
 }
 
 export class Approvals {
@@ -227,7 +232,7 @@ export class Approvals {
           );
         }
         const id = randomUUID();
-        const document = runnableDocument(tool, id);
+        const document = runnableDocument(tool.text, tool.operationName, id)!;
         const variables = { ...args, ...Object.fromEntries([...keys].map((k) => [k, id])) };
         const worked = await this.work(tool, document, variables, call);
         if ('content' in worked) return worked;
@@ -339,8 +344,24 @@ export class Approvals {
 
     // The plan as it would run now: its tool's document as it is now (with the plan's keys), its input's defaults and
     // what it reuses; any change changes its hash. What runs is the text stored with the plan, never a document id.
-    const document = plan.document ?? runnableDocument(tool, plan.id);
-    const current = runnableDocument(tool, plan.id);
+    // A trusted document's text is the manifest's now (a reload may have changed it): a plan runs only the text it was
+    // made from and approved for.
+    const textNow = tool.documentId === null ? tool.text : (this.o.documentNow(tool.documentId) ?? null);
+    const current = textNow === null ? null : runnableDocument(textNow, tool.operationName, plan.id);
+    if (current === null) {
+      await this.o.plans.audit(
+        plan.id,
+        plan.app,
+        actor,
+        'refused',
+        `the plan's document left the manifest; nothing was sent`,
+      );
+      return toolError(
+        `plan ${plan.id} changed since it was made: the trusted document of ${plan.tool} is no longer in the manifest; nothing was sent.`,
+        { planId: plan.id, code: 'PLAN_CHANGED', hash: plan.hash, newHash: null },
+      );
+    }
+    const document = plan.document ?? current;
     const worked = await this.work(tool, current, plan.variables, call);
     if ('content' in worked) return worked;
     if (current !== document || worked.hash !== plan.hash || (plan.approval && plan.approval.hash !== worked.hash)) {
@@ -493,11 +514,19 @@ export class Approvals {
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
-/** The document a plan of `tool` runs: the tool's operation, each upstream write keyed from the plan's id. */
-function runnableDocument(tool: OperationTool, planId: string): string {
-  const document = parse(tool.text);
-  const operation = getOperationAST(document, tool.operationName)!;
-  return keyedDocument(document, operation, planId);
+/**
+ * The document a plan runs: the operation of `text`, each upstream write keyed from the plan's id; null when `text`
+ * no longer holds the operation (a manifest changed under its id).
+ */
+function runnableDocument(text: string, operationName: string | undefined, planId: string): string | null {
+  let document: DocumentNode;
+  try {
+    document = parse(text);
+  } catch {
+    return null;
+  }
+  const operation = getOperationAST(document, operationName);
+  return operation ? keyedDocument(document, operation, planId) : null;
 }
 
 /** Errors after which the request may have been applied, or was not sent yet: the plan can be executed again. */
