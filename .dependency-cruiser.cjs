@@ -3,6 +3,7 @@
  *
  *   main.ts, gateway/                  composition root: gateway/upstreams.ts is the only code that knows the sandbox exists
  *   server/                            transports: HTTP routes, WebSocket, SSE, webhooks, GraphiQL, MCP (server/mcp/)
+ *   agents/                            agent plans (MCP and approvePlan): what needs an approval, dry runs, approvals
  *   execution/                         the execution pipeline every transport runs: prepare, admit, run, present
  *   graphql/, services.ts              resolvers and the bundle of services they call
  *   provisioning/                      composite creations (plans, runs) built on the cloud domain
@@ -22,7 +23,11 @@ const ROOT = '^src/(main[.]ts$|gateway/)';
 const SANDBOX_VOCABULARY = '^src/sandbox/cloud-shapes[.]ts$';
 const BOTTOM = '^src/((errors|fingerprint|logger|metrics|phases)[.]ts$|catalog/|generated/)';
 /** Everything above the shared layers: what auth/, config/ and store/ never import. */
-const ABOVE_SHARED = ['^src/(cloud|identity|mobile-id|provisioning|upstream|events|ratelimit|telemetry|graphql|execution|server)/', '^src/(services|secret)[.]ts$', ROOT];
+const ABOVE_SHARED = [
+  '^src/(cloud|identity|mobile-id|provisioning|upstream|events|ratelimit|telemetry|graphql|execution|server)/',
+  '^src/(services|secret)[.]ts$',
+  ROOT,
+];
 
 module.exports = {
   forbidden: [
@@ -37,14 +42,16 @@ module.exports = {
     },
     {
       name: 'domains-independent',
-      comment: 'Each upstream folder stands alone; what two domains share belongs lower down (upstream/, events/, store/).',
+      comment:
+        'Each upstream folder stands alone; what two domains share belongs lower down (upstream/, events/, store/).',
       severity: 'error',
       from: { path: '^src/(cloud|identity|mobile-id)/' },
       to: { path: DOMAIN, pathNot: '^src/$1/' },
     },
     {
       name: 'provisioning-builds-on-cloud-only',
-      comment: 'Provisioning composes cloud creations (a Kafka cluster is a network, a subnet, an address and a cluster): it may use cloud/, and no other domain.',
+      comment:
+        'Provisioning composes cloud creations (a Kafka cluster is a network, a subnet, an address and a cluster): it may use cloud/, and no other domain.',
       severity: 'error',
       from: { path: '^src/provisioning/' },
       to: { path: '^src/(identity|mobile-id)/' },
@@ -69,7 +76,8 @@ module.exports = {
     },
     {
       name: 'store-imports-no-domain',
-      comment: 'store/ is SQL over plain rows: it knows no domain, upstream, event, resolver or route (they all sit above it).',
+      comment:
+        'store/ is SQL over plain rows: it knows no domain, upstream, event, resolver or route (they all sit above it).',
       severity: 'error',
       from: { path: '^src/store/' },
       to: { path: [...ABOVE_SHARED, '^src/(auth|config|sandbox)/'] },
@@ -97,25 +105,30 @@ module.exports = {
       comment: 'upstream/ and events/ serve every domain, so they import none of them, nor anything above.',
       severity: 'error',
       from: { path: '^src/(upstream|events)/' },
-      to: { path: ['^src/(cloud|identity|mobile-id|provisioning|graphql|execution|server)/', '^src/services[.]ts$', ROOT] },
+      to: {
+        path: ['^src/(cloud|identity|mobile-id|provisioning|graphql|execution|server)/', '^src/services[.]ts$', ROOT],
+      },
     },
     {
       name: 'upstream-and-events-apart',
-      comment: 'The upstream call machinery and the event log are siblings; what both need (the fingerprint) is a leaf module.',
+      comment:
+        'The upstream call machinery and the event log are siblings; what both need (the fingerprint) is a leaf module.',
       severity: 'error',
       from: { path: '^src/(upstream|events)/' },
       to: { path: '^src/(upstream|events)/', pathNot: '^src/$1/' },
     },
     {
       name: 'graphql-not-to-transport',
-      comment: 'Resolvers are transport-neutral: HTTP, WebSocket and SSE all run the same schema, so graphql/ never imports server/.',
+      comment:
+        'Resolvers are transport-neutral: HTTP, WebSocket and SSE all run the same schema, so graphql/ never imports server/.',
       severity: 'error',
       from: { path: '^src/graphql/' },
       to: { path: ['^src/server/', ROOT] },
     },
     {
       name: 'graphql-not-to-wire',
-      comment: 'Wire shapes (snake_case, dotted spec keys) exist only in <upstream>/wire.ts and are read by their own domain; resolvers see typed views.',
+      comment:
+        'Wire shapes (snake_case, dotted spec keys) exist only in <upstream>/wire.ts and are read by their own domain; resolvers see typed views.',
       severity: 'error',
       from: { path: '^src/graphql/' },
       to: { path: '^src/(cloud|identity|mobile-id)/wire[.]ts$' },
@@ -151,11 +164,18 @@ module.exports = {
         'HTTP, graphql-ws and graphql-sse only translate their wire: every operation goes through the one entry of the ' +
         'execution pipeline (src/execution/pipeline.ts runOperation, docs/decisions/065), and its answer is made by ' +
         'src/execution/present.ts. A route never calls a stage (prepare, admit, run, the shared execution) itself, so ' +
-        'nothing reaches a stage beside the pipeline: no symbol on graphql-js\'s ExecutionArgs, no module state ' +
-        'read by both (a subscription\'s sink is an argument of runOperation).',
+        "nothing reaches a stage beside the pipeline: no symbol on graphql-js's ExecutionArgs, no module state " +
+        "read by both (a subscription's sink is an argument of runOperation).",
       severity: 'error',
       from: { path: '^src/server/' },
-      to: { path: '^src/execution/', pathNot: ['^src/execution/(pipeline|present)[.]ts$', '^src/execution/apollo[.]ts$', '^src/execution/limits[.]ts$'] },
+      to: {
+        path: '^src/execution/',
+        pathNot: [
+          '^src/execution/(pipeline|present)[.]ts$',
+          '^src/execution/apollo[.]ts$',
+          '^src/execution/limits[.]ts$',
+        ],
+      },
     },
     {
       name: 'streaming-transports-independent',
@@ -183,8 +203,27 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/server/mcp/' },
       to: {
-        path: ['^src/execution/', '^src/(graphql|cloud|identity|mobile-id|provisioning|upstream|events)/', '^src/server/(?!mcp/|http[.]ts$|respond[.]ts$)', '^src/services[.]ts$', ROOT],
+        path: [
+          '^src/execution/',
+          '^src/(graphql|cloud|identity|mobile-id|provisioning|upstream|events)/',
+          '^src/server/(?!mcp/|http[.]ts$|respond[.]ts$)',
+          '^src/services[.]ts$',
+          ROOT,
+        ],
         pathNot: ['^src/execution/pipeline[.]ts$', '^src/graphql/schema[.]ts$', '^src/events/kinds[.]ts$'],
+      },
+    },
+    {
+      name: 'agents-below-the-transports',
+      comment:
+        'src/agents/ is the agent-plan workflow (what needs an approval, the dry run, approve, claim, finish, audit, replay) ' +
+        'that MCP and approvePlan share: it sits below server/ and the composition root, and reaches execution only ' +
+        'through src/execution/pipeline.ts, like MCP (docs/decisions/060).',
+      severity: 'error',
+      from: { path: '^src/agents/' },
+      to: {
+        path: ['^src/server/', '^src/graphql/', '^src/execution/', '^src/services[.]ts$', ROOT],
+        pathNot: ['^src/execution/pipeline[.]ts$'],
       },
     },
     {
@@ -203,7 +242,8 @@ module.exports = {
     },
     {
       name: 'no-folder-cycles',
-      comment: 'Two folders that import each other are one tangled unit: every import runs down, so no folder reaches back up.',
+      comment:
+        'Two folders that import each other are one tangled unit: every import runs down, so no folder reaches back up.',
       severity: 'error',
       scope: 'folder',
       from: { path: '^src/' },

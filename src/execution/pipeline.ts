@@ -101,9 +101,10 @@ export interface Pipeline {
   runOperation<T = Refusal | Executed>(o: RunOperation<T>): Promise<T>;
   /**
    * What `params` would spend, and the scope check to run on a caller, without running it: trusted documents, parse,
-   * validate, and with `variables` their coercion; or why it cannot run.
+   * validate, and with `variables` their coercion; or why it cannot run. `trustedResolved`: `params.query` was admitted
+   * by the trusted documents already (an agent's plan stores the text it was made from), as in runOperation.
    */
-  estimate(params: OperationParams): Refusal | OperationEstimate;
+  estimate(params: OperationParams, o?: { trustedResolved?: boolean }): Refusal | OperationEstimate;
 }
 
 export interface PipelineOptions {
@@ -208,8 +209,8 @@ export function createPipeline(o: PipelineOptions): Pipeline {
   };
 
   return {
-    estimate(params) {
-      const found = prepare(params);
+    estimate(params, options) {
+      const found = prepare(params, options?.trustedResolved);
       if (!('prepared' in found)) return refuse(found.stage, found.errors);
       if (params.variables !== undefined) {
         const invalid = checkVariables(found.operation, params.variables);

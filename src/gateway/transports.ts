@@ -226,6 +226,11 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
             plans: services.agentPlans,
             codec,
             approveUrl: (planId) => `${parts.publicUrl()}/graphql?approvePlan=${planId}`,
+            // The text a trusted document has now: an approved plan whose document a reload changed is refused.
+            documentNow: (documentId) => {
+              const now = live.trustedAdmission()?.admit({ documentId });
+              return now?.ok ? now.query : undefined;
+            },
           })
         : null,
     // wait_for_events spends one point of the app's reads budget per call, before it reads or waits.
@@ -244,6 +249,12 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
     logger.warn(
       { tools: surface.skipped },
       'MCP leaves out the operations the GraphQL limits refuse: raise the limits named to offer them as tools',
+    );
+  }
+  if (surface.unplanned.length > 0) {
+    logger.warn(
+      { tools: surface.unplanned },
+      'MCP_MUTATIONS=approve does not offer the mutations that cannot be planned: an approval must show what is sent',
     );
   }
   const publicHost = config.publicUrl ? new URL(config.publicUrl).hostname : null;

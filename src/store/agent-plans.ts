@@ -21,6 +21,11 @@ export interface AgentPlan {
   readonly app: string;
   readonly tool: string;
   readonly variables: Record<string, unknown>;
+  /** The GraphQL document it runs, its keys filled in (execute_plan runs this text); null for plans of older versions. */
+  readonly document: string | null;
+  readonly operationName: string | null;
+  /** The approve scopes' domains it needs: `cloud` (cloud:approve), `identity` (identity:approve). */
+  readonly domains: readonly string[];
   readonly hash: string;
   readonly summary: string;
   readonly requests: unknown;
@@ -75,6 +80,9 @@ export class AgentPlans {
   async create(plan: Omit<AgentPlan, 'status' | 'approval' | 'outcome' | 'createdAt'>): Promise<AgentPlan> {
     const id = plan.id;
     const at = this.now();
+    const variables = this.o.seal(JSON.stringify(plan.variables), `agent plan variables\u0000${id}`);
+    const document = plan.document === null ? null : this.o.seal(plan.document, `agent plan document\u0000${id}`);
+    const requests = JSON.stringify(plan.requests);
     await this.db
       .insertInto('agent_plans')
       .values({
@@ -82,10 +90,15 @@ export class AgentPlans {
         owner: plan.owner,
         app: plan.app,
         tool: plan.tool,
-        variables: this.o.seal(JSON.stringify(plan.variables), `agent plan variables\u0000${id}`),
+        variables,
+        document,
+        operation_name: plan.operationName,
+        domains: plan.domains.join(','),
+        bytes: variables.length + (document?.length ?? 0) + requests.length + plan.summary.length,
+        expires_at: null,
         hash: plan.hash,
         summary: plan.summary,
-        requests: JSON.stringify(plan.requests),
+        requests,
         creations: plan.creations,
         points: plan.points,
         status: 'pending',
@@ -241,6 +254,9 @@ export class AgentPlans {
         string,
         unknown
       >,
+      document: row.document === null ? null : this.o.open(row.document, `agent plan document\u0000${row.id}`),
+      operationName: row.operation_name,
+      domains: row.domains.split(',').filter(Boolean),
       hash: row.hash,
       summary: row.summary,
       requests: JSON.parse(row.requests) as unknown,

@@ -356,6 +356,24 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('agent_audit_plan').on('agent_audit').columns(['plan_id', 'at']).execute();
       },
     },
+    // A plan binds the exact document it runs (execute_plan never resolves a trusted document's id again), the approve
+    // scopes it needs, its size (bounded per app) and its expiry (purged a retention later): docs/decisions/060.
+    '013_agent_plans_bind_their_document': {
+      async up(db: Kysely<any>) {
+        await db.schema.alterTable('agent_plans').addColumn('document', 'text').execute();
+        await db.schema.alterTable('agent_plans').addColumn('operation_name', 'text').execute();
+        await db.schema
+          .alterTable('agent_plans')
+          .addColumn('domains', 'text', (c) => c.notNull().defaultTo('cloud'))
+          .execute();
+        await db.schema
+          .alterTable('agent_plans')
+          .addColumn('bytes', 'integer', (c) => c.notNull().defaultTo(0))
+          .execute();
+        await db.schema.alterTable('agent_plans').addColumn('expires_at', 'bigint').execute();
+        await db.schema.createIndex('agent_plans_owner').on('agent_plans').columns(['owner', 'status']).execute();
+      },
+    },
   };
 }
 

@@ -183,6 +183,16 @@ export interface AgentPlanTable {
   tool: string;
   /** The tool's arguments, sealed. */
   variables: string;
+  /** The GraphQL document the plan runs (its keys filled in), sealed: execute_plan runs this text, never a document id. */
+  document: string | null;
+  /** Its operation's name. */
+  operation_name: string | null;
+  /** The approve scopes' domains it needs, comma-separated (cloud, identity). */
+  domains: string;
+  /** The stored size of its variables, document, requests and summary: what counts against the app's bound. */
+  bytes: number;
+  /** When it stops being executable (and, a retention later, is purged); null for plans made before it was kept. */
+  expires_at: number | null;
   hash: string;
   summary: string;
   /** The exact upstream requests (JSON, secrets masked). */

@@ -13,7 +13,9 @@ import {
   type RequestStateCodec,
   type ServerContext,
 } from '@modelcontextprotocol/server';
+import { getOperationAST, parse, type DocumentNode } from 'graphql';
 
+import { keyedDocument } from '../../agents/writes.js';
 import type { Caller } from '../../auth/caller.js';
 import type { Pipeline } from '../../execution/pipeline.js';
 import type { AgentPlan, AgentPlans } from '../../store/agent-plans.js';
@@ -89,6 +91,11 @@ export interface ApprovalOptions {
   /** Where an approver opens the plan (GraphiQL with the plan and approvePlan ready). */
   readonly approveUrl: (planId: string) => string;
   readonly codec: RequestStateCodec<ApprovalState>;
+  /**
+   * A trusted document's text in the manifest as it is now (a reload may change it), or undefined when it left: the
+   * tools list the manifest read at start-up, but a plan runs only the exact text it was made from.
+   */
+  readonly documentNow: (documentId: string) => string | undefined;
 }
 
 export class Approvals {
@@ -100,10 +107,14 @@ export class Approvals {
    */
   private async work(
     tool: OperationTool,
+    document: string,
     variables: Record<string, unknown>,
     call: Pick<ToolCall, 'caller' | 'requestId'>,
   ): Promise<Worked | CallToolResult> {
-    const estimate = this.o.pipeline.estimate({ ...tool.params, variables });
+    const estimate = this.o.pipeline.estimate(
+      { query: document, ...(tool.operationName ? { operationName: tool.operationName } : {}), variables },
+      { trustedResolved: true },
+    );
     if ('ok' in estimate) return errorsResult(estimate.errors);
     let requests: unknown;
     let creations = estimate.points;
@@ -161,13 +172,13 @@ export class Approvals {
       requests = {
         graphql: {
           operation: tool.rootField ?? tool.params.operationName,
-          document: tool.documentHash,
+          document: sha256(document),
           variables: masked(variables),
         },
       };
     }
     const hash = createHash('sha256')
-      .update(canonical({ tool: tool.name, variables, requests }))
+      .update(canonical({ tool: tool.name, document, variables, requests }))
       .digest('hex');
     const lines = planField
       ? (
@@ -185,20 +196,26 @@ export class Approvals {
 
   /** A creation tool under approve: plans, stores the plan, and returns it; nothing is sent upstream. */
   planningTool(tool: OperationTool): McpTool {
+    const keys = tool.classified.keyVariables;
     const accepted = new Set(Object.keys((tool.inputSchema.properties as Record<string, unknown>) ?? {}));
-    accepted.delete('idempotencyKey');
     const properties = { ...(tool.inputSchema.properties as Record<string, JsonSchema>) };
-    delete properties.idempotencyKey;
+    for (const k of keys) {
+      accepted.delete(k);
+      delete properties[k];
+    }
+    const required = (tool.inputSchema.required as string[] | undefined)?.filter((k) => !keys.has(k));
     return {
       name: tool.name,
       title: `${tool.title} (plan)`,
       description: `${tool.description}\n\nUnder approval (MCP_MUTATIONS=approve) this tool only plans: it returns a plan id, its hash, the exact requests, the creations and rate-limit points, and a summary. Nothing is created until execute_plan(planId) runs with an approval from a person or an approver app.`,
-      inputSchema: { ...tool.inputSchema, properties },
+      inputSchema: { ...tool.inputSchema, properties, ...(required ? { required } : {}) },
       outputSchema: PLAN_OUTPUT,
+      // The call itself sends nothing upstream; what it plans does, once approved (MCP: destructiveHint is the
+      // client's cue to ask; here the gateway asks, and says what the plan would do).
       annotations: {
         title: `${tool.title} (plan)`,
         readOnlyHint: true,
-        destructiveHint: false,
+        destructiveHint: true,
         idempotentHint: false,
         openWorldHint: false,
       },
@@ -206,18 +223,18 @@ export class Approvals {
       call: async (args, call) => {
         const unknown = Object.keys(args).find((k) => !accepted.has(k));
         if (unknown !== undefined) {
-          const why =
-            unknown === 'idempotencyKey'
-              ? 'a plan derives its idempotency key from its id'
-              : `it takes ${[...accepted].join(', ')}`;
+          const why = keys.has(unknown)
+            ? 'a plan derives its idempotency key from its id'
+            : `it takes ${[...accepted].join(', ')}`;
           return toolError(
             `Invalid argument ${unknown}: this tool takes no argument ${unknown} (${why}); nothing was planned`,
             { errors: [{ code: 'BAD_USER_INPUT', argument: unknown, message: `unknown argument ${unknown}` }] },
           );
         }
         const id = randomUUID();
-        const variables = { ...args, idempotencyKey: id };
-        const worked = await this.work(tool, variables, call);
+        const document = runnableDocument(tool.text, tool.operationName, id)!;
+        const variables = { ...args, ...Object.fromEntries([...keys].map((k) => [k, id])) };
+        const worked = await this.work(tool, document, variables, call);
         if ('content' in worked) return worked;
         const plan = await this.o.plans.create({
           id,
@@ -225,6 +242,9 @@ export class Approvals {
           app: call.caller.app ?? call.caller.scope,
           tool: tool.name,
           variables,
+          document,
+          operationName: tool.operationName ?? null,
+          domains: [...tool.classified.domains].sort(),
           ...worked,
         });
         return planResult(
@@ -322,10 +342,29 @@ export class Approvals {
       );
     }
 
-    // The plan as it would run now: a change of its input's defaults or of what it reuses changes its hash.
-    const worked = await this.work(tool, plan.variables, call);
+    // The plan as it would run now: its tool's document as it is now (with the plan's keys), its input's defaults and
+    // what it reuses; any change changes its hash. What runs is the text stored with the plan, never a document id.
+    // A trusted document's text is the manifest's now (a reload may have changed it): a plan runs only the text it was
+    // made from and approved for.
+    const textNow = tool.documentId === null ? tool.text : (this.o.documentNow(tool.documentId) ?? null);
+    const current = textNow === null ? null : runnableDocument(textNow, tool.operationName, plan.id);
+    if (current === null) {
+      await this.o.plans.audit(
+        plan.id,
+        plan.app,
+        actor,
+        'refused',
+        `the plan's document left the manifest; nothing was sent`,
+      );
+      return toolError(
+        `plan ${plan.id} changed since it was made: the trusted document of ${plan.tool} is no longer in the manifest; nothing was sent.`,
+        { planId: plan.id, code: 'PLAN_CHANGED', hash: plan.hash, newHash: null },
+      );
+    }
+    const document = plan.document ?? current;
+    const worked = await this.work(tool, current, plan.variables, call);
     if ('content' in worked) return worked;
-    if (worked.hash !== plan.hash || (plan.approval && plan.approval.hash !== worked.hash)) {
+    if (current !== document || worked.hash !== plan.hash || (plan.approval && plan.approval.hash !== worked.hash)) {
       await this.o.plans.audit(
         plan.id,
         plan.app,
@@ -407,11 +446,12 @@ export class Approvals {
     try {
       outcome = await runOperationTool(
         this.o.pipeline,
-        tool.params,
+        { query: document, ...(plan.operationName ? { operationName: plan.operationName } : {}) },
         new Set(Object.keys(plan.variables)),
         tool.estimate.operation,
         plan.variables,
         call,
+        true,
       );
     } catch (err) {
       await this.o.plans.finish(plan.id, 'unknown', null);
@@ -470,6 +510,23 @@ export class Approvals {
     }
     return canElicit(ctx) ? 'ask' : 'cannot-ask';
   }
+}
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
+/**
+ * The document a plan runs: the operation of `text`, each upstream write keyed from the plan's id; null when `text`
+ * no longer holds the operation (a manifest changed under its id).
+ */
+function runnableDocument(text: string, operationName: string | undefined, planId: string): string | null {
+  let document: DocumentNode;
+  try {
+    document = parse(text);
+  } catch {
+    return null;
+  }
+  const operation = getOperationAST(document, operationName);
+  return operation ? keyedDocument(document, operation, planId) : null;
 }
 
 /** Errors after which the request may have been applied, or was not sent yet: the plan can be executed again. */

@@ -59,6 +59,8 @@ export async function runOperationTool(
   operation: OperationTypeNode,
   args: Record<string, unknown>,
   call: Pick<ToolCall, 'caller' | 'requestId'>,
+  /** `params.query` is a text the trusted documents admitted already (an agent's plan's). */
+  trustedResolved = false,
 ): Promise<CallToolResult> {
   const unknown = Object.keys(args).find((k) => !accepted.has(k));
   if (unknown !== undefined) {
@@ -74,6 +76,7 @@ export async function runOperationTool(
     transport: 'mcp',
     requestId: call.requestId,
     allow: [operation],
+    ...(trustedResolved ? { trustedResolved } : {}),
   });
   if (!outcome.ok) return errorsResult(outcome.errors);
   const { data, errors, extensions } = outcome.result;

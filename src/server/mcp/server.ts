@@ -52,6 +52,11 @@ export interface McpSurface {
   readonly instructions: string;
   /** Operations left out because the gateway's own limits refuse them, each with the reason (logged at start-up). */
   readonly skipped: readonly string[];
+  /**
+   * Mutations MCP_MUTATIONS=approve does not offer because they cannot be planned (no dry run shows what they send),
+   * each with the reason (logged at start-up).
+   */
+  readonly unplanned: readonly string[];
 }
 
 /** A tool error the model can read and act on (MCP: errors of a tool are results with isError, not protocol errors). */

@@ -150,13 +150,16 @@ export function buildSurface(o: SurfaceOptions): McpSurface {
   ];
   const byName = new Map(operations.map((t) => [t.name, t]));
   const tools: McpTool[] = [];
+  const unplanned: string[] = [];
   for (const tool of operations) {
     if (tool.kind === 'read') tools.push(runningTool(o.pipeline, tool));
     else if (o.mcp.mutations === 'all') tools.push(runningTool(o.pipeline, tool));
     else if (o.mcp.mutations === 'approve') {
-      // A creation without an idempotency key could not be run exactly once: it is not offered.
-      if (tool.kind === 'creation' && tool.takesIdempotencyKey) tools.push(o.approvals!.planningTool(tool));
-      else if (tool.kind === 'write') tools.push(runningTool(o.pipeline, tool));
+      // A creation is always planned (a plan gives its writes their idempotency keys); one that has no dry run could
+      // not show what it sends, so it is not offered, and named at start-up.
+      if (tool.kind === 'write') tools.push(runningTool(o.pipeline, tool));
+      else if (tool.classified.unplannable) unplanned.push(`${tool.name} (${tool.classified.unplannable})`);
+      else tools.push(o.approvals!.planningTool(tool));
     }
   }
   if (o.mcp.mutations === 'approve') tools.push(o.approvals!.executeTool(byName));
@@ -192,5 +195,5 @@ export function buildSurface(o: SurfaceOptions): McpSurface {
         ? 'Creation tools only plan: execute_plan(planId) runs a plan once a person approves it (you will be asked through the client) or an approver app approves it.'
         : 'Mutation tools run at once.',
   ].join(' ');
-  return { toolsets, resources: resources.offered ? resources : null, instructions, skipped };
+  return { toolsets, resources: resources.offered ? resources : null, instructions, skipped, unplanned };
 }

@@ -1,29 +1,21 @@
 // The tools of the MCP endpoint (docs/decisions/060): named GraphQL operations, never free GraphQL for writes. The
 // built-in set covers the main flows, one tool per root field with a selection made from the schema; the trusted
 // documents' named operations are tools too. Everything here is worked out once, at start-up.
-import { createHash } from 'node:crypto';
-import {
-  isNonNullType,
-  Kind,
-  parse,
-  type GraphQLField,
-  type GraphQLSchema,
-  type OperationDefinitionNode,
-} from 'graphql';
+import { Kind, parse, type GraphQLField, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
 
+import { classify, type Classified, type OperationKind } from '../../agents/writes.js';
 import type { Caller } from '../../auth/caller.js';
 import type { OperationEstimate, OperationParams, Pipeline } from '../../execution/pipeline.js';
 import { requiredScopesOf } from '../../graphql/schema.js';
 import { defaultSelection, resultJsonSchema, variablesJsonSchema, type JsonSchema } from './shapes.js';
 
-/** What a tool does, which decides how MCP_MUTATIONS treats it. */
-export type ToolKind =
-  /** A query: always offered. */
-  | 'read'
-  /** A mutation with an `idempotencyKey` (a creation upstream, paid or personal): planned and approved under `approve`. */
-  | 'creation'
-  /** Any other mutation (a notification token): runs at once unless MCP_MUTATIONS is none. */
-  | 'write';
+/**
+ * What a tool does, which decides how MCP_MUTATIONS treats it: read from its operation's root fields
+ * (src/agents/writes.ts), never from a variable's name. `read`: a query, always offered; `creation`: a mutation with a
+ * field that reaches an upstream, planned and approved under `approve`; `write`: a mutation of harmless writes only
+ * (a notification token), run at once unless MCP_MUTATIONS is none.
+ */
+export type ToolKind = OperationKind;
 
 export interface ToolAnnotations {
   readonly title?: string;
@@ -45,11 +37,15 @@ export interface OperationTool {
   readonly inputSchema: JsonSchema;
   readonly outputSchema: JsonSchema;
   readonly annotations: ToolAnnotations;
-  /** Whether the operation takes `$idempotencyKey` (an approved plan runs with a key derived from its id). */
-  readonly takesIdempotencyKey: boolean;
+  /** What its root fields do: the approve scopes they need, why it cannot be planned, the key variables a plan fills. */
+  readonly classified: Classified;
   readonly estimate: OperationEstimate;
-  /** sha256 of the operation's text: an approval is for this text (a trusted document may change under its name). */
-  readonly documentHash: string;
+  /** The document's text as read at start-up (a plan stores the text it runs, with its keys filled in). */
+  readonly text: string;
+  /** Its operation's name in `text` (undefined for the only, anonymous, operation). */
+  readonly operationName: string | undefined;
+  /** A trusted document's id (a plan checks the manifest's text of it now), or null for a built-in tool. */
+  readonly documentId: string | null;
 }
 
 /** The root fields that are built-in tools, in the order tools/list shows them. */
@@ -79,8 +75,6 @@ const BUILT_IN_FIELDS: readonly { field: string; type: 'query' | 'mutation'; ope
   { field: 'issueMobileIdNotificationToken', type: 'mutation' },
 ];
 
-const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
-
 /** `createKafkaCluster` → `create_kafka_cluster`. */
 export function snakeCase(name: string): string {
   return name.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
@@ -105,8 +99,8 @@ function builtInDocument(field: GraphQLField<unknown, unknown>, type: 'query' | 
 function annotationsOf(kind: ToolKind, openWorld: boolean): ToolAnnotations {
   if (kind === 'read')
     return { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: openWorld };
-  // A creation spends money or touches a person's identity check and cannot be undone through the gateway; with the
-  // same idempotency key (an approved plan's, or one given) a repeat replays instead of creating again.
+  // A mutation that reaches an upstream spends money or checks a person's identity and cannot be undone through the
+  // gateway; with the same idempotency key (an approved plan's, or one given) a repeat replays instead of creating again.
   if (kind === 'creation')
     return { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true };
   return { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false };
@@ -146,7 +140,8 @@ export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline, skipped:
     const operation = document.definitions[0] as OperationDefinitionNode;
     const toolName = snakeCase(name);
     const params = { query };
-    const kind = kindOf(operation);
+    const classified = classify(schema, operation);
+    const kind = classified.kind;
     const estimate = estimateOf(pipeline, params, toolName, skipped);
     if (estimate === null) continue;
     const argumentDescriptions = new Map(
@@ -162,9 +157,11 @@ export function builtInTools(schema: GraphQLSchema, pipeline: Pipeline, skipped:
       inputSchema: variablesJsonSchema(schema, operation, argumentDescriptions),
       outputSchema: resultJsonSchema(schema, document, operation),
       annotations: { title: titleOf(name), ...annotationsOf(kind, openWorld ?? kind !== 'read') },
-      takesIdempotencyKey: field.args.some((a) => a.name === 'idempotencyKey' && !isNonNullType(a.type)),
+      classified,
       estimate,
-      documentHash: sha256(query),
+      text: query,
+      operationName: operation.name!.value,
+      documentId: null,
     });
   }
   return tools;
@@ -200,7 +197,8 @@ export function manifestTools(
         for (const a of f.args)
           if (a.description && !argumentDescriptions.has(a.name)) argumentDescriptions.set(a.name, a.description);
       const params = { documentId, operationName: name };
-      const kind = kindOf(operation);
+      const classified = classify(schema, operation);
+      const kind = classified.kind;
       const estimate = estimateOf(pipeline, params, name, skipped);
       if (estimate === null) continue;
       tools.push({
@@ -216,10 +214,11 @@ export function manifestTools(
         inputSchema: variablesJsonSchema(schema, operation, argumentDescriptions),
         outputSchema: resultJsonSchema(schema, document, operation),
         annotations: { title: titleOf(name), ...annotationsOf(kind, kind !== 'read') },
-        takesIdempotencyKey:
-          operation.variableDefinitions?.some((d) => d.variable.name.value === 'idempotencyKey') ?? false,
+        classified,
         estimate,
-        documentHash: sha256(text),
+        text,
+        operationName: name,
+        documentId,
       });
     }
   }

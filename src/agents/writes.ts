@@ -1,0 +1,156 @@
+// What an operation does decides what an agent needs to run it (docs/decisions/060): its root fields, never a name a
+// client chose (a variable, an alias, an operation or document name). Every mutation field that reaches an upstream
+// needs an approval under MCP_MUTATIONS=approve and is planned by a dry run; a short, named list of harmless writes runs
+// at once; any other mutation field (one added later, one for operators) is treated as needing an approval, and, having
+// no dry run, is not offered.
+import {
+  Kind,
+  print,
+  visit,
+  type ArgumentNode,
+  type ASTNode,
+  type DocumentNode,
+  type FieldNode,
+  type FragmentDefinitionNode,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+} from 'graphql';
+import { v5 as uuidv5 } from 'uuid';
+
+/** Which approve scope a write needs: `cloud:approve` for a cloud creation, `identity:approve` for an identity check. */
+export type WriteDomain = 'cloud' | 'identity';
+
+/**
+ * The mutation fields that reach an upstream, each with its dry run (src/agents/dry-run.ts): a creation spends money,
+ * an identification or a verification checks a real person. All take an optional `idempotencyKey`.
+ */
+export const UPSTREAM_WRITES: Readonly<Record<string, WriteDomain>> = {
+  createProject: 'cloud',
+  createNetwork: 'cloud',
+  createSubnet: 'cloud',
+  createIpAddress: 'cloud',
+  createKafkaCluster: 'cloud',
+  createKafkaTopic: 'cloud',
+  createKafkaUser: 'cloud',
+  createVirtualMachine: 'cloud',
+  provisionKafkaCluster: 'cloud',
+  provisionVirtualMachine: 'cloud',
+  createIdentification: 'identity',
+  registerVerification: 'identity',
+  checkRfm: 'identity',
+};
+
+/**
+ * Writes that reach no upstream and spend nothing, run at once under MCP_MUTATIONS=approve. A notification token is a
+ * random value whose hash the gateway stores, bounded per app; the mobile identity service is not called.
+ */
+export const HARMLESS_WRITES: ReadonlySet<string> = new Set(['issueMobileIdNotificationToken']);
+
+export type OperationKind =
+  /** A query. */
+  | 'read'
+  /** A mutation of harmless writes only. */
+  | 'write'
+  /** A mutation with a field that reaches an upstream (or that is not known to be harmless): it needs an approval. */
+  | 'creation';
+
+export interface Classified {
+  readonly kind: OperationKind;
+  /** The root fields' names, in the document's order. */
+  readonly fields: readonly string[];
+  /** Why the operation cannot be planned (null when it can, or when it is no creation). */
+  readonly unplannable: string | null;
+  /** The approve scopes' domains its writes need. */
+  readonly domains: ReadonlySet<WriteDomain>;
+  /** The variables the document passes as an upstream write's `idempotencyKey`: a plan fills them with its key. */
+  readonly keyVariables: ReadonlySet<string>;
+}
+
+/** The root fields of `operation`, or the reason they cannot be read statically (a fragment, a directive). */
+function rootFields(operation: OperationDefinitionNode): FieldNode[] | string {
+  const fields: FieldNode[] = [];
+  for (const s of operation.selectionSet.selections) {
+    if (s.kind !== Kind.FIELD) return 'a fragment among its root fields';
+    if (s.directives?.length) return `a directive on its root field ${s.name.value}`;
+    fields.push(s);
+  }
+  return fields;
+}
+
+export function classify(schema: GraphQLSchema, operation: OperationDefinitionNode): Classified {
+  const root = rootFields(operation);
+  const fields = typeof root === 'string' ? [] : root;
+  const names = fields.map((f) => f.name.value);
+  const none = { domains: new Set<WriteDomain>(), keyVariables: new Set<string>() };
+  if (operation.operation !== 'mutation') return { kind: 'read', fields: names, unplannable: null, ...none };
+  if (typeof root === 'string') return { kind: 'creation', fields: names, unplannable: root, ...none };
+  if (names.every((n) => HARMLESS_WRITES.has(n))) return { kind: 'write', fields: names, unplannable: null, ...none };
+  const domains = new Set<WriteDomain>();
+  const keyVariables = new Set<string>();
+  let unplannable: string | null = null;
+  const mutation = schema.getMutationType();
+  for (const f of fields) {
+    const name = f.name.value;
+    if (HARMLESS_WRITES.has(name)) continue;
+    const domain = UPSTREAM_WRITES[name];
+    if (!domain || !mutation?.getFields()[name]?.args.some((a) => a.name === 'idempotencyKey')) {
+      unplannable ??= `${name} has no dry run`;
+      continue;
+    }
+    domains.add(domain);
+    const key = f.arguments?.find((a) => a.name.value === 'idempotencyKey');
+    if (key?.value.kind === Kind.VARIABLE) keyVariables.add(key.value.name.value);
+  }
+  return { kind: 'creation', fields: names, unplannable, domains, keyVariables };
+}
+
+/** The namespace of the keys a plan gives the upstream writes its document sends without one. */
+const PLAN_KEY_NAMESPACE = '3f0b7a9e-3c1d-5e2a-9b8f-6d4c2a1e0f57';
+
+/**
+ * The document a plan runs: `operation` alone (with the fragments it uses), each upstream write that has no
+ * `idempotencyKey` given one derived from the plan's id, so a plan runs exactly once however its document was written.
+ * The only such write gets the plan id itself; several get one each, by response key.
+ */
+export function keyedDocument(document: DocumentNode, operation: OperationDefinitionNode, planId: string): string {
+  const writes = operation.selectionSet.selections.filter(
+    (s): s is FieldNode => s.kind === Kind.FIELD && UPSTREAM_WRITES[s.name.value] !== undefined,
+  );
+  const keyed = visit(operation, {
+    Field: {
+      enter(node, _key, _parent, path) {
+        // Root fields only: the operation's selection set is at path ['selectionSet', 'selections', i].
+        if (path.length !== 3 || !writes.includes(node)) return undefined;
+        if (node.arguments?.some((a) => a.name.value === 'idempotencyKey')) return false;
+        const key =
+          writes.length === 1
+            ? planId
+            : uuidv5(`${planId}\u0000${(node.alias ?? node.name).value}`, PLAN_KEY_NAMESPACE);
+        const argument: ArgumentNode = {
+          kind: Kind.ARGUMENT,
+          name: { kind: Kind.NAME, value: 'idempotencyKey' },
+          value: { kind: Kind.STRING, value: key },
+        };
+        return { ...node, arguments: [...(node.arguments ?? []), argument] };
+      },
+    },
+  });
+  // The fragments it uses, and theirs: another operation's fragment would fail validation as unused.
+  const byName = new Map(
+    document.definitions.flatMap((d) => (d.kind === Kind.FRAGMENT_DEFINITION ? [[d.name.value, d] as const] : [])),
+  );
+  const used: FragmentDefinitionNode[] = [];
+  const seen = new Set<string>();
+  const collect = (node: ASTNode) =>
+    visit(node, {
+      FragmentSpread(spread) {
+        const f = byName.get(spread.name.value);
+        if (!f || seen.has(f.name.value)) return;
+        seen.add(f.name.value);
+        used.push(f);
+        collect(f);
+      },
+    });
+  collect(keyed);
+  return print({ kind: Kind.DOCUMENT, definitions: [keyed, ...used] });
+}

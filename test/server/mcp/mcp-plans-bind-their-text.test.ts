@@ -1,0 +1,131 @@
+// An approval binds the text that runs (docs/decisions/060): a plan stores the exact document and variables it was
+// made from, execute_plan runs that text (never a trusted document's id resolved again), and a plan whose document or
+// requests would differ now is refused with PLAN_CHANGED and its new hash.
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { request } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { gatewaysPerTest, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
+import { mcpClient, textOf, type McpClientOptions, type TestMcpClient } from '../../helpers/mcp.js';
+
+const start = gatewaysPerTest();
+const clients: TestMcpClient[] = [];
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.close().catch(() => undefined)));
+});
+async function connect(gw: TestGateway, o: McpClientOptions): Promise<TestMcpClient> {
+  const c = await mcpClient(gw, o);
+  clients.push(c);
+  return c;
+}
+
+const sha = (key: string) => createHash('sha256').update(key).digest('hex');
+const AGENT_KEY = 'agent-key-0123456789';
+const APPROVER_KEY = 'approver-key-0123456789';
+const OPERATOR_KEY = 'operator-key-0123456789';
+
+const ONE =
+  'mutation MakeProject($input: CreateProjectInput!, $idempotencyKey: UUID) { createProject(input: $input, idempotencyKey: $idempotencyKey) { project { id } } }';
+const TWO =
+  'mutation MakeProject($input: CreateProjectInput!, $idempotencyKey: UUID) { createProject(input: $input, idempotencyKey: $idempotencyKey) { project { id } } extra: createProject(input: { name: "extra" }) { project { id } } }';
+
+function setup() {
+  const dir = tempDataDir('mcp-bind-');
+  const apps = path.join(dir, 'apps.yaml');
+  fs.writeFileSync(
+    apps,
+    `apps:
+  - name: agent
+    scopes: [cloud:read, cloud:write]
+    keys: [{ sha256: ${sha(AGENT_KEY)} }]
+  - name: approver
+    scopes: [cloud:approve]
+    keys: [{ sha256: ${sha(APPROVER_KEY)} }]
+  - name: ops
+    scopes: [operator]
+    keys: [{ sha256: ${sha(OPERATOR_KEY)} }]
+`,
+  );
+  const manifest = path.join(dir, 'manifest.json');
+  const write = (documents: Record<string, string>) => fs.writeFileSync(manifest, JSON.stringify(documents));
+  write({ 'make-project': ONE });
+  return {
+    write,
+    env: {
+      DATA_DIR: dir,
+      GATEWAY_APPS_FILE: apps,
+      MCP_MUTATIONS: 'approve',
+      TRUSTED_DOCUMENTS: 'allow',
+      TRUSTED_DOCUMENTS_MANIFEST: manifest,
+    },
+  };
+}
+
+function creations(gw: TestGateway) {
+  return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
+}
+
+async function reload(gw: TestGateway): Promise<void> {
+  const res = await request(`${gw.url}/admin/reload`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${OPERATOR_KEY}` },
+  });
+  expect(res.statusCode, await res.body.text()).toBe(200);
+}
+
+async function approvedPlan(gw: TestGateway, c: TestMcpClient): Promise<{ planId: string; hash: string }> {
+  const planned = await c.call('MakeProject', { input: { name: 'bound' } });
+  expect(planned.isError, textOf(planned)).toBeFalsy();
+  const { planId, hash } = planned.structuredContent as { planId: string; hash: string };
+  const approved = await gw.graphql(
+    'mutation($id: ID!) { approvePlan(planId: $id) { status } }',
+    { id: planId },
+    { key: APPROVER_KEY },
+  );
+  expect(approved.data).toEqual({ approvePlan: { status: 'APPROVED' } });
+  return { planId, hash };
+}
+
+describe('an approval binds the text that runs', () => {
+  it('an approved plan whose trusted document a reload changed is refused with PLAN_CHANGED, and nothing is sent', async () => {
+    const { env, write } = setup();
+    const gw = await start(env);
+    const c = await connect(gw, { key: AGENT_KEY, person: 'accept' });
+    const { planId, hash } = await approvedPlan(gw, c);
+    // Same id, one more createProject: the operator ships a new manifest and reloads.
+    write({ 'make-project': TWO });
+    await reload(gw);
+    const refused = await c.call('execute_plan', { planId });
+    expect(refused.isError).toBe(true);
+    expect(refused.structuredContent).toMatchObject({
+      code: 'PLAN_CHANGED',
+      hash,
+      newHash: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
+    expect(refused.structuredContent!.newHash).not.toBe(hash);
+    expect(c.asked).toEqual([]);
+    expect(creations(gw)).toEqual([]);
+
+    // The document leaves the manifest: still refused, still nothing sent.
+    write({ other: '{ catalog { platforms { name } } }' });
+    await reload(gw);
+    const gone = await c.call('execute_plan', { planId });
+    expect(gone.structuredContent).toMatchObject({ code: 'PLAN_CHANGED', newHash: null });
+    expect(creations(gw)).toEqual([]);
+  });
+
+  it('a reload that leaves the document as it was runs the approved text, once', async () => {
+    const { env, write } = setup();
+    const gw = await start(env);
+    const c = await connect(gw, { key: AGENT_KEY });
+    const { planId } = await approvedPlan(gw, c);
+    write({ 'make-project': ONE, other: '{ catalog { platforms { name } } }' });
+    await reload(gw);
+    const executed = await c.call('execute_plan', { planId });
+    expect(executed.isError, textOf(executed)).toBeFalsy();
+    expect(executed.structuredContent).toMatchObject({ status: 'SUCCEEDED', createProject: { project: {} } });
+    expect(creations(gw)).toHaveLength(1);
+  });
+});
