@@ -12,7 +12,8 @@
  *   secret.ts                          the gateway's secret (sealing what is stored)
  *   config/                            the variables, the upstream table, paths: read once, handed down
  *   auth/                              callers, tenancy, API keys, JWTs, JWKS, the apps and issuers files
- *   store/                             SQL: every SQL statement of the gateway lives here (and in events/postgres-bus.ts)
+ *   store/                             SQL (and the modules that own a table: events/log.ts, events/postgres-bus.ts, identity/
+ *                                      callbacks, mobile-id/ pending, tokens, quarantine; docs/architecture.md)
  *   catalog/ generated/ errors fingerprint logger metrics phases   the bottom
  *
  *   sandbox/ stands apart: it simulates the upstreams from the spec and shares no code with the gateway.
