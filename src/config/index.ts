@@ -339,7 +339,7 @@ const breakDuration = (t: string): number | { error: string } => {
  * Every variable, declared once: its schema (with its default, where it has one), the default the reference
  * shows (derived from the schema's own default, or for a variable without one the text that says what unset means),
  * and its description. The parser, the start-up errors, ENV_VARS and docs/configuration.md all come from here
- * (test/config.test.ts checks that each shown default is the value the schema gives an unset variable).
+ * (test/config/config.test.ts checks that each shown default is the value the schema gives an unset variable).
  */
 const VARS = {
   PORT: declare(int(4000, 0, 65535), 'TCP port for GraphQL over HTTP and WebSocket, the webhooks, health and metrics.'),

@@ -2,10 +2,10 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { startVerificationSandbox, type VerificationSandbox } from '../src/sandbox/verification.js';
-import { gatewaysPerTest, tempDataDir } from './helpers/gateway.js';
+import { startVerificationSandbox, type VerificationSandbox } from '../../src/sandbox/verification.js';
+import { gatewaysPerTest, tempDataDir } from '../helpers/gateway.js';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const start = gatewaysPerTest();
 const standalone: VerificationSandbox[] = [];
 afterEach(async () => {

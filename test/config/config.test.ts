@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { ConfigError, DECLARED_VARS, describeUpstreams, loadConfig } from '../src/config/index.js';
+import { ConfigError, DECLARED_VARS, describeUpstreams, loadConfig } from '../../src/config/index.js';
 
 /** Loads a config and returns the ConfigError it throws (undefined when it loads). */
 function refusal(env: Record<string, string>): ConfigError | undefined {
