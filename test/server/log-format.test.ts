@@ -7,9 +7,27 @@ import { createLogger, formatPrettyLine, resolveLogFormat } from '../../src/logg
 import { tempDataDir } from '../helpers/gateway.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
-const running: Array<{ kill(signal: NodeJS.Signals): boolean }> = [];
+const running: { pid: number; dataDir: string }[] = [];
+// Under `script` the gateway runs in a session of its own, and the hang-up of its terminal when `script` dies is a
+// SIGHUP, which the gateway takes as a reload: every process started with a test's DATA_DIR is killed by that mark.
 afterEach(() => {
-  for (const c of running.splice(0)) c.kill('SIGKILL');
+  for (const { pid, dataDir } of running.splice(0)) {
+    const marked = fs.readdirSync('/proc').filter((p) => {
+      if (!/^\d+$/.test(p)) return false;
+      try {
+        return fs.readFileSync(`/proc/${p}/environ`, 'utf8').split('\0').includes(`DATA_DIR=${dataDir}`);
+      } catch {
+        return false;
+      }
+    });
+    for (const p of [pid, ...marked.map(Number)]) {
+      try {
+        process.kill(p, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }
 });
 
 /**
@@ -21,6 +39,7 @@ function startAndRead(env: Record<string, string>, tty: boolean): Promise<string
   const [cmd, args] = tty
     ? ['script', ['-qfec', gateway.map((a) => `'${a}'`).join(' '), '/dev/null']]
     : [gateway[0]!, gateway.slice(1)];
+  const dataDir = tempDataDir();
   const child = spawn(cmd as string, args as string[], {
     cwd: ROOT,
     env: {
@@ -28,12 +47,12 @@ function startAndRead(env: Record<string, string>, tty: boolean): Promise<string
       HOME: process.env.HOME ?? '',
       PORT: '0',
       HOST: '127.0.0.1',
-      DATA_DIR: tempDataDir(),
+      DATA_DIR: dataDir,
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  running.push(child);
+  running.push({ pid: child.pid!, dataDir });
   let out = '';
   return new Promise((resolve, reject) => {
     const onData = (d: Buffer) => {
