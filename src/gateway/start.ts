@@ -9,6 +9,7 @@ import {
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { printSchema } from 'graphql';
 
+import { AgentDryRun } from '../agents/dry-run.js';
 import { SCOPES } from '../auth/caller.js';
 import { JwksKeys, JwtAuthenticator, looksLikeJwt, scheduleAfter } from '../auth/jwt.js';
 import { configuredApps, createAuthenticator, type Authenticate } from '../auth/keys.js';
@@ -661,6 +662,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       key: box.digest('mcp request state'),
       ttlSeconds: 600,
     });
+    // An agent plan's exact upstream requests: the services' own code, nothing sent (src/agents/dry-run.ts).
+    const agentDryRun = new AgentDryRun({ schema, lookup: cloudLookup, ...services });
     const mcpSurface = buildSurface({
       schema,
       pipeline,
@@ -675,6 +678,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
               plans: services.agentPlans,
               codec: mcpCodec,
               approveUrl: (planId) => `${mcpPublicUrl()}/graphql?approvePlan=${planId}`,
+              dryRun: (...args) => agentDryRun.run(...args),
               documentNow: (documentId) => {
                 const now = live.trusted?.admit({ documentId });
                 return now?.ok ? now.query : undefined;
