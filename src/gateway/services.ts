@@ -20,7 +20,7 @@ import { AppActivity } from '../store/app-activity.js';
 import { AppStorage } from '../store/app-storage.js';
 import { IdempotencyRecords } from '../store/idempotency.js';
 import type { Store } from '../store/index.js';
-import { Ledger } from '../store/ledger.js';
+import { Ledger, type LedgerRecord } from '../store/ledger.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { Idempotency } from '../upstream/idempotency.js';
 import type { GatewayTesting } from './options.js';
@@ -35,6 +35,8 @@ export interface BuiltServices {
   readonly idempotencyRecords: IdempotencyRecords;
   /** The PostgreSQL bus, whose readiness /readyz reports; null on SQLite. */
   readonly replicated: PostgresBus | null;
+  /** A cloud resource of the ledger by id, read through the owner rule of every cloud read (src/auth/tenancy.ts). */
+  readonly cloudLookup: (id: string) => Promise<LedgerRecord | null>;
 }
 
 export async function buildServices(
@@ -162,5 +164,5 @@ export async function buildServices(
       ...(testing.clock ? { now: testing.clock } : {}),
     }),
   };
-  return { services, upstreams, idempotencyRecords, replicated };
+  return { services, upstreams, idempotencyRecords, replicated, cloudLookup };
 }

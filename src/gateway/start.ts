@@ -69,7 +69,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     // GATEWAY_TEST_PAUSE_AT (tests only): undefined unless set, so the call sites cost one check.
     const pause = pauseAt(config.testPauseAt, logger);
     let live: LiveConfiguration | undefined;
-    const { services, upstreams, idempotencyRecords, replicated } = await buildServices(config, {
+    const { services, upstreams, idempotencyRecords, replicated, cloudLookup } = await buildServices(config, {
       logger,
       metrics,
       store,
@@ -120,6 +120,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       live,
       upstreams,
       replicated,
+      cloudLookup,
       contextFor,
       logger,
       tracing,

@@ -8,6 +8,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { printSchema, type GraphQLSchema } from 'graphql';
 
+import { AgentDryRun } from '../agents/dry-run.js';
 import { SCOPES } from '../auth/caller.js';
 import { scheduleAfter } from '../auth/jwt.js';
 import { everyUpstreamSandboxed, type Config } from '../config/index.js';
@@ -41,6 +42,7 @@ import type { Tracing } from '../telemetry/tracing.js';
 import type { LiveConfiguration } from './live.js';
 import type { GatewayOptions } from './options.js';
 import type { BuiltPipeline, ContextFor } from './pipeline.js';
+import type { BuiltServices } from './services.js';
 import type { Upstreams } from './upstreams.js';
 
 export interface Transports {
@@ -61,6 +63,7 @@ export function buildTransports(
     live: LiveConfiguration;
     upstreams: Upstreams;
     replicated: PostgresBus | null;
+    cloudLookup: BuiltServices['cloudLookup'];
     contextFor: ContextFor;
     logger: Logger;
     tracing: Tracing;
@@ -212,6 +215,8 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
     key: parts.digest('mcp request state'),
     ttlSeconds: 600,
   });
+  // An agent plan's exact upstream requests: the services' own code, nothing sent (src/agents/dry-run.ts).
+  const agentDryRun = new AgentDryRun({ schema, lookup: parts.cloudLookup, ...services });
   const surface = buildSurface({
     schema,
     pipeline,
@@ -226,6 +231,7 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
             plans: services.agentPlans,
             codec,
             approveUrl: (planId) => `${parts.publicUrl()}/graphql?approvePlan=${planId}`,
+            dryRun: (...args) => agentDryRun.run(...args),
             // The text a trusted document has now: an approved plan whose document a reload changed is refused.
             documentNow: (documentId) => {
               const now = live.trustedAdmission()?.admit({ documentId });

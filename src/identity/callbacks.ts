@@ -136,17 +136,21 @@ export class VerificationCallbacks {
    * (256 bits, base64url) of that key, so it is unguessable without the gateway's secret, and the same on
    * every send of the same registration. A retry (the app's, after an unknown outcome or a failure, on any
    * replica, after a restart) then sends the same body under the same key, which an upstream that honours
-   * the key replays instead of refusing as another request.
+   * the key replays instead of refusing as another request. A plan shows where it goes, masked.
    */
+  tokenFor(upstreamIdempotencyKey: string): string {
+    return Buffer.from(this.secret.digest(`verification-callback\u0000${upstreamIdempotencyKey}`), 'hex').toString(
+      'base64url',
+    );
+  }
+
+  /** Issues (stores the hash of) the token of `upstreamIdempotencyKey` (tokenFor). */
   async issue(
     createdBy: string,
     externalId: string | null,
     upstreamIdempotencyKey: string,
   ): Promise<{ token: string; fresh: boolean }> {
-    const token = Buffer.from(
-      this.secret.digest(`verification-callback\u0000${upstreamIdempotencyKey}`),
-      'hex',
-    ).toString('base64url');
+    const token = this.tokenFor(upstreamIdempotencyKey);
     const inserted = await this.db
       .insertInto('verification_callbacks')
       .values({ token_hash: hashOf(token), external_id: externalId, created_by: createdBy, created_at: Date.now() })

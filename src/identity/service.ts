@@ -15,7 +15,7 @@ import { EVENT_KINDS } from '../events/kinds.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger, LedgerRecord } from '../store/ledger.js';
-import { nameBasedUuid, type Idempotency, type Outcome } from '../upstream/idempotency.js';
+import { nameBasedUuid, upstreamKey, type Idempotency, type Outcome } from '../upstream/idempotency.js';
 import type { CallbackBodies, CallbackReceipt, VerificationCallbacks } from './callbacks.js';
 import type { IdentificationClient, RegisteredVerification, VerificationClient } from './client.js';
 import type { IdentificationCompletions } from './completions.js';
@@ -186,11 +186,8 @@ export class IdentityService {
     this.identificationCompletions = o.identificationCompletions;
   }
 
-  async createIdentification(
-    caller: Caller,
-    input: CreateIdentificationInput,
-    key?: string | null,
-  ): Promise<Outcome<LedgerRecord>> {
+  /** An identification request, validated and built for the wire: what createIdentification sends, and a plan shows. */
+  private identificationCall(input: CreateIdentificationInput) {
     const workflowId = nonEmpty('input.workflowId', input.workflowId);
     const lifetime = input.linkLifetimeInMinutes ?? null;
     if (lifetime !== null && (!Number.isInteger(lifetime) || lifetime < 1 || lifetime > MAX_LINK_LIFETIME_MINUTES)) {
@@ -205,6 +202,56 @@ export class IdentityService {
       linkLifetimeInMinutes: lifetime,
       redirectUrl,
     });
+    return { workflowId, lifetime, redirectUrl, applicantExternalId, environment, body };
+  }
+
+  /**
+   * The upstream requests the identity mutations would send, built by the code that sends them, nothing sent or
+   * written (an agent's plan, src/agents/dry-run.ts): the upstream, the path, the body (a verification's callback
+   * token masked; the spec's headers are added by the plan).
+   */
+  plannedRequest(
+    caller: Caller,
+    field: 'createIdentification' | 'registerVerification' | 'checkRfm',
+    input: unknown,
+    key: string,
+  ): { upstream: string; path: string; body: unknown; shown: unknown } {
+    if (field === 'createIdentification') {
+      const call = this.identificationCall(input as CreateIdentificationInput);
+      const upstream = call.environment === 'PRODLIKE' ? 'identification-prodlike' : 'identification';
+      return { upstream, path: wire.PATHS.identifications, body: call.body, shown: call.body };
+    }
+    if (field === 'checkRfm') {
+      if (!isPlainObject(input)) throw badUserInput('input', 'must be a JSON object');
+      return { upstream: 'rfm', path: wire.PATHS.rfm, body: input, shown: input };
+    }
+    const v = this.verificationInput(input as RegisterVerificationInput);
+    const token = v.callback ? this.o.callbacks.tokenFor(upstreamKey(caller.scope, key)) : null;
+    const request = (t: string | null) =>
+      wire.registrationRequest(
+        {
+          workflowId: v.workflowId,
+          applicant: v.applicant,
+          externalId: v.externalId === null ? null : upstreamExternalId(caller.scope, v.externalId),
+          callbackUrl: t === null ? null : `${this.o.publicUrl().replace(/\/+$/, '')}/webhooks/verification/${t}`,
+        },
+        this.o.shapePaths.verificationCallbackUrl,
+      );
+    return {
+      upstream: 'verification',
+      path: wire.PATHS.verifications,
+      body: request(token),
+      shown: request(token && '***'),
+    };
+  }
+
+  async createIdentification(
+    caller: Caller,
+    input: CreateIdentificationInput,
+    key?: string | null,
+  ): Promise<Outcome<LedgerRecord>> {
+    const { workflowId, lifetime, redirectUrl, applicantExternalId, environment, body } =
+      this.identificationCall(input);
     // The workflow's completion callback address exists before any request of it can complete (and past the app's
     // bound of addresses, nothing is sent).
     await this.o.identificationCompletions.open(caller, workflowId);
@@ -258,16 +305,21 @@ export class IdentityService {
     return { ...out, warnings: identificationWarnings(out.result, this.identificationSecrets(out.result).url) };
   }
 
-  async registerVerification(
-    caller: Caller,
-    input: RegisterVerificationInput,
-    key?: string | null,
-  ): Promise<Outcome<LedgerRecord>> {
+  private verificationInput(input: RegisterVerificationInput) {
     const workflowId = nonEmpty('input.workflowId', input.workflowId);
     if (!isPlainObject(input.applicant)) throw badUserInput('input.applicant', 'must be a JSON object');
     const applicant = input.applicant;
     const externalId = optionalNonEmpty('input.externalId', input.externalId);
     const callback = input.callback ?? true;
+    return { workflowId, applicant, externalId, callback };
+  }
+
+  async registerVerification(
+    caller: Caller,
+    input: RegisterVerificationInput,
+    key?: string | null,
+  ): Promise<Outcome<LedgerRecord>> {
+    const { workflowId, applicant, externalId, callback } = this.verificationInput(input);
     const recordOf = async (
       id: string,
       registered: wire.Registration & { response: unknown },

@@ -15,6 +15,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { getOperationAST, parse, type DocumentNode } from 'graphql';
 
+import type { AgentDryRun } from '../../agents/dry-run.js';
 import { keyedDocument } from '../../agents/writes.js';
 import type { Caller } from '../../auth/caller.js';
 import type { Pipeline } from '../../execution/pipeline.js';
@@ -23,14 +24,6 @@ import { errorsResult, runOperationTool } from './operations.js';
 import { toolError, type McpTool, type ToolCall, type ToolResult } from './server.js';
 import type { JsonSchema } from './shapes.js';
 import { refusalFor, type OperationTool } from './tools.js';
-
-/** The GraphQL plan of a composite provisioning: the exact upstream requests of every step. */
-const PROVISIONING_PLANS: Record<string, string> = {
-  provisionKafkaCluster: 'planKafkaCluster',
-  provisionVirtualMachine: 'planVirtualMachine',
-};
-
-const PLAN_SELECTION = `{ valid idempotencyKey steps { name action resourceId request { method path headers { name value } body } defaults { field value } errors { field code message } } errors { field code message } defaults { field value } }`;
 
 /** What the requestState of an elicitation carries back: the plan and hash the person was shown, and whose it is. */
 interface ApprovalState {
@@ -52,18 +45,6 @@ const APPROVAL_FORM = {
   },
   required: ['approve'],
 };
-
-const PASSWORD_KEY = /password|secret|token/i;
-
-/** The variables with secrets masked, as plans show them. */
-function masked(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(masked);
-  if (value && typeof value === 'object')
-    return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [k, PASSWORD_KEY.test(k) && typeof v === 'string' ? '***' : masked(v)]),
-    );
-  return value;
-}
 
 /** JSON with sorted keys: equal values hash equal. */
 function canonical(value: unknown): string {
@@ -96,14 +77,16 @@ export interface ApprovalOptions {
    * tools list the manifest read at start-up, but a plan runs only the exact text it was made from.
    */
   readonly documentNow: (documentId: string) => string | undefined;
+  /** The exact upstream requests a plan's document would send (src/agents/dry-run.ts AgentDryRun.run). */
+  readonly dryRun: AgentDryRun['run'];
 }
 
 export class Approvals {
   constructor(private readonly o: ApprovalOptions) {}
 
   /**
-   * The plan of a creation tool's call: its exact requests (a provisioning's, from its GraphQL plan; otherwise the one
-   * mutation and its variables), what it spends, its hash and summary; or the errors that refuse it.
+   * The plan of a creation tool's call: the exact upstream requests of its document (src/agents/dry-run.ts: the code
+   * that sends them, nothing sent), what it spends, its hash and summary; or the errors that refuse it.
    */
   private async work(
     tool: OperationTool,
@@ -116,77 +99,34 @@ export class Approvals {
       { trustedResolved: true },
     );
     if ('ok' in estimate) return errorsResult(estimate.errors);
-    let requests: unknown;
-    let creations = estimate.points;
-    let points = estimate.points;
-    const planField = tool.rootField ? PROVISIONING_PLANS[tool.rootField] : undefined;
-    if (planField) {
-      const query = `query McpPlan($input: ${tool.rootField === 'provisionKafkaCluster' ? 'ProvisionKafkaClusterInput!' : 'ProvisionVirtualMachineInput!'}, $idempotencyKey: UUID) { plan: ${planField}(input: $input, idempotencyKey: $idempotencyKey) ${PLAN_SELECTION} }`;
-      const planned = await this.o.pipeline.runOperation({
-        caller: call.caller,
-        params: { query, variables },
-        transport: 'mcp',
-        requestId: call.requestId,
-        allow: ['query' as never],
-      });
-      if (!planned.ok) return errorsResult(planned.errors);
-      if (planned.result.errors?.length) return errorsResult(planned.result.errors);
-      const plan = (
-        planned.result.data as {
-          plan: {
-            valid: boolean;
-            steps: {
-              name: string;
-              action: string;
-              request: unknown;
-              errors: { field: string | null; message: string }[];
-            }[];
-            errors: { field: string | null; message: string }[];
-            defaults: unknown;
-          };
-        }
-      ).plan;
-      const invalid = [...plan.errors, ...plan.steps.flatMap((s) => s.errors)];
-      if (!plan.valid || invalid.length) {
-        return toolError(
-          invalid.map((e) => (e.field ? `Invalid argument ${e.field}: ${e.message}` : e.message)).join('\n') +
-            '\nNothing was planned.',
-          {
-            errors: invalid.map((e) => ({
-              code: 'BAD_USER_INPUT',
-              message: e.message,
-              ...(e.field ? { argument: e.field } : {}),
-            })),
-          },
-        );
-      }
-      creations = plan.steps.filter((s) => s.action === 'CREATE').length;
-      // A provisioning charges one creation point per upstream creation (src/ratelimit/cost.ts SELF_CHARGED_MUTATIONS).
-      points = creations;
-      requests = {
-        steps: plan.steps.map((s) => ({ name: s.name, action: s.action, request: s.request })),
-        defaults: plan.defaults,
-      };
-    } else {
-      // The operation's text is part of what is approved: a trusted document changed under the same name is a new plan.
-      requests = {
-        graphql: {
-          operation: tool.rootField ?? tool.params.operationName,
-          document: sha256(document),
-          variables: masked(variables),
+    const ran = await this.o.dryRun(call.caller, document, tool.operationName ?? null, variables);
+    if (!ran.ok) {
+      return toolError(
+        ran.errors.map((e) => (e.field ? `Invalid argument ${e.field}: ${e.message}` : e.message)).join('\n') +
+          '\nNothing was planned.',
+        {
+          errors: ran.errors.map((e) => ({
+            code: e.code,
+            message: e.message,
+            ...(e.field ? { argument: e.field } : {}),
+          })),
         },
-      };
+      );
     }
+    const creations = ran.steps.filter((s) => s.action === 'CREATE').length;
+    // One creation point per upstream creation, as a provisioning is charged (src/ratelimit/cost.ts).
+    const points = Math.max(creations, estimate.points);
+    const requests = { steps: ran.steps };
+    // The approval covers these bytes: the document, the variables, the requests as shown and as sent.
     const hash = createHash('sha256')
-      .update(canonical({ tool: tool.name, document, variables, requests }))
+      .update(canonical({ tool: tool.name, document, variables, requests, sent: ran.sent }))
       .digest('hex');
-    const lines = planField
-      ? (
-          requests as { steps: { name: string; action: string; request: { method: string; path: string } | null }[] }
-        ).steps
-          .filter((s) => s.action === 'CREATE' && s.request)
-          .map((s) => `- ${s.name}: ${s.request!.method} ${s.request!.path}`)
-      : [`- ${tool.rootField ?? tool.name} ${JSON.stringify(masked(variables.input ?? variables))}`];
+    const lines = ran.steps
+      .filter((s) => s.action === 'CREATE' && s.request)
+      .map(
+        (s) =>
+          `- ${s.name}: ${s.request!.method} ${s.request!.upstream} ${s.request!.path} ${JSON.stringify(s.request!.body)}`,
+      );
     const summary = [
       `${call.caller.app ?? call.caller.scope} asks to run ${tool.name}: ${creations} upstream creation(s), ${points} rate-limit point(s).`,
       ...lines,

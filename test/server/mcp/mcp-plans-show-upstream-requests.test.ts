@@ -1,0 +1,142 @@
+// Every plan, single or composite, shows the exact upstream requests it will send (method, path, headers without
+// secrets, body) and its hash covers them (docs/decisions/060): a single creation goes through the same dry run as a
+// provisioning plan, and what the sandbox then receives is what the plan showed.
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
+import { mcpClient, textOf, type McpClientOptions, type TestMcpClient } from '../../helpers/mcp.js';
+
+const start = gatewaysPerTest();
+const clients: TestMcpClient[] = [];
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.close().catch(() => undefined)));
+});
+async function connect(gw: TestGateway, o: McpClientOptions): Promise<TestMcpClient> {
+  const c = await mcpClient(gw, o);
+  clients.push(c);
+  return c;
+}
+
+const sha = (key: string) => createHash('sha256').update(key).digest('hex');
+const AGENT_KEY = 'agent-key-0123456789';
+
+function appsFile(dir: string): string {
+  const file = path.join(dir, 'apps.yaml');
+  fs.writeFileSync(
+    file,
+    `apps:
+  - name: agent
+    scopes: [cloud:read, cloud:write, identity:read, identity:write]
+    keys: [{ sha256: ${sha(AGENT_KEY)} }]
+`,
+  );
+  return file;
+}
+
+interface ShownRequest {
+  upstream: string;
+  method: string;
+  path: string;
+  headers: { name: string; value: string }[];
+  body: unknown;
+}
+
+function header(r: ShownRequest, name: string): string | undefined {
+  return r.headers.find((h) => h.name === name)?.value;
+}
+
+describe('a plan shows the exact upstream requests', () => {
+  it("a single creation's plan shows its upstream request, and the sandbox receives exactly that", async () => {
+    const dir = tempDataDir('mcp-requests-');
+    const gw = await start({ DATA_DIR: dir, GATEWAY_APPS_FILE: appsFile(dir), MCP_MUTATIONS: 'approve' });
+    const c = await connect(gw, { key: AGENT_KEY, person: 'accept' });
+    const planned = await c.call('create_project', { input: { name: 'shown', description: 'exact bytes' } });
+    expect(planned.isError, textOf(planned)).toBeFalsy();
+    const steps = planned.structuredContent!.requests.steps as {
+      name: string;
+      action: string;
+      request: ShownRequest;
+    }[];
+    expect(steps).toHaveLength(1);
+    const shown = steps[0]!.request;
+    expect(shown).toMatchObject({ upstream: 'cloud', method: 'POST', path: expect.stringMatching(/^\//) });
+    expect(header(shown, 'authorization')).toBe('Bearer ***');
+    expect(header(shown, 'idempotency-key')).toMatch(/^[0-9a-f-]{36}$/);
+    expect(planned.structuredContent!.summary).toContain(shown.path);
+    expect(gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'))).toEqual(
+      [],
+    );
+
+    const executed = await c.call('execute_plan', { planId: planned.structuredContent!.planId });
+    expect(executed.isError, textOf(executed)).toBeFalsy();
+    const sent = gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.path).toBe(shown.path);
+    expect(sent[0]!.body).toEqual(shown.body);
+    for (const { name, value } of shown.headers.filter((h) => h.name !== 'authorization'))
+      expect(sent[0]!.headers[name], name).toBe(value);
+  });
+
+  it('an identification plan shows the identification request, secrets of a verification masked, and sends nothing', async () => {
+    const dir = tempDataDir('mcp-requests-');
+    const gw = await start({ DATA_DIR: dir, GATEWAY_APPS_FILE: appsFile(dir), MCP_MUTATIONS: 'approve' });
+    const c = await connect(gw, { key: AGENT_KEY, person: 'accept' });
+    const identification = await c.call('create_identification', {
+      input: { workflowId: 'wf-7', linkLifetimeInMinutes: 30 },
+    });
+    expect(identification.isError, textOf(identification)).toBeFalsy();
+    const shown = identification.structuredContent!.requests.steps[0].request as ShownRequest;
+    expect(shown).toMatchObject({ upstream: 'identification', method: 'POST' });
+    expect(gw.gateway.sandbox.identification!.requests).toEqual([]);
+    const executed = await c.call('execute_plan', { planId: identification.structuredContent!.planId });
+    expect(executed.isError, textOf(executed)).toBeFalsy();
+    const sent = gw.gateway.sandbox.identification!.requests.filter((r) => r.method === 'POST');
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.path).toBe(shown.path);
+    expect(sent[0]!.body).toEqual(shown.body);
+    expect(sent[0]!.headers['idempotency-key']).toBe(header(shown, 'idempotency-key'));
+
+    const verification = await c.call('register_verification', {
+      input: { workflowId: 'wf-8', applicant: { firstName: 'Ada' } },
+    });
+    expect(verification.isError, textOf(verification)).toBeFalsy();
+    const body = JSON.stringify(verification.structuredContent!.requests.steps[0].request.body);
+    expect(body).toMatch(/\/webhooks\/verification\/\*\*\*/);
+    expect(gw.gateway.sandbox.verification!.requests.filter((r) => r.method === 'POST')).toEqual([]);
+  });
+
+  it("a change of the gateway's own configuration between plan and execution gives PLAN_CHANGED, and nothing is sent", async () => {
+    const dir = tempDataDir('mcp-requests-');
+    const env = { DATA_DIR: dir, GATEWAY_APPS_FILE: appsFile(dir), MCP_MUTATIONS: 'approve' };
+    const before = await startTestGateway({ ...env, PUBLIC_URL: 'https://before.example' });
+    let planId: string;
+    let hash: string;
+    try {
+      const c = await mcpClient(before, { key: AGENT_KEY });
+      const planned = await c.call('register_verification', {
+        input: { workflowId: 'wf-9', applicant: { firstName: 'Grace' } },
+      });
+      expect(planned.isError, textOf(planned)).toBeFalsy();
+      ({ planId, hash } = planned.structuredContent as { planId: string; hash: string });
+      await c.close();
+    } finally {
+      await before.close();
+    }
+    // Where the verification will call back is part of the request: another PUBLIC_URL is another request.
+    const after = await startTestGateway({ ...env, PUBLIC_URL: 'https://after.example' });
+    try {
+      const c = await mcpClient(after, { key: AGENT_KEY, person: 'accept' });
+      const refused = await c.call('execute_plan', { planId });
+      expect(refused.structuredContent).toMatchObject({ code: 'PLAN_CHANGED', hash });
+      expect(refused.structuredContent!.newHash).not.toBe(hash);
+      expect(c.asked).toEqual([]);
+      expect(after.gateway.sandbox.verification!.requests.filter((r) => r.method === 'POST')).toEqual([]);
+      await c.close();
+    } finally {
+      await after.close();
+    }
+  });
+});
