@@ -126,15 +126,19 @@ export class AgentPlans {
     return row && this.fromRow(row);
   }
 
-  /** Plans waiting for an approval, newest first. */
-  async pending(first: number): Promise<AgentPlan[]> {
-    const rows = await this.db
+  /** Plans waiting for an approval, newest first: of these domain sets, and of these apps (undefined: every app). */
+  async pending(
+    first: number,
+    of: { domains: readonly string[]; apps: readonly string[] | undefined },
+  ): Promise<AgentPlan[]> {
+    if (of.domains.length === 0 || of.apps?.length === 0) return [];
+    let q = this.db
       .selectFrom('agent_plans')
       .selectAll()
       .where('status', '=', 'pending')
-      .orderBy('created_at', 'desc')
-      .limit(Math.min(first, MAX_AUDIT_ROWS))
-      .execute();
+      .where('domains', 'in', of.domains);
+    if (of.apps) q = q.where('app', 'in', of.apps);
+    const rows = await q.orderBy('created_at', 'desc').limit(Math.min(first, MAX_AUDIT_ROWS)).execute();
     return rows.map((r) => this.fromRow(r));
   }
 

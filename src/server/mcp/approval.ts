@@ -2,7 +2,7 @@
 // creations and rate-limit points, a summary a person reads) and nothing else; execute_plan runs a plan once, only
 // with an approval bound to the plan's hash, its app, its approver and an expiry. An approval comes from the person,
 // through the client (an input_required elicitation, answered by the client's user interface, never by a tool
-// argument the model fills), or from another app holding `cloud:approve` (approvePlan). Execution sends the
+// argument the model fills), or from another app holding the plan's approve scope (`cloud:approve`, `identity:approve`: approvePlan). Execution sends the
 // operation with an idempotency key derived from the plan id, through the execution pipeline like every tool call.
 import { createHash, randomUUID } from 'node:crypto';
 import {
@@ -15,6 +15,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { getOperationAST, parse, type DocumentNode } from 'graphql';
 
+import { approveScopeOf } from '../../agents/approvers.js';
 import type { AgentDryRun } from '../../agents/dry-run.js';
 import { keyedDocument } from '../../agents/writes.js';
 import type { Caller } from '../../auth/caller.js';
@@ -190,7 +191,7 @@ export class Approvals {
         return planResult(
           plan,
           this.o.approveUrl(plan.id),
-          `Plan ${plan.id} made; nothing was sent. Call execute_plan with planId ${plan.id}: a person approves it in this client, or an app with cloud:approve approves it at ${this.o.approveUrl(plan.id)}.`,
+          `Plan ${plan.id} made; nothing was sent. Call execute_plan with planId ${plan.id}: a person approves it in this client, or an app with ${scopesOf(plan)} approves it at ${this.o.approveUrl(plan.id)}.`,
         );
       },
     };
@@ -202,7 +203,7 @@ export class Approvals {
       name: 'execute_plan',
       title: 'Execute an approved plan',
       description:
-        'Runs a plan made by a creation tool, once, with the upstream idempotency key derived from the plan id. It runs only with an approval of the plan as it is now: given by the person through this client (you are asked), or by an app holding cloud:approve (approvePlan). A plan whose requests changed since it was approved is refused with its new hash. Calling it again replays the stored outcome.',
+        'Runs a plan made by a creation tool, once, with the upstream idempotency key derived from the plan id. It runs only with an approval of the plan as it is now: given by the person through this client (you are asked), or by an app holding its approve scope (cloud:approve for cloud creations, identity:approve for identity checks; approvePlan). A plan whose requests changed since it was approved is refused with its new hash. Calling it again replays the stored outcome.',
       inputSchema: {
         type: 'object',
         properties: {
@@ -363,7 +364,7 @@ export class Approvals {
         );
         const url = this.o.approveUrl(plan.id);
         return toolError(
-          `plan ${plan.id} is not approved, and this client cannot ask its person; nothing was sent. An app with cloud:approve approves it at ${url}; then call execute_plan again.`,
+          `plan ${plan.id} is not approved, and this client cannot ask its person; nothing was sent. An app with ${scopesOf(plan)} approves it at ${url}; then call execute_plan again.`,
           {
             planId: plan.id,
             status: 'PENDING',
@@ -450,6 +451,11 @@ export class Approvals {
     }
     return canElicit(ctx) ? 'ask' : 'cannot-ask';
   }
+}
+
+/** The approve scopes a plan needs, in words. */
+function scopesOf(plan: AgentPlan): string {
+  return plan.domains.map(approveScopeOf).join(' and ');
 }
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
