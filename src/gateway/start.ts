@@ -468,6 +468,16 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       },
       { name: 'purge expired mobile-ID secrets', intervalMs: 60_000, run: () => services.mobileId.purgeExpired(now()) },
       { name: 'purge rate-limit counters', intervalMs: 60_000, run: () => rateLimits.purgeExpired() },
+      {
+        name: 'purge agent plans',
+        intervalMs: 60_000,
+        run: async () => {
+          await services.agentPlans.purgeExpired(now());
+          const counts = await services.agentPlans.countByState();
+          metrics.agentPlans.reset();
+          for (const [state, plans] of counts) metrics.agentPlans.set({ state }, plans);
+        },
+      },
       // Other replicas write and purge too: their share is counted in from the database every ten minutes.
       ...(store.dialect === 'postgres'
         ? [
@@ -679,6 +689,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
               codec: mcpCodec,
               approveUrl: (planId) => `${mcpPublicUrl()}/graphql?approvePlan=${planId}`,
               dryRun: (...args) => agentDryRun.run(...args),
+              // A plan is a write of the app's (stored, bounded): one creation point, before any work.
+              charge: (caller) => services.rateLimits.take(caller, 'creations'),
               documentNow: (documentId) => {
                 const now = live.trusted?.admit({ documentId });
                 return now?.ok ? now.query : undefined;

@@ -89,8 +89,12 @@ export type AgentPlan = {
 export type AgentPlanStatus =
   /** Approved; not executed yet. */
   | 'APPROVED'
+  /** Declined by an approver (declinePlan): it can never run. */
+  | 'DECLINED'
   /** Being executed. */
   | 'EXECUTING'
+  /** Not approved and executed within 24 hours of being made: it can never run (it is purged 7 days later). */
+  | 'EXPIRED'
   /** Executed and refused (by validation or the upstream); nothing more will be sent for it. */
   | 'FAILED'
   /** Waiting for an approval. */

@@ -37,7 +37,7 @@ export const agentResolvers: Resolvers = {
   },
   AgentPlan: {
     rateLimitPoints: (p: AgentPlan) => p.points,
-    status: (p: AgentPlan) => p.status.toUpperCase() as 'PENDING',
+    status: (p: AgentPlan) => (p.expired ? 'EXPIRED' : (p.status.toUpperCase() as 'PENDING')),
     approvedBy: (p: AgentPlan) => p.approval?.by ?? null,
     approvalExpiresAt: (p: AgentPlan) => (p.approval ? new Date(p.approval.expiresAt) : null),
     createdAt: (p: AgentPlan) => new Date(p.createdAt),

@@ -13,7 +13,7 @@ import {
   type RequestStateCodec,
   type ServerContext,
 } from '@modelcontextprotocol/server';
-import { getOperationAST, parse, type DocumentNode } from 'graphql';
+import { getOperationAST, GraphQLError, parse, type DocumentNode } from 'graphql';
 
 import { approveScopeOf } from '../../agents/approvers.js';
 import type { AgentDryRun } from '../../agents/dry-run.js';
@@ -80,6 +80,8 @@ export interface ApprovalOptions {
   readonly documentNow: (documentId: string) => string | undefined;
   /** The exact upstream requests a plan's document would send (src/agents/dry-run.ts AgentDryRun.run). */
   readonly dryRun: AgentDryRun['run'];
+  /** Spends the app's creation point for a plan, or throws RATE_LIMITED. */
+  readonly charge: (caller: Caller) => Promise<void>;
 }
 
 export class Approvals {
@@ -172,22 +174,32 @@ export class Approvals {
             { errors: [{ code: 'BAD_USER_INPUT', argument: unknown, message: `unknown argument ${unknown}` }] },
           );
         }
+        try {
+          await this.o.charge(call.caller);
+        } catch (err) {
+          if (err instanceof GraphQLError) return errorsResult([err.toJSON()]);
+          throw err;
+        }
         const id = randomUUID();
         const document = runnableDocument(tool.text, tool.operationName, id)!;
         const variables = { ...args, ...Object.fromEntries([...keys].map((k) => [k, id])) };
         const worked = await this.work(tool, document, variables, call);
         if ('content' in worked) return worked;
-        const plan = await this.o.plans.create({
-          id,
-          owner: call.caller.scope,
-          app: call.caller.app ?? call.caller.scope,
-          tool: tool.name,
-          variables,
-          document,
-          operationName: tool.operationName ?? null,
-          domains: [...tool.classified.domains].sort(),
-          ...worked,
-        });
+        const plan = await this.o.plans
+          .create({
+            id,
+            owner: call.caller.scope,
+            app: call.caller.app ?? call.caller.scope,
+            tool: tool.name,
+            variables,
+            document,
+            operationName: tool.operationName ?? null,
+            domains: [...tool.classified.domains].sort(),
+            ...worked,
+          })
+          .catch((err: unknown) => (err instanceof GraphQLError ? err : Promise.reject(err)));
+        // Past the app's bound of open plans: refused, nothing stored.
+        if (plan instanceof GraphQLError) return errorsResult([plan.toJSON()]);
         return planResult(
           plan,
           this.o.approveUrl(plan.id),
@@ -275,6 +287,17 @@ export class Approvals {
         `stored outcome (${plan.status}) replayed; nothing was sent`,
       );
       return replayed(plan);
+    }
+    if (plan.status === 'declined' || plan.expired) {
+      const why = plan.expired
+        ? `plan ${plan.id} has expired (a plan may be approved and executed for 24 hours after it was made): it can never run; nothing was sent. Make a new plan.`
+        : `plan ${plan.id} was declined${plan.approval ? ` by ${plan.approval.by}` : ''}: it can never run; nothing was sent.`;
+      await this.o.plans.audit(plan.id, plan.app, actor, 'refused', why);
+      return toolError(why, {
+        planId: plan.id,
+        status: plan.expired ? 'EXPIRED' : 'DECLINED',
+        code: plan.expired ? 'PLAN_EXPIRED' : 'DECLINED',
+      });
     }
     if (plan.status === 'executing') {
       return toolError(
