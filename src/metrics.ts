@@ -164,6 +164,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly agentPlans = new Gauge({
+    name: 'gateway_agent_plans',
+    help: "Agents' plans stored (MCP_MUTATIONS=approve), by state: pending, approved, executing, succeeded, failed, unknown, declined, expired. Updated by the job that purges them, every minute.",
+    labelNames: ['state'] as const,
+    registers: [this.registry],
+  });
+
   readonly plansRefused = new Counter({
     name: 'gateway_plans_refused_total',
     help: 'Plans refused because their app already had PROVISIONING_MAX_CONCURRENT_PLANS being worked out, by app (its name, or a keyed digest of a bare key).',

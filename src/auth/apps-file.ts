@@ -14,6 +14,8 @@ export interface AppFileEntry {
   readonly scopes: readonly Scope[];
   /** The sha256 digests of its keys, as 64 lowercase hex digits. */
   readonly keyDigests: readonly string[];
+  /** For an approver: the apps whose agents' plans it may approve; undefined: every app's. */
+  readonly approves?: readonly string[];
 }
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
@@ -36,6 +38,11 @@ const appSchema = z.strictObject({
     .array(z.string().refine(isScope, { message: `is not a scope; the scopes are ${SCOPES.join(', ')}` }))
     .min(1, 'must list at least one scope (an app that may do nothing needs no key)'),
   keys: z.array(keySchema).min(1, 'must list at least one key digest'),
+  /** The apps whose agents' plans this approver may approve (cloud:approve, identity:approve); absent: every app's. */
+  approves: z
+    .array(z.string().regex(APP_NAME, 'must be an app name'))
+    .min(1, 'must list at least one app (leave approves out to approve every app)')
+    .optional(),
   note: z.string().optional(),
 });
 
@@ -85,7 +92,12 @@ export function parseAppsFile(text: string, file: string): AppFileEntry[] {
         );
       seenKeys.set(k.sha256, app.name);
     });
-    return { name: app.name, scopes: [...new Set(app.scopes as Scope[])], keyDigests: app.keys.map((k) => k.sha256) };
+    return {
+      name: app.name,
+      scopes: [...new Set(app.scopes as Scope[])],
+      keyDigests: app.keys.map((k) => k.sha256),
+      ...(app.approves ? { approves: [...new Set(app.approves)] } : {}),
+    };
   });
   return apps;
 }

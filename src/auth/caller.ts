@@ -29,14 +29,19 @@ export interface Caller {
   readonly expiresAt?: number;
   /** How the app signed in, for the operator's list of apps; absent for the open caller and internal reads. */
   readonly via?: AppSource;
+  /**
+   * For an approver configured in GATEWAY_APPS_FILE with `approves`: the apps whose agents' plans it may approve
+   * (src/agents/approvers.ts). Absent: every app's, within its approve scopes.
+   */
+  readonly approves?: readonly string[];
 }
 
 /** Where an app is configured: GATEWAY_API_KEYS, OPERATOR_API_KEYS, GATEWAY_APPS_FILE, or a JWT's claim. */
 export type AppSource = 'API_KEYS' | 'OPERATOR_KEYS' | 'APPS_FILE' | 'JWT';
 
 /**
- * The gateway's scopes, one read and one write per upstream, `cloud:approve` (approves a plan an agent made over MCP:
- * `approvePlan`, docs/decisions/060) and `operator` (the quarantine of refused notifications and the list of apps).
+ * The gateway's scopes, one read and one write per upstream, `cloud:approve` and `identity:approve` (approve or
+ * decline an agent's plan of cloud creations, of identity checks: `approvePlan`, docs/decisions/060) and `operator` (the quarantine of refused notifications and the list of apps).
  * A write scope does not imply the read one: an app that only creates can be kept from reading what others created.
  */
 export const SCOPES = [
@@ -45,6 +50,7 @@ export const SCOPES = [
   'cloud:approve',
   'identity:read',
   'identity:write',
+  'identity:approve',
   'mobile-id:read',
   'mobile-id:write',
   'operator',
@@ -88,10 +94,12 @@ export class Grants {
 }
 
 /**
- * What a key of GATEWAY_API_KEYS may do: every scope but `operator` and `cloud:approve`. Approving an agent's plan is
+ * What a key of GATEWAY_API_KEYS may do: every scope but `operator` and the approve scopes. Approving an agent's plan is
  * a person's or an approver app's act, so it is given by name (GATEWAY_APPS_FILE, a JWT's scope, OPERATOR_API_KEYS).
  */
-export const APP_GRANTS = Grants.of(SCOPES.filter((s) => s !== 'operator' && s !== 'cloud:approve'));
+export const APP_GRANTS = Grants.of(
+  SCOPES.filter((s) => s !== 'operator' && s !== 'cloud:approve' && s !== 'identity:approve'),
+);
 /** What a key of OPERATOR_API_KEYS may do, and everyone on an open (sandbox-only) gateway: every scope. */
 export const ALL_GRANTS = Grants.of(SCOPES);
 /** Nothing: a caller made up to read as the owner of a record (an internal read), never an app's. */

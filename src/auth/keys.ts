@@ -75,6 +75,7 @@ function configuredKeys(
       app: app.name,
       grants: Grants.of(app.scopes),
       via: 'APPS_FILE',
+      ...(app.approves ? { approves: app.approves } : {}),
     });
     for (const digest of app.keyDigests) {
       digests.push(Buffer.from(digest, 'hex'));
@@ -105,7 +106,7 @@ export function configuredApps(
 }
 
 /**
- * Checks an app's API key: GATEWAY_API_KEYS (every scope but `operator` and `cloud:approve`), OPERATOR_API_KEYS (every scope: an
+ * Checks an app's API key: GATEWAY_API_KEYS (every scope but `operator`, `cloud:approve` and `identity:approve`), OPERATOR_API_KEYS (every scope: an
  * operator's key is also an app's key) or GATEWAY_APPS_FILE (the scopes the file gives; it holds the keys' digests).
  * Keys are held as sha256 digests and compared in constant time; with no keys configured every caller is the
  * one `open` caller. With `jwt` (AUTH_JWKS_URL or AUTH_JWKS_FILE), a bearer token that is no key and looks like a JWT

@@ -507,7 +507,7 @@ const VARS = {
   ),
   GATEWAY_API_KEYS: declare(
     list,
-    "Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app's name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Each holds every scope but `operator` and `cloud:approve`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.",
+    "Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app's name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Each holds every scope but `operator`, `cloud:approve` and `identity:approve`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.",
     '(unset: open, or JWTs only)',
   ),
   GATEWAY_APPS_FILE: declare(

@@ -74,6 +74,16 @@ export function gatewayJobs(parts: {
     },
     { name: 'purge expired mobile-ID secrets', intervalMs: 60_000, run: () => mobileId.purgeExpired(now()) },
     { name: 'purge rate-limit counters', intervalMs: 60_000, run: () => rateLimits.purgeExpired() },
+    {
+      name: 'purge agent plans',
+      intervalMs: 60_000,
+      run: async () => {
+        await services.agentPlans.purgeExpired(now());
+        const counts = await services.agentPlans.countByState();
+        services.metrics.agentPlans.reset();
+        for (const [state, plans] of counts) services.metrics.agentPlans.set({ state }, plans);
+      },
+    },
     // Other replicas write and purge too: their share is counted in from the database every ten minutes.
     ...(store.dialect === 'postgres'
       ? [

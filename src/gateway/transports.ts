@@ -232,6 +232,8 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
             codec,
             approveUrl: (planId) => `${parts.publicUrl()}/graphql?approvePlan=${planId}`,
             dryRun: (...args) => agentDryRun.run(...args),
+            // A plan is a write of the app's (stored, bounded): one creation point, before any work.
+            charge: (caller) => services.rateLimits.take(caller, 'creations'),
             // The text a trusted document has now: an approved plan whose document a reload changed is refused.
             documentNow: (documentId) => {
               const now = live.trustedAdmission()?.admit({ documentId });

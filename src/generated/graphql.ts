@@ -89,8 +89,12 @@ export type AgentPlan = {
 export type AgentPlanStatus =
   /** Approved; not executed yet. */
   | 'APPROVED'
+  /** Declined by an approver (declinePlan): it can never run. */
+  | 'DECLINED'
   /** Being executed. */
   | 'EXECUTING'
+  /** Not approved and executed within 24 hours of being made: it can never run (it is purged 7 days later). */
+  | 'EXPIRED'
   /** Executed and refused (by validation or the upstream); nothing more will be sent for it. */
   | 'FAILED'
   /** Waiting for an approval. */
@@ -1250,7 +1254,8 @@ export type Mutation = {
   __typename?: 'Mutation';
   /**
    * Approves an agent's plan as it is now (its hash), for MCP_APPROVAL_TTL. The agent's `execute_plan` then runs it once;
-   * a plan whose requests changed since is refused. A plan is approved by another app than the one that made it.
+   * a plan whose requests changed since is refused. A plan is approved by another app than the one that made it, holding
+   * the approve scope of each kind of write it makes; to any other approver it is NOT_FOUND, as an unknown id.
    */
   approvePlan: AgentPlan;
   /** Checks whether a client is in the list of terrorists and extremists (`POST /api/v1/rfm/is-in-catalog`). The body is passed as given. */
@@ -1969,7 +1974,9 @@ export type Query = {
   agentAudit: Array<AgentAuditEvent>;
   /**
    * A plan an agent made over MCP (MCP_MUTATIONS=approve), for the person or app that approves it: what it would send,
-   * how many creations it makes, and whether it is approved. Null for an unknown id.
+   * how many creations it makes, and whether it is approved. Null for an unknown id, and for a plan this approver may
+   * not approve: a plan of cloud creations needs `cloud:approve`, one of identity checks `identity:approve`, and an
+   * approver whose apps-file entry lists `approves` sees only those apps' plans.
    */
   agentPlan: Maybe<AgentPlan>;
   /**
@@ -2014,7 +2021,7 @@ export type Query = {
    * for a verification or identification another API key created (the cloud resources are shared by every key).
    */
   node: Maybe<Node>;
-  /** The agents' plans waiting for an approval, newest first. */
+  /** The agents' plans waiting for an approval that this approver may approve, newest first. */
   pendingAgentPlans: Array<AgentPlan>;
   /**
    * The exact upstream requests `provisionKafkaCluster` would send for this input, in order, with the defaults it

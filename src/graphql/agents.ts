@@ -1,3 +1,4 @@
+import { approvable, mayApprove } from '../agents/approvers.js';
 import { ErrorCode, GatewayError } from '../errors.js';
 import type { Resolvers } from '../generated/graphql.js';
 import type { AgentPlanModel as AgentPlan } from '../store/agent-plans.js';
@@ -5,9 +6,11 @@ import type { AgentPlanModel as AgentPlan } from '../store/agent-plans.js';
 /** The agents' plans (docs/decisions/060): what an approver reads and approves, and the operators' audit trail. */
 export const agentResolvers: Resolvers = {
   Query: {
-    agentPlan: (_p, { id }, ctx) => ctx.services.agentPlans.get(id).then((p) => p ?? null),
+    // A plan this approver may not approve reads as one that does not exist (src/agents/approvers.ts).
+    agentPlan: (_p, { id }, ctx) =>
+      ctx.services.agentPlans.get(id).then((p) => (p && mayApprove(ctx.caller, p) ? p : null)),
     pendingAgentPlans: (_p, { first }, ctx) =>
-      ctx.services.agentPlans.pending(Math.max(1, Math.min(first ?? 50, 1000))),
+      ctx.services.agentPlans.pending(Math.max(1, Math.min(first ?? 50, 1000)), approvable(ctx.caller)),
     agentAudit: async (_p, { planId, first }, ctx) =>
       (await ctx.services.agentPlans.auditTrail({ planId: planId ?? undefined, first: first ?? 100 })).map((e) => ({
         ...e,
@@ -16,6 +19,9 @@ export const agentResolvers: Resolvers = {
   },
   Mutation: {
     approvePlan: async (_p, { planId }, ctx) => {
+      const plan = await ctx.services.agentPlans.get(planId);
+      if (!plan || !mayApprove(ctx.caller, plan))
+        throw new GatewayError(ErrorCode.NOT_FOUND, `no plan ${planId}`, { field: 'planId' });
       const approved = await ctx.services.agentPlans.approve(
         planId,
         { owner: ctx.caller.scope, name: ctx.caller.app ?? ctx.caller.scope },
@@ -31,7 +37,7 @@ export const agentResolvers: Resolvers = {
   },
   AgentPlan: {
     rateLimitPoints: (p: AgentPlan) => p.points,
-    status: (p: AgentPlan) => p.status.toUpperCase() as 'PENDING',
+    status: (p: AgentPlan) => (p.expired ? 'EXPIRED' : (p.status.toUpperCase() as 'PENDING')),
     approvedBy: (p: AgentPlan) => p.approval?.by ?? null,
     approvalExpiresAt: (p: AgentPlan) => (p.approval ? new Date(p.approval.expiresAt) : null),
     createdAt: (p: AgentPlan) => new Date(p.createdAt),

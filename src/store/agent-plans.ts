@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 
+import { ErrorCode, GatewayError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { AgentPlanTable, Database } from './schema.js';
 
-export type AgentPlanStatus = 'pending' | 'approved' | 'executing' | 'succeeded' | 'failed' | 'unknown';
+export type AgentPlanStatus = 'pending' | 'approved' | 'executing' | 'succeeded' | 'failed' | 'unknown' | 'declined';
 
 /** Who approved a plan, and through what: the person through the agent's MCP client, or an approver app's approvePlan. */
 export interface Approval {
@@ -35,6 +36,10 @@ export interface AgentPlan {
   readonly approval: Approval | null;
   readonly outcome: unknown;
   readonly createdAt: number;
+  /** Until when it may be approved and executed (null for plans made before plans expired). */
+  readonly expiresAt: number | null;
+  /** Pending or approved, and past expiresAt: it can never run (execute_plan and approvePlan say so). */
+  readonly expired: boolean;
 }
 
 export interface AuditEntry {
@@ -52,6 +57,22 @@ export type ApproveResult =
 
 /** Most audit rows one read returns. */
 const MAX_AUDIT_ROWS = 1000;
+
+/** How long a plan may be approved and executed after it was made; after that it is `expired`. */
+export const PLAN_LIFETIME_MS = 24 * 3_600_000;
+/** How long an expired plan (any status) and its audit rows are kept before they are purged. */
+export const PLAN_RETENTION_MS = 7 * 24 * 3_600_000;
+/** Plans of one app awaiting approval or execution (pending, approved, not expired): at most this many… */
+export const MAX_OPEN_PLANS_PER_APP = 100;
+/** …holding at most this many stored characters (variables, document, requests, summary) together. */
+export const MAX_OPEN_PLAN_CHARS_PER_APP = 4 * 1024 * 1024;
+
+/** A plan past its app's bound of open plans: RATE_LIMITED with the bound and its limit; nothing is stored. */
+export class PlanBoundError extends GatewayError {
+  constructor(bound: 'count' | 'chars', limit: number, message: string) {
+    super(ErrorCode.RATE_LIMITED, message, { bound: `agent-plans:${bound}`, limit });
+  }
+}
 
 /**
  * The plans agents make over MCP, their approvals and the audit trail (docs/decisions/060). An approval is bound to
@@ -77,40 +98,68 @@ export class AgentPlans {
   }
 
   /** Stores a new plan (its id is chosen by the caller: the plan's idempotency key derives from it). */
-  async create(plan: Omit<AgentPlan, 'status' | 'approval' | 'outcome' | 'createdAt'>): Promise<AgentPlan> {
+  async create(
+    plan: Omit<AgentPlan, 'status' | 'approval' | 'outcome' | 'createdAt' | 'expiresAt' | 'expired'>,
+  ): Promise<AgentPlan> {
     const id = plan.id;
     const at = this.now();
     const variables = this.o.seal(JSON.stringify(plan.variables), `agent plan variables\u0000${id}`);
     const document = plan.document === null ? null : this.o.seal(plan.document, `agent plan document\u0000${id}`);
     const requests = JSON.stringify(plan.requests);
-    await this.db
-      .insertInto('agent_plans')
-      .values({
-        id,
-        owner: plan.owner,
-        app: plan.app,
-        tool: plan.tool,
-        variables,
-        document,
-        operation_name: plan.operationName,
-        domains: plan.domains.join(','),
-        bytes: variables.length + (document?.length ?? 0) + requests.length + plan.summary.length,
-        expires_at: null,
-        hash: plan.hash,
-        summary: plan.summary,
-        requests,
-        creations: plan.creations,
-        points: plan.points,
-        status: 'pending',
-        approved_by: null,
-        approved_via: null,
-        approved_hash: null,
-        approval_expires_at: null,
-        outcome: null,
-        created_at: at,
-        updated_at: at,
-      })
-      .execute();
+    const chars = variables.length + (document?.length ?? 0) + requests.length + plan.summary.length;
+    // The bound is checked and the plan stored in one transaction (SQLite serialises writers; on PostgreSQL two
+    // replicas may each let one more through, which the next plan sees).
+    await this.db.transaction().execute(async (trx) => {
+      const open = await trx
+        .selectFrom('agent_plans')
+        .select((eb) => [eb.fn.countAll<number>().as('plans'), eb.fn.sum<number>('bytes').as('chars')])
+        .where('owner', '=', plan.owner)
+        .where('status', 'in', ['pending', 'approved'])
+        .where('expires_at', '>', at)
+        .executeTakeFirst();
+      const plans = Number(open?.plans ?? 0);
+      const held = Number(open?.chars ?? 0);
+      if (plans >= MAX_OPEN_PLANS_PER_APP)
+        throw new PlanBoundError(
+          'count',
+          MAX_OPEN_PLANS_PER_APP,
+          `this app has ${plans} plans awaiting approval or execution, the most an app may hold (${MAX_OPEN_PLANS_PER_APP}): execute, or let expire, some of them first; nothing was planned`,
+        );
+      if (held + chars > MAX_OPEN_PLAN_CHARS_PER_APP)
+        throw new PlanBoundError(
+          'chars',
+          MAX_OPEN_PLAN_CHARS_PER_APP,
+          `this app's plans awaiting approval or execution would hold ${held + chars} characters, more than an app may hold (${MAX_OPEN_PLAN_CHARS_PER_APP}): execute, or let expire, some of them first; nothing was planned`,
+        );
+      await trx
+        .insertInto('agent_plans')
+        .values({
+          id,
+          owner: plan.owner,
+          app: plan.app,
+          tool: plan.tool,
+          variables,
+          document,
+          operation_name: plan.operationName,
+          domains: plan.domains.join(','),
+          bytes: chars,
+          expires_at: at + PLAN_LIFETIME_MS,
+          hash: plan.hash,
+          summary: plan.summary,
+          requests,
+          creations: plan.creations,
+          points: plan.points,
+          status: 'pending',
+          approved_by: null,
+          approved_via: null,
+          approved_hash: null,
+          approval_expires_at: null,
+          outcome: null,
+          created_at: at,
+          updated_at: at,
+        })
+        .execute();
+    });
     await this.audit(
       id,
       plan.app,
@@ -118,7 +167,15 @@ export class AgentPlans {
       'planned',
       `${plan.tool}: ${plan.creations} creation(s), hash ${plan.hash}`,
     );
-    return { ...plan, status: 'pending', approval: null, outcome: null, createdAt: at };
+    return {
+      ...plan,
+      status: 'pending',
+      approval: null,
+      outcome: null,
+      createdAt: at,
+      expiresAt: at + PLAN_LIFETIME_MS,
+      expired: false,
+    };
   }
 
   async get(id: string): Promise<AgentPlan | undefined> {
@@ -126,15 +183,20 @@ export class AgentPlans {
     return row && this.fromRow(row);
   }
 
-  /** Plans waiting for an approval, newest first. */
-  async pending(first: number): Promise<AgentPlan[]> {
-    const rows = await this.db
+  /** Plans waiting for an approval, newest first: of these domain sets, and of these apps (undefined: every app). */
+  async pending(
+    first: number,
+    of: { domains: readonly string[]; apps: readonly string[] | undefined },
+  ): Promise<AgentPlan[]> {
+    if (of.domains.length === 0 || of.apps?.length === 0) return [];
+    let q = this.db
       .selectFrom('agent_plans')
       .selectAll()
       .where('status', '=', 'pending')
-      .orderBy('created_at', 'desc')
-      .limit(Math.min(first, MAX_AUDIT_ROWS))
-      .execute();
+      .where('domains', 'in', of.domains)
+      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', this.now())]));
+    if (of.apps) q = q.where('app', 'in', of.apps);
+    const rows = await q.orderBy('created_at', 'desc').limit(Math.min(first, MAX_AUDIT_ROWS)).execute();
     return rows.map((r) => this.fromRow(r));
   }
 
@@ -159,6 +221,9 @@ export class AgentPlans {
         message: 'a plan is approved by another app than the one that made it (an agent never approves its own plan)',
       };
     }
+    if (plan.expired) return { ok: false, reason: 'done', message: `plan ${id} has expired: it can never run` };
+    if (plan.status === 'declined')
+      return { ok: false, reason: 'done', message: `plan ${id} was declined: it can never run` };
     if (plan.status !== 'pending' && plan.status !== 'approved') {
       return { ok: false, reason: 'done', message: `plan ${id} is ${plan.status}: it was executed already` };
     }
@@ -215,14 +280,63 @@ export class AgentPlans {
       .execute();
   }
 
-  /** One audit event: a log line and a row operators list (agentAudit). */
+  /**
+   * One audit event: a log line and a row operators list (agentAudit). A refusal repeating the plan's last event (an
+   * agent calling execute_plan again and again) is logged but adds no row: the table grows with what happens, not
+   * with how often an agent asks.
+   */
   async audit(planId: string, app: string, actor: string, action: string, detail: string): Promise<void> {
     const at = this.now();
     this.o.logger.info({ agentAudit: { planId, app, actor, action, detail } }, `agent plan ${action}`);
+    if (action === 'refused') {
+      const last = await this.db
+        .selectFrom('agent_audit')
+        .select(['action', 'detail'])
+        .where('plan_id', '=', planId)
+        .orderBy('at', 'desc')
+        .limit(1)
+        .executeTakeFirst();
+      if (last?.action === action && last.detail === detail) return;
+    }
     await this.db
       .insertInto('agent_audit')
       .values({ id: randomUUID(), at, plan_id: planId, app, actor, action, detail })
       .execute();
+  }
+
+  /** Deletes the plans expired more than PLAN_RETENTION_MS before `now`, with their audit rows; how many went. */
+  async purgeExpired(now: number): Promise<number> {
+    const before = now - PLAN_RETENTION_MS;
+    const gone = this.db.selectFrom('agent_plans').select('id').where('expires_at', '<', before);
+    await this.db.deleteFrom('agent_audit').where('plan_id', 'in', gone).execute();
+    const deleted = await this.db.deleteFrom('agent_plans').where('expires_at', '<', before).executeTakeFirst();
+    return Number(deleted.numDeletedRows);
+  }
+
+  /** The stored plans by state (`expired`: pending or approved past their lifetime), for the metrics. */
+  async countByState(): Promise<Map<string, number>> {
+    const now = this.now();
+    const rows = await this.db
+      .selectFrom('agent_plans')
+      .select((eb) => [
+        'status',
+        eb
+          .case()
+          .when(eb.and([eb('expires_at', '<=', now), eb('status', 'in', ['pending', 'approved'])]))
+          .then(1)
+          .else(0)
+          .end()
+          .as('expired'),
+        eb.fn.countAll<number>().as('plans'),
+      ])
+      .groupBy(['status', 'expired'])
+      .execute();
+    const counts = new Map<string, number>();
+    for (const r of rows) {
+      const state = Number(r.expired) === 1 ? 'expired' : r.status;
+      counts.set(state, (counts.get(state) ?? 0) + Number(r.plans));
+    }
+    return counts;
   }
 
   /** The audit trail, newest first; of one plan when `planId` is given. */
@@ -277,6 +391,11 @@ export class AgentPlans {
           ? null
           : (JSON.parse(this.o.open(row.outcome, `agent plan outcome\u0000${row.id}`)) as unknown),
       createdAt: Number(row.created_at),
+      expiresAt: row.expires_at === null ? null : Number(row.expires_at),
+      expired:
+        row.expires_at !== null &&
+        Number(row.expires_at) <= this.now() &&
+        (row.status === 'pending' || row.status === 'approved'),
     };
   }
 }

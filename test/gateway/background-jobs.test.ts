@@ -27,6 +27,7 @@ describe('background jobs', () => {
       'purge expired events',
       'purge expired mobile-ID secrets',
       'purge rate-limit counters',
+      'purge agent plans',
       'pending mobile-ID verification',
     ]);
     expect(cancelled).toEqual([]);

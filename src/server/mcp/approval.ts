@@ -2,7 +2,7 @@
 // creations and rate-limit points, a summary a person reads) and nothing else; execute_plan runs a plan once, only
 // with an approval bound to the plan's hash, its app, its approver and an expiry. An approval comes from the person,
 // through the client (an input_required elicitation, answered by the client's user interface, never by a tool
-// argument the model fills), or from another app holding `cloud:approve` (approvePlan). Execution sends the
+// argument the model fills), or from another app holding the plan's approve scope (`cloud:approve`, `identity:approve`: approvePlan). Execution sends the
 // operation with an idempotency key derived from the plan id, through the execution pipeline like every tool call.
 import { createHash, randomUUID } from 'node:crypto';
 import {
@@ -13,8 +13,9 @@ import {
   type RequestStateCodec,
   type ServerContext,
 } from '@modelcontextprotocol/server';
-import { getOperationAST, parse, type DocumentNode } from 'graphql';
+import { getOperationAST, GraphQLError, parse, type DocumentNode } from 'graphql';
 
+import { approveScopeOf } from '../../agents/approvers.js';
 import type { AgentDryRun } from '../../agents/dry-run.js';
 import { keyedDocument } from '../../agents/writes.js';
 import type { Caller } from '../../auth/caller.js';
@@ -79,6 +80,8 @@ export interface ApprovalOptions {
   readonly documentNow: (documentId: string) => string | undefined;
   /** The exact upstream requests a plan's document would send (src/agents/dry-run.ts AgentDryRun.run). */
   readonly dryRun: AgentDryRun['run'];
+  /** Spends the app's creation point for a plan, or throws RATE_LIMITED. */
+  readonly charge: (caller: Caller) => Promise<void>;
 }
 
 export class Approvals {
@@ -171,26 +174,36 @@ export class Approvals {
             { errors: [{ code: 'BAD_USER_INPUT', argument: unknown, message: `unknown argument ${unknown}` }] },
           );
         }
+        try {
+          await this.o.charge(call.caller);
+        } catch (err) {
+          if (err instanceof GraphQLError) return errorsResult([err.toJSON()]);
+          throw err;
+        }
         const id = randomUUID();
         const document = runnableDocument(tool.text, tool.operationName, id)!;
         const variables = { ...args, ...Object.fromEntries([...keys].map((k) => [k, id])) };
         const worked = await this.work(tool, document, variables, call);
         if ('content' in worked) return worked;
-        const plan = await this.o.plans.create({
-          id,
-          owner: call.caller.scope,
-          app: call.caller.app ?? call.caller.scope,
-          tool: tool.name,
-          variables,
-          document,
-          operationName: tool.operationName ?? null,
-          domains: [...tool.classified.domains].sort(),
-          ...worked,
-        });
+        const plan = await this.o.plans
+          .create({
+            id,
+            owner: call.caller.scope,
+            app: call.caller.app ?? call.caller.scope,
+            tool: tool.name,
+            variables,
+            document,
+            operationName: tool.operationName ?? null,
+            domains: [...tool.classified.domains].sort(),
+            ...worked,
+          })
+          .catch((err: unknown) => (err instanceof GraphQLError ? err : Promise.reject(err)));
+        // Past the app's bound of open plans: refused, nothing stored.
+        if (plan instanceof GraphQLError) return errorsResult([plan.toJSON()]);
         return planResult(
           plan,
           this.o.approveUrl(plan.id),
-          `Plan ${plan.id} made; nothing was sent. Call execute_plan with planId ${plan.id}: a person approves it in this client, or an app with cloud:approve approves it at ${this.o.approveUrl(plan.id)}.`,
+          `Plan ${plan.id} made; nothing was sent. Call execute_plan with planId ${plan.id}: a person approves it in this client, or an app with ${scopesOf(plan)} approves it at ${this.o.approveUrl(plan.id)}.`,
         );
       },
     };
@@ -202,7 +215,7 @@ export class Approvals {
       name: 'execute_plan',
       title: 'Execute an approved plan',
       description:
-        'Runs a plan made by a creation tool, once, with the upstream idempotency key derived from the plan id. It runs only with an approval of the plan as it is now: given by the person through this client (you are asked), or by an app holding cloud:approve (approvePlan). A plan whose requests changed since it was approved is refused with its new hash. Calling it again replays the stored outcome.',
+        'Runs a plan made by a creation tool, once, with the upstream idempotency key derived from the plan id. It runs only with an approval of the plan as it is now: given by the person through this client (you are asked), or by an app holding its approve scope (cloud:approve for cloud creations, identity:approve for identity checks; approvePlan). A plan whose requests changed since it was approved is refused with its new hash. Calling it again replays the stored outcome.',
       inputSchema: {
         type: 'object',
         properties: {
@@ -274,6 +287,17 @@ export class Approvals {
         `stored outcome (${plan.status}) replayed; nothing was sent`,
       );
       return replayed(plan);
+    }
+    if (plan.status === 'declined' || plan.expired) {
+      const why = plan.expired
+        ? `plan ${plan.id} has expired (a plan may be approved and executed for 24 hours after it was made): it can never run; nothing was sent. Make a new plan.`
+        : `plan ${plan.id} was declined${plan.approval ? ` by ${plan.approval.by}` : ''}: it can never run; nothing was sent.`;
+      await this.o.plans.audit(plan.id, plan.app, actor, 'refused', why);
+      return toolError(why, {
+        planId: plan.id,
+        status: plan.expired ? 'EXPIRED' : 'DECLINED',
+        code: plan.expired ? 'PLAN_EXPIRED' : 'DECLINED',
+      });
     }
     if (plan.status === 'executing') {
       return toolError(
@@ -363,7 +387,7 @@ export class Approvals {
         );
         const url = this.o.approveUrl(plan.id);
         return toolError(
-          `plan ${plan.id} is not approved, and this client cannot ask its person; nothing was sent. An app with cloud:approve approves it at ${url}; then call execute_plan again.`,
+          `plan ${plan.id} is not approved, and this client cannot ask its person; nothing was sent. An app with ${scopesOf(plan)} approves it at ${url}; then call execute_plan again.`,
           {
             planId: plan.id,
             status: 'PENDING',
@@ -450,6 +474,11 @@ export class Approvals {
     }
     return canElicit(ctx) ? 'ask' : 'cannot-ask';
   }
+}
+
+/** The approve scopes a plan needs, in words. */
+function scopesOf(plan: AgentPlan): string {
+  return plan.domains.map(approveScopeOf).join(' and ');
 }
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');

@@ -3,6 +3,7 @@
 // (src/events/cursor-read.ts): owner-scoped, on any replica, until EVENT_RETENTION.
 import { GraphQLError } from 'graphql';
 
+import { MAX_LISTENS_PER_APP } from './http.js';
 import { errorsResult } from './operations.js';
 import type { McpResources } from './resources.js';
 import { toolError, type McpTool } from './server.js';
@@ -10,6 +11,12 @@ import { toolError, type McpTool } from './server.js';
 /** The longest wait_for_events may hold its request (the client's own request timeout must be longer). */
 export const MAX_WAIT_SECONDS = 300;
 const MAX_EVENTS = 100;
+/**
+ * The most wait_for_events calls one app holds waiting on one replica: the rule of subscriptions/listen
+ * (MAX_LISTENS_PER_APP), since each holds a request and bus listeners open the same way. A call that would return at
+ * once (timeoutSeconds 0) holds nothing and is not counted.
+ */
+export const MAX_WAITS_PER_APP = MAX_LISTENS_PER_APP;
 
 /**
  * wait_for_events: the app's events after a cursor from the durable log; at once when there are some, else it waits
@@ -18,6 +25,8 @@ const MAX_EVENTS = 100;
  */
 export function waitForEventsTool(resources: McpResources): McpTool {
   const kinds = resources.eventKinds;
+  /** Calls waiting on this replica, by app (owner scope). */
+  const waiting = new Map<string, number>();
   const bad = (argument: string, text: string, extra: Record<string, unknown> = {}) =>
     toolError(`Invalid argument ${argument}: ${text}; nothing was read`, {
       errors: [{ code: 'BAD_USER_INPUT', argument, ...extra }],
@@ -120,6 +129,14 @@ export function waitForEventsTool(resources: McpResources): McpTool {
           if (!wanted.includes(kind)) wanted.push(kind);
         }
       }
+      const owner = call.caller.scope;
+      const held = waiting.get(owner) ?? 0;
+      if (timeoutSeconds > 0 && held >= MAX_WAITS_PER_APP)
+        return toolError(
+          `Wait limit reached: this app already has ${MAX_WAITS_PER_APP} wait_for_events calls waiting on this replica; wait for several kinds in one call, or call again with timeoutSeconds 0 (which returns at once); nothing was read`,
+          { errors: [{ code: 'RATE_LIMITED', limit: MAX_WAITS_PER_APP }] },
+        );
+      if (timeoutSeconds > 0) waiting.set(owner, held + 1);
       let page;
       try {
         page = await resources.events.waitForEvents(call.caller, {
@@ -135,6 +152,12 @@ export function waitForEventsTool(resources: McpResources): McpTool {
         const reason = (err as { reason?: unknown }).reason;
         if ((err as Error).name !== 'CursorError') throw err;
         return bad('cursor', (err as Error).message, { reason });
+      } finally {
+        if (timeoutSeconds > 0) {
+          const left = (waiting.get(owner) ?? 1) - 1;
+          if (left > 0) waiting.set(owner, left);
+          else waiting.delete(owner);
+        }
       }
       const events = page.events.map((e) => ({
         kind: e.kind,
