@@ -28,8 +28,11 @@ const EXPECTED_CODES = new Set<string>([
 ]);
 
 /**
- * One masking rule for HTTP (Apollo's formatError, and the direct path) and the streaming transports: expected errors
- * pass as they are; anything else reaches the client as INTERNAL_SERVER_ERROR and the log in full.
+ * One masking rule for HTTP (Apollo's formatError, and the direct path) and the streaming transports: an error is the
+ * client's to read only when it was raised on purpose, a GraphQLError (a GatewayError, Apollo's or graphql-js's own)
+ * with a code of the contract. Anything else reaches the client as INTERNAL_SERVER_ERROR with nothing of its own, and
+ * the log in full. INTERNAL_SERVER_ERROR itself is never a reason to pass: Apollo's pipeline and the direct path fill
+ * it in for every error without a code before this rule runs, so it says nothing of how the error was raised.
  */
 export function formatError(
   formatted: GraphQLFormattedError,
@@ -38,13 +41,20 @@ export function formatError(
   hideSuggestions = false,
 ): GraphQLFormattedError {
   const code = formatted.extensions?.code;
-  if (typeof code === 'string' && EXPECTED_CODES.has(code)) {
+  const original = unwrapResolverError(error);
+  const coded = typeof code === 'string' && code !== ErrorCode.INTERNAL_SERVER_ERROR && EXPECTED_CODES.has(code);
+  if (coded && (original instanceof GraphQLError || !(original instanceof Error))) {
     const shown = withoutEchoedValue(formatted, error);
     return hideSuggestions ? withoutSuggestions(shown) : shown;
   }
-  const original = unwrapResolverError(error);
-  // graphql-js's own errors (validation, coercion) carry no original error and no code.
-  if (original instanceof GraphQLError && !original.originalError && !code) return formatted;
+  // graphql-js's own errors (validation, coercion, a null in a non-null field) carry no original error and no code
+  // of their own (over HTTP, the INTERNAL_SERVER_ERROR filled in).
+  if (
+    original instanceof GraphQLError &&
+    !original.originalError &&
+    (code === undefined || code === ErrorCode.INTERNAL_SERVER_ERROR)
+  )
+    return formatted;
   logger.error({ err: original }, 'unexpected error in a GraphQL operation');
   return {
     message: 'Internal server error',
