@@ -26,6 +26,11 @@ export enum ErrorCode {
   PERSISTED_QUERY_NOT_FOUND = 'PERSISTED_QUERY_NOT_FOUND',
   /** An HTTP request that is not a GraphQL request at all: a body over the limit, JSON that does not parse (Apollo's code too). */
   BAD_REQUEST = 'BAD_REQUEST',
+  /**
+   * The gateway's own database could not be reached: nothing was stored or sent, and a retry after
+   * `extensions.retryAfter` seconds (with the same idempotency key) is safe. HTTP 503 with `Retry-After`.
+   */
+  SERVICE_UNAVAILABLE = 'SERVICE_UNAVAILABLE',
 }
 
 /**
@@ -54,6 +59,27 @@ export class GatewayError extends GraphQLError {
   ) {
     super(message, { extensions: { ...extensions, code } });
     this.name = 'GatewayError';
+  }
+}
+
+/** Seconds a client waits before it retries after SERVICE_UNAVAILABLE (the database's own restart is about that). */
+export const STORE_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * SERVICE_UNAVAILABLE: the database could not be reached (refused, reset, restarting). Retryable: what the operation
+ * would have stored was not, so a retry with the same idempotency key runs it once. Over HTTP, 503 with Retry-After
+ * (the `http` extension, which the HTTP presenters take off the error before it is written).
+ */
+export class StoreUnavailableError extends GatewayError {
+  constructor(override readonly cause: unknown) {
+    super(
+      ErrorCode.SERVICE_UNAVAILABLE,
+      `the gateway's database cannot be reached: nothing was stored; retry after ${STORE_RETRY_AFTER_SECONDS} s`,
+      {
+        retryAfter: STORE_RETRY_AFTER_SECONDS,
+        http: { status: 503, headers: new Map([['retry-after', String(STORE_RETRY_AFTER_SECONDS)]]) },
+      },
+    );
   }
 }
 

@@ -44,7 +44,7 @@ export function formatError(
   const original = unwrapResolverError(error);
   const coded = typeof code === 'string' && code !== ErrorCode.INTERNAL_SERVER_ERROR && EXPECTED_CODES.has(code);
   if (coded && (original instanceof GraphQLError || !(original instanceof Error))) {
-    const shown = withoutEchoedValue(formatted, error);
+    const shown = withoutEchoedValue(withoutHttp(formatted), error);
     return hideSuggestions ? withoutSuggestions(shown) : shown;
   }
   // graphql-js's own errors (validation, coercion, a null in a non-null field) carry no original error and no code
@@ -62,6 +62,16 @@ export function formatError(
     path: formatted.path,
     extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR },
   };
+}
+
+/**
+ * The error without its `http` extension: the HTTP presenters take the status and headers off it before this rule
+ * runs; on graphql-ws, SSE and MCP they are nothing the client should read.
+ */
+function withoutHttp(formatted: GraphQLFormattedError): GraphQLFormattedError {
+  if (!formatted.extensions || !('http' in formatted.extensions)) return formatted;
+  const { http: _http, ...extensions } = formatted.extensions;
+  return { ...formatted, extensions };
 }
 
 const INVALID_VARIABLE = /^Variable "\$([^"]+)" got invalid value /;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-import { WebhookErrorCode } from '../errors.js';
+import { STORE_RETRY_AFTER_SECONDS, StoreUnavailableError, WebhookErrorCode } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { sendOAuthError } from './respond.js';
@@ -91,6 +91,14 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
     Promise.resolve()
       .then(() => route.handle(req, res, context))
       .catch((err: unknown) => {
+        if (err instanceof StoreUnavailableError && !res.headersSent) {
+          // The database is away: nothing was stored, and the sender retries (a webhook's sender does on a 503).
+          log().warn({ err: err.cause }, 'the database cannot be reached: answered 503');
+          sendOAuthError(res, 503, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, err.message, {
+            'retry-after': String(STORE_RETRY_AFTER_SECONDS),
+          });
+          return;
+        }
         log().error({ err }, 'unhandled error in route');
         if (!res.headersSent)
           sendOAuthError(

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Kysely, Migrator, PostgresDialect, sql, type CompiledQuery, type LogEvent, type QueryResult } from 'kysely';
 
+import { StoreUnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { migrationProvider, type Dialect } from './migrations.js';
 import type { Database } from './schema.js';
@@ -112,8 +113,14 @@ const UNREACHABLE_CODES = new Set([
 ]);
 const RETRY_MAX_MS = 5_000;
 
+/** The error a caller sees for `err`: SERVICE_UNAVAILABLE when the database is away, else `err` itself. */
+function unavailable(err: unknown): unknown {
+  return databaseUnreachable(err) ? new StoreUnavailableError(err) : err;
+}
+
 /** A failure of the connection to PostgreSQL (waiting may cure it), not of the statement (an SQL error never is). */
 export function databaseUnreachable(err: unknown): boolean {
+  if (err instanceof StoreUnavailableError) return true;
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string') return UNREACHABLE_CODES.has(code) || code.startsWith('08');
   return err instanceof Error && /Connection terminated|timeout expired|not queryable/i.test(err.message);
@@ -211,11 +218,27 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     // closing connection (the server shutting down at the same moment) is logged, not thrown.
     pool.on('connect', (client) => {
       client.on('error', onConnectionError);
+      // A statement whose connection dies under it (a restart, a failover) is SERVICE_UNAVAILABLE, like a refused
+      // connection: retryable, nothing stored (the transaction did not commit).
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+        const result = query(...args);
+        return result instanceof Promise ? result.catch((err: unknown) => Promise.reject(unavailable(err))) : result;
+      };
       const ended = new Promise<void>((resolve) => client.once('end', resolve));
       openConnections.add(ended);
       void ended.then(() => openConnections.delete(ended));
     });
-    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log });
+    // Acquiring a connection while PostgreSQL is away: SERVICE_UNAVAILABLE, the cause kept for the log.
+    db = new Kysely<Database>({
+      dialect: new PostgresDialect({
+        pool: {
+          connect: () => pool.connect().catch((err: unknown) => Promise.reject(unavailable(err))),
+          end: () => pool.end(),
+        },
+      }),
+      log,
+    });
     ({ writeTogether, execute, readValues } = throughKysely(db));
     dialect = 'postgres';
     const url = new URL(options.databaseUrl);
