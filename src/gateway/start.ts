@@ -691,6 +691,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
               dryRun: (...args) => agentDryRun.run(...args),
               // A plan is a write of the app's (stored, bounded): one creation point, before any work.
               charge: (caller) => services.rateLimits.take(caller, 'creations'),
+              approval: config.mcp.approval,
               documentNow: (documentId) => {
                 const now = live.trusted?.admit({ documentId });
                 return now?.ok ? now.query : undefined;
