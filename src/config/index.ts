@@ -832,6 +832,10 @@ const VARS = {
     'Host names (no port) that /mcp answers besides localhost, 127.0.0.1, [::1], HOST and the host of PUBLIC_URL; the Host and Origin headers of every MCP request must name one of them (DNS rebinding).',
     '(unset)',
   ),
+  MCP_APPROVAL: declare(
+    choice(['elicitation', 'approver'], 'approver', 'lower'),
+    "Who approves an agent's plan under MCP_MUTATIONS=approve (docs/decisions/068): approver (only another principal holding the plan's approve scope, through approvePlan or GET /approvals; the agent's client is shown the plan and the link) or elicitation (also the agent's user, through their MCP client's form: an approval is then the client's word, and a client that auto-accepts approves its own plans).",
+  ),
   MCP_APPROVAL_TTL: declare(
     duration('15m', { minMs: 1000, message: 'must be at least 1s' }),
     "How long an approval of an agent's plan stays valid; a plan not executed by then needs approving again.",
@@ -1079,6 +1083,8 @@ export interface Config {
     readonly toolsets: ReadonlyMap<string, readonly string[]>;
     readonly allowedHosts: readonly string[];
     readonly approvalTtlMs: number;
+    /** MCP_APPROVAL: whether the agent's user may approve through the client (elicitation), or only an approver. */
+    readonly approval: 'elicitation' | 'approver';
   };
   /** The standard OTEL_* variables; `enabled` is false unless an exporter is chosen and the SDK is not disabled. */
   readonly tracing: {
@@ -1333,6 +1339,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       toolsets: parseToolsets(e.MCP_TOOLSETS),
       allowedHosts: e.MCP_ALLOWED_HOSTS,
       approvalTtlMs: e.MCP_APPROVAL_TTL,
+      approval: e.MCP_APPROVAL,
     },
     trustedDocuments: {
       mode: e.TRUSTED_DOCUMENTS,

@@ -234,6 +234,7 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
             dryRun: (...args) => agentDryRun.run(...args),
             // A plan is a write of the app's (stored, bounded): one creation point, before any work.
             charge: (caller) => services.rateLimits.take(caller, 'creations'),
+            approval: config.mcp.approval,
             // The text a trusted document has now: an approved plan whose document a reload changed is refused.
             documentNow: (documentId) => {
               const now = live.trustedAdmission()?.admit({ documentId });

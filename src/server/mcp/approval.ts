@@ -80,6 +80,11 @@ export interface ApprovalOptions {
   readonly documentNow: (documentId: string) => string | undefined;
   /** The exact upstream requests a plan's document would send (src/agents/dry-run.ts AgentDryRun.run). */
   readonly dryRun: AgentDryRun['run'];
+  /**
+   * MCP_APPROVAL: `elicitation` lets the agent's user approve through the client's form (the client's word);
+   * `approver` only another principal holding the plan's approve scope (approvePlan, GET /approvals).
+   */
+  readonly approval: 'elicitation' | 'approver';
   /** Spends the app's creation point for a plan, or throws RATE_LIMITED. */
   readonly charge: (caller: Caller) => Promise<void>;
 }
@@ -203,7 +208,9 @@ export class Approvals {
         return planResult(
           plan,
           this.o.approveUrl(plan.id),
-          `Plan ${plan.id} made; nothing was sent. Call execute_plan with planId ${plan.id}: a person approves it in this client, or an app with ${scopesOf(plan)} approves it at ${this.o.approveUrl(plan.id)}.`,
+          this.o.approval === 'elicitation'
+            ? `Plan ${plan.id} made; nothing was sent. Call execute_plan with planId ${plan.id}: a person approves it in this client, or an app with ${scopesOf(plan)} approves it at ${this.o.approveUrl(plan.id)}.`
+            : `Plan ${plan.id} made; nothing was sent. A person or app holding ${scopesOf(plan)} approves it at ${this.o.approveUrl(plan.id)}; then call execute_plan with planId ${plan.id}.`,
         );
       },
     };
@@ -349,6 +356,21 @@ export class Approvals {
 
     const approved =
       plan.approval !== null && plan.approval.hash === plan.hash && plan.approval.expiresAt > this.o.plans.now();
+    if (!approved && this.o.approval === 'approver') {
+      // Only another principal approves: the client is shown the plan and where it is approved, never asked.
+      await this.o.plans.audit(
+        plan.id,
+        plan.app,
+        actor,
+        'refused',
+        'no approval by an approver (MCP_APPROVAL=approver); nothing was sent',
+      );
+      const url = this.o.approveUrl(plan.id);
+      return toolError(
+        `plan ${plan.id} is not approved; nothing was sent. On this gateway a plan is approved by a person or app holding ${scopesOf(plan)}, never through this client: they approve it at ${url}; then call execute_plan again.\n\n${plan.summary}\nhash: ${plan.hash}`,
+        { planId: plan.id, status: 'PENDING', code: 'APPROVAL_REQUIRED', approveUrl: url },
+      );
+    }
     if (!approved) {
       const answer = await this.elicited(plan, call);
       if (answer === 'ask') {

@@ -94,7 +94,7 @@ describe("approval of agents' creations", () => {
   });
 
   it('plan, then the person accepts the elicitation: one upstream creation, and a retried execute_plan replays it', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', MCP_APPROVAL: 'elicitation' });
     const c = await connect(gw, { key: AGENT_KEY, person: 'accept' });
     const { planId, hash } = await plan(c);
     const executed = await c.call('execute_plan', { planId });
@@ -136,6 +136,7 @@ describe("approval of agents' creations", () => {
     const gw = await start({
       GATEWAY_APPS_FILE: appsFile(),
       MCP_MUTATIONS: 'approve',
+      MCP_APPROVAL: 'elicitation',
       UPSTREAM_MAX_RETRIES: '1',
       UPSTREAM_RETRY_BUDGET: '2s',
     });
@@ -158,7 +159,7 @@ describe("approval of agents' creations", () => {
   });
 
   it('a person who declines, and a client that cannot elicit: nothing is sent in either case', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', MCP_APPROVAL: 'elicitation' });
     const declining = await connect(gw, { key: AGENT_KEY, person: 'decline' });
     const first = await plan(declining);
     const declined = await declining.call('execute_plan', { planId: first.planId });
@@ -330,6 +331,7 @@ describe("approval of agents' creations", () => {
       DATA_DIR: dir,
       GATEWAY_APPS_FILE: appsFile(dir),
       MCP_MUTATIONS: 'approve',
+      MCP_APPROVAL: 'elicitation',
       TRUSTED_DOCUMENTS: 'allow',
       TRUSTED_DOCUMENTS_MANIFEST: manifest,
     };
@@ -370,7 +372,11 @@ describe("approval of agents' creations", () => {
   });
 
   it("another app's plan reads as one that does not exist", async () => {
-    const gw = await start({ GATEWAY_API_KEYS: 'agent:k1,rival:k2', MCP_MUTATIONS: 'approve' });
+    const gw = await start({
+      GATEWAY_API_KEYS: 'agent:k1,rival:k2',
+      MCP_MUTATIONS: 'approve',
+      MCP_APPROVAL: 'elicitation',
+    });
     const { planId } = await plan(await connect(gw, { key: 'k1' }));
     const rival = await connect(gw, { key: 'k2', person: 'accept' });
     const refused = await rival.call('execute_plan', { planId });

@@ -57,6 +57,7 @@ function setup() {
       DATA_DIR: dir,
       GATEWAY_APPS_FILE: apps,
       MCP_MUTATIONS: 'approve',
+      MCP_APPROVAL: 'elicitation',
       TRUSTED_DOCUMENTS: 'allow',
       TRUSTED_DOCUMENTS_MANIFEST: manifest,
     },

@@ -51,7 +51,12 @@ function header(r: ShownRequest, name: string): string | undefined {
 describe('a plan shows the exact upstream requests', () => {
   it("a single creation's plan shows its upstream request, and the sandbox receives exactly that", async () => {
     const dir = tempDataDir('mcp-requests-');
-    const gw = await start({ DATA_DIR: dir, GATEWAY_APPS_FILE: appsFile(dir), MCP_MUTATIONS: 'approve' });
+    const gw = await start({
+      DATA_DIR: dir,
+      GATEWAY_APPS_FILE: appsFile(dir),
+      MCP_MUTATIONS: 'approve',
+      MCP_APPROVAL: 'elicitation',
+    });
     const c = await connect(gw, { key: AGENT_KEY, person: 'accept' });
     const planned = await c.call('create_project', { input: { name: 'shown', description: 'exact bytes' } });
     expect(planned.isError, textOf(planned)).toBeFalsy();
@@ -82,7 +87,12 @@ describe('a plan shows the exact upstream requests', () => {
 
   it('an identification plan shows the identification request, secrets of a verification masked, and sends nothing', async () => {
     const dir = tempDataDir('mcp-requests-');
-    const gw = await start({ DATA_DIR: dir, GATEWAY_APPS_FILE: appsFile(dir), MCP_MUTATIONS: 'approve' });
+    const gw = await start({
+      DATA_DIR: dir,
+      GATEWAY_APPS_FILE: appsFile(dir),
+      MCP_MUTATIONS: 'approve',
+      MCP_APPROVAL: 'elicitation',
+    });
     const c = await connect(gw, { key: AGENT_KEY, person: 'accept' });
     const identification = await c.call('create_identification', {
       input: { workflowId: 'wf-7', linkLifetimeInMinutes: 30 },
@@ -110,7 +120,12 @@ describe('a plan shows the exact upstream requests', () => {
 
   it("a change of the gateway's own configuration between plan and execution gives PLAN_CHANGED, and nothing is sent", async () => {
     const dir = tempDataDir('mcp-requests-');
-    const env = { DATA_DIR: dir, GATEWAY_APPS_FILE: appsFile(dir), MCP_MUTATIONS: 'approve' };
+    const env = {
+      DATA_DIR: dir,
+      GATEWAY_APPS_FILE: appsFile(dir),
+      MCP_MUTATIONS: 'approve',
+      MCP_APPROVAL: 'elicitation',
+    };
     const before = await startTestGateway({ ...env, PUBLIC_URL: 'https://before.example' });
     let planId: string;
     let hash: string;

@@ -7,7 +7,11 @@ import { startReplicas, type Replicas } from '../../helpers/postgres.js';
 
 let replicas: Replicas;
 beforeAll(async () => {
-  replicas = await startReplicas('mcp_replicas', { GATEWAY_API_KEYS: 'agent:k1', MCP_MUTATIONS: 'approve' });
+  replicas = await startReplicas('mcp_replicas', {
+    GATEWAY_API_KEYS: 'agent:k1',
+    MCP_MUTATIONS: 'approve',
+    MCP_APPROVAL: 'elicitation',
+  });
 }, 180_000);
 afterAll(async () => {
   await replicas?.close();

@@ -60,6 +60,7 @@ function setup(mutations: 'approve' | 'all') {
     DATA_DIR: dir,
     GATEWAY_APPS_FILE: apps,
     MCP_MUTATIONS: mutations,
+    MCP_APPROVAL: 'elicitation',
     TRUSTED_DOCUMENTS: 'allow',
     TRUSTED_DOCUMENTS_MANIFEST: manifest,
   };
