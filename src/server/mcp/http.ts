@@ -103,9 +103,12 @@ function sendJsonRpcError(
   res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
 }
 
-/** A value of a WWW-Authenticate parameter (RFC 9110 quoted-string). */
+/**
+ * A value of a WWW-Authenticate parameter (RFC 9110 quoted-string), of the characters RFC 6750 §3 allows in it: a
+ * token's own text (an iss or crit outside Latin-1, a control character) is shown as `?`, so the header can be sent.
+ */
 function quoted(text: string): string {
-  return `"${text.replace(/["\\]/g, '\\$&')}"`;
+  return `"${text.replace(/[^\x20-\x7e]/g, '?').replace(/["\\]/g, '\\$&')}"`;
 }
 
 export function mcpRoutes(o: McpHttpOptions): Route[] {

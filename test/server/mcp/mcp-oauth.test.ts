@@ -65,6 +65,33 @@ describe('MCP with JWT apps', () => {
     await bad.body.dump();
   });
 
+  it('answers a token whose iss or crit header holds a character above U+00FF 401 with the challenge, like any bad token', async () => {
+    const k1 = await signingKey('k1');
+    const unicode = (text: string) => Buffer.from(text).toString('base64url');
+    const body = unicode(JSON.stringify({ iss: 'https://idp.example/\u4e2d\u6587', aud: 'x', azp: 'shop' }));
+    const tokens = [
+      await sign(k1, { iss: 'https://idp.example/\u4e2d\u6587' }),
+      // A header naming a critical extension the gateway does not know, spelled outside Latin-1.
+      `${unicode(JSON.stringify({ alg: 'ES256', kid: 'k1', crit: ['\u2603'], '\u2603': 1 }))}.${body}.c2ln`,
+    ];
+    for (const token of tokens) {
+      const res = await request(`${gw.url}/mcp`, {
+        method: 'POST',
+        headers: { ...HEADERS, authorization: `Bearer ${token}` },
+        body: call('catalog'),
+      });
+      const text = await res.body.text();
+      expect(res.statusCode, text).toBe(401);
+      const challenge = String(res.headers['www-authenticate']);
+      expect(challenge).toMatch(
+        /^Bearer error="invalid_token", error_description="(?:[^"\\]|\\.)+", resource_metadata="/,
+      );
+      // A header value is Latin-1 at most: what the gateway quotes of the token is printable ASCII.
+      expect(challenge).toMatch(/^[\x20-\x7e]+$/);
+    }
+    expect(gw.logs()).not.toMatch(/"level":50.*Invalid character/);
+  });
+
   it("answers a call of a tool outside the token's scopes 403 insufficient_scope naming the scope, and runs nothing", async () => {
     const token = await sign(key, { claims: { azp: 'reader', scope: 'gateway:mobile-id:read' } });
     const res = await request(`${gw.url}/mcp`, {
