@@ -10,13 +10,15 @@ import type { GraphQLContext } from './context.js';
 export function resumeAfter(after: string | null | undefined, ctx: GraphQLContext): Position | undefined {
   const cursor = after ?? ctx.lastEventId;
   if (cursor == null) return undefined;
+  // The refusal names where the cursor came from: the argument, or the header an EventSource sent back.
+  const field = after != null ? 'after' : 'Last-Event-ID';
   try {
     return ctx.services.events.position(cursor);
   } catch (err) {
     if (!(err instanceof CursorError)) throw err;
     const retention = ctx.services.events.log.retentionMs;
-    throw new GatewayError(ErrorCode.BAD_USER_INPUT, `after: ${err.message}`, {
-      field: 'after',
+    throw new GatewayError(ErrorCode.BAD_USER_INPUT, `${field}: ${err.message}`, {
+      field,
       reason: err.reason,
       ...(err.reason === 'expired' ? { retentionMs: retention } : {}),
     });

@@ -156,7 +156,9 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         return { data: null, errors: [...outcome.refused] };
       }
       if ('stream' in outcome) return endingAtItsExpiry(outcome.stream, contextValue);
-      return outcome.raw;
+      // A subscription refused by its own field (a malformed or expired cursor) is graphql-js's `{ errors }` alone:
+      // graphql-sse takes a result for one only with its `data`, and would look for an operation in it instead.
+      return 'data' in outcome.raw ? outcome.raw : { data: null, ...outcome.raw };
     },
     onComplete(ctx) {
       // graphql-sse has queued the operation's `complete`: a stream ending at its token's expiry may end now.

@@ -84,6 +84,39 @@ describe('streams that resume where they stopped (SQLite)', () => {
     await sub.close();
   });
 
+  it('over SSE a malformed or expired cursor, in after or in Last-Event-ID, is BAD_USER_INPUT naming the cursor and why, as over graphql-ws', async () => {
+    const old = encodeCursor(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
+    const cases = [
+      { after: 'bm90LWEtY3Vyc29y', reason: 'malformed', field: 'after' },
+      { lastEventId: 'bm90LWEtY3Vyc29y', reason: 'malformed', field: 'Last-Event-ID' },
+      { after: old, reason: 'expired', field: 'after' },
+      { lastEventId: old, reason: 'expired', field: 'Last-Event-ID' },
+    ];
+    for (const c of cases) {
+      const res = await request(`${t.url}/graphql/stream`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${KEY}`,
+          'content-type': 'application/json',
+          accept: 'text/event-stream',
+          ...(c.lastEventId ? { 'last-event-id': c.lastEventId } : {}),
+        },
+        body: JSON.stringify({
+          query: 'subscription($after: String) { verificationCompleted(after: $after) { externalId } }',
+          variables: c.after ? { after: c.after } : {},
+        }),
+      });
+      const text = await res.body.text();
+      expect(text, JSON.stringify(c)).not.toContain('Unable to detect operation AST');
+      const data = /^data: (.*)$/m.exec(text)?.[1];
+      expect(data, text).toBeDefined();
+      const errors = (JSON.parse(data!) as { errors: { message: string; extensions: Record<string, unknown> }[] })
+        .errors;
+      expect(errors[0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: c.field, reason: c.reason });
+      expect(errors[0]!.message).toMatch(new RegExp(`^${c.field}: `));
+    }
+  });
+
   it('over SSE each event has its cursor as its id, and Last-Event-ID resumes after it', async () => {
     const [, id] = [...urls.keys()];
     const query = 'subscription { verificationCompleted { externalId payload } }';
