@@ -33,6 +33,9 @@ export class LiveConfiguration {
   private keysByUrl = new Map<string, JwksKeys>();
   /** What a reload prepares, in order, before it swaps any of it. */
   private readonly steps: ReloadStep[];
+  /** Called after each reload that swapped the configuration (open connections authenticate again). */
+  private readonly reloaded: Array<() => void> = [];
+  private gen = 0;
 
   constructor(
     private readonly config: Config,
@@ -71,6 +74,16 @@ export class LiveConfiguration {
   /** Authenticates with the running snapshot: each transport calls it once per request or connection. */
   readonly authenticate: Authenticate = (authorization) => this.snapshot.authenticate(authorization);
 
+  /** The running configuration's number: one more after each reload that swapped it. */
+  get generation(): number {
+    return this.gen;
+  }
+
+  /** `listener` runs after every reload that swapped the configuration. */
+  onReloaded(listener: () => void): void {
+    this.reloaded.push(listener);
+  }
+
   get configured(): ConfiguredApp[] {
     return this.snapshot.configured;
   }
@@ -95,6 +108,8 @@ export class LiveConfiguration {
       files = [...new Set([...files, ...this.filesOf(next)])];
       const swaps = this.steps.map((prepare) => prepare(next));
       for (const swap of swaps) swap();
+      this.gen += 1;
+      for (const listener of this.reloaded) listener();
       this.deps.metrics.configReloads.inc({ result: 'ok' });
       this.deps.logger.info(
         { trigger, files },

@@ -124,8 +124,11 @@ export function buildTransports(
     subscriberBufferBytes: config.subscriberBufferBytes,
     onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
     context: (caller, requestId) => contextFor(caller, requestId),
+    generation: () => live.generation,
   });
   metrics.measureSubscriberLag(() => ws.lag());
+  // A key removed by a reload ends the connections it opened (decision 057).
+  live.onReloaded(() => ws.recheck());
 
   const routes: Route[] = [
     ...(graphiql

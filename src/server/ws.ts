@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { ExecutionArgs, ExecutionResult, GraphQLError, OperationTypeNode } from 'graphql';
+import { GraphQLError, type ExecutionArgs, type ExecutionResult, type OperationTypeNode } from 'graphql';
 import { CloseCode } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -8,6 +8,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { Caller } from '../auth/caller.js';
 import { onExpiry } from '../auth/jwt.js';
 import type { AuthResult } from '../auth/keys.js';
+import { ErrorCode } from '../errors.js';
 import type { Pipeline, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type StreamOutcome } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
@@ -25,6 +26,11 @@ export interface WsOptions extends StreamingTransportOptions {
   subscriberBufferBytes?: number;
   /** Called with `slow_consumer` for each connection closed as above (gateway_subscriptions_closed_total). */
   onClosed?: (reason: 'slow_consumer') => void;
+  /**
+   * The generation of the running configuration (a reload adds one): an operation on a connection authenticated under
+   * an earlier one authenticates its credential again first, so it runs as the caller the live configuration knows.
+   */
+  generation?: () => number;
 }
 
 /** A close reason fits in 123 bytes (RFC 6455 §5.5: a control frame's payload is at most 125, 2 of them the code). */
@@ -77,6 +83,28 @@ export function createWsServer(options: WsOptions) {
   /** Each operation's outcome from the pipeline, by the args onSubscribe hands graphql-ws (only this file reads it). */
   const outcomes = new WeakMap<ExecutionArgs, StreamOutcome>();
   const callers = new WeakMap<object, Caller>();
+  /** Each open connection's credential (kept in memory only, to authenticate it again after a reload) and generation. */
+  const held = new Map<WebSocket, { ctx: object; header: string | undefined; generation: number }>();
+  const generation = options.generation ?? (() => 0);
+  /** The credential no longer admitted: 4403, as a new connection with it would get; its subscriptions end with it. */
+  const refuse = (socket: WebSocket, message: string): void => {
+    held.delete(socket);
+    socket.close(CloseCode.Forbidden, closeReason(`Forbidden: ${message} (the configuration was reloaded)`));
+  };
+  /** Authenticates a connection's credential again under the running configuration: its caller now, or null (closed). */
+  const reauthenticate = async (socket: WebSocket): Promise<Caller | null> => {
+    const h = held.get(socket);
+    if (!h) return null;
+    const now = generation();
+    const result = await options.authenticate(h.header);
+    if (!result.ok) {
+      refuse(socket, result.message);
+      return null;
+    }
+    h.generation = now;
+    callers.set(h.ctx, result.caller);
+    return result.caller;
+  };
   /** The TCP socket under each WebSocket (from the upgrade), to cork. */
   const raws = new WeakMap<WebSocket, Duplex>();
   const corked = new Set<Duplex>();
@@ -171,6 +199,8 @@ export function createWsServer(options: WsOptions) {
             return false;
           }
           callers.set(ctx, result.caller);
+          held.set(socket, { ctx, header, generation: generation() });
+          socket.once('close', () => held.delete(socket));
           // A connection opened with a JWT ends when the token expires: 4403, as a new connection with the token would
           // get, and the code graphql-ws clients retry (4401 they do not), asking connectionParams for a fresh token.
           const cancel = onExpiry(options.expiry, result.caller, (reason) =>
@@ -186,7 +216,20 @@ export function createWsServer(options: WsOptions) {
         return result instanceof Promise ? result.then(admitted) : admitted(result);
       },
       async onSubscribe(ctx, id, payload): Promise<ExecutionArgs | readonly GraphQLError[]> {
-        const caller = callers.get(ctx)!;
+        let caller = callers.get(ctx)!;
+        // A reload since the connection authenticated: the operation runs as the live configuration knows its
+        // credential (a removed key's is refused, and nothing runs). One comparison when nothing was reloaded.
+        const h = held.get(ctx.extra.socket);
+        if (h && h.generation !== generation()) {
+          const now = await reauthenticate(ctx.extra.socket);
+          if (!now)
+            return [
+              new GraphQLError('the credential of this connection is no longer accepted', {
+                extensions: { code: ErrorCode.UNAUTHENTICATED },
+              }),
+            ];
+          caller = now;
+        }
         // The context the operation runs with, made here so that each result written carries its warnings (as onNext did).
         const context = options.context(caller, `ws:${id}`);
         const subscriber: Subscriber = {
@@ -246,6 +289,16 @@ export function createWsServer(options: WsOptions) {
 
   return {
     wss,
+    /**
+     * After a reload: every open connection's credential is authenticated again, and those the configuration no
+     * longer admits are closed (4403), their subscriptions with them.
+     */
+    recheck(): void {
+      for (const socket of [...held.keys()])
+        void reauthenticate(socket).catch((err: unknown) =>
+          options.logger.warn({ err }, 'a WebSocket connection could not be authenticated again after a reload'),
+        );
+    },
     /** The most bytes one connection has not sent yet (gateway_subscriber_lag, read at the scrape). */
     lag(): number {
       let most = 0;

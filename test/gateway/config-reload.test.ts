@@ -12,6 +12,7 @@ import { M } from '../helpers/cloud.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { AUDIENCE, ISSUER, sign as signAs, signingKey, type SigningKey, type TokenOptions } from '../helpers/jwt.js';
 import { postNotification, QUERY, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
+import { waitFor } from '../helpers/wait.js';
 
 const OLD_KEY = 'shop-key-old-0123456789abcdef';
 const NEW_KEY = 'shop-key-new-0123456789abcdef';
@@ -304,36 +305,54 @@ describe('configuration that reloads without a restart', () => {
     expect(read.data).toEqual({ project: { name: 'in-flight' } });
   });
 
-  it('a WebSocket connection opened with a key keeps running after a reload removed that key; a new connection with it is refused', async () => {
-    const opened = wsClient(t, { key: OLD_KEY });
+  it('a WebSocket connection whose key a reload removed is closed 4403, its subscription with it, and a creation with the key sends nothing; a kept key keeps running', async () => {
+    fs.writeFileSync(files.apps, appsFile([OLD_KEY, NEW_KEY]));
+    expect((await reload(t)).status).toBe(200);
+    const removed = wsClient(t, { key: OLD_KEY });
+    const kept = wsClient(t, { key: NEW_KEY });
     try {
-      const run = (client: typeof opened) =>
-        new Promise<unknown>((resolve, reject) => {
+      const run = (client: typeof removed, query = TYPENAME) =>
+        new Promise<any>((resolve, reject) => {
           let result: unknown;
-          client.subscribe(
-            { query: TYPENAME },
-            { next: (v) => (result = v), error: reject, complete: () => resolve(result) },
-          );
+          client.subscribe({ query }, { next: (v) => (result = v), error: reject, complete: () => resolve(result) });
         });
-      // A subscription held open keeps the one connection (the client is lazy: it closes when none is left).
-      const held = opened.subscribe(
-        { query: SUBSCRIPTION, variables: { id: 'held-open' } },
-        { next: () => {}, error: () => {}, complete: () => {} },
-      );
-      expect(await run(opened)).toEqual({ data: { __typename: 'Query' } });
+      const ended = (client: typeof removed) => {
+        let closed: { code?: number; reason?: string } | undefined;
+        client.subscribe(
+          { query: SUBSCRIPTION, variables: { id: `held-open-${Math.random()}` } },
+          { next: () => {}, error: (e) => (closed = e as typeof closed), complete: () => {} },
+        );
+        return () => closed;
+      };
+      const removedEnd = ended(removed);
+      const keptEnd = ended(kept);
+      expect(await run(removed)).toEqual({ data: { __typename: 'Query' } });
+      expect(await run(kept)).toEqual({ data: { __typename: 'Query' } });
       fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
       expect((await reload(t)).status).toBe(200);
-      // The connection started under the configuration that admitted its key, and finishes under it.
-      expect(await run(opened)).toEqual({ data: { __typename: 'Query' } });
-      held();
-      const refused = wsClient(t, { key: OLD_KEY });
+      // The removed key's connection ends: 4403, naming the reload; the kept key's goes on.
+      const closed = await waitFor(() => removedEnd(), 5_000, "the removed key's connection to close");
+      expect(closed.code).toBe(4403);
+      expect(closed.reason).toMatch(/configuration was reloaded/);
+      expect(await run(kept)).toEqual({ data: { __typename: 'Query' } });
+      expect(keptEnd()).toBeUndefined();
+      // A creation with the removed key, on a new connection, is refused and sends nothing.
+      const projectsBefore = t.gateway.sandbox.cloud!.projects().length;
+      const again = wsClient(t, { key: OLD_KEY });
       try {
-        await expect(run(refused)).rejects.toBeDefined();
+        await expect(
+          run(
+            again,
+            'mutation { createProject(input: { name: "after-removal", description: "" }) { project { id } } }',
+          ),
+        ).rejects.toMatchObject({ code: 4403 });
       } finally {
-        await refused.dispose();
+        await again.dispose();
       }
+      expect(t.gateway.sandbox.cloud!.projects().length).toBe(projectsBefore);
     } finally {
-      await opened.dispose();
+      await removed.dispose();
+      await kept.dispose();
     }
   });
 });
