@@ -46,6 +46,7 @@ import { ProvisioningService } from '../provisioning/service.js';
 import { RateLimits } from '../ratelimit/buckets.js';
 import type { Sandboxes } from '../sandbox/index.js';
 import { loadSecretBox } from '../secret.js';
+import { approvalsRoutes } from '../server/approvals.js';
 import { DEFAULT_QUERY, graphiqlExamples } from '../server/graphiql-examples.js';
 import {
   createGraphiqlHandler,
@@ -687,7 +688,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
               pipeline,
               plans: services.agentPlans,
               codec: mcpCodec,
-              approveUrl: (planId) => `${mcpPublicUrl()}/graphql?approvePlan=${planId}`,
+              approveUrl: (planId) => `${mcpPublicUrl()}/approvals?plan=${planId}`,
               dryRun: (...args) => agentDryRun.run(...args),
               // A plan is a write of the app's (stored, bounded): one creation point, before any work.
               charge: (caller) => services.rateLimits.take(caller, 'creations'),
@@ -787,6 +788,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       }),
       ...healthRoutes({ store, metrics, notReady: () => replicated?.notReady() ?? null, circuits: upstreams.circuits }),
       reloadRoute({ authenticate, reload: () => reload('POST /admin/reload') }),
+      ...approvalsRoutes(),
       verificationWebhookRoute({ identity: services.identity, metrics }),
       identificationWebhookRoute({ identity: services.identity, metrics }),
       mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: pause }),
