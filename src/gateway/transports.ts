@@ -16,6 +16,7 @@ import { WebhookErrorCode } from '../errors.js';
 import type { PostgresBus } from '../events/postgres-bus.js';
 import type { Logger } from '../logger.js';
 import type { PauseAt } from '../phases.js';
+import { approvalsRoutes } from '../server/approvals.js';
 import { DEFAULT_QUERY, graphiqlExamples } from '../server/graphiql-examples.js';
 import {
   createGraphiqlHandler,
@@ -173,6 +174,7 @@ export function buildTransports(
       circuits: parts.upstreams.circuits,
     }),
     reloadRoute({ authenticate, reload: parts.reload }),
+    ...approvalsRoutes(),
     verificationWebhookRoute({ identity: services.identity, metrics }),
     identificationWebhookRoute({ identity: services.identity, metrics }),
     mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: parts.pause }),
@@ -233,7 +235,7 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
             pipeline,
             plans: services.agentPlans,
             codec,
-            approveUrl: (planId) => `${parts.publicUrl()}/graphql?approvePlan=${planId}`,
+            approveUrl: (planId) => `${parts.publicUrl()}/approvals?plan=${planId}`,
             dryRun: (...args) => agentDryRun.run(...args),
             // A plan is a write of the app's (stored, bounded): one creation point, before any work.
             charge: (caller) => services.rateLimits.take(caller, 'creations'),

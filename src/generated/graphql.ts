@@ -69,6 +69,10 @@ export type AgentPlan = {
   createdAt: Scalars['DateTime']['output'];
   /** Upstream creations it makes. */
   creations: Scalars['Int']['output'];
+  /** Who declined it (declinePlan); null unless DECLINED. */
+  declinedBy: Maybe<Scalars['String']['output']>;
+  /** Until when it may be approved and executed; null for plans made before plans expired. */
+  expiresAt: Maybe<Scalars['DateTime']['output']>;
   /** The sha256 of the exact requests: an approval holds for this hash only. */
   hash: Scalars['String']['output'];
   /** The plan's id: the agent executes it with execute_plan(planId); its upstream idempotency key derives from it. */
@@ -1286,6 +1290,12 @@ export type Mutation = {
   /** Creates a virtual machine (kind `compute`, product `compute-cloud`). User passwords are sent upstream and never stored. */
   createVirtualMachine: CreateVirtualMachinePayload;
   /**
+   * Declines an agent's plan: it can never run, and the agent's `execute_plan` says so (`DECLINED`). The same rules as
+   * approvePlan: another app than the plan's, holding the approve scope of each kind of write it makes; to any other
+   * approver it is NOT_FOUND, as an unknown id. A plan executed or expired already cannot be declined (CONFLICT).
+   */
+  declinePlan: AgentPlan;
+  /**
    * Issues a fresh random client_notification_token. Put it in the original authentication request; the mobile
    * identity service then sends it as `Authorization: Bearer <token>` with its notification to
    * `POST /webhooks/mobile-id`, which accepts it until it expires. Only its SHA-256 is stored: it is shown
@@ -1398,6 +1408,12 @@ export type MutationCreateSubnetArgs = {
 export type MutationCreateVirtualMachineArgs = {
   idempotencyKey?: InputMaybe<Scalars['UUID']['input']>;
   input: CreateVirtualMachineInput;
+};
+
+
+/** Root of every write. Each mutation takes `input` and an optional `idempotencyKey`. */
+export type MutationDeclinePlanArgs = {
+  planId: Scalars['ID']['input'];
 };
 
 
@@ -2239,6 +2255,12 @@ export type Subscription = {
    * never delivered: the stream waits as for an authentication with no result yet.
    */
   mobileIdAuthentication: MobileIdAuthenticationResult;
+  /**
+   * The plans this approver may approve that wait for an approval, newest first (as pendingAgentPlans): once at
+   * once, then again each time a plan is made, approved, declined or executed on the replica serving the subscription.
+   * The approvals page (`GET /approvals`) shows it.
+   */
+  pendingAgentPlansChanged: Array<AgentPlan>;
   /** The provisioning's state now, then after every step, until it SUCCEEDED or FAILED. */
   provisioningProgress: Provisioning;
   /**
@@ -2268,6 +2290,12 @@ export type SubscriptionIdentificationCompletedArgs = {
 /** Root of every stream, served over WebSocket with the `graphql-transport-ws` subprotocol on `/graphql`. */
 export type SubscriptionMobileIdAuthenticationArgs = {
   authReqId: Scalars['String']['input'];
+};
+
+
+/** Root of every stream, served over WebSocket with the `graphql-transport-ws` subprotocol on `/graphql`. */
+export type SubscriptionPendingAgentPlansChangedArgs = {
+  first?: InputMaybe<Scalars['Int']['input']>;
 };
 
 
@@ -2751,6 +2779,8 @@ export type AgentPlanResolvers<ContextType = GraphQLContext, ParentType extends 
   approvedBy?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
   createdAt?: Resolver<ResolversTypes['DateTime'], ParentType, ContextType>;
   creations?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  declinedBy?: Resolver<Maybe<ResolversTypes['String']>, ParentType, ContextType>;
+  expiresAt?: Resolver<Maybe<ResolversTypes['DateTime']>, ParentType, ContextType>;
   hash?: Resolver<ResolversTypes['String'], ParentType, ContextType>;
   id?: Resolver<ResolversTypes['ID'], ParentType, ContextType>;
   rateLimitPoints?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
@@ -3137,6 +3167,7 @@ export type MutationResolvers<ContextType = GraphQLContext, ParentType extends R
   createProject?: Resolver<ResolversTypes['CreateProjectPayload'], ParentType, ContextType, RequireFields<MutationCreateProjectArgs, 'input'>>;
   createSubnet?: Resolver<ResolversTypes['CreateSubnetPayload'], ParentType, ContextType, RequireFields<MutationCreateSubnetArgs, 'input'>>;
   createVirtualMachine?: Resolver<ResolversTypes['CreateVirtualMachinePayload'], ParentType, ContextType, RequireFields<MutationCreateVirtualMachineArgs, 'input'>>;
+  declinePlan?: Resolver<ResolversTypes['AgentPlan'], ParentType, ContextType, RequireFields<MutationDeclinePlanArgs, 'planId'>>;
   issueMobileIdNotificationToken?: Resolver<ResolversTypes['MobileIdNotificationToken'], ParentType, ContextType, RequireFields<MutationIssueMobileIdNotificationTokenArgs, 'ttlSeconds'>>;
   ping?: Resolver<ResolversTypes['Boolean'], ParentType, ContextType>;
   provisionKafkaCluster?: Resolver<ResolversTypes['ProvisionKafkaClusterPayload'], ParentType, ContextType, RequireFields<MutationProvisionKafkaClusterArgs, 'input'>>;
@@ -3361,6 +3392,7 @@ export type SubscriptionResolvers<ContextType = GraphQLContext, ParentType exten
   heartbeat?: SubscriptionResolver<ResolversTypes['DateTime'], "heartbeat", ParentType, ContextType, RequireFields<SubscriptionHeartbeatArgs, 'count' | 'intervalMs'>>;
   identificationCompleted?: SubscriptionResolver<ResolversTypes['IdentificationCompletion'], "identificationCompleted", ParentType, ContextType, Partial<SubscriptionIdentificationCompletedArgs>>;
   mobileIdAuthentication?: SubscriptionResolver<ResolversTypes['MobileIdAuthenticationResult'], "mobileIdAuthentication", ParentType, ContextType, RequireFields<SubscriptionMobileIdAuthenticationArgs, 'authReqId'>>;
+  pendingAgentPlansChanged?: SubscriptionResolver<Array<ResolversTypes['AgentPlan']>, "pendingAgentPlansChanged", ParentType, ContextType, RequireFields<SubscriptionPendingAgentPlansChangedArgs, 'first'>>;
   provisioningProgress?: SubscriptionResolver<ResolversTypes['Provisioning'], "provisioningProgress", ParentType, ContextType, RequireFields<SubscriptionProvisioningProgressArgs, 'id'>>;
   verificationCompleted?: SubscriptionResolver<ResolversTypes['VerificationCompletion'], "verificationCompleted", ParentType, ContextType, Partial<SubscriptionVerificationCompletedArgs>>;
 };

@@ -18,6 +18,21 @@ export const agentResolvers: Resolvers = {
       })),
   },
   Mutation: {
+    declinePlan: async (_p, { planId }, ctx) => {
+      const plan = await ctx.services.agentPlans.get(planId);
+      if (!plan || !mayApprove(ctx.caller, plan))
+        throw new GatewayError(ErrorCode.NOT_FOUND, `no plan ${planId}`, { field: 'planId' });
+      const declined = await ctx.services.agentPlans.decline(planId, {
+        owner: ctx.caller.scope,
+        name: ctx.caller.app ?? ctx.caller.scope,
+      });
+      if (declined.ok) return declined.plan;
+      throw new GatewayError(
+        declined.reason === 'not-found' ? ErrorCode.NOT_FOUND : ErrorCode.CONFLICT,
+        declined.message,
+        { field: 'planId' },
+      );
+    },
     approvePlan: async (_p, { planId }, ctx) => {
       const plan = await ctx.services.agentPlans.get(planId);
       if (!plan || !mayApprove(ctx.caller, plan))
@@ -35,10 +50,48 @@ export const agentResolvers: Resolvers = {
       );
     },
   },
+  Subscription: {
+    pendingAgentPlansChanged: {
+      subscribe: (_p, { first }, ctx) => {
+        const plans = ctx.services.agentPlans;
+        const list = () => plans.pending(Math.max(1, Math.min(first ?? 50, 1000)), approvable(ctx.caller));
+        // The list now, then again after each change: changes that come while a list is read make one more read.
+        let dirty = true;
+        let wake: (() => void) | null = null;
+        let done = false;
+        const off = plans.onChange(() => {
+          dirty = true;
+          wake?.();
+        });
+        const stop = () => {
+          done = true;
+          off();
+          wake?.();
+        };
+        const iterator: AsyncIterableIterator<{ pendingAgentPlansChanged: AgentPlan[] }> = {
+          next: async () => {
+            while (!dirty && !done) await new Promise<void>((resolve) => (wake = resolve));
+            wake = null;
+            if (done) return { done: true, value: undefined };
+            dirty = false;
+            return { done: false, value: { pendingAgentPlansChanged: await list() } };
+          },
+          return: async () => {
+            stop();
+            return { done: true, value: undefined };
+          },
+          [Symbol.asyncIterator]: () => iterator,
+        };
+        return iterator;
+      },
+    },
+  },
   AgentPlan: {
     rateLimitPoints: (p: AgentPlan) => p.points,
     status: (p: AgentPlan) => (p.expired ? 'EXPIRED' : (p.status.toUpperCase() as 'PENDING')),
     approvedBy: (p: AgentPlan) => p.approval?.by ?? null,
+    declinedBy: (p: AgentPlan) => p.declinedBy,
+    expiresAt: (p: AgentPlan) => (p.expiresAt === null ? null : new Date(p.expiresAt)),
     approvalExpiresAt: (p: AgentPlan) => (p.approval ? new Date(p.approval.expiresAt) : null),
     createdAt: (p: AgentPlan) => new Date(p.createdAt),
   },

@@ -34,6 +34,8 @@ export interface AgentPlan {
   readonly points: number;
   readonly status: AgentPlanStatus;
   readonly approval: Approval | null;
+  /** Who declined it (declinePlan), when it is declined. */
+  readonly declinedBy: string | null;
   readonly outcome: unknown;
   readonly createdAt: number;
   /** Until when it may be approved and executed (null for plans made before plans expired). */
@@ -92,6 +94,21 @@ export class AgentPlans {
     },
   ) {}
 
+  private readonly listeners = new Set<() => void>();
+
+  /**
+   * Calls `listener` after each change of a plan made on this replica (made, approved, declined, finished): the
+   * approvals page's live list. Returns the unsubscribe function.
+   */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private changed(): void {
+    for (const l of this.listeners) l();
+  }
+
   /** The clock approvals expire by. */
   now(): number {
     return (this.o.now ?? Date.now)();
@@ -99,7 +116,7 @@ export class AgentPlans {
 
   /** Stores a new plan (its id is chosen by the caller: the plan's idempotency key derives from it). */
   async create(
-    plan: Omit<AgentPlan, 'status' | 'approval' | 'outcome' | 'createdAt' | 'expiresAt' | 'expired'>,
+    plan: Omit<AgentPlan, 'status' | 'approval' | 'declinedBy' | 'outcome' | 'createdAt' | 'expiresAt' | 'expired'>,
   ): Promise<AgentPlan> {
     const id = plan.id;
     const at = this.now();
@@ -167,10 +184,12 @@ export class AgentPlans {
       'planned',
       `${plan.tool}: ${plan.creations} creation(s), hash ${plan.hash}`,
     );
+    this.changed();
     return {
       ...plan,
       status: 'pending',
       approval: null,
+      declinedBy: null,
       outcome: null,
       createdAt: at,
       expiresAt: at + PLAN_LIFETIME_MS,
@@ -249,7 +268,40 @@ export class AgentPlans {
       'approved',
       `via ${via}, hash ${plan.hash}, until ${new Date(expiresAt).toISOString()}`,
     );
+    this.changed();
     return { ok: true, plan: { ...plan, status: 'approved', approval: { by, via, hash: plan.hash, expiresAt } } };
+  }
+
+  /**
+   * Declines the plan: it can never run (execute_plan says so). Only a plan not executed yet is declined, and never by
+   * the app that made it (an agent that no longer wants its plan lets it expire).
+   */
+  async decline(id: string, decliner: { owner: string; name: string }): Promise<ApproveResult> {
+    const plan = await this.get(id);
+    if (!plan) return { ok: false, reason: 'not-found', message: `no plan ${id}` };
+    if (decliner.owner === plan.owner)
+      return { ok: false, reason: 'own-plan', message: 'a plan is declined by another app than the one that made it' };
+    if (plan.expired) return { ok: false, reason: 'done', message: `plan ${id} has expired: it can never run` };
+    if (plan.status !== 'pending' && plan.status !== 'approved')
+      return { ok: false, reason: 'done', message: `plan ${id} is ${plan.status}: it cannot be declined now` };
+    const result = await this.db
+      .updateTable('agent_plans')
+      .set({
+        status: 'declined',
+        approved_by: decliner.name,
+        approved_via: 'approvePlan',
+        approved_hash: null,
+        approval_expires_at: null,
+        updated_at: this.now(),
+      })
+      .where('id', '=', id)
+      .where('status', 'in', ['pending', 'approved'])
+      .executeTakeFirst();
+    if (Number(result.numUpdatedRows) !== 1)
+      return { ok: false, reason: 'done', message: `plan ${id} is being executed: it cannot be declined now` };
+    await this.audit(id, plan.app, decliner.name, 'declined', `via declinePlan, hash ${plan.hash}; it can never run`);
+    this.changed();
+    return { ok: true, plan: { ...plan, status: 'declined', approval: null, declinedBy: decliner.name } };
   }
 
   /**
@@ -278,6 +330,7 @@ export class AgentPlans {
       })
       .where('id', '=', id)
       .execute();
+    this.changed();
   }
 
   /**
@@ -386,6 +439,7 @@ export class AgentPlans {
               expiresAt: Number(row.approval_expires_at),
             }
           : null,
+      declinedBy: row.status === 'declined' ? row.approved_by : null,
       outcome:
         row.outcome === null
           ? null

@@ -298,7 +298,7 @@ export class Approvals {
     if (plan.status === 'declined' || plan.expired) {
       const why = plan.expired
         ? `plan ${plan.id} has expired (a plan may be approved and executed for 24 hours after it was made): it can never run; nothing was sent. Make a new plan.`
-        : `plan ${plan.id} was declined${plan.approval ? ` by ${plan.approval.by}` : ''}: it can never run; nothing was sent.`;
+        : `plan ${plan.id} was declined${plan.declinedBy ? ` by ${plan.declinedBy}` : ''}: it can never run; nothing was sent.`;
       await this.o.plans.audit(plan.id, plan.app, actor, 'refused', why);
       return toolError(why, {
         planId: plan.id,

@@ -86,7 +86,7 @@ describe("approval of agents' creations", () => {
         .map((st: { request: { path: string } }) => st.request.path),
     ).toHaveLength(4);
     expect(s.summary).toMatch(/4 upstream creation/);
-    expect(s.approveUrl).toBe(`${gw.url}/graphql?approvePlan=${s.planId}`);
+    expect(s.approveUrl).toBe(`${gw.url}/approvals?plan=${s.planId}`);
     expect(creations(gw)).toEqual([]);
     const tool = (await c.client.listTools()).tools.find((t) => t.name === 'provision_kafka_cluster')!;
     expect(tool.annotations).toMatchObject({ readOnlyHint: true });
@@ -174,7 +174,7 @@ describe("approval of agents' creations", () => {
       expect(refused.isError).toBe(true);
       expect(refused.structuredContent).toMatchObject({
         code: 'APPROVAL_REQUIRED',
-        approveUrl: `${gw.url}/graphql?approvePlan=${second.planId}`,
+        approveUrl: `${gw.url}/approvals?plan=${second.planId}`,
       });
     }
     expect(creations(gw)).toEqual([]);
@@ -221,11 +221,16 @@ describe("approval of agents' creations", () => {
     expect(creations(gw)).toHaveLength(1);
   });
 
-  it('the approve link opens GraphiQL with the plan to read and its approval to run', async () => {
+  it('the approve link opens the approvals page; GraphiQL opens the plan to read and its approval to run', async () => {
     const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
     const c = await connect(gw, { key: AGENT_KEY });
     const planned = await c.call('create_project', { input: { name: 'linked' } });
-    const link = planned.structuredContent!.approveUrl as string;
+    const approvals = await request(planned.structuredContent!.approveUrl as string, {
+      headers: { accept: 'text/html' },
+    });
+    expect(approvals.statusCode).toBe(200);
+    expect(await approvals.body.text()).toMatch(/<html/i);
+    const link = `${gw.url}/graphql?approvePlan=${planned.structuredContent!.planId}`;
     const page = await request(link, { headers: { accept: 'text/html' } });
     expect(page.statusCode).toBe(200);
     expect(await page.body.text()).toMatch(/<html/i);

@@ -1,0 +1,158 @@
+// The approvals page (GET /approvals) in headless Chromium, with the internet cut off: an approver signs in with the
+// credential field, sees an agent's new plan appear without a reload, approves it with the keyboard (the agent's
+// execute_plan then sends exactly one creation), declines another (nothing is sent), and an approver who may not
+// approve that agent's plans never sees them; the page is usable at a phone's width.
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import {
+  browserSuiteSkipReason,
+  chromiumUnavailableReason,
+  isLocalUrl,
+  launchChromium,
+  recordRequests,
+  type RequestLog,
+} from '../helpers/browser.js';
+import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import { mcpClient, textOf, type TestMcpClient } from '../helpers/mcp.js';
+
+const unavailable = browserSuiteSkipReason('the approvals page browser test');
+const WAIT = { timeout: 30_000 };
+
+const sha = (key: string) => createHash('sha256').update(key).digest('hex');
+const AGENT_KEY = 'agent-key-0123456789';
+const APPROVER_KEY = 'approver-key-0123456789';
+const ELSEWHERE_KEY = 'elsewhere-key-0123456789';
+
+function appsFile(): string {
+  const file = path.join(tempDataDir('approvals-page-'), 'apps.yaml');
+  fs.writeFileSync(
+    file,
+    `apps:
+  - name: agent
+    scopes: [cloud:read, cloud:write]
+    keys: [{ sha256: ${sha(AGENT_KEY)} }]
+  - name: finance
+    scopes: [cloud:approve]
+    keys: [{ sha256: ${sha(APPROVER_KEY)} }]
+  - name: elsewhere
+    scopes: [cloud:approve]
+    approves: [another-agent]
+    keys: [{ sha256: ${sha(ELSEWHERE_KEY)} }]
+`,
+  );
+  return file;
+}
+
+describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, with the internet cut off', () => {
+  let gw: TestGateway;
+  let browser: Browser;
+  let agent: TestMcpClient;
+  const logs: RequestLog[] = [];
+
+  async function open(key: string, viewport: { width: number; height: number }): Promise<Page> {
+    const context: BrowserContext = await browser.newContext({ viewport });
+    await context.route(
+      (url) => !isLocalUrl(url.href),
+      (route) => route.abort('internetdisconnected'),
+    );
+    const page = await context.newPage();
+    logs.push(recordRequests(page));
+    await page.goto(`${gw.url}/approvals`);
+    await page.getByText(/Sign in with your key or token: it must hold cloud:approve/).waitFor(WAIT);
+    const field = page.getByLabel('Your key or token');
+    await field.focus();
+    await page.keyboard.type(key);
+    await page.keyboard.press('Enter');
+    await page.getByText('Signed in. The list updates by itself.').waitFor(WAIT);
+    return page;
+  }
+
+  const creations = () =>
+    gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
+
+  beforeAll(async () => {
+    gw = await startTestGateway({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const launched = await launchChromium();
+    if (launched === null) throw new Error(`Chromium could not be launched: ${chromiumUnavailableReason()}`);
+    browser = launched;
+    agent = await mcpClient(gw, { key: AGENT_KEY });
+  }, 90_000);
+
+  afterAll(async () => {
+    await agent?.close().catch(() => undefined);
+    await browser?.close();
+    await gw?.close();
+  });
+
+  it('without a credential, or with one that cannot approve, it shows the sign-in field and why', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const res = await page.goto(`${gw.url}/approvals`);
+    expect(res!.status()).toBe(200);
+    await page.getByText(/Sign in with your key or token/).waitFor(WAIT);
+    await page.getByLabel('Your key or token').fill(AGENT_KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByText(/This key or token cannot approve plans/).waitFor(WAIT);
+    expect(await page.getByLabel('Your key or token').isVisible()).toBe(true);
+    await context.close();
+  });
+
+  it('approve from the page: the plan appears live, and execute_plan then sends exactly one creation', async () => {
+    const page = await open(APPROVER_KEY, { width: 1200, height: 900 });
+    const elsewhere = await open(ELSEWHERE_KEY, { width: 1200, height: 900 });
+    // The person works in this page: it is in front.
+    await page.bringToFront();
+    await page.getByText('No plan waits for your approval.').waitFor(WAIT);
+
+    const planned = await agent.call('create_project', { input: { name: 'from-the-page' } });
+    expect(planned.isError, textOf(planned)).toBeFalsy();
+    const planId = planned.structuredContent!.planId as string;
+    const card = page.locator(`article[data-plan-id="${planId}"]`);
+    await card.waitFor(WAIT);
+    await expect.poll(() => card.textContent()).toContain('agent asks to run create_project');
+    await card.getByText('The exact requests and the hash').click();
+    await card.getByText(planned.structuredContent!.hash as string).waitFor(WAIT);
+    expect(await card.locator('pre').textContent()).toContain('"authorization"');
+
+    // Keyboard: focus Approve and press Enter.
+    await card.getByRole('button', { name: 'Approve' }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByText('The plan of agent is approved.').waitFor(WAIT);
+    await card.waitFor({ state: 'detached', ...WAIT });
+
+    const executed = await agent.call('execute_plan', { planId });
+    expect(executed.isError, textOf(executed)).toBeFalsy();
+    expect(creations()).toHaveLength(1);
+    expect(await elsewhere.locator(`article[data-plan-id="${planId}"]`).count()).toBe(0);
+  });
+
+  it('decline from the page: the agent hears it was declined and nothing is sent; another approver never lists it', async () => {
+    const page = await open(APPROVER_KEY, { width: 375, height: 740 });
+    const elsewhere = await open(ELSEWHERE_KEY, { width: 1200, height: 900 });
+    await page.bringToFront();
+    const before = creations().length;
+    const planned = await agent.call('create_project', { input: { name: 'declined-on-the-page' } });
+    const planId = planned.structuredContent!.planId as string;
+    const card = page.locator(`article[data-plan-id="${planId}"]`);
+    await card.waitFor(WAIT);
+    // A phone's width: nothing scrolls sideways.
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(375);
+    await card.getByRole('button', { name: 'Decline' }).click();
+    await page.getByText('The plan of agent is declined.').waitFor(WAIT);
+    await card.waitFor({ state: 'detached', ...WAIT });
+
+    const refused = await agent.call('execute_plan', { planId });
+    expect(refused.structuredContent).toMatchObject({ code: 'DECLINED', status: 'DECLINED' });
+    expect(creations()).toHaveLength(before);
+    // The other approver's page got the same updates (its list re-rendered) and never showed the plan.
+    await elsewhere.bringToFront();
+    await elsewhere.getByText('No plan waits for your approval.').waitFor(WAIT);
+    expect(await elsewhere.locator('article').count()).toBe(0);
+
+    for (const log of logs) expect(log.nonLocal()).toEqual([]);
+  });
+});
