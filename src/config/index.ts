@@ -1535,6 +1535,9 @@ function issuersFromFile(
   }
   const bareBy = new Map<string, string>();
   const listedBy = new Map<string, string>();
+  // At most one provider accepts any name: with two, `shopx` of one and `shopx` of the other would be one app (one
+  // owner, one budget) whoever signed the token (decision 058).
+  let anyBy: string | null = null;
   return entries.map((entry) => {
     const apps = jwtApps(
       entry.apps,
@@ -1562,6 +1565,15 @@ function issuersFromFile(
           },
         ),
     );
+    if (apps.any) {
+      if (anyBy !== null)
+        throw new ConfigError(
+          'AUTH_ISSUERS',
+          `${file} line ${entry.lineOf('apps')}: issuer ${entry.issuer}: apps * is also accepted by issuer ${anyBy}: two providers that accept any app name would make a name one app whoever's provider signed its tokens; list this provider's apps (a name, or <claim value>=<name>), or accept * at one provider only`,
+          { file, line: entry.lineOf('apps') },
+        );
+      anyBy = entry.issuer;
+    }
     for (const app of apps.listed) {
       const other = listedBy.get(app.app);
       if (other !== undefined && other !== entry.issuer && (!app.sameAsConfigured || bareBy.has(app.app))) {

@@ -367,6 +367,22 @@ describe('AUTH_ISSUERS at start-up', () => {
     ).toMatch(/line 6: issuer https:\/\/a\.example: operatorApps "bad name" is not an app name/);
   });
 
+  it('refuses two providers that both accept any app name: one name would be one app whoever signs its tokens (decision 058)', () => {
+    const both = refusal({
+      AUTH_ISSUERS: write(`issuers:\n${entry('https://a.example', '"*"')}${entry('https://b.example', '"*"')}`),
+    });
+    expect(both.message).toMatch(
+      /line 9: issuer https:\/\/b\.example: apps \* is also accepted by issuer https:\/\/a\.example/,
+    );
+    expect(both).toMatchObject({ variable: 'AUTH_ISSUERS', place: { line: 9 } });
+    // One provider with *, the other listing its apps: names stay apart (the * provider does not take the listed ones).
+    expect(
+      loadConfig({
+        AUTH_ISSUERS: write(`issuers:\n${entry('https://a.example', '"*"')}${entry('https://b.example', 'crm')}`),
+      }).jwtAuth!.issuers,
+    ).toHaveLength(2);
+  });
+
   it('refuses AUTH_ISSUERS beside the single-provider variables, naming the variable', () => {
     const file = write(`issuers:\n${entry('https://a.example', '"*"')}`);
     expect(refusal({ AUTH_ISSUERS: file, AUTH_ISSUER: 'https://a.example' }).message).toMatch(
