@@ -122,8 +122,13 @@ export class AgentPlans {
     const at = this.now();
     const variables = this.o.seal(JSON.stringify(plan.variables), `agent plan variables\u0000${id}`);
     const document = plan.document === null ? null : this.o.seal(plan.document, `agent plan document\u0000${id}`);
-    const requests = JSON.stringify(plan.requests);
-    const chars = variables.length + (document?.length ?? 0) + requests.length + plan.summary.length;
+    // An identity plan's requests and summary name a person (the applicant): stored sealed, like its variables.
+    const personal = plan.domains.includes('identity');
+    const requests = personal
+      ? this.o.seal(JSON.stringify(plan.requests), `agent plan requests\u0000${id}`)
+      : JSON.stringify(plan.requests);
+    const summary = personal ? this.o.seal(plan.summary, `agent plan summary\u0000${id}`) : plan.summary;
+    const chars = variables.length + (document?.length ?? 0) + requests.length + summary.length;
     // The bound is checked and the plan stored in one transaction (SQLite serialises writers; on PostgreSQL two
     // replicas may each let one more through, which the next plan sees).
     await this.db.transaction().execute(async (trx) => {
@@ -162,7 +167,7 @@ export class AgentPlans {
           bytes: chars,
           expires_at: at + PLAN_LIFETIME_MS,
           hash: plan.hash,
-          summary: plan.summary,
+          summary,
           requests,
           creations: plan.creations,
           points: plan.points,
@@ -412,6 +417,7 @@ export class AgentPlans {
   }
 
   private fromRow(row: Selectable<AgentPlanTable>): AgentPlan {
+    const personal = row.domains.split(',').includes('identity');
     return {
       id: row.id,
       owner: row.owner,
@@ -425,8 +431,10 @@ export class AgentPlans {
       operationName: row.operation_name,
       domains: row.domains.split(',').filter(Boolean),
       hash: row.hash,
-      summary: row.summary,
-      requests: JSON.parse(row.requests) as unknown,
+      summary: personal ? this.o.open(row.summary, `agent plan summary\u0000${row.id}`) : row.summary,
+      requests: JSON.parse(
+        personal ? this.o.open(row.requests, `agent plan requests\u0000${row.id}`) : row.requests,
+      ) as unknown,
       creations: row.creations,
       points: row.points,
       status: row.status as AgentPlanStatus,
