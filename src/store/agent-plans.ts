@@ -60,6 +60,9 @@ export type ApproveResult =
 /** Most audit rows one read returns. */
 const MAX_AUDIT_ROWS = 1000;
 
+/** How often a watch of the pending plans reads them again, for changes made on other replicas. */
+const RECHECK_MS = 15_000;
+
 /** How long a plan may be approved and executed after it was made; after that it is `expired`. */
 export const PLAN_LIFETIME_MS = 24 * 3_600_000;
 /** How long an expired plan (any status) and its audit rows are kept before they are purged. */
@@ -107,6 +110,53 @@ export class AgentPlans {
 
   private changed(): void {
     for (const l of this.listeners) l();
+  }
+
+  /**
+   * The pending plans (as `pending`), now and again after each change: at once for a change on this replica, and
+   * within RECHECK_MS for one on another (the list is read again, and given only when it differs). Ends when the
+   * iterator is returned.
+   */
+  watchPending(
+    first: number,
+    of: { domains: readonly string[]; apps: readonly string[] | undefined },
+  ): AsyncIterableIterator<AgentPlan[]> {
+    let dirty = true;
+    let wake: (() => void) | null = null;
+    let done = false;
+    let last = '';
+    const poke = () => {
+      dirty = true;
+      wake?.();
+    };
+    const off = this.onChange(poke);
+    const recheck = setInterval(poke, RECHECK_MS);
+    recheck.unref();
+    const iterator: AsyncIterableIterator<AgentPlan[]> = {
+      next: async () => {
+        for (;;) {
+          // Changes that come while a list is read make one more read.
+          while (!dirty && !done) await new Promise<void>((resolve) => (wake = resolve));
+          wake = null;
+          if (done) return { done: true, value: undefined };
+          dirty = false;
+          const plans = await this.pending(first, of);
+          const seen = JSON.stringify(plans.map((p) => [p.id, p.status, p.hash, p.approval?.by ?? null]));
+          if (seen === last) continue;
+          last = seen;
+          return { done: false, value: plans };
+        }
+      },
+      return: async () => {
+        done = true;
+        off();
+        clearInterval(recheck);
+        wake?.();
+        return { done: true, value: undefined };
+      },
+      [Symbol.asyncIterator]: () => iterator,
+    };
+    return iterator;
   }
 
   /** The clock approvals expire by. */
