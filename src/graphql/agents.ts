@@ -3,6 +3,22 @@ import { ErrorCode, GatewayError } from '../errors.js';
 import type { Resolvers } from '../generated/graphql.js';
 import type { AgentPlanModel as AgentPlan } from '../store/agent-plans.js';
 
+/** `source`'s values through `map`, ending `source` when the subscription ends. */
+function mapped<T, U>(source: AsyncIterableIterator<T>, map: (value: T) => U): AsyncIterableIterator<U> {
+  const out: AsyncIterableIterator<U> = {
+    next: async () => {
+      const r = await source.next();
+      return r.done ? { done: true, value: undefined } : { done: false, value: map(r.value) };
+    },
+    return: async () => {
+      await source.return?.();
+      return { done: true, value: undefined };
+    },
+    [Symbol.asyncIterator]: () => out,
+  };
+  return out;
+}
+
 /** The agents' plans (docs/decisions/060): what an approver reads and approves, and the operators' audit trail. */
 export const agentResolvers: Resolvers = {
   Query: {
@@ -52,38 +68,11 @@ export const agentResolvers: Resolvers = {
   },
   Subscription: {
     pendingAgentPlansChanged: {
-      subscribe: (_p, { first }, ctx) => {
-        const plans = ctx.services.agentPlans;
-        const list = () => plans.pending(Math.max(1, Math.min(first ?? 50, 1000)), approvable(ctx.caller));
-        // The list now, then again after each change: changes that come while a list is read make one more read.
-        let dirty = true;
-        let wake: (() => void) | null = null;
-        let done = false;
-        const off = plans.onChange(() => {
-          dirty = true;
-          wake?.();
-        });
-        const stop = () => {
-          done = true;
-          off();
-          wake?.();
-        };
-        const iterator: AsyncIterableIterator<{ pendingAgentPlansChanged: AgentPlan[] }> = {
-          next: async () => {
-            while (!dirty && !done) await new Promise<void>((resolve) => (wake = resolve));
-            wake = null;
-            if (done) return { done: true, value: undefined };
-            dirty = false;
-            return { done: false, value: { pendingAgentPlansChanged: await list() } };
-          },
-          return: async () => {
-            stop();
-            return { done: true, value: undefined };
-          },
-          [Symbol.asyncIterator]: () => iterator,
-        };
-        return iterator;
-      },
+      subscribe: (_p, { first }, ctx) =>
+        mapped(
+          ctx.services.agentPlans.watchPending(Math.max(1, Math.min(first ?? 50, 1000)), approvable(ctx.caller)),
+          (plans) => ({ pendingAgentPlansChanged: plans }),
+        ),
     },
   },
   AgentPlan: {

@@ -60,6 +60,9 @@ export type ApproveResult =
 /** Most audit rows one read returns. */
 const MAX_AUDIT_ROWS = 1000;
 
+/** How often a watch of the pending plans reads them again, for changes made on other replicas. */
+const RECHECK_MS = 15_000;
+
 /** How long a plan may be approved and executed after it was made; after that it is `expired`. */
 export const PLAN_LIFETIME_MS = 24 * 3_600_000;
 /** How long an expired plan (any status) and its audit rows are kept before they are purged. */
@@ -109,6 +112,53 @@ export class AgentPlans {
     for (const l of this.listeners) l();
   }
 
+  /**
+   * The pending plans (as `pending`), now and again after each change: at once for a change on this replica, and
+   * within RECHECK_MS for one on another (the list is read again, and given only when it differs). Ends when the
+   * iterator is returned.
+   */
+  watchPending(
+    first: number,
+    of: { domains: readonly string[]; apps: readonly string[] | undefined },
+  ): AsyncIterableIterator<AgentPlan[]> {
+    let dirty = true;
+    let wake: (() => void) | null = null;
+    let done = false;
+    let last = '';
+    const poke = () => {
+      dirty = true;
+      wake?.();
+    };
+    const off = this.onChange(poke);
+    const recheck = setInterval(poke, RECHECK_MS);
+    recheck.unref();
+    const iterator: AsyncIterableIterator<AgentPlan[]> = {
+      next: async () => {
+        for (;;) {
+          // Changes that come while a list is read make one more read.
+          while (!dirty && !done) await new Promise<void>((resolve) => (wake = resolve));
+          wake = null;
+          if (done) return { done: true, value: undefined };
+          dirty = false;
+          const plans = await this.pending(first, of);
+          const seen = JSON.stringify(plans.map((p) => [p.id, p.status, p.hash, p.approval?.by ?? null]));
+          if (seen === last) continue;
+          last = seen;
+          return { done: false, value: plans };
+        }
+      },
+      return: async () => {
+        done = true;
+        off();
+        clearInterval(recheck);
+        wake?.();
+        return { done: true, value: undefined };
+      },
+      [Symbol.asyncIterator]: () => iterator,
+    };
+    return iterator;
+  }
+
   /** The clock approvals expire by. */
   now(): number {
     return (this.o.now ?? Date.now)();
@@ -122,8 +172,13 @@ export class AgentPlans {
     const at = this.now();
     const variables = this.o.seal(JSON.stringify(plan.variables), `agent plan variables\u0000${id}`);
     const document = plan.document === null ? null : this.o.seal(plan.document, `agent plan document\u0000${id}`);
-    const requests = JSON.stringify(plan.requests);
-    const chars = variables.length + (document?.length ?? 0) + requests.length + plan.summary.length;
+    // An identity plan's requests and summary name a person (the applicant): stored sealed, like its variables.
+    const personal = plan.domains.includes('identity');
+    const requests = personal
+      ? this.o.seal(JSON.stringify(plan.requests), `agent plan requests\u0000${id}`)
+      : JSON.stringify(plan.requests);
+    const summary = personal ? this.o.seal(plan.summary, `agent plan summary\u0000${id}`) : plan.summary;
+    const chars = variables.length + (document?.length ?? 0) + requests.length + summary.length;
     // The bound is checked and the plan stored in one transaction (SQLite serialises writers; on PostgreSQL two
     // replicas may each let one more through, which the next plan sees).
     await this.db.transaction().execute(async (trx) => {
@@ -162,7 +217,7 @@ export class AgentPlans {
           bytes: chars,
           expires_at: at + PLAN_LIFETIME_MS,
           hash: plan.hash,
-          summary: plan.summary,
+          summary,
           requests,
           creations: plan.creations,
           points: plan.points,
@@ -412,6 +467,7 @@ export class AgentPlans {
   }
 
   private fromRow(row: Selectable<AgentPlanTable>): AgentPlan {
+    const personal = row.domains.split(',').includes('identity');
     return {
       id: row.id,
       owner: row.owner,
@@ -425,8 +481,10 @@ export class AgentPlans {
       operationName: row.operation_name,
       domains: row.domains.split(',').filter(Boolean),
       hash: row.hash,
-      summary: row.summary,
-      requests: JSON.parse(row.requests) as unknown,
+      summary: personal ? this.o.open(row.summary, `agent plan summary\u0000${row.id}`) : row.summary,
+      requests: JSON.parse(
+        personal ? this.o.open(row.requests, `agent plan requests\u0000${row.id}`) : row.requests,
+      ) as unknown,
       creations: row.creations,
       points: row.points,
       status: row.status as AgentPlanStatus,

@@ -195,7 +195,7 @@ export interface AgentPlanTable {
   expires_at: number | null;
   hash: string;
   summary: string;
-  /** The exact upstream requests (JSON, secrets masked). */
+  /** The exact upstream requests (JSON, secrets masked); sealed for a plan of identity checks (they name a person). */
   requests: string;
   creations: number;
   points: number;

@@ -148,7 +148,7 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
     const refused = await agent.call('execute_plan', { planId });
     expect(refused.structuredContent).toMatchObject({ code: 'DECLINED', status: 'DECLINED' });
     expect(creations()).toHaveLength(before);
-    // The other approver's page got the same updates (its list re-rendered) and never showed the plan.
+    // The other approver's page, woken by the same changes, never showed the plan.
     await elsewhere.bringToFront();
     await elsewhere.getByText('No plan waits for your approval.').waitFor(WAIT);
     expect(await elsewhere.locator('article').count()).toBe(0);

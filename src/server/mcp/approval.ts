@@ -378,7 +378,7 @@ export class Approvals {
           inputRequests: {
             [APPROVAL_INPUT]: inputRequired.elicit({
               mode: 'form',
-              message: `${plan.summary}\n\nPlan ${plan.id}, hash ${plan.hash}.`,
+              message: `${plan.summary}\n\nPlan ${plan.id}, hash ${plan.hash}. The exact requests: ${this.o.approveUrl(plan.id)}`,
               requestedSchema: APPROVAL_FORM,
             }),
           },

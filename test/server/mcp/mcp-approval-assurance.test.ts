@@ -80,6 +80,7 @@ describe('MCP_APPROVAL', () => {
     const executed = await c.call('execute_plan', { planId });
     expect(executed.isError, textOf(executed)).toBeFalsy();
     expect(c.asked).toHaveLength(1);
+    expect(c.asked[0]).toContain(`${gw.url}/approvals?plan=${planId}`);
     expect(creations(gw)).toHaveLength(1);
   });
 });

@@ -115,6 +115,12 @@ describe('a plan shows the exact upstream requests', () => {
     expect(verification.isError, textOf(verification)).toBeFalsy();
     const body = JSON.stringify(verification.structuredContent!.requests.steps[0].request.body);
     expect(body).toMatch(/\/webhooks\/verification\/\*\*\*/);
+    expect(body).toContain('Ada');
+    // Stored, an identity plan names nobody: its variables, document, requests and summary are sealed.
+    const rows = await gw.gateway.services.store.db.selectFrom('agent_plans').selectAll().execute();
+    expect(rows).toHaveLength(2);
+    expect(JSON.stringify(rows)).not.toContain('Ada');
+    expect(JSON.stringify(rows)).not.toContain('wf-8');
     expect(gw.gateway.sandbox.verification!.requests.filter((r) => r.method === 'POST')).toEqual([]);
   });
 

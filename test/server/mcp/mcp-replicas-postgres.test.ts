@@ -2,6 +2,7 @@
 // executes with its person's approval on the other, and a retry on the first replays the outcome.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { PLAN_RETENTION_MS } from '../../../src/store/agent-plans.js';
 import { mcpClient } from '../../helpers/mcp.js';
 import { startReplicas, type Replicas } from '../../helpers/postgres.js';
 
@@ -37,6 +38,24 @@ describe('MCP across replicas (PostgreSQL)', () => {
     } finally {
       await onA.close();
       await onB.close();
+    }
+  });
+
+  it('on PostgreSQL too: plans are counted by state, and purged with their audit rows after their retention', async () => {
+    const onA = await mcpClient(replicas.a, { key: 'k1' });
+    try {
+      const planned = await onA.call('create_project', { input: { name: 'counted' } });
+      const planId = planned.structuredContent!.planId as string;
+      const plans = replicas.b.gateway.services.agentPlans;
+      const counts = await plans.countByState();
+      expect(counts.get('pending')).toBeGreaterThanOrEqual(1);
+      expect(await plans.purgeExpired(Date.now())).toBe(0);
+      const plan = (await plans.get(planId))!;
+      expect(await plans.purgeExpired(plan.expiresAt! + PLAN_RETENTION_MS + 1)).toBeGreaterThanOrEqual(1);
+      expect(await plans.get(planId)).toBeUndefined();
+      expect(await plans.auditTrail({ planId, first: 10 })).toEqual([]);
+    } finally {
+      await onA.close();
     }
   });
 });
