@@ -17,6 +17,11 @@ import { subscribers, waitFor } from '../helpers/wait.js';
 // reception times agree: one with both shortcuts (the default), one with both off (the plain path). Every frame
 // each writes, over graphql-ws and SSE, must be the same bytes.
 
+/** Each gateway's own gateway secret, so that a box that opened something can be told by its key (no private read). */
+const FAST_KEY = Buffer.alloc(32, 1).toString('base64');
+const PLAIN_KEY = Buffer.alloc(32, 2).toString('base64');
+const PROBES = { fast: new SecretBox(Buffer.alloc(32, 1)).seal('fast', 'probe') };
+
 const API_KEY = 'app-key-1';
 const NOTIFY = 'operator-notification-token';
 const ISSUER = 'https://mobileid.operator.example';
@@ -128,9 +133,10 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
       MOBILEID_ISSUER: ISSUER,
       MOBILEID_CLIENT_ID: CLIENT_ID,
     };
-    fast = await startTestGateway(env);
+    fast = await startTestGateway({ ...env, TOKEN_ENCRYPTION_KEY: FAST_KEY });
     plain = await startTestGateway({
       ...env,
+      TOKEN_ENCRYPTION_KEY: PLAIN_KEY,
       SUBSCRIPTION_COMPILED_SELECTION: 'false',
       DELIVERY_CLEAR_FROM_INTAKE: 'false',
     });
@@ -185,12 +191,21 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
       { ws: Buffer[]; sse: Buffer },
       { ws: Buffer[]; sse: Buffer },
     ];
-    const boxOf = (gw: TestGateway) => (gw.gateway.services.mobileId as unknown as { box: SecretBox }).box;
-    const opens = {
-      fast: opened.mock.contexts.filter((c) => c === boxOf(fast)).length,
-      plain: opened.mock.contexts.filter((c) => c === boxOf(plain)).length,
-    };
+    const contexts = [...opened.mock.contexts] as SecretBox[];
     opened.mockRestore();
+    // Whose box opened: the one that opens what the gateway's own key sealed (each gateway has a key of its own).
+    const keyOf = (box: SecretBox) => {
+      try {
+        return box.open(PROBES.fast, 'probe') === 'fast' ? 'fast' : 'plain';
+      } catch {
+        return 'plain';
+      }
+    };
+    const owners = new Map([...new Set(contexts)].map((box) => [box, keyOf(box)] as const));
+    const opens = {
+      fast: contexts.filter((c) => owners.get(c) === 'fast').length,
+      plain: contexts.filter((c) => owners.get(c) === 'plain').length,
+    };
     expect(f.ws.map((b) => b.toString('utf8'))).toEqual(p.ws.map((b) => b.toString('utf8')));
     expect(Buffer.concat(f.ws).equals(Buffer.concat(p.ws))).toBe(true);
     expect(f.sse.toString('utf8')).toBe(p.sse.toString('utf8'));
