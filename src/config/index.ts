@@ -913,7 +913,7 @@ const VARS = {
   OTEL_TRACES_SAMPLER_ARG: declare(ratio(1), 'OpenTelemetry: the sampling ratio (0..1) of the traceidratio samplers.'),
   APOLLO_KEY: declare(
     optionalString,
-    "Apollo GraphOS API key, read by Apollo Server itself: set, it reports usage to GraphOS, and every POST /graphql goes through Apollo's pipeline (the cached plans do not reproduce its reporting plugins; the gateway says so at start-up).",
+    "Apollo GraphOS API key, read by Apollo Server itself: set, it reports usage to GraphOS, and every POST /graphql goes through Apollo's pipeline (the direct path does not reproduce its reporting plugins; the gateway says so at start-up).",
     '(unset)',
   ),
   APOLLO_SCHEMA_REPORTING: declare(
@@ -1055,7 +1055,7 @@ export interface Config {
   readonly introspection: boolean;
   /**
    * The Apollo GraphOS variables that are set (APOLLO_KEY, APOLLO_SCHEMA_REPORTING): Apollo Server reads them itself
-   * and installs reporting plugins, which the cached plans of POST /graphql do not reproduce.
+   * and installs reporting plugins, which the direct path of POST /graphql does not reproduce.
    */
   readonly apolloReporting: readonly string[];
   /** Abuse limits of GraphQL operations, over HTTP and WebSocket alike (src/execution/limits.ts). */

@@ -1,4 +1,4 @@
-// The *run* stage of the execution pipeline (docs/decisions/044): graphql-js, or a compiled plan where one is
+// The *run* stage of the execution pipeline (docs/decisions/044): graphql-js, or a compiled query where one is
 // proven equal (a store-only query, decision 035); for subscriptions, graphql-js's subscribe with each event's
 // result shared by identical subscriptions (decision 030).
 import {

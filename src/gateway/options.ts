@@ -25,7 +25,7 @@ export interface Gateway {
   /** Each upstream client's circuit breaker state (`off` where turned off), as /readyz shows it. */
   circuits(): Record<string, string>;
   readonly logger: Logger;
-  /** The cached plans of POST /graphql (null: off, or Apollo's configuration is not one they reproduce). */
+  /** The direct path of POST /graphql (null: off, or Apollo's configuration is not one it reproduces). */
   readonly directPath: DirectPath | null;
   /** The prepare stage's documents, shared by every transport (tests check what a request left there). */
   readonly documents: DocumentCache;

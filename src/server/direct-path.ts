@@ -55,7 +55,7 @@ const ACCEPT_CACHE_MAX = 64;
 export class DirectPath {
   private readonly accepted = new Map<string, string | null>();
   private readonly present: HttpPresenter;
-  /** JSON POSTs answered by a plan, and those left to Apollo (tests check which path a request took). */
+  /** JSON POSTs answered by the direct path, and those left to Apollo (tests check which path a request took). */
   readonly stats: { direct: number; apollo: number; readonly compiled: number; readonly recompiled: number };
 
   private constructor(private readonly options: DirectPathOptions) {
