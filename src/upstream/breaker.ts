@@ -32,6 +32,8 @@ export class CircuitBreaker {
   private openedAt = 0;
   private trialsInFlight = 0;
   private trialSuccesses = 0;
+  /** Attempts the upstream answered (a count only ever read against itself: see recordTimeout). */
+  private answeredCount = 0;
 
   constructor(
     readonly upstream: string,
@@ -50,6 +52,21 @@ export class CircuitBreaker {
   retryAfterSeconds(): number {
     if (this.current !== 'open') return 1;
     return Math.max(1, Math.ceil((this.openedAt + this.settings.resetTimeoutMs - this.now()) / 1000));
+  }
+
+  /** How many attempts the upstream has answered so far: read when an attempt starts, for recordTimeout. */
+  get answered(): number {
+    return this.answeredCount;
+  }
+
+  /**
+   * After an attempt that timed out: a failure only when the upstream answered nothing else while it was out
+   * (`answeredAtStart`, read from `answered` when it started). A timeout while the upstream answered other calls says
+   * something of that one request (one app's huge provisioning, a payload the upstream chews long), not of the
+   * upstream's health, and one app's slow calls must not open the circuit for every app (docs/decisions/056).
+   */
+  recordTimeout(passage: Passage, answeredAtStart: number): void {
+    this.record(passage, this.answeredCount > answeredAtStart ? null : true);
   }
 
   /** Before an attempt: whether it may go out. A refusal is counted as a short circuit. */
@@ -71,6 +88,7 @@ export class CircuitBreaker {
    * nothing either way (429: the upstream is up and asks the caller to slow down).
    */
   record(passage: Passage, failed: boolean | null): void {
+    if (failed === false) this.answeredCount += 1;
     if (passage === PASS) {
       // An attempt that went out closed may end after the circuit opened: it no longer counts.
       if (this.current !== 'closed' || failed === null) return;

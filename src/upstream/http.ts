@@ -81,6 +81,8 @@ export interface UpstreamResponse {
 type Outcome = 'not-sent' | 'not-processed' | 'unknown';
 
 /** Failures before a connection existed: nothing was sent. */
+/** An attempt that got no answer in UPSTREAM_TIMEOUT (headers or body). */
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 /** Failures on a connection the request may have been written to: the upstream may have acted. */
 const UNKNOWN_CODES = new Set([
@@ -289,12 +291,16 @@ export class UpstreamHttp {
     if (passage === REFUSED)
       throw new CircuitRefusal(breaker.state === 'open' ? 'open' : 'half-open', breaker.retryAfterSeconds());
     let res: UpstreamResponse;
+    const answeredAtStart = breaker.answered;
     try {
       res = await this.send(req, inject);
     } catch (error) {
-      // A transport error or a timeout (an attempt that ends without an answer) counts; a failure before anything was
-      // sent (the cloud token could not be had: that is the token endpoint's own breaker's business) does not.
-      breaker.record(passage, error instanceof TransientFailure || error instanceof AbortError ? true : null);
+      // A timeout counts only when the upstream answered nothing else meanwhile (recordTimeout); another transport
+      // error counts; a failure before anything was sent (the cloud token could not be had: that is the token
+      // endpoint's own breaker's business) does not.
+      if (error instanceof TransientFailure && TIMEOUT_CODES.has(error.reason))
+        breaker.recordTimeout(passage, answeredAtStart);
+      else breaker.record(passage, error instanceof TransientFailure || error instanceof AbortError ? true : null);
       throw error;
     }
     // 502/503/504 say the upstream (or what stands before it) is unhealthy; 429 says nothing either way (it is
