@@ -20,13 +20,12 @@ function callbackContext(kind: string, scope: string | null, key: string): strin
 }
 
 /**
- * What a callback's service answers its route (verification and identification alike): 404 for an unknown address
- * (`unknown-token`) or a body naming what this address may not report on (`not-found`, its description chosen by the
- * service), 400 `invalid`, 429 `over-bound` (the app's storage bound: nothing stored), else the event stored, then 204
- * and `publish`.
+ * What a callback's service answers its route (verification and identification alike), given the address's binding
+ * (the route refused an unknown address with 404 before reading anything, looking its token up once): 404 for a body
+ * naming what this address may not report on (`not-found`, its description chosen by the service), 400 `invalid`, 429
+ * `over-bound` (the app's storage bound: nothing stored), else the event stored, then 204 and `publish`.
  */
 export type CallbackReceipt =
-  | { status: 'unknown-token' }
   | { status: 'not-found'; description: string }
   | { status: 'invalid'; description: string }
   | { status: 'over-bound'; description: string }

@@ -5,7 +5,7 @@ import { EVENT_KINDS } from '../events/kinds.js';
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger } from '../store/ledger.js';
 import type { CallbackBodies, CallbackReceipt } from './callbacks.js';
-import type { IdentificationCallbacks } from './identification-callbacks.js';
+import type { IdentificationCallbackBinding, IdentificationCallbacks } from './identification-callbacks.js';
 import * as wire from './wire.js';
 
 /** Event kind of identification completion callbacks in the event log. */
@@ -57,9 +57,9 @@ export class IdentificationCompletions {
     return url;
   }
 
-  /** True when the token is one of an address the gateway issued. */
-  async isCallbackToken(token: string): Promise<boolean> {
-    return (await this.o.callbacks.find(token)) !== null;
+  /** The binding of an address the gateway issued, or null (its token is the route's authentication). */
+  bind(token: string): Promise<IdentificationCallbackBinding | null> {
+    return this.o.callbacks.find(token);
   }
 
   /**
@@ -67,9 +67,11 @@ export class IdentificationCompletions {
    * that the address's API key created from the address's workflow; anything else changes nothing. The body is
    * appended to the event log keyed by the identification. Acknowledge, then call `publish`.
    */
-  async receive(token: string, body: unknown, meta: Record<string, unknown>): Promise<CallbackReceipt> {
-    const binding = await this.o.callbacks.find(token);
-    if (!binding) return { status: 'unknown-token' };
+  async receive(
+    binding: IdentificationCallbackBinding,
+    body: unknown,
+    meta: Record<string, unknown>,
+  ): Promise<CallbackReceipt> {
     const object = wire.one(body);
     if (object === null || typeof object !== 'object' || Array.isArray(object))
       return { status: 'invalid', description: 'the body must be a JSON object (or an array of one), or form fields' };

@@ -16,7 +16,7 @@ import type { CreateIdentificationInput, RegisterVerificationInput } from '../ge
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger, LedgerRecord } from '../store/ledger.js';
 import { nameBasedUuid, upstreamKey, type Idempotency, type Outcome } from '../upstream/idempotency.js';
-import type { CallbackBodies, CallbackReceipt, VerificationCallbacks } from './callbacks.js';
+import type { CallbackBinding, CallbackBodies, CallbackReceipt, VerificationCallbacks } from './callbacks.js';
 import type { IdentificationClient, RegisteredVerification, VerificationClient } from './client.js';
 import type { IdentificationCompletions } from './completions.js';
 import * as wire from './wire.js';
@@ -534,17 +534,20 @@ export class IdentityService {
   }
 
   /** True when the token is one of a callbackUrl the gateway handed out. */
-  async isCallbackToken(token: string): Promise<boolean> {
-    return (await this.o.callbacks.find(token)) !== null;
+  /** The binding of a callbackUrl the gateway issued, or null (its token is the route's authentication). */
+  callbackBinding(token: string): Promise<CallbackBinding | null> {
+    return this.o.callbacks.find(token);
   }
 
   /**
    * A POST to a callbackUrl: the token must be one the gateway issued; the body, a JSON object, is appended
    * to the event log keyed by the verification. Acknowledge, then call `publish`.
    */
-  async receiveCallback(token: string, body: unknown, meta: Record<string, unknown>): Promise<CallbackReceipt> {
-    const binding = await this.o.callbacks.find(token);
-    if (!binding) return { status: 'unknown-token' };
+  async receiveCallback(
+    binding: CallbackBinding,
+    body: unknown,
+    meta: Record<string, unknown>,
+  ): Promise<CallbackReceipt> {
     const parsed = wire.callbackBodySchema.safeParse(wire.one(body));
     if (!parsed.success)
       return { status: 'invalid', description: 'the body must be a JSON object (or an array of one), or form fields' };

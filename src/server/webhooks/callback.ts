@@ -8,13 +8,14 @@ import { CALLBACK_BODY, readWebhookBody } from './body.js';
 /** Largest callback body accepted. */
 export const CALLBACK_BODY_LIMIT = 1024 * 1024;
 
-export interface CallbackRouteOptions {
+export interface CallbackRouteOptions<B> {
   /** Metric label and the noun of every message: `verification`, `identification`. */
   endpoint: string;
   path: RegExp;
   name: string;
-  isCallbackToken(token: string): Promise<boolean>;
-  receive(token: string, body: unknown, meta: Record<string, unknown>): Promise<CallbackReceipt>;
+  /** The address's binding (looked up once per request), or null for a token the gateway did not issue. */
+  bind(token: string): Promise<B | null>;
+  receive(binding: B, body: unknown, meta: Record<string, unknown>): Promise<CallbackReceipt>;
   metrics: Metrics;
 }
 
@@ -24,7 +25,7 @@ export interface CallbackRouteOptions {
  * fields) goes to the service, which appends it to the event log; then 204, and only then it is published. An
  * exact repeat is acknowledged and not published again; every distinct body is kept and published once.
  */
-export function callbackWebhookRoute(options: CallbackRouteOptions): Route {
+export function callbackWebhookRoute<B>(options: CallbackRouteOptions<B>): Route {
   const { endpoint } = options;
   const limit = CALLBACK_BODY_LIMIT;
   const count = (outcome: string) => options.metrics.webhooks.inc({ endpoint, outcome });
@@ -36,7 +37,8 @@ export function callbackWebhookRoute(options: CallbackRouteOptions): Route {
     async handle(req, res, ctx) {
       const token = ctx.params[0]!;
       // Refuse by token before reading: a forged path costs one indexed lookup.
-      if (!(await options.isCallbackToken(token))) {
+      const binding = await options.bind(token);
+      if (binding === null) {
         count('unknown');
         sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, unknownAddress, { connection: 'close' });
         return;
@@ -48,15 +50,13 @@ export function callbackWebhookRoute(options: CallbackRouteOptions): Route {
         return;
       }
 
-      const outcome = await options.receive(token, read.body, { requestId: ctx.requestId, contentType: read.type });
-      if (outcome.status === 'unknown-token' || outcome.status === 'not-found') {
+      const outcome = await options.receive(binding, read.body, {
+        requestId: ctx.requestId,
+        contentType: read.type,
+      });
+      if (outcome.status === 'not-found') {
         count('unknown');
-        sendOAuthError(
-          res,
-          404,
-          WebhookErrorCode.NOT_FOUND,
-          outcome.status === 'not-found' ? outcome.description : unknownAddress,
-        );
+        sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, outcome.description);
         return;
       }
       if (outcome.status === 'invalid') {

@@ -18,8 +18,8 @@ export function identificationWebhookRoute(options: { identity: IdentityService;
     endpoint: 'identification',
     path: IDENTIFICATION_CALLBACK_PATH,
     name: 'POST /webhooks/identification/:token',
-    isCallbackToken: (token) => completions.isCallbackToken(token),
-    receive: (token, body, meta) => completions.receive(token, body, meta),
+    bind: (token) => completions.bind(token),
+    receive: (binding, body, meta) => completions.receive(binding, body, meta),
     metrics: options.metrics,
   });
 }

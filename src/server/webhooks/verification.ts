@@ -13,8 +13,8 @@ export function verificationWebhookRoute(options: { identity: IdentityService; m
     endpoint: 'verification',
     path: VERIFICATION_CALLBACK_PATH,
     name: 'POST /webhooks/verification/:token',
-    isCallbackToken: (token) => identity.isCallbackToken(token),
-    receive: (token, body, meta) => identity.receiveCallback(token, body, meta),
+    bind: (token) => identity.callbackBinding(token),
+    receive: (binding, body, meta) => identity.receiveCallback(binding, body, meta),
     metrics: options.metrics,
   });
 }
