@@ -2,6 +2,7 @@ import { createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
 
 import type { TestGateway } from './gateway.js';
+import { subscribers, waitFor } from './wait.js';
 
 export interface Subscription<T = any> {
   /** Every `data` received, in order. */
@@ -56,4 +57,19 @@ export function connected(client: Client): Promise<void> {
       resolve();
     });
   });
+}
+
+/**
+ * Resolves once the gateway's bus holds the test's subscriptions to events of `kind`: `keys` for those of one id, null
+ * for those of every id (counted from none: the test file waits for the last test's to end). From then on an event
+ * published reaches them live.
+ */
+export async function subscriptionsOnBus(t: TestGateway, kind: string, ...keys: (string | null)[]): Promise<void> {
+  const want = new Map<string | null, number>();
+  for (const k of keys) want.set(k, (want.get(k) ?? 0) + 1);
+  await waitFor(
+    () => [...want].every(([k, n]) => subscribers(t, kind, k) >= n),
+    5_000,
+    `subscriptions ${keys.join(', ')} on the bus`,
+  );
 }

@@ -1,5 +1,6 @@
 // An MCP client for the tests: the SDK's own client over real HTTP, against a gateway started on port 0.
 import { Client, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
+import { afterEach } from 'vitest';
 
 import type { TestGateway } from './gateway.js';
 
@@ -60,4 +61,20 @@ export async function mcpClient(gw: TestGateway, o: McpClientOptions = {}): Prom
 /** The text of a tool result. */
 export function textOf(result: CallToolResult): string {
   return result.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
+}
+
+/**
+ * For a test file whose tests connect MCP clients: returns a `connect(gw, options)` whose clients are closed after each
+ * test. Call it at the top level of the file.
+ */
+export function mcpClientsPerTest(): (gw: TestGateway, o?: McpClientOptions) => Promise<TestMcpClient> {
+  const clients: TestMcpClient[] = [];
+  afterEach(async () => {
+    await Promise.all(clients.splice(0).map((c) => c.close().catch(() => undefined)));
+  });
+  return async (gw, o = {}) => {
+    const c = await mcpClient(gw, o);
+    clients.push(c);
+    return c;
+  };
 }

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { VERIFICATION_EVENT_KIND as KIND } from '../../src/identity/service.js';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { subscribe, wsClient } from '../helpers/identity.js';
+import { subscribe, subscriptionsOnBus, wsClient } from '../helpers/identity.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
 
 const REGISTER = /* GraphQL */ `
@@ -55,19 +55,7 @@ async function post(url: string, body: string | Buffer, contentType = 'applicati
   return { status: res.statusCode, body: text ? (JSON.parse(text) as Record<string, unknown>) : undefined };
 }
 
-/**
- * Resolves once the gateway's bus holds the subscriptions of this test: `keys` for those of one id, null for those
- * of every id (each test starts with none: see afterEach). From then on an event published reaches them live.
- */
-async function settled(t: TestGateway, ...keys: (string | null)[]): Promise<void> {
-  const want = new Map<string | null, number>();
-  for (const k of keys) want.set(k, (want.get(k) ?? 0) + 1);
-  await waitFor(
-    () => [...want].every(([k, n]) => subscribers(t, KIND, k) >= n),
-    5_000,
-    `subscriptions ${keys.join(', ')} on the bus`,
-  );
-}
+const settled = (t: TestGateway, ...keys: (string | null)[]) => subscriptionsOnBus(t, KIND, ...keys);
 
 async function eventCount(t: TestGateway, externalId?: string): Promise<number> {
   let q = t.gateway.services.store.db

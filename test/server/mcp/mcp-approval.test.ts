@@ -5,23 +5,15 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { approvalTab, readPageConfig } from '../../../src/graphiql-app/page-config.js';
 import { gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
-import { mcpClient, textOf, type McpClientOptions, type TestMcpClient } from '../../helpers/mcp.js';
+import { mcpClient, mcpClientsPerTest, textOf, type TestMcpClient } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
-const clients: TestMcpClient[] = [];
-afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.close().catch(() => undefined)));
-});
-async function connect(gw: TestGateway, o: McpClientOptions): Promise<TestMcpClient> {
-  const c = await mcpClient(gw, o);
-  clients.push(c);
-  return c;
-}
+const connect = mcpClientsPerTest();
 
 const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 const AGENT_KEY = 'agent-key-0123456789';
