@@ -29,8 +29,11 @@ import type { Services } from '../services.js';
 import { nameOperationApp } from '../telemetry/operations.js';
 import type { Tracing } from '../telemetry/tracing.js';
 
-/** The GraphQL context of one operation: its caller, its request id, and the logger of that request. */
-export type ContextFor = (caller: Caller, requestId: string, logger?: Logger) => GraphQLContext;
+/**
+ * The GraphQL context of one operation. `logger` is the request's logger when it has one, as a function: a route's
+ * child logger is made on first use only (most requests log nothing), so it must not be read here.
+ */
+export type ContextFor = (caller: Caller, requestId: string, logger?: () => Logger) => GraphQLContext;
 
 export function contextBuilder(services: Services, logger: Logger): ContextFor {
   return (caller, requestId, requestLogger) =>

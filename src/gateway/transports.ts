@@ -164,7 +164,7 @@ export function buildTransports(
         const auth = result instanceof Promise ? await result : result;
         if (!auth.ok) throw authFailureHttpError(auth);
         ctx.app = auth.caller.app;
-        return contextFor(auth.caller, ctx.requestId, ctx.logger);
+        return contextFor(auth.caller, ctx.requestId, () => ctx.logger);
       },
     }),
     ...healthRoutes({
