@@ -2,27 +2,25 @@
  * `npm run bench:guard -- --against <git ref>`: is the working tree slower than `<ref>` on a hot path?
  *
  * The ref (default HEAD~1) is unpacked with `git archive` into a temporary folder that reuses this checkout's
- * node_modules. One gateway process per side (the working tree and the ref), both on the same core, the same
- * upstream stub, the same requests; the sides take turns, round after round (ABBA, so drift falls on both). What is
- * compared is the gateway's **CPU time per operation** (every thread of its process, from /proc), which a shared
- * machine disturbs far less than throughput. Paths:
- *
- *   mutation   createNetwork with a fresh idempotency key (scenario 1's request)
- *   tree       the project tree of 50 resources (scenario 3's query)
- *   intake     a positive mobile-ID notification, nobody waiting (scenario 4's request)
- *   delivery   a notification with its one subscriber waiting on graphql-ws: intake, matching, execution, the frame
- *
- * It prints a table (µs per operation on each side, the median of the per-round ratios, and their spread:
- * half their range, from five rounds on without the highest and the lowest)
- * and exits 1 when a path is slower by more than its spread plus 3 %; 2 when it could not measure.
+ * node_modules. Each side (the working tree and the ref) runs as two gateway processes (--pairs), all on the same
+ * core, with the same upstream stub and the same requests, their databases in memory (/dev/shm). A round drives
+ * one pair, both sides at once, and the pairs take turns. What is compared is the gateway's **CPU time per
+ * operation** (every thread of its process, from /proc), which a shared machine disturbs far less than
+ * throughput. Before each round the guard waits until nothing else uses the machine; when that does not come, it
+ * says so and exits 3 rather than give a verdict. Paths:
+ * It prints a table (µs per operation on each side, the median of the per-round ratios, and their spread: the
+ * larger of the rounds' half range, from five rounds on without the highest and the lowest, and the pairs' half
+ * range) and exits 1 when a path is slower by more than its spread plus 3 %; 2 when it could not measure; 3 when
+ * the machine stayed busy.
  *
  * Options: --against <ref> (`.` measures the working tree against itself), --tree <ref> (measure that commit in the
- * working tree's place: a bisection between two commits), --rounds <n> (default 6), --paths a,b,
+ * working tree's place: a bisection between two commits), --rounds <n> (default 6), --pairs <n> (default 2),
+ * --quiet-wait <s> (how long to wait for a quiet machine, default 20), --paths a,b,
  * --env NAME=VALUE[,NAME=VALUE] (the working tree's side only: an off switch or a setting against the same code, with
  * `--against .`), --ref-env (the same for the ref's side), --concurrency <n> (operations in flight, default 16),
  * --quick (fewer operations per round: the guard's own test), --json <file> (the figures, for tests), --profile <dir>
  * (each side's V8 CPU profile in <dir>/tree and <dir>/ref, for bench/profile-summary.ts).
- * BENCH_GUARD_SLOWDOWN=<path>:<percent> makes the working tree's side spend that much more CPU on one path
+ * BENCH_GUARD_SLOWDOWN=<path>:<percent>[,…] makes the working tree's side spend that much more CPU on those paths
  * (bench/lib/guard-slowdown.ts): only the guard's test sets it.
  */
 import { execFileSync, execSync } from 'node:child_process';
@@ -36,10 +34,10 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
 
-import { closedLoop, processCpu } from './lib/cpu.js';
+import { processCpu } from './lib/cpu.js';
 import { API_KEY, gatewayEnv, NOTIFICATION_TOKEN } from './lib/env.js';
 import { graphql } from './lib/harness.js';
-import { freePort, pin, placement, ROOT, spawnNode, type Proc } from './lib/processes.js';
+import { freePort, pin, placement, ROOT, spawnNode, waitForQuiet, type Proc } from './lib/processes.js';
 import { median } from './lib/stats.js';
 import { SUBSCRIPTION } from './scenarios/fanout.js';
 import { CREATE_NETWORK } from './scenarios/mutation.js';
@@ -54,6 +52,18 @@ let CONCURRENCY = 16;
 const OPS: Record<PathName, number> = { mutation: 800, tree: 1200, intake: 1200, delivery: 800 };
 /** A path is slower when its ratio exceeds 1 by more than its spread plus this. */
 const TOLERANCE = 0.03;
+/** Other processes' CPU (in cores) above which the machine is too busy for a verdict. */
+const BUSY = 0.15;
+/** Warm-up rounds at most, and how close two in a row must be to call a side warm. */
+const WARMUP_ROUNDS = 6;
+const WARM = 0.05;
+/** Gateway processes a side, taking the rounds in turn (--pairs). */
+let PAIRS = 2;
+const loadAverage = () =>
+  os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
 
 const { values: cli } = parseArgs({
   options: {
@@ -67,6 +77,8 @@ const { values: cli } = parseArgs({
     env: { type: 'string' },
     'ref-env': { type: 'string' },
     concurrency: { type: 'string' },
+    pairs: { type: 'string' },
+    'quiet-wait': { type: 'string', default: '20' },
   },
 });
 
@@ -87,6 +99,13 @@ if (cli.concurrency !== undefined) {
   if (!Number.isInteger(CONCURRENCY) || CONCURRENCY < 1)
     fail(`--concurrency wants a whole number ≥ 1, got ${JSON.stringify(cli.concurrency)}`);
 }
+if (cli.pairs !== undefined) {
+  PAIRS = Number(cli.pairs);
+  if (!Number.isInteger(PAIRS) || PAIRS < 1) fail(`--pairs wants a whole number ≥ 1, got ${JSON.stringify(cli.pairs)}`);
+}
+const quietWaitMs = Number(cli['quiet-wait']) * 1000;
+if (!Number.isFinite(quietWaitMs) || quietWaitMs < 0)
+  fail(`--quiet-wait wants seconds ≥ 0, got ${JSON.stringify(cli['quiet-wait'])}`);
 function envList(option: string, raw: string | undefined): Record<string, string> {
   const out: Record<string, string> = {};
   for (const pair of raw ? raw.split(',') : []) {
@@ -98,18 +117,22 @@ function envList(option: string, raw: string | undefined): Record<string, string
 }
 const sideEnv = { tree: envList('--env', cli.env), ref: envList('--ref-env', cli['ref-env']) };
 
+/** BENCH_GUARD_SLOWDOWN=<path>:<percent>[,<path>:<percent>]: the working tree's extra CPU per request, by path. */
 const slowdown = (() => {
   const raw = process.env.BENCH_GUARD_SLOWDOWN;
-  if (!raw) return null;
-  const m = /^(\w+):(\d+(?:\.\d+)?)$/.exec(raw);
-  if (!m || !PATHS.includes(m[1] as PathName))
-    fail(`BENCH_GUARD_SLOWDOWN wants <path>:<percent> (paths: ${PATHS.join(', ')}), got ${JSON.stringify(raw)}`);
-  return { path: m[1] as PathName, share: Number(m[2]) / 100 };
+  const out = new Map<PathName, number>();
+  for (const item of raw ? raw.split(',') : []) {
+    const m = /^(\w+):(\d+(?:\.\d+)?)$/.exec(item.trim());
+    if (!m || !PATHS.includes(m[1] as PathName))
+      fail(`BENCH_GUARD_SLOWDOWN wants <path>:<percent>[,…] (paths: ${PATHS.join(', ')}), got ${JSON.stringify(raw)}`);
+    out.set(m[1] as PathName, Number(m[2]) / 100);
+  }
+  return out;
 })();
 
-const started = Date.now();
+const startedAt = Date.now();
 const log = (line: string) =>
-  process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
+  process.stderr.write(`[${((Date.now() - startedAt) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
 
 /** Every gateway process of the guard, so that a round starts only once both sides are quiet. */
 const gatewayPids: number[] = [];
@@ -151,26 +174,27 @@ interface Side {
   proc: Proc;
   origin: string;
   pool: Pool;
-  /** µs of CPU the slowdown adds per request of its path (working tree only, when BENCH_GUARD_SLOWDOWN is set). */
-  burnUs: number;
+  /** µs of CPU the slowdown adds per request of each path (working tree only, when BENCH_GUARD_SLOWDOWN is set). */
+  burnUs: Map<PathName, number>;
   treeBody: string;
   mutationBody: string;
 }
 
 async function startSide(
   name: Side['name'],
+  index: number,
   label: string,
   checkout: string,
   stubUrl: string,
   root: string,
   cpus: string | null,
 ): Promise<Side> {
-  const dataDir = path.join(root, name);
+  const dataDir = path.join(root, `${name}-${index}`);
   fs.mkdirSync(dataDir);
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
-  const burns = name === 'tree' && slowdown !== null;
-  const proc = await spawnNode(`gateway (${label})`, {
+  const burns = name === 'tree' && slowdown.size > 0;
+  const proc = await spawnNode(`gateway ${index + 1} (${label})`, {
     script: 'src/main.ts',
     cwd: checkout,
     cpus,
@@ -197,7 +221,7 @@ async function startSide(
     proc,
     origin,
     pool,
-    burnUs: 0,
+    burnUs: new Map(),
     treeBody: JSON.stringify({ query: PROJECT_TREE, variables: { id: await seedTree(origin) } }),
     mutationBody: JSON.stringify({
       query: CREATE_NETWORK,
@@ -222,7 +246,8 @@ async function post(
   body: string,
   expect: number,
 ): Promise<void> {
-  const burn = side.burnUs > 0 && slowdown?.path === p ? { 'x-guard-burn-us': String(Math.round(side.burnUs)) } : {};
+  const burnUs = side.burnUs.get(p) ?? 0;
+  const burn = burnUs > 0 ? { 'x-guard-burn-us': String(Math.round(burnUs)) } : {};
   const res = await side.pool.request({ method: 'POST', path: urlPath, headers: { ...headers, ...burn }, body });
   const text = await res.body.text();
   if (res.statusCode !== expect || (expect === 200 && text.includes('"errors"'))) {
@@ -230,11 +255,14 @@ async function post(
   }
 }
 
+interface Subscribers {
+  ids: string[];
+  delivered(id: string): Promise<void>;
+  close(): void;
+}
+
 /** `count` graphql-ws subscriptions, each waiting for its own auth_req_id, spread over CONCURRENCY connections. */
-async function waitingSubscribers(
-  side: Side,
-  count: number,
-): Promise<{ ids: string[]; delivered(id: string): Promise<void>; close(): void }> {
+async function waitingSubscribers(side: Side, count: number): Promise<Subscribers> {
   const wsUrl = `${side.origin.replace(/^http/, 'ws')}/graphql`;
   const sockets = await Promise.all(
     Array.from(
@@ -290,38 +318,71 @@ async function waitingSubscribers(
   };
 }
 
-/** One round of one path on one side: the gateway's CPU seconds per operation. */
-async function round(side: Side, p: PathName): Promise<number> {
-  const count = Math.round(OPS[p] * opsScale);
-  const pid = side.proc.pid;
+/** One operation of path `p` on one side; `i` numbers the side's operations (delivery: which subscriber). */
+function operation(side: Side, p: PathName, i: number, subs?: Subscribers): Promise<void> {
   if (p === 'delivery') {
-    // The subscriptions are opened before the measurement: it counts what a waiting app's result costs.
-    const subs = await waitingSubscribers(side, count);
-    await settle();
-    const before = processCpu(pid);
-    await closedLoop(count, CONCURRENCY, async (i) => {
-      const id = subs.ids[i]!;
-      const done = subs.delivered(id);
-      await post(side, p, WEBHOOK_PATH, WEBHOOK_HEADERS, NOTIFICATION.replace('{{uuid}}', id), 204);
-      await done;
-    });
-    const cpu = processCpu(pid) - before;
-    subs.close();
-    return cpu / count;
+    const id = subs!.ids[i]!;
+    const done = subs!.delivered(id);
+    return post(side, p, WEBHOOK_PATH, WEBHOOK_HEADERS, NOTIFICATION.replace('{{uuid}}', id), 204).then(() => done);
   }
-  await settle();
-  const before = processCpu(pid);
   if (p === 'mutation')
-    await closedLoop(count, CONCURRENCY, () =>
-      post(side, p, '/graphql', GRAPHQL_HEADERS, side.mutationBody.replace('{{uuid}}', randomUUID()), 200),
+    return post(side, p, '/graphql', GRAPHQL_HEADERS, side.mutationBody.replace('{{uuid}}', randomUUID()), 200);
+  if (p === 'tree') return post(side, p, '/graphql', GRAPHQL_HEADERS, side.treeBody, 200);
+  return post(side, p, WEBHOOK_PATH, WEBHOOK_HEADERS, NOTIFICATION.replace('{{uuid}}', randomUUID()), 204);
+}
+
+/**
+ * Waits until nothing but the guard's own processes uses the machine (under `BUSY` of a core besides ours); when
+ * that does not come within a while, the guard says so and exits 3: a figure taken beside someone else's work is
+ * no verdict.
+ */
+async function quiet(): Promise<void> {
+  const other = await waitForQuiet({ threshold: BUSY, sampleMs: 250, maxWaitMs: quietWaitMs });
+  if (other >= BUSY) {
+    process.stderr.write(
+      `bench:guard: the machine stays busy (other processes use ${(other * 100).toFixed(0)} % of a core, load average ${loadAverage()}): no verdict; run it again on a quiet machine\n`,
     );
-  else if (p === 'tree')
-    await closedLoop(count, CONCURRENCY, () => post(side, p, '/graphql', GRAPHQL_HEADERS, side.treeBody, 200));
-  else
-    await closedLoop(count, CONCURRENCY, () =>
-      post(side, p, WEBHOOK_PATH, WEBHOOK_HEADERS, NOTIFICATION.replace('{{uuid}}', randomUUID()), 204),
+    process.exit(3);
+  }
+}
+
+/**
+ * One round of one path: both sides at once, each with its own `CONCURRENCY` operations in flight, on the same
+ * core. Whatever else disturbs that core (the host, the driver) falls on both sides in the same moments, so it
+ * falls out of their ratio. The round ends for both in the same instant, when either side has completed its
+ * `count` operations: each side's CPU and completed operations are read then, both still with `CONCURRENCY` in
+ * flight (a side left alone on the core for a tail would run cheaper). Returns each side's CPU seconds per
+ * operation.
+ */
+async function round(sides: Side[], p: PathName): Promise<number[]> {
+  const count = Math.round(OPS[p] * opsScale);
+  // The subscriptions are opened before the measurement: delivery counts what a waiting app's result costs.
+  const subs =
+    p === 'delivery' ? await Promise.all(sides.map((side) => waitingSubscribers(side, count + CONCURRENCY))) : [];
+  try {
+    await settle();
+    await quiet();
+    const started = sides.map((side) => processCpu(side.proc.pid));
+    const completed = sides.map(() => 0);
+    let result: number[] | null = null;
+    await Promise.all(
+      sides.map(async (side, s) => {
+        let next = 0;
+        await Promise.all(
+          Array.from({ length: CONCURRENCY }, async () => {
+            while (result === null) {
+              await operation(side, p, next++, subs[s]);
+              if (++completed[s]! >= count && result === null)
+                result = sides.map((other, o) => (processCpu(other.proc.pid) - started[o]!) / completed[o]!);
+            }
+          }),
+        );
+      }),
     );
-  return (processCpu(pid) - before) / count;
+    return result!;
+  } finally {
+    for (const s of subs) s.close();
+  }
 }
 
 export interface GuardRow {
@@ -335,6 +396,8 @@ export interface GuardRow {
   slower: boolean;
   refRounds: number[];
   treeRounds: number[];
+  /** Each pair of processes' median ratio. */
+  pairRatios: number[];
 }
 
 /** Half the range of the per-round ratios; from five rounds on, without the highest and the lowest (one odd round each way). */
@@ -356,13 +419,25 @@ function render(rows: GuardRow[], refLabel: string, treeLabel: string): string {
   ].join('\n');
 }
 
+/**
+ * Where the sides keep their databases: memory (/dev/shm) where there is one. The guard counts CPU, and a disk's
+ * stalls change how commits group (a slow fsync lets more requests share it), which moved a side's CPU per
+ * operation by up to 15 % from round to round; on tmpfs SQLite still syncs as configured, at no cost.
+ */
+function dataParent(): string {
+  try {
+    fs.accessSync('/dev/shm', fs.constants.W_OK);
+    return '/dev/shm';
+  } catch {
+    return os.tmpdir();
+  }
+}
+
 async function main(): Promise<void> {
   const place = placement();
   if (place.pinned) pin(process.pid, place.driver!);
-  const load = os
-    .loadavg()
-    .map((l) => l.toFixed(2))
-    .join(' ');
+  const load = loadAverage();
+  await quiet();
   const ref = snapshot(cli.against!);
   const own = snapshot(cli.tree!);
   const withEnv = (label: string, env: Record<string, string>) =>
@@ -373,7 +448,7 @@ async function main(): Promise<void> {
       : label;
   own.label = withEnv(own.label, sideEnv.tree);
   ref.label = withEnv(ref.label, sideEnv.ref);
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-guard-data-'));
+  const root = fs.mkdtempSync(path.join(dataParent(), 'gateway-guard-data-'));
   const procs: Proc[] = [];
   const sides: Side[] = [];
   try {
@@ -385,41 +460,68 @@ async function main(): Promise<void> {
     procs.push(stub);
     const stubUrl = String(stub.ready.url);
     log(`${own.label} against ${ref.label}; ${place.description}; load average ${load}`);
-    const [tree, refSide] = await Promise.all([
-      startSide('tree', own.label, own.dir, stubUrl, root, place.server),
-      startSide('ref', ref.label, ref.dir, stubUrl, root, place.server),
-    ]);
-    sides.push(tree, refSide);
-    procs.push(tree.proc, refSide.proc);
-    const figures = new Map<string, number[]>();
+    // PAIRS gateways a side: one process of the same code can run a few per cent apart from another (JIT
+    // decisions, memory layout) for its whole life, so the rounds go to the pairs in turn and the spread counts
+    // how far the pairs disagree.
+    const pairs = await Promise.all(
+      Array.from({ length: PAIRS }, (_, i) =>
+        Promise.all([
+          startSide('tree', i, own.label, own.dir, stubUrl, root, place.server),
+          startSide('ref', i, ref.label, ref.dir, stubUrl, root, place.server),
+        ]),
+      ),
+    );
+    for (const pair of pairs) {
+      sides.push(...pair);
+      procs.push(...pair.map((s) => s.proc));
+    }
+    /** µs per operation of each side, by round, by path; and which pair measured each round. */
+    const figures = new Map<PathName, { tree: number; ref: number; pair: number }[]>();
     for (const p of paths) {
-      // Warm-up, twice a round's operations: JIT and caches on both sides; the second gives the slowdown its size.
-      for (const side of sides) {
-        await round(side, p);
-        // Delivery opens fresh connections and subscriptions every round: its cost settles later than the others'.
-        if (p === 'delivery') await round(side, p);
-        const warm = await round(side, p);
-        if (side.name === 'tree' && slowdown?.path === p) side.burnUs = warm * 1e6 * slowdown.share;
+      for (const pair of pairs) {
+        // Warm-up until both sides' cost per operation holds still (two rounds in a row within WARM of each
+        // other, at most WARMUP_ROUNDS): JIT tiers, caches, a heap of steady size.
+        let last: number[] = [];
+        for (let w = 0; w < WARMUP_ROUNDS; w++) {
+          const now = await round(pair, p);
+          const steady = last.length > 0 && now.every((v, i) => Math.abs(v / last[i]! - 1) < WARM);
+          last = now;
+          if (steady) break;
+        }
+        const burn = slowdown.get(p);
+        if (burn) pair[0].burnUs.set(p, last[0]! * 1e6 * burn);
       }
+      const byRound: { tree: number; ref: number; pair: number }[] = [];
       for (let r = 0; r < rounds; r++) {
-        const order = r % 2 === 0 ? [tree, refSide] : [refSide, tree];
-        for (const side of order) {
-          const key = `${side.name}:${p}`;
-          figures.set(key, [...(figures.get(key) ?? []), (await round(side, p)) * 1e6]);
+        const pair = r % PAIRS;
+        const [tree, refSide] = pairs[pair]!;
+        // Which side the driver serves first alternates, so that its order falls on both.
+        if (Math.floor(r / PAIRS) % 2 === 0) {
+          const [t, f] = await round([tree, refSide], p);
+          byRound.push({ tree: t! * 1e6, ref: f! * 1e6, pair });
+        } else {
+          const [f, t] = await round([refSide, tree], p);
+          byRound.push({ tree: t! * 1e6, ref: f! * 1e6, pair });
         }
       }
+      figures.set(p, byRound);
       log(
-        `${p}: working tree ${median(figures.get(`tree:${p}`)!).toFixed(1)} µs/op, ref ${median(figures.get(`ref:${p}`)!).toFixed(1)} µs/op`,
+        `${p}: working tree ${median(byRound.map((f) => f.tree)).toFixed(1)} µs/op, ref ${median(byRound.map((f) => f.ref)).toFixed(1)} µs/op`,
       );
     }
     const rows: GuardRow[] = paths.map((p) => {
-      const treeRounds = figures.get(`tree:${p}`)!;
-      const refRounds = figures.get(`ref:${p}`)!;
-      const ratios = treeRounds.map((t, i) => t / refRounds[i]!);
-      // The ratio of each round's pair (the two sides one after the other), then their median: a drift over the
-      // rounds (JIT, the ledger growing) falls on both sides of a pair and out of the ratio.
+      const byRound = figures.get(p)!;
+      const treeRounds = byRound.map((f) => f.tree);
+      const refRounds = byRound.map((f) => f.ref);
+      // Each round's ratio (the two sides ran in the same moments), then their median.
+      const ratios = byRound.map((f) => f.tree / f.ref);
       const ratio = median(ratios);
-      const spread = halfRange(ratios);
+      // Two spreads, the larger counts: the rounds' (what the moment does) and the pairs' (what a process's luck
+      // does: each pair's median ratio).
+      const pairRatios = Array.from({ length: PAIRS }, (_, i) =>
+        median(byRound.filter((f) => f.pair === i).map((f) => f.tree / f.ref)),
+      );
+      const spread = Math.max(halfRange(ratios), halfRange(pairRatios));
       return {
         path: p,
         refUs: median(refRounds),
@@ -429,17 +531,22 @@ async function main(): Promise<void> {
         slower: ratio - 1 > spread + TOLERANCE,
         refRounds,
         treeRounds,
+        pairRatios,
       };
     });
-    const elapsed = (Date.now() - started) / 1000;
+    const elapsed = (Date.now() - startedAt) / 1000;
     const table = render(rows, ref.label, own.label);
     process.stdout.write(
-      `\nbench:guard — gateway CPU per operation, ${rounds} alternating rounds, ${CONCURRENCY} in flight; load average ${load} at start; ${elapsed.toFixed(0)} s\n\n${table}\n\n`,
+      `\nbench:guard — gateway CPU per operation, ${rounds} rounds, both sides at once, ${PAIRS} pairs of processes in turn, ${CONCURRENCY} in flight; load average ${load} at start; ${elapsed.toFixed(0)} s\n\n${table}\n\n`,
     );
     if (cli.json)
       fs.writeFileSync(
         cli.json,
-        JSON.stringify({ against: ref.label, tree: own.label, load, rows, elapsed, slowdown }, null, 2),
+        JSON.stringify(
+          { against: ref.label, tree: own.label, load, rows, elapsed, slowdown: Object.fromEntries(slowdown) },
+          null,
+          2,
+        ),
       );
     const slower = rows.filter((r) => r.slower);
     if (slower.length) {

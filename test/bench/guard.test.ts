@@ -1,5 +1,5 @@
 // `npm run bench:guard` is what stops a slower change from landing: it must fail for a tree that is really slower on
-// one path and pass for the same tree. The slower tree is this one with BENCH_GUARD_SLOWDOWN (bench/lib/guard-slowdown.ts:
+// one path, pass for the same tree, and give no verdict at all on a busy machine. The slower tree is this one with BENCH_GUARD_SLOWDOWN (bench/lib/guard-slowdown.ts:
 // the working tree's gateway spends 20 % more CPU on each request of one path), which only this test sets.
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -28,7 +28,7 @@ interface GuardRun {
   rows: { path: string; ratio: number; spread: number; slower: boolean }[];
 }
 
-async function guard(env: Record<string, string>): Promise<GuardRun> {
+async function guard(env: Record<string, string>, extra: string[] = []): Promise<GuardRun> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'guard-test-'));
   const json = path.join(dir, 'guard.json');
   try {
@@ -42,11 +42,12 @@ async function guard(env: Record<string, string>): Promise<GuardRun> {
         AGAINST,
         '--quick',
         '--rounds',
-        '5',
+        '6',
         '--paths',
         'tree,intake',
         '--json',
         json,
+        ...extra,
       ],
       { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
@@ -79,4 +80,16 @@ describe('npm run bench:guard', () => {
     expect(run.rows.map((r) => r.path)).toEqual(['tree', 'intake']);
     expect(run.output).toMatch(/\| tree \| [\d.]+ \| [\d.]+ \| [\d.]+ \| ±[\d.]+ % \|/);
   }, 240_000);
+
+  it('gives no verdict while another process keeps a core busy, and says so (exit 3)', async () => {
+    const burner = spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
+    try {
+      const run = await guard({}, ['--quiet-wait', '1']);
+      expect(run.code, run.output).toBe(3);
+      expect(run.output).toMatch(/the machine stays busy \(other processes use \d+ % of a core/);
+      expect(run.rows).toEqual([]);
+    } finally {
+      burner.kill('SIGKILL');
+    }
+  }, 60_000);
 });
