@@ -25,7 +25,7 @@ const SANDBOX_VOCABULARY = '^src/sandbox/cloud-shapes[.]ts$';
 const BOTTOM = '^src/((errors|fingerprint|logger|metrics|phases)[.]ts$|catalog/|generated/)';
 /** Everything above the shared layers: what auth/, config/ and store/ never import. */
 const ABOVE_SHARED = [
-  '^src/(cloud|identity|mobile-id|provisioning|upstream|events|ratelimit|telemetry|graphql|execution|server)/',
+  '^src/(cloud|identity|mobile-id|provisioning|agents|upstream|events|ratelimit|telemetry|graphql|execution|server)/',
   '^src/(services|secret)[.]ts$',
   ROOT,
 ];

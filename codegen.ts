@@ -55,7 +55,7 @@ const config: CodegenConfig = {
           Verification: '../store/ledger.js#LedgerRecord',
           VerificationResult: '../identity/wire.js#VerificationResultItem',
           VerificationCompletion: '../events/log.js#EventRecord',
-          AgentPlan: '../store/agent-plans.js#AgentPlanModel',
+          AgentPlan: '../agents/plans.js#AgentPlanModel',
           IdentificationCompletion: '../events/log.js#EventRecord',
         },
         enumsAsTypes: true,

@@ -66,7 +66,8 @@ export class GatewayError extends GraphQLError {
 export const STORE_RETRY_AFTER_SECONDS = 5;
 
 /**
- * SERVICE_UNAVAILABLE: the database could not be reached (refused, reset, restarting). Retryable: what the operation
+ * SERVICE_UNAVAILABLE: the database could not be reached (refused, reset, restarting) or written (SQLite's disk full,
+ * read-only or failing). Retryable: what the operation
  * would have stored was not, so a retry with the same idempotency key runs it once. Over HTTP, 503 with Retry-After
  * (the `http` extension, which the HTTP presenters take off the error before it is written).
  */
@@ -74,7 +75,7 @@ export class StoreUnavailableError extends GatewayError {
   constructor(override readonly cause: unknown) {
     super(
       ErrorCode.SERVICE_UNAVAILABLE,
-      `the gateway's database cannot be reached: nothing was stored; retry after ${STORE_RETRY_AFTER_SECONDS} s`,
+      `the gateway's database cannot be reached or written: nothing was stored; retry after ${STORE_RETRY_AFTER_SECONDS} s`,
       {
         retryAfter: STORE_RETRY_AFTER_SECONDS,
         http: { status: 503, headers: new Map([['retry-after', String(STORE_RETRY_AFTER_SECONDS)]]) },

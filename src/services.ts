@@ -1,3 +1,4 @@
+import type { AgentPlans } from './agents/plans.js';
 import type { AppSource, Scope } from './auth/caller.js';
 import type { CloudService } from './cloud/service.js';
 import type { Config } from './config/index.js';
@@ -8,7 +9,6 @@ import type { MobileIdService } from './mobile-id/service.js';
 import type { ProvisioningPlanner } from './provisioning/plan.js';
 import type { ProvisioningService } from './provisioning/service.js';
 import type { RateLimits } from './ratelimit/buckets.js';
-import type { AgentPlans } from './store/agent-plans.js';
 import type { AppActivity } from './store/app-activity.js';
 import type { AppStorage } from './store/app-storage.js';
 import type { Store } from './store/index.js';

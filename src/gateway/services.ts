@@ -1,5 +1,6 @@
 // The services the resolvers call, built over the store: budgets and storage bounds, the ledger, idempotency, the
 // event log and its bus, the three upstreams' domains, provisioning and its plans, and agents' plans.
+import { AgentPlans } from '../agents/plans.js';
 import { cloudLedgerRecord } from '../auth/tenancy.js';
 import type { Config } from '../config/index.js';
 import { EventLog, Events, EventStreams, InProcessBus, type EventBus } from '../events/index.js';
@@ -15,7 +16,7 @@ import { ProvisioningService } from '../provisioning/service.js';
 import { RateLimits } from '../ratelimit/buckets.js';
 import type { SecretBox } from '../secret.js';
 import type { ConfiguredApp, Services } from '../services.js';
-import { AgentPlans } from '../store/agent-plans.js';
+import { AgentPlanRows } from '../store/agent-plans.js';
 import { AppActivity } from '../store/app-activity.js';
 import { AppStorage } from '../store/app-storage.js';
 import { IdempotencyRecords } from '../store/idempotency.js';
@@ -156,7 +157,7 @@ export async function buildServices(
       },
       activity,
     },
-    agentPlans: new AgentPlans(store.db, {
+    agentPlans: new AgentPlans(new AgentPlanRows(store.db), {
       seal: (plain, context) => box.seal(plain, context),
       open: (sealed, context) => box.open(sealed, context),
       approvalTtlMs: config.mcp.approvalTtlMs,

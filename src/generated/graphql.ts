@@ -8,7 +8,7 @@ import type { ProvisioningPlanModel, PlanStep } from '../provisioning/plan.js';
 import type { LedgerRecord } from '../store/ledger.js';
 import type { VerificationResultItem } from '../identity/wire.js';
 import type { EventRecord } from '../events/log.js';
-import type { AgentPlanModel } from '../store/agent-plans.js';
+import type { AgentPlanModel } from '../agents/plans.js';
 import type { GraphQLContext } from '../graphql/context.js';
 export type Maybe<T> = T | null;
 export type InputMaybe<T> = T | null | undefined;

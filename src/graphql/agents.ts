@@ -1,7 +1,7 @@
 import { approvable, mayApprove } from '../agents/approvers.js';
+import type { AgentPlanModel as AgentPlan } from '../agents/plans.js';
 import { ErrorCode, GatewayError } from '../errors.js';
 import type { Resolvers } from '../generated/graphql.js';
-import type { AgentPlanModel as AgentPlan } from '../store/agent-plans.js';
 
 /** `source`'s values through `map`, ending `source` when the subscription ends. */
 function mapped<T, U>(source: AsyncIterableIterator<T>, map: (value: T) => U): AsyncIterableIterator<U> {

@@ -1,70 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 
-import { ErrorCode, GatewayError } from '../errors.js';
-import type { Logger } from '../logger.js';
-import type { AgentPlanTable, Database } from './schema.js';
+import type { AgentAuditTable, AgentPlanTable, Database } from './schema.js';
 
-export type AgentPlanStatus = 'pending' | 'approved' | 'executing' | 'succeeded' | 'failed' | 'unknown' | 'declined';
+export type AgentPlanRow = Selectable<AgentPlanTable>;
+export type AgentAuditRow = Selectable<AgentAuditTable>;
 
-/** Who approved a plan, and through what: the person through the agent's MCP client, or an approver app's approvePlan. */
-export interface Approval {
-  readonly by: string;
-  readonly via: 'elicitation' | 'approvePlan';
-  /** The plan's hash when it was approved: a plan whose requests changed since is refused. */
-  readonly hash: string;
-  readonly expiresAt: number;
-}
-
-export interface AgentPlan {
-  readonly id: string;
-  readonly owner: string;
-  readonly app: string;
-  readonly tool: string;
-  readonly variables: Record<string, unknown>;
-  /** The GraphQL document it runs, its keys filled in (execute_plan runs this text); null for plans of older versions. */
-  readonly document: string | null;
-  readonly operationName: string | null;
-  /** The approve scopes' domains it needs: `cloud` (cloud:approve), `identity` (identity:approve). */
-  readonly domains: readonly string[];
-  readonly hash: string;
-  readonly summary: string;
-  readonly requests: unknown;
-  readonly creations: number;
-  readonly points: number;
-  readonly status: AgentPlanStatus;
-  readonly approval: Approval | null;
-  /** Who declined it (declinePlan), when it is declined. */
-  readonly declinedBy: string | null;
-  readonly outcome: unknown;
-  readonly createdAt: number;
-  /** Until when it may be approved and executed (null for plans made before plans expired). */
-  readonly expiresAt: number | null;
-  /** Pending or approved, and past expiresAt: it can never run (execute_plan and approvePlan say so). */
-  readonly expired: boolean;
-}
-
-export interface AuditEntry {
-  readonly at: number;
-  readonly planId: string;
-  readonly app: string;
-  readonly actor: string;
-  /** planned, approved, declined, refused, executed, replayed, failed, unknown. */
-  readonly action: string;
-  readonly detail: string;
-}
-
-export type ApproveResult =
-  { ok: true; plan: AgentPlan } | { ok: false; reason: 'not-found' | 'own-plan' | 'done'; message: string };
-
-/** Most audit rows one read returns. */
-const MAX_AUDIT_ROWS = 1000;
-
-/** How often a watch of the pending plans reads them again, for changes made on other replicas. */
-const RECHECK_MS = 15_000;
-
-/** How long a plan may be approved and executed after it was made; after that it is `expired`. */
-export const PLAN_LIFETIME_MS = 24 * 3_600_000;
 /** How long an expired plan (any status) and its audit rows are kept before they are purged. */
 export const PLAN_RETENTION_MS = 7 * 24 * 3_600_000;
 /** Plans of one app awaiting approval or execution (pending, approved, not expired): at most this many… */
@@ -72,299 +13,105 @@ export const MAX_OPEN_PLANS_PER_APP = 100;
 /** …holding at most this many stored characters (variables, document, requests, summary) together. */
 export const MAX_OPEN_PLAN_CHARS_PER_APP = 4 * 1024 * 1024;
 
-/** A plan past its app's bound of open plans: RATE_LIMITED with the bound and its limit; nothing is stored. */
-export class PlanBoundError extends GatewayError {
-  constructor(bound: 'count' | 'chars', limit: number, message: string) {
-    super(ErrorCode.RATE_LIMITED, message, { bound: `agent-plans:${bound}`, limit });
-  }
+/** What an app holds in open plans (pending or approved, not expired) when a new one is refused. */
+export interface OpenPlans {
+  readonly bound: 'count' | 'chars';
+  readonly plans: number;
+  readonly chars: number;
 }
 
 /**
- * The plans agents make over MCP, their approvals and the audit trail (docs/decisions/060). An approval is bound to
- * the plan's hash, its app, its approver and an expiry; execution claims an approved plan atomically, so two
- * execute_plan calls never both run it, and keeps the outcome to replay. The variables and the outcome are sealed with
- * the gateway secret (they may hold passwords); the requests and the summary are stored masked.
+ * The SQL of agents' plans and their audit trail (the workflow is src/agents/plans.ts): plain statements over rows
+ * whose secret columns the workflow has sealed already.
  */
-export class AgentPlans {
-  constructor(
-    private readonly db: Kysely<Database>,
-    private readonly o: {
-      seal: (plain: string, context: string) => string;
-      open: (sealed: string, context: string) => string;
-      approvalTtlMs: number;
-      logger: Logger;
-      now?: () => number;
-    },
-  ) {}
-
-  private readonly listeners = new Set<() => void>();
+export class AgentPlanRows {
+  constructor(private readonly db: Kysely<Database>) {}
 
   /**
-   * Calls `listener` after each change of a plan made on this replica (made, approved, declined, finished): the
-   * approvals page's live list. Returns the unsubscribe function.
+   * Inserts a new plan unless its app's open plans would pass MAX_OPEN_PLANS_PER_APP or MAX_OPEN_PLAN_CHARS_PER_APP;
+   * the bound is checked and the plan stored in one transaction (SQLite serialises writers; on PostgreSQL two
+   * replicas may each let one more through, which the next plan sees). Null when stored, else what the app holds.
    */
-  onChange(listener: () => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-
-  private changed(): void {
-    for (const l of this.listeners) l();
-  }
-
-  /**
-   * The pending plans (as `pending`), now and again after each change: at once for a change on this replica, and
-   * within RECHECK_MS for one on another (the list is read again, and given only when it differs). Ends when the
-   * iterator is returned.
-   */
-  watchPending(
-    first: number,
-    of: { domains: readonly string[]; apps: readonly string[] | undefined },
-  ): AsyncIterableIterator<AgentPlan[]> {
-    let dirty = true;
-    let wake: (() => void) | null = null;
-    let done = false;
-    let last = '';
-    const poke = () => {
-      dirty = true;
-      wake?.();
-    };
-    const off = this.onChange(poke);
-    const recheck = setInterval(poke, RECHECK_MS);
-    recheck.unref();
-    const iterator: AsyncIterableIterator<AgentPlan[]> = {
-      next: async () => {
-        for (;;) {
-          // Changes that come while a list is read make one more read.
-          while (!dirty && !done) await new Promise<void>((resolve) => (wake = resolve));
-          wake = null;
-          if (done) return { done: true, value: undefined };
-          dirty = false;
-          const plans = await this.pending(first, of);
-          const seen = JSON.stringify(plans.map((p) => [p.id, p.status, p.hash, p.approval?.by ?? null]));
-          if (seen === last) continue;
-          last = seen;
-          return { done: false, value: plans };
-        }
-      },
-      return: async () => {
-        done = true;
-        off();
-        clearInterval(recheck);
-        wake?.();
-        return { done: true, value: undefined };
-      },
-      [Symbol.asyncIterator]: () => iterator,
-    };
-    return iterator;
-  }
-
-  /** The clock approvals expire by. */
-  now(): number {
-    return (this.o.now ?? Date.now)();
-  }
-
-  /** Stores a new plan (its id is chosen by the caller: the plan's idempotency key derives from it). */
-  async create(
-    plan: Omit<AgentPlan, 'status' | 'approval' | 'declinedBy' | 'outcome' | 'createdAt' | 'expiresAt' | 'expired'>,
-  ): Promise<AgentPlan> {
-    const id = plan.id;
-    const at = this.now();
-    const variables = this.o.seal(JSON.stringify(plan.variables), `agent plan variables\u0000${id}`);
-    const document = plan.document === null ? null : this.o.seal(plan.document, `agent plan document\u0000${id}`);
-    // An identity plan's requests and summary name a person (the applicant): stored sealed, like its variables.
-    const personal = plan.domains.includes('identity');
-    const requests = personal
-      ? this.o.seal(JSON.stringify(plan.requests), `agent plan requests\u0000${id}`)
-      : JSON.stringify(plan.requests);
-    const summary = personal ? this.o.seal(plan.summary, `agent plan summary\u0000${id}`) : plan.summary;
-    const chars = variables.length + (document?.length ?? 0) + requests.length + summary.length;
-    // The bound is checked and the plan stored in one transaction (SQLite serialises writers; on PostgreSQL two
-    // replicas may each let one more through, which the next plan sees).
-    await this.db.transaction().execute(async (trx) => {
+  async insertWithinBounds(row: AgentPlanRow): Promise<OpenPlans | null> {
+    return this.db.transaction().execute(async (trx) => {
       const open = await trx
         .selectFrom('agent_plans')
         .select((eb) => [eb.fn.countAll<number>().as('plans'), eb.fn.sum<number>('bytes').as('chars')])
-        .where('owner', '=', plan.owner)
+        .where('owner', '=', row.owner)
         .where('status', 'in', ['pending', 'approved'])
-        .where('expires_at', '>', at)
+        .where('expires_at', '>', row.created_at)
         .executeTakeFirst();
       const plans = Number(open?.plans ?? 0);
-      const held = Number(open?.chars ?? 0);
-      if (plans >= MAX_OPEN_PLANS_PER_APP)
-        throw new PlanBoundError(
-          'count',
-          MAX_OPEN_PLANS_PER_APP,
-          `this app has ${plans} plans awaiting approval or execution, the most an app may hold (${MAX_OPEN_PLANS_PER_APP}): execute, or let expire, some of them first; nothing was planned`,
-        );
-      if (held + chars > MAX_OPEN_PLAN_CHARS_PER_APP)
-        throw new PlanBoundError(
-          'chars',
-          MAX_OPEN_PLAN_CHARS_PER_APP,
-          `this app's plans awaiting approval or execution would hold ${held + chars} characters, more than an app may hold (${MAX_OPEN_PLAN_CHARS_PER_APP}): execute, or let expire, some of them first; nothing was planned`,
-        );
-      await trx
-        .insertInto('agent_plans')
-        .values({
-          id,
-          owner: plan.owner,
-          app: plan.app,
-          tool: plan.tool,
-          variables,
-          document,
-          operation_name: plan.operationName,
-          domains: plan.domains.join(','),
-          bytes: chars,
-          expires_at: at + PLAN_LIFETIME_MS,
-          hash: plan.hash,
-          summary,
-          requests,
-          creations: plan.creations,
-          points: plan.points,
-          status: 'pending',
-          approved_by: null,
-          approved_via: null,
-          approved_hash: null,
-          approval_expires_at: null,
-          outcome: null,
-          created_at: at,
-          updated_at: at,
-        })
-        .execute();
+      const chars = Number(open?.chars ?? 0);
+      if (plans >= MAX_OPEN_PLANS_PER_APP) return { bound: 'count', plans, chars };
+      if (chars + row.bytes > MAX_OPEN_PLAN_CHARS_PER_APP) return { bound: 'chars', plans, chars };
+      await trx.insertInto('agent_plans').values(row).execute();
+      return null;
     });
-    await this.audit(
-      id,
-      plan.app,
-      plan.app,
-      'planned',
-      `${plan.tool}: ${plan.creations} creation(s), hash ${plan.hash}`,
-    );
-    this.changed();
-    return {
-      ...plan,
-      status: 'pending',
-      approval: null,
-      declinedBy: null,
-      outcome: null,
-      createdAt: at,
-      expiresAt: at + PLAN_LIFETIME_MS,
-      expired: false,
-    };
   }
 
-  async get(id: string): Promise<AgentPlan | undefined> {
-    const row = await this.db.selectFrom('agent_plans').selectAll().where('id', '=', id).executeTakeFirst();
-    return row && this.fromRow(row);
+  get(id: string): Promise<AgentPlanRow | undefined> {
+    return this.db.selectFrom('agent_plans').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
-  /** Plans waiting for an approval, newest first: of these domain sets, and of these apps (undefined: every app). */
-  async pending(
-    first: number,
-    of: { domains: readonly string[]; apps: readonly string[] | undefined },
-  ): Promise<AgentPlan[]> {
-    if (of.domains.length === 0 || of.apps?.length === 0) return [];
+  /** Pending plans not expired at `now`, newest first: of these domain sets, and of these apps (undefined: every app). */
+  async pending(o: {
+    domains: readonly string[];
+    apps: readonly string[] | undefined;
+    now: number;
+    limit: number;
+  }): Promise<AgentPlanRow[]> {
     let q = this.db
       .selectFrom('agent_plans')
       .selectAll()
       .where('status', '=', 'pending')
-      .where('domains', 'in', of.domains)
-      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', this.now())]));
-    if (of.apps) q = q.where('app', 'in', of.apps);
-    const rows = await q.orderBy('created_at', 'desc').limit(Math.min(first, MAX_AUDIT_ROWS)).execute();
-    return rows.map((r) => this.fromRow(r));
+      .where('domains', 'in', o.domains)
+      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', o.now)]));
+    if (o.apps) q = q.where('app', 'in', o.apps);
+    return q.orderBy('created_at', 'desc').limit(o.limit).execute();
   }
 
-  /**
-   * Approves the plan as it is now (its hash), for the approval TTL. Through approvePlan the approver must be another
-   * app than the plan's: an agent never approves its own plan. A plan already run is not approved again.
-   */
-  async approve(id: string, approver: { owner: string; name: string }, via: Approval['via']): Promise<ApproveResult> {
-    const plan = await this.get(id);
-    if (!plan) return { ok: false, reason: 'not-found', message: `no plan ${id}` };
-    if (via === 'approvePlan' && approver.owner === plan.owner) {
-      await this.audit(
-        id,
-        plan.app,
-        approver.name,
-        'refused',
-        'approvePlan by the app that made the plan: an agent never approves its own plan',
-      );
-      return {
-        ok: false,
-        reason: 'own-plan',
-        message: 'a plan is approved by another app than the one that made it (an agent never approves its own plan)',
-      };
-    }
-    if (plan.expired) return { ok: false, reason: 'done', message: `plan ${id} has expired: it can never run` };
-    if (plan.status === 'declined')
-      return { ok: false, reason: 'done', message: `plan ${id} was declined: it can never run` };
-    if (plan.status !== 'pending' && plan.status !== 'approved') {
-      return { ok: false, reason: 'done', message: `plan ${id} is ${plan.status}: it was executed already` };
-    }
-    const expiresAt = this.now() + this.o.approvalTtlMs;
-    const by = via === 'elicitation' ? `a person through ${approver.name}'s MCP client` : approver.name;
+  /** Marks a pending or approved plan approved. */
+  async approve(
+    id: string,
+    approval: { by: string; via: string; hash: string; expiresAt: number },
+    at: number,
+  ): Promise<void> {
     await this.db
       .updateTable('agent_plans')
       .set({
         status: 'approved',
-        approved_by: by,
-        approved_via: via,
-        approved_hash: plan.hash,
-        approval_expires_at: expiresAt,
-        updated_at: this.now(),
+        approved_by: approval.by,
+        approved_via: approval.via,
+        approved_hash: approval.hash,
+        approval_expires_at: approval.expiresAt,
+        updated_at: at,
       })
       .where('id', '=', id)
       .where('status', 'in', ['pending', 'approved'])
       .execute();
-    await this.audit(
-      id,
-      plan.app,
-      by,
-      'approved',
-      `via ${via}, hash ${plan.hash}, until ${new Date(expiresAt).toISOString()}`,
-    );
-    this.changed();
-    return { ok: true, plan: { ...plan, status: 'approved', approval: { by, via, hash: plan.hash, expiresAt } } };
   }
 
-  /**
-   * Declines the plan: it can never run (execute_plan says so). Only a plan not executed yet is declined, and never by
-   * the app that made it (an agent that no longer wants its plan lets it expire).
-   */
-  async decline(id: string, decliner: { owner: string; name: string }): Promise<ApproveResult> {
-    const plan = await this.get(id);
-    if (!plan) return { ok: false, reason: 'not-found', message: `no plan ${id}` };
-    if (decliner.owner === plan.owner)
-      return { ok: false, reason: 'own-plan', message: 'a plan is declined by another app than the one that made it' };
-    if (plan.expired) return { ok: false, reason: 'done', message: `plan ${id} has expired: it can never run` };
-    if (plan.status !== 'pending' && plan.status !== 'approved')
-      return { ok: false, reason: 'done', message: `plan ${id} is ${plan.status}: it cannot be declined now` };
+  /** Marks a pending or approved plan declined; false when it is neither (an execution claimed it). */
+  async decline(id: string, by: string, at: number): Promise<boolean> {
     const result = await this.db
       .updateTable('agent_plans')
       .set({
         status: 'declined',
-        approved_by: decliner.name,
+        approved_by: by,
         approved_via: 'approvePlan',
         approved_hash: null,
         approval_expires_at: null,
-        updated_at: this.now(),
+        updated_at: at,
       })
       .where('id', '=', id)
       .where('status', 'in', ['pending', 'approved'])
       .executeTakeFirst();
-    if (Number(result.numUpdatedRows) !== 1)
-      return { ok: false, reason: 'done', message: `plan ${id} is being executed: it cannot be declined now` };
-    await this.audit(id, plan.app, decliner.name, 'declined', `via declinePlan, hash ${plan.hash}; it can never run`);
-    this.changed();
-    return { ok: true, plan: { ...plan, status: 'declined', approval: null, declinedBy: decliner.name } };
+    return Number(result.numUpdatedRows) === 1;
   }
 
-  /**
-   * Claims an approved plan for execution: true for exactly one caller while the approval is valid. A plan whose last
-   * outcome is unknown may be claimed again (its upstream key is derived from its id: a repeat replays upstream).
-   */
-  async claim(id: string): Promise<boolean> {
-    const at = this.now();
+  /** Marks an approved (or unknown) plan whose approval holds at `at` executing: true for exactly one caller. */
+  async claim(id: string, at: number): Promise<boolean> {
     const result = await this.db
       .updateTable('agent_plans')
       .set({ status: 'executing', updated_at: at })
@@ -375,40 +122,25 @@ export class AgentPlans {
     return Number(result.numUpdatedRows) === 1;
   }
 
-  async finish(id: string, status: 'succeeded' | 'failed' | 'unknown', outcome: unknown): Promise<void> {
-    await this.db
-      .updateTable('agent_plans')
-      .set({
-        status,
-        outcome: this.o.seal(JSON.stringify(outcome ?? null), `agent plan outcome\u0000${id}`),
-        updated_at: this.now(),
-      })
-      .where('id', '=', id)
-      .execute();
-    this.changed();
+  async finish(id: string, status: string, outcome: string, at: number): Promise<void> {
+    await this.db.updateTable('agent_plans').set({ status, outcome, updated_at: at }).where('id', '=', id).execute();
   }
 
-  /**
-   * One audit event: a log line and a row operators list (agentAudit). A refusal repeating the plan's last event (an
-   * agent calling execute_plan again and again) is logged but adds no row: the table grows with what happens, not
-   * with how often an agent asks.
-   */
-  async audit(planId: string, app: string, actor: string, action: string, detail: string): Promise<void> {
-    const at = this.now();
-    this.o.logger.info({ agentAudit: { planId, app, actor, action, detail } }, `agent plan ${action}`);
-    if (action === 'refused') {
-      const last = await this.db
-        .selectFrom('agent_audit')
-        .select(['action', 'detail'])
-        .where('plan_id', '=', planId)
-        .orderBy('at', 'desc')
-        .limit(1)
-        .executeTakeFirst();
-      if (last?.action === action && last.detail === detail) return;
-    }
+  /** The plan's newest audit row's action and detail. */
+  lastAudit(planId: string): Promise<Pick<AgentAuditRow, 'action' | 'detail'> | undefined> {
+    return this.db
+      .selectFrom('agent_audit')
+      .select(['action', 'detail'])
+      .where('plan_id', '=', planId)
+      .orderBy('at', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+  }
+
+  async insertAudit(row: Omit<AgentAuditRow, 'id'>): Promise<void> {
     await this.db
       .insertInto('agent_audit')
-      .values({ id: randomUUID(), at, plan_id: planId, app, actor, action, detail })
+      .values({ id: randomUUID(), ...row })
       .execute();
   }
 
@@ -421,9 +153,8 @@ export class AgentPlans {
     return Number(deleted.numDeletedRows);
   }
 
-  /** The stored plans by state (`expired`: pending or approved past their lifetime), for the metrics. */
-  async countByState(): Promise<Map<string, number>> {
-    const now = this.now();
+  /** The stored plans by state (`expired`: pending or approved past their lifetime at `now`). */
+  async countByState(now: number): Promise<Map<string, number>> {
     const rows = await this.db
       .selectFrom('agent_plans')
       .select((eb) => [
@@ -448,69 +179,9 @@ export class AgentPlans {
   }
 
   /** The audit trail, newest first; of one plan when `planId` is given. */
-  async auditTrail(o: { planId?: string | undefined; first: number }): Promise<AuditEntry[]> {
+  auditTrail(planId: string | undefined, limit: number): Promise<AgentAuditRow[]> {
     let q = this.db.selectFrom('agent_audit').selectAll();
-    if (o.planId !== undefined) q = q.where('plan_id', '=', o.planId);
-    const rows = await q
-      .orderBy('at', 'desc')
-      .orderBy('id')
-      .limit(Math.max(1, Math.min(o.first, MAX_AUDIT_ROWS)))
-      .execute();
-    return rows.map((r) => ({
-      at: Number(r.at),
-      planId: r.plan_id,
-      app: r.app,
-      actor: r.actor,
-      action: r.action,
-      detail: r.detail,
-    }));
-  }
-
-  private fromRow(row: Selectable<AgentPlanTable>): AgentPlan {
-    const personal = row.domains.split(',').includes('identity');
-    return {
-      id: row.id,
-      owner: row.owner,
-      app: row.app,
-      tool: row.tool,
-      variables: JSON.parse(this.o.open(row.variables, `agent plan variables\u0000${row.id}`)) as Record<
-        string,
-        unknown
-      >,
-      document: row.document === null ? null : this.o.open(row.document, `agent plan document\u0000${row.id}`),
-      operationName: row.operation_name,
-      domains: row.domains.split(',').filter(Boolean),
-      hash: row.hash,
-      summary: personal ? this.o.open(row.summary, `agent plan summary\u0000${row.id}`) : row.summary,
-      requests: JSON.parse(
-        personal ? this.o.open(row.requests, `agent plan requests\u0000${row.id}`) : row.requests,
-      ) as unknown,
-      creations: row.creations,
-      points: row.points,
-      status: row.status as AgentPlanStatus,
-      approval:
-        row.approved_by && row.approved_hash && row.approval_expires_at !== null
-          ? {
-              by: row.approved_by,
-              via: row.approved_via as Approval['via'],
-              hash: row.approved_hash,
-              expiresAt: Number(row.approval_expires_at),
-            }
-          : null,
-      declinedBy: row.status === 'declined' ? row.approved_by : null,
-      outcome:
-        row.outcome === null
-          ? null
-          : (JSON.parse(this.o.open(row.outcome, `agent plan outcome\u0000${row.id}`)) as unknown),
-      createdAt: Number(row.created_at),
-      expiresAt: row.expires_at === null ? null : Number(row.expires_at),
-      expired:
-        row.expires_at !== null &&
-        Number(row.expires_at) <= this.now() &&
-        (row.status === 'pending' || row.status === 'approved'),
-    };
+    if (planId !== undefined) q = q.where('plan_id', '=', planId);
+    return q.orderBy('at', 'desc').orderBy('id').limit(limit).execute();
   }
 }
-
-/** An agent's plan as GraphQL resolvers read it (the generated types have their own `AgentPlan`). */
-export type AgentPlanModel = AgentPlan;

@@ -13,7 +13,28 @@ import {
   type QueryResult,
 } from 'kysely';
 
+import { StoreUnavailableError } from '../errors.js';
 import type { CheckpointReply, CheckpointRequest, CheckpointWorkerData } from './checkpoint-worker.js';
+
+/**
+ * SQLite's answers when its file cannot be written or read now, whatever the statement: the disk is full
+ * (SQLITE_FULL), the file or its directory became read-only (SQLITE_READONLY_*), a write or read failed at the system
+ * call (SQLITE_IOERR_*: EIO, EFBIG past a file-size limit, ENOSPC on some paths), the file cannot be opened
+ * (SQLITE_CANTOPEN). Each is the operator's to cure, and a retry once it is cured runs the statement again: the
+ * transaction did not commit.
+ */
+const UNWRITABLE = /^SQLITE_(FULL|READONLY|IOERR|CANTOPEN)(_|$)/;
+
+/**
+ * SERVICE_UNAVAILABLE for an error that says the database file cannot be written or read now (the same class as
+ * PostgreSQL away, docs/contract.md), else `err` itself: the seam where SQLite's failures meet the gateway's.
+ */
+export function sqliteUnavailable(err: unknown): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && UNWRITABLE.test(code) ? new StoreUnavailableError(err) : err;
+}
+
+const rejectUnavailable = (err: unknown): Promise<never> => Promise.reject(sqliteUnavailable(err));
 
 /**
  * kysely's SQLite dialect over one better-sqlite3 connection, with two changes that matter under load
@@ -63,7 +84,7 @@ export class GroupCommitSqliteDialect implements Dialect {
    */
   writeTogether(queries: readonly CompiledQuery[]): Promise<void> {
     if (!this.driver) throw new Error('writeTogether needs a Kysely instance over this dialect');
-    return this.driver.runTogether(queries);
+    return this.driver.runTogether(queries).catch(rejectUnavailable);
   }
 
   /**
@@ -188,7 +209,11 @@ class GroupCommitSqliteDriver implements Driver {
       await (this.owner ? this.ownerDone : this.checkpointer!.released);
     }
     this.commitGroup();
-    this.db.exec('begin');
+    try {
+      this.db.exec('begin');
+    } catch (error) {
+      throw sqliteUnavailable(error);
+    }
     this.owner = connection as Connection;
     this.ownerDone = new Promise<void>((resolve) => (this.releaseOwner = resolve));
   }
@@ -199,7 +224,7 @@ class GroupCommitSqliteDriver implements Driver {
     } catch (error) {
       // A COMMIT that fails may leave the transaction open; nothing else may run inside it.
       if (this.db.inTransaction) this.db.exec('rollback');
-      throw error;
+      throw sqliteUnavailable(error);
     } finally {
       this.endTransaction();
     }
@@ -551,7 +576,14 @@ class Connection implements DatabaseConnection {
   }
 
   /** Runs `run` on the cached statement when it may run: the waits and the group commit every statement goes through. */
-  private async runStatement<T>(
+  private runStatement<T>(
+    compiled: CompiledQuery,
+    run: (stmt: BetterSqlite3.Statement, parameters: unknown[]) => T,
+  ): Promise<T> {
+    return this.runWhenFree(compiled, run).catch(rejectUnavailable);
+  }
+
+  private async runWhenFree<T>(
     compiled: CompiledQuery,
     run: (stmt: BetterSqlite3.Statement, parameters: unknown[]) => T,
   ): Promise<T> {
@@ -567,7 +599,7 @@ class Connection implements DatabaseConnection {
       !this.driver.inExplicitTransaction(this)
     ) {
       while (this.driver.writesHeld) await this.driver.writesReleased;
-      return this.runStatement(compiled, run);
+      return this.runWhenFree(compiled, run);
     }
     const parameters = compiled.parameters as unknown[];
     if (this.driver.inExplicitTransaction(this)) return run(stmt, parameters);

@@ -247,9 +247,16 @@ describe('identification completion callbacks as subscription events', () => {
     const c = client('key-b');
     const sub = subscribe(c, COMPLETED, { id: link.id });
     await settled(t, link.id);
-    // Nothing can be a marker here (key-b may receive nothing of this id): the one fixed wait of this file.
-    await new Promise((r) => setTimeout(r, 100));
+    // The marker: a later callback on the same id, then a completion of key-b's own on the same connection. Both pass
+    // through the same bus in order, so when key-b's own event has arrived, a leak of either of key-a's would have too.
+    expect((await post(link.callbackUrl, JSON.stringify({ id: link.id, status: 'ARCHIVED' }))).status).toBe(204);
+    const own = await create('key-b');
+    const marker = subscribe(c, COMPLETED, { id: own.id });
+    await settled(t, link.id, own.id);
+    expect(await sandbox.complete(own.id)).toBe(204);
+    await waitFor(() => marker.received.length > 0, 5_000, "key-b's own completion");
     expect(sub.received).toHaveLength(0);
+    marker.stop();
     sub.stop();
     const read = await t.graphql(
       `query($id: ID!) { identification(id: $id) { id status } }`,

@@ -17,10 +17,10 @@ import { getOperationAST, GraphQLError, parse, type DocumentNode } from 'graphql
 
 import { approveScopeOf } from '../../agents/approvers.js';
 import type { AgentDryRun } from '../../agents/dry-run.js';
+import type { AgentPlan, AgentPlans } from '../../agents/plans.js';
 import { keyedDocument } from '../../agents/writes.js';
 import type { Caller } from '../../auth/caller.js';
 import type { Pipeline } from '../../execution/pipeline.js';
-import type { AgentPlan, AgentPlans } from '../../store/agent-plans.js';
 import { errorsResult, runOperationTool } from './operations.js';
 import { toolError, type McpTool, type ToolCall, type ToolResult } from './server.js';
 import type { JsonSchema } from './shapes.js';
