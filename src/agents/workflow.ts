@@ -206,6 +206,11 @@ export class AgentWorkflow {
       message,
       details,
     });
+    /** A refusal with an audit row (a repeated one adds none: AgentPlans.audit). */
+    const refuseAudited = async (detail: string, message: string, details: Record<string, unknown>) => {
+      await this.o.plans.audit(plan.id, plan.app, actor, 'refused', detail);
+      return refuse(message, details);
+    };
     if (plan.status === 'succeeded' || plan.status === 'failed') {
       await this.o.plans.audit(
         plan.id,
@@ -220,8 +225,7 @@ export class AgentWorkflow {
       const why = plan.expired
         ? `plan ${plan.id} has expired (a plan may be approved and executed for 24 hours after it was made): it can never run; nothing was sent. Make a new plan.`
         : `plan ${plan.id} was declined${plan.declinedBy ? ` by ${plan.declinedBy}` : ''}: it can never run; nothing was sent.`;
-      await this.o.plans.audit(plan.id, plan.app, actor, 'refused', why);
-      return refuse(why, {
+      return refuseAudited(why, why, {
         planId: plan.id,
         status: plan.expired ? 'EXPIRED' : 'DECLINED',
         code: plan.expired ? 'PLAN_EXPIRED' : 'DECLINED',
@@ -241,14 +245,8 @@ export class AgentWorkflow {
     const textNow = op.documentId === null ? op.text : (this.o.documentNow(op.documentId) ?? null);
     const current = textNow === null ? null : runnableDocument(textNow, op.operationName, plan.id);
     if (current === null) {
-      await this.o.plans.audit(
-        plan.id,
-        plan.app,
-        actor,
-        'refused',
+      return refuseAudited(
         `the plan's document left the manifest; nothing was sent`,
-      );
-      return refuse(
         `plan ${plan.id} changed since it was made: the trusted document of ${plan.tool} is no longer in the manifest; nothing was sent.`,
         { planId: plan.id, code: 'PLAN_CHANGED', hash: plan.hash, newHash: null },
       );
@@ -257,14 +255,8 @@ export class AgentWorkflow {
     const worked = await this.work(op, current, plan.variables, caller);
     if (!('hash' in worked)) return { kind: 'unplannable', why: worked };
     if (current !== document || worked.hash !== plan.hash || (plan.approval && plan.approval.hash !== worked.hash)) {
-      await this.o.plans.audit(
-        plan.id,
-        plan.app,
-        actor,
-        'refused',
+      return refuseAudited(
         `the plan changed since it was made or approved: hash ${plan.hash} is now ${worked.hash}; nothing was sent`,
-      );
-      return refuse(
         `plan ${plan.id} changed since it was made or approved (its requests now hash to ${worked.hash}, not ${plan.hash}); nothing was sent. Make a new plan and have it approved.`,
         {
           planId: plan.id,
@@ -279,15 +271,9 @@ export class AgentWorkflow {
       plan.approval !== null && plan.approval.hash === plan.hash && plan.approval.expiresAt > this.o.plans.now();
     if (!approved && this.o.approval === 'approver') {
       // Only another principal approves: the client is shown the plan and where it is approved, never asked.
-      await this.o.plans.audit(
-        plan.id,
-        plan.app,
-        actor,
-        'refused',
-        'no approval by an approver (MCP_APPROVAL=approver); nothing was sent',
-      );
       const url = this.o.approveUrl(plan.id);
-      return refuse(
+      return refuseAudited(
+        'no approval by an approver (MCP_APPROVAL=approver); nothing was sent',
         `plan ${plan.id} is not approved; nothing was sent. On this gateway a plan is approved by a person or app holding ${approveScopesOf(plan)}, never through this client: they approve it at ${url}; then call execute_plan again.\n\n${plan.summary}\nhash: ${plan.hash}`,
         { planId: plan.id, status: 'PENDING', code: 'APPROVAL_REQUIRED', approveUrl: url },
       );
@@ -310,15 +296,9 @@ export class AgentWorkflow {
         });
       }
       if (answer === 'cannot-ask') {
-        await this.o.plans.audit(
-          plan.id,
-          plan.app,
-          actor,
-          'refused',
-          'no approval, and the client cannot ask its person (no elicitation); nothing was sent',
-        );
         const url = this.o.approveUrl(plan.id);
-        return refuse(
+        return refuseAudited(
+          'no approval, and the client cannot ask its person (no elicitation); nothing was sent',
           `plan ${plan.id} is not approved, and this client cannot ask its person; nothing was sent. An app with ${approveScopesOf(plan)} approves it at ${url}; then call execute_plan again.`,
           {
             planId: plan.id,
