@@ -240,13 +240,17 @@ export class AgentPlans {
     return row && this.fromRow(row);
   }
 
-  /** Plans waiting for an approval, newest first: of these domain sets, and of these apps (undefined: every app). */
+  /** Plans waiting for an approval, newest first (at most `first`, 1 to MAX_AUDIT_ROWS): of these domain sets, and of these apps (undefined: every app). */
   private async pending(
     first: number,
     of: { domains: readonly string[]; apps: readonly string[] | undefined },
   ): Promise<AgentPlan[]> {
     if (of.domains.length === 0 || of.apps?.length === 0) return [];
-    const rows = await this.rows.pending({ ...of, now: this.now(), limit: Math.min(first, MAX_AUDIT_ROWS) });
+    const rows = await this.rows.pending({
+      ...of,
+      now: this.now(),
+      limit: Math.max(1, Math.min(first, MAX_AUDIT_ROWS)),
+    });
     return rows.map((r) => this.fromRow(r));
   }
 
@@ -256,14 +260,14 @@ export class AgentPlans {
     return plan && mayApprove(approver, plan) ? plan : null;
   }
 
-  /** The pending plans `approver` may approve, newest first (at most `first`, 1 to 1000). */
+  /** The pending plans `approver` may approve, newest first (at most `first`). */
   pendingFor(approver: Caller, first: number): Promise<AgentPlan[]> {
-    return this.pending(Math.max(1, Math.min(first, 1000)), approvable(approver));
+    return this.pending(first, approvable(approver));
   }
 
   /** pendingFor, now and again after each change (watchPending). */
   watchPendingFor(approver: Caller, first: number): AsyncIterableIterator<AgentPlan[]> {
-    return this.watchPending(Math.max(1, Math.min(first, 1000)), approvable(approver));
+    return this.watchPending(first, approvable(approver));
   }
 
   /**
