@@ -1,3 +1,4 @@
+import type { Caller } from '../auth/caller.js';
 import { ErrorCode, GatewayError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import {
@@ -6,6 +7,7 @@ import {
   type AgentPlanRow,
   type AgentPlanRows,
 } from '../store/agent-plans.js';
+import { approvable, mayApprove } from './approvers.js';
 
 export type AgentPlanStatus = 'pending' | 'approved' | 'executing' | 'succeeded' | 'failed' | 'unknown' | 'declined';
 
@@ -100,7 +102,7 @@ export class AgentPlans {
    * Calls `listener` after each change of a plan made on this replica (made, approved, declined, finished): the
    * approvals page's live list. Returns the unsubscribe function.
    */
-  onChange(listener: () => void): () => void {
+  private onChange(listener: () => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
@@ -114,7 +116,7 @@ export class AgentPlans {
    * within RECHECK_MS for one on another (the list is read again, and given only when it differs). Ends when the
    * iterator is returned.
    */
-  watchPending(
+  private watchPending(
     first: number,
     of: { domains: readonly string[]; apps: readonly string[] | undefined },
   ): AsyncIterableIterator<AgentPlan[]> {
@@ -238,14 +240,49 @@ export class AgentPlans {
     return row && this.fromRow(row);
   }
 
-  /** Plans waiting for an approval, newest first: of these domain sets, and of these apps (undefined: every app). */
-  async pending(
+  /** Plans waiting for an approval, newest first (at most `first`, 1 to MAX_AUDIT_ROWS): of these domain sets, and of these apps (undefined: every app). */
+  private async pending(
     first: number,
     of: { domains: readonly string[]; apps: readonly string[] | undefined },
   ): Promise<AgentPlan[]> {
     if (of.domains.length === 0 || of.apps?.length === 0) return [];
-    const rows = await this.rows.pending({ ...of, now: this.now(), limit: Math.min(first, MAX_AUDIT_ROWS) });
+    const rows = await this.rows.pending({
+      ...of,
+      now: this.now(),
+      limit: Math.max(1, Math.min(first, MAX_AUDIT_ROWS)),
+    });
     return rows.map((r) => this.fromRow(r));
+  }
+
+  /** A plan as `approver` sees it: one it may not approve reads as one that does not exist (src/agents/approvers.ts). */
+  async visibleTo(approver: Caller, id: string): Promise<AgentPlan | null> {
+    const plan = await this.get(id);
+    return plan && mayApprove(approver, plan) ? plan : null;
+  }
+
+  /** The pending plans `approver` may approve, newest first (at most `first`). */
+  pendingFor(approver: Caller, first: number): Promise<AgentPlan[]> {
+    return this.pending(first, approvable(approver));
+  }
+
+  /** pendingFor, now and again after each change (watchPending). */
+  watchPendingFor(approver: Caller, first: number): AsyncIterableIterator<AgentPlan[]> {
+    return this.watchPending(first, approvable(approver));
+  }
+
+  /**
+   * approvePlan and declinePlan (the approvals page calls them): `approver`'s decision on plan `id`. A plan it may not
+   * approve is NOT_FOUND, as one that does not exist; one that cannot be approved or declined now is CONFLICT.
+   */
+  async decide(approver: Caller, id: string, decision: 'approve' | 'decline'): Promise<AgentPlan> {
+    if (!(await this.visibleTo(approver, id)))
+      throw new GatewayError(ErrorCode.NOT_FOUND, `no plan ${id}`, { field: 'planId' });
+    const who = { owner: approver.scope, name: approver.app ?? approver.scope };
+    const decided = decision === 'approve' ? await this.approve(id, who, 'approvePlan') : await this.decline(id, who);
+    if (decided.ok) return decided.plan;
+    throw new GatewayError(decided.reason === 'not-found' ? ErrorCode.NOT_FOUND : ErrorCode.CONFLICT, decided.message, {
+      field: 'planId',
+    });
   }
 
   /**
@@ -293,7 +330,7 @@ export class AgentPlans {
    * Declines the plan: it can never run (execute_plan says so). Only a plan not executed yet is declined, and never by
    * the app that made it (an agent that no longer wants its plan lets it expire).
    */
-  async decline(id: string, decliner: { owner: string; name: string }): Promise<ApproveResult> {
+  private async decline(id: string, decliner: { owner: string; name: string }): Promise<ApproveResult> {
     const plan = await this.get(id);
     if (!plan) return { ok: false, reason: 'not-found', message: `no plan ${id}` };
     if (decliner.owner === plan.owner)

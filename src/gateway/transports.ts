@@ -9,6 +9,7 @@ import {
 import { printSchema, type GraphQLSchema } from 'graphql';
 
 import { AgentDryRun } from '../agents/dry-run.js';
+import { AgentWorkflow } from '../agents/workflow.js';
 import { SCOPES } from '../auth/caller.js';
 import { scheduleAfter } from '../auth/jwt.js';
 import { everyUpstreamSandboxed, type Config } from '../config/index.js';
@@ -231,21 +232,24 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
     mcp: config.mcp,
     approvals:
       config.mcp.mutations === 'approve'
-        ? new Approvals({
+        ? new Approvals(
+            new AgentWorkflow({
+              estimate: (params) => pipeline.estimate(params, { trustedResolved: true }),
+              plans: services.agentPlans,
+              approveUrl: (planId) => `${parts.publicUrl()}/approvals?plan=${planId}`,
+              dryRun: (...args) => agentDryRun.run(...args),
+              // A plan is a write of the app's (stored, bounded): one creation point, before any work.
+              charge: (caller) => services.rateLimits.take(caller, 'creations'),
+              approval: config.mcp.approval,
+              // The text a trusted document has now: an approved plan whose document a reload changed is refused.
+              documentNow: (documentId) => {
+                const now = live.trustedAdmission()?.admit({ documentId });
+                return now?.ok ? now.query : undefined;
+              },
+            }),
             pipeline,
-            plans: services.agentPlans,
             codec,
-            approveUrl: (planId) => `${parts.publicUrl()}/approvals?plan=${planId}`,
-            dryRun: (...args) => agentDryRun.run(...args),
-            // A plan is a write of the app's (stored, bounded): one creation point, before any work.
-            charge: (caller) => services.rateLimits.take(caller, 'creations'),
-            approval: config.mcp.approval,
-            // The text a trusted document has now: an approved plan whose document a reload changed is refused.
-            documentNow: (documentId) => {
-              const now = live.trustedAdmission()?.admit({ documentId });
-              return now?.ok ? now.query : undefined;
-            },
-          })
+          )
         : null,
     // wait_for_events spends one point of the app's reads budget per call, before it reads or waits.
     events: {

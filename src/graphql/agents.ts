@@ -1,6 +1,4 @@
-import { approvable, mayApprove } from '../agents/approvers.js';
 import type { AgentPlanModel as AgentPlan } from '../agents/plans.js';
-import { ErrorCode, GatewayError } from '../errors.js';
 import type { Resolvers } from '../generated/graphql.js';
 
 /** `source`'s values through `map`, ending `source` when the subscription ends. */
@@ -22,11 +20,8 @@ function mapped<T, U>(source: AsyncIterableIterator<T>, map: (value: T) => U): A
 /** The agents' plans (docs/decisions/060): what an approver reads and approves, and the operators' audit trail. */
 export const agentResolvers: Resolvers = {
   Query: {
-    // A plan this approver may not approve reads as one that does not exist (src/agents/approvers.ts).
-    agentPlan: (_p, { id }, ctx) =>
-      ctx.services.agentPlans.get(id).then((p) => (p && mayApprove(ctx.caller, p) ? p : null)),
-    pendingAgentPlans: (_p, { first }, ctx) =>
-      ctx.services.agentPlans.pending(Math.max(1, Math.min(first ?? 50, 1000)), approvable(ctx.caller)),
+    agentPlan: (_p, { id }, ctx) => ctx.services.agentPlans.visibleTo(ctx.caller, id),
+    pendingAgentPlans: (_p, { first }, ctx) => ctx.services.agentPlans.pendingFor(ctx.caller, first ?? 50),
     agentAudit: async (_p, { planId, first }, ctx) =>
       (await ctx.services.agentPlans.auditTrail({ planId: planId ?? undefined, first: first ?? 100 })).map((e) => ({
         ...e,
@@ -34,45 +29,15 @@ export const agentResolvers: Resolvers = {
       })),
   },
   Mutation: {
-    declinePlan: async (_p, { planId }, ctx) => {
-      const plan = await ctx.services.agentPlans.get(planId);
-      if (!plan || !mayApprove(ctx.caller, plan))
-        throw new GatewayError(ErrorCode.NOT_FOUND, `no plan ${planId}`, { field: 'planId' });
-      const declined = await ctx.services.agentPlans.decline(planId, {
-        owner: ctx.caller.scope,
-        name: ctx.caller.app ?? ctx.caller.scope,
-      });
-      if (declined.ok) return declined.plan;
-      throw new GatewayError(
-        declined.reason === 'not-found' ? ErrorCode.NOT_FOUND : ErrorCode.CONFLICT,
-        declined.message,
-        { field: 'planId' },
-      );
-    },
-    approvePlan: async (_p, { planId }, ctx) => {
-      const plan = await ctx.services.agentPlans.get(planId);
-      if (!plan || !mayApprove(ctx.caller, plan))
-        throw new GatewayError(ErrorCode.NOT_FOUND, `no plan ${planId}`, { field: 'planId' });
-      const approved = await ctx.services.agentPlans.approve(
-        planId,
-        { owner: ctx.caller.scope, name: ctx.caller.app ?? ctx.caller.scope },
-        'approvePlan',
-      );
-      if (approved.ok) return approved.plan;
-      throw new GatewayError(
-        approved.reason === 'not-found' ? ErrorCode.NOT_FOUND : ErrorCode.CONFLICT,
-        approved.message,
-        { field: 'planId' },
-      );
-    },
+    declinePlan: (_p, { planId }, ctx) => ctx.services.agentPlans.decide(ctx.caller, planId, 'decline'),
+    approvePlan: (_p, { planId }, ctx) => ctx.services.agentPlans.decide(ctx.caller, planId, 'approve'),
   },
   Subscription: {
     pendingAgentPlansChanged: {
       subscribe: (_p, { first }, ctx) =>
-        mapped(
-          ctx.services.agentPlans.watchPending(Math.max(1, Math.min(first ?? 50, 1000)), approvable(ctx.caller)),
-          (plans) => ({ pendingAgentPlansChanged: plans }),
-        ),
+        mapped(ctx.services.agentPlans.watchPendingFor(ctx.caller, first ?? 50), (plans) => ({
+          pendingAgentPlansChanged: plans,
+        })),
     },
   },
   AgentPlan: {

@@ -173,7 +173,7 @@ export interface AppActivityTable {
   last_seen_at: number;
 }
 
-/** A plan an agent made over MCP (src/store/agent-plans.ts, docs/decisions/060). */
+/** A plan an agent made over MCP (src/agents/plans.ts; its statements src/store/agent-plans.ts; docs/decisions/060). */
 export interface AgentPlanTable {
   id: string;
   /** The owner scope of the app that made it. */

@@ -1,0 +1,391 @@
+// MCP_MUTATIONS=approve (docs/decisions/060): a creation makes a plan (its exact requests, a hash of them, the creations
+// and rate-limit points, a summary a person reads) and nothing else; a plan runs once, only with an approval bound to
+// the plan's hash, its app, its approver and an expiry. An approval comes from the person, through the agent's client
+// (the transport asks; src/server/mcp/approval.ts elicits it), or from another app holding the plan's approve scope
+// (`cloud:approve`, `identity:approve`: approvePlan, the approvals page). Execution sends the operation with an
+// idempotency key derived from the plan id, through the execution pipeline like every operation.
+import { createHash, randomUUID } from 'node:crypto';
+import { getOperationAST, GraphQLError, parse, type DocumentNode, type GraphQLFormattedError } from 'graphql';
+
+import type { Caller } from '../auth/caller.js';
+import { approveScopeOf } from './approvers.js';
+import type { AgentDryRun, PlanError } from './dry-run.js';
+import type { AgentPlan, AgentPlans } from './plans.js';
+import { keyedDocument, type Classified } from './writes.js';
+
+/** JSON with sorted keys: equal values hash equal. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+/** An operation an agent plans: a creation tool's document and what its root fields write. */
+export interface PlannableOperation {
+  /** The tool's name, stored with the plan. */
+  readonly name: string;
+  /** The document's text as read at start-up. */
+  readonly text: string;
+  readonly operationName: string | undefined;
+  /** A trusted document's id (a plan checks the manifest's text of it now), or null for a built-in operation. */
+  readonly documentId: string | null;
+  readonly classified: Pick<Classified, 'domains' | 'keyVariables'>;
+}
+
+/** Why nothing was planned: the pipeline's errors (limits, rate limit, the bound of open plans) or the dry run's. */
+export type Unplannable =
+  { readonly errors: readonly GraphQLFormattedError[] } | { readonly invalid: readonly PlanError[] };
+
+/** The person's answer, as the transport read it: `ask` when it can ask and has not yet. */
+export type PersonAnswer = 'ask' | 'accepted' | 'declined' | 'cannot-ask';
+
+/** What running a plan's document gave: whether it failed, and its structured result (with its errors' codes). */
+export interface RunOutcome {
+  readonly failed: boolean;
+  readonly structured: Record<string, unknown>;
+}
+
+/** How an execution ended. A refusal's details carry its code, status, hashes or approval link. */
+export type Execution =
+  | { readonly kind: 'unplannable'; readonly why: Unplannable }
+  | { readonly kind: 'refused'; readonly message: string; readonly details: Record<string, unknown> }
+  | { readonly kind: 'replayed'; readonly plan: AgentPlan }
+  | { readonly kind: 'ask-person'; readonly plan: AgentPlan }
+  | { readonly kind: 'ran'; readonly plan: AgentPlan; readonly status: 'succeeded' | 'failed' };
+
+interface Worked {
+  requests: unknown;
+  creations: number;
+  points: number;
+  hash: string;
+  summary: string;
+}
+
+export interface AgentWorkflowOptions {
+  /**
+   * What a plan's text would spend, or the errors that refuse it: the execution pipeline's estimate of a text the
+   * trusted documents admitted already (handed down: src/graphql/ reads this folder, and the pipeline reads src/graphql/).
+   */
+  readonly estimate: (params: {
+    query: string;
+    operationName?: string;
+    variables: Record<string, unknown>;
+  }) => { readonly ok: false; readonly errors: readonly GraphQLFormattedError[] } | { readonly points: number };
+  readonly plans: AgentPlans;
+  /** Where an approver opens the plan (the approvals page). */
+  readonly approveUrl: (planId: string) => string;
+  /**
+   * A trusted document's text in the manifest as it is now (a reload may change it), or undefined when it left: the
+   * tools list the manifest read at start-up, but a plan runs only the exact text it was made from.
+   */
+  readonly documentNow: (documentId: string) => string | undefined;
+  /** The exact upstream requests a plan's document would send (src/agents/dry-run.ts AgentDryRun.run). */
+  readonly dryRun: AgentDryRun['run'];
+  /**
+   * MCP_APPROVAL: `elicitation` lets the agent's user approve through the client's form (the client's word);
+   * `approver` only another principal holding the plan's approve scope (approvePlan, GET /approvals).
+   */
+  readonly approval: 'elicitation' | 'approver';
+  /** Spends the app's creation point for a plan, or throws RATE_LIMITED. */
+  readonly charge: (caller: Caller) => Promise<void>;
+}
+
+/** Making and executing agents' plans, whatever transport the agent speaks. */
+export class AgentWorkflow {
+  constructor(private readonly o: AgentWorkflowOptions) {}
+
+  get approval(): 'elicitation' | 'approver' {
+    return this.o.approval;
+  }
+
+  approveUrl(planId: string): string {
+    return this.o.approveUrl(planId);
+  }
+
+  /**
+   * The plan of a creation's call: the exact upstream requests of its document (src/agents/dry-run.ts: the code
+   * that sends them, nothing sent), what it spends, its hash and summary; or why it is refused.
+   */
+  private async work(
+    op: PlannableOperation,
+    document: string,
+    variables: Record<string, unknown>,
+    caller: Caller,
+  ): Promise<Worked | Unplannable> {
+    const estimate = this.o.estimate({
+      query: document,
+      ...(op.operationName ? { operationName: op.operationName } : {}),
+      variables,
+    });
+    if ('ok' in estimate) return { errors: estimate.errors };
+    const ran = await this.o.dryRun(caller, document, op.operationName ?? null, variables);
+    if (!ran.ok) return { invalid: ran.errors };
+    const creations = ran.steps.filter((s) => s.action === 'CREATE').length;
+    // One creation point per upstream creation, as a provisioning is charged (src/ratelimit/cost.ts).
+    const points = Math.max(creations, estimate.points);
+    const requests = { steps: ran.steps };
+    // The approval covers these bytes: the document, the variables, the requests as shown and as sent.
+    const hash = createHash('sha256')
+      .update(canonical({ tool: op.name, document, variables, requests, sent: ran.sent }))
+      .digest('hex');
+    const lines = ran.steps
+      .filter((s) => s.action === 'CREATE' && s.request)
+      .map(
+        (s) =>
+          `- ${s.name}: ${s.request!.method} ${s.request!.upstream} ${s.request!.path} ${JSON.stringify(s.request!.body)}`,
+      );
+    const summary = [
+      `${caller.app ?? caller.scope} asks to run ${op.name}: ${creations} upstream creation(s), ${points} rate-limit point(s).`,
+      ...lines,
+    ].join('\n');
+    return { requests, creations, points, hash, summary };
+  }
+
+  /** Plans a call of `op` with `args` (its key variables left out) and stores the plan; nothing is sent upstream. */
+  async make(
+    op: PlannableOperation,
+    args: Record<string, unknown>,
+    caller: Caller,
+  ): Promise<{ ok: true; plan: AgentPlan } | { ok: false; why: Unplannable }> {
+    try {
+      await this.o.charge(caller);
+    } catch (err) {
+      if (err instanceof GraphQLError) return { ok: false, why: { errors: [err.toJSON()] } };
+      throw err;
+    }
+    const id = randomUUID();
+    const document = runnableDocument(op.text, op.operationName, id)!;
+    const variables = { ...args, ...Object.fromEntries([...op.classified.keyVariables].map((k) => [k, id])) };
+    const worked = await this.work(op, document, variables, caller);
+    if (!('hash' in worked)) return { ok: false, why: worked };
+    const plan = await this.o.plans
+      .create({
+        id,
+        owner: caller.scope,
+        app: caller.app ?? caller.scope,
+        tool: op.name,
+        variables,
+        document,
+        operationName: op.operationName ?? null,
+        domains: [...op.classified.domains].sort(),
+        ...worked,
+      })
+      .catch((err: unknown) => (err instanceof GraphQLError ? err : Promise.reject(err)));
+    // Past the app's bound of open plans: refused, nothing stored.
+    if (plan instanceof GraphQLError) return { ok: false, why: { errors: [plan.toJSON()] } };
+    return { ok: true, plan };
+  }
+
+  /** The caller's plan `planId`; another app's plan reads exactly as one that does not exist. */
+  async find(planId: string, caller: Caller): Promise<AgentPlan | null> {
+    const plan = await this.o.plans.get(planId.toLowerCase());
+    return plan && plan.owner === caller.scope ? plan : null;
+  }
+
+  /**
+   * Runs `plan` (of `op`) once: replays its stored outcome, or refuses it (declined, expired, changed, not approved),
+   * or asks the person through `askPerson`, or claims it and sends its stored text through `run`.
+   */
+  async execute(
+    plan: AgentPlan,
+    op: PlannableOperation,
+    caller: Caller,
+    hooks: {
+      readonly askPerson: (plan: AgentPlan) => Promise<PersonAnswer>;
+      readonly run: (plan: AgentPlan, document: string) => Promise<RunOutcome>;
+    },
+  ): Promise<Execution> {
+    const actor = caller.app ?? caller.scope;
+    const refuse = (message: string, details: Record<string, unknown>): Execution => ({
+      kind: 'refused',
+      message,
+      details,
+    });
+    /** A refusal with an audit row (a repeated one adds none: AgentPlans.audit). */
+    const refuseAudited = async (detail: string, message: string, details: Record<string, unknown>) => {
+      await this.o.plans.audit(plan.id, plan.app, actor, 'refused', detail);
+      return refuse(message, details);
+    };
+    if (plan.status === 'succeeded' || plan.status === 'failed') {
+      await this.o.plans.audit(
+        plan.id,
+        plan.app,
+        actor,
+        'replayed',
+        `stored outcome (${plan.status}) replayed; nothing was sent`,
+      );
+      return { kind: 'replayed', plan };
+    }
+    if (plan.status === 'declined' || plan.expired) {
+      const why = plan.expired
+        ? `plan ${plan.id} has expired (a plan may be approved and executed for 24 hours after it was made): it can never run; nothing was sent. Make a new plan.`
+        : `plan ${plan.id} was declined${plan.declinedBy ? ` by ${plan.declinedBy}` : ''}: it can never run; nothing was sent.`;
+      return refuseAudited(why, why, {
+        planId: plan.id,
+        status: plan.expired ? 'EXPIRED' : 'DECLINED',
+        code: plan.expired ? 'PLAN_EXPIRED' : 'DECLINED',
+      });
+    }
+    if (plan.status === 'executing') {
+      return refuse(
+        `plan ${plan.id} is being executed, or its outcome is unknown: call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,
+        { planId: plan.id, status: 'UNKNOWN' },
+      );
+    }
+
+    // The plan as it would run now: its operation's document as it is now (with the plan's keys), its input's
+    // defaults and what it reuses; any change changes its hash. What runs is the text stored with the plan, never a
+    // document id. A trusted document's text is the manifest's now (a reload may have changed it): a plan runs only
+    // the text it was made from and approved for.
+    const textNow = op.documentId === null ? op.text : (this.o.documentNow(op.documentId) ?? null);
+    const current = textNow === null ? null : runnableDocument(textNow, op.operationName, plan.id);
+    if (current === null) {
+      return refuseAudited(
+        `the plan's document left the manifest; nothing was sent`,
+        `plan ${plan.id} changed since it was made: the trusted document of ${plan.tool} is no longer in the manifest; nothing was sent.`,
+        { planId: plan.id, code: 'PLAN_CHANGED', hash: plan.hash, newHash: null },
+      );
+    }
+    const document = plan.document ?? current;
+    const worked = await this.work(op, current, plan.variables, caller);
+    if (!('hash' in worked)) return { kind: 'unplannable', why: worked };
+    if (current !== document || worked.hash !== plan.hash || (plan.approval && plan.approval.hash !== worked.hash)) {
+      return refuseAudited(
+        `the plan changed since it was made or approved: hash ${plan.hash} is now ${worked.hash}; nothing was sent`,
+        `plan ${plan.id} changed since it was made or approved (its requests now hash to ${worked.hash}, not ${plan.hash}); nothing was sent. Make a new plan and have it approved.`,
+        {
+          planId: plan.id,
+          code: 'PLAN_CHANGED',
+          hash: plan.hash,
+          newHash: worked.hash,
+        },
+      );
+    }
+
+    const approved =
+      plan.approval !== null && plan.approval.hash === plan.hash && plan.approval.expiresAt > this.o.plans.now();
+    if (!approved && this.o.approval === 'approver') {
+      // Only another principal approves: the client is shown the plan and where it is approved, never asked.
+      const url = this.o.approveUrl(plan.id);
+      return refuseAudited(
+        'no approval by an approver (MCP_APPROVAL=approver); nothing was sent',
+        `plan ${plan.id} is not approved; nothing was sent. On this gateway a plan is approved by a person or app holding ${approveScopesOf(plan)}, never through this client: they approve it at ${url}; then call execute_plan again.\n\n${plan.summary}\nhash: ${plan.hash}`,
+        { planId: plan.id, status: 'PENDING', code: 'APPROVAL_REQUIRED', approveUrl: url },
+      );
+    }
+    if (!approved) {
+      const answer = await hooks.askPerson(plan);
+      if (answer === 'ask') return { kind: 'ask-person', plan };
+      if (answer === 'declined') {
+        await this.o.plans.audit(
+          plan.id,
+          plan.app,
+          `a person through ${actor}'s MCP client`,
+          'declined',
+          'the person declined the plan; nothing was sent',
+        );
+        return refuse(`the plan was not approved; nothing was sent`, {
+          planId: plan.id,
+          status: 'PENDING',
+          code: 'DECLINED',
+        });
+      }
+      if (answer === 'cannot-ask') {
+        const url = this.o.approveUrl(plan.id);
+        return refuseAudited(
+          'no approval, and the client cannot ask its person (no elicitation); nothing was sent',
+          `plan ${plan.id} is not approved, and this client cannot ask its person; nothing was sent. An app with ${approveScopesOf(plan)} approves it at ${url}; then call execute_plan again.`,
+          {
+            planId: plan.id,
+            status: 'PENDING',
+            code: 'APPROVAL_REQUIRED',
+            approveUrl: url,
+          },
+        );
+      }
+      const approval = await this.o.plans.approve(plan.id, { owner: caller.scope, name: actor }, 'elicitation');
+      if (!approval.ok) return refuse(`${approval.message}; nothing was sent`, { planId: plan.id });
+    }
+
+    if (!(await this.o.plans.claim(plan.id))) {
+      return refuse(
+        `plan ${plan.id} is being executed by another call, or its approval has expired; call execute_plan again`,
+        { planId: plan.id, status: 'UNKNOWN' },
+      );
+    }
+    let outcome: RunOutcome;
+    try {
+      outcome = await hooks.run(plan, document);
+    } catch (err) {
+      await this.o.plans.finish(plan.id, 'unknown', null);
+      await this.o.plans.audit(
+        plan.id,
+        plan.app,
+        actor,
+        'unknown',
+        `the execution failed before an answer: ${(err as Error).message}`,
+      );
+      return refuse(
+        `the outcome of plan ${plan.id} is unknown: call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,
+        { planId: plan.id, status: 'UNKNOWN' },
+      );
+    }
+    const { structured } = outcome;
+    const errors = (structured.errors as { code: string }[] | undefined) ?? [];
+    const retryable = errors.some((e) => RETRYABLE.has(e.code));
+    const status = !outcome.failed ? 'succeeded' : retryable ? 'unknown' : 'failed';
+    await this.o.plans.finish(plan.id, status, structured);
+    await this.o.plans.audit(
+      plan.id,
+      plan.app,
+      actor,
+      status === 'succeeded' ? 'executed' : status,
+      `${plan.tool} with idempotency key ${plan.id}: ${status}`,
+    );
+    if (status === 'unknown') {
+      return refuse(
+        `the outcome of plan ${plan.id} is unknown (${errors.map((e) => e.code).join(', ')}): call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,
+        {
+          planId: plan.id,
+          status: 'UNKNOWN',
+          ...structured,
+        },
+      );
+    }
+    return { kind: 'ran', plan, status };
+  }
+}
+
+/** The approve scopes a plan needs, in words. */
+export function approveScopesOf(plan: AgentPlan): string {
+  return plan.domains.map(approveScopeOf).join(' and ');
+}
+
+/**
+ * The document a plan runs: the operation of `text`, each upstream write keyed from the plan's id; null when `text`
+ * no longer holds the operation (a manifest changed under its id).
+ */
+function runnableDocument(text: string, operationName: string | undefined, planId: string): string | null {
+  let document: DocumentNode;
+  try {
+    document = parse(text);
+  } catch {
+    return null;
+  }
+  const operation = getOperationAST(document, operationName);
+  return operation ? keyedDocument(document, operation, planId) : null;
+}
+
+/** Errors after which the request may have been applied, or was not sent yet: the plan can be executed again. */
+const RETRYABLE = new Set([
+  'UPSTREAM_OUTCOME_UNKNOWN',
+  'UPSTREAM_UNAVAILABLE',
+  'IDEMPOTENCY_KEY_IN_USE',
+  'RATE_LIMITED',
+  'INTERNAL_SERVER_ERROR',
+]);
