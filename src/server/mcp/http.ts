@@ -126,6 +126,7 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
       return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, {
         requestState: (state, ctx) => o.codec.verify(state, ctx),
         era: ctx.era,
+        logger: o.logger,
       });
     },
     {
