@@ -25,9 +25,11 @@ import {
 import { mcpClient, type TestMcpClient } from '../helpers/mcp.js';
 import { postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 type Fault =
   | 'PostgreSQL stopped'
+  | 'PostgreSQL restarted during a request'
   | "SQLite's file cannot be written"
   | 'the upstream refuses connections'
   | 'the upstream times out'
@@ -38,7 +40,7 @@ type Fault =
 
 type Surface =
   'POST direct' | 'POST Apollo' | 'graphql-ws' | 'SSE' | 'MCP tool' | 'mobile-id webhook' | 'identification webhook';
-type Operation = 'query' | 'creation' | 'webhook';
+type Operation = 'query' | 'creation' | 'webhook' | 'subscription (live)' | 'subscription (resumed from the log)';
 
 interface Cell {
   readonly fault: Fault;
@@ -90,6 +92,34 @@ export const MATRIX: readonly Cell[] = [
     status: 503,
     retryAfter: 'Retry-After',
     recovery: STORED_ONCE,
+  },
+  {
+    fault: 'PostgreSQL stopped',
+    operation: 'subscription (live)',
+    surfaces: ['graphql-ws', 'SSE'],
+    code: null,
+    status: 200,
+    retryAfter: null,
+    recovery: 'stays open; an event stored after the restart is delivered once',
+  },
+  {
+    fault: 'PostgreSQL stopped',
+    operation: 'subscription (resumed from the log)',
+    surfaces: ['graphql-ws', 'SSE'],
+    code: null,
+    status: 200,
+    retryAfter: null,
+    recovery: 'waits for the database (up to 60 s); the stored event is delivered once after the restart',
+  },
+  {
+    fault: 'PostgreSQL restarted during a request',
+    operation: 'creation',
+    surfaces: ['POST direct', 'POST Apollo'],
+    code: 'SERVICE_UNAVAILABLE',
+    status: 503,
+    retryAfter: 'Retry-After',
+    recovery:
+      "the upstream created it under the key; a retry with the same key waits out the first call's lease (`IDEMPOTENCY_TAKEOVER`, 10 s by default: a retry sooner may get `IDEMPOTENCY_KEY_IN_USE`), then returns that one, created once",
   },
   {
     fault: "SQLite's file cannot be written",
@@ -276,6 +306,36 @@ function overStream(
       },
     );
   });
+}
+
+/** A subscription to one mobile-ID result over graphql-ws or SSE, recording what it receives. */
+function watch(surface: Surface, rig: Rig, authReqId: string) {
+  const client =
+    surface === 'graphql-ws'
+      ? wsClient(rig.direct, rig.credential ? { key: rig.credential } : {})
+      : createSseClient({
+          url: `${rig.direct.url}/graphql/stream`,
+          singleConnection: false,
+          retryAttempts: 0,
+          headers: rig.credential ? { authorization: `Bearer ${rig.credential}` } : {},
+        });
+  const seen = { results: [] as any[], errors: [] as unknown[], stop: () => void client.dispose() };
+  client.subscribe(
+    {
+      // One document per surface: the same document and variables would share one execution (and one bus listener).
+      query: `subscription($id: String!) { result: mobileIdAuthentication(authReqId: $id) { ... on MobileIdAuthenticationFailed { authReqId } ${surface === 'SSE' ? '__typename' : ''} } }`,
+      variables: { id: authReqId },
+    },
+    {
+      next: (v: { errors?: readonly unknown[] }) => {
+        if (v.errors) seen.errors.push(...v.errors);
+        else seen.results.push(v);
+      },
+      error: (e: unknown) => seen.errors.push(e),
+      complete: () => undefined,
+    },
+  );
+  return seen;
 }
 
 async function send(surface: Surface, rig: Rig, query: string, variables: Record<string, unknown>): Promise<Answer> {
@@ -485,7 +545,8 @@ describe('the fault matrix', () => {
     let rig: Rig;
     beforeAll(async () => {
       pg = await startPostgres();
-      rig = await rigOf({ DATABASE_URL: await pg.createDatabase('fault_matrix') });
+      // A short lease: the retry of a call whose completion the stop lost takes its key over soon (the gateway waits).
+      rig = await rigOf({ DATABASE_URL: await pg.createDatabase('fault_matrix'), IDEMPOTENCY_TAKEOVER: '1s' });
     }, 120_000);
     afterAll(async () => {
       await closeRig(rig);
@@ -508,6 +569,64 @@ describe('the fault matrix', () => {
       () => webhookCells(cellOf('PostgreSQL stopped', 'webhook'), rig.direct, stopped),
       120_000,
     );
+
+    it('a live subscription stays open and a resumed one waits out the stop; each gets its event once', async () => {
+      const live = cellOf('PostgreSQL stopped', 'subscription (live)');
+      const resumed = cellOf('PostgreSQL stopped', 'subscription (resumed from the log)');
+      const id = (what: string, surface: Surface) => `matrix-${what}-${surface}-${randomUUID()}`;
+      const declined = (authReqId: string) => ({
+        auth_req_id: authReqId,
+        error: 'access_denied',
+        error_description: 'declined',
+      });
+      // Each stream its own authentication: one bus listener each, so that each is seen on the bus.
+      const open = live.surfaces.map((surface) => ({ surface, id: id('live', surface) }));
+      const stored = resumed.surfaces.map((surface) => ({ surface, id: id('stored', surface) }));
+      for (const s of stored) expect((await postNotification(rig.direct, declined(s.id))).status).toBe(204);
+      const watching = open.map((o) => ({ ...o, cell: live, seen: watch(o.surface, rig, o.id) }));
+      for (const o of open) await waitForSubscribers(rig.direct, 'mobile-id', o.id);
+      await stopped(async () => {
+        for (const s of stored) watching.push({ ...s, cell: resumed, seen: watch(s.surface, rig, s.id) });
+      });
+      for (const o of open) expect((await postNotification(rig.direct, declined(o.id))).status).toBe(204);
+      for (const { surface, id: authReqId, cell, seen } of watching) {
+        const label = `${cell.fault} × ${surface} × ${cell.operation}`;
+        await waitFor(() => seen.results.length > 0 || seen.errors.length > 0, 60_000, label);
+        expect(seen.errors, label).toEqual([]);
+        expect(
+          seen.results.map((r) => r.data?.result?.authReqId),
+          label,
+        ).toEqual([authReqId]);
+        seen.stop();
+      }
+    }, 120_000);
+
+    it('a creation whose upstream answer comes back while PostgreSQL restarts is SERVICE_UNAVAILABLE; the retry returns the one created', async () => {
+      const cell = cellOf('PostgreSQL restarted during a request', 'creation');
+      for (const surface of cell.surfaces) {
+        const gw = gatewayOf(rig, surface);
+        const label = `${cell.fault} × ${surface} × creation`;
+        const m = creation();
+        const held = gw.gateway.sandbox.cloud!.faults.hold();
+        const answer = send(surface, rig, CREATE, m.variables);
+        await waitFor(() => held.arrived() === 1, 10_000, `${label}: the request upstream`);
+        await pg.restart({
+          whileStopped: async () => {
+            held.release();
+            expectAnswer(cell, surface, await answer, label);
+          },
+        });
+        expect(projectsNamed(gw, m.name), `${label}: the upstream did the work`).toBe(1);
+        const retried = await send(surface, rig, CREATE, m.variables);
+        expect(retried.code, `${label}, retried: ${retried.raw}`).toBeNull();
+        expect(projectsNamed(gw, m.name), `${label}: created once`).toBe(1);
+        const again = await send(surface, rig, CREATE, m.variables);
+        expect(again.data?.createProject, `${label}: ${again.raw}`).toEqual({
+          ...retried.data.createProject,
+          replayed: true,
+        });
+      }
+    }, 120_000);
   });
 
   const noFileSizeLimit = fileSizeLimitUnavailable();
