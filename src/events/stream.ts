@@ -5,8 +5,9 @@ import { readableBy } from '../auth/tenancy.js';
 import { databaseUnreachable } from '../store/index.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from './bus.js';
-import { encodeCursor, Position } from './cursor.js';
+import { Position, type CursorCodec } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';
+import { replayPage, type ReplayWindow } from './replay.js';
 
 /** Events read from the log per query while a resumed stream replays. */
 const REPLAY_PAGE = 200;
@@ -79,6 +80,7 @@ export class EventStreams {
   constructor(
     private readonly log: EventLog,
     private readonly bus: EventBus,
+    readonly cursors: CursorCodec,
     private readonly tracing?: Tracing,
   ) {}
 
@@ -121,7 +123,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
   private unsubscribe: (() => void) | null = null;
   private readonly onAbort = () => this.finish();
   /** While a resumed stream replays: what the bus had delivered when the stream started listening, and the next page's start. */
-  private replay: { after: Position; until: Position; from: number; page: EventRecord[] } | null = null;
+  private replay: (ReplayWindow & { page: EventRecord[] }) | null = null;
   /**
    * The part of a resume cursor this replica had not delivered when the stream started (a cursor from a replica that
    * was ahead): live events in it were delivered before, and each live event's cursor must still cover it. Null
@@ -186,7 +188,10 @@ class EventStream implements AsyncGenerator<EventRecord> {
         this.reading = null;
         if (stored && !this.done && this.matches(stored)) {
           // Every older event of the key is behind it, and nothing delivered live later is inside `until`.
-          stored.cursor = encodeCursor(until.union(new Position(stored.seq)), stored.receivedAt.getTime());
+          stored.cursor = this.streams.cursors.encode(
+            until.union(new Position(stored.seq)),
+            stored.receivedAt.getTime(),
+          );
           (this.queue ??= []).unshift(stored);
         }
       },
@@ -212,25 +217,23 @@ class EventStream implements AsyncGenerator<EventRecord> {
       return e;
     }
     // A copy: the event object is shared with the other subscribers, whose cursor is the bus's.
-    return { ...e, cursor: encodeCursor(bus.union(ahead), at) };
+    return { ...e, cursor: this.streams.cursors.encode(bus.union(ahead), at) };
   }
 
   /** The next page of a resumed stream's replay (an empty page once it is over: `replay` is then null). */
   private async readPage(): Promise<void> {
     const r = this.replay!;
     const f = this.filter;
-    const to = r.until.max();
-    const rows = await this.retried(() =>
-      this.log.range([f.kind], r.from, to, { key: f.key, scope: f.scope, reader: f.reader }, REPLAY_PAGE),
-    );
-    for (const e of rows) {
-      if (!r.until.has(e.seq) || r.after.has(e.seq) || !this.matches(e)) continue;
-      // Everything up to it that the bus had delivered was either replayed or is not this stream's.
-      e.cursor = encodeCursor(r.after.union(r.until.upTo(e.seq)), e.receivedAt.getTime());
-      r.page.push(e);
-    }
-    if (rows.length < REPLAY_PAGE) this.replay = r.page.length ? { ...r, from: to } : null;
-    else r.from = rows[rows.length - 1]!.seq;
+    const only = { key: f.key, scope: f.scope, reader: f.reader };
+    // A copy of the window: a read that fails is tried again from the same place.
+    const window = { after: r.after, until: r.until, from: r.from };
+    const page = await this.retried(() => {
+      window.from = r.from;
+      return replayPage(this.log, this.streams.cursors, window, [f.kind], only, REPLAY_PAGE, (e) => this.matches(e));
+    });
+    r.from = window.from;
+    r.page.push(...page);
+    if (r.page.length === 0 && r.from >= r.until.max()) this.replay = null;
   }
 
   /** `read`, again after a failure to reach the database (backing off up to 2 s) until READ_RETRY_MS have passed or the stream ended. */

@@ -3,7 +3,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 
-import { encodeCursor, Position } from '../../src/events/cursor.js';
+import { Position } from '../../src/events/cursor.js';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import {
@@ -63,7 +63,7 @@ describe('streams that resume where they stopped (SQLite)', () => {
   });
 
   it('a cursor older than EVENT_RETENTION is refused with BAD_USER_INPUT naming the retention, and nothing is streamed', async () => {
-    const old = encodeCursor(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
+    const old = t.gateway.services.events.cursors.encode(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
     const sub = await resumeWs(t, KEY, old);
     await waitFor(() => sub.errors.length > 0, 10_000, 'the refusal');
     expect(sub.errors[0]).toMatchObject({
@@ -85,7 +85,7 @@ describe('streams that resume where they stopped (SQLite)', () => {
   });
 
   it('over SSE a malformed or expired cursor, in after or in Last-Event-ID, is BAD_USER_INPUT naming the cursor and why, as over graphql-ws', async () => {
-    const old = encodeCursor(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
+    const old = t.gateway.services.events.cursors.encode(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
     const cases = [
       { after: 'bm90LWEtY3Vyc29y', reason: 'malformed', field: 'after' },
       { lastEventId: 'bm90LWEtY3Vyc29y', reason: 'malformed', field: 'Last-Event-ID' },

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { encodeCursor, Position } from '../../../src/events/cursor.js';
+import { Position } from '../../../src/events/cursor.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
 import { mcpClient, textOf, type McpClientOptions, type TestMcpClient } from '../../helpers/mcp.js';
 import { postNotification } from '../../helpers/mobile-id.js';
@@ -183,7 +183,7 @@ describe('wait_for_events', () => {
 
   it('an expired cursor gets a tool error naming EVENT_RETENTION, and nothing is read', async () => {
     const c = await connect({ key: 'key-a' });
-    const old = encodeCursor(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
+    const old = gw.gateway.services.events.cursors.encode(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
     const result = await c.call('wait_for_events', { cursor: old, timeoutSeconds: 0 });
     expect(result.isError).toBe(true);
     expect(textOf(result)).toMatch(/Invalid argument cursor: .*EVENT_RETENTION, 7 days/);
