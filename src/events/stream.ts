@@ -18,7 +18,11 @@ const REPLAY_PAGE = 200;
  */
 const READ_RETRY_MS = 60_000;
 
-export interface StreamFilter {
+/**
+ * What one stream delivers, as options of the one EventStream rather than wrappers around it (docs/decisions/067):
+ * which events (`kind`, `key`, `scope`, `reader`, `filter`), as what (`map`), and until when (`until`, `limit`).
+ */
+export interface StreamOptions<T = EventRecord> {
   kind: string;
   /** One key (auth_req_id, external id): the stored event first, then live ones. */
   key?: string;
@@ -29,6 +33,15 @@ export interface StreamFilter {
    * the stream looks exactly like one for an id that has no event yet.
    */
   reader?: Caller;
+  /** Only the events it accepts, stored, replayed or live (checked after the others, in log order). */
+  filter?: (e: EventRecord) => boolean;
+  /**
+   * What the stream yields for an event (default: the event). Called once per event the stream delivers; a view
+   * that a shared execution should make once for all its subscribers belongs in the subscription's `resolve`.
+   */
+  map?: (e: EventRecord) => T;
+  /** A terminal value: the stream ends after yielding it (a provisioning that SUCCEEDED or FAILED). */
+  until?: (value: T) => boolean;
   /** Ends the stream after this many events (a mobile-ID authentication completes once). */
   limit?: number;
   /**
@@ -101,19 +114,19 @@ export class EventStreams {
    * `yield` and the consumer's promise, which at 1,000 subscribers of one event was a measurable share of the
    * fan-out (bench scenario 5). Like a generator it starts (listens, reads the log) at its first `next()`.
    */
-  subscribe(filter: StreamFilter, signal?: CancelSignal): AsyncGenerator<EventRecord> {
-    return new EventStream(this, this.log, this.bus, filter, signal);
+  subscribe<T = EventRecord>(options: StreamOptions<T>, signal?: CancelSignal): AsyncGenerator<T> {
+    return new EventStream<T>(this, this.log, this.bus, options, signal);
   }
 }
 
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
 
 /** See EventStreams.subscribe. */
-class EventStream implements AsyncGenerator<EventRecord> {
+class EventStream<T> implements AsyncGenerator<T> {
   /** Live events not yet taken by `next()` (null when none). */
   private queue: EventRecord[] | null = null;
   /** The `next()` waiting for an event. */
-  private waiting: { resolve: (r: IteratorResult<EventRecord>) => void; reject: (e: unknown) => void } | null = null;
+  private waiting: { resolve: (r: IteratorResult<T>) => void; reject: (e: unknown) => void } | null = null;
   private started = false;
   /** The read of the stored event (for a key), until it settles. */
   private reading: Promise<void> | null = null;
@@ -135,7 +148,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
     private readonly streams: EventStreams,
     private readonly log: EventLog,
     private readonly bus: EventBus,
-    private readonly filter: StreamFilter,
+    private readonly filter: StreamOptions<T>,
     private readonly signal: CancelSignal | undefined,
   ) {}
 
@@ -148,7 +161,8 @@ class EventStream implements AsyncGenerator<EventRecord> {
     return (
       (f.key === undefined || e.key === f.key) &&
       (f.scope === undefined || e.scope === f.scope) &&
-      (f.reader === undefined || readableBy(f.reader, e.scope))
+      (f.reader === undefined || readableBy(f.reader, e.scope)) &&
+      (f.filter === undefined || f.filter(e))
     );
   }
 
@@ -253,7 +267,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
   }
 
   /** The next replayed event, reading pages as needed; null once the replay is over. */
-  private async fromReplay(): Promise<IteratorResult<EventRecord> | null> {
+  private async fromReplay(): Promise<IteratorResult<T> | null> {
     while (this.replay !== null && !this.done) {
       const r = this.replay;
       if (r.page.length > 0) {
@@ -276,16 +290,18 @@ class EventStream implements AsyncGenerator<EventRecord> {
   }
 
   /** `e` as the stream's next result, counted; the stream stops listening at once after its last one. */
-  private take(e: EventRecord): IteratorResult<EventRecord> {
+  private take(e: EventRecord): IteratorResult<T> {
     this.lastSeq = e.seq;
     this.yielded += 1;
     this.streams.delivered(e);
-    if (this.yielded >= (this.filter.limit ?? Infinity)) this.finish();
-    return { done: false, value: e };
+    const f = this.filter;
+    const value = f.map === undefined ? (e as T) : f.map(e);
+    if (this.yielded >= (f.limit ?? Infinity) || (f.until !== undefined && f.until(value))) this.finish();
+    return { done: false, value };
   }
 
   /** The next queued event in sequence, if any. */
-  private fromQueue(): IteratorResult<EventRecord> | null {
+  private fromQueue(): IteratorResult<T> | null {
     const queue = this.queue;
     while (queue !== null && queue.length > 0) {
       const e = queue.shift()!;
@@ -294,7 +310,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
     return null;
   }
 
-  async next(): Promise<IteratorResult<EventRecord>> {
+  async next(): Promise<IteratorResult<T>> {
     if (!this.started) this.start();
     // Only while the stored event is read: an await per event would cost a turn of the microtask queue each.
     if (this.reading !== null) await this.reading;
@@ -304,7 +320,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
       return DONE;
     }
     if (this.replay !== null) {
-      let replayed: IteratorResult<EventRecord> | null;
+      let replayed: IteratorResult<T> | null;
       try {
         replayed = await this.fromReplay();
       } catch (err) {
@@ -317,7 +333,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
     const queued = this.fromQueue();
     if (queued !== null) return queued;
     if (this.waiting !== null) throw new Error('EventStream: next() called while another next() waits');
-    return new Promise<IteratorResult<EventRecord>>((resolve, reject) => {
+    return new Promise<IteratorResult<T>>((resolve, reject) => {
       this.waiting = { resolve, reject };
     });
   }
@@ -335,12 +351,12 @@ class EventStream implements AsyncGenerator<EventRecord> {
     waiting?.resolve(DONE);
   }
 
-  async return(): Promise<IteratorResult<EventRecord>> {
+  async return(): Promise<IteratorResult<T>> {
     this.finish();
     return DONE;
   }
 
-  async throw(err: unknown): Promise<IteratorResult<EventRecord>> {
+  async throw(err: unknown): Promise<IteratorResult<T>> {
     this.finish();
     throw err;
   }
