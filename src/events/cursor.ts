@@ -207,7 +207,8 @@ export class CursorCodec {
     if (cursor.length <= TAG_BYTES || cursor.length > MAX_CURSOR_CHARS || !/^[A-Za-z0-9_-]+$/.test(cursor))
       throw malformed();
     const bytes = Buffer.from(cursor, 'base64url');
-    if (bytes.length <= TAG_BYTES) throw malformed();
+    // One text per cursor: a last character whose spare bits differ decodes to the same bytes, and is refused.
+    if (bytes.length <= TAG_BYTES || bytes.toString('base64url') !== cursor) throw malformed();
     const tag = bytes.subarray(0, TAG_BYTES);
     const decipher = createDecipheriv('aes-256-ctr', this.encKey, tag);
     const plain = Buffer.concat([decipher.update(bytes.subarray(TAG_BYTES)), decipher.final()]);

@@ -1,8 +1,9 @@
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
 import { CursorCodec, CursorError, Delivered, MAX_CURSOR_RANGES, Position } from '../../src/events/cursor.js';
-import type { EventRecord } from '../../src/events/log.js';
+import type { EventLog, EventRecord } from '../../src/events/log.js';
+import { replayPage } from '../../src/events/replay.js';
 import { StreamCancel } from '../../src/events/stream.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
@@ -109,6 +110,49 @@ describe('positions in the event log (cursors)', () => {
     expect(holey.covers(decoded)).toBe(true);
     const oversize = 'A'.repeat(45_000);
     expect(() => decodeCursor(oversize, Infinity)).toThrow(expect.objectContaining({ reason: 'malformed' }));
+  });
+});
+
+describe('the one replay reader', () => {
+  it('a replay after a cursor with the most holes a cursor carries reads each row of the log once (and at most the rest of a page again per call, which stops at its limit) and never scans the holes per row (linear)', async () => {
+    const rows: EventRecord[] = [];
+    for (let seq = 1; seq <= 5_000; seq++)
+      rows.push({
+        seq,
+        kind: 'verification',
+        key: `k${seq}`,
+        dedupeKey: `d${seq}`,
+        fingerprint: '',
+        payload: {},
+        meta: {},
+        scope: 'app',
+        receivedAt: new Date(0),
+      });
+    let read = 0;
+    const log = {
+      range: async (_kinds: readonly string[], from: number, to: number, _only: unknown, limit: number) => {
+        const page = rows.filter((e) => e.seq > from && e.seq <= to).slice(0, limit);
+        read += page.length;
+        return page;
+      },
+    } as unknown as EventLog;
+    // The cursor: every other number in 64 stretches spread over the log.
+    const after = new Position(0);
+    for (let i = 0; i < MAX_CURSOR_RANGES; i++) after.addRange(2 + i * 70, 2 + i * 70 + 30);
+    const until = new Position(5_000);
+    const scans = vi.spyOn(Position.prototype, 'has');
+    const window = { after, until, from: after.floor };
+    const got: EventRecord[] = [];
+    let calls = 0;
+    while (window.from < until.max()) {
+      calls += 1;
+      got.push(...(await replayPage(log, codec, window, ['verification'], {}, 1_000)));
+    }
+    scans.mockRestore();
+    expect(scans).not.toHaveBeenCalled();
+    expect(read).toBeLessThanOrEqual(rows.length + calls * 500);
+    expect(calls).toBeLessThanOrEqual(Math.ceil(rows.length / 1_000) + 1);
+    expect(got.map((e) => e.seq)).toEqual(rows.map((e) => e.seq).filter((seq) => !after.has(seq)));
   });
 });
 
