@@ -52,7 +52,7 @@ export class SecretBox {
   private readonly encKey: Buffer;
   private readonly macKey: Buffer;
 
-  constructor(masterKey: Buffer) {
+  constructor(private readonly masterKey: Buffer) {
     if (masterKey.length !== 32) throw new Error('the token encryption key must be 32 bytes');
     this.keyId = createHash('sha256').update(masterKey).digest('hex').slice(0, 8);
     this.encKey = Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'gateway token encryption v1', 32));
@@ -86,6 +86,11 @@ export class SecretBox {
     decipher.setAAD(Buffer.from(context, 'utf8'));
     decipher.setAuthTag(Buffer.from(tag, 'base64url'));
     return Buffer.concat([decipher.update(Buffer.from(ct, 'base64url')), decipher.final()]).toString('utf8');
+  }
+
+  /** A 32-byte key for another use (`info` names it), derived from the master key: the same on every replica. */
+  derive(info: string): Buffer {
+    return Buffer.from(hkdfSync('sha256', this.masterKey, Buffer.alloc(0), info, 32));
   }
 
   /** HMAC-SHA256 (hex) under a key derived from the master key. */

@@ -14,7 +14,7 @@ import { deliverable } from '../../src/execution/present.js';
 import { mobileIdResolvers } from '../../src/graphql/mobile-id.js';
 import { buildSchema } from '../../src/graphql/schema.js';
 import { createLogger } from '../../src/logger.js';
-import { authenticationView, keepClear } from '../../src/mobile-id/views.js';
+import { authenticationView } from '../../src/mobile-id/views.js';
 import { sealingContext, SecretBox } from '../../src/secret.js';
 import { SUBSCRIPTION } from '../scenarios/fanout.js';
 
@@ -93,13 +93,11 @@ rows.push(
 // The intake's clear values on the event's payload (DELIVERY_CLEAR_FROM_INTAKE): nothing to open.
 const clearEvent = (): EventRecord => {
   const e = event();
-  const payload = { ...success };
-  keepClear(payload, {
-    personal: { sub: '79001234567', fields: {} },
-    accessToken: 'bench-access-token',
-    idToken: 'a.b.c',
-  });
-  return { ...e, payload };
+  return {
+    ...e,
+    payload: { ...success },
+    clear: { personal: { sub: '79001234567', fields: {} }, accessToken: 'bench-access-token', idToken: 'a.b.c' },
+  };
 };
 rows.push(
   perCall('graphql-js execute, clear values from the intake', () =>

@@ -1,4 +1,4 @@
-import { Delivered, type Position } from './cursor.js';
+import { CursorCodec, Delivered, type Position } from './cursor.js';
 import type { EventRecord } from './log.js';
 
 export type EventListener = (event: EventRecord) => void;
@@ -33,14 +33,20 @@ export class InProcessBus implements EventBus {
   private readonly listeners = new Map<string, Set<EventListener>>();
   private delivered: Delivered;
 
-  /** `floor`: the highest sequence number in the log when the bus starts (events before it are not published again). */
-  constructor(floor = 0) {
-    this.delivered = new Delivered(floor);
+  /**
+   * `floor`: the highest sequence number in the log when the bus starts (events before it are not published again);
+   * `cursors`: what seals each event's cursor (the gateway's, from its secret).
+   */
+  constructor(
+    floor = 0,
+    private readonly cursors: CursorCodec = CursorCodec.random(),
+  ) {
+    this.delivered = new Delivered(floor, cursors);
   }
 
   /** Starts the positions again from `floor` (the PostgreSQL bus, once it has read the log's highest number). */
   startAt(floor: number): void {
-    this.delivered = new Delivered(floor);
+    this.delivered = new Delivered(floor, this.cursors);
   }
 
   position(): Position {

@@ -1,12 +1,11 @@
 import type { Caller } from '../auth/caller.js';
 import { readableBy } from '../auth/tenancy.js';
 import type { EventBus } from './bus.js';
-import { decodeCursor, encodeCursor, type Position } from './cursor.js';
+import type { CursorCodec, Position } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';
+import { replayPage, type ReplayWindow } from './replay.js';
 import type { CancelSignal } from './stream.js';
 
-/** Events read from the log per query. */
-const PAGE = 500;
 /** The most events one read returns, whatever is asked. */
 const MAX_LIMIT = 1000;
 /** The longest wait for events, whatever is asked. */
@@ -44,6 +43,7 @@ export class EventReader {
   constructor(
     private readonly log: EventLog,
     private readonly bus: EventBus,
+    private readonly cursors: CursorCodec,
   ) {}
 
   /**
@@ -57,7 +57,7 @@ export class EventReader {
     kinds: readonly string[],
     limit = 100,
   ): Promise<EventsPage> {
-    const after = cursor ? decodeCursor(cursor, this.log.retentionMs).position : this.bus.position();
+    const after = cursor ? this.cursors.decode(cursor, this.log.retentionMs).position : this.bus.position();
     return this.read(caller, after, this.bus.position(), kinds, limit);
   }
 
@@ -66,7 +66,7 @@ export class EventReader {
    * of these kinds is delivered, the timeout, or the signal. `timedOut`: the wait ended with no event.
    */
   async waitForEvents(caller: Caller, options: WaitForEvents): Promise<EventsPage & { timedOut: boolean }> {
-    const after = options.cursor ? decodeCursor(options.cursor, this.log.retentionMs).position : null;
+    const after = options.cursor ? this.cursors.decode(options.cursor, this.log.retentionMs).position : null;
     const limit = options.limit ?? 100;
     let wake: (() => void) | null = null;
     let woken = false;
@@ -99,7 +99,7 @@ export class EventReader {
       if (!woken) return { ...first, timedOut: !options.signal?.aborted };
       const next = await this.read(
         caller,
-        decodeCursor(first.cursor, Infinity).position,
+        this.cursors.decode(first.cursor, Infinity).position,
         this.bus.position(),
         options.kinds,
         limit,
@@ -131,20 +131,10 @@ export class EventReader {
     limit: number,
   ): Promise<EventsPage> {
     const most = Math.min(MAX_LIMIT, Math.max(1, Math.floor(limit)));
-    const events: EventRecord[] = [];
-    const to = until.max();
-    let from = after.floor;
-    while (from < to) {
-      const rows = await this.log.range(kinds, from, to, { scope: caller.scope }, PAGE);
-      for (const e of rows) {
-        if (!until.has(e.seq) || after.has(e.seq)) continue;
-        e.cursor = encodeCursor(after.union(until.upTo(e.seq)), e.receivedAt.getTime());
-        events.push(e);
-        if (events.length === most) return { events, cursor: e.cursor };
-      }
-      if (rows.length < PAGE) break;
-      from = rows[rows.length - 1]!.seq;
-    }
-    return { events, cursor: encodeCursor(after.union(until), Date.now()) };
+    const window: ReplayWindow = { after, until, from: after.floor };
+    const events = await replayPage(this.log, this.cursors, window, kinds, { scope: caller.scope }, most);
+    const last = events[events.length - 1];
+    if (events.length === most && last) return { events, cursor: last.cursor! };
+    return { events, cursor: this.cursors.encode(after.union(until), Date.now()) };
   }
 }

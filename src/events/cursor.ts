@@ -1,3 +1,5 @@
+import { createCipheriv, createDecipheriv, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+
 /**
  * Cursors: positions in the durable event log that a subscriber resumes from (docs/decisions/061).
  *
@@ -128,19 +130,17 @@ export class Position {
   }
 }
 
-const VERSION = '1';
+const VERSION = '2';
 
 /**
- * The cursor of `position`, handed out with an event received at `at` (epoch ms): `1_<at in s>_<floor>[_<from>[-<to>]]…`
- * in decimal, URL- and SSE-id-safe, short, and made without reading anything. Opaque to clients (docs/subscriptions.md,
- * and the version lets it change); not base64, which cost more than the rest of the cursor per event.
+ * The most stretches a cursor carries. A position with more (a bus that waits on many holes at once) is handed out
+ * without its highest stretches: a resume from it may send those events again, never skip one. A cursor naming more
+ * is refused, so a replay after any cursor costs a bounded amount per event.
  */
-export function encodeCursor(position: Position, at: number): string {
-  let text = `${VERSION}_${Math.floor(at / 1000)}_${position.floor}`;
-  const r = position.ranges;
-  for (let i = 0; i < r.length; i += 2) text += r[i] === r[i + 1] ? `_${r[i]}` : `_${r[i]}-${r[i + 1]}`;
-  return text;
-}
+export const MAX_CURSOR_RANGES = 64;
+/** The longest cursor text accepted; longer is refused before any work. */
+const MAX_CURSOR_CHARS = 4096;
+const TAG_BYTES = 16;
 
 /** A cursor that is not one this gateway hands out, or one older than the event retention. */
 export class CursorError extends Error {
@@ -154,14 +154,87 @@ export class CursorError extends Error {
 }
 
 const NUMBER = /^[0-9]{1,16}$/;
-/** More stretches than a bus ever keeps (src/events/bus.ts gives up the oldest hole past this many). */
-const MAX_DECODED_RANGES = 4096;
+
+function malformed(): CursorError {
+  return new CursorError('not a cursor this gateway handed out', 'malformed');
+}
 
 function decimal(text: string): number {
-  if (!NUMBER.test(text)) throw new CursorError('not a cursor this gateway handed out', 'malformed');
+  if (!NUMBER.test(text)) throw malformed();
   const n = Number(text);
-  if (!Number.isSafeInteger(n)) throw new CursorError('not a cursor this gateway handed out', 'malformed');
+  if (!Number.isSafeInteger(n)) throw malformed();
   return n;
+}
+
+/**
+ * Cursors as the gateway hands them out (docs/decisions/067): opaque and tamper-proof. The position and the time
+ * are written as `2_<at in s>_<floor>[_<from>[-<to>]]…`, then sealed deterministically under keys derived from the
+ * gateway secret: an HMAC-SHA256 of the text (its first 16 bytes) is both the tag and the AES-256-CTR IV that hides
+ * the text (a synthetic-IV construction). The same position gives the same cursor, nothing in it is readable (not
+ * the deployment's event count), and a cursor the gateway did not make is refused before anything is read.
+ */
+export class CursorCodec {
+  constructor(
+    private readonly macKey: Buffer,
+    private readonly encKey: Buffer,
+  ) {
+    if (macKey.length !== 32 || encKey.length !== 32) throw new Error('cursor keys must be 32 bytes');
+  }
+
+  /** A codec under fresh random keys: for a bus or reader built alone (tests); a gateway uses its secret's. */
+  static random(): CursorCodec {
+    return new CursorCodec(randomBytes(32), randomBytes(32));
+  }
+
+  /** The cursor of `position`, handed out with an event received at `at` (epoch ms). */
+  encode(position: Position, at: number): string {
+    let text = `${VERSION}_${Math.floor(at / 1000)}_${position.floor}`;
+    const r = position.ranges;
+    const n = Math.min(r.length, MAX_CURSOR_RANGES * 2);
+    for (let i = 0; i < n; i += 2) text += r[i] === r[i + 1] ? `_${r[i]}` : `_${r[i]}-${r[i + 1]}`;
+    const plain = Buffer.from(text, 'latin1');
+    const tag = createHmac('sha256', this.macKey).update(plain).digest().subarray(0, TAG_BYTES);
+    const cipher = createCipheriv('aes-256-ctr', this.encKey, tag);
+    return Buffer.concat([tag, cipher.update(plain), cipher.final()]).toString('base64url');
+  }
+
+  /**
+   * The position a cursor names, and when it was handed out. Throws CursorError: `malformed` for anything this
+   * gateway did not hand out (altered, forged, of an older format, too long), `expired` when it is older than the
+   * retention (events after it may have been deleted, and a resume must never skip silently).
+   */
+  decode(cursor: string, retentionMs: number, now = Date.now()): { position: Position; at: number } {
+    if (cursor.length <= TAG_BYTES || cursor.length > MAX_CURSOR_CHARS || !/^[A-Za-z0-9_-]+$/.test(cursor))
+      throw malformed();
+    const bytes = Buffer.from(cursor, 'base64url');
+    // One text per cursor: a last character whose spare bits differ decodes to the same bytes, and is refused.
+    if (bytes.length <= TAG_BYTES || bytes.toString('base64url') !== cursor) throw malformed();
+    const tag = bytes.subarray(0, TAG_BYTES);
+    const decipher = createDecipheriv('aes-256-ctr', this.encKey, tag);
+    const plain = Buffer.concat([decipher.update(bytes.subarray(TAG_BYTES)), decipher.final()]);
+    const expected = createHmac('sha256', this.macKey).update(plain).digest().subarray(0, TAG_BYTES);
+    if (!timingSafeEqual(tag, expected)) throw malformed();
+    const parts = plain.toString('latin1').split('_');
+    if (parts[0] !== VERSION || parts.length < 3 || parts.length - 3 > MAX_CURSOR_RANGES) throw malformed();
+    const at = decimal(parts[1]!) * 1000;
+    const position = new Position(decimal(parts[2]!));
+    let last = position.floor + 1;
+    for (const part of parts.slice(3)) {
+      const dash = part.indexOf('-');
+      const from = decimal(dash === -1 ? part : part.slice(0, dash));
+      const to = dash === -1 ? from : decimal(part.slice(dash + 1));
+      if (from <= last || to < from) throw malformed();
+      position.ranges.push(from, to);
+      last = to + 1;
+    }
+    if (now - at > retentionMs) {
+      throw new CursorError(
+        `the cursor is from ${new Date(at).toISOString()}, older than the event retention (EVENT_RETENTION, ${retentionWords(retentionMs)}): events after it may have been deleted; start again without a cursor and read the current state`,
+        'expired',
+      );
+    }
+    return { position, at };
+  }
 }
 
 /** Human words for a retention in ms: `7 days`, `36 hours`, `90 minutes`, `45 seconds`. */
@@ -175,41 +248,6 @@ export function retentionWords(ms: number): string {
   for (const [size, name] of units)
     if (ms >= size && ms % size === 0) return `${ms / size} ${name}${ms === size ? '' : 's'}`;
   return `${ms} ms`;
-}
-
-/**
- * The position a cursor names, and when it was handed out. Throws CursorError: `malformed` for anything this gateway
- * did not hand out, `expired` when it is older than the retention (events after it may have been deleted, and a
- * resume must never skip silently).
- */
-export function decodeCursor(
-  cursor: string,
-  retentionMs: number,
-  now = Date.now(),
-): { position: Position; at: number } {
-  if (cursor.length === 0 || cursor.length > 65_536 || !/^[0-9_-]+$/.test(cursor))
-    throw new CursorError('not a cursor this gateway handed out', 'malformed');
-  const parts = cursor.split('_');
-  if (parts[0] !== VERSION || parts.length < 3 || parts.length - 3 > MAX_DECODED_RANGES)
-    throw new CursorError('not a cursor this gateway handed out', 'malformed');
-  const at = decimal(parts[1]!) * 1000;
-  const position = new Position(decimal(parts[2]!));
-  let last = position.floor + 1;
-  for (const part of parts.slice(3)) {
-    const dash = part.indexOf('-');
-    const from = decimal(dash === -1 ? part : part.slice(0, dash));
-    const to = dash === -1 ? from : decimal(part.slice(dash + 1));
-    if (from <= last || to < from) throw new CursorError('not a cursor this gateway handed out', 'malformed');
-    position.ranges.push(from, to);
-    last = to + 1;
-  }
-  if (now - at > retentionMs) {
-    throw new CursorError(
-      `the cursor is from ${new Date(at).toISOString()}, older than the event retention (EVENT_RETENTION, ${retentionWords(retentionMs)}): events after it may have been deleted; start again without a cursor and read the current state`,
-      'expired',
-    );
-  }
-  return { position, at };
 }
 
 /**
@@ -230,7 +268,10 @@ export class Delivered {
   /** When the lowest hole above the floor was first seen (0: no hole). */
   private holeSince = 0;
 
-  constructor(floor: number) {
+  constructor(
+    floor: number,
+    private readonly cursors: CursorCodec,
+  ) {
     this.position = new Position(floor);
   }
 
@@ -248,7 +289,7 @@ export class Delivered {
         this.holeSince = p.ranges.length ? now : 0;
       }
     }
-    return encodeCursor(p, at);
+    return this.cursors.encode(p, at);
   }
 
   /** Every number up to this one is delivered (or given up). */

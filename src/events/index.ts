@@ -2,14 +2,14 @@ import type { Metrics } from '../metrics.js';
 import { TRACING_OFF, type Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from './bus.js';
 import { EventReader } from './cursor-read.js';
-import { decodeCursor, type Position } from './cursor.js';
+import type { CursorCodec, Position } from './cursor.js';
 import type { AppendResult, EventLog, EventRecord, NewEvent } from './log.js';
 import type { EventStreams } from './stream.js';
 
 export { InProcessBus, type EventBus } from './bus.js';
 export { EventLog, type EventRecord, type NewEvent, type AppendResult, type StorageCharge } from './log.js';
-export { EventStreams, StreamCancel, type CancelSignal, type StreamFilter } from './stream.js';
-export { CursorError, type Position } from './cursor.js';
+export { EventStreams, StreamCancel, type CancelSignal, type StreamOptions } from './stream.js';
+export { CursorCodec, CursorError, type Position } from './cursor.js';
 export { EventReader, type EventsPage, type WaitForEvents } from './cursor-read.js';
 
 /** The key of an event's meta that holds the W3C traceparent of the request that took it in. */
@@ -27,7 +27,17 @@ export class Events {
     private readonly metrics: Metrics,
     private readonly tracing: Tracing = TRACING_OFF,
   ) {
-    this.reader = new EventReader(log, bus);
+    this.reader = new EventReader(log, bus, streams.cursors);
+  }
+
+  /** What seals and opens cursors (under the gateway secret). */
+  get cursors(): CursorCodec {
+    return this.streams.cursors;
+  }
+
+  /** The position a cursor names; throws CursorError for one this gateway did not hand out or one older than the retention. */
+  position(cursor: string): Position {
+    return this.cursors.decode(cursor, this.log.retentionMs).position;
   }
 
   /**
@@ -35,11 +45,6 @@ export class Events {
    * and a `publish` function that the webhook calls after its 2xx is written. Duplicates and conflicts
    * have nothing to publish.
    */
-  /** The position a cursor names; throws CursorError for one this gateway did not hand out or one older than the retention. */
-  position(cursor: string): Position {
-    return decodeCursor(cursor, this.log.retentionMs).position;
-  }
-
   async ingest(e: NewEvent): Promise<AppendResult & { publish: () => Promise<void> }> {
     // The intake span travels with the event (in the log, so across replicas) for the delivery spans to link to.
     const traceparent = this.tracing.traceparent();

@@ -25,6 +25,12 @@ export interface EventRecord {
    * or by a stream that replays it from the log.
    */
   cursor?: string;
+  /**
+   * In memory only, never stored nor sent: what the intake that took this event in sealed its payload from, for this
+   * process's live subscribers (DELIVERY_CLEAR_FROM_INTAKE, docs/decisions/062 and 067). Set on the object the intake
+   * publishes; an event read from the log or from another replica has none, and its payload is opened as stored.
+   */
+  clear?: object;
 }
 
 export interface NewEvent {

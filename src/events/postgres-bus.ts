@@ -5,7 +5,7 @@ import type pg from 'pg';
 import type { Logger } from '../logger.js';
 import type { Database } from '../store/schema.js';
 import { InProcessBus, type EventBus, type EventListener } from './bus.js';
-import type { Position } from './cursor.js';
+import type { CursorCodec, Position } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';
 
 const CHANNEL = 'gateway_events';
@@ -47,6 +47,8 @@ export interface PostgresBusOptions {
   db: Kysely<Database>;
   log: EventLog;
   logger: Logger;
+  /** What seals each event's cursor: the gateway's, so that every replica reads the others' cursors. */
+  cursors: CursorCodec;
 }
 
 /**
@@ -58,7 +60,7 @@ export interface PostgresBusOptions {
  * 8000 bytes) and secrets never travel in it.
  */
 export class PostgresBus implements EventBus {
-  private readonly local = new InProcessBus();
+  private readonly local: InProcessBus;
   private client: pg.Client | null = null;
   /** The highest sequence read from the log (or published here). */
   private high = 0;
@@ -77,6 +79,7 @@ export class PostgresBus implements EventBus {
   private readonly probe: NodeJS.Timeout;
 
   private constructor(private readonly options: PostgresBusOptions) {
+    this.local = new InProcessBus(0, options.cursors);
     this.probe = setInterval(() => this.checkConnection(), PROBE_MS);
     this.probe.unref();
   }

@@ -5,8 +5,9 @@ import { readableBy } from '../auth/tenancy.js';
 import { databaseUnreachable } from '../store/index.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { EventBus } from './bus.js';
-import { encodeCursor, Position } from './cursor.js';
+import { Position, type CursorCodec } from './cursor.js';
 import type { EventLog, EventRecord } from './log.js';
+import { replayPage, type ReplayWindow } from './replay.js';
 
 /** Events read from the log per query while a resumed stream replays. */
 const REPLAY_PAGE = 200;
@@ -17,7 +18,11 @@ const REPLAY_PAGE = 200;
  */
 const READ_RETRY_MS = 60_000;
 
-export interface StreamFilter {
+/**
+ * What one stream delivers, as options of the one EventStream rather than wrappers around it (docs/decisions/067):
+ * which events (`kind`, `key`, `scope`, `reader`, `filter`), as what (`map`), and until when (`until`, `limit`).
+ */
+export interface StreamOptions<T = EventRecord> {
   kind: string;
   /** One key (auth_req_id, external id): the stored event first, then live ones. */
   key?: string;
@@ -28,6 +33,15 @@ export interface StreamFilter {
    * the stream looks exactly like one for an id that has no event yet.
    */
   reader?: Caller;
+  /** Only the events it accepts, stored, replayed or live (checked after the others, in log order). */
+  filter?: (e: EventRecord) => boolean;
+  /**
+   * What the stream yields for an event (default: the event). Called once per event the stream delivers; a view
+   * that a shared execution should make once for all its subscribers belongs in the subscription's `resolve`.
+   */
+  map?: (e: EventRecord) => T;
+  /** A terminal value: the stream ends after yielding it (a provisioning that SUCCEEDED or FAILED). */
+  until?: (value: T) => boolean;
   /** Ends the stream after this many events (a mobile-ID authentication completes once). */
   limit?: number;
   /**
@@ -79,6 +93,7 @@ export class EventStreams {
   constructor(
     private readonly log: EventLog,
     private readonly bus: EventBus,
+    readonly cursors: CursorCodec,
     private readonly tracing?: Tracing,
   ) {}
 
@@ -99,19 +114,19 @@ export class EventStreams {
    * `yield` and the consumer's promise, which at 1,000 subscribers of one event was a measurable share of the
    * fan-out (bench scenario 5). Like a generator it starts (listens, reads the log) at its first `next()`.
    */
-  subscribe(filter: StreamFilter, signal?: CancelSignal): AsyncGenerator<EventRecord> {
-    return new EventStream(this, this.log, this.bus, filter, signal);
+  subscribe<T = EventRecord>(options: StreamOptions<T>, signal?: CancelSignal): AsyncGenerator<T> {
+    return new EventStream<T>(this, this.log, this.bus, options, signal);
   }
 }
 
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
 
 /** See EventStreams.subscribe. */
-class EventStream implements AsyncGenerator<EventRecord> {
+class EventStream<T> implements AsyncGenerator<T> {
   /** Live events not yet taken by `next()` (null when none). */
   private queue: EventRecord[] | null = null;
   /** The `next()` waiting for an event. */
-  private waiting: { resolve: (r: IteratorResult<EventRecord>) => void; reject: (e: unknown) => void } | null = null;
+  private waiting: { resolve: (r: IteratorResult<T>) => void; reject: (e: unknown) => void } | null = null;
   private started = false;
   /** The read of the stored event (for a key), until it settles. */
   private reading: Promise<void> | null = null;
@@ -121,7 +136,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
   private unsubscribe: (() => void) | null = null;
   private readonly onAbort = () => this.finish();
   /** While a resumed stream replays: what the bus had delivered when the stream started listening, and the next page's start. */
-  private replay: { after: Position; until: Position; from: number; page: EventRecord[] } | null = null;
+  private replay: (ReplayWindow & { page: EventRecord[] }) | null = null;
   /**
    * The part of a resume cursor this replica had not delivered when the stream started (a cursor from a replica that
    * was ahead): live events in it were delivered before, and each live event's cursor must still cover it. Null
@@ -133,7 +148,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
     private readonly streams: EventStreams,
     private readonly log: EventLog,
     private readonly bus: EventBus,
-    private readonly filter: StreamFilter,
+    private readonly filter: StreamOptions<T>,
     private readonly signal: CancelSignal | undefined,
   ) {}
 
@@ -146,7 +161,8 @@ class EventStream implements AsyncGenerator<EventRecord> {
     return (
       (f.key === undefined || e.key === f.key) &&
       (f.scope === undefined || e.scope === f.scope) &&
-      (f.reader === undefined || readableBy(f.reader, e.scope))
+      (f.reader === undefined || readableBy(f.reader, e.scope)) &&
+      (f.filter === undefined || f.filter(e))
     );
   }
 
@@ -186,7 +202,10 @@ class EventStream implements AsyncGenerator<EventRecord> {
         this.reading = null;
         if (stored && !this.done && this.matches(stored)) {
           // Every older event of the key is behind it, and nothing delivered live later is inside `until`.
-          stored.cursor = encodeCursor(until.union(new Position(stored.seq)), stored.receivedAt.getTime());
+          stored.cursor = this.streams.cursors.encode(
+            until.union(new Position(stored.seq)),
+            stored.receivedAt.getTime(),
+          );
           (this.queue ??= []).unshift(stored);
         }
       },
@@ -212,25 +231,23 @@ class EventStream implements AsyncGenerator<EventRecord> {
       return e;
     }
     // A copy: the event object is shared with the other subscribers, whose cursor is the bus's.
-    return { ...e, cursor: encodeCursor(bus.union(ahead), at) };
+    return { ...e, cursor: this.streams.cursors.encode(bus.union(ahead), at) };
   }
 
   /** The next page of a resumed stream's replay (an empty page once it is over: `replay` is then null). */
   private async readPage(): Promise<void> {
     const r = this.replay!;
     const f = this.filter;
-    const to = r.until.max();
-    const rows = await this.retried(() =>
-      this.log.range([f.kind], r.from, to, { key: f.key, scope: f.scope, reader: f.reader }, REPLAY_PAGE),
-    );
-    for (const e of rows) {
-      if (!r.until.has(e.seq) || r.after.has(e.seq) || !this.matches(e)) continue;
-      // Everything up to it that the bus had delivered was either replayed or is not this stream's.
-      e.cursor = encodeCursor(r.after.union(r.until.upTo(e.seq)), e.receivedAt.getTime());
-      r.page.push(e);
-    }
-    if (rows.length < REPLAY_PAGE) this.replay = r.page.length ? { ...r, from: to } : null;
-    else r.from = rows[rows.length - 1]!.seq;
+    const only = { key: f.key, scope: f.scope, reader: f.reader };
+    // A copy of the window: a read that fails is tried again from the same place.
+    const window = { after: r.after, until: r.until, from: r.from };
+    const page = await this.retried(() => {
+      window.from = r.from;
+      return replayPage(this.log, this.streams.cursors, window, [f.kind], only, REPLAY_PAGE, (e) => this.matches(e));
+    });
+    r.from = window.from;
+    r.page.push(...page);
+    if (r.page.length === 0 && r.from >= r.until.max()) this.replay = null;
   }
 
   /** `read`, again after a failure to reach the database (backing off up to 2 s) until READ_RETRY_MS have passed or the stream ended. */
@@ -250,7 +267,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
   }
 
   /** The next replayed event, reading pages as needed; null once the replay is over. */
-  private async fromReplay(): Promise<IteratorResult<EventRecord> | null> {
+  private async fromReplay(): Promise<IteratorResult<T> | null> {
     while (this.replay !== null && !this.done) {
       const r = this.replay;
       if (r.page.length > 0) {
@@ -273,16 +290,18 @@ class EventStream implements AsyncGenerator<EventRecord> {
   }
 
   /** `e` as the stream's next result, counted; the stream stops listening at once after its last one. */
-  private take(e: EventRecord): IteratorResult<EventRecord> {
+  private take(e: EventRecord): IteratorResult<T> {
     this.lastSeq = e.seq;
     this.yielded += 1;
     this.streams.delivered(e);
-    if (this.yielded >= (this.filter.limit ?? Infinity)) this.finish();
-    return { done: false, value: e };
+    const f = this.filter;
+    const value = f.map === undefined ? (e as T) : f.map(e);
+    if (this.yielded >= (f.limit ?? Infinity) || (f.until !== undefined && f.until(value))) this.finish();
+    return { done: false, value };
   }
 
   /** The next queued event in sequence, if any. */
-  private fromQueue(): IteratorResult<EventRecord> | null {
+  private fromQueue(): IteratorResult<T> | null {
     const queue = this.queue;
     while (queue !== null && queue.length > 0) {
       const e = queue.shift()!;
@@ -291,7 +310,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
     return null;
   }
 
-  async next(): Promise<IteratorResult<EventRecord>> {
+  async next(): Promise<IteratorResult<T>> {
     if (!this.started) this.start();
     // Only while the stored event is read: an await per event would cost a turn of the microtask queue each.
     if (this.reading !== null) await this.reading;
@@ -301,7 +320,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
       return DONE;
     }
     if (this.replay !== null) {
-      let replayed: IteratorResult<EventRecord> | null;
+      let replayed: IteratorResult<T> | null;
       try {
         replayed = await this.fromReplay();
       } catch (err) {
@@ -314,7 +333,7 @@ class EventStream implements AsyncGenerator<EventRecord> {
     const queued = this.fromQueue();
     if (queued !== null) return queued;
     if (this.waiting !== null) throw new Error('EventStream: next() called while another next() waits');
-    return new Promise<IteratorResult<EventRecord>>((resolve, reject) => {
+    return new Promise<IteratorResult<T>>((resolve, reject) => {
       this.waiting = { resolve, reject };
     });
   }
@@ -332,12 +351,12 @@ class EventStream implements AsyncGenerator<EventRecord> {
     waiting?.resolve(DONE);
   }
 
-  async return(): Promise<IteratorResult<EventRecord>> {
+  async return(): Promise<IteratorResult<T>> {
     this.finish();
     return DONE;
   }
 
-  async throw(err: unknown): Promise<IteratorResult<EventRecord>> {
+  async throw(err: unknown): Promise<IteratorResult<T>> {
     this.finish();
     throw err;
   }

@@ -3,7 +3,7 @@
 import { AgentPlans } from '../agents/plans.js';
 import { cloudLedgerRecord } from '../auth/tenancy.js';
 import type { Config } from '../config/index.js';
-import { EventLog, Events, EventStreams, InProcessBus, type EventBus } from '../events/index.js';
+import { CursorCodec, EventLog, Events, EventStreams, InProcessBus, type EventBus } from '../events/index.js';
 import { PostgresBus } from '../events/postgres-bus.js';
 import { IDENTIFICATION_EVENT_KIND } from '../identity/completions.js';
 import { VERIFICATION_EVENT_KIND } from '../identity/service.js';
@@ -83,15 +83,17 @@ export async function buildServices(
   });
 
   const eventLog = new EventLog(store.db, config.eventRetentionMs, store.dialect);
+  // Cursors are sealed under the gateway secret: opaque, and the same on every replica (docs/decisions/067).
+  const cursors = new CursorCodec(box.derive('gateway cursor mac v1'), box.derive('gateway cursor encryption v1'));
   // With PostgreSQL, events cross replicas through LISTEN/NOTIFY; with SQLite there is one process.
   const replicated =
     store.dialect === 'postgres' && config.databaseUrl
-      ? await PostgresBus.start({ databaseUrl: config.databaseUrl, db: store.db, log: eventLog, logger })
+      ? await PostgresBus.start({ databaseUrl: config.databaseUrl, db: store.db, log: eventLog, logger, cursors })
       : null;
   // Cursors start after what the log holds: events already stored are not published again.
-  const bus: EventBus = replicated ?? new InProcessBus(await eventLog.lastSeq());
+  const bus: EventBus = replicated ?? new InProcessBus(await eventLog.lastSeq(), cursors);
   parts.onClose(() => bus.close());
-  const events = new Events(eventLog, bus, new EventStreams(eventLog, bus, tracing), metrics, tracing);
+  const events = new Events(eventLog, bus, new EventStreams(eventLog, bus, cursors, tracing), metrics, tracing);
 
   const upstreams = await startUpstreams(config, {
     logger,

@@ -11,7 +11,7 @@ import { printSchema, type GraphQLSchema } from 'graphql';
 import { AgentDryRun } from '../agents/dry-run.js';
 import { AgentWorkflow } from '../agents/workflow.js';
 import { SCOPES } from '../auth/caller.js';
-import { scheduleAfter } from '../auth/jwt.js';
+import { scheduleAfter, type AuthExpiry } from '../auth/jwt.js';
 import { everyUpstreamSandboxed, type Config } from '../config/index.js';
 import { WebhookErrorCode } from '../errors.js';
 import type { PostgresBus } from '../events/postgres-bus.js';
@@ -84,7 +84,7 @@ export function buildTransports(
   const { metrics } = services;
   const authenticate = live.authenticate;
   const trusted = live.trustedAdmission();
-  const expiry = { now: parts.now, schedule: testing.scheduleAuthExpiry ?? scheduleAfter };
+  const expiry = authExpiry(parts);
 
   // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).
   const graphiql = config.introspection
@@ -207,6 +207,11 @@ export function buildTransports(
  * The Model Context Protocol endpoint (src/server/mcp/, docs/decisions/060): every tool call goes through the one
  * entry of the execution pipeline, as one more transport.
  */
+/** The one expiry rule of every streaming transport (graphql-ws, SSE, MCP): the gateway's clock and scheduler. */
+function authExpiry(parts: Parameters<typeof buildTransports>[1]): AuthExpiry {
+  return { now: parts.now, schedule: parts.options.testing?.scheduleAuthExpiry ?? scheduleAfter };
+}
+
 function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[1]): Route[] {
   const { schema, services, logger, live } = parts;
   const { pipeline } = parts.built;
@@ -301,5 +306,6 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
     maxBodyBytes: config.graphqlLimits.maxBodyBytes,
     codec: codec as RequestStateCodec<unknown>,
     logger,
+    expiry: authExpiry(parts),
   });
 }

@@ -4,18 +4,13 @@ import { ownerCaller } from '../auth/caller.js';
 import { badUserInput } from '../errors.js';
 import type { EventRecord } from '../events/index.js';
 import type { Resolvers } from '../generated/graphql.js';
-import { completionFields, IDENTIFICATION_EVENT_KIND } from '../identity/completions.js';
-import {
-  IdentityService,
-  VERIFICATION_EVENT_KIND,
-  type IdentificationSpec,
-  type VerificationSpec,
-} from '../identity/service.js';
+import { completionFields } from '../identity/completions.js';
+import { IdentityService, type IdentificationSpec, type VerificationSpec } from '../identity/service.js';
 import { callbackStatus, rfmInCatalog, type VerificationResultItem } from '../identity/views.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
 import { creationPayload } from './common.js';
 import type { GraphQLContext } from './context.js';
-import { abortable, resumeAfter } from './subscriptions.js';
+import { resumeAfter } from './subscriptions.js';
 
 /**
  * The request's loader of verification results. Every `verificationResults` alias and every
@@ -97,31 +92,13 @@ export const identityResolvers: Resolvers = {
   },
   Subscription: {
     identificationCompleted: {
-      subscribe: (_p, { id, after }, ctx) => {
-        if (id != null && id.trim() === '') throw badUserInput('id', 'must not be empty');
-        const position = resumeAfter(after, ctx);
-        // Like verificationCompleted: another key's identification streams nothing (src/auth/tenancy.ts).
-        const filter =
-          id != null
-            ? { kind: IDENTIFICATION_EVENT_KIND, key: id, reader: ctx.caller, after: position }
-            : { kind: IDENTIFICATION_EVENT_KIND, scope: ctx.caller.scope, after: position };
-        return abortable((signal) => ctx.services.events.streams.subscribe(filter, signal));
-      },
+      subscribe: (_p, { id, after }, ctx) =>
+        ctx.services.identity.identificationCompletions.watch(ctx.caller, id, resumeAfter(after, ctx)),
       resolve: (event: EventRecord) => event,
     },
     verificationCompleted: {
-      subscribe: (_p, { externalId, after }, ctx) => {
-        if (externalId != null && externalId.trim() === '') throw badUserInput('externalId', 'must not be empty');
-        const position = resumeAfter(after, ctx);
-        // With an id: that verification, stored result first. Without: every result of the caller's API key. With a
-        // cursor: what came after it, from the log, then live.
-        // Another key's verification streams nothing, like an id that has no result yet (src/auth/tenancy.ts).
-        const filter =
-          externalId != null
-            ? { kind: VERIFICATION_EVENT_KIND, key: externalId, reader: ctx.caller, after: position }
-            : { kind: VERIFICATION_EVENT_KIND, scope: ctx.caller.scope, after: position };
-        return abortable((signal) => ctx.services.events.streams.subscribe(filter, signal));
-      },
+      subscribe: (_p, { externalId, after }, ctx) =>
+        ctx.services.identity.watch(ctx.caller, externalId, resumeAfter(after, ctx)),
       resolve: (event: EventRecord) => event,
     },
   },

@@ -5,7 +5,6 @@ import type { MobileIdAuthenticationResult, Resolvers } from '../generated/graph
 import { checkAuthReqId } from '../mobile-id/stored.js';
 import type { MobileIdAuthentication } from '../mobile-id/views.js';
 import type { GraphQLContext } from './context.js';
-import { abortable } from './subscriptions.js';
 
 /** The GraphQL type of a view, from its outcome (MobileIdAuthenticationResult's resolveType). */
 function typeNameOf(a: MobileIdAuthentication): 'MobileIdAuthenticationFailed' | 'MobileIdAuthenticated' {
@@ -44,8 +43,7 @@ export const mobileIdResolvers: Resolvers = {
       // `resolve` maps each event, rather than a generator around the stream: one suspended generator less per
       // waiting subscription (bench scenario 5), and the mapping (which opens the sealed tokens) runs once per event
       // for all identical subscriptions, whose execution is shared (docs/decisions/030).
-      subscribe: (_p, { authReqId }, ctx) =>
-        abortable((signal) => ctx.services.mobileId.watch(ctx.caller, authReqId, signal)),
+      subscribe: (_p, { authReqId }, ctx) => ctx.services.mobileId.watch(ctx.caller, authReqId),
       resolve: (event: EventRecord, _a: unknown, ctx: GraphQLContext) =>
         toGraphQL(ctx.services.mobileId.authentication(event)),
     },

@@ -3,7 +3,6 @@ import type { Provisioning, ProvisionResult } from '../provisioning/service.js';
 import type { ResourceKind } from '../store/ledger.js';
 import { creationPayload } from './common.js';
 import type { GraphQLContext } from './context.js';
-import { abortable } from './subscriptions.js';
 
 /** The resource a step of `p` created or reused, through the request's DataLoader. */
 const stepResource = <K extends ResourceKind>(ctx: GraphQLContext, p: Provisioning, step: string, kind: K) =>
@@ -27,7 +26,7 @@ export const provisioningResolvers: Resolvers = {
   },
   Subscription: {
     provisioningProgress: {
-      subscribe: (_p, { id }, ctx) => abortable((signal) => ctx.services.provisioning.progress(ctx.caller, id, signal)),
+      subscribe: (_p, { id }, ctx) => ctx.services.provisioning.watch(ctx.caller, id),
       resolve: (p: Provisioning) => p,
     },
   },

@@ -1,5 +1,5 @@
 import { ErrorCode, GatewayError } from '../errors.js';
-import { CursorError, StreamCancel, type Position } from '../events/index.js';
+import { CursorError, type Position } from '../events/index.js';
 import type { GraphQLContext } from './context.js';
 
 /**
@@ -23,28 +23,4 @@ export function resumeAfter(after: string | null | undefined, ctx: GraphQLContex
       ...(err.reason === 'expired' ? { retentionMs: retention } : {}),
     });
   }
-}
-
-/**
- * An async iterator whose `return()` (graphql-ws or SSE calls it when the client completes or disconnects)
- * aborts the stream at once, even while it waits for an event that may never come: an async generator
- * suspended in an await would otherwise finish its `return()` only when the next event arrives.
- */
-export function abortable<T>(start: (signal: StreamCancel) => AsyncGenerator<T>): AsyncGenerator<T> {
-  // Not an AbortController: an idle subscription holds this for hours, and a StreamCancel is lighter (decision 006).
-  const controller = new StreamCancel();
-  const inner = start(controller);
-  const outer: AsyncGenerator<T> = {
-    next: () => inner.next(),
-    return: async (value?: unknown) => {
-      controller.abort();
-      return inner.return(value as never);
-    },
-    throw: async (err?: unknown) => {
-      controller.abort();
-      return inner.throw(err);
-    },
-    [Symbol.asyncIterator]: () => outer,
-  };
-  return outer;
 }

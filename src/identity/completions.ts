@@ -1,6 +1,7 @@
 import { ownerCaller, type Caller } from '../auth/caller.js';
 import { visibleRecord } from '../auth/tenancy.js';
-import type { EventRecord, Events } from '../events/index.js';
+import { badUserInput } from '../errors.js';
+import type { EventRecord, Events, Position } from '../events/index.js';
 import { EVENT_KINDS } from '../events/kinds.js';
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger } from '../store/ledger.js';
@@ -37,6 +38,20 @@ export interface IdentificationCompletionsOptions {
  */
 export class IdentificationCompletions {
   constructor(private readonly o: IdentificationCompletionsOptions) {}
+
+  /**
+   * The completions of one identification (`id`: the stored one first, then live ones), or without it every
+   * completion of the caller's API key; with `after`, what came after that position, then live. Another key's
+   * identification streams nothing (src/auth/tenancy.ts).
+   */
+  watch(caller: Caller, id: string | null | undefined, after?: Position): AsyncGenerator<EventRecord> {
+    if (id != null && id.trim() === '') throw badUserInput('id', 'must not be empty');
+    return this.o.events.streams.subscribe(
+      id != null
+        ? { kind: IDENTIFICATION_EVENT_KIND, key: id, reader: caller, after }
+        : { kind: IDENTIFICATION_EVENT_KIND, scope: caller.scope, after },
+    );
+  }
 
   /** The callback address of the caller's identifications of one workflow: derived, nothing stored (a query only reads). */
   callbackUrl(caller: Caller, workflowId: string): string {

@@ -10,7 +10,7 @@ import {
   WarningCode,
   type GatewayWarning,
 } from '../errors.js';
-import type { EventRecord, Events } from '../events/index.js';
+import type { EventRecord, Events, Position } from '../events/index.js';
 import { EVENT_KINDS } from '../events/kinds.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
 import { StorageBoundError } from '../store/app-storage.js';
@@ -526,6 +526,20 @@ export class IdentityService {
   /** The external id an app knows a verification record by. */
   static externalIdOf(record: LedgerRecord): string {
     return (record.spec as unknown as VerificationSpec).externalId ?? record.id;
+  }
+
+  /**
+   * The results of one verification (`externalId`: the stored one first, then live ones), or without it every result
+   * of the caller's API key; with `after`, what came after that position, from the log, then live. Another key's
+   * verification streams nothing, like an id that has no result yet (src/auth/tenancy.ts).
+   */
+  watch(caller: Caller, externalId: string | null | undefined, after?: Position): AsyncGenerator<EventRecord> {
+    if (externalId != null && externalId.trim() === '') throw badUserInput('externalId', 'must not be empty');
+    return this.o.events.streams.subscribe(
+      externalId != null
+        ? { kind: VERIFICATION_EVENT_KIND, key: externalId, reader: caller, after }
+        : { kind: VERIFICATION_EVENT_KIND, scope: caller.scope, after },
+    );
   }
 
   /** Newest callback event of each verification, in the order of `externalIds`; null for another key's. */

@@ -21,7 +21,7 @@ import {
 } from './stored.js';
 import type { NotifierAuth } from './tokens.js';
 import { claimsOf, NO_CLAIMS, type IdTokenVerifier } from './verify.js';
-import { keepClear, type ClearParts } from './views.js';
+import type { ClearParts } from './views.js';
 import { extraFields, failureReason, parseNotification } from './wire.js';
 
 /** Attempts before an id_token whose kid no key of the JWKS has is refused (the JWKS refetch cools down 30 s). */
@@ -92,7 +92,7 @@ interface IntakeOptions {
   storage: AppStorage | null;
   metrics: Metrics;
   logger: Logger;
-  /** DELIVERY_CLEAR_FROM_INTAKE: the stored event carries its clear values to this process's live subscribers (views.ts keepClear). */
+  /** DELIVERY_CLEAR_FROM_INTAKE: the stored event carries its clear values to this process's live subscribers (EventRecord.clear). */
   clearFromIntake?: boolean;
   /** Epoch ms: the reception time of pending notifications and the clock of the retry schedules (tests control it). */
   now?: () => number;
@@ -285,17 +285,15 @@ export class NotificationIntake {
     }
     if (result.status === 'duplicate') return { status: 'duplicate', authReqId };
     if (result.status === 'conflict') return { status: 'conflict', authReqId };
-    // Only when someone here waits for it: an event nobody on this process subscribes to keeps nothing in memory (a
-    // WeakMap entry per notification costs intake CPU in the garbage collector's ephemerons; figures in decision 062).
+    // On the event object it publishes, typed and never stored; only when someone here waits for it, so that an
+    // event nobody on this process subscribes to holds no clear value in memory.
     if (
       this.options.clearFromIntake &&
-      result.event.payload !== null &&
-      typeof result.event.payload === 'object' &&
       this.events.bus.subscribers(MOBILE_ID_EVENT_KIND, authReqId) +
         this.events.bus.subscribers(MOBILE_ID_EVENT_KIND, null) >
         0
     )
-      keepClear(result.event.payload, clear);
+      result.event.clear = clear;
     return { status: 'accepted', authReqId, outcome: n.outcome, publish: result.publish };
   }
 

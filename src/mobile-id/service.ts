@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 import type { Caller } from '../auth/caller.js';
-import type { CancelSignal, EventRecord, Events } from '../events/index.js';
+import type { EventRecord, Events } from '../events/index.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { SecretBox } from '../secret.js';
@@ -122,13 +122,10 @@ export class MobileIdService {
    * event there, once per event for all its identical subscribers (docs/decisions/030), rather than here once per
    * subscriber (which also costs one suspended generator per waiting subscription).
    */
-  watch(caller: Caller, authReqId: string, signal?: CancelSignal): AsyncGenerator<EventRecord> {
+  watch(caller: Caller, authReqId: string): AsyncGenerator<EventRecord> {
     checkAuthReqId(authReqId);
     // Another app's result is skipped: the stream waits as it would for an authentication with no result yet.
-    return this.events.streams.subscribe(
-      { kind: MOBILE_ID_EVENT_KIND, key: authReqId, limit: 1, reader: caller },
-      signal,
-    );
+    return this.events.streams.subscribe({ kind: MOBILE_ID_EVENT_KIND, key: authReqId, limit: 1, reader: caller });
   }
 
   /** The authentication an event of `watch` records (its tokens opened). */

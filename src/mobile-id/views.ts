@@ -51,19 +51,6 @@ export interface ClearParts {
 }
 
 /**
- * The clear values of events this process has just taken in, by the event's payload object (DELIVERY_CLEAR_FROM_INTAKE,
- * docs/decisions/062): in memory only, for as long as the event object lives (its publish to this process's
- * subscribers), so that a delivery does not open what the intake sealed a moment before. An event read from the log or
- * from another replica is a new object, not found here, and is opened as before.
- */
-const clearByPayload = new WeakMap<object, ClearParts>();
-
-/** Hands `payload`'s live subscribers on this process the clear values it was sealed from. */
-export function keepClear(payload: object, parts: ClearParts): void {
-  clearByPayload.set(payload, parts);
-}
-
-/**
  * What is sealed in a stored notification (its tokens, its subject and unknown fields), opened when first read and
  * once: a selection without it never decrypts it. The getters sit on the classes' prototypes, so a view costs no
  * closure and no accessor of its own per delivery (GraphQL reads it through `Object.create`, src/graphql/mobile-id.ts,
@@ -77,17 +64,14 @@ class SealedParts {
     protected readonly stored: StoredNotification,
     private readonly scope: string | null,
     protected readonly box: SecretBox,
-  ) {
-    this.clear = clearByPayload.get(stored);
-  }
+    /** The clear values the intake sealed this payload from, when this process took it in (EventRecord.clear). */
+    protected readonly clear: ClearParts | undefined,
+  ) {}
 
   /** Version 1 sealed under the auth_req_id alone; version 2 under its owner too (stored.ts notificationContext). */
   protected context(field: string): string {
     return notificationContext(this.stored.v, this.scope, this.stored.authReqId, field);
   }
-
-  /** The clear values the intake sealed this payload from, when this process took it in (keepClear). */
-  protected readonly clear: ClearParts | undefined;
 
   protected opened(): SealedPersonal {
     const clear = this.clear?.personal;
@@ -118,7 +102,7 @@ class FailedView extends SealedParts implements MobileIdAuthenticationFailed {
   readonly receivedAt: Date;
 
   constructor(event: EventRecord, p: StoredNotification & { outcome: 'failure' }, box: SecretBox) {
-    super(p, event.scope, box);
+    super(p, event.scope, box, event.clear as ClearParts | undefined);
     const meta = event.meta as Partial<StoredMeta>;
     this.authReqId = p.authReqId;
     this.error = p.error;
@@ -153,7 +137,7 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
   private id: string | undefined;
 
   constructor(event: EventRecord, p: StoredNotification & { outcome: 'success' }, box: SecretBox, now: number) {
-    super(p, event.scope, box);
+    super(p, event.scope, box, event.clear as ClearParts | undefined);
     const meta = event.meta as Partial<StoredMeta>;
     this.authReqId = p.authReqId;
     this.correlationId = p.correlationId;

@@ -1,5 +1,5 @@
 import type { Caller } from '../auth/caller.js';
-import type { CancelSignal, EventRecord, Events } from '../events/index.js';
+import type { EventRecord, Events } from '../events/index.js';
 import { EVENT_KINDS } from '../events/kinds.js';
 import type { ProvisioningRow, ProvisioningRows } from '../store/provisionings.js';
 import {
@@ -96,24 +96,26 @@ export class ProvisioningRecords {
   }
 
   /**
-   * `current` (read by the caller), then every later state from the event log, until SUCCEEDED or FAILED.
-   * The stream listens before it reads the log's latest state, and states apply in revision order, so a
-   * change made while the subscriber connects is neither lost nor repeated.
+   * The state stored with `current`'s revision (read by the caller), then every later state, until SUCCEEDED or
+   * FAILED: one event stream over the provisioning's key. The stream listens before it reads the log's latest
+   * state, and only newer revisions pass, so a change made while the subscriber connects is neither lost nor
+   * repeated.
    */
-  async *follow(caller: Caller, current: Provisioning, signal?: CancelSignal): AsyncGenerator<Provisioning> {
-    yield current;
-    if (terminal(current.state)) return;
-    let revision = current.revision;
-    for await (const event of this.events.streams.subscribe(
-      { kind: PROVISIONING_EVENT_KIND, key: current.id, reader: caller },
-      signal,
-    )) {
-      const p = fromEvent(event);
-      if (p.revision <= revision) continue;
-      revision = p.revision;
-      yield p;
-      if (terminal(p.state)) return;
-    }
+  follow(caller: Caller, current: Provisioning): AsyncGenerator<Provisioning> {
+    let revision = current.revision - 1;
+    return this.events.streams.subscribe({
+      kind: PROVISIONING_EVENT_KIND,
+      key: current.id,
+      reader: caller,
+      filter: (event) => {
+        const next = (event.payload as StoredState).revision;
+        if (next <= revision) return false;
+        revision = next;
+        return true;
+      },
+      map: fromEvent,
+      until: (p) => terminal(p.state),
+    });
   }
 
   private async announce(p: Provisioning): Promise<void> {

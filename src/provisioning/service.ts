@@ -7,7 +7,7 @@ import type { CloudService } from '../cloud/service.js';
 import * as v from '../cloud/validation.js';
 import type { FoundAddress } from '../cloud/wire.js';
 import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
-import type { CancelSignal, Events } from '../events/index.js';
+import type { Events } from '../events/index.js';
 import { keyedFingerprint, sameRequest } from '../fingerprint.js';
 import type { ProvisionKafkaClusterInput, ProvisionVirtualMachineInput } from '../generated/graphql.js';
 import type { Logger } from '../logger.js';
@@ -548,10 +548,10 @@ export class ProvisioningService {
   }
 
   /** The current state (also for a subscriber that comes late), then every change, until SUCCEEDED or FAILED. */
-  async *progress(caller: Caller, id: string, signal?: CancelSignal): AsyncGenerator<Provisioning> {
+  async watch(caller: Caller, id: string): Promise<AsyncGenerator<Provisioning>> {
     const current = await this.get(caller, id);
     if (!current) throw new GatewayError(ErrorCode.NOT_FOUND, `provisioning ${id} not found`);
-    yield* this.records.follow(caller, current, signal);
+    return this.records.follow(caller, current);
   }
 
   /** Waits for running provisionings (shutdown, tests). */

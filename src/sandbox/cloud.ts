@@ -175,6 +175,10 @@ export interface CloudSandbox {
   /** The shape its answers take. */
   readonly responseShape: CloudResponseShape;
   close(): Promise<void>;
+  /** A fault: connections to the sandbox are refused (ECONNREFUSED) until `acceptConnections`. */
+  refuseConnections(): Promise<void>;
+  /** Listens again on the same address after `refuseConnections`. */
+  acceptConnections(): Promise<void>;
   /** Every request received, in order (the same array for the sandbox's lifetime). */
   readonly requests: readonly RecordedRequest[];
   readonly faults: FaultInjector;
@@ -668,6 +672,8 @@ export async function startCloudSandbox(options: CloudSandboxOptions = {}): Prom
     url: server.url,
     responseShape: shape,
     close: () => server.close(),
+    refuseConnections: () => server.refuse(),
+    acceptConnections: () => server.accept(),
     requests,
     faults,
     clearRequests() {

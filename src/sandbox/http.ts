@@ -25,6 +25,13 @@ export interface LoopbackServer {
    * Safe to call more than once.
    */
   close(): Promise<void>;
+  /**
+   * A fault: stops listening and destroys every open socket, so that each new connection is refused (ECONNREFUSED)
+   * until `accept`. Nothing in flight is answered.
+   */
+  refuse(): Promise<void>;
+  /** Listens again, on the same port, after `refuse`. */
+  accept(): Promise<void>;
 }
 
 /** Starts `handler` on 127.0.0.1 with an ephemeral port. */
@@ -59,19 +66,32 @@ export async function startLoopbackServer(
   });
   const { port } = server.address() as AddressInfo;
 
+  const stop = () =>
+    new Promise<void>((resolve, reject) => {
+      if (!server.listening) resolve();
+      else server.close((error) => (error ? reject(error) : resolve()));
+      for (const socket of sockets) socket.destroy();
+      sockets.clear();
+    });
   let closing: Promise<void> | undefined;
   return {
     url: `http://127.0.0.1:${port}`,
     port,
     server,
     close() {
-      closing ??= new Promise<void>((resolve, reject) => {
-        server.close((error) => (error ? reject(error) : resolve()));
-        for (const socket of sockets) socket.destroy();
-        sockets.clear();
-      });
+      closing ??= stop();
       return closing;
     },
+    refuse: stop,
+    accept: () =>
+      new Promise<void>((resolve, reject) => {
+        if (server.listening || closing) return resolve();
+        server.once('error', reject);
+        server.listen(port, '127.0.0.1', () => {
+          server.off('error', reject);
+          resolve();
+        });
+      }),
   };
 }
 

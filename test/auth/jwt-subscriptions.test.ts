@@ -17,6 +17,7 @@ import {
   type JwksServer,
   type SigningKey,
 } from '../helpers/jwt.js';
+import { mcpClient } from '../helpers/mcp.js';
 import { collect, wsClient, type Collected } from '../helpers/mobile-id.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -168,6 +169,42 @@ describe('JWTs over WebSocket and SSE', () => {
     await waitFor(() => sub.results.length > 0, 5_000, 'the completion event');
     expect(sub.errors).toEqual([]);
     expect(sub.results[0].data.verificationCompleted).toMatchObject({ externalId: id });
+  });
+
+  it('one expiry rule on the three streaming transports: graphql-ws, SSE and an MCP listen stream opened with one JWT are each scheduled to end exp − now after they opened, on the gateway clock, and each ends when it fires', async () => {
+    const jwt = await token(450);
+    const exp = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()).exp as number;
+    const expected = exp * 1000 - clock.now();
+
+    let before = scheduled.length;
+    const overWs = collect(ws(jwt), OPEN, {});
+    const wsEntry = await nextScheduled(before);
+
+    before = scheduled.length;
+    const overSse = sseCollect(sse(jwt), OPEN);
+    const sseEntry = await nextScheduled(before);
+
+    before = scheduled.length;
+    const mcp = await mcpClient(t, { key: jwt });
+    try {
+      const listen = await mcp.client.listen({ resourceSubscriptions: ['mobileid://authentications/until-expiry'] });
+      const mcpEntry = await nextScheduled(before);
+
+      for (const entry of [wsEntry, sseEntry, mcpEntry]) expect(entry.delay).toBe(expected);
+      expect(overWs.completed()).toBe(false);
+      expect(overSse.completed()).toBe(false);
+
+      for (const entry of [wsEntry, sseEntry, mcpEntry]) entry.expire();
+      await overWs.done;
+      expect((overWs.errors[0] as { code: number }).code).toBe(4403);
+      await overSse.done;
+      expect(overSse.results.at(-1).errors[0].message).toContain(
+        `the JWT expired at ${new Date(exp * 1000).toISOString()}`,
+      );
+      expect(await listen.closed).toBe('remote');
+    } finally {
+      await mcp.close();
+    }
   });
 
   for (const singleConnection of [false, true]) {

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ownerCaller, type Caller } from '../../src/auth/caller.js';
-import { CursorError, decodeCursor, encodeCursor, Position } from '../../src/events/cursor.js';
+import { CursorError, Position } from '../../src/events/cursor.js';
 import type { EventRecord } from '../../src/events/log.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
@@ -133,8 +133,8 @@ describe('streams and event reads that resume on any replica (two gateways on on
     expect(page.timedOut).toBe(false);
     expect(page.events.map((e) => e.key)).toEqual([id]);
     // The page's cursor is the position just after its last event (handed out now rather than at the event's time).
-    expect(decodeCursor(page.cursor, Infinity).position).toEqual(
-      decodeCursor(page.events[0]!.cursor!, Infinity).position,
+    expect(r.a.gateway.services.events.cursors.decode(page.cursor, Infinity).position).toEqual(
+      r.a.gateway.services.events.cursors.decode(page.events[0]!.cursor!, Infinity).position,
     );
 
     await postCompletion(on(r.b, url), id!, 'w2');
@@ -174,7 +174,7 @@ describe('streams and event reads that resume on any replica (two gateways on on
         await readerB.eventsAfter(appB, from, ['verification', 'mobile-id', 'identification', 'provisioning'], 100)
       ).events.every((e) => e.scope === appB.scope),
     ).toBe(true);
-    const expired = encodeCursor(new Position(1), Date.now() - 8 * 86_400_000);
+    const expired = r.b.gateway.services.events.cursors.encode(new Position(1), Date.now() - 8 * 86_400_000);
     await expect(readerB.eventsAfter(appA, expired, ['verification'])).rejects.toBeInstanceOf(CursorError);
     await expect(
       readerB.waitForEvents(appA, { cursor: expired, kinds: ['verification'], timeoutSeconds: 1 }),

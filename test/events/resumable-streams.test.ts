@@ -3,7 +3,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 
-import { encodeCursor, Position } from '../../src/events/cursor.js';
+import { CursorCodec, Position } from '../../src/events/cursor.js';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import {
@@ -63,7 +63,7 @@ describe('streams that resume where they stopped (SQLite)', () => {
   });
 
   it('a cursor older than EVENT_RETENTION is refused with BAD_USER_INPUT naming the retention, and nothing is streamed', async () => {
-    const old = encodeCursor(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
+    const old = t.gateway.services.events.cursors.encode(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
     const sub = await resumeWs(t, KEY, old);
     await waitFor(() => sub.errors.length > 0, 10_000, 'the refusal');
     expect(sub.errors[0]).toMatchObject({
@@ -84,8 +84,28 @@ describe('streams that resume where they stopped (SQLite)', () => {
     await sub.close();
   });
 
+  it('a forged cursor (one the gateway handed out, altered in one character; one sealed under another secret; one with thousands of holes) is refused as malformed naming after, and nothing is streamed', async () => {
+    const cursors = t.gateway.services.events.cursors;
+    const real = cursors.encode(new Position(2), Date.now());
+    const altered = real.slice(0, 5) + (real[5] === 'A' ? 'B' : 'A') + real.slice(6);
+    const otherSecret = CursorCodec.random().encode(new Position(2), Date.now());
+    // The shape of the review's 45 KB cursor with 4,096 holes, in the old clear form.
+    const holes = ['1', String(Math.floor(Date.now() / 1000)), '1'];
+    for (let n = 3; holes.length < 4099; n += 2) holes.push(String(n));
+    for (const forged of [altered, otherSecret, holes.join('_')]) {
+      const sub = await resumeWs(t, KEY, forged);
+      await waitFor(() => sub.errors.length > 0, 10_000, 'the refusal');
+      expect(sub.errors[0]).toMatchObject({
+        message: 'after: not a cursor this gateway handed out',
+        extensions: { code: 'BAD_USER_INPUT', field: 'after', reason: 'malformed' },
+      });
+      expect(sub.events).toEqual([]);
+      await sub.close();
+    }
+  });
+
   it('over SSE a malformed or expired cursor, in after or in Last-Event-ID, is BAD_USER_INPUT naming the cursor and why, as over graphql-ws', async () => {
-    const old = encodeCursor(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
+    const old = t.gateway.services.events.cursors.encode(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
     const cases = [
       { after: 'bm90LWEtY3Vyc29y', reason: 'malformed', field: 'after' },
       { lastEventId: 'bm90LWEtY3Vyc29y', reason: 'malformed', field: 'Last-Event-ID' },

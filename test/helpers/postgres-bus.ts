@@ -4,6 +4,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll } from 'vitest';
 
+import { CursorCodec } from '../../src/events/cursor.js';
 import { EventLog, type EventRecord } from '../../src/events/index.js';
 import { PostgresBus } from '../../src/events/postgres-bus.js';
 import { createLogger } from '../../src/logger.js';
@@ -37,7 +38,7 @@ export function postgresBusFixture(name: string, kind: string, delivered: (event
     const databaseUrl = await pg.createDatabase(name.replace(/-/g, '_'));
     f.store = await openStore({ dataDir: dir, databaseUrl, logger });
     f.log = new EventLog(f.store.db, 86_400_000, f.store.dialect);
-    f.bus = await PostgresBus.start({ databaseUrl, db: f.store.db, log: f.log, logger });
+    f.bus = await PostgresBus.start({ databaseUrl, db: f.store.db, log: f.log, logger, cursors: CursorCodec.random() });
     f.bus.subscribe(kind, null, delivered);
   }, 120_000);
   afterAll(async () => {

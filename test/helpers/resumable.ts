@@ -2,7 +2,6 @@ import { createClient } from 'graphql-ws';
 import { request } from 'undici';
 import WebSocket from 'ws';
 
-import { encodeCursor } from '../../src/events/cursor.js';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import type { TestGateway } from './gateway.js';
 import { subscribers, waitFor } from './wait.js';
@@ -82,7 +81,7 @@ export async function deliveredEverywhere(...replicas: TestGateway[]): Promise<v
  */
 export function cursorNow(...replicas: TestGateway[]): string {
   const positions = replicas.map((t) => t.gateway.services.events.bus.position());
-  return encodeCursor(
+  return replicas[0]!.gateway.services.events.cursors.encode(
     positions.reduce((a, b) => a.union(b)),
     Date.now(),
   );

