@@ -39,7 +39,14 @@ type Fault =
   | "the identity provider's JWKS is unreachable";
 
 type Surface =
-  'POST direct' | 'POST Apollo' | 'graphql-ws' | 'SSE' | 'MCP tool' | 'mobile-id webhook' | 'identification webhook';
+  | 'POST direct'
+  | 'POST Apollo'
+  | 'graphql-ws'
+  | 'SSE'
+  | 'MCP tool'
+  | 'MCP resource'
+  | 'mobile-id webhook'
+  | 'identification webhook';
 type Operation = 'query' | 'creation' | 'webhook' | 'subscription (live)' | 'subscription (resumed from the log)';
 
 interface Cell {
@@ -78,7 +85,7 @@ export const MATRIX: readonly Cell[] = [
   {
     fault: 'PostgreSQL stopped',
     operation: 'query',
-    surfaces: GRAPHQL,
+    surfaces: [...GRAPHQL, 'MCP resource'],
     code: 'SERVICE_UNAVAILABLE',
     status: 503,
     retryAfter: 'Retry-After',
@@ -258,6 +265,8 @@ interface Rig {
   mcp?: TestMcpClient;
   /** The credential apps send (an API key, or a JWT). */
   credential?: string;
+  /** An MCP resource the app may read, kept in the store (the 'MCP resource' surface reads it). */
+  resource?: string;
 }
 
 async function overHttp(gw: TestGateway, query: string, variables: Record<string, unknown>, credential?: string) {
@@ -379,6 +388,18 @@ async function send(surface: Surface, rig: Rig, query: string, variables: Record
         data: result.isError ? undefined : result.structuredContent,
       };
     }
+    case 'MCP resource':
+      try {
+        const read = await rig.mcp!.client.readResource({ uri: rig.resource! });
+        return { raw: JSON.stringify(read), code: null, data: read };
+      } catch (err) {
+        const data = (err as { data?: { code?: string; retryAfterSeconds?: number } }).data;
+        return {
+          raw: JSON.stringify({ message: (err as Error).message, data }),
+          code: data?.code ?? 'NO CODE',
+          retryAfter: data?.retryAfterSeconds,
+        };
+      }
     default:
       throw new Error(`${surface} is not a GraphQL surface`);
   }
@@ -547,6 +568,12 @@ describe('the fault matrix', () => {
       pg = await startPostgres();
       // A short lease: the retry of a call whose completion the stop lost takes its key over soon (the gateway waits).
       rig = await rigOf({ DATABASE_URL: await pg.createDatabase('fault_matrix'), IDEMPOTENCY_TAKEOVER: '1s' });
+      const made = await rig.direct.graphql(
+        `mutation($input: CreateIdentificationInput!) { createIdentification(input: $input) { identification { id } } }`,
+        { input: { workflowId: 'wf-matrix-resource' } },
+        { key: KEY },
+      );
+      rig.resource = `identity://identifications/${made.data!.createIdentification.identification.id}`;
     }, 120_000);
     afterAll(async () => {
       await closeRig(rig);
