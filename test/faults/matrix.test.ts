@@ -125,8 +125,7 @@ export const MATRIX: readonly Cell[] = [
     code: 'SERVICE_UNAVAILABLE',
     status: 503,
     retryAfter: 'Retry-After',
-    recovery:
-      "the upstream created it under the key; a retry with the same key waits out the first call's lease (`IDEMPOTENCY_TAKEOVER`, 10 s by default: a retry sooner may get `IDEMPOTENCY_KEY_IN_USE`), then returns that one, created once",
+    recovery: 'the upstream created it under the key; a retry with the same key returns that one, created once',
   },
   {
     fault: "SQLite's file cannot be written",
@@ -566,8 +565,7 @@ describe('the fault matrix', () => {
     let rig: Rig;
     beforeAll(async () => {
       pg = await startPostgres();
-      // A short lease: the retry of a call whose completion the stop lost takes its key over soon (the gateway waits).
-      rig = await rigOf({ DATABASE_URL: await pg.createDatabase('fault_matrix'), IDEMPOTENCY_TAKEOVER: '1s' });
+      rig = await rigOf({ DATABASE_URL: await pg.createDatabase('fault_matrix') });
       const made = await rig.direct.graphql(
         `mutation($input: CreateIdentificationInput!) { createIdentification(input: $input) { identification { id } } }`,
         { input: { workflowId: 'wf-matrix-resource' } },
