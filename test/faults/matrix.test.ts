@@ -62,6 +62,8 @@ interface Cell {
    * `retryAfter` in the error (MCP: `retryAfterSeconds`), or `retryAfter` alone (the operation was answered, HTTP 200).
    */
   readonly retryAfter: 'Retry-After' | 'retryAfter' | null;
+  /** graphql-ws: the close code the socket ends with (the code then travels as the close reason's words). */
+  readonly closeCode?: number;
   /** What happens once the fault is gone. */
   readonly recovery: string;
 }
@@ -216,6 +218,16 @@ export const MATRIX: readonly Cell[] = [
     status: 503,
     retryAfter: null,
     recovery: 'answered once the JWKS answers',
+  },
+  {
+    fault: "the identity provider's JWKS is unreachable",
+    operation: 'subscription (live)',
+    surfaces: ['graphql-ws', 'SSE'],
+    code: 'UPSTREAM_UNAVAILABLE',
+    status: 503,
+    closeCode: 1013,
+    retryAfter: null,
+    recovery: 'subscribes once the JWKS answers',
   },
 ];
 
@@ -760,13 +772,56 @@ describe('the fault matrix', () => {
       await jwks?.stop();
     });
 
-    it('a query is UPSTREAM_UNAVAILABLE (503) naming the JWKS, not "invalid token"; answered once the JWKS answers', () =>
-      queryCells(cellOf("the identity provider's JWKS is unreachable", 'query'), rig, async (work) => {
+    it('a query is UPSTREAM_UNAVAILABLE (503) naming the JWKS and a subscription is refused (graphql-ws 1013, SSE 503); both work once the JWKS answers', async () => {
+      const cell = cellOf("the identity provider's JWKS is unreachable", 'subscription (live)');
+      let authReqIds: string[] = [];
+      const refusals = async () => {
+        authReqIds = cell.surfaces.map((surface) => `matrix-jwks-${surface}-${randomUUID()}`);
+        const query = 'subscription($id: String!) { result: mobileIdAuthentication(authReqId: $id) { __typename } }';
+        const refusedWs = await new Promise<{ code?: number; reason?: string }>((resolve) => {
+          const client = wsClient(rig.direct, { key: rig.credential! });
+          client.subscribe(
+            { query, variables: { id: authReqIds[0] } },
+            { next: () => undefined, error: (e) => resolve(e as never), complete: () => resolve({}) },
+          );
+        });
+        expect(refusedWs.code, JSON.stringify(refusedWs)).toBe(cell.closeCode);
+        expect(String(refusedWs.reason)).not.toMatch(/ECONNREFUSED|socket hang up/);
+        const sse = await request(`${rig.direct.url}/graphql/stream`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${rig.credential}`,
+            'content-type': 'application/json',
+            accept: 'text/event-stream',
+          },
+          body: JSON.stringify({ query, variables: { id: authReqIds[1] } }),
+        });
+        const raw = await sse.body.text();
+        expectAnswer(
+          cell,
+          'SSE',
+          {
+            raw,
+            status: sse.statusCode,
+            code: (JSON.parse(raw) as { errors: Array<{ extensions: { code: string } }> }).errors[0]!.extensions.code,
+          },
+          `${cell.fault} × SSE × subscription`,
+        );
+      };
+      await queryCells(cellOf("the identity provider's JWKS is unreachable", 'query'), rig, async (work) => {
         await work();
+        await refusals();
         jwks.up();
         // The gateway fetches the keys again after its refresh interval, on its clock.
         clock.advance(61_000);
-      }));
+      });
+      const watching = cell.surfaces.map((surface, i) => watch(surface, rig, authReqIds[i]!));
+      for (const id of authReqIds) await waitForSubscribers(rig.direct, 'mobile-id', id);
+      for (const w of watching) {
+        expect(w.errors).toEqual([]);
+        w.stop();
+      }
+    });
   });
 
   it('docs/contract.md shows this table', () => {
@@ -802,7 +857,7 @@ export function renderMatrix(): string {
           ? `answered as usual (HTTP ${c.status})`
           : c.operation === 'webhook'
             ? `HTTP ${c.status} \`${c.code}\``
-            : `\`${c.code}\`, HTTP ${c.status}`;
+            : `\`${c.code}\`, HTTP ${c.status}${c.closeCode ? `; graphql-ws closes ${c.closeCode}` : ''}`;
       const hint =
         c.retryAfter === null
           ? '—'
