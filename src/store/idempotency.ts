@@ -134,6 +134,24 @@ export class IdempotencyRecords {
   }
 
   /**
+   * Takes over a pending record of the same request that still holds one of `leases`: those its own call of this
+   * process left when the database went away under it (Idempotency's `lost`), so that nobody else has taken it over.
+   */
+  async takeOverLost(rec: ClaimRequest, leases: readonly number[]): Promise<boolean> {
+    if (leases.length === 0) return false;
+    const takenOver = await this.db
+      .updateTable('idempotency_records')
+      .set({ lease_until: rec.leaseUntil })
+      .where('scope', '=', rec.scope)
+      .where('key', '=', rec.key)
+      .where('state', '=', 'pending')
+      .where('fingerprint', '=', rec.fingerprint)
+      .where('lease_until', 'in', [...leases])
+      .executeTakeFirst();
+    return Number(takenOver.numUpdatedRows) === 1;
+  }
+
+  /**
    * Extends the lease of a pending record while its call runs. False when the record is no longer this
    * call's to renew: completed, released, or taken over after the lease ran out (the process stalled).
    */

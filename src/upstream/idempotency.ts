@@ -6,6 +6,7 @@ import { parse as parseUuid, v5 as uuidv5 } from 'uuid';
 import {
   ErrorCode,
   GatewayError,
+  StoreUnavailableError,
   UpstreamAnswerIncompleteError,
   UpstreamOutcomeUnknownError,
   type GatewayWarning,
@@ -126,9 +127,18 @@ function incompleteAnswer(stored: unknown, key: string, upstream: string): Upstr
  *   (docs/decisions/042).
  * In-process waiters are woken at once; across processes they poll the store.
  */
+/** How many lost calls (Idempotency's `lost`) a process remembers. */
+const LOST_CALLS_KEPT = 10_000;
+
 export class Idempotency {
   /** One entry per mutation in flight in this process, removed when it settles. */
   private readonly inFlight = new Map<string, Promise<unknown>>();
+  /**
+   * Calls of this process that ended while the database was away, so that their pending record could be neither
+   * completed nor released: the leases each may have left on it. A retry here takes the key over at once when the
+   * record still holds one of them (nobody took it over meanwhile), instead of waiting for the lease to run out.
+   */
+  private readonly lost = new Map<string, readonly number[]>();
 
   constructor(private readonly options: IdempotencyOptions) {}
 
@@ -166,6 +176,8 @@ export class Idempotency {
     let retryOfUnknown = false;
     /** The kept answer this call reads again instead of calling the upstream. */
     let recovering: IncompleteAnswer | null = null;
+    /** The lease this call's claim wrote. */
+    let claimedLease = 0;
 
     for (;;) {
       const now = this.options.now?.() ?? Date.now();
@@ -177,6 +189,7 @@ export class Idempotency {
         leaseUntil: now + this.options.leaseMs,
         expiresAt: now + this.options.retentionMs,
       };
+      claimedLease = claim.leaseUntil;
       // Claim first: a fresh key (the common case, and always when the caller gives none) costs one
       // statement; only a key that is taken is read back.
       if (await records.claimFree(claim, now)) break;
@@ -218,6 +231,11 @@ export class Idempotency {
           }
           continue;
         }
+        const lost = this.lost.get(slot);
+        if (lost && !this.inFlight.has(slot) && existing.state === 'pending') {
+          this.lost.delete(slot);
+          if (await records.takeOverLost(claim, lost)) break;
+        }
         if (await records.takeOver(claim, now)) break;
       } else if (Date.now() < deadline) {
         // Released or expired between the two statements: it is free now.
@@ -240,7 +258,8 @@ export class Idempotency {
     }
 
     const work = (async () => {
-      const stopRenewing = this.renewWhileRunning(params.scope, key, print);
+      const leases = [claimedLease];
+      const stopRenewing = this.renewWhileRunning(params.scope, key, print, leases);
       try {
         if (this.options.pauseAt) await this.options.pauseAt('mutation-claimed');
         const result = recovering ? await params.recover!(recovering, upstream) : await params.execute(upstream);
@@ -273,7 +292,16 @@ export class Idempotency {
           await records.park(params.scope, key, 'incomplete', recovering);
           throw error;
         }
-        await records.release(params.scope, key);
+        try {
+          await records.release(params.scope, key);
+        } catch (releaseError) {
+          if (releaseError instanceof StoreUnavailableError) {
+            // Bounded: past the bound the oldest is forgotten, and its key waits for its lease as any other.
+            if (this.lost.size >= LOST_CALLS_KEPT) this.lost.delete(this.lost.keys().next().value!);
+            this.lost.set(slot, [...leases]);
+          }
+          throw releaseError;
+        }
         throw error;
       } finally {
         stopRenewing();
@@ -299,7 +327,7 @@ export class Idempotency {
    * stops renewing, and its key can be taken over once the lease runs out, at most `leaseMs` after the
    * crash; a call that is alive but slow keeps its key however long its upstream takes.
    */
-  private renewWhileRunning(scope: string, key: string, print: string): () => void {
+  private renewWhileRunning(scope: string, key: string, print: string, leases: number[]): () => void {
     const { records, leaseMs, logger } = this.options;
     let renewing: Promise<void> = Promise.resolve();
     let stopped = false;
@@ -309,7 +337,12 @@ export class Idempotency {
           if (stopped) return;
           try {
             const now = this.options.now?.() ?? Date.now();
-            if (!(await records.renew(scope, key, print, now + leaseMs, now)) && !stopped) {
+            // Every lease this call may have left on its record (a renewal whose answer was lost may have been applied).
+            leases.push(now + leaseMs);
+            const renewed = await records.renew(scope, key, print, now + leaseMs, now);
+            // Applied: the record holds this lease, none of the earlier ones.
+            if (renewed) leases.splice(0, leases.length - 1);
+            if (!renewed && !stopped) {
               logger?.warn(
                 { idempotencyKey: key },
                 'idempotency lease could not be renewed: the call ran on after its lease lapsed',

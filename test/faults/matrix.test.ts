@@ -39,7 +39,14 @@ type Fault =
   | "the identity provider's JWKS is unreachable";
 
 type Surface =
-  'POST direct' | 'POST Apollo' | 'graphql-ws' | 'SSE' | 'MCP tool' | 'mobile-id webhook' | 'identification webhook';
+  | 'POST direct'
+  | 'POST Apollo'
+  | 'graphql-ws'
+  | 'SSE'
+  | 'MCP tool'
+  | 'MCP resource'
+  | 'mobile-id webhook'
+  | 'identification webhook';
 type Operation = 'query' | 'creation' | 'webhook' | 'subscription (live)' | 'subscription (resumed from the log)';
 
 interface Cell {
@@ -55,6 +62,8 @@ interface Cell {
    * `retryAfter` in the error (MCP: `retryAfterSeconds`), or `retryAfter` alone (the operation was answered, HTTP 200).
    */
   readonly retryAfter: 'Retry-After' | 'retryAfter' | null;
+  /** graphql-ws: the close code the socket ends with (the code then travels as the close reason's words). */
+  readonly closeCode?: number;
   /** What happens once the fault is gone. */
   readonly recovery: string;
 }
@@ -78,7 +87,7 @@ export const MATRIX: readonly Cell[] = [
   {
     fault: 'PostgreSQL stopped',
     operation: 'query',
-    surfaces: GRAPHQL,
+    surfaces: [...GRAPHQL, 'MCP resource'],
     code: 'SERVICE_UNAVAILABLE',
     status: 503,
     retryAfter: 'Retry-After',
@@ -118,8 +127,7 @@ export const MATRIX: readonly Cell[] = [
     code: 'SERVICE_UNAVAILABLE',
     status: 503,
     retryAfter: 'Retry-After',
-    recovery:
-      "the upstream created it under the key; a retry with the same key waits out the first call's lease (`IDEMPOTENCY_TAKEOVER`, 10 s by default: a retry sooner may get `IDEMPOTENCY_KEY_IN_USE`), then returns that one, created once",
+    recovery: 'the upstream created it under the key; a retry with the same key returns that one, created once',
   },
   {
     fault: "SQLite's file cannot be written",
@@ -211,6 +219,16 @@ export const MATRIX: readonly Cell[] = [
     retryAfter: null,
     recovery: 'answered once the JWKS answers',
   },
+  {
+    fault: "the identity provider's JWKS is unreachable",
+    operation: 'subscription (live)',
+    surfaces: ['graphql-ws', 'SSE'],
+    code: 'UPSTREAM_UNAVAILABLE',
+    status: 503,
+    closeCode: 1013,
+    retryAfter: null,
+    recovery: 'subscribes once the JWKS answers',
+  },
 ];
 
 /**
@@ -258,6 +276,8 @@ interface Rig {
   mcp?: TestMcpClient;
   /** The credential apps send (an API key, or a JWT). */
   credential?: string;
+  /** An MCP resource the app may read, kept in the store (the 'MCP resource' surface reads it). */
+  resource?: string;
 }
 
 async function overHttp(gw: TestGateway, query: string, variables: Record<string, unknown>, credential?: string) {
@@ -379,6 +399,18 @@ async function send(surface: Surface, rig: Rig, query: string, variables: Record
         data: result.isError ? undefined : result.structuredContent,
       };
     }
+    case 'MCP resource':
+      try {
+        const read = await rig.mcp!.client.readResource({ uri: rig.resource! });
+        return { raw: JSON.stringify(read), code: null, data: read };
+      } catch (err) {
+        const data = (err as { data?: { code?: string; retryAfterSeconds?: number } }).data;
+        return {
+          raw: JSON.stringify({ message: (err as Error).message, data }),
+          code: data?.code ?? 'NO CODE',
+          retryAfter: data?.retryAfterSeconds,
+        };
+      }
     default:
       throw new Error(`${surface} is not a GraphQL surface`);
   }
@@ -545,8 +577,13 @@ describe('the fault matrix', () => {
     let rig: Rig;
     beforeAll(async () => {
       pg = await startPostgres();
-      // A short lease: the retry of a call whose completion the stop lost takes its key over soon (the gateway waits).
-      rig = await rigOf({ DATABASE_URL: await pg.createDatabase('fault_matrix'), IDEMPOTENCY_TAKEOVER: '1s' });
+      rig = await rigOf({ DATABASE_URL: await pg.createDatabase('fault_matrix') });
+      const made = await rig.direct.graphql(
+        `mutation($input: CreateIdentificationInput!) { createIdentification(input: $input) { identification { id } } }`,
+        { input: { workflowId: 'wf-matrix-resource' } },
+        { key: KEY },
+      );
+      rig.resource = `identity://identifications/${made.data!.createIdentification.identification.id}`;
     }, 120_000);
     afterAll(async () => {
       await closeRig(rig);
@@ -735,13 +772,56 @@ describe('the fault matrix', () => {
       await jwks?.stop();
     });
 
-    it('a query is UPSTREAM_UNAVAILABLE (503) naming the JWKS, not "invalid token"; answered once the JWKS answers', () =>
-      queryCells(cellOf("the identity provider's JWKS is unreachable", 'query'), rig, async (work) => {
+    it('a query is UPSTREAM_UNAVAILABLE (503) naming the JWKS and a subscription is refused (graphql-ws 1013, SSE 503); both work once the JWKS answers', async () => {
+      const cell = cellOf("the identity provider's JWKS is unreachable", 'subscription (live)');
+      let authReqIds: string[] = [];
+      const refusals = async () => {
+        authReqIds = cell.surfaces.map((surface) => `matrix-jwks-${surface}-${randomUUID()}`);
+        const query = 'subscription($id: String!) { result: mobileIdAuthentication(authReqId: $id) { __typename } }';
+        const refusedWs = await new Promise<{ code?: number; reason?: string }>((resolve) => {
+          const client = wsClient(rig.direct, { key: rig.credential! });
+          client.subscribe(
+            { query, variables: { id: authReqIds[0] } },
+            { next: () => undefined, error: (e) => resolve(e as never), complete: () => resolve({}) },
+          );
+        });
+        expect(refusedWs.code, JSON.stringify(refusedWs)).toBe(cell.closeCode);
+        expect(String(refusedWs.reason)).not.toMatch(/ECONNREFUSED|socket hang up/);
+        const sse = await request(`${rig.direct.url}/graphql/stream`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${rig.credential}`,
+            'content-type': 'application/json',
+            accept: 'text/event-stream',
+          },
+          body: JSON.stringify({ query, variables: { id: authReqIds[1] } }),
+        });
+        const raw = await sse.body.text();
+        expectAnswer(
+          cell,
+          'SSE',
+          {
+            raw,
+            status: sse.statusCode,
+            code: (JSON.parse(raw) as { errors: Array<{ extensions: { code: string } }> }).errors[0]!.extensions.code,
+          },
+          `${cell.fault} × SSE × subscription`,
+        );
+      };
+      await queryCells(cellOf("the identity provider's JWKS is unreachable", 'query'), rig, async (work) => {
         await work();
+        await refusals();
         jwks.up();
         // The gateway fetches the keys again after its refresh interval, on its clock.
         clock.advance(61_000);
-      }));
+      });
+      const watching = cell.surfaces.map((surface, i) => watch(surface, rig, authReqIds[i]!));
+      for (const id of authReqIds) await waitForSubscribers(rig.direct, 'mobile-id', id);
+      for (const w of watching) {
+        expect(w.errors).toEqual([]);
+        w.stop();
+      }
+    });
   });
 
   it('docs/contract.md shows this table', () => {
@@ -777,7 +857,7 @@ export function renderMatrix(): string {
           ? `answered as usual (HTTP ${c.status})`
           : c.operation === 'webhook'
             ? `HTTP ${c.status} \`${c.code}\``
-            : `\`${c.code}\`, HTTP ${c.status}`;
+            : `\`${c.code}\`, HTTP ${c.status}${c.closeCode ? `; graphql-ws closes ${c.closeCode}` : ''}`;
       const hint =
         c.retryAfter === null
           ? '—'

@@ -264,11 +264,13 @@ export class McpResources {
     if (errors?.length) {
       const first = errors[0]!;
       const scope = first.extensions?.scope;
+      const retryAfter = first.extensions?.retryAfter;
       // A refusal (scope, rate limit, cost) is said as it is; it depends on the caller, never on whose the id is.
       throw new ProtocolError(ProtocolErrorCode.InvalidRequest, `${uri}: ${first.message}`, {
         uri,
         code: first.extensions?.code ?? 'INTERNAL_SERVER_ERROR',
         ...(typeof scope === 'string' ? { scope } : {}),
+        ...(typeof retryAfter === 'number' ? { retryAfterSeconds: retryAfter } : {}),
       });
     }
     const value = outcome.ok ? pick((outcome.result.data ?? {}) as Record<string, unknown>) : null;

@@ -97,8 +97,13 @@ function thrownByTool(err: unknown, logger: Logger | undefined, requestId: strin
 /** A resource read that threw: a protocol error, masked as a tool's is (a resource has no error result). */
 function thrownByResource(err: unknown, logger: Logger | undefined, requestId: string): never {
   if (err instanceof ProtocolError) throw err;
-  if (err instanceof GatewayError)
-    throw new ProtocolError(ProtocolErrorCode.InternalError, err.message, { code: err.code });
+  if (err instanceof GatewayError) {
+    const retryAfter = err.extensions.retryAfter;
+    throw new ProtocolError(ProtocolErrorCode.InternalError, err.message, {
+      code: err.code,
+      ...(typeof retryAfter === 'number' ? { retryAfterSeconds: retryAfter } : {}),
+    });
+  }
   logger?.error({ err, requestId }, 'unexpected error in an MCP resource read');
   throw new ProtocolError(ProtocolErrorCode.InternalError, INTERNAL);
 }
