@@ -1,8 +1,10 @@
-import type { CompiledQuery, Kysely } from 'kysely';
+import type { CompiledQuery, Kysely, UpdateQueryBuilder, UpdateResult } from 'kysely';
 
 import type { Execute, Statements } from './index.js';
 import { precompiled } from './precompiled.js';
 import type { Database } from './schema.js';
+
+type RecordUpdate = UpdateQueryBuilder<Database, 'idempotency_records', 'idempotency_records', UpdateResult>;
 
 /**
  * Runs statements as one transaction with one commit. The store's own (Store.writeTogether) joins the SQLite
@@ -119,18 +121,8 @@ export class IdempotencyRecords {
   }
 
   /** Takes over a pending record of the same request whose lease ran out (its request died). */
-  async takeOver(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
-    const takenOver = await this.db
-      .updateTable('idempotency_records')
-      .set({ lease_until: rec.leaseUntil })
-      .where('scope', '=', rec.scope)
-      .where('key', '=', rec.key)
-      .where('state', '=', 'pending')
-      .where('fingerprint', '=', rec.fingerprint)
-      .where('lease_until', '<', now)
-      .where('expires_at', '>', now)
-      .executeTakeFirst();
-    return Number(takenOver.numUpdatedRows) === 1;
+  takeOver(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
+    return this.takeOverWhere(rec, (q) => q.where('lease_until', '<', now).where('expires_at', '>', now));
   }
 
   /**
@@ -139,15 +131,20 @@ export class IdempotencyRecords {
    */
   async takeOverLost(rec: ClaimRequest, leases: readonly number[]): Promise<boolean> {
     if (leases.length === 0) return false;
-    const takenOver = await this.db
-      .updateTable('idempotency_records')
-      .set({ lease_until: rec.leaseUntil })
-      .where('scope', '=', rec.scope)
-      .where('key', '=', rec.key)
-      .where('state', '=', 'pending')
-      .where('fingerprint', '=', rec.fingerprint)
-      .where('lease_until', 'in', [...leases])
-      .executeTakeFirst();
+    return this.takeOverWhere(rec, (q) => q.where('lease_until', 'in', [...leases]));
+  }
+
+  /** Gives a pending record of the same request (scope, key, fingerprint) the new lease, where `lease` allows it. */
+  private async takeOverWhere(rec: ClaimRequest, lease: (q: RecordUpdate) => RecordUpdate): Promise<boolean> {
+    const takenOver = await lease(
+      this.db
+        .updateTable('idempotency_records')
+        .set({ lease_until: rec.leaseUntil })
+        .where('scope', '=', rec.scope)
+        .where('key', '=', rec.key)
+        .where('state', '=', 'pending')
+        .where('fingerprint', '=', rec.fingerprint),
+    ).executeTakeFirst();
     return Number(takenOver.numUpdatedRows) === 1;
   }
 
