@@ -25,6 +25,7 @@ import {
 import { mcpClient, type TestMcpClient } from '../helpers/mcp.js';
 import { postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { registerVerifications } from '../helpers/resumable.js';
 import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 type Fault =
@@ -46,7 +47,8 @@ type Surface =
   | 'MCP tool'
   | 'MCP resource'
   | 'mobile-id webhook'
-  | 'identification webhook';
+  | 'identification webhook'
+  | 'verification webhook';
 type Operation = 'query' | 'creation' | 'webhook' | 'subscription (live)' | 'subscription (resumed from the log)';
 
 interface Cell {
@@ -69,7 +71,7 @@ interface Cell {
 }
 
 const GRAPHQL: readonly Surface[] = ['POST direct', 'POST Apollo', 'graphql-ws', 'SSE', 'MCP tool'];
-const WEBHOOKS: readonly Surface[] = ['mobile-id webhook', 'identification webhook'];
+const WEBHOOKS: readonly Surface[] = ['mobile-id webhook', 'identification webhook', 'verification webhook'];
 const CREATES_ONCE = 'a retry with the same key creates once, the next replays';
 const STORED_ONCE = "the sender's retry is acknowledged (204) and stored once";
 const UPSTREAM_RECOVERY = `nothing was created upstream; ${CREATES_ONCE}`;
@@ -497,8 +499,9 @@ async function queryCells(cell: Cell, rig: Rig, during: (work: () => Promise<voi
 }
 
 /**
- * The webhook cells of `cell`: a mobile-ID notification and an identification completion callback are refused with a
- * 503 and a Retry-After and nothing of them is kept; the sender's retry after recovery is acknowledged and stored once.
+ * The webhook cells of `cell`: a mobile-ID notification, an identification completion callback and a verification
+ * completion callback are refused with a 503 and a Retry-After and nothing of them is kept; the sender's retry after
+ * recovery is acknowledged and stored once.
  */
 async function webhookCells(cell: Cell, gw: TestGateway, during: (work: () => Promise<void>) => Promise<void>) {
   const identification = await gw.graphql(
@@ -511,6 +514,18 @@ async function webhookCells(cell: Cell, gw: TestGateway, during: (work: () => Pr
     id: string;
     callbackUrl: string;
   };
+  const [[externalId, verificationUrl]] = [
+    ...(await registerVerifications(gw, gw.gateway.sandbox.verification!, KEY, 1)),
+  ] as [[string, string]];
+  const verificationCallback = async () => {
+    const res = await request(verificationUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ verificationExternalId: externalId, status: 'COMPLETED' }),
+    });
+    const text = await res.body.text();
+    return { status: res.statusCode, headers: res.headers, text, json: text ? JSON.parse(text) : null };
+  };
   const authReqId = `matrix-${randomUUID()}`;
   const notification = { auth_req_id: authReqId, error: 'access_denied', error_description: 'the user declined' };
   const callback = async () => {
@@ -522,19 +537,27 @@ async function webhookCells(cell: Cell, gw: TestGateway, during: (work: () => Pr
     const text = await res.body.text();
     return { status: res.statusCode, headers: res.headers, text, json: text ? JSON.parse(text) : null };
   };
-  const identificationEvents = async () =>
+  const eventsOf = async (kind: string, key: string) =>
     (
       await gw.gateway.services.store.db
         .selectFrom('events')
         .select('seq')
-        .where('kind', '=', 'identification')
-        .where('key', '=', id)
+        .where('kind', '=', kind)
+        .where('key', '=', key)
         .execute()
     ).length;
+  const identificationEvents = () => eventsOf('identification', id);
+  const verificationEvents = () => eventsOf('verification', externalId);
   const before = await identificationEvents();
+  const verificationsBefore = await verificationEvents();
   await during(async () => {
     for (const surface of cell.surfaces) {
-      const res = surface === 'mobile-id webhook' ? await postNotification(gw, notification) : await callback();
+      const res =
+        surface === 'mobile-id webhook'
+          ? await postNotification(gw, notification)
+          : surface === 'identification webhook'
+            ? await callback()
+            : await verificationCallback();
       const label = `${cell.fault} × ${surface}`;
       expect(res.status, `${label}: ${res.text}`).toBe(cell.status);
       expect(res.json?.error, `${label}: ${res.text}`).toBe(cell.code);
@@ -545,10 +568,13 @@ async function webhookCells(cell: Cell, gw: TestGateway, during: (work: () => Pr
   });
   expect(await storedEvents(gw, authReqId), 'the refused notification was not kept').toHaveLength(0);
   expect(await identificationEvents(), 'the refused callback was not kept').toBe(before);
+  expect(await verificationEvents(), 'the refused verification callback was not kept').toBe(verificationsBefore);
   expect((await postNotification(gw, notification)).status).toBe(204);
   expect((await callback()).status).toBe(204);
+  expect((await verificationCallback()).status).toBe(204);
   expect(await storedEvents(gw, authReqId)).toHaveLength(1);
   expect(await identificationEvents()).toBe(before + 1);
+  expect(await verificationEvents()).toBe(verificationsBefore + 1);
 }
 
 const cellsOf = (fault: Fault) => MATRIX.filter((c) => c.fault === fault);
