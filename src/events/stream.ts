@@ -40,6 +40,11 @@ export interface StreamOptions<T = EventRecord> {
    * that a shared execution should make once for all its subscribers belongs in the subscription's `resolve`.
    */
   map?: (e: EventRecord) => T;
+  /**
+   * A value yielded before any event (a domain's current state read from its own row): the stream listens and reads
+   * the log only after it, so `filter` must pass only what is newer. With `until` true for it, the stream ends there.
+   */
+  initial?: T;
   /** A terminal value: the stream ends after yielding it (a provisioning that SUCCEEDED or FAILED). */
   until?: (value: T) => boolean;
   /** Ends the stream after this many events (a mobile-ID authentication completes once). */
@@ -311,6 +316,13 @@ class EventStream<T> implements AsyncGenerator<T> {
   }
 
   async next(): Promise<IteratorResult<T>> {
+    if (!this.started && !this.done && this.filter.initial !== undefined) {
+      const value = this.filter.initial;
+      this.yielded += 1;
+      if (this.yielded >= (this.filter.limit ?? Infinity) || this.filter.until?.(value) === true) this.finish();
+      else this.start();
+      return { done: false, value };
+    }
     if (!this.started) this.start();
     // Only while the stored event is read: an await per event would cost a turn of the microtask queue each.
     if (this.reading !== null) await this.reading;

@@ -96,17 +96,18 @@ export class ProvisioningRecords {
   }
 
   /**
-   * The state stored with `current`'s revision (read by the caller), then every later state, until SUCCEEDED or
-   * FAILED: one event stream over the provisioning's key. The stream listens before it reads the log's latest
-   * state, and only newer revisions pass, so a change made while the subscriber connects is neither lost nor
-   * repeated.
+   * `current` (read by the caller from the provisioning's row, so a stored event left behind the row by a crash
+   * cannot hold it back), then every later state, until SUCCEEDED or FAILED: one event stream over the
+   * provisioning's key. The stream listens before it reads the log's latest state, and only newer revisions pass,
+   * so a change made while the subscriber connects is neither lost nor repeated.
    */
   follow(caller: Caller, current: Provisioning): AsyncGenerator<Provisioning> {
-    let revision = current.revision - 1;
+    let revision = current.revision;
     return this.events.streams.subscribe({
       kind: PROVISIONING_EVENT_KIND,
       key: current.id,
       reader: caller,
+      initial: current,
       filter: (event) => {
         const next = (event.payload as StoredState).revision;
         if (next <= revision) return false;

@@ -191,4 +191,42 @@ describe('composite provisioning', () => {
     expect([...counts].sort((a, b) => a - b)).toEqual(counts);
     expect(states.length).toBeGreaterThan(1);
   });
+  it('a subscriber to an already finished provisioning whose last event a crash left behind its row gets its final state at once and completes', async () => {
+    const gw = await gateway();
+    const res = await gw.graphql(PROVISION_KAFKA, { input: kafkaInput });
+    const id = res.data!.provisionKafkaCluster.provisioning.id;
+    expect((await settle(gw, id)).state).toBe('SUCCEEDED');
+    // A crash after the row's last write and before its event: the log's latest state of the provisioning is older.
+    const { db } = gw.gateway.services.store;
+    const last = await db
+      .selectFrom('events')
+      .select('seq')
+      .where('kind', '=', 'provisioning')
+      .where('key', '=', id)
+      .orderBy('seq', 'desc')
+      .executeTakeFirstOrThrow();
+    await db.deleteFrom('events').where('seq', '=', last.seq).execute();
+
+    const client = createClient({
+      url: gw.url.replace('http', 'ws') + '/graphql',
+      webSocketImpl: WebSocket,
+      retryAttempts: 0,
+    });
+    const states: string[] = [];
+    try {
+      const sub = client.iterate<{ provisioningProgress: { state: string } }>({
+        query: `subscription($id: ID!) { provisioningProgress(id: $id) { state } }`,
+        variables: { id },
+      });
+      const read = (async () => {
+        for await (const msg of sub) states.push(msg.data!.provisioningProgress.state);
+        return 'completed';
+      })();
+      const waited = new Promise((resolve) => setTimeout(() => resolve('still waiting'), 2_000).unref());
+      expect(await Promise.race([read, waited])).toBe('completed');
+    } finally {
+      await client.dispose();
+    }
+    expect(states).toEqual(['SUCCEEDED']);
+  });
 });
