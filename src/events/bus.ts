@@ -64,16 +64,17 @@ export class InProcessBus implements EventBus {
   }
 
   async publish(event: EventRecord): Promise<void> {
-    // Its cursor, once for every subscriber (the position is known without reading anything).
-    event.cursor = this.delivered.record(event.seq, event.receivedAt.getTime());
-    this.deliver(`${event.kind}\u0000${event.key}`, event);
-    this.deliver(`${event.kind}\u0000*`, event);
-  }
-
-  private deliver(slot: string, event: EventRecord): void {
-    const set = this.listeners.get(slot);
-    if (!set) return;
-    for (const listener of set) listener(event);
+    const byKey = this.listeners.get(`${event.kind}\u0000${event.key}`);
+    const byKind = this.listeners.get(`${event.kind}\u0000*`);
+    // Its cursor, once for every subscriber (the position is known without reading anything), and only when this
+    // replica has one: the listeners are the only readers of a published event's cursor.
+    event.cursor = this.delivered.record(
+      event.seq,
+      event.receivedAt.getTime(),
+      byKey !== undefined || byKind !== undefined,
+    );
+    if (byKey) for (const listener of byKey) listener(event);
+    if (byKind) for (const listener of byKind) listener(event);
   }
 
   subscribe(kind: string, key: string | null, listener: EventListener): () => void {

@@ -275,8 +275,14 @@ export class Delivered {
     this.position = new Position(floor);
   }
 
-  /** Counts `seq` delivered; returns its cursor (at: when the event was received). */
-  record(seq: number, at: number): string {
+  /**
+   * Counts `seq` delivered; returns its cursor (at: when the event was received) when `wanted` (someone on this
+   * replica listens for the event: sealing one costs an HMAC and an AES pass, which an event nobody waits for here
+   * need not pay).
+   */
+  record(seq: number, at: number, wanted?: true): string;
+  record(seq: number, at: number, wanted: boolean): string | undefined;
+  record(seq: number, at: number, wanted = true): string | undefined {
     const p = this.position;
     p.add(seq);
     if (p.ranges.length === 0) {
@@ -289,7 +295,7 @@ export class Delivered {
         this.holeSince = p.ranges.length ? now : 0;
       }
     }
-    return this.cursors.encode(p, at);
+    return wanted ? this.cursors.encode(p, at) : undefined;
   }
 
   /** Every number up to this one is delivered (or given up). */
