@@ -159,6 +159,24 @@ export const MATRIX: readonly Cell[] = [
     recovery: STORED_ONCE,
   },
   {
+    fault: "SQLite's file cannot be written",
+    operation: 'subscription (live)',
+    surfaces: ['graphql-ws', 'SSE'],
+    code: null,
+    status: 200,
+    retryAfter: null,
+    recovery: 'stays open; an event stored once the disk is back is delivered once',
+  },
+  {
+    fault: "SQLite's file cannot be written",
+    operation: 'subscription (resumed from the log)',
+    surfaces: ['graphql-ws', 'SSE'],
+    code: null,
+    status: 200,
+    retryAfter: null,
+    recovery: 'the stored event is delivered once (reads go on during the fault)',
+  },
+  {
     fault: 'the upstream refuses connections',
     operation: 'creation',
     surfaces: GRAPHQL,
@@ -577,13 +595,50 @@ async function webhookCells(cell: Cell, gw: TestGateway, during: (work: () => Pr
   expect(await verificationEvents()).toBe(verificationsBefore + 1);
 }
 
+/**
+ * The subscription cells of `fault`: a stream opened before the fault stays open and gets the event stored after it
+ * once; a stream opened during the fault on an event already stored gets it once.
+ */
+async function subscriptionCells(fault: Fault, rig: Rig, during: (work: () => Promise<void>) => Promise<void>) {
+  const live = cellOf(fault, 'subscription (live)');
+  const resumed = cellOf(fault, 'subscription (resumed from the log)');
+  const id = (what: string, surface: Surface) => `matrix-${what}-${surface}-${randomUUID()}`;
+  const declined = (authReqId: string) => ({
+    auth_req_id: authReqId,
+    error: 'access_denied',
+    error_description: 'declined',
+  });
+  // Each stream its own authentication: one bus listener each, so that each is seen on the bus.
+  const open = live.surfaces.map((surface) => ({ surface, id: id('live', surface) }));
+  const stored = resumed.surfaces.map((surface) => ({ surface, id: id('stored', surface) }));
+  for (const s of stored) expect((await postNotification(rig.direct, declined(s.id))).status).toBe(204);
+  const watching = open.map((o) => ({ ...o, cell: live, seen: watch(o.surface, rig, o.id) }));
+  for (const o of open) await waitForSubscribers(rig.direct, 'mobile-id', o.id);
+  await during(async () => {
+    for (const s of stored) watching.push({ ...s, cell: resumed, seen: watch(s.surface, rig, s.id) });
+  });
+  for (const o of open) expect((await postNotification(rig.direct, declined(o.id))).status).toBe(204);
+  for (const { surface, id: authReqId, cell, seen } of watching) {
+    const label = `${cell.fault} × ${surface} × ${cell.operation}`;
+    await waitFor(() => seen.results.length > 0 || seen.errors.length > 0, 60_000, label);
+    expect(seen.errors, label).toEqual([]);
+    expect(
+      seen.results.map((r) => r.data?.result?.authReqId),
+      label,
+    ).toEqual([authReqId]);
+    seen.stop();
+  }
+}
+
 const cellsOf = (fault: Fault) => MATRIX.filter((c) => c.fault === fault);
 const cellOf = (fault: Fault, operation: Operation) =>
   MATRIX.find((c) => c.fault === fault && c.operation === operation)!;
 const asIs = (work: () => Promise<void>) => work();
 
 async function rigOf(env: Record<string, string>, options: Parameters<typeof startTestGateway>[1] = {}): Promise<Rig> {
-  const all = { GATEWAY_API_KEYS: KEY, MCP_MUTATIONS: 'all', ...env };
+  // The sandbox verification service's own completion callback waits out every test (10 min), so that the only
+  // verification callbacks the webhook cells count are the ones they send.
+  const all = { GATEWAY_API_KEYS: KEY, MCP_MUTATIONS: 'all', SANDBOX_CALLBACK_DELAY_MS: '600000', ...env };
   const direct = await startTestGateway(all, options);
   const apollo = await startTestGateway(all, { ...options, testing: { ...options.testing, directPath: false } });
   const rig: Rig = { direct, apollo, credential: KEY };
@@ -633,36 +688,11 @@ describe('the fault matrix', () => {
       120_000,
     );
 
-    it('a live subscription stays open and a resumed one waits out the stop; each gets its event once', async () => {
-      const live = cellOf('PostgreSQL stopped', 'subscription (live)');
-      const resumed = cellOf('PostgreSQL stopped', 'subscription (resumed from the log)');
-      const id = (what: string, surface: Surface) => `matrix-${what}-${surface}-${randomUUID()}`;
-      const declined = (authReqId: string) => ({
-        auth_req_id: authReqId,
-        error: 'access_denied',
-        error_description: 'declined',
-      });
-      // Each stream its own authentication: one bus listener each, so that each is seen on the bus.
-      const open = live.surfaces.map((surface) => ({ surface, id: id('live', surface) }));
-      const stored = resumed.surfaces.map((surface) => ({ surface, id: id('stored', surface) }));
-      for (const s of stored) expect((await postNotification(rig.direct, declined(s.id))).status).toBe(204);
-      const watching = open.map((o) => ({ ...o, cell: live, seen: watch(o.surface, rig, o.id) }));
-      for (const o of open) await waitForSubscribers(rig.direct, 'mobile-id', o.id);
-      await stopped(async () => {
-        for (const s of stored) watching.push({ ...s, cell: resumed, seen: watch(s.surface, rig, s.id) });
-      });
-      for (const o of open) expect((await postNotification(rig.direct, declined(o.id))).status).toBe(204);
-      for (const { surface, id: authReqId, cell, seen } of watching) {
-        const label = `${cell.fault} × ${surface} × ${cell.operation}`;
-        await waitFor(() => seen.results.length > 0 || seen.errors.length > 0, 60_000, label);
-        expect(seen.errors, label).toEqual([]);
-        expect(
-          seen.results.map((r) => r.data?.result?.authReqId),
-          label,
-        ).toEqual([authReqId]);
-        seen.stop();
-      }
-    }, 120_000);
+    it(
+      'a live subscription stays open and a resumed one waits out the stop; each gets its event once',
+      () => subscriptionCells('PostgreSQL stopped', rig, stopped),
+      120_000,
+    );
 
     it('a creation whose upstream answer comes back while PostgreSQL restarts is SERVICE_UNAVAILABLE; the retry returns the one created', async () => {
       const cell = cellOf('PostgreSQL restarted during a request', 'creation');
@@ -709,6 +739,8 @@ describe('the fault matrix', () => {
         queryCells(cellOf("SQLite's file cannot be written", 'query'), rig, unwritable));
       it("a webhook is refused 503 with Retry-After, keeps nothing, and the sender's retry is stored once", () =>
         webhookCells(cellOf("SQLite's file cannot be written", 'webhook'), rig.direct, unwritable));
+      it('a live subscription stays open and one opened on a stored event gets it: reads go on; each event once', () =>
+        subscriptionCells("SQLite's file cannot be written", rig, unwritable));
     },
   );
 
