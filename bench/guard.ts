@@ -14,7 +14,7 @@
  * the machine stayed busy.
  *
  * Options: --against <ref> (`.` measures the working tree against itself), --tree <ref> (measure that commit in the
- * working tree's place: a bisection between two commits), --rounds <n> (default 6), --pairs <n> (default 2),
+ * working tree's place: a bisection between two commits), --rounds <n> (default 4), --pairs <n> (default 2),
  * --quiet-wait <s> (how long to wait for a quiet machine, default 20), --paths a,b,
  * --env NAME=VALUE[,NAME=VALUE] (the working tree's side only: an off switch or a setting against the same code, with
  * `--against .`), --ref-env (the same for the ref's side), --concurrency <n> (operations in flight, default 16),
@@ -49,13 +49,13 @@ type PathName = (typeof PATHS)[number];
 /** Operations in flight at once on every path (--concurrency): the same on both sides, so group commit shares the same way. */
 let CONCURRENCY = 16;
 /** Operations per round and path: about 0.3–0.6 s of one core each, so that the whole guard stays under 75 s. */
-const OPS: Record<PathName, number> = { mutation: 800, tree: 1200, intake: 1200, delivery: 800 };
+const OPS: Record<PathName, number> = { mutation: 500, tree: 800, intake: 800, delivery: 500 };
 /** A path is slower when its ratio exceeds 1 by more than its spread plus this. */
 const TOLERANCE = 0.03;
 /** Other processes' CPU (in cores) above which the machine is too busy for a verdict. */
 const BUSY = 0.15;
 /** Warm-up rounds at most, and how close two in a row must be to call a side warm. */
-const WARMUP_ROUNDS = 6;
+const WARMUP_ROUNDS = 3;
 const WARM = 0.05;
 /** Gateway processes a side, taking the rounds in turn (--pairs). */
 let PAIRS = 2;
@@ -69,7 +69,7 @@ const { values: cli } = parseArgs({
   options: {
     against: { type: 'string', default: 'HEAD~1' },
     tree: { type: 'string', default: '.' },
-    rounds: { type: 'string', default: '6' },
+    rounds: { type: 'string', default: '4' },
     paths: { type: 'string' },
     quick: { type: 'boolean', default: false },
     json: { type: 'string' },
@@ -134,14 +134,12 @@ const startedAt = Date.now();
 const log = (line: string) =>
   process.stderr.write(`[${((Date.now() - startedAt) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
 
-/** Every gateway process of the guard, so that a round starts only once both sides are quiet. */
-const gatewayPids: number[] = [];
-
 /**
- * Until every gateway uses under 5 % of a core for two 50 ms samples in a row (at most `maxMs`): a side's round
- * must not start while the other side still finishes its own (a checkpoint, the last commits), on the same core.
+ * Until the round's gateways use under 5 % of a core for two 50 ms samples in a row (at most `maxMs`): a round must
+ * not start while its sides still finish the last one (a checkpoint, the last commits). The other pair's gateways
+ * only wait; what little they do falls on both sides alike, and the quiet check counts it.
  */
-async function settle(maxMs = 3_000): Promise<void> {
+async function settle(gatewayPids: number[], maxMs = 3_000): Promise<void> {
   const deadline = performance.now() + maxMs;
   let quiet = 0;
   while (quiet < 2 && performance.now() < deadline) {
@@ -206,7 +204,6 @@ async function startSide(
     readiness: { url: `${origin}/readyz` },
     timeoutMs: 60_000,
   });
-  gatewayPids.push(proc.pid);
   const pool = new Pool(origin, { connections: CONCURRENCY, pipelining: 1 });
   const project = await graphql<{ createProject: { project: { id: string } } }>(
     origin,
@@ -337,7 +334,7 @@ function operation(side: Side, p: PathName, i: number, subs?: Subscribers): Prom
  * no verdict.
  */
 async function quiet(): Promise<void> {
-  const other = await waitForQuiet({ threshold: BUSY, sampleMs: 250, maxWaitMs: quietWaitMs });
+  const other = await waitForQuiet({ threshold: BUSY, sampleMs: 100, maxWaitMs: quietWaitMs });
   if (other >= BUSY) {
     process.stderr.write(
       `bench:guard: the machine stays busy (other processes use ${(other * 100).toFixed(0)} % of a core, load average ${loadAverage()}): no verdict; run it again on a quiet machine\n`,
@@ -360,7 +357,7 @@ async function round(sides: Side[], p: PathName): Promise<number[]> {
   const subs =
     p === 'delivery' ? await Promise.all(sides.map((side) => waitingSubscribers(side, count + CONCURRENCY))) : [];
   try {
-    await settle();
+    await settle(sides.map((side) => side.proc.pid));
     await quiet();
     const started = sides.map((side) => processCpu(side.proc.pid));
     const completed = sides.map(() => 0);
