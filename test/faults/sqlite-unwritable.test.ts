@@ -5,45 +5,17 @@
 // process's file-size limit is set to 0, so every write of SQLite fails at the system call, whoever runs the test.
 import { randomUUID } from 'node:crypto';
 import { createClient as createSseClient } from 'graphql-sse';
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { sqliteUnavailable } from '../../src/store/sqlite-dialect.js';
-import { fileSizeLimitUnavailable, whileFilesCannotGrow } from '../helpers/faults.js';
+import { createProjectProbe, fileSizeLimitUnavailable, whileFilesCannotGrow } from '../helpers/faults.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mcpClient, type TestMcpClient } from '../helpers/mcp.js';
 import { postNotification, storedEvents, wsClient } from '../helpers/mobile-id.js';
 
 const NAME = 'sqlite-unwritable';
-const CREATE = `mutation($key: UUID) { createProject(input: { name: "${NAME}", description: "" }, idempotencyKey: $key) { project { id } replayed } }`;
+const { post, first, expectEachCreatesOnce, made } = createProjectProbe(NAME);
 const RAW = ['SQLITE', 'disk I/O', 'EFBIG', 'gateway.sqlite', 'INSERT', 'insert into'];
-
-async function post(gw: TestGateway, key: string) {
-  const res = await request(`${gw.url}/graphql`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ query: CREATE, variables: { key } }),
-  });
-  const raw = await res.body.text();
-  return { status: res.statusCode, retryAfter: res.headers['retry-after'], raw, body: JSON.parse(raw) as any };
-}
-
-/** The first answer of a graphql-ws or graphql-sse client to one operation. */
-function first(
-  client: { subscribe: (p: any, s: any) => () => void },
-  key: string,
-): Promise<{ raw: string; errors: any[] }> {
-  return new Promise((resolve) => {
-    client.subscribe(
-      { query: CREATE, variables: { key } },
-      {
-        next: (v: { errors?: any[] }) => resolve({ raw: JSON.stringify(v), errors: v.errors ?? [] }),
-        error: (e: unknown) => resolve({ raw: JSON.stringify(e), errors: Array.isArray(e) ? e : [e] }),
-        complete: () => undefined,
-      },
-    );
-  });
-}
 
 const unavailable = fileSizeLimitUnavailable();
 
@@ -124,7 +96,6 @@ describe.skipIf(unavailable !== null)(
       });
       expect(direct.logs()).toMatch(/SQLITE_(IOERR|FULL)/);
       // Nothing was sent upstream, and nothing of the refused webhook was kept.
-      const made = (gw: TestGateway) => gw.gateway.sandbox.cloud!.projects().filter((p) => p.name === NAME);
       expect(made(direct)).toHaveLength(0);
       expect(made(apollo)).toHaveLength(0);
       expect(await storedEvents(direct, authReqId)).toHaveLength(0);
@@ -137,18 +108,12 @@ describe.skipIf(unavailable !== null)(
       });
       expect(hook.status, hook.text).toBe(204);
       expect(await storedEvents(direct, authReqId)).toHaveLength(1);
-      for (const [name, gw] of [
-        ['direct', direct],
-        ['apollo', apollo],
-        ['ws', direct],
-        ['sse', direct],
-      ] as const) {
-        const created = await post(gw, keys[name]);
-        expect(created.status, created.raw).toBe(200);
-        expect(created.body.data.createProject.replayed).toBe(false);
-        const again = await post(gw, keys[name]);
-        expect(again.body.data.createProject).toEqual({ ...created.body.data.createProject, replayed: true });
-      }
+      await expectEachCreatesOnce([
+        [direct, keys.direct],
+        [apollo, keys.apollo],
+        [direct, keys.ws],
+        [direct, keys.sse],
+      ]);
       const tool = await mcp.call('create_project', {
         input: { name: NAME, description: '' },
         idempotencyKey: keys.mcp,

@@ -3,37 +3,18 @@
 // a 503 so that its sender retries, nothing raw reaches anyone, and a retry with the same key after the restart
 // creates exactly once.
 import { randomUUID } from 'node:crypto';
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { createProjectProbe } from '../helpers/faults.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { postNotification, wsClient } from '../helpers/mobile-id.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 
-const CREATE = `mutation($key: UUID) { createProject(input: { name: "pg-away", description: "" }, idempotencyKey: $key) { project { id } replayed } }`;
-
-async function post(gw: TestGateway, key: string) {
-  const res = await request(`${gw.url}/graphql`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ query: CREATE, variables: { key } }),
-  });
-  const raw = await res.body.text();
-  return { status: res.statusCode, retryAfter: res.headers['retry-after'], raw, body: JSON.parse(raw) as any };
-}
+const { post, first, expectEachCreatesOnce, made } = createProjectProbe('pg-away');
 
 function overWs(gw: TestGateway, key: string): Promise<{ raw: string; errors: any[] }> {
   const client = wsClient(gw);
-  return new Promise((resolve) => {
-    client.subscribe(
-      { query: CREATE, variables: { key } },
-      {
-        next: (v) => resolve({ raw: JSON.stringify(v), errors: (v as { errors?: any[] }).errors ?? [] }),
-        error: (e) => resolve({ raw: JSON.stringify(e), errors: Array.isArray(e) ? e : [e] }),
-        complete: () => undefined,
-      },
-    );
-  }).finally(() => client.dispose()) as Promise<{ raw: string; errors: any[] }>;
+  return first(client, key).finally(() => client.dispose());
 }
 
 describe('PostgreSQL away under a creation', () => {
@@ -84,24 +65,17 @@ describe('PostgreSQL away under a creation', () => {
       },
     });
     expect(direct.logs()).toContain('ECONNREFUSED');
-    const cloud = direct.gateway.sandbox.cloud!;
-    expect(cloud.projects().filter((p) => p.name === 'pg-away')).toHaveLength(0);
-    expect(apollo.gateway.sandbox.cloud!.projects().filter((p) => p.name === 'pg-away')).toHaveLength(0);
+    expect(made(direct)).toHaveLength(0);
+    expect(made(apollo)).toHaveLength(0);
 
     // After the restart each key creates once, and a second retry replays.
-    for (const [name, gw] of [
-      ['direct', direct],
-      ['apollo', apollo],
-      ['ws', direct],
-    ] as const) {
-      const first = await post(gw, keys[name]);
-      expect(first.status, first.raw).toBe(200);
-      expect(first.body.data.createProject.replayed).toBe(false);
-      const again = await post(gw, keys[name]);
-      expect(again.body.data.createProject).toEqual({ ...first.body.data.createProject, replayed: true });
-    }
+    await expectEachCreatesOnce([
+      [direct, keys.direct],
+      [apollo, keys.apollo],
+      [direct, keys.ws],
+    ]);
     // Each gateway has its own sandbox: the direct and graphql-ws keys reached the first, Apollo's the second.
-    expect(cloud.projects().filter((p) => p.name === 'pg-away')).toHaveLength(2);
-    expect(apollo.gateway.sandbox.cloud!.projects().filter((p) => p.name === 'pg-away')).toHaveLength(1);
+    expect(made(direct)).toHaveLength(2);
+    expect(made(apollo)).toHaveLength(1);
   }, 120_000);
 });
