@@ -92,6 +92,11 @@ export function creationHeaders(accept: boolean, idempotencyKey: string): Record
   };
 }
 
+/** A creation's refusal: 401 says the gateway's credentials were refused, any other 4xx the request. */
+function creationRejectCode(status: number): ErrorCode {
+  return status === 401 ? ErrorCode.UPSTREAM_UNAUTHENTICATED : ErrorCode.UPSTREAM_REJECTED;
+}
+
 /** Longest text answer kept whole; a longer one is cut (it is kept for an operator to read, not parsed). */
 const MAX_KEPT_TEXT = 4096;
 
@@ -102,6 +107,13 @@ export class CloudClient {
     private readonly tokens: CloudTokens,
     readonly answers: CloudAnswers,
   ) {}
+
+  /** The authorization of every attempt, and the refresh after a 401 (made once, not per call). */
+  private readonly authorize = async (): Promise<Record<string, string>> => ({
+    authorization: `Bearer ${await this.tokens.get()}`,
+  });
+
+  private readonly onUnauthorized = async (): Promise<boolean> => this.tokens.invalidate();
 
   /**
    * The created resource of a kept answer (UPSTREAM_ANSWER_INCOMPLETE), read again with the paths configured now;
@@ -128,9 +140,9 @@ export class CloudClient {
       route: `POST ${path}`,
       headers: creationHeaders(accept, idempotencyKey),
       body,
-      authorize: async () => ({ authorization: `Bearer ${await this.tokens.get()}` }),
-      onUnauthorized: async () => this.tokens.invalidate(),
-      rejectCode: (status) => (status === 401 ? ErrorCode.UPSTREAM_UNAUTHENTICATED : ErrorCode.UPSTREAM_REJECTED),
+      authorize: this.authorize,
+      onUnauthorized: this.onUnauthorized,
+      rejectCode: creationRejectCode,
     });
     const response = scrubResponse(res.body);
     const id = this.answers.createdId(response);

@@ -1,3 +1,5 @@
+import type { CompiledQuery } from 'kysely';
+
 import type { Caller } from '../auth/caller.js';
 import { cloudLedgerRecord } from '../auth/tenancy.js';
 import type { IncompleteAnswer } from '../errors.js';
@@ -113,7 +115,7 @@ export class CloudService {
       request: { path: wire.PATHS.projects, body },
       accept: false,
       send: (k) => this.client.createProject(body, k),
-      reread: (incomplete) => this.client.reread(incomplete),
+      reread: this.reread,
       spec,
       title: spec.name,
       projectId: null,
@@ -241,7 +243,7 @@ export class CloudService {
       request: { path: wire.PATHS.services, body: call.envelope },
       accept: call.accept,
       send: (k) => this.client.createService(call, k),
-      reread: (incomplete) => this.client.reread(incomplete),
+      reread: this.reread,
       spec: s.spec,
       title: s.title,
       projectId: s.projectId,
@@ -276,14 +278,26 @@ export class CloudService {
       },
       // The upstream created it already: its kept answer is read again, and nothing is sent (docs/decisions/042).
       recover: (incomplete, idempotencyKey) => recordOf(p.reread(incomplete), idempotencyKey),
-      // The ledger record is written in the same commit as the completion of the key.
-      storeWith: (record) => [this.ledger.recordWrite(record)],
-      toStored: (record): StoredRecord => ({ ...record, createdAt: record.createdAt.toISOString() }),
-      fromStored: (stored) => {
-        const s = stored as StoredRecord;
-        return { ...s, createdAt: new Date(s.createdAt) };
-      },
+      storeWith: this.storeWith,
+      toStored,
+      fromStored,
     });
     return out;
   }
+
+  /** Reads a kept answer again (the same for every creation: made once, not per call). */
+  private readonly reread = (incomplete: IncompleteAnswer): Created => this.client.reread(incomplete);
+
+  /** The ledger record is written in the same commit as the completion of the key. */
+  private readonly storeWith = (record: LedgerRecord): readonly CompiledQuery[] => [this.ledger.recordWrite(record)];
+}
+
+/** What an idempotency record keeps of a creation: its ledger record, the date as ISO text. */
+function toStored(record: LedgerRecord): StoredRecord {
+  return { ...record, createdAt: record.createdAt.toISOString() };
+}
+
+function fromStored(stored: unknown): LedgerRecord {
+  const s = stored as StoredRecord;
+  return { ...s, createdAt: new Date(s.createdAt) };
 }

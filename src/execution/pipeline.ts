@@ -277,8 +277,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
             return present.executed(executed instanceof Promise ? await executed : executed, context, ran);
           }
           const subscribed = await streaming.subscribe(args, run.sink);
-          if (Symbol.asyncIterator in subscribed)
-            return present.subscribed!(subscribed as AsyncGenerator<ExecutionResult>, context, ran);
+          if (Symbol.asyncIterator in subscribed) return present.subscribed!(subscribed, context, ran);
           return present.executed(subscribed as ExecutionResult, context, ran);
         }
         result = await o.runner.execute(prepared, operation, params.operationName, context, params.variables);

@@ -182,6 +182,16 @@ export type Executed = {
 };
 
 /**
+ * A subscription's results, which its transport can end early with a last result of its own (SSE: the caller's
+ * token expired): `end` stops the source at once and hands `last` to the waiting (or next) `next()` instead of the
+ * source's end, then the stream is done. The source's `return()` must end a `next()` that waits (an EventStream's
+ * does, as does the heartbeat's iterator; an async generator waiting between two ticks would hold `last` back).
+ */
+export interface ResultStream extends AsyncGenerator<ExecutionResult> {
+  end(last: ExecutionResult): void;
+}
+
+/**
  * How a transport's answer is made from what the pipeline decided: the last stage of src/execution/pipeline.ts
  * runOperation, chosen by the transport. Every presenter lives here, so errors are formatted in this file only.
  */
@@ -193,7 +203,7 @@ export interface Presenter<T> {
   /** The run stage's result (`ran`: what ran, for the streaming transports). */
   executed(result: ExecutionResult, context: GraphQLContext, ran?: Ran): T;
   /** A subscription's stream (the streaming transports only): its results, or none when they go to the sink. */
-  subscribed?(stream: AsyncGenerator<ExecutionResult>, context: GraphQLContext, ran: Ran): T;
+  subscribed?(stream: ResultStream, context: GraphQLContext, ran: Ran): T;
   /** The admit or the run stage threw. */
   threw(err: unknown, context: GraphQLContext): T;
 }
@@ -446,7 +456,7 @@ export type StreamOutcome =
   | { readonly refused: readonly GraphQLError[]; readonly stage: RefusalStage }
   /** `result` masked and with its warnings; `raw` as graphql-js answered (graphql-ws and graphql-sse check its errors' class). */
   | { readonly result: ExecutionResult; readonly raw: ExecutionResult; readonly ran: Ran | undefined }
-  | { readonly stream: AsyncGenerator<ExecutionResult>; readonly ran: Ran };
+  | { readonly stream: ResultStream; readonly ran: Ran };
 
 /**
  * The streaming transports' presentation: refusals as graphql-ws and graphql-sse send them (the errors as they are:

@@ -9,7 +9,6 @@ import {
   GraphQLError,
   Kind,
   locatedError,
-  subscribe,
   type DocumentNode,
   type ExecutionArgs,
   type ExecutionResult,
@@ -22,6 +21,7 @@ import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { PreparedDocument } from './prepare.js';
+import type { ResultStream } from './present.js';
 import { SharedExecution } from './shared.js';
 
 /** `subscription WaitForMobileId`, or the bare type for an anonymous operation; the document's text never goes in a span. */
@@ -36,8 +36,6 @@ export function operationSpanName(args: Pick<ExecutionArgs, 'document' | 'operat
   return { name: operationName ? `${type} ${operationName}` : type, type, operationName };
 }
 
-type SubscribeResult = Awaited<ReturnType<typeof subscribe>>;
-
 /**
  * Where a subscription's results go when the transport writes each one itself (graphql-ws, src/server/ws.ts: one
  * serialized payload per shared result), handed to `subscribe` as an argument (graphql-ws's `Sink` is the model). The
@@ -50,7 +48,7 @@ export interface ResultSink {
 /** The streaming transports' execute and subscribe: a subscription's results go to `sink` when one is given. */
 export interface StreamingExecution {
   execute(args: ExecutionArgs): ReturnType<typeof execute>;
-  subscribe(args: ExecutionArgs, sink?: ResultSink): Promise<SubscribeResult>;
+  subscribe(args: ExecutionArgs, sink?: ResultSink): Promise<ResultStream | ExecutionResult>;
 }
 
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
@@ -68,13 +66,23 @@ async function sharedSubscribe(
   args: ExecutionArgs,
   shared: SharedExecution,
   sink: ResultSink | undefined,
-): Promise<SubscribeResult> {
+): Promise<ResultStream | ExecutionResult> {
   const source = await createSourceEventStream(args);
   if (!source || typeof source !== 'object' || !(Symbol.asyncIterator in source)) return source as ExecutionResult;
   const iterator = (source as AsyncIterable<unknown>)[Symbol.asyncIterator]();
   const group = shared.groupOf(args);
   let failed = false;
   let stopped = false;
+  /** The last result `end` was given, until a `next()` takes it. */
+  let last: ExecutionResult | null = null;
+  const takeLast = (): IteratorResult<ExecutionResult> => {
+    const value = last!;
+    last = null;
+    stopped = true;
+    if (!sink) return { done: false, value };
+    sink.next(value);
+    return DONE;
+  };
   const fail = (err: unknown): ExecutionResult => {
     failed = true;
     // The source is finished when its own next() threw; when the execution threw, it is told to stop here.
@@ -88,13 +96,15 @@ async function sharedSubscribe(
         : locatedError(err, field ? [field] : undefined, field ? [field.alias?.value ?? field.name.value] : undefined);
     return { data: null, errors: [error] };
   };
-  const stream: AsyncGenerator<ExecutionResult> = {
+  const stream: ResultStream = {
     async next() {
+      if (last !== null) return takeLast();
       if (failed || stopped) return DONE;
       let result: ExecutionResult;
       try {
         for (;;) {
           const step = await iterator.next();
+          if (last !== null) return takeLast();
           if (step.done || stopped) return DONE;
           const executed = shared.execute(step.value, group, args);
           // A synchronous execution (the common case) is not awaited: one turn of the microtask queue less per event.
@@ -121,8 +131,14 @@ async function sharedSubscribe(
       if (typeof iterator.return === 'function') await iterator.return();
       throw err;
     },
+    end(result: ExecutionResult) {
+      if (failed || stopped || last !== null) return;
+      last = result;
+      // Not awaited: the waiting next() wakes with the source's end and returns `last` instead.
+      if (typeof iterator.return === 'function') iterator.return().catch(() => undefined);
+    },
     [Symbol.asyncIterator]: () => stream,
-  } as AsyncGenerator<ExecutionResult>;
+  } as ResultStream;
   return stream;
 }
 

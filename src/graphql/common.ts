@@ -1,5 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-
 import type { Scope } from '../auth/caller.js';
 import { badUserInput } from '../errors.js';
 import type { Resolvers } from '../generated/graphql.js';
@@ -119,19 +117,77 @@ export const commonResolvers: Resolvers = {
   },
   Subscription: {
     heartbeat: {
-      subscribe: async function* (_p, { intervalMs, count }) {
-        const interval = intervalMs ?? 1000;
-        const n = count ?? 3;
-        if (interval < 10 || interval > 60_000) throw badUserInput('intervalMs', 'must be from 10 to 60000');
-        if (n < 1 || n > 1000) throw badUserInput('count', 'must be from 1 to 1000');
-        for (let i = 0; i < n; i++) {
-          if (i > 0) await sleep(interval);
-          yield { heartbeat: new Date() };
-        }
-      },
+      subscribe: (_p, { intervalMs, count }) => heartbeats(intervalMs ?? 1000, count ?? 3),
     },
   },
   Node: {
     __resolveType: (r) => NODE_TYPES[r.kind] as never,
   },
 };
+
+type Heartbeat = { heartbeat: Date };
+const HEARTBEATS_DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
+
+/**
+ * `n` heartbeats `interval` ms apart, the first at once. A plain iterator rather than an async generator: its
+ * `return()` ends a `next()` waiting between two ticks at once (and clears the timer), where a generator would hold
+ * it until its sleep is over, so a subscription stopped or ended at its token's expiry ends now. Bad arguments are
+ * the first `next()`'s error, as a generator's would be.
+ */
+function heartbeats(interval: number, n: number): AsyncGenerator<Heartbeat> {
+  let sent = 0;
+  let done = false;
+  let timer: NodeJS.Timeout | undefined;
+  let waiting: ((r: IteratorResult<Heartbeat>) => void) | null = null;
+  const finish = () => {
+    done = true;
+    clearTimeout(timer);
+    const w = waiting;
+    waiting = null;
+    w?.(HEARTBEATS_DONE);
+  };
+  const beat = (): IteratorResult<Heartbeat> => {
+    sent += 1;
+    return { done: false, value: { heartbeat: new Date() } };
+  };
+  const iterator = {
+    async next(): Promise<IteratorResult<Heartbeat>> {
+      if (sent === 0 && !done) {
+        const bad =
+          interval < 10 || interval > 60_000
+            ? badUserInput('intervalMs', 'must be from 10 to 60000')
+            : n < 1 || n > 1000
+              ? badUserInput('count', 'must be from 1 to 1000')
+              : null;
+        if (bad !== null) {
+          done = true;
+          throw bad;
+        }
+      }
+      if (done || sent >= n) {
+        done = true;
+        return HEARTBEATS_DONE;
+      }
+      if (sent === 0) return beat();
+      return new Promise((resolve) => {
+        waiting = resolve;
+        timer = setTimeout(() => {
+          waiting = null;
+          resolve(beat());
+        }, interval);
+      });
+    },
+    async return(): Promise<IteratorResult<Heartbeat>> {
+      finish();
+      return HEARTBEATS_DONE;
+    },
+    async throw(err: unknown): Promise<IteratorResult<Heartbeat>> {
+      finish();
+      throw err;
+    },
+    [Symbol.asyncIterator]() {
+      return iterator;
+    },
+  } as AsyncGenerator<Heartbeat>;
+  return iterator;
+}

@@ -4,10 +4,10 @@ import { GraphQLError, type ExecutionResult, type OperationTypeNode } from 'grap
 import { createHandler } from 'graphql-sse';
 
 import { ownerCaller, type Caller } from '../auth/caller.js';
-import { onExpiry, type AuthExpiry } from '../auth/jwt.js';
+import { onExpiry } from '../auth/jwt.js';
 import { ErrorCode } from '../errors.js';
 import type { Pipeline } from '../execution/pipeline.js';
-import { deliverable, streamPresenter } from '../execution/present.js';
+import { deliverable, streamPresenter, type ResultStream } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { Route, RouteContext } from './http.js';
@@ -71,27 +71,42 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   const expiry = options.expiry;
   /** The subscriptions ending at their token's expiry that run on each reserved stream (single-connection mode). */
   const endingOn = new Map<string, Set<Ending>>();
-  /** Each operation's contextValue: the reserved stream it runs on, and the end of its `complete` (onComplete). */
+  /** Each operation's contextValue: the reserved stream it runs on, and what its `complete` ends (onComplete). */
   const streamOf = new WeakMap<object, string>();
   const completions = new WeakMap<object, () => void>();
-  // A subscription opened with a JWT ends when the token expires: a last result with the reason, then `complete`
-  // (graphql-sse then ends a distinct connection's stream). Callers without an expiry get the stream as it is.
-  const endingAtItsExpiry = (
-    stream: AsyncGenerator<ExecutionResult>,
-    context: GraphQLContext,
-  ): AsyncGenerator<ExecutionResult> => {
+  /**
+   * A subscription opened with a JWT ends when the token expires: a last result naming the expiry (UNAUTHENTICATED,
+   * as a new subscription with the token would get), then `complete` (graphql-sse then ends a distinct connection's
+   * stream). The result stream's own `end` does it (src/execution/run.ts makes it): no iterator around it.
+   */
+  const endingAtItsExpiry = (stream: ResultStream, context: GraphQLContext): ResultStream => {
     if (!expiry || context.caller.expiresAt === undefined) return stream;
     const key = streamOf.get(context);
     const on = key === undefined ? undefined : (endingOn.get(key) ?? endingOn.set(key, new Set()).get(key)!);
-    const handle = endingAtExpiry(stream, context.caller, expiry, (done) => {
-      completions.set(context, done);
-      return () => {
-        on?.delete(handle);
-        if (on?.size === 0) endingOn.delete(key!);
-      };
+    let completed!: () => void;
+    const queued = new Promise<void>((resolve) => (completed = resolve));
+    const ending: Ending = {
+      expire(reason) {
+        stream.end({
+          errors: [
+            new GraphQLError(`${reason}: the subscription has ended; subscribe again with a new token`, {
+              extensions: { code: ErrorCode.UNAUTHENTICATED },
+            }),
+          ],
+        });
+        return queued;
+      },
+    };
+    const cancel = onExpiry(expiry, context.caller, (reason) => void ending.expire(reason));
+    on?.add(ending);
+    // graphql-sse has queued the operation's `complete` (its source ended, it was stopped, or it expired).
+    completions.set(context, () => {
+      cancel();
+      on?.delete(ending);
+      if (on?.size === 0) endingOn.delete(key!);
+      completed();
     });
-    on?.add(handle);
-    return handle.iterator;
+    return stream;
   };
 
   const handler = createHandler<IncomingMessage, SseContext, GraphQLContext & Record<PropertyKey, unknown>>({
@@ -429,83 +444,5 @@ function withEventId(chunk: string): string {
 
 /** A subscription that ends at its token's expiry; `expire` ends it sooner and resolves once its `complete` is queued. */
 interface Ending {
-  iterator: AsyncGenerator<ExecutionResult>;
   expire(reason: string): Promise<void>;
-}
-
-/**
- * A subscription's results until its caller's token expires: then one last result whose error names the expiry
- * (UNAUTHENTICATED, as a new subscription with the token would get), and the end. The source is stopped at once.
- * `track` is given the function that marks the `complete` queued (graphql-sse's onComplete calls it) and returns
- * what to do once the subscription is over.
- */
-function endingAtExpiry(
-  source: AsyncGenerator<ExecutionResult>,
-  caller: Caller,
-  expiry: AuthExpiry,
-  track: (completed: () => void) => () => void,
-): Ending {
-  let expired: string | null = null;
-  let finished = false;
-  /** Wakes the pending next() (one promise per call: a promise raced on every call would keep a reaction per event). */
-  let wake: (() => void) | null = null;
-  let completed!: () => void;
-  const queued = new Promise<void>((resolve) => (completed = resolve));
-  const untrack = track(completed);
-  const expire = (reason: string): Promise<void> => {
-    if (expired === null && !finished) {
-      expired = reason;
-      wake?.();
-    } else if (finished) completed();
-    return queued;
-  };
-  const cancel = onExpiry(expiry, caller, (reason) => void expire(reason));
-  const stop = async () => {
-    if (finished) return;
-    finished = true;
-    cancel();
-    untrack();
-    await source.return?.(undefined);
-  };
-  const done = { done: true, value: undefined } as const;
-  const iterator: AsyncGenerator<ExecutionResult> = {
-    async next() {
-      if (finished) return done;
-      if (expired === null) {
-        const step = await new Promise<IteratorResult<ExecutionResult> | null>((resolve, reject) => {
-          wake = () => resolve(null);
-          source.next().then(resolve, reject);
-        });
-        wake = null;
-        if (step !== null) {
-          if (step.done) {
-            finished = true;
-            cancel();
-            untrack();
-          }
-          return step;
-        }
-      }
-      // Not awaited: a source waiting for its next event (a generator between two ticks) would hold the last result.
-      stop().catch(() => undefined);
-      const error = new GraphQLError(`${expired}: the subscription has ended; subscribe again with a new token`, {
-        extensions: { code: ErrorCode.UNAUTHENTICATED },
-      });
-      return { done: false, value: { errors: [error] } };
-    },
-    async return() {
-      await stop();
-      completed();
-      return done;
-    },
-    async throw(err?: unknown) {
-      await stop();
-      completed();
-      throw err;
-    },
-    [Symbol.asyncIterator]() {
-      return iterator;
-    },
-  } as AsyncGenerator<ExecutionResult>;
-  return { iterator, expire };
 }

@@ -140,8 +140,11 @@ export interface GroupCommitOptions {
 }
 
 interface Waiter {
-  resolve: () => void;
+  /** Called with `value` once the statement is durable. */
+  resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
+  /** What the statement's promise settles with (its result), kept here rather than in a closure per statement. */
+  value?: unknown;
 }
 
 /** Statements whose commit waits for the WAL sync that covers commit number `upTo`. */
@@ -321,7 +324,9 @@ class GroupCommitSqliteDriver implements Driver {
       if (!this.db.inTransaction && this.group === group) this.fail(group, error);
       return Promise.reject(error);
     }
-    return new Promise<T>((resolve, reject) => group.push({ resolve: () => resolve(result), reject }));
+    return new Promise<T>((resolve, reject) =>
+      group.push({ resolve: resolve as (value: unknown) => void, reject, value: result }),
+    );
   }
 
   async runTogether(queries: readonly CompiledQuery[]): Promise<void> {
@@ -382,7 +387,7 @@ class GroupCommitSqliteDriver implements Driver {
     this.checkpointer?.committed();
     this.checkpointer?.tryRestart();
     if (!this.syncWal) {
-      for (const w of group) w.resolve();
+      for (const w of group) w.resolve(w.value);
       return;
     }
     this.pending.push({ upTo: this.committed, waiters: group });
@@ -393,7 +398,7 @@ class GroupCommitSqliteDriver implements Driver {
     if (!this.syncWal || this.durable >= upTo) return Promise.resolve();
     if (this.failure) return Promise.reject(this.failure);
     return new Promise<void>((resolve, reject) => {
-      this.pending.push({ upTo, waiters: [{ resolve, reject }] });
+      this.pending.push({ upTo, waiters: [{ resolve: () => resolve(), reject }] });
       this.sync();
     });
   }
@@ -418,7 +423,7 @@ class GroupCommitSqliteDriver implements Driver {
       }
       this.durable = target;
       while (this.pending.length && this.pending[0]!.upTo <= target) {
-        for (const w of this.pending.shift()!.waiters) w.resolve();
+        for (const w of this.pending.shift()!.waiters) w.resolve(w.value);
       }
       // The writes that arrived during the sync are committed at the end of this turn, together with those of
       // the other events of the turn (answers that arrive in the same poll as this callback): one sync then

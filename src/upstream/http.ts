@@ -95,6 +95,21 @@ const UNKNOWN_CODES = new Set([
   'UND_ERR_BODY_TIMEOUT',
 ]);
 
+/** One call's state across its attempts. */
+interface Call {
+  readonly req: UpstreamRequest;
+  readonly inject: ((headers: Record<string, string>) => void) | undefined;
+  readonly span: SpanHandle | undefined;
+  /** performance.now() when the call began: the retry budget counts from here. */
+  readonly started: number;
+  attempts: number;
+  refreshedAuth: boolean;
+  /** Whether a failure whose outcome is unknown may be repeated (see retryUnknownOutcome). */
+  readonly repeatUnknown: boolean;
+  /** Set once an attempt of this call failed in a way that may have taken effect upstream. */
+  mayHaveApplied: boolean;
+}
+
 /** The breaker refused an attempt: nothing was sent. */
 class CircuitRefusal extends Error {
   constructor(
@@ -177,58 +192,100 @@ export class UpstreamHttp {
     inject: ((headers: Record<string, string>) => void) | undefined,
     span: SpanHandle | undefined,
   ): Promise<UpstreamResponse> {
-    const { name, metrics, logger } = this.options;
-    const started = performance.now();
-    let attempts = 0;
-    let refreshedAuth = false;
-    const repeatUnknown = req.readOnly === true || this.options.retryUnknownOutcome !== false;
-    /** Set once an attempt of this call failed in a way that may have taken effect upstream. */
-    let mayHaveApplied = false;
-    const attempt = async (): Promise<UpstreamResponse> => {
+    const call: Call = {
+      req,
+      inject,
+      span,
+      started: performance.now(),
+      attempts: 0,
+      refreshedAuth: false,
+      repeatUnknown: req.readOnly === true || this.options.retryUnknownOutcome !== false,
+      mayHaveApplied: false,
+    };
+    try {
       try {
-        return await once();
-      } catch (error) {
-        if (error instanceof CircuitRefusal) {
-          // The refused attempt was counted before it was refused; it never went out.
-          attempts -= 1;
-          throw new AbortError(
-            new UpstreamCircuitOpenError(
-              name,
-              error.circuit,
-              error.retryAfter,
-              mayHaveApplied ? null : false,
-              attempts,
-            ),
-          );
-        }
-        if (error instanceof TransientFailure && error.outcome === 'unknown') mayHaveApplied = true;
-        // Not repeated on its own: the upstream may have acted and is not known to honour the key.
-        if (error instanceof TransientFailure && error.outcome === 'unknown' && !repeatUnknown) {
-          logger.warn(
-            { upstream: name, route: req.route, reason: error.reason, attempt: attempts },
-            'upstream outcome unknown; not repeated',
-          );
-          metrics.upstreamOutcomeUnknown.inc({ upstream: name, route: req.route });
-          throw new AbortError(new UpstreamOutcomeUnknownError(name, error.reason, attempts, error.status));
-        }
-        throw error;
+        // The first attempt runs on its own, with no closure made for it: p-retry's set-up (its options copied and
+        // validated, its loop) cost about as much as the rest of this method on every call, and most calls succeed
+        // at once.
+        return await this.attempt(call);
+      } catch (first) {
+        // Refused by the circuit, or not to be repeated: no retry loop to set up.
+        if (first instanceof AbortError) throw first.originalError;
+        // From the first failure on, p-retry decides as if it had run that attempt itself: it gets the failure
+        // first, with the budget that is left, then retries.
+        let replayed = false;
+        return await pRetry(
+          () => {
+            if (replayed) return this.attempt(call);
+            replayed = true;
+            throw first;
+          },
+          this.retryOptions(call, Math.max(0, this.options.retryBudgetMs - (performance.now() - call.started))),
+        );
       }
-    };
-    const once = async (): Promise<UpstreamResponse> => {
-      attempts += 1;
-      span?.setAttribute('gateway.upstream.attempts', attempts);
-      const res = await this.sendThrough(req, inject);
-      if (res.status === 401 && req.onUnauthorized && !refreshedAuth) {
-        refreshedAuth = true;
-        if (await req.onUnauthorized()) {
-          attempts += 1;
-          const again = await this.sendThrough(req, inject);
-          return this.classify(req, again);
-        }
+    } catch (error) {
+      if (error instanceof TransientFailure)
+        throw new UpstreamUnavailableError(this.options.name, error.reason, call.attempts, error.status);
+      if (error instanceof AbortError) throw error.originalError;
+      throw error;
+    }
+  }
+
+  /** One attempt of `call`, its failure turned into what the retry loop expects (AbortError: not to be retried). */
+  private async attempt(call: Call): Promise<UpstreamResponse> {
+    try {
+      return await this.once(call);
+    } catch (error) {
+      const { name, metrics, logger } = this.options;
+      if (error instanceof CircuitRefusal) {
+        // The refused attempt was counted before it was refused; it never went out.
+        call.attempts -= 1;
+        throw new AbortError(
+          new UpstreamCircuitOpenError(
+            name,
+            error.circuit,
+            error.retryAfter,
+            call.mayHaveApplied ? null : false,
+            call.attempts,
+          ),
+        );
       }
-      return this.classify(req, res);
-    };
-    const retryOptions = (budgetMs: number) => ({
+      if (error instanceof TransientFailure && error.outcome === 'unknown') call.mayHaveApplied = true;
+      // Not repeated on its own: the upstream may have acted and is not known to honour the key.
+      if (error instanceof TransientFailure && error.outcome === 'unknown' && !call.repeatUnknown) {
+        const route = call.req.route;
+        logger.warn(
+          { upstream: name, route, reason: error.reason, attempt: call.attempts },
+          'upstream outcome unknown; not repeated',
+        );
+        metrics.upstreamOutcomeUnknown.inc({ upstream: name, route });
+        throw new AbortError(new UpstreamOutcomeUnknownError(name, error.reason, call.attempts, error.status));
+      }
+      throw error;
+    }
+  }
+
+  private async once(call: Call): Promise<UpstreamResponse> {
+    const { req } = call;
+    call.attempts += 1;
+    call.span?.setAttribute('gateway.upstream.attempts', call.attempts);
+    const res = await this.sendThrough(req, call.inject);
+    if (res.status === 401 && req.onUnauthorized && !call.refreshedAuth) {
+      call.refreshedAuth = true;
+      if (await req.onUnauthorized()) {
+        call.attempts += 1;
+        const again = await this.sendThrough(req, call.inject);
+        return this.classify(req, again);
+      }
+    }
+    return this.classify(req, res);
+  }
+
+  /** p-retry's options for the attempts after the first failure of `call`. */
+  private retryOptions(call: Call, budgetMs: number) {
+    const { name, metrics, logger } = this.options;
+    const route = call.req.route;
+    return {
       retries: this.options.maxRetries,
       factor: 2,
       // The first backoff delay is 100 ms, doubling per retry with jitter (x1..x2), at most 2 s.
@@ -239,45 +296,19 @@ export class UpstreamHttp {
       shouldRetry: ({ error }: { error: Error }) => error instanceof TransientFailure,
       onFailedAttempt: async ({ error, retriesLeft }: { error: Error; retriesLeft: number }) => {
         if (!(error instanceof TransientFailure)) return;
-        if (retriesLeft > 0) metrics.upstreamRetries.inc({ upstream: name, route: req.route, reason: error.reason });
+        if (retriesLeft > 0) metrics.upstreamRetries.inc({ upstream: name, route, reason: error.reason });
         logger.warn(
-          { upstream: name, route: req.route, reason: error.reason, attempt: attempts, retriesLeft },
+          { upstream: name, route, reason: error.reason, attempt: call.attempts, retriesLeft },
           'upstream attempt failed',
         );
         if (error.retryAfterMs !== undefined && retriesLeft > 0) {
-          const left = this.options.retryBudgetMs - (performance.now() - started);
+          const left = this.options.retryBudgetMs - (performance.now() - call.started);
           // Retry-After beyond the budget: give up now rather than sleep and fail anyway.
           if (error.retryAfterMs > left) throw error;
           await sleep(error.retryAfterMs);
         }
       },
-    });
-    try {
-      try {
-        // The first attempt runs on its own: p-retry's set-up (its options copied and validated, its loop) cost
-        // about as much as the rest of this method on every call, and most calls succeed at once.
-        return await attempt();
-      } catch (first) {
-        // Refused by the circuit, or not to be repeated: no retry loop to set up.
-        if (first instanceof AbortError) throw first.originalError;
-        // From the first failure on, p-retry decides as if it had run that attempt itself: it gets the failure
-        // first, with the budget that is left, then retries.
-        let replayed = false;
-        return await pRetry(
-          () => {
-            if (replayed) return attempt();
-            replayed = true;
-            throw first;
-          },
-          retryOptions(Math.max(0, this.options.retryBudgetMs - (performance.now() - started))),
-        );
-      }
-    } catch (error) {
-      if (error instanceof TransientFailure)
-        throw new UpstreamUnavailableError(name, error.reason, attempts, error.status);
-      if (error instanceof AbortError) throw error.originalError;
-      throw error;
-    }
+    };
   }
 
   /** One attempt through the breaker: refused at once while the circuit is open, its outcome recorded otherwise. */
@@ -315,10 +346,11 @@ export class UpstreamHttp {
     inject?: (headers: Record<string, string>) => void,
   ): Promise<UpstreamResponse> {
     const { name, metrics } = this.options;
-    const headers: Record<string, string> = { ...(req.headers ?? {}), ...(req.authorize ? await req.authorize() : {}) };
+    const headers: Record<string, string> = { ...req.headers };
+    if (req.authorize) Object.assign(headers, await req.authorize());
     inject?.(headers);
     const body = req.body === undefined ? undefined : JSON.stringify(req.body);
-    if (body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) {
+    if (body !== undefined && headers['content-type'] === undefined && !hasContentType(headers)) {
       headers['content-type'] = 'application/json';
     }
     const end = metrics.upstreamDuration.startTimer({ upstream: name, route: req.route });
@@ -359,6 +391,12 @@ export class UpstreamHttp {
   async close(): Promise<void> {
     await this.pool.close();
   }
+}
+
+/** Whether `headers` name a content type in any letter case. */
+function hasContentType(headers: Record<string, string>): boolean {
+  for (const h in headers) if (h.toLowerCase() === 'content-type') return true;
+  return false;
 }
 
 function parseBody(text: string, contentType: string | string[] | undefined): unknown {
