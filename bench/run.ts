@@ -17,6 +17,8 @@
  *   --node-args name=args  this checkout once more, its gateway started with these node options (e.g.
  *                      "semi64=--max-semi-space-size=64"), measured as one more FULL target like --compare; repeatable
  *   --no-write         print the results instead of writing bench/README.md
+ *   --from source      run each gateway's TypeScript under tsx instead of its build (default: built, as `npm start`
+ *                      runs it: `tsc -p tsconfig.build.json` into each checkout's dist/ at the start of the run)
  *   --intake-max <n>   notifications/s that scenario 7's rates are shares of, when scenario 4 does not run
  *                      (without it, 7 measures a short intake maximum first)
  *
@@ -30,6 +32,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
+import { buildGateway } from './lib/build.js';
 import {
   gatewayEnv,
   NOTIFICATION_TOKEN,
@@ -65,8 +68,24 @@ const { values: cli } = parseArgs({
     'node-args': { type: 'string', multiple: true },
     'no-write': { type: 'boolean', default: false },
     'intake-max': { type: 'string' },
+    from: { type: 'string', default: 'built' },
   },
 });
+if (cli.from !== 'built' && cli.from !== 'source') {
+  process.stderr.write(`--from must be built or source, got ${JSON.stringify(cli.from)}\n`);
+  process.exit(2);
+}
+
+/** Each checkout's gateway script: its build (compiled once per run), or its source under tsx with `--from source`. */
+const scripts = new Map<string, string>();
+function gatewayScript(checkout: string): string {
+  let script = scripts.get(checkout);
+  if (script === undefined) {
+    script = cli.from === 'source' ? 'src/main.ts' : buildGateway(checkout);
+    scripts.set(checkout, script);
+  }
+  return script;
+}
 
 const options: BenchOptions = cli.quick
   ? { durationMs: 2_000, warmupMs: 500, rounds: 1, connections: 32 }
@@ -102,7 +121,7 @@ async function startGatewayProc(
   const profileDir = path.join(ROOT, 'bench', 'profiles', name.replace(/\W+/g, '-').replace(/^-|-$/g, ''));
   if (cli.profile) fs.mkdirSync(profileDir, { recursive: true });
   const proc = await spawnNode(name, {
-    script: 'src/main.ts',
+    script: gatewayScript(checkout),
     cwd: checkout,
     cpus,
     nodeArgs: [...nodeArgs, ...(cli.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])],
@@ -128,7 +147,7 @@ function render(
   const lines = [
     `Run of ${date} · Node ${process.version} · ${machine()} · \`nproc\` = ${os.cpus().length}`,
     '',
-    `Placement: ${env.placement}. Upstream: ${env.upstream}. Gateway: \`node --import tsx src/main.ts\`, NODE_ENV=production, LOG_LEVEL=warn, SQLite in a temporary DATA_DIR on the local disk, ` +
+    `Placement: ${env.placement}. Upstream: ${env.upstream}. Gateway: ${cli.from === 'source' ? '\`node --import tsx src/main.ts\` (--from source)' : '\`node dist/src/main.js\` (as npm start runs it, compiled by tsc for this run)'}, NODE_ENV=production, LOG_LEVEL=warn, SQLite in a temporary DATA_DIR on the local disk, ` +
       `SQLITE_SYNCHRONOUS=FULL${env.normal ? ' (and a second gateway with NORMAL)' : ''}. ` +
       `${options.durationMs / 1000} s per measurement, ${options.rounds} alternating rounds; the whole suite took ${Math.round(env.elapsed)} s.`,
     '',

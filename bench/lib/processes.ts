@@ -138,7 +138,10 @@ export interface Proc {
 }
 
 export interface SpawnOptions {
-  /** Script path relative to `cwd` (default: the repository root), run with `node --import tsx`. */
+  /**
+   * Script path relative to `cwd` (default: the repository root), run with `node --import tsx`; a `.js` script
+   * (a build's output, as `npm start` runs it) is run by plain `node`.
+   */
   script: string;
   cwd?: string;
   args?: string[];
@@ -196,7 +199,8 @@ export async function waitForQuiet(
 let quietBudgetMs = 60_000;
 
 export async function spawnNode(name: string, options: SpawnOptions): Promise<Proc> {
-  const nodeArgs = ['--import', 'tsx', ...(options.nodeArgs ?? []), options.script, ...(options.args ?? [])];
+  const loader = options.script.endsWith('.js') ? [] : ['--import', 'tsx'];
+  const nodeArgs = [...loader, ...(options.nodeArgs ?? []), options.script, ...(options.args ?? [])];
   const [cmd, args] =
     options.cpus === null ? ['node', nodeArgs] : ['taskset', ['-c', options.cpus, 'node', ...nodeArgs]];
   const child = spawn(cmd, args as string[], {
