@@ -64,14 +64,10 @@ export class SecretBox {
     const iv = nextIv();
     const cipher = createCipheriv('aes-256-gcm', this.encKey, iv);
     cipher.setAAD(Buffer.from(context, 'utf8'));
-    const ct = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-    return [
-      PREFIX,
-      this.keyId,
-      iv.toString('base64url'),
-      ct.toString('base64url'),
-      cipher.getAuthTag().toString('base64url'),
-    ].join('.');
+    // GCM is a stream mode: `final()` adds no byte (it computes the tag), so the ciphertext is `update`'s alone.
+    const ct = cipher.update(plain, 'utf8');
+    cipher.final();
+    return `${PREFIX}.${this.keyId}.${iv.toString('base64url')}.${ct.toString('base64url')}.${cipher.getAuthTag().toString('base64url')}`;
   }
 
   /** Throws when the value was sealed under another key or for another context, or was altered. */
@@ -85,7 +81,9 @@ export class SecretBox {
     const decipher = createDecipheriv('aes-256-gcm', this.encKey, Buffer.from(iv, 'base64url'));
     decipher.setAAD(Buffer.from(context, 'utf8'));
     decipher.setAuthTag(Buffer.from(tag, 'base64url'));
-    return Buffer.concat([decipher.update(Buffer.from(ct, 'base64url')), decipher.final()]).toString('utf8');
+    const plain = decipher.update(Buffer.from(ct, 'base64url'));
+    decipher.final(); // checks the tag (throws when it differs); adds no byte in GCM
+    return plain.toString('utf8');
   }
 
   /** A 32-byte key for another use (`info` names it), derived from the master key: the same on every replica. */

@@ -79,9 +79,8 @@ type Row = Database['events'];
  */
 const APPEND_LOCK_CLASS = 0x65766e74; // "evnt"
 /**
- * A LIMIT written into a statement's text rather than bound as a parameter: with SQLite (3.53, as better-sqlite3 12
- * bundles it) a read whose LIMIT is a bound parameter costs about 9 µs more per run than the same read with a literal
- * (a subscription's first read of its key: 11 µs instead of 2; docs/decisions/069).
+ * A LIMIT written into a statement's text rather than bound as a parameter: with SQLite as better-sqlite3 12 bundles
+ * it, a read whose LIMIT is bound costs several times the same read with a literal (docs/decisions/069 has the figures).
  */
 const LIMIT_ONE = sql.lit(1);
 
