@@ -121,15 +121,29 @@ const toRecord = (values: unknown[]): LedgerRecord => new StoredRecord(values as
 /**
  * The ledger: the upstream has no read endpoints, so what the gateway created is answered from here.
  * Every read takes a list of ids so that DataLoader turns one level of a tree into one statement.
+ *
+ * A stored record never changes (insert only, the first of a replay kept, nothing updated or deleted), so with a
+ * `cache` the records it admits are kept, their JSON parsed, once read: a read by id takes them from memory, and a
+ * tree level reads only the ids of its rows (from the index alone) and then the records it does not hold yet
+ * (docs/decisions/069).
  */
 export class Ledger {
   private readonly db: Kysely<Database>;
   private readonly execute: Execute;
   private readonly readValues: ReadValues;
+  private readonly cache: RecordCache | null;
 
-  /** `store`: the Store (its `execute` and `readValues` run past kysely's executor on SQLite), or `throughKysely(db)`. */
-  constructor(options: { store: Pick<Statements, 'db' | 'execute' | 'readValues'> }) {
+  /**
+   * `store`: the Store (its `execute` and `readValues` run past kysely's executor on SQLite), or `throughKysely(db)`.
+   * `cache`: keep up to `size` records that `keeps` admits (0 or absent: none kept, every read reads every row).
+   */
+  constructor(options: {
+    store: Pick<Statements, 'db' | 'execute' | 'readValues'>;
+    cache?: { size: number; keeps: (record: LedgerRecord) => boolean };
+  }) {
     ({ db: this.db, execute: this.execute, readValues: this.readValues } = options.store);
+    const cache = options.cache;
+    this.cache = cache && cache.size > 0 ? new RecordCache(cache.size, cache.keeps) : null;
   }
 
   /** Stores a created resource. Recording the same id twice (a replay after a crash) keeps the first. */
@@ -196,12 +210,7 @@ export class Ledger {
   /** Records for the ids, in the same order; null where unknown. */
   async getMany(ids: readonly string[]): Promise<(LedgerRecord | null)[]> {
     if (ids.length === 0) return [];
-    const unique = [...new Set(ids)];
-    const read = this.read(`byId:${unique.length}`, (...idList: string[]) =>
-      this.db.selectFrom('resources').select(COLUMNS).where('id', 'in', idList),
-    );
-    const rows = await this.rows(read(...unique));
-    const byId = new Map(rows.map((values) => [values[0] as string, toRecord(values)]));
+    const byId = await this.byIds([...new Set(ids)]);
     return ids.map((id) => byId.get(id) ?? null);
   }
 
@@ -209,6 +218,19 @@ export class Ledger {
   async childrenOf(kind: ResourceKind, parentIds: readonly string[]): Promise<LedgerRecord[][]> {
     if (parentIds.length === 0) return [];
     const unique = [...new Set(parentIds)];
+    if (this.cache) {
+      const read = this.read(`childIds:${unique.length}`, (k: string, ...parents: string[]) =>
+        this.db
+          .selectFrom('resources')
+          .select(['id', 'parent_id'])
+          .where('kind', '=', k)
+          .where('parent_id', 'in', parents)
+          .orderBy('parent_id')
+          .orderBy('created_at')
+          .orderBy('id'),
+      );
+      return this.grouped(await this.rows(read(kind, ...unique)), parentIds);
+    }
     const read = this.read(`children:${unique.length}`, (k: string, ...parents: string[]) =>
       this.db
         .selectFrom('resources')
@@ -226,6 +248,19 @@ export class Ledger {
   async inProjects(kind: ResourceKind, projectIds: readonly string[]): Promise<LedgerRecord[][]> {
     if (projectIds.length === 0) return [];
     const unique = [...new Set(projectIds)];
+    if (this.cache) {
+      const read = this.read(`inProjectIds:${unique.length}`, (k: string, ...projects: string[]) =>
+        this.db
+          .selectFrom('resources')
+          .select(['id', 'project_id'])
+          .where('kind', '=', k)
+          .where('project_id', 'in', projects)
+          .orderBy('project_id')
+          .orderBy('created_at')
+          .orderBy('id'),
+      );
+      return this.grouped(await this.rows(read(kind, ...unique)), projectIds);
+    }
     const read = this.read(`inProjects:${unique.length}`, (k: string, ...projects: string[]) =>
       this.db
         .selectFrom('resources')
@@ -237,6 +272,46 @@ export class Ledger {
     );
     const rows = await this.rows(read(kind, ...unique));
     return groupBy(rows.map(toRecord), projectIds, (r) => r.projectId);
+  }
+
+  /**
+   * The records of `[id, group]` rows (in each group's order, from the index alone), grouped in the order of `keys`:
+   * the cache's, and the others in one read by id. The rows are ordered by group first, so the index gives their
+   * order and SQLite sorts nothing.
+   */
+  private async grouped(rows: unknown[][], keys: readonly string[]): Promise<LedgerRecord[][]> {
+    const byId = await this.byIds(rows.map((values) => values[0] as string));
+    const groups = new Map<string, LedgerRecord[]>(keys.map((k) => [k, []]));
+    for (const values of rows) {
+      const record = byId.get(values[0] as string);
+      // A row is never deleted, so the record of an id just read is there.
+      if (record) groups.get(values[1] as string)?.push(record);
+    }
+    return keys.map((k) => groups.get(k) ?? []);
+  }
+
+  /** The records of distinct ids that exist: those the cache holds, the others read in one statement. */
+  private async byIds(ids: string[]): Promise<Map<string, LedgerRecord>> {
+    const byId = new Map<string, LedgerRecord>();
+    let missing = ids;
+    if (this.cache) {
+      missing = [];
+      for (const id of ids) {
+        const record = this.cache.get(id);
+        if (record) byId.set(id, record);
+        else missing.push(id);
+      }
+    }
+    if (missing.length === 0) return byId;
+    const read = this.read(`byId:${missing.length}`, (...idList: string[]) =>
+      this.db.selectFrom('resources').select(COLUMNS).where('id', 'in', idList),
+    );
+    for (const values of await this.rows(read(...missing))) {
+      const record = toRecord(values);
+      byId.set(record.id, record);
+      this.cache?.add(record);
+    }
+    return byId;
   }
 
   /** Every record of a kind, newest first. */
@@ -279,6 +354,47 @@ export class Ledger {
 
 /** How many read shapes stay compiled; beyond them (id lists of many lengths) a read compiles each time. */
 const MAX_SHAPES = 256;
+
+/**
+ * Records kept by id, at most `size` of those `keeps` admits, the least recently used dropped first. Two generations
+ * stand for the recency order (a hit in the older one moves the record to the newer; a full newer one becomes the
+ * older), so a hit costs a lookup, not a reordering.
+ */
+class RecordCache {
+  private recent = new Map<string, LedgerRecord>();
+  private older = new Map<string, LedgerRecord>();
+  private readonly generation: number;
+
+  constructor(
+    size: number,
+    private readonly keeps: (record: LedgerRecord) => boolean,
+  ) {
+    this.generation = Math.max(1, Math.ceil(size / 2));
+  }
+
+  get(id: string): LedgerRecord | undefined {
+    const record = this.recent.get(id);
+    if (record) return record;
+    const old = this.older.get(id);
+    if (old) {
+      this.older.delete(id);
+      this.put(id, old);
+    }
+    return old;
+  }
+
+  add(record: LedgerRecord): void {
+    if (this.keeps(record) && !this.recent.has(record.id)) this.put(record.id, record);
+  }
+
+  private put(id: string, record: LedgerRecord): void {
+    if (this.recent.size >= this.generation) {
+      this.older = this.recent;
+      this.recent = new Map();
+    }
+    this.recent.set(id, record);
+  }
+}
 
 function groupBy<T>(items: T[], keys: readonly string[], keyOf: (item: T) => string | null): T[][] {
   const groups = new Map<string, T[]>(keys.map((k) => [k, []]));
