@@ -215,63 +215,48 @@ export class Ledger {
   }
 
   /** Children of each parent (of one kind), oldest first, grouped in the order of `parentIds`. */
-  async childrenOf(kind: ResourceKind, parentIds: readonly string[]): Promise<LedgerRecord[][]> {
-    if (parentIds.length === 0) return [];
-    const unique = [...new Set(parentIds)];
-    if (this.cache) {
-      const read = this.read(`childIds:${unique.length}`, (k: string, ...parents: string[]) =>
-        this.db
-          .selectFrom('resources')
-          .select(['id', 'parent_id'])
-          .where('kind', '=', k)
-          .where('parent_id', 'in', parents)
-          .orderBy('parent_id')
-          .orderBy('created_at')
-          .orderBy('id'),
-      );
-      return this.grouped(await this.rows(read(kind, ...unique)), parentIds);
-    }
-    const read = this.read(`children:${unique.length}`, (k: string, ...parents: string[]) =>
-      this.db
-        .selectFrom('resources')
-        .select(COLUMNS)
-        .where('kind', '=', k)
-        .where('parent_id', 'in', parents)
-        .orderBy('created_at')
-        .orderBy('id'),
-    );
-    const rows = await this.rows(read(kind, ...unique));
-    return groupBy(rows.map(toRecord), parentIds, (r) => r.parentId);
+  childrenOf(kind: ResourceKind, parentIds: readonly string[]): Promise<LedgerRecord[][]> {
+    return this.level('parent_id', kind, parentIds);
   }
 
   /** Resources of one kind directly in each project (networks, Kafka clusters, VMs), oldest first. */
-  async inProjects(kind: ResourceKind, projectIds: readonly string[]): Promise<LedgerRecord[][]> {
-    if (projectIds.length === 0) return [];
-    const unique = [...new Set(projectIds)];
+  inProjects(kind: ResourceKind, projectIds: readonly string[]): Promise<LedgerRecord[][]> {
+    return this.level('project_id', kind, projectIds);
+  }
+
+  /** The records of one kind whose `column` is each of `keys`, oldest first, grouped in the order of `keys`. */
+  private async level(
+    column: 'parent_id' | 'project_id',
+    kind: ResourceKind,
+    keys: readonly string[],
+  ): Promise<LedgerRecord[][]> {
+    if (keys.length === 0) return [];
+    const unique = [...new Set(keys)];
     if (this.cache) {
-      const read = this.read(`inProjectIds:${unique.length}`, (k: string, ...projects: string[]) =>
+      const read = this.read(`${column} ids:${unique.length}`, (k: string, ...values: string[]) =>
         this.db
           .selectFrom('resources')
-          .select(['id', 'project_id'])
+          .select(['id', column])
           .where('kind', '=', k)
-          .where('project_id', 'in', projects)
-          .orderBy('project_id')
+          .where(column, 'in', values)
+          .orderBy(column)
           .orderBy('created_at')
           .orderBy('id'),
       );
-      return this.grouped(await this.rows(read(kind, ...unique)), projectIds);
+      return this.grouped(await this.rows(read(kind, ...unique)), keys);
     }
-    const read = this.read(`inProjects:${unique.length}`, (k: string, ...projects: string[]) =>
+    const read = this.read(`${column}:${unique.length}`, (k: string, ...values: string[]) =>
       this.db
         .selectFrom('resources')
         .select(COLUMNS)
         .where('kind', '=', k)
-        .where('project_id', 'in', projects)
+        .where(column, 'in', values)
         .orderBy('created_at')
         .orderBy('id'),
     );
     const rows = await this.rows(read(kind, ...unique));
-    return groupBy(rows.map(toRecord), projectIds, (r) => r.projectId);
+    const keyOf = column === 'parent_id' ? (r: LedgerRecord) => r.parentId : (r: LedgerRecord) => r.projectId;
+    return groupBy(rows.map(toRecord), keys, keyOf);
   }
 
   /**
