@@ -624,7 +624,7 @@ const VARS = {
   ),
   LEDGER_CACHE_RECORDS: declare(
     int(10_000, 0, 1_000_000),
-    'How many cloud ledger records (projects, networks, subnets, …: shared by every key, and never changed once stored) the gateway keeps in memory once read, about 1.2 KB each, least recently used out: a query takes them by id from memory, and a tree level reads only the ids of its rows (docs/decisions/069). 0 reads every row of every level from the store; the off switch.',
+    'How many cloud ledger records (projects, networks, subnets, …: shared by every key, and never changed once stored) the gateway keeps in memory once read, about 1.2 KB each, least recently used out: a query takes them by id from memory, and a tree level reads only the ids of its rows (docs/decisions/070). 0 reads every row of every level from the store; the off switch.',
   ),
   UPSTREAM_TIMEOUT: declare(duration('10s'), 'Time limit of one upstream attempt (headers and body).'),
   UPSTREAM_RETRY_BUDGET: declare(
@@ -1038,7 +1038,7 @@ export interface Config {
   /** SUBSCRIBER_BUFFER_BYTES: unsent bytes of a WebSocket subscriber past which it is closed as a slow consumer. */
   readonly subscriberBufferBytes: number;
   /** The delivery path's shortcuts (docs/decisions/062), each with its off switch. */
-  /** LEDGER_CACHE_RECORDS: cloud ledger records kept in memory once read (0: none; docs/decisions/069). */
+  /** LEDGER_CACHE_RECORDS: cloud ledger records kept in memory once read (0: none; docs/decisions/070). */
   readonly ledgerCacheRecords: number;
   readonly delivery: {
     /** SUBSCRIPTION_COMPILED_SELECTION: a subscription's selection as graphql-jit's compiled form (graphql-js on any error). */

@@ -125,7 +125,7 @@ const toRecord = (values: unknown[]): LedgerRecord => new StoredRecord(values as
  * A stored record never changes (insert only, the first of a replay kept, nothing updated or deleted), so with a
  * `cache` the records it admits are kept, their JSON parsed, once read: a read by id takes them from memory, and a
  * tree level reads only the ids of its rows (from the index alone) and then the records it does not hold yet
- * (docs/decisions/069).
+ * (docs/decisions/070).
  */
 export class Ledger {
   private readonly db: Kysely<Database>;

@@ -1,4 +1,4 @@
-// The cloud ledger's records kept in memory once read (LEDGER_CACHE_RECORDS, docs/decisions/069) against the switch
+// The cloud ledger's records kept in memory once read (LEDGER_CACHE_RECORDS, docs/decisions/070) against the switch
 // off: the same ledger rows in both gateways, the same answers byte for byte over HTTP, new rows seen at once, and an
 // app's own records never answered from memory.
 import { randomUUID } from 'node:crypto';

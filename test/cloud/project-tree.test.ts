@@ -94,7 +94,7 @@ describe('the ledger answers queries about what the gateway created', () => {
       expect(res.data!.project.networks).toHaveLength(6);
       return stats.queries - before;
     };
-    // Each level reads its rows' ids, then the records not yet in memory (docs/decisions/069): two statements at most.
+    // Each level reads its rows' ids, then the records not yet in memory (docs/decisions/070): two statements at most.
     expect(await statements()).toBeLessThanOrEqual(2 * 4);
     // Again, every record is in memory: the project's needs no statement, each level below it one (the switch off:
     // test/cloud/ledger-cache.test.ts).

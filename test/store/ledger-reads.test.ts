@@ -10,7 +10,7 @@ import { Ledger, type LedgerRecord } from '../../src/store/ledger.js';
 /**
  * The ledger's read statements are compiled once per shape and run again with new parameters (docs/decisions/027), and
  * answer the same through kysely's row objects, through the store's arrays of values (SQLite's raw mode), and with the
- * records kept in memory once read (docs/decisions/069; a cache smaller than the tree, so that records leave it too).
+ * records kept in memory once read (docs/decisions/070; a cache smaller than the tree, so that records leave it too).
  */
 describe.each([
   ['row objects through kysely', (store: Store) => new Ledger({ store: throughKysely(store.db) })],
