@@ -232,18 +232,28 @@ export class Ledger {
   ): Promise<LedgerRecord[][]> {
     if (keys.length === 0) return [];
     const unique = [...new Set(keys)];
+    const keyOf = column === 'parent_id' ? (r: LedgerRecord) => r.parentId : (r: LedgerRecord) => r.projectId;
     if (this.cache) {
+      // Only the ids, from the index alone and in its order (grouped first, so SQLite sorts nothing); the records
+      // from memory, the others in one read by id. A row is never deleted, so each id just read has its record.
       const read = this.read(`${column} ids:${unique.length}`, (k: string, ...values: string[]) =>
         this.db
           .selectFrom('resources')
-          .select(['id', column])
+          .select('id')
           .where('kind', '=', k)
           .where(column, 'in', values)
           .orderBy(column)
           .orderBy('created_at')
           .orderBy('id'),
       );
-      return this.grouped(await this.rows(read(kind, ...unique)), keys);
+      const ids = (await this.rows(read(kind, ...unique))).map((values) => values[0] as string);
+      const byId = await this.byIds(ids);
+      const records: LedgerRecord[] = [];
+      for (const id of ids) {
+        const record = byId.get(id);
+        if (record) records.push(record);
+      }
+      return groupBy(records, keys, keyOf);
     }
     const read = this.read(`${column}:${unique.length}`, (k: string, ...values: string[]) =>
       this.db
@@ -254,25 +264,7 @@ export class Ledger {
         .orderBy('created_at')
         .orderBy('id'),
     );
-    const rows = await this.rows(read(kind, ...unique));
-    const keyOf = column === 'parent_id' ? (r: LedgerRecord) => r.parentId : (r: LedgerRecord) => r.projectId;
-    return groupBy(rows.map(toRecord), keys, keyOf);
-  }
-
-  /**
-   * The records of `[id, group]` rows (in each group's order, from the index alone), grouped in the order of `keys`:
-   * the cache's, and the others in one read by id. The rows are ordered by group first, so the index gives their
-   * order and SQLite sorts nothing.
-   */
-  private async grouped(rows: unknown[][], keys: readonly string[]): Promise<LedgerRecord[][]> {
-    const byId = await this.byIds(rows.map((values) => values[0] as string));
-    const groups = new Map<string, LedgerRecord[]>(keys.map((k) => [k, []]));
-    for (const values of rows) {
-      const record = byId.get(values[0] as string);
-      // A row is never deleted, so the record of an id just read is there.
-      if (record) groups.get(values[1] as string)?.push(record);
-    }
-    return keys.map((k) => groups.get(k) ?? []);
+    return groupBy((await this.rows(read(kind, ...unique))).map(toRecord), keys, keyOf);
   }
 
   /** The records of distinct ids that exist: those the cache holds, the others read in one statement. */
