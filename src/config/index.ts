@@ -622,6 +622,10 @@ const VARS = {
     bool(true),
     'true: a mobile-ID notification this process has just taken in hands its live subscribers on this process, in memory only, the clear values it sealed (the subject, unknown fields, tokens), so a delivery does not open what the intake sealed a moment before; events read from the log or from another replica are opened as before, and nothing more is stored (docs/decisions/062). false: every delivery opens what it reads; an off switch.',
   ),
+  LEDGER_CACHE_RECORDS: declare(
+    int(10_000, 0, 1_000_000),
+    'How many cloud ledger records (projects, networks, subnets, …: shared by every key, and never changed once stored) the gateway keeps in memory once read, about 1.2 KB each, least recently used out: a query takes them by id from memory, and a tree level reads only the ids of its rows (docs/decisions/070). 0 reads every row of every level from the store; the off switch.',
+  ),
   UPSTREAM_TIMEOUT: declare(duration('10s'), 'Time limit of one upstream attempt (headers and body).'),
   UPSTREAM_RETRY_BUDGET: declare(
     duration('20s'),
@@ -1034,6 +1038,8 @@ export interface Config {
   /** SUBSCRIBER_BUFFER_BYTES: unsent bytes of a WebSocket subscriber past which it is closed as a slow consumer. */
   readonly subscriberBufferBytes: number;
   /** The delivery path's shortcuts (docs/decisions/062), each with its off switch. */
+  /** LEDGER_CACHE_RECORDS: cloud ledger records kept in memory once read (0: none; docs/decisions/070). */
+  readonly ledgerCacheRecords: number;
   readonly delivery: {
     /** SUBSCRIPTION_COMPILED_SELECTION: a subscription's selection as graphql-jit's compiled form (graphql-js on any error). */
     readonly compiledSelection: boolean;
@@ -1283,6 +1289,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     },
     eventRetentionMs: e.EVENT_RETENTION,
     subscriberBufferBytes: e.SUBSCRIBER_BUFFER_BYTES,
+    ledgerCacheRecords: e.LEDGER_CACHE_RECORDS,
     delivery: { compiledSelection: e.SUBSCRIPTION_COMPILED_SELECTION, clearFromIntake: e.DELIVERY_CLEAR_FROM_INTAKE },
     upstream: {
       timeoutMs: e.UPSTREAM_TIMEOUT,

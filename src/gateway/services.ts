@@ -1,7 +1,7 @@
 // The services the resolvers call, built over the store: budgets and storage bounds, the ledger, idempotency, the
 // event log and its bus, the three upstreams' domains, provisioning and its plans, and agents' plans.
 import { AgentPlans } from '../agents/plans.js';
-import { cloudLedgerRecord } from '../auth/tenancy.js';
+import { cloudLedgerRecord, ownerOfRecord } from '../auth/tenancy.js';
 import type { Config } from '../config/index.js';
 import { CursorCodec, EventLog, Events, EventStreams, InProcessBus, type EventBus } from '../events/index.js';
 import { PostgresBus } from '../events/postgres-bus.js';
@@ -68,7 +68,12 @@ export async function buildServices(
   const storage = new AppStorage(config.storageLimits, metrics, storageLabel);
   await storage.resync(store.db, { webhookEventKinds: WEBHOOK_EVENT_KINDS });
 
-  const ledger = new Ledger({ store });
+  // Only the shared cloud ledger is kept: a record one app owns is read from the store every time, so that how fast
+  // an id answers tells no other app whether it exists (docs/decisions/043).
+  const ledger = new Ledger({
+    store,
+    cache: { size: config.ledgerCacheRecords, keeps: (record) => ownerOfRecord(record) === null },
+  });
   const idempotencyRecords = new IdempotencyRecords({ store });
   const idempotency = new Idempotency({
     pauseAt: pause,

@@ -121,15 +121,29 @@ const toRecord = (values: unknown[]): LedgerRecord => new StoredRecord(values as
 /**
  * The ledger: the upstream has no read endpoints, so what the gateway created is answered from here.
  * Every read takes a list of ids so that DataLoader turns one level of a tree into one statement.
+ *
+ * A stored record never changes (insert only, the first of a replay kept, nothing updated or deleted), so with a
+ * `cache` the records it admits are kept, their JSON parsed, once read: a read by id takes them from memory, and a
+ * tree level reads only the ids of its rows (from the index alone) and then the records it does not hold yet
+ * (docs/decisions/070).
  */
 export class Ledger {
   private readonly db: Kysely<Database>;
   private readonly execute: Execute;
   private readonly readValues: ReadValues;
+  private readonly cache: RecordCache | null;
 
-  /** `store`: the Store (its `execute` and `readValues` run past kysely's executor on SQLite), or `throughKysely(db)`. */
-  constructor(options: { store: Pick<Statements, 'db' | 'execute' | 'readValues'> }) {
+  /**
+   * `store`: the Store (its `execute` and `readValues` run past kysely's executor on SQLite), or `throughKysely(db)`.
+   * `cache`: keep up to `size` records that `keeps` admits (0 or absent: none kept, every read reads every row).
+   */
+  constructor(options: {
+    store: Pick<Statements, 'db' | 'execute' | 'readValues'>;
+    cache?: { size: number; keeps: (record: LedgerRecord) => boolean };
+  }) {
     ({ db: this.db, execute: this.execute, readValues: this.readValues } = options.store);
+    const cache = options.cache;
+    this.cache = cache && cache.size > 0 ? new RecordCache(cache.size, cache.keeps) : null;
   }
 
   /** Stores a created resource. Recording the same id twice (a replay after a crash) keeps the first. */
@@ -196,47 +210,85 @@ export class Ledger {
   /** Records for the ids, in the same order; null where unknown. */
   async getMany(ids: readonly string[]): Promise<(LedgerRecord | null)[]> {
     if (ids.length === 0) return [];
-    const unique = [...new Set(ids)];
-    const read = this.read(`byId:${unique.length}`, (...idList: string[]) =>
-      this.db.selectFrom('resources').select(COLUMNS).where('id', 'in', idList),
-    );
-    const rows = await this.rows(read(...unique));
-    const byId = new Map(rows.map((values) => [values[0] as string, toRecord(values)]));
+    const byId = await this.byIds([...new Set(ids)]);
     return ids.map((id) => byId.get(id) ?? null);
   }
 
   /** Children of each parent (of one kind), oldest first, grouped in the order of `parentIds`. */
-  async childrenOf(kind: ResourceKind, parentIds: readonly string[]): Promise<LedgerRecord[][]> {
-    if (parentIds.length === 0) return [];
-    const unique = [...new Set(parentIds)];
-    const read = this.read(`children:${unique.length}`, (k: string, ...parents: string[]) =>
-      this.db
-        .selectFrom('resources')
-        .select(COLUMNS)
-        .where('kind', '=', k)
-        .where('parent_id', 'in', parents)
-        .orderBy('created_at')
-        .orderBy('id'),
-    );
-    const rows = await this.rows(read(kind, ...unique));
-    return groupBy(rows.map(toRecord), parentIds, (r) => r.parentId);
+  childrenOf(kind: ResourceKind, parentIds: readonly string[]): Promise<LedgerRecord[][]> {
+    return this.level('parent_id', kind, parentIds);
   }
 
   /** Resources of one kind directly in each project (networks, Kafka clusters, VMs), oldest first. */
-  async inProjects(kind: ResourceKind, projectIds: readonly string[]): Promise<LedgerRecord[][]> {
-    if (projectIds.length === 0) return [];
-    const unique = [...new Set(projectIds)];
-    const read = this.read(`inProjects:${unique.length}`, (k: string, ...projects: string[]) =>
+  inProjects(kind: ResourceKind, projectIds: readonly string[]): Promise<LedgerRecord[][]> {
+    return this.level('project_id', kind, projectIds);
+  }
+
+  /** The records of one kind whose `column` is each of `keys`, oldest first, grouped in the order of `keys`. */
+  private async level(
+    column: 'parent_id' | 'project_id',
+    kind: ResourceKind,
+    keys: readonly string[],
+  ): Promise<LedgerRecord[][]> {
+    if (keys.length === 0) return [];
+    const unique = [...new Set(keys)];
+    const keyOf = column === 'parent_id' ? (r: LedgerRecord) => r.parentId : (r: LedgerRecord) => r.projectId;
+    if (this.cache) {
+      // Only the ids, from the index alone and in its order (grouped first, so SQLite sorts nothing); the records
+      // from memory, the others in one read by id. A row is never deleted, so each id just read has its record.
+      const read = this.read(`${column} ids:${unique.length}`, (k: string, ...values: string[]) =>
+        this.db
+          .selectFrom('resources')
+          .select('id')
+          .where('kind', '=', k)
+          .where(column, 'in', values)
+          .orderBy(column)
+          .orderBy('created_at')
+          .orderBy('id'),
+      );
+      const ids = (await this.rows(read(kind, ...unique))).map((values) => values[0] as string);
+      const byId = await this.byIds(ids);
+      const records: LedgerRecord[] = [];
+      for (const id of ids) {
+        const record = byId.get(id);
+        if (record) records.push(record);
+      }
+      return groupBy(records, keys, keyOf);
+    }
+    const read = this.read(`${column}:${unique.length}`, (k: string, ...values: string[]) =>
       this.db
         .selectFrom('resources')
         .select(COLUMNS)
         .where('kind', '=', k)
-        .where('project_id', 'in', projects)
+        .where(column, 'in', values)
         .orderBy('created_at')
         .orderBy('id'),
     );
-    const rows = await this.rows(read(kind, ...unique));
-    return groupBy(rows.map(toRecord), projectIds, (r) => r.projectId);
+    return groupBy((await this.rows(read(kind, ...unique))).map(toRecord), keys, keyOf);
+  }
+
+  /** The records of distinct ids that exist: those the cache holds, the others read in one statement. */
+  private async byIds(ids: string[]): Promise<Map<string, LedgerRecord>> {
+    const byId = new Map<string, LedgerRecord>();
+    let missing = ids;
+    if (this.cache) {
+      missing = [];
+      for (const id of ids) {
+        const record = this.cache.get(id);
+        if (record) byId.set(id, record);
+        else missing.push(id);
+      }
+    }
+    if (missing.length === 0) return byId;
+    const read = this.read(`byId:${missing.length}`, (...idList: string[]) =>
+      this.db.selectFrom('resources').select(COLUMNS).where('id', 'in', idList),
+    );
+    for (const values of await this.rows(read(...missing))) {
+      const record = toRecord(values);
+      byId.set(record.id, record);
+      this.cache?.add(record);
+    }
+    return byId;
   }
 
   /** Every record of a kind, newest first. */
@@ -279,6 +331,47 @@ export class Ledger {
 
 /** How many read shapes stay compiled; beyond them (id lists of many lengths) a read compiles each time. */
 const MAX_SHAPES = 256;
+
+/**
+ * Records kept by id, at most `size` of those `keeps` admits, the least recently used dropped first. Two generations
+ * stand for the recency order (a hit in the older one moves the record to the newer; a full newer one becomes the
+ * older), so a hit costs a lookup, not a reordering.
+ */
+class RecordCache {
+  private recent = new Map<string, LedgerRecord>();
+  private older = new Map<string, LedgerRecord>();
+  private readonly generation: number;
+
+  constructor(
+    size: number,
+    private readonly keeps: (record: LedgerRecord) => boolean,
+  ) {
+    this.generation = Math.max(1, Math.ceil(size / 2));
+  }
+
+  get(id: string): LedgerRecord | undefined {
+    const record = this.recent.get(id);
+    if (record) return record;
+    const old = this.older.get(id);
+    if (old) {
+      this.older.delete(id);
+      this.put(id, old);
+    }
+    return old;
+  }
+
+  add(record: LedgerRecord): void {
+    if (this.keeps(record) && !this.recent.has(record.id)) this.put(record.id, record);
+  }
+
+  private put(id: string, record: LedgerRecord): void {
+    if (this.recent.size >= this.generation) {
+      this.older = this.recent;
+      this.recent = new Map();
+    }
+    this.recent.set(id, record);
+  }
+}
 
 function groupBy<T>(items: T[], keys: readonly string[], keyOf: (item: T) => string | null): T[][] {
   const groups = new Map<string, T[]>(keys.map((k) => [k, []]));

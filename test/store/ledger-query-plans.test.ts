@@ -75,4 +75,28 @@ describe('ledger reads on a large SQLite store', () => {
     ]);
     expect(plan(statements[0]!)).toMatch(/USING INDEX resources_parent \(parent_id=\? AND kind=\?\)/);
   });
+
+  it('reads a tree level with records kept in memory from the index alone, in its order, with no sort', async () => {
+    const ledger = new Ledger({ store: throughKysely(db), cache: { size: 100, keeps: () => true } });
+    statements.length = 0;
+    const [networks] = await ledger.inProjects('network', ['ours']);
+    expect(networks!.map((r) => r.id)).toEqual(['net-0', 'net-1']);
+    expect(plan(statements[0]!)).toBe(
+      'SEARCH resources USING COVERING INDEX resources_project (project_id=? AND kind=?)',
+    );
+    statements.length = 0;
+    const groups = await ledger.childrenOf('subnet', ['net-1', 'net-0']);
+    expect(groups.map((g) => g.map((r) => r.id))).toEqual([
+      ['subnet-1-0', 'subnet-1-1'],
+      ['subnet-0-0', 'subnet-0-1'],
+    ]);
+    expect(plan(statements[0]!)).toBe(
+      'SEARCH resources USING COVERING INDEX resources_parent (parent_id=? AND kind=?)',
+    );
+    // The records not yet in memory, by their primary key.
+    expect(plan(statements[1]!)).toMatch(/USING INDEX sqlite_autoindex_resources_1 \(id=\?\)/);
+    statements.length = 0;
+    await ledger.childrenOf('subnet', ['net-0', 'net-1']);
+    expect(statements).toHaveLength(1);
+  });
 });

@@ -9,11 +9,13 @@ import { Ledger, type LedgerRecord } from '../../src/store/ledger.js';
 
 /**
  * The ledger's read statements are compiled once per shape and run again with new parameters (docs/decisions/027), and
- * answer the same through kysely's row objects and through the store's arrays of values (SQLite's raw mode).
+ * answer the same through kysely's row objects, through the store's arrays of values (SQLite's raw mode), and with the
+ * records kept in memory once read (docs/decisions/070; a cache smaller than the tree, so that records leave it too).
  */
 describe.each([
   ['row objects through kysely', (store: Store) => new Ledger({ store: throughKysely(store.db) })],
   ['arrays of values from the store', (store: Store) => new Ledger({ store })],
+  ['records kept in memory', (store: Store) => new Ledger({ store, cache: { size: 5, keeps: () => true } })],
 ])('ledger reads (%s)', (_via, makeLedger) => {
   let dir: string;
   let store: Store;
@@ -72,6 +74,28 @@ describe.each([
       'p2-net1',
     ]);
     expect((await ledger.list('project')).map((r) => r.id)).toEqual(['p2', 'p1']);
+  });
+
+  it('answers the same when every read is repeated, and sees a resource recorded after a first read', async () => {
+    for (let round = 0; round < 2; round++) {
+      expect((await ledger.getMany(['p1-net1', 'nope', 'p1'])).map((r) => r?.id ?? null)).toEqual([
+        'p1-net1',
+        null,
+        'p1',
+      ]);
+      expect((await ledger.childrenOf('subnet', ['p2-net1', 'p1-net2'])).map((g) => g.map((r) => r.id))).toEqual([
+        ['p2-net1-sub1', 'p2-net1-sub2'],
+        ['p1-net2-sub1', 'p1-net2-sub2'],
+      ]);
+    }
+    const [before] = await ledger.inProjects('network', ['p3']);
+    expect(before).toEqual([]);
+    await rec('p3', 'project', 'p3', null, 0);
+    await rec('p3-net1', 'network', 'p3', null, 2);
+    expect((await ledger.inProjects('network', ['p3']))[0]!.map((r) => r.id)).toEqual(['p3-net1']);
+    await rec('p3-net0', 'network', 'p3', null, 1);
+    expect((await ledger.inProjects('network', ['p3']))[0]!.map((r) => r.id)).toEqual(['p3-net0', 'p3-net1']);
+    expect((await ledger.get('p3-net0'))!.spec).toEqual({ title: 'p3-net0', n: 1 });
   });
 
   it('gives back the stored spec and response, with every other field', async () => {
