@@ -12,7 +12,7 @@ import { waitForSubscribers } from '../helpers/wait.js';
 
 /**
  * What docs/architecture.md says the path crosses: 30 files after the stream redesign (decision 067), which removed
- * layers inside files rather than files (the review at 1d92c88 also counted 30, by a method it did not record). Issue 43 aims at 20 where
+ * layers inside files rather than files (the review at 1d92c88 also counted 30, by a method it did not record). The aim is 20 where
  * folding small relays reads better; this ceiling keeps the path from growing meanwhile.
  */
 const MOST_FILES = 30;
