@@ -251,7 +251,7 @@ export class CloudService {
     });
   }
 
-  private async create(caller: Caller, key: string | null | undefined, p: Creation): Promise<MutationResult> {
+  private create(caller: Caller, key: string | null | undefined, p: Creation): Promise<MutationResult> {
     if (this.dryRun) return this.dryRun.create(caller, key, p);
     const recordOf = (created: Created, idempotencyKey: string): LedgerRecord => ({
       id: created.id,
@@ -266,7 +266,7 @@ export class CloudService {
       createdBy: caller.scope,
       createdAt: new Date(),
     });
-    const out = await this.idempotency.run<LedgerRecord>({
+    return this.idempotency.run<LedgerRecord>({
       scope: caller.scope,
       key,
       operation: p.operation,
@@ -282,7 +282,6 @@ export class CloudService {
       toStored,
       fromStored,
     });
-    return out;
   }
 
   /** Reads a kept answer again (the same for every creation: made once, not per call). */

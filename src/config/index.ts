@@ -375,6 +375,10 @@ const VARS = {
     int(0, 0, 50),
     'SQLite: how long, in milliseconds, the first write of a group waits for more writes before their one COMMIT (and, with FULL, their one fdatasync), when no sync is in flight. 0: at the end of its turn of the event loop. A write is still on disk before it is acknowledged; each acknowledgement can come up to this much later (docs/decisions/062). Ignored with DATABASE_URL.',
   ),
+  SQLITE_CHECKPOINT_INTERVAL_MS: declare(
+    int(500, 10, 60_000),
+    'SQLite: the least time, in milliseconds, between two checkpoints of the WAL into the database file (a worker thread copies each page written since the last one, then syncs the file). Longer: a page rewritten many times is copied once, less CPU per write; the WAL restarts after the same 16,384 frames either way (docs/decisions/033). Ignored with DATABASE_URL.',
+  ),
   CLOUD_API_URL: declare(httpUrl, 'Base URL of the cloud provisioning API.', '(unset: see SANDBOX_UPSTREAMS)'),
   CLOUD_API_TOKEN: declare(
     optionalString,
@@ -969,6 +973,8 @@ export interface Config {
   readonly databaseUrl: string | undefined;
   /** SQLITE_COMMIT_WINDOW_MS: how long a group of writes waits for more before its COMMIT (0: the end of its turn). */
   readonly sqliteCommitWindowMs: number;
+  /** SQLITE_CHECKPOINT_INTERVAL_MS: the least time between two WAL checkpoints. */
+  readonly sqliteCheckpointIntervalMs: number;
   /** SQLITE_SYNCHRONOUS; ignored with DATABASE_URL. */
   readonly sqliteSynchronous: 'FULL' | 'NORMAL';
   /** DATABASE_MIGRATIONS: apply the missing migrations at start-up, or wait for `main.js migrate` to apply them. */
@@ -1245,6 +1251,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     databaseUrl: e.DATABASE_URL,
     sqliteSynchronous: e.SQLITE_SYNCHRONOUS,
     sqliteCommitWindowMs: e.SQLITE_COMMIT_WINDOW_MS,
+    sqliteCheckpointIntervalMs: e.SQLITE_CHECKPOINT_INTERVAL_MS,
     databaseMigrations: e.DATABASE_MIGRATIONS,
     cloud: { url: e.CLOUD_API_URL, token: e.CLOUD_API_TOKEN, credentials: e.CLOUD_API_CREDENTIALS },
     verification: { url: e.VERIFICATION_API_URL, token: e.VERIFICATION_API_TOKEN },

@@ -50,6 +50,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       databaseUrl: config.databaseUrl,
       sqliteSynchronous: config.sqliteSynchronous,
       sqliteCommitWindowMs: config.sqliteCommitWindowMs,
+      sqliteCheckpointIntervalMs: config.sqliteCheckpointIntervalMs,
       migrations: config.databaseMigrations,
       logger,
       onUnreachable: (why) => {

@@ -83,6 +83,8 @@ export interface StoreOptions {
   sqliteSynchronous?: 'FULL' | 'NORMAL';
   /** SQLITE_COMMIT_WINDOW_MS (docs/decisions/062); ignored with DATABASE_URL. */
   sqliteCommitWindowMs?: number;
+  /** SQLITE_CHECKPOINT_INTERVAL_MS (docs/decisions/033); ignored with DATABASE_URL. */
+  sqliteCheckpointIntervalMs?: number;
   /**
    * PostgreSQL only: called with why while the server cannot be reached at start-up (the store waits for it,
    * retrying with backoff), and with null once it answers.
@@ -266,6 +268,9 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       syncWal: full,
       checkpointInWorker: true,
       commitWindowMs: options.sqliteCommitWindowMs ?? 0,
+      ...(options.sqliteCheckpointIntervalMs === undefined
+        ? {}
+        : { checkpoint: { intervalMs: options.sqliteCheckpointIntervalMs } }),
     });
     db = new Kysely<Database>({ dialect: sqliteDialect, log });
     writeTogether = (writes) => {

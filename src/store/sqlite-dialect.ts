@@ -135,7 +135,10 @@ export interface GroupCommitOptions {
    * (docs/decisions/062). 0: at the end of the turn.
    */
   commitWindowMs?: number;
-  /** Tests: how often to checkpoint, and from how many WAL frames to restart the WAL. */
+  /**
+   * The least time between two checkpoints (SQLITE_CHECKPOINT_INTERVAL_MS, default 500 ms), and (tests) from how many WAL
+   * frames to restart the WAL.
+   */
   checkpoint?: { intervalMs?: number; restartFrames?: number };
 }
 
@@ -483,7 +486,7 @@ class WalCheckpointer {
     private readonly idle: () => boolean,
     options: { intervalMs?: number; restartFrames?: number } = {},
   ) {
-    this.intervalMs = options.intervalMs ?? 100;
+    this.intervalMs = options.intervalMs ?? 500;
     this.restartFrames = options.restartFrames ?? 16_384;
     db.pragma('wal_autocheckpoint = 0');
     this.worker = new Worker(CHECKPOINT_WORKER, { workerData: { file: db.name } satisfies CheckpointWorkerData });

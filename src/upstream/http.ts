@@ -160,8 +160,13 @@ export class UpstreamHttp {
     return this.options.name;
   }
 
-  async request(req: UpstreamRequest): Promise<UpstreamResponse> {
-    if (!this.tracing.enabled) return this.perform(req, undefined, undefined);
+  request(req: UpstreamRequest): Promise<UpstreamResponse> {
+    // Without tracing, the call is `perform` itself: no async layer that would only pass its promise on.
+    return this.tracing.enabled ? this.traced(req) : this.perform(req, undefined, undefined);
+  }
+
+  /** The call inside its CLIENT span. */
+  private async traced(req: UpstreamRequest): Promise<UpstreamResponse> {
     // Attributes name the route template, never the path (a path may hold a token) or any header or body.
     const attributes = {
       'gateway.upstream': this.options.name,
@@ -231,10 +236,25 @@ export class UpstreamHttp {
     }
   }
 
-  /** One attempt of `call`, its failure turned into what the retry loop expects (AbortError: not to be retried). */
+  /**
+   * One attempt of `call` (and its repetition once after a 401 that refreshed the credentials), its failure turned into
+   * what the retry loop expects (AbortError: not to be retried).
+   */
   private async attempt(call: Call): Promise<UpstreamResponse> {
+    const { req } = call;
     try {
-      return await this.once(call);
+      call.attempts += 1;
+      call.span?.setAttribute('gateway.upstream.attempts', call.attempts);
+      const res = await this.sendThrough(req, call.inject);
+      if (res.status === 401 && req.onUnauthorized && !call.refreshedAuth) {
+        call.refreshedAuth = true;
+        if (await req.onUnauthorized()) {
+          call.attempts += 1;
+          const again = await this.sendThrough(req, call.inject);
+          return this.classify(req, again);
+        }
+      }
+      return this.classify(req, res);
     } catch (error) {
       const { name, metrics, logger } = this.options;
       if (error instanceof CircuitRefusal) {
@@ -253,7 +273,7 @@ export class UpstreamHttp {
       if (error instanceof TransientFailure && error.outcome === 'unknown') call.mayHaveApplied = true;
       // Not repeated on its own: the upstream may have acted and is not known to honour the key.
       if (error instanceof TransientFailure && error.outcome === 'unknown' && !call.repeatUnknown) {
-        const route = call.req.route;
+        const route = req.route;
         logger.warn(
           { upstream: name, route, reason: error.reason, attempt: call.attempts },
           'upstream outcome unknown; not repeated',
@@ -263,22 +283,6 @@ export class UpstreamHttp {
       }
       throw error;
     }
-  }
-
-  private async once(call: Call): Promise<UpstreamResponse> {
-    const { req } = call;
-    call.attempts += 1;
-    call.span?.setAttribute('gateway.upstream.attempts', call.attempts);
-    const res = await this.sendThrough(req, call.inject);
-    if (res.status === 401 && req.onUnauthorized && !call.refreshedAuth) {
-      call.refreshedAuth = true;
-      if (await req.onUnauthorized()) {
-        call.attempts += 1;
-        const again = await this.sendThrough(req, call.inject);
-        return this.classify(req, again);
-      }
-    }
-    return this.classify(req, res);
   }
 
   /** p-retry's options for the attempts after the first failure of `call`. */

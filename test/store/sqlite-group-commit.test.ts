@@ -341,6 +341,17 @@ describe('SQLite group commit with the WAL synced by the driver (FULL without bl
   });
 });
 
+describe('SQLITE_CHECKPOINT_INTERVAL_MS', () => {
+  it('is 500 ms unless set, and refuses what is not a whole number of milliseconds from 10 to 60,000', () => {
+    expect(loadConfig({}).sqliteCheckpointIntervalMs).toBe(500);
+    expect(loadConfig({ SQLITE_CHECKPOINT_INTERVAL_MS: '100' }).sqliteCheckpointIntervalMs).toBe(100);
+    for (const bad of ['5', '60001', '1.5', 'soon'])
+      expect(() => loadConfig({ SQLITE_CHECKPOINT_INTERVAL_MS: bad })).toThrow(
+        /SQLITE_CHECKPOINT_INTERVAL_MS: must be an integer from 10 to 60000/,
+      );
+  });
+});
+
 describe('SQLite checkpoints in a worker thread', () => {
   it('turns the automatic checkpoint off, checkpoints from the worker and restarts the WAL under steady writes', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'checkpoint-'));
