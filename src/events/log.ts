@@ -3,6 +3,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Caller } from '../auth/caller.js';
 import { fingerprint } from '../fingerprint.js';
 import type { StorageBoundError, StorageRefusal } from '../store/app-storage.js';
+import type { Execute } from '../store/index.js';
 import type { Dialect } from '../store/migrations.js';
 import { precompiled } from '../store/precompiled.js';
 import type { Database } from '../store/schema.js';
@@ -223,6 +224,11 @@ export class EventLog {
     /** EVENT_RETENTION: how long an event is kept (and so how old a cursor may be). */
     readonly retentionMs: number,
     private readonly dialect: Dialect,
+    /**
+     * How the append's insert and the newest-event reads run: the Store's `execute` (on SQLite straight to the
+     * driver, past kysely's executor); `db.executeQuery` by default, as for a log over a transaction.
+     */
+    private readonly execute: Execute = (query) => db.executeQuery(query),
   ) {}
 
   async append(e: NewEvent, now = Date.now()): Promise<AppendResult> {
@@ -253,7 +259,7 @@ export class EventLog {
       e.secretsExpireAt ?? null,
     );
     for (let attempt = 1; ; attempt++) {
-      const { rows } = await this.db.executeQuery<{ seq: number | string }>(insert);
+      const { rows } = await this.execute<{ seq: number | string }>(insert);
       const inserted = rows[0];
       if (inserted) {
         // The record is built from what was written: reading the row back would return the same values.
@@ -293,7 +299,7 @@ export class EventLog {
   async latest(kind: string, key: string, reader?: Caller): Promise<EventRecord | null> {
     const statement =
       reader === undefined ? this.latestStatement(kind, key) : this.latestReadableStatement(kind, key, reader.scope);
-    const { rows } = await this.db.executeQuery<Row & { seq: number }>(statement);
+    const { rows } = await this.execute<Row & { seq: number }>(statement);
     const row = rows[0];
     return row ? toRecord(row) : null;
   }

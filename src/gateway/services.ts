@@ -87,7 +87,7 @@ export async function buildServices(
     ...(testing.clock ? { now: testing.clock } : {}),
   });
 
-  const eventLog = new EventLog(store.db, config.eventRetentionMs, store.dialect);
+  const eventLog = new EventLog(store.db, config.eventRetentionMs, store.dialect, store.execute);
   // Cursors are sealed under the gateway secret: opaque, and the same on every replica (docs/decisions/067).
   const cursors = new CursorCodec(box.derive('gateway cursor mac v1'), box.derive('gateway cursor encryption v1'));
   // With PostgreSQL, events cross replicas through LISTEN/NOTIFY; with SQLite there is one process.

@@ -35,8 +35,13 @@ export interface JwtParts {
  * token is kept sealed as received and reported as not checked.
  */
 export function isCompactJwe(token: string): boolean {
-  return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(token);
+  // A token without four dots is no JWE; the pattern would scan all of it to say so (every signed id_token).
+  let dot = -1;
+  for (let n = 0; n < 4; n++) if ((dot = token.indexOf('.', dot + 1)) === -1) return false;
+  return COMPACT_JWE.test(token);
 }
+
+const COMPACT_JWE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 /**
  * Decodes a compact JWS (header.payload.signature, each base64url, header and payload JSON objects) without

@@ -9,6 +9,8 @@ import { sendOAuthError } from './respond.js';
 export interface RouteContext {
   requestId: string;
   logger: Logger;
+  /** True when the request's logger writes `level`; asks without making the request's child logger. */
+  logs(level: 'debug' | 'info'): boolean;
   /** Capture groups of a RegExp route path. */
   params: string[];
   /** The app that sent the request, once a route has authenticated it: named on the request's log line (never its key). */
@@ -66,6 +68,7 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
       get logger() {
         return log();
       },
+      logs: (level) => logger.isLevelEnabled(level),
       params,
     };
     res.on('finish', () => {

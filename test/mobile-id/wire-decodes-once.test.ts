@@ -2,7 +2,7 @@
 // (no module-level memo of the last token): bad fields are still named in the shape's order.
 import { describe, expect, it } from 'vitest';
 
-import { parseNotification } from '../../src/mobile-id/wire.js';
+import { isCompactJwe, parseNotification } from '../../src/mobile-id/wire.js';
 
 const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
 const jwt = (claims: object) => `${b64({ alg: 'RS256', kid: 'k' })}.${b64(claims)}.sig`;
@@ -26,6 +26,24 @@ describe('parseNotification', () => {
   it('hands no claims for an encrypted id_token (JWE), which stays sealed', () => {
     const sealed = parseNotification(body({ id_token: 'aaa..bbb.ccc.ddd' }));
     expect(sealed.ok && sealed.notification.outcome === 'success' && sealed.notification.idToken).toBeNull();
+  });
+
+  it('tells a JWE by its five base64url parts alone, whatever the count of dots', () => {
+    expect(isCompactJwe('aaa..bbb.ccc.ddd')).toBe(true);
+    expect(isCompactJwe('aaa.kkk.bbb.ccc.ddd')).toBe(true);
+    for (const token of [
+      jwt({ sub: 'user-1' }),
+      '',
+      'a.b',
+      'aaa.kkk.bbb.ccc',
+      'aaa.kkk.bbb.ccc.ddd.eee',
+      'aaa.kkk..ccc.ddd',
+      '.kkk.bbb.ccc.ddd',
+      'aaa.kkk.bbb.ccc.',
+      'aa+.kkk.bbb.ccc.ddd',
+      '....',
+    ])
+      expect(isCompactJwe(token)).toBe(false);
   });
 
   it('names a malformed id_token and a subject-less one in the shape’s field order, among the other bad fields', () => {

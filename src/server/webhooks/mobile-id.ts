@@ -68,10 +68,11 @@ export function mobileIdWebhookRoute(options: {
         const { status, error, reason, description, authReqId = null, outcome = 'rejected', close = false } = r;
         count(outcome);
         options.metrics.mobileIdRejections.inc({ reason });
-        ctx.logger.info(
-          { ...support, status, error, rejection: reason, reason: description, authReqId },
-          'mobile-ID notification refused',
-        );
+        if (ctx.logs('info'))
+          ctx.logger.info(
+            { ...support, status, error, rejection: reason, reason: description, authReqId },
+            'mobile-ID notification refused',
+          );
         // Kept before the answer, so that a refusal the sender saw is always in the quarantine.
         const kept = await options.mobileId
           .reject({
@@ -89,7 +90,7 @@ export function mobileIdWebhookRoute(options: {
             ctx.logger.error({ err }, 'a refused mobile-ID notification could not be kept in the quarantine');
             return true;
           });
-        if (!kept)
+        if (!kept && ctx.logs('debug'))
           ctx.logger.debug(
             { ...support },
             'unauthenticated mobile-ID requests over the quarantine limit: counted, not kept',
@@ -201,20 +202,23 @@ export function mobileIdWebhookRoute(options: {
           });
         case 'duplicate':
           count('duplicate');
-          ctx.logger.info(
-            { ...support, authReqId: result.authReqId },
-            'mobile-ID notification received again; acknowledged, not published again',
-          );
+          if (ctx.logs('info'))
+            ctx.logger.info(
+              { ...support, authReqId: result.authReqId },
+              'mobile-ID notification received again; acknowledged, not published again',
+            );
           res.writeHead(204, { 'cache-control': 'no-store' });
           res.end();
           return;
         case 'accepted':
           if (options.pauseAt) await options.pauseAt('webhook-stored');
           count('accepted');
-          ctx.logger.info(
-            { ...support, authReqId: result.authReqId, outcome: result.outcome },
-            'mobile-ID notification stored',
-          );
+          // The request's child logger is made only when a line is written (not at LOG_LEVEL=warn).
+          if (ctx.logs('info'))
+            ctx.logger.info(
+              { ...support, authReqId: result.authReqId, outcome: result.outcome },
+              'mobile-ID notification stored',
+            );
           res.writeHead(204, { 'cache-control': 'no-store' });
           res.end();
           await result.publish();
