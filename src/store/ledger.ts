@@ -1,4 +1,5 @@
 import type { Compilable, CompiledQuery, Kysely } from 'kysely';
+import { LRUCache } from 'lru-cache';
 
 import type { Execute, ReadValues, Statements } from './index.js';
 import { precompiled } from './precompiled.js';
@@ -332,44 +333,23 @@ export class Ledger {
 /** How many read shapes stay compiled; beyond them (id lists of many lengths) a read compiles each time. */
 const MAX_SHAPES = 256;
 
-/**
- * Records kept by id, at most `size` of those `keeps` admits, the least recently used dropped first. Two generations
- * stand for the recency order (a hit in the older one moves the record to the newer; a full newer one becomes the
- * older), so a hit costs a lookup, not a reordering.
- */
+/** Records kept by id, at most `size` of those `keeps` admits, the least recently used dropped first. */
 class RecordCache {
-  private recent = new Map<string, LedgerRecord>();
-  private older = new Map<string, LedgerRecord>();
-  private readonly generation: number;
+  private readonly records: LRUCache<string, LedgerRecord>;
 
   constructor(
     size: number,
     private readonly keeps: (record: LedgerRecord) => boolean,
   ) {
-    this.generation = Math.max(1, Math.ceil(size / 2));
+    this.records = new LRUCache({ max: size });
   }
 
   get(id: string): LedgerRecord | undefined {
-    const record = this.recent.get(id);
-    if (record) return record;
-    const old = this.older.get(id);
-    if (old) {
-      this.older.delete(id);
-      this.put(id, old);
-    }
-    return old;
+    return this.records.get(id);
   }
 
   add(record: LedgerRecord): void {
-    if (this.keeps(record) && !this.recent.has(record.id)) this.put(record.id, record);
-  }
-
-  private put(id: string, record: LedgerRecord): void {
-    if (this.recent.size >= this.generation) {
-      this.older = this.recent;
-      this.recent = new Map();
-    }
-    this.recent.set(id, record);
+    if (this.keeps(record)) this.records.set(record.id, record);
   }
 }
 
