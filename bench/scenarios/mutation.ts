@@ -64,6 +64,11 @@ export function durableTarget(refs: MutationReferences): Target {
   };
 }
 
+/** What a durable creation must reach of the durable baseline's rate. */
+const DURABLE_GOAL = 0.85;
+/** What it must reach of a peer's rate, where the goal is a share rather than being ahead (the peer keeps nothing). */
+const PEER_GOALS: Record<string, number> = { 'Apollo Server 5 (undici)': 0.7 };
+
 /**
  * Scenario 1. Targets: the gateway's createNetwork against the durable baseline (the same durable work,
  * hand-written: the main figure), the bare proxy baseline (the outer reference) and the peers, all over
@@ -156,9 +161,9 @@ export async function mutationThroughput(
   const targetsMet: ScenarioReport['targets'] = [];
   if (refs) {
     targetsMet.push({
-      target: 'mutations ≥ 0.8 of the durable baseline (gateway FULL; the main mutation figure)',
+      target: `mutations ≥ ${DURABLE_GOAL} of the durable baseline (gateway FULL; the main mutation figure)`,
       measured: vs(gatewayRps, durableRps, 'durable baseline'),
-      met: gatewayRps / durableRps >= 0.8,
+      met: gatewayRps / durableRps >= DURABLE_GOAL,
     });
   }
   targetsMet.push({
@@ -176,17 +181,26 @@ export async function mutationThroughput(
       continue;
     }
     const peerRps = rpsOf(peer.name);
-    targetsMet.push({
-      target: `mutations ahead of ${peer.name} (gateway FULL)`,
-      measured: vs(gatewayRps, peerRps, peer.name),
-      met: gatewayRps > peerRps,
-    });
+    const goal = PEER_GOALS[peer.name];
+    targetsMet.push(
+      goal === undefined
+        ? {
+            target: `mutations ahead of ${peer.name} (gateway FULL)`,
+            measured: vs(gatewayRps, peerRps, peer.name),
+            met: gatewayRps > peerRps,
+          }
+        : {
+            target: `mutations ≥ ${goal} of ${peer.name}, which keeps nothing (gateway FULL)`,
+            measured: vs(gatewayRps, peerRps, peer.name),
+            met: gatewayRps / peerRps >= goal,
+          },
+    );
   }
   if (normalRps !== null && refs) {
     targetsMet.push({
-      target: 'mutations ≥ 0.8 of the durable baseline (FULL), gateway with SQLITE_SYNCHRONOUS=NORMAL',
+      target: `mutations ≥ ${DURABLE_GOAL} of the durable baseline (FULL), gateway with SQLITE_SYNCHRONOUS=NORMAL`,
       measured: vs(normalRps, durableRps, 'durable baseline'),
-      met: normalRps / durableRps >= 0.8,
+      met: normalRps / durableRps >= DURABLE_GOAL,
     });
   }
   return {

@@ -144,9 +144,9 @@ export async function queryThroughput(env: BenchEnv): Promise<ScenarioReport> {
         met: statements === 3,
       },
       {
-        target: 'query ≥ 0.6 of its baseline',
+        target: 'query ≥ 0.8 of its baseline',
         measured: `${fmt.ratio(gRps / bRps)} (${fmt.int(gRps)} vs ${fmt.int(bRps)} req/s)`,
-        met: gRps >= 0.6 * bRps,
+        met: gRps >= 0.8 * bRps,
       },
     ],
   };
