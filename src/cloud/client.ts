@@ -28,7 +28,12 @@ export class CloudTokens {
     private readonly auth: CloudAuth,
     private readonly logger: Logger,
     private readonly answers: CloudAnswers,
-  ) {}
+  ) {
+    this.configured = 'token' in auth ? `Bearer ${auth.token}` : null;
+  }
+
+  /** `Bearer <token>` of a configured token (CLOUD_API_TOKEN), known without waiting; null with credentials. */
+  readonly configured: string | null;
 
   async get(): Promise<string> {
     if ('token' in this.auth) return this.auth.token;
@@ -85,11 +90,10 @@ export class CloudTokens {
  * fetched token may be refreshed between attempts). Plans show these same headers.
  */
 export function creationHeaders(accept: boolean, idempotencyKey: string): Record<string, string> {
-  return {
-    'content-type': 'application/json',
-    ...(accept ? { accept: 'application/json' } : {}),
-    'idempotency-key': idempotencyKey,
-  };
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (accept) headers.accept = 'application/json';
+  headers['idempotency-key'] = idempotencyKey;
+  return headers;
 }
 
 /** A creation's refusal: 401 says the gateway's credentials were refused, any other 4xx the request. */
@@ -109,9 +113,11 @@ export class CloudClient {
   ) {}
 
   /** The authorization of every attempt, and the refresh after a 401 (made once, not per call). */
-  private readonly authorize = async (): Promise<Record<string, string>> => ({
-    authorization: `Bearer ${await this.tokens.get()}`,
-  });
+  private readonly authorize = (): Record<string, string> | Promise<Record<string, string>> => {
+    const configured = this.tokens.configured;
+    if (configured !== null) return { authorization: configured };
+    return this.tokens.get().then((token) => ({ authorization: `Bearer ${token}` }));
+  };
 
   private readonly onUnauthorized = async (): Promise<boolean> => this.tokens.invalidate();
 

@@ -16,22 +16,41 @@ const placeholder = (i: number) => `\u0000precompiled-argument-${i}\u0000`;
 export function precompiled<A extends readonly unknown[]>(
   build: (...args: A) => Compilable,
 ): (...args: A) => CompiledQuery {
-  let template: { compiled: CompiledQuery; slots: ReadonlyArray<{ arg: number } | { value: unknown }> } | undefined;
+  // Per parameter of the compiled statement: the index of the argument bound there, or -1 for a value `build` wrote
+  // (kept in `values`).
+  let template:
+    | {
+        sql: string;
+        query: CompiledQuery['query'];
+        queryId: CompiledQuery['queryId'];
+        args: number[];
+        values: unknown[];
+      }
+    | undefined;
   return (...args: A): CompiledQuery => {
     if (!template) {
       const names = args.map((_, i) => placeholder(i));
       const compiled = build(...(names as unknown as A)).compile();
-      const slots = compiled.parameters.map((p) => {
-        const arg = typeof p === 'string' ? names.indexOf(p) : -1;
-        return arg === -1 ? { value: p } : { arg };
-      });
+      const slots = compiled.parameters.map((p) => (typeof p === 'string' ? names.indexOf(p) : -1));
       for (let i = 0; i < names.length; i++) {
-        if (!slots.some((s) => 'arg' in s && s.arg === i))
+        if (!slots.includes(i))
           throw new Error(`a precompiled statement must use its argument ${i} as a value: ${compiled.sql}`);
       }
-      template = { compiled, slots };
+      template = {
+        sql: compiled.sql,
+        query: compiled.query,
+        queryId: compiled.queryId,
+        args: slots,
+        values: [...compiled.parameters],
+      };
     }
-    const { compiled, slots } = template;
-    return { ...compiled, parameters: slots.map((s) => ('arg' in s ? args[s.arg] : s.value)) };
+    // A plain object, not a spread of kysely's frozen one (V8 copies a frozen object on its slow path).
+    const { args: slots, values } = template;
+    const parameters: unknown[] = new Array(slots.length);
+    for (let i = 0; i < slots.length; i++) {
+      const arg = slots[i]!;
+      parameters[i] = arg === -1 ? values[i] : args[arg];
+    }
+    return { sql: template.sql, query: template.query, queryId: template.queryId, parameters };
   };
 }
