@@ -2,26 +2,28 @@
  * `npm run bench:guard -- --against <git ref>`: is the working tree slower than `<ref>` on a hot path?
  *
  * The ref (default HEAD~1) is unpacked with `git archive` into a temporary folder that reuses this checkout's
- * node_modules. Each side (the working tree and the ref) runs as two gateway processes (--pairs), all on the same
- * core, with the same upstream stub and the same requests, their databases in memory (/dev/shm). A round drives
- * one pair, both sides at once, and the pairs take turns. What is compared is the gateway's **CPU time per
- * operation** (every thread of its process, from /proc), which a shared machine disturbs far less than
- * throughput. Before each round the guard waits until nothing else uses the machine; when that does not come, it
- * says so and exits 3 rather than give a verdict. Paths:
+ * node_modules. Each side (the working tree and the ref) runs as two gateway processes (--pairs) with the same
+ * upstream stub and the same requests, their databases in memory (/dev/shm). First every gateway warms every path
+ * (thousands of operations, 16 in flight, on both cores): V8 goes on optimising a path for that long. Then, on the
+ * server's core, a round drives one pair, both sides at once with one operation in flight each, and the pairs take
+ * turns. What is compared is the gateway's **CPU time per operation** (every thread of its process, from /proc),
+ * which a shared machine disturbs far less than throughput. Before each round the guard waits until nothing else
+ * uses the machine; when that does not come, it says so and exits 3 rather than give a verdict.
  * It prints a table (µs per operation on each side, the median of the per-round ratios, and their spread: the
  * larger of the rounds' half range, from five rounds on without the highest and the lowest, and the pairs' half
- * range) and exits 1 when a path is slower by more than its spread plus 3 %; 2 when it could not measure; 3 when
- * the machine stayed busy.
+ * range) and exits 1 when a path is slower by more than its spread plus 2 %; 2 when it could not measure; 3 when
+ * the machine stayed busy. On a quiet machine the same tree reads within ±2 % on every path and a 5 % slower path is
+ * flagged (its test); about 70 s on 2 cores.
  *
  * Options: --against <ref> (`.` measures the working tree against itself), --tree <ref> (measure that commit in the
- * working tree's place: a bisection between two commits), --rounds <n> (default 4), --pairs <n> (default 2),
+ * working tree's place: a bisection between two commits), --rounds <n> (default 6), --pairs <n> (default 2),
  * --quiet-wait <s> (how long to wait for a quiet machine, default 20), --paths a,b,
  * --env NAME=VALUE[,NAME=VALUE] (the working tree's side only: an off switch or a setting against the same code, with
- * `--against .`), --ref-env (the same for the ref's side), --concurrency <n> (operations in flight, default 16),
- * --quick (fewer operations per round: the guard's own test), --json <file> (the figures, for tests), --profile <dir>
+ * `--against .`), --ref-env (the same for the ref's side), --concurrency <n> (operations in flight while measuring,
+ * default 1), --quick (half the operations: shorter, noisier), --json <file> (the figures, for tests), --profile <dir>
  * (each side's V8 CPU profile in <dir>/tree and <dir>/ref, for bench/profile-summary.ts).
- * BENCH_GUARD_SLOWDOWN=<path>:<percent>[,…] makes the working tree's side spend that much more CPU on those paths
- * (bench/lib/guard-slowdown.ts): only the guard's test sets it.
+ * BENCH_GUARD_SLOWDOWN=<path>:<percent>[,…] makes the working tree's side spend that much more CPU than the ref's on
+ * those paths (bench/lib/guard-hooks.ts): only the guard's test sets it.
  */
 import { execFileSync, execSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -34,10 +36,10 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
 
-import { processCpu } from './lib/cpu.js';
+import { closedLoop, processCpu } from './lib/cpu.js';
 import { API_KEY, gatewayEnv, NOTIFICATION_TOKEN } from './lib/env.js';
 import { graphql } from './lib/harness.js';
-import { freePort, pin, placement, ROOT, spawnNode, waitForQuiet, type Proc } from './lib/processes.js';
+import { freePort, pin, placement, ROOT, spawnNode, waitForQuiet, type Placement, type Proc } from './lib/processes.js';
 import { median } from './lib/stats.js';
 import { SUBSCRIPTION } from './scenarios/fanout.js';
 import { CREATE_NETWORK } from './scenarios/mutation.js';
@@ -46,17 +48,27 @@ import { notificationBody, WEBHOOK_PATH } from './scenarios/webhook.js';
 
 const PATHS = ['mutation', 'tree', 'intake', 'delivery'] as const;
 type PathName = (typeof PATHS)[number];
-/** Operations in flight at once on every path (--concurrency): the same on both sides, so group commit shares the same way. */
-let CONCURRENCY = 16;
+/**
+ * Operations in flight at once on every path while measuring (--concurrency), the same on both sides. One by
+ * default: each operation then pays its own commit and its own wake-ups, so what a side costs does not depend on how
+ * the scheduler happened to batch its requests (with 16 in flight, group commits and reads per wake-up moved a
+ * round's ratio by 5–8 %).
+ */
+let CONCURRENCY = 1;
+/** Operations in flight in the warm-up, where only throughput matters. */
+const WARMUP_CONCURRENCY = 16;
+/**
+ * Warm-up operations a gateway and path before any round: V8 keeps optimising the path's functions for thousands of
+ * requests (the mutation's CPU per operation falls from ~1.9 ms to ~0.7 ms over its first 8,000; with
+ * --no-opt it holds still from the first), and a side still warming in a round moves its ratio.
+ */
+const WARMUP_OPS: Record<PathName, number> = { mutation: 6000, tree: 4000, intake: 4000, delivery: 3000 };
 /** Operations per round and path: about 0.3–0.6 s of one core each, so that the whole guard stays under 75 s. */
-const OPS: Record<PathName, number> = { mutation: 500, tree: 800, intake: 800, delivery: 500 };
+const OPS: Record<PathName, number> = { mutation: 400, tree: 800, intake: 600, delivery: 400 };
 /** A path is slower when its ratio exceeds 1 by more than its spread plus this. */
-const TOLERANCE = 0.03;
+const TOLERANCE = 0.02;
 /** Other processes' CPU (in cores) above which the machine is too busy for a verdict. */
 const BUSY = 0.15;
-/** Warm-up rounds at most, and how close two in a row must be to call a side warm. */
-const WARMUP_ROUNDS = 3;
-const WARM = 0.05;
 /** Gateway processes a side, taking the rounds in turn (--pairs). */
 let PAIRS = 2;
 const loadAverage = () =>
@@ -69,7 +81,7 @@ const { values: cli } = parseArgs({
   options: {
     against: { type: 'string', default: 'HEAD~1' },
     tree: { type: 'string', default: '.' },
-    rounds: { type: 'string', default: '4' },
+    rounds: { type: 'string', default: '6' },
     paths: { type: 'string' },
     quick: { type: 'boolean', default: false },
     json: { type: 'string' },
@@ -191,20 +203,20 @@ async function startSide(
   fs.mkdirSync(dataDir);
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
-  const burns = name === 'tree' && slowdown.size > 0;
   const proc = await spawnNode(`gateway ${index + 1} (${label})`, {
     script: 'src/main.ts',
     cwd: checkout,
     cpus,
     nodeArgs: [
-      ...(burns ? ['--import', pathToFileURL(path.join(ROOT, 'bench', 'lib', 'guard-slowdown.ts')).href] : []),
+      '--import',
+      pathToFileURL(path.join(ROOT, 'bench', 'lib', 'guard-hooks.ts')).href,
       ...(cli.profile ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(cli.profile, name)] : []),
     ],
     env: { ...gatewayEnv({ port, dataDir, stubUrl }), SQLITE_SYNCHRONOUS: 'FULL', ...sideEnv[name] },
     readiness: { url: `${origin}/readyz` },
     timeoutMs: 60_000,
   });
-  const pool = new Pool(origin, { connections: CONCURRENCY, pipelining: 1 });
+  const pool = new Pool(origin, { connections: Math.max(CONCURRENCY, WARMUP_CONCURRENCY), pipelining: 1 });
   const project = await graphql<{ createProject: { project: { id: string } } }>(
     origin,
     API_KEY,
@@ -258,12 +270,12 @@ interface Subscribers {
   close(): void;
 }
 
-/** `count` graphql-ws subscriptions, each waiting for its own auth_req_id, spread over CONCURRENCY connections. */
-async function waitingSubscribers(side: Side, count: number): Promise<Subscribers> {
+/** `count` graphql-ws subscriptions, each waiting for its own auth_req_id, spread over `connections` connections. */
+async function waitingSubscribers(side: Side, count: number, connections: number): Promise<Subscribers> {
   const wsUrl = `${side.origin.replace(/^http/, 'ws')}/graphql`;
   const sockets = await Promise.all(
     Array.from(
-      { length: CONCURRENCY },
+      { length: connections },
       () =>
         new Promise<WebSocket>((resolve, reject) => {
           const ws = new WebSocket(wsUrl, 'graphql-transport-ws', {
@@ -329,6 +341,35 @@ function operation(side: Side, p: PathName, i: number, subs?: Subscribers): Prom
 }
 
 /**
+ * Every side warms every path before the first round, all at once and on both cores (nothing is measured yet, so
+ * the sides may share the driver's core too), then goes back to the server's core.
+ */
+async function warmUp(sides: Side[], place: Placement): Promise<void> {
+  const both = place.pinned ? `${place.driver},${place.server}` : null;
+  if (both) for (const side of sides) pin(side.proc.pid, both);
+  try {
+    for (const p of paths) {
+      const count = Math.round(WARMUP_OPS[p] * opsScale);
+      await Promise.all(
+        sides.map(async (side) => {
+          const subs =
+            p === 'delivery'
+              ? await waitingSubscribers(side, count + WARMUP_CONCURRENCY, WARMUP_CONCURRENCY)
+              : undefined;
+          try {
+            await closedLoop(count, WARMUP_CONCURRENCY, (i) => operation(side, p, i, subs));
+          } finally {
+            subs?.close();
+          }
+        }),
+      );
+    }
+  } finally {
+    if (place.pinned) for (const side of sides) pin(side.proc.pid, place.server!);
+  }
+}
+
+/**
  * Waits until nothing but the guard's own processes uses the machine (under `BUSY` of a core besides ours); when
  * that does not come within a while, the guard says so and exits 3: a figure taken beside someone else's work is
  * no verdict.
@@ -355,13 +396,15 @@ async function round(sides: Side[], p: PathName): Promise<number[]> {
   const count = Math.round(OPS[p] * opsScale);
   // The subscriptions are opened before the measurement: delivery counts what a waiting app's result costs.
   const subs =
-    p === 'delivery' ? await Promise.all(sides.map((side) => waitingSubscribers(side, count + CONCURRENCY))) : [];
+    p === 'delivery'
+      ? await Promise.all(sides.map((side) => waitingSubscribers(side, count + CONCURRENCY, CONCURRENCY)))
+      : [];
   try {
     await settle(sides.map((side) => side.proc.pid));
     await quiet();
     const started = sides.map((side) => processCpu(side.proc.pid));
     const completed = sides.map(() => 0);
-    let result: number[] | null = null;
+    let result: { cpu: number; ops: number }[] | null = null;
     await Promise.all(
       sides.map(async (side, s) => {
         let next = 0;
@@ -370,13 +413,16 @@ async function round(sides: Side[], p: PathName): Promise<number[]> {
             while (result === null) {
               await operation(side, p, next++, subs[s]);
               if (++completed[s]! >= count && result === null)
-                result = sides.map((other, o) => (processCpu(other.proc.pid) - started[o]!) / completed[o]!);
+                result = sides.map((other, o) => ({
+                  cpu: processCpu(other.proc.pid) - started[o]!,
+                  ops: completed[o]!,
+                }));
             }
           }),
         );
       }),
     );
-    return result!;
+    return result!.map((r) => r.cpu / r.ops);
   } finally {
     for (const s of subs) s.close();
   }
@@ -472,34 +518,30 @@ async function main(): Promise<void> {
       sides.push(...pair);
       procs.push(...pair.map((s) => s.proc));
     }
+    await warmUp(sides, place);
+    log(`warm: ${paths.map((p) => `${Math.round(WARMUP_OPS[p] * opsScale)} ${p}`).join(', ')} operations a gateway`);
     /** µs per operation of each side, by round, by path; and which pair measured each round. */
     const figures = new Map<PathName, { tree: number; ref: number; pair: number }[]>();
     for (const p of paths) {
-      for (const pair of pairs) {
-        // Warm-up until both sides' cost per operation holds still (two rounds in a row within WARM of each
-        // other, at most WARMUP_ROUNDS): JIT tiers, caches, a heap of steady size.
-        let last: number[] = [];
-        for (let w = 0; w < WARMUP_ROUNDS; w++) {
-          const now = await round(pair, p);
-          const steady = last.length > 0 && now.every((v, i) => Math.abs(v / last[i]! - 1) < WARM);
-          last = now;
-          if (steady) break;
-        }
-        const burn = slowdown.get(p);
-        if (burn) pair[0].burnUs.set(p, last[0]! * 1e6 * burn);
-      }
+      // The planted slowdown (BENCH_GUARD_SLOWDOWN) is a share of what the ref's side of the same pair cost in the
+      // round before: the working tree's side really costs that share more than the ref, however the cost drifts.
+      const burn = slowdown.get(p);
+      const plant = (pair: Side[], refSeconds: number) => {
+        if (burn) pair[0]!.burnUs.set(p, refSeconds * 1e6 * burn);
+      };
+      // One unmeasured round a pair: the path at the measured concurrency, and a first cost to plant on.
+      for (const pair of pairs) plant(pair, (await round(pair, p))[1]!);
       const byRound: { tree: number; ref: number; pair: number }[] = [];
       for (let r = 0; r < rounds; r++) {
         const pair = r % PAIRS;
         const [tree, refSide] = pairs[pair]!;
         // Which side the driver serves first alternates, so that its order falls on both.
-        if (Math.floor(r / PAIRS) % 2 === 0) {
-          const [t, f] = await round([tree, refSide], p);
-          byRound.push({ tree: t! * 1e6, ref: f! * 1e6, pair });
-        } else {
-          const [f, t] = await round([refSide, tree], p);
-          byRound.push({ tree: t! * 1e6, ref: f! * 1e6, pair });
-        }
+        const [t, f] =
+          Math.floor(r / PAIRS) % 2 === 0
+            ? await round([tree, refSide], p)
+            : (await round([refSide, tree], p)).reverse();
+        byRound.push({ tree: t! * 1e6, ref: f! * 1e6, pair });
+        plant(pairs[pair]!, f!);
       }
       figures.set(p, byRound);
       log(

@@ -1,10 +1,9 @@
 /**
- * Loaded (`node --import`) into a gateway by `npm run bench:guard` only when BENCH_GUARD_SLOWDOWN is set, and only
- * into the working tree's side: the guard's own test uses it to prove that the guard catches a slower path.
- *
- * A request carrying `x-guard-burn-us: N` first spins N µs of CPU on the event loop, then goes on as usual. The
- * guard sets that header on one path's requests, N being a share of that path's cost measured in the warm-up
- * round, so the path really costs that much more CPU per operation. No header, no cost: nothing else changes.
+ * Loaded (`node --import`) into every gateway `npm run bench:guard` starts, on both sides alike, so that whatever it
+ * costs falls on both. It acts only on a request that carries `x-guard-burn-us: N`: that request first spins N µs of
+ * CPU on the event loop, then goes on as usual. The guard sets that header only on the working tree's requests of
+ * one path, and only when BENCH_GUARD_SLOWDOWN is set (its own test), N being a share of that path's cost measured
+ * in an unmeasured round: the path really costs that much more CPU per operation. No header, no cost.
  */
 import http from 'node:http';
 
