@@ -14,6 +14,7 @@ import {
   MOBILE_ID_EVENT_KIND,
   mobileIdDedupeKey,
   notificationContext,
+  openIdToken,
   type SealedPersonal,
   type StoredMeta,
   type StoredNotification,
@@ -28,7 +29,7 @@ import { extraFields, failureReason, parseNotification } from './wire.js';
 const UNKNOWN_KEY_ATTEMPTS = 4;
 
 /** The version notifications are stored with now (stored.ts StoredVersion): everything personal sealed, bound to its owner. */
-const STORED_VERSION = 2;
+const STORED_VERSION = 3;
 
 /**
  * The unknown fields of a notification that fit in MAX_EXTRA_FIELDS_CHARS, in the order sent; the rest are dropped
@@ -163,12 +164,13 @@ export class NotificationIntake {
         `mobile-ID notification: unknown fields over ${MAX_EXTRA_FIELDS_CHARS} bytes were not kept`,
       );
     }
-    // The subject and the unknown fields are personal: sealed together, one seal per notification.
+    // The subject, the unknown fields and a success's id_token never expire: sealed together, one seal per
+    // notification (the access token, which the secrets sweep removes, has its own).
     // What is sealed below, in clear, for this process's live subscribers (DELIVERY_CLEAR_FROM_INTAKE; never stored).
     const clear: ClearParts = { personal: null, accessToken: null, idToken: null };
-    const personal = (sub: string | null) => {
-      const value: SealedPersonal = { sub, fields: kept };
-      if (sub === null && Object.keys(kept).length === 0) return null;
+    const personal = (sub: string | null, idToken?: string) => {
+      if (idToken === undefined && sub === null && Object.keys(kept).length === 0) return null;
+      const value: SealedPersonal = idToken === undefined ? { sub, fields: kept } : { sub, fields: kept, idToken };
       clear.personal = value;
       return this.box.seal(JSON.stringify(value), context('personal'));
     };
@@ -201,12 +203,11 @@ export class NotificationIntake {
         authReqId,
         tokenType: b.token_type,
         accessToken: this.box.seal(b.access_token, context('access_token')),
-        idToken: this.box.seal(b.id_token, context('id_token')),
         expiresIn: b.expires_in,
         expiresAt,
-        // The subject (the number owner's identifier) is personal data: sealed, like the id_token that carries it.
+        // The subject (the number owner's identifier) is personal data: sealed, with the id_token that carries it.
         claims: { ...claims, sub: null },
-        sealedPersonal: personal(claims.sub),
+        sealedPersonal: personal(claims.sub, b.id_token),
         verifiedWith: check.status === 'accepted' ? check.keys : null,
         ...(check.status === 'accepted' ? { checks: check.checks } : {}),
         jwksUri: b.jwks_uri ?? null,
@@ -344,7 +345,7 @@ export class NotificationIntake {
         out.refused += 1;
       };
       const context = (field: string) => notificationContext(p.v, row.scope, p.authReqId, field);
-      const idToken = this.box.open(p.idToken, context('id_token'));
+      const idToken = openIdToken(this.box, p, row.scope);
       const accessToken = p.accessToken === null ? '' : this.box.open(p.accessToken, context('access_token'));
       const check = await this.verifier.check({
         idToken,

@@ -2,7 +2,7 @@
 // and the payload, with no token in clear (docs/decisions/005).
 import { badUserInput } from '../errors.js';
 import { EVENT_KINDS } from '../events/kinds.js';
-import { sealingContext } from '../secret.js';
+import { sealingContext, type SecretBox } from '../secret.js';
 import type { IdTokenChecks, IdTokenClaims } from './verify.js';
 import { MAX_ID_LENGTH, type FailureReason } from './wire.js';
 
@@ -17,9 +17,11 @@ export const MAX_EXTRA_FIELDS_CHARS = 4096;
 /**
  * The version of a stored notification. 1: `extra` in clear (credential-like fields sealed one by one), `claims.sub`
  * in clear, sealed under `<auth_req_id>\0<field>`. 2: the subject and every kept unknown field sealed, every value
- * sealed under a context that names its owner (`notificationContext`; docs/decisions/050). Both are read.
+ * sealed under a context that names its owner (`notificationContext`; docs/decisions/050). 3: as 2, with a success's
+ * id_token sealed in `sealedPersonal` beside the subject (one seal for what never expires; the access token, which
+ * the secrets sweep removes, keeps its own; docs/decisions/072). All three are read.
  */
-export type StoredVersion = 1 | 2;
+export type StoredVersion = 1 | 2 | 3;
 
 /** The associated data a field of a stored notification is sealed under, by the version it was stored with. */
 export function notificationContext(v: StoredVersion, scope: string | null, authReqId: string, field: string): string {
@@ -34,8 +36,8 @@ export interface StoredSuccess {
   tokenType: 'Bearer';
   /** Sealed; null once its expires_in has passed and the purge removed it. */
   accessToken: string | null;
-  /** Sealed. */
-  idToken: string;
+  /** v1 and v2: sealed; v3: absent (sealed in `sealedPersonal`). */
+  idToken?: string;
   expiresIn: number;
   /** Epoch ms: reception plus expires_in. */
   expiresAt: number;
@@ -51,7 +53,10 @@ export interface StoredSuccess {
   extra: Record<string, unknown>;
   /** v1: credential-like unknown fields, each sealed; v2: empty. */
   sealedExtra: Record<string, string>;
-  /** v2: the id_token's `sub` (claims.sub is then null) and the kept unknown fields, one sealed `SealedPersonal`. */
+  /**
+   * v2: the id_token's `sub` (claims.sub is then null) and the kept unknown fields, one sealed `SealedPersonal`; v3:
+   * the id_token with them.
+   */
   sealedPersonal?: string | null;
   /** v2: unknown fields dropped for MAX_EXTRA_FIELDS_CHARS: how many, and their characters. */
   droppedExtra?: { fields: number; chars: number } | null;
@@ -73,10 +78,25 @@ interface StoredFailure {
 
 export type StoredNotification = StoredSuccess | StoredFailure;
 
-/** What `sealedPersonal` opens to: the subject of a success (null for a failure, or an encrypted id_token) and the kept unknown fields. */
+/**
+ * What `sealedPersonal` opens to: the subject of a success (null for a failure, or an encrypted id_token), the kept
+ * unknown fields and, from version 3 on, a success's id_token.
+ */
 export interface SealedPersonal {
   sub: string | null;
   fields: Record<string, unknown>;
+  idToken?: string;
+}
+
+/** A stored success's id_token, opened from where its version keeps it. */
+export function openIdToken(box: SecretBox, p: StoredSuccess, scope: string | null): string {
+  const context = (field: string) => notificationContext(p.v, scope, p.authReqId, field);
+  if (p.idToken !== undefined) return box.open(p.idToken, context('id_token'));
+  const idToken = p.sealedPersonal
+    ? (JSON.parse(box.open(p.sealedPersonal, context('personal'))) as SealedPersonal).idToken
+    : undefined;
+  if (typeof idToken !== 'string') throw new Error(`stored notification ${p.authReqId} holds no id_token`);
+  return idToken;
 }
 
 export interface StoredMeta {

@@ -158,7 +158,7 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
     this.sealedAccess = p.accessToken !== null && p.expiresAt > now ? p.accessToken : null;
   }
 
-  /** Version 1 kept the subject in clear; version 2 sealed it with the unknown fields. */
+  /** Version 1 kept the subject in clear; versions 2 and 3 seal it with the unknown fields. */
   get subject(): string | null {
     const p = this.stored as StoredNotification & { outcome: 'success' };
     return p.claims.sub ?? this.opened().sub;
@@ -174,10 +174,16 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
     return this.access;
   }
 
+  /** Versions 1 and 2 sealed the id_token alone; version 3 seals it with the subject. */
   get idToken(): string {
-    return (this.id ??=
-      this.clear?.idToken ??
-      this.box.open((this.stored as StoredNotification & { outcome: 'success' }).idToken, this.context('id_token')));
+    if (this.id !== undefined) return this.id;
+    const clear = this.clear?.idToken;
+    if (clear != null) return (this.id = clear);
+    const sealed = (this.stored as StoredNotification & { outcome: 'success' }).idToken;
+    if (sealed !== undefined) return (this.id = this.box.open(sealed, this.context('id_token')));
+    const idToken = this.opened().idToken;
+    if (typeof idToken !== 'string') throw new Error(`stored notification ${this.authReqId} holds no id_token`);
+    return (this.id = idToken);
   }
 }
 

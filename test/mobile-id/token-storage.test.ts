@@ -54,10 +54,14 @@ describe('mobile-ID tokens at rest and in logs', () => {
       refresh,
     ];
     for (const s of secrets) expect(row!.payload).not.toContain(s);
-    expect(JSON.parse(row!.payload)).toMatchObject({
+    // Version 3: the access token sealed alone (it expires), the id_token sealed with the subject.
+    const stored = JSON.parse(row!.payload);
+    expect(stored).toMatchObject({
+      v: 3,
       accessToken: expect.stringMatching(/^gcm1\./),
-      idToken: expect.stringMatching(/^gcm1\./),
+      sealedPersonal: expect.stringMatching(/^gcm1\./),
     });
+    expect(stored).not.toHaveProperty('idToken');
     const onDisk = dataDirBytes(gw.dataDir);
     for (const s of secrets) expect(onDisk).not.toContain(s);
     const logs = gw.logs();

@@ -172,8 +172,8 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
             .select(['payload'])
             .where('key', '=', authReqId)
             .execute();
-          const payload = JSON.parse(row!.payload) as { idToken: string };
-          payload.idToken = `${payload.idToken.slice(0, -4)}AAAA`;
+          const payload = JSON.parse(row!.payload) as { accessToken: string };
+          payload.accessToken = `${payload.accessToken.slice(0, -4)}AAAA`;
           await gw.gateway.services.store.db
             .updateTable('events')
             .set({ payload: JSON.stringify(payload) })
@@ -247,8 +247,9 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
       otherFields: { carrier: 'op-x', loa: 3 },
     });
     expect(out.ws[0]!.payload!.data.mobileIdAuthentication.idToken).toMatch(/^ey/);
-    // The fast gateway opened nothing it had sealed a moment before; the plain one opened the subject and both tokens.
-    expect(out.opens).toEqual({ fast: 0, plain: 3 });
+    // The fast gateway opened nothing it had sealed a moment before; the plain one opened the access token and the
+    // subject with the id_token (one seal since stored version 3).
+    expect(out.opens).toEqual({ fast: 0, plain: 2 });
     // Both subscribers of the fast gateway (ws and SSE share one execution) took the compiled selection; the plain one never does.
     expect(await compiledCount(fast)).toBe(fastBefore + 1);
     expect(await compiledCount(plain)).toBe(plainBefore);
@@ -283,13 +284,13 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
     expect(out.opens.fast).toBe(out.opens.plain);
   });
 
-  it('an error in the selection, masked (a stored id_token that no longer opens): graphql-js answers after the compiled run', async () => {
+  it('an error in the selection, masked (a stored access token that no longer opens): graphql-js answers after the compiled run', async () => {
     const id = `req-${randomUUID()}`;
     const out = await compare(id, await success(jwks.privateKey, id), { live: false, tamper: true });
     expect(out.ws[0]!.payload!.errors).toEqual([
       expect.objectContaining({
         message: 'Internal server error',
-        path: ['mobileIdAuthentication', 'idToken'],
+        path: ['mobileIdAuthentication', 'accessToken'],
         extensions: { code: 'INTERNAL_SERVER_ERROR' },
       }),
     ]);

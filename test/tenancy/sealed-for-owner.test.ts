@@ -4,7 +4,7 @@ import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
 import { createLogger } from '../../src/logger.js';
-import { loadSecretBox } from '../../src/secret.js';
+import { loadSecretBox, sealingContext } from '../../src/secret.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
 import { postNotification } from '../helpers/mobile-id.js';
 
@@ -134,6 +134,52 @@ describe('sealed for their owner', () => {
       accessToken: 'old-access-token',
       idToken: 'old.id.token',
       otherFields: { plain: 'as sent', refresh_token: 'old-refresh' },
+    });
+  });
+
+  it('notifications stored with the id_token sealed apart from the subject (version 2) are read as before', async () => {
+    const gw = await start(KEYS);
+    const box = loadSecretBox({
+      key: undefined,
+      dataDir: gw.dataDir,
+      shared: false,
+      logger: createLogger({ level: 'silent' }),
+    });
+    const authReqId = 'stored-before-v3';
+    const context = (field: string) => sealingContext('mobile-id', 'app:shop', authReqId, field);
+    const payload = {
+      v: 2,
+      outcome: 'success',
+      authReqId,
+      tokenType: 'Bearer',
+      accessToken: box.seal('v2-access-token', context('access_token')),
+      idToken: box.seal('v2.id.token', context('id_token')),
+      expiresIn: 3600,
+      expiresAt: Date.now() + 3_600_000,
+      claims: { sub: null, acr: '2', amr: null, iss: null, aud: [], exp: null, iat: null, authReqId: null },
+      sealedPersonal: box.seal(JSON.stringify({ sub: 'v2-subject', fields: { kept: 'field' } }), context('personal')),
+      verifiedWith: null,
+      jwksUri: null,
+      leadingKycMatch: null,
+      correlationId: null,
+      extra: {},
+      sealedExtra: {},
+      droppedExtra: null,
+    };
+    await gw.gateway.services.events.log.append({
+      kind: 'mobile-id',
+      key: authReqId,
+      dedupeKey: `mobile-id@app:shop:${authReqId}`,
+      payload,
+      scope: 'app:shop',
+    });
+    const read = await gw.graphql(READ, { id: authReqId }, { key: SHOP });
+    expect(read.errors).toBeUndefined();
+    expect(read.data!.mobileIdAuthentication).toEqual({
+      subject: 'v2-subject',
+      accessToken: 'v2-access-token',
+      idToken: 'v2.id.token',
+      otherFields: { kept: 'field' },
     });
   });
 
