@@ -369,6 +369,9 @@ async function warmUp(sides: Side[], place: Placement): Promise<void> {
   }
 }
 
+/** The machine stayed busy: the guard stops its gateways and exits 3, without a verdict. */
+class MachineBusy extends Error {}
+
 /**
  * Waits until nothing but the guard's own processes uses the machine (under `BUSY` of a core besides ours); when
  * that does not come within a while, the guard says so and exits 3: a figure taken beside someone else's work is
@@ -377,10 +380,9 @@ async function warmUp(sides: Side[], place: Placement): Promise<void> {
 async function quiet(): Promise<void> {
   const other = await waitForQuiet({ threshold: BUSY, sampleMs: 100, maxWaitMs: quietWaitMs });
   if (other >= BUSY) {
-    process.stderr.write(
-      `bench:guard: the machine stays busy (other processes use ${(other * 100).toFixed(0)} % of a core, load average ${loadAverage()}): no verdict; run it again on a quiet machine\n`,
+    throw new MachineBusy(
+      `the machine stays busy (other processes use ${(other * 100).toFixed(0)} % of a core, load average ${loadAverage()}): no verdict; run it again on a quiet machine`,
     );
-    process.exit(3);
   }
 }
 
@@ -607,6 +609,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
+  if (err instanceof MachineBusy) {
+    process.stderr.write(`bench:guard: ${err.message}\n`);
+    process.exit(3);
+  }
   process.stderr.write(
     `bench:guard could not measure: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
   );
