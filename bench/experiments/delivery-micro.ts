@@ -11,6 +11,8 @@ import { compileQuery, isCompiledQuery } from 'graphql-jit';
 import { APP_GRANTS, type Caller } from '../../src/auth/caller.js';
 import type { EventRecord } from '../../src/events/index.js';
 import { deliverable } from '../../src/execution/present.js';
+import { SharedExecution } from '../../src/execution/shared.js';
+import { createContext } from '../../src/graphql/context.js';
 import { mobileIdResolvers } from '../../src/graphql/mobile-id.js';
 import { buildSchema } from '../../src/graphql/schema.js';
 import { createLogger } from '../../src/logger.js';
@@ -110,6 +112,17 @@ rows.push(
   ),
 );
 rows.push(perCall('(the event and its clear values alone)', () => clearEvent()));
+// As a single delivery runs it: SharedExecution (compiled) over the subscription's own context, a fresh one per
+// delivery (each waiting subscription has its own), the execution's view of it made per event.
+const sharedExecution = new SharedExecution(schema);
+const services = (context as { services: never }).services;
+rows.push(
+  perCall('SharedExecution, compiled, a fresh subscription context per delivery (clear values)', () => {
+    const own = createContext(services, caller, 'ws:1', logger);
+    return sharedExecution.execute(clearEvent(), null, { schema, document, contextValue: own, variableValues });
+  }),
+);
+rows.push(perCall('(a fresh subscription context alone)', () => createContext(services, caller, 'ws:1', logger)));
 
 const result = execute({ schema, document, rootValue: event(), contextValue: context, variableValues }) as {
   data: unknown;

@@ -1,7 +1,7 @@
 import { execute, type DocumentNode, type ExecutionArgs, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 
-import type { GraphQLContext } from '../graphql/context.js';
+import { ExecutionContextView, type GraphQLContext } from '../graphql/context.js';
 import { withWarnings } from './present.js';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
@@ -102,8 +102,7 @@ export class SharedExecution {
     if (!context || typeof context !== 'object') return execute({ ...args, rootValue: event });
     // The execution's own view of the context: a warning raised while it runs belongs to this result (so to every
     // subscriber sharing it), not to the subscription whose context happened to execute it.
-    const own = Object.create(context) as GraphQLContext & { warnings: GraphQLContext['warnings'] };
-    own.warnings = null;
+    const own = new ExecutionContextView(context);
     const compiled = this.compiled ? this.selection(args) : null;
     if (compiled !== null) {
       let answer: ReturnType<CompiledQuery['query']> | undefined;
@@ -131,7 +130,7 @@ export class SharedExecution {
     answer: ExecutionResult | undefined,
     event: unknown,
     args: ExecutionArgs,
-    own: GraphQLContext & { warnings: GraphQLContext['warnings'] },
+    own: ExecutionContextView,
   ): Result {
     if (answer && !answer.errors?.length) {
       this.stats.compiled += 1;

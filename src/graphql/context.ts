@@ -59,3 +59,44 @@ class OperationContext implements GraphQLContext {
     return this.made;
   }
 }
+
+/**
+ * The context one execution of a subscription's selection runs with (src/execution/shared.ts): the subscription's
+ * own (its caller, services, DataLoaders, logger) with warnings of its own, so that a warning raised while it runs
+ * belongs to that result (and to every subscriber sharing it), not to the subscription whose context executed it.
+ * An object that reads through to the context rather than `Object.create(context)`: making each subscription's
+ * context a prototype cost V8 a prototype transition per delivery (docs/decisions/073).
+ */
+export class ExecutionContextView implements GraphQLContext {
+  warnings: GatewayWarning[] | null = null;
+
+  constructor(private readonly base: GraphQLContext) {}
+
+  get requestId(): string {
+    return this.base.requestId;
+  }
+
+  get caller(): Caller {
+    return this.base.caller;
+  }
+
+  get services(): Services {
+    return this.base.services;
+  }
+
+  get loaders(): Loaders {
+    return this.base.loaders;
+  }
+
+  get logger(): Logger {
+    return this.base.logger;
+  }
+
+  get lastEventId(): string | undefined {
+    return this.base.lastEventId;
+  }
+
+  warn(warning: GatewayWarning): void {
+    (this.warnings ??= []).push(warning);
+  }
+}
