@@ -11,9 +11,9 @@
  * uses the machine; when that does not come, it says so and exits 3 rather than give a verdict.
  * It prints a table (µs per operation on each side, the median of the per-round ratios, and their spread: the
  * larger of the rounds' half range, from five rounds on without the highest and the lowest, and the pairs' half
- * range) and exits 1 when a path is slower by more than its spread plus 2 %; 2 when it could not measure; 3 when
- * the machine stayed busy. On a quiet machine the same tree reads within ±2 % on every path and a 5 % slower path is
- * flagged (its test); about 70 s on 2 cores.
+ * range) and exits 1 when a path is slower by more than its spread plus 3 %; 2 when it could not measure; 3 when
+ * the machine stayed busy. About 65 s on 2 cores. Most runs of the same tree read within ±2 % on every path, but a
+ * run can still read one path up to ±5 % off with a narrow spread (decision 075): it does not see 5 % reliably yet.
  *
  * Options: --against <ref> (`.` measures the working tree against itself), --tree <ref> (measure that commit in the
  * working tree's place: a bisection between two commits), --rounds <n> (default 6), --pairs <n> (default 2),
@@ -66,7 +66,7 @@ const WARMUP_OPS: Record<PathName, number> = { mutation: 6000, tree: 4000, intak
 /** Operations per round and path: about 0.3–0.6 s of one core each, so that the whole guard stays under 75 s. */
 const OPS: Record<PathName, number> = { mutation: 400, tree: 800, intake: 600, delivery: 400 };
 /** A path is slower when its ratio exceeds 1 by more than its spread plus this. */
-const TOLERANCE = 0.02;
+const TOLERANCE = 0.03;
 /** Other processes' CPU (in cores) above which the machine is too busy for a verdict. */
 const BUSY = 0.15;
 /** Gateway processes a side, taking the rounds in turn (--pairs). */

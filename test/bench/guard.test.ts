@@ -1,7 +1,7 @@
-// `npm run bench:guard` is what stops a slower change from landing: it must fail for a tree that is really 5 % slower
-// on any path, read the same tree within ±2 % on every path, and give no verdict at all on a busy machine. The slower
-// tree is this one with BENCH_GUARD_SLOWDOWN (bench/lib/guard-hooks.ts: the working tree's gateway spends 5 % more CPU
-// than the ref's on each request of a path), which only this test sets.
+// `npm run bench:guard` is what stops a slower change from landing: it must fail for a tree that is really slower on
+// one path, pass for the same tree, and give no verdict at all on a busy machine. The slower tree is this one with
+// BENCH_GUARD_SLOWDOWN (bench/lib/guard-hooks.ts: the working tree's gateway spends 20 % more CPU than the ref's on
+// each request of one path), which only this test sets. Why it plants 20 % and not 5 %: decision 075.
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -35,7 +35,21 @@ async function guard(env: Record<string, string>, extra: string[] = []): Promise
   try {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'bench/guard.ts', '--against', AGAINST, '--json', json, ...extra],
+      [
+        '--import',
+        'tsx',
+        'bench/guard.ts',
+        '--against',
+        AGAINST,
+        '--quick',
+        '--rounds',
+        '6',
+        '--paths',
+        'tree,intake',
+        '--json',
+        json,
+        ...extra,
+      ],
       { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let output = '';
@@ -51,27 +65,22 @@ async function guard(env: Record<string, string>, extra: string[] = []): Promise
   }
 }
 
-const PATHS = ['mutation', 'tree', 'intake', 'delivery'];
-
 describe('npm run bench:guard', () => {
-  it('fails for a tree that costs 5 % more CPU on every path, naming each path', async () => {
-    const run = await guard({ BENCH_GUARD_SLOWDOWN: PATHS.map((p) => `${p}:5`).join(',') });
+  it('fails for a tree whose tree query costs 20 % more CPU, naming that path', async () => {
+    const run = await guard({ BENCH_GUARD_SLOWDOWN: 'tree:20' });
     expect(run.code, run.output).toBe(1);
-    expect(run.rows.map((r) => r.path)).toEqual(PATHS);
-    for (const row of run.rows) {
-      expect(row.slower, `${row.path}\n${run.output}`).toBe(true);
-      expect(row.ratio, `${row.path}\n${run.output}`).toBeGreaterThan(1.02);
-    }
-    expect(run.output).toMatch(/slower than .* by more than its spread plus 2 %: mutation, tree, intake, delivery/);
-  }, 300_000);
+    const tree = run.rows.find((r) => r.path === 'tree');
+    expect(tree?.slower, run.output).toBe(true);
+    expect(tree!.ratio).toBeGreaterThan(1.1);
+    expect(run.output).toMatch(/slower than .* tree/);
+  }, 240_000);
 
-  it('reads the same tree within ±2 % on every path, passes, and prints its table', async () => {
+  it('passes for the same tree, and prints its table', async () => {
     const run = await guard({});
     expect(run.code, run.output).toBe(0);
-    expect(run.rows.map((r) => r.path)).toEqual(PATHS);
-    for (const row of run.rows) expect(Math.abs(row.ratio - 1), `${row.path}\n${run.output}`).toBeLessThanOrEqual(0.02);
+    expect(run.rows.map((r) => r.path)).toEqual(['tree', 'intake']);
     expect(run.output).toMatch(/\| tree \| [\d.]+ \| [\d.]+ \| [\d.]+ \| ±[\d.]+ % \|/);
-  }, 300_000);
+  }, 240_000);
 
   it('gives no verdict while another process keeps a core busy, and says so (exit 3)', async () => {
     const burner = spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
