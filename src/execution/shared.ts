@@ -1,7 +1,7 @@
 import { execute, type DocumentNode, type ExecutionArgs, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 
-import { ExecutionContextView, type GraphQLContext } from '../graphql/context.js';
+import type { GraphQLContext } from '../graphql/context.js';
 import { withWarnings } from './present.js';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
@@ -178,4 +178,48 @@ function withCursor<T extends ExecutionResult | Promise<ExecutionResult>>(result
   const r = result as ExecutionResult;
   r.extensions = r.extensions ? { ...r.extensions, cursor } : { cursor };
   return result;
+}
+
+/** One warning of an operation (GraphQLContext's). */
+type Warning = NonNullable<GraphQLContext['warnings']>[number];
+
+/**
+ * The context one execution of a subscription's selection runs with (`SharedExecution` above): the subscription's
+ * own (its caller, services, DataLoaders, logger) with warnings of its own, so that a warning raised while it runs
+ * belongs to that result (and to every subscriber sharing it), not to the subscription whose context executed it.
+ * An object that reads through to the context rather than `Object.create(context)`: making each subscription's
+ * context a prototype cost V8 a prototype transition per delivery (docs/decisions/073).
+ */
+class ExecutionContextView implements GraphQLContext {
+  warnings: Warning[] | null = null;
+
+  constructor(private readonly base: GraphQLContext) {}
+
+  get requestId(): string {
+    return this.base.requestId;
+  }
+
+  get caller(): GraphQLContext['caller'] {
+    return this.base.caller;
+  }
+
+  get services(): GraphQLContext['services'] {
+    return this.base.services;
+  }
+
+  get loaders(): GraphQLContext['loaders'] {
+    return this.base.loaders;
+  }
+
+  get logger(): GraphQLContext['logger'] {
+    return this.base.logger;
+  }
+
+  get lastEventId(): string | undefined {
+    return this.base.lastEventId;
+  }
+
+  warn(warning: Warning): void {
+    (this.warnings ??= []).push(warning);
+  }
 }
