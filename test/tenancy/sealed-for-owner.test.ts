@@ -37,6 +37,18 @@ async function post(url: string, body: unknown): Promise<number> {
   return res.statusCode;
 }
 
+/** Stores `payload` as shop's notification for `authReqId`, as an earlier release wrote it, and reads it back. */
+async function storedThenRead(gw: Awaited<ReturnType<typeof start>>, authReqId: string, payload: object) {
+  await gw.gateway.services.events.log.append({
+    kind: 'mobile-id',
+    key: authReqId,
+    dedupeKey: `mobile-id@app:shop:${authReqId}`,
+    payload,
+    scope: 'app:shop',
+  });
+  return gw.graphql<{ mobileIdAuthentication: unknown }>(READ, { id: authReqId }, { key: SHOP });
+}
+
 describe('sealed for their owner', () => {
   it("a mobile-ID success's subject and unknown fields are stored only sealed, and the app reads them back", async () => {
     const gw = await start(KEYS);
@@ -120,14 +132,7 @@ describe('sealed for their owner', () => {
       extra: { plain: 'as sent' },
       sealedExtra: { refresh_token: box.seal(JSON.stringify('old-refresh'), `${authReqId}\u0000extra:refresh_token`) },
     };
-    await gw.gateway.services.events.log.append({
-      kind: 'mobile-id',
-      key: authReqId,
-      dedupeKey: `mobile-id@app:shop:${authReqId}`,
-      payload,
-      scope: 'app:shop',
-    });
-    const read = await gw.graphql(READ, { id: authReqId }, { key: SHOP });
+    const read = await storedThenRead(gw, authReqId, payload);
     expect(read.errors).toBeUndefined();
     expect(read.data!.mobileIdAuthentication).toEqual({
       subject: 'old-subject',
@@ -166,14 +171,7 @@ describe('sealed for their owner', () => {
       sealedExtra: {},
       droppedExtra: null,
     };
-    await gw.gateway.services.events.log.append({
-      kind: 'mobile-id',
-      key: authReqId,
-      dedupeKey: `mobile-id@app:shop:${authReqId}`,
-      payload,
-      scope: 'app:shop',
-    });
-    const read = await gw.graphql(READ, { id: authReqId }, { key: SHOP });
+    const read = await storedThenRead(gw, authReqId, payload);
     expect(read.errors).toBeUndefined();
     expect(read.data!.mobileIdAuthentication).toEqual({
       subject: 'v2-subject',
