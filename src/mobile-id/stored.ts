@@ -88,13 +88,23 @@ export interface SealedPersonal {
   idToken?: string;
 }
 
-/** A stored success's id_token, opened from where its version keeps it. */
-export function openIdToken(box: SecretBox, p: StoredSuccess, scope: string | null): string {
-  const context = (field: string) => notificationContext(p.v, scope, p.authReqId, field);
-  if (p.idToken !== undefined) return box.open(p.idToken, context('id_token'));
-  const idToken = p.sealedPersonal
-    ? (JSON.parse(box.open(p.sealedPersonal, context('personal'))) as SealedPersonal).idToken
-    : undefined;
+/**
+ * A stored success's id_token, opened from where its version keeps it: versions 1 and 2 seal it alone, version 3
+ * with the subject in `sealedPersonal`. `personal` opens that (a view passes the one it already opened for the subject).
+ */
+export function openIdToken(
+  box: SecretBox,
+  p: StoredSuccess,
+  scope: string | null,
+  personal: () => SealedPersonal | null = () =>
+    p.sealedPersonal
+      ? (JSON.parse(
+          box.open(p.sealedPersonal, notificationContext(p.v, scope, p.authReqId, 'personal')),
+        ) as SealedPersonal)
+      : null,
+): string {
+  if (p.idToken !== undefined) return box.open(p.idToken, notificationContext(p.v, scope, p.authReqId, 'id_token'));
+  const idToken = personal()?.idToken;
   if (typeof idToken !== 'string') throw new Error(`stored notification ${p.authReqId} holds no id_token`);
   return idToken;
 }

@@ -1,7 +1,13 @@
 // What GraphQL reads of a stored notification: the authentication it records, its tokens opened when read.
 import type { EventRecord } from '../events/index.js';
 import type { SecretBox } from '../secret.js';
-import { notificationContext, type SealedPersonal, type StoredMeta, type StoredNotification } from './stored.js';
+import {
+  notificationContext,
+  openIdToken,
+  type SealedPersonal,
+  type StoredMeta,
+  type StoredNotification,
+} from './stored.js';
 import type { IdTokenChecks } from './verify.js';
 import type { FailureReason } from './wire.js';
 
@@ -62,7 +68,7 @@ class SealedParts {
 
   constructor(
     protected readonly stored: StoredNotification,
-    private readonly scope: string | null,
+    protected readonly scope: string | null,
     protected readonly box: SecretBox,
     /** The clear values the intake sealed this payload from, when this process took it in (EventRecord.clear). */
     protected readonly clear: ClearParts | undefined,
@@ -174,16 +180,13 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
     return this.access;
   }
 
-  /** Versions 1 and 2 sealed the id_token alone; version 3 seals it with the subject. */
+  /** Where the stored version keeps it (`openIdToken`), with the sealed parts this view already opened. */
   get idToken(): string {
     if (this.id !== undefined) return this.id;
     const clear = this.clear?.idToken;
     if (clear != null) return (this.id = clear);
-    const sealed = (this.stored as StoredNotification & { outcome: 'success' }).idToken;
-    if (sealed !== undefined) return (this.id = this.box.open(sealed, this.context('id_token')));
-    const idToken = this.opened().idToken;
-    if (typeof idToken !== 'string') throw new Error(`stored notification ${this.authReqId} holds no id_token`);
-    return (this.id = idToken);
+    const p = this.stored as StoredNotification & { outcome: 'success' };
+    return (this.id = openIdToken(this.box, p, this.scope, () => this.opened()));
   }
 }
 
