@@ -6,8 +6,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { subscribe, wsClient, type Subscription } from '../helpers/identity.js';
-import { postNotification, SUBSCRIPTION } from '../helpers/mobile-id.js';
+import { subscribe, type Subscription } from '../helpers/identity.js';
+import { postNotification, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
 
 /**
@@ -33,7 +33,7 @@ describe('identical subscriptions share one execution per event', () => {
 
   /** One subscriber on its own WebSocket. */
   const subscriber = (key: string, query: string, variables: Record<string, unknown>): Subscription => {
-    const c = wsClient(t, key);
+    const c = wsClient(t, { key });
     clients.push(c);
     const s = subscribe(c, query, variables);
     subs.push(s);

@@ -1,5 +1,4 @@
-import { createClient, type Client } from 'graphql-ws';
-import WebSocket from 'ws';
+import type { Client } from 'graphql-ws';
 
 import type { TestGateway } from './gateway.js';
 import { subscribers, waitFor } from './wait.js';
@@ -10,16 +9,6 @@ export interface Subscription<T = any> {
   readonly errors: unknown[];
   completed: boolean;
   stop(): void;
-}
-
-/** A graphql-ws client on the gateway's /graphql; `key` goes in connectionParams.authorization. */
-export function wsClient(t: TestGateway, key?: string): Client {
-  return createClient({
-    url: `${t.url.replace(/^http/, 'ws')}/graphql`,
-    webSocketImpl: WebSocket,
-    retryAttempts: 0,
-    ...(key ? { connectionParams: { authorization: `Bearer ${key}` } } : {}),
-  });
 }
 
 export function subscribe<T = any>(

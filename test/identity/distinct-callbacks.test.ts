@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { subscribe, wsClient, type Subscription } from '../helpers/identity.js';
+import { subscribe, type Subscription } from '../helpers/identity.js';
+import { wsClient } from '../helpers/mobile-id.js';
 import { waitFor } from '../helpers/wait.js';
 
 // Every distinct callback is kept and delivered once; only an exact repeat of a body is a duplicate. The ids and
@@ -101,7 +102,7 @@ async function post(url: string, body: unknown, contentType = 'application/json'
 
 /** A subscriber that is live (its first event, a marker callback, has arrived) before the test's callbacks. */
 async function watch(id: string, url: string): Promise<Subscription> {
-  const c = wsClient(t, 'key-a');
+  const c = wsClient(t, { key: 'key-a' });
   clients.push(c);
   const sub = subscribe(c, COMPLETED, { externalId: id });
   expect(await post(url, { verificationExternalId: id, status: 'REGISTERED', marker: true })).toBe(204);
@@ -245,7 +246,7 @@ describe('every distinct identification callback is kept and delivered once', ()
       .identificationCallbackUrl as string;
     const created = await t.graphql(CREATE_IDENTIFICATION, { input: { workflowId } }, { key: 'key-a' });
     const id = created.data!.createIdentification.identification.id as string;
-    const c = wsClient(t, 'key-a');
+    const c = wsClient(t, { key: 'key-a' });
     clients.push(c);
     const sub = subscribe(c, IDENTIFICATION_COMPLETED, { id });
     expect(await post(url, { identificationId: id, status: 'STARTED', event: 'marker' })).toBe(204);

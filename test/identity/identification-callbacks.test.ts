@@ -5,7 +5,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { IDENTIFICATION_EVENT_KIND as KIND } from '../../src/identity/completions.js';
 import type { IdentificationSandbox } from '../../src/sandbox/identification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { subscribe, subscriptionsOnBus, wsClient } from '../helpers/identity.js';
+import { subscribe, subscriptionsOnBus } from '../helpers/identity.js';
+import { wsClient } from '../helpers/mobile-id.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
 
 const CREATE = /* GraphQL */ `
@@ -66,7 +67,7 @@ describe('identification completion callbacks as subscription events', () => {
   let sandbox: IdentificationSandbox;
   const clients: Client[] = [];
   const client = (key?: string) => {
-    const c = wsClient(t, key);
+    const c = wsClient(t, { key });
     clients.push(c);
     return c;
   };

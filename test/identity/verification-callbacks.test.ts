@@ -5,7 +5,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { VERIFICATION_EVENT_KIND as KIND } from '../../src/identity/service.js';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { subscribe, subscriptionsOnBus, wsClient } from '../helpers/identity.js';
+import { subscribe, subscriptionsOnBus } from '../helpers/identity.js';
+import { wsClient } from '../helpers/mobile-id.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
 
 const REGISTER = /* GraphQL */ `
@@ -72,7 +73,7 @@ describe('verification callbacks as subscription events', () => {
   let sandbox: VerificationSandbox;
   const clients: Client[] = [];
   const client = (key?: string) => {
-    const c = wsClient(t, key);
+    const c = wsClient(t, { key });
     clients.push(c);
     return c;
   };

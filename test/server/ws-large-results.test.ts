@@ -6,7 +6,8 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { subscribe, wsClient } from '../helpers/identity.js';
+import { subscribe } from '../helpers/identity.js';
+import { wsClient } from '../helpers/mobile-id.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
 
 const REGISTER = `mutation($id: ID!) { registerVerification(input: { workflowId: "wf-large", applicant: { lastName: "Large" }, externalId: $id }) { verification { id } } }`;

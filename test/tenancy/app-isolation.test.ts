@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { subscribe, wsClient } from '../helpers/identity.js';
-import { QUERY as MOBILE_ID_QUERY, SUBSCRIPTION as MOBILE_ID_SUBSCRIPTION } from '../helpers/mobile-id.js';
+import { subscribe } from '../helpers/identity.js';
+import { QUERY as MOBILE_ID_QUERY, SUBSCRIPTION as MOBILE_ID_SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -42,7 +42,7 @@ describe('several apps on one gateway: each reads only what its own API key crea
   let sandbox: VerificationSandbox;
   const clients: Client[] = [];
   const client = (key: string) => {
-    const c = wsClient(t, key);
+    const c = wsClient(t, { key });
     clients.push(c);
     return c;
   };

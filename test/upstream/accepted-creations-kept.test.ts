@@ -7,7 +7,8 @@ import { IDENTIFICATIONS_PATH } from '../../src/sandbox/identification.js';
 import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { M, ok } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { connected, wsClient } from '../helpers/identity.js';
+import { connected } from '../helpers/identity.js';
+import { wsClient } from '../helpers/mobile-id.js';
 
 const CREATE = /* GraphQL */ `
   mutation Create($input: CreateIdentificationInput!, $key: UUID) {
