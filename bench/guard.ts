@@ -17,7 +17,8 @@
  *
  * Options: --against <ref> (`.` measures the working tree against itself), --tree <ref> (measure that commit in the
  * working tree's place: a bisection between two commits), --rounds <n> (default 6), --pairs <n> (default 2),
- * --quiet-wait <s> (how long to wait for a quiet machine, default 20), --paths a,b,
+ * --quiet-wait <s> (how long to wait for a quiet machine, default 20), --paths a,b, --node-arg <flag> (repeatable:
+ * a Node or V8 flag for every gateway of both sides, e.g. `--node-arg=--single-threaded`),
  * --env NAME=VALUE[,NAME=VALUE] (the working tree's side only: an off switch or a setting against the same code, with
  * `--against .`), --ref-env (the same for the ref's side), --concurrency <n> (operations in flight while measuring,
  * default 1), --quick (half the operations: shorter, noisier), --json <file> (the figures, for tests), --profile <dir>
@@ -91,6 +92,7 @@ const { values: cli } = parseArgs({
     concurrency: { type: 'string' },
     pairs: { type: 'string' },
     'quiet-wait': { type: 'string', default: '20' },
+    'node-arg': { type: 'string', multiple: true },
   },
 });
 
@@ -211,6 +213,7 @@ async function startSide(
       '--import',
       pathToFileURL(path.join(ROOT, 'bench', 'lib', 'guard-hooks.ts')).href,
       ...(cli.profile ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(cli.profile, name)] : []),
+      ...(cli['node-arg'] ?? []),
     ],
     env: { ...gatewayEnv({ port, dataDir, stubUrl }), SQLITE_SYNCHRONOUS: 'FULL', ...sideEnv[name] },
     readiness: { url: `${origin}/readyz` },
