@@ -375,6 +375,10 @@ const VARS = {
     int(0, 0, 50),
     'SQLite: how long, in milliseconds, the first write of a group waits for more writes before their one COMMIT (and, with FULL, their one fdatasync), when no sync is in flight. 0: at the end of its turn of the event loop. A write is still on disk before it is acknowledged; each acknowledgement can come up to this much later (docs/decisions/062). Ignored with DATABASE_URL.',
   ),
+  SQLITE_CLAIM_WITHOUT_SYNC: declare(
+    bool(true),
+    "SQLite with FULL: true: the claim of a fresh idempotency key is taken once committed (every request sees it) and the upstream call starts without waiting for the claim's WAL sync; the completion's sync covers it, and nothing is answered before that sync. A claim lost to a power loss only lets the retry send the same upstream key again (the cloud upstream replays it); a retry with the same key but a different request is then not refused as IDEMPOTENCY_KEY_REUSED (docs/decisions/078). false: the claim waits for its own sync; an off switch, not a tuning knob. Ignored with DATABASE_URL and with SQLITE_SYNCHRONOUS=NORMAL.",
+  ),
   SQLITE_CHECKPOINT_INTERVAL_MS: declare(
     int(500, 10, 60_000),
     'SQLite: the least time, in milliseconds, between two checkpoints of the WAL into the database file (a worker thread copies each page written since the last one, then syncs the file). Longer: a page rewritten many times is copied once, less CPU per write; the WAL restarts after the same 16,384 frames either way (docs/decisions/033). Ignored with DATABASE_URL.',
@@ -975,6 +979,8 @@ export interface Config {
   readonly sqliteCommitWindowMs: number;
   /** SQLITE_CHECKPOINT_INTERVAL_MS: the least time between two WAL checkpoints. */
   readonly sqliteCheckpointIntervalMs: number;
+  /** SQLITE_CLAIM_WITHOUT_SYNC: a fresh idempotency claim does not wait for its WAL sync (docs/decisions/078). */
+  readonly sqliteClaimWithoutSync: boolean;
   /** SQLITE_SYNCHRONOUS; ignored with DATABASE_URL. */
   readonly sqliteSynchronous: 'FULL' | 'NORMAL';
   /** DATABASE_MIGRATIONS: apply the missing migrations at start-up, or wait for `main.js migrate` to apply them. */
@@ -1252,6 +1258,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     sqliteSynchronous: e.SQLITE_SYNCHRONOUS,
     sqliteCommitWindowMs: e.SQLITE_COMMIT_WINDOW_MS,
     sqliteCheckpointIntervalMs: e.SQLITE_CHECKPOINT_INTERVAL_MS,
+    sqliteClaimWithoutSync: e.SQLITE_CLAIM_WITHOUT_SYNC,
     databaseMigrations: e.DATABASE_MIGRATIONS,
     cloud: { url: e.CLOUD_API_URL, token: e.CLOUD_API_TOKEN, credentials: e.CLOUD_API_CREDENTIALS },
     verification: { url: e.VERIFICATION_API_URL, token: e.VERIFICATION_API_TOKEN },

@@ -74,7 +74,7 @@ export async function buildServices(
     store,
     cache: { size: config.ledgerCacheRecords, keeps: (record) => ownerOfRecord(record) === null },
   });
-  const idempotencyRecords = new IdempotencyRecords({ store });
+  const idempotencyRecords = new IdempotencyRecords({ store, claimWithoutSync: config.sqliteClaimWithoutSync });
   const idempotency = new Idempotency({
     pauseAt: pause,
     records: idempotencyRecords,

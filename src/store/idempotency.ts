@@ -43,10 +43,21 @@ export class IdempotencyRecords {
   private readonly db: Kysely<Database>;
   private readonly writeTogether: WriteTogether;
   private readonly execute: Execute;
+  /** What runs a fresh claim: the store's `executeVisible` when the claim need not wait for its sync, else `execute`. */
+  private readonly executeClaim: Execute;
 
-  /** `store`: the Store (on SQLite its `writeTogether` joins the group commit of the turn), or `throughKysely(db)`. */
-  constructor(options: { store: Pick<Statements, 'db' | 'writeTogether' | 'execute'> }) {
+  /**
+   * `store`: the Store (on SQLite its `writeTogether` joins the group commit of the turn), or `throughKysely(db)`.
+   * `claimWithoutSync` (SQLITE_CLAIM_WITHOUT_SYNC, default true): a fresh claim is settled once committed, without
+   * waiting for its WAL sync, where the store offers it (`executeVisible`: SQLite with FULL). See `claimFree`.
+   */
+  constructor(options: {
+    store: Pick<Statements, 'db' | 'writeTogether' | 'execute'> & { executeVisible?: Execute | undefined };
+    claimWithoutSync?: boolean;
+  }) {
     ({ db: this.db, writeTogether: this.writeTogether, execute: this.execute } = options.store);
+    this.executeClaim =
+      (options.claimWithoutSync ?? true) && options.store.executeVisible ? options.store.executeVisible : this.execute;
   }
 
   /** The statements of a fresh claim and of a completion, the two writes of every first call: compiled once. */
@@ -112,9 +123,15 @@ export class IdempotencyRecords {
    * Claims a key nobody holds: inserts the pending record, or replaces one that has expired (an expired
    * record no longer counts). One statement, so a fresh key costs one write. False when a live record
    * exists.
+   *
+   * With `claimWithoutSync` the claim is settled once committed: every later statement (another request with the
+   * same key) sees it, but the upstream call starts before the WAL sync that makes it survive a power loss. Nothing
+   * is answered before the completion's sync, which covers the claim too (the WAL is written in order). A claim lost
+   * to a power loss costs nothing a retry does not repair: the retry sends the same upstream key (`upstreamKey`),
+   * and the cloud upstream answers it with what it created (docs/decisions/078).
    */
   async claimFree(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
-    const result = await this.execute(
+    const result = await this.executeClaim(
       this.claimFreeStatement(rec.scope, rec.key, rec.operation, rec.fingerprint, rec.leaseUntil, now, rec.expiresAt),
     );
     return Number(result.numAffectedRows ?? 0n) === 1;

@@ -29,6 +29,11 @@ export interface Store {
    */
   execute: Execute;
   /**
+   * SQLite with FULL only: a write as `execute` runs it, settled once committed (visible to every statement) without
+   * waiting for its WAL sync, which the next sync anyone waits for covers (docs/decisions/078). Unset elsewhere.
+   */
+  executeVisible?: Execute;
+  /**
    * Runs one compiled read as `execute` does, each row an array of its column values in the order selected: on
    * SQLite without an object per row (better-sqlite3's raw mode), on PostgreSQL the values of kysely's rows.
    */
@@ -199,6 +204,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   let db: Kysely<Database>;
   let writeTogether: Store['writeTogether'];
   let execute: Execute;
+  let executeVisible: Execute | undefined;
   let readValues: ReadValues;
   const openConnections = new Set<Promise<void>>();
   let dialect: Dialect;
@@ -287,6 +293,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       });
     };
     execute = <R>(query: CompiledQuery<R>) => direct(query, sqliteDialect.execute<R>(query));
+    if (full) executeVisible = <R>(query: CompiledQuery<R>) => direct(query, sqliteDialect.executeVisible<R>(query));
     readValues = (query) => direct(query, sqliteDialect.readValues(query));
     dialect = 'sqlite';
     location = file;
@@ -318,6 +325,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     stats,
     writeTogether,
     execute,
+    ...(executeVisible ? { executeVisible } : {}),
     readValues,
     async ping() {
       await sql`select 1`.execute(db);

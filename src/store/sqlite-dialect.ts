@@ -97,6 +97,17 @@ export class GroupCommitSqliteDialect implements Dialect {
   }
 
   /**
+   * A write as `execute` runs it, settled once its group has COMMITTED (every statement and connection sees it from
+   * then on) without waiting for the WAL sync that makes it durable against power loss: the next sync that anyone
+   * waits for covers it (the WAL is written in order). For a write whose loss to a power failure the caller can
+   * bear: an idempotency key's claim (docs/decisions/078). Without `syncWal`, the same as `execute`.
+   */
+  executeVisible<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    if (!this.driver) throw new Error('executeVisible needs a Kysely instance over this dialect');
+    return this.driver.direct.executeQuery<R>(query, true);
+  }
+
+  /**
    * A read as `execute` runs it, its rows as arrays of the column values in the order selected: better-sqlite3's
    * raw mode makes no object per row (a third less CPU for the 50 rows of a project tree).
    */
@@ -143,11 +154,13 @@ export interface GroupCommitOptions {
 }
 
 interface Waiter {
-  /** Called with `value` once the statement is durable. */
+  /** Called with `value` once the statement is durable (once it is committed, when `visible`). */
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
   /** What the statement's promise settles with (its result), kept here rather than in a closure per statement. */
   value?: unknown;
+  /** Settled at its COMMIT, not after the WAL sync (`executeVisible`). */
+  visible?: boolean;
 }
 
 /** Statements whose commit waits for the WAL sync that covers commit number `upTo`. */
@@ -175,6 +188,11 @@ class GroupCommitSqliteDriver implements Driver {
   private walFd: number | null = null;
   private committed = 0;
   private durable = 0;
+  /**
+   * The last commit that anyone waits to be synced: a commit whose every statement was `visible` does not count, so
+   * that no read waits, and no sync starts, for it alone; the next sync covers it all the same.
+   */
+  private awaited = 0;
   private syncing = false;
   private readonly pending: Durable[] = [];
   /** Set when an fdatasync failed: what was committed may not be on disk, and nothing is acknowledged any more. */
@@ -235,6 +253,7 @@ class GroupCommitSqliteDriver implements Driver {
       this.endTransaction();
     }
     this.committed += 1;
+    this.awaited = this.committed;
     await this.whenDurable(this.committed);
   }
 
@@ -309,7 +328,7 @@ class GroupCommitSqliteDriver implements Driver {
   }
 
   /** Runs `work` inside the open group transaction; the promise settles after the group's COMMIT (and sync). */
-  inGroup<T>(work: () => T): Promise<T> {
+  inGroup<T>(work: () => T, visible = false): Promise<T> {
     if (this.failure) return Promise.reject(this.failure);
     if (!this.group) {
       this.db.exec('begin immediate');
@@ -328,7 +347,7 @@ class GroupCommitSqliteDriver implements Driver {
       return Promise.reject(error);
     }
     return new Promise<T>((resolve, reject) =>
-      group.push({ resolve: resolve as (value: unknown) => void, reject, value: result }),
+      group.push({ resolve: resolve as (value: unknown) => void, reject, value: result, visible }),
     );
   }
 
@@ -354,9 +373,9 @@ class GroupCommitSqliteDriver implements Driver {
    * waits for that sync.
    */
   afterDurable<T>(result: T): T | Promise<T> {
-    if (!this.syncWal || this.durable >= this.committed) return result;
+    if (!this.syncWal || this.durable >= this.awaited) return result;
     if (this.failure) throw this.failure;
-    return this.whenDurable(this.committed).then(() => result);
+    return this.whenDurable(this.awaited).then(() => result);
   }
 
   /** The end of a commit window: its group, if still open and no sync is in flight (else the sync's return commits it). */
@@ -393,7 +412,18 @@ class GroupCommitSqliteDriver implements Driver {
       for (const w of group) w.resolve(w.value);
       return;
     }
-    this.pending.push({ upTo: this.committed, waiters: group });
+    let waiters = group;
+    if (group.some((w) => w.visible)) {
+      waiters = [];
+      for (const w of group) {
+        if (w.visible) w.resolve(w.value);
+        else waiters.push(w);
+      }
+      // Nobody waits for this commit's sync: it is left to the next sync someone waits for.
+      if (waiters.length === 0) return;
+    }
+    this.awaited = this.committed;
+    this.pending.push({ upTo: this.committed, waiters });
     this.sync();
   }
 
@@ -406,9 +436,9 @@ class GroupCommitSqliteDriver implements Driver {
     });
   }
 
-  /** Starts an fdatasync of the WAL covering every commit so far, unless one is in flight. */
+  /** Starts an fdatasync of the WAL covering every commit so far, unless one is in flight or nobody waits for one. */
   private sync(): void {
-    if (this.syncing || this.durable >= this.committed || this.failure) return;
+    if (this.syncing || this.durable >= this.committed || this.failure || this.pending.length === 0) return;
     let fd: number;
     try {
       fd = this.walFd ??= fs.openSync(`${this.db.name}-wal`, 'r');
@@ -431,7 +461,7 @@ class GroupCommitSqliteDriver implements Driver {
       // The writes that arrived during the sync are committed at the end of this turn, together with those of
       // the other events of the turn (answers that arrive in the same poll as this callback): one sync then
       // covers all of them, where committing here would leave the later ones for a sync of their own.
-      if (this.group !== null || this.committed > this.durable) setImmediate(this.afterSync);
+      if (this.group !== null || this.pending.length > 0) setImmediate(this.afterSync);
     });
   }
 
@@ -558,8 +588,9 @@ const CHECKPOINT_WORKER = new URL(
 class Connection implements DatabaseConnection {
   constructor(private readonly driver: GroupCommitSqliteDriver) {}
 
-  executeQuery<R>(compiled: CompiledQuery): Promise<QueryResult<R>> {
-    return this.runStatement(compiled, (stmt, parameters): QueryResult<R> => {
+  /** `visible`: a write settles at its COMMIT, not after the WAL sync (`GroupCommitSqliteDialect.executeVisible`). */
+  executeQuery<R>(compiled: CompiledQuery, visible = false): Promise<QueryResult<R>> {
+    return this.runStatement(compiled, visible, (stmt, parameters): QueryResult<R> => {
       if (stmt.reader) return { rows: stmt.all(parameters) as R[] };
       const { changes, lastInsertRowid } = stmt.run(parameters);
       return {
@@ -572,7 +603,7 @@ class Connection implements DatabaseConnection {
 
   /** A read, its rows as arrays of values (raw mode, set for this call only: the cached statement is shared). */
   readValues(compiled: CompiledQuery): Promise<unknown[][]> {
-    return this.runStatement(compiled, (stmt, parameters) => {
+    return this.runStatement(compiled, false, (stmt, parameters) => {
       if (!stmt.reader) throw new Error('readValues runs only statements that return rows');
       stmt.raw(true);
       try {
@@ -586,13 +617,15 @@ class Connection implements DatabaseConnection {
   /** Runs `run` on the cached statement when it may run: the waits and the group commit every statement goes through. */
   private runStatement<T>(
     compiled: CompiledQuery,
+    visible: boolean,
     run: (stmt: BetterSqlite3.Statement, parameters: unknown[]) => T,
   ): Promise<T> {
-    return this.runWhenFree(compiled, run).catch(rejectUnavailable);
+    return this.runWhenFree(compiled, visible, run).catch(rejectUnavailable);
   }
 
   private async runWhenFree<T>(
     compiled: CompiledQuery,
+    visible: boolean,
     run: (stmt: BetterSqlite3.Statement, parameters: unknown[]) => T,
   ): Promise<T> {
     // Checked again after every wait, and nothing awaits between this check and the statement: a
@@ -607,14 +640,14 @@ class Connection implements DatabaseConnection {
       !this.driver.inExplicitTransaction(this)
     ) {
       while (this.driver.writesHeld) await this.driver.writesReleased;
-      return this.runWhenFree(compiled, run);
+      return this.runWhenFree(compiled, visible, run);
     }
     const parameters = compiled.parameters as unknown[];
     if (this.driver.inExplicitTransaction(this)) return run(stmt, parameters);
     // A read joins an open group too: what it sees may be another caller's uncommitted write, so its
     // answer waits for the same COMMIT.
     if (stmt.readonly && !this.driver.groupOpen) return this.driver.afterDurable(run(stmt, parameters));
-    return this.driver.inGroup(() => run(stmt, parameters));
+    return this.driver.inGroup(() => run(stmt, parameters), visible);
   }
 
   async *streamQuery<R>(compiled: CompiledQuery): AsyncIterableIterator<QueryResult<R>> {

@@ -219,6 +219,7 @@ describe('SQLite group commit with the WAL synced by the driver (FULL without bl
   let file: string;
   let database: SQLite.Database;
   let db: Kysely<Db>;
+  let dialect: GroupCommitSqliteDialect;
   let observer: SQLite.Database;
   /** Pending fdatasync callbacks: the test decides when the disk "answers". */
   let syncs: Array<() => void>;
@@ -242,7 +243,8 @@ describe('SQLite group commit with the WAL synced by the driver (FULL without bl
     vi.spyOn(fs, 'fdatasync').mockImplementation(((fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => {
       syncs.push(() => real(fd, cb));
     }) as typeof fs.fdatasync);
-    db = new Kysely<Db>({ dialect: new GroupCommitSqliteDialect(database, { syncWal: true }) });
+    dialect = new GroupCommitSqliteDialect(database, { syncWal: true });
+    db = new Kysely<Db>({ dialect });
     observer = new SQLite(file, { readonly: true });
   });
 
@@ -330,6 +332,64 @@ describe('SQLite group commit with the WAL synced by the driver (FULL without bl
     syncs.shift()!();
     await tx;
     expect(settled).toBe(true);
+  });
+
+  it('settles a visible write at its COMMIT with no sync of its own; the next sync someone waits for covers it', async () => {
+    const insert = (id: number) => db.insertInto('items').values({ id, name: 'v' }).compile();
+    await dialect.executeVisible(insert(1));
+    // Committed, acknowledged, and no sync asked for (none even started).
+    expect(commits).toBe(1);
+    expect(committed()).toBe(1);
+    await turnsOfTheLoop(3);
+    expect(syncs).toHaveLength(0);
+    // A read that sees only the visible commit waits for no sync (and starts none).
+    expect(await db.selectFrom('items').select('id').execute()).toEqual([{ id: 1 }]);
+    expect(syncs).toHaveLength(0);
+
+    // A write that waits for its sync: one sync, after its COMMIT, covering both (the WAL is written in order).
+    let settled = false;
+    const durable = db
+      .insertInto('items')
+      .values({ id: 2, name: 'd' })
+      .execute()
+      .then(() => (settled = true));
+    await until(() => syncs.length === 1);
+    expect(commits).toBe(2);
+    await turnsOfTheLoop(3);
+    expect(settled).toBe(false);
+    syncs.shift()!();
+    await durable;
+    await turnsOfTheLoop(3);
+    expect(syncs).toHaveLength(0);
+  });
+
+  it('in a group with a write that waits for its sync, a visible write still settles at the COMMIT', async () => {
+    const order: string[] = [];
+    const durable = db
+      .insertInto('items')
+      .values({ id: 1, name: 'd' })
+      .execute()
+      .then(() => order.push('durable'));
+    const visible = dialect
+      .executeVisible(db.insertInto('items').values({ id: 2, name: 'v' }).compile())
+      .then(() => order.push('visible'));
+    await visible;
+    expect(commits).toBe(1);
+    expect(syncs).toHaveLength(1);
+    expect(order).toEqual(['visible']);
+    // A read now sees the group's durable write too: it waits for the sync.
+    let read: unknown = null;
+    const reading = db
+      .selectFrom('items')
+      .select('id')
+      .execute()
+      .then((rows) => (read = rows));
+    await turnsOfTheLoop(3);
+    expect(read).toBe(null);
+    syncs.shift()!();
+    await Promise.all([durable, reading]);
+    expect(order).toEqual(['visible', 'durable']);
+    expect(read).toEqual([{ id: 1 }, { id: 2 }]);
   });
 
   it('refuses every later statement once a sync has failed', async () => {
