@@ -57,6 +57,8 @@ const rejectUnavailable = (err: unknown): Promise<never> => Promise.reject(sqlit
  *   anyone hears of it), while the event loop keeps serving. One sync is in flight at a time; the writes
  *   of the turns that arrive meanwhile stay in one open transaction, committed at the end of the turn in which it
  *   returns (with the writes of that turn's other events), so the next sync covers all of them (decision 036). A read never answers with data whose commit is not yet synced.
+ *   One exception: a write run by `executeVisible` (an idempotency claim) settles at its COMMIT; a commit that only
+ *   such writes wait for starts no sync of its own and makes no read wait, and the next sync covers it (decision 078).
  *
  * - Checkpoints off the event loop (`checkpointInWorker`): the connection's automatic checkpoint (two
  *   fsyncs and a copy of the WAL, on the committing thread) is turned off, and a worker thread with its own
