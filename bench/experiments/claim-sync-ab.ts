@@ -85,7 +85,13 @@ async function start(name: Side['name'], claimWithoutSync: boolean): Promise<Sid
   return { name, proc, pool: new Pool(origin, { connections: Math.max(inflight, 64) }), body, counts };
 }
 
-const sides = [await start('durable', false), await start('visible', true)];
+const sides: Side[] = [];
+// A failure mid-run (a refused request, a crash) still stops every process this run started.
+process.on('exit', () => {
+  for (const s of sides) s.proc.child.kill();
+  stub.child.kill();
+});
+sides.push(await start('durable', false), await start('visible', true));
 const readCounts = async (s: Side) => {
   await sleep(120);
   return JSON.parse(fs.readFileSync(s.counts, 'utf8')) as { syncs: number; commits: number };
@@ -154,8 +160,8 @@ console.log(
 );
 for (const s of sides) {
   await s.pool.close();
-  await s.proc.stop?.();
+  await s.proc.stop();
 }
-await stub.stop?.();
+await stub.stop();
 fs.rmSync(root, { recursive: true, force: true });
 process.exit(0);
