@@ -1,0 +1,274 @@
+// Migration 014 replaces the events table's unique dedupe_key and its events_kind_key index with one unique index on
+// (kind, key, dedupe_key) (docs/decisions/079): on SQLite by copying the table, on PostgreSQL in place. A store that
+// already holds events is migrated on each dialect, and what it held reads back as before: the same rows with the same
+// sequence numbers (so cursors stay valid), repeats refused as duplicates or conflicts, a key's newest event and its
+// replay after a cursor, and no sequence number given twice.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import SQLite from 'better-sqlite3';
+import { Kysely, Migrator, PostgresDialect, sql, type LogEvent } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { ownerCaller } from '../../src/auth/caller.js';
+import { EventLog } from '../../src/events/index.js';
+import { createLogger } from '../../src/logger.js';
+import { openStore, type Database, type Dialect, type Store } from '../../src/store/index.js';
+import { migrationProvider } from '../../src/store/migrations.js';
+import { GroupCommitSqliteDialect } from '../../src/store/sqlite-dialect.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+
+const BEFORE = '013_agent_plans_bind_their_document';
+const RETENTION = 86_400_000;
+const NOW = Date.now();
+const OWNER = 'app:shop';
+const OTHER = 'app:other';
+const digest = (c: string) => c.repeat(64);
+
+/** Rows as a release before 014 wrote them (seq left to the database), in order. */
+const ROWS = [
+  ['mobile-id', 'r1', `mobile-id@${OWNER}:r1`, 'f-r1', OWNER],
+  ['verification', 'e1', `verification@${OWNER}:e1:${digest('a')}`, digest('a'), OWNER],
+  ['provisioning', 'p1', 'provisioning/p1/1', 'f-p1-1', OWNER],
+  ['mobile-id', 'r1', `mobile-id@${OTHER}:r1`, 'f-r1-other', OTHER],
+  ['verification', 'e1', `verification@${OWNER}:e1:${digest('b')}`, digest('b'), OWNER],
+  ['provisioning', 'p1', 'provisioning/p1/2', 'f-p1-2', OWNER],
+  ['mobile-id', 'r2', 'mobile-id:r2', 'f-r2', null],
+  ['provisioning', 'p1', 'provisioning/p1/3', 'f-p1-3', OWNER],
+  // The newest, purged below: its number was given out and must not be given again.
+  ['mobile-id', 'r9', `mobile-id@${OWNER}:r9`, 'f-r9', OWNER],
+] as const;
+
+async function fillBefore014(db: Kysely<any>): Promise<number> {
+  const migrated = await new Migrator({ db, provider: migrationProvider(dialectOf(db)) }).migrateTo(BEFORE);
+  if (migrated.error) throw migrated.error;
+  for (const [kind, key, dedupeKey, fingerprint, scope] of ROWS) {
+    await db
+      .insertInto('events')
+      .values({
+        kind,
+        key,
+        dedupe_key: dedupeKey,
+        fingerprint,
+        payload: JSON.stringify({ kind, key, dedupeKey }),
+        meta: '{}',
+        scope,
+        received_at: NOW,
+        expires_at: NOW + RETENTION,
+        secrets_expire_at: kind === 'mobile-id' ? NOW + 3_600_000 : null,
+      })
+      .execute();
+  }
+  const { max } = await db
+    .selectFrom('events')
+    .select((eb) => eb.fn.max('seq').as('max'))
+    .executeTakeFirstOrThrow();
+  await db.deleteFrom('events').where('seq', '=', max).execute();
+  return Number(max);
+}
+
+const dialects = new WeakMap<Kysely<any>, Dialect>();
+const dialectOf = (db: Kysely<any>) => dialects.get(db)!;
+
+async function rowsOf(db: Kysely<Database>): Promise<string[]> {
+  const rows = await db.selectFrom('events').selectAll().orderBy('seq').execute();
+  return rows.map((r) =>
+    // bigint columns as numbers, however the connection reads them.
+    JSON.stringify({
+      ...r,
+      seq: Number(r.seq),
+      received_at: Number(r.received_at),
+      expires_at: Number(r.expires_at),
+      secrets_expire_at: r.secrets_expire_at === null ? null : Number(r.secrets_expire_at),
+    }),
+  );
+}
+
+/** What every dialect must read back after the migration; `burnt` is the number of the purged newest event. */
+function behavesAsBefore(get: () => { store: Store; burnt: number; before: string[] }) {
+  const log = () => {
+    const { store } = get();
+    return new EventLog(store.db, RETENTION, store.dialect, store.execute);
+  };
+  const seqOf = async (dedupeKey: string) =>
+    Number(
+      (
+        await get()
+          .store.db.selectFrom('events')
+          .select('seq')
+          .where('dedupe_key', '=', dedupeKey)
+          .executeTakeFirstOrThrow()
+      ).seq,
+    );
+
+  it('keeps every row with its sequence number', async () => {
+    expect(await rowsOf(get().store.db)).toEqual(get().before);
+  });
+
+  it('numbers a new event past every number given before, the purged newest included', async () => {
+    // The first write after the migration: a refused insert may take a number on SQLite too, so none runs before it.
+    const created = await log().append({
+      kind: 'provisioning',
+      key: 'p2',
+      dedupeKey: 'provisioning/p2/1',
+      payload: { revision: 1 },
+      scope: OWNER,
+    });
+    expect(created.status).toBe('created');
+    expect(created.event.seq).toBeGreaterThan(get().burnt);
+    expect((await rowsOf(get().store.db)).slice(0, -1)).toEqual(get().before);
+  });
+
+  it('refuses a repeat of a stored event as a duplicate, another payload under its dedupe key as a conflict', async () => {
+    const events = log();
+    const stored = await rowsOf(get().store.db);
+    const first = { kind: 'mobile-id', key: 'r1', dedupeKey: `mobile-id@${OWNER}:r1`, payload: {}, scope: OWNER };
+    const duplicate = await events.append({ ...first, fingerprint: 'f-r1' });
+    expect(duplicate.status).toBe('duplicate');
+    expect(duplicate.event.seq).toBe(await seqOf(first.dedupeKey));
+    expect((await events.append({ ...first, fingerprint: 'another' })).status).toBe('conflict');
+    const callback = `verification@${OWNER}:e1:${digest('a')}`;
+    const again = await events.append({
+      kind: 'verification',
+      key: 'e1',
+      dedupeKey: callback,
+      payload: {},
+      fingerprint: digest('a'),
+    });
+    expect(again).toMatchObject({ status: 'duplicate', event: { seq: await seqOf(callback) } });
+    expect(await events.byDedupeKey('mobile-id', 'r2', 'mobile-id:r2')).toMatchObject({
+      key: 'r2',
+      fingerprint: 'f-r2',
+    });
+    expect(await events.byDedupeKey('mobile-id', 'r1', 'mobile-id:r2')).toBeNull();
+    expect(await rowsOf(get().store.db)).toEqual(stored);
+  });
+
+  it('reads a key newest first and replays it after a cursor, in order', async () => {
+    const events = log();
+    expect((await events.latest('verification', 'e1'))?.dedupeKey).toBe(`verification@${OWNER}:e1:${digest('b')}`);
+    expect((await events.latest('mobile-id', 'r1', ownerCaller(OTHER)))?.scope).toBe(OTHER);
+    expect((await events.latest('mobile-id', 'r1', ownerCaller(OWNER)))?.scope).toBe(OWNER);
+    const all = await events.range(['provisioning'], 0, Number.MAX_SAFE_INTEGER, { key: 'p1' }, 100);
+    expect(all.map((e) => e.dedupeKey)).toEqual(['provisioning/p1/1', 'provisioning/p1/2', 'provisioning/p1/3']);
+    const resumed = await events.range(['provisioning'], all[0]!.seq, Number.MAX_SAFE_INTEGER, { key: 'p1' }, 100);
+    expect(resumed.map((e) => e.seq)).toEqual([all[1]!.seq, all[2]!.seq]);
+  });
+}
+
+describe('migration 014 on a SQLite store that holds events', () => {
+  let dir: string;
+  let store: Store;
+  let burnt: number;
+  let before: string[];
+
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'events-one-index-'));
+    const old = new Kysely<any>({
+      dialect: new GroupCommitSqliteDialect(new SQLite(path.join(dir, 'gateway.sqlite'))),
+    });
+    dialects.set(old, 'sqlite');
+    burnt = await fillBefore014(old);
+    before = await rowsOf(old);
+    await old.destroy();
+    store = await openStore({ dataDir: dir, logger: createLogger({ level: 'silent' }) });
+  });
+
+  afterAll(async () => {
+    await store?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('leaves one unique index where the unique dedupe_key and events_kind_key were', async () => {
+    const { rows } = await sql<{ name: string; sql: string | null }>`select name, sql from sqlite_schema
+      where type = 'index' and tbl_name = 'events' order by name`.execute(store.db);
+    expect(rows.map((r) => r.name)).toEqual(['events_expires', 'events_kind_key_dedupe', 'events_secrets_expire']);
+    expect(rows[1]!.sql).toMatch(
+      /create unique index "events_kind_key_dedupe" on "events" \("kind", "key", "dedupe_key"\)/i,
+    );
+  });
+
+  behavesAsBefore(() => ({ store, burnt, before }));
+
+  it("reads a key's newest event, its replay and a dedupe key through the unique index", async () => {
+    // The plans of the event log's own statements, on the migrated file.
+    const database = new SQLite(path.join(dir, 'gateway.sqlite'));
+    const statements: Array<{ sql: string; parameters: readonly unknown[] }> = [];
+    const db = new Kysely<Database>({
+      dialect: new GroupCommitSqliteDialect(database),
+      log: (e: LogEvent) => void statements.push({ sql: e.query.sql, parameters: e.query.parameters }),
+    });
+    try {
+      const events = new EventLog(db, RETENTION, 'sqlite');
+      await events.latest('mobile-id', 'r1');
+      await events.latest('mobile-id', 'r1', ownerCaller(OWNER));
+      await events.byDedupeKey('mobile-id', 'r1', `mobile-id@${OWNER}:r1`);
+      await events.range(['provisioning'], 1, 100, { key: 'p1' }, 10);
+      await events.range(['provisioning'], 1, 100, { key: 'p1', reader: ownerCaller(OWNER) }, 10);
+      const plans = statements.map((s) =>
+        (database.prepare(`explain query plan ${s.sql}`).all(...s.parameters) as Array<{ detail: string }>)
+          .map((r) => r.detail)
+          .join('; '),
+      );
+      expect(plans).toHaveLength(5);
+      for (const plan of plans)
+        expect(plan).toMatch(/^SEARCH events USING INDEX events_kind_key_dedupe \(kind=\? AND key=\?/);
+      expect(plans[2]).toContain('kind=? AND key=? AND dedupe_key=?');
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it('a second start migrates nothing more', async () => {
+    await store.close();
+    store = await openStore({ dataDir: dir, logger: createLogger({ level: 'silent' }) });
+    const { rows } = await sql<{
+      n: number;
+    }>`select count(*) as n from sqlite_schema where name = 'events_rebuilt'`.execute(store.db);
+    expect(Number(rows[0]!.n)).toBe(0);
+  });
+});
+
+describe('migration 014 on a PostgreSQL database that holds events', () => {
+  let server: TestPostgres;
+  let store: Store;
+  let burnt: number;
+  let before: string[];
+
+  beforeAll(async () => {
+    server = await startPostgres();
+    const url = await server.createDatabase('events_one_index');
+    const pool = new pg.Pool({ connectionString: url, max: 2 });
+    const old = new Kysely<any>({ dialect: new PostgresDialect({ pool }) });
+    dialects.set(old, 'postgres');
+    burnt = await fillBefore014(old);
+    before = await rowsOf(old);
+    await old.destroy();
+    store = await openStore({ dataDir: '/nonexistent', databaseUrl: url, logger: createLogger({ level: 'silent' }) });
+  }, 120_000);
+
+  afterAll(async () => {
+    await store?.close();
+    await server?.stop();
+  });
+
+  it('leaves one unique index where the unique dedupe_key and events_kind_key were', async () => {
+    const { rows } = await sql<{ name: string; def: string }>`select indexname as name, indexdef as def from pg_indexes
+      where tablename = 'events' order by indexname`.execute(store.db);
+    expect(rows.map((r) => r.name)).toEqual([
+      'events_expires',
+      'events_kind_key_dedupe',
+      'events_pkey',
+      'events_secrets_expire',
+    ]);
+    expect(rows[1]!.def).toMatch(
+      /CREATE UNIQUE INDEX events_kind_key_dedupe ON public.events USING btree \(kind, key, dedupe_key\)/,
+    );
+    const { rows: constraints } = await sql<{ n: number }>`select count(*)::int as n from pg_constraint
+      where conrelid = 'events'::regclass and contype = 'u'`.execute(store.db);
+    expect(constraints[0]!.n).toBe(0);
+  });
+
+  behavesAsBefore(() => ({ store, burnt, before }));
+});
