@@ -376,20 +376,15 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     },
     // One unique index on events (kind, key, dedupe_key) in place of the inline UNIQUE on dedupe_key and of
     // events_kind_key (kind, key, seq): one random-key index entry per appended event instead of two
-    // (docs/decisions/079). Every dedupe key names its kind and key (src/events/log.ts), so the index refuses
-    // the same rows. SQLite cannot drop a column's UNIQUE, so the table is copied once, in one transaction, with its
-    // AUTOINCREMENT high-water mark: a number burnt or purged before is never given again.
+    // (docs/decisions/079). Every dedupe key names its kind and key (src/events/log.ts), so the index refuses the same
+    // rows. SQLite cannot drop a column's UNIQUE, so the table is copied once, in one transaction, with its
+    // AUTOINCREMENT high-water mark: a number burnt or purged before is never given again. PostgreSQL keeps the
+    // column's constraint for now: the previous release's replicas, still serving during a rolling update, name it
+    // as their insert's conflict target.
     '014_events_one_unique_index': {
       async up(db: Kysely<any>) {
         if (dialect === 'postgres') {
           await sql`create unique index events_kind_key_dedupe on events (kind, key, dedupe_key)`.execute(db);
-          // The column's constraint, by what it is rather than by the name PostgreSQL gave it.
-          const { rows } = await sql<{ name: string }>`select c.conname as name from pg_constraint c
-            join pg_attribute a on a.attrelid = c.conrelid and a.attname = 'dedupe_key'
-            where c.conrelid = 'events'::regclass and c.contype = 'u' and c.conkey = array[a.attnum]::int2[]`.execute(
-            db,
-          );
-          for (const { name } of rows) await sql`alter table events drop constraint ${sql.id(name)}`.execute(db);
           await db.schema.dropIndex('events_kind_key').execute();
           return;
         }

@@ -1,5 +1,6 @@
 // Migration 014 replaces the events table's unique dedupe_key and its events_kind_key index with one unique index on
-// (kind, key, dedupe_key) (docs/decisions/079): on SQLite by copying the table, on PostgreSQL in place. A store that
+// (kind, key, dedupe_key) (docs/decisions/079): on SQLite by copying the table; on PostgreSQL in place, where the
+// column's constraint stays for the previous release's replicas. A store that
 // already holds events is migrated on each dialect, and what it held reads back as before: the same rows with the same
 // sequence numbers (so cursors stay valid), repeats refused as duplicates or conflicts, a key's newest event and its
 // replay after a cursor, and no sequence number given twice.
@@ -253,22 +254,30 @@ describe('migration 014 on a PostgreSQL database that holds events', () => {
     await server?.stop();
   });
 
-  it('leaves one unique index where the unique dedupe_key and events_kind_key were', async () => {
+  it('adds the unique index and drops events_kind_key, keeping the column constraint the previous release names', async () => {
     const { rows } = await sql<{ name: string; def: string }>`select indexname as name, indexdef as def from pg_indexes
       where tablename = 'events' order by indexname`.execute(store.db);
     expect(rows.map((r) => r.name)).toEqual([
+      'events_dedupe_key_key',
       'events_expires',
       'events_kind_key_dedupe',
       'events_pkey',
       'events_secrets_expire',
     ]);
-    expect(rows[1]!.def).toMatch(
+    expect(rows[2]!.def).toMatch(
       /CREATE UNIQUE INDEX events_kind_key_dedupe ON public.events USING btree \(kind, key, dedupe_key\)/,
     );
-    const { rows: constraints } = await sql<{ n: number }>`select count(*)::int as n from pg_constraint
-      where conrelid = 'events'::regclass and contype = 'u'`.execute(store.db);
-    expect(constraints[0]!.n).toBe(0);
   });
 
   behavesAsBefore(() => ({ store, burnt, before }));
+
+  it("takes the previous release's insert while its replicas still serve (a rolling update)", async () => {
+    const insert = (dedupeKey: string, key: string) =>
+      sql<{ seq: number }>`insert into events
+      (kind, key, dedupe_key, fingerprint, payload, meta, scope, received_at, expires_at)
+      values ('mobile-id', ${key}, ${dedupeKey}, 'f', '{}', '{}', null, ${NOW}, ${NOW + RETENTION})
+      on conflict (dedupe_key) do nothing returning seq`.execute(store.db);
+    expect((await insert('mobile-id:r2', 'r2')).rows).toEqual([]);
+    expect((await insert('mobile-id:r3', 'r3')).rows).toHaveLength(1);
+  });
 });
