@@ -18,7 +18,10 @@ import { createLogger } from '../../src/logger.js';
 import { openStore, type Database, type Dialect, type Store } from '../../src/store/index.js';
 import { migrationProvider } from '../../src/store/migrations.js';
 import { GroupCommitSqliteDialect } from '../../src/store/sqlite-dialect.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { postCompletion, registerVerifications, resumeWs } from '../helpers/resumable.js';
+import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 const BEFORE = '013_agent_plans_bind_their_document';
 const RETENTION = 86_400_000;
@@ -229,6 +232,75 @@ describe('migration 014 on a SQLite store that holds events', () => {
     }>`select count(*) as n from sqlite_schema where name = 'events_rebuilt'`.execute(store.db);
     expect(Number(rows[0]!.n)).toBe(0);
   });
+});
+
+/**
+ * Turns a migrated file back into what the previous release leaves (the events table of migrations 001 and 002, 014
+ * not applied), keeping every row and number.
+ */
+function asBefore014(dataDir: string): void {
+  const database = new SQLite(path.join(dataDir, 'gateway.sqlite'));
+  try {
+    database.exec(`begin;
+      create table events_previous (seq integer primary key autoincrement, kind text not null, key text not null,
+        dedupe_key text not null unique, fingerprint text not null, payload text not null, meta text not null,
+        scope text, received_at bigint not null, expires_at bigint not null, secrets_expire_at bigint);
+      insert into events_previous select seq, kind, key, dedupe_key, fingerprint, payload, meta, scope, received_at,
+        expires_at, secrets_expire_at from events order by seq;
+      drop table events;
+      alter table events_previous rename to events;
+      create index events_kind_key on events (kind, key, seq);
+      create index events_expires on events (expires_at);
+      create index events_secrets_expire on events (secrets_expire_at);
+      delete from kysely_migration where name = '014_events_one_unique_index';
+      commit;`);
+  } finally {
+    database.close();
+  }
+}
+
+describe('a gateway upgraded across migration 014 (SQLite)', () => {
+  const KEY = 'key-a';
+  let dir: string;
+  let t: TestGateway | undefined;
+
+  beforeAll(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'events-one-index-gateway-'));
+  });
+  afterAll(async () => {
+    await t?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('resumes a stream from a cursor taken before the upgrade, and does not deliver a repeat of a stored callback again', async () => {
+    const env = { DATA_DIR: dir, GATEWAY_API_KEYS: KEY, SANDBOX_CALLBACK_DELAY_MS: '600000' };
+    t = await startTestGateway(env);
+    const [id, url] = [...(await registerVerifications(t, t.gateway.sandbox.verification!, KEY, 1))][0]!;
+    const first = await resumeWs(t, KEY, null);
+    await waitForSubscribers(t, 'verification');
+    await postCompletion(url!, id!, 'a1');
+    await waitFor(() => first.events.length === 1, 10_000, 'the first event');
+    const cursor = first.events[0]!.cursor;
+    await first.close();
+    await postCompletion(url!, id!, 'a2');
+    await t.close();
+    t = undefined;
+
+    asBefore014(dir);
+    t = await startTestGateway(env);
+    expect(t.logs()).toContain('014_events_one_unique_index');
+    // The callback address names the first gateway's port; the path is what identifies it.
+    const upgraded = `${t.url}${new URL(url!).pathname}`;
+    // An exact repeat of a stored callback is a duplicate: were it stored again, the replay below would hold it.
+    await postCompletion(upgraded, id!, 'a1');
+    const resumed = await resumeWs(t, KEY, cursor);
+    await waitFor(() => resumed.events.length === 1, 10_000, 'the replay after the cursor');
+    await postCompletion(upgraded, id!, 'a3');
+    await waitFor(() => resumed.events.length === 2, 10_000, 'the live event');
+    expect(resumed.events.map((e) => e.n)).toEqual(['a2', 'a3']);
+    expect(resumed.errors).toEqual([]);
+    await resumed.close();
+  }, 60_000);
 });
 
 describe('migration 014 on a PostgreSQL database that holds events', () => {
