@@ -224,13 +224,24 @@ describe('migration 014 on a SQLite store that holds events', () => {
     }
   });
 
-  it('a second start migrates nothing more', async () => {
+  it('a start after the copy committed but before the migration was recorded keeps every row and number', async () => {
+    const rows = await rowsOf(store.db);
+    const { rows: mark } = await sql<{ seq: number }>`select seq from sqlite_sequence where name = 'events'`.execute(
+      store.db,
+    );
     await store.close();
+    const database = new SQLite(path.join(dir, 'gateway.sqlite'));
+    database.prepare(`delete from kysely_migration where name = '014_events_one_unique_index'`).run();
+    database.close();
     store = await openStore({ dataDir: dir, logger: createLogger({ level: 'silent' }) });
-    const { rows } = await sql<{
-      n: number;
-    }>`select count(*) as n from sqlite_schema where name = 'events_rebuilt'`.execute(store.db);
-    expect(Number(rows[0]!.n)).toBe(0);
+    expect(await rowsOf(store.db)).toEqual(rows);
+    const { rows: after } = await sql<{ seq: number }>`select seq from sqlite_sequence where name = 'events'`.execute(
+      store.db,
+    );
+    expect(after).toEqual(mark);
+    const { rows: recorded } = await sql`select name from kysely_migration
+      where name = '014_events_one_unique_index'`.execute(store.db);
+    expect(recorded).toHaveLength(1);
   });
 });
 
