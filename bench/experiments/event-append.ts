@@ -6,7 +6,7 @@
  * The wal_autocheckpoint is off, as the gateway's (its worker checkpoints). Then fdatasync called synchronously and
  * through the thread pool (as src/store/sqlite-dialect.ts's syncWal does), µs of process CPU per call.
  *
- *   npx tsx bench/experiments/event-append.ts [--group 8] [--rows 20000] [--drop events_kind_key,...]
+ *   npx tsx bench/experiments/event-append.ts [--group 8] [--rows 20000] [--drop events_expires,...]
  *     [--sequential] [--dir /dev/shm]
  */
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -39,7 +39,7 @@ db.pragma('wal_autocheckpoint = 0');
 for (const index of args.drop.split(',').filter(Boolean)) db.exec(`drop index ${index}`);
 
 const insert = db.prepare(
-  'insert into "events" ("kind", "key", "dedupe_key", "fingerprint", "payload", "meta", "scope", "received_at", "expires_at", "secrets_expire_at") values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict ("dedupe_key") do nothing returning "seq"',
+  'insert into "events" ("kind", "key", "dedupe_key", "fingerprint", "payload", "meta", "scope", "received_at", "expires_at", "secrets_expire_at") values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict ("kind", "key", "dedupe_key") do nothing returning "seq"',
 );
 const sealed = (bytes: number) =>
   `gcm1.abcd1234.${randomBytes(12).toString('base64url')}.${randomBytes(bytes).toString('base64url')}`;

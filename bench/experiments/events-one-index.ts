@@ -8,11 +8,12 @@
  *
  *   npx tsx bench/experiments/events-one-index.ts [--group 8] [--rows 20000] [--prefill 100000] [--rounds 8]
  */
-import { randomBytes, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import SQLite from 'better-sqlite3';
+
+import { EVENT_COLUMNS as COLUMNS, sampleEventRow as row } from './sample-event.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -24,9 +25,6 @@ const { values: cli } = parseArgs({
 });
 const G = Number(cli.group);
 const N = Math.ceil(Number(cli.rows) / G) * G;
-const COLUMNS = `seq integer primary key autoincrement, kind text not null, key text not null,
-  dedupe_key text not null DEDUPE, fingerprint text not null, payload text not null, meta text not null, scope text,
-  received_at bigint not null, expires_at bigint not null, secrets_expire_at bigint`;
 const EXPIRY = `create index events_expires on events (expires_at);
   create index events_secrets_expire on events (secrets_expire_at);`;
 const variants = {
@@ -42,26 +40,6 @@ const variants = {
   },
 };
 type Variant = keyof typeof variants;
-
-const sealed = (bytes: number) =>
-  `gcm1.abcd1234.${randomBytes(12).toString('base64url')}.${randomBytes(bytes).toString('base64url')}`;
-function row(): unknown[] {
-  const key = randomUUID();
-  const now = Date.now();
-  const payload = { v: 3, outcome: 'success', authReqId: key, accessToken: sealed(20), sealedPersonal: sealed(300) };
-  return [
-    'mobile-id',
-    key,
-    `mobile-id@app:bench:${key}`,
-    randomBytes(32).toString('hex'),
-    JSON.stringify(payload),
-    JSON.stringify({ requestId: 'bench', gatewayRequestId: randomUUID() }),
-    'app:bench',
-    now,
-    now + 86_400_000,
-    now + 3_600_000,
-  ];
-}
 
 function run(variant: Variant): { insert: number; read: number } {
   const dir = fs.mkdtempSync(path.join('/dev/shm', 'events-one-index-'));

@@ -7,22 +7,17 @@
  *
  *   npx tsx bench/experiments/events-rebuild.ts [--rows 1000000] [--dir /tmp]
  */
-import { randomBytes, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import SQLite from 'better-sqlite3';
 
+import { EVENT_COLUMNS as COLUMNS, sampleEventRow } from './sample-event.js';
+
 const { values: cli } = parseArgs({
   options: { rows: { type: 'string', default: '1000000' }, dir: { type: 'string', default: os.tmpdir() } },
 });
-const COLUMNS = `seq integer primary key autoincrement, kind text not null, key text not null,
-  dedupe_key text not null DEDUPE, fingerprint text not null, payload text not null, meta text not null, scope text,
-  received_at bigint not null, expires_at bigint not null, secrets_expire_at bigint`;
-const sealed = (bytes: number) =>
-  `gcm1.abcd1234.${randomBytes(12).toString('base64url')}.${randomBytes(bytes).toString('base64url')}`;
-
 const dir = fs.mkdtempSync(path.join(cli.dir, 'events-rebuild-'));
 const db = new SQLite(path.join(dir, 'events.sqlite'));
 db.pragma('journal_mode = WAL');
@@ -34,23 +29,7 @@ db.exec(`create table events (${COLUMNS.replace('DEDUPE', 'unique')});
 const insert = db.prepare(`insert into events (kind, key, dedupe_key, fingerprint, payload, meta, scope, received_at,
   expires_at, secrets_expire_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
 const fill = db.transaction((n: number) => {
-  for (let i = 0; i < n; i++) {
-    const key = randomUUID();
-    const now = Date.now();
-    const payload = { v: 3, outcome: 'success', authReqId: key, accessToken: sealed(20), sealedPersonal: sealed(300) };
-    insert.run(
-      'mobile-id',
-      key,
-      `mobile-id@app:bench:${key}`,
-      randomBytes(32).toString('hex'),
-      JSON.stringify(payload),
-      JSON.stringify({ requestId: 'bench', gatewayRequestId: randomUUID() }),
-      'app:bench',
-      now,
-      now + 86_400_000,
-      now + 3_600_000,
-    );
-  }
+  for (let i = 0; i < n; i++) insert.run(sampleEventRow());
 });
 const rows = Number(cli.rows);
 for (let done = 0; done < rows; done += 100_000) fill(Math.min(100_000, rows - done));

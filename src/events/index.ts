@@ -7,7 +7,18 @@ import type { AppendResult, EventLog, EventRecord, NewEvent } from './log.js';
 import type { EventStreams } from './stream.js';
 
 export { InProcessBus, type EventBus } from './bus.js';
-export { EventLog, type EventRecord, type NewEvent, type AppendResult, type StorageCharge } from './log.js';
+export {
+  EventLog,
+  type EventRecord,
+  type NewEvent,
+  type AppendResult,
+  type StorageCharge,
+  callbackDedupeKey,
+  identificationDedupePrefix,
+  mobileIdDedupeKey,
+  provisioningDedupeKey,
+  verificationDedupePrefix,
+} from './log.js';
 export { EventStreams, StreamCancel, type CancelSignal, type StreamOptions } from './stream.js';
 export { CursorCodec, CursorError, type Position } from './cursor.js';
 export { EventReader, type EventsPage, type WaitForEvents } from './cursor-read.js';

@@ -7,6 +7,7 @@ import type { Execute } from '../store/index.js';
 import type { Dialect } from '../store/migrations.js';
 import { precompiled } from '../store/precompiled.js';
 import type { Database } from '../store/schema.js';
+import { EVENT_KINDS } from './kinds.js';
 
 export interface EventRecord {
   seq: number;
@@ -71,6 +72,49 @@ export type AppendResult =
   | { status: 'duplicate'; event: EventRecord }
   | { status: 'conflict'; event: EventRecord };
 
+/*
+ * The dedupe key of every kind of event, in one place. The log refuses a second row with the same kind, key and
+ * dedupe key (one unique index, docs/decisions/079); that refuses every second row with the same dedupe key only
+ * because each form names its kind (its prefix, one per kind) and its key, and splits one way only: an owner scope
+ * holds no `:` after its fixed prefix (src/auth/caller.ts scopeOfApp), a digest is hex and a revision is digits, so
+ * the key is what lies between them. test/events/dedupe-key-forms.test.ts holds each form to that.
+ */
+
+/**
+ * The kinds' names, copied once at load: building a key then calls nothing in another module (vitest's imports are
+ * getters, so test/events/event-path-files.test.ts would count kinds.ts on the webhook's path).
+ */
+const KIND = { ...EVENT_KINDS };
+
+/**
+ * A mobile-ID notification's, with the auth_req_id as key: per owner of the token that carried it. A shared
+ * (configured, unbound) token keeps the key it always had, so a repeat of a notification stored before owners were
+ * told apart is still recognised.
+ */
+export function mobileIdDedupeKey(scope: string | null, authReqId: string): string {
+  return scope === null ? `${KIND.mobileId}:${authReqId}` : `${KIND.mobileId}@${scope}:${authReqId}`;
+}
+
+/** What a verification callback's dedupe key starts with, its external id as key (then `callbackDedupeKey`). */
+export function verificationDedupePrefix(owner: string, externalId: string): string {
+  return `${KIND.verification}@${owner}:${externalId}`;
+}
+
+/** What an identification callback's dedupe key starts with, its id as key (then `callbackDedupeKey`). */
+export function identificationDedupePrefix(id: string): string {
+  return `${KIND.identification}:${id}`;
+}
+
+/** A callback's dedupe key: its prefix and the hex digest of its body (only an exact repeat is the same delivery). */
+export function callbackDedupeKey(prefix: string, digest: string): string {
+  return `${prefix}:${digest}`;
+}
+
+/** A state of a provisioning, its id as key: one event per revision. */
+export function provisioningDedupeKey(id: string, revision: number): string {
+  return `${KIND.provisioning}/${id}/${revision}`;
+}
+
 type Row = Database['events'];
 
 /**
@@ -114,7 +158,9 @@ function toRecord(row: Row & { seq: number }): EventRecord {
  */
 export class EventLog {
   /**
-   * `INSERT … ON CONFLICT (dedupe_key) DO NOTHING RETURNING seq`, built and compiled once (bench scenario 4).
+   * `INSERT … ON CONFLICT (kind, key, dedupe_key) DO NOTHING RETURNING seq`, built and compiled once (bench scenario 4).
+   * The conflict target is the table's one unique index; a dedupe key names its kind and key
+   * (the dedupe keys above), so it refuses what a unique dedupe key alone would (docs/decisions/079).
    *
    * On PostgreSQL a `bigserial` value is taken for every row that reaches the insert, so a duplicate that reached
    * it would burn a number, and every other replica would look for it for a minute (src/events/postgres-bus.ts).
@@ -170,7 +216,13 @@ export class EventLog {
                   .where(({ and, not, exists, selectFrom }) =>
                     and([
                       not(
-                        exists(selectFrom('events').select(sql.lit(1).as('one')).where('dedupe_key', '=', dedupeKey)),
+                        exists(
+                          selectFrom('events')
+                            .select(sql.lit(1).as('one'))
+                            .where('kind', '=', kind)
+                            .where('key', '=', key)
+                            .where('dedupe_key', '=', dedupeKey),
+                        ),
                       ),
                       sql<boolean>`pg_try_advisory_xact_lock(${sql.lit(APPEND_LOCK_CLASS)}, hashtext(${dedupeKey}))`,
                     ]),
@@ -188,7 +240,7 @@ export class EventLog {
               expires_at: expiresAt,
               secrets_expire_at: secretsExpireAt,
             });
-      return row.onConflict((oc) => oc.column('dedupe_key').doNothing()).returning('seq');
+      return row.onConflict((oc) => oc.columns(['kind', 'key', 'dedupe_key']).doNothing()).returning('seq');
     },
   );
 
@@ -219,6 +271,16 @@ export class EventLog {
       .limit(LIMIT_ONE),
   );
 
+  /** The event under a dedupe key, through the table's unique index (kind, key, dedupe_key). */
+  private readonly byDedupeKeyStatement = precompiled((kind: string, key: string, dedupeKey: string) =>
+    this.db
+      .selectFrom('events')
+      .selectAll()
+      .where('kind', '=', kind)
+      .where('key', '=', key)
+      .where('dedupe_key', '=', dedupeKey),
+  );
+
   constructor(
     private readonly db: Kysely<Database>,
     /** EVENT_RETENTION: how long an event is kept (and so how old a cursor may be). */
@@ -241,7 +303,7 @@ export class EventLog {
       const refusal = e.charge.take(chars);
       if (refusal) {
         // A repeat of what is stored is still a duplicate (or a conflict), whatever the bound.
-        const known = await this.byDedupeKey(e.dedupeKey);
+        const known = await this.byDedupeKey(e.kind, e.key, e.dedupeKey);
         if (known) return { status: known.fingerprint === print ? 'duplicate' : 'conflict', event: known };
         throw e.charge.refused(refusal);
       }
@@ -276,7 +338,7 @@ export class EventLog {
         };
         return { status: 'created', event };
       }
-      const event = await this.byDedupeKey(e.dedupeKey);
+      const event = await this.byDedupeKey(e.kind, e.key, e.dedupeKey);
       if (event) {
         e.charge?.refund(chars);
         return { status: event.fingerprint === print ? 'duplicate' : 'conflict', event };
@@ -320,10 +382,14 @@ export class EventLog {
     return keys.map((k) => byKey.get(k) ?? null);
   }
 
-  /** The event stored under a dedupe key, or null. */
-  async byDedupeKey(dedupeKey: string): Promise<EventRecord | null> {
-    const row = await this.db.selectFrom('events').selectAll().where('dedupe_key', '=', dedupeKey).executeTakeFirst();
-    return row ? toRecord(row as Row & { seq: number }) : null;
+  /**
+   * The event of a kind and key stored under a dedupe key, or null. A dedupe key names its kind and key
+   * (the dedupe keys above): the two are asked so that the read goes through the table's unique index.
+   */
+  async byDedupeKey(kind: string, key: string, dedupeKey: string): Promise<EventRecord | null> {
+    const { rows } = await this.execute<Row & { seq: number }>(this.byDedupeKeyStatement(kind, key, dedupeKey));
+    const row = rows[0];
+    return row ? toRecord(row) : null;
   }
 
   /** Events appended after `seq`, oldest first (a replica catching up after its LISTEN connection dropped). */

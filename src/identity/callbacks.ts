@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 import { sha256 } from '../auth/caller.js';
-import type { EventRecord, NewEvent } from '../events/index.js';
+import { callbackDedupeKey, type EventRecord, type NewEvent } from '../events/index.js';
 import { canonicalJson } from '../fingerprint.js';
 import type { AppStorage, StorageRefusal } from '../store/app-storage.js';
 import type { Database } from '../store/schema.js';
@@ -81,7 +81,7 @@ export class CallbackBodies {
     return {
       kind: o.kind,
       key: o.key,
-      dedupeKey: `${o.dedupePrefix}:${digest}`,
+      dedupeKey: callbackDedupeKey(o.dedupePrefix, digest),
       fingerprint: digest,
       payload,
       meta: { ...o.meta, [SEALED_META]: 1 },

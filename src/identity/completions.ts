@@ -1,7 +1,7 @@
 import { ownerCaller, type Caller } from '../auth/caller.js';
 import { visibleRecord } from '../auth/tenancy.js';
 import { badUserInput } from '../errors.js';
-import type { EventRecord, Events, Position } from '../events/index.js';
+import { identificationDedupePrefix, type EventRecord, type Events, type Position } from '../events/index.js';
 import { EVENT_KINDS } from '../events/kinds.js';
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger } from '../store/ledger.js';
@@ -115,7 +115,7 @@ export class IdentificationCompletions {
       kind: IDENTIFICATION_EVENT_KIND,
       key: id,
       scope: binding.createdBy,
-      dedupePrefix: `identification:${id}`,
+      dedupePrefix: identificationDedupePrefix(id),
       body,
       summary: () => ({ identificationId: id, ...wire.identificationEventOf(body) }),
       meta,

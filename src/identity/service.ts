@@ -10,7 +10,7 @@ import {
   WarningCode,
   type GatewayWarning,
 } from '../errors.js';
-import type { EventRecord, Events, Position } from '../events/index.js';
+import { verificationDedupePrefix, type EventRecord, type Events, type Position } from '../events/index.js';
 import { EVENT_KINDS } from '../events/kinds.js';
 import type { CreateIdentificationInput, RegisterVerificationInput } from '../generated/graphql.js';
 import { StorageBoundError } from '../store/app-storage.js';
@@ -594,7 +594,7 @@ export class IdentityService {
       kind: VERIFICATION_EVENT_KIND,
       key: externalId,
       scope: binding.createdBy,
-      dedupePrefix: `verification@${binding.createdBy}:${externalId}`,
+      dedupePrefix: verificationDedupePrefix(binding.createdBy, externalId),
       body,
       summary: () => ({ externalId, status: wire.statusOf(body) }),
       meta,

@@ -1,7 +1,7 @@
 // The intake of completion notifications: each one parsed, deduplicated, verified, its secrets sealed, and stored
 // in the event log; one whose id_token cannot be verified yet is kept pending and verified later (docs/decisions/040).
 import { WebhookErrorCode } from '../errors.js';
-import type { Events, StorageCharge } from '../events/index.js';
+import { mobileIdDedupeKey, type Events, type StorageCharge } from '../events/index.js';
 import { canonicalJson } from '../fingerprint.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
@@ -12,7 +12,6 @@ import { authReqIdOf, type RejectionQuarantine, type RejectionReason } from './q
 import {
   MAX_EXTRA_FIELDS_CHARS,
   MOBILE_ID_EVENT_KIND,
-  mobileIdDedupeKey,
   notificationContext,
   openIdToken,
   type SealedPersonal,
@@ -146,7 +145,7 @@ export class NotificationIntake {
     // Whatever refuses a notification is checked against the log first: a duplicate that arrives after the
     // id_token's exp (or while the JWKS is down) is still the notification that was accepted.
     const repeat = async (): Promise<ReceiveResult | null> => {
-      const existing = await this.events.log.byDedupeKey(dedupeKey);
+      const existing = await this.events.log.byDedupeKey(MOBILE_ID_EVENT_KIND, authReqId, dedupeKey);
       if (!existing) return null;
       return existing.fingerprint === fingerprint
         ? { status: 'duplicate', authReqId }

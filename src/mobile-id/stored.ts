@@ -118,15 +118,6 @@ export interface StoredMeta {
   gatewayRequestId: string;
 }
 
-/**
- * The dedupe key of a notification: per owner of the token that carried it. A shared (configured, unbound)
- * token keeps the key it always had, so a repeat of a notification stored before owners were told apart is
- * still recognised.
- */
-export function mobileIdDedupeKey(scope: string | null, authReqId: string): string {
-  return scope === null ? `${MOBILE_ID_EVENT_KIND}:${authReqId}` : `${MOBILE_ID_EVENT_KIND}@${scope}:${authReqId}`;
-}
-
 /** BAD_USER_INPUT for an authReqId argument that no notification can carry. */
 export function checkAuthReqId(authReqId: string): void {
   if (authReqId.length === 0 || authReqId.length > MAX_ID_LENGTH)

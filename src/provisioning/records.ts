@@ -1,5 +1,5 @@
 import type { Caller } from '../auth/caller.js';
-import type { EventRecord, Events } from '../events/index.js';
+import { provisioningDedupeKey, type EventRecord, type Events } from '../events/index.js';
 import { EVENT_KINDS } from '../events/kinds.js';
 import type { ProvisioningRow, ProvisioningRows } from '../store/provisionings.js';
 import {
@@ -123,7 +123,7 @@ export class ProvisioningRecords {
     const { publish } = await this.events.ingest({
       kind: PROVISIONING_EVENT_KIND,
       key: p.id,
-      dedupeKey: `${PROVISIONING_EVENT_KIND}/${p.id}/${p.revision}`,
+      dedupeKey: provisioningDedupeKey(p.id, p.revision),
       payload: toStored(p),
       scope: p.scope,
     });

@@ -219,7 +219,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
       },
     },
     // Pending notifications are told apart per owner of the token that carried them, as the event log's dedupe
-    // keys are (src/mobile-id/stored.ts mobileIdDedupeKey): one app's notification never blocks another's.
+    // keys are (src/events/log.ts mobileIdDedupeKey): one app's notification never blocks another's.
     '008_mobile_id_pending_per_owner': {
       async up(db: Kysely<any>) {
         await db.schema
@@ -372,6 +372,62 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
         await db.schema.alterTable('agent_plans').addColumn('expires_at', 'bigint').execute();
         await db.schema.createIndex('agent_plans_owner').on('agent_plans').columns(['owner', 'status']).execute();
+      },
+    },
+    // One unique index on events (kind, key, dedupe_key) in place of the inline UNIQUE on dedupe_key and of
+    // events_kind_key (kind, key, seq): one random-key index entry per appended event instead of two
+    // (docs/decisions/079). Every dedupe key names its kind and key (src/events/log.ts), so the index refuses the same
+    // rows. SQLite cannot drop a column's UNIQUE, so the table is copied once, in one transaction, with its
+    // AUTOINCREMENT high-water mark: a number burnt or purged before is never given again. PostgreSQL keeps the
+    // column's constraint for now: the previous release's replicas, still serving during a rolling update, name it
+    // as their insert's conflict target.
+    '014_events_one_unique_index': {
+      async up(db: Kysely<any>) {
+        if (dialect === 'postgres') {
+          await sql`create unique index events_kind_key_dedupe on events (kind, key, dedupe_key)`.execute(db);
+          await db.schema.dropIndex('events_kind_key').execute();
+          return;
+        }
+        await db.transaction().execute(async (trx) => {
+          // Kysely records a SQLite migration after its transaction: a restart in between finds the copy made.
+          const { rows: done } = await sql`select 1 from sqlite_schema
+            where type = 'index' and name = 'events_kind_key_dedupe'`.execute(trx);
+          if (done.length > 0) return;
+          const { rows: sequence } = await sql<{ seq: number }>`select seq from sqlite_sequence
+            where name = 'events'`.execute(trx);
+          await trx.schema
+            .createTable('events_rebuilt')
+            .addColumn('seq', 'integer', (c) => c.primaryKey().autoIncrement())
+            .addColumn('kind', 'text', (c) => c.notNull())
+            .addColumn('key', 'text', (c) => c.notNull())
+            .addColumn('dedupe_key', 'text', (c) => c.notNull())
+            .addColumn('fingerprint', 'text', (c) => c.notNull())
+            .addColumn('payload', 'text', (c) => c.notNull())
+            .addColumn('meta', 'text', (c) => c.notNull())
+            .addColumn('scope', 'text')
+            .addColumn('received_at', 'bigint', (c) => c.notNull())
+            .addColumn('expires_at', 'bigint', (c) => c.notNull())
+            .addColumn('secrets_expire_at', 'bigint')
+            .execute();
+          const columns = sql.raw(
+            'seq, kind, key, dedupe_key, fingerprint, payload, meta, scope, received_at, expires_at, secrets_expire_at',
+          );
+          await sql`insert into events_rebuilt (${columns}) select ${columns} from events order by seq`.execute(trx);
+          await trx.schema.dropTable('events').execute();
+          await trx.schema.alterTable('events_rebuilt').renameTo('events').execute();
+          await trx.schema
+            .createIndex('events_kind_key_dedupe')
+            .on('events')
+            .columns(['kind', 'key', 'dedupe_key'])
+            .unique()
+            .execute();
+          await trx.schema.createIndex('events_expires').on('events').column('expires_at').execute();
+          await trx.schema.createIndex('events_secrets_expire').on('events').column('secrets_expire_at').execute();
+          const highest = Number(sequence[0]?.seq ?? 0);
+          await sql`delete from sqlite_sequence where name = 'events'`.execute(trx);
+          await sql`insert into sqlite_sequence (name, seq)
+            select 'events', max(${highest}, coalesce(max(seq), 0)) from events`.execute(trx);
+        });
       },
     },
   };

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { scopeOfApp } from '../../src/auth/caller.js';
 import { ConfigError, loadConfig } from '../../src/config/index.js';
-import { mobileIdDedupeKey } from '../../src/mobile-id/stored.js';
+import { mobileIdDedupeKey } from '../../src/events/index.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import {
   AUDIENCE,
