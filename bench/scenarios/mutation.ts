@@ -144,7 +144,7 @@ export async function mutationThroughput(
       `${env.options.rounds} alternating rounds after a ${env.options.warmupMs / 1000} s warm-up of each server. ` +
       'Every request carries a fresh idempotency key, so every one is a first call: the gateway validates, looks the project up in the ledger, ' +
       'claims the key, calls the upstream, records the network and completes the key in SQLite before it answers. ' +
-      'The durable baseline does the same SQLite work by hand (node:http, better-sqlite3 prepared statements, group commit, synchronous=FULL, undici): ' +
+      "The durable baseline does the same SQLite work by hand (node:http, better-sqlite3 prepared statements, group commit, synchronous=FULL with the claim settled at its COMMIT and its sync left to the completion's as the gateway does by default, undici): " +
       'the main reference. The bare proxy baseline only forwards to the upstream: the outer reference. ' +
       'The peers keep nothing: Hive Gateway serves the upstream call through an OpenAPI description composed with @graphql-mesh/compose-cli and @omnigraph/openapi ' +
       "(its own operation, `createService`, the same upstream POST with bearer token and Idempotency-Key); Apollo Server 5 gets the gateway's request bytes and calls the upstream from one resolver with undici.",

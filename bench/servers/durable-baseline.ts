@@ -4,14 +4,17 @@
  * (src/cloud/service.ts, src/upstream/idempotency.ts, src/store/idempotency.ts, src/store/ledger.ts):
  *
  * 1. the project lookup in the ledger (one prepared read);
- * 2. the idempotency claim: one upsert that inserts the pending record (or replaces an expired one),
- *    durable before the upstream call (as in the gateway: a crash after the call must find the claim);
+ * 2. the idempotency claim: one upsert that inserts the pending record (or replaces an expired one), committed
+ *    before the upstream call; as the gateway does by default (SQLITE_CLAIM_WITHOUT_SYNC, docs/decisions/078), its
+ *    WAL sync is left to the completion's, unless `--claim-sync durable` (the gateway's switch off);
  * 3. the upstream call: POST /ocs/v1/services to the same stub with the bearer token and the
  *    Idempotency-Key (derived from scope and key like the gateway's `upstreamKey`), over `undici.request`;
  * 4. the ledger row and the completed idempotency record, then the same JSON answer as the gateway.
  *
  * Its own SQLite file, the same two tables with the same indexes as the gateway's migrations, WAL,
- * `synchronous=FULL` (or NORMAL). Group commit as in src/store/sqlite-dialect.ts: the first write of a
+ * `synchronous=FULL` (or NORMAL). With FULL and the claim settled at its COMMIT, the connection runs NORMAL and
+ * the WAL is fdatasynced after each COMMIT that anything but claims waits for, before those are settled (what
+ * FULL does at every COMMIT; the gateway does the same off the event loop). Group commit as in src/store/sqlite-dialect.ts: the first write of a
  * turn of the event loop opens a transaction, every write of that turn joins it, one COMMIT at the end of
  * the turn (setImmediate), and each request goes on only after its turn's COMMIT. The ledger row and the
  * completion are written in the same turn, so they share one commit: two commits per request, each
@@ -21,9 +24,10 @@
  * does not share the gateway's ledger.
  *
  * Usage: node --import tsx bench/servers/durable-baseline.ts --upstream <url> --token <t> --api-key <k>
- *        --data-dir <dir> [--synchronous FULL|NORMAL]
+ *        --data-dir <dir> [--synchronous FULL|NORMAL] [--claim-sync commit|durable]
  */
 import { createHash, randomUUID } from 'node:crypto';
+import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -40,6 +44,7 @@ const { values: args } = parseArgs({
     'api-key': { type: 'string' },
     'data-dir': { type: 'string' },
     synchronous: { type: 'string', default: 'FULL' },
+    'claim-sync': { type: 'string', default: 'commit' },
   },
 });
 
@@ -55,7 +60,13 @@ const pool = new Pool(args.upstream!, { connections: 64, pipelining: 1, keepAliv
 
 const db = new SQLite(path.join(args['data-dir']!, 'durable-baseline.sqlite'));
 db.pragma('journal_mode = WAL');
-db.pragma(`synchronous = ${args.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
+const full = args.synchronous !== 'NORMAL';
+if (args['claim-sync'] !== 'commit' && args['claim-sync'] !== 'durable')
+  throw new Error(`--claim-sync wants commit or durable, got ${JSON.stringify(args['claim-sync'])}`);
+/** FULL with claims settled at their COMMIT: NORMAL on the connection, and the WAL synced here when a write needs it. */
+const syncByHand = full && args['claim-sync'] === 'commit';
+db.pragma(`synchronous = ${full && !syncByHand ? 'FULL' : 'NORMAL'}`);
+let walFd: number | null = null;
 db.exec(`
   create table if not exists idempotency_records (
     scope text not null, key text not null, operation text not null, fingerprint text not null, state text not null,
@@ -89,15 +100,19 @@ const seedProject = db.prepare(
    values (?, 'project', ?, null, 'bench', '{}', '{}', null, ?, ?) on conflict (id) do nothing`,
 );
 
-/** Group commit: writes of this turn, settled after the turn's COMMIT. */
+/** Group commit: writes of this turn, settled after the turn's COMMIT (and its sync, unless all are claims). */
 let group: Array<{ resolve: () => void; reject: (e: unknown) => void }> | null = null;
+let groupNeedsSync = false;
 
 function flush(): void {
   const waiting = group;
   if (!waiting) return;
   group = null;
+  const needsSync = groupNeedsSync;
+  groupNeedsSync = false;
   try {
     db.exec('commit');
+    if (syncByHand && needsSync) fs.fdatasyncSync((walFd ??= fs.openSync(`${db.name}-wal`, 'r')));
   } catch (error) {
     if (db.inTransaction) db.exec('rollback');
     for (const w of waiting) w.reject(error);
@@ -106,8 +121,12 @@ function flush(): void {
   for (const w of waiting) w.resolve();
 }
 
-/** Runs `work` (synchronous writes) in this turn's transaction; resolves after its COMMIT. */
-function durably<T>(work: () => T): Promise<T> {
+/**
+ * Runs `work` (synchronous writes) in this turn's transaction; resolves after its COMMIT and the sync that makes it
+ * durable, or with `claim` after the COMMIT alone when claims are settled there (the next sync covers it).
+ */
+function durably<T>(work: () => T, claim = false): Promise<T> {
+  if (!claim) groupNeedsSync = true;
   if (!group) {
     db.exec('begin immediate');
     group = [];
@@ -154,7 +173,7 @@ async function mutation(req: http.IncomingMessage, res: http.ServerResponse): Pr
   const now = Date.now();
   const claimed = await durably(function claimKey() {
     return claim.run(scope, key, print, now + LEASE_MS, now, now + RETENTION_MS, now).changes === 1;
-  });
+  }, true);
   if (!claimed) return graphqlError(res, 'IDEMPOTENCY_KEY_IN_USE', `idempotency key ${key} is taken`);
   const upstreamKey = uuidv5(`${scope}\u0000${key}`, UPSTREAM_NAMESPACE);
   let created: { id: string; metadata: { title: string } };
