@@ -10,8 +10,9 @@
  * belong to whoever called them: the idempotency claim or the event log when the stack still shows it; kysely awaits
  * before it runs a statement, so past that await the caller is gone and the statement counts as "ledger and SQLite
  * statements"). A sample is main-thread time while not
- * idle, so a synchronous wait there (an fsync inside COMMIT) counts; the process's CPU from /proc over the same
- * window (every thread) is the last row.
+ * idle, so a synchronous wait there (an fsync inside COMMIT) counts. The last two rows, the process's CPU from /proc
+ * (every thread, and every thread but the main one), come from another window of N operations with the profiler off:
+ * its sampler thread would otherwise be counted (docs/decisions/080).
  *
  * Options: --ops <n> (operations per measurement, default 4000), --no-write (print only; default writes the
  * tables into bench/breakdown.md between the `breakdown` markers), --concurrency <n> (operations in flight, default 16),
@@ -30,7 +31,7 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
 
-import { closedLoop, processCpu } from './lib/cpu.js';
+import { closedLoop, mainThreadCpu, processCpu } from './lib/cpu.js';
 import { API_KEY, gatewayEnv, NOTIFICATION_TOKEN, UPSTREAM_TOKEN } from './lib/env.js';
 import { graphql } from './lib/harness.js';
 import { Inspector } from './lib/inspector.js';
@@ -264,6 +265,15 @@ function attribute(profile: Profile): Map<Stage, number> {
   return out;
 }
 
+/** A server's figures, µs per operation: the main thread's samples by stage, and the CPU from /proc (profiler off). */
+interface M {
+  stages: Map<Stage, number>;
+  /** Every thread of the process. */
+  cpuUs: number;
+  /** Every thread but the main one: libuv's pool (the WAL sync), the checkpoint worker, V8's helpers. */
+  offMainUs: number;
+}
+
 interface Server {
   name: string;
   proc: Proc;
@@ -271,21 +281,27 @@ interface Server {
   inspector: Inspector;
 }
 
-async function measure(
-  server: Server,
-  request: () => Promise<void>,
-): Promise<{ stages: Map<Stage, number>; cpuUs: number }> {
+/**
+ * One server's figures for `request`: the stages from a profiled window of OPS operations, and the CPU from /proc over
+ * another window of OPS operations with the profiler off. V8's sampler is a thread of the process, and at one
+ * operation in flight it alone costs ~100–150 µs per notification, with ~40–70 µs more on the main thread
+ * (docs/decisions/080): a process total read while it runs measures the profiler.
+ */
+async function measure(server: Server, request: () => Promise<void>): Promise<M> {
   await closedLoop(Math.min(OPS, 2000), CONCURRENCY, request); // warm-up
+  await waitUntilIdle(server.proc.pid, 5_000);
+  const before = { all: processCpu(server.proc.pid), main: mainThreadCpu(server.proc.pid) };
+  await closedLoop(OPS, CONCURRENCY, request);
+  const cpuUs = ((processCpu(server.proc.pid) - before.all) * 1e6) / OPS;
+  const mainUs = ((mainThreadCpu(server.proc.pid) - before.main) * 1e6) / OPS;
   await waitUntilIdle(server.proc.pid, 5_000);
   await server.inspector.send('Profiler.enable');
   await server.inspector.send('Profiler.setSamplingInterval', { interval: 100 });
   await server.inspector.send('Profiler.start');
-  const before = processCpu(server.proc.pid);
   await closedLoop(OPS, CONCURRENCY, request);
-  const cpuUs = ((processCpu(server.proc.pid) - before) * 1e6) / OPS;
   const { profile } = await server.inspector.send<{ profile: Profile }>('Profiler.stop');
   const stages = new Map([...attribute(profile)].map(([s, us]) => [s, us / OPS]));
-  return { stages, cpuUs };
+  return { stages, cpuUs, offMainUs: cpuUs - mainUs };
 }
 
 /** `count` graphql-ws subscriptions, each waiting for its own auth_req_id, over 16 connections of this process. */
@@ -363,14 +379,11 @@ async function start(
   return { name, proc, origin, inspector: await Inspector.connect(inspectPort) };
 }
 
-function table(
-  title: string,
-  columns: Array<{ name: string; m: { stages: Map<Stage, number>; cpuUs: number } }>,
-): string {
+function table(title: string, columns: Array<{ name: string; m: M }>): string {
   const us = (v: number | undefined) => (v === undefined || Math.abs(v) < 0.05 ? '–' : v.toFixed(1));
   const shown = STAGES.filter((s) => columns.some((c) => (c.m.stages.get(s) ?? 0) >= 0.05));
   const lines = [
-    `**${title}**: µs per operation of the main thread's time, sampled (${OPS} operations, ${CONCURRENCY} in flight). A sample is time the thread was not idle, so a synchronous wait on the main thread (the durable baseline's fsync inside its COMMIT) counts, while the gateway syncs the WAL on libuv's pool; the last row is the process's CPU from /proc.`,
+    `**${title}**: µs per operation of the main thread's time, sampled (${OPS} operations, ${CONCURRENCY} in flight). A sample is time the thread was not idle, so a synchronous wait on the main thread (the durable baseline's fsync inside its COMMIT) counts, while the gateway syncs the WAL on libuv's pool; the last two rows are the process's CPU from /proc in a window of as many operations with the profiler off.`,
     '',
     `| stage | ${columns.map((c) => c.name).join(' | ')} |`,
     `|---|${columns.map(() => '---:').join('|')}|`,
@@ -378,6 +391,7 @@ function table(
   for (const s of shown) lines.push(`| ${s} | ${columns.map((c) => us(c.m.stages.get(s))).join(' | ')} |`);
   const mainThread = columns.map((c) => [...c.m.stages.values()].reduce((a, b) => a + b, 0));
   lines.push(`| *main thread, sampled, in all* | ${mainThread.map((v) => us(v)).join(' | ')} |`);
+  lines.push(`| off the main thread (/proc) | ${columns.map((c) => c.m.offMainUs.toFixed(1)).join(' | ')} |`);
   lines.push(`| **process CPU (/proc)** | ${columns.map((c) => `**${c.m.cpuUs.toFixed(1)}**`).join(' | ')} |`);
   return lines.join('\n');
 }
@@ -495,7 +509,6 @@ async function main(): Promise<void> {
       });
     const treeBody = JSON.stringify({ query: PROJECT_TREE, variables: { id: treeId } });
 
-    type M = { stages: Map<Stage, number>; cpuUs: number };
     const tables: string[] = [];
     if (ONLY.has('mutation')) {
       process.stderr.write('mutation: gateway\n');
@@ -572,6 +585,7 @@ async function main(): Promise<void> {
       const diff: M = {
         stages: new Map(STAGES.map((st) => [st, (gwDelivery.stages.get(st) ?? 0) - (gwIntake!.stages.get(st) ?? 0)])),
         cpuUs: gwDelivery.cpuUs - gwIntake!.cpuUs,
+        offMainUs: gwDelivery.offMainUs - gwIntake!.offMainUs,
       };
       tables.push(
         table('mobile-ID notification with its one waiting subscriber (graphql-ws)', [

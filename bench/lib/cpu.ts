@@ -25,3 +25,8 @@ export async function closedLoop(count: number, concurrency: number, op: (i: num
     }),
   );
 }
+
+/** CPU seconds of the main thread of `pid` alone (its tid is the pid), from schedstat. */
+export function mainThreadCpu(pid: number): number {
+  return Number(fs.readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e9;
+}
