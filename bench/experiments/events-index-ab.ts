@@ -15,7 +15,7 @@ import { parseArgs } from 'node:util';
 
 import type { EventLog } from '../../src/events/log.js';
 import type { openStore } from '../../src/store/index.js';
-import { sampleEventRow } from './sample-event.js';
+import { sampleAppend } from './sample-event.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -56,19 +56,10 @@ async function append(log: EventLog, count: number, width: number): Promise<stri
   const worker = async () => {
     while (next < count) {
       next++;
-      const [kind, key, dedupeKey, print, payload, meta, scope, , , secretsExpireAt] = sampleEventRow() as string[];
-      const { status } = await log.append({
-        kind: kind!,
-        key: key!,
-        dedupeKey: dedupeKey!,
-        fingerprint: print!,
-        payload: JSON.parse(payload!) as unknown,
-        meta: JSON.parse(meta!) as Record<string, unknown>,
-        scope: scope!,
-        secretsExpireAt: Number(secretsExpireAt),
-      });
+      const event = sampleAppend();
+      const { status } = await log.append(event);
       if (status !== 'created') throw new Error(status);
-      keys.push(key!);
+      keys.push(event.key);
     }
   };
   await Promise.all(Array.from({ length: width }, worker));

@@ -13,7 +13,7 @@ import { startEmbeddedPostgres } from '../../scripts/embedded-postgres.js';
 import { EventLog } from '../../src/events/log.js';
 import { createLogger } from '../../src/logger.js';
 import { openStore } from '../../src/store/index.js';
-import { sampleEventRow } from './sample-event.js';
+import { sampleAppend } from './sample-event.js';
 
 const pg = await startEmbeddedPostgres();
 try {
@@ -28,17 +28,9 @@ try {
   for (let b = 0; b < 200; b++) {
     await Promise.all(
       Array.from({ length: 100 }, async () => {
-        const [kind, key, dedupeKey, print, payload, meta, scope] = sampleEventRow() as string[];
-        keys.push(key!);
-        await log.append({
-          kind: kind!,
-          key: key!,
-          dedupeKey: dedupeKey!,
-          fingerprint: print!,
-          payload: JSON.parse(payload!) as unknown,
-          meta: JSON.parse(meta!) as Record<string, unknown>,
-          scope: scope!,
-        });
+        const event = sampleAppend();
+        keys.push(event.key);
+        await log.append(event);
       }),
     );
   }

@@ -30,3 +30,18 @@ export function sampleEventRow(): unknown[] {
     now + 3_600_000,
   ];
 }
+
+/** The same event as `EventLog.append` takes it (events-index-ab.ts, events-plans-postgres.ts). */
+export function sampleAppend() {
+  const [kind, key, dedupeKey, fingerprint, payload, meta, scope, , , secretsExpireAt] = sampleEventRow() as string[];
+  return {
+    kind: kind!,
+    key: key!,
+    dedupeKey: dedupeKey!,
+    fingerprint: fingerprint!,
+    payload: JSON.parse(payload!) as unknown,
+    meta: JSON.parse(meta!) as Record<string, unknown>,
+    scope: scope!,
+    secretsExpireAt: Number(secretsExpireAt),
+  };
+}
