@@ -8,7 +8,11 @@
  * perf counts on-CPU samples per thread; the V8 sampler (`--cpu-prof`) charges to the main thread the moments it
  * was preempted (a woken peer of a loopback write, libuv's pool thread), which is why its figures are not used here.
  *
+ * With `--baseline`, the same for the durable baseline (bench/servers/durable-baseline.ts, run through tsx, FULL) in
+ * place of the gateway.
+ *
  *   npx tsx bench/experiments/creation-cpu-where.ts [--rounds 4] [--n 3000] [--inflight 16] [--perf /tmp/creation.data]
+ *     [--baseline]
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -20,7 +24,7 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 
 import { closedLoop, mainThreadCpu, processCpu } from '../lib/cpu.js';
-import { API_KEY, gatewayEnv } from '../lib/env.js';
+import { API_KEY, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
 import { graphql } from '../lib/harness.js';
 import { freePort, ROOT, spawnNode } from '../lib/processes.js';
 import { CREATE_NETWORK } from '../scenarios/mutation.js';
@@ -31,6 +35,7 @@ const { values: cli } = parseArgs({
     n: { type: 'string', default: '3000' },
     inflight: { type: 'string', default: '16' },
     perf: { type: 'string' },
+    baseline: { type: 'boolean', default: false },
   },
 });
 const rounds = Number(cli.rounds);
@@ -44,33 +49,65 @@ const stub = await spawnNode('upstream', {
   cpus: null,
   readiness: { line: true },
 });
-const port = await freePort();
-const origin = `http://127.0.0.1:${port}`;
-const gateway = await spawnNode('gateway', {
-  script: 'dist/src/main.js',
-  cwd: ROOT,
-  cpus: null,
-  nodeArgs: cli.perf ? ['--perf-basic-prof-only-functions'] : [],
-  env: { ...gatewayEnv({ port, dataDir: root, stubUrl: String(stub.ready.url) }), SQLITE_SYNCHRONOUS: 'FULL' },
-  readiness: { url: `${origin}/readyz` },
-  timeoutMs: 60_000,
-});
-const pid = gateway.child.pid!;
-const project = await graphql<{ createProject: { project: { id: string } } }>(
-  origin,
-  API_KEY,
-  'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
-  { input: { name: 'where', description: 'creation-cpu-where' } },
-);
-const body = JSON.stringify({
-  query: CREATE_NETWORK,
-  variables: { input: { projectId: project.createProject.project.id, title: 'where-net' }, key: '{{uuid}}' },
-});
+const nodeArgs = cli.perf ? ['--perf-basic-prof-only-functions'] : [];
+let origin: string;
+let pid: number;
+let requestPath: string;
+let body: string;
+let stop: () => Promise<void>;
+if (cli.baseline) {
+  // The baseline's arguments as bench/breakdown.ts gives them (FULL is its default), its data in this run's directory.
+  const baseline = await spawnNode('durable baseline', {
+    script: 'bench/servers/durable-baseline.ts',
+    cwd: ROOT,
+    cpus: null,
+    nodeArgs,
+    args: ['--upstream', String(stub.ready.url), '--token', UPSTREAM_TOKEN, '--api-key', API_KEY, '--data-dir', root],
+    readiness: { line: true },
+    timeoutMs: 60_000,
+  });
+  origin = String(baseline.ready.url);
+  pid = baseline.child.pid!;
+  stop = () => baseline.stop();
+  const projectId = randomUUID();
+  const seeded = await fetch(`${origin}/seed`, { method: 'POST', body: JSON.stringify({ projectId }) });
+  if (seeded.status !== 200) throw new Error(`durable baseline: seed answered ${seeded.status}`);
+  requestPath = '/mutation';
+  body = JSON.stringify({
+    query: CREATE_NETWORK,
+    variables: { input: { projectId, title: 'where-net' }, key: '{{uuid}}' },
+  });
+} else {
+  const port = await freePort();
+  origin = `http://127.0.0.1:${port}`;
+  const gateway = await spawnNode('gateway', {
+    script: 'dist/src/main.js',
+    cwd: ROOT,
+    cpus: null,
+    nodeArgs,
+    env: { ...gatewayEnv({ port, dataDir: root, stubUrl: String(stub.ready.url) }), SQLITE_SYNCHRONOUS: 'FULL' },
+    readiness: { url: `${origin}/readyz` },
+    timeoutMs: 60_000,
+  });
+  pid = gateway.child.pid!;
+  stop = () => gateway.stop();
+  const project = await graphql<{ createProject: { project: { id: string } } }>(
+    origin,
+    API_KEY,
+    'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
+    { input: { name: 'where', description: 'creation-cpu-where' } },
+  );
+  requestPath = '/graphql';
+  body = JSON.stringify({
+    query: CREATE_NETWORK,
+    variables: { input: { projectId: project.createProject.project.id, title: 'where-net' }, key: '{{uuid}}' },
+  });
+}
 const pool = new Pool(origin, { connections: Math.max(inflight, 64) });
 async function one(): Promise<void> {
   const res = await pool.request({
     method: 'POST',
-    path: '/graphql',
+    path: requestPath,
     headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
     body: body.replace('{{uuid}}', randomUUID()),
   });
@@ -96,7 +133,7 @@ if (perf) {
   await new Promise((resolve) => perf.once('exit', resolve));
 }
 await pool.close();
-await gateway.stop();
+await stop();
 await stub.stop();
 fs.rmSync(root, { recursive: true, force: true });
 process.exit(0);
