@@ -1,0 +1,139 @@
+/**
+ * Where a durable creation's CPU goes, on the build `npm start` runs (docs/decisions/081): the gateway from dist/
+ * (`npm run build` first), unpinned, SQLITE_SYNCHRONOUS=FULL, data on the bench's disk, the bench's upstream stub,
+ * scenario 1's createNetwork with a fresh key each time, a closed loop of `--inflight`. After a warm-up block, per
+ * block of `--n`: the CPU of the whole process per creation (/proc schedstat, every thread) and of its main thread.
+ * With `--perf <file>`, `perf record -g` samples the gateway's threads over the measured blocks (the gateway then runs
+ * with --perf-basic-prof-only-functions so that perf names its JavaScript); read it with `perf report -i <file>`.
+ * perf counts on-CPU samples per thread; the V8 sampler (`--cpu-prof`) charges to the main thread the moments it
+ * was preempted (a woken peer of a loopback write, libuv's pool thread), which is why its figures are not used here.
+ *
+ * With `--baseline`, the same for the durable baseline (bench/servers/durable-baseline.ts, run through tsx, FULL) in
+ * place of the gateway.
+ *
+ *   npx tsx bench/experiments/creation-cpu-where.ts [--rounds 4] [--n 3000] [--inflight 16] [--perf /tmp/creation.data]
+ *     [--baseline]
+ */
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { Pool } from 'undici';
+
+import { closedLoop, mainThreadCpu, processCpu } from '../lib/cpu.js';
+import { API_KEY, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
+import { graphql } from '../lib/harness.js';
+import { freePort, ROOT, spawnNode } from '../lib/processes.js';
+import { CREATE_NETWORK } from '../scenarios/mutation.js';
+
+const { values: cli } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '4' },
+    n: { type: 'string', default: '3000' },
+    inflight: { type: 'string', default: '16' },
+    perf: { type: 'string' },
+    baseline: { type: 'boolean', default: false },
+  },
+});
+const rounds = Number(cli.rounds);
+const n = Number(cli.n);
+const inflight = Number(cli.inflight);
+if (!fs.existsSync(path.join(ROOT, 'dist/src/main.js'))) throw new Error('no dist/src/main.js: run `npm run build`');
+
+const root = fs.mkdtempSync(path.join(os.tmpdir(), 'creation-cpu-where-'));
+const stub = await spawnNode('upstream', {
+  script: 'bench/servers/upstream.ts',
+  cpus: null,
+  readiness: { line: true },
+});
+const nodeArgs = cli.perf ? ['--perf-basic-prof-only-functions'] : [];
+let origin: string;
+let pid: number;
+let requestPath: string;
+let body: string;
+let stop: () => Promise<void>;
+if (cli.baseline) {
+  // The baseline's arguments as bench/breakdown.ts gives them (FULL is its default), its data in this run's directory.
+  const baseline = await spawnNode('durable baseline', {
+    script: 'bench/servers/durable-baseline.ts',
+    cwd: ROOT,
+    cpus: null,
+    nodeArgs,
+    args: ['--upstream', String(stub.ready.url), '--token', UPSTREAM_TOKEN, '--api-key', API_KEY, '--data-dir', root],
+    readiness: { line: true },
+    timeoutMs: 60_000,
+  });
+  origin = String(baseline.ready.url);
+  pid = baseline.child.pid!;
+  stop = () => baseline.stop();
+  const projectId = randomUUID();
+  const seeded = await fetch(`${origin}/seed`, { method: 'POST', body: JSON.stringify({ projectId }) });
+  if (seeded.status !== 200) throw new Error(`durable baseline: seed answered ${seeded.status}`);
+  requestPath = '/mutation';
+  body = JSON.stringify({
+    query: CREATE_NETWORK,
+    variables: { input: { projectId, title: 'where-net' }, key: '{{uuid}}' },
+  });
+} else {
+  const port = await freePort();
+  origin = `http://127.0.0.1:${port}`;
+  const gateway = await spawnNode('gateway', {
+    script: 'dist/src/main.js',
+    cwd: ROOT,
+    cpus: null,
+    nodeArgs,
+    env: { ...gatewayEnv({ port, dataDir: root, stubUrl: String(stub.ready.url) }), SQLITE_SYNCHRONOUS: 'FULL' },
+    readiness: { url: `${origin}/readyz` },
+    timeoutMs: 60_000,
+  });
+  pid = gateway.child.pid!;
+  stop = () => gateway.stop();
+  const project = await graphql<{ createProject: { project: { id: string } } }>(
+    origin,
+    API_KEY,
+    'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
+    { input: { name: 'where', description: 'creation-cpu-where' } },
+  );
+  requestPath = '/graphql';
+  body = JSON.stringify({
+    query: CREATE_NETWORK,
+    variables: { input: { projectId: project.createProject.project.id, title: 'where-net' }, key: '{{uuid}}' },
+  });
+}
+const pool = new Pool(origin, { connections: Math.max(inflight, 64) });
+async function one(): Promise<void> {
+  const res = await pool.request({
+    method: 'POST',
+    path: requestPath,
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+    body: body.replace('{{uuid}}', randomUUID()),
+  });
+  const text = await res.body.text();
+  if (res.statusCode !== 200 || text.includes('"errors"')) throw new Error(`${res.statusCode} ${text}`);
+}
+
+await closedLoop(n, inflight, one);
+const perf = cli.perf
+  ? spawn('perf', ['record', '-F', '2000', '-g', '-p', String(pid), '-o', cli.perf], { stdio: 'ignore' })
+  : null;
+if (perf) await sleep(1000);
+for (let r = 0; r < rounds; r++) {
+  const cpu0 = processCpu(pid);
+  const main0 = mainThreadCpu(pid);
+  await closedLoop(n, inflight, one);
+  const cpu = ((processCpu(pid) - cpu0) / n) * 1e6;
+  const main = ((mainThreadCpu(pid) - main0) / n) * 1e6;
+  console.log(`block ${r}: ${cpu.toFixed(0)} µs per creation, main thread ${main.toFixed(0)} µs`);
+}
+if (perf) {
+  perf.kill('SIGINT');
+  await new Promise((resolve) => perf.once('exit', resolve));
+}
+await pool.close();
+await stop();
+await stub.stop();
+fs.rmSync(root, { recursive: true, force: true });
+process.exit(0);
