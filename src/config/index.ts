@@ -618,6 +618,10 @@ const VARS = {
     'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).',
   ),
   EVENT_RETENTION: declare(duration('7d'), 'How long webhook events are kept in the event log.'),
+  EVENT_NOTIFY_GROUPED: declare(
+    bool(true),
+    "PostgreSQL replicas: true: the NOTIFYs of events a replica publishes while its previous NOTIFY is in flight go out together once it is done, in one statement and one transaction (one commit, one turn of PostgreSQL's NOTIFY lock), each still its own notice; an event's webhook is answered once its NOTIFY committed, as before (docs/decisions/083). false: one statement and one transaction per event; an off switch, not a tuning knob. Ignored without DATABASE_URL.",
+  ),
   SUBSCRIBER_BUFFER_BYTES: declare(
     int(8 * 1024 * 1024, 1024, 2 ** 40),
     'Most bytes a WebSocket subscriber may leave unread: past it the gateway closes the connection (1013) with the last cursor of the subscription it could not deliver to, rather than skip events or buffer without bound.',
@@ -1047,6 +1051,8 @@ export interface Config {
   /** Per-API-key limits (null: no limit); see src/ratelimit/ and docs/decisions/023. */
   readonly rateLimits: { readonly creations: RateLimit | null; readonly reads: RateLimit | null };
   readonly eventRetentionMs: number;
+  /** PostgreSQL: the NOTIFYs published while one is in flight go out in one statement (EVENT_NOTIFY_GROUPED). */
+  readonly eventNotifyGrouped: boolean;
   /** SUBSCRIBER_BUFFER_BYTES: unsent bytes of a WebSocket subscriber past which it is closed as a slow consumer. */
   readonly subscriberBufferBytes: number;
   /** The delivery path's shortcuts (docs/decisions/062), each with its off switch. */
@@ -1302,6 +1308,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       'callback-addresses': { perMinute: e.APP_CALLBACK_ADDRESSES_PER_MINUTE, total: e.APP_CALLBACK_ADDRESSES },
     },
     eventRetentionMs: e.EVENT_RETENTION,
+    eventNotifyGrouped: e.EVENT_NOTIFY_GROUPED,
     subscriberBufferBytes: e.SUBSCRIBER_BUFFER_BYTES,
     ledgerCacheRecords: e.LEDGER_CACHE_RECORDS,
     delivery: { compiledSelection: e.SUBSCRIPTION_COMPILED_SELECTION, clearFromIntake: e.DELIVERY_CLEAR_FROM_INTAKE },

@@ -49,6 +49,12 @@ export interface PostgresBusOptions {
   logger: Logger;
   /** What seals each event's cursor: the gateway's, so that every replica reads the others' cursors. */
   cursors: CursorCodec;
+  /**
+   * True: the NOTIFYs of events published while another NOTIFY is being sent go out together, in one statement and
+   * one transaction (one commit, one turn of PostgreSQL's NOTIFY lock) once it is done; each is still its own notice.
+   * False: one statement and one transaction per event (the off switch, EVENT_NOTIFY_GROUPED).
+   */
+  groupNotices?: boolean;
 }
 
 /**
@@ -76,6 +82,10 @@ export class PostgresBus implements EventBus {
   private reconnecting = false;
   private passPending = false;
   private delivering: Promise<void> = Promise.resolve();
+  /** Notices waiting for the NOTIFY in flight to finish, and the statement that will send them. */
+  private queuedNotices: string[] = [];
+  private nextNotify: Promise<void> | null = null;
+  private notifying: Promise<void> = Promise.resolve();
   private readonly probe: NodeJS.Timeout;
 
   private constructor(private readonly options: PostgresBusOptions) {
@@ -325,8 +335,31 @@ export class PostgresBus implements EventBus {
       }
     }
     const notice: Notice = { seq: event.seq };
-    await sql`select pg_notify(${CHANNEL}, ${JSON.stringify(notice)})`.execute(this.options.db);
+    await this.notify(JSON.stringify(notice));
     await caughtUp;
+  }
+
+  /**
+   * Sends one notice; resolves once its transaction committed. Grouped, a notice that comes while a NOTIFY is in
+   * flight waits for it and goes with every other notice that came meanwhile: one statement, one commit, each notice
+   * still its own (a replica reads the log after the highest number it read, whatever order the notices come in).
+   */
+  private notify(payload: string): Promise<void> {
+    if (this.options.groupNotices === false) {
+      return sql`select pg_notify(${CHANNEL}, ${payload})`.execute(this.options.db).then(() => undefined);
+    }
+    this.queuedNotices.push(payload);
+    if (this.nextNotify === null) {
+      const next = this.notifying.then(async () => {
+        const payloads = this.queuedNotices;
+        this.queuedNotices = [];
+        this.nextNotify = null;
+        await sql`select pg_notify(${CHANNEL}, p) from unnest(${payloads}::text[]) as p`.execute(this.options.db);
+      });
+      this.nextNotify = next;
+      this.notifying = next.catch(() => undefined);
+    }
+    return this.nextNotify;
   }
 
   subscribe(kind: string, key: string | null, listener: EventListener): () => void {

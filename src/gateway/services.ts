@@ -93,7 +93,14 @@ export async function buildServices(
   // With PostgreSQL, events cross replicas through LISTEN/NOTIFY; with SQLite there is one process.
   const replicated =
     store.dialect === 'postgres' && config.databaseUrl
-      ? await PostgresBus.start({ databaseUrl: config.databaseUrl, db: store.db, log: eventLog, logger, cursors })
+      ? await PostgresBus.start({
+          databaseUrl: config.databaseUrl,
+          db: store.db,
+          log: eventLog,
+          logger,
+          cursors,
+          groupNotices: config.eventNotifyGrouped,
+        })
       : null;
   // Cursors start after what the log holds: events already stored are not published again.
   const bus: EventBus = replicated ?? new InProcessBus(await eventLog.lastSeq(), cursors);
