@@ -1,0 +1,214 @@
+/**
+ * The marginal CPU of one delivery to a waiting subscriber, measured as a difference inside one process, rounds
+ * interleaved. Each round, the clients (a child process) open `waiting` graphql-ws connections to the gateway, one
+ * subscription each on its own fresh auth_req_id (the subscription of scenarios 5 and 9); then `waiting` notifications
+ * go to the webhook, `inFlight` at a time. In a "with" round each notification is for one of the waiting ids (a `next`
+ * and a `complete` follow); in a "without" round each is for an id nobody waits for, so the same connections wait and
+ * the same intake runs with no delivery. The round's CPU (process.cpuUsage: the gateway's threads and the webhook
+ * client, the same in both) runs from the first webhook to the last 204 ("without") or to the last `complete` the
+ * clients get ("with"). One delivery costs with − without, per pair of rounds; the median and the range of the pairs
+ * are printed, and the same for the main thread alone (its /proc stat, 10 ms ticks). With `--b ENV=VALUE`, a second gateway in the same process runs with that environment and its rounds
+ * are interleaved with the first's (A with, A without, B with, B without, …).
+ *
+ * `--only with` or `--only without` runs one kind of round alone, for a CPU profile of each (node --cpu-prof).
+ *
+ *   npx tsx bench/experiments/single-delivery-ab.ts [--waiting 300] [--in-flight 4] [--rounds 8] [--b NAME=VALUE]
+ */
+import { fork } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { request } from 'undici';
+import { WebSocket } from 'ws';
+
+import { loadConfig } from '../../src/config/index.js';
+import type { Gateway } from '../../src/gateway/options.js';
+import { startGateway } from '../../src/gateway/start.js';
+import { createLogger } from '../../src/logger.js';
+import { SUBSCRIPTION } from '../scenarios/fanout.js';
+import { notificationBody } from '../scenarios/webhook.js';
+
+const { values: cli } = parseArgs({
+  options: {
+    waiting: { type: 'string', default: '300' },
+    'in-flight': { type: 'string', default: '4' },
+    rounds: { type: 'string', default: '8' },
+    b: { type: 'string' },
+    /** `with` or `without` alone (for a CPU profile of one kind of round); both by default. */
+    only: { type: 'string' },
+    clients: { type: 'boolean', default: false },
+  },
+});
+
+const API_KEY = 'ab-api-key';
+const TOKEN = 'ab-notification-token';
+
+/** The child: opens one connection and subscription per id on the parent's word, says when every one completed. */
+function clients(): void {
+  let sockets: WebSocket[] = [];
+  process.on('message', async (m: { url: string; ids: string[] } | 'close') => {
+    if (m === 'close') {
+      await Promise.all(sockets.map((ws) => new Promise<void>((r) => (ws.once('close', () => r()), ws.close()))));
+      sockets = [];
+      process.send!('closed');
+      return;
+    }
+    let completes = 0;
+    sockets = await Promise.all(
+      m.ids.map(
+        (id) =>
+          new Promise<WebSocket>((resolve, reject) => {
+            const ws = new WebSocket(`${m.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws', {
+              perMessageDeflate: false,
+            });
+            ws.once('error', reject);
+            ws.once('open', () =>
+              ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${API_KEY}` } })),
+            );
+            ws.on('message', (data) => {
+              const text = String(data);
+              if (text.startsWith('{"type":"connection_ack"')) {
+                ws.send(
+                  JSON.stringify({
+                    id: 's',
+                    type: 'subscribe',
+                    payload: { query: SUBSCRIPTION, variables: { authReqId: id } },
+                  }),
+                );
+                resolve(ws);
+              } else if (text.startsWith('{"type":"ping"')) ws.send('{"type":"pong"}');
+              else if (text.includes('"type":"complete"') && ++completes === m.ids.length) process.send!('done');
+            });
+          }),
+      ),
+    );
+    process.send!('ready');
+  });
+}
+
+/**
+ * The main thread's CPU time in µs, from /proc (utime + stime of the thread whose id is the process's, in clock ticks
+ * of 10 ms: over a round of 1,000 notifications, ±10 µs per notification).
+ */
+function mainThreadUs(): number {
+  const stat = fs.readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100;
+}
+
+async function gateway(env: Record<string, string>): Promise<Gateway> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'single-delivery-ab-'));
+  const config = loadConfig({
+    GATEWAY_API_KEYS: API_KEY,
+    MOBILEID_NOTIFICATION_TOKENS: TOKEN,
+    SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
+    LOG_LEVEL: 'warn',
+    NODE_ENV: 'production',
+    ...env,
+    DATA_DIR: dataDir,
+  });
+  return startGateway(config, { port: 0, host: '127.0.0.1', logger: createLogger({ level: 'warn' } as never) });
+}
+
+async function main(): Promise<void> {
+  const named: Array<[string, Record<string, string>]> = [['A', {}]];
+  if (cli.b) {
+    const [name, value] = cli.b.split('=') as [string, string];
+    named.push(['B', { [name]: value }]);
+  }
+  const gateways = await Promise.all(named.map(([, env]) => gateway(env)));
+  const child = fork(fileURLToPath(import.meta.url), ['--clients'], { execArgv: ['--import', 'tsx'] });
+  const said = (word: string) =>
+    new Promise<void>((resolve) => {
+      const on = (m: unknown) => {
+        if (m !== word) return;
+        child.off('message', on);
+        resolve();
+      };
+      child.on('message', on);
+    });
+  const waiting = Number(cli.waiting);
+  const inFlight = Number(cli['in-flight']);
+  const body = notificationBody();
+
+  async function round(gw: Gateway, deliver: boolean): Promise<[number, number]> {
+    const ids = Array.from({ length: waiting }, () => randomUUID());
+    const ready = said('ready');
+    child.send({ url: gw.url, ids });
+    await ready;
+    while (gw.services.events.bus.subscribers('mobile-id') < waiting) await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 200));
+    const targets = deliver ? ids : ids.map(() => randomUUID());
+    const done = deliver ? said('done') : Promise.resolve();
+    const main0 = mainThreadUs();
+    const before = process.cpuUsage();
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: inFlight }, async () => {
+        while (next < targets.length) {
+          const id = targets[next++]!;
+          const res = await request(`${gw.url}/webhooks/mobile-id`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
+            body: body.replace('{{uuid}}', id),
+          });
+          await res.body.dump();
+          if (res.statusCode !== 204) throw new Error(`webhook answered ${res.statusCode}`);
+        }
+      }),
+    );
+    await done;
+    const used = process.cpuUsage(before);
+    const main = mainThreadUs() - main0;
+    const closed = said('closed');
+    child.send('close');
+    await closed;
+    return [(used.user + used.system) / waiting, main / waiting];
+  }
+
+  const rounds = Number(cli.rounds);
+  const marginal: number[][] = named.map(() => []);
+  const withs: number[][] = named.map(() => []);
+  const withouts: number[][] = named.map(() => []);
+  const mainMarginal: number[][] = named.map(() => []);
+  for (let r = 0; r <= rounds; r++) {
+    for (let g = 0; g < gateways.length; g++) {
+      // Alternate which of the pair goes first, so a drift in the machine's load falls on both alike.
+      const order = cli.only ? [cli.only === 'with'] : r % 2 === 0 ? [true, false] : [false, true];
+      const got: Record<string, number> = {};
+      const gotMain: Record<string, number> = {};
+      for (const deliver of order)
+        [got[String(deliver)], gotMain[String(deliver)]] = await round(gateways[g]!, deliver);
+      // The first pair of each gateway is a warm-up.
+      if (r === 0 || cli.only) continue;
+      withs[g]!.push(got.true!);
+      withouts[g]!.push(got.false!);
+      marginal[g]!.push(got.true! - got.false!);
+      mainMarginal[g]!.push(gotMain.true! - gotMain.false!);
+    }
+  }
+  const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!;
+  const f = (v: number[]) => v.map((x) => x.toFixed(1)).join(' ');
+  let out = `µs CPU per notification, ${rounds} pairs of rounds of ${waiting} (${inFlight} in flight)\n`;
+  if (cli.only) out = '';
+  else
+    named.forEach(([name, env], g) => {
+      out +=
+        `${name} ${JSON.stringify(env)}: one delivery ${median(marginal[g]!).toFixed(1)} ` +
+        `(range ${Math.min(...marginal[g]!).toFixed(1)}–${Math.max(...marginal[g]!).toFixed(1)}); ` +
+        `with ${median(withs[g]!).toFixed(1)}, without ${median(withouts[g]!).toFixed(1)}\n` +
+        `  pairs: ${f(marginal[g]!)}\n` +
+        `  main thread alone: ${median(mainMarginal[g]!).toFixed(1)} ` +
+        `(range ${Math.min(...mainMarginal[g]!).toFixed(1)}–${Math.max(...mainMarginal[g]!).toFixed(1)}); pairs ${f(mainMarginal[g]!)}\n`;
+    });
+  if (named.length === 2) out += `A/B of one delivery: ${(median(marginal[0]!) / median(marginal[1]!)).toFixed(3)}\n`;
+  process.stdout.write(out);
+  child.kill();
+  await Promise.all(gateways.map((g) => g.close()));
+}
+
+if (cli.clients) clients();
+else await main();
