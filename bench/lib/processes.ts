@@ -273,7 +273,14 @@ export async function spawnNode(name: string, options: SpawnOptions): Promise<Pr
       running.delete(proc);
       if (exited) return;
       child.kill('SIGTERM');
-      const killed = await Promise.race([exit.then(() => true), sleep(10_000).then(() => false)]);
+      // The 10 s limit's timer is cleared once the child is gone: left running, it kept the caller's process alive
+      // for those 10 s after its work was done.
+      let limit: NodeJS.Timeout | undefined;
+      const killed = await Promise.race([
+        exit.then(() => true),
+        new Promise<boolean>((resolve) => (limit = setTimeout(() => resolve(false), 10_000))),
+      ]);
+      clearTimeout(limit);
       if (!killed) {
         child.kill('SIGKILL');
         await exit;
