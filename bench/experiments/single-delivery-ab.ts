@@ -14,22 +14,13 @@
  *
  *   npx tsx bench/experiments/single-delivery-ab.ts [--waiting 300] [--in-flight 4] [--rounds 8] [--b NAME=VALUE]
  */
-import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { request } from 'undici';
-import { WebSocket } from 'ws';
 
-import { loadConfig } from '../../src/config/index.js';
 import type { Gateway } from '../../src/gateway/options.js';
-import { startGateway } from '../../src/gateway/start.js';
-import { createLogger } from '../../src/logger.js';
-import { SUBSCRIPTION } from '../scenarios/fanout.js';
 import { notificationBody } from '../scenarios/webhook.js';
+import { forkSubscriberClients, inProcessGateway, notify, subscriberClients } from './in-process-gateway.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -43,52 +34,6 @@ const { values: cli } = parseArgs({
   },
 });
 
-const API_KEY = 'ab-api-key';
-const TOKEN = 'ab-notification-token';
-
-/** The child: opens one connection and subscription per id on the parent's word, says when every one completed. */
-function clients(): void {
-  let sockets: WebSocket[] = [];
-  process.on('message', async (m: { url: string; ids: string[] } | 'close') => {
-    if (m === 'close') {
-      await Promise.all(sockets.map((ws) => new Promise<void>((r) => (ws.once('close', () => r()), ws.close()))));
-      sockets = [];
-      process.send!('closed');
-      return;
-    }
-    let completes = 0;
-    sockets = await Promise.all(
-      m.ids.map(
-        (id) =>
-          new Promise<WebSocket>((resolve, reject) => {
-            const ws = new WebSocket(`${m.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws', {
-              perMessageDeflate: false,
-            });
-            ws.once('error', reject);
-            ws.once('open', () =>
-              ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${API_KEY}` } })),
-            );
-            ws.on('message', (data) => {
-              const text = String(data);
-              if (text.startsWith('{"type":"connection_ack"')) {
-                ws.send(
-                  JSON.stringify({
-                    id: 's',
-                    type: 'subscribe',
-                    payload: { query: SUBSCRIPTION, variables: { authReqId: id } },
-                  }),
-                );
-                resolve(ws);
-              } else if (text.startsWith('{"type":"ping"')) ws.send('{"type":"pong"}');
-              else if (text.includes('"type":"complete"') && ++completes === m.ids.length) process.send!('done');
-            });
-          }),
-      ),
-    );
-    process.send!('ready');
-  });
-}
-
 /**
  * The main thread's CPU time in µs, from /proc (utime + stime of the thread whose id is the process's, in clock ticks
  * of 10 ms: over a round of 1,000 notifications, ±10 µs per notification).
@@ -99,18 +44,8 @@ function mainThreadUs(): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100;
 }
 
-async function gateway(env: Record<string, string>): Promise<Gateway> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'single-delivery-ab-'));
-  const config = loadConfig({
-    GATEWAY_API_KEYS: API_KEY,
-    MOBILEID_NOTIFICATION_TOKENS: TOKEN,
-    SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
-    LOG_LEVEL: 'warn',
-    NODE_ENV: 'production',
-    ...env,
-    DATA_DIR: dataDir,
-  });
-  return startGateway(config, { port: 0, host: '127.0.0.1', logger: createLogger({ level: 'warn' } as never) });
+function gateway(env: Record<string, string>): Promise<Gateway> {
+  return inProcessGateway('single-delivery-ab', env);
 }
 
 async function main(): Promise<void> {
@@ -120,16 +55,7 @@ async function main(): Promise<void> {
     named.push(['B', { [name]: value }]);
   }
   const gateways = await Promise.all(named.map(([, env]) => gateway(env)));
-  const child = fork(fileURLToPath(import.meta.url), ['--clients'], { execArgv: ['--import', 'tsx'] });
-  const said = (word: string) =>
-    new Promise<void>((resolve) => {
-      const on = (m: unknown) => {
-        if (m !== word) return;
-        child.off('message', on);
-        resolve();
-      };
-      child.on('message', on);
-    });
+  const { child, said } = forkSubscriberClients(import.meta.url);
   const waiting = Number(cli.waiting);
   const inFlight = Number(cli['in-flight']);
   const body = notificationBody();
@@ -137,7 +63,7 @@ async function main(): Promise<void> {
   async function round(gw: Gateway, deliver: boolean): Promise<[number, number]> {
     const ids = Array.from({ length: waiting }, () => randomUUID());
     const ready = said('ready');
-    child.send({ url: gw.url, ids });
+    child.send({ url: gw.url, groups: ids.map((id) => [id]) });
     await ready;
     while (gw.services.events.bus.subscribers('mobile-id') < waiting) await new Promise((r) => setTimeout(r, 10));
     await new Promise((r) => setTimeout(r, 200));
@@ -149,14 +75,7 @@ async function main(): Promise<void> {
     await Promise.all(
       Array.from({ length: inFlight }, async () => {
         while (next < targets.length) {
-          const id = targets[next++]!;
-          const res = await request(`${gw.url}/webhooks/mobile-id`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
-            body: body.replace('{{uuid}}', id),
-          });
-          await res.body.dump();
-          if (res.statusCode !== 204) throw new Error(`webhook answered ${res.statusCode}`);
+          await notify(gw.url, body, targets[next++]!);
         }
       }),
     );
@@ -210,5 +129,5 @@ async function main(): Promise<void> {
   await Promise.all(gateways.map((g) => g.close()));
 }
 
-if (cli.clients) clients();
+if (cli.clients) subscriberClients();
 else await main();

@@ -1,0 +1,116 @@
+/**
+ * A gateway started in the experiment's own process, on its own data directory in the system's temporary folder,
+ * with the sandbox upstreams, an API key and a mobile-ID notification token: what the in-process A/B experiments
+ * (fanout-ab.ts, single-delivery-ab.ts) measure side by side, one per variant.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { WebSocket } from 'ws';
+
+import { loadConfig } from '../../src/config/index.js';
+import type { Gateway } from '../../src/gateway/options.js';
+import { startGateway } from '../../src/gateway/start.js';
+import { createLogger } from '../../src/logger.js';
+import { SUBSCRIPTION } from '../scenarios/fanout.js';
+
+export const API_KEY = 'ab-api-key';
+export const TOKEN = 'ab-notification-token';
+
+/** A gateway with `env` over the defaults above; its data directory's name starts with `prefix`. */
+export function inProcessGateway(prefix: string, env: Record<string, string>): Promise<Gateway> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${prefix}-`));
+  const config = loadConfig({
+    GATEWAY_API_KEYS: API_KEY,
+    MOBILEID_NOTIFICATION_TOKENS: TOKEN,
+    SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
+    LOG_LEVEL: 'warn',
+    NODE_ENV: 'production',
+    ...env,
+    DATA_DIR: dataDir,
+  });
+  return startGateway(config, { port: 0, host: '127.0.0.1', logger: createLogger({ level: 'warn' } as never) });
+}
+
+/** One mobile-ID notification for `id` (`body` from scenarios/webhook.ts), answered 204 or thrown. */
+export async function notify(url: string, body: string, id: string): Promise<void> {
+  const res = await request(`${url}/webhooks/mobile-id`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
+    body: body.replace('{{uuid}}', id),
+  });
+  await res.body.dump();
+  if (res.statusCode !== 204) throw new Error(`webhook answered ${res.statusCode}`);
+}
+
+/**
+ * The subscribers' side of an experiment, for a child process: on the parent's word `{ url, groups }` it opens one
+ * graphql-ws connection per group and subscribes on it once per id of the group (to that id's mobile-ID outcome),
+ * says `ready` when every connection has its subscriptions, and `done` when every subscription completed; on `close`
+ * it closes them all and says `closed`.
+ */
+export function subscriberClients(): void {
+  let sockets: WebSocket[] = [];
+  process.on('message', async (m: { url: string; groups: string[][] } | 'close') => {
+    if (m === 'close') {
+      await Promise.all(sockets.map((ws) => new Promise<void>((r) => (ws.once('close', () => r()), ws.close()))));
+      sockets = [];
+      process.send!('closed');
+      return;
+    }
+    let completes = 0;
+    const want = m.groups.reduce((n, ids) => n + ids.length, 0);
+    sockets = await Promise.all(
+      m.groups.map(
+        (ids) =>
+          new Promise<WebSocket>((resolve, reject) => {
+            const ws = new WebSocket(`${m.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws', {
+              perMessageDeflate: false,
+            });
+            ws.once('error', reject);
+            ws.once('open', () =>
+              ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${API_KEY}` } })),
+            );
+            ws.on('message', (data) => {
+              const text = String(data);
+              if (text.startsWith('{"type":"connection_ack"')) {
+                ids.forEach((id, i) =>
+                  ws.send(
+                    JSON.stringify({
+                      id: `s${i}`,
+                      type: 'subscribe',
+                      payload: { query: SUBSCRIPTION, variables: { authReqId: id } },
+                    }),
+                  ),
+                );
+                resolve(ws);
+              } else if (text.startsWith('{"type":"ping"')) ws.send('{"type":"pong"}');
+              else if (text.includes('"type":"complete"') && ++completes === want) process.send!('done');
+            });
+          }),
+      ),
+    );
+    process.send!('ready');
+  });
+}
+
+/**
+ * `script` (the experiment's own file) forked with `--clients`, where it runs `subscriberClients`; `said(word)`
+ * resolves at the child's next message `word`.
+ */
+export function forkSubscriberClients(script: string): { child: ChildProcess; said(word: string): Promise<void> } {
+  const child = fork(fileURLToPath(script), ['--clients'], { execArgv: ['--import', 'tsx'] });
+  const said = (word: string) =>
+    new Promise<void>((resolve) => {
+      const on = (m: unknown) => {
+        if (m !== word) return;
+        child.off('message', on);
+        resolve();
+      };
+      child.on('message', on);
+    });
+  return { child, said };
+}
