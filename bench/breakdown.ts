@@ -563,7 +563,10 @@ async function main(): Promise<void> {
     }
     if (ONLY.has('delivery')) {
       process.stderr.write('delivery: gateway\n');
-      const subs = await waitingSubscribers(gateway.origin, Math.min(OPS, 2000) + OPS);
+      // One waiting subscriber per operation `measure` runs: its warm-up, then two windows of OPS (the process's CPU
+      // with the profiler off, then the profile). With one window's worth, the second window ran out of subscribers
+      // and waited for a delivery that could not come.
+      const subs = await waitingSubscribers(gateway.origin, Math.min(OPS, 2000) + 2 * OPS);
       const pool = new Pool(gateway.origin, { connections: CONCURRENCY });
       let next = 0;
       const deliver = async () => {
