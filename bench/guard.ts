@@ -46,8 +46,7 @@ import { API_KEY, gatewayEnv, NOTIFICATION_TOKEN } from './lib/env.js';
 import { graphql } from './lib/harness.js';
 import {
   freePort,
-  machineBusySeconds,
-  ourCpuSeconds,
+  othersSince,
   pin,
   placement,
   ROOT,
@@ -464,7 +463,7 @@ async function round(sides: Side[], p: PathName): Promise<number[]> {
   }
 }
 
-/** A round taken while other processes used the machine is measured again, at most this many times in all. */
+/** A round taken while other processes used the machine is measured again: at most this many attempts a round. */
 const ROUND_ATTEMPTS = 3;
 /** Rounds measured again because the machine was busy meanwhile (printed with the table). */
 let disturbedRounds = 0;
@@ -490,9 +489,7 @@ async function measureRound(sides: Side[], p: PathName): Promise<{ perOp: number
       );
     await settle(sides.map((side) => side.proc.pid));
     await quiet();
-    const busy0 = machineBusySeconds();
-    const ours0 = ourCpuSeconds();
-    const t0 = performance.now();
+    const others = othersSince();
     const started = sides.map((side) => processCpu(side.proc.pid));
     const completed = sides.map(() => 0);
     let result: { cpu: number; ops: number }[] | null = null;
@@ -513,8 +510,7 @@ async function measureRound(sides: Side[], p: PathName): Promise<{ perOp: number
         );
       }),
     );
-    const other = (machineBusySeconds() - busy0 - (ourCpuSeconds() - ours0)) / ((performance.now() - t0) / 1000);
-    return { perOp: result!.map((r) => r.cpu / r.ops), other: Math.max(0, other) };
+    return { perOp: result!.map((r) => r.cpu / r.ops), other: others() };
   } finally {
     for (const s of subs) s.close();
   }

@@ -170,6 +170,18 @@ export function ourCpuSeconds(): number {
 }
 
 /**
+ * Starts counting what the rest of the machine (every process but this one and those it started) uses; the function
+ * returned says how much since then, in cores (0 or more).
+ */
+export function othersSince(): () => number {
+  const busy0 = machineBusySeconds();
+  const ours0 = ourCpuSeconds();
+  const t0 = performance.now();
+  return () =>
+    Math.max(0, (machineBusySeconds() - busy0 - (ourCpuSeconds() - ours0)) / ((performance.now() - t0) / 1000));
+}
+
+/**
  * Waits until the rest of the machine (other people's processes) uses less than `threshold` cores,
  * sampled over `sampleMs`, for at most `maxWaitMs`; returns the last sample. The machine is shared, and a
  * figure taken beside someone's test run says little.
@@ -183,12 +195,10 @@ export async function waitForQuiet(
   const deadline = started + Math.min(options.maxWaitMs ?? 5_000, quietBudgetMs);
   try {
     for (;;) {
-      const busy0 = machineBusySeconds();
-      const ours0 = ourCpuSeconds();
-      const t0 = performance.now();
+      const others = othersSince();
       await sleep(sampleMs);
-      const other = (machineBusySeconds() - busy0 - (ourCpuSeconds() - ours0)) / ((performance.now() - t0) / 1000);
-      if (other < threshold || performance.now() > deadline) return Math.max(0, other);
+      const other = others();
+      if (other < threshold || performance.now() > deadline) return other;
     }
   } finally {
     quietBudgetMs = Math.max(0, quietBudgetMs - Math.max(0, performance.now() - started - sampleMs));
