@@ -86,27 +86,24 @@ const OPS: Record<PathName, number> = { mutation: 400, tree: 800, intake: 600, d
  *   is optimised, so a process's cost holds still after a short warm-up (the caches, the heap, SQLite's pages) and
  *   no process has a luck of its own from what its optimising compiler happened to decide and when: two processes of
  *   the same code read within about 1 % of each other, where optimised processes read up to 5 % apart for their
- *   whole life (decision 084). On V8 11 (Node 20) each round starts from a full collection on both sides
- *   (`--expose-gc`, asked through bench/lib/guard-hooks.ts, not counted), so that an old-generation collection does
- *   not fall into one side's round and not the other's (it moved single rounds by 13–20 %); the scavenges a round's
- *   own garbage causes are counted. V8 14 (Node 26) reads steadier without it.
+ *   whole life (decision 084). The young generation has the fixed size a busy process grows it to (16 MB a
+ *   semi-space, V8's largest by default), so that no process keeps a luck of its own from when V8 grew it, and each
+ *   round starts from a full collection on both sides (`--expose-gc`, asked through bench/lib/guard-hooks.ts, not
+ *   counted), so that an old-generation collection does not fall into one side's round and not the other's (it moved
+ *   single rounds by 13–25 %); the scavenges a round's own garbage causes are counted (decision 085: on Node 26,
+ *   without the fixed size, pairs of processes read up to 3.3 % apart for their whole life).
  *   The JavaScript costs about 1.5 times what it costs optimised; native work (SQLite, the system calls, hashing,
  *   JSON) costs the same, so a loss in native work reads smaller here by up to that factor.
  * - `optimizing`: V8 as `npm start` runs it: the production cost, with each process's luck (decision 075).
  */
-/**
- * V8's major version: a full collection before each round steadies V8 11's rounds (Node 20) and unsteadies V8 14's
- * (Node 26: the tree query's rounds read ±10 % on one side with it, ±3.5 % without; decision 084).
- */
-const V8_MAJOR = Number(process.versions.v8.split('.')[0]);
 const TIERS = {
   baseline: {
-    nodeArgs: ['--no-turbofan', '--no-maglev'],
+    nodeArgs: ['--no-turbofan', '--no-maglev', '--min-semi-space-size=16', '--max-semi-space-size=16'],
     warm: 0.25,
     ops: 0.7,
     rounds: 8,
     tolerance: 0.02,
-    gcBeforeRound: V8_MAJOR < 12,
+    gcBeforeRound: true,
   },
   optimizing: { nodeArgs: [], warm: 1, ops: 1, rounds: 6, tolerance: 0.03, gcBeforeRound: false },
 } as const;
