@@ -1,11 +1,14 @@
 /**
- * Scenario 1's durable createNetwork on two gateways side by side (docs/decisions/087): both from dist/ (`npm run
- * build` first), unpinned, SQLITE_SYNCHRONOUS=FULL, the bench's upstream stub, a fresh key each time, a closed loop of
- * `--inflight`; A with GRAPHQL_COMPILED_MUTATIONS=false, B with it true. Blocks of `--n` alternate between them (A B,
- * then B A, …) after a warm-up of each; per block the CPU of the gateway's whole process per creation (/proc
- * schedstat, every thread). Prints each pair's B − A and their median and range.
+ * Scenario 1's durable createNetwork on several gateways side by side, one per variant of the environment
+ * (docs/decisions/087): each from dist/ (`npm run build` first), unpinned, SQLITE_SYNCHRONOUS=FULL, the bench's
+ * upstream stub, a fresh key each time, a closed loop of `--inflight`. After a warm-up of each, every round runs a
+ * block of `--n` creations on each gateway, the order turned by one each round; per block the CPU of the gateway's
+ * whole process per creation (/proc schedstat, every thread). Prints each variant's median and, per round, its
+ * difference from the first variant. Give each variant twice (`off`, `on`, `off2`, `on2`) to see the spread of two
+ * identical gateways beside the difference; without `--variant`, two identical gateways.
  *
  *   npx tsx bench/experiments/compiled-mutation-gateways.ts [--rounds 12] [--n 2000] [--inflight 16]
+ *     [--variant off:NAME=false --variant on:NAME=true …]
  */
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -87,10 +90,8 @@ async function gateway(name: string, env: Record<string, string>) {
   return { block, stop: async () => (await pool.close(), await child.stop()) };
 }
 
-// Each variant: a name and the environment over the bench's (`--variant name:K=V,K=V`); by default the switch off and on.
-const variants = (
-  cli.variant?.length ? cli.variant : ['off:GRAPHQL_COMPILED_MUTATIONS=false', 'on:GRAPHQL_COMPILED_MUTATIONS=true']
-).map((v) => {
+// Each variant: a name and the environment over the bench's (`--variant name:K=V,K=V`).
+const variants = (cli.variant?.length ? cli.variant : ['a:', 'b:']).map((v) => {
   const [name, env = ''] = v.split(':') as [string, string?];
   return {
     name,

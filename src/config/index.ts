@@ -774,10 +774,6 @@ const VARS = {
     bool(true),
     "true: an operation's cost (GRAPHQL_MAX_COST) is worked out once per document as a formula, and a request only reads the sizes of its variables' lists. false: every request walks its document with GraphQL Armor's rule instead, which gives the same verdicts and costs more (docs/decisions/049); an off switch, not a tuning knob.",
   ),
-  GRAPHQL_COMPILED_MUTATIONS: declare(
-    bool(true),
-    "true: on POST /graphql's direct path, a mutation whose every root field is a cloud creation (createProject, createNetwork, createSubnet, createIpAddress, createKafkaCluster, createKafkaTopic, createKafkaUser, createVirtualMachine) runs as graphql-jit's compiled form of its document; each root field's outcome is kept on the request, and when the compiled answer holds an error graphql-js runs the operation again answering each root field from what was kept, so no creation runs twice and errors, paths and nulls are graphql-js's (docs/decisions/087). false: graphql-js for every mutation; an off switch, not a tuning knob.",
-  ),
   GRAPHQL_MAX_BODY_BYTES: declare(
     int(102_400, 1024, 100 * 1024 * 1024),
     'Largest GraphQL request body over HTTP, and largest WebSocket message, in bytes.',
@@ -1081,8 +1077,6 @@ export interface Config {
   /** The *_PATH variables: exact JSON paths of the shapes the specs do not show (null: the guesses). */
   readonly shapePaths: ShapePaths;
   readonly introspection: boolean;
-  /** GRAPHQL_COMPILED_MUTATIONS: cloud creation mutations of the direct path as graphql-jit's compiled form (decision 087). */
-  readonly compiledMutations: boolean;
   /**
    * The Apollo GraphOS variables that are set (APOLLO_KEY, APOLLO_SCHEMA_REPORTING): Apollo Server reads them itself
    * and installs reporting plugins, which the direct path of POST /graphql does not reproduce.
@@ -1346,7 +1340,6 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       verificationCallbackUrl: e.VERIFICATION_CALLBACK_URL_PATH,
     },
     introspection: e.GRAPHQL_INTROSPECTION ?? everyUpstreamSandboxed(upstreams),
-    compiledMutations: e.GRAPHQL_COMPILED_MUTATIONS,
     apolloReporting: (['APOLLO_KEY', 'APOLLO_SCHEMA_REPORTING'] as const).filter((name) => e[name] !== undefined),
     graphqlLimits: {
       maxAliases: e.GRAPHQL_MAX_ALIASES,

@@ -13,10 +13,8 @@ import {
   type ExecutionArgs,
   type ExecutionResult,
   type FieldNode,
-  type GraphQLFieldResolver,
   type GraphQLSchema,
   type OperationDefinitionNode,
-  type SelectionNode,
 } from 'graphql';
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 
@@ -178,69 +176,13 @@ export function streamingExecution(
   };
 }
 
-/** What a root mutation field's resolver returned (its value or its promise) or threw, by response key. */
-type Outcome = { value: unknown } | { thrown: unknown };
-
 /**
- * The root outcomes of the compiled mutations running now, by request context. A context is here only while its
- * operation runs on the compiled path (OperationRunner.execute puts it in and takes it out).
- */
-const outcomes = new WeakMap<object, Map<string, Outcome>>();
-
-/** The root resolvers `keepOutcomes` wrapped already (a schema is wrapped once, however many runners it has). */
-const wrapped = new WeakSet<GraphQLFieldResolver<unknown, unknown>>();
-
-/**
- * Wraps the resolvers of the mutation root fields `names` in place so that, for a context in `outcomes`, each field's
- * resolver runs at most once: its first call keeps what it returned or threw, a later call on the same context (the
- * graphql-js run after the compiled one) gets that back instead of creating again. For any other context (Apollo's
- * path, the streaming transports, a direct-path operation that is not compiled) the wrapper calls the resolver and
- * keeps nothing.
- */
-function keepOutcomes(schema: GraphQLSchema, names: ReadonlySet<string>): void {
-  const fields = schema.getMutationType()?.getFields() ?? {};
-  for (const name of names) {
-    const field = fields[name];
-    const resolve = field?.resolve;
-    if (!field || !resolve) throw new Error(`compiled mutations: Mutation.${name} has no resolver`);
-    if (wrapped.has(resolve)) continue;
-    const keeping: GraphQLFieldResolver<unknown, unknown> = (source, args, context, info) => {
-      const kept = outcomes.get(context as object);
-      if (!kept) return resolve(source, args, context, info);
-      const key = String(info.path.key);
-      const outcome = kept.get(key);
-      if (outcome) {
-        if ('thrown' in outcome) throw outcome.thrown;
-        return outcome.value;
-      }
-      try {
-        const value = resolve(source, args, context, info);
-        kept.set(key, { value });
-        return value;
-      } catch (thrown) {
-        kept.set(key, { thrown });
-        throw thrown;
-      }
-    };
-    wrapped.add(keeping);
-    field.resolve = keeping;
-  }
-}
-
-/**
- * Queries and mutations of POST /graphql's direct path: graphql-js, or graphql-jit's compiled form for
- * - a store-only query (every root field in `compiledRoots`: its whole tree reads the gateway's own store, no upstream
- *   call, no write; decision 035),
- * - a mutation of exactly one root field named in `compiledMutations` (a creation: one upstream call and its writes,
- *   then a payload whose tree reads the store; decision 087),
- * when graphql-js accepts the variables and the compiled answer holds no error. Any error (a resolver's, a null in a
- * non-null field) runs graphql-js again on the same context, so that error wording, paths and null propagation are
- * graphql-js's. A query's second run repeats store reads only (the request's DataLoaders already hold most of them);
- * a mutation's root resolver is not run again: its outcome from the compiled run is kept on the context
- * (`keepOutcomes`) and handed to graphql-js, and only the store reads below it run again. One root field only,
- * because a mutation's root fields run in turn and graphql-js stops at the first whose non-null error nulls `data`,
- * where graphql-jit may go on to the next one and create what graphql-js would not.
- * Both sets empty: graphql-js alone (the switches, and the equivalence tests' plain path).
+ * Queries and mutations of POST /graphql's direct path: graphql-js, or for a store-only query (every root field in
+ * `compiledRoots`: its whole tree reads the gateway's own store, no upstream call, no write) graphql-jit's compiled
+ * form when graphql-js accepts the variables and the compiled answer holds no error. Any error (a resolver's, a null
+ * in a non-null field) runs graphql-js again on the same context, so that error wording, paths and null propagation
+ * are graphql-js's; the second run repeats store reads only (the request's DataLoaders already hold most of them).
+ * `compiledRoots` empty: graphql-js alone (the switch, and the equivalence test's plain path).
  */
 export class OperationRunner {
   readonly stats = { compiled: 0, recompiled: 0 };
@@ -250,10 +192,7 @@ export class OperationRunner {
     private readonly compiledRoots: ReadonlySet<string> = new Set(),
     /** Introspection off: variable errors carry no "Did you mean …?" (DocumentCache.hideSuggestions). */
     private readonly hideSuggestions = false,
-    private readonly compiledMutations: ReadonlySet<string> = new Set(),
-  ) {
-    if (compiledMutations.size > 0) keepOutcomes(schema, compiledMutations);
-  }
+  ) {}
 
   async execute(
     prepared: PreparedDocument,
@@ -263,7 +202,7 @@ export class OperationRunner {
     variables: Record<string, unknown> | undefined,
   ): Promise<ExecutionResult> {
     const document = prepared.document as DocumentNode;
-    const compiled = this.compiledOperation(prepared, document, operation);
+    const compiled = operation.operation === 'query' ? this.compiledQuery(prepared, document, operation) : null;
     if (compiled) {
       const coerced = operation.variableDefinitions?.length
         ? getVariableValues(this.schema, operation.variableDefinitions, variables ?? {}, {
@@ -271,36 +210,19 @@ export class OperationRunner {
           })
         : undefined;
       if (!coerced?.errors) {
-        const mutation = operation.operation === 'mutation';
-        if (mutation) outcomes.set(contextValue, new Map());
+        let result: ExecutionResult | undefined;
         try {
-          let result: ExecutionResult | undefined;
-          try {
-            result = await compiled.query(undefined, contextValue, variables ?? {});
-          } catch {
-            result = undefined;
-          }
-          if (result && !result.errors?.length) {
-            this.stats.compiled++;
-            return { data: result.data };
-          }
-          this.stats.recompiled++;
-          // A mutation's root resolver answers this run from its outcome above (keepOutcomes).
-          if (mutation) return await this.plain(document, operationName, contextValue, variables);
-        } finally {
-          if (mutation) outcomes.delete(contextValue);
+          result = await compiled.query(undefined, contextValue, variables ?? {});
+        } catch {
+          result = undefined;
         }
+        if (result && !result.errors?.length) {
+          this.stats.compiled++;
+          return { data: result.data };
+        }
+        this.stats.recompiled++;
       }
     }
-    return this.plain(document, operationName, contextValue, variables);
-  }
-
-  private plain(
-    document: DocumentNode,
-    operationName: string | undefined,
-    contextValue: GraphQLContext,
-    variables: Record<string, unknown> | undefined,
-  ): ReturnType<typeof execute> {
     return execute({
       schema: this.schema,
       document,
@@ -311,11 +233,8 @@ export class OperationRunner {
     });
   }
 
-  /**
-   * The compiled form of a store-only query or of a one-field creation mutation (see the class), made on first use and
-   * kept with the document; null for any other operation.
-   */
-  private compiledOperation(
+  /** The compiled query of a store-only query operation, made on first use and kept with the document; null otherwise. */
+  private compiledQuery(
     prepared: PreparedDocument,
     document: DocumentNode,
     operation: OperationDefinitionNode,
@@ -323,21 +242,17 @@ export class OperationRunner {
     let compiled = prepared.compiled.get(operation);
     if (compiled === undefined) {
       compiled = null;
-      const selections = operation.selectionSet.selections;
-      const plainField = (s: SelectionNode, roots: ReadonlySet<string>) =>
-        s.kind === Kind.FIELD && !s.directives?.length && roots.has(s.name.value);
-      const eligible =
-        operation.operation === 'query'
-          ? this.compiledRoots.size > 0 &&
-            selections.every(
-              (s) =>
-                plainField(s, this.compiledRoots) ||
-                (s.kind === Kind.FIELD && !s.directives?.length && s.name.value === '__typename'),
-            )
-          : operation.operation === 'mutation' &&
-            selections.length === 1 &&
-            plainField(selections[0]!, this.compiledMutations);
-      if (eligible) {
+      const roots = this.compiledRoots;
+      const storeOnly =
+        roots.size > 0 &&
+        operation.operation === 'query' &&
+        operation.selectionSet.selections.every(
+          (s) =>
+            s.kind === Kind.FIELD &&
+            !s.directives?.length &&
+            (roots.has(s.name.value) || s.name.value === '__typename'),
+        );
+      if (storeOnly) {
         try {
           const made = compileQuery(this.schema, document, operation.name?.value);
           if (isCompiledQuery(made)) compiled = made;
