@@ -1,0 +1,127 @@
+/**
+ * Scenario 1's durable createNetwork on several gateways side by side, one per variant of the environment
+ * (docs/decisions/087): each from dist/ (`npm run build` first), unpinned, SQLITE_SYNCHRONOUS=FULL, the bench's
+ * upstream stub, a fresh key each time, a closed loop of `--inflight`. After a warm-up of each, every round runs a
+ * block of `--n` creations on each gateway, the order turned by one each round; per block the CPU of the gateway's
+ * whole process per creation (/proc schedstat, every thread). Prints each variant's median and, per round, its
+ * difference from the first variant. Give each variant twice (`off`, `on`, `off2`, `on2`) to see the spread of two
+ * identical gateways beside the difference; without `--variant`, two identical gateways.
+ *
+ *   npx tsx bench/experiments/compiled-mutation-gateways.ts [--rounds 12] [--n 2000] [--inflight 16]
+ *     [--variant off:NAME=false --variant on:NAME=true …]
+ */
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Pool } from 'undici';
+
+import { closedLoop, processCpu } from '../lib/cpu.js';
+import { API_KEY, gatewayEnv } from '../lib/env.js';
+import { graphql } from '../lib/harness.js';
+import { freePort, ROOT, spawnNode } from '../lib/processes.js';
+import { CREATE_NETWORK } from '../scenarios/mutation.js';
+
+const { values: cli } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '12' },
+    n: { type: 'string', default: '2000' },
+    inflight: { type: 'string', default: '16' },
+    variant: { type: 'string', multiple: true },
+  },
+});
+const rounds = Number(cli.rounds);
+const n = Number(cli.n);
+const inflight = Number(cli.inflight);
+if (!fs.existsSync(path.join(ROOT, 'dist/src/main.js'))) throw new Error('no dist/src/main.js: run `npm run build`');
+
+const root = fs.mkdtempSync(path.join(os.tmpdir(), 'compiled-mutation-gateways-'));
+const stub = await spawnNode('upstream', {
+  script: 'bench/servers/upstream.ts',
+  cpus: null,
+  readiness: { line: true },
+});
+
+async function gateway(name: string, env: Record<string, string>) {
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  const dataDir = path.join(root, name);
+  fs.mkdirSync(dataDir);
+  const child = await spawnNode(`gateway ${name}`, {
+    script: 'dist/src/main.js',
+    cwd: ROOT,
+    cpus: null,
+    env: {
+      ...gatewayEnv({ port, dataDir, stubUrl: String(stub.ready.url) }),
+      SQLITE_SYNCHRONOUS: 'FULL',
+      ...env,
+    },
+    readiness: { url: `${origin}/readyz` },
+    timeoutMs: 60_000,
+  });
+  const project = await graphql<{ createProject: { project: { id: string } } }>(
+    origin,
+    API_KEY,
+    'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
+    { input: { name: 'ab', description: 'compiled-mutation-gateways' } },
+  );
+  const body = JSON.stringify({
+    query: CREATE_NETWORK,
+    variables: { input: { projectId: project.createProject.project.id, title: 'ab-net' }, key: '{{uuid}}' },
+  });
+  const pool = new Pool(origin, { connections: Math.max(inflight, 64) });
+  const one = async (): Promise<void> => {
+    const res = await pool.request({
+      method: 'POST',
+      path: '/graphql',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+      body: body.replace('{{uuid}}', randomUUID()),
+    });
+    const text = await res.body.text();
+    if (res.statusCode !== 200 || text.includes('"errors"')) throw new Error(`${res.statusCode} ${text}`);
+  };
+  const block = async (): Promise<number> => {
+    const pid = child.child.pid!;
+    const cpu0 = processCpu(pid);
+    await closedLoop(n, inflight, one);
+    return ((processCpu(pid) - cpu0) / n) * 1e6;
+  };
+  return { block, stop: async () => (await pool.close(), await child.stop()) };
+}
+
+// Each variant: a name and the environment over the bench's (`--variant name:K=V,K=V`).
+const variants = (cli.variant?.length ? cli.variant : ['a:', 'b:']).map((v) => {
+  const [name, env = ''] = v.split(':') as [string, string?];
+  return {
+    name,
+    env: Object.fromEntries(
+      env
+        .split(',')
+        .filter(Boolean)
+        .map((kv) => kv.split('=') as [string, string]),
+    ),
+  };
+});
+const gws: Array<{ name: string; gw: Awaited<ReturnType<typeof gateway>>; figures: number[] }> = [];
+for (const v of variants) gws.push({ name: v.name, gw: await gateway(v.name, v.env), figures: [] });
+// Warm-up: V8's optimizing compiler and SQLite's page cache settle over a few thousand creations.
+for (let i = 0; i < 3; i++) for (const g of gws) await g.gw.block();
+for (let r = 0; r < rounds; r++) {
+  // The order turns each round, so that no variant always follows the same one.
+  const order = gws.map((_, i) => gws[(i + r) % gws.length]!);
+  for (const g of order) g.figures.push(await g.gw.block());
+  console.log(`round ${r}: ${gws.map((g) => `${g.name} ${g.figures.at(-1)!.toFixed(0)}`).join(', ')} µs`);
+}
+const median = (xs: number[]) => [...xs].sort((p, q) => p - q)[Math.floor(xs.length / 2)]!;
+const first = gws[0]!;
+for (const g of gws) {
+  const d = g.figures.map((f, i) => f - first.figures[i]!);
+  console.log(
+    `${g.name}: median ${median(g.figures).toFixed(1)} µs; ${g.name} − ${first.name} by round: median ${median(d).toFixed(1)} µs, range ${Math.min(...d).toFixed(1)}–${Math.max(...d).toFixed(1)}`,
+  );
+}
+for (const g of gws) await g.gw.stop();
+await stub.stop();
+fs.rmSync(root, { recursive: true, force: true });
+process.exit(0);
