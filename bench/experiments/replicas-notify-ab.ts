@@ -1,12 +1,14 @@
 /**
  * What each replica asks of PostgreSQL per notification, and the CPU it takes, with the NOTIFYs grouped
- * (EVENT_NOTIFY_GROUPED=true) and one per event (false), rounds interleaved in one process (docs/decisions/083).
+ * (EVENT_NOTIFY_GROUPED=true) and one per event (false), rounds interleaved in one process (docs/decisions/083);
+ * with `probe` as the fourth argument, A's order probes grouped (EVENT_ORDER_PROBE_GROUPED=true) against one per
+ * event (false), the NOTIFYs grouped in both (docs/decisions/086).
  * An embedded server, three buses (A, B, C) each with its own store and pool; A appends mobile-ID events through the
  * `EventLog` at a paced rate and publishes each (what the intake does after the commit), B and C have one subscriber
  * each to every event. Per round: round trips to PostgreSQL (every `pg.Client.query`, by statement), B's and C's reads of the log, CPU of this process and of every PostgreSQL process (/proc),
  * each divided by the events appended, and the delay from append to the last delivery on B and C.
  *
- *   npx tsx bench/experiments/replicas-notify-ab.ts [rate=1000] [seconds=4] [rounds=4]
+ *   npx tsx bench/experiments/replicas-notify-ab.ts [rate=1000] [seconds=4] [rounds=4] [notify|probe]
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -24,6 +26,8 @@ import { sampleAppend } from './sample-event.js';
 const rate = Number(process.argv[2] ?? 1000);
 const seconds = Number(process.argv[3] ?? 4);
 const rounds = Number(process.argv[4] ?? 4);
+/** Which of A's switches the rounds alternate. */
+const toggled = process.argv[5] === 'probe' ? 'groupProbes' : 'groupNotices';
 
 let queries = 0;
 /** Round trips by statement (its first words). */
@@ -73,8 +77,21 @@ try {
     log.after = (...a) => (reads++, after(...a));
     const inStretches = log.inStretches.bind(log);
     log.inStretches = (...a) => (reads++, inStretches(...a));
-    const bus = await PostgresBus.start({ databaseUrl: url, db: store.db, log, logger, cursors, groupNotices: true });
-    return { store, log, bus, reads: () => reads };
+    let probes = 0;
+    const anyIn = log.anyIn.bind(log);
+    log.anyIn = (...a) => (a[0].length > 0 && probes++, anyIn(...a));
+    const lowestIn = log.lowestIn.bind(log);
+    log.lowestIn = (...a) => (a[0].length > 0 && probes++, lowestIn(...a));
+    const bus = await PostgresBus.start({
+      databaseUrl: url,
+      db: store.db,
+      log,
+      logger,
+      cursors,
+      groupNotices: true,
+      groupProbes: true,
+    });
+    return { store, log, bus, reads: () => reads, probes: () => probes };
   };
   const a = await replica('a');
   const b = await replica('b');
@@ -88,13 +105,15 @@ try {
       lastDelay = Math.max(lastDelay, performance.now() - appendedAt.get(e.key)!);
     });
   const round = async (grouped: boolean) => {
-    (a.bus as unknown as { options: { groupNotices: boolean } }).options.groupNotices = grouped;
+    (a.bus as unknown as { options: Record<typeof toggled, boolean> }).options[toggled] = grouped;
     const n = rate * seconds;
     delivered = 0;
     lastDelay = 0;
     const q0 = queries;
     statements.clear();
     const r0 = b.reads() + c.reads();
+    const aReads0 = a.reads();
+    const p0 = a.probes();
     const cpu0 = process.cpuUsage();
     const pg0 = postgresCpu(server.port);
     const start = performance.now();
@@ -118,10 +137,12 @@ try {
     const cpu = process.cpuUsage(cpu0);
     const pgCpu = postgresCpu(server.port) - pg0;
     return {
-      grouped,
+      [toggled]: grouped,
       keptUp: (n / took / rate).toFixed(2),
       roundTrips: ((queries - q0 - 1) / n).toFixed(2),
       bcReads: ((b.reads() + c.reads() - r0) / n).toFixed(3),
+      aProbes: ((a.probes() - p0) / n).toFixed(3),
+      aReads: ((a.reads() - aReads0) / n).toFixed(3),
       byStatement: Object.fromEntries([...statements].map(([k, v]) => [k, +(v / n).toFixed(3)])),
       nodeCpuMs: ((cpu.user + cpu.system) / 1000 / n).toFixed(3),
       pgCpuMs: ((pgCpu * 1000) / n).toFixed(3),

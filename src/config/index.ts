@@ -622,6 +622,10 @@ const VARS = {
     bool(true),
     "PostgreSQL replicas: true: the NOTIFYs of events a replica publishes while its previous NOTIFY is in flight go out together once it is done, in one statement and one transaction (one commit, one turn of PostgreSQL's NOTIFY lock), each still its own notice; an event's webhook is answered once its NOTIFY committed, as before (docs/decisions/083). false: one statement and one transaction per event; an off switch, not a tuning knob. Ignored without DATABASE_URL.",
   ),
+  EVENT_ORDER_PROBE_GROUPED: declare(
+    bool(true),
+    'PostgreSQL replicas: true: the events a replica publishes while its previous order probe is in flight (the read that checks no lower number holds an event not delivered here yet) share the next probe, one read below the highest of them that skips their own numbers; those below the lowest number it finds are delivered at once in sequence order, the others after a catch-up, as one probe per event would (docs/decisions/086). false: one probe per event that needs one; an off switch, not a tuning knob. Ignored without DATABASE_URL.',
+  ),
   SUBSCRIBER_BUFFER_BYTES: declare(
     int(8 * 1024 * 1024, 1024, 2 ** 40),
     'Most bytes a WebSocket subscriber may leave unread: past it the gateway closes the connection (1013) with the last cursor of the subscription it could not deliver to, rather than skip events or buffer without bound.',
@@ -1053,6 +1057,8 @@ export interface Config {
   readonly eventRetentionMs: number;
   /** PostgreSQL: the NOTIFYs published while one is in flight go out in one statement (EVENT_NOTIFY_GROUPED). */
   readonly eventNotifyGrouped: boolean;
+  /** PostgreSQL: the order probes needed while one is in flight go out as one (EVENT_ORDER_PROBE_GROUPED). */
+  readonly eventOrderProbeGrouped: boolean;
   /** SUBSCRIBER_BUFFER_BYTES: unsent bytes of a WebSocket subscriber past which it is closed as a slow consumer. */
   readonly subscriberBufferBytes: number;
   /** The delivery path's shortcuts (docs/decisions/062), each with its off switch. */
@@ -1309,6 +1315,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     },
     eventRetentionMs: e.EVENT_RETENTION,
     eventNotifyGrouped: e.EVENT_NOTIFY_GROUPED,
+    eventOrderProbeGrouped: e.EVENT_ORDER_PROBE_GROUPED,
     subscriberBufferBytes: e.SUBSCRIBER_BUFFER_BYTES,
     ledgerCacheRecords: e.LEDGER_CACHE_RECORDS,
     delivery: { compiledSelection: e.SUBSCRIPTION_COMPILED_SELECTION, clearFromIntake: e.DELIVERY_CLEAR_FROM_INTAKE },

@@ -471,6 +471,33 @@ export class EventLog {
     return row !== undefined;
   }
 
+  /**
+   * The lowest number in these stretches (each `[from, to]`, both included, ascending and disjoint) that holds an
+   * event, or null: anyIn's probe when the answer is needed per event of a group (src/events/postgres-bus.ts: the
+   * events of a group below this number are delivered at once, those above it wait for a catch-up). Also one index
+   * probe: the plain statement for a few stretches, the two arrays of inStretches past them, reading the number only.
+   */
+  async lowestIn(stretches: ReadonlyArray<readonly [number, number]>): Promise<number | null> {
+    if (stretches.length === 0) return null;
+    if (stretches.length > 4) {
+      const from = stretches.map((s) => s[0]);
+      const to = stretches.map((s) => s[1]);
+      const { rows } = await sql<{ seq: number }>`select e.seq from unnest(${from}::bigint[], ${to}::bigint[])
+        as r("from", "to") join events e on e.seq between r."from" and r."to" order by e.seq limit ${LIMIT_ONE}`.execute(
+        this.db,
+      );
+      return rows[0] === undefined ? null : Number(rows[0].seq);
+    }
+    const row = await this.db
+      .selectFrom('events')
+      .select('seq')
+      .where((eb) => eb.or(stretches.map(([from, to]) => eb.between('seq', from, to))))
+      .orderBy('seq')
+      .limit(LIMIT_ONE)
+      .executeTakeFirst();
+    return row === undefined ? null : Number(row.seq);
+  }
+
   /** The highest sequence number in the log (0 when empty). */
   async lastSeq(): Promise<number> {
     const row = await this.db

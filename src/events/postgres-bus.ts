@@ -55,6 +55,37 @@ export interface PostgresBusOptions {
    * False: one statement and one transaction per event (the off switch, EVENT_NOTIFY_GROUPED).
    */
   groupNotices?: boolean;
+  /**
+   * True: the order probes of events published while another probe is in flight go out together once it is done, as
+   * one probe below the highest of them that skips their own numbers; each event below the lowest number it finds is
+   * delivered here at once, in sequence order, the others wait for a catch-up. False: one probe per event that needs
+   * one (the off switch, EVENT_ORDER_PROBE_GROUPED).
+   */
+  groupProbes?: boolean;
+}
+
+/** A publish waiting for the order probe of its group: true once it needs no catch-up (delivered or read back). */
+interface ProbeWaiter {
+  event: EventRecord;
+  resolve: (first: boolean) => void;
+  reject: (err: unknown) => void;
+}
+
+/** `stretches` (ascending, disjoint) without the numbers `skip` (ascending). */
+function without(stretches: readonly [number, number][], skip: readonly number[]): [number, number][] {
+  const out: [number, number][] = [];
+  let k = 0;
+  for (const [start, to] of stretches) {
+    let from = start;
+    while (k < skip.length && skip[k]! < from) k++;
+    while (k < skip.length && skip[k]! <= to) {
+      if (skip[k]! > from) out.push([from, skip[k]! - 1]);
+      from = skip[k]! + 1;
+      k++;
+    }
+    if (from <= to) out.push([from, to]);
+  }
+  return out;
 }
 
 /**
@@ -86,6 +117,10 @@ export class PostgresBus implements EventBus {
   private queuedNotices: string[] = [];
   private nextNotify: Promise<void> | null = null;
   private notifying: Promise<void> = Promise.resolve();
+  /** Publishes waiting for the order probe in flight to finish, and whether the probe that will answer them is set. */
+  private queuedProbes: ProbeWaiter[] = [];
+  private probeSet = false;
+  private probing: Promise<void> = Promise.resolve();
   private readonly probe: NodeJS.Timeout;
 
   private constructor(private readonly options: PostgresBusOptions) {
@@ -311,25 +346,33 @@ export class PostgresBus implements EventBus {
     return this.own.size;
   }
 
+  /** Whether a catch-up has read `seq` from the log (and delivered it here). */
+  private readBack(seq: number): boolean {
+    return seq <= this.high && this.gapIndex(seq) === -1;
+  }
+
   async publish(event: EventRecord): Promise<void> {
     // The webhook committed before it is published: a catch-up that another notice started in between has read it
     // from the log and delivered it. Nothing will read it back again, so marking it as ours would keep it forever.
     // That catch-up also delivered it to this replica's subscribers: delivering it again here would be a second time.
-    const readBack = event.seq <= this.high && this.gapIndex(event.seq) === -1;
     let caughtUp: Promise<void> | null = null;
-    if (!readBack) {
+    if (!this.readBack(event.seq)) {
       // Delivered at once when nothing below it can still come here: every lower number was delivered (the usual
       // case, no read), or none of the lower numbers not delivered holds an event (one probe of the log, while a
       // number is held or burnt below it). Otherwise an event that may have been acknowledged before this one was
       // received (another replica's, whose notice is on its way) must reach this replica's subscribers first: a
       // catch-up reads both from the log (this one committed) and delivers them in order (docs/decisions/061).
-      const first =
-        this.local.deliveredThrough() >= event.seq - 1 ||
-        !(await this.options.log.anyIn(this.local.holesBelow(event.seq)));
-      if (first && !(event.seq <= this.high && this.gapIndex(event.seq) === -1)) {
-        this.own.add(event.seq);
-        await this.local.publish(event);
-      } else if (!first) {
+      let first: boolean;
+      if (this.local.deliveredThrough() >= event.seq - 1) {
+        first = true;
+        await this.deliverOwn(event);
+      } else if (this.options.groupProbes !== false) {
+        first = await this.probeGrouped(event);
+      } else {
+        first = !(await this.options.log.anyIn(this.local.holesBelow(event.seq)));
+        if (first) await this.deliverOwn(event);
+      }
+      if (!first) {
         this.scheduleCatchUp();
         caughtUp = this.delivering;
       }
@@ -337,6 +380,61 @@ export class PostgresBus implements EventBus {
     const notice: Notice = { seq: event.seq };
     await this.notify(JSON.stringify(notice));
     await caughtUp;
+  }
+
+  /** Delivers an event published here to this replica's subscribers, unless a catch-up has read it back meanwhile. */
+  private async deliverOwn(event: EventRecord): Promise<void> {
+    if (this.readBack(event.seq)) return;
+    this.own.add(event.seq);
+    await this.local.publish(event);
+  }
+
+  /**
+   * The order probe of a publish, shared with every publish that needs one while a probe is in flight: they wait for
+   * it, then go as one group. Resolves true once the event needs no catch-up (delivered here, or read back), false
+   * when a catch-up must deliver it.
+   */
+  private probeGrouped(event: EventRecord): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      this.queuedProbes.push({ event, resolve, reject });
+      if (this.probeSet) return;
+      this.probeSet = true;
+      this.probing = this.probing.then(() => this.probeGroup());
+    });
+  }
+
+  /**
+   * One probe for the group waiting: the lowest number below its highest event that holds an event, neither delivered
+   * here nor one of the group's own. Each event of the group below that number is delivered at once, in sequence
+   * order; each above it waits for a catch-up, which reads it and what lies below it from the log and delivers them by
+   * number. This keeps decision 061's order as one probe per event does (docs/decisions/086): an event below a member
+   * that may have been acknowledged before the member was received committed before the probe (the member committed
+   * before it was published, and the probe is sent after that), so it is delivered here already or the probe finds
+   * it; a member of the group below another is delivered before it by the same group (and was not acknowledged yet: a
+   * webhook is answered once its publish resolved). Never rejects: a failed probe fails the publishes of its group.
+   */
+  private async probeGroup(): Promise<void> {
+    const group = this.queuedProbes.sort((x, y) => x.event.seq - y.event.seq);
+    this.queuedProbes = [];
+    this.probeSet = false;
+    try {
+      const waiting = group.filter((w) => !this.readBack(w.event.seq)).map((w) => w.event.seq);
+      const top = waiting.at(-1);
+      const lowest =
+        top === undefined || this.local.deliveredThrough() >= top - 1
+          ? null
+          : await this.options.log.lowestIn(without(this.local.holesBelow(top), waiting));
+      for (const w of group) {
+        if (lowest !== null && w.event.seq > lowest && !this.readBack(w.event.seq)) {
+          w.resolve(false);
+        } else {
+          await this.deliverOwn(w.event);
+          w.resolve(true);
+        }
+      }
+    } catch (err) {
+      for (const w of group) w.reject(err);
+    }
   }
 
   /**

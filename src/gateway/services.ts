@@ -100,6 +100,7 @@ export async function buildServices(
           logger,
           cursors,
           groupNotices: config.eventNotifyGrouped,
+          groupProbes: config.eventOrderProbeGrouped,
         })
       : null;
   // Cursors start after what the log holds: events already stored are not published again.
