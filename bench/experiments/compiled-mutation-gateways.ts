@@ -19,9 +19,8 @@ import { Pool } from 'undici';
 
 import { closedLoop, processCpu } from '../lib/cpu.js';
 import { API_KEY, gatewayEnv } from '../lib/env.js';
-import { graphql } from '../lib/harness.js';
 import { freePort, ROOT, spawnNode } from '../lib/processes.js';
-import { CREATE_NETWORK } from '../scenarios/mutation.js';
+import { createNetworkBody } from '../scenarios/mutation.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -60,16 +59,7 @@ async function gateway(name: string, env: Record<string, string>) {
     readiness: { url: `${origin}/readyz` },
     timeoutMs: 60_000,
   });
-  const project = await graphql<{ createProject: { project: { id: string } } }>(
-    origin,
-    API_KEY,
-    'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
-    { input: { name: 'ab', description: 'compiled-mutation-gateways' } },
-  );
-  const body = JSON.stringify({
-    query: CREATE_NETWORK,
-    variables: { input: { projectId: project.createProject.project.id, title: 'ab-net' }, key: '{{uuid}}' },
-  });
+  const body = await createNetworkBody(origin, 'ab');
   const pool = new Pool(origin, { connections: Math.max(inflight, 64) });
   const one = async (): Promise<void> => {
     const res = await pool.request({

@@ -10,18 +10,24 @@ export const CREATE_NETWORK =
   'mutation($input: CreateNetworkInput!, $key: UUID) { createNetwork(input: $input, idempotencyKey: $key) { network { id title } idempotencyKey replayed } }';
 
 /** The request body of scenarios 1 and 2: the same bytes go to the gateway and to the baseline. */
-export async function mutationBody(env: BenchEnv): Promise<string> {
+export function mutationBody(env: BenchEnv): Promise<string> {
+  return createNetworkBody(env.gateway.origin, 'bench');
+}
+
+/**
+ * A project created on the gateway at `origin`, and the body of a `createNetwork` in it with `{{uuid}}` for its
+ * idempotency key: a fresh key on every request, so every request is a first call upstream.
+ */
+export async function createNetworkBody(origin: string, label: string): Promise<string> {
   const data = await graphql<{ createProject: { project: { id: string } } }>(
-    env.gateway.origin,
+    origin,
     API_KEY,
     'mutation($input: CreateProjectInput!) { createProject(input: $input) { project { id } } }',
-    { input: { name: 'bench', description: 'benchmark project' } },
+    { input: { name: label, description: `${label} project` } },
   );
-  const projectId = data.createProject.project.id;
-  // `{{uuid}}`: a fresh idempotency key on every request, so every request is a first call upstream.
   return JSON.stringify({
     query: CREATE_NETWORK,
-    variables: { input: { projectId, title: 'bench-net' }, key: '{{uuid}}' },
+    variables: { input: { projectId: data.createProject.project.id, title: `${label}-net` }, key: '{{uuid}}' },
   });
 }
 
