@@ -14,7 +14,7 @@
  * It prints a table (µs per operation on each side, the median of the per-round ratios, and their spread: the
  * larger of the rounds' half range, from five rounds on without the highest and the lowest, and the pairs' half
  * range) and exits 1 when a path is slower by more than its spread plus the tier's tolerance (2 %, 3 % optimised);
- * 2 when it could not measure; 3 when the machine stayed busy. About 70 s on 2 cores. On a quiet machine the same
+ * 2 when it could not measure; 3 when the machine stayed busy. About 60 s on 2 cores. On a quiet machine the same
  * tree reads within ±2 % on every path and a tree planted with 5 % more CPU per request is flagged on every path
  * (decision 084; test/bench/guard.test.ts).
  *
@@ -394,13 +394,14 @@ function operation(side: Side, p: PathName, i: number, subs?: Subscribers): Prom
   return post(side, p, WEBHOOK_PATH, WEBHOOK_HEADERS, NOTIFICATION.replace('{{uuid}}', randomUUID()), 204);
 }
 
+/** Where the gateways start and warm up: both cores (nothing is measured yet, so they may share the driver's too). */
+const bothCores = (place: Placement) => (place.pinned ? `${place.driver},${place.server}` : null);
+
 /**
- * Every side warms every path before the first round, all at once and on both cores (nothing is measured yet, so
- * the sides may share the driver's core too), then goes back to the server's core.
+ * Every side warms every path before the first round, all at once and on both cores (where they started), then goes
+ * to the server's core for the rounds.
  */
 async function warmUp(sides: Side[], place: Placement): Promise<void> {
-  const both = place.pinned ? `${place.driver},${place.server}` : null;
-  if (both) for (const side of sides) pin(side.proc.pid, both);
   try {
     for (const p of paths) {
       const count = Math.round(WARMUP_OPS[p] * warmScale);
@@ -448,9 +449,9 @@ async function quiet(): Promise<void> {
  * flight (a side left alone on the core for a tail would run cheaper). Returns each side's CPU seconds per
  * operation.
  */
-async function round(sides: Side[], p: PathName): Promise<number[]> {
+async function round(sides: Side[], p: PathName, opsShare = 1): Promise<number[]> {
   for (let attempt = 1; ; attempt++) {
-    const measured = await measureRound(sides, p);
+    const measured = await measureRound(sides, p, opsShare);
     if (measured.other < BUSY) return measured.perOp;
     const share = `${(measured.other * 100).toFixed(0)} % of a core`;
     if (attempt === ROUND_ATTEMPTS)
@@ -462,6 +463,9 @@ async function round(sides: Side[], p: PathName): Promise<number[]> {
   }
 }
 
+/** The share of a round's operations that the unmeasured round of each pair and path runs. */
+const UNMEASURED_SHARE = 0.25;
+
 /** A round taken while other processes used the machine is measured again: at most this many attempts a round. */
 const ROUND_ATTEMPTS = 3;
 /** Rounds measured again because the machine was busy meanwhile (printed with the table). */
@@ -471,8 +475,8 @@ let disturbedRounds = 0;
  * One round as `round` describes it, and what the rest of the machine used meanwhile (in cores): the quiet check
  * before a round cannot see a process that starts during it.
  */
-async function measureRound(sides: Side[], p: PathName): Promise<{ perOp: number[]; other: number }> {
-  const count = Math.round(OPS[p] * opsScale);
+async function measureRound(sides: Side[], p: PathName, share: number): Promise<{ perOp: number[]; other: number }> {
+  const count = Math.round(OPS[p] * opsScale * share);
   // The subscriptions are opened before the measurement: delivery counts what a waiting app's result costs.
   const subs =
     p === 'delivery'
@@ -486,8 +490,8 @@ async function measureRound(sides: Side[], p: PathName): Promise<{ perOp: number
           await res.body.dump();
         }),
       );
-    await settle(sides.map((side) => side.proc.pid));
-    await quiet();
+    // The round's gateways settle while the rest of the machine is checked: both only watch, for 100 ms or more.
+    await Promise.all([settle(sides.map((side) => side.proc.pid)), quiet()]);
     const others = othersSince();
     const started = sides.map((side) => processCpu(side.proc.pid));
     const completed = sides.map(() => 0);
@@ -599,8 +603,8 @@ async function main(): Promise<void> {
       Array.from({ length: PAIRS }, async (_, i): Promise<[Side, Side]> => {
         const start = (name: Side['name']) =>
           name === 'tree'
-            ? startSide('tree', i, own.label, own.dir, stubUrl, root, place.server)
-            : startSide('ref', i, ref.label, ref.dir, stubUrl, root, place.server);
+            ? startSide('tree', i, own.label, own.dir, stubUrl, root, bothCores(place))
+            : startSide('ref', i, ref.label, ref.dir, stubUrl, root, bothCores(place));
         return i % 2 === 0
           ? Promise.all([start('tree'), start('ref')])
           : Promise.all([start('ref'), start('tree')]).then(([r, t]): [Side, Side] => [t, r]);
@@ -610,6 +614,7 @@ async function main(): Promise<void> {
       sides.push(...(i % 2 === 0 ? pair : [...pair].reverse()));
       procs.push(...pair.map((s) => s.proc));
     });
+    log(`${sides.length} gateways up`);
     await warmUp(sides, place);
     log(`warm: ${paths.map((p) => `${Math.round(WARMUP_OPS[p] * warmScale)} ${p}`).join(', ')} operations a gateway`);
     /** µs per operation of each side, by round, by path; and which pair measured each round. */
@@ -621,8 +626,9 @@ async function main(): Promise<void> {
       const plant = (pair: Side[], refSeconds: number) => {
         if (burn) pair[0]!.burnUs.set(p, refSeconds * 1e6 * burn);
       };
-      // One unmeasured round a pair: the path at the measured concurrency, and a first cost to plant on.
-      for (const pair of pairs) plant(pair, (await round(pair, p))[1]!);
+      // One unmeasured round a pair, a quarter of a measured one: the path at the measured concurrency, and a first
+      // cost to plant on (each measured round plants on the one before it).
+      for (const pair of pairs) plant(pair, (await round(pair, p, UNMEASURED_SHARE))[1]!);
       const byRound: { tree: number; ref: number; pair: number }[] = [];
       for (let r = 0; r < rounds; r++) {
         const pair = r % PAIRS;
