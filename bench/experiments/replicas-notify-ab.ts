@@ -78,8 +78,6 @@ try {
     const inStretches = log.inStretches.bind(log);
     log.inStretches = (...a) => (reads++, inStretches(...a));
     let probes = 0;
-    const anyIn = log.anyIn.bind(log);
-    log.anyIn = (...a) => (a[0].length > 0 && probes++, anyIn(...a));
     const lowestIn = log.lowestIn.bind(log);
     log.lowestIn = (...a) => (a[0].length > 0 && probes++, lowestIn(...a));
     const bus = await PostgresBus.start({

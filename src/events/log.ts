@@ -455,39 +455,15 @@ export class EventLog {
   }
 
   /**
-   * Whether any event's number lies in these stretches (each `[from, to]`, both included): one index probe, a plain
-   * statement for the few stretches a replica usually has (cheaper to plan than inStretches' join), inStretches past
-   * them. What a replica publishing its own event asks while a lower number is not delivered (src/events/postgres-bus.ts).
-   */
-  async anyIn(stretches: ReadonlyArray<readonly [number, number]>): Promise<boolean> {
-    if (stretches.length === 0) return false;
-    if (stretches.length > 4) return (await this.inStretches(stretches, 1)).length > 0;
-    const row = await this.db
-      .selectFrom('events')
-      .select('seq')
-      .where((eb) => eb.or(stretches.map(([from, to]) => eb.between('seq', from, to))))
-      .limit(LIMIT_ONE)
-      .executeTakeFirst();
-    return row !== undefined;
-  }
-
-  /**
    * The lowest number in these stretches (each `[from, to]`, both included, ascending and disjoint) that holds an
-   * event, or null: anyIn's probe when the answer is needed per event of a group (src/events/postgres-bus.ts: the
-   * events of a group below this number are delivered at once, those above it wait for a catch-up). Also one index
-   * probe: the plain statement for a few stretches, the two arrays of inStretches past them, reading the number only.
+   * event, or null. What a replica publishing its own events asks while a lower number is not delivered
+   * (src/events/postgres-bus.ts: one probe per event, or one for a group, whose events below this number are delivered
+   * at once and those above it wait for a catch-up). One index probe: a plain statement for the few stretches a
+   * replica usually has (cheaper to plan than inStretches' join), inStretches past them.
    */
   async lowestIn(stretches: ReadonlyArray<readonly [number, number]>): Promise<number | null> {
     if (stretches.length === 0) return null;
-    if (stretches.length > 4) {
-      const from = stretches.map((s) => s[0]);
-      const to = stretches.map((s) => s[1]);
-      const { rows } = await sql<{ seq: number }>`select e.seq from unnest(${from}::bigint[], ${to}::bigint[])
-        as r("from", "to") join events e on e.seq between r."from" and r."to" order by e.seq limit ${LIMIT_ONE}`.execute(
-        this.db,
-      );
-      return rows[0] === undefined ? null : Number(rows[0].seq);
-    }
+    if (stretches.length > 4) return (await this.inStretches(stretches, 1))[0]?.seq ?? null;
     const row = await this.db
       .selectFrom('events')
       .select('seq')

@@ -369,7 +369,7 @@ export class PostgresBus implements EventBus {
       } else if (this.options.groupProbes !== false) {
         first = await this.probeGrouped(event);
       } else {
-        first = !(await this.options.log.anyIn(this.local.holesBelow(event.seq)));
+        first = (await this.options.log.lowestIn(this.local.holesBelow(event.seq))) === null;
         if (first) await this.deliverOwn(event);
       }
       if (!first) {

@@ -70,7 +70,7 @@ const SEAMS: readonly Seam[] = [
     query: 'subscription { mobileIdAuthentication(authReqId: "masked-1") { __typename } }',
     tool: ['wait_for_events', { kinds: ['mobile-id'], timeoutSeconds: 0 }],
     fail: (message) => {
-      for (const method of ['latest', 'latestMany', 'after', 'range', 'inStretches', 'anyIn', 'lastSeq'] as const)
+      for (const method of ['latest', 'latestMany', 'after', 'range', 'inStretches', 'lowestIn', 'lastSeq'] as const)
         vi.spyOn(EventLog.prototype, method).mockRejectedValue(new Error(message));
       // MCP's wait reads through the event reader, which reads nothing from the log when no cursor is given.
       for (const method of ['waitForEvents', 'eventsAfter'] as const)
