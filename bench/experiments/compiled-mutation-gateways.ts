@@ -7,8 +7,11 @@
  * difference from the first variant. Give each variant twice (`off`, `on`, `off2`, `on2`) to see the spread of two
  * identical gateways beside the difference; without `--variant`, two identical gateways.
  *
+ * A variant may run another tree's build (docs/decisions/088): `dir=<path to a dist/>` (its `src/main.js` is run from
+ * the checkout that holds it) among its settings, e.g. `--variant main:dir=/work/main/dist --variant this:`.
+ *
  *   npx tsx bench/experiments/compiled-mutation-gateways.ts [--rounds 12] [--n 2000] [--inflight 16]
- *     [--variant off:NAME=false --variant on:NAME=true …]
+ *     [--variant off:NAME=false --variant on:NAME=true …] [--variant NAME:dir=/path/to/dist,K=V …]
  */
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -33,7 +36,6 @@ const { values: cli } = parseArgs({
 const rounds = Number(cli.rounds);
 const n = Number(cli.n);
 const inflight = Number(cli.inflight);
-if (!fs.existsSync(path.join(ROOT, 'dist/src/main.js'))) throw new Error('no dist/src/main.js: run `npm run build`');
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'compiled-mutation-gateways-'));
 const stub = await spawnNode('upstream', {
@@ -42,14 +44,16 @@ const stub = await spawnNode('upstream', {
   readiness: { line: true },
 });
 
-async function gateway(name: string, env: Record<string, string>) {
+async function gateway(name: string, env: Record<string, string>, dist: string) {
+  const main = path.join(dist, 'src/main.js');
+  if (!fs.existsSync(main)) throw new Error(`no ${main}: run \`npm run build\``);
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
   const dataDir = path.join(root, name);
   fs.mkdirSync(dataDir);
   const child = await spawnNode(`gateway ${name}`, {
-    script: 'dist/src/main.js',
-    cwd: ROOT,
+    script: main,
+    cwd: path.dirname(dist),
     cpus: null,
     env: {
       ...gatewayEnv({ port, dataDir, stubUrl: String(stub.ready.url) }),
@@ -80,21 +84,21 @@ async function gateway(name: string, env: Record<string, string>) {
   return { block, stop: async () => (await pool.close(), await child.stop()) };
 }
 
-// Each variant: a name and the environment over the bench's (`--variant name:K=V,K=V`).
+// Each variant: a name, the environment over the bench's, and the build it runs (`--variant name:dir=D,K=V,K=V`;
+// without `dir`, this tree's dist/).
 const variants = (cli.variant?.length ? cli.variant : ['a:', 'b:']).map((v) => {
-  const [name, env = ''] = v.split(':') as [string, string?];
-  return {
-    name,
-    env: Object.fromEntries(
-      env
-        .split(',')
-        .filter(Boolean)
-        .map((kv) => kv.split('=') as [string, string]),
-    ),
-  };
+  const colon = v.indexOf(':');
+  const [name, settings] = colon === -1 ? [v, ''] : [v.slice(0, colon), v.slice(colon + 1)];
+  const { dir = path.join(ROOT, 'dist'), ...env } = Object.fromEntries(
+    settings
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as [string, string]),
+  );
+  return { name, env, dist: path.resolve(dir) };
 });
 const gws: Array<{ name: string; gw: Awaited<ReturnType<typeof gateway>>; figures: number[] }> = [];
-for (const v of variants) gws.push({ name: v.name, gw: await gateway(v.name, v.env), figures: [] });
+for (const v of variants) gws.push({ name: v.name, gw: await gateway(v.name, v.env, v.dist), figures: [] });
 // Warm-up: V8's optimizing compiler and SQLite's page cache settle over a few thousand creations.
 for (let i = 0; i < 3; i++) for (const g of gws) await g.gw.block();
 for (let r = 0; r < rounds; r++) {

@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 
 /**
  * The app's identity, a leaf every layer may use: who is calling (the idempotency scope and the owner of
@@ -145,7 +145,7 @@ export function scopeOfApp(name: string): string {
 }
 
 export function sha256(text: string): Buffer {
-  return createHash('sha256').update(text).digest();
+  return hash('sha256', text, 'buffer');
 }
 
 /** The owner scope of a bare API key, from its sha256 digest. */

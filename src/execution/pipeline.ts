@@ -280,7 +280,8 @@ export function createPipeline(o: PipelineOptions): Pipeline {
           if (Symbol.asyncIterator in subscribed) return present.subscribed!(subscribed, context, ran);
           return present.executed(subscribed as ExecutionResult, context, ran);
         }
-        result = await o.runner.execute(prepared, operation, params.operationName, context, params.variables);
+        const executed = o.runner.execute(prepared, operation, params.operationName, context, params.variables);
+        result = executed instanceof Promise ? await executed : executed;
       } catch (err) {
         return present.threw(err, context);
       }

@@ -194,35 +194,26 @@ export class OperationRunner {
     private readonly hideSuggestions = false,
   ) {}
 
-  async execute(
+  /** graphql-js's answer, or the compiled query's; a mutation's is graphql-js's promise as it is (no async layer). */
+  execute(
     prepared: PreparedDocument,
     operation: OperationDefinitionNode,
     operationName: string | undefined,
     contextValue: GraphQLContext,
     variables: Record<string, unknown> | undefined,
-  ): Promise<ExecutionResult> {
+  ): ExecutionResult | Promise<ExecutionResult> {
     const document = prepared.document as DocumentNode;
     const compiled = operation.operation === 'query' ? this.compiledQuery(prepared, document, operation) : null;
-    if (compiled) {
-      const coerced = operation.variableDefinitions?.length
-        ? getVariableValues(this.schema, operation.variableDefinitions, variables ?? {}, {
-            hideSuggestions: this.hideSuggestions,
-          })
-        : undefined;
-      if (!coerced?.errors) {
-        let result: ExecutionResult | undefined;
-        try {
-          result = await compiled.query(undefined, contextValue, variables ?? {});
-        } catch {
-          result = undefined;
-        }
-        if (result && !result.errors?.length) {
-          this.stats.compiled++;
-          return { data: result.data };
-        }
-        this.stats.recompiled++;
-      }
-    }
+    if (compiled) return this.executeCompiled(compiled, document, operation, operationName, contextValue, variables);
+    return this.plain(document, operationName, contextValue, variables);
+  }
+
+  private plain(
+    document: DocumentNode,
+    operationName: string | undefined,
+    contextValue: GraphQLContext,
+    variables: Record<string, unknown> | undefined,
+  ): ExecutionResult | Promise<ExecutionResult> {
     return execute({
       schema: this.schema,
       document,
@@ -231,6 +222,35 @@ export class OperationRunner {
       operationName,
       hideSuggestions: this.hideSuggestions,
     });
+  }
+
+  private async executeCompiled(
+    compiled: CompiledQuery,
+    document: DocumentNode,
+    operation: OperationDefinitionNode,
+    operationName: string | undefined,
+    contextValue: GraphQLContext,
+    variables: Record<string, unknown> | undefined,
+  ): Promise<ExecutionResult> {
+    const coerced = operation.variableDefinitions?.length
+      ? getVariableValues(this.schema, operation.variableDefinitions, variables ?? {}, {
+          hideSuggestions: this.hideSuggestions,
+        })
+      : undefined;
+    if (!coerced?.errors) {
+      let result: ExecutionResult | undefined;
+      try {
+        result = await compiled.query(undefined, contextValue, variables ?? {});
+      } catch {
+        result = undefined;
+      }
+      if (result && !result.errors?.length) {
+        this.stats.compiled++;
+        return { data: result.data };
+      }
+      this.stats.recompiled++;
+    }
+    return this.plain(document, operationName, contextValue, variables);
   }
 
   /** The compiled query of a store-only query operation, made on first use and kept with the document; null otherwise. */

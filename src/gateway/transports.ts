@@ -12,9 +12,11 @@ import { AgentDryRun } from '../agents/dry-run.js';
 import { AgentWorkflow } from '../agents/workflow.js';
 import { SCOPES } from '../auth/caller.js';
 import { scheduleAfter, type AuthExpiry } from '../auth/jwt.js';
+import type { AuthResult } from '../auth/keys.js';
 import { everyUpstreamSandboxed, type Config } from '../config/index.js';
 import { WebhookErrorCode } from '../errors.js';
 import type { PostgresBus } from '../events/postgres-bus.js';
+import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
 import type { PauseAt } from '../phases.js';
 import { approvalsRoutes } from '../server/approvals.js';
@@ -27,7 +29,7 @@ import {
 } from '../server/graphiql.js';
 import { authFailureHttpError, graphqlRoute } from '../server/graphql.js';
 import { healthRoutes } from '../server/health.js';
-import type { Route } from '../server/http.js';
+import type { Route, RouteContext } from '../server/http.js';
 import { Approvals } from '../server/mcp/approval.js';
 import { mcpRoutes } from '../server/mcp/http.js';
 import { buildSurface } from '../server/mcp/surface.js';
@@ -83,6 +85,12 @@ export function buildTransports(
   const testing = parts.options.testing ?? {};
   const { metrics } = services;
   const authenticate = live.authenticate;
+  /** POST /graphql's context for what `authenticate` answered: the caller's, or its refusal thrown. */
+  const httpContext = (auth: AuthResult, ctx: RouteContext): GraphQLContext => {
+    if (!auth.ok) throw authFailureHttpError(auth);
+    ctx.app = auth.caller.app;
+    return contextFor(auth.caller, ctx.requestId, () => ctx.logger);
+  };
   const trusted = live.trustedAdmission();
   const expiry = authExpiry(parts);
 
@@ -160,12 +168,9 @@ export function buildTransports(
       direct: built.direct,
       maxBodyBytes: config.graphqlLimits.maxBodyBytes,
       checkSource: (source) => limits.checkTokens(source),
-      context: async (req, ctx) => {
+      context: (req, ctx) => {
         const result = authenticate(req.headers.authorization);
-        const auth = result instanceof Promise ? await result : result;
-        if (!auth.ok) throw authFailureHttpError(auth);
-        ctx.app = auth.caller.app;
-        return contextFor(auth.caller, ctx.requestId, () => ctx.logger);
+        return result instanceof Promise ? result.then((auth) => httpContext(auth, ctx)) : httpContext(result, ctx);
       },
     }),
     ...healthRoutes({

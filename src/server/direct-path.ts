@@ -145,20 +145,22 @@ export class DirectPath {
   }
 
   /**
-   * Answers a request `accepts` took: the context (so the authentication) the route made, then the pipeline with
-   * HTTP's presentation, then the write.
+   * Answers a request `accepts` took: the context the route made (null: its making threw `failure`, the
+   * authentication refused), then the pipeline with HTTP's presentation, then the write.
    */
   async run(
     res: ServerResponse,
     request: DirectRequest,
-    context: () => Promise<GraphQLContext>,
+    contextValue: GraphQLContext | null,
+    failure: unknown,
     requestId: string,
   ): Promise<void> {
-    let contextValue: GraphQLContext;
-    try {
-      contextValue = await context();
-    } catch (err) {
-      this.send(res, this.present.failure(err, request.contentType, 'Context creation failed: '), request.contentType);
+    if (contextValue === null) {
+      this.send(
+        res,
+        this.present.failure(failure, request.contentType, 'Context creation failed: '),
+        request.contentType,
+      );
       return;
     }
     const answer = await this.options.pipeline.runOperation({

@@ -17,8 +17,11 @@ export interface GraphqlRouteOptions {
   checkSource?: (source: string) => GraphQLError | undefined;
   /** GRAPHQL_MAX_BODY_BYTES: a larger body is answered 413 without being read further. */
   maxBodyBytes: number;
-  /** Builds the per-request context; throws a GraphQLError (UNAUTHENTICATED) for a bad key. */
-  context: (req: IncomingMessage, ctx: RouteContext) => Promise<GraphQLContext>;
+  /**
+   * Builds the per-request context (a promise only when authentication has to wait, a JWT's keys); throws, or
+   * rejects with, a GraphQLError (UNAUTHENTICATED) for a bad key.
+   */
+  context: (req: IncomingMessage, ctx: RouteContext) => GraphQLContext | Promise<GraphQLContext>;
   /** Serves GraphiQL for browser GETs; absent when introspection is off. */
   graphiql?: {
     wants(req: IncomingMessage): boolean;
@@ -102,13 +105,16 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
           : (new URLSearchParams(search).get('query') ?? undefined);
       // Authenticated before the document is lexed (the token limit), parsed or cached: a request without valid
       // credentials costs no lexing and leaves nothing behind; its 401 is answered by the path that took it (Apollo
-      // asks the same memoised context before it parses anything).
-      let made: Promise<GraphQLContext> | undefined;
-      const context = () => (made ??= options.context(req, ctx));
+      // is handed the settled context and asks it before it parses anything). The context is made once, here, and
+      // in this turn when the key is checked without waiting (an API key).
+      let contextValue: GraphQLContext | undefined;
+      let failure: unknown;
       let authenticated = true;
       try {
-        await context();
-      } catch {
+        const made = options.context(req, ctx);
+        contextValue = made instanceof Promise ? await made : made;
+      } catch (err) {
+        failure = err;
         authenticated = false;
       }
       const refused = source === undefined || !authenticated ? undefined : options.checkSource?.(source);
@@ -118,7 +124,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
         return;
       }
       if (direct) {
-        await options.direct!.run(res, direct, context, ctx.requestId);
+        await options.direct!.run(res, direct, authenticated ? contextValue! : null, failure, ctx.requestId);
         return;
       }
       const headers = new HeaderMap();
@@ -127,7 +133,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
       }
       const response = await apollo.executeHTTPGraphQLRequest({
         httpGraphQLRequest: { method: req.method ?? 'GET', headers, search, body },
-        context,
+        context: authenticated ? () => Promise.resolve(contextValue!) : () => Promise.reject(failure),
       });
       for (const [k, v] of response.headers) res.setHeader(k, v);
       res.statusCode = response.status ?? 200;

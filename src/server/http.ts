@@ -61,21 +61,12 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
     }
     const routeName = route?.name ?? (pathMatched ? 'method-not-allowed' : 'not-found');
     // The request's child logger is made on first use: most requests log nothing at the default level.
-    let child: Logger | undefined;
-    const log = () => (child ??= logger.child({ requestId, route: routeName }));
-    const context: RouteContext = {
-      requestId,
-      get logger() {
-        return log();
-      },
-      logs: (level) => logger.isLevelEnabled(level),
-      params,
-    };
+    const context = new RequestContext(requestId, logger, routeName, params);
     res.on('finish', () => {
       const seconds = (performance.now() - started) / 1000;
       metrics.httpRequests.observe({ route: routeName, status: String(res.statusCode) }, seconds);
       if (logger.isLevelEnabled('debug'))
-        log().debug(
+        context.logger.debug(
           {
             method: req.method,
             status: res.statusCode,
@@ -91,26 +82,54 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
       else sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, `no route for ${pathname}`);
       return;
     }
-    Promise.resolve()
-      .then(() => route.handle(req, res, context))
-      .catch((err: unknown) => {
-        if (err instanceof StoreUnavailableError && !res.headersSent) {
-          // The database is away: nothing was stored, and the sender retries (a webhook's sender does on a 503).
-          log().warn({ err: err.cause }, 'the database cannot be reached: answered 503');
-          sendOAuthError(res, 503, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, err.message, {
-            'retry-after': String(STORE_RETRY_AFTER_SECONDS),
-          });
-          return;
-        }
-        log().error({ err }, 'unhandled error in route');
-        if (!res.headersSent)
-          sendOAuthError(
-            res,
-            500,
-            WebhookErrorCode.SERVER_ERROR,
-            'internal error; see the gateway log for request ' + requestId,
-          );
-        else res.destroy();
-      });
+    const failed = (err: unknown): void => {
+      if (err instanceof StoreUnavailableError && !res.headersSent) {
+        // The database is away: nothing was stored, and the sender retries (a webhook's sender does on a 503).
+        context.logger.warn({ err: err.cause }, 'the database cannot be reached: answered 503');
+        sendOAuthError(res, 503, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, err.message, {
+          'retry-after': String(STORE_RETRY_AFTER_SECONDS),
+        });
+        return;
+      }
+      context.logger.error({ err }, 'unhandled error in route');
+      if (!res.headersSent)
+        sendOAuthError(
+          res,
+          500,
+          WebhookErrorCode.SERVER_ERROR,
+          'internal error; see the gateway log for request ' + requestId,
+        );
+      else res.destroy();
+    };
+    // The route runs in this turn; what it throws, at once or later, is answered the same way.
+    let handled: Promise<void> | void;
+    try {
+      handled = route.handle(req, res, context);
+    } catch (err) {
+      failed(err);
+      return;
+    }
+    if (handled) handled.catch(failed);
   };
+}
+
+/** A request's RouteContext: its child logger made on first use (most requests log nothing at the default level). */
+class RequestContext implements RouteContext {
+  app?: string | undefined;
+  private child: Logger | undefined;
+
+  constructor(
+    readonly requestId: string,
+    private readonly base: Logger,
+    private readonly route: string,
+    readonly params: string[],
+  ) {}
+
+  get logger(): Logger {
+    return (this.child ??= this.base.child({ requestId: this.requestId, route: this.route }));
+  }
+
+  logs(level: 'debug' | 'info'): boolean {
+    return this.base.isLevelEnabled(level);
+  }
 }

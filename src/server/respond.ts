@@ -82,5 +82,8 @@ export function sendOAuthError(
 }
 
 export function mediaType(req: IncomingMessage): string {
-  return (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  const header = req.headers['content-type'];
+  // What nearly every client sends, already in the form the general case would give.
+  if (header === 'application/json') return header;
+  return (header ?? '').split(';')[0]!.trim().toLowerCase();
 }

@@ -203,9 +203,11 @@ export class Ledger {
         .onConflict((oc) => oc.column('id').doNothing()),
   );
 
-  async get(id: string): Promise<LedgerRecord | null> {
-    const [rec] = await this.getMany([id]);
-    return rec ?? null;
+  /** The record of `id`, or null when unknown: from memory when kept, without the lists of `getMany`. */
+  get(id: string): Promise<LedgerRecord | null> {
+    const kept = this.cache?.get(id);
+    if (kept) return Promise.resolve(kept);
+    return this.byIds([id]).then((byId) => byId.get(id) ?? null);
   }
 
   /** Records for the ids, in the same order; null where unknown. */

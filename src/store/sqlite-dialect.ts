@@ -86,7 +86,7 @@ export class GroupCommitSqliteDialect implements Dialect {
    */
   writeTogether(queries: readonly CompiledQuery[]): Promise<void> {
     if (!this.driver) throw new Error('writeTogether needs a Kysely instance over this dialect');
-    return this.driver.runTogether(queries).catch(rejectUnavailable);
+    return this.driver.runTogether(queries);
   }
 
   /**
@@ -329,7 +329,10 @@ class GroupCommitSqliteDriver implements Driver {
     return this.checkpointer?.released ?? Promise.resolve();
   }
 
-  /** Runs `work` inside the open group transaction; the promise settles after the group's COMMIT (and sync). */
+  /**
+   * Runs `work` inside the open group transaction; the promise settles after the group's COMMIT (and sync). It
+   * rejects with what `sqliteUnavailable` makes of the error (every caller's answer to a failed statement or COMMIT).
+   */
   inGroup<T>(work: () => T, visible = false): Promise<T> {
     if (this.failure) return Promise.reject(this.failure);
     if (!this.group) {
@@ -346,17 +349,28 @@ class GroupCommitSqliteDriver implements Driver {
       // Most errors (a constraint) undo only their statement; some (disk full, I/O) roll the whole
       // transaction back, and then every statement of the turn is lost with it.
       if (!this.db.inTransaction && this.group === group) this.fail(group, error);
-      return Promise.reject(error);
+      return Promise.reject(sqliteUnavailable(error));
     }
     return new Promise<T>((resolve, reject) =>
       group.push({ resolve: resolve as (value: unknown) => void, reject, value: result, visible }),
     );
   }
 
-  async runTogether(queries: readonly CompiledQuery[]): Promise<void> {
+  /** The statements as one unit (a savepoint) in the open group; at once when nothing is to be waited for. */
+  runTogether(queries: readonly CompiledQuery[]): Promise<void> {
+    if (this.owner || (this.group === null && this.writesHeld))
+      return this.runTogetherWhenFree(queries).catch(rejectUnavailable);
+    return this.together(queries);
+  }
+
+  private async runTogetherWhenFree(queries: readonly CompiledQuery[]): Promise<void> {
     // Nothing awaits between this check and the statements (see Connection.executeQuery).
     while (this.owner || (this.group === null && this.writesHeld))
       await (this.owner ? this.ownerDone : this.writesReleased);
+    return this.together(queries);
+  }
+
+  private together(queries: readonly CompiledQuery[]): Promise<void> {
     return this.inGroup(() => {
       this.unit.savepoint.run();
       try {
@@ -404,7 +418,7 @@ class GroupCommitSqliteDriver implements Driver {
       } catch {
         // the rollback error adds nothing to the commit error
       }
-      for (const w of group) w.reject(error);
+      for (const w of group) w.reject(sqliteUnavailable(error));
       return;
     }
     this.committed += 1;
@@ -485,7 +499,7 @@ class GroupCommitSqliteDriver implements Driver {
 
   private fail(group: Waiter[], error: unknown): void {
     this.group = null;
-    for (const w of group) w.reject(error);
+    for (const w of group) w.reject(sqliteUnavailable(error));
   }
 }
 
@@ -592,37 +606,35 @@ class Connection implements DatabaseConnection {
 
   /** `visible`: a write settles at its COMMIT, not after the WAL sync (`GroupCommitSqliteDialect.executeVisible`). */
   executeQuery<R>(compiled: CompiledQuery, visible = false): Promise<QueryResult<R>> {
-    return this.runStatement(compiled, visible, (stmt, parameters): QueryResult<R> => {
-      if (stmt.reader) return { rows: stmt.all(parameters) as R[] };
-      const { changes, lastInsertRowid } = stmt.run(parameters);
-      return {
-        numAffectedRows: changes !== undefined && changes !== null ? BigInt(changes) : undefined,
-        insertId: lastInsertRowid !== undefined && lastInsertRowid !== null ? BigInt(lastInsertRowid) : undefined,
-        rows: [],
-      };
-    });
+    return this.runStatement(compiled, visible, runForResult) as Promise<QueryResult<R>>;
   }
 
   /** A read, its rows as arrays of values (raw mode, set for this call only: the cached statement is shared). */
   readValues(compiled: CompiledQuery): Promise<unknown[][]> {
-    return this.runStatement(compiled, false, (stmt, parameters) => {
-      if (!stmt.reader) throw new Error('readValues runs only statements that return rows');
-      stmt.raw(true);
-      try {
-        return stmt.all(parameters) as unknown[][];
-      } finally {
-        stmt.raw(false);
-      }
-    });
+    return this.runStatement(compiled, false, runForValues);
   }
 
-  /** Runs `run` on the cached statement when it may run: the waits and the group commit every statement goes through. */
+  /**
+   * Runs `run` on the cached statement when it may run: the waits and the group commit every statement goes through.
+   * When there is nothing to wait for (the common case) the statement runs here, with no async function between it
+   * and its caller; otherwise `runWhenFree` waits first. Either way a failure is what `sqliteUnavailable` makes of it.
+   */
   private runStatement<T>(
     compiled: CompiledQuery,
     visible: boolean,
     run: (stmt: BetterSqlite3.Statement, parameters: unknown[]) => T,
   ): Promise<T> {
-    return this.runWhenFree(compiled, visible, run).catch(rejectUnavailable);
+    const driver = this.driver;
+    if (driver.blocked(this)) return this.runWhenFree(compiled, visible, run).catch(rejectUnavailable);
+    let stmt: BetterSqlite3.Statement;
+    try {
+      stmt = driver.prepare(compiled.sql);
+    } catch (error) {
+      return Promise.reject(sqliteUnavailable(error));
+    }
+    if (!stmt.readonly && !driver.groupOpen && driver.writesHeld && !driver.inExplicitTransaction(this))
+      return this.runWhenFree(compiled, visible, run).catch(rejectUnavailable);
+    return this.runNow(stmt, compiled.parameters as unknown[], visible, run);
   }
 
   private async runWhenFree<T>(
@@ -644,12 +656,29 @@ class Connection implements DatabaseConnection {
       while (this.driver.writesHeld) await this.driver.writesReleased;
       return this.runWhenFree(compiled, visible, run);
     }
-    const parameters = compiled.parameters as unknown[];
-    if (this.driver.inExplicitTransaction(this)) return run(stmt, parameters);
-    // A read joins an open group too: what it sees may be another caller's uncommitted write, so its
-    // answer waits for the same COMMIT.
-    if (stmt.readonly && !this.driver.groupOpen) return this.driver.afterDurable(run(stmt, parameters));
-    return this.driver.inGroup(() => run(stmt, parameters), visible);
+    return this.runNow(stmt, compiled.parameters as unknown[], visible, run);
+  }
+
+  /** Runs the statement now: inside this connection's transaction, as a read, or in the open group. */
+  private runNow<T>(
+    stmt: BetterSqlite3.Statement,
+    parameters: unknown[],
+    visible: boolean,
+    run: (stmt: BetterSqlite3.Statement, parameters: unknown[]) => T,
+  ): Promise<T> {
+    const driver = this.driver;
+    try {
+      if (driver.inExplicitTransaction(this)) return Promise.resolve(run(stmt, parameters));
+      // A read joins an open group too: what it sees may be another caller's uncommitted write, so its
+      // answer waits for the same COMMIT.
+      if (stmt.readonly && !driver.groupOpen) {
+        const read = driver.afterDurable(run(stmt, parameters));
+        return read instanceof Promise ? read.catch(rejectUnavailable) : Promise.resolve(read);
+      }
+    } catch (error) {
+      return Promise.reject(sqliteUnavailable(error));
+    }
+    return driver.inGroup(() => run(stmt, parameters), visible);
   }
 
   async *streamQuery<R>(compiled: CompiledQuery): AsyncIterableIterator<QueryResult<R>> {
@@ -663,4 +692,26 @@ class Connection implements DatabaseConnection {
 
 function quote(identifier: string): string {
   return `"${identifier.replaceAll('"', '""')}"`;
+}
+
+/** A statement's result as kysely reads it: its rows, or what it changed. */
+function runForResult(stmt: BetterSqlite3.Statement, parameters: unknown[]): QueryResult<unknown> {
+  if (stmt.reader) return { rows: stmt.all(parameters) };
+  const { changes, lastInsertRowid } = stmt.run(parameters);
+  return {
+    numAffectedRows: changes !== undefined && changes !== null ? BigInt(changes) : undefined,
+    insertId: lastInsertRowid !== undefined && lastInsertRowid !== null ? BigInt(lastInsertRowid) : undefined,
+    rows: [],
+  };
+}
+
+/** A read's rows as arrays of the column values (raw mode, set for this call only: the cached statement is shared). */
+function runForValues(stmt: BetterSqlite3.Statement, parameters: unknown[]): unknown[][] {
+  if (!stmt.reader) throw new Error('readValues runs only statements that return rows');
+  stmt.raw(true);
+  try {
+    return stmt.all(parameters) as unknown[][];
+  } finally {
+    stmt.raw(false);
+  }
 }

@@ -1,6 +1,7 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry, { AbortError } from 'p-retry';
-import { Pool, type Dispatcher } from 'undici';
+import { Pool, util, type Dispatcher } from 'undici';
 
 import {
   ErrorCode,
@@ -362,26 +363,29 @@ export class UpstreamHttp {
     }
     // One observation at the end with every label: no timer closure, no merge of label objects.
     const started = performance.now();
-    let res: Dispatcher.ResponseData;
+    let res: Answer;
     try {
-      res = await this.pool.request({ method: req.method, path: this.basePath + req.path, headers, body });
-    } catch (error) {
-      const code = (error as { code?: string }).code ?? 'ERROR';
+      res = await new Promise<Answer>((resolve, reject) =>
+        this.pool.dispatch(
+          { method: req.method, path: this.basePath + req.path, headers, body },
+          new Exchange(resolve, reject),
+        ),
+      );
+    } catch (failure) {
+      if (failure instanceof BodyFailure) {
+        // The answer's head had come: its body failed (a reset, the body timeout).
+        const code = (failure.error as { code?: string }).code ?? 'BODY_ERROR';
+        this.observe(req, code, started);
+        throw new TransientFailure(code, 'unknown');
+      }
+      const code = (failure as { code?: string }).code ?? 'ERROR';
       this.observe(req, code, started);
       if (NOT_SENT_CODES.has(code)) throw new TransientFailure(code, 'not-sent');
       if (UNKNOWN_CODES.has(code)) throw new TransientFailure(code, 'unknown');
-      throw new AbortError(error instanceof Error ? error : new Error(String(error)));
+      throw new AbortError(failure instanceof Error ? failure : new Error(String(failure)));
     }
-    let text: string;
-    try {
-      text = await res.body.text();
-    } catch (error) {
-      const code = (error as { code?: string }).code ?? 'BODY_ERROR';
-      this.observe(req, code, started);
-      throw new TransientFailure(code, 'unknown');
-    }
-    this.observe(req, String(res.statusCode), started);
-    return { status: res.statusCode, headers: res.headers, body: parseBody(text, res.headers['content-type']) };
+    this.observe(req, String(res.status), started);
+    return { status: res.status, headers: res.headers, body: parseBody(res.text, res.headers['content-type']) };
   }
 
   /** The duration of one attempt, from `started` (performance.now()) to now, under its outcome. */
@@ -406,6 +410,67 @@ export class UpstreamHttp {
 
   async close(): Promise<void> {
     await this.pool.close();
+  }
+}
+
+/** An upstream's answer as read off the wire: its status, its headers as undici's `request` gives them, its text. */
+interface Answer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  text: string;
+}
+
+/** A failure after the answer's head had come: its body could not be read. */
+class BodyFailure {
+  constructor(readonly error: unknown) {}
+}
+
+/**
+ * One exchange through undici's `dispatch`, read as undici's `request` then `body.text()` read it (the same headers
+ * object, the same text: a UTF-8 byte order mark left out) without what those make per call for a caller that
+ * wants the whole text: an AsyncResource, a Readable stream for the body, its consumer and its promise. A failure
+ * before the head is undici's error as it is; after it, a BodyFailure holding it.
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  private status = 0;
+  private headers: IncomingHttpHeaders | null = null;
+  private readonly chunks: Buffer[] = [];
+  private length = 0;
+
+  constructor(
+    private readonly resolve: (answer: Answer) => void,
+    private readonly reject: (error: unknown) => void,
+  ) {}
+
+  onConnect(): void {}
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
+    // An informational answer (1xx) is not the answer: `request` passes it to onInfo, which is not given.
+    if (statusCode < 200) return true;
+    this.status = statusCode;
+    this.headers = util.parseHeaders(rawHeaders) as IncomingHttpHeaders;
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    this.chunks.push(chunk);
+    this.length += chunk.length;
+    return true;
+  }
+
+  onComplete(): void {
+    const { chunks, length } = this;
+    let text = '';
+    if (chunks.length > 0 && length > 0) {
+      const buffer = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length);
+      const bom = buffer.length > 2 && buffer[0] === 0xef && buffer[1] === 0xbb && buffer[2] === 0xbf;
+      text = buffer.toString('utf8', bom ? 3 : 0);
+    }
+    this.resolve({ status: this.status, headers: this.headers!, text });
+  }
+
+  onError(error: Error): void {
+    this.reject(this.headers === null ? error : new BodyFailure(error));
   }
 }
 

@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CompiledQuery } from 'kysely';
 import { parse as parseUuid, v5 as uuidv5 } from 'uuid';
@@ -74,7 +74,11 @@ const ASCII = /^[\x00-\x7f]*$/;
  */
 export function nameBasedUuid(name: string, namespace: Uint8Array): string {
   if (!ASCII.test(name)) return uuidv5(name, namespace);
-  const b = createHash('sha1').update(namespace).update(name, 'latin1').digest();
+  // One buffer through the one-shot hash: no Hash object (a stream) made per key.
+  const input = Buffer.allocUnsafe(namespace.length + name.length);
+  input.set(namespace, 0);
+  input.write(name, namespace.length, 'latin1');
+  const b = hash('sha1', input, 'buffer');
   b[6] = (b[6]! & 0x0f) | 0x50;
   b[8] = (b[8]! & 0x3f) | 0x80;
   const hex = b.toString('hex', 0, 16);
