@@ -10,12 +10,15 @@
  * are printed, and the same for the main thread alone (its /proc stat, 10 ms ticks). With `--b ENV=VALUE`, a second gateway in the same process runs with that environment and its rounds
  * are interleaved with the first's (A with, A without, B with, B without, …).
  *
- * `--only with` or `--only without` runs one kind of round alone, for a CPU profile of each (node --cpu-prof).
+ * `--only with` or `--only without` runs one kind of round alone, for a CPU profile of each (node --cpu-prof);
+ * `--perf-ctl FIFO [--perf-ack FIFO]` turns `perf record -D -1 --control fifo:…` on for the measured windows only;
+ * `--profile DIR` writes a V8 CPU profile of each round's measured window alone (100 µs sampling) into DIR.
  *
  *   npx tsx bench/experiments/single-delivery-ab.ts [--waiting 300] [--in-flight 4] [--rounds 8] [--b NAME=VALUE]
  */
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
+import inspector from 'node:inspector';
 import { parseArgs } from 'node:util';
 
 import type { Gateway } from '../../src/gateway/options.js';
@@ -31,8 +34,34 @@ const { values: cli } = parseArgs({
     /** `with` or `without` alone (for a CPU profile of one kind of round); both by default. */
     only: { type: 'string' },
     clients: { type: 'boolean', default: false },
+    /** A directory: the V8 CPU profile of each measured window (first webhook to the last 204 or `complete`) is written there. */
+    profile: { type: 'string' },
+    /**
+     * perf's control FIFO (`perf record -D -1 --control fifo:CTL,ACK`): perf counts only inside each measured window,
+     * `with` or `without` ones as `--only` says.
+     */
+    'perf-ctl': { type: 'string' },
+    'perf-ack': { type: 'string' },
   },
 });
+
+const session = cli.profile ? new inspector.Session() : undefined;
+session?.connect();
+const post = (method: string, params?: object): Promise<unknown> =>
+  new Promise((resolve, reject) =>
+    session!.post(method, params, (err, result) => (err ? reject(err) : resolve(result))),
+  );
+let profiled = 0;
+
+/** perf's control and acknowledgement FIFOs, opened at the first use (perf opens its ends when it starts). */
+let perfFds: [number, number | undefined] | undefined;
+/** Tells perf to count (`enable`) or stop (`disable`), and waits for its acknowledgement. */
+function perfControl(command: 'enable' | 'disable'): void {
+  if (!cli['perf-ctl']) return;
+  perfFds ??= [fs.openSync(cli['perf-ctl'], 'w'), cli['perf-ack'] ? fs.openSync(cli['perf-ack'], 'r') : undefined];
+  fs.writeSync(perfFds[0], `${command}\n`);
+  if (perfFds[1] !== undefined) fs.readSync(perfFds[1], Buffer.alloc(5));
+}
 
 /**
  * The main thread's CPU time in µs, from /proc (utime + stime of the thread whose id is the process's, in clock ticks
@@ -69,6 +98,12 @@ async function main(): Promise<void> {
     await new Promise((r) => setTimeout(r, 200));
     const targets = deliver ? ids : ids.map(() => randomUUID());
     const done = deliver ? said('done') : Promise.resolve();
+    if (session) {
+      await post('Profiler.enable');
+      await post('Profiler.setSamplingInterval', { interval: 100 });
+      await post('Profiler.start');
+    }
+    perfControl('enable');
     const main0 = mainThreadUs();
     const before = process.cpuUsage();
     let next = 0;
@@ -82,6 +117,15 @@ async function main(): Promise<void> {
     await done;
     const used = process.cpuUsage(before);
     const main = mainThreadUs() - main0;
+    perfControl('disable');
+    if (session) {
+      const { profile } = (await post('Profiler.stop')) as { profile: unknown };
+      fs.mkdirSync(cli.profile!, { recursive: true });
+      fs.writeFileSync(
+        `${cli.profile}/${deliver ? 'with' : 'without'}-${profiled++}.cpuprofile`,
+        JSON.stringify(profile),
+      );
+    }
     const closed = said('closed');
     child.send('close');
     await closed;

@@ -638,6 +638,10 @@ const VARS = {
     bool(true),
     'true: a mobile-ID notification this process has just taken in hands its live subscribers on this process, in memory only, the clear values it sealed (the subject, unknown fields, tokens), so a delivery does not open what the intake sealed a moment before; events read from the log or from another replica are opened as before, and nothing more is stored (docs/decisions/062). false: every delivery opens what it reads; an off switch.',
   ),
+  DELIVERY_COMPLETE_WITH_LAST: declare(
+    bool(true),
+    "true: when a graphql-ws subscription's event stream has ended with the event just delivered (a mobile-ID authentication's one result, a provisioning's terminal state), its `next` and `complete` are written together by the transport and the subscription ends there, without another turn of its iterators; the frames are the same bytes (docs/decisions/089). false: the stream is asked for its end once more and graphql-ws writes the `complete`; an off switch, not a tuning knob.",
+  ),
   LEDGER_CACHE_RECORDS: declare(
     int(10_000, 0, 1_000_000),
     'How many cloud ledger records (projects, networks, subnets, …: shared by every key, and never changed once stored) the gateway keeps in memory once read, about 1.2 KB each, least recently used out: a query takes them by id from memory, and a tree level reads only the ids of its rows (docs/decisions/070). 0 reads every row of every level from the store; the off switch.',
@@ -1069,6 +1073,8 @@ export interface Config {
     readonly compiledSelection: boolean;
     /** DELIVERY_CLEAR_FROM_INTAKE: a notification's sealed values handed to this process's live subscribers in clear, in memory. */
     readonly clearFromIntake: boolean;
+    /** DELIVERY_COMPLETE_WITH_LAST: a graphql-ws subscription's last result written with its `complete`, no further iterator turn. */
+    readonly completeWithLast: boolean;
   };
   readonly upstream: {
     readonly timeoutMs: number;
@@ -1318,7 +1324,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     eventOrderProbeGrouped: e.EVENT_ORDER_PROBE_GROUPED,
     subscriberBufferBytes: e.SUBSCRIBER_BUFFER_BYTES,
     ledgerCacheRecords: e.LEDGER_CACHE_RECORDS,
-    delivery: { compiledSelection: e.SUBSCRIPTION_COMPILED_SELECTION, clearFromIntake: e.DELIVERY_CLEAR_FROM_INTAKE },
+    delivery: {
+      compiledSelection: e.SUBSCRIPTION_COMPILED_SELECTION,
+      clearFromIntake: e.DELIVERY_CLEAR_FROM_INTAKE,
+      completeWithLast: e.DELIVERY_COMPLETE_WITH_LAST,
+    },
     upstream: {
       timeoutMs: e.UPSTREAM_TIMEOUT,
       retryBudgetMs: e.UPSTREAM_RETRY_BUDGET,

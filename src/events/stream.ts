@@ -363,6 +363,14 @@ class EventStream<T> implements AsyncGenerator<T> {
     waiting?.resolve(DONE);
   }
 
+  /**
+   * Whether `next()` can only answer the end: the stream ended with the last event it yielded (`limit`, `until`) or
+   * was stopped, and no read is pending. A consumer that checks it ends without asking again (src/execution/run.ts).
+   */
+  get finished(): boolean {
+    return this.done && this.reading === null;
+  }
+
   async return(): Promise<IteratorResult<T>> {
     this.finish();
     return DONE;

@@ -43,7 +43,17 @@ export function operationSpanName(args: Pick<ExecutionArgs, 'document' | 'operat
  */
 export interface ResultSink {
   next(result: ExecutionResult): void;
+  /**
+   * The stream's last result, when its source has ended with the event of this result (an EventStream's `finished`:
+   * a `limit` or `until` reached): the transport writes it with its end of the subscription, and the stream's
+   * `next()` returns done without asking the source again. Absent (DELIVERY_COMPLETE_WITH_LAST=false, or SSE's
+   * iterator), that result goes to `next` and the source's next turn ends the stream.
+   */
+  last?(result: ExecutionResult): void;
 }
+
+/** A source that can tell it has nothing more to yield (src/events/stream.ts's EventStream). */
+const finished = (source: AsyncIterator<unknown>): boolean => (source as { finished?: unknown }).finished === true;
 
 /** The streaming transports' execute and subscribe: a subscription's results go to `sink` when one is given. */
 export interface StreamingExecution {
@@ -112,6 +122,11 @@ async function sharedSubscribe(
           if (!sink) return { done: false, value: result };
           // The transport writes each result itself; this call returns when the stream ends.
           if (stopped) return DONE;
+          if (sink.last !== undefined && finished(iterator)) {
+            stopped = true;
+            sink.last(result);
+            return DONE;
+          }
           sink.next(result);
         }
       } catch (err) {

@@ -132,6 +132,7 @@ export function buildTransports(
     pipeline,
     maxMessageBytes: config.graphqlLimits.maxBodyBytes,
     subscriberBufferBytes: config.subscriberBufferBytes,
+    completeWithLast: config.delivery.completeWithLast,
     onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
     context: (caller, requestId) => contextFor(caller, requestId),
     generation: () => live.generation,

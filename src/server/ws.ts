@@ -31,6 +31,11 @@ export interface WsOptions extends StreamingTransportOptions {
    * an earlier one authenticates its credential again first, so it runs as the caller the live configuration knows.
    */
   generation?: () => number;
+  /**
+   * DELIVERY_COMPLETE_WITH_LAST (default true): a subscription's last result (its event stream ended with it) is
+   * written with the `complete` graphql-ws would write after it, and the subscription ends there (docs/decisions/089).
+   */
+  completeWithLast?: boolean;
 }
 
 /** A close reason fits in 123 bytes (RFC 6455 §5.5: a control frame's payload is at most 125, 2 of them the code). */
@@ -59,6 +64,8 @@ interface Subscriber {
   prefix: Buffer | undefined;
   /** `extensions.cursor` of the last result written, named when it is closed as a slow consumer. */
   lastCursor: unknown;
+  /** graphql-ws's subscriptions of the connection (its Context's `subscriptions`), this one's entry among them. */
+  readonly subscriptions: Record<string, unknown>;
 }
 
 const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
@@ -122,36 +129,60 @@ export function createWsServer(options: WsOptions) {
    * Writes a subscription's result as one WebSocket message holding `{"id":…,"type":"next","payload":…}`: byte for
    * byte the message graphql-ws would write (`JSON.stringify({ id, type: 'next', payload })`; a test compares), built
    * from the shared payload's bytes (encoded once per group) and the subscription's prefix, and framed by ws's own
-   * Sender. The TCP socket under the WebSocket is corked until the end of the tick, so the `complete` graphql-ws sends
-   * right after the last result leaves in the same write (docs/decisions/030; 044 removed the hand-made frames of 034,
-   * whose gain was within noise).
+   * Sender. The TCP socket under the WebSocket is corked until the end of the tick, so the `complete` that follows the
+   * last result (the sink's own, decision 089, or graphql-ws's) leaves in the same write (docs/decisions/030; 044
+   * removed the hand-made frames of 034, whose gain was within noise).
    */
   const bufferLimit = options.subscriberBufferBytes ?? 8 * 1024 * 1024;
-  const sinkOf = (subscriber: Subscriber): ResultSink => ({
-    next(result) {
-      const socket = subscriber.socket;
-      if (socket.readyState !== socket.OPEN) return;
-      // A slow consumer is closed, never skipped: the client resumes with `after` and the last cursor it got.
-      if (socket.bufferedAmount > bufferLimit) return closeSlow(subscriber);
-      subscriber.lastCursor = result.extensions?.cursor;
-      const out = deliverable(result, subscriber.context, options.logger);
-      let payload = encoded.get(out);
-      if (payload === undefined) {
-        payload = Buffer.from(`${JSON.stringify(out)}}`);
-        encoded.set(out, payload);
-      }
-      const prefix = (subscriber.prefix ??= Buffer.from(
-        `{"id":${JSON.stringify(subscriber.id)},"type":"next","payload":`,
-      ));
-      const raw = raws.get(socket);
-      if (raw !== undefined && !corked.has(raw)) {
-        if (corked.size === 0) process.nextTick(uncork);
-        corked.add(raw);
-        raw.cork();
-      }
-      socket.send(Buffer.concat([prefix, payload]), { binary: false });
-    },
-  });
+  /** Writes the result as its `next` message; false when nothing was written (the socket closing, or closed as slow). */
+  const write = (subscriber: Subscriber, result: ExecutionResult): boolean => {
+    const socket = subscriber.socket;
+    if (socket.readyState !== socket.OPEN) return false;
+    // A slow consumer is closed, never skipped: the client resumes with `after` and the last cursor it got.
+    if (socket.bufferedAmount > bufferLimit) {
+      closeSlow(subscriber);
+      return false;
+    }
+    subscriber.lastCursor = result.extensions?.cursor;
+    const out = deliverable(result, subscriber.context, options.logger);
+    let payload = encoded.get(out);
+    if (payload === undefined) {
+      payload = Buffer.from(`${JSON.stringify(out)}}`);
+      encoded.set(out, payload);
+    }
+    const prefix = (subscriber.prefix ??= Buffer.from(
+      `{"id":${JSON.stringify(subscriber.id)},"type":"next","payload":`,
+    ));
+    const raw = raws.get(socket);
+    if (raw !== undefined && !corked.has(raw)) {
+      if (corked.size === 0) process.nextTick(uncork);
+      corked.add(raw);
+      raw.cork();
+    }
+    socket.send(Buffer.concat([prefix, payload]), { binary: false });
+    return true;
+  };
+  const completeWithLast = options.completeWithLast ?? true;
+  const sinkOf = (subscriber: Subscriber): ResultSink => {
+    const next = (result: ExecutionResult): void => void write(subscriber, result);
+    if (!completeWithLast) return { next };
+    return {
+      next,
+      /**
+       * The last result, and then the `complete` graphql-ws writes when the stream ends (`{"id":…,"type":"complete"}`,
+       * its JSON.stringify, byte for byte), in the same corked write. The subscription leaves graphql-ws's record of the
+       * connection's subscriptions now, so graphql-ws, seeing the stream end, writes no second `complete` (its rule:
+       * only for an id still there). Its own removal of the id follows within the same turn of the microtask queue,
+       * before the corked write leaves, so a client that reuses the id after this `complete` meets what it met before.
+       * Nothing written (the socket closing, a slow consumer): graphql-ws ends the subscription as it always did.
+       */
+      last(result) {
+        if (!write(subscriber, result)) return;
+        subscriber.socket.send(`{"id":${JSON.stringify(subscriber.id)},"type":"complete"}`);
+        delete subscriber.subscriptions[subscriber.id];
+      },
+    };
+  };
 
   /**
    * 1013 Try Again Later (RFC 6455 §7.4.2; graphql-ws clients reconnect on it) with the subscription's last cursor in
@@ -238,6 +269,7 @@ export function createWsServer(options: WsOptions) {
           context,
           prefix: undefined,
           lastCursor: undefined,
+          subscriptions: ctx.subscriptions as Record<string, unknown>,
         };
         const request = payload as typeof payload & { documentId?: unknown };
         const outcome = await options.pipeline.runOperation({

@@ -13,9 +13,10 @@ import { subscribers, waitFor } from '../helpers/wait.js';
 
 // The delivery path's shortcuts (docs/decisions/062): the subscription's selection as graphql-jit compiled it
 // (SUBSCRIPTION_COMPILED_SELECTION) and the intake's clear values handed to this process's live subscribers
-// (DELIVERY_CLEAR_FROM_INTAKE). Two gateways get the very same notifications, with Date frozen so that their
-// reception times agree: one with both shortcuts (the default), one with both off (the plain path). Every frame
-// each writes, over graphql-ws and SSE, must be the same bytes.
+// (DELIVERY_CLEAR_FROM_INTAKE), and the last result written with its `complete` (DELIVERY_COMPLETE_WITH_LAST, decision
+// 089). Two gateways get the very same notifications, with Date frozen so that their reception times agree: one with
+// the shortcuts (the default), one with all of them off (the plain path). Every frame each writes, over graphql-ws and
+// SSE, must be the same bytes.
 
 /** The position a gateway's cursor opens to, as text. */
 function opensTo(t: TestGateway, cursor: string): string {
@@ -145,6 +146,7 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
       TOKEN_ENCRYPTION_KEY: PLAIN_KEY,
       SUBSCRIPTION_COMPILED_SELECTION: 'false',
       DELIVERY_CLEAR_FROM_INTAKE: 'false',
+      DELIVERY_COMPLETE_WITH_LAST: 'false',
     });
     vi.useFakeTimers({ toFake: ['Date'], now: NOW });
   });

@@ -1,0 +1,128 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import WebSocket from 'ws';
+
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { postNotification, SUBSCRIPTION } from '../helpers/mobile-id.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
+
+// DELIVERY_COMPLETE_WITH_LAST (docs/decisions/089): a subscription whose event stream ends with the event just delivered
+// gets its `next` and `complete` written together, and its event stream is not asked again. The frames are compared
+// byte for byte with the plain path in test/server/delivery-shortcuts.test.ts; here, what else an app could see on the
+// same connection: the id reused at once after its `complete`, and no second `complete`, with the switch on and off.
+
+const KEY = 'app-key-complete';
+
+/** One graphql-ws connection that records every frame after connection_ack (pings aside) as text. */
+async function connection(gw: TestGateway) {
+  const ws = new WebSocket(`${gw.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws', {
+    headers: { authorization: `Bearer ${KEY}` },
+  });
+  const frames: string[] = [];
+  const closed: number[] = [];
+  let onFrame: ((frame: { id?: string; type: string }) => void) | null = null;
+  await new Promise<void>((resolve, reject) => {
+    ws.on('error', reject);
+    ws.on('close', (code) => closed.push(code));
+    ws.on('open', () => ws.send(JSON.stringify({ type: 'connection_init', payload: {} })));
+    ws.on('message', (data: Buffer) => {
+      const text = data.toString('utf8');
+      const msg = JSON.parse(text) as { id?: string; type: string };
+      if (msg.type === 'connection_ack') return resolve();
+      if (msg.type === 'ping') return;
+      frames.push(text);
+      onFrame?.(msg);
+    });
+  });
+  return {
+    frames,
+    closed,
+    subscribe: (id: string, authReqId: string) =>
+      ws.send(
+        JSON.stringify({ id, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id: authReqId } } }),
+      ),
+    /** Called with every frame as it arrives (synchronously, before any other I/O of the client). */
+    onFrame: (f: typeof onFrame) => (onFrame = f),
+    close: () => ws.close(),
+  };
+}
+
+/** A failure notification for `authReqId` from the sandbox's operator (readable by every app). */
+async function notify(gw: TestGateway, authReqId: string): Promise<void> {
+  const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId, outcome: 'CANCELLED_BY_USER' });
+  expect((await postNotification(gw, n.body, { headers: n.headers })).status).toBe(204);
+}
+
+describe.each([
+  ['on', 'true', 1],
+  ['off', 'false', 2],
+] as const)('DELIVERY_COMPLETE_WITH_LAST %s', (_name, value, nextCalls) => {
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    gw = await startTestGateway({ GATEWAY_API_KEYS: KEY, DELIVERY_COMPLETE_WITH_LAST: value });
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it('a subscription ended by its one result gets `next` then `complete`, once each; the event stream is asked again only with the switch off', async () => {
+    const c = await connection(gw);
+    const id = `req-${randomUUID()}`;
+    c.subscribe('op-1', id);
+    await waitFor(() => subscribers(gw, 'mobile-id', id) === 1, 5_000, 'the subscription listening');
+    // Every event stream of the gateway is an EventStream; only this test's subscription is open now.
+    const stream = Object.getPrototypeOf(gw.gateway.services.events.streams.subscribe({ kind: 'none' })) as {
+      next: () => unknown;
+    };
+    const next = vi.spyOn(stream, 'next');
+    try {
+      await notify(gw, id);
+      await waitFor(() => c.frames.length === 2, 5_000, 'next and complete');
+      // The first next() was waiting before the spy; the second one, after the result, only with the switch off.
+      expect(next).toHaveBeenCalledTimes(nextCalls - 1);
+    } finally {
+      next.mockRestore();
+    }
+    expect(c.frames.map((f) => JSON.parse(f) as { id: string; type: string }).map((f) => [f.id, f.type])).toEqual([
+      ['op-1', 'next'],
+      ['op-1', 'complete'],
+    ]);
+    expect(c.frames[1]).toBe('{"id":"op-1","type":"complete"}');
+    // Nothing more arrives on the connection: a third frame would be a second `complete`.
+    const later = `req-${randomUUID()}`;
+    c.subscribe('op-2', later);
+    await waitFor(() => subscribers(gw, 'mobile-id', later) === 1, 5_000, 'the second subscription listening');
+    await notify(gw, later);
+    await waitFor(() => c.frames.length === 4, 5_000, 'the second subscription ended');
+    expect(c.frames.slice(2).map((f) => (JSON.parse(f) as { id: string; type: string }).id)).toEqual(['op-2', 'op-2']);
+    expect(c.closed).toEqual([]);
+    c.close();
+  });
+
+  it('an app that reuses the id as soon as its `complete` arrives gets a new subscription under it, not 4409', async () => {
+    const c = await connection(gw);
+    const first = `req-${randomUUID()}`;
+    const second = `req-${randomUUID()}`;
+    c.onFrame((f) => {
+      if (f.type === 'complete' && c.frames.length === 2) c.subscribe('op-1', second);
+    });
+    c.subscribe('op-1', first);
+    await waitFor(() => subscribers(gw, 'mobile-id', first) === 1, 5_000, 'the first subscription listening');
+    await notify(gw, first);
+    await waitFor(() => subscribers(gw, 'mobile-id', second) === 1, 5_000, 'the id reused');
+    await notify(gw, second);
+    await waitFor(() => c.frames.length === 4, 5_000, 'the second subscription ended');
+    const got = c.frames.map((f) => JSON.parse(f) as { id: string; type: string; payload?: any });
+    expect(got.map((f) => [f.id, f.type])).toEqual([
+      ['op-1', 'next'],
+      ['op-1', 'complete'],
+      ['op-1', 'next'],
+      ['op-1', 'complete'],
+    ]);
+    expect(got[0]!.payload.data.mobileIdAuthentication.authReqId).toBe(first);
+    expect(got[2]!.payload.data.mobileIdAuthentication.authReqId).toBe(second);
+    expect(c.closed).toEqual([]);
+    c.close();
+  });
+});
