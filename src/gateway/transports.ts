@@ -124,6 +124,7 @@ export function buildTransports(
     pipeline,
     maxMessageBytes: config.graphqlLimits.maxBodyBytes,
     subscriberBufferBytes: config.subscriberBufferBytes,
+    keepAliveSweep: config.wsKeepAliveSweep,
     onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
     context: (caller, requestId) => contextFor(caller, requestId),
     generation: () => live.generation,

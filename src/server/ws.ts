@@ -12,6 +12,7 @@ import { ErrorCode } from '../errors.js';
 import type { Pipeline, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type StreamOutcome } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
+import { KeepAliveSweep } from './keep-alive.js';
 import type { StreamingTransportOptions } from './streaming.js';
 
 export interface WsOptions extends StreamingTransportOptions {
@@ -31,6 +32,12 @@ export interface WsOptions extends StreamingTransportOptions {
    * an earlier one authenticates its credential again first, so it runs as the caller the live configuration knows.
    */
   generation?: () => number;
+  /**
+   * WS_KEEP_ALIVE_SWEEP: true (the default), one sweep over the connections every half interval pings only those whose
+   * peer sent nothing since the last (src/server/keep-alive.ts); false, graphql-ws's own keep-alive, a timer per
+   * connection pinging every one. Either way a dead peer is terminated within two intervals of its last byte.
+   */
+  keepAliveSweep?: boolean;
 }
 
 /** A close reason fits in 123 bytes (RFC 6455 §5.5: a control frame's payload is at most 125, 2 of them the code). */
@@ -50,21 +57,10 @@ type Extra = {
   request: IncomingMessage | undefined;
 };
 
-/** A subscription's own state for its sink: its graphql-ws id, its socket, and the cursor of the last result written. */
-interface Subscriber {
-  readonly id: string;
-  readonly socket: WebSocket;
-  readonly context: GraphQLContext;
-  /** `{"id":<JSON of the id>,"type":"next","payload":`, encoded once. */
-  prefix: Buffer | undefined;
-  /** `extensions.cursor` of the last result written, named when it is closed as a slow consumer. */
-  lastCursor: unknown;
-}
-
 const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
 /** What graphql-ws's execute and subscribe stand for here: the outcome the pipeline already has (see onSubscribe). */
 const NOTHING: ExecutionResult = {};
-/** Interval of server pings that keep idle connections (and proxies) alive. */
+/** Interval of server pings that keep idle connections (and proxies) alive; a peer that does not answer one within it is terminated. */
 const KEEP_ALIVE_MS = 12_000;
 
 /**
@@ -108,6 +104,8 @@ export function createWsServer(options: WsOptions) {
   /** The TCP socket under each WebSocket (from the upgrade), to cork. */
   const raws = new WeakMap<WebSocket, Duplex>();
   const corked = new Set<Duplex>();
+  const sweep =
+    (options.keepAliveSweep ?? true) ? new KeepAliveSweep(wss.clients, (ws) => raws.get(ws), KEEP_ALIVE_MS) : null;
   const uncork = () => {
     for (const raw of corked) raw.uncork();
     corked.clear();
@@ -118,31 +116,44 @@ export function createWsServer(options: WsOptions) {
    */
   const encoded = new WeakMap<ExecutionResult, Buffer>();
 
-  /**
-   * Writes a subscription's result as one WebSocket message holding `{"id":…,"type":"next","payload":…}`: byte for
-   * byte the message graphql-ws would write (`JSON.stringify({ id, type: 'next', payload })`; a test compares), built
-   * from the shared payload's bytes (encoded once per group) and the subscription's prefix, and framed by ws's own
-   * Sender. The TCP socket under the WebSocket is corked until the end of the tick, so the `complete` graphql-ws sends
-   * right after the last result leaves in the same write (docs/decisions/030; 044 removed the hand-made frames of 034,
-   * whose gain was within noise).
-   */
   const bufferLimit = options.subscriberBufferBytes ?? 8 * 1024 * 1024;
-  const sinkOf = (subscriber: Subscriber): ResultSink => ({
-    next(result) {
-      const socket = subscriber.socket;
+  /**
+   * A subscription's sink and its own state: its graphql-ws id, its socket, its context and the cursor of the last
+   * result written. A class, so that a waiting subscription keeps one object and `next` is shared.
+   */
+  class Subscriber implements ResultSink {
+    /** `{"id":<JSON of the id>,"type":"next","payload":`, encoded once. */
+    prefix: Buffer | undefined = undefined;
+    /** `extensions.cursor` of the last result written, named when it is closed as a slow consumer. */
+    lastCursor: unknown = undefined;
+
+    constructor(
+      readonly id: string,
+      readonly socket: WebSocket,
+      readonly context: GraphQLContext,
+    ) {}
+
+    /**
+     * Writes a subscription's result as one WebSocket message holding `{"id":…,"type":"next","payload":…}`: byte for
+     * byte the message graphql-ws would write (`JSON.stringify({ id, type: 'next', payload })`; a test compares), built
+     * from the shared payload's bytes (encoded once per group) and the subscription's prefix, and framed by ws's own
+     * Sender. The TCP socket under the WebSocket is corked until the end of the tick, so the `complete` graphql-ws sends
+     * right after the last result leaves in the same write (docs/decisions/030; 044 removed the hand-made frames of 034,
+     * whose gain was within noise).
+     */
+    next(result: ExecutionResult): void {
+      const socket = this.socket;
       if (socket.readyState !== socket.OPEN) return;
       // A slow consumer is closed, never skipped: the client resumes with `after` and the last cursor it got.
-      if (socket.bufferedAmount > bufferLimit) return closeSlow(subscriber);
-      subscriber.lastCursor = result.extensions?.cursor;
-      const out = deliverable(result, subscriber.context, options.logger);
+      if (socket.bufferedAmount > bufferLimit) return closeSlow(this);
+      this.lastCursor = result.extensions?.cursor;
+      const out = deliverable(result, this.context, options.logger);
       let payload = encoded.get(out);
       if (payload === undefined) {
         payload = Buffer.from(`${JSON.stringify(out)}}`);
         encoded.set(out, payload);
       }
-      const prefix = (subscriber.prefix ??= Buffer.from(
-        `{"id":${JSON.stringify(subscriber.id)},"type":"next","payload":`,
-      ));
+      const prefix = (this.prefix ??= Buffer.from(`{"id":${JSON.stringify(this.id)},"type":"next","payload":`));
       const raw = raws.get(socket);
       if (raw !== undefined && !corked.has(raw)) {
         if (corked.size === 0) process.nextTick(uncork);
@@ -150,8 +161,8 @@ export function createWsServer(options: WsOptions) {
         raw.cork();
       }
       socket.send(Buffer.concat([prefix, payload]), { binary: false });
-    },
-  });
+    }
+  }
 
   /**
    * 1013 Try Again Later (RFC 6455 §7.4.2; graphql-ws clients reconnect on it) with the subscription's last cursor in
@@ -200,13 +211,16 @@ export function createWsServer(options: WsOptions) {
           }
           callers.set(ctx, result.caller);
           held.set(socket, { ctx, header, generation: generation() });
-          socket.once('close', () => held.delete(socket));
           // A connection opened with a JWT ends when the token expires: 4403, as a new connection with the token would
           // get, and the code graphql-ws clients retry (4401 they do not), asking connectionParams for a fresh token.
           const cancel = onExpiry(options.expiry, result.caller, (reason) =>
             socket.close(CloseCode.Forbidden, closeReason(`Forbidden: ${reason}; reconnect with a new token`)),
           );
-          socket.once('close', cancel);
+          // One listener for both (each `once` is a wrapper and its state kept for the life of the connection).
+          socket.once('close', () => {
+            held.delete(socket);
+            cancel();
+          });
           // The upgrade request is needed only to authenticate; graphql-ws would keep it (headers, parser
           // state) for the life of the connection. Dropped, it lowers the memory of an idle connection.
           (ctx.extra as { request: IncomingMessage | undefined }).request = undefined;
@@ -232,13 +246,7 @@ export function createWsServer(options: WsOptions) {
         }
         // The context the operation runs with, made here so that each result written carries its warnings (as onNext did).
         const context = options.context(caller, `ws:${id}`);
-        const subscriber: Subscriber = {
-          id,
-          socket: ctx.extra.socket,
-          context,
-          prefix: undefined,
-          lastCursor: undefined,
-        };
+        const subscriber = new Subscriber(id, ctx.extra.socket, context);
         const request = payload as typeof payload & { documentId?: unknown };
         const outcome = await options.pipeline.runOperation({
           caller,
@@ -256,7 +264,7 @@ export function createWsServer(options: WsOptions) {
           variables: 'in-run',
           present,
           // A subscription's results are written by its sink (above) rather than through graphql-ws's onNext.
-          sink: sinkOf(subscriber),
+          sink: subscriber,
         });
         if ('refused' in outcome) return outcome.refused;
         const ran = outcome.ran!;
@@ -284,7 +292,7 @@ export function createWsServer(options: WsOptions) {
       },
     },
     wss,
-    KEEP_ALIVE_MS,
+    sweep ? 0 : KEEP_ALIVE_MS,
   );
 
   return {
@@ -308,10 +316,12 @@ export function createWsServer(options: WsOptions) {
     handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
       wss.handleUpgrade(req, socket, head, (ws) => {
         raws.set(ws, socket);
+        sweep?.opened();
         wss.emit('connection', ws, req);
       });
     },
     async close(): Promise<void> {
+      sweep?.stop();
       for (const client of wss.clients) client.close(1001, 'Going away: the gateway is shutting down');
       await server.dispose();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
