@@ -630,6 +630,10 @@ const VARS = {
     int(8 * 1024 * 1024, 1024, 2 ** 40),
     'Most bytes a WebSocket subscriber may leave unread: past it the gateway closes the connection (1013) with the last cursor of the subscription it could not deliver to, rather than skip events or buffer without bound.',
   ),
+  WS_KEEP_ALIVE_SWEEP: declare(
+    bool(true),
+    "true: the WebSocket keep-alive is one sweep over the connections every 6 s, which pings a connection only when its peer sent nothing since the last sweep, and terminates one that sent nothing for 12 s after its ping; a connection that sends is never pinged (docs/decisions/090). false: graphql-ws's own keep-alive, a timer per connection pinging every connection every 12 s. Either way a dead peer is terminated at most 24 s after the last byte it sent; an off switch.",
+  ),
   SUBSCRIPTION_COMPILED_SELECTION: declare(
     bool(true),
     "true: a subscription's selection over each event runs as graphql-jit's compiled form of its document (compiled once per document), and graphql-js runs it again whenever the compiled result holds an error, so errors, paths and nulls are graphql-js's; the frames are byte for byte those of graphql-js (docs/decisions/062). false: graphql-js for every event; an off switch, not a tuning knob.",
@@ -1065,6 +1069,8 @@ export interface Config {
   readonly eventOrderProbeGrouped: boolean;
   /** SUBSCRIBER_BUFFER_BYTES: unsent bytes of a WebSocket subscriber past which it is closed as a slow consumer. */
   readonly subscriberBufferBytes: number;
+  /** WS_KEEP_ALIVE_SWEEP: the WebSocket keep-alive as one sweep that pings quiet connections only (false: graphql-ws's timers). */
+  readonly wsKeepAliveSweep: boolean;
   /** The delivery path's shortcuts (docs/decisions/062), each with its off switch. */
   /** LEDGER_CACHE_RECORDS: cloud ledger records kept in memory once read (0: none; docs/decisions/070). */
   readonly ledgerCacheRecords: number;
@@ -1323,6 +1329,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     eventNotifyGrouped: e.EVENT_NOTIFY_GROUPED,
     eventOrderProbeGrouped: e.EVENT_ORDER_PROBE_GROUPED,
     subscriberBufferBytes: e.SUBSCRIBER_BUFFER_BYTES,
+    wsKeepAliveSweep: e.WS_KEEP_ALIVE_SWEEP,
     ledgerCacheRecords: e.LEDGER_CACHE_RECORDS,
     delivery: {
       compiledSelection: e.SUBSCRIPTION_COMPILED_SELECTION,

@@ -139,7 +139,8 @@ class EventStream<T> implements AsyncGenerator<T> {
   private lastSeq = 0;
   private yielded = 0;
   private unsubscribe: (() => void) | null = null;
-  private readonly onAbort = () => this.finish();
+  /** Made when a signal is given (most streams have none, and a waiting stream keeps what it made). */
+  private onAbort: (() => void) | null = null;
   /** While a resumed stream replays: what the bus had delivered when the stream started listening, and the next page's start. */
   private replay: (ReplayWindow & { page: EventRecord[] }) | null = null;
   /**
@@ -191,7 +192,7 @@ class EventStream<T> implements AsyncGenerator<T> {
       }
       (this.queue ??= []).push(e);
     });
-    this.signal?.addEventListener('abort', this.onAbort);
+    if (this.signal) this.signal.addEventListener('abort', (this.onAbort = () => this.finish()));
     if (f.after !== undefined) {
       // Taken after the listener is registered (synchronously): every event outside `until` comes live.
       const until = this.bus.position();
@@ -357,7 +358,7 @@ class EventStream<T> implements AsyncGenerator<T> {
     this.queue = null;
     this.unsubscribe?.();
     this.unsubscribe = null;
-    this.signal?.removeEventListener('abort', this.onAbort);
+    if (this.onAbort) this.signal?.removeEventListener('abort', this.onAbort);
     const waiting = this.waiting;
     this.waiting = null;
     waiting?.resolve(DONE);

@@ -80,24 +80,96 @@ async function sharedSubscribe(
   const source = await createSourceEventStream(args);
   if (!source || typeof source !== 'object' || !(Symbol.asyncIterator in source)) return source as ExecutionResult;
   const iterator = (source as AsyncIterable<unknown>)[Symbol.asyncIterator]();
-  const group = shared.groupOf(args);
-  let failed = false;
-  let stopped = false;
+  return new SharedResultStream(iterator, args, shared, shared.groupOf(args), sink) as unknown as ResultStream;
+}
+
+/**
+ * A subscription's results (see sharedSubscribe). A class rather than an object of closures: a waiting subscription
+ * keeps one object, its methods shared by every subscription (docs/decisions/090).
+ */
+class SharedResultStream {
+  private failed = false;
+  private stopped = false;
   /** The last result `end` was given, until a `next()` takes it. */
-  let last: ExecutionResult | null = null;
-  const takeLast = (): IteratorResult<ExecutionResult> => {
-    const value = last!;
-    last = null;
-    stopped = true;
-    if (!sink) return { done: false, value };
-    sink.next(value);
+  private last: ExecutionResult | null = null;
+
+  constructor(
+    private readonly iterator: AsyncIterator<unknown>,
+    private readonly args: ExecutionArgs,
+    private readonly shared: SharedExecution,
+    private readonly group: ReturnType<SharedExecution['groupOf']>,
+    private readonly sink: ResultSink | undefined,
+  ) {}
+
+  async next(): Promise<IteratorResult<ExecutionResult>> {
+    if (this.last !== null) return this.takeLast();
+    if (this.failed || this.stopped) return DONE;
+    const { iterator, shared, group, args, sink } = this;
+    let result: ExecutionResult;
+    try {
+      for (;;) {
+        const step = await iterator.next();
+        if (this.last !== null) return this.takeLast();
+        if (step.done || this.stopped) return DONE;
+        const executed = shared.execute(step.value, group, args);
+        // A synchronous execution (the common case) is not awaited: one turn of the microtask queue less per event.
+        result = executed instanceof Promise ? await executed : executed;
+        if (!sink) return { done: false, value: result };
+        // The transport writes each result itself; this call returns when the stream ends.
+        if (this.stopped) return DONE;
+        if (sink.last !== undefined && finished(iterator)) {
+          this.stopped = true;
+          sink.last(result);
+          return DONE;
+        }
+        sink.next(result);
+      }
+    } catch (err) {
+      result = this.fail(err);
+    }
+    if (!sink) return { done: false, value: result };
+    if (!this.stopped) sink.next(result);
     return DONE;
-  };
-  const fail = (err: unknown): ExecutionResult => {
-    failed = true;
+  }
+
+  async return(): Promise<IteratorResult<ExecutionResult>> {
+    this.stopped = true;
+    if (typeof this.iterator.return === 'function') await this.iterator.return();
+    return DONE;
+  }
+
+  async throw(err?: unknown): Promise<IteratorResult<ExecutionResult>> {
+    this.stopped = true;
+    if (typeof this.iterator.return === 'function') await this.iterator.return();
+    throw err;
+  }
+
+  end(result: ExecutionResult): void {
+    if (this.failed || this.stopped || this.last !== null) return;
+    this.last = result;
+    // Not awaited: the waiting next() wakes with the source's end and returns `last` instead.
+    if (typeof this.iterator.return === 'function') this.iterator.return().catch(() => undefined);
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  private takeLast(): IteratorResult<ExecutionResult> {
+    const value = this.last!;
+    this.last = null;
+    this.stopped = true;
+    if (!this.sink) return { done: false, value };
+    this.sink.next(value);
+    return DONE;
+  }
+
+  private fail(err: unknown): ExecutionResult {
+    this.failed = true;
     // The source is finished when its own next() threw; when the execution threw, it is told to stop here.
-    if (typeof iterator.return === 'function') iterator.return().catch(() => undefined);
-    const field = getOperationAST(args.document, args.operationName)?.selectionSet.selections.find(
+    if (typeof this.iterator.return === 'function') this.iterator.return().catch(() => undefined);
+    const { document, operationName } = this.args;
+    const field = getOperationAST(document, operationName)?.selectionSet.selections.find(
       (s): s is FieldNode => s.kind === Kind.FIELD,
     );
     const error =
@@ -105,56 +177,7 @@ async function sharedSubscribe(
         ? err
         : locatedError(err, field ? [field] : undefined, field ? [field.alias?.value ?? field.name.value] : undefined);
     return { data: null, errors: [error] };
-  };
-  const stream: ResultStream = {
-    async next() {
-      if (last !== null) return takeLast();
-      if (failed || stopped) return DONE;
-      let result: ExecutionResult;
-      try {
-        for (;;) {
-          const step = await iterator.next();
-          if (last !== null) return takeLast();
-          if (step.done || stopped) return DONE;
-          const executed = shared.execute(step.value, group, args);
-          // A synchronous execution (the common case) is not awaited: one turn of the microtask queue less per event.
-          result = executed instanceof Promise ? await executed : executed;
-          if (!sink) return { done: false, value: result };
-          // The transport writes each result itself; this call returns when the stream ends.
-          if (stopped) return DONE;
-          if (sink.last !== undefined && finished(iterator)) {
-            stopped = true;
-            sink.last(result);
-            return DONE;
-          }
-          sink.next(result);
-        }
-      } catch (err) {
-        result = fail(err);
-      }
-      if (!sink) return { done: false, value: result };
-      if (!stopped) sink.next(result);
-      return DONE;
-    },
-    return: async () => {
-      stopped = true;
-      if (typeof iterator.return === 'function') await iterator.return();
-      return DONE;
-    },
-    throw: async (err?: unknown) => {
-      stopped = true;
-      if (typeof iterator.return === 'function') await iterator.return();
-      throw err;
-    },
-    end(result: ExecutionResult) {
-      if (failed || stopped || last !== null) return;
-      last = result;
-      // Not awaited: the waiting next() wakes with the source's end and returns `last` instead.
-      if (typeof iterator.return === 'function') iterator.return().catch(() => undefined);
-    },
-    [Symbol.asyncIterator]: () => stream,
-  } as ResultStream;
-  return stream;
+  }
 }
 
 /**

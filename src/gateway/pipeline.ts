@@ -37,7 +37,9 @@ export type ContextFor = (caller: Caller, requestId: string, logger?: () => Logg
 
 export function contextBuilder(services: Services, logger: Logger): ContextFor {
   return (caller, requestId, requestLogger) =>
-    createContext(services, caller, requestId, requestLogger ?? (() => logger.child({ requestId })));
+    requestLogger
+      ? createContext(services, caller, requestId, requestLogger)
+      : createContext(services, caller, requestId, logger, true);
 }
 
 /** The gateway's schema: every domain's resolvers. */

@@ -133,6 +133,7 @@ export function buildTransports(
     maxMessageBytes: config.graphqlLimits.maxBodyBytes,
     subscriberBufferBytes: config.subscriberBufferBytes,
     completeWithLast: config.delivery.completeWithLast,
+    keepAliveSweep: config.wsKeepAliveSweep,
     onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
     context: (caller, requestId) => contextFor(caller, requestId),
     generation: () => live.generation,

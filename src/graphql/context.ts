@@ -19,21 +19,24 @@ export interface GraphQLContext {
 }
 
 /**
- * `logger` may be a function that makes it: a pino child costs CPU and memory (decision 006), and most
- * operations (and idle subscriptions) never log, so it is made on first use.
+ * `logger` may be a function that makes it, or with `namesRequest` the logger whose child naming the request id is
+ * the context's: a pino child costs CPU and memory (decision 006), and most operations (and idle subscriptions) never
+ * log, so it is made on first use (and with `namesRequest`, without a closure kept per context).
  */
 export function createContext(
   services: Services,
   caller: Caller,
   requestId: string,
   logger: Logger | (() => Logger),
+  namesRequest = false,
 ): GraphQLContext {
-  return new OperationContext(requestId, caller, services, logger);
+  return new OperationContext(requestId, caller, services, logger, namesRequest);
 }
 
 /** A class, not an object literal with a getter: one context per request and per subscription, so its size counts. */
 class OperationContext implements GraphQLContext {
-  readonly loaders: Loaders;
+  /** Made on first use: a waiting subscription's context loads nothing until its event. */
+  private madeLoaders: Loaders | undefined;
   private made: Logger | undefined;
   warnings: GatewayWarning[] | null = null;
 
@@ -42,8 +45,11 @@ class OperationContext implements GraphQLContext {
     readonly caller: Caller,
     readonly services: Services,
     private readonly makeLogger: Logger | (() => Logger),
-  ) {
-    this.loaders = new Loaders(services, caller);
+    private readonly namesRequest: boolean,
+  ) {}
+
+  get loaders(): Loaders {
+    return (this.madeLoaders ??= new Loaders(this.services, this.caller));
   }
 
   warn(warning: GatewayWarning): void {
@@ -53,7 +59,9 @@ class OperationContext implements GraphQLContext {
   /** The request's logger, its lines naming the app (never its key). */
   get logger(): Logger {
     if (!this.made) {
-      const base = typeof this.makeLogger === 'function' ? this.makeLogger() : this.makeLogger;
+      const make = this.makeLogger;
+      const base =
+        typeof make === 'function' ? make() : this.namesRequest ? make.child({ requestId: this.requestId }) : make;
       this.made = this.caller.app ? base.child({ app: this.caller.app }) : base;
     }
     return this.made;

@@ -12,6 +12,7 @@ import { ErrorCode } from '../errors.js';
 import type { Pipeline, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type StreamOutcome } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
+import { KeepAliveSweep } from './keep-alive.js';
 import type { StreamingTransportOptions } from './streaming.js';
 
 export interface WsOptions extends StreamingTransportOptions {
@@ -36,6 +37,12 @@ export interface WsOptions extends StreamingTransportOptions {
    * written with the `complete` graphql-ws would write after it, and the subscription ends there (docs/decisions/089).
    */
   completeWithLast?: boolean;
+  /**
+   * WS_KEEP_ALIVE_SWEEP: true (the default), one sweep over the connections every half interval pings only those whose
+   * peer sent nothing since the last (src/server/keep-alive.ts); false, graphql-ws's own keep-alive, a timer per
+   * connection pinging every one. Either way a dead peer is terminated within two intervals of its last byte.
+   */
+  keepAliveSweep?: boolean;
 }
 
 /** A close reason fits in 123 bytes (RFC 6455 §5.5: a control frame's payload is at most 125, 2 of them the code). */
@@ -55,23 +62,10 @@ type Extra = {
   request: IncomingMessage | undefined;
 };
 
-/** A subscription's own state for its sink: its graphql-ws id, its socket, and the cursor of the last result written. */
-interface Subscriber {
-  readonly id: string;
-  readonly socket: WebSocket;
-  readonly context: GraphQLContext;
-  /** `{"id":<JSON of the id>,"type":"next","payload":`, encoded once. */
-  prefix: Buffer | undefined;
-  /** `extensions.cursor` of the last result written, named when it is closed as a slow consumer. */
-  lastCursor: unknown;
-  /** graphql-ws's subscriptions of the connection (its Context's `subscriptions`), this one's entry among them. */
-  readonly subscriptions: Record<string, unknown>;
-}
-
 const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
 /** What graphql-ws's execute and subscribe stand for here: the outcome the pipeline already has (see onSubscribe). */
 const NOTHING: ExecutionResult = {};
-/** Interval of server pings that keep idle connections (and proxies) alive. */
+/** Interval of server pings that keep idle connections (and proxies) alive; a peer that does not answer one within it is terminated. */
 const KEEP_ALIVE_MS = 12_000;
 
 /**
@@ -115,6 +109,8 @@ export function createWsServer(options: WsOptions) {
   /** The TCP socket under each WebSocket (from the upgrade), to cork. */
   const raws = new WeakMap<WebSocket, Duplex>();
   const corked = new Set<Duplex>();
+  const sweep =
+    (options.keepAliveSweep ?? true) ? new KeepAliveSweep(wss.clients, (ws) => raws.get(ws), KEEP_ALIVE_MS) : null;
   const uncork = () => {
     for (const raw of corked) raw.uncork();
     corked.clear();
@@ -125,64 +121,82 @@ export function createWsServer(options: WsOptions) {
    */
   const encoded = new WeakMap<ExecutionResult, Buffer>();
 
-  /**
-   * Writes a subscription's result as one WebSocket message holding `{"id":…,"type":"next","payload":…}`: byte for
-   * byte the message graphql-ws would write (`JSON.stringify({ id, type: 'next', payload })`; a test compares), built
-   * from the shared payload's bytes (encoded once per group) and the subscription's prefix, and framed by ws's own
-   * Sender. The TCP socket under the WebSocket is corked until the end of the tick, so the `complete` that follows the
-   * last result (the sink's own, decision 089, or graphql-ws's) leaves in the same write (docs/decisions/030; 044
-   * removed the hand-made frames of 034, whose gain was within noise).
-   */
   const bufferLimit = options.subscriberBufferBytes ?? 8 * 1024 * 1024;
-  /** Writes the result as its `next` message; false when nothing was written (the socket closing, or closed as slow). */
-  const write = (subscriber: Subscriber, result: ExecutionResult): boolean => {
-    const socket = subscriber.socket;
-    if (socket.readyState !== socket.OPEN) return false;
-    // A slow consumer is closed, never skipped: the client resumes with `after` and the last cursor it got.
-    if (socket.bufferedAmount > bufferLimit) {
-      closeSlow(subscriber);
-      return false;
+  /**
+   * A subscription's sink and its own state: its graphql-ws id, its socket, its context and the cursor of the last
+   * result written. A class, so that a waiting subscription keeps one object and `next` is shared.
+   */
+  class Subscriber implements ResultSink {
+    /** `{"id":<JSON of the id>,"type":"next","payload":`, encoded once. */
+    prefix: Buffer | undefined = undefined;
+    /** `extensions.cursor` of the last result written, named when it is closed as a slow consumer. */
+    lastCursor: unknown = undefined;
+
+    constructor(
+      readonly id: string,
+      readonly socket: WebSocket,
+      readonly context: GraphQLContext,
+      /** graphql-ws's subscriptions of the connection (its Context's `subscriptions`), this one's entry among them. */
+      readonly subscriptions: Record<string, unknown>,
+    ) {}
+
+    /**
+     * Writes a subscription's result as one WebSocket message holding `{"id":…,"type":"next","payload":…}`: byte for
+     * byte the message graphql-ws would write (`JSON.stringify({ id, type: 'next', payload })`; a test compares), built
+     * from the shared payload's bytes (encoded once per group) and the subscription's prefix, and framed by ws's own
+     * Sender. The TCP socket under the WebSocket is corked until the end of the tick, so the `complete` that follows the
+     * last result (LastResultSubscriber's own, decision 089, or graphql-ws's) leaves in the same write
+     * (docs/decisions/030; 044 removed the hand-made frames of 034, whose gain was within noise).
+     */
+    next(result: ExecutionResult): void {
+      this.write(result);
     }
-    subscriber.lastCursor = result.extensions?.cursor;
-    const out = deliverable(result, subscriber.context, options.logger);
-    let payload = encoded.get(out);
-    if (payload === undefined) {
-      payload = Buffer.from(`${JSON.stringify(out)}}`);
-      encoded.set(out, payload);
+
+    /** Writes the result as its `next` message; false when nothing was written (the socket closing, or closed as slow). */
+    protected write(result: ExecutionResult): boolean {
+      const socket = this.socket;
+      if (socket.readyState !== socket.OPEN) return false;
+      // A slow consumer is closed, never skipped: the client resumes with `after` and the last cursor it got.
+      if (socket.bufferedAmount > bufferLimit) {
+        closeSlow(this);
+        return false;
+      }
+      this.lastCursor = result.extensions?.cursor;
+      const out = deliverable(result, this.context, options.logger);
+      let payload = encoded.get(out);
+      if (payload === undefined) {
+        payload = Buffer.from(`${JSON.stringify(out)}}`);
+        encoded.set(out, payload);
+      }
+      const prefix = (this.prefix ??= Buffer.from(`{"id":${JSON.stringify(this.id)},"type":"next","payload":`));
+      const raw = raws.get(socket);
+      if (raw !== undefined && !corked.has(raw)) {
+        if (corked.size === 0) process.nextTick(uncork);
+        corked.add(raw);
+        raw.cork();
+      }
+      socket.send(Buffer.concat([prefix, payload]), { binary: false });
+      return true;
     }
-    const prefix = (subscriber.prefix ??= Buffer.from(
-      `{"id":${JSON.stringify(subscriber.id)},"type":"next","payload":`,
-    ));
-    const raw = raws.get(socket);
-    if (raw !== undefined && !corked.has(raw)) {
-      if (corked.size === 0) process.nextTick(uncork);
-      corked.add(raw);
-      raw.cork();
+  }
+
+  /** DELIVERY_COMPLETE_WITH_LAST: a Subscriber that writes its last result with the `complete` (decision 089). */
+  class LastResultSubscriber extends Subscriber {
+    /**
+     * The last result, and then the `complete` graphql-ws writes when the stream ends (`{"id":…,"type":"complete"}`,
+     * its JSON.stringify, byte for byte), in the same corked write. The subscription leaves graphql-ws's record of the
+     * connection's subscriptions now, so graphql-ws, seeing the stream end, writes no second `complete` (its rule:
+     * only for an id still there). Its own removal of the id follows within the same turn of the microtask queue,
+     * before the corked write leaves, so a client that reuses the id after this `complete` meets what it met before.
+     * Nothing written (the socket closing, a slow consumer): graphql-ws ends the subscription as it always did.
+     */
+    last(result: ExecutionResult): void {
+      if (!this.write(result)) return;
+      this.socket.send(`{"id":${JSON.stringify(this.id)},"type":"complete"}`);
+      delete this.subscriptions[this.id];
     }
-    socket.send(Buffer.concat([prefix, payload]), { binary: false });
-    return true;
-  };
-  const completeWithLast = options.completeWithLast ?? true;
-  const sinkOf = (subscriber: Subscriber): ResultSink => {
-    const next = (result: ExecutionResult): void => void write(subscriber, result);
-    if (!completeWithLast) return { next };
-    return {
-      next,
-      /**
-       * The last result, and then the `complete` graphql-ws writes when the stream ends (`{"id":…,"type":"complete"}`,
-       * its JSON.stringify, byte for byte), in the same corked write. The subscription leaves graphql-ws's record of the
-       * connection's subscriptions now, so graphql-ws, seeing the stream end, writes no second `complete` (its rule:
-       * only for an id still there). Its own removal of the id follows within the same turn of the microtask queue,
-       * before the corked write leaves, so a client that reuses the id after this `complete` meets what it met before.
-       * Nothing written (the socket closing, a slow consumer): graphql-ws ends the subscription as it always did.
-       */
-      last(result) {
-        if (!write(subscriber, result)) return;
-        subscriber.socket.send(`{"id":${JSON.stringify(subscriber.id)},"type":"complete"}`);
-        delete subscriber.subscriptions[subscriber.id];
-      },
-    };
-  };
+  }
+  const SubscriberKind = (options.completeWithLast ?? true) ? LastResultSubscriber : Subscriber;
 
   /**
    * 1013 Try Again Later (RFC 6455 §7.4.2; graphql-ws clients reconnect on it) with the subscription's last cursor in
@@ -231,13 +245,16 @@ export function createWsServer(options: WsOptions) {
           }
           callers.set(ctx, result.caller);
           held.set(socket, { ctx, header, generation: generation() });
-          socket.once('close', () => held.delete(socket));
           // A connection opened with a JWT ends when the token expires: 4403, as a new connection with the token would
           // get, and the code graphql-ws clients retry (4401 they do not), asking connectionParams for a fresh token.
           const cancel = onExpiry(options.expiry, result.caller, (reason) =>
             socket.close(CloseCode.Forbidden, closeReason(`Forbidden: ${reason}; reconnect with a new token`)),
           );
-          socket.once('close', cancel);
+          // One listener for both (each `once` is a wrapper and its state kept for the life of the connection).
+          socket.once('close', () => {
+            held.delete(socket);
+            cancel();
+          });
           // The upgrade request is needed only to authenticate; graphql-ws would keep it (headers, parser
           // state) for the life of the connection. Dropped, it lowers the memory of an idle connection.
           (ctx.extra as { request: IncomingMessage | undefined }).request = undefined;
@@ -263,14 +280,12 @@ export function createWsServer(options: WsOptions) {
         }
         // The context the operation runs with, made here so that each result written carries its warnings (as onNext did).
         const context = options.context(caller, `ws:${id}`);
-        const subscriber: Subscriber = {
+        const subscriber = new SubscriberKind(
           id,
-          socket: ctx.extra.socket,
+          ctx.extra.socket,
           context,
-          prefix: undefined,
-          lastCursor: undefined,
-          subscriptions: ctx.subscriptions as Record<string, unknown>,
-        };
+          ctx.subscriptions as Record<string, unknown>,
+        );
         const request = payload as typeof payload & { documentId?: unknown };
         const outcome = await options.pipeline.runOperation({
           caller,
@@ -288,7 +303,7 @@ export function createWsServer(options: WsOptions) {
           variables: 'in-run',
           present,
           // A subscription's results are written by its sink (above) rather than through graphql-ws's onNext.
-          sink: sinkOf(subscriber),
+          sink: subscriber,
         });
         if ('refused' in outcome) return outcome.refused;
         const ran = outcome.ran!;
@@ -316,7 +331,7 @@ export function createWsServer(options: WsOptions) {
       },
     },
     wss,
-    KEEP_ALIVE_MS,
+    sweep ? 0 : KEEP_ALIVE_MS,
   );
 
   return {
@@ -340,10 +355,12 @@ export function createWsServer(options: WsOptions) {
     handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
       wss.handleUpgrade(req, socket, head, (ws) => {
         raws.set(ws, socket);
+        sweep?.opened();
         wss.emit('connection', ws, req);
       });
     },
     async close(): Promise<void> {
+      sweep?.stop();
       for (const client of wss.clients) client.close(1001, 'Going away: the gateway is shutting down');
       await server.dispose();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
