@@ -20,19 +20,35 @@ import { SUBSCRIPTION } from '../scenarios/fanout.js';
 export const API_KEY = 'ab-api-key';
 export const TOKEN = 'ab-notification-token';
 
-/** A gateway with `env` over the defaults above; its data directory's name starts with `prefix`. */
-export function inProcessGateway(prefix: string, env: Record<string, string>): Promise<Gateway> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `${prefix}-`));
-  const config = loadConfig({
+/** The experiments' gateway environment: `env` over the defaults above, on a fresh data directory named `prefix-…`. */
+function experimentEnv(prefix: string, env: Record<string, string>): Record<string, string> {
+  return {
     GATEWAY_API_KEYS: API_KEY,
     MOBILEID_NOTIFICATION_TOKENS: TOKEN,
     SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
     LOG_LEVEL: 'warn',
     NODE_ENV: 'production',
     ...env,
-    DATA_DIR: dataDir,
-  });
+    DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), `${prefix}-`)),
+  };
+}
+
+/** A gateway with `env` over the defaults above; its data directory's name starts with `prefix`. */
+export function inProcessGateway(prefix: string, env: Record<string, string>): Promise<Gateway> {
+  const config = loadConfig(experimentEnv(prefix, env));
   return startGateway(config, { port: 0, host: '127.0.0.1', logger: createLogger({ level: 'warn' } as never) });
+}
+
+/** The same from a build (`dist`: a tree's dist/src, as `npm start` runs it), in this process. */
+export async function builtGateway(prefix: string, env: Record<string, string>, dist: string): Promise<Gateway> {
+  const built = {
+    config: (await import(`${dist}/config/index.js`)) as typeof import('../../src/config/index.js'),
+    start: (await import(`${dist}/gateway/start.js`)) as typeof import('../../src/gateway/start.js'),
+    logger: (await import(`${dist}/logger.js`)) as typeof import('../../src/logger.js'),
+  };
+  const config = built.config.loadConfig(experimentEnv(prefix, env));
+  const logger = built.logger.createLogger({ level: 'warn' } as never);
+  return built.start.startGateway(config, { port: 0, host: '127.0.0.1', logger });
 }
 
 /** One mobile-ID notification for `id` (`body` from scenarios/webhook.ts), answered 204 or thrown. */

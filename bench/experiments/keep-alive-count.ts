@@ -11,15 +11,13 @@
  */
 import { createHook } from 'node:async_hooks';
 import { fork } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { WebSocket } from 'ws';
 
 import { SUBSCRIPTION } from '../scenarios/fanout.js';
-import { API_KEY, TOKEN } from './in-process-gateway.js';
+import { API_KEY, builtGateway } from './in-process-gateway.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -70,24 +68,7 @@ function clients(): void {
 async function main(): Promise<void> {
   const n = Number(cli.n);
   const env = Object.fromEntries(cli.env.map((e) => e.split('=') as [string, string]));
-  const dist = path.resolve(import.meta.dirname, '../../dist/src');
-  const { loadConfig } = (await import(`${dist}/config/index.js`)) as typeof import('../../src/config/index.js');
-  const { startGateway } = (await import(`${dist}/gateway/start.js`)) as typeof import('../../src/gateway/start.js');
-  const { createLogger } = (await import(`${dist}/logger.js`)) as typeof import('../../src/logger.js');
-  const config = loadConfig({
-    GATEWAY_API_KEYS: API_KEY,
-    MOBILEID_NOTIFICATION_TOKENS: TOKEN,
-    SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
-    LOG_LEVEL: 'warn',
-    NODE_ENV: 'production',
-    ...env,
-    DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'keep-alive-count-')),
-  });
-  const gw = await startGateway(config, {
-    port: 0,
-    host: '127.0.0.1',
-    logger: createLogger({ level: 'warn' } as never),
-  });
+  const gw = await builtGateway('keep-alive-count', env, path.resolve(import.meta.dirname, '../../dist/src'));
 
   const counts = { pings: 0, terminated: 0, timersMade: 0, timerCallbacks: 0 };
   const ping = WebSocket.prototype.ping;

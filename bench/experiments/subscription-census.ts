@@ -22,7 +22,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
 
-import { API_KEY, forkSubscriberClients, subscriberClients, TOKEN } from './in-process-gateway.js';
+import { builtGateway, forkSubscriberClients, subscriberClients } from './in-process-gateway.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -162,29 +162,12 @@ function table(a: Map<string, [number, number]>, b: Map<string, [number, number]
   return out;
 }
 
-/** The built gateway, started as in-process-gateway.ts starts the source one. */
-async function builtGateway(
+/** The built gateway (in-process-gateway.ts's `builtGateway`), with its count of mobile-ID subscriptions. */
+async function censusGateway(
   env: Record<string, string>,
   dist = cli.dist ?? path.resolve(import.meta.dirname, '../../dist/src'),
 ): Promise<{ url: string; subscribers(): number; close(): Promise<void> }> {
-  const { loadConfig } = (await import(`${dist}/config/index.js`)) as typeof import('../../src/config/index.js');
-  const { startGateway } = (await import(`${dist}/gateway/start.js`)) as typeof import('../../src/gateway/start.js');
-  const { createLogger } = (await import(`${dist}/logger.js`)) as typeof import('../../src/logger.js');
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'subscription-census-'));
-  const config = loadConfig({
-    GATEWAY_API_KEYS: API_KEY,
-    MOBILEID_NOTIFICATION_TOKENS: TOKEN,
-    SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm',
-    LOG_LEVEL: 'warn',
-    NODE_ENV: 'production',
-    ...env,
-    DATA_DIR: dataDir,
-  });
-  const gw = await startGateway(config, {
-    port: 0,
-    host: '127.0.0.1',
-    logger: createLogger({ level: 'warn' } as never),
-  });
+  const gw = await builtGateway('subscription-census', env, dist);
   return { url: gw.url, subscribers: () => gw.services.events.bus.subscribers('mobile-id'), close: () => gw.close() };
 }
 
@@ -199,7 +182,7 @@ async function subscribeCpu(n: number, env: Record<string, string>): Promise<voi
     ...(cli['b-dist'] ? [cli['b-dist']] : []),
   ];
   const gateways = [];
-  for (const dist of builds) gateways.push(await builtGateway(env, dist));
+  for (const dist of builds) gateways.push(await censusGateway(env, dist));
   const { child, said } = forkSubscriberClients(import.meta.url);
   const perRound: number[][] = builds.map(() => []);
   const rounds = Number(cli.cpu);
@@ -236,7 +219,7 @@ async function main(): Promise<void> {
   const n = Number(cli.n);
   const env = Object.fromEntries(cli.env.map((e) => e.split('=') as [string, string]));
   if (cli.cpu) return subscribeCpu(n, env);
-  const gw = await builtGateway(env);
+  const gw = await censusGateway(env);
   const session = new inspector.Session();
   session.connect();
   const root = `file://${path.resolve(import.meta.dirname, '../..')}/`;
