@@ -56,19 +56,28 @@ async function guard(env: Record<string, string>, extra: string[] = ['--quiet-wa
   }
 }
 
+/**
+ * A guard run that gave a verdict: one that gave none (exit 3, the machine stayed busy: in `npm test` a straggler of
+ * the suite can keep a core busy for several rounds) runs once more; the second run's outcome is the one asserted.
+ */
+async function verdict(env: Record<string, string>): Promise<GuardRun> {
+  const run = await guard(env);
+  return run.code === 3 ? guard(env) : run;
+}
+
 const PATHS = ['mutation', 'tree', 'intake', 'delivery'];
 
 describe('npm run bench:guard', () => {
   it('reads the same tree within ±2 % on every path, and prints its table', async () => {
-    const run = await guard({});
+    const run = await verdict({});
     expect(run.code, run.output).toBe(0);
     expect(run.rows.map((r) => r.path)).toEqual(PATHS);
     for (const row of run.rows) expect(Math.abs(row.ratio - 1), `${row.path}\n${run.output}`).toBeLessThanOrEqual(0.02);
     expect(run.output).toMatch(/\| tree \| [\d.]+ \| [\d.]+ \| [\d.]+ \| ±[\d.]+ % \| same \|/);
-  }, 240_000);
+  }, 420_000);
 
   it('flags a tree that costs 5 % more CPU on each path, naming every path', async () => {
-    const run = await guard({ BENCH_GUARD_SLOWDOWN: PATHS.map((p) => `${p}:5`).join(',') });
+    const run = await verdict({ BENCH_GUARD_SLOWDOWN: PATHS.map((p) => `${p}:5`).join(',') });
     expect(run.code, run.output).toBe(1);
     expect(run.rows.map((r) => r.path)).toEqual(PATHS);
     for (const row of run.rows) {
@@ -76,7 +85,7 @@ describe('npm run bench:guard', () => {
       expect(row.ratio, `${row.path}\n${run.output}`).toBeGreaterThan(1.03);
     }
     expect(run.output).toMatch(/slower than .*: mutation, tree, intake, delivery/);
-  }, 240_000);
+  }, 420_000);
 
   it('gives no verdict while another process keeps a core busy, and says so (exit 3)', async () => {
     const burner = spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
