@@ -13,7 +13,6 @@
  *   npx tsx bench/experiments/compiled-mutation-gateways.ts [--rounds 12] [--n 2000] [--inflight 16]
  *     [--variant off:NAME=false --variant on:NAME=true …] [--variant NAME:dir=/path/to/dist,K=V …]
  */
-import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,9 +20,9 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 
 import { closedLoop, processCpu } from '../lib/cpu.js';
-import { API_KEY, gatewayEnv } from '../lib/env.js';
+import { gatewayEnv } from '../lib/env.js';
 import { freePort, ROOT, spawnNode } from '../lib/processes.js';
-import { createNetworkBody } from '../scenarios/mutation.js';
+import { createNetworkBody, createOnce } from '../scenarios/mutation.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -65,16 +64,7 @@ async function gateway(name: string, env: Record<string, string>, dist: string) 
   });
   const body = await createNetworkBody(origin, 'ab');
   const pool = new Pool(origin, { connections: Math.max(inflight, 64) });
-  const one = async (): Promise<void> => {
-    const res = await pool.request({
-      method: 'POST',
-      path: '/graphql',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
-      body: body.replace('{{uuid}}', randomUUID()),
-    });
-    const text = await res.body.text();
-    if (res.statusCode !== 200 || text.includes('"errors"')) throw new Error(`${res.statusCode} ${text}`);
-  };
+  const one = (): Promise<void> => createOnce(pool, body);
   const block = async (): Promise<number> => {
     const pid = child.child.pid!;
     const cpu0 = processCpu(pid);

@@ -16,7 +16,6 @@
  * the new space's half), for a figure that does not depend on the sampler.
  */
 import { fork } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import inspector from 'node:inspector/promises';
 import os from 'node:os';
@@ -28,9 +27,9 @@ import v8 from 'node:v8';
 import { Pool } from 'undici';
 
 import { closedLoop } from '../lib/cpu.js';
-import { API_KEY, gatewayEnv } from '../lib/env.js';
+import { gatewayEnv } from '../lib/env.js';
 import { ROOT, spawnNode } from '../lib/processes.js';
-import { createNetworkBody } from '../scenarios/mutation.js';
+import { createNetworkBody, createOnce } from '../scenarios/mutation.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -49,16 +48,7 @@ if (cli.driver !== undefined) {
   const inflight = Number(cli.inflight);
   const body = await createNetworkBody(origin, 'census');
   const pool = new Pool(origin, { connections: Math.max(inflight, 64) });
-  const one = async (): Promise<void> => {
-    const res = await pool.request({
-      method: 'POST',
-      path: '/graphql',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
-      body: body.replace('{{uuid}}', randomUUID()),
-    });
-    const text = await res.body.text();
-    if (res.statusCode !== 200 || text.includes('"errors"')) throw new Error(`${res.statusCode} ${text}`);
-  };
+  const one = (): Promise<void> => createOnce(pool, body);
   process.on('message', async (m: { n: number } | 'exit') => {
     if (m === 'exit') process.exit(0);
     await closedLoop(m.n, inflight, one);

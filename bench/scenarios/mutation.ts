@@ -1,4 +1,5 @@
-import { request } from 'undici';
+import { randomUUID } from 'node:crypto';
+import { request, type Pool } from 'undici';
 
 import { API_KEY, baselineTarget, gatewayTarget, type BenchEnv, type ScenarioReport } from '../lib/env.js';
 import { alternate, byTarget, graphql, mean, type Measurement, type Target } from '../lib/harness.js';
@@ -29,6 +30,18 @@ export async function createNetworkBody(origin: string, label: string): Promise<
     query: CREATE_NETWORK,
     variables: { input: { projectId: data.createProject.project.id, title: `${label}-net` }, key: '{{uuid}}' },
   });
+}
+
+/** One creation of `body` (from createNetworkBody) with a fresh key through `pool`; throws unless it succeeded. */
+export async function createOnce(pool: Pool, body: string): Promise<void> {
+  const res = await pool.request({
+    method: 'POST',
+    path: '/graphql',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+    body: body.replace('{{uuid}}', randomUUID()),
+  });
+  const text = await res.body.text();
+  if (res.statusCode !== 200 || text.includes('"errors"')) throw new Error(`${res.statusCode} ${text}`);
 }
 
 export interface MutationFigures {
