@@ -45,6 +45,7 @@ import { closedLoop, processCpu } from './lib/cpu.js';
 import { API_KEY, gatewayEnv, NOTIFICATION_TOKEN } from './lib/env.js';
 import { graphql } from './lib/harness.js';
 import {
+  describeOthers,
   freePort,
   othersSince,
   pin,
@@ -52,6 +53,7 @@ import {
   ROOT,
   spawnNode,
   waitForQuiet,
+  type Others,
   type Placement,
   type Proc,
 } from './lib/processes.js';
@@ -434,9 +436,9 @@ class MachineBusy extends Error {}
  */
 async function quiet(): Promise<void> {
   const other = await waitForQuiet({ threshold: BUSY, sampleMs: 100, maxWaitMs: quietWaitMs });
-  if (other >= BUSY) {
+  if (other.cores >= BUSY) {
     throw new MachineBusy(
-      `the machine stays busy (other processes use ${(other * 100).toFixed(0)} % of a core, load average ${loadAverage()}): no verdict; run it again on a quiet machine`,
+      `the machine stays busy (other processes use ${(other.cores * 100).toFixed(0)} % of a core: ${describeOthers(other)}; load average ${loadAverage()}): no verdict; run it again on a quiet machine`,
     );
   }
 }
@@ -452,8 +454,8 @@ async function quiet(): Promise<void> {
 async function round(sides: Side[], p: PathName, opsShare = 1): Promise<number[]> {
   for (let attempt = 1; ; attempt++) {
     const measured = await measureRound(sides, p, opsShare);
-    if (measured.other < BUSY) return measured.perOp;
-    const share = `${(measured.other * 100).toFixed(0)} % of a core`;
+    if (measured.other.cores < BUSY) return measured.perOp;
+    const share = `${(measured.other.cores * 100).toFixed(0)} % of a core (${describeOthers(measured.other)})`;
     if (attempt === ROUND_ATTEMPTS)
       throw new MachineBusy(
         `other processes used ${share} during ${ROUND_ATTEMPTS} rounds of ${p} in a row (load average ${loadAverage()}): no verdict; run it again on a quiet machine`,
@@ -475,7 +477,7 @@ let disturbedRounds = 0;
  * One round as `round` describes it, and what the rest of the machine used meanwhile (in cores): the quiet check
  * before a round cannot see a process that starts during it.
  */
-async function measureRound(sides: Side[], p: PathName, share: number): Promise<{ perOp: number[]; other: number }> {
+async function measureRound(sides: Side[], p: PathName, share: number): Promise<{ perOp: number[]; other: Others }> {
   const count = Math.round(OPS[p] * opsScale * share);
   // The subscriptions are opened before the measurement: delivery counts what a waiting app's result costs.
   const subs =

@@ -169,16 +169,124 @@ export function ourCpuSeconds(): number {
   return total;
 }
 
+/** One task of the machine, from `/proc/<pid>/stat`. */
+interface Task {
+  name: string;
+  parent: number;
+  /** A kernel thread (writeback, block I/O, memory monitoring): the kernel's work, often done for ours. */
+  kernel: boolean;
+  /** CPU seconds of the task and of the children it has reaped (so a short-lived process is not lost). */
+  cpu: number;
+  /** When it started (clock ticks after boot): a pid reused meanwhile is another task. */
+  born: string;
+}
+
+const PF_KTHREAD = 0x00200000;
+
+/** Every task on the machine, by pid. */
+function tasks(): Map<number, Task> {
+  const out = new Map<number, Task>();
+  let names: string[];
+  try {
+    names = fs.readdirSync('/proc');
+  } catch {
+    return out;
+  }
+  for (const entry of names) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid)) continue;
+    let stat: string;
+    try {
+      stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    const close = stat.lastIndexOf(')');
+    // After "pid (comm) ", fields[0] is field 3 (state): ppid 4, flags 9, utime 14, stime 15, cutime 16, cstime 17,
+    // starttime 22.
+    const f = stat.slice(close + 2).split(' ');
+    const parent = Number(f[1]);
+    out.set(pid, {
+      name: stat.slice(stat.indexOf('(') + 1, close),
+      parent,
+      kernel: (Number(f[6]) & PF_KTHREAD) !== 0 || pid === 2 || parent === 2,
+      cpu: (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / CLK_TCK,
+      born: f[19]!,
+    });
+  }
+  return out;
+}
+
+/** This process and all it started, at any depth (a gateway's esbuild service, a stopped gateway still exiting). */
+function ours(all: Map<number, Task>): Set<number> {
+  const mine = new Set([process.pid]);
+  for (const p of running) mine.add(p.pid);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const [pid, task] of all)
+      if (!mine.has(pid) && mine.has(task.parent)) {
+        mine.add(pid);
+        grew = true;
+      }
+  }
+  return mine;
+}
+
+/** What the rest of the machine used over a while, in cores. */
+export interface Others {
+  /** Other people's processes: the figure a measurement is judged by. */
+  cores: number;
+  /** Kernel threads (writeback, block I/O, memory reclaim): often work done for ours, and not charged to a process. */
+  kernel: number;
+  /** Busy time charged to no task (interrupts and softirqs taken while a core idled). */
+  unattributed: number;
+  /** The busiest other processes, for a message: `name (pid) 12 %`. */
+  top: string[];
+}
+
+/** `Others` as a message says it. */
+export function describeOthers(o: Others): string {
+  const pct = (cores: number) => `${(cores * 100).toFixed(0)} %`;
+  return `${o.top.length > 0 ? o.top.join(', ') : 'none'}; kernel threads ${pct(o.kernel)}, no task ${pct(o.unattributed)}`;
+}
+
 /**
- * Starts counting what the rest of the machine (every process but this one and those it started) uses; the function
- * returned says how much since then, in cores (0 or more).
+ * Starts counting what the rest of the machine (every process but this one and those it started, at any depth)
+ * uses; the function returned says how much since then, in cores. A kernel thread's time (the disk's writeback of
+ * our own commits) and time charged to no task are counted apart: neither is charged to a process measured, and
+ * neither is someone else's work.
  */
-export function othersSince(): () => number {
+export function othersSince(): () => Others {
   const busy0 = machineBusySeconds();
-  const ours0 = ourCpuSeconds();
+  const before = tasks();
   const t0 = performance.now();
-  return () =>
-    Math.max(0, (machineBusySeconds() - busy0 - (ourCpuSeconds() - ours0)) / ((performance.now() - t0) / 1000));
+  return () => {
+    const busy = machineBusySeconds() - busy0;
+    const after = tasks();
+    const wall = (performance.now() - t0) / 1000;
+    const mine = ours(after);
+    for (const pid of ours(before)) mine.add(pid);
+    let charged = 0;
+    let kernel = 0;
+    const people: { label: string; cpu: number }[] = [];
+    for (const [pid, task] of after) {
+      const was = before.get(pid);
+      // A pid seen only now started during the while (or reused one that ended: counted whole, the safe side).
+      const cpu = Math.max(0, task.cpu - (was?.born === task.born ? was.cpu : 0));
+      charged += cpu;
+      if (mine.has(pid)) continue;
+      if (task.kernel) kernel += cpu;
+      else if (cpu > 0) people.push({ label: `${task.name} (${pid})`, cpu });
+    }
+    const cores = people.reduce((sum, p) => sum + p.cpu, 0) / wall;
+    people.sort((a, b) => b.cpu - a.cpu);
+    return {
+      cores,
+      kernel: kernel / wall,
+      unattributed: Math.max(0, busy - charged) / wall,
+      top: people.slice(0, 3).map((p) => `${p.label} ${((p.cpu / wall) * 100).toFixed(0)} %`),
+    };
+  };
 }
 
 /**
@@ -188,7 +296,7 @@ export function othersSince(): () => number {
  */
 export async function waitForQuiet(
   options: { threshold?: number; sampleMs?: number; maxWaitMs?: number } = {},
-): Promise<number> {
+): Promise<Others> {
   const threshold = options.threshold ?? 0.3;
   const sampleMs = options.sampleMs ?? 300;
   const started = performance.now();
@@ -198,7 +306,7 @@ export async function waitForQuiet(
       const others = othersSince();
       await sleep(sampleMs);
       const other = others();
-      if (other < threshold || performance.now() > deadline) return other;
+      if (other.cores < threshold || performance.now() > deadline) return other;
     }
   } finally {
     quietBudgetMs = Math.max(0, quietBudgetMs - Math.max(0, performance.now() - started - sampleMs));
