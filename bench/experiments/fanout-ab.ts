@@ -6,15 +6,36 @@
  * notification per id goes to the webhook, one after the other; the round's CPU (process.cpuUsage, this process:
  * both gateways, the webhook client) runs from the first webhook to the last `complete` the clients get.
  *
+ * Each round also gives deliveries per second over its window (first webhook to last `complete`: the ten intakes, each
+ * with its fsync, are in it), the p99 of the latency from each webhook's send to each `next` reaching the clients
+ * (one machine's clock), and a notification's burst: from its first `next` at the clients to its last, as deliveries
+ * per second (the fan-out's own rate, the intake before it aside; the clients' core bounds it too).
+ * `--a NAME=VALUE` sets A's environment (the defaults otherwise).
+ *
  *   npx tsx bench/experiments/fanout-ab.ts [--connections 500] [--ids 10] [--rounds 8] [--b SUBSCRIPTION_COMPILED_SELECTION=false]
+ *   npx tsx bench/experiments/fanout-ab.ts --b-dist /path/to/other/dist/src   # B: another tree's build, same process
+ *
+ * Where the time goes, in A's measured windows only: `--profile DIR` (a V8 CPU profile per window, 100 µs sampling),
+ * `--heap DIR` (V8's sampling heap profiler per window, every allocation kept, 256 B interval), `--strace FILE`
+ * (`strace -c -f` attached to this process for each window; the counts of every window go to FILE.<round>),
+ * `--perf-ctl FIFO [--perf-ack FIFO]` (under `perf record -D -1 --control fifo:CTL,ACK`: perf counts A's windows alone).
  */
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import inspector from 'node:inspector';
 import { parseArgs } from 'node:util';
 
 import type { Gateway } from '../../src/gateway/options.js';
 import { pin, placement } from '../lib/processes.js';
 import { notificationBody } from '../scenarios/webhook.js';
-import { forkSubscriberClients, inProcessGateway, notify, subscriberClients } from './in-process-gateway.js';
+import {
+  builtGateway,
+  forkSubscriberClients,
+  inProcessGateway,
+  notify,
+  subscriberClients,
+} from './in-process-gateway.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -22,9 +43,54 @@ const { values: cli } = parseArgs({
     ids: { type: 'string', default: '10' },
     rounds: { type: 'string', default: '8' },
     b: { type: 'string', default: 'SUBSCRIPTION_COMPILED_SELECTION=false' },
+    /** B is another tree's build (its dist/src), with A's environment, instead of A with `--b`. */
+    'b-dist': { type: 'string' },
+    /** A's environment (NAME=VALUE), the defaults otherwise: the profiles, census and strace are taken of A. */
+    a: { type: 'string' },
     clients: { type: 'boolean', default: false },
+    profile: { type: 'string' },
+    heap: { type: 'string' },
+    strace: { type: 'string' },
+    'perf-ctl': { type: 'string' },
+    'perf-ack': { type: 'string' },
   },
 });
+
+/** perf's control and acknowledgement FIFOs, opened at the first use (perf opens its ends when it starts). */
+let perfFds: [number, number | undefined] | undefined;
+/** Tells perf to count (`enable`) or stop (`disable`), and waits for its acknowledgement. */
+function perfControl(command: 'enable' | 'disable'): void {
+  if (!cli['perf-ctl']) return;
+  perfFds ??= [fs.openSync(cli['perf-ctl'], 'w'), cli['perf-ack'] ? fs.openSync(cli['perf-ack'], 'r') : undefined];
+  fs.writeSync(perfFds[0], `${command}\n`);
+  if (perfFds[1] !== undefined) fs.readSync(perfFds[1], Buffer.alloc(5));
+}
+
+const session = cli.profile || cli.heap ? new inspector.Session() : undefined;
+session?.connect();
+const post = (method: string, params?: object): Promise<unknown> =>
+  new Promise((resolve, reject) =>
+    session!.post(method, params, (err, result) => (err ? reject(err) : resolve(result))),
+  );
+
+/** `strace -c -f` attached to this process; resolves once it has attached every thread. */
+async function straceOn(file: string): Promise<() => Promise<void>> {
+  const tracer = spawn('strace', ['-c', '-f', '-o', file, '-p', String(process.pid)], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  // strace says `Process N attached with M threads` once it holds every thread of the process.
+  await new Promise<void>((resolve, reject) => {
+    tracer.once('error', reject);
+    tracer.stderr!.on('data', (d: Buffer) => {
+      if (String(d).includes('attached')) resolve();
+    });
+  });
+  return () =>
+    new Promise<void>((resolve) => {
+      tracer.once('exit', () => resolve());
+      tracer.kill('SIGINT');
+    });
+}
 
 function gateway(env: Record<string, string>): Promise<Gateway> {
   return inProcessGateway('fanout-ab', env);
@@ -34,13 +100,21 @@ async function main(): Promise<void> {
   const place = placement();
   if (place.pinned) pin(process.pid, place.server!);
   const [name, value] = cli.b.split('=') as [string, string];
-  const gateways = { A: await gateway({}), B: await gateway({ [name]: value }) };
+  const bName = cli['b-dist'] ? `build at ${cli['b-dist']}` : cli.b;
+  const gateways = {
+    A: await gateway(cli.a ? Object.fromEntries([cli.a.split('=') as [string, string]]) : {}),
+    B: cli['b-dist'] ? await builtGateway('fanout-ab', {}, cli['b-dist']) : await gateway({ [name]: value }),
+  };
   const { child, said } = forkSubscriberClients(import.meta.url);
   if (place.pinned) pin(child.pid!, place.driver!);
   const connections = Number(cli.connections);
   const idsPerRound = Number(cli.ids);
   const body = notificationBody();
   const per: Record<'A' | 'B', number[]> = { A: [], B: [] };
+  const rates: Record<'A' | 'B', number[]> = { A: [], B: [] };
+  const p99s: Record<'A' | 'B', number[]> = { A: [], B: [] };
+  const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!;
+  const bursts: Record<'A' | 'B', number[]> = { A: [], B: [] };
   const rounds = Number(cli.rounds);
   for (let r = 0; r < rounds * 2 + 2; r++) {
     const which = r % 2 === 0 ? 'A' : 'B';
@@ -53,23 +127,80 @@ async function main(): Promise<void> {
     while (gw.services.events.bus.subscribers('mobile-id') < want) await new Promise((r) => setTimeout(r, 10));
     await new Promise((r) => setTimeout(r, 200));
     const done = said('done');
+    const arrived = new Promise<{ arrivals: number[][] }>((resolve) => {
+      const on = (m: unknown) => {
+        if (typeof m !== 'object' || m === null || !('arrivals' in m)) return;
+        child.off('message', on);
+        resolve(m as { arrivals: number[][] });
+      };
+      child.on('message', on);
+    });
+    const sent: number[] = [];
+    const traced = which === 'A' && r >= 2;
+    const stopStrace = traced && cli.strace ? await straceOn(`${cli.strace}.${r}`) : undefined;
+    if (traced && cli.profile) {
+      await post('Profiler.enable');
+      await post('Profiler.setSamplingInterval', { interval: 100 });
+      await post('Profiler.start');
+    }
+    if (traced && cli.heap) {
+      await post('HeapProfiler.enable');
+      await post('HeapProfiler.startSampling', {
+        samplingInterval: 256,
+        includeObjectsCollectedByMajorGC: true,
+        includeObjectsCollectedByMinorGC: true,
+      });
+    }
+    if (traced) perfControl('enable');
+    const t0 = performance.now();
     const before = process.cpuUsage();
-    for (const id of ids) await notify(gw.url, body, id);
+    for (const id of ids) {
+      sent.push(performance.timeOrigin + performance.now());
+      await notify(gw.url, body, id);
+    }
     await done;
     const used = process.cpuUsage(before);
+    const ms = performance.now() - t0;
+    if (traced) perfControl('disable');
+    if (traced && cli.profile) {
+      const { profile } = (await post('Profiler.stop')) as { profile: unknown };
+      fs.mkdirSync(cli.profile, { recursive: true });
+      fs.writeFileSync(`${cli.profile}/fanout-${r}.cpuprofile`, JSON.stringify(profile));
+    }
+    if (traced && cli.heap) {
+      const { profile } = (await post('HeapProfiler.stopSampling')) as { profile: unknown };
+      fs.mkdirSync(cli.heap, { recursive: true });
+      fs.writeFileSync(`${cli.heap}/fanout-${r}.heapprofile`, JSON.stringify(profile));
+    }
+    await stopStrace?.();
     // The first round of each is a warm-up.
-    if (r >= 2) per[which].push((used.user + used.system) / want);
+    if (r >= 2) {
+      per[which].push((used.user + used.system) / want);
+      rates[which].push((want / ms) * 1000);
+    }
+    if (r >= 2) {
+      const { arrivals } = await arrived;
+      const waits = arrivals.flatMap((times, i) => times.map((t) => t - sent[i]!)).sort((x, y) => x - y);
+      p99s[which].push(waits[Math.floor(waits.length * 0.99)]!);
+      // One notification's burst: its first `next` to its last, as deliveries per second (the intake before it aside).
+      const perId = arrivals.map((times) => (times.length - 1) / ((Math.max(...times) - Math.min(...times)) / 1000));
+      bursts[which].push(median(perId));
+    } else await arrived;
     const closed = said('closed');
     child.send('close');
     await closed;
   }
-  const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!;
   const a = median(per.A);
   const b = median(per.B);
+  const lower = per.A.filter((v, i) => v < per.B[i]!).length;
   process.stdout.write(
-    `µs CPU per delivery, median of ${rounds} rounds of ${connections * idsPerRound}: A (defaults) ${a.toFixed(2)}, ` +
-      `B (${cli.b}) ${b.toFixed(2)}; A/B ${(a / b).toFixed(3)}\n` +
-      `A ${per.A.map((v) => v.toFixed(1)).join(' ')}\nB ${per.B.map((v) => v.toFixed(1)).join(' ')}\n`,
+    `µs CPU per delivery, median of ${rounds} rounds of ${connections * idsPerRound}: A (${cli.a ?? 'defaults'}) ${a.toFixed(2)}, ` +
+      `B (${bName}) ${b.toFixed(2)}; A/B ${(a / b).toFixed(3)}; A lower in ${lower} of ${per.A.length} pairs\n` +
+      `A ${per.A.map((v) => v.toFixed(1)).join(' ')}\nB ${per.B.map((v) => v.toFixed(1)).join(' ')}\n` +
+      `deliveries/s (median): A ${median(rates.A).toFixed(0)}, B ${median(rates.B).toFixed(0)}; ` +
+      `p99 ms (median of rounds): A ${median(p99s.A).toFixed(1)}, B ${median(p99s.B).toFixed(1)}; ` +
+      `a notification's burst, deliveries/s (median of rounds): A ${median(bursts.A).toFixed(0)}, B ${median(bursts.B).toFixed(0)}\n` +
+      `bursts A ${bursts.A.map((v) => v.toFixed(0)).join(' ')}\nbursts B ${bursts.B.map((v) => v.toFixed(0)).join(' ')}\n`,
   );
   child.kill();
   await Promise.all([gateways.A.close(), gateways.B.close()]);

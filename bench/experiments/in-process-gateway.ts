@@ -65,8 +65,8 @@ export async function notify(url: string, body: string, id: string): Promise<voi
 /**
  * The subscribers' side of an experiment, for a child process: on the parent's word `{ url, groups }` it opens one
  * graphql-ws connection per group and subscribes on it once per id of the group (to that id's mobile-ID outcome),
- * says `ready` when every connection has its subscriptions, and `done` when every subscription completed; on `close`
- * it closes them all and says `closed`.
+ * says `ready` when every connection has its subscriptions, and `done` when every subscription completed (then
+ * `{ arrivals }`: when each `next` arrived, by the index of its id); on `close` it closes them all and says `closed`.
  */
 export function subscriberClients(): void {
   let sockets: WebSocket[] = [];
@@ -79,6 +79,8 @@ export function subscriberClients(): void {
     }
     let completes = 0;
     const want = m.groups.reduce((n, ids) => n + ids.length, 0);
+    /** When each `next` arrived (ms since the epoch, this machine's clock), by the index of its id in the group. */
+    const arrivals: number[][] = [];
     sockets = await Promise.all(
       m.groups.map(
         (ids) =>
@@ -104,7 +106,16 @@ export function subscriberClients(): void {
                 );
                 resolve(ws);
               } else if (text.startsWith('{"type":"ping"')) ws.send('{"type":"pong"}');
-              else if (text.includes('"type":"complete"') && ++completes === want) process.send!('done');
+              else if (text.startsWith('{"id":"s')) {
+                if (text.includes('"type":"next"')) {
+                  const i = Number(text.slice(8, text.indexOf('"', 8)));
+                  (arrivals[i] ??= []).push(performance.timeOrigin + performance.now());
+                }
+                if (text.includes('"type":"complete"') && ++completes === want) {
+                  process.send!('done');
+                  process.send!({ arrivals });
+                }
+              }
             });
           }),
       ),

@@ -6,6 +6,11 @@
  *
  *   npx tsx bench/experiments/ws-floor.ts [--subscribers 1000] [--events 200]   # fan-out: every event to every subscriber
  *   npx tsx bench/experiments/ws-floor.ts --subscribers 1 --events 20000          # one delivery at a time (single delivery)
+ *   npx tsx bench/experiments/ws-floor.ts --frames one   # both frames framed by hand into one buffer per socket, one write
+ *
+ * `--frames ws` (the default) sends both messages through ws (its Sender frames each: a header and the message, two
+ * writes each, into the corked socket: one `writev` of four chunks); `--frames one` builds the two frames per
+ * delivery into one buffer (the message bytes copied behind their headers) and writes it to the TCP socket once.
  *
  * The clients run in a child process (this file with --clients), pinned to the driver core when `taskset` is there,
  * the server to the server core. The server writes one event to every socket per turn of its event loop (the corked
@@ -24,6 +29,7 @@ const { values: cli } = parseArgs({
     subscribers: { type: 'string', default: '1000' },
     events: { type: 'string', default: '200' },
     clients: { type: 'string' },
+    frames: { type: 'string', default: 'ws' },
   },
 });
 
@@ -93,7 +99,30 @@ async function server(): Promise<void> {
   const allFinished = new Promise<void>((resolve) => {
     for (const ws of sockets) ws.on('message', () => (++finished === subscribers ? resolve() : undefined));
   });
+  const header = (length: number): Buffer => {
+    const h = Buffer.allocUnsafe(length > 125 ? 4 : 2);
+    h[0] = 0x81;
+    if (length > 125) {
+      h[1] = 126;
+      h.writeUInt16BE(length, 2);
+    } else h[1] = length;
+    return h;
+  };
+  const bytes = perSocket.map((f) => ({ next: Buffer.from(f.next), complete: Buffer.from(f.complete) }));
   const send = (): void => {
+    if (cli.frames === 'one') {
+      sockets.forEach((ws, i) => {
+        const { next, complete } = bytes[i]!;
+        const h1 = next.length > 125 ? 4 : 2;
+        const out = Buffer.allocUnsafe(h1 + next.length + 2 + complete.length);
+        header(next.length).copy(out, 0);
+        next.copy(out, h1);
+        header(complete.length).copy(out, h1 + next.length);
+        complete.copy(out, h1 + next.length + 2);
+        raws.get(ws)!.write(out);
+      });
+      return;
+    }
     sockets.forEach((ws, i) => {
       const raw = raws.get(ws)!;
       raw.cork();
@@ -120,7 +149,7 @@ async function server(): Promise<void> {
   const deliveries = events * subscribers;
   process.stdout.write(
     `ws floor: ${subscribers} subscriber(s), ${events} events, ${deliveries} deliveries in ${seconds.toFixed(2)} s (${Math.round(deliveries / seconds)}/s); ` +
-      `server CPU per delivery ${((used.user + used.system) / deliveries).toFixed(2)} µs (user ${(used.user / deliveries).toFixed(2)}, system ${(used.system / deliveries).toFixed(2)}); ${place.description}\n`,
+      `frames ${cli.frames}: server CPU per delivery ${((used.user + used.system) / deliveries).toFixed(2)} µs (user ${(used.user / deliveries).toFixed(2)}, system ${(used.system / deliveries).toFixed(2)}); ${place.description}\n`,
   );
   child.send('stop');
   wss.close();

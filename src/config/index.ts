@@ -646,6 +646,10 @@ const VARS = {
     bool(true),
     "true: when a graphql-ws subscription's event stream has ended with the event just delivered (a mobile-ID authentication's one result, a provisioning's terminal state), its `next` and `complete` are written together by the transport and the subscription ends there, without another turn of its iterators; the frames are the same bytes (docs/decisions/089). false: the stream is asked for its end once more and graphql-ws writes the `complete`; an off switch, not a tuning knob.",
   ),
+  DELIVERY_ONE_WRITE: declare(
+    bool(true),
+    "true: a graphql-ws subscription's `next` (and, with its last result, its `complete`) is framed by the gateway as ws would frame it, into one buffer and one write to the connection's socket; the bytes on the wire are the same (docs/decisions/093). false: each message goes through ws's `send`; an off switch, not a tuning knob.",
+  ),
   LEDGER_CACHE_RECORDS: declare(
     int(10_000, 0, 1_000_000),
     'How many cloud ledger records (projects, networks, subnets, …: shared by every key, and never changed once stored) the gateway keeps in memory once read, about 1.2 KB each, least recently used out: a query takes them by id from memory, and a tree level reads only the ids of its rows (docs/decisions/070). 0 reads every row of every level from the store; the off switch.',
@@ -1081,6 +1085,8 @@ export interface Config {
     readonly clearFromIntake: boolean;
     /** DELIVERY_COMPLETE_WITH_LAST: a graphql-ws subscription's last result written with its `complete`, no further iterator turn. */
     readonly completeWithLast: boolean;
+    /** DELIVERY_ONE_WRITE: a graphql-ws subscription's frames for a result built in one buffer, one socket write. */
+    readonly oneWrite: boolean;
   };
   readonly upstream: {
     readonly timeoutMs: number;
@@ -1335,6 +1341,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       compiledSelection: e.SUBSCRIPTION_COMPILED_SELECTION,
       clearFromIntake: e.DELIVERY_CLEAR_FROM_INTAKE,
       completeWithLast: e.DELIVERY_COMPLETE_WITH_LAST,
+      oneWrite: e.DELIVERY_ONE_WRITE,
     },
     upstream: {
       timeoutMs: e.UPSTREAM_TIMEOUT,

@@ -133,6 +133,7 @@ export function buildTransports(
     maxMessageBytes: config.graphqlLimits.maxBodyBytes,
     subscriberBufferBytes: config.subscriberBufferBytes,
     completeWithLast: config.delivery.completeWithLast,
+    oneWrite: config.delivery.oneWrite,
     keepAliveSweep: config.wsKeepAliveSweep,
     onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
     context: (caller, requestId) => contextFor(caller, requestId),

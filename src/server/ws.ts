@@ -38,6 +38,12 @@ export interface WsOptions extends StreamingTransportOptions {
    */
   completeWithLast?: boolean;
   /**
+   * DELIVERY_ONE_WRITE (default true): a subscription's `next` (and with its last result its `complete`) framed here
+   * as the WebSocket text frames ws would write, into one buffer and one write to the TCP socket; false, each message
+   * through ws's `send` (docs/decisions/093). The same bytes either way.
+   */
+  oneWrite?: boolean;
+  /**
    * WS_KEEP_ALIVE_SWEEP: true (the default), one sweep over the connections every half interval pings only those whose
    * peer sent nothing since the last (src/server/keep-alive.ts); false, graphql-ws's own keep-alive, a timer per
    * connection pinging every one. Either way a dead peer is terminated within two intervals of its last byte.
@@ -65,6 +71,36 @@ type Extra = {
 const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
 /** What graphql-ws's execute and subscribe stand for here: the outcome the pipeline already has (see onSubscribe). */
 const NOTHING: ExecutionResult = {};
+/** `complete"}`: the end of a `complete` message after its `{"id":<JSON of the id>,"type":"` (see `frames`). */
+const COMPLETE_TAIL = Buffer.from('complete"}');
+/** `next","payload":`: the end of a `next` message's prefix after its `{"id":<JSON of the id>,"type":"`. */
+const NEXT_TAIL_LENGTH = Buffer.byteLength('next","payload":');
+
+/** The length of a WebSocket frame's header for a message of `n` bytes, as ws's Sender writes it (unmasked). */
+const headerLength = (n: number): number => (n > 65535 ? 10 : n > 125 ? 4 : 2);
+
+/**
+ * A server's text frame header (RFC 6455 §5.2: FIN, opcode 1, no mask, the shortest length encoding; ws's Sender.frame
+ * for a server without permessage-deflate) for a message of `n` bytes, written at `at`; returns where the message goes.
+ */
+function writeHeader(out: Buffer, at: number, n: number): number {
+  out[at] = 0x81;
+  if (n > 65535) {
+    out[at + 1] = 127;
+    out[at + 2] = 0;
+    out[at + 3] = 0;
+    out.writeUIntBE(n, at + 4, 6);
+    return at + 10;
+  }
+  if (n > 125) {
+    out[at + 1] = 126;
+    out.writeUInt16BE(n, at + 2);
+    return at + 4;
+  }
+  out[at + 1] = n;
+  return at + 2;
+}
+
 /** Interval of server pings that keep idle connections (and proxies) alive; a peer that does not answer one within it is terminated. */
 const KEEP_ALIVE_MS = 12_000;
 
@@ -143,17 +179,22 @@ export function createWsServer(options: WsOptions) {
     /**
      * Writes a subscription's result as one WebSocket message holding `{"id":…,"type":"next","payload":…}`: byte for
      * byte the message graphql-ws would write (`JSON.stringify({ id, type: 'next', payload })`; a test compares), built
-     * from the shared payload's bytes (encoded once per group) and the subscription's prefix, and framed by ws's own
-     * Sender. The TCP socket under the WebSocket is corked until the end of the tick, so the `complete` that follows the
-     * last result (LastResultSubscriber's own, decision 089, or graphql-ws's) leaves in the same write
-     * (docs/decisions/030; 044 removed the hand-made frames of 034, whose gain was within noise).
+     * from the shared payload's bytes (encoded once per group) and the subscription's prefix, framed as ws's Sender
+     * frames it (`frames` below, or ws's `send` with DELIVERY_ONE_WRITE off). The TCP socket under the WebSocket is
+     * corked until the end of the tick, so what else is written to it in that tick (graphql-ws's `complete` after the
+     * last result with DELIVERY_COMPLETE_WITH_LAST off, another subscription's result) leaves in the same write
+     * (docs/decisions/030, 093).
      */
     next(result: ExecutionResult): void {
-      this.write(result);
+      this.write(result, false);
     }
 
-    /** Writes the result as its `next` message; false when nothing was written (the socket closing, or closed as slow). */
-    protected write(result: ExecutionResult): boolean {
+    /**
+     * Writes the result as its `next` message, and with `complete` the subscription's `complete` after it
+     * (`{"id":…,"type":"complete"}`, graphql-ws's JSON.stringify of it); false when nothing was written (the socket
+     * closing, or closed as slow).
+     */
+    protected write(result: ExecutionResult, complete: boolean): boolean {
       const socket = this.socket;
       if (socket.readyState !== socket.OPEN) return false;
       // A slow consumer is closed, never skipped: the client resumes with `after` and the last cursor it got.
@@ -175,10 +216,39 @@ export function createWsServer(options: WsOptions) {
         corked.add(raw);
         raw.cork();
       }
+      if (oneWrite && raw !== undefined) {
+        raw.write(frames(prefix, payload, complete));
+        return true;
+      }
       socket.send(Buffer.concat([prefix, payload]), { binary: false });
+      if (complete) socket.send(`{"id":${JSON.stringify(this.id)},"type":"complete"}`);
       return true;
     }
   }
+
+  /**
+   * DELIVERY_ONE_WRITE: the `next` message (`prefix` and `payload`) and, with `complete`, the `complete` message, each
+   * behind the frame header ws's Sender would write, in one buffer: one write to the TCP socket instead of two `send`s
+   * (a header and a message each, four chunks). Safe because the server has no permessage-deflate: ws's Sender then
+   * writes every frame of graphql-ws synchronously to the same socket and never queues one, so the frames keep their
+   * order. The `complete` is the prefix's `{"id":<JSON of the id>,"type":"` and `complete"}`.
+   */
+  const frames = (prefix: Buffer, payload: Buffer, complete: boolean): Buffer => {
+    const n = prefix.length + payload.length;
+    const head = prefix.length - NEXT_TAIL_LENGTH;
+    const c = complete ? head + COMPLETE_TAIL.length : 0;
+    const out = Buffer.allocUnsafe(headerLength(n) + n + (complete ? headerLength(c) + c : 0));
+    let at = writeHeader(out, 0, n);
+    at += prefix.copy(out, at);
+    at += payload.copy(out, at);
+    if (complete) {
+      at = writeHeader(out, at, c);
+      at += prefix.copy(out, at, 0, head);
+      COMPLETE_TAIL.copy(out, at);
+    }
+    return out;
+  };
+  const oneWrite = options.oneWrite ?? true;
 
   /** DELIVERY_COMPLETE_WITH_LAST: a Subscriber that writes its last result with the `complete` (decision 089). */
   class LastResultSubscriber extends Subscriber {
@@ -191,8 +261,7 @@ export function createWsServer(options: WsOptions) {
      * Nothing written (the socket closing, a slow consumer): graphql-ws ends the subscription as it always did.
      */
     last(result: ExecutionResult): void {
-      if (!this.write(result)) return;
-      this.socket.send(`{"id":${JSON.stringify(this.id)},"type":"complete"}`);
+      if (!this.write(result, true)) return;
       delete this.subscriptions[this.id];
     }
   }

@@ -13,10 +13,11 @@ import { subscribers, waitFor } from '../helpers/wait.js';
 
 // The delivery path's shortcuts (docs/decisions/062): the subscription's selection as graphql-jit compiled it
 // (SUBSCRIPTION_COMPILED_SELECTION) and the intake's clear values handed to this process's live subscribers
-// (DELIVERY_CLEAR_FROM_INTAKE), and the last result written with its `complete` (DELIVERY_COMPLETE_WITH_LAST, decision
-// 089). Two gateways get the very same notifications, with Date frozen so that their reception times agree: one with
-// the shortcuts (the default), one with all of them off (the plain path). Every frame each writes, over graphql-ws and
-// SSE, must be the same bytes.
+// (DELIVERY_CLEAR_FROM_INTAKE), the last result written with its `complete` (DELIVERY_COMPLETE_WITH_LAST, decision
+// 089), and both framed into one socket write by the gateway rather than by ws's `send` (DELIVERY_ONE_WRITE, decision
+// 093; its frames are also checked on the wire in test/server/ws-one-write.test.ts). Two gateways get the very same
+// notifications, with Date frozen so that their reception times agree: one with the shortcuts (the default), one with
+// all of them off (the plain path). Every frame each writes, over graphql-ws and SSE, must be the same bytes.
 
 /** The position a gateway's cursor opens to, as text. */
 function opensTo(t: TestGateway, cursor: string): string {
@@ -147,6 +148,7 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
       SUBSCRIPTION_COMPILED_SELECTION: 'false',
       DELIVERY_CLEAR_FROM_INTAKE: 'false',
       DELIVERY_COMPLETE_WITH_LAST: 'false',
+      DELIVERY_ONE_WRITE: 'false',
     });
     vi.useFakeTimers({ toFake: ['Date'], now: NOW });
   });

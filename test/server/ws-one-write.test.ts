@@ -1,0 +1,170 @@
+import { randomUUID } from 'node:crypto';
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as ws from 'ws';
+
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { postNotification, SUBSCRIPTION } from '../helpers/mobile-id.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
+
+// DELIVERY_ONE_WRITE (docs/decisions/093): a subscription's `next` (and with its last result its `complete`) is framed
+// by the gateway into one buffer and one write to the TCP socket, instead of ws's `send` per message. What goes on the
+// wire must be what ws writes: here a raw TCP client reads every byte after the handshake, with the switch on and off,
+// and each frame must be byte for byte ws's own framing (its Sender.frame) of the message it carries. The messages
+// themselves are compared between the shortcut and the plain path in test/server/delivery-shortcuts.test.ts, and
+// results needing 16- and 64-bit lengths reach ws's own client parser in test/server/ws-large-results.test.ts.
+
+const KEY = 'app-key-one-write';
+const FRAME_OPTIONS = { fin: true, opcode: 1, mask: false, readOnly: false, rsv1: false } as const;
+/** ws's own framing (its Sender, exported by ws though its types leave it out). */
+const { Sender } = ws as unknown as {
+  Sender: { frame(data: Buffer, options: typeof FRAME_OPTIONS | Record<string, unknown>): Buffer[] };
+};
+
+/** A server frame's message and the bytes it took, read from `bytes` at `at` (RFC 6455 §5.2), or null if incomplete. */
+function frameAt(bytes: Buffer, at: number): { text: string; end: number } | null {
+  if (bytes.length < at + 2) return null;
+  const short = bytes[at + 1]! & 0x7f;
+  const header = short === 127 ? 10 : short === 126 ? 4 : 2;
+  if (bytes.length < at + header) return null;
+  const n = short === 127 ? bytes.readUIntBE(at + 4, 6) : short === 126 ? bytes.readUInt16BE(at + 2) : short;
+  if (bytes.length < at + header + n) return null;
+  return { text: bytes.subarray(at + header, at + header + n).toString('utf8'), end: at + header + n };
+}
+
+/**
+ * A graphql-ws connection over a plain TCP socket: the upgrade and the client's (masked) frames written by hand, every
+ * byte the server sends after its 101 kept as it arrived.
+ */
+async function rawConnection(gw: TestGateway) {
+  const { port } = new URL(gw.url);
+  const socket = net.connect(Number(port), '127.0.0.1');
+  let received = Buffer.alloc(0);
+  let body = -1;
+  let onData: (() => void) | null = null;
+  socket.on('data', (chunk: Buffer) => {
+    received = Buffer.concat([received, chunk]);
+    if (body < 0) {
+      const end = received.indexOf('\r\n\r\n');
+      if (end >= 0) body = end + 4;
+    }
+    onData?.();
+  });
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  socket.write(
+    [
+      'GET /graphql HTTP/1.1',
+      `Host: 127.0.0.1:${port}`,
+      'Upgrade: websocket',
+      'Connection: Upgrade',
+      'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==',
+      'Sec-WebSocket-Version: 13',
+      'Sec-WebSocket-Protocol: graphql-transport-ws',
+      `Authorization: Bearer ${KEY}`,
+      '',
+      '',
+    ].join('\r\n'),
+  );
+  const send = (message: unknown) =>
+    socket.write(Buffer.concat(Sender.frame(Buffer.from(JSON.stringify(message)), { ...FRAME_OPTIONS, mask: true })));
+  /** The server's frames so far, each with its bytes as received. */
+  const frames = () => {
+    const out: Array<{ text: string; bytes: Buffer }> = [];
+    if (body < 0) return out;
+    for (let at = body; ;) {
+      const f = frameAt(received, at);
+      if (f === null) return out;
+      out.push({ text: f.text, bytes: received.subarray(at, f.end) });
+      at = f.end;
+    }
+  };
+  const until = (done: (texts: string[]) => boolean) =>
+    new Promise<void>((resolve) => {
+      onData = () => {
+        if (done(frames().map((f) => f.text))) resolve();
+      };
+      onData();
+    });
+  send({ type: 'connection_init', payload: {} });
+  await until((texts) => texts.some((t) => t.includes('"connection_ack"')));
+  return {
+    send,
+    frames,
+    until,
+    /** Every byte after the 101 response. */
+    wire: () => received.subarray(body),
+    close: () => socket.destroy(),
+  };
+}
+
+describe.each([
+  ['on', 'true'],
+  ['off', 'false'],
+] as const)('DELIVERY_ONE_WRITE %s', (_name, value) => {
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    gw = await startTestGateway({ GATEWAY_API_KEYS: KEY, DELIVERY_ONE_WRITE: value });
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it.each([
+    ['with its complete (the last result)', 'true'],
+    ['then graphql-ws writes the complete', 'false'],
+  ] as const)(
+    'a live result %s: every byte on the wire is ws’s framing of the message',
+    async (_case, completeWithLast) => {
+      // DELIVERY_COMPLETE_WITH_LAST is the gateway's; the second case runs a gateway of its own with it off.
+      const t =
+        completeWithLast === 'true'
+          ? gw
+          : await startTestGateway({
+              GATEWAY_API_KEYS: KEY,
+              DELIVERY_ONE_WRITE: value,
+              DELIVERY_COMPLETE_WITH_LAST: 'false',
+            });
+      const c = await rawConnection(t);
+      try {
+        const ids = [`req-${randomUUID()}`, `req-${randomUUID()}`];
+        // Two subscriptions on one connection, one of them with an id that JSON escapes.
+        const ops = ['op-1', 'op-"2"'];
+        ids.forEach((authReqId, i) =>
+          c.send({ id: ops[i], type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id: authReqId } } }),
+        );
+        await waitFor(
+          () => ids.every((id) => subscribers(t, 'mobile-id', id) === 1),
+          5_000,
+          'both subscriptions listening',
+        );
+        for (const [i, authReqId] of ids.entries()) {
+          const n = await t.gateway.sandbox.mobileId!.buildNotification({
+            authReqId,
+            outcome: i === 0 ? 'CANCELLED_BY_USER' : 'SUCCESS',
+          });
+          expect((await postNotification(t, n.body, { headers: n.headers })).status).toBe(204);
+        }
+        await c.until((texts) => texts.filter((x) => x.includes('"type":"complete"')).length === 2);
+        const frames = c.frames();
+        const messages = frames.map((f) => JSON.parse(f.text) as { id?: string; type: string });
+        expect(messages.map((m) => `${m.id ?? ''} ${m.type}`)).toEqual([
+          ' connection_ack',
+          'op-1 next',
+          'op-1 complete',
+          'op-"2" next',
+          'op-"2" complete',
+        ]);
+        // Each message as graphql-ws writes it (JSON.stringify of the message), each frame as ws's Sender frames it.
+        for (const [i, f] of frames.entries()) {
+          expect(f.text).toBe(JSON.stringify(messages[i]));
+          expect(f.bytes.equals(Buffer.concat(Sender.frame(Buffer.from(f.text), FRAME_OPTIONS)))).toBe(true);
+        }
+        expect(c.wire().equals(Buffer.concat(frames.map((f) => f.bytes)))).toBe(true);
+      } finally {
+        c.close();
+        if (t !== gw) await t.close();
+      }
+    },
+  );
+});
