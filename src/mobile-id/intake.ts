@@ -154,7 +154,6 @@ export class NotificationIntake {
 
     // Unknown fields are kept up to a small size, sealed whole (a sender's extension may carry anything personal).
     const scope = auth.scope;
-    const context = (field: string) => notificationContext(STORED_VERSION, scope, authReqId, field);
     const { kept, dropped } = keptExtra(extraFields(n));
     if (dropped) {
       this.options.metrics.webhookFieldsDropped.inc({ endpoint: 'mobile-id' }, dropped.fields);
@@ -163,17 +162,8 @@ export class NotificationIntake {
         `mobile-ID notification: unknown fields over ${MAX_EXTRA_FIELDS_CHARS} bytes were not kept`,
       );
     }
-    // The subject, the unknown fields and a success's id_token never expire: sealed together, one seal per
-    // notification (the access token, which the secrets sweep removes, has its own).
     // What is sealed below, in clear, for this process's live subscribers (DELIVERY_CLEAR_FROM_INTAKE; never stored).
     const clear: ClearParts = { personal: null, accessToken: null, idToken: null };
-    const personal = (sub: string | null, idToken?: string) => {
-      if (idToken === undefined && sub === null && Object.keys(kept).length === 0) return null;
-      const value: SealedPersonal = idToken === undefined ? { sub, fields: kept } : { sub, fields: kept, idToken };
-      clear.personal = value;
-      return this.box.seal(JSON.stringify(value), context('personal'));
-    };
-    const unknown = { extra: {}, sealedExtra: {}, droppedExtra: dropped };
     const charge = this.charge(scope);
     const correlationId = n.body.correlation_id ?? null;
     const now = this.now();
@@ -201,18 +191,23 @@ export class NotificationIntake {
         outcome: 'success',
         authReqId,
         tokenType: b.token_type,
-        accessToken: this.box.seal(b.access_token, context('access_token')),
+        accessToken: this.box.seal(
+          b.access_token,
+          notificationContext(STORED_VERSION, scope, authReqId, 'access_token'),
+        ),
         expiresIn: b.expires_in,
         expiresAt,
         // The subject (the number owner's identifier) is personal data: sealed, with the id_token that carries it.
         claims: { ...claims, sub: null },
-        sealedPersonal: personal(claims.sub, b.id_token),
+        sealedPersonal: this.sealPersonal(clear, scope, authReqId, claims.sub, kept, b.id_token),
         verifiedWith: check.status === 'accepted' ? check.keys : null,
         ...(check.status === 'accepted' ? { checks: check.checks } : {}),
         jwksUri: b.jwks_uri ?? null,
         leadingKycMatch: b.leading_kyc_match ?? null,
         correlationId,
-        ...unknown,
+        extra: {},
+        sealedExtra: {},
+        droppedExtra: dropped,
       };
       if (check.status !== 'accepted') {
         // The sender does not retry: never "try again". Kept durably and sealed, verified later, delivered then.
@@ -260,8 +255,10 @@ export class NotificationIntake {
         errorDescription: b.error_description,
         reason: failureReason(b.error, b.error_description),
         correlationId,
-        sealedPersonal: personal(null),
-        ...unknown,
+        sealedPersonal: this.sealPersonal(clear, scope, authReqId, null, kept),
+        extra: {},
+        sealedExtra: {},
+        droppedExtra: dropped,
       };
     }
     const meta: StoredMeta = headers;
@@ -295,6 +292,25 @@ export class NotificationIntake {
     )
       result.event.clear = clear;
     return { status: 'accepted', authReqId, outcome: n.outcome, publish: result.publish };
+  }
+
+  /**
+   * The sealed `personal` field (null when there is nothing to seal), its clear value kept in `clear`: the subject, the
+   * kept unknown fields and a success's id_token never expire, so they are sealed together, one seal per notification
+   * (the access token, which the secrets sweep removes, has its own).
+   */
+  private sealPersonal(
+    clear: ClearParts,
+    scope: string | null,
+    authReqId: string,
+    sub: string | null,
+    kept: Record<string, unknown>,
+    idToken?: string,
+  ): string | null {
+    if (idToken === undefined && sub === null && Object.keys(kept).length === 0) return null;
+    const value: SealedPersonal = idToken === undefined ? { sub, fields: kept } : { sub, fields: kept, idToken };
+    clear.personal = value;
+    return this.box.seal(JSON.stringify(value), notificationContext(STORED_VERSION, scope, authReqId, 'personal'));
   }
 
   /** The storage bound a notification on `scope`'s token counts against; none for a shared configured token. */

@@ -96,8 +96,8 @@ export class MobileIdService {
     return this.keys?.reload?.() ?? null;
   }
 
-  /** Checks the bearer token before the body is read. */
-  authenticate(token: string | null): Promise<NotifierAuth> {
+  /** Checks the bearer token before the body is read (a promise only when an issued token is looked up). */
+  authenticate(token: string | null): NotifierAuth | Promise<NotifierAuth> {
     return this.tokens.check(token, this.now());
   }
 

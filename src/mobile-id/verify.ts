@@ -49,10 +49,11 @@ export const NO_CLAIMS: IdTokenClaims = {
   authReqId: null,
 };
 
+const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+
 /** The claims the gateway keeps, from a decoded claims set (wire.ts has checked that sub is a string or a number). */
 export function claimsOf(raw: Record<string, unknown>): IdTokenClaims {
-  const str = (v: unknown) => (typeof v === 'string' ? v : null);
-  const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : null);
   const amr = Array.isArray(raw.amr)
     ? raw.amr.filter((v): v is string => typeof v === 'string')
     : typeof raw.amr === 'string'

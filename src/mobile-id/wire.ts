@@ -128,10 +128,12 @@ const SUCCESS_FIELDS = [
   'correlation_id',
 ] as const;
 const FAILURE_FIELDS = ['auth_req_id', 'error', 'error_description', 'correlation_id'] as const;
+const SUCCESS_NAMES: ReadonlySet<string> = new Set(SUCCESS_FIELDS);
+const FAILURE_NAMES: ReadonlySet<string> = new Set(FAILURE_FIELDS);
 
 /** The fields of a body that neither shape names, as sent. */
 export function extraFields(n: WireNotification): Record<string, unknown> {
-  const known = new Set<string>(n.outcome === 'success' ? SUCCESS_FIELDS : FAILURE_FIELDS);
+  const known = n.outcome === 'success' ? SUCCESS_NAMES : FAILURE_NAMES;
   return Object.fromEntries(Object.entries(n.body).filter(([k]) => !known.has(k)));
 }
 

@@ -52,13 +52,20 @@ export const MAX_WEBHOOK_DEPTH = 64;
 
 /** True when `value` nests arrays and objects deeper than `max` (iterative: a deep body cannot overflow the stack). */
 function depthOver(value: unknown, max: number): boolean {
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length) {
-    const [v, depth] = stack.pop()!;
-    if (v === null || typeof v !== 'object') continue;
+  // Two parallel stacks of the containers still to look into and their depths: no pair allocated per value, and a
+  // leaf (most of a body) is never pushed.
+  if (value === null || typeof value !== 'object') return false;
+  const containers: object[] = [value];
+  const depths: number[] = [1];
+  while (containers.length) {
+    const v = containers.pop()!;
+    const depth = depths.pop()!;
     if (depth > max) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v as Record<string, unknown>))
-      stack.push([child, depth + 1]);
+    for (const child of Array.isArray(v) ? (v as unknown[]) : Object.values(v)) {
+      if (child === null || typeof child !== 'object') continue;
+      containers.push(child as object);
+      depths.push(depth + 1);
+    }
   }
   return false;
 }
@@ -76,6 +83,18 @@ export type WebhookBody =
       description: string;
       close: boolean;
     };
+
+/** A body that was read but cannot be taken: 400, the connection kept. */
+function malformed(description: string): WebhookBody {
+  return {
+    ok: false,
+    status: 400,
+    error: WebhookErrorCode.INVALID_REQUEST,
+    reason: 'MALFORMED',
+    description,
+    close: false,
+  };
+}
 
 /**
  * The one reader of webhook bodies (mobile-ID notifications, verification and identification callbacks): the media type is
@@ -110,14 +129,6 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
     };
   }
   const text = raw.toString('utf8');
-  const malformed = (description: string): WebhookBody => ({
-    ok: false,
-    status: 400,
-    error: WebhookErrorCode.INVALID_REQUEST,
-    reason: 'MALFORMED',
-    description,
-    close: false,
-  });
   if (parser === 'json') {
     let body: unknown;
     try {

@@ -6,11 +6,26 @@ import type { MobileIdService } from '../../mobile-id/service.js';
 import type { PauseAt } from '../../phases.js';
 import type { Route } from '../http.js';
 import { sendOAuthError } from '../respond.js';
-import { formFields, readWebhookBody } from './body.js';
+import { formFields, readWebhookBody, type WebhookBodyOptions } from './body.js';
 
 /** Largest notification body accepted; a real one is a few KiB. */
 export const MOBILE_ID_NOTIFICATION_BODY_LIMIT = 64 * 1024;
 export const MOBILE_ID_NOTIFICATION_PATH = '/webhooks/mobile-id';
+
+/** How a notification's body is read: the spec's default is JSON; form encoding is an option of the sender's configuration. */
+const bodyOptions: WebhookBodyOptions = {
+  limit: MOBILE_ID_NOTIFICATION_BODY_LIMIT,
+  defaultType: 'application/json',
+  parserFor: (type) =>
+    type === 'application/json' ? 'json' : type === 'application/x-www-form-urlencoded' ? formFields : null,
+  unsupported: {
+    status: 415,
+    description: 'Content-Type must be application/json or application/x-www-form-urlencoded',
+  },
+};
+
+/** The headers of every 204 (read by `writeHead`, never changed by it). */
+const NO_CONTENT_HEADERS = { 'cache-control': 'no-store' } as const;
 
 /** Support references of the mobile identity service (spec: "Request headers"), kept short and printable. */
 function supportHeader(value: string | string[] | undefined): string | null {
@@ -41,7 +56,6 @@ export function mobileIdWebhookRoute(options: {
   /** Tests only (GATEWAY_TEST_PAUSE_AT): stops before the notification is stored, and between storing it and the 204. */
   pauseAt?: PauseAt;
 }): Route {
-  const limit = MOBILE_ID_NOTIFICATION_BODY_LIMIT;
   const count = (outcome: string) => options.metrics.webhooks.inc({ endpoint: 'mobile-id', outcome });
   return {
     method: 'POST',
@@ -115,17 +129,7 @@ export function mobileIdWebhookRoute(options: {
       }
       scope = auth.scope;
 
-      // The spec's default is JSON; form encoding is an option of the sender's configuration.
-      const read = await readWebhookBody(req, {
-        limit,
-        defaultType: 'application/json',
-        parserFor: (type) =>
-          type === 'application/json' ? 'json' : type === 'application/x-www-form-urlencoded' ? formFields : null,
-        unsupported: {
-          status: 415,
-          description: 'Content-Type must be application/json or application/x-www-form-urlencoded',
-        },
-      });
+      const read = await readWebhookBody(req, bodyOptions);
       if (!read.ok)
         return refuse({
           status: read.status,
@@ -164,7 +168,7 @@ export function mobileIdWebhookRoute(options: {
         case 'pending':
           // Stored durably; delivered once the id_token is verified (docs/decisions/040). Never "try again".
           count('pending');
-          res.writeHead(204, { 'cache-control': 'no-store' });
+          res.writeHead(204, NO_CONTENT_HEADERS);
           res.end();
           return;
         case 'over-limit':
@@ -207,7 +211,7 @@ export function mobileIdWebhookRoute(options: {
               { ...support, authReqId: result.authReqId },
               'mobile-ID notification received again; acknowledged, not published again',
             );
-          res.writeHead(204, { 'cache-control': 'no-store' });
+          res.writeHead(204, NO_CONTENT_HEADERS);
           res.end();
           return;
         case 'accepted':
@@ -219,7 +223,7 @@ export function mobileIdWebhookRoute(options: {
               { ...support, authReqId: result.authReqId, outcome: result.outcome },
               'mobile-ID notification stored',
             );
-          res.writeHead(204, { 'cache-control': 'no-store' });
+          res.writeHead(204, NO_CONTENT_HEADERS);
           res.end();
           await result.publish();
           return;

@@ -1,0 +1,160 @@
+/**
+ * CPU per mobile-ID notification of several gateways side by side (docs/decisions/094), one per variant: each a
+ * build (`dir=<path to a dist/>`, default this tree's; `npm run build` first) with the bench's environment over it,
+ * SQLITE_SYNCHRONOUS=FULL, the data directory on /dev/shm (so that the disk does not hide the CPU), fed scenario 4's
+ * success notification with a fresh auth_req_id. After a warm-up of each, every round runs a block of `--n`
+ * notifications on each gateway, the order turned by one each round; per block the CPU of the gateway's whole
+ * process (every thread: libuv's pool with the WAL sync, the checkpoint worker; /proc schedstat) per notification,
+ * and its main thread's alone.
+ *
+ * Two loads: a closed loop of `--inflight` (saturation: commits and syncs shared), or with `--rate R` an open loop
+ * at R notifications per second (a steady rate below saturation: each notification commits and syncs nearly alone).
+ * Give a variant twice (`main`, `this`, `main2`, `this2`) to see two identical gateways apart beside the difference.
+ *
+ *   npx tsx bench/experiments/intake-gateways.ts --variant main:dir=/work/main/dist --variant this:
+ *     [--rounds 14] [--n 3000] [--inflight 8] [--rate 1500]
+ */
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Pool } from 'undici';
+
+import { closedLoop, mainThreadCpu, processCpu } from '../lib/cpu.js';
+import { gatewayEnv, NOTIFICATION_TOKEN } from '../lib/env.js';
+import { freePort, ROOT, spawnNode } from '../lib/processes.js';
+import { notificationBody, WEBHOOK_PATH } from '../scenarios/webhook.js';
+
+const { values: cli } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '14' },
+    n: { type: 'string', default: '3000' },
+    inflight: { type: 'string', default: '8' },
+    rate: { type: 'string' },
+    warmup: { type: 'string', default: '3' },
+    variant: { type: 'string', multiple: true },
+  },
+});
+const rounds = Number(cli.rounds);
+const n = Number(cli.n);
+const inflight = Number(cli.inflight);
+const rate = cli.rate === undefined ? null : Number(cli.rate);
+const template = notificationBody();
+const headers = {
+  'content-type': 'application/json',
+  authorization: `Bearer ${NOTIFICATION_TOKEN}`,
+  'x-mobileid-request-id': 'bench',
+};
+
+/** `count` operations started at `perSecond`, whatever the answers' pace (an open loop); settles when all are answered. */
+async function openLoop(count: number, perSecond: number, op: () => Promise<void>): Promise<void> {
+  const started = performance.now();
+  const answers: Promise<void>[] = [];
+  while (answers.length < count) {
+    const due = Math.min(count, Math.floor(((performance.now() - started) * perSecond) / 1000) + 1);
+    while (answers.length < due) answers.push(op());
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  await Promise.all(answers);
+}
+
+async function gateway(name: string, env: Record<string, string>, dist: string) {
+  const main = path.join(dist, 'src/main.js');
+  if (!fs.existsSync(main)) throw new Error(`no ${main}: run \`npm run build\``);
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  const dataDir = fs.mkdtempSync(path.join('/dev/shm', `intake-gateways-${name}-`));
+  const child = await spawnNode(`gateway ${name}`, {
+    script: main,
+    cwd: path.dirname(dist),
+    cpus: null,
+    env: {
+      // No cloud call is made: the upstream address only has to be set.
+      ...gatewayEnv({ port, dataDir, stubUrl: 'http://127.0.0.1:9' }),
+      SQLITE_SYNCHRONOUS: 'FULL',
+      ...env,
+    },
+    readiness: { url: `${origin}/readyz` },
+    timeoutMs: 60_000,
+  });
+  const pool = new Pool(origin, { connections: 64 });
+  const one = async (): Promise<void> => {
+    const res = await pool.request({
+      method: 'POST',
+      path: WEBHOOK_PATH,
+      headers,
+      body: template.replace('{{uuid}}', randomUUID()),
+    });
+    const text = await res.body.text();
+    if (res.statusCode !== 204) throw new Error(`${name}: ${res.statusCode} ${text}`);
+  };
+  /** µs per notification: every thread, and the main thread alone. */
+  const block = async (): Promise<{ all: number; main: number }> => {
+    const pid = child.child.pid!;
+    const cpu0 = processCpu(pid);
+    const main0 = mainThreadCpu(pid);
+    if (rate === null) await closedLoop(n, inflight, one);
+    else await openLoop(n, rate, one);
+    return { all: ((processCpu(pid) - cpu0) / n) * 1e6, main: ((mainThreadCpu(pid) - main0) / n) * 1e6 };
+  };
+  const stop = async () => {
+    await pool.close();
+    await child.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  };
+  return { block, stop };
+}
+
+// Each variant: a name, the environment over the bench's, and the build it runs (`--variant name:dir=D,K=V,K=V`;
+// without `dir`, this tree's dist/).
+const variants = (cli.variant?.length ? cli.variant : ['a:', 'b:']).map((v) => {
+  const colon = v.indexOf(':');
+  const [name, settings] = colon === -1 ? [v, ''] : [v.slice(0, colon), v.slice(colon + 1)];
+  const { dir = path.join(ROOT, 'dist'), ...env } = Object.fromEntries(
+    settings
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as [string, string]),
+  );
+  return { name, env, dist: path.resolve(dir) };
+});
+const gws: Array<{ name: string; gw: Awaited<ReturnType<typeof gateway>>; figures: number[]; mains: number[] }> = [];
+for (const v of variants) gws.push({ name: v.name, gw: await gateway(v.name, v.env, v.dist), figures: [], mains: [] });
+// Warm-up: V8's optimizing compiler and SQLite's page cache settle over a few thousand notifications.
+for (let i = 0; i < Number(cli.warmup); i++) for (const g of gws) await g.gw.block();
+const load = rate === null ? `closed loop, ${inflight} in flight` : `open loop at ${rate}/s`;
+console.log(`${load}, ${n} notifications a block, load average ${fs.readFileSync('/proc/loadavg', 'utf8').trim()}`);
+for (let r = 0; r < rounds; r++) {
+  // The order turns each round, so that no variant always follows the same one.
+  const order = gws.map((_, i) => gws[(i + r) % gws.length]!);
+  for (const g of order) {
+    const { all, main } = await g.gw.block();
+    g.figures.push(all);
+    g.mains.push(main);
+  }
+  console.log(
+    `round ${r}: ${gws.map((g) => `${g.name} ${g.figures.at(-1)!.toFixed(1)} (main thread ${g.mains.at(-1)!.toFixed(1)})`).join(', ')} µs`,
+  );
+}
+const median = (xs: number[]) => {
+  const s = [...xs].sort((p, q) => p - q);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const first = gws[0]!;
+for (const g of gws) {
+  const d = g.figures.map((f, i) => f - first.figures[i]!);
+  const ratio = g.figures.map((f, i) => f / first.figures[i]!);
+  console.log(
+    `${g.name}: median ${median(g.figures).toFixed(1)} µs (range ${Math.min(...g.figures).toFixed(1)}–${Math.max(...g.figures).toFixed(1)}); ` +
+      `${g.name} − ${first.name} by round: median ${median(d).toFixed(1)} µs, range ${Math.min(...d).toFixed(1)}–${Math.max(...d).toFixed(1)}, ` +
+      `ratio median ${median(ratio).toFixed(3)} (${Math.min(...ratio).toFixed(3)}–${Math.max(...ratio).toFixed(3)}), ${d.filter((x) => x < 0).length}/${d.length} rounds below`,
+  );
+  const dm = g.mains.map((f, i) => f - first.mains[i]!);
+  console.log(
+    `  main thread: median ${median(g.mains).toFixed(1)} µs (range ${Math.min(...g.mains).toFixed(1)}–${Math.max(...g.mains).toFixed(1)}); ` +
+      `− ${first.name} by round: median ${median(dm).toFixed(1)} µs, range ${Math.min(...dm).toFixed(1)}–${Math.max(...dm).toFixed(1)}`,
+  );
+}
+console.log(`load average at the end ${fs.readFileSync('/proc/loadavg', 'utf8').trim()}`);
+for (const g of gws) await g.gw.stop();
+process.exit(0);
