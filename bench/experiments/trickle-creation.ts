@@ -1,0 +1,364 @@
+/**
+ * A durable creation at a fixed rate against the same at saturation (docs/decisions/092): scenario 2's
+ * `createNetwork` (FULL, the bench's upstream stub, a fresh key each time) on gateways side by side, one per variant
+ * (`--variant name:dir=/path/to/dist,K=V`, as compiled-mutation-gateways.ts takes them; without `dir`, this tree's
+ * dist/, `npm run build` first). After a warm-up, every round runs one block per rate on each gateway (the order of
+ * the gateways turned by one each round): `--rates 400,1300` open loop (requests leave on a fixed schedule, latency
+ * counted from the scheduled time) and `closed` (16 in flight). Per block: the CPU per creation of each of the
+ * gateway's threads, grouped by name (/proc/<pid>/task/<tid>/schedstat and comm: the main thread, libuv's pool, the
+ * checkpoint worker, V8's helpers), and p50/p99. Prints each variant's median per rate and thread group, and per
+ * round the difference from the first variant. `node=--flag+--flag` among a variant's settings: node's options.
+ * `--variant base:durable=1` (after a gateway) adds the durable baseline.
+ *
+ *   npx tsx bench/experiments/trickle-creation.ts [--rounds 8] [--seconds 4] [--rates 400,1300,closed]
+ *     [--variant main:dir=/work/main/dist --variant this: …]
+ */
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { Pool, request } from 'undici';
+
+import { closedLoop } from '../lib/cpu.js';
+import { API_KEY, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
+import { freePort, ROOT, spawnNode } from '../lib/processes.js';
+import { createNetworkBody } from '../scenarios/mutation.js';
+
+const { values: cli } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '8' },
+    seconds: { type: 'string', default: '4' },
+    rates: { type: 'string', default: '400,1300,closed' },
+    inflight: { type: 'string', default: '16' },
+    variant: { type: 'string', multiple: true },
+    trace: { type: 'string' },
+    out: { type: 'string', default: '/tmp/trickle-creation' },
+  },
+});
+const rounds = Number(cli.rounds);
+const seconds = Number(cli.seconds);
+const inflight = Number(cli.inflight);
+const rates = cli.rates.split(',').map((r) => (r === 'closed' ? 'closed' : Number(r)));
+
+/** CPU seconds and times scheduled in (schedstat's third field: a wake-up each) of every thread of `pid`, by tid. */
+function threads(pid: number): Map<string, { name: string; s: number; runs: number }> {
+  const out = new Map<string, { name: string; s: number; runs: number }>();
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const name = fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ');
+      out.set(tid, { name: tid === String(pid) ? 'main' : name, s: Number(stat[0]) / 1e9, runs: Number(stat[2]) });
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return out;
+}
+
+/**
+ * Node names none of its threads, so they are told apart once, after the warm-up: the main thread (tid = pid); a
+ * thread that waits in epoll is a worker thread's event loop (the checkpoint worker); of those that wait on a futex,
+ * the four made first are V8's platform workers (GC helpers, concurrent compilers), made at start-up, and the later
+ * ones libuv's pool (made on its first use: the WAL's fdatasync).
+ */
+const groups = new Map<string, string>();
+function classify(pid: number): void {
+  const futexWaiters: number[] = [];
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    if (tid === String(pid)) groups.set(tid, 'main');
+    else {
+      const wchan = fs.readFileSync(`/proc/${pid}/task/${tid}/wchan`, 'utf8');
+      if (wchan.includes('epoll')) groups.set(tid, 'worker');
+      else futexWaiters.push(Number(tid));
+    }
+  }
+  futexWaiters.sort((a, b) => a - b);
+  futexWaiters.forEach((tid, i) => groups.set(String(tid), i < 4 ? 'V8' : 'libuv'));
+}
+
+type Threads = ReturnType<typeof threads>;
+function cpuByGroup(before: Threads, after: Threads) {
+  const out: Record<string, number> = {};
+  const runs: Record<string, number> = {};
+  for (const [tid, a] of after) {
+    const g = groups.get(tid) ?? 'other';
+    out[g] = (out[g] ?? 0) + a.s - (before.get(tid)?.s ?? 0);
+    runs[g] = (runs[g] ?? 0) + a.runs - (before.get(tid)?.runs ?? 0);
+  }
+  return { out, runs };
+}
+
+const percentile = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
+};
+
+/** `count` creations at `rate` per second, open loop: each leaves on schedule whatever the answers do. */
+async function openLoop(rate: number, count: number, op: () => Promise<void>): Promise<number[]> {
+  const latencies: number[] = [];
+  const interval = 1000 / rate;
+  const start = performance.now();
+  const inFlight: Promise<void>[] = [];
+  for (let i = 0; i < count; i++) {
+    const due = start + i * interval;
+    const wait = due - performance.now();
+    if (wait > 1) await sleep(wait);
+    inFlight.push(op().then(() => void latencies.push(performance.now() - due)));
+  }
+  await Promise.all(inFlight);
+  return latencies;
+}
+
+const root = fs.mkdtempSync(path.join(os.tmpdir(), 'trickle-creation-'));
+const stub = await spawnNode('upstream', {
+  script: 'bench/servers/upstream.ts',
+  cpus: null,
+  readiness: { line: true },
+});
+
+/**
+ * The durable baseline (bench/servers/durable-baseline.ts, FULL) as one more variant (`--variant base:durable=1`): the
+ * same durable work by hand, its WAL sync on the main thread. Its project is seeded with the id of `body`'s.
+ */
+async function durableBaseline(body: string) {
+  const dataDir = path.join(root, 'durable-baseline');
+  fs.mkdirSync(dataDir);
+  const child = await spawnNode('durable baseline', {
+    script: 'bench/servers/durable-baseline.ts',
+    args: [
+      '--upstream',
+      String(stub.ready.url),
+      '--token',
+      UPSTREAM_TOKEN,
+      '--api-key',
+      API_KEY,
+      '--data-dir',
+      dataDir,
+    ],
+    cpus: null,
+    readiness: { line: true },
+  });
+  const url = String(child.ready.url);
+  const projectId = (JSON.parse(body) as { variables: { input: { projectId: string } } }).variables.input.projectId;
+  const seeded = await request(`${url}/seed`, { method: 'POST', body: JSON.stringify({ projectId }) });
+  await seeded.body.dump();
+  return { child, origin: url, path: '/mutation' };
+}
+
+async function gateway(
+  name: string,
+  env: Record<string, string>,
+  dist: string,
+  durable = false,
+  nodeArgs: string[] = [],
+) {
+  if (durable) return measured(name, await durableBaseline(await anyBody()));
+  const main = path.join(dist, 'src/main.js');
+  if (!fs.existsSync(main)) throw new Error(`no ${main}: run \`npm run build\``);
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  const dataDir = path.join(root, name);
+  fs.mkdirSync(dataDir);
+  const child = await spawnNode(`gateway ${name}`, {
+    script: main,
+    cwd: path.dirname(dist),
+    cpus: null,
+    nodeArgs,
+    env: {
+      ...gatewayEnv({ port, dataDir, stubUrl: String(stub.ready.url) }),
+      SQLITE_SYNCHRONOUS: 'FULL',
+      ...env,
+    },
+    readiness: { url: `${origin}/readyz` },
+    timeoutMs: 60_000,
+  });
+  const body = await createNetworkBody(origin, 'trickle');
+  bodyOfFirst ??= body;
+  return measured(name, { child, origin, path: '/graphql' }, body);
+}
+
+let bodyOfFirst: string | undefined;
+async function anyBody(): Promise<string> {
+  if (!bodyOfFirst) throw new Error('give the durable baseline after a gateway variant (its project comes from one)');
+  return bodyOfFirst;
+}
+
+async function measured(
+  _name: string,
+  target: { child: Awaited<ReturnType<typeof spawnNode>>; origin: string; path: string },
+  body = bodyOfFirst!,
+) {
+  const { child, origin } = target;
+  const pool = new Pool(origin, { connections: 256, pipelining: 1, keepAliveTimeout: 30_000 });
+  const one = async (): Promise<void> => {
+    const res = await pool.request({
+      method: 'POST',
+      path: target.path,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` },
+      body: body.replace('{{uuid}}', randomUUID()),
+    });
+    const text = await res.body.text();
+    if (res.statusCode !== 200 || text.includes('"errors"')) throw new Error(`${res.statusCode} ${text}`);
+  };
+  const pid = child.child.pid!;
+  const block = async (rate: number | 'closed') => {
+    const n = rate === 'closed' ? Math.max(2000, Math.round(seconds * 2500)) : Math.round(rate * seconds);
+    const before = threads(pid);
+    let latencies: number[] = [];
+    if (rate === 'closed') await closedLoop(n, inflight, one);
+    else latencies = await openLoop(rate, n, one);
+    const { out: cpu, runs } = cpuByGroup(before, threads(pid));
+    const perOp: Record<string, number> = {};
+    const wakeups: Record<string, number> = {};
+    for (const [g, w] of Object.entries(runs)) wakeups[g] = w / n;
+    let total = 0;
+    for (const [g, s] of Object.entries(cpu)) {
+      perOp[g] = (s / n) * 1e6;
+      total += perOp[g]!;
+    }
+    perOp.total = total;
+    return { n, perOp, wakeups, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+  };
+  return { pid, block, stop: async () => (await pool.close(), await child.stop()) };
+}
+
+const variants = (cli.variant?.length ? cli.variant : ['this:']).map((v) => {
+  const colon = v.indexOf(':');
+  const [name, settings] = colon === -1 ? [v, ''] : [v.slice(0, colon), v.slice(colon + 1)];
+  const { dir = path.join(ROOT, 'dist'), ...env } = Object.fromEntries(
+    settings
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as [string, string]),
+  );
+  const { durable, node, ...rest } = env;
+  return {
+    name,
+    env: rest,
+    dist: path.resolve(dir),
+    durable: durable !== undefined,
+    nodeArgs: node ? node.split('+') : [],
+  };
+});
+
+type Figures = Awaited<ReturnType<Awaited<ReturnType<typeof gateway>>['block']>>;
+const gws: Array<{ name: string; gw: Awaited<ReturnType<typeof gateway>>; figures: Map<string, Figures[]> }> = [];
+for (const v of variants)
+  gws.push({ name: v.name, gw: await gateway(v.name, v.env, v.dist, v.durable, v.nodeArgs), figures: new Map() });
+console.log(
+  `gateways: ${gws.map((g) => `${g.name} (pid ${g.gw.pid})`).join(', ')}; load ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
+// Warm-up: V8's optimizing compiler and SQLite's page cache settle over a few thousand creations.
+for (const g of gws) for (const rate of rates) await g.gw.block(rate);
+await sleep(1000);
+for (const g of gws) classify(g.gw.pid);
+if (cli.trace) {
+  // One block per rate and gateway under `perf record -g` or `strace -c -f`, written to --out, instead of the rounds.
+  fs.mkdirSync(cli.out, { recursive: true });
+  for (const g of gws)
+    for (const rate of rates) {
+      const file = path.join(cli.out, `${g.name}-${rate}.${cli.trace}.${cli.trace === 'perf' ? 'data' : 'txt'}`);
+      // perf: CPU samples with call graphs; counts: every system call and context switch of each thread (perf stat
+      // over tracepoints, cheap); strace: system calls counted by strace (slow: it changes what it counts).
+      const pid = String(g.gw.pid);
+      const [tool, args] =
+        cli.trace === 'perf'
+          ? ['perf', ['record', '-g', '-F', '1999', '-o', file, '-p', pid]]
+          : cli.trace === 'counts'
+            ? [
+                'perf',
+                [
+                  'stat',
+                  '--per-thread',
+                  '-e',
+                  [
+                    'raw_syscalls:sys_enter',
+                    'sched:sched_switch',
+                    ...[
+                      'epoll_pwait',
+                      'futex',
+                      'pwrite64',
+                      'pread64',
+                      'fdatasync',
+                      'write',
+                      'writev',
+                      'read',
+                      'fcntl',
+                    ].map((c) => `syscalls:sys_enter_${c}`),
+                  ].join(','),
+                  '-o',
+                  file,
+                  '-p',
+                  pid,
+                ],
+              ]
+            : ['strace', ['-c', '-f', '-o', file, '-p', pid]];
+      const tracer = spawn(tool, args, { stdio: 'ignore' });
+      await sleep(1500);
+      const f = await g.gw.block(rate);
+      tracer.kill('SIGINT');
+      await once(tracer, 'exit');
+      console.log(
+        `${g.name} ${rate}: ${f.n} creations, ${f.perOp.total!.toFixed(0)} µs per creation under ${cli.trace}; ${file}`,
+      );
+    }
+  for (const g of gws) await g.gw.stop();
+  await stub.stop();
+  process.exit(0);
+}
+for (let r = 0; r < rounds; r++) {
+  for (const rate of rates) {
+    const order = gws.map((_, i) => gws[(i + r) % gws.length]!);
+    for (const g of order) {
+      const f = await g.gw.block(rate);
+      const key = String(rate);
+      g.figures.set(key, [...(g.figures.get(key) ?? []), f]);
+    }
+    console.log(
+      `round ${r} ${rate}: ` +
+        gws
+          .map((g) => {
+            const f = g.figures.get(String(rate))!.at(-1)!;
+            const parts = Object.entries(f.perOp)
+              .filter(([k]) => k !== 'total')
+              .sort((a, b) => b[1] - a[1])
+              .map(([k, v]) => `${k} ${v.toFixed(0)}`)
+              .join(' ');
+            const w = Object.entries(f.wakeups)
+              .map(([k, v]) => `${k} ${v.toFixed(2)}`)
+              .join(' ');
+            return `${g.name} ${f.perOp.total!.toFixed(0)} µs (${parts}; wake-ups per creation ${w}) p50 ${f.p50.toFixed(1)} p99 ${f.p99.toFixed(1)} ms`;
+          })
+          .join(' | ') +
+        ` | load ${os.loadavg()[0]!.toFixed(2)}`,
+    );
+  }
+}
+const median = (xs: number[]) => [...xs].sort((p, q) => p - q)[Math.floor(xs.length / 2)]!;
+const first = gws[0]!;
+for (const rate of rates) {
+  const key = String(rate);
+  for (const g of gws) {
+    const fs_ = g.figures.get(key)!;
+    const groups = new Set(fs_.flatMap((f) => Object.keys(f.perOp)));
+    const parts = [...groups].map((k) => `${k} ${median(fs_.map((f) => f.perOp[k] ?? 0)).toFixed(1)}`).join(', ');
+    const wakes = [...new Set(fs_.flatMap((f) => Object.keys(f.wakeups)))]
+      .map((k) => `${k} ${median(fs_.map((f) => f.wakeups[k] ?? 0)).toFixed(2)}`)
+      .join(', ');
+    const d = fs_.map((f, i) => f.perOp.total! - first.figures.get(key)![i]!.perOp.total!);
+    console.log(
+      `${rate} ${g.name}: median µs per creation ${parts}; wake-ups ${wakes}; p50 ${median(fs_.map((f) => f.p50)).toFixed(2)} p99 ${median(fs_.map((f) => f.p99)).toFixed(2)} ms (rounds ${Math.min(...fs_.map((f) => f.p99)).toFixed(1)}–${Math.max(...fs_.map((f) => f.p99)).toFixed(1)}); − ${first.name} by round: median ${median(d).toFixed(1)}, range ${Math.min(...d).toFixed(1)}–${Math.max(...d).toFixed(1)}`,
+    );
+  }
+}
+for (const g of gws) await g.gw.stop();
+await stub.stop();
+fs.rmSync(root, { recursive: true, force: true });
+process.exit(0);
