@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { request } from 'undici';
 
-import { cpuSeconds, machineBusySeconds, spawnNode, waitForQuiet, type Proc } from './processes.js';
+import { cpuSeconds, othersSince, spawnNode, waitForQuiet, type Proc } from './processes.js';
 import type { FromLoadgen, HttpLoad, HttpResult, Job, JobResult } from './protocol.js';
 
 /** The load generator process, driven over IPC. */
@@ -87,7 +87,7 @@ export async function measure(
   const ours = () => driverProcs.reduce((s, p) => s + p.cpuSeconds(), 0) + cpuSeconds(process.pid);
   const cpu0 = target.proc.cpuSeconds();
   const drivers0 = ours();
-  const busy0 = machineBusySeconds();
+  const others = othersSince();
   const t0 = performance.now();
   const result = await lg.run<HttpResult>({
     ...load,
@@ -99,7 +99,7 @@ export async function measure(
   const wall = (performance.now() - t0) / 1000;
   const server = target.proc.cpuSeconds() - cpu0;
   const drivers = ours() - drivers0;
-  const otherCpu = Math.max(0, machineBusySeconds() - busy0 - server - drivers) / wall;
+  const otherCpu = others().cores;
   return { target: target.name, round, result, serverCpu: server / wall, driverCpu: drivers / wall, otherCpu };
 }
 

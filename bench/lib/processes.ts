@@ -162,13 +162,6 @@ export interface SpawnOptions {
 /** Every process this benchmark started and has not stopped, for telling our CPU from other people's. */
 const running = new Set<Proc>();
 
-/** CPU seconds of this process and of every benchmark process still running. */
-export function ourCpuSeconds(): number {
-  let total = cpuSeconds(process.pid);
-  for (const p of running) total += p.cpuSeconds() || 0;
-  return total;
-}
-
 /** One task of the machine, from `/proc/<pid>/stat`. */
 interface Task {
   name: string;

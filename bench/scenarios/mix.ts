@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 import { API_KEY, type BenchEnv, type ScenarioReport } from '../lib/env.js';
 import { mean, measure, type Target } from '../lib/harness.js';
-import { machineBusySeconds, ourCpuSeconds, waitForQuiet } from '../lib/processes.js';
+import { othersSince, waitForQuiet } from '../lib/processes.js';
 import type { MixOpenResult, MixRateResult } from '../lib/protocol.js';
 import { fmt } from '../lib/stats.js';
 import { HIVE_WEBHOOK_PEER, startWebhookPeer, SUBSCRIPTION } from './fanout.js';
@@ -53,9 +53,7 @@ async function mixWindow(
   durationMs: number,
 ): Promise<{ result: MixRateResult; otherCpu: number }> {
   await waitForQuiet();
-  const busy0 = machineBusySeconds();
-  const ours0 = ourCpuSeconds();
-  const t0 = performance.now();
+  const others = othersSince();
   const result = await env.lg.run<MixRateResult>({
     kind: 'mix-rate',
     rate,
@@ -69,8 +67,7 @@ async function mixWindow(
     connections: SENDER_CONNECTIONS,
     gatewayPid: t.pid,
   });
-  const wall = (performance.now() - t0) / 1000;
-  return { result, otherCpu: Math.max(0, machineBusySeconds() - busy0 - (ourCpuSeconds() - ours0)) / wall };
+  return { result, otherCpu: others().cores };
 }
 
 function saturated(r: MixRateResult): boolean {
