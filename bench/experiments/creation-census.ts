@@ -26,6 +26,7 @@ import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
 import { Pool } from 'undici';
 
+import { printAllocations, printCalls, type Profile } from '../lib/census.js';
 import { closedLoop } from '../lib/cpu.js';
 import { gatewayEnv } from '../lib/env.js';
 import { ROOT, spawnNode } from '../lib/processes.js';
@@ -138,7 +139,7 @@ async function census(): Promise<void> {
   await block(n);
   const { profile } = await session.post('HeapProfiler.stopSampling');
   await session.post('HeapProfiler.disable');
-  printAllocations(profile as unknown as Profile, n, interval, top);
+  printAllocations(profile as unknown as Profile, n, interval, top, 'creation');
 
   // Calls, by function.
   await session.post('Profiler.enable');
@@ -149,7 +150,7 @@ async function census(): Promise<void> {
   const { result } = await session.post('Profiler.takePreciseCoverage');
   await session.post('Profiler.stopPreciseCoverage');
   await session.post('Profiler.disable');
-  printCalls(result, n, top);
+  printCalls(result, n, top, 'creation');
 
   driver.send('exit');
   await gateway.close();
@@ -159,87 +160,3 @@ async function census(): Promise<void> {
 }
 
 /** The profile as V8 sends it (Node's typings leave out the node ids and the samples). */
-type Node = Omit<inspector.HeapProfiler.SamplingHeapProfileNode, 'children'> & { id: number; children: Node[] };
-type Profile = { head: Node; samples: Array<{ size: number; nodeId: number }> };
-
-function short(url: string): string {
-  const i = url.indexOf('/dist/');
-  if (i >= 0) return url.slice(i + 1);
-  const j = url.lastIndexOf('/node_modules/');
-  if (j >= 0) return url.slice(j + '/node_modules/'.length);
-  return url.replace(/^file:\/\/\//, '/');
-}
-
-function frame(n: Node): string {
-  const f = n.callFrame;
-  if (!f.url) return f.functionName || '(native)';
-  return `${f.functionName || '(anonymous)'} ${short(f.url)}:${f.lineNumber + 1}`;
-}
-
-function printAllocations(profile: Profile, n: number, interval: number, top: number) {
-  // Each sample stands for 1 / (1 − e^(−size/interval)) objects of its size (V8's own scaling of selfSize).
-  const objectsBySample = new Map<number, number>();
-  for (const s of profile.samples) {
-    objectsBySample.set(s.nodeId, (objectsBySample.get(s.nodeId) ?? 0) + 1 / (1 - Math.exp(-s.size / interval)));
-  }
-  const sites = new Map<string, { bytes: number; objects: number }>();
-  const byFile = new Map<string, number>();
-  let bytes = 0;
-  let objects = 0;
-  const walk = (node: Node, parents: Node[]) => {
-    if (node.selfSize > 0) {
-      // The site: the nearest frame with a script (a builtin's allocation is charged to its JavaScript caller), and
-      // that frame's caller.
-      const chain = [...parents, node].filter((p) => p.callFrame.url);
-      const at = chain.at(-1);
-      const key = at
-        ? `${frame(node) === frame(at) ? '' : `[${frame(node)}] `}${frame(at)} ← ${chain.at(-2) ? frame(chain.at(-2)!) : '?'}`
-        : frame(node);
-      const o = objectsBySample.get(node.id) ?? 0;
-      const s = sites.get(key) ?? { bytes: 0, objects: 0 };
-      s.bytes += node.selfSize;
-      s.objects += o;
-      sites.set(key, s);
-      const file = at ? short(at.callFrame.url) : '(native)';
-      byFile.set(file, (byFile.get(file) ?? 0) + node.selfSize);
-      bytes += node.selfSize;
-      objects += o;
-    }
-    for (const c of node.children) walk(c, [...parents, node]);
-  };
-  walk(profile.head, []);
-  console.log(
-    `\nallocation: ${(bytes / n).toFixed(0)} bytes and ${(objects / n).toFixed(0)} objects per creation (sampling every ${interval} bytes)`,
-  );
-  console.log('\nby file (bytes per creation):');
-  for (const [f, b] of [...byFile].sort((a, b) => b[1] - a[1]).slice(0, top))
-    console.log(`  ${(b / n).toFixed(0).padStart(6)}  ${f}`);
-  console.log('\nby site (bytes, objects per creation):');
-  for (const [k, s] of [...sites].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, top)) {
-    console.log(`  ${(s.bytes / n).toFixed(0).padStart(6)} ${(s.objects / n).toFixed(1).padStart(6)}  ${k}`);
-  }
-}
-
-function printCalls(result: inspector.Profiler.ScriptCoverage[], n: number, top: number) {
-  const rows: Array<{ name: string; per: number; gateway: boolean }> = [];
-  for (const script of result) {
-    if (!script.url.startsWith('file:') || script.url.includes('/bench/')) continue;
-    for (const f of script.functions) {
-      const count = f.ranges[0]!.count;
-      if (count < n / 2) continue;
-      rows.push({
-        name: `${f.functionName || '(anonymous)'} ${short(script.url)}`,
-        per: count / n,
-        gateway: script.url.includes('/dist/src/'),
-      });
-    }
-  }
-  for (const gateway of [true, false]) {
-    const mine = rows.filter((r) => r.gateway === gateway).sort((a, b) => b.per - a.per);
-    const total = mine.reduce((s, r) => s + r.per, 0);
-    console.log(
-      `\n${gateway ? 'gateway' : 'library'} functions run at least every other creation: ${mine.length}, ${total.toFixed(0)} calls per creation`,
-    );
-    for (const r of gateway ? mine : mine.slice(0, top)) console.log(`  ${r.per.toFixed(2).padStart(7)}  ${r.name}`);
-  }
-}

@@ -30,6 +30,7 @@ import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
 import { Pool } from 'undici';
 
+import { printAllocations, printCalls, printTime, type CpuProfile, type Profile } from '../lib/census.js';
 import { closedLoop } from '../lib/cpu.js';
 import { gatewayEnv, NOTIFICATION_TOKEN } from '../lib/env.js';
 import { ROOT } from '../lib/processes.js';
@@ -151,7 +152,7 @@ async function census(): Promise<void> {
   await block(n);
   const { profile } = await session.post('HeapProfiler.stopSampling');
   await session.post('HeapProfiler.disable');
-  printAllocations(profile as unknown as Profile, n, interval, top);
+  printAllocations(profile as unknown as Profile, n, interval, top, 'notification');
 
   // Time, by function: V8's sampling CPU profiler (every 100 µs) over the same block, self time per function.
   await session.post('Profiler.enable');
@@ -160,7 +161,7 @@ async function census(): Promise<void> {
   await block(n);
   const { profile: cpu } = await session.post('Profiler.stop');
   await session.post('Profiler.disable');
-  printTime(cpu as unknown as CpuProfile, n, top);
+  printTime(cpu as unknown as CpuProfile, n, top, 'notification');
 
   // Calls, by function.
   await session.post('Profiler.enable');
@@ -171,7 +172,7 @@ async function census(): Promise<void> {
   const { result } = await session.post('Profiler.takePreciseCoverage');
   await session.post('Profiler.stopPreciseCoverage');
   await session.post('Profiler.disable');
-  printCalls(result, n, top);
+  printCalls(result, n, top, 'notification');
 
   driver.send('exit');
   await gateway.close();
@@ -180,117 +181,3 @@ async function census(): Promise<void> {
 }
 
 /** The profile as V8 sends it (Node's typings leave out the node ids and the samples). */
-type Node = Omit<inspector.HeapProfiler.SamplingHeapProfileNode, 'children'> & { id: number; children: Node[] };
-type Profile = { head: Node; samples: Array<{ size: number; nodeId: number }> };
-
-function short(url: string): string {
-  const i = url.indexOf('/dist/');
-  if (i >= 0) return url.slice(i + 1);
-  const j = url.lastIndexOf('/node_modules/');
-  if (j >= 0) return url.slice(j + '/node_modules/'.length);
-  return url.replace(/^file:\/\/\//, '/');
-}
-
-function frame(n: Node): string {
-  const f = n.callFrame;
-  if (!f.url) return f.functionName || '(native)';
-  return `${f.functionName || '(anonymous)'} ${short(f.url)}:${f.lineNumber + 1}`;
-}
-
-function printAllocations(profile: Profile, n: number, interval: number, top: number) {
-  // Each sample stands for 1 / (1 − e^(−size/interval)) objects of its size (V8's own scaling of selfSize).
-  const objectsBySample = new Map<number, number>();
-  for (const s of profile.samples) {
-    objectsBySample.set(s.nodeId, (objectsBySample.get(s.nodeId) ?? 0) + 1 / (1 - Math.exp(-s.size / interval)));
-  }
-  const sites = new Map<string, { bytes: number; objects: number }>();
-  const byFile = new Map<string, number>();
-  let bytes = 0;
-  let objects = 0;
-  const walk = (node: Node, parents: Node[]) => {
-    if (node.selfSize > 0) {
-      // The site: the nearest frame with a script (a builtin's allocation is charged to its JavaScript caller), and
-      // that frame's caller.
-      const chain = [...parents, node].filter((p) => p.callFrame.url);
-      const at = chain.at(-1);
-      const key = at
-        ? `${frame(node) === frame(at) ? '' : `[${frame(node)}] `}${frame(at)} ← ${chain.at(-2) ? frame(chain.at(-2)!) : '?'}`
-        : frame(node);
-      const o = objectsBySample.get(node.id) ?? 0;
-      const s = sites.get(key) ?? { bytes: 0, objects: 0 };
-      s.bytes += node.selfSize;
-      s.objects += o;
-      sites.set(key, s);
-      const file = at ? short(at.callFrame.url) : '(native)';
-      byFile.set(file, (byFile.get(file) ?? 0) + node.selfSize);
-      bytes += node.selfSize;
-      objects += o;
-    }
-    for (const c of node.children) walk(c, [...parents, node]);
-  };
-  walk(profile.head, []);
-  console.log(
-    `\nallocation: ${(bytes / n).toFixed(0)} bytes and ${(objects / n).toFixed(0)} objects per notification (sampling every ${interval} bytes)`,
-  );
-  console.log('\nby file (bytes per notification):');
-  for (const [f, b] of [...byFile].sort((a, b) => b[1] - a[1]).slice(0, top))
-    console.log(`  ${(b / n).toFixed(0).padStart(6)}  ${f}`);
-  console.log('\nby site (bytes, objects per notification):');
-  for (const [k, s] of [...sites].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, top)) {
-    console.log(`  ${(s.bytes / n).toFixed(0).padStart(6)} ${(s.objects / n).toFixed(1).padStart(6)}  ${k}`);
-  }
-}
-
-type CpuProfile = {
-  nodes: Array<{ id: number; callFrame: inspector.Runtime.CallFrame }>;
-  samples: number[];
-  timeDeltas: number[];
-};
-
-/** Self time per function (µs per notification, from the samples' time deltas), and per file. */
-function printTime(profile: CpuProfile, n: number, top: number) {
-  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
-  const byFunction = new Map<string, number>();
-  const byFile = new Map<string, number>();
-  let total = 0;
-  profile.samples.forEach((id, i) => {
-    const us = profile.timeDeltas[i + 1] ?? 0;
-    const f = byId.get(id)!.callFrame;
-    const name = f.url ? `${f.functionName || '(anonymous)'} ${short(f.url)}:${f.lineNumber + 1}` : f.functionName;
-    byFunction.set(name, (byFunction.get(name) ?? 0) + us);
-    const file = f.url ? short(f.url) : f.functionName;
-    byFile.set(file, (byFile.get(file) ?? 0) + us);
-    total += us;
-  });
-  console.log(`\ntime: ${(total / n).toFixed(1)} µs of the main thread's samples per notification (idle included)`);
-  console.log('\nby file (µs per notification):');
-  for (const [f, us] of [...byFile].sort((a, b) => b[1] - a[1]).slice(0, top))
-    console.log(`  ${(us / n).toFixed(2).padStart(7)}  ${f}`);
-  console.log('\nby function, self time (µs per notification):');
-  for (const [f, us] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, top))
-    console.log(`  ${(us / n).toFixed(2).padStart(7)}  ${f}`);
-}
-
-function printCalls(result: inspector.Profiler.ScriptCoverage[], n: number, top: number) {
-  const rows: Array<{ name: string; per: number; gateway: boolean }> = [];
-  for (const script of result) {
-    if (!script.url.startsWith('file:') || script.url.includes('/bench/')) continue;
-    for (const f of script.functions) {
-      const count = f.ranges[0]!.count;
-      if (count < n / 2) continue;
-      rows.push({
-        name: `${f.functionName || '(anonymous)'} ${short(script.url)}`,
-        per: count / n,
-        gateway: script.url.includes('/dist/src/'),
-      });
-    }
-  }
-  for (const gateway of [true, false]) {
-    const mine = rows.filter((r) => r.gateway === gateway).sort((a, b) => b.per - a.per);
-    const total = mine.reduce((s, r) => s + r.per, 0);
-    console.log(
-      `\n${gateway ? 'gateway' : 'library'} functions run at least every other notification: ${mine.length}, ${total.toFixed(0)} calls per notification`,
-    );
-    for (const r of gateway ? mine : mine.slice(0, top)) console.log(`  ${r.per.toFixed(2).padStart(7)}  ${r.name}`);
-  }
-}
