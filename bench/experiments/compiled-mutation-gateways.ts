@@ -21,7 +21,8 @@ import { Pool } from 'undici';
 
 import { closedLoop, processCpu } from '../lib/cpu.js';
 import { gatewayEnv } from '../lib/env.js';
-import { freePort, ROOT, spawnNode } from '../lib/processes.js';
+import { freePort, spawnNode } from '../lib/processes.js';
+import { parseVariants } from '../lib/variants.js';
 import { createNetworkBody, createOnce } from '../scenarios/mutation.js';
 
 const { values: cli } = parseArgs({
@@ -76,17 +77,7 @@ async function gateway(name: string, env: Record<string, string>, dist: string) 
 
 // Each variant: a name, the environment over the bench's, and the build it runs (`--variant name:dir=D,K=V,K=V`;
 // without `dir`, this tree's dist/).
-const variants = (cli.variant?.length ? cli.variant : ['a:', 'b:']).map((v) => {
-  const colon = v.indexOf(':');
-  const [name, settings] = colon === -1 ? [v, ''] : [v.slice(0, colon), v.slice(colon + 1)];
-  const { dir = path.join(ROOT, 'dist'), ...env } = Object.fromEntries(
-    settings
-      .split(',')
-      .filter(Boolean)
-      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as [string, string]),
-  );
-  return { name, env, dist: path.resolve(dir) };
-});
+const variants = parseVariants(cli.variant, ['a:', 'b:']);
 const gws: Array<{ name: string; gw: Awaited<ReturnType<typeof gateway>>; figures: number[] }> = [];
 for (const v of variants) gws.push({ name: v.name, gw: await gateway(v.name, v.env, v.dist), figures: [] });
 // Warm-up: V8's optimizing compiler and SQLite's page cache settle over a few thousand creations.

@@ -25,7 +25,8 @@ import { Pool, request } from 'undici';
 
 import { closedLoop } from '../lib/cpu.js';
 import { API_KEY, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
-import { freePort, ROOT, spawnNode } from '../lib/processes.js';
+import { freePort, spawnNode } from '../lib/processes.js';
+import { parseVariants } from '../lib/variants.js';
 import { createNetworkBody } from '../scenarios/mutation.js';
 
 const { values: cli } = parseArgs({
@@ -226,20 +227,12 @@ async function measured(
   return { pid, block, stop: async () => (await pool.close(), await child.stop()) };
 }
 
-const variants = (cli.variant?.length ? cli.variant : ['this:']).map((v) => {
-  const colon = v.indexOf(':');
-  const [name, settings] = colon === -1 ? [v, ''] : [v.slice(0, colon), v.slice(colon + 1)];
-  const { dir = path.join(ROOT, 'dist'), ...env } = Object.fromEntries(
-    settings
-      .split(',')
-      .filter(Boolean)
-      .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as [string, string]),
-  );
+const variants = parseVariants(cli.variant, ['this:']).map(({ name, env, dist }) => {
   const { durable, node, ...rest } = env;
   return {
     name,
     env: rest,
-    dist: path.resolve(dir),
+    dist,
     durable: durable !== undefined,
     nodeArgs: node ? node.split('+') : [],
   };
