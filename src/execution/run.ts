@@ -47,9 +47,13 @@ export interface ResultSink {
    * The stream's last result, when its source has ended with the event of this result (an EventStream's `finished`:
    * a `limit` or `until` reached): the transport writes it with its end of the subscription, and the stream's
    * `next()` returns done without asking the source again. Absent (DELIVERY_COMPLETE_WITH_LAST=false, or SSE's
-   * iterator), that result goes to `next` and the source's next turn ends the stream.
+   * iterator), that result goes to `next` and the source's next turn ends the stream. True when the transport has ended
+   * the subscription itself (written its end and taken it out of its own record of the connection's subscriptions):
+   * the stream's `next()` then never settles, so the transport's loop over it does no more work (graphql-ws would only
+   * write nothing and delete the id again), and that loop is collected with the stream (docs/decisions/096). False
+   * when nothing was written (the socket closing, a slow consumer closed): the stream ends as it always did.
    */
-  last?(result: ExecutionResult): void;
+  last?(result: ExecutionResult): boolean;
 }
 
 /** A source that can tell it has nothing more to yield (src/events/stream.ts's EventStream). */
@@ -85,9 +89,12 @@ async function sharedSubscribe(
 
 /**
  * A subscription's results (see sharedSubscribe). A class rather than an object of closures: a waiting subscription
- * keeps one object, its methods shared by every subscription (docs/decisions/090).
+ * keeps one object, its methods shared by every subscription (docs/decisions/090). Exported only for the count of
+ * live ones in test/server/ws-complete-with-last.test.ts; its methods are the AsyncIterator that graphql-ws calls.
+ *
+ * @public
  */
-class SharedResultStream {
+export class SharedResultStream {
   private failed = false;
   private stopped = false;
   /** The last result `end` was given, until a `next()` takes it. */
@@ -119,7 +126,8 @@ class SharedResultStream {
         if (this.stopped) return DONE;
         if (sink.last !== undefined && finished(iterator)) {
           this.stopped = true;
-          sink.last(result);
+          // Ended by the transport: a promise of its own that nothing settles (a shared one would keep every waiter).
+          if (sink.last(result)) return await new Promise<never>(() => undefined);
           return DONE;
         }
         sink.next(result);

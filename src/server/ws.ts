@@ -258,11 +258,14 @@ export function createWsServer(options: WsOptions) {
      * connection's subscriptions now, so graphql-ws, seeing the stream end, writes no second `complete` (its rule:
      * only for an id still there). Its own removal of the id follows within the same turn of the microtask queue,
      * before the corked write leaves, so a client that reuses the id after this `complete` meets what it met before.
-     * Nothing written (the socket closing, a slow consumer): graphql-ws ends the subscription as it always did.
+     * Nothing written (the socket closing, a slow consumer): graphql-ws ends the subscription as it always did. True
+     * when written: graphql-ws's loop over the stream is then left waiting, never to resume (its `complete` would write
+     * nothing, and the id is already gone), and is collected with the stream (docs/decisions/096).
      */
-    last(result: ExecutionResult): void {
-      if (!this.write(result, true)) return;
+    last(result: ExecutionResult): boolean {
+      if (!this.write(result, true)) return false;
       delete this.subscriptions[this.id];
+      return true;
     }
   }
   const SubscriberKind = (options.completeWithLast ?? true) ? LastResultSubscriber : Subscriber;

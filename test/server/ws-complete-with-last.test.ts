@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import { queryObjects } from 'node:v8';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 
+import { SharedResultStream } from '../../src/execution/run.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { postNotification, SUBSCRIPTION } from '../helpers/mobile-id.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
@@ -122,6 +124,24 @@ describe.each([
     ]);
     expect(got[0]!.payload.data.mobileIdAuthentication.authReqId).toBe(first);
     expect(got[2]!.payload.data.mobileIdAuthentication.authReqId).toBe(second);
+    expect(c.closed).toEqual([]);
+    c.close();
+  });
+
+  it('a subscription ended by its result keeps nothing alive: graphql-ws’s loop, left waiting with the switch on, goes with it', async () => {
+    // Live result streams after a full collection (queryObjects collects first); what earlier tests left is the base.
+    const live = () => queryObjects(SharedResultStream, { format: 'count' }) as number;
+    const before = live();
+    const c = await connection(gw);
+    const ids = Array.from({ length: 50 }, () => `req-${randomUUID()}`);
+    ids.forEach((id, i) => c.subscribe(`op-${i}`, id));
+    await waitFor(() => ids.every((id) => subscribers(gw, 'mobile-id', id) === 1), 5_000, '50 subscriptions listening');
+    // The count sees them while they wait: this check can fail.
+    expect(live() - before).toBeGreaterThanOrEqual(ids.length);
+    for (const id of ids) await notify(gw, id);
+    await waitFor(() => c.frames.length === 2 * ids.length, 5_000, 'every subscription ended');
+    expect(c.frames.filter((f) => f.includes('"type":"complete"'))).toHaveLength(ids.length);
+    expect(live() - before).toBeLessThanOrEqual(1);
     expect(c.closed).toEqual([]);
     c.close();
   });
