@@ -642,6 +642,10 @@ const VARS = {
     bool(true),
     'true: a mobile-ID notification this process has just taken in hands its live subscribers on this process, in memory only, the clear values it sealed (the subject, unknown fields, tokens), so a delivery does not open what the intake sealed a moment before; events read from the log or from another replica are opened as before, and nothing more is stored (docs/decisions/062). false: every delivery opens what it reads; an off switch.',
   ),
+  DELIVERY_PAYLOAD_FROM_INTAKE: declare(
+    bool(true),
+    'true: a mobile-ID notification this process has just stored is published to its subscribers on this process with the payload and meta objects the intake built and stored, not with their stored JSON parsed back; what other replicas and late subscribers read from the log is unchanged (docs/decisions/097). false: the published event carries its stored JSON parsed back, as for every other kind; an off switch, not a tuning knob.',
+  ),
   DELIVERY_COMPLETE_WITH_LAST: declare(
     bool(true),
     "true: when a graphql-ws subscription's event stream has ended with the event just delivered (a mobile-ID authentication's one result, a provisioning's terminal state), its `next` and `complete` are written together by the transport and the subscription ends there, without another turn of its iterators; the frames are the same bytes (docs/decisions/089). false: the stream is asked for its end once more and graphql-ws writes the `complete`; an off switch, not a tuning knob.",
@@ -1083,6 +1087,8 @@ export interface Config {
     readonly compiledSelection: boolean;
     /** DELIVERY_CLEAR_FROM_INTAKE: a notification's sealed values handed to this process's live subscribers in clear, in memory. */
     readonly clearFromIntake: boolean;
+    /** DELIVERY_PAYLOAD_FROM_INTAKE: a notification published with the payload object its intake stored, not parsed back. */
+    readonly payloadFromIntake: boolean;
     /** DELIVERY_COMPLETE_WITH_LAST: a graphql-ws subscription's last result written with its `complete`, no further iterator turn. */
     readonly completeWithLast: boolean;
     /** DELIVERY_ONE_WRITE: a graphql-ws subscription's frames for a result built in one buffer, one socket write. */
@@ -1340,6 +1346,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     delivery: {
       compiledSelection: e.SUBSCRIPTION_COMPILED_SELECTION,
       clearFromIntake: e.DELIVERY_CLEAR_FROM_INTAKE,
+      payloadFromIntake: e.DELIVERY_PAYLOAD_FROM_INTAKE,
       completeWithLast: e.DELIVERY_COMPLETE_WITH_LAST,
       oneWrite: e.DELIVERY_ONE_WRITE,
     },

@@ -51,6 +51,12 @@ export interface NewEvent {
   /** When short-lived secrets in the payload expire; `redactExpiredSecrets` removes them then. */
   secretsExpireAt?: number | null;
   /**
+   * The caller's `payload` and `meta` are plain JSON data (what their JSON parses back to, key for key) that nothing
+   * changes after the append: the created record carries them as they are, rather than their JSON parsed back
+   * (the mobile-ID intake, DELIVERY_PAYLOAD_FROM_INTAKE; docs/decisions/097). The row stored is the same.
+   */
+  asGiven?: boolean;
+  /**
    * Counts the event against its owner's storage bound before it is written (a webhook on an app's credentials,
    * src/store/app-storage.ts): past the bound it is not written, and the append throws StorageBoundError (a repeat of
    * a stored event is still its duplicate or conflict).
@@ -331,8 +337,8 @@ export class EventLog {
           key: e.key,
           dedupeKey: e.dedupeKey,
           fingerprint: print,
-          payload: JSON.parse(payload) as unknown,
-          meta: JSON.parse(meta) as Record<string, unknown>,
+          payload: e.asGiven ? e.payload : (JSON.parse(payload) as unknown),
+          meta: e.asGiven ? (e.meta ?? {}) : (JSON.parse(meta) as Record<string, unknown>),
           scope,
           receivedAt: new Date(now),
         };

@@ -63,6 +63,7 @@ export function createMobileIdService(
     storage: deps.storage,
     metrics: deps.metrics,
     clearFromIntake: config.delivery.clearFromIntake,
+    payloadFromIntake: config.delivery.payloadFromIntake,
     now: deps.now,
   });
 }

@@ -94,6 +94,11 @@ interface IntakeOptions {
   logger: Logger;
   /** DELIVERY_CLEAR_FROM_INTAKE: the stored event carries its clear values to this process's live subscribers (EventRecord.clear). */
   clearFromIntake?: boolean;
+  /**
+   * DELIVERY_PAYLOAD_FROM_INTAKE: the published event carries the payload and meta objects built here (NewEvent.asGiven),
+   * not their stored JSON parsed back.
+   */
+  payloadFromIntake?: boolean;
   /** Epoch ms: the reception time of pending notifications and the clock of the retry schedules (tests control it). */
   now?: () => number;
 }
@@ -274,6 +279,8 @@ export class NotificationIntake {
         scope: auth.scope,
         fingerprint,
         secretsExpireAt,
+        // Plain JSON data built above and not touched after the append: published as it is (DELIVERY_PAYLOAD_FROM_INTAKE).
+        asGiven: this.options.payloadFromIntake === true,
         ...(charge ? { charge } : {}),
       });
     } catch (err) {

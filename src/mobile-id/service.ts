@@ -37,6 +37,8 @@ interface MobileIdServiceOptions {
   metrics: Metrics;
   /** DELIVERY_CLEAR_FROM_INTAKE: a notification taken in here hands its live subscribers here its clear values (decision 062). */
   clearFromIntake?: boolean;
+  /** DELIVERY_PAYLOAD_FROM_INTAKE: a notification taken in here is published with the payload the intake built (decision 097). */
+  payloadFromIntake?: boolean;
   /**
    * Tests only: the clock (epoch ms) of access token expiry, notification tokens, pending notifications and the JWKS
    * retry schedule. Default Date.now.
@@ -83,6 +85,7 @@ export class MobileIdService {
       metrics: options.metrics,
       logger: options.logger,
       clearFromIntake: options.clearFromIntake ?? false,
+      payloadFromIntake: options.payloadFromIntake ?? false,
       now: this.now,
     });
     this.sandbox = new SandboxTrigger(options.sandbox, this.tokens, options.notificationUri);

@@ -15,7 +15,8 @@ import { subscribers, waitFor } from '../helpers/wait.js';
 // (SUBSCRIPTION_COMPILED_SELECTION) and the intake's clear values handed to this process's live subscribers
 // (DELIVERY_CLEAR_FROM_INTAKE), the last result written with its `complete` (DELIVERY_COMPLETE_WITH_LAST, decision
 // 089), and both framed into one socket write by the gateway rather than by ws's `send` (DELIVERY_ONE_WRITE, decision
-// 093; its frames are also checked on the wire in test/server/ws-one-write.test.ts). Two gateways get the very same
+// 093; its frames are also checked on the wire in test/server/ws-one-write.test.ts), and the notification published with
+// the payload object its intake stored rather than its JSON parsed back (DELIVERY_PAYLOAD_FROM_INTAKE, decision 097). Two gateways get the very same
 // notifications, with Date frozen so that their reception times agree: one with the shortcuts (the default), one with
 // all of them off (the plain path). Every frame each writes, over graphql-ws and SSE, must be the same bytes.
 
@@ -149,6 +150,7 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
       DELIVERY_CLEAR_FROM_INTAKE: 'false',
       DELIVERY_COMPLETE_WITH_LAST: 'false',
       DELIVERY_ONE_WRITE: 'false',
+      DELIVERY_PAYLOAD_FROM_INTAKE: 'false',
     });
     vi.useFakeTimers({ toFake: ['Date'], now: NOW });
   });
@@ -257,6 +259,35 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
     // Both subscribers of the fast gateway (ws and SSE share one execution) took the compiled selection; the plain one never does.
     expect(await compiledCount(fast)).toBe(fastBefore + 1);
     expect(await compiledCount(plain)).toBe(plainBefore);
+  });
+
+  it("the event each publishes is its stored row's JSON, key for key, whether handed on as the intake built it or parsed back", async () => {
+    const success1 = `req-${randomUUID()}`;
+    const failure1 = `req-${randomUUID()}`;
+    const bodies = [
+      [success1, await success(jwks.privateKey, success1, { carrier: 'op-x', nested: { a: [1, null, 'b'] } })],
+      [failure1, { auth_req_id: failure1, error: 'access_denied', error_description: 'no', extra_thing: 'x' }],
+    ] as const;
+    for (const [id, body] of bodies) {
+      for (const gw of [fast, plain]) {
+        const published: { payload: unknown; meta: unknown }[] = [];
+        const stop = gw.gateway.services.events.bus.subscribe('mobile-id', id, (e) => published.push(e));
+        const headers = { 'x-mobileid-request-id': 'req-1' };
+        expect((await postNotification(gw, body, { token: NOTIFY, headers })).status).toBe(204);
+        await waitFor(() => published.length === 1);
+        stop();
+        const [row] = await gw.gateway.services.store.db
+          .selectFrom('events')
+          .select(['payload', 'meta'])
+          .where('key', '=', id)
+          .execute();
+        // Strict: no key whose value is undefined, no class instance, the same keys in the same order.
+        expect(published[0]!.payload).toStrictEqual(JSON.parse(row!.payload));
+        expect(published[0]!.meta).toStrictEqual(JSON.parse(row!.meta));
+        expect(JSON.stringify(published[0]!.payload)).toBe(row!.payload);
+        expect(JSON.stringify(published[0]!.meta)).toBe(row!.meta);
+      }
+    }
   });
 
   it('a failure delivered live', async () => {
