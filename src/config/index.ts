@@ -632,7 +632,7 @@ const VARS = {
   ),
   WS_KEEP_ALIVE_SWEEP: declare(
     bool(true),
-    "true: the WebSocket keep-alive is one sweep over the connections every 6 s, which pings a connection only when its peer sent nothing since the last sweep, and terminates one that sent nothing for 12 s after its ping; a connection that sends is never pinged (docs/decisions/090). false: graphql-ws's own keep-alive, a timer per connection pinging every connection every 12 s. Either way a dead peer is terminated at most 24 s after the last byte it sent; an off switch.",
+    "true: the WebSocket keep-alive is one timer that passes over the connections every 6 s, a 24th of them every 250 ms, pinging a connection only when its peer sent nothing since its last visit and terminating one that sent nothing for 12 s after its ping; a connection that sends is never pinged (docs/decisions/090, 098). false: graphql-ws's own keep-alive, a timer per connection pinging every connection every 12 s. Either way a dead peer is terminated at most 24 s after the last byte it sent; an off switch.",
   ),
   SUBSCRIPTION_COMPILED_SELECTION: declare(
     bool(true),

@@ -44,8 +44,9 @@ export interface WsOptions extends StreamingTransportOptions {
    */
   oneWrite?: boolean;
   /**
-   * WS_KEEP_ALIVE_SWEEP: true (the default), one sweep over the connections every half interval pings only those whose
-   * peer sent nothing since the last (src/server/keep-alive.ts); false, graphql-ws's own keep-alive, a timer per
+   * WS_KEEP_ALIVE_SWEEP: true (the default), one pass over the connections every half interval, a slot of them a tick,
+   * pings only those whose peer sent nothing since their last visit (src/server/keep-alive.ts); false, graphql-ws's
+   * own keep-alive, a timer per
    * connection pinging every one. Either way a dead peer is terminated within two intervals of its last byte.
    */
   keepAliveSweep?: boolean;
@@ -145,8 +146,7 @@ export function createWsServer(options: WsOptions) {
   /** The TCP socket under each WebSocket (from the upgrade), to cork. */
   const raws = new WeakMap<WebSocket, Duplex>();
   const corked = new Set<Duplex>();
-  const sweep =
-    (options.keepAliveSweep ?? true) ? new KeepAliveSweep(wss.clients, (ws) => raws.get(ws), KEEP_ALIVE_MS) : null;
+  const sweep = (options.keepAliveSweep ?? true) ? new KeepAliveSweep((ws) => raws.get(ws), KEEP_ALIVE_MS) : null;
   const uncork = () => {
     for (const raw of corked) raw.uncork();
     corked.clear();
@@ -427,7 +427,7 @@ export function createWsServer(options: WsOptions) {
     handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
       wss.handleUpgrade(req, socket, head, (ws) => {
         raws.set(ws, socket);
-        sweep?.opened();
+        sweep?.opened(ws);
         wss.emit('connection', ws, req);
       });
     },
