@@ -80,8 +80,17 @@ const WARMUP_CONCURRENCY = 16;
  * --no-opt it holds still from the first), and a side still warming in a round moves its ratio.
  */
 const WARMUP_OPS: Record<PathName, number> = { mutation: 6000, tree: 4000, intake: 4000, delivery: 3000 };
-/** Operations per round and path: about 0.3–0.6 s of one core each, so that the whole guard stays under 75 s. */
+/** Operations per round and path at most: about 0.3–0.6 s of one core each on a fast host. */
 const OPS: Record<PathName, number> = { mutation: 400, tree: 800, intake: 600, delivery: 400 };
+/**
+ * A measured round's CPU a side, at most (half with --quick): on a host that runs a path slower than
+ * OPS assumes, its rounds take fewer operations, sized from the ref's cost in the unmeasured rounds, so that the guard
+ * stays under 75 s however fast the host is that hour (the same code read 1.2–1.8× apart in CPU per operation over
+ * one afternoon, and the guard 63–85 s with fixed counts).
+ */
+const ROUND_CPU_S = 0.4;
+/** Each path's measured operations per round on this host (see ROUND_CPU_S), set after its unmeasured rounds. */
+const roundOps = new Map<PathName, number>();
 /**
  * Which of V8's compilers the gateways run with (--tier), and what that tier needs.
  * - `baseline` (default): V8's interpreter and its baseline compiler only (`--no-turbofan --no-maglev`). No function
@@ -478,22 +487,24 @@ let disturbedRounds = 0;
  * before a round cannot see a process that starts during it.
  */
 async function measureRound(sides: Side[], p: PathName, share: number): Promise<{ perOp: number[]; other: Others }> {
-  const count = Math.round(OPS[p] * opsScale * share);
+  const count = Math.round((roundOps.get(p) ?? OPS[p] * opsScale) * share);
   // The subscriptions are opened before the measurement: delivery counts what a waiting app's result costs.
   const subs =
     p === 'delivery'
       ? await Promise.all(sides.map((side) => waitingSubscribers(side, count + CONCURRENCY, CONCURRENCY)))
       : [];
   try {
-    if (TIER.gcBeforeRound)
-      await Promise.all(
-        sides.map(async (side) => {
-          const res = await side.pool.request({ method: 'GET', path: '/readyz', headers: { 'x-guard-gc': '1' } });
-          await res.body.dump();
-        }),
-      );
-    // The round's gateways settle while the rest of the machine is checked: both only watch, for 100 ms or more.
-    await Promise.all([settle(sides.map((side) => side.proc.pid)), quiet()]);
+    // The round's gateways collect their garbage and settle while the rest of the machine is checked (its figure
+    // leaves the guard's own processes out): both only watch, for 100 ms or more.
+    const collected = TIER.gcBeforeRound
+      ? Promise.all(
+          sides.map(async (side) => {
+            const res = await side.pool.request({ method: 'GET', path: '/readyz', headers: { 'x-guard-gc': '1' } });
+            await res.body.dump();
+          }),
+        )
+      : Promise.resolve();
+    await Promise.all([collected.then(() => settle(sides.map((side) => side.proc.pid))), quiet()]);
     const others = othersSince();
     const started = sides.map((side) => processCpu(side.proc.pid));
     const completed = sides.map(() => 0);
@@ -630,7 +641,13 @@ async function main(): Promise<void> {
       };
       // One unmeasured round a pair, a quarter of a measured one: the path at the measured concurrency, and a first
       // cost to plant on (each measured round plants on the one before it).
-      for (const pair of pairs) plant(pair, (await round(pair, p, UNMEASURED_SHARE))[1]!);
+      const refCosts: number[] = [];
+      for (const pair of pairs) {
+        const refSeconds = (await round(pair, p, UNMEASURED_SHARE))[1]!;
+        refCosts.push(refSeconds);
+        plant(pair, refSeconds);
+      }
+      roundOps.set(p, Math.min(OPS[p] * opsScale, (ROUND_CPU_S * (cli.quick ? 0.5 : 1)) / median(refCosts)));
       const byRound: { tree: number; ref: number; pair: number }[] = [];
       for (let r = 0; r < rounds; r++) {
         const pair = r % PAIRS;
@@ -645,7 +662,7 @@ async function main(): Promise<void> {
       }
       figures.set(p, byRound);
       log(
-        `${p}: working tree ${median(byRound.map((f) => f.tree)).toFixed(1)} µs/op, ref ${median(byRound.map((f) => f.ref)).toFixed(1)} µs/op`,
+        `${p}: working tree ${median(byRound.map((f) => f.tree)).toFixed(1)} µs/op, ref ${median(byRound.map((f) => f.ref)).toFixed(1)} µs/op, ${Math.round(roundOps.get(p)!)} operations a round`,
       );
     }
     const rows: GuardRow[] = paths.map((p) => {
