@@ -7,6 +7,8 @@
  *   A  execute (graphql-js), what the direct path runs for a mutation today
  *   B  getVariableValues (graphql-js) then the compiled query, as the compiled store-only queries run (decision 035)
  *   C  the compiled query alone (its own variable coercion)
+ *   D  the variables check made once for the operation (src/execution/variables.ts), then the compiled query: what
+ *      the direct path runs for a creation with GRAPHQL_COMPILED_MUTATIONS and GRAPHQL_VARIABLES_CHECK (decision 099)
  *
  *   npx tsx bench/experiments/compiled-mutation-ab.ts [--rounds 12] [--n 20000]
  */
@@ -16,6 +18,7 @@ import { execute, getOperationAST, getVariableValues, parse, type GraphQLSchema 
 import { compileQuery, isCompiledQuery } from 'graphql-jit';
 
 import { viewAs } from '../../src/cloud/views.js';
+import { variablesCheck } from '../../src/execution/variables.js';
 import { gatewaySchema } from '../../src/gateway/pipeline.js';
 import { CREATE_NETWORK } from '../scenarios/mutation.js';
 
@@ -52,6 +55,7 @@ const document = parse(CREATE_NETWORK);
 const operation = getOperationAST(document)!;
 const compiled = compileQuery(schema, document);
 if (!isCompiledQuery(compiled)) throw new Error('not compiled');
+const check = variablesCheck(schema, operation.variableDefinitions!)!;
 const variables = () => ({ input: { projectId, title: 'bench-net' }, key: randomUUID() });
 
 const variants: Record<string, () => Promise<unknown>> = {
@@ -63,6 +67,11 @@ const variants: Record<string, () => Promise<unknown>> = {
     return compiled.query(undefined, {}, v);
   },
   C: async () => compiled.query(undefined, {}, variables()),
+  D: async () => {
+    const v = variables();
+    if (!check(v)) throw new Error('variables');
+    return compiled.query(undefined, {}, v);
+  },
 };
 // The same answer from each.
 const texts = await Promise.all(
@@ -76,9 +85,10 @@ async function round(run: () => Promise<unknown>): Promise<number> {
   const used = process.cpuUsage(before);
   return (used.user + used.system) / n;
 }
-const figures: Record<string, number[]> = { A: [], B: [], C: [] };
+const figures: Record<string, number[]> = { A: [], B: [], C: [], D: [] };
 for (let r = 0; r < rounds; r++) {
-  for (const name of r % 2 ? ['C', 'B', 'A'] : ['A', 'B', 'C']) figures[name]!.push(await round(variants[name]!));
+  for (const name of r % 2 ? ['D', 'C', 'B', 'A'] : ['A', 'B', 'C', 'D'])
+    figures[name]!.push(await round(variants[name]!));
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const drop = Math.min(2, rounds - 1);
@@ -89,7 +99,7 @@ for (const [name, xs] of Object.entries(figures)) {
   );
 }
 const pairs = (x: string) => figures[x]!.slice(drop).map((v, i) => figures['A']!.slice(drop)[i]! - v);
-for (const x of ['B', 'C']) {
+for (const x of ['B', 'C', 'D']) {
   const d = pairs(x);
   console.log(
     `A−${x}: median ${median(d).toFixed(2)} µs  range ${Math.min(...d).toFixed(2)}–${Math.max(...d).toFixed(2)}`,

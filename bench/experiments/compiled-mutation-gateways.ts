@@ -10,7 +10,10 @@
  * A variant may run another tree's build (docs/decisions/088): `dir=<path to a dist/>` (its `src/main.js` is run from
  * the checkout that holds it) among its settings, e.g. `--variant main:dir=/work/main/dist --variant this:`.
  *
- *   npx tsx bench/experiments/compiled-mutation-gateways.ts [--rounds 12] [--n 2000] [--inflight 16]
+ * With `--together` (docs/decisions/099) each round drives every gateway's block at the same time instead of one after
+ * the other, so that the other processes of a busy machine weigh on every variant of a round alike.
+ *
+ *   npx tsx bench/experiments/compiled-mutation-gateways.ts [--rounds 12] [--n 2000] [--inflight 16] [--together]
  *     [--variant off:NAME=false --variant on:NAME=true …] [--variant NAME:dir=/path/to/dist,K=V …]
  */
 import fs from 'node:fs';
@@ -31,6 +34,7 @@ const { values: cli } = parseArgs({
     n: { type: 'string', default: '2000' },
     inflight: { type: 'string', default: '16' },
     variant: { type: 'string', multiple: true },
+    together: { type: 'boolean', default: false },
   },
 });
 const rounds = Number(cli.rounds);
@@ -85,7 +89,10 @@ for (let i = 0; i < 3; i++) for (const g of gws) await g.gw.block();
 for (let r = 0; r < rounds; r++) {
   // The order turns each round, so that no variant always follows the same one.
   const order = gws.map((_, i) => gws[(i + r) % gws.length]!);
-  for (const g of order) g.figures.push(await g.gw.block());
+  if (cli.together) {
+    const figures = await Promise.all(order.map((g) => g.gw.block()));
+    order.forEach((g, i) => g.figures.push(figures[i]!));
+  } else for (const g of order) g.figures.push(await g.gw.block());
   console.log(`round ${r}: ${gws.map((g) => `${g.name} ${g.figures.at(-1)!.toFixed(0)}`).join(', ')} µs`);
 }
 const median = (xs: number[]) => [...xs].sort((p, q) => p - q)[Math.floor(xs.length / 2)]!;

@@ -794,6 +794,14 @@ const VARS = {
     bool(true),
     "true: an operation's cost (GRAPHQL_MAX_COST) is worked out once per document as a formula, and a request only reads the sizes of its variables' lists. false: every request walks its document with GraphQL Armor's rule instead, which gives the same verdicts and costs more (docs/decisions/049); an off switch, not a tuning knob.",
   ),
+  GRAPHQL_COMPILED_MUTATIONS: declare(
+    bool(true),
+    "true: on POST /graphql's direct path, a mutation of one root field that is a cloud creation (createProject, createNetwork, createSubnet, createIpAddress, createKafkaCluster, createKafkaTopic, createKafkaUser, createVirtualMachine), without a directive on it, runs as graphql-jit's compiled form of its document once graphql-js accepts its variables; the root field's outcome is kept on the request, and when the compiled answer holds an error graphql-js runs the operation again answering the root field from what was kept, so no creation runs twice and errors, paths and nulls are graphql-js's (docs/decisions/087, 099). false: graphql-js for every mutation; an off switch, not a tuning knob.",
+  ),
+  GRAPHQL_VARIABLES_CHECK: declare(
+    bool(true),
+    "true: before a compiled form of the direct path runs (GRAPHQL_COMPILED_MUTATIONS, the store-only queries), its variables are checked by a check made once per operation that gives graphql-js's verdict (accepted or not) without graphql-js's coercion; variables the check refuses go to graphql-js, which decides and words the errors (docs/decisions/099). false: graphql-js's getVariableValues before every compiled run; an off switch, not a tuning knob.",
+  ),
   GRAPHQL_MAX_BODY_BYTES: declare(
     int(102_400, 1024, 100 * 1024 * 1024),
     'Largest GraphQL request body over HTTP, and largest WebSocket message, in bytes.',
@@ -1107,6 +1115,10 @@ export interface Config {
   /** The *_PATH variables: exact JSON paths of the shapes the specs do not show (null: the guesses). */
   readonly shapePaths: ShapePaths;
   readonly introspection: boolean;
+  /** GRAPHQL_COMPILED_MUTATIONS: cloud creation mutations of the direct path as graphql-jit's compiled form (decision 099). */
+  readonly compiledMutations: boolean;
+  /** GRAPHQL_VARIABLES_CHECK: a compiled run's variables checked once per operation's check, graphql-js on refusal (decision 099). */
+  readonly variablesCheck: boolean;
   /**
    * The Apollo GraphOS variables that are set (APOLLO_KEY, APOLLO_SCHEMA_REPORTING): Apollo Server reads them itself
    * and installs reporting plugins, which the direct path of POST /graphql does not reproduce.
@@ -1378,6 +1390,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       verificationCallbackUrl: e.VERIFICATION_CALLBACK_URL_PATH,
     },
     introspection: e.GRAPHQL_INTROSPECTION ?? everyUpstreamSandboxed(upstreams),
+    compiledMutations: e.GRAPHQL_COMPILED_MUTATIONS,
+    variablesCheck: e.GRAPHQL_VARIABLES_CHECK,
     apolloReporting: (['APOLLO_KEY', 'APOLLO_SCHEMA_REPORTING'] as const).filter((name) => e[name] !== undefined),
     graphqlLimits: {
       maxAliases: e.GRAPHQL_MAX_ALIASES,

@@ -1,6 +1,6 @@
-// The *run* stage of the execution pipeline (docs/decisions/044): graphql-js, or a compiled query where one is
-// proven equal (a store-only query, decision 035); for subscriptions, graphql-js's subscribe with each event's
-// result shared by identical subscriptions (decision 030).
+// The *run* stage of the execution pipeline (docs/decisions/044): graphql-js, or a compiled form where one is
+// proven equal (a store-only query, decision 035; a cloud creation, decisions 087 and 099); for subscriptions,
+// graphql-js's subscribe with each event's result shared by identical subscriptions (decision 030).
 import {
   createSourceEventStream,
   execute,
@@ -13,8 +13,10 @@ import {
   type ExecutionArgs,
   type ExecutionResult,
   type FieldNode,
+  type GraphQLFieldResolver,
   type GraphQLSchema,
   type OperationDefinitionNode,
+  type SelectionNode,
 } from 'graphql';
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 
@@ -23,6 +25,7 @@ import type { Tracing } from '../telemetry/tracing.js';
 import type { PreparedDocument } from './prepare.js';
 import type { ResultStream } from './present.js';
 import { SharedExecution } from './shared.js';
+import { variablesCheck, type VariablesCheck } from './variables.js';
 
 /** `subscription WaitForMobileId`, or the bare type for an anonymous operation; the document's text never goes in a span. */
 export function operationSpanName(args: Pick<ExecutionArgs, 'document' | 'operationName'>): {
@@ -222,25 +225,92 @@ export function streamingExecution(
   };
 }
 
+/** What a root mutation field's resolver returned (its value or its promise) or threw, by response key. */
+type Outcome = { value: unknown } | { thrown: unknown };
+
 /**
- * Queries and mutations of POST /graphql's direct path: graphql-js, or for a store-only query (every root field in
- * `compiledRoots`: its whole tree reads the gateway's own store, no upstream call, no write) graphql-jit's compiled
- * form when graphql-js accepts the variables and the compiled answer holds no error. Any error (a resolver's, a null
- * in a non-null field) runs graphql-js again on the same context, so that error wording, paths and null propagation
- * are graphql-js's; the second run repeats store reads only (the request's DataLoaders already hold most of them).
- * `compiledRoots` empty: graphql-js alone (the switch, and the equivalence test's plain path).
+ * The root outcomes of the compiled mutations running now, by request context. A context is here only while its
+ * operation runs on the compiled path (OperationRunner.executeCompiled puts it in and takes it out).
+ */
+const outcomes = new WeakMap<object, Map<string, Outcome>>();
+
+/** The root resolvers `keepOutcomes` wrapped already (a schema is wrapped once, however many runners it has). */
+const wrapped = new WeakSet<GraphQLFieldResolver<unknown, unknown>>();
+
+/**
+ * Wraps the resolvers of the mutation root fields `names` in place so that, for a context in `outcomes`, each field's
+ * resolver runs at most once: its first call keeps what it returned or threw, a later call on the same context (the
+ * graphql-js run after the compiled one) gets that back instead of creating again. For any other context (Apollo's
+ * path, the streaming transports, a direct-path operation that is not compiled) the wrapper calls the resolver and
+ * keeps nothing.
+ */
+function keepOutcomes(schema: GraphQLSchema, names: ReadonlySet<string>): void {
+  const fields = schema.getMutationType()?.getFields() ?? {};
+  for (const name of names) {
+    const field = fields[name];
+    const resolve = field?.resolve;
+    if (!field || !resolve) throw new Error(`compiled mutations: Mutation.${name} has no resolver`);
+    if (wrapped.has(resolve)) continue;
+    const keeping: GraphQLFieldResolver<unknown, unknown> = (source, args, context, info) => {
+      const kept = outcomes.get(context as object);
+      if (!kept) return resolve(source, args, context, info);
+      const key = String(info.path.key);
+      const outcome = kept.get(key);
+      if (outcome) {
+        if ('thrown' in outcome) throw outcome.thrown;
+        return outcome.value;
+      }
+      try {
+        const value = resolve(source, args, context, info);
+        kept.set(key, { value });
+        return value;
+      } catch (thrown) {
+        kept.set(key, { thrown });
+        throw thrown;
+      }
+    };
+    wrapped.add(keeping);
+    field.resolve = keeping;
+  }
+}
+
+/**
+ * Queries and mutations of POST /graphql's direct path: graphql-js, or graphql-jit's compiled form for
+ * - a store-only query (every root field in `compiledRoots`: its whole tree reads the gateway's own store, no upstream
+ *   call, no write; decision 035),
+ * - a mutation of exactly one root field named in `compiledMutations` (a creation: one upstream call and its writes,
+ *   then a payload whose tree reads the store; decisions 087 and 099),
+ * when graphql-js accepts the variables and the compiled answer holds no error. Any error (a resolver's, a null in a
+ * non-null field) runs graphql-js again on the same context, so that error wording, paths and null propagation are
+ * graphql-js's. A query's second run repeats store reads only (the request's DataLoaders already hold most of them);
+ * a mutation's root resolver is not run again: its outcome from the compiled run is kept on the context
+ * (`keepOutcomes`) and handed to graphql-js, and only the store reads below it run again. One root field only,
+ * because a mutation's root fields run in turn and graphql-js stops at the first whose non-null error nulls `data`,
+ * where graphql-jit may go on to the next one and create what graphql-js would not.
+ * Both sets empty: graphql-js alone (the switches, and the equivalence tests' plain path).
  */
 export class OperationRunner {
   readonly stats = { compiled: 0, recompiled: 0 };
+  /** Each operation's variables check (null: none can be made), kept with the operation of the cached document. */
+  private readonly checks = new WeakMap<OperationDefinitionNode, VariablesCheck | null>();
 
   constructor(
     private readonly schema: GraphQLSchema,
     private readonly compiledRoots: ReadonlySet<string> = new Set(),
     /** Introspection off: variable errors carry no "Did you mean …?" (DocumentCache.hideSuggestions). */
     private readonly hideSuggestions = false,
-  ) {}
+    private readonly compiledMutations: ReadonlySet<string> = new Set(),
+    /**
+     * GRAPHQL_VARIABLES_CHECK: before a compiled form runs, the variables are checked by a check made once per
+     * operation (src/execution/variables.ts), and graphql-js's getVariableValues runs only when the check refuses them.
+     * False: getVariableValues every time.
+     */
+    private readonly checkVariables = false,
+  ) {
+    if (compiledMutations.size > 0) keepOutcomes(schema, compiledMutations);
+  }
 
-  /** graphql-js's answer, or the compiled query's; a mutation's is graphql-js's promise as it is (no async layer). */
+  /** graphql-js's answer, or the compiled form's; graphql-js's promise is returned as it is (no async layer). */
   execute(
     prepared: PreparedDocument,
     operation: OperationDefinitionNode,
@@ -249,7 +319,7 @@ export class OperationRunner {
     variables: Record<string, unknown> | undefined,
   ): ExecutionResult | Promise<ExecutionResult> {
     const document = prepared.document as DocumentNode;
-    const compiled = operation.operation === 'query' ? this.compiledQuery(prepared, document, operation) : null;
+    const compiled = this.compiledOperation(prepared, document, operation);
     if (compiled) return this.executeCompiled(compiled, document, operation, operationName, contextValue, variables);
     return this.plain(document, operationName, contextValue, variables);
   }
@@ -278,29 +348,55 @@ export class OperationRunner {
     contextValue: GraphQLContext,
     variables: Record<string, unknown> | undefined,
   ): Promise<ExecutionResult> {
-    const coerced = operation.variableDefinitions?.length
-      ? getVariableValues(this.schema, operation.variableDefinitions, variables ?? {}, {
-          hideSuggestions: this.hideSuggestions,
-        })
-      : undefined;
-    if (!coerced?.errors) {
-      let result: ExecutionResult | undefined;
+    if (this.accepted(operation, variables)) {
+      const mutation = operation.operation === 'mutation';
+      if (mutation) outcomes.set(contextValue, new Map());
       try {
-        result = await compiled.query(undefined, contextValue, variables ?? {});
-      } catch {
-        result = undefined;
+        let result: ExecutionResult | undefined;
+        try {
+          result = await compiled.query(undefined, contextValue, variables ?? {});
+        } catch {
+          result = undefined;
+        }
+        if (result && !result.errors?.length) {
+          this.stats.compiled++;
+          return { data: result.data };
+        }
+        this.stats.recompiled++;
+        // A mutation's root resolver answers this run from its outcome above (keepOutcomes).
+        if (mutation) return await this.plain(document, operationName, contextValue, variables);
+      } finally {
+        if (mutation) outcomes.delete(contextValue);
       }
-      if (result && !result.errors?.length) {
-        this.stats.compiled++;
-        return { data: result.data };
-      }
-      this.stats.recompiled++;
     }
     return this.plain(document, operationName, contextValue, variables);
   }
 
-  /** The compiled query of a store-only query operation, made on first use and kept with the document; null otherwise. */
-  private compiledQuery(
+  /**
+   * Whether graphql-js accepts the operation's variables (graphql-jit's own coercion accepts some that graphql-js
+   * refuses: decision 087). The operation's check answers when it can; graphql-js's getVariableValues when the check
+   * refuses them or is switched off, so a refusal is always graphql-js's.
+   */
+  private accepted(operation: OperationDefinitionNode, variables: Record<string, unknown> | undefined): boolean {
+    const definitions = operation.variableDefinitions;
+    if (!definitions?.length) return true;
+    if (this.checkVariables) {
+      let check = this.checks.get(operation);
+      if (check === undefined) {
+        check = variablesCheck(this.schema, definitions);
+        this.checks.set(operation, check);
+      }
+      if (check?.(variables ?? {})) return true;
+    }
+    return !getVariableValues(this.schema, definitions, variables ?? {}, { hideSuggestions: this.hideSuggestions })
+      .errors;
+  }
+
+  /**
+   * The compiled form of a store-only query or of a one-field creation mutation (see the class), made on first use and
+   * kept with the document; null for any other operation.
+   */
+  private compiledOperation(
     prepared: PreparedDocument,
     document: DocumentNode,
     operation: OperationDefinitionNode,
@@ -308,17 +404,21 @@ export class OperationRunner {
     let compiled = prepared.compiled.get(operation);
     if (compiled === undefined) {
       compiled = null;
-      const roots = this.compiledRoots;
-      const storeOnly =
-        roots.size > 0 &&
-        operation.operation === 'query' &&
-        operation.selectionSet.selections.every(
-          (s) =>
-            s.kind === Kind.FIELD &&
-            !s.directives?.length &&
-            (roots.has(s.name.value) || s.name.value === '__typename'),
-        );
-      if (storeOnly) {
+      const selections = operation.selectionSet.selections;
+      const plainField = (s: SelectionNode, roots: ReadonlySet<string>) =>
+        s.kind === Kind.FIELD && !s.directives?.length && roots.has(s.name.value);
+      const eligible =
+        operation.operation === 'query'
+          ? this.compiledRoots.size > 0 &&
+            selections.every(
+              (s) =>
+                plainField(s, this.compiledRoots) ||
+                (s.kind === Kind.FIELD && !s.directives?.length && s.name.value === '__typename'),
+            )
+          : operation.operation === 'mutation' &&
+            selections.length === 1 &&
+            plainField(selections[0]!, this.compiledMutations);
+      if (eligible) {
         try {
           const made = compileQuery(this.schema, document, operation.name?.value);
           if (isCompiledQuery(made)) compiled = made;

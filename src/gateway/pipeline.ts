@@ -42,6 +42,18 @@ export function contextBuilder(services: Services, logger: Logger): ContextFor {
       : createContext(services, caller, requestId, logger, true);
 }
 
+/** The cloud creation mutations (src/graphql/cloud.ts): one upstream call each, and a payload read from the ledger. */
+const CLOUD_CREATIONS: ReadonlySet<string> = new Set([
+  'createProject',
+  'createNetwork',
+  'createSubnet',
+  'createIpAddress',
+  'createKafkaCluster',
+  'createKafkaTopic',
+  'createKafkaUser',
+  'createVirtualMachine',
+]);
+
 /** The gateway's schema: every domain's resolvers. */
 export function gatewaySchema(): GraphQLSchema {
   return buildSchema([
@@ -93,10 +105,14 @@ export async function buildPipeline(
   });
   // The cloud tree (src/graphql/cloud.ts): every field under these reads the ledger through the request's
   // DataLoaders, so a second run (graphql-js, after an error) changes nothing.
+  // GRAPHQL_COMPILED_MUTATIONS: the cloud creations, whose payload's tree reads the ledger the same way; the root
+  // resolver's outcome is kept for the second run (decisions 087, 099).
   const runner = new OperationRunner(
     schema,
     parts.directPath ? new Set(['project', 'projects']) : new Set(),
     !config.introspection,
+    parts.directPath && config.compiledMutations ? CLOUD_CREATIONS : new Set(),
+    config.variablesCheck,
   );
   // One shared execution for both transports: identical subscriptions share each event's result (decision 030).
   // SUBSCRIPTION_COMPILED_SELECTION: each selection as graphql-jit compiled it, graphql-js on any error (decision 062).

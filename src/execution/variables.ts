@@ -1,0 +1,144 @@
+// A check of an operation's variables, made once per operation of a cached document: the verdict graphql-js's
+// `getVariableValues` gives (accepted or not) without its coerced copy, its paths or its error objects. The compiled
+// forms of the run stage need only the verdict (graphql-jit coerces the variables itself, and graphql-js must accept
+// them first: decision 087); any variables the check refuses go to graphql-js, which decides and words the errors
+// (decision 099). Written from graphql-js 16's `coerceVariableValues` and `coerceInputValue`, rule for rule; re-check
+// both on a graphql-js upgrade (test/execution/variables-check.test.ts compares the verdicts over every input type of
+// the gateway's operations).
+import {
+  isInputObjectType,
+  isInputType,
+  isLeafType,
+  isListType,
+  isNonNullType,
+  typeFromAST,
+  type GraphQLInputType,
+  type GraphQLSchema,
+  type VariableDefinitionNode,
+} from 'graphql';
+
+/** True only when graphql-js's getVariableValues would accept `inputs` for the operation the check was made for. */
+export type VariablesCheck = (inputs: Readonly<Record<string, unknown>>) => boolean;
+
+type Check = (value: unknown) => boolean;
+
+const hasOwn = (o: object, key: string) => Object.prototype.hasOwnProperty.call(o, key);
+
+/**
+ * The check of `definitions` against `schema`, or null when an operation's variables are outside what it is written
+ * for (a type that is not an input type, a oneOf input object): those go to graphql-js every time.
+ */
+export function variablesCheck(
+  schema: GraphQLSchema,
+  definitions: readonly VariableDefinitionNode[],
+): VariablesCheck | null {
+  const made = new Map<GraphQLInputType, Check>();
+  const variables: Array<{ name: string; required: boolean; defaulted: boolean; check: Check }> = [];
+  for (const definition of definitions) {
+    const type = typeFromAST(schema, definition.type);
+    if (!type || !isInputType(type)) return null;
+    const check = typeCheck(type, made);
+    if (!check) return null;
+    variables.push({
+      name: definition.variable.name.value,
+      required: isNonNullType(type),
+      defaulted: definition.defaultValue !== undefined,
+      check,
+    });
+  }
+  return (inputs) => {
+    for (const v of variables) {
+      // coerceVariableValues: an absent variable takes its default, or is refused when its type is non-null.
+      if (!hasOwn(inputs, v.name)) {
+        if (v.required && !v.defaulted) return false;
+        continue;
+      }
+      if (!v.check(inputs[v.name])) return false;
+    }
+    return true;
+  };
+}
+
+/** coerceInputValue's verdict for `type`, one function per type (a recursive input object refers to itself). */
+function typeCheck(type: GraphQLInputType, made: Map<GraphQLInputType, Check>): Check | null {
+  const known = made.get(type);
+  if (known) return known;
+  if (isNonNullType(type)) {
+    const inner = typeCheck(type.ofType, made);
+    if (!inner) return null;
+    const check: Check = (value) => value != null && inner(value);
+    made.set(type, check);
+    return check;
+  }
+  if (isListType(type)) {
+    // An item's check is made before the list's is known, which a list cannot be part of.
+    const item = typeCheck(type.ofType as GraphQLInputType, made);
+    if (!item) return null;
+    const check: Check = (value) => {
+      if (value == null) return true;
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) if (!item(value[i])) return false;
+        return true;
+      }
+      // isIterableObject: any other iterable object is a list too; anything else is a list of one.
+      if (
+        typeof value === 'object' &&
+        typeof (value as { [Symbol.iterator]?: unknown })[Symbol.iterator] === 'function'
+      ) {
+        for (const element of value as Iterable<unknown>) if (!item(element)) return false;
+        return true;
+      }
+      return item(value);
+    };
+    made.set(type, check);
+    return check;
+  }
+  if (isInputObjectType(type)) {
+    if (type.isOneOf) return null;
+    // Put in first, for an input object whose fields lead back to it.
+    let own: Check = () => false;
+    made.set(type, (value) => own(value));
+    const definitions = type.getFields();
+    const fields: Array<{ name: string; refused: boolean; check: Check }> = [];
+    for (const field of Object.values(definitions)) {
+      const check = typeCheck(field.type, made);
+      if (!check) {
+        made.delete(type);
+        return null;
+      }
+      // A field left out takes its default, or is refused when its type is non-null.
+      fields.push({ name: field.name, refused: field.defaultValue === undefined && isNonNullType(field.type), check });
+    }
+    own = (value) => {
+      if (value == null) return true;
+      if (typeof value !== 'object' || Array.isArray(value)) return false;
+      const object = value as Record<string, unknown>;
+      for (const f of fields) {
+        const fieldValue = object[f.name];
+        if (fieldValue === undefined) {
+          if (f.refused) return false;
+          continue;
+        }
+        if (!f.check(fieldValue)) return false;
+      }
+      // Every field given must be one of the type's.
+      for (const name of Object.keys(object)) if (!definitions[name]) return false;
+      return true;
+    };
+    return made.get(type)!;
+  }
+  if (isLeafType(type)) {
+    // parseValue accepts a value when it neither throws nor answers undefined.
+    const check: Check = (value) => {
+      if (value == null) return true;
+      try {
+        return type.parseValue(value) !== undefined;
+      } catch {
+        return false;
+      }
+    };
+    made.set(type, check);
+    return check;
+  }
+  return null;
+}
