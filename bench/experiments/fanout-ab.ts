@@ -19,6 +19,8 @@
  * `--heap DIR` (V8's sampling heap profiler per window, every allocation kept, 256 B interval), `--strace FILE`
  * (`strace -c -f` attached to this process for each window; the counts of every window go to FILE.<round>),
  * `--perf-ctl FIFO [--perf-ack FIFO]` (under `perf record -D -1 --control fifo:CTL,ACK`: perf counts A's windows alone).
+ * Every run also splits each round's CPU between the main thread and the process's other threads (V8's workers: the
+ * concurrent marker, the compilers; libuv's pool), from the scheduler's count per thread.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -55,6 +57,26 @@ const { values: cli } = parseArgs({
     'perf-ack': { type: 'string' },
   },
 });
+
+/**
+ * CPU time (ns) so far of this process's threads from the scheduler's count (/proc/self/task/<tid>/schedstat): the main
+ * thread and every other thread (V8's platform workers: concurrent marking, compiling; libuv's pool) apart.
+ */
+function threadTimes(): { main: number; others: number } {
+  let main = 0;
+  let others = 0;
+  for (const tid of fs.readdirSync('/proc/self/task')) {
+    let ns: number;
+    try {
+      ns = Number(fs.readFileSync(`/proc/self/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    if (Number(tid) === process.pid) main += ns;
+    else others += ns;
+  }
+  return { main, others };
+}
 
 /** perf's control and acknowledgement FIFOs, opened at the first use (perf opens its ends when it starts). */
 let perfFds: [number, number | undefined] | undefined;
@@ -115,6 +137,9 @@ async function main(): Promise<void> {
   const p99s: Record<'A' | 'B', number[]> = { A: [], B: [] };
   const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!;
   const bursts: Record<'A' | 'B', number[]> = { A: [], B: [] };
+  /** The main thread's and the other threads' share of each round, µs per delivery (the scheduler's count). */
+  const mains: Record<'A' | 'B', number[]> = { A: [], B: [] };
+  const others: Record<'A' | 'B', number[]> = { A: [], B: [] };
   const rounds = Number(cli.rounds);
   for (let r = 0; r < rounds * 2 + 2; r++) {
     const which = r % 2 === 0 ? 'A' : 'B';
@@ -154,12 +179,14 @@ async function main(): Promise<void> {
     if (traced) perfControl('enable');
     const t0 = performance.now();
     const before = process.cpuUsage();
+    const threadsBefore = threadTimes();
     for (const id of ids) {
       sent.push(performance.timeOrigin + performance.now());
       await notify(gw.url, body, id);
     }
     await done;
     const used = process.cpuUsage(before);
+    const threadsAfter = threadTimes();
     const ms = performance.now() - t0;
     if (traced) perfControl('disable');
     if (traced && cli.profile) {
@@ -176,6 +203,8 @@ async function main(): Promise<void> {
     // The first round of each is a warm-up.
     if (r >= 2) {
       per[which].push((used.user + used.system) / want);
+      mains[which].push((threadsAfter.main - threadsBefore.main) / 1000 / want);
+      others[which].push((threadsAfter.others - threadsBefore.others) / 1000 / want);
       rates[which].push((want / ms) * 1000);
     }
     if (r >= 2) {
@@ -200,7 +229,10 @@ async function main(): Promise<void> {
       `deliveries/s (median): A ${median(rates.A).toFixed(0)}, B ${median(rates.B).toFixed(0)}; ` +
       `p99 ms (median of rounds): A ${median(p99s.A).toFixed(1)}, B ${median(p99s.B).toFixed(1)}; ` +
       `a notification's burst, deliveries/s (median of rounds): A ${median(bursts.A).toFixed(0)}, B ${median(bursts.B).toFixed(0)}\n` +
-      `bursts A ${bursts.A.map((v) => v.toFixed(0)).join(' ')}\nbursts B ${bursts.B.map((v) => v.toFixed(0)).join(' ')}\n`,
+      `bursts A ${bursts.A.map((v) => v.toFixed(0)).join(' ')}\nbursts B ${bursts.B.map((v) => v.toFixed(0)).join(' ')}\n` +
+      `main thread, µs per delivery (median): A ${median(mains.A).toFixed(2)}, B ${median(mains.B).toFixed(2)}; ` +
+      `other threads: A ${median(others.A).toFixed(2)}, B ${median(others.B).toFixed(2)}\n` +
+      `other threads A ${others.A.map((v) => v.toFixed(1)).join(' ')}\nother threads B ${others.B.map((v) => v.toFixed(1)).join(' ')}\n`,
   );
   child.kill();
   await Promise.all([gateways.A.close(), gateways.B.close()]);

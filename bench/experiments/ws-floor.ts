@@ -7,10 +7,16 @@
  *   npx tsx bench/experiments/ws-floor.ts [--subscribers 1000] [--events 200]   # fan-out: every event to every subscriber
  *   npx tsx bench/experiments/ws-floor.ts --subscribers 1 --events 20000          # one delivery at a time (single delivery)
  *   npx tsx bench/experiments/ws-floor.ts --frames one   # both frames framed by hand into one buffer per socket, one write
+ *   npx tsx bench/experiments/ws-floor.ts --frames one-corked   # the same buffer, each socket corked to the end of the tick
+ *   npx tsx bench/experiments/ws-floor.ts --frames one-deferred   # the same buffers kept, each written uncorked at the end of the tick
+ *   npx tsx bench/experiments/ws-floor.ts --frames shared   # a header and prefix, the one shared payload, the complete: corked, one writev
  *
  * `--frames ws` (the default) sends both messages through ws (its Sender frames each: a header and the message, two
  * writes each, into the corked socket: one `writev` of four chunks); `--frames one` builds the two frames per
- * delivery into one buffer (the message bytes copied behind their headers) and writes it to the TCP socket once.
+ * delivery into one buffer (the message bytes copied behind their headers) and writes it to the TCP socket once, not
+ * corked (`one-corked`: corked, each socket uncorked at the end of the tick, as the gateway did before decision 100);
+ * `--frames shared` writes three chunks to each corked socket (the `next`'s header and prefix, the payload bytes shared
+ * by every socket, the `complete` frame), so no per-socket copy of the payload: one `writev` at the uncork.
  *
  * The clients run in a child process (this file with --clients), pinned to the driver core when `taskset` is there,
  * the server to the server core. The server writes one event to every socket per turn of its event loop (the corked
@@ -109,8 +115,21 @@ async function server(): Promise<void> {
     return h;
   };
   const bytes = perSocket.map((f) => ({ next: Buffer.from(f.next), complete: Buffer.from(f.complete) }));
+  /** `--frames shared`: each socket's `next` header and prefix and its `complete` frame, the payload shared by all. */
+  const parts = perSocket.map((f, i) => {
+    const text = Buffer.from(f.next);
+    const prefixLength = text.indexOf('"payload":') + '"payload":'.length;
+    const head = Buffer.concat([header(text.length), text.subarray(0, prefixLength)]);
+    const complete = Buffer.concat([header(bytes[i]!.complete.length), bytes[i]!.complete]);
+    return { head, payload: Buffer.from(text.subarray(prefixLength)), complete };
+  });
+  const shared = parts[0]!.payload;
   const send = (): void => {
-    if (cli.frames === 'one') {
+    if (cli.frames === 'one' || cli.frames === 'one-corked' || cli.frames === 'one-deferred') {
+      const corked: import('node:stream').Duplex[] = [];
+      const deferred: Array<[import('node:stream').Duplex, Buffer]> = [];
+      if (cli.frames === 'one-corked') process.nextTick(() => corked.forEach((raw) => raw.uncork()));
+      if (cli.frames === 'one-deferred') process.nextTick(() => deferred.forEach(([raw, out]) => raw.write(out)));
       sockets.forEach((ws, i) => {
         const { next, complete } = bytes[i]!;
         const h1 = next.length > 125 ? 4 : 2;
@@ -119,7 +138,29 @@ async function server(): Promise<void> {
         next.copy(out, h1);
         header(complete.length).copy(out, h1 + next.length);
         complete.copy(out, h1 + next.length + 2);
-        raws.get(ws)!.write(out);
+        const raw = raws.get(ws)!;
+        if (cli.frames === 'one-deferred') {
+          deferred.push([raw, out]);
+          return;
+        }
+        if (cli.frames === 'one-corked') {
+          raw.cork();
+          corked.push(raw);
+        }
+        raw.write(out);
+      });
+      return;
+    }
+    if (cli.frames === 'shared') {
+      const corked: import('node:stream').Duplex[] = [];
+      process.nextTick(() => corked.forEach((raw) => raw.uncork()));
+      sockets.forEach((ws, i) => {
+        const raw = raws.get(ws)!;
+        raw.cork();
+        corked.push(raw);
+        raw.write(parts[i]!.head);
+        raw.write(shared);
+        raw.write(parts[i]!.complete);
       });
       return;
     }

@@ -6,6 +6,17 @@ import { withWarnings } from './present.js';
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
 
+/**
+ * A group of subscriptions whose executions would be identical (`SharedExecution.groupOf`): one object for all its
+ * members while any of them lives, so that finding a group's result at delivery compares objects, not strings.
+ */
+export class Group {
+  constructor(
+    /** The group's key: document, operation name, caller's scope and grants, variables. */
+    readonly key: string,
+  ) {}
+}
+
 /** What a subscription event cost, for /metrics and tests. */
 export interface SharedExecutionStats {
   /** Executions of a subscription's selection for an event: one per event and group of identical subscriptions. */
@@ -34,7 +45,17 @@ export class SharedExecution {
   readonly stats: SharedExecutionStats = { executions: 0, shared: 0, compiled: 0 };
   /** The compiled selection per document and operation name (null: not compiled, graphql-js runs it). */
   private readonly compiledSelections = new WeakMap<DocumentNode, Map<string, CompiledQuery | null>>();
-  private turn: WeakMap<object, Map<string, Result>> | null = null;
+  private turn: WeakMap<object, Map<Group, Result>> | null = null;
+  /**
+   * The live groups by key. Each subscriber's key is a string of its own, made at subscribe time: looked up then, while
+   * it is fresh, its members share one Group, and a delivery finds the group's result by that object. Looked up at
+   * delivery instead, each member's string is read in full and hashed there, and compared with the first member's,
+   * both long out of the cache by then. An entry goes when its group is collected (no subscription holds it).
+   */
+  private readonly groups = new Map<string, WeakRef<Group>>();
+  private readonly collected = new FinalizationRegistry<string>((key) => {
+    if (this.groups.get(key)?.deref() === undefined) this.groups.delete(key);
+  });
   private readonly documentIds = new WeakMap<DocumentNode, number>();
   private nextDocumentId = 1;
   private readonly endTurn = () => {
@@ -51,7 +72,7 @@ export class SharedExecution {
    * The group of a subscription, or null when its execution cannot be shared (a context without a caller, or
    * variables that do not serialize).
    */
-  groupOf(args: ExecutionArgs): string | null {
+  groupOf(args: ExecutionArgs): Group | null {
     const caller = (args.contextValue as Partial<GraphQLContext> | undefined)?.caller;
     if (!caller || args.rootValue !== undefined || args.fieldResolver || args.typeResolver) return null;
     let documentId = this.documentIds.get(args.document);
@@ -65,11 +86,18 @@ export class SharedExecution {
     } catch {
       return null;
     }
-    return `${documentId}\u0000${args.operationName ?? ''}\u0000${caller.scope}\u0000${caller.grants.key}\u0000${variables}`;
+    const key = `${documentId}\u0000${args.operationName ?? ''}\u0000${caller.scope}\u0000${caller.grants.key}\u0000${variables}`;
+    let group = this.groups.get(key)?.deref();
+    if (group === undefined) {
+      group = new Group(key);
+      this.groups.set(key, new WeakRef(group));
+      this.collected.register(group, group.key);
+    }
+    return group;
   }
 
   /** The result of `args`'s selection over `event`: executed for the first subscriber of `group` in this turn, then shared. */
-  execute(event: unknown, group: string | null, args: ExecutionArgs): Result {
+  execute(event: unknown, group: Group | null, args: ExecutionArgs): Result {
     if (group === null || event === null || typeof event !== 'object') return this.run(event, args);
     if (this.turn === null) {
       this.turn = new WeakMap();
