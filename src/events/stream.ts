@@ -214,13 +214,35 @@ class EventStream<T> implements AsyncGenerator<T> {
           );
           (this.queue ??= []).unshift(stored);
         }
+        this.wake();
       },
       (err: unknown) => {
         this.reading = null;
+        // The `next()` waiting for this read fails with its error (nothing else waits for it).
+        const waiting = this.waiting;
+        this.waiting = null;
         this.finish();
-        throw err;
+        waiting?.reject(err);
       },
     );
+  }
+
+  /**
+   * After the stored event's read: the waiting `next()` gets what is queued (the stored event, or live ones that came
+   * during the read), or the end when the stream is over; else it keeps waiting for a live event.
+   */
+  private wake(): void {
+    const waiting = this.waiting;
+    if (waiting === null || this.done) return;
+    if (this.yielded >= (this.filter.limit ?? Infinity) || this.signal?.aborted) {
+      this.finish();
+      return;
+    }
+    // Taken out first: a last event's `take` finishes the stream, which would answer the waiting `next()` with the end.
+    this.waiting = null;
+    const queued = this.fromQueue();
+    if (queued !== null) waiting.resolve(queued);
+    else this.waiting = waiting;
   }
 
   /**
@@ -316,7 +338,42 @@ class EventStream<T> implements AsyncGenerator<T> {
     return null;
   }
 
-  async next(): Promise<IteratorResult<T>> {
+  /**
+   * Not an async function: a stream waiting for its event holds the one promise made here, and a live event settles it
+   * at once (an async function's own promise would adopt it: a second promise, its reaction and a job per event). The
+   * replay of a resumed stream and an `initial` value take the async path below.
+   */
+  next(): Promise<IteratorResult<T>> {
+    if (this.replay !== null || (!this.started && !this.done && this.filter.initial !== undefined))
+      return this.nextSlowly();
+    if (!this.started) {
+      this.start();
+      if (this.replay !== null) return this.nextSlowly();
+    }
+    return this.nextOrWait();
+  }
+
+  /** The end, a queued event, or a promise of the next live one (while the stored event is read: of what it finds). */
+  private nextOrWait(): Promise<IteratorResult<T>> {
+    if (this.done) return Promise.resolve(DONE);
+    // While the stored event is read, its read answers the waiting `next()` (wake).
+    if (this.reading === null) {
+      if (this.yielded >= (this.filter.limit ?? Infinity) || this.signal?.aborted) {
+        this.finish();
+        return Promise.resolve(DONE);
+      }
+      const queued = this.fromQueue();
+      if (queued !== null) return Promise.resolve(queued);
+    }
+    if (this.waiting !== null)
+      return Promise.reject(new Error('EventStream: next() called while another next() waits'));
+    return new Promise<IteratorResult<T>>((resolve, reject) => {
+      this.waiting = { resolve, reject };
+    });
+  }
+
+  /** `next()` for a stream with an `initial` value not yet yielded, or replaying a resume. */
+  private async nextSlowly(): Promise<IteratorResult<T>> {
     if (!this.started && !this.done && this.filter.initial !== undefined) {
       const value = this.filter.initial;
       this.yielded += 1;
@@ -325,8 +382,6 @@ class EventStream<T> implements AsyncGenerator<T> {
       return { done: false, value };
     }
     if (!this.started) this.start();
-    // Only while the stored event is read: an await per event would cost a turn of the microtask queue each.
-    if (this.reading !== null) await this.reading;
     if (this.done) return DONE;
     if (this.yielded >= (this.filter.limit ?? Infinity) || this.signal?.aborted) {
       this.finish();
@@ -343,12 +398,7 @@ class EventStream<T> implements AsyncGenerator<T> {
       if (replayed !== null) return replayed;
       if (this.done) return DONE;
     }
-    const queued = this.fromQueue();
-    if (queued !== null) return queued;
-    if (this.waiting !== null) throw new Error('EventStream: next() called while another next() waits');
-    return new Promise<IteratorResult<T>>((resolve, reject) => {
-      this.waiting = { resolve, reject };
-    });
+    return this.nextOrWait();
   }
 
   /** Stops listening; a waiting `next()` gets the end of the stream. */

@@ -1,0 +1,472 @@
+/**
+ * The realistic mix (bench scenario 7) in process: what one notification costs the gateway's process in CPU and in
+ * GC, with each of its ~`n` waiting subscriptions waiting as long as in the bench. Each side of a comparison runs in
+ * a fresh process of its own (`--side`): a built gateway (`dist`, as `npm start` runs it; SQLite, the sandbox
+ * upstreams) in that process, and in a child process the clients: `n` graphql-ws connections with one pending
+ * `mobileIdAuthentication` subscription each (scenario 7's), and the mobile identity service, which sends `rate`
+ * notifications a second, each to the subscription that has waited longest; a connection whose subscription ended
+ * with its result (`next`, `complete`) subscribes again on a fresh auth_req_id, at the back of the queue. So the
+ * gateway's process runs only the gateway: per notification its intake, its one delivery and the next subscribe.
+ *
+ * After `warm` seconds (one turn of the queue at the defaults, so every waiting subscription was made by the mix) a
+ * window of `window` seconds is measured in the gateway's process: its CPU (process.cpuUsage, every thread), its
+ * main thread's (/proc, 10 ms ticks), V8's GC pauses by kind (PerformanceObserver 'gc' entries: scavenge,
+ * mark-compact, incremental marking, weak callbacks) and their count, the RSS and the heap at the end, and the
+ * clients' p50/p99 from the scheduled send to the `next`. Then the subscribe alone: the notifications stop, every
+ * connection completes its subscription (counted until the bus has none), then subscribes again on a fresh id
+ * (counted until the bus has `n`): the process's CPU per subscribe and per complete.
+ *
+ * The driver runs the sides in rounds, the order alternating, each round a fresh pair of processes: `--b-dist DIR`
+ * (another build's dist/src, e.g. /work/main/dist/src), `--b-env NAME=VALUE` (this build with a switch flipped), or
+ * `--flags "--max-semi-space-size=16,--max-semi-space-size=64"` (this build under each set of node flags, comma
+ * between sets, space within one). It prints each side's medians and ranges and, for two sides, the paired
+ * differences (A − B) per notification.
+ *
+ *   npm run build && npx tsx bench/experiments/mix-cpu.ts [--n 10000] [--rate 1000] [--warm 10] [--window 20]
+ *     [--rounds 4] [--b-dist /work/main/dist/src | --b-env NAME=VALUE | --flags "A,B"]
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { constants, PerformanceObserver } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Pool } from 'undici';
+import { WebSocket } from 'ws';
+
+import type { Gateway } from '../../src/gateway/options.js';
+import { SUBSCRIPTION } from '../scenarios/fanout.js';
+import { notificationBody } from '../scenarios/webhook.js';
+import { API_KEY, builtGateway, TOKEN } from './in-process-gateway.js';
+
+const { values: cli } = parseArgs({
+  options: {
+    n: { type: 'string', default: '10000' },
+    rate: { type: 'string', default: '1000' },
+    warm: { type: 'string', default: '10' },
+    window: { type: 'string', default: '20' },
+    rounds: { type: 'string', default: '4' },
+    dist: { type: 'string', default: path.resolve(fileURLToPath(import.meta.url), '../../../dist/src') },
+    'b-dist': { type: 'string' },
+    'b-env': { type: 'string', multiple: true, default: [] },
+    env: { type: 'string', multiple: true, default: [] },
+    flags: { type: 'string' },
+    /** Internal: this process is one side's gateway (with `--dist`, `--env`) and prints its figures as JSON. */
+    side: { type: 'boolean', default: false },
+    /** Internal: this process is the clients. */
+    clients: { type: 'boolean', default: false },
+    /** Internal, with --clients: the gateway's origin, for the notifications. */
+    url: { type: 'string' },
+  },
+});
+
+interface SideResult {
+  /** Scheduled in the window (`delivered` of them arrived in it); every per-notification figure is per delivered. */
+  notifications: number;
+  cpuUs: number;
+  mainUs: number;
+  gc: Record<string, { ms: number; count: number }>;
+  rssMb: number;
+  heapUsedMb: number;
+  p50: number;
+  p99: number;
+  delivered: number;
+  subscribeUs: number;
+  completeUs: number;
+}
+
+const env = (pairs: string[]): Record<string, string> =>
+  Object.fromEntries(pairs.map((p) => p.split('=', 2) as [string, string]));
+
+// ---------------------------------------------------------------------------------------------------------------
+// The clients (a child of a side's process).
+
+interface Conn {
+  ws: WebSocket;
+  seq: number;
+  id: string;
+  authReqId: string;
+  scheduledAt: number;
+  /** Subscribing again after the `complete` (false while the subscribe-alone phase completes them). */
+  again: boolean;
+}
+
+function clients(): void {
+  const [a, b, c] = JSON.stringify({
+    id: '\u0000',
+    type: 'subscribe',
+    payload: { query: SUBSCRIPTION, variables: { authReqId: '\u0001' } },
+  }).split(/\\u0000|\\u0001/) as [string, string, string];
+  const conns: Conn[] = [];
+  /** Connections whose subscription no notification has targeted yet, oldest first (a queue over an array). */
+  let queue: Conn[] = [];
+  let head = 0;
+  let latencies: number[] | null = null;
+  let delivered = 0;
+  let completes = 0;
+  const subscribe = (conn: Conn): void => {
+    conn.seq += 1;
+    conn.id = String(conn.seq);
+    conn.authReqId = `mix-${randomUUID()}`;
+    conn.ws.send(a + conn.id + b + conn.authReqId + c);
+    queue.push(conn);
+  };
+  const say = (m: unknown): void => void process.send!(m);
+  process.on(
+    'message',
+    async (m: {
+      open?: string;
+      n?: number;
+      mix?: { rate: number; warm: number; window: number };
+      complete?: true;
+      subscribe?: true;
+      close?: true;
+    }) => {
+      if (m.open) {
+        const url = m.open.replace(/^http/, 'ws') + '/graphql';
+        const n = m.n!;
+        const open = (): Promise<void> =>
+          new Promise((resolve, reject) => {
+            const ws = new WebSocket(url, 'graphql-transport-ws', { perMessageDeflate: false });
+            const conn: Conn = { ws, seq: 0, id: '', authReqId: '', scheduledAt: 0, again: true };
+            ws.once('error', reject);
+            ws.once('open', () =>
+              ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${API_KEY}` } })),
+            );
+            ws.on('message', (data) => {
+              const text = String(data);
+              if (text.startsWith('{"type":"connection_ack"')) {
+                conns.push(conn);
+                subscribe(conn);
+                resolve();
+              } else if (text.startsWith('{"type":"ping"')) ws.send('{"type":"pong"}');
+              else if (text.startsWith(`{"id":"${conn.id}","type":"next"`)) {
+                if (latencies !== null) latencies.push(performance.now() - conn.scheduledAt);
+                delivered++;
+              } else if (text.startsWith(`{"id":"${conn.id}","type":"complete"`)) {
+                completes++;
+                if (conn.again) subscribe(conn);
+              } else if (text.startsWith('{"id"')) say({ unexpected: text.slice(0, 200) });
+            });
+          });
+        for (let i = 0; i < n; i += 250) await Promise.all(Array.from({ length: Math.min(250, n - i) }, open));
+        say('opened');
+        return;
+      }
+      if (m.mix) {
+        const { rate, warm, window } = m.mix;
+        const url = cli.url!;
+        const pool = new Pool(url, { connections: 32, pipelining: 1 });
+        const body = notificationBody();
+        const parts = body.split('{{uuid}}') as [string, string];
+        const headers = { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` };
+        const started = performance.now();
+        let sent = 0;
+        let errors = 0;
+        let phase: 'warm' | 'window' | 'done' = 'warm';
+        await new Promise<void>((resolve) => {
+          const tick = setInterval(() => {
+            const now = performance.now();
+            const elapsed = (now - started) / 1000;
+            if (phase === 'warm' && elapsed >= warm) {
+              phase = 'window';
+              latencies = [];
+              delivered = 0;
+              say('window-start');
+            } else if (phase === 'window' && elapsed >= warm + window) {
+              phase = 'done';
+              clearInterval(tick);
+              const l = latencies!.sort((x, y) => x - y);
+              latencies = null;
+              const q = (p: number) => l[Math.min(l.length - 1, Math.floor(p * l.length))] ?? NaN;
+              say({ window: { delivered: l.length, p50: q(0.5), p99: q(0.99), errors } });
+              resolve();
+              return;
+            }
+            const due = Math.floor(elapsed * rate);
+            while (sent < due && head < queue.length) {
+              const conn = queue[head++]!;
+              conn.scheduledAt = now;
+              sent++;
+              pool
+                .request({
+                  path: '/webhooks/mobile-id',
+                  method: 'POST',
+                  headers,
+                  body: parts[0] + conn.authReqId + parts[1],
+                })
+                .then(
+                  (res) => {
+                    if (res.statusCode !== 204) errors++;
+                    return res.body.dump();
+                  },
+                  () => void errors++,
+                );
+            }
+            if (head > 50_000) {
+              queue = queue.slice(head);
+              head = 0;
+            }
+          }, 5);
+        });
+        await new Promise((r) => setTimeout(r, 1000));
+        await pool.close();
+        return;
+      }
+      if (m.complete) {
+        for (const conn of conns) {
+          conn.again = false;
+          conn.ws.send(`{"id":"${conn.id}","type":"complete"}`);
+        }
+        queue = [];
+        head = 0;
+        return;
+      }
+      if (m.subscribe) {
+        for (const conn of conns) {
+          conn.again = true;
+          subscribe(conn);
+        }
+        return;
+      }
+      if (m.close) {
+        await Promise.all(conns.map((c) => new Promise<void>((r) => (c.ws.once('close', () => r()), c.ws.close()))));
+        say('closed');
+      }
+    },
+  );
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// One side: the gateway in this process.
+
+/** The main thread's CPU in µs (/proc, 10 ms ticks). */
+function mainThreadUs(): number {
+  const stat = fs.readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100;
+}
+
+const GC_KINDS: Record<number, string> = {
+  [constants.NODE_PERFORMANCE_GC_MINOR]: 'scavenge',
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: 'mark-compact',
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak-callbacks',
+};
+
+async function side(): Promise<void> {
+  const n = Number(cli.n);
+  const gw: Gateway = await builtGateway('mix-cpu', env(cli.env!), cli.dist!);
+  const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--clients', '--url', gw.url], {
+    execArgv: ['--import', 'tsx'],
+  });
+  const said = (word: string): Promise<unknown> =>
+    new Promise((resolve) => {
+      const on = (m: unknown) => {
+        if (m !== word && !(typeof m === 'object' && m !== null && word in m)) return;
+        child.off('message', on);
+        resolve(m);
+      };
+      child.on('message', on);
+    });
+  child.on('message', (m) => {
+    if (typeof m === 'object' && m !== null && 'unexpected' in m) process.stderr.write(`${JSON.stringify(m)}\n`);
+  });
+  const subscribers = () => gw.services.events.bus.subscribers('mobile-id');
+  const until = async (ok: () => boolean) => {
+    while (!ok()) await new Promise((r) => setTimeout(r, 2));
+  };
+
+  const opened = said('opened');
+  child.send({ open: gw.url, n });
+  await opened;
+  await until(() => subscribers() >= n);
+
+  let gc: Record<string, { ms: number; count: number }> | null = null;
+  const observer = new PerformanceObserver((list) => {
+    if (gc === null) return;
+    for (const e of list.getEntries()) {
+      const kind = GC_KINDS[(e as unknown as { detail: { kind: number } }).detail.kind] ?? 'other';
+      const row = (gc[kind] ??= { ms: 0, count: 0 });
+      row.ms += e.duration;
+      row.count++;
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+
+  const windowStart = said('window-start');
+  const windowEnd = said('window');
+  child.send({ mix: { rate: Number(cli.rate), warm: Number(cli.warm), window: Number(cli.window) } });
+  await windowStart;
+  gc = {};
+  const cpu0 = process.cpuUsage();
+  const main0 = mainThreadUs();
+  const w = ((await windowEnd) as { window: { delivered: number; p50: number; p99: number; errors: number } }).window;
+  const used = process.cpuUsage(cpu0);
+  const mainUs = mainThreadUs() - main0;
+  const windowGc = gc as Record<string, { ms: number; count: number }>;
+  gc = null;
+  const mem = process.memoryUsage();
+  // Per notification delivered in the window (the same as sent while the gateway keeps up; fewer when it falls behind).
+  const notifications = Math.max(1, w.delivered);
+  const scheduled = Number(cli.rate) * Number(cli.window);
+
+  // The subscribe alone: wait for the mix's last notifications, complete every subscription, then subscribe again.
+  await new Promise((r) => setTimeout(r, 1500));
+  const c0 = process.cpuUsage();
+  child.send({ complete: true });
+  await until(() => subscribers() === 0);
+  const completeCpu = process.cpuUsage(c0);
+  await new Promise((r) => setTimeout(r, 200));
+  const s0 = process.cpuUsage();
+  child.send({ subscribe: true });
+  await until(() => subscribers() >= n);
+  const subscribeCpu = process.cpuUsage(s0);
+
+  const result: SideResult = {
+    notifications: scheduled,
+    cpuUs: (used.user + used.system) / notifications,
+    mainUs: mainUs / notifications,
+    gc: Object.fromEntries(
+      Object.entries(windowGc).map(([k, v]) => [k, { ms: (v.ms * 1000) / notifications, count: v.count }]),
+    ),
+    rssMb: mem.rss / 2 ** 20,
+    heapUsedMb: mem.heapUsed / 2 ** 20,
+    p50: w.p50,
+    p99: w.p99,
+    delivered: w.delivered,
+    subscribeUs: (subscribeCpu.user + subscribeCpu.system) / n,
+    completeUs: (completeCpu.user + completeCpu.system) / n,
+  };
+  process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
+  const closed = said('closed');
+  child.send({ close: true });
+  await closed;
+  child.kill();
+  await gw.close();
+  process.exit(0);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The driver.
+
+interface SideSpec {
+  name: string;
+  dist: string;
+  env: string[];
+  flags: string[];
+}
+
+function runSide(s: SideSpec): Promise<SideResult> {
+  const args = [
+    '--side',
+    '--dist',
+    s.dist,
+    '--n',
+    cli.n!,
+    '--rate',
+    cli.rate!,
+    '--warm',
+    cli.warm!,
+    '--window',
+    cli.window!,
+  ];
+  for (const e of s.env) args.push('--env', e);
+  return new Promise((resolve, reject) => {
+    const p = fork(fileURLToPath(import.meta.url), args, {
+      execArgv: [...s.flags, '--import', 'tsx'],
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    });
+    let out = '';
+    p.stdout!.on('data', (d) => (out += String(d)));
+    p.on('exit', (code) => {
+      const line = out.split('\n').find((l) => l.startsWith('RESULT '));
+      if (line) resolve(JSON.parse(line.slice(7)) as SideResult);
+      else reject(new Error(`side ${s.name} exited ${code}: ${out.slice(-500)}`));
+    });
+  });
+}
+
+const median = (v: number[]) => {
+  const s = [...v].sort((x, y) => x - y);
+  return s[Math.floor(s.length / 2)]!;
+};
+const f1 = (x: number) => x.toFixed(1);
+
+async function driver(): Promise<void> {
+  const sides: SideSpec[] = [{ name: 'A', dist: cli.dist!, env: cli.env!, flags: [] }];
+  if (cli['b-dist']) sides.push({ name: 'B', dist: cli['b-dist'], env: cli.env!, flags: [] });
+  else if (cli['b-env']!.length)
+    sides.push({ name: 'B', dist: cli.dist!, env: [...cli.env!, ...cli['b-env']!], flags: [] });
+  else if (cli.flags) {
+    sides.length = 0;
+    cli.flags.split(',').forEach((set, i) =>
+      sides.push({
+        name: String.fromCharCode(65 + i),
+        dist: cli.dist!,
+        env: cli.env!,
+        flags: set.split(' ').filter(Boolean),
+      }),
+    );
+  }
+  const results: SideResult[][] = sides.map(() => []);
+  const rounds = Number(cli.rounds);
+  for (let r = 0; r < rounds; r++) {
+    const order = sides.map((_, i) => i);
+    if (r % 2 === 1) order.reverse();
+    for (const i of order) {
+      const res = await runSide(sides[i]!);
+      results[i]!.push(res);
+      const gcUs = Object.values(res.gc).reduce((s, g) => s + g.ms, 0);
+      process.stdout.write(
+        `round ${r} ${sides[i]!.name}: cpu ${f1(res.cpuUs)} µs/notification (main ${f1(res.mainUs)}), gc ${f1(gcUs)} µs ` +
+          `(${Object.entries(res.gc)
+            .map(([k, g]) => `${k} ${f1(g.ms)} µs ×${g.count}`)
+            .join(', ')}), subscribe ${f1(res.subscribeUs)} µs, complete ${f1(res.completeUs)} µs, ` +
+          `rss ${f1(res.rssMb)} MB, heap ${f1(res.heapUsedMb)} MB, p50 ${f1(res.p50)} p99 ${f1(res.p99)} ms, ` +
+          `delivered ${res.delivered}/${res.notifications}, load ${os.loadavg()[0]!.toFixed(2)}\n`,
+      );
+    }
+  }
+  const stat = (get: (r: SideResult) => number) =>
+    sides.map((_, i) => {
+      const v = results[i]!.map(get);
+      return `${f1(median(v))} (${f1(Math.min(...v))}–${f1(Math.max(...v))})`;
+    });
+  const gcOf = (kind?: string) => (r: SideResult) =>
+    kind ? (r.gc[kind]?.ms ?? 0) : Object.values(r.gc).reduce((s, g) => s + g.ms, 0);
+  const countOf = (kind: string) => (r: SideResult) => r.gc[kind]?.count ?? 0;
+  const rows: Array<[string, (r: SideResult) => number]> = [
+    ['CPU µs/notification', (r) => r.cpuUs],
+    ['main thread µs/notification', (r) => r.mainUs],
+    ['GC µs/notification', gcOf()],
+    ['  scavenge µs', gcOf('scavenge')],
+    ['  mark-compact µs', gcOf('mark-compact')],
+    ['  incremental µs', gcOf('incremental')],
+    ['scavenges per window', countOf('scavenge')],
+    ['mark-compacts per window', countOf('mark-compact')],
+    ['subscribe µs', (r) => r.subscribeUs],
+    ['complete µs', (r) => r.completeUs],
+    ['RSS MB', (r) => r.rssMb],
+    ['heap used MB', (r) => r.heapUsedMb],
+    ['p50 ms', (r) => r.p50],
+    ['p99 ms', (r) => r.p99],
+  ];
+  let out = `\n${rounds} rounds, n ${cli.n}, ${cli.rate}/s, window ${cli.window} s; medians (range)\n`;
+  out += `| | ${sides.map((s) => `${s.name} ${s.dist === cli.dist ? '' : s.dist} ${s.env.join(' ')} ${s.flags.join(' ')}`.trim()).join(' | ')} |${sides.length === 2 ? ' paired A − B: median (range) |' : ''}\n`;
+  for (const [label, get] of rows) {
+    out += `| ${label} | ${stat(get).join(' | ')} |`;
+    if (sides.length === 2) {
+      const d = results[0]!.map((r, k) => get(r) - get(results[1]![k]!));
+      out += ` ${f1(median(d))} (${f1(Math.min(...d))}–${f1(Math.max(...d))}) |`;
+    }
+    out += '\n';
+  }
+  process.stdout.write(out);
+}
+
+if (cli.clients) clients();
+else if (cli.side) await side();
+else await driver();
