@@ -174,6 +174,8 @@ class EventStream<T> implements AsyncGenerator<T> {
 
   private start(): void {
     this.started = true;
+    // A stream that ended on its `initial` value listens for nothing (a consumer may still ask again: graphql-sse does).
+    if (this.done) return;
     const f = this.filter;
     // The live listener goes first, and events are ordered by their log sequence, so an event that arrives while the
     // stored one is read is neither lost (gap) nor yielded twice (duplicate). A stream over every key reads nothing
