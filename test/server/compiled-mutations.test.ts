@@ -8,50 +8,21 @@
 // check (GRAPHQL_VARIABLES_CHECK, src/execution/variables.ts) and once with graphql-js's getVariableValues before each
 // compiled run.
 import { randomUUID } from 'node:crypto';
-import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { PROJECTS_PATH, SERVICES_PATH } from '../../src/sandbox/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { rawGraphQL, type RawAnswer } from '../helpers/raw-http.js';
 
-interface Raw {
-  status: number;
-  headers: string[];
-  body: string;
-}
+type Raw = RawAnswer;
 
 /** One request over a fresh connection; the raw header list (names as sent, in order) without Date. */
-function send(url: string, body: string): Promise<Raw> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      `${url}/graphql`,
-      {
-        method: 'POST',
-        headers: {
-          connection: 'close',
-          'content-type': 'application/json',
-          authorization: 'Bearer app-key',
-          'x-request-id': 'same-id',
-        },
-        agent: false,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const raw = res.rawHeaders;
-          const kept: string[] = [];
-          for (let i = 0; i < raw.length; i += 2)
-            if (raw[i]!.toLowerCase() !== 'date') kept.push(`${raw[i]}: ${raw[i + 1]}`);
-          resolve({ status: res.statusCode!, headers: kept, body: Buffer.concat(chunks).toString('utf8') });
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
+const send = (url: string, body: string): Promise<Raw> =>
+  rawGraphQL(url, body, {
+    'content-type': 'application/json',
+    authorization: 'Bearer app-key',
+    'x-request-id': 'same-id',
   });
-}
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g;
 const TIMESTAMP = /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g;

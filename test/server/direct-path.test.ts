@@ -3,47 +3,18 @@
 // answers must be the same bytes: status, every response header in order (but Date), body. Each case also
 // states which path the planned gateway took, so that a case cannot pass by both answers being Apollo's.
 import { randomUUID } from 'node:crypto';
-import http from 'node:http';
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { IDENTIFICATIONS_PATH } from '../../src/sandbox/identification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { rawGraphQL, type RawAnswer } from '../helpers/raw-http.js';
 import { waitFor } from '../helpers/wait.js';
 
-interface Raw {
-  status: number;
-  headers: string[];
-  body: string;
-}
+type Raw = RawAnswer;
 
 /** One request over a fresh connection; the raw header list (names as sent, in order) without Date. */
-function send(url: string, body: string, headers: Record<string, string>, method = 'POST'): Promise<Raw> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      `${url}/graphql`,
-      { method, headers: { connection: 'close', ...headers }, agent: false },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const raw = res.rawHeaders;
-          const kept: string[] = [];
-          for (let i = 0; i < raw.length; i += 2)
-            if (raw[i]!.toLowerCase() !== 'date') kept.push(`${raw[i]}: ${raw[i + 1]}`);
-          resolve({
-            status: res.statusCode!,
-            headers: kept,
-            body: Buffer.concat(chunks).toString('utf8'),
-          });
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+const send = rawGraphQL;
 
 const JSON_HEADERS = {
   'content-type': 'application/json',

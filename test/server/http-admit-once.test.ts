@@ -3,43 +3,18 @@
 // path, byte for byte as Apollo answers it, and admitted once, so the app's activity is counted once.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import { rawGraphQL, type RawAnswer } from '../helpers/raw-http.js';
 
-function post(url: string, body: unknown, key: string): Promise<{ status: number; headers: string[]; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      `${url}/graphql`,
-      {
-        method: 'POST',
-        headers: {
-          connection: 'close',
-          'content-type': 'application/json',
-          authorization: `Bearer ${key}`,
-          'x-request-id': 'same-id',
-        },
-        agent: false,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const raw = res.rawHeaders;
-          const headers: string[] = [];
-          for (let i = 0; i < raw.length; i += 2)
-            if (raw[i]!.toLowerCase() !== 'date') headers.push(`${raw[i]}: ${raw[i + 1]}`);
-          resolve({ status: res.statusCode!, headers, body: Buffer.concat(chunks).toString('utf8') });
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(JSON.stringify(body));
+const post = (url: string, body: unknown, key: string): Promise<RawAnswer> =>
+  rawGraphQL(url, JSON.stringify(body), {
+    'content-type': 'application/json',
+    authorization: `Bearer ${key}`,
+    'x-request-id': 'same-id',
   });
-}
 
 const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 

@@ -1,0 +1,40 @@
+import http from 'node:http';
+
+/** An answer as it came over the wire: status, the raw header list (names as sent, in order) without Date, body. */
+export interface RawAnswer {
+  status: number;
+  headers: string[];
+  body: string;
+}
+
+/**
+ * One request to `${url}/graphql` over a fresh connection (`connection: close`, no agent), for tests that compare two
+ * gateways' answers byte for byte: every header but Date, in order.
+ */
+export function rawGraphQL(
+  url: string,
+  body: string,
+  headers: Record<string, string>,
+  method = 'POST',
+): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      `${url}/graphql`,
+      { method, headers: { connection: 'close', ...headers }, agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const raw = res.rawHeaders;
+          const kept: string[] = [];
+          for (let i = 0; i < raw.length; i += 2)
+            if (raw[i]!.toLowerCase() !== 'date') kept.push(`${raw[i]}: ${raw[i + 1]}`);
+          resolve({ status: res.statusCode!, headers: kept, body: Buffer.concat(chunks).toString('utf8') });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
