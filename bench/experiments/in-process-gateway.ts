@@ -20,6 +20,20 @@ import { SUBSCRIPTION } from '../scenarios/fanout.js';
 export const API_KEY = 'ab-api-key';
 export const TOKEN = 'ab-notification-token';
 
+/** The experiments' data directories, removed when the process ends (its last gateway closed, or a signal). */
+const dataDirs: string[] = [];
+function dataDir(prefix: string): string {
+  if (dataDirs.length === 0) {
+    process.once('exit', () => {
+      for (const dir of dataDirs) fs.rmSync(dir, { recursive: true, force: true });
+    });
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${prefix}-`));
+  dataDirs.push(dir);
+  return dir;
+}
+
 /** The experiments' gateway environment: `env` over the defaults above, on a fresh data directory named `prefix-…`. */
 function experimentEnv(prefix: string, env: Record<string, string>): Record<string, string> {
   return {
@@ -29,7 +43,7 @@ function experimentEnv(prefix: string, env: Record<string, string>): Record<stri
     LOG_LEVEL: 'warn',
     NODE_ENV: 'production',
     ...env,
-    DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), `${prefix}-`)),
+    DATA_DIR: dataDir(prefix),
   };
 }
 
