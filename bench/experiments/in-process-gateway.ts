@@ -27,7 +27,8 @@ function dataDir(prefix: string): string {
     process.once('exit', () => {
       for (const dir of dataDirs) fs.rmSync(dir, { recursive: true, force: true });
     });
-    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+    process.once('SIGINT', () => process.exit(130));
+    process.once('SIGTERM', () => process.exit(143));
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${prefix}-`));
   dataDirs.push(dir);

@@ -236,15 +236,20 @@ class EventStream<T> implements AsyncGenerator<T> {
   private wake(): void {
     const waiting = this.waiting;
     if (waiting === null || this.done) return;
+    // Taken out first: the end, or a last event's `take`, finishes the stream, which would answer it with the end.
+    this.waiting = null;
+    const ready = this.ready();
+    if (ready !== null) waiting.resolve(ready);
+    else this.waiting = waiting;
+  }
+
+  /** Without waiting: the end (the limit reached or the signal aborted: the stream finishes), a queued event, or null. */
+  private ready(): IteratorResult<T> | null {
     if (this.yielded >= (this.filter.limit ?? Infinity) || this.signal?.aborted) {
       this.finish();
-      return;
+      return DONE;
     }
-    // Taken out first: a last event's `take` finishes the stream, which would answer the waiting `next()` with the end.
-    this.waiting = null;
-    const queued = this.fromQueue();
-    if (queued !== null) waiting.resolve(queued);
-    else this.waiting = waiting;
+    return this.fromQueue();
   }
 
   /**
@@ -360,12 +365,8 @@ class EventStream<T> implements AsyncGenerator<T> {
     if (this.done) return Promise.resolve(DONE);
     // While the stored event is read, its read answers the waiting `next()` (wake).
     if (this.reading === null) {
-      if (this.yielded >= (this.filter.limit ?? Infinity) || this.signal?.aborted) {
-        this.finish();
-        return Promise.resolve(DONE);
-      }
-      const queued = this.fromQueue();
-      if (queued !== null) return Promise.resolve(queued);
+      const ready = this.ready();
+      if (ready !== null) return Promise.resolve(ready);
     }
     if (this.waiting !== null)
       return Promise.reject(new Error('EventStream: next() called while another next() waits'));
