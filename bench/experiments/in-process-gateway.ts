@@ -78,6 +78,33 @@ export async function notify(url: string, body: string, id: string): Promise<voi
 }
 
 /**
+ * A client's graphql-ws connection to the gateway at `url` (its http:// address): `connection_init` with the
+ * experiments' key, pings answered; `acknowledged` once the gateway acknowledged it, `message` with every other
+ * message's text, `failed` on a socket error.
+ */
+export function clientSocket(
+  url: string,
+  acknowledged: () => void,
+  message: (text: string) => void,
+  failed: (err: Error) => void,
+): WebSocket {
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws', {
+    perMessageDeflate: false,
+  });
+  ws.once('error', failed);
+  ws.once('open', () =>
+    ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${API_KEY}` } })),
+  );
+  ws.on('message', (data) => {
+    const text = String(data);
+    if (text.startsWith('{"type":"connection_ack"')) acknowledged();
+    else if (text.startsWith('{"type":"ping"')) ws.send('{"type":"pong"}');
+    else message(text);
+  });
+  return ws;
+}
+
+/**
  * The subscribers' side of an experiment, for a child process: on the parent's word `{ url, groups }` it opens one
  * graphql-ws connection per group and subscribes on it once per id of the group (to that id's mobile-ID outcome),
  * says `ready` when every connection has its subscriptions, and `done` when every subscription completed (then
@@ -100,16 +127,9 @@ export function subscriberClients(): void {
       m.groups.map(
         (ids) =>
           new Promise<WebSocket>((resolve, reject) => {
-            const ws = new WebSocket(`${m.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws', {
-              perMessageDeflate: false,
-            });
-            ws.once('error', reject);
-            ws.once('open', () =>
-              ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${API_KEY}` } })),
-            );
-            ws.on('message', (data) => {
-              const text = String(data);
-              if (text.startsWith('{"type":"connection_ack"')) {
+            const ws: WebSocket = clientSocket(
+              m.url,
+              () => {
                 ids.forEach((id, i) =>
                   ws.send(
                     JSON.stringify({
@@ -120,8 +140,9 @@ export function subscriberClients(): void {
                   ),
                 );
                 resolve(ws);
-              } else if (text.startsWith('{"type":"ping"')) ws.send('{"type":"pong"}');
-              else if (text.startsWith('{"id":"s')) {
+              },
+              (text) => {
+                if (!text.startsWith('{"id":"s')) return;
                 if (text.includes('"type":"next"')) {
                   const i = Number(text.slice(8, text.indexOf('"', 8)));
                   (arrivals[i] ??= []).push(performance.timeOrigin + performance.now());
@@ -130,8 +151,9 @@ export function subscriberClients(): void {
                   process.send!('done');
                   process.send!({ arrivals });
                 }
-              }
-            });
+              },
+              reject,
+            );
           }),
       ),
     );

@@ -39,7 +39,7 @@ import { WebSocket } from 'ws';
 import type { Gateway } from '../../src/gateway/options.js';
 import { SUBSCRIPTION } from '../scenarios/fanout.js';
 import { notificationBody } from '../scenarios/webhook.js';
-import { API_KEY, builtGateway, TOKEN } from './in-process-gateway.js';
+import { builtGateway, clientSocket, TOKEN } from './in-process-gateway.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -125,31 +125,29 @@ function clients(): void {
       close?: true;
     }) => {
       if (m.open) {
-        const url = m.open.replace(/^http/, 'ws') + '/graphql';
+        const url = m.open;
         const n = m.n!;
         const open = (): Promise<void> =>
           new Promise((resolve, reject) => {
-            const ws = new WebSocket(url, 'graphql-transport-ws', { perMessageDeflate: false });
-            const conn: Conn = { ws, seq: 0, id: '', authReqId: '', scheduledAt: 0, again: true };
-            ws.once('error', reject);
-            ws.once('open', () =>
-              ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${API_KEY}` } })),
-            );
-            ws.on('message', (data) => {
-              const text = String(data);
-              if (text.startsWith('{"type":"connection_ack"')) {
+            const ws = clientSocket(
+              url,
+              () => {
                 conns.push(conn);
                 subscribe(conn);
                 resolve();
-              } else if (text.startsWith('{"type":"ping"')) ws.send('{"type":"pong"}');
-              else if (text.startsWith(`{"id":"${conn.id}","type":"next"`)) {
-                if (latencies !== null) latencies.push(performance.now() - conn.scheduledAt);
-                delivered++;
-              } else if (text.startsWith(`{"id":"${conn.id}","type":"complete"`)) {
-                completes++;
-                if (conn.again) subscribe(conn);
-              } else if (text.startsWith('{"id"')) say({ unexpected: text.slice(0, 200) });
-            });
+              },
+              (text) => {
+                if (text.startsWith(`{"id":"${conn.id}","type":"next"`)) {
+                  if (latencies !== null) latencies.push(performance.now() - conn.scheduledAt);
+                  delivered++;
+                } else if (text.startsWith(`{"id":"${conn.id}","type":"complete"`)) {
+                  completes++;
+                  if (conn.again) subscribe(conn);
+                } else if (text.startsWith('{"id"')) say({ unexpected: text.slice(0, 200) });
+              },
+              reject,
+            );
+            const conn: Conn = { ws, seq: 0, id: '', authReqId: '', scheduledAt: 0, again: true };
           });
         for (let i = 0; i < n; i += 250) await Promise.all(Array.from({ length: Math.min(250, n - i) }, open));
         say('opened');
