@@ -10,8 +10,15 @@
  * round the difference from the first variant. `node=--flag+--flag` among a variant's settings: node's options.
  * `--variant base:durable=1` (after a gateway) adds the durable baseline.
  *
- *   npx tsx bench/experiments/trickle-creation.ts [--rounds 8] [--seconds 4] [--rates 400,1300,closed]
- *     [--variant main:dir=/work/main/dist --variant this: …]
+ * `--pin` places the processes as the bench does (bench/lib/processes.ts: the gateways and the baseline on the last
+ * core; the upstream stub and this process on core 0). `--tail DIR`: the tail's anatomy. Each gateway runs with
+ * tail-hooks.mjs preloaded (a timeline of its WAL syncs, checkpoints, GC pauses and late event-loop turns, in
+ * DIR/<name>.log), every open-loop creation's scheduled and answered times are kept, and at the end, per gateway and
+ * rate, the creations at or over the p99 are set against that timeline: how many overlapped each kind of event, against
+ * the share of all creations that did, and the overlapped events' median length.
+ *
+ *   npx tsx bench/experiments/trickle-creation.ts [--rounds 8] [--seconds 4] [--rates 400,1300,closed] [--pin]
+ *     [--tail /tmp/tail] [--variant main:dir=/work/main/dist --variant this: …]
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -20,12 +27,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool, request } from 'undici';
 
 import { closedLoop } from '../lib/cpu.js';
 import { API_KEY, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
-import { freePort, spawnNode } from '../lib/processes.js';
+import { freePort, pin, placement, spawnNode } from '../lib/processes.js';
 import { parseVariants } from '../lib/variants.js';
 import { createNetworkBody } from '../scenarios/mutation.js';
 
@@ -37,6 +45,8 @@ const { values: cli } = parseArgs({
     inflight: { type: 'string', default: '16' },
     variant: { type: 'string', multiple: true },
     trace: { type: 'string' },
+    pin: { type: 'boolean', default: false },
+    tail: { type: 'string' },
     out: { type: 'string', default: '/tmp/trickle-creation' },
   },
 });
@@ -44,6 +54,12 @@ const rounds = Number(cli.rounds);
 const seconds = Number(cli.seconds);
 const inflight = Number(cli.inflight);
 const rates = cli.rates.split(',').map((r) => (r === 'closed' ? 'closed' : Number(r)));
+const place = cli.pin ? placement() : null;
+if (place?.driver) pin(process.pid, place.driver);
+if (cli.tail) fs.mkdirSync(cli.tail, { recursive: true });
+const TAIL_HOOKS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'tail-hooks.mjs');
+/** With --tail: every open-loop creation's scheduled and answered time (ms since the epoch), by gateway and rate. */
+const answered = new Map<string, Array<[number, number]>>();
 
 /** CPU seconds and times scheduled in (schedstat's third field: a wake-up each) of every thread of `pid`, by tid. */
 function threads(pid: number): Map<string, { name: string; s: number; runs: number }> {
@@ -98,17 +114,32 @@ const percentile = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
 };
 
-/** `count` creations at `rate` per second, open loop: each leaves on schedule whatever the answers do. */
-async function openLoop(rate: number, count: number, op: () => Promise<void>): Promise<number[]> {
+/**
+ * `count` creations at `rate` per second, open loop: each leaves on schedule whatever the answers do. `times`, when
+ * given, gets each one's scheduled and answered time in ms since the epoch.
+ */
+async function openLoop(
+  rate: number,
+  count: number,
+  op: () => Promise<void>,
+  times?: Array<[number, number]>,
+): Promise<number[]> {
   const latencies: number[] = [];
   const interval = 1000 / rate;
   const start = performance.now();
   const inFlight: Promise<void>[] = [];
+  const origin = performance.timeOrigin;
   for (let i = 0; i < count; i++) {
     const due = start + i * interval;
     const wait = due - performance.now();
     if (wait > 1) await sleep(wait);
-    inFlight.push(op().then(() => void latencies.push(performance.now() - due)));
+    inFlight.push(
+      op().then(() => {
+        const end = performance.now();
+        latencies.push(end - due);
+        times?.push([origin + due, origin + end]);
+      }),
+    );
   }
   await Promise.all(inFlight);
   return latencies;
@@ -117,7 +148,7 @@ async function openLoop(rate: number, count: number, op: () => Promise<void>): P
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'trickle-creation-'));
 const stub = await spawnNode('upstream', {
   script: 'bench/servers/upstream.ts',
-  cpus: null,
+  cpus: place?.driver ?? null,
   readiness: { line: true },
 });
 
@@ -140,7 +171,7 @@ async function durableBaseline(body: string) {
       '--data-dir',
       dataDir,
     ],
-    cpus: null,
+    cpus: place?.server ?? null,
     readiness: { line: true },
   });
   const url = String(child.ready.url);
@@ -167,12 +198,13 @@ async function gateway(
   const child = await spawnNode(`gateway ${name}`, {
     script: main,
     cwd: path.dirname(dist),
-    cpus: null,
-    nodeArgs,
+    cpus: place?.server ?? null,
+    nodeArgs: cli.tail ? [...nodeArgs, '--import', TAIL_HOOKS] : nodeArgs,
     env: {
       ...gatewayEnv({ port, dataDir, stubUrl: String(stub.ready.url) }),
       SQLITE_SYNCHRONOUS: 'FULL',
       ...env,
+      ...(cli.tail ? { TAIL_LOG: path.join(cli.tail, `${name}.log`) } : {}),
     },
     readiness: { url: `${origin}/readyz` },
     timeoutMs: 60_000,
@@ -189,7 +221,7 @@ async function anyBody(): Promise<string> {
 }
 
 async function measured(
-  _name: string,
+  name: string,
   target: { child: Awaited<ReturnType<typeof spawnNode>>; origin: string; path: string },
   body = bodyOfFirst!,
 ) {
@@ -206,12 +238,20 @@ async function measured(
     if (res.statusCode !== 200 || text.includes('"errors"')) throw new Error(`${res.statusCode} ${text}`);
   };
   const pid = child.child.pid!;
-  const block = async (rate: number | 'closed') => {
+  const block = async (rate: number | 'closed', kept = false) => {
     const n = rate === 'closed' ? Math.max(2000, Math.round(seconds * 2500)) : Math.round(rate * seconds);
     const before = threads(pid);
     let latencies: number[] = [];
     if (rate === 'closed') await closedLoop(n, inflight, one);
-    else latencies = await openLoop(rate, n, one);
+    else {
+      let times: Array<[number, number]> | undefined;
+      if (kept && cli.tail) {
+        const key = `${name} ${rate}`;
+        times = answered.get(key) ?? [];
+        answered.set(key, times);
+      }
+      latencies = await openLoop(rate, n, one, times);
+    }
     const { out: cpu, runs } = cpuByGroup(before, threads(pid));
     const perOp: Record<string, number> = {};
     const wakeups: Record<string, number> = {};
@@ -310,7 +350,7 @@ for (let r = 0; r < rounds; r++) {
   for (const rate of rates) {
     const order = gws.map((_, i) => gws[(i + r) % gws.length]!);
     for (const g of order) {
-      const f = await g.gw.block(rate);
+      const f = await g.gw.block(rate, true);
       const key = String(rate);
       g.figures.set(key, [...(g.figures.get(key) ?? []), f]);
     }
@@ -353,5 +393,68 @@ for (const rate of rates) {
 }
 for (const g of gws) await g.gw.stop();
 await stub.stop();
+if (cli.tail) for (const g of gws) tailAnatomy(g.name);
 fs.rmSync(root, { recursive: true, force: true });
 process.exit(0);
+
+/**
+ * --tail: per rate, the creations at or over the p99 of `name`'s open-loop blocks against its timeline (tail-hooks.mjs):
+ * for each kind of event, the share of those creations that overlapped one (against the share of all creations), and
+ * the median length of the longest one each overlapped. A checkpoint is a "hold" when the WAL was past its restart size
+ * (16,384 frames): new writes wait for it (src/store/sqlite-dialect.ts, WalCheckpointer).
+ */
+function tailAnatomy(name: string): void {
+  const file = path.join(cli.tail!, `${name}.log`);
+  if (!fs.existsSync(file)) return;
+  const events = new Map<string, Array<[number, number]>>();
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    if (!line) continue;
+    const [kind, start, end, extra] = JSON.parse(line) as [string, number, number, unknown];
+    const k =
+      kind === 'checkpoint' && typeof extra === 'number' && extra >= 16_384
+        ? 'hold'
+        : kind === 'gc'
+          ? `gc ${String(extra)}`
+          : kind === 'sync' && end - start > 5
+            ? 'sync > 5 ms'
+            : kind;
+    if (!events.has(k)) events.set(k, []);
+    events.get(k)!.push([start, end]);
+  }
+  for (const list of events.values()) list.sort((a, b) => a[0] - b[0]);
+  /** The longest event of `list` overlapping [from, to], or 0. */
+  const longest = (list: Array<[number, number]>, from: number, to: number): number => {
+    let lo = 0;
+    let hi = list.length;
+    // The first event that ends after `from`: events are short, so look back a little from the first starting at `from`.
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (list[mid]![0] < from) lo = mid + 1;
+      else hi = mid;
+    }
+    let best = 0;
+    for (let i = Math.max(0, lo - 64); i < list.length && list[i]![0] <= to; i++)
+      if (list[i]![1] >= from) best = Math.max(best, list[i]![1] - list[i]![0]);
+    return best;
+  };
+  for (const rate of rates) {
+    const all = answered.get(`${name} ${rate}`);
+    if (!all?.length) continue;
+    const p99 = percentile(
+      all.map(([due, end]) => end - due),
+      99,
+    );
+    const slow = all.filter(([due, end]) => end - due >= p99);
+    const rows = [...events.keys()].sort().map((kind) => {
+      const list = events.get(kind)!;
+      const hit = (set: Array<[number, number]>) =>
+        set.map(([due, end]) => longest(list, due, end)).filter((x) => x > 0);
+      const inSlow = hit(slow);
+      const inAll = hit(all);
+      return `${kind}: ${((inSlow.length / slow.length) * 100).toFixed(0)} % of the slow (${((inAll.length / all.length) * 100).toFixed(1)} % of all), median ${inSlow.length ? median(inSlow).toFixed(1) : '–'} ms, ${list.length} in all`;
+    });
+    console.log(
+      `tail ${name} ${rate}/s: ${all.length} creations, p99 ${p99.toFixed(1)} ms, ${slow.length} at or over it; the events each overlapped:\n  ${rows.join('\n  ')}`,
+    );
+  }
+}

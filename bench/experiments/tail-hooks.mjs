@@ -1,0 +1,67 @@
+// Preloaded into a gateway by trickle-creation.ts --tail (`node --import`): a timeline of what can hold a request up,
+// written to TAIL_LOG as one JSON array per line, times in ms since the epoch (performance.timeOrigin + now):
+// ["sync", start, end] each WAL fdatasync on libuv's pool (the store calls fs.fdatasync);
+// ["checkpoint", start, end, frames] each checkpoint of the worker, from the request to its answer (frames: the WAL's
+// size after it; a checkpoint while the WAL is past its restart size is the one that holds new writes);
+// ["gc", start, end, kind] each GC pause of the main thread; ["loop", start, end] each time the event loop came back
+// more than 4 ms after a 5 ms timer was due (it ran something else meanwhile, or was not scheduled).
+// Nothing of the gateway is changed: only Node's fs, Worker and timers are observed.
+import fs from 'node:fs';
+import { constants, performance, PerformanceObserver } from 'node:perf_hooks';
+import { Worker } from 'node:worker_threads';
+
+const file = process.env.TAIL_LOG;
+if (file) {
+  const origin = performance.timeOrigin;
+  const now = () => origin + performance.now();
+  const lines = [];
+  const flush = () => {
+    if (lines.length) fs.appendFileSync(file, lines.splice(0).join('\n') + '\n');
+  };
+  setInterval(flush, 1000).unref();
+  process.on('exit', flush);
+  const record = (entry) => lines.push(JSON.stringify(entry));
+
+  const fdatasync = fs.fdatasync;
+  fs.fdatasync = function (fd, callback) {
+    const start = now();
+    return fdatasync.call(this, fd, (error) => {
+      record(['sync', start, now()]);
+      callback(error);
+    });
+  };
+
+  const postMessage = Worker.prototype.postMessage;
+  const asked = new WeakMap();
+  Worker.prototype.postMessage = function (message, ...rest) {
+    if (message === 'checkpoint') {
+      asked.set(this, now());
+      if (!this.tailObserved) {
+        this.tailObserved = true;
+        this.on('message', (m) => {
+          const start = asked.get(this);
+          if (start !== undefined) record(['checkpoint', start, now(), m?.log ?? null]);
+        });
+      }
+    }
+    return postMessage.call(this, message, ...rest);
+  };
+
+  const kinds = {
+    [constants.NODE_PERFORMANCE_GC_MINOR]: 'scavenge',
+    [constants.NODE_PERFORMANCE_GC_MAJOR]: 'mark-compact',
+    [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+    [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak',
+  };
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries())
+      record(['gc', origin + e.startTime, origin + e.startTime + e.duration, kinds[e.detail?.kind] ?? 'other']);
+  }).observe({ entryTypes: ['gc'] });
+
+  let due = now() + 5;
+  setInterval(() => {
+    const t = now();
+    if (t - due > 4) record(['loop', due, t]);
+    due = t + 5;
+  }, 5).unref();
+}
