@@ -59,7 +59,7 @@ if (place?.driver) pin(process.pid, place.driver);
 if (cli.tail) fs.mkdirSync(cli.tail, { recursive: true });
 const TAIL_HOOKS = path.join(path.dirname(fileURLToPath(import.meta.url)), 'tail-hooks.mjs');
 /** With --tail: every open-loop creation's scheduled and answered time (ms since the epoch), by gateway and rate. */
-const answered = new Map<string, Array<[number, number]>>();
+const answered = new Map<string, Array<[number, number, number]>>();
 
 /** CPU seconds and times scheduled in (schedstat's third field: a wake-up each) of every thread of `pid`, by tid. */
 function threads(pid: number): Map<string, { name: string; s: number; runs: number }> {
@@ -116,13 +116,13 @@ const percentile = (xs: number[], p: number) => {
 
 /**
  * `count` creations at `rate` per second, open loop: each leaves on schedule whatever the answers do. `times`, when
- * given, gets each one's scheduled and answered time in ms since the epoch.
+ * given, gets each one's scheduled and answered time in ms since the epoch, and its second of the block.
  */
 async function openLoop(
   rate: number,
   count: number,
   op: () => Promise<void>,
-  times?: Array<[number, number]>,
+  times?: Array<[number, number, number]>,
 ): Promise<number[]> {
   const latencies: number[] = [];
   const interval = 1000 / rate;
@@ -137,7 +137,7 @@ async function openLoop(
       op().then(() => {
         const end = performance.now();
         latencies.push(end - due);
-        times?.push([origin + due, origin + end]);
+        times?.push([origin + due, origin + end, i / rate]);
       }),
     );
   }
@@ -244,7 +244,7 @@ async function measured(
     let latencies: number[] = [];
     if (rate === 'closed') await closedLoop(n, inflight, one);
     else {
-      let times: Array<[number, number]> | undefined;
+      let times: Array<[number, number, number]> | undefined;
       if (kept && cli.tail) {
         const key = `${name} ${rate}`;
         times = answered.get(key) ?? [];
@@ -445,16 +445,19 @@ function tailAnatomy(name: string): void {
       99,
     );
     const slow = all.filter(([due, end]) => end - due >= p99);
+    const early = (xs: typeof all, s: number) => ((xs.filter((x) => x[2] < s).length / xs.length) * 100).toFixed(0);
     const rows = [...events.keys()].sort().map((kind) => {
       const list = events.get(kind)!;
-      const hit = (set: Array<[number, number]>) =>
+      const hit = (set: Array<[number, number, number]>) =>
         set.map(([due, end]) => longest(list, due, end)).filter((x) => x > 0);
       const inSlow = hit(slow);
       const inAll = hit(all);
       return `${kind}: ${((inSlow.length / slow.length) * 100).toFixed(0)} % of the slow (${((inAll.length / all.length) * 100).toFixed(1)} % of all), median ${inSlow.length ? median(inSlow).toFixed(1) : '–'} ms, ${list.length} in all`;
     });
     console.log(
-      `tail ${name} ${rate}/s: ${all.length} creations, p99 ${p99.toFixed(1)} ms, ${slow.length} at or over it; the events each overlapped:\n  ${rows.join('\n  ')}`,
+      `tail ${name} ${rate}/s: ${all.length} creations, p99 ${p99.toFixed(1)} ms, ${slow.length} at or over it, of which ` +
+        `${early(slow, 0.25)} % sent in a block's first 0.25 s and ${early(slow, 1)} % in its first second (of all: ` +
+        `${early(all, 0.25)} and ${early(all, 1)} %); the events each overlapped:\n  ${rows.join('\n  ')}`,
     );
   }
 }
