@@ -375,6 +375,10 @@ const VARS = {
     int(0, 0, 50),
     'SQLite: how long, in milliseconds, the first write of a group waits for more writes before their one COMMIT (and, with FULL, their one fdatasync), when no sync is in flight. 0: at the end of its turn of the event loop. A write is still on disk before it is acknowledged; each acknowledgement can come up to this much later (docs/decisions/062). Ignored with DATABASE_URL.',
   ),
+  STORE_PG_NAMED_STATEMENTS: declare(
+    bool(true),
+    "PostgreSQL: true: a statement the gateway sends again and again (from its third use, up to 128 texts) goes as a named statement, parsed once per pooled connection and then only bound and executed, rather than parsed, analysed and planned on every call (the log's insert, the replicas' reads, the NOTIFY: docs/decisions/104). Same statements, same parameters, same results. Should a migration change the columns a named statement returns while it runs (a rolling upgrade), the statement fails once and nothing is named from then on. false: every statement unnamed, as before; an off switch, not a tuning knob. Ignored without DATABASE_URL.",
+  ),
   SQLITE_CLAIM_WITHOUT_SYNC: declare(
     bool(true),
     "SQLite with FULL: true: the claim of a fresh idempotency key is taken once committed (every request sees it) and the upstream call starts without waiting for the claim's WAL sync; the completion's sync covers it, and nothing is answered before that sync. A claim lost to a power loss only lets the retry send the same upstream key again (the cloud upstream replays it); a retry with the same key but a different request is then not refused as IDEMPOTENCY_KEY_REUSED (docs/decisions/078). false: the claim waits for its own sync; an off switch, not a tuning knob. Ignored with DATABASE_URL and with SQLITE_SYNCHRONOUS=NORMAL.",
@@ -1011,6 +1015,8 @@ export interface Config {
   readonly sqliteCommitWindowMs: number;
   /** SQLITE_CHECKPOINT_INTERVAL_MS: the least time between two WAL checkpoints. */
   readonly sqliteCheckpointIntervalMs: number;
+  /** STORE_PG_NAMED_STATEMENTS: statements sent again and again go named, parsed once per connection (PostgreSQL). */
+  readonly storePgNamedStatements: boolean;
   /** SQLITE_CLAIM_WITHOUT_SYNC: a fresh idempotency claim does not wait for its WAL sync (docs/decisions/078). */
   readonly sqliteClaimWithoutSync: boolean;
   /** SQLITE_SYNCHRONOUS; ignored with DATABASE_URL. */
@@ -1306,6 +1312,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     sqliteSynchronous: e.SQLITE_SYNCHRONOUS,
     sqliteCommitWindowMs: e.SQLITE_COMMIT_WINDOW_MS,
     sqliteCheckpointIntervalMs: e.SQLITE_CHECKPOINT_INTERVAL_MS,
+    storePgNamedStatements: e.STORE_PG_NAMED_STATEMENTS,
     sqliteClaimWithoutSync: e.SQLITE_CLAIM_WITHOUT_SYNC,
     databaseMigrations: e.DATABASE_MIGRATIONS,
     cloud: { url: e.CLOUD_API_URL, token: e.CLOUD_API_TOKEN, credentials: e.CLOUD_API_CREDENTIALS },

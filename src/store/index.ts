@@ -7,6 +7,7 @@ import type { Logger } from '../logger.js';
 import { migrationProvider, type Dialect } from './migrations.js';
 import type { Database } from './schema.js';
 import { GroupCommitSqliteDialect } from './sqlite-dialect.js';
+import { StatementNames } from './statement-names.js';
 
 export type { Database } from './schema.js';
 export type { Dialect } from './migrations.js';
@@ -90,6 +91,8 @@ export interface StoreOptions {
   sqliteCommitWindowMs?: number;
   /** SQLITE_CHECKPOINT_INTERVAL_MS (docs/decisions/033); ignored with DATABASE_URL. */
   sqliteCheckpointIntervalMs?: number;
+  /** STORE_PG_NAMED_STATEMENTS (default true; docs/decisions/104); ignored without DATABASE_URL. */
+  pgNamedStatements?: boolean;
   /**
    * PostgreSQL only: called with why while the server cannot be reached at start-up (the store waits for it,
    * retrying with backoff), and with null once it answers.
@@ -214,6 +217,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     // bigint columns hold epoch milliseconds, well inside 2^53: read them as numbers, not strings.
     pg.types.setTypeParser(20, (v: string) => Number(v));
     const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
+    const names = options.pgNamedStatements === false ? null : new StatementNames();
     // An idle client whose server went away (restart, failover) emits 'error' on the pool; without a
     // listener that would crash the process. The pool replaces the client on the next query.
     const onConnectionError = (err: Error) =>
@@ -230,8 +234,22 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       // connection: retryable, nothing stored (the transaction did not commit).
       const query = client.query.bind(client) as (...args: unknown[]) => unknown;
       (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-        const result = query(...args);
-        return result instanceof Promise ? result.catch((err: unknown) => Promise.reject(unavailable(err))) : result;
+        // A statement sent again and again goes named (STORE_PG_NAMED_STATEMENTS): kysely passes its text and values.
+        const [text, values] = args;
+        const name =
+          names && typeof text === 'string' && Array.isArray(values) && args.length === 2
+            ? names.nameOf(text, values.length)
+            : undefined;
+        const result = name === undefined ? query(...args) : query({ name, text, values });
+        if (!(result instanceof Promise)) return result;
+        return result.catch((err: unknown) => {
+          if (name !== undefined && names?.refused(err))
+            options.logger.warn(
+              { err: { message: (err as Error).message } },
+              'a named statement no longer fits its table (a migration ran meanwhile): statements go unnamed from now on',
+            );
+          return Promise.reject(unavailable(err));
+        });
       };
       const ended = new Promise<void>((resolve) => client.once('end', resolve));
       openConnections.add(ended);
