@@ -24,7 +24,7 @@ import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { PreparedDocument } from './prepare.js';
 import type { ResultStream } from './present.js';
-import { SharedExecution } from './shared.js';
+import { SharedExecution, type Group } from './shared.js';
 import { variablesCheck, type VariablesCheck } from './variables.js';
 
 /** `subscription WaitForMobileId`, or the bare type for an anonymous operation; the document's text never goes in a span. */
@@ -87,7 +87,7 @@ async function sharedSubscribe(
   const source = await createSourceEventStream(args);
   if (!source || typeof source !== 'object' || !(Symbol.asyncIterator in source)) return source as ExecutionResult;
   const iterator = (source as AsyncIterable<unknown>)[Symbol.asyncIterator]();
-  return new SharedResultStream(iterator, args, shared, shared.groupOf(args), sink) as unknown as ResultStream;
+  return new SharedResultStream(iterator, args, shared, sink) as unknown as ResultStream;
 }
 
 /**
@@ -102,25 +102,34 @@ export class SharedResultStream {
   private stopped = false;
   /** The last result `end` was given, until a `next()` takes it. */
   private last: ExecutionResult | null = null;
+  /**
+   * The subscription's group of identical ones (`SharedExecution.groupOf`): joined at the first `next()`, left when the
+   * stream ends (`leave`); undefined before, null when its execution cannot be shared or once it has left.
+   */
+  private group: Group | null | undefined = undefined;
 
   constructor(
     private readonly iterator: AsyncIterator<unknown>,
     private readonly args: ExecutionArgs,
     private readonly shared: SharedExecution,
-    private readonly group: ReturnType<SharedExecution['groupOf']>,
     private readonly sink: ResultSink | undefined,
   ) {}
 
   async next(): Promise<IteratorResult<ExecutionResult>> {
     if (this.last !== null) return this.takeLast();
     if (this.failed || this.stopped) return DONE;
-    const { iterator, shared, group, args, sink } = this;
+    const { iterator, shared, args, sink } = this;
+    if (this.group === undefined) this.group = shared.groupOf(args);
+    const group = this.group;
     let result: ExecutionResult;
     try {
       for (;;) {
         const step = await iterator.next();
         if (this.last !== null) return this.takeLast();
-        if (step.done || this.stopped) return DONE;
+        if (step.done || this.stopped) {
+          this.leave();
+          return DONE;
+        }
         const executed = shared.execute(step.value, group, args);
         // A synchronous execution (the common case) is not awaited: one turn of the microtask queue less per event.
         result = executed instanceof Promise ? await executed : executed;
@@ -129,6 +138,7 @@ export class SharedResultStream {
         if (this.stopped) return DONE;
         if (sink.last !== undefined && finished(iterator)) {
           this.stopped = true;
+          this.leave();
           // Ended by the transport: a promise of its own that nothing settles (a shared one would keep every waiter).
           if (sink.last(result)) return await new Promise<never>(() => undefined);
           return DONE;
@@ -145,12 +155,14 @@ export class SharedResultStream {
 
   async return(): Promise<IteratorResult<ExecutionResult>> {
     this.stopped = true;
+    this.leave();
     if (typeof this.iterator.return === 'function') await this.iterator.return();
     return DONE;
   }
 
   async throw(err?: unknown): Promise<IteratorResult<ExecutionResult>> {
     this.stopped = true;
+    this.leave();
     if (typeof this.iterator.return === 'function') await this.iterator.return();
     throw err;
   }
@@ -170,13 +182,22 @@ export class SharedResultStream {
     const value = this.last!;
     this.last = null;
     this.stopped = true;
+    this.leave();
     if (!this.sink) return { done: false, value };
     this.sink.next(value);
     return DONE;
   }
 
+  /** The stream has ended: it leaves its group, once (the group goes with its last member). */
+  private leave(): void {
+    const group = this.group;
+    this.group = null;
+    if (group) this.shared.leave(group);
+  }
+
   private fail(err: unknown): ExecutionResult {
     this.failed = true;
+    this.leave();
     // The source is finished when its own next() threw; when the execution threw, it is told to stop here.
     if (typeof this.iterator.return === 'function') this.iterator.return().catch(() => undefined);
     const { document, operationName } = this.args;

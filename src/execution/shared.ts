@@ -11,6 +11,9 @@ type Result = ExecutionResult | Promise<ExecutionResult>;
  * members while any of them lives, so that finding a group's result at delivery compares objects, not strings.
  */
 export class Group {
+  /** The subscriptions in it: joined by `groupOf`, gone by `leave`. */
+  members = 0;
+
   constructor(
     /** The group's key: document, operation name, caller's scope and grants, variables. */
     readonly key: string,
@@ -47,15 +50,14 @@ export class SharedExecution {
   private readonly compiledSelections = new WeakMap<DocumentNode, Map<string, CompiledQuery | null>>();
   private turn: WeakMap<object, Map<Group, Result>> | null = null;
   /**
-   * The live groups by key. Each subscriber's key is a string of its own, made at subscribe time: looked up then, while
-   * it is fresh, its members share one Group, and a delivery finds the group's result by that object. Looked up at
-   * delivery instead, each member's string is read in full and hashed there, and compared with the first member's,
-   * both long out of the cache by then. An entry goes when its group is collected (no subscription holds it).
+   * The live groups by key. Each subscriber's key is a string of its own, made when its stream starts: looked up then,
+   * while it is fresh, its members share one Group, and a delivery finds the group's result by that object. Looked up
+   * at delivery instead, each member's string is read in full and hashed there, and compared with the first member's,
+   * both long out of the cache by then. An entry goes with its group's last member (`leave`). Counted rather than held
+   * weakly: V8's scavenges keep a WeakRef's target alive, so every group, and its key, was promoted to the old
+   * generation and stayed there until a full collection (docs/decisions/105).
    */
-  private readonly groups = new Map<string, WeakRef<Group>>();
-  private readonly collected = new FinalizationRegistry<string>((key) => {
-    if (this.groups.get(key)?.deref() === undefined) this.groups.delete(key);
-  });
+  private readonly groups = new Map<string, Group>();
   private readonly documentIds = new WeakMap<DocumentNode, number>();
   private nextDocumentId = 1;
   private readonly endTurn = () => {
@@ -87,13 +89,24 @@ export class SharedExecution {
       return null;
     }
     const key = `${documentId}\u0000${args.operationName ?? ''}\u0000${caller.scope}\u0000${caller.grants.key}\u0000${variables}`;
-    let group = this.groups.get(key)?.deref();
+    let group = this.groups.get(key);
     if (group === undefined) {
       group = new Group(key);
-      this.groups.set(key, new WeakRef(group));
-      this.collected.register(group, group.key);
+      this.groups.set(key, group);
     }
+    group.members += 1;
     return group;
+  }
+
+  /** A member of `group` ended (its stream's end, `SharedResultStream`): the group goes with its last member. */
+  leave(group: Group): void {
+    group.members -= 1;
+    if (group.members === 0 && this.groups.get(group.key) === group) this.groups.delete(group.key);
+  }
+
+  /** How many groups have a member: for tests. */
+  get liveGroups(): number {
+    return this.groups.size;
   }
 
   /** The result of `args`'s selection over `event`: executed for the first subscriber of `group` in this turn, then shared. */

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 
 import { SharedResultStream } from '../../src/execution/run.js';
+import { Group } from '../../src/execution/shared.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { postNotification, SUBSCRIPTION } from '../helpers/mobile-id.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
@@ -43,6 +44,8 @@ async function connection(gw: TestGateway) {
       ws.send(
         JSON.stringify({ id, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id: authReqId } } }),
       ),
+    /** graphql-ws's `complete` from the client: the subscription `id` ends. */
+    complete: (id: string) => ws.send(JSON.stringify({ id, type: 'complete' })),
     /** Called with every frame as it arrives (synchronously, before any other I/O of the client). */
     onFrame: (f: typeof onFrame) => (onFrame = f),
     close: () => ws.close(),
@@ -144,5 +147,33 @@ describe.each([
     expect(live() - before).toBeLessThanOrEqual(1);
     expect(c.closed).toEqual([]);
     c.close();
+  });
+
+  it('every way a subscription ends takes it out of its group, and a group goes with its last member (decision 105)', async () => {
+    // Live groups after a full collection (queryObjects collects first); what earlier tests left is the base. Each
+    // subscription here has variables of its own, so a group of its own, held by the shared execution while it lives.
+    const live = () => queryObjects(Group, { format: 'count' }) as number;
+    const before = live();
+    const [ended, completed, dropped] = [await connection(gw), await connection(gw), await connection(gw)];
+    const ids = (prefix: string) => Array.from({ length: 20 }, (_, i) => [`${prefix}-${i}`, `req-${randomUUID()}`]);
+    const byResult = ids('result');
+    const byComplete = ids('complete');
+    const byClose = ids('close');
+    for (const [op, id] of byResult) ended.subscribe(op!, id!);
+    for (const [op, id] of byComplete) completed.subscribe(op!, id!);
+    for (const [op, id] of byClose) dropped.subscribe(op!, id!);
+    const all = [...byResult, ...byComplete, ...byClose].map(([, id]) => id!);
+    await waitFor(() => all.every((id) => subscribers(gw, 'mobile-id', id) === 1), 5_000, '60 subscriptions listening');
+    // The count sees their groups while they wait: this check can fail.
+    expect(live() - before).toBeGreaterThanOrEqual(all.length);
+    for (const [, id] of byResult) await notify(gw, id!);
+    for (const [op] of byComplete) completed.complete(op!);
+    dropped.close();
+    await waitFor(() => ended.frames.length === 2 * byResult.length, 5_000, 'every result delivered');
+    await waitFor(() => all.every((id) => subscribers(gw, 'mobile-id', id) === 0), 5_000, 'every subscription gone');
+    await waitFor(() => live() - before <= 0, 5_000, 'every group gone');
+    expect(live() - before).toBeLessThanOrEqual(0);
+    ended.close();
+    completed.close();
   });
 });
