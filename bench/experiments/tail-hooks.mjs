@@ -4,14 +4,19 @@
 // ["checkpoint", start, end, frames] each checkpoint of the worker, from the request to its answer (frames: the WAL's
 // size after it; a checkpoint while the WAL is past its restart size is the one that holds new writes);
 // ["gc", start, end, kind] each GC pause of the main thread; ["loop", start, end] each time the event loop came back
-// more than 4 ms after a 5 ms timer was due (it ran something else meanwhile, or was not scheduled).
+// more than 4 ms after a 5 ms timer was due (it ran something else meanwhile, or was not scheduled); ["heap", t,
+// old, young] the old generation's and the young generation's used bytes, every 250 ms (old space, code, large
+// objects; new space and new large objects): what the old generation gains between two mark-compacts is what was
+// promoted meanwhile.
 // Nothing of the gateway is changed: only Node's fs, Worker and timers are observed.
 import fs from 'node:fs';
 import { constants, performance, PerformanceObserver } from 'node:perf_hooks';
-import { Worker } from 'node:worker_threads';
+import v8 from 'node:v8';
+import { isMainThread, Worker } from 'node:worker_threads';
 
 const file = process.env.TAIL_LOG;
-if (file) {
+// Worker threads (the checkpoint worker) are started with the same --import: only the main thread is observed.
+if (file && isMainThread) {
   const origin = performance.timeOrigin;
   const now = () => origin + performance.now();
   const lines = [];
@@ -57,6 +62,16 @@ if (file) {
     for (const e of list.getEntries())
       record(['gc', origin + e.startTime, origin + e.startTime + e.duration, kinds[e.detail?.kind] ?? 'other']);
   }).observe({ entryTypes: ['gc'] });
+
+  setInterval(() => {
+    let old = 0;
+    let young = 0;
+    for (const space of v8.getHeapSpaceStatistics()) {
+      if (space.space_name.startsWith('new')) young += space.space_used_size;
+      else if (space.space_name !== 'read_only_space') old += space.space_used_size;
+    }
+    record(['heap', now(), old, young]);
+  }, 250).unref();
 
   let due = now() + 5;
   setInterval(() => {

@@ -407,9 +407,19 @@ function tailAnatomy(name: string): void {
   const file = path.join(cli.tail!, `${name}.log`);
   if (!fs.existsSync(file)) return;
   const events = new Map<string, Array<[number, number]>>();
+  // The old generation's gains between samples (its falls are collections): promoted bytes over the log's span.
+  let promoted = 0;
+  let lastOld: number | null = null;
+  let span: [number, number] | null = null;
   for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
     if (!line) continue;
     const [kind, start, end, extra] = JSON.parse(line) as [string, number, number, unknown];
+    if (kind === 'heap') {
+      if (lastOld !== null && end > lastOld) promoted += end - lastOld;
+      lastOld = end;
+      span = span ? [span[0], start] : [start, start];
+      continue;
+    }
     const k =
       kind === 'checkpoint' && typeof extra === 'number' && extra >= 16_384
         ? 'hold'
@@ -422,6 +432,12 @@ function tailAnatomy(name: string): void {
     events.get(k)!.push([start, end]);
   }
   for (const list of events.values()) list.sort((a, b) => a[0] - b[0]);
+  if (span && span[1] > span[0])
+    console.log(
+      `tail ${name}: the old generation gained ${(((promoted / (span[1] - span[0])) * 1e3) / 2 ** 20).toFixed(2)} MiB/s ` +
+        `over ${((span[1] - span[0]) / 1e3).toFixed(0)} s (warm-up and every rate), ` +
+        `${events.get('gc mark-compact')?.length ?? 0} mark-compacts`,
+    );
   /** The longest event of `list` overlapping [from, to], or 0. */
   const longest = (list: Array<[number, number]>, from: number, to: number): number => {
     let lo = 0;
