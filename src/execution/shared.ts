@@ -71,8 +71,8 @@ export class SharedExecution {
   constructor(private readonly compiled?: GraphQLSchema) {}
 
   /**
-   * The group of a subscription, or null when its execution cannot be shared (a context without a caller, or
-   * variables that do not serialize).
+   * The group of a subscription, which it joins as a member until it ends (`leave`), or null when its execution cannot
+   * be shared (a context without a caller, or variables that do not serialize).
    */
   groupOf(args: ExecutionArgs): Group | null {
     const caller = (args.contextValue as Partial<GraphQLContext> | undefined)?.caller;
