@@ -137,8 +137,7 @@ export class SharedResultStream {
         // The transport writes each result itself; this call returns when the stream ends.
         if (this.stopped) return DONE;
         if (sink.last !== undefined && finished(iterator)) {
-          this.stopped = true;
-          this.leave();
+          this.stop();
           // Ended by the transport: a promise of its own that nothing settles (a shared one would keep every waiter).
           if (sink.last(result)) return await new Promise<never>(() => undefined);
           return DONE;
@@ -154,15 +153,13 @@ export class SharedResultStream {
   }
 
   async return(): Promise<IteratorResult<ExecutionResult>> {
-    this.stopped = true;
-    this.leave();
+    this.stop();
     if (typeof this.iterator.return === 'function') await this.iterator.return();
     return DONE;
   }
 
   async throw(err?: unknown): Promise<IteratorResult<ExecutionResult>> {
-    this.stopped = true;
-    this.leave();
+    this.stop();
     if (typeof this.iterator.return === 'function') await this.iterator.return();
     throw err;
   }
@@ -181,11 +178,16 @@ export class SharedResultStream {
   private takeLast(): IteratorResult<ExecutionResult> {
     const value = this.last!;
     this.last = null;
-    this.stopped = true;
-    this.leave();
+    this.stop();
     if (!this.sink) return { done: false, value };
     this.sink.next(value);
     return DONE;
+  }
+
+  /** Ended by its consumer or its last result: nothing more is executed, and it leaves its group. */
+  private stop(): void {
+    this.stopped = true;
+    this.leave();
   }
 
   /** The stream has ended: it leaves its group, once (the group goes with its last member). */
