@@ -464,20 +464,22 @@ export class EventLog {
    * The lowest number in these stretches (each `[from, to]`, both included, ascending and disjoint) that holds an
    * event, or null. What a replica publishing its own events asks while a lower number is not delivered
    * (src/events/postgres-bus.ts: one probe per event, or one for a group, whose events below this number are delivered
-   * at once and those above it wait for a catch-up). One index probe: a plain statement for the few stretches a
-   * replica usually has (cheaper to plan than inStretches' join), inStretches past them.
+   * at once and those above it wait for a catch-up). One statement whatever the stretches span: each stretch is one
+   * index range probe that stops at its first event. (An `or` of ranges under `order by seq limit 1` is planned as a
+   * walk of the whole index from its lowest number, the ranges a filter: every event the log holds read once per probe
+   * that finds nothing.)
    */
   async lowestIn(stretches: ReadonlyArray<readonly [number, number]>): Promise<number | null> {
     if (stretches.length === 0) return null;
-    if (stretches.length > 4) return (await this.inStretches(stretches, 1))[0]?.seq ?? null;
-    const row = await this.db
-      .selectFrom('events')
-      .select('seq')
-      .where((eb) => eb.or(stretches.map(([from, to]) => eb.between('seq', from, to))))
-      .orderBy('seq')
-      .limit(LIMIT_ONE)
-      .executeTakeFirst();
-    return row === undefined ? null : Number(row.seq);
+    const from = stretches.map((s) => s[0]);
+    const to = stretches.map((s) => s[1]);
+    const { rows } = await sql<{ seq: number | string | null }>`select min(x.seq) as seq
+      from unnest(${from}::bigint[], ${to}::bigint[]) as r("from", "to")
+      cross join lateral (select seq from events where seq between r."from" and r."to" order by seq limit 1) as x`.execute(
+      this.db,
+    );
+    const seq = rows[0]?.seq;
+    return seq === null || seq === undefined ? null : Number(seq);
   }
 
   /** The highest sequence number in the log (0 when empty). */
