@@ -21,6 +21,13 @@
  * `--perf-ctl FIFO [--perf-ack FIFO]` (under `perf record -D -1 --control fifo:CTL,ACK`: perf counts A's windows alone).
  * Every run also splits each round's CPU between the main thread and the process's other threads (V8's workers: the
  * concurrent marker, the compilers; libuv's pool), from the scheduler's count per thread.
+ *
+ * A round that stalls (a step waiting more than `--stall-ms`, default 120 s: the clients' `ready`, the subscriptions'
+ * count, the last `complete`, the sockets' close) is accounted for, and the run exits 3: the round, side and step, the
+ * gateway's listeners by id, the clients' account (each subscription not completed, with what it got and its socket's
+ * state) and, with `--diagnose`, the gateway's side of every result stream of the round (its state and its event
+ * stream's: started, done, who waits, queued, reading, yielded); SIGUSR2 writes the same at any time. `--diagnose`
+ * wraps SharedResultStream's `next` of this tree's src (not of a `--b-dist` build) to know the round's streams.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -55,8 +62,51 @@ const { values: cli } = parseArgs({
     strace: { type: 'string' },
     'perf-ctl': { type: 'string' },
     'perf-ack': { type: 'string' },
+    'stall-ms': { type: 'string', default: '120000' },
+    diagnose: { type: 'boolean', default: false },
   },
 });
+
+/** With --diagnose: the result streams that started in this round (SharedResultStream's first `next()`). */
+const streamsOfRound = new Set<object>();
+if (cli.diagnose && !cli.clients) {
+  const { SharedResultStream } = await import('../../src/execution/run.js');
+  const next = SharedResultStream.prototype.next;
+  SharedResultStream.prototype.next = function (this: InstanceType<typeof SharedResultStream>) {
+    streamsOfRound.add(this);
+    return next.call(this);
+  };
+}
+
+/**
+ * The gateway's side of the round's result streams, counted by state (--diagnose): the result stream's flags and its
+ * event stream's (private fields read as the objects hold them: an account for a stall, nothing else reads them).
+ */
+function streamStates(): string[] {
+  const counts = new Map<string, { n: number; example: string }>();
+  for (const stream of streamsOfRound) {
+    const r = stream as Record<string, unknown>;
+    const source = r.iterator as Record<string, unknown>;
+    const waiting = source.waiting;
+    const state = [
+      `stopped ${String(r.stopped)}`,
+      `failed ${String(r.failed)}`,
+      `last ${r.last === null ? 'none' : 'held'}`,
+      `group ${r.group === undefined ? 'not joined' : r.group === null ? 'left' : 'member'}`,
+      `| source started ${String(source.started)}`,
+      `done ${String(source.done)}`,
+      `waiting ${waiting === null || waiting === undefined ? 'none' : (waiting as object).constructor.name}`,
+      `queued ${(source.queue as unknown[] | null)?.length ?? 0}`,
+      `reading ${source.reading === null ? 'no' : 'yes'}`,
+      `replay ${source.replay === null ? 'no' : 'yes'}`,
+      `yielded ${String(source.yielded)}`,
+    ].join(', ');
+    const entry = counts.get(state) ?? { n: 0, example: String((source.filter as { key?: string }).key) };
+    entry.n += 1;
+    counts.set(state, entry);
+  }
+  return [...counts].map(([state, { n, example }]) => `gateway: ${n} result streams: ${state} (e.g. key ${example})`);
+}
 
 /**
  * CPU time (ns) so far of this process's threads from the scheduler's count (/proc/self/task/<tid>/schedstat): the main
@@ -127,8 +177,18 @@ async function main(): Promise<void> {
     A: await gateway(cli.a ? Object.fromEntries([cli.a.split('=') as [string, string]]) : {}),
     B: cli['b-dist'] ? await builtGateway('fanout-ab', {}, cli['b-dist']) : await gateway({ [name]: value }),
   };
+  /** Where the run is, for the account of a stall. */
+  let at = { r: -1, which: 'A' as 'A' | 'B', ids: [] as string[], step: 'starting' };
   const { child, said } = forkSubscriberClients(import.meta.url);
   if (place.pinned) pin(child.pid!, place.driver!);
+  // The clients gone (a crash: its error is on stderr) would leave the round waiting for their word: said, and ended.
+  const clientsExited = (code: number | null, signal: string | null) => {
+    process.stderr.write(
+      `the clients' process ended (${code ?? signal}) in round ${at.r} (${at.which}), at ${at.step}\n`,
+    );
+    process.exit(4);
+  };
+  child.once('exit', clientsExited);
   const connections = Number(cli.connections);
   const idsPerRound = Number(cli.ids);
   const body = notificationBody();
@@ -141,15 +201,55 @@ async function main(): Promise<void> {
   const mains: Record<'A' | 'B', number[]> = { A: [], B: [] };
   const others: Record<'A' | 'B', number[]> = { A: [], B: [] };
   const rounds = Number(cli.rounds);
+  /** The account of the round so far (see the file's comment): the parent's side, then the clients' (on stderr). */
+  const account = async (why: string): Promise<void> => {
+    const bus = gateways[at.which].services.events.bus;
+    const lines = [
+      `${why}: round ${at.r} (${at.which}), waiting for ${at.step}`,
+      `gateway ${at.which}: ${bus.subscribers('mobile-id')} mobile-id listeners; by id: ${at.ids.map((id) => bus.subscribers('mobile-id', id)).join(' ')}`,
+      ...(cli.diagnose ? streamStates() : []),
+    ];
+    process.stderr.write(`${lines.join('\n')}\n`);
+    const dumped = said('dumped');
+    child.send('dump');
+    await Promise.race([dumped, new Promise((r) => setTimeout(r, 10_000))]);
+  };
+  process.on('SIGUSR2', () => void account('SIGUSR2'));
+  const stallMs = Number(cli['stall-ms']);
+  /** `p`, or past --stall-ms the account of the stall and exit 3. */
+  const step = async <T>(what: string, p: Promise<T>): Promise<T> => {
+    at.step = what;
+    let timer: NodeJS.Timeout | undefined;
+    const stalled = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('stalled')), stallMs);
+    });
+    try {
+      return await Promise.race([p, stalled]);
+    } catch (err) {
+      if ((err as Error).message !== 'stalled') throw err;
+      await account(`stalled for ${stallMs} ms`);
+      child.kill();
+      process.exit(3);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
   for (let r = 0; r < rounds * 2 + 2; r++) {
     const which = r % 2 === 0 ? 'A' : 'B';
     const gw = gateways[which];
     const ids = Array.from({ length: idsPerRound }, () => randomUUID());
+    at = { r, which, ids, step: 'starting' };
+    streamsOfRound.clear();
     const ready = said('ready');
     child.send({ url: gw.url, groups: Array.from({ length: connections }, () => ids) });
-    await ready;
+    await step("the clients' ready", ready);
     const want = connections * idsPerRound;
-    while (gw.services.events.bus.subscribers('mobile-id') < want) await new Promise((r) => setTimeout(r, 10));
+    await step(
+      `${want} listeners`,
+      (async () => {
+        while (gw.services.events.bus.subscribers('mobile-id') < want) await new Promise((r) => setTimeout(r, 10));
+      })(),
+    );
     await new Promise((r) => setTimeout(r, 200));
     const done = said('done');
     const arrived = new Promise<{ arrivals: number[][] }>((resolve) => {
@@ -182,9 +282,9 @@ async function main(): Promise<void> {
     const threadsBefore = threadTimes();
     for (const id of ids) {
       sent.push(performance.timeOrigin + performance.now());
-      await notify(gw.url, body, id);
+      await step(`the webhook's answer for ${id}`, notify(gw.url, body, id));
     }
-    await done;
+    await step(`the last of ${want} completes`, done);
     const used = process.cpuUsage(before);
     const threadsAfter = threadTimes();
     const ms = performance.now() - t0;
@@ -217,7 +317,9 @@ async function main(): Promise<void> {
     } else await arrived;
     const closed = said('closed');
     child.send('close');
-    await closed;
+    await step("the sockets' close", closed);
+    // Not kept into the other side's round (a round's streams are garbage once its sockets closed).
+    streamsOfRound.clear();
   }
   const a = median(per.A);
   const b = median(per.B);
@@ -234,6 +336,7 @@ async function main(): Promise<void> {
       `other threads: A ${median(others.A).toFixed(2)}, B ${median(others.B).toFixed(2)}\n` +
       `other threads A ${others.A.map((v) => v.toFixed(1)).join(' ')}\nother threads B ${others.B.map((v) => v.toFixed(1)).join(' ')}\n`,
   );
+  child.off('exit', clientsExited);
   child.kill();
   await Promise.all([gateways.A.close(), gateways.B.close()]);
 }

@@ -104,18 +104,50 @@ export function clientSocket(
   return ws;
 }
 
+/** A round of the clients: its ids by connection, what each subscription got, each connection's latest socket. */
+interface Round {
+  groups: string[][];
+  got: Got[][];
+  sockets: WebSocket[];
+}
+
+/** What one subscription of the clients got, for a stalled run's account (`dump`). */
+interface Got {
+  nexts: number;
+  completes: number;
+  /** Any other message for it (an `error`), as received. */
+  other: string | null;
+}
+
 /**
  * The subscribers' side of an experiment, for a child process: on the parent's word `{ url, groups }` it opens one
  * graphql-ws connection per group and subscribes on it once per id of the group (to that id's mobile-ID outcome),
  * says `ready` when every connection has its subscriptions, and `done` when every subscription completed (then
  * `{ arrivals }`: when each `next` arrived, by the index of its id); on `close` it closes them all and says `closed`.
+ * On `dump` it writes to its stderr what each connection got (the subscriptions not completed, by connection and id,
+ * with their socket's state) and says `dumped`: a stalled run's account (fanout-ab's watchdog). A connection the
+ * gateway closes, or a message for a subscription that is neither `next` nor `complete`, is written to stderr at once.
  */
 export function subscriberClients(): void {
   let sockets: WebSocket[] = [];
-  process.on('message', async (m: { url: string; groups: string[][] } | 'close') => {
+  let round: Round | null = null;
+  let closing = false;
+  process.on('message', async (m: { url: string; groups: string[][] } | 'close' | 'dump') => {
+    if (m === 'dump') {
+      dumpClients(round);
+      process.send!('dumped');
+      return;
+    }
     if (m === 'close') {
-      await Promise.all(sockets.map((ws) => new Promise<void>((r) => (ws.once('close', () => r()), ws.close()))));
+      closing = true;
+      // A socket the gateway closed already gets no second 'close' event: waiting for one would never end.
+      await Promise.all(
+        sockets.map((ws) =>
+          ws.readyState === ws.CLOSED ? undefined : new Promise<void>((r) => (ws.once('close', () => r()), ws.close())),
+        ),
+      );
       sockets = [];
+      closing = false;
       process.send!('closed');
       return;
     }
@@ -123,42 +155,123 @@ export function subscriberClients(): void {
     const want = m.groups.reduce((n, ids) => n + ids.length, 0);
     /** When each `next` arrived (ms since the epoch, this machine's clock), by the index of its id in the group. */
     const arrivals: number[][] = [];
+    const got: Got[][] = m.groups.map((ids) => ids.map(() => ({ nexts: 0, completes: 0, other: null })));
+    round = { groups: m.groups, got, sockets: [] };
+    /** Connections closed before their ack and opened again, by the close's code and reason. */
+    const reopened = new Map<string, number>();
+    const opened = round.sockets;
     sockets = await Promise.all(
       m.groups.map(
-        (ids) =>
+        (ids, c) =>
           new Promise<WebSocket>((resolve, reject) => {
-            const ws: WebSocket = clientSocket(
-              m.url,
-              () => {
-                ids.forEach((id, i) =>
-                  ws.send(
-                    JSON.stringify({
-                      id: `s${i}`,
-                      type: 'subscribe',
-                      payload: { query: SUBSCRIPTION, variables: { authReqId: id } },
-                    }),
-                  ),
-                );
-                resolve(ws);
-              },
-              (text) => {
-                if (!text.startsWith('{"id":"s')) return;
-                if (text.includes('"type":"next"')) {
-                  const i = Number(text.slice(8, text.indexOf('"', 8)));
-                  (arrivals[i] ??= []).push(performance.timeOrigin + performance.now());
+            /**
+             * A connection the gateway closes before its ack is opened again: graphql-ws closes one whose
+             * `connection_init` it has not read within 3 s (4408), which a loaded machine opening a thousand at once
+             * meets; waiting for its ack would wait for ever (a run that stopped with no output, decision 103).
+             */
+            const open = (attempt: number): void => {
+              let acknowledged = false;
+              const ws: WebSocket = (opened[c] = clientSocket(
+                m.url,
+                () => {
+                  acknowledged = true;
+                  ids.forEach((id, i) =>
+                    ws.send(
+                      JSON.stringify({
+                        id: `s${i}`,
+                        type: 'subscribe',
+                        payload: { query: SUBSCRIPTION, variables: { authReqId: id } },
+                      }),
+                    ),
+                  );
+                  resolve(ws);
+                },
+                (text) => received(text),
+                // A socket error is followed by its close (below).
+                (err) => process.stderr.write(`clients: connection ${c}: ${err.message}\n`),
+              ));
+              ws.on('close', (code, reason) => {
+                if (acknowledged) {
+                  if (!closing)
+                    process.stderr.write(`clients: connection ${c} closed by the gateway: ${code} ${reason}\n`);
+                  return;
                 }
-                if (text.includes('"type":"complete"') && ++completes === want) {
-                  process.send!('done');
-                  process.send!({ arrivals });
-                }
-              },
-              reject,
-            );
+                const why = `${code} ${reason}`;
+                reopened.set(why, (reopened.get(why) ?? 0) + 1);
+                if (attempt < 5) open(attempt + 1);
+                else reject(new Error(`connection ${c} closed before its ack ${attempt} times`));
+              });
+            };
+            const received = (text: string): void => {
+              if (!text.startsWith('{"id":"s')) return;
+              const i = Number(text.slice(8, text.indexOf('"', 8)));
+              const sub = got[c]![i]!;
+              if (text.includes('"type":"next"')) {
+                sub.nexts += 1;
+                (arrivals[i] ??= []).push(performance.timeOrigin + performance.now());
+              } else if (text.includes('"type":"complete"')) sub.completes += 1;
+              else {
+                sub.other = text.slice(0, 300);
+                process.stderr.write(`clients: connection ${c}, s${i} (${ids[i]}): ${sub.other}\n`);
+              }
+              if (text.includes('"type":"complete"') && ++completes === want) {
+                process.send!('done');
+                process.send!({ arrivals });
+              }
+            };
+            open(1);
           }),
       ),
     );
+    for (const [why, n] of reopened)
+      process.stderr.write(`clients: ${n} connections closed before their ack (${why}), opened again\n`);
     process.send!('ready');
   });
+}
+
+/** The clients' account of a round (see subscriberClients): every subscription not completed, and the sockets' states. */
+function dumpClients(round: Round | null): void {
+  const out: string[] = [];
+  const states = ['CONNECTING', 'OPEN', 'CLOSING', 'CLOSED'];
+  if (round === null) out.push('clients: no round');
+  else {
+    const sockets = round.sockets;
+    const bySocket = new Map<string, number>();
+    for (const ws of sockets) bySocket.set(states[ws.readyState]!, (bySocket.get(states[ws.readyState]!) ?? 0) + 1);
+    out.push(`clients: ${sockets.length} connections (${[...bySocket].map(([k, n]) => `${k} ${n}`).join(', ')})`);
+    let subs = 0;
+    let completed = 0;
+    const missing: string[] = [];
+    /** Not completed, by the id's index in the round: how many, and how many of them got their `next`. */
+    const byId = new Map<number, { open: number; withNext: number }>();
+    round.got.forEach((subsOf, c) =>
+      subsOf.forEach((g, i) => {
+        subs += 1;
+        if (g.completes > 0) {
+          completed += 1;
+          if (g.completes > 1 || g.nexts !== 1)
+            missing.push(`connection ${c} s${i}: ${g.nexts} next, ${g.completes} complete`);
+          return;
+        }
+        const n = byId.get(i) ?? { open: 0, withNext: 0 };
+        n.open += 1;
+        if (g.nexts > 0) n.withNext += 1;
+        byId.set(i, n);
+        const ws = sockets[c];
+        missing.push(
+          `connection ${c} s${i} (${round.groups[c]![i]}): ${g.nexts} next, no complete${g.other ? `, ${g.other}` : ''}; socket ${ws ? states[ws.readyState] : 'gone'}`,
+        );
+      }),
+    );
+    out.push(`clients: ${completed} of ${subs} subscriptions completed`);
+    for (const [i, n] of [...byId].sort((x, y) => x[0] - y[0]))
+      out.push(
+        `clients: id ${i} (${round.groups[0]?.[i]}): ${n.open} not completed, ${n.withNext} of them with their next`,
+      );
+    out.push(...missing.slice(0, 40));
+    if (missing.length > 40) out.push(`clients: … ${missing.length - 40} more`);
+  }
+  process.stderr.write(`${out.join('\n')}\n`);
 }
 
 /**
