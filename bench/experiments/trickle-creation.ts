@@ -15,10 +15,14 @@
  * tail-hooks.mjs preloaded (a timeline of its WAL syncs, checkpoints, GC pauses and late event-loop turns, in
  * DIR/<name>.log), every open-loop creation's scheduled and answered times are kept, and at the end, per gateway and
  * rate, the creations at or over the p99 are set against that timeline: how many overlapped each kind of event, against
- * the share of all creations that did, and the overlapped events' median length.
+ * the share of all creations that did, and the overlapped events' median length. The WAL restart's holds are found
+ * in the timeline whatever the restart size (the last checkpoint before the WAL's size falls, from the answer before
+ * it), with their parts, how many a second, and the p99 of the creations that overlapped none. `--syscalls` (with
+ * --tail, as root): every fsync and fdatasync of each gateway during the rounds, under `perf record`, to split a
+ * hold's copy from SQLite's two syncs.
  *
  *   npx tsx bench/experiments/trickle-creation.ts [--rounds 8] [--seconds 4] [--rates 400,1300,closed] [--pin]
- *     [--tail /tmp/tail] [--variant main:dir=/work/main/dist --variant this: …]
+ *     [--tail /tmp/tail [--syscalls]] [--variant main:dir=/work/main/dist --variant this: …]
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -47,6 +51,7 @@ const { values: cli } = parseArgs({
     trace: { type: 'string' },
     pin: { type: 'boolean', default: false },
     tail: { type: 'string' },
+    syscalls: { type: 'boolean', default: false },
     out: { type: 'string', default: '/tmp/trickle-creation' },
   },
 });
@@ -292,6 +297,7 @@ console.log(
 for (const g of gws) for (const rate of rates) await g.gw.block(rate);
 await sleep(1000);
 for (const g of gws) classify(g.gw.pid);
+const perfs = cli.tail && cli.syscalls ? gws.map((g) => recordSyncs(g.name, g.gw.pid)) : [];
 if (cli.trace) {
   // One block per rate and gateway under `perf record -g` or `strace -c -f`, written to --out, instead of the rounds.
   fs.mkdirSync(cli.out, { recursive: true });
@@ -391,53 +397,126 @@ for (const rate of rates) {
     );
   }
 }
+for (const p of perfs) await p.stop();
 for (const g of gws) await g.gw.stop();
 await stub.stop();
-if (cli.tail) for (const g of gws) tailAnatomy(g.name);
+if (cli.tail) for (const g of gws) tailAnatomy(g.name, g.gw.pid, await restartFrames(g.name));
 fs.rmSync(root, { recursive: true, force: true });
 process.exit(0);
 
 /**
+ * The WAL's restart size of variant `name` as its build reads its settings (SQLITE_WAL_RESTART_FRAMES, or the build's
+ * default); 16,384 for a build without that setting.
+ */
+async function restartFrames(name: string): Promise<number> {
+  const v = variants.find((x) => x.name === name)!;
+  const config = (await import(path.join(v.dist, 'src/config/index.js'))) as {
+    loadConfig(env: Record<string, string>): { sqliteWalRestartFrames?: number };
+  };
+  return config.loadConfig(v.env).sqliteWalRestartFrames ?? 16_384;
+}
+
+/**
+ * --syscalls: every fsync and fdatasync of the gateway `pid` under `perf record` (CLOCK_MONOTONIC, set on the
+ * timeline by the hooks' "clock" lines), and which file each descriptor is; stop() writes DIR/<name>.syscalls.txt.
+ */
+function recordSyncs(name: string, pid: number) {
+  const dir = cli.tail!;
+  const fds: Record<string, string> = {};
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`))
+    try {
+      fds[fd] = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {
+      // closed meanwhile
+    }
+  fs.writeFileSync(path.join(dir, `${name}.fds.json`), JSON.stringify(fds));
+  const data = path.join(dir, `${name}.perf.data`);
+  const events = ['fsync', 'fdatasync'].flatMap((c) => [`syscalls:sys_enter_${c}`, `syscalls:sys_exit_${c}`]);
+  const perf = spawn('perf', ['record', '-q', '-k', 'mono', '-e', events.join(','), '-p', String(pid), '-o', data], {
+    stdio: 'ignore',
+  });
+  return {
+    stop: async () => {
+      perf.kill('SIGINT');
+      await once(perf, 'exit');
+      const text = spawn('perf', ['script', '-i', data, '-F', 'tid,time,event,trace'], {
+        stdio: ['ignore', fs.openSync(path.join(dir, `${name}.syscalls.txt`), 'w'), 'ignore'],
+      });
+      await once(text, 'exit');
+    },
+  };
+}
+
+/**
  * --tail: per rate, the creations at or over the p99 of `name`'s open-loop blocks against its timeline (tail-hooks.mjs):
  * for each kind of event, the share of those creations that overlapped one (against the share of all creations), and
- * the median length of the longest one each overlapped. A checkpoint is a "hold" when the WAL was past its restart size
- * (16,384 frames): new writes wait for it (src/store/sqlite-dialect.ts, WalCheckpointer).
+ * the median length of the longest one each overlapped.
+ *
+ * A "hold" is the span during which new write transactions waited for the WAL's restart (src/store/sqlite-dialect.ts,
+ * WalCheckpointer): from the answer of the checkpoint that decided it (the WAL at or past `restartFrames`, the
+ * variant's SQLITE_WAL_RESTART_FRAMES or 16,384) to the answer of the next one, the last before the WAL's size (each
+ * answer's frames) fell. A restart after an idle moment (between blocks: a checkpoint copied everything and no write
+ * came meanwhile) held nothing and is not one. Its parts: the
+ * wait for the open group's commit (and that group's WAL sync), the checkpoint request's wait for the worker, the
+ * worker's wal_checkpoint (the copy; with --syscalls, SQLite's syncs of the WAL and of the database file in it apart),
+ * the answer's wait for the main thread, and after it the first COMMIT on the main thread (it writes and syncs the new
+ * WAL header).
  */
-function tailAnatomy(name: string): void {
+function tailAnatomy(name: string, pid: number, restartFrames: number): void {
   const file = path.join(cli.tail!, `${name}.log`);
   if (!fs.existsSync(file)) return;
   const events = new Map<string, Array<[number, number]>>();
+  const checkpoints: Array<{ start: number; end: number; frames: number | null; asked: number }> = [];
+  const copies: Array<[number, number]> = [];
+  const commits: Array<[number, number]> = [];
+  const clocks: number[] = [];
   // The old generation's gains between samples (its falls are collections): promoted bytes over the log's span.
   let promoted = 0;
   let lastOld: number | null = null;
   let span: [number, number] | null = null;
   for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
     if (!line) continue;
-    const [kind, start, end, extra] = JSON.parse(line) as [string, number, number, unknown];
+    const [kind, start, end, extra, more] = JSON.parse(line) as [string, number, number, unknown, unknown];
     if (kind === 'heap') {
       if (lastOld !== null && end > lastOld) promoted += end - lastOld;
       lastOld = end;
       span = span ? [span[0], start] : [start, start];
       continue;
     }
-    const k =
-      kind === 'checkpoint' && typeof extra === 'number' && extra >= 16_384
-        ? 'hold'
-        : kind === 'gc'
-          ? `gc ${String(extra)}`
-          : kind === 'sync' && end - start > 5
-            ? 'sync > 5 ms'
-            : kind;
+    if (kind === 'clock') {
+      clocks.push(end - start);
+      continue;
+    }
+    if (kind === 'checkpoint')
+      checkpoints.push({ start, end, frames: typeof extra === 'number' ? extra : null, asked: Number(more ?? start) });
+    if (kind === 'copy') copies.push([start, end]);
+    if (kind === 'commit') commits.push([start, end]);
+    const k = kind === 'gc' ? `gc ${String(extra)}` : kind === 'sync' && end - start > 5 ? 'sync > 5 ms' : kind;
     if (!events.has(k)) events.set(k, []);
     events.get(k)!.push([start, end]);
   }
-  for (const list of events.values()) list.sort((a, b) => a[0] - b[0]);
+  checkpoints.sort((a, b) => a.end - b.end);
+  copies.sort((a, b) => a[0] - b[0]);
+  commits.sort((a, b) => a[0] - b[0]);
+  const holds: Array<{ start: number; asked: number; end: number; copy?: [number, number]; frames: number }> = [];
+  for (let i = 1; i + 1 < checkpoints.length; i++) {
+    const [before, hold, after] = [checkpoints[i - 1]!, checkpoints[i]!, checkpoints[i + 1]!];
+    if (hold.frames === null || after.frames === null || after.frames >= hold.frames) continue;
+    if (before.frames === null || before.frames < restartFrames) continue;
+    const copy = copies.find(([s, e]) => s >= hold.asked - 1 && e <= hold.end + 1);
+    holds.push({ start: before.end, asked: hold.asked, end: hold.end, copy, frames: hold.frames });
+  }
+  events.set(
+    'hold',
+    holds.map((h) => [h.start, h.end]),
+  );
   if (span && span[1] > span[0])
     console.log(
       `tail ${name}: the old generation gained ${(((promoted / (span[1] - span[0])) * 1e3) / 2 ** 20).toFixed(2)} MiB/s ` +
         `over ${((span[1] - span[0]) / 1e3).toFixed(0)} s (warm-up and every rate), ` +
         `${events.get('gc mark-compact')?.length ?? 0} mark-compacts`,
     );
+  holdParts(name, pid, holds, copies, commits, clocks);
   /** The longest event of `list` overlapping [from, to], or 0. */
   const longest = (list: Array<[number, number]>, from: number, to: number): number => {
     let lo = 0;
@@ -462,6 +541,17 @@ function tailAnatomy(name: string): void {
     );
     const slow = all.filter(([due, end]) => end - due >= p99);
     const early = (xs: typeof all, s: number) => ((xs.filter((x) => x[2] < s).length / xs.length) * 100).toFixed(0);
+    const holdList = events.get('hold')!;
+    const clear = all.filter(([due, end]) => longest(holdList, due, end) === 0).map(([due, end]) => end - due);
+    // The holds inside this rate's measured blocks (a block: from its first creation's schedule to its last answer).
+    const blocks = new Map<number, [number, number]>();
+    for (const [due, end, at] of all) {
+      const first = due - at * 1e3;
+      const b = blocks.get(first) ?? [due, end];
+      blocks.set(first, [Math.min(b[0], due), Math.max(b[1], end)]);
+    }
+    const seconds = [...blocks.values()].reduce((t, [s, e]) => t + (e - s) / 1e3, 0);
+    const inBlocks = holdList.filter(([s]) => [...blocks.values()].some(([from, to]) => s >= from && s <= to)).length;
     const rows = [...events.keys()].sort().map((kind) => {
       const list = events.get(kind)!;
       const hit = (set: Array<[number, number, number]>) =>
@@ -473,7 +563,103 @@ function tailAnatomy(name: string): void {
     console.log(
       `tail ${name} ${rate}/s: ${all.length} creations, p99 ${p99.toFixed(1)} ms, ${slow.length} at or over it, of which ` +
         `${early(slow, 0.25)} % sent in a block's first 0.25 s and ${early(slow, 1)} % in its first second (of all: ` +
-        `${early(all, 0.25)} and ${early(all, 1)} %); the events each overlapped:\n  ${rows.join('\n  ')}`,
+        `${early(all, 0.25)} and ${early(all, 1)} %); ${inBlocks} holds in ${seconds.toFixed(0)} s of these blocks ` +
+        `(${(inBlocks / seconds).toFixed(2)}/s); the p99 of the ${clear.length} creations that overlapped no hold ` +
+        `${percentile(clear, 99).toFixed(1)} ms (p50 ${percentile(clear, 50).toFixed(1)}); the events each overlapped:\n  ${rows.join('\n  ')}`,
     );
   }
+}
+
+/** The holds' parts (tailAnatomy), each as median, p90 and max over the holds of the whole log. */
+function holdParts(
+  name: string,
+  pid: number,
+  holds: Array<{ start: number; asked: number; end: number; copy?: [number, number]; frames: number }>,
+  copies: Array<[number, number]>,
+  commits: Array<[number, number]>,
+  clocks: number[],
+): void {
+  if (!holds.length) return console.log(`holds ${name}: none`);
+  // perf's syncs on the timeline: the worker thread's, by file (the WAL or the database).
+  const syncs: Array<{ tid: number; start: number; end: number; file: string }> = [];
+  const text = path.join(cli.tail!, `${name}.syscalls.txt`);
+  if (fs.existsSync(text) && clocks.length) {
+    const offset = median(clocks);
+    const fds = JSON.parse(fs.readFileSync(path.join(cli.tail!, `${name}.fds.json`), 'utf8')) as Record<string, string>;
+    const open = new Map<number, { start: number; fd: number }>();
+    for (const line of fs.readFileSync(text, 'utf8').split('\n')) {
+      const m = /^\s*(\d+)\s+([\d.]+):\s+syscalls:sys_(enter|exit)_f(?:data)?sync:\s*(?:fd: (0x[0-9a-f]+))?/.exec(line);
+      if (!m) continue;
+      const tid = Number(m[1]);
+      const t = Number(m[2]) * 1e3 + offset;
+      if (m[3] === 'enter') open.set(tid, { start: t, fd: Number(m[4]) });
+      else {
+        const o = open.get(tid);
+        open.delete(tid);
+        if (!o) continue;
+        const target = fds[String(o.fd)] ?? '?';
+        syncs.push({
+          tid,
+          start: o.start,
+          end: t,
+          file: target.endsWith('-wal') ? 'wal' : target.endsWith('.sqlite') || target.endsWith('.db') ? 'db' : target,
+        });
+      }
+    }
+  }
+  // SQLite's own syncs: the worker's in a checkpoint, the main thread's at a restart (libuv's pool syncs the WAL after
+  // each group commit: not these).
+  const sqlite = (tid: number) => groups.get(String(tid)) !== 'libuv';
+  const q = (xs: number[]) =>
+    xs.length ? `${median(xs).toFixed(1)} / ${percentile(xs, 90).toFixed(1)} / ${Math.max(...xs).toFixed(1)}` : '–';
+  const parts: Record<string, number[]> = {
+    hold: [],
+    group: [],
+    queue: [],
+    copy: [],
+    'copy − syncs': [],
+    'wal sync': [],
+    'db sync': [],
+    answer: [],
+    'first commit': [],
+    'header sync': [],
+  };
+  for (const h of holds) {
+    parts.hold!.push(h.end - h.start);
+    parts.group!.push(h.asked - h.start);
+    if (h.copy) {
+      parts.queue!.push(h.copy[0] - h.asked);
+      parts.copy!.push(h.copy[1] - h.copy[0]);
+      parts.answer!.push(h.end - h.copy[1]);
+      if (syncs.length) {
+        const inside = syncs.filter(
+          (s) => s.start >= h.copy![0] - 0.2 && s.end <= h.copy![1] + 0.2 && s.tid !== pid && sqlite(s.tid),
+        );
+        const wal = inside.filter((s) => s.file === 'wal').reduce((t, s) => t + s.end - s.start, 0);
+        const db = inside.filter((s) => s.file === 'db').reduce((t, s) => t + s.end - s.start, 0);
+        parts['wal sync']!.push(wal);
+        parts['db sync']!.push(db);
+        parts['copy − syncs']!.push(h.copy[1] - h.copy[0] - wal - db);
+      }
+    }
+    // The first COMMIT over 0.5 ms within 50 ms of the hold's end (the restart's header sync, if it took that long).
+    const first = commits.find(([s]) => s >= h.end && s <= h.end + 50);
+    parts['first commit']!.push(first ? first[1] - first[0] : 0);
+    // The restart's header sync: SQLite's sync of the WAL in that COMMIT, on the main thread (--syscalls).
+    if (syncs.length) {
+      const header = syncs.find((s) => s.tid === pid && s.file === 'wal' && s.start >= h.end && s.start <= h.end + 50);
+      parts['header sync']!.push(header ? header.end - header.start : 0);
+    }
+  }
+  const others = copies.filter(([s]) => !holds.some((h) => h.copy?.[0] === s)).map(([s, e]) => e - s);
+  console.log(
+    `holds ${name}: ${holds.length} (WAL at ${median(holds.map((h) => h.frames))} frames), ms median / p90 / max ` +
+      `(group: the wait for the open group's commit; queue: the request's wait for the worker; copy: its wal_checkpoint; ` +
+      `answer: the answer's wait for the main thread; first commit, header sync: after the hold, on the main thread):\n  ` +
+      Object.entries(parts)
+        .filter(([, xs]) => xs.length)
+        .map(([k, xs]) => `${k} ${q(xs)}`)
+        .join('\n  ') +
+      `\n  (the other checkpoints' wal_checkpoint: ${q(others)}, ${others.length})`,
+  );
 }

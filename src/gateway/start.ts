@@ -51,6 +51,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       sqliteSynchronous: config.sqliteSynchronous,
       sqliteCommitWindowMs: config.sqliteCommitWindowMs,
       sqliteCheckpointIntervalMs: config.sqliteCheckpointIntervalMs,
+      sqliteWalRestartFrames: config.sqliteWalRestartFrames,
       pgNamedStatements: config.storePgNamedStatements,
       migrations: config.databaseMigrations,
       logger,

@@ -91,6 +91,8 @@ export interface StoreOptions {
   sqliteCommitWindowMs?: number;
   /** SQLITE_CHECKPOINT_INTERVAL_MS (docs/decisions/033); ignored with DATABASE_URL. */
   sqliteCheckpointIntervalMs?: number;
+  /** SQLITE_WAL_RESTART_FRAMES (docs/decisions/107); ignored with DATABASE_URL. */
+  sqliteWalRestartFrames?: number;
   /** STORE_PG_NAMED_STATEMENTS (default true; docs/decisions/104); ignored without DATABASE_URL. */
   pgNamedStatements?: boolean;
   /**
@@ -292,9 +294,10 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       syncWal: full,
       checkpointInWorker: true,
       commitWindowMs: options.sqliteCommitWindowMs ?? 0,
-      ...(options.sqliteCheckpointIntervalMs === undefined
-        ? {}
-        : { checkpoint: { intervalMs: options.sqliteCheckpointIntervalMs } }),
+      checkpoint: {
+        ...(options.sqliteCheckpointIntervalMs === undefined ? {} : { intervalMs: options.sqliteCheckpointIntervalMs }),
+        ...(options.sqliteWalRestartFrames === undefined ? {} : { restartFrames: options.sqliteWalRestartFrames }),
+      },
     });
     db = new Kysely<Database>({ dialect: sqliteDialect, log });
     writeTogether = (writes) => {

@@ -149,8 +149,8 @@ export interface GroupCommitOptions {
    */
   commitWindowMs?: number;
   /**
-   * The least time between two checkpoints (SQLITE_CHECKPOINT_INTERVAL_MS, default 500 ms), and (tests) from how many WAL
-   * frames to restart the WAL.
+   * The least time between two checkpoints (SQLITE_CHECKPOINT_INTERVAL_MS, default 500 ms), and from how many WAL frames
+   * to restart the WAL (SQLITE_WAL_RESTART_FRAMES, default 65,536).
    */
   checkpoint?: { intervalMs?: number; restartFrames?: number };
 }
@@ -510,9 +510,11 @@ class GroupCommitSqliteDriver implements Driver {
  *
  * SQLite restarts the WAL from its beginning only when a write transaction begins while every frame has
  * been copied; under steady load the writer always has newer frames than the last checkpoint. So when the
- * WAL has grown past `restartFrames` (16,384 frames, 64 MiB: a pause every few seconds at most under load), new write transactions wait (`holding`) while one more checkpoint
- * copies the few frames left; the next write then restarts the WAL. Only that short copy is waited for,
- * and never on the event loop.
+ * WAL has grown past `restartFrames` (65,536 frames, 256 MiB), new write transactions wait (`holding`) while one more
+ * checkpoint copies the few frames left; the next write then restarts the WAL. Only that short copy is waited for, and
+ * never on the event loop. Its frames are few (those written during the checkpoint before it): the pause is mostly
+ * SQLite's sync of the database file, whatever its size (docs/decisions/107). So the WAL's size sets how often it
+ * comes, not how long it lasts.
  */
 class WalCheckpointer {
   private readonly worker: Worker;
@@ -533,7 +535,7 @@ class WalCheckpointer {
     options: { intervalMs?: number; restartFrames?: number } = {},
   ) {
     this.intervalMs = options.intervalMs ?? 500;
-    this.restartFrames = options.restartFrames ?? 16_384;
+    this.restartFrames = options.restartFrames ?? 65_536;
     db.pragma('wal_autocheckpoint = 0');
     this.worker = new Worker(CHECKPOINT_WORKER, { workerData: { file: db.name } satisfies CheckpointWorkerData });
     this.worker.unref();

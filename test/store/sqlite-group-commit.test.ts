@@ -412,64 +412,82 @@ describe('SQLITE_CHECKPOINT_INTERVAL_MS', () => {
   });
 });
 
-describe('SQLite checkpoints in a worker thread', () => {
-  it('turns the automatic checkpoint off, checkpoints from the worker and restarts the WAL under steady writes', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'checkpoint-'));
-    const file = path.join(dir, 'db.sqlite');
-    const database = new SQLite(file);
-    database.pragma('journal_mode = WAL');
-    database.pragma('synchronous = NORMAL');
-    database.exec('create table items (id integer primary key, name text not null)');
-    const db = new Kysely<Db>({
-      dialect: new GroupCommitSqliteDialect(database, {
-        syncWal: true,
-        checkpointInWorker: true,
-        checkpoint: { intervalMs: 5, restartFrames: 50 },
-      }),
-    });
-    try {
-      expect(database.pragma('wal_autocheckpoint', { simple: true })).toBe(0);
-      const walSize = () => fs.statSync(`${file}-wal`).size;
-      // Salt-1 of the WAL header (bytes 16–19) changes each time SQLite restarts the WAL from its beginning.
-      const salt = () => {
-        const fd = fs.openSync(`${file}-wal`, 'r');
-        try {
-          const header = Buffer.alloc(32);
-          fs.readSync(fd, header, 0, 32, 0);
-          return header.readUInt32BE(16);
-        } finally {
-          fs.closeSync(fd);
-        }
-      };
-      const name = 'x'.repeat(3000);
-      // The worker thread starts on its own (from the sources it loads tsx first, which a busy machine makes slow):
-      // wait for its first restart of the WAL, writing meanwhile, before measuring what it keeps the WAL to.
-      const before = salt();
-      let warmUp = 10_000;
-      await waitFor(
-        async () => {
-          await db.insertInto('items').values({ id: ++warmUp, name }).execute();
-          return salt() !== before;
-        },
-        60_000,
-        "the checkpoint worker's first restart of the WAL",
+describe('SQLITE_WAL_RESTART_FRAMES', () => {
+  it('is 65,536 frames unless set, and refuses what is not a whole number of frames from 1,024 to 1,048,576', () => {
+    expect(loadConfig({}).sqliteWalRestartFrames).toBe(65_536);
+    expect(loadConfig({ SQLITE_WAL_RESTART_FRAMES: '16384' }).sqliteWalRestartFrames).toBe(16_384);
+    for (const bad of ['1023', '1048577', '2048.5', '64MiB', '-1'])
+      expect(() => loadConfig({ SQLITE_WAL_RESTART_FRAMES: bad })).toThrow(
+        /SQLITE_WAL_RESTART_FRAMES: must be an integer from 1024 to 1048576/,
       );
-      let largest = 0;
-      const salts = new Set<number>();
-      // 600 writes one after another, each its own commit of a ~3 KB row: kept in the WAL they would fill
-      // over 5 MB (measured with the restart off), and without the worker nothing is ever copied or restarted
-      // (the automatic checkpoint is off).
-      for (let i = 1; i <= 600; i++) {
-        await db.insertInto('items').values({ id: i, name }).execute();
-        largest = Math.max(largest, walSize());
-        salts.add(salt());
-      }
-      expect(salts.size).toBeGreaterThanOrEqual(2);
-      expect(largest).toBeLessThan(4_000_000);
-      expect(fs.statSync(file).size).toBeGreaterThan(50 * 3000);
-    } finally {
-      await db.destroy();
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
   });
+});
+
+describe('SQLite checkpoints in a worker thread', () => {
+  // Two restart sizes, a small one and one eight times larger (SQLITE_WAL_RESTART_FRAMES's default and the size it
+  // replaced, scaled down): each keeps the WAL within its own bound, counted in bytes.
+  it.each([50, 400])(
+    'turns the automatic checkpoint off, checkpoints from the worker and restarts the WAL under steady writes (restart at %i frames)',
+    async (restartFrames) => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'checkpoint-'));
+      const file = path.join(dir, 'db.sqlite');
+      const database = new SQLite(file);
+      database.pragma('journal_mode = WAL');
+      database.pragma('synchronous = NORMAL');
+      database.exec('create table items (id integer primary key, name text not null)');
+      const db = new Kysely<Db>({
+        dialect: new GroupCommitSqliteDialect(database, {
+          syncWal: true,
+          checkpointInWorker: true,
+          checkpoint: { intervalMs: 5, restartFrames },
+        }),
+      });
+      try {
+        expect(database.pragma('wal_autocheckpoint', { simple: true })).toBe(0);
+        const walSize = () => fs.statSync(`${file}-wal`).size;
+        // Salt-1 of the WAL header (bytes 16–19) changes each time SQLite restarts the WAL from its beginning.
+        const salt = () => {
+          const fd = fs.openSync(`${file}-wal`, 'r');
+          try {
+            const header = Buffer.alloc(32);
+            fs.readSync(fd, header, 0, 32, 0);
+            return header.readUInt32BE(16);
+          } finally {
+            fs.closeSync(fd);
+          }
+        };
+        const name = 'x'.repeat(3000);
+        // The worker thread starts on its own (from the sources it loads tsx first, which a busy machine makes slow):
+        // wait for its first restart of the WAL, writing meanwhile, before measuring what it keeps the WAL to.
+        const before = salt();
+        let warmUp = 10_000;
+        await waitFor(
+          async () => {
+            await db.insertInto('items').values({ id: ++warmUp, name }).execute();
+            return salt() !== before;
+          },
+          60_000,
+          "the checkpoint worker's first restart of the WAL",
+        );
+        let largest = 0;
+        const salts = new Set<number>();
+        // 1,000 writes one after another, each its own commit of a ~3 KB row: kept in the WAL they would fill about
+        // 8 MB (600 filled over 5 MB, measured with the restart off), and without the worker nothing is ever copied or
+        // restarted (the automatic checkpoint is off). The bound: the restart size and 900 frames of slack (what this
+        // test allowed at 50 frames: 4 MB), for writes made while a checkpoint runs late on a busy machine; a frame is
+        // a 4,096-byte page and a 24-byte header.
+        for (let i = 1; i <= 1_000; i++) {
+          await db.insertInto('items').values({ id: i, name }).execute();
+          largest = Math.max(largest, walSize());
+          salts.add(salt());
+        }
+        expect(salts.size).toBeGreaterThanOrEqual(2);
+        expect(largest).toBeLessThan((restartFrames + 900) * (4_096 + 24));
+        expect(fs.statSync(file).size).toBeGreaterThan(50 * 3000);
+      } finally {
+        await db.destroy();
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });
