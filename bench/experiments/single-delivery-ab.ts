@@ -14,16 +14,28 @@
  * `--perf-ctl FIFO [--perf-ack FIFO]` turns `perf record -D -1 --control fifo:…` on for the measured windows only;
  * `--profile DIR` writes a V8 CPU profile of each round's measured window alone (100 µs sampling) into DIR.
  *
+ * `--b-dist DIR` runs another tree's build (its dist/src) as B, for a plain rewrite that has no switch; `--a-dist DIR`
+ * runs A from a build as well (this tree's dist/src after `npm run build`), so that both sides are compiled alike. The
+ * pairs of A and B of the same round are compared as paired differences (A − B), with the load average at the end.
+ *
  *   npx tsx bench/experiments/single-delivery-ab.ts [--waiting 300] [--in-flight 4] [--rounds 8] [--b NAME=VALUE]
+ *     [--a-dist DIR --b-dist DIR]
  */
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import inspector from 'node:inspector';
+import os from 'node:os';
 import { parseArgs } from 'node:util';
 
 import type { Gateway } from '../../src/gateway/options.js';
 import { notificationBody } from '../scenarios/webhook.js';
-import { forkSubscriberClients, inProcessGateway, notify, subscriberClients } from './in-process-gateway.js';
+import {
+  builtGateway,
+  forkSubscriberClients,
+  inProcessGateway,
+  notify,
+  subscriberClients,
+} from './in-process-gateway.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -31,6 +43,10 @@ const { values: cli } = parseArgs({
     'in-flight': { type: 'string', default: '4' },
     rounds: { type: 'string', default: '8' },
     b: { type: 'string' },
+    /** Another tree's build (its dist/src) as B, in this process: for a plain rewrite, which has no switch. */
+    'b-dist': { type: 'string' },
+    /** A from a build too (this tree's dist/src, `npm run build` first), so that both sides run compiled alike. */
+    'a-dist': { type: 'string' },
     /** `with` or `without` alone (for a CPU profile of one kind of round); both by default. */
     only: { type: 'string' },
     clients: { type: 'boolean', default: false },
@@ -78,12 +94,14 @@ function gateway(env: Record<string, string>): Promise<Gateway> {
 }
 
 async function main(): Promise<void> {
-  const named: Array<[string, Record<string, string>]> = [['A', {}]];
+  const named: Array<[string, Record<string, string>, string | undefined]> = [['A', {}, cli['a-dist']]];
   if (cli.b) {
     const [name, value] = cli.b.split('=') as [string, string];
-    named.push(['B', { [name]: value }]);
-  }
-  const gateways = await Promise.all(named.map(([, env]) => gateway(env)));
+    named.push(['B', { [name]: value }, cli['a-dist']]);
+  } else if (cli['b-dist']) named.push([`B (build at ${cli['b-dist']})`, {}, cli['b-dist']]);
+  const gateways = await Promise.all(
+    named.map(([, env, dist]) => (dist ? builtGateway('single-delivery-ab', env, dist) : gateway(env))),
+  );
   const { child, said } = forkSubscriberClients(import.meta.url);
   const waiting = Number(cli.waiting);
   const inFlight = Number(cli['in-flight']);
@@ -167,7 +185,23 @@ async function main(): Promise<void> {
         `  main thread alone: ${median(mainMarginal[g]!).toFixed(1)} ` +
         `(range ${Math.min(...mainMarginal[g]!).toFixed(1)}–${Math.max(...mainMarginal[g]!).toFixed(1)}); pairs ${f(mainMarginal[g]!)}\n`;
     });
-  if (named.length === 2) out += `A/B of one delivery: ${(median(marginal[0]!) / median(marginal[1]!)).toFixed(3)}\n`;
+  if (named.length === 2 && !cli.only) {
+    out += `A/B of one delivery: ${(median(marginal[0]!) / median(marginal[1]!)).toFixed(3)}\n`;
+    // Paired by round: A's and B's rounds of the same r ran next to each other.
+    for (const [what, v] of [
+      ['process', marginal],
+      ['main thread', mainMarginal],
+    ] as const) {
+      const d = v[0]!.map((a, i) => a - v[1]![i]!);
+      out +=
+        `paired A − B (${what}): median ${median(d).toFixed(1)}, range ${Math.min(...d).toFixed(1)}–` +
+        `${Math.max(...d).toFixed(1)}, A lower in ${d.filter((x) => x < 0).length} of ${d.length}\n`;
+    }
+  }
+  out += `load average ${os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')}\n`;
   process.stdout.write(out);
   child.kill();
   await Promise.all(gateways.map((g) => g.close()));

@@ -29,8 +29,13 @@ export interface EventBus {
 
 /** Listeners by kind and key, so a publish touches only the subscribers of that key (fan-out is O(matching)). */
 export class InProcessBus implements EventBus {
-  /** One entry per key with an open subscription, removed with its last subscriber (unsubscribe at complete or close). */
-  private readonly listeners = new Map<string, Set<EventListener>>();
+  /**
+   * One entry per key with an open subscription, removed with its last subscriber (unsubscribe at complete or close):
+   * the listener itself while it is the key's only one (the common case: a mobile-ID subscription waits on its own
+   * auth_req_id), a Set once a second one comes. A lone listener costs no Set to make at subscribe, to iterate at
+   * publish and to shrink and drop at its end (decision 108).
+   */
+  private readonly listeners = new Map<string, EventListener | Set<EventListener>>();
   private delivered: Delivered;
 
   /**
@@ -73,32 +78,42 @@ export class InProcessBus implements EventBus {
       event.receivedAt.getTime(),
       byKey !== undefined || byKind !== undefined,
     );
-    if (byKey) for (const listener of byKey) listener(event);
-    if (byKind) for (const listener of byKind) listener(event);
+    if (byKey !== undefined) call(byKey, event);
+    if (byKind !== undefined) call(byKind, event);
   }
 
   subscribe(kind: string, key: string | null, listener: EventListener): () => void {
     const slot = `${kind}\u0000${key ?? '*'}`;
-    let set = this.listeners.get(slot);
-    if (!set) {
-      set = new Set();
-      this.listeners.set(slot, set);
-    }
-    set.add(listener);
+    const there = this.listeners.get(slot);
+    if (there === undefined) this.listeners.set(slot, listener);
+    else if (typeof there === 'function') this.listeners.set(slot, new Set([there, listener]));
+    else there.add(listener);
     return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.listeners.get(slot) === set) this.listeners.delete(slot);
+      const now = this.listeners.get(slot);
+      if (now === listener) this.listeners.delete(slot);
+      else if (typeof now === 'object' && now.delete(listener) && now.size === 0) this.listeners.delete(slot);
     };
   }
 
   subscribers(kind: string, key?: string | null): number {
-    if (key !== undefined) return this.listeners.get(`${kind}\u0000${key ?? '*'}`)?.size ?? 0;
+    if (key !== undefined) return count(this.listeners.get(`${kind}\u0000${key ?? '*'}`));
     let n = 0;
-    for (const [slot, set] of this.listeners) if (slot.startsWith(`${kind}\u0000`)) n += set.size;
+    for (const [slot, entry] of this.listeners) if (slot.startsWith(`${kind}\u0000`)) n += count(entry);
     return n;
   }
 
   async close(): Promise<void> {
     this.listeners.clear();
   }
+}
+
+/** Calls a key's listener, or each of its listeners (one that unsubscribes while called is not called again). */
+function call(entry: EventListener | Set<EventListener>, event: EventRecord): void {
+  if (typeof entry === 'function') entry(event);
+  else for (const listener of entry) listener(event);
+}
+
+/** How many listeners an entry of InProcessBus's is. */
+function count(entry: EventListener | Set<EventListener> | undefined): number {
+  return entry === undefined ? 0 : typeof entry === 'function' ? 1 : entry.size;
 }

@@ -109,9 +109,21 @@ export class SharedExecution {
     return this.groups.size;
   }
 
-  /** The result of `args`'s selection over `event`: executed for the first subscriber of `group` in this turn, then shared. */
+  /**
+   * The result of `args`'s selection over `event`: executed for the first subscriber of `group` in this turn, then
+   * shared. When the asking subscriber is its group's last member and no earlier one kept a result, the result is not
+   * kept: nobody else can ask for it (a stream joins its group before it listens, so every subscriber of a publish is
+   * counted by then, and one that got its result may leave at once), and the turn's table and its end (a WeakMap, a Map
+   * and an immediate) would be made for nobody: a group of one, a mobile-ID subscription's (decision 108).
+   */
   execute(event: unknown, group: Group | null, args: ExecutionArgs): Result {
     if (group === null || event === null || typeof event !== 'object') return this.run(event, args);
+    const done = this.turn?.get(event)?.get(group);
+    if (done !== undefined) {
+      this.stats.shared += 1;
+      return done;
+    }
+    if (group.members <= 1) return this.run(event, args);
     if (this.turn === null) {
       this.turn = new WeakMap();
       setImmediate(this.endTurn);
@@ -120,11 +132,6 @@ export class SharedExecution {
     if (byGroup === undefined) {
       byGroup = new Map();
       this.turn.set(event, byGroup);
-    }
-    const done = byGroup.get(group);
-    if (done !== undefined) {
-      this.stats.shared += 1;
-      return done;
     }
     const result = this.run(event, args);
     byGroup.set(group, result);

@@ -1,7 +1,8 @@
 // The cursor codec's AES-CTR (src/events/cursor.ts aesCtr) reuses one single-block cipher instead of making an
 // `aes-256-ctr` cipher per cursor: it must give the very bytes Node's aes-256-ctr gives, for any key, any initial
-// counter block (those about to carry over included) and any length a cursor may have.
-import { createCipheriv } from 'node:crypto';
+// counter block (those about to carry over included) and any length a cursor may have. Its tag is HMAC-SHA256 made
+// from the key's pads and two one-shot hashes instead of an Hmac object per cursor: it must be createHmac's.
+import { createCipheriv, createHmac } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 
@@ -52,5 +53,37 @@ describe('the cursor codec’s AES-CTR', () => {
     const text = nodeCtr(enc, bytes.subarray(0, 16), bytes.subarray(16)).toString('latin1');
     expect(text).toBe(`2_${at / 1000}_41_43-45`);
     expect(codec.decode(bytes.toString('base64url'), Infinity).position).toEqual(position);
+  });
+  it('tags a cursor with createHmac’s HMAC-SHA256 of its text, for any MAC key and position, and opens only those', () => {
+    fc.assert(
+      fc.property(
+        fc.uint8Array({ minLength: 32, maxLength: 32 }),
+        fc.integer({ min: 0, max: 2 ** 40 }),
+        fc.array(fc.integer({ min: 1, max: 1000 }), { maxLength: 24 }),
+        fc.integer({ min: 0, max: 2 ** 41 }),
+        (macKey, floor, steps, at) => {
+          const enc = Buffer.alloc(32, 9);
+          const codec = new CursorCodec(Buffer.from(macKey), enc);
+          const position = new Position(floor);
+          let next = floor + 1;
+          for (let i = 0; i + 1 < steps.length; i += 2) {
+            position.ranges.push(next + steps[i]!, next + steps[i]! + steps[i + 1]! - 1);
+            next = position.ranges.at(-1)! + 2;
+          }
+          const bytes = Buffer.from(codec.encode(position, at), 'base64url');
+          const tag = bytes.subarray(0, 16);
+          const text = nodeCtr(enc, tag, bytes.subarray(16));
+          expect(tag.equals(createHmac('sha256', macKey).update(text).digest().subarray(0, 16))).toBe(true);
+          expect(codec.decode(bytes.toString('base64url'), Infinity).position).toEqual(position);
+          // Another MAC key does not open it.
+          const other = Buffer.from(macKey);
+          other[0]! ^= 1;
+          expect(() => new CursorCodec(other, enc).decode(bytes.toString('base64url'), Infinity)).toThrow(
+            'not a cursor this gateway handed out',
+          );
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });

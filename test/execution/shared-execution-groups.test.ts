@@ -68,6 +68,27 @@ describe('the groups of a shared execution', () => {
     expect(shared.stats.executions).toBe(2);
   });
 
+  it('a group of one executes each event for its member and keeps nothing for the turn; with two, the last shares the first’s', () => {
+    const shared = new SharedExecution(schema);
+    const args = argsOf(appA, 'alone-1');
+    const group = shared.groupOf(args)!;
+    const event = { n: 3 };
+    const first = shared.execute(event, group, args);
+    expect(first).toMatchObject({ data: { tick: 3 } });
+    // Nothing was kept: the same event asked again (which no stream does) executes again.
+    expect(shared.execute(event, group, args)).not.toBe(first);
+    expect(shared.stats).toMatchObject({ executions: 2, shared: 0 });
+    // With a second member the group's result is kept for the turn and shared, also after the first member, having
+    // got it, left the group (as a stream ended by its last result does) and the second is the last one.
+    const second = argsOf(appA, 'alone-1');
+    expect(shared.groupOf(second)).toBe(group);
+    const other = { n: 4 };
+    const a = shared.execute(other, group, args);
+    shared.leave(group);
+    expect(shared.execute(other, group, second)).toBe(a);
+    expect(shared.stats).toMatchObject({ executions: 3, shared: 1 });
+  });
+
   it('a group goes with its last member, and the same subscription later gets a group of its own', () => {
     const shared = new SharedExecution(schema);
     const base = shared.liveGroups;
