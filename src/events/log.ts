@@ -443,20 +443,22 @@ export class EventLog {
 
   /**
    * The events whose sequence numbers lie in these stretches (each `[from, to]`, both included, disjoint), oldest
-   * first, at most `limit`. One statement whatever the stretches span: a stretch of 10,000 burnt numbers costs one
-   * index range probe, as a stretch of one does. PostgreSQL only (the replicas' catch-up); the stretches travel as
-   * two arrays, so the statement's text and its parameters do not grow with their number either.
+   * first, at most `limit`. One statement whatever the stretches span: each stretch is one index range probe (a
+   * stretch of 10,000 burnt numbers costs what a stretch of one does), taken in a lateral subquery so that PostgreSQL
+   * cannot plan it as a join that reads the whole log once per stretch (decision 109). PostgreSQL only (the replicas'
+   * catch-up); the stretches travel as two arrays, so the statement's text and its parameters do not grow with their
+   * number either.
    */
   async inStretches(stretches: ReadonlyArray<readonly [number, number]>, limit = 1000): Promise<EventRecord[]> {
     if (stretches.length === 0) return [];
     const from = stretches.map((s) => s[0]);
     const to = stretches.map((s) => s[1]);
+    const most = sql.lit(whole(limit));
     const { rows } = await sql<
       Row & { seq: number }
     >`select e.* from unnest(${from}::bigint[], ${to}::bigint[]) as r("from", "to")
-      join events e on e.seq between r."from" and r."to" order by e.seq limit ${sql.lit(whole(limit))}`.execute(
-      this.db,
-    );
+      cross join lateral (select * from events where seq between r."from" and r."to" order by seq limit ${most}) as e
+      order by e.seq limit ${most}`.execute(this.db);
     return rows.map(toRecord);
   }
 
