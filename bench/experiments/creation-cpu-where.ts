@@ -8,11 +8,14 @@
  * perf counts on-CPU samples per thread; the V8 sampler (`--cpu-prof`) charges to the main thread the moments it
  * was preempted (a woken peer of a loopback write, libuv's pool thread), which is why its figures are not used here.
  *
+ * With `--strace <file>`, `strace -c -f` counts the system calls of the gateway's threads over one more block of `--n`
+ * (written to the file; divide by `--n` for calls per creation). Its overhead slows that block, so it is not timed.
+ *
  * With `--baseline`, the same for the durable baseline (bench/servers/durable-baseline.ts, run through tsx, FULL) in
  * place of the gateway.
  *
  *   npx tsx bench/experiments/creation-cpu-where.ts [--rounds 4] [--n 3000] [--inflight 16] [--perf /tmp/creation.data]
- *     [--baseline]
+ *     [--strace /tmp/creation.strace] [--baseline]
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -36,6 +39,7 @@ const { values: cli } = parseArgs({
     inflight: { type: 'string', default: '16' },
     perf: { type: 'string' },
     baseline: { type: 'boolean', default: false },
+    strace: { type: 'string' },
   },
 });
 const rounds = Number(cli.rounds);
@@ -131,6 +135,14 @@ for (let r = 0; r < rounds; r++) {
 if (perf) {
   perf.kill('SIGINT');
   await new Promise((resolve) => perf.once('exit', resolve));
+}
+if (cli.strace) {
+  const strace = spawn('strace', ['-c', '-f', '-p', String(pid), '-o', cli.strace], { stdio: 'ignore' });
+  await sleep(1000);
+  await closedLoop(n, inflight, one);
+  strace.kill('SIGINT');
+  await new Promise((resolve) => strace.once('exit', resolve));
+  console.log(`strace: ${n} creations counted in ${cli.strace}`);
 }
 await pool.close();
 await stop();
