@@ -101,6 +101,19 @@ function writeHeader(out: Buffer, at: number, n: number): number {
   return at + 2;
 }
 
+/**
+ * A WebSocket with the TCP socket under it (from the upgrade; absent for a WebSocket that came another way), and whether
+ * the sinks corked that socket in this tick: one object per connection, held by each of its subscriptions' sinks.
+ */
+class Connection {
+  corked = false;
+
+  constructor(
+    readonly ws: WebSocket,
+    readonly raw: Duplex | undefined,
+  ) {}
+}
+
 /** Interval of server pings that keep idle connections (and proxies) alive; a peer that does not answer one within it is terminated. */
 const KEEP_ALIVE_MS = 12_000;
 
@@ -142,13 +155,19 @@ export function createWsServer(options: WsOptions) {
     callers.set(h.ctx, result.caller);
     return result.caller;
   };
-  /** The TCP socket under each WebSocket (from the upgrade), to cork. */
-  const raws = new WeakMap<WebSocket, Duplex>();
-  const corked = new Set<Duplex>();
-  const sweep = (options.keepAliveSweep ?? true) ? new KeepAliveSweep((ws) => raws.get(ws), KEEP_ALIVE_MS) : null;
+  /** Each WebSocket's connection (from the upgrade): its TCP socket, to cork. */
+  const connections = new WeakMap<WebSocket, Connection>();
+  /** The connections corked in this tick, uncorked at its end. */
+  const corked: Connection[] = [];
+  const sweep =
+    (options.keepAliveSweep ?? true) ? new KeepAliveSweep((ws) => connections.get(ws)?.raw, KEEP_ALIVE_MS) : null;
   const uncork = () => {
-    for (const raw of corked) raw.uncork();
-    corked.clear();
+    // A write during an uncork (a socket's error closing it, say) may cork another: it is appended and visited here.
+    for (const connection of corked) {
+      connection.corked = false;
+      connection.raw!.uncork();
+    }
+    corked.length = 0;
   };
   /**
    * A result's payload as it goes on the wire: its JSON (masked and with its warnings, as onNext does) and `}`, UTF-8
@@ -158,7 +177,7 @@ export function createWsServer(options: WsOptions) {
 
   const bufferLimit = options.subscriberBufferBytes ?? 8 * 1024 * 1024;
   /**
-   * A subscription's sink and its own state: its graphql-ws id, its socket, its context and the cursor of the last
+   * A subscription's sink and its own state: its graphql-ws id, its connection, its context and the cursor of the last
    * result written. A class, so that a waiting subscription keeps one object and `next` is shared.
    */
   class Subscriber implements ResultSink {
@@ -167,7 +186,8 @@ export function createWsServer(options: WsOptions) {
 
     constructor(
       readonly id: string,
-      readonly socket: WebSocket,
+      /** The WebSocket's connection, found once at subscribe time: a delivery looks nothing up to cork its socket. */
+      readonly connection: Connection,
       readonly context: GraphQLContext,
       /** graphql-ws's subscriptions of the connection (its Context's `subscriptions`), this one's entry among them. */
       readonly subscriptions: Record<string, unknown>,
@@ -192,7 +212,8 @@ export function createWsServer(options: WsOptions) {
      * closing, or closed as slow).
      */
     protected write(result: ExecutionResult, complete: boolean): boolean {
-      const socket = this.socket;
+      const connection = this.connection;
+      const socket = connection.ws;
       if (socket.readyState !== socket.OPEN) return false;
       // A slow consumer is closed, never skipped: the client resumes with `after` and the last cursor it got.
       if (socket.bufferedAmount > bufferLimit) {
@@ -207,10 +228,11 @@ export function createWsServer(options: WsOptions) {
         encoded.set(out, payload);
       }
       const id = JSON.stringify(this.id);
-      const raw = raws.get(socket);
-      if (raw !== undefined && !corked.has(raw)) {
-        if (corked.size === 0) process.nextTick(uncork);
-        corked.add(raw);
+      const raw = connection.raw;
+      if (raw !== undefined && !connection.corked) {
+        if (corked.length === 0) process.nextTick(uncork);
+        connection.corked = true;
+        corked.push(connection);
         raw.cork();
       }
       if (oneWrite && raw !== undefined) {
@@ -274,7 +296,8 @@ export function createWsServer(options: WsOptions) {
    * the reason; what was written before the close still reaches the client, each result with its own cursor.
    */
   const closeSlow = (subscriber: Subscriber): void => {
-    const { socket, id, lastCursor: last } = subscriber;
+    const { connection, id, lastCursor: last } = subscriber;
+    const socket = connection.ws;
     options.logger.warn(
       { operationId: id, unsentBytes: socket.bufferedAmount, lastCursor: last ?? null },
       'closing a slow WebSocket subscriber: more unsent bytes than SUBSCRIBER_BUFFER_BYTES',
@@ -353,7 +376,7 @@ export function createWsServer(options: WsOptions) {
         const context = options.context(caller, `ws:${id}`);
         const subscriber = new SubscriberKind(
           id,
-          ctx.extra.socket,
+          connections.get(ctx.extra.socket) ?? new Connection(ctx.extra.socket, undefined),
           context,
           ctx.subscriptions as Record<string, unknown>,
         );
@@ -425,7 +448,7 @@ export function createWsServer(options: WsOptions) {
     },
     handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
       wss.handleUpgrade(req, socket, head, (ws) => {
-        raws.set(ws, socket);
+        connections.set(ws, new Connection(ws, socket));
         sweep?.opened(ws);
         wss.emit('connection', ws, req);
       });
