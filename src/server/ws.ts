@@ -72,10 +72,9 @@ type Extra = {
 const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
 /** What graphql-ws's execute and subscribe stand for here: the outcome the pipeline already has (see onSubscribe). */
 const NOTHING: ExecutionResult = {};
-/** `complete"}`: the end of a `complete` message after its `{"id":<JSON of the id>,"type":"` (see `frames`). */
-const COMPLETE_TAIL = Buffer.from('complete"}');
-/** `next","payload":`: the end of a `next` message's prefix after its `{"id":<JSON of the id>,"type":"`. */
-const NEXT_TAIL_LENGTH = Buffer.byteLength('next","payload":');
+
+/** How much shorter `{"id":<id>,"type":"complete"}` is than `{"id":<id>,"type":"next","payload":` (see `frames`). */
+const COMPLETE_SHORTER = Buffer.byteLength('next","payload":') - Buffer.byteLength('complete"}');
 
 /** The length of a WebSocket frame's header for a message of `n` bytes, as ws's Sender writes it (unmasked). */
 const headerLength = (n: number): number => (n > 65535 ? 10 : n > 125 ? 4 : 2);
@@ -100,6 +99,19 @@ function writeHeader(out: Buffer, at: number, n: number): number {
   }
   out[at + 1] = n;
   return at + 2;
+}
+
+/**
+ * A WebSocket with the TCP socket under it (from the upgrade; absent for a WebSocket that came another way), and whether
+ * the sinks corked that socket in this tick: one object per connection, held by each of its subscriptions' sinks.
+ */
+class Connection {
+  corked = false;
+
+  constructor(
+    readonly ws: WebSocket,
+    readonly raw: Duplex | undefined,
+  ) {}
 }
 
 /** Interval of server pings that keep idle connections (and proxies) alive; a peer that does not answer one within it is terminated. */
@@ -143,13 +155,19 @@ export function createWsServer(options: WsOptions) {
     callers.set(h.ctx, result.caller);
     return result.caller;
   };
-  /** The TCP socket under each WebSocket (from the upgrade), to cork. */
-  const raws = new WeakMap<WebSocket, Duplex>();
-  const corked = new Set<Duplex>();
-  const sweep = (options.keepAliveSweep ?? true) ? new KeepAliveSweep((ws) => raws.get(ws), KEEP_ALIVE_MS) : null;
+  /** Each WebSocket's connection (from the upgrade): its TCP socket, to cork. */
+  const connections = new WeakMap<WebSocket, Connection>();
+  /** The connections corked in this tick, uncorked at its end. */
+  const corked: Connection[] = [];
+  const sweep =
+    (options.keepAliveSweep ?? true) ? new KeepAliveSweep((ws) => connections.get(ws)?.raw, KEEP_ALIVE_MS) : null;
   const uncork = () => {
-    for (const raw of corked) raw.uncork();
-    corked.clear();
+    // A write during an uncork (a socket's error closing it, say) may cork another: it is appended and visited here.
+    for (const connection of corked) {
+      connection.corked = false;
+      connection.raw!.uncork();
+    }
+    corked.length = 0;
   };
   /**
    * A result's payload as it goes on the wire: its JSON (masked and with its warnings, as onNext does) and `}`, UTF-8
@@ -159,18 +177,17 @@ export function createWsServer(options: WsOptions) {
 
   const bufferLimit = options.subscriberBufferBytes ?? 8 * 1024 * 1024;
   /**
-   * A subscription's sink and its own state: its graphql-ws id, its socket, its context and the cursor of the last
+   * A subscription's sink and its own state: its graphql-ws id, its connection, its context and the cursor of the last
    * result written. A class, so that a waiting subscription keeps one object and `next` is shared.
    */
   class Subscriber implements ResultSink {
-    /** `{"id":<JSON of the id>,"type":"next","payload":`, encoded once. */
-    prefix: Buffer | undefined = undefined;
     /** `extensions.cursor` of the last result written, named when it is closed as a slow consumer. */
     lastCursor: unknown = undefined;
 
     constructor(
       readonly id: string,
-      readonly socket: WebSocket,
+      /** The WebSocket's connection, found once at subscribe time: a delivery looks nothing up to cork its socket. */
+      readonly connection: Connection,
       readonly context: GraphQLContext,
       /** graphql-ws's subscriptions of the connection (its Context's `subscriptions`), this one's entry among them. */
       readonly subscriptions: Record<string, unknown>,
@@ -179,7 +196,7 @@ export function createWsServer(options: WsOptions) {
     /**
      * Writes a subscription's result as one WebSocket message holding `{"id":…,"type":"next","payload":…}`: byte for
      * byte the message graphql-ws would write (`JSON.stringify({ id, type: 'next', payload })`; a test compares), built
-     * from the shared payload's bytes (encoded once per group) and the subscription's prefix, framed as ws's Sender
+     * from the shared payload's bytes (encoded once per group) and the subscription's own text around it, framed as ws's Sender
      * frames it (`frames` below, or ws's `send` with DELIVERY_ONE_WRITE off). The TCP socket under the WebSocket is
      * corked until the end of the tick, so what else is written to it in that tick (graphql-ws's `complete` after the
      * last result with DELIVERY_COMPLETE_WITH_LAST off, another subscription's result) leaves in the same write
@@ -195,7 +212,8 @@ export function createWsServer(options: WsOptions) {
      * closing, or closed as slow).
      */
     protected write(result: ExecutionResult, complete: boolean): boolean {
-      const socket = this.socket;
+      const connection = this.connection;
+      const socket = connection.ws;
       if (socket.readyState !== socket.OPEN) return false;
       // A slow consumer is closed, never skipped: the client resumes with `after` and the last cursor it got.
       if (socket.bufferedAmount > bufferLimit) {
@@ -209,42 +227,45 @@ export function createWsServer(options: WsOptions) {
         payload = Buffer.from(`${JSON.stringify(out)}}`);
         encoded.set(out, payload);
       }
-      const prefix = (this.prefix ??= Buffer.from(`{"id":${JSON.stringify(this.id)},"type":"next","payload":`));
-      const raw = raws.get(socket);
-      if (raw !== undefined && !corked.has(raw)) {
-        if (corked.size === 0) process.nextTick(uncork);
-        corked.add(raw);
+      const id = JSON.stringify(this.id);
+      const raw = connection.raw;
+      if (raw !== undefined && !connection.corked) {
+        if (corked.length === 0) process.nextTick(uncork);
+        connection.corked = true;
+        corked.push(connection);
         raw.cork();
       }
       if (oneWrite && raw !== undefined) {
-        raw.write(frames(prefix, payload, complete));
+        raw.write(frames(id, payload, complete));
         return true;
       }
-      socket.send(Buffer.concat([prefix, payload]), { binary: false });
-      if (complete) socket.send(`{"id":${JSON.stringify(this.id)},"type":"complete"}`);
+      socket.send(Buffer.concat([Buffer.from(`{"id":${id},"type":"next","payload":`), payload]), { binary: false });
+      if (complete) socket.send(`{"id":${id},"type":"complete"}`);
       return true;
     }
   }
 
   /**
-   * DELIVERY_ONE_WRITE: the `next` message (`prefix` and `payload`) and, with `complete`, the `complete` message, each
-   * behind the frame header ws's Sender would write, in one buffer: one write to the TCP socket instead of two `send`s
-   * (a header and a message each, four chunks). Safe because the server has no permessage-deflate: ws's Sender then
-   * writes every frame of graphql-ws synchronously to the same socket and never queues one, so the frames keep their
-   * order. The `complete` is the prefix's `{"id":<JSON of the id>,"type":"` and `complete"}`.
+   * DELIVERY_ONE_WRITE: the `next` message (`{"id":<id>,"type":"next","payload":` and `payload`) and, with `complete`,
+   * the `complete` message (`{"id":<id>,"type":"complete"}`), each behind the frame header ws's Sender would write, in
+   * one buffer: one write to the TCP socket instead of two `send`s (a header and a message each, four chunks). Safe
+   * because the server has no permessage-deflate: ws's Sender then writes every frame of graphql-ws synchronously to the
+   * same socket and never queues one, so the frames keep their order. `id` is the JSON of the subscription's id. The
+   * subscription's text is written straight into the one buffer: a subscription's prefix kept as a buffer of its own
+   * was made for each mobile-ID subscription's one result, and copied twice (docs/decisions/111).
    */
-  const frames = (prefix: Buffer, payload: Buffer, complete: boolean): Buffer => {
-    const n = prefix.length + payload.length;
-    const head = prefix.length - NEXT_TAIL_LENGTH;
-    const c = complete ? head + COMPLETE_TAIL.length : 0;
+  const frames = (id: string, payload: Buffer, complete: boolean): Buffer => {
+    const next = `{"id":${id},"type":"next","payload":`;
+    const nextBytes = Buffer.byteLength(next);
+    const n = nextBytes + payload.length;
+    const c = complete ? nextBytes - COMPLETE_SHORTER : 0;
     const out = Buffer.allocUnsafe(headerLength(n) + n + (complete ? headerLength(c) + c : 0));
     let at = writeHeader(out, 0, n);
-    at += prefix.copy(out, at);
-    at += payload.copy(out, at);
+    at += out.write(next, at);
+    out.set(payload, at);
     if (complete) {
-      at = writeHeader(out, at, c);
-      at += prefix.copy(out, at, 0, head);
-      COMPLETE_TAIL.copy(out, at);
+      at = writeHeader(out, at + payload.length, c);
+      out.write(`{"id":${id},"type":"complete"}`, at);
     }
     return out;
   };
@@ -275,7 +296,8 @@ export function createWsServer(options: WsOptions) {
    * the reason; what was written before the close still reaches the client, each result with its own cursor.
    */
   const closeSlow = (subscriber: Subscriber): void => {
-    const { socket, id, lastCursor: last } = subscriber;
+    const { connection, id, lastCursor: last } = subscriber;
+    const socket = connection.ws;
     options.logger.warn(
       { operationId: id, unsentBytes: socket.bufferedAmount, lastCursor: last ?? null },
       'closing a slow WebSocket subscriber: more unsent bytes than SUBSCRIBER_BUFFER_BYTES',
@@ -354,7 +376,7 @@ export function createWsServer(options: WsOptions) {
         const context = options.context(caller, `ws:${id}`);
         const subscriber = new SubscriberKind(
           id,
-          ctx.extra.socket,
+          connections.get(ctx.extra.socket) ?? new Connection(ctx.extra.socket, undefined),
           context,
           ctx.subscriptions as Record<string, unknown>,
         );
@@ -426,7 +448,7 @@ export function createWsServer(options: WsOptions) {
     },
     handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
       wss.handleUpgrade(req, socket, head, (ws) => {
-        raws.set(ws, socket);
+        connections.set(ws, new Connection(ws, socket));
         sweep?.opened(ws);
         wss.emit('connection', ws, req);
       });

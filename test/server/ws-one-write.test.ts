@@ -127,16 +127,17 @@ describe.each([
             });
       const c = await rawConnection(t);
       try {
-        const ids = [`req-${randomUUID()}`, `req-${randomUUID()}`];
-        // Two subscriptions on one connection, one of them with an id that JSON escapes.
-        const ops = ['op-1', 'op-"2"'];
+        const ids = [`req-${randomUUID()}`, `req-${randomUUID()}`, `req-${randomUUID()}`];
+        // Three subscriptions on one connection: one with an id that JSON escapes, one whose id is longer in UTF-8
+        // bytes than in characters (the frame's lengths are bytes).
+        const ops = ['op-1', 'op-"2"', 'op-\u00fc\u2713-3'];
         ids.forEach((authReqId, i) =>
           c.send({ id: ops[i], type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id: authReqId } } }),
         );
         await waitFor(
           () => ids.every((id) => subscribers(t, 'mobile-id', id) === 1),
           5_000,
-          'both subscriptions listening',
+          'every subscription listening',
         );
         for (const [i, authReqId] of ids.entries()) {
           const n = await t.gateway.sandbox.mobileId!.buildNotification({
@@ -145,7 +146,7 @@ describe.each([
           });
           expect((await postNotification(t, n.body, { headers: n.headers })).status).toBe(204);
         }
-        await c.until((texts) => texts.filter((x) => x.includes('"type":"complete"')).length === 2);
+        await c.until((texts) => texts.filter((x) => x.includes('"type":"complete"')).length === 3);
         const frames = c.frames();
         const messages = frames.map((f) => JSON.parse(f.text) as { id?: string; type: string });
         expect(messages.map((m) => `${m.id ?? ''} ${m.type}`)).toEqual([
@@ -154,6 +155,8 @@ describe.each([
           'op-1 complete',
           'op-"2" next',
           'op-"2" complete',
+          'op-\u00fc\u2713-3 next',
+          'op-\u00fc\u2713-3 complete',
         ]);
         // Each message as graphql-ws writes it (JSON.stringify of the message), each frame as ws's Sender frames it.
         for (const [i, f] of frames.entries()) {
