@@ -333,11 +333,12 @@ export class Idempotency {
    */
   private renewWhileRunning(scope: string, key: string, print: string, leases: number[]): () => void {
     const { records, leaseMs, logger } = this.options;
-    let renewing: Promise<void> = Promise.resolve();
+    // The renewals run one after another; the chain starts at the first (most calls end before it: no promise made).
+    let renewing: Promise<void> | undefined;
     let stopped = false;
     const timer = setInterval(
       () => {
-        renewing = renewing.then(async () => {
+        renewing = (renewing ?? Promise.resolve()).then(async () => {
           if (stopped) return;
           try {
             const now = this.options.now?.() ?? Date.now();

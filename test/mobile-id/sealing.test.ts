@@ -1,9 +1,29 @@
-import { randomBytes } from 'node:crypto';
+import { createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 
 import { SecretBox } from '../../src/secret.js';
 
 describe('SecretBox', () => {
+  it("digests as createHmac's HMAC-SHA256 under the derived digest key, for any text (empty, long, not ASCII, a lone surrogate)", () => {
+    const master = randomBytes(32);
+    const box = new SecretBox(master);
+    const key = Buffer.from(hkdfSync('sha256', master, Buffer.alloc(0), 'gateway token digest v1', 32));
+    const texts = [
+      '',
+      'a',
+      'x'.repeat(63),
+      'x'.repeat(64),
+      'x'.repeat(65),
+      `request-fingerprint\u0000${JSON.stringify({ operation: 'createNetwork', request: { title: 'сеть 🌐' } })}`,
+      'é'.repeat(5000),
+      'lone \ud800 surrogate',
+      randomBytes(300).toString('latin1'),
+    ];
+    for (const text of texts) {
+      expect(box.digest(text)).toBe(createHmac('sha256', key).update(text, 'utf8').digest('hex'));
+    }
+  });
+
   it('seals every value under a fresh IV (IVs come from a pool refilled every 1,024 seals) and opens each one', () => {
     const box = new SecretBox(randomBytes(32));
     const ivs = new Set<string>();
