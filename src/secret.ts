@@ -33,7 +33,43 @@ export function sealingContext(...parts: readonly (string | number | null)[]): s
 }
 
 /** SHA-256's block size in bytes: the length of HMAC's pads. */
-const SHA256_BLOCK = 64;
+export const SHA256_BLOCK = 64;
+
+/**
+ * HMAC-SHA256 under one key, from the key's inner and outer pads made once (RFC 2104): HMAC(k, m) is
+ * SHA-256(opad ‖ SHA-256(ipad ‖ m)), two one-shot `crypto.hash` calls (the digest looked up once per process), where
+ * `createHmac` makes an Hmac object, with its key handle, and fetches SHA-256 by name on every call. Used once per
+ * event for its cursor's seal (decision 108) and once per creation and notification for their keyed fingerprints
+ * (decision 110); test/mobile-id/sealing.test.ts and test/events/cursor-ctr.test.ts compare it with `createHmac`.
+ */
+export class HmacSha256 {
+  private readonly ipad = Buffer.alloc(SHA256_BLOCK, 0x36);
+  private readonly opad = Buffer.alloc(SHA256_BLOCK, 0x5c);
+
+  constructor(key: Buffer) {
+    // A longer key would be hashed first (RFC 2104); every key here is 32 bytes.
+    if (key.length > SHA256_BLOCK) throw new Error('an HMAC key here is at most 64 bytes');
+    for (let i = 0; i < key.length; i++) {
+      this.ipad[i]! ^= key[i]!;
+      this.opad[i]! ^= key[i]!;
+    }
+  }
+
+  /** A buffer holding the inner pad, then room for `bytes` of message from SHA256_BLOCK on: write it in place. */
+  inner(bytes: number): Buffer {
+    const inner = Buffer.allocUnsafe(SHA256_BLOCK + bytes);
+    this.ipad.copy(inner, 0);
+    return inner;
+  }
+
+  /** The MAC (32 bytes) of the message written into `inner` (made by `inner`) after the pad. */
+  of(inner: Buffer): Buffer {
+    const outer = Buffer.allocUnsafe(SHA256_BLOCK + 32);
+    this.opad.copy(outer, 0);
+    hash('sha256', inner, 'buffer').copy(outer, SHA256_BLOCK);
+    return hash('sha256', outer, 'buffer');
+  }
+}
 
 /**
  * Encrypts the tokens that notifications carry before they reach the event log (AES-256-GCM, a fresh
@@ -45,26 +81,16 @@ export class SecretBox {
   /** First 8 hex digits of sha256(key): names the key in each sealed value, so a wrong key is diagnosable. */
   readonly keyId: string;
   private readonly encKey: Buffer;
-  /**
-   * The digest key XOR HMAC's inner and outer pads (RFC 2104), one SHA-256 block each: HMAC-SHA256(k, m) is
-   * SHA-256(opad ‖ SHA-256(ipad ‖ m)), two one-shot hashes where `createHmac` made an Hmac object per digest and
-   * fetched the digest and the key for it (every creation's request fingerprint is one: decision 110, as the event
-   * cursor's seal in decision 108).
-   */
-  private readonly ipad: Buffer;
-  private readonly opad: Buffer;
+  /** The keyed digest's HMAC, under a key derived from the master key. */
+  private readonly mac: HmacSha256;
 
   constructor(private readonly masterKey: Buffer) {
     if (masterKey.length !== 32) throw new Error('the token encryption key must be 32 bytes');
     this.keyId = createHash('sha256').update(masterKey).digest('hex').slice(0, 8);
     this.encKey = Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'gateway token encryption v1', 32));
-    const macKey = Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'gateway token digest v1', 32));
-    this.ipad = Buffer.alloc(SHA256_BLOCK, 0x36);
-    this.opad = Buffer.alloc(SHA256_BLOCK, 0x5c);
-    for (let i = 0; i < macKey.length; i++) {
-      this.ipad[i]! ^= macKey[i]!;
-      this.opad[i]! ^= macKey[i]!;
-    }
+    this.mac = new HmacSha256(
+      Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'gateway token digest v1', 32)),
+    );
   }
 
   /** `gcm1.<keyId>.<iv>.<ciphertext>.<tag>` (base64url parts). */
@@ -101,14 +127,10 @@ export class SecretBox {
 
   /** HMAC-SHA256 (hex) under a key derived from the master key. */
   digest(text: string): string {
-    // The inner hash's input, the pad then the text's UTF-8, written once in place.
-    const inner = Buffer.allocUnsafe(SHA256_BLOCK + Buffer.byteLength(text, 'utf8'));
-    this.ipad.copy(inner, 0);
+    // The text's UTF-8 written once, in place after the pad.
+    const inner = this.mac.inner(Buffer.byteLength(text, 'utf8'));
     inner.write(text, SHA256_BLOCK, 'utf8');
-    const outer = Buffer.allocUnsafe(SHA256_BLOCK + 32);
-    this.opad.copy(outer, 0);
-    hash('sha256', inner, 'buffer').copy(outer, SHA256_BLOCK);
-    return hash('sha256', outer, 'hex');
+    return this.mac.of(inner).toString('hex');
   }
 }
 

@@ -1,4 +1,6 @@
-import { createCipheriv, hash, randomBytes, timingSafeEqual, type Cipher } from 'node:crypto';
+import { createCipheriv, randomBytes, timingSafeEqual, type Cipher } from 'node:crypto';
+
+import { HmacSha256, SHA256_BLOCK } from '../secret.js';
 
 /**
  * Cursors: positions in the durable event log that a subscriber resumes from (docs/decisions/061).
@@ -141,8 +143,6 @@ export const MAX_CURSOR_RANGES = 64;
 /** The longest cursor text accepted; longer is refused before any work. */
 const MAX_CURSOR_CHARS = 4096;
 const TAG_BYTES = 16;
-/** SHA-256's block: the length of HMAC's pads. */
-const SHA256_BLOCK = 64;
 
 /** A cursor that is not one this gateway hands out, or one older than the event retention. */
 export class CursorError extends Error {
@@ -201,14 +201,8 @@ export function aesCtr(blocks: Cipher, iv: Buffer, data: Buffer): Buffer {
  * the deployment's event count), and a cursor the gateway did not make is refused before anything is read.
  */
 export class CursorCodec {
-  /**
-   * The MAC key XOR HMAC's inner and outer pads (RFC 2104), one SHA-256 block each: HMAC-SHA256(k, m) is
-   * SHA-256(opad ‖ SHA-256(ipad ‖ m)), two one-shot hashes (`crypto.hash`, its digest looked up once per process) where
-   * `createHmac` made an Hmac object per cursor and fetched the digest and the key for it (a delivery's seal is one
-   * per event: decision 108).
-   */
-  private readonly ipad: Buffer;
-  private readonly opad: Buffer;
+  /** The cursor's HMAC (its tag and its IV), under the MAC key. */
+  private readonly mac: HmacSha256;
   /**
    * AES-256 on single blocks (ECB, no padding), kept for the codec's life: the CTR keystream is these blocks' cipher of
    * the counter blocks, as `aes-256-ctr` makes it, without a cipher object made per cursor (half the cost of a seal).
@@ -217,12 +211,7 @@ export class CursorCodec {
 
   constructor(macKey: Buffer, encKey: Buffer) {
     if (macKey.length !== 32 || encKey.length !== 32) throw new Error('cursor keys must be 32 bytes');
-    this.ipad = Buffer.alloc(SHA256_BLOCK, 0x36);
-    this.opad = Buffer.alloc(SHA256_BLOCK, 0x5c);
-    for (let i = 0; i < macKey.length; i++) {
-      this.ipad[i]! ^= macKey[i]!;
-      this.opad[i]! ^= macKey[i]!;
-    }
+    this.mac = new HmacSha256(macKey);
     this.blocks = createCipheriv('aes-256-ecb', encKey, null).setAutoPadding(false);
   }
 
@@ -231,26 +220,17 @@ export class CursorCodec {
     return new CursorCodec(randomBytes(32), randomBytes(32));
   }
 
-  /** The first TAG_BYTES of HMAC-SHA256 under the MAC key of the text in `inner`, which holds `ipad` and then the text. */
-  private tagOf(inner: Buffer): Buffer {
-    const outer = Buffer.allocUnsafe(SHA256_BLOCK + 32);
-    this.opad.copy(outer, 0);
-    hash('sha256', inner, 'buffer').copy(outer, SHA256_BLOCK);
-    return hash('sha256', outer, 'buffer').subarray(0, TAG_BYTES);
-  }
-
   /** The cursor of `position`, handed out with an event received at `at` (epoch ms). */
   encode(position: Position, at: number): string {
     let text = `${VERSION}_${Math.floor(at / 1000)}_${position.floor}`;
     const r = position.ranges;
     const n = Math.min(r.length, MAX_CURSOR_RANGES * 2);
     for (let i = 0; i < n; i += 2) text += r[i] === r[i + 1] ? `_${r[i]}` : `_${r[i]}-${r[i + 1]}`;
-    // The inner hash's input, the pad then the text: the text is written once, in place.
-    const inner = Buffer.allocUnsafe(SHA256_BLOCK + text.length);
-    this.ipad.copy(inner, 0);
+    // The text is written once, in place after the HMAC's inner pad.
+    const inner = this.mac.inner(text.length);
     inner.write(text, SHA256_BLOCK, 'latin1');
     const plain = inner.subarray(SHA256_BLOCK);
-    const tag = this.tagOf(inner);
+    const tag = this.mac.of(inner).subarray(0, TAG_BYTES);
     return Buffer.concat([tag, aesCtr(this.blocks, tag, plain)]).toString('base64url');
   }
 
@@ -266,8 +246,10 @@ export class CursorCodec {
     // One text per cursor: a last character whose spare bits differ decodes to the same bytes, and is refused.
     if (bytes.length <= TAG_BYTES || bytes.toString('base64url') !== cursor) throw malformed();
     const tag = bytes.subarray(0, TAG_BYTES);
+    const inner = this.mac.inner(bytes.length - TAG_BYTES);
     const plain = aesCtr(this.blocks, tag, bytes.subarray(TAG_BYTES));
-    const expected = this.tagOf(Buffer.concat([this.ipad, plain]));
+    plain.copy(inner, SHA256_BLOCK);
+    const expected = this.mac.of(inner).subarray(0, TAG_BYTES);
     if (!timingSafeEqual(tag, expected)) throw malformed();
     const parts = plain.toString('latin1').split('_');
     if (parts[0] !== VERSION || parts.length < 3 || parts.length - 3 > MAX_CURSOR_RANGES) throw malformed();
