@@ -1,12 +1,4 @@
-import {
-  createCipheriv,
-  createDecipheriv,
-  createHash,
-  createHmac,
-  hkdfSync,
-  randomBytes,
-  randomFillSync,
-} from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hash, hkdfSync, randomBytes, randomFillSync } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -15,6 +7,8 @@ import type { Logger } from './logger.js';
 
 const KEY_FILE_NAME = 'token-encryption.key';
 const PREFIX = 'gcm1';
+/** SHA-256's block: the length of HMAC's pads. */
+const SHA256_BLOCK = 64;
 
 /** Random IVs drawn from a pooled buffer: one getrandom call per 1,024 IVs instead of one per seal. */
 const IV_POOL = Buffer.alloc(12 * 1024);
@@ -50,13 +44,26 @@ export class SecretBox {
   /** First 8 hex digits of sha256(key): names the key in each sealed value, so a wrong key is diagnosable. */
   readonly keyId: string;
   private readonly encKey: Buffer;
-  private readonly macKey: Buffer;
+  /**
+   * The digest key XOR HMAC's inner and outer pads (RFC 2104), one SHA-256 block each: HMAC-SHA256(k, m) is
+   * SHA-256(opad ‖ SHA-256(ipad ‖ m)), two one-shot hashes (`crypto.hash`, its digest looked up once per process)
+   * where `createHmac` made an Hmac object per digest and fetched SHA-256 by name for it (one per notification at the
+   * intake, its fingerprint: docs/decisions/112; the event cursor's seal the same way, 108).
+   */
+  private readonly ipad: Buffer;
+  private readonly opad: Buffer;
 
   constructor(private readonly masterKey: Buffer) {
     if (masterKey.length !== 32) throw new Error('the token encryption key must be 32 bytes');
     this.keyId = createHash('sha256').update(masterKey).digest('hex').slice(0, 8);
     this.encKey = Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'gateway token encryption v1', 32));
-    this.macKey = Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'gateway token digest v1', 32));
+    const macKey = Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'gateway token digest v1', 32));
+    this.ipad = Buffer.alloc(SHA256_BLOCK, 0x36);
+    this.opad = Buffer.alloc(SHA256_BLOCK, 0x5c);
+    for (let i = 0; i < macKey.length; i++) {
+      this.ipad[i]! ^= macKey[i]!;
+      this.opad[i]! ^= macKey[i]!;
+    }
   }
 
   /** `gcm1.<keyId>.<iv>.<ciphertext>.<tag>` (base64url parts). */
@@ -93,7 +100,14 @@ export class SecretBox {
 
   /** HMAC-SHA256 (hex) under a key derived from the master key. */
   digest(text: string): string {
-    return createHmac('sha256', this.macKey).update(text, 'utf8').digest('hex');
+    // The inner hash's input, the pad then the text (UTF-8): the text is written once, in place.
+    const inner = Buffer.allocUnsafe(SHA256_BLOCK + Buffer.byteLength(text, 'utf8'));
+    this.ipad.copy(inner, 0);
+    inner.write(text, SHA256_BLOCK, 'utf8');
+    const outer = Buffer.allocUnsafe(SHA256_BLOCK + 32);
+    this.opad.copy(outer, 0);
+    hash('sha256', inner, 'buffer').copy(outer, SHA256_BLOCK);
+    return hash('sha256', outer, 'hex');
   }
 }
 

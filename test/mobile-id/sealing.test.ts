@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 
 import { SecretBox } from '../../src/secret.js';
@@ -16,5 +16,30 @@ describe('SecretBox', () => {
     expect(ivs.size).toBe(2_500);
     for (let i = 0; i < 2_500; i += 97) expect(box.open(sealed[i]!, `req-${i}\u0000access_token`)).toBe(`token-${i}`);
     expect(() => box.open(sealed[0]!, 'req-1\u0000access_token')).toThrow();
+  });
+
+  it("digests as HMAC-SHA256 under the master key's derived digest key, written from its pads (docs/decisions/112)", () => {
+    const texts = [
+      '',
+      'a',
+      'x'.repeat(63),
+      'y'.repeat(64),
+      'z'.repeat(65),
+      'callback-body\u0000{"a":1}',
+      'ünïcödé ✓ 𝄞 \u0000 text',
+      '\ud800 a lone surrogate',
+    ];
+    for (let k = 0; k < 200; k++) {
+      const master = randomBytes(32);
+      const box = new SecretBox(master);
+      // The digest key as the box derives it; HMAC's own construction (createHmac) is the reference.
+      const macKey = Buffer.from(hkdfSync('sha256', master, Buffer.alloc(0), 'gateway token digest v1', 32));
+      const random = randomBytes(1 + (k % 300)).toString(k % 2 ? 'latin1' : 'base64');
+      for (const text of [...texts, random]) {
+        expect(box.digest(text)).toBe(createHmac('sha256', macKey).update(text, 'utf8').digest('hex'));
+      }
+    }
+    // Another key digests the same text otherwise.
+    expect(new SecretBox(randomBytes(32)).digest('same')).not.toBe(new SecretBox(randomBytes(32)).digest('same'));
   });
 });
