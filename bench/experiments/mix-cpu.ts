@@ -53,6 +53,9 @@ const { values: cli } = parseArgs({
     'b-env': { type: 'string', multiple: true, default: [] },
     env: { type: 'string', multiple: true, default: [] },
     flags: { type: 'string' },
+    /** With --side run directly: `perf record -D -1 --control fifo:CTL,ACK` counts the measured window only. */
+    'perf-ctl': { type: 'string' },
+    'perf-ack': { type: 'string' },
     /** Internal: this process is one side's gateway (with `--dist`, `--env`) and prints its figures as JSON. */
     side: { type: 'boolean', default: false },
     /** Internal: this process is the clients. */
@@ -68,6 +71,8 @@ interface SideResult {
   cpuUs: number;
   mainUs: number;
   gc: Record<string, { ms: number; count: number }>;
+  /** CPU µs per notification by thread name (the main thread as `main`), over the window. */
+  threads: Record<string, number>;
   rssMb: number;
   heapUsedMb: number;
   p50: number;
@@ -106,6 +111,10 @@ function clients(): void {
   let latencies: number[] | null = null;
   let delivered = 0;
   let completes = 0;
+  /** Connections closed by the gateway before their ack and opened again. */
+  let reopened = 0;
+  /** The clients are closing their connections (a close then is theirs). */
+  let closing = false;
   const subscribe = (conn: Conn): void => {
     conn.seq += 1;
     conn.id = String(conn.seq);
@@ -127,29 +136,52 @@ function clients(): void {
       if (m.open) {
         const url = m.open;
         const n = m.n!;
+        /**
+         * A connection the gateway closes before its ack is opened again (up to five times): graphql-ws closes one
+         * whose `connection_init` it has not read within 3 s (4408), which a loaded machine opening 250 at a time
+         * meets; waiting for its ack would wait for ever (decision 103's stall, fanout-ab's clients). A connection
+         * closed after its ack is said on stderr (its subscription is lost to the mix).
+         */
         const open = (): Promise<void> =>
           new Promise((resolve, reject) => {
-            const ws = clientSocket(
-              url,
-              () => {
-                conns.push(conn);
-                subscribe(conn);
-                resolve();
-              },
-              (text) => {
-                if (text.startsWith(`{"id":"${conn.id}","type":"next"`)) {
-                  if (latencies !== null) latencies.push(performance.now() - conn.scheduledAt);
-                  delivered++;
-                } else if (text.startsWith(`{"id":"${conn.id}","type":"complete"`)) {
-                  completes++;
-                  if (conn.again) subscribe(conn);
-                } else if (text.startsWith('{"id"')) say({ unexpected: text.slice(0, 200) });
-              },
-              reject,
-            );
-            const conn: Conn = { ws, seq: 0, id: '', authReqId: '', scheduledAt: 0, again: true };
+            const attempt = (k: number): void => {
+              let acknowledged = false;
+              const ws = clientSocket(
+                url,
+                () => {
+                  acknowledged = true;
+                  conns.push(conn);
+                  subscribe(conn);
+                  resolve();
+                },
+                (text) => {
+                  if (text.startsWith(`{"id":"${conn.id}","type":"next"`)) {
+                    if (latencies !== null) latencies.push(performance.now() - conn.scheduledAt);
+                    delivered++;
+                  } else if (text.startsWith(`{"id":"${conn.id}","type":"complete"`)) {
+                    completes++;
+                    if (conn.again) subscribe(conn);
+                  } else if (text.startsWith('{"id"')) say({ unexpected: text.slice(0, 200) });
+                },
+                // A socket error is followed by its close (below).
+                (err) => process.stderr.write(`mix clients: ${err.message}\n`),
+              );
+              const conn: Conn = { ws, seq: 0, id: '', authReqId: '', scheduledAt: 0, again: true };
+              ws.on('close', (code, reason) => {
+                if (acknowledged) {
+                  if (!closing) say({ unexpected: `closed by the gateway: ${code} ${String(reason)}` });
+                  return;
+                }
+                reopened++;
+                if (k < 5) attempt(k + 1);
+                else reject(new Error(`a connection closed before its ack ${k} times (${code} ${String(reason)})`));
+              });
+            };
+            attempt(1);
           });
         for (let i = 0; i < n; i += 250) await Promise.all(Array.from({ length: Math.min(250, n - i) }, open));
+        if (reopened > 0)
+          process.stderr.write(`mix clients: ${reopened} connections closed before their ack, opened again\n`);
         say('opened');
         return;
       }
@@ -230,7 +262,15 @@ function clients(): void {
         return;
       }
       if (m.close) {
-        await Promise.all(conns.map((c) => new Promise<void>((r) => (c.ws.once('close', () => r()), c.ws.close()))));
+        closing = true;
+        // A socket the gateway closed already gets no second 'close' event: waiting for one would never end.
+        await Promise.all(
+          conns.map((c) =>
+            c.ws.readyState === c.ws.CLOSED
+              ? undefined
+              : new Promise<void>((r) => (c.ws.once('close', () => r()), c.ws.close())),
+          ),
+        );
         say('closed');
       }
     },
@@ -247,6 +287,23 @@ function mainThreadUs(): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100;
 }
 
+/** Every thread's CPU in µs by its name (/proc/self/task/<tid>/stat: comm, utime + stime, 10 ms ticks). */
+function threadsUs(): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const tid of fs.readdirSync('/proc/self/task')) {
+    let stat: string;
+    try {
+      stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+    } catch {
+      continue; // a thread that ended
+    }
+    const name = tid === String(process.pid) ? 'main' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    out.set(name, (out.get(name) ?? 0) + ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100);
+  }
+  return out;
+}
+
 const GC_KINDS: Record<number, string> = {
   [constants.NODE_PERFORMANCE_GC_MINOR]: 'scavenge',
   [constants.NODE_PERFORMANCE_GC_MAJOR]: 'mark-compact',
@@ -254,8 +311,19 @@ const GC_KINDS: Record<number, string> = {
   [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak-callbacks',
 };
 
+/** perf's control and acknowledgement FIFOs, opened at the first use (perf opens its ends when it starts). */
+let perfFds: [number, number | undefined] | undefined;
+/** Tells perf to count (`enable`) or stop (`disable`), and waits for its acknowledgement. */
+function perfControl(command: 'enable' | 'disable'): void {
+  if (!cli['perf-ctl']) return;
+  perfFds ??= [fs.openSync(cli['perf-ctl'], 'w'), cli['perf-ack'] ? fs.openSync(cli['perf-ack'], 'r') : undefined];
+  fs.writeSync(perfFds[0], `${command}\n`);
+  if (perfFds[1] !== undefined) fs.readSync(perfFds[1], Buffer.alloc(5));
+}
+
 async function side(): Promise<void> {
   const n = Number(cli.n);
+  if (cli['perf-ctl']) process.stderr.write(`mix side: pid ${process.pid}\n`);
   const gw: Gateway = await builtGateway('mix-cpu', env(cli.env!), cli.dist!);
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--clients', '--url', gw.url], {
     execArgv: ['--import', 'tsx'],
@@ -299,11 +367,15 @@ async function side(): Promise<void> {
   child.send({ mix: { rate: Number(cli.rate), warm: Number(cli.warm), window: Number(cli.window) } });
   await windowStart;
   gc = {};
+  perfControl('enable');
+  const threads0 = threadsUs();
   const cpu0 = process.cpuUsage();
   const main0 = mainThreadUs();
   const w = ((await windowEnd) as { window: { delivered: number; p50: number; p99: number; errors: number } }).window;
   const used = process.cpuUsage(cpu0);
   const mainUs = mainThreadUs() - main0;
+  const threads1 = threadsUs();
+  perfControl('disable');
   const windowGc = gc as Record<string, { ms: number; count: number }>;
   gc = null;
   const mem = process.memoryUsage();
@@ -329,6 +401,9 @@ async function side(): Promise<void> {
     mainUs: mainUs / notifications,
     gc: Object.fromEntries(
       Object.entries(windowGc).map(([k, v]) => [k, { ms: (v.ms * 1000) / notifications, count: v.count }]),
+    ),
+    threads: Object.fromEntries(
+      [...threads1].map(([k, v]) => [k, (v - (threads0.get(k) ?? 0)) / notifications]).filter(([, v]) => v !== 0),
     ),
     rssMb: mem.rss / 2 ** 20,
     heapUsedMb: mem.heapUsed / 2 ** 20,
@@ -424,7 +499,9 @@ async function driver(): Promise<void> {
             .map(([k, g]) => `${k} ${f1(g.ms)} µs ×${g.count}`)
             .join(', ')}), subscribe ${f1(res.subscribeUs)} µs, complete ${f1(res.completeUs)} µs, ` +
           `rss ${f1(res.rssMb)} MB, heap ${f1(res.heapUsedMb)} MB, p50 ${f1(res.p50)} p99 ${f1(res.p99)} ms, ` +
-          `delivered ${res.delivered}/${res.notifications}, load ${os.loadavg()[0]!.toFixed(2)}\n`,
+          `delivered ${res.delivered}/${res.notifications}, threads ${Object.entries(res.threads)
+            .map(([k, v]) => `${k} ${f1(v)}`)
+            .join(', ')}, load ${os.loadavg()[0]!.toFixed(2)}\n`,
       );
     }
   }

@@ -4,10 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { SecretBox } from '../../src/secret.js';
 
 describe('SecretBox', () => {
-  it("digests as createHmac's HMAC-SHA256 under the derived digest key, for any text (empty, long, not ASCII, a lone surrogate)", () => {
-    const master = randomBytes(32);
-    const box = new SecretBox(master);
-    const key = Buffer.from(hkdfSync('sha256', master, Buffer.alloc(0), 'gateway token digest v1', 32));
+  it("digests as createHmac's HMAC-SHA256 under the derived digest key, for any key and text (empty, around a block, long, not ASCII, a lone surrogate)", () => {
     const texts = [
       '',
       'a',
@@ -19,9 +16,18 @@ describe('SecretBox', () => {
       'lone \ud800 surrogate',
       randomBytes(300).toString('latin1'),
     ];
-    for (const text of texts) {
-      expect(box.digest(text)).toBe(createHmac('sha256', key).update(text, 'utf8').digest('hex'));
+    for (let k = 0; k < 200; k++) {
+      const master = randomBytes(32);
+      const box = new SecretBox(master);
+      // The digest key as the box derives it; HMAC's own construction (createHmac) is the reference.
+      const key = Buffer.from(hkdfSync('sha256', master, Buffer.alloc(0), 'gateway token digest v1', 32));
+      const random = randomBytes(1 + (k % 300)).toString(k % 2 ? 'latin1' : 'base64');
+      for (const text of [...texts, random]) {
+        expect(box.digest(text)).toBe(createHmac('sha256', key).update(text, 'utf8').digest('hex'));
+      }
     }
+    // Another key digests the same text otherwise.
+    expect(new SecretBox(randomBytes(32)).digest('same')).not.toBe(new SecretBox(randomBytes(32)).digest('same'));
   });
 
   it('seals every value under a fresh IV (IVs come from a pool refilled every 1,024 seals) and opens each one', () => {
