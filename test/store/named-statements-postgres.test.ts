@@ -121,24 +121,27 @@ describe('named statements across replicas on PostgreSQL, on and off', () => {
     b.bus.subscribe(KIND, null, (e) => got.b.push(e));
     c.bus.subscribe(KIND, null, (e) => got.c.push(e));
     const from = sent.length;
-    const seqs = await Promise.all(
-      Array.from({ length: EVENTS }, async () => {
-        const i = ++n;
-        const { status, event } = await a.log.append({
-          kind: KIND,
-          key: `k-${i}`,
-          dedupeKey: `named-${i}`,
-          payload: { i },
-        });
-        expect(status).toBe('created');
-        // Durable and visible before the append resolves: another connection reads it.
-        const { rows } = await reader.query('select seq from events where dedupe_key = $1', [`named-${i}`]);
-        expect(rows.map((r: { seq: string }) => Number(r.seq))).toEqual([event.seq]);
-        await a.bus.publish(event);
-        return event.seq;
-      }),
-    );
-    seqs.sort((x, y) => x - y);
+    // The appends one after another, so that their commits come in sequence order: with appends in flight together, a
+    // lower number may commit after a higher one was read on B or C, and decision 061 then delivers it later there (it
+    // was not acknowledged before the higher one was received), which no fixed order can expect. The publishes go
+    // together, each with its own notice.
+    const events: EventRecord[] = [];
+    for (let k = 0; k < EVENTS; k++) {
+      const i = ++n;
+      const { status, event } = await a.log.append({
+        kind: KIND,
+        key: `k-${i}`,
+        dedupeKey: `named-${i}`,
+        payload: { i },
+      });
+      expect(status).toBe('created');
+      // Durable and visible before the append resolves: another connection reads it.
+      const { rows } = await reader.query('select seq from events where dedupe_key = $1', [`named-${i}`]);
+      expect(rows.map((r: { seq: string }) => Number(r.seq))).toEqual([event.seq]);
+      events.push(event);
+    }
+    await Promise.all(events.map((event) => a.bus.publish(event)));
+    const seqs = events.map((e) => e.seq).sort((x, y) => x - y);
     await waitFor(() => got.b.length >= EVENTS && got.c.length >= EVENTS, 20_000, 'B and C to deliver every event');
     const statements = sent.slice(from).filter((s) => s.text.startsWith('insert into "events"'));
     return {
