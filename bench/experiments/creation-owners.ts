@@ -16,8 +16,9 @@
  * Functions perf cannot see are counted in whoever they were inlined into (V8's optimizing compiler inlines small
  * ones), so read an owner as "this function and what it inlined".
  */
-import fs from 'node:fs';
 import { parseArgs } from 'node:util';
+
+import { readPerfScript } from '../lib/perf-script.js';
 
 const { values: cli, positionals } = parseArgs({
   allowPositionals: true,
@@ -32,23 +33,7 @@ const { values: cli, positionals } = parseArgs({
 const [file] = positionals;
 if (!file) throw new Error('usage: creation-owners.ts SCRIPT.txt [--top 60] [--within NAME] [--creations N --hz 2000]');
 
-type Sample = { tid: string; frames: string[] };
-const samples: Sample[] = [];
-let current: Sample | null = null;
-for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
-  if (line.trim() === '') {
-    if (current) samples.push(current);
-    current = null;
-    continue;
-  }
-  if (!/^\s/.test(line)) {
-    current = { tid: line.trim().split(/\s+/)[0]!, frames: [] };
-    continue;
-  }
-  const at = line.trim().indexOf(' ');
-  if (current && at > 0) current.frames.push(line.trim().slice(at + 1));
-}
-if (current) samples.push(current);
+const samples = readPerfScript(file).map((s) => ({ tid: String(s.tid), frames: s.frames }));
 
 const perThread = new Map<string, number>();
 for (const s of samples) perThread.set(s.tid, (perThread.get(s.tid) ?? 0) + 1);

@@ -15,8 +15,9 @@
  * The second argument is the deliveries in the file (windows × waiting: `--rounds 8` is nine windows). `--within`
  * lists the leaf functions of one stage's samples.
  */
-import fs from 'node:fs';
 import { parseArgs } from 'node:util';
+
+import { readPerfScript } from '../lib/perf-script.js';
 
 const { values: cli, positionals } = parseArgs({
   allowPositionals: true,
@@ -44,24 +45,11 @@ const STAGES: Array<[string, RegExp]> = [
   ['ws (the library: pongs, frames read)', /node_modules\/ws\//],
 ];
 
-type Sample = { pid: number; tid: number; frames: string[] };
-const samples: Sample[] = [];
-let current: Sample | null = null;
-for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
-  if (line.trim() === '') {
-    if (current) samples.push(current);
-    current = null;
-    continue;
-  }
-  const head = /^\S+\s+(\d+)\/(\d+)\s*$/.exec(line);
-  if (head && current === null) {
-    current = { pid: Number(head[1]), tid: Number(head[2]), frames: [] };
-    continue;
-  }
-  const frame = /^\s+[0-9a-f]+ (.*) \((.*)\)$/.exec(line);
-  if (current && frame) current.frames.push(frame[1]!.replace(/\+0x[0-9a-f]+$/, ''));
-}
-if (current) samples.push(current);
+// Each frame's symbol, without its offset and its object file.
+const samples = readPerfScript(file).map((s) => ({
+  ...s,
+  frames: s.frames.map((f) => f.replace(/ \(.*\)$/, '').replace(/\+0x[0-9a-f]+$/, '')),
+}));
 
 // The gateway's process: the one whose main thread has the most samples (the clients' child is another process).
 const byPid = new Map<number, number>();

@@ -21,8 +21,9 @@
  * 108), so a frame's name can be another function's (in the mix, Node's `writeOrBuffer` read as an OpenTelemetry
  * file). The rules match on several frames of a stack and on the native frames, which keep their names.
  */
-import fs from 'node:fs';
 import { parseArgs } from 'node:util';
+
+import { readPerfScript } from '../lib/perf-script.js';
 
 const { values: cli, positionals } = parseArgs({
   allowPositionals: true,
@@ -103,22 +104,7 @@ const INTAKE: Array<[string, RegExp]> = [
 ];
 
 const pid = Number(pidText);
-const samples: Sample[] = [];
-let current: (Sample & { pid: number }) | null = null;
-for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
-  if (line.trim() === '') {
-    if (current && current.pid === pid) samples.push(current);
-    current = null;
-    continue;
-  }
-  const head = /^\S+\s+(\d+)\/(\d+)\s*$/.exec(line);
-  if (head && current === null) {
-    current = { pid: Number(head[1]), tid: Number(head[2]), frames: [] };
-    continue;
-  }
-  if (current) current.frames.push(line.trim().replace(/^[0-9a-f]+ /, ''));
-}
-if (current && current.pid === pid) samples.push(current);
+const samples: Sample[] = readPerfScript(file).filter((s) => s.pid === pid);
 
 const parts = new Map<string, number>();
 const within = new Map<string, number>();
