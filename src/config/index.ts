@@ -372,8 +372,8 @@ const VARS = {
     'SQLite (WAL) durability: FULL makes every commit survive power loss before it is acknowledged; NORMAL survives a crash of the process but may lose the last commits on power loss.',
   ),
   SQLITE_COMMIT_WINDOW_MS: declare(
-    int(0, 0, 50),
-    'SQLite: how long, in milliseconds, the first write of a group waits for more writes before their one COMMIT (and, with FULL, their one fdatasync), when no sync is in flight. 0: at the end of its turn of the event loop. A write is still on disk before it is acknowledged; each acknowledgement can come up to this much later (docs/decisions/062). Ignored with DATABASE_URL.',
+    int(1, 0, 50),
+    'SQLite: how long, in milliseconds, the first write of a group waits for more writes before their one COMMIT (and, with FULL, their one fdatasync), when no sync is in flight and writes keep coming (the previous group began less than four windows earlier). A steady trickle of writes then shares commits and syncs, as a burst does: less CPU per write at the same rate. A write after a quiet spell commits at the end of its turn of the event loop. A write is still on disk before it is acknowledged; while writes keep coming, each acknowledgement can come up to this much later (docs/decisions/062, 113). 0: every group commits at the end of its turn, as before 113. Ignored with DATABASE_URL.',
   ),
   STORE_PG_NAMED_STATEMENTS: declare(
     bool(true),
@@ -1015,7 +1015,7 @@ export interface Config {
   readonly publicUrl: string | undefined;
   readonly dataDir: string;
   readonly databaseUrl: string | undefined;
-  /** SQLITE_COMMIT_WINDOW_MS: how long a group of writes waits for more before its COMMIT (0: the end of its turn). */
+  /** SQLITE_COMMIT_WINDOW_MS: how long a group of writes waits for more, while they keep coming (0: the end of its turn). */
   readonly sqliteCommitWindowMs: number;
   /** SQLITE_CHECKPOINT_INTERVAL_MS: the least time between two WAL checkpoints. */
   readonly sqliteCheckpointIntervalMs: number;

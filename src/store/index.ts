@@ -87,7 +87,7 @@ export interface StoreOptions {
    * webhook is acknowledged; NORMAL is durable against a process crash only. See docs/decisions/002.
    */
   sqliteSynchronous?: 'FULL' | 'NORMAL';
-  /** SQLITE_COMMIT_WINDOW_MS (docs/decisions/062); ignored with DATABASE_URL. */
+  /** SQLITE_COMMIT_WINDOW_MS (default 1; docs/decisions/062, 113); ignored with DATABASE_URL. */
   sqliteCommitWindowMs?: number;
   /** SQLITE_CHECKPOINT_INTERVAL_MS (docs/decisions/033); ignored with DATABASE_URL. */
   sqliteCheckpointIntervalMs?: number;
@@ -293,7 +293,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     const sqliteDialect = new GroupCommitSqliteDialect(database, {
       syncWal: full,
       checkpointInWorker: true,
-      commitWindowMs: options.sqliteCommitWindowMs ?? 0,
+      commitWindowMs: options.sqliteCommitWindowMs ?? 1,
       checkpoint: {
         ...(options.sqliteCheckpointIntervalMs === undefined ? {} : { intervalMs: options.sqliteCheckpointIntervalMs }),
         ...(options.sqliteWalRestartFrames === undefined ? {} : { restartFrames: options.sqliteWalRestartFrames }),

@@ -143,9 +143,10 @@ export interface GroupCommitOptions {
   /** Checkpoint from a worker thread (the connection's wal_autocheckpoint is set to 0). */
   checkpointInWorker?: boolean;
   /**
-   * SQLITE_COMMIT_WINDOW_MS: a group opened while no sync is in flight is committed this long after its first write
-   * instead of at the end of its turn, so that the writes of a steady trickle share one COMMIT and one fdatasync
-   * (docs/decisions/062). 0: at the end of the turn.
+   * SQLITE_COMMIT_WINDOW_MS: a group opened while no sync is in flight, less than four times this long after the previous
+   * group was opened, is committed this long after its first write instead of at the end of its turn, so that the
+   * writes of a steady trickle share one COMMIT and one fdatasync (docs/decisions/062, 113). A write after a quiet
+   * spell commits at the end of its turn. 0: every group at the end of its turn.
    */
   commitWindowMs?: number;
   /**
@@ -187,6 +188,8 @@ class GroupCommitSqliteDriver implements Driver {
   // syncWal: commits are numbered; `durable` is the last one a finished fdatasync covers.
   private readonly syncWal: boolean;
   private readonly commitWindowMs: number;
+  /** When the last group was opened (performance.now()): a group opened within four windows of it waits its window. */
+  private lastOpened = -Infinity;
   private walFd: number | null = null;
   private committed = 0;
   private durable = 0;
@@ -338,7 +341,7 @@ class GroupCommitSqliteDriver implements Driver {
     if (!this.group) {
       this.db.exec('begin immediate');
       this.group = [];
-      if (this.commitWindowMs > 0 && !this.syncing) setTimeout(this.endOfWindow, this.commitWindowMs);
+      if (this.commitWindowMs > 0 && this.trickling()) setTimeout(this.endOfWindow, this.commitWindowMs);
       else setImmediate(() => this.endOfTurn());
     }
     const group = this.group;
@@ -392,6 +395,17 @@ class GroupCommitSqliteDriver implements Driver {
     if (!this.syncWal || this.durable >= this.awaited) return result;
     if (this.failure) throw this.failure;
     return this.whenDurable(this.awaited).then(() => result);
+  }
+
+  /**
+   * Whether a group opened now waits for its window: no sync is in flight (else the writes that arrive meanwhile
+   * share the next commit anyway) and writes keep coming (the previous group opened less than four windows ago).
+   */
+  private trickling(): boolean {
+    const now = performance.now();
+    const previous = this.lastOpened;
+    this.lastOpened = now;
+    return !this.syncing && now - previous < 4 * this.commitWindowMs;
   }
 
   /** The end of a commit window: its group, if still open and no sync is in flight (else the sync's return commits it). */
