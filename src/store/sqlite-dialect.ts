@@ -143,10 +143,11 @@ export interface GroupCommitOptions {
   /** Checkpoint from a worker thread (the connection's wal_autocheckpoint is set to 0). */
   checkpointInWorker?: boolean;
   /**
-   * SQLITE_COMMIT_WINDOW_MS: a group opened while no sync is in flight, less than four times this long after the previous
-   * group was opened, is committed this long after its first write instead of at the end of its turn, so that the
-   * writes of a steady trickle share one COMMIT and one fdatasync (docs/decisions/062, 113). A write after a quiet
-   * spell commits at the end of its turn. 0: every group at the end of its turn.
+   * SQLITE_COMMIT_WINDOW_MS: a group opened while no sync is in flight, when in the last eight times this long a write
+   * came while another's sync was in flight, is committed this long after its first write instead of at the end of its
+   * turn, so that the writes of a steady trickle from several callers share one COMMIT and one fdatasync
+   * (docs/decisions/062, 113). A lone caller's writes, and a write after a quiet spell, commit at the end of their
+   * turn. 0: every group at the end of its turn.
    */
   commitWindowMs?: number;
   /**
@@ -188,8 +189,11 @@ class GroupCommitSqliteDriver implements Driver {
   // syncWal: commits are numbered; `durable` is the last one a finished fdatasync covers.
   private readonly syncWal: boolean;
   private readonly commitWindowMs: number;
-  /** When the last group was opened (performance.now()): a group opened within four windows of it waits its window. */
-  private lastOpened = -Infinity;
+  /**
+   * When a write last opened a group while a sync was in flight (performance.now()): a sign that writes come from more
+   * than one caller at a time. A lone caller's next write waits for its last one's sync, so it never does this.
+   */
+  private lastConcurrent = -Infinity;
   private walFd: number | null = null;
   private committed = 0;
   private durable = 0;
@@ -341,7 +345,7 @@ class GroupCommitSqliteDriver implements Driver {
     if (!this.group) {
       this.db.exec('begin immediate');
       this.group = [];
-      if (this.commitWindowMs > 0 && this.trickling()) setTimeout(this.endOfWindow, this.commitWindowMs);
+      if (this.commitWindowMs > 0 && this.othersWriting()) setTimeout(this.endOfWindow, this.commitWindowMs);
       else setImmediate(() => this.endOfTurn());
     }
     const group = this.group;
@@ -398,14 +402,17 @@ class GroupCommitSqliteDriver implements Driver {
   }
 
   /**
-   * Whether a group opened now waits for its window: no sync is in flight (else the writes that arrive meanwhile
-   * share the next commit anyway) and writes keep coming (the previous group opened less than four windows ago).
+   * Whether a group opened now waits for its window: no sync is in flight (else the writes that arrive meanwhile share
+   * the next commit anyway), and in the last eight windows a write came while another's sync was in flight, so that
+   * another write may well come within this one. A lone caller (one request at a time) never waits.
    */
-  private trickling(): boolean {
+  private othersWriting(): boolean {
     const now = performance.now();
-    const previous = this.lastOpened;
-    this.lastOpened = now;
-    return !this.syncing && now - previous < 4 * this.commitWindowMs;
+    if (this.syncing) {
+      this.lastConcurrent = now;
+      return false;
+    }
+    return now - this.lastConcurrent < 8 * this.commitWindowMs;
   }
 
   /** The end of a commit window: its group, if still open and no sync is in flight (else the sync's return commits it). */

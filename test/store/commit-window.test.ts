@@ -11,7 +11,7 @@ interface Db {
   items: { id: number };
 }
 
-/** Lets the event loop run `n` full turns: a group committed at the end of its turn has settled by then. */
+/** Lets the event loop run `n` full turns: a group committed at the end of its turn has committed by then. */
 async function turnsOfTheLoop(n: number): Promise<void> {
   for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
 }
@@ -26,87 +26,120 @@ function tracked(write: Promise<unknown>): { done: () => boolean; write: Promise
   return { done: () => settled, write };
 }
 
-// SQLITE_COMMIT_WINDOW_MS (docs/decisions/062, 113): a group waits its window only while writes keep coming. The clock
-// is vitest's (setTimeout and performance.now); the end of a turn (setImmediate) and SQLite are real.
+// SQLITE_COMMIT_WINDOW_MS (docs/decisions/062, 113): a group waits its window only when writes have lately come from
+// more than one caller at a time (one opened a group while another's sync was in flight). The clock is vitest's
+// (setTimeout and performance.now); the fdatasyncs are real but held until the test lets them answer; the end of a
+// turn (setImmediate) and SQLite are real.
 describe('the commit window', () => {
   let dir: string;
   let database: SQLite.Database;
   let commits: number;
   let next: number;
+  /** The fdatasyncs asked for and not yet let through. */
+  let syncs: Array<() => void>;
 
   beforeEach(() => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'commit-window-'));
     database = new SQLite(path.join(dir, 'db.sqlite'));
     database.pragma('journal_mode = WAL');
+    database.pragma('synchronous = NORMAL');
     database.exec('create table items (id integer primary key)');
     commits = 0;
     next = 0;
+    syncs = [];
     const exec = database.exec.bind(database);
     vi.spyOn(database, 'exec').mockImplementation((source: string) => {
       if (source === 'commit') commits += 1;
       return exec(source);
     });
+    const real = fs.fdatasync;
+    vi.spyOn(fs, 'fdatasync').mockImplementation(((fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => {
+      syncs.push(() => real(fd, cb));
+    }) as typeof fs.fdatasync);
   });
 
   afterEach(() => {
     vi.useRealTimers();
+    vi.restoreAllMocks();
     database.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
   const writer = (commitWindowMs: number) => {
-    const db = new Kysely<Db>({ dialect: new GroupCommitSqliteDialect(database, { commitWindowMs }) });
+    const db = new Kysely<Db>({ dialect: new GroupCommitSqliteDialect(database, { commitWindowMs, syncWal: true }) });
     return () => tracked(db.insertInto('items').values({ id: ++next }).execute());
   };
 
-  it('commits a write after a quiet spell at the end of its turn, without waiting for the window', async () => {
-    const write = writer(2);
-    const first = write();
-    await turnsOfTheLoop(3);
-    expect(first.done()).toBe(true);
-    expect(commits).toBe(1);
-    // Long after (more than four windows): quiet again.
-    vi.advanceTimersByTime(9);
-    const later = write();
-    await turnsOfTheLoop(3);
-    expect(later.done()).toBe(true);
-    expect(commits).toBe(2);
-  });
+  /** Lets the one sync asked for answer, and waits until the write it covers has settled. */
+  async function syncAnswers(write: { write: Promise<unknown> }): Promise<void> {
+    expect(syncs).toHaveLength(1);
+    syncs.shift()!();
+    await write.write;
+  }
 
-  it('holds a group opened soon after the previous one for its window, and commits the writes that came meanwhile together', async () => {
+  it("never holds a lone caller's writes, however close they come: each commits at the end of its turn", async () => {
     const write = writer(2);
-    await write().write;
-    expect(commits).toBe(1);
-    // The next write comes 3 ms later: within four windows of the last group, so writes are taken to keep coming.
-    vi.advanceTimersByTime(3);
-    const b = write();
-    await turnsOfTheLoop(5);
-    expect(b.done()).toBe(false);
-    expect(commits).toBe(1);
-    // A write 1 ms later, in a later turn, joins the open group.
-    vi.advanceTimersByTime(1);
-    const c = write();
-    await turnsOfTheLoop(5);
-    expect(c.done()).toBe(false);
-    expect(commits).toBe(1);
-    // The window ends 2 ms after the group opened: one COMMIT for both.
-    vi.advanceTimersByTime(1);
-    await turnsOfTheLoop(3);
-    expect([b.done(), c.done()]).toEqual([true, true]);
-    expect(commits).toBe(2);
-    const rows = database.prepare('select count(*) as n from items').get() as { n: number };
-    expect(rows.n).toBe(3);
-  });
-
-  it('with a window of 0 commits every group at the end of its turn, however close the writes come', async () => {
-    const write = writer(0);
     for (let i = 0; i < 4; i++) {
       const w = write();
       await turnsOfTheLoop(3);
-      expect(w.done()).toBe(true);
       expect(commits).toBe(i + 1);
+      await syncAnswers(w);
       vi.advanceTimersByTime(0.5);
     }
+  });
+
+  it("holds a group for its window once a write came during another's sync, and commits what came meanwhile together", async () => {
+    const write = writer(2);
+    const a = write();
+    await turnsOfTheLoop(3);
+    expect(commits).toBe(1);
+    // B comes while A's sync is in flight: a second caller. Its group is committed when that sync answers.
+    const b = write();
+    await turnsOfTheLoop(3);
+    expect(commits).toBe(1);
+    await syncAnswers(a);
+    await turnsOfTheLoop(3);
+    expect(commits).toBe(2);
+    await syncAnswers(b);
+
+    // 3 ms later (within eight windows), C opens a group with no sync in flight: it waits for its window.
+    vi.advanceTimersByTime(3);
+    const c = write();
+    await turnsOfTheLoop(5);
+    expect(commits).toBe(2);
+    // D, 1 ms later in a later turn, joins C's group.
+    vi.advanceTimersByTime(1);
+    const d = write();
+    await turnsOfTheLoop(5);
+    expect([c.done(), d.done(), commits]).toEqual([false, false, 2]);
+    // The window ends 2 ms after C: one COMMIT and one sync for both.
+    vi.advanceTimersByTime(1);
+    await turnsOfTheLoop(3);
+    expect(commits).toBe(3);
+    await syncAnswers(c);
+    expect(d.done()).toBe(true);
+
+    // After a quiet spell (more than eight windows since a write came during a sync), E commits in its turn.
+    vi.advanceTimersByTime(17);
+    const e = write();
+    await turnsOfTheLoop(3);
+    expect(commits).toBe(4);
+    await syncAnswers(e);
+    expect((database.prepare('select count(*) as n from items').get() as { n: number }).n).toBe(5);
+  });
+
+  it('with a window of 0 commits every group at the end of its turn, even right after writes came together', async () => {
+    const write = writer(0);
+    const a = write();
+    await turnsOfTheLoop(3);
+    const b = write();
+    await syncAnswers(a);
+    await turnsOfTheLoop(3);
+    await syncAnswers(b);
+    const c = write();
+    await turnsOfTheLoop(3);
+    expect(commits).toBe(3);
+    await syncAnswers(c);
   });
 });
