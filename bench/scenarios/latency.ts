@@ -2,7 +2,7 @@ import { baselineTarget, gatewayTarget, type BenchEnv, type GatewayProc, type Sc
 import { alternate, byTarget, mean, measure, type Measurement, type Target } from '../lib/harness.js';
 import { fmt, type LatencySummary } from '../lib/stats.js';
 import { probeFdatasync, runtimeDelta, scrapeRuntime, type RuntimeScrape } from '../lib/tail.js';
-import { durableTarget } from './mutation.js';
+import { DURABLE, durableTarget } from './mutation.js';
 
 const SHARES = [0.25, 0.5, 0.8];
 
@@ -15,6 +15,9 @@ interface Row {
   b99: number;
   g50: number;
   g99: number;
+  /** The durable baseline at the same rate in the same alternation (the gateway's own shares only), or NaN. */
+  d50: number;
+  d99: number;
   achieved: number;
   errors: number;
   dropped: number;
@@ -28,8 +31,13 @@ async function atRate(
   gateways: GatewayProc[],
   rate: number,
   durationMs: number,
+  durable: Target | null,
 ): Promise<Measurement[]> {
-  const ts: Target[] = [baselineTarget(env, '/mutation'), ...gateways.map((g) => gatewayTarget(g))];
+  const ts: Target[] = [
+    baselineTarget(env, '/mutation'),
+    ...(durable ? [durable] : []),
+    ...gateways.map((g) => gatewayTarget(g)),
+  ];
   return alternate(env.lg, ts, () => ({ body, connections: 256, durationMs, rate, expectStatus: 200, graphql: true }), {
     rounds: env.options.rounds,
     warmupMs: 0,
@@ -40,6 +48,7 @@ async function atRate(
 
 function rowsOf(ms: Measurement[], gateways: GatewayProc[], share: number, of: Row['of'], rate: number): Row[] {
   const base = byTarget(ms, 'baseline');
+  const durable = byTarget(ms, DURABLE);
   return gateways.map((g) => {
     const gm = byTarget(ms, g.name);
     return {
@@ -51,6 +60,8 @@ function rowsOf(ms: Measurement[], gateways: GatewayProc[], share: number, of: R
       b99: mean(base.map((m) => m.result.latency.p99)),
       g50: mean(gm.map((m) => m.result.latency.p50)),
       g99: mean(gm.map((m) => m.result.latency.p99)),
+      d50: durable.length ? mean(durable.map((m) => m.result.latency.p50)) : NaN,
+      d99: durable.length ? mean(durable.map((m) => m.result.latency.p99)) : NaN,
       achieved: mean(gm.map((m) => m.result.rps)),
       errors: [...gm, ...base].reduce((s, m) => s + m.result.errors, 0),
       dropped: gm.reduce((s, m) => s + m.result.dropped, 0),
@@ -63,7 +74,8 @@ function rowsOf(ms: Measurement[], gateways: GatewayProc[], share: number, of: R
 function line(r: Row): string {
   const saturated = r.dropped > 0 || r.achieved < r.rate * 0.95;
   const added = (v: number) => (saturated ? `${fmt.ms(v)} (saturated)` : `**${fmt.ms(v)}**`);
-  return `| ${Math.round(r.share * 100)}% of ${r.of} max | ${fmt.int(r.rate)} | ${r.gateway} | ${fmt.ms(r.b50)} | ${fmt.ms(r.b99)} | ${fmt.ms(r.g50)} | ${fmt.ms(r.g99)} | ${added(r.g50 - r.b50)} | ${added(r.g99 - r.b99)} | ${fmt.int(r.achieved)} | ${r.dropped} | ${r.errors} | ${fmt.pct(r.gatewayCpu)} | ${fmt.pct(r.otherCpu)} |`;
+  const durable = Number.isNaN(r.d99) ? '– | – | –' : `${fmt.ms(r.d50)} | ${fmt.ms(r.d99)} | ${added(r.g99 - r.d99)}`;
+  return `| ${Math.round(r.share * 100)}% of ${r.of} max | ${fmt.int(r.rate)} | ${r.gateway} | ${fmt.ms(r.b50)} | ${fmt.ms(r.b99)} | ${durable} | ${fmt.ms(r.g50)} | ${fmt.ms(r.g99)} | ${added(r.g50 - r.b50)} | ${added(r.g99 - r.b99)} | ${fmt.int(r.achieved)} | ${r.dropped} | ${r.errors} | ${fmt.pct(r.gatewayCpu)} | ${fmt.pct(r.otherCpu)} |`;
 }
 
 /**
@@ -90,10 +102,13 @@ export async function addedLatency(
       ...(of === 'gateway' && env.gatewayNormal ? [env.gatewayNormal] : []),
       ...env.others,
     ];
+    // At the gateway's own shares the durable baseline runs in the same alternation: the tail goal (docs/decisions/113) is the
+    // FULL gateway's p99 against the same durable work written by hand, at the same rate (decision 113).
+    const durable = of === 'gateway' && env.mutationRefs ? durableTarget(env.mutationRefs) : null;
     for (const share of SHARES) {
       const rate = Math.max(1, Math.round(max * share));
       env.log(` ${Math.round(share * 100)}% of the ${of} maximum: ${rate} req/s`);
-      rows.push(...rowsOf(await atRate(env, body, gateways, rate, durationMs), gateways, share, of, rate));
+      rows.push(...rowsOf(await atRate(env, body, gateways, rate, durationMs, durable), gateways, share, of, rate));
     }
   }
   const anatomy = await tailAnatomy(env, body, Math.max(1, Math.round(gatewayMaxRps * 0.5)), durationMs);
@@ -110,28 +125,38 @@ export async function addedLatency(
   for (const r of rows.filter((x) => x.share === 0.5 && x.of === 'gateway')) {
     // The latency target is the FULL gateway at half of its own maximum; NORMAL is shown for reference.
     const full = r.gateway === env.gateway.name;
+    const served = r.dropped === 0 && r.achieved >= r.rate * 0.95;
+    // Against the durable baseline's p99 in the same rounds when it ran (the goal as worded: docs/decisions/113); otherwise
+    // against the bare proxy's, which keeps nothing (stricter).
+    const againstDurable = !Number.isNaN(r.d99);
+    const added99 = againstDurable ? r.g99 - r.d99 : r.g99 - r.b99;
     targets.push({
       target: full
-        ? `added p99 ≤ 2 ms at 50% of the gateway's own maximum (${r.gateway})`
-        : `added p99 at 50% of the gateway's own maximum (${r.gateway}; for reference)`,
+        ? `p99 at 50% of the gateway's own maximum ≤ the ${againstDurable ? 'durable' : 'bare proxy'} baseline's + 2 ms (${r.gateway})`
+        : `p99 at 50% of the gateway's own maximum (${r.gateway}; for reference)`,
       measured:
-        `${fmt.ms(r.g99 - r.b99)} ms (p50 +${fmt.ms(r.g50 - r.b50)} ms) at ${fmt.int(r.rate)} req/s` +
+        `${fmt.ms(r.g99)} ms at ${fmt.int(r.rate)} req/s` +
+        (againstDurable
+          ? `: ${fmt.ms(r.g99 - r.d99)} ms over the durable baseline's ${fmt.ms(r.d99)} ms (p50 ${fmt.ms(r.g50 - r.d50)} ms over), `
+          : ': ') +
+        `${fmt.ms(r.g99 - r.b99)} ms over the bare proxy's ${fmt.ms(r.b99)} ms (p50 +${fmt.ms(r.g50 - r.b50)} ms)` +
         (full && anatomy.durableP99 !== null
-          ? `; the durable baseline's p99 at the same rate: ${fmt.ms(anatomy.durableP99)} ms (tail anatomy below)`
+          ? `; the durable baseline's p99 in the tail anatomy's one run: ${fmt.ms(anatomy.durableP99)} ms`
           : ''),
-      met: full ? r.dropped === 0 && r.achieved >= r.rate * 0.95 && r.g99 - r.b99 <= 2 : null,
+      met: full ? served && added99 <= 2 : null,
     });
   }
   const markdown = [
     `Open loop: requests leave on a fixed schedule (${durationMs / 1000} s per measurement, ${env.options.rounds} alternating rounds, up to 256 connections, no pipelining) ` +
-      'and each latency counts from the scheduled send time, so queueing shows in the tail. The baseline and the gateway get the same rate in turn; ' +
-      `"added" is the gateway's percentile minus the baseline's. Rates are shares of the baseline's maximum from scenario 1 (${fmt.int(baselineMaxRps)} req/s), ` +
+      'and each latency counts from the scheduled send time, so queueing shows in the tail. The baseline and the gateway get the same rate in turn ' +
+      "(at the gateway's own shares the durable baseline too, for the tail goal: the p99 at half the gateway's maximum against the same durable work written by hand); " +
+      `"added" is the gateway's percentile minus the bare proxy baseline's, and "over durable" its p99 minus the durable baseline's. Rates are shares of the baseline's maximum from scenario 1 (${fmt.int(baselineMaxRps)} req/s), ` +
       `as the issue defines the load, then the same shares of the gateway's own maximum (${fmt.int(gatewayMaxRps)} req/s). Same request as scenario 1. ` +
       'A row is marked saturated when the gateway served less than 95% of the offered rate or more than 2,000 requests were outstanding (those are counted as dropped): ' +
       'its latency is queueing, not service time.',
     '',
-    '| load | req/s | gateway | baseline p50 ms | baseline p99 ms | gateway p50 ms | gateway p99 ms | added p50 ms | added p99 ms | gateway served req/s | dropped | errors | gateway CPU | other CPU |',
-    '|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| load | req/s | gateway | baseline p50 ms | baseline p99 ms | durable baseline p50 ms | durable baseline p99 ms | p99 over durable ms | gateway p50 ms | gateway p99 ms | added p50 ms | added p99 ms | gateway served req/s | dropped | errors | gateway CPU | other CPU |',
+    '|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(line),
     '',
     anatomy.markdown,

@@ -70,7 +70,7 @@ function row(r: Row, durableRps: number, baselineRps: number): string {
   return `| ${r.name} | ${fmt.int(rps)} | ${rounds} | ${fmt.ratio(rps / durableRps)} | ${fmt.ratio(rps / baselineRps)} | ${fmt.ms(mean(ms.map((m) => m.result.latency.p50)))} | ${fmt.ms(mean(ms.map((m) => m.result.latency.p99)))} | ${errors} | ${fmt.pct(mean(ms.map((m) => m.serverCpu)))} | ${fmt.pct(mean(ms.map((m) => m.driverCpu)))} | ${fmt.pct(mean(ms.map((m) => m.otherCpu)))} |`;
 }
 
-const DURABLE = 'durable baseline';
+export const DURABLE = 'durable baseline';
 
 /** The durable baseline as a target of the gateway's request bytes (its project must be seeded first: scenario 1 does). */
 export function durableTarget(refs: MutationReferences): Target {

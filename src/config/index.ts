@@ -373,7 +373,7 @@ const VARS = {
   ),
   SQLITE_COMMIT_WINDOW_MS: declare(
     int(1, 0, 50),
-    'SQLite: how long, in milliseconds, the first write of a group waits for more writes before their one COMMIT (and, with FULL, their one fdatasync), when no sync is in flight and writes keep coming (the previous group began less than four windows earlier). A steady trickle of writes then shares commits and syncs, as a burst does: less CPU per write at the same rate. A write after a quiet spell commits at the end of its turn of the event loop. A write is still on disk before it is acknowledged; while writes keep coming, each acknowledgement can come up to this much later (docs/decisions/062, 113). 0: every group commits at the end of its turn, as before 113. Ignored with DATABASE_URL.',
+    "SQLite: how long, in milliseconds, the first write of a group waits for more writes before their one COMMIT (and, with FULL, their one fdatasync). It waits only when no sync is in flight and writes have lately come from more than one caller at a time (within the last eight windows, a write came while another's sync was in flight). A steady trickle of writes from many callers then shares commits and syncs, as a burst does: less CPU per write at the same rate. A lone caller's writes, one after another, and a write after a quiet spell commit at the end of their turn of the event loop. A write is still on disk before it is acknowledged; while writes come from many callers, each acknowledgement can come up to this much later (docs/decisions/062, 113). 0: every group commits at the end of its turn, as before 113. Ignored with DATABASE_URL.",
   ),
   STORE_PG_NAMED_STATEMENTS: declare(
     bool(true),
@@ -1015,7 +1015,7 @@ export interface Config {
   readonly publicUrl: string | undefined;
   readonly dataDir: string;
   readonly databaseUrl: string | undefined;
-  /** SQLITE_COMMIT_WINDOW_MS: how long a group of writes waits for more, while they keep coming (0: the end of its turn). */
+  /** SQLITE_COMMIT_WINDOW_MS: how long a group of writes waits for more, when many callers write (0: the end of its turn). */
   readonly sqliteCommitWindowMs: number;
   /** SQLITE_CHECKPOINT_INTERVAL_MS: the least time between two WAL checkpoints. */
   readonly sqliteCheckpointIntervalMs: number;
