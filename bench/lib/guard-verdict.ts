@@ -1,7 +1,8 @@
 /**
  * `npm run bench:guard`'s verdict on one path, from its measured rounds (decisions 084 and 114): the median of the
  * per-round ratios (working tree over ref, both sides measured in the same moments), its spread, and whether that
- * reads slower, the same, or nothing at all.
+ * reads slower (more than the tolerance, 2 %, beyond the spread), the same (a 5 % loss ruled out: the ratio plus the
+ * spread under 1.05), or neither: no verdict.
  */
 import { median } from './stats.js';
 
@@ -22,7 +23,7 @@ export interface GuardRow {
   spread: number;
   /** The ratio exceeds 1 by more than the spread plus the tolerance. */
   slower: boolean;
-  /** Not slower, and the spread wider than the resolution: "same" would not rule out a 5 % loss, so no verdict. */
+  /** Neither slower nor the same (the ratio plus the spread not under 1 + `sees`): no verdict. */
   unresolved: boolean;
   refRounds: number[];
   treeRounds: number[];
@@ -35,8 +36,8 @@ export interface VerdictRule {
   pairs: number;
   /** A path is slower when its ratio exceeds 1 by more than its spread plus this. */
   tolerance: number;
-  /** The widest spread at which "same" still rules out a 5 % loss (5 % less the tolerance). */
-  resolution: number;
+  /** The loss a verdict of "same" rules out: the ratio plus the spread stays under 1 + this (5 %). */
+  sees: number;
 }
 
 /** A path's row from its rounds. */
@@ -57,7 +58,7 @@ export function rowOf(path: string, byRound: Figures[], rule: VerdictRule): Guar
     ratio,
     spread,
     slower,
-    unresolved: !slower && spread > rule.resolution,
+    unresolved: !slower && ratio - 1 + spread >= rule.sees,
     refRounds: byRound.map((f) => f.ref),
     treeRounds: byRound.map((f) => f.tree),
     pairRatios,
