@@ -2,7 +2,7 @@
  * `npm run bench:guard -- --against <git ref>`: is the working tree slower than `<ref>` on a hot path?
  *
  * The ref (default HEAD~1) is unpacked with `git archive` into a temporary folder that reuses this checkout's
- * node_modules. Each side (the working tree and the ref) runs as two gateway processes (--pairs) with the same
+ * node_modules. Each side (the working tree and the ref) runs as four gateway processes (--pairs) with the same
  * upstream stub and the same requests, their databases in memory (/dev/shm). The gateways run V8's baseline tier by
  * default (no optimising compiler, `--tier`; see TIERS): a process of it has no luck of its own, where an optimised
  * one keeps one for its life. First every gateway warms every path (16 in flight, on both cores). Then, on the
@@ -22,7 +22,7 @@
  *
  * Options: --against <ref> (`.` measures the working tree against itself), --tree <ref> (measure that commit in the
  * working tree's place: a bisection between two commits), --tier baseline|optimizing, --rounds <n> (default 8
- * baseline, 6 optimizing), --pairs <n> (default 2),
+ * baseline, 6 optimizing), --pairs <n> (default 4),
  * --quiet-wait <s> (how long to wait for a quiet machine, default 20), --paths a,b, --node-arg <flag> (repeatable:
  * a Node or V8 flag for every gateway of both sides, e.g. `--node-arg=--single-threaded`),
  * --env NAME=VALUE[,NAME=VALUE] (the working tree's side only: an off switch or a setting against the same code, with
@@ -113,7 +113,7 @@ const roundOps = new Map<PathName, number>();
 const TIERS = {
   baseline: {
     nodeArgs: ['--no-turbofan', '--no-maglev', '--min-semi-space-size=16', '--max-semi-space-size=16'],
-    warm: 0.25,
+    warm: 0.15,
     ops: 0.7,
     rounds: 8,
     tolerance: 0.02,
@@ -133,8 +133,15 @@ const TIERS = {
 type TierName = keyof typeof TIERS;
 /** Other processes' CPU (in cores) above which the machine is too busy for a verdict. */
 const BUSY = 0.15;
-/** Gateway processes a side, taking the rounds in turn (--pairs). */
-let PAIRS = 2;
+/**
+ * Pairs of gateway processes (one a side), taking the rounds in turn (--pairs). Four: even in the baseline tier a
+ * process on Node 26 keeps a luck of its own of up to ~2.5 % against another of the same code, and with two pairs
+ * one run of the suite read the same tree 2.2 % apart (both pairs on the same side of 1); with four, twelve runs of
+ * the same tree on Node 26 read within ±0.4 %, each pair taking two rounds, one in each order (decision 114). Each
+ * gateway of the baseline tier then warms up with 60 % of the operations it did with two pairs, so that the guard stays
+ * near its former length (about 55 s on a fast hour of this machine, 75 s on a slow one).
+ */
+let PAIRS = 4;
 const loadAverage = () =>
   os
     .loadavg()
@@ -282,25 +289,41 @@ async function startSide(
   // Names of one length on both sides: the folder is in the gateway's environment, and a side whose environment is
   // a byte longer read 0.5–1.5 % cheaper on Node 26 in most runs (decision 085).
   const dataDir = path.join(root, `${index}${name === 'tree' ? 't' : 'r'}`);
-  fs.mkdirSync(dataDir);
-  const port = await freePort();
-  const origin = `http://127.0.0.1:${port}`;
-  const proc = await spawnNode(`gateway ${index + 1} (${label})`, {
-    script: 'src/main.ts',
-    cwd: checkout,
-    cpus,
-    nodeArgs: [
-      '--import',
-      pathToFileURL(path.join(ROOT, 'bench', 'lib', 'guard-hooks.ts')).href,
-      ...(cli.profile ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(cli.profile, name)] : []),
-      ...TIER.nodeArgs,
-      ...(TIER.gcBeforeRound ? ['--expose-gc'] : []),
-      ...(cli['node-arg'] ?? []),
-    ],
-    env: { ...gatewayEnv({ port, dataDir, stubUrl }), SQLITE_SYNCHRONOUS: 'FULL', ...sideEnv[name] },
-    readiness: { url: `${origin}/readyz` },
-    timeoutMs: 60_000,
-  });
+  // The port is free when asked for and taken when the gateway listens, seconds later: meanwhile another process's
+  // connection may take it (eight gateways start at once), so a start that finds it taken starts again on another.
+  for (let attempt = 1; ; attempt++) {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    fs.mkdirSync(dataDir);
+    const port = await freePort();
+    const origin = `http://127.0.0.1:${port}`;
+    let proc: Proc;
+    try {
+      proc = await spawnNode(`gateway ${index + 1} (${label})`, {
+        script: 'src/main.ts',
+        cwd: checkout,
+        cpus,
+        nodeArgs: [
+          '--import',
+          pathToFileURL(path.join(ROOT, 'bench', 'lib', 'guard-hooks.ts')).href,
+          ...(cli.profile ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(cli.profile, name)] : []),
+          ...TIER.nodeArgs,
+          ...(TIER.gcBeforeRound ? ['--expose-gc'] : []),
+          ...(cli['node-arg'] ?? []),
+        ],
+        env: { ...gatewayEnv({ port, dataDir, stubUrl }), SQLITE_SYNCHRONOUS: 'FULL', ...sideEnv[name] },
+        readiness: { url: `${origin}/readyz` },
+        timeoutMs: 60_000,
+      });
+    } catch (err) {
+      if (attempt < 3 && /EADDRINUSE/.test(String(err))) continue;
+      throw err;
+    }
+    return sideOf(name, label, proc, origin);
+  }
+}
+
+/** A started gateway as a side: its pool, a project to create networks in, and a seeded tree to query. */
+async function sideOf(name: Side['name'], label: string, proc: Proc, origin: string): Promise<Side> {
   const pool = new Pool(origin, { connections: Math.max(CONCURRENCY, WARMUP_CONCURRENCY), pipelining: 1 });
   const project = await graphql<{ createProject: { project: { id: string } } }>(
     origin,
