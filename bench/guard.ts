@@ -285,6 +285,8 @@ async function startSide(
   stubUrl: string,
   root: string,
   cpus: string | null,
+  /** Called with the gateway's process as soon as it runs, so that it is stopped whatever happens next. */
+  started: (proc: Proc) => void,
 ): Promise<Side> {
   // Names of one length on both sides: the folder is in the gateway's environment, and a side whose environment is
   // a byte longer read 0.5–1.5 % cheaper on Node 26 in most runs (decision 085).
@@ -318,6 +320,7 @@ async function startSide(
       if (attempt < 3 && /EADDRINUSE/.test(String(err))) continue;
       throw err;
     }
+    started(proc);
     return sideOf(name, label, proc, origin);
   }
 }
@@ -633,21 +636,24 @@ async function main(): Promise<void> {
     // how far the pairs disagree.
     // Which side of a pair starts, and is warmed, first alternates from pair to pair, as the order a round serves
     // them in alternates from round to round: whatever that order does falls on both sides.
-    const pairs = await Promise.all(
-      Array.from({ length: PAIRS }, async (_, i): Promise<[Side, Side]> => {
-        const start = (name: Side['name']) =>
-          name === 'tree'
-            ? startSide('tree', i, own.label, own.dir, stubUrl, root, bothCores(place))
-            : startSide('ref', i, ref.label, ref.dir, stubUrl, root, bothCores(place));
-        return i % 2 === 0
-          ? Promise.all([start('tree'), start('ref')])
-          : Promise.all([start('ref'), start('tree')]).then(([r, t]): [Side, Side] => [t, r]);
-      }),
-    );
-    pairs.forEach((pair, i) => {
-      sides.push(...(i % 2 === 0 ? pair : [...pair].reverse()));
-      procs.push(...pair.map((s) => s.proc));
+    // Each gateway is in `procs` from the moment it runs, and every start settles before a failed one is reported:
+    // a start that fails (its port taken three times, say) leaves none of the others running.
+    const start = (name: Side['name'], i: number) =>
+      name === 'tree'
+        ? startSide('tree', i, own.label, own.dir, stubUrl, root, bothCores(place), (p) => procs.push(p))
+        : startSide('ref', i, ref.label, ref.dir, stubUrl, root, bothCores(place), (p) => procs.push(p));
+    const starting = Array.from({ length: PAIRS }, (_, i): [Promise<Side>, Promise<Side>] => {
+      if (i % 2 === 0) {
+        const tree = start('tree', i);
+        return [tree, start('ref', i)];
+      }
+      const refSide = start('ref', i);
+      return [start('tree', i), refSide];
     });
+    const failed = (await Promise.allSettled(starting.flat())).find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    const pairs = await Promise.all(starting.map((pair) => Promise.all(pair)));
+    pairs.forEach((pair, i) => sides.push(...(i % 2 === 0 ? pair : [...pair].reverse())));
     log(`${sides.length} gateways up`);
     await warmUp(sides, place);
     log(`warm: ${paths.map((p) => `${Math.round(WARMUP_OPS[p] * warmScale)} ${p}`).join(', ')} operations a gateway`);
