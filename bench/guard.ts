@@ -12,12 +12,12 @@
  * the guard waits until nothing else uses the machine; when that does not come, it says so and exits 3 rather than
  * give a verdict.
  * It prints a table (µs per operation on each side, the median of the per-round ratios, and their spread: the
- * larger of the rounds' half range, from five rounds on without the highest and the lowest, and the pairs' half
- * range) and exits 1 when a path is slower by more than its spread plus the tier's tolerance (2 %, 3 % optimised);
- * 2 when it could not measure; 3 when it has no verdict: the machine stayed busy, or a path, even after a second set
- * of rounds, was neither slower nor "same" (its ratio plus its spread under 1.05: a 5 % loss ruled out; baseline
- * tier, decision 114). About 60 s on 2 cores. On a quiet machine the same
- * tree reads within ±2 % on every path and a tree planted with 5 % more CPU per request is flagged on every path
+ * larger of the rounds' half range, from five rounds on without the highest and the lowest eighth, at least one each
+ * way, and the pairs' half range) and exits 1 when a path is slower by more than its spread plus the tier's tolerance
+ * (2 %, 3 % optimised); 2 when it could not measure; 3 when it has no verdict: the machine stayed busy, or a path,
+ * even after a second set of rounds, was neither slower nor "same" (its ratio plus its spread under 1.05: a 5 % loss
+ * ruled out; baseline tier, decision 114). About 60 s on 2 cores. On a quiet machine the same tree reads within ±2 %
+ * on every path and a tree planted with 5 % more CPU per request is flagged on every path
  * (decision 084; test/bench/guard.test.ts).
  *
  * Options: --against <ref> (`.` measures the working tree against itself), --tree <ref> (measure that commit in the
@@ -136,10 +136,11 @@ const BUSY = 0.15;
 /**
  * Pairs of gateway processes (one a side), taking the rounds in turn (--pairs). Four: even in the baseline tier a
  * process on Node 26 keeps a luck of its own of up to ~2.5 % against another of the same code, and with two pairs
- * one run of the suite read the same tree 2.2 % apart (both pairs on the same side of 1); with four, twelve runs of
- * the same tree on Node 26 read within ±0.4 %, each pair taking two rounds, one in each order (decision 114). Each
- * gateway of the baseline tier then warms up with 60 % of the operations it did with two pairs, so that the guard stays
- * near its former length (about 55 s on a fast hour of this machine, 75 s on a slow one).
+ * one run of the suite read the same tree 2.2 % apart (both pairs on the same side of 1); with four, three runs of
+ * the same tree on Node 26 kept the table within ±0.4 % of 1 on every path, each pair taking two rounds, one in each
+ * order (decision 114). Each gateway of the baseline tier then warms up with 60 % of the operations it did with two
+ * pairs, so that the guard stays near its former length (about 55 s on a fast hour of this machine, 75 s on a slow
+ * one).
  */
 let PAIRS = 4;
 const loadAverage = () =>
