@@ -658,10 +658,7 @@ async function main(): Promise<void> {
     log(`${sides.length} gateways up`);
     await warmUp(sides, place);
     log(`warm: ${paths.map((p) => `${Math.round(WARMUP_OPS[p] * warmScale)} ${p}`).join(', ')} operations a gateway`);
-    /** µs per operation of each side, by round, by path; and which pair measured each round. */
-    const figures = new Map<PathName, Figures[]>();
-    /** Paths whose rounds were taken twice (see SEES). */
-    const remeasured: PathName[] = [];
+    const rows: GuardRow[] = [];
     for (const p of paths) {
       // The planted slowdown (BENCH_GUARD_SLOWDOWN) is a share of what the ref's side of the same pair cost in the
       // round before: the working tree's side really costs that share more than the ref, however the cost drifts.
@@ -678,6 +675,7 @@ async function main(): Promise<void> {
         plant(pair, refSeconds);
       }
       roundOps.set(p, Math.min(OPS[p] * opsScale, (ROUND_CPU_S * (cli.quick ? 0.5 : 1)) / median(refCosts)));
+      /** µs per operation of each side, by round; and which pair measured each round. */
       const byRound: Figures[] = [];
       const measure = async () => {
         for (let r = 0; r < rounds; r++) {
@@ -693,22 +691,22 @@ async function main(): Promise<void> {
         }
       };
       await measure();
-      const first = rowOf(p, byRound, VERDICT);
-      if (first.unresolved) {
+      let row = rowOf(p, byRound, VERDICT);
+      if (row.unresolved) {
         log(
-          `${p}: ${first.ratio.toFixed(3)} ± ${(first.spread * 100).toFixed(1)} %, neither more than ${TOLERANCE * 100} % slower nor ${SEES * 100} % ruled out: ${rounds} more rounds`,
+          `${p}: ${row.ratio.toFixed(3)} ± ${(row.spread * 100).toFixed(1)} %, neither more than ${TOLERANCE * 100} % slower nor ${SEES * 100} % ruled out: ${rounds} more rounds`,
         );
-        remeasured.push(p);
         await measure();
+        row = rowOf(p, byRound, VERDICT);
       }
-      figures.set(p, byRound);
-      const row = rowOf(p, byRound, VERDICT);
+      rows.push(row);
       // Each round's ratio, and each pair's median: what a wide spread came from.
       log(
         `${p}: working tree ${row.treeUs.toFixed(1)} µs/op, ref ${row.refUs.toFixed(1)} µs/op, ${Math.round(roundOps.get(p)!)} operations a round; ratios by round ${byRound.map((f) => (f.tree / f.ref).toFixed(3)).join(' ')}, by pair ${row.pairRatios.map((r) => r.toFixed(3)).join(' ')}`,
       );
     }
-    const rows = paths.map((p) => rowOf(p, figures.get(p)!, VERDICT));
+    // The paths whose rounds were taken twice (see SEES).
+    const remeasured = rows.filter((r) => r.treeRounds.length > rounds).map((r) => r.path);
     const elapsed = (Date.now() - startedAt) / 1000;
     const table = render(rows, ref.label, own.label);
     process.stdout.write(
