@@ -8,7 +8,8 @@
  * gateway's threads, grouped by name (/proc/<pid>/task/<tid>/schedstat and comm: the main thread, libuv's pool, the
  * checkpoint worker, V8's helpers), and p50/p99. Prints each variant's median per rate and thread group, and per
  * round the difference from the first variant. `node=--flag+--flag` among a variant's settings: node's options.
- * `--variant base:durable=1` (after a gateway) adds the durable baseline.
+ * `--variant base:durable=1` (after a gateway) adds the durable baseline; with `node=…` among its settings, under those
+ * node options (more than one baseline may run, each with its own data dir: docs/decisions/115).
  *
  * `--pin` places the processes as the bench does (bench/lib/processes.ts: the gateways and the baseline on the last
  * core; the upstream stub and this process on core 0). `--tail DIR`: the tail's anatomy. Each gateway runs with
@@ -159,13 +160,15 @@ const stub = await spawnNode('upstream', {
 
 /**
  * The durable baseline (bench/servers/durable-baseline.ts, FULL) as one more variant (`--variant base:durable=1`): the
- * same durable work by hand, its WAL sync on the main thread. Its project is seeded with the id of `body`'s.
+ * same durable work by hand, its WAL sync on the main thread, under `nodeArgs`, in a data dir of its own (`name`). Its
+ * project is seeded with the id of `body`'s.
  */
-async function durableBaseline(body: string) {
-  const dataDir = path.join(root, 'durable-baseline');
+async function durableBaseline(name: string, body: string, nodeArgs: string[]) {
+  const dataDir = path.join(root, `durable-baseline-${name}`);
   fs.mkdirSync(dataDir);
   const child = await spawnNode('durable baseline', {
     script: 'bench/servers/durable-baseline.ts',
+    nodeArgs,
     args: [
       '--upstream',
       String(stub.ready.url),
@@ -193,7 +196,7 @@ async function gateway(
   durable = false,
   nodeArgs: string[] = [],
 ) {
-  if (durable) return measured(name, await durableBaseline(await anyBody()));
+  if (durable) return measured(name, await durableBaseline(name, await anyBody(), nodeArgs));
   const main = path.join(dist, 'src/main.js');
   if (!fs.existsSync(main)) throw new Error(`no ${main}: run \`npm run build\``);
   const port = await freePort();
