@@ -166,7 +166,7 @@ const stub = await spawnNode('upstream', {
 async function durableBaseline(name: string, body: string, nodeArgs: string[]) {
   const dataDir = path.join(root, `durable-baseline-${name}`);
   fs.mkdirSync(dataDir);
-  const child = await spawnNode('durable baseline', {
+  const child = await spawnNode(`durable baseline ${name}`, {
     script: 'bench/servers/durable-baseline.ts',
     nodeArgs,
     args: [
