@@ -1,5 +1,4 @@
 import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config/index.js';
-import { applyHeapSettings } from './gateway/heap.js';
 import { SHUTDOWN } from './gateway/options.js';
 import { startGateway } from './gateway/start.js';
 import { createLogger, resolveLogFormat } from './logger.js';
@@ -46,7 +45,6 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  applyHeapSettings(config);
   const logger = createLogger({
     level: config.logLevel,
     format: resolveLogFormat(config.logFormat, process.stdout.isTTY === true),

@@ -391,10 +391,6 @@ const VARS = {
     int(65_536, 1_024, 1_048_576),
     "SQLite: the WAL's size, in frames of one 4 KiB page, from which it is restarted from its beginning: new write transactions wait (reads go on) while one last checkpoint copies the few frames left and syncs the database file, a pause of a few milliseconds up to ~20 under load (docs/decisions/107). Larger: that pause comes less often (under a steady load, once per this many frames written), but the WAL file takes up to this many 4 KiB pages on disk (65,536: 256 MiB; it is not truncated after a restart) and a restart after a crash reads it all back. 16,384 (64 MiB) was the size before. Ignored with DATABASE_URL.",
   ),
-  V8_ALLOCATION_SITE_PRETENURING: declare(
-    bool(false),
-    "Node's V8 engine. false: its allocation-site pretenuring is turned off as the gateway starts, so a request's objects are made in the young generation and die there. With it on, V8 comes to make some of each request's objects straight in the old generation; a dead one there keeps what it points at (the request's HTTP objects) alive through every scavenge until the next mark-compact. That is about twice the old-generation garbage per durable creation, so mark-compacts come about twice as often, and their marking takes turns with the event loop when the gateway has one core (docs/decisions/115, 116). true: V8's own default.",
-  ),
   CLOUD_API_URL: declare(httpUrl, 'Base URL of the cloud provisioning API.', '(unset: see SANDBOX_UPSTREAMS)'),
   CLOUD_API_TOKEN: declare(
     optionalString,
@@ -1029,8 +1025,6 @@ export interface Config {
   readonly storePgNamedStatements: boolean;
   /** SQLITE_CLAIM_WITHOUT_SYNC: a fresh idempotency claim does not wait for its WAL sync (docs/decisions/078). */
   readonly sqliteClaimWithoutSync: boolean;
-  /** V8_ALLOCATION_SITE_PRETENURING: V8's allocation-site pretenuring left on (docs/decisions/116). */
-  readonly v8AllocationSitePretenuring: boolean;
   /** SQLITE_SYNCHRONOUS; ignored with DATABASE_URL. */
   readonly sqliteSynchronous: 'FULL' | 'NORMAL';
   /** DATABASE_MIGRATIONS: apply the missing migrations at start-up, or wait for `main.js migrate` to apply them. */
@@ -1327,7 +1321,6 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     sqliteWalRestartFrames: e.SQLITE_WAL_RESTART_FRAMES,
     storePgNamedStatements: e.STORE_PG_NAMED_STATEMENTS,
     sqliteClaimWithoutSync: e.SQLITE_CLAIM_WITHOUT_SYNC,
-    v8AllocationSitePretenuring: e.V8_ALLOCATION_SITE_PRETENURING,
     databaseMigrations: e.DATABASE_MIGRATIONS,
     cloud: { url: e.CLOUD_API_URL, token: e.CLOUD_API_TOKEN, credentials: e.CLOUD_API_CREDENTIALS },
     verification: { url: e.VERIFICATION_API_URL, token: e.VERIFICATION_API_TOKEN },
