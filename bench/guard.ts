@@ -4,8 +4,8 @@
  * The ref (default HEAD~1) is unpacked with `git archive` into a temporary folder that reuses this checkout's
  * node_modules. Each side (the working tree and the ref) runs as four gateway processes (--pairs) with the same
  * upstream stub and the same requests, their databases in memory (/dev/shm). The gateways run V8's baseline tier by
- * default (no optimising compiler, `--tier`; see TIERS): a process of it has no luck of its own, where an optimised
- * one keeps one for its life. First every gateway warms every path (16 in flight, on both cores). Then, on the
+ * default (no optimising compiler, `--tier`; see TIERS): a process of it keeps little luck of its own (up to ~2.5 %
+ * on Node 26, which the four pairs average out: decision 114), where an optimised one keeps up to 5 % for its life. First every gateway warms every path (16 in flight, on both cores). Then, on the
  * server's core, a round drives one pair, both sides at once with one operation in flight each, from a full
  * collection on both, and the pairs take turns. What is compared is the gateway's **CPU time per operation** (every
  * thread of its process, from /proc), which a shared machine disturbs far less than throughput. Before each round
@@ -99,8 +99,8 @@ const roundOps = new Map<PathName, number>();
  * - `baseline` (default): V8's interpreter and its baseline compiler only (`--no-turbofan --no-maglev`). No function
  *   is optimised, so a process's cost holds still after a short warm-up (the caches, the heap, SQLite's pages) and
  *   no process has a luck of its own from what its optimising compiler happened to decide and when: two processes of
- *   the same code read within about 1 % of each other, where optimised processes read up to 5 % apart for their
- *   whole life (decision 084). The young generation has the fixed size a busy process grows it to (16 MB a
+ *   the same code read within about 1 % of each other on Node 20 (up to ~2.5 % on Node 26: decision 114), where
+ *   optimised processes read up to 5 % apart for their whole life (decision 084). The young generation has the fixed size a busy process grows it to (16 MB a
  *   semi-space, V8's largest by default), so that no process keeps a luck of its own from when V8 grew it, and each
  *   round starts from a full collection on both sides (`--expose-gc`, asked through bench/lib/guard-hooks.ts, not
  *   counted), so that an old-generation collection does not fall into one side's round and not the other's (it moved
