@@ -130,12 +130,10 @@ type Row = Database['events'];
  */
 const APPEND_LOCK_CLASS = 0x65766e74; // "evnt"
 /**
- * A LIMIT written into a statement's text rather than bound as a parameter: with SQLite as better-sqlite3 12 bundles
- * it, a read whose LIMIT is bound costs several times the same read with a literal (docs/decisions/069 has the figures).
+ * A limit as a literal, written into a statement's text rather than bound as a parameter: with SQLite as
+ * better-sqlite3 12 bundles it, a read whose LIMIT is bound costs several times the same read with a literal
+ * (docs/decisions/069 has the figures). A whole number, so nothing but digits reaches the statement's text.
  */
-const LIMIT_ONE = sql.lit(1);
-
-/** A limit as a literal (see LIMIT_ONE): a whole number, so nothing but digits reaches the statement's text. */
 function whole(n: number): number {
   if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`a limit is a whole number, not ${n}`);
   return n;
@@ -164,7 +162,8 @@ function toRecord(row: Row & { seq: number }): EventRecord {
  */
 export class EventLog {
   /**
-   * `INSERT … ON CONFLICT (kind, key, dedupe_key) DO NOTHING RETURNING seq`, built and compiled once (bench scenario 4).
+   * `INSERT … ON CONFLICT (kind, key, dedupe_key) DO NOTHING`, built and compiled once (bench scenario 4), with
+   * `RETURNING seq` on PostgreSQL; on SQLite the new row's seq is the insert's rowid.
    * The conflict target is the table's one unique index; a dedupe key names its kind and key
    * (the dedupe keys above), so it refuses what a unique dedupe key alone would (docs/decisions/079).
    *
@@ -246,23 +245,31 @@ export class EventLog {
               expires_at: expiresAt,
               secrets_expire_at: secretsExpireAt,
             });
-      return row.onConflict((oc) => oc.columns(['kind', 'key', 'dedupe_key']).doNothing()).returning('seq');
+      const once = row.onConflict((oc) => oc.columns(['kind', 'key', 'dedupe_key']).doNothing());
+      // SQLite: the row's seq is its rowid, which the driver reports with the one row changed. RETURNING would keep
+      // the returned row in a temporary b-tree made and dropped for each insert, ~11 µs (docs/decisions/117).
+      return this.dialect === 'postgres' ? once.returning('seq') : once;
     },
   );
 
   /**
    * The newest event of a kind for a key, built and compiled once: every subscription on one key reads it when it
    * starts (the stored event first), so a graphql-ws subscribe made kysely build the query each time (bench
-   * scenarios 5 and 7).
+   * scenarios 5 and 7). The row whose `seq` is the key's largest, found in the unique index (kind, key, dedupe_key),
+   * which holds each row's `seq` on SQLite (the rowid): `ORDER BY seq DESC LIMIT 1` gave the same row, but SQLite
+   * sorted the key's rows in a temporary b-tree made and dropped for each read, ~11 µs (docs/decisions/117).
    */
   private readonly latestStatement = precompiled((kind: string, key: string) =>
     this.db
       .selectFrom('events')
       .selectAll()
-      .where('kind', '=', kind)
-      .where('key', '=', key)
-      .orderBy('seq', 'desc')
-      .limit(LIMIT_ONE),
+      .where('seq', '=', (eb) =>
+        eb
+          .selectFrom('events')
+          .select((m) => m.fn.max('seq').as('seq'))
+          .where('kind', '=', kind)
+          .where('key', '=', key),
+      ),
   );
 
   /** The same, among the events one reader may read: its own scope's and the shared ones (src/auth/tenancy.ts). */
@@ -270,11 +277,14 @@ export class EventLog {
     this.db
       .selectFrom('events')
       .selectAll()
-      .where('kind', '=', kind)
-      .where('key', '=', key)
-      .where((eb) => eb.or([eb('scope', '=', scope), eb('scope', 'is', null)]))
-      .orderBy('seq', 'desc')
-      .limit(LIMIT_ONE),
+      .where('seq', '=', (eb) =>
+        eb
+          .selectFrom('events')
+          .select((m) => m.fn.max('seq').as('seq'))
+          .where('kind', '=', kind)
+          .where('key', '=', key)
+          .where((r) => r.or([r('scope', '=', scope), r('scope', 'is', null)])),
+      ),
   );
 
   /** The event under a dedupe key, through the table's unique index (kind, key, dedupe_key). */
@@ -327,12 +337,12 @@ export class EventLog {
       e.secretsExpireAt ?? null,
     );
     for (let attempt = 1; ; attempt++) {
-      const { rows } = await this.execute<{ seq: number | string }>(insert);
-      const inserted = rows[0];
-      if (inserted) {
+      const result = await this.execute<{ seq: number | string }>(insert);
+      const seq = result.rows[0]?.seq ?? (result.numAffectedRows === 1n ? result.insertId : undefined);
+      if (seq !== undefined) {
         // The record is built from what was written: reading the row back would return the same values.
         const event: EventRecord = {
-          seq: Number(inserted.seq),
+          seq: Number(seq),
           kind: e.kind,
           key: e.key,
           dedupeKey: e.dedupeKey,

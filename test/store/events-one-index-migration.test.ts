@@ -216,8 +216,14 @@ describe('migration 014 on a SQLite store that holds events', () => {
           .join('; '),
       );
       expect(plans).toHaveLength(5);
-      for (const plan of plans)
-        expect(plan).toMatch(/^SEARCH events USING INDEX events_kind_key_dedupe \(kind=\? AND key=\?/);
+      // No plan scans the table; each searches the unique index by kind and key. The newest-event reads find the
+      // key's largest seq there and then read that one row by its rowid (docs/decisions/117).
+      for (const plan of plans) {
+        expect(plan).toMatch(/SEARCH events USING (COVERING )?INDEX events_kind_key_dedupe \(kind=\? AND key=\?/);
+        expect(plan).not.toMatch(/SCAN/);
+      }
+      for (const plan of plans.slice(0, 2))
+        expect(plan).toMatch(/^SEARCH events USING INTEGER PRIMARY KEY \(rowid=\?\); SCALAR SUBQUERY/);
       expect(plans[2]).toContain('kind=? AND key=? AND dedupe_key=?');
     } finally {
       await db.destroy();
