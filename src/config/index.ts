@@ -387,6 +387,10 @@ const VARS = {
     int(500, 10, 60_000),
     'SQLite: the least time, in milliseconds, between two checkpoints of the WAL into the database file (a worker thread copies each page written since the last one, then syncs the file). Longer: a page rewritten many times is copied once, less CPU per write; the WAL restarts after the same SQLITE_WAL_RESTART_FRAMES either way (docs/decisions/033). Ignored with DATABASE_URL.',
   ),
+  SQLITE_CACHE_KIB: declare(
+    int(4_096, 256, 1_048_576),
+    "SQLite: the page cache of the gateway's database connection, in KiB (`PRAGMA cache_size`; better-sqlite3's own default is 16,000 KiB). A page split leaves the cache's largest page number far beyond the database's last page, and the COMMIT after it then visits every cached page, ~100 µs with 16 MB cached: a smaller cache makes that visit cheaper, and reads a page the cache no longer holds from the operating system's file cache (docs/decisions/118). Larger: fewer such reads for a large ledger read at random. Ignored with DATABASE_URL.",
+  ),
   SQLITE_WAL_RESTART_FRAMES: declare(
     int(65_536, 1_024, 1_048_576),
     "SQLite: the WAL's size, in frames of one 4 KiB page, from which it is restarted from its beginning: new write transactions wait (reads go on) while one last checkpoint copies the few frames left and syncs the database file, a pause of a few milliseconds up to ~20 under load (docs/decisions/107). Larger: that pause comes less often (under a steady load, once per this many frames written), but the WAL file takes up to this many 4 KiB pages on disk (65,536: 256 MiB; it is not truncated after a restart) and a restart after a crash reads it all back. 16,384 (64 MiB) was the size before. Ignored with DATABASE_URL.",
@@ -1021,6 +1025,8 @@ export interface Config {
   readonly sqliteCheckpointIntervalMs: number;
   /** SQLITE_WAL_RESTART_FRAMES: the WAL's size in frames from which writes wait for its restart (docs/decisions/107). */
   readonly sqliteWalRestartFrames: number;
+  /** SQLITE_CACHE_KIB: the page cache of the database connection, in KiB (docs/decisions/118). */
+  readonly sqliteCacheKib: number;
   /** STORE_PG_NAMED_STATEMENTS: statements sent again and again go named, parsed once per connection (PostgreSQL). */
   readonly storePgNamedStatements: boolean;
   /** SQLITE_CLAIM_WITHOUT_SYNC: a fresh idempotency claim does not wait for its WAL sync (docs/decisions/078). */
@@ -1319,6 +1325,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     sqliteCommitWindowMs: e.SQLITE_COMMIT_WINDOW_MS,
     sqliteCheckpointIntervalMs: e.SQLITE_CHECKPOINT_INTERVAL_MS,
     sqliteWalRestartFrames: e.SQLITE_WAL_RESTART_FRAMES,
+    sqliteCacheKib: e.SQLITE_CACHE_KIB,
     storePgNamedStatements: e.STORE_PG_NAMED_STATEMENTS,
     sqliteClaimWithoutSync: e.SQLITE_CLAIM_WITHOUT_SYNC,
     databaseMigrations: e.DATABASE_MIGRATIONS,

@@ -93,6 +93,8 @@ export interface StoreOptions {
   sqliteCheckpointIntervalMs?: number;
   /** SQLITE_WAL_RESTART_FRAMES (docs/decisions/107); ignored with DATABASE_URL. */
   sqliteWalRestartFrames?: number;
+  /** SQLITE_CACHE_KIB (default 4,096; docs/decisions/118); ignored with DATABASE_URL. */
+  sqliteCacheKib?: number;
   /** STORE_PG_NAMED_STATEMENTS (default true; docs/decisions/104); ignored without DATABASE_URL. */
   pgNamedStatements?: boolean;
   /**
@@ -279,6 +281,8 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       throw err;
     }
   } else {
+    const cacheKib = options.sqliteCacheKib ?? 4_096;
+    if (!Number.isSafeInteger(cacheKib) || cacheKib < 1) throw new RangeError(`a page cache of ${cacheKib} KiB`);
     const { default: SQLite } = await import('better-sqlite3');
     fs.mkdirSync(options.dataDir, { recursive: true });
     const file = path.join(options.dataDir, 'gateway.sqlite');
@@ -289,6 +293,8 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     database.pragma('synchronous = NORMAL');
     database.pragma('busy_timeout = 5000');
     database.pragma('foreign_keys = ON');
+    // Not better-sqlite3's 16,000 KiB: a COMMIT after a page split visits every cached page (docs/decisions/118).
+    database.pragma(`cache_size = -${cacheKib}`);
     const full = (options.sqliteSynchronous ?? 'FULL') === 'FULL';
     const sqliteDialect = new GroupCommitSqliteDialect(database, {
       syncWal: full,
