@@ -389,7 +389,7 @@ const VARS = {
   ),
   SQLITE_CACHE_KIB: declare(
     int(4_096, 256, 1_048_576),
-    "SQLite: the page cache of the gateway's database connection, in KiB (`PRAGMA cache_size`; better-sqlite3's own default is 16,000 KiB). A page split leaves the cache's largest page number far beyond the database's last page, and the COMMIT after it then visits every cached page, ~100 µs with 16 MB cached: a smaller cache makes that visit cheaper, and reads a page the cache no longer holds from the operating system's file cache (docs/decisions/118). Larger: fewer such reads for a large ledger read at random. Ignored with DATABASE_URL.",
+    "SQLite: the page cache of the gateway's database connection, in KiB (`PRAGMA cache_size`; better-sqlite3's own default is 16,000 KiB). A page split leaves the cache's largest page number far beyond the database's last page, and the COMMIT after it then visits every cached page, ~100 µs with 16 MB cached: a smaller cache makes that visit cheaper, and a page the cache no longer holds is read from the operating system's file cache (docs/decisions/118). Larger: fewer such reads for a large ledger read at random. Ignored with DATABASE_URL.",
   ),
   SQLITE_WAL_RESTART_FRAMES: declare(
     int(65_536, 1_024, 1_048_576),

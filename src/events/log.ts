@@ -247,7 +247,7 @@ export class EventLog {
             });
       const once = row.onConflict((oc) => oc.columns(['kind', 'key', 'dedupe_key']).doNothing());
       // SQLite: the row's seq is its rowid, which the driver reports with the one row changed. RETURNING would keep
-      // the returned row in a temporary b-tree made and dropped for each insert, ~11 µs (docs/decisions/117).
+      // the returned row in a temporary b-tree made and dropped for each insert, ~10 µs (docs/decisions/117).
       return this.dialect === 'postgres' ? once.returning('seq') : once;
     },
   );
@@ -257,7 +257,7 @@ export class EventLog {
    * starts (the stored event first), so a graphql-ws subscribe made kysely build the query each time (bench
    * scenarios 5 and 7). The row whose `seq` is the key's largest, found in the unique index (kind, key, dedupe_key),
    * which holds each row's `seq` on SQLite (the rowid): `ORDER BY seq DESC LIMIT 1` gave the same row, but SQLite
-   * sorted the key's rows in a temporary b-tree made and dropped for each read, ~11 µs (docs/decisions/117).
+   * sorted the key's rows in a temporary b-tree made and dropped for each read, ~1–2 µs (docs/decisions/117).
    */
   private readonly latestStatement = precompiled((kind: string, key: string) =>
     this.db
