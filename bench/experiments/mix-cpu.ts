@@ -24,6 +24,11 @@
  *
  *   npm run build && npx tsx bench/experiments/mix-cpu.ts [--n 10000] [--rate 1000] [--warm 10] [--window 20]
  *     [--rounds 4] [--b-dist /work/main/dist/src | --b-env NAME=VALUE | --flags "A,B"]
+ *
+ * A side's settings are in its process's environment from the start too (GLIBC_TUNABLES, say), not in its clients'.
+ * With `MIX_TIMELINE=FILE` each side writes its window's timeline, epoch ms: FILE holds every delivery's scheduled
+ * time and latency (pairs), FILE.gateway the gateway's GC pauses and its event-loop turns more than 5 ms late,
+ * FILE.clients the clients' own late turns (pairs), so that a tail can be set against what stalled and where.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -82,8 +87,14 @@ interface SideResult {
   completeUs: number;
 }
 
+/** NAME=VALUE pairs; the value is everything after the first `=` (GLIBC_TUNABLES=glibc.malloc.mxfast=0). */
 const env = (pairs: string[]): Record<string, string> =>
-  Object.fromEntries(pairs.map((p) => p.split('=', 2) as [string, string]));
+  Object.fromEntries(pairs.map((p) => [p.slice(0, p.indexOf('=')), p.slice(p.indexOf('=') + 1)]));
+
+/** The driver's environment, which a side hands its clients (see runSide). */
+const driverEnv: NodeJS.ProcessEnv = process.env.MIX_DRIVER_ENV
+  ? (JSON.parse(process.env.MIX_DRIVER_ENV) as NodeJS.ProcessEnv)
+  : process.env;
 
 // ---------------------------------------------------------------------------------------------------------------
 // The clients (a child of a side's process).
@@ -109,6 +120,18 @@ function clients(): void {
   let queue: Conn[] = [];
   let head = 0;
   let latencies: number[] | null = null;
+  /** MIX_TIMELINE=FILE: each delivery of the window's scheduled time and latency (ms), written to FILE as JSON. */
+  let timeline: number[] | null = null;
+  /** With MIX_TIMELINE, the clients' own event-loop turns more than 5 ms late (epoch ms), written to FILE.clients. */
+  const clientLate: number[] = [];
+  if (process.env.MIX_TIMELINE) {
+    let last = performance.now();
+    setInterval(() => {
+      const now = performance.now();
+      if (timeline && now - last > 7) clientLate.push(performance.timeOrigin + last, now - last - 2);
+      last = now;
+    }, 2).unref();
+  }
   let delivered = 0;
   let completes = 0;
   /** Connections closed by the gateway before their ack and opened again. */
@@ -156,7 +179,10 @@ function clients(): void {
                 },
                 (text) => {
                   if (text.startsWith(`{"id":"${conn.id}","type":"next"`)) {
-                    if (latencies !== null) latencies.push(performance.now() - conn.scheduledAt);
+                    if (latencies !== null) {
+                      latencies.push(performance.now() - conn.scheduledAt);
+                      timeline?.push(performance.timeOrigin + conn.scheduledAt, performance.now() - conn.scheduledAt);
+                    }
                     delivered++;
                   } else if (text.startsWith(`{"id":"${conn.id}","type":"complete"`)) {
                     completes++;
@@ -203,6 +229,7 @@ function clients(): void {
             if (phase === 'warm' && elapsed >= warm) {
               phase = 'window';
               latencies = [];
+              if (process.env.MIX_TIMELINE) timeline = [];
               delivered = 0;
               say('window-start');
             } else if (phase === 'window' && elapsed >= warm + window) {
@@ -210,6 +237,11 @@ function clients(): void {
               clearInterval(tick);
               const l = latencies!.sort((x, y) => x - y);
               latencies = null;
+              if (timeline) {
+                fs.writeFileSync(process.env.MIX_TIMELINE!, JSON.stringify(timeline));
+                fs.writeFileSync(`${process.env.MIX_TIMELINE!}.clients`, JSON.stringify(clientLate));
+              }
+              timeline = null;
               const q = (p: number) => l[Math.min(l.length - 1, Math.floor(p * l.length))] ?? NaN;
               say({ window: { delivered: l.length, p50: q(0.5), p99: q(0.99), errors } });
               resolve();
@@ -325,8 +357,11 @@ async function side(): Promise<void> {
   const n = Number(cli.n);
   if (cli['perf-ctl']) process.stderr.write(`mix side: pid ${process.pid}\n`);
   const gw: Gateway = await builtGateway('mix-cpu', env(cli.env!), cli.dist!);
+  // The clients run under the driver's own environment: a process-wide setting a side starts under (GLIBC_TUNABLES,
+  // say) is the gateway's alone.
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--clients', '--url', gw.url], {
     execArgv: ['--import', 'tsx'],
+    env: driverEnv,
   });
   const said = (word: string): Promise<unknown> =>
     new Promise((resolve) => {
@@ -358,8 +393,20 @@ async function side(): Promise<void> {
       const row = (gc[kind] ??= { ms: 0, count: 0 });
       row.ms += e.duration;
       row.count++;
+      events?.push({ at: performance.timeOrigin + e.startTime, ms: e.duration, what: kind });
     }
   });
+  /** MIX_TIMELINE: the gateway's GC pauses and event-loop turns more than 5 ms late, in the window (epoch ms). */
+  let events: { at: number; ms: number; what: string }[] | null = null;
+  let lastTick = performance.now();
+  const lag = process.env.MIX_TIMELINE
+    ? setInterval(() => {
+        const now = performance.now();
+        if (events && now - lastTick > 7)
+          events.push({ at: performance.timeOrigin + lastTick, ms: now - lastTick - 2, what: 'late turn' });
+        lastTick = now;
+      }, 2)
+    : undefined;
   observer.observe({ entryTypes: ['gc'] });
 
   const windowStart = said('window-start');
@@ -367,6 +414,7 @@ async function side(): Promise<void> {
   child.send({ mix: { rate: Number(cli.rate), warm: Number(cli.warm), window: Number(cli.window) } });
   await windowStart;
   gc = {};
+  if (process.env.MIX_TIMELINE) events = [];
   perfControl('enable');
   const threads0 = threadsUs();
   const cpu0 = process.cpuUsage();
@@ -378,6 +426,9 @@ async function side(): Promise<void> {
   perfControl('disable');
   const windowGc = gc as Record<string, { ms: number; count: number }>;
   gc = null;
+  if (events) fs.writeFileSync(`${process.env.MIX_TIMELINE}.gateway`, JSON.stringify(events));
+  events = null;
+  clearInterval(lag);
   const mem = process.memoryUsage();
   // Per notification delivered in the window (the same as sent while the gateway keeps up; fewer when it falls behind).
   const notifications = Math.max(1, w.delivered);
@@ -450,6 +501,9 @@ function runSide(s: SideSpec): Promise<SideResult> {
   return new Promise((resolve, reject) => {
     const p = fork(fileURLToPath(import.meta.url), args, {
       execArgv: [...s.flags, '--import', 'tsx'],
+      // The side's process starts with its settings in its environment too, for those the C library or V8 read at
+      // start (GLIBC_TUNABLES); the driver's own is kept for the clients (MIX_DRIVER_ENV).
+      env: { ...process.env, ...env(s.env), MIX_DRIVER_ENV: JSON.stringify(process.env) },
       stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
     });
     let out = '';
