@@ -28,7 +28,9 @@
  * A side's settings are in its process's environment from the start too (GLIBC_TUNABLES, say), not in its clients'.
  * With `MIX_TIMELINE=FILE` each side writes its window's timeline, epoch ms: FILE holds every delivery's scheduled
  * time and latency (pairs), FILE.gateway the gateway's GC pauses and its event-loop turns more than 5 ms late,
- * FILE.clients the clients' own late turns (pairs), so that a tail can be set against what stalled and where.
+ * FILE.clients the clients' own late turns (pairs), so that a tail can be set against what stalled and where. Each
+ * side writes over the files of the one before: run one round of one side (`--rounds 1`, one set of `--flags`) to keep
+ * the timeline of the side named.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
