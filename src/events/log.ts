@@ -259,33 +259,27 @@ export class EventLog {
    * which holds each row's `seq` on SQLite (the rowid): `ORDER BY seq DESC LIMIT 1` gave the same row, but SQLite
    * sorted the key's rows in a temporary b-tree made and dropped for each read, ~1–2 µs (docs/decisions/117).
    */
-  private readonly latestStatement = precompiled((kind: string, key: string) =>
-    this.db
-      .selectFrom('events')
-      .selectAll()
-      .where('seq', '=', (eb) =>
-        eb
-          .selectFrom('events')
-          .select((m) => m.fn.max('seq').as('seq'))
-          .where('kind', '=', kind)
-          .where('key', '=', key),
-      ),
-  );
+  private readonly latestStatement = precompiled((kind: string, key: string) => this.newest(kind, key));
 
   /** The same, among the events one reader may read: its own scope's and the shared ones (src/auth/tenancy.ts). */
   private readonly latestReadableStatement = precompiled((kind: string, key: string, scope: string) =>
-    this.db
+    this.newest(kind, key, scope),
+  );
+
+  /** The query of both statements above: `scope` narrows it to one reader's events and the shared ones. */
+  private newest(kind: string, key: string, scope?: string) {
+    return this.db
       .selectFrom('events')
       .selectAll()
-      .where('seq', '=', (eb) =>
-        eb
+      .where('seq', '=', (eb) => {
+        const ofKey = eb
           .selectFrom('events')
           .select((m) => m.fn.max('seq').as('seq'))
           .where('kind', '=', kind)
-          .where('key', '=', key)
-          .where((r) => r.or([r('scope', '=', scope), r('scope', 'is', null)])),
-      ),
-  );
+          .where('key', '=', key);
+        return scope === undefined ? ofKey : ofKey.where((r) => r.or([r('scope', '=', scope), r('scope', 'is', null)]));
+      });
+  }
 
   /** The event under a dedupe key, through the table's unique index (kind, key, dedupe_key). */
   private readonly byDedupeKeyStatement = precompiled((kind: string, key: string, dedupeKey: string) =>
