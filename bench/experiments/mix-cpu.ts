@@ -91,7 +91,13 @@ interface SideResult {
 
 /** NAME=VALUE pairs; the value is everything after the first `=` (GLIBC_TUNABLES=glibc.malloc.mxfast=0). */
 const env = (pairs: string[]): Record<string, string> =>
-  Object.fromEntries(pairs.map((p) => [p.slice(0, p.indexOf('=')), p.slice(p.indexOf('=') + 1)]));
+  Object.fromEntries(
+    pairs.map((p) => {
+      const at = p.indexOf('=');
+      if (at < 1) throw new Error(`--env and --b-env want NAME=VALUE, got ${JSON.stringify(p)}`);
+      return [p.slice(0, at), p.slice(at + 1)];
+    }),
+  );
 
 /** The driver's environment, which a side hands its clients (see runSide). */
 const driverEnv: NodeJS.ProcessEnv = process.env.MIX_DRIVER_ENV
