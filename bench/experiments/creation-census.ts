@@ -11,9 +11,14 @@
  *   run, and how often per creation, the largest `--top` (gateway code, then libraries).
  *
  *   npx tsx bench/experiments/creation-census.ts [--n 3000] [--inflight 16] [--interval 256] [--top 40] [--gc]
+ *     [--promotion] [--survivors] [--query DOCUMENT] [--synchronous FULL|NORMAL]
  *
  * With `--gc` the young generation's volume is read too (scavenges counted by the `gc` performance entries, times
  * the new space's half), for a figure that does not depend on the sampler.
+ * With `--promotion`, what reaches the old generation per request: the old space's growth over 20 blocks of `n / 10`,
+ * the median of those without a mark-compact (docs/decisions/120). With `--survivors` the allocation table keeps only
+ * the objects no scavenge collected (promoted, or made in the old generation). `--query` sends that document (no
+ * variables) instead of the creation, for a request to compare with; `--synchronous` sets SQLITE_SYNCHRONOUS.
  */
 import { fork } from 'node:child_process';
 import fs from 'node:fs';
@@ -39,6 +44,10 @@ const { values: cli } = parseArgs({
     interval: { type: 'string', default: '256' },
     top: { type: 'string', default: '40' },
     gc: { type: 'boolean', default: false },
+    survivors: { type: 'boolean', default: false },
+    promotion: { type: 'boolean', default: false },
+    query: { type: 'string' },
+    synchronous: { type: 'string', default: 'FULL' },
     driver: { type: 'string' },
   },
 });
@@ -47,8 +56,9 @@ if (cli.driver !== undefined) {
   // The driver: creations on the parent's word `{ n }`, `done` when they are answered.
   const origin = cli.driver;
   const inflight = Number(cli.inflight);
-  const body = await createNetworkBody(origin, 'census');
   const pool = new Pool(origin, { connections: Math.max(inflight, 64) });
+  const fixed = cli.query === undefined ? null : JSON.stringify({ query: cli.query });
+  const body = fixed ?? (await createNetworkBody(origin, 'census'));
   const one = (): Promise<void> => createOnce(pool, body);
   process.on('message', async (m: { n: number } | 'exit') => {
     if (m === 'exit') process.exit(0);
@@ -79,16 +89,23 @@ async function census(): Promise<void> {
   const { createLogger } = (await import(
     path.join(ROOT, 'dist/src/logger.js')
   )) as typeof import('../../src/logger.js');
-  const env = { ...gatewayEnv({ port: 0, dataDir, stubUrl: String(stub.ready.url) }), SQLITE_SYNCHRONOUS: 'FULL' };
+  const env = {
+    ...gatewayEnv({ port: 0, dataDir, stubUrl: String(stub.ready.url) }),
+    SQLITE_SYNCHRONOUS: cli.synchronous,
+  };
   const gateway = await startGateway(loadConfig(env), {
     port: 0,
     host: '127.0.0.1',
     logger: createLogger({ level: 'warn' } as never),
   });
 
-  const driver = fork(fileURLToPath(import.meta.url), ['--driver', gateway.url, '--inflight', cli.inflight], {
-    execArgv: ['--import', 'tsx'],
-  });
+  const driver = fork(
+    fileURLToPath(import.meta.url),
+    ['--driver', gateway.url, '--inflight', cli.inflight, ...(cli.query === undefined ? [] : ['--query', cli.query])],
+    {
+      execArgv: ['--import', 'tsx'],
+    },
+  );
   const said = (word: string) =>
     new Promise<void>((resolve) => {
       const on = (m: unknown) => {
@@ -128,13 +145,43 @@ async function census(): Promise<void> {
     );
   }
 
+  if (cli.promotion) {
+    // What reaches the old generation per creation: its growth over blocks in which no mark-compact ran.
+    let majors = 0;
+    let minors = 0;
+    const obs = new PerformanceObserver((list) => {
+      for (const e of list.getEntries())
+        if ((e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind !== 1) majors++;
+        else minors++;
+    });
+    obs.observe({ entryTypes: ['gc'] });
+    const old = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'old_space')!.space_used_size;
+    const growth: number[] = [];
+    const size = Math.max(200, Math.round(n / 10));
+    const t0 = performance.now();
+    for (let b = 0; b < 20; b++) {
+      const [m0, o0] = [majors, old()];
+      await block(size);
+      if (majors === m0) growth.push((old() - o0) / size);
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    obs.disconnect();
+    console.log(
+      `${((20 * size) / seconds).toFixed(0)} creations/s, a scavenge every ${((seconds * 1000) / minors).toFixed(0)} ms (${((20 * size) / minors).toFixed(0)} creations)`,
+    );
+    growth.sort((a, b) => a - b);
+    console.log(
+      `old generation: +${growth[growth.length >> 1]?.toFixed(0) ?? '?'} B per creation (median of ${growth.length} blocks of ${size} without a mark-compact; range ${growth[0]?.toFixed(0)}–${growth.at(-1)?.toFixed(0)})`,
+    );
+  }
+
   // Allocation, by site.
   const interval = Number(cli.interval);
   await session.post('HeapProfiler.enable');
   await session.post('HeapProfiler.startSampling', {
     samplingInterval: interval,
     includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true,
+    includeObjectsCollectedByMinorGC: !cli.survivors,
   });
   await block(n);
   const { profile } = await session.post('HeapProfiler.stopSampling');
