@@ -11,7 +11,7 @@
  *   run, and how often per creation, the largest `--top` (gateway code, then libraries).
  *
  *   npx tsx bench/experiments/creation-census.ts [--n 3000] [--inflight 16] [--interval 256] [--top 40] [--gc]
- *     [--promotion] [--survivors] [--query DOCUMENT] [--synchronous FULL|NORMAL]
+ *     [--promotion] [--survivors] [--query DOCUMENT] [--synchronous FULL|NORMAL] [--dist /path/to/another/dist]
  *
  * With `--gc` the young generation's volume is read too (scavenges counted by the `gc` performance entries, times
  * the new space's half), for a figure that does not depend on the sampler.
@@ -31,7 +31,7 @@ import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
 import { Pool } from 'undici';
 
-import { printAllocations, printCalls, type Profile } from '../lib/census.js';
+import { printAllocations, printCalls, printPromotion, type Profile } from '../lib/census.js';
 import { closedLoop } from '../lib/cpu.js';
 import { gatewayEnv } from '../lib/env.js';
 import { ROOT, spawnNode } from '../lib/processes.js';
@@ -47,6 +47,7 @@ const { values: cli } = parseArgs({
     survivors: { type: 'boolean', default: false },
     promotion: { type: 'boolean', default: false },
     query: { type: 'string' },
+    dist: { type: 'string' },
     synchronous: { type: 'string', default: 'FULL' },
     driver: { type: 'string' },
   },
@@ -73,7 +74,8 @@ if (cli.driver !== undefined) {
 async function census(): Promise<void> {
   const n = Number(cli.n);
   const top = Number(cli.top);
-  if (!fs.existsSync(path.join(ROOT, 'dist/src/main.js'))) throw new Error('no dist/src/main.js: run `npm run build`');
+  const dist = path.resolve(cli.dist ?? path.join(ROOT, 'dist'));
+  if (!fs.existsSync(path.join(dist, 'src/main.js'))) throw new Error(`no ${dist}/src/main.js: run \`npm run build\``);
   const stub = await spawnNode('upstream', {
     script: 'bench/servers/upstream.ts',
     cpus: null,
@@ -81,14 +83,12 @@ async function census(): Promise<void> {
   });
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'creation-census-'));
   const { loadConfig } = (await import(
-    path.join(ROOT, 'dist/src/config/index.js')
+    path.join(dist, 'src/config/index.js')
   )) as typeof import('../../src/config/index.js');
   const { startGateway } = (await import(
-    path.join(ROOT, 'dist/src/gateway/start.js')
+    path.join(dist, 'src/gateway/start.js')
   )) as typeof import('../../src/gateway/start.js');
-  const { createLogger } = (await import(
-    path.join(ROOT, 'dist/src/logger.js')
-  )) as typeof import('../../src/logger.js');
+  const { createLogger } = (await import(path.join(dist, 'src/logger.js'))) as typeof import('../../src/logger.js');
   const env = {
     ...gatewayEnv({ port: 0, dataDir, stubUrl: String(stub.ready.url) }),
     SQLITE_SYNCHRONOUS: cli.synchronous,
@@ -145,35 +145,7 @@ async function census(): Promise<void> {
     );
   }
 
-  if (cli.promotion) {
-    // What reaches the old generation per creation: its growth over blocks in which no mark-compact ran.
-    let majors = 0;
-    let minors = 0;
-    const obs = new PerformanceObserver((list) => {
-      for (const e of list.getEntries())
-        if ((e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind !== 1) majors++;
-        else minors++;
-    });
-    obs.observe({ entryTypes: ['gc'] });
-    const old = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'old_space')!.space_used_size;
-    const growth: number[] = [];
-    const size = Math.max(200, Math.round(n / 10));
-    const t0 = performance.now();
-    for (let b = 0; b < 20; b++) {
-      const [m0, o0] = [majors, old()];
-      await block(size);
-      if (majors === m0) growth.push((old() - o0) / size);
-    }
-    const seconds = (performance.now() - t0) / 1000;
-    obs.disconnect();
-    console.log(
-      `${((20 * size) / seconds).toFixed(0)} creations/s, a scavenge every ${((seconds * 1000) / minors).toFixed(0)} ms (${((20 * size) / minors).toFixed(0)} creations)`,
-    );
-    growth.sort((a, b) => a - b);
-    console.log(
-      `old generation: +${growth[growth.length >> 1]?.toFixed(0) ?? '?'} B per creation (median of ${growth.length} blocks of ${size} without a mark-compact; range ${growth[0]?.toFixed(0)}–${growth.at(-1)?.toFixed(0)})`,
-    );
-  }
+  if (cli.promotion) await printPromotion(block, n, 'creation');
 
   // Allocation, by site.
   const interval = Number(cli.interval);

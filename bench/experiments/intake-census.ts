@@ -12,11 +12,12 @@
  * - calls: V8's precise coverage with call counts (as test/events/event-path-files.test.ts takes it); every function
  *   run, and how often per notification, the largest `--top` (gateway code, then libraries).
  *
- *   npx tsx bench/experiments/intake-census.ts [--n 3000] [--inflight 8] [--interval 256] [--top 40] [--gc]
+ *   npx tsx bench/experiments/intake-census.ts [--n 3000] [--inflight 8] [--interval 256] [--top 40] [--gc] [--promotion]
  *     [--dist /path/to/another/dist]
  *
  * With `--gc` the young generation's volume is read too (scavenges counted by the `gc` performance entries, times
- * the new space's half), for a figure that does not depend on the sampler.
+ * the new space's half), for a figure that does not depend on the sampler. With `--promotion`, what reaches the old
+ * generation per notification (bench/lib/census.ts, docs/decisions/120).
  */
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -30,7 +31,14 @@ import { parseArgs } from 'node:util';
 import v8 from 'node:v8';
 import { Pool } from 'undici';
 
-import { printAllocations, printCalls, printTime, type CpuProfile, type Profile } from '../lib/census.js';
+import {
+  printAllocations,
+  printCalls,
+  printPromotion,
+  printTime,
+  type CpuProfile,
+  type Profile,
+} from '../lib/census.js';
 import { closedLoop } from '../lib/cpu.js';
 import { gatewayEnv, NOTIFICATION_TOKEN } from '../lib/env.js';
 import { ROOT } from '../lib/processes.js';
@@ -43,6 +51,7 @@ const { values: cli } = parseArgs({
     interval: { type: 'string', default: '256' },
     top: { type: 'string', default: '40' },
     gc: { type: 'boolean', default: false },
+    promotion: { type: 'boolean', default: false },
     driver: { type: 'string' },
     dist: { type: 'string' },
   },
@@ -140,6 +149,8 @@ async function census(): Promise<void> {
       `young GC: ${pauses} scavenges, ${((young * 1000) / n).toFixed(1)} µs of pause per notification; ≈ ${((pauses * semi) / n / 1024).toFixed(1)} KiB per notification (scavenges × half the new space, ${(semi / 1024).toFixed(0)} KiB)`,
     );
   }
+
+  if (cli.promotion) await printPromotion(block, n, 'notification');
 
   // Allocation, by site.
   const interval = Number(cli.interval);

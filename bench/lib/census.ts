@@ -4,6 +4,8 @@
  * run at least every other operation with its calls (precise coverage), each per `unit` of work (decisions 088, 094).
  */
 import type inspector from 'node:inspector/promises';
+import { PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
+import v8 from 'node:v8';
 
 type Node = Omit<inspector.HeapProfiler.SamplingHeapProfileNode, 'children'> & { id: number; children: Node[] };
 export type Profile = { head: Node; samples: Array<{ size: number; nodeId: number }> };
@@ -118,4 +120,39 @@ export function printCalls(result: inspector.Profiler.ScriptCoverage[], n: numbe
     );
     for (const r of gateway ? mine : mine.slice(0, top)) console.log(`  ${r.per.toFixed(2).padStart(7)}  ${r.name}`);
   }
+}
+
+/**
+ * What reaches V8's old generation per request (docs/decisions/120): the old space's growth over 20 blocks of `n / 10`
+ * requests (`block` runs that many and resolves when they are answered), the median of the blocks in which no
+ * mark-compact ran. What is made in the old generation (a tenured site, a hidden class) counts as much as what a
+ * scavenge promoted.
+ */
+export async function printPromotion(block: (count: number) => Promise<void>, n: number, unit: string): Promise<void> {
+  let majors = 0;
+  let minors = 0;
+  const obs = new PerformanceObserver((list) => {
+    for (const e of list.getEntries())
+      if ((e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind === 1) minors++;
+      else majors++;
+  });
+  obs.observe({ entryTypes: ['gc'] });
+  const old = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'old_space')!.space_used_size;
+  const growth: number[] = [];
+  const size = Math.max(200, Math.round(n / 10));
+  const t0 = performance.now();
+  for (let b = 0; b < 20; b++) {
+    const [m0, o0] = [majors, old()];
+    await block(size);
+    if (majors === m0) growth.push((old() - o0) / size);
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  obs.disconnect();
+  growth.sort((a, b) => a - b);
+  console.log(
+    `${((20 * size) / seconds).toFixed(0)} ${unit}s/s, a scavenge every ${((seconds * 1000) / minors).toFixed(0)} ms (${((20 * size) / minors).toFixed(0)} ${unit}s)`,
+  );
+  console.log(
+    `old generation: +${growth[growth.length >> 1]?.toFixed(0) ?? '?'} B per ${unit} (median of ${growth.length} blocks of ${size} without a mark-compact; range ${growth[0]?.toFixed(0)}–${growth.at(-1)?.toFixed(0)})`,
+  );
 }

@@ -67,6 +67,7 @@ export class Events {
       await this.bus.publish(result.event);
       this.metrics.eventsPublished.inc({ kind: result.event.kind });
     };
-    return { ...result, publish };
+    // Object.assign, not a spread with a new key: on Node 20 that makes a hidden class a call (docs/decisions/120).
+    return Object.assign({}, result, { publish });
   }
 }

@@ -381,7 +381,8 @@ export class NotificationIntake {
           kind: MOBILE_ID_EVENT_KIND,
           key: p.authReqId,
           dedupeKey: row.dedupeKey,
-          payload: { ...p, verifiedWith: check.keys, checks: check.checks },
+          // Not a spread with new keys: on Node 20 that makes a hidden class a call (docs/decisions/120).
+          payload: Object.assign({}, p, { verifiedWith: check.keys, checks: check.checks }),
           meta: row.meta,
           scope: row.scope,
           fingerprint: row.fingerprint,

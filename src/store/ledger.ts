@@ -149,7 +149,8 @@ export class Ledger {
 
   /** Stores a created resource. Recording the same id twice (a replay after a crash) keeps the first. */
   async record(rec: Omit<LedgerRecord, 'createdAt'> & { createdAt?: Date }): Promise<LedgerRecord> {
-    const record = { ...rec, createdAt: rec.createdAt ?? new Date() };
+    // Not a spread with a new key: on Node 20 that makes a hidden class a call (docs/decisions/120).
+    const record: LedgerRecord = Object.assign({}, rec, { createdAt: rec.createdAt ?? new Date() });
     await this.execute(this.recordWrite(record));
     return record;
   }
