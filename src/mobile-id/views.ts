@@ -89,8 +89,7 @@ class SealedParts {
 
   get otherFields(): Record<string, unknown> {
     if (this.other) return this.other;
-    // Not two spreads: on Node 20 the second's new keys make a hidden class a call (docs/decisions/120).
-    const other: Record<string, unknown> = Object.assign({}, this.stored.extra, this.opened().fields);
+    const other: Record<string, unknown> = { ...this.stored.extra, ...this.opened().fields };
     for (const [name, sealed] of Object.entries(this.stored.sealedExtra ?? {}))
       other[name] = JSON.parse(this.box.open(sealed, this.context(`extra:${name}`))) as unknown;
     return (this.other = other);
