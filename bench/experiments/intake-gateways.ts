@@ -10,6 +10,9 @@
  * Two loads: a closed loop of `--inflight` (saturation: commits and syncs shared), or with `--rate R` an open loop
  * at R notifications per second (a steady rate below saturation: each notification commits and syncs nearly alone).
  * Give a variant twice (`main`, `this`, `main2`, `this2`) to see two identical gateways apart beside the difference.
+ * `--variant base:baseline=1` runs the hand-written webhook of bench/servers/baseline.ts instead (scenario 4's
+ * baseline: the token checked, the JSON parsed, one insert committed and synced on its main thread), the floor of the
+ * same durable work at the same load.
  *
  *   npx tsx bench/experiments/intake-gateways.ts --variant main:dir=/work/main/dist --variant this:
  *     [--rounds 14] [--n 3000] [--inflight 8] [--rate 1500]
@@ -59,30 +62,49 @@ async function openLoop(count: number, perSecond: number, op: () => Promise<void
   await Promise.all(answers);
 }
 
-async function gateway(name: string, env: Record<string, string>, dist: string) {
-  const main = path.join(dist, 'src/main.js');
-  if (!fs.existsSync(main)) throw new Error(`no ${main}: run \`npm run build\``);
-  const port = await freePort();
-  const origin = `http://127.0.0.1:${port}`;
-  const dataDir = fs.mkdtempSync(path.join('/dev/shm', `intake-gateways-${name}-`));
-  const child = await spawnNode(`gateway ${name}`, {
-    script: main,
-    cwd: path.dirname(dist),
+/** The hand-written webhook (bench/servers/baseline.ts), FULL, its data on /dev/shm as the gateways' are. */
+async function baseline(dataDir: string) {
+  const child = await spawnNode('baseline', {
+    script: 'bench/servers/baseline.ts',
+    args: [
+      // Neither the upstream nor the gateway's file is used by the webhook route.
+      ...['--upstream', 'http://127.0.0.1:9', '--token', 'unused', '--gateway-db', path.join(dataDir, 'none')],
+      ...['--data-dir', dataDir, '--synchronous', 'FULL', '--notification-token', NOTIFICATION_TOKEN],
+    ],
     cpus: null,
-    env: {
-      // No cloud call is made: the upstream address only has to be set.
-      ...gatewayEnv({ port, dataDir, stubUrl: 'http://127.0.0.1:9' }),
-      SQLITE_SYNCHRONOUS: 'FULL',
-      ...env,
-    },
-    readiness: { url: `${origin}/readyz` },
-    timeoutMs: 60_000,
+    readiness: { line: true },
   });
+  return { child, origin: String(child.ready.url).replace(/\/$/, ''), path: '/webhook' };
+}
+
+async function gateway(name: string, env: Record<string, string>, dist: string) {
+  const dataDir = fs.mkdtempSync(path.join('/dev/shm', `intake-gateways-${name}-`));
+  const { child, origin, path: route } = env.baseline === '1' ? await baseline(dataDir) : await ours(env, dist);
+  async function ours(env: Record<string, string>, dist: string) {
+    const main = path.join(dist, 'src/main.js');
+    if (!fs.existsSync(main)) throw new Error(`no ${main}: run \`npm run build\``);
+    const port = await freePort();
+    const origin = `http://127.0.0.1:${port}`;
+    const child = await spawnNode(`gateway ${name}`, {
+      script: main,
+      cwd: path.dirname(dist),
+      cpus: null,
+      env: {
+        // No cloud call is made: the upstream address only has to be set.
+        ...gatewayEnv({ port, dataDir, stubUrl: 'http://127.0.0.1:9' }),
+        SQLITE_SYNCHRONOUS: 'FULL',
+        ...env,
+      },
+      readiness: { url: `${origin}/readyz` },
+      timeoutMs: 60_000,
+    });
+    return { child, origin, path: WEBHOOK_PATH };
+  }
   const pool = new Pool(origin, { connections: 64 });
   const one = async (): Promise<void> => {
     const res = await pool.request({
       method: 'POST',
-      path: WEBHOOK_PATH,
+      path: route,
       headers,
       body: template.replace('{{uuid}}', randomUUID()),
     });
