@@ -1,7 +1,7 @@
 // The wire shapes of the mobile identity service's completion notification
 // (docs/upstreams.md, Mobile-ID notification, "Body, positive scenario" / "Body, negative scenario").
 // Snake_case lives here only; the intake (intake.ts) maps it to the stored payload.
-import { decodeJwt, decodeProtectedHeader } from 'jose';
+import { isUtf8 } from 'node:buffer';
 import { z } from 'zod';
 
 /** Longest auth_req_id (and other identifiers) accepted; CIBA ids are short opaque strings. */
@@ -44,18 +44,39 @@ export function isCompactJwe(token: string): boolean {
 const COMPACT_JWE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 /**
- * Decodes a compact JWS (header.payload.signature, each base64url, header and payload JSON objects) without
- * checking its signature; null when it is not one.
+ * One base64url part of a compact JWS as the JSON object it holds, read as jose's `decodeJwt` and
+ * `decodeProtectedHeader` read it (base64url that `atob` takes, strict UTF-8 with a leading BOM skipped, a JSON
+ * object); null when it is not one. Decoded with Buffer, where jose goes through `atob` and a byte loop
+ * (test/mobile-id/jws-decode.test.ts compares the two).
  */
-function decode(token: string): JwtParts | null {
-  if (!/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token)) return null;
+function jsonPart(part: string): Record<string, unknown> | null {
+  // The alphabet was checked by the caller; a length of 4n + 1 holds no whole byte, and `atob` refuses it.
+  if (part.length === 0 || part.length % 4 === 1) return null;
+  let bytes = Buffer.from(part, 'base64url');
+  if (!isUtf8(bytes)) return null;
+  if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) bytes = bytes.subarray(3);
+  let value: unknown;
   try {
-    const header = decodeProtectedHeader(token) as Record<string, unknown>;
-    if (typeof header.alg !== 'string') return null;
-    return { header, claims: decodeJwt(token) as Record<string, unknown> };
+    value = JSON.parse(bytes.toString('utf8'));
   } catch {
     return null;
   }
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : null;
+}
+
+/**
+ * Decodes a compact JWS (header.payload.signature, each base64url, header and payload JSON objects) without
+ * checking its signature; null when it is not one.
+ */
+export function decodeJws(token: string): JwtParts | null {
+  if (!/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token)) return null;
+  const first = token.indexOf('.');
+  const header = jsonPart(token.slice(0, first));
+  if (header === null || typeof header.alg !== 'string') return null;
+  const claims = jsonPart(token.slice(first + 1, token.indexOf('.', first + 1)));
+  return claims === null ? null : { header, claims };
 }
 
 /** The id_token's text; whether it is a JWT with a subject is checked by `idTokenIssue`, which keeps what it decoded. */
@@ -72,7 +93,7 @@ const NOT_A_JWT =
  */
 function idTokenIssue(value: string): { jwt: JwtParts | null; issue: string | null } {
   if (isCompactJwe(value)) return { jwt: null, issue: null };
-  const jwt = decode(value);
+  const jwt = decodeJws(value);
   if (!jwt) return { jwt: null, issue: NOT_A_JWT };
   // The spec shows no type for sub: a number is the same identifier written without quotes.
   const sub = jwt.claims.sub;
