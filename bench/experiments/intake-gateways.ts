@@ -77,29 +77,35 @@ async function baseline(dataDir: string) {
   return { child, origin: String(child.ready.url).replace(/\/$/, ''), path: '/webhook' };
 }
 
+/** A gateway build (`dist`) under the bench's environment and `env`, FULL, its data on /dev/shm. */
+async function ours(name: string, env: Record<string, string>, dist: string, dataDir: string) {
+  const main = path.join(dist, 'src/main.js');
+  if (!fs.existsSync(main)) throw new Error(`no ${main}: run \`npm run build\``);
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${port}`;
+  const child = await spawnNode(`gateway ${name}`, {
+    script: main,
+    cwd: path.dirname(dist),
+    cpus: null,
+    env: {
+      // No cloud call is made: the upstream address only has to be set.
+      ...gatewayEnv({ port, dataDir, stubUrl: 'http://127.0.0.1:9' }),
+      SQLITE_SYNCHRONOUS: 'FULL',
+      ...env,
+    },
+    readiness: { url: `${origin}/readyz` },
+    timeoutMs: 60_000,
+  });
+  return { child, origin, path: WEBHOOK_PATH };
+}
+
 async function gateway(name: string, env: Record<string, string>, dist: string) {
   const dataDir = fs.mkdtempSync(path.join('/dev/shm', `intake-gateways-${name}-`));
-  const { child, origin, path: route } = env.baseline === '1' ? await baseline(dataDir) : await ours(env, dist);
-  async function ours(env: Record<string, string>, dist: string) {
-    const main = path.join(dist, 'src/main.js');
-    if (!fs.existsSync(main)) throw new Error(`no ${main}: run \`npm run build\``);
-    const port = await freePort();
-    const origin = `http://127.0.0.1:${port}`;
-    const child = await spawnNode(`gateway ${name}`, {
-      script: main,
-      cwd: path.dirname(dist),
-      cpus: null,
-      env: {
-        // No cloud call is made: the upstream address only has to be set.
-        ...gatewayEnv({ port, dataDir, stubUrl: 'http://127.0.0.1:9' }),
-        SQLITE_SYNCHRONOUS: 'FULL',
-        ...env,
-      },
-      readiness: { url: `${origin}/readyz` },
-      timeoutMs: 60_000,
-    });
-    return { child, origin, path: WEBHOOK_PATH };
-  }
+  const {
+    child,
+    origin,
+    path: route,
+  } = env.baseline === '1' ? await baseline(dataDir) : await ours(name, env, dist, dataDir);
   const pool = new Pool(origin, { connections: 64 });
   const one = async (): Promise<void> => {
     const res = await pool.request({
