@@ -2,7 +2,8 @@
  * Where a durable creation's CPU goes, on the build `npm start` runs (docs/decisions/081): the gateway from dist/
  * (`npm run build` first), unpinned, SQLITE_SYNCHRONOUS=FULL, data on the bench's disk, the bench's upstream stub,
  * scenario 1's createNetwork with a fresh key each time, a closed loop of `--inflight`. After a warm-up block, per
- * block of `--n`: the CPU of the whole process per creation (/proc schedstat, every thread) and of its main thread.
+ * block of `--n`: the CPU of the whole process per creation (/proc schedstat, every thread) and of its main thread,
+ * and the bytes it wrote (/proc/<pid>/io `write_bytes`: the WAL, the checkpoint's copy, the syncs' metadata).
  * With `--perf <file>`, `perf record -g` samples the gateway's threads over the measured blocks (the gateway then runs
  * with --perf-basic-prof-only-functions so that perf names its JavaScript); read it with `perf report -i <file>`.
  * perf counts on-CPU samples per thread; the V8 sampler (`--cpu-prof`) charges to the main thread the moments it
@@ -127,10 +128,14 @@ if (perf) await sleep(1000);
 for (let r = 0; r < rounds; r++) {
   const cpu0 = processCpu(pid);
   const main0 = mainThreadCpu(pid);
+  const io0 = writeBytes(pid);
   await closedLoop(n, inflight, one);
   const cpu = ((processCpu(pid) - cpu0) / n) * 1e6;
   const main = ((mainThreadCpu(pid) - main0) / n) * 1e6;
-  console.log(`block ${r}: ${cpu.toFixed(0)} µs per creation, main thread ${main.toFixed(0)} µs`);
+  const written = (writeBytes(pid) - io0) / n;
+  console.log(
+    `block ${r}: ${cpu.toFixed(0)} µs per creation, main thread ${main.toFixed(0)} µs, ${written.toFixed(0)} B written`,
+  );
 }
 if (perf) {
   perf.kill('SIGINT');
@@ -149,3 +154,9 @@ await stop();
 await stub.stop();
 fs.rmSync(root, { recursive: true, force: true });
 process.exit(0);
+
+/** The bytes the process has caused to be sent to the storage layer (/proc/<pid>/io `write_bytes`, every thread). */
+function writeBytes(of: number): number {
+  const line = fs.readFileSync(`/proc/${of}/io`, 'utf8').match(/^write_bytes: (\d+)$/m);
+  return Number(line?.[1] ?? NaN);
+}
