@@ -241,6 +241,24 @@ module.exports = {
       to: { path: '^src/graphiql-app/' },
     },
     {
+      name: 'the-otel-sdk-on-demand',
+      comment:
+        'The OpenTelemetry SDK is loaded only when tracing is on (docs/decisions/123): telemetry/tracing-sdk.ts alone imports it (types aside).',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/telemetry/tracing-sdk[.]ts$' },
+      to: {
+        path: '@opentelemetry/(sdk-|exporter-|resources|core|context-async-hooks)',
+        dependencyTypesNot: ['type-only'],
+      },
+    },
+    {
+      name: 'tracing-sdk-by-dynamic-import',
+      comment: 'telemetry/tracing-sdk.ts is loaded by createTracing when tracing is on, never by a static import.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^src/telemetry/tracing-sdk[.]ts$', dynamic: false },
+    },
+    {
       name: 'no-folder-cycles',
       comment:
         'Two folders that import each other are one tangled unit: every import runs down, so no folder reaches back up.',

@@ -38,7 +38,7 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
     expect(await violations(root)).toEqual([]);
   });
 
-  it('refuses a domain importing transport, the sandbox importing the gateway, the store importing a domain, MCP or a route reaching past the pipeline, execution calling up into a transport, and a folder cycle', async () => {
+  it('refuses a domain importing transport, the sandbox importing the gateway, the store importing a domain, MCP or a route reaching past the pipeline, execution calling up into a transport, the tracing SDK loaded up front, and a folder cycle', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arch-'));
     try {
       const write = (file: string, text: string) => {
@@ -56,6 +56,12 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
       write('src/server/mcp/tools.ts', "import { run } from '../../execution/run.js';\nexport const tool = run;\n");
       write('src/server/ws.ts', "import { run } from '../execution/run.js';\nexport const ws = run;\n");
       write('src/execution/shared.ts', "import { ws } from '../server/ws.js';\nexport const shared = ws;\n");
+      write('src/telemetry/tracing-sdk.ts', 'export const sdk = 1;\n');
+      write('src/telemetry/tracing.ts', "import { sdk } from './tracing-sdk.js';\nexport const tracing = sdk;\n");
+      write(
+        'src/upstream/http.ts',
+        "import { W3CTraceContextPropagator } from '@opentelemetry/core';\nexport const p = W3CTraceContextPropagator;\n",
+      );
       const found = (await violations(dir)).map((v) => v.split(' (')[0]);
       expect(found).toEqual(
         expect.arrayContaining([
@@ -66,6 +72,8 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
           'mcp-through-the-pipeline: src/server/mcp/tools.ts -> src/execution/run.ts',
           'transports-through-the-pipeline: src/server/ws.ts -> src/execution/run.ts',
           'execution-not-to-transport: src/execution/shared.ts -> src/server/ws.ts',
+          'tracing-sdk-by-dynamic-import: src/telemetry/tracing.ts -> src/telemetry/tracing-sdk.ts',
+          expect.stringMatching(/^the-otel-sdk-on-demand: src\/upstream\/http\.ts -> .*@opentelemetry\/core/),
         ]),
       );
     } finally {

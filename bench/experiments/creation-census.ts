@@ -12,13 +12,15 @@
  *
  *   npx tsx bench/experiments/creation-census.ts [--n 3000] [--inflight 16] [--interval 256] [--top 40] [--gc]
  *     [--promotion] [--survivors] [--query DOCUMENT] [--synchronous FULL|NORMAL] [--dist /path/to/another/dist]
+ *     [--env NAME=VALUE …]
  *
  * With `--gc` the young generation's volume is read too (scavenges counted by the `gc` performance entries, times
  * the new space's half), for a figure that does not depend on the sampler.
  * With `--promotion`, what reaches the old generation per request: the old space's growth over 20 blocks of `n / 10`,
  * the median of those without a mark-compact (docs/decisions/120). With `--survivors` the allocation table keeps only
  * the objects no scavenge collected (promoted, or made in the old generation). `--query` sends that document (no
- * variables) instead of the creation, for a request to compare with; `--synchronous` sets SQLITE_SYNCHRONOUS.
+ * variables) instead of the creation, for a request to compare with; `--synchronous` sets SQLITE_SYNCHRONOUS; each
+ * `--env NAME=VALUE` one more of the gateway's variables (GRAPHQL_COMPILED_MUTATIONS=false: graphql-js runs it).
  */
 import { fork } from 'node:child_process';
 import fs from 'node:fs';
@@ -48,6 +50,7 @@ const { values: cli } = parseArgs({
     promotion: { type: 'boolean', default: false },
     query: { type: 'string' },
     dist: { type: 'string' },
+    env: { type: 'string', multiple: true },
     synchronous: { type: 'string', default: 'FULL' },
     driver: { type: 'string' },
   },
@@ -92,6 +95,7 @@ async function census(): Promise<void> {
   const env = {
     ...gatewayEnv({ port: 0, dataDir, stubUrl: String(stub.ready.url) }),
     SQLITE_SYNCHRONOUS: cli.synchronous,
+    ...Object.fromEntries((cli.env ?? []).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])),
   };
   const gateway = await startGateway(loadConfig(env), {
     port: 0,

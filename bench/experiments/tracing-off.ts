@@ -43,7 +43,7 @@ const client = (tracing: Tracing) =>
     tracing,
     connections: 8,
   });
-const on = createTracing(loadConfig({}).tracing, { exporter: new InMemorySpanExporter() });
+const on = await createTracing(loadConfig({}).tracing, { exporter: new InMemorySpanExporter() });
 const clients = { none: client(TRACING_OFF), off: client(TRACING_OFF), on: client(on) };
 const req: UpstreamRequest = {
   method: 'POST',

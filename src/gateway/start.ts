@@ -30,7 +30,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   };
 
   try {
-    const tracing = createTracing(config.tracing, { exporter: testing.traceExporter });
+    const tracing = await createTracing(config.tracing, { exporter: testing.traceExporter });
     onClose(() => tracing.close());
 
     // PostgreSQL may not answer yet (the gateway started before its database): the port is open at once, alive but

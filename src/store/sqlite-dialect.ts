@@ -15,6 +15,7 @@ import {
 
 import { StoreUnavailableError } from '../errors.js';
 import type { CheckpointReply, CheckpointRequest, CheckpointWorkerData } from './checkpoint-worker.js';
+import { StatementCache } from './statement-cache.js';
 
 /**
  * SQLite's answers when its file cannot be written or read now, whatever the statement: the disk is full
@@ -131,7 +132,7 @@ export class GroupCommitSqliteDialect implements Dialect {
   }
 }
 
-/** Prepared statements kept per connection, by SQL text: at most this many, the oldest dropped first. */
+/** Prepared statements kept per connection, by SQL text: at most this many, the least lately used dropped first. */
 const STATEMENT_CACHE_SIZE = 256;
 
 export interface GroupCommitOptions {
@@ -174,8 +175,7 @@ interface Durable {
 }
 
 class GroupCommitSqliteDriver implements Driver {
-  private readonly statements = new Map<string, BetterSqlite3.Statement>();
-  private readonly cacheSize: number;
+  private readonly statements = new StatementCache<BetterSqlite3.Statement>(STATEMENT_CACHE_SIZE);
   /** Statements of the open group transaction waiting for its COMMIT; null when no group transaction is open. */
   private group: Waiter[] | null = null;
   /** The connection inside an explicit transaction, and what others wait on until it ends. */
@@ -219,7 +219,6 @@ class GroupCommitSqliteDriver implements Driver {
     options: GroupCommitOptions,
   ) {
     this.unit = { savepoint: db.prepare('savepoint together'), release: db.prepare('release together') };
-    this.cacheSize = STATEMENT_CACHE_SIZE;
     this.syncWal = options.syncWal ?? false;
     this.commitWindowMs = options.commitWindowMs ?? 0;
     this.checkpointer = options.checkpointInWorker
@@ -315,15 +314,8 @@ class GroupCommitSqliteDriver implements Driver {
   }
 
   prepare(sql: string): BetterSqlite3.Statement {
-    let stmt = this.statements.get(sql);
-    if (stmt) {
-      // Map order is insertion order: re-insert to mark it recently used.
-      this.statements.delete(sql);
-    } else {
-      stmt = this.db.prepare(sql);
-      if (this.statements.size >= this.cacheSize) this.statements.delete(this.statements.keys().next().value!);
-    }
-    this.statements.set(sql, stmt);
+    let stmt = this.statements.find(sql);
+    if (stmt === undefined) this.statements.keep(sql, (stmt = this.db.prepare(sql)));
     return stmt;
   }
 

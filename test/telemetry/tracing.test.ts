@@ -190,9 +190,9 @@ describe('tracing with OpenTelemetry', () => {
 });
 
 describe('tracing configuration (the standard OTEL_* variables)', () => {
-  it('turns tracing on only with an exporter, and OTEL_SDK_DISABLED wins', () => {
+  it('turns tracing on only with an exporter, and OTEL_SDK_DISABLED wins', async () => {
     expect(loadConfig({}).tracing.enabled).toBe(false);
-    expect(createTracing(loadConfig({}).tracing).enabled).toBe(false);
+    expect((await createTracing(loadConfig({}).tracing)).enabled).toBe(false);
     expect(loadConfig({ OTEL_TRACES_EXPORTER: 'otlp' }).tracing).toMatchObject({
       enabled: true,
       exporter: 'otlp',
