@@ -12,7 +12,7 @@
  *
  *   npx tsx bench/experiments/creation-census.ts [--n 3000] [--inflight 16] [--interval 256] [--top 40] [--gc]
  *     [--promotion] [--survivors] [--query DOCUMENT] [--synchronous FULL|NORMAL] [--dist /path/to/another/dist]
- *     [--env NAME=VALUE …]
+ *     [--env NAME=VALUE …] [--connections N]
  *
  * With `--gc` the young generation's volume is read too (scavenges counted by the `gc` performance entries, times
  * the new space's half), for a figure that does not depend on the sampler.
@@ -20,7 +20,8 @@
  * the median of those without a mark-compact (docs/decisions/120). With `--survivors` the allocation table keeps only
  * the objects no scavenge collected (promoted, or made in the old generation). `--query` sends that document (no
  * variables) instead of the creation, for a request to compare with; `--synchronous` sets SQLITE_SYNCHRONOUS; each
- * `--env NAME=VALUE` one more of the gateway's variables (GRAPHQL_COMPILED_MUTATIONS=false: graphql-js runs it).
+ * `--env NAME=VALUE` one more of the gateway's variables (GRAPHQL_COMPILED_MUTATIONS=false: graphql-js runs it);
+ * `--connections N` sends each request on the next of N connections in turn, as an open loop spreads them.
  */
 import { fork } from 'node:child_process';
 import fs from 'node:fs';
@@ -53,6 +54,7 @@ const { values: cli } = parseArgs({
     env: { type: 'string', multiple: true },
     synchronous: { type: 'string', default: 'FULL' },
     driver: { type: 'string' },
+    connections: { type: 'string' },
   },
 });
 
@@ -63,7 +65,11 @@ if (cli.driver !== undefined) {
   const pool = new Pool(origin, { connections: Math.max(inflight, 64) });
   const fixed = cli.query === undefined ? null : JSON.stringify({ query: cli.query });
   const body = fixed ?? (await createNetworkBody(origin, 'census'));
-  const one = (): Promise<void> => createOnce(pool, body);
+  // --connections N: each request on the next of N connections in turn (an open loop's many connections, each
+  // quiet between its requests), instead of the pool's first free one.
+  const spread = Array.from({ length: Number(cli.connections ?? 0) }, () => new Pool(origin, { connections: 1 }));
+  let next = 0;
+  const one = (): Promise<void> => createOnce(spread.length ? spread[next++ % spread.length]! : pool, body);
   process.on('message', async (m: { n: number } | 'exit') => {
     if (m === 'exit') process.exit(0);
     await closedLoop(m.n, inflight, one);
@@ -105,7 +111,14 @@ async function census(): Promise<void> {
 
   const driver = fork(
     fileURLToPath(import.meta.url),
-    ['--driver', gateway.url, '--inflight', cli.inflight, ...(cli.query === undefined ? [] : ['--query', cli.query])],
+    [
+      '--driver',
+      gateway.url,
+      '--inflight',
+      cli.inflight,
+      ...(cli.query === undefined ? [] : ['--query', cli.query]),
+      ...(cli.connections === undefined ? [] : ['--connections', cli.connections]),
+    ],
     {
       execArgv: ['--import', 'tsx'],
     },
