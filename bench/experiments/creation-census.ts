@@ -12,7 +12,7 @@
  *
  *   npx tsx bench/experiments/creation-census.ts [--n 3000] [--inflight 16] [--interval 256] [--top 40] [--gc]
  *     [--promotion] [--survivors] [--query DOCUMENT] [--synchronous FULL|NORMAL] [--dist /path/to/another/dist]
- *     [--env NAME=VALUE …] [--connections N]
+ *     [--env NAME=VALUE …] [--connections N] [--rate R]
  *
  * With `--gc` the young generation's volume is read too (scavenges counted by the `gc` performance entries, times
  * the new space's half), for a figure that does not depend on the sampler.
@@ -21,7 +21,8 @@
  * the objects no scavenge collected (promoted, or made in the old generation). `--query` sends that document (no
  * variables) instead of the creation, for a request to compare with; `--synchronous` sets SQLITE_SYNCHRONOUS; each
  * `--env NAME=VALUE` one more of the gateway's variables (GRAPHQL_COMPILED_MUTATIONS=false: graphql-js runs it);
- * `--connections N` sends each request on the next of N connections in turn, as an open loop spreads them.
+ * `--connections N` sends each request on the next of N connections in turn, as an open loop spreads them; `--rate R`
+ * sends R a second on a fixed schedule (an open loop, as trickle-creation.ts does) instead of `--inflight` at a time.
  */
 import { fork } from 'node:child_process';
 import fs from 'node:fs';
@@ -35,7 +36,7 @@ import v8 from 'node:v8';
 import { Pool } from 'undici';
 
 import { printAllocations, printCalls, printPromotion, type Profile } from '../lib/census.js';
-import { closedLoop } from '../lib/cpu.js';
+import { closedLoop, openLoop } from '../lib/cpu.js';
 import { gatewayEnv } from '../lib/env.js';
 import { ROOT, spawnNode } from '../lib/processes.js';
 import { createNetworkBody, createOnce } from '../scenarios/mutation.js';
@@ -55,6 +56,7 @@ const { values: cli } = parseArgs({
     synchronous: { type: 'string', default: 'FULL' },
     driver: { type: 'string' },
     connections: { type: 'string' },
+    rate: { type: 'string' },
   },
 });
 
@@ -72,7 +74,8 @@ if (cli.driver !== undefined) {
   const one = (): Promise<void> => createOnce(spread.length ? spread[next++ % spread.length]! : pool, body);
   process.on('message', async (m: { n: number } | 'exit') => {
     if (m === 'exit') process.exit(0);
-    await closedLoop(m.n, inflight, one);
+    if (cli.rate === undefined) await closedLoop(m.n, inflight, one);
+    else await openLoop(Number(cli.rate), m.n, one);
     process.send!('done');
   });
   process.send!('ready');
@@ -118,6 +121,7 @@ async function census(): Promise<void> {
       cli.inflight,
       ...(cli.query === undefined ? [] : ['--query', cli.query]),
       ...(cli.connections === undefined ? [] : ['--connections', cli.connections]),
+      ...(cli.rate === undefined ? [] : ['--rate', cli.rate]),
     ],
     {
       execArgv: ['--import', 'tsx'],

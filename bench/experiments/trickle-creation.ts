@@ -36,7 +36,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool, request } from 'undici';
 
-import { closedLoop } from '../lib/cpu.js';
+import { closedLoop, openLoop } from '../lib/cpu.js';
 import { API_KEY, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
 import { freePort, pin, placement, spawnNode } from '../lib/processes.js';
 import { parseVariants } from '../lib/variants.js';
@@ -119,37 +119,6 @@ const percentile = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
 };
-
-/**
- * `count` creations at `rate` per second, open loop: each leaves on schedule whatever the answers do. `times`, when
- * given, gets each one's scheduled and answered time in ms since the epoch, and its second of the block.
- */
-async function openLoop(
-  rate: number,
-  count: number,
-  op: () => Promise<void>,
-  times?: Array<[number, number, number]>,
-): Promise<number[]> {
-  const latencies: number[] = [];
-  const interval = 1000 / rate;
-  const start = performance.now();
-  const inFlight: Promise<void>[] = [];
-  const origin = performance.timeOrigin;
-  for (let i = 0; i < count; i++) {
-    const due = start + i * interval;
-    const wait = due - performance.now();
-    if (wait > 1) await sleep(wait);
-    inFlight.push(
-      op().then(() => {
-        const end = performance.now();
-        latencies.push(end - due);
-        times?.push([origin + due, origin + end, i / rate]);
-      }),
-    );
-  }
-  await Promise.all(inFlight);
-  return latencies;
-}
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'trickle-creation-'));
 const stub = await spawnNode('upstream', {

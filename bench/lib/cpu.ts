@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 import { cpuSeconds } from './processes.js';
 
@@ -24,6 +25,38 @@ export async function closedLoop(count: number, concurrency: number, op: (i: num
       while (next < count) await op(next++);
     }),
   );
+}
+
+/**
+ * Runs `count` operations at `rate` per second, open loop: each leaves on schedule whatever the answers do; resolves
+ * with each one's latency from its scheduled time (ms). `times`, when given, gets each one's scheduled and answered
+ * time in ms since the epoch, and its second of the block.
+ */
+export async function openLoop(
+  rate: number,
+  count: number,
+  op: () => Promise<void>,
+  times?: Array<[number, number, number]>,
+): Promise<number[]> {
+  const latencies: number[] = [];
+  const interval = 1000 / rate;
+  const start = performance.now();
+  const inFlight: Promise<void>[] = [];
+  const origin = performance.timeOrigin;
+  for (let i = 0; i < count; i++) {
+    const due = start + i * interval;
+    const wait = due - performance.now();
+    if (wait > 1) await sleep(wait);
+    inFlight.push(
+      op().then(() => {
+        const end = performance.now();
+        latencies.push(end - due);
+        times?.push([origin + due, origin + end, i / rate]);
+      }),
+    );
+  }
+  await Promise.all(inFlight);
+  return latencies;
 }
 
 /** CPU seconds of the main thread of `pid` alone (its tid is the pid), from schedstat. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { StatementCache } from '../../src/store/statement-cache.js';
+import { StatementCache } from '../../src/store/sqlite-dialect.js';
 
 describe('the prepared-statement cache', () => {
   it('gives back what it keeps, and nothing for a text it never kept', () => {
