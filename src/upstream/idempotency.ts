@@ -135,8 +135,12 @@ function incompleteAnswer(stored: unknown, key: string, upstream: string): Upstr
 const LOST_CALLS_KEPT = 10_000;
 
 export class Idempotency {
-  /** One entry per mutation in flight in this process, removed when it settles. */
-  private readonly inFlight = new Map<string, Promise<unknown>>();
+  /**
+   * One entry per mutation in flight in this process, removed when it settles, and emptied first: a `Map` that
+   * rebuilds its table leaves the old one, with the entries it had then, in the old generation until a mark-compact,
+   * and a call's promise held there would keep its whole result alive through every scavenge (docs/decisions/123).
+   */
+  private readonly inFlight = new Map<string, { running: Promise<unknown> | undefined }>();
   /**
    * Calls of this process that ended while the database was away, so that their pending record could be neither
    * completed nor released: the leases each may have left on it. A retry here takes the key over at once when the
@@ -253,7 +257,7 @@ export class Idempotency {
         );
       }
       waited = true;
-      const running = this.inFlight.get(slot);
+      const running = this.inFlight.get(slot)?.running;
       if (running) {
         await Promise.race([running.catch(() => undefined), sleep(Math.max(0, deadline - Date.now()))]);
       } else {
@@ -312,7 +316,8 @@ export class Idempotency {
       }
     })();
     if (retryOfUnknown) metrics.idempotentRetriesOfUnknown.inc({ operation: params.operation });
-    this.inFlight.set(slot, work);
+    const entry: { running: Promise<unknown> | undefined } = { running: work };
+    this.inFlight.set(slot, entry);
     try {
       // A result read from a kept answer is a replay too: this call sent nothing upstream.
       return {
@@ -322,6 +327,7 @@ export class Idempotency {
         replayed: recovering !== null,
       };
     } finally {
+      entry.running = undefined;
       this.inFlight.delete(slot);
     }
   }
