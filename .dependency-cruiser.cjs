@@ -259,6 +259,14 @@ module.exports = {
       to: { path: '^src/telemetry/tracing-sdk[.]ts$', dynamic: false },
     },
     {
+      name: 'the-mcp-sdk-on-demand',
+      comment:
+        "The MCP server SDK is loaded by the endpoint's first request (docs/decisions/124): server/mcp/sdk.ts imports it with import(), everything else reads it through mcpSdk() (types aside).",
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '@modelcontextprotocol/server', dynamic: false, dependencyTypesNot: ['type-only'] },
+    },
+    {
       name: 'no-folder-cycles',
       comment:
         'Two folders that import each other are one tangled unit: every import runs down, so no folder reaches back up.',

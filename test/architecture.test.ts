@@ -38,7 +38,7 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
     expect(await violations(root)).toEqual([]);
   });
 
-  it('refuses a domain importing transport, the sandbox importing the gateway, the store importing a domain, MCP or a route reaching past the pipeline, execution calling up into a transport, the tracing SDK loaded up front, and a folder cycle', async () => {
+  it('refuses a domain importing transport, the sandbox importing the gateway, the store importing a domain, MCP or a route reaching past the pipeline, execution calling up into a transport, the tracing or MCP SDK loaded up front, and a folder cycle', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'arch-'));
     try {
       const write = (file: string, text: string) => {
@@ -62,6 +62,11 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
         'src/upstream/http.ts',
         "import { W3CTraceContextPropagator } from '@opentelemetry/core';\nexport const p = W3CTraceContextPropagator;\n",
       );
+      write(
+        'src/server/mcp/server.ts',
+        "import { Server } from '@modelcontextprotocol/server';\nexport const server = Server;\n",
+      );
+      write('src/server/mcp/sdk.ts', "export const load = () => import('@modelcontextprotocol/server');\n");
       const found = (await violations(dir)).map((v) => v.split(' (')[0]);
       expect(found).toEqual(
         expect.arrayContaining([
@@ -74,8 +79,12 @@ describe('architecture (dependency-cruiser, rules in .dependency-cruiser.cjs)', 
           'execution-not-to-transport: src/execution/shared.ts -> src/server/ws.ts',
           'tracing-sdk-by-dynamic-import: src/telemetry/tracing.ts -> src/telemetry/tracing-sdk.ts',
           expect.stringMatching(/^the-otel-sdk-on-demand: src\/upstream\/http\.ts -> .*@opentelemetry\/core/),
+          expect.stringMatching(
+            /^the-mcp-sdk-on-demand: src\/server\/mcp\/server\.ts -> .*@modelcontextprotocol\/server/,
+          ),
         ]),
       );
+      expect(found.filter((v) => v.startsWith('the-mcp-sdk-on-demand: src/server/mcp/sdk.ts'))).toEqual([]);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

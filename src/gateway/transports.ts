@@ -1,11 +1,7 @@
 // The transports over the one pipeline: POST/GET /graphql (with GraphiQL), graphql-ws, graphql-sse, MCP, the
 // webhooks, health and the reload route. Each builds its GraphQL context with the one `contextFor`.
 import type http from 'node:http';
-import {
-  createRequestStateCodec,
-  localhostAllowedHostnames,
-  type RequestStateCodec,
-} from '@modelcontextprotocol/server';
+import type { RequestStateCodec } from '@modelcontextprotocol/server';
 import { printSchema, type GraphQLSchema } from 'graphql';
 
 import { AgentDryRun } from '../agents/dry-run.js';
@@ -32,6 +28,7 @@ import { healthRoutes } from '../server/health.js';
 import type { Route, RouteContext } from '../server/http.js';
 import { Approvals } from '../server/mcp/approval.js';
 import { mcpRoutes } from '../server/mcp/http.js';
+import { requestStateCodec } from '../server/mcp/sdk.js';
 import { buildSurface } from '../server/mcp/surface.js';
 import { reloadRoute } from '../server/reload.js';
 import { sendOAuthError } from '../server/respond.js';
@@ -230,7 +227,7 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
   }
   // The requestState of an approval's elicitation travels through the client: sealed with a key every replica derives
   // from the gateway secret, so any replica verifies what another minted.
-  const codec = createRequestStateCodec<{ planId: string; hash: string; owner: string }>({
+  const codec = requestStateCodec<{ planId: string; hash: string; owner: string }>({
     key: parts.digest('mcp request state'),
     ttlSeconds: 600,
   });
@@ -294,7 +291,6 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
     surface,
     authenticate: live.authenticate,
     allowedHosts: [
-      ...localhostAllowedHostnames(),
       ...(config.host !== '0.0.0.0' && config.host !== '::'
         ? [config.host.includes(':') ? `[${config.host}]` : config.host]
         : []),

@@ -2,19 +2,13 @@
 // creation tool only plans, and execute_plan runs a plan once. Here are the tools' schemas, their results, and the
 // elicitation: an input_required form, answered by the client's user interface, never by a tool argument the model
 // fills, whose requestState is sealed by the gateway and bound to the plan, its hash and its app.
-import {
-  CLIENT_CAPABILITIES_META_KEY,
-  inputRequired,
-  inputResponse,
-  type CallToolResult,
-  type RequestStateCodec,
-  type ServerContext,
-} from '@modelcontextprotocol/server';
+import type { CallToolResult, RequestStateCodec, ServerContext } from '@modelcontextprotocol/server';
 
 import type { AgentPlan } from '../../agents/plans.js';
 import { approveScopesOf, type AgentWorkflow, type PersonAnswer, type Unplannable } from '../../agents/workflow.js';
 import type { Pipeline } from '../../execution/pipeline.js';
 import { errorsResult, runOperationTool } from './operations.js';
+import { mcpSdk } from './sdk.js';
 import { toolError, type McpTool, type ToolCall, type ToolResult } from './server.js';
 import type { JsonSchema } from './shapes.js';
 import { refusalFor, type OperationTool } from './tools.js';
@@ -192,7 +186,8 @@ export class Approvals {
         return toolError(execution.message, execution.details);
       case 'replayed':
         return replayed(execution.plan);
-      case 'ask-person':
+      case 'ask-person': {
+        const { inputRequired } = mcpSdk();
         return inputRequired({
           inputRequests: {
             [APPROVAL_INPUT]: inputRequired.elicit({
@@ -203,6 +198,7 @@ export class Approvals {
           },
           requestState: await this.codec.mint({ planId: plan.id, hash: plan.hash, owner: caller.scope }),
         });
+      }
       case 'ran':
         return {
           ...outcome!,
@@ -222,7 +218,7 @@ export class Approvals {
    */
   private async elicited(plan: AgentPlan, call: ToolCall): Promise<PersonAnswer> {
     const ctx: ServerContext = call.ctx;
-    const view = inputResponse(ctx.mcpReq.inputResponses, APPROVAL_INPUT);
+    const view = mcpSdk().inputResponse(ctx.mcpReq.inputResponses, APPROVAL_INPUT);
     if (view.kind === 'elicit') {
       const state = ctx.mcpReq.requestState<ApprovalState>();
       if (!state || state.planId !== plan.id || state.hash !== plan.hash || state.owner !== call.caller.scope)
@@ -252,7 +248,7 @@ function unplannableResult(why: Unplannable): CallToolResult {
 /** Whether the client declared form elicitation: in the request's envelope (2026-07-28) or at initialize (2025). */
 function canElicit(ctx: ServerContext): boolean {
   const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
-  const declared = envelope?.[CLIENT_CAPABILITIES_META_KEY] as { elicitation?: unknown } | undefined;
+  const declared = envelope?.[mcpSdk().CLIENT_CAPABILITIES_META_KEY] as { elicitation?: unknown } | undefined;
   const elicitation = declared?.elicitation;
   return elicitation !== undefined && elicitation !== null;
 }

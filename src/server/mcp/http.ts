@@ -11,15 +11,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
-import {
-  createMcpHandler,
-  validateHostHeader,
-  validateOriginHeader,
-  type AuthInfo,
-  type RequestStateCodec,
-  type ServerEvent,
-  type ServerEventBus,
-} from '@modelcontextprotocol/server';
+import type { AuthInfo, RequestStateCodec, ServerEvent, ServerEventBus } from '@modelcontextprotocol/server';
 
 import type { Caller } from '../../auth/caller.js';
 import { onExpiry, type AuthExpiry } from '../../auth/jwt.js';
@@ -27,12 +19,13 @@ import type { Authenticate } from '../../auth/keys.js';
 import type { Logger } from '../../logger.js';
 import type { Route } from '../http.js';
 import { BodyTooLargeError, readBody } from '../respond.js';
+import { loadMcpSdk, type McpSdk } from './sdk.js';
 import { createRequestServer, type McpSurface } from './server.js';
 
 export interface McpHttpOptions {
   readonly surface: McpSurface;
   readonly authenticate: Authenticate;
-  /** Host names the Host and Origin headers may name (ports aside). */
+  /** Host names the Host and Origin headers may name (ports aside), besides the SDK's names of localhost. */
   readonly allowedHosts: readonly string[];
   /** The public base URL (PUBLIC_URL, or the listening address), for the resource metadata. */
   readonly publicUrl: () => string;
@@ -115,30 +108,38 @@ function quoted(text: string): string {
 }
 
 export function mcpRoutes(o: McpHttpOptions): Route[] {
-  const allowed = [...new Set(o.allowedHosts)];
   const resourceOf = (toolset: string) => `${o.publicUrl()}/mcp${toolset ? `/${toolset}` : ''}`;
   const metadataUrlOf = (toolset: string) =>
     `${o.publicUrl()}/.well-known/oauth-protected-resource/mcp${toolset ? `/${toolset}` : ''}`;
 
-  // One handler for the whole gateway: the factory makes each request's server from what the route authenticated.
   const bus = new ListenBus(o.surface);
   const listening = new Map<string, number>();
-  const handler = createMcpHandler(
-    (ctx) => {
-      const extra = ctx.authInfo?.extra as { caller: Caller; toolset: string; requestId: string };
-      return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, {
-        requestState: (state, ctx) => o.codec.verify(state, ctx),
-        era: ctx.era,
-        logger: o.logger,
-      });
-    },
-    {
-      legacy: 'stateless',
-      bus,
-      maxRequestBodySize: o.maxBodyBytes,
-      onerror: (err) => o.logger.debug({ err: err.message }, 'MCP request refused by the protocol layer'),
-    },
-  );
+  // Made with the SDK on the first request (src/server/mcp/sdk.ts): one handler for the whole gateway, whose factory
+  // makes each request's server from what the route authenticated.
+  let endpoint: { sdk: McpSdk; allowed: string[]; handler: ReturnType<McpSdk['createMcpHandler']> } | null = null;
+  const load = async () => {
+    const sdk = await loadMcpSdk();
+    return (endpoint ??= {
+      sdk,
+      allowed: [...new Set([...sdk.localhostAllowedHostnames(), ...o.allowedHosts])],
+      handler: sdk.createMcpHandler(
+        (ctx) => {
+          const extra = ctx.authInfo?.extra as { caller: Caller; toolset: string; requestId: string };
+          return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, {
+            requestState: (state, ctx) => o.codec.verify(state, ctx),
+            era: ctx.era,
+            logger: o.logger,
+          });
+        },
+        {
+          legacy: 'stateless',
+          bus,
+          maxRequestBodySize: o.maxBodyBytes,
+          onerror: (err) => o.logger.debug({ err: err.message }, 'MCP request refused by the protocol layer'),
+        },
+      ),
+    });
+  };
 
   const challenge = (toolset: string, error?: { code: string; description: string; scope?: string }): string => {
     const parts: string[] = [];
@@ -155,10 +156,11 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
       name: 'mcp',
       async handle(req, res, ctx) {
         const toolset = ctx.params[0] ?? '';
+        const { sdk, allowed, handler } = endpoint ?? (await load());
         // DNS rebinding: a page on another site whose name resolves to this gateway must not reach it.
-        const host = validateHostHeader(req.headers.host, allowed);
+        const host = sdk.validateHostHeader(req.headers.host, allowed);
         if (!host.ok) return sendJsonRpcError(res, 403, -32000, `Forbidden: ${host.message}`);
-        const origin = validateOriginHeader(req.headers.origin, allowed);
+        const origin = sdk.validateOriginHeader(req.headers.origin, allowed);
         if (!origin.ok) return sendJsonRpcError(res, 403, -32000, `Forbidden: ${origin.message}`);
         if (!o.surface.toolsets.has(toolset))
           return sendJsonRpcError(res, 404, -32000, `no MCP toolset ${toolset} on this gateway`);

@@ -4,20 +4,18 @@
 // the owner check (another app's id reads as null, then "not found", exactly as an unknown one), the cost and rate
 // limits and masking hold. A resource changes when the durable event log records an event of its kind and key; the
 // event reader (src/events/cursor-read.ts, given by the composition root) says so on every replica.
-import {
-  ProtocolError,
-  ProtocolErrorCode,
-  ResourceNotFoundError,
-  type CallToolResult,
-  type ReadResourceResult,
-  type Resource,
-  type ResourceLink,
-  type ResourceTemplateType,
+import type {
+  CallToolResult,
+  ReadResourceResult,
+  Resource,
+  ResourceLink,
+  ResourceTemplateType,
 } from '@modelcontextprotocol/server';
 
 import type { Caller } from '../../auth/caller.js';
 import { EVENT_KINDS as KINDS } from '../../events/kinds.js';
 import type { Pipeline } from '../../execution/pipeline.js';
+import { mcpSdk } from './sdk.js';
 import { refusalFor, type OperationTool } from './tools.js';
 
 /** An event as the reader hands it out: its kind and key name the resource; its payload is never shown here. */
@@ -234,7 +232,7 @@ export class McpResources {
     if (uri === CATALOG_URI && this.catalog)
       return this.run(this.catalog, {}, uri, caller, requestId, (data) => data.catalog);
     const found = this.parse(uri);
-    if (!found) throw new ResourceNotFoundError(uri);
+    if (!found) throw new (mcpSdk().ResourceNotFoundError)(uri);
     return this.run(
       found.bound.tool,
       found.bound.kind.variables(found.key),
@@ -266,6 +264,7 @@ export class McpResources {
       const scope = first.extensions?.scope;
       const retryAfter = first.extensions?.retryAfter;
       // A refusal (scope, rate limit, cost) is said as it is; it depends on the caller, never on whose the id is.
+      const { ProtocolError, ProtocolErrorCode } = mcpSdk();
       throw new ProtocolError(ProtocolErrorCode.InvalidRequest, `${uri}: ${first.message}`, {
         uri,
         code: first.extensions?.code ?? 'INTERNAL_SERVER_ERROR',
@@ -274,7 +273,7 @@ export class McpResources {
       });
     }
     const value = outcome.ok ? pick((outcome.result.data ?? {}) as Record<string, unknown>) : null;
-    if (value === null || value === undefined) throw new ResourceNotFoundError(uri);
+    if (value === null || value === undefined) throw new (mcpSdk().ResourceNotFoundError)(uri);
     return { contents: [{ uri, mimeType: 'application/json', text: JSON.stringify(value) }] };
   }
 

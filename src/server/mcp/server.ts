@@ -2,19 +2,13 @@
 // low-level SDK Server holding the tools its app may see. What the endpoint offers is registered in one place, the
 // McpSurface the composition root builds (src/server/mcp/surface.ts): tools, and resources (src/server/mcp/resources.ts), whose
 // change notifications go out on subscriptions/listen streams (src/server/mcp/http.ts).
-import {
-  ProtocolError,
-  ProtocolErrorCode,
-  Server,
-  type CallToolResult,
-  type InputRequiredResult,
-  type ServerContext,
-} from '@modelcontextprotocol/server';
+import type { CallToolResult, InputRequiredResult, Server, ServerContext } from '@modelcontextprotocol/server';
 
 import type { Caller } from '../../auth/caller.js';
 import { ErrorCode, GatewayError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { McpResources } from './resources.js';
+import { mcpSdk } from './sdk.js';
 import type { JsonSchema } from './shapes.js';
 import type { ToolAnnotations } from './tools.js';
 
@@ -77,7 +71,7 @@ const INTERNAL = 'Internal server error';
  * The protocol's own errors (ProtocolError) stay protocol errors.
  */
 function thrownByTool(err: unknown, logger: Logger | undefined, requestId: string, tool: string): CallToolResult {
-  if (err instanceof ProtocolError) throw err;
+  if (err instanceof mcpSdk().ProtocolError) throw err;
   if (err instanceof GatewayError) {
     const retryAfter = err.extensions.retryAfter;
     return toolError(err.message, {
@@ -96,6 +90,7 @@ function thrownByTool(err: unknown, logger: Logger | undefined, requestId: strin
 
 /** A resource read that threw: a protocol error, masked as a tool's is (a resource has no error result). */
 function thrownByResource(err: unknown, logger: Logger | undefined, requestId: string): never {
+  const { ProtocolError, ProtocolErrorCode } = mcpSdk();
   if (err instanceof ProtocolError) throw err;
   if (err instanceof GatewayError) {
     const retryAfter = err.extensions.retryAfter;
@@ -127,6 +122,7 @@ export function createRequestServer(
   // resources/subscribe would need a session that outlives the request, and this endpoint keeps none (any replica
   // serves any call): that era is told so, and pointed at wait_for_events.
   const subscribe = options.era !== 'legacy';
+  const { ProtocolError, ProtocolErrorCode, Server } = mcpSdk();
   const server = new Server(SERVER_INFO, {
     capabilities: {
       tools: { listChanged: false },
