@@ -267,6 +267,14 @@ module.exports = {
       to: { path: '@modelcontextprotocol/server', dynamic: false, dependencyTypesNot: ['type-only'] },
     },
     {
+      name: 'undici-index-on-demand',
+      comment:
+        "undici's index loads its whole API (~2.7 MB of heap, docs/decisions/124): the upstreams import Pool and the header parser from their own modules, and what needs the rest (a JWKS fetch, the sandbox's callbacks) imports the index with import() where it is used.",
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: 'node_modules/undici/index[.]js$', dynamic: false, dependencyTypesNot: ['type-only'] },
+    },
+    {
       name: 'no-folder-cycles',
       comment:
         'Two folders that import each other are one tangled unit: every import runs down, so no folder reaches back up.',

@@ -2,7 +2,6 @@
 // identity service (src/mobile-id/jwks.ts): bounded in time and size, and checked to be a JWKS. And the one read of a
 // JWKS file (AUTH_JWKS_FILE, an issuer's jwksFile, MOBILEID_JWKS_FILE), at start and on each reload.
 import type { JSONWebKeySet } from 'jose';
-import { request } from 'undici';
 
 import { JsonFileError, readJsonFile } from './json-file.js';
 
@@ -29,6 +28,8 @@ const JWKS_TIMEOUT_MS = 5_000;
 const JWKS_MAX_BYTES = 1024 * 1024;
 
 export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
+  // undici's whole API only where a JWKS is fetched: the upstreams' pools load just theirs (docs/decisions/124).
+  const { request } = await import('undici');
   const res = await request(url, {
     method: 'GET',
     headers: { accept: 'application/jwk-set+json, application/json' },

@@ -1,5 +1,3 @@
-import { request } from 'undici';
-
 export interface CallbackDelivery {
   /** Attempts in all; a 5xx answer or a network error is tried again, anything else ends the delivery. */
   attempts: number;
@@ -13,6 +11,8 @@ export interface CallbackDelivery {
 
 /** POSTs a JSON callback as the identity platform does (spec: Events 1 and 2); resolves with the last status. */
 export async function deliverCallback(url: string, body: unknown, delivery: CallbackDelivery): Promise<number | null> {
+  // undici's whole API only when a callback is sent, not with every gateway's start-up (docs/decisions/124).
+  const { request } = await import('undici');
   let last: number | null = null;
   for (let attempt = 1; attempt <= delivery.attempts && !delivery.closed(); attempt++) {
     try {

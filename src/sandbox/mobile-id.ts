@@ -9,7 +9,6 @@
 // - failures are the rows of the spec's error table, verbatim.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
-import { request } from 'undici';
 
 import { requestPath, sendJson, startLoopbackServer } from './http.js';
 
@@ -162,6 +161,8 @@ export async function startMobileIdSandbox(options: { notificationToken?: string
       const payload = form
         ? new URLSearchParams(Object.entries(notification.body).map(([k, v]) => [k, String(v)])).toString()
         : JSON.stringify(notification.body);
+      // undici's whole API only when a notification is sent (docs/decisions/124).
+      const { request } = await import('undici');
       const res = await request(o.notificationUri, {
         method: 'POST',
         headers: {

@@ -1,7 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry, { AbortError } from 'p-retry';
-import { Pool, util, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import undiciUtil from 'undici/lib/core/util.js';
+import Pool from 'undici/lib/dispatcher/pool.js';
 
 import {
   ErrorCode,
@@ -139,7 +141,7 @@ class TransientFailure extends Error {
  * Callers resend the same request, so the same Idempotency-Key, on every attempt.
  */
 export class UpstreamHttp {
-  private readonly pool: Pool;
+  private readonly pool: InstanceType<typeof Pool>;
   private readonly basePath: string;
   /** host:port only: a base URL may carry credentials, and a span attribute must not. */
   private readonly host: string;
@@ -450,7 +452,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     // An informational answer (1xx) is not the answer: `request` passes it to onInfo, which is not given.
     if (statusCode < 200) return true;
     this.status = statusCode;
-    this.headers = util.parseHeaders(rawHeaders) as IncomingHttpHeaders;
+    this.headers = undiciUtil.parseHeaders(rawHeaders) as IncomingHttpHeaders;
     return true;
   }
 

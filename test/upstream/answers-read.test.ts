@@ -2,7 +2,9 @@
 // `dispatch`, exactly as undici's `request` and `body.text()` read it (the same status, the same headers object, the
 // same text), and a failure before the answer's head told apart from one in its body, as before.
 import net from 'node:net';
-import { request } from 'undici';
+import * as undici from 'undici';
+import undiciUtil from 'undici/lib/core/util.js';
+import Pool from 'undici/lib/dispatcher/pool.js';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { createLogger } from '../../src/logger.js';
@@ -61,6 +63,13 @@ afterEach(async () => {
 });
 
 describe("an upstream's answer", () => {
+  it("goes through undici's own Pool and header parser, imported from their modules rather than the index", () => {
+    // src/upstream/http.ts imports these two alone (the index loads undici's whole API); a release of undici that
+    // moved or replaced them fails here, not in production.
+    expect(Pool).toBe(undici.Pool);
+    expect(undiciUtil.parseHeaders).toBe(undici.util.parseHeaders);
+  });
+
   it("is read as undici's request reads it: repeated headers, a byte order mark, a body in pieces", async () => {
     const body = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"id":"ünïcode-1","list":[1,2]}')]);
     const server = await rawServer([
@@ -75,7 +84,7 @@ describe("an upstream's answer", () => {
     closing.push(() => http.close());
 
     const ours = await http.request({ method: 'POST', path: '/things', route: 'POST /things', body: { a: 1 } });
-    const theirs = await request(`${server.url}/things`, { method: 'POST', body: '{"a":1}' });
+    const theirs = await undici.request(`${server.url}/things`, { method: 'POST', body: '{"a":1}' });
     const text = await theirs.body.text();
 
     expect(ours.status).toBe(theirs.statusCode);
