@@ -7,6 +7,7 @@
 import type { ApolloServerOptions, ApolloServerPlugin } from '@apollo/server';
 import {
   ApolloServerPluginCacheControlDisabled,
+  ApolloServerPluginInlineTraceDisabled,
   ApolloServerPluginLandingPageDisabled,
 } from '@apollo/server/plugin/disabled';
 import type { FormattedExecutionResult, GraphQLFormattedError, GraphQLSchema, OperationTypeNode } from 'graphql';
@@ -59,7 +60,14 @@ export function apolloSetup(o: {
       csrfPrevention: true,
       validationRules: [...o.limits.validationRules],
       // The cache-control plugin is replaced by its answer for this schema, without its per-field hook (noStorePlugin).
-      plugins: [ApolloServerPluginLandingPageDisabled(), ApolloServerPluginCacheControlDisabled(), ...gatewayPlugins],
+      // Apollo's inline trace answers only a federation gateway, and this schema is no subgraph: its plugin would do
+      // nothing here but load Apollo's usage-reporting protobuf into the heap (docs/decisions/124).
+      plugins: [
+        ApolloServerPluginLandingPageDisabled(),
+        ApolloServerPluginCacheControlDisabled(),
+        ApolloServerPluginInlineTraceDisabled(),
+        ...gatewayPlugins,
+      ],
       formatError: formatOne,
     },
   };
