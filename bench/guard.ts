@@ -92,6 +92,14 @@ const OPS: Record<PathName, number> = { mutation: 400, tree: 800, intake: 600, d
  * one afternoon, and the guard 63–85 s with fixed counts).
  */
 const ROUND_CPU_S = 0.4;
+/**
+ * Seconds from the first quiet check to the table, at most, that the measured rounds are sized to: with 1 in flight a
+ * round's wall time is its operations' whole latency (the driver, the upstream stub, the disk's syncs), which a slow
+ * host stretches more than the CPU that ROUND_CPU_S bounds. So each path's rounds also take no more operations than
+ * fit in what is left of this budget, shared among the paths still to measure, at the wall time per operation its
+ * unmeasured rounds took (the 2026-12-01 host ran the guard 79–93 s with the CPU bound alone).
+ */
+const BUDGET_S = 70;
 /** Each path's measured operations per round on this host (see ROUND_CPU_S), set after its unmeasured rounds. */
 const roundOps = new Map<PathName, number>();
 /**
@@ -610,6 +618,7 @@ async function main(): Promise<void> {
   if (place.pinned) pin(process.pid, place.driver!);
   const load = loadAverage();
   await quiet();
+  const begun = performance.now();
   const ref = snapshot(cli.against!);
   const own = snapshot(cli.tree!);
   const withEnv = (label: string, env: Record<string, string>) =>
@@ -669,12 +678,26 @@ async function main(): Promise<void> {
       // One unmeasured round a pair, a quarter of a measured one: the path at the measured concurrency, and a first
       // cost to plant on (each measured round plants on the one before it).
       const refCosts: number[] = [];
+      const unmeasuredAt = performance.now();
       for (const pair of pairs) {
         const refSeconds = (await round(pair, p, UNMEASURED_SHARE))[1]!;
         refCosts.push(refSeconds);
         plant(pair, refSeconds);
       }
-      roundOps.set(p, Math.min(OPS[p] * opsScale, (ROUND_CPU_S * (cli.quick ? 0.5 : 1)) / median(refCosts)));
+      const unmeasuredOps = pairs.length * 2 * Math.round(OPS[p] * opsScale * UNMEASURED_SHARE);
+      const wallPerOp = (performance.now() - unmeasuredAt) / 1000 / unmeasuredOps;
+      const pathsLeft = paths.length - paths.indexOf(p);
+      const leftS = Math.max(0, BUDGET_S - (performance.now() - begun) / 1000) / pathsLeft;
+      roundOps.set(
+        p,
+        Math.min(
+          OPS[p] * opsScale,
+          (ROUND_CPU_S * (cli.quick ? 0.5 : 1)) / median(refCosts),
+          // What fits in this path's share of the budget, but never under a quarter of the path's largest round:
+          // fewer operations than that read too wide to see 5 %, and the guard then says so rather than rushing.
+          Math.max((OPS[p] * opsScale) / 4, leftS / (rounds * 2 * wallPerOp)),
+        ),
+      );
       /** µs per operation of each side, by round; and which pair measured each round. */
       const byRound: Figures[] = [];
       const measure = async () => {
