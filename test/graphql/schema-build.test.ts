@@ -15,7 +15,7 @@ function schemaNodes(): ASTNode[] {
 }
 
 describe('the executable schema', () => {
-  it('keeps the AST nodes its directives are read from, without their locations (and so without the token lists)', () => {
+  it('keeps the AST nodes its directives are read from, without locations (so without token lists)', () => {
     const nodes = schemaNodes();
     expect(nodes.length).toBeGreaterThan(100);
     expect(nodes.filter((n) => n.loc !== undefined)).toEqual([]);
