@@ -45,8 +45,8 @@ export function mergeResolvers(maps: readonly ResolverMap[]): ResolverMap {
 }
 
 /**
- * The executable schema. Its SDL is parsed without locations: every type and field keeps its AST node (scopes and
- * costs are read from their directives), and with locations each node's `loc` would keep the whole token list of its
+ * The executable schema. Its SDL is parsed without locations: every type and field keeps its AST node (the scopes
+ * are read from its directives), and with locations each node's `loc` would keep the whole token list of its
  * file alive, ~14,000 objects of a started gateway's ~320,000 that every mark-compact walks. Nothing reads a schema
  * node's location; a mistake in the SDL is reported by name either way.
  */
