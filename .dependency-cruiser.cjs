@@ -259,20 +259,17 @@ module.exports = {
       to: { path: '^src/telemetry/tracing-sdk[.]ts$', dynamic: false },
     },
     {
-      name: 'the-mcp-sdk-on-demand',
+      name: 'libraries-on-demand',
       comment:
-        "The MCP server SDK is loaded by the endpoint's first request (docs/decisions/124): server/mcp/sdk.ts imports it with import(), everything else reads it through mcpSdk() (types aside).",
+        "Loaded where they are used, never up front (docs/decisions/124): the MCP server SDK by the endpoint's first request (server/mcp/sdk.ts imports it with import(), the rest reads it through mcpSdk()), and undici's index (its whole API) where a JWKS is fetched or the sandbox calls back, the upstreams importing only Pool and the header parser. Type imports aside.",
       severity: 'error',
       from: { path: '^src/' },
-      to: { path: '@modelcontextprotocol/server', dynamic: false, dependencyTypesNot: ['type-only'] },
-    },
-    {
-      name: 'undici-index-on-demand',
-      comment:
-        "undici's index loads its whole API (~2.7 MB of heap, docs/decisions/124): the upstreams import Pool and the header parser from their own modules, and what needs the rest (a JWKS fetch, the sandbox's callbacks) imports the index with import() where it is used.",
-      severity: 'error',
-      from: { path: '^src/' },
-      to: { path: 'node_modules/undici/index[.]js$', dynamic: false, dependencyTypesNot: ['type-only'] },
+      to: {
+        // undici resolved to its index, or unresolved (a bare specifier) where no node_modules is at hand.
+        path: '@modelcontextprotocol/server|(^|node_modules/)undici(/index[.]js)?$',
+        dynamic: false,
+        dependencyTypesNot: ['type-only'],
+      },
     },
     {
       name: 'no-folder-cycles',
