@@ -554,7 +554,9 @@ async function measureRound(sides: Side[], p: PathName, share: number): Promise<
     const collected = TIER.gcBeforeRound
       ? Promise.all(
           sides.map(async (side) => {
-            const res = await side.pool.request({ method: 'GET', path: '/readyz', headers: { 'x-guard-gc': '1' } });
+            // With a planted slowdown, the gateway first times the loop it spins (bench/lib/guard-hooks.ts).
+            const headers = { 'x-guard-gc': '1', ...(slowdown.size > 0 ? { 'x-guard-calibrate': '1' } : {}) };
+            const res = await side.pool.request({ method: 'GET', path: '/readyz', headers });
             await res.body.dump();
           }),
         )

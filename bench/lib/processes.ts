@@ -233,8 +233,23 @@ export interface Others {
   kernel: number;
   /** Busy time charged to no task (interrupts and softirqs taken while a core idled). */
   unattributed: number;
-  /** The busiest other processes, for a message: `name (pid) 12 %`. */
+  /** The busiest other processes, for a message: `name (pid) 12 %`, or `name (pid) script.js 12 %`. */
   top: string[];
+}
+
+/**
+ * What a busy process runs, for the message: its first argument that is a file's path, by file name only (`forks.js`
+ * for a test runner's worker), never its other arguments, which may carry a secret. Empty when it has none or is gone.
+ */
+function scriptOf(pid: number): string {
+  try {
+    const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').slice(1);
+    // A file's path: no option, and not the code of `node -e` (which has spaces or other characters).
+    const script = args.find((a) => /^[\w.@+/-]+$/.test(a) && !a.startsWith('-') && /[/.]/.test(a));
+    return script ? ` ${path.basename(script).slice(0, 40)}` : '';
+  } catch {
+    return '';
+  }
 }
 
 /** `Others` as a message says it. */
@@ -261,7 +276,7 @@ export function othersSince(): () => Others {
     for (const pid of ours(before)) mine.add(pid);
     let charged = 0;
     let kernel = 0;
-    const people: { label: string; cpu: number }[] = [];
+    const people: { label: string; pid: number; cpu: number }[] = [];
     for (const [pid, task] of after) {
       const was = before.get(pid);
       // A pid seen only now started during the while (or reused one that ended: counted whole, the safe side).
@@ -269,10 +284,11 @@ export function othersSince(): () => Others {
       charged += cpu;
       if (mine.has(pid)) continue;
       if (task.kernel) kernel += cpu;
-      else if (cpu > 0) people.push({ label: `${task.name} (${pid})`, cpu });
+      else if (cpu > 0) people.push({ label: `${task.name} (${pid})`, pid, cpu });
     }
     const cores = people.reduce((sum, p) => sum + p.cpu, 0) / wall;
     people.sort((a, b) => b.cpu - a.cpu);
+    for (const p of people.slice(0, 3)) p.label += scriptOf(p.pid);
     return {
       cores,
       kernel: kernel / wall,
