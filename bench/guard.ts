@@ -550,17 +550,21 @@ async function measureRound(sides: Side[], p: PathName, share: number): Promise<
       : [];
   try {
     // The round's gateways collect their garbage and settle while the rest of the machine is checked (its figure
-    // leaves the guard's own processes out): both only watch, for 100 ms or more.
-    const collected = TIER.gcBeforeRound
-      ? Promise.all(
-          sides.map(async (side) => {
-            // With a planted slowdown, the gateway first times the loop it spins (bench/lib/guard-hooks.ts).
-            const headers = { 'x-guard-gc': '1', ...(slowdown.size > 0 ? { 'x-guard-calibrate': '1' } : {}) };
-            const res = await side.pool.request({ method: 'GET', path: '/readyz', headers });
-            await res.body.dump();
-          }),
-        )
-      : Promise.resolve();
+    // leaves the guard's own processes out): both only watch, for 100 ms or more. With a planted slowdown each
+    // gateway first times the loop it spins (bench/lib/guard-hooks.ts), in either tier.
+    const headers = {
+      ...(TIER.gcBeforeRound ? { 'x-guard-gc': '1' } : {}),
+      ...(slowdown.size > 0 ? { 'x-guard-calibrate': '1' } : {}),
+    };
+    const collected =
+      Object.keys(headers).length > 0
+        ? Promise.all(
+            sides.map(async (side) => {
+              const res = await side.pool.request({ method: 'GET', path: '/readyz', headers });
+              await res.body.dump();
+            }),
+          )
+        : Promise.resolve();
     await Promise.all([collected.then(() => settle(sides.map((side) => side.proc.pid))), quiet()]);
     const others = othersSince();
     const started = sides.map((side) => processCpu(side.proc.pid));
