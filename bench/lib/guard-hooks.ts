@@ -4,54 +4,59 @@
  * CPU on the event loop, then goes on as usual. The guard sets that header only on the working tree's requests of
  * one path, and only when BENCH_GUARD_SLOWDOWN is set (its own test), N being a share of that path's cost measured
  * in the round before: the path really costs that much more CPU per operation. No header, no cost. The guard then
- * also asks each gateway to time the spin's loop before each round (`x-guard-calibrate`), outside what it counts.
+ * also asks each gateway to time the spin before each round (`x-guard-calibrate`), outside what it counts.
  */
+import { createHash } from 'node:crypto';
 import http from 'node:http';
 
 const emit = http.Server.prototype.emit;
 
 /**
- * The spin is a counted loop, sized by how many of its turns a µs of CPU runs. The thread's own CPU clock cannot time
- * it: `process.threadCpuUsage` (Node 23.9 on) reads getrusage(RUSAGE_THREAD), which on this machine's kernel moves
- * in ticks of ~4 ms, so a spin of 85 µs ran ~4 ms, and the test's planted 5 % read 80-215 % on Node 26. The process's
+ * The spin hashes bytes (SHA-256, in Node's native code), as many as the asked µs of CPU hash, so that its speed does
+ * not hang on what V8's compilers did meanwhile: a counted JavaScript loop, timed while unoptimised and run once
+ * optimised, spent a third of the ask in one test run out of a few. Nor can a clock time the spin as it runs:
+ * `process.threadCpuUsage` (Node 23.9 on) reads getrusage(RUSAGE_THREAD), which on this machine's kernel moves in
+ * steps of ~4 ms, so a spin of 85 µs ran ~4 ms, and the test's planted 5 % read 80-215 % on Node 26; the process's
  * clock (`process.cpuUsage`) moves by the µs but counts the other threads (V8's helpers, libuv's pool, the checkpoint
- * worker) as well, which ended a spin early by their share (a planted 5 % read 2.8 % on the delivery on Node 26).
- * So the loop is timed on the process's clock while the gateway is idle (before a round, when the guard asks), three
- * times, keeping the fastest: another thread's work can only make a timing slower.
+ * worker), which ended a spin early by their share (a planted 5 % read 2.8 % on the delivery on Node 26). So the hash
+ * is timed on the process's clock while the gateway is idle (before a round, when the guard asks): its cost a call and
+ * its bytes a µs, each three times, keeping the fastest, as another thread's work can only make a timing slower.
  */
-let turnsPerUs = 0;
-let sink = 0;
+const BLOCK = Buffer.alloc(64 * 1024, 0x5a);
+let bytesPerUs = 0;
+let callUs = 0;
 
-function turns(n: number): void {
-  let x = sink;
-  for (let i = 0; i < n; i++) x = (x * 31 + i) | 0;
-  sink = x;
+function hashBytes(bytes: number): void {
+  const hash = createHash('sha256');
+  for (let left = bytes; left > 0; left -= BLOCK.length)
+    hash.update(left >= BLOCK.length ? BLOCK : BLOCK.subarray(0, left));
+  hash.digest();
 }
 
-/** Turns that last timed at 2 ms or more: the next timing starts from half of them. */
-let timedTurns = 1 << 12;
+/** The fastest of three timings of `run`, in µs of the process's CPU. */
+function fastest(run: () => void): number {
+  let best = Number.POSITIVE_INFINITY;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const start = process.cpuUsage();
+    run();
+    const used = process.cpuUsage(start);
+    best = Math.min(best, used.user + used.system);
+  }
+  return best;
+}
 
 function calibrate(): void {
-  let fastest = 0;
-  for (let attempt = 0; attempt < 3; attempt++) {
-    for (let n = Math.max(1 << 12, timedTurns / 2); ; n *= 2) {
-      const start = process.cpuUsage();
-      turns(n);
-      const used = process.cpuUsage(start);
-      const us = used.user + used.system;
-      if (us >= 2_000) {
-        fastest = Math.max(fastest, n / us);
-        timedTurns = n;
-        break;
-      }
-    }
-  }
-  turnsPerUs = fastest;
+  callUs =
+    fastest(() => {
+      for (let i = 0; i < 200; i++) hashBytes(0);
+    }) / 200;
+  const bytes = 32 * BLOCK.length;
+  bytesPerUs = bytes / Math.max(1, fastest(() => hashBytes(bytes)) - callUs);
 }
 
 function spin(us: number): void {
-  if (turnsPerUs === 0) calibrate();
-  turns(Math.round(us * turnsPerUs));
+  if (bytesPerUs === 0) calibrate();
+  hashBytes(Math.round(Math.max(0, us - callUs) * bytesPerUs));
 }
 
 /** A full collection, when the guard started the gateway with `--expose-gc` and asks for one before a round. */

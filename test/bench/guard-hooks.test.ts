@@ -52,15 +52,21 @@ describe('the guard’s planted slowdown', () => {
     const origin = await start();
     await requests(origin, 20, {}); // the server's first requests warm it up
     await requests(origin, 1, { 'x-guard-calibrate': '1' });
-    const COUNT = 100;
+    const COUNT = 20;
     const BURN_US = 3000;
-    const t0 = await cpu(origin);
-    await requests(origin, COUNT, { 'x-guard-burn-us': String(BURN_US) });
-    const t1 = await cpu(origin);
-    await requests(origin, COUNT, {});
-    const t2 = await cpu(origin);
-    const planted = t1 - t0 - (t2 - t1);
-    expect(planted / (COUNT * BURN_US)).toBeGreaterThan(0.8);
-    expect(planted / (COUNT * BURN_US)).toBeLessThan(1.2);
+    // Five batches, and the median of what each planted: a moment the host takes the core from the server is
+    // counted as its CPU (this machine reports no steal time), and it can fall in one batch, not in most.
+    const shares: number[] = [];
+    for (let batch = 0; batch < 5; batch++) {
+      const t0 = await cpu(origin);
+      await requests(origin, COUNT, { 'x-guard-burn-us': String(BURN_US) });
+      const t1 = await cpu(origin);
+      await requests(origin, COUNT, {});
+      const t2 = await cpu(origin);
+      shares.push((t1 - t0 - (t2 - t1)) / (COUNT * BURN_US));
+    }
+    const share = shares.sort((a, b) => a - b)[2]!;
+    expect(share, shares.join(' ')).toBeGreaterThan(0.8);
+    expect(share, shares.join(' ')).toBeLessThan(1.2);
   });
 });
