@@ -551,7 +551,7 @@ async function measureRound(sides: Side[], p: PathName, share: number): Promise<
   try {
     // The round's gateways collect their garbage and settle while the rest of the machine is checked (its figure
     // leaves the guard's own processes out): both only watch, for 100 ms or more. With a planted slowdown each
-    // gateway first times the loop it spins (bench/lib/guard-hooks.ts), in either tier.
+    // gateway first times the hash it spins with (bench/lib/guard-hooks.ts), in either tier.
     const headers = {
       ...(TIER.gcBeforeRound ? { 'x-guard-gc': '1' } : {}),
       ...(slowdown.size > 0 ? { 'x-guard-calibrate': '1' } : {}),

@@ -14,7 +14,7 @@ const emit = http.Server.prototype.emit;
 /**
  * The spin hashes bytes (SHA-256, in Node's native code), as many as the asked µs of CPU hash, so that its speed does
  * not hang on what V8's compilers did meanwhile: a counted JavaScript loop, timed while unoptimised and run once
- * optimised, spent a third of the ask in one test run out of a few. Nor can a clock time the spin as it runs:
+ * optimised, spent a third of the ask in 4 runs of 42 of its test. Nor can a clock time the spin as it runs:
  * `process.threadCpuUsage` (Node 23.9 on) reads getrusage(RUSAGE_THREAD), which on this machine's kernel moves in
  * steps of ~4 ms, so a spin of 85 µs ran ~4 ms, and the test's planted 5 % read 80-215 % on Node 26; the process's
  * clock (`process.cpuUsage`) moves by the µs but counts the other threads (V8's helpers, libuv's pool, the checkpoint
