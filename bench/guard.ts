@@ -2,7 +2,8 @@
  * `npm run bench:guard -- --against <git ref>`: is the working tree slower than `<ref>` on a hot path?
  *
  * The ref (default HEAD~1) is unpacked with `git archive` into a temporary folder that reuses this checkout's
- * node_modules. Each side (the working tree and the ref) runs as four gateway processes (--pairs) with the same
+ * node_modules, and the working tree's sources are copied into another; each is compiled to JavaScript beside its
+ * sources (esbuild, ~0.3 s), so that the gateways start without tsx (decision 125). Each side (the working tree and the ref) runs as four gateway processes (--pairs) with the same
  * upstream stub and the same requests, their databases in memory (/dev/shm). The gateways run V8's baseline tier by
  * default (no optimising compiler, `--tier`; see TIERS): a process of it keeps little luck of its own (up to ~2.5 %
  * on Node 26, which the four pairs average out: decision 114), where an optimised one keeps up to 5 % for its life. First every gateway warms every path (16 in flight, on both cores). Then, on the
@@ -44,6 +45,7 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
 
+import { compileBeside, compileModule } from './lib/build.js';
 import { closedLoop, processCpu } from './lib/cpu.js';
 import { API_KEY, gatewayEnv, NOTIFICATION_TOKEN } from './lib/env.js';
 import { rowOf, settled, type Figures, type GuardRow } from './lib/guard-verdict.js';
@@ -267,9 +269,36 @@ async function settle(gatewayPids: number[], maxMs = 3_000): Promise<void> {
   }
 }
 
-/** The ref unpacked beside node_modules; `.` is the working tree itself. */
-function snapshot(ref: string): { dir: string; label: string; cleanup(): void } {
-  if (ref === '.') return { dir: ROOT, label: 'working tree', cleanup: () => undefined };
+/**
+ * The ref unpacked beside node_modules, or for `.` a copy of the working tree's sources (what the gateway reads: src/,
+ * schema/, package.json, tsconfig.json), each compiled in place (bench/lib/build.ts `compileBeside`): both sides then
+ * run plain JavaScript from a folder of one name's length.
+ */
+interface Snapshot {
+  dir: string;
+  label: string;
+  /** The gateway's entry, relative to `dir`: JavaScript, started without tsx. */
+  script: string;
+  cleanup(): void;
+}
+
+async function snapshot(ref: string): Promise<Snapshot> {
+  const compiled = async (dir: string, label: string) => {
+    const cleanup = () => fs.rmSync(dir, { recursive: true, force: true });
+    try {
+      fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
+      return { dir, label, script: await compileBeside(dir), cleanup };
+    } catch (err) {
+      cleanup();
+      throw err;
+    }
+  };
+  if (ref === '.') {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-guard-'));
+    for (const part of ['src', 'schema', 'package.json', 'tsconfig.json'])
+      fs.cpSync(path.join(ROOT, part), path.join(dir, part), { recursive: true });
+    return compiled(dir, 'working tree');
+  }
   let sha: string;
   try {
     sha = execFileSync('git', ['-C', ROOT, 'rev-parse', '--verify', '--quiet', `${ref}^{commit}`], {
@@ -280,8 +309,7 @@ function snapshot(ref: string): { dir: string; label: string; cleanup(): void } 
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-guard-'));
   execSync(`git -C ${JSON.stringify(ROOT)} archive ${sha} | tar -x -C ${JSON.stringify(dir)}`);
-  fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
-  return { dir, label: `${ref} (${sha.slice(0, 7)})`, cleanup: () => fs.rmSync(dir, { recursive: true, force: true }) };
+  return compiled(dir, `${ref} (${sha.slice(0, 7)})`);
 }
 
 interface Side {
@@ -299,8 +327,9 @@ interface Side {
 async function startSide(
   name: Side['name'],
   index: number,
-  label: string,
-  checkout: string,
+  code: Snapshot,
+  /** bench/lib/guard-hooks.ts compiled (`compileModule`), loaded into every gateway. */
+  hooks: string,
   stubUrl: string,
   root: string,
   cpus: string | null,
@@ -319,13 +348,13 @@ async function startSide(
     const origin = `http://127.0.0.1:${port}`;
     let proc: Proc;
     try {
-      proc = await spawnNode(`gateway ${index + 1} (${label})`, {
-        script: 'src/main.ts',
-        cwd: checkout,
+      proc = await spawnNode(`gateway ${index + 1} (${code.label})`, {
+        script: code.script,
+        cwd: code.dir,
         cpus,
         nodeArgs: [
           '--import',
-          pathToFileURL(path.join(ROOT, 'bench', 'lib', 'guard-hooks.ts')).href,
+          pathToFileURL(hooks).href,
           ...(cli.profile ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(cli.profile, name)] : []),
           ...TIER.nodeArgs,
           ...(TIER.gcBeforeRound ? ['--expose-gc'] : []),
@@ -340,7 +369,7 @@ async function startSide(
       throw err;
     }
     started(proc);
-    return sideOf(name, label, proc, origin);
+    return sideOf(name, code.label, proc, origin);
   }
 }
 
@@ -633,8 +662,11 @@ async function main(): Promise<void> {
   const load = loadAverage();
   await quiet();
   const begun = performance.now();
-  const ref = snapshot(cli.against!);
-  const own = snapshot(cli.tree!);
+  const ref = await snapshot(cli.against!);
+  const own = await snapshot(cli.tree!).catch((err: unknown) => {
+    ref.cleanup();
+    throw err;
+  });
   const withEnv = (label: string, env: Record<string, string>) =>
     Object.keys(env).length
       ? `${label} ${Object.entries(env)
@@ -647,6 +679,8 @@ async function main(): Promise<void> {
   const procs: Proc[] = [];
   const sides: Side[] = [];
   try {
+    const hooks = path.join(root, 'guard-hooks.mjs');
+    await compileModule(path.join(ROOT, 'bench', 'lib', 'guard-hooks.ts'), hooks);
     const stub = await spawnNode('upstream', {
       script: 'bench/servers/upstream.ts',
       cpus: place.driver,
@@ -664,8 +698,8 @@ async function main(): Promise<void> {
     // a start that fails (its port taken three times, say) leaves none of the others running.
     const start = (name: Side['name'], i: number) =>
       name === 'tree'
-        ? startSide('tree', i, own.label, own.dir, stubUrl, root, bothCores(place), (p) => procs.push(p))
-        : startSide('ref', i, ref.label, ref.dir, stubUrl, root, bothCores(place), (p) => procs.push(p));
+        ? startSide('tree', i, own, hooks, stubUrl, root, bothCores(place), (p) => procs.push(p))
+        : startSide('ref', i, ref, hooks, stubUrl, root, bothCores(place), (p) => procs.push(p));
     const starting = Array.from({ length: PAIRS }, (_, i): [Promise<Side>, Promise<Side>] => {
       if (i % 2 === 0) {
         const tree = start('tree', i);
