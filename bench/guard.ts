@@ -13,8 +13,8 @@
  * the guard waits until nothing else uses the machine; when that does not come, it says so and exits 3 rather than
  * give a verdict.
  * It prints a table (µs per operation on each side, the per-round ratios' mean without the highest and the lowest
- * eighth of the rounds, from five rounds on, at least one each way, and their spread: the larger of the kept rounds'
- * half range and the pairs' half range) and exits 1 when a path is slower by more than its spread plus the tier's
+ * eighth of the rounds, from five rounds on, at least one each way, and its spread: the larger of twice its standard
+ * error and the pairs' half range, narrower as rounds are added) and exits 1 when a path is slower by more than its spread plus the tier's
  * tolerance (2 %, 3 % optimised); 2 when it could not measure; 3 when it has no verdict: the machine stayed busy, or a
  * path, after up to four sets of rounds, was neither slower nor "same" (its ratio plus its spread under 1.05: a 5 %
  * loss ruled out; baseline tier, decision 114). A path that is not slower takes its rounds again, up to four sets in

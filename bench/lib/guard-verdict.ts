@@ -1,8 +1,9 @@
 /**
  * `npm run bench:guard`'s verdict on one path, from its measured rounds (decisions 084, 114 and 125): the trimmed
  * mean of the per-round ratios (working tree over ref, both sides measured in the same moments), its standard error,
- * its spread, and whether that reads slower (more than the tolerance, 2 %, beyond the spread), the same (a 5 % loss
- * ruled out: the ratio plus the spread under 1.05), or neither: no verdict.
+ * its spread (twice that error, or the pairs' half range if wider), and whether that reads slower (more than the
+ * tolerance, 2 %, beyond the spread), the same (a 5 % loss ruled out: the ratio plus the spread under 1.05), or
+ * neither: no verdict. The spread narrows as rounds are added, so more rounds can turn no verdict into one.
  */
 import { median } from './stats.js';
 
@@ -22,7 +23,7 @@ export interface GuardRow {
   ratio: number;
   /** The ratio's standard error (see `standardError`): how far its rounds leave it from the ratio they measure. */
   error: number;
-  /** The larger of the rounds' and the pairs' half range. */
+  /** The larger of twice `error` and the pairs' half range. */
   spread: number;
   /** The ratio exceeds 1 by more than the spread plus the tolerance. */
   slower: boolean;
@@ -49,19 +50,21 @@ export interface VerdictRule {
 export function rowOf(path: string, byRound: Figures[], rule: VerdictRule): GuardRow {
   const ratios = byRound.map((f) => f.tree / f.ref);
   const ratio = trimmedMean(ratios);
-  // Two spreads, the larger counts: the rounds' (what the moment does) and the pairs' (what a process's luck does:
-  // each pair's median ratio).
+  const error = standardError(ratios);
+  // Two spreads, the larger counts: the rounds' (what the moment does: twice the ratio's standard error, about the
+  // kept rounds' half range for eight rounds, narrower as rounds are added) and the pairs' (what a process's luck
+  // does: each pair's median ratio).
   const pairRatios = Array.from({ length: rule.pairs }, (_, i) =>
     median(byRound.filter((f) => f.pair === i).map((f) => f.tree / f.ref)),
   );
-  const spread = Math.max(halfRange(ratios), halfRange(pairRatios));
+  const spread = Math.max(2 * error, halfRange(pairRatios));
   const slower = ratio - 1 > spread + rule.tolerance;
   return {
     path,
     refUs: median(byRound.map((f) => f.ref)),
     treeUs: median(byRound.map((f) => f.tree)),
     ratio,
-    error: standardError(ratios),
+    error,
     spread,
     slower,
     unresolved: !slower && ratio - 1 + spread >= rule.sees,
@@ -115,7 +118,7 @@ export function standardError(ratios: number[]): number {
   return sd / (((n - 2 * trim) / n) * Math.sqrt(n));
 }
 
-/** Half the range of the per-round ratios, without the trimmed ones. */
+/** Half the range of the ratios, without the trimmed ones (of the pairs' four, none). */
 export function halfRange(ratios: number[]): number {
   const { sorted, trim } = trimmed(ratios);
   const kept = sorted.slice(trim, sorted.length - trim);

@@ -66,9 +66,15 @@ async function guard(env: Record<string, string>, extra: string[] = ['--quiet-wa
  * runs once more; the second run's outcome is the one asserted.
  */
 async function verdict(env: Record<string, string>): Promise<GuardRun> {
-  const run = await guard(env);
+  const run = shown(await guard(env));
   const rough = run.rows.some((r) => r.unresolved || (!r.slower && r.error > run.precision));
-  return run.code === 3 || rough ? guard(env) : run;
+  return run.code === 3 || rough ? shown(await guard(env)) : run;
+}
+
+/** A run's log and table in the test's output, passed or failed: how near its limits a run of CI came. */
+function shown(run: GuardRun): GuardRun {
+  console.log(run.output);
+  return run;
 }
 
 const PATHS = ['mutation', 'tree', 'intake', 'delivery'];
