@@ -198,8 +198,8 @@ const TOLERANCE = TIER.tolerance;
 const SEES = TIER.sees;
 /**
  * The standard error a path's ratio is read to unless it reads slower (decision 125): a path neither slower nor read
- * that closely has its rounds taken once more, all sets read together, up to MAX_SETS. A same tree then reads within
- * the tolerance of 1 however noisy the host is; a noisy host costs time instead (8–9 s a path and set). The optimising
+ * that closely has its rounds taken once more, all sets read together, up to MAX_SETS, so that a same tree reads
+ * within the tolerance of 1 on a noisy host too; such a host costs time instead (6–9 s a path and set). The optimising
  * tier claims no 5 % and no precision (its processes keep a luck of their own), so it never measures again.
  */
 const PRECISION = TIER.precision;
