@@ -222,7 +222,7 @@ if (cli.pairs !== undefined) {
   PAIRS = Number(cli.pairs);
   if (!Number.isInteger(PAIRS) || PAIRS < 1) fail(`--pairs wants a whole number ≥ 1, got ${JSON.stringify(cli.pairs)}`);
 }
-const VERDICT = { pairs: PAIRS, tolerance: TOLERANCE, sees: SEES, precision: PRECISION };
+const VERDICT = { pairs: PAIRS, tolerance: TOLERANCE, sees: SEES };
 const quietWaitMs = Number(cli['quiet-wait']) * 1000;
 if (!Number.isFinite(quietWaitMs) || quietWaitMs < 0)
   fail(`--quiet-wait wants seconds ≥ 0, got ${JSON.stringify(cli['quiet-wait'])}`);
@@ -763,7 +763,7 @@ async function main(): Promise<void> {
       };
       await measure();
       let row = rowOf(p, byRound, VERDICT);
-      for (let set = 1; set < MAX_SETS && !settled(row, VERDICT); set++) {
+      for (let set = 1; set < MAX_SETS && !settled(row, PRECISION); set++) {
         const why = row.unresolved
           ? `neither more than ${TOLERANCE * 100} % slower nor ${SEES * 100} % ruled out`
           : `read to ±${(row.error * 100).toFixed(2)} %, not ±${(PRECISION * 100).toFixed(1)} %`;
@@ -817,7 +817,7 @@ async function main(): Promise<void> {
         `${own.label}: no path slower than ${ref.label} beyond its spread plus ${TOLERANCE * 100} %\n`,
       );
     // A verdict stands without the precision; what it says less of is how near 1 a same tree reads.
-    const rough = rows.filter((r) => !settled(r, VERDICT) && !r.unresolved);
+    const rough = rows.filter((r) => !settled(r, PRECISION) && !r.unresolved);
     if (rough.length)
       process.stdout.write(
         `after ${rounds * MAX_SETS} rounds the host's noise left ${rough.map((r) => `${r.path} read to ±${(r.error * 100).toFixed(2)} %`).join(', ')}, not ±${(PRECISION * 100).toFixed(1)} %\n`,

@@ -34,16 +34,11 @@ export function buildGateway(checkout: string): string {
  * checkout. `npm run bench:guard` starts its gateways so; the scenarios take tsc's build (`buildGateway`).
  */
 export async function compileBeside(checkout: string): Promise<string> {
-  const sources: string[] = [];
-  const walk = (dir: string) => {
-    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-      const file = path.join(dir, entry.name);
-      if (entry.isDirectory()) {
-        if (entry.name !== 'graphiql-app') walk(file);
-      } else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts')) sources.push(file);
-    }
-  };
-  walk(path.join(checkout, 'src'));
+  const src = path.join(checkout, 'src');
+  const sources = fs
+    .readdirSync(src, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts') && !f.startsWith(`graphiql-app${path.sep}`))
+    .map((f) => path.join(src, f));
   await build({
     entryPoints: sources,
     outdir: path.join(checkout, 'src'),

@@ -42,8 +42,6 @@ export interface VerdictRule {
   tolerance: number;
   /** The loss a verdict of "same" rules out: the ratio plus the spread stays under 1 + this (5 %). */
   sees: number;
-  /** The standard error a ratio that is not slower is read to: above it, the path's rounds are taken once more. */
-  precision: number;
 }
 
 /** A path's row from its rounds. */
@@ -76,11 +74,11 @@ export function rowOf(path: string, byRound: Figures[], rule: VerdictRule): Guar
 
 /**
  * Whether a path's rounds are enough: a slower verdict stands however wide they are; any other wants a verdict (not
- * unresolved) and a ratio read to the rule's precision, so that the same tree reads within the tolerance of 1 on a
- * noisy host too, from more rounds. What stops the rounds is their spread, never how near 1 they read.
+ * unresolved) and a standard error of at most `precision`, so that the same tree reads within the tolerance of 1 on
+ * a noisy host too, from more rounds. What stops the rounds is their spread, never how near 1 they read.
  */
-export function settled(row: GuardRow, rule: VerdictRule): boolean {
-  return row.slower || (!row.unresolved && row.error <= rule.precision);
+export function settled(row: Pick<GuardRow, 'slower' | 'unresolved' | 'error'>, precision: number): boolean {
+  return row.slower || (!row.unresolved && row.error <= precision);
 }
 
 /**

@@ -9,6 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
+import { settled } from '../../bench/lib/guard-verdict.js';
+
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
 /**
@@ -67,7 +69,7 @@ async function guard(env: Record<string, string>, extra: string[] = ['--quiet-wa
  */
 async function verdict(env: Record<string, string>): Promise<GuardRun> {
   const run = shown(await guard(env));
-  const rough = run.rows.some((r) => r.unresolved || (!r.slower && r.error > run.precision));
+  const rough = run.rows.some((r) => !settled(r, run.precision));
   return run.code === 3 || rough ? shown(await guard(env)) : run;
 }
 
