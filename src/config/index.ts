@@ -644,7 +644,7 @@ const VARS = {
   ),
   WS_KEEP_ALIVE_SWEEP: declare(
     bool(true),
-    "true: the WebSocket keep-alive is one timer that passes over the connections every 6 s, a 24th of them every 250 ms, pinging a connection only when its peer sent nothing since its last visit and terminating one that sent nothing for 12 s after its ping; a connection that sends is never pinged (docs/decisions/090, 098). false: graphql-ws's own keep-alive, a timer per connection pinging every connection every 12 s. Either way a dead peer is terminated at most 24 s after the last byte it sent; an off switch.",
+    "true: the WebSocket keep-alive is one timer that passes over the connections every 6 s, a 24th of them every 250 ms, pinging a connection only when its peer sent nothing since its last visit and terminating one that sent nothing for 12 s after its ping; a connection that sends is never pinged (docs/decisions/090, 098). false: graphql-ws's keep-alive (kept in src/server/ws-protocol.ts), a timer per connection pinging every connection every 12 s. Either way a dead peer is terminated at most 24 s after the last byte it sent; an off switch.",
   ),
   SUBSCRIPTION_COMPILED_SELECTION: declare(
     bool(true),
@@ -660,7 +660,7 @@ const VARS = {
   ),
   DELIVERY_COMPLETE_WITH_LAST: declare(
     bool(true),
-    "true: when a graphql-ws subscription's event stream has ended with the event just delivered (a mobile-ID authentication's one result, a provisioning's terminal state), its `next` and `complete` are written together by the transport and the subscription ends there, without another turn of its iterators; the frames are the same bytes (docs/decisions/089). false: the stream is asked for its end once more and graphql-ws writes the `complete`; an off switch, not a tuning knob.",
+    "true: when a graphql-ws subscription's event stream has ended with the event just delivered (a mobile-ID authentication's one result, a provisioning's terminal state), its `next` and `complete` are written together by the transport and the subscription ends there, without another turn of its iterators; the frames are the same bytes (docs/decisions/089). false: the stream is asked for its end once more and the protocol writes the `complete`; an off switch, not a tuning knob.",
   ),
   DELIVERY_ONE_WRITE: declare(
     bool(true),

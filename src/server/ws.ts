@@ -1,8 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { GraphQLError, type ExecutionArgs, type ExecutionResult, type OperationTypeNode } from 'graphql';
-import { CloseCode } from 'graphql-ws';
-import { useServer } from 'graphql-ws/use/ws';
+import { GraphQLError, type ExecutionResult, type OperationTypeNode } from 'graphql';
+import { CloseCode, handleProtocols } from 'graphql-ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 
 import type { Caller } from '../auth/caller.js';
@@ -14,6 +13,7 @@ import { deliverable, streamPresenter, type StreamOutcome } from '../execution/p
 import type { GraphQLContext } from '../graphql/context.js';
 import { KeepAliveSweep } from './keep-alive.js';
 import type { StreamingTransportOptions } from './streaming.js';
+import { graphqlTransportWs, type Operated } from './ws-protocol.js';
 
 export interface WsOptions extends StreamingTransportOptions {
   /** The execution pipeline's one entry: every operation runs through it (src/execution/pipeline.ts). */
@@ -34,7 +34,7 @@ export interface WsOptions extends StreamingTransportOptions {
   generation?: () => number;
   /**
    * DELIVERY_COMPLETE_WITH_LAST (default true): a subscription's last result (its event stream ended with it) is
-   * written with the `complete` graphql-ws would write after it, and the subscription ends there (docs/decisions/089).
+   * written with the `complete` the protocol would write after it, and the subscription ends there (docs/decisions/089).
    */
   completeWithLast?: boolean;
   /**
@@ -46,8 +46,8 @@ export interface WsOptions extends StreamingTransportOptions {
   /**
    * WS_KEEP_ALIVE_SWEEP: true (the default), one pass over the connections every half interval, a slot of them a tick,
    * pings only those whose peer sent nothing since their last visit (src/server/keep-alive.ts); false, graphql-ws's
-   * own keep-alive, a timer per
-   * connection pinging every one. Either way a dead peer is terminated within two intervals of its last byte.
+   * keep-alive (src/server/ws-protocol.ts keeps it), a timer per connection pinging every one. Either way a
+   * dead peer is terminated within two intervals of its last byte.
    */
   keepAliveSweep?: boolean;
 }
@@ -63,15 +63,7 @@ function closeReason(text: string): string {
         .replace(/\uFFFD+$/, '')}...`;
 }
 
-type Extra = {
-  socket: WebSocket;
-  /** Until the connection is authenticated (see onConnect). */
-  request: IncomingMessage | undefined;
-};
-
 const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
-/** What graphql-ws's execute and subscribe stand for here: the outcome the pipeline already has (see onSubscribe). */
-const NOTHING: ExecutionResult = {};
 
 /** How much shorter `{"id":<id>,"type":"complete"}` is than `{"id":<id>,"type":"next","payload":` (see `frames`). */
 const COMPLETE_SHORTER = Buffer.byteLength('next","payload":') - Buffer.byteLength('complete"}');
@@ -102,15 +94,20 @@ function writeHeader(out: Buffer, at: number, n: number): number {
 }
 
 /**
- * A WebSocket with the TCP socket under it (from the upgrade; absent for a WebSocket that came another way), and whether
- * the sinks corked that socket in this tick: one object per connection, held by each of its subscriptions' sinks.
+ * A WebSocket with the TCP socket under it (from the upgrade), whether the sinks corked that socket in this tick, and
+ * once admitted its caller: one object per connection, held by each of its subscriptions' sinks.
  */
 class Connection {
   corked = false;
+  /** Set when `connection_init` is admitted; what it was authenticated with is kept (in memory only) for a reload. */
+  caller: Caller | undefined = undefined;
+  header: string | undefined = undefined;
+  /** The configuration's generation when the credential was last authenticated. */
+  generation = 0;
 
   constructor(
     readonly ws: WebSocket,
-    readonly raw: Duplex | undefined,
+    readonly raw: Duplex,
   ) {}
 }
 
@@ -118,7 +115,8 @@ class Connection {
 const KEEP_ALIVE_MS = 12_000;
 
 /**
- * graphql-ws (subprotocol graphql-transport-ws) on the HTTP port's `/graphql` path. The API key comes from
+ * graphql-ws's protocol (graphql-transport-ws, served by src/server/ws-protocol.ts) on the HTTP port's
+ * `/graphql` path. The API key comes from
  * the upgrade request's Authorization header or from connectionParams.authorization; a missing key
  * closes with 4401, a wrong one with 4403.
  */
@@ -128,31 +126,29 @@ export function createWsServer(options: WsOptions) {
     noServer: true,
     maxPayload: options.maxMessageBytes ?? 1024 * 1024,
     perMessageDeflate: false,
+    // The subprotocol graphql-ws clients ask for (graphql-transport-ws); any other is closed 4406 once open.
+    handleProtocols,
   });
   const present = streamPresenter(options.logger);
-  /** Each operation's outcome from the pipeline, by the args onSubscribe hands graphql-ws (only this file reads it). */
-  const outcomes = new WeakMap<ExecutionArgs, StreamOutcome>();
-  const callers = new WeakMap<object, Caller>();
-  /** Each open connection's credential (kept in memory only, to authenticate it again after a reload) and generation. */
-  const held = new Map<WebSocket, { ctx: object; header: string | undefined; generation: number }>();
+  /** The open connections that were admitted, to authenticate again after a reload. */
+  const held = new Set<Connection>();
   const generation = options.generation ?? (() => 0);
   /** The credential no longer admitted: 4403, as a new connection with it would get; its subscriptions end with it. */
-  const refuse = (socket: WebSocket, message: string): void => {
-    held.delete(socket);
-    socket.close(CloseCode.Forbidden, closeReason(`Forbidden: ${message} (the configuration was reloaded)`));
+  const refuse = (connection: Connection, message: string): void => {
+    held.delete(connection);
+    connection.ws.close(CloseCode.Forbidden, closeReason(`Forbidden: ${message} (the configuration was reloaded)`));
   };
   /** Authenticates a connection's credential again under the running configuration: its caller now, or null (closed). */
-  const reauthenticate = async (socket: WebSocket): Promise<Caller | null> => {
-    const h = held.get(socket);
-    if (!h) return null;
+  const reauthenticate = async (connection: Connection): Promise<Caller | null> => {
+    if (!held.has(connection)) return null;
     const now = generation();
-    const result = await options.authenticate(h.header);
+    const result = await options.authenticate(connection.header);
     if (!result.ok) {
-      refuse(socket, result.message);
+      refuse(connection, result.message);
       return null;
     }
-    h.generation = now;
-    callers.set(h.ctx, result.caller);
+    connection.generation = now;
+    connection.caller = result.caller;
     return result.caller;
   };
   /** Each WebSocket's connection (from the upgrade): its TCP socket, to cork. */
@@ -170,14 +166,14 @@ export function createWsServer(options: WsOptions) {
     corked.length = 0;
   };
   /**
-   * A result's payload as it goes on the wire: its JSON (masked and with its warnings, as onNext does) and `}`, UTF-8
+   * A result's payload as it goes on the wire: its JSON (masked and with its warnings) and `}`, UTF-8
    * encoded, made once per result object, so once per group for a shared result (src/execution/shared.ts).
    */
   const encoded = new WeakMap<ExecutionResult, Buffer>();
 
   const bufferLimit = options.subscriberBufferBytes ?? 8 * 1024 * 1024;
   /**
-   * A subscription's sink and its own state: its graphql-ws id, its connection, its context and the cursor of the last
+   * A subscription's sink and its own state: its subscription id, its connection, its context and the cursor of the last
    * result written. A class, so that a waiting subscription keeps one object and `next` is shared.
    */
   class Subscriber implements ResultSink {
@@ -189,8 +185,8 @@ export function createWsServer(options: WsOptions) {
       /** The WebSocket's connection, found once at subscribe time: a delivery looks nothing up to cork its socket. */
       readonly connection: Connection,
       readonly context: GraphQLContext,
-      /** graphql-ws's subscriptions of the connection (its Context's `subscriptions`), this one's entry among them. */
-      readonly subscriptions: Record<string, unknown>,
+      /** The connection's subscriptions by id (src/server/ws-protocol.ts), this one's entry among them. */
+      readonly subscriptions: Map<string, unknown>,
     ) {}
 
     /**
@@ -198,7 +194,7 @@ export function createWsServer(options: WsOptions) {
      * byte the message graphql-ws would write (`JSON.stringify({ id, type: 'next', payload })`; a test compares), built
      * from the shared payload's bytes (encoded once per group) and the subscription's own text around it, framed as ws's Sender
      * frames it (`frames` below, or ws's `send` with DELIVERY_ONE_WRITE off). The TCP socket under the WebSocket is
-     * corked until the end of the tick, so what else is written to it in that tick (graphql-ws's `complete` after the
+     * corked until the end of the tick, so what else is written to it in that tick (the protocol's `complete` after the
      * last result with DELIVERY_COMPLETE_WITH_LAST off, another subscription's result) leaves in the same write
      * (docs/decisions/030, 093).
      */
@@ -208,7 +204,7 @@ export function createWsServer(options: WsOptions) {
 
     /**
      * Writes the result as its `next` message, and with `complete` the subscription's `complete` after it
-     * (`{"id":…,"type":"complete"}`, graphql-ws's JSON.stringify of it); false when nothing was written (the socket
+     * (`{"id":…,"type":"complete"}`, as graphql-ws writes it); false when nothing was written (the socket
      * closing, or closed as slow).
      */
     protected write(result: ExecutionResult, complete: boolean): boolean {
@@ -249,7 +245,7 @@ export function createWsServer(options: WsOptions) {
    * DELIVERY_ONE_WRITE: the `next` message (`{"id":<id>,"type":"next","payload":` and `payload`) and, with `complete`,
    * the `complete` message (`{"id":<id>,"type":"complete"}`), each behind the frame header ws's Sender would write, in
    * one buffer: one write to the TCP socket instead of two `send`s (a header and a message each, four chunks). Safe
-   * because the server has no permessage-deflate: ws's Sender then writes every frame of graphql-ws synchronously to the
+   * because the server has no permessage-deflate: ws's Sender then writes every frame of the protocol synchronously to the
    * same socket and never queues one, so the frames keep their order. `id` is the JSON of the subscription's id. The
    * subscription's text is written straight into the one buffer: a subscription's prefix kept as a buffer of its own
    * was made for each mobile-ID subscription's one result, and copied twice (docs/decisions/111).
@@ -274,18 +270,16 @@ export function createWsServer(options: WsOptions) {
   /** DELIVERY_COMPLETE_WITH_LAST: a Subscriber that writes its last result with the `complete` (decision 089). */
   class LastResultSubscriber extends Subscriber {
     /**
-     * The last result, and then the `complete` graphql-ws writes when the stream ends (`{"id":…,"type":"complete"}`,
-     * its JSON.stringify, byte for byte), in the same corked write. The subscription leaves graphql-ws's record of the
-     * connection's subscriptions now, so graphql-ws, seeing the stream end, writes no second `complete` (its rule:
-     * only for an id still there). Its own removal of the id follows within the same turn of the microtask queue,
-     * before the corked write leaves, so a client that reuses the id after this `complete` meets what it met before.
-     * Nothing written (the socket closing, a slow consumer): graphql-ws ends the subscription as it always did. True
-     * when written: graphql-ws's loop over the stream is then left waiting, never to resume (its `complete` would write
-     * nothing, and the id is already gone), and is collected with the stream (docs/decisions/096).
+     * The last result, and then the `complete` the protocol writes when the stream ends (`{"id":…,"type":"complete"}`,
+     * byte for byte), in the same corked write. The subscription leaves its connection's map of subscriptions now, so
+     * the protocol, seeing the stream end, writes no second `complete` (only an id still there gets one), and a client
+     * may use the id again at once. Nothing written (the socket closing, a slow consumer): the subscription ends as it
+     * always did. True when written: the loop over the stream (`follow` in src/server/ws-protocol.ts) is then
+     * left waiting, never to resume, and is collected with the stream (docs/decisions/096).
      */
     last(result: ExecutionResult): boolean {
       if (!this.write(result, true)) return false;
-      delete this.subscriptions[this.id];
+      this.subscriptions.delete(this.id);
       return true;
     }
   }
@@ -311,24 +305,18 @@ export function createWsServer(options: WsOptions) {
     );
   };
 
-  const server = useServer<Record<string, unknown> | undefined, Extra>(
+  /** What an operation's outcome from the pipeline is on the wire. */
+  const operated = (outcome: StreamOutcome): Operated =>
+    'refused' in outcome ? { errors: outcome.refused } : 'stream' in outcome ? outcome : { result: outcome.result };
+
+  const protocol = graphqlTransportWs<Connection>(
     {
-      schema: options.schema,
-      // The pipeline has run the operation in onSubscribe: graphql-ws is handed its outcome (only the wire is its).
-      execute: (args: ExecutionArgs) => {
-        const outcome = outcomes.get(args);
-        return outcome && 'raw' in outcome ? outcome.raw : NOTHING;
-      },
-      subscribe: async (args: ExecutionArgs) => {
-        const outcome = outcomes.get(args);
-        return outcome && 'stream' in outcome ? outcome.stream : outcome && 'raw' in outcome ? outcome.raw : NOTHING;
-      },
-      onConnect(ctx) {
-        const fromParams = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
-        const header =
-          ctx.extra.request?.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
+      connect(pc, params, request) {
+        const connection = pc.state;
+        const socket = connection.ws;
+        const fromParams = params?.authorization ?? params?.Authorization;
+        const header = request.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
         const admitted = (result: AuthResult): boolean => {
-          const socket = ctx.extra.socket;
           if (!result.ok) {
             if (result.reason === 'missing') socket.close(CloseCode.Unauthorized, 'Unauthorized: send the API key');
             // 1013 Try Again Later (RFC 6455 §7.4.2, IANA registry): the JWT's keys could not be fetched, not the app's fault.
@@ -337,8 +325,10 @@ export function createWsServer(options: WsOptions) {
             else socket.close(CloseCode.Forbidden, closeReason(`Forbidden: ${result.message}`));
             return false;
           }
-          callers.set(ctx, result.caller);
-          held.set(socket, { ctx, header, generation: generation() });
+          connection.caller = result.caller;
+          connection.header = header;
+          connection.generation = generation();
+          held.add(connection);
           // A connection opened with a JWT ends when the token expires: 4403, as a new connection with the token would
           // get, and the code graphql-ws clients retry (4401 they do not), asking connectionParams for a fresh token.
           const cancel = onExpiry(options.expiry, result.caller, (reason) =>
@@ -346,40 +336,34 @@ export function createWsServer(options: WsOptions) {
           );
           // One listener for both (each `once` is a wrapper and its state kept for the life of the connection).
           socket.once('close', () => {
-            held.delete(socket);
+            held.delete(connection);
             cancel();
           });
-          // The upgrade request is needed only to authenticate; graphql-ws would keep it (headers, parser
-          // state) for the life of the connection. Dropped, it lowers the memory of an idle connection.
-          (ctx.extra as { request: IncomingMessage | undefined }).request = undefined;
           return true;
         };
         const result = options.authenticate(header);
         return result instanceof Promise ? result.then(admitted) : admitted(result);
       },
-      async onSubscribe(ctx, id, payload): Promise<ExecutionArgs | readonly GraphQLError[]> {
-        let caller = callers.get(ctx)!;
+      async subscribe(pc, id, payload) {
+        const connection = pc.state;
+        let caller = connection.caller!;
         // A reload since the connection authenticated: the operation runs as the live configuration knows its
         // credential (a removed key's is refused, and nothing runs). One comparison when nothing was reloaded.
-        const h = held.get(ctx.extra.socket);
-        if (h && h.generation !== generation()) {
-          const now = await reauthenticate(ctx.extra.socket);
+        if (held.has(connection) && connection.generation !== generation()) {
+          const now = await reauthenticate(connection);
           if (!now)
-            return [
-              new GraphQLError('the credential of this connection is no longer accepted', {
-                extensions: { code: ErrorCode.UNAUTHENTICATED },
-              }),
-            ];
+            return {
+              errors: [
+                new GraphQLError('the credential of this connection is no longer accepted', {
+                  extensions: { code: ErrorCode.UNAUTHENTICATED },
+                }),
+              ],
+            };
           caller = now;
         }
-        // The context the operation runs with, made here so that each result written carries its warnings (as onNext did).
+        // The context the operation runs with, made here so that each result written carries its warnings.
         const context = options.context(caller, `ws:${id}`);
-        const subscriber = new SubscriberKind(
-          id,
-          connections.get(ctx.extra.socket) ?? new Connection(ctx.extra.socket, undefined),
-          context,
-          ctx.subscriptions as Record<string, unknown>,
-        );
+        const subscriber = new SubscriberKind(id, connection, context, pc.subscriptions);
         const request = payload as typeof payload & { documentId?: unknown };
         const outcome = await options.pipeline.runOperation({
           caller,
@@ -396,36 +380,18 @@ export function createWsServer(options: WsOptions) {
           allow: ALL_OPERATIONS,
           variables: 'in-run',
           present,
-          // A subscription's results are written by its sink (above) rather than through graphql-ws's onNext.
+          // A subscription's results are written by its sink (above), not by the protocol.
           sink: subscriber,
         });
-        if ('refused' in outcome) return outcome.refused;
-        const ran = outcome.ran!;
-        // graphql-ws keeps the subscribe message for the life of the subscription: let it hold the shared
-        // copy of the text rather than its own (bench scenario 5, memory per idle subscription).
-        (payload as { query: string }).query = ran.query;
-        const args: ExecutionArgs = {
-          schema: options.schema,
-          document: ran.document,
-          operationName: ran.operationName,
-          contextValue: undefined,
-          rootValue: undefined,
-        };
-        outcomes.set(args, outcome);
-        return args;
+        if ('refused' in outcome)
+          options.logger.debug({ id, errors: outcome.refused.map((e) => e.message) }, 'subscription error');
+        return operated(outcome);
       },
-      onNext(_ctx, _id, _payload, args) {
-        // A result graphql-ws writes itself (a query's or mutation's, or a subscription refused before its first event):
-        // the one the pipeline presented, masked and with its warnings.
-        const outcome = outcomes.get(args);
-        return outcome && 'result' in outcome ? outcome.result : undefined;
-      },
-      onError(_ctx, id, _payload, errors) {
-        options.logger.debug({ id, errors: errors.map((e) => e.message) }, 'subscription error');
+      failed(err) {
+        options.logger.error({ err }, 'a WebSocket connection failed; closed 4500');
       },
     },
-    wss,
-    sweep ? 0 : KEEP_ALIVE_MS,
+    { keepAliveMs: sweep ? 0 : KEEP_ALIVE_MS },
   );
 
   return {
@@ -435,8 +401,8 @@ export function createWsServer(options: WsOptions) {
      * longer admits are closed (4403), their subscriptions with them.
      */
     recheck(): void {
-      for (const socket of [...held.keys()])
-        void reauthenticate(socket).catch((err: unknown) =>
+      for (const connection of [...held])
+        void reauthenticate(connection).catch((err: unknown) =>
           options.logger.warn({ err }, 'a WebSocket connection could not be authenticated again after a reload'),
         );
     },
@@ -448,15 +414,15 @@ export function createWsServer(options: WsOptions) {
     },
     handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
       wss.handleUpgrade(req, socket, head, (ws) => {
-        connections.set(ws, new Connection(ws, socket));
+        const connection = new Connection(ws, socket);
+        connections.set(ws, connection);
         sweep?.opened(ws);
-        wss.emit('connection', ws, req);
+        protocol.open(ws, req, connection);
       });
     },
     async close(): Promise<void> {
       sweep?.stop();
       for (const client of wss.clients) client.close(1001, 'Going away: the gateway is shutting down');
-      await server.dispose();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },
   };

@@ -131,7 +131,7 @@ describe.each([
     c.close();
   });
 
-  it('a subscription ended by its result keeps nothing alive: graphql-ws’s loop, left waiting with the switch on, goes with it', async () => {
+  it('a subscription ended by its result keeps nothing alive: the protocol’s loop, left waiting with the switch on, goes with it', async () => {
     // Live result streams after a full collection (queryObjects collects first); what earlier tests left is the base.
     const live = () => queryObjects(SharedResultStream, { format: 'count' }) as number;
     const before = live();

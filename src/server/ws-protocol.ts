@@ -1,0 +1,253 @@
+// The graphql-transport-ws protocol (graphql-ws's PROTOCOL.md) over ws's WebSockets, on the wire as graphql-ws 6's
+// server speaks it (test/server/ws-protocol.test.ts compares the two message by message), with a
+// subscription kept as one entry of its connection's map rather than as graphql-ws's suspended message handlers
+// (docs/decisions/126).
+import type { IncomingMessage } from 'node:http';
+import { GraphQLError, type ExecutionResult } from 'graphql';
+import {
+  CloseCode,
+  GRAPHQL_TRANSPORT_WS_PROTOCOL,
+  MessageType,
+  parseMessage,
+  type SubscribeMessage,
+  type SubscribePayload,
+} from 'graphql-ws';
+import type { WebSocket } from 'ws';
+
+/** What a subscribe message came to: errors (its `error` message), one result (`next`, then `complete`), or a stream. */
+export type Operated =
+  | { readonly errors: readonly GraphQLError[] }
+  | { readonly result: ExecutionResult }
+  /**
+   * Each value the stream yields is written as a `next`; its end writes the `complete` (unless the subscription left
+   * its connection's map before: a client's `complete`, or the hooks wrote its last message themselves).
+   */
+  | { readonly stream: AsyncIterator<ExecutionResult> };
+
+/** The gateway's part of the protocol: who may connect, and what an operation comes to. */
+export interface ProtocolHooks<S> {
+  /**
+   * `connection_init`: true admits the connection (`connection_ack`); false refuses it, closed 4403 unless the hook
+   * closed it already with a code of its own. `params` is the message's payload when it is an object.
+   */
+  connect(
+    connection: ProtocolConnection<S>,
+    params: Record<string, unknown> | undefined,
+    request: IncomingMessage,
+  ): boolean | Promise<boolean>;
+  /** A `subscribe` message of an admitted connection. */
+  subscribe(connection: ProtocolConnection<S>, id: string, payload: SubscribePayload): Promise<Operated>;
+  /** A message's handling threw, or the socket failed: the connection is closed 4500 after this. */
+  failed(err: unknown): void;
+}
+
+/** One WebSocket speaking the protocol: what graphql-ws's server keeps per connection (its `Context`). */
+export class ProtocolConnection<S> {
+  initReceived = false;
+  acknowledged = false;
+  /**
+   * The connection's subscriptions by id: null while its operation is set up, then its stream. An id leaves when its
+   * subscription ends (its `complete` written, or the client's), and may then be used again.
+   */
+  readonly subscriptions = new Map<string, AsyncIterator<ExecutionResult> | null>();
+
+  constructor(
+    readonly socket: WebSocket,
+    readonly state: S,
+    /**
+     * The upgrade request, until `connection_init` is answered: `connect` reads it, and it is not kept after (its
+     * headers and parser state would stay with every connection for its life, as graphql-ws's context keeps them).
+     */
+    public upgrade: IncomingMessage | undefined,
+  ) {}
+
+  /** Writes a message's text, unless the socket is no longer open (graphql-ws's `send` then writes nothing too). */
+  send(text: string): void {
+    const socket = this.socket;
+    if (socket.readyState === socket.OPEN) socket.send(text);
+  }
+
+  /** `{"id":…,"type":"next","payload":…}`, graphql-ws's JSON.stringify of the message, key for key. */
+  next(id: string, payload: ExecutionResult): void {
+    this.send(JSON.stringify({ id, type: MessageType.Next, payload }));
+  }
+
+  /** `{"id":…,"type":"error","payload":[…]}` with each error's toJSON, as graphql-ws writes it. */
+  error(id: string, errors: readonly GraphQLError[]): void {
+    if (errors.length === 0) throw new Error('an error message needs at least one GraphQL error');
+    this.send(JSON.stringify({ id, type: MessageType.Error, payload: errors.map((e) => e.toJSON()) }));
+  }
+
+  /** `{"id":…,"type":"complete"}`. */
+  complete(id: string): void {
+    this.send(`{"id":${JSON.stringify(id)},"type":"complete"}`);
+  }
+}
+
+/** The one reason a close for an internal error gives (graphql-ws's in production; its development mode said more). */
+const INTERNAL = 'Internal server error';
+
+/**
+ * Serves the protocol on each WebSocket handed to the returned `open` (after ws's upgrade, whose `handleProtocols`
+ * must be graphql-ws's). `keepAliveMs` > 0 pings every connection at that interval and terminates one whose pong does
+ * not come within it (graphql-ws's `useServer` keep-alive); 0 leaves the keep-alive to the caller.
+ */
+export function graphqlTransportWs<S>(
+  hooks: ProtocolHooks<S>,
+  options: { connectionInitWaitMs?: number; keepAliveMs?: number } = {},
+): {
+  /** Serves the protocol on an upgraded WebSocket, with the caller's `state` kept on its connection. */
+  open(socket: WebSocket, request: IncomingMessage, state: S): ProtocolConnection<S>;
+} {
+  const initWaitMs = options.connectionInitWaitMs ?? 3_000;
+  const keepAliveMs = options.keepAliveMs ?? 0;
+
+  const internal = (connection: ProtocolConnection<S>, err: unknown): void => {
+    hooks.failed(err);
+    connection.socket.close(CloseCode.InternalServerError, INTERNAL);
+  };
+
+  async function subscribe(connection: ProtocolConnection<S>, message: SubscribeMessage): Promise<void> {
+    if (!connection.acknowledged) return connection.socket.close(CloseCode.Unauthorized, 'Unauthorized');
+    const id = message.id;
+    const subscriptions = connection.subscriptions;
+    if (subscriptions.has(id))
+      return connection.socket.close(CloseCode.SubscriberAlreadyExists, `Subscriber for ${id} already exists`);
+    subscriptions.set(id, null);
+    let operated: Operated;
+    try {
+      operated = await hooks.subscribe(connection, id, message.payload);
+    } catch (err) {
+      subscriptions.delete(id);
+      throw err;
+    }
+    // A stream is followed by a function of its own, so that what waits with it is the subscription, not its message.
+    if ('stream' in operated)
+      return void follow(connection, id, operated.stream).catch((err) => internal(connection, err));
+    try {
+      if (!subscriptions.has(id)) return;
+      if ('errors' in operated) return connection.error(id, operated.errors);
+      connection.next(id, operated.result);
+      connection.complete(id);
+    } finally {
+      subscriptions.delete(id);
+    }
+  }
+
+  /** A subscription's stream, read until it ends: each value it yields is a `next`, its end the `complete`. */
+  async function follow(
+    connection: ProtocolConnection<S>,
+    id: string,
+    stream: AsyncIterator<ExecutionResult>,
+  ): Promise<void> {
+    const subscriptions = connection.subscriptions;
+    try {
+      // Completed by the client while it was set up: the stream is ended unread.
+      if (!subscriptions.has(id)) {
+        stream.return?.(undefined)?.catch(() => undefined);
+        return;
+      }
+      subscriptions.set(id, stream);
+      try {
+        for (;;) {
+          const step = await stream.next();
+          if (step.done) break;
+          connection.next(id, step.value);
+        }
+      } catch (err) {
+        const original = err instanceof Error ? err : new Error(String(err));
+        connection.error(id, [new GraphQLError(original.message, { originalError: original })]);
+        subscriptions.delete(id);
+      }
+      if (subscriptions.has(id)) connection.complete(id);
+    } finally {
+      subscriptions.delete(id);
+    }
+  }
+
+  async function onMessage(connection: ProtocolConnection<S>, data: string): Promise<void> {
+    const socket = connection.socket;
+    let message;
+    try {
+      message = parseMessage(data);
+    } catch {
+      return socket.close(CloseCode.BadRequest, 'Invalid message received');
+    }
+    switch (message.type) {
+      case MessageType.ConnectionInit: {
+        if (connection.initReceived)
+          return socket.close(CloseCode.TooManyInitialisationRequests, 'Too many initialisation requests');
+        connection.initReceived = true;
+        const payload = message.payload;
+        const params = payload && typeof payload === 'object' && !Array.isArray(payload) ? payload : undefined;
+        const admitted = await hooks.connect(connection, params, connection.upgrade!);
+        connection.upgrade = undefined;
+        if (!admitted) return socket.close(CloseCode.Forbidden, 'Forbidden');
+        connection.acknowledged = true;
+        return connection.send('{"type":"connection_ack"}');
+      }
+      case MessageType.Ping:
+        // A turn of the microtask queue later, as graphql-ws answers (after its onPing hook): a pong then follows the
+        // ack of a connection_init sent before the ping.
+        await Promise.resolve();
+        return connection.send(
+          message.payload ? JSON.stringify({ type: MessageType.Pong, payload: message.payload }) : '{"type":"pong"}',
+        );
+      case MessageType.Pong:
+        return;
+      case MessageType.Subscribe:
+        return subscribe(connection, message);
+      case MessageType.Complete: {
+        const stream = connection.subscriptions.get(message.id);
+        connection.subscriptions.delete(message.id);
+        if (stream) await stream.return?.(undefined);
+        return;
+      }
+      default:
+        throw new Error(`Unexpected message of type ${message.type} received`);
+    }
+  }
+
+  return {
+    open(socket, request, state) {
+      const connection = new ProtocolConnection(socket, state, request);
+      socket.once('error', (err) => internal(connection, err));
+      if (socket.protocol !== GRAPHQL_TRANSPORT_WS_PROTOCOL) {
+        socket.close(CloseCode.SubprotocolNotAcceptable, 'Subprotocol not acceptable');
+        return connection;
+      }
+      const initWait =
+        initWaitMs > 0
+          ? setTimeout(() => {
+              if (!connection.initReceived)
+                socket.close(CloseCode.ConnectionInitialisationTimeout, 'Connection initialisation timeout');
+            }, initWaitMs)
+          : null;
+      let pongWait: NodeJS.Timeout | null = null;
+      const ping =
+        keepAliveMs > 0
+          ? setInterval(() => {
+              if (socket.readyState !== socket.OPEN) return;
+              pongWait = setTimeout(() => socket.terminate(), keepAliveMs);
+              socket.once('pong', () => {
+                if (pongWait) clearTimeout(pongWait);
+                pongWait = null;
+              });
+              socket.ping();
+            }, keepAliveMs)
+          : null;
+      socket.on('message', (data) => {
+        onMessage(connection, String(data)).catch((err: unknown) => internal(connection, err));
+      });
+      socket.once('close', () => {
+        if (initWait) clearTimeout(initWait);
+        if (pongWait) clearTimeout(pongWait);
+        if (ping) clearInterval(ping);
+        const streams = [...connection.subscriptions.values()];
+        connection.subscriptions.clear();
+        for (const stream of streams) stream?.return?.(undefined)?.catch((err: unknown) => hooks.failed(err));
+      });
+      return connection;
+    },
+  };
+}
