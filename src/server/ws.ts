@@ -115,10 +115,9 @@ class Connection {
 const KEEP_ALIVE_MS = 12_000;
 
 /**
- * graphql-ws's protocol (graphql-transport-ws, served by src/server/ws-protocol.ts) on the HTTP port's
- * `/graphql` path. The API key comes from
- * the upgrade request's Authorization header or from connectionParams.authorization; a missing key
- * closes with 4401, a wrong one with 4403.
+ * graphql-ws's protocol (graphql-transport-ws, served by src/server/ws-protocol.ts) on the HTTP port's `/graphql` path.
+ * The API key comes from the upgrade request's Authorization header or from connectionParams.authorization; a missing
+ * key closes with 4401, a wrong one with 4403.
  */
 export function createWsServer(options: WsOptions) {
   // No permessage-deflate (ws's default, said here: frames then go to the corked socket at once, in order).
@@ -161,7 +160,7 @@ export function createWsServer(options: WsOptions) {
     // A write during an uncork (a socket's error closing it, say) may cork another: it is appended and visited here.
     for (const connection of corked) {
       connection.corked = false;
-      connection.raw!.uncork();
+      connection.raw.uncork();
     }
     corked.length = 0;
   };
@@ -225,13 +224,13 @@ export function createWsServer(options: WsOptions) {
       }
       const id = JSON.stringify(this.id);
       const raw = connection.raw;
-      if (raw !== undefined && !connection.corked) {
+      if (!connection.corked) {
         if (corked.length === 0) process.nextTick(uncork);
         connection.corked = true;
         corked.push(connection);
         raw.cork();
       }
-      if (oneWrite && raw !== undefined) {
+      if (oneWrite) {
         raw.write(frames(id, payload, complete));
         return true;
       }
