@@ -46,6 +46,11 @@ export class ProtocolConnection<S> {
   initReceived = false;
   acknowledged = false;
   /**
+   * The wait for `connection_init` (graphql-ws's `connectionInitWaitTimeout`), until it ends: dropped then, so that
+   * the timer and its callback are not kept for the connection's life.
+   */
+  initWait: NodeJS.Timeout | null = null;
+  /**
    * The connection's subscriptions by id: null while its operation is set up, then its stream. An id leaves when its
    * subscription ends (its `complete` written, or the client's), and may then be used again.
    */
@@ -178,6 +183,8 @@ export function graphqlTransportWs<S>(
         if (connection.initReceived)
           return socket.close(CloseCode.TooManyInitialisationRequests, 'Too many initialisation requests');
         connection.initReceived = true;
+        if (connection.initWait) clearTimeout(connection.initWait);
+        connection.initWait = null;
         const payload = message.payload;
         const params = payload && typeof payload === 'object' && !Array.isArray(payload) ? payload : undefined;
         const admitted = await hooks.connect(connection, params, connection.upgrade!);
@@ -216,13 +223,12 @@ export function graphqlTransportWs<S>(
         socket.close(CloseCode.SubprotocolNotAcceptable, 'Subprotocol not acceptable');
         return connection;
       }
-      const initWait =
-        initWaitMs > 0
-          ? setTimeout(() => {
-              if (!connection.initReceived)
-                socket.close(CloseCode.ConnectionInitialisationTimeout, 'Connection initialisation timeout');
-            }, initWaitMs)
-          : null;
+      if (initWaitMs > 0)
+        connection.initWait = setTimeout(() => {
+          connection.initWait = null;
+          if (!connection.initReceived)
+            socket.close(CloseCode.ConnectionInitialisationTimeout, 'Connection initialisation timeout');
+        }, initWaitMs);
       let pongWait: NodeJS.Timeout | null = null;
       const ping =
         keepAliveMs > 0
@@ -240,7 +246,8 @@ export function graphqlTransportWs<S>(
         onMessage(connection, String(data)).catch((err: unknown) => internal(connection, err));
       });
       socket.once('close', () => {
-        if (initWait) clearTimeout(initWait);
+        if (connection.initWait) clearTimeout(connection.initWait);
+        connection.initWait = null;
         if (pongWait) clearTimeout(pongWait);
         if (ping) clearInterval(ping);
         const streams = [...connection.subscriptions.values()];
