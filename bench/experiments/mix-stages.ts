@@ -59,7 +59,7 @@ function mainPart(s: Sample): string {
     return 'after the WAL sync: other (promise turns)';
   }
   if (has(s, /CheckImmediate/) && has(s, /sqlite-dialect|better_sqlite3/)) return "store: the turn's COMMIT";
-  if (has(s, /graphql-ws|node_modules\/ws\/|server\/ws\.js/)) {
+  if (has(s, /graphql-ws|node_modules\/ws\/|server\/ws(-protocol)?\.js/)) {
     if (has(s, /execution\/|events\/stream|node_modules\/graphql\//)) return 'subscribe (graphql-ws to the execution)';
     return 'graphql-ws messages read alone (pongs, a subscribe parsed)';
   }
