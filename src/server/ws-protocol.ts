@@ -1,7 +1,6 @@
 // The graphql-transport-ws protocol (graphql-ws's PROTOCOL.md) over ws's WebSockets, on the wire as graphql-ws 6's
-// server speaks it (test/server/ws-protocol.test.ts compares the two message by message), with a
-// subscription kept as one entry of its connection's map rather than as graphql-ws's suspended message handlers
-// (docs/decisions/126).
+// server speaks it (test/server/ws-protocol.test.ts compares the two message by message), with a subscription kept
+// as one entry of its connection's map rather than as graphql-ws's suspended message handlers (docs/decisions/126).
 import type { IncomingMessage } from 'node:http';
 import { GraphQLError, type ExecutionResult } from 'graphql';
 import {
