@@ -1,8 +1,12 @@
 import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
 
-/** What the sweep knows of a connection: the bytes its peer had sent at its last visit, and the pass of a ping not yet answered (0: none). */
+/**
+ * What the sweep knows of a connection: the TCP socket under it (its `bytesRead` says whether the peer sent anything),
+ * the bytes its peer had sent at its last visit, and the pass of a ping not yet answered (0: none).
+ */
 interface Heard {
+  readonly raw: Duplex;
   read: number;
   pingedAt: number;
 }
@@ -37,12 +41,10 @@ export class KeepAliveSweep {
   private timer: NodeJS.Timeout | undefined;
 
   /**
-   * @param raw the TCP socket under a connection (its `bytesRead` says whether the peer sent anything)
    * @param intervalMs graphql-ws's keep-alive interval, whose bounds this keeps
    * @param slotCount the slots a pass is cut into (1: every connection visited in one turn)
    */
   constructor(
-    private readonly raw: (socket: WebSocket) => Duplex | undefined,
     private readonly intervalMs: number,
     slotCount = KEEP_ALIVE_SLOTS,
   ) {
@@ -50,8 +52,8 @@ export class KeepAliveSweep {
   }
 
   /** A connection opened: the ticks run while any is open (the timer is made here, so a test's clock governs it). */
-  opened(socket: WebSocket): void {
-    this.slots[this.assigned++ % this.slots.length]!.set(socket, { read: -1, pingedAt: 0 });
+  opened(socket: WebSocket, raw: Duplex): void {
+    this.slots[this.assigned++ % this.slots.length]!.set(socket, { raw, read: -1, pingedAt: 0 });
     this.connections += 1;
     if (this.timer !== undefined) return;
     this.timer = setInterval(() => this.tick(), this.intervalMs / 2 / this.slots.length);
@@ -72,7 +74,7 @@ export class KeepAliveSweep {
         }
         continue;
       }
-      const read = (this.raw(socket) as { bytesRead?: number } | undefined)?.bytesRead ?? 0;
+      const read = (state.raw as { bytesRead?: number }).bytesRead ?? 0;
       if (state.read !== read) {
         state.read = read;
         state.pingedAt = 0;

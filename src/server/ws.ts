@@ -150,12 +150,9 @@ export function createWsServer(options: WsOptions) {
     connection.caller = result.caller;
     return result.caller;
   };
-  /** Each WebSocket's connection (from the upgrade): its TCP socket, to cork. */
-  const connections = new WeakMap<WebSocket, Connection>();
   /** The connections corked in this tick, uncorked at its end. */
   const corked: Connection[] = [];
-  const sweep =
-    (options.keepAliveSweep ?? true) ? new KeepAliveSweep((ws) => connections.get(ws)?.raw, KEEP_ALIVE_MS) : null;
+  const sweep = (options.keepAliveSweep ?? true) ? new KeepAliveSweep(KEEP_ALIVE_MS) : null;
   const uncork = () => {
     // A write during an uncork (a socket's error closing it, say) may cork another: it is appended and visited here.
     for (const connection of corked) {
@@ -413,10 +410,8 @@ export function createWsServer(options: WsOptions) {
     },
     handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
       wss.handleUpgrade(req, socket, head, (ws) => {
-        const connection = new Connection(ws, socket);
-        connections.set(ws, connection);
-        sweep?.opened(ws);
-        protocol.open(ws, req, connection);
+        sweep?.opened(ws, socket);
+        protocol.open(ws, req, new Connection(ws, socket));
       });
     },
     async close(): Promise<void> {

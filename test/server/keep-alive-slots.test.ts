@@ -39,8 +39,8 @@ describe('the keep-alive sweep', () => {
     (slots, most) => {
       vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
       const sockets = Array.from({ length: 48 }, quietSocket);
-      const sweep = new KeepAliveSweep(() => ({ bytesRead: 7 }) as never, INTERVAL_MS, slots);
-      for (const s of sockets) sweep.opened(s as unknown as WebSocket);
+      const sweep = new KeepAliveSweep(INTERVAL_MS, slots);
+      for (const s of sockets) sweep.opened(s as unknown as WebSocket, { bytesRead: 7 } as never);
       const pinged = () => sockets.reduce((n, s) => n + s.pings, 0);
       // The first pass only notes what each peer has sent.
       vi.advanceTimersByTime(INTERVAL_MS / 2);
@@ -67,8 +67,8 @@ describe('the keep-alive sweep', () => {
   it('forgets a closed connection at its slot’s next visit, and stops its timer once none is left', () => {
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     const sockets = Array.from({ length: 3 }, quietSocket);
-    const sweep = new KeepAliveSweep(() => ({ bytesRead: 7 }) as never, INTERVAL_MS);
-    for (const s of sockets) sweep.opened(s as unknown as WebSocket);
+    const sweep = new KeepAliveSweep(INTERVAL_MS);
+    for (const s of sockets) sweep.opened(s as unknown as WebSocket, { bytesRead: 7 } as never);
     expect(vi.getTimerCount()).toBe(1);
     for (const s of sockets) s.readyState = 3;
     vi.advanceTimersByTime(INTERVAL_MS / 2);
