@@ -454,7 +454,7 @@ class OperationResolutionError extends GraphQLError {
 /** What a streaming transport (graphql-ws, graphql-sse) gets of an operation: why it was refused, its result, or its stream. */
 export type StreamOutcome =
   | { readonly refused: readonly GraphQLError[]; readonly stage: RefusalStage }
-  /** `result` masked and with its warnings; `raw` as graphql-js answered (graphql-ws and graphql-sse check its errors' class). */
+  /** `result` masked and with its warnings; `raw` as graphql-js answered (graphql-sse checks its errors' class). */
   | { readonly result: ExecutionResult; readonly raw: ExecutionResult; readonly ran: Ran | undefined }
   | { readonly stream: ResultStream; readonly ran: Ran };
 

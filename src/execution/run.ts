@@ -52,7 +52,7 @@ export interface ResultSink {
    * `next()` returns done without asking the source again. Absent (DELIVERY_COMPLETE_WITH_LAST=false, or SSE's
    * iterator), that result goes to `next` and the source's next turn ends the stream. True when the transport has ended
    * the subscription itself (written its end and taken it out of its own record of the connection's subscriptions):
-   * the stream's `next()` then never settles, so the transport's loop over it does no more work (graphql-ws would only
+   * the stream's `next()` then never settles, so the transport's loop over it does no more work (the protocol would only
    * write nothing and delete the id again), and that loop is collected with the stream (docs/decisions/096). False
    * when nothing was written (the socket closing, a slow consumer closed): the stream ends as it always did.
    */
@@ -93,7 +93,7 @@ async function sharedSubscribe(
 /**
  * A subscription's results (see sharedSubscribe). A class rather than an object of closures: a waiting subscription
  * keeps one object, its methods shared by every subscription (docs/decisions/090). Exported only for the count of
- * live ones in test/server/ws-complete-with-last.test.ts; its methods are the AsyncIterator that graphql-ws calls.
+ * live ones in test/server/ws-complete-with-last.test.ts; its methods are the AsyncIterator the transports call.
  *
  * @public
  */
