@@ -35,6 +35,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
+import inspector from 'node:inspector/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { constants, PerformanceObserver } from 'node:perf_hooks';
@@ -46,7 +47,8 @@ import { WebSocket } from 'ws';
 import type { Gateway } from '../../src/gateway/options.js';
 import { SUBSCRIPTION } from '../scenarios/fanout.js';
 import { notificationBody } from '../scenarios/webhook.js';
-import { builtGateway, clientSocket, TOKEN } from './in-process-gateway.js';
+import { startMixBaseline } from '../servers/mix-baseline.js';
+import { API_KEY, builtGateway, clientSocket, TOKEN } from './in-process-gateway.js';
 
 const { values: cli } = parseArgs({
   options: {
@@ -63,6 +65,16 @@ const { values: cli } = parseArgs({
     /** With --side run directly: `perf record -D -1 --control fifo:CTL,ACK` counts the measured window only. */
     'perf-ctl': { type: 'string' },
     'perf-ack': { type: 'string' },
+    /**
+     * With --side run directly: V8's sampling heap profiler over the measured window, the objects that scavenges and
+     * mark-compacts collected included (what the window allocated, not what it kept), written to this file as a
+     * `.heapprofile` (sizes per allocation site: bench/experiments/allocation-sites.ts reads it).
+     */
+    'alloc-prof': { type: 'string' },
+    /** Side B is the mix's floor written by hand (bench/servers/mix-baseline.ts) instead of a gateway. */
+    'b-baseline': { type: 'boolean', default: false },
+    /** Internal, with --side: this side serves the mix with bench/servers/mix-baseline.ts. */
+    baseline: { type: 'boolean', default: false },
     /** Internal: this process is one side's gateway (with `--dist`, `--env`) and prints its figures as JSON. */
     side: { type: 'boolean', default: false },
     /** Internal: this process is the clients. */
@@ -351,6 +363,26 @@ const GC_KINDS: Record<number, string> = {
   [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak-callbacks',
 };
 
+/**
+ * Starts V8's sampling heap profiler (every ~4 KiB allocated, by default 32 KiB) with the objects GC collects kept in its
+ * samples; returns what stops it and gives the profile.
+ */
+async function allocationSampling(): Promise<() => Promise<unknown>> {
+  const session = new inspector.Session();
+  session.connect();
+  await session.post('HeapProfiler.enable');
+  await session.post('HeapProfiler.startSampling', {
+    samplingInterval: 4096,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
+  return async () => {
+    const { profile } = await session.post('HeapProfiler.stopSampling');
+    session.disconnect();
+    return profile;
+  };
+}
+
 /** perf's control and acknowledgement FIFOs, opened at the first use (perf opens its ends when it starts). */
 let perfFds: [number, number | undefined] | undefined;
 /** Tells perf to count (`enable`) or stop (`disable`), and waits for its acknowledgement. */
@@ -361,10 +393,33 @@ function perfControl(command: 'enable' | 'disable'): void {
   if (perfFds[1] !== undefined) fs.readSync(perfFds[1], Buffer.alloc(5));
 }
 
+/** What a side serves the mix with: the built gateway, or with `--baseline` the mix's floor written by hand. */
+async function target(): Promise<{ url: string; subscribers(): number; close(): Promise<void> }> {
+  if (cli.baseline) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mix-baseline-'));
+    const baseline = await startMixBaseline({
+      dataDir: dir,
+      apiKey: API_KEY,
+      notificationToken: TOKEN,
+      query: SUBSCRIPTION,
+    });
+    return {
+      url: baseline.url,
+      subscribers: () => baseline.subscribers(),
+      close: async () => {
+        await baseline.close();
+        fs.rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
+  const gw: Gateway = await builtGateway('mix-cpu', env(cli.env!), cli.dist!);
+  return { url: gw.url, subscribers: () => gw.services.events.bus.subscribers('mobile-id'), close: () => gw.close() };
+}
+
 async function side(): Promise<void> {
   const n = Number(cli.n);
   if (cli['perf-ctl']) process.stderr.write(`mix side: pid ${process.pid}\n`);
-  const gw: Gateway = await builtGateway('mix-cpu', env(cli.env!), cli.dist!);
+  const gw = await target();
   // The clients run under the driver's own environment: a process-wide setting a side starts under (GLIBC_TUNABLES,
   // say) is the gateway's alone.
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--clients', '--url', gw.url], {
@@ -383,7 +438,7 @@ async function side(): Promise<void> {
   child.on('message', (m) => {
     if (typeof m === 'object' && m !== null && 'unexpected' in m) process.stderr.write(`${JSON.stringify(m)}\n`);
   });
-  const subscribers = () => gw.services.events.bus.subscribers('mobile-id');
+  const subscribers = () => gw.subscribers();
   const until = async (ok: () => boolean) => {
     while (!ok()) await new Promise((r) => setTimeout(r, 2));
   };
@@ -424,6 +479,7 @@ async function side(): Promise<void> {
   gc = {};
   if (process.env.MIX_TIMELINE) events = [];
   perfControl('enable');
+  const allocs = cli['alloc-prof'] ? await allocationSampling() : null;
   const threads0 = threadsUs();
   const cpu0 = process.cpuUsage();
   const main0 = mainThreadUs();
@@ -432,6 +488,7 @@ async function side(): Promise<void> {
   const mainUs = mainThreadUs() - main0;
   const threads1 = threadsUs();
   perfControl('disable');
+  if (allocs) fs.writeFileSync(cli['alloc-prof']!, JSON.stringify(await allocs()));
   const windowGc = gc as Record<string, { ms: number; count: number }>;
   gc = null;
   if (events) fs.writeFileSync(`${process.env.MIX_TIMELINE}.gateway`, JSON.stringify(events));
@@ -489,6 +546,8 @@ interface SideSpec {
   dist: string;
   env: string[];
   flags: string[];
+  /** The mix's floor (bench/servers/mix-baseline.ts) instead of a gateway. */
+  baseline?: boolean;
 }
 
 function runSide(s: SideSpec): Promise<SideResult> {
@@ -506,6 +565,7 @@ function runSide(s: SideSpec): Promise<SideResult> {
     cli.window!,
   ];
   for (const e of s.env) args.push('--env', e);
+  if (s.baseline) args.push('--baseline');
   return new Promise((resolve, reject) => {
     const p = fork(fileURLToPath(import.meta.url), args, {
       execArgv: [...s.flags, '--import', 'tsx'],
@@ -533,6 +593,7 @@ const f1 = (x: number) => x.toFixed(1);
 async function driver(): Promise<void> {
   const sides: SideSpec[] = [{ name: 'A', dist: cli.dist!, env: cli.env!, flags: [] }];
   if (cli['b-dist']) sides.push({ name: 'B', dist: cli['b-dist'], env: cli.env!, flags: [] });
+  else if (cli['b-baseline']) sides.push({ name: 'B', dist: 'the floor', env: [], flags: [], baseline: true });
   else if (cli['b-env']!.length)
     sides.push({ name: 'B', dist: cli.dist!, env: [...cli.env!, ...cli['b-env']!], flags: [] });
   else if (cli.flags) {
