@@ -118,7 +118,7 @@ export async function startMixBaseline(options: MixBaselineOptions): Promise<Mix
   let fd: number | null = null;
   let group: Array<() => void> | null = null;
   let syncing = false;
-  /** Waiting for the next sync to end (a read that may have seen a write not yet durable). */
+  /** Waiting for the sync in flight to end (a read that may have seen a write of its commit). */
   let afterSync: Array<() => void> = [];
   const commit = (): void => {
     const waiting = group;
@@ -146,10 +146,14 @@ export async function startMixBaseline(options: MixBaselineOptions): Promise<Mix
     const result = work();
     return new Promise<T>((resolve) => waiting.push(() => resolve(result)));
   };
-  /** Runs `then` once what a read may have seen is durable: now, or after the open group's sync. */
+  /**
+   * Runs `then` once what a read may have seen is durable: after the open group's sync (its uncommitted writes are
+   * visible to the read), else after the sync in flight, else now.
+   */
   const whenDurable = (then: () => void): void => {
-    if (group === null && !syncing) then();
-    else afterSync.push(then);
+    if (group !== null) group.push(then);
+    else if (syncing) afterSync.push(then);
+    else then();
   };
 
   const waiting = new Map<string, Subscription[]>();
