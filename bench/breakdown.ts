@@ -6,9 +6,10 @@
  * Each server runs as in the benchmark (its own process on the server core, the same stub upstream), with
  * `--inspect` on loopback; the gateway as `npm start` runs it, from tsc's build of this checkout (made first, into
  * dist/): under tsx every function the code makes per request also paid esbuild's `__name` call (~4 % of a
- * creation's main thread, read as "HTTP read" and "other"), which the shipped build does not make. After a warm-up, the V8 sampling profiler runs over N operations only (started and
- * stopped through the inspector, so nothing else is in the window), and every sample of the main thread is given to
- * one stage: the innermost frame on its stack that a stage claims (src/store, kysely and better-sqlite3 frames
+ * creation's main thread, read as "HTTP read" and "other"), which the shipped build does not make. After a warm-up,
+ * the V8 sampling profiler runs over N operations only (started and stopped through the inspector, so nothing else
+ * is in the window), and every sample of the main thread is given to one stage: the innermost frame on its stack
+ * that a stage claims (src/store, kysely and better-sqlite3 frames
  * belong to whoever called them: the idempotency claim or the event log when the stack still shows it; kysely awaits
  * before it runs a statement, so past that await the caller is gone and the statement counts as "ledger and SQLite
  * statements"). A sample is main-thread time while not

@@ -17,13 +17,14 @@
  * (counted until the bus has `n`): the process's CPU per subscribe and per complete.
  *
  * The driver runs the sides in rounds, the order alternating, each round a fresh pair of processes: `--b-dist DIR`
- * (another build's dist/src, e.g. /work/main/dist/src), `--b-env NAME=VALUE` (this build with a switch flipped), or
+ * (another build's dist/src, e.g. /work/main/dist/src), `--b-env NAME=VALUE` (this build with a switch flipped),
+ * `--b-baseline` (the mix's floor, its work written by hand: bench/servers/mix-baseline.ts, decision 127), or
  * `--flags "--max-semi-space-size=16,--max-semi-space-size=64"` (this build under each set of node flags, comma
  * between sets, space within one). It prints each side's medians and ranges and, for two sides, the paired
  * differences (A − B) per notification.
  *
  *   npm run build && npx tsx bench/experiments/mix-cpu.ts [--n 10000] [--rate 1000] [--warm 10] [--window 20]
- *     [--rounds 4] [--b-dist /work/main/dist/src | --b-env NAME=VALUE | --flags "A,B"]
+ *     [--rounds 4] [--b-dist /work/main/dist/src | --b-env NAME=VALUE | --b-baseline | --flags "A,B"]
  *
  * A side's settings are in its process's environment from the start too (GLIBC_TUNABLES, say), not in its clients'.
  * With `MIX_TIMELINE=FILE` each side writes its window's timeline, epoch ms: FILE holds every delivery's scheduled
@@ -364,8 +365,8 @@ const GC_KINDS: Record<number, string> = {
 };
 
 /**
- * Starts V8's sampling heap profiler (every ~4 KiB allocated, by default 32 KiB) with the objects GC collects kept in its
- * samples; returns what stops it and gives the profile.
+ * Starts V8's sampling heap profiler (a sample every ~4 KiB allocated; V8's default is 32 KiB), the objects the GC
+ * collects kept in its samples; returns what stops it and gives the profile.
  */
 async function allocationSampling(): Promise<() => Promise<unknown>> {
   const session = new inspector.Session();
