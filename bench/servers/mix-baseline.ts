@@ -71,6 +71,16 @@ interface Subscription {
   readonly key: string;
 }
 
+/** What the log holds for a notification (its payload column's JSON). */
+interface StoredEvent {
+  outcome: 'success' | 'failure';
+  authReqId: string;
+  subject: string | null;
+  reason?: string | null;
+  correlationId: string | null;
+  [more: string]: unknown;
+}
+
 interface Connection {
   readonly ws: WebSocket;
   readonly raw: Duplex;
@@ -176,19 +186,15 @@ export async function startMixBaseline(options: MixBaselineOptions): Promise<Mix
     return Buffer.concat([iv, cipher.update(plain)]).toString('base64url');
   };
 
-  /** The `next` and the `complete` of one subscription, in one write to its socket; the subscription then ends. */
-  const deliver = (sub: Subscription, stored: string, seq: number, receivedAt: number): void => {
+  /**
+   * The `next` and the `complete` of one subscription, in one write to its socket; the subscription then ends. `event`
+   * is the stored payload: the object the webhook built, or a stored row's parsed.
+   */
+  const deliver = (sub: Subscription, event: StoredEvent, seq: number, receivedAt: number): void => {
     const { connection, id } = sub;
     unregister(sub);
     const ws = connection.ws;
     if (ws.readyState !== ws.OPEN) return;
-    const event = JSON.parse(stored) as {
-      outcome: string;
-      authReqId: string;
-      subject: string | null;
-      reason: string | null;
-      correlationId: string | null;
-    };
     const view =
       event.outcome === 'success'
         ? { authReqId: event.authReqId, subject: event.subject, correlationId: event.correlationId }
@@ -232,7 +238,7 @@ export async function startMixBaseline(options: MixBaselineOptions): Promise<Mix
     const key = body.auth_req_id;
     if (typeof key !== 'string' || key.length === 0 || key.length > 256) return answer(res, 400, 'auth_req_id');
     const correlationId = typeof body.correlation_id === 'string' ? body.correlation_id : null;
-    let stored: Record<string, unknown>;
+    let stored: StoredEvent;
     if (typeof body.error === 'string') {
       stored = { outcome: 'failure', authReqId: key, reason: body.error, subject: null, correlationId };
     } else {
@@ -272,7 +278,7 @@ export async function startMixBaseline(options: MixBaselineOptions): Promise<Mix
     if (outcome === 'duplicate') return;
     const subs = waiting.get(key);
     if (subs === undefined) return;
-    for (const sub of [...subs]) deliver(sub, payload, outcome, now);
+    for (const sub of [...subs]) deliver(sub, stored, outcome, now);
   };
 
   const server = http.createServer((req, res) => {
@@ -343,7 +349,8 @@ export async function startMixBaseline(options: MixBaselineOptions): Promise<Mix
         count++;
         // Listening first, then the log: an event stored before the subscription is delivered from there.
         const row = newest.get(key);
-        if (row !== undefined) whenDurable(() => deliver(sub, row.payload, row.seq, row.received_at));
+        if (row !== undefined)
+          whenDurable(() => deliver(sub, JSON.parse(row.payload) as StoredEvent, row.seq, row.received_at));
         return;
       }
       case 'complete': {
