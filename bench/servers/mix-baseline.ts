@@ -34,11 +34,13 @@ import {
 } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { Worker } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';
 import { WebSocketServer, type WebSocket } from 'ws';
 
@@ -102,7 +104,10 @@ export async function startMixBaseline(options: MixBaselineOptions): Promise<Mix
   const db = new SQLite(path.join(options.dataDir, 'mix-baseline.sqlite'));
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = NORMAL');
-  db.pragma('wal_autocheckpoint = 4000');
+  // The WAL is copied into the database by a worker thread of its own (PASSIVE, every 500 ms), as the gateway's
+  // checkpointer does (src/store/checkpoint-worker.ts): an automatic checkpoint would copy it and fsync the database
+  // on the event loop, inside a COMMIT, stalling every delivery behind it.
+  db.pragma('wal_autocheckpoint = 0');
   db.exec(`
     create table if not exists events (
       seq integer primary key autoincrement, kind text not null, key text not null, dedupe_key text not null,
@@ -110,6 +115,11 @@ export async function startMixBaseline(options: MixBaselineOptions): Promise<Mix
     create unique index if not exists events_kind_key_dedupe on events (kind, key, dedupe_key);
     create index if not exists events_expires on events (expires_at);
   `);
+  const checkpointer = new Worker(CHECKPOINTER, {
+    eval: true,
+    workerData: { file: db.name, driver: createRequire(import.meta.url).resolve('better-sqlite3') },
+  });
+  checkpointer.unref();
   const insert = db.prepare(
     `insert into events (kind, key, dedupe_key, fingerprint, payload, received_at, expires_at)
      values ('mobile-id', ?, ?, ?, ?, ?, ?) on conflict (kind, key, dedupe_key) do nothing`,
@@ -392,11 +402,21 @@ export async function startMixBaseline(options: MixBaselineOptions): Promise<Mix
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       while (group !== null || syncing) await new Promise((r) => setTimeout(r, 5));
+      await checkpointer.terminate();
       if (fd !== null) fs.closeSync(fd);
       db.close();
     },
   };
 }
+
+/** The checkpoint worker (CommonJS, evaluated): its own connection, a PASSIVE checkpoint every 500 ms. */
+const CHECKPOINTER = `
+const { workerData } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const db = new Database(workerData.file, { fileMustExist: true });
+db.pragma('busy_timeout = 5000');
+setInterval(() => db.pragma('wal_checkpoint(PASSIVE)'), 500);
+`;
 
 function sha256(text: BinaryLike): Buffer {
   return createHash('sha256').update(text).digest();
