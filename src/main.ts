@@ -1,3 +1,6 @@
+// Before any other import: NODE_ENV, unset, is production when the libraries load (src/node-env.ts).
+import './node-env.js';
+
 import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config/index.js';
 import { SHUTDOWN } from './gateway/options.js';
 import { startGateway } from './gateway/start.js';

@@ -977,6 +977,11 @@ const VARS = {
     "Apollo GraphOS schema reporting, read by Apollo Server itself (true: report the schema, with APOLLO_KEY). Set, every POST /graphql goes through Apollo's pipeline, as with APOLLO_KEY.",
     '(unset)',
   ),
+  NODE_ENV: declare(
+    optionalString,
+    "Read by libraries, not by the gateway (every Apollo Server default that follows it is set explicitly). Unset, the gateway's start (npm start, dist/src/main.js) makes it production before any library loads, so graphql-js skips its development checks for a second copy of itself (~19 µs of CPU per notification in the realistic mix; docs/decisions/128). Set, it is left as it is.",
+    '(unset: production)',
+  ),
   GATEWAY_TEST_PAUSE_AT: declare(
     z.enum(PHASES, `must be one of ${PHASES.join(', ')}`).optional(),
     `Tests only: the process stops at this phase and waits to be killed (${PHASES.join(', ')}); see docs/decisions/014.`,

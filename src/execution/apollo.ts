@@ -55,6 +55,10 @@ export function apolloSetup(o: {
       // Off with introspection: no "Did you mean …?" in Apollo's validation and variable errors either.
       hideSchemaDetailsFromClientErrors: !o.limits.introspection,
       includeStacktraceInErrorResponses: false,
+      // The gateway's own SIGTERM and SIGINT handlers drain it (src/main.ts). Left to its default, Apollo adds its own
+      // wherever NODE_ENV is not `test` (so in production, never in the suite): they stopped Apollo at once, beside
+      // the drain, and sent the signal again.
+      stopOnTerminationSignals: false,
       // Batched requests (a JSON array of operations) stay refused: Apollo's default, kept explicit (docs/graphql-api).
       allowBatchedHttpRequests: false,
       csrfPrevention: true,
