@@ -2,7 +2,8 @@
 // each of its keys, in JSON or YAML. The file holds no key: it can live in a config map or a repository, and a key
 // is rotated by adding the new key's digest, moving the app to the new key, then removing the old digest.
 import fs from 'node:fs';
-import { isNode, LineCounter, parseDocument, type Document } from 'yaml';
+import { createRequire } from 'node:module';
+import type { Document, LineCounter } from 'yaml';
 import { z } from 'zod';
 
 import { FileError } from '../errors.js';
@@ -103,6 +104,15 @@ export function parseAppsFile(text: string, file: string): AppFileEntry[] {
 }
 
 /**
+ * The YAML library, loaded by the first file read: a gateway without GATEWAY_APPS_FILE and AUTH_ISSUERS never loads it,
+ * ~1 MB of heap that every full collection would walk (docs/decisions/124). Required, as the configuration is read
+ * synchronously; yaml's Node build is CommonJS under `import` too, so this is the module an import would load.
+ */
+let yamlModule: typeof import('yaml') | undefined;
+const yaml = (): typeof import('yaml') =>
+  (yamlModule ??= createRequire(import.meta.url)('yaml') as typeof import('yaml'));
+
+/**
  * A YAML (or JSON) file an operator writes, checked by `schema`: its value, or `refuse` of the first syntax error or
  * schema issue, naming the file, the line and the field (the apps file and the issuers file read the same way).
  */
@@ -112,6 +122,7 @@ export function parseYamlFile<T>(
   schema: z.ZodType<T>,
   refuse: (line: number, reason: string) => Error,
 ): { data: T; doc: Document; lines: LineCounter } {
+  const { LineCounter, parseDocument } = yaml();
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });
   const syntax = doc.errors[0];
@@ -133,7 +144,7 @@ export function parseYamlFile<T>(
 export function lineOf(doc: Document, lines: LineCounter, path: readonly PropertyKey[]): number {
   for (let n = path.length; n >= 0; n -= 1) {
     const node: unknown = n === 0 ? doc.contents : doc.getIn(path.slice(0, n) as unknown[], true);
-    if (isNode(node) && node.range) return lines.linePos(node.range[0]).line;
+    if (yaml().isNode(node) && node.range) return lines.linePos(node.range[0]).line;
   }
   return 1;
 }

@@ -22,6 +22,8 @@ const ON_DEMAND = [
   '/node_modules/@opentelemetry/sdk-trace',
   // Apollo's usage-reporting protobuf, which its inline-trace plugin loads unless it is given as disabled.
   '/node_modules/@apollo/usage-reporting-protobuf/',
+  // The YAML parser: only for GATEWAY_APPS_FILE or AUTH_ISSUERS (src/auth/apps-file.ts).
+  '/node_modules/yaml/',
 ];
 
 /** A gateway child process that writes every module it loads to a file (test/helpers/module-log.mjs). */
