@@ -45,13 +45,19 @@ function fastest(run: () => void): number {
   return best;
 }
 
+/**
+ * Times the hash again, keeping the fastest reading of the process's life: noise (another process on the machine, a
+ * busy cache) only makes a timing slower, and a calibration read slow made every spin after it short. In a suite's
+ * run, under a load average of 5.7, a planted 5 % read 2.8 % on the intake with the other paths at 8-12 %.
+ */
 function calibrate(): void {
-  callUs =
+  const call =
     fastest(() => {
       for (let i = 0; i < 200; i++) hashBytes(0);
     }) / 200;
+  callUs = callUs === 0 ? call : Math.min(callUs, call);
   const bytes = 32 * BLOCK.length;
-  bytesPerUs = bytes / Math.max(1, fastest(() => hashBytes(bytes)) - callUs);
+  bytesPerUs = Math.max(bytesPerUs, bytes / Math.max(1, fastest(() => hashBytes(bytes)) - callUs));
 }
 
 function spin(us: number): void {
