@@ -1,5 +1,5 @@
-// Before any other import: NODE_ENV, unset, is production when the libraries load (src/node-env.ts).
-import './node-env.js';
+// Before any other import: NODE_ENV, unset, is production when the libraries load (src/config/node-env.ts).
+import './config/node-env.js';
 
 import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config/index.js';
 import { SHUTDOWN } from './gateway/options.js';

@@ -40,8 +40,8 @@ let modeChecked = false;
 
 /**
  * Says once on stderr when this process loaded graphql-js in its development mode (NODE_ENV unset or not
- * `production` when it loaded, which `npm start` no longer allows: src/node-env.ts): its type tests then also look
- * for a second copy of graphql-js, ~19 µs per notification of the mix that the gateway as shipped does not spend.
+ * `production` when it loaded, which `npm start` no longer allows: src/config/node-env.ts): its type tests then also
+ * look for a second copy of graphql-js, ~19 µs per notification of the mix that the gateway as shipped does not spend.
  */
 function checkGraphqlMode(): void {
   if (modeChecked) return;

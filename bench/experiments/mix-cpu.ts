@@ -572,7 +572,7 @@ function runSide(s: SideSpec): Promise<SideResult> {
       execArgv: [...s.flags, '--import', 'tsx'],
       // The side's process starts with its settings in its environment too, for those the C library or V8 read at
       // start (GLIBC_TUNABLES); the driver's own is kept for the clients (MIX_DRIVER_ENV).
-      // NODE_ENV production, as npm start makes it (src/node-env.ts) before graphql-js loads.
+      // NODE_ENV production, as npm start makes it (src/config/node-env.ts) before graphql-js loads.
       env: { ...process.env, NODE_ENV: 'production', ...env(s.env), MIX_DRIVER_ENV: JSON.stringify(process.env) },
       stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
     });

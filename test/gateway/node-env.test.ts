@@ -23,7 +23,7 @@ async function modeOf(env: Record<string, string>): Promise<{ nodeEnv: string | 
   return JSON.parse(fs.readFileSync(log, 'utf8')) as { nodeEnv: string | null; graphql: string };
 }
 
-describe('NODE_ENV (src/node-env.ts)', () => {
+describe('NODE_ENV (src/config/node-env.ts)', () => {
   it('is production when unset, before graphql-js is loaded: its type tests skip the development check', async () => {
     expect(await modeOf({})).toEqual({ nodeEnv: 'production', graphql: 'production' });
   });
@@ -35,7 +35,7 @@ describe('NODE_ENV (src/node-env.ts)', () => {
   it('is imported by src/main.ts before any other module', () => {
     const main = fs.readFileSync(path.resolve(import.meta.dirname, '../../src/main.ts'), 'utf8');
     const imports = [...main.matchAll(/^import\s[^;]*?['"]([^'"]+)['"];/gms)].map((m) => m[1]);
-    expect(imports[0]).toBe('./node-env.js');
+    expect(imports[0]).toBe('./config/node-env.js');
   });
 });
 
