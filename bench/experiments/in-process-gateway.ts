@@ -5,7 +5,6 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,36 +35,25 @@ function dataDir(prefix: string): string {
   return dir;
 }
 
-let modeChecked = false;
+let warned = false;
 
 /**
- * Says once on stderr when this process loaded graphql-js in its development mode (NODE_ENV unset or not
- * `production` when it loaded, which `npm start` no longer allows: src/config/node-env.ts): its type tests then also
- * look for a second copy of graphql-js, ~19 µs per notification of the mix that the gateway as shipped does not spend.
+ * Says once on stderr when this process runs without NODE_ENV=production: graphql-js, which this module's imports
+ * loaded, read it then and runs in its development mode, whose type tests also look for a second copy of graphql-js
+ * (~19 µs per notification of the mix that `npm start`, which sets it first, does not spend: src/config/node-env.ts).
  */
-function checkGraphqlMode(): void {
-  if (modeChecked) return;
-  modeChecked = true;
-  const require = createRequire(import.meta.url);
-  const { instanceOf } = require('graphql/jsutils/instanceOf.js') as {
-    instanceOf: (value: unknown, constructor: unknown) => boolean;
-  };
-  try {
-    instanceOf(
-      { [Symbol.toStringTag]: 'GraphQLScalarType' },
-      (require('graphql') as typeof import('graphql')).GraphQLScalarType,
-    );
-  } catch {
-    process.stderr.write(
-      'note: graphql-js runs in its development mode in this process (NODE_ENV was not production when it loaded), ' +
-        'slower than npm start runs the gateway: run the experiment with NODE_ENV=production\n',
-    );
-  }
+function checkNodeEnv(): void {
+  if (warned || process.env.NODE_ENV === 'production') return;
+  warned = true;
+  process.stderr.write(
+    'note: NODE_ENV is not production, so graphql-js runs in its development mode, slower than npm start runs the ' +
+      'gateway: run the experiment with NODE_ENV=production\n',
+  );
 }
 
 /** The experiments' gateway environment: `env` over the defaults above, on a fresh data directory named `prefix-…`. */
 function experimentEnv(prefix: string, env: Record<string, string>): Record<string, string> {
-  checkGraphqlMode();
+  checkNodeEnv();
   return {
     GATEWAY_API_KEYS: API_KEY,
     MOBILEID_NOTIFICATION_TOKENS: TOKEN,
