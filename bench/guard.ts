@@ -18,8 +18,8 @@
  * tolerance (2 %, 3 % optimised); 2 when it could not measure; 3 when it has no verdict: the machine stayed busy, or a
  * path, after up to four sets of rounds, was neither slower nor "same" (its ratio plus its spread under 1.05: a 5 %
  * loss ruled out; baseline tier, decision 114). A path that is not slower takes its rounds again, up to four sets in
- * all, until its ratio's standard error is ±0.6 % (decision 125), as long as another set fits the budget (BUDGET_S,
- * 70 s from the quiet check): about 65 s on 2 cores, and never much past 70 s when the host is noisy. On a quiet machine the same tree reads within ±2 % on every path and a tree planted with 5 %
+ * all, until its ratio's standard error is ±0.6 % (decision 125): about 65 s on 2 cores when the host is quiet, and
+ * longer when it is not. On a quiet machine the same tree reads within ±2 % on every path and a tree planted with 5 %
  * more CPU per request is flagged on every path (decision 084; test/bench/guard.test.ts).
  *
  * Options: --against <ref> (`.` measures the working tree against itself), --tree <ref> (measure that commit in the
@@ -100,8 +100,7 @@ const ROUND_CPU_S = 0.4;
  * round's wall time is its operations' whole latency (the driver, the upstream stub, the disk's syncs), which a slow
  * host stretches more than the CPU that ROUND_CPU_S bounds. So each path's rounds also take no more operations than
  * fit in what is left of this budget, shared among the paths still to measure, at the wall time per operation its
- * unmeasured rounds took (the 2026-12-01 host ran the guard 79–93 s with the CPU bound alone), and a path's rounds are
- * taken again only when another set fits it too.
+ * unmeasured rounds took (the 2026-12-01 host ran the guard 79–93 s with the CPU bound alone).
  */
 const BUDGET_S = 70;
 /** Each path's measured operations per round on this host (see ROUND_CPU_S), set after its unmeasured rounds. */
@@ -717,8 +716,6 @@ async function main(): Promise<void> {
     await warmUp(sides, place);
     log(`warm: ${paths.map((p) => `${Math.round(WARMUP_OPS[p] * warmScale)} ${p}`).join(', ')} operations a gateway`);
     const rows: GuardRow[] = [];
-    /** Each path's rounds so far, and how to take a set more (below, once every path has its first). */
-    const measured: { p: PathName; byRound: Figures[]; measure: () => Promise<void>; setS: number }[] = [];
     for (const p of paths) {
       // The planted slowdown (BENCH_GUARD_SLOWDOWN) is a share of what the ref's side of the same pair cost in the
       // round before: the working tree's side really costs that share more than the ref, however the cost drifts.
@@ -764,39 +761,20 @@ async function main(): Promise<void> {
           plant(pairs[pair]!, f!);
         }
       };
-      const setStarted = performance.now();
       await measure();
-      measured.push({ p, byRound, measure, setS: (performance.now() - setStarted) / 1000 });
-    }
-    /**
-     * A path not read closely enough takes its rounds again (see PRECISION) only once every path has had its first
-     * set, and only while another set fits the budget, its last set's time ahead: those sets had no bound of their
-     * own and made runs of 77–85 s on a noisy host. A path without a verdict goes first, then the roughest; what
-     * does not fit is said (a path left rough, or without a verdict: exit 3).
-     */
-    const rowFor = (m: (typeof measured)[number]) => rowOf(m.p, m.byRound, VERDICT);
-    const fits = (setS: number) => (performance.now() - begun) / 1000 + setS <= BUDGET_S;
-    for (;;) {
-      const next = measured
-        .map((m) => ({ m, row: rowFor(m) }))
-        .filter(({ m, row }) => !settled(row, PRECISION) && m.byRound.length < rounds * MAX_SETS && fits(m.setS))
-        .sort((a, b) => Number(b.row.unresolved) - Number(a.row.unresolved) || b.row.error - a.row.error)[0];
-      if (!next) break;
-      const { m, row } = next;
-      const why = row.unresolved
-        ? `neither more than ${TOLERANCE * 100} % slower nor ${SEES * 100} % ruled out`
-        : `read to ±${(row.error * 100).toFixed(2)} %, not ±${(PRECISION * 100).toFixed(1)} %`;
-      log(`${m.p}: ${row.ratio.toFixed(3)} ± ${(row.spread * 100).toFixed(1)} %, ${why}: ${rounds} more rounds`);
-      const setStarted = performance.now();
-      await m.measure();
-      m.setS = (performance.now() - setStarted) / 1000;
-    }
-    for (const m of measured) {
-      const row = rowFor(m);
+      let row = rowOf(p, byRound, VERDICT);
+      for (let set = 1; set < MAX_SETS && !settled(row, PRECISION); set++) {
+        const why = row.unresolved
+          ? `neither more than ${TOLERANCE * 100} % slower nor ${SEES * 100} % ruled out`
+          : `read to ±${(row.error * 100).toFixed(2)} %, not ±${(PRECISION * 100).toFixed(1)} %`;
+        log(`${p}: ${row.ratio.toFixed(3)} ± ${(row.spread * 100).toFixed(1)} %, ${why}: ${rounds} more rounds`);
+        await measure();
+        row = rowOf(p, byRound, VERDICT);
+      }
       rows.push(row);
       // Each round's ratio, and each pair's median: what a wide spread came from.
       log(
-        `${m.p}: working tree ${row.treeUs.toFixed(1)} µs/op, ref ${row.refUs.toFixed(1)} µs/op, ${Math.round(roundOps.get(m.p)!)} operations a round; ratio ${row.ratio.toFixed(3)} read to ±${(row.error * 100).toFixed(2)} %; ratios by round ${m.byRound.map((f) => (f.tree / f.ref).toFixed(3)).join(' ')}, by pair ${row.pairRatios.map((r) => r.toFixed(3)).join(' ')}`,
+        `${p}: working tree ${row.treeUs.toFixed(1)} µs/op, ref ${row.refUs.toFixed(1)} µs/op, ${Math.round(roundOps.get(p)!)} operations a round; ratio ${row.ratio.toFixed(3)} read to ±${(row.error * 100).toFixed(2)} %; ratios by round ${byRound.map((f) => (f.tree / f.ref).toFixed(3)).join(' ')}, by pair ${row.pairRatios.map((r) => r.toFixed(3)).join(' ')}`,
       );
     }
     // The paths whose rounds were taken more than once (see PRECISION).
@@ -832,7 +810,7 @@ async function main(): Promise<void> {
       );
     if (unresolved.length)
       process.stdout.write(
-        `no verdict on ${unresolved.map((r) => `${r.path} (${r.ratio.toFixed(3)} ± ${(r.spread * 100).toFixed(1)} % after ${r.treeRounds.length} rounds)`).join(', ')}: neither more than ${TOLERANCE * 100} % slower nor a ${SEES * 100} % loss ruled out; run it again on a quiet machine\n`,
+        `no verdict on ${unresolved.map((r) => `${r.path} (${r.ratio.toFixed(3)} ± ${(r.spread * 100).toFixed(1)} %)`).join(', ')}: after ${rounds * MAX_SETS} rounds neither more than ${TOLERANCE * 100} % slower nor a ${SEES * 100} % loss ruled out; run it again on a quiet machine\n`,
       );
     if (!slower.length && !unresolved.length)
       process.stdout.write(
@@ -842,7 +820,7 @@ async function main(): Promise<void> {
     const rough = rows.filter((r) => !settled(r, PRECISION) && !r.unresolved);
     if (rough.length)
       process.stdout.write(
-        `the host's noise left ${rough.map((r) => `${r.path} read to ±${(r.error * 100).toFixed(2)} % after ${r.treeRounds.length} rounds`).join(', ')}, not ±${(PRECISION * 100).toFixed(1)} %\n`,
+        `after ${rounds * MAX_SETS} rounds the host's noise left ${rough.map((r) => `${r.path} read to ±${(r.error * 100).toFixed(2)} %`).join(', ')}, not ±${(PRECISION * 100).toFixed(1)} %\n`,
       );
     // A path proven slower is the verdict that matters most; otherwise a path without one leaves the run without one.
     process.exitCode = slower.length ? 1 : unresolved.length ? 3 : 0;
