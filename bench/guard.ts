@@ -681,9 +681,9 @@ async function measureRound(
 ): Promise<{ perOp: number[]; other: Others }> {
   try {
     if (cores) for (const side of sides) pin(side.proc.pid, cores.round);
-    // The planted slowdown's spin is timed on the core it will run on. Timed on the driver's core while it prepared, the
-    // plant read 4.3–5.0 % on the mutation in three runs (a verdict of slower needs 2 % beyond the spread); timed
-    // here, 5.9 and 6.1 % in two.
+    // The planted slowdown's spin is timed on the core it runs on, as before the rounds were made ready ahead. Timed
+    // on the driver's core instead, three runs read the plant 4.3–12.7 % (mutation 4.3–5.0 %); timed here, three
+    // read it 3.4–11.8 % (intake 3.4–4.8 %): the plant's reach varies by path more than by where it is timed.
     if (slowdown.size > 0) await ask(sides, { 'x-guard-calibrate': '1' });
     const others = othersSince();
     const before = sides.map((side) => processCpu(side.proc.pid));
