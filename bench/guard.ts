@@ -602,7 +602,7 @@ let disturbedRounds = 0;
 /** A round's operations a side: the path's round on this host (`roundOps`), times `share`. */
 const roundCount = (p: PathName, share: number) => Math.round((roundOps.get(p) ?? OPS[p] * opsScale) * share);
 
-/** Where the gateways of the pairs not measured wait (`pinned`), and where a round's pair runs. */
+/** The core where the pairs not measured wait, and the one a round's pair runs on; null when nothing is pinned. */
 let cores: { idle: string; round: string } | null = null;
 
 /** A round's pair made ready: its `count`, and for the delivery its waiting subscriptions. */
@@ -613,8 +613,9 @@ interface Prepared {
 
 /**
  * What a round needs before its counting begins: the delivery's subscriptions opened (the delivery counts what a
- * waiting app's result costs), a full collection on both sides, the sides settled, and the rest of the machine quiet. It takes ~0.2–0.3 s, as long as a short round, and counts
- * nothing, so with the gateways pinned it runs on the driver's core while the round before it runs (`runRounds`).
+ * waiting app's result costs), a full collection on both sides, the sides settled, and the rest of the machine quiet.
+ * It takes ~0.2–0.3 s, as long as a short round, and counts nothing, so with the gateways pinned it runs on the
+ * driver's core while the round before it runs (`runRounds`).
  */
 async function prepare(sides: Side[], p: PathName, count: number): Promise<Prepared> {
   const subs =
