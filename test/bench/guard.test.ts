@@ -65,11 +65,13 @@ async function guard(env: Record<string, string>, extra: string[] = ['--quiet-wa
  * the machine stayed busy, or a path's rounds stayed too far apart to rule out a 5 % loss; in `npm test` a straggler
  * of the suite can keep a core busy for several rounds), left a path unresolved beside a slower one, or read a path
  * that is not slower to less than its precision (a noisy host, even after four sets of rounds: the guard says so)
- * runs once more; the second run's outcome is the one asserted.
+ * runs once more; the second run's outcome is the one asserted. So does a run that read a slower path to less than
+ * twice that precision: the guard's verdict of slower stands however wide its rounds, but the test also asserts how
+ * far the plant reached, which such rounds do not say (on Node 26 a noisy run read a planted 5 % at 1.282 ± 19.9 %).
  */
 async function verdict(env: Record<string, string>): Promise<GuardRun> {
   const run = shown(await guard(env));
-  const rough = run.rows.some((r) => !settled(r, run.precision));
+  const rough = run.rows.some((r) => !settled(r, run.precision) || r.error > 2 * run.precision);
   return run.code === 3 || rough ? shown(await guard(env)) : run;
 }
 
