@@ -3,27 +3,24 @@
  *
  * The ref (default HEAD~1) is unpacked with `git archive` into a temporary folder that reuses this checkout's
  * node_modules, and the working tree's sources are copied into another; each is compiled to JavaScript beside its
- * sources (esbuild, ~0.3 s), so that the gateways start without tsx (decision 125). Each side (the working tree and
- * the ref) runs as four gateway processes (--pairs) with the same upstream stub and the same requests, their databases
- * in memory (/dev/shm). The gateways run V8's baseline tier by default (no optimising compiler, `--tier`; see TIERS):
- * a process of it keeps little luck of its own (up to ~2.5 % on Node 26, which the four pairs average out: decision
- * 114), where an optimised one keeps up to 5 % for its life. First every gateway warms every path (16 in flight, on
- * both cores). Then a round drives one pair on the server's core, both sides at once with one operation in flight
- * each, from a full collection on both, and the pairs take turns; the pairs not measured wait on the driver's core,
- * where the next round's pair is made ready (collected, settled) while a round runs (decision 129). What is compared
- * is the gateway's **CPU time per operation** (every thread of its process, from /proc), which a shared machine
- * disturbs far less than throughput. Before each round the guard waits until nothing else uses the machine; when that
- * does not come, it says so and exits 3 rather than give a verdict.
+ * sources (esbuild, ~0.3 s), so that the gateways start without tsx (decision 125). Each side (the working tree and the ref) runs as four gateway processes (--pairs) with the same
+ * upstream stub and the same requests, their databases in memory (/dev/shm). The gateways run V8's baseline tier by
+ * default (no optimising compiler, `--tier`; see TIERS): a process of it keeps little luck of its own (up to ~2.5 %
+ * on Node 26, which the four pairs average out: decision 114), where an optimised one keeps up to 5 % for its life. First every gateway warms every path (16 in flight, on both cores). Then, on the
+ * server's core, a round drives one pair, both sides at once with one operation in flight each, from a full
+ * collection on both, and the pairs take turns. What is compared is the gateway's **CPU time per operation** (every
+ * thread of its process, from /proc), which a shared machine disturbs far less than throughput. Before each round
+ * the guard waits until nothing else uses the machine; when that does not come, it says so and exits 3 rather than
+ * give a verdict.
  * It prints a table (µs per operation on each side, the per-round ratios' mean without the highest and the lowest
  * eighth of the rounds, from five rounds on, at least one each way, and its spread: the larger of twice its standard
- * error and the pairs' half range, narrower as rounds are added) and exits 1 when a path is slower by more than its
- * spread plus the tier's tolerance (2 %, 3 % optimised); 2 when it could not measure; 3 when it has no verdict: the
- * machine stayed busy, or a path, after up to four times `--rounds` rounds, was neither slower nor "same" (its ratio
- * plus its spread under 1.05: a 5 % loss ruled out; baseline tier, decision 114). A path that is not slower takes
- * more rounds, one a pair at a time, up to four times `--rounds` in all, until its ratio's standard error is ±0.6 %
- * (decisions 125 and 129): 55–65 s on 2 cores, tsx's start included, and a few seconds more for each step a noisy
- * host adds. On a quiet machine the same tree reads within ±2 % on every path and a tree planted with 5 % more CPU per
- * request is flagged on every path (decision 084; test/bench/guard.test.ts).
+ * error and the pairs' half range, narrower as rounds are added) and exits 1 when a path is slower by more than its spread plus the tier's
+ * tolerance (2 %, 3 % optimised); 2 when it could not measure; 3 when it has no verdict: the machine stayed busy, or a
+ * path, after up to four sets of rounds, was neither slower nor "same" (its ratio plus its spread under 1.05: a 5 %
+ * loss ruled out; baseline tier, decision 114). A path that is not slower takes its rounds again, up to four sets in
+ * all, until its ratio's standard error is ±0.6 % (decision 125): about 65 s on 2 cores when the host is quiet, and
+ * longer when it is not. On a quiet machine the same tree reads within ±2 % on every path and a tree planted with 5 %
+ * more CPU per request is flagged on every path (decision 084; test/bench/guard.test.ts).
  *
  * Options: --against <ref> (`.` measures the working tree against itself), --tree <ref> (measure that commit in the
  * working tree's place: a bisection between two commits), --tier baseline|optimizing, --rounds <n> (default 8
@@ -103,11 +100,9 @@ const ROUND_CPU_S = 0.4;
  * round's wall time is its operations' whole latency (the driver, the upstream stub, the disk's syncs), which a slow
  * host stretches more than the CPU that ROUND_CPU_S bounds. So each path's rounds also take no more operations than
  * fit in what is left of this budget, shared among the paths still to measure, at the wall time per operation its
- * unmeasured rounds took (the 2026-12-01 host ran the guard 79–93 s with the CPU bound alone). It leaves ~10 s under
- * 75 for the rounds a noisy host has a path take again (RETAKE, 3–5 s each), which are not sized to it: a verdict
- * read to its precision comes first.
+ * unmeasured rounds took (the 2026-12-01 host ran the guard 79–93 s with the CPU bound alone).
  */
-const BUDGET_S = 62;
+const BUDGET_S = 70;
 /** Each path's measured operations per round on this host (see ROUND_CPU_S), set after its unmeasured rounds. */
 const roundOps = new Map<PathName, number>();
 /**
@@ -116,13 +111,12 @@ const roundOps = new Map<PathName, number>();
  *   is optimised, so a process's cost holds still after a short warm-up (the caches, the heap, SQLite's pages) and
  *   no process has a luck of its own from what its optimising compiler happened to decide and when: two processes of
  *   the same code read within about 1 % of each other on Node 20 (up to ~2.5 % on Node 26: decision 114), where
- *   optimised processes read up to 5 % apart for their whole life (decision 084). The young generation has the fixed
- *   size a busy process grows it to (16 MB a semi-space, V8's largest by default), so that no process keeps a luck of
- *   its own from when V8 grew it, and each round starts from a full collection on both sides (`--expose-gc`, asked
- *   through bench/lib/guard-hooks.ts, not counted), so that an old-generation collection does not fall into one side's
- *   round and not the other's (it moved single rounds by 13–25 %); the scavenges a round's own garbage causes are
- *   counted (decision 085: on Node 26, without the fixed size, pairs of processes read up to 3.3 % apart for their
- *   whole life).
+ *   optimised processes read up to 5 % apart for their whole life (decision 084). The young generation has the fixed size a busy process grows it to (16 MB a
+ *   semi-space, V8's largest by default), so that no process keeps a luck of its own from when V8 grew it, and each
+ *   round starts from a full collection on both sides (`--expose-gc`, asked through bench/lib/guard-hooks.ts, not
+ *   counted), so that an old-generation collection does not fall into one side's round and not the other's (it moved
+ *   single rounds by 13–25 %); the scavenges a round's own garbage causes are counted (decision 085: on Node 26,
+ *   without the fixed size, pairs of processes read up to 3.3 % apart for their whole life).
  *   The JavaScript costs about 1.5 times what it costs optimised; native work (SQLite, the system calls, hashing,
  *   JSON) costs the same, so a loss in native work reads smaller here by up to that factor.
  * - `optimizing`: V8 as `npm start` runs it: the production cost, with each process's luck (decision 075).
@@ -130,7 +124,7 @@ const roundOps = new Map<PathName, number>();
 const TIERS = {
   baseline: {
     nodeArgs: ['--no-turbofan', '--no-maglev', '--min-semi-space-size=16', '--max-semi-space-size=16'],
-    warm: 0.075,
+    warm: 0.15,
     ops: 0.7,
     rounds: 8,
     tolerance: 0.02,
@@ -157,9 +151,9 @@ const BUSY = 0.15;
  * process on Node 26 keeps a luck of its own of up to ~2.5 % against another of the same code, and with two pairs
  * one run of the suite read the same tree 2.2 % apart (both pairs on the same side of 1); with four, three runs of
  * the same tree on Node 26 kept the table within ±0.4 % of 1 on every path, each pair taking two rounds, one in each
- * order (decision 114). Each gateway of the baseline tier warms up with 30 % of the operations it did with two
- * pairs (60 % until decision 129: both sides of a pair are always at the same point of their history, so what a
- * warm-up leaves to settle falls on both; fewer operations left no round further apart).
+ * order (decision 114). Each gateway of the baseline tier then warms up with 60 % of the operations it did with two
+ * pairs, so that the guard stays near its former length (about 55 s on a fast hour of this machine, 75 s on a slow
+ * one).
  */
 let PAIRS = 4;
 const loadAverage = () =>
@@ -199,21 +193,21 @@ const TIER = TIERS[cli.tier as TierName];
 const TOLERANCE = TIER.tolerance;
 /**
  * The loss a verdict of "same" rules out (decision 114): a path reads "same" only when its ratio plus its spread stays
- * under 1 + this. A path still between after MAX_ROUNDS rounds has no verdict ("unresolved", exit 3).
+ * under 1 + this. A path still between after MAX_SETS sets of rounds has no verdict ("unresolved", exit 3).
  */
 const SEES = TIER.sees;
 /**
  * The standard error a path's ratio is read to unless it reads slower (decision 125): a path neither slower nor read
- * that closely takes RETAKE rounds more, all read together, up to MAX_ROUNDS, so that a same tree reads within the
- * tolerance of 1 on a noisy host too; such a host costs time instead (3–5 s a path and RETAKE). The optimising tier
- * claims no 5 % and no precision (its processes keep a luck of their own), so it never measures again.
+ * that closely has its rounds taken once more, all sets read together, up to MAX_SETS, so that a same tree reads
+ * within the tolerance of 1 on a noisy host too; such a host costs time instead (6–9 s a path and set). The optimising
+ * tier claims no 5 % and no precision (its processes keep a luck of their own), so it never measures again.
  */
 const PRECISION = TIER.precision;
+/** Sets of `--rounds` rounds a path takes at most (see PRECISION). */
+const MAX_SETS = 4;
 const rounds = Number(cli.rounds ?? TIER.rounds);
 if (!Number.isInteger(rounds) || rounds < 2)
   fail(`--rounds wants a whole number ≥ 2, got ${JSON.stringify(cli.rounds)}`);
-/** Rounds a path takes at most (see PRECISION): four times `--rounds`. */
-const MAX_ROUNDS = rounds * 4;
 const paths = (cli.paths ? cli.paths.split(',').map((s) => s.trim()) : [...PATHS]) as PathName[];
 for (const p of paths)
   if (!PATHS.includes(p)) fail(`--paths: unknown path ${JSON.stringify(p)} (known: ${PATHS.join(', ')})`);
@@ -229,12 +223,6 @@ if (cli.pairs !== undefined) {
   if (!Number.isInteger(PAIRS) || PAIRS < 1) fail(`--pairs wants a whole number ≥ 1, got ${JSON.stringify(cli.pairs)}`);
 }
 const VERDICT = { pairs: PAIRS, tolerance: TOLERANCE, sees: SEES };
-/**
- * Rounds a path not yet read to PRECISION takes more at a time: one a pair, two at least, so that every pair has
- * served each side first as often, or once more, and the last step overshoots the guard's time by 3–5 s, not the
- * 6–10 s of a whole `--rounds`.
- */
-const RETAKE = Math.max(2, PAIRS);
 const quietWaitMs = Number(cli['quiet-wait']) * 1000;
 if (!Number.isFinite(quietWaitMs) || quietWaitMs < 0)
   fail(`--quiet-wait wants seconds ≥ 0, got ${JSON.stringify(cli['quiet-wait'])}`);
@@ -262,9 +250,9 @@ const slowdown = (() => {
   return out;
 })();
 
-/** Seconds since this process started (tsx's start-up included): what a run of the guard costs its caller. */
-const elapsedS = () => performance.now() / 1000;
-const log = (line: string) => process.stderr.write(`[${elapsedS().toFixed(0).padStart(3)} s] ${line}\n`);
+const startedAt = Date.now();
+const log = (line: string) =>
+  process.stderr.write(`[${((Date.now() - startedAt) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
 
 /**
  * Until the round's gateways use under 5 % of a core for two 50 ms samples in a row (at most `maxMs`): a round must
@@ -515,8 +503,8 @@ function operation(side: Side, p: PathName, i: number, subs?: Subscribers): Prom
 const bothCores = (place: Placement) => (place.pinned ? `${place.driver},${place.server}` : null);
 
 /**
- * Every side warms every path before the first round, all at once and on both cores (where they started), then waits
- * on the driver's core: a round's pair goes to the server's for the round (`measureRound`).
+ * Every side warms every path before the first round, all at once and on both cores (where they started), then goes
+ * to the server's core for the rounds.
  */
 async function warmUp(sides: Side[], place: Placement): Promise<void> {
   try {
@@ -537,7 +525,7 @@ async function warmUp(sides: Side[], place: Placement): Promise<void> {
       );
     }
   } finally {
-    if (place.pinned) for (const side of sides) pin(side.proc.pid, place.driver!);
+    if (place.pinned) for (const side of sides) pin(side.proc.pid, place.server!);
   }
 }
 
@@ -566,20 +554,10 @@ async function quiet(): Promise<void> {
  * an operation (read in the same instant, the side that had one in flight carried up to an operation more: ±0.5 of
  * `count`, 0.7 % a round on a slow host's 70 deliveries). The other side's last operation then runs alone on the
  * core: one in `count`. Returns each side's CPU seconds per operation.
- *
- * `ready` is the round's preparation when it was made ahead (`runRounds`); `started` is called once the round's
- * counting has begun, to prepare the next one meanwhile.
  */
-async function round(
-  sides: Side[],
-  p: PathName,
-  opsShare: number,
-  ready?: Promise<Prepared>,
-  started?: () => void,
-): Promise<number[]> {
+async function round(sides: Side[], p: PathName, opsShare = 1): Promise<number[]> {
   for (let attempt = 1; ; attempt++) {
-    const prepared = attempt === 1 && ready ? await ready : await prepare(sides, p, roundCount(p, opsShare));
-    const measured = await measureRound(sides, p, prepared, attempt === 1 ? started : undefined);
+    const measured = await measureRound(sides, p, opsShare);
     if (measured.other.cores < BUSY) return measured.perOp;
     const share = `${(measured.other.cores * 100).toFixed(0)} % of a core (${describeOthers(measured.other)})`;
     if (attempt === ROUND_ATTEMPTS)
@@ -599,96 +577,37 @@ const ROUND_ATTEMPTS = 3;
 /** Rounds measured again because the machine was busy meanwhile (printed with the table). */
 let disturbedRounds = 0;
 
-/** A round's operations a side: the path's round on this host (`roundOps`), times `share`. */
-const roundCount = (p: PathName, share: number) => Math.round((roundOps.get(p) ?? OPS[p] * opsScale) * share);
-
-/** The core where the pairs not measured wait, and the one a round's pair runs on; null when nothing is pinned. */
-let cores: { idle: string; round: string } | null = null;
-
-/** A round's pair made ready: its `count`, and for the delivery its waiting subscriptions. */
-interface Prepared {
-  count: number;
-  subs: Subscribers[];
-}
-
 /**
- * What a round needs before its counting begins: the delivery's subscriptions opened (the delivery counts what a
- * waiting app's result costs), a full collection on both sides, the sides settled, and the rest of the machine quiet.
- * It takes ~0.2–0.3 s, as long as a short round, and counts nothing, so with the gateways pinned it runs on the
- * driver's core while the round before it runs (`runRounds`).
+ * One round as `round` describes it, and what the rest of the machine used meanwhile (in cores): the quiet check
+ * before a round cannot see a process that starts during it.
  */
-async function prepare(sides: Side[], p: PathName, count: number): Promise<Prepared> {
+async function measureRound(sides: Side[], p: PathName, share: number): Promise<{ perOp: number[]; other: Others }> {
+  const count = Math.round((roundOps.get(p) ?? OPS[p] * opsScale) * share);
+  // The subscriptions are opened before the measurement: delivery counts what a waiting app's result costs.
   const subs =
     p === 'delivery'
       ? await Promise.all(sides.map((side) => waitingSubscribers(side, count + CONCURRENCY, CONCURRENCY)))
       : [];
   try {
-    const collected = TIER.gcBeforeRound ? ask(sides, { 'x-guard-gc': '1' }) : Promise.resolve();
+    // The round's gateways collect their garbage and settle while the rest of the machine is checked (its figure
+    // leaves the guard's own processes out): both only watch, for 100 ms or more. With a planted slowdown each
+    // gateway first times the hash it spins with (bench/lib/guard-hooks.ts), in either tier.
+    const headers = {
+      ...(TIER.gcBeforeRound ? { 'x-guard-gc': '1' } : {}),
+      ...(slowdown.size > 0 ? { 'x-guard-calibrate': '1' } : {}),
+    };
+    const collected =
+      Object.keys(headers).length > 0
+        ? Promise.all(
+            sides.map(async (side) => {
+              const res = await side.pool.request({ method: 'GET', path: '/readyz', headers });
+              await res.body.dump();
+            }),
+          )
+        : Promise.resolve();
     await Promise.all([collected.then(() => settle(sides.map((side) => side.proc.pid))), quiet()]);
-    return { count, subs };
-  } catch (err) {
-    for (const s of subs) s.close();
-    throw err;
-  }
-}
-
-/** A request to each side's hook (bench/lib/guard-hooks.ts), which acts on `headers` and counts nothing. */
-async function ask(sides: Side[], headers: Record<string, string>): Promise<void> {
-  await Promise.all(
-    sides.map(async (side) => {
-      const res = await side.pool.request({ method: 'GET', path: '/readyz', headers });
-      await res.body.dump();
-    }),
-  );
-}
-
-/**
- * A path's rounds in order, each made ready while the one before it runs when their pairs differ and the gateways are
- * pinned: the pairs not measured wait on the driver's core, and only a round's pair runs on the server's. Made ready
- * in line, before each round, the preparation took as long as the rounds themselves on a slow host (0.26 s against
- * 0.2–0.7 s), and the guard its time budget.
- */
-async function runRounds(
-  p: PathName,
-  list: { sides: Side[]; share: number }[],
-  done: (i: number, perOp: number[]) => void,
-): Promise<void> {
-  let ready: Promise<Prepared> | undefined;
-  for (let i = 0; i < list.length; i++) {
-    const { sides, share } = list[i]!;
-    const next = list[i + 1];
-    const current = ready;
-    ready = undefined;
-    const ahead = cores !== null && next !== undefined && !next.sides.some((side) => sides.includes(side));
-    const perOp = await round(sides, p, share, current, () => {
-      if (!ahead) return;
-      ready = prepare(next.sides, p, roundCount(p, next.share));
-      // Awaited by the next round; a failure meanwhile is its, not an unhandled rejection.
-      ready.catch(() => undefined);
-    });
-    done(i, perOp);
-  }
-}
-
-/**
- * One round as `round` describes it, and what the rest of the machine used meanwhile (in cores): the quiet check
- * before a round cannot see a process that starts during it.
- */
-async function measureRound(
-  sides: Side[],
-  p: PathName,
-  { count, subs }: Prepared,
-  started?: () => void,
-): Promise<{ perOp: number[]; other: Others }> {
-  try {
-    if (cores) for (const side of sides) pin(side.proc.pid, cores.round);
-    // The planted slowdown's spin is timed on the core it runs on, as before the rounds were made ready ahead. Timed
-    // on the driver's core instead, three runs read the plant 4.3–12.7 % (mutation 4.3–5.0 %); timed here, three
-    // read it 3.4–11.8 % (intake 3.4–4.8 %): the plant's reach varies by path more than by where it is timed.
-    if (slowdown.size > 0) await ask(sides, { 'x-guard-calibrate': '1' });
     const others = othersSince();
-    const before = sides.map((side) => processCpu(side.proc.pid));
-    started?.();
+    const started = sides.map((side) => processCpu(side.proc.pid));
     let stop = false;
     const perOp = await Promise.all(
       sides.map(async (side, s) => {
@@ -702,13 +621,12 @@ async function measureRound(
             }
           }),
         );
-        return (processCpu(side.proc.pid) - before[s]!) / completed;
+        return (processCpu(side.proc.pid) - started[s]!) / completed;
       }),
     );
     return { perOp, other: others() };
   } finally {
     for (const s of subs) s.close();
-    if (cores) for (const side of sides) pin(side.proc.pid, cores.idle);
   }
 }
 
@@ -741,7 +659,6 @@ function dataParent(): string {
 async function main(): Promise<void> {
   const place = placement();
   if (place.pinned) pin(process.pid, place.driver!);
-  if (place.pinned) cores = { idle: place.driver!, round: place.server! };
   const load = loadAverage();
   await quiet();
   const begun = performance.now();
@@ -810,14 +727,11 @@ async function main(): Promise<void> {
       // cost to plant on (each measured round plants on the one before it).
       const refCosts: number[] = [];
       const unmeasuredAt = performance.now();
-      await runRounds(
-        p,
-        pairs.map((pair) => ({ sides: pair, share: UNMEASURED_SHARE })),
-        (i, perOp) => {
-          refCosts.push(perOp[1]!);
-          plant(pairs[i]!, perOp[1]!);
-        },
-      );
+      for (const pair of pairs) {
+        const refSeconds = (await round(pair, p, UNMEASURED_SHARE))[1]!;
+        refCosts.push(refSeconds);
+        plant(pair, refSeconds);
+      }
       const unmeasuredOps = pairs.length * 2 * Math.round(OPS[p] * opsScale * UNMEASURED_SHARE);
       const wallPerOp = (performance.now() - unmeasuredAt) / 1000 / unmeasuredOps;
       const pathsLeft = paths.length - paths.indexOf(p);
@@ -834,33 +748,27 @@ async function main(): Promise<void> {
       );
       /** µs per operation of each side, by round; and which pair measured each round. */
       const byRound: Figures[] = [];
-      // Which side the driver serves first alternates, so that its order falls on both.
-      const order = (r: number) => Math.floor(r / PAIRS) % 2 === 0;
-      const measure = (count: number) => {
-        const first = byRound.length;
-        return runRounds(
-          p,
-          Array.from({ length: count }, (_, i) => {
-            const [tree, refSide] = pairs[(first + i) % PAIRS]!;
-            return { sides: order(first + i) ? [tree, refSide] : [refSide, tree], share: 1 };
-          }),
-          (i, perOp) => {
-            const r = first + i;
-            const [t, f] = order(r) ? perOp : [...perOp].reverse();
-            byRound.push({ tree: t! * 1e6, ref: f! * 1e6, pair: r % PAIRS });
-            plant(pairs[r % PAIRS]!, f!);
-          },
-        );
+      const measure = async () => {
+        for (let r = 0; r < rounds; r++) {
+          const pair = r % PAIRS;
+          const [tree, refSide] = pairs[pair]!;
+          // Which side the driver serves first alternates, so that its order falls on both.
+          const [t, f] =
+            Math.floor(r / PAIRS) % 2 === 0
+              ? await round([tree, refSide], p)
+              : (await round([refSide, tree], p)).reverse();
+          byRound.push({ tree: t! * 1e6, ref: f! * 1e6, pair });
+          plant(pairs[pair]!, f!);
+        }
       };
-      await measure(rounds);
+      await measure();
       let row = rowOf(p, byRound, VERDICT);
-      while (byRound.length < MAX_ROUNDS && !settled(row, PRECISION)) {
+      for (let set = 1; set < MAX_SETS && !settled(row, PRECISION); set++) {
         const why = row.unresolved
           ? `neither more than ${TOLERANCE * 100} % slower nor ${SEES * 100} % ruled out`
           : `read to ±${(row.error * 100).toFixed(2)} %, not ±${(PRECISION * 100).toFixed(1)} %`;
-        const more = Math.min(RETAKE, MAX_ROUNDS - byRound.length);
-        log(`${p}: ${row.ratio.toFixed(3)} ± ${(row.spread * 100).toFixed(1)} %, ${why}: ${more} more rounds`);
-        await measure(more);
+        log(`${p}: ${row.ratio.toFixed(3)} ± ${(row.spread * 100).toFixed(1)} %, ${why}: ${rounds} more rounds`);
+        await measure();
         row = rowOf(p, byRound, VERDICT);
       }
       rows.push(row);
@@ -871,7 +779,7 @@ async function main(): Promise<void> {
     }
     // The paths whose rounds were taken more than once (see PRECISION).
     const remeasured = rows.filter((r) => r.treeRounds.length > rounds).map((r) => `${r.path} ${r.treeRounds.length}`);
-    const elapsed = elapsedS();
+    const elapsed = (Date.now() - startedAt) / 1000;
     const table = render(rows, ref.label, own.label);
     process.stdout.write(
       `\nbench:guard — gateway CPU per operation (${cli.tier} tier), ${rounds} rounds, both sides at once, ${PAIRS} pairs of processes in turn, ${CONCURRENCY} in flight; load average ${load} at start; ${disturbedRounds} rounds measured again${remeasured.length ? `; rounds taken again (see PRECISION): ${remeasured.join(', ')}` : ''}; ${elapsed.toFixed(0)} s\n\n${table}\n\n`,
@@ -902,7 +810,7 @@ async function main(): Promise<void> {
       );
     if (unresolved.length)
       process.stdout.write(
-        `no verdict on ${unresolved.map((r) => `${r.path} (${r.ratio.toFixed(3)} ± ${(r.spread * 100).toFixed(1)} %)`).join(', ')}: after ${MAX_ROUNDS} rounds neither more than ${TOLERANCE * 100} % slower nor a ${SEES * 100} % loss ruled out; run it again on a quiet machine\n`,
+        `no verdict on ${unresolved.map((r) => `${r.path} (${r.ratio.toFixed(3)} ± ${(r.spread * 100).toFixed(1)} %)`).join(', ')}: after ${rounds * MAX_SETS} rounds neither more than ${TOLERANCE * 100} % slower nor a ${SEES * 100} % loss ruled out; run it again on a quiet machine\n`,
       );
     if (!slower.length && !unresolved.length)
       process.stdout.write(
@@ -912,7 +820,7 @@ async function main(): Promise<void> {
     const rough = rows.filter((r) => !settled(r, PRECISION) && !r.unresolved);
     if (rough.length)
       process.stdout.write(
-        `after ${MAX_ROUNDS} rounds the host's noise left ${rough.map((r) => `${r.path} read to ±${(r.error * 100).toFixed(2)} %`).join(', ')}, not ±${(PRECISION * 100).toFixed(1)} %\n`,
+        `after ${rounds * MAX_SETS} rounds the host's noise left ${rough.map((r) => `${r.path} read to ±${(r.error * 100).toFixed(2)} %`).join(', ')}, not ±${(PRECISION * 100).toFixed(1)} %\n`,
       );
     // A path proven slower is the verdict that matters most; otherwise a path without one leaves the run without one.
     process.exitCode = slower.length ? 1 : unresolved.length ? 3 : 0;

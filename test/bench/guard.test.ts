@@ -67,7 +67,8 @@ async function guard(env: Record<string, string>, extra: string[] = ['--quiet-wa
  * that is not slower to less than its precision (a noisy host, even after four sets of rounds: the guard says so)
  * runs once more; the second run's outcome is the one asserted. So does a run that read a slower path to less than
  * twice that precision: the guard's verdict of slower stands however wide its rounds, but the test also asserts how
- * far the plant reached, which such rounds do not say (on Node 26 a noisy run read a planted 5 % at 1.282 ± 19.9 %).
+ * far the plant reached, which such rounds do not say (on Node 26 a noisy run of decision 129's guard read a planted
+ * 5 % at 1.282 ± 19.9 %).
  */
 async function verdict(env: Record<string, string>): Promise<GuardRun> {
   const run = shown(await guard(env));
