@@ -414,8 +414,9 @@ async function post(
   body: string,
   expect: number,
 ): Promise<void> {
-  const burnUs = side.burnUs.get(p) ?? 0;
-  const burn = burnUs > 0 ? { 'x-guard-burn-us': String(Math.round(burnUs)) } : {};
+  // With a planted slowdown every request of either side carries the header (0: no spin), so that the header's own
+  // cost (its parsing, the gateway reading it) falls on both: on the working tree's side alone it read 1 %.
+  const burn = slowdown.size > 0 ? { 'x-guard-burn-us': String(Math.round(side.burnUs.get(p) ?? 0)) } : {};
   const res = await side.pool.request({ method: 'POST', path: urlPath, headers: { ...headers, ...burn }, body });
   const text = await res.body.text();
   if (res.statusCode !== expect || (expect === 200 && text.includes('"errors"'))) {

@@ -1,10 +1,11 @@
 /**
  * Loaded (`node --import`) into every gateway `npm run bench:guard` starts, on both sides alike, so that whatever it
- * costs falls on both. It acts only on a request that carries `x-guard-burn-us: N`: that request first spins N µs of
- * CPU on the event loop, then goes on as usual. The guard sets that header only on the working tree's requests of
- * one path, and only when BENCH_GUARD_SLOWDOWN is set (its own test), N being a share of that path's cost measured
- * in the round before: the path really costs that much more CPU per operation. No header, no cost. The guard then
- * also asks each gateway to time the spin before each round (`x-guard-calibrate`), outside what it counts.
+ * costs falls on both. It acts only on a request that carries `x-guard-burn-us: N` with N > 0: that request first
+ * spins N µs of CPU on the event loop, then goes on as usual. Only when BENCH_GUARD_SLOWDOWN is set (its own test)
+ * does the guard send that header, on every request of both sides so that the header's own cost falls on both, and N
+ * is 0 but on the working tree's requests of a planted path, where it is a share of that path's cost measured in the
+ * round before: the path really costs that much more CPU per operation. The guard then also asks each gateway to time
+ * the spin before a round (`x-guard-calibrate`), outside what it counts.
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
@@ -12,57 +13,55 @@ import http from 'node:http';
 const emit = http.Server.prototype.emit;
 
 /**
- * The spin hashes bytes (SHA-256, in Node's native code), as many as the asked µs of CPU hash, so that its speed does
- * not hang on what V8's compilers did meanwhile: a counted JavaScript loop, timed while unoptimised and run once
- * optimised, spent a third of the ask in 4 runs of 42 of its test. Nor can a clock time the spin as it runs:
- * `process.threadCpuUsage` (Node 23.9 on) reads getrusage(RUSAGE_THREAD), which on this machine's kernel moves in
- * steps of ~4 ms, so a spin of 85 µs ran ~4 ms, and the test's planted 5 % read 80-215 % on Node 26; the process's
- * clock (`process.cpuUsage`) moves by the µs but counts the other threads (V8's helpers, libuv's pool, the checkpoint
- * worker), which ended a spin early by their share (a planted 5 % read 2.8 % on the delivery on Node 26). So the hash
- * is timed on the process's clock while the gateway is idle (before a round, when the guard asks): its cost a call and
- * its bytes a µs, each three times, keeping the fastest, as another thread's work can only make a timing slower.
+ * The spin hashes bytes (SHA-256, in Node's native code), so that its speed does not hang on what V8's compilers did
+ * meanwhile: a counted JavaScript loop, timed while unoptimised and run once optimised, spent a third of the ask in 4
+ * runs of 42 of its test. It feeds one hash for the process's life, a block of 4 KiB at a time, and so leaves no
+ * garbage: a hash made and digested per spin left a handle and a buffer for the collector of the working tree's side
+ * alone. Nor can a clock end the spin as it runs: `process.threadCpuUsage` (Node 23.9 on) reads
+ * getrusage(RUSAGE_THREAD), which on this machine's kernel moves in steps of ~4 ms (a spin of 85 µs ran ~4 ms, and
+ * the planted 5 % read 80-215 % on Node 26); the process's clock (`process.cpuUsage`) moves by the µs but counts the
+ * other threads, which ended a spin early by their share (a planted 5 % read 2.8 % on the delivery on Node 26).
+ *
+ * So a spin hashes a number of blocks, and is timed on the process's clock after the fact: the blocks a µs of the
+ * next spin are those of the last RECENT spins together, so that the spins spend their asks on average, and another
+ * thread's work in one of them moves the next ones little. Until the first spin, they are a timing of 2 MiB taken
+ * while the gateway is idle (before a round, when the guard asks). That timing alone sized every spin before decision
+ * 130: the hash ran about twice as fast in it as in a request, and the spins spent 1.6-1.85 times their ask.
  */
-const BLOCK = Buffer.alloc(64 * 1024, 0x5a);
-let bytesPerUs = 0;
-let callUs = 0;
+const BLOCK = Buffer.alloc(4 * 1024, 0x5a);
+const HASH = createHash('sha256');
+const RECENT = 16;
+const recentBlocks: number[] = [];
+const recentUs: number[] = [];
+let nextRecent = 0;
+let blocksPerUs = 0;
 
-function hashBytes(bytes: number): void {
-  const hash = createHash('sha256');
-  for (let left = bytes; left > 0; left -= BLOCK.length)
-    hash.update(left >= BLOCK.length ? BLOCK : BLOCK.subarray(0, left));
-  hash.digest();
+/** Hashes `blocks` blocks; returns what that took, in µs of the process's CPU. */
+function timedSpin(blocks: number): number {
+  const start = process.cpuUsage();
+  for (let i = 0; i < blocks; i++) HASH.update(BLOCK);
+  const used = process.cpuUsage(start);
+  return used.user + used.system;
 }
 
-/** The fastest of three timings of `run`, in µs of the process's CPU. */
-function fastest(run: () => void): number {
-  let best = Number.POSITIVE_INFINITY;
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const start = process.cpuUsage();
-    run();
-    const used = process.cpuUsage(start);
-    best = Math.min(best, used.user + used.system);
-  }
-  return best;
-}
-
-/**
- * Times the hash again, keeping the fastest reading of the process's life: noise (another process on the machine, a
- * busy cache) only makes a timing slower, and a calibration read slow made every spin after it short. In a suite's
- * run, under a load average of 5.7, a planted 5 % read 2.8 % on the intake with the other paths at 8-12 %.
- */
+/** Times the hash while the gateway is idle, the fastest of three (another thread's work only slows one), once. */
 function calibrate(): void {
-  const call =
-    fastest(() => {
-      for (let i = 0; i < 200; i++) hashBytes(0);
-    }) / 200;
-  callUs = callUs === 0 ? call : Math.min(callUs, call);
-  const bytes = 32 * BLOCK.length;
-  bytesPerUs = Math.max(bytesPerUs, bytes / Math.max(1, fastest(() => hashBytes(bytes)) - callUs));
+  if (blocksPerUs > 0) return;
+  const blocks = (2 * 1024 * 1024) / BLOCK.length;
+  blocksPerUs = blocks / Math.max(1, Math.min(timedSpin(blocks), timedSpin(blocks), timedSpin(blocks)));
 }
+
+const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
 
 function spin(us: number): void {
-  if (bytesPerUs === 0) calibrate();
-  hashBytes(Math.round(Math.max(0, us - callUs) * bytesPerUs));
+  calibrate();
+  const blocks = Math.round(us * blocksPerUs);
+  if (blocks === 0) return;
+  recentBlocks[nextRecent] = blocks;
+  recentUs[nextRecent] = timedSpin(blocks);
+  nextRecent = (nextRecent + 1) % RECENT;
+  const spent = sum(recentUs);
+  if (spent > 0) blocksPerUs = sum(recentBlocks) / spent;
 }
 
 /** A full collection, when the guard started the gateway with `--expose-gc` and asks for one before a round. */
