@@ -5,7 +5,7 @@
  * does the guard send that header, on every request of both sides so that the header's own cost falls on both, and N
  * is 0 but on the working tree's requests of a planted path, where it is a share of that path's cost measured in the
  * round before: the path really costs that much more CPU per operation. The guard then also asks each gateway to time
- * the spin before a round (`x-guard-calibrate`), outside what it counts.
+ * the spin before a round (`x-guard-calibrate`), outside what it counts; a gateway times it the first time only.
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
