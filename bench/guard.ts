@@ -9,16 +9,16 @@
  * on Node 26, which the four pairs average out: decision 114), where an optimised one keeps up to 5 % for its life. First every gateway warms every path (16 in flight, on both cores). Then, on the
  * server's core, a round drives one pair, both sides at once with one operation in flight each, from a full
  * collection on both, and the pairs take turns. What is compared is the gateway's **CPU time per operation** (every
- * thread of its process, from /proc), which a shared machine disturbs far less than throughput. Before each round
- * the guard waits until nothing else uses the machine; when that does not come, it says so and exits 3 rather than
- * give a verdict.
+ * thread of its process, from /proc), which a shared machine disturbs far less than throughput. Before each measured
+ * round the guard waits until nothing else uses the machine; when that does not come, it says so and exits 3 rather
+ * than give a verdict.
  * It prints a table (µs per operation on each side, the per-round ratios' mean without the highest and the lowest
  * eighth of the rounds, from five rounds on, at least one each way, and its spread: the larger of twice its standard
  * error and the pairs' half range, narrower as rounds are added) and exits 1 when a path is slower by more than its spread plus the tier's
  * tolerance (2 %, 3 % optimised); 2 when it could not measure; 3 when it has no verdict: the machine stayed busy, or a
  * path, after up to four sets of rounds, was neither slower nor "same" (its ratio plus its spread under 1.05: a 5 %
  * loss ruled out; baseline tier, decision 114). A path that is not slower takes its rounds again, up to four sets in
- * all, until its ratio's standard error is ±0.6 % (decision 125): about 65 s on 2 cores when the host is quiet, and
+ * all, until its ratio's standard error is ±0.6 % (decision 125): about 60 s on 2 cores when the host is quiet, and
  * longer when it is not. On a quiet machine the same tree reads within ±2 % on every path and a tree planted with 5 %
  * more CPU per request is flagged on every path (decision 084; test/bench/guard.test.ts).
  *
@@ -100,9 +100,11 @@ const ROUND_CPU_S = 0.4;
  * round's wall time is its operations' whole latency (the driver, the upstream stub, the disk's syncs), which a slow
  * host stretches more than the CPU that ROUND_CPU_S bounds. So each path's rounds also take no more operations than
  * fit in what is left of this budget, shared among the paths still to measure, at the wall time per operation its
- * unmeasured rounds took (the 2026-12-01 host ran the guard 79–93 s with the CPU bound alone).
+ * unmeasured rounds took (the 2026-12-01 host ran the guard 79–93 s with the CPU bound alone). 62 s since the
+ * unmeasured rounds start at once and a round settles in 50 ms (decision 131): 70 s before, when getting a round ready
+ * took a third of a run.
  */
-const BUDGET_S = 70;
+const BUDGET_S = 62;
 /** Each path's measured operations per round on this host (see ROUND_CPU_S), set after its unmeasured rounds. */
 const roundOps = new Map<PathName, number>();
 /**
@@ -255,17 +257,18 @@ const log = (line: string) =>
   process.stderr.write(`[${((Date.now() - startedAt) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
 
 /**
- * Until the round's gateways use under 5 % of a core for two 50 ms samples in a row (at most `maxMs`): a round must
- * not start while its sides still finish the last one (a checkpoint, the last commits). The other pair's gateways
- * only wait; what little they do falls on both sides alike, and the quiet check counts it.
+ * Until the round's gateways use under 5 % of a core for two 25 ms samples in a row (at most `maxMs`): a round must
+ * not start while its sides still finish the last one (a checkpoint, the last commits, the forced collection's
+ * sweeping). The other pair's gateways only wait; what little they do falls on both sides alike, and the quiet check
+ * counts it. Samples of 50 ms made it last 140 ms on average (decision 131).
  */
 async function settle(gatewayPids: number[], maxMs = 3_000): Promise<void> {
   const deadline = performance.now() + maxMs;
   let quiet = 0;
   while (quiet < 2 && performance.now() < deadline) {
     const before = gatewayPids.map(processCpu);
-    await sleep(50);
-    quiet = gatewayPids.every((pid, i) => processCpu(pid) - before[i]! < 0.0025) ? quiet + 1 : 0;
+    await sleep(25);
+    quiet = gatewayPids.every((pid, i) => processCpu(pid) - before[i]! < 0.05 * 0.025) ? quiet + 1 : 0;
   }
 }
 
@@ -578,6 +581,24 @@ const ROUND_ATTEMPTS = 3;
 /** Rounds measured again because the machine was busy meanwhile (printed with the table). */
 let disturbedRounds = 0;
 
+/** A measured round's start: a full collection on both sides, both settled, and the machine quiet. */
+async function ready(sides: Side[]): Promise<void> {
+  const headers = {
+    ...(TIER.gcBeforeRound ? { 'x-guard-gc': '1' } : {}),
+    ...(slowdown.size > 0 ? { 'x-guard-calibrate': '1' } : {}),
+  };
+  const collected =
+    Object.keys(headers).length > 0
+      ? Promise.all(
+          sides.map(async (side) => {
+            const res = await side.pool.request({ method: 'GET', path: '/readyz', headers });
+            await res.body.dump();
+          }),
+        )
+      : Promise.resolve();
+  await Promise.all([collected.then(() => settle(sides.map((side) => side.proc.pid))), quiet()]);
+}
+
 /**
  * One round as `round` describes it, and what the rest of the machine used meanwhile (in cores): the quiet check
  * before a round cannot see a process that starts during it.
@@ -590,23 +611,12 @@ async function measureRound(sides: Side[], p: PathName, share: number): Promise<
       ? await Promise.all(sides.map((side) => waitingSubscribers(side, count + CONCURRENCY, CONCURRENCY)))
       : [];
   try {
-    // The round's gateways collect their garbage and settle while the rest of the machine is checked (its figure
-    // leaves the guard's own processes out): both only watch, for 100 ms or more. With a planted slowdown each
-    // gateway first times the hash it spins with (bench/lib/guard-hooks.ts), in either tier.
-    const headers = {
-      ...(TIER.gcBeforeRound ? { 'x-guard-gc': '1' } : {}),
-      ...(slowdown.size > 0 ? { 'x-guard-calibrate': '1' } : {}),
-    };
-    const collected =
-      Object.keys(headers).length > 0
-        ? Promise.all(
-            sides.map(async (side) => {
-              const res = await side.pool.request({ method: 'GET', path: '/readyz', headers });
-              await res.body.dump();
-            }),
-          )
-        : Promise.resolve();
-    await Promise.all([collected.then(() => settle(sides.map((side) => side.proc.pid))), quiet()]);
+    // A measured round's gateways collect their garbage and settle while the rest of the machine is checked (its
+    // figure leaves the guard's own processes out): both only watch, for 100 ms or more. With a planted slowdown each
+    // gateway first times the hash it spins with (bench/lib/guard-hooks.ts), in either tier. An unmeasured round
+    // (share < 1) only sizes the rounds and gives a first cost to plant on: it starts at once, which saves a quarter
+    // of a second a round (decision 131). What else used the machine during it is still checked, as for any round.
+    if (share === 1) await ready(sides);
     const others = othersSince();
     const started = sides.map((side) => processCpu(side.proc.pid));
     let stop = false;
