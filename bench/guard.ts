@@ -263,12 +263,13 @@ const log = (line: string) =>
  * counts it. Samples of 50 ms made it last 140 ms on average (decision 131).
  */
 async function settle(gatewayPids: number[], maxMs = 3_000): Promise<void> {
+  const sampleS = 0.025;
   const deadline = performance.now() + maxMs;
   let quiet = 0;
   while (quiet < 2 && performance.now() < deadline) {
     const before = gatewayPids.map(processCpu);
-    await sleep(25);
-    quiet = gatewayPids.every((pid, i) => processCpu(pid) - before[i]! < 0.05 * 0.025) ? quiet + 1 : 0;
+    await sleep(sampleS * 1000);
+    quiet = gatewayPids.every((pid, i) => processCpu(pid) - before[i]! < 0.05 * sampleS) ? quiet + 1 : 0;
   }
 }
 
