@@ -14,13 +14,15 @@
  * than give a verdict.
  * It prints a table (µs per operation on each side, the per-round ratios' mean without the highest and the lowest
  * eighth of the rounds, from five rounds on, at least one each way, and its spread: the larger of twice its standard
- * error and the pairs' half range, narrower as rounds are added) and exits 1 when a path is slower by more than its spread plus the tier's
- * tolerance (2 %, 3 % optimised); 2 when it could not measure; 3 when it has no verdict: the machine stayed busy, or a
- * path, after up to four sets of rounds, was neither slower nor "same" (its ratio plus its spread under 1.05: a 5 %
- * loss ruled out; baseline tier, decision 114). A path that is not slower takes its rounds again, up to four sets in
- * all, until its ratio's standard error is ±0.6 % (decision 125): about 60 s on 2 cores when the host is quiet, and
- * longer when it is not. On a quiet machine the same tree reads within ±2 % on every path and a tree planted with 5 %
- * more CPU per request is flagged on every path (decision 084; test/bench/guard.test.ts).
+ * error and the pairs' half range, narrower as rounds are added) and exits 1 when a path is slower by more than its
+ * spread plus the tier's tolerance (2 %, 3 % optimised); 2 when it could not measure; 3 when it has no verdict: the
+ * machine stayed busy, or a path, after the sets of rounds it had time for, was neither slower nor "same" (its ratio
+ * plus its spread under 1.05: a 5 % loss ruled out; baseline tier, decision 114). Once every path has its first set, a
+ * path that is not slower takes more rounds, half a set at a time and up to four sets in all, until its ratio's
+ * standard error is ±0.6 % (decision 125), while they still fit in 72 s of run (LIMIT_S, decision 132): about 60 s on 2
+ * cores when the host is quiet, and never over 75 s unless the machine is busy. On a quiet machine the same tree reads within ±2 % on every
+ * path and a tree planted with 5 % more CPU per request is flagged on every path (decision 084;
+ * test/bench/guard.test.ts).
  *
  * Options: --against <ref> (`.` measures the working tree against itself), --tree <ref> (measure that commit in the
  * working tree's place: a bisection between two commits), --tier baseline|optimizing, --rounds <n> (default 8
@@ -96,15 +98,21 @@ const OPS: Record<PathName, number> = { mutation: 400, tree: 800, intake: 600, d
  */
 const ROUND_CPU_S = 0.4;
 /**
- * Seconds from the first quiet check to the table, at most, that the measured rounds are sized to: with 1 in flight a
- * round's wall time is its operations' whole latency (the driver, the upstream stub, the disk's syncs), which a slow
- * host stretches more than the CPU that ROUND_CPU_S bounds. So each path's rounds also take no more operations than
- * fit in what is left of this budget, shared among the paths still to measure, at the wall time per operation its
- * unmeasured rounds took (the 2026-12-01 host ran the guard 79–93 s with the CPU bound alone). 62 s since the
- * unmeasured rounds start at once and a round settles in 50 ms (decision 131): 70 s before, when getting a round ready
- * took a third of a run.
+ * Seconds of the guard's run (from its process's start, less any wait for a quiet machine before the first round) by
+ * which every path's first set of measured rounds should end: with 1 in flight a round's wall time is its operations'
+ * whole latency (the driver, the upstream stub, the disk's syncs), which a slow host stretches more than the CPU that
+ * ROUND_CPU_S bounds. So each path's rounds also take no more operations than fit in what is left of this budget,
+ * shared among the paths still to measure, at the wall time per operation its unmeasured rounds took (the 2026-12-01
+ * host ran the guard 79–93 s with the CPU bound alone). What is left to LIMIT_S, ~17 s, is for the rounds taken again
+ * (decision 132).
  */
-const BUDGET_S = 62;
+const BUDGET_S = 54;
+/**
+ * Seconds of the run by which the last set of rounds ends, whatever the host's noise: a path not read to PRECISION
+ * takes its rounds again only while a set (as long as its last one) fits before this. With the ~1 s the guard takes to
+ * stop its processes, `npm run bench:guard` stays under 75 s unless the machine is busy (its waits are not counted).
+ */
+const LIMIT_S = 72;
 /** Each path's measured operations per round on this host (see ROUND_CPU_S), set after its unmeasured rounds. */
 const roundOps = new Map<PathName, number>();
 /**
@@ -201,7 +209,8 @@ const SEES = TIER.sees;
 /**
  * The standard error a path's ratio is read to unless it reads slower (decision 125): a path neither slower nor read
  * that closely has its rounds taken once more, all sets read together, up to MAX_SETS, so that a same tree reads
- * within the tolerance of 1 on a noisy host too; such a host costs time instead (6–9 s a path and set). The optimising
+ * within the tolerance of 1 on a noisy host too; such a host costs time instead (3–9 s a path and set), until LIMIT_S
+ * leaves no room for another set (the guard then says which path it read less closely). The optimising
  * tier claims no 5 % and no precision (its processes keep a luck of their own), so it never measures again.
  */
 const PRECISION = TIER.precision;
@@ -252,9 +261,13 @@ const slowdown = (() => {
   return out;
 })();
 
-const startedAt = Date.now();
-const log = (line: string) =>
-  process.stderr.write(`[${((Date.now() - startedAt) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
+/** Seconds since the guard's process started (tsx compiles it first): the time printed. */
+const lifeS = () => performance.now() / 1000;
+/** Seconds spent in the quiet check before the first round: BUDGET_S and LIMIT_S do not count them. */
+let waitedS = 0;
+/** Seconds of the guard's run so far, as BUDGET_S and LIMIT_S count them. */
+const runS = () => lifeS() - waitedS;
+const log = (line: string) => process.stderr.write(`[${lifeS().toFixed(0).padStart(3)} s] ${line}\n`);
 
 /**
  * Until the round's gateways use under 5 % of a core for two 25 ms samples in a row (at most `maxMs`): a round must
@@ -314,6 +327,18 @@ async function snapshot(ref: string): Promise<Snapshot> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-guard-'));
   execSync(`git -C ${JSON.stringify(ROOT)} archive ${sha} | tar -x -C ${JSON.stringify(dir)}`);
   return compiled(dir, `${ref} (${sha.slice(0, 7)})`);
+}
+
+/** A path's measured rounds so far, its row from them, and what plants on a round. */
+interface Taken {
+  p: PathName;
+  byRound: Figures[];
+  row?: GuardRow;
+  /** The wall time of a round in its last run of rounds. */
+  roundS: number;
+  /** More rounds would have ended after LIMIT_S. */
+  outOfTime?: boolean;
+  plant: (round: Figures) => void;
 }
 
 interface Side {
@@ -672,8 +697,9 @@ async function main(): Promise<void> {
   const place = placement();
   if (place.pinned) pin(process.pid, place.driver!);
   const load = loadAverage();
+  const quietAt = lifeS();
   await quiet();
-  const begun = performance.now();
+  waitedS = lifeS() - quietAt;
   const ref = await snapshot(cli.against!);
   const own = await snapshot(cli.tree!).catch((err: unknown) => {
     ref.cleanup();
@@ -727,7 +753,7 @@ async function main(): Promise<void> {
     log(`${sides.length} gateways up`);
     await warmUp(sides, place);
     log(`warm: ${paths.map((p) => `${Math.round(WARMUP_OPS[p] * warmScale)} ${p}`).join(', ')} operations a gateway`);
-    const rows: GuardRow[] = [];
+    const taken: Taken[] = [];
     for (const p of paths) {
       // The planted slowdown (BENCH_GUARD_SLOWDOWN) is a share of what the ref's side of the same pair cost in the
       // round before: the working tree's side really costs that share more than the ref, however the cost drifts.
@@ -747,7 +773,7 @@ async function main(): Promise<void> {
       const unmeasuredOps = pairs.length * 2 * Math.round(OPS[p] * opsScale * UNMEASURED_SHARE);
       const wallPerOp = (performance.now() - unmeasuredAt) / 1000 / unmeasuredOps;
       const pathsLeft = paths.length - paths.indexOf(p);
-      const leftS = Math.max(0, BUDGET_S - (performance.now() - begun) / 1000) / pathsLeft;
+      const leftS = Math.max(0, BUDGET_S - runS()) / pathsLeft;
       roundOps.set(
         p,
         Math.min(
@@ -758,43 +784,64 @@ async function main(): Promise<void> {
           Math.max((OPS[p] * opsScale) / 4, leftS / (rounds * 2 * wallPerOp)),
         ),
       );
-      /** µs per operation of each side, by round; and which pair measured each round. */
-      const byRound: Figures[] = [];
-      const measure = async () => {
-        for (let r = 0; r < rounds; r++) {
-          const pair = r % PAIRS;
-          const [tree, refSide] = pairs[pair]!;
-          // Which side the driver serves first alternates, so that its order falls on both.
-          const [t, f] =
-            Math.floor(r / PAIRS) % 2 === 0
-              ? await round([tree, refSide], p)
-              : (await round([refSide, tree], p)).reverse();
-          byRound.push({ tree: t! * 1e6, ref: f! * 1e6, pair });
-          plant(pairs[pair]!, f!);
-        }
-      };
-      await measure();
-      let row = rowOf(p, byRound, VERDICT);
-      for (let set = 1; set < MAX_SETS && !settled(row, PRECISION); set++) {
-        const why = row.unresolved
-          ? `neither more than ${TOLERANCE * 100} % slower nor ${SEES * 100} % ruled out`
-          : `read to ±${(row.error * 100).toFixed(2)} %, not ±${(PRECISION * 100).toFixed(1)} %`;
-        log(`${p}: ${row.ratio.toFixed(3)} ± ${(row.spread * 100).toFixed(1)} %, ${why}: ${rounds} more rounds`);
-        await measure();
-        row = rowOf(p, byRound, VERDICT);
-      }
-      rows.push(row);
-      // Each round's ratio, and each pair's median: what a wide spread came from.
-      log(
-        `${p}: working tree ${row.treeUs.toFixed(1)} µs/op, ref ${row.refUs.toFixed(1)} µs/op, ${Math.round(roundOps.get(p)!)} operations a round; ratio ${row.ratio.toFixed(3)} read to ±${(row.error * 100).toFixed(2)} %; ratios by round ${byRound.map((f) => (f.tree / f.ref).toFixed(3)).join(' ')}, by pair ${row.pairRatios.map((r) => r.toFixed(3)).join(' ')}`,
-      );
+      const t: Taken = { p, byRound: [], roundS: 0, plant: (f) => plant(pairs[f.pair]!, f.ref / 1e6) };
+      taken.push(t);
+      await measureRounds(t, rounds);
     }
+    /**
+     * `n` more rounds of a path, the pairs in turn; each round plants on the ref's cost in it. Which side the driver
+     * serves first alternates from round to round of a pair, and half the pairs start with the other side, so that
+     * the driver's order falls on both sides in every run of PAIRS rounds (a set taken again is half a set).
+     */
+    async function measureRounds(t: Taken, n: number): Promise<void> {
+      const at = performance.now();
+      for (let i = 0; i < n; i++) {
+        const r = t.byRound.length;
+        const pair = r % PAIRS;
+        const [tree, refSide] = pairs[pair]!;
+        const [s, f] =
+          (Math.floor(r / PAIRS) + (pair < PAIRS / 2 ? 0 : 1)) % 2 === 0
+            ? await round([tree, refSide], t.p)
+            : (await round([refSide, tree], t.p)).reverse();
+        const figures = { tree: s! * 1e6, ref: f! * 1e6, pair };
+        t.byRound.push(figures);
+        t.plant(figures);
+      }
+      t.roundS = (performance.now() - at) / 1000 / n;
+      t.row = rowOf(t.p, t.byRound, VERDICT);
+    }
+    // Then a path not read closely enough takes half a set of rounds more, the paths without a verdict first and then
+    // the least closely read, while those rounds fit before LIMIT_S.
+    const more = Math.max(1, Math.round(rounds / 2));
+    for (;;) {
+      const due = taken
+        .filter((t) => !settled(t.row!, PRECISION) && t.byRound.length < rounds * MAX_SETS && !t.outOfTime)
+        .sort((a, b) => Number(b.row!.unresolved) - Number(a.row!.unresolved) || b.row!.error - a.row!.error);
+      const t = due[0];
+      if (!t) break;
+      const row = t.row!;
+      const why = row.unresolved
+        ? `neither more than ${TOLERANCE * 100} % slower nor ${SEES * 100} % ruled out`
+        : `read to ±${(row.error * 100).toFixed(2)} %, not ±${(PRECISION * 100).toFixed(1)} %`;
+      t.outOfTime = runS() + more * t.roundS > LIMIT_S;
+      log(
+        `${t.p}: ${row.ratio.toFixed(3)} ± ${(row.spread * 100).toFixed(1)} % after ${t.byRound.length} rounds, ${why}${t.outOfTime ? `; no time left for ${more} more rounds` : `: ${more} more rounds`}`,
+      );
+      if (!t.outOfTime) await measureRounds(t, more);
+    }
+    const rows = taken.map((t) => t.row!);
+    // Each round's ratio, and each pair's median: what a wide spread came from.
+    rows.forEach((row, i) =>
+      log(
+        `${row.path}: working tree ${row.treeUs.toFixed(1)} µs/op, ref ${row.refUs.toFixed(1)} µs/op, ${Math.round(roundOps.get(taken[i]!.p)!)} operations a round; ratio ${row.ratio.toFixed(3)} read to ±${(row.error * 100).toFixed(2)} %; ratios by round ${taken[i]!.byRound.map((f) => (f.tree / f.ref).toFixed(3)).join(' ')}, by pair ${row.pairRatios.map((r) => r.toFixed(3)).join(' ')}`,
+      ),
+    );
     // The paths whose rounds were taken more than once (see PRECISION).
     const remeasured = rows.filter((r) => r.treeRounds.length > rounds).map((r) => `${r.path} ${r.treeRounds.length}`);
-    const elapsed = (Date.now() - startedAt) / 1000;
+    const elapsed = lifeS();
     const table = render(rows, ref.label, own.label);
     process.stdout.write(
-      `\nbench:guard — gateway CPU per operation (${cli.tier} tier), ${rounds} rounds, both sides at once, ${PAIRS} pairs of processes in turn, ${CONCURRENCY} in flight; load average ${load} at start; ${disturbedRounds} rounds measured again${remeasured.length ? `; rounds taken again (see PRECISION): ${remeasured.join(', ')}` : ''}; ${elapsed.toFixed(0)} s\n\n${table}\n\n`,
+      `\nbench:guard — gateway CPU per operation (${cli.tier} tier), ${rounds} rounds, both sides at once, ${PAIRS} pairs of processes in turn, ${CONCURRENCY} in flight; load average ${load} at start; ${disturbedRounds} rounds measured again${remeasured.length ? `; rounds taken again (see PRECISION): ${remeasured.join(', ')}` : ''}; ${elapsed.toFixed(0)} s${waitedS >= 1 ? ` (${waitedS.toFixed(0)} s of them waiting for a quiet machine)` : ''}\n\n${table}\n\n`,
     );
     if (cli.json)
       fs.writeFileSync(
@@ -822,7 +869,7 @@ async function main(): Promise<void> {
       );
     if (unresolved.length)
       process.stdout.write(
-        `no verdict on ${unresolved.map((r) => `${r.path} (${r.ratio.toFixed(3)} ± ${(r.spread * 100).toFixed(1)} %)`).join(', ')}: after ${rounds * MAX_SETS} rounds neither more than ${TOLERANCE * 100} % slower nor a ${SEES * 100} % loss ruled out; run it again on a quiet machine\n`,
+        `no verdict on ${unresolved.map((r) => `${r.path} (${r.ratio.toFixed(3)} ± ${(r.spread * 100).toFixed(1)} % after ${r.treeRounds.length} rounds)`).join(', ')}: neither more than ${TOLERANCE * 100} % slower nor a ${SEES * 100} % loss ruled out; run it again on a quiet machine\n`,
       );
     if (!slower.length && !unresolved.length)
       process.stdout.write(
@@ -832,7 +879,7 @@ async function main(): Promise<void> {
     const rough = rows.filter((r) => !settled(r, PRECISION) && !r.unresolved);
     if (rough.length)
       process.stdout.write(
-        `after ${rounds * MAX_SETS} rounds the host's noise left ${rough.map((r) => `${r.path} read to ±${(r.error * 100).toFixed(2)} %`).join(', ')}, not ±${(PRECISION * 100).toFixed(1)} %\n`,
+        `in the rounds the guard had time for, the host's noise left ${rough.map((r) => `${r.path} read to ±${(r.error * 100).toFixed(2)} % (${r.treeRounds.length} rounds)`).join(', ')}, not ±${(PRECISION * 100).toFixed(1)} %\n`,
       );
     // A path proven slower is the verdict that matters most; otherwise a path without one leaves the run without one.
     process.exitCode = slower.length ? 1 : unresolved.length ? 3 : 0;
