@@ -52,7 +52,15 @@ export async function compileBeside(checkout: string): Promise<string> {
   return 'src/main.js';
 }
 
-/** One TypeScript module compiled alone into `outfile` (ES module), for `node --import` without tsx. */
+/** One TypeScript module and what it imports, bundled into `outfile` (ES module), for `node --import` without tsx. */
 export async function compileModule(source: string, outfile: string): Promise<void> {
-  await build({ entryPoints: [source], outfile, format: 'esm', platform: 'node', target: 'node20', logLevel: 'error' });
+  await build({
+    entryPoints: [source],
+    outfile,
+    bundle: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    logLevel: 'error',
+  });
 }

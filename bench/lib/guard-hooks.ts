@@ -10,6 +10,8 @@
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 
+import { SpinRate } from './spin-rate.js';
+
 const emit = http.Server.prototype.emit;
 
 /**
@@ -22,19 +24,15 @@ const emit = http.Server.prototype.emit;
  * the planted 5 % read 80-215 % on Node 26); the process's clock (`process.cpuUsage`) moves by the µs but counts the
  * other threads, which ended a spin early by their share (a planted 5 % read 2.8 % on the delivery on Node 26).
  *
- * So a spin hashes a number of blocks, and is timed on the process's clock after the fact: the blocks a µs of the
- * next spin are those of the last RECENT spins together, so that the spins spend their asks on average, and another
- * thread's work in one of them moves the next ones little. Until the first spin, they are a timing of 2 MiB taken
- * while the gateway is idle (before a round, when the guard asks). That timing alone sized every spin before decision
- * 130: the hash ran about twice as fast in it as in a request, and the spins spent 1.6-1.85 times their ask.
+ * So a spin hashes a number of blocks, and is timed on the process's clock after the fact: the blocks a µs of the next
+ * spin are those of the last spins together (bench/lib/spin-rate.ts), so that the spins spend their asks on average,
+ * and another thread's work in one of them moves the next ones little. Until the first spin, they are a timing of 2 MiB
+ * taken while the gateway is idle (before a round, when the guard asks). That timing alone sized every spin before
+ * decision 130: the hash ran about twice as fast in it as in a request, and the spins spent 1.6-1.85 times their ask.
  */
 const BLOCK = Buffer.alloc(4 * 1024, 0x5a);
 const HASH = createHash('sha256');
-const RECENT = 16;
-const recentBlocks: number[] = [];
-const recentUs: number[] = [];
-let nextRecent = 0;
-let blocksPerUs = 0;
+const rate = new SpinRate();
 
 /** Hashes `blocks` blocks; returns what that took, in µs of the process's CPU. */
 function timedSpin(blocks: number): number {
@@ -46,22 +44,15 @@ function timedSpin(blocks: number): number {
 
 /** Times the hash while the gateway is idle, the fastest of three (another thread's work only slows one), once. */
 function calibrate(): void {
-  if (blocksPerUs > 0) return;
+  if (rate.rate > 0) return;
   const blocks = (2 * 1024 * 1024) / BLOCK.length;
-  blocksPerUs = blocks / Math.max(1, Math.min(timedSpin(blocks), timedSpin(blocks), timedSpin(blocks)));
+  rate.seed(blocks / Math.max(1, Math.min(timedSpin(blocks), timedSpin(blocks), timedSpin(blocks))));
 }
-
-const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
 
 function spin(us: number): void {
   calibrate();
-  const blocks = Math.round(us * blocksPerUs);
-  if (blocks === 0) return;
-  recentBlocks[nextRecent] = blocks;
-  recentUs[nextRecent] = timedSpin(blocks);
-  nextRecent = (nextRecent + 1) % RECENT;
-  const spent = sum(recentUs);
-  if (spent > 0) blocksPerUs = sum(recentBlocks) / spent;
+  const blocks = rate.blocksFor(us);
+  rate.record(blocks, timedSpin(blocks));
 }
 
 /** A full collection, when the guard started the gateway with `--expose-gc` and asks for one before a round. */
