@@ -34,6 +34,13 @@ export function gatewayEnv(o: { port: number; dataDir: string; stubUrl: string }
   };
 }
 
+/** `NAME=VALUE[,NAME=VALUE]` (an experiment's `--env`) as an environment; empty for none. */
+export function envPairs(raw: string | undefined): Record<string, string> {
+  return Object.fromEntries(
+    (raw ? raw.split(',') : []).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+  );
+}
+
 export interface BenchOptions {
   /** Length of one measurement. */
   durationMs: number;
