@@ -3,15 +3,16 @@
  *
  * The ref (default HEAD~1) is unpacked with `git archive` into a temporary folder that reuses this checkout's
  * node_modules, and the working tree's sources are copied into another; each is compiled to JavaScript beside its
- * sources (esbuild, ~0.3 s), so that the gateways start without tsx (decision 125). Each side (the working tree and the ref) runs as four gateway processes (--pairs) with the same
- * upstream stub and the same requests, their databases in memory (/dev/shm). The gateways run V8's baseline tier by
- * default (no optimising compiler, `--tier`; see TIERS): a process of it keeps little luck of its own (up to ~2.5 %
- * on Node 26, which the four pairs average out: decision 114), where an optimised one keeps up to 5 % for its life. First every gateway warms every path (16 in flight, on both cores). Then, on the
- * server's core, a round drives one pair, both sides at once with one operation in flight each, from a full
- * collection on both, and the pairs take turns. What is compared is the gateway's **CPU time per operation** (every
- * thread of its process, from /proc), which a shared machine disturbs far less than throughput. Before each measured
- * round the guard waits until nothing else uses the machine; when that does not come, it says so and exits 3 rather
- * than give a verdict.
+ * sources (esbuild, ~0.3 s), so that the gateways start without tsx (decision 125). Each side (the working tree and the
+ * ref) runs as four gateway processes (--pairs) with the same upstream stub and the same requests, their databases in
+ * memory (/dev/shm). The gateways run V8's baseline tier by default (no optimising compiler, `--tier`; see TIERS): a
+ * process of it keeps little luck of its own (up to ~2.5 % on Node 26, which the four pairs average out: decision 114),
+ * where an optimised one keeps up to 5 % for its life. First every gateway warms every path (16 in flight, on both
+ * cores). Then, on the server's core, a round drives one pair, both sides at once with one operation in flight each,
+ * from a full collection on both, and the pairs take turns. What is compared is the gateway's **CPU time per
+ * operation** (every thread of its process, from /proc), which a shared machine disturbs far less than throughput.
+ * Before each measured round the guard waits until nothing else uses the machine; when that does not come, it says so
+ * and exits 3 rather than give a verdict.
  * It prints a table (µs per operation on each side, the per-round ratios' mean without the highest and the lowest
  * eighth of the rounds, from five rounds on, at least one each way, and its spread: the larger of twice its standard
  * error and the pairs' half range, narrower as rounds are added) and exits 1 when a path is slower by more than its
@@ -20,8 +21,8 @@
  * plus its spread under 1.05: a 5 % loss ruled out; baseline tier, decision 114). Once every path has its first set, a
  * path that is not slower takes more rounds, half a set at a time and up to four sets in all, until its ratio's
  * standard error is ±0.6 % (decision 125), while they still fit in 72 s of run (LIMIT_S, decision 132): about 60 s on 2
- * cores when the host is quiet, and never over 75 s unless the machine is busy. On a quiet machine the same tree reads within ±2 % on every
- * path and a tree planted with 5 % more CPU per request is flagged on every path (decision 084;
+ * cores when the host is quiet, and never over 75 s unless the machine is busy. On a quiet machine the same tree reads
+ * within ±2 % on every path and a tree planted with 5 % more CPU per request is flagged on every path (decision 084;
  * test/bench/guard.test.ts).
  *
  * Options: --against <ref> (`.` measures the working tree against itself), --tree <ref> (measure that commit in the
@@ -108,8 +109,8 @@ const ROUND_CPU_S = 0.4;
  */
 const BUDGET_S = 54;
 /**
- * Seconds of the run by which the last set of rounds ends, whatever the host's noise: a path not read to PRECISION
- * takes its rounds again only while a set (as long as its last one) fits before this. With the ~1 s the guard takes to
+ * Seconds of the run by which the last rounds end, whatever the host's noise: a path not read to PRECISION takes more
+ * rounds only while half a set (at its last rounds' pace) fits before this. With the ~1 s the guard takes to
  * stop its processes, `npm run bench:guard` stays under 75 s unless the machine is busy (its waits are not counted).
  */
 const LIMIT_S = 72;
@@ -117,18 +118,18 @@ const LIMIT_S = 72;
 const roundOps = new Map<PathName, number>();
 /**
  * Which of V8's compilers the gateways run with (--tier), and what that tier needs.
- * - `baseline` (default): V8's interpreter and its baseline compiler only (`--no-turbofan --no-maglev`). No function
- *   is optimised, so a process's cost holds still after a short warm-up (the caches, the heap, SQLite's pages) and
- *   no process has a luck of its own from what its optimising compiler happened to decide and when: two processes of
- *   the same code read within about 1 % of each other on Node 20 (up to ~2.5 % on Node 26: decision 114), where
- *   optimised processes read up to 5 % apart for their whole life (decision 084). The young generation has the fixed size a busy process grows it to (16 MB a
- *   semi-space, V8's largest by default), so that no process keeps a luck of its own from when V8 grew it, and each
- *   round starts from a full collection on both sides (`--expose-gc`, asked through bench/lib/guard-hooks.ts, not
- *   counted), so that an old-generation collection does not fall into one side's round and not the other's (it moved
- *   single rounds by 13–25 %); the scavenges a round's own garbage causes are counted (decision 085: on Node 26,
- *   without the fixed size, pairs of processes read up to 3.3 % apart for their whole life).
- *   The JavaScript costs about 1.5 times what it costs optimised; native work (SQLite, the system calls, hashing,
- *   JSON) costs the same, so a loss in native work reads smaller here by up to that factor.
+ * - `baseline` (default): V8's interpreter and its baseline compiler only (`--no-turbofan --no-maglev`). No function is
+ *   optimised, so a process's cost holds still after a short warm-up (the caches, the heap, SQLite's pages) and no
+ *   process has a luck of its own from what its optimising compiler happened to decide and when: two processes of the
+ *   same code read within about 1 % of each other on Node 20 (up to ~2.5 % on Node 26: decision 114), where optimised
+ *   processes read up to 5 % apart for their whole life (decision 084). The young generation has the fixed size a busy
+ *   process grows it to (16 MB a semi-space, V8's largest by default), so that no process keeps a luck of its own from
+ *   when V8 grew it, and each round starts from a full collection on both sides (`--expose-gc`, asked through
+ *   bench/lib/guard-hooks.ts, not counted), so that an old-generation collection does not fall into one side's round
+ *   and not the other's (it moved single rounds by 13–25 %); the scavenges a round's own garbage causes are counted
+ *   (decision 085: on Node 26, without the fixed size, pairs of processes read up to 3.3 % apart for their whole life).
+ *   The JavaScript costs about 1.5 times what it costs optimised; native work (SQLite, the system calls, hashing, JSON)
+ *   costs the same, so a loss in native work reads smaller here by up to that factor.
  * - `optimizing`: V8 as `npm start` runs it: the production cost, with each process's luck (decision 075).
  */
 const TIERS = {
@@ -208,10 +209,10 @@ const TOLERANCE = TIER.tolerance;
 const SEES = TIER.sees;
 /**
  * The standard error a path's ratio is read to unless it reads slower (decision 125): a path neither slower nor read
- * that closely has its rounds taken once more, all sets read together, up to MAX_SETS, so that a same tree reads
- * within the tolerance of 1 on a noisy host too; such a host costs time instead (3–9 s a path and set), until LIMIT_S
- * leaves no room for another set (the guard then says which path it read less closely). The optimising
- * tier claims no 5 % and no precision (its processes keep a luck of their own), so it never measures again.
+ * that closely takes more rounds, half a set at a time, all read together, up to MAX_SETS sets, so that a same tree
+ * reads within the tolerance of 1 on a noisy host too; such a host costs time instead (2–5 s a path and half set),
+ * until LIMIT_S leaves no room for more (the guard then says which path it read less closely). The optimising tier
+ * claims no 5 % and no precision (its processes keep a luck of their own), so it never measures again.
  */
 const PRECISION = TIER.precision;
 /** Sets of `--rounds` rounds a path takes at most (see PRECISION). */
@@ -812,7 +813,7 @@ async function main(): Promise<void> {
     }
     // Then a path not read closely enough takes half a set of rounds more, the paths without a verdict first and then
     // the least closely read, while those rounds fit before LIMIT_S.
-    const more = Math.max(1, Math.round(rounds / 2));
+    const halfSet = Math.max(1, Math.round(rounds / 2));
     for (;;) {
       const due = taken
         .filter((t) => !settled(t.row!, PRECISION) && t.byRound.length < rounds * MAX_SETS && !t.outOfTime)
@@ -823,11 +824,11 @@ async function main(): Promise<void> {
       const why = row.unresolved
         ? `neither more than ${TOLERANCE * 100} % slower nor ${SEES * 100} % ruled out`
         : `read to ±${(row.error * 100).toFixed(2)} %, not ±${(PRECISION * 100).toFixed(1)} %`;
-      t.outOfTime = runS() + more * t.roundS > LIMIT_S;
+      t.outOfTime = runS() + halfSet * t.roundS > LIMIT_S;
       log(
-        `${t.p}: ${row.ratio.toFixed(3)} ± ${(row.spread * 100).toFixed(1)} % after ${t.byRound.length} rounds, ${why}${t.outOfTime ? `; no time left for ${more} more rounds` : `: ${more} more rounds`}`,
+        `${t.p}: ${row.ratio.toFixed(3)} ± ${(row.spread * 100).toFixed(1)} % after ${t.byRound.length} rounds, ${why}${t.outOfTime ? `; no time left for ${halfSet} more rounds` : `: ${halfSet} more rounds`}`,
       );
-      if (!t.outOfTime) await measureRounds(t, more);
+      if (!t.outOfTime) await measureRounds(t, halfSet);
     }
     const rows = taken.map((t) => t.row!);
     // Each round's ratio, and each pair's median: what a wide spread came from.
