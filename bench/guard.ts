@@ -755,6 +755,28 @@ async function main(): Promise<void> {
     await warmUp(sides, place);
     log(`warm: ${paths.map((p) => `${Math.round(WARMUP_OPS[p] * warmScale)} ${p}`).join(', ')} operations a gateway`);
     const taken: Taken[] = [];
+    /**
+     * `n` more rounds of a path, the pairs in turn; each round plants on the ref's cost in it. Which side the driver
+     * serves first alternates from round to round of a pair, and half the pairs start with the other side, so that
+     * the driver's order falls on both sides in every run of PAIRS rounds (a set taken again is half a set).
+     */
+    async function measureRounds(t: Taken, n: number): Promise<void> {
+      const at = performance.now();
+      for (let i = 0; i < n; i++) {
+        const r = t.byRound.length;
+        const pair = r % PAIRS;
+        const [tree, refSide] = pairs[pair]!;
+        const [s, f] =
+          (Math.floor(r / PAIRS) + (pair < PAIRS / 2 ? 0 : 1)) % 2 === 0
+            ? await round([tree, refSide], t.p)
+            : (await round([refSide, tree], t.p)).reverse();
+        const figures = { tree: s! * 1e6, ref: f! * 1e6, pair };
+        t.byRound.push(figures);
+        t.plant(figures);
+      }
+      t.roundS = (performance.now() - at) / 1000 / n;
+      t.row = rowOf(t.p, t.byRound, VERDICT);
+    }
     for (const p of paths) {
       // The planted slowdown (BENCH_GUARD_SLOWDOWN) is a share of what the ref's side of the same pair cost in the
       // round before: the working tree's side really costs that share more than the ref, however the cost drifts.
@@ -788,28 +810,6 @@ async function main(): Promise<void> {
       const t: Taken = { p, byRound: [], roundS: 0, plant: (f) => plant(pairs[f.pair]!, f.ref / 1e6) };
       taken.push(t);
       await measureRounds(t, rounds);
-    }
-    /**
-     * `n` more rounds of a path, the pairs in turn; each round plants on the ref's cost in it. Which side the driver
-     * serves first alternates from round to round of a pair, and half the pairs start with the other side, so that
-     * the driver's order falls on both sides in every run of PAIRS rounds (a set taken again is half a set).
-     */
-    async function measureRounds(t: Taken, n: number): Promise<void> {
-      const at = performance.now();
-      for (let i = 0; i < n; i++) {
-        const r = t.byRound.length;
-        const pair = r % PAIRS;
-        const [tree, refSide] = pairs[pair]!;
-        const [s, f] =
-          (Math.floor(r / PAIRS) + (pair < PAIRS / 2 ? 0 : 1)) % 2 === 0
-            ? await round([tree, refSide], t.p)
-            : (await round([refSide, tree], t.p)).reverse();
-        const figures = { tree: s! * 1e6, ref: f! * 1e6, pair };
-        t.byRound.push(figures);
-        t.plant(figures);
-      }
-      t.roundS = (performance.now() - at) / 1000 / n;
-      t.row = rowOf(t.p, t.byRound, VERDICT);
     }
     // Then a path not read closely enough takes half a set of rounds more, the paths without a verdict first and then
     // the least closely read, while those rounds fit before LIMIT_S.

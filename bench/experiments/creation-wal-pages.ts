@@ -2,7 +2,8 @@
  * Which pages a creation writes to the WAL: the gateway (the bench's environment, SQLITE_SYNCHRONOUS=FULL, data on
  * the local disk) over the bench's upstream stub, `--warm` creations (scenario 1's createNetwork, a fresh key each)
  * and then `--n` more, `--inflight` at a time; then, the gateway idle, the frames of the commits the `--n` wrote, by
- * the b-tree each page belongs to (bench/lib/wal-frames.ts), per creation. Each frame is two `pwrite64` calls (its header, its page).
+ * the b-tree each page belongs to (bench/lib/wal-frames.ts), per creation. Each frame is two `pwrite64` calls (its
+ * header, its page).
  *
  *   npx tsx bench/experiments/creation-wal-pages.ts [--warm 3000] [--n 2000] [--inflight 32] [--env NAME=VALUE,...]
  */
@@ -57,6 +58,8 @@ try {
   if (generation > before.generation + 1)
     throw new Error(`the WAL restarted ${generation - before.generation} times meanwhile: take fewer (--n)`);
   const measured = generation === before.generation ? commits.slice(before.commits.length) : commits;
+  if (generation !== before.generation)
+    console.log('the WAL restarted once: its commits are taken as the measured ones (a later restart would drop some)');
   const frames = measured.reduce((a, c) => a + c.length, 0);
   console.log(
     `page size ${pageSize}; ${n} creations, ${inflight} in flight: ${measured.length} commits (${(n / measured.length).toFixed(2)} creations a commit), ${(frames / n).toFixed(2)} frames a creation, ${(frames / measured.length).toFixed(1)} a commit`,

@@ -28,9 +28,9 @@ export class SpinRate {
     return this.blocksPerUs;
   }
 
-  /** Sets the first rate, once: later calls keep the one the spins have since measured. */
+  /** Sets a first rate, before any spin is recorded (the hook times one while the gateway is idle, once). */
   seed(blocksPerUs: number): void {
-    if (this.blocksPerUs <= 0) this.blocksPerUs = blocksPerUs;
+    this.blocksPerUs = blocksPerUs;
   }
 
   /** The blocks to hash for an ask of `us` µs: at least one, so that every spin is timed. */
