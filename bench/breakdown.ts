@@ -36,7 +36,7 @@ import WebSocket from 'ws';
 
 import { buildGateway } from './lib/build.js';
 import { closedLoop, mainThreadCpu, processCpu } from './lib/cpu.js';
-import { API_KEY, gatewayEnv, NOTIFICATION_TOKEN, UPSTREAM_TOKEN } from './lib/env.js';
+import { API_KEY, envPairs, gatewayEnv, NOTIFICATION_TOKEN, UPSTREAM_TOKEN } from './lib/env.js';
 import { graphql } from './lib/harness.js';
 import { Inspector } from './lib/inspector.js';
 import { freePort, pin, placement, ROOT, spawnNode, waitUntilIdle, type Proc } from './lib/processes.js';
@@ -56,13 +56,7 @@ const { values: cli } = parseArgs({
 });
 const OPS = Number(cli.ops);
 const CONCURRENCY = Number(cli.concurrency);
-const GATEWAY_ENV = Object.fromEntries(
-  (cli.env ? cli.env.split(',') : []).map((pair) => {
-    const at = pair.indexOf('=');
-    if (at < 1) throw new Error(`--env wants NAME=VALUE[,NAME=VALUE], got ${JSON.stringify(pair)}`);
-    return [pair.slice(0, at).trim(), pair.slice(at + 1)];
-  }),
-);
+const GATEWAY_ENV = envPairs(cli.env);
 const ONLY = new Set(cli.only ? cli.only.split(',').map((x) => x.trim()) : ['mutation', 'tree', 'intake']);
 
 interface Frame {

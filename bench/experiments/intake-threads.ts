@@ -22,7 +22,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 
-import { gatewayEnv, NOTIFICATION_TOKEN } from '../lib/env.js';
+import { envPairs, gatewayEnv, NOTIFICATION_TOKEN } from '../lib/env.js';
 import { Inspector } from '../lib/inspector.js';
 import { freePort, placement, spawnNode, waitUntilIdle, type Proc } from '../lib/processes.js';
 import { notificationBody, WEBHOOK_PATH } from '../scenarios/webhook.js';
@@ -42,12 +42,7 @@ const { values: cli } = parseArgs({
 });
 const N = Number(cli.n);
 const ROUNDS = Number(cli.rounds);
-const EXTRA_ENV = Object.fromEntries(
-  (cli.env ? cli.env.split(',') : []).map((pair) => {
-    const at = pair.indexOf('=');
-    return [pair.slice(0, at), pair.slice(at + 1)];
-  }),
-);
+const EXTRA_ENV = envPairs(cli.env);
 const template = notificationBody();
 const headers = {
   'content-type': 'application/json',

@@ -34,10 +34,17 @@ export function gatewayEnv(o: { port: number; dataDir: string; stubUrl: string }
   };
 }
 
-/** `NAME=VALUE[,NAME=VALUE]` (an experiment's `--env`) as an environment; empty for none. */
-export function envPairs(raw: string | undefined): Record<string, string> {
+/**
+ * `NAME=VALUE[,NAME=VALUE]` (an experiment's `--env`, or a variant's settings) as an environment; empty for none. The
+ * value is everything after the first `=`; a pair without a name is refused, naming `option`.
+ */
+export function envPairs(raw: string | undefined, option = '--env'): Record<string, string> {
   return Object.fromEntries(
-    (raw ? raw.split(',') : []).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+    (raw ? raw.split(',') : []).filter(Boolean).map((pair) => {
+      const at = pair.indexOf('=');
+      if (at < 1) throw new Error(`${option} wants NAME=VALUE[,NAME=VALUE], got ${JSON.stringify(pair)}`);
+      return [pair.slice(0, at).trim(), pair.slice(at + 1)];
+    }),
   );
 }
 

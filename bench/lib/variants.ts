@@ -1,5 +1,6 @@
 import path from 'node:path';
 
+import { envPairs } from './env.js';
 import { ROOT } from './processes.js';
 
 /** One `--variant name:KEY=VALUE,…` of an experiment that runs gateways side by side. */
@@ -16,12 +17,7 @@ export function parseVariants(specs: string[] | undefined, fallback: string[]): 
   return (specs?.length ? specs : fallback).map((v) => {
     const colon = v.indexOf(':');
     const [name, settings] = colon === -1 ? [v, ''] : [v.slice(0, colon), v.slice(colon + 1)];
-    const { dir = path.join(ROOT, 'dist'), ...env } = Object.fromEntries(
-      settings
-        .split(',')
-        .filter(Boolean)
-        .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as [string, string]),
-    );
+    const { dir = path.join(ROOT, 'dist'), ...env } = envPairs(settings, '--variant');
     return { name, env, dist: path.resolve(dir) };
   });
 }
