@@ -1,16 +1,133 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
+
+/** One label set of a LabelledHistogram: its observations per bucket (the last: above every bound), sum and count. */
+interface Series {
+  readonly labels: Record<string, string>;
+  readonly counts: Float64Array;
+  sum: number;
+  count: number;
+}
+
+/**
+ * A Prometheus histogram with labels, for the observations every request makes (its HTTP duration, its upstream
+ * attempts): an observation walks one map per label and the bounds, and allocates nothing once its label set has been
+ * seen. prom-client's Histogram makes a closure, a labels object and a string key for each one, and counts in objects
+ * keyed by each bound turned into a string (~440 ns an observation in a loop, against ~35 here). What `/metrics`
+ * writes of it is what prom-client's registry writes of prom-client's Histogram given the same observations (the same
+ * values from `getForPromString` and `get`): test/metrics.test.ts holds the two texts equal.
+ */
+export class LabelledHistogram<const Names extends readonly [string, ...string[]]> {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  private readonly bounds: readonly number[];
+  private bySeries = new Map<string, unknown>();
+  private series: Series[] = [];
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly labelNames: Names,
+    buckets: readonly number[],
+    registry: Registry,
+  ) {
+    if (buckets.some((b, i) => i > 0 && !(b > buckets[i - 1]!)))
+      throw new Error(`${name}: buckets must be in increasing order`);
+    this.bounds = [...buckets];
+    registry.registerMetric(this as unknown as Metric);
+  }
+
+  /** Counts `value` under the label values given in the order of the label names. */
+  observe(values: { readonly [I in keyof Names]: string }, value: number): void {
+    if (!Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${value}`);
+    let level = this.bySeries;
+    const last = values.length - 1;
+    for (let i = 0; i < last; i++) {
+      let next = level.get(values[i]!) as Map<string, unknown> | undefined;
+      if (next === undefined) level.set(values[i]!, (next = new Map()));
+      level = next;
+    }
+    let series = level.get(values[last]!) as Series | undefined;
+    if (series === undefined) level.set(values[last]!, (series = this.add(values)));
+    const bounds = this.bounds;
+    let i = 0;
+    while (i < bounds.length && value > bounds[i]!) i++;
+    series.counts[i]! += 1;
+    series.sum += value;
+    series.count += 1;
+  }
+
+  private add(values: readonly string[]): Series {
+    const labels: Record<string, string> = {};
+    this.labelNames.forEach((name, i) => (labels[name] = values[i]!));
+    const series: Series = { labels, counts: new Float64Array(this.bounds.length + 1), sum: 0, count: 0 };
+    this.series.push(series);
+    return series;
+  }
+
+  /** The values as prom-client's Histogram gives them to the registry: each series' buckets, then its sum and count. */
+  getForPromString() {
+    const values: Array<{
+      labels: Record<string, string | number>;
+      sharedLabels: Record<string, string>;
+      value: number;
+      metricName: string;
+      exemplar: null | undefined;
+    }> = [];
+    const bucket = `${this.name}_bucket`;
+    for (const s of this.series) {
+      let below = 0;
+      this.bounds.forEach((le, i) => {
+        below += s.counts[i]!;
+        values.push({ labels: { le }, sharedLabels: s.labels, value: below, metricName: bucket, exemplar: null });
+      });
+      values.push(
+        { labels: { le: '+Inf' }, sharedLabels: s.labels, value: s.count, metricName: bucket, exemplar: null },
+        { labels: {}, sharedLabels: s.labels, value: s.sum, metricName: `${this.name}_sum`, exemplar: undefined },
+        { labels: {}, sharedLabels: s.labels, value: s.count, metricName: `${this.name}_count`, exemplar: undefined },
+      );
+    }
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+
+  /**
+   * The same with each value's labels and its series' labels in one object: what the registry's `getMetricsAsJSON`
+   * reads (the gateway's `/metrics` reads `getForPromString`).
+   *
+   * @public
+   */
+  get() {
+    const data = this.getForPromString();
+    return {
+      ...data,
+      values: data.values.map(({ labels, sharedLabels, ...rest }) => ({
+        ...rest,
+        labels: { ...labels, ...sharedLabels },
+      })),
+    };
+  }
+
+  /**
+   * Forgets every series, as the registry's `resetMetrics` asks.
+   *
+   * @public
+   */
+  reset(): void {
+    this.bySeries = new Map();
+    this.series = [];
+  }
+}
 
 /** The gateway's Prometheus metrics, one registry per gateway instance (tests run several at once). */
 export class Metrics {
   readonly registry = new Registry();
 
-  readonly upstreamDuration = new Histogram({
-    name: 'gateway_upstream_request_duration_seconds',
-    help: 'Duration of one upstream HTTP attempt, by upstream, route and status (or error code).',
-    labelNames: ['upstream', 'route', 'status'] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [this.registry],
-  });
+  readonly upstreamDuration = new LabelledHistogram(
+    'gateway_upstream_request_duration_seconds',
+    'Duration of one upstream HTTP attempt, by upstream, route and status (or error code).',
+    ['upstream', 'route', 'status'],
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    this.registry,
+  );
 
   readonly upstreamRetries = new Counter({
     name: 'gateway_upstream_retries_total',
@@ -67,13 +184,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly httpRequests = new Histogram({
-    name: 'gateway_http_request_duration_seconds',
-    help: 'Duration of HTTP requests served by the gateway, by route and status.',
-    labelNames: ['route', 'status'] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-    registers: [this.registry],
-  });
+  readonly httpRequests = new LabelledHistogram(
+    'gateway_http_request_duration_seconds',
+    'Duration of HTTP requests served by the gateway, by route and status.',
+    ['route', 'status'],
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    this.registry,
+  );
 
   readonly jwtChecks = new Counter({
     name: 'gateway_jwt_checks_total',

@@ -395,7 +395,7 @@ export class UpstreamHttp {
   /** The duration of one attempt, from `started` (performance.now()) to now, under its outcome. */
   private observe(req: UpstreamRequest, status: string, started: number): void {
     this.options.metrics.upstreamDuration.observe(
-      { upstream: this.options.name, route: req.route, status },
+      [this.options.name, req.route, status],
       (performance.now() - started) / 1000,
     );
   }
