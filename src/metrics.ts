@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client';
 
 /** One label set of a LabelledHistogram: its observations per bucket (the last: above every bound), sum and count. */
 interface Series {
@@ -9,12 +9,12 @@ interface Series {
 }
 
 /**
- * A Prometheus histogram with labels, for the observations every request makes (its HTTP duration, its upstream
- * attempts): an observation walks one map per label and the bounds, and allocates nothing once its label set has been
- * seen. prom-client's Histogram makes a closure, a labels object and a string key for each one, and counts in objects
- * keyed by each bound turned into a string (~440 ns an observation in a loop, against ~35 here). What `/metrics`
- * writes of it is what prom-client's registry writes of prom-client's Histogram given the same observations (the same
- * values from `getForPromString` and `get`): test/metrics.test.ts holds the two texts equal.
+ * A Prometheus histogram with labels, for the observation every upstream attempt makes: it walks one map per label
+ * and the bounds, and allocates nothing once its label set has been seen. prom-client's Histogram makes a closure, a
+ * labels object and a string key for each one, and counts in objects keyed by each bound turned into a string (~440 ns
+ * an observation in a loop, against ~35 here; docs/decisions/134). What `/metrics` writes of it is what prom-client's
+ * registry writes of prom-client's Histogram given the same observations (the same values from `getForPromString` and
+ * `get`): test/metrics.test.ts holds the two texts equal.
  */
 export class LabelledHistogram<const Names extends readonly [string, ...string[]]> {
   readonly type = 'histogram';
@@ -184,13 +184,18 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly httpRequests = new LabelledHistogram(
-    'gateway_http_request_duration_seconds',
-    'Duration of HTTP requests served by the gateway, by route and status.',
-    ['route', 'status'],
-    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-    this.registry,
-  );
+  /**
+   * prom-client's Histogram, not a LabelledHistogram: every request observes it, the mobile-ID webhook's too, and
+   * there the gateway's own class would be one more of the gateway's files on the webhook-to-subscriber path
+   * (test/events/event-path-files.test.ts, docs/architecture.md) for ~2 µs a request (docs/decisions/134).
+   */
+  readonly httpRequests = new Histogram({
+    name: 'gateway_http_request_duration_seconds',
+    help: 'Duration of HTTP requests served by the gateway, by route and status.',
+    labelNames: ['route', 'status'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
 
   readonly jwtChecks = new Counter({
     name: 'gateway_jwt_checks_total',
