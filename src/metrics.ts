@@ -10,11 +10,12 @@ interface Series {
 
 /**
  * A Prometheus histogram with labels, for the observation every upstream attempt makes: it walks one map per label
- * and the bounds, and allocates nothing once its label set has been seen. prom-client's Histogram makes a closure, a
- * labels object and a string key for each one, and counts in objects keyed by each bound turned into a string (~440 ns
- * an observation in a loop, against ~35 here; docs/decisions/134). What `/metrics` writes of it is what prom-client's
- * registry writes of prom-client's Histogram given the same observations (the same values from `getForPromString` and
- * `get`): test/metrics.test.ts holds the two texts equal.
+ * and the bounds, and allocates nothing itself once its label set has been seen (the caller's tuple of values
+ * aside). prom-client's Histogram makes a closure, a labels object and a string key for each one, and counts in
+ * objects keyed by each bound turned into a string (~440 ns an observation in a loop, against ~35 here;
+ * docs/decisions/134). What `/metrics` writes of it is what prom-client's registry writes of prom-client's Histogram
+ * given the same observations (the same values from `getForPromString` and `get`): test/metrics.test.ts holds the
+ * two texts equal.
  */
 export class LabelledHistogram<const Names extends readonly [string, ...string[]]> {
   readonly type = 'histogram';

@@ -5,10 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { LabelledHistogram } from '../src/metrics.js';
 
 /**
- * The request-path histograms are the gateway's own LabelledHistogram, not prom-client's Histogram: what `/metrics`
- * writes of them (and the registry's JSON) must stay what prom-client's Histogram gives for the same observations,
- * or dashboards and alerts over gateway_http_request_duration_seconds and gateway_upstream_request_duration_seconds
- * would read other figures.
+ * The upstream attempts' histogram is the gateway's own LabelledHistogram, not prom-client's Histogram: what `/metrics`
+ * writes of it (and the registry's JSON) must stay what prom-client's Histogram gives for the same observations, or
+ * dashboards and alerts over gateway_upstream_request_duration_seconds would read other figures.
  */
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const NAMES = ['upstream', 'route', 'status'] as const;
