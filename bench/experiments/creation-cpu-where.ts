@@ -16,7 +16,7 @@
  * place of the gateway.
  *
  *   npx tsx bench/experiments/creation-cpu-where.ts [--rounds 4] [--n 3000] [--inflight 16] [--perf /tmp/creation.data]
- *     [--strace /tmp/creation.strace] [--baseline]
+ *     [--strace /tmp/creation.strace] [--baseline] [--env NAME=VALUE[,NAME=VALUE]]
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -28,7 +28,7 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 
 import { closedLoop, mainThreadCpu, processCpu } from '../lib/cpu.js';
-import { API_KEY, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
+import { API_KEY, envPairs, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
 import { graphql } from '../lib/harness.js';
 import { freePort, ROOT, spawnNode } from '../lib/processes.js';
 import { CREATE_NETWORK } from '../scenarios/mutation.js';
@@ -41,8 +41,11 @@ const { values: cli } = parseArgs({
     perf: { type: 'string' },
     baseline: { type: 'boolean', default: false },
     strace: { type: 'string' },
+    env: { type: 'string' },
   },
 });
+/** `--env NAME=VALUE[,NAME=VALUE]`: more of the gateway's variables (SQLITE_WAL_RESTART_FRAMES=4096, …). */
+const extraEnv = envPairs(cli.env);
 const rounds = Number(cli.rounds);
 const n = Number(cli.n);
 const inflight = Number(cli.inflight);
@@ -90,7 +93,11 @@ if (cli.baseline) {
     cwd: ROOT,
     cpus: null,
     nodeArgs,
-    env: { ...gatewayEnv({ port, dataDir: root, stubUrl: String(stub.ready.url) }), SQLITE_SYNCHRONOUS: 'FULL' },
+    env: {
+      ...gatewayEnv({ port, dataDir: root, stubUrl: String(stub.ready.url) }),
+      SQLITE_SYNCHRONOUS: 'FULL',
+      ...extraEnv,
+    },
     readiness: { url: `${origin}/readyz` },
     timeoutMs: 60_000,
   });
