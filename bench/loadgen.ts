@@ -4,6 +4,7 @@
  * protocol (graphql-transport-ws) over raw `ws` connections.
  */
 import { randomUUID } from 'node:crypto';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
@@ -50,7 +51,12 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
     if (errorSamples.size < 5) errorSamples.add(what.slice(0, 300));
   };
 
+  const fromSend = new Samples();
+  const slowest: number[] = [];
+  let sentLateMaxMs = 0;
+  let sentLate = 0;
   const one = async (scheduled: number): Promise<void> => {
+    const sent = performance.now();
     try {
       const res = await pool.request({ path: load.path, method, headers: load.headers, body: makeBody() });
       const text = await res.body.text();
@@ -58,13 +64,29 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
       requests += 1;
       if (res.statusCode !== load.expectStatus) fail(`HTTP ${res.statusCode}: ${text}`);
       else if (load.graphql && text.includes('"errors"')) fail(text);
-      else latency.push(done - scheduled);
+      else {
+        latency.push(done - scheduled);
+        fromSend.push(done - sent);
+        const quarter = Math.floor((scheduled - started) / 250);
+        if (quarter >= 0) slowest[quarter] = Math.max(slowest[quarter] ?? 0, done - scheduled);
+      }
     } catch (err) {
       requests += 1;
       fail(err instanceof Error ? `${(err as { code?: string }).code ?? err.name}: ${err.message}` : String(err));
     }
   };
 
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  const driver = (): HttpResult['driver'] =>
+    load.rate === undefined
+      ? undefined
+      : {
+          fromSend: fromSend.summary(),
+          sentLateMaxMs,
+          sentLate,
+          loopDelayMaxMs: loopDelay.max / 1e6,
+          slowestByQuarter: Array.from(slowest, (v) => Math.round(v ?? 0)),
+        };
   const started = performance.now();
   const end = started + load.durationMs;
   if (load.rate === undefined) {
@@ -79,6 +101,7 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
     // the scheduled time, so a stall shows up in the tail instead of slowing the sender down.
     const interval = 1000 / load.rate;
     const maxInFlight = load.maxInFlight ?? 2_000;
+    loopDelay.enable();
     const inFlight = new Set<Promise<void>>();
     let next = started;
     await new Promise<void>((resolve) => {
@@ -88,6 +111,9 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
           if (inFlight.size >= maxInFlight) {
             dropped += 1;
           } else {
+            const late = now - next;
+            if (late > sentLateMaxMs) sentLateMaxMs = late;
+            if (late >= 5) sentLate += 1;
             const p = one(next);
             inFlight.add(p);
             void p.finally(() => inFlight.delete(p));
@@ -103,6 +129,7 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
     const drained = await Promise.race([Promise.all(inFlight).then(() => true), sleep(3_000).then(() => false)]);
     if (!drained) {
       dropped += inFlight.size;
+      loopDelay.disable();
       await pool.destroy();
       const seconds = (performance.now() - started) / 1000;
       return {
@@ -113,11 +140,13 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
         seconds,
         rps: requests / seconds,
         latency: latency.summary(),
+        driver: driver(),
       };
     }
   }
   const seconds = (performance.now() - started) / 1000;
   await pool.close();
+  loopDelay.disable();
   return {
     requests,
     errors,
@@ -126,6 +155,7 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
     seconds,
     rps: requests / seconds,
     latency: latency.summary(),
+    driver: driver(),
   };
 }
 

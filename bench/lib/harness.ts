@@ -141,6 +141,11 @@ export async function alternate(
       options.log(
         `  ${t.name.padEnd(18)} round ${round + 1}: ${Math.round(r.rps)} req/s, p50 ${r.latency.p50.toFixed(2)} ms, p99 ${r.latency.p99.toFixed(2)} ms, ` +
           `errors ${r.errors}, server CPU ${(m.serverCpu * 100).toFixed(0)}%, driver CPU ${(m.driverCpu * 100).toFixed(0)}%, other CPU ${(m.otherCpu * 100).toFixed(0)}%` +
+          (r.driver
+            ? `; from the send p99 ${r.driver.fromSend.p99.toFixed(2)} ms, sent late max ${r.driver.sentLateMaxMs.toFixed(1)} ms ` +
+              `(${r.driver.sentLate} ≥ 5 ms), driver loop delay max ${r.driver.loopDelayMaxMs.toFixed(1)} ms; ` +
+              `slowest by 250 ms: ${r.driver.slowestByQuarter.join(' ')}`
+            : '') +
           (r.errorSamples.length ? `\n    first errors: ${r.errorSamples.join(' | ')}` : ''),
       );
       out.push(m);
