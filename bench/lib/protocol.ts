@@ -40,9 +40,9 @@ export interface HttpResult {
   /**
    * Open loop: the load generator's own share of the tail. `fromSend` counts each latency from when the request left
    * rather than from its schedule; `sentLateMaxMs` is the most a request left after its scheduled time, `sentLate`
-   * how many left 5 ms late or more, and `loopDelayMaxMs` the generator's longest event-loop delay (10 ms sampling).
-   * `slowestByQuarter`: the slowest latency (ms, whole) of the requests scheduled in each 250 ms of the block, in order:
-   * where in the block a stall fell, and how long it lasted.
+   * how many left 5 ms late or more, and `loopDelayMaxMs` the generator's longest event-loop delay (10 ms sampling:
+   * an idle loop reads ~10). `slowestByQuarter`: the slowest latency (ms, whole) of the requests scheduled in each
+   * 250 ms of the block, in order: where in the block a stall fell, and how long it lasted.
    */
   driver?: {
     fromSend: LatencySummary;
