@@ -51,6 +51,8 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
     if (errorSamples.size < 5) errorSamples.add(what.slice(0, 300));
   };
 
+  // Open loop only: the load generator's own share of the tail (HttpResult.driver).
+  const open = load.rate !== undefined;
   const fromSend = new Samples();
   const slowest: number[] = [];
   let sentLateMaxMs = 0;
@@ -66,9 +68,11 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
       else if (load.graphql && text.includes('"errors"')) fail(text);
       else {
         latency.push(done - scheduled);
-        fromSend.push(done - sent);
-        const quarter = Math.floor((scheduled - started) / 250);
-        if (quarter >= 0) slowest[quarter] = Math.max(slowest[quarter] ?? 0, done - scheduled);
+        if (open) {
+          fromSend.push(done - sent);
+          const quarter = Math.floor((scheduled - started) / 250);
+          slowest[quarter] = Math.max(slowest[quarter] ?? 0, done - scheduled);
+        }
       }
     } catch (err) {
       requests += 1;
@@ -78,7 +82,7 @@ async function runHttp(load: HttpLoad): Promise<HttpResult> {
 
   const loopDelay = monitorEventLoopDelay({ resolution: 10 });
   const driver = (): HttpResult['driver'] =>
-    load.rate === undefined
+    !open
       ? undefined
       : {
           fromSend: fromSend.summary(),
