@@ -22,8 +22,13 @@
  * --tail, as root): every fsync and fdatasync of each gateway during the rounds, under `perf record`, to split a
  * hold's copy from SQLite's two syncs.
  *
+ * `--timeline`: per open-loop block, the slowest creation scheduled in each 500 ms and the server's CPU in each 500 ms
+ * (where a periodic stall falls: decision 136). `--stop-at S [--stop-ms MS]`: each open-loop block stops the server
+ * (SIGSTOP) S seconds in for MS ms (default 1,000), to watch how fast its backlog drains.
+ *
  *   npx tsx bench/experiments/trickle-creation.ts [--rounds 8] [--seconds 4] [--rates 400,1300,closed] [--pin]
- *     [--tail /tmp/tail [--syscalls]] [--variant main:dir=/work/main/dist --variant this: …]
+ *     [--tail /tmp/tail [--syscalls]] [--timeline] [--stop-at S [--stop-ms MS]]
+ *     [--variant main:dir=/work/main/dist --variant this: …]
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -54,6 +59,9 @@ const { values: cli } = parseArgs({
     tail: { type: 'string' },
     syscalls: { type: 'boolean', default: false },
     out: { type: 'string', default: '/tmp/trickle-creation' },
+    timeline: { type: 'boolean', default: false },
+    'stop-at': { type: 'string' },
+    'stop-ms': { type: 'string', default: '1000' },
   },
 });
 const rounds = Number(cli.rounds);
@@ -119,6 +127,40 @@ const percentile = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
 };
+
+/** The CPU of every thread of `pid` in each `ms` from now, as a share of one core; call the result to stop. */
+function cpuEvery(pid: number, ms: number): () => number[] {
+  const shares: number[] = [];
+  let last = threads(pid);
+  const timer = setInterval(() => {
+    const now = threads(pid);
+    let s = 0;
+    for (const [tid, t] of now) s += t.s - (last.get(tid)?.s ?? 0);
+    shares.push(s / (ms / 1000));
+    last = now;
+  }, ms);
+  return () => (clearInterval(timer), shares);
+}
+
+/** `--stop-at`: the server stopped (SIGSTOP) `atMs` into the block for `forMs`, to watch its backlog drain. */
+function freeze(pid: number, atMs: number, forMs: number): void {
+  setTimeout(() => {
+    process.kill(pid, 'SIGSTOP');
+    setTimeout(() => process.kill(pid, 'SIGCONT'), forMs);
+  }, atMs);
+}
+
+/** `--timeline`: the slowest creation scheduled in each 500 ms of a block, and the server's CPU over each 500 ms. */
+function timeline(block: Array<[number, number, number]>, cpu: number[]): string {
+  const slowest: number[] = [];
+  const t0 = block.reduce((m, t) => Math.min(m, t[0]), Infinity);
+  for (const [due, end] of block) {
+    const b = Math.floor((due - t0) / 500);
+    slowest[b] = Math.max(slowest[b] ?? 0, end - due);
+  }
+  const ms = Array.from(slowest, (x) => Math.round(x ?? 0)).join(' ');
+  return `slowest ms per 500 ms ${ms}; CPU ${cpu.map((c) => `${Math.round(c * 100)}%`).join(' ')}`;
+}
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'trickle-creation-'));
 const stub = await spawnNode('upstream', {
@@ -227,7 +269,12 @@ async function measured(
         times = answered.get(key) ?? [];
         answered.set(key, times);
       }
-      latencies = await openLoop(rate, n, one, times);
+      const from = times?.length ?? 0;
+      const answers = (times ??= []);
+      const busy = cli.timeline ? cpuEvery(pid, 500) : null;
+      if (cli['stop-at'] !== undefined) freeze(pid, Number(cli['stop-at']) * 1000, Number(cli['stop-ms']));
+      latencies = await openLoop(rate, n, one, answers);
+      if (busy) console.log(`  ${name} ${rate}/s: ${timeline(answers.slice(from), busy())}`);
     }
     const { out: cpu, runs } = cpuByGroup(before, threads(pid));
     const perOp: Record<string, number> = {};

@@ -52,6 +52,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       sqliteCommitWindowMs: config.sqliteCommitWindowMs,
       sqliteCheckpointIntervalMs: config.sqliteCheckpointIntervalMs,
       sqliteWalRestartFrames: config.sqliteWalRestartFrames,
+      sqliteCheckpointSync: config.sqliteCheckpointSync,
       sqliteCacheKib: config.sqliteCacheKib,
       pgNamedStatements: config.storePgNamedStatements,
       migrations: config.databaseMigrations,

@@ -93,6 +93,8 @@ export interface StoreOptions {
   sqliteCheckpointIntervalMs?: number;
   /** SQLITE_WAL_RESTART_FRAMES (docs/decisions/107); ignored with DATABASE_URL. */
   sqliteWalRestartFrames?: number;
+  /** SQLITE_CHECKPOINT_SYNC (docs/decisions/136; default true); ignored with DATABASE_URL. */
+  sqliteCheckpointSync?: boolean;
   /** SQLITE_CACHE_KIB (default 4,096; docs/decisions/118); ignored with DATABASE_URL. */
   sqliteCacheKib?: number;
   /** STORE_PG_NAMED_STATEMENTS (default true; docs/decisions/104); ignored without DATABASE_URL. */
@@ -303,6 +305,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       checkpoint: {
         ...(options.sqliteCheckpointIntervalMs === undefined ? {} : { intervalMs: options.sqliteCheckpointIntervalMs }),
         ...(options.sqliteWalRestartFrames === undefined ? {} : { restartFrames: options.sqliteWalRestartFrames }),
+        ...(options.sqliteCheckpointSync === undefined ? {} : { syncDatabase: options.sqliteCheckpointSync }),
       },
     });
     db = new Kysely<Database>({ dialect: sqliteDialect, log });

@@ -196,10 +196,20 @@ export interface GroupCommitOptions {
    */
   commitWindowMs?: number;
   /**
-   * The least time between two checkpoints (SQLITE_CHECKPOINT_INTERVAL_MS, default 500 ms), and from how many WAL frames
-   * to restart the WAL (SQLITE_WAL_RESTART_FRAMES, default 65,536).
+   * The least time between two checkpoints (SQLITE_CHECKPOINT_INTERVAL_MS, default 500 ms), from how many WAL frames
+   * to restart the WAL (SQLITE_WAL_RESTART_FRAMES, default 65,536), whether the worker syncs the database file after a
+   * checkpoint that copied pages (SQLITE_CHECKPOINT_SYNC, default true), and `observe`: each checkpoint's answer, for
+   * tests.
    */
-  checkpoint?: { intervalMs?: number; restartFrames?: number };
+  checkpoint?: CheckpointOptions;
+}
+
+/** The checkpoint worker's settings (`GroupCommitOptions.checkpoint`). */
+export interface CheckpointOptions {
+  intervalMs?: number;
+  restartFrames?: number;
+  syncDatabase?: boolean;
+  observe?: (reply: CheckpointReply) => void;
 }
 
 interface Waiter {
@@ -569,8 +579,10 @@ class GroupCommitSqliteDriver implements Driver {
  * been copied; under steady load the writer always has newer frames than the last checkpoint. So when the
  * WAL has grown past `restartFrames` (65,536 frames, 256 MiB), new write transactions wait (`holding`) while one more
  * checkpoint copies the few frames left; the next write then restarts the WAL. Only that short copy is waited for, and
- * never on the event loop. Its frames are few (those written during the checkpoint before it): the pause is mostly
- * SQLite's sync of the database file, whatever its size (docs/decisions/107). So the WAL's size sets how often it
+ * never on the event loop. Its frames are few (those written during the checkpoint before it), and so is what SQLite's
+ * sync of the database file then writes out: SQLite syncs that file only after a checkpoint that copied the whole WAL,
+ * so the worker syncs it after every other checkpoint that copied pages (`syncDatabase`; otherwise the hold's sync
+ * writes out every page copied since the last restart: decisions 107, 136). So the WAL's size sets how often the hold
  * comes, not how long it lasts.
  */
 class WalCheckpointer {
@@ -584,23 +596,26 @@ class WalCheckpointer {
   private release: () => void = () => undefined;
   private readonly intervalMs: number;
   private readonly restartFrames: number;
+  private readonly observe: ((reply: CheckpointReply) => void) | undefined;
 
   /** `idle`: no write transaction is open on the writer's connection. */
   constructor(
     db: BetterSqlite3.Database,
     private readonly idle: () => boolean,
-    options: { intervalMs?: number; restartFrames?: number } = {},
+    options: CheckpointOptions = {},
   ) {
     this.intervalMs = options.intervalMs ?? 500;
     this.restartFrames = options.restartFrames ?? 65_536;
+    this.observe = options.observe;
     db.pragma('wal_autocheckpoint = 0');
-    this.worker = new Worker(CHECKPOINT_WORKER, { workerData: { file: db.name } satisfies CheckpointWorkerData });
+    const workerData: CheckpointWorkerData = { file: db.name, syncDatabase: options.syncDatabase ?? true };
+    this.worker = new Worker(CHECKPOINT_WORKER, { workerData });
     this.worker.unref();
     this.exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
     this.worker.on('message', (m: CheckpointReply) => this.done(m));
     this.worker.on('error', () => {
       this.closed = true;
-      this.done({ log: 0, error: 'the checkpoint worker failed' });
+      this.done({ log: 0, checkpointed: 0, synced: false, error: 'the checkpoint worker failed' });
     });
   }
 
@@ -624,6 +639,7 @@ class WalCheckpointer {
 
   private done(m: CheckpointReply): void {
     this.requested = false;
+    this.observe?.(m);
     if (this.holding) {
       // Every frame is copied (or the attempt failed): the next write transaction restarts the WAL.
       this.holding = false;

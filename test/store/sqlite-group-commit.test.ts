@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
 import { loadConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/logger.js';
+import type { CheckpointReply } from '../../src/store/checkpoint-worker.js';
 import { openStore } from '../../src/store/index.js';
 import { GroupCommitSqliteDialect } from '../../src/store/sqlite-dialect.js';
 import { waitFor } from '../helpers/wait.js';
@@ -423,12 +424,25 @@ describe('SQLITE_WAL_RESTART_FRAMES', () => {
   });
 });
 
+describe('SQLITE_CHECKPOINT_SYNC', () => {
+  it('is on unless set, accepts false, and refuses what is not a boolean', () => {
+    expect(loadConfig({}).sqliteCheckpointSync).toBe(true);
+    expect(loadConfig({ SQLITE_CHECKPOINT_SYNC: 'false' }).sqliteCheckpointSync).toBe(false);
+    expect(() => loadConfig({ SQLITE_CHECKPOINT_SYNC: 'sometimes' })).toThrow(/SQLITE_CHECKPOINT_SYNC/);
+  });
+});
+
 describe('SQLite checkpoints in a worker thread', () => {
   // Two restart sizes, a small one and one eight times larger (SQLITE_WAL_RESTART_FRAMES's default and the size it
-  // replaced, scaled down): each keeps the WAL within its own bound, counted in bytes.
-  it.each([50, 400])(
-    'turns the automatic checkpoint off, checkpoints from the worker and restarts the WAL under steady writes (restart at %i frames)',
-    async (restartFrames) => {
+  // replaced, scaled down): each keeps the WAL within its own bound, counted in bytes; the small one also with the
+  // worker's sync of the database file off (SQLITE_CHECKPOINT_SYNC=false), which must not change what is kept.
+  it.each([
+    [50, true],
+    [400, true],
+    [50, false],
+  ])(
+    'turns the automatic checkpoint off, checkpoints from the worker and restarts the WAL under steady writes (restart at %i frames, database synced by the worker: %s)',
+    async (restartFrames, syncDatabase) => {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'checkpoint-'));
       const file = path.join(dir, 'db.sqlite');
       const database = new SQLite(file);
@@ -439,7 +453,7 @@ describe('SQLite checkpoints in a worker thread', () => {
         dialect: new GroupCommitSqliteDialect(database, {
           syncWal: true,
           checkpointInWorker: true,
-          checkpoint: { intervalMs: 5, restartFrames },
+          checkpoint: { intervalMs: 5, restartFrames, syncDatabase },
         }),
       });
       try {
@@ -485,6 +499,72 @@ describe('SQLite checkpoints in a worker thread', () => {
         expect(largest).toBeLessThan((restartFrames + 900) * (4_096 + 24));
         expect(fs.statSync(file).size).toBeGreaterThan(50 * 3000);
       } finally {
+        await db.destroy();
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
+
+  // SQLite syncs the database file only after a checkpoint whose copy reached the WAL's end (under load, only in the
+  // restart's hold); the worker syncs it after every checkpoint that copied pages (decision 136). A reader that holds
+  // an old snapshot stops a PASSIVE checkpoint at that snapshot: after the copy up to it, the next ones copy nothing.
+  it.each([true, false])(
+    'syncs the database file after each checkpoint that copied pages when asked (%s), and after none that copied nothing',
+    async (syncDatabase) => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'checkpoint-sync-'));
+      const file = path.join(dir, 'db.sqlite');
+      const database = new SQLite(file);
+      database.pragma('journal_mode = WAL');
+      database.pragma('synchronous = NORMAL');
+      database.exec('create table items (id integer primary key, name text not null)');
+      const replies: CheckpointReply[] = [];
+      const db = new Kysely<Db>({
+        dialect: new GroupCommitSqliteDialect(database, {
+          syncWal: true,
+          checkpointInWorker: true,
+          checkpoint: { intervalMs: 5, restartFrames: 1_000_000, syncDatabase, observe: (r) => replies.push(r) },
+        }),
+      });
+      const reader = new SQLite(file, { readonly: true });
+      try {
+        let id = 0;
+        const write = () =>
+          db
+            .insertInto('items')
+            .values({ id: ++id, name: 'x'.repeat(500) })
+            .execute();
+        await write();
+        // The reader's snapshot: everything written so far, and nothing after.
+        reader.exec('begin');
+        expect((reader.prepare('select count(*) as n from items').get() as { n: number }).n).toBe(1);
+        // Two answers in a row with the same count: the copy reached the reader's snapshot, then copied nothing.
+        const stalled = () =>
+          replies.findIndex((r, i) => i > 0 && r.checkpointed > 0 && r.checkpointed === replies[i - 1]!.checkpointed);
+        await waitFor(
+          async () => {
+            await write();
+            return stalled() > 0;
+          },
+          60_000,
+          'a checkpoint stopped at the reader',
+        );
+        const at = stalled();
+        expect(replies.slice(0, at + 1).every((r) => !r.error)).toBe(true);
+        expect(replies[at - 1]!.synced).toBe(syncDatabase);
+        expect(replies[at]!.synced).toBe(false);
+        const reached = replies[at]!.checkpointed;
+        reader.exec('commit');
+        await waitFor(
+          async () => {
+            await write();
+            return replies.some((r) => r.checkpointed > reached);
+          },
+          60_000,
+          'a checkpoint past the reader',
+        );
+        expect(replies.find((r) => r.checkpointed > reached)!.synced).toBe(syncDatabase);
+      } finally {
+        reader.close();
         await db.destroy();
         fs.rmSync(dir, { recursive: true, force: true });
       }
