@@ -1034,7 +1034,7 @@ export interface Config {
   readonly sqliteCheckpointIntervalMs: number;
   /** SQLITE_WAL_RESTART_FRAMES: the WAL's size in frames from which writes wait for its restart (docs/decisions/107). */
   readonly sqliteWalRestartFrames: number;
-  /** SQLITE_CHECKPOINT_SYNC: the checkpoint worker syncs the database file after each partial copy (docs/decisions/136). */
+  /** SQLITE_CHECKPOINT_SYNC: the checkpoint worker syncs the database file after each copy (docs/decisions/136). */
   readonly sqliteCheckpointSync: boolean;
   /** SQLITE_CACHE_KIB: the page cache of the database connection, in KiB (docs/decisions/118). */
   readonly sqliteCacheKib: number;

@@ -581,7 +581,7 @@ class GroupCommitSqliteDriver implements Driver {
  * checkpoint copies the few frames left; the next write then restarts the WAL. Only that short copy is waited for, and
  * never on the event loop. Its frames are few (those written during the checkpoint before it), and so is what SQLite's
  * sync of the database file then writes out: SQLite syncs that file only after a checkpoint that copied the whole WAL,
- * so the worker syncs it after every other checkpoint that copied pages (`syncDatabase`; otherwise the hold's sync
+ * so the worker syncs it after every checkpoint that copied pages (`syncDatabase`; otherwise the hold's sync
  * writes out every page copied since the last restart: decisions 107, 136). So the WAL's size sets how often the hold
  * comes, not how long it lasts.
  */
