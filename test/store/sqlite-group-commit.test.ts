@@ -9,7 +9,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/logger.js';
 import type { CheckpointReply } from '../../src/store/checkpoint-worker.js';
 import { openStore } from '../../src/store/index.js';
-import { GroupCommitSqliteDialect } from '../../src/store/sqlite-dialect.js';
+import { GroupCommitSqliteDialect, type CheckpointOptions } from '../../src/store/sqlite-dialect.js';
 import { waitFor } from '../helpers/wait.js';
 
 interface Db {
@@ -433,6 +433,18 @@ describe('SQLITE_CHECKPOINT_SYNC', () => {
 });
 
 describe('SQLite checkpoints in a worker thread', () => {
+  /** A database in a new directory, WAL with FULL's sync off the event loop, checkpointed by the worker. */
+  function checkpointed(checkpoint: CheckpointOptions) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'checkpoint-'));
+    const file = path.join(dir, 'db.sqlite');
+    const database = new SQLite(file);
+    database.pragma('journal_mode = WAL');
+    database.pragma('synchronous = NORMAL');
+    database.exec('create table items (id integer primary key, name text not null)');
+    const dialect = new GroupCommitSqliteDialect(database, { syncWal: true, checkpointInWorker: true, checkpoint });
+    return { dir, file, database, db: new Kysely<Db>({ dialect }) };
+  }
+
   // Two restart sizes, a small one and one eight times larger (SQLITE_WAL_RESTART_FRAMES's default and the size it
   // replaced, scaled down): each keeps the WAL within its own bound, counted in bytes; the small one also with the
   // worker's sync of the database file off (SQLITE_CHECKPOINT_SYNC=false), which must not change what is kept.
@@ -443,19 +455,7 @@ describe('SQLite checkpoints in a worker thread', () => {
   ])(
     'turns the automatic checkpoint off, checkpoints from the worker and restarts the WAL under steady writes (restart at %i frames, database synced by the worker: %s)',
     async (restartFrames, syncDatabase) => {
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'checkpoint-'));
-      const file = path.join(dir, 'db.sqlite');
-      const database = new SQLite(file);
-      database.pragma('journal_mode = WAL');
-      database.pragma('synchronous = NORMAL');
-      database.exec('create table items (id integer primary key, name text not null)');
-      const db = new Kysely<Db>({
-        dialect: new GroupCommitSqliteDialect(database, {
-          syncWal: true,
-          checkpointInWorker: true,
-          checkpoint: { intervalMs: 5, restartFrames, syncDatabase },
-        }),
-      });
+      const { dir, file, database, db } = checkpointed({ intervalMs: 5, restartFrames, syncDatabase });
       try {
         expect(database.pragma('wal_autocheckpoint', { simple: true })).toBe(0);
         const walSize = () => fs.statSync(`${file}-wal`).size;
@@ -511,19 +511,12 @@ describe('SQLite checkpoints in a worker thread', () => {
   it.each([true, false])(
     'syncs the database file after each checkpoint that copied pages when asked (%s), and after none that copied nothing',
     async (syncDatabase) => {
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'checkpoint-sync-'));
-      const file = path.join(dir, 'db.sqlite');
-      const database = new SQLite(file);
-      database.pragma('journal_mode = WAL');
-      database.pragma('synchronous = NORMAL');
-      database.exec('create table items (id integer primary key, name text not null)');
       const replies: CheckpointReply[] = [];
-      const db = new Kysely<Db>({
-        dialect: new GroupCommitSqliteDialect(database, {
-          syncWal: true,
-          checkpointInWorker: true,
-          checkpoint: { intervalMs: 5, restartFrames: 1_000_000, syncDatabase, observe: (r) => replies.push(r) },
-        }),
+      const { dir, file, db } = checkpointed({
+        intervalMs: 5,
+        restartFrames: 1_000_000,
+        syncDatabase,
+        observe: (r) => replies.push(r),
       });
       const reader = new SQLite(file, { readonly: true });
       try {
