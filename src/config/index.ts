@@ -385,7 +385,7 @@ const VARS = {
   ),
   SQLITE_CHECKPOINT_INTERVAL_MS: declare(
     int(500, 10, 60_000),
-    'SQLite: the least time, in milliseconds, between two checkpoints of the WAL into the database file (a worker thread copies each page written since the last one, then syncs the file). Longer: a page rewritten many times is copied once, less CPU per write; the WAL restarts after the same SQLITE_WAL_RESTART_FRAMES either way (docs/decisions/033). Ignored with DATABASE_URL.',
+    'SQLite: the least time, in milliseconds, between two checkpoints of the WAL into the database file (a worker thread copies each page written since the last one, then syncs the file); the writes of an interval are copied when it ends, even when no write follows (docs/decisions/137). Longer: a page rewritten many times is copied once, less CPU per write; the WAL restarts after the same SQLITE_WAL_RESTART_FRAMES either way (docs/decisions/033). Ignored with DATABASE_URL.',
   ),
   SQLITE_CHECKPOINT_SYNC: declare(
     bool(true),

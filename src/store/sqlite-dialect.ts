@@ -573,7 +573,8 @@ class GroupCommitSqliteDriver implements Driver {
 /**
  * WAL checkpoints from a worker thread with its own connection (PASSIVE: it never blocks the writer), so
  * that the copy of the WAL into the database and its two fsyncs leave the event loop. The writer's
- * automatic checkpoint is turned off. A checkpoint is asked for at most every `intervalMs` after commits.
+ * automatic checkpoint is turned off. A checkpoint is asked for at most every `intervalMs` after commits, and after the
+ * last commit of a burst once the interval ends.
  *
  * SQLite restarts the WAL from its beginning only when a write transaction begins while every frame has
  * been copied; under steady load the writer always has newer frames than the last checkpoint. So when the
@@ -589,6 +590,10 @@ class WalCheckpointer {
   private readonly worker: Worker;
   private readonly exited: Promise<void>;
   private requested = false;
+  /** A commit made since the last checkpoint was asked for: its frames wait for the next one. */
+  private pending = false;
+  /** The checkpoint asked for when the interval ends, for commits made within it (`schedule`). */
+  private trailing: ReturnType<typeof setTimeout> | null = null;
   private last = 0;
   private closed = false;
   holding = false;
@@ -619,12 +624,28 @@ class WalCheckpointer {
     });
   }
 
-  /** After each commit: asks for a checkpoint when none is running and the last one is `intervalMs` old. */
+  /** After each commit: its frames are copied by the next checkpoint. */
   committed(): void {
-    if (this.requested || this.closed || this.holding) return;
-    if (performance.now() - this.last < this.intervalMs) return;
-    this.request();
+    this.pending = true;
+    this.schedule();
   }
+
+  /**
+   * Asks for a checkpoint when none is running and the last one is `intervalMs` old, or else when the interval ends,
+   * whether or not another commit comes by then: the last frames of a burst are copied while the writer idles, not
+   * left to the next burst's first checkpoint, which would copy and sync twice as much while requests wait.
+   */
+  private schedule(): void {
+    if (this.requested || this.closed || this.holding || this.trailing) return;
+    const wait = this.intervalMs - (performance.now() - this.last);
+    if (wait <= 0) this.request();
+    else this.trailing = setTimeout(this.due, wait).unref();
+  }
+
+  private readonly due = (): void => {
+    this.trailing = null;
+    if (this.pending) this.schedule();
+  };
 
   /** While holding: the last checkpoint before the restart, once the writer has committed its open group. */
   tryRestart(): void {
@@ -633,6 +654,7 @@ class WalCheckpointer {
 
   private request(): void {
     this.requested = true;
+    this.pending = false;
     this.last = performance.now();
     this.worker.postMessage('checkpoint' satisfies CheckpointRequest);
   }
@@ -650,11 +672,12 @@ class WalCheckpointer {
       this.holding = true;
       this.released = new Promise<void>((resolve) => (this.release = resolve));
       this.tryRestart();
-    }
+    } else if (this.pending) this.schedule();
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    if (this.trailing) clearTimeout(this.trailing);
     if (this.holding) {
       this.holding = false;
       this.release();

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import SQLite from 'better-sqlite3';
 import { Kysely, sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -504,6 +505,60 @@ describe('SQLite checkpoints in a worker thread', () => {
       }
     },
   );
+
+  // A checkpoint comes at most every interval; the commits made within one are copied when it ends, though no commit
+  // follows them (a burst's last frames are not left for the next burst's first checkpoint). vitest's clock moves the
+  // interval (setTimeout and performance.now); the worker, its copies and SQLite are real.
+  it('copies the last commits of a burst once the interval ends, with no commit after them', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const replies: CheckpointReply[] = [];
+    let answered = () => {};
+    const { dir, db } = checkpointed({
+      intervalMs: 1_000,
+      restartFrames: 1_000_000,
+      observe: (r) => {
+        replies.push(r);
+        answered();
+      },
+    });
+    /** The worker's next answer, or a failure after 20 s of real time (node:timers/promises is not faked). */
+    const nextReply = () =>
+      Promise.race([
+        new Promise<void>((resolve) => (answered = resolve)),
+        sleep(20_000).then(() => {
+          throw new Error(`no checkpoint after ${replies.length} answers`);
+        }),
+      ]);
+    try {
+      let id = 0;
+      const write = () => db.insertInto('items').values({ id: ++id, name: 'x' }).execute();
+      // No checkpoint yet, and more than an interval since the clock's start: the first commit asks for one at once.
+      await vi.advanceTimersByTimeAsync(1_000);
+      let answer = nextReply();
+      await write();
+      await answer;
+      expect(replies).toHaveLength(1);
+      expect(replies[0]!.log).toBeGreaterThan(0);
+      expect(replies[0]!.checkpointed).toBe(replies[0]!.log);
+      // Two commits within the interval, then none: nothing is asked for before the interval ends, and then at once.
+      await write();
+      await write();
+      answer = nextReply();
+      await vi.advanceTimersByTimeAsync(999);
+      expect(replies).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(1);
+      await answer;
+      expect(replies).toHaveLength(2);
+      expect(replies[1]!.error).toBeUndefined();
+      // The two commits' frames (the WAL restarted at the first of them, every frame before it being copied), all copied.
+      expect(replies[1]!.log).toBeGreaterThan(0);
+      expect(replies[1]!.checkpointed).toBe(replies[1]!.log);
+    } finally {
+      vi.useRealTimers();
+      await db.destroy();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   // SQLite syncs the database file only after a checkpoint whose copy reached the WAL's end (under load, only in the
   // restart's hold); the worker syncs it after every checkpoint that copied pages (decision 136). A reader that holds
