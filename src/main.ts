@@ -1,5 +1,7 @@
-// Before any other import: NODE_ENV, unset, is production when the libraries load (src/config/node-env.ts).
+// Before any other import: NODE_ENV, unset, is production when the libraries load (src/config/node-env.ts), and
+// V8's collector is set as V8_HEAP_GROWING_PERCENT and V8_ALLOCATION_SITE_PRETENURING ask (src/config/v8-heap.ts).
 import './config/node-env.js';
+import './config/v8-heap.js';
 
 import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config/index.js';
 import { SHUTDOWN } from './gateway/options.js';

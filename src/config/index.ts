@@ -986,6 +986,14 @@ const VARS = {
     "Read by libraries, not by the gateway (every Apollo Server default that follows it is set explicitly). Unset, the gateway's start (npm start, dist/src/main.js) makes it production before any library loads, so graphql-js skips its development checks for a second copy of itself (~19 µs of CPU per notification in the realistic mix; docs/decisions/128). Set, it is left as it is.",
     '(unset: production)',
   ),
+  V8_HEAP_GROWING_PERCENT: declare(
+    int(300, 0, 1000),
+    "V8's collector, as the gateway's start (npm start, dist/src/main.js) sets it before any library loads: how far, in per cent, the old generation may grow past what a full collection left before the next one (node's --heap-growing-percent). Under load V8's own factor let it grow ~10–20 %, a mark-compact every few seconds, each one on the requests' core; at 300 they come about a third as often, and a creation's p99 at a fixed rate fell by a half to two thirds in the trickle's runs, for up to ~4 times the live heap in memory before a collection (docs/decisions/138). 0: V8's own factor. Not read by a gateway built inside another process.",
+  ),
+  V8_ALLOCATION_SITE_PRETENURING: declare(
+    bool(false),
+    "V8's collector, as the gateway's start sets it before any library loads: true lets V8 allocate the objects of a site whose objects mostly survive straight into the old generation (node's default); false, the default, keeps every new object young (node's --no-allocation-site-pretenuring), so that dead objects of a request do not keep its other objects alive through the scavenges until the next mark-compact (docs/decisions/116, 138). Not read by a gateway built inside another process.",
+  ),
   GATEWAY_TEST_PAUSE_AT: declare(
     z.enum(PHASES, `must be one of ${PHASES.join(', ')}`).optional(),
     `Tests only: the process stops at this phase and waits to be killed (${PHASES.join(', ')}); see docs/decisions/014.`,
