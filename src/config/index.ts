@@ -988,7 +988,7 @@ const VARS = {
   ),
   V8_HEAP_GROWING_PERCENT: declare(
     int(300, 0, 1000),
-    "V8's collector, as the gateway's start (npm start, dist/src/main.js) sets it before any library loads: how far, in per cent, the old generation may grow past what a full collection left before the next one (node's --heap-growing-percent). Under load V8's own factor let it grow ~10–20 %, a mark-compact every few seconds, each one on the requests' core; at 300 they come about a third as often, and a creation's p99 at a fixed rate fell by a half to two thirds in the trickle's runs, for up to ~4 times the live heap in memory before a collection (docs/decisions/138). 0: V8's own factor. Not read by a gateway built inside another process.",
+    "V8's collector, as the gateway's start (npm start, dist/src/main.js) sets it before any library loads: how far, in per cent, the old generation may grow past what a full collection left before the next one (node's --heap-growing-percent). Under load V8's own factor let it grow ~10–20 %, a mark-compact every few seconds, each one on the requests' core; at 300 they came about a third as often, and a creation's p99 at a fixed rate read lower in three trickle runs of four, for up to ~4 times the live heap in memory before a collection (docs/decisions/138). 0: V8's own factor. Not read by a gateway built inside another process.",
   ),
   V8_ALLOCATION_SITE_PRETENURING: declare(
     bool(false),
