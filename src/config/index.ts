@@ -16,6 +16,8 @@ import {
   UPSTREAM_NAMES,
   type UpstreamTable,
 } from './upstream-table.js';
+import { ALLOCATION_SITE_PRETENURING, HEAP_GROWING_PERCENT } from './v8-heap-flags.js';
+import { boolWord } from './values.js';
 
 export type { JwtAppEntry, JwtAuthConfig, JwtIssuerConfig } from '../auth/jwt-config.js';
 export { ConfigError, describeUpstreams, everyUpstreamSandboxed } from './upstream-table.js';
@@ -241,10 +243,8 @@ const optionalBool = z
   .string()
   .optional()
   .transform((s, ctx): boolean | undefined => {
-    if (s === undefined || s.trim() === '') return undefined;
-    const v = s.trim().toLowerCase();
-    if (['true', '1', 'yes', 'on'].includes(v)) return true;
-    if (['false', '0', 'no', 'off'].includes(v)) return false;
+    const v = boolWord(s);
+    if (v !== null) return v;
     ctx.addIssue({ code: 'custom', message: 'must be true or false' });
     return z.NEVER;
   });
@@ -987,11 +987,11 @@ const VARS = {
     '(unset: production)',
   ),
   V8_HEAP_GROWING_PERCENT: declare(
-    int(300, 0, 1000),
+    int(HEAP_GROWING_PERCENT.fallback, 0, HEAP_GROWING_PERCENT.max),
     "V8's collector, as the gateway's start (npm start, dist/src/main.js) sets it before any library loads: how far, in per cent, the old generation may grow past what a full collection left before the next one (node's --heap-growing-percent). Under load V8's own factor let it grow ~10–20 %, a mark-compact every few seconds, each one on the requests' core; at 300 they came about a third as often, and a creation's p99 at a fixed rate read lower in three trickle runs of four, for up to ~4 times the live heap in memory before a collection (docs/decisions/138). 0: V8's own factor. Not read by a gateway built inside another process.",
   ),
   V8_ALLOCATION_SITE_PRETENURING: declare(
-    bool(false),
+    bool(ALLOCATION_SITE_PRETENURING),
     "V8's collector, as the gateway's start sets it before any library loads: true lets V8 allocate the objects of a site whose objects mostly survive straight into the old generation (node's default); false, the default, keeps every new object young (node's --no-allocation-site-pretenuring), so that dead objects of a request do not keep its other objects alive through the scavenges until the next mark-compact (docs/decisions/116, 138). Not read by a gateway built inside another process.",
   ),
   GATEWAY_TEST_PAUSE_AT: declare(

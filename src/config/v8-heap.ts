@@ -11,15 +11,6 @@
 // is not applied here; loading the configuration then stops the start with its message.
 import v8 from 'node:v8';
 
-/** The V8 flags the two variables ask for: none where a variable is unset or not a value the configuration accepts. */
-export function v8HeapFlags(env: Record<string, string | undefined>): string[] {
-  const flags: string[] = [];
-  const growth = (env.V8_HEAP_GROWING_PERCENT ?? '').trim();
-  const percent = growth === '' ? 300 : Number(growth);
-  if (Number.isInteger(percent) && percent >= 1 && percent <= 1000) flags.push(`--heap-growing-percent=${percent}`);
-  const pretenuring = (env.V8_ALLOCATION_SITE_PRETENURING ?? '').trim().toLowerCase();
-  if (['', 'false', '0', 'no', 'off'].includes(pretenuring)) flags.push('--no-allocation-site-pretenuring');
-  return flags;
-}
+import { v8HeapFlags } from './v8-heap-flags.js';
 
 for (const flag of v8HeapFlags(process.env)) v8.setFlagsFromString(flag);

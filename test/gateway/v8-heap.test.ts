@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
 import { loadConfig } from '../../src/config/index.js';
-import { v8HeapFlags } from '../../src/config/v8-heap.js';
+import { v8HeapFlags } from '../../src/config/v8-heap-flags.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
