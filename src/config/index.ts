@@ -391,6 +391,10 @@ const VARS = {
     bool(true),
     "SQLite: true: after each checkpoint that copied pages of the WAL into the database file, the checkpoint worker syncs that file (fdatasync), so that the pages never pile up unsynced in the kernel's cache; the WAL restart's pause (SQLITE_WAL_RESTART_FRAMES) then waits only for its own few pages (~5 ms instead of ~50 and more at 1,500 creations a second). false: SQLite syncs the file only when a checkpoint copies the whole WAL, that is in the restart's pause, which then writes out every page copied since the last restart (docs/decisions/136). Ignored with DATABASE_URL.",
   ),
+  SQLITE_CHECKPOINT_NICE: declare(
+    int(10, 0, 19),
+    "SQLite, on Linux: how many nice steps below the event loop's thread the checkpoint worker's thread runs (its copies of the WAL into the database file and the file's sync), up to nice 19. When both want the same core, the event loop runs first and the copy takes the idle moments: a copy of ~20 ms of CPU every SQLITE_CHECKPOINT_INTERVAL_MS otherwise shares the core with the requests while it runs (docs/decisions/139). The worker still gets a share of a busy core (~10 % at 10), and the whole core while the WAL restart's pause holds the writes. 0: the event loop's priority. Elsewhere, or where the system refuses it, the worker keeps the event loop's priority. Ignored with DATABASE_URL.",
+  ),
   SQLITE_CACHE_KIB: declare(
     int(4_096, 256, 1_048_576),
     "SQLite: the page cache of the gateway's database connection, in KiB (`PRAGMA cache_size`; better-sqlite3's own default is 16,000 KiB). A page split leaves the cache's largest page number far beyond the database's last page, and the COMMIT after it then visits every cached page, ~100 µs with 16 MB cached: a smaller cache makes that visit cheaper, and a page the cache no longer holds is read from the operating system's file cache (docs/decisions/118). Larger: fewer such reads for a large ledger read at random. Ignored with DATABASE_URL.",
@@ -1044,6 +1048,8 @@ export interface Config {
   readonly sqliteWalRestartFrames: number;
   /** SQLITE_CHECKPOINT_SYNC: the checkpoint worker syncs the database file after each copy (docs/decisions/136). */
   readonly sqliteCheckpointSync: boolean;
+  /** SQLITE_CHECKPOINT_NICE: nice steps between the event loop and the checkpoint worker (docs/decisions/139). */
+  readonly sqliteCheckpointNice: number;
   /** SQLITE_CACHE_KIB: the page cache of the database connection, in KiB (docs/decisions/118). */
   readonly sqliteCacheKib: number;
   /** STORE_PG_NAMED_STATEMENTS: statements sent again and again go named, parsed once per connection (PostgreSQL). */
@@ -1345,6 +1351,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     sqliteCheckpointIntervalMs: e.SQLITE_CHECKPOINT_INTERVAL_MS,
     sqliteWalRestartFrames: e.SQLITE_WAL_RESTART_FRAMES,
     sqliteCheckpointSync: e.SQLITE_CHECKPOINT_SYNC,
+    sqliteCheckpointNice: e.SQLITE_CHECKPOINT_NICE,
     sqliteCacheKib: e.SQLITE_CACHE_KIB,
     storePgNamedStatements: e.STORE_PG_NAMED_STATEMENTS,
     sqliteClaimWithoutSync: e.SQLITE_CLAIM_WITHOUT_SYNC,

@@ -53,6 +53,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       sqliteCheckpointIntervalMs: config.sqliteCheckpointIntervalMs,
       sqliteWalRestartFrames: config.sqliteWalRestartFrames,
       sqliteCheckpointSync: config.sqliteCheckpointSync,
+      sqliteCheckpointNice: config.sqliteCheckpointNice,
       sqliteCacheKib: config.sqliteCacheKib,
       pgNamedStatements: config.storePgNamedStatements,
       migrations: config.databaseMigrations,

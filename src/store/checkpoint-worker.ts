@@ -1,7 +1,10 @@
 // The worker thread of WalCheckpointer (sqlite-dialect.ts, docs/decisions/033): its own connection to the database
 // file copies the WAL into it (PASSIVE: it never blocks the writer), so that the copy and its syncs stay off the event
-// loop. It answers each 'checkpoint' with the WAL's size in frames, and closes on 'close'.
+// loop; at a lower priority, so that they take the core when the event loop does not want it (docs/decisions/139).
+// It answers each 'checkpoint' with the WAL's size in frames, and closes on 'close'.
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 
@@ -14,6 +17,27 @@ export interface CheckpointWorkerData {
    * up unsynced until that hold, which would then wait for all of them (docs/decisions/136).
    */
   syncDatabase: boolean;
+  /**
+   * SQLITE_CHECKPOINT_NICE: how many nice steps below the thread that started it this thread runs, so that a copy
+   * yields the core to the event loop when both want it (docs/decisions/139). 0: the same priority.
+   */
+  nice: number;
+}
+
+/**
+ * Lowers this thread's priority by `steps` nice values, up to 19. On Linux a thread is a task with a nice value of its
+ * own, set through its id (from /proc/thread-self), and a new thread starts with its creator's. Lowering needs no
+ * privilege; where there is no /proc/thread-self (another system) or the system refuses, the thread keeps its priority:
+ * a checkpoint at the event loop's priority is the behaviour before decision 139, not a fault.
+ */
+function lowerPriority(steps: number): void {
+  if (steps <= 0) return;
+  try {
+    const tid = Number(path.basename(fs.readlinkSync('/proc/thread-self')));
+    os.setPriority(tid, Math.min(19, os.getPriority(tid) + steps));
+  } catch {
+    // not Linux, /proc not mounted, or refused: the priority stays
+  }
 }
 
 /** The dialect's messages: run one checkpoint, or close the connection and end the thread. */
@@ -33,7 +57,8 @@ export interface CheckpointReply {
 
 const port = parentPort;
 if (port) {
-  const { file, syncDatabase } = workerData as CheckpointWorkerData;
+  const { file, syncDatabase, nice } = workerData as CheckpointWorkerData;
+  lowerPriority(nice);
   const db = new Database(file, { fileMustExist: true });
   db.pragma('busy_timeout = 5000');
   let fd: number | null = null;

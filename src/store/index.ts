@@ -95,6 +95,8 @@ export interface StoreOptions {
   sqliteWalRestartFrames?: number;
   /** SQLITE_CHECKPOINT_SYNC (docs/decisions/136; default true); ignored with DATABASE_URL. */
   sqliteCheckpointSync?: boolean;
+  /** SQLITE_CHECKPOINT_NICE (docs/decisions/139; default 10); ignored with DATABASE_URL. */
+  sqliteCheckpointNice?: number;
   /** SQLITE_CACHE_KIB (default 4,096; docs/decisions/118); ignored with DATABASE_URL. */
   sqliteCacheKib?: number;
   /** STORE_PG_NAMED_STATEMENTS (default true; docs/decisions/104); ignored without DATABASE_URL. */
@@ -306,6 +308,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
         ...(options.sqliteCheckpointIntervalMs === undefined ? {} : { intervalMs: options.sqliteCheckpointIntervalMs }),
         ...(options.sqliteWalRestartFrames === undefined ? {} : { restartFrames: options.sqliteWalRestartFrames }),
         ...(options.sqliteCheckpointSync === undefined ? {} : { syncDatabase: options.sqliteCheckpointSync }),
+        ...(options.sqliteCheckpointNice === undefined ? {} : { nice: options.sqliteCheckpointNice }),
       },
     });
     db = new Kysely<Database>({ dialect: sqliteDialect, log });

@@ -198,8 +198,8 @@ export interface GroupCommitOptions {
   /**
    * The least time between two checkpoints (SQLITE_CHECKPOINT_INTERVAL_MS, default 500 ms), from how many WAL frames
    * to restart the WAL (SQLITE_WAL_RESTART_FRAMES, default 65,536), whether the worker syncs the database file after a
-   * checkpoint that copied pages (SQLITE_CHECKPOINT_SYNC, default true), and `observe`: each checkpoint's answer, for
-   * tests.
+   * checkpoint that copied pages (SQLITE_CHECKPOINT_SYNC, default true), how many nice steps below the event loop the
+   * worker's thread runs (SQLITE_CHECKPOINT_NICE, default 10), and `observe`: each checkpoint's answer, for tests.
    */
   checkpoint?: CheckpointOptions;
 }
@@ -209,6 +209,7 @@ export interface CheckpointOptions {
   intervalMs?: number;
   restartFrames?: number;
   syncDatabase?: boolean;
+  nice?: number;
   observe?: (reply: CheckpointReply) => void;
 }
 
@@ -572,7 +573,8 @@ class GroupCommitSqliteDriver implements Driver {
 
 /**
  * WAL checkpoints from a worker thread with its own connection (PASSIVE: it never blocks the writer), so
- * that the copy of the WAL into the database and its two fsyncs leave the event loop. The writer's
+ * that the copy of the WAL into the database and its two fsyncs leave the event loop; the thread runs `nice` steps
+ * below it, so that a copy does not share the core with the requests while it runs (decision 139). The writer's
  * automatic checkpoint is turned off. A checkpoint is asked for at most every `intervalMs` after commits, and after the
  * last commit of a burst once the interval ends.
  *
@@ -613,7 +615,11 @@ class WalCheckpointer {
     this.restartFrames = options.restartFrames ?? 65_536;
     this.observe = options.observe;
     db.pragma('wal_autocheckpoint = 0');
-    const workerData: CheckpointWorkerData = { file: db.name, syncDatabase: options.syncDatabase ?? true };
+    const workerData: CheckpointWorkerData = {
+      file: db.name,
+      syncDatabase: options.syncDatabase ?? true,
+      nice: options.nice ?? 10,
+    };
     this.worker = new Worker(CHECKPOINT_WORKER, { workerData });
     this.worker.unref();
     this.exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));

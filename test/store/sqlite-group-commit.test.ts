@@ -433,6 +433,18 @@ describe('SQLITE_CHECKPOINT_SYNC', () => {
   });
 });
 
+describe('SQLITE_CHECKPOINT_NICE', () => {
+  it('is 10 steps unless set, accepts 0 to 19, and refuses anything else', () => {
+    expect(loadConfig({}).sqliteCheckpointNice).toBe(10);
+    expect(loadConfig({ SQLITE_CHECKPOINT_NICE: '0' }).sqliteCheckpointNice).toBe(0);
+    expect(loadConfig({ SQLITE_CHECKPOINT_NICE: '19' }).sqliteCheckpointNice).toBe(19);
+    for (const bad of ['-1', '20', '2.5', 'low'])
+      expect(() => loadConfig({ SQLITE_CHECKPOINT_NICE: bad })).toThrow(
+        /SQLITE_CHECKPOINT_NICE: must be an integer from 0 to 19/,
+      );
+  });
+});
+
 describe('SQLite checkpoints in a worker thread', () => {
   /** A database in a new directory, WAL with FULL's sync off the event loop, checkpointed by the worker. */
   function checkpointed(checkpoint: CheckpointOptions) {
@@ -502,6 +514,41 @@ describe('SQLite checkpoints in a worker thread', () => {
       } finally {
         await db.destroy();
         fs.rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
+
+  // Linux gives each thread its own nice value (the 19th field of /proc/self/task/<tid>/stat). The worker's thread is
+  // the one new thread at the event loop's nice plus the steps asked for; with 0 no new thread runs at another nice
+  // (libuv's pool, started by the first WAL sync, has the event loop's).
+  it.runIf(fs.existsSync('/proc/thread-self'))(
+    "runs the worker's thread the nice steps asked for below the event loop, or at its priority with 0",
+    async () => {
+      const niceOf = () =>
+        new Map(
+          fs.readdirSync('/proc/self/task').map((tid) => {
+            const stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+            return [tid, Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])] as const;
+          }),
+        );
+      const loop = niceOf().get(String(process.pid))!;
+      expect(loop).toBeLessThanOrEqual(16);
+      for (const nice of [3, 0]) {
+        const before = niceOf();
+        let answered!: () => void;
+        const firstAnswer = new Promise<void>((resolve) => (answered = resolve));
+        const { dir, db } = checkpointed({ intervalMs: 10, nice, observe: () => answered() });
+        try {
+          await db.insertInto('items').values({ id: 1, name: 'a' }).execute();
+          // The worker lowers its priority before it takes its first request, so it has once it answers.
+          await firstAnswer;
+          const started = [...niceOf()].filter(([tid]) => !before.has(tid));
+          const lowered = started.filter(([, n]) => n !== loop).map(([, n]) => n);
+          expect(lowered).toEqual(nice === 0 ? [] : [loop + nice]);
+        } finally {
+          await db.destroy();
+          fs.rmSync(dir, { recursive: true, force: true });
+        }
       }
     },
   );
