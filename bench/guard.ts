@@ -390,7 +390,14 @@ async function startSide(
           ...(TIER.gcBeforeRound ? ['--expose-gc'] : []),
           ...(cli['node-arg'] ?? []),
         ],
-        env: { ...gatewayEnv({ port, dataDir, stubUrl }), SQLITE_SYNCHRONOUS: 'FULL', ...sideEnv[name] },
+        // The WAL not written ahead (docs/decisions/141): eight gateways writing ~300 MB each at start would take
+        // seconds of the guard's 75 and GB of disk writes a run; the guard reads the CPU a path's code costs.
+        env: {
+          ...gatewayEnv({ port, dataDir, stubUrl }),
+          SQLITE_SYNCHRONOUS: 'FULL',
+          SQLITE_WAL_PREALLOCATE: 'false',
+          ...sideEnv[name],
+        },
         readiness: { url: `${origin}/readyz` },
         timeoutMs: 60_000,
       });

@@ -403,6 +403,10 @@ const VARS = {
     int(65_536, 1_024, 1_048_576),
     "SQLite: the WAL's size, in frames of one 4 KiB page, from which it is restarted from its beginning: new write transactions wait (reads go on) while one last checkpoint copies the few frames left and syncs the database file, a pause of a few milliseconds up to ~20 under load (docs/decisions/107). Larger: that pause comes less often (under a steady load, once per this many frames written), but the WAL file takes up to this many 4 KiB pages on disk (65,536: 256 MiB; it is not truncated after a restart) and a restart after a crash reads it all back. 16,384 (64 MiB) was the size before. Ignored with DATABASE_URL.",
   ),
+  SQLITE_WAL_PREALLOCATE: declare(
+    bool(true),
+    "SQLite: true: when the gateway opens its database and no WAL exists (a new database, or after a clean stop: SQLite deletes the WAL then), it first writes the WAL at the size it reaches under load (SQLITE_WAL_RESTART_FRAMES and an eighth more: ~300 MB by default) as zeros and syncs it, before SQLite writes a frame; SQLite ignores a WAL whose header is not its own, writes its frames over the zeros, and the WAL's syncs then write into blocks that exist. A WAL that grows makes its syncs allocate blocks: on ext4 the first ~10 s of creations at full load after a start ran at half the rate of the next (docs/decisions/141). The write delays the gateway's start: it listens once the store is open (~3 s later on the bench machine's disk) and takes at once the disk space the WAL takes under load. An existing WAL is never touched. false: the WAL grows as SQLite writes it, as before; an off switch. Ignored with DATABASE_URL.",
+  ),
   CLOUD_API_URL: declare(httpUrl, 'Base URL of the cloud provisioning API.', '(unset: see SANDBOX_UPSTREAMS)'),
   CLOUD_API_TOKEN: declare(
     optionalString,
@@ -1046,6 +1050,8 @@ export interface Config {
   readonly sqliteCheckpointIntervalMs: number;
   /** SQLITE_WAL_RESTART_FRAMES: the WAL's size in frames from which writes wait for its restart (docs/decisions/107). */
   readonly sqliteWalRestartFrames: number;
+  /** SQLITE_WAL_PREALLOCATE: a missing WAL is written at its full size before SQLite opens it (docs/decisions/141). */
+  readonly sqliteWalPreallocate: boolean;
   /** SQLITE_CHECKPOINT_SYNC: the checkpoint worker syncs the database file after each copy (docs/decisions/136). */
   readonly sqliteCheckpointSync: boolean;
   /** SQLITE_CHECKPOINT_NICE: nice steps between the event loop and the checkpoint worker (docs/decisions/139). */
@@ -1350,6 +1356,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     sqliteCommitWindowMs: e.SQLITE_COMMIT_WINDOW_MS,
     sqliteCheckpointIntervalMs: e.SQLITE_CHECKPOINT_INTERVAL_MS,
     sqliteWalRestartFrames: e.SQLITE_WAL_RESTART_FRAMES,
+    sqliteWalPreallocate: e.SQLITE_WAL_PREALLOCATE,
     sqliteCheckpointSync: e.SQLITE_CHECKPOINT_SYNC,
     sqliteCheckpointNice: e.SQLITE_CHECKPOINT_NICE,
     sqliteCacheKib: e.SQLITE_CACHE_KIB,

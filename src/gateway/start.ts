@@ -52,6 +52,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       sqliteCommitWindowMs: config.sqliteCommitWindowMs,
       sqliteCheckpointIntervalMs: config.sqliteCheckpointIntervalMs,
       sqliteWalRestartFrames: config.sqliteWalRestartFrames,
+      sqliteWalPreallocate: config.sqliteWalPreallocate,
       sqliteCheckpointSync: config.sqliteCheckpointSync,
       sqliteCheckpointNice: config.sqliteCheckpointNice,
       sqliteCacheKib: config.sqliteCacheKib,

@@ -6,8 +6,9 @@ import { StoreUnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { migrationProvider, type Dialect } from './migrations.js';
 import type { Database } from './schema.js';
-import { GroupCommitSqliteDialect } from './sqlite-dialect.js';
+import { DEFAULT_RESTART_FRAMES, GroupCommitSqliteDialect } from './sqlite-dialect.js';
 import { StatementNames } from './statement-names.js';
+import { preallocateWal } from './wal-preallocate.js';
 
 export type { Database } from './schema.js';
 export type { Dialect } from './migrations.js';
@@ -93,6 +94,11 @@ export interface StoreOptions {
   sqliteCheckpointIntervalMs?: number;
   /** SQLITE_WAL_RESTART_FRAMES (docs/decisions/107); ignored with DATABASE_URL. */
   sqliteWalRestartFrames?: number;
+  /**
+   * SQLITE_WAL_PREALLOCATE (docs/decisions/141): the gateway's start passes the configuration's (true unless set); absent,
+   * false (`migrate`, whose WAL SQLite deletes when it exits). Ignored with DATABASE_URL.
+   */
+  sqliteWalPreallocate?: boolean;
   /** SQLITE_CHECKPOINT_SYNC (docs/decisions/136; default true); ignored with DATABASE_URL. */
   sqliteCheckpointSync?: boolean;
   /** SQLITE_CHECKPOINT_NICE (docs/decisions/139; default 10); ignored with DATABASE_URL. */
@@ -290,6 +296,17 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     const { default: SQLite } = await import('better-sqlite3');
     fs.mkdirSync(options.dataDir, { recursive: true });
     const file = path.join(options.dataDir, 'gateway.sqlite');
+    const restartFrames = options.sqliteWalRestartFrames ?? DEFAULT_RESTART_FRAMES;
+    if (options.sqliteWalPreallocate === true) {
+      // Past its restart size by the frames written during the last checkpoint before the restart. A shortcut: where
+      // it cannot be taken (a full disk), the WAL grows as SQLite writes it.
+      await preallocateWal(SQLite, file, restartFrames + Math.ceil(restartFrames / 8)).catch((err: unknown) =>
+        options.logger.warn(
+          { err },
+          'the WAL was not written ahead at its full size (SQLITE_WAL_PREALLOCATE): it grows as SQLite writes it',
+        ),
+      );
+    }
     const database = new SQLite(file);
     database.pragma('journal_mode = WAL');
     // FULL: the COMMIT itself does not fsync (NORMAL); the dialect fdatasyncs the WAL off the event loop
@@ -306,7 +323,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       commitWindowMs: options.sqliteCommitWindowMs ?? 1,
       checkpoint: {
         ...(options.sqliteCheckpointIntervalMs === undefined ? {} : { intervalMs: options.sqliteCheckpointIntervalMs }),
-        ...(options.sqliteWalRestartFrames === undefined ? {} : { restartFrames: options.sqliteWalRestartFrames }),
+        restartFrames,
         ...(options.sqliteCheckpointSync === undefined ? {} : { syncDatabase: options.sqliteCheckpointSync }),
         ...(options.sqliteCheckpointNice === undefined ? {} : { nice: options.sqliteCheckpointNice }),
       },

@@ -204,6 +204,9 @@ export interface GroupCommitOptions {
   checkpoint?: CheckpointOptions;
 }
 
+/** SQLITE_WAL_RESTART_FRAMES's default: 256 MiB of 4 KiB pages (docs/decisions/107). */
+export const DEFAULT_RESTART_FRAMES = 65_536;
+
 /** The checkpoint worker's settings (`GroupCommitOptions.checkpoint`). */
 export interface CheckpointOptions {
   intervalMs?: number;
@@ -612,7 +615,7 @@ class WalCheckpointer {
     options: CheckpointOptions = {},
   ) {
     this.intervalMs = options.intervalMs ?? 500;
-    this.restartFrames = options.restartFrames ?? 65_536;
+    this.restartFrames = options.restartFrames ?? DEFAULT_RESTART_FRAMES;
     this.observe = options.observe;
     db.pragma('wal_autocheckpoint = 0');
     const workerData: CheckpointWorkerData = {

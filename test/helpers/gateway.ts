@@ -44,7 +44,15 @@ export async function startTestGateway(
   options: GatewayOptions = {},
 ): Promise<TestGateway> {
   const dataDir = env.DATA_DIR ?? tempDataDir();
-  const config = loadConfig({ LOG_LEVEL: 'debug', SANDBOX_CALLBACK_DELAY_MS: '50', ...env, DATA_DIR: dataDir });
+  // SQLITE_WAL_PREALLOCATE off unless a test sets it: every test gateway opens a new database, and writing its WAL
+  // ahead (~300 MB, seconds) would only make the suite slower; test/store/wal-preallocate.test.ts tests it.
+  const config = loadConfig({
+    LOG_LEVEL: 'debug',
+    SANDBOX_CALLBACK_DELAY_MS: '50',
+    SQLITE_WAL_PREALLOCATE: 'false',
+    ...env,
+    DATA_DIR: dataDir,
+  });
   const lines: string[] = [];
   const destination = new Writable({
     write(chunk, _enc, cb) {
