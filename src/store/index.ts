@@ -8,7 +8,7 @@ import { migrationProvider, type Dialect } from './migrations.js';
 import type { Database } from './schema.js';
 import { DEFAULT_RESTART_FRAMES, GroupCommitSqliteDialect } from './sqlite-dialect.js';
 import { StatementNames } from './statement-names.js';
-import { preallocateWal } from './wal-preallocate.js';
+import { keepWal, keptWal, preallocateWal } from './wal-preallocate.js';
 
 export type { Database } from './schema.js';
 export type { Dialect } from './migrations.js';
@@ -95,8 +95,8 @@ export interface StoreOptions {
   /** SQLITE_WAL_RESTART_FRAMES (docs/decisions/107); ignored with DATABASE_URL. */
   sqliteWalRestartFrames?: number;
   /**
-   * SQLITE_WAL_PREALLOCATE (docs/decisions/141): the gateway's start passes the configuration's (true unless set); absent,
-   * false (`migrate`, whose WAL SQLite deletes when it exits). Ignored with DATABASE_URL.
+   * SQLITE_WAL_PREALLOCATE (docs/decisions/141): the gateway's start passes the configuration's (true unless set);
+   * absent, false, and a WAL kept by the gateway's last stop is left alone (`migrate`). Ignored with DATABASE_URL.
    */
   sqliteWalPreallocate?: boolean;
   /** SQLITE_CHECKPOINT_SYNC (docs/decisions/136; default true); ignored with DATABASE_URL. */
@@ -226,6 +226,8 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   const openConnections = new Set<Promise<void>>();
   let dialect: Dialect;
   let location: string;
+  /** Around the store's close: what keeps SQLite's WAL for the next start (SQLITE_WAL_PREALLOCATE), or nothing. */
+  let closing: { before(): void; after(): Promise<void> } = { before: () => undefined, after: async () => undefined };
   if (options.databaseUrl) {
     const { default: pg } = await import('pg');
     // bigint columns hold epoch milliseconds, well inside 2^53: read them as numbers, not strings.
@@ -298,6 +300,8 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     const file = path.join(options.dataDir, 'gateway.sqlite');
     const restartFrames = options.sqliteWalRestartFrames ?? DEFAULT_RESTART_FRAMES;
     if (options.sqliteWalPreallocate === true) {
+      // The WAL's blocks outlive a clean stop, to be linked in again at the next start (docs/decisions/141).
+      closing = { before: () => keepWal(file), after: () => keptWal(file) };
       // Past its restart size by the frames written during the last checkpoint before the restart. A shortcut: where
       // it cannot be taken (a full disk), the WAL grows as SQLite writes it.
       await preallocateWal(SQLite, file, restartFrames + Math.ceil(restartFrames / 8)).catch((err: unknown) =>
@@ -306,6 +310,10 @@ export async function openStore(options: StoreOptions): Promise<Store> {
           'the WAL was not written ahead at its full size (SQLITE_WAL_PREALLOCATE): it grows as SQLite writes it',
         ),
       );
+    } else if (options.sqliteWalPreallocate === false) {
+      // Set off: a WAL kept by an earlier stop is only disk space (a second name, if a crash left the WAL itself).
+      // Absent (`migrate`), it stays for the gateway that starts next.
+      fs.rmSync(`${file}-wal.kept`, { force: true });
     }
     const database = new SQLite(file);
     database.pragma('journal_mode = WAL');
@@ -381,8 +389,18 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       await sql`select 1`.execute(db);
     },
     async close() {
+      try {
+        closing.before();
+      } catch (err) {
+        options.logger.warn({ err }, 'the WAL was not kept for the next start (SQLITE_WAL_PREALLOCATE)');
+      }
       await db.destroy();
       await Promise.all(openConnections);
+      await closing
+        .after()
+        .catch((err: unknown) =>
+          options.logger.warn({ err }, 'the WAL was not kept for the next start (SQLITE_WAL_PREALLOCATE)'),
+        );
     },
   };
 }

@@ -54,7 +54,7 @@ async function writeRows(dataDir: string, preallocate: boolean, rows: number): P
 }
 
 describe('the WAL written ahead at its full size (SQLITE_WAL_PREALLOCATE)', () => {
-  it('writes a new database’s WAL as zeros before SQLite opens it; SQLite writes over it and the file never grows', async () => {
+  it('writes a new database’s WAL ahead as zeros; SQLite writes over it, and a clean stop keeps it', async () => {
     const dataDir = tempDir();
     const store = await openStore({
       dataDir,
@@ -75,13 +75,62 @@ describe('the WAL written ahead at its full size (SQLITE_WAL_PREALLOCATE)', () =
     } finally {
       await store.close();
     }
-    // A clean close checkpoints and deletes the WAL (SQLite's own doing): the next open writes it ahead again.
-    expect(fs.existsSync(walOf(dataDir))).toBe(false);
+    // A clean close copies every frame and SQLite deletes the WAL; its blocks stay under a second name, its header
+    // zeroed, and the next start links that file in again instead of writing ~300 MB.
+    const wal = walOf(dataDir);
+    expect(fs.existsSync(wal)).toBe(false);
+    const kept = fs.statSync(`${wal}.kept`);
+    expect(kept.size).toBe(walBytes(FRAMES));
+    expect(
+      fs
+        .readFileSync(`${wal}.kept`)
+        .subarray(0, 32)
+        .every((b) => b === 0),
+    ).toBe(true);
     const again = await openStore({ dataDir, logger, sqliteWalPreallocate: true, sqliteWalRestartFrames: 1_024 });
     try {
-      expect(fs.statSync(walOf(dataDir)).size).toBe(walBytes(FRAMES));
+      expect(fs.statSync(wal).ino).toBe(kept.ino);
+      expect(fs.existsSync(`${wal}.kept`)).toBe(false);
+      expect(fs.statSync(wal).size).toBe(walBytes(FRAMES));
+      await sql`insert into t values (300, ${'v'.repeat(300)})`.execute(again.db);
       const { rows } = await sql<{ n: number }>`select count(*) as n from t`.execute(again.db);
-      expect(rows[0]!.n).toBe(300);
+      expect(rows[0]!.n).toBe(301);
+    } finally {
+      await again.close();
+    }
+    // Set off, the kept file is removed: it is only disk space then.
+    const off = await openStore({ dataDir, logger, sqliteWalPreallocate: false, sqliteWalRestartFrames: 1_024 });
+    await off.close();
+    expect(fs.existsSync(`${wal}.kept`)).toBe(false);
+  });
+
+  it('zeroes the header of a kept WAL a crash left valid before it links it in, and loses nothing', async () => {
+    const dataDir = tempDir();
+    const wal = walOf(dataDir);
+    const store = await openStore({ dataDir, logger, sqliteWalPreallocate: true, sqliteWalRestartFrames: 1_024 });
+    let header: Buffer;
+    try {
+      await sql`create table t (x integer primary key, v text not null)`.execute(store.db);
+      for (let i = 0; i < 100; i++) await sql`insert into t values (${i}, ${'k'.repeat(300)})`.execute(store.db);
+      header = fs.readFileSync(wal).subarray(0, 32);
+    } finally {
+      await store.close();
+    }
+    // As if the process had died after SQLite deleted the WAL and before the kept file's header was zeroed: that
+    // header is SQLite's, its frames all copied already. Linked in as it is, SQLite would read them back.
+    const fd = fs.openSync(`${wal}.kept`, 'r+');
+    fs.writeSync(fd, header, 0, 32, 0);
+    fs.closeSync(fd);
+    expect(sqliteHeader(`${wal}.kept`)).toBe(true);
+    const again = await openStore({ dataDir, logger, sqliteWalPreallocate: true, sqliteWalRestartFrames: 1_024 });
+    try {
+      const { rows } = await sql<{ n: number }>`select count(*) as n from t`.execute(again.db);
+      expect(rows[0]!.n).toBe(100);
+      const check = await sql<{ integrity_check: string }>`pragma integrity_check`.execute(again.db);
+      expect(check.rows).toEqual([{ integrity_check: 'ok' }]);
+      // The header was zeroed before SQLite opened the file: it has written its own since, with new salts.
+      await sql`insert into t values (100, 'after')`.execute(again.db);
+      expect(fs.readFileSync(wal).subarray(16, 24)).not.toEqual(header.subarray(16, 24));
     } finally {
       await again.close();
     }
@@ -141,7 +190,10 @@ describe('the WAL written ahead at its full size (SQLITE_WAL_PREALLOCATE)', () =
     const before = fs.statSync(wal);
     const header = fs.readFileSync(wal).subarray(0, 32);
     expect(sqliteHeader(wal)).toBe(true);
+    // A second name left for it (the crash came after the close began) is removed; the WAL is not touched.
+    fs.linkSync(wal, `${wal}.kept`);
     expect(await preallocateWal(SQLite, path.join(dataDir, 'gateway.sqlite'), FRAMES)).toBe(false);
+    expect(fs.existsSync(`${wal}.kept`)).toBe(false);
     expect(fs.statSync(wal).ino).toBe(before.ino);
     expect(fs.statSync(wal).mtimeMs).toBe(before.mtimeMs);
     expect(fs.readFileSync(wal).subarray(0, 32)).toEqual(header);
