@@ -25,13 +25,13 @@ const emit = http.Server.prototype.emit;
  * other threads, which ended a spin early by their share (a planted 5 % read 2.8 % on the delivery on Node 26).
  *
  * So a spin hashes a number of blocks, timed after the fact on the wall clock: the next spin's blocks a µs are those of
- * the fastest quarter of the last spins (bench/lib/spin-rate.ts), which the spins another thread preempted (they read
- * long) do not move while they are fewer than three in four. Not on the process's clock, as decisions 130 and 132 did:
- * each reading is a getrusage(RUSAGE_SELF), which walks every thread of the gateway, and the two a spin took were a
- * plant of their own: a plant of 0.1 % read 1.06 on the tree query, and the same two readings with no spin 1.063 (the
- * wall clock is read without a system call). Until the first spin, the rate is a timing of 2 MiB taken while the
- * gateway is idle (before a round, when the guard asks). That timing alone sized every spin before decision 130: the
- * spins then spent 1.6-1.85 times their ask.
+ * the fastest of the last spins (bench/lib/spin-rate.ts), which the spins another thread or an interrupt preempted
+ * (they read long) do not move. Not on the process's clock, as decisions 130 and 132 did: each reading is a
+ * getrusage(RUSAGE_SELF), which walks every thread of the gateway, and the two a spin took were a plant of their own: a
+ * plant of 0.1 % read 1.06 on the tree query, and the same two readings with no spin 1.063 (the wall clock is read
+ * without a system call). Until the first spin, the rate is a timing of 2 MiB taken while the gateway is idle (before a
+ * round, when the guard asks). That timing alone sized every spin before decision 130: the spins then spent 1.6-1.85
+ * times their ask.
  */
 const BLOCK = Buffer.alloc(4 * 1024, 0x5a);
 const HASH = createHash('sha256');

@@ -1,25 +1,27 @@
 /**
- * How many blocks the guard's planted spin (bench/lib/guard-hooks.ts) hashes for an ask of so many µs: the time a block
- * took in the fastest quarter of its last RECENT spins, each timed after the fact on the wall clock. A spin that
- * another thread, another process or the host preempted reads long (one read 80 times its ask), never short, so the
- * fast end of the window is where the spins nobody preempted put it, however many were. In a census of a planted
- * delivery run on this machine, 5-13 % of the spins read over 1.3 times the window's lower quartile, and the quartile
- * of the others lay within 1.5 % of their median (2.26 against 2.29 µs a block): sized from the quartile, a spin
- * hashes at most that much more than its ask. The median (decision 133) let the preempted spins in as soon as they
- * were half of the window: both sides of a pair run on one core, and on CI's host the planted delivery read 1.030, its
- * spins 0.6 of their ask. A mean of the window (decision 132's, each spin bounded at three times its expectation)
- * hashed 3-4 % less, and the one before it (no bound) hashed nothing for 1,236 spins after the one of 80 times. No
- * clock, no I/O: the hook times the spins, this only counts.
+ * How many blocks the guard's planted spin (bench/lib/guard-hooks.ts) hashes for an ask of so many µs: the fastest µs a
+ * block took in its last RECENT to 2 × RECENT spins, each timed after the fact on the wall clock. A spin that another
+ * thread, another process, the host or an interrupt preempted reads long (one read 80 times its ask), never short, so
+ * the fastest spin of the window is one nobody preempted, however many were. In a census of a planted delivery run on
+ * this machine, 5-13 % of the spins read over 1.3 times the window's lower quartile, and the others lay within a few
+ * per cent of each other (2.23 µs a block at the 5th percentile, 2.29 at the median): sized from the fastest, a spin
+ * hashes at most that much more than its ask. The median (decision 133) let the preempted spins in as soon as they were
+ * half of the window, the lower quartile (decision 140) once they were three quarters: both sides of a pair run at once
+ * on one core, whose interrupts (the loopback's packets for either side) fall in the spins too, and the planted webhook
+ * paths read 1.017-1.031 under both. A mean of the window (decision 132's, each spin bounded at three times its
+ * expectation) hashed 3-4 % less, and the one before it (no bound) hashed nothing for 1,236 spins after the one of 80
+ * times. The window is two halves, each keeping only its fastest, so that a spin costs the hook a comparison, not a
+ * sort: what the hook does beyond the timed spin is part of the plant, on the working tree's side alone. No clock, no
+ * I/O: the hook times the spins, this only counts.
  */
-export const RECENT = 32;
-
-/** The share of the window, from its fastest spin, that sizes the next: its lower quartile. */
-const FAST_SHARE = 0.25;
+export const RECENT = 64;
 
 export class SpinRate {
-  /** µs a block took in each of the last RECENT spins, oldest overwritten first. */
-  private readonly usPerBlock: number[] = [];
-  private next = 0;
+  /** The fastest µs a block took in the current half of the window, and in the half before it. */
+  private fastest = Infinity;
+  private fastestBefore = Infinity;
+  /** Spins recorded in the current half. */
+  private count = 0;
 
   /** `blocksPerUs`: a first rate, from a timing taken while the process is idle (0 until then). */
   constructor(private blocksPerUs = 0) {}
@@ -40,10 +42,13 @@ export class SpinRate {
 
   /** Counts a spin of `blocks` blocks that took `us` µs. */
   record(blocks: number, us: number): void {
-    this.usPerBlock[this.next] = us / blocks;
-    this.next = (this.next + 1) % RECENT;
-    const sorted = [...this.usPerBlock].sort((a, b) => a - b);
-    const usPerBlock = sorted[Math.floor((sorted.length - 1) * FAST_SHARE)]!;
-    if (usPerBlock > 0) this.blocksPerUs = 1 / usPerBlock;
+    this.fastest = Math.min(this.fastest, us / blocks);
+    if (++this.count === RECENT) {
+      this.fastestBefore = this.fastest;
+      this.fastest = Infinity;
+      this.count = 0;
+    }
+    const usPerBlock = Math.min(this.fastest, this.fastestBefore);
+    if (usPerBlock > 0 && Number.isFinite(usPerBlock)) this.blocksPerUs = 1 / usPerBlock;
   }
 }

@@ -52,6 +52,14 @@ describe('the planted spin’s rate', () => {
     expect(blocks.slice(RECENT)).toEqual(Array.from({ length: 7 * RECENT }, () => NORMAL));
   });
 
+  it('spins nine in ten of which an interrupt lengthened a little still spend their ask', () => {
+    const rate = new SpinRate(TRUE_RATE);
+    // Interrupts on the core (the loopback's packets for either side) fall in most spins and lengthen each a little:
+    // the lower quartile would hash 9 blocks for 12.
+    const blocks = spins(rate, 8 * RECENT, (i) => (i % 10 < 9 ? 1.3 : 1));
+    expect(blocks.slice(RECENT)).toEqual(Array.from({ length: 7 * RECENT }, () => NORMAL));
+  });
+
   it('hashes at least one block for any ask, so that every spin is timed', () => {
     const rate = new SpinRate(TRUE_RATE);
     expect(rate.blocksFor(0.1)).toBe(1);
