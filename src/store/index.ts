@@ -389,18 +389,16 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       await sql`select 1`.execute(db);
     },
     async close() {
+      const notKept = (err: unknown) =>
+        options.logger.warn({ err }, 'the WAL was not kept for the next start (SQLITE_WAL_PREALLOCATE)');
       try {
         closing.before();
       } catch (err) {
-        options.logger.warn({ err }, 'the WAL was not kept for the next start (SQLITE_WAL_PREALLOCATE)');
+        notKept(err);
       }
       await db.destroy();
       await Promise.all(openConnections);
-      await closing
-        .after()
-        .catch((err: unknown) =>
-          options.logger.warn({ err }, 'the WAL was not kept for the next start (SQLITE_WAL_PREALLOCATE)'),
-        );
+      await closing.after().catch(notKept);
     },
   };
 }

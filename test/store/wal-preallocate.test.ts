@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { loadConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/logger.js';
-import { openStore } from '../../src/store/index.js';
+import { openStore, type Store } from '../../src/store/index.js';
 import { preallocateWal } from '../../src/store/wal-preallocate.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -36,13 +36,24 @@ const walOf = (dataDir: string) => path.join(dataDir, 'gateway.sqlite-wal');
 /** SQLite's WAL magic number (either byte order of its checksums), from the header's first four bytes. */
 const sqliteHeader = (file: string) => (fs.readFileSync(file).readUInt32BE(0) & 0xfffffffe) === 0x377f0682;
 
-async function writeRows(dataDir: string, preallocate: boolean, rows: number): Promise<string[]> {
-  const store = await openStore({
+/** The store on `dataDir` at the smallest restart size, the WAL written ahead (true), set off (false) or left unset. */
+const open = (dataDir: string, preallocate?: boolean) =>
+  openStore({
     dataDir,
     logger,
-    sqliteWalPreallocate: preallocate,
     sqliteWalRestartFrames: RESTART_FRAMES,
+    ...(preallocate === undefined ? {} : { sqliteWalPreallocate: preallocate }),
   });
+
+/** The rows of table t, and SQLite's integrity check of the whole database. */
+async function rowsAndIntegrity(store: Store): Promise<{ rows: number; integrity: unknown[] }> {
+  const { rows } = await sql<{ n: number }>`select count(*) as n from t`.execute(store.db);
+  const check = await sql<{ integrity_check: string }>`pragma integrity_check`.execute(store.db);
+  return { rows: rows[0]!.n, integrity: check.rows };
+}
+
+async function writeRows(dataDir: string, preallocate: boolean, rows: number): Promise<string[]> {
+  const store = await open(dataDir, preallocate);
   try {
     await sql`create table t (x integer primary key, v text not null)`.execute(store.db);
     for (let i = 0; i < rows; i++) await sql`insert into t values (${i}, ${`row ${i} `.repeat(40)})`.execute(store.db);
@@ -56,12 +67,7 @@ async function writeRows(dataDir: string, preallocate: boolean, rows: number): P
 describe('the WAL written ahead at its full size (SQLITE_WAL_PREALLOCATE)', () => {
   it('writes a new database’s WAL ahead as zeros; SQLite writes over it, and a clean stop keeps it', async () => {
     const dataDir = tempDir();
-    const store = await openStore({
-      dataDir,
-      logger,
-      sqliteWalPreallocate: true,
-      sqliteWalRestartFrames: RESTART_FRAMES,
-    });
+    const store = await open(dataDir, true);
     try {
       const wal = walOf(dataDir);
       // The migrations have committed: the header is SQLite's own now, and the file is the size written ahead.
@@ -87,7 +93,7 @@ describe('the WAL written ahead at its full size (SQLITE_WAL_PREALLOCATE)', () =
         .subarray(0, 32)
         .every((b) => b === 0),
     ).toBe(true);
-    const again = await openStore({ dataDir, logger, sqliteWalPreallocate: true, sqliteWalRestartFrames: 1_024 });
+    const again = await open(dataDir, true);
     try {
       expect(fs.statSync(wal).ino).toBe(kept.ino);
       expect(fs.existsSync(`${wal}.kept`)).toBe(false);
@@ -99,7 +105,7 @@ describe('the WAL written ahead at its full size (SQLITE_WAL_PREALLOCATE)', () =
       await again.close();
     }
     // Set off, the kept file is removed: it is only disk space then.
-    const off = await openStore({ dataDir, logger, sqliteWalPreallocate: false, sqliteWalRestartFrames: 1_024 });
+    const off = await open(dataDir, false);
     await off.close();
     expect(fs.existsSync(`${wal}.kept`)).toBe(false);
   });
@@ -107,7 +113,7 @@ describe('the WAL written ahead at its full size (SQLITE_WAL_PREALLOCATE)', () =
   it('zeroes the header of a kept WAL a crash left valid before it links it in, and loses nothing', async () => {
     const dataDir = tempDir();
     const wal = walOf(dataDir);
-    const store = await openStore({ dataDir, logger, sqliteWalPreallocate: true, sqliteWalRestartFrames: 1_024 });
+    const store = await open(dataDir, true);
     let header: Buffer;
     try {
       await sql`create table t (x integer primary key, v text not null)`.execute(store.db);
@@ -122,12 +128,9 @@ describe('the WAL written ahead at its full size (SQLITE_WAL_PREALLOCATE)', () =
     fs.writeSync(fd, header, 0, 32, 0);
     fs.closeSync(fd);
     expect(sqliteHeader(`${wal}.kept`)).toBe(true);
-    const again = await openStore({ dataDir, logger, sqliteWalPreallocate: true, sqliteWalRestartFrames: 1_024 });
+    const again = await open(dataDir, true);
     try {
-      const { rows } = await sql<{ n: number }>`select count(*) as n from t`.execute(again.db);
-      expect(rows[0]!.n).toBe(100);
-      const check = await sql<{ integrity_check: string }>`pragma integrity_check`.execute(again.db);
-      expect(check.rows).toEqual([{ integrity_check: 'ok' }]);
+      expect(await rowsAndIntegrity(again)).toEqual({ rows: 100, integrity: [{ integrity_check: 'ok' }] });
       // The header was zeroed before SQLite opened the file: it has written its own since, with new salts.
       await sql`insert into t values (100, 'after')`.execute(again.db);
       expect(fs.readFileSync(wal).subarray(16, 24)).not.toEqual(header.subarray(16, 24));
@@ -144,7 +147,7 @@ describe('the WAL written ahead at its full size (SQLITE_WAL_PREALLOCATE)', () =
     expect(await writeRows(grown, false, 200)).toEqual(withIt);
     // Off (and absent, as `migrate` opens the store), a new database's WAL holds only the frames written to it.
     const off = tempDir();
-    const store = await openStore({ dataDir: off, logger, sqliteWalRestartFrames: RESTART_FRAMES });
+    const store = await open(off);
     try {
       expect(fs.statSync(walOf(off)).size).toBeLessThan(walBytes(FRAMES) / 4);
     } finally {
@@ -198,12 +201,9 @@ describe('the WAL written ahead at its full size (SQLITE_WAL_PREALLOCATE)', () =
     expect(fs.statSync(wal).mtimeMs).toBe(before.mtimeMs);
     expect(fs.readFileSync(wal).subarray(0, 32)).toEqual(header);
 
-    const store = await openStore({ dataDir, logger, sqliteWalPreallocate: true, sqliteWalRestartFrames: 1_024 });
+    const store = await open(dataDir, true);
     try {
-      const { rows } = await sql<{ n: number }>`select count(*) as n from t`.execute(store.db);
-      expect(rows[0]!.n).toBe(150);
-      const check = await sql<{ integrity_check: string }>`pragma integrity_check`.execute(store.db);
-      expect(check.rows).toEqual([{ integrity_check: 'ok' }]);
+      expect(await rowsAndIntegrity(store)).toEqual({ rows: 150, integrity: [{ integrity_check: 'ok' }] });
     } finally {
       await store.close();
     }
