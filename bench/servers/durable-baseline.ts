@@ -9,7 +9,9 @@
  *    WAL sync is left to the completion's, unless `--claim-sync durable` (the gateway's switch off);
  * 3. the upstream call: POST /ocs/v1/services to the same stub with the bearer token and the
  *    Idempotency-Key (derived from scope and key like the gateway's `upstreamKey`), over `undici.request`;
- * 4. the ledger row and the completed idempotency record, then the same JSON answer as the gateway.
+ * 4. the ledger row and the completed idempotency record, then the same JSON answer as the gateway; the record keeps
+ *    the network's id, as the gateway's does by default (IDEMPOTENCY_REPLAY_FROM_LEDGER, docs/decisions/143), unless
+ *    `--completion copy` (the gateway's switch off: a copy of the ledger record).
  *
  * Its own SQLite file, the same two tables with the same indexes as the gateway's migrations, WAL,
  * `synchronous=FULL` (or NORMAL). With FULL and the claim settled at its COMMIT, the connection runs NORMAL and
@@ -24,7 +26,7 @@
  * does not share the gateway's ledger.
  *
  * Usage: node --import tsx bench/servers/durable-baseline.ts --upstream <url> --token <t> --api-key <k>
- *        --data-dir <dir> [--synchronous FULL|NORMAL] [--claim-sync commit|durable]
+ *        --data-dir <dir> [--synchronous FULL|NORMAL] [--claim-sync commit|durable] [--completion id|copy]
  */
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -45,6 +47,7 @@ const { values: args } = parseArgs({
     'data-dir': { type: 'string' },
     synchronous: { type: 'string', default: 'FULL' },
     'claim-sync': { type: 'string', default: 'commit' },
+    completion: { type: 'string', default: 'id' },
   },
 });
 
@@ -63,6 +66,8 @@ db.pragma('journal_mode = WAL');
 const full = args.synchronous !== 'NORMAL';
 if (args['claim-sync'] !== 'commit' && args['claim-sync'] !== 'durable')
   throw new Error(`--claim-sync wants commit or durable, got ${JSON.stringify(args['claim-sync'])}`);
+if (args.completion !== 'id' && args.completion !== 'copy')
+  throw new Error(`--completion wants id or copy, got ${JSON.stringify(args.completion)}`);
 /** FULL with claims settled at their COMMIT: NORMAL on the connection, and the WAL synced here when a write needs it. */
 const syncByHand = full && args['claim-sync'] === 'commit';
 db.pragma(`synchronous = ${full && !syncByHand ? 'FULL' : 'NORMAL'}`);
@@ -216,7 +221,11 @@ async function mutation(req: http.IncomingMessage, res: http.ServerResponse): Pr
       scope,
       createdAt,
     );
-    complete.run(JSON.stringify(record), scope, key);
+    complete.run(
+      args.completion === 'id' ? JSON.stringify({ ledger: created.id }) : JSON.stringify(record),
+      scope,
+      key,
+    );
   });
   sendJson(res, 200, {
     data: {

@@ -24,8 +24,6 @@ import * as wire from './wire.js';
 /** A creation's outcome: the ledger record of what was created. */
 export type MutationResult = Outcome<LedgerRecord>;
 
-type StoredRecord = Omit<LedgerRecord, 'createdAt'> & { createdAt: string };
-
 /** One creation, validated and built for the wire: what a mutation sends, and what a plan shows. */
 export interface Creation {
   operation: string;
@@ -279,8 +277,8 @@ export class CloudService {
       // The upstream created it already: its kept answer is read again, and nothing is sent (docs/decisions/042).
       recover: (incomplete, idempotencyKey) => recordOf(p.reread(incomplete), idempotencyKey),
       storeWith: this.storeWith,
-      toStored,
-      fromStored,
+      toStored: this.toStored,
+      fromStored: this.fromStored,
     });
   }
 
@@ -289,14 +287,9 @@ export class CloudService {
 
   /** The ledger record is written in the same commit as the completion of the key. */
   private readonly storeWith = (record: LedgerRecord): readonly CompiledQuery[] => [this.ledger.recordWrite(record)];
+  /** What the key's record keeps for a replay, and the record read back from it (src/store/ledger.ts). */
+  private readonly toStored = (record: LedgerRecord): unknown => this.ledger.storedResult(record);
+  private readonly fromStored = (stored: unknown): Promise<LedgerRecord> => this.ledger.replayOf(stored);
 }
 
 /** What an idempotency record keeps of a creation: its ledger record, the date as ISO text. */
-function toStored(record: LedgerRecord): StoredRecord {
-  return { ...record, createdAt: record.createdAt.toISOString() };
-}
-
-function fromStored(stored: unknown): LedgerRecord {
-  const s = stored as StoredRecord;
-  return { ...s, createdAt: new Date(s.createdAt) };
-}

@@ -73,6 +73,7 @@ export async function buildServices(
   const ledger = new Ledger({
     store,
     cache: { size: config.ledgerCacheRecords, keeps: (record) => ownerOfRecord(record) === null },
+    replayFromLedger: config.idempotencyReplayFromLedger,
   });
   const idempotencyRecords = new IdempotencyRecords({ store, claimWithoutSync: config.sqliteClaimWithoutSync });
   const idempotency = new Idempotency({

@@ -106,13 +106,6 @@ export function identificationWarnings(record: LedgerRecord, url: string | null)
   ];
 }
 
-type StoredRecord = Omit<LedgerRecord, 'createdAt'> & { createdAt: string };
-const toStored = (record: LedgerRecord): StoredRecord => ({ ...record, createdAt: record.createdAt.toISOString() });
-const fromStored = (stored: unknown): LedgerRecord => {
-  const s = stored as StoredRecord;
-  return { ...s, createdAt: new Date(s.createdAt) };
-};
-
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
@@ -185,6 +178,13 @@ export class IdentityService {
   constructor(private readonly o: IdentityServiceOptions) {
     this.identificationCompletions = o.identificationCompletions;
   }
+
+  /**
+   * What a key's record keeps for a replay, and the record read back from it (src/store/ledger.ts): a copy, since a
+   * verification's id may be the caller's external id, which an earlier registration may have recorded first.
+   */
+  private readonly toStored = (record: LedgerRecord): unknown => this.o.ledger.storedResult(record, true);
+  private readonly fromStored = (stored: unknown): Promise<LedgerRecord> => this.o.ledger.replayOf(stored);
 
   /** An identification request, validated and built for the wire: what createIdentification sends, and a plan shows. */
   private identificationCall(input: CreateIdentificationInput) {
@@ -299,8 +299,8 @@ export class IdentityService {
           createdAt: new Date(now),
         });
       },
-      toStored,
-      fromStored,
+      toStored: this.toStored,
+      fromStored: this.fromStored,
     });
     return { ...out, warnings: identificationWarnings(out.result, this.identificationSecrets(out.result).url) };
   }
@@ -405,8 +405,8 @@ export class IdentityService {
           idempotencyKey,
         );
       },
-      toStored,
-      fromStored,
+      toStored: this.toStored,
+      fromStored: this.fromStored,
     });
     return out;
   }

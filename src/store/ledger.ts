@@ -35,6 +35,9 @@ export interface LedgerRecord {
 
 type Row = Database['resources'];
 
+/** What an idempotency record keeps of a creation (`Ledger.storedResult`): its record's id, or a copy of it. */
+export type StoredResult = { ledger: string } | (Omit<LedgerRecord, 'createdAt'> & { createdAt: string });
+
 /** The columns every read selects, in this order: a row arrives as the array of their values (Store.readValues). */
 const COLUMNS = [
   'id',
@@ -133,18 +136,44 @@ export class Ledger {
   private readonly execute: Execute;
   private readonly readValues: ReadValues;
   private readonly cache: RecordCache | null;
+  private readonly replayFromLedger: boolean;
 
   /**
    * `store`: the Store (its `execute` and `readValues` run past kysely's executor on SQLite), or `throughKysely(db)`.
    * `cache`: keep up to `size` records that `keeps` admits (0 or absent: none kept, every read reads every row).
+   * `replayFromLedger` (IDEMPOTENCY_REPLAY_FROM_LEDGER, default true): see `storedResult`.
    */
   constructor(options: {
     store: Pick<Statements, 'db' | 'execute' | 'readValues'>;
     cache?: { size: number; keeps: (record: LedgerRecord) => boolean };
+    replayFromLedger?: boolean;
   }) {
     ({ db: this.db, execute: this.execute, readValues: this.readValues } = options.store);
     const cache = options.cache;
     this.cache = cache && cache.size > 0 ? new RecordCache(cache.size, cache.keeps) : null;
+    this.replayFromLedger = options.replayFromLedger ?? true;
+  }
+
+  /**
+   * What the idempotency record of a creation keeps for its replay (`replayOf` reads it back): the id of the record,
+   * written in the same commit as the key's completion and never changed afterwards (docs/decisions/143). Only for a
+   * record whose id is the upstream's own answer to this call: a record the caller names the id of (a verification's
+   * external id) may have been recorded first by another call, and the ledger keeps that one. With `replayFromLedger`
+   * off, or `copy`, a copy of the record, as before: the spec and the response then stand in both tables.
+   */
+  storedResult(record: LedgerRecord, copy = !this.replayFromLedger): StoredResult {
+    if (!copy) return { ledger: record.id };
+    return Object.assign({}, record, { createdAt: record.createdAt.toISOString() });
+  }
+
+  /** The record an idempotency record kept (`storedResult`), whichever way it kept it: by id, or as a copy. */
+  async replayOf(stored: unknown): Promise<LedgerRecord> {
+    const kept = stored as StoredResult;
+    if (!('ledger' in kept)) return Object.assign({}, kept, { createdAt: new Date(kept.createdAt) });
+    const record = await this.get(kept.ledger);
+    if (!record)
+      throw new Error(`the idempotency record names resource ${kept.ledger}, which the ledger does not hold`);
+    return record;
   }
 
   /** Stores a created resource. Recording the same id twice (a replay after a crash) keeps the first. */

@@ -160,7 +160,8 @@ export class Idempotency {
     execute: (upstreamIdempotencyKey: string) => Promise<T>;
     /** What is stored for replay; defaults to the result. Must hold no secret. */
     toStored?: (result: T) => unknown;
-    fromStored?: (stored: unknown) => T;
+    /** The result again from what `toStored` kept, for a replay (a promise when it reads the store). */
+    fromStored?: (stored: unknown) => T | Promise<T>;
     /**
      * Writes that store the result (the ledger record of a created resource): committed in one transaction with
      * the completion of the key, so that a crash leaves both or neither, and a first call costs one commit less.
@@ -214,7 +215,7 @@ export class Idempotency {
           metrics.idempotentReplays.inc({ operation: params.operation });
           const stored = existing.response;
           return {
-            result: params.fromStored ? params.fromStored(stored) : (stored as T),
+            result: params.fromStored ? await params.fromStored(stored) : (stored as T),
             idempotencyKey: key,
             upstreamIdempotencyKey: upstream,
             replayed: true,

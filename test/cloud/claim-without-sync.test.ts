@@ -115,10 +115,11 @@ describe('SQLITE_CLAIM_WITHOUT_SYNC', () => {
       const calls = gw.gateway.sandbox.cloud!.requests.map(
         (r) => `${r.method} ${r.path} ${r.headers['idempotency-key']}`,
       );
-      // Upstream ids differ between the two sandboxes: each is named by its order of appearance; the times differ too.
+      // Upstream ids differ between the two sandboxes: each is named by its order of appearance (a stored record names
+      // its resource as `ledger`); the times differ too.
       const ids = new Map<string, string>();
       const text = JSON.stringify({ answers, rows, calls }).replace(
-        /"(id|projectId)":"([^"]+)"|\\"(id|projectId)\\":\\"([^"\\]+)\\"/g,
+        /"(id|projectId)":"([^"]+)"|\\"(id|projectId|ledger)\\":\\"([^"\\]+)\\"/g,
         (m, a, b, c, d) => {
           const id = (b ?? d) as string;
           if (!ids.has(id)) ids.set(id, `id-${ids.size}`);
