@@ -291,5 +291,3 @@ export class CloudService {
   private readonly toStored = (record: LedgerRecord): unknown => this.ledger.storedResult(record);
   private readonly fromStored = (stored: unknown): Promise<LedgerRecord> => this.ledger.replayOf(stored);
 }
-
-/** What an idempotency record keeps of a creation: its ledger record, the date as ISO text. */

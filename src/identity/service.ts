@@ -180,8 +180,9 @@ export class IdentityService {
   }
 
   /**
-   * What a key's record keeps for a replay, and the record read back from it (src/store/ledger.ts): a copy, since a
-   * verification's id may be the caller's external id, which an earlier registration may have recorded first.
+   * What a key's record keeps for a replay, and the record read back from it (src/store/ledger.ts): a copy for both
+   * kinds, since a verification's id may be the caller's external id, which an earlier registration may have recorded
+   * first (the ledger keeps the first).
    */
   private readonly toStored = (record: LedgerRecord): unknown => this.o.ledger.storedResult(record, true);
   private readonly fromStored = (stored: unknown): Promise<LedgerRecord> => this.o.ledger.replayOf(stored);
