@@ -769,7 +769,7 @@ const VARS = {
   ),
   IDEMPOTENCY_REPLAY_FROM_LEDGER: declare(
     bool(true),
-    "true: the idempotency record of a creation keeps only the id of the resource it created; a replay (the same request with the same key) reads the resource from the ledger, where it was written with the key's completion or before it and never changes. A creation then writes its spec and the upstream's answer once instead of twice (they stood in both tables): a tenth fewer WAL pages and less CPU per creation (docs/decisions/143). Only for the cloud's creations, whose ids are the upstream's answer to the call; the identity service keeps copies. Records kept as copies (before this setting, or with it off) are replayed as they are. false: the record keeps a copy of the resource, as before; an off switch, not a tuning knob.",
+    "true: the idempotency record of a creation keeps only the id of the resource it created; a replay (the same request with the same key) reads the resource from the ledger, where it was written with the key's completion or before it and never changes. A creation then writes its spec and the upstream's answer once instead of twice (they stood in both tables): a tenth fewer WAL pages and less CPU per creation (docs/decisions/143). Only for the cloud's creations, whose ids are the upstream's answer to the call; the identity service keeps copies. Records kept as copies (before this setting, or with it off) are replayed as they are; a gateway of an earlier release cannot replay a record kept as an id, so before rolling back run with false for IDEMPOTENCY_RETENTION. false: the record keeps a copy of the resource, as before; an off switch, not a tuning knob.",
   ),
   VERIFICATION_RESULTS_BATCH_SIZE: declare(
     int(100, 1, 10_000),
