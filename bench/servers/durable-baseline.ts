@@ -197,18 +197,22 @@ async function mutation(req: http.IncomingMessage, res: http.ServerResponse): Pr
     return graphqlError(res, 'UPSTREAM_ERROR', error instanceof Error ? error.message : String(error));
   }
   const createdAt = Date.now();
-  const record = {
-    id: created.id,
-    kind: 'network',
-    projectId: spec.projectId,
-    parentId: null,
-    title: spec.title,
-    spec,
-    response: created,
-    idempotencyKey: upstreamKey,
-    createdBy: scope,
-    createdAt: new Date(createdAt).toISOString(),
-  };
+  // What the completion keeps for a replay: the network's id, or (`--completion copy`) a copy of its ledger record.
+  const stored =
+    args.completion === 'id'
+      ? JSON.stringify({ ledger: created.id })
+      : JSON.stringify({
+          id: created.id,
+          kind: 'network',
+          projectId: spec.projectId,
+          parentId: null,
+          title: spec.title,
+          spec,
+          response: created,
+          idempotencyKey: upstreamKey,
+          createdBy: scope,
+          createdAt: new Date(createdAt).toISOString(),
+        });
   // The ledger row and the completion in the same turn: one COMMIT makes both durable.
   await durably(function recordNetwork() {
     recordResource.run(
@@ -221,11 +225,7 @@ async function mutation(req: http.IncomingMessage, res: http.ServerResponse): Pr
       scope,
       createdAt,
     );
-    complete.run(
-      args.completion === 'id' ? JSON.stringify({ ledger: created.id }) : JSON.stringify(record),
-      scope,
-      key,
-    );
+    complete.run(stored, scope, key);
   });
   sendJson(res, 200, {
     data: {
