@@ -8,8 +8,8 @@
  * memory (/dev/shm). The gateways run V8's baseline tier by default (no optimising compiler, `--tier`; see TIERS): a
  * process of it keeps little luck of its own (up to ~2.5 % on Node 26, which the four pairs average out: decision 114),
  * where an optimised one keeps up to 5 % for its life. First every gateway warms every path (16 in flight, on both
- * cores). Then, on the server's core, a round drives one pair, both sides at once with one operation in flight each,
- * from a full collection on both, and the pairs take turns. What is compared is the gateway's **CPU time per
+ * cores). Then, on the server's core, a round drives one pair, its two sides in turns of one operation each (decision
+ * 144), from a full collection on both, and the pairs take turns. What is compared is the gateway's **CPU time per
  * operation** (every thread of its process, from /proc), which a shared machine disturbs far less than throughput.
  * Before each measured round the guard waits until nothing else uses the machine; when that does not come, it says so
  * and exits 3 rather than give a verdict.
@@ -75,9 +75,9 @@ import { notificationBody, WEBHOOK_PATH } from './scenarios/webhook.js';
 const PATHS = ['mutation', 'tree', 'intake', 'delivery'] as const;
 type PathName = (typeof PATHS)[number];
 /**
- * Operations in flight at once on every path while measuring (--concurrency), the same on both sides. One by
- * default: each operation then pays its own commit and its own wake-ups, so what a side costs does not depend on how
- * the scheduler happened to batch its requests (with 16 in flight, group commits and reads per wake-up moved a
+ * Operations in flight at once in a side's turn on every path while measuring (--concurrency), the same on both
+ * sides. One by default: each operation then pays its own commit and its own wake-ups, so what a side costs does not
+ * depend on how the scheduler happened to batch its requests (with 16 in flight, group commits and reads per wake-up moved a
  * round's ratio by 5–8 %).
  */
 let CONCURRENCY = 1;
@@ -585,13 +585,14 @@ async function quiet(): Promise<void> {
 }
 
 /**
- * One round of one path: both sides at once, each with its own `CONCURRENCY` operations in flight, on the same
- * core. Whatever else disturbs that core (the host, the driver) falls on both sides in the same moments, so it
- * falls out of their ratio. The round stops when either side has completed its `count` operations: neither side
- * starts another, and each is read once its operations in flight have completed, so that no reading holds part of
- * an operation (read in the same instant, the side that had one in flight carried up to an operation more: ±0.5 of
- * `count`, 0.7 % a round on a slow host's 70 deliveries). The other side's last operation then runs alone on the
- * core: one in `count`. Returns each side's CPU seconds per operation.
+ * One round of one path: the two sides of a pair take turns, a step at a time, on the same core. A step is
+ * `CONCURRENCY` operations of one side at once (one, by default), and the side that goes first changes every step, so
+ * that each side's operations always follow the other's: whatever disturbs that core (the host, the driver) falls on
+ * both sides within a millisecond, and falls out of their ratio, and neither side's operations ever run beside the
+ * other's. Both sides running at once, as the guard did until decision 144, let one side's cost move the other's:
+ * a side made 5 % slower changed how the two interleaved on the core, and the planted 5 % read 1.022-1.079 from run
+ * to run (on CI once 1.027 on all four pairs alike), where two identical trees read within ±1 %; in turns it read
+ * 1.050-1.065 on every path. Each side completes `count` operations. Returns each side's CPU seconds per operation.
  */
 async function round(sides: Side[], p: PathName, opsShare = 1): Promise<number[]> {
   for (let attempt = 1; ; attempt++) {
@@ -653,22 +654,15 @@ async function measureRound(sides: Side[], p: PathName, share: number): Promise<
     if (share === 1) await ready(sides);
     const others = othersSince();
     const started = sides.map((side) => processCpu(side.proc.pid));
-    let stop = false;
-    const perOp = await Promise.all(
-      sides.map(async (side, s) => {
-        let next = 0;
-        let completed = 0;
-        await Promise.all(
-          Array.from({ length: CONCURRENCY }, async () => {
-            while (!stop) {
-              await operation(side, p, next++, subs[s]);
-              if (++completed >= count) stop = true;
-            }
-          }),
-        );
-        return (processCpu(side.proc.pid) - started[s]!) / completed;
-      }),
-    );
+    const done = sides.map(() => 0);
+    for (let step = 0; done.some((n) => n < count); step++) {
+      for (const s of step % 2 === 0 ? [0, 1] : [1, 0]) {
+        const side = sides[s]!;
+        const n = Math.min(CONCURRENCY, count - done[s]!);
+        await Promise.all(Array.from({ length: n }, () => operation(side, p, done[s]!++, subs[s])));
+      }
+    }
+    const perOp = sides.map((side, s) => (processCpu(side.proc.pid) - started[s]!) / count);
     return { perOp, other: others() };
   } finally {
     for (const s of subs) s.close();
@@ -849,7 +843,7 @@ async function main(): Promise<void> {
     const elapsed = lifeS();
     const table = render(rows, ref.label, own.label);
     process.stdout.write(
-      `\nbench:guard — gateway CPU per operation (${cli.tier} tier), ${rounds} rounds, both sides at once, ${PAIRS} pairs of processes in turn, ${CONCURRENCY} in flight; load average ${load} at start; ${disturbedRounds} rounds measured again${remeasured.length ? `; rounds taken again (see PRECISION): ${remeasured.join(', ')}` : ''}; ${elapsed.toFixed(0)} s${waitedS >= 1 ? ` (${waitedS.toFixed(0)} s of them waiting for a quiet machine)` : ''}\n\n${table}\n\n`,
+      `\nbench:guard — gateway CPU per operation (${cli.tier} tier), ${rounds} rounds, the sides in turns of ${CONCURRENCY} operation${CONCURRENCY === 1 ? '' : 's'}, ${PAIRS} pairs of processes in turn; load average ${load} at start; ${disturbedRounds} rounds measured again${remeasured.length ? `; rounds taken again (see PRECISION): ${remeasured.join(', ')}` : ''}; ${elapsed.toFixed(0)} s${waitedS >= 1 ? ` (${waitedS.toFixed(0)} s of them waiting for a quiet machine)` : ''}\n\n${table}\n\n`,
     );
     if (cli.json)
       fs.writeFileSync(
