@@ -77,8 +77,8 @@ type PathName = (typeof PATHS)[number];
 /**
  * Operations in flight at once in a side's turn on every path while measuring (--concurrency), the same on both
  * sides. One by default: each operation then pays its own commit and its own wake-ups, so what a side costs does not
- * depend on how the scheduler happened to batch its requests (with 16 in flight, group commits and reads per wake-up moved a
- * round's ratio by 5–8 %).
+ * depend on how the scheduler happened to batch its requests (with 16 in flight, group commits and reads per wake-up
+ * moved a round's ratio by 5–8 %).
  */
 let CONCURRENCY = 1;
 /** Operations in flight in the warm-up, where only throughput matters. */
@@ -590,9 +590,10 @@ async function quiet(): Promise<void> {
  * that each side's operations always follow the other's: whatever disturbs that core (the host, the driver) falls on
  * both sides within a millisecond, and falls out of their ratio, and neither side's operations ever run beside the
  * other's. Both sides running at once, as the guard did until decision 144, let one side's cost move the other's:
- * a side made 5 % slower changed how the two interleaved on the core, and the planted 5 % read 1.022-1.079 from run
- * to run (on CI once 1.027 on all four pairs alike), where two identical trees read within ±1 %; in turns it read
- * 1.050-1.065 on every path. Each side completes `count` operations. Returns each side's CPU seconds per operation.
+ * a side made 5 % slower changed how the two interleaved on the core, and the planted 5 % read 1.022-1.095 on the
+ * webhook paths from run to run (on CI once 1.027 on all four pairs alike), where two identical trees read within
+ * ±1 %; in turns it read 1.047-1.072 on every path. Each side completes `count` operations. Returns each side's CPU
+ * seconds per operation.
  */
 async function round(sides: Side[], p: PathName, opsShare = 1): Promise<number[]> {
   for (let attempt = 1; ; attempt++) {

@@ -6,13 +6,13 @@
  * this machine, 5-13 % of the spins read over 1.3 times the window's lower quartile, and the others lay within a few
  * per cent of each other (2.23 µs a block at the 5th percentile, 2.29 at the median): sized from the fastest, a spin
  * hashes at most that much more than its ask. The median (decision 133) let the preempted spins in as soon as they were
- * half of the window, the lower quartile (decision 140) once they were three quarters: both sides of a pair then ran
- * at once on one core, whose interrupts (the loopback's packets for either side) fell in the spins too, and the
- * planted webhook paths read 1.017-1.031 under both (most of that loss was the sides' interleaving: decision 144). A mean of the window (decision 132's, each spin bounded at three times its
- * expectation) hashed 3-4 % less, and the one before it (no bound) hashed nothing for 1,236 spins after the one of 80
- * times. The window is two halves, each keeping only its fastest, so that a spin costs the hook a comparison, not a
- * sort: what the hook does beyond the timed spin is part of the plant, on the working tree's side alone. No clock, no
- * I/O: the hook times the spins, this only counts.
+ * half of the window, the lower quartile (decision 140) once they were three quarters: both sides of a pair then ran at
+ * once on one core, whose interrupts (the loopback's packets for either side) fell in the spins too, and the planted
+ * webhook paths read 1.017-1.031 under both (most of that loss was the sides' interleaving: decision 144). A mean of
+ * the window (decision 132's, each spin bounded at three times its expectation) hashed 3-4 % less, and the one before
+ * it (no bound) hashed nothing for 1,236 spins after the one of 80 times. The window is two halves, each keeping only
+ * its fastest, so that a spin costs the hook a comparison, not a sort: what the hook does beyond the timed spin is part
+ * of the plant, on the working tree's side alone. No clock, no I/O: the hook times the spins, this only counts.
  */
 export const RECENT = 64;
 
