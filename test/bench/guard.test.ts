@@ -69,16 +69,11 @@ async function guard(env: Record<string, string>, extra: string[] = ['--quiet-wa
  * twice that precision: the guard's verdict of slower stands however wide its rounds, but the test also asserts how
  * far the plant reached, which such rounds do not say (on Node 26 a noisy run of decision 129's guard read a planted
  * 5 % at 1.282 ± 19.9 %).
- *
- * And so does a run whose outcome misses what the test asserts (`met`): a run is one sample of a host, and a host's
- * state can move a whole run. On CI at 586389f one planted run read the delivery at 1.027 on all four pairs alike
- * (the sides then ran at once; decision 144 has them take turns), and nothing took a second sample. The second run
- * is asserted whole, with the same limits: a guard that misses twice fails.
  */
-async function verdict(env: Record<string, string>, met: (run: GuardRun) => boolean): Promise<GuardRun> {
+async function verdict(env: Record<string, string>): Promise<GuardRun> {
   const run = shown(await guard(env));
   const rough = run.rows.some((r) => !settled(r, run.precision) || r.error > 2 * run.precision);
-  return run.code === 3 || rough || !met(run) ? shown(await guard(env)) : run;
+  return run.code === 3 || rough ? shown(await guard(env)) : run;
 }
 
 /** A run's log and table in the test's output, passed or failed: how near its limits a run of CI came. */
@@ -88,35 +83,28 @@ function shown(run: GuardRun): GuardRun {
 }
 
 const PATHS = ['mutation', 'tree', 'intake', 'delivery'];
-/** How far apart two identical trees may read; where a planted 5 % must read, on every path. */
-const SAME = 0.02;
-const PLANT_LOW = 1.03;
-const PLANT_HIGH = 1.2;
 
 // The limits below hold a noisy host: each path's rounds up to four sets while they fit in 72 s (decisions 125 and
 // 132), and the run twice.
 describe('npm run bench:guard', () => {
   it('reads the same tree within ±2 % on every path, and prints its table', async () => {
-    const same = (run: GuardRun) => run.code === 0 && run.rows.every((r) => Math.abs(r.ratio - 1) <= SAME);
-    const run = await verdict({}, same);
+    const run = await verdict({});
     expect(run.code, run.output).toBe(0);
     expect(run.rows.map((r) => r.path)).toEqual(PATHS);
-    for (const row of run.rows) expect(Math.abs(row.ratio - 1), `${row.path}\n${run.output}`).toBeLessThanOrEqual(SAME);
+    for (const row of run.rows) expect(Math.abs(row.ratio - 1), `${row.path}\n${run.output}`).toBeLessThanOrEqual(0.02);
     expect(run.output).toMatch(/\| tree \| [\d.]+ \| [\d.]+ \| [\d.]+ \| ±[\d.]+ % \| same \|/);
   }, 720_000);
 
   it('flags a tree that costs 5 % more CPU on each path, naming every path', async () => {
-    const seen = (r: GuardRun['rows'][number]) => r.slower && r.ratio > PLANT_LOW && r.ratio < PLANT_HIGH;
-    const flagged = (run: GuardRun) => run.code === 1 && run.rows.length === PATHS.length && run.rows.every(seen);
-    const run = await verdict({ BENCH_GUARD_SLOWDOWN: PATHS.map((p) => `${p}:5`).join(',') }, flagged);
+    const run = await verdict({ BENCH_GUARD_SLOWDOWN: PATHS.map((p) => `${p}:5`).join(',') });
     expect(run.code, run.output).toBe(1);
     expect(run.rows.map((r) => r.path)).toEqual(PATHS);
     for (const row of run.rows) {
       expect(row.slower, `${row.path}\n${run.output}`).toBe(true);
-      expect(row.ratio, `${row.path}\n${run.output}`).toBeGreaterThan(PLANT_LOW);
+      expect(row.ratio, `${row.path}\n${run.output}`).toBeGreaterThan(1.03);
       // And not far more: a plant that overshoots (a spin timed by a clock that moves in 4 ms ticks read 1.8-3.1)
       // would pass the line above without the guard seeing 5 %.
-      expect(row.ratio, `${row.path}\n${run.output}`).toBeLessThan(PLANT_HIGH);
+      expect(row.ratio, `${row.path}\n${run.output}`).toBeLessThan(1.2);
     }
     expect(run.output).toMatch(/slower than .*: mutation, tree, intake, delivery/);
   }, 720_000);
