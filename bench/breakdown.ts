@@ -20,7 +20,8 @@
  * Options: --ops <n> (operations per measurement, default 4000), --no-write (print only; default writes the
  * tables into bench/breakdown.md between the `breakdown` markers), --concurrency <n> (operations in flight, default 16),
  * --only intake,delivery (some of mutation, tree, intake, delivery; default all: the written block needs all),
- * --env NAME=VALUE[,NAME=VALUE] (the gateway's environment: an off switch, say).
+ * --env NAME=VALUE[,NAME=VALUE] (the gateway's environment: an off switch, say), --profiles DIR (each measured
+ * window's V8 CPU profile written there, `<server>-<n>.cpuprofile`, to read by function).
  *
  * `delivery` (docs/decisions/062): the same notifications as `intake`, each to one of 2 × N graphql-ws subscriptions that
  * wait for it (16 connections of this process), each operation ending when its `next` has arrived; beside it the
@@ -52,6 +53,7 @@ const { values: cli } = parseArgs({
     concurrency: { type: 'string', default: '16' },
     only: { type: 'string' },
     env: { type: 'string' },
+    profiles: { type: 'string' },
   },
 });
 const OPS = Number(cli.ops);
@@ -288,6 +290,9 @@ interface Server {
  * operation in flight it alone costs ~100–150 µs per notification, with ~40–70 µs more on the main thread
  * (docs/decisions/080): a process total read while it runs measures the profiler.
  */
+/** How many profiles `--profiles DIR` has written: each file's number, in the order measured. */
+let profilesWritten = 0;
+
 async function measure(server: Server, request: () => Promise<void>): Promise<M> {
   await closedLoop(Math.min(OPS, 2000), CONCURRENCY, request); // warm-up
   await waitUntilIdle(server.proc.pid, 5_000);
@@ -302,6 +307,11 @@ async function measure(server: Server, request: () => Promise<void>): Promise<M>
   await closedLoop(OPS, CONCURRENCY, request);
   const { profile } = await server.inspector.send<{ profile: Profile }>('Profiler.stop');
   const stages = new Map([...attribute(profile)].map(([s, us]) => [s, us / OPS]));
+  if (cli.profiles) {
+    fs.mkdirSync(cli.profiles, { recursive: true });
+    const file = path.join(cli.profiles, `${server.name.replace(/\W+/g, '-')}-${++profilesWritten}.cpuprofile`);
+    fs.writeFileSync(file, JSON.stringify(profile));
+  }
   return { stages, cpuUs, offMainUs: cpuUs - mainUs };
 }
 

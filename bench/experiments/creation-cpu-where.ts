@@ -3,7 +3,9 @@
  * (`npm run build` first), unpinned, SQLITE_SYNCHRONOUS=FULL, data on the bench's disk, the bench's upstream stub,
  * scenario 1's createNetwork with a fresh key each time, a closed loop of `--inflight`. After a warm-up block, per
  * block of `--n`: the CPU of the whole process per creation (/proc schedstat, every thread) and of its main thread,
- * and the bytes it wrote (/proc/<pid>/io `write_bytes`: the WAL, the checkpoint's copy, the syncs' metadata).
+ * and the bytes it wrote: /proc/<pid>/io `write_bytes` (pages as they are dirtied: a page written twice between two
+ * writebacks counts once, a page partly written counts whole) and `wchar` (the bytes its write calls passed), and the
+ * disk's own count of sectors written (/proc/diskstats, every process's writes to the disk under the data directory).
  * With `--perf <file>`, `perf record -g` samples the gateway's threads over the measured blocks (the gateway then runs
  * with --perf-basic-prof-only-functions so that perf names its JavaScript); read it with `perf report -i <file>`.
  * perf counts on-CPU samples per thread; the V8 sampler (`--cpu-prof`) charges to the main thread the moments it
@@ -136,12 +138,17 @@ for (let r = 0; r < rounds; r++) {
   const cpu0 = processCpu(pid);
   const main0 = mainThreadCpu(pid);
   const io0 = writeBytes(pid);
+  const wchar0 = ioField(pid, 'wchar');
+  const disk0 = diskSectorsWritten();
   await closedLoop(n, inflight, one);
   const cpu = ((processCpu(pid) - cpu0) / n) * 1e6;
   const main = ((mainThreadCpu(pid) - main0) / n) * 1e6;
   const written = (writeBytes(pid) - io0) / n;
+  const wchar = (ioField(pid, 'wchar') - wchar0) / n;
+  const disk = ((diskSectorsWritten() - disk0) * 512) / n;
   console.log(
-    `block ${r}: ${cpu.toFixed(0)} µs per creation, main thread ${main.toFixed(0)} µs, ${written.toFixed(0)} B written`,
+    `block ${r}: ${cpu.toFixed(0)} µs per creation, main thread ${main.toFixed(0)} µs, ${written.toFixed(0)} B written` +
+      ` (${wchar.toFixed(0)} B through write calls; the disk wrote ${disk.toFixed(0)} B, every process's)`,
   );
 }
 if (perf) {
@@ -164,6 +171,22 @@ process.exit(0);
 
 /** The bytes the process has caused to be sent to the storage layer (/proc/<pid>/io `write_bytes`, every thread). */
 function writeBytes(of: number): number {
-  const line = fs.readFileSync(`/proc/${of}/io`, 'utf8').match(/^write_bytes: (\d+)$/m);
+  return ioField(of, 'write_bytes');
+}
+
+/** A field of /proc/<pid>/io (`wchar`: the bytes the process's write calls passed, cached or not). */
+function ioField(of: number, field: string): number {
+  const line = fs.readFileSync(`/proc/${of}/io`, 'utf8').match(new RegExp(`^${field}: (\\d+)$`, 'm'));
   return Number(line?.[1] ?? NaN);
+}
+
+/** Sectors written by the disk that holds the data directory (/proc/diskstats, whole disks; every process's writes). */
+function diskSectorsWritten(): number {
+  const device = fs.statSync(root).dev;
+  const [major, minor] = [Math.floor(device / 256) & 0xfff, (device & 0xff) | ((device >> 12) & 0xfff00)];
+  for (const line of fs.readFileSync('/proc/diskstats', 'utf8').split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (Number(f[0]) === major && Number(f[1]) === minor) return Number(f[9]);
+  }
+  return NaN;
 }
