@@ -284,15 +284,15 @@ interface Server {
   inspector: Inspector;
 }
 
+/** How many profiles `--profiles DIR` has written: each file's number, in the order measured. */
+let profilesWritten = 0;
+
 /**
  * One server's figures for `request`: the stages from a profiled window of OPS operations, and the CPU from /proc over
  * another window of OPS operations with the profiler off. V8's sampler is a thread of the process, and at one
  * operation in flight it alone costs ~100–150 µs per notification, with ~40–70 µs more on the main thread
  * (docs/decisions/080): a process total read while it runs measures the profiler.
  */
-/** How many profiles `--profiles DIR` has written: each file's number, in the order measured. */
-let profilesWritten = 0;
-
 async function measure(server: Server, request: () => Promise<void>): Promise<M> {
   await closedLoop(Math.min(OPS, 2000), CONCURRENCY, request); // warm-up
   await waitUntilIdle(server.proc.pid, 5_000);

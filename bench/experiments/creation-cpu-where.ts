@@ -3,9 +3,9 @@
  * (`npm run build` first), unpinned, SQLITE_SYNCHRONOUS=FULL, data on the bench's disk, the bench's upstream stub,
  * scenario 1's createNetwork with a fresh key each time, a closed loop of `--inflight`. After a warm-up block, per
  * block of `--n`: the CPU of the whole process per creation (/proc schedstat, every thread) and of its main thread,
- * and the bytes it wrote: /proc/<pid>/io `write_bytes` (pages as they are dirtied: a page written twice between two
- * writebacks counts once, a page partly written counts whole) and `wchar` (the bytes its write calls passed), and the
- * disk's own count of sectors written (/proc/diskstats, every process's writes to the disk under the data directory).
+ * and the bytes it wrote: /proc/<pid>/io `write_bytes` (the kernel's count of pages dirtied: over the WAL written ahead,
+ * decision 141, it reads ~3 times what reaches the disk) and `wchar` (the bytes its write calls passed), and the disk's
+ * own count of sectors written (/proc/diskstats, every process's writes to the device under the data directory).
  * With `--perf <file>`, `perf record -g` samples the gateway's threads over the measured blocks (the gateway then runs
  * with --perf-basic-prof-only-functions so that perf names its JavaScript); read it with `perf report -i <file>`.
  * perf counts on-CPU samples per thread; the V8 sampler (`--cpu-prof`) charges to the main thread the moments it
@@ -180,7 +180,7 @@ function ioField(of: number, field: string): number {
   return Number(line?.[1] ?? NaN);
 }
 
-/** Sectors written by the disk that holds the data directory (/proc/diskstats, whole disks; every process's writes). */
+/** Sectors written to the device that holds the data directory (/proc/diskstats; every process's writes). */
 function diskSectorsWritten(): number {
   const device = fs.statSync(root).dev;
   const [major, minor] = [Math.floor(device / 256) & 0xfff, (device & 0xff) | ((device >> 12) & 0xfff00)];
