@@ -137,13 +137,13 @@ if (perf) await sleep(1000);
 for (let r = 0; r < rounds; r++) {
   const cpu0 = processCpu(pid);
   const main0 = mainThreadCpu(pid);
-  const io0 = writeBytes(pid);
+  const io0 = ioField(pid, 'write_bytes');
   const wchar0 = ioField(pid, 'wchar');
   const disk0 = diskSectorsWritten();
   await closedLoop(n, inflight, one);
   const cpu = ((processCpu(pid) - cpu0) / n) * 1e6;
   const main = ((mainThreadCpu(pid) - main0) / n) * 1e6;
-  const written = (writeBytes(pid) - io0) / n;
+  const written = (ioField(pid, 'write_bytes') - io0) / n;
   const wchar = (ioField(pid, 'wchar') - wchar0) / n;
   const disk = ((diskSectorsWritten() - disk0) * 512) / n;
   console.log(
@@ -169,12 +169,10 @@ await stub.stop();
 fs.rmSync(root, { recursive: true, force: true });
 process.exit(0);
 
-/** The bytes the process has caused to be sent to the storage layer (/proc/<pid>/io `write_bytes`, every thread). */
-function writeBytes(of: number): number {
-  return ioField(of, 'write_bytes');
-}
-
-/** A field of /proc/<pid>/io (`wchar`: the bytes the process's write calls passed, cached or not). */
+/**
+ * A field of /proc/<pid>/io, every thread: `write_bytes` (the pages the process dirtied, counted as bytes) or `wchar`
+ * (the bytes its write calls passed, cached or not).
+ */
 function ioField(of: number, field: string): number {
   const line = fs.readFileSync(`/proc/${of}/io`, 'utf8').match(new RegExp(`^${field}: (\\d+)$`, 'm'));
   return Number(line?.[1] ?? NaN);
