@@ -32,7 +32,7 @@ import { Pool } from 'undici';
 import { closedLoop, mainThreadCpu, processCpu } from '../lib/cpu.js';
 import { API_KEY, envPairs, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
 import { graphql } from '../lib/harness.js';
-import { freePort, ROOT, spawnNode } from '../lib/processes.js';
+import { freePort, ioField, ROOT, spawnNode } from '../lib/processes.js';
 import { CREATE_NETWORK } from '../scenarios/mutation.js';
 
 const { values: cli } = parseArgs({
@@ -168,15 +168,6 @@ await stop();
 await stub.stop();
 fs.rmSync(root, { recursive: true, force: true });
 process.exit(0);
-
-/**
- * A field of /proc/<pid>/io, every thread: `write_bytes` (the pages the process dirtied, counted as bytes) or `wchar`
- * (the bytes its write calls passed, cached or not).
- */
-function ioField(of: number, field: string): number {
-  const line = fs.readFileSync(`/proc/${of}/io`, 'utf8').match(new RegExp(`^${field}: (\\d+)$`, 'm'));
-  return Number(line?.[1] ?? NaN);
-}
 
 /** Sectors written to the device that holds the data directory (/proc/diskstats; every process's writes). */
 function diskSectorsWritten(): number {

@@ -14,6 +14,7 @@
  *
  *   npx tsx bench/experiments/fanout-ab.ts [--connections 500] [--ids 10] [--rounds 8] [--b SUBSCRIPTION_COMPILED_SELECTION=false]
  *   npx tsx bench/experiments/fanout-ab.ts --b-dist /path/to/other/dist/src   # B: another tree's build, same process
+ *   … --a-dist /path/to/this/dist/src   # A from this tree's build (`npm run build` first), compiled as B is
  *
  * Where the time goes, in A's measured windows only: `--profile DIR` (a V8 CPU profile per window, 100 µs sampling),
  * `--heap DIR` (V8's sampling heap profiler per window, every allocation kept, 256 B interval), `--strace FILE`
@@ -54,6 +55,8 @@ const { values: cli } = parseArgs({
     b: { type: 'string', default: 'SUBSCRIPTION_COMPILED_SELECTION=false' },
     /** B is another tree's build (its dist/src), with A's environment, instead of A with `--b`. */
     'b-dist': { type: 'string' },
+    /** A from a build too (this tree's dist/src, `npm run build` first), so that both sides run compiled alike. */
+    'a-dist': { type: 'string' },
     /** A's environment (NAME=VALUE), the defaults otherwise: the profiles, census and strace are taken of A. */
     a: { type: 'string' },
     clients: { type: 'boolean', default: false },
@@ -174,7 +177,9 @@ async function main(): Promise<void> {
   const [name, value] = cli.b.split('=') as [string, string];
   const bName = cli['b-dist'] ? `build at ${cli['b-dist']}` : cli.b;
   const gateways = {
-    A: await gateway(cli.a ? Object.fromEntries([cli.a.split('=') as [string, string]]) : {}),
+    A: cli['a-dist']
+      ? await builtGateway('fanout-ab', {}, cli['a-dist'])
+      : await gateway(cli.a ? Object.fromEntries([cli.a.split('=') as [string, string]]) : {}),
     B: cli['b-dist'] ? await builtGateway('fanout-ab', {}, cli['b-dist']) : await gateway({ [name]: value }),
   };
   /** Where the run is, for the account of a stall. */

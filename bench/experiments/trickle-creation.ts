@@ -22,12 +22,16 @@
  * --tail, as root): every fsync and fdatasync of each gateway during the rounds, under `perf record`, to split a
  * hold's copy from SQLite's two syncs.
  *
+ * `--idle S`: the gateways idle S seconds before each round after the first, so that a host that reclaims idle file
+ * pages has done so when the round starts (docs/decisions/145). Every block also says what the gateway read from the
+ * disk meanwhile (/proc/<pid>/io `read_bytes`: pages the kernel's cache no longer held).
+ *
  * `--timeline`: per open-loop block, the slowest creation scheduled in each 500 ms and the server's CPU in each 500 ms
  * (where a periodic stall falls: decision 136). `--stop-at S [--stop-ms MS]`: each open-loop block stops the server
  * (SIGSTOP) S seconds in for MS ms (default 1,000), to watch how fast its backlog drains.
  *
  *   npx tsx bench/experiments/trickle-creation.ts [--rounds 8] [--seconds 4] [--rates 400,1300,closed] [--pin]
- *     [--tail /tmp/tail [--syscalls]] [--timeline] [--stop-at S [--stop-ms MS]]
+ *     [--tail /tmp/tail [--syscalls]] [--timeline] [--stop-at S [--stop-ms MS]] [--idle S]
  *     [--variant main:dir=/work/main/dist --variant this: …]
  */
 import { spawn } from 'node:child_process';
@@ -43,7 +47,7 @@ import { Pool, request } from 'undici';
 
 import { closedLoop, openLoop } from '../lib/cpu.js';
 import { API_KEY, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
-import { freePort, pin, placement, spawnNode } from '../lib/processes.js';
+import { freePort, ioField, pin, placement, spawnNode } from '../lib/processes.js';
 import { parseVariants } from '../lib/variants.js';
 import { createNetworkBody } from '../scenarios/mutation.js';
 
@@ -62,6 +66,7 @@ const { values: cli } = parseArgs({
     timeline: { type: 'boolean', default: false },
     'stop-at': { type: 'string' },
     'stop-ms': { type: 'string', default: '1000' },
+    idle: { type: 'string', default: '0' },
   },
 });
 const rounds = Number(cli.rounds);
@@ -260,6 +265,7 @@ async function measured(
   const block = async (rate: number | 'closed', kept = false) => {
     const n = rate === 'closed' ? Math.max(2000, Math.round(seconds * 2500)) : Math.round(rate * seconds);
     const before = threads(pid);
+    const read0 = ioField(pid, 'read_bytes');
     let latencies: number[] = [];
     if (rate === 'closed') await closedLoop(n, inflight, one);
     else {
@@ -286,7 +292,8 @@ async function measured(
       total += perOp[g]!;
     }
     perOp.total = total;
-    return { n, perOp, wakeups, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+    const readKiB = (ioField(pid, 'read_bytes') - read0) / 1024;
+    return { n, perOp, wakeups, readKiB, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
   };
   return { pid, block, stop: async () => (await pool.close(), await child.stop()) };
 }
@@ -372,6 +379,10 @@ if (cli.trace) {
   process.exit(0);
 }
 for (let r = 0; r < rounds; r++) {
+  if (r > 0 && Number(cli.idle) > 0) {
+    console.log(`idle ${cli.idle} s`);
+    await sleep(Number(cli.idle) * 1000);
+  }
   for (const rate of rates) {
     const order = gws.map((_, i) => gws[(i + r) % gws.length]!);
     for (const g of order) {
@@ -392,7 +403,10 @@ for (let r = 0; r < rounds; r++) {
             const w = Object.entries(f.wakeups)
               .map(([k, v]) => `${k} ${v.toFixed(2)}`)
               .join(' ');
-            return `${g.name} ${f.perOp.total!.toFixed(0)} µs (${parts}; wake-ups per creation ${w}) p50 ${f.p50.toFixed(1)} p99 ${f.p99.toFixed(1)} ms`;
+            return (
+              `${g.name} ${f.perOp.total!.toFixed(0)} µs (${parts}; wake-ups per creation ${w}) ` +
+              `p50 ${f.p50.toFixed(1)} p99 ${f.p99.toFixed(1)} ms, read from the disk ${f.readKiB.toFixed(0)} KiB`
+            );
           })
           .join(' | ') +
         ` | load ${os.loadavg()[0]!.toFixed(2)}`,

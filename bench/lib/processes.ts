@@ -417,3 +417,12 @@ export async function spawnNode(name: string, options: SpawnOptions): Promise<Pr
   running.add(proc);
   return proc;
 }
+
+/**
+ * A field of /proc/<pid>/io, every thread: `write_bytes` (the pages the process dirtied, counted as bytes), `wchar`
+ * (the bytes its write calls passed, cached or not) or `read_bytes` (what it had read from the disk, not the cache).
+ */
+export function ioField(of: number, field: string): number {
+  const line = fs.readFileSync(`/proc/${of}/io`, 'utf8').match(new RegExp(`^${field}: (\\d+)$`, 'm'));
+  return Number(line?.[1] ?? NaN);
+}
