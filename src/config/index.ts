@@ -395,6 +395,10 @@ const VARS = {
     int(10, 0, 19),
     "SQLite, on Linux: how many nice steps below the event loop's thread the checkpoint worker's thread runs (its copies of the WAL into the database file and the file's sync), up to nice 19. When both want the same core, the event loop runs first and the copy takes the idle moments: a copy of ~20 ms of CPU every SQLITE_CHECKPOINT_INTERVAL_MS otherwise shares the core with the requests while it runs (docs/decisions/139). The worker still gets a share of a busy core (~10 % at 10), and the whole core while the WAL restart's pause holds the writes. 0: the event loop's priority. Elsewhere, or where the system refuses it, the worker keeps the event loop's priority. Ignored with DATABASE_URL.",
   ),
+  SQLITE_WAL_READ_AHEAD_MB: declare(
+    int(32, 0, 1_024),
+    "SQLite: after each checkpoint, the checkpoint worker reads into the kernel's file cache the parts of the WAL within this many MiB ahead of where the writer goes next that have lain unused for 30 s (docs/decisions/145). SQLite writes each WAL frame as a 24-byte header and a page, so no write covers a whole page of the cache, and a write to a page the cache has dropped (a host that reclaims idle memory, a container at its memory limit, a WAL written ahead at start and reached a minute later) first reads it from the disk, one read at a time, on the event loop. Where the writer passes often, nothing is read. 0: the WAL is not read ahead. Ignored with DATABASE_URL.",
+  ),
   SQLITE_CACHE_KIB: declare(
     int(4_096, 256, 1_048_576),
     "SQLite: the page cache of the gateway's database connection, in KiB (`PRAGMA cache_size`; better-sqlite3's own default is 16,000 KiB). A page split leaves the cache's largest page number far beyond the database's last page, and the COMMIT after it then visits every cached page, ~100 µs with 16 MB cached: a smaller cache makes that visit cheaper, and a page the cache no longer holds is read from the operating system's file cache (docs/decisions/118). Larger: fewer such reads for a large ledger read at random. Ignored with DATABASE_URL.",
@@ -1060,6 +1064,8 @@ export interface Config {
   readonly sqliteCheckpointSync: boolean;
   /** SQLITE_CHECKPOINT_NICE: nice steps between the event loop and the checkpoint worker (docs/decisions/139). */
   readonly sqliteCheckpointNice: number;
+  /** SQLITE_WAL_READ_AHEAD_MB: how far ahead of the writer the WAL's idle parts are read (docs/decisions/145). */
+  readonly sqliteWalReadAheadMb: number;
   /** SQLITE_CACHE_KIB: the page cache of the database connection, in KiB (docs/decisions/118). */
   readonly sqliteCacheKib: number;
   /** STORE_PG_NAMED_STATEMENTS: statements sent again and again go named, parsed once per connection (PostgreSQL). */
@@ -1365,6 +1371,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     sqliteWalPreallocate: e.SQLITE_WAL_PREALLOCATE,
     sqliteCheckpointSync: e.SQLITE_CHECKPOINT_SYNC,
     sqliteCheckpointNice: e.SQLITE_CHECKPOINT_NICE,
+    sqliteWalReadAheadMb: e.SQLITE_WAL_READ_AHEAD_MB,
     sqliteCacheKib: e.SQLITE_CACHE_KIB,
     storePgNamedStatements: e.STORE_PG_NAMED_STATEMENTS,
     sqliteClaimWithoutSync: e.SQLITE_CLAIM_WITHOUT_SYNC,

@@ -55,6 +55,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       sqliteWalPreallocate: config.sqliteWalPreallocate,
       sqliteCheckpointSync: config.sqliteCheckpointSync,
       sqliteCheckpointNice: config.sqliteCheckpointNice,
+      sqliteWalReadAheadMb: config.sqliteWalReadAheadMb,
       sqliteCacheKib: config.sqliteCacheKib,
       pgNamedStatements: config.storePgNamedStatements,
       migrations: config.databaseMigrations,

@@ -1,12 +1,15 @@
 // The worker thread of WalCheckpointer (sqlite-dialect.ts, docs/decisions/033): its own connection to the database
 // file copies the WAL into it (PASSIVE: it never blocks the writer), so that the copy and its syncs stay off the event
 // loop; at a lower priority, so that they take the core when the event loop does not want it (docs/decisions/139).
-// It answers each 'checkpoint' with the WAL's size in frames, and closes on 'close'.
+// Before each copy it reads the WAL's idle parts ahead of the writer into the kernel's cache (docs/decisions/145). It
+// answers each 'checkpoint' with the WAL's size in frames, and closes on 'close'.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
+
+import { WalReadAhead } from './wal-read-ahead.js';
 
 /** What the dialect hands the worker: the database file (which must exist), and whether to sync it after a copy. */
 export interface CheckpointWorkerData {
@@ -22,6 +25,15 @@ export interface CheckpointWorkerData {
    * yields the core to the event loop when both want it (docs/decisions/139). 0: the same priority.
    */
   nice: number;
+  /**
+   * SQLITE_WAL_READ_AHEAD_MB in bytes: how far ahead of the writer the WAL's idle parts are read into the kernel's cache
+   * after each checkpoint (wal-read-ahead.ts, docs/decisions/145); 0: not read.
+   */
+  readAheadBytes: number;
+  /** SQLITE_WAL_RESTART_FRAMES: from this many frames the restart's hold comes, and the WAL's start is written next. */
+  restartFrames: number;
+  /** How long a part of the WAL lies unused before it is read ahead (wal-read-ahead.ts's WAL_IDLE_MS; tests: 0). */
+  readAheadIdleMs?: number;
 }
 
 /**
@@ -52,15 +64,28 @@ export interface CheckpointReply {
   /** The WAL's frames copied into the database file since the WAL last restarted (SQLite's count). */
   checkpointed: number;
   synced: boolean;
+  /** The bytes of the WAL read ahead of the writer so far, this checkpoint's reading included. */
+  readAhead: number;
   error?: string;
 }
 
 const port = parentPort;
 if (port) {
-  const { file, syncDatabase, nice } = workerData as CheckpointWorkerData;
+  const { file, syncDatabase, nice, readAheadBytes, restartFrames, readAheadIdleMs } =
+    workerData as CheckpointWorkerData;
   lowerPriority(nice);
   const db = new Database(file, { fileMustExist: true });
   db.pragma('busy_timeout = 5000');
+  const ahead = new WalReadAhead(
+    `${file}-wal`,
+    db.pragma('page_size', { simple: true }) as number,
+    readAheadBytes,
+    restartFrames,
+    readAheadIdleMs,
+  );
+  let readAhead = 0;
+  /** What the last checkpoint left: the WAL's size in frames and how many are copied (null before the first). */
+  let last: { log: number; checkpointed: number } | null = null;
   let fd: number | null = null;
   /** The WAL's frames copied into the database file as of the last checkpoint (SQLite's running count). */
   let copied = 0;
@@ -68,8 +93,19 @@ if (port) {
     if (message === 'close') {
       db.close();
       if (fd !== null) fs.closeSync(fd);
+      ahead.close();
       port.close();
       return;
+    }
+    // First the WAL's idle parts ahead of where the writer went since the last checkpoint: after an idle spell that is
+    // at once, before this copy takes its time. Not in the restart's hold (`after` knows it from the last size), whose
+    // answer the writer waits for. A WAL that cannot be read here is written as before: the read only helps.
+    if (last !== null) {
+      try {
+        readAhead += ahead.after(last.log, last.checkpointed);
+      } catch {
+        // see above
+      }
     }
     let reply: CheckpointReply;
     try {
@@ -84,9 +120,11 @@ if (port) {
       const synced = syncDatabase && checkpointed !== copied;
       copied = checkpointed;
       if (synced) fs.fdatasyncSync((fd ??= fs.openSync(file, 'r')));
-      reply = { log, checkpointed, synced };
+      reply = { log, checkpointed, synced, readAhead };
+      last = { log, checkpointed };
     } catch (error) {
-      reply = { log: 0, checkpointed: 0, synced: false, error: error instanceof Error ? error.message : String(error) };
+      const message = error instanceof Error ? error.message : String(error);
+      reply = { log: 0, checkpointed: 0, synced: false, readAhead, error: message };
     }
     port.postMessage(reply);
   });

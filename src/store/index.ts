@@ -103,6 +103,8 @@ export interface StoreOptions {
   sqliteCheckpointSync?: boolean;
   /** SQLITE_CHECKPOINT_NICE (docs/decisions/139; default 10); ignored with DATABASE_URL. */
   sqliteCheckpointNice?: number;
+  /** SQLITE_WAL_READ_AHEAD_MB (docs/decisions/145; default 32); ignored with DATABASE_URL. */
+  sqliteWalReadAheadMb?: number;
   /** SQLITE_CACHE_KIB (default 4,096; docs/decisions/118); ignored with DATABASE_URL. */
   sqliteCacheKib?: number;
   /** STORE_PG_NAMED_STATEMENTS (default true; docs/decisions/104); ignored without DATABASE_URL. */
@@ -334,6 +336,9 @@ export async function openStore(options: StoreOptions): Promise<Store> {
         restartFrames,
         ...(options.sqliteCheckpointSync === undefined ? {} : { syncDatabase: options.sqliteCheckpointSync }),
         ...(options.sqliteCheckpointNice === undefined ? {} : { nice: options.sqliteCheckpointNice }),
+        ...(options.sqliteWalReadAheadMb === undefined
+          ? {}
+          : { readAheadBytes: options.sqliteWalReadAheadMb * 1024 * 1024 }),
       },
     });
     db = new Kysely<Database>({ dialect: sqliteDialect, log });

@@ -199,7 +199,8 @@ export interface GroupCommitOptions {
    * The least time between two checkpoints (SQLITE_CHECKPOINT_INTERVAL_MS, default 500 ms), from how many WAL frames
    * to restart the WAL (SQLITE_WAL_RESTART_FRAMES, default 65,536), whether the worker syncs the database file after a
    * checkpoint that copied pages (SQLITE_CHECKPOINT_SYNC, default true), how many nice steps below the event loop the
-   * worker's thread runs (SQLITE_CHECKPOINT_NICE, default 10), and `observe`: each checkpoint's answer, for tests.
+   * worker's thread runs (SQLITE_CHECKPOINT_NICE, default 10), how far ahead of the writer the worker reads the WAL's
+   * idle parts (SQLITE_WAL_READ_AHEAD_MB, default 32 MiB), and `observe`: each checkpoint's answer, for tests.
    */
   checkpoint?: CheckpointOptions;
 }
@@ -207,12 +208,19 @@ export interface GroupCommitOptions {
 /** SQLITE_WAL_RESTART_FRAMES's default: 256 MiB of 4 KiB pages (docs/decisions/107). */
 export const DEFAULT_RESTART_FRAMES = 65_536;
 
+/** SQLITE_WAL_READ_AHEAD_MB's default, in bytes (docs/decisions/145). */
+const DEFAULT_READ_AHEAD_BYTES = 32 * 1024 * 1024;
+
 /** The checkpoint worker's settings (`GroupCommitOptions.checkpoint`). */
 export interface CheckpointOptions {
   intervalMs?: number;
   restartFrames?: number;
   syncDatabase?: boolean;
   nice?: number;
+  /** SQLITE_WAL_READ_AHEAD_MB in bytes (docs/decisions/145; default 32 MiB); 0: the WAL is not read ahead. */
+  readAheadBytes?: number;
+  /** How long a part of the WAL lies unused before it is read ahead (default 30 s): for tests. */
+  readAheadIdleMs?: number;
   observe?: (reply: CheckpointReply) => void;
 }
 
@@ -622,6 +630,9 @@ class WalCheckpointer {
       file: db.name,
       syncDatabase: options.syncDatabase ?? true,
       nice: options.nice ?? 10,
+      readAheadBytes: options.readAheadBytes ?? DEFAULT_READ_AHEAD_BYTES,
+      restartFrames: this.restartFrames,
+      ...(options.readAheadIdleMs === undefined ? {} : { readAheadIdleMs: options.readAheadIdleMs }),
     };
     this.worker = new Worker(CHECKPOINT_WORKER, { workerData });
     this.worker.unref();
@@ -629,7 +640,7 @@ class WalCheckpointer {
     this.worker.on('message', (m: CheckpointReply) => this.done(m));
     this.worker.on('error', () => {
       this.closed = true;
-      this.done({ log: 0, checkpointed: 0, synced: false, error: 'the checkpoint worker failed' });
+      this.done({ log: 0, checkpointed: 0, synced: false, readAhead: 0, error: 'the checkpoint worker failed' });
     });
   }
 
