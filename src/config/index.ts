@@ -397,7 +397,7 @@ const VARS = {
   ),
   SQLITE_WAL_READ_AHEAD_MB: declare(
     int(32, 0, 1_024),
-    "SQLite: after each checkpoint, the checkpoint worker reads into the kernel's file cache the parts of the WAL within this many MiB ahead of where the writer goes next that have lain unused for 30 s (docs/decisions/145). SQLite writes each WAL frame as a 24-byte header and a page, so no write covers a whole page of the cache, and a write to a page the cache has dropped (a host that reclaims idle memory, a container at its memory limit, a WAL written ahead at start and reached a minute later) first reads it from the disk, one read at a time, on the event loop. Where the writer passes often, nothing is read. 0: the WAL is not read ahead. Ignored with DATABASE_URL.",
+    "SQLite: as each checkpoint begins, the checkpoint worker reads into the kernel's file cache the parts of the WAL within this many MiB ahead of where the writer goes next that have lain unused for 30 s (docs/decisions/145). SQLite writes each WAL frame as a 24-byte header and a page, so no write covers a whole page of the cache, and a write to a page the cache has dropped (a host that reclaims idle memory, a container at its memory limit, a WAL written ahead at start and reached a minute later) first reads it from the disk, one read at a time, on the event loop. Where the writer passes often, nothing is read. 0: the WAL is not read ahead. Ignored with DATABASE_URL.",
   ),
   SQLITE_CACHE_KIB: declare(
     int(4_096, 256, 1_048_576),

@@ -27,7 +27,7 @@ export interface CheckpointWorkerData {
   nice: number;
   /**
    * SQLITE_WAL_READ_AHEAD_MB in bytes: how far ahead of the writer the WAL's idle parts are read into the kernel's cache
-   * after each checkpoint (wal-read-ahead.ts, docs/decisions/145); 0: not read.
+   * as each checkpoint begins (wal-read-ahead.ts, docs/decisions/145); 0: not read.
    */
   readAheadBytes: number;
   /** SQLITE_WAL_RESTART_FRAMES: from this many frames the restart's hold comes, and the WAL's start is written next. */

@@ -3,8 +3,8 @@ import path from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 
 /** A WAL frame's header; each frame is that and one page (docs/decisions/141). */
-const FRAME_HEADER_BYTES = 24;
-const WAL_HEADER_BYTES = 32;
+export const FRAME_HEADER_BYTES = 24;
+export const WAL_HEADER_BYTES = 32;
 const CHUNK_BYTES = 1 << 20;
 
 /**

@@ -1,8 +1,7 @@
 import fs from 'node:fs';
 
-/** A WAL's own header, and each frame's: a frame is that header and one page (docs/decisions/141). */
-const WAL_HEADER_BYTES = 32;
-const FRAME_HEADER_BYTES = 24;
+import { FRAME_HEADER_BYTES, WAL_HEADER_BYTES } from './wal-preallocate.js';
+
 /** The span read at once, and the unit whose last use is kept. */
 const CHUNK_BYTES = 1 << 20;
 /**
