@@ -1,7 +1,7 @@
 /**
  * Whether a core is there: wakes every `--period-ms` and prints each wake-up later than `--threshold-ms`, with the
- * time of day, then a summary at SIGINT or after `--seconds`. Beside a bench run, on the core the bench gives the server
- * under test (the last core: bench/lib/processes.ts):
+ * time of day, then a summary at SIGINT or after `--seconds`. Beside a bench run, on the core the bench gives the
+ * server under test (the last core: bench/lib/processes.ts):
  *
  *   npx tsx bench/experiments/core-lateness.ts [--cpu N] [--period-ms 5] [--threshold-ms 20] [--seconds 0]
  *

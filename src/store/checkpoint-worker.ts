@@ -26,13 +26,13 @@ export interface CheckpointWorkerData {
    */
   nice: number;
   /**
-   * SQLITE_WAL_READ_AHEAD_MB in bytes: how far ahead of the writer the WAL's idle parts are read into the kernel's cache
-   * as each checkpoint begins (wal-read-ahead.ts, docs/decisions/145); 0: not read.
+   * SQLITE_WAL_READ_AHEAD_MB in bytes: how far ahead of the writer the WAL's idle parts are read into the kernel's
+   * cache as each checkpoint begins (wal-read-ahead.ts, docs/decisions/145); 0: not read.
    */
   readAheadBytes: number;
   /** SQLITE_WAL_RESTART_FRAMES: from this many frames the restart's hold comes, and the WAL's start is written next. */
   restartFrames: number;
-  /** How long a part of the WAL lies unused before it is read ahead (wal-read-ahead.ts's WAL_IDLE_MS; tests: 0). */
+  /** How long a part of the WAL lies unused before it is read ahead (wal-read-ahead.ts's WAL_IDLE_MS; 0 in tests). */
   readAheadIdleMs?: number;
 }
 
@@ -104,7 +104,7 @@ if (port) {
       try {
         readAhead += ahead.after(last.log, last.checkpointed);
       } catch {
-        // see above
+        // unreadable here: the writer writes as it would without the reading
       }
     }
     let reply: CheckpointReply;

@@ -19,13 +19,14 @@ export const WAL_IDLE_MS = 30_000;
  * the write lands in it), one synchronous read at a time, inside the event loop's COMMIT. The WAL is rewritten from
  * its start after every restart, over blocks the writer last passed a whole pass before, and written ahead at its full
  * size at the first start (decision 141): where the writer passes a part of it seldom, or after the gateway idled,
- * the kernel may have dropped those pages (a host reclaiming idle memory, a container at its memory limit), and
- * each creation's COMMIT then waited for a read from the disk per frame it wrote. Read here first, in large sequential reads off the event
- * loop, they are in the cache again when the writer comes.
+ * the kernel may have dropped those pages (a host reclaiming idle memory, a container at its memory limit), and the
+ * COMMITs then waited for reads from the disk. Read here first, in large sequential reads off the event loop, the pages
+ * are in the cache again when the writer comes.
  *
  * As each checkpoint begins (`after` the last one): the parts the writer filled up to the last one count as used now,
- * and the parts of the `bytes` after where the writer goes next that lay unused for `idleMs` (WAL_IDLE_MS) are read. Where the writer passes
- * often (under load a pass of the WAL takes seconds), nothing is read, so the cost is a copy of what had lain idle.
+ * and the parts of the `bytes` after where the writer goes next that lay unused for `idleMs` (WAL_IDLE_MS) are read.
+ * Where the writer passes often (under load a pass of the WAL takes seconds), nothing is read, so the cost is a copy of
+ * what had lain idle.
  */
 export class WalReadAhead {
   /** When each 1 MiB part of the WAL was last written by the writer or read here (ms, `now`'s clock). */

@@ -1,7 +1,7 @@
-// SQLITE_WAL_READ_AHEAD_MB (docs/decisions/145): after each checkpoint the worker reads into the kernel's cache the
-// parts of the WAL ahead of where the writer goes next that lay unused, so that the writer's partial-page writes find
-// their pages cached instead of reading each from the disk on the event loop. Here the reader's rule, on a real file
-// with a controlled clock; then through the checkpoint worker of a real database.
+// SQLITE_WAL_READ_AHEAD_MB (docs/decisions/145): as each checkpoint begins, the worker reads into the kernel's cache
+// the parts of the WAL ahead of where the writer goes next that lay unused, so that the writer's partial-page writes
+// find their pages cached instead of reading each from the disk on the event loop. Here the reader's rule, on a real
+// file with a controlled clock; then through the checkpoint worker of a real database.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -43,7 +43,7 @@ describe('the WAL read ahead of its writer', () => {
     readAhead.close();
   });
 
-  it('reads the idle parts within its reach ahead of the writer, once, and not the parts the writer just filled', () => {
+  it('reads the idle parts within reach ahead of the writer, once, and not the parts the writer just filled', () => {
     const { readAhead, clock } = reader(8 * MiB, 2 * MiB);
     clock.t = WAL_IDLE_MS;
     // The writer ends in the first MiB, which it filled now: the second and third are read.
