@@ -35,7 +35,7 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
 
-import { buildGateway } from './lib/build.js';
+import { buildGateway, startNodeArgs } from './lib/build.js';
 import { closedLoop, mainThreadCpu, processCpu } from './lib/cpu.js';
 import { API_KEY, envPairs, gatewayEnv, NOTIFICATION_TOKEN, UPSTREAM_TOKEN } from './lib/env.js';
 import { graphql } from './lib/harness.js';
@@ -375,6 +375,7 @@ async function start(
   env: Record<string, string>,
   cpus: string | null,
   readiness: { url: string } | { line: true },
+  nodeArgs: string[] = [],
 ): Promise<Server> {
   const inspectPort = await freePort();
   const proc = await spawnNode(name, {
@@ -382,7 +383,7 @@ async function start(
     args,
     env,
     cpus,
-    nodeArgs: [`--inspect=127.0.0.1:${inspectPort}`],
+    nodeArgs: [...nodeArgs, `--inspect=127.0.0.1:${inspectPort}`],
     readiness,
     timeoutMs: 60_000,
   });
@@ -430,6 +431,7 @@ async function main(): Promise<void> {
       { ...gatewayEnv({ port, dataDir: gwDir, stubUrl }), SQLITE_SYNCHRONOUS: 'FULL', ...GATEWAY_ENV },
       place.server,
       { url: `http://127.0.0.1:${port}/readyz` },
+      startNodeArgs(ROOT),
     );
     procs.push(gateway.proc);
     const durableDir = path.join(root, 'durable');

@@ -48,7 +48,7 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import WebSocket from 'ws';
 
-import { compileBeside, compileModule } from './lib/build.js';
+import { compileBeside, compileModule, startNodeArgs } from './lib/build.js';
 import { closedLoop, processCpu } from './lib/cpu.js';
 import { API_KEY, gatewayEnv, NOTIFICATION_TOKEN } from './lib/env.js';
 import { rowOf, settled, type Figures, type GuardRow } from './lib/guard-verdict.js';
@@ -383,6 +383,7 @@ async function startSide(
         cwd: code.dir,
         cpus,
         nodeArgs: [
+          ...startNodeArgs(code.dir),
           '--import',
           pathToFileURL(hooks).href,
           ...(cli.profile ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(cli.profile, name)] : []),

@@ -32,7 +32,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
-import { buildGateway } from './lib/build.js';
+import { buildGateway, startNodeArgs } from './lib/build.js';
 import {
   gatewayEnv,
   NOTIFICATION_TOKEN,
@@ -124,7 +124,11 @@ async function startGatewayProc(
     script: gatewayScript(checkout),
     cwd: checkout,
     cpus,
-    nodeArgs: [...nodeArgs, ...(cli.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])],
+    nodeArgs: [
+      ...startNodeArgs(checkout),
+      ...nodeArgs,
+      ...(cli.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []),
+    ],
     env: { ...gatewayEnv({ port, dataDir, stubUrl }), SQLITE_SYNCHRONOUS: synchronous, ...extraEnv },
     readiness: { url: `${origin}/readyz` },
   });
@@ -147,7 +151,7 @@ function render(
   const lines = [
     `Run of ${date} · Node ${process.version} · ${machine()} · \`nproc\` = ${os.cpus().length}`,
     '',
-    `Placement: ${env.placement}. Upstream: ${env.upstream}. Gateway: ${cli.from === 'source' ? '\`node --import tsx src/main.ts\` (--from source)' : '\`node dist/src/main.js\` (as npm start runs it, compiled by tsc for this run)'}, NODE_ENV=production, LOG_LEVEL=warn, SQLite in a temporary DATA_DIR on the local disk, ` +
+    `Placement: ${env.placement}. Upstream: ${env.upstream}. Gateway: ${cli.from === 'source' ? `\`${['node', ...startNodeArgs(ROOT), '--import tsx src/main.ts'].join(' ')}\` (--from source)` : `\`${['node', ...startNodeArgs(ROOT), 'dist/src/main.js'].join(' ')}\` (as npm start runs it, compiled by tsc for this run)`}, NODE_ENV=production, LOG_LEVEL=warn, SQLite in a temporary DATA_DIR on the local disk, ` +
       `SQLITE_SYNCHRONOUS=FULL${env.normal ? ' (and a second gateway with NORMAL)' : ''}. ` +
       `${options.durationMs / 1000} s per measurement, ${options.rounds} alternating rounds; the whole suite took ${Math.round(env.elapsed)} s.`,
     '',

@@ -45,6 +45,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool, request } from 'undici';
 
+import { startNodeArgs } from '../lib/build.js';
 import { closedLoop, openLoop } from '../lib/cpu.js';
 import { API_KEY, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
 import { freePort, ioField, pin, placement, spawnNode } from '../lib/processes.js';
@@ -223,7 +224,13 @@ async function gateway(
     script: main,
     cwd: path.dirname(dist),
     cpus: place?.server ?? null,
-    nodeArgs: cli.tail ? [...nodeArgs, '--import', TAIL_HOOKS] : nodeArgs,
+    // As its checkout's npm start runs it (a variant's `node=--memory-reducer` undoes that checkout's default), when
+    // the build sits in a checkout.
+    nodeArgs: [
+      ...(fs.existsSync(path.join(path.dirname(dist), 'package.json')) ? startNodeArgs(path.dirname(dist)) : []),
+      ...nodeArgs,
+      ...(cli.tail ? ['--import', TAIL_HOOKS] : []),
+    ],
     env: {
       ...gatewayEnv({ port, dataDir, stubUrl: String(stub.ready.url) }),
       SQLITE_SYNCHRONOUS: 'FULL',

@@ -9,6 +9,24 @@ import { ROOT } from './processes.js';
 export const BUILT_MAIN = 'dist/src/main.js';
 
 /**
+ * The options `npm start` gives node in a checkout: its package.json's `start` is `node <options> dist/src/main.js`
+ * (`--no-memory-reducer` since docs/decisions/146; none before). The suite starts every gateway with its own checkout's,
+ * so that a `--compare` tree runs as its own `npm start` ran it.
+ */
+export function startNodeArgs(checkout: string): string[] {
+  const pkg = JSON.parse(fs.readFileSync(path.join(checkout, 'package.json'), 'utf8')) as {
+    scripts?: Record<string, string>;
+  };
+  const words = (pkg.scripts?.start ?? '').trim().split(/\s+/);
+  if (words[0] !== 'node' || words.at(-1) !== BUILT_MAIN) {
+    throw new Error(
+      `${checkout}: npm start is not \`node [options] ${BUILT_MAIN}\`: ${JSON.stringify(pkg.scripts?.start)}`,
+    );
+  }
+  return words.slice(1, -1);
+}
+
+/**
  * Compiles a checkout's `src/` as `npm run build` does (`tsc -p tsconfig.build.json`, into its `dist/`; the GraphiQL
  * bundle is left out: no scenario loads it), with this repository's TypeScript. The suite measures the gateway as
  * `npm start` runs it: under `tsx`, every function the code makes per request also costs esbuild's `__name` call,
