@@ -241,6 +241,7 @@ async function main(): Promise<void> {
     fs.mkdirSync(baselineDir);
     const baselineProc = await spawnNode('baseline', {
       script: 'bench/servers/baseline.ts',
+      nodeArgs: startNodeArgs(ROOT),
       args: [
         '--upstream',
         stub.url,

@@ -7,8 +7,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
+import { startNodeArgs } from './build.js';
 import { API_KEY, UPSTREAM_TOKEN } from './env.js';
-import { spawnNode, type Proc } from './processes.js';
+import { ROOT, spawnNode, type Proc } from './processes.js';
 
 export interface PeerProc {
   /** Row name in scenario 1's table. */
@@ -88,6 +89,8 @@ export async function startMutationReferences(options: {
       '--synchronous',
       'FULL',
     ],
+    // Under the node options the gateway's npm start gives it (docs/decisions/146): the same runtime, the same work.
+    nodeArgs: startNodeArgs(ROOT),
     cpus: options.cpus,
     readiness: { line: true },
   });

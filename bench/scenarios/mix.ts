@@ -3,9 +3,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import { startNodeArgs } from '../lib/build.js';
 import { API_KEY, NOTIFICATION_TOKEN, type BenchEnv, type ScenarioReport } from '../lib/env.js';
 import { mean, measure, type Target } from '../lib/harness.js';
-import { othersSince, spawnNode, waitForQuiet } from '../lib/processes.js';
+import { othersSince, ROOT, spawnNode, waitForQuiet } from '../lib/processes.js';
 import type { MixOpenResult, MixRateResult } from '../lib/protocol.js';
 import { fmt } from '../lib/stats.js';
 import { HIVE_WEBHOOK_PEER, startWebhookPeer, SUBSCRIPTION } from './fanout.js';
@@ -265,6 +266,7 @@ async function floorMix(
     const proc = await spawnNode(FLOOR, {
       script: 'bench/servers/mix-baseline.ts',
       args: ['--data-dir', dataDir, '--api-key', API_KEY, '--token', NOTIFICATION_TOKEN],
+      nodeArgs: startNodeArgs(ROOT),
       cpus: env.placement.server,
       readiness: { line: true },
     });
