@@ -40,6 +40,7 @@ import { closedLoop, mainThreadCpu, processCpu } from './lib/cpu.js';
 import { API_KEY, envPairs, gatewayEnv, NOTIFICATION_TOKEN, UPSTREAM_TOKEN } from './lib/env.js';
 import { graphql } from './lib/harness.js';
 import { Inspector } from './lib/inspector.js';
+import { durableBaselineArgs, seedDurableBaseline } from './lib/mutation-references.js';
 import { freePort, pin, placement, ROOT, spawnNode, waitUntilIdle, type Proc } from './lib/processes.js';
 import { SUBSCRIPTION } from './scenarios/fanout.js';
 import { CREATE_NETWORK } from './scenarios/mutation.js';
@@ -439,18 +440,7 @@ async function main(): Promise<void> {
     const durable = await start(
       'durable baseline',
       'bench/servers/durable-baseline.ts',
-      [
-        '--upstream',
-        stubUrl,
-        '--token',
-        UPSTREAM_TOKEN,
-        '--api-key',
-        API_KEY,
-        '--data-dir',
-        durableDir,
-        '--synchronous',
-        'FULL',
-      ],
+      [...durableBaselineArgs(stubUrl, durableDir), '--synchronous', 'FULL'],
       {},
       place.server,
       { line: true },
@@ -490,12 +480,7 @@ async function main(): Promise<void> {
       { line: true },
     );
     procs.push(baseline.proc);
-    const seeded = await fetch(`${durable.origin}/seed`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ projectId }),
-    });
-    if (seeded.status !== 200) throw new Error(`durable baseline: seed answered ${seeded.status}`);
+    await seedDurableBaseline(durable.origin, projectId);
 
     const headers = { 'content-type': 'application/json', authorization: `Bearer ${API_KEY}` };
     const client = (

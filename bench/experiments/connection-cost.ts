@@ -12,11 +12,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Client, Pool, request } from 'undici';
+import { Client, Pool } from 'undici';
 
 import { startNodeArgs } from '../lib/build.js';
 import { closedLoop, processCpu } from '../lib/cpu.js';
-import { API_KEY, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
+import { API_KEY, gatewayEnv } from '../lib/env.js';
+import { durableBaselineArgs, seedDurableBaseline } from '../lib/mutation-references.js';
 import { freePort, pin, placement, ROOT, spawnNode, waitUntilIdle, type Proc } from '../lib/processes.js';
 import { createNetworkBody } from '../scenarios/mutation.js';
 
@@ -64,24 +65,13 @@ try {
   fs.mkdirSync(path.join(root, 'durable'));
   const durable = await spawnNode('durable baseline', {
     script: 'bench/servers/durable-baseline.ts',
-    args: [
-      '--upstream',
-      String(stub.ready.url),
-      '--token',
-      UPSTREAM_TOKEN,
-      '--api-key',
-      API_KEY,
-      '--data-dir',
-      path.join(root, 'durable'),
-    ],
+    args: durableBaselineArgs(String(stub.ready.url), path.join(root, 'durable')),
     cpus: place.server,
     readiness: { line: true },
   });
   procs.push(durable);
   const projectId = (JSON.parse(body) as { variables: { input: { projectId: string } } }).variables.input.projectId;
-  await (
-    await request(`${String(durable.ready.url)}/seed`, { method: 'POST', body: JSON.stringify({ projectId }) })
-  ).body.dump();
+  await seedDurableBaseline(String(durable.ready.url), projectId);
   const servers: Server[] = [
     { name: 'gateway', proc: gw, origin, path: '/graphql', body },
     { name: 'durable baseline', proc: durable, origin: String(durable.ready.url), path: '/mutation', body },
@@ -99,11 +89,11 @@ try {
   };
   /** µs of the server's CPU per creation: `n` creations, 16 at a time, kept or each on a new connection. */
   const measure = async (s: Server, fresh: boolean): Promise<number> => {
-    const pool = new Pool(s.origin, { connections: 16, pipelining: 1 });
+    const pool = fresh ? null : new Pool(s.origin, { connections: 16, pipelining: 1 });
     await waitUntilIdle(s.proc.pid, 2_000);
     const before = processCpu(s.proc.pid);
     await closedLoop(n, 16, async () => {
-      if (!fresh) return send(pool, s);
+      if (pool) return send(pool, s);
       const client = new Client(s.origin, { pipelining: 1 });
       try {
         await send(client, s);
@@ -112,7 +102,7 @@ try {
       }
     });
     const us = ((processCpu(s.proc.pid) - before) / n) * 1e6;
-    await pool.close();
+    await pool?.close();
     return us;
   };
   for (const s of servers) {

@@ -30,8 +30,9 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 
 import { closedLoop, mainThreadCpu, processCpu } from '../lib/cpu.js';
-import { API_KEY, envPairs, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
+import { API_KEY, envPairs, gatewayEnv } from '../lib/env.js';
 import { graphql } from '../lib/harness.js';
+import { durableBaselineArgs, seedDurableBaseline } from '../lib/mutation-references.js';
 import { freePort, ioField, ROOT, spawnNode } from '../lib/processes.js';
 import { CREATE_NETWORK } from '../scenarios/mutation.js';
 
@@ -72,7 +73,7 @@ if (cli.baseline) {
     cwd: ROOT,
     cpus: null,
     nodeArgs,
-    args: ['--upstream', String(stub.ready.url), '--token', UPSTREAM_TOKEN, '--api-key', API_KEY, '--data-dir', root],
+    args: durableBaselineArgs(String(stub.ready.url), root),
     readiness: { line: true },
     timeoutMs: 60_000,
   });
@@ -80,8 +81,7 @@ if (cli.baseline) {
   pid = baseline.child.pid!;
   stop = () => baseline.stop();
   const projectId = randomUUID();
-  const seeded = await fetch(`${origin}/seed`, { method: 'POST', body: JSON.stringify({ projectId }) });
-  if (seeded.status !== 200) throw new Error(`durable baseline: seed answered ${seeded.status}`);
+  await seedDurableBaseline(origin, projectId);
   requestPath = '/mutation';
   body = JSON.stringify({
     query: CREATE_NETWORK,

@@ -43,11 +43,12 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { Pool, request } from 'undici';
+import { Pool } from 'undici';
 
 import { startNodeArgs } from '../lib/build.js';
 import { closedLoop, openLoop } from '../lib/cpu.js';
-import { API_KEY, gatewayEnv, UPSTREAM_TOKEN } from '../lib/env.js';
+import { API_KEY, gatewayEnv } from '../lib/env.js';
+import { durableBaselineArgs, seedDurableBaseline } from '../lib/mutation-references.js';
 import { freePort, ioField, pin, placement, spawnNode } from '../lib/processes.js';
 import { parseVariants } from '../lib/variants.js';
 import { createNetworkBody } from '../scenarios/mutation.js';
@@ -186,23 +187,13 @@ async function durableBaseline(name: string, body: string, nodeArgs: string[]) {
   const child = await spawnNode(`durable baseline ${name}`, {
     script: 'bench/servers/durable-baseline.ts',
     nodeArgs,
-    args: [
-      '--upstream',
-      String(stub.ready.url),
-      '--token',
-      UPSTREAM_TOKEN,
-      '--api-key',
-      API_KEY,
-      '--data-dir',
-      dataDir,
-    ],
+    args: durableBaselineArgs(String(stub.ready.url), dataDir),
     cpus: place?.server ?? null,
     readiness: { line: true },
   });
   const url = String(child.ready.url);
   const projectId = (JSON.parse(body) as { variables: { input: { projectId: string } } }).variables.input.projectId;
-  const seeded = await request(`${url}/seed`, { method: 'POST', body: JSON.stringify({ projectId }) });
-  await seeded.body.dump();
+  await seedDurableBaseline(url, projectId);
   return { child, origin: url, path: '/mutation' };
 }
 

@@ -6,6 +6,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { request } from 'undici';
 
 import { startNodeArgs } from './build.js';
 import { API_KEY, UPSTREAM_TOKEN } from './env.js';
@@ -67,6 +68,25 @@ export async function spawnPeer(
   }
 }
 
+/** The durable baseline's arguments (bench/servers/durable-baseline.ts; FULL unless told) over the stub at `stubUrl`. */
+export function durableBaselineArgs(stubUrl: string, dataDir: string): string[] {
+  return ['--upstream', stubUrl, '--token', UPSTREAM_TOKEN, '--api-key', API_KEY, '--data-dir', dataDir];
+}
+
+/**
+ * Inserts the project a creation's body names into the durable baseline's own ledger (`POST /seed`, set-up only, not
+ * measured): it does not share the gateway's.
+ */
+export async function seedDurableBaseline(origin: string, projectId: string): Promise<void> {
+  const seeded = await request(`${origin}/seed`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ projectId }),
+  });
+  await seeded.body.dump();
+  if (seeded.statusCode !== 200) throw new Error(`durable baseline: seeding the project answered ${seeded.statusCode}`);
+}
+
 export async function startMutationReferences(options: {
   stubUrl: string;
   root: string;
@@ -77,18 +97,7 @@ export async function startMutationReferences(options: {
   fs.mkdirSync(dataDir, { recursive: true });
   const durableProc = await spawnNode('durable baseline', {
     script: 'bench/servers/durable-baseline.ts',
-    args: [
-      '--upstream',
-      options.stubUrl,
-      '--token',
-      UPSTREAM_TOKEN,
-      '--api-key',
-      API_KEY,
-      '--data-dir',
-      dataDir,
-      '--synchronous',
-      'FULL',
-    ],
+    args: [...durableBaselineArgs(options.stubUrl, dataDir), '--synchronous', 'FULL'],
     // Under the node options the gateway's npm start gives it (docs/decisions/146): the same runtime, the same work.
     nodeArgs: startNodeArgs(ROOT),
     cpus: options.cpus,

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { request, type Pool } from 'undici';
+import type { Pool } from 'undici';
 
 import { API_KEY, baselineTarget, gatewayTarget, type BenchEnv, type ScenarioReport } from '../lib/env.js';
 import { alternate, byTarget, graphql, mean, type Measurement, type Target } from '../lib/harness.js';
-import type { MutationReferences } from '../lib/mutation-references.js';
+import { seedDurableBaseline, type MutationReferences } from '../lib/mutation-references.js';
 import { fmt, median } from '../lib/stats.js';
 import { hiveMutationBody } from '../peers/requests.js';
 
@@ -105,14 +105,7 @@ export async function mutationThroughput(
   const targets: Target[] = [];
   const bodies = new Map<string, string>();
   if (refs) {
-    const seeded = await request(`${refs.durable.url}/seed`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ projectId }),
-    });
-    await seeded.body.dump();
-    if (seeded.statusCode !== 200)
-      throw new Error(`durable baseline: seeding the project answered ${seeded.statusCode}`);
+    await seedDurableBaseline(refs.durable.url, projectId);
     targets.push(durableTarget(refs));
   }
   targets.push(baselineTarget(env, '/mutation'), gatewayTarget(env.gateway));
