@@ -35,5 +35,5 @@ EXPOSE 4000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||4000)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 # SIGTERM drains in-flight requests (src/main.ts); node runs as PID 1 and handles it itself. The options are npm start's
-# (--no-memory-reducer: docs/decisions/146).
-CMD ["node", "--no-memory-reducer", "dist/src/main.js"]
+# (--no-memory-reducer: docs/decisions/146; --min-semi-space-size=16: docs/decisions/147).
+CMD ["node", "--no-memory-reducer", "--min-semi-space-size=16", "dist/src/main.js"]

@@ -10,9 +10,9 @@ export const BUILT_MAIN = 'dist/src/main.js';
 
 /**
  * The options `npm start` gives node in a checkout: its package.json's `start` is `node <options> dist/src/main.js`
- * (`--no-memory-reducer` since docs/decisions/146; none before). The suite starts every gateway with its own checkout's,
- * so that a `--compare` tree runs as its own `npm start` ran it, and the references written by hand (the durable and
- * bare baselines, the mix's floor) with this checkout's.
+ * (`--no-memory-reducer` since docs/decisions/146, `--min-semi-space-size=16` since 147; none before). The suite starts
+ * every gateway with its own checkout's, so that a `--compare` tree runs as its own `npm start` ran it, and the
+ * references written by hand (the durable and bare baselines, the mix's floor) with this checkout's.
  */
 export function startNodeArgs(checkout: string): string[] {
   const pkg = JSON.parse(fs.readFileSync(path.join(checkout, 'package.json'), 'utf8')) as {

@@ -21,8 +21,8 @@ function checkoutWith(start: string): string {
 }
 
 describe("the bench starts a gateway with its checkout's npm start options (bench/lib/build.ts)", () => {
-  it("reads this checkout's: V8's memory reducer off (docs/decisions/146)", () => {
-    expect(startNodeArgs(ROOT)).toEqual(['--no-memory-reducer']);
+  it("reads this checkout's: V8's memory reducer off (docs/decisions/146), its young generation kept (147)", () => {
+    expect(startNodeArgs(ROOT)).toEqual(['--no-memory-reducer', '--min-semi-space-size=16']);
   });
 
   it('reads none from a checkout whose npm start names none, and what another names', () => {
