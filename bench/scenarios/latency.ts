@@ -1,10 +1,16 @@
 import { baselineTarget, gatewayTarget, type BenchEnv, type GatewayProc, type ScenarioReport } from '../lib/env.js';
 import { alternate, byTarget, mean, measure, type Measurement, type Target } from '../lib/harness.js';
-import { fmt, type LatencySummary } from '../lib/stats.js';
+import { fmt, median, type LatencySummary } from '../lib/stats.js';
 import { probeFdatasync, runtimeDelta, scrapeRuntime, type RuntimeScrape } from '../lib/tail.js';
 import { DURABLE, durableTarget } from './mutation.js';
 
 const SHARES = [0.25, 0.5, 0.8];
+/**
+ * Rounds at half the gateway's own maximum, where the tail goal is read against the durable baseline (at least; more
+ * with `--rounds`): a stall of a second in one server's round moves the mean of two rounds' p99s by hundreds of ms
+ * either way, so the goal is read on the median of the rounds' paired differences (docs/decisions/148).
+ */
+const TAIL_GOAL_ROUNDS = 6;
 
 interface Row {
   share: number;
@@ -18,6 +24,8 @@ interface Row {
   /** The durable baseline at the same rate in the same alternation (the gateway's own shares only), or NaN. */
   d50: number;
   d99: number;
+  /** Per round, the gateway's p99 minus the durable baseline's of the same round (empty without it). */
+  pairs: number[];
   achieved: number;
   errors: number;
   dropped: number;
@@ -32,6 +40,7 @@ async function atRate(
   rate: number,
   durationMs: number,
   durable: Target | null,
+  rounds: number,
 ): Promise<Measurement[]> {
   const ts: Target[] = [
     baselineTarget(env, '/mutation'),
@@ -39,7 +48,7 @@ async function atRate(
     ...gateways.map((g) => gatewayTarget(g)),
   ];
   return alternate(env.lg, ts, () => ({ body, connections: 256, durationMs, rate, expectStatus: 200, graphql: true }), {
-    rounds: env.options.rounds,
+    rounds,
     warmupMs: 0,
     driverProcs: env.driverProcs,
     log: env.log,
@@ -51,6 +60,7 @@ function rowsOf(ms: Measurement[], gateways: GatewayProc[], share: number, of: R
   const durable = byTarget(ms, DURABLE);
   return gateways.map((g) => {
     const gm = byTarget(ms, g.name);
+    const pairs = pairedP99(gm, durable);
     return {
       share,
       of,
@@ -62,6 +72,7 @@ function rowsOf(ms: Measurement[], gateways: GatewayProc[], share: number, of: R
       g99: mean(gm.map((m) => m.result.latency.p99)),
       d50: durable.length ? mean(durable.map((m) => m.result.latency.p50)) : NaN,
       d99: durable.length ? mean(durable.map((m) => m.result.latency.p99)) : NaN,
+      pairs,
       achieved: mean(gm.map((m) => m.result.rps)),
       errors: [...gm, ...base, ...durable].reduce((s, m) => s + m.result.errors, 0),
       dropped: gm.reduce((s, m) => s + m.result.dropped, 0),
@@ -69,6 +80,22 @@ function rowsOf(ms: Measurement[], gateways: GatewayProc[], share: number, of: R
       otherCpu: mean([...gm, ...base, ...durable].map((m) => m.otherCpu)),
     };
   });
+}
+
+/** Per round, a server's p99 minus the durable baseline's p99 of the same round (rounds either lacks are left out). */
+export function pairedP99(server: readonly Measurement[], durable: readonly Measurement[]): number[] {
+  return server.flatMap((m) => {
+    const d = durable.find((x) => x.round === m.round);
+    return d ? [m.result.latency.p99 - d.result.latency.p99] : [];
+  });
+}
+
+/**
+ * The tail goal against the durable baseline: the median of the rounds' paired differences at most 2 ms. A stall of
+ * either server in one round moves one difference, not the verdict.
+ */
+export function tailGoalMet(pairs: readonly number[]): boolean {
+  return pairs.length > 0 && median([...pairs]) <= 2;
 }
 
 /** The gateway served the offered rate: nothing dropped, at least 95 % of it answered (else its latency is queueing). */
@@ -97,6 +124,10 @@ export async function addedLatency(
 ): Promise<ScenarioReport> {
   env.log('scenario 2: added latency at fixed arrival rates');
   const rows: Row[] = [];
+  // The tail goal's rate gets more rounds when the durable baseline runs, unless the suite runs quick (`--quick`:
+  // measurements of 2 s, a smoke test).
+  const tailRounds =
+    env.mutationRefs && durationMs >= 5_000 ? Math.max(env.options.rounds, TAIL_GOAL_ROUNDS) : env.options.rounds;
   for (const [of, max] of [
     ['baseline', baselineMaxRps],
     ['gateway', gatewayMaxRps],
@@ -112,8 +143,10 @@ export async function addedLatency(
     const durable = of === 'gateway' && env.mutationRefs ? durableTarget(env.mutationRefs) : null;
     for (const share of SHARES) {
       const rate = Math.max(1, Math.round(max * share));
-      env.log(` ${Math.round(share * 100)}% of the ${of} maximum: ${rate} req/s`);
-      rows.push(...rowsOf(await atRate(env, body, gateways, rate, durationMs, durable), gateways, share, of, rate));
+      const rounds = durable && share === 0.5 ? tailRounds : env.options.rounds;
+      env.log(` ${Math.round(share * 100)}% of the ${of} maximum: ${rate} req/s, ${rounds} rounds`);
+      const ms = await atRate(env, body, gateways, rate, durationMs, durable, rounds);
+      rows.push(...rowsOf(ms, gateways, share, of, rate));
     }
   }
   const anatomy = await tailAnatomy(env, body, Math.max(1, Math.round(gatewayMaxRps * 0.5)), durationMs);
@@ -131,22 +164,27 @@ export async function addedLatency(
     const full = r.gateway === env.gateway.name;
     // Against the durable baseline's p99 in the same rounds when it ran (the goal as worded: docs/decisions/113); otherwise
     // against the bare proxy's, which keeps nothing (stricter).
-    const againstDurable = !Number.isNaN(r.d99);
-    const added99 = againstDurable ? r.g99 - r.d99 : r.g99 - r.b99;
+    // Against the durable baseline: the median of the rounds' paired differences (each round's p99 minus the durable
+    // baseline's of the same round), so that one server's stall in one round does not decide the goal either way.
+    const againstDurable = r.pairs.length > 0;
+    const added99 = againstDurable ? median(r.pairs) : r.g99 - r.b99;
     targets.push({
       target: full
-        ? `p99 at 50% of the gateway's own maximum ≤ the ${againstDurable ? 'durable' : 'bare proxy'} baseline's + 2 ms (${r.gateway})`
+        ? againstDurable
+          ? `p99 at 50% of the gateway's own maximum ≤ the durable baseline's + 2 ms, the median of ${r.pairs.length} rounds' paired differences (${r.gateway})`
+          : `p99 at 50% of the gateway's own maximum ≤ the bare proxy baseline's + 2 ms (${r.gateway})`
         : `p99 at 50% of the gateway's own maximum (${r.gateway}; for reference)`,
       measured:
-        `${fmt.ms(r.g99)} ms at ${fmt.int(r.rate)} req/s` +
+        `${fmt.ms(r.g99)} ms at ${fmt.int(r.rate)} req/s (the rounds' mean)` +
         (againstDurable
-          ? `: ${fmt.ms(r.g99 - r.d99)} ms over the durable baseline's ${fmt.ms(r.d99)} ms (p50 ${fmt.ms(r.g50 - r.d50)} ms over), `
+          ? `: ${fmt.ms(added99)} ms over the durable baseline by the median of the rounds' differences (rounds ${r.pairs.map((d) => fmt.ms(d)).join(' / ')}); ` +
+            `the means' difference ${fmt.ms(r.g99 - r.d99)} ms over the durable baseline's ${fmt.ms(r.d99)} ms (p50 ${fmt.ms(r.g50 - r.d50)} ms over), `
           : ': ') +
         `${fmt.ms(r.g99 - r.b99)} ms over the bare proxy's ${fmt.ms(r.b99)} ms (p50 +${fmt.ms(r.g50 - r.b50)} ms)` +
         (full && anatomy.durableP99 !== null
           ? `; the durable baseline's p99 in the tail anatomy's one run: ${fmt.ms(anatomy.durableP99)} ms`
           : ''),
-      met: full ? served(r) && added99 <= 2 : null,
+      met: full ? served(r) && (againstDurable ? tailGoalMet(r.pairs) : added99 <= 2) : null,
     });
   }
   const markdown = [
