@@ -162,6 +162,22 @@ export interface SpawnOptions {
 /** Every process this benchmark started and has not stopped, for telling our CPU from other people's. */
 const running = new Set<Proc>();
 
+let killsOnExit = false;
+/**
+ * From the first process started on: whatever is still running when this process ends (a script that throws, one that
+ * calls `process.exit` without stopping what it started, SIGINT or SIGTERM from `timeout`) is killed with it. Left
+ * behind, a gateway pinned to the server core took a share of it from every later run.
+ */
+function killOnExit(): void {
+  if (killsOnExit) return;
+  killsOnExit = true;
+  process.once('exit', () => {
+    for (const p of running) p.child.kill('SIGKILL');
+  });
+  process.once('SIGINT', () => process.exit(130));
+  process.once('SIGTERM', () => process.exit(143));
+}
+
 /** One task of the machine, from `/proc/<pid>/stat`. */
 interface Task {
   name: string;
@@ -415,6 +431,7 @@ export async function spawnNode(name: string, options: SpawnOptions): Promise<Pr
     },
   };
   running.add(proc);
+  killOnExit();
   return proc;
 }
 
