@@ -43,7 +43,7 @@ export function summarize(values: Float64Array | number[]): LatencySummary {
   return { count: n, mean: sum / n, p50: at(0.5), p90: at(0.9), p95: at(0.95), p99: at(0.99), max: sorted[n - 1]! };
 }
 
-export function median(values: number[]): number {
+export function median(values: readonly number[]): number {
   const s = [...values].sort((a, b) => a - b);
   if (s.length === 0) return NaN;
   const mid = Math.floor(s.length / 2);

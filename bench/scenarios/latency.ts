@@ -95,7 +95,7 @@ export function pairedP99(server: readonly Measurement[], durable: readonly Meas
  * either server in one round moves one difference, not the verdict.
  */
 export function tailGoalMet(pairs: readonly number[]): boolean {
-  return pairs.length > 0 && median([...pairs]) <= 2;
+  return pairs.length > 0 && median(pairs) <= 2;
 }
 
 /** The gateway served the offered rate: nothing dropped, at least 95 % of it answered (else its latency is queueing). */
