@@ -23,6 +23,12 @@ type Frame = { functionName: string; url: string; lineNumber: number };
 type CpuNode = { id: number; callFrame: Frame; children?: number[] };
 type HeapNode = { callFrame: Frame; selfSize: number; children: HeapNode[] };
 
+/**
+ * A frame's gateway source as `dir/name` without its extension, from `src/…/x.ts` (fanout-ab.ts run on the sources) or
+ * `dist/src/…/x.js` (`--a-dist`, a build): the parts below name the same code either way. Undefined outside src/.
+ */
+const SOURCE_OF = (url: string): string | undefined => /\/src\/(.+)\.[jt]s$/.exec(url)?.[1];
+
 /** The parts, in the order a sample is given to them (the first whose test holds for its stack, leaf first). */
 const PARTS: Array<[string, (stack: Frame[]) => boolean]> = [
   ['the write system call (the binding, libuv, write(2))', (s) => s.some((f) => f.functionName === 'writeBuffer')],
@@ -33,18 +39,18 @@ const PARTS: Array<[string, (stack: Frame[]) => boolean]> = [
   ["Node's Writable.write into the corked socket", (s) => s.some((f) => f.functionName === 'Writable.write')],
   [
     "the sink's own (checks, payload lookup, the frames' buffer)",
-    (s) => s.some((f) => f.url.endsWith('server/ws.ts') && ['write', 'last', 'next'].includes(f.functionName)),
+    (s) => s.some((f) => SOURCE_OF(f.url) === 'server/ws' && ['write', 'last', 'next'].includes(f.functionName)),
   ],
   ['the result stream and the shared execution', (s) => s.some((f) => f.url.includes('/execution/'))],
   [
     "the bus's publish, the event stream's listener",
-    (s) => s.some((f) => f.url.includes('events/bus.ts') || f.url.includes('events/stream.ts')),
+    (s) => s.some((f) => ['events/bus', 'events/stream'].includes(SOURCE_OF(f.url) ?? '')),
   ],
   [
     "the intake (HTTP, the webhook, the store; the sender's side)",
     (s) => s.some((f) => /webhooks|mobile-id|\/store\/|_http|server\/http|undici|experiments/.test(f.url)),
   ],
-  ["ws.ts's uncork loop, graphql-ws, ws", (s) => s.some((f) => /server\/ws\.ts|graphql-ws|\/ws\/lib/.test(f.url))],
+  ["ws.ts's uncork loop, graphql-ws, ws", (s) => s.some((f) => /server\/ws\.[jt]s|graphql-ws|\/ws\/lib/.test(f.url))],
   ['the garbage collector (main thread)', (s) => s[0]!.functionName === '(garbage collector)'],
   ['the rest (the event loop, promise settling, other)', () => true],
 ];
