@@ -25,6 +25,9 @@ const { values: cli } = parseArgs({
 });
 const SYNCS = Number(cli.syncs);
 const GAP_US = Number(cli.gap);
+if (!Number.isInteger(SYNCS) || SYNCS < 1)
+  throw new Error(`--syncs: a whole number of syncs, 1 or more (got ${cli.syncs})`);
+if (!Number.isFinite(GAP_US) || GAP_US < 0) throw new Error(`--gap: microseconds of work, 0 or more (got ${cli.gap})`);
 
 /** Busy for `us` microseconds: a request's work between two syncs. */
 const work = (us: number): void => {
