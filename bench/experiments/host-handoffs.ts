@@ -6,8 +6,8 @@
  * - a thread's wake-up: `Atomics.notify` to a worker waiting in `Atomics.wait`, and the round trip back;
  * - a 4 KiB append and its `fs.fdatasync` on libuv's pool: the caller's time in the call (the hand-off), the next one
  *   started from the completion's `setImmediate` (back to back, as the gateway's syncs run under load) or after
- *   `--gap` µs of work; beside it the same append synced on the caller's thread (`fs.fdatasyncSync`). For each, the
- *   process's CPU per sync (every thread), with the `--gap` of work in it.
+ *   `--gap` µs of work; beside it the same append synced on the caller's thread (`fs.fdatasyncSync`) after the same
+ *   work. For each, the process's CPU per sync (every thread), the work included where there is some.
  *
  * Run it where the server runs: `taskset -c 1 npx tsx bench/experiments/host-handoffs.ts` puts every thread on one
  * core, as the bench places the gateway (bench/lib/processes.ts).
