@@ -11,6 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 
+import { median } from '../lib/stats.js';
 import { tailGoalMet } from '../scenarios/latency.js';
 
 const { values: cli, positionals } = parseArgs({
@@ -34,13 +35,6 @@ const runs = positionals.map((arg) => {
   return { name: arg.slice(0, at), rounds: values };
 });
 
-const sorted = (xs: readonly number[]): number[] => [...xs].sort((a, b) => a - b);
-const median = (xs: readonly number[]): number => {
-  const s = sorted(xs);
-  const mid = s.length >> 1;
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-};
-
 /**
  * The exact interval of the median: the k-th smallest and the k-th largest of n values, with k the largest count for
  * which fewer than k values fall below the median with a chance of at most 2.5 % (a binomial of n and ½).
@@ -58,7 +52,7 @@ function medianInterval(xs: readonly number[]): { low: number; high: number; cov
     term = (term * (n - i)) / (i + 1); // P(B = i + 1)
   }
   if (k === 0) return null;
-  const s = sorted(xs);
+  const s = [...xs].sort((a, b) => a - b);
   return { low: s[k - 1]!, high: s[n - k]!, coverage: 1 - 2 * below };
 }
 
