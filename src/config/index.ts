@@ -682,6 +682,10 @@ const VARS = {
     bool(true),
     "true: a graphql-ws subscription's `next` (and, with its last result, its `complete`) is framed by the gateway as ws would frame it, into one buffer and one write to the connection's socket; the bytes on the wire are the same (docs/decisions/093). false: each message goes through ws's `send`; an off switch, not a tuning knob.",
   ),
+  DELIVERY_DIRECT_WRITE: declare(
+    bool(true),
+    "true (with DELIVERY_ONE_WRITE): a graphql-ws connection's first result of a turn of the event loop, when nothing is queued on its socket, is written at the turn's end straight to the socket's TCP handle, below Node's stream (Node's own write request, as its stream would make); what else is written to the socket in that turn follows it, and the bytes on the wire are the same (docs/decisions/150). false, or where Node does not offer that write (its permission model): every result goes through the socket's stream; an off switch, not a tuning knob.",
+  ),
   LEDGER_CACHE_RECORDS: declare(
     int(10_000, 0, 1_000_000),
     'How many cloud ledger records (projects, networks, subnets, …: shared by every key, and never changed once stored) the gateway keeps in memory once read, about 1.2 KB each, least recently used out: a query takes them by id from memory, and a tree level reads only the ids of its rows (docs/decisions/070). 0 reads every row of every level from the store; the off switch.',
@@ -1162,6 +1166,8 @@ export interface Config {
     readonly completeWithLast: boolean;
     /** DELIVERY_ONE_WRITE: a graphql-ws subscription's frames for a result built in one buffer, one socket write. */
     readonly oneWrite: boolean;
+    /** DELIVERY_DIRECT_WRITE: a connection's first result of a turn written to its socket's TCP handle, below the stream. */
+    readonly directWrite: boolean;
   };
   readonly upstream: {
     readonly timeoutMs: number;
@@ -1430,6 +1436,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       payloadFromIntake: e.DELIVERY_PAYLOAD_FROM_INTAKE,
       completeWithLast: e.DELIVERY_COMPLETE_WITH_LAST,
       oneWrite: e.DELIVERY_ONE_WRITE,
+      directWrite: e.DELIVERY_DIRECT_WRITE,
     },
     upstream: {
       timeoutMs: e.UPSTREAM_TIMEOUT,

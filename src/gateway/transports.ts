@@ -131,6 +131,7 @@ export function buildTransports(
     subscriberBufferBytes: config.subscriberBufferBytes,
     completeWithLast: config.delivery.completeWithLast,
     oneWrite: config.delivery.oneWrite,
+    directWrite: config.delivery.directWrite,
     keepAliveSweep: config.wsKeepAliveSweep,
     onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
     context: (caller, requestId) => contextFor(caller, requestId),

@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { getSystemErrorName } from 'node:util';
 import { GraphQLError, type ExecutionResult, type OperationTypeNode } from 'graphql';
 import { CloseCode, handleProtocols } from 'graphql-ws';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -43,6 +44,12 @@ export interface WsOptions extends StreamingTransportOptions {
    * through ws's `send` (docs/decisions/093). The same bytes either way.
    */
   oneWrite?: boolean;
+  /**
+   * DELIVERY_DIRECT_WRITE (default true; with DELIVERY_ONE_WRITE): a socket's first result of a tick, when nothing is
+   * queued on that socket, is written at the tick's end to its TCP handle, below Node's stream (docs/decisions/150);
+   * false, or where Node offers no such write, every result goes through the socket's stream. The same bytes either way.
+   */
+  directWrite?: boolean;
   /**
    * WS_KEEP_ALIVE_SWEEP: true (the default), one pass over the connections every half interval, a slot of them a tick,
    * pings only those whose peer sent nothing since their last visit (src/server/keep-alive.ts); false, graphql-ws's
@@ -99,6 +106,10 @@ function writeHeader(out: Buffer, at: number, n: number): number {
  */
 class Connection {
   corked = false;
+  /** The tick's first result for this socket, held for its handle (DELIVERY_DIRECT_WRITE), until the tick ends. */
+  held: Buffer | null = null;
+  /** Writes of held results to the handle that libuv has not finished (the socket could not take them at once). */
+  below = 0;
   /** Set when `connection_init` is admitted; what it was authenticated with is kept (in memory only) for a reload. */
   caller: Caller | undefined = undefined;
   header: string | undefined = undefined;
@@ -109,6 +120,60 @@ class Connection {
     readonly ws: WebSocket,
     readonly raw: Duplex,
   ) {}
+}
+
+/** A TCP socket's handle, as Node's stream writes to it. */
+interface StreamHandle {
+  writeBuffer(request: WriteRequest, data: Buffer): number;
+}
+
+/** A write request to a handle: Node's WriteWrap, with the fields its C++ side and Node's own writes set. */
+interface WriteRequest {
+  handle: StreamHandle;
+  oncomplete: (this: WriteRequest, status: number) => void;
+  async: boolean;
+  bytes: number;
+  /** The frame, kept while libuv still writes it (a write that did not finish at once). */
+  buffer: Buffer | null;
+  connection: Connection;
+}
+
+/** What Node's streams use to write to a handle (`internalBinding('stream_wrap')`), as `process.binding` offers it. */
+interface HandleWrites {
+  WriteWrap: new () => WriteRequest;
+  /** Filled by each write: whether it finished at once (`kLastWriteWasAsync` 0) or libuv goes on with it. */
+  streamBaseState: Int32Array;
+  kLastWriteWasAsync: number;
+}
+
+/**
+ * Node's writes to a stream handle, or null where Node does not offer them (its permission model refuses
+ * `process.binding`; a Node without this binding): every result then goes through the socket's stream. The binding is
+ * deprecated for programs (DEP0111, documentation-only) and stable in Node 20 to 26, which the tests run.
+ */
+function handleWrites(): HandleWrites | null {
+  try {
+    const binding = (process as unknown as { binding(name: string): Partial<HandleWrites> }).binding('stream_wrap');
+    const { WriteWrap, streamBaseState, kLastWriteWasAsync } = binding;
+    if (typeof WriteWrap !== 'function' || !(streamBaseState instanceof Int32Array)) return null;
+    if (typeof kLastWriteWasAsync !== 'number') return null;
+    return { WriteWrap, streamBaseState, kLastWriteWasAsync };
+  } catch {
+    return null;
+  }
+}
+
+/** A failed write to a handle as Node's stream reports one (`errno`, `code`, `syscall`), to destroy the socket with. */
+function writeError(status: number): NodeJS.ErrnoException {
+  const code = getSystemErrorName(status);
+  return Object.assign(new Error(`write ${code}`), { errno: status, code, syscall: 'write' });
+}
+
+/** A handle's write that libuv finished later: a failure destroys the socket, as Node's stream does. */
+function afterHandleWrite(this: WriteRequest, status: number): void {
+  this.buffer = null;
+  this.connection.below -= 1;
+  if (status < 0) this.connection.raw.destroy(writeError(status));
 }
 
 /** Interval of server pings that keep idle connections (and proxies) alive; a peer that does not answer one within it is terminated. */
@@ -157,9 +222,43 @@ export function createWsServer(options: WsOptions) {
     // A write during an uncork (a socket's error closing it, say) may cork another: it is appended and visited here.
     for (const connection of corked) {
       connection.corked = false;
+      // The held result first: whatever was written to the socket after it in this tick is in the corked stream.
+      const held = connection.held;
+      if (held !== null) {
+        connection.held = null;
+        writeHeld(connection, held);
+      }
       connection.raw.uncork();
     }
     corked.length = 0;
+  };
+  /** DELIVERY_DIRECT_WRITE: Node's writes to a handle, or null (off, or not offered). */
+  const writes = (options.directWrite ?? true) && (options.oneWrite ?? true) ? handleWrites() : null;
+  /**
+   * Writes a held result to the socket's TCP handle, as Node's stream would once uncorked, without its stream:
+   * no buffered request, no `writev` of one chunk, no callback a tick later (docs/decisions/150). A socket destroyed
+   * meanwhile (terminated, failed) drops it, as its stream drops what it buffered; a write that fails destroys the
+   * socket, as its stream does.
+   */
+  const writeHeld = (connection: Connection, frame: Buffer): void => {
+    const raw = connection.raw;
+    const handle = (raw as Duplex & { _handle?: StreamHandle | null })._handle;
+    if (raw.destroyed || raw.writableEnded || !handle) return;
+    const request = new writes!.WriteWrap();
+    request.handle = handle;
+    request.oncomplete = afterHandleWrite;
+    request.async = false;
+    request.bytes = 0;
+    request.buffer = null;
+    request.connection = connection;
+    const status = handle.writeBuffer(request, frame);
+    if (status !== 0) raw.destroy(writeError(status));
+    else if (writes!.streamBaseState[writes!.kLastWriteWasAsync] !== 0) {
+      // libuv writes the rest once the socket can take it, from the frame's memory: it is kept until then, and the
+      // socket's next results go through its stream, behind it, counted in `bufferedAmount`.
+      request.buffer = frame;
+      connection.below += 1;
+    }
   };
   /**
    * A result's payload as it goes on the wire: its JSON (masked and with its warnings) and `}`, UTF-8
@@ -226,6 +325,14 @@ export function createWsServer(options: WsOptions) {
         connection.corked = true;
         corked.push(connection);
         raw.cork();
+        // The tick's first result for a socket with nothing queued, in its stream or below it, is held for its handle
+        // (DELIVERY_DIRECT_WRITE): what is written to the socket after it in this tick waits in the corked stream,
+        // and `uncork` writes the held result first. With bytes queued, results go behind them through the stream,
+        // which counts them in `bufferedAmount` for the slow consumer's limit.
+        if (writes !== null && connection.below === 0 && raw.writableLength === 0) {
+          connection.held = frames(id, payload, complete);
+          return true;
+        }
       }
       if (oneWrite) {
         raw.write(frames(id, payload, complete));

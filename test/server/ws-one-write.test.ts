@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import * as ws from 'ws';
 
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
@@ -91,6 +92,8 @@ async function rawConnection(gw: TestGateway) {
     send,
     frames,
     until,
+    /** The client's port: the gateway's socket of this connection has it as its remote port. */
+    port: socket.localPort!,
     /** Every byte after the 101 response. */
     wire: () => received.subarray(body),
     close: () => socket.destroy(),
@@ -98,13 +101,15 @@ async function rawConnection(gw: TestGateway) {
 }
 
 describe.each([
-  ['on', 'true'],
-  ['off', 'false'],
-] as const)('DELIVERY_ONE_WRITE %s', (_name, value) => {
+  ['on', 'true', 'true'],
+  ['on, DELIVERY_DIRECT_WRITE off', 'true', 'false'],
+  ['off', 'false', 'true'],
+] as const)('DELIVERY_ONE_WRITE %s', (_name, value, direct) => {
   let gw: TestGateway;
+  const env = { GATEWAY_API_KEYS: KEY, DELIVERY_ONE_WRITE: value, DELIVERY_DIRECT_WRITE: direct };
 
   beforeAll(async () => {
-    gw = await startTestGateway({ GATEWAY_API_KEYS: KEY, DELIVERY_ONE_WRITE: value });
+    gw = await startTestGateway(env);
   });
   afterAll(async () => {
     await gw?.close();
@@ -118,13 +123,7 @@ describe.each([
     async (_case, completeWithLast) => {
       // DELIVERY_COMPLETE_WITH_LAST is the gateway's; the second case runs a gateway of its own with it off.
       const t =
-        completeWithLast === 'true'
-          ? gw
-          : await startTestGateway({
-              GATEWAY_API_KEYS: KEY,
-              DELIVERY_ONE_WRITE: value,
-              DELIVERY_COMPLETE_WITH_LAST: 'false',
-            });
+        completeWithLast === 'true' ? gw : await startTestGateway({ ...env, DELIVERY_COMPLETE_WITH_LAST: 'false' });
       const c = await rawConnection(t);
       try {
         const ids = [`req-${randomUUID()}`, `req-${randomUUID()}`, `req-${randomUUID()}`];
@@ -170,4 +169,62 @@ describe.each([
       }
     },
   );
+
+  /** A raw connection with one subscription waiting, and its notification's delivery (the 204 checked). */
+  async function waiting() {
+    const c = await rawConnection(gw);
+    const authReqId = `req-${randomUUID()}`;
+    c.send({ id: 'op-1', type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id: authReqId } } });
+    await waitFor(() => subscribers(gw, 'mobile-id', authReqId) === 1, 5_000, 'the subscription listening');
+    const deliver = async () => {
+      const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId, outcome: 'SUCCESS' });
+      expect((await postNotification(gw, n.body, { headers: n.headers })).status).toBe(204);
+    };
+    return { c, deliver };
+  }
+
+  // DELIVERY_DIRECT_WRITE (docs/decisions/150): a connection's first result of a turn, with nothing queued on its socket,
+  // is written to the socket's TCP handle, not through its stream. Counted here as the calls of the stream's `write` on
+  // the gateway's socket of this connection while a result is delivered: none when held for the handle.
+  it('a lone result: written below the socket’s stream only with DELIVERY_DIRECT_WRITE on', async () => {
+    const { c, deliver } = await waiting();
+    const writes = vi.spyOn(net.Socket.prototype, 'write');
+    try {
+      await deliver();
+      await c.until((texts) => texts.some((x) => x.includes('"type":"complete"')));
+      const onThisSocket = writes.mock.contexts.filter((socket) => (socket as net.Socket).remotePort === c.port);
+      // Off: ws's two `send`s, a frame's header and its message each.
+      expect(onThisSocket).toHaveLength(value === 'true' ? (direct === 'true' ? 0 : 1) : 4);
+      expect(c.frames().map((f) => JSON.parse(f.text).type as string)).toEqual(['connection_ack', 'next', 'complete']);
+    } finally {
+      writes.mockRestore();
+      c.close();
+    }
+  });
+
+  // What is written to the socket after a result in the same turn (a ping of the keep-alive, ws's close of a slow
+  // consumer, graphql-ws's own `complete`) reaches the client after it, the held result included: here a ping frame
+  // written into the socket from a microtask queued as the gateway corks it for the result, so before the turn ends.
+  it('a frame written in the same turn after a result arrives after it', async () => {
+    const { c, deliver } = await waiting();
+    let injected = false;
+    const cork = vi.spyOn(net.Socket.prototype, 'cork').mockImplementation(function (this: net.Socket) {
+      Writable.prototype.cork.call(this);
+      if (this.remotePort === c.port && !injected) {
+        injected = true;
+        queueMicrotask(() => this.write(Buffer.from([0x89, 0x00])));
+      }
+    });
+    try {
+      await deliver();
+      await c.until((texts) => texts.includes(''));
+      expect(injected).toBe(true);
+      const frames = c.frames();
+      expect(frames.map((f) => f.bytes[0])).toEqual([0x81, 0x81, 0x81, 0x89]);
+      expect(frames.slice(1, 3).map((f) => JSON.parse(f.text).type as string)).toEqual(['next', 'complete']);
+    } finally {
+      cork.mockRestore();
+      c.close();
+    }
+  });
 });
