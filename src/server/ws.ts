@@ -233,7 +233,10 @@ export function createWsServer(options: WsOptions) {
     corked.length = 0;
   };
   /** DELIVERY_DIRECT_WRITE: Node's writes to a handle, or null (off, or not offered). */
-  const writes = (options.directWrite ?? true) && (options.oneWrite ?? true) ? handleWrites() : null;
+  const direct = (options.directWrite ?? true) && (options.oneWrite ?? true);
+  const writes = direct ? handleWrites() : null;
+  if (direct && writes === null)
+    options.logger.info('DELIVERY_DIRECT_WRITE: this Node offers no write to a socket handle; results use its stream');
   /**
    * Writes a held result to the socket's TCP handle, as Node's stream would once uncorked, without its stream:
    * no buffered request, no `writev` of one chunk, no callback a tick later (docs/decisions/150). A socket destroyed
