@@ -92,6 +92,7 @@ async function rawConnection(gw: TestGateway) {
     send,
     frames,
     until,
+    socket,
     /** The client's port: the gateway's socket of this connection has it as its remote port. */
     port: socket.localPort!,
     /** Every byte after the 101 response. */
@@ -170,17 +171,41 @@ describe.each([
     },
   );
 
-  /** A raw connection with one subscription waiting, and its notification's delivery (the 204 checked). */
-  async function waiting() {
+  /** A raw connection with `count` subscriptions waiting (op-1, op-2, …), and the delivery of each (the 204 checked). */
+  async function waiting(count = 1) {
     const c = await rawConnection(gw);
-    const authReqId = `req-${randomUUID()}`;
-    c.send({ id: 'op-1', type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id: authReqId } } });
-    await waitFor(() => subscribers(gw, 'mobile-id', authReqId) === 1, 5_000, 'the subscription listening');
-    const deliver = async () => {
-      const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId, outcome: 'SUCCESS' });
+    const ids = Array.from({ length: count }, () => `req-${randomUUID()}`);
+    ids.forEach((authReqId, i) =>
+      c.send({ id: `op-${i + 1}`, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id: authReqId } } }),
+    );
+    await waitFor(() => ids.every((id) => subscribers(gw, 'mobile-id', id) === 1), 5_000, 'the subscriptions');
+    const deliver = async (i = 0) => {
+      const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: ids[i]!, outcome: 'SUCCESS' });
       expect((await postNotification(gw, n.body, { headers: n.headers })).status).toBe(204);
     };
-    return { c, deliver };
+    return { c, ids, deliver };
+  }
+
+  /**
+   * Replaces, once, the `writeBuffer` of the TCP handle under this connection's socket on the gateway's side (found as
+   * the gateway corks it for a result) with `write`, which gets the real one.
+   */
+  function onNextHandleWrite(
+    port: number,
+    write: (real: (request: unknown, data: Buffer) => number, request: unknown, data: Buffer) => number,
+  ) {
+    let replaced = false;
+    return vi.spyOn(net.Socket.prototype, 'cork').mockImplementation(function (this: net.Socket) {
+      Writable.prototype.cork.call(this);
+      const handle = (this as net.Socket & { _handle?: Record<string, unknown> })._handle;
+      if (this.remotePort !== port || replaced || !handle) return;
+      replaced = true;
+      const real = (handle.writeBuffer as (request: unknown, data: Buffer) => number).bind(handle);
+      handle.writeBuffer = (request: unknown, data: Buffer) => {
+        delete handle.writeBuffer;
+        return write(real, request, data);
+      };
+    });
   }
 
   // DELIVERY_DIRECT_WRITE (docs/decisions/150): a connection's first result of a turn, with nothing queued on its socket,
@@ -227,4 +252,92 @@ describe.each([
       c.close();
     }
   });
+
+  // What Node's stream does with a write to its handle that fails, the held result's write does: the socket is
+  // destroyed, and its subscriptions end with it. Here the handle refuses the write at once (EPIPE), then a write that
+  // libuv reports failed later (ECONNRESET).
+  it.runIf(value === 'true' && direct === 'true').each([
+    ['at once', (): number => -32],
+    [
+      'later',
+      (real: (request: unknown, data: Buffer) => number, request: unknown): number => {
+        const { streamBaseState, kLastWriteWasAsync } = stream_wrap();
+        streamBaseState[kLastWriteWasAsync] = 1;
+        setImmediate(() => (request as { oncomplete(status: number): void }).oncomplete(-104));
+        return 0;
+      },
+    ],
+  ] as const)('a handle’s write that fails %s destroys the socket and ends its subscriptions', async (_when, fail) => {
+    const { c, ids, deliver } = await waiting(2);
+    const closed = new Promise<void>((resolve) => c.socket.once('close', () => resolve()));
+    const cork = onNextHandleWrite(c.port, fail);
+    try {
+      await deliver(0);
+      await closed;
+      await waitFor(() => subscribers(gw, 'mobile-id', ids[1]) === 0, 5_000, 'the other subscription ended');
+      // The gateway goes on serving.
+      const again = await waiting();
+      await again.deliver();
+      await again.c.until((texts) => texts.some((x) => x.includes('"type":"complete"')));
+      again.c.close();
+    } finally {
+      cork.mockRestore();
+      c.close();
+    }
+  });
+
+  // A held result's write that libuv finishes later (the socket could not take it all at once): until it does, the
+  // socket's results go through its stream, behind it, where `bufferedAmount` counts them for the slow consumer's
+  // limit; once it has, a result is held for the handle again. The write here is the real one, reported unfinished.
+  it.runIf(value === 'true' && direct === 'true')(
+    'after a handle’s write that libuv finishes later, results go through the stream until it does',
+    async () => {
+      const { c, deliver } = await waiting(3);
+      let finish: (() => void) | null = null;
+      const cork = onNextHandleWrite(c.port, (real, request, data) => {
+        const status = real(request, data);
+        const { streamBaseState, kLastWriteWasAsync } = stream_wrap();
+        streamBaseState[kLastWriteWasAsync] = 1;
+        finish = () => (request as { oncomplete(status: number): void }).oncomplete(0);
+        return status;
+      });
+      const writes = vi.spyOn(net.Socket.prototype, 'write');
+      const onThisSocket = () => writes.mock.contexts.filter((x) => (x as net.Socket).remotePort === c.port).length;
+      const nexts = (n: number) => c.until((texts) => texts.filter((x) => x.includes('"type":"next"')).length === n);
+      try {
+        await deliver(0);
+        await nexts(1);
+        expect(finish).not.toBeNull();
+        expect(onThisSocket()).toBe(0);
+        await deliver(1);
+        await nexts(2);
+        expect(onThisSocket()).toBe(1);
+        finish!();
+        await deliver(2);
+        await nexts(3);
+        expect(onThisSocket()).toBe(1);
+        const messages = c.frames().map((f) => JSON.parse(f.text) as { id?: string; type: string });
+        expect(messages.map((m) => `${m.id ?? ''} ${m.type}`)).toEqual([
+          ' connection_ack',
+          'op-1 next',
+          'op-1 complete',
+          'op-2 next',
+          'op-2 complete',
+          'op-3 next',
+          'op-3 complete',
+        ]);
+      } finally {
+        writes.mockRestore();
+        cork.mockRestore();
+        c.close();
+      }
+    },
+  );
 });
+
+/** Node's stream_wrap binding, whose state a handle's write leaves (as src/server/ws.ts reads it). */
+function stream_wrap(): { streamBaseState: Int32Array; kLastWriteWasAsync: number } {
+  return (
+    process as unknown as { binding(name: string): { streamBaseState: Int32Array; kLastWriteWasAsync: number } }
+  ).binding('stream_wrap');
+}
