@@ -38,6 +38,7 @@ import { parseArgs } from 'node:util';
 
 import type { Gateway } from '../../src/gateway/options.js';
 import { pin, placement } from '../lib/processes.js';
+import { median } from '../lib/stats.js';
 import { notificationBody } from '../scenarios/webhook.js';
 import {
   builtGateway,
@@ -200,7 +201,6 @@ async function main(): Promise<void> {
   const per: Record<'A' | 'B', number[]> = { A: [], B: [] };
   const rates: Record<'A' | 'B', number[]> = { A: [], B: [] };
   const p99s: Record<'A' | 'B', number[]> = { A: [], B: [] };
-  const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!;
   const bursts: Record<'A' | 'B', number[]> = { A: [], B: [] };
   /** The main thread's and the other threads' share of each round, µs per delivery (the scheduler's count). */
   const mains: Record<'A' | 'B', number[]> = { A: [], B: [] };
@@ -329,6 +329,13 @@ async function main(): Promise<void> {
   const a = median(per.A);
   const b = median(per.B);
   const lower = per.A.filter((v, i) => v < per.B[i]!).length;
+  /** A − B by round: the pairs' median and quartiles (the medians of their lower and upper halves). */
+  const paired = (x: number[], y: number[]) => {
+    const d = x.map((v, i) => v - y[i]!).sort((p, q) => p - q);
+    const half = Math.floor(d.length / 2);
+    const f = (v: number) => v.toFixed(2);
+    return `median ${f(median(d))} (quartiles ${f(median(d.slice(0, half)))}, ${f(median(d.slice(d.length - half)))})`;
+  };
   process.stdout.write(
     `µs CPU per delivery, median of ${rounds} rounds of ${connections * idsPerRound}: A (${cli.a ?? 'defaults'}) ${a.toFixed(2)}, ` +
       `B (${bName}) ${b.toFixed(2)}; A/B ${(a / b).toFixed(3)}; A lower in ${lower} of ${per.A.length} pairs\n` +
@@ -339,7 +346,8 @@ async function main(): Promise<void> {
       `bursts A ${bursts.A.map((v) => v.toFixed(0)).join(' ')}\nbursts B ${bursts.B.map((v) => v.toFixed(0)).join(' ')}\n` +
       `main thread, µs per delivery (median): A ${median(mains.A).toFixed(2)}, B ${median(mains.B).toFixed(2)}; ` +
       `other threads: A ${median(others.A).toFixed(2)}, B ${median(others.B).toFixed(2)}\n` +
-      `other threads A ${others.A.map((v) => v.toFixed(1)).join(' ')}\nother threads B ${others.B.map((v) => v.toFixed(1)).join(' ')}\n`,
+      `other threads A ${others.A.map((v) => v.toFixed(1)).join(' ')}\nother threads B ${others.B.map((v) => v.toFixed(1)).join(' ')}\n` +
+      `paired A − B, µs per delivery: ${paired(per.A, per.B)}; main thread ${paired(mains.A, mains.B)}\n`,
   );
   child.off('exit', clientsExited);
   child.kill();
