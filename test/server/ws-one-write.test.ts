@@ -335,6 +335,41 @@ describe.each([
   );
 });
 
+// Where Node does not offer its writes to a handle (its permission model refuses `process.binding`), the switch is on
+// and every result goes through the socket's stream, as with the switch off, and the gateway says so as it starts.
+describe('DELIVERY_DIRECT_WRITE where Node refuses process.binding', () => {
+  it('writes through the stream, and says so at start', async () => {
+    const refused = Object.assign(new Error('Access to this API has been restricted'), { code: 'ERR_ACCESS_DENIED' });
+    const binding = vi.spyOn(process as unknown as { binding(name: string): unknown }, 'binding');
+    binding.mockImplementation(() => {
+      throw refused;
+    });
+    let t: TestGateway | undefined;
+    try {
+      t = await startTestGateway({ GATEWAY_API_KEYS: KEY });
+    } finally {
+      binding.mockRestore();
+    }
+    const c = await rawConnection(t);
+    const writes = vi.spyOn(net.Socket.prototype, 'write');
+    try {
+      expect(t.logs()).toContain('DELIVERY_DIRECT_WRITE: this Node offers no write to a socket handle');
+      const authReqId = `req-${randomUUID()}`;
+      c.send({ id: 'op-1', type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id: authReqId } } });
+      await waitFor(() => subscribers(t, 'mobile-id', authReqId) === 1, 5_000, 'the subscription listening');
+      writes.mockClear();
+      const n = await t.gateway.sandbox.mobileId!.buildNotification({ authReqId, outcome: 'SUCCESS' });
+      expect((await postNotification(t, n.body, { headers: n.headers })).status).toBe(204);
+      await c.until((texts) => texts.some((x) => x.includes('"type":"complete"')));
+      expect(writes.mock.contexts.filter((x) => (x as net.Socket).remotePort === c.port)).toHaveLength(1);
+    } finally {
+      writes.mockRestore();
+      c.close();
+      await t.close();
+    }
+  });
+});
+
 /** Node's stream_wrap binding, whose state a handle's write leaves (as src/server/ws.ts reads it). */
 function stream_wrap(): { streamBaseState: Int32Array; kLastWriteWasAsync: number } {
   return (
