@@ -101,6 +101,43 @@ async function rawConnection(gw: TestGateway) {
   };
 }
 
+/** A raw connection with `count` subscriptions waiting (op-1, op-2, …), and the delivery of each (the 204 checked). */
+async function waiting(gw: TestGateway, count = 1) {
+  const c = await rawConnection(gw);
+  const ids = Array.from({ length: count }, () => `req-${randomUUID()}`);
+  ids.forEach((authReqId, i) =>
+    c.send({ id: `op-${i + 1}`, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id: authReqId } } }),
+  );
+  await waitFor(() => ids.every((id) => subscribers(gw, 'mobile-id', id) === 1), 5_000, 'the subscriptions');
+  const deliver = async (i = 0) => {
+    const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: ids[i]!, outcome: 'SUCCESS' });
+    expect((await postNotification(gw, n.body, { headers: n.headers })).status).toBe(204);
+  };
+  return { c, ids, deliver };
+}
+
+/**
+ * Replaces, once, the `writeBuffer` of the TCP handle under this connection's socket on the gateway's side (found as
+ * the gateway corks it for a result) with `write`, which gets the real one.
+ */
+function onNextHandleWrite(
+  port: number,
+  write: (real: (request: unknown, data: Buffer) => number, request: unknown, data: Buffer) => number,
+) {
+  let replaced = false;
+  return vi.spyOn(net.Socket.prototype, 'cork').mockImplementation(function (this: net.Socket) {
+    Writable.prototype.cork.call(this);
+    const handle = (this as net.Socket & { _handle?: Record<string, unknown> })._handle;
+    if (this.remotePort !== port || replaced || !handle) return;
+    replaced = true;
+    const real = (handle.writeBuffer as (request: unknown, data: Buffer) => number).bind(handle);
+    handle.writeBuffer = (request: unknown, data: Buffer) => {
+      delete handle.writeBuffer;
+      return write(real, request, data);
+    };
+  });
+}
+
 describe.each([
   ['on', 'true', 'true'],
   ['on, DELIVERY_DIRECT_WRITE off', 'true', 'false'],
@@ -171,48 +208,11 @@ describe.each([
     },
   );
 
-  /** A raw connection with `count` subscriptions waiting (op-1, op-2, …), and the delivery of each (the 204 checked). */
-  async function waiting(count = 1) {
-    const c = await rawConnection(gw);
-    const ids = Array.from({ length: count }, () => `req-${randomUUID()}`);
-    ids.forEach((authReqId, i) =>
-      c.send({ id: `op-${i + 1}`, type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id: authReqId } } }),
-    );
-    await waitFor(() => ids.every((id) => subscribers(gw, 'mobile-id', id) === 1), 5_000, 'the subscriptions');
-    const deliver = async (i = 0) => {
-      const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: ids[i]!, outcome: 'SUCCESS' });
-      expect((await postNotification(gw, n.body, { headers: n.headers })).status).toBe(204);
-    };
-    return { c, ids, deliver };
-  }
-
-  /**
-   * Replaces, once, the `writeBuffer` of the TCP handle under this connection's socket on the gateway's side (found as
-   * the gateway corks it for a result) with `write`, which gets the real one.
-   */
-  function onNextHandleWrite(
-    port: number,
-    write: (real: (request: unknown, data: Buffer) => number, request: unknown, data: Buffer) => number,
-  ) {
-    let replaced = false;
-    return vi.spyOn(net.Socket.prototype, 'cork').mockImplementation(function (this: net.Socket) {
-      Writable.prototype.cork.call(this);
-      const handle = (this as net.Socket & { _handle?: Record<string, unknown> })._handle;
-      if (this.remotePort !== port || replaced || !handle) return;
-      replaced = true;
-      const real = (handle.writeBuffer as (request: unknown, data: Buffer) => number).bind(handle);
-      handle.writeBuffer = (request: unknown, data: Buffer) => {
-        delete handle.writeBuffer;
-        return write(real, request, data);
-      };
-    });
-  }
-
   // DELIVERY_DIRECT_WRITE (docs/decisions/150): a connection's first result of a turn, with nothing queued on its socket,
   // is written to the socket's TCP handle, not through its stream. Counted here as the calls of the stream's `write` on
   // the gateway's socket of this connection while a result is delivered: none when held for the handle.
   it('a lone result: written below the socket’s stream only with DELIVERY_DIRECT_WRITE on', async () => {
-    const { c, deliver } = await waiting();
+    const { c, deliver } = await waiting(gw);
     const writes = vi.spyOn(net.Socket.prototype, 'write');
     try {
       await deliver();
@@ -231,7 +231,7 @@ describe.each([
   // consumer, graphql-ws's own `complete`) reaches the client after it, the held result included: here a ping frame
   // written into the socket from a microtask queued as the gateway corks it for the result, so before the turn ends.
   it('a frame written in the same turn after a result arrives after it', async () => {
-    const { c, deliver } = await waiting();
+    const { c, deliver } = await waiting(gw);
     let injected = false;
     const cork = vi.spyOn(net.Socket.prototype, 'cork').mockImplementation(function (this: net.Socket) {
       Writable.prototype.cork.call(this);
@@ -252,11 +252,23 @@ describe.each([
       c.close();
     }
   });
+});
+
+// DELIVERY_DIRECT_WRITE's own paths (the default gateway): a handle's write that fails, and one libuv finishes later.
+describe('DELIVERY_DIRECT_WRITE: the handle’s writes', () => {
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    gw = await startTestGateway({ GATEWAY_API_KEYS: KEY });
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
 
   // What Node's stream does with a write to its handle that fails, the held result's write does: the socket is
   // destroyed, and its subscriptions end with it. Here the handle refuses the write at once (EPIPE), then a write that
   // libuv reports failed later (ECONNRESET).
-  it.runIf(value === 'true' && direct === 'true').each([
+  it.each([
     ['at once', (): number => -32],
     [
       'later',
@@ -268,7 +280,7 @@ describe.each([
       },
     ],
   ] as const)('a handle’s write that fails %s destroys the socket and ends its subscriptions', async (_when, fail) => {
-    const { c, ids, deliver } = await waiting(2);
+    const { c, ids, deliver } = await waiting(gw, 2);
     const closed = new Promise<void>((resolve) => c.socket.once('close', () => resolve()));
     const cork = onNextHandleWrite(c.port, fail);
     try {
@@ -276,7 +288,7 @@ describe.each([
       await closed;
       await waitFor(() => subscribers(gw, 'mobile-id', ids[1]) === 0, 5_000, 'the other subscription ended');
       // The gateway goes on serving.
-      const again = await waiting();
+      const again = await waiting(gw);
       await again.deliver();
       await again.c.until((texts) => texts.some((x) => x.includes('"type":"complete"')));
       again.c.close();
@@ -289,50 +301,47 @@ describe.each([
   // A held result's write that libuv finishes later (the socket could not take it all at once): until it does, the
   // socket's results go through its stream, behind it, where `bufferedAmount` counts them for the slow consumer's
   // limit; once it has, a result is held for the handle again. The write here is the real one, reported unfinished.
-  it.runIf(value === 'true' && direct === 'true')(
-    'after a handle’s write that libuv finishes later, results go through the stream until it does',
-    async () => {
-      const { c, deliver } = await waiting(3);
-      let finish: (() => void) | null = null;
-      const cork = onNextHandleWrite(c.port, (real, request, data) => {
-        const status = real(request, data);
-        const { streamBaseState, kLastWriteWasAsync } = stream_wrap();
-        streamBaseState[kLastWriteWasAsync] = 1;
-        finish = () => (request as { oncomplete(status: number): void }).oncomplete(0);
-        return status;
-      });
-      const writes = vi.spyOn(net.Socket.prototype, 'write');
-      const onThisSocket = () => writes.mock.contexts.filter((x) => (x as net.Socket).remotePort === c.port).length;
-      const nexts = (n: number) => c.until((texts) => texts.filter((x) => x.includes('"type":"next"')).length === n);
-      try {
-        await deliver(0);
-        await nexts(1);
-        expect(finish).not.toBeNull();
-        expect(onThisSocket()).toBe(0);
-        await deliver(1);
-        await nexts(2);
-        expect(onThisSocket()).toBe(1);
-        finish!();
-        await deliver(2);
-        await nexts(3);
-        expect(onThisSocket()).toBe(1);
-        const messages = c.frames().map((f) => JSON.parse(f.text) as { id?: string; type: string });
-        expect(messages.map((m) => `${m.id ?? ''} ${m.type}`)).toEqual([
-          ' connection_ack',
-          'op-1 next',
-          'op-1 complete',
-          'op-2 next',
-          'op-2 complete',
-          'op-3 next',
-          'op-3 complete',
-        ]);
-      } finally {
-        writes.mockRestore();
-        cork.mockRestore();
-        c.close();
-      }
-    },
-  );
+  it('after a handle’s write that libuv finishes later, results go through the stream until it does', async () => {
+    const { c, deliver } = await waiting(gw, 3);
+    let finish: (() => void) | null = null;
+    const cork = onNextHandleWrite(c.port, (real, request, data) => {
+      const status = real(request, data);
+      const { streamBaseState, kLastWriteWasAsync } = stream_wrap();
+      streamBaseState[kLastWriteWasAsync] = 1;
+      finish = () => (request as { oncomplete(status: number): void }).oncomplete(0);
+      return status;
+    });
+    const writes = vi.spyOn(net.Socket.prototype, 'write');
+    const onThisSocket = () => writes.mock.contexts.filter((x) => (x as net.Socket).remotePort === c.port).length;
+    const nexts = (n: number) => c.until((texts) => texts.filter((x) => x.includes('"type":"next"')).length === n);
+    try {
+      await deliver(0);
+      await nexts(1);
+      expect(finish).not.toBeNull();
+      expect(onThisSocket()).toBe(0);
+      await deliver(1);
+      await nexts(2);
+      expect(onThisSocket()).toBe(1);
+      finish!();
+      await deliver(2);
+      await nexts(3);
+      expect(onThisSocket()).toBe(1);
+      const messages = c.frames().map((f) => JSON.parse(f.text) as { id?: string; type: string });
+      expect(messages.map((m) => `${m.id ?? ''} ${m.type}`)).toEqual([
+        ' connection_ack',
+        'op-1 next',
+        'op-1 complete',
+        'op-2 next',
+        'op-2 complete',
+        'op-3 next',
+        'op-3 complete',
+      ]);
+    } finally {
+      writes.mockRestore();
+      cork.mockRestore();
+      c.close();
+    }
+  });
 });
 
 // Where Node does not offer its writes to a handle (its permission model refuses `process.binding`), the switch is on
@@ -350,16 +359,11 @@ describe('DELIVERY_DIRECT_WRITE where Node refuses process.binding', () => {
     } finally {
       binding.mockRestore();
     }
-    const c = await rawConnection(t);
+    const { c, deliver } = await waiting(t);
     const writes = vi.spyOn(net.Socket.prototype, 'write');
     try {
       expect(t.logs()).toContain('DELIVERY_DIRECT_WRITE: this Node offers no write to a socket handle');
-      const authReqId = `req-${randomUUID()}`;
-      c.send({ id: 'op-1', type: 'subscribe', payload: { query: SUBSCRIPTION, variables: { id: authReqId } } });
-      await waitFor(() => subscribers(t, 'mobile-id', authReqId) === 1, 5_000, 'the subscription listening');
-      writes.mockClear();
-      const n = await t.gateway.sandbox.mobileId!.buildNotification({ authReqId, outcome: 'SUCCESS' });
-      expect((await postNotification(t, n.body, { headers: n.headers })).status).toBe(204);
+      await deliver();
       await c.until((texts) => texts.some((x) => x.includes('"type":"complete"')));
       expect(writes.mock.contexts.filter((x) => (x as net.Socket).remotePort === c.port)).toHaveLength(1);
     } finally {
