@@ -23,7 +23,7 @@ export default defineConfig({
       { extends: true, test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: SPEED_TESTS } },
       // These measure CPU per operation: they run alone, one file at a time, once every other file has finished, so
       // that the rest of the suite does not stand on the cores they measure. Run among the others, the planted spin
-      // read 1.21 times its ask where a core it shared was busy (a CI run of the fiftieth session).
+      // read 1.21 times its ask, past its bound, in the CI run of the fiftieth session's stop.
       {
         extends: true,
         test: { name: 'speed', include: SPEED_TESTS, fileParallelism: false, sequence: { groupOrder: 1 } },
