@@ -15,9 +15,9 @@ import { subscribers, waitFor } from '../helpers/wait.js';
 // (SUBSCRIPTION_COMPILED_SELECTION) and the intake's clear values handed to this process's live subscribers
 // (DELIVERY_CLEAR_FROM_INTAKE), the last result written with its `complete` (DELIVERY_COMPLETE_WITH_LAST, decision
 // 089), and both framed into one socket write by the gateway rather than by ws's `send` (DELIVERY_ONE_WRITE, decision
-// 093; its frames are also checked on the wire in test/server/ws-one-write.test.ts) and written below the socket's stream
-// (DELIVERY_DIRECT_WRITE, decision 150), and the notification published with
-// the payload object its intake stored rather than its JSON parsed back (DELIVERY_PAYLOAD_FROM_INTAKE, decision 097). Two gateways get the very same
+// 093; its frames are also checked on the wire in test/server/ws-one-write.test.ts) and written below the socket's
+// stream (DELIVERY_DIRECT_WRITE, decision 150), and the notification published with the payload object its intake
+// stored rather than its JSON parsed back (DELIVERY_PAYLOAD_FROM_INTAKE, decision 097). Two gateways get the very same
 // notifications, with Date frozen so that their reception times agree: one with the shortcuts (the default), one with
 // all of them off (the plain path). Every frame each writes, over graphql-ws and SSE, must be the same bytes.
 

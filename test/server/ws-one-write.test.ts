@@ -101,7 +101,7 @@ async function rawConnection(gw: TestGateway) {
   };
 }
 
-/** A raw connection with `count` subscriptions waiting (op-1, op-2, …), and the delivery of each (the 204 checked). */
+/** A raw connection with `count` subscriptions waiting (op-1, op-2, …), and each one's delivery (the 204 checked). */
 async function waiting(gw: TestGateway, count = 1) {
   const c = await rawConnection(gw);
   const ids = Array.from({ length: count }, () => `req-${randomUUID()}`);
@@ -208,9 +208,9 @@ describe.each([
     },
   );
 
-  // DELIVERY_DIRECT_WRITE (docs/decisions/150): a connection's first result of a turn, with nothing queued on its socket,
-  // is written to the socket's TCP handle, not through its stream. Counted here as the calls of the stream's `write` on
-  // the gateway's socket of this connection while a result is delivered: none when held for the handle.
+  // DELIVERY_DIRECT_WRITE (docs/decisions/150): a connection's first result of a turn, with nothing queued on its
+  // socket, is written to the socket's TCP handle, not through its stream. Counted here as the calls of the stream's
+  // `write` on the gateway's socket of this connection while a result is delivered: none when held for the handle.
   it('a lone result: written below the socket’s stream only with DELIVERY_DIRECT_WRITE on', async () => {
     const { c, deliver } = await waiting(gw);
     const writes = vi.spyOn(net.Socket.prototype, 'write');
