@@ -12,7 +12,9 @@
  * Give a variant twice (`main`, `this`, `main2`, `this2`) to see two identical gateways apart beside the difference.
  * `--variant base:baseline=1` runs the hand-written webhook of bench/servers/baseline.ts instead (scenario 4's
  * baseline: the token checked, the JSON parsed, one insert committed and synced on its main thread), the floor of the
- * same durable work at the same load.
+ * same durable work at the same load. `--variant floor:mix=1` runs the webhook of bench/servers/mix-baseline.ts
+ * (scenario 7's floor: the id_token decoded, one seal, a keyed fingerprint, the gateway's group commit with its WAL
+ * synced on libuv's pool and a checkpoint worker), the floor of most of the gateway's work, written by hand.
  *
  *   npx tsx bench/experiments/intake-gateways.ts --variant main:dir=/work/main/dist --variant this:
  *     [--rounds 14] [--n 3000] [--inflight 8] [--rate 1500]
@@ -77,6 +79,18 @@ async function baseline(dataDir: string) {
   return { child, origin: String(child.ready.url).replace(/\/$/, ''), path: '/webhook' };
 }
 
+/** Scenario 7's floor (bench/servers/mix-baseline.ts): its webhook alone, its data on /dev/shm as the gateways' are. */
+async function mixFloor(dataDir: string) {
+  const child = await spawnNode('mix floor', {
+    script: 'bench/servers/mix-baseline.ts',
+    // No graphql-ws connection is opened: the API key only has to be set.
+    args: ['--data-dir', dataDir, '--api-key', 'unused', '--token', NOTIFICATION_TOKEN],
+    cpus: null,
+    readiness: { line: true },
+  });
+  return { child, origin: String(child.ready.url).replace(/\/$/, ''), path: WEBHOOK_PATH };
+}
+
 /** A gateway build (`dist`) under the bench's environment and `env`, FULL, its data on /dev/shm. */
 async function ours(name: string, env: Record<string, string>, dist: string, dataDir: string) {
   const main = path.join(dist, 'src/main.js');
@@ -105,7 +119,11 @@ async function gateway(name: string, env: Record<string, string>, dist: string) 
     child,
     origin,
     path: route,
-  } = env.baseline === '1' ? await baseline(dataDir) : await ours(name, env, dist, dataDir);
+  } = env.baseline === '1'
+    ? await baseline(dataDir)
+    : env.mix === '1'
+      ? await mixFloor(dataDir)
+      : await ours(name, env, dist, dataDir);
   const pool = new Pool(origin, { connections: 64 });
   const one = async (): Promise<void> => {
     const res = await pool.request({
