@@ -256,14 +256,18 @@ async function peerMix(env: BenchEnv, gatewayIntake: IntakeMax, windowMs: number
  * fresh process pinned like the gateway): what the goal's p99 is against on this machine, as the durable baseline is
  * for a creation's.
  */
-async function floorMix(
+/**
+ * Runs `work` on scenario 7's floor (bench/servers/mix-baseline.ts) in a fresh process named `name`, pinned like the
+ * gateway, its data in a temporary directory removed afterwards (scenario 9 measures it too: decision 151).
+ */
+export async function withFloor<T>(
   env: BenchEnv,
-  intake: IntakeMax,
-  windowMs: number,
-): Promise<{ lines: string[]; half: MixRow | null }> {
+  name: string,
+  work: (floor: { origin: string; pid: number }) => Promise<T>,
+): Promise<T> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mix-floor-'));
   try {
-    const proc = await spawnNode(FLOOR, {
+    const proc = await spawnNode(name, {
       script: 'bench/servers/mix-baseline.ts',
       args: ['--data-dir', dataDir, '--api-key', API_KEY, '--token', NOTIFICATION_TOKEN],
       nodeArgs: startNodeArgs(ROOT),
@@ -271,21 +275,36 @@ async function floorMix(
       readiness: { line: true },
     });
     try {
-      const origin = String(proc.ready.url);
+      return await work({ origin: String(proc.ready.url), pid: proc.pid });
+    } finally {
+      await proc.stop();
+    }
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function floorMix(
+  env: BenchEnv,
+  intake: IntakeMax,
+  windowMs: number,
+): Promise<{ lines: string[]; half: MixRow | null }> {
+  try {
+    return await withFloor(env, FLOOR, async ({ origin, pid }) => {
       const open = await env.lg.run<MixOpenResult>({
         kind: 'mix-open',
         wsUrl: `${origin.replace(/^http/, 'ws')}/graphql`,
         apiKey: API_KEY,
         connections: SUBSCRIPTIONS,
         subscription: SUBSCRIPTION,
-        gatewayPid: proc.pid,
+        gatewayPid: pid,
       });
       env.log(
         `  ${FLOOR}: ${fmt.int(open.opened)} connections in ${open.seconds.toFixed(1)} s (${open.failed} failed)`,
       );
       let windows: Window[];
       try {
-        windows = await mixRounds(env, { origin, pid: proc.pid }, intake, windowMs, `${FLOOR} `);
+        windows = await mixRounds(env, { origin, pid }, intake, windowMs, `${FLOOR} `);
       } finally {
         await env.lg.run({ kind: 'mix-close' });
       }
@@ -303,13 +322,9 @@ async function floorMix(
           ...rows.map((r) => rowLine(r, `${Math.round(r.share * 100)}% of the gateway's intake max`, fmt.int(r.rate))),
         ],
       };
-    } finally {
-      await proc.stop();
-    }
+    });
   } catch (error) {
     return { lines: [`${FLOOR} could not run: ${error instanceof Error ? error.message : String(error)}`], half: null };
-  } finally {
-    fs.rmSync(dataDir, { recursive: true, force: true });
   }
 }
 

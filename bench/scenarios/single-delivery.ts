@@ -7,6 +7,7 @@ import { closedLoop, processCpu } from '../lib/cpu.js';
 import { API_KEY, NOTIFICATION_TOKEN, type BenchEnv, type ScenarioReport } from '../lib/env.js';
 import { fmt, median } from '../lib/stats.js';
 import { SUBSCRIPTION } from './fanout.js';
+import { withFloor } from './mix.js';
 import { notificationBody, WEBHOOK_PATH } from './webhook.js';
 
 /** Waiting users: one graphql-ws connection each, with one pending subscription on its own auth_req_id (as scenario 7). */
@@ -89,17 +90,26 @@ async function openWaiting(wsUrl: string, count: number): Promise<Waiting> {
   };
 }
 
+/** What scenario 9 reads of one server: its idle CPU with the users waiting, and its CPU per notification by round. */
+interface Figures {
+  idle: number;
+  idleMs: number;
+  /** µs per notification that nobody waits for, by round. */
+  intake: number[];
+  /** µs per notification that completes one waiting user's subscription, by round. */
+  withDelivery: number[];
+  /** The median of the rounds' differences. */
+  marginal: number;
+  /** The difference of the means: a collection's cost counts here. */
+  meanMarginal: number;
+}
+
 /**
- * Scenario 9: what 10,000 subscriptions cost while they only wait, and the marginal CPU of one delivery (docs/decisions/062).
- * The FULL gateway holds 10,000 waiting users (each a graphql-ws connection of the orchestrator with one pending
- * subscription). Then, in alternating rounds, N notifications that nobody waits for, and N notifications each
- * completing one waiting user's subscription, each time 8 in flight (closed loop): the gateway's CPU per
- * notification from /proc in each, and their difference is what one delivery adds. The users a round served subscribe
- * again after it, unmeasured.
+ * Scenario 9's procedure on one server (`origin`, its process `pid`): 10,000 waiting users (each a graphql-ws
+ * connection of the orchestrator with one pending subscription), its idle CPU, then alternating rounds of
+ * notifications nobody waits for and of notifications each completing one waiting user's subscription.
  */
-export async function singleDelivery(env: BenchEnv): Promise<ScenarioReport> {
-  env.log(`scenario 9: ${fmt.int(WAITING)} waiting subscriptions, idle CPU and the marginal CPU of one delivery`);
-  const g = env.gateway;
+async function measureServer(env: BenchEnv, server: { name: string; origin: string; pid: number }): Promise<Figures> {
   const quick = env.options.durationMs < 5_000;
   // Fifteen rounds of 1,000 each way, after a warm-up of each kind. A round costs ~150–250 ms of the gateway's CPU,
   // about what one mark-compact of its heap costs, so the median of three or seven differences moved by ±10–20 µs with
@@ -108,8 +118,9 @@ export async function singleDelivery(env: BenchEnv): Promise<ScenarioReport> {
   const perRound = quick ? 200 : 1_000;
   const rounds = quick ? 3 : Math.max(15, env.options.rounds + 1);
   const idleMs = quick ? 3_000 : 10_000;
-  const subs = await openWaiting(`${g.origin.replace(/^http/, 'ws')}/graphql`, WAITING);
-  const pool = new Pool(g.origin, { connections: IN_FLIGHT, pipelining: 1 });
+  const pid = server.pid;
+  const subs = await openWaiting(`${server.origin.replace(/^http/, 'ws')}/graphql`, WAITING);
+  const pool = new Pool(server.origin, { connections: IN_FLIGHT, pipelining: 1 });
   const body = notificationBody();
   const headers = {
     'content-type': 'application/json',
@@ -123,27 +134,29 @@ export async function singleDelivery(env: BenchEnv): Promise<ScenarioReport> {
   };
   try {
     await sleep(1_000);
-    const idle0 = processCpu(g.proc.pid);
+    const idle0 = processCpu(pid);
     const t0 = performance.now();
     await sleep(idleMs);
-    const idle = (processCpu(g.proc.pid) - idle0) / ((performance.now() - t0) / 1000);
-    env.log(`  ${fmt.int(subs.sockets.length)} waiting: idle gateway CPU ${fmt.pct(idle)} over ${idleMs / 1000} s`);
+    const idle = (processCpu(pid) - idle0) / ((performance.now() - t0) / 1000);
+    env.log(
+      `  ${server.name}: ${fmt.int(subs.sockets.length)} waiting, idle CPU ${fmt.pct(idle)} over ${idleMs / 1000} s`,
+    );
 
     const cpuPerOp = async (op: (i: number) => Promise<void>) => {
-      const before = processCpu(g.proc.pid);
+      const before = processCpu(pid);
       await closedLoop(perRound, IN_FLIGHT, op);
-      return ((processCpu(g.proc.pid) - before) * 1e6) / perRound;
+      return ((processCpu(pid) - before) * 1e6) / perRound;
     };
     const nobody = () => cpuPerOp(() => notify(randomUUID()));
     /**
-     * Waits, unmeasured, until the gateway has used under 10 % of a core over 100 ms (the subscribes of `again`
+     * Waits, unmeasured, until the server has used under 10 % of a core over 100 ms (the subscribes of `again`
      * handled), for at most 5 s: the next round measures whatever is left.
      */
     const settle = async () => {
       for (let tries = 0, quiet = false; !quiet && tries < 50; tries++) {
-        const before = processCpu(g.proc.pid);
+        const before = processCpu(pid);
         await sleep(100);
-        quiet = processCpu(g.proc.pid) - before < 0.01;
+        quiet = processCpu(pid) - before < 0.01;
       }
     };
     const delivered = async () => {
@@ -174,44 +187,74 @@ export async function singleDelivery(env: BenchEnv): Promise<ScenarioReport> {
       }
     }
     const marginal = median(withDelivery.map((w, i) => w - intake[i]!));
-    // The difference of the means, beside the median of the rounds' differences: a collection's cost counts here.
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
     const meanMarginal = mean(withDelivery) - mean(intake);
     env.log(
-      `  per notification: nobody waiting ${intake.map((v) => v.toFixed(0)).join('/')} µs, with its subscriber ${withDelivery.map((v) => v.toFixed(0)).join('/')} µs; one delivery adds ${marginal.toFixed(1)} µs`,
+      `  ${server.name}, per notification: nobody waiting ${intake.map((v) => v.toFixed(0)).join('/')} µs, with its subscriber ${withDelivery.map((v) => v.toFixed(0)).join('/')} µs; one delivery adds ${marginal.toFixed(1)} µs`,
     );
-    const markdown = [
-      `${fmt.int(WAITING)} waiting users (graphql-ws connections of the orchestrator, on the driver core, each with one pending \`mobileIdAuthentication(authReqId)\` on its own auth_req_id, the subscription of scenario 5), ` +
-        `then ${rounds} alternating rounds of ${perRound} positive notifications, ${IN_FLIGHT} in flight (closed loop): nobody waiting for them, or each completing one waiting user's subscription (its \`next\` received before the next notification leaves; after the round, unmeasured, each served connection subscribes again on a fresh auth_req_id at the back of the queue, so ${fmt.int(WAITING)} wait throughout). ` +
-        "Gateway CPU from /proc (every thread); a delivery's marginal CPU is the median over the rounds of the difference between the two.",
-      '',
-      '| measure | gateway CPU |',
-      '|---|---:|',
-      `| ${fmt.int(WAITING)} subscriptions that only wait (${idleMs / 1000} s) | ${(idle * 100).toFixed(1)} % of a core |`,
-      `| one notification, nobody waiting (${IN_FLIGHT} in flight) | ${median(intake).toFixed(0)} µs (rounds ${intake.map((v) => v.toFixed(0)).join(' / ')}) |`,
-      `| one notification with its one waiting subscriber | ${median(withDelivery).toFixed(0)} µs (rounds ${withDelivery.map((v) => v.toFixed(0)).join(' / ')}) |`,
-      `| **marginal CPU of one delivery** (the median of the rounds' differences) | **${marginal.toFixed(1)} µs** |`,
-      `| the same as the difference of the means | ${meanMarginal.toFixed(1)} µs |`,
-    ].join('\n');
-    return {
-      id: 9,
-      title: 'Waiting subscriptions and a single delivery',
-      markdown,
-      targets: [
-        {
-          target: `${fmt.int(WAITING)} subscriptions that only wait: ≤ ${IDLE_TARGET * 100} % of a core`,
-          measured: `${(idle * 100).toFixed(1)} %`,
-          met: idle <= IDLE_TARGET,
-        },
-        {
-          target: `one delivery to one waiting subscriber: ≤ ${DELIVERY_TARGET_US} µs of gateway CPU`,
-          measured: `${marginal.toFixed(1)} µs`,
-          met: marginal <= DELIVERY_TARGET_US,
-        },
-      ],
-    };
+    return { idle, idleMs, intake, withDelivery, marginal, meanMarginal };
   } finally {
     subs.close();
     await pool.close();
   }
+}
+
+const FLOOR = 'the floor, written by hand';
+
+/**
+ * The same procedure on scenario 7's floor (bench/servers/mix-baseline.ts, decision 127: the webhook, the store and the
+ * delivery written by hand), a fresh process pinned like the gateway: what one delivery costs this machine without
+ * the gateway's layers, as the durable baseline is for a creation (decision 151).
+ */
+async function floorFigures(env: BenchEnv): Promise<Figures> {
+  return withFloor(env, FLOOR, ({ origin, pid }) => measureServer(env, { name: FLOOR, origin, pid }));
+}
+
+/**
+ * Scenario 9: what 10,000 subscriptions cost while they only wait, and the marginal CPU of one delivery (docs/decisions/062).
+ * The FULL gateway holds 10,000 waiting users (each a graphql-ws connection of the orchestrator with one pending
+ * subscription). Then, in alternating rounds, N notifications that nobody waits for, and N notifications each
+ * completing one waiting user's subscription, each time 8 in flight (closed loop): the gateway's CPU per
+ * notification from /proc in each, and their difference is what one delivery adds. The users a round served subscribe
+ * again after it, unmeasured. Then the same on scenario 7's floor, the same work written by hand.
+ */
+export async function singleDelivery(env: BenchEnv): Promise<ScenarioReport> {
+  env.log(`scenario 9: ${fmt.int(WAITING)} waiting subscriptions, idle CPU and the marginal CPU of one delivery`);
+  const g = env.gateway;
+  const gw = await measureServer(env, { name: g.name, origin: g.origin, pid: g.proc.pid });
+  const floor = await floorFigures(env);
+  const rounds = gw.intake.length;
+  const perRound = env.options.durationMs < 5_000 ? 200 : 1_000;
+  const byRound = (xs: number[]) => xs.map((v) => v.toFixed(0)).join(' / ');
+  const markdown = [
+    `${fmt.int(WAITING)} waiting users (graphql-ws connections of the orchestrator, on the driver core, each with one pending \`mobileIdAuthentication(authReqId)\` on its own auth_req_id, the subscription of scenario 5), ` +
+      `then ${rounds} alternating rounds of ${perRound} positive notifications, ${IN_FLIGHT} in flight (closed loop): nobody waiting for them, or each completing one waiting user's subscription (its \`next\` received before the next notification leaves; after the round, unmeasured, each served connection subscribes again on a fresh auth_req_id at the back of the queue, so ${fmt.int(WAITING)} wait throughout). ` +
+      "Server CPU from /proc (every thread); a delivery's marginal CPU is the median over the rounds of the difference between the two. " +
+      `The same then runs on scenario 7's floor (bench/servers/mix-baseline.ts, a fresh process pinned like the gateway): the webhook, the store and the delivery written by hand, with no GraphQL, no validation library and no metrics.`,
+    '',
+    `| measure | gateway CPU | ${FLOOR} |`,
+    '|---|---:|---:|',
+    `| ${fmt.int(WAITING)} subscriptions that only wait (${gw.idleMs / 1000} s) | ${(gw.idle * 100).toFixed(1)} % of a core | ${(floor.idle * 100).toFixed(1)} % |`,
+    `| one notification, nobody waiting (${IN_FLIGHT} in flight) | ${median(gw.intake).toFixed(0)} µs (rounds ${byRound(gw.intake)}) | ${median(floor.intake).toFixed(0)} µs (rounds ${byRound(floor.intake)}) |`,
+    `| one notification with its one waiting subscriber | ${median(gw.withDelivery).toFixed(0)} µs (rounds ${byRound(gw.withDelivery)}) | ${median(floor.withDelivery).toFixed(0)} µs (rounds ${byRound(floor.withDelivery)}) |`,
+    `| **marginal CPU of one delivery** (the median of the rounds' differences) | **${gw.marginal.toFixed(1)} µs** | ${floor.marginal.toFixed(1)} µs |`,
+    `| the same as the difference of the means | ${gw.meanMarginal.toFixed(1)} µs | ${floor.meanMarginal.toFixed(1)} µs |`,
+  ].join('\n');
+  return {
+    id: 9,
+    title: 'Waiting subscriptions and a single delivery',
+    markdown,
+    targets: [
+      {
+        target: `${fmt.int(WAITING)} subscriptions that only wait: ≤ ${IDLE_TARGET * 100} % of a core`,
+        measured: `${(gw.idle * 100).toFixed(1)} %`,
+        met: gw.idle <= IDLE_TARGET,
+      },
+      {
+        target: `one delivery to one waiting subscriber: ≤ ${DELIVERY_TARGET_US} µs of gateway CPU`,
+        measured: `${gw.marginal.toFixed(1)} µs (${FLOOR}: ${floor.marginal.toFixed(1)} µs)`,
+        met: gw.marginal <= DELIVERY_TARGET_US,
+      },
+    ],
+  };
 }
