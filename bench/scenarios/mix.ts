@@ -252,11 +252,6 @@ async function peerMix(env: BenchEnv, gatewayIntake: IntakeMax, windowMs: number
 }
 
 /**
- * The same mix, at the gateway's own rates, on its floor: the work written by hand (bench/servers/mix-baseline.ts, a
- * fresh process pinned like the gateway): what the goal's p99 is against on this machine, as the durable baseline is
- * for a creation's.
- */
-/**
  * Runs `work` on scenario 7's floor (bench/servers/mix-baseline.ts) in a fresh process named `name`, pinned like the
  * gateway, its data in a temporary directory removed afterwards (scenario 9 measures it too: decision 151).
  */
@@ -284,6 +279,11 @@ export async function withFloor<T>(
   }
 }
 
+/**
+ * The same mix, at the gateway's own rates, on its floor: the work written by hand (bench/servers/mix-baseline.ts, a
+ * fresh process pinned like the gateway): what the goal's p99 is against on this machine, as the durable baseline is
+ * for a creation's.
+ */
 async function floorMix(
   env: BenchEnv,
   intake: IntakeMax,

@@ -94,6 +94,8 @@ async function openWaiting(wsUrl: string, count: number): Promise<Waiting> {
 interface Figures {
   idle: number;
   idleMs: number;
+  /** Notifications a round. */
+  perRound: number;
   /** µs per notification that nobody waits for, by round. */
   intake: number[];
   /** µs per notification that completes one waiting user's subscription, by round. */
@@ -192,7 +194,7 @@ async function measureServer(env: BenchEnv, server: { name: string; origin: stri
     env.log(
       `  ${server.name}, per notification: nobody waiting ${intake.map((v) => v.toFixed(0)).join('/')} µs, with its subscriber ${withDelivery.map((v) => v.toFixed(0)).join('/')} µs; one delivery adds ${marginal.toFixed(1)} µs`,
     );
-    return { idle, idleMs, intake, withDelivery, marginal, meanMarginal };
+    return { idle, idleMs, perRound, intake, withDelivery, marginal, meanMarginal };
   } finally {
     subs.close();
     await pool.close();
@@ -231,7 +233,7 @@ export async function singleDelivery(env: BenchEnv): Promise<ScenarioReport> {
   const gw = await measureServer(env, { name: g.name, origin: g.origin, pid: g.proc.pid });
   const floor = await floorFigures(env);
   const rounds = gw.intake.length;
-  const perRound = env.options.durationMs < 5_000 ? 200 : 1_000;
+  const perRound = gw.perRound;
   const byRound = (xs: number[]) => xs.map((v) => v.toFixed(0)).join(' / ');
   /** The floor's cell of a row, or a dash when the floor could not run. */
   const of = (cell: (f: Figures) => string): string => ('failed' in floor ? '–' : cell(floor));
