@@ -1,8 +1,9 @@
 /**
- * The seals of a success notification, stored version 2 against version 3 (src/mobile-id/stored.ts), in one process,
- * rounds interleaved: v2 seals the access token, the id_token and the subject with the unknown fields (three seals);
- * v3 seals the access token alone and the id_token with the subject (two). µs of process CPU per notification, with
- * an id_token of the bench's size (bench/scenarios/webhook.ts) or of a real provider's (`--id-token-chars`).
+ * The seals of a success notification, stored version 3 against version 4 (src/mobile-id/stored.ts), in one process,
+ * rounds interleaved: v3 seals the access token alone and the id_token with the subject (two seals; docs/decisions/072
+ * measured it against version 2's three); v4 seals both tokens with the subject (one; docs/decisions/152). µs of
+ * process CPU per notification, with an id_token of the bench's size (bench/scenarios/webhook.ts) or of a real
+ * provider's (`--id-token-chars`).
  *
  *   npx tsx bench/experiments/notification-seals-ab.ts [--rounds 20] [--n 20000] [--id-token-chars 600]
  */
@@ -27,19 +28,19 @@ const accessToken = body.access_token;
 const sub = '79001234567';
 const scope = 'app:bench';
 
-function v2(authReqId: string): unknown[] {
-  const context = (field: string) => notificationContext(2, scope, authReqId, field);
-  return [
-    box.seal(accessToken, context('access_token')),
-    box.seal(idToken, context('id_token')),
-    box.seal(JSON.stringify({ sub, fields: {} }), context('personal')),
-  ];
-}
 function v3(authReqId: string): unknown[] {
   const context = (field: string) => notificationContext(3, scope, authReqId, field);
   return [
     box.seal(accessToken, context('access_token')),
     box.seal(JSON.stringify({ sub, fields: {}, idToken }), context('personal')),
+  ];
+}
+function v4(authReqId: string): unknown[] {
+  return [
+    box.seal(
+      JSON.stringify({ sub, fields: {}, idToken, accessToken }),
+      notificationContext(4, scope, authReqId, 'personal'),
+    ),
   ];
 }
 
@@ -54,7 +55,7 @@ const ratios: number[] = [];
 const a: number[] = [];
 const b: number[] = [];
 for (let r = 0; r < Number(args.rounds); r++) {
-  const [x, y] = r % 2 ? [cpu(v3), cpu(v2)].reverse() : [cpu(v2), cpu(v3)];
+  const [x, y] = r % 2 ? [cpu(v4), cpu(v3)].reverse() : [cpu(v3), cpu(v4)];
   if (r < 2) continue; // warm-up
   a.push(x!);
   b.push(y!);
@@ -63,6 +64,6 @@ for (let r = 0; r < Number(args.rounds); r++) {
 const med = (v: number[]) => [...v].sort((p, q) => p - q)[Math.floor(v.length / 2)]!;
 const sorted = [...ratios].sort((p, q) => p - q);
 console.log(
-  `id_token ${idToken.length} chars: v2 ${med(a).toFixed(2)} µs, v3 ${med(b).toFixed(2)} µs per notification (medians of ${a.length} rounds); ` +
-    `v3/v2 median ${med(ratios).toFixed(3)}, range ${sorted[0]!.toFixed(3)}..${sorted.at(-1)!.toFixed(3)}`,
+  `id_token ${idToken.length} chars: v3 ${med(a).toFixed(2)} µs, v4 ${med(b).toFixed(2)} µs per notification (medians of ${a.length} rounds); ` +
+    `v4/v3 median ${med(ratios).toFixed(3)}, range ${sorted[0]!.toFixed(3)}..${sorted.at(-1)!.toFixed(3)}`,
 );

@@ -499,11 +499,12 @@ export class EventLog {
 
   /**
    * Rewrites, with `redact`, the payload of every event of `kind` whose secrets have expired (e.g. an
-   * access token past its expires_in); returns how many were rewritten.
+   * access token past its expires_in); returns how many were rewritten. `redact` is given the event's owner scope
+   * too (a sealed value's context names it), and is not called for the event again.
    */
   async redactExpiredSecrets(
     kind: string,
-    redact: (payload: unknown) => unknown,
+    redact: (payload: unknown, scope: string | null) => unknown,
     now = Date.now(),
     batchSize = 500,
   ): Promise<number> {
@@ -511,7 +512,7 @@ export class EventLog {
     for (;;) {
       const rows = await this.db
         .selectFrom('events')
-        .select(['seq', 'payload'])
+        .select(['seq', 'payload', 'scope'])
         .where('kind', '=', kind)
         .where('secrets_expire_at', '<=', now)
         .orderBy('secrets_expire_at')
@@ -520,7 +521,7 @@ export class EventLog {
       for (const row of rows) {
         await this.db
           .updateTable('events')
-          .set({ payload: JSON.stringify(redact(JSON.parse(row.payload))), secrets_expire_at: null })
+          .set({ payload: JSON.stringify(redact(JSON.parse(row.payload), row.scope)), secrets_expire_at: null })
           .where('seq', '=', row.seq)
           .execute();
       }

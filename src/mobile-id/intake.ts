@@ -13,7 +13,9 @@ import {
   MAX_EXTRA_FIELDS_CHARS,
   MOBILE_ID_EVENT_KIND,
   notificationContext,
+  openAccessToken,
   openIdToken,
+  openPersonal,
   type SealedPersonal,
   type StoredMeta,
   type StoredNotification,
@@ -27,8 +29,11 @@ import { extraFields, failureReason, parseNotification } from './wire.js';
 /** Attempts before an id_token whose kid no key of the JWKS has is refused (the JWKS refetch cools down 30 s). */
 const UNKNOWN_KEY_ATTEMPTS = 4;
 
-/** The version notifications are stored with now (stored.ts StoredVersion): everything personal sealed, bound to its owner. */
-const STORED_VERSION = 3;
+/**
+ * The version notifications are stored with now (stored.ts StoredVersion): everything personal sealed in one value,
+ * bound to its owner.
+ */
+const STORED_VERSION = 4;
 
 /**
  * The unknown fields of a notification that fit in MAX_EXTRA_FIELDS_CHARS, in the order sent; the rest are dropped
@@ -196,15 +201,13 @@ export class NotificationIntake {
         outcome: 'success',
         authReqId,
         tokenType: b.token_type,
-        accessToken: this.box.seal(
-          b.access_token,
-          notificationContext(STORED_VERSION, scope, authReqId, 'access_token'),
-        ),
+        // Sealed in `sealedPersonal`, until the secrets sweep seals the rest again without it.
+        accessToken: null,
         expiresIn: b.expires_in,
         expiresAt,
-        // The subject (the number owner's identifier) is personal data: sealed, with the id_token that carries it.
+        // The subject (the number owner's identifier) is personal data: sealed, with the tokens.
         claims: { ...claims, sub: null },
-        sealedPersonal: this.sealPersonal(clear, scope, authReqId, claims.sub, kept, b.id_token),
+        sealedPersonal: this.sealPersonal(clear, scope, authReqId, claims.sub, kept, b.id_token, b.access_token),
         verifiedWith: check.status === 'accepted' ? check.keys : null,
         ...(check.status === 'accepted' ? { checks: check.checks } : {}),
         jwksUri: b.jwks_uri ?? null,
@@ -303,8 +306,8 @@ export class NotificationIntake {
 
   /**
    * The sealed `personal` field (null when there is nothing to seal), its clear value kept in `clear`: the subject, the
-   * kept unknown fields and a success's id_token never expire, so they are sealed together, one seal per notification
-   * (the access token, which the secrets sweep removes, has its own).
+   * kept unknown fields and a success's tokens, one seal per notification (the secrets sweep seals the rest again
+   * without the access token when it expires: stored.ts withoutAccessToken).
    */
   private sealPersonal(
     clear: ClearParts,
@@ -313,9 +316,11 @@ export class NotificationIntake {
     sub: string | null,
     kept: Record<string, unknown>,
     idToken?: string,
+    accessToken?: string,
   ): string | null {
     if (idToken === undefined && sub === null && Object.keys(kept).length === 0) return null;
-    const value: SealedPersonal = idToken === undefined ? { sub, fields: kept } : { sub, fields: kept, idToken };
+    const value: SealedPersonal =
+      idToken === undefined ? { sub, fields: kept } : { sub, fields: kept, idToken, accessToken };
     clear.personal = value;
     return this.box.seal(JSON.stringify(value), notificationContext(STORED_VERSION, scope, authReqId, 'personal'));
   }
@@ -366,9 +371,10 @@ export class NotificationIntake {
         );
         out.refused += 1;
       };
-      const context = (field: string) => notificationContext(p.v, row.scope, p.authReqId, field);
-      const idToken = openIdToken(this.box, p, row.scope);
-      const accessToken = p.accessToken === null ? '' : this.box.open(p.accessToken, context('access_token'));
+      let personal: SealedPersonal | null | undefined;
+      const opened = () => (personal === undefined ? (personal = openPersonal(this.box, p, row.scope)) : personal);
+      const idToken = openIdToken(this.box, p, row.scope, opened);
+      const accessToken = openAccessToken(this.box, p, row.scope, opened) ?? '';
       const check = await this.verifier.check({
         idToken,
         accessToken,

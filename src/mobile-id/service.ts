@@ -11,7 +11,7 @@ import { NotificationIntake, type NotificationHeaders, type ReceiveResult } from
 import { PendingVerifications } from './pending.js';
 import { RejectionQuarantine, type NewRejection, type Rejection } from './quarantine.js';
 import { SandboxTrigger, type SandboxDelivery, type SandboxNotifier, type SandboxOutcome } from './sandbox-trigger.js';
-import { checkAuthReqId, MOBILE_ID_EVENT_KIND, type StoredNotification, type StoredSuccess } from './stored.js';
+import { checkAuthReqId, MOBILE_ID_EVENT_KIND, withoutAccessToken, type StoredNotification } from './stored.js';
 import { NotificationTokens, type IssuedToken, type NotifierAuth } from './tokens.js';
 import { IdTokenVerifier, type VerifierOptions } from './verify.js';
 import { authenticationView, type MobileIdAuthentication } from './views.js';
@@ -61,6 +61,7 @@ export class MobileIdService {
   private readonly sandbox: SandboxTrigger;
   private readonly pending: PendingVerifications;
   private readonly now: () => number;
+  private readonly logger: Logger;
 
   private readonly keys: MobileIdServiceOptions['verifier']['keys'];
 
@@ -70,6 +71,7 @@ export class MobileIdService {
     this.keys = options.verifier.keys;
     this.events = options.events;
     this.box = options.box;
+    this.logger = options.logger;
     this.tokens = new NotificationTokens(options.db, options.notificationTokens, options.storage);
     this.quarantine = new RejectionQuarantine(options.db, options.rejectionRetentionMs);
     this.pending = new PendingVerifications(options.db, options.pendingLimit);
@@ -170,7 +172,19 @@ export class MobileIdService {
   async purgeExpired(now = this.now()): Promise<{ accessTokens: number; notificationTokens: number }> {
     const accessTokens = await this.events.log.redactExpiredSecrets(
       MOBILE_ID_EVENT_KIND,
-      (p) => ((p as StoredNotification).outcome === 'success' ? { ...(p as StoredSuccess), accessToken: null } : p),
+      (p, scope) => {
+        try {
+          return withoutAccessToken(this.box, p as StoredNotification, scope);
+        } catch (err) {
+          // Sealed under another key (TOKEN_ENCRYPTION_KEY changed): it cannot be sealed again without the token, and
+          // no reader can open it either. Left as it is, and not swept again.
+          this.logger.warn(
+            { authReqId: (p as StoredNotification).authReqId, reason: (err as Error).message },
+            'an expired access token could not be removed from its stored notification: it does not open with this key',
+          );
+          return p;
+        }
+      },
       now,
     );
     const notificationTokens = await this.tokens.purgeExpired(now);

@@ -19,9 +19,11 @@ export const MAX_EXTRA_FIELDS_CHARS = 4096;
  * in clear, sealed under `<auth_req_id>\0<field>`. 2: the subject and every kept unknown field sealed, every value
  * sealed under a context that names its owner (`notificationContext`; docs/decisions/050). 3: as 2, with a success's
  * id_token sealed in `sealedPersonal` beside the subject (one seal for what never expires; the access token, which
- * the secrets sweep removes, keeps its own; docs/decisions/072). All three are read.
+ * the secrets sweep removes, keeps its own; docs/decisions/072). 4: as 3, with a success's access token sealed there too,
+ * until the secrets sweep seals the rest again without it (one seal per notification; docs/decisions/152). All four are
+ * read.
  */
-export type StoredVersion = 1 | 2 | 3;
+export type StoredVersion = 1 | 2 | 3 | 4;
 
 /** The associated data a field of a stored notification is sealed under, by the version it was stored with. */
 export function notificationContext(v: StoredVersion, scope: string | null, authReqId: string, field: string): string {
@@ -34,7 +36,7 @@ export interface StoredSuccess {
   outcome: 'success';
   authReqId: string;
   tokenType: 'Bearer';
-  /** Sealed; null once its expires_in has passed and the purge removed it. */
+  /** v1–v3: sealed, null once its expires_in has passed and the purge removed it; v4: null (in `sealedPersonal`). */
   accessToken: string | null;
   /** v1 and v2: sealed; v3: absent (sealed in `sealedPersonal`). */
   idToken?: string;
@@ -55,7 +57,7 @@ export interface StoredSuccess {
   sealedExtra: Record<string, string>;
   /**
    * v2: the id_token's `sub` (claims.sub is then null) and the kept unknown fields, one sealed `SealedPersonal`; v3:
-   * the id_token with them.
+   * the id_token with them; v4: the access token too, until the secrets sweep.
    */
   sealedPersonal?: string | null;
   /** v2: unknown fields dropped for MAX_EXTRA_FIELDS_CHARS: how many, and their characters. */
@@ -80,33 +82,71 @@ export type StoredNotification = StoredSuccess | StoredFailure;
 
 /**
  * What `sealedPersonal` opens to: the subject of a success (null for a failure, or an encrypted id_token), the kept
- * unknown fields and, from version 3 on, a success's id_token.
+ * unknown fields, from version 3 on a success's id_token, and in version 4 its access token until the secrets sweep.
  */
 export interface SealedPersonal {
   sub: string | null;
   fields: Record<string, unknown>;
   idToken?: string;
+  accessToken?: string;
+}
+
+/** A stored notification's `sealedPersonal`, opened (null when it has none). */
+export function openPersonal(box: SecretBox, p: StoredNotification, scope: string | null): SealedPersonal | null {
+  return p.sealedPersonal
+    ? (JSON.parse(
+        box.open(p.sealedPersonal, notificationContext(p.v, scope, p.authReqId, 'personal')),
+      ) as SealedPersonal)
+    : null;
 }
 
 /**
- * A stored success's id_token, opened from where its version keeps it: versions 1 and 2 seal it alone, version 3
- * with the subject in `sealedPersonal`. `personal` opens that (a view passes the one it already opened for the subject).
+ * A stored success's id_token, opened from where its version keeps it: versions 1 and 2 seal it alone, versions 3 and
+ * 4 with the subject in `sealedPersonal`. `personal` opens that (a view passes the one it already opened for the
+ * subject).
  */
 export function openIdToken(
   box: SecretBox,
   p: StoredSuccess,
   scope: string | null,
-  personal: () => SealedPersonal | null = () =>
-    p.sealedPersonal
-      ? (JSON.parse(
-          box.open(p.sealedPersonal, notificationContext(p.v, scope, p.authReqId, 'personal')),
-        ) as SealedPersonal)
-      : null,
+  personal: () => SealedPersonal | null = () => openPersonal(box, p, scope),
 ): string {
   if (p.idToken !== undefined) return box.open(p.idToken, notificationContext(p.v, scope, p.authReqId, 'id_token'));
   const idToken = personal()?.idToken;
   if (typeof idToken !== 'string') throw new Error(`stored notification ${p.authReqId} holds no id_token`);
   return idToken;
+}
+
+/**
+ * A stored success's access token, opened from where its version keeps it (null once the secrets sweep removed it):
+ * versions 1 to 3 seal it alone, version 4 in `sealedPersonal` (`personal` opens that, as for `openIdToken`).
+ */
+export function openAccessToken(
+  box: SecretBox,
+  p: StoredSuccess,
+  scope: string | null,
+  personal: () => SealedPersonal | null = () => openPersonal(box, p, scope),
+): string | null {
+  if (p.v < 4)
+    return p.accessToken === null
+      ? null
+      : box.open(p.accessToken, notificationContext(p.v, scope, p.authReqId, 'access_token'));
+  return personal()?.accessToken ?? null;
+}
+
+/**
+ * A stored notification as the secrets sweep leaves it once its access token has expired: without the token, the rest
+ * as it was. Version 4 keeps the token in `sealedPersonal`, so that is opened and sealed again without it (a fresh IV,
+ * the same context); a failure, or a success already without it, is returned as it is.
+ */
+export function withoutAccessToken(box: SecretBox, p: StoredNotification, scope: string | null): StoredNotification {
+  if (p.outcome !== 'success') return p;
+  if (p.v < 4) return p.accessToken === null ? p : { ...p, accessToken: null };
+  const personal = openPersonal(box, p, scope);
+  if (personal === null || personal.accessToken === undefined) return p;
+  const { accessToken: _removed, ...rest } = personal;
+  const context = notificationContext(p.v, scope, p.authReqId, 'personal');
+  return { ...p, sealedPersonal: box.seal(JSON.stringify(rest), context) };
 }
 
 export interface StoredMeta {

@@ -3,7 +3,9 @@ import type { EventRecord } from '../events/index.js';
 import type { SecretBox } from '../secret.js';
 import {
   notificationContext,
+  openAccessToken,
   openIdToken,
+  openPersonal,
   type SealedPersonal,
   type StoredMeta,
   type StoredNotification,
@@ -82,9 +84,7 @@ class SealedParts {
   protected opened(): SealedPersonal {
     const clear = this.clear?.personal;
     if (clear) return clear;
-    return (this.personal ??= this.stored.sealedPersonal
-      ? (JSON.parse(this.box.open(this.stored.sealedPersonal, this.context('personal'))) as SealedPersonal)
-      : { sub: null, fields: {} });
+    return (this.personal ??= openPersonal(this.box, this.stored, this.scope) ?? { sub: null, fields: {} });
   }
 
   get otherFields(): Record<string, unknown> {
@@ -138,7 +138,7 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
   readonly jwksUri: string | null;
   readonly leadingKycMatch: boolean | null;
   /** Between expiry and the next purge run the sealed token is still stored; it is not handed out. */
-  private readonly sealedAccess: string | null;
+  private readonly accessLive: boolean;
   private access: string | null | undefined;
   private id: string | undefined;
 
@@ -161,7 +161,7 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
       : legacyChecks(p.verifiedWith !== null);
     this.jwksUri = p.jwksUri;
     this.leadingKycMatch = p.leadingKycMatch;
-    this.sealedAccess = p.accessToken !== null && p.expiresAt > now ? p.accessToken : null;
+    this.accessLive = p.expiresAt > now;
   }
 
   /** Version 1 kept the subject in clear; versions 2 and 3 seal it with the unknown fields. */
@@ -172,11 +172,12 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
 
   /** The tokens are opened when first read: a subscriber of its own auth_req_id executes alone (bench scenario 7). */
   get accessToken(): string | null {
-    if (this.access === undefined)
-      this.access =
-        this.sealedAccess === null
-          ? null
-          : (this.clear?.accessToken ?? this.box.open(this.sealedAccess, this.context('access_token')));
+    if (this.access === undefined) {
+      const p = this.stored as StoredNotification & { outcome: 'success' };
+      this.access = !this.accessLive
+        ? null
+        : (this.clear?.accessToken ?? openAccessToken(this.box, p, this.scope, () => this.opened()));
+    }
     return this.access;
   }
 

@@ -3,8 +3,11 @@
 import { describe, expect, it } from 'vitest';
 
 import { startTestGateway } from '../helpers/gateway.js';
-import { postNotification, storedEvents } from '../helpers/mobile-id.js';
+import { postNotification, storedAccessToken, storedEvents } from '../helpers/mobile-id.js';
 import { waitFor } from '../helpers/wait.js';
+
+/** The gateway's key, so that the test can open what it stores. */
+const KEY = Buffer.alloc(32, 7).toString('base64');
 
 describe('background jobs', () => {
   it('are one named list on SQLite, each scheduled once and each cancelled at shutdown', async () => {
@@ -39,7 +42,7 @@ describe('background jobs', () => {
     const clock = { now: Date.now() };
     const runs = new Map<string, () => void>();
     const gw = await startTestGateway(
-      {},
+      { TOKEN_ENCRYPTION_KEY: KEY },
       {
         testing: {
           clock: () => clock.now,
@@ -53,9 +56,8 @@ describe('background jobs', () => {
     try {
       const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'job-purge', expiresIn: 1 });
       expect((await postNotification(gw, n.body)).status).toBe(204);
-      const accessToken = async () =>
-        JSON.parse((await storedEvents(gw, 'job-purge'))[0]!.payload).accessToken as string | null;
-      expect(await accessToken()).not.toBeNull();
+      const accessToken = async () => storedAccessToken(KEY, (await storedEvents(gw, 'job-purge'))[0]!);
+      expect(await accessToken()).toBe(n.body.access_token);
 
       clock.now += 1_100;
       runs.get('purge expired mobile-ID secrets')!();

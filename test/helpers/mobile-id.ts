@@ -2,6 +2,9 @@ import { createClient, type Client } from 'graphql-ws';
 import { request } from 'undici';
 import WebSocket from 'ws';
 
+import { decodeKey } from '../../src/config/index.js';
+import { openAccessToken, type StoredSuccess } from '../../src/mobile-id/stored.js';
+import { SecretBox } from '../../src/secret.js';
 import type { TestGateway } from './gateway.js';
 
 export const RESULT_FIELDS = `
@@ -113,11 +116,22 @@ export function collect(client: Client | Subscribes, query: string, variables: R
 export async function storedEvents(
   gw: TestGateway,
   authReqId?: string,
-): Promise<Array<{ key: string; payload: string; meta: string; secrets_expire_at: number | null }>> {
+): Promise<
+  Array<{ key: string; payload: string; meta: string; scope: string | null; secrets_expire_at: number | null }>
+> {
   let q = gw.gateway.services.store.db
     .selectFrom('events')
-    .select(['key', 'payload', 'meta', 'secrets_expire_at'])
+    .select(['key', 'payload', 'meta', 'scope', 'secrets_expire_at'])
     .where('kind', '=', 'mobile-id');
   if (authReqId !== undefined) q = q.where('key', '=', authReqId);
   return q.execute();
+}
+
+/**
+ * The access token a stored row still holds, opened with the gateway's key (`TOKEN_ENCRYPTION_KEY`, base64 or hex)
+ * wherever its version keeps it, whether or not it has expired; null once the secrets sweep removed it.
+ */
+export function storedAccessToken(key: string, row: { payload: string; scope: string | null }): string | null {
+  const box = new SecretBox(decodeKey(key)!);
+  return openAccessToken(box, JSON.parse(row.payload) as StoredSuccess, row.scope);
 }

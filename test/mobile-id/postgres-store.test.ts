@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { RejectionQuarantine } from '../../src/mobile-id/quarantine.js';
 import { startTestGateway } from '../helpers/gateway.js';
-import { postNotification, QUERY, storedEvents } from '../helpers/mobile-id.js';
+import { postNotification, QUERY, storedAccessToken, storedEvents } from '../helpers/mobile-id.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 
 describe('mobile-ID notifications on PostgreSQL (DATABASE_URL)', () => {
@@ -35,11 +35,12 @@ describe('mobile-ID notifications on PostgreSQL (DATABASE_URL)', () => {
       ).toBe(409);
       expect(await storedEvents(a, 'pg-1')).toHaveLength(1);
       expect((await a.graphql(QUERY, { id: 'pg-1' })).data!.mobileIdAuthentication.accessToken).toBe(accessToken);
+      expect(storedAccessToken(key, (await storedEvents(a, 'pg-1'))[0]!)).toBe(accessToken);
 
       clock.now += 1_100;
       expect(await a.gateway.services.mobileId.purgeExpired()).toMatchObject({ accessTokens: 1 });
       const [row] = await storedEvents(a, 'pg-1');
-      expect(JSON.parse(row!.payload).accessToken).toBeNull();
+      expect(storedAccessToken(key, row!)).toBeNull();
     } finally {
       await a.close();
     }

@@ -5,7 +5,15 @@ import type { Client } from 'graphql-ws';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { collect, postNotification, QUERY, storedEvents, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
+import {
+  collect,
+  postNotification,
+  QUERY,
+  storedAccessToken,
+  storedEvents,
+  SUBSCRIPTION,
+  wsClient,
+} from '../helpers/mobile-id.js';
 import { waitForSubscribers } from '../helpers/wait.js';
 
 // Registered after the gateways' hook, so it runs first: clients go before their gateways.
@@ -54,13 +62,9 @@ describe('mobile-ID tokens at rest and in logs', () => {
       refresh,
     ];
     for (const s of secrets) expect(row!.payload).not.toContain(s);
-    // Version 3: the access token sealed alone (it expires), the id_token sealed with the subject.
+    // Version 4: both tokens sealed with the subject, in one value.
     const stored = JSON.parse(row!.payload);
-    expect(stored).toMatchObject({
-      v: 3,
-      accessToken: expect.stringMatching(/^gcm1\./),
-      sealedPersonal: expect.stringMatching(/^gcm1\./),
-    });
+    expect(stored).toMatchObject({ v: 4, accessToken: null, sealedPersonal: expect.stringMatching(/^gcm1\./) });
     expect(stored).not.toHaveProperty('idToken');
     const onDisk = dataDirBytes(gw.dataDir);
     for (const s of secrets) expect(onDisk).not.toContain(s);
@@ -97,9 +101,33 @@ describe('mobile-ID tokens at rest and in logs', () => {
     );
   });
 
+  it('sweeps an expired access token that does not open with the key it has (the key changed) once, with a warning', async () => {
+    const clock = { now: Date.now() };
+    const dir = tempDataDir();
+    const first = await gateway({ DATA_DIR: dir, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64') });
+    const n = await first.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'other-key', expiresIn: 1 });
+    expect((await postNotification(first, n.body)).status).toBe(204);
+    await first.close();
+
+    const second = await gateway(
+      { DATA_DIR: dir, TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64') },
+      { testing: { clock: () => clock.now + 60_000 } },
+    );
+    const [before] = await storedEvents(second, 'other-key');
+    expect(await second.gateway.services.mobileId.purgeExpired()).toMatchObject({ accessTokens: 1 });
+    const [row] = await storedEvents(second, 'other-key');
+    // Not rewritten (it cannot be), and not looked at again: the next sweep finds nothing.
+    expect(row!.payload).toBe(before!.payload);
+    expect(row!.secrets_expire_at).toBeNull();
+    expect(await second.gateway.services.mobileId.purgeExpired()).toMatchObject({ accessTokens: 0 });
+    expect(second.logs()).toContain('an expired access token could not be removed from its stored notification');
+    expect(second.logs()).not.toContain(String(n.body.access_token));
+  });
+
   it('removes an access token from storage once its expires_in has passed, keeping the rest of the event', async () => {
     const clock = { now: Date.now() };
-    const gw = await gateway({}, { testing: { clock: () => clock.now } });
+    const key = randomBytes(32).toString('base64');
+    const gw = await gateway({ TOKEN_ENCRYPTION_KEY: key }, { testing: { clock: () => clock.now } });
     const n = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'short-lived', expiresIn: 1 });
     const long = await gw.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'long-lived', expiresIn: 3600 });
     expect((await postNotification(gw, n.body)).status).toBe(204);
@@ -107,6 +135,8 @@ describe('mobile-ID tokens at rest and in logs', () => {
     expect((await gw.graphql(QUERY, { id: 'short-lived' })).data!.mobileIdAuthentication.accessToken).toBe(
       n.body.access_token,
     );
+    const [before] = await storedEvents(gw, 'short-lived');
+    expect(storedAccessToken(key, before!)).toBe(n.body.access_token);
 
     clock.now += 1_100;
     // Past expiry, the token is no longer handed out even before the purge has run.
@@ -114,8 +144,12 @@ describe('mobile-ID tokens at rest and in logs', () => {
     expect(await gw.gateway.services.mobileId.purgeExpired()).toMatchObject({ accessTokens: 1 });
 
     const [row] = await storedEvents(gw, 'short-lived');
-    expect(JSON.parse(row!.payload).accessToken).toBeNull();
+    // Sealed again without it: a fresh ciphertext, which no longer holds the token.
+    expect(JSON.parse(row!.payload).sealedPersonal).not.toBe(JSON.parse(before!.payload).sealedPersonal);
+    expect(storedAccessToken(key, row!)).toBeNull();
     expect(row!.secrets_expire_at).toBeNull();
+    const [other] = await storedEvents(gw, 'long-lived');
+    expect(storedAccessToken(key, other!)).toBe(long.body.access_token);
     const a = (await gw.graphql(QUERY, { id: 'short-lived' })).data!.mobileIdAuthentication;
     expect(a).toMatchObject({ accessToken: null, idToken: n.body.id_token, subject: expect.any(String) });
     expect((await gw.graphql(QUERY, { id: 'long-lived' })).data!.mobileIdAuthentication.accessToken).toBe(

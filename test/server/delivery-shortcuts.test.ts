@@ -180,8 +180,11 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
             .select(['payload'])
             .where('key', '=', authReqId)
             .execute();
-          const payload = JSON.parse(row!.payload) as { accessToken: string };
-          payload.accessToken = `${payload.accessToken.slice(0, -4)}AAAA`;
+          // Stored as version 3 (the access token sealed alone, the rest as version 4 seals it), with an access
+          // token that does not open: one field of the selection fails, the others read.
+          const payload = JSON.parse(row!.payload) as { v: number; accessToken: string | null; sealedPersonal: string };
+          const sealed = new SecretBox(randomBytes(32)).seal('not this key', 'x');
+          Object.assign(payload, { v: 3, accessToken: sealed });
           await gw.gateway.services.store.db
             .updateTable('events')
             .set({ payload: JSON.stringify(payload) })
@@ -255,9 +258,9 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
       otherFields: { carrier: 'op-x', loa: 3 },
     });
     expect(out.ws[0]!.payload!.data.mobileIdAuthentication.idToken).toMatch(/^ey/);
-    // The fast gateway opened nothing it had sealed a moment before; the plain one opened the access token and the
-    // subject with the id_token (one seal since stored version 3).
-    expect(out.opens).toEqual({ fast: 0, plain: 2 });
+    // The fast gateway opened nothing it had sealed a moment before; the plain one opened the subject with both
+    // tokens (one seal since stored version 4).
+    expect(out.opens).toEqual({ fast: 0, plain: 1 });
     // Both subscribers of the fast gateway (ws and SSE share one execution) took the compiled selection; the plain one never does.
     expect(await compiledCount(fast)).toBe(fastBefore + 1);
     expect(await compiledCount(plain)).toBe(plainBefore);
