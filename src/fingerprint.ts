@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import canonicalizeModule from 'canonicalize';
 
 // canonicalize is CommonJS whose typings declare an ES default export; at run time the module is the function.
@@ -87,9 +87,8 @@ function quoted(key: string): string {
  * Idempotency records, provisionings and the event log compare requests by it.
  */
 export function fingerprint(value: unknown): string {
-  return createHash('sha256')
-    .update(canonicalJson(value) ?? 'null')
-    .digest('hex');
+  // One-shot: no Hash object made per call.
+  return hash('sha256', canonicalJson(value) ?? 'null', 'hex');
 }
 
 /**

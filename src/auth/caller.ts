@@ -145,7 +145,8 @@ export function scopeOfApp(name: string): string {
 }
 
 export function sha256(text: string): Buffer {
-  return hash('sha256', text, 'buffer');
+  // Asked as latin1 text (a byte per character): `crypto.hash` gives a Buffer ~1 µs slower (decision 153).
+  return Buffer.from(hash('sha256', text, 'binary'), 'latin1');
 }
 
 /** The owner scope of a bare API key, from its sha256 digest. */
