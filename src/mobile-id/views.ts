@@ -164,7 +164,7 @@ class AuthenticatedView extends SealedParts implements MobileIdAuthenticated {
     this.accessLive = p.expiresAt > now;
   }
 
-  /** Version 1 kept the subject in clear; versions 2 and 3 seal it with the unknown fields. */
+  /** Version 1 kept the subject in clear; versions 2 to 4 seal it with the unknown fields. */
   get subject(): string | null {
     const p = this.stored as StoredNotification & { outcome: 'success' };
     return p.claims.sub ?? this.opened().sub;
