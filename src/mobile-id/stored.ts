@@ -91,12 +91,15 @@ export interface SealedPersonal {
   accessToken?: string;
 }
 
+/** The associated data `sealedPersonal` is sealed under. */
+function personalContext(p: StoredNotification, scope: string | null): string {
+  return notificationContext(p.v, scope, p.authReqId, 'personal');
+}
+
 /** A stored notification's `sealedPersonal`, opened (null when it has none). */
 export function openPersonal(box: SecretBox, p: StoredNotification, scope: string | null): SealedPersonal | null {
   return p.sealedPersonal
-    ? (JSON.parse(
-        box.open(p.sealedPersonal, notificationContext(p.v, scope, p.authReqId, 'personal')),
-      ) as SealedPersonal)
+    ? (JSON.parse(box.open(p.sealedPersonal, personalContext(p, scope))) as SealedPersonal)
     : null;
 }
 
@@ -145,8 +148,7 @@ export function withoutAccessToken(box: SecretBox, p: StoredNotification, scope:
   const personal = openPersonal(box, p, scope);
   if (personal === null || personal.accessToken === undefined) return p;
   const { accessToken: _removed, ...rest } = personal;
-  const context = notificationContext(p.v, scope, p.authReqId, 'personal');
-  return { ...p, sealedPersonal: box.seal(JSON.stringify(rest), context) };
+  return { ...p, sealedPersonal: box.seal(JSON.stringify(rest), personalContext(p, scope)) };
 }
 
 export interface StoredMeta {
