@@ -666,6 +666,10 @@ const VARS = {
     bool(true),
     "true: a subscription's selection over each event runs as graphql-jit's compiled form of its document (compiled once per document), and graphql-js runs it again whenever the compiled result holds an error, so errors, paths and nulls are graphql-js's; the frames are byte for byte those of graphql-js (docs/decisions/062). false: graphql-js for every event; an off switch, not a tuning knob.",
   ),
+  SUBSCRIPTION_COMPILED_SOURCE: declare(
+    bool(true),
+    "true: a subscription's source event stream is made from a plan kept per document and operation name (its operation, fragments, root field and that field's definition, worked out once), and each subscribe only coerces its variables, reads the field's arguments and calls its `subscribe` with graphql-js's own functions, so answers and errors are graphql-js's; an operation whose root is not one field without directives is left to graphql-js (docs/decisions/154). false: graphql-js's createSourceEventStream for every subscribe; an off switch, not a tuning knob.",
+  ),
   DELIVERY_CLEAR_FROM_INTAKE: declare(
     bool(true),
     'true: a mobile-ID notification this process has just taken in hands its live subscribers on this process, in memory only, the clear values it sealed (the subject, unknown fields, tokens), so a delivery does not open what the intake sealed a moment before; events read from the log or from another replica are opened as before, and nothing more is stored (docs/decisions/062). false: every delivery opens what it reads; an off switch.',
@@ -1158,6 +1162,8 @@ export interface Config {
   readonly delivery: {
     /** SUBSCRIPTION_COMPILED_SELECTION: a subscription's selection as graphql-jit's compiled form (graphql-js on any error). */
     readonly compiledSelection: boolean;
+    /** SUBSCRIPTION_COMPILED_SOURCE: a subscription's source event stream made from a plan per document (graphql-js's otherwise). */
+    readonly compiledSource: boolean;
     /** DELIVERY_CLEAR_FROM_INTAKE: a notification's sealed values handed to this process's live subscribers in clear, in memory. */
     readonly clearFromIntake: boolean;
     /** DELIVERY_PAYLOAD_FROM_INTAKE: a notification published with the payload object its intake stored, not parsed back. */
@@ -1432,6 +1438,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     ledgerCacheRecords: e.LEDGER_CACHE_RECORDS,
     delivery: {
       compiledSelection: e.SUBSCRIPTION_COMPILED_SELECTION,
+      compiledSource: e.SUBSCRIPTION_COMPILED_SOURCE,
       clearFromIntake: e.DELIVERY_CLEAR_FROM_INTAKE,
       payloadFromIntake: e.DELIVERY_PAYLOAD_FROM_INTAKE,
       completeWithLast: e.DELIVERY_COMPLETE_WITH_LAST,

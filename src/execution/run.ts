@@ -25,6 +25,7 @@ import type { Tracing } from '../telemetry/tracing.js';
 import type { PreparedDocument } from './prepare.js';
 import type { ResultStream } from './present.js';
 import { SharedExecution, type Group } from './shared.js';
+import type { SourceStreams } from './source-stream.js';
 import { variablesCheck, type VariablesCheck } from './variables.js';
 
 /** `subscription WaitForMobileId`, or the bare type for an anonymous operation; the document's text never goes in a span. */
@@ -83,8 +84,9 @@ async function sharedSubscribe(
   args: ExecutionArgs,
   shared: SharedExecution,
   sink: ResultSink | undefined,
+  sources: SourceStreams | undefined,
 ): Promise<ResultStream | ExecutionResult> {
-  const source = await createSourceEventStream(args);
+  const source = await (sources ? sources.create(args) : createSourceEventStream(args));
   if (!source || typeof source !== 'object' || !(Symbol.asyncIterator in source)) return source as ExecutionResult;
   const iterator = (source as AsyncIterable<unknown>)[Symbol.asyncIterator]();
   return new SharedResultStream(iterator, args, shared, sink) as unknown as ResultStream;
@@ -225,10 +227,12 @@ export function streamingExecution(
   shared: SharedExecution = new SharedExecution(),
   /** Introspection off: variable errors carry no "Did you mean …?" (DocumentCache.hideSuggestions). */
   hideSuggestions = false,
+  /** SUBSCRIPTION_COMPILED_SOURCE: source event streams made from a plan per document (absent: graphql-js's). */
+  sources?: SourceStreams,
 ): StreamingExecution {
   const plainExecute = hideSuggestions ? (args: ExecutionArgs) => execute({ ...args, hideSuggestions }) : execute;
   const guardedSubscribe = (args: ExecutionArgs, sink?: ResultSink) =>
-    sharedSubscribe(hideSuggestions ? { ...args, hideSuggestions } : args, shared, sink);
+    sharedSubscribe(hideSuggestions ? { ...args, hideSuggestions } : args, shared, sink, sources);
   if (!tracing.enabled) return { execute: plainExecute, subscribe: guardedSubscribe };
   const span = (args: ExecutionArgs) => {
     const { name, type, operationName } = operationSpanName(args);

@@ -13,6 +13,7 @@ import { createPipeline, type Pipeline } from '../execution/pipeline.js';
 import { DocumentCache } from '../execution/prepare.js';
 import { OperationRunner, streamingExecution } from '../execution/run.js';
 import { SharedExecution } from '../execution/shared.js';
+import { SourceStreams } from '../execution/source-stream.js';
 import { agentResolvers } from '../graphql/agents.js';
 import { catalogResolvers } from '../graphql/catalog.js';
 import { cloudResolvers } from '../graphql/cloud.js';
@@ -118,6 +119,8 @@ export async function buildPipeline(
   // SUBSCRIPTION_COMPILED_SELECTION: each selection as graphql-jit compiled it, graphql-js on any error (decision 062).
   const shared = new SharedExecution(config.delivery.compiledSelection ? schema : undefined);
   services.metrics.countSubscriptions(() => shared.stats);
+  // SUBSCRIPTION_COMPILED_SOURCE: each subscribe's source stream from a plan per document, graphql-js's functions (decision 154).
+  const sources = config.delivery.compiledSource ? new SourceStreams(schema) : undefined;
   const pipeline = createPipeline({
     schema,
     documents,
@@ -125,8 +128,8 @@ export async function buildPipeline(
     runner,
     // graphql-ws and graphql-sse run graphql-js with each subscription event's result shared, a span per operation.
     streaming: {
-      ws: streamingExecution(tracing, 'ws', shared, documents.hideSuggestions),
-      sse: streamingExecution(tracing, 'sse', shared, documents.hideSuggestions),
+      ws: streamingExecution(tracing, 'ws', shared, documents.hideSuggestions, sources),
+      sse: streamingExecution(tracing, 'sse', shared, documents.hideSuggestions, sources),
     },
     trusted: parts.trusted,
     logger,

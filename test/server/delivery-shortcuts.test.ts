@@ -17,7 +17,8 @@ import { subscribers, waitFor } from '../helpers/wait.js';
 // 089), and both framed into one socket write by the gateway rather than by ws's `send` (DELIVERY_ONE_WRITE, decision
 // 093; its frames are also checked on the wire in test/server/ws-one-write.test.ts) and written below the socket's
 // stream (DELIVERY_DIRECT_WRITE, decision 150), and the notification published with the payload object its intake
-// stored rather than its JSON parsed back (DELIVERY_PAYLOAD_FROM_INTAKE, decision 097). Two gateways get the very same
+// stored rather than its JSON parsed back (DELIVERY_PAYLOAD_FROM_INTAKE, decision 097), and each subscription's source
+// stream made from its document's plan (SUBSCRIPTION_COMPILED_SOURCE, decision 154). Two gateways get the very same
 // notifications, with Date frozen so that their reception times agree: one with the shortcuts (the default), one with
 // all of them off (the plain path). Every frame each writes, over graphql-ws and SSE, must be the same bytes.
 
@@ -148,6 +149,7 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
       ...env,
       TOKEN_ENCRYPTION_KEY: PLAIN_KEY,
       SUBSCRIPTION_COMPILED_SELECTION: 'false',
+      SUBSCRIPTION_COMPILED_SOURCE: 'false',
       DELIVERY_CLEAR_FROM_INTAKE: 'false',
       DELIVERY_COMPLETE_WITH_LAST: 'false',
       DELIVERY_ONE_WRITE: 'false',
