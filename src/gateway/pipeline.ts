@@ -119,7 +119,8 @@ export async function buildPipeline(
   // SUBSCRIPTION_COMPILED_SELECTION: each selection as graphql-jit compiled it, graphql-js on any error (decision 062).
   const shared = new SharedExecution(config.delivery.compiledSelection ? schema : undefined);
   services.metrics.countSubscriptions(() => shared.stats);
-  // SUBSCRIPTION_COMPILED_SOURCE: each subscribe's source stream from a plan per document, graphql-js's functions (decision 154).
+  // SUBSCRIPTION_COMPILED_SOURCE: each subscribe's source stream from a plan per document, graphql-js's functions
+  // (decision 154).
   const sources = config.delivery.compiledSource ? new SourceStreams(schema) : undefined;
   const pipeline = createPipeline({
     schema,

@@ -38,8 +38,8 @@ function stream(): AsyncIterable<unknown> {
 }
 
 /**
- * What a resolver was called with, as plain data (object identities aside, which each path makes its own; each path has a
- * schema of its own, so the info's is only checked to be the schema subscribed on).
+ * What a resolver was called with, as plain data (object identities aside, which each path makes its own; each path
+ * has a schema of its own, so the info's is only checked to be the schema subscribed on).
  */
 function seen(root: unknown, args: unknown, context: unknown, info: GraphQLResolveInfo, schema: GraphQLSchema) {
   return {
@@ -73,7 +73,7 @@ function setup(behave: (args: Record<string, unknown>) => unknown = () => stream
   return { schema, calls, sources: new SourceStreams(schema) };
 }
 
-/** A source's answer as data: an event stream, errors (as on the wire, with their original errors' messages), or a throw. */
+/** A source's answer as data: an event stream, errors (as on the wire, with their original messages), a throw. */
 async function answer(made: () => Promise<unknown>) {
   try {
     const source = await made();
@@ -170,7 +170,7 @@ describe('a subscription source stream from its plan (SUBSCRIPTION_COMPILED_SOUR
     }
   });
 
-  it('throws graphql-js error when the resolver gives no event stream', async () => {
+  it("throws graphql-js's error when the resolver gives no event stream", async () => {
     for (const value of [null, 42, { next: 1 }, 'text']) {
       const r = await both('subscription { events(key: "k") { id } }', {}, () => value);
       expect(r.fromJs).toHaveProperty('threw');
