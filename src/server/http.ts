@@ -22,6 +22,12 @@ export interface Route {
   path: string | RegExp;
   /** Low-cardinality name for metrics and logs. */
   name: string;
+  /**
+   * The route writes `X-Request-Id` (RouteContext.requestId) into every answer's headers itself, so the handler does
+   * not set it beforehand: a header set with `setHeader` sends `writeHead` down Node's merge of the two sets of
+   * headers, each validated again (the mobile-ID webhook, decision 155). Its failures are answered with it too.
+   */
+  writesRequestId?: boolean;
   handle(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> | void;
 }
 
@@ -37,7 +43,6 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
     const started = performance.now();
     const incoming = req.headers['x-request-id'];
     const requestId = typeof incoming === 'string' && REQUEST_ID_RE.test(incoming) ? incoming : randomUUID();
-    res.setHeader('x-request-id', requestId);
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const pathname = q === -1 ? url : url.slice(0, q);
@@ -59,6 +64,7 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
         break;
       }
     }
+    if (!route?.writesRequestId) res.setHeader('x-request-id', requestId);
     const routeName = route?.name ?? (pathMatched ? 'method-not-allowed' : 'not-found');
     // The request's child logger is made on first use: most requests log nothing at the default level.
     const context = new RequestContext(requestId, logger, routeName, params);
@@ -83,10 +89,13 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
       return;
     }
     const failed = (err: unknown): void => {
+      // A route that writes the request id itself has not had it set: its failures carry it here.
+      const idHeader: Record<string, string> = route.writesRequestId ? { 'x-request-id': requestId } : {};
       if (err instanceof StoreUnavailableError && !res.headersSent) {
         // The database is away: nothing was stored, and the sender retries (a webhook's sender does on a 503).
         context.logger.warn({ err: err.cause }, 'the database cannot be reached: answered 503');
         sendOAuthError(res, 503, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, err.message, {
+          ...idHeader,
           'retry-after': String(STORE_RETRY_AFTER_SECONDS),
         });
         return;
@@ -98,6 +107,7 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
           500,
           WebhookErrorCode.SERVER_ERROR,
           'internal error; see the gateway log for request ' + requestId,
+          idHeader,
         );
       else res.destroy();
     };

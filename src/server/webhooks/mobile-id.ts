@@ -1,3 +1,5 @@
+import type { ServerResponse } from 'node:http';
+
 import { bearerToken } from '../../auth/keys.js';
 import { WebhookErrorCode } from '../../errors.js';
 import type { Metrics } from '../../metrics.js';
@@ -24,8 +26,11 @@ const bodyOptions: WebhookBodyOptions = {
   },
 };
 
-/** The headers of every 204 (read by `writeHead`, never changed by it). */
-const NO_CONTENT_HEADERS = { 'cache-control': 'no-store' } as const;
+/** A 204, its headers (the request id first, as `setHeader` had put it) written in one call. */
+function noContent(res: ServerResponse, requestId: string): void {
+  res.writeHead(204, { 'x-request-id': requestId, 'cache-control': 'no-store' });
+  res.end();
+}
 
 /** Support references of the mobile identity service (spec: "Request headers"), kept short and printable. */
 function supportHeader(value: string | string[] | undefined): string | null {
@@ -61,6 +66,8 @@ export function mobileIdWebhookRoute(options: {
     method: 'POST',
     path: MOBILE_ID_NOTIFICATION_PATH,
     name: 'POST /webhooks/mobile-id',
+    // Every answer's headers are written in one call, the request id with them (src/server/http.ts).
+    writesRequestId: true,
     async handle(req, res, ctx) {
       const requestId = supportHeader(req.headers['x-mobileid-request-id']);
       const transactionId = supportHeader(req.headers['x-mobileid-transaction-id']);
@@ -109,7 +116,14 @@ export function mobileIdWebhookRoute(options: {
             { ...support },
             'unauthenticated mobile-ID requests over the quarantine limit: counted, not kept',
           );
-        sendOAuthError(res, status, error, description, close ? { connection: 'close' } : {});
+        const id = ctx.requestId;
+        sendOAuthError(
+          res,
+          status,
+          error,
+          description,
+          close ? { 'x-request-id': id, connection: 'close' } : { 'x-request-id': id },
+        );
       };
 
       // Authenticated before the body is read: a forged request costs one hash and at most one lookup.
@@ -168,8 +182,7 @@ export function mobileIdWebhookRoute(options: {
         case 'pending':
           // Stored durably; delivered once the id_token is verified (docs/decisions/040). Never "try again".
           count('pending');
-          res.writeHead(204, NO_CONTENT_HEADERS);
-          res.end();
+          noContent(res, ctx.requestId);
           return;
         case 'over-limit':
           // The sender does not retry: this authentication is lost, so it is kept in the quarantine with its reason.
@@ -211,8 +224,7 @@ export function mobileIdWebhookRoute(options: {
               { ...support, authReqId: result.authReqId },
               'mobile-ID notification received again; acknowledged, not published again',
             );
-          res.writeHead(204, NO_CONTENT_HEADERS);
-          res.end();
+          noContent(res, ctx.requestId);
           return;
         case 'accepted':
           if (options.pauseAt) await options.pauseAt('webhook-stored');
@@ -223,8 +235,7 @@ export function mobileIdWebhookRoute(options: {
               { ...support, authReqId: result.authReqId, outcome: result.outcome },
               'mobile-ID notification stored',
             );
-          res.writeHead(204, NO_CONTENT_HEADERS);
-          res.end();
+          noContent(res, ctx.requestId);
           await result.publish();
           return;
       }
