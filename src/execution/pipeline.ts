@@ -22,6 +22,7 @@ import { operationCost } from '../ratelimit/cost.js';
 import type { Admission } from './admit.js';
 import type { DocumentCache, PreparedDocument } from './prepare.js';
 import {
+  badVariable,
   formatError,
   outcomePresenter,
   type Executed,
@@ -197,15 +198,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
     const coerced = getVariableValues(o.schema, operation.variableDefinitions, variables, {
       hideSuggestions: o.documents.hideSuggestions,
     });
-    if (!coerced.errors) return null;
-    return coerced.errors.map(
-      (e) =>
-        new GraphQLError(e.message, {
-          nodes: e.nodes,
-          originalError: e.originalError ?? e,
-          extensions: { ...e.extensions, code: ErrorCode.BAD_USER_INPUT },
-        }),
-    );
+    return coerced.errors ? coerced.errors.map(badVariable) : null;
   };
 
   return {

@@ -65,6 +65,18 @@ export function formatError(
 }
 
 /**
+ * A variable graphql-js could not coerce, as the client's error it is: BAD_USER_INPUT (as Apollo marks it), the
+ * coercion's own error kept as the original so that the rule above shows the reason and leaves out the value.
+ */
+export function badVariable(e: GraphQLError): GraphQLError {
+  return new GraphQLError(e.message, {
+    nodes: e.nodes,
+    originalError: e.originalError ?? e,
+    extensions: { ...e.extensions, code: ErrorCode.BAD_USER_INPUT },
+  });
+}
+
+/**
  * The error without its `http` extension: the HTTP presenters take the status and headers off it before this rule
  * runs; on graphql-ws, SSE and MCP they are nothing the client should read.
  */

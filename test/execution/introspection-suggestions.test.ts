@@ -30,8 +30,8 @@ const MISNAMED = [
       'mutation($e: IdentificationEnvironment!) { createIdentification(input: { workflowId: "wf", environment: $e }) { identification { id } } }',
     variables: { e: 'PRODUCTON' },
     hint: /Did you mean the enum value "PRODUCTION"\?/,
-    // A mutation is never run from a GET; graphql-ws and graphql-sse answer any variable error as INTERNAL_SERVER_ERROR.
-    only: ['post', 'apollo'],
+    // A mutation is never run from a GET.
+    only: ['post', 'apollo', 'ws', 'sse'],
   },
 ] as const satisfies ReadonlyArray<{
   what: string;

@@ -3,14 +3,13 @@
 // answered INTERNAL_SERVER_ERROR with nothing of its own inside, and logged in full. Each seam below throws an error
 // whose message looks like a secret; no byte of it may reach the client on POST /graphql (the direct path and Apollo's
 // pipeline), GET /graphql, graphql-ws or graphql-sse, and the log must have it.
-import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { IdempotencyRecords } from '../../src/store/idempotency.js';
 import { Ledger } from '../../src/store/ledger.js';
 import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { wsClient } from '../helpers/mobile-id.js';
+import { firstStreamed } from '../helpers/mobile-id.js';
 
 const start = gatewaysPerTest();
 const disposers: Array<() => void | Promise<void>> = [];
@@ -34,7 +33,7 @@ async function startFor(transport: Transport): Promise<TestGateway> {
 /** One operation over `transport`: the raw text the client received, and its parsed errors. */
 async function once(transport: Transport, gw: TestGateway, query: string): Promise<{ raw: string; errors: any[] }> {
   const auth = { authorization: `Bearer ${KEY}` };
-  if (transport === 'get' || transport.startsWith('http')) {
+  if (transport !== 'ws' && transport !== 'sse') {
     const res =
       transport === 'get'
         ? await request(`${gw.url}/graphql?query=${encodeURIComponent(query)}`, {
@@ -48,21 +47,10 @@ async function once(transport: Transport, gw: TestGateway, query: string): Promi
     const raw = await res.body.text();
     return { raw, errors: (JSON.parse(raw) as { errors?: any[] }).errors ?? [] };
   }
-  const client =
-    transport === 'ws'
-      ? wsClient(gw, { key: KEY })
-      : createSseClient({ url: `${gw.url}/graphql/stream`, singleConnection: false, retryAttempts: 0, headers: auth });
-  disposers.push(() => client.dispose());
-  return new Promise((resolve) => {
-    client.subscribe(
-      { query },
-      {
-        next: (v) => resolve({ raw: JSON.stringify(v), errors: (v as { errors?: any[] }).errors ?? [] }),
-        error: (e) => resolve({ raw: JSON.stringify(e), errors: Array.isArray(e) ? e : [e] }),
-        complete: () => undefined,
-      },
-    );
-  });
+  const answer = await firstStreamed(gw, transport, KEY, { query }, (d) => disposers.push(d));
+  if ('next' in answer)
+    return { raw: JSON.stringify(answer.next), errors: (answer.next as { errors?: any[] }).errors ?? [] };
+  return { raw: JSON.stringify(answer.error), errors: Array.isArray(answer.error) ? answer.error : [answer.error] };
 }
 
 const SEAMS = [

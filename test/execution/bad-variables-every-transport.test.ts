@@ -1,0 +1,79 @@
+// A variable graphql-js cannot coerce is the client's error on every transport (docs/contract.md, BAD_USER_INPUT):
+// the same message on POST /graphql, graphql-ws and graphql-sse, for a query and for a subscription, the variable and
+// the reason named (the whole value left out of graphql-js's "got invalid value <value>"), and nothing logged as
+// unexpected. graphql-ws and graphql-sse coerce the variables in the run
+// (src/execution/run.ts `withBadVariables`); they used to answer such an error as INTERNAL_SERVER_ERROR.
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { firstStreamed } from '../helpers/mobile-id.js';
+
+const KEY = 'bad-variables-every-transport-key';
+let gw: TestGateway;
+const disposers: Array<() => void | Promise<void>> = [];
+beforeAll(async () => {
+  gw = await startTestGateway({ GATEWAY_API_KEYS: KEY });
+});
+afterAll(async () => {
+  for (const d of disposers.splice(0)) await d();
+  await gw?.close();
+});
+
+type Transport = 'post' | 'ws' | 'sse';
+
+/** The errors of one operation's first answer over `transport`. */
+async function errorsOf(
+  transport: Transport,
+  query: string,
+  variables: Record<string, unknown>,
+): Promise<Array<{ message: string; extensions?: Record<string, unknown> }>> {
+  const auth = { authorization: `Bearer ${KEY}` };
+  if (transport === 'post') {
+    const res = await request(`${gw.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...auth },
+      body: JSON.stringify({ query, variables }),
+    });
+    return (JSON.parse(await res.body.text()) as { errors: never[] }).errors;
+  }
+  const answer = await firstStreamed(gw, transport, KEY, { query, variables }, (d) => disposers.push(d));
+  if ('next' in answer) return (answer.next as { errors?: never[] }).errors ?? [];
+  return Array.isArray(answer.error) ? answer.error : [answer.error as never];
+}
+
+const QUERY = 'query($id: ID!) { project(id: $id) { id } }';
+const SUBSCRIPTION = 'subscription($id: String!) { mobileIdAuthentication(authReqId: $id) { __typename } }';
+
+const CASES = [
+  {
+    what: 'a value of the wrong type',
+    variables: { id: true },
+    message: /^Variable "\$id" got invalid value; (ID|String) cannot represent/,
+  },
+  {
+    what: 'a required variable missing',
+    variables: {},
+    message: /^Variable "\$id" of required type "(ID|String)!" was not provided\.$/,
+  },
+  {
+    what: 'null for a non-null variable',
+    variables: { id: null },
+    message: /^Variable "\$id" of non-null type "(ID|String)!" must not be null\.$/,
+  },
+];
+
+describe.each(['post', 'ws', 'sse'] as const)('a variable graphql-js cannot coerce, over %s', (transport) => {
+  it.each(CASES)('is BAD_USER_INPUT for $what', async ({ variables, message }) => {
+    const operations = transport === 'post' ? [QUERY] : [QUERY, SUBSCRIPTION];
+    for (const query of operations) {
+      const before = gw.logs().length;
+      const errors = await errorsOf(transport, query, variables);
+      expect(errors, `${query} over ${transport}`).toHaveLength(1);
+      expect(errors[0]!.message).toMatch(message);
+      expect(errors[0]!.extensions?.code).toBe('BAD_USER_INPUT');
+      // A client's mistake is not logged as an unexpected error.
+      expect(gw.logs().slice(before)).not.toContain('unexpected error in a GraphQL operation');
+    }
+  });
+});
