@@ -22,9 +22,9 @@ import { operationCost } from '../ratelimit/cost.js';
 import type { Admission } from './admit.js';
 import type { DocumentCache, PreparedDocument } from './prepare.js';
 import {
-  badVariable,
   formatError,
   outcomePresenter,
+  UserInputError,
   type Executed,
   type Presenter,
   type Refusal,
@@ -198,7 +198,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
     const coerced = getVariableValues(o.schema, operation.variableDefinitions, variables, {
       hideSuggestions: o.documents.hideSuggestions,
     });
-    return coerced.errors ? coerced.errors.map(badVariable) : null;
+    return coerced.errors ? coerced.errors.map((e) => new UserInputError(e)) : null;
   };
 
   return {

@@ -65,18 +65,6 @@ export function formatError(
 }
 
 /**
- * A variable graphql-js could not coerce, as the client's error it is: BAD_USER_INPUT (as Apollo marks it), the
- * coercion's own error kept as the original so that the rule above shows the reason and leaves out the value.
- */
-export function badVariable(e: GraphQLError): GraphQLError {
-  return new GraphQLError(e.message, {
-    nodes: e.nodes,
-    originalError: e.originalError ?? e,
-    extensions: { ...e.extensions, code: ErrorCode.BAD_USER_INPUT },
-  });
-}
-
-/**
  * The error without its `http` extension: the HTTP presenters take the status and headers off it before this rule
  * runs; on graphql-ws, SSE and MCP they are nothing the client should read.
  */
@@ -130,8 +118,9 @@ export function withWarnings<T extends ExecutionResult>(result: T, context: Grap
 const masked = new WeakMap<ExecutionResult, ExecutionResult>();
 
 /**
- * What a streaming transport sends for `result`: the operation's warnings added (as over HTTP), and errors masked
- * like over HTTP (unexpected ones become INTERNAL_SERVER_ERROR for the client, and the log in full). Unchanged
+ * What a streaming transport sends for `result`: the operation's warnings added (as over HTTP), and errors marked and
+ * masked like over HTTP (a variable graphql-js could not coerce is BAD_USER_INPUT, `markedVariableError`; unexpected
+ * errors become INTERNAL_SERVER_ERROR for the client, and the log in full). Unchanged
  * results are returned as they are; a masked one is kept per result object, so the subscribers sharing one
  * execution (src/execution/shared.ts) share its masking too, logged once.
  */
@@ -145,7 +134,13 @@ export function deliverable(
   if (!errors?.length) return warned;
   const known = warned === result ? masked.get(result) : undefined;
   if (known) return known;
-  const out = { ...warned, errors: errors.map((e) => formatError(e.toJSON(), e, logger)) as unknown as GraphQLError[] };
+  const out = {
+    ...warned,
+    errors: errors.map((e) => {
+      const marked = markedVariableError(e);
+      return formatError(marked.toJSON(), marked, logger);
+    }) as unknown as GraphQLError[],
+  };
   if (warned === result) masked.set(result, out);
   return out;
 }
@@ -302,9 +297,7 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
     const head: Head = { status: undefined, headers: undefined };
     let errors: GraphQLFormattedError[] | undefined;
     if (result.errors) {
-      const marked = result.errors.map((e) =>
-        isBadUserInputGraphQLError(e) && e.extensions?.code == null ? new UserInputError(e) : e,
-      );
+      const marked = result.errors.map(markedVariableError);
       if (this.tracing) recordOperationErrors(marked);
       errors = this.formatErrors(marked, head);
       // Apollo 5's status400ForVariableCoercionErrors, on by default and not set by the gateway.
@@ -391,7 +384,15 @@ function ensureGraphQLError(maybeError: unknown, prefix = ''): GraphQLError {
   return error instanceof GraphQLError ? error : new GraphQLError(prefix + error.message, { originalError: error });
 }
 
-/** requestPipeline.js: graphql-js's variable errors become BAD_USER_INPUT. */
+/**
+ * requestPipeline.js: a variable error of graphql-js's (no code of its own yet) becomes BAD_USER_INPUT. Over HTTP after
+ * execute, and on the streaming transports, which coerce the variables in the run (`variables: 'in-run'`).
+ */
+function markedVariableError(error: GraphQLError): GraphQLError {
+  return isBadUserInputGraphQLError(error) && error.extensions?.code == null ? new UserInputError(error) : error;
+}
+
+/** requestPipeline.js: graphql-js's variable errors, by their variable definition and their words. */
 function isBadUserInputGraphQLError(error: GraphQLError): boolean {
   const node = error.nodes?.length === 1 ? error.nodes[0] : undefined;
   if (node?.kind !== Kind.VARIABLE_DEFINITION) return false;
@@ -406,7 +407,7 @@ function isBadUserInputGraphQLError(error: GraphQLError): boolean {
 
 // Apollo's error classes (internalErrorClasses.js), which it does not export: the same message, code, `http` and
 // original error, so the same formatted error and status.
-class UserInputError extends GraphQLError {
+export class UserInputError extends GraphQLError {
   constructor(error: GraphQLError) {
     super(error.message, {
       nodes: error.nodes,

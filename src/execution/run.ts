@@ -23,7 +23,7 @@ import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { PreparedDocument } from './prepare.js';
-import { badVariable, type ResultStream } from './present.js';
+import type { ResultStream } from './present.js';
 import { SharedExecution, type Group } from './shared.js';
 import type { SourceStreams } from './source-stream.js';
 import { variablesCheck, type VariablesCheck } from './variables.js';
@@ -72,18 +72,6 @@ export interface StreamingExecution {
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
 /**
- * A result graphql-js gave before running anything (no `data`), its errors without a path marked as the client's bad
- * variables (`badVariable`): on the streaming transports the variables are coerced in the run (`variables: 'in-run'`),
- * and the pipeline has picked the operation already, so an error there with no path is a variable graphql-js could
- * not coerce. Answered as BAD_USER_INPUT, as over HTTP, not masked as INTERNAL_SERVER_ERROR. Any other result is
- * returned as it is.
- */
-function withBadVariables(result: ExecutionResult): ExecutionResult {
-  if ('data' in result || !result.errors?.some((e) => e.path === undefined)) return result;
-  return { ...result, errors: result.errors.map((e) => (e.path === undefined ? badVariable(e) : e)) };
-}
-
-/**
  * graphql-js's `subscribe`, with each event's result from `shared` (executed once per event for every group of
  * identical subscriptions, src/execution/shared.ts), in one plain iterator (no generator) over the source
  * stream; each result is yielded, or handed to the transport's `sink` when it gave one.
@@ -99,8 +87,7 @@ async function sharedSubscribe(
   sources: SourceStreams | undefined,
 ): Promise<ResultStream | ExecutionResult> {
   const source = await (sources ? sources.create(args) : createSourceEventStream(args));
-  if (!source || typeof source !== 'object' || !(Symbol.asyncIterator in source))
-    return withBadVariables(source as ExecutionResult);
+  if (!source || typeof source !== 'object' || !(Symbol.asyncIterator in source)) return source as ExecutionResult;
   const iterator = (source as AsyncIterable<unknown>)[Symbol.asyncIterator]();
   return new SharedResultStream(iterator, args, shared, sink) as unknown as ResultStream;
 }
@@ -243,10 +230,7 @@ export function streamingExecution(
   /** SUBSCRIPTION_COMPILED_SOURCE: source event streams made from a plan per document (absent: graphql-js's). */
   sources?: SourceStreams,
 ): StreamingExecution {
-  const plainExecute = (args: ExecutionArgs) => {
-    const executed = execute(hideSuggestions ? { ...args, hideSuggestions } : args);
-    return executed instanceof Promise ? executed.then(withBadVariables) : withBadVariables(executed);
-  };
+  const plainExecute = hideSuggestions ? (args: ExecutionArgs) => execute({ ...args, hideSuggestions }) : execute;
   const guardedSubscribe = (args: ExecutionArgs, sink?: ResultSink) =>
     sharedSubscribe(hideSuggestions ? { ...args, hideSuggestions } : args, shared, sink, sources);
   if (!tracing.enabled) return { execute: plainExecute, subscribe: guardedSubscribe };

@@ -1,8 +1,8 @@
 // A variable graphql-js cannot coerce is the client's error on every transport (docs/contract.md, BAD_USER_INPUT):
 // the same message on POST /graphql, graphql-ws and graphql-sse, for a query and for a subscription, the variable and
 // the reason named (the whole value left out of graphql-js's "got invalid value <value>"), and nothing logged as
-// unexpected. graphql-ws and graphql-sse coerce the variables in the run
-// (src/execution/run.ts `withBadVariables`); they used to answer such an error as INTERNAL_SERVER_ERROR.
+// unexpected. graphql-ws and graphql-sse coerce the variables in the run; their presenter now marks such an error as
+// HTTP's does (src/execution/present.ts `markedVariableError`), where they used to answer it as INTERNAL_SERVER_ERROR.
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
