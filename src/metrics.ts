@@ -1,45 +1,45 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry, type Metric } from 'prom-client';
+
+/** One label set of a labelled metric: its labels object, as prom-client's registry reads it. */
+interface Labelled {
+  readonly labels: Record<string, string>;
+}
 
 /** One label set of a LabelledHistogram: its observations per bucket (the last: above every bound), sum and count. */
-interface Series {
-  readonly labels: Record<string, string>;
+interface Series extends Labelled {
   readonly counts: Float64Array;
   sum: number;
   count: number;
 }
 
+/** One label set of a LabelledCounter. */
+interface Count extends Labelled {
+  value: number;
+}
+
+/** Label values in the order of the label names. */
+type ValuesOf<Names extends readonly string[]> = { readonly [I in keyof Names]: string };
+
 /**
- * A Prometheus histogram with labels, for the observation every upstream attempt makes: it walks one map per label
- * and the bounds, and allocates nothing itself once its label set has been seen (the caller's tuple of values
- * aside). prom-client's Histogram makes a closure, a labels object and a string key for each one, and counts in
- * objects keyed by each bound turned into a string (~440 ns an observation in a loop, against ~35 here;
- * docs/decisions/134). What `/metrics` writes of it is what prom-client's registry writes of prom-client's Histogram
- * given the same observations (the same values from `getForPromString` and `get`): test/metrics.test.ts holds the
- * two texts equal.
+ * What the gateway's own metrics share: the series of each label set, found by walking one map per label (nothing
+ * allocated once the set has been seen), kept in the order they were first seen as prom-client keeps them, and
+ * registered with a prom-client Registry, which writes `/metrics` from what the metric gives it.
  */
-export class LabelledHistogram<const Names extends readonly [string, ...string[]]> {
-  readonly type = 'histogram';
-  readonly aggregator = 'sum';
-  private readonly bounds: readonly number[];
+abstract class LabelledMetric<const Names extends readonly [string, ...string[]], S extends Labelled> {
   private bySeries = new Map<string, unknown>();
-  private series: Series[] = [];
+  protected series: S[] = [];
 
   constructor(
     readonly name: string,
     readonly help: string,
     private readonly labelNames: Names,
-    buckets: readonly number[],
     registry: Registry,
   ) {
-    if (buckets.some((b, i) => i > 0 && !(b > buckets[i - 1]!)))
-      throw new Error(`${name}: buckets must be in increasing order`);
-    this.bounds = [...buckets];
     registry.registerMetric(this as unknown as Metric);
   }
 
-  /** Counts `value` under the label values given in the order of the label names. */
-  observe(values: { readonly [I in keyof Names]: string }, value: number): void {
-    if (!Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${value}`);
+  /** The series of the label values given, made on first use. */
+  protected seriesOf(values: ValuesOf<Names>): S {
     let level = this.bySeries;
     const last = values.length - 1;
     for (let i = 0; i < last; i++) {
@@ -47,8 +47,57 @@ export class LabelledHistogram<const Names extends readonly [string, ...string[]
       if (next === undefined) level.set(values[i]!, (next = new Map()));
       level = next;
     }
-    let series = level.get(values[last]!) as Series | undefined;
-    if (series === undefined) level.set(values[last]!, (series = this.add(values)));
+    let series = level.get(values[last]!) as S | undefined;
+    if (series === undefined) {
+      const labels: Record<string, string> = {};
+      this.labelNames.forEach((name, i) => (labels[name] = values[i]!));
+      level.set(values[last]!, (series = this.create(labels)));
+      this.series.push(series);
+    }
+    return series;
+  }
+
+  protected abstract create(labels: Record<string, string>): S;
+
+  /**
+   * Forgets every series, as the registry's `resetMetrics` asks.
+   *
+   * @public
+   */
+  reset(): void {
+    this.bySeries = new Map();
+    this.series = [];
+  }
+}
+
+/**
+ * A Prometheus histogram with labels, for the observations every request and every upstream attempt make: it walks
+ * one map per label and the bounds, and allocates nothing itself once its label set has been seen (the caller's tuple
+ * of values aside). prom-client's Histogram makes a closure, a labels object and a string key for each one, and counts
+ * in objects keyed by each bound turned into a string (~440 ns an observation in a loop, against ~35 here;
+ * docs/decisions/134). What `/metrics` writes of it is what prom-client's registry writes of prom-client's Histogram
+ * given the same observations (the same values from `getForPromString` and `get`): test/metrics.test.ts holds the
+ * two texts equal.
+ */
+export class LabelledHistogram<const Names extends readonly [string, ...string[]]> extends LabelledMetric<
+  Names,
+  Series
+> {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  private readonly bounds: readonly number[];
+
+  constructor(name: string, help: string, labelNames: Names, buckets: readonly number[], registry: Registry) {
+    if (buckets.some((b, i) => i > 0 && !(b > buckets[i - 1]!)))
+      throw new Error(`${name}: buckets must be in increasing order`);
+    super(name, help, labelNames, registry);
+    this.bounds = [...buckets];
+  }
+
+  /** Counts `value` under the label values given in the order of the label names. */
+  observe(values: ValuesOf<Names>, value: number): void {
+    if (!Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${value}`);
+    const series = this.seriesOf(values);
     const bounds = this.bounds;
     let i = 0;
     while (i < bounds.length && value > bounds[i]!) i++;
@@ -57,12 +106,8 @@ export class LabelledHistogram<const Names extends readonly [string, ...string[]
     series.count += 1;
   }
 
-  private add(values: readonly string[]): Series {
-    const labels: Record<string, string> = {};
-    this.labelNames.forEach((name, i) => (labels[name] = values[i]!));
-    const series: Series = { labels, counts: new Float64Array(this.bounds.length + 1), sum: 0, count: 0 };
-    this.series.push(series);
-    return series;
+  protected create(labels: Record<string, string>): Series {
+    return { labels, counts: new Float64Array(this.bounds.length + 1), sum: 0, count: 0 };
   }
 
   /** The values as prom-client's Histogram gives them to the registry: each series' buckets, then its sum and count. */
@@ -106,15 +151,42 @@ export class LabelledHistogram<const Names extends readonly [string, ...string[]
       })),
     };
   }
+}
+
+/**
+ * A Prometheus counter with labels, for the counts every webhook delivery and every published event make: as
+ * LabelledHistogram, no closure, labels object or string key per count (prom-client's Counter makes a key of the labels
+ * and validates them on each `inc`). What the registry writes of it is what it writes of prom-client's Counter given
+ * the same counts: test/metrics.test.ts holds the texts and the JSON equal.
+ */
+export class LabelledCounter<const Names extends readonly [string, ...string[]]> extends LabelledMetric<Names, Count> {
+  readonly type = 'counter';
+  readonly aggregator = 'sum';
+
+  /** Adds `by` (1 unless given) under the label values given in the order of the label names. */
+  inc(values: ValuesOf<Names>, by = 1): void {
+    if (!Number.isFinite(by)) throw new TypeError(`Value is not a valid number: ${by}`);
+    if (by < 0) throw new Error('It is not possible to decrease a counter');
+    this.seriesOf(values).value += by;
+  }
+
+  protected create(labels: Record<string, string>): Count {
+    return { value: 0, labels };
+  }
 
   /**
-   * Forgets every series, as the registry's `resetMetrics` asks.
+   * The values as prom-client's Counter gives them to the registry, for its text and its JSON.
    *
    * @public
    */
-  reset(): void {
-    this.bySeries = new Map();
-    this.series = [];
+  get() {
+    return {
+      help: this.help,
+      name: this.name,
+      type: this.type,
+      values: this.series.map(({ value, labels }) => ({ value, labels })),
+      aggregator: this.aggregator,
+    };
   }
 }
 
@@ -185,18 +257,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  /**
-   * prom-client's Histogram, not a LabelledHistogram: every request observes it, the mobile-ID webhook's too, and
-   * there the gateway's own class would be one more of the gateway's files on the webhook-to-subscriber path
-   * (test/events/event-path-files.test.ts, docs/architecture.md) for ~2 µs a request (docs/decisions/134).
-   */
-  readonly httpRequests = new Histogram({
-    name: 'gateway_http_request_duration_seconds',
-    help: 'Duration of HTTP requests served by the gateway, by route and status.',
-    labelNames: ['route', 'status'] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-    registers: [this.registry],
-  });
+  /** Every request observes it, the mobile-ID webhook's too (docs/decisions/156). */
+  readonly httpRequests = new LabelledHistogram(
+    'gateway_http_request_duration_seconds',
+    'Duration of HTTP requests served by the gateway, by route and status.',
+    ['route', 'status'],
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    this.registry,
+  );
 
   readonly jwtChecks = new Counter({
     name: 'gateway_jwt_checks_total',
@@ -219,12 +287,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly webhooks = new Counter({
-    name: 'gateway_webhooks_total',
-    help: 'Webhook deliveries by endpoint and outcome (accepted, duplicate, rejected).',
-    labelNames: ['endpoint', 'outcome'] as const,
-    registers: [this.registry],
-  });
+  readonly webhooks = new LabelledCounter(
+    'gateway_webhooks_total',
+    'Webhook deliveries by endpoint and outcome (accepted, duplicate, rejected).',
+    ['endpoint', 'outcome'],
+    this.registry,
+  );
 
   readonly mobileIdRejections = new Counter({
     name: 'gateway_mobile_id_rejections_total',
@@ -259,12 +327,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly eventsPublished = new Counter({
-    name: 'gateway_events_published_total',
-    help: 'Events published to subscribers, by kind.',
-    labelNames: ['kind'] as const,
-    registers: [this.registry],
-  });
+  readonly eventsPublished = new LabelledCounter(
+    'gateway_events_published_total',
+    'Events published to subscribers, by kind.',
+    ['kind'],
+    this.registry,
+  );
 
   /** `app` is the app's name (GATEWAY_API_KEYS `name:key`), or for a bare key a keyed digest of it (src/auth/caller.ts). */
   readonly rateLimitDecisions = new Counter({

@@ -70,7 +70,7 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
     const context = new RequestContext(requestId, logger, routeName, params);
     res.on('finish', () => {
       const seconds = (performance.now() - started) / 1000;
-      metrics.httpRequests.observe({ route: routeName, status: String(res.statusCode) }, seconds);
+      metrics.httpRequests.observe([routeName, String(res.statusCode)], seconds);
       if (logger.isLevelEnabled('debug'))
         context.logger.debug(
           {

@@ -28,7 +28,7 @@ export interface CallbackRouteOptions<B> {
 export function callbackWebhookRoute<B>(options: CallbackRouteOptions<B>): Route {
   const { endpoint } = options;
   const limit = CALLBACK_BODY_LIMIT;
-  const count = (outcome: string) => options.metrics.webhooks.inc({ endpoint, outcome });
+  const count = (outcome: string) => options.metrics.webhooks.inc([endpoint, outcome]);
   const unknownAddress = `no ${endpoint} callback is registered at this address`;
   return {
     method: 'POST',

@@ -61,7 +61,7 @@ export function mobileIdWebhookRoute(options: {
   /** Tests only (GATEWAY_TEST_PAUSE_AT): stops before the notification is stored, and between storing it and the 204. */
   pauseAt?: PauseAt;
 }): Route {
-  const count = (outcome: string) => options.metrics.webhooks.inc({ endpoint: 'mobile-id', outcome });
+  const count = (outcome: string) => options.metrics.webhooks.inc(['mobile-id', outcome]);
   return {
     method: 'POST',
     path: MOBILE_ID_NOTIFICATION_PATH,
