@@ -269,7 +269,8 @@ export function createPipeline(o: PipelineOptions): Pipeline {
             const executed = streaming.execute(args);
             return present.executed(executed instanceof Promise ? await executed : executed, context, ran);
           }
-          const subscribed = await streaming.subscribe(args, run.sink);
+          const made = streaming.subscribe(args, run.sink);
+          const subscribed = made instanceof Promise ? await made : made;
           if (Symbol.asyncIterator in subscribed) return present.subscribed!(subscribed, context, ran);
           return present.executed(subscribed as ExecutionResult, context, ran);
         }

@@ -66,7 +66,10 @@ const finished = (source: AsyncIterator<unknown>): boolean => (source as { finis
 /** The streaming transports' execute and subscribe: a subscription's results go to `sink` when one is given. */
 export interface StreamingExecution {
   execute(args: ExecutionArgs): ReturnType<typeof execute>;
-  subscribe(args: ExecutionArgs, sink?: ResultSink): Promise<ResultStream | ExecutionResult>;
+  subscribe(
+    args: ExecutionArgs,
+    sink?: ResultSink,
+  ): ResultStream | ExecutionResult | Promise<ResultStream | ExecutionResult>;
 }
 
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
@@ -80,13 +83,22 @@ const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
  * last result, located at its root field like any resolver error, so the transports mask it as they mask every
  * other error (src/execution/present.ts) instead of passing graphql-js's raw message on, or dropping the connection.
  */
-async function sharedSubscribe(
+function sharedSubscribe(
   args: ExecutionArgs,
   shared: SharedExecution,
   sink: ResultSink | undefined,
   sources: SourceStreams | undefined,
-): Promise<ResultStream | ExecutionResult> {
-  const source = await (sources ? sources.create(args) : createSourceEventStream(args));
+): Subscribed | Promise<Subscribed> {
+  const made = sources ? sources.create(args) : createSourceEventStream(args);
+  // A source made at once (a plan's, decision 154) is followed at once: no turn of the microtask queue in between.
+  if (made instanceof Promise) return made.then((source) => resultsOf(source, args, shared, sink));
+  return resultsOf(made, args, shared, sink);
+}
+
+type Subscribed = ResultStream | ExecutionResult;
+
+/** A source stream's results, or the errors it was refused with. */
+function resultsOf(source: unknown, args: ExecutionArgs, shared: SharedExecution, sink?: ResultSink): Subscribed {
   if (!source || typeof source !== 'object' || !(Symbol.asyncIterator in source)) return source as ExecutionResult;
   const iterator = (source as AsyncIterable<unknown>)[Symbol.asyncIterator]();
   return new SharedResultStream(iterator, args, shared, sink) as unknown as ResultStream;

@@ -25,6 +25,7 @@ import {
 } from 'graphql';
 import { inspect } from 'graphql/jsutils/inspect.js';
 import { isAsyncIterable } from 'graphql/jsutils/isAsyncIterable.js';
+import { isPromise } from 'graphql/jsutils/isPromise.js';
 
 type Source = AsyncIterable<unknown> | ExecutionResult;
 
@@ -99,7 +100,7 @@ export class SourceStreams {
 
   constructor(private readonly schema: GraphQLSchema) {}
 
-  create(args: ExecutionArgs): Promise<Source> {
+  create(args: ExecutionArgs): Source | Promise<Source> {
     const plan = this.planFor(args);
     if (plan === null) {
       this.stats.graphqlJs += 1;
@@ -131,7 +132,11 @@ export class SourceStreams {
     return plan;
   }
 
-  private async fromPlan(plan: Plan, args: ExecutionArgs): Promise<Source> {
+  /**
+   * Not an async function: a field whose `subscribe` returns its stream at once (every one of the gateway's) gets its
+   * source at once, where graphql-js's async `createSourceEventStream` answers a turn of the microtask queue later.
+   */
+  private fromPlan(plan: Plan, args: ExecutionArgs): Source | Promise<Source> {
     // assertValidExecutionArguments: a schema that does not validate throws, as graphql-js throws it.
     assertValidSchema(plan.schema);
     const coerced = getVariableValues(
@@ -158,23 +163,35 @@ export class SourceStreams {
       operation: plan.operation,
       variableValues,
     };
+    let stream: unknown;
     try {
-      let stream: unknown;
-      try {
-        const fieldArgs = getArgumentValues(field, fieldNodes[0]!, variableValues);
-        const resolve = field.subscribe ?? args.subscribeFieldResolver ?? defaultFieldResolver;
-        stream = await resolve(undefined, fieldArgs, args.contextValue, info);
-        if (stream instanceof Error) throw stream;
-      } catch (error) {
-        throw locatedError(error, fieldNodes, [responseName]);
-      }
-      if (!isAsyncIterable(stream))
-        throw new Error(`Subscription field must return Async Iterable. Received: ${inspect(stream)}.`);
-      return stream;
+      const fieldArgs = getArgumentValues(field, fieldNodes[0]!, variableValues);
+      const resolve = field.subscribe ?? args.subscribeFieldResolver ?? defaultFieldResolver;
+      stream = resolve(undefined, fieldArgs, args.contextValue, info);
     } catch (error) {
-      // graphql-js answers a GraphQLError and throws anything else.
-      if (error instanceof GraphQLError) return { errors: [error] };
-      throw error;
+      return located(error, plan);
     }
+    if (isPromise(stream))
+      return Promise.resolve(stream).then(
+        (resolved) => eventStream(resolved, plan),
+        (error: unknown) => located(error, plan),
+      );
+    return eventStream(stream, plan);
   }
+}
+
+/**
+ * What the field's `subscribe` gave, as graphql-js answers it: an Error located at the field, an event stream as it
+ * is, and anything else thrown (graphql-js throws what is not a GraphQLError).
+ */
+function eventStream(stream: unknown, plan: Plan): Source {
+  if (stream instanceof Error) return located(stream, plan);
+  if (!isAsyncIterable(stream))
+    throw new Error(`Subscription field must return Async Iterable. Received: ${inspect(stream)}.`);
+  return stream;
+}
+
+/** An error of the field's `subscribe` as graphql-js answers it: located at the field, the answer's only error. */
+function located(error: unknown, plan: Plan): Source {
+  return { errors: [locatedError(error, plan.fieldNodes, [plan.responseName])] };
 }

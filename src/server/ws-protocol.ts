@@ -111,30 +111,35 @@ export function graphqlTransportWs<S>(
     connection.socket.close(CloseCode.InternalServerError, INTERNAL);
   };
 
+  /** A `subscribe` message. It never rejects: what its handling throws closes the connection 4500. */
   async function subscribe(connection: ProtocolConnection<S>, message: SubscribeMessage): Promise<void> {
-    if (!connection.acknowledged) return connection.socket.close(CloseCode.Unauthorized, 'Unauthorized');
     const id = message.id;
     const subscriptions = connection.subscriptions;
-    if (subscriptions.has(id))
-      return connection.socket.close(CloseCode.SubscriberAlreadyExists, `Subscriber for ${id} already exists`);
-    subscriptions.set(id, null);
-    let operated: Operated;
     try {
-      operated = await hooks.subscribe(connection, id, message.payload);
+      if (!connection.acknowledged) return connection.socket.close(CloseCode.Unauthorized, 'Unauthorized');
+      if (subscriptions.has(id))
+        return connection.socket.close(CloseCode.SubscriberAlreadyExists, `Subscriber for ${id} already exists`);
+      subscriptions.set(id, null);
+      let operated: Operated;
+      try {
+        operated = await hooks.subscribe(connection, id, message.payload);
+      } catch (err) {
+        subscriptions.delete(id);
+        throw err;
+      }
+      // A stream is followed by a function of its own, so that what waits with it is the subscription, not its message.
+      if ('stream' in operated)
+        return void follow(connection, id, operated.stream).catch((err) => internal(connection, err));
+      try {
+        if (!subscriptions.has(id)) return;
+        if ('errors' in operated) return connection.error(id, operated.errors);
+        connection.next(id, operated.result);
+        connection.complete(id);
+      } finally {
+        subscriptions.delete(id);
+      }
     } catch (err) {
-      subscriptions.delete(id);
-      throw err;
-    }
-    // A stream is followed by a function of its own, so that what waits with it is the subscription, not its message.
-    if ('stream' in operated)
-      return void follow(connection, id, operated.stream).catch((err) => internal(connection, err));
-    try {
-      if (!subscriptions.has(id)) return;
-      if ('errors' in operated) return connection.error(id, operated.errors);
-      connection.next(id, operated.result);
-      connection.complete(id);
-    } finally {
-      subscriptions.delete(id);
+      internal(connection, err);
     }
   }
 
@@ -169,7 +174,12 @@ export function graphqlTransportWs<S>(
     }
   }
 
-  async function onMessage(connection: ProtocolConnection<S>, data: string): Promise<void> {
+  /**
+   * A message, handled at once; the messages that wait for something (`connection_init`, `ping`, `subscribe`) go on in
+   * a function of their own, which closes the connection 4500 with what it throws, as this does. Not an async
+   * function: a subscribe or a complete is one promise fewer, and no turn of the microtask queue, before it is handled.
+   */
+  function onMessage(connection: ProtocolConnection<S>, data: string): void {
     const socket = connection.socket;
     let message;
     try {
@@ -178,40 +188,51 @@ export function graphqlTransportWs<S>(
       return socket.close(CloseCode.BadRequest, 'Invalid message received');
     }
     switch (message.type) {
-      case MessageType.ConnectionInit: {
-        if (connection.initReceived)
-          return socket.close(CloseCode.TooManyInitialisationRequests, 'Too many initialisation requests');
-        connection.initReceived = true;
-        if (connection.initWait) clearTimeout(connection.initWait);
-        connection.initWait = null;
-        const payload = message.payload;
-        const params = payload && typeof payload === 'object' && !Array.isArray(payload) ? payload : undefined;
-        const admitted = await hooks.connect(connection, params, connection.upgrade!);
-        connection.upgrade = undefined;
-        if (!admitted) return socket.close(CloseCode.Forbidden, 'Forbidden');
-        connection.acknowledged = true;
-        return connection.send('{"type":"connection_ack"}');
-      }
+      case MessageType.ConnectionInit:
+        return void init(connection, message.payload).catch((err: unknown) => internal(connection, err));
       case MessageType.Ping:
-        // A turn of the microtask queue later, as graphql-ws answers (after its onPing hook): a pong then follows the
-        // ack of a connection_init sent before the ping.
-        await Promise.resolve();
-        return connection.send(
-          message.payload ? JSON.stringify({ type: MessageType.Pong, payload: message.payload }) : '{"type":"pong"}',
-        );
+        return void pong(connection, message.payload).catch((err: unknown) => internal(connection, err));
       case MessageType.Pong:
         return;
       case MessageType.Subscribe:
-        return subscribe(connection, message);
+        return void subscribe(connection, message);
       case MessageType.Complete: {
         const stream = connection.subscriptions.get(message.id);
         connection.subscriptions.delete(message.id);
-        if (stream) await stream.return?.(undefined);
+        stream?.return?.(undefined)?.catch((err: unknown) => internal(connection, err));
         return;
       }
       default:
         throw new Error(`Unexpected message of type ${message.type} received`);
     }
+  }
+
+  /** `connection_init`: the hook admits the connection (`connection_ack`) or refuses it. */
+  async function init(connection: ProtocolConnection<S>, payload: unknown): Promise<void> {
+    const socket = connection.socket;
+    if (connection.initReceived)
+      return socket.close(CloseCode.TooManyInitialisationRequests, 'Too many initialisation requests');
+    connection.initReceived = true;
+    if (connection.initWait) clearTimeout(connection.initWait);
+    connection.initWait = null;
+    const params =
+      payload && typeof payload === 'object' && !Array.isArray(payload)
+        ? (payload as Record<string, unknown>)
+        : undefined;
+    const admitted = await hooks.connect(connection, params, connection.upgrade!);
+    connection.upgrade = undefined;
+    if (!admitted) return socket.close(CloseCode.Forbidden, 'Forbidden');
+    connection.acknowledged = true;
+    connection.send('{"type":"connection_ack"}');
+  }
+
+  /**
+   * `ping`: a turn of the microtask queue later, as graphql-ws answers (after its onPing hook), so that a pong follows
+   * the ack of a connection_init sent before the ping.
+   */
+  async function pong(connection: ProtocolConnection<S>, payload: unknown): Promise<void> {
+    await Promise.resolve();
+    connection.send(payload ? JSON.stringify({ type: MessageType.Pong, payload }) : '{"type":"pong"}');
   }
 
   return {
@@ -242,7 +263,11 @@ export function graphqlTransportWs<S>(
             }, keepAliveMs)
           : null;
       socket.on('message', (data) => {
-        onMessage(connection, String(data)).catch((err: unknown) => internal(connection, err));
+        try {
+          onMessage(connection, String(data));
+        } catch (err) {
+          internal(connection, err);
+        }
       });
       socket.once('close', () => {
         if (connection.initWait) clearTimeout(connection.initWait);

@@ -74,7 +74,7 @@ function setup(behave: (args: Record<string, unknown>) => unknown = () => stream
 }
 
 /** A source's answer as data: an event stream, errors (as on the wire, with their original messages), a throw. */
-async function answer(made: () => Promise<unknown>) {
+async function answer(made: () => unknown) {
   try {
     const source = await made();
     if (source && typeof source === 'object' && Symbol.asyncIterator in source) return { stream: true };
@@ -161,7 +161,11 @@ describe('a subscription source stream from its plan (SUBSCRIPTION_COMPILED_SOUR
       },
       () => new Error('returned, not thrown'),
       () => Promise.reject(new GraphQLError('later')),
+      () => Promise.reject(new Error('the store is away, later')),
+      () => Promise.resolve(new Error('returned later')),
       () => Promise.resolve(stream()),
+      // A thenable that is not a Promise, as graphql-js's isPromise takes it.
+      () => ({ then: (resolve: (v: unknown) => void) => resolve(stream()) }),
     ];
     for (const behave of behaviours) {
       const r = await both('subscription { aliased: events(key: "k") { id } }', {}, behave);
@@ -171,7 +175,7 @@ describe('a subscription source stream from its plan (SUBSCRIPTION_COMPILED_SOUR
   });
 
   it("throws graphql-js's error when the resolver gives no event stream", async () => {
-    for (const value of [null, 42, { next: 1 }, 'text']) {
+    for (const value of [null, 42, { next: 1 }, 'text', Promise.resolve(42)]) {
       const r = await both('subscription { events(key: "k") { id } }', {}, () => value);
       expect(r.fromJs).toHaveProperty('threw');
       expect(r.fromPlan).toEqual(r.fromJs);
@@ -202,6 +206,18 @@ describe('a subscription source stream from its plan (SUBSCRIPTION_COMPILED_SOUR
       expect(r.planCalls).toEqual(r.jsCalls);
       expect(r.stats).toEqual({ planned: 0, graphqlJs: 1 });
     }
+  });
+
+  it("answers at once, not a turn later, when the field's subscribe gives its stream or error at once", () => {
+    const document = parse('subscription { events(key: "k") { id } }');
+    const streams = setup();
+    const made = streams.sources.create({ schema: streams.schema, document, contextValue: {} });
+    expect(made).not.toBeInstanceOf(Promise);
+    expect(Symbol.asyncIterator in (made as object)).toBe(true);
+    const failing = setup(() => new Error('no'));
+    const refused = failing.sources.create({ schema: failing.schema, document });
+    expect(refused).not.toBeInstanceOf(Promise);
+    expect(refused).toHaveProperty('errors');
   });
 
   it('makes a plan once per document and operation name', async () => {
