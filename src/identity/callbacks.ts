@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import { sha256 } from '../auth/caller.js';
 import { callbackDedupeKey, type EventRecord, type NewEvent } from '../events/index.js';
 import { canonicalJson } from '../fingerprint.js';
-import type { AppStorage, StorageRefusal } from '../store/app-storage.js';
+import type { AppStorage } from '../store/app-storage.js';
 import type { Database } from '../store/schema.js';
 
 /** The `meta` mark of a callback event whose payload is `SealedCallback` (events stored before it hold the body in clear). */
@@ -88,11 +88,7 @@ export class CallbackBodies {
       scope,
       ...(storage
         ? {
-            charge: {
-              take: (chars: number) => storage.take('events', scope, chars),
-              refund: (chars: number) => storage.release('events', scope, 1, chars),
-              refused: (r: StorageRefusal) => storage.refused(r),
-            },
+            charge: storage.charge('events', scope),
           }
         : {}),
     };

@@ -69,7 +69,8 @@ export class IdentificationCallbacks {
     if (!this.written.has(hash)) {
       const known = this.storage ? await this.find(token) : null;
       if (!known) {
-        const refusal = this.storage?.take('callback-addresses', createdBy) ?? null;
+        const takenAt = Date.now();
+        const refusal = this.storage?.take('callback-addresses', createdBy, 0, takenAt) ?? null;
         if (refusal) throw this.storage!.refused(refusal);
         const inserted = await this.db
           .insertInto('identification_callbacks')
@@ -77,12 +78,12 @@ export class IdentificationCallbacks {
           .onConflict((oc) => oc.column('token_hash').doNothing())
           .executeTakeFirst()
           .catch((err: unknown) => {
-            this.storage?.release('callback-addresses', createdBy, 1);
+            this.storage?.release('callback-addresses', createdBy, 1, 0, takenAt);
             throw err;
           });
         // Another replica wrote it meanwhile: it was counted there.
         if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) !== 1)
-          this.storage?.release('callback-addresses', createdBy, 1);
+          this.storage?.release('callback-addresses', createdBy, 1, 0, takenAt);
       }
       this.written.set(hash, true);
     }

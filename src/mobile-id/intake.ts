@@ -329,11 +329,7 @@ export class NotificationIntake {
   private charge(scope: string | null): StorageCharge | null {
     const storage = this.options.storage;
     if (scope === null || storage === null) return null;
-    return {
-      take: (chars) => storage.take('events', scope, chars),
-      refund: (chars) => storage.release('events', scope, 1, chars),
-      refused: (refusal) => storage.refused(refusal),
-    };
+    return storage.charge('events', scope);
   }
 
   /**

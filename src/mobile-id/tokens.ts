@@ -96,7 +96,7 @@ export class NotificationTokens {
         })
         .execute();
     } catch (err) {
-      this.storage?.release('notification-tokens', caller.scope, 1);
+      this.storage?.release('notification-tokens', caller.scope, 1, 0, now);
       throw err;
     }
     return { token, authReqId: options.authReqId, expiresAt: new Date(expiresAt) };

@@ -175,12 +175,26 @@ export class AppStorage {
     return new StorageBoundError(refusal);
   }
 
-  /** Gives back rows (and their characters) that were counted but not written, or that a purge removed. */
-  release(kind: StorageKind, scope: string, rows: number, chars = 0): void {
+  /**
+   * Gives back rows (and their characters) that were counted but not written, or that a purge removed. A row `take`
+   * counted at `takenAt` and not written after all (a duplicate, a conflict, an insert that failed) is given back to
+   * that minute's counts too, while that minute lasts: a refusal or a repeat uses up nothing.
+   */
+  release(kind: StorageKind, scope: string, rows: number, chars = 0, takenAt?: number): void {
     const u = this.usage[kind].get(scope);
     if (!u) return;
     u.rows = Math.max(0, u.rows - rows);
     u.chars = Math.max(0, u.chars - chars);
+    // The minute it was counted in is still the current one: no later `take` has started a new one since.
+    if (takenAt !== undefined && u.windowStart <= takenAt) {
+      u.windowRows = Math.max(0, u.windowRows - rows);
+      u.windowChars = Math.max(0, u.windowChars - chars);
+    }
+  }
+
+  /** One row of `kind` on `scope`'s credentials, as an append charges it: taken, refunded if not written, refused. */
+  charge(kind: StorageKind, scope: string): OwnerCharge {
+    return new OwnerCharge(this, kind, scope);
   }
 
   /**
@@ -257,5 +271,29 @@ export class AppStorage {
         if (u.rows > 0 || u.chars > 0) out.push({ app: this.label(scope), kind, rows: u.rows, chars: u.chars });
     }
     return out;
+  }
+}
+
+/** `AppStorage.charge`: the time of its `take`, so that a refund gives back that minute's count too. */
+class OwnerCharge {
+  private takenAt = 0;
+
+  constructor(
+    private readonly storage: AppStorage,
+    private readonly kind: StorageKind,
+    private readonly scope: string,
+  ) {}
+
+  take(chars: number): StorageRefusal | null {
+    this.takenAt = Date.now();
+    return this.storage.take(this.kind, this.scope, chars, this.takenAt);
+  }
+
+  refund(chars: number): void {
+    this.storage.release(this.kind, this.scope, 1, chars, this.takenAt);
+  }
+
+  refused(refusal: StorageRefusal): StorageBoundError {
+    return this.storage.refused(refusal);
   }
 }

@@ -102,6 +102,42 @@ describe('per-app storage bounds', () => {
     expect(await metric(gw, 'gateway_app_storage_rows', { app: 'shop', kind: 'events' })).toBe(5);
   });
 
+  it("repeats and conflicts use up none of an app's bound a minute: what they counted is given back", async () => {
+    const gw = await start({ ...KEYS, APP_EVENTS_PER_MINUTE: '3', APP_EVENT_BYTES_PER_MINUTE: '2000' });
+    const token = await tokenOf(gw, SHOP);
+    expect((await postNotification(gw, failure('repeated'), { token })).status).toBe(204);
+    // Three exact repeats (204, nothing stored) and three conflicts (409, nothing stored) of the stored one.
+    for (let i = 0; i < 3; i++) {
+      expect((await postNotification(gw, failure('repeated'), { token })).status).toBe(204);
+      const conflict = await postNotification(gw, failure('repeated', { error_description: `other ${i}` }), { token });
+      expect(conflict.status, conflict.text).toBe(409);
+    }
+    // One event stored this minute, under the bound of 3: two new notifications are stored, the third is refused.
+    expect((await postNotification(gw, failure('second'), { token })).status).toBe(204);
+    expect((await postNotification(gw, failure('third'), { token })).status).toBe(204);
+    const refused = await postNotification(gw, failure('fourth'), { token });
+    expect(refused.status).toBe(429);
+    expect(refused.text).toContain('APP_EVENTS_PER_MINUTE');
+    expect(await rows(gw, 'events')).toBe(3);
+  });
+
+  it("repeats of a verification callback use up none of its app's bound a minute", async () => {
+    const gw = await start({ ...KEYS, APP_EVENTS_PER_MINUTE: '2', SANDBOX_CALLBACK_DELAY_MS: '600000' });
+    const registered = await gw.graphql(
+      `mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }`,
+      { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Tamm' } } },
+      { key: SHOP },
+    );
+    expect(registered.errors).toBeUndefined();
+    const id = registered.data!.registerVerification.verification.externalId as string;
+    const url = gw.gateway.sandbox.verification!.verifications().find((v) => v.externalId === id)!.callbackUrl!;
+    expect(await post(url, { status: 'A' })).toBe(204);
+    for (let i = 0; i < 3; i++) expect(await post(url, { status: 'A' })).toBe(204);
+    // Two events this minute with the second: the repeats counted nothing.
+    expect(await post(url, { status: 'B' })).toBe(204);
+    expect(await rows(gw, 'events')).toBe(2);
+  });
+
   it('notifications kept pending verification count against the bound of the app a configured token is bound to', async () => {
     // The operator's JWKS is down (503): a notification with a valid token is kept pending, 204.
     const jwks = http.createServer((_req, res) => void res.writeHead(503).end());
