@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 
 import { WebhookErrorCode } from '../../errors.js';
@@ -17,18 +18,32 @@ export interface WebhookBodyOptions {
   unsupported: { status: 400 | 415; description: string };
 }
 
+const REPLACEMENT = '\uFFFD';
+
+/** How many times `part` occurs in `text`. */
+function count(text: string, part: string): number {
+  let n = 0;
+  for (let i = text.indexOf(part); i !== -1; i = text.indexOf(part, i + part.length)) n += 1;
+  return n;
+}
+
 /**
  * An `application/x-www-form-urlencoded` body as an object of its fields (text). A field given twice is refused:
- * which one counts would be a guess.
+ * which one counts would be a guess. So is a field whose percent-encoded bytes are not UTF-8 (each would be U+FFFD).
  */
 export function formFields(
   text: string,
 ): { ok: true; body: Record<string, string> } | { ok: false; description: string } {
   const body: Record<string, string> = {};
+  let replaced = 0;
   for (const [name, value] of new URLSearchParams(text)) {
     if (Object.hasOwn(body, name)) return { ok: false, description: `${name} is given more than once` };
     body[name] = value;
+    if (value.includes(REPLACEMENT) || name.includes(REPLACEMENT)) replaced += count(name + value, REPLACEMENT);
   }
+  // Percent-encoded bytes that are not UTF-8 decode to U+FFFD: more of it than the text spells is such bytes.
+  if (replaced > count(text, REPLACEMENT) + count(text.toUpperCase(), '%EF%BF%BD'))
+    return { ok: false, description: 'a form field is not valid UTF-8 once decoded' };
   return { ok: true, body };
 }
 
@@ -50,24 +65,46 @@ export const CALLBACK_BODY: Omit<WebhookBodyOptions, 'limit'> = {
 /** Deepest nesting of arrays and objects a webhook body may have. */
 export const MAX_WEBHOOK_DEPTH = 64;
 
-/** True when `value` nests arrays and objects deeper than `max` (iterative: a deep body cannot overflow the stack). */
-function depthOver(value: unknown, max: number): boolean {
+/** String.prototype.isWellFormed (ES2024: Node 20 has it, TypeScript's ES2023 library does not). */
+const wellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
+
+/** Why a leaf of a body cannot be taken as it is: a lone surrogate, or a number JSON cannot hold; null if it can. */
+function unsoundLeaf(value: unknown): string | null {
+  if (typeof value === 'string') return wellFormed(value) ? null : 'a string in the body is not valid Unicode text';
+  if (typeof value === 'number' && !Number.isFinite(value)) return 'a number in the body is out of range';
+  return null;
+}
+
+/**
+ * Why a parsed body cannot be taken as it is, or null: it nests arrays and objects deeper than `max`, or one of its
+ * strings (a name or a value) holds a lone surrogate (`"\ud800"`: stored as text it would read back as U+FFFD, so two
+ * identifiers would be one), or a number is out of what JSON holds (`1e999` parses as Infinity, which JSON cannot
+ * write back). Iterative: a deep body cannot overflow the stack.
+ */
+function unsound(value: unknown, max: number): string | null {
   // Two parallel stacks of the containers still to look into and their depths: no pair allocated per value, and a
   // leaf (most of a body) is never pushed.
-  if (value === null || typeof value !== 'object') return false;
+  if (value === null || typeof value !== 'object') return unsoundLeaf(value);
   const containers: object[] = [value];
   const depths: number[] = [1];
   while (containers.length) {
     const v = containers.pop()!;
     const depth = depths.pop()!;
-    if (depth > max) return true;
-    for (const child of Array.isArray(v) ? (v as unknown[]) : Object.values(v)) {
-      if (child === null || typeof child !== 'object') continue;
+    if (depth > max) return `the body nests deeper than ${max} levels`;
+    const array = Array.isArray(v);
+    for (const key in v) {
+      if (!array && !wellFormed(key)) return 'a name in the body is not valid Unicode text';
+      const child = (v as Record<string, unknown>)[key];
+      if (child === null || typeof child !== 'object') {
+        const unsoundChild = unsoundLeaf(child);
+        if (unsoundChild !== null) return unsoundChild;
+        continue;
+      }
       containers.push(child as object);
       depths.push(depth + 1);
     }
   }
-  return false;
+  return null;
 }
 
 /** Why a body was refused, in the words the mobile-ID quarantine counts them by. */
@@ -128,6 +165,8 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
       close: true,
     };
   }
+  // Decoded, bytes that are not UTF-8 would each become U+FFFD: two different identifiers could read as one.
+  if (!isUtf8(raw)) return malformed('the body is not valid UTF-8 text');
   const text = raw.toString('utf8');
   if (parser === 'json') {
     let body: unknown;
@@ -136,8 +175,9 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
     } catch {
       return malformed('the body is not valid JSON');
     }
-    // Everything downstream (canonical JSON, schemas, digests) walks the body recursively.
-    if (depthOver(body, MAX_WEBHOOK_DEPTH)) return malformed(`the body nests deeper than ${MAX_WEBHOOK_DEPTH} levels`);
+    // Everything downstream (canonical JSON, schemas, digests) walks the body recursively, and stores its strings.
+    const refusal = unsound(body, MAX_WEBHOOK_DEPTH);
+    if (refusal !== null) return malformed(refusal);
     return { ok: true, body, type };
   }
   const parsed = parser(text);
