@@ -30,15 +30,18 @@ export interface JwtParts {
 }
 
 /**
- * A compact JWE (RFC 7516 §7.1: five base64url parts, the encrypted key empty for direct encryption). The
- * operator may encrypt the id_token to the relying party's key; the gateway holds no decryption key, so such a
- * token is kept sealed as received and reported as not checked.
+ * A compact JWE (RFC 7516 §7.1: five base64url parts, the encrypted key empty for direct encryption), whose protected
+ * header is a JSON object naming its `alg` and `enc` (§4.1.1, §4.1.2: both required). The operator may encrypt the
+ * id_token to the relying party's key; the gateway holds no decryption key, so such a token is kept sealed as
+ * received and reported as not checked. Five parts of anything else are no JWE.
  */
 export function isCompactJwe(token: string): boolean {
   // A token without four dots is no JWE; the pattern would scan all of it to say so (every signed id_token).
   let dot = -1;
   for (let n = 0; n < 4; n++) if ((dot = token.indexOf('.', dot + 1)) === -1) return false;
-  return COMPACT_JWE.test(token);
+  if (!COMPACT_JWE.test(token)) return false;
+  const header = jsonPart(token.slice(0, token.indexOf('.')));
+  return header !== null && typeof header.alg === 'string' && typeof header.enc === 'string';
 }
 
 const COMPACT_JWE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;

@@ -170,6 +170,26 @@ describe('the mobile-ID webhook accepts every way the spec allows a value to be 
     expect(JSON.stringify(rows)).not.toContain(jwe);
   });
 
+  it('refuses five base64url parts that are no JWE: a header that is no JSON object with alg and enc', async () => {
+    const part = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+    const fakes = {
+      'jwe-garbage': 'AAAA.BBBB.CCCC.DDDD.EEEE',
+      'jwe-no-enc': `${part({ alg: 'RSA-OAEP-256' })}.key.iv.ct.tag`,
+      'jwe-no-alg': `${part({ enc: 'A256GCM' })}..iv.ct.tag`,
+      'jwe-array': `${part(['RSA-OAEP-256', 'A256GCM'])}..iv.ct.tag`,
+    };
+    for (const [authReqId, token] of Object.entries(fakes)) {
+      const n = await build(authReqId, { fields: { id_token: token } });
+      const r = await postNotification(gw, n.body);
+      expect(r.status, `${authReqId}: ${r.text}`).toBe(400);
+      expect(JSON.parse(r.text).error_description).toMatch(/id_token.*is neither a well-formed JWT/);
+      expect(await storedEvents(gw, authReqId)).toEqual([]);
+    }
+    // The same header with its enc is a JWE, kept as received.
+    const n = await build('jwe-both', { fields: { id_token: `${part({ alg: 'dir', enc: 'A256GCM' })}..iv.ct.tag` } });
+    expect((await postNotification(gw, n.body)).status).toBe(204);
+  });
+
   it('accepts an id_token carrying only sub and acr when a JWKS is configured: signature VALID, the rest ABSENT', async () => {
     const claims = {
       iss: undefined,
@@ -212,7 +232,8 @@ describe('the mobile-ID webhook accepts every way the spec allows a value to be 
 
   it('leaves the quarantine untouched by every notification above', async () => {
     const rows = (await gw.graphql(REJECTIONS)).data!.mobileIdRejections as Array<{ authReqId: string }>;
-    expect(rows.map((r) => r.authReqId).filter((id) => !['wrong-iss', 'wrong-aud'].includes(id))).toEqual([]);
+    const refusedAbove = ['wrong-iss', 'wrong-aud', 'jwe-garbage', 'jwe-no-enc', 'jwe-no-alg', 'jwe-array'];
+    expect(rows.map((r) => r.authReqId).filter((id) => !refusedAbove.includes(id))).toEqual([]);
   });
 });
 

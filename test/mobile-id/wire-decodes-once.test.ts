@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { isCompactJwe, parseNotification } from '../../src/mobile-id/wire.js';
 
 const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
+const JWE_HEADER = b64({ alg: 'dir', enc: 'A256GCM' });
 const jwt = (claims: object) => `${b64({ alg: 'RS256', kid: 'k' })}.${b64(claims)}.sig`;
 const body = (overrides: Record<string, unknown>) => ({
   auth_req_id: 'a-1',
@@ -24,14 +25,18 @@ describe('parseNotification', () => {
   });
 
   it('hands no claims for an encrypted id_token (JWE), which stays sealed', () => {
-    const sealed = parseNotification(body({ id_token: 'aaa..bbb.ccc.ddd' }));
+    const sealed = parseNotification(body({ id_token: `${JWE_HEADER}..bbb.ccc.ddd` }));
     expect(sealed.ok && sealed.notification.outcome === 'success' && sealed.notification.idToken).toBeNull();
   });
 
-  it('tells a JWE by its five base64url parts alone, whatever the count of dots', () => {
-    expect(isCompactJwe('aaa..bbb.ccc.ddd')).toBe(true);
-    expect(isCompactJwe('aaa.kkk.bbb.ccc.ddd')).toBe(true);
+  it('tells a JWE by its five base64url parts and a header that names alg and enc, whatever the count of dots', () => {
+    expect(isCompactJwe(`${JWE_HEADER}..bbb.ccc.ddd`)).toBe(true);
+    expect(isCompactJwe(`${JWE_HEADER}.kkk.bbb.ccc.ddd`)).toBe(true);
     for (const token of [
+      'aaa..bbb.ccc.ddd',
+      `${b64({ alg: 'dir' })}..bbb.ccc.ddd`,
+      `${b64({ enc: 'A256GCM' })}..bbb.ccc.ddd`,
+      `${b64({ alg: 'dir', enc: 1 })}..bbb.ccc.ddd`,
       jwt({ sub: 'user-1' }),
       '',
       'a.b',
