@@ -6,6 +6,7 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { startingHandler } from '../server/health.js';
 import { createRequestHandler } from '../server/http.js';
+import { refuseUnreadRequest } from '../server/respond.js';
 import { SHUTDOWN } from './options.js';
 import type { Transports } from './transports.js';
 
@@ -20,6 +21,7 @@ export class GatewayServer {
     private readonly host: string,
   ) {
     this.server.keepAliveTimeout = 65_000;
+    this.server.on('clientError', refuseUnreadRequest);
   }
 
   async listen(): Promise<void> {

@@ -1,9 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
+import { WebhookErrorCode } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/index.js';
-import type { Route } from './http.js';
-import { sendJson } from './respond.js';
+import { requestIdOf, type Route } from './http.js';
+import { sendJson, sendOAuthError } from './respond.js';
 
 /**
  * /healthz: the process answers. /readyz: the store answers too, and nothing in `notReady` (the event bus of a
@@ -69,13 +70,13 @@ export function startingHandler(why: () => string) {
   return (req: IncomingMessage, res: ServerResponse): void => {
     const path = (req.url ?? '').split('?')[0];
     req.resume();
-    if (path === '/healthz') return sendJson(res, 200, { status: 'ok' });
-    if (path === '/readyz') return sendJson(res, 503, { status: 'starting', error: why() });
-    sendJson(
-      res,
-      503,
-      { error: 'unavailable', error_description: `the gateway is starting: ${why()}` },
-      { 'retry-after': '5' },
-    );
+    const id = { 'x-request-id': requestIdOf(req) };
+    if (path === '/healthz') return sendJson(res, 200, { status: 'ok' }, id);
+    if (path === '/readyz') return sendJson(res, 503, { status: 'starting', error: why() }, id);
+    // As the running gateway answers a store that is away: the sender (a webhook's) retries a 503.
+    sendOAuthError(res, 503, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, `the gateway is starting: ${why()}`, {
+      ...id,
+      'retry-after': '5',
+    });
   };
 }

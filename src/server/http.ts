@@ -33,6 +33,12 @@ export interface Route {
 
 const REQUEST_ID_RE = /^[\w.:-]{1,128}$/;
 
+/** A request's id: its X-Request-Id when that is sane, else a fresh UUID. */
+export function requestIdOf(req: IncomingMessage): string {
+  const incoming = req.headers['x-request-id'];
+  return typeof incoming === 'string' && REQUEST_ID_RE.test(incoming) ? incoming : randomUUID();
+}
+
 /**
  * The request handler of the one HTTP port: a request id on every log line (taken from X-Request-Id
  * when it is sane), a route table, and a masked 500 for anything a route throws.
@@ -41,8 +47,7 @@ export function createRequestHandler(options: { routes: Route[]; logger: Logger;
   const { routes, logger, metrics } = options;
   return (req: IncomingMessage, res: ServerResponse): void => {
     const started = performance.now();
-    const incoming = req.headers['x-request-id'];
-    const requestId = typeof incoming === 'string' && REQUEST_ID_RE.test(incoming) ? incoming : randomUUID();
+    const requestId = requestIdOf(req);
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const pathname = q === -1 ? url : url.slice(0, q);

@@ -1,6 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 
-import type { WebhookErrorCode } from '../errors.js';
+import { WebhookErrorCode } from '../errors.js';
 
 export class BodyTooLargeError extends Error {
   constructor(readonly limit: number) {
@@ -79,6 +81,32 @@ export function sendOAuthError(
   headers: Record<string, string> = {},
 ): void {
   sendJson(res, status, { error, error_description: description }, headers);
+}
+
+/** Node's parser refusals, as Node answers them by itself (its status), with what the gateway says of each. */
+const UNREAD: Record<string, [status: number, reason: string, description: string]> = {
+  HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'the request headers are too large'],
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: [413, 'Payload Too Large', 'the chunk extensions are too large'],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'the request did not arrive in time'],
+};
+
+/**
+ * The answer to a request Node's HTTP parser refused (its `clientError`): the status Node would answer, and as every
+ * other refusal an OAuth error body and an `X-Request-Id`, then the connection closed. As Node does, nothing is written
+ * on a connection that has answered before (a response may be on its way) or can no longer be written.
+ */
+export function refuseUnreadRequest(err: Error & { code?: string }, socket: Duplex & { bytesWritten?: number }): void {
+  if (err.code === 'ECONNRESET' || !socket.writable || (socket.bytesWritten ?? 0) > 0) {
+    socket.destroy();
+    return;
+  }
+  const [status, reason, description] = UNREAD[err.code ?? ''] ?? [400, 'Bad Request', 'the request is not valid HTTP'];
+  const body = JSON.stringify({ error: WebhookErrorCode.INVALID_REQUEST, error_description: description });
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\ncache-control: no-store\r\nx-request-id: ${randomUUID()}\r\n` +
+      `connection: close\r\n\r\n${body}`,
+  );
 }
 
 export function mediaType(req: IncomingMessage): string {
