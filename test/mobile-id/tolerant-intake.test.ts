@@ -79,6 +79,23 @@ describe('the mobile-ID webhook accepts every way the spec allows a value to be 
     });
   });
 
+  it("takes the other scenario's fields written as null as absent: every field a serializer knows, in each", async () => {
+    const success = await build('other-null-success', { fields: { error: null, error_description: null } });
+    const s = await deliverWatched(gw, 'other-null-success', success.body);
+    expect(s.status).toBe(204);
+    expect(s.stored).toMatchObject({ __typename: 'MobileIdAuthenticated', authReqId: 'other-null-success' });
+    const tokens = { access_token: null, id_token: null, token_type: null, expires_in: null };
+    const failure = await build('other-null-failure', { outcome: 'CANCELLED_BY_USER', fields: tokens });
+    const f = await deliverWatched(gw, 'other-null-failure', failure.body);
+    expect(f.status).toBe(204);
+    expect(f.stored).toMatchObject({ __typename: 'MobileIdAuthenticationFailed', reason: 'CANCELLED_BY_USER' });
+    // A value that is not null still makes the notification both: refused.
+    const both = await build('other-both', { fields: { error: 'access_denied' } });
+    const r = await postNotification(gw, both.body);
+    expect(r.status).toBe(400);
+    expect(r.text).toContain('not both');
+  });
+
   it('reads auth_req_id, correlation_id and the sub claim given as numbers as their decimal text', async () => {
     const n = await build('4242', { fields: { auth_req_id: 4242, correlation_id: 77 }, claims: { sub: 380501234567 } });
     const r = await deliverWatched(gw, '4242', n.body);
@@ -232,7 +249,15 @@ describe('the mobile-ID webhook accepts every way the spec allows a value to be 
 
   it('leaves the quarantine untouched by every notification above', async () => {
     const rows = (await gw.graphql(REJECTIONS)).data!.mobileIdRejections as Array<{ authReqId: string }>;
-    const refusedAbove = ['wrong-iss', 'wrong-aud', 'jwe-garbage', 'jwe-no-enc', 'jwe-no-alg', 'jwe-array'];
+    const refusedAbove = [
+      'wrong-iss',
+      'wrong-aud',
+      'jwe-garbage',
+      'jwe-no-enc',
+      'jwe-no-alg',
+      'jwe-array',
+      'other-both',
+    ];
     expect(rows.map((r) => r.authReqId).filter((id) => !refusedAbove.includes(id))).toEqual([]);
   });
 });
