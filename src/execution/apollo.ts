@@ -77,7 +77,7 @@ export function apolloSetup(o: {
   };
 }
 
-const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
+const QUERIES_AND_MUTATIONS = ['query', 'mutation'] as OperationTypeNode[];
 
 /**
  * Apollo's path through the pipeline's one entry: once Apollo has parsed, validated and picked the operation, the
@@ -98,7 +98,8 @@ function pipelinePlugin(pipeline: Pipeline, present: HttpPresenter): ApolloServe
         transport: 'http',
         requestId: contextValue.requestId,
         context: contextValue,
-        allow: ALL_OPERATIONS,
+        // As the direct path: a subscription (POST or GET) is refused, BAD_REQUEST; it runs over WebSocket and SSE.
+        allow: QUERIES_AND_MUTATIONS,
         trustedResolved: true,
         validated: document,
         variables: 'in-run',

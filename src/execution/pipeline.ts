@@ -125,6 +125,8 @@ export interface PipelineOptions {
 }
 
 const QUERIES_AND_MUTATIONS: readonly OperationTypeNode[] = ['query', 'mutation'] as OperationTypeNode[];
+/** Where a subscription refused by `allow` runs instead (docs/contract.md, Routes). */
+const SUBSCRIPTIONS_RUN_ON = '. Subscriptions run over WebSocket (/graphql) and Server-Sent Events (/graphql/stream)';
 
 export function createPipeline(o: PipelineOptions): Pipeline {
   const scopes = scopeCheck(o.schema);
@@ -227,15 +229,15 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       const found = prepare(params, run.trustedResolved, run.validated);
       if (!('prepared' in found)) return present.refused(found.stage, found.errors, run.context);
       const { prepared, document, operation } = found;
+      // Named before the allow check: Apollo names the request's span once it has picked the operation, refused or not.
+      present.picked?.(operation.operation, operation.name?.value || null);
       if (!allow.includes(operation.operation)) {
+        const type = operation.operation;
+        const refused = `this call runs ${allow.join(' or ')} operations only, not a ${type}; nothing was run`;
+        const message = type === 'subscription' ? refused + SUBSCRIPTIONS_RUN_ON : refused;
         return present.refused(
           'allow',
-          [
-            new GraphQLError(
-              `this call runs ${allow.join(' or ')} operations only, not a ${operation.operation}; nothing was run`,
-              { extensions: { code: ErrorCode.BAD_REQUEST } },
-            ),
-          ],
+          [new GraphQLError(message, { extensions: { code: ErrorCode.BAD_REQUEST } })],
           run.context,
         );
       }
@@ -243,7 +245,6 @@ export function createPipeline(o: PipelineOptions): Pipeline {
         const invalid = checkVariables(operation, params.variables ?? {});
         if (invalid) return present.refused('variables', invalid, run.context);
       }
-      present.picked?.(operation.operation, operation.name?.value || null);
       let context = run.context;
       try {
         const admitted = o.admit(caller, document, operation, params.variables);

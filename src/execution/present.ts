@@ -158,8 +158,9 @@ export function noStoreValue(existing: string | undefined): string {
 
 /**
  * An admission refusal as HTTP answers it (Apollo's `http` error extension, removed before the response is written):
- * 429 with `Retry-After` for RATE_LIMITED, 403 for FORBIDDEN, 400 for a limit. Over HTTP a refused operation is a refused request;
- * the streaming transports send the same error without a status.
+ * 429 with `Retry-After` for RATE_LIMITED, 403 for FORBIDDEN, 400 for a limit or for an operation of a type the call
+ * does not run (a subscription over HTTP). Over HTTP a refused operation is a refused request; the streaming transports
+ * send the same error without a status.
  */
 export function forHttp(refusal: GraphQLError): GraphQLError {
   const http =
@@ -265,8 +266,9 @@ interface Head {
  * pipeline answer byte for byte alike (test/server/direct-path.test.ts): a refused document is Apollo's
  * GRAPHQL_PARSE_FAILED or GRAPHQL_VALIDATION_FAILED (400), an operation that cannot be picked its
  * OPERATION_RESOLUTION_FAILURE (400), an admission refusal its status (src/execution/present.ts forHttp), a
- * variable error BAD_USER_INPUT (400); every answer but an authentication failure carries the gateway's plugins'
- * effects (cache-control, warnings), and with tracing on the operation span is named and its error codes recorded.
+ * subscription BAD_REQUEST (400: it runs over WebSocket and SSE only), a variable error BAD_USER_INPUT (400); every
+ * answer but an authentication failure carries the gateway's plugins' effects (cache-control, warnings), and with
+ * tracing on the operation span is named and its error codes recorded.
  */
 export class HttpPresenter implements Presenter<HttpAnswer> {
   constructor(
@@ -286,7 +288,7 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
           ? errors.map((e) => new ApolloValidationError(e))
           : stage === 'operation'
             ? errors.map((e) => new OperationResolutionError(e))
-            : stage === 'admit'
+            : stage === 'admit' || stage === 'allow'
               ? errors.map(forHttp)
               : errors;
     return this.errorResult(apolloErrors, context);

@@ -169,7 +169,8 @@ export class DirectPath {
       transport: 'http',
       requestId,
       context: contextValue,
-      allow: ALL_OPERATIONS,
+      // Subscriptions run over WebSocket and SSE (docs/contract.md, Routes): one sent here is refused, BAD_REQUEST.
+      allow: QUERIES_AND_MUTATIONS,
       trustedResolved: true,
       variables: 'in-run',
       present: this.present,
@@ -200,7 +201,7 @@ export class DirectPath {
   }
 }
 
-const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
+const QUERIES_AND_MUTATIONS = ['query', 'mutation'] as OperationTypeNode[];
 
 function isRecord(o: unknown): o is Record<string, unknown> {
   return !!o && typeof o === 'object' && !Buffer.isBuffer(o) && !Array.isArray(o);

@@ -42,6 +42,8 @@ interface SseContext {
   refusal?: GraphQLError;
   /** The context of the request's operation, for graphql-sse's onNext and onComplete (set by onSubscribe). */
   operation?: GraphQLContext;
+  /** A request that may open a distinct event stream: the `id:` of each of its `next` events to come (see EventIds). */
+  ids?: EventIds;
 }
 
 const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
@@ -53,7 +55,19 @@ interface Reservation {
   scope: string;
   connected: boolean;
   timer: NodeJS.Timeout | undefined;
+  /** The `id:` of each `next` event to come on the reserved stream, whichever request added its operation. */
+  ids: EventIds;
 }
+
+/**
+ * The SSE `id:` of each `next` event an event stream has yet to write, in order: its result's cursor
+ * (`extensions.cursor`, src/execution/shared.ts), or undefined for a result without one (a query's, a mutation's).
+ * onNext adds one per result it hands graphql-sse, and the stream's writer takes one per `next` event it writes:
+ * graphql-sse (pinned) writes each result's `next` event one await after its onNext returns, so the events of every
+ * operation on a stream come in the order onNext saw their results. The cursor is read from the result object, never
+ * from the event's text, where a JSON scalar of the data may hold a key "cursor" of its own.
+ */
+type EventIds = (string | undefined)[];
 
 type Params = { query?: unknown; documentId?: unknown; extensions?: unknown; [k: string]: unknown };
 
@@ -179,16 +193,24 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       // graphql-sse has queued the operation's `complete`: a stream ending at its token's expiry may end now.
       completions.get(ctx)?.();
     },
-    onNext(ctx, _req, result) {
+    onNext(ctx, req, result) {
       // graphql-sse passes the operation's contextValue as ctx: a mutation sent here carries its warnings too.
       // The same masking as over HTTP and WebSocket: unexpected errors become INTERNAL_SERVER_ERROR.
-      return deliverable(
+      const out = deliverable(
         result as ExecutionResult,
         'incremental' in result ? undefined : (ctx as unknown as GraphQLContext),
         options.logger,
       );
+      const cursor = out.extensions?.cursor;
+      idsOf(req.context)?.push(typeof cursor === 'string' ? cursor : undefined);
+      return out;
     },
   });
+
+  /** The ids of the event stream a request's operation writes to: its reserved stream's, or its own distinct one's. */
+  function idsOf(context: SseContext, stream = context.stream): EventIds | undefined {
+    return (stream === undefined ? undefined : reservations.get(stream)?.ids) ?? context.ids;
+  }
 
   function withStream(context: GraphQLContext, stream: string | undefined): GraphQLContext {
     if (stream !== undefined) streamOf.set(context, stream);
@@ -239,7 +261,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   }
 
   function reserve(token: string, scope: string): void {
-    const reservation: Reservation = { scope, connected: false, timer: undefined };
+    const reservation: Reservation = { scope, connected: false, timer: undefined, ids: [] };
     if (options.scheduleRelease) {
       options.scheduleRelease(() => void release(token));
     } else {
@@ -294,6 +316,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       caller: auth.caller,
       requestId: ctx.requestId,
       ...(typeof given === 'string' && req.method !== 'PUT' ? { stream: given } : {}),
+      ...(accept === 'text/event-stream' ? { ids: [] } : {}),
     };
 
     if (req.method === 'PUT') {
@@ -389,6 +412,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     const stop = () => void responseBody.return(undefined);
     res.once('close', stop);
     const stream = token;
+    const ids = idsOf(context, token);
     const cancelExpiry =
       stream === undefined
         ? undefined
@@ -396,7 +420,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     try {
       for await (const chunk of responseBody) {
         if (!res.writable) break;
-        const out = withEventId(chunk);
+        const out = chunk.startsWith(NEXT_EVENT) ? withEventId(chunk, ids?.shift()) : chunk;
         const closed = await new Promise<boolean>((resolve, reject) =>
           res.write(out, (err) => (err ? reject(err) : resolve(false))),
         );
@@ -424,22 +448,16 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   };
 }
 
-const CURSOR_FIELD = '"cursor":"';
+const NEXT_EVENT = 'event: next';
+/** A cursor holds only base64url characters (src/events/cursor.ts): nothing that could end the `id:` line. */
+const EVENT_ID = /^[A-Za-z0-9_-]+$/;
 
 /**
- * A `next` event with its result's cursor (`extensions.cursor`, src/execution/shared.ts) as its SSE `id`, so that an
- * EventSource that reconnects sends it back as Last-Event-ID. The cursor is the last `"cursor":"` of the event's data:
- * graphql-js puts `extensions` after `data` and `errors`, and a cursor holds only base64url characters.
+ * A `next` event with its result's cursor as its SSE `id`, so that an EventSource that reconnects sends it back as
+ * Last-Event-ID; a result without a cursor gets no `id`.
  */
-function withEventId(chunk: string): string {
-  if (!chunk.startsWith('event: next')) return chunk;
-  const at = chunk.lastIndexOf(CURSOR_FIELD);
-  if (at === -1) return chunk;
-  const start = at + CURSOR_FIELD.length;
-  const end = chunk.indexOf('"', start);
-  const cursor = chunk.slice(start, end);
-  if (end === -1 || !/^[A-Za-z0-9_-]+$/.test(cursor)) return chunk;
-  return `id: ${cursor}\n${chunk}`;
+function withEventId(chunk: string, cursor: string | undefined): string {
+  return cursor !== undefined && EVENT_ID.test(cursor) ? `id: ${cursor}\n${chunk}` : chunk;
 }
 
 /** A subscription that ends at its token's expiry; `expire` ends it sooner and resolves once its `complete` is queued. */

@@ -298,12 +298,15 @@ describe('POST /graphql answers the same with and without cached plans', () => {
         )
       ).status,
     ).toBe(400);
-    await both(
+    // Subscriptions run over WebSocket and SSE: refused before anything runs, as a request error.
+    const subscription = await both(
       {
         query: 'subscription { mobileIdAuthentication(authReqId: "x") { __typename } }',
       },
       { path: 'direct' },
     );
+    expect(subscription.status).toBe(400);
+    expect(JSON.parse(subscription.body).errors[0].extensions.code).toBe('BAD_REQUEST');
     expect((await both({ query: '{ __typename }' }, { path: 'direct', headers: { authorization: '' } })).status).toBe(
       401,
     );
@@ -438,11 +441,12 @@ describe('the operation span is the same through both paths', () => {
         query:
           'mutation Fail { createNetwork(input: { projectId: "3fa85f64-5717-4562-b3fc-2c963f66afa6", title: "n" }) { network { id } } }',
       },
+      { query: 'subscription Refused { heartbeat(count: 1) }' },
     ]) {
       const [a, p] = [await spanOf(gws[0]!, body), await spanOf(gws[1]!, body)];
       expect(p).toEqual(a);
     }
-    expect(gws[1]!.gw.gateway.directPath!.stats.direct).toBe(4);
+    expect(gws[1]!.gw.gateway.directPath!.stats.direct).toBe(5);
   });
 });
 
