@@ -50,10 +50,12 @@ export class ProtocolConnection<S> {
    */
   initWait: NodeJS.Timeout | null = null;
   /**
-   * The connection's subscriptions by id: null while its operation is set up, then its stream. An id leaves when its
-   * subscription ends (its `complete` written, or the client's), and may then be used again.
+   * The connection's subscriptions by id: a mark of its own while its operation is set up, then its stream. An id
+   * leaves when its subscription ends (its `complete` written, or the client's), and may then be used again: each
+   * subscription finds its own entry by identity, so that one completed by the client while it was set up neither
+   * takes nor ends the entry of a later subscription under the same id.
    */
-  readonly subscriptions = new Map<string, AsyncIterator<ExecutionResult> | null>();
+  readonly subscriptions = new Map<string, AsyncIterator<ExecutionResult> | SettingUp>();
 
   constructor(
     readonly socket: WebSocket,
@@ -88,6 +90,9 @@ export class ProtocolConnection<S> {
   }
 }
 
+/** The entry of a subscription while its operation is set up (see ProtocolConnection.subscriptions). */
+class SettingUp {}
+
 /** The one reason a close for an internal error gives (graphql-ws's in production; its development mode said more). */
 const INTERNAL = 'Internal server error';
 
@@ -119,19 +124,21 @@ export function graphqlTransportWs<S>(
       if (!connection.acknowledged) return connection.socket.close(CloseCode.Unauthorized, 'Unauthorized');
       if (subscriptions.has(id))
         return connection.socket.close(CloseCode.SubscriberAlreadyExists, `Subscriber for ${id} already exists`);
-      subscriptions.set(id, null);
+      const mark = new SettingUp();
+      subscriptions.set(id, mark);
       let operated: Operated;
       try {
         operated = await hooks.subscribe(connection, id, message.payload);
       } catch (err) {
-        subscriptions.delete(id);
+        if (subscriptions.get(id) === mark) subscriptions.delete(id);
         throw err;
       }
       // A stream is followed by a function of its own, so that what waits with it is the subscription, not its message.
       if ('stream' in operated)
-        return void follow(connection, id, operated.stream).catch((err) => internal(connection, err));
+        return void follow(connection, id, mark, operated.stream).catch((err) => internal(connection, err));
+      // Completed by the client while it was set up (its id perhaps taken again since): nothing is written.
+      if (subscriptions.get(id) !== mark) return;
       try {
-        if (!subscriptions.has(id)) return;
         if ('errors' in operated) return connection.error(id, operated.errors);
         connection.next(id, operated.result);
         connection.complete(id);
@@ -147,16 +154,18 @@ export function graphqlTransportWs<S>(
   async function follow(
     connection: ProtocolConnection<S>,
     id: string,
+    mark: SettingUp,
     stream: AsyncIterator<ExecutionResult>,
   ): Promise<void> {
     const subscriptions = connection.subscriptions;
+    // Completed by the client while it was set up (its id perhaps taken again since): the stream is ended unread.
+    if (subscriptions.get(id) !== mark) {
+      stream.return?.(undefined)?.catch(() => undefined);
+      return;
+    }
+    subscriptions.set(id, stream);
+    const own = () => subscriptions.get(id) === stream;
     try {
-      // Completed by the client while it was set up: the stream is ended unread.
-      if (!subscriptions.has(id)) {
-        stream.return?.(undefined)?.catch(() => undefined);
-        return;
-      }
-      subscriptions.set(id, stream);
       try {
         for (;;) {
           const step = await stream.next();
@@ -165,12 +174,15 @@ export function graphqlTransportWs<S>(
         }
       } catch (err) {
         const original = err instanceof Error ? err : new Error(String(err));
-        connection.error(id, [new GraphQLError(original.message, { originalError: original })]);
-        subscriptions.delete(id);
+        if (own()) {
+          connection.error(id, [new GraphQLError(original.message, { originalError: original })]);
+          subscriptions.delete(id);
+        }
+        return;
       }
-      if (subscriptions.has(id)) connection.complete(id);
+      if (own()) connection.complete(id);
     } finally {
-      subscriptions.delete(id);
+      if (own()) subscriptions.delete(id);
     }
   }
 
@@ -199,6 +211,7 @@ export function graphqlTransportWs<S>(
       case MessageType.Complete: {
         const stream = connection.subscriptions.get(message.id);
         connection.subscriptions.delete(message.id);
+        if (stream instanceof SettingUp) return;
         stream?.return?.(undefined)?.catch((err: unknown) => internal(connection, err));
         return;
       }
@@ -276,7 +289,8 @@ export function graphqlTransportWs<S>(
         if (ping) clearInterval(ping);
         const streams = [...connection.subscriptions.values()];
         connection.subscriptions.clear();
-        for (const stream of streams) stream?.return?.(undefined)?.catch((err: unknown) => hooks.failed(err));
+        for (const stream of streams)
+          if (!(stream instanceof SettingUp)) stream.return?.(undefined)?.catch((err: unknown) => hooks.failed(err));
       });
       return connection;
     },
