@@ -101,8 +101,10 @@ export function waitForEventsTool(resources: McpResources): McpTool {
       const extra = Object.keys(args).find((k) => !['cursor', 'kinds', 'timeoutSeconds'].includes(k));
       if (extra !== undefined) return bad(extra, 'wait_for_events takes cursor, kinds and timeoutSeconds');
       const { cursor, timeoutSeconds } = args as { cursor?: unknown; timeoutSeconds?: unknown };
+      // Refused as the reader refuses every other text the gateway did not hand out, in its words (src/events/cursor.ts
+      // CursorError); the reader would take '' for "from now on".
       if (cursor !== undefined && cursor !== null && (typeof cursor !== 'string' || !cursor))
-        return bad('cursor', 'a cursor a previous call returned');
+        return bad('cursor', 'not a cursor this gateway handed out', { reason: 'malformed' });
       if (
         typeof timeoutSeconds !== 'number' ||
         !Number.isInteger(timeoutSeconds) ||
