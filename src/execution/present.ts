@@ -223,13 +223,16 @@ export interface Ran {
   readonly operationName: string | null;
 }
 
-/** The outcome the MCP transport reads: formatted refusals by stage, or the masked result with its warnings. */
+/**
+ * The outcome the MCP transport reads: formatted refusals by stage (a document that does not parse or validate named
+ * as POST /graphql names it, `documentRefusal`), or the masked result with its warnings.
+ */
 export function outcomePresenter(logger: Logger, hideSuggestions: boolean): Presenter<Refusal | Executed> {
   return {
     refused: (stage, errors) => ({
       ok: false,
       stage,
-      errors: errors.map((e) => formatError(e.toJSON(), e, logger, hideSuggestions)),
+      errors: documentRefusal(stage, errors).map((e) => formatError(e.toJSON(), e, logger, hideSuggestions)),
     }),
     executed: (result, context) => ({ ok: true, result: deliverable(result, context, logger) as Executed['result'] }),
     threw: (err) => {
@@ -282,15 +285,11 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
 
   refused(stage: RefusalStage, errors: readonly GraphQLError[], context: GraphQLContext | undefined): HttpAnswer {
     const apolloErrors =
-      stage === 'parse'
-        ? errors.map((e) => new ApolloSyntaxError(e))
-        : stage === 'validate'
-          ? errors.map((e) => new ApolloValidationError(e))
-          : stage === 'operation'
-            ? errors.map((e) => new OperationResolutionError(e))
-            : stage === 'admit' || stage === 'allow'
-              ? errors.map(forHttp)
-              : errors;
+      stage === 'operation'
+        ? errors.map((e) => new OperationResolutionError(e))
+        : stage === 'admit' || stage === 'allow'
+          ? errors.map(forHttp)
+          : documentRefusal(stage, errors);
     return this.errorResult(apolloErrors, context);
   }
 
@@ -369,6 +368,18 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
       }
     });
   }
+}
+
+/**
+ * A document's refusal named by the stage that refused it, as Apollo names it (POST /graphql, and MCP): a text that
+ * does not parse is GRAPHQL_PARSE_FAILED, a document that does not validate (graphql-js's rules, the limits, the
+ * introspection policy) GRAPHQL_VALIDATION_FAILED. graphql-js's own errors carry no code; without this one, they
+ * would read as INTERNAL_SERVER_ERROR. Other stages' errors are returned as they are.
+ */
+export function documentRefusal(stage: RefusalStage, errors: readonly GraphQLError[]): readonly GraphQLError[] {
+  if (stage === 'parse') return errors.map((e) => new ApolloSyntaxError(e));
+  if (stage === 'validate') return errors.map((e) => new ApolloValidationError(e));
+  return errors;
 }
 
 function isPartialHead(x: unknown): boolean {

@@ -221,6 +221,7 @@ function authExpiry(parts: Parameters<typeof buildTransports>[1]): AuthExpiry {
 function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[1]): Route[] {
   const { schema, services, logger, live } = parts;
   const { pipeline } = parts.built;
+  const expiry = authExpiry(parts);
   if (config.mcp.mutations === 'all') {
     logger.warn(
       'MCP_MUTATIONS is all: agents run creations and provisionings over MCP without anyone approving them; use approve unless every agent is trusted automation',
@@ -273,6 +274,7 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
     },
     // The schema as a resource only where introspection shows it to every app anyway.
     sdl: config.introspection ? printSchema(schema) : null,
+    expiry,
   });
   if (surface.skipped.length > 0) {
     logger.warn(
@@ -311,6 +313,6 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
     maxBodyBytes: config.graphqlLimits.maxBodyBytes,
     codec: codec as RequestStateCodec<unknown>,
     logger,
-    expiry: authExpiry(parts),
+    expiry,
   });
 }

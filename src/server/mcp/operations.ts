@@ -6,6 +6,7 @@ import type { GraphQLFormattedError, OperationTypeNode } from 'graphql';
 
 import type { OperationParams, Pipeline } from '../../execution/pipeline.js';
 import { toolError, type ToolCall } from './server.js';
+import { codeOf } from './tools.js';
 
 /** The argument an error is about, as a path (`input.network.cidr`), when it names one. */
 export function argumentOf(error: GraphQLFormattedError): string | undefined {
@@ -24,7 +25,7 @@ export function argumentOf(error: GraphQLFormattedError): string | undefined {
 export function errorsResult(errors: readonly GraphQLFormattedError[], data?: unknown): CallToolResult {
   const described = errors.map((e) => {
     const argument = argumentOf(e);
-    const code = typeof e.extensions?.code === 'string' ? e.extensions.code : 'INTERNAL_SERVER_ERROR';
+    const code = codeOf(e);
     const scope = typeof e.extensions?.scope === 'string' ? e.extensions.scope : undefined;
     const retryAfter = e.extensions?.retryAfter;
     const text =

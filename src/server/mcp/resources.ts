@@ -16,7 +16,7 @@ import type { Caller } from '../../auth/caller.js';
 import { EVENT_KINDS as KINDS } from '../../events/kinds.js';
 import type { Pipeline } from '../../execution/pipeline.js';
 import { mcpSdk } from './sdk.js';
-import { refusalFor, type OperationTool } from './tools.js';
+import { codeOf, refusalFor, type OperationTool } from './tools.js';
 
 /** An event as the reader hands it out: its kind and key name the resource; its payload is never shown here. */
 export interface LoggedEvent {
@@ -267,7 +267,7 @@ export class McpResources {
       const { ProtocolError, ProtocolErrorCode } = mcpSdk();
       throw new ProtocolError(ProtocolErrorCode.InvalidRequest, `${uri}: ${first.message}`, {
         uri,
-        code: first.extensions?.code ?? 'INTERNAL_SERVER_ERROR',
+        code: codeOf(first),
         ...(typeof scope === 'string' ? { scope } : {}),
         ...(typeof retryAfter === 'number' ? { retryAfterSeconds: retryAfter } : {}),
       });

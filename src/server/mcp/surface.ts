@@ -5,6 +5,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { GraphQLSchema } from 'graphql';
 
+import type { AuthExpiry } from '../../auth/jwt.js';
 import { ConfigError, type Config } from '../../config/index.js';
 import type { Pipeline } from '../../execution/pipeline.js';
 import type { Approvals } from './approval.js';
@@ -31,6 +32,8 @@ export interface SurfaceOptions {
   readonly events: EventSource;
   /** The SDL, offered as a resource when introspection is on; null otherwise. */
   readonly sdl: string | null;
+  /** When a wait_for_events made with a JWT ends: the rule and clock of the streams (src/auth/jwt.ts onExpiry). */
+  readonly expiry?: AuthExpiry;
 }
 
 /** A tool that runs its operation at once (a read, or a mutation under MCP_MUTATIONS=all). */
@@ -166,7 +169,7 @@ export function buildSurface(o: SurfaceOptions): McpSurface {
   if (o.mcp.execute) tools.push(executeTool(o.pipeline));
   // Resources are read through the built-in reads (not offered under TRUSTED_DOCUMENTS=enforce: only the manifest runs).
   const resources = new McpResources(o.pipeline, builtIn, o.builtIn ? o.sdl : null, o.events);
-  const waiting = resources.hasEvents ? waitForEventsTool(resources) : null;
+  const waiting = resources.hasEvents ? waitForEventsTool(resources, o.expiry) : null;
   // A result that started a provisioning links its resource (long provisioning: a resource plus notifications).
   if (resources.hasEvents) for (const [i, tool] of tools.entries()) tools[i] = linkingProvisionings(tool, resources);
   if (waiting) tools.push(waiting);

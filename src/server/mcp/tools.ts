@@ -1,10 +1,18 @@
 // The tools of the MCP endpoint (docs/decisions/060): named GraphQL operations, never free GraphQL for writes. The
 // built-in set covers the main flows, one tool per root field with a selection made from the schema; the trusted
 // documents' named operations are tools too. Everything here is worked out once, at start-up.
-import { Kind, parse, type GraphQLField, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
+import {
+  Kind,
+  parse,
+  type GraphQLField,
+  type GraphQLFormattedError,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+} from 'graphql';
 
 import { classify, type Classified, type OperationKind } from '../../agents/writes.js';
 import type { Caller } from '../../auth/caller.js';
+import { ErrorCode } from '../../errors.js';
 import type { OperationEstimate, OperationParams, Pipeline } from '../../execution/pipeline.js';
 import { requiredScopesOf } from '../../graphql/schema.js';
 import { defaultSelection, resultJsonSchema, variablesJsonSchema, type JsonSchema } from './shapes.js';
@@ -231,4 +239,16 @@ export function refusalFor(tool: OperationTool, caller: Caller): { message: stri
   if (!forbidden) return null;
   const scope = forbidden.extensions?.scope;
   return { message: forbidden.message, scope: typeof scope === 'string' ? scope : undefined };
+}
+
+/**
+ * The code of an error of a tool's operation as the pipeline presented it, for a tool error and a resource read alike.
+ * The presenter has named every refusal by its stage (src/execution/present.ts documentRefusal: a document that does
+ * not parse or validate is GRAPHQL_PARSE_FAILED or GRAPHQL_VALIDATION_FAILED, as over POST /graphql) and masked what
+ * was not raised on purpose, so an error without a code is one of graphql-js's own in a result (a null in a non-null
+ * field): INTERNAL_SERVER_ERROR, as POST /graphql answers it.
+ */
+export function codeOf(error: GraphQLFormattedError): string {
+  const code = error.extensions?.code;
+  return typeof code === 'string' ? code : ErrorCode.INTERNAL_SERVER_ERROR;
 }

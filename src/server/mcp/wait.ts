@@ -3,6 +3,8 @@
 // (src/events/cursor-read.ts): owner-scoped, on any replica, until EVENT_RETENTION.
 import { GraphQLError } from 'graphql';
 
+import { onExpiry, type AuthExpiry } from '../../auth/jwt.js';
+import { ErrorCode } from '../../errors.js';
 import { MAX_LISTENS_PER_APP } from './http.js';
 import { errorsResult } from './operations.js';
 import type { McpResources } from './resources.js';
@@ -21,9 +23,10 @@ export const MAX_WAITS_PER_APP = MAX_LISTENS_PER_APP;
 /**
  * wait_for_events: the app's events after a cursor from the durable log; at once when there are some, else it waits
  * on the bus (any replica's events reach it) up to timeoutSeconds; and the cursor to pass next time. The resumable
- * path for agents: a cursor works on every replica, until EVENT_RETENTION.
+ * path for agents: a cursor works on every replica, until EVENT_RETENTION. A call made with a JWT waits no longer than
+ * the token lives (`expiry`: the rule and clock of graphql-ws, SSE and subscriptions/listen, src/auth/jwt.ts onExpiry).
  */
-export function waitForEventsTool(resources: McpResources): McpTool {
+export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry): McpTool {
   const kinds = resources.eventKinds;
   /** Calls waiting on this replica, by app (owner scope). */
   const waiting = new Map<string, number>();
@@ -101,8 +104,10 @@ export function waitForEventsTool(resources: McpResources): McpTool {
       const extra = Object.keys(args).find((k) => !['cursor', 'kinds', 'timeoutSeconds'].includes(k));
       if (extra !== undefined) return bad(extra, 'wait_for_events takes cursor, kinds and timeoutSeconds');
       const { cursor, timeoutSeconds } = args as { cursor?: unknown; timeoutSeconds?: unknown };
+      // Refused as the reader refuses every other text the gateway did not hand out, in its words (src/events/cursor.ts
+      // CursorError); the reader would take '' for "from now on".
       if (cursor !== undefined && cursor !== null && (typeof cursor !== 'string' || !cursor))
-        return bad('cursor', 'a cursor a previous call returned');
+        return bad('cursor', 'not a cursor this gateway handed out', { reason: 'malformed' });
       if (
         typeof timeoutSeconds !== 'number' ||
         !Number.isInteger(timeoutSeconds) ||
@@ -137,13 +142,18 @@ export function waitForEventsTool(resources: McpResources): McpTool {
           { errors: [{ code: 'RATE_LIMITED', limit: MAX_WAITS_PER_APP }] },
         );
       if (timeoutSeconds > 0) waiting.set(owner, held + 1);
+      // A wait made with a JWT ends when the token expires, as a stream opened with it does: what the reader found
+      // before is answered, nothing logged after is read with it.
+      const expiring = new AbortController();
+      const cancelExpiry =
+        timeoutSeconds > 0 ? onExpiry(expiry, call.caller, (reason) => expiring.abort(reason)) : () => undefined;
       let page;
       try {
         page = await resources.events.waitForEvents(call.caller, {
           cursor: cursor as string | undefined,
           kinds: wanted,
           timeoutSeconds,
-          signal: call.ctx.mcpReq.signal,
+          signal: AbortSignal.any([call.ctx.mcpReq.signal, expiring.signal]),
           limit: MAX_EVENTS,
         });
       } catch (err) {
@@ -153,11 +163,19 @@ export function waitForEventsTool(resources: McpResources): McpTool {
         if ((err as Error).name !== 'CursorError') throw err;
         return bad('cursor', (err as Error).message, { reason });
       } finally {
+        cancelExpiry();
         if (timeoutSeconds > 0) {
           const left = (waiting.get(owner) ?? 1) - 1;
           if (left > 0) waiting.set(owner, left);
           else waiting.delete(owner);
         }
+      }
+      if (expiring.signal.aborted && page.events.length === 0) {
+        const message = `${expiring.signal.reason as string} while waiting; nothing after it was read`;
+        return toolError(
+          `Unauthenticated: ${message}. Call again with a new token and the cursor ${page.cursor}: no event is missed`,
+          { errors: [{ message, code: ErrorCode.UNAUTHENTICATED }], cursor: page.cursor },
+        );
       }
       const events = page.events.map((e) => ({
         kind: e.kind,
