@@ -96,6 +96,22 @@ describe('the mobile-ID webhook accepts every way the spec allows a value to be 
     expect(r.text).toContain('not both');
   });
 
+  it('refuses a jwks_uri that is no http(s) address, which an app shown it might open or run', async () => {
+    for (const [authReqId, uri] of [
+      ['jwks-js', 'javascript:alert(1)'],
+      ['jwks-file', 'file:///etc/passwd'],
+      ['jwks-data', 'data:text/html,<script>alert(1)</script>'],
+    ]) {
+      const n = await build(authReqId!, { fields: { jwks_uri: uri } });
+      const r = await postNotification(gw, n.body);
+      expect(r.status, `${uri}: ${r.text}`).toBe(400);
+      expect(JSON.parse(r.text).error_description).toContain('jwks_uri must be an absolute https URL');
+      expect(await storedEvents(gw, authReqId)).toEqual([]);
+    }
+    const plain = await build('jwks-http', { fields: { jwks_uri: 'http://op.example/jwks' } });
+    expect((await postNotification(gw, plain.body)).status).toBe(204);
+  });
+
   it('reads auth_req_id, correlation_id and the sub claim given as numbers as their decimal text', async () => {
     const n = await build('4242', { fields: { auth_req_id: 4242, correlation_id: 77 }, claims: { sub: 380501234567 } });
     const r = await deliverWatched(gw, '4242', n.body);
@@ -250,6 +266,9 @@ describe('the mobile-ID webhook accepts every way the spec allows a value to be 
   it('leaves the quarantine untouched by every notification above', async () => {
     const rows = (await gw.graphql(REJECTIONS)).data!.mobileIdRejections as Array<{ authReqId: string }>;
     const refusedAbove = [
+      'jwks-js',
+      'jwks-file',
+      'jwks-data',
       'wrong-iss',
       'wrong-aud',
       'jwe-garbage',
