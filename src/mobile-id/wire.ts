@@ -121,7 +121,10 @@ const successBodySchema = z.looseObject({
     .max(10 * 365 * 86_400, 'must be at most ten years'),
   // The spec's "dynamic HTTPS URL": recorded and shown to apps, never fetched. http is tolerated (a test operator's);
   // another scheme (javascript:, file:, data:) is no key address, and an app that links it would run or open it.
-  jwks_uri: z.url({ protocol: /^https?$/, error: 'must be an absolute https URL' }).max(MAX_TEXT_LENGTH).optional(),
+  jwks_uri: z
+    .url({ protocol: /^https?$/, error: 'must be an absolute https URL' })
+    .max(MAX_TEXT_LENGTH)
+    .optional(),
   leading_kyc_match: z.boolean({ error: 'must be true or false' }).optional(),
   correlation_id: optionalText,
 });
