@@ -59,6 +59,17 @@ export function limitError(limit: LimitName, max: number, armorMessage: string):
 }
 
 /**
+ * A string literal holding the NUL character (U+0000) is refused, as variables holding it are (src/execution/pipeline.ts):
+ * no gateway value may hold it (PostgreSQL's text cannot store it, and no upstream's spec allows it).
+ */
+const noNulInStrings: ValidationRule = (ctx) => ({
+  StringValue(node) {
+    if (node.value.includes('\u0000'))
+      ctx.reportError(new GraphQLError('A string must not contain the NUL character (U+0000)', { nodes: node }));
+  },
+});
+
+/**
  * The abuse limits of GraphQL operations, shared by HTTP (Apollo plugin and validation rules) and WebSocket
  * (graphql-ws onSubscribe). The counting is GraphQL Armor's; this module only wires it and names the limits.
  *
@@ -123,6 +134,7 @@ export class OperationLimits {
         onReject: report('directives', config.maxDirectives),
       }),
       ...(options.introspection ? [] : [NoSchemaIntrospectionCustomRule]),
+      noNulInStrings,
     ] as unknown as ValidationRule[];
   }
 

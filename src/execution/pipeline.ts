@@ -32,6 +32,7 @@ import {
 } from './present.js';
 import type { OperationRunner, ResultSink, StreamingExecution } from './run.js';
 import { scopeCheck } from './scopes.js';
+import { nulPath } from './variables.js';
 
 /** One operation as any transport carries it: a text, or a trusted document's id. */
 export interface OperationParams {
@@ -128,6 +129,19 @@ const QUERIES_AND_MUTATIONS: readonly OperationTypeNode[] = ['query', 'mutation'
 /** Where a subscription refused by `allow` runs instead (docs/contract.md, Routes). */
 const SUBSCRIPTIONS_RUN_ON = '. Subscriptions run over WebSocket (/graphql) and Server-Sent Events (/graphql/stream)';
 
+/** BAD_USER_INPUT for variables that hold the NUL character (`nulPath`), naming where; null when they do not. */
+function nulRefusal(variables: Readonly<Record<string, unknown>>): readonly GraphQLError[] | null {
+  const at = nulPath(variables);
+  if (at === null) return null;
+  return [
+    new UserInputError(
+      new GraphQLError(`Variable "$${at}" must not contain the NUL character (U+0000); nothing was run`, {
+        extensions: { field: at },
+      }),
+    ),
+  ];
+}
+
 export function createPipeline(o: PipelineOptions): Pipeline {
   const scopes = scopeCheck(o.schema);
   const outcome = outcomePresenter(o.logger, o.documents.hideSuggestions);
@@ -197,6 +211,8 @@ export function createPipeline(o: PipelineOptions): Pipeline {
     variables: Record<string, unknown>,
   ): readonly GraphQLError[] | null => {
     if (!operation.variableDefinitions?.length) return null;
+    const nul = nulRefusal(variables);
+    if (nul) return nul;
     const coerced = getVariableValues(o.schema, operation.variableDefinitions, variables, {
       hideSuggestions: o.documents.hideSuggestions,
     });
@@ -244,6 +260,10 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       if (run.variables !== 'in-run') {
         const invalid = checkVariables(operation, params.variables ?? {});
         if (invalid) return present.refused('variables', invalid, run.context);
+      } else if (params.variables) {
+        // What graphql-js coerces in the run takes the NUL character: refused here, before anything runs.
+        const nul = nulRefusal(params.variables);
+        if (nul) return present.refused('variables', nul, run.context);
       }
       let context = run.context;
       try {

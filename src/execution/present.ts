@@ -287,7 +287,7 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
     const apolloErrors =
       stage === 'operation'
         ? errors.map((e) => new OperationResolutionError(e))
-        : stage === 'admit' || stage === 'allow'
+        : stage === 'admit' || stage === 'allow' || stage === 'variables'
           ? errors.map(forHttp)
           : documentRefusal(stage, errors);
     return this.errorResult(apolloErrors, context);

@@ -142,3 +142,27 @@ function typeCheck(type: GraphQLInputType, made: Map<GraphQLInputType, Check>): 
   }
   return null;
 }
+
+/**
+ * Where the variables hold a string with the NUL character (U+0000), as a path (`input.tags.2`), or null. No gateway
+ * value may hold it: PostgreSQL's text cannot store it, so an input with it would fail after its upstream call, and no
+ * upstream's spec allows it. Iterative: deep variables cannot overflow the stack.
+ */
+export function nulPath(variables: Readonly<Record<string, unknown>>): string | null {
+  const values: unknown[] = [variables];
+  const paths: string[] = [''];
+  while (values.length > 0) {
+    const value = values.pop();
+    const path = paths.pop()!;
+    if (typeof value === 'string') {
+      if (value.includes('\u0000')) return path;
+    } else if (value !== null && typeof value === 'object') {
+      for (const [key, child] of Object.entries(value)) {
+        if (typeof child === 'number' || typeof child === 'boolean' || child === null) continue;
+        values.push(child);
+        paths.push(path === '' ? key : `${path}.${key}`);
+      }
+    }
+  }
+  return null;
+}

@@ -68,16 +68,22 @@ export const MAX_WEBHOOK_DEPTH = 64;
 /** String.prototype.isWellFormed (ES2024: Node 20 has it, TypeScript's ES2023 library does not). */
 const wellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
 
-/** Why a leaf of a body cannot be taken as it is: a lone surrogate, or a number JSON cannot hold; null if it can. */
+/**
+ * Why a leaf of a body cannot be taken as it is: a lone surrogate, the NUL character (PostgreSQL's text holds none: an
+ * identifier with it could not be stored or looked up), or a number JSON cannot hold; null if it can.
+ */
 function unsoundLeaf(value: unknown): string | null {
-  if (typeof value === 'string') return wellFormed(value) ? null : 'a string in the body is not valid Unicode text';
+  if (typeof value === 'string') {
+    if (!wellFormed(value)) return 'a string in the body is not valid Unicode text';
+    return value.includes('\u0000') ? 'a string in the body holds the NUL character (U+0000)' : null;
+  }
   if (typeof value === 'number' && !Number.isFinite(value)) return 'a number in the body is out of range';
   return null;
 }
 
 /**
  * Why a parsed body cannot be taken as it is, or null: it nests arrays and objects deeper than `max`, or one of its
- * strings (a name or a value) holds a lone surrogate (`"\ud800"`: stored as text it would read back as U+FFFD, so two
+ * strings (a name or a value) holds the NUL character or a lone surrogate (`"\ud800"`: stored as text it would read back as U+FFFD, so two
  * identifiers would be one), or a number is out of what JSON holds (`1e999` parses as Infinity, which JSON cannot
  * write back). Iterative: a deep body cannot overflow the stack.
  */
