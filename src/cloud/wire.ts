@@ -197,43 +197,39 @@ export function virtualMachineCall(s: VirtualMachineSpec): ServiceCall {
   };
 }
 
-const idString = z.union([z.string().min(1), z.number().transform(String)]);
-
 /** The guesses of the created id, in the order they are read. */
 export const CREATED_ID_GUESSES = ['id', 'serviceId', 'data.id', 'metadata.id'] as const;
 
+/** CREATED_ID_GUESSES as paths, in the same order. */
+const CREATED_ID_PATHS: readonly JsonPath[] = CREATED_ID_GUESSES.map((guess) => ({
+  text: guess,
+  segments: guess.split('.'),
+}));
+
 /**
  * The created id: the spec only says the response includes it, so accept `id`, `serviceId`, `data.id`
- * and `metadata.id`, in that order (CREATED_ID_GUESSES).
+ * and `metadata.id`, in that order (CREATED_ID_GUESSES). Each guess is read on its own: one that holds no id (null,
+ * an empty string, an object) is skipped, and the next is read.
  */
-const createdResponse = z.looseObject({
-  id: idString.optional(),
-  serviceId: idString.optional(),
-  data: z.looseObject({ id: idString.optional() }).optional().catch(undefined),
-  metadata: z.looseObject({ id: idString.optional() }).optional().catch(undefined),
-});
-
 export function extractCreatedId(body: unknown): string | null {
-  // The common answer, a non-empty string `id` beside a valid or absent `serviceId`, is exactly what the schema
-  // accepts and answers with `id` (data and metadata cannot fail it): read it without the schema's copy of the body.
+  // The common answer, a non-empty string `id`, is the first guess: read at once, without the loop.
   if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
-    const { id, serviceId } = body as { id?: unknown; serviceId?: unknown };
-    if (
-      typeof id === 'string' &&
-      id !== '' &&
-      (serviceId === undefined || (typeof serviceId === 'string' && serviceId !== ''))
-    )
-      return id;
+    const { id } = body as { id?: unknown };
+    if (typeof id === 'string' && id !== '' && Object.hasOwn(body, 'id')) return id;
   }
-  return createdIdBySchema(body);
+  return createdIdByGuesses(body);
 }
 
-/** The created id as the schema reads it (every answer; exported so that a test can hold the fast path to it). */
-export function createdIdBySchema(body: unknown): string | null {
-  const parsed = createdResponse.safeParse(body);
-  if (!parsed.success) return null;
-  const r = parsed.data;
-  return r.id ?? r.serviceId ?? r.data?.id ?? r.metadata?.id ?? null;
+/**
+ * The created id as the guesses read it, each on its own (every answer; exported so that a test can hold the fast path
+ * to it): a non-empty string or a finite number, as a configured CLOUD_CREATED_ID_PATH is read.
+ */
+export function createdIdByGuesses(body: unknown): string | null {
+  for (const path of CREATED_ID_PATHS) {
+    const id = readIdAt(body, path);
+    if (id !== null) return id;
+  }
+  return null;
 }
 
 /**

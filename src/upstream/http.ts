@@ -84,11 +84,26 @@ export interface UpstreamResponse {
  */
 type Outcome = 'not-sent' | 'not-processed' | 'unknown';
 
-/** Failures before a connection existed: nothing was sent. */
 /** An attempt that got no answer in UPSTREAM_TIMEOUT (headers or body). */
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
-const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
-/** Failures on a connection the request may have been written to: the upstream may have acted. */
+/**
+ * Failures before a connection existed: nothing was sent. The host name did not resolve (ENOTFOUND: no such name;
+ * EAI_AGAIN, EAI_FAIL: the resolver failed), or the connection could not be made.
+ */
+const NOT_SENT_CODES = new Set([
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EAI_FAIL',
+  'ECONNREFUSED',
+  'ENETUNREACH',
+  'EHOSTUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+/**
+ * Failures on a connection the request may have been written to: the upstream may have acted. An answer that is not
+ * HTTP (undici's HTTPParserError, its code `HPE_…`, or PARSER_FAILURE when it names none) or whose head is too large to
+ * read is one: the request went out before it came.
+ */
 const UNKNOWN_CODES = new Set([
   'ECONNRESET',
   'EPIPE',
@@ -97,7 +112,10 @@ const UNKNOWN_CODES = new Set([
   'UND_ERR_CLOSED',
   'UND_ERR_HEADERS_TIMEOUT',
   'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_HEADERS_OVERFLOW',
 ]);
+/** The reason of an answer undici could not parse as HTTP/1.1 when its error names no llhttp code. */
+const PARSER_FAILURE = 'HPE_ERROR';
 
 /** One call's state across its attempts. */
 interface Call {
@@ -382,10 +400,10 @@ export class UpstreamHttp {
         this.observe(req, code, started);
         throw new TransientFailure(code, 'unknown');
       }
-      const code = (failure as { code?: string }).code ?? 'ERROR';
+      const code = failureCode(failure);
       this.observe(req, code, started);
       if (NOT_SENT_CODES.has(code)) throw new TransientFailure(code, 'not-sent');
-      if (UNKNOWN_CODES.has(code)) throw new TransientFailure(code, 'unknown');
+      if (UNKNOWN_CODES.has(code) || code.startsWith('HPE_')) throw new TransientFailure(code, 'unknown');
       throw new AbortError(failure instanceof Error ? failure : new Error(String(failure)));
     }
     this.observe(req, String(res.status), started);
@@ -476,6 +494,16 @@ class Exchange implements Dispatcher.DispatchHandler {
   onError(error: Error): void {
     this.reject(this.headers === null ? error : new BodyFailure(error));
   }
+}
+
+/**
+ * The code of a failure before the answer's head: the system's (ECONNREFUSED, ENOTFOUND), undici's (UND_ERR_…), or
+ * llhttp's for an answer that is not HTTP (HPE_…). Only the code reaches the answer, never the driver's sentence.
+ */
+function failureCode(failure: unknown): string {
+  const { code, name } = (failure ?? {}) as { code?: unknown; name?: unknown };
+  if (typeof code === 'string') return code;
+  return name === 'HTTPParserError' ? PARSER_FAILURE : 'ERROR';
 }
 
 /** Whether `headers` name a content type in any letter case. */
