@@ -237,11 +237,12 @@ export function createdIdByGuesses(body: unknown): string | null {
  * `token`, `id_token`, possibly under `data`; a lifetime from `expires_in`/`expiresIn` (seconds) or
  * `expires_at`/`expiresAt`, else the JWT's own `exp`.
  */
+// Each guess on its own: one that holds no token (null, "", an object) is skipped, not a reason to read none.
 const tokenFields = z.looseObject({
-  access_token: z.string().min(1).optional(),
-  accessToken: z.string().min(1).optional(),
-  token: z.string().min(1).optional(),
-  id_token: z.string().min(1).optional(),
+  access_token: z.string().min(1).optional().catch(undefined),
+  accessToken: z.string().min(1).optional().catch(undefined),
+  token: z.string().min(1).optional().catch(undefined),
+  id_token: z.string().min(1).optional().catch(undefined),
   expires_in: z.coerce.number().positive().optional().catch(undefined),
   expiresIn: z.coerce.number().positive().optional().catch(undefined),
   expires_at: z.union([z.number(), z.string()]).optional().catch(undefined),

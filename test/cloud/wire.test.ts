@@ -39,6 +39,17 @@ describe('reading what the cloud API answers', () => {
     const jwt = ['e30', Buffer.from(JSON.stringify({ exp: 5000 })).toString('base64url'), 'sig'].join('.');
     expect(parseTokenResponse({ id_token: jwt }, now)).toEqual({ token: jwt, expiresAt: 5_000_000 });
     expect(parseTokenResponse({ nothing: true }, now)).toBeNull();
+    // A guess that holds no token does not hide a later one.
+    expect(parseTokenResponse({ access_token: null, token: 't5' }, now)).toEqual({ token: 't5', expiresAt: null });
+    expect(parseTokenResponse({ access_token: '', accessToken: { v: 1 }, id_token: 't6' }, now)).toEqual({
+      token: 't6',
+      expiresAt: null,
+    });
+    expect(parseTokenResponse({ access_token: 7, data: { token: 't7' } }, now)).toEqual({
+      token: 't7',
+      expiresAt: null,
+    });
+    expect(parseTokenResponse({ access_token: null }, now)).toBeNull();
   });
 
   it('finds the IPv4 address of an IP response under the common names, names the field, and finds nothing that is not an address', () => {
