@@ -50,6 +50,42 @@ const KIND_NAMES: Record<ResourceKind, string> = {
   verification: 'a verification',
 };
 
+/** The fields that name a resource or a user (the spec's `metadata.title`, `name`): one line of text. */
+const NAME_FIELDS = new Set(['name', 'title']);
+
+/**
+ * One rule for every text of a cloud input, run before anything else reads it: no C0 control character (U+0000 to
+ * U+001F) and no DEL (U+007F). The spec shows none of them in any field; PostgreSQL's text cannot hold U+0000 at all,
+ * so a resource named with it would be created upstream and then fail to be recorded. Free text (a description, a
+ * password) may hold tab, line feed and carriage return; a name or a title is one line, so those are refused inside it
+ * too (around it they are trimmed away like spaces). `field` names the text (`input.users[0].name`); lists and
+ * objects are walked, each text named by its path.
+ */
+export function checkTexts(field: string, value: unknown): void {
+  if (typeof value === 'string') {
+    const name = NAME_FIELDS.has(field.slice(field.lastIndexOf('.') + 1));
+    const text = name ? value.trim() : value;
+    const bad = (name ? NAME_CONTROL : TEXT_CONTROL).exec(text);
+    if (!bad) return;
+    const code = `U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
+    const at = bad.index + 1 + (name ? value.length - value.trimStart().length : 0);
+    throw badUserInput(
+      field,
+      name
+        ? `must be one line of text without control characters; found ${code} at character ${at}`
+        : `must not contain control characters other than tab and line breaks; found ${code} at character ${at}`,
+    );
+  } else if (Array.isArray(value)) {
+    value.forEach((item, i) => checkTexts(`${field}[${i}]`, item));
+  } else if (value !== null && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) checkTexts(`${field}.${key}`, item);
+  }
+}
+
+/** C0 controls and DEL; in free text, tab (U+0009), line feed (U+000A) and carriage return (U+000D) are allowed. */
+const NAME_CONTROL = /[\u0000-\u001f\u007f]/;
+const TEXT_CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
+
 export function nonEmpty(field: string, value: string | null | undefined): string {
   const v = (value ?? '').trim();
   if (!v) throw badUserInput(field, 'must not be empty');
@@ -62,10 +98,10 @@ function positiveInt(field: string, value: number | null | undefined, fallback: 
   return v;
 }
 
-/** a.b.c.d/n with n 0..32 and no host bits set (10.0.0.1/24 is an address, not a block). */
+/** a.b.c.d/n with n 0..32, no leading zeros (as in the octets), and no host bits set (10.0.0.1/24 is an address). */
 export function checkCidr(field: string, value: string | null | undefined): string {
   const v = nonEmpty(field, value);
-  const m = /^(\d{1,3}(?:\.\d{1,3}){3})\/(\d{1,2})$/.exec(v);
+  const m = /^(\d{1,3}(?:\.\d{1,3}){3})\/(0|[1-9]\d?)$/.exec(v);
   if (!m || !isIPv4(m[1]!) || Number(m[2]) > 32)
     throw badUserInput(field, `must be an IPv4 CIDR block a.b.c.d/n, got ${JSON.stringify(v)}`);
   const prefix = Number(m[2]);
@@ -124,10 +160,12 @@ function sameProject(field: string, projectId: string, rec: LedgerRecord | null)
 }
 
 export function validateProject(input: CreateProjectInput): ProjectSpec {
+  checkTexts('input', input);
   return { name: nonEmpty('input.name', input.name), description: input.description ?? '' };
 }
 
 export async function validateNetwork(input: CreateNetworkInput, lookup: Lookup): Promise<NetworkSpec> {
+  checkTexts('input', input);
   const title = nonEmpty('input.title', input.title);
   const bandwidthMbps = positiveInt('input.bandwidthMbps', input.bandwidthMbps, 100);
   await parent('input.projectId', input.projectId, 'project', lookup);
@@ -142,6 +180,7 @@ export async function validateNetwork(input: CreateNetworkInput, lookup: Lookup)
 }
 
 export async function validateSubnet(input: CreateSubnetInput, lookup: Lookup): Promise<SubnetSpec> {
+  checkTexts('input', input);
   const title = nonEmpty('input.title', input.title);
   const cidr = checkCidr('input.cidr', input.cidr);
   await parent('input.projectId', input.projectId, 'project', lookup);
@@ -158,6 +197,7 @@ export async function validateSubnet(input: CreateSubnetInput, lookup: Lookup): 
 }
 
 export async function validateIpAddress(input: CreateIpAddressInput, lookup: Lookup): Promise<IpAddressSpec> {
+  checkTexts('input', input);
   const title = nonEmpty('input.title', input.title);
   await parent('input.projectId', input.projectId, 'project', lookup);
   const network = await parent('input.networkId', input.networkId, 'network', lookup);
@@ -172,6 +212,7 @@ export async function validateIpAddress(input: CreateIpAddressInput, lookup: Loo
 }
 
 export async function validateKafkaCluster(input: CreateKafkaClusterInput, lookup: Lookup): Promise<KafkaClusterSpec> {
+  checkTexts('input', input);
   const title = nonEmpty('input.title', input.title);
   const instanceCount = positiveInt('input.instanceCount', input.instanceCount, 3);
   const diskSize = positiveInt('input.diskSize', input.diskSize, 50);
@@ -194,6 +235,7 @@ export async function validateKafkaCluster(input: CreateKafkaClusterInput, looku
     );
   }
   const network = await parent('input.networkId', networkId, 'network', lookup);
+  sameProject('input.networkId', input.projectId, network);
   const subnetCidr = input.subnetCidr != null ? checkCidr('input.subnetCidr', input.subnetCidr) : subnetSpec?.cidr;
   if (!subnetCidr)
     throw badUserInput(
@@ -222,6 +264,7 @@ export async function validateKafkaCluster(input: CreateKafkaClusterInput, looku
 }
 
 export async function validateKafkaTopic(input: CreateKafkaTopicInput, lookup: Lookup): Promise<KafkaTopicSpec> {
+  checkTexts('input', input);
   const name = nonEmpty('input.name', input.name);
   const partitions = positiveInt('input.partitions', input.partitions, 1);
   const replicationFactor = positiveInt('input.replicationFactor', input.replicationFactor, 1);
@@ -274,6 +317,7 @@ export async function validateKafkaTopic(input: CreateKafkaTopicInput, lookup: L
 }
 
 export async function validateKafkaUser(input: CreateKafkaUserInput, lookup: Lookup): Promise<KafkaUserSpec> {
+  checkTexts('input', input);
   const name = nonEmpty('input.name', input.name);
   if (!input.password) throw badUserInput('input.password', 'must not be empty');
   await parent('input.projectId', input.projectId, 'project', lookup);
@@ -303,6 +347,7 @@ export async function validateVirtualMachine(
   input: CreateVirtualMachineInput,
   lookup: Lookup,
 ): Promise<VirtualMachineSpec> {
+  checkTexts('input', input);
   const title = nonEmpty('input.title', input.title);
   const platform = input.platform ?? 'COMPUTE_V3';
   if (!isInstanceTypeValidForPlatform(input.instanceType, platform)) {

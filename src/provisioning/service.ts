@@ -62,7 +62,9 @@ export function shapeChecks(
   ipOptional: boolean,
 ): Array<() => void> {
   const names = new Set<string>();
-  const unique = (field: string, what: string, name: string) => () => {
+  // Compared as sent: the name is trimmed before it goes upstream, so "orders" and "orders " are one topic.
+  const unique = (field: string, what: string, given: string) => () => {
+    const name = given.trim();
     if (names.has(`${what}:${name}`)) throw badUserInput(field, `${what} ${name} is listed twice`);
     names.add(`${what}:${name}`);
   };
@@ -114,16 +116,42 @@ export function checkBounds(
 }
 
 const NAMESPACE = '0b9f4f1e-5a57-4a36-9d1b-6c1b1f0f4b6e';
-const PLACEHOLDER = '00000000-0000-4000-8000-000000000000';
-const PLACEHOLDER_CLUSTER = '00000000-0000-4000-8000-000000000001';
+/**
+ * What the up-front checks put in place of the id of a resource the provisioning creates: read in a message, it says
+ * what it stands for ("network N belongs to project P, not the project this provisioning creates").
+ */
+const CREATED = {
+  project: 'the project this provisioning creates',
+  network: 'the network this provisioning creates',
+  subnet: 'the subnet this provisioning creates',
+  ipAddress: 'the IP address this provisioning creates',
+  kafkaCluster: 'the Kafka cluster this provisioning creates',
+} as const;
 
-/** Re-labels a BAD_USER_INPUT of a single-resource check with the path of the composite input. */
+/** Fields a step's input takes from the composite input's top level or from earlier steps: errors name those. */
+const FILLED: Record<string, string> = {
+  'input.projectId': 'input.projectId',
+  'input.networkId': 'input.networkId',
+  'input.subnetId': 'input.subnetId',
+  'input.subnetCidr': 'input.subnetCidr',
+  'input.region': 'input.region',
+  'input.zone': 'input.zone',
+  'input.networkInterfaces[0].networkId': 'input.networkId',
+  'input.networkInterfaces[0].subnetId': 'input.subnetId',
+  'input.networkInterfaces[0].ipAddressId': 'input.ipAddressId',
+};
+
+/**
+ * Re-labels a BAD_USER_INPUT of a single-resource check with the path of the composite input: the step's own fields
+ * under `prefix`, the fields the provisioning fills (FILLED) as the composite input's own.
+ */
 async function under<T>(prefix: string, check: () => Promise<T> | T): Promise<T> {
   try {
     return await check();
   } catch (err) {
     if (err instanceof GatewayError && err.code === ErrorCode.BAD_USER_INPUT) {
-      const field = String(err.extensions.field ?? 'input').replace(/^input/, prefix);
+      const own = String(err.extensions.field ?? 'input');
+      const field = FILLED[own] ?? own.replace(/^input/, prefix);
       throw badUserInput(field, err.message.replace(/^[^:]*: /, ''));
     }
     throw err;
@@ -237,59 +265,114 @@ export class ProvisioningService {
     key?: string | null,
   ): Promise<ProvisionResult> {
     checkBounds(input, this.bounds);
+    v.checkTexts('input', input);
     for (const check of shapeChecks(input, true)) check();
     const c = input.cluster;
-    // Every check that needs no upstream id runs now, so bad input changes nothing.
-    if (input.network)
-      await under('input.network', () =>
-        v.validateNetwork({ ...input.network!, projectId: PLACEHOLDER }, async () => null),
-      );
-    if (input.subnet)
-      await under('input.subnet', () =>
-        v.validateSubnet({ ...input.subnet!, projectId: PLACEHOLDER, networkId: PLACEHOLDER }, async () => null),
-      );
-    if (input.subnetCidr != null) v.checkCidr('input.subnetCidr', input.subnetCidr);
-    if (input.ipAddress) v.nonEmpty('input.ipAddress.title', input.ipAddress.title);
-    const clusterSpec = await under('input.cluster', () =>
-      v.validateKafkaCluster(
-        {
-          ...c,
-          projectId: PLACEHOLDER,
-          networkId: PLACEHOLDER,
-          subnetId: PLACEHOLDER,
-          subnetCidr: input.subnet?.cidr ?? input.subnetCidr ?? '10.0.0.0/8',
-        },
-        async () => null,
-      ),
-    );
-    const fakeCluster = async (): Promise<LedgerRecord> => ({
-      id: PLACEHOLDER_CLUSTER,
-      kind: 'kafka_cluster',
-      projectId: PLACEHOLDER,
-      parentId: null,
-      title: '',
-      spec: { ...clusterSpec },
-      response: null,
-      idempotencyKey: null,
-      createdBy: '',
-      createdAt: new Date(),
-    });
-    for (const [i, t] of (input.topics ?? []).entries()) {
-      await under(`input.topics[${i}]`, () =>
-        v.validateKafkaTopic({ ...t, projectId: PLACEHOLDER, clusterId: PLACEHOLDER_CLUSTER }, (id) =>
-          id === PLACEHOLDER_CLUSTER ? fakeCluster() : Promise.resolve(null),
-        ),
-      );
-    }
-    for (const [i, u] of (input.users ?? []).entries()) {
-      await under(`input.users[${i}]`, () =>
-        v.validateKafkaUser({ ...u, projectId: PLACEHOLDER, clusterId: PLACEHOLDER }, async () => null),
-      );
-    }
+    await this.precheck(input, false);
     // A reused IP address whose address cannot be read fails now, before anything is created.
     if (input.ipAddressId && c.publicIp == null)
       await publicAddress(null, input.ipAddressId, this.lookup, this.env.address);
     return this.start(caller, 'KAFKA_CLUSTER', input, key, () => this.kafkaClusterSteps(caller, input, this.env));
+  }
+
+  /**
+   * Every check that needs no upstream id runs now, so bad input changes nothing: each step's input is validated as the
+   * step will send it, the resources the provisioning creates standing in as the ledger records they will be (CREATED)
+   * and the reused ids read from the ledger. A contradiction between steps (a subnetCidr other than the created
+   * subnet's, a reused IP address of another network than the created one) or a value a reused resource leaves missing
+   * (the CIDR of a subnet the gateway did not create) is refused before the first creation, not at its step.
+   */
+  private async precheck(input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput, vm: boolean): Promise<void> {
+    const placement = { region: input.region ?? 'MSK', zone: input.zone ?? 'MSK_AVNTG' } as const;
+    const planned = new Map<string, LedgerRecord>();
+    const read = new Map<string, Promise<LedgerRecord | null>>();
+    const lookup: v.Lookup = (id) => {
+      const record = planned.get(id);
+      if (record) return Promise.resolve(record);
+      let found = read.get(id);
+      if (!found) read.set(id, (found = this.lookup(id)));
+      return found;
+    };
+    const plan = (id: string, kind: LedgerRecord['kind'], parentId: string | null, spec: object) =>
+      planned.set(id, {
+        id,
+        kind,
+        projectId: kind === 'project' ? id : projectId,
+        parentId,
+        title: '',
+        spec: { ...spec },
+        response: null,
+        idempotencyKey: null,
+        createdBy: '',
+        createdAt: new Date(0),
+      });
+    const projectId = input.projectId ?? CREATED.project;
+    const networkId = input.networkId ?? CREATED.network;
+    const subnetId = input.subnetId ?? CREATED.subnet;
+    const ipAddressId = input.ipAddressId ?? (input.ipAddress || vm ? CREATED.ipAddress : null);
+    if (input.project)
+      plan(CREATED.project, 'project', null, await under('input.project', () => v.validateProject(input.project!)));
+    if (input.network) {
+      const spec = await under('input.network', () =>
+        v.validateNetwork({ ...input.network!, ...placement, projectId }, lookup),
+      );
+      plan(CREATED.network, 'network', null, spec);
+    }
+    if (input.subnet) {
+      const spec = await under('input.subnet', () =>
+        v.validateSubnet({ ...input.subnet!, projectId, networkId }, lookup),
+      );
+      plan(CREATED.subnet, 'subnet', networkId, spec);
+    }
+    if (input.ipAddress) {
+      const spec = await under('input.ipAddress', () =>
+        v.validateIpAddress({ ...input.ipAddress!, projectId, networkId }, lookup),
+      );
+      plan(CREATED.ipAddress, 'ip_address', networkId, spec);
+    }
+    if (vm) {
+      const machine = (input as ProvisionVirtualMachineInput).virtualMachine;
+      await under('input.virtualMachine', () =>
+        v.validateVirtualMachine(
+          {
+            ...machine,
+            ...placement,
+            projectId,
+            networkInterfaces: [{ networkId, subnetId, ipAddressId: ipAddressId! }],
+          },
+          lookup,
+        ),
+      );
+      return;
+    }
+    const k = input as ProvisionKafkaClusterInput;
+    const c = k.cluster;
+    const created = planned.get(CREATED.subnet)?.spec.cidr;
+    if (created !== undefined && k.subnetCidr != null) {
+      const given = v.checkCidr('input.subnetCidr', k.subnetCidr);
+      if (given !== created)
+        throw badUserInput(
+          'input.subnetCidr',
+          `the subnet this provisioning creates has CIDR ${String(created)} (input.subnet.cidr), not ${given}`,
+        );
+    }
+    const cluster = await under('input.cluster', () =>
+      v.validateKafkaCluster(
+        { ...c, ...placement, projectId, networkId, subnetId, subnetCidr: k.subnetCidr ?? null },
+        lookup,
+      ),
+    );
+    plan(CREATED.kafkaCluster, 'kafka_cluster', null, cluster);
+    for (const [i, t] of (k.topics ?? []).entries()) {
+      await under(`input.topics[${i}]`, () =>
+        v.validateKafkaTopic({ ...t, projectId, clusterId: CREATED.kafkaCluster }, lookup),
+      );
+    }
+    for (const [i, u] of (k.users ?? []).entries()) {
+      await under(`input.users[${i}]`, () =>
+        v.validateKafkaUser({ ...u, projectId, clusterId: CREATED.kafkaCluster }, lookup),
+      );
+    }
   }
 
   /** The steps of provisionKafkaCluster, in the order they run. */
@@ -350,27 +433,9 @@ export class ProvisioningService {
     key?: string | null,
   ): Promise<ProvisionResult> {
     checkBounds(input, this.bounds);
+    v.checkTexts('input', input);
     for (const check of shapeChecks(input, false)) check();
-    if (input.network)
-      await under('input.network', () =>
-        v.validateNetwork({ ...input.network!, projectId: PLACEHOLDER }, async () => null),
-      );
-    if (input.subnet)
-      await under('input.subnet', () =>
-        v.validateSubnet({ ...input.subnet!, projectId: PLACEHOLDER, networkId: PLACEHOLDER }, async () => null),
-      );
-    if (input.ipAddress) v.nonEmpty('input.ipAddress.title', input.ipAddress.title);
-    const vm = input.virtualMachine;
-    await under('input.virtualMachine', () =>
-      v.validateVirtualMachine(
-        {
-          ...vm,
-          projectId: PLACEHOLDER,
-          networkInterfaces: [{ networkId: PLACEHOLDER, subnetId: PLACEHOLDER, ipAddressId: PLACEHOLDER }],
-        },
-        async () => null,
-      ),
-    );
+    await this.precheck(input, true);
     return this.start(caller, 'VIRTUAL_MACHINE', input, key, () => this.virtualMachineSteps(caller, input, this.env));
   }
 
