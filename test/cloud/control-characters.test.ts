@@ -14,7 +14,7 @@ const TEXT = 'must not contain control characters other than tab and line breaks
 
 /**
  * No text of a cloud input holds a C0 control character or DEL (the spec shows none, and PostgreSQL cannot store
- * U+0000); a name or title is one line, free text (a description, a password) may hold tab and line breaks. Refused
+ * U+0000, which every variable is refused with before this rule: test/execution/nul-character.test.ts); a name or title is one line, free text (a description, a password) may hold tab and line breaks. Refused
  * with BAD_USER_INPUT naming the field, nothing sent, nothing stored.
  */
 describe('control characters in cloud inputs', () => {
@@ -39,31 +39,31 @@ describe('control characters in cloud inputs', () => {
     expect(await storeSnapshot(gw)).toEqual(before);
   }
 
-  it('U+0000 in a name, a title, a description, a topic name, an ACL pattern, a password and an SSH key', async () => {
-    await refused(M.project, { name: 'shop\u0000x' }, 'input.name', `${NAME} U+0000 at character 5`);
+  it('an escape (U+001B) in a name, a title, a description, a topic name, an ACL pattern, a password and an SSH key', async () => {
+    await refused(M.project, { name: 'shop\u001bx' }, 'input.name', `${NAME} U+001B at character 5`);
     await refused(
       M.project,
-      { name: 'shop', description: 'a\u0000' },
+      { name: 'shop', description: 'a\u001b' },
       'input.description',
-      `${TEXT} U+0000 at character 2`,
+      `${TEXT} U+001B at character 2`,
     );
     await refused(
       M.network,
-      { projectId: chain.projectId, title: '\u0000' },
+      { projectId: chain.projectId, title: '\u001b' },
       'input.title',
-      `${NAME} U+0000 at character 1`,
+      `${NAME} U+001B at character 1`,
     );
     await refused(
       M.topic,
-      { projectId: chain.projectId, clusterId: chain.clusterId, name: 'orders\u0000' },
+      { projectId: chain.projectId, clusterId: chain.clusterId, name: 'orders\u001b' },
       'input.name',
-      `${NAME} U+0000 at character 7`,
+      `${NAME} U+001B at character 7`,
     );
     await refused(
       M.user,
-      { projectId: chain.projectId, clusterId: chain.clusterId, name: 'u', password: 'p\u0000ss' },
+      { projectId: chain.projectId, clusterId: chain.clusterId, name: 'u', password: 'p\u001bss' },
       'input.password',
-      `${TEXT} U+0000 at character 2`,
+      `${TEXT} U+001B at character 2`,
     );
     await refused(
       M.user,
@@ -72,10 +72,10 @@ describe('control characters in cloud inputs', () => {
         clusterId: chain.clusterId,
         name: 'u',
         password: 'pass',
-        acls: [{ pattern: 'orders\u0000' }],
+        acls: [{ pattern: 'orders\u001b' }],
       },
       'input.acls[0].pattern',
-      `${TEXT} U+0000 at character 7`,
+      `${TEXT} U+001B at character 7`,
     );
     await refused(
       M.vm,
@@ -84,11 +84,11 @@ describe('control characters in cloud inputs', () => {
         title: 'vm',
         instanceType: 'C2_SMALL',
         bootDisk: { sizeGb: 10, image: 'DEBIAN_11' },
-        users: [{ name: 'ops', sshKeys: [`${SSH_KEY}\u0000`] }],
+        users: [{ name: 'ops', sshKeys: [`${SSH_KEY}\u001b`] }],
         networkInterfaces: [{ networkId: chain.networkId, subnetId: chain.subnetId, ipAddressId: chain.ipId }],
       },
       'input.users[0].sshKeys[0]',
-      `${TEXT} U+0000 at character ${SSH_KEY.length + 1}`,
+      `${TEXT} U+001B at character ${SSH_KEY.length + 1}`,
     );
   });
 
@@ -120,10 +120,10 @@ describe('control characters in cloud inputs', () => {
         network: { title: 'net' },
         subnet: { title: 's', cidr: '10.9.0.0/24' },
         cluster: { title: 'kafka', instanceType: 'C2_MEDIUM' },
-        topics: [{ name: 'orders' }, { name: 'pay\u0000ments' }],
+        topics: [{ name: 'orders' }, { name: 'pay\u001bments' }],
       },
       'input.topics[1].name',
-      `${NAME} U+0000 at character 4`,
+      `${NAME} U+001B at character 4`,
     );
   });
 });
