@@ -44,7 +44,10 @@ export interface AgentPlan {
   readonly createdAt: number;
   /** Until when it may be approved and executed (null for plans made before plans expired). */
   readonly expiresAt: number | null;
-  /** Pending or approved, and past expiresAt: it can never run (execute_plan and approvePlan say so). */
+  /**
+   * Pending, approved or unknown (not run to its end), and past expiresAt: it can never run (execute_plan and
+   * approvePlan say so).
+   */
   readonly expired: boolean;
 }
 
@@ -60,6 +63,14 @@ export interface AuditEntry {
 
 export type ApproveResult =
   { ok: true; plan: AgentPlan } | { ok: false; reason: 'not-found' | 'own-plan' | 'done'; message: string };
+
+/**
+ * A plan id as given (an agent's or approver's argument, the approvals page's `?plan=`) as it is stored: plan ids are
+ * UUIDs, in any case; execute_plan, agentPlan, approvePlan, declinePlan and agentAudit find the same plan.
+ */
+export function planIdOf(text: string): string {
+  return text.toLowerCase();
+}
 
 /** Most audit rows one read returns. */
 const MAX_AUDIT_ROWS = 1000;
@@ -236,11 +247,14 @@ export class AgentPlans {
   }
 
   async get(id: string): Promise<AgentPlan | undefined> {
-    const row = await this.rows.get(id);
+    const row = await this.rows.get(planIdOf(id));
     return row && this.fromRow(row);
   }
 
-  /** Plans waiting for an approval, newest first (at most `first`, 1 to MAX_AUDIT_ROWS): of these domain sets, and of these apps (undefined: every app). */
+  /**
+   * Plans that need an approval now (pending ones, and approved or unknown ones whose approval lapsed), newest first
+   * (at most `first`, 1 to MAX_AUDIT_ROWS): of these domain sets, and of these apps (undefined: every app).
+   */
   private async pending(
     first: number,
     of: { domains: readonly string[]; apps: readonly string[] | undefined },
@@ -260,7 +274,7 @@ export class AgentPlans {
     return plan && mayApprove(approver, plan) ? plan : null;
   }
 
-  /** The pending plans `approver` may approve, newest first (at most `first`). */
+  /** The plans that need an approval now that `approver` may approve, newest first (at most `first`). */
   pendingFor(approver: Caller, first: number): Promise<AgentPlan[]> {
     return this.pending(first, approvable(approver));
   }
@@ -287,14 +301,16 @@ export class AgentPlans {
 
   /**
    * Approves the plan as it is now (its hash), for the approval TTL. Through approvePlan the approver must be another
-   * app than the plan's: an agent never approves its own plan. A plan already run is not approved again.
+   * app than the plan's: an agent never approves its own plan. A plan run to its end is not approved again; one whose
+   * last execution's outcome is unknown is (its approval lapsed before it could be run again): it stays unknown and
+   * runs under the same idempotency keys, so a repeat creates nothing twice.
    */
   async approve(id: string, approver: { owner: string; name: string }, via: Approval['via']): Promise<ApproveResult> {
     const plan = await this.get(id);
     if (!plan) return { ok: false, reason: 'not-found', message: `no plan ${id}` };
     if (via === 'approvePlan' && approver.owner === plan.owner) {
       await this.audit(
-        id,
+        plan.id,
         plan.app,
         approver.name,
         'refused',
@@ -306,24 +322,28 @@ export class AgentPlans {
         message: 'a plan is approved by another app than the one that made it (an agent never approves its own plan)',
       };
     }
-    if (plan.expired) return { ok: false, reason: 'done', message: `plan ${id} has expired: it can never run` };
+    if (plan.expired) return { ok: false, reason: 'done', message: `plan ${plan.id} has expired: it can never run` };
     if (plan.status === 'declined')
-      return { ok: false, reason: 'done', message: `plan ${id} was declined: it can never run` };
-    if (plan.status !== 'pending' && plan.status !== 'approved') {
-      return { ok: false, reason: 'done', message: `plan ${id} is ${plan.status}: it was executed already` };
+      return { ok: false, reason: 'done', message: `plan ${plan.id} was declined: it can never run` };
+    if (plan.status !== 'pending' && plan.status !== 'approved' && plan.status !== 'unknown') {
+      return { ok: false, reason: 'done', message: `plan ${plan.id} is ${plan.status}: it was executed already` };
     }
     const expiresAt = this.now() + this.o.approvalTtlMs;
     const by = via === 'elicitation' ? `a person through ${approver.name}'s MCP client` : approver.name;
-    await this.rows.approve(id, { by, via, hash: plan.hash, expiresAt }, this.now());
+    if (!(await this.rows.approve(plan.id, plan.status, { by, via, hash: plan.hash, expiresAt }, this.now())))
+      return { ok: false, reason: 'done', message: `plan ${plan.id} was declined or executed meanwhile: not approved` };
     await this.audit(
-      id,
+      plan.id,
       plan.app,
       by,
       'approved',
-      `via ${via}, hash ${plan.hash}, until ${new Date(expiresAt).toISOString()}`,
+      `via ${via}, hash ${plan.hash}, until ${new Date(expiresAt).toISOString()}${
+        plan.status === 'unknown' ? ', to run again after an unknown outcome' : ''
+      }`,
     );
     this.changed();
-    return { ok: true, plan: { ...plan, status: 'approved', approval: { by, via, hash: plan.hash, expiresAt } } };
+    const status = plan.status === 'unknown' ? 'unknown' : 'approved';
+    return { ok: true, plan: { ...plan, status, approval: { by, via, hash: plan.hash, expiresAt } } };
   }
 
   /**
@@ -335,12 +355,18 @@ export class AgentPlans {
     if (!plan) return { ok: false, reason: 'not-found', message: `no plan ${id}` };
     if (decliner.owner === plan.owner)
       return { ok: false, reason: 'own-plan', message: 'a plan is declined by another app than the one that made it' };
-    if (plan.expired) return { ok: false, reason: 'done', message: `plan ${id} has expired: it can never run` };
+    if (plan.expired) return { ok: false, reason: 'done', message: `plan ${plan.id} has expired: it can never run` };
     if (plan.status !== 'pending' && plan.status !== 'approved')
-      return { ok: false, reason: 'done', message: `plan ${id} is ${plan.status}: it cannot be declined now` };
-    if (!(await this.rows.decline(id, decliner.name, this.now())))
-      return { ok: false, reason: 'done', message: `plan ${id} is being executed: it cannot be declined now` };
-    await this.audit(id, plan.app, decliner.name, 'declined', `via declinePlan, hash ${plan.hash}; it can never run`);
+      return { ok: false, reason: 'done', message: `plan ${plan.id} is ${plan.status}: it cannot be declined now` };
+    if (!(await this.rows.decline(plan.id, decliner.name, this.now())))
+      return { ok: false, reason: 'done', message: `plan ${plan.id} is being executed: it cannot be declined now` };
+    await this.audit(
+      plan.id,
+      plan.app,
+      decliner.name,
+      'declined',
+      `via declinePlan, hash ${plan.hash}; it can never run`,
+    );
     this.changed();
     return { ok: true, plan: { ...plan, status: 'declined', approval: null, declinedBy: decliner.name } };
   }
@@ -379,14 +405,15 @@ export class AgentPlans {
     return this.rows.purgeExpired(now);
   }
 
-  /** The stored plans by state (`expired`: pending or approved past their lifetime), for the metrics. */
+  /** The stored plans by state (`expired`: pending, approved or unknown past their lifetime), for the metrics. */
   countByState(): Promise<Map<string, number>> {
     return this.rows.countByState(this.now());
   }
 
   /** The audit trail, newest first; of one plan when `planId` is given. */
   async auditTrail(o: { planId?: string | undefined; first: number }): Promise<AuditEntry[]> {
-    const rows = await this.rows.auditTrail(o.planId, Math.max(1, Math.min(o.first, MAX_AUDIT_ROWS)));
+    const planId = o.planId === undefined ? undefined : planIdOf(o.planId);
+    const rows = await this.rows.auditTrail(planId, Math.max(1, Math.min(o.first, MAX_AUDIT_ROWS)));
     return rows.map((r) => ({
       at: Number(r.at),
       planId: r.plan_id,
@@ -438,7 +465,7 @@ export class AgentPlans {
       expired:
         row.expires_at !== null &&
         Number(row.expires_at) <= this.now() &&
-        (row.status === 'pending' || row.status === 'approved'),
+        (row.status === 'pending' || row.status === 'approved' || row.status === 'unknown'),
     };
   }
 }

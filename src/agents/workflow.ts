@@ -10,7 +10,7 @@ import { getOperationAST, GraphQLError, parse, type DocumentNode, type GraphQLFo
 import type { Caller } from '../auth/caller.js';
 import { approveScopeOf } from './approvers.js';
 import type { AgentDryRun, PlanError } from './dry-run.js';
-import type { AgentPlan, AgentPlans } from './plans.js';
+import { planIdOf, type AgentPlan, type AgentPlans } from './plans.js';
 import { keyedDocument, type Classified } from './writes.js';
 
 /** JSON with sorted keys: equal values hash equal. */
@@ -183,7 +183,7 @@ export class AgentWorkflow {
 
   /** The caller's plan `planId`; another app's plan reads exactly as one that does not exist. */
   async find(planId: string, caller: Caller): Promise<AgentPlan | null> {
-    const plan = await this.o.plans.get(planId.toLowerCase());
+    const plan = await this.o.plans.get(planIdOf(planId));
     return plan && plan.owner === caller.scope ? plan : null;
   }
 
@@ -222,8 +222,14 @@ export class AgentWorkflow {
       return { kind: 'replayed', plan };
     }
     if (plan.status === 'declined' || plan.expired) {
+      const unknown =
+        plan.status === 'unknown'
+          ? ' The outcome of its last execution is unknown: it may have been applied upstream; ' +
+            'check before planning it again.'
+          : ' Make a new plan.';
       const why = plan.expired
-        ? `plan ${plan.id} has expired (a plan may be approved and executed for 24 hours after it was made): it can never run; nothing was sent. Make a new plan.`
+        ? `plan ${plan.id} has expired (a plan may be approved and executed for 24 hours after it was made): ` +
+          `it can never run; nothing was sent.${unknown}`
         : `plan ${plan.id} was declined${plan.declinedBy ? ` by ${plan.declinedBy}` : ''}: it can never run; nothing was sent.`;
       return refuseAudited(why, why, {
         planId: plan.id,
@@ -269,13 +275,27 @@ export class AgentWorkflow {
 
     const approved =
       plan.approval !== null && plan.approval.hash === plan.hash && plan.approval.expiresAt > this.o.plans.now();
+    // What the plan waits for: a first approval, or (its last execution's outcome unknown) a new one to run again.
+    const waiting = plan.status === 'unknown' ? 'UNKNOWN' : 'PENDING';
     if (!approved && this.o.approval === 'approver') {
       // Only another principal approves: the client is shown the plan and where it is approved, never asked.
       const url = this.o.approveUrl(plan.id);
+      const state =
+        plan.status === 'unknown'
+          ? `the outcome of plan ${plan.id} is unknown and its approval has expired: ` +
+            'it runs again, under the same idempotency keys, once approved again'
+          : `plan ${plan.id} is not approved`;
       return refuseAudited(
         'no approval by an approver (MCP_APPROVAL=approver); nothing was sent',
-        `plan ${plan.id} is not approved; nothing was sent. On this gateway a plan is approved by a person or app holding ${approveScopesOf(plan)}, never through this client: they approve it at ${url}; then call execute_plan again.\n\n${plan.summary}\nhash: ${plan.hash}`,
-        { planId: plan.id, status: 'PENDING', code: 'APPROVAL_REQUIRED', approveUrl: url },
+        `${state}; nothing was sent. On this gateway a plan is approved by a person or app holding ` +
+          `${approveScopesOf(plan)}, never through this client: they approve it at ${url}; ` +
+          `then call execute_plan again.\n\n${plan.summary}\nhash: ${plan.hash}`,
+        {
+          planId: plan.id,
+          status: waiting,
+          code: 'APPROVAL_REQUIRED',
+          approveUrl: url,
+        },
       );
     }
     if (!approved) {
@@ -302,7 +322,7 @@ export class AgentWorkflow {
           `plan ${plan.id} is not approved, and this client cannot ask its person; nothing was sent. An app with ${approveScopesOf(plan)} approves it at ${url}; then call execute_plan again.`,
           {
             planId: plan.id,
-            status: 'PENDING',
+            status: waiting,
             code: 'APPROVAL_REQUIRED',
             approveUrl: url,
           },

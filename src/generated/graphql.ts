@@ -97,7 +97,10 @@ export type AgentPlanStatus =
   | 'DECLINED'
   /** Being executed. */
   | 'EXECUTING'
-  /** Not approved and executed within 24 hours of being made: it can never run (it is purged 7 days later). */
+  /**
+   * Not approved and run to its end within 24 hours of being made (an UNKNOWN plan included): it can never run (it is
+   * purged 7 days later).
+   */
   | 'EXPIRED'
   /** Executed and refused (by validation or the upstream); nothing more will be sent for it. */
   | 'FAILED'
@@ -105,7 +108,10 @@ export type AgentPlanStatus =
   | 'PENDING'
   /** Executed; the outcome is stored and replayed to a repeated execute_plan. */
   | 'SUCCEEDED'
-  /** Sent, with no answer known: execute_plan again with the same plan id (its upstream key makes a repeat safe). */
+  /**
+   * Sent, with no answer known: execute_plan again with the same plan id (its upstream key makes a repeat safe); once
+   * its approval expired, it is approved again first.
+   */
   | 'UNKNOWN';
 
 /** The boot disk of a virtual machine. */
@@ -1259,7 +1265,9 @@ export type Mutation = {
   /**
    * Approves an agent's plan as it is now (its hash), for MCP_APPROVAL_TTL. The agent's `execute_plan` then runs it once;
    * a plan whose requests changed since is refused. A plan is approved by another app than the one that made it, holding
-   * the approve scope of each kind of write it makes; to any other approver it is NOT_FOUND, as an unknown id.
+   * the approve scope of each kind of write it makes; to any other approver it is NOT_FOUND, as an unknown id. A plan
+   * whose outcome is UNKNOWN is approved again once its approval expired (it stays UNKNOWN, and runs again under the
+   * same idempotency keys); one run to its end, declined or expired is CONFLICT.
    */
   approvePlan: AgentPlan;
   /** Checks whether a client is in the list of terrorists and extremists (`POST /api/v1/rfm/is-in-catalog`). The body is passed as given. */
@@ -2037,7 +2045,10 @@ export type Query = {
    * for a verification or identification another API key created (the cloud resources are shared by every key).
    */
   node: Maybe<Node>;
-  /** The agents' plans waiting for an approval that this approver may approve, newest first. */
+  /**
+   * The agents' plans that need an approval now that this approver may approve, newest first: pending ones, and
+   * approved or UNKNOWN ones whose approval expired before they ran to their end.
+   */
   pendingAgentPlans: Array<AgentPlan>;
   /**
    * The exact upstream requests `provisionKafkaCluster` would send for this input, in order, with the defaults it

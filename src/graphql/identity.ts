@@ -70,9 +70,9 @@ export const identityResolvers: Resolvers = {
     },
     identification: (_p, { id }, ctx) => ctx.loaders.ofKind(id, 'identification'),
     verificationResults: (_p, { externalIds }, ctx) => {
-      ctx.services.identity.checkResultIds(externalIds);
+      const ids = ctx.services.identity.checkResultIds(externalIds);
       const loader = resultsLoader(ctx);
-      return Promise.all(externalIds.map((id) => loader.load(id)));
+      return Promise.all(ids.map((id) => loader.load(id)));
     },
   },
   Mutation: {

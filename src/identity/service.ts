@@ -117,6 +117,15 @@ function nonEmpty(field: string, value: string): string {
   return v;
 }
 
+/**
+ * A verification's external id as the app gives it, as the gateway keeps and looks it up: without the blanks around
+ * it. registerVerification, verificationResults, the loaders and verificationCompleted all read an id this way, so
+ * an id registered as "  v-1  " is "v-1" everywhere.
+ */
+function externalIdKey(externalId: string): string {
+  return externalId.trim();
+}
+
 function optionalNonEmpty(field: string, value: string | null | undefined): string | null {
   return value == null ? null : nonEmpty(field, value);
 }
@@ -310,6 +319,7 @@ export class IdentityService {
     const workflowId = nonEmpty('input.workflowId', input.workflowId);
     if (!isPlainObject(input.applicant)) throw badUserInput('input.applicant', 'must be a JSON object');
     const applicant = input.applicant;
+    // nonEmpty trims, as externalIdKey does.
     const externalId = optionalNonEmpty('input.externalId', input.externalId);
     const callback = input.callback ?? true;
     return { workflowId, applicant, externalId, callback };
@@ -443,11 +453,14 @@ export class IdentityService {
     return out;
   }
 
-  /** Checks the ids of one `verificationResults` field before any upstream call. */
-  checkResultIds(externalIds: readonly string[]): void {
+  /**
+   * Checks the ids of one `verificationResults` field before any upstream call; the ids as they are looked up
+   * (externalIdKey).
+   */
+  checkResultIds(externalIds: readonly string[]): string[] {
     if (externalIds.length > MAX_RESULT_IDS)
       throw badUserInput('externalIds', `must hold at most ${MAX_RESULT_IDS} ids`);
-    externalIds.forEach((id, i) => nonEmpty(`externalIds[${i}]`, id));
+    return externalIds.map((id, i) => nonEmpty(`externalIds[${i}]`, id));
   }
 
   /**
@@ -456,7 +469,8 @@ export class IdentityService {
    * Only verifications this caller registered are asked for (src/auth/tenancy.ts): any other id, another key's
    * or one never registered here, is null without reaching the upstream.
    */
-  async results(caller: Caller, externalIds: readonly string[]): Promise<(wire.VerificationResultItem | null)[]> {
+  async results(caller: Caller, asked: readonly string[]): Promise<(wire.VerificationResultItem | null)[]> {
+    const externalIds = asked.map(externalIdKey);
     const records = await this.verificationsOf(caller, externalIds);
     const upstreamIds = [...new Set(records.flatMap((r) => (r === null ? [] : [r.id])))];
     if (upstreamIds.length === 0) return externalIds.map(() => null);
@@ -473,7 +487,8 @@ export class IdentityService {
    * verification of): its own id's derived record (`upstreamExternalId`) first, else a record the upstream
    * assigned that id to. Another app's verification is null, whatever id it was registered with.
    */
-  async verificationsOf(caller: Caller, externalIds: readonly string[]): Promise<(LedgerRecord | null)[]> {
+  async verificationsOf(caller: Caller, asked: readonly string[]): Promise<(LedgerRecord | null)[]> {
+    const externalIds = asked.map(externalIdKey);
     const derived = externalIds.map((id) => upstreamExternalId(caller.scope, id));
     const records = await this.o.ledger.getMany([...derived, ...externalIds]);
     const verification = (r: LedgerRecord | null | undefined, assigned: boolean) => {
@@ -535,17 +550,18 @@ export class IdentityService {
    * verification streams nothing, like an id that has no result yet (src/auth/tenancy.ts).
    */
   watch(caller: Caller, externalId: string | null | undefined, after?: Position): AsyncGenerator<EventRecord> {
-    if (externalId != null && externalId.trim() === '') throw badUserInput('externalId', 'must not be empty');
+    const key = externalId == null ? null : externalIdKey(externalId);
+    if (key === '') throw badUserInput('externalId', 'must not be empty');
     return this.o.events.streams.subscribe(
-      externalId != null
-        ? { kind: VERIFICATION_EVENT_KIND, key: externalId, reader: caller, after }
+      key !== null
+        ? { kind: VERIFICATION_EVENT_KIND, key, reader: caller, after }
         : { kind: VERIFICATION_EVENT_KIND, scope: caller.scope, after },
     );
   }
 
   /** Newest callback event of each verification, in the order of `externalIds`; null for another key's. */
   async completions(caller: Caller, externalIds: readonly string[]): Promise<(EventRecord | null)[]> {
-    return this.o.events.log.latestMany(VERIFICATION_EVENT_KIND, externalIds, caller);
+    return this.o.events.log.latestMany(VERIFICATION_EVENT_KIND, externalIds.map(externalIdKey), caller);
   }
 
   /** True when the token is one of a callbackUrl the gateway handed out. */

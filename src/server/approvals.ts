@@ -73,9 +73,12 @@ const SCRIPT = String.raw`'use strict';
     get() { try { return sessionStorage.getItem(ITEM) || ''; } catch { return ''; } },
     set(v) { try { if (v) sessionStorage.setItem(ITEM, v); else sessionStorage.removeItem(ITEM); } catch {} },
   };
-  const focusId = new URLSearchParams(location.search).get('plan');
+  // A plan id in any case names the same plan (as execute_plan and the GraphQL fields take it).
+  const focusId = (new URLSearchParams(location.search).get('plan') || '').toLowerCase() || null;
   const FIELDS = 'id app tool summary hash creations rateLimitPoints status expiresAt requests';
   let socket = null;
+  // The plans of the live list: the plan opened by ?plan= is shown there when it needs an approval, else above it.
+  let listed = new Set();
 
   function say(text) { $('status').textContent = text; }
   function why(text) { $('why').textContent = text; }
@@ -114,18 +117,27 @@ const SCRIPT = String.raw`'use strict';
     details.append(text('p', 'hash ' + plan.hash, 'meta'));
     details.append(text('pre', JSON.stringify(plan.requests, null, 2)));
     el.append(details);
-    if (plan.status === 'PENDING' || plan.status === 'APPROVED') {
+    const unknown = plan.status === 'UNKNOWN';
+    if (plan.status === 'PENDING' || plan.status === 'APPROVED' || unknown) {
+      if (unknown) {
+        el.append(text('p', 'Its last run\'s outcome is unknown: approved again, it runs again under the same ' +
+          'idempotency keys (nothing is created twice).', 'meta'));
+      }
       const actions = document.createElement('div');
       actions.className = 'actions';
       const approve = text('button', 'Approve', 'approve');
       approve.type = 'button';
       approve.setAttribute('aria-describedby', headingId);
       approve.addEventListener('click', () => act('approvePlan', plan));
-      const decline = text('button', 'Decline', 'decline');
-      decline.type = 'button';
-      decline.setAttribute('aria-describedby', headingId);
-      decline.addEventListener('click', () => act('declinePlan', plan));
-      actions.append(approve, decline);
+      actions.append(approve);
+      // A plan that may have been applied already is never declined.
+      if (!unknown) {
+        const decline = text('button', 'Decline', 'decline');
+        decline.type = 'button';
+        decline.setAttribute('aria-describedby', headingId);
+        decline.addEventListener('click', () => act('declinePlan', plan));
+        actions.append(decline);
+      }
       el.append(actions);
     } else {
       el.append(text('p', 'This plan is ' + plan.status.toLowerCase() + '.', 'meta'));
@@ -152,7 +164,7 @@ const SCRIPT = String.raw`'use strict';
     const out = await graphql('query($id: ID!) { agentPlan(id: $id) { ' + FIELDS + ' } }', { id: focusId });
     const plan = out.data && out.data.agentPlan;
     if (!plan) into.append(text('p', 'The plan ' + focusId + ' is not one you may approve, or it does not exist.'));
-    else if (plan.status !== 'PENDING') render(plan, into, true);
+    else if (!listed.has(plan.id)) render(plan, into, true);
   }
 
   function list(plans) {
@@ -163,6 +175,8 @@ const SCRIPT = String.raw`'use strict';
     const keep = activePlan ? { id: activePlan.dataset.planId, cls: active.className, tag: active.tagName } : null;
     const open = new Set([...into.querySelectorAll('.plan details[open]')].map((d) => d.closest('.plan').dataset.planId));
     into.textContent = '';
+    listed = new Set(plans.map((p) => p.id));
+    if (focusId && listed.has(focusId)) $('focus').textContent = '';
     $('listhead').hidden = false;
     if (!plans.length) into.append(text('p', 'No plan waits for your approval.'));
     for (const plan of plans) render(plan, into, plan.id === focusId);

@@ -54,7 +54,10 @@ export class AgentPlanRows {
     return this.db.selectFrom('agent_plans').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
-  /** Pending plans not expired at `now`, newest first: of these domain sets, and of these apps (undefined: every app). */
+  /**
+   * The plans that need an approval at `now`, newest first: pending ones, and approved or unknown ones whose approval
+   * has lapsed, none past its lifetime; of these domain sets, and of these apps (undefined: every app).
+   */
   async pending(o: {
     domains: readonly string[];
     apps: readonly string[] | undefined;
@@ -64,23 +67,33 @@ export class AgentPlanRows {
     let q = this.db
       .selectFrom('agent_plans')
       .selectAll()
-      .where('status', '=', 'pending')
+      .where((eb) =>
+        eb.or([
+          eb('status', '=', 'pending'),
+          eb.and([eb('status', 'in', ['approved', 'unknown']), eb('approval_expires_at', '<=', o.now)]),
+        ]),
+      )
       .where('domains', 'in', o.domains)
       .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', o.now)]));
     if (o.apps) q = q.where('app', 'in', o.apps);
     return q.orderBy('created_at', 'desc').limit(o.limit).execute();
   }
 
-  /** Marks a pending or approved plan approved. */
+  /**
+   * Gives a plan of status `from` a new approval: a pending or approved plan becomes approved, an unknown one stays
+   * unknown (its last execution may have been applied: it is never declined, only run again under the same keys).
+   * False when the plan is no longer of status `from` (declined or claimed meanwhile).
+   */
   async approve(
     id: string,
+    from: 'pending' | 'approved' | 'unknown',
     approval: { by: string; via: string; hash: string; expiresAt: number },
     at: number,
-  ): Promise<void> {
-    await this.db
+  ): Promise<boolean> {
+    const result = await this.db
       .updateTable('agent_plans')
       .set({
-        status: 'approved',
+        status: from === 'unknown' ? 'unknown' : 'approved',
         approved_by: approval.by,
         approved_via: approval.via,
         approved_hash: approval.hash,
@@ -88,8 +101,9 @@ export class AgentPlanRows {
         updated_at: at,
       })
       .where('id', '=', id)
-      .where('status', 'in', ['pending', 'approved'])
-      .execute();
+      .where('status', 'in', from === 'unknown' ? ['unknown'] : ['pending', 'approved'])
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
   }
 
   /** Marks a pending or approved plan declined; false when it is neither (an execution claimed it). */
@@ -110,7 +124,10 @@ export class AgentPlanRows {
     return Number(result.numUpdatedRows) === 1;
   }
 
-  /** Marks an approved (or unknown) plan whose approval holds at `at` executing: true for exactly one caller. */
+  /**
+   * Marks an approved (or unknown) plan whose approval holds at `at`, within its lifetime, executing: true for exactly
+   * one caller.
+   */
   async claim(id: string, at: number): Promise<boolean> {
     const result = await this.db
       .updateTable('agent_plans')
@@ -118,6 +135,7 @@ export class AgentPlanRows {
       .where('id', '=', id)
       .where('status', 'in', ['approved', 'unknown'])
       .where('approval_expires_at', '>', at)
+      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', at)]))
       .executeTakeFirst();
     return Number(result.numUpdatedRows) === 1;
   }
@@ -153,7 +171,7 @@ export class AgentPlanRows {
     return Number(deleted.numDeletedRows);
   }
 
-  /** The stored plans by state (`expired`: pending or approved past their lifetime at `now`). */
+  /** The stored plans by state (`expired`: pending, approved or unknown past their lifetime at `now`). */
   async countByState(now: number): Promise<Map<string, number>> {
     const rows = await this.db
       .selectFrom('agent_plans')
@@ -161,7 +179,7 @@ export class AgentPlanRows {
         'status',
         eb
           .case()
-          .when(eb.and([eb('expires_at', '<=', now), eb('status', 'in', ['pending', 'approved'])]))
+          .when(eb.and([eb('expires_at', '<=', now), eb('status', 'in', ['pending', 'approved', 'unknown'])]))
           .then(1)
           .else(0)
           .end()

@@ -155,4 +155,31 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
 
     for (const log of logs) expect(log.nonLocal()).toEqual([]);
   });
+
+  it('a link naming the plan in upper case opens that plan: it is marked in the list, and said once', async () => {
+    const planned = await agent.call('create_project', { input: { name: 'upper-case-link' } });
+    expect(planned.isError, textOf(planned)).toBeFalsy();
+    const planId = planned.structuredContent!.planId as string;
+    const context = await browser.newContext();
+    await context.route(
+      (url) => !isLocalUrl(url.href),
+      (route) => route.abort('internetdisconnected'),
+    );
+    const page = await context.newPage();
+    logs.push(recordRequests(page));
+    await page.goto(`${gw.url}/approvals?plan=${planId.toUpperCase()}`);
+    await page.getByLabel('Your key or token').fill(APPROVER_KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator(`#plans article.focus[data-plan-id="${planId}"]`).waitFor(WAIT);
+    await page.locator('#focus article').waitFor({ state: 'detached', ...WAIT });
+    expect(await page.locator('#focus').textContent()).toBe('');
+    expect(await page.locator(`article[data-plan-id="${planId}"]`).count()).toBe(1);
+    await context.close();
+    const declined = await gw.graphql(
+      'mutation($id: ID!) { declinePlan(planId: $id) { status } }',
+      { id: planId },
+      { key: APPROVER_KEY },
+    );
+    expect(declined.data).toEqual({ declinePlan: { status: 'DECLINED' } });
+  });
 });

@@ -1,0 +1,91 @@
+// A plan id is a UUID, in any case: agentPlan, approvePlan, declinePlan and agentAudit find the plan execute_plan
+// finds, and answer with its id as the plan tool gave it.
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { gatewaysPerTest, tempDataDir } from '../../helpers/gateway.js';
+import { mcpClientsPerTest } from '../../helpers/mcp.js';
+
+const start = gatewaysPerTest();
+const connect = mcpClientsPerTest();
+
+const sha = (key: string) => createHash('sha256').update(key).digest('hex');
+const AGENT_KEY = 'agent-key-0123456789';
+const APPROVER_KEY = 'approver-key-0123456789';
+const OPERATOR_KEY = 'operator-key-0123456789';
+function appsFile(): string {
+  const file = path.join(tempDataDir('mcp-plan-id-case-'), 'apps.yaml');
+  fs.writeFileSync(
+    file,
+    `apps:
+  - name: agent
+    scopes: [cloud:read, cloud:write]
+    keys: [{ sha256: ${sha(AGENT_KEY)} }]
+  - name: approver
+    scopes: [cloud:approve]
+    keys: [{ sha256: ${sha(APPROVER_KEY)} }]
+  - name: ops
+    scopes: [operator]
+    keys: [{ sha256: ${sha(OPERATOR_KEY)} }]
+`,
+  );
+  return file;
+}
+
+describe('a plan id in upper case', () => {
+  it('names the same plan to agentPlan, approvePlan, declinePlan and agentAudit as to execute_plan', async () => {
+    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const c = await connect(gw, { key: AGENT_KEY });
+    const plan = async (name: string) =>
+      (await c.call('create_project', { input: { name } })).structuredContent!.planId as string;
+    const planId = await plan('upper');
+    const upper = planId.toUpperCase();
+    expect(upper).not.toBe(planId);
+    expect((await c.call('execute_plan', { planId: upper })).structuredContent).toMatchObject({
+      planId,
+      code: 'APPROVAL_REQUIRED',
+    });
+
+    const approver = { key: APPROVER_KEY };
+    const read = await gw.graphql('query($id: ID!) { agentPlan(id: $id) { id status } }', { id: upper }, approver);
+    expect(read.data).toEqual({ agentPlan: { id: planId, status: 'PENDING' } });
+    const approved = await gw.graphql(
+      'mutation($id: ID!) { approvePlan(planId: $id) { id status approvedBy } }',
+      { id: upper },
+      approver,
+    );
+    expect(approved.errors).toBeUndefined();
+    expect(approved.data).toEqual({ approvePlan: { id: planId, status: 'APPROVED', approvedBy: 'approver' } });
+    expect((await c.call('execute_plan', { planId: upper })).structuredContent).toMatchObject({
+      planId,
+      status: 'SUCCEEDED',
+    });
+
+    const audit = await gw.graphql<{ agentAudit: { planId: string; action: string; actor: string }[] }>(
+      'query($id: ID!) { agentAudit(planId: $id) { planId action actor } }',
+      { id: upper },
+      { key: OPERATOR_KEY },
+    );
+    expect(audit.data!.agentAudit.map((e) => [e.planId, e.action, e.actor]).reverse()).toEqual([
+      [planId, 'planned', 'agent'],
+      [planId, 'refused', 'agent'],
+      [planId, 'approved', 'approver'],
+      [planId, 'executed', 'agent'],
+    ]);
+
+    const other = await plan('declined');
+    const declined = await gw.graphql(
+      'mutation($id: ID!) { declinePlan(planId: $id) { id status declinedBy } }',
+      { id: other.toUpperCase() },
+      approver,
+    );
+    expect(declined.errors).toBeUndefined();
+    expect(declined.data).toEqual({ declinePlan: { id: other, status: 'DECLINED', declinedBy: 'approver' } });
+    expect((await c.call('execute_plan', { planId: other })).structuredContent).toMatchObject({
+      planId: other,
+      code: 'DECLINED',
+    });
+  });
+});
