@@ -62,6 +62,20 @@ const NAME_FIELDS = new Set(['name', 'title']);
  * objects are walked, each text named by its path.
  */
 export function checkTexts(field: string, value: unknown): void {
+  // Most inputs hold no control character at all: a scan without paths first, the named walk only for one that does.
+  if (!holdsControl(value)) return;
+  namedCheck(field, value);
+}
+
+/** Whether any text in `value` holds a C0 control character or DEL (tab and line breaks included: names refuse them). */
+function holdsControl(value: unknown): boolean {
+  if (typeof value === 'string') return NAME_CONTROL.test(value);
+  if (value === null || typeof value !== 'object') return false;
+  for (const item of Array.isArray(value) ? value : Object.values(value)) if (holdsControl(item)) return true;
+  return false;
+}
+
+function namedCheck(field: string, value: unknown): void {
   if (typeof value === 'string') {
     const name = NAME_FIELDS.has(field.slice(field.lastIndexOf('.') + 1));
     const text = name ? value.trim() : value;
@@ -76,9 +90,9 @@ export function checkTexts(field: string, value: unknown): void {
         : `must not contain control characters other than tab and line breaks; found ${code} at character ${at}`,
     );
   } else if (Array.isArray(value)) {
-    value.forEach((item, i) => checkTexts(`${field}[${i}]`, item));
+    value.forEach((item, i) => namedCheck(`${field}[${i}]`, item));
   } else if (value !== null && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) checkTexts(`${field}.${key}`, item);
+    for (const [key, item] of Object.entries(value)) namedCheck(`${field}.${key}`, item);
   }
 }
 

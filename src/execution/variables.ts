@@ -149,6 +149,8 @@ function typeCheck(type: GraphQLInputType, made: Map<GraphQLInputType, Check>): 
  * upstream's spec allows it. Iterative: deep variables cannot overflow the stack.
  */
 export function nulPath(variables: Readonly<Record<string, unknown>>): string | null {
+  // Nearly every request holds none: a scan without paths first (JSON text that parsed holds no cycle).
+  if (!holdsNul(variables)) return null;
   const values: unknown[] = [variables];
   const paths: string[] = [''];
   while (values.length > 0) {
@@ -165,4 +167,19 @@ export function nulPath(variables: Readonly<Record<string, unknown>>): string | 
     }
   }
   return null;
+}
+
+/** Whether any string in `value` holds U+0000; iterative, no path made. */
+function holdsNul(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (v.includes('\u0000')) return true;
+    } else if (v !== null && typeof v === 'object') {
+      for (const child of Array.isArray(v) ? v : Object.values(v))
+        if (typeof child === 'string' || typeof child === 'object') stack.push(child);
+    }
+  }
+  return false;
 }
