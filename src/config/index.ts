@@ -537,6 +537,10 @@ const VARS = {
     int(1000, 1, 1_000_000),
     'Most mobile-ID notifications of one owner (the app whose issued or bound token carried them; a bare configured token is one owner) that may wait pending verification (the JWKS unreachable, or a kid it lacks). One more is refused (429, quarantined as PENDING_LIMIT, counted in gateway_mobile_id_rejections_total{reason="PENDING_LIMIT"}) instead of acknowledged.',
   ),
+  MOBILEID_PLAIN_CHECKS: declare(
+    bool(true),
+    'true: a mobile-ID notification whose every field is as the wire shape takes it is checked by plain code, and only one that is not (or that holds a jwks_uri) goes through the zod schemas, which decide and word every refusal; the notification taken is the same object either way (docs/decisions/158). false: the zod schemas check every notification; an off switch, not a tuning knob.',
+  ),
   MOBILEID_STRICT_ID_TOKEN: declare(
     bool(false),
     'true: full CIBA strictness, an id_token without iss, aud, exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash, or an encrypted one, is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).',
@@ -1105,6 +1109,8 @@ export interface Config {
     readonly clientId: string | undefined;
     /** MOBILEID_STRICT_ID_TOKEN. */
     readonly strictIdToken: boolean;
+    /** MOBILEID_PLAIN_CHECKS: a well-formed notification checked by plain code, zod for the rest. */
+    readonly plainChecks: boolean;
     /** MOBILEID_PENDING_MAX_PER_APP. */
     readonly pendingMaxPerApp: number;
   };
@@ -1403,6 +1409,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       issuer: e.MOBILEID_ISSUER,
       clientId: e.MOBILEID_CLIENT_ID,
       strictIdToken: e.MOBILEID_STRICT_ID_TOKEN,
+      plainChecks: e.MOBILEID_PLAIN_CHECKS,
       pendingMaxPerApp: e.MOBILEID_PENDING_MAX_PER_APP,
     },
     tokenEncryptionKey: e.TOKEN_ENCRYPTION_KEY,

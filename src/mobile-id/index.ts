@@ -64,6 +64,7 @@ export function createMobileIdService(
     metrics: deps.metrics,
     clearFromIntake: config.delivery.clearFromIntake,
     payloadFromIntake: config.delivery.payloadFromIntake,
+    plainChecks: config.mobileId.plainChecks,
     now: deps.now,
   });
 }

@@ -104,6 +104,8 @@ interface IntakeOptions {
    * not their stored JSON parsed back.
    */
   payloadFromIntake?: boolean;
+  /** MOBILEID_PLAIN_CHECKS: a well-formed notification checked by plain code, zod for the rest (decision 158). */
+  plainChecks?: boolean;
   /** Epoch ms: the reception time of pending notifications and the clock of the retry schedules (tests control it). */
   now?: () => number;
 }
@@ -133,7 +135,7 @@ export class NotificationIntake {
     body: unknown,
     headers: NotificationHeaders,
   ): Promise<ReceiveResult> {
-    const parsed = parseNotification(body);
+    const parsed = parseNotification(body, this.options.plainChecks === true);
     if (!parsed.ok)
       return { status: 'invalid', reason: 'MALFORMED', description: parsed.description, authReqId: authReqIdOf(body) };
     const n = parsed.notification;

@@ -39,6 +39,8 @@ interface MobileIdServiceOptions {
   clearFromIntake?: boolean;
   /** DELIVERY_PAYLOAD_FROM_INTAKE: a notification taken in here is published with the payload the intake built (decision 097). */
   payloadFromIntake?: boolean;
+  /** MOBILEID_PLAIN_CHECKS: a well-formed notification checked by plain code, zod for the rest (decision 158). */
+  plainChecks?: boolean;
   /**
    * Tests only: the clock (epoch ms) of access token expiry, notification tokens, pending notifications and the JWKS
    * retry schedule. Default Date.now.
@@ -88,6 +90,7 @@ export class MobileIdService {
       logger: options.logger,
       clearFromIntake: options.clearFromIntake ?? false,
       payloadFromIntake: options.payloadFromIntake ?? false,
+      plainChecks: options.plainChecks ?? false,
       now: this.now,
     });
     this.sandbox = new SandboxTrigger(options.sandbox, this.tokens, options.notificationUri);

@@ -18,7 +18,8 @@ import { subscribers, waitFor } from '../helpers/wait.js';
 // 093; its frames are also checked on the wire in test/server/ws-one-write.test.ts) and written below the socket's
 // stream (DELIVERY_DIRECT_WRITE, decision 150), and the notification published with the payload object its intake
 // stored rather than its JSON parsed back (DELIVERY_PAYLOAD_FROM_INTAKE, decision 097), and each subscription's source
-// stream made from its document's plan (SUBSCRIPTION_COMPILED_SOURCE, decision 154). Two gateways get the very same
+// stream made from its document's plan (SUBSCRIPTION_COMPILED_SOURCE, decision 154), and each notification checked
+// by plain code rather than the zod schemas (MOBILEID_PLAIN_CHECKS, decision 158). Two gateways get the very same
 // notifications, with Date frozen so that their reception times agree: one with the shortcuts (the default), one with
 // all of them off (the plain path). Every frame each writes, over graphql-ws and SSE, must be the same bytes.
 
@@ -155,6 +156,7 @@ describe("the delivery shortcuts write the plain path's frames, byte for byte", 
       DELIVERY_ONE_WRITE: 'false',
       DELIVERY_DIRECT_WRITE: 'false',
       DELIVERY_PAYLOAD_FROM_INTAKE: 'false',
+      MOBILEID_PLAIN_CHECKS: 'false',
     });
     vi.useFakeTimers({ toFake: ['Date'], now: NOW });
   });
