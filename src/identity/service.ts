@@ -130,16 +130,25 @@ function optionalNonEmpty(field: string, value: string | null | undefined): stri
   return value == null ? null : nonEmpty(field, value);
 }
 
+/** The longest URL taken: what browsers and servers reliably pass on. */
+const MAX_URL_LENGTH = 2048;
+
+/**
+ * An absolute http(s) URL, as it is sent: without the blanks around it that the URL parser skips (a newline in what is
+ * sent would be the upstream's to guess at), and at most MAX_URL_LENGTH characters.
+ */
 function absoluteHttpUrl(field: string, value: string): string {
+  const text = value.trim();
+  if (text.length > MAX_URL_LENGTH) throw badUserInput(field, `must be at most ${MAX_URL_LENGTH} characters`);
   let url: URL;
   try {
-    url = new URL(value);
+    url = new URL(text);
   } catch {
     throw badUserInput(field, 'must be an absolute http(s) URL');
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:')
     throw badUserInput(field, 'must be an absolute http(s) URL');
-  return value;
+  return text;
 }
 
 /** The gateway secret, as the identity service uses it: keyed digests, and sealing personal data at rest. */

@@ -164,6 +164,24 @@ describe('identification links against the sandbox', () => {
     expect(production.requests).toHaveLength(0);
   });
 
+  it('refuses a redirectUrl over 2,048 characters before the wire', async () => {
+    const res = await t.graphql(CREATE, {
+      input: { workflowId: 'wf', redirectUrl: `https://app.example/${'x'.repeat(2030)}` },
+    });
+    expect(res.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'input.redirectUrl' });
+    expect(res.errors?.[0]?.message).toBe('input.redirectUrl: must be at most 2048 characters');
+    expect(production.requests).toHaveLength(0);
+  });
+
+  it('sends redirectUrl without the blanks around it, as it shows it', async () => {
+    const res = await t.graphql(CREATE, {
+      input: { workflowId: 'wf-blanks', redirectUrl: ' https://app.example/done\n' },
+    });
+    expect(res.errors).toBeUndefined();
+    expect(production.requests[0]!.body).toMatchObject({ redirectUrl: 'https://app.example/done' });
+    expect(res.data!.createIdentification.identification.redirectUrl).toBe('https://app.example/done');
+  });
+
   it('accepts the maximum lifetime of 195 minutes', async () => {
     const res = await t.graphql(CREATE, { input: { workflowId: 'wf-onboarding', linkLifetimeInMinutes: 195 } });
     expect(res.errors).toBeUndefined();
