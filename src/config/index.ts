@@ -146,17 +146,21 @@ const choice = <const V extends readonly [string, ...string[]]>(
     shown: fallback,
   };
 };
-const duration = (fallback: string, bound: { minMs: number; message: string } = { minMs: 0, message: '' }) => ({
+const duration = (
+  fallback: string,
+  bound: { minMs: number; message: string; maxMs?: number } = { minMs: 0, message: '' },
+) => ({
   schema: z
     .string()
     .optional()
     .transform((s, ctx) => {
       const ms = parseDuration(s ?? fallback);
-      if (ms === undefined) {
+      // So many digits that the number is Infinity are no duration either.
+      if (ms === undefined || !Number.isFinite(ms)) {
         ctx.addIssue({ code: 'custom', message: 'must be a duration such as 500ms, 30s, 10m, 24h or 7d' });
         return z.NEVER;
       }
-      if (ms < bound.minMs) {
+      if (ms < bound.minMs || (bound.maxMs !== undefined && ms > bound.maxMs)) {
         ctx.addIssue({ code: 'custom', message: bound.message });
         return z.NEVER;
       }
@@ -359,7 +363,10 @@ const VARS = {
       .trim()
       .optional()
       .transform((s) => (s ? s : undefined))
-      .refine((s) => s === undefined || /^postgres(ql)?:\/\//.test(s), 'must be a postgres:// or postgresql:// URL'),
+      .refine(
+        (s) => s === undefined || (/^postgres(ql)?:\/\//.test(s) && URL.canParse(s)),
+        'must be a postgres:// or postgresql:// URL',
+      ),
     'PostgreSQL connection string; when set, the store, idempotency records and event log live there.',
     '(unset: SQLite)',
   ),
@@ -698,7 +705,10 @@ const VARS = {
     int(10_000, 0, 1_000_000),
     'How many cloud ledger records (projects, networks, subnets, …: shared by every key, and never changed once stored) the gateway keeps in memory once read, about 1.2 KB each, least recently used out: a query takes them by id from memory, and a tree level reads only the ids of its rows (docs/decisions/070). 0 reads every row of every level from the store; the off switch.',
   ),
-  UPSTREAM_TIMEOUT: declare(duration('10s'), 'Time limit of one upstream attempt (headers and body).'),
+  UPSTREAM_TIMEOUT: declare(
+    duration('10s', { minMs: 1, message: 'must be more than 0 (0 would leave an upstream attempt without a limit)' }),
+    'Time limit of one upstream attempt (headers and body).',
+  ),
   UPSTREAM_RETRY_BUDGET: declare(
     duration('20s'),
     'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.',
@@ -776,7 +786,11 @@ const VARS = {
     'Per app and replica: most new identification callback addresses per minute, like APP_CALLBACK_ADDRESSES. 0: no limit.',
   ),
   IDEMPOTENCY_TAKEOVER: declare(
-    duration('10s', { minMs: 300, message: 'must be at least 300ms (a live call renews its lease every third of it)' }),
+    duration('10s', {
+      minMs: 300,
+      maxMs: 7 * 86_400_000,
+      message: 'must be from 300ms to 7d (a live call renews its lease every third of it, on a timer)',
+    }),
     'How long the idempotency key of a call whose replica crashed stays locked before a call with the same key (on any replica) takes it over. A live call renews its lease every third of this, so a slow call is never taken over (docs/decisions/012).',
   ),
   IDEMPOTENCY_WAIT: declare(
@@ -1282,9 +1296,10 @@ function parseEnv<S extends z.ZodType>(schema: S, env: Readonly<Record<string, s
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0] ?? 'environment');
     // A bad value of a variable that holds a secret is not repeated: start-up errors end up in logs.
+    // Nor the user info of a URL (`https://user:password@host`), up to the host's last `@`.
     const shown = SECRET_VARS.has(variable)
       ? '(value not shown: it may hold a secret)'
-      : `(got ${JSON.stringify(env[variable] ?? null)})`;
+      : `(got ${JSON.stringify(env[variable]?.replace(/\/\/[^/]*@/, '//…@') ?? null)})`;
     throw new ConfigError(variable, `${issue.message} ${shown}`);
   }
   return parsed.data;

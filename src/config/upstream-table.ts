@@ -37,8 +37,18 @@ export interface AppNames {
  */
 function bindNotificationTokens(entries: readonly string[], apps: AppNames): ConfiguredNotificationToken[] {
   const names = apps.names;
+  /** Each token's entry: a token listed twice would belong to whichever entry a lookup meets first. */
+  const seen = new Map<string, number>();
   return entries.map((entry, i) => {
     const parsed = parseAppKey(entry);
+    const token = parsed.name === null ? entry : parsed.key;
+    const first = seen.get(token);
+    if (first !== undefined)
+      throw new ConfigError(
+        'MOBILEID_NOTIFICATION_TOKENS',
+        `entries ${first + 1} and ${i + 1} list the same token: a token belongs to one app, or is shared by all`,
+      );
+    seen.set(token, i);
     if (parsed.name === null) return { token: entry, scope: null };
     if (!names.has(parsed.name) && !apps.anyName) {
       const known = names.size
@@ -130,7 +140,8 @@ export function everyUpstreamSandboxed(table: UpstreamTable): boolean {
 
 /** `name=sandbox` or `name=<address>` per upstream, for the start-up line (no credentials: user info is cut). */
 export function describeUpstreams(table: UpstreamTable): Record<UpstreamName, string> {
-  const address = (url: string) => url.replace(/\/\/[^/@]*@/, '//');
+  // The user info ends at the host's last `@` (a password may hold one); nothing of it is shown.
+  const address = (url: string) => url.replace(/\/\/[^/]*@/, '//');
   return {
     cloud: table.cloud.sandbox ? 'sandbox' : address(table.cloud.url),
     identification: table.identification.sandbox ? 'sandbox' : address(table.identification.url),

@@ -1,0 +1,84 @@
+// Configuration values that would start the gateway with a wrong setting, or leak a secret, are refused at start-up
+// with the variable named, and the error repeats no password a URL holds.
+import { describe, expect, it } from 'vitest';
+
+import { ConfigError, describeUpstreams, loadConfig } from '../../src/config/index.js';
+
+function refusal(env: Record<string, string>): ConfigError | undefined {
+  try {
+    loadConfig(env);
+    return undefined;
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw err;
+  }
+}
+
+const KEYS = { GATEWAY_API_KEYS: 'shop:key-of-shop-123,crm:key-of-crm-456' };
+const SANDBOXED = { SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm' };
+
+describe('configuration values refused at start-up', () => {
+  it.each([
+    ['bound to two apps', 'shop:tok-1,crm:tok-1'],
+    ['both shared and bound to an app', 'tok-1,shop:tok-1'],
+    ['listed twice, shared', 'tok-1,tok-1'],
+  ])('a notification token %s: it would belong to whichever entry a lookup meets first', (_what, tokens) => {
+    const err = refusal({ ...KEYS, ...SANDBOXED, MOBILEID_NOTIFICATION_TOKENS: tokens });
+    expect(err?.variable).toBe('MOBILEID_NOTIFICATION_TOKENS');
+    expect(err?.message).toContain('entries 1 and 2 list the same token');
+    expect(err?.message).not.toContain('tok-1');
+  });
+
+  it('takes each token once, bound or shared', () => {
+    expect(() =>
+      loadConfig({ ...KEYS, ...SANDBOXED, MOBILEID_NOTIFICATION_TOKENS: 'tok-0,shop:tok-1,crm:tok-2' }),
+    ).not.toThrow();
+  });
+
+  it('UPSTREAM_TIMEOUT=0, which would leave an attempt without a limit', () => {
+    expect(refusal({ UPSTREAM_TIMEOUT: '0' })?.message).toMatch(/^UPSTREAM_TIMEOUT: must be more than 0/);
+    expect(refusal({ UPSTREAM_TIMEOUT: '1ms' })).toBeUndefined();
+  });
+
+  it('IDEMPOTENCY_TAKEOVER past 7d, whose renewal timer Node could not hold', () => {
+    expect(refusal({ IDEMPOTENCY_TAKEOVER: '90d' })?.variable).toBe('IDEMPOTENCY_TAKEOVER');
+    expect(refusal({ IDEMPOTENCY_TAKEOVER: '7d' })).toBeUndefined();
+  });
+
+  it('a duration of so many digits that it is Infinity', () => {
+    const err = refusal({ IDEMPOTENCY_RETENTION: '9'.repeat(400) });
+    expect(err?.variable).toBe('IDEMPOTENCY_RETENTION');
+    expect(err?.message).toContain('must be a duration');
+  });
+
+  it.each(['postgresql://gw:pw@db.example:99999/gw', 'postgresql://gw:pw@db example/gw'])(
+    'a DATABASE_URL that is no URL (%s), named, its value not shown',
+    (url) => {
+      const err = refusal({ DATABASE_URL: url });
+      expect(err?.variable).toBe('DATABASE_URL');
+      expect(err?.message).not.toContain('pw@');
+    },
+  );
+
+  it.each([
+    ['CLOUD_API_URL', 'ftp://svc:s3cret-pass@cloud.example'],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', 'grpc://svc:s3cret-p@ss@otel.example'],
+  ])('a bad %s does not repeat the password it holds', (variable, url) => {
+    const err = refusal({ ...KEYS, CLOUD_API_TOKEN: 't', [variable]: url });
+    expect(err?.variable).toBe(variable);
+    expect(err?.message).not.toContain('s3cret');
+    expect(err?.message).toContain('…@');
+  });
+
+  it('the start-up line shows nothing of a password that holds @', () => {
+    const config = loadConfig({
+      ...KEYS,
+      CLOUD_API_URL: 'https://svc:pa@ss-word-secret@cloud.example',
+      CLOUD_API_TOKEN: 't',
+      SANDBOX_UPSTREAMS: 'identification,verification,rfm,mobile-id',
+    });
+    const line = describeUpstreams(config.upstreams).cloud;
+    expect(line).not.toContain('ss-word-secret');
+    expect(line).toContain('cloud.example');
+  });
+});
