@@ -67,7 +67,7 @@ export function checkTexts(field: string, value: unknown): void {
   namedCheck(field, value);
 }
 
-/** Whether any text in `value` holds a C0 control character or DEL (tab and line breaks included: names refuse them). */
+/** Whether any text in `value` holds a C0 control character or DEL (tab and line breaks too: names refuse them). */
 function holdsControl(value: unknown): boolean {
   if (typeof value === 'string') return NAME_CONTROL.test(value);
   if (value === null || typeof value !== 'object') return false;

@@ -59,8 +59,9 @@ export function limitError(limit: LimitName, max: number, armorMessage: string):
 }
 
 /**
- * A string literal holding the NUL character (U+0000) is refused, as variables holding it are (src/execution/pipeline.ts):
- * no gateway value may hold it (PostgreSQL's text cannot store it, and no upstream's spec allows it).
+ * A string literal holding the NUL character (U+0000) is refused, as variables holding it are
+ * (src/execution/pipeline.ts): no gateway value may hold it (PostgreSQL's text cannot store it, and no upstream's spec
+ * allows it).
  */
 const noNulInStrings: ValidationRule = (ctx) => ({
   StringValue(node) {

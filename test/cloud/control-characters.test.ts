@@ -14,8 +14,9 @@ const TEXT = 'must not contain control characters other than tab and line breaks
 
 /**
  * No text of a cloud input holds a C0 control character or DEL (the spec shows none, and PostgreSQL cannot store
- * U+0000, which every variable is refused with before this rule: test/execution/nul-character.test.ts); a name or title is one line, free text (a description, a password) may hold tab and line breaks. Refused
- * with BAD_USER_INPUT naming the field, nothing sent, nothing stored.
+ * U+0000, which every variable is refused with before this rule: test/execution/nul-character.test.ts); a name or title
+ * is one line, free text (a description, a password) may hold tab and line breaks. Refused with BAD_USER_INPUT naming
+ * the field, nothing sent, nothing stored.
  */
 describe('control characters in cloud inputs', () => {
   let gw: TestGateway;

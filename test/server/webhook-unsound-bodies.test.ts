@@ -1,6 +1,6 @@
 // A webhook body that parses but cannot be stored as it came is a clear 400 that changes nothing, on every webhook:
-// bytes that are not UTF-8 (decoded, each would be U+FFFD, and two identifiers one), a lone surrogate (`"\ud800"`, legal
-// JSON text, which SQLite keeps as U+FFFD too), a number JSON cannot hold (`1e999` parses as Infinity, which the
+// bytes that are not UTF-8 (decoded, each would be U+FFFD, and two identifiers one), a lone surrogate (`"\ud800"`,
+// legal JSON text, which SQLite keeps as U+FFFD too), a number JSON cannot hold (`1e999` parses as Infinity, which the
 // duplicate check's canonical JSON cannot write), and form fields whose percent-encoded bytes are not UTF-8.
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -83,9 +83,9 @@ function unsoundLeaf(value: unknown): string | null {
 
 /**
  * Why a parsed body cannot be taken as it is, or null: it nests arrays and objects deeper than `max`, or one of its
- * strings (a name or a value) holds the NUL character or a lone surrogate (`"\ud800"`: stored as text it would read back as U+FFFD, so two
- * identifiers would be one), or a number is out of what JSON holds (`1e999` parses as Infinity, which JSON cannot
- * write back). Iterative: a deep body cannot overflow the stack.
+ * strings (a name or a value) holds the NUL character or a lone surrogate (`"\ud800"`: stored as text it would read
+ * back as U+FFFD, so two identifiers would be one), or a number is out of what JSON holds (`1e999` parses as Infinity,
+ * which JSON cannot write back). Iterative: a deep body cannot overflow the stack.
  */
 function unsound(value: unknown, max: number): string | null {
   // Two parallel stacks of the containers still to look into and their depths: no pair allocated per value, and a
