@@ -219,7 +219,8 @@ const int = (fallback: number, min: number, max: number) => ({
     .string()
     .optional()
     .transform((s, ctx) => {
-      const v = s === undefined || s.trim() === '' ? fallback : Number(s);
+      // Decimal digits only: Number() would take 0x50 as 80 and 1e3 as 1000.
+      const v = s === undefined || s.trim() === '' ? fallback : /^\s*-?\d+\s*$/.test(s) ? Number(s) : Number.NaN;
       if (!Number.isInteger(v) || v < min || v > max) {
         ctx.addIssue({ code: 'custom', message: `must be an integer from ${min} to ${max}` });
         return z.NEVER;

@@ -45,6 +45,16 @@ describe('configuration values refused at start-up', () => {
     expect(refusal({ IDEMPOTENCY_TAKEOVER: '7d' })).toBeUndefined();
   });
 
+  it.each(['0x50', '1e3', '8080.0', '0b1'])('an integer written other than in decimal digits (PORT=%s)', (port) => {
+    const err = refusal({ PORT: port });
+    expect(err?.variable).toBe('PORT');
+    expect(err?.message).toMatch(/^PORT: must be an integer from/);
+  });
+
+  it('takes an integer in decimal digits, blanks around it', () => {
+    expect(loadConfig({ PORT: ' 8080 ' }).port).toBe(8080);
+  });
+
   it('a duration of so many digits that it is Infinity', () => {
     const err = refusal({ IDEMPOTENCY_RETENTION: '9'.repeat(400) });
     expect(err?.variable).toBe('IDEMPOTENCY_RETENTION');
