@@ -11,6 +11,7 @@ import { upstreamKey } from '../upstream/idempotency.js';
 import { PlanTurns } from './plan-turns.js';
 import {
   checkBounds,
+  compositeField,
   shapeChecks,
   stepIdempotencyKey,
   type PlannedStep,
@@ -86,19 +87,6 @@ const ADDRESS_PLACEHOLDER = '{{ipAddress.address}}';
 /** The key used to build the requests when the caller gives none (the header then says so). */
 const NO_KEY = '00000000-0000-4000-8000-000000000000';
 const KEY_AT_RUN_TIME = '(derived at run time from the idempotency key; pass idempotencyKey to see it)';
-
-/** Fields the provisioning fills from earlier steps: errors on them belong to the composite input's own field. */
-const FILLED: Record<string, string> = {
-  'input.projectId': 'input.projectId',
-  'input.networkId': 'input.networkId',
-  'input.subnetId': 'input.subnetId',
-  'input.subnetCidr': 'input.subnetCidr',
-  'input.region': 'input.region',
-  'input.zone': 'input.zone',
-  'input.networkInterfaces[0].networkId': 'input.networkId',
-  'input.networkInterfaces[0].subnetId': 'input.subnetId',
-  'input.networkInterfaces[0].ipAddressId': 'input.ipAddressId',
-};
 
 /** One step of a dry run: the step as the plan shows it, and its request body as JSON (null when the step failed). */
 interface RunStep {
@@ -585,7 +573,7 @@ function planError(err: unknown, prefix: string | null): PlanError {
   const code = String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR);
   const raw = typeof err.extensions.field === 'string' ? err.extensions.field : null;
   let field = raw;
-  if (raw && prefix && !raw.startsWith(prefix + '.')) field = FILLED[raw] ?? raw.replace(/^input/, prefix);
+  if (raw && prefix && !raw.startsWith(prefix + '.')) field = compositeField(raw, prefix);
   const message = raw && field !== raw ? `${field}: ${err.message.replace(/^[^:]*: /, '')}` : err.message;
   return { field, code, message };
 }

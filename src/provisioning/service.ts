@@ -142,16 +142,21 @@ const FILLED: Record<string, string> = {
 };
 
 /**
- * Re-labels a BAD_USER_INPUT of a single-resource check with the path of the composite input: the step's own fields
- * under `prefix`, the fields the provisioning fills (FILLED) as the composite input's own.
+ * A single-resource check's field as the composite input names it: a field the provisioning fills (FILLED) as the
+ * composite input's own, the step's own under `prefix` (`input.cidr` of the subnet step is `input.subnet.cidr`).
  */
+export function compositeField(field: string, prefix: string): string {
+  return FILLED[field] ?? field.replace(/^input/, prefix);
+}
+
+/** Re-labels a BAD_USER_INPUT of a single-resource check with the path of the composite input (`compositeField`). */
 async function under<T>(prefix: string, check: () => Promise<T> | T): Promise<T> {
   try {
     return await check();
   } catch (err) {
     if (err instanceof GatewayError && err.code === ErrorCode.BAD_USER_INPUT) {
       const own = String(err.extensions.field ?? 'input');
-      const field = FILLED[own] ?? own.replace(/^input/, prefix);
+      const field = compositeField(own, prefix);
       throw badUserInput(field, err.message.replace(/^[^:]*: /, ''));
     }
     throw err;

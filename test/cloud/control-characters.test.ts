@@ -1,13 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 
-import { createChain, M, SSH_KEY, type Chain } from '../helpers/cloud.js';
+import { createChain, M, refusedBeforeTheWire, SSH_KEY, type Chain } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { storeSnapshot } from '../helpers/store.js';
-
-const PROVISION_KAFKA = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
-  provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id state } }
-}`;
 
 const NAME = 'must be one line of text without control characters; found';
 const TEXT = 'must not contain control characters other than tab and line breaks; found';
@@ -28,45 +23,38 @@ describe('control characters in cloud inputs', () => {
   afterAll(() => gw.close());
   beforeEach(() => gw.gateway.sandbox.cloud!.clearRequests());
 
-  async function refused(query: string, input: Record<string, unknown>, field: string, message: string) {
-    const before = await storeSnapshot(gw);
-    const res = await gw.graphql(query, { input, key: randomUUID() });
-    await gw.gateway.services.provisioning.idle();
-    expect(res.data, JSON.stringify(res.data)).toBeNull();
-    expect(res.errors).toHaveLength(1);
-    expect(res.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field });
-    expect(res.errors![0]!.message).toBe(`${field}: ${message}`);
-    expect(gw.gateway.sandbox.cloud!.requests).toHaveLength(0);
-    expect(await storeSnapshot(gw)).toEqual(before);
-  }
-
   it('an escape (U+001B) in a name, a title, a description, a topic name, an ACL pattern, a password and an SSH key', async () => {
-    await refused(M.project, { name: 'shop\u001bx' }, 'input.name', `${NAME} U+001B at character 5`);
-    await refused(
+    await refusedBeforeTheWire(gw, M.project, { name: 'shop\u001bx' }, 'input.name', `${NAME} U+001B at character 5`);
+    await refusedBeforeTheWire(
+      gw,
       M.project,
       { name: 'shop', description: 'a\u001b' },
       'input.description',
       `${TEXT} U+001B at character 2`,
     );
-    await refused(
+    await refusedBeforeTheWire(
+      gw,
       M.network,
       { projectId: chain.projectId, title: '\u001b' },
       'input.title',
       `${NAME} U+001B at character 1`,
     );
-    await refused(
+    await refusedBeforeTheWire(
+      gw,
       M.topic,
       { projectId: chain.projectId, clusterId: chain.clusterId, name: 'orders\u001b' },
       'input.name',
       `${NAME} U+001B at character 7`,
     );
-    await refused(
+    await refusedBeforeTheWire(
+      gw,
       M.user,
       { projectId: chain.projectId, clusterId: chain.clusterId, name: 'u', password: 'p\u001bss' },
       'input.password',
       `${TEXT} U+001B at character 2`,
     );
-    await refused(
+    await refusedBeforeTheWire(
+      gw,
       M.user,
       {
         projectId: chain.projectId,
@@ -78,7 +66,8 @@ describe('control characters in cloud inputs', () => {
       'input.acls[0].pattern',
       `${TEXT} U+001B at character 7`,
     );
-    await refused(
+    await refusedBeforeTheWire(
+      gw,
       M.vm,
       {
         projectId: chain.projectId,
@@ -94,11 +83,12 @@ describe('control characters in cloud inputs', () => {
   });
 
   it('other C0 controls and DEL anywhere, tab and line breaks inside a name; free text keeps them', async () => {
-    await refused(M.project, { name: 'a\u001bb' }, 'input.name', `${NAME} U+001B at character 2`);
-    await refused(M.project, { name: 'a\u007f' }, 'input.name', `${NAME} U+007F at character 2`);
-    await refused(M.project, { name: 'web\nshop' }, 'input.name', `${NAME} U+000A at character 4`);
-    await refused(M.project, { name: '  web\tshop' }, 'input.name', `${NAME} U+0009 at character 6`);
-    await refused(
+    await refusedBeforeTheWire(gw, M.project, { name: 'a\u001bb' }, 'input.name', `${NAME} U+001B at character 2`);
+    await refusedBeforeTheWire(gw, M.project, { name: 'a\u007f' }, 'input.name', `${NAME} U+007F at character 2`);
+    await refusedBeforeTheWire(gw, M.project, { name: 'web\nshop' }, 'input.name', `${NAME} U+000A at character 4`);
+    await refusedBeforeTheWire(gw, M.project, { name: '  web\tshop' }, 'input.name', `${NAME} U+0009 at character 6`);
+    await refusedBeforeTheWire(
+      gw,
       M.project,
       { name: 'shop', description: 'bell\u0007' },
       'input.description',
@@ -114,8 +104,9 @@ describe('control characters in cloud inputs', () => {
   });
 
   it('in a composite provisioning, the field of the composite input, before anything is created', async () => {
-    await refused(
-      PROVISION_KAFKA,
+    await refusedBeforeTheWire(
+      gw,
+      M.provisionKafka,
       {
         project: { name: 'fresh' },
         network: { title: 'net' },

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, it } from 'vitest';
 
-import { createChain, M, type Chain } from '../helpers/cloud.js';
+import { createChain, M, refusedBeforeTheWire, type Chain } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { storeSnapshot } from '../helpers/store.js';
 
 /**
  * Inputs the upstream refuses are refused by the gateway first, with BAD_USER_INPUT on the field, nothing sent
@@ -19,27 +18,18 @@ describe('single creations: refused before the wire', () => {
   afterAll(() => gw.close());
   beforeEach(() => gw.gateway.sandbox.cloud!.clearRequests());
 
-  async function refused(query: string, input: Record<string, unknown>, field: string, message: string) {
-    const before = await storeSnapshot(gw);
-    const res = await gw.graphql(query, { input, key: randomUUID() });
-    expect(res.data, JSON.stringify(res.data)).toBeNull();
-    expect(res.errors).toHaveLength(1);
-    expect(res.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field });
-    expect(res.errors![0]!.message).toBe(`${field}: ${message}`);
-    expect(gw.gateway.sandbox.cloud!.requests).toHaveLength(0);
-    expect(await storeSnapshot(gw)).toEqual(before);
-  }
-
   it('a CIDR prefix written with a leading zero, as a leading zero in an octet is', async () => {
     for (const cidr of ['10.0.0.0/08', '10.0.0.0/024', '0.0.0.0/00']) {
-      await refused(
+      await refusedBeforeTheWire(
+        gw,
         M.subnet,
         { projectId: chain.projectId, networkId: chain.networkId, title: 's', cidr },
         'input.cidr',
         `must be an IPv4 CIDR block a.b.c.d/n, got ${JSON.stringify(cidr)}`,
       );
     }
-    await refused(
+    await refusedBeforeTheWire(
+      gw,
       M.cluster,
       {
         projectId: chain.projectId,
@@ -57,7 +47,8 @@ describe('single creations: refused before the wire', () => {
   it('createKafkaCluster with a network the ledger knows in another project', async () => {
     const other = (await gw.graphql(M.project, { input: { name: 'other' } })).data!.createProject.project.id;
     gw.gateway.sandbox.cloud!.clearRequests();
-    await refused(
+    await refusedBeforeTheWire(
+      gw,
       M.cluster,
       {
         projectId: other,

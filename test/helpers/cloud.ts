@@ -1,6 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { expect } from 'vitest';
 
 import type { TestGateway } from './gateway.js';
+import { storeSnapshot } from './store.js';
 
 export const SSH_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHrZ0m3b4pZ1t0cGmV7w4b0D8x2Xo0y1cT3p8u5sQk9L dev@example';
 
@@ -12,6 +14,8 @@ export const M = {
   cluster: `mutation($input: CreateKafkaClusterInput!, $key: UUID) { createKafkaCluster(input: $input, idempotencyKey: $key) { kafkaCluster { id title instanceCount subnetCidr networkId publicIp } idempotencyKey upstreamIdempotencyKey replayed } }`,
   topic: `mutation($input: CreateKafkaTopicInput!, $key: UUID) { createKafkaTopic(input: $input, idempotencyKey: $key) { kafkaTopic { id name retentionMs } idempotencyKey upstreamIdempotencyKey replayed } }`,
   user: `mutation($input: CreateKafkaUserInput!, $key: UUID) { createKafkaUser(input: $input, idempotencyKey: $key) { kafkaUser { id name acls { pattern patternType operation } } idempotencyKey upstreamIdempotencyKey replayed } }`,
+  provisionKafka: `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) { provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id state } } }`,
+  provisionVm: `mutation($input: ProvisionVirtualMachineInput!, $key: UUID) { provisionVirtualMachine(input: $input, idempotencyKey: $key) { provisioning { id state } } }`,
   vm: `mutation($input: CreateVirtualMachineInput!, $key: UUID) { createVirtualMachine(input: $input, idempotencyKey: $key) { virtualMachine { id title bootDisk { imageId iops } users { name hasPassword } } idempotencyKey upstreamIdempotencyKey replayed } }`,
 };
 
@@ -85,4 +89,27 @@ export async function createChain(gw: TestGateway, apiKey?: string): Promise<Cha
     )
   ).virtualMachine.id;
   return { projectId, networkId, subnetId, ipId, clusterId, topicId, userId, vmId };
+}
+
+/**
+ * `query` with `input` (and a fresh idempotency key) is refused whole before the wire: one BAD_USER_INPUT on `field`
+ * saying `message`, no request to the cloud upstream, nothing stored (once the provisionings are idle: none ran).
+ */
+export async function refusedBeforeTheWire(
+  gw: TestGateway,
+  query: string,
+  input: Record<string, unknown>,
+  field: string,
+  message: string,
+): Promise<void> {
+  const before = await storeSnapshot(gw);
+  const sent = gw.gateway.sandbox.cloud!.requests.length;
+  const res = await gw.graphql(query, { input, key: randomUUID() });
+  await gw.gateway.services.provisioning.idle();
+  expect(res.data, JSON.stringify(res.data)).toBeNull();
+  expect(res.errors).toHaveLength(1);
+  expect(res.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field });
+  expect(res.errors![0]!.message).toBe(`${field}: ${message}`);
+  expect(gw.gateway.sandbox.cloud!.requests.length).toBe(sent);
+  expect(await storeSnapshot(gw)).toEqual(before);
 }

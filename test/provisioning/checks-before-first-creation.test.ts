@@ -1,16 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, it } from 'vitest';
 
-import { createChain, SSH_KEY, type Chain } from '../helpers/cloud.js';
+import { createChain, M, refusedBeforeTheWire, SSH_KEY, type Chain } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { storeSnapshot } from '../helpers/store.js';
-
-const PROVISION_KAFKA = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
-  provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id state } }
-}`;
-const PROVISION_VM = `mutation($input: ProvisionVirtualMachineInput!, $key: UUID) {
-  provisionVirtualMachine(input: $input, idempotencyKey: $key) { provisioning { id state } }
-}`;
 
 /**
  * A provisioning whose input contradicts itself, or leaves out what a reused resource does not tell, is refused whole
@@ -28,23 +20,12 @@ describe('provisioning: checks that need no upstream id run before the first cre
   afterAll(() => gw.close());
   beforeEach(() => gw.gateway.sandbox.cloud!.clearRequests());
 
-  async function refusedWhole(query: string, input: Record<string, unknown>, field: string, message: string) {
-    const before = await storeSnapshot(gw);
-    const res = await gw.graphql(query, { input, key: randomUUID() });
-    await gw.gateway.services.provisioning.idle();
-    expect(res.data, JSON.stringify(res.data)).toBeNull();
-    expect(res.errors).toHaveLength(1);
-    expect(res.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field });
-    expect(res.errors![0]!.message).toBe(`${field}: ${message}`);
-    expect(gw.gateway.sandbox.cloud!.requests).toHaveLength(0);
-    expect(await storeSnapshot(gw)).toEqual(before);
-  }
-
   const cluster = { title: 'kafka', instanceType: 'C2_MEDIUM' };
 
   it('a subnetCidr other than the CIDR of the subnet it creates', async () => {
-    await refusedWhole(
-      PROVISION_KAFKA,
+    await refusedBeforeTheWire(
+      gw,
+      M.provisionKafka,
       {
         project: { name: 'fresh' },
         network: { title: 'net' },
@@ -58,8 +39,9 @@ describe('provisioning: checks that need no upstream id run before the first cre
   });
 
   it('a reused subnet the ledger does not know, without subnetCidr', async () => {
-    await refusedWhole(
-      PROVISION_KAFKA,
+    await refusedBeforeTheWire(
+      gw,
+      M.provisionKafka,
       { project: { name: 'fresh' }, network: { title: 'net' }, subnetId: randomUUID(), cluster },
       'input.subnetCidr',
       'is required: the gateway did not create this subnet, so it does not know its CIDR',
@@ -67,8 +49,9 @@ describe('provisioning: checks that need no upstream id run before the first cre
   });
 
   it('a reused network of another project than the one it creates', async () => {
-    await refusedWhole(
-      PROVISION_KAFKA,
+    await refusedBeforeTheWire(
+      gw,
+      M.provisionKafka,
       { project: { name: 'fresh' }, networkId: chain.networkId, subnet: { title: 's', cidr: '10.3.0.0/24' }, cluster },
       'input.networkId',
       `${chain.networkId} belongs to project ${chain.projectId}, not the project this provisioning creates`,
@@ -76,8 +59,9 @@ describe('provisioning: checks that need no upstream id run before the first cre
   });
 
   it('a reused subnet of another network than the one it creates', async () => {
-    await refusedWhole(
-      PROVISION_KAFKA,
+    await refusedBeforeTheWire(
+      gw,
+      M.provisionKafka,
       { projectId: chain.projectId, network: { title: 'net' }, subnetId: chain.subnetId, cluster },
       'input.networkId',
       `subnet ${chain.subnetId} belongs to network ${chain.networkId}, not the network this provisioning creates`,
@@ -85,8 +69,9 @@ describe('provisioning: checks that need no upstream id run before the first cre
   });
 
   it('provisionVirtualMachine: a reused IP address of another network than the one it creates', async () => {
-    await refusedWhole(
-      PROVISION_VM,
+    await refusedBeforeTheWire(
+      gw,
+      M.provisionVm,
       {
         projectId: chain.projectId,
         network: { title: 'net' },
