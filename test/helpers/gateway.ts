@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -33,6 +34,20 @@ export interface TestGateway {
 
 export function tempDataDir(prefix = 'gateway-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/**
+ * A GATEWAY_APPS_FILE in a fresh data directory: each app with its name, its scopes and its one key (stored as its
+ * SHA-256, as the file keeps keys). Returns its path.
+ */
+export function appsFile(prefix: string, apps: ReadonlyArray<{ name: string; scopes: string[]; key: string }>): string {
+  const sha = (key: string) => createHash('sha256').update(key).digest('hex');
+  const file = path.join(tempDataDir(prefix), 'apps.yaml');
+  const entries = apps.map(
+    (a) => `  - name: ${a.name}\n    scopes: [${a.scopes.join(', ')}]\n    keys: [{ sha256: ${sha(a.key)} }]\n`,
+  );
+  fs.writeFileSync(file, `apps:\n${entries.join('')}`);
+  return file;
 }
 
 /**

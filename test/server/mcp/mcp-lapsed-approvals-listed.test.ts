@@ -1,12 +1,9 @@
 // A plan whose approval lapsed needs a person's approval again (execute_plan answers APPROVAL_REQUIRED with the
 // approvals page's link): pendingAgentPlans and pendingAgentPlansChanged (what the approvals page lists) show it,
 // beside the plans never approved, and leave out the ones whose approval holds.
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { gatewaysPerTest, tempDataDir } from '../../helpers/gateway.js';
+import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
 import { subscribe } from '../../helpers/identity.js';
 import { testClock } from '../../helpers/jwt.js';
 import { mcpClientsPerTest } from '../../helpers/mcp.js';
@@ -16,24 +13,13 @@ import { waitFor } from '../../helpers/wait.js';
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 const AGENT_KEY = 'agent-key-0123456789';
 const APPROVER_KEY = 'approver-key-0123456789';
-function appsFile(): string {
-  const file = path.join(tempDataDir('mcp-lapsed-'), 'apps.yaml');
-  fs.writeFileSync(
-    file,
-    `apps:
-  - name: agent
-    scopes: [cloud:read, cloud:write]
-    keys: [{ sha256: ${sha(AGENT_KEY)} }]
-  - name: approver
-    scopes: [cloud:approve]
-    keys: [{ sha256: ${sha(APPROVER_KEY)} }]
-`,
-  );
-  return file;
-}
+const appsFileOf = () =>
+  appsFile('mcp-lapsed-', [
+    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
+    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
+  ]);
 
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
 const FIELDS = 'id status approvedBy';
@@ -42,7 +28,7 @@ describe('plans awaiting approval', () => {
   it('list a plan whose approval lapsed, beside the pending ones, and not one whose approval holds', async () => {
     const clock = testClock();
     const gw = await start(
-      { GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', MCP_APPROVAL_TTL: '10m' },
+      { GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve', MCP_APPROVAL_TTL: '10m' },
       { testing: { clock: clock.now } },
     );
     const c = await connect(gw, { key: AGENT_KEY });

@@ -1,42 +1,26 @@
 // A plan id is a UUID, in any case: agentPlan, approvePlan, declinePlan and agentAudit find the plan execute_plan
 // finds, and answer with its id as the plan tool gave it.
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { gatewaysPerTest, tempDataDir } from '../../helpers/gateway.js';
+import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
 import { mcpClientsPerTest } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 const AGENT_KEY = 'agent-key-0123456789';
 const APPROVER_KEY = 'approver-key-0123456789';
 const OPERATOR_KEY = 'operator-key-0123456789';
-function appsFile(): string {
-  const file = path.join(tempDataDir('mcp-plan-id-case-'), 'apps.yaml');
-  fs.writeFileSync(
-    file,
-    `apps:
-  - name: agent
-    scopes: [cloud:read, cloud:write]
-    keys: [{ sha256: ${sha(AGENT_KEY)} }]
-  - name: approver
-    scopes: [cloud:approve]
-    keys: [{ sha256: ${sha(APPROVER_KEY)} }]
-  - name: ops
-    scopes: [operator]
-    keys: [{ sha256: ${sha(OPERATOR_KEY)} }]
-`,
-  );
-  return file;
-}
+const appsFileOf = () =>
+  appsFile('mcp-plan-id-case-', [
+    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
+    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
+    { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
+  ]);
 
 describe('a plan id in upper case', () => {
   it('names the same plan to agentPlan, approvePlan, declinePlan and agentAudit as to execute_plan', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve' });
     const c = await connect(gw, { key: AGENT_KEY });
     const plan = async (name: string) =>
       (await c.call('create_project', { input: { name } })).structuredContent!.planId as string;

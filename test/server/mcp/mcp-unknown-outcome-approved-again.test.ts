@@ -1,36 +1,23 @@
 // A plan whose execution ended with an unknown outcome is run again with the plan id; once its approval has lapsed,
 // a person approves it again (the same plan, its hash, its idempotency keys): it is listed for approval, approved
 // again, and then runs to its end, creating nothing twice. Past the plan's 24 hours it is expired, as every plan.
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { gatewaysPerTest, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
+import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
 import { mcpClientsPerTest, textOf, type TestMcpClient } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 const AGENT_KEY = 'agent-key-0123456789';
 const APPROVER_KEY = 'approver-key-0123456789';
-function appsFile(): string {
-  const file = path.join(tempDataDir('mcp-unknown-again-'), 'apps.yaml');
-  fs.writeFileSync(
-    file,
-    `apps:
-  - name: agent
-    scopes: [cloud:read, cloud:write]
-    keys: [{ sha256: ${sha(AGENT_KEY)} }]
-  - name: approver
-    scopes: [cloud:approve]
-    keys: [{ sha256: ${sha(APPROVER_KEY)} }]
-`,
-  );
-  return file;
-}
+const appsFileOf = () =>
+  appsFile('mcp-unknown-again-', [
+    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
+    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
+  ]);
 
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { id status approvedBy hash } }';
 const DECLINE = 'mutation($id: ID!) { declinePlan(planId: $id) { id status } }';
@@ -60,7 +47,7 @@ describe('a plan whose outcome is unknown, its approval lapsed', () => {
     const clock = testClock();
     const gw = await start(
       {
-        GATEWAY_APPS_FILE: appsFile(),
+        GATEWAY_APPS_FILE: appsFileOf(),
         MCP_MUTATIONS: 'approve',
         MCP_APPROVAL_TTL: '10m',
         UPSTREAM_MAX_RETRIES: '1',
@@ -116,7 +103,7 @@ describe('a plan whose outcome is unknown, its approval lapsed', () => {
     const clock = testClock();
     const gw = await start(
       {
-        GATEWAY_APPS_FILE: appsFile(),
+        GATEWAY_APPS_FILE: appsFileOf(),
         MCP_MUTATIONS: 'approve',
         MCP_APPROVAL_TTL: '10m',
         UPSTREAM_MAX_RETRIES: '1',
