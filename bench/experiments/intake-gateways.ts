@@ -25,9 +25,10 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 
+import { startNodeArgs } from '../lib/build.js';
 import { closedLoop, mainThreadCpu, processCpu } from '../lib/cpu.js';
 import { gatewayEnv, NOTIFICATION_TOKEN } from '../lib/env.js';
-import { freePort, spawnNode } from '../lib/processes.js';
+import { freePort, ROOT, spawnNode } from '../lib/processes.js';
 import { parseVariants } from '../lib/variants.js';
 import { notificationBody, WEBHOOK_PATH } from '../scenarios/webhook.js';
 
@@ -73,6 +74,7 @@ async function baseline(dataDir: string) {
       ...['--upstream', 'http://127.0.0.1:9', '--token', 'unused', '--gateway-db', path.join(dataDir, 'none')],
       ...['--data-dir', dataDir, '--synchronous', 'FULL', '--notification-token', NOTIFICATION_TOKEN],
     ],
+    nodeArgs: startNodeArgs(ROOT),
     cpus: null,
     readiness: { line: true },
   });
@@ -85,6 +87,8 @@ async function mixFloor(dataDir: string) {
     script: 'bench/servers/mix-baseline.ts',
     // No graphql-ws connection is opened: the API key only has to be set.
     args: ['--data-dir', dataDir, '--api-key', 'unused', '--token', NOTIFICATION_TOKEN],
+    // As the suite runs the hand-written references: with this checkout's `npm start` options.
+    nodeArgs: startNodeArgs(ROOT),
     cpus: null,
     readiness: { line: true },
   });
@@ -92,7 +96,10 @@ async function mixFloor(dataDir: string) {
 }
 
 /** A gateway build (`dist`) under the bench's environment and `env`, FULL, its data on /dev/shm. */
-async function ours(name: string, env: Record<string, string>, dist: string, dataDir: string) {
+async function ours(name: string, variantEnv: Record<string, string>, dist: string, dataDir: string) {
+  // `node=<flags>`: more options for node, space-separated (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`, which NODE_OPTIONS
+  // refuses).
+  const { node: flags, ...env } = variantEnv;
   const main = path.join(dist, 'src/main.js');
   if (!fs.existsSync(main)) throw new Error(`no ${main}: run \`npm run build\``);
   const port = await freePort();
@@ -100,6 +107,8 @@ async function ours(name: string, env: Record<string, string>, dist: string, dat
   const child = await spawnNode(`gateway ${name}`, {
     script: main,
     cwd: path.dirname(dist),
+    // As the suite starts a gateway: with the options its own checkout's `npm start` gives node (bench/lib/build.ts).
+    nodeArgs: [...startNodeArgs(path.dirname(dist)), ...(flags ? flags.split(' ') : [])],
     cpus: null,
     env: {
       // No cloud call is made: the upstream address only has to be set.
