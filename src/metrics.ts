@@ -357,7 +357,7 @@ export class Metrics {
 
   readonly agentPlans = new Gauge({
     name: 'gateway_agent_plans',
-    help: "Agents' plans stored (MCP_MUTATIONS=approve), by state: pending, approved, executing, succeeded, failed, unknown, declined, expired. Updated by the job that purges them, every minute.",
+    help: "Agents' plans stored (MCP_MUTATIONS=approve), by state: pending, approved, executing, succeeded, failed, unknown (one left executing by a process that stopped included), declined, expired. Updated by the job that purges them, every minute.",
     labelNames: ['state'] as const,
     registers: [this.registry],
   });

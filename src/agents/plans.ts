@@ -36,7 +36,16 @@ export interface AgentPlan {
   readonly requests: unknown;
   readonly creations: number;
   readonly points: number;
+  /**
+   * `executing` only while the execution shows signs of life; a plan whose process stopped mid-execution reads as
+   * `unknown` (see lostAt).
+   */
   readonly status: AgentPlanStatus;
+  /**
+   * Executing, or lost (its process stopped: it reads as `unknown`): when its execution is, or was, taken for lost if
+   * it shows no sign of life before then: its claim or its last heartbeat, plus IDEMPOTENCY_TAKEOVER. Null otherwise.
+   */
+  readonly lostAt: number | null;
   readonly approval: Approval | null;
   /** Who declined it (declinePlan), when it is declined. */
   readonly declinedBy: string | null;
@@ -92,6 +101,9 @@ export class PlanBoundError extends GatewayError {
  * The plans agents make over MCP, their approvals and the audit trail (docs/decisions/060); the SQL is
  * src/store/agent-plans.ts. An approval is bound to the plan's hash, its app, its approver and an expiry; execution
  * claims an approved plan atomically, so two execute_plan calls never both run it, and keeps the outcome to replay.
+ * A running execution touches its plan every third of IDEMPOTENCY_TAKEOVER, as a running idempotent call renews its
+ * lease (docs/decisions/012): a plan left executing by a process that stopped (a crash, a lost replica) reads as
+ * `unknown` once that long has passed without a touch, and is run again under the same idempotency keys.
  * The variables and the outcome are sealed with the gateway secret (they may hold passwords); the requests and the
  * summary are stored masked.
  */
@@ -102,6 +114,8 @@ export class AgentPlans {
       seal: (plain: string, context: string) => string;
       open: (sealed: string, context: string) => string;
       approvalTtlMs: number;
+      /** IDEMPOTENCY_TAKEOVER: how long an executing plan goes without a sign of life before it is taken for lost. */
+      takeoverMs: number;
       logger: Logger;
       now?: () => number;
     },
@@ -174,9 +188,17 @@ export class AgentPlans {
     return (this.o.now ?? Date.now)();
   }
 
+  /** An executing plan last touched before this is lost: the process running it stopped. */
+  private lostBefore(now: number): number {
+    return now - this.o.takeoverMs;
+  }
+
   /** Stores a new plan (its id is chosen by the caller: the plan's idempotency key derives from it). */
   async create(
-    plan: Omit<AgentPlan, 'status' | 'approval' | 'declinedBy' | 'outcome' | 'createdAt' | 'expiresAt' | 'expired'>,
+    plan: Omit<
+      AgentPlan,
+      'status' | 'lostAt' | 'approval' | 'declinedBy' | 'outcome' | 'createdAt' | 'expiresAt' | 'expired'
+    >,
   ): Promise<AgentPlan> {
     const id = plan.id;
     const at = this.now();
@@ -237,6 +259,7 @@ export class AgentPlans {
     return {
       ...plan,
       status: 'pending',
+      lostAt: null,
       approval: null,
       declinedBy: null,
       outcome: null,
@@ -260,9 +283,11 @@ export class AgentPlans {
     of: { domains: readonly string[]; apps: readonly string[] | undefined },
   ): Promise<AgentPlan[]> {
     if (of.domains.length === 0 || of.apps?.length === 0) return [];
+    const now = this.now();
     const rows = await this.rows.pending({
       ...of,
-      now: this.now(),
+      now,
+      lostBefore: this.lostBefore(now),
       limit: Math.max(1, Math.min(first, MAX_AUDIT_ROWS)),
     });
     return rows.map((r) => this.fromRow(r));
@@ -328,9 +353,11 @@ export class AgentPlans {
     if (plan.status !== 'pending' && plan.status !== 'approved' && plan.status !== 'unknown') {
       return { ok: false, reason: 'done', message: `plan ${plan.id} is ${plan.status}: it was executed already` };
     }
-    const expiresAt = this.now() + this.o.approvalTtlMs;
+    const now = this.now();
+    const expiresAt = now + this.o.approvalTtlMs;
     const by = via === 'elicitation' ? `a person through ${approver.name}'s MCP client` : approver.name;
-    if (!(await this.rows.approve(plan.id, plan.status, { by, via, hash: plan.hash, expiresAt }, this.now())))
+    const approval = { by, via, hash: plan.hash, expiresAt };
+    if (!(await this.rows.approve(plan.id, plan.status, approval, now, this.lostBefore(now))))
       return { ok: false, reason: 'done', message: `plan ${plan.id} was declined or executed meanwhile: not approved` };
     await this.audit(
       plan.id,
@@ -343,7 +370,7 @@ export class AgentPlans {
     );
     this.changed();
     const status = plan.status === 'unknown' ? 'unknown' : 'approved';
-    return { ok: true, plan: { ...plan, status, approval: { by, via, hash: plan.hash, expiresAt } } };
+    return { ok: true, plan: { ...plan, status, lostAt: null, approval } };
   }
 
   /**
@@ -373,10 +400,48 @@ export class AgentPlans {
 
   /**
    * Claims an approved plan for execution: true for exactly one caller while the approval is valid. A plan whose last
-   * outcome is unknown may be claimed again (its upstream key is derived from its id: a repeat replays upstream).
+   * outcome is unknown, a lost one included, may be claimed again (its upstream key is derived from its id: a repeat
+   * replays upstream). Taking a lost execution over is audited (by `actor`), since the process that stopped could not.
    */
-  async claim(id: string): Promise<boolean> {
-    return this.rows.claim(id, this.now());
+  async claim(plan: AgentPlan, actor: string): Promise<boolean> {
+    const now = this.now();
+    if (!(await this.rows.claim(plan.id, now, this.lostBefore(now)))) return false;
+    if (plan.status === 'unknown' && plan.lostAt !== null) {
+      const since = new Date(plan.lostAt - this.o.takeoverMs).toISOString();
+      await this.audit(
+        plan.id,
+        plan.app,
+        actor,
+        'unknown',
+        `its execution stopped without an answer (no sign of life since ${since}; the process running it stopped): ` +
+          'its outcome is unknown; it runs again under the same idempotency key',
+      );
+    }
+    return true;
+  }
+
+  /**
+   * Runs `run`, the execution of the plan `id` this process claimed, touching the plan every third of the takeover
+   * time while it runs: a live execution, however slow, is never taken for lost.
+   */
+  async running<T>(id: string, run: () => Promise<T>): Promise<T> {
+    let touching: Promise<void> = Promise.resolve();
+    const heartbeat = setInterval(
+      () => {
+        touching = this.rows
+          .touch(id, this.now())
+          .catch((err: unknown) => this.o.logger.warn({ err, planId: id }, 'agent plan heartbeat failed'));
+      },
+      Math.max(10, Math.floor(this.o.takeoverMs / 3)),
+    );
+    heartbeat.unref();
+    try {
+      return await run();
+    } finally {
+      clearInterval(heartbeat);
+      // A touch under way ends before the caller writes the outcome.
+      await touching;
+    }
   }
 
   async finish(id: string, status: 'succeeded' | 'failed' | 'unknown', outcome: unknown): Promise<void> {
@@ -407,7 +472,8 @@ export class AgentPlans {
 
   /** The stored plans by state (`expired`: pending, approved or unknown past their lifetime), for the metrics. */
   countByState(): Promise<Map<string, number>> {
-    return this.rows.countByState(this.now());
+    const now = this.now();
+    return this.rows.countByState(now, this.lostBefore(now));
   }
 
   /** The audit trail, newest first; of one plan when `planId` is given. */
@@ -426,6 +492,10 @@ export class AgentPlans {
 
   private fromRow(row: AgentPlanRow): AgentPlan {
     const personal = row.domains.split(',').includes('identity');
+    const now = this.now();
+    const lostAt = row.status === 'executing' ? Number(row.updated_at) + this.o.takeoverMs : null;
+    // A plan untouched for the takeover time: the process running it stopped, and its outcome is unknown.
+    const status = (lostAt !== null && lostAt < now ? 'unknown' : row.status) as AgentPlanStatus;
     return {
       id: row.id,
       owner: row.owner,
@@ -445,7 +515,8 @@ export class AgentPlans {
       ) as unknown,
       creations: row.creations,
       points: row.points,
-      status: row.status as AgentPlanStatus,
+      status,
+      lostAt,
       approval:
         row.approved_by && row.approved_hash && row.approval_expires_at !== null
           ? {
@@ -464,8 +535,8 @@ export class AgentPlans {
       expiresAt: row.expires_at === null ? null : Number(row.expires_at),
       expired:
         row.expires_at !== null &&
-        Number(row.expires_at) <= this.now() &&
-        (row.status === 'pending' || row.status === 'approved' || row.status === 'unknown'),
+        Number(row.expires_at) <= now &&
+        (status === 'pending' || status === 'approved' || status === 'unknown'),
     };
   }
 }

@@ -238,9 +238,15 @@ export class AgentWorkflow {
       });
     }
     if (plan.status === 'executing') {
+      // Its execution showed a sign of life within IDEMPOTENCY_TAKEOVER: it runs. Had its process stopped, the plan
+      // would read as unknown by lostAt, and the next call would run it again.
+      const retryAfterSeconds = Math.max(1, Math.ceil((plan.lostAt! - this.o.plans.now()) / 1000));
       return refuse(
-        `plan ${plan.id} is being executed, or its outcome is unknown: call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,
-        { planId: plan.id, status: 'UNKNOWN' },
+        `plan ${plan.id} is being executed; nothing was sent by this call. Call execute_plan with planId ${plan.id} ` +
+          `again in ${retryAfterSeconds} s: it gives the outcome once the run has ended; should the process running ` +
+          'it have stopped, the outcome is unknown by then, and the plan runs again under the same idempotency key, ' +
+          'which makes a repeat safe',
+        { planId: plan.id, status: 'EXECUTING', retryAfterSeconds },
       );
     }
 
@@ -332,7 +338,7 @@ export class AgentWorkflow {
       if (!approval.ok) return refuse(`${approval.message}; nothing was sent`, { planId: plan.id });
     }
 
-    if (!(await this.o.plans.claim(plan.id))) {
+    if (!(await this.o.plans.claim(plan, actor))) {
       return refuse(
         `plan ${plan.id} is being executed by another call, or its approval has expired; call execute_plan again`,
         { planId: plan.id, status: 'UNKNOWN' },
@@ -340,7 +346,7 @@ export class AgentWorkflow {
     }
     let outcome: RunOutcome;
     try {
-      outcome = await hooks.run(plan, document);
+      outcome = await this.o.plans.running(plan.id, () => hooks.run(plan, document));
     } catch (err) {
       await this.o.plans.finish(plan.id, 'unknown', null);
       await this.o.plans.audit(

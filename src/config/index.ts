@@ -792,7 +792,7 @@ const VARS = {
       maxMs: 7 * 86_400_000,
       message: 'must be from 300ms to 7d (a live call renews its lease every third of it, on a timer)',
     }),
-    'How long the idempotency key of a call whose replica crashed stays locked before a call with the same key (on any replica) takes it over. A live call renews its lease every third of this, so a slow call is never taken over (docs/decisions/012).',
+    "How long the idempotency key of a call whose replica crashed stays locked before a call with the same key (on any replica) takes it over. A live call renews its lease every third of this, so a slow call is never taken over; a composite provisioning, and an agent's plan being executed, show they are alive the same way, and one left running by a crashed replica is resumed, or is UNKNOWN and run again, after this long (docs/decisions/012).",
   ),
   IDEMPOTENCY_WAIT: declare(
     duration('5s'),

@@ -95,7 +95,10 @@ export type AgentPlanStatus =
   | 'APPROVED'
   /** Declined by an approver (declinePlan): it can never run. */
   | 'DECLINED'
-  /** Being executed. */
+  /**
+   * Being executed. Should the process running it stop (a crash, a lost replica), the plan is UNKNOWN once
+   * IDEMPOTENCY_TAKEOVER (10 s) passes with no sign of life from its execution.
+   */
   | 'EXECUTING'
   /**
    * Not approved and run to its end within 24 hours of being made (an UNKNOWN plan included): it can never run (it is
@@ -109,8 +112,8 @@ export type AgentPlanStatus =
   /** Executed; the outcome is stored and replayed to a repeated execute_plan. */
   | 'SUCCEEDED'
   /**
-   * Sent, with no answer known: execute_plan again with the same plan id (its upstream key makes a repeat safe); once
-   * its approval expired, it is approved again first.
+   * Sent, with no answer known (an execution whose process stopped included): execute_plan again with the same plan id
+   * (its upstream key makes a repeat safe); once its approval expired, it is approved again first.
    */
   | 'UNKNOWN';
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Kysely, Selectable } from 'kysely';
+import type { ExpressionBuilder, Kysely, Selectable } from 'kysely';
 
 import type { AgentAuditTable, AgentPlanTable, Database } from './schema.js';
 
@@ -18,6 +18,14 @@ export interface OpenPlans {
   readonly bound: 'count' | 'chars';
   readonly plans: number;
   readonly chars: number;
+}
+
+/**
+ * An executing plan whose execution shows no sign of life since `lostBefore` (its claim, or the heartbeat of the
+ * process running it): that process stopped, and the plan reads as `unknown` (src/agents/plans.ts).
+ */
+function lost(eb: ExpressionBuilder<Database, 'agent_plans'>, lostBefore: number) {
+  return eb.and([eb('status', '=', 'executing'), eb('updated_at', '<', lostBefore)]);
 }
 
 /**
@@ -55,13 +63,15 @@ export class AgentPlanRows {
   }
 
   /**
-   * The plans that need an approval at `now`, newest first: pending ones, and approved or unknown ones whose approval
-   * has lapsed, none past its lifetime; of these domain sets, and of these apps (undefined: every app).
+   * The plans that need an approval at `now`, newest first: pending ones, and approved or unknown ones (lost ones
+   * included: executing, untouched since `lostBefore`) whose approval has lapsed, none past its lifetime; of these
+   * domain sets, and of these apps (undefined: every app).
    */
   async pending(o: {
     domains: readonly string[];
     apps: readonly string[] | undefined;
     now: number;
+    lostBefore: number;
     limit: number;
   }): Promise<AgentPlanRow[]> {
     let q = this.db
@@ -70,7 +80,10 @@ export class AgentPlanRows {
       .where((eb) =>
         eb.or([
           eb('status', '=', 'pending'),
-          eb.and([eb('status', 'in', ['approved', 'unknown']), eb('approval_expires_at', '<=', o.now)]),
+          eb.and([
+            eb.or([eb('status', 'in', ['approved', 'unknown']), lost(eb, o.lostBefore)]),
+            eb('approval_expires_at', '<=', o.now),
+          ]),
         ]),
       )
       .where('domains', 'in', o.domains)
@@ -80,15 +93,17 @@ export class AgentPlanRows {
   }
 
   /**
-   * Gives a plan of status `from` a new approval: a pending or approved plan becomes approved, an unknown one stays
-   * unknown (its last execution may have been applied: it is never declined, only run again under the same keys).
-   * False when the plan is no longer of status `from` (declined or claimed meanwhile).
+   * Gives a plan of status `from` a new approval: a pending or approved plan becomes approved, an unknown one (or a
+   * lost one: executing, untouched since `lostBefore`) becomes or stays unknown (its last execution may have been
+   * applied: it is never declined, only run again under the same keys). False when the plan is no longer of status
+   * `from` (declined or claimed meanwhile).
    */
   async approve(
     id: string,
     from: 'pending' | 'approved' | 'unknown',
     approval: { by: string; via: string; hash: string; expiresAt: number },
     at: number,
+    lostBefore: number,
   ): Promise<boolean> {
     const result = await this.db
       .updateTable('agent_plans')
@@ -101,7 +116,11 @@ export class AgentPlanRows {
         updated_at: at,
       })
       .where('id', '=', id)
-      .where('status', 'in', from === 'unknown' ? ['unknown'] : ['pending', 'approved'])
+      .where((eb) =>
+        from === 'unknown'
+          ? eb.or([eb('status', '=', 'unknown'), lost(eb, lostBefore)])
+          : eb('status', 'in', ['pending', 'approved']),
+      )
       .executeTakeFirst();
     return Number(result.numUpdatedRows) === 1;
   }
@@ -125,19 +144,31 @@ export class AgentPlanRows {
   }
 
   /**
-   * Marks an approved (or unknown) plan whose approval holds at `at`, within its lifetime, executing: true for exactly
-   * one caller.
+   * Marks an approved (or unknown, or lost: executing, untouched since `lostBefore`) plan whose approval holds at `at`,
+   * within its lifetime, executing: true for exactly one caller. One conditional update: SQLite serialises writers,
+   * and on PostgreSQL a second replica's update waits for the first's, then checks the row as the first left it
+   * (claimed, touched now), which no longer matches.
    */
-  async claim(id: string, at: number): Promise<boolean> {
+  async claim(id: string, at: number, lostBefore: number): Promise<boolean> {
     const result = await this.db
       .updateTable('agent_plans')
       .set({ status: 'executing', updated_at: at })
       .where('id', '=', id)
-      .where('status', 'in', ['approved', 'unknown'])
+      .where((eb) => eb.or([eb('status', 'in', ['approved', 'unknown']), lost(eb, lostBefore)]))
       .where('approval_expires_at', '>', at)
       .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', at)]))
       .executeTakeFirst();
     return Number(result.numUpdatedRows) === 1;
+  }
+
+  /** The heartbeat of an execution: an executing plan touched at `at` is not taken for lost. */
+  async touch(id: string, at: number): Promise<void> {
+    await this.db
+      .updateTable('agent_plans')
+      .set({ updated_at: at })
+      .where('id', '=', id)
+      .where('status', '=', 'executing')
+      .execute();
   }
 
   async finish(id: string, status: string, outcome: string, at: number): Promise<void> {
@@ -171,26 +202,35 @@ export class AgentPlanRows {
     return Number(deleted.numDeletedRows);
   }
 
-  /** The stored plans by state (`expired`: pending, approved or unknown past their lifetime at `now`). */
-  async countByState(now: number): Promise<Map<string, number>> {
+  /**
+   * The stored plans by state (`unknown` includes the lost ones, executing and untouched since `lostBefore`;
+   * `expired`: pending, approved or unknown past their lifetime at `now`).
+   */
+  async countByState(now: number, lostBefore: number): Promise<Map<string, number>> {
     const rows = await this.db
       .selectFrom('agent_plans')
       .select((eb) => [
         'status',
+        eb.case().when(lost(eb, lostBefore)).then(1).else(0).end().as('lost'),
         eb
           .case()
-          .when(eb.and([eb('expires_at', '<=', now), eb('status', 'in', ['pending', 'approved', 'unknown'])]))
+          .when(
+            eb.and([
+              eb('expires_at', '<=', now),
+              eb.or([eb('status', 'in', ['pending', 'approved', 'unknown']), lost(eb, lostBefore)]),
+            ]),
+          )
           .then(1)
           .else(0)
           .end()
           .as('expired'),
         eb.fn.countAll<number>().as('plans'),
       ])
-      .groupBy(['status', 'expired'])
+      .groupBy(['status', 'lost', 'expired'])
       .execute();
     const counts = new Map<string, number>();
     for (const r of rows) {
-      const state = Number(r.expired) === 1 ? 'expired' : r.status;
+      const state = Number(r.expired) === 1 ? 'expired' : Number(r.lost) === 1 ? 'unknown' : r.status;
       counts.set(state, (counts.get(state) ?? 0) + Number(r.plans));
     }
     return counts;

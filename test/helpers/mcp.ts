@@ -29,7 +29,7 @@ export interface TestMcpClient {
   close(): Promise<void>;
 }
 
-export async function mcpClient(gw: TestGateway, o: McpClientOptions = {}): Promise<TestMcpClient> {
+export async function mcpClient(gw: Pick<TestGateway, 'url'>, o: McpClientOptions = {}): Promise<TestMcpClient> {
   const person = o.person ?? null;
   const client = new Client(
     { name: 'gateway-test', version: '1.0.0' },
@@ -67,7 +67,7 @@ export function textOf(result: CallToolResult): string {
  * For a test file whose tests connect MCP clients: returns a `connect(gw, options)` whose clients are closed after each
  * test. Call it at the top level of the file.
  */
-export function mcpClientsPerTest(): (gw: TestGateway, o?: McpClientOptions) => Promise<TestMcpClient> {
+export function mcpClientsPerTest(): (gw: Pick<TestGateway, 'url'>, o?: McpClientOptions) => Promise<TestMcpClient> {
   const clients: TestMcpClient[] = [];
   afterEach(async () => {
     await Promise.all(clients.splice(0).map((c) => c.close().catch(() => undefined)));

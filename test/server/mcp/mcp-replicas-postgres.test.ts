@@ -1,5 +1,6 @@
 // MCP is stateless (docs/decisions/060): on two replicas sharing one embedded PostgreSQL, an agent plans on one,
-// executes with its person's approval on the other, and a retry on the first replays the outcome.
+// executes with its person's approval on the other, and a retry on the first replays the outcome; a plan a stopped
+// replica left executing is run again by one of them only.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { PLAN_RETENTION_MS } from '../../../src/store/agent-plans.js';
@@ -35,6 +36,49 @@ describe('MCP across replicas (PostgreSQL)', () => {
         g.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam')),
       );
       expect(creations).toHaveLength(1);
+    } finally {
+      await onA.close();
+      await onB.close();
+    }
+  });
+
+  it('a plan left executing by a replica that stopped is run again by one replica of two, once', async () => {
+    const onA = await mcpClient(replicas.a, { key: 'k1', person: 'accept' });
+    const onB = await mcpClient(replicas.b, { key: 'k1', person: 'accept' });
+    const creations = () =>
+      [replicas.a, replicas.b].flatMap((g) =>
+        g.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam')),
+      ).length;
+    try {
+      const { agentPlans, config, store } = replicas.a.gateway.services;
+      /** An approved plan a replica claimed and then stopped running: untouched for IDEMPOTENCY_TAKEOVER. */
+      const lostPlan = async (name: string) => {
+        const planId = (await onA.call('create_project', { input: { name } })).structuredContent!.planId as string;
+        expect((await agentPlans.approve(planId, { owner: 'person', name: 'a person' }, 'elicitation')).ok).toBe(true);
+        await store.db
+          .updateTable('agent_plans')
+          .set({ status: 'executing', updated_at: Date.now() - config.idempotencyTakeoverMs - 1 })
+          .where('id', '=', planId)
+          .execute();
+        return planId;
+      };
+      const before = creations();
+      const raced = await lostPlan('raced');
+      const results = await Promise.all([
+        onA.call('execute_plan', { planId: raced }),
+        onB.call('execute_plan', { planId: raced }),
+      ]);
+      const ran = results.filter((r) => r.structuredContent?.status === 'SUCCEEDED' && !r.structuredContent.replayed);
+      expect(ran, JSON.stringify(results.map((r) => r.structuredContent))).toHaveLength(1);
+      expect(creations()).toBe(before + 1);
+
+      // The claim itself: of two replicas' claims of a lost plan at once, exactly one is true.
+      const twice = await lostPlan('claimed twice');
+      const [onAPlans, onBPlans] = [agentPlans, replicas.b.gateway.services.agentPlans];
+      const [seenByA, seenByB] = await Promise.all([onAPlans.get(twice), onBPlans.get(twice)]);
+      expect([seenByA!.status, seenByB!.status]).toEqual(['unknown', 'unknown']);
+      const claims = await Promise.all([onAPlans.claim(seenByA!, 'agent'), onBPlans.claim(seenByB!, 'agent')]);
+      expect(claims.sort()).toEqual([false, true]);
     } finally {
       await onA.close();
       await onB.close();
