@@ -11,10 +11,10 @@ import { checkAuthReqId } from './stored.js';
 import type { IdTokenRejection } from './verify.js';
 import { MAX_ID_LENGTH } from './wire.js';
 
-/** Why a notification was refused; one value per kind of refusal (also the metric's `reason` label). */
-/** Most refused notifications one read returns. */
+/** Most refused notifications one read returns (a larger page size is clamped to it). */
 export const MAX_REJECTIONS_PAGE = 500;
 
+/** Why a notification was refused; one value per kind of refusal (also the metric's `reason` label). */
 export type RejectionReason =
   /** 401: no, a wrong or an expired client_notification_token, or one issued for another auth_req_id. */
   | 'UNAUTHORIZED'
