@@ -34,6 +34,12 @@ export enum ErrorCode {
 }
 
 /**
+ * The whole message of an INTERNAL_SERVER_ERROR on every transport: an unexpected error shows nothing of its own (its
+ * own message goes to the log). docs/contract.md, Error codes.
+ */
+export const INTERNAL_ERROR_MESSAGE = 'Internal server error';
+
+/**
  * The `error` of the OAuth-style `{ "error", "error_description" }` bodies the webhooks and the plain HTTP
  * routes answer with (docs/contract.md, Routes; RFC 6749 §5.2 and RFC 6750 §3.1 names). Public like ErrorCode.
  */

@@ -81,8 +81,8 @@ export function planIdOf(text: string): string {
   return text.toLowerCase();
 }
 
-/** Most audit rows one read returns. */
-const MAX_AUDIT_ROWS = 1000;
+/** Most audit rows, or plans pending an approval, one read returns (a larger page size is clamped to it). */
+export const MAX_AUDIT_ROWS = 1000;
 
 /** How often a watch of the pending plans reads them again, for changes made on other replicas. */
 const RECHECK_MS = 15_000;

@@ -127,6 +127,25 @@ const list = z
       .map((v) => v.trim())
       .filter(Boolean),
   );
+/**
+ * A `list` of `name:value` or bare entries (API keys, notification tokens: src/auth/caller.ts parseAppKey). An entry
+ * with nothing on one side of its first `:` is refused, never read as a bare value: `shop:` would be the key (or token)
+ * `shop:`, which anyone who knows the app's name can guess, and `:k` a key whose app lost its name. The message names
+ * the entry by its place; the variables hold secrets, so parseEnv shows no value.
+ */
+const namedList = list.transform((entries, ctx) => {
+  for (const [i, entry] of entries.entries()) {
+    const colon = entry.indexOf(':');
+    if (colon !== 0 && colon !== entry.length - 1) continue;
+    const missing = colon === 0 ? 'no app name before' : 'nothing after';
+    ctx.addIssue({
+      code: 'custom',
+      message: `entry ${i + 1} has ${missing} its ":" (write <app name>:<value>, or a bare value without ":")`,
+    });
+    return z.NEVER;
+  }
+  return entries;
+});
 /** A non-empty text, `fallback` when unset. */
 const text = (fallback: string) => ({ schema: z.string().trim().min(1).optional().default(fallback), shown: fallback });
 /** One of `values`, `fallback` when unset; `normalize` lets any case through. */
@@ -508,8 +527,8 @@ const VARS = {
     '(unset: callbackUrl)',
   ),
   MOBILEID_NOTIFICATION_TOKENS: declare(
-    list,
-    "Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id. `<app>:<token>` binds a token to a named app (of GATEWAY_API_KEYS, OPERATOR_API_KEYS, GATEWAY_APPS_FILE, or a JWT app of AUTH_APPS or AUTH_ISSUERS; only that app reads its results); a bare token's results are readable by every app that knows the auth_req_id (prefer issueMobileIdNotificationToken per app).",
+    namedList,
+    "Comma-separated client_notification_token values accepted on POST /webhooks/mobile-id. `<app>:<token>` binds a token to a named app (of GATEWAY_API_KEYS, OPERATOR_API_KEYS, GATEWAY_APPS_FILE, or a JWT app of AUTH_APPS or AUTH_ISSUERS; only that app reads its results); a bare token's results are readable by every app that knows the auth_req_id (prefer issueMobileIdNotificationToken per app); an entry with nothing before or after its first `:` stops start-up.",
     '(unset)',
   ),
   MOBILEID_JWKS_URL: declare(
@@ -554,8 +573,8 @@ const VARS = {
     'true: full CIBA strictness, an id_token without iss, aud, exp, the urn:openid:params:jwt:claim:auth_req_id claim or at_hash, or an encrypted one, is refused (400). false: such a notification is accepted and the result reports each absent claim in idTokenChecks. Needs a JWKS (or the sandbox).',
   ),
   GATEWAY_API_KEYS: declare(
-    list,
-    "Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app's name in metrics and logs; several keys of one name are one app, for rotation) or a bare key. Each holds every scope but `operator`, `cloud:approve` and `identity:approve`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.",
+    namedList,
+    "Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app's name in metrics and logs; several keys of one name are one app, for rotation) or a bare key; an entry with nothing before or after its first `:` (`shop:`) stops start-up. Each holds every scope but `operator`, `cloud:approve` and `identity:approve`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.",
     '(unset: open, or JWTs only)',
   ),
   GATEWAY_APPS_FILE: declare(
@@ -565,7 +584,7 @@ const VARS = {
     'reloadable',
   ),
   OPERATOR_API_KEYS: declare(
-    list,
+    namedList,
     "Comma-separated keys of operators (`name:key` or bare, as in GATEWAY_API_KEYS): each works as an API key with every scope, `operator` included (every app's refused notifications in mobileIdRejections, the list of apps). Needs GATEWAY_API_KEYS, GATEWAY_APPS_FILE or a JWKS; in open sandbox mode everyone is the operator.",
     '(unset: none)',
   ),

@@ -17,13 +17,13 @@ import type { Logger } from '../logger.js';
 import { nameOperationSpan, recordOperationErrors } from '../telemetry/operations.js';
 import type { OperationLimits } from './limits.js';
 import type { Pipeline } from './pipeline.js';
-import { formatError, HttpPresenter, noStoreValue } from './present.js';
+import { formatError, HttpPresenter, noStoreValue, type ApolloErrorOptions } from './present.js';
 
 /** The Apollo options the gateway runs with, and the plugins among them whose effects the direct path reproduces. */
 export interface ApolloSetup {
   readonly options: ApolloServerOptions<GraphQLContext> & {
     readonly validationRules: NonNullable<ApolloServerOptions<GraphQLContext>['validationRules']>;
-    readonly formatError: (formatted: GraphQLFormattedError, error: unknown) => GraphQLFormattedError;
+    readonly formatError: ApolloErrorOptions['formatError'];
     readonly includeStacktraceInErrorResponses: false;
   };
   readonly gatewayPlugins: readonly ApolloServerPlugin<GraphQLContext>[];
@@ -36,8 +36,8 @@ export function apolloSetup(o: {
   logger: Logger;
   tracing: boolean;
 }): ApolloSetup {
-  const formatOne = (formatted: GraphQLFormattedError, error: unknown) =>
-    formatError(formatted, error, o.logger, !o.limits.introspection);
+  const formatOne = (formatted: GraphQLFormattedError, error: unknown, requestId?: string) =>
+    formatError(formatted, error, o.logger, !o.limits.introspection, requestId);
   const present = new HttpPresenter({ formatError: formatOne, includeStacktraceInErrorResponses: false }, o.tracing);
   const gatewayPlugins = [
     noStorePlugin(),

@@ -11,7 +11,7 @@ import {
   type OperationTypeNode,
 } from 'graphql';
 
-import { ErrorCode } from '../errors.js';
+import { ErrorCode, INTERNAL_ERROR_MESSAGE } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
 import { RateLimitedError } from '../ratelimit/buckets.js';
@@ -29,16 +29,19 @@ const EXPECTED_CODES = new Set<string>([
 
 /**
  * One masking rule for HTTP (Apollo's formatError, and the direct path) and the streaming transports: an error is the
- * client's to read only when it was raised on purpose, a GraphQLError (a GatewayError, Apollo's or graphql-js's own)
- * with a code of the contract. Anything else reaches the client as INTERNAL_SERVER_ERROR with nothing of its own, and
- * the log in full. INTERNAL_SERVER_ERROR itself is never a reason to pass: Apollo's pipeline and the direct path fill
- * it in for every error without a code before this rule runs, so it says nothing of how the error was raised.
+ * client's to read only when it was raised on purpose, a GraphQLError (a GatewayError, Apollo's) with a code of the
+ * contract, or graphql-js's own refusal of the request. Anything else reaches the client as INTERNAL_SERVER_ERROR with
+ * nothing of its own (its path and locations kept), and the log in full with the request's id (`requestId`, when the
+ * error belongs to an operation). INTERNAL_SERVER_ERROR itself is never a reason to pass: Apollo's pipeline and the
+ * direct path fill it in for every error without a code before this rule runs, so it says nothing of how the error
+ * was raised.
  */
 export function formatError(
   formatted: GraphQLFormattedError,
   error: unknown,
   logger: Logger,
   hideSuggestions = false,
+  requestId?: string,
 ): GraphQLFormattedError {
   const code = formatted.extensions?.code;
   const original = unwrapResolverError(error);
@@ -47,17 +50,21 @@ export function formatError(
     const shown = withoutEchoedValue(withoutHttp(formatted), error);
     return hideSuggestions ? withoutSuggestions(shown) : shown;
   }
-  // graphql-js's own errors (validation, coercion, a null in a non-null field) carry no original error and no code
-  // of their own (over HTTP, the INTERNAL_SERVER_ERROR filled in).
+  // graphql-js's own errors carry no original error and no code of their own (over HTTP, the INTERNAL_SERVER_ERROR
+  // filled in). Those of the request (a text that does not parse or validate, sent as they are over SSE) have no
+  // path: the client's to read. Those of the execution (a null in a non-null field, a value an enum or a scalar
+  // cannot serialize, an abstract type it cannot resolve) have one: a resolver or a stored row broke the schema's
+  // promise, which is unexpected.
   if (
     original instanceof GraphQLError &&
     !original.originalError &&
+    formatted.path === undefined &&
     (code === undefined || code === ErrorCode.INTERNAL_SERVER_ERROR)
   )
     return formatted;
-  logger.error({ err: original }, 'unexpected error in a GraphQL operation');
+  logger.error({ err: original, requestId }, 'unexpected error in a GraphQL operation');
   return {
-    message: 'Internal server error',
+    message: INTERNAL_ERROR_MESSAGE,
     locations: formatted.locations,
     path: formatted.path,
     extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR },
@@ -138,7 +145,7 @@ export function deliverable(
     ...warned,
     errors: errors.map((e) => {
       const marked = markedVariableError(e);
-      return formatError(marked.toJSON(), marked, logger);
+      return formatError(marked.toJSON(), marked, logger, false, context?.requestId);
     }) as unknown as GraphQLError[],
   };
   if (warned === result) masked.set(result, out);
@@ -229,10 +236,12 @@ export interface Ran {
  */
 export function outcomePresenter(logger: Logger, hideSuggestions: boolean): Presenter<Refusal | Executed> {
   return {
-    refused: (stage, errors) => ({
+    refused: (stage, errors, context) => ({
       ok: false,
       stage,
-      errors: documentRefusal(stage, errors).map((e) => formatError(e.toJSON(), e, logger, hideSuggestions)),
+      errors: documentRefusal(stage, errors).map((e) =>
+        formatError(e.toJSON(), e, logger, hideSuggestions, context?.requestId),
+      ),
     }),
     executed: (result, context) => ({ ok: true, result: deliverable(result, context, logger) as Executed['result'] }),
     threw: (err) => {
@@ -254,7 +263,8 @@ export interface HttpAnswer {
 
 /** What the HTTP presenter reads of Apollo's options (src/execution/apollo.ts ApolloSetup.options, the same object). */
 export interface ApolloErrorOptions {
-  readonly formatError: (formatted: GraphQLFormattedError, error: unknown) => GraphQLFormattedError;
+  /** Apollo calls it with two arguments; the presenter adds the operation's request id, for the log. */
+  readonly formatError: (formatted: GraphQLFormattedError, error: unknown, requestId?: string) => GraphQLFormattedError;
   readonly includeStacktraceInErrorResponses: boolean;
 }
 
@@ -300,7 +310,7 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
     if (result.errors) {
       const marked = result.errors.map(markedVariableError);
       if (this.tracing) recordOperationErrors(marked);
-      errors = this.formatErrors(marked, head);
+      errors = this.formatErrors(marked, head, context.requestId);
       // Apollo 5's status400ForVariableCoercionErrors, on by default and not set by the gateway.
       if (marked.length && result.data === undefined && !head.status) head.status = 400;
     }
@@ -327,7 +337,7 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
   private errorResult(errors: readonly GraphQLError[], context: GraphQLContext | undefined): HttpAnswer {
     const head: Head = { status: undefined, headers: undefined };
     if (this.tracing) recordOperationErrors(errors);
-    const formatted = this.formatErrors(errors, head);
+    const formatted = this.formatErrors(errors, head, context?.requestId);
     head.status ??= 500;
     return this.willSend(head, { errors: formatted, data: undefined, extensions: undefined }, context);
   }
@@ -342,7 +352,7 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
   }
 
   /** errorNormalize.js normalizeAndFormatErrors with the gateway's formatError. */
-  private formatErrors(errors: readonly GraphQLError[], head: Head): GraphQLFormattedError[] {
+  private formatErrors(errors: readonly GraphQLError[], head: Head, requestId?: string): GraphQLFormattedError[] {
     const { formatError, includeStacktraceInErrorResponses } = this.apollo;
     const enrich = (maybeError: unknown): GraphQLFormattedError => {
       const graphqlError = ensureGraphQLError(maybeError);
@@ -361,10 +371,10 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
     };
     return errors.map((error) => {
       try {
-        return formatError(enrich(error), error);
+        return formatError(enrich(error), error, requestId);
       } catch (formattingError) {
         if (includeStacktraceInErrorResponses) return enrich(formattingError);
-        return { message: 'Internal server error', extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } };
+        return { message: INTERNAL_ERROR_MESSAGE, extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } };
       }
     });
   }

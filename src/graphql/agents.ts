@@ -1,5 +1,6 @@
-import type { AgentPlanModel as AgentPlan } from '../agents/plans.js';
+import { MAX_AUDIT_ROWS, type AgentPlanModel as AgentPlan } from '../agents/plans.js';
 import type { Resolvers } from '../generated/graphql.js';
+import { pageSize } from './common.js';
 
 /** `source`'s values through `map`, ending `source` when the subscription ends. */
 function mapped<T, U>(source: AsyncIterableIterator<T>, map: (value: T) => U): AsyncIterableIterator<U> {
@@ -21,12 +22,15 @@ function mapped<T, U>(source: AsyncIterableIterator<T>, map: (value: T) => U): A
 export const agentResolvers: Resolvers = {
   Query: {
     agentPlan: (_p, { id }, ctx) => ctx.services.agentPlans.visibleTo(ctx.caller, id),
-    pendingAgentPlans: (_p, { first }, ctx) => ctx.services.agentPlans.pendingFor(ctx.caller, first ?? 50),
+    pendingAgentPlans: (_p, { first }, ctx) =>
+      ctx.services.agentPlans.pendingFor(ctx.caller, pageSize('first', first, 50, MAX_AUDIT_ROWS)),
     agentAudit: async (_p, { planId, first }, ctx) =>
-      (await ctx.services.agentPlans.auditTrail({ planId: planId ?? undefined, first: first ?? 100 })).map((e) => ({
-        ...e,
-        at: new Date(e.at),
-      })),
+      (
+        await ctx.services.agentPlans.auditTrail({
+          planId: planId ?? undefined,
+          first: pageSize('first', first, 100, MAX_AUDIT_ROWS),
+        })
+      ).map((e) => ({ ...e, at: new Date(e.at) })),
   },
   Mutation: {
     declinePlan: (_p, { planId }, ctx) => ctx.services.agentPlans.decide(ctx.caller, planId, 'decline'),
@@ -35,9 +39,12 @@ export const agentResolvers: Resolvers = {
   Subscription: {
     pendingAgentPlansChanged: {
       subscribe: (_p, { first }, ctx) =>
-        mapped(ctx.services.agentPlans.watchPendingFor(ctx.caller, first ?? 50), (plans) => ({
-          pendingAgentPlansChanged: plans,
-        })),
+        mapped(
+          ctx.services.agentPlans.watchPendingFor(ctx.caller, pageSize('first', first, 50, MAX_AUDIT_ROWS)),
+          (plans) => ({
+            pendingAgentPlansChanged: plans,
+          }),
+        ),
     },
   },
   AgentPlan: {

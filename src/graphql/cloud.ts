@@ -1,7 +1,8 @@
 import type { MutationResult } from '../cloud/service.js';
 import { viewAs, type CloudKind, type CloudViews } from '../cloud/views.js';
+import { badUserInput } from '../errors.js';
 import type { Resolvers } from '../generated/graphql.js';
-import { creationPayload } from './common.js';
+import { creationPayload, pageSize } from './common.js';
 
 /** A creation's payload, its record mapped to the view of its kind. */
 const payload = <F extends string, K extends CloudKind>(field: F, kind: K, r: MutationResult) =>
@@ -14,13 +15,13 @@ const payload = <F extends string, K extends CloudKind>(field: F, kind: K, r: Mu
  */
 export const cloudResolvers = {
   Query: {
-    projects: async (_p, { first, offset }, ctx) =>
-      (
-        await ctx.services.ledger.list('project', {
-          limit: Math.min(Math.max(first ?? 50, 1), 500),
-          offset: Math.max(offset ?? 0, 0),
-        })
-      ).map((r) => viewAs('project', r)),
+    projects: async (_p, { first, offset }, ctx) => {
+      const limit = pageSize('first', first, 50, 500);
+      if (offset != null && offset < 0) throw badUserInput('offset', 'must be 0 or more');
+      return (await ctx.services.ledger.list('project', { limit, offset: offset ?? 0 })).map((r) =>
+        viewAs('project', r),
+      );
+    },
     project: (_p, { id }, ctx) => ctx.loaders.ofKind(id, 'project'),
   },
   Mutation: {

@@ -36,6 +36,18 @@ export function creationPayload<F extends string, T, V>(
   } as CreationPayload<F, T | V>;
 }
 
+/**
+ * The page size a list argument (`first`) asks for: its default when not given, and at most `max`, the most the
+ * schema says the list returns (a larger size is clamped to it: every row there is, up to the bound). A size below 1
+ * is refused, BAD_USER_INPUT naming the argument: no page holds no rows or a negative number of them, so it is a
+ * mistake, never read as the smallest page.
+ */
+export function pageSize(argument: string, value: number | null | undefined, fallback: number, max: number): number {
+  if (value == null) return fallback;
+  if (value < 1) throw badUserInput(argument, `must be 1 or more (at most ${max} are returned)`);
+  return Math.min(value, max);
+}
+
 export const NODE_TYPES: Record<ResourceKind, string> = {
   project: 'Project',
   network: 'Network',

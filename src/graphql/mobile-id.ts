@@ -2,8 +2,10 @@ import DataLoader from 'dataloader';
 
 import type { EventRecord } from '../events/index.js';
 import type { MobileIdAuthenticationResult, Resolvers } from '../generated/graphql.js';
+import { MAX_REJECTIONS_PAGE } from '../mobile-id/quarantine.js';
 import { checkAuthReqId } from '../mobile-id/stored.js';
 import type { MobileIdAuthentication } from '../mobile-id/views.js';
+import { pageSize } from './common.js';
 import type { GraphQLContext } from './context.js';
 
 /** The GraphQL type of a view, from its outcome (MobileIdAuthenticationResult's resolveType). */
@@ -36,7 +38,10 @@ export const mobileIdResolvers: Resolvers = {
       return a ? toGraphQL(a) : null;
     },
     mobileIdRejections: (_p, { first, authReqId }, ctx) =>
-      ctx.services.mobileId.rejections(ctx.caller, { first: first ?? null, authReqId: authReqId ?? null }),
+      ctx.services.mobileId.rejections(ctx.caller, {
+        first: pageSize('first', first, 50, MAX_REJECTIONS_PAGE),
+        authReqId: authReqId ?? null,
+      }),
   },
   Subscription: {
     mobileIdAuthentication: {

@@ -6,11 +6,13 @@ import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 
 import type { Caller } from '../auth/caller.js';
-import { badUserInput } from '../errors.js';
 import type { Database } from '../store/schema.js';
 import { checkAuthReqId } from './stored.js';
 import type { IdTokenRejection } from './verify.js';
 import { MAX_ID_LENGTH } from './wire.js';
+
+/** Most refused notifications one read returns (a larger page size is clamped to it). */
+export const MAX_REJECTIONS_PAGE = 500;
 
 /** Why a notification was refused; one value per kind of refusal (also the metric's `reason` label). */
 export type RejectionReason =
@@ -136,12 +138,13 @@ export class RejectionQuarantine {
     return true;
   }
 
-  /** Refused notifications, newest first: all of them for an operator, those on tokens it issued for an app. */
-  list(caller: Caller, options: { first?: number | null; authReqId?: string | null }): Promise<Rejection[]> {
-    const first = options.first ?? 50;
-    if (!Number.isInteger(first) || first < 1 || first > 500) throw badUserInput('first', 'must be from 1 to 500');
+  /**
+   * Refused notifications, newest first (at most `first`, 1 to MAX_REJECTIONS_PAGE: mobileIdRejections' page size):
+   * all of them for an operator, those on tokens it issued for an app.
+   */
+  list(caller: Caller, options: { first: number; authReqId?: string | null }): Promise<Rejection[]> {
     if (options.authReqId != null) checkAuthReqId(options.authReqId);
-    return this.rows(caller, first, options.authReqId ?? null);
+    return this.rows(caller, Math.max(1, Math.min(options.first, MAX_REJECTIONS_PAGE)), options.authReqId ?? null);
   }
 
   private async rows(caller: Caller, first: number, authReqId: string | null): Promise<Rejection[]> {

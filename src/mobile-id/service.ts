@@ -167,7 +167,7 @@ export class MobileIdService {
   }
 
   /** Refused notifications, newest first: all of them for an operator, those on tokens it issued for an app. */
-  rejections(caller: Caller, options: { first?: number | null; authReqId?: string | null }): Promise<Rejection[]> {
+  rejections(caller: Caller, options: { first: number; authReqId?: string | null }): Promise<Rejection[]> {
     return this.quarantine.list(caller, options);
   }
 

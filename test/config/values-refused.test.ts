@@ -35,6 +35,26 @@ describe('configuration values refused at start-up', () => {
     ).not.toThrow();
   });
 
+  it.each([
+    ['GATEWAY_API_KEYS', 'crm:key-of-crm-456,shop:', 'entry 2 has nothing after its ":"'],
+    ['GATEWAY_API_KEYS', 'crm:key-of-crm-456, :key-of-shop-123', 'entry 2 has no app name before its ":"'],
+    ['OPERATOR_API_KEYS', 'ops:', 'entry 1 has nothing after its ":"'],
+    ['MOBILEID_NOTIFICATION_TOKENS', 'crm:tok-1,shop:', 'entry 2 has nothing after its ":"'],
+  ])(
+    '%s=%s: an entry with an empty side of its ":", never taken as a bare key or token, named by its place',
+    (variable, value, message) => {
+      const err = refusal({ ...KEYS, ...SANDBOXED, [variable]: value });
+      expect(err?.variable).toBe(variable);
+      expect(err?.message).toContain(message);
+      for (const secret of ['key-of-crm-456', 'key-of-shop-123', 'tok-1']) expect(err?.message).not.toContain(secret);
+    },
+  );
+
+  it('takes a key or token holding ":" after its app name', () => {
+    const config = loadConfig({ ...SANDBOXED, GATEWAY_API_KEYS: 'shop:abc:', MOBILEID_NOTIFICATION_TOKENS: 'shop:t:' });
+    expect(config.apiKeys).toEqual([{ name: 'shop', key: 'abc:' }]);
+  });
+
   it('UPSTREAM_TIMEOUT=0, which would leave an attempt without a limit', () => {
     expect(refusal({ UPSTREAM_TIMEOUT: '0' })?.message).toMatch(/^UPSTREAM_TIMEOUT: must be more than 0/);
     expect(refusal({ UPSTREAM_TIMEOUT: '1ms' })).toBeUndefined();

@@ -100,4 +100,20 @@ describe('an unexpected error never reaches the client', () => {
     const own = new GraphQLError('bad', { extensions: { code: ErrorCode.BAD_USER_INPUT } });
     expect(formatError(own.toJSON(), own, logger).message).toBe('bad');
   });
+
+  it("graphql-js's own error in an execution is masked and logged with the request id; its refusal of a request passes", () => {
+    const { logger, logs } = capture();
+    const serialize = new GraphQLError('Enum "FirewallAction" cannot represent value: "DENY"');
+    const located = locatedError(serialize, undefined, ['projects', 0, 'networks', 0, 'defaultFirewallAction']);
+    const formatted = { ...located.toJSON(), extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } };
+    expect(formatError(formatted, located, logger, false, 'req-1')).toEqual({
+      message: 'Internal server error',
+      path: ['projects', 0, 'networks', 0, 'defaultFirewallAction'],
+      extensions: { code: 'INTERNAL_SERVER_ERROR' },
+    });
+    const line = JSON.parse(logs()) as { requestId: string; err: { message: string } };
+    expect(line).toMatchObject({ requestId: 'req-1', err: { message: serialize.message } });
+    const syntax = new GraphQLError('Syntax Error: Expected Name, found <EOF>.');
+    expect(formatError(syntax.toJSON(), syntax, logger).message).toBe(syntax.message);
+  });
 });

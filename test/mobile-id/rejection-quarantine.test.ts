@@ -190,7 +190,7 @@ describe('who may read the quarantine', () => {
     expect(() => loadConfig({ OPERATOR_API_KEYS: 'ops' })).toThrow(/OPERATOR_API_KEYS: needs GATEWAY_API_KEYS/);
   });
 
-  it('refuses a page size outside 1..500 with BAD_USER_INPUT', async () => {
+  it('refuses a page size below 1 with BAD_USER_INPUT (test/graphql/page-sizes.test.ts: every list)', async () => {
     const gw = await gateway();
     const res = await gw.graphql(REJECTIONS, { first: 0 });
     expect(res.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'first' });

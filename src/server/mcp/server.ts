@@ -5,7 +5,7 @@
 import type { CallToolResult, InputRequiredResult, Server, ServerContext } from '@modelcontextprotocol/server';
 
 import type { Caller } from '../../auth/caller.js';
-import { ErrorCode, GatewayError } from '../../errors.js';
+import { ErrorCode, GatewayError, INTERNAL_ERROR_MESSAGE as INTERNAL } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { McpResources } from './resources.js';
 import { mcpSdk } from './sdk.js';
@@ -61,8 +61,6 @@ export function toolError(text: string, structured?: Record<string, unknown>): C
 }
 
 export const SERVER_INFO = { name: 'graphql-gateway', version: '1.0.0' };
-
-const INTERNAL = 'Internal server error';
 
 /**
  * What a tool's caller gets when the tool threw (docs/contract.md, Error codes): an error the gateway raised on purpose

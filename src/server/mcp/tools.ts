@@ -245,8 +245,8 @@ export function refusalFor(tool: OperationTool, caller: Caller): { message: stri
  * The code of an error of a tool's operation as the pipeline presented it, for a tool error and a resource read alike.
  * The presenter has named every refusal by its stage (src/execution/present.ts documentRefusal: a document that does
  * not parse or validate is GRAPHQL_PARSE_FAILED or GRAPHQL_VALIDATION_FAILED, as over POST /graphql) and masked what
- * was not raised on purpose, so an error without a code is one of graphql-js's own in a result (a null in a non-null
- * field): INTERNAL_SERVER_ERROR, as POST /graphql answers it.
+ * was not raised on purpose as INTERNAL_SERVER_ERROR, so every error has a code; one without is read as
+ * INTERNAL_SERVER_ERROR all the same.
  */
 export function codeOf(error: GraphQLFormattedError): string {
   const code = error.extensions?.code;
