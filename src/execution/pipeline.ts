@@ -32,7 +32,7 @@ import {
 } from './present.js';
 import type { OperationRunner, ResultSink, StreamingExecution } from './run.js';
 import { scopeCheck } from './scopes.js';
-import { nulPath } from './variables.js';
+import { nullWhereRequired, nulPath, requiredPlaces, type RequiredPlace } from './variables.js';
 
 /** One operation as any transport carries it: a text, or a trusted document's id. */
 export interface OperationParams {
@@ -148,6 +148,24 @@ export function createPipeline(o: PipelineOptions): Pipeline {
   const refuse = (stage: RefusalStage, errors: readonly GraphQLError[]): Refusal =>
     outcome.refused(stage, errors, undefined) as Refusal;
   type Found = { prepared: PreparedDocument; document: DocumentNode; operation: OperationDefinitionNode };
+  /** Each operation's variables that may be left out but not null (`requiredPlaces`), made at its first request. */
+  const places = new WeakMap<OperationDefinitionNode, readonly RequiredPlace[]>();
+  /**
+   * BAD_USER_INPUT for a null given to a variable used where a value is required (graphql-js would refuse it in the
+   * run, at the field, as an error of the gateway's); null when there is none.
+   */
+  const nullRefusal = (
+    document: DocumentNode,
+    operation: OperationDefinitionNode,
+    variables: Readonly<Record<string, unknown>>,
+  ): readonly GraphQLError[] | null => {
+    let of = places.get(operation);
+    if (of === undefined) places.set(operation, (of = requiredPlaces(o.schema, document, operation)));
+    const place = of.length === 0 ? null : nullWhereRequired(of, variables);
+    if (place === null) return null;
+    const message = `Variable "$${place.variable}" must not be null: it is used where a value of type "${place.type}" is required (leave it out for its default); nothing was run`;
+    return [new UserInputError(new GraphQLError(message, { extensions: { field: place.variable } }))];
+  };
   type Refused = { stage: RefusalStage; errors: readonly GraphQLError[] };
 
   /** Trusted documents, prepare, and the operation picked. */
@@ -207,12 +225,13 @@ export function createPipeline(o: PipelineOptions): Pipeline {
    * path in it (as Apollo marks them), and never the value (the present stage leaves it out: it may hold a password).
    */
   const checkVariables = (
+    document: DocumentNode,
     operation: OperationDefinitionNode,
     variables: Record<string, unknown>,
   ): readonly GraphQLError[] | null => {
     if (!operation.variableDefinitions?.length) return null;
-    const nul = nulRefusal(variables);
-    if (nul) return nul;
+    const refused = nulRefusal(variables) ?? nullRefusal(document, operation, variables);
+    if (refused) return refused;
     const coerced = getVariableValues(o.schema, operation.variableDefinitions, variables, {
       hideSuggestions: o.documents.hideSuggestions,
     });
@@ -224,7 +243,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       const found = prepare(params, options?.trustedResolved);
       if (!('prepared' in found)) return refuse(found.stage, found.errors);
       if (params.variables !== undefined) {
-        const invalid = checkVariables(found.operation, params.variables);
+        const invalid = checkVariables(found.document, found.operation, params.variables);
         if (invalid) return refuse('variables', invalid);
       }
       const cost = operationCost(o.schema, found.document, found.operation, params.variables);
@@ -258,12 +277,15 @@ export function createPipeline(o: PipelineOptions): Pipeline {
         );
       }
       if (run.variables !== 'in-run') {
-        const invalid = checkVariables(operation, params.variables ?? {});
+        const invalid = checkVariables(document, operation, params.variables ?? {});
         if (invalid) return present.refused('variables', invalid, run.context);
       } else if (params.variables) {
-        // What graphql-js coerces in the run takes the NUL character: refused here, before anything runs.
-        const nul = nulRefusal(params.variables);
-        if (nul) return present.refused('variables', nul, run.context);
+        // What graphql-js coerces in the run takes the NUL character, and a null where the run refuses it at the
+        // field: both refused here, before anything runs.
+        const refused =
+          nulRefusal(params.variables) ??
+          (operation.variableDefinitions?.length ? nullRefusal(document, operation, params.variables) : null);
+        if (refused) return present.refused('variables', refused, run.context);
       }
       let context = run.context;
       try {

@@ -11,9 +11,14 @@ import {
   isLeafType,
   isListType,
   isNonNullType,
+  Kind,
   typeFromAST,
+  TypeInfo,
+  ValidationContext,
+  type DocumentNode,
   type GraphQLInputType,
   type GraphQLSchema,
+  type OperationDefinitionNode,
   type VariableDefinitionNode,
 } from 'graphql';
 
@@ -182,4 +187,46 @@ function holdsNul(value: unknown): boolean {
     }
   }
   return false;
+}
+
+/** A variable that may be left out (it has a default) but not given as null: it is used where a value is required. */
+export interface RequiredPlace {
+  readonly variable: string;
+  /** The type the place requires (`Outcome!`), for the refusal. */
+  readonly type: string;
+}
+
+/**
+ * The variables of `operation` (its fragments' included) that are nullable with a default and used where a value is
+ * required: graphql-js's validation allows the place for the default's sake (VariablesInAllowedPositionRule), but a
+ * null given for it is refused only in the run, at the field (`Argument "x" of non-null type "T!" must not be null`),
+ * where it reads as the gateway's failure. Made once per operation of a cached document.
+ */
+export function requiredPlaces(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+): readonly RequiredPlace[] {
+  const definitions = operation.variableDefinitions ?? [];
+  if (!definitions.some((d) => d.type.kind !== Kind.NON_NULL_TYPE)) return [];
+  const nullable = new Set(
+    definitions.filter((d) => d.type.kind !== Kind.NON_NULL_TYPE).map((d) => d.variable.name.value),
+  );
+  const context = new ValidationContext(schema, document, new TypeInfo(schema), () => {});
+  const places: RequiredPlace[] = [];
+  for (const usage of context.getRecursiveVariableUsages(operation)) {
+    const variable = usage.node.name.value;
+    if (usage.type && isNonNullType(usage.type) && nullable.has(variable))
+      places.push({ variable, type: String(usage.type) });
+  }
+  return places;
+}
+
+/** The first of `places` whose variable is given as null in `variables`, or null. */
+export function nullWhereRequired(
+  places: readonly RequiredPlace[],
+  variables: Readonly<Record<string, unknown>>,
+): RequiredPlace | null {
+  for (const place of places) if (variables[place.variable] === null && hasOwn(variables, place.variable)) return place;
+  return null;
 }

@@ -77,3 +77,57 @@ describe.each(['post', 'ws', 'sse'] as const)('a variable graphql-js cannot coer
     }
   });
 });
+
+// A nullable variable with a default may stand where a value is required (graphql-js's validation allows it for the
+// default's sake), but a null given for it is refused by graphql-js only in the run, at the field, as an error of the
+// gateway's (INTERNAL_SERVER_ERROR, its words hidden): the pipeline refuses it first, as the client's, naming it.
+const DEFAULTED = [
+  {
+    what: "a directive's argument",
+    query: 'query($id: ID!, $v: Boolean = true) { project(id: $id) @include(if: $v) { id } }',
+    type: 'Boolean!',
+  },
+  {
+    what: "a directive's argument in a fragment",
+    query:
+      'query($id: ID!, $v: Boolean = true) { ...P } fragment P on Query { project(id: $id) @include(if: $v) { id } }',
+    type: 'Boolean!',
+  },
+  {
+    what: "a field's argument",
+    query:
+      'mutation($id: String!, $v: SandboxMobileIdOutcome = SUCCESS) { sandboxCompleteMobileIdAuthentication(authReqId: $id, outcome: $v) { __typename } }',
+    type: 'SandboxMobileIdOutcome!',
+  },
+  {
+    what: "a subscription field's argument",
+    query: 'subscription($v: String = "defaulted-null-1") { mobileIdAuthentication(authReqId: $v) { __typename } }',
+    type: 'String!',
+    streamingOnly: true,
+  },
+];
+
+describe.each(['post', 'ws', 'sse'] as const)(
+  'a null for a defaulted variable where a value is required, over %s',
+  (transport) => {
+    it.each(DEFAULTED.filter((c) => transport !== 'post' || !c.streamingOnly))(
+      'is BAD_USER_INPUT naming it, for $what, and nothing runs',
+      async ({ query, type }) => {
+        const before = gw.logs().length;
+        const errors = await errorsOf(transport, query, { id: 'defaulted-null-1', v: null });
+        expect(errors).toHaveLength(1);
+        expect(errors[0]!.message).toBe(
+          `Variable "$v" must not be null: it is used where a value of type "${type}" is required (leave it out for its default); nothing was run`,
+        );
+        expect(errors[0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'v' });
+        expect(gw.logs().slice(before)).not.toContain('unexpected error in a GraphQL operation');
+      },
+    );
+  },
+);
+
+it('a defaulted variable left out, or given a value, is not refused', async () => {
+  const query = DEFAULTED[0]!.query;
+  for (const variables of [{ id: 'defaulted-null-2' }, { id: 'defaulted-null-2', v: false }])
+    expect(await errorsOf('post', query, variables), JSON.stringify(variables)).toBeUndefined();
+});
