@@ -271,9 +271,6 @@ export class IdentityService {
   ): Promise<Outcome<LedgerRecord>> {
     const { workflowId, lifetime, redirectUrl, applicantExternalId, environment, body } =
       this.identificationCall(input);
-    // The workflow's completion callback address exists before any request of it can complete (and past the app's
-    // bound of addresses, nothing is sent).
-    await this.o.identificationCompletions.open(caller, workflowId);
 
     const out = await this.o.idempotency.run<LedgerRecord>({
       scope: caller.scope,
@@ -281,6 +278,10 @@ export class IdentityService {
       operation: 'createIdentification',
       request: { environment, path: wire.PATHS.identifications, body },
       execute: async (idempotencyKey) => {
+        // The workflow's completion callback address exists before any request of it can complete (past the app's
+        // bound of addresses, nothing is sent). Written here, under the claimed key, as registerVerification issues
+        // its token: a request the key refuses (reused, in use) or a replay writes nothing.
+        await this.o.identificationCompletions.open(caller, workflowId);
         // From here on the upstream has created the request: whatever its answer lacks, it is recorded and
         // the key completed, so a retry replays it instead of creating a second one (decision 019).
         const created = await this.o.identification.create(environment, body, idempotencyKey);

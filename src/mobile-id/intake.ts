@@ -24,7 +24,7 @@ import {
 import type { NotifierAuth } from './tokens.js';
 import { claimsOf, NO_CLAIMS, type IdTokenVerifier } from './verify.js';
 import type { ClearParts } from './views.js';
-import { extraFields, failureReason, parseNotification } from './wire.js';
+import { extraFields, failureReason, parseNotification, setField } from './wire.js';
 
 /** Attempts before an id_token whose kid no key of the JWKS has is refused (the JWKS refetch cools down 30 s). */
 const UNKNOWN_KEY_ATTEMPTS = 4;
@@ -50,7 +50,7 @@ function keptExtra(extra: Record<string, unknown>): {
   for (const [name, value] of Object.entries(extra)) {
     const size = name.length + (JSON.stringify(value) ?? 'null').length + 4;
     if (used + size <= MAX_EXTRA_FIELDS_CHARS) {
-      kept[name] = value;
+      setField(kept, name, value);
       used += size;
     } else {
       fields += 1;

@@ -162,6 +162,16 @@ const FAILURE_FIELDS = ['auth_req_id', 'error', 'error_description', 'correlatio
 const SUCCESS_NAMES: ReadonlySet<string> = new Set(SUCCESS_FIELDS);
 const FAILURE_NAMES: ReadonlySet<string> = new Set(FAILURE_FIELDS);
 
+/**
+ * Sets `name` on `target` as its own field. Assigned, a field named `__proto__` would set the object's prototype
+ * instead (or nothing, for a value that is no object): the sender's field would be neither kept nor counted.
+ */
+export function setField(target: Record<string, unknown>, name: string, value: unknown): void {
+  if (name === '__proto__')
+    Object.defineProperty(target, name, { value, enumerable: true, writable: true, configurable: true });
+  else target[name] = value;
+}
+
 /** The fields of a body that neither shape names, as sent. */
 export function extraFields(n: WireNotification): Record<string, unknown> {
   const known = n.outcome === 'success' ? SUCCESS_NAMES : FAILURE_NAMES;
@@ -195,15 +205,17 @@ export function parseNotification(raw: unknown, plain = false): ParseResult {
     if (taken) return { ok: true, notification: { outcome: 'failure', body: taken } };
     const r = failureBodySchema.safeParse(body);
     return r.success
-      ? { ok: true, notification: { outcome: 'failure', body: r.data } }
+      ? { ok: true, notification: { outcome: 'failure', body: withProto(r.data, body, FAILURE_FIELDS, FAILURE_NAMES) } }
       : { ok: false, description: describe(r.error) };
   }
   const token = typeof body.id_token === 'string' ? idTokenIssue(body.id_token) : null;
   const taken = plain && !token?.issue ? plainSuccess(body) : null;
   if (taken) return { ok: true, notification: { outcome: 'success', body: taken, idToken: token?.jwt ?? null } };
   const r = successBodySchema.safeParse(body);
-  if (r.success && !token?.issue)
-    return { ok: true, notification: { outcome: 'success', body: r.data, idToken: token?.jwt ?? null } };
+  if (r.success && !token?.issue) {
+    const parsed = withProto(r.data, body, SUCCESS_FIELDS, SUCCESS_NAMES);
+    return { ok: true, notification: { outcome: 'success', body: parsed, idToken: token?.jwt ?? null } };
+  }
   const issues: Array<{ field: string; text: string }> = r.success
     ? []
     : r.error.issues.map((i) => ({
@@ -251,7 +263,7 @@ export function plainSuccess(body: Record<string, unknown>): SuccessBody | null 
     !('jwks_uri' in body) &&
     (!('leading_kyc_match' in body) || typeof b.leading_kyc_match === 'boolean') &&
     isOptionalText(body, 'correlation_id');
-  return ok ? (asParsed(body, SUCCESS_FIELDS, SUCCESS_NAMES) as SuccessBody | null) : null;
+  return ok ? (asParsed(body, body, SUCCESS_FIELDS, SUCCESS_NAMES) as SuccessBody) : null;
 }
 
 /**
@@ -266,7 +278,7 @@ export function plainFailure(body: Record<string, unknown>): FailureBody | null 
     typeof body.error_description === 'string' &&
     body.error_description.length <= MAX_TEXT_LENGTH &&
     isOptionalText(body, 'correlation_id');
-  return ok ? (asParsed(body, FAILURE_FIELDS, FAILURE_NAMES) as FailureBody | null) : null;
+  return ok ? (asParsed(body, body, FAILURE_FIELDS, FAILURE_NAMES) as FailureBody) : null;
 }
 
 const isIdentifier = (v: unknown): boolean => typeof v === 'string' && v.length >= 1 && v.length <= MAX_ID_LENGTH;
@@ -275,19 +287,33 @@ const isOptionalText = (body: Record<string, unknown>, name: string): boolean =>
   !(name in body) || (typeof body[name] === 'string' && (body[name] as string).length <= MAX_TEXT_LENGTH);
 
 /**
- * The body as zod's loose object gives it: the shape's fields present in the body, in the shape's order, then the
- * others in the body's order. Null for a body with a field named `__proto__`, which zod's copy treats its own way.
+ * The body as zod's loose object gives it: the shape's fields present in `known` (the body, or zod's copy of it), in
+ * the shape's order, then the body's others in its order, a field named `__proto__` among them as its own field.
  */
 function asParsed(
+  known: Record<string, unknown>,
   body: Record<string, unknown>,
   fields: readonly string[],
   names: ReadonlySet<string>,
-): Record<string, unknown> | null {
-  if (Object.hasOwn(body, '__proto__')) return null;
+): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const name of fields) if (name in body) out[name] = body[name];
-  for (const name of Object.keys(body)) if (!names.has(name)) out[name] = body[name];
+  for (const name of fields) if (name in known) out[name] = known[name];
+  for (const name of Object.keys(body)) if (!names.has(name)) setField(out, name, body[name]);
   return out;
+}
+
+/**
+ * zod's copy of a loose object leaves out an unknown field named `__proto__` (it would set the copy's prototype);
+ * the gateway keeps it with the other unknown fields, in the body's order (the unknown ones zod passes as they are).
+ */
+function withProto<T extends object>(
+  parsed: T,
+  body: Record<string, unknown>,
+  fields: readonly string[],
+  names: ReadonlySet<string>,
+): T {
+  if (!Object.hasOwn(body, '__proto__')) return parsed;
+  return asParsed(parsed as Record<string, unknown>, body, fields, names) as T;
 }
 
 /** The fields only a failure has, and those only a success has. */

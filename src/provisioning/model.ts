@@ -1,4 +1,6 @@
-import type { MutationResult } from '../cloud/service.js';
+import type { CloudService, MutationResult } from '../cloud/service.js';
+import type { FoundAddress } from '../cloud/wire.js';
+import type { LedgerRecord } from '../store/ledger.js';
 import { stepKey, upstreamKey } from '../upstream/idempotency.js';
 
 /** The shapes of a composite provisioning, shared by its planning, running and storing units. */
@@ -52,6 +54,28 @@ export interface PlannedStep {
   reuse?: string;
   skip?: boolean;
   run?: (ids: Map<string, string>, key: string) => Promise<MutationResult & { publicAddress?: PublicAddress | null }>;
+}
+
+/**
+ * What the steps call: the cloud mutations and the lookup of the cluster's public address. Provisioning
+ * runs them against the upstream; a dry run (dry-run.ts) runs the very same steps against a cloud
+ * that records each prepared request instead of sending it.
+ */
+export interface StepEnv {
+  cloud: Pick<
+    CloudService,
+    | 'createProject'
+    | 'createNetwork'
+    | 'createSubnet'
+    | 'createIpAddress'
+    | 'createKafkaCluster'
+    | 'createKafkaTopic'
+    | 'createKafkaUser'
+    | 'createVirtualMachine'
+  >;
+  lookup: (id: string) => Promise<LedgerRecord | null>;
+  /** The IPv4 address in an IP address's creation answer (CloudService.addressOf), and where the gateway looks for it. */
+  address: { read: (response: unknown) => FoundAddress | null; lookedFor: string };
 }
 
 export function terminal(state: ProvisioningState): boolean {

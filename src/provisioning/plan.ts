@@ -1,62 +1,25 @@
-import { GraphQLError } from 'graphql';
-
 import type { Caller } from '../auth/caller.js';
-import { creationHeaders } from '../cloud/client.js';
-import type { CloudService, Creation } from '../cloud/service.js';
-import { maskSecrets } from '../cloud/wire.js';
+import type { CloudService } from '../cloud/service.js';
 import { ErrorCode, GatewayError } from '../errors.js';
 import type { ProvisionKafkaClusterInput, ProvisionVirtualMachineInput } from '../generated/graphql.js';
 import type { LedgerRecord } from '../store/ledger.js';
-import { upstreamKey } from '../upstream/idempotency.js';
-import { PlanTurns } from './plan-turns.js';
 import {
-  checkBounds,
-  compositeField,
-  shapeChecks,
-  stepIdempotencyKey,
-  type PlannedStep,
-  type ProvisioningKind,
-  type ProvisioningService,
-  type StepEnv,
-} from './service.js';
+  ADDRESS_PLACEHOLDER,
+  dryRun,
+  planError,
+  session,
+  stepPrefixes,
+  type PlanDefault,
+  type PlanError,
+  type PlanStep,
+  type Run,
+  type Session,
+} from './dry-run.js';
+import type { PlannedStep, ProvisioningKind, StepEnv } from './model.js';
+import { PlanTurns } from './plan-turns.js';
+import { checkBounds, shapeChecks, type ProvisioningService } from './service.js';
 
-export type PlanAction = 'CREATE' | 'REUSE' | 'SKIP';
-
-export interface PlanHeader {
-  name: string;
-  value: string;
-}
-
-export interface PlanRequest {
-  method: 'POST';
-  path: string;
-  headers: PlanHeader[];
-  /** The body as sent, secrets masked; ids of resources created by earlier steps are `{{<step>.id}}`. */
-  body: unknown;
-}
-
-export interface PlanDefault {
-  field: string;
-  value: unknown;
-}
-
-export interface PlanError {
-  field: string | null;
-  code: string;
-  message: string;
-}
-
-export interface PlanStep {
-  name: string;
-  action: PlanAction;
-  /** REUSE: the given id; CREATE: its placeholder in later bodies. */
-  resourceId: string | null;
-  /** REUSE: whether the gateway's ledger has the resource (else it was made outside the gateway). */
-  inLedger: boolean;
-  request: PlanRequest | null;
-  defaults: PlanDefault[];
-  errors: PlanError[];
-}
+export type { PlanStep } from './dry-run.js';
 
 export interface PlanReference {
   placeholder: string;
@@ -75,43 +38,6 @@ export interface ProvisioningPlan {
   errors: PlanError[];
   defaults: PlanDefault[];
   references: PlanReference[];
-}
-
-/**
- * An IP address planned in the same provisioning has no address until the upstream answers. The planned
- * IP's stand-in response carries this documentation address (RFC 5737) so that the cluster step runs the
- * same validation and wire mapping as at run time; the plan then shows `{{ipAddress.address}}` in its place.
- */
-const ADDRESS_STAND_IN = '192.0.2.255';
-const ADDRESS_PLACEHOLDER = '{{ipAddress.address}}';
-/** The key used to build the requests when the caller gives none (the header then says so). */
-const NO_KEY = '00000000-0000-4000-8000-000000000000';
-const KEY_AT_RUN_TIME = '(derived at run time from the idempotency key; pass idempotencyKey to see it)';
-
-/** One step of a dry run: the step as the plan shows it, and its request body as JSON (null when the step failed). */
-interface RunStep {
-  step: PlanStep;
-  body: string | null;
-}
-
-interface Run {
-  /** The names of every step the input plans, in order (steps outside the run's range included). */
-  names: string[];
-  /** By index in `names`: the steps the run ran (its range); the others are absent. */
-  steps: Array<RunStep | undefined>;
-  addressUsed: boolean;
-  /** The planned resources the run recorded, by placeholder id. */
-  overlay: Map<string, LedgerRecord>;
-}
-
-/** What one plan's dry runs share: who asks, the step lists, and the ledger as the plan read it. */
-interface Session {
-  caller: Caller;
-  key: string | null;
-  stepsOf: (env: StepEnv, input: object) => PlannedStep[];
-  /** The ledger's records, each id read once per plan. */
-  lookup: (id: string) => Promise<LedgerRecord | null>;
-  address: StepEnv['address'];
 }
 
 /**
@@ -248,26 +174,15 @@ export class ProvisioningPlanner {
     stepsOf: (env: StepEnv, input: object) => PlannedStep[],
     errors: PlanError[],
   ): Promise<ProvisioningPlan> {
-    const read = new Map<string, Promise<LedgerRecord | null>>();
-    const s: Session = {
+    const s = session({
       caller,
       key,
+      cloud: this.cloud,
       stepsOf,
-      lookup: (id) => {
-        let record = read.get(id);
-        if (!record) read.set(id, (record = this.lookup(id)));
-        return record;
-      },
-      // A planned IP address answers with the stand-in; one in the ledger is read as the gateway reads its answers.
-      address: {
-        read: (response) =>
-          (response as { address?: unknown } | null)?.address === ADDRESS_STAND_IN &&
-          Object.keys(response as object).length === 1
-            ? { address: ADDRESS_STAND_IN, field: 'address' }
-            : this.cloud.addressOf({ response }),
-        lookedFor: this.cloud.describeShapes().address,
-      },
-    };
+      lookup: this.lookup,
+      standIn: placeholder,
+      pause: () => this.turns.pause(),
+    });
     const base = await this.dryRun(s, input, { full: true });
 
     // A field holds a default when leaving it out changes no request: the same validation and mapping decide it, so
@@ -365,217 +280,20 @@ export class ProvisioningPlanner {
     return { kind, valid, idempotencyKey: key, steps, errors, defaults, references };
   }
 
-  /**
-   * Runs the steps of `range` (default: all; it is given the names of every step `input` plans) against the recording
-   * cloud: one request per created resource, one error list per step. The steps before the range are taken as planned:
-   * their ids, and their records from `under` (the whole plan's run). `full` builds what the plan shows (headers, the
-   * step's Idempotency-Key); otherwise only the bodies are compared, and nothing else is built.
-   */
-  private async dryRun(
-    s: Session,
-    input: object,
-    o: { full: boolean; range?: (names: string[]) => [number, number]; under?: Map<string, LedgerRecord> },
-  ): Promise<Run> {
-    const { caller, key } = s;
-    const overlay = new Map<string, LedgerRecord>();
-    let under: Map<string, LedgerRecord> | undefined;
-    const planned = (id: string) => overlay.get(id) ?? under?.get(id) ?? null;
-    let recorded: { creation: Creation; key: string } | null = null;
-    let current = '';
-    const full = o.full;
-    const cloud = this.cloud.withDryRun({
-      lookup: async (id) => planned(id) ?? s.lookup(id),
-      async create(who, k, creation) {
-        const id = placeholder(current);
-        const record: LedgerRecord = {
-          id,
-          kind: creation.kind,
-          projectId: creation.kind === 'project' ? id : creation.projectId,
-          parentId: creation.parentId,
-          title: creation.title,
-          spec: creation.spec as Record<string, unknown>,
-          response: creation.kind === 'ip_address' ? { address: ADDRESS_STAND_IN } : null,
-          idempotencyKey: k ?? null,
-          createdBy: who.scope,
-          createdAt: new Date(0),
-        };
-        overlay.set(id, record);
-        recorded = { creation, key: k! };
-        return {
-          result: record,
-          idempotencyKey: k!,
-          upstreamIdempotencyKey: full ? upstreamKey(who.scope, k!) : '',
-          replayed: false,
-        };
-      },
-    });
-    const env: StepEnv = { cloud, lookup: async (id) => planned(id) ?? s.lookup(id), address: s.address };
-    const steps = s.stepsOf(env, input);
-    const names = steps.map((p) => p.name);
-    const [from, to] = o.range?.(names) ?? [0, steps.length];
-    this.stepsRun += Math.max(0, to - from);
-    // The steps before the range are as in the whole plan's run: their ids as planned, their records from it.
-    if (from > 0) under = o.under;
-    const ids = new Map<string, string>();
-    for (const p of steps.slice(0, from)) if (!p.skip) ids.set(p.name, p.reuse ?? placeholder(p.name));
-    const out: Run = { names, steps: [], addressUsed: false, overlay };
-    // The stand-in address can only reach a body when the cluster reads it from an IP planned here.
-    const addressPlanned = (input as ProvisionKafkaClusterInput).cluster?.publicIp == null;
-    let prefixes: Map<string, string> | null = null;
-    let given: Map<string, unknown> | null = null;
-    for (let n = from; n < to; n++) {
-      const p = steps[n]!;
-      // Between two steps: the loop goes to I/O and the other plans when this plan's turn is used up.
-      const wait = this.turns.pause();
-      if (wait) await wait;
-      const step: PlanStep = {
-        name: p.name,
-        action: 'CREATE',
-        resourceId: null,
-        inLedger: false,
-        request: null,
-        defaults: [],
-        errors: [],
-      };
-      if (p.skip) {
-        out.steps[n] = { step: { ...step, action: 'SKIP' }, body: null };
-        continue;
-      }
-      if (p.reuse) {
-        ids.set(p.name, p.reuse);
-        out.steps[n] = {
-          step: { ...step, action: 'REUSE', resourceId: p.reuse, inLedger: full && (await s.lookup(p.reuse)) !== null },
-          body: null,
-        };
-        continue;
-      }
-      current = p.name;
-      recorded = null;
-      const stepKey = full
-        ? stepIdempotencyKey({ scope: caller.scope, idempotencyKey: key ?? NO_KEY }, p.name)
-        : NO_KEY;
-      step.resourceId = placeholder(p.name);
-      ids.set(p.name, step.resourceId);
-      let body: string | null = null;
-      try {
-        await p.run!(ids, stepKey);
-        const { creation, key: k } = recorded as unknown as { creation: Creation; key: string };
-        if (full) {
-          const masked = maskSecrets(creation.request.body);
-          const shown =
-            addressPlanned && planned(placeholder('ipAddress'))
-              ? replaceAddress(masked)
-              : { body: masked, replaced: false };
-          if (shown.replaced) out.addressUsed = true;
-          const headers = Object.entries(
-            creationHeaders(creation.accept, key ? upstreamKey(caller.scope, k) : KEY_AT_RUN_TIME),
-          ).map(([name, value]) => ({ name, value }));
-          headers.push({ name: 'authorization', value: 'Bearer ***' });
-          step.request = { method: 'POST', path: creation.request.path, headers, body: shown.body };
-        }
-        // Compared as sent: a field whose absence changed only a secret's value would change the request too. Kept in
-        // memory for the comparison only, never shown.
-        body = JSON.stringify(creation.request.body);
-      } catch (err) {
-        prefixes ??= stepPrefixes(input as ProvisionKafkaClusterInput);
-        const prefix = prefixes.get(p.name) ?? null;
-        step.errors.push(planError(err, prefix));
-        // The failed step stands in with what the caller gave, so that later steps are checked against it
-        // (a topic against its cluster's instance count) instead of failing for its absence.
-        const kind = STEP_KINDS[p.name.split(':')[0]!];
-        if (kind && prefix) {
-          const parent =
-            kind === 'subnet' || kind === 'ip_address'
-              ? ids.get('network')
-              : kind === 'kafka_topic' || kind === 'kafka_user'
-                ? ids.get('kafkaCluster')
-                : undefined;
-          given ??= stepInputs(input);
-          const mine = (given.get(p.name) ?? {}) as Record<string, unknown>;
-          overlay.set(step.resourceId, {
-            id: step.resourceId,
-            kind,
-            projectId: ids.get('project') ?? null,
-            parentId: parent ?? null,
-            title: null,
-            spec: {
-              ...mine,
-              projectId: ids.get('project'),
-              networkId: ids.get('network'),
-              subnetId: ids.get('subnet'),
-            },
-            response: null,
-            idempotencyKey: null,
-            createdBy: caller.scope,
-            createdAt: new Date(0),
-          });
-        }
-      }
-      out.steps[n] = { step, body };
-    }
-    return out;
+  /** A dry run of `input` (src/provisioning/dry-run.ts), its steps counted in `stepsRun`. */
+  private async dryRun(s: Session, input: object, o: Parameters<typeof dryRun>[2]): Promise<Run> {
+    const run = await dryRun(s, input, o);
+    this.stepsRun += run.ran;
+    return run;
   }
 }
 
 /** PROVISIONING_MAX_CONCURRENT_PLANS' default. */
 const DEFAULT_MAX_CONCURRENT_PLANS = 2;
 
-const STEP_KINDS: Record<string, LedgerRecord['kind']> = {
-  project: 'project',
-  network: 'network',
-  subnet: 'subnet',
-  ipAddress: 'ip_address',
-  kafkaCluster: 'kafka_cluster',
-  topic: 'kafka_topic',
-  user: 'kafka_user',
-  virtualMachine: 'virtual_machine',
-};
-
+/** The id a resource the plan creates stands in with, in the bodies of the steps after it. */
 function placeholder(step: string): string {
   return `{{${step}.id}}`;
-}
-
-/** The composite input's field of each step's own input. */
-function stepPrefixes(input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput): Map<string, string> {
-  const k = input as ProvisionKafkaClusterInput;
-  return new Map<string, string>([
-    ['project', 'input.project'],
-    ['network', 'input.network'],
-    ['subnet', 'input.subnet'],
-    ['ipAddress', 'input.ipAddress'],
-    ['kafkaCluster', 'input.cluster'],
-    ['virtualMachine', 'input.virtualMachine'],
-    ...(k.topics ?? []).map((t, i) => [`topic:${t.name}`, `input.topics[${i}]`] as [string, string]),
-    ...(k.users ?? []).map((u, i) => [`user:${u.name}`, `input.users[${i}]`] as [string, string]),
-  ]);
-}
-
-/** The part of the composite input each step creates its resource from, by step name (the first of a name listed twice). */
-function stepInputs(input: object): Map<string, unknown> {
-  const k = input as ProvisionKafkaClusterInput & ProvisionVirtualMachineInput;
-  const parts = new Map<string, unknown>([
-    ['project', k.project],
-    ['network', k.network],
-    ['subnet', k.subnet],
-    ['ipAddress', k.ipAddress],
-    ['kafkaCluster', k.cluster],
-    ['virtualMachine', k.virtualMachine],
-  ]);
-  for (const t of k.topics ?? []) if (!parts.has(`topic:${t.name}`)) parts.set(`topic:${t.name}`, t);
-  for (const u of k.users ?? []) if (!parts.has(`user:${u.name}`)) parts.set(`user:${u.name}`, u);
-  return parts;
-}
-
-/** A step's error with its field named as in the composite input (`input.network.cidr`, `input.subnetId`). */
-function planError(err: unknown, prefix: string | null): PlanError {
-  if (!(err instanceof GraphQLError))
-    return { field: null, code: ErrorCode.INTERNAL_SERVER_ERROR, message: 'internal error' };
-  const code = String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR);
-  const raw = typeof err.extensions.field === 'string' ? err.extensions.field : null;
-  let field = raw;
-  if (raw && prefix && !raw.startsWith(prefix + '.')) field = compositeField(raw, prefix);
-  const message = raw && field !== raw ? `${field}: ${err.message.replace(/^[^:]*: /, '')}` : err.message;
-  return { field, code, message };
 }
 
 interface Path {
@@ -687,22 +405,6 @@ class Contexts {
     this.reduced.set(value, out);
     return out;
   }
-}
-
-function replaceAddress(body: unknown): { body: unknown; replaced: boolean } {
-  let replaced = false;
-  const walk = (v: unknown): unknown => {
-    if (v === ADDRESS_STAND_IN) {
-      replaced = true;
-      return ADDRESS_PLACEHOLDER;
-    }
-    if (Array.isArray(v)) return v.map(walk);
-    if (v && typeof v === 'object')
-      return Object.fromEntries(Object.entries(v as Record<string, unknown>).map(([k, x]) => [k, walk(x)]));
-    return v;
-  };
-  const out = walk(body);
-  return { body: out, replaced };
 }
 
 /** The name the generated resolver types use for a plan (avoids a clash with the GraphQL type). */

@@ -5,7 +5,6 @@ import { v5 as uuidv5 } from 'uuid';
 import type { Caller } from '../auth/caller.js';
 import type { CloudService } from '../cloud/service.js';
 import * as v from '../cloud/validation.js';
-import type { FoundAddress } from '../cloud/wire.js';
 import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
 import type { Events } from '../events/index.js';
 import { keyedFingerprint, sameRequest } from '../fingerprint.js';
@@ -15,11 +14,11 @@ import type { LedgerRecord } from '../store/ledger.js';
 import { ProvisioningRows } from '../store/provisionings.js';
 import type { Database } from '../store/schema.js';
 import { upstreamKey, type Outcome } from '../upstream/idempotency.js';
-import type { PlannedStep, Provisioning, ProvisioningKind, PublicAddress } from './model.js';
+import { dryRun, relabeled, session, stepPrefixes } from './dry-run.js';
+import type { PlannedStep, Provisioning, ProvisioningKind, PublicAddress, StepEnv } from './model.js';
 import { ProvisioningRecords } from './records.js';
 import { ProvisioningRunner } from './run.js';
 
-export { stepIdempotencyKey } from './model.js';
 export type {
   PlannedStep,
   Provisioning,
@@ -33,28 +32,6 @@ export type {
 
 /** A provisioning's outcome: the provisioning, started, resumed or replayed. */
 export type ProvisionResult = Outcome<Provisioning>;
-
-/**
- * What the steps call: the cloud mutations and the lookup of the cluster's public address. Provisioning
- * runs them against the upstream; a plan (provisioning-plan.ts) runs the very same steps against a cloud
- * that records each prepared request instead of sending it.
- */
-export interface StepEnv {
-  cloud: Pick<
-    CloudService,
-    | 'createProject'
-    | 'createNetwork'
-    | 'createSubnet'
-    | 'createIpAddress'
-    | 'createKafkaCluster'
-    | 'createKafkaTopic'
-    | 'createKafkaUser'
-    | 'createVirtualMachine'
-  >;
-  lookup: (id: string) => Promise<LedgerRecord | null>;
-  /** The IPv4 address in an IP address's creation answer (CloudService.addressOf), and where the gateway looks for it. */
-  address: { read: (response: unknown) => FoundAddress | null; lookedFor: string };
-}
 
 /** The checks of an input's shape: one id or one spec per placement step, no topic or user twice. */
 export function shapeChecks(
@@ -127,41 +104,6 @@ const CREATED = {
   ipAddress: 'the IP address this provisioning creates',
   kafkaCluster: 'the Kafka cluster this provisioning creates',
 } as const;
-
-/** Fields a step's input takes from the composite input's top level or from earlier steps: errors name those. */
-const FILLED: Record<string, string> = {
-  'input.projectId': 'input.projectId',
-  'input.networkId': 'input.networkId',
-  'input.subnetId': 'input.subnetId',
-  'input.subnetCidr': 'input.subnetCidr',
-  'input.region': 'input.region',
-  'input.zone': 'input.zone',
-  'input.networkInterfaces[0].networkId': 'input.networkId',
-  'input.networkInterfaces[0].subnetId': 'input.subnetId',
-  'input.networkInterfaces[0].ipAddressId': 'input.ipAddressId',
-};
-
-/**
- * A single-resource check's field as the composite input names it: a field the provisioning fills (FILLED) as the
- * composite input's own, the step's own under `prefix` (`input.cidr` of the subnet step is `input.subnet.cidr`).
- */
-export function compositeField(field: string, prefix: string): string {
-  return FILLED[field] ?? field.replace(/^input/, prefix);
-}
-
-/** Re-labels a BAD_USER_INPUT of a single-resource check with the path of the composite input (`compositeField`). */
-async function under<T>(prefix: string, check: () => Promise<T> | T): Promise<T> {
-  try {
-    return await check();
-  } catch (err) {
-    if (err instanceof GatewayError && err.code === ErrorCode.BAD_USER_INPUT) {
-      const own = String(err.extensions.field ?? 'input');
-      const field = compositeField(own, prefix);
-      throw badUserInput(field, err.message.replace(/^[^:]*: /, ''));
-    }
-    throw err;
-  }
-}
 
 function exactlyOne(field: string, id: unknown, spec: unknown, optional = false): void {
   if (id != null && spec != null)
@@ -272,112 +214,28 @@ export class ProvisioningService {
     checkBounds(input, this.bounds);
     v.checkTexts('input', input);
     for (const check of shapeChecks(input, true)) check();
-    const c = input.cluster;
-    await this.precheck(input, false);
-    // A reused IP address whose address cannot be read fails now, before anything is created.
-    if (input.ipAddressId && c.publicIp == null)
-      await publicAddress(null, input.ipAddressId, this.lookup, this.env.address);
+    await this.precheck(caller, input, (env) => this.kafkaClusterSteps(caller, input, env));
     return this.start(caller, 'KAFKA_CLUSTER', input, key, () => this.kafkaClusterSteps(caller, input, this.env));
   }
 
   /**
-   * Every check that needs no upstream id runs now, so bad input changes nothing: each step's input is validated as the
-   * step will send it, the resources the provisioning creates standing in as the ledger records they will be (CREATED)
-   * and the reused ids read from the ledger. A contradiction between steps (a subnetCidr other than the created
-   * subnet's, a reused IP address of another network than the created one) or a value a reused resource leaves missing
-   * (the CIDR of a subnet the gateway did not create) is refused before the first creation, not at its step.
+   * Every check that needs no upstream id runs now, so bad input changes nothing: the steps run by their own code with
+   * nothing sent or written, as a plan runs them (dry-run.ts), the resources the provisioning creates standing in as
+   * the ledger records they will be (CREATED) and the reused ids read from the ledger. The first step that fails
+   * refuses the provisioning, on the composite input's field: a contradiction between steps (a reused IP address of
+   * another network than the created one) or a value a reused resource leaves missing (the CIDR of a subnet the
+   * gateway did not create, the address of a reused IP address) is refused before the first creation, not at its step.
    */
-  private async precheck(input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput, vm: boolean): Promise<void> {
-    const placement = { region: input.region ?? 'MSK', zone: input.zone ?? 'MSK_AVNTG' } as const;
-    const planned = new Map<string, LedgerRecord>();
-    const read = new Map<string, Promise<LedgerRecord | null>>();
-    const lookup: v.Lookup = (id) => {
-      const record = planned.get(id);
-      if (record) return Promise.resolve(record);
-      let found = read.get(id);
-      if (!found) read.set(id, (found = this.lookup(id)));
-      return found;
-    };
-    const plan = (id: string, kind: LedgerRecord['kind'], parentId: string | null, spec: object) =>
-      planned.set(id, {
-        id,
-        kind,
-        projectId: kind === 'project' ? id : projectId,
-        parentId,
-        title: '',
-        spec: { ...spec },
-        response: null,
-        idempotencyKey: null,
-        createdBy: '',
-        createdAt: new Date(0),
-      });
-    const projectId = input.projectId ?? CREATED.project;
-    const networkId = input.networkId ?? CREATED.network;
-    const subnetId = input.subnetId ?? CREATED.subnet;
-    const ipAddressId = input.ipAddressId ?? (input.ipAddress || vm ? CREATED.ipAddress : null);
-    if (input.project)
-      plan(CREATED.project, 'project', null, await under('input.project', () => v.validateProject(input.project!)));
-    if (input.network) {
-      const spec = await under('input.network', () =>
-        v.validateNetwork({ ...input.network!, ...placement, projectId }, lookup),
-      );
-      plan(CREATED.network, 'network', null, spec);
-    }
-    if (input.subnet) {
-      const spec = await under('input.subnet', () =>
-        v.validateSubnet({ ...input.subnet!, projectId, networkId }, lookup),
-      );
-      plan(CREATED.subnet, 'subnet', networkId, spec);
-    }
-    if (input.ipAddress) {
-      const spec = await under('input.ipAddress', () =>
-        v.validateIpAddress({ ...input.ipAddress!, projectId, networkId }, lookup),
-      );
-      plan(CREATED.ipAddress, 'ip_address', networkId, spec);
-    }
-    if (vm) {
-      const machine = (input as ProvisionVirtualMachineInput).virtualMachine;
-      await under('input.virtualMachine', () =>
-        v.validateVirtualMachine(
-          {
-            ...machine,
-            ...placement,
-            projectId,
-            networkInterfaces: [{ networkId, subnetId, ipAddressId: ipAddressId! }],
-          },
-          lookup,
-        ),
-      );
-      return;
-    }
-    const k = input as ProvisionKafkaClusterInput;
-    const c = k.cluster;
-    const created = planned.get(CREATED.subnet)?.spec.cidr;
-    if (created !== undefined && k.subnetCidr != null) {
-      const given = v.checkCidr('input.subnetCidr', k.subnetCidr);
-      if (given !== created)
-        throw badUserInput(
-          'input.subnetCidr',
-          `the subnet this provisioning creates has CIDR ${String(created)} (input.subnet.cidr), not ${given}`,
-        );
-    }
-    const cluster = await under('input.cluster', () =>
-      v.validateKafkaCluster(
-        { ...c, ...placement, projectId, networkId, subnetId, subnetCidr: k.subnetCidr ?? null },
-        lookup,
-      ),
-    );
-    plan(CREATED.kafkaCluster, 'kafka_cluster', null, cluster);
-    for (const [i, t] of (k.topics ?? []).entries()) {
-      await under(`input.topics[${i}]`, () =>
-        v.validateKafkaTopic({ ...t, projectId, clusterId: CREATED.kafkaCluster }, lookup),
-      );
-    }
-    for (const [i, u] of (k.users ?? []).entries()) {
-      await under(`input.users[${i}]`, () =>
-        v.validateKafkaUser({ ...u, projectId, clusterId: CREATED.kafkaCluster }, lookup),
-      );
-    }
+  private async precheck(
+    caller: Caller,
+    input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput,
+    stepsOf: (env: StepEnv) => PlannedStep[],
+  ): Promise<void> {
+    const standIn = (step: string) => CREATED[step as keyof typeof CREATED] ?? `the ${step} this provisioning creates`;
+    const s = session({ caller, key: null, cloud: this.cloud, lookup: this.lookup, stepsOf, standIn });
+    const run = await dryRun(s, input, { full: false });
+    const failed = run.steps.findIndex((step) => step?.error !== undefined);
+    if (failed !== -1) throw relabeled(run.steps[failed]!.error, stepPrefixes(input).get(run.names[failed]!) ?? null);
   }
 
   /** The steps of provisionKafkaCluster, in the order they run. */
@@ -389,6 +247,17 @@ export class ProvisioningService {
       {
         name: 'kafkaCluster',
         run: async (ids, k) => {
+          // A subnetCidr other than the CIDR of the subnet this provisioning creates contradicts the input itself:
+          // said so, naming both fields (validateKafkaCluster would name the subnet by the id it stands in with).
+          if (input.subnet && input.subnetCidr != null) {
+            const created = (await env.lookup(ids.get('subnet')!))?.spec.cidr;
+            const given = v.checkCidr('input.subnetCidr', input.subnetCidr);
+            if (created !== undefined && given !== created)
+              throw badUserInput(
+                'input.subnetCidr',
+                `${CREATED.subnet} has CIDR ${String(created)} (input.subnet.cidr), not ${given}`,
+              );
+          }
           const address = await publicAddress(
             c.publicIp ?? null,
             ids.get('ipAddress') ?? null,
@@ -440,7 +309,7 @@ export class ProvisioningService {
     checkBounds(input, this.bounds);
     v.checkTexts('input', input);
     for (const check of shapeChecks(input, false)) check();
-    await this.precheck(input, true);
+    await this.precheck(caller, input, (env) => this.virtualMachineSteps(caller, input, env));
     return this.start(caller, 'VIRTUAL_MACHINE', input, key, () => this.virtualMachineSteps(caller, input, this.env));
   }
 

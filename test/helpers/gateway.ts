@@ -37,14 +37,20 @@ export function tempDataDir(prefix = 'gateway-test-'): string {
 }
 
 /**
- * A GATEWAY_APPS_FILE in a fresh data directory: each app with its name, its scopes and its one key (stored as its
- * SHA-256, as the file keeps keys). Returns its path.
+ * A GATEWAY_APPS_FILE in a fresh data directory: each app with its name, its scopes, the apps whose plans it approves
+ * when it names them (`approves`), and its one key (stored as its SHA-256, as the file keeps keys). Returns its path.
  */
-export function appsFile(prefix: string, apps: ReadonlyArray<{ name: string; scopes: string[]; key: string }>): string {
+export function appsFile(
+  prefix: string,
+  apps: ReadonlyArray<{ name: string; scopes: string[]; approves?: string[]; key: string }>,
+): string {
   const sha = (key: string) => createHash('sha256').update(key).digest('hex');
   const file = path.join(tempDataDir(prefix), 'apps.yaml');
   const entries = apps.map(
-    (a) => `  - name: ${a.name}\n    scopes: [${a.scopes.join(', ')}]\n    keys: [{ sha256: ${sha(a.key)} }]\n`,
+    (a) =>
+      `  - name: ${a.name}\n    scopes: [${a.scopes.join(', ')}]\n` +
+      (a.approves ? `    approves: [${a.approves.join(', ')}]\n` : '') +
+      `    keys: [{ sha256: ${sha(a.key)} }]\n`,
   );
   fs.writeFileSync(file, `apps:\n${entries.join('')}`);
   return file;

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Client } from 'graphql-ws';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -124,6 +125,46 @@ describe('identification completion callbacks as subscription events', () => {
 
     const empty = await t.graphql(CALLBACK_URL, { workflowId: '  ' }, { key: 'key-a' });
     expect(empty.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'workflowId' });
+  });
+
+  it('writes no callback address for a createIdentification its idempotency key refuses, bad input or a replay', async () => {
+    const keyed = /* GraphQL */ `
+      mutation ($input: CreateIdentificationInput!, $key: UUID) {
+        createIdentification(input: $input, idempotencyKey: $key) {
+          replayed
+          identification {
+            id
+            callbackUrl
+          }
+        }
+      }
+    `;
+    const db = t.gateway.services.store.db;
+    const stored = async () => ({
+      addresses: await db.selectFrom('identification_callbacks').selectAll().orderBy('token_hash').execute(),
+      resources: await db.selectFrom('resources').selectAll().orderBy('id').execute(),
+      keys: await db.selectFrom('idempotency_records').selectAll().orderBy('key').execute(),
+    });
+    const key = randomUUID();
+    const first = await t.graphql(keyed, { input: { workflowId: 'wf-refused-1' }, key }, { key: 'key-a' });
+    expect(first.errors).toBeUndefined();
+    const before = await stored();
+    expect(before.addresses.filter((r) => r.workflow_id.startsWith('wf-refused'))).toHaveLength(1);
+
+    // The same key for another workflow is refused, and its workflow gets no address.
+    const reused = await t.graphql(keyed, { input: { workflowId: 'wf-refused-2' }, key }, { key: 'key-a' });
+    expect(reused.errors?.[0]?.extensions?.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    const bad = await t.graphql(
+      keyed,
+      { input: { workflowId: 'wf-refused-3', linkLifetimeInMinutes: 0 }, key: randomUUID() },
+      { key: 'key-a' },
+    );
+    expect(bad.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT' });
+    // A legitimate repeat replays the first answer and writes nothing either.
+    const again = await t.graphql(keyed, { input: { workflowId: 'wf-refused-1' }, key }, { key: 'key-a' });
+    expect(again.errors).toBeUndefined();
+    expect(again.data!.createIdentification).toEqual({ ...first.data!.createIdentification, replayed: true });
+    expect(await stored()).toEqual(before);
   });
 
   it('delivers a completion the platform calls back with to a graphql-ws subscriber of its identification, stored before the 204', async () => {

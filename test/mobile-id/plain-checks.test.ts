@@ -87,9 +87,12 @@ describe('the plain checks of a mobile-ID notification (MOBILEID_PLAIN_CHECKS)',
     expect(
       plainFailure({ auth_req_id: 'a-2', error: 'access_denied', error_description: 'Client timeout' }),
     ).not.toBeNull();
-    // A URL, a body with a field named __proto__, and anything out of shape go to zod.
+    // A field named __proto__ is kept as the body's own field, as any other unknown field.
+    const proto = JSON.parse(`{"__proto__":{"x":1},${JSON.stringify(common).slice(1)}`) as Record<string, unknown>;
+    expect(JSON.stringify(plainSuccess(proto))).toBe(JSON.stringify({ ...common, ...proto }));
+    expect(Object.getPrototypeOf(plainSuccess(proto))).toBe(Object.prototype);
+    // A URL, and anything out of shape, go to zod.
     expect(plainSuccess({ ...common, jwks_uri: 'https://op.example/jwks' })).toBeNull();
-    expect(plainSuccess(JSON.parse(`{"auth_req_id":"a","__proto__":{"x":1}}`) as Record<string, unknown>)).toBeNull();
     expect(plainSuccess({ ...common, expires_in: 1.5 })).toBeNull();
     expect(plainFailure({ auth_req_id: 'a-3', error: '', error_description: 'd' })).toBeNull();
   });

@@ -34,17 +34,18 @@ function count(text: string, part: string): number {
 export function formFields(
   text: string,
 ): { ok: true; body: Record<string, string> } | { ok: false; description: string } {
-  const body: Record<string, string> = {};
+  // A Map, then own fields: assigned to an object, a field named __proto__ would set its prototype, not a field.
+  const fields = new Map<string, string>();
   let replaced = 0;
   for (const [name, value] of new URLSearchParams(text)) {
-    if (Object.hasOwn(body, name)) return { ok: false, description: `${name} is given more than once` };
-    body[name] = value;
+    if (fields.has(name)) return { ok: false, description: `${name} is given more than once` };
+    fields.set(name, value);
     if (value.includes(REPLACEMENT) || name.includes(REPLACEMENT)) replaced += count(name + value, REPLACEMENT);
   }
   // Percent-encoded bytes that are not UTF-8 decode to U+FFFD: more of it than the text spells is such bytes.
   if (replaced > count(text, REPLACEMENT) + count(text.toUpperCase(), '%EF%BF%BD'))
     return { ok: false, description: 'a form field is not valid UTF-8 once decoded' };
-  return { ok: true, body };
+  return { ok: true, body: Object.fromEntries(fields) };
 }
 
 /** Identity callbacks (verification and identification): any JSON media type or form fields, anything else a 400. */

@@ -1,12 +1,9 @@
 // Who approves is the operator's choice, named honestly (MCP_APPROVAL, docs/decisions/068): by default (approver) only
 // another principal holding the plan's approve scope approves, so a client that auto-accepts its elicitations approves
 // nothing; with elicitation the agent's user approves through their client, which is then the client's word.
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { gatewaysPerTest, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
+import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
 import { mcpClient, textOf, type TestMcpClient } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
@@ -15,25 +12,14 @@ afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.close().catch(() => undefined)));
 });
 
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 const AGENT_KEY = 'agent-key-0123456789';
 const APPROVER_KEY = 'approver-key-0123456789';
 
-function appsFile(): string {
-  const file = path.join(tempDataDir('mcp-assurance-'), 'apps.yaml');
-  fs.writeFileSync(
-    file,
-    `apps:
-  - name: agent
-    scopes: [cloud:read, cloud:write]
-    keys: [{ sha256: ${sha(AGENT_KEY)} }]
-  - name: approver
-    scopes: [cloud:approve]
-    keys: [{ sha256: ${sha(APPROVER_KEY)} }]
-`,
-  );
-  return file;
-}
+const appsFileOf = () =>
+  appsFile('mcp-assurance-', [
+    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
+    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
+  ]);
 
 function creations(gw: TestGateway) {
   return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
@@ -41,7 +27,7 @@ function creations(gw: TestGateway) {
 
 describe('MCP_APPROVAL', () => {
   it('by default a client that auto-accepts approves nothing: it is shown the plan and the link; an approver approves', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve' });
     const c = await mcpClient(gw, { key: AGENT_KEY, person: 'accept' });
     clients.push(c);
     const planned = await c.call('create_project', { input: { name: 'needs an approver' } });
@@ -71,7 +57,7 @@ describe('MCP_APPROVAL', () => {
   });
 
   it("MCP_APPROVAL=elicitation: the agent's user approves through the client's form", async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', MCP_APPROVAL: 'elicitation' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve', MCP_APPROVAL: 'elicitation' });
     const c = await mcpClient(gw, { key: AGENT_KEY, person: 'accept' });
     clients.push(c);
     const { planId } = (await c.call('create_project', { input: { name: 'by the user' } })).structuredContent as {

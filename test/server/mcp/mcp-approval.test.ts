@@ -1,42 +1,28 @@
 // MCP_MUTATIONS=approve (docs/decisions/060): a person approves every creation, the model cannot. A creation tool
 // plans; execute_plan runs the plan once, with an approval bound to its hash, app, approver and expiry, from the person
 // (an elicitation the client answers) or from another app holding cloud:approve (approvePlan).
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
 import { approvalTab, readPageConfig } from '../../../src/graphiql-app/page-config.js';
-import { gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
+import { appsFile, gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
 import { mcpClient, mcpClientsPerTest, textOf, type TestMcpClient } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 const AGENT_KEY = 'agent-key-0123456789';
 const APPROVER_KEY = 'approver-key-0123456789';
 const OPERATOR_KEY = 'operator-key-0123456789';
-function appsFile(dir = tempDataDir('mcp-approval-')): string {
-  const file = path.join(dir, 'apps.yaml');
-  fs.writeFileSync(
-    file,
-    `apps:
-  - name: agent
-    scopes: [cloud:read, cloud:write, cloud:approve]
-    keys: [{ sha256: ${sha(AGENT_KEY)} }]
-  - name: approver
-    scopes: [cloud:approve]
-    keys: [{ sha256: ${sha(APPROVER_KEY)} }]
-  - name: ops
-    scopes: [operator]
-    keys: [{ sha256: ${sha(OPERATOR_KEY)} }]
-`,
-  );
-  return file;
-}
+const appsFileOf = () =>
+  appsFile('mcp-approval-', [
+    { name: 'agent', scopes: ['cloud:read', 'cloud:write', 'cloud:approve'], key: AGENT_KEY },
+    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
+    { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
+  ]);
 
 /** The upstream creations the cloud sandbox received (token requests aside). */
 function creations(gw: TestGateway) {
@@ -53,7 +39,7 @@ const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { id status appro
 
 describe("approval of agents' creations", () => {
   it('a creation tool plans and sends nothing: plan id, hash, exact requests, creations, rate-limit points and a summary', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve' });
     const c = await connect(gw, { key: AGENT_KEY });
     const planned = await c.call('provision_kafka_cluster', {
       input: {
@@ -86,7 +72,7 @@ describe("approval of agents' creations", () => {
   });
 
   it('plan, then the person accepts the elicitation: one upstream creation, and a retried execute_plan replays it', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', MCP_APPROVAL: 'elicitation' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve', MCP_APPROVAL: 'elicitation' });
     const c = await connect(gw, { key: AGENT_KEY, person: 'accept' });
     const { planId, hash } = await plan(c);
     const executed = await c.call('execute_plan', { planId });
@@ -126,7 +112,7 @@ describe("approval of agents' creations", () => {
 
   it('an outcome the upstream left unknown is reported with the plan id, and executing again creates exactly once', async () => {
     const gw = await start({
-      GATEWAY_APPS_FILE: appsFile(),
+      GATEWAY_APPS_FILE: appsFileOf(),
       MCP_MUTATIONS: 'approve',
       MCP_APPROVAL: 'elicitation',
       UPSTREAM_MAX_RETRIES: '1',
@@ -151,7 +137,7 @@ describe("approval of agents' creations", () => {
   });
 
   it('a person who declines, and a client that cannot elicit: nothing is sent in either case', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', MCP_APPROVAL: 'elicitation' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve', MCP_APPROVAL: 'elicitation' });
     const declining = await connect(gw, { key: AGENT_KEY, person: 'decline' });
     const first = await plan(declining);
     const declined = await declining.call('execute_plan', { planId: first.planId });
@@ -174,7 +160,7 @@ describe("approval of agents' creations", () => {
   });
 
   it('an app that may call no creation tool sees neither plans nor execute_plan', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve' });
     const names = await (await connect(gw, { key: APPROVER_KEY })).toolNames();
     expect(names).toEqual([]);
     const agent = await (await connect(gw, { key: AGENT_KEY })).toolNames();
@@ -182,7 +168,7 @@ describe("approval of agents' creations", () => {
   });
 
   it('an argument the model fills is never an approval', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve' });
     const c = await connect(gw, { key: AGENT_KEY });
     const { planId } = await plan(c);
     const forged = await c.call('execute_plan', { planId, approved: true });
@@ -192,7 +178,7 @@ describe("approval of agents' creations", () => {
   });
 
   it("another app with cloud:approve approves with approvePlan; the agent's own approvePlan is refused", async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve' });
     const c = await connect(gw, { key: AGENT_KEY });
     const { planId, hash } = await plan(c);
     const own = await gw.graphql(APPROVE, { id: planId }, { key: AGENT_KEY });
@@ -214,7 +200,7 @@ describe("approval of agents' creations", () => {
   });
 
   it('the approve link opens the approvals page; GraphiQL opens the plan to read and its approval to run', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve' });
     const c = await connect(gw, { key: AGENT_KEY });
     const planned = await c.call('create_project', { input: { name: 'linked' } });
     const approvals = await request(planned.structuredContent!.approveUrl as string, {
@@ -243,7 +229,7 @@ describe("approval of agents' creations", () => {
   });
 
   it('an approved provisioning plan starts the provisioning with the plan id as its idempotency key', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve' });
     const c = await connect(gw, { key: AGENT_KEY });
     const planned = await c.call('provision_virtual_machine', {
       input: {
@@ -281,7 +267,7 @@ describe("approval of agents' creations", () => {
   it('an approval expires after MCP_APPROVAL_TTL: the plan then needs approving again, and nothing is sent before', async () => {
     const clock = testClock();
     const gw = await startTestGateway(
-      { GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', MCP_APPROVAL_TTL: '10m' },
+      { GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve', MCP_APPROVAL_TTL: '10m' },
       { testing: { clock: clock.now } },
     );
     try {
@@ -326,7 +312,7 @@ describe("approval of agents' creations", () => {
     write('project { id }');
     const env = {
       DATA_DIR: dir,
-      GATEWAY_APPS_FILE: appsFile(dir),
+      GATEWAY_APPS_FILE: appsFileOf(),
       MCP_MUTATIONS: 'approve',
       MCP_APPROVAL: 'elicitation',
       TRUSTED_DOCUMENTS: 'allow',

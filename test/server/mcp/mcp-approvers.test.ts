@@ -1,12 +1,10 @@
 // Who may approve an agent's plan (docs/decisions/060, src/agents/approvers.ts): the approve scope of each kind of write
 // the plan makes (cloud:approve for cloud creations, identity:approve for identity checks), and with `approves` in the
 // apps file only the plans of the apps it names. To any other approver a plan reads exactly as an unknown one.
-import { createHash, randomUUID } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
+import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { gatewaysPerTest, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
+import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
 import { mcpClient, textOf, type TestMcpClient } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
@@ -15,7 +13,6 @@ afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.close().catch(() => undefined)));
 });
 
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 const KEYS = {
   agent: 'agent-key-0123456789',
   agent2: 'agent2-key-0123456789',
@@ -24,31 +21,19 @@ const KEYS = {
   agent2Approver: 'agent2-approver-key-0123',
 };
 
-function appsFile(): string {
-  const file = path.join(tempDataDir('mcp-approvers-'), 'apps.yaml');
-  fs.writeFileSync(
-    file,
-    `apps:
-  - name: agent
-    scopes: [cloud:read, cloud:write, identity:read, identity:write]
-    keys: [{ sha256: ${sha(KEYS.agent)} }]
-  - name: agent2
-    scopes: [cloud:read, cloud:write]
-    keys: [{ sha256: ${sha(KEYS.agent2)} }]
-  - name: cloud-approver
-    scopes: [cloud:approve]
-    keys: [{ sha256: ${sha(KEYS.cloudApprover)} }]
-  - name: identity-approver
-    scopes: [identity:approve]
-    keys: [{ sha256: ${sha(KEYS.identityApprover)} }]
-  - name: agent2-approver
-    scopes: [cloud:approve, identity:approve]
-    approves: [agent2]
-    keys: [{ sha256: ${sha(KEYS.agent2Approver)} }]
-`,
-  );
-  return file;
-}
+const appsFileOf = () =>
+  appsFile('mcp-approvers-', [
+    { name: 'agent', scopes: ['cloud:read', 'cloud:write', 'identity:read', 'identity:write'], key: KEYS.agent },
+    { name: 'agent2', scopes: ['cloud:read', 'cloud:write'], key: KEYS.agent2 },
+    { name: 'cloud-approver', scopes: ['cloud:approve'], key: KEYS.cloudApprover },
+    { name: 'identity-approver', scopes: ['identity:approve'], key: KEYS.identityApprover },
+    {
+      name: 'agent2-approver',
+      scopes: ['cloud:approve', 'identity:approve'],
+      approves: ['agent2'],
+      key: KEYS.agent2Approver,
+    },
+  ]);
 
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { id status } }';
 const READ = 'query($id: ID!) { agentPlan(id: $id) { id } }';
@@ -64,7 +49,7 @@ async function planOf(gw: TestGateway, key: string, tool: string, input: object)
 
 describe('an approver sees and approves only the plans it may approve', () => {
   it('cloud:approve approves cloud plans only, identity:approve identity plans only; the other reads as an unknown plan', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve' });
     const cloudPlan = await planOf(gw, KEYS.agent, 'create_project', { name: 'p' });
     const identityPlan = await planOf(gw, KEYS.agent, 'create_identification', { workflowId: 'wf' });
     const unknown = randomUUID();
@@ -98,7 +83,7 @@ describe('an approver sees and approves only the plans it may approve', () => {
   });
 
   it('an approver whose apps-file entry lists approves sees and approves only those apps’ plans', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve' });
     const agentPlan = await planOf(gw, KEYS.agent, 'create_project', { name: 'a' });
     const agent2Plan = await planOf(gw, KEYS.agent2, 'create_project', { name: 'b' });
     const scoped = { key: KEYS.agent2Approver };

@@ -2,14 +2,11 @@
 // holds a bounded number (and size) of plans awaiting approval or execution; a plan may be approved and executed for
 // 24 hours, then can never run, and 7 days later it is purged with its audit rows; a repeated refusal adds no audit
 // row; the metrics count plans by state.
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { MAX_OPEN_PLANS_PER_APP } from '../../../src/store/agent-plans.js';
-import { gatewaysPerTest, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
+import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
 import { mcpClient, textOf, type TestMcpClient } from '../../helpers/mcp.js';
 
@@ -24,33 +21,18 @@ async function connect(gw: TestGateway, key: string): Promise<TestMcpClient> {
   return c;
 }
 
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 const AGENT_KEY = 'agent-key-0123456789';
 const OTHER_KEY = 'other-key-0123456789';
 const APPROVER_KEY = 'approver-key-0123456789';
 const OPERATOR_KEY = 'operator-key-0123456789';
 
-function appsFile(): string {
-  const file = path.join(tempDataDir('mcp-bounded-'), 'apps.yaml');
-  fs.writeFileSync(
-    file,
-    `apps:
-  - name: agent
-    scopes: [cloud:read, cloud:write, identity:write]
-    keys: [{ sha256: ${sha(AGENT_KEY)} }]
-  - name: other
-    scopes: [cloud:read, cloud:write]
-    keys: [{ sha256: ${sha(OTHER_KEY)} }]
-  - name: approver
-    scopes: [cloud:approve, identity:approve]
-    keys: [{ sha256: ${sha(APPROVER_KEY)} }]
-  - name: ops
-    scopes: [operator]
-    keys: [{ sha256: ${sha(OPERATOR_KEY)} }]
-`,
-  );
-  return file;
-}
+const appsFileOf = () =>
+  appsFile('mcp-bounded-', [
+    { name: 'agent', scopes: ['cloud:read', 'cloud:write', 'identity:write'], key: AGENT_KEY },
+    { name: 'other', scopes: ['cloud:read', 'cloud:write'], key: OTHER_KEY },
+    { name: 'approver', scopes: ['cloud:approve', 'identity:approve'], key: APPROVER_KEY },
+    { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
+  ]);
 
 async function pending(gw: TestGateway): Promise<string[]> {
   const r = await gw.graphql<{ pendingAgentPlans: { id: string }[] }>(
@@ -70,7 +52,7 @@ async function plansByState(gw: TestGateway): Promise<Record<string, number>> {
 
 describe('plans cost points and are bounded', () => {
   it('making a plan spends a creation point: past RATE_LIMIT_CREATIONS it is refused and nothing is stored', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', RATE_LIMIT_CREATIONS: '3/1m' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve', RATE_LIMIT_CREATIONS: '3/1m' });
     const c = await connect(gw, AGENT_KEY);
     for (let i = 0; i < 3; i++) {
       const planned = await c.call('create_project', { input: { name: `p${i}` } });
@@ -83,7 +65,7 @@ describe('plans cost points and are bounded', () => {
   });
 
   it(`an app holds at most ${MAX_OPEN_PLANS_PER_APP} plans awaiting approval, and a bounded size of them; other apps are not affected`, async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve', RATE_LIMIT_CREATIONS: 'off' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve', RATE_LIMIT_CREATIONS: 'off' });
     const c = await connect(gw, AGENT_KEY);
     for (let i = 0; i < MAX_OPEN_PLANS_PER_APP; i++) {
       const planned = await c.call('create_project', { input: { name: `p${i}` } });
@@ -99,7 +81,7 @@ describe('plans cost points and are bounded', () => {
 
     // Size: big plans reach the bound of stored characters before the count.
     const sizeGw = await start({
-      GATEWAY_APPS_FILE: appsFile(),
+      GATEWAY_APPS_FILE: appsFileOf(),
       MCP_MUTATIONS: 'approve',
       RATE_LIMIT_CREATIONS: 'off',
     });
@@ -123,7 +105,7 @@ describe('plans cost points and are bounded', () => {
     const clock = testClock();
     const runs = new Map<string, () => void | Promise<void>>();
     const gw = await start(
-      { GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' },
+      { GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve' },
       {
         testing: {
           clock: clock.now,

@@ -1,33 +1,21 @@
 // Every plan, single or composite, shows the exact upstream requests it will send (method, path, headers without
 // secrets, body) and its hash covers them (docs/decisions/060): a single creation goes through the same dry run as a
 // provisioning plan, and what the sandbox then receives is what the plan showed.
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { gatewaysPerTest, startTestGateway, tempDataDir } from '../../helpers/gateway.js';
+import { appsFile, gatewaysPerTest, startTestGateway, tempDataDir } from '../../helpers/gateway.js';
 import { mcpClient, mcpClientsPerTest, textOf } from '../../helpers/mcp.js';
 import { clearTextOf } from '../../helpers/store.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 const AGENT_KEY = 'agent-key-0123456789';
 
-function appsFile(dir: string): string {
-  const file = path.join(dir, 'apps.yaml');
-  fs.writeFileSync(
-    file,
-    `apps:
-  - name: agent
-    scopes: [cloud:read, cloud:write, identity:read, identity:write]
-    keys: [{ sha256: ${sha(AGENT_KEY)} }]
-`,
-  );
-  return file;
-}
+const appsFileOf = () =>
+  appsFile('mcp-requests-', [
+    { name: 'agent', scopes: ['cloud:read', 'cloud:write', 'identity:read', 'identity:write'], key: AGENT_KEY },
+  ]);
 
 interface ShownRequest {
   upstream: string;
@@ -46,7 +34,7 @@ describe('a plan shows the exact upstream requests', () => {
     const dir = tempDataDir('mcp-requests-');
     const gw = await start({
       DATA_DIR: dir,
-      GATEWAY_APPS_FILE: appsFile(dir),
+      GATEWAY_APPS_FILE: appsFileOf(),
       MCP_MUTATIONS: 'approve',
       MCP_APPROVAL: 'elicitation',
     });
@@ -82,7 +70,7 @@ describe('a plan shows the exact upstream requests', () => {
     const dir = tempDataDir('mcp-requests-');
     const gw = await start({
       DATA_DIR: dir,
-      GATEWAY_APPS_FILE: appsFile(dir),
+      GATEWAY_APPS_FILE: appsFileOf(),
       MCP_MUTATIONS: 'approve',
       MCP_APPROVAL: 'elicitation',
     });
@@ -126,7 +114,7 @@ describe('a plan shows the exact upstream requests', () => {
     const dir = tempDataDir('mcp-requests-');
     const env = {
       DATA_DIR: dir,
-      GATEWAY_APPS_FILE: appsFile(dir),
+      GATEWAY_APPS_FILE: appsFileOf(),
       MCP_MUTATIONS: 'approve',
       MCP_APPROVAL: 'elicitation',
     };

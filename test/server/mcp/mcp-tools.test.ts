@@ -1,46 +1,32 @@
 // The MCP endpoint (docs/decisions/060) with the SDK's own client over real HTTP: tools per scope and per toolset, a
 // read, bad arguments, refusals that name the scope, the rate limit, and the Host check. Every tool call goes through
 // the execution pipeline, as HTTP, WebSocket and SSE do.
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
-import { gatewaysPerTest, tempDataDir } from '../../helpers/gateway.js';
+import { appsFile, gatewaysPerTest, tempDataDir } from '../../helpers/gateway.js';
 import { mcpClientsPerTest, textOf } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 const WATCHER_KEY = 'watcher-key-0123456789';
 const BUILDER_KEY = 'builder-key-0123456789';
 const ADMIN_KEY = 'admin-key-0123456789';
-function appsFile(): string {
-  const file = path.join(tempDataDir('mcp-apps-'), 'apps.yaml');
-  fs.writeFileSync(
-    file,
-    `apps:
-  - name: watcher
-    scopes: [mobile-id:read]
-    keys: [{ sha256: ${sha(WATCHER_KEY)} }]
-  - name: builder
-    scopes: [cloud:read, cloud:write]
-    keys: [{ sha256: ${sha(BUILDER_KEY)} }]
-  - name: admin
-    scopes: [operator, cloud:read]
-    keys: [{ sha256: ${sha(ADMIN_KEY)} }]
-`,
-  );
-  return file;
-}
+const appsFileOf = () =>
+  appsFile('mcp-apps-', [
+    { name: 'watcher', scopes: ['mobile-id:read'], key: WATCHER_KEY },
+    { name: 'builder', scopes: ['cloud:read', 'cloud:write'], key: BUILDER_KEY },
+    { name: 'admin', scopes: ['operator', 'cloud:read'], key: ADMIN_KEY },
+  ]);
 
 describe('MCP tools', () => {
   it.each(['auto', 'legacy'] as const)(
     'each app lists only the tools its scopes allow (%s protocol era)',
     async (era) => {
-      const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'all' });
+      const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'all' });
       const watcher = await (await connect(gw, { key: WATCHER_KEY, era })).toolNames();
       expect(watcher).toEqual(['mobile_id_authentication', 'wait_for_events']);
       const builder = await (await connect(gw, { key: BUILDER_KEY, era })).toolNames();
@@ -111,7 +97,7 @@ describe('MCP tools', () => {
   );
 
   it('a read returns its data as structuredContent that matches the output schema', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile() });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf() });
     await gw.graphql(
       'mutation { createProject(input: { name: "seen-by-agents" }) { project { id } } }',
       {},
@@ -156,7 +142,7 @@ describe('MCP tools', () => {
   });
 
   it("a call of a tool outside the app's scopes is refused naming the missing scope, and nothing runs", async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile() });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf() });
     const c = await connect(gw, { key: WATCHER_KEY });
     const refused = await c.call('projects', {});
     expect(refused.isError).toBe(true);
@@ -209,7 +195,7 @@ describe('MCP tools', () => {
   });
 
   it('the read-only execute tool is offered with MCP_EXECUTE=true to operator apps only, and refuses a mutation', async () => {
-    const gw = await start({ GATEWAY_APPS_FILE: appsFile(), MCP_EXECUTE: 'true' });
+    const gw = await start({ GATEWAY_APPS_FILE: appsFileOf(), MCP_EXECUTE: 'true' });
     expect(await (await connect(gw, { key: BUILDER_KEY })).toolNames()).not.toContain('execute');
     const admin = await connect(gw, { key: ADMIN_KEY });
     expect(await admin.toolNames()).toContain('execute');
