@@ -337,7 +337,7 @@ export class Metrics {
   /** `app` is the app's name (GATEWAY_API_KEYS `name:key`), or for a bare key a keyed digest of it (src/auth/caller.ts). */
   readonly rateLimitDecisions = new Counter({
     name: 'gateway_rate_limit_points_total',
-    help: 'Rate-limit points asked for, by app (its name, or a keyed digest of a bare key), bucket (creations, reads) and outcome (allowed, refused).',
+    help: 'Rate-limit points asked for, by app (its name, or a keyed digest of a bare key), bucket (creations, reads) and outcome (allowed, refused, refunded: given back when what they paid for was refused after all).',
     labelNames: ['app', 'bucket', 'outcome'] as const,
     registers: [this.registry],
   });

@@ -91,8 +91,8 @@ export interface AgentWorkflowOptions {
    * `approver` only another principal holding the plan's approve scope (approvePlan, GET /approvals).
    */
   readonly approval: 'elicitation' | 'approver';
-  /** Spends the app's creation point for a plan, or throws RATE_LIMITED. */
-  readonly charge: (caller: Caller) => Promise<void>;
+  /** Spends the app's creation point for a plan, or throws RATE_LIMITED; resolves to what gives the point back. */
+  readonly charge: (caller: Caller) => Promise<() => Promise<void>>;
 }
 
 /** Making and executing agents' plans, whatever transport the agent speaks. */
@@ -146,18 +146,36 @@ export class AgentWorkflow {
     return { requests, creations, points, hash, summary };
   }
 
-  /** Plans a call of `op` with `args` (its key variables left out) and stores the plan; nothing is sent upstream. */
+  /**
+   * Plans a call of `op` with `args` (its key variables left out) and stores the plan; nothing is sent upstream. The
+   * plan's point is spent first, before any work, so that of two calls at an app's last point one plans; a plan
+   * refused after all (its input, its app's bound of open plans, checked as it is stored) gives the point back.
+   */
   async make(
     op: PlannableOperation,
     args: Record<string, unknown>,
     caller: Caller,
   ): Promise<{ ok: true; plan: AgentPlan } | { ok: false; why: Unplannable }> {
+    let refund: () => Promise<void>;
     try {
-      await this.o.charge(caller);
+      refund = await this.o.charge(caller);
     } catch (err) {
       if (err instanceof GraphQLError) return { ok: false, why: { errors: [err.toJSON()] } };
       throw err;
     }
+    const made = await this.plan(op, args, caller).catch(async (err: unknown) => {
+      await refund();
+      throw err;
+    });
+    if (!made.ok) await refund();
+    return made;
+  }
+
+  private async plan(
+    op: PlannableOperation,
+    args: Record<string, unknown>,
+    caller: Caller,
+  ): Promise<{ ok: true; plan: AgentPlan } | { ok: false; why: Unplannable }> {
     const id = randomUUID();
     const document = runnableDocument(op.text, op.operationName, id)!;
     const variables = { ...args, ...Object.fromEntries([...op.classified.keyVariables].map((k) => [k, id])) };

@@ -250,8 +250,9 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
               plans: services.agentPlans,
               approveUrl: (planId) => `${parts.publicUrl()}/approvals?plan=${planId}`,
               dryRun: (...args) => agentDryRun.run(...args),
-              // A plan is a write of the app's (stored, bounded): one creation point, before any work.
-              charge: (caller) => services.rateLimits.take(caller, 'creations'),
+              // A plan is a write of the app's (stored, bounded): one creation point, before any work, given back
+              // when the plan is refused.
+              charge: (caller) => services.rateLimits.charge(caller, 'creations'),
               approval: config.mcp.approval,
               // The text a trusted document has now: an approved plan whose document a reload changed is refused.
               documentNow: (documentId) => {

@@ -113,23 +113,61 @@ export class RateLimits {
 
   /** Spends `points` of the caller's bucket, or throws RateLimitedError when the window's budget is spent. */
   async take(caller: Caller, bucket: Bucket, points = 1): Promise<void> {
+    await this.consume(caller, bucket, points);
+  }
+
+  /**
+   * take, for a write that may still be refused once its points are spent (an agent's plan past its app's bound of
+   * open plans, checked as it is stored): resolves to the refund that gives them back, since a refusal spends nothing.
+   */
+  async charge(caller: Caller, bucket: Bucket, points = 1): Promise<() => Promise<void>> {
+    const taken = await this.consume(caller, bucket, points);
+    if (!taken) return async () => {};
+    const windowEnds = Date.now() + taken.msBeforeNext;
+    return () => this.refund(caller, bucket, points, windowEnds);
+  }
+
+  /** The limiter's answer when `points` were spent; null when nothing was counted (no limit, or the limiter failed). */
+  private async consume(caller: Caller, bucket: Bucket, points: number): Promise<RateLimiterRes | null> {
     const entry = this.limiters[bucket];
-    if (!entry || points <= 0) return;
+    if (!entry || points <= 0) return null;
     // The bucket is the owner's (every key of a named app shares it); the label is the app's name, never a key hash.
     const app = caller.app ?? 'internal';
     try {
       const res = await entry.limiter.consume(caller.scope, points);
       this.metrics.rateLimitDecisions.inc({ app, bucket, outcome: 'allowed' }, points);
       this.metrics.rateLimitRemaining.set({ app, bucket }, res.remainingPoints);
+      return res;
     } catch (err) {
       if (!(err instanceof RateLimiterRes)) {
         // The insurance limiter answers when the store fails; reaching here means both failed.
         this.logger.error({ err, bucket }, 'rate limiter failed; the request is let through');
-        return;
+        return null;
       }
       this.metrics.rateLimitDecisions.inc({ app, bucket, outcome: 'refused' }, points);
       this.metrics.rateLimitRemaining.set({ app, bucket }, 0);
       throw new RateLimitedError(bucket, Math.max(1, Math.ceil(err.msBeforeNext / 1000)), entry.limit);
+    }
+  }
+
+  /**
+   * Gives back `points` spent in the window that ends at `windowEnds` (as AppStorage's charges give back that
+   * minute's count): once it has ended there is nothing to give back, and a reward would start the next window below
+   * zero, a point the app never had.
+   */
+  private async refund(caller: Caller, bucket: Bucket, points: number, windowEnds: number): Promise<void> {
+    const entry = this.limiters[bucket]!;
+    if (Date.now() >= windowEnds) return;
+    const app = caller.app ?? 'internal';
+    try {
+      const res = await entry.limiter.reward(caller.scope, points);
+      // Spending a window's last point blocks the key in this replica's memory until the window ends. The blocks only
+      // spare the database a refusal it would give anyway, so dropping them all costs each blocked key one round trip.
+      if (entry.limiter instanceof RateLimiterPostgres) entry.limiter.deleteInMemoryBlockedAll();
+      this.metrics.rateLimitDecisions.inc({ app, bucket, outcome: 'refunded' }, points);
+      this.metrics.rateLimitRemaining.set({ app, bucket }, res.remainingPoints);
+    } catch (err) {
+      this.logger.error({ err, bucket }, 'rate limiter failed to give points back; they stay spent');
     }
   }
 
