@@ -70,6 +70,12 @@ export interface AuditEntry {
   readonly detail: string;
 }
 
+/** A plan this process claimed for execution, and when it last wrote the plan's row (its claim, then a heartbeat). */
+export interface Claim {
+  readonly plan: AgentPlan;
+  touchedAt: number;
+}
+
 export type ApproveResult =
   { ok: true; plan: AgentPlan } | { ok: false; reason: 'not-found' | 'own-plan' | 'done'; message: string };
 
@@ -399,13 +405,14 @@ export class AgentPlans {
   }
 
   /**
-   * Claims an approved plan for execution: true for exactly one caller while the approval is valid. A plan whose last
-   * outcome is unknown, a lost one included, may be claimed again (its upstream key is derived from its id: a repeat
-   * replays upstream). Taking a lost execution over is audited (by `actor`), since the process that stopped could not.
+   * Claims an approved plan for execution: a claim for exactly one caller while the approval is valid, null for the
+   * others. A plan whose last outcome is unknown, a lost one included, may be claimed again (its upstream key is
+   * derived from its id: a repeat replays upstream). Taking a lost execution over is audited (by `actor`), since the
+   * process that stopped could not.
    */
-  async claim(plan: AgentPlan, actor: string): Promise<boolean> {
+  async claim(plan: AgentPlan, actor: string): Promise<Claim | null> {
     const now = this.now();
-    if (!(await this.rows.claim(plan.id, now, this.lostBefore(now)))) return false;
+    if (!(await this.rows.claim(plan.id, now, this.lostBefore(now)))) return null;
     if (plan.status === 'unknown' && plan.lostAt !== null) {
       const since = new Date(plan.lostAt - this.o.takeoverMs).toISOString();
       await this.audit(
@@ -417,20 +424,29 @@ export class AgentPlans {
           'its outcome is unknown; it runs again under the same idempotency key',
       );
     }
-    return true;
+    return { plan, touchedAt: now };
   }
 
   /**
-   * Runs `run`, the execution of the plan `id` this process claimed, touching the plan every third of the takeover
-   * time while it runs: a live execution, however slow, is never taken for lost.
+   * Runs `run`, the execution of the plan this process claimed, touching the plan every third of the takeover time
+   * while it runs: a live execution, however slow, is never taken for lost.
    */
-  async running<T>(id: string, run: () => Promise<T>): Promise<T> {
-    let touching: Promise<void> = Promise.resolve();
+  async running<T>(claim: Claim, run: () => Promise<T>): Promise<T> {
+    const id = claim.plan.id;
+    let touching: Promise<void> | null = null;
     const heartbeat = setInterval(
       () => {
+        // One touch at a time: each is conditional on the one before it.
+        if (touching) return;
+        const at = this.now();
         touching = this.rows
-          .touch(id, this.now())
-          .catch((err: unknown) => this.o.logger.warn({ err, planId: id }, 'agent plan heartbeat failed'));
+          .touch(id, claim.touchedAt, at)
+          .then((mine) => {
+            if (mine) claim.touchedAt = at;
+            else this.o.logger.warn({ planId: id }, 'agent plan taken over by another execution while it ran');
+          })
+          .catch((err: unknown) => this.o.logger.warn({ err, planId: id }, 'agent plan heartbeat failed'))
+          .finally(() => (touching = null));
       },
       Math.max(10, Math.floor(this.o.takeoverMs / 3)),
     );
@@ -442,6 +458,18 @@ export class AgentPlans {
       // A touch under way ends before the caller writes the outcome.
       await touching;
     }
+  }
+
+  /**
+   * Gives back the claim of a run that sent nothing (refused before any upstream call): the plan is as it was before
+   * the claim, approved (with its approval) or unknown. Only this execution's own claim: false, and the plan left to
+   * it, when another call took it over meanwhile.
+   */
+  async release(claim: Claim): Promise<boolean> {
+    const to = claim.plan.status === 'unknown' ? 'unknown' : 'approved';
+    if (!(await this.rows.release(claim.plan.id, to, claim.touchedAt, this.now()))) return false;
+    this.changed();
+    return true;
   }
 
   async finish(id: string, status: 'succeeded' | 'failed' | 'unknown', outcome: unknown): Promise<void> {

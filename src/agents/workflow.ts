@@ -5,7 +5,7 @@
 // (`cloud:approve`, `identity:approve`: approvePlan, the approvals page). Execution sends the operation with an
 // idempotency key derived from the plan id, through the execution pipeline like every operation.
 import { createHash, randomUUID } from 'node:crypto';
-import { getOperationAST, GraphQLError, parse, type DocumentNode, type GraphQLFormattedError } from 'graphql';
+import { getOperationAST, GraphQLError, Kind, parse, type DocumentNode, type GraphQLFormattedError } from 'graphql';
 
 import type { Caller } from '../auth/caller.js';
 import { approveScopeOf } from './approvers.js';
@@ -44,10 +44,17 @@ export type Unplannable =
 /** The person's answer, as the transport read it: `ask` when it can ask and has not yet. */
 export type PersonAnswer = 'ask' | 'accepted' | 'declined' | 'cannot-ask';
 
-/** What running a plan's document gave: whether it failed, and its structured result (with its errors' codes). */
+/**
+ * What running a plan's document gave: whether it failed, its structured result (with its errors' codes), and what
+ * tells whether anything was sent.
+ */
 export interface RunOutcome {
   readonly failed: boolean;
   readonly structured: Record<string, unknown>;
+  /** The pipeline refused the operation before it ran (the app's rate limit, its scopes, the variables). */
+  readonly refused: boolean;
+  /** The errors as the pipeline formatted them, with their paths and extensions. */
+  readonly errors: readonly GraphQLFormattedError[];
 }
 
 /** How an execution ended. A refusal's details carry its code, status, hashes or approval link. */
@@ -356,7 +363,8 @@ export class AgentWorkflow {
       if (!approval.ok) return refuse(`${approval.message}; nothing was sent`, { planId: plan.id });
     }
 
-    if (!(await this.o.plans.claim(plan, actor))) {
+    const claim = await this.o.plans.claim(plan, actor);
+    if (!claim) {
       return refuse(
         `plan ${plan.id} is being executed by another call, or its approval has expired; call execute_plan again`,
         { planId: plan.id, status: 'UNKNOWN' },
@@ -364,7 +372,7 @@ export class AgentWorkflow {
     }
     let outcome: RunOutcome;
     try {
-      outcome = await this.o.plans.running(plan.id, () => hooks.run(plan, document));
+      outcome = await this.o.plans.running(claim, () => hooks.run(plan, document));
     } catch (err) {
       await this.o.plans.finish(plan.id, 'unknown', null);
       await this.o.plans.audit(
@@ -380,7 +388,40 @@ export class AgentWorkflow {
       );
     }
     const { structured } = outcome;
-    const errors = (structured.errors as { code: string }[] | undefined) ?? [];
+    const errors = (structured.errors as { code: string; retryAfterSeconds?: number }[] | undefined) ?? [];
+    const codes = [...new Set(errors.map((e) => e.code))].join(', ');
+    if (outcome.failed && sentNothing(outcome, document, plan.operationName)) {
+      // Refused before anything was sent: a refusal changes nothing, so the plan is as it was, and runs when called
+      // again (after the retry-after of a rate limit).
+      const status = claim.plan.status === 'unknown' ? 'UNKNOWN' : 'APPROVED';
+      if (!(await this.o.plans.release(claim))) {
+        return refuse(
+          `plan ${plan.id} was not run by this call (${codes}): nothing was sent; another call is executing it now: ` +
+            `call execute_plan with planId ${plan.id} again for its outcome`,
+          { planId: plan.id, status: 'EXECUTING', sent: false, ...structured },
+        );
+      }
+      await this.o.plans.audit(
+        plan.id,
+        plan.app,
+        actor,
+        'refused',
+        `the run was refused before anything was sent (${codes}); the plan is as it was (${status})`,
+      );
+      const retryAfterSeconds = Math.max(0, ...errors.map((e) => e.retryAfterSeconds ?? 0));
+      return refuse(
+        `plan ${plan.id} was not run (${codes}): nothing was sent, and the plan is as it was (${status}, with its ` +
+          `approval): call execute_plan with planId ${plan.id} again` +
+          (retryAfterSeconds > 0 ? ` in ${retryAfterSeconds} s` : ' once the cause is fixed'),
+        {
+          planId: plan.id,
+          status,
+          sent: false,
+          ...(retryAfterSeconds > 0 ? { retryAfterSeconds } : {}),
+          ...structured,
+        },
+      );
+    }
     const retryable = errors.some((e) => RETRYABLE.has(e.code));
     const status = !outcome.failed ? 'succeeded' : retryable ? 'unknown' : 'failed';
     await this.o.plans.finish(plan.id, status, structured);
@@ -393,7 +434,7 @@ export class AgentWorkflow {
     );
     if (status === 'unknown') {
       return refuse(
-        `the outcome of plan ${plan.id} is unknown (${errors.map((e) => e.code).join(', ')}): call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,
+        `the outcome of plan ${plan.id} is unknown (${codes}): call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,
         {
           planId: plan.id,
           status: 'UNKNOWN',
@@ -423,6 +464,40 @@ function runnableDocument(text: string, operationName: string | undefined, planI
   }
   const operation = getOperationAST(document, operationName);
   return operation ? keyedDocument(document, operation, planId) : null;
+}
+
+/**
+ * Whether a run provably sent nothing upstream: the pipeline refused it before it ran, or each of its root fields
+ * failed, itself, with an error raised before its upstream call. Anything else may have reached an upstream.
+ */
+function sentNothing(outcome: RunOutcome, document: string, operationName: string | null): boolean {
+  if (outcome.refused) return true;
+  const roots = getOperationAST(parse(document), operationName)?.selectionSet.selections ?? [];
+  const { errors } = outcome;
+  return (
+    roots.length > 0 &&
+    errors.every((e) => e.path?.length === 1 && raisedBeforeSending(e)) &&
+    roots.every((s) => s.kind === Kind.FIELD && errors.some((e) => e.path![0] === (s.alias ?? s.name).value))
+  );
+}
+
+/**
+ * An error a resolver raises before its upstream call: the app's rate limit or storage bound, input the gateway checks
+ * itself (an upstream's 400 is BAD_USER_INPUT too, with its `upstream`: that one was sent), an open circuit that sent
+ * nothing (`sent: false`). SERVICE_UNAVAILABLE is not one: the database may have failed after the upstream answered.
+ */
+function raisedBeforeSending(error: GraphQLFormattedError): boolean {
+  const extensions = error.extensions ?? {};
+  switch (extensions.code) {
+    case 'RATE_LIMITED':
+      return true;
+    case 'BAD_USER_INPUT':
+      return extensions.upstream === undefined;
+    case 'UPSTREAM_UNAVAILABLE':
+      return extensions.sent === false;
+    default:
+      return false;
+  }
 }
 
 /** Errors after which the request may have been applied, or was not sent yet: the plan can be executed again. */

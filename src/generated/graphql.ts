@@ -105,7 +105,11 @@ export type AgentPlanStatus =
    * purged 7 days later).
    */
   | 'EXPIRED'
-  /** Executed and refused (by validation or the upstream); nothing more will be sent for it. */
+  /**
+   * Executed and refused (by the upstream, or by the gateway once some of it may have been sent); nothing more will be
+   * sent for it. A run the gateway refuses before sending anything (its rate limit, an open circuit, its own checks)
+   * leaves the plan as it was.
+   */
   | 'FAILED'
   /** Waiting for an approval. */
   | 'PENDING'

@@ -161,14 +161,35 @@ export class AgentPlanRows {
     return Number(result.numUpdatedRows) === 1;
   }
 
-  /** The heartbeat of an execution: an executing plan touched at `at` is not taken for lost. */
-  async touch(id: string, at: number): Promise<void> {
-    await this.db
+  /**
+   * The heartbeat of an execution: an executing plan touched at `at` is not taken for lost. Only while the row is as
+   * this execution last wrote it (at `since`: its claim or its last heartbeat); false when another call took the
+   * plan over meanwhile (this execution taken for lost), whose claim is left as it is.
+   */
+  async touch(id: string, since: number, at: number): Promise<boolean> {
+    const result = await this.db
       .updateTable('agent_plans')
       .set({ updated_at: at })
       .where('id', '=', id)
       .where('status', '=', 'executing')
-      .execute();
+      .where('updated_at', '=', since)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  }
+
+  /**
+   * Gives a claim back: an executing plan, as its execution last wrote it (at `since`), is `to` again (approved, or
+   * unknown), its approval kept. One conditional update, as the claim is: false when another call took the plan over.
+   */
+  async release(id: string, to: 'approved' | 'unknown', since: number, at: number): Promise<boolean> {
+    const result = await this.db
+      .updateTable('agent_plans')
+      .set({ status: to, updated_at: at })
+      .where('id', '=', id)
+      .where('status', '=', 'executing')
+      .where('updated_at', '=', since)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
   }
 
   async finish(id: string, status: string, outcome: string, at: number): Promise<void> {

@@ -7,7 +7,7 @@ import type { CallToolResult, RequestStateCodec, ServerContext } from '@modelcon
 import type { AgentPlan } from '../../agents/plans.js';
 import { approveScopesOf, type AgentWorkflow, type PersonAnswer, type Unplannable } from '../../agents/workflow.js';
 import type { Pipeline } from '../../execution/pipeline.js';
-import { errorsResult, runOperationTool } from './operations.js';
+import { errorsResult, toolResultOf } from './operations.js';
 import { mcpSdk } from './sdk.js';
 import { toolError, type McpTool, type ToolCall, type ToolResult } from './server.js';
 import type { JsonSchema } from './shapes.js';
@@ -164,18 +164,25 @@ export class Approvals {
     const execution = await this.workflow.execute(plan, tool, caller, {
       askPerson: (p) => this.elicited(p, call),
       run: async (p, document) => {
-        outcome = await runOperationTool(
-          this.pipeline,
-          { query: document, ...(p.operationName ? { operationName: p.operationName } : {}) },
-          new Set(Object.keys(p.variables)),
-          tool.estimate.operation,
-          p.variables,
-          call,
-          true,
-        );
+        // The plan's stored text and variables, which the trusted documents admitted when it was made.
+        const ran = await this.pipeline.runOperation({
+          caller,
+          params: {
+            query: document,
+            ...(p.operationName ? { operationName: p.operationName } : {}),
+            variables: p.variables,
+          },
+          transport: 'mcp',
+          requestId: call.requestId,
+          allow: [tool.estimate.operation],
+          trustedResolved: true,
+        });
+        outcome = toolResultOf(ran);
         return {
           failed: outcome.isError === true,
           structured: (outcome.structuredContent ?? {}) as Record<string, unknown>,
+          refused: !ran.ok,
+          errors: ran.ok ? (ran.result.errors ?? []) : ran.errors,
         };
       },
     });

@@ -4,7 +4,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { GraphQLFormattedError, OperationTypeNode } from 'graphql';
 
-import type { OperationParams, Pipeline } from '../../execution/pipeline.js';
+import type { Executed, OperationParams, Pipeline, Refusal } from '../../execution/pipeline.js';
 import { toolError, type ToolCall } from './server.js';
 import { codeOf } from './tools.js';
 
@@ -60,8 +60,6 @@ export async function runOperationTool(
   operation: OperationTypeNode,
   args: Record<string, unknown>,
   call: Pick<ToolCall, 'caller' | 'requestId'>,
-  /** `params.query` is a text the trusted documents admitted already (an agent's plan's). */
-  trustedResolved = false,
 ): Promise<CallToolResult> {
   const unknown = Object.keys(args).find((k) => !accepted.has(k));
   if (unknown !== undefined) {
@@ -77,8 +75,12 @@ export async function runOperationTool(
     transport: 'mcp',
     requestId: call.requestId,
     allow: [operation],
-    ...(trustedResolved ? { trustedResolved } : {}),
   });
+  return toolResultOf(outcome);
+}
+
+/** An operation's outcome as a tool's result: the pipeline's refusal or the run's errors, else its data. */
+export function toolResultOf(outcome: Refusal | Executed): CallToolResult {
   if (!outcome.ok) return errorsResult(outcome.errors);
   const { data, errors, extensions } = outcome.result;
   if (errors?.length) return errorsResult(errors, data);

@@ -155,7 +155,7 @@ describe('a plan left executing by a process that stopped', () => {
       approvePlan: { status: 'APPROVED' },
     });
     // A process claims it and stops before sending anything.
-    expect(await plans.claim((await plans.get(planId))!, 'agent')).toBe(true);
+    expect(await plans.claim((await plans.get(planId))!, 'agent')).not.toBeNull();
     clock.advance(10 * 60_000 + 1);
     expect(await statusOf(gw, planId)).toBe('UNKNOWN');
     expect((await gw.graphql(PENDING, {}, { key: APPROVER_KEY })).data).toEqual({
@@ -198,9 +198,10 @@ describe('a plan left executing by a process that stopped', () => {
 
     // A running execution touches its plan every third of IDEMPOTENCY_TAKEOVER, by the gateway's clock.
     const slow = await approved('slow');
-    expect(await plans.claim((await plans.get(slow))!, 'agent')).toBe(true);
+    const claim = await plans.claim((await plans.get(slow))!, 'agent');
+    expect(claim).not.toBeNull();
     let release!: () => void;
-    const running = plans.running(slow, () => new Promise<void>((resolve) => (release = resolve)));
+    const running = plans.running(claim!, () => new Promise<void>((resolve) => (release = resolve)));
     for (let i = 0; i < 3; i++) {
       clock.advance(200);
       await waitFor(async () => (await plans.get(slow))!.lostAt === clock.now() + 300, 5_000, 'a heartbeat');
@@ -216,7 +217,7 @@ describe('a plan left executing by a process that stopped', () => {
 
     // Two calls find a lost plan: one claims and runs it, the other is refused; the upstream creates it once.
     const raced = await approved('raced');
-    expect(await plans.claim((await plans.get(raced))!, 'agent')).toBe(true);
+    expect(await plans.claim((await plans.get(raced))!, 'agent')).not.toBeNull();
     clock.advance(301);
     const other = await connect(gw, { key: AGENT_KEY });
     const [a, b] = await Promise.all([
@@ -230,13 +231,11 @@ describe('a plan left executing by a process that stopped', () => {
     // The store's claim of a lost plan is true for exactly one of two claims at once.
     const twice = await approved('twice');
     const plan = (await plans.get(twice))!;
-    expect(await plans.claim(plan, 'agent')).toBe(true);
+    expect(await plans.claim(plan, 'agent')).not.toBeNull();
     clock.advance(301);
     const lostPlan = (await plans.get(twice))!;
     expect(lostPlan.status).toBe('unknown');
-    expect((await Promise.all([plans.claim(lostPlan, 'agent'), plans.claim(lostPlan, 'agent')])).sort()).toEqual([
-      false,
-      true,
-    ]);
+    const claims = await Promise.all([plans.claim(lostPlan, 'agent'), plans.claim(lostPlan, 'agent')]);
+    expect(claims.map(Boolean).sort()).toEqual([false, true]);
   });
 });

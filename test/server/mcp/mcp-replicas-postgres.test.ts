@@ -78,7 +78,7 @@ describe('MCP across replicas (PostgreSQL)', () => {
       const [seenByA, seenByB] = await Promise.all([onAPlans.get(twice), onBPlans.get(twice)]);
       expect([seenByA!.status, seenByB!.status]).toEqual(['unknown', 'unknown']);
       const claims = await Promise.all([onAPlans.claim(seenByA!, 'agent'), onBPlans.claim(seenByB!, 'agent')]);
-      expect(claims.sort()).toEqual([false, true]);
+      expect(claims.map(Boolean).sort()).toEqual([false, true]);
     } finally {
       await onA.close();
       await onB.close();
