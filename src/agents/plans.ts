@@ -472,10 +472,20 @@ export class AgentPlans {
     return true;
   }
 
-  async finish(id: string, status: 'succeeded' | 'failed' | 'unknown', outcome: unknown): Promise<void> {
+  /**
+   * Stores the outcome of the run of the plan this process claimed. Only under this execution's own claim: false, and
+   * nothing stored, when another call took the plan over meanwhile (this execution taken for lost): the plan's outcome
+   * is that call's, which ran under the same idempotency keys.
+   */
+  async finish(claim: Claim, status: 'succeeded' | 'failed' | 'unknown', outcome: unknown): Promise<boolean> {
+    const id = claim.plan.id;
     const sealed = this.o.seal(JSON.stringify(outcome ?? null), `agent plan outcome\u0000${id}`);
-    await this.rows.finish(id, status, sealed, this.now());
+    if (!(await this.rows.finish(id, status, sealed, claim.touchedAt, this.now()))) {
+      this.o.logger.warn({ planId: id, status }, 'agent plan outcome not stored: another execution took the plan over');
+      return false;
+    }
     this.changed();
+    return true;
   }
 
   /**

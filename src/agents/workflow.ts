@@ -370,18 +370,29 @@ export class AgentWorkflow {
         { planId: plan.id, status: 'UNKNOWN' },
       );
     }
-    let outcome: RunOutcome;
-    try {
-      outcome = await this.o.plans.running(claim, () => hooks.run(plan, document));
-    } catch (err) {
-      await this.o.plans.finish(plan.id, 'unknown', null);
+    /**
+     * Stores the run's outcome and audits it. An execution another call took over (this one taken for lost) stores
+     * nothing: the plan's outcome is that call's, which ran under the same idempotency keys; this one still answers
+     * its own caller with what it got, and says so in the audit trail.
+     */
+    const finish = async (status: 'succeeded' | 'failed' | 'unknown', stored: unknown, detail: string) => {
+      const mine = await this.o.plans.finish(claim, status, stored);
       await this.o.plans.audit(
         plan.id,
         plan.app,
         actor,
-        'unknown',
-        `the execution failed before an answer: ${(err as Error).message}`,
+        status === 'succeeded' ? 'executed' : status,
+        mine
+          ? detail
+          : `${detail}; its outcome was not stored: another execution took the plan over (this one was taken for ` +
+              "lost), and the plan's outcome is that execution's",
       );
+    };
+    let outcome: RunOutcome;
+    try {
+      outcome = await this.o.plans.running(claim, () => hooks.run(plan, document));
+    } catch (err) {
+      await finish('unknown', null, `the execution failed before an answer: ${(err as Error).message}`);
       return refuse(
         `the outcome of plan ${plan.id} is unknown: call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,
         { planId: plan.id, status: 'UNKNOWN' },
@@ -424,14 +435,7 @@ export class AgentWorkflow {
     }
     const retryable = errors.some((e) => RETRYABLE.has(e.code));
     const status = !outcome.failed ? 'succeeded' : retryable ? 'unknown' : 'failed';
-    await this.o.plans.finish(plan.id, status, structured);
-    await this.o.plans.audit(
-      plan.id,
-      plan.app,
-      actor,
-      status === 'succeeded' ? 'executed' : status,
-      `${plan.tool} with idempotency key ${plan.id}: ${status}`,
-    );
+    await finish(status, structured, `${plan.tool} with idempotency key ${plan.id}: ${status}`);
     if (status === 'unknown') {
       return refuse(
         `the outcome of plan ${plan.id} is unknown (${codes}): call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,

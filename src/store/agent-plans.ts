@@ -192,8 +192,19 @@ export class AgentPlanRows {
     return Number(result.numUpdatedRows) === 1;
   }
 
-  async finish(id: string, status: string, outcome: string, at: number): Promise<void> {
-    await this.db.updateTable('agent_plans').set({ status, outcome, updated_at: at }).where('id', '=', id).execute();
+  /**
+   * Stores an execution's outcome: an executing plan, as its execution last wrote it (at `since`), ends as `status`.
+   * One conditional update, as the release is: false when another call took the plan over.
+   */
+  async finish(id: string, status: string, outcome: string, since: number, at: number): Promise<boolean> {
+    const result = await this.db
+      .updateTable('agent_plans')
+      .set({ status, outcome, updated_at: at })
+      .where('id', '=', id)
+      .where('status', '=', 'executing')
+      .where('updated_at', '=', since)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
   }
 
   /** The plan's newest audit row's action and detail. */

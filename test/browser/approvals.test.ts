@@ -2,9 +2,6 @@
 // credential field, sees an agent's new plan appear without a reload, approves it with the keyboard (the agent's
 // execute_plan then sends exactly one creation), declines another (nothing is sent), and an approver who may not
 // approve that agent's plans never sees them; the page is usable at a phone's width.
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -16,36 +13,22 @@ import {
   recordRequests,
   type RequestLog,
 } from '../helpers/browser.js';
-import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import { appsFile, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mcpClient, textOf, type TestMcpClient } from '../helpers/mcp.js';
 
 const unavailable = browserSuiteSkipReason('the approvals page browser test');
 const WAIT = { timeout: 30_000 };
 
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 const AGENT_KEY = 'agent-key-0123456789';
 const APPROVER_KEY = 'approver-key-0123456789';
 const ELSEWHERE_KEY = 'elsewhere-key-0123456789';
 
-function appsFile(): string {
-  const file = path.join(tempDataDir('approvals-page-'), 'apps.yaml');
-  fs.writeFileSync(
-    file,
-    `apps:
-  - name: agent
-    scopes: [cloud:read, cloud:write]
-    keys: [{ sha256: ${sha(AGENT_KEY)} }]
-  - name: finance
-    scopes: [cloud:approve]
-    keys: [{ sha256: ${sha(APPROVER_KEY)} }]
-  - name: elsewhere
-    scopes: [cloud:approve]
-    approves: [another-agent]
-    keys: [{ sha256: ${sha(ELSEWHERE_KEY)} }]
-`,
-  );
-  return file;
-}
+const appsFileOf = () =>
+  appsFile('approvals-page-', [
+    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
+    { name: 'finance', scopes: ['cloud:approve'], key: APPROVER_KEY },
+    { name: 'elsewhere', scopes: ['cloud:approve'], approves: ['another-agent'], key: ELSEWHERE_KEY },
+  ]);
 
 describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, with the internet cut off', () => {
   let gw: TestGateway;
@@ -75,7 +58,7 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
     gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
 
   beforeAll(async () => {
-    gw = await startTestGateway({ GATEWAY_APPS_FILE: appsFile(), MCP_MUTATIONS: 'approve' });
+    gw = await startTestGateway({ GATEWAY_APPS_FILE: appsFileOf(), MCP_MUTATIONS: 'approve' });
     const launched = await launchChromium();
     if (launched === null) throw new Error(`Chromium could not be launched: ${chromiumUnavailableReason()}`);
     browser = launched;

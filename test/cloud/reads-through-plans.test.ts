@@ -2,17 +2,13 @@
 // nothing that existed before its call through what a plan or a creation leads to (a REUSE step's `resource`, a
 // provisioning's `project`, a created object's parent or children); those fields need cloud:read, worked out once per
 // document like every other scope. Two apps over real HTTP, configured in GATEWAY_APPS_FILE.
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { SSH_KEY } from '../helpers/cloud.js';
-import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import { appsFile, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const OWNER_KEY = 'owner-key-0123456789abcdef';
 const WRITER_KEY = 'writer-key-0123456789abcdef';
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 
 const CREATE_PROJECT = `mutation { createProject(input: { name: "owner-secret-name", description: "owner's private description" }) { project { id } } }`;
 const PLAN_VM = (selection: string) =>
@@ -37,18 +33,10 @@ describe('reads through a plan or a payload need cloud:read', () => {
   });
 
   beforeAll(async () => {
-    const file = path.join(tempDataDir('apps-file-'), 'apps.yaml');
-    fs.writeFileSync(
-      file,
-      `apps:
-  - name: owner
-    scopes: [cloud:read, cloud:write]
-    keys: [{ sha256: ${sha(OWNER_KEY)} }]
-  - name: writer
-    scopes: [cloud:write]
-    keys: [{ sha256: ${sha(WRITER_KEY)} }]
-`,
-    );
+    const file = appsFile('apps-file-', [
+      { name: 'owner', scopes: ['cloud:read', 'cloud:write'], key: OWNER_KEY },
+      { name: 'writer', scopes: ['cloud:write'], key: WRITER_KEY },
+    ]);
     t = await startTestGateway({ GATEWAY_APPS_FILE: file });
     const created = await t.graphql(CREATE_PROJECT, undefined, { key: OWNER_KEY });
     expect(created.errors).toBeUndefined();

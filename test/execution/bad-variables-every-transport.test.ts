@@ -3,43 +3,27 @@
 // the reason named (the whole value left out of graphql-js's "got invalid value <value>"), and nothing logged as
 // unexpected. graphql-ws and graphql-sse coerce the variables in the run; their presenter now marks such an error as
 // HTTP's does (src/execution/present.ts `markedVariableError`), where they used to answer it as INTERNAL_SERVER_ERROR.
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { firstStreamed } from '../helpers/mobile-id.js';
+import { operationOver } from '../helpers/operation.js';
 
 const KEY = 'bad-variables-every-transport-key';
 let gw: TestGateway;
-const disposers: Array<() => void | Promise<void>> = [];
 beforeAll(async () => {
   gw = await startTestGateway({ GATEWAY_API_KEYS: KEY });
 });
 afterAll(async () => {
-  for (const d of disposers.splice(0)) await d();
   await gw?.close();
 });
 
-type Transport = 'post' | 'ws' | 'sse';
-
-/** The errors of one operation's first answer over `transport`. */
+/** The errors of one operation's first answer over `transport` (undefined when it has none). */
 async function errorsOf(
-  transport: Transport,
+  transport: 'post' | 'ws' | 'sse',
   query: string,
   variables: Record<string, unknown>,
 ): Promise<Array<{ message: string; extensions?: Record<string, unknown> }>> {
-  const auth = { authorization: `Bearer ${KEY}` };
-  if (transport === 'post') {
-    const res = await request(`${gw.url}/graphql`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...auth },
-      body: JSON.stringify({ query, variables }),
-    });
-    return (JSON.parse(await res.body.text()) as { errors: never[] }).errors;
-  }
-  const answer = await firstStreamed(gw, transport, KEY, { query, variables }, (d) => disposers.push(d));
-  if ('next' in answer) return (answer.next as { errors?: never[] }).errors ?? [];
-  return Array.isArray(answer.error) ? answer.error : [answer.error as never];
+  return (await operationOver(transport, gw, KEY, { query, variables })).errors!;
 }
 
 const QUERY = 'query($id: ID!) { project(id: $id) { id } }';

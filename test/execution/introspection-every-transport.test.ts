@@ -1,53 +1,21 @@
 // GRAPHQL_INTROSPECTION is one validation rule that every transport applies: HTTP, graphql-ws and graphql-sse
 // answer an introspection query the same way. And it defaults to on only while every upstream is sandboxed.
-import { createClient as createSseClient } from 'graphql-sse';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { loadConfig } from '../../src/config/index.js';
 import { gatewaysPerTest, type TestGateway } from '../helpers/gateway.js';
-import { wsClient } from '../helpers/mobile-id.js';
+import { operationOver } from '../helpers/operation.js';
 
 const start = gatewaysPerTest();
 const INTROSPECTION = '{ __schema { queryType { name } } }';
-const disposers: Array<() => void | Promise<void>> = [];
-afterEach(async () => {
-  for (const d of disposers.splice(0)) await d();
-});
-
-/** One operation through graphql-ws or graphql-sse: the first result, or the error the client reports. */
-function once(
-  kind: 'ws' | 'sse',
-  gw: TestGateway,
-  query: string,
-): Promise<{ data?: unknown; errors?: Array<{ message: string }> }> {
-  const client =
-    kind === 'ws'
-      ? wsClient(gw)
-      : createSseClient({ url: `${gw.url}/graphql/stream`, singleConnection: false, retryAttempts: 0 });
-  disposers.push(() => client.dispose());
-  return new Promise((resolve) => {
-    client.subscribe(
-      { query },
-      {
-        next: (v) => resolve(v as { data?: unknown; errors?: Array<{ message: string }> }),
-        error: (e) =>
-          resolve({
-            errors: Array.isArray(e)
-              ? (e as Array<{ message: string }>)
-              : [{ message: String((e as Error)?.message ?? e) }],
-          }),
-        complete: () => undefined,
-      },
-    );
-  });
-}
 
 describe('GRAPHQL_INTROSPECTION=false', () => {
   it.each(['http', 'ws', 'sse'] as const)(
     'refuses an introspection query over %s, and still runs other queries',
     async (transport) => {
       const gw = await start({ GRAPHQL_INTROSPECTION: 'false' });
-      const run = (q: string) => (transport === 'http' ? gw.graphql(q) : once(transport, gw, q));
+      const run = (q: string) =>
+        transport === 'http' ? gw.graphql(q) : operationOver(transport, gw, null, { query: q });
       const refused = await run(INTROSPECTION);
       expect(refused.data ?? undefined).toBeUndefined();
       expect(JSON.stringify(refused.errors)).toMatch(/introspection has been disabled/);
@@ -61,7 +29,10 @@ describe('introspection by default', () => {
     'is answered over %s while every upstream is sandboxed',
     async (transport) => {
       const gw = await start();
-      const res = transport === 'http' ? await gw.graphql(INTROSPECTION) : await once(transport, gw, INTROSPECTION);
+      const res =
+        transport === 'http'
+          ? await gw.graphql(INTROSPECTION)
+          : await operationOver(transport, gw, null, { query: INTROSPECTION });
       expect(res.data).toEqual({ __schema: { queryType: { name: 'Query' } } });
     },
   );

@@ -4,8 +4,6 @@
 // error carries (fast-check draws it), sent over POST /graphql (the direct path and Apollo's pipeline), GET /graphql,
 // graphql-ws, SSE and MCP, no byte of it reaches the client, the client gets INTERNAL_SERVER_ERROR, and the log has it.
 import fc from 'fast-check';
-import { createClient as createSseClient } from 'graphql-sse';
-import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 
 import { CloudClient } from '../../src/cloud/client.js';
@@ -16,7 +14,8 @@ import { NotificationIntake } from '../../src/mobile-id/intake.js';
 import { Ledger } from '../../src/store/ledger.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mcpClient, type TestMcpClient } from '../helpers/mcp.js';
-import { postNotification, wsClient } from '../helpers/mobile-id.js';
+import { postNotification } from '../helpers/mobile-id.js';
+import { operationOver } from '../helpers/operation.js';
 
 const KEY = 'masking-every-seam-key-01';
 type Transport = 'POST direct' | 'POST Apollo' | 'GET' | 'graphql-ws' | 'SSE' | 'MCP';
@@ -104,55 +103,19 @@ afterEach(() => {
   platforms.mockImplementation(platforms.getMockImplementation() ?? ((...a: unknown[]) => a && undefined));
 });
 
+/** How each transport's operation is sent. */
+const VIA = { 'POST direct': 'post', 'POST Apollo': 'post', GET: 'get', 'graphql-ws': 'ws', SSE: 'sse' } as const;
+
 /** One operation over `transport`: the raw text the client received, and the errors it parsed. */
 async function once(transport: Transport, seam: Seam): Promise<{ raw: string; codes: string[] }> {
-  const auth = { authorization: `Bearer ${KEY}` };
   if (transport === 'MCP') {
     const result = await mcp.call(...seam.tool);
     const errors = (result.structuredContent?.errors ?? []) as Array<{ code?: string }>;
     return { raw: JSON.stringify(result), codes: result.isError ? errors.map((e) => e.code ?? 'NO CODE') : [] };
   }
-  if (transport === 'GET' || transport.startsWith('POST')) {
-    const gw = transport === 'POST Apollo' ? apollo : direct;
-    const res =
-      transport === 'GET'
-        ? await request(`${gw.url}/graphql?query=${encodeURIComponent(seam.query)}`, {
-            headers: { ...auth, accept: 'application/json', 'apollo-require-preflight': 'true' },
-          })
-        : await request(`${gw.url}/graphql`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', ...auth },
-            body: JSON.stringify({ query: seam.query }),
-          });
-    const raw = await res.body.text();
-    const errors = (JSON.parse(raw) as { errors?: Array<{ extensions?: { code?: string } }> }).errors ?? [];
-    return { raw, codes: errors.map((e) => e.extensions?.code ?? 'NO CODE') };
-  }
-  const client =
-    transport === 'graphql-ws'
-      ? wsClient(direct, { key: KEY })
-      : createSseClient({
-          url: `${direct.url}/graphql/stream`,
-          singleConnection: false,
-          retryAttempts: 0,
-          headers: auth,
-        });
-  try {
-    return await new Promise((resolve) => {
-      const answer = (raw: string, errors: Array<{ extensions?: { code?: string } }>) =>
-        resolve({ raw, codes: errors.map((e) => e.extensions?.code ?? 'NO CODE') });
-      client.subscribe(
-        { query: seam.query },
-        {
-          next: (v: { errors?: any[] }) => answer(JSON.stringify(v), v.errors ?? []),
-          error: (e: unknown) => answer(JSON.stringify(e), Array.isArray(e) ? e : [e as never]),
-          complete: () => answer('completed', []),
-        },
-      );
-    });
-  } finally {
-    await client.dispose();
-  }
+  const gw = transport === 'POST Apollo' ? apollo : direct;
+  const { raw, errors = [] } = await operationOver(VIA[transport], gw, KEY, { query: seam.query });
+  return { raw, codes: errors.map((e) => String(e.extensions?.code ?? 'NO CODE')) };
 }
 
 describe.each(SEAMS)('an unexpected error from $name', (seam) => {

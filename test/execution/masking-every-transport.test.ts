@@ -3,13 +3,12 @@
 // answered INTERNAL_SERVER_ERROR with nothing of its own inside, and logged in full. Each seam below throws an error
 // whose message looks like a secret; no byte of it may reach the client on POST /graphql (the direct path and Apollo's
 // pipeline), GET /graphql, graphql-ws or graphql-sse, and the log must have it.
-import { request } from 'undici';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { IdempotencyRecords } from '../../src/store/idempotency.js';
 import { Ledger } from '../../src/store/ledger.js';
 import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { firstStreamed } from '../helpers/mobile-id.js';
+import { operationOver } from '../helpers/operation.js';
 
 const start = gatewaysPerTest();
 const disposers: Array<() => void | Promise<void>> = [];
@@ -30,28 +29,8 @@ async function startFor(transport: Transport): Promise<TestGateway> {
   return gw;
 }
 
-/** One operation over `transport`: the raw text the client received, and its parsed errors. */
-async function once(transport: Transport, gw: TestGateway, query: string): Promise<{ raw: string; errors: any[] }> {
-  const auth = { authorization: `Bearer ${KEY}` };
-  if (transport !== 'ws' && transport !== 'sse') {
-    const res =
-      transport === 'get'
-        ? await request(`${gw.url}/graphql?query=${encodeURIComponent(query)}`, {
-            headers: { ...auth, accept: 'application/json', 'apollo-require-preflight': 'true' },
-          })
-        : await request(`${gw.url}/graphql`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', ...auth },
-            body: JSON.stringify({ query }),
-          });
-    const raw = await res.body.text();
-    return { raw, errors: (JSON.parse(raw) as { errors?: any[] }).errors ?? [] };
-  }
-  const answer = await firstStreamed(gw, transport, KEY, { query }, (d) => disposers.push(d));
-  if ('next' in answer)
-    return { raw: JSON.stringify(answer.next), errors: (answer.next as { errors?: any[] }).errors ?? [] };
-  return { raw: JSON.stringify(answer.error), errors: Array.isArray(answer.error) ? answer.error : [answer.error] };
-}
+/** How each transport's operation is sent. */
+const VIA = { 'http direct': 'post', 'http apollo': 'post', get: 'get', ws: 'ws', sse: 'sse' } as const;
 
 const SEAMS = [
   {
@@ -72,7 +51,7 @@ describe.each(TRANSPORTS)('an unexpected error over %s', (transport) => {
     async (seam) => {
       const gw = await startFor(transport);
       seam.fail();
-      const { raw, errors } = await once(transport, gw, seam.query);
+      const { raw, errors = [] } = await operationOver(VIA[transport], gw, KEY, { query: seam.query });
       expect(errors, raw).toHaveLength(1);
       expect(errors[0]).toMatchObject({
         message: 'Internal server error',

@@ -4,15 +4,13 @@
 // /graphql (the direct path, compiled, and Apollo's pipeline), GET, graphql-ws, SSE and MCP; the log has the original
 // with the request id. Errors of the request itself (parse, validation, variables) keep their words:
 // test/execution/bad-variables-every-transport.test.ts and rules-every-transport.test.ts.
-import { createClient as createSseClient } from 'graphql-sse';
 import { sql } from 'kysely';
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { M, ok } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mcpClient, type TestMcpClient } from '../helpers/mcp.js';
-import { wsClient } from '../helpers/mobile-id.js';
+import { operationOver } from '../helpers/operation.js';
 
 const KEY = 'masking-execution-errors-key-01';
 type Transport = 'POST direct' | 'POST Apollo' | 'GET' | 'graphql-ws' | 'SSE' | 'MCP';
@@ -73,55 +71,21 @@ afterAll(async () => {
   await apollo?.close();
 });
 
+/** How each transport's operation is sent. */
+const VIA = { 'POST direct': 'post', 'POST Apollo': 'post', GET: 'get', 'graphql-ws': 'ws', SSE: 'sse' } as const;
+
 /** One operation over `transport`: the raw text the client received, its errors, and the HTTP request id. */
 async function once(
   transport: Transport,
   query: string,
   projectId: string,
 ): Promise<{ raw: string; errors: any[]; requestId?: string }> {
-  const auth = { authorization: `Bearer ${KEY}` };
   if (transport === 'MCP') {
     const result = await mcp.call('project', { id: projectId });
     return { raw: JSON.stringify(result), errors: result.structuredContent?.errors ?? [] };
   }
-  if (transport === 'GET' || transport.startsWith('POST')) {
-    const gw = transport === 'POST Apollo' ? apollo : direct;
-    const res =
-      transport === 'GET'
-        ? await request(`${gw.url}/graphql?query=${encodeURIComponent(query)}`, {
-            headers: { ...auth, accept: 'application/json', 'apollo-require-preflight': 'true' },
-          })
-        : await request(`${gw.url}/graphql`, {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', ...auth },
-            body: JSON.stringify({ query }),
-          });
-    const raw = await res.body.text();
-    return { raw, errors: JSON.parse(raw).errors ?? [], requestId: String(res.headers['x-request-id']) };
-  }
-  const client =
-    transport === 'graphql-ws'
-      ? wsClient(direct, { key: KEY })
-      : createSseClient({
-          url: `${direct.url}/graphql/stream`,
-          singleConnection: false,
-          retryAttempts: 0,
-          headers: auth,
-        });
-  try {
-    return await new Promise((resolve) => {
-      client.subscribe(
-        { query },
-        {
-          next: (v: { errors?: any[] }) => resolve({ raw: JSON.stringify(v), errors: v.errors ?? [] }),
-          error: (e: unknown) => resolve({ raw: JSON.stringify(e), errors: Array.isArray(e) ? e : [e] }),
-          complete: () => resolve({ raw: 'completed', errors: [] }),
-        },
-      );
-    });
-  } finally {
-    await client.dispose();
-  }
+  const answer = await operationOver(VIA[transport], transport === 'POST Apollo' ? apollo : direct, KEY, { query });
+  return { ...answer, errors: answer.errors ?? [] };
 }
 
 /** The log lines of masked errors whose original is `original`. */

@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { M } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mcpClient } from '../helpers/mcp.js';
-import { firstStreamed, postNotification } from '../helpers/mobile-id.js';
+import { postNotification } from '../helpers/mobile-id.js';
+import { operationOver } from '../helpers/operation.js';
 import { storeSnapshot } from '../helpers/store.js';
 
 const KEY = 'nul-character-key';
@@ -73,17 +74,10 @@ describe('the NUL character in what an app sends', () => {
   });
 
   it.each(['ws', 'sse'] as const)('is refused as BAD_USER_INPUT over %s', async (transport) => {
-    const answer = await firstStreamed(
-      gw,
-      transport,
-      KEY,
-      {
-        query: 'subscription($id: String!) { mobileIdAuthentication(authReqId: $id) { __typename } }',
-        variables: { id: 'a\u0000' },
-      },
-      (d) => disposers.push(d),
-    );
-    const errors = 'next' in answer ? (answer.next as { errors: unknown[] }).errors : (answer.error as unknown[]);
+    const { errors } = await operationOver(transport, gw, KEY, {
+      query: 'subscription($id: String!) { mobileIdAuthentication(authReqId: $id) { __typename } }',
+      variables: { id: 'a\u0000' },
+    });
     expect(errors).toEqual([
       {
         message: 'Variable "$id" must not contain the NUL character (U+0000); nothing was run',

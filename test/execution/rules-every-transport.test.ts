@@ -1,11 +1,10 @@
 // Every rule of the execution pipeline holds identically on every transport: POST /graphql on its direct path and
 // through Apollo's pipeline alone (directPath: false), graphql-ws and graphql-sse. Real clients over loopback.
-import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { wsClient } from '../helpers/mobile-id.js';
+import { operationOver, type Answer } from '../helpers/operation.js';
 
 const start = gatewaysPerTest();
 const disposers: Array<() => void | Promise<void>> = [];
@@ -17,15 +16,6 @@ const KEY = 'rules-every-transport-key-0123';
 type Transport = 'http planned' | 'http apollo' | 'ws' | 'sse';
 const TRANSPORTS: Transport[] = ['http planned', 'http apollo', 'ws', 'sse'];
 
-interface Outcome {
-  /** The HTTP status (HTTP transports, and an SSE request refused before its stream). */
-  status?: number;
-  /** The WebSocket close code, when the gateway closed the socket. */
-  closeCode?: number;
-  errors?: Array<{ message: string; extensions?: Record<string, unknown> }>;
-  data?: unknown;
-}
-
 async function startFor(transport: Transport, env: Record<string, string>): Promise<TestGateway> {
   if (transport !== 'http apollo') return start({ GATEWAY_API_KEYS: KEY, ...env });
   const gw = await startTestGateway({ GATEWAY_API_KEYS: KEY, ...env }, { testing: { directPath: false } });
@@ -33,43 +23,12 @@ async function startFor(transport: Transport, env: Record<string, string>): Prom
   return gw;
 }
 
+/** How each transport's operation is sent. */
+const VIA = { 'http planned': 'post', 'http apollo': 'post', ws: 'ws', sse: 'sse' } as const;
+
 /** One operation over `transport`: the first result, or the errors the client reports. */
-async function once(transport: Transport, gw: TestGateway, query: string, key: string | null = KEY): Promise<Outcome> {
-  if (transport.startsWith('http')) {
-    const res = await request(`${gw.url}/graphql`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
-      body: JSON.stringify({ query }),
-    });
-    return { status: res.statusCode, ...((await res.body.json()) as Outcome) };
-  }
-  const client =
-    transport === 'ws'
-      ? wsClient(gw, key ? { key } : {})
-      : createSseClient({
-          url: `${gw.url}/graphql/stream`,
-          singleConnection: false,
-          retryAttempts: 0,
-          headers: key ? { authorization: `Bearer ${key}` } : {},
-        });
-  disposers.push(() => client.dispose());
-  return new Promise((resolve) => {
-    client.subscribe(
-      { query },
-      {
-        next: (v) => resolve(v as Outcome),
-        error: (e) => {
-          if (Array.isArray(e)) return resolve({ errors: e as Outcome['errors'] });
-          const close = e as { code?: number; reason?: string; message?: string };
-          resolve({
-            ...(typeof close.code === 'number' ? { closeCode: close.code } : {}),
-            errors: [{ message: String(close.reason ?? close.message ?? e) }],
-          });
-        },
-        complete: () => undefined,
-      },
-    );
-  });
+function once(transport: Transport, gw: TestGateway, query: string, key: string | null = KEY): Promise<Answer> {
+  return operationOver(VIA[transport], gw, key, { query });
 }
 
 const deep = (levels: number) =>
@@ -148,7 +107,7 @@ describe.each(TRANSPORTS)('the execution pipeline over %s', (transport) => {
       body: JSON.stringify({ query: big }),
     });
     expect(res.statusCode).toBe(413);
-    expect(((await res.body.json()) as Outcome).errors?.[0]?.message).toMatch(/exceeds 2048 bytes/);
+    expect(((await res.body.json()) as Answer).errors?.[0]?.message).toMatch(/exceeds 2048 bytes/);
   });
 
   it("masks the same way: a syntax error is the client's to see, in graphql-js's words", async () => {

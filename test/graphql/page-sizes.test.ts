@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { firstStreamed } from '../helpers/mobile-id.js';
+import { operationOver } from '../helpers/operation.js';
 
 const OPERATOR = 'page-sizes-operator-key-01';
 let gw: TestGateway;
@@ -57,21 +57,11 @@ describe('projects(offset)', () => {
 
 describe('pendingAgentPlansChanged (a subscription)', () => {
   it.each(['ws', 'sse'] as const)('over %s refuses first: -1 with BAD_USER_INPUT naming first', async (transport) => {
-    const disposers: Array<() => void | Promise<void>> = [];
-    try {
-      const answer = await firstStreamed(
-        gw,
-        transport,
-        OPERATOR,
-        { query: 'subscription { pendingAgentPlansChanged(first: -1) { id } }' },
-        (d) => disposers.push(d),
-      );
-      const errors = 'next' in answer ? (answer.next as { errors?: unknown[] }).errors : answer.error;
-      expect(errors, JSON.stringify(answer)).toEqual([
-        expect.objectContaining({ extensions: expect.objectContaining({ code: 'BAD_USER_INPUT', field: 'first' }) }),
-      ]);
-    } finally {
-      for (const d of disposers) await d();
-    }
+    const { raw, errors } = await operationOver(transport, gw, OPERATOR, {
+      query: 'subscription { pendingAgentPlansChanged(first: -1) { id } }',
+    });
+    expect(errors, raw).toEqual([
+      expect.objectContaining({ extensions: expect.objectContaining({ code: 'BAD_USER_INPUT', field: 'first' }) }),
+    ]);
   });
 });

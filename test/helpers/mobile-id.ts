@@ -1,4 +1,3 @@
-import { createClient as createSseClient } from 'graphql-sse';
 import { createClient, type Client } from 'graphql-ws';
 import { request } from 'undici';
 import WebSocket from 'ws';
@@ -69,36 +68,6 @@ export function wsClient(gw: TestGateway, options: { key?: string; keyIn?: 'para
     connectionParams: options.key && options.keyIn !== 'header' ? { authorization: `Bearer ${options.key}` } : {},
     retryAttempts: 0,
     lazy: true,
-  });
-}
-
-/**
- * The first answer of one operation over graphql-ws or graphql-sse (distinct connections) with API key `key`: its first
- * `next` value, or what the client's `error` got. The client is handed to `dispose` to be closed after the test.
- */
-export function firstStreamed(
-  gw: TestGateway,
-  transport: 'ws' | 'sse',
-  key: string,
-  payload: { query: string; variables?: Record<string, unknown> },
-  dispose: (d: () => void | Promise<void>) => void,
-): Promise<{ next: unknown } | { error: unknown }> {
-  const client =
-    transport === 'ws'
-      ? wsClient(gw, { key })
-      : createSseClient({
-          url: `${gw.url}/graphql/stream`,
-          singleConnection: false,
-          retryAttempts: 0,
-          headers: { authorization: `Bearer ${key}` },
-        });
-  dispose(() => client.dispose());
-  return new Promise((resolve) => {
-    client.subscribe(payload, {
-      next: (value) => resolve({ next: value }),
-      error: (error) => resolve({ error }),
-      complete: () => undefined,
-    });
   });
 }
 

@@ -1,12 +1,9 @@
 // POST /graphql decides between its direct path and Apollo's pipeline from the request's shape, before any work
 // (docs/decisions/065): an operation the admit stage refuses (FORBIDDEN, a refused cost) is answered by the direct
 // path, byte for byte as Apollo answers it, and admitted once, so the app's activity is counted once.
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import { appsFile, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { rawGraphQL, type RawAnswer } from '../helpers/raw-http.js';
 
 const post = (url: string, body: unknown, key: string): Promise<RawAnswer> =>
@@ -16,8 +13,6 @@ const post = (url: string, body: unknown, key: string): Promise<RawAnswer> =>
     'x-request-id': 'same-id',
   });
 
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
-
 describe('a refused operation on the direct path of POST /graphql', () => {
   let apollo: TestGateway;
   let direct: TestGateway;
@@ -25,11 +20,10 @@ describe('a refused operation on the direct path of POST /graphql', () => {
   const seen = new Map<TestGateway, string[]>();
 
   beforeAll(async () => {
-    const file = path.join(tempDataDir('admit-once-'), 'apps.yaml');
-    fs.writeFileSync(
-      file,
-      `apps:\n  - name: kyc\n    scopes: [identity:read]\n    keys: [{ sha256: ${sha('kyc-key')} }]\n  - name: reader\n    scopes: [cloud:read]\n    keys: [{ sha256: ${sha('reader-key')} }]\n`,
-    );
+    const file = appsFile('admit-once-', [
+      { name: 'kyc', scopes: ['identity:read'], key: 'kyc-key' },
+      { name: 'reader', scopes: ['cloud:read'], key: 'reader-key' },
+    ]);
     [apollo, direct] = await Promise.all([
       startTestGateway({ GATEWAY_APPS_FILE: file }, { testing: { directPath: false } }),
       startTestGateway({ GATEWAY_APPS_FILE: file }),

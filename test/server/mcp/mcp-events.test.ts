@@ -1,13 +1,10 @@
 // Events as MCP resources, and waiting for them (docs/decisions/060, "Events as resources"), with the SDK's own client
 // over real HTTP: resources read by their owner only, notifications/resources/updated on a subscriptions/listen stream
 // when the durable log records a mobile-ID result, and wait_for_events before and after the event.
-import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { CursorCodec, Position } from '../../../src/events/cursor.js';
-import { startTestGateway, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
+import { appsFile, startTestGateway, type TestGateway } from '../../helpers/gateway.js';
 import { mcpClient, textOf, type McpClientOptions, type TestMcpClient } from '../../helpers/mcp.js';
 import { postNotification } from '../../helpers/mobile-id.js';
 import { wildcardListeners } from '../../helpers/resumable.js';
@@ -226,20 +223,10 @@ describe('wait_for_events', () => {
 describe('event resources per scope, and long provisioning', () => {
   let scoped: TestGateway;
   beforeAll(async () => {
-    const dir = tempDataDir('mcp-events-apps-');
-    const file = path.join(dir, 'apps.yaml');
-    const sha = (key: string) => createHash('sha256').update(key).digest('hex');
-    fs.writeFileSync(
-      file,
-      `apps:
-  - name: watcher
-    scopes: [mobile-id:read]
-    keys: [{ sha256: ${sha('watcher-key-0123456789')} }]
-  - name: builder
-    scopes: [cloud:read, cloud:write]
-    keys: [{ sha256: ${sha('builder-key-0123456789')} }]
-`,
-    );
+    const file = appsFile('mcp-events-apps-', [
+      { name: 'watcher', scopes: ['mobile-id:read'], key: 'watcher-key-0123456789' },
+      { name: 'builder', scopes: ['cloud:read', 'cloud:write'], key: 'builder-key-0123456789' },
+    ]);
     scoped = await startTestGateway({ GATEWAY_APPS_FILE: file, MCP_MUTATIONS: 'all' });
   });
   afterAll(async () => {

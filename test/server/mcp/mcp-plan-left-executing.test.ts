@@ -2,7 +2,8 @@
 // execution touches its plan every third of IDEMPOTENCY_TAKEOVER, as a running idempotent call renews its lease
 // (docs/decisions/012); a plan with no sign of life for that long reads as UNKNOWN, and execute_plan runs it again
 // under the same idempotency keys, once: the upstream creates one resource. A plan whose execution is alive, however
-// slow, is refused as being executed, and of two calls that find a lost plan only one runs it.
+// slow, is refused as being executed, and of two calls that find a lost plan only one runs it. An execution taken for
+// lost that was only paused answers its own caller, but the plan keeps the outcome of the call that took it over.
 import { once } from 'node:events';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -237,5 +238,68 @@ describe('a plan left executing by a process that stopped', () => {
     expect(lostPlan.status).toBe('unknown');
     const claims = await Promise.all([plans.claim(lostPlan, 'agent'), plans.claim(lostPlan, 'agent')]);
     expect(claims.map(Boolean).sort()).toEqual([false, true]);
+  });
+  it('an execution taken over while it ran answers its own caller, but never overwrites the stored outcome of the call that took it over', async () => {
+    const clock = testClock();
+    // No heartbeat is due within this test: the first execution is taken for lost only when the test moves the clock.
+    const gw = await start(
+      {
+        GATEWAY_APPS_FILE: appsFileOf(),
+        MCP_MUTATIONS: 'approve',
+        IDEMPOTENCY_TAKEOVER: '5m',
+        UPSTREAM_MAX_RETRIES: '0',
+      },
+      { testing: { clock: clock.now } },
+    );
+    const agent = await connect(gw, { key: AGENT_KEY });
+    const name = 'taken over';
+    const planId = (await agent.call('create_project', { input: { name } })).structuredContent!.planId as string;
+    expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
+      approvePlan: { status: 'APPROVED' },
+    });
+
+    // The first execution's request waits at the upstream while its process shows no sign of life for longer than
+    // IDEMPOTENCY_TAKEOVER (a long pause): the plan reads as UNKNOWN.
+    const faults = gw.gateway.sandbox.cloud!.faults;
+    const paused = faults.hold();
+    const first = agent.call('execute_plan', { planId });
+    await waitFor(() => paused.arrived() === 1, 5_000, 'the first execution at the upstream');
+    clock.advance(5 * 60_000 + 1);
+    expect(await statusOf(gw, planId)).toBe('UNKNOWN');
+
+    // Another call takes the plan over and runs it to its end (a new hold, released at once, lets its request by).
+    faults.hold().release();
+    const other = await connect(gw, { key: AGENT_KEY });
+    const taker = await other.call('execute_plan', { planId });
+    expect(taker.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', replayed: false });
+    expect(await statusOf(gw, planId)).toBe('SUCCEEDED');
+
+    // The first execution goes on: its request fails, as may have been applied. Its caller hears its own outcome;
+    // the plan keeps the outcome of the call that took it over.
+    faults.enqueueFor(PROJECTS_PATH, { status: 503, retryAfterSeconds: null });
+    paused.release();
+    const lost = await first;
+    expect(lost.structuredContent).toMatchObject({ planId, status: 'UNKNOWN' });
+    expect(await statusOf(gw, planId)).toBe('SUCCEEDED');
+    expect((await agent.call('execute_plan', { planId })).structuredContent).toMatchObject({
+      planId,
+      status: 'SUCCEEDED',
+      replayed: true,
+      createProject: { project: { id: taker.structuredContent!.createProject.project.id, name } },
+    });
+    expect(creations(gw)).toHaveLength(2);
+    expect(gw.logs()).toContain('agent plan outcome not stored: another execution took the plan over');
+    const audit = (await gw.graphql(AUDIT, { id: planId }, { key: OPERATOR_KEY })).data!.agentAudit as {
+      action: string;
+      detail: string;
+    }[];
+    expect(audit.filter((e) => e.detail.includes('not stored'))).toEqual([
+      {
+        action: 'unknown',
+        detail:
+          `create_project with idempotency key ${planId}: unknown; its outcome was not stored: another execution ` +
+          "took the plan over (this one was taken for lost), and the plan's outcome is that execution's",
+      },
+    ]);
   });
 });

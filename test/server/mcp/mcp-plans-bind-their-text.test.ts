@@ -1,19 +1,17 @@
 // An approval binds the text that runs (docs/decisions/060): a plan stores the exact document and variables it was
 // made from, execute_plan runs that text (never a trusted document's id resolved again), and a plan whose document or
 // requests would differ now is refused with PLAN_CHANGED and its new hash.
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
-import { gatewaysPerTest, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
+import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
 import { mcpClientsPerTest, textOf, type TestMcpClient } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 const AGENT_KEY = 'agent-key-0123456789';
 const APPROVER_KEY = 'approver-key-0123456789';
 const OPERATOR_KEY = 'operator-key-0123456789';
@@ -24,22 +22,13 @@ const TWO =
   'mutation MakeProject($input: CreateProjectInput!, $idempotencyKey: UUID) { createProject(input: $input, idempotencyKey: $idempotencyKey) { project { id } } extra: createProject(input: { name: "extra" }) { project { id } } }';
 
 function setup() {
-  const dir = tempDataDir('mcp-bind-');
-  const apps = path.join(dir, 'apps.yaml');
-  fs.writeFileSync(
-    apps,
-    `apps:
-  - name: agent
-    scopes: [cloud:read, cloud:write]
-    keys: [{ sha256: ${sha(AGENT_KEY)} }]
-  - name: approver
-    scopes: [cloud:approve]
-    keys: [{ sha256: ${sha(APPROVER_KEY)} }]
-  - name: ops
-    scopes: [operator]
-    keys: [{ sha256: ${sha(OPERATOR_KEY)} }]
-`,
-  );
+  const apps = appsFile('mcp-bind-', [
+    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
+    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
+    { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
+  ]);
+  // The apps file's fresh directory is the data directory, and holds the manifest too.
+  const dir = path.dirname(apps);
   const manifest = path.join(dir, 'manifest.json');
   const write = (documents: Record<string, string>) => fs.writeFileSync(manifest, JSON.stringify(documents));
   write({ 'make-project': ONE });

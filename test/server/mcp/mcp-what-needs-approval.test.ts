@@ -1,18 +1,16 @@
 // What needs a person under MCP_MUTATIONS=approve is decided by what an operation's root fields do (src/agents/writes.ts),
 // never by a variable's name: a creation whose document has no `$idempotencyKey`, names it otherwise, or hard-codes
 // it is planned like any other, and runs only once approved, exactly once.
-import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { gatewaysPerTest, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
+import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
 import { mcpClientsPerTest, textOf } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const sha = (key: string) => createHash('sha256').update(key).digest('hex');
 const AGENT_KEY = 'agent-key-0123456789';
 const APPROVER_KEY = 'approver-key-0123456789';
 
@@ -33,19 +31,16 @@ const DOCUMENTS = {
 };
 
 function setup(mutations: 'approve' | 'all') {
-  const dir = tempDataDir('mcp-kinds-');
-  const apps = path.join(dir, 'apps.yaml');
-  fs.writeFileSync(
-    apps,
-    `apps:
-  - name: agent
-    scopes: [cloud:read, cloud:write, identity:read, identity:write, mobile-id:write]
-    keys: [{ sha256: ${sha(AGENT_KEY)} }]
-  - name: approver
-    scopes: [cloud:approve]
-    keys: [{ sha256: ${sha(APPROVER_KEY)} }]
-`,
-  );
+  const apps = appsFile('mcp-kinds-', [
+    {
+      name: 'agent',
+      scopes: ['cloud:read', 'cloud:write', 'identity:read', 'identity:write', 'mobile-id:write'],
+      key: AGENT_KEY,
+    },
+    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
+  ]);
+  // The apps file's fresh directory is the data directory, and holds the manifest too.
+  const dir = path.dirname(apps);
   const manifest = path.join(dir, 'manifest.json');
   fs.writeFileSync(manifest, JSON.stringify(DOCUMENTS));
   return {
