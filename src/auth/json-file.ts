@@ -33,7 +33,8 @@ export function parseJsonFile(text: string, file: string): JsonFile {
   const scan = new Scanner(text);
   const failure = scan.document();
   if (failure !== null) throw new JsonFileError(file, scan.lineAt(failure.at), `is not valid JSON: ${failure.reason}`);
-  const value: unknown = JSON.parse(text);
+  // The scanner skips a byte-order mark (Windows editors write one); JSON.parse does not.
+  const value: unknown = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
   return { file, value, lineOf: (path) => scan.lines.get(path.map(String).join('\u0000')) ?? 1 };
 }
 

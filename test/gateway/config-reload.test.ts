@@ -216,6 +216,25 @@ describe('configuration that reloads without a restart', () => {
     expect(read.data!.mobileIdAuthentication).toMatchObject({ idTokenVerified: true, subject: 'pcr-123' });
   });
 
+  it('JSON files that begin with a byte-order mark (as Windows editors write them) reload as they read', async () => {
+    const BOM = '\ufeff';
+    const next = await signingKey('idp-bom');
+    const operator = await mobileOperator('op-bom');
+    fs.writeFileSync(files.jwks, BOM + jwks(next));
+    fs.writeFileSync(files.mobileJwks, BOM + JSON.stringify(operator.jwks));
+    fs.writeFileSync(files.manifest, BOM + manifestOf([PROJECTS]));
+    const res = await reload(t);
+    expect(res.body).toMatchObject({ reloaded: true });
+    expect(await status(await sign(next))).toBe(200);
+    expect((await postNotification(t, await operator.notification('bom-after'), { token: NOTIFY })).status).toBe(204);
+    const byId = await request(`${t.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
+      body: JSON.stringify({ documentId: idOf(PROJECTS) }),
+    });
+    expect(await byId.body.json()).toEqual({ data: { projects: expect.any(Array) } });
+  });
+
   const broken: Array<[string, () => string, string, number]> = [
     ['GATEWAY_APPS_FILE', () => files.apps, 'apps:\n  - name: shop\n    scopes: [cloud:read\n', 4],
     [
