@@ -1,7 +1,7 @@
 // Configuration that reloads without a restart (docs/decisions/057): POST /admin/reload (and SIGHUP, which calls the
 // same reload: test/gateway/config-reload-sighup.test.ts) reads GATEWAY_APPS_FILE, AUTH_JWKS_FILE, MOBILEID_JWKS_FILE
 // and the trusted-documents manifest again, all or nothing. One real gateway; the files are rewritten between steps.
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
@@ -234,6 +234,65 @@ describe('configuration that reloads without a restart', () => {
     });
     expect(await byId.body.json()).toEqual({ data: { projects: expect.any(Array) } });
   });
+
+  /** A JWKS whose one key is `jwk`, and the line of its member `at` (or of the key, which begins on line 3). */
+  const jwksWith = (jwk: Record<string, unknown>, at?: string) => {
+    const text = JSON.stringify({ keys: [jwk] }, null, 2);
+    return { text, line: at ? text.split('\n').findIndex((l) => l.trimStart().startsWith(`"${at}"`)) + 1 : 3 };
+  };
+  const keyFiles: Array<[string, string, () => Promise<{ text: string; line: number; secret: string | null }>]> = [
+    [
+      'a private key',
+      'AUTH_JWKS_FILE',
+      async () => {
+        const { privateKey } = await generateKeyPair('ES256', { extractable: true });
+        const jwk = { ...(await exportJWK(privateKey)), kid: 'idp-private', alg: 'ES256' };
+        return { ...jwksWith(jwk, 'd'), secret: jwk.d! };
+      },
+    ],
+    [
+      'a symmetric key',
+      'MOBILEID_JWKS_FILE',
+      async () => {
+        const k = randomBytes(32).toString('base64url');
+        return { ...jwksWith({ kty: 'oct', kid: 'op-hmac', k }), secret: k };
+      },
+    ],
+    [
+      'an RSA key too small to verify with',
+      'AUTH_JWKS_FILE',
+      async () => {
+        const { publicKey } = generateKeyPairSync('rsa', { modulusLength: 1024 });
+        return { ...jwksWith({ ...publicKey.export({ format: 'jwk' }), kid: 'idp-small' }), secret: null };
+      },
+    ],
+    [
+      'a key that is not one',
+      'MOBILEID_JWKS_FILE',
+      async () => ({ ...jwksWith({ kty: 'EC', kid: 'op-broken', crv: 'P-256' }), secret: null }),
+    ],
+  ];
+  it.each(keyFiles)(
+    'a JWKS file holding %s is refused by the reload naming %s and the line, and never echoes the key',
+    async (what, variable, make) => {
+      const { text, line, secret } = await make();
+      const file = variable === 'AUTH_JWKS_FILE' ? files.jwks : files.mobileJwks;
+      fs.writeFileSync(file, text);
+      const res = await reload(t);
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ error: 'reload_failed', variable, file, line });
+      if (secret !== null) {
+        expect(JSON.stringify(res.body)).not.toContain(secret);
+        expect(t.logs()).not.toContain(secret);
+      }
+      // The running keys are the ones before.
+      expect(await status(await sign(jwtKey))).toBe(200);
+      expect(
+        (await postNotification(t, await mobile.notification(`kept-${what.replace(/\W/g, '-')}`), { token: NOTIFY }))
+          .status,
+      ).toBe(204);
+    },
+  );
 
   const broken: Array<[string, () => string, string, number]> = [
     ['GATEWAY_APPS_FILE', () => files.apps, 'apps:\n  - name: shop\n    scopes: [cloud:read\n', 4],
