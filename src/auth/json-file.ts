@@ -32,7 +32,12 @@ export function readJsonFile(file: string): JsonFile {
 export function parseJsonFile(text: string, file: string): JsonFile {
   const scan = new Scanner(text);
   const failure = scan.document();
-  if (failure !== null) throw new JsonFileError(file, scan.lineAt(failure.at), `is not valid JSON: ${failure.reason}`);
+  if (failure !== null)
+    throw new JsonFileError(
+      file,
+      scan.lineAt(failure.at),
+      failure.repeated ? failure.reason : `is not valid JSON: ${failure.reason}`,
+    );
   // The scanner skips a byte-order mark (Windows editors write one); JSON.parse does not.
   const value: unknown = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
   return { file, value, lineOf: (path) => scan.lines.get(path.map(String).join('\u0000')) ?? 1 };
@@ -42,7 +47,8 @@ export function parseJsonFile(text: string, file: string): JsonFile {
 const LITERAL = /true|false|null|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
 const STRING = /"(?:[^"\\\u0000-\u001f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"/y;
 
-type Failure = { at: number; reason: string } | null;
+/** `repeated`: JSON that parses, but with a member name twice in one object. */
+type Failure = { at: number; reason: string; repeated?: true } | null;
 
 class Scanner {
   private i = 0;
@@ -110,6 +116,8 @@ class Scanner {
       this.i += 1;
       return null;
     }
+    // JSON.parse keeps the last of two members of one name: the first, which a reader sees, would silently not count.
+    const seen = new Map<string, number>();
     for (;;) {
       this.space();
       const start = this.i;
@@ -118,6 +126,16 @@ class Scanner {
       const failure = this.string();
       if (failure) return failure;
       const name = JSON.parse(this.text.slice(start, this.i)) as string;
+      const first = seen.get(name);
+      if (first !== undefined) {
+        const shown = JSON.stringify(name.length > 128 ? `${name.slice(0, 128)}…` : name);
+        return {
+          at: start,
+          reason: `repeats the member ${shown} (first at line ${first}): write it once`,
+          repeated: true,
+        };
+      }
+      seen.set(name, this.lineAt(start));
       this.space();
       if (this.text[this.i] !== ':') return { at: this.i, reason: `":" was expected after ${JSON.stringify(name)}` };
       this.i += 1;

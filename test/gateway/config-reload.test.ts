@@ -305,6 +305,14 @@ describe('configuration that reloads without a restart', () => {
     ['AUTH_JWKS_FILE', () => files.jwks, '{\n  "keys": [\n    { "kty": "EC" },\n  ]\n}\n', 4],
     ['MOBILEID_JWKS_FILE', () => files.mobileJwks, '{\n  "keys": [\n    "not a key"\n  ]\n}\n', 3],
     ['TRUSTED_DOCUMENTS_MANIFEST', () => files.manifest, '{\n  "a": "query { __typename }",\n  "b": "query {"\n}\n', 3],
+    // JSON.parse would keep the second of two members of one name: the id would run what the reader does not see.
+    [
+      'TRUSTED_DOCUMENTS_MANIFEST',
+      () => files.manifest,
+      `{\n  "Typename": ${JSON.stringify(TYPENAME)},\n  "Projects": ${JSON.stringify(PROJECTS)},\n  "Projects": ${JSON.stringify(TYPENAME)}\n}\n`,
+      4,
+    ],
+    ['AUTH_JWKS_FILE', () => files.jwks, '{\n  "keys": [],\n  "keys": []\n}\n', 3],
   ];
   it.each(broken)(
     'a broken %s changes nothing: the reload answers 422 with the file and line, logs them, and counts the failure',
