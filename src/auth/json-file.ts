@@ -36,7 +36,7 @@ export function parseJsonFile(text: string, file: string): JsonFile {
     throw new JsonFileError(
       file,
       scan.lineAt(failure.at),
-      failure.repeated ? failure.reason : `is not valid JSON: ${failure.reason}`,
+      failure.parses ? failure.reason : `is not valid JSON: ${failure.reason}`,
     );
   // The scanner skips a byte-order mark (Windows editors write one); JSON.parse does not.
   const value: unknown = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
@@ -47,8 +47,11 @@ export function parseJsonFile(text: string, file: string): JsonFile {
 const LITERAL = /true|false|null|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
 const STRING = /"(?:[^"\\\u0000-\u001f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"/y;
 
-/** `repeated`: JSON that parses, but with a member name twice in one object. */
-type Failure = { at: number; reason: string; repeated?: true } | null;
+/** Far deeper than a JWKS or a manifest goes (3 levels). */
+const MAX_DEPTH = 64;
+
+/** `parses`: JSON that JSON.parse takes, refused for what it would make of it. */
+type Failure = { at: number; reason: string; parses?: true } | null;
 
 class Scanner {
   private i = 0;
@@ -86,6 +89,9 @@ class Scanner {
     this.space();
     this.lines.set(path.join('\u0000'), this.lineAt(this.i));
     const c = this.text[this.i];
+    // The scanner recurses once per level: a deeper text would end in a RangeError that names no file.
+    if ((c === '{' || c === '[') && path.length >= MAX_DEPTH)
+      return { at: this.i, reason: `nests values more than ${MAX_DEPTH} deep`, parses: true };
     if (c === '{') return this.object(path);
     if (c === '[') return this.array(path);
     if (c === '"') return this.string();
@@ -132,7 +138,7 @@ class Scanner {
         return {
           at: start,
           reason: `repeats the member ${shown} (first at line ${first}): write it once`,
-          repeated: true,
+          parses: true,
         };
       }
       seen.set(name, this.lineAt(start));

@@ -313,6 +313,8 @@ describe('configuration that reloads without a restart', () => {
       4,
     ],
     ['AUTH_JWKS_FILE', () => files.jwks, '{\n  "keys": [],\n  "keys": []\n}\n', 3],
+    // Deeper than the scanner's stack: a RangeError named no variable and no file.
+    ['MOBILEID_JWKS_FILE', () => files.mobileJwks, `{\n  "keys":\n${'['.repeat(20_000)}${']'.repeat(20_000)}\n}\n`, 3],
   ];
   it.each(broken)(
     'a broken %s changes nothing: the reload answers 422 with the file and line, logs them, and counts the failure',
@@ -350,7 +352,11 @@ describe('configuration that reloads without a restart', () => {
       });
       expect(await old.body.json()).toEqual({ data: { __typename: 'Query' } });
       expect(
-        (await postNotification(t, await mobile.notification(`still-${variable}-${line}`), { token: NOTIFY })).status,
+        (
+          await postNotification(t, await mobile.notification(`still-${variable}-${line}-${text.length}`), {
+            token: NOTIFY,
+          })
+        ).status,
       ).toBe(204);
     },
   );
