@@ -215,6 +215,11 @@ export function createWsServer(options: WsOptions) {
     connection.caller = result.caller;
     return result.caller;
   };
+  const reauthenticateLater = (connection: Connection): void => {
+    void reauthenticate(connection).catch((err: unknown) =>
+      options.logger.warn({ err }, 'a WebSocket connection could not be authenticated again after a reload'),
+    );
+  };
   /** The connections corked in this tick, uncorked at its end. */
   const corked: Connection[] = [];
   const sweep = (options.keepAliveSweep ?? true) ? new KeepAliveSweep(KEEP_ALIVE_MS) : null;
@@ -422,6 +427,9 @@ export function createWsServer(options: WsOptions) {
         const socket = connection.ws;
         const fromParams = params?.authorization ?? params?.Authorization;
         const header = request.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
+        // The configuration the credential is checked under: a JWT's verification awaits its keys, and a reload
+        // meanwhile must not pass the old configuration's answer off as the new one's.
+        const checkedUnder = generation();
         const admitted = (result: AuthResult): boolean => {
           if (!result.ok) {
             if (result.reason === 'missing') socket.close(CloseCode.Unauthorized, 'Unauthorized: send the API key');
@@ -433,7 +441,7 @@ export function createWsServer(options: WsOptions) {
           }
           connection.caller = result.caller;
           connection.header = header;
-          connection.generation = generation();
+          connection.generation = checkedUnder;
           held.add(connection);
           // A connection opened with a JWT ends when the token expires: 4403, as a new connection with the token would
           // get, and the code graphql-ws clients retry (4401 they do not), asking connectionParams for a fresh token.
@@ -445,6 +453,7 @@ export function createWsServer(options: WsOptions) {
             held.delete(connection);
             cancel();
           });
+          if (checkedUnder !== generation()) reauthenticateLater(connection);
           return true;
         };
         const result = options.authenticate(header);
@@ -507,10 +516,7 @@ export function createWsServer(options: WsOptions) {
      * longer admits are closed (4403), their subscriptions with them.
      */
     recheck(): void {
-      for (const connection of [...held])
-        void reauthenticate(connection).catch((err: unknown) =>
-          options.logger.warn({ err }, 'a WebSocket connection could not be authenticated again after a reload'),
-        );
+      for (const connection of [...held]) reauthenticateLater(connection);
     },
     /** The most bytes one connection has not sent yet (gateway_subscriber_lag, read at the scrape). */
     lag(): number {

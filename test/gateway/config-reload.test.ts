@@ -3,6 +3,8 @@
 // and the trusted-documents manifest again, all or nothing. One real gateway; the files are rewritten between steps.
 import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { request } from 'undici';
@@ -10,7 +12,15 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 
 import { M } from '../helpers/cloud.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { AUDIENCE, ISSUER, sign as signAs, signingKey, type SigningKey, type TokenOptions } from '../helpers/jwt.js';
+import {
+  AUDIENCE,
+  ISSUER,
+  sign as signAs,
+  signingKey,
+  testClock,
+  type SigningKey,
+  type TokenOptions,
+} from '../helpers/jwt.js';
 import { postNotification, QUERY, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -445,6 +455,63 @@ describe('configuration that reloads without a restart', () => {
     } finally {
       await removed.dispose();
       await kept.dispose();
+    }
+  });
+});
+
+describe('a reload while a WebSocket connection is being authenticated', () => {
+  it('a JWT verified under the configuration before the reload does not keep its connection when the reload refuses its app', async () => {
+    const first = await signingKey('idp-before');
+    const rotated = await signingKey('idp-rotated');
+    // The identity provider: serves its keys at once, or holds its answers while `held` is set.
+    const keys = [first.publicJwk];
+    let held: Array<() => void> | null = null;
+    let requests = 0;
+    const provider = http.createServer((_req, res) => {
+      requests += 1;
+      const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys }));
+      if (held) held.push(answer);
+      else answer();
+    });
+    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
+    const clock = testClock();
+    const apps = path.join(tempDataDir('reload-race-'), 'apps.yaml');
+    fs.writeFileSync(apps, appsFile([OLD_KEY]));
+    const t = await startTestGateway(
+      {
+        GATEWAY_APPS_FILE: apps,
+        AUTH_JWKS_URL: `http://127.0.0.1:${(provider.address() as AddressInfo).port}/keys`,
+        AUTH_ISSUER: ISSUER,
+        AUTH_AUDIENCE: AUDIENCE,
+        AUTH_APPS: '*',
+      },
+      { testing: { clock: clock.now } },
+    );
+    const client = wsClient(t, { key: await sign(rotated) });
+    try {
+      expect((await t.graphql(TYPENAME, undefined, { key: await sign(first) })).status).toBe(200);
+      // The token's kid is rotated in: its verification waits for the provider's held answer.
+      clock.advance(5 * 60_000);
+      keys.push(rotated.publicJwk);
+      held = [];
+      const outcome = new Promise<unknown>((resolve) => {
+        client.subscribe({ query: TYPENAME }, { next: resolve, error: resolve, complete: () => {} });
+      });
+      await waitFor(() => requests === 2 || undefined, 10_000, 'the verification to wait for the JWKS');
+      // Meanwhile the apps file gives the name portal to an app with keys: a JWT no longer takes it.
+      fs.writeFileSync(
+        apps,
+        `${appsFile([OLD_KEY])}  - name: portal\n    scopes: [cloud:read]\n    keys:\n      - sha256: ${digest(NEW_KEY)}\n`,
+      );
+      expect((await reload(t)).status).toBe(200);
+      for (const answer of held) answer();
+      held = null;
+      const { code, reason } = (await outcome) as { code?: number; reason?: string };
+      expect({ code, reason }).toEqual({ code: 4403, reason: expect.stringMatching(/^Forbidden: .*azp claim/) });
+    } finally {
+      await client.dispose();
+      await t.close();
+      await new Promise<void>((resolve) => provider.close(() => resolve()));
     }
   });
 });
