@@ -200,7 +200,8 @@ export function createWsServer(options: WsOptions) {
   /** The credential no longer admitted: 4403, as a new connection with it would get; its subscriptions end with it. */
   const refuse = (connection: Connection, message: string): void => {
     held.delete(connection);
-    connection.ws.close(CloseCode.Forbidden, closeReason(`Forbidden: ${message} (the configuration was reloaded)`));
+    // The reload first: a close reason holds 123 bytes, and a JWT's refusal alone fills them.
+    connection.ws.close(CloseCode.Forbidden, closeReason(`Forbidden (the configuration was reloaded): ${message}`));
   };
   /** Authenticates a connection's credential again under the running configuration: its caller now, or null (closed). */
   const reauthenticate = async (connection: Connection): Promise<Caller | null> => {

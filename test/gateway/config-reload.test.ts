@@ -507,7 +507,10 @@ describe('a reload while a WebSocket connection is being authenticated', () => {
       for (const answer of held) answer();
       held = null;
       const { code, reason } = (await outcome) as { code?: number; reason?: string };
-      expect({ code, reason }).toEqual({ code: 4403, reason: expect.stringMatching(/^Forbidden: .*azp claim/) });
+      expect({ code, reason }).toEqual({
+        code: 4403,
+        reason: expect.stringMatching(/^Forbidden \(the configuration was reloaded\): .*azp claim/),
+      });
     } finally {
       await client.dispose();
       await t.close();
