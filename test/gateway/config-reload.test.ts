@@ -304,6 +304,19 @@ describe('configuration that reloads without a restart', () => {
     },
   );
 
+  it('an emptied apps file is refused as empty, and the running apps are kept', async () => {
+    fs.writeFileSync(files.apps, '# emptied by mistake\n');
+    const res = await reload(t);
+    expect(res.body).toMatchObject({
+      error: 'reload_failed',
+      variable: 'GATEWAY_APPS_FILE',
+      file: files.apps,
+      line: 1,
+    });
+    expect(res.body.error_description).toContain(`${files.apps} line 1: the file is empty (or holds only comments)`);
+    expect(await status(OLD_KEY)).toBe(200);
+  });
+
   const broken: Array<[string, () => string, string, number]> = [
     ['GATEWAY_APPS_FILE', () => files.apps, 'apps:\n  - name: shop\n    scopes: [cloud:read\n', 4],
     [
