@@ -127,6 +127,8 @@ export function parseYamlFile<T>(
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });
   const syntax = doc.errors[0];
   if (syntax) throw refuse(syntax.linePos?.[0].line ?? 1, syntax.message.split('\n')[0]!);
+  // zod would say "expected object, received null", which does not tell an emptied file from a bad one.
+  if (doc.contents === null) throw refuse(1, 'the file is empty (or holds only comments)');
   const parsed = schema.safeParse(doc.toJS());
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

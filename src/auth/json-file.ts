@@ -32,8 +32,14 @@ export function readJsonFile(file: string): JsonFile {
 export function parseJsonFile(text: string, file: string): JsonFile {
   const scan = new Scanner(text);
   const failure = scan.document();
-  if (failure !== null) throw new JsonFileError(file, scan.lineAt(failure.at), `is not valid JSON: ${failure.reason}`);
-  const value: unknown = JSON.parse(text);
+  if (failure !== null)
+    throw new JsonFileError(
+      file,
+      scan.lineAt(failure.at),
+      failure.parses ? failure.reason : `is not valid JSON: ${failure.reason}`,
+    );
+  // The scanner skips a byte-order mark (Windows editors write one); JSON.parse does not.
+  const value: unknown = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
   return { file, value, lineOf: (path) => scan.lines.get(path.map(String).join('\u0000')) ?? 1 };
 }
 
@@ -41,7 +47,11 @@ export function parseJsonFile(text: string, file: string): JsonFile {
 const LITERAL = /true|false|null|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
 const STRING = /"(?:[^"\\\u0000-\u001f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"/y;
 
-type Failure = { at: number; reason: string } | null;
+/** Far deeper than a JWKS or a manifest goes (3 levels). */
+const MAX_DEPTH = 64;
+
+/** `parses`: JSON that JSON.parse takes, refused for what it would make of it. */
+type Failure = { at: number; reason: string; parses?: true } | null;
 
 class Scanner {
   private i = 0;
@@ -79,6 +89,9 @@ class Scanner {
     this.space();
     this.lines.set(path.join('\u0000'), this.lineAt(this.i));
     const c = this.text[this.i];
+    // The scanner recurses once per level: a deeper text would end in a RangeError that names no file.
+    if ((c === '{' || c === '[') && path.length >= MAX_DEPTH)
+      return { at: this.i, reason: `nests values more than ${MAX_DEPTH} deep`, parses: true };
     if (c === '{') return this.object(path);
     if (c === '[') return this.array(path);
     if (c === '"') return this.string();
@@ -109,6 +122,8 @@ class Scanner {
       this.i += 1;
       return null;
     }
+    // JSON.parse keeps the last of two members of one name: the first, which a reader sees, would silently not count.
+    const seen = new Map<string, number>();
     for (;;) {
       this.space();
       const start = this.i;
@@ -117,6 +132,16 @@ class Scanner {
       const failure = this.string();
       if (failure) return failure;
       const name = JSON.parse(this.text.slice(start, this.i)) as string;
+      const first = seen.get(name);
+      if (first !== undefined) {
+        const shown = JSON.stringify(name.length > 128 ? `${name.slice(0, 128)}…` : name);
+        return {
+          at: start,
+          reason: `repeats the member ${shown} (first at line ${first}): write it once`,
+          parses: true,
+        };
+      }
+      seen.set(name, this.lineAt(start));
       this.space();
       if (this.text[this.i] !== ':') return { at: this.i, reason: `":" was expected after ${JSON.stringify(name)}` };
       this.i += 1;

@@ -1,6 +1,7 @@
 // The one fetch of a JWKS, for the identity provider of apps' JWTs (src/auth/jwt.ts) and for the mobile
 // identity service (src/mobile-id/jwks.ts): bounded in time and size, and checked to be a JWKS. And the one read of a
 // JWKS file (AUTH_JWKS_FILE, an issuer's jwksFile, MOBILEID_JWKS_FILE), at start and on each reload.
+import { createPublicKey, type JsonWebKey } from 'node:crypto';
 import type { JSONWebKeySet } from 'jose';
 
 import { JsonFileError, readJsonFile } from './json-file.js';
@@ -61,9 +62,16 @@ export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
   return jwks as JSONWebKeySet;
 }
 
+/** The members of a JWK that hold a private or secret key (RFC 7518 §6.2.2, §6.3.2, §6.4; RFC 8037 §2). */
+const SECRET_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
+/** jose verifies RS* and PS* signatures only with an RSA key of at least this many bits. */
+const MIN_RSA_BITS = 2048;
+
 /**
- * Reads a JWKS file: a JSON object whose `keys` is an array of keys, each an object with a `kty`. Throws a
- * JsonFileError naming the file and the line of the first problem.
+ * Reads a JWKS file: a JSON object whose `keys` is an array of public keys, each an object with a `kty`; an RSA, EC or
+ * OKP key must be one Node can import, and an RSA key one jose verifies with. Throws a JsonFileError naming the file
+ * and the line of the first problem, never a member's value. A private or symmetric key is refused rather than
+ * ignored: the file was meant to hold none, and a key that cannot verify would only fail each token later.
  */
 export function readJwksFile(file: string): JSONWebKeySet {
   const json = readJsonFile(file);
@@ -72,8 +80,32 @@ export function readJwksFile(file: string): JSONWebKeySet {
     throw new JsonFileError(file, json.lineOf(['keys']), 'is not a JWKS (an object with a "keys" array)');
   }
   jwks.keys.forEach((key: unknown, i) => {
+    const refuse = (reason: string, member?: string) =>
+      new JsonFileError(file, json.lineOf(member === undefined ? ['keys', i] : ['keys', i, member]), reason);
     if (!key || typeof key !== 'object' || typeof (key as { kty?: unknown }).kty !== 'string')
-      throw new JsonFileError(file, json.lineOf(['keys', i]), `keys[${i}] is not a JWK (an object with a "kty")`);
+      throw refuse(`keys[${i}] is not a JWK (an object with a "kty")`);
+    const jwk = key as JsonWebKey & { kty: string };
+    if (jwk.kty === 'oct')
+      throw refuse(
+        `keys[${i}] is a symmetric key (kty "oct"): a JWKS file holds public keys only, and JWTs are verified with asymmetric signatures only; remove it`,
+      );
+    const secret = SECRET_MEMBERS.find((m) => m in jwk);
+    if (secret !== undefined)
+      throw refuse(
+        `keys[${i}] holds a private key (member "${secret}"): a JWKS file holds public keys only; publish the public half (without d, p, q, dp, dq, qi) and keep the private key away from the gateway`,
+        secret,
+      );
+    if (!['RSA', 'EC', 'OKP'].includes(jwk.kty)) return;
+    let bits: number | undefined;
+    try {
+      bits = createPublicKey({ key: jwk, format: 'jwk' }).asymmetricKeyDetails?.modulusLength;
+    } catch (err) {
+      throw refuse(`keys[${i}] is not a usable ${jwk.kty} public key: ${(err as Error).message}`);
+    }
+    if (jwk.kty === 'RSA' && bits !== undefined && bits < MIN_RSA_BITS)
+      throw refuse(
+        `keys[${i}] is an RSA key of ${bits} bits: signatures are verified only with keys of ${MIN_RSA_BITS} bits or more`,
+      );
   });
   return jwks as JSONWebKeySet;
 }

@@ -200,7 +200,8 @@ export function createWsServer(options: WsOptions) {
   /** The credential no longer admitted: 4403, as a new connection with it would get; its subscriptions end with it. */
   const refuse = (connection: Connection, message: string): void => {
     held.delete(connection);
-    connection.ws.close(CloseCode.Forbidden, closeReason(`Forbidden: ${message} (the configuration was reloaded)`));
+    // The reload first: a close reason holds 123 bytes, and a JWT's refusal alone fills them.
+    connection.ws.close(CloseCode.Forbidden, closeReason(`Forbidden (the configuration was reloaded): ${message}`));
   };
   /** Authenticates a connection's credential again under the running configuration: its caller now, or null (closed). */
   const reauthenticate = async (connection: Connection): Promise<Caller | null> => {
@@ -214,6 +215,11 @@ export function createWsServer(options: WsOptions) {
     connection.generation = now;
     connection.caller = result.caller;
     return result.caller;
+  };
+  const reauthenticateLater = (connection: Connection): void => {
+    void reauthenticate(connection).catch((err: unknown) =>
+      options.logger.warn({ err }, 'a WebSocket connection could not be authenticated again after a reload'),
+    );
   };
   /** The connections corked in this tick, uncorked at its end. */
   const corked: Connection[] = [];
@@ -422,6 +428,9 @@ export function createWsServer(options: WsOptions) {
         const socket = connection.ws;
         const fromParams = params?.authorization ?? params?.Authorization;
         const header = request.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
+        // The configuration the credential is checked under: a JWT's verification awaits its keys, and a reload
+        // meanwhile must not pass the old configuration's answer off as the new one's.
+        const checkedUnder = generation();
         const admitted = (result: AuthResult): boolean => {
           if (!result.ok) {
             if (result.reason === 'missing') socket.close(CloseCode.Unauthorized, 'Unauthorized: send the API key');
@@ -433,7 +442,7 @@ export function createWsServer(options: WsOptions) {
           }
           connection.caller = result.caller;
           connection.header = header;
-          connection.generation = generation();
+          connection.generation = checkedUnder;
           held.add(connection);
           // A connection opened with a JWT ends when the token expires: 4403, as a new connection with the token would
           // get, and the code graphql-ws clients retry (4401 they do not), asking connectionParams for a fresh token.
@@ -445,6 +454,7 @@ export function createWsServer(options: WsOptions) {
             held.delete(connection);
             cancel();
           });
+          if (checkedUnder !== generation()) reauthenticateLater(connection);
           return true;
         };
         const result = options.authenticate(header);
@@ -507,10 +517,7 @@ export function createWsServer(options: WsOptions) {
      * longer admits are closed (4403), their subscriptions with them.
      */
     recheck(): void {
-      for (const connection of [...held])
-        void reauthenticate(connection).catch((err: unknown) =>
-          options.logger.warn({ err }, 'a WebSocket connection could not be authenticated again after a reload'),
-        );
+      for (const connection of [...held]) reauthenticateLater(connection);
     },
     /** The most bytes one connection has not sent yet (gateway_subscriber_lag, read at the scrape). */
     lag(): number {

@@ -1,8 +1,10 @@
 // Configuration that reloads without a restart (docs/decisions/057): POST /admin/reload (and SIGHUP, which calls the
 // same reload: test/gateway/config-reload-sighup.test.ts) reads GATEWAY_APPS_FILE, AUTH_JWKS_FILE, MOBILEID_JWKS_FILE
 // and the trusted-documents manifest again, all or nothing. One real gateway; the files are rewritten between steps.
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { request } from 'undici';
@@ -10,7 +12,15 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 
 import { M } from '../helpers/cloud.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { AUDIENCE, ISSUER, sign as signAs, signingKey, type SigningKey, type TokenOptions } from '../helpers/jwt.js';
+import {
+  AUDIENCE,
+  ISSUER,
+  sign as signAs,
+  signingKey,
+  testClock,
+  type SigningKey,
+  type TokenOptions,
+} from '../helpers/jwt.js';
 import { postNotification, QUERY, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -216,6 +226,97 @@ describe('configuration that reloads without a restart', () => {
     expect(read.data!.mobileIdAuthentication).toMatchObject({ idTokenVerified: true, subject: 'pcr-123' });
   });
 
+  it('JSON files that begin with a byte-order mark (as Windows editors write them) reload as they read', async () => {
+    const BOM = '\ufeff';
+    const next = await signingKey('idp-bom');
+    const operator = await mobileOperator('op-bom');
+    fs.writeFileSync(files.jwks, BOM + jwks(next));
+    fs.writeFileSync(files.mobileJwks, BOM + JSON.stringify(operator.jwks));
+    fs.writeFileSync(files.manifest, BOM + manifestOf([PROJECTS]));
+    const res = await reload(t);
+    expect(res.body).toMatchObject({ reloaded: true });
+    expect(await status(await sign(next))).toBe(200);
+    expect((await postNotification(t, await operator.notification('bom-after'), { token: NOTIFY })).status).toBe(204);
+    const byId = await request(`${t.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
+      body: JSON.stringify({ documentId: idOf(PROJECTS) }),
+    });
+    expect(await byId.body.json()).toEqual({ data: { projects: expect.any(Array) } });
+  });
+
+  /** A JWKS whose one key is `jwk`, and the line of its member `at` (or of the key, which begins on line 3). */
+  const jwksWith = (jwk: Record<string, unknown>, at?: string) => {
+    const text = JSON.stringify({ keys: [jwk] }, null, 2);
+    return { text, line: at ? text.split('\n').findIndex((l) => l.trimStart().startsWith(`"${at}"`)) + 1 : 3 };
+  };
+  const keyFiles: Array<[string, string, () => Promise<{ text: string; line: number; secret: string | null }>]> = [
+    [
+      'a private key',
+      'AUTH_JWKS_FILE',
+      async () => {
+        const { privateKey } = await generateKeyPair('ES256', { extractable: true });
+        const jwk = { ...(await exportJWK(privateKey)), kid: 'idp-private', alg: 'ES256' };
+        return { ...jwksWith(jwk, 'd'), secret: jwk.d! };
+      },
+    ],
+    [
+      'a symmetric key',
+      'MOBILEID_JWKS_FILE',
+      async () => {
+        const k = randomBytes(32).toString('base64url');
+        return { ...jwksWith({ kty: 'oct', kid: 'op-hmac', k }), secret: k };
+      },
+    ],
+    [
+      'an RSA key too small to verify with',
+      'AUTH_JWKS_FILE',
+      async () => {
+        const { publicKey } = generateKeyPairSync('rsa', { modulusLength: 1024 });
+        return { ...jwksWith({ ...publicKey.export({ format: 'jwk' }), kid: 'idp-small' }), secret: null };
+      },
+    ],
+    [
+      'a key that is not one',
+      'MOBILEID_JWKS_FILE',
+      async () => ({ ...jwksWith({ kty: 'EC', kid: 'op-broken', crv: 'P-256' }), secret: null }),
+    ],
+  ];
+  it.each(keyFiles)(
+    'a JWKS file holding %s is refused by the reload naming %s and the line, and never echoes the key',
+    async (what, variable, make) => {
+      const { text, line, secret } = await make();
+      const file = variable === 'AUTH_JWKS_FILE' ? files.jwks : files.mobileJwks;
+      fs.writeFileSync(file, text);
+      const res = await reload(t);
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ error: 'reload_failed', variable, file, line });
+      if (secret !== null) {
+        expect(JSON.stringify(res.body)).not.toContain(secret);
+        expect(t.logs()).not.toContain(secret);
+      }
+      // The running keys are the ones before.
+      expect(await status(await sign(jwtKey))).toBe(200);
+      expect(
+        (await postNotification(t, await mobile.notification(`kept-${what.replace(/\W/g, '-')}`), { token: NOTIFY }))
+          .status,
+      ).toBe(204);
+    },
+  );
+
+  it('an emptied apps file is refused as empty, and the running apps are kept', async () => {
+    fs.writeFileSync(files.apps, '# emptied by mistake\n');
+    const res = await reload(t);
+    expect(res.body).toMatchObject({
+      error: 'reload_failed',
+      variable: 'GATEWAY_APPS_FILE',
+      file: files.apps,
+      line: 1,
+    });
+    expect(res.body.error_description).toContain(`${files.apps} line 1: the file is empty (or holds only comments)`);
+    expect(await status(OLD_KEY)).toBe(200);
+  });
+
   const broken: Array<[string, () => string, string, number]> = [
     ['GATEWAY_APPS_FILE', () => files.apps, 'apps:\n  - name: shop\n    scopes: [cloud:read\n', 4],
     [
@@ -227,6 +328,16 @@ describe('configuration that reloads without a restart', () => {
     ['AUTH_JWKS_FILE', () => files.jwks, '{\n  "keys": [\n    { "kty": "EC" },\n  ]\n}\n', 4],
     ['MOBILEID_JWKS_FILE', () => files.mobileJwks, '{\n  "keys": [\n    "not a key"\n  ]\n}\n', 3],
     ['TRUSTED_DOCUMENTS_MANIFEST', () => files.manifest, '{\n  "a": "query { __typename }",\n  "b": "query {"\n}\n', 3],
+    // JSON.parse would keep the second of two members of one name: the id would run what the reader does not see.
+    [
+      'TRUSTED_DOCUMENTS_MANIFEST',
+      () => files.manifest,
+      `{\n  "Typename": ${JSON.stringify(TYPENAME)},\n  "Projects": ${JSON.stringify(PROJECTS)},\n  "Projects": ${JSON.stringify(TYPENAME)}\n}\n`,
+      4,
+    ],
+    ['AUTH_JWKS_FILE', () => files.jwks, '{\n  "keys": [],\n  "keys": []\n}\n', 3],
+    // Deeper than the scanner's stack: a RangeError named no variable and no file.
+    ['MOBILEID_JWKS_FILE', () => files.mobileJwks, `{\n  "keys":\n${'['.repeat(20_000)}${']'.repeat(20_000)}\n}\n`, 3],
   ];
   it.each(broken)(
     'a broken %s changes nothing: the reload answers 422 with the file and line, logs them, and counts the failure',
@@ -264,7 +375,11 @@ describe('configuration that reloads without a restart', () => {
       });
       expect(await old.body.json()).toEqual({ data: { __typename: 'Query' } });
       expect(
-        (await postNotification(t, await mobile.notification(`still-${variable}-${line}`), { token: NOTIFY })).status,
+        (
+          await postNotification(t, await mobile.notification(`still-${variable}-${line}-${text.length}`), {
+            token: NOTIFY,
+          })
+        ).status,
       ).toBe(204);
     },
   );
@@ -353,6 +468,66 @@ describe('configuration that reloads without a restart', () => {
     } finally {
       await removed.dispose();
       await kept.dispose();
+    }
+  });
+});
+
+describe('a reload while a WebSocket connection is being authenticated', () => {
+  it('a JWT verified under the configuration before the reload does not keep its connection when the reload refuses its app', async () => {
+    const first = await signingKey('idp-before');
+    const rotated = await signingKey('idp-rotated');
+    // The identity provider: serves its keys at once, or holds its answers while `held` is set.
+    const keys = [first.publicJwk];
+    let held: Array<() => void> | null = null;
+    let requests = 0;
+    const provider = http.createServer((_req, res) => {
+      requests += 1;
+      const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys }));
+      if (held) held.push(answer);
+      else answer();
+    });
+    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
+    const clock = testClock();
+    const apps = path.join(tempDataDir('reload-race-'), 'apps.yaml');
+    fs.writeFileSync(apps, appsFile([OLD_KEY]));
+    const t = await startTestGateway(
+      {
+        GATEWAY_APPS_FILE: apps,
+        AUTH_JWKS_URL: `http://127.0.0.1:${(provider.address() as AddressInfo).port}/keys`,
+        AUTH_ISSUER: ISSUER,
+        AUTH_AUDIENCE: AUDIENCE,
+        AUTH_APPS: '*',
+      },
+      { testing: { clock: clock.now } },
+    );
+    const client = wsClient(t, { key: await sign(rotated) });
+    try {
+      expect((await t.graphql(TYPENAME, undefined, { key: await sign(first) })).status).toBe(200);
+      // The token's kid is rotated in: its verification waits for the provider's held answer.
+      clock.advance(5 * 60_000);
+      keys.push(rotated.publicJwk);
+      held = [];
+      const outcome = new Promise<unknown>((resolve) => {
+        client.subscribe({ query: TYPENAME }, { next: resolve, error: resolve, complete: () => {} });
+      });
+      await waitFor(() => requests === 2 || undefined, 10_000, 'the verification to wait for the JWKS');
+      // Meanwhile the apps file gives the name portal to an app with keys: a JWT no longer takes it.
+      fs.writeFileSync(
+        apps,
+        `${appsFile([OLD_KEY])}  - name: portal\n    scopes: [cloud:read]\n    keys:\n      - sha256: ${digest(NEW_KEY)}\n`,
+      );
+      expect((await reload(t)).status).toBe(200);
+      for (const answer of held) answer();
+      held = null;
+      const { code, reason } = (await outcome) as { code?: number; reason?: string };
+      expect({ code, reason }).toEqual({
+        code: 4403,
+        reason: expect.stringMatching(/^Forbidden \(the configuration was reloaded\): .*azp claim/),
+      });
+    } finally {
+      await client.dispose();
+      await t.close();
+      await new Promise<void>((resolve) => provider.close(() => resolve()));
     }
   });
 });
