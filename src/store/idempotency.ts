@@ -7,10 +7,11 @@ import type { Database } from './schema.js';
 type RecordUpdate = UpdateQueryBuilder<Database, 'idempotency_records', 'idempotency_records', UpdateResult>;
 
 /**
- * Runs statements as one transaction with one commit. The store's own (Store.writeTogether) joins the SQLite
- * group commit; without it, a kysely transaction.
+ * Runs `first`, then, if it changed a row, `then`, as one transaction with one commit; false when `first` changed no
+ * row (nothing written). The store's own (Store.writeTogether) joins the SQLite group commit; without it, a kysely
+ * transaction.
  */
-export type WriteTogether = (writes: readonly CompiledQuery[]) => Promise<void>;
+export type WriteTogether = (first: CompiledQuery, then: readonly CompiledQuery[]) => Promise<boolean>;
 
 export interface IdempotencyRecord {
   scope: string;
@@ -89,13 +90,18 @@ export class IdempotencyRecords {
     },
   );
 
-  private readonly completeStatement = precompiled((scope: string, key: string, response: string) =>
-    this.db
+  private readonly completeStatement = precompiled((scope: string, key: string, response: string, lease: number) =>
+    this.completion(scope, key, response).where('lease_until', '=', lease),
+  );
+
+  private completion(scope: string, key: string, response: string): RecordUpdate {
+    return this.db
       .updateTable('idempotency_records')
       .set({ state: 'done', response })
       .where('scope', '=', scope)
-      .where('key', '=', key),
-  );
+      .where('key', '=', key)
+      .where('state', '=', 'pending');
+  }
 
   async get(scope: string, key: string, now = Date.now()): Promise<IdempotencyRecord | null> {
     const row = await this.db
@@ -167,9 +173,17 @@ export class IdempotencyRecords {
 
   /**
    * Extends the lease of a pending record while its call runs. False when the record is no longer this
-   * call's to renew: completed, released, or taken over after the lease ran out (the process stalled).
+   * call's to renew: completed, released, or its lease ran out (the process stalled), whether or not another call
+   * took it over since. `held`: the leases this call may have left on it (see `complete`).
    */
-  async renew(scope: string, key: string, fingerprint: string, leaseUntil: number, now = Date.now()): Promise<boolean> {
+  async renew(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    leaseUntil: number,
+    held: readonly number[],
+    now = Date.now(),
+  ): Promise<boolean> {
     const renewed = await this.db
       .updateTable('idempotency_records')
       .set({ lease_until: leaseUntil })
@@ -178,24 +192,36 @@ export class IdempotencyRecords {
       .where('state', '=', 'pending')
       .where('fingerprint', '=', fingerprint)
       .where('lease_until', '>=', now)
+      .where('lease_until', 'in', [...held])
       .executeTakeFirst();
     return Number(renewed.numUpdatedRows) === 1;
   }
 
   /**
-   * Marks the record done with its result. `alongside` are statements that belong to the same result (the
-   * ledger record of the created resource): they and the completion are one transaction, one commit, so a crash
-   * leaves both or neither.
+   * Marks the record done with its result, if it is still the call's: pending, and holding one of `leases`, those the
+   * call may have left on it (its claim's, and each renewal's since the last one acknowledged). False when it is not:
+   * the call stalled past its lease and another took the record over, which then is that call's to end; nothing is
+   * written. `alongside` are statements that belong to the same result (the ledger record of the created resource):
+   * they and the completion are one transaction, one commit, so a crash leaves both or neither, and they are not
+   * written when the completion does not apply.
    */
   async complete(
     scope: string,
     key: string,
     response: unknown,
+    leases: readonly number[],
     alongside: readonly CompiledQuery[] = [],
-  ): Promise<void> {
-    const completion = this.completeStatement(scope, key, JSON.stringify(response ?? null));
-    if (alongside.length === 0) await this.execute(completion);
-    else await this.writeTogether([...alongside, completion]);
+  ): Promise<boolean> {
+    const stored = JSON.stringify(response ?? null);
+    // One lease unless a renewal is in flight or its answer was lost: the statement compiled once.
+    const completion =
+      leases.length === 1
+        ? this.completeStatement(scope, key, stored, leases[0]!)
+        : this.completion(scope, key, stored)
+            .where('lease_until', 'in', [...leases])
+            .compile();
+    if (alongside.length === 0) return Number((await this.execute(completion)).numAffectedRows ?? 0n) === 1;
+    return this.writeTogether(completion, alongside);
   }
 
   /**
@@ -205,15 +231,24 @@ export class IdempotencyRecords {
    *   the request again (docs/decisions/011);
    * - `incomplete`: the upstream answered 2xx but its answer could not be read; `stored` is that answer (no secrets),
    *   which the retry reads again instead of sending anything (docs/decisions/042).
+   * False when the record is no longer the call's (see `complete`, whose `leases` these are): nothing is written.
    */
-  async park(scope: string, key: string, state: 'unknown' | 'incomplete', stored: unknown): Promise<void> {
-    await this.db
+  async park(
+    scope: string,
+    key: string,
+    leases: readonly number[],
+    state: 'unknown' | 'incomplete',
+    stored: unknown,
+  ): Promise<boolean> {
+    const parked = await this.db
       .updateTable('idempotency_records')
       .set({ state, lease_until: 0, response: JSON.stringify(stored ?? null) })
       .where('scope', '=', scope)
       .where('key', '=', key)
       .where('state', '=', 'pending')
-      .execute();
+      .where('lease_until', 'in', [...leases])
+      .executeTakeFirst();
+    return Number(parked.numUpdatedRows) === 1;
   }
 
   /** Claims a record parked in `state` (see `park`) for a retry of the same request; false when another took it. */
@@ -230,14 +265,19 @@ export class IdempotencyRecords {
     return Number(claimed.numUpdatedRows) === 1;
   }
 
-  /** Gives a pending key back after a failure, so that a later call with the same key runs again. */
-  async release(scope: string, key: string): Promise<void> {
-    await this.db
+  /**
+   * Gives a pending key back after a failure, so that a later call with the same key runs again. False when the
+   * record is no longer the call's (see `complete`, whose `leases` these are): nothing is deleted.
+   */
+  async release(scope: string, key: string, leases: readonly number[]): Promise<boolean> {
+    const released = await this.db
       .deleteFrom('idempotency_records')
       .where('scope', '=', scope)
       .where('key', '=', key)
       .where('state', '=', 'pending')
-      .execute();
+      .where('lease_until', 'in', [...leases])
+      .executeTakeFirst();
+    return Number(released.numDeletedRows) === 1;
   }
 
   async purgeExpired(now = Date.now()): Promise<number> {

@@ -21,10 +21,11 @@ export interface Store {
   /** Statements executed since start; lets tests and benchmarks count SQL per GraphQL operation. */
   readonly stats: { queries: number };
   /**
-   * Runs the statements as one transaction with one commit: on SQLite inside the group commit of the turn (no
-   * commit of its own), on PostgreSQL as a transaction.
+   * Runs `first`, then, if it changed a row, `then`, as one transaction with one commit: on SQLite inside the group
+   * commit of the turn (no commit of its own), on PostgreSQL as a transaction. False when `first` changed no row:
+   * nothing is written (a write that holds only under a condition, and what belongs to it).
    */
-  writeTogether(writes: readonly CompiledQuery[]): Promise<void>;
+  writeTogether(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<boolean>;
   /**
    * Runs one compiled statement outside any transaction, as `db.executeQuery` does; on SQLite straight to the
    * driver (kysely's executor cost about as much as a short statement), on PostgreSQL through kysely.
@@ -72,9 +73,11 @@ export function throughKysely(db: Kysely<Database>): Statements {
     db,
     execute,
     readValues: valuesOf(execute),
-    writeTogether: (writes) =>
+    writeTogether: (first, then) =>
       db.transaction().execute(async (trx) => {
-        for (const w of writes) await trx.executeQuery(w);
+        if (Number((await trx.executeQuery(first)).numAffectedRows ?? 0n) === 0) return false;
+        for (const w of then) await trx.executeQuery(w);
+        return true;
       }),
   };
 }
@@ -342,10 +345,10 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       },
     });
     db = new Kysely<Database>({ dialect: sqliteDialect, log });
-    writeTogether = (writes) => {
+    writeTogether = (first, then) => {
       // Past kysely's executor, so counted here.
-      stats.queries += writes.length;
-      return sqliteDialect.writeTogether(writes);
+      stats.queries += 1 + then.length;
+      return sqliteDialect.writeTogether(first, then);
     };
     // Past kysely's executor: counted and their failures logged here, as kysely's log does.
     const direct = <T>(query: CompiledQuery, run: Promise<T>): Promise<T> => {

@@ -81,12 +81,13 @@ export class GroupCommitSqliteDialect implements Dialect {
   }
 
   /**
-   * Runs the statements as one unit inside this turn's group transaction (a savepoint: all or none of them),
-   * settled after the group's COMMIT, like every other write. Needs the Kysely instance made over this dialect.
+   * Runs `first`, then, if it changed a row, `then`, as one unit inside this turn's group transaction (a savepoint:
+   * all or none of them), settled after the group's COMMIT, like every other write; false when `first` changed no
+   * row, and nothing was written. Needs the Kysely instance made over this dialect.
    */
-  writeTogether(queries: readonly CompiledQuery[]): Promise<void> {
+  writeTogether(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<boolean> {
     if (!this.driver) throw new Error('writeTogether needs a Kysely instance over this dialect');
-    return this.driver.runTogether(queries);
+    return this.driver.runTogether(first, then);
   }
 
   /**
@@ -422,30 +423,36 @@ class GroupCommitSqliteDriver implements Driver {
   }
 
   /** The statements as one unit (a savepoint) in the open group; at once when nothing is to be waited for. */
-  runTogether(queries: readonly CompiledQuery[]): Promise<void> {
+  runTogether(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<boolean> {
     if (this.owner || (this.group === null && this.writesHeld))
-      return this.runTogetherWhenFree(queries).catch(rejectUnavailable);
-    return this.together(queries);
+      return this.runTogetherWhenFree(first, then).catch(rejectUnavailable);
+    return this.together(first, then);
   }
 
-  private async runTogetherWhenFree(queries: readonly CompiledQuery[]): Promise<void> {
+  private async runTogetherWhenFree(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<boolean> {
     // Nothing awaits between this check and the statements (see Connection.executeQuery).
     while (this.owner || (this.group === null && this.writesHeld))
       await (this.owner ? this.ownerDone : this.writesReleased);
-    return this.together(queries);
+    return this.together(first, then);
   }
 
-  private together(queries: readonly CompiledQuery[]): Promise<void> {
+  private together(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<boolean> {
     return this.inGroup(() => {
       this.unit.savepoint.run();
       try {
-        for (const q of queries) this.prepare(q.sql).run(q.parameters as unknown[]);
+        // Nothing of the unit was written yet: releasing the savepoint leaves nothing.
+        if (this.prepare(first.sql).run(first.parameters as unknown[]).changes === 0) {
+          this.unit.release.run();
+          return false;
+        }
+        for (const q of then) this.prepare(q.sql).run(q.parameters as unknown[]);
       } catch (error) {
         // A constraint error leaves the transaction open: undo this unit's statements only.
         if (this.db.inTransaction) this.db.exec('rollback to together; release together');
         throw error;
       }
       this.unit.release.run();
+      return true;
     });
   }
 

@@ -267,42 +267,46 @@ export class Idempotency {
     }
 
     const work = (async () => {
+      // Every lease this call may have left on its record: its end applies only while the record holds one of them.
       const leases = [claimedLease];
       const stopRenewing = this.renewWhileRunning(params.scope, key, print, leases);
       try {
         if (this.options.pauseAt) await this.options.pauseAt('mutation-claimed');
         const result = recovering ? await params.recover!(recovering, upstream) : await params.execute(upstream);
-        await records.complete(
-          params.scope,
-          key,
-          params.toStored ? params.toStored(result) : result,
-          params.storeWith?.(result),
-        );
+        const stored = params.toStored ? params.toStored(result) : result;
+        // Not stored when another call took the record over: this answer came under the same upstream key, so it is
+        // the caller's all the same, and the record (with the ledger's copy) is the other call's to write.
+        if (!(await records.complete(params.scope, key, stored, leases, params.storeWith?.(result))))
+          this.lostRecord(key, params.operation);
         return result;
       } catch (error) {
         if (error instanceof UpstreamOutcomeUnknownError) {
           // Kept, not released: the key stays bound to this request, and the app decides whether to retry.
-          await records.park(params.scope, key, 'unknown', {
+          const unknown = {
             upstream: error.upstream,
             reason: error.reason,
             attempts: error.attempts,
             status: error.status ?? null,
-          });
+          };
+          if (!(await records.park(params.scope, key, leases, 'unknown', unknown)))
+            this.lostRecord(key, params.operation);
           throw error.withKeys(key, upstream);
         }
         if (error instanceof UpstreamAnswerIncompleteError) {
           // Kept, not released: the resource exists upstream, and its answer is what a later call reads again.
           if (!recovering) metrics.upstreamAnswersIncomplete.inc({ operation: params.operation });
-          await records.park(params.scope, key, 'incomplete', error.incomplete);
+          if (!(await records.park(params.scope, key, leases, 'incomplete', error.incomplete)))
+            this.lostRecord(key, params.operation);
           throw error.withKeys(key, upstream);
         }
         if (recovering) {
           // Reading the kept answer failed otherwise (the store): it stays kept, never released.
-          await records.park(params.scope, key, 'incomplete', recovering);
+          if (!(await records.park(params.scope, key, leases, 'incomplete', recovering)))
+            this.lostRecord(key, params.operation);
           throw error;
         }
         try {
-          await records.release(params.scope, key);
+          if (!(await records.release(params.scope, key, leases))) this.lostRecord(key, params.operation);
         } catch (releaseError) {
           if (releaseError instanceof StoreUnavailableError) {
             // Bounded: past the bound the oldest is forgotten, and its key waits for its lease as any other.
@@ -329,8 +333,18 @@ export class Idempotency {
       };
     } finally {
       entry.running = undefined;
-      this.inFlight.delete(slot);
+      // A call that took this one's key over (its lease lapsed) runs under the same slot: its entry stays.
+      if (this.inFlight.get(slot) === entry) this.inFlight.delete(slot);
     }
+  }
+
+  /** A call's end that was not stored: its record holds none of the call's leases any more. */
+  private lostRecord(key: string, operation: string): void {
+    this.options.logger?.warn(
+      { idempotencyKey: key, operation },
+      'the call ran on after its idempotency lease lapsed and another call took its key over: the end of this call ' +
+        "is not stored, the record is the other call's",
+    );
   }
 
   /**
@@ -349,11 +363,13 @@ export class Idempotency {
           if (stopped) return;
           try {
             const now = this.options.now?.() ?? Date.now();
+            const held = [...leases];
             // Every lease this call may have left on its record (a renewal whose answer was lost may have been applied).
             leases.push(now + leaseMs);
-            const renewed = await records.renew(scope, key, print, now + leaseMs, now);
-            // Applied: the record holds this lease, none of the earlier ones.
+            const renewed = await records.renew(scope, key, print, now + leaseMs, held, now);
+            // Applied: the record holds this lease, none of the earlier ones. Refused: it never held this one.
             if (renewed) leases.splice(0, leases.length - 1);
+            else leases.pop();
             if (!renewed && !stopped) {
               logger?.warn(
                 { idempotencyKey: key },

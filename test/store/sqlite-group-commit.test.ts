@@ -149,19 +149,37 @@ describe('SQLite group commit: a write is acknowledged only once it is committed
   it("writes statements together in the turn's one COMMIT, and undoes all of them when one fails", async () => {
     const insert = (id: number, name: string) => db.insertInto('items').values({ id, name }).compile();
     const other = db.insertInto('items').values({ id: 1, name: 'other' }).execute();
-    const together = dialect.writeTogether([insert(2, 'b'), insert(3, 'c')]);
+    const together = dialect.writeTogether(insert(2, 'b'), [insert(3, 'c')]);
     await Promise.all([other, together]);
     expect(execs.filter((s) => s === 'commit')).toHaveLength(1);
     expect(committed()).toBe(3);
 
     // id 1 exists: the second statement fails, and the first of the unit is undone with it; the turn's other write stays.
     const results = await Promise.allSettled([
-      dialect.writeTogether([insert(4, 'd'), insert(1, 'duplicate')]),
+      dialect.writeTogether(insert(4, 'd'), [insert(1, 'duplicate')]),
       db.insertInto('items').values({ id: 5, name: 'e' }).execute(),
     ]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
     expect((observer.prepare('select id from items order by id').all() as { id: number }[]).map((r) => r.id)).toEqual([
       1, 2, 3, 5,
+    ]);
+  });
+
+  it('writes nothing of a unit whose first statement changes no row, and says so', async () => {
+    const rename = (id: number, name: string) => db.updateTable('items').set({ name }).where('id', '=', id).compile();
+    const insert = (id: number, name: string) => db.insertInto('items').values({ id, name }).compile();
+    await db.insertInto('items').values({ id: 1, name: 'a' }).execute();
+    expect(await dialect.writeTogether(rename(1, 'renamed'), [insert(2, 'b')])).toBe(true);
+    // No item 9: the unit's second statement is not written either; the turn's other write is.
+    const results = await Promise.all([
+      dialect.writeTogether(rename(9, 'none'), [insert(3, 'c')]),
+      db.insertInto('items').values({ id: 4, name: 'd' }).execute(),
+    ]);
+    expect(results[0]).toBe(false);
+    expect(observer.prepare('select id, name from items order by id').all()).toEqual([
+      { id: 1, name: 'renamed' },
+      { id: 2, name: 'b' },
+      { id: 4, name: 'd' },
     ]);
   });
 
