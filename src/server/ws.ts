@@ -29,11 +29,6 @@ export interface WsOptions extends StreamingTransportOptions {
   /** Called with `slow_consumer` for each connection closed as above (gateway_subscriptions_closed_total). */
   onClosed?: (reason: 'slow_consumer') => void;
   /**
-   * The generation of the running configuration (a reload adds one): an operation on a connection authenticated under
-   * an earlier one authenticates its credential again first, so it runs as the caller the live configuration knows.
-   */
-  generation?: () => number;
-  /**
    * DELIVERY_COMPLETE_WITH_LAST (default true): a subscription's last result (its event stream ended with it) is
    * written with the `complete` the protocol would write after it, and the subscription ends there (docs/decisions/089).
    */

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { createClient as createSseClient } from 'graphql-sse';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -21,8 +22,9 @@ import {
   type SigningKey,
   type TokenOptions,
 } from '../helpers/jwt.js';
-import { postNotification, QUERY, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
-import { waitFor } from '../helpers/wait.js';
+import { mcpClient } from '../helpers/mcp.js';
+import { collect, postNotification, QUERY, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
 
 const OLD_KEY = 'shop-key-old-0123456789abcdef';
 const NEW_KEY = 'shop-key-new-0123456789abcdef';
@@ -468,6 +470,121 @@ describe('configuration that reloads without a restart', () => {
     } finally {
       await removed.dispose();
       await kept.dispose();
+    }
+  });
+
+  for (const singleConnection of [false, true]) {
+    it(`an SSE subscription whose key a reload removed ends with a last result naming the reload and gets no later event; a kept key's keeps receiving (${singleConnection ? 'single-connection' : 'distinct-connections'} mode)`, async () => {
+      fs.writeFileSync(files.apps, appsFile([OLD_KEY, NEW_KEY]));
+      expect((await reload(t)).status).toBe(200);
+      const sse = (key: string) =>
+        createSseClient({
+          url: `${t.url}/graphql/stream`,
+          singleConnection,
+          retryAttempts: 0,
+          headers: { authorization: `Bearer ${key}` },
+        });
+      const removedClient = sse(OLD_KEY);
+      const keptClient = sse(NEW_KEY);
+      const removedId = `sse-removed-${Math.random()}`;
+      const keptId = `sse-kept-${Math.random()}`;
+      const removed = collect(removedClient, SUBSCRIPTION, { id: removedId });
+      const kept = collect(keptClient, SUBSCRIPTION, { id: keptId });
+      try {
+        await waitFor(
+          () => subscribers(t, 'mobile-id', removedId) === 1 && subscribers(t, 'mobile-id', keptId) === 1,
+          10_000,
+          'both subscriptions listening',
+        );
+        fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+        expect((await reload(t)).status).toBe(200);
+        // The removed key's subscription ends: its last result says why, then `complete`.
+        await waitFor(
+          () => removed.completed() || removed.errors.length > 0,
+          10_000,
+          "the removed key's subscription to end",
+        );
+        expect(removed.errors).toEqual([]);
+        expect(removed.completed()).toBe(true);
+        expect(removed.results).toEqual([
+          {
+            errors: [
+              {
+                message: expect.stringMatching(/\(the configuration was reloaded\): the subscription has ended/),
+                extensions: { code: 'UNAUTHENTICATED' },
+              },
+            ],
+          },
+        ]);
+        await waitFor(() => subscribers(t, 'mobile-id', removedId) === 0, 5_000, 'the removed subscription to leave');
+        // A result for each after the reload: only the kept key's subscription receives one.
+        const notify = async (id: string) =>
+          expect((await postNotification(t, await mobile.notification(id), { token: NOTIFY })).status).toBe(204);
+        await notify(removedId);
+        await notify(keptId);
+        await waitFor(() => kept.results.length > 0, 10_000, "the kept key's result");
+        expect(kept.results[0].data.mobileIdAuthentication).toMatchObject({ idTokenVerified: true });
+        expect(kept.errors).toEqual([]);
+        expect(removed.results).toHaveLength(1);
+      } finally {
+        removed.stop();
+        kept.stop();
+        removedClient.dispose();
+        keptClient.dispose();
+      }
+    });
+  }
+
+  it("an MCP wait_for_events call and a subscriptions/listen stream whose key a reload removed end (the call UNAUTHENTICATED with its cursor); a kept key's get the next event", async () => {
+    fs.writeFileSync(files.apps, appsFile([OLD_KEY, NEW_KEY]));
+    expect((await reload(t)).status).toBe(200);
+    const removed = await mcpClient(t, { key: OLD_KEY });
+    const kept = await mcpClient(t, { key: NEW_KEY });
+    try {
+      const wait = async (c: typeof removed) => {
+        const start = await c.call('wait_for_events', { kinds: ['mobile-id'], timeoutSeconds: 0 });
+        const cursor = start.structuredContent!.cursor as string;
+        return c.call('wait_for_events', { cursor, kinds: ['mobile-id'], timeoutSeconds: 300 });
+      };
+      const id = `mcp-kept-${Math.random()}`;
+      const uri = `mobileid://authentications/${id}`;
+      const updated = { removed: [] as string[], kept: [] as string[] };
+      for (const [c, seen] of [
+        [removed, updated.removed],
+        [kept, updated.kept],
+      ] as const)
+        c.client.setNotificationHandler('notifications/resources/updated', (n) => void seen.push(n.params.uri));
+      const removedListen = await removed.client.listen({ resourceSubscriptions: [uri] });
+      await kept.client.listen({ resourceSubscriptions: [uri] });
+      const before = subscribers(t, 'mobile-id');
+      const removedWait = wait(removed);
+      const keptWait = wait(kept);
+      await waitFor(() => subscribers(t, 'mobile-id') >= before + 2, 10_000, 'both calls waiting');
+      fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+      expect((await reload(t)).status).toBe(200);
+      expect(await removedListen.closed).toBe('remote');
+      const ended = await removedWait;
+      expect(ended.isError).toBe(true);
+      expect(ended.structuredContent).toEqual({
+        errors: [
+          {
+            message: expect.stringMatching(
+              /\(the configuration was reloaded\) while waiting; nothing after it was read$/,
+            ),
+            code: 'UNAUTHENTICATED',
+          },
+        ],
+        cursor: expect.any(String),
+      });
+      expect((await postNotification(t, await mobile.notification(id), { token: NOTIFY })).status).toBe(204);
+      const got = await keptWait;
+      expect(got.isError).toBeFalsy();
+      expect((got.structuredContent!.events as { key: string }[]).map((e) => e.key)).toEqual([id]);
+      await waitFor(() => updated.kept.length > 0, 10_000, "the kept key's listen stream notified");
+      expect(updated).toEqual({ removed: [], kept: [uri] });
+    } finally {
+      await removed.close();
+      await kept.close();
     }
   });
 });
