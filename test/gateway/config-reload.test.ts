@@ -648,3 +648,65 @@ describe('a reload while a WebSocket connection is being authenticated', () => {
     }
   });
 });
+
+describe('a reload after which the JWKS URL cannot be fetched', () => {
+  it("closes a JWT's WebSocket 1013 and ends its SSE subscription UPSTREAM_UNAVAILABLE: the keys are unreachable, the token is not refused", async () => {
+    const key = await signingKey('idp-reachable');
+    // The provider the gateway starts with, and the one the reload names, which answers every fetch 503.
+    const serve = (answer: (res: http.ServerResponse) => void) => {
+      const server = http.createServer((_req, res) => answer(res));
+      return new Promise<http.Server>((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+    };
+    const reachable = await serve((res) =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [key.publicJwk] })),
+    );
+    const down = await serve((res) => res.writeHead(503).end());
+    const urlOf = (server: http.Server) => `http://127.0.0.1:${(server.address() as AddressInfo).port}/keys`;
+    const dir = tempDataDir('reload-jwks-down-');
+    const issuers = path.join(dir, 'issuers.yaml');
+    const issuersWith = (server: http.Server) =>
+      `issuers:\n  - issuer: ${ISSUER}\n    jwksUrl: ${urlOf(server)}\n    audience: ${AUDIENCE}\n    apps: ["*"]\n`;
+    fs.writeFileSync(issuers, issuersWith(reachable));
+    const t = await startTestGateway({ AUTH_ISSUERS: issuers, OPERATOR_API_KEYS: `sre:${SRE_KEY}` });
+    const jwt = await sign(key);
+    const ws = wsClient(t, { key: jwt });
+    const sse = createSseClient({
+      url: `${t.url}/graphql/stream`,
+      singleConnection: false,
+      retryAttempts: 0,
+      headers: { authorization: `Bearer ${jwt}` },
+    });
+    const HEARTBEAT = 'subscription { heartbeat(intervalMs: 60000, count: 1000) }';
+    try {
+      let closed: { code?: number; reason?: string } | undefined;
+      ws.on('closed', (event) => (closed = event as typeof closed));
+      const overWs = collect(ws, HEARTBEAT, {});
+      const overSse = collect(sse, HEARTBEAT, {});
+      // Each has its first beat: both are open, authenticated with the reachable keys.
+      await waitFor(() => overWs.results.length > 0 && overSse.results.length > 0, 10_000, 'the first beats');
+      fs.writeFileSync(issuers, issuersWith(down));
+      expect((await reload(t)).status).toBe(200);
+      await waitFor(() => closed, 10_000, 'the WebSocket to close');
+      expect(closed!.code).toBe(1013);
+      expect(closed!.reason).toMatch(
+        /^Try again later \(the configuration was reloaded\): the identity provider's keys/,
+      );
+      await waitFor(() => overSse.completed() || overSse.errors.length > 0, 10_000, 'the SSE subscription to end');
+      expect(overSse.results.at(-1)).toEqual({
+        errors: [
+          {
+            message: expect.stringMatching(
+              /\(the configuration was reloaded\): the subscription has ended; subscribe again later$/,
+            ),
+            extensions: { code: 'UPSTREAM_UNAVAILABLE' },
+          },
+        ],
+      });
+    } finally {
+      await ws.dispose();
+      sse.dispose();
+      await t.close();
+      for (const server of [reachable, down]) await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});
