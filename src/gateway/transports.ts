@@ -119,6 +119,7 @@ export function buildTransports(
     bodyLimit: config.graphqlLimits.maxBodyBytes,
     ...(testing.scheduleSseRelease ? { scheduleRelease: testing.scheduleSseRelease } : {}),
     context: (caller, requestId) => contextFor(caller, requestId),
+    generation: () => live.generation,
   });
 
   const ws = createWsServer({
@@ -138,8 +139,11 @@ export function buildTransports(
     generation: () => live.generation,
   });
   metrics.measureSubscriberLag(() => ws.lag());
-  // A key removed by a reload ends the connections it opened (decision 057).
-  live.onReloaded(() => ws.recheck());
+  // A key removed by a reload ends the connections and streams it opened (decision 057).
+  live.onReloaded(() => {
+    ws.recheck();
+    sse.recheck();
+  });
 
   const routes: Route[] = [
     ...(graphiql
@@ -315,5 +319,7 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
     codec: codec as RequestStateCodec<unknown>,
     logger,
     expiry,
+    generation: () => live.generation,
+    onReloaded: (listener) => live.onReloaded(listener),
   });
 }

@@ -5,6 +5,7 @@ import { createHandler } from 'graphql-sse';
 
 import { ownerCaller, type Caller } from '../auth/caller.js';
 import { onExpiry } from '../auth/jwt.js';
+import type { AuthFailure } from '../auth/keys.js';
 import { ErrorCode } from '../errors.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type ResultStream } from '../execution/present.js';
@@ -35,6 +36,10 @@ export interface SseOptions extends StreamingTransportOptions {
 
 interface SseContext {
   caller: Caller;
+  /** The credential the request was authenticated with, authenticated again after a reload (recheck). */
+  authorization: string | undefined;
+  /** The configuration's generation when it was authenticated. */
+  generation: number;
   requestId: string;
   /** The reserved stream (single-connection mode) the request names. */
   stream?: string;
@@ -78,50 +83,66 @@ type Params = { query?: unknown; documentId?: unknown; extensions?: unknown; [k:
  * transport is the only thing new: the API key, the trusted documents, the validation, the resolvers (and so
  * the replay of stored events to late subscribers) and the masking of errors are those of graphql-ws.
  */
-export function createSseRoute(options: SseOptions): Route & { close(): Promise<void> } {
+export function createSseRoute(options: SseOptions): Route & { close(): Promise<void>; recheck(): void } {
   const reservations = new Map<string, Reservation>();
   const open = new Set<AsyncGenerator<string, void, undefined>>();
   const present = streamPresenter(options.logger);
   const expiry = options.expiry;
-  /** The subscriptions ending at their token's expiry that run on each reserved stream (single-connection mode). */
+  const generation = options.generation ?? (() => 0);
+  /** The open subscriptions and reserved streams, to authenticate again after a reload. */
+  const held = new Set<Ending>();
+  /** The subscriptions that run on each reserved stream (single-connection mode), which end before it does. */
   const endingOn = new Map<string, Set<Ending>>();
   /** Each operation's contextValue: the reserved stream it runs on, and what its `complete` ends (onComplete). */
   const streamOf = new WeakMap<object, string>();
   const completions = new WeakMap<object, () => void>();
   /**
-   * A subscription opened with a JWT ends when the token expires: a last result naming the expiry (UNAUTHENTICATED,
-   * as a new subscription with the token would get), then `complete` (graphql-sse then ends a distinct connection's
-   * stream). The result stream's own `end` does it (src/execution/run.ts makes it): no iterator around it.
+   * A subscription ends when its token expires, or when a reload refuses the credential it was opened with: a last
+   * result saying why (UNAUTHENTICATED, as a new subscription with the credential would get), then `complete`
+   * (graphql-sse then ends a distinct connection's stream). The result stream's own `end` does it
+   * (src/execution/run.ts makes it): no iterator around it.
    */
-  const endingAtItsExpiry = (stream: ResultStream, context: GraphQLContext): ResultStream => {
-    if (!expiry || context.caller.expiresAt === undefined) return stream;
+  const ending = (stream: ResultStream, context: GraphQLContext, request: SseContext): ResultStream => {
     const key = streamOf.get(context);
     const on = key === undefined ? undefined : (endingOn.get(key) ?? endingOn.set(key, new Set()).get(key)!);
     let completed!: () => void;
     const queued = new Promise<void>((resolve) => (completed = resolve));
-    const ending: Ending = {
-      expire(reason) {
-        stream.end({
-          errors: [
-            new GraphQLError(`${reason}: the subscription has ended; subscribe again with a new token`, {
-              extensions: { code: ErrorCode.UNAUTHENTICATED },
-            }),
-          ],
-        });
+    const subscription: Ending = {
+      authorization: request.authorization,
+      end(error) {
+        stream.end({ errors: [error] });
         return queued;
       },
     };
-    const cancel = onExpiry(expiry, context.caller, (reason) => void ending.expire(reason));
-    on?.add(ending);
-    // graphql-sse has queued the operation's `complete` (its source ended, it was stopped, or it expired).
+    const cancel = onExpiry(expiry, context.caller, (reason) => void subscription.end(expired(reason)));
+    on?.add(subscription);
+    hold(subscription, request.generation);
+    // graphql-sse has queued the operation's `complete` (its source ended, it was stopped, or it was ended above).
     completions.set(context, () => {
       cancel();
-      on?.delete(ending);
+      held.delete(subscription);
+      on?.delete(subscription);
       if (on?.size === 0) endingOn.delete(key!);
       completed();
     });
     return stream;
   };
+
+  /** Holds what a credential opened; one checked under an earlier configuration than the running one is checked now. */
+  function hold(opened: Ending, checkedUnder: number): void {
+    held.add(opened);
+    if (checkedUnder !== generation()) void reauthenticate(opened);
+  }
+
+  /** Authenticates what `opened` was opened with again, under the running configuration: a refusal ends it. */
+  async function reauthenticate(opened: Ending): Promise<void> {
+    try {
+      const result = await options.authenticate(opened.authorization);
+      if (!result.ok && held.delete(opened)) await opened.end(reloaded(result));
+    } catch (err) {
+      options.logger.warn({ err }, 'an SSE stream could not be authenticated again after a reload');
+    }
+  }
 
   const handler = createHandler<IncomingMessage, SseContext, GraphQLContext & Record<PropertyKey, unknown>>({
     schema: options.schema,
@@ -184,7 +205,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
           ];
         return { data: null, errors: [...outcome.refused] };
       }
-      if ('stream' in outcome) return endingAtItsExpiry(outcome.stream, contextValue);
+      if ('stream' in outcome) return ending(outcome.stream, contextValue, req.context);
       // A subscription refused by its own field (a malformed or expired cursor) is graphql-js's `{ errors }` alone:
       // graphql-sse takes a result for one only with its `data`, and would look for an operation in it instead.
       return 'data' in outcome.raw ? outcome.raw : { data: null, ...outcome.raw };
@@ -218,11 +239,12 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   }
 
   /**
-   * A reserved stream opened with a JWT ends when the token expires: each subscription on it that ends at an expiry
-   * gets its last result and `complete` first (graphql-sse writes what it has queued before it ends the stream).
+   * A reserved stream ends when its token expires, or when a reload refuses the credential that connected it: each
+   * subscription on it gets its last result and `complete` first (graphql-sse writes what it has queued before it
+   * ends the stream).
    */
-  async function endStream(stream: string, reason: string, stop: () => void): Promise<void> {
-    await Promise.all([...(endingOn.get(stream) ?? [])].map((ending) => ending.expire(reason)));
+  async function endStream(stream: string, error: GraphQLError, stop: () => void): Promise<void> {
+    await Promise.all([...(endingOn.get(stream) ?? [])].map((subscription) => subscription.end(error)));
     stop();
   }
 
@@ -282,12 +304,20 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       headers: { get: (key) => (key === 'accept' ? 'text/event-stream' : undefined) },
       body: null,
       raw: undefined as unknown as IncomingMessage,
-      context: { caller: ownerCaller(reservation.scope), requestId: 'release' },
+      context: {
+        caller: ownerCaller(reservation.scope),
+        authorization: undefined,
+        generation: generation(),
+        requestId: 'release',
+      },
     });
     if (body && typeof body !== 'string') await body.return(undefined);
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
+    // The configuration the credential is checked under: a JWT's verification awaits its keys, and a reload
+    // meanwhile must not pass the old configuration's answer off as the new one's.
+    const checkedUnder = generation();
     const result = options.authenticate(req.headers.authorization);
     const auth = result instanceof Promise ? await result : result;
     if (!auth.ok) {
@@ -314,6 +344,8 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     const tokenGiven = given !== undefined;
     const context: SseContext = {
       caller: auth.caller,
+      authorization: req.headers.authorization,
+      generation: checkedUnder,
       requestId: ctx.requestId,
       ...(typeof given === 'string' && req.method !== 'PUT' ? { stream: given } : {}),
       ...(accept === 'text/event-stream' ? { ids: [] } : {}),
@@ -413,10 +445,16 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     res.once('close', stop);
     const stream = token;
     const ids = idsOf(context, token);
-    const cancelExpiry =
+    // A reserved stream ends with the credential that connected it; a distinct one with its one subscription.
+    const connected: Ending | undefined =
       stream === undefined
         ? undefined
-        : onExpiry(expiry, auth.caller, (reason) => void endStream(stream, reason, stop));
+        : { authorization: context.authorization, end: (error) => endStream(stream, error, stop) };
+    const cancelExpiry =
+      connected === undefined
+        ? undefined
+        : onExpiry(expiry, auth.caller, (reason) => void connected.end(expired(reason)));
+    if (connected) hold(connected, checkedUnder);
     try {
       for await (const chunk of responseBody) {
         if (!res.writable) break;
@@ -428,6 +466,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       }
     } finally {
       cancelExpiry?.();
+      if (connected) held.delete(connected);
       res.off('close', stop);
       open.delete(responseBody);
       if (token) reservations.delete(token);
@@ -440,6 +479,13 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     path: SSE_PATH,
     name: 'graphql-stream',
     handle,
+    /**
+     * After a reload: the credential of every open subscription and reserved stream is authenticated again, and those
+     * the configuration no longer admits end, each subscription with its last result saying why.
+     */
+    recheck(): void {
+      for (const opened of [...held]) void reauthenticate(opened);
+    },
     async close() {
       for (const r of reservations.values()) clearTimeout(r.timer);
       await Promise.all([...open].map((body) => body.return(undefined)));
@@ -460,7 +506,28 @@ function withEventId(chunk: string, cursor: string | undefined): string {
   return cursor !== undefined && EVENT_ID.test(cursor) ? `id: ${cursor}\n${chunk}` : chunk;
 }
 
-/** A subscription that ends at its token's expiry; `expire` ends it sooner and resolves once its `complete` is queued. */
+/** A subscription or a reserved stream, and the credential that opened it. */
 interface Ending {
-  expire(reason: string): Promise<void>;
+  readonly authorization: string | undefined;
+  /** Ends it with `error` as each subscription's last result; resolves once their `complete` is queued. */
+  end(error: GraphQLError): Promise<void>;
+}
+
+/** The last result of a subscription its token's expiry ends: UNAUTHENTICATED, as a new one with it would get. */
+function expired(reason: string): GraphQLError {
+  return new GraphQLError(`${reason}: the subscription has ended; subscribe again with a new token`, {
+    extensions: { code: ErrorCode.UNAUTHENTICATED },
+  });
+}
+
+/**
+ * The last result of a subscription whose credential a reload refused: UNAUTHENTICATED, as a new one with it would
+ * get; or, for a JWT whose keys could not be fetched, UPSTREAM_UNAVAILABLE, as the request would get (503).
+ */
+function reloaded(failure: AuthFailure): GraphQLError {
+  const unavailable = failure.reason === 'unavailable';
+  const then = unavailable ? 'subscribe again later' : 'subscribe again with a credential the gateway accepts';
+  return new GraphQLError(`${failure.message} (the configuration was reloaded): the subscription has ended; ${then}`, {
+    extensions: { code: unavailable ? ErrorCode.UPSTREAM_UNAVAILABLE : ErrorCode.UNAUTHENTICATED },
+  });
 }

@@ -18,6 +18,11 @@ export interface StreamingTransportOptions {
   authenticate: Authenticate;
   /** Ends a connection opened with a JWT when the token expires (absent: connections never end for that). */
   expiry?: AuthExpiry;
+  /**
+   * The generation of the running configuration (a reload adds one): a credential checked under an earlier one is
+   * authenticated again, so that what it opened runs as the live configuration knows it.
+   */
+  generation?: () => number;
   context: (caller: Caller, requestId: string) => GraphQLContext;
   /** TRUSTED_DOCUMENTS, for graphql-sse, which resolves them on its wire (graphql-ws leaves them to the pipeline). */
   trusted?: DocumentAdmission;

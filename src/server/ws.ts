@@ -7,7 +7,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 
 import type { Caller } from '../auth/caller.js';
 import { onExpiry } from '../auth/jwt.js';
-import type { AuthResult } from '../auth/keys.js';
+import type { AuthFailure, AuthResult } from '../auth/keys.js';
 import { ErrorCode } from '../errors.js';
 import type { Pipeline, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type StreamOutcome } from '../execution/present.js';
@@ -28,11 +28,6 @@ export interface WsOptions extends StreamingTransportOptions {
   subscriberBufferBytes?: number;
   /** Called with `slow_consumer` for each connection closed as above (gateway_subscriptions_closed_total). */
   onClosed?: (reason: 'slow_consumer') => void;
-  /**
-   * The generation of the running configuration (a reload adds one): an operation on a connection authenticated under
-   * an earlier one authenticates its credential again first, so it runs as the caller the live configuration knows.
-   */
-  generation?: () => number;
   /**
    * DELIVERY_COMPLETE_WITH_LAST (default true): a subscription's last result (its event stream ended with it) is
    * written with the `complete` the protocol would write after it, and the subscription ends there (docs/decisions/089).
@@ -197,11 +192,21 @@ export function createWsServer(options: WsOptions) {
   /** The open connections that were admitted, to authenticate again after a reload. */
   const held = new Set<Connection>();
   const generation = options.generation ?? (() => 0);
-  /** The credential no longer admitted: 4403, as a new connection with it would get; its subscriptions end with it. */
-  const refuse = (connection: Connection, message: string): void => {
+  /**
+   * The credential no longer admitted: 4403, as a new connection with it would get; its subscriptions end with it. A
+   * JWT whose keys could not be fetched is not refused but unchecked: 1013, as `connect` answers it, and the client
+   * reconnects once the keys can be fetched.
+   */
+  const refuse = (connection: Connection, failure: AuthFailure): void => {
     held.delete(connection);
     // The reload first: a close reason holds 123 bytes, and a JWT's refusal alone fills them.
-    connection.ws.close(CloseCode.Forbidden, closeReason(`Forbidden (the configuration was reloaded): ${message}`));
+    if (failure.reason === 'unavailable')
+      connection.ws.close(1013, closeReason(`Try again later (the configuration was reloaded): ${failure.message}`));
+    else
+      connection.ws.close(
+        CloseCode.Forbidden,
+        closeReason(`Forbidden (the configuration was reloaded): ${failure.message}`),
+      );
   };
   /** Authenticates a connection's credential again under the running configuration: its caller now, or null (closed). */
   const reauthenticate = async (connection: Connection): Promise<Caller | null> => {
@@ -209,7 +214,7 @@ export function createWsServer(options: WsOptions) {
     const now = generation();
     const result = await options.authenticate(connection.header);
     if (!result.ok) {
-      refuse(connection, result.message);
+      refuse(connection, result);
       return null;
     }
     connection.generation = now;
@@ -514,7 +519,7 @@ export function createWsServer(options: WsOptions) {
     wss,
     /**
      * After a reload: every open connection's credential is authenticated again, and those the configuration no
-     * longer admits are closed (4403), their subscriptions with them.
+     * longer admits are closed (4403; 1013 for a JWT whose keys cannot be fetched now), their subscriptions with them.
      */
     recheck(): void {
       for (const connection of [...held]) reauthenticateLater(connection);

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { createClient as createSseClient } from 'graphql-sse';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -21,8 +22,9 @@ import {
   type SigningKey,
   type TokenOptions,
 } from '../helpers/jwt.js';
-import { postNotification, QUERY, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
-import { waitFor } from '../helpers/wait.js';
+import { mcpClient } from '../helpers/mcp.js';
+import { collect, postNotification, QUERY, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
 
 const OLD_KEY = 'shop-key-old-0123456789abcdef';
 const NEW_KEY = 'shop-key-new-0123456789abcdef';
@@ -470,6 +472,121 @@ describe('configuration that reloads without a restart', () => {
       await kept.dispose();
     }
   });
+
+  for (const singleConnection of [false, true]) {
+    it(`an SSE subscription whose key a reload removed ends with a last result naming the reload and gets no later event; a kept key's keeps receiving (${singleConnection ? 'single-connection' : 'distinct-connections'} mode)`, async () => {
+      fs.writeFileSync(files.apps, appsFile([OLD_KEY, NEW_KEY]));
+      expect((await reload(t)).status).toBe(200);
+      const sse = (key: string) =>
+        createSseClient({
+          url: `${t.url}/graphql/stream`,
+          singleConnection,
+          retryAttempts: 0,
+          headers: { authorization: `Bearer ${key}` },
+        });
+      const removedClient = sse(OLD_KEY);
+      const keptClient = sse(NEW_KEY);
+      const removedId = `sse-removed-${Math.random()}`;
+      const keptId = `sse-kept-${Math.random()}`;
+      const removed = collect(removedClient, SUBSCRIPTION, { id: removedId });
+      const kept = collect(keptClient, SUBSCRIPTION, { id: keptId });
+      try {
+        await waitFor(
+          () => subscribers(t, 'mobile-id', removedId) === 1 && subscribers(t, 'mobile-id', keptId) === 1,
+          10_000,
+          'both subscriptions listening',
+        );
+        fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+        expect((await reload(t)).status).toBe(200);
+        // The removed key's subscription ends: its last result says why, then `complete`.
+        await waitFor(
+          () => removed.completed() || removed.errors.length > 0,
+          10_000,
+          "the removed key's subscription to end",
+        );
+        expect(removed.errors).toEqual([]);
+        expect(removed.completed()).toBe(true);
+        expect(removed.results).toEqual([
+          {
+            errors: [
+              {
+                message: expect.stringMatching(/\(the configuration was reloaded\): the subscription has ended/),
+                extensions: { code: 'UNAUTHENTICATED' },
+              },
+            ],
+          },
+        ]);
+        await waitFor(() => subscribers(t, 'mobile-id', removedId) === 0, 5_000, 'the removed subscription to leave');
+        // A result for each after the reload: only the kept key's subscription receives one.
+        const notify = async (id: string) =>
+          expect((await postNotification(t, await mobile.notification(id), { token: NOTIFY })).status).toBe(204);
+        await notify(removedId);
+        await notify(keptId);
+        await waitFor(() => kept.results.length > 0, 10_000, "the kept key's result");
+        expect(kept.results[0].data.mobileIdAuthentication).toMatchObject({ idTokenVerified: true });
+        expect(kept.errors).toEqual([]);
+        expect(removed.results).toHaveLength(1);
+      } finally {
+        removed.stop();
+        kept.stop();
+        removedClient.dispose();
+        keptClient.dispose();
+      }
+    });
+  }
+
+  it("an MCP wait_for_events call and a subscriptions/listen stream whose key a reload removed end (the call UNAUTHENTICATED with its cursor); a kept key's get the next event", async () => {
+    fs.writeFileSync(files.apps, appsFile([OLD_KEY, NEW_KEY]));
+    expect((await reload(t)).status).toBe(200);
+    const removed = await mcpClient(t, { key: OLD_KEY });
+    const kept = await mcpClient(t, { key: NEW_KEY });
+    try {
+      const wait = async (c: typeof removed) => {
+        const start = await c.call('wait_for_events', { kinds: ['mobile-id'], timeoutSeconds: 0 });
+        const cursor = start.structuredContent!.cursor as string;
+        return c.call('wait_for_events', { cursor, kinds: ['mobile-id'], timeoutSeconds: 300 });
+      };
+      const id = `mcp-kept-${Math.random()}`;
+      const uri = `mobileid://authentications/${id}`;
+      const updated = { removed: [] as string[], kept: [] as string[] };
+      for (const [c, seen] of [
+        [removed, updated.removed],
+        [kept, updated.kept],
+      ] as const)
+        c.client.setNotificationHandler('notifications/resources/updated', (n) => void seen.push(n.params.uri));
+      const removedListen = await removed.client.listen({ resourceSubscriptions: [uri] });
+      await kept.client.listen({ resourceSubscriptions: [uri] });
+      const before = subscribers(t, 'mobile-id');
+      const removedWait = wait(removed);
+      const keptWait = wait(kept);
+      await waitFor(() => subscribers(t, 'mobile-id') >= before + 2, 10_000, 'both calls waiting');
+      fs.writeFileSync(files.apps, appsFile([NEW_KEY]));
+      expect((await reload(t)).status).toBe(200);
+      expect(await removedListen.closed).toBe('remote');
+      const ended = await removedWait;
+      expect(ended.isError).toBe(true);
+      expect(ended.structuredContent).toEqual({
+        errors: [
+          {
+            message: expect.stringMatching(
+              /\(the configuration was reloaded\) while waiting; nothing after it was read$/,
+            ),
+            code: 'UNAUTHENTICATED',
+          },
+        ],
+        cursor: expect.any(String),
+      });
+      expect((await postNotification(t, await mobile.notification(id), { token: NOTIFY })).status).toBe(204);
+      const got = await keptWait;
+      expect(got.isError).toBeFalsy();
+      expect((got.structuredContent!.events as { key: string }[]).map((e) => e.key)).toEqual([id]);
+      await waitFor(() => updated.kept.length > 0, 10_000, "the kept key's listen stream notified");
+      expect(updated).toEqual({ removed: [], kept: [uri] });
+    } finally {
+      await removed.close();
+      await kept.close();
+    }
+  });
 });
 
 describe('a reload while a WebSocket connection is being authenticated', () => {
@@ -528,6 +645,68 @@ describe('a reload while a WebSocket connection is being authenticated', () => {
       await client.dispose();
       await t.close();
       await new Promise<void>((resolve) => provider.close(() => resolve()));
+    }
+  });
+});
+
+describe('a reload after which the JWKS URL cannot be fetched', () => {
+  it("closes a JWT's WebSocket 1013 and ends its SSE subscription UPSTREAM_UNAVAILABLE: the keys are unreachable, the token is not refused", async () => {
+    const key = await signingKey('idp-reachable');
+    // The provider the gateway starts with, and the one the reload names, which answers every fetch 503.
+    const serve = (answer: (res: http.ServerResponse) => void) => {
+      const server = http.createServer((_req, res) => answer(res));
+      return new Promise<http.Server>((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+    };
+    const reachable = await serve((res) =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [key.publicJwk] })),
+    );
+    const down = await serve((res) => res.writeHead(503).end());
+    const urlOf = (server: http.Server) => `http://127.0.0.1:${(server.address() as AddressInfo).port}/keys`;
+    const dir = tempDataDir('reload-jwks-down-');
+    const issuers = path.join(dir, 'issuers.yaml');
+    const issuersWith = (server: http.Server) =>
+      `issuers:\n  - issuer: ${ISSUER}\n    jwksUrl: ${urlOf(server)}\n    audience: ${AUDIENCE}\n    apps: ["*"]\n`;
+    fs.writeFileSync(issuers, issuersWith(reachable));
+    const t = await startTestGateway({ AUTH_ISSUERS: issuers, OPERATOR_API_KEYS: `sre:${SRE_KEY}` });
+    const jwt = await sign(key);
+    const ws = wsClient(t, { key: jwt });
+    const sse = createSseClient({
+      url: `${t.url}/graphql/stream`,
+      singleConnection: false,
+      retryAttempts: 0,
+      headers: { authorization: `Bearer ${jwt}` },
+    });
+    const HEARTBEAT = 'subscription { heartbeat(intervalMs: 60000, count: 1000) }';
+    try {
+      let closed: { code?: number; reason?: string } | undefined;
+      ws.on('closed', (event) => (closed = event as typeof closed));
+      const overWs = collect(ws, HEARTBEAT, {});
+      const overSse = collect(sse, HEARTBEAT, {});
+      // Each has its first beat: both are open, authenticated with the reachable keys.
+      await waitFor(() => overWs.results.length > 0 && overSse.results.length > 0, 10_000, 'the first beats');
+      fs.writeFileSync(issuers, issuersWith(down));
+      expect((await reload(t)).status).toBe(200);
+      await waitFor(() => closed, 10_000, 'the WebSocket to close');
+      expect(closed!.code).toBe(1013);
+      expect(closed!.reason).toMatch(
+        /^Try again later \(the configuration was reloaded\): the identity provider's keys/,
+      );
+      await waitFor(() => overSse.completed() || overSse.errors.length > 0, 10_000, 'the SSE subscription to end');
+      expect(overSse.results.at(-1)).toEqual({
+        errors: [
+          {
+            message: expect.stringMatching(
+              /\(the configuration was reloaded\): the subscription has ended; subscribe again later$/,
+            ),
+            extensions: { code: 'UPSTREAM_UNAVAILABLE' },
+          },
+        ],
+      });
+    } finally {
+      await ws.dispose();
+      sse.dispose();
+      await t.close();
+      for (const server of [reachable, down]) await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
 });

@@ -41,6 +41,16 @@ export interface McpHttpOptions {
   readonly logger: Logger;
   /** When a stream opened with a JWT ends: the same rule and clock as graphql-ws and SSE (src/auth/jwt.ts onExpiry). */
   readonly expiry?: AuthExpiry;
+  /** The running configuration's generation, and its reloads: what a request holds open is then authenticated again. */
+  readonly generation?: () => number;
+  readonly onReloaded?: (listener: () => void) => void;
+}
+
+/** A request held open (a subscriptions/listen stream, a waiting call) and the credential it came with. */
+interface Held {
+  readonly authorization: string | undefined;
+  /** Aborted with the AuthFailure when a reload refuses the credential (src/server/mcp/wait.ts reads it). */
+  readonly revoked: AbortController;
 }
 
 /** The most resource URIs one subscriptions/listen may name. */
@@ -114,6 +124,21 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
 
   const bus = new ListenBus(o.surface);
   const listening = new Map<string, number>();
+  const generation = o.generation ?? (() => 0);
+  const held = new Set<Held>();
+  /** Authenticates a held request's credential again, under the running configuration: a refusal revokes it. */
+  const reauthenticate = async (request: Held): Promise<void> => {
+    try {
+      const result = await o.authenticate(request.authorization);
+      if (!result.ok && held.delete(request)) request.revoked.abort(result);
+    } catch (err) {
+      o.logger.warn({ err }, 'an MCP request could not be authenticated again after a reload');
+    }
+  };
+  // After a reload, as graphql-ws and SSE do: a request held open whose credential the reload refuses ends.
+  o.onReloaded?.(() => {
+    for (const request of [...held]) void reauthenticate(request);
+  });
   // Made with the SDK on the first request (src/server/mcp/sdk.ts): one handler for the whole gateway, whose factory
   // makes each request's server from what the route authenticated.
   let endpoint: { sdk: McpSdk; allowed: string[]; handler: ReturnType<McpSdk['createMcpHandler']> } | null = null;
@@ -124,8 +149,14 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
       allowed: [...new Set([...sdk.localhostAllowedHostnames(), ...o.allowedHosts])],
       handler: sdk.createMcpHandler(
         (ctx) => {
-          const extra = ctx.authInfo?.extra as { caller: Caller; toolset: string; requestId: string };
+          const extra = ctx.authInfo?.extra as {
+            caller: Caller;
+            toolset: string;
+            requestId: string;
+            revoked: AbortSignal;
+          };
           return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, {
+            revoked: extra.revoked,
             requestState: (state, ctx) => o.codec.verify(state, ctx),
             era: ctx.era,
             logger: o.logger,
@@ -165,6 +196,8 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
         if (!o.surface.toolsets.has(toolset))
           return sendJsonRpcError(res, 404, -32000, `no MCP toolset ${toolset} on this gateway`);
 
+        // The configuration the credential is checked under (a JWT's verification awaits its keys).
+        const checkedUnder = generation();
         const auth = await o.authenticate(req.headers.authorization);
         if (!auth.ok) {
           if (auth.reason === 'unavailable')
@@ -216,7 +249,13 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
           headers.set(name, Array.isArray(value) ? value.join(', ') : value);
         }
         const abort = new AbortController();
-        res.on('close', () => abort.abort());
+        const holding: Held = { authorization: req.headers.authorization, revoked: new AbortController() };
+        held.add(holding);
+        if (checkedUnder !== generation()) void reauthenticate(holding);
+        res.on('close', () => {
+          held.delete(holding);
+          abort.abort();
+        });
         const request = new Request(url, {
           method: req.method ?? 'GET',
           headers,
@@ -228,7 +267,7 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
           clientId: caller.app ?? caller.scope,
           scopes: [...caller.grants.scopes],
           ...(caller.expiresAt ? { expiresAt: Math.floor(caller.expiresAt / 1000) } : {}),
-          extra: { caller, toolset, requestId: ctx.requestId },
+          extra: { caller, toolset, requestId: ctx.requestId, revoked: holding.revoked.signal },
         };
         const options = { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) };
         const listened = listenedUris(parsed);
@@ -256,8 +295,10 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
               `Subscription limit reached: this app already has ${MAX_LISTENS_PER_APP} subscriptions/listen streams open on this replica; close one, or name several resources in one`,
             );
           listening.set(caller.scope, open + 1);
-          // A stream opened with a JWT ends when the token does, as WebSocket and SSE connections do.
+          // A stream opened with a JWT ends when the token does, or when a reload refuses its credential, as WebSocket
+          // and SSE connections do.
           const cancelExpiry = onExpiry(o.expiry, caller, () => abort.abort());
+          holding.revoked.signal.addEventListener('abort', () => abort.abort(), { once: true });
           res.on('close', () => {
             cancelExpiry();
             const left = (listening.get(caller.scope) ?? 1) - 1;

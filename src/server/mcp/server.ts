@@ -24,6 +24,8 @@ export interface ToolCall {
   readonly requestId: string;
   /** The SDK's context: the multi-round-trip input responses and request state (approvals), the protocol era. */
   readonly ctx: ServerContext;
+  /** Aborted, with the AuthFailure as its reason, when a reload refuses the request's credential. */
+  readonly revoked?: AbortSignal;
 }
 
 export type ToolResult = CallToolResult | InputRequiredResult;
@@ -112,6 +114,8 @@ export function createRequestServer(
     era?: 'legacy' | 'modern';
     /** Where an unexpected error of a tool or a resource read is logged in full (the client gets none of it). */
     logger?: Logger;
+    /** Aborted when a reload refuses the request's credential (ToolCall.revoked). */
+    revoked?: AbortSignal;
   },
 ): Server {
   const tools = surface.toolsets.get(toolset) ?? [];
@@ -152,7 +156,12 @@ export function createRequestServer(
       return toolError(refused.message, { code: 'FORBIDDEN', ...(refused.scope ? { scope: refused.scope } : {}) });
     const args = request.params.arguments ?? {};
     try {
-      return await tool.call(args, { caller, requestId, ctx });
+      return await tool.call(args, {
+        caller,
+        requestId,
+        ctx,
+        ...(options.revoked ? { revoked: options.revoked } : {}),
+      });
     } catch (err) {
       return thrownByTool(err, options.logger, requestId, tool.name);
     }

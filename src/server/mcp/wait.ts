@@ -4,6 +4,7 @@
 import { GraphQLError } from 'graphql';
 
 import { onExpiry, type AuthExpiry } from '../../auth/jwt.js';
+import type { AuthFailure } from '../../auth/keys.js';
 import { ErrorCode } from '../../errors.js';
 import { MAX_LISTENS_PER_APP } from './http.js';
 import { errorsResult } from './operations.js';
@@ -153,7 +154,7 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry):
           cursor: cursor as string | undefined,
           kinds: wanted,
           timeoutSeconds,
-          signal: AbortSignal.any([call.ctx.mcpReq.signal, expiring.signal]),
+          signal: AbortSignal.any([call.ctx.mcpReq.signal, expiring.signal, ...(call.revoked ? [call.revoked] : [])]),
           limit: MAX_EVENTS,
         });
       } catch (err) {
@@ -176,6 +177,19 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry):
           `Unauthenticated: ${message}. Call again with a new token and the cursor ${page.cursor}: no event is missed`,
           { errors: [{ message, code: ErrorCode.UNAUTHENTICATED }], cursor: page.cursor },
         );
+      }
+      // A reload refused the credential meanwhile (as graphql-ws and SSE end what it opened): told as the expiry is.
+      if (call.revoked?.aborted && page.events.length === 0) {
+        const failure = call.revoked.reason as AuthFailure;
+        const unavailable = failure.reason === 'unavailable';
+        const message = `${failure.message} (the configuration was reloaded) while waiting; nothing after it was read`;
+        const [word, again] = unavailable
+          ? ['Unavailable', 'later']
+          : ['Unauthenticated', 'with a credential the gateway accepts'];
+        return toolError(`${word}: ${message}. Call again ${again} and the cursor ${page.cursor}: no event is missed`, {
+          errors: [{ message, code: unavailable ? ErrorCode.UPSTREAM_UNAVAILABLE : ErrorCode.UNAUTHENTICATED }],
+          cursor: page.cursor,
+        });
       }
       const events = page.events.map((e) => ({
         kind: e.kind,
