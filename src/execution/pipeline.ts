@@ -27,6 +27,7 @@ import {
   UserInputError,
   type Executed,
   type Presenter,
+  type Ran,
   type Refusal,
   type RefusalStage,
 } from './present.js';
@@ -56,7 +57,7 @@ export interface TrustedDocumentsStage {
 /** The transports, as metrics and logs name them. */
 export type TransportName = 'http' | 'ws' | 'sse' | 'mcp';
 
-export type { Executed, Refusal } from './present.js';
+export type { Executed, Ran, Refusal } from './present.js';
 export type { ResultSink } from './run.js';
 
 export interface RunOperation<T = Refusal | Executed> {
@@ -107,6 +108,12 @@ export interface Pipeline {
    * by the trusted documents already (an agent's plan stores the text it was made from), as in runOperation.
    */
   estimate(params: OperationParams, o?: { trustedResolved?: boolean }): Refusal | OperationEstimate;
+  /**
+   * The admit stage's scope check of a subscription that runs (`ran`, as its transport got it) for `caller` as a
+   * reload left it: FORBIDDEN naming the field and the scope it now lacks, or null. From the parsed operation the
+   * subscription keeps; its requirements were worked out when it was admitted.
+   */
+  forbiddenNow(caller: Caller, ran: Ran): GraphQLError | null;
 }
 
 export interface PipelineOptions {
@@ -128,6 +135,9 @@ export interface PipelineOptions {
 const QUERIES_AND_MUTATIONS: readonly OperationTypeNode[] = ['query', 'mutation'] as OperationTypeNode[];
 /** Where a subscription refused by `allow` runs instead (docs/contract.md, Routes). */
 const SUBSCRIPTIONS_RUN_ON = '. Subscriptions run over WebSocket (/graphql) and Server-Sent Events (/graphql/stream)';
+
+/** How a subscription's FORBIDDEN ends when a reload took a scope it needs from its app. */
+const RELOADED = 'the configuration was reloaded and the subscription has ended';
 
 /** BAD_USER_INPUT for variables that hold the NUL character (`nulPath`), naming where; null when they do not. */
 function nulRefusal(variables: Readonly<Record<string, unknown>>): readonly GraphQLError[] | null {
@@ -258,6 +268,11 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       };
     },
 
+    forbiddenNow(caller, ran) {
+      if (caller.grants === ALL_GRANTS) return null;
+      return scopes(caller.grants, ran.document, ran.operation, RELOADED);
+    },
+
     async runOperation<T>(run: RunOperation<T>): Promise<T> {
       const { caller, params, requestId, allow = QUERIES_AND_MUTATIONS } = run;
       const present = run.present ?? (outcome as unknown as Presenter<T>);
@@ -307,7 +322,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
             operationName: params.operationName ?? null,
             contextValue: context,
           };
-          const ran = { query: prepared.query, document, operationName: params.operationName ?? null };
+          const ran = { query: prepared.query, document, operationName: params.operationName ?? null, operation };
           if (operation.operation !== 'subscription') {
             const executed = streaming.execute(args);
             return present.executed(executed instanceof Promise ? await executed : executed, context, ran);

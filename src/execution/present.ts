@@ -8,6 +8,7 @@ import {
   type DocumentNode,
   type ExecutionResult,
   type GraphQLFormattedError,
+  type OperationDefinitionNode,
   type OperationTypeNode,
 } from 'graphql';
 
@@ -223,11 +224,15 @@ export interface Presenter<T> {
   threw(err: unknown, context: GraphQLContext): T;
 }
 
-/** What ran: the prepared text (one string shared by every operation of it), its document and the operation's name. */
+/**
+ * What ran: the prepared text (one string shared by every operation of it), its document, the operation's name and
+ * its node (what a reload checks a running subscription's scopes on: src/execution/pipeline.ts forbiddenNow).
+ */
 export interface Ran {
   readonly query: string;
   readonly document: DocumentNode;
   readonly operationName: string | null;
+  readonly operation: OperationDefinitionNode;
 }
 
 /**

@@ -97,8 +97,15 @@ function operationRequirements(
   return [...found.values()];
 }
 
-/** The refusal of the first requirement `grants` does not meet, or null. */
-export function unmetRequirement(grants: Grants, requirements: readonly ScopeRequirement[]): GraphQLError | null {
+/**
+ * The refusal of the first requirement `grants` does not meet, or null. `outcome` ends its message: what became of
+ * the operation (a running subscription a reload ends says so).
+ */
+export function unmetRequirement(
+  grants: Grants,
+  requirements: readonly ScopeRequirement[],
+  outcome = 'nothing was run',
+): GraphQLError | null {
   for (const req of requirements) {
     if (req.anyOf.some((all) => all.every((s) => grants.has(s)))) continue;
     const missing = req.anyOf[0]!.filter((s) => !grants.has(s));
@@ -110,7 +117,7 @@ export function unmetRequirement(grants: Grants, requirements: readonly ScopeReq
             .join('; ')})`
         : '';
     return new GraphQLError(
-      `${req.coordinate} needs the scope ${missing.join(' + ')}${alternatives}, which this app does not hold; nothing was run`,
+      `${req.coordinate} needs the scope ${missing.join(' + ')}${alternatives}, which this app does not hold; ${outcome}`,
       {
         extensions: {
           code: ErrorCode.FORBIDDEN,
@@ -130,15 +137,20 @@ export function unmetRequirement(grants: Grants, requirements: readonly ScopeReq
  */
 export function scopeCheck(
   schema: GraphQLSchema,
-): (grants: Grants, document: DocumentNode, operation: OperationDefinitionNode) => GraphQLError | null {
+): (
+  grants: Grants,
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+  outcome?: string,
+) => GraphQLError | null {
   const declared = schemaRequirements(schema);
   const needs = new WeakMap<OperationDefinitionNode, readonly ScopeRequirement[]>();
-  return (grants, document, operation) => {
+  return (grants, document, operation, outcome) => {
     let requirements = needs.get(operation);
     if (!requirements) {
       requirements = operationRequirements(schema, declared, document, operation);
       needs.set(operation, requirements);
     }
-    return requirements.length === 0 ? null : unmetRequirement(grants, requirements);
+    return requirements.length === 0 ? null : unmetRequirement(grants, requirements, outcome);
   };
 }

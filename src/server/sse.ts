@@ -7,7 +7,7 @@ import { ownerCaller, type Caller } from '../auth/caller.js';
 import { onExpiry } from '../auth/jwt.js';
 import type { AuthFailure } from '../auth/keys.js';
 import { ErrorCode } from '../errors.js';
-import type { Pipeline } from '../execution/pipeline.js';
+import type { Pipeline, Ran } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type ResultStream } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
@@ -97,18 +97,20 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   const streamOf = new WeakMap<object, string>();
   const completions = new WeakMap<object, () => void>();
   /**
-   * A subscription ends when its token expires, or when a reload refuses the credential it was opened with: a last
-   * result saying why (UNAUTHENTICATED, as a new subscription with the credential would get), then `complete`
+   * A subscription ends when its token expires, or when a reload refuses the credential it was opened with or takes a
+   * scope its operation (`ran`) needs: a last result saying why (UNAUTHENTICATED, as a new subscription with the
+   * credential would get; FORBIDDEN naming the field and the scope), then `complete`
    * (graphql-sse then ends a distinct connection's stream). The result stream's own `end` does it
    * (src/execution/run.ts makes it): no iterator around it.
    */
-  const ending = (stream: ResultStream, context: GraphQLContext, request: SseContext): ResultStream => {
+  const ending = (stream: ResultStream, ran: Ran, context: GraphQLContext, request: SseContext): ResultStream => {
     const key = streamOf.get(context);
     const on = key === undefined ? undefined : (endingOn.get(key) ?? endingOn.set(key, new Set()).get(key)!);
     let completed!: () => void;
     const queued = new Promise<void>((resolve) => (completed = resolve));
     const subscription: Ending = {
       authorization: request.authorization,
+      forbidden: (caller) => options.pipeline.forbiddenNow(caller, ran),
       end(error) {
         stream.end({ errors: [error] });
         return queued;
@@ -138,7 +140,8 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   async function reauthenticate(opened: Ending): Promise<void> {
     try {
       const result = await options.authenticate(opened.authorization);
-      if (!result.ok && held.delete(opened)) await opened.end(reloaded(result));
+      const error = result.ok ? (opened.forbidden?.(result.caller) ?? null) : reloaded(result);
+      if (error && held.delete(opened)) await opened.end(error);
     } catch (err) {
       options.logger.warn({ err }, 'an SSE stream could not be authenticated again after a reload');
     }
@@ -205,7 +208,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
           ];
         return { data: null, errors: [...outcome.refused] };
       }
-      if ('stream' in outcome) return ending(outcome.stream, contextValue, req.context);
+      if ('stream' in outcome) return ending(outcome.stream, outcome.ran, contextValue, req.context);
       // A subscription refused by its own field (a malformed or expired cursor) is graphql-js's `{ errors }` alone:
       // graphql-sse takes a result for one only with its `data`, and would look for an operation in it instead.
       return 'data' in outcome.raw ? outcome.raw : { data: null, ...outcome.raw };
@@ -481,7 +484,8 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     handle,
     /**
      * After a reload: the credential of every open subscription and reserved stream is authenticated again, and those
-     * the configuration no longer admits end, each subscription with its last result saying why.
+     * the configuration no longer admits end, each subscription with its last result saying why; so does each
+     * subscription that needs a scope its app no longer holds.
      */
     recheck(): void {
       for (const opened of [...held]) void reauthenticate(opened);
@@ -509,6 +513,8 @@ function withEventId(chunk: string, cursor: string | undefined): string {
 /** A subscription or a reserved stream, and the credential that opened it. */
 interface Ending {
   readonly authorization: string | undefined;
+  /** A subscription's scope check for its caller as a reload left it (a reserved stream's are its subscriptions'). */
+  forbidden?(caller: Caller): GraphQLError | null;
   /** Ends it with `error` as each subscription's last result; resolves once their `complete` is queued. */
   end(error: GraphQLError): Promise<void>;
 }

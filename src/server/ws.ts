@@ -9,12 +9,12 @@ import type { Caller } from '../auth/caller.js';
 import { onExpiry } from '../auth/jwt.js';
 import type { AuthFailure, AuthResult } from '../auth/keys.js';
 import { ErrorCode } from '../errors.js';
-import type { Pipeline, ResultSink } from '../execution/pipeline.js';
+import type { Pipeline, Ran, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type StreamOutcome } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import { KeepAliveSweep } from './keep-alive.js';
 import type { StreamingTransportOptions } from './streaming.js';
-import { graphqlTransportWs, type Operated } from './ws-protocol.js';
+import { graphqlTransportWs, type Operated, type ProtocolConnection } from './ws-protocol.js';
 
 export interface WsOptions extends StreamingTransportOptions {
   /** The execution pipeline's one entry: every operation runs through it (src/execution/pipeline.ts). */
@@ -110,6 +110,8 @@ class Connection {
   header: string | undefined = undefined;
   /** The configuration's generation when the credential was last authenticated. */
   generation = 0;
+  /** The protocol's side of the connection, set when it is admitted: its running subscriptions by id. */
+  protocol: ProtocolConnection<Connection> | undefined = undefined;
 
   constructor(
     readonly ws: WebSocket,
@@ -171,6 +173,12 @@ function afterHandleWrite(this: WriteRequest, status: number): void {
   if (status < 0) this.connection.raw.destroy(writeError(status));
 }
 
+/** A subscribe of a connection whose credential a reload refused (the connection is closed with it). */
+const unauthenticated = (): GraphQLError =>
+  new GraphQLError('the credential of this connection is no longer accepted', {
+    extensions: { code: ErrorCode.UNAUTHENTICATED },
+  });
+
 /** Interval of server pings that keep idle connections (and proxies) alive; a peer that does not answer one within it is terminated. */
 const KEEP_ALIVE_MS = 12_000;
 
@@ -219,7 +227,28 @@ export function createWsServer(options: WsOptions) {
     }
     connection.generation = now;
     connection.caller = result.caller;
+    endForbidden(connection, result.caller);
     return result.caller;
+  };
+  /** What each running subscription's stream runs, to check its scopes again after a reload. */
+  const running = new WeakMap<object, Ran>();
+  /**
+   * Each running subscription of the connection that needs a scope its app no longer holds ends with an `error`
+   * message (FORBIDDEN naming the field and the scope), which ends that operation alone (graphql-transport-ws): its
+   * other subscriptions may still be allowed. It leaves the map first, so the protocol writes no `complete` for it,
+   * and its stream stops (a shared execution goes on for the other members of its group).
+   */
+  const endForbidden = (connection: Connection, caller: Caller): void => {
+    const protocol = connection.protocol;
+    if (!protocol) return;
+    for (const [id, stream] of protocol.subscriptions) {
+      const ran = running.get(stream);
+      const error = ran && options.pipeline.forbiddenNow(caller, ran);
+      if (!error) continue;
+      protocol.subscriptions.delete(id);
+      (stream as AsyncIterator<ExecutionResult>).return?.()?.catch(() => undefined);
+      protocol.error(id, [error]);
+    }
   };
   const reauthenticateLater = (connection: Connection): void => {
     void reauthenticate(connection).catch((err: unknown) =>
@@ -447,6 +476,7 @@ export function createWsServer(options: WsOptions) {
           }
           connection.caller = result.caller;
           connection.header = header;
+          connection.protocol = pc;
           connection.generation = checkedUnder;
           held.add(connection);
           // A connection opened with a JWT ends when the token expires: 4403, as a new connection with the token would
@@ -472,16 +502,11 @@ export function createWsServer(options: WsOptions) {
         // credential (a removed key's is refused, and nothing runs). One comparison when nothing was reloaded.
         if (held.has(connection) && connection.generation !== generation()) {
           const now = await reauthenticate(connection);
-          if (!now)
-            return {
-              errors: [
-                new GraphQLError('the credential of this connection is no longer accepted', {
-                  extensions: { code: ErrorCode.UNAUTHENTICATED },
-                }),
-              ],
-            };
+          if (!now) return { errors: [unauthenticated()] };
           caller = now;
         }
+        // The generation the caller is known under: a reload while the operation is set up checks it once it runs.
+        const checkedUnder = connection.generation;
         // The context the operation runs with, made here so that each result written carries its warnings.
         const context = options.context(caller, `ws:${id}`);
         const subscriber = new SubscriberKind(id, connection, context, pc.subscriptions);
@@ -504,6 +529,18 @@ export function createWsServer(options: WsOptions) {
           // A subscription's results are written by its sink (above), not by the protocol.
           sink: subscriber,
         });
+        if ('stream' in outcome) {
+          running.set(outcome.stream, outcome.ran);
+          // Not in the connection's map yet, so a reload's check passed it by: it is checked here.
+          if (checkedUnder !== generation()) {
+            const now = await reauthenticate(connection);
+            const error = now ? options.pipeline.forbiddenNow(now, outcome.ran) : null;
+            if (!now || error) {
+              outcome.stream.return(undefined).catch(() => undefined);
+              return { errors: error ? [error] : [unauthenticated()] };
+            }
+          }
+        }
         if ('refused' in outcome)
           options.logger.debug({ id, errors: outcome.refused.map((e) => e.message) }, 'subscription error');
         return operated(outcome);
@@ -519,7 +556,8 @@ export function createWsServer(options: WsOptions) {
     wss,
     /**
      * After a reload: every open connection's credential is authenticated again, and those the configuration no
-     * longer admits are closed (4403; 1013 for a JWT whose keys cannot be fetched now), their subscriptions with them.
+     * longer admits are closed (4403; 1013 for a JWT whose keys cannot be fetched now), their subscriptions with them;
+     * of one still admitted, each subscription that needs a scope its app no longer holds ends FORBIDDEN.
      */
     recheck(): void {
       for (const connection of [...held]) reauthenticateLater(connection);

@@ -39,11 +39,11 @@ const PROJECTS = 'query Projects { projects(first: 1) { id } }';
 const sign = (key: SigningKey, options: TokenOptions = {}) =>
   signAs(key, { ...options, claims: { azp: 'portal', ...options.claims } });
 const digest = (key: string) => createHash('sha256').update(key).digest('hex');
-const appsFile = (shopKeys: string[]) =>
+const appsFile = (shopKeys: string[], shopScopes = 'cloud:read, cloud:write, mobile-id:read') =>
   [
     'apps:',
     '  - name: shop',
-    '    scopes: [cloud:read, cloud:write, mobile-id:read]',
+    `    scopes: [${shopScopes}]`,
     '    keys:',
     ...shopKeys.map((k) => `      - sha256: ${digest(k)}`),
     '  - name: sre',
@@ -531,6 +531,83 @@ describe('configuration that reloads without a restart', () => {
         kept.stop();
         removedClient.dispose();
         keptClient.dispose();
+      }
+    });
+  }
+
+  /** The last result of a subscription whose app a reload took `mobile-id:read` from. */
+  const forbiddenNow = {
+    message: expect.stringMatching(/needs the scope mobile-id:read.*the configuration was reloaded/),
+    extensions: { code: 'FORBIDDEN', field: 'Subscription.mobileIdAuthentication', scope: 'mobile-id:read' },
+  };
+  /** Ticks often enough to see the subscription that keeps running receive after the reload. */
+  const TICKING = 'subscription { heartbeat(intervalMs: 10, count: 1000) }';
+
+  it('a reload that takes a scope from an app ends, with FORBIDDEN, only the subscription of its WebSocket connection that needs it; the other keeps receiving', async () => {
+    const client = wsClient(t, { key: OLD_KEY });
+    const id = `ws-scoped-${Math.random()}`;
+    const scoped = collect(client, SUBSCRIPTION, { id });
+    const ticking = collect(client, TICKING, {});
+    try {
+      await waitFor(
+        () => subscribers(t, 'mobile-id', id) === 1 && ticking.results.length > 0,
+        10_000,
+        'both subscriptions running',
+      );
+      fs.writeFileSync(files.apps, appsFile([OLD_KEY], 'cloud:read, cloud:write'));
+      expect((await reload(t)).status).toBe(200);
+      // graphql-ws's `error` message ends that operation alone: the client's sink gets its errors.
+      await waitFor(() => scoped.completed() || scoped.errors.length > 0, 10_000, 'the scoped subscription to end');
+      expect(scoped.errors).toEqual([[forbiddenNow]]);
+      expect(scoped.results).toEqual([]);
+      await waitFor(() => subscribers(t, 'mobile-id', id) === 0, 5_000, 'the forbidden subscription to leave');
+      // The connection and its other subscription go on.
+      const seen = ticking.results.length;
+      expect((await postNotification(t, await mobile.notification(id), { token: NOTIFY })).status).toBe(204);
+      await waitFor(() => ticking.results.length > seen + 2, 10_000, 'the admitted subscription to keep receiving');
+      expect(ticking.errors).toEqual([]);
+      expect(ticking.completed()).toBe(false);
+      expect(scoped.results).toEqual([]);
+    } finally {
+      scoped.stop();
+      ticking.stop();
+      await client.dispose();
+    }
+  });
+
+  for (const singleConnection of [false, true]) {
+    it(`a reload that takes a scope from an app ends, with a last FORBIDDEN result, only the SSE subscription that needs it; the other keeps receiving (${singleConnection ? 'single-connection' : 'distinct-connections'} mode)`, async () => {
+      const client = createSseClient({
+        url: `${t.url}/graphql/stream`,
+        singleConnection,
+        retryAttempts: 0,
+        headers: { authorization: `Bearer ${OLD_KEY}` },
+      });
+      const id = `sse-scoped-${Math.random()}`;
+      const scoped = collect(client, SUBSCRIPTION, { id });
+      const ticking = collect(client, TICKING, {});
+      try {
+        await waitFor(
+          () => subscribers(t, 'mobile-id', id) === 1 && ticking.results.length > 0,
+          10_000,
+          'both subscriptions running',
+        );
+        fs.writeFileSync(files.apps, appsFile([OLD_KEY], 'cloud:read, cloud:write'));
+        expect((await reload(t)).status).toBe(200);
+        await waitFor(() => scoped.completed() || scoped.errors.length > 0, 10_000, 'the scoped subscription to end');
+        expect(scoped.errors).toEqual([]);
+        expect(scoped.results).toEqual([{ errors: [forbiddenNow] }]);
+        await waitFor(() => subscribers(t, 'mobile-id', id) === 0, 5_000, 'the forbidden subscription to leave');
+        const seen = ticking.results.length;
+        expect((await postNotification(t, await mobile.notification(id), { token: NOTIFY })).status).toBe(204);
+        await waitFor(() => ticking.results.length > seen + 2, 10_000, 'the admitted subscription to keep receiving');
+        expect(ticking.errors).toEqual([]);
+        expect(ticking.completed()).toBe(false);
+        expect(scoped.results).toHaveLength(1);
+      } finally {
+        scoped.stop();
+        ticking.stop();
+        client.dispose();
       }
     });
   }
