@@ -543,47 +543,32 @@ describe('configuration that reloads without a restart', () => {
   /** Ticks often enough to see the subscription that keeps running receive after the reload. */
   const TICKING = 'subscription { heartbeat(intervalMs: 10, count: 1000) }';
 
-  it('a reload that takes a scope from an app ends, with FORBIDDEN, only the subscription of its WebSocket connection that needs it; the other keeps receiving', async () => {
-    const client = wsClient(t, { key: OLD_KEY });
-    const id = `ws-scoped-${Math.random()}`;
-    const scoped = collect(client, SUBSCRIPTION, { id });
-    const ticking = collect(client, TICKING, {});
-    try {
-      await waitFor(
-        () => subscribers(t, 'mobile-id', id) === 1 && ticking.results.length > 0,
-        10_000,
-        'both subscriptions running',
-      );
-      fs.writeFileSync(files.apps, appsFile([OLD_KEY], 'cloud:read, cloud:write'));
-      expect((await reload(t)).status).toBe(200);
-      // graphql-ws's `error` message ends that operation alone: the client's sink gets its errors.
-      await waitFor(() => scoped.completed() || scoped.errors.length > 0, 10_000, 'the scoped subscription to end');
-      expect(scoped.errors).toEqual([[forbiddenNow]]);
-      expect(scoped.results).toEqual([]);
-      await waitFor(() => subscribers(t, 'mobile-id', id) === 0, 5_000, 'the forbidden subscription to leave');
-      // The connection and its other subscription go on.
-      const seen = ticking.results.length;
-      expect((await postNotification(t, await mobile.notification(id), { token: NOTIFY })).status).toBe(204);
-      await waitFor(() => ticking.results.length > seen + 2, 10_000, 'the admitted subscription to keep receiving');
-      expect(ticking.errors).toEqual([]);
-      expect(ticking.completed()).toBe(false);
-      expect(scoped.results).toEqual([]);
-    } finally {
-      scoped.stop();
-      ticking.stop();
-      await client.dispose();
-    }
-  });
+  /**
+   * The three ways a subscription runs: graphql-ws, where an `error` message ends that operation alone (the client's
+   * sink gets its errors); SSE in either mode, where the subscription gets a last result, then `complete`.
+   */
+  const SCOPED_TRANSPORTS = [
+    { name: 'its WebSocket connection, with FORBIDDEN', transport: 'ws' },
+    {
+      name: 'SSE, with a last FORBIDDEN result (distinct-connections mode)',
+      transport: 'sse',
+      singleConnection: false,
+    },
+    { name: 'SSE, with a last FORBIDDEN result (single-connection mode)', transport: 'sse', singleConnection: true },
+  ] as const;
 
-  for (const singleConnection of [false, true]) {
-    it(`a reload that takes a scope from an app ends, with a last FORBIDDEN result, only the SSE subscription that needs it; the other keeps receiving (${singleConnection ? 'single-connection' : 'distinct-connections'} mode)`, async () => {
-      const client = createSseClient({
-        url: `${t.url}/graphql/stream`,
-        singleConnection,
-        retryAttempts: 0,
-        headers: { authorization: `Bearer ${OLD_KEY}` },
-      });
-      const id = `sse-scoped-${Math.random()}`;
+  for (const mode of SCOPED_TRANSPORTS) {
+    it(`a reload that takes a scope from an app ends only the subscription that needs it, over ${mode.name}; the other keeps receiving`, async () => {
+      const client =
+        mode.transport === 'ws'
+          ? wsClient(t, { key: OLD_KEY })
+          : createSseClient({
+              url: `${t.url}/graphql/stream`,
+              singleConnection: mode.singleConnection,
+              retryAttempts: 0,
+              headers: { authorization: `Bearer ${OLD_KEY}` },
+            });
+      const id = `${mode.transport}-scoped-${Math.random()}`;
       const scoped = collect(client, SUBSCRIPTION, { id });
       const ticking = collect(client, TICKING, {});
       try {
@@ -595,19 +580,22 @@ describe('configuration that reloads without a restart', () => {
         fs.writeFileSync(files.apps, appsFile([OLD_KEY], 'cloud:read, cloud:write'));
         expect((await reload(t)).status).toBe(200);
         await waitFor(() => scoped.completed() || scoped.errors.length > 0, 10_000, 'the scoped subscription to end');
-        expect(scoped.errors).toEqual([]);
-        expect(scoped.results).toEqual([{ errors: [forbiddenNow] }]);
+        const ended = mode.transport === 'ws' ? [[forbiddenNow]] : [{ errors: [forbiddenNow] }];
+        expect(mode.transport === 'ws' ? scoped.errors : scoped.results).toEqual(ended);
+        expect(mode.transport === 'ws' ? scoped.results : scoped.errors).toEqual([]);
         await waitFor(() => subscribers(t, 'mobile-id', id) === 0, 5_000, 'the forbidden subscription to leave');
+        // The connection and its other subscription go on; the ended one gets nothing more.
         const seen = ticking.results.length;
         expect((await postNotification(t, await mobile.notification(id), { token: NOTIFY })).status).toBe(204);
         await waitFor(() => ticking.results.length > seen + 2, 10_000, 'the admitted subscription to keep receiving');
         expect(ticking.errors).toEqual([]);
         expect(ticking.completed()).toBe(false);
-        expect(scoped.results).toHaveLength(1);
+        expect(mode.transport === 'ws' ? scoped.results : scoped.errors).toEqual([]);
+        expect(mode.transport === 'ws' ? scoped.errors : scoped.results).toEqual(ended);
       } finally {
         scoped.stop();
         ticking.stop();
-        client.dispose();
+        await client.dispose();
       }
     });
   }
