@@ -169,6 +169,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
     operation: OperationDefinitionNode,
     variables: Readonly<Record<string, unknown>>,
   ): readonly GraphQLError[] | null => {
+    if (!operation.variableDefinitions?.length) return null;
     let of = places.get(operation);
     if (of === undefined) places.set(operation, (of = requiredPlaces(o.schema, document, operation)));
     const place = of.length === 0 ? null : nullWhereRequired(of, variables);
@@ -297,9 +298,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       } else if (params.variables) {
         // What graphql-js coerces in the run takes the NUL character, and a null where the run refuses it at the
         // field: both refused here, before anything runs.
-        const refused =
-          nulRefusal(params.variables) ??
-          (operation.variableDefinitions?.length ? nullRefusal(document, operation, params.variables) : null);
+        const refused = nulRefusal(params.variables) ?? nullRefusal(document, operation, params.variables);
         if (refused) return present.refused('variables', refused, run.context);
       }
       let context = run.context;
