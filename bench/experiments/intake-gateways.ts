@@ -82,13 +82,13 @@ async function baseline(dataDir: string) {
 }
 
 /** Scenario 7's floor (bench/servers/mix-baseline.ts): its webhook alone, its data on /dev/shm as the gateways' are. */
-async function mixFloor(dataDir: string) {
+async function mixFloor(dataDir: string, flags: string | undefined) {
   const child = await spawnNode('mix floor', {
     script: 'bench/servers/mix-baseline.ts',
     // No graphql-ws connection is opened: the API key only has to be set.
     args: ['--data-dir', dataDir, '--api-key', 'unused', '--token', NOTIFICATION_TOKEN],
-    // As the suite runs the hand-written references: with this checkout's `npm start` options.
-    nodeArgs: startNodeArgs(ROOT),
+    // As the suite runs the hand-written references: with this checkout's `npm start` options (and `node=<flags>`).
+    nodeArgs: [...startNodeArgs(ROOT), ...(flags ? flags.split(' ') : [])],
     cpus: null,
     readiness: { line: true },
   });
@@ -131,7 +131,7 @@ async function gateway(name: string, env: Record<string, string>, dist: string) 
   } = env.baseline === '1'
     ? await baseline(dataDir)
     : env.mix === '1'
-      ? await mixFloor(dataDir)
+      ? await mixFloor(dataDir, env.node)
       : await ours(name, env, dist, dataDir);
   const pool = new Pool(origin, { connections: 64 });
   const one = async (): Promise<void> => {
