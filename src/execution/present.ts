@@ -386,14 +386,21 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
 }
 
 /**
- * A document's refusal named by the stage that refused it, as Apollo names it (POST /graphql, and MCP): a text that
- * does not parse is GRAPHQL_PARSE_FAILED, a document that does not validate (graphql-js's rules, the limits, the
+ * A document's refusal named by the stage that refused it, as Apollo names it (on every transport): a text that does
+ * not parse is GRAPHQL_PARSE_FAILED, a document that does not validate (graphql-js's rules, the limits, the
  * introspection policy) GRAPHQL_VALIDATION_FAILED. graphql-js's own errors carry no code; without this one, they
- * would read as INTERNAL_SERVER_ERROR. Other stages' errors are returned as they are.
+ * would read as INTERNAL_SERVER_ERROR over HTTP and carry no code at all over graphql-ws and SSE. An error that has a
+ * code keeps it (a limit's, GRAPHQL_VALIDATION_FAILED, even when the parse refused). `http`: with
+ * Apollo's status (400) in `extensions.http`, which HTTP's formatting takes out; the streaming transports write the
+ * errors as they are, so theirs carry none. Other stages' errors are returned as they are.
  */
-export function documentRefusal(stage: RefusalStage, errors: readonly GraphQLError[]): readonly GraphQLError[] {
-  if (stage === 'parse') return errors.map((e) => new ApolloSyntaxError(e));
-  if (stage === 'validate') return errors.map((e) => new ApolloValidationError(e));
+export function documentRefusal(
+  stage: RefusalStage,
+  errors: readonly GraphQLError[],
+  http = true,
+): readonly GraphQLError[] {
+  if (stage === 'parse') return errors.map((e) => new ApolloSyntaxError(e, http));
+  if (stage === 'validate') return errors.map((e) => new ApolloValidationError(e, http));
   return errors;
 }
 
@@ -447,14 +454,15 @@ export class UserInputError extends GraphQLError {
 }
 
 class ApolloSyntaxError extends GraphQLError {
-  constructor(error: GraphQLError) {
+  constructor(error: GraphQLError, http: boolean) {
     super(error.message, {
       source: error.source,
       positions: error.positions,
       extensions: {
-        http: { status: 400, headers: new HeaderMap() },
+        ...(http ? { http: { status: 400, headers: new HeaderMap() } } : {}),
         ...error.extensions,
-        code: ApolloServerErrorCode.GRAPHQL_PARSE_FAILED,
+        // A limit's refusal at the parse (GRAPHQL_MAX_TOKENS) has its own code already.
+        code: error.extensions.code ?? ApolloServerErrorCode.GRAPHQL_PARSE_FAILED,
       },
       originalError: error,
     });
@@ -463,13 +471,13 @@ class ApolloSyntaxError extends GraphQLError {
 }
 
 class ApolloValidationError extends GraphQLError {
-  constructor(error: GraphQLError) {
+  constructor(error: GraphQLError, http: boolean) {
     super(error.message, {
       nodes: error.nodes,
       extensions: {
-        http: { status: 400, headers: new HeaderMap() },
+        ...(http ? { http: { status: 400, headers: new HeaderMap() } } : {}),
         ...error.extensions,
-        code: ApolloServerErrorCode.GRAPHQL_VALIDATION_FAILED,
+        code: error.extensions.code ?? ApolloServerErrorCode.GRAPHQL_VALIDATION_FAILED,
       },
       originalError: error.originalError ?? error,
     });
@@ -500,13 +508,14 @@ export type StreamOutcome =
   | { readonly stream: ResultStream; readonly ran: Ran };
 
 /**
- * The streaming transports' presentation: refusals as graphql-ws and graphql-sse send them (the errors as they are:
- * every stage before the run refuses with an expected code), a query's or mutation's result masked and with its
- * warnings (`deliverable`), a subscription's stream as it is (each result is masked as it is written).
+ * The streaming transports' presentation: refusals as graphql-ws and graphql-sse send them (every stage before the run
+ * refuses with an expected code, a document's parse and validation named as over HTTP: `documentRefusal`), a query's
+ * or mutation's result masked and with its warnings (`deliverable`), a subscription's stream as it is (each result is
+ * masked as it is written).
  */
 export function streamPresenter(logger: Logger): Presenter<StreamOutcome> {
   return {
-    refused: (stage, errors) => ({ refused: errors, stage }),
+    refused: (stage, errors) => ({ refused: documentRefusal(stage, errors, false), stage }),
     executed: (raw, context, ran) => ({ result: deliverable(raw, context, logger), raw, ran }),
     subscribed: (stream, _context, ran) => ({ stream, ran }),
     threw: (err) => {
