@@ -433,8 +433,7 @@ export class AgentWorkflow {
         },
       );
     }
-    const retryable = errors.some((e) => RETRYABLE.has(e.code));
-    const status = !outcome.failed ? 'succeeded' : retryable ? 'unknown' : 'failed';
+    const status = runStatus(outcome.failed, errors);
     await finish(status, structured, `${plan.tool} with idempotency key ${plan.id}: ${status}`);
     if (status === 'unknown') {
       return refuse(
@@ -504,11 +503,29 @@ function raisedBeforeSending(error: GraphQLFormattedError): boolean {
   }
 }
 
-/** Errors after which the request may have been applied, or was not sent yet: the plan can be executed again. */
+/**
+ * Errors after which the request may have been applied, or was not sent yet: the plan can be executed again.
+ * SERVICE_UNAVAILABLE is one: the gateway's database failed, before the upstream call or after its answer (the
+ * contract's "PostgreSQL restarted during a request": the upstream created it under the key), and a retry with the
+ * same key runs once either way.
+ */
 const RETRYABLE = new Set([
   'UPSTREAM_OUTCOME_UNKNOWN',
   'UPSTREAM_UNAVAILABLE',
   'IDEMPOTENCY_KEY_IN_USE',
   'RATE_LIMITED',
   'INTERNAL_SERVER_ERROR',
+  'SERVICE_UNAVAILABLE',
 ]);
+
+/**
+ * A finished run's status: succeeded without errors; unknown when one of its errors may hide an applied request or
+ * one not sent yet (`RETRYABLE`), so that the plan runs again under its keys; failed otherwise.
+ */
+export function runStatus(
+  failed: boolean,
+  errors: readonly { readonly code: string }[],
+): 'succeeded' | 'unknown' | 'failed' {
+  if (!failed) return 'succeeded';
+  return errors.some((e) => RETRYABLE.has(e.code)) ? 'unknown' : 'failed';
+}
