@@ -201,14 +201,15 @@ module.exports = {
         'MCP is a transport: every tool call goes through the one entry of the execution pipeline (src/execution/pipeline.ts, ' +
         'docs/decisions/060), never through its stages one by one, nor a resolver, a domain or an upstream client: ' +
         'authentication, scopes, cost, rate limit, trusted documents and masking then hold for agents as for every app. ' +
-        'Of the server it uses what every route shares: the Route of src/server/http.ts and the body reading of src/server/respond.ts.',
+        'Of the server it uses what every route shares: the Route of src/server/http.ts, the body reading of src/server/respond.ts ' +
+        'and, with graphql-ws and SSE, what a credential holds open, authenticated again after a reload (src/server/held-credentials.ts).',
       severity: 'error',
       from: { path: '^src/server/mcp/' },
       to: {
         path: [
           '^src/execution/',
           '^src/(graphql|cloud|identity|mobile-id|provisioning|upstream|events)/',
-          '^src/server/(?!mcp/|http[.]ts$|respond[.]ts$)',
+          '^src/server/(?!mcp/|http[.]ts$|respond[.]ts$|held-credentials[.]ts$)',
           '^src/services[.]ts$',
           ROOT,
         ],

@@ -25,6 +25,7 @@ import {
 } from '../server/graphiql.js';
 import { authFailureHttpError, graphqlRoute } from '../server/graphql.js';
 import { healthRoutes } from '../server/health.js';
+import { HeldCredentials } from '../server/held-credentials.js';
 import type { Route, RouteContext } from '../server/http.js';
 import { Approvals } from '../server/mcp/approval.js';
 import { mcpRoutes } from '../server/mcp/http.js';
@@ -90,6 +91,9 @@ export function buildTransports(
   };
   const trusted = live.trustedAdmission();
   const expiry = authExpiry(parts);
+  // A reload authenticates again what credentials hold open, on every transport (decision 057).
+  const held = new HeldCredentials({ authenticate, generation: () => live.generation, logger });
+  live.onReloaded(() => held.recheckAll());
 
   // GraphiQL exists only where introspection does (GRAPHQL_INTROSPECTION=false removes both).
   const graphiql = config.introspection
@@ -119,7 +123,7 @@ export function buildTransports(
     bodyLimit: config.graphqlLimits.maxBodyBytes,
     ...(testing.scheduleSseRelease ? { scheduleRelease: testing.scheduleSseRelease } : {}),
     context: (caller, requestId) => contextFor(caller, requestId),
-    generation: () => live.generation,
+    held,
   });
 
   const ws = createWsServer({
@@ -136,14 +140,9 @@ export function buildTransports(
     keepAliveSweep: config.wsKeepAliveSweep,
     onClosed: (reason) => metrics.subscriptionsClosed.inc({ reason }),
     context: (caller, requestId) => contextFor(caller, requestId),
-    generation: () => live.generation,
+    held,
   });
   metrics.measureSubscriberLag(() => ws.lag());
-  // A key removed by a reload ends the connections and streams it opened (decision 057).
-  live.onReloaded(() => {
-    ws.recheck();
-    sse.recheck();
-  });
 
   const routes: Route[] = [
     ...(graphiql
@@ -191,7 +190,7 @@ export function buildTransports(
     mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: parts.pause }),
     sse,
     // Last: the routes are matched in order, and the hot paths above pay nothing for MCP's.
-    ...mcpTransport(config, parts),
+    ...mcpTransport(config, parts, held),
   ];
   return {
     // Spans for GraphQL over HTTP and every webhook intake (SSE operations get theirs from graphql-sse's execution).
@@ -222,7 +221,7 @@ function authExpiry(parts: Parameters<typeof buildTransports>[1]): AuthExpiry {
   return { now: parts.now, schedule: parts.options.testing?.scheduleAuthExpiry ?? scheduleAfter };
 }
 
-function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[1]): Route[] {
+function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[1], held: HeldCredentials): Route[] {
   const { schema, services, logger, live } = parts;
   const { pipeline } = parts.built;
   const expiry = authExpiry(parts);
@@ -319,7 +318,6 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
     codec: codec as RequestStateCodec<unknown>,
     logger,
     expiry,
-    generation: () => live.generation,
-    onReloaded: (listener) => live.onReloaded(listener),
+    held,
   });
 }

@@ -11,6 +11,7 @@ import type { Pipeline, Ran } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type ResultStream } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
+import type { Holding } from './held-credentials.js';
 import type { Route, RouteContext } from './http.js';
 import { BodyTooLargeError, readBody, sendJson } from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
@@ -83,14 +84,12 @@ type Params = { query?: unknown; documentId?: unknown; extensions?: unknown; [k:
  * transport is the only thing new: the API key, the trusted documents, the validation, the resolvers (and so
  * the replay of stored events to late subscribers) and the masking of errors are those of graphql-ws.
  */
-export function createSseRoute(options: SseOptions): Route & { close(): Promise<void>; recheck(): void } {
+export function createSseRoute(options: SseOptions): Route & { close(): Promise<void> } {
   const reservations = new Map<string, Reservation>();
   const open = new Set<AsyncGenerator<string, void, undefined>>();
   const present = streamPresenter(options.logger);
   const expiry = options.expiry;
-  const generation = options.generation ?? (() => 0);
-  /** The open subscriptions and reserved streams, to authenticate again after a reload. */
-  const held = new Set<Ending>();
+  const held = options.held;
   /** The subscriptions that run on each reserved stream (single-connection mode), which end before it does. */
   const endingOn = new Map<string, Set<Ending>>();
   /** Each operation's contextValue: the reserved stream it runs on, and what its `complete` ends (onComplete). */
@@ -108,44 +107,27 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     const on = key === undefined ? undefined : (endingOn.get(key) ?? endingOn.set(key, new Set()).get(key)!);
     let completed!: () => void;
     const queued = new Promise<void>((resolve) => (completed = resolve));
-    const subscription: Ending = {
-      authorization: request.authorization,
-      forbidden: (caller) => options.pipeline.forbiddenNow(caller, ran),
-      end(error) {
-        stream.end({ errors: [error] });
-        return queued;
-      },
+    const subscription = heldEnding(request.authorization, (error) => {
+      stream.end({ errors: [error] });
+      return queued;
+    });
+    subscription.admitted = (caller) => {
+      const error = options.pipeline.forbiddenNow(caller, ran);
+      if (error && held.release(subscription)) void subscription.end(error);
     };
     const cancel = onExpiry(expiry, context.caller, (reason) => void subscription.end(expired(reason)));
     on?.add(subscription);
-    hold(subscription, request.generation);
+    held.hold(subscription, request.generation);
     // graphql-sse has queued the operation's `complete` (its source ended, it was stopped, or it was ended above).
     completions.set(context, () => {
       cancel();
-      held.delete(subscription);
+      held.release(subscription);
       on?.delete(subscription);
       if (on?.size === 0) endingOn.delete(key!);
       completed();
     });
     return stream;
   };
-
-  /** Holds what a credential opened; one checked under an earlier configuration than the running one is checked now. */
-  function hold(opened: Ending, checkedUnder: number): void {
-    held.add(opened);
-    if (checkedUnder !== generation()) void reauthenticate(opened);
-  }
-
-  /** Authenticates what `opened` was opened with again, under the running configuration: a refusal ends it. */
-  async function reauthenticate(opened: Ending): Promise<void> {
-    try {
-      const result = await options.authenticate(opened.authorization);
-      const error = result.ok ? (opened.forbidden?.(result.caller) ?? null) : reloaded(result);
-      if (error && held.delete(opened)) await opened.end(error);
-    } catch (err) {
-      options.logger.warn({ err }, 'an SSE stream could not be authenticated again after a reload');
-    }
-  }
 
   const handler = createHandler<IncomingMessage, SseContext, GraphQLContext & Record<PropertyKey, unknown>>({
     schema: options.schema,
@@ -310,7 +292,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       context: {
         caller: ownerCaller(reservation.scope),
         authorization: undefined,
-        generation: generation(),
+        generation: held.generation(),
         requestId: 'release',
       },
     });
@@ -320,7 +302,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   async function handle(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
     // The configuration the credential is checked under: a JWT's verification awaits its keys, and a reload
     // meanwhile must not pass the old configuration's answer off as the new one's.
-    const checkedUnder = generation();
+    const checkedUnder = held.generation();
     const result = options.authenticate(req.headers.authorization);
     const auth = result instanceof Promise ? await result : result;
     if (!auth.ok) {
@@ -449,15 +431,13 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     const stream = token;
     const ids = idsOf(context, token);
     // A reserved stream ends with the credential that connected it; a distinct one with its one subscription.
-    const connected: Ending | undefined =
-      stream === undefined
-        ? undefined
-        : { authorization: context.authorization, end: (error) => endStream(stream, error, stop) };
+    const connected =
+      stream === undefined ? undefined : heldEnding(context.authorization, (error) => endStream(stream, error, stop));
     const cancelExpiry =
       connected === undefined
         ? undefined
         : onExpiry(expiry, auth.caller, (reason) => void connected.end(expired(reason)));
-    if (connected) hold(connected, checkedUnder);
+    if (connected) held.hold(connected, checkedUnder);
     try {
       for await (const chunk of responseBody) {
         if (!res.writable) break;
@@ -469,7 +449,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       }
     } finally {
       cancelExpiry?.();
-      if (connected) held.delete(connected);
+      if (connected) held.release(connected);
       res.off('close', stop);
       open.delete(responseBody);
       if (token) reservations.delete(token);
@@ -482,14 +462,6 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     path: SSE_PATH,
     name: 'graphql-stream',
     handle,
-    /**
-     * After a reload: the credential of every open subscription and reserved stream is authenticated again, and those
-     * the configuration no longer admits end, each subscription with its last result saying why; so does each
-     * subscription that needs a scope its app no longer holds.
-     */
-    recheck(): void {
-      for (const opened of [...held]) void reauthenticate(opened);
-    },
     async close() {
       for (const r of reservations.values()) clearTimeout(r.timer);
       await Promise.all([...open].map((body) => body.return(undefined)));
@@ -510,13 +482,17 @@ function withEventId(chunk: string, cursor: string | undefined): string {
   return cursor !== undefined && EVENT_ID.test(cursor) ? `id: ${cursor}\n${chunk}` : chunk;
 }
 
-/** A subscription or a reserved stream, and the credential that opened it. */
-interface Ending {
-  readonly authorization: string | undefined;
-  /** A subscription's scope check for its caller as a reload left it (a reserved stream's are its subscriptions'). */
-  forbidden?(caller: Caller): GraphQLError | null;
+/**
+ * A subscription or a reserved stream, held for the credential that opened it: a reload that refuses the credential
+ * ends it with a last result saying why (a reserved stream's are its subscriptions').
+ */
+interface Ending extends Holding {
   /** Ends it with `error` as each subscription's last result; resolves once their `complete` is queued. */
   end(error: GraphQLError): Promise<void>;
+}
+
+function heldEnding(authorization: string | undefined, end: (error: GraphQLError) => Promise<void>): Ending {
+  return { authorization, end, refused: (failure) => void end(reloaded(failure)) };
 }
 
 /** The last result of a subscription its token's expiry ends: UNAUTHENTICATED, as a new one with it would get. */

@@ -5,6 +5,7 @@ import type { AuthExpiry } from '../auth/jwt.js';
 import type { Authenticate } from '../auth/keys.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
+import type { HeldCredentials } from './held-credentials.js';
 import type { DocumentAdmission } from './trusted-documents.js';
 
 /**
@@ -18,11 +19,8 @@ export interface StreamingTransportOptions {
   authenticate: Authenticate;
   /** Ends a connection opened with a JWT when the token expires (absent: connections never end for that). */
   expiry?: AuthExpiry;
-  /**
-   * The generation of the running configuration (a reload adds one): a credential checked under an earlier one is
-   * authenticated again, so that what it opened runs as the live configuration knows it.
-   */
-  generation?: () => number;
+  /** What credentials hold open, authenticated again after a reload (one for every transport). */
+  held: HeldCredentials;
   context: (caller: Caller, requestId: string) => GraphQLContext;
   /** TRUSTED_DOCUMENTS, for graphql-sse, which resolves them on its wire (graphql-ws leaves them to the pipeline). */
   trusted?: DocumentAdmission;

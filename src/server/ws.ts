@@ -7,11 +7,12 @@ import { WebSocketServer, type WebSocket } from 'ws';
 
 import type { Caller } from '../auth/caller.js';
 import { onExpiry } from '../auth/jwt.js';
-import type { AuthFailure, AuthResult } from '../auth/keys.js';
+import type { AuthResult } from '../auth/keys.js';
 import { ErrorCode } from '../errors.js';
 import type { Pipeline, Ran, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type StreamOutcome } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
+import type { Holding } from './held-credentials.js';
 import { KeepAliveSweep } from './keep-alive.js';
 import type { StreamingTransportOptions } from './streaming.js';
 import { graphqlTransportWs, type Operated, type ProtocolConnection } from './ws-protocol.js';
@@ -105,11 +106,10 @@ class Connection {
   held: Buffer | null = null;
   /** Writes of held results to the handle that libuv has not finished (the socket could not take them at once). */
   below = 0;
-  /** Set when `connection_init` is admitted; what it was authenticated with is kept (in memory only) for a reload. */
+  /** Set when `connection_init` is admitted, and again when a reload admits its credential. */
   caller: Caller | undefined = undefined;
-  header: string | undefined = undefined;
-  /** The configuration's generation when the credential was last authenticated. */
-  generation = 0;
+  /** Set when `connection_init` is admitted: the connection, held for its credential to be checked after a reload. */
+  holding: Holding | undefined = undefined;
   /** The protocol's side of the connection, set when it is admitted: its running subscriptions by id. */
   protocol: ProtocolConnection<Connection> | undefined = undefined;
 
@@ -197,39 +197,29 @@ export function createWsServer(options: WsOptions) {
     handleProtocols,
   });
   const present = streamPresenter(options.logger);
-  /** The open connections that were admitted, to authenticate again after a reload. */
-  const held = new Set<Connection>();
-  const generation = options.generation ?? (() => 0);
+  const credentials = options.held;
   /**
-   * The credential no longer admitted: 4403, as a new connection with it would get; its subscriptions end with it. A
-   * JWT whose keys could not be fetched is not refused but unchecked: 1013, as `connect` answers it, and the client
-   * reconnects once the keys can be fetched.
+   * A connection held for its credential. Refused after a reload: 4403, as a new connection with it would get; its
+   * subscriptions end with it. A JWT whose keys could not be fetched is not refused but unchecked: 1013, as `connect`
+   * answers it, and the client reconnects once the keys can be fetched. Admitted: its caller is the reloaded one.
    */
-  const refuse = (connection: Connection, failure: AuthFailure): void => {
-    held.delete(connection);
-    // The reload first: a close reason holds 123 bytes, and a JWT's refusal alone fills them.
-    if (failure.reason === 'unavailable')
-      connection.ws.close(1013, closeReason(`Try again later (the configuration was reloaded): ${failure.message}`));
-    else
-      connection.ws.close(
-        CloseCode.Forbidden,
-        closeReason(`Forbidden (the configuration was reloaded): ${failure.message}`),
-      );
-  };
-  /** Authenticates a connection's credential again under the running configuration: its caller now, or null (closed). */
-  const reauthenticate = async (connection: Connection): Promise<Caller | null> => {
-    if (!held.has(connection)) return null;
-    const now = generation();
-    const result = await options.authenticate(connection.header);
-    if (!result.ok) {
-      refuse(connection, result);
-      return null;
-    }
-    connection.generation = now;
-    connection.caller = result.caller;
-    endForbidden(connection, result.caller);
-    return result.caller;
-  };
+  const holding = (connection: Connection, authorization: string | undefined): Holding => ({
+    authorization,
+    refused(failure) {
+      // The reload first: a close reason holds 123 bytes, and a JWT's refusal alone fills them.
+      if (failure.reason === 'unavailable')
+        connection.ws.close(1013, closeReason(`Try again later (the configuration was reloaded): ${failure.message}`));
+      else
+        connection.ws.close(
+          CloseCode.Forbidden,
+          closeReason(`Forbidden (the configuration was reloaded): ${failure.message}`),
+        );
+    },
+    admitted(caller) {
+      connection.caller = caller;
+      endForbidden(connection, caller);
+    },
+  });
   /** What each running subscription's stream runs, to check its scopes again after a reload. */
   const running = new WeakMap<object, Ran>();
   /**
@@ -249,11 +239,6 @@ export function createWsServer(options: WsOptions) {
       (stream as AsyncIterator<ExecutionResult>).return?.()?.catch(() => undefined);
       protocol.error(id, [error]);
     }
-  };
-  const reauthenticateLater = (connection: Connection): void => {
-    void reauthenticate(connection).catch((err: unknown) =>
-      options.logger.warn({ err }, 'a WebSocket connection could not be authenticated again after a reload'),
-    );
   };
   /** The connections corked in this tick, uncorked at its end. */
   const corked: Connection[] = [];
@@ -464,7 +449,7 @@ export function createWsServer(options: WsOptions) {
         const header = request.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
         // The configuration the credential is checked under: a JWT's verification awaits its keys, and a reload
         // meanwhile must not pass the old configuration's answer off as the new one's.
-        const checkedUnder = generation();
+        const checkedUnder = credentials.generation();
         const admitted = (result: AuthResult): boolean => {
           if (!result.ok) {
             if (result.reason === 'missing') socket.close(CloseCode.Unauthorized, 'Unauthorized: send the API key');
@@ -475,10 +460,8 @@ export function createWsServer(options: WsOptions) {
             return false;
           }
           connection.caller = result.caller;
-          connection.header = header;
           connection.protocol = pc;
-          connection.generation = checkedUnder;
-          held.add(connection);
+          const hold = (connection.holding = holding(connection, header));
           // A connection opened with a JWT ends when the token expires: 4403, as a new connection with the token would
           // get, and the code graphql-ws clients retry (4401 they do not), asking connectionParams for a fresh token.
           const cancel = onExpiry(options.expiry, result.caller, (reason) =>
@@ -486,10 +469,10 @@ export function createWsServer(options: WsOptions) {
           );
           // One listener for both (each `once` is a wrapper and its state kept for the life of the connection).
           socket.once('close', () => {
-            held.delete(connection);
+            credentials.release(hold);
             cancel();
           });
-          if (checkedUnder !== generation()) reauthenticateLater(connection);
+          credentials.hold(hold, checkedUnder);
           return true;
         };
         const result = options.authenticate(header);
@@ -500,13 +483,13 @@ export function createWsServer(options: WsOptions) {
         let caller = connection.caller!;
         // A reload since the connection authenticated: the operation runs as the live configuration knows its
         // credential (a removed key's is refused, and nothing runs). One comparison when nothing was reloaded.
-        if (held.has(connection) && connection.generation !== generation()) {
-          const now = await reauthenticate(connection);
+        if (credentials.stale(connection.holding!)) {
+          const now = await credentials.recheck(connection.holding!);
           if (!now) return { errors: [unauthenticated()] };
           caller = now;
         }
         // The generation the caller is known under: a reload while the operation is set up checks it once it runs.
-        const checkedUnder = connection.generation;
+        const checkedUnder = credentials.generation();
         // The context the operation runs with, made here so that each result written carries its warnings.
         const context = options.context(caller, `ws:${id}`);
         const subscriber = new SubscriberKind(id, connection, context, pc.subscriptions);
@@ -532,8 +515,8 @@ export function createWsServer(options: WsOptions) {
         if ('stream' in outcome) {
           running.set(outcome.stream, outcome.ran);
           // Not in the connection's map yet, so a reload's check passed it by: it is checked here.
-          if (checkedUnder !== generation()) {
-            const now = await reauthenticate(connection);
+          if (checkedUnder !== credentials.generation()) {
+            const now = await credentials.recheck(connection.holding!);
             const error = now ? options.pipeline.forbiddenNow(now, outcome.ran) : null;
             if (!now || error) {
               outcome.stream.return(undefined).catch(() => undefined);
@@ -554,14 +537,6 @@ export function createWsServer(options: WsOptions) {
 
   return {
     wss,
-    /**
-     * After a reload: every open connection's credential is authenticated again, and those the configuration no
-     * longer admits are closed (4403; 1013 for a JWT whose keys cannot be fetched now), their subscriptions with them;
-     * of one still admitted, each subscription that needs a scope its app no longer holds ends FORBIDDEN.
-     */
-    recheck(): void {
-      for (const connection of [...held]) reauthenticateLater(connection);
-    },
     /** The most bytes one connection has not sent yet (gateway_subscriber_lag, read at the scrape). */
     lag(): number {
       let most = 0;

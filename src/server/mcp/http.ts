@@ -17,6 +17,7 @@ import type { Caller } from '../../auth/caller.js';
 import { onExpiry, type AuthExpiry } from '../../auth/jwt.js';
 import type { Authenticate } from '../../auth/keys.js';
 import type { Logger } from '../../logger.js';
+import type { HeldCredentials, Holding } from '../held-credentials.js';
 import type { Route } from '../http.js';
 import { BodyTooLargeError, readBody } from '../respond.js';
 import { loadMcpSdk, type McpSdk } from './sdk.js';
@@ -41,16 +42,8 @@ export interface McpHttpOptions {
   readonly logger: Logger;
   /** When a stream opened with a JWT ends: the same rule and clock as graphql-ws and SSE (src/auth/jwt.ts onExpiry). */
   readonly expiry?: AuthExpiry;
-  /** The running configuration's generation, and its reloads: what a request holds open is then authenticated again. */
-  readonly generation?: () => number;
-  readonly onReloaded?: (listener: () => void) => void;
-}
-
-/** A request held open (a subscriptions/listen stream, a waiting call) and the credential it came with. */
-interface Held {
-  readonly authorization: string | undefined;
-  /** Aborted with the AuthFailure when a reload refuses the credential (src/server/mcp/wait.ts reads it). */
-  readonly revoked: AbortController;
+  /** What credentials hold open, authenticated again after a reload: each request, for as long as it is open. */
+  readonly held: HeldCredentials;
 }
 
 /** The most resource URIs one subscriptions/listen may name. */
@@ -124,21 +117,6 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
 
   const bus = new ListenBus(o.surface);
   const listening = new Map<string, number>();
-  const generation = o.generation ?? (() => 0);
-  const held = new Set<Held>();
-  /** Authenticates a held request's credential again, under the running configuration: a refusal revokes it. */
-  const reauthenticate = async (request: Held): Promise<void> => {
-    try {
-      const result = await o.authenticate(request.authorization);
-      if (!result.ok && held.delete(request)) request.revoked.abort(result);
-    } catch (err) {
-      o.logger.warn({ err }, 'an MCP request could not be authenticated again after a reload');
-    }
-  };
-  // After a reload, as graphql-ws and SSE do: a request held open whose credential the reload refuses ends.
-  o.onReloaded?.(() => {
-    for (const request of [...held]) void reauthenticate(request);
-  });
   // Made with the SDK on the first request (src/server/mcp/sdk.ts): one handler for the whole gateway, whose factory
   // makes each request's server from what the route authenticated.
   let endpoint: { sdk: McpSdk; allowed: string[]; handler: ReturnType<McpSdk['createMcpHandler']> } | null = null;
@@ -197,7 +175,7 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
           return sendJsonRpcError(res, 404, -32000, `no MCP toolset ${toolset} on this gateway`);
 
         // The configuration the credential is checked under (a JWT's verification awaits its keys).
-        const checkedUnder = generation();
+        const checkedUnder = o.held.generation();
         const auth = await o.authenticate(req.headers.authorization);
         if (!auth.ok) {
           if (auth.reason === 'unavailable')
@@ -248,12 +226,17 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
           if (value === undefined || name === 'authorization' || name === 'cookie') continue;
           headers.set(name, Array.isArray(value) ? value.join(', ') : value);
         }
+        // After a reload, as graphql-ws and SSE do: a request held open whose credential the reload refuses ends (a
+        // waiting call reads `revoked`, src/server/mcp/wait.ts).
         const abort = new AbortController();
-        const holding: Held = { authorization: req.headers.authorization, revoked: new AbortController() };
-        held.add(holding);
-        if (checkedUnder !== generation()) void reauthenticate(holding);
+        const revoked = new AbortController();
+        const holding: Holding = {
+          authorization: req.headers.authorization,
+          refused: (failure) => revoked.abort(failure),
+        };
+        o.held.hold(holding, checkedUnder);
         res.on('close', () => {
-          held.delete(holding);
+          o.held.release(holding);
           abort.abort();
         });
         const request = new Request(url, {
@@ -267,7 +250,7 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
           clientId: caller.app ?? caller.scope,
           scopes: [...caller.grants.scopes],
           ...(caller.expiresAt ? { expiresAt: Math.floor(caller.expiresAt / 1000) } : {}),
-          extra: { caller, toolset, requestId: ctx.requestId, revoked: holding.revoked.signal },
+          extra: { caller, toolset, requestId: ctx.requestId, revoked: revoked.signal },
         };
         const options = { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) };
         const listened = listenedUris(parsed);
@@ -298,7 +281,7 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
           // A stream opened with a JWT ends when the token does, or when a reload refuses its credential, as WebSocket
           // and SSE connections do.
           const cancelExpiry = onExpiry(o.expiry, caller, () => abort.abort());
-          holding.revoked.signal.addEventListener('abort', () => abort.abort(), { once: true });
+          revoked.signal.addEventListener('abort', () => abort.abort(), { once: true });
           res.on('close', () => {
             cancelExpiry();
             const left = (listening.get(caller.scope) ?? 1) - 1;
