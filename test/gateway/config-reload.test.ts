@@ -652,6 +652,34 @@ describe('configuration that reloads without a restart', () => {
       await kept.close();
     }
   });
+
+  it('a subscriptions/listen stream whose app a reload took mobile-id:read from is no longer told of its mobile-ID results, and stays open; a reload that gives the scope back tells it again', async () => {
+    const c = await mcpClient(t, { key: OLD_KEY });
+    try {
+      const lost = `mcp-lost-${Math.random()}`;
+      const back = `mcp-back-${Math.random()}`;
+      const uriOf = (id: string) => `mobileid://authentications/${id}`;
+      const updated: string[] = [];
+      c.client.setNotificationHandler('notifications/resources/updated', (n) => void updated.push(n.params.uri));
+      await c.client.listen({ resourceSubscriptions: [uriOf(lost), uriOf(back)] });
+      const listening = (n: number) =>
+        subscribers(t, 'mobile-id', lost) === n && subscribers(t, 'mobile-id', back) === n;
+      await waitFor(() => listening(1), 10_000, 'the stream to listen');
+      fs.writeFileSync(files.apps, appsFile([OLD_KEY], 'cloud:read, cloud:write'));
+      expect((await reload(t)).status).toBe(200);
+      // As a stream opened now would: the resources its app may no longer read are never signalled (no oracle).
+      await waitFor(() => listening(0), 10_000, 'the stream to stop listening to mobile-ID results');
+      expect((await postNotification(t, await mobile.notification(lost), { token: NOTIFY })).status).toBe(204);
+      fs.writeFileSync(files.apps, appsFile([OLD_KEY]));
+      expect((await reload(t)).status).toBe(200);
+      await waitFor(() => listening(1), 10_000, 'the stream to listen again');
+      expect((await postNotification(t, await mobile.notification(back), { token: NOTIFY })).status).toBe(204);
+      await waitFor(() => updated.includes(uriOf(back)), 10_000, 'the stream signalled');
+      expect(updated).toEqual([uriOf(back)]);
+    } finally {
+      await c.close();
+    }
+  });
 });
 
 describe('a reload while a WebSocket connection is being authenticated', () => {

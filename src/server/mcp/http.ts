@@ -6,8 +6,9 @@
 //
 // Change notifications (2026-07-28 subscriptions/listen): the SDK's listen router writes the stream (the
 // acknowledgement, the notifications, keep-alives, teardown); its event bus is this module's ListenBus, which gives
-// each stream only the changes of the resources it asked for that its app may read, from the gateway's event bus
-// (src/server/mcp/resources.ts watch), so any replica's event reaches it.
+// each stream only the changes of the resources it asked for that its app may read (after a reload, with the scopes
+// the reload left it), from the gateway's event bus (src/server/mcp/resources.ts watch), so any replica's event
+// reaches it.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
@@ -55,6 +56,8 @@ export const MAX_LISTENS_PER_APP = 16;
 interface OpeningListen {
   readonly caller: Caller;
   readonly uris: readonly string[];
+  /** Set by the bus once the stream listens: its URIs watched again for the caller as a reload left it. */
+  rewatch?: (caller: Caller) => void;
 }
 
 /**
@@ -70,8 +73,20 @@ class ListenBus implements ServerEventBus {
 
   subscribe(listener: (event: ServerEvent) => void): () => void {
     const open = this.opening.getStore();
-    if (!open || !this.surface.resources) return () => undefined;
-    return this.surface.resources.watch(open.caller, open.uris, (uri) => listener({ kind: 'resource_updated', uri }));
+    const resources = this.surface.resources;
+    if (!open || !resources) return () => undefined;
+    const changed = (uri: string) => listener({ kind: 'resource_updated', uri });
+    let stop = resources.watch(open.caller, open.uris, changed);
+    // After a reload the stream is watched as one opened now would be: a resource whose scope its app lost is no
+    // longer signalled, as one outside its scopes never is (no oracle); its other resources go on.
+    open.rewatch = (caller) => {
+      stop();
+      stop = resources.watch(caller, open.uris, changed);
+    };
+    return () => {
+      open.rewatch = undefined;
+      stop();
+    };
   }
 }
 
@@ -226,13 +241,16 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
           if (value === undefined || name === 'authorization' || name === 'cookie') continue;
           headers.set(name, Array.isArray(value) ? value.join(', ') : value);
         }
+        const listened = listenedUris(parsed);
+        const listen: OpeningListen | null = listened && { caller, uris: listened };
         // After a reload, as graphql-ws and SSE do: a request held open whose credential the reload refuses ends (a
-        // waiting call reads `revoked`, src/server/mcp/wait.ts).
+        // waiting call reads `revoked`, src/server/mcp/wait.ts); a listen stream's resources are watched again.
         const abort = new AbortController();
         const revoked = new AbortController();
         const holding: Holding = {
           authorization: req.headers.authorization,
           refused: (failure) => revoked.abort(failure),
+          ...(listen ? { admitted: (caller: Caller) => listen.rewatch?.(caller) } : {}),
         };
         o.held.hold(holding, checkedUnder);
         res.on('close', () => {
@@ -253,7 +271,6 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
           extra: { caller, toolset, requestId: ctx.requestId, revoked: revoked.signal },
         };
         const options = { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) };
-        const listened = listenedUris(parsed);
         if (listened) {
           const id = (parsed as { id?: unknown }).id;
           const refuse = (code: number, message: string) => {
@@ -289,8 +306,8 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
             else listening.delete(caller.scope);
           });
         }
-        const response = listened
-          ? await bus.opening.run({ caller, uris: listened }, () => handler.fetch(request, options))
+        const response = listen
+          ? await bus.opening.run(listen, () => handler.fetch(request, options))
           : await handler.fetch(request, options);
         res.statusCode = response.status;
         response.headers.forEach((value, name) => res.setHeader(name, value));
