@@ -680,6 +680,40 @@ describe('configuration that reloads without a restart', () => {
       await c.close();
     }
   });
+
+  it('an MCP wait_for_events call whose app a reload took mobile-id:read from ends FORBIDDEN naming the scope, with its cursor: the mobile-ID result logged then is not handed out, and is read from that cursor once the scope is back', async () => {
+    const c = await mcpClient(t, { key: OLD_KEY });
+    try {
+      const start = await c.call('wait_for_events', { timeoutSeconds: 0 });
+      const before = subscribers(t, 'mobile-id');
+      // Without kinds: every kind its scopes allow when it was called, mobile-ID results among them.
+      const waiting = c.call('wait_for_events', { cursor: start.structuredContent!.cursor, timeoutSeconds: 300 });
+      await waitFor(() => subscribers(t, 'mobile-id') > before, 10_000, 'the call waiting');
+      fs.writeFileSync(files.apps, appsFile([OLD_KEY], 'cloud:read, cloud:write'));
+      expect((await reload(t)).status).toBe(200);
+      await waitFor(() => subscribers(t, 'mobile-id') === before, 10_000, 'the call to stop waiting');
+      const id = `mcp-wait-lost-${Math.random()}`;
+      expect((await postNotification(t, await mobile.notification(id), { token: NOTIFY })).status).toBe(204);
+      const ended = await waiting;
+      const message =
+        'mobile-id events need the scope mobile-id:read, which this app no longer holds (the configuration was reloaded) while waiting; nothing after it was read';
+      expect(ended.isError).toBe(true);
+      expect(ended.structuredContent).toEqual({
+        errors: [{ message, code: 'FORBIDDEN', scope: 'mobile-id:read' }],
+        cursor: expect.any(String),
+      });
+      // From its cursor the result is read once the scope is back, not before: nothing was missed.
+      const cursor = ended.structuredContent!.cursor as string;
+      const mobileIds = async () => c.call('wait_for_events', { cursor, kinds: ['mobile-id'], timeoutSeconds: 0 });
+      expect((await mobileIds()).structuredContent).toMatchObject({ code: 'FORBIDDEN', scope: 'mobile-id:read' });
+      fs.writeFileSync(files.apps, appsFile([OLD_KEY]));
+      expect((await reload(t)).status).toBe(200);
+      const read = await mobileIds();
+      expect((read.structuredContent!.events as { key: string }[]).map((e) => e.key)).toEqual([id]);
+    } finally {
+      await c.close();
+    }
+  });
 });
 
 describe('a reload while a WebSocket connection is being authenticated', () => {

@@ -22,7 +22,7 @@ import type { HeldCredentials, Holding } from '../held-credentials.js';
 import type { Route } from '../http.js';
 import { BodyTooLargeError, readBody } from '../respond.js';
 import { loadMcpSdk, type McpSdk } from './sdk.js';
-import { createRequestServer, type McpSurface } from './server.js';
+import { createRequestServer, type McpSurface, type Readmitted } from './server.js';
 
 export interface McpHttpOptions {
   readonly surface: McpSurface;
@@ -56,8 +56,8 @@ export const MAX_LISTENS_PER_APP = 16;
 interface OpeningListen {
   readonly caller: Caller;
   readonly uris: readonly string[];
-  /** Set by the bus once the stream listens: its URIs watched again for the caller as a reload left it. */
-  rewatch?: (caller: Caller) => void;
+  /** The request's caller as each reload leaves it (Readmitted). */
+  readonly readmitted: Readmitted;
 }
 
 /**
@@ -79,12 +79,12 @@ class ListenBus implements ServerEventBus {
     let stop = resources.watch(open.caller, open.uris, changed);
     // After a reload the stream is watched as one opened now would be: a resource whose scope its app lost is no
     // longer signalled, as one outside its scopes never is (no oracle); its other resources go on.
-    open.rewatch = (caller) => {
+    const off = open.readmitted((caller) => {
       stop();
       stop = resources.watch(caller, open.uris, changed);
-    };
+    });
     return () => {
-      open.rewatch = undefined;
+      off();
       stop();
     };
   }
@@ -147,9 +147,11 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
             toolset: string;
             requestId: string;
             revoked: AbortSignal;
+            readmitted: Readmitted;
           };
           return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, {
             revoked: extra.revoked,
+            readmitted: extra.readmitted,
             requestState: (state, ctx) => o.codec.verify(state, ctx),
             era: ctx.era,
             logger: o.logger,
@@ -242,15 +244,26 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
           headers.set(name, Array.isArray(value) ? value.join(', ') : value);
         }
         const listened = listenedUris(parsed);
-        const listen: OpeningListen | null = listened && { caller, uris: listened };
         // After a reload, as graphql-ws and SSE do: a request held open whose credential the reload refuses ends (a
-        // waiting call reads `revoked`, src/server/mcp/wait.ts); a listen stream's resources are watched again.
+        // waiting call reads `revoked`, src/server/mcp/wait.ts); one admitted again is told its caller as reloaded
+        // (`readmitted`: a listen stream's resources are watched again, a waiting call ends when it lost a kind).
         const abort = new AbortController();
         const revoked = new AbortController();
+        const listeners = new Set<(caller: Caller) => void>();
+        let admitted: Caller | null = null;
+        const readmitted: Readmitted = (listener) => {
+          listeners.add(listener);
+          if (admitted) listener(admitted);
+          return () => void listeners.delete(listener);
+        };
+        const listen: OpeningListen | null = listened && { caller, uris: listened, readmitted };
         const holding: Holding = {
           authorization: req.headers.authorization,
           refused: (failure) => revoked.abort(failure),
-          ...(listen ? { admitted: (caller: Caller) => listen.rewatch?.(caller) } : {}),
+          admitted: (caller) => {
+            admitted = caller;
+            for (const listener of [...listeners]) listener(caller);
+          },
         };
         o.held.hold(holding, checkedUnder);
         res.on('close', () => {
@@ -268,7 +281,7 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
           clientId: caller.app ?? caller.scope,
           scopes: [...caller.grants.scopes],
           ...(caller.expiresAt ? { expiresAt: Math.floor(caller.expiresAt / 1000) } : {}),
-          extra: { caller, toolset, requestId: ctx.requestId, revoked: revoked.signal },
+          extra: { caller, toolset, requestId: ctx.requestId, revoked: revoked.signal, readmitted },
         };
         const options = { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) };
         if (listened) {

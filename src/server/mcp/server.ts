@@ -26,7 +26,16 @@ export interface ToolCall {
   readonly ctx: ServerContext;
   /** Aborted, with the AuthFailure as its reason, when a reload refuses the request's credential. */
   readonly revoked?: AbortSignal;
+  /** The request's caller as each reload that admits its credential again leaves it. */
+  readonly readmitted?: Readmitted;
 }
+
+/**
+ * Calls `listener` with a request's caller as a reload left it, each time one admits the request's credential again
+ * (at once when one already has: a reload may land between the request's authentication and the listener); returns
+ * the function that stops it.
+ */
+export type Readmitted = (listener: (caller: Caller) => void) => () => void;
 
 export type ToolResult = CallToolResult | InputRequiredResult;
 
@@ -116,6 +125,8 @@ export function createRequestServer(
     logger?: Logger;
     /** Aborted when a reload refuses the request's credential (ToolCall.revoked). */
     revoked?: AbortSignal;
+    /** The request's caller as each reload leaves it (ToolCall.readmitted). */
+    readmitted?: Readmitted;
   },
 ): Server {
   const tools = surface.toolsets.get(toolset) ?? [];
@@ -161,6 +172,7 @@ export function createRequestServer(
         requestId,
         ctx,
         ...(options.revoked ? { revoked: options.revoked } : {}),
+        ...(options.readmitted ? { readmitted: options.readmitted } : {}),
       });
     } catch (err) {
       return thrownByTool(err, options.logger, requestId, tool.name);

@@ -148,13 +148,28 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry):
       const expiring = new AbortController();
       const cancelExpiry =
         timeoutSeconds > 0 ? onExpiry(expiry, call.caller, (reason) => expiring.abort(reason)) : () => undefined;
+      // A reload that keeps the app but takes the scope of a kind the wait reads ends it FORBIDDEN naming the scope,
+      // as graphql-ws and SSE end such a subscription, and as a call with that kind is refused from then on. Not
+      // narrowed to the kinds left and waiting on: a call without kinds would then wait its whole timeout in silence
+      // for a kind it was set up to read; ended, it is told why, and resumes from its cursor with nothing missed.
+      const forbidden = new AbortController();
+      const stopReadmitted =
+        call.readmitted?.((caller) => {
+          const kind = wanted.find((k) => resources.missingScope(caller, k));
+          if (kind !== undefined) forbidden.abort({ kind, scope: resources.missingScope(caller, kind)!.scope });
+        }) ?? (() => undefined);
       let page;
       try {
         page = await resources.events.waitForEvents(call.caller, {
           cursor: cursor as string | undefined,
           kinds: wanted,
           timeoutSeconds,
-          signal: AbortSignal.any([call.ctx.mcpReq.signal, expiring.signal, ...(call.revoked ? [call.revoked] : [])]),
+          signal: AbortSignal.any([
+            call.ctx.mcpReq.signal,
+            expiring.signal,
+            forbidden.signal,
+            ...(call.revoked ? [call.revoked] : []),
+          ]),
           limit: MAX_EVENTS,
         });
       } catch (err) {
@@ -165,6 +180,7 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry):
         return bad('cursor', (err as Error).message, { reason });
       } finally {
         cancelExpiry();
+        stopReadmitted();
         if (timeoutSeconds > 0) {
           const left = (waiting.get(owner) ?? 1) - 1;
           if (left > 0) waiting.set(owner, left);
@@ -190,6 +206,14 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry):
           errors: [{ message, code: unavailable ? ErrorCode.UPSTREAM_UNAVAILABLE : ErrorCode.UNAUTHENTICATED }],
           cursor: page.cursor,
         });
+      }
+      if (forbidden.signal.aborted && page.events.length === 0) {
+        const { kind, scope } = forbidden.signal.reason as { kind: string; scope: string | undefined };
+        const message = `${kind} events need the scope ${scope ?? 'to read them'}, which this app no longer holds (the configuration was reloaded) while waiting; nothing after it was read`;
+        return toolError(
+          `Forbidden: ${message}. Call again with the cursor ${page.cursor} and the kinds this app may read: no event is missed`,
+          { errors: [{ message, code: ErrorCode.FORBIDDEN, ...(scope ? { scope } : {}) }], cursor: page.cursor },
+        );
       }
       const events = page.events.map((e) => ({
         kind: e.kind,
