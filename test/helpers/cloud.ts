@@ -113,3 +113,8 @@ export async function refusedBeforeTheWire(
   expect(gw.gateway.sandbox.cloud!.requests.length).toBe(sent);
   expect(await storeSnapshot(gw)).toEqual(before);
 }
+
+/** The creations the gateway's own cloud sandbox received (POSTs, its token requests aside), in order. */
+export function upstreamCreations(gw: TestGateway) {
+  return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
+}

@@ -3,7 +3,8 @@
 // nothing; with elicitation the agent's user approves through their client, which is then the client's word.
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
+import { upstreamCreations } from '../../helpers/cloud.js';
+import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
 import { mcpClient, textOf, type TestMcpClient } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
@@ -20,10 +21,6 @@ const appsFileOf = () =>
     { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
     { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
   ]);
-
-function creations(gw: TestGateway) {
-  return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
-}
 
 describe('MCP_APPROVAL', () => {
   it('by default a client that auto-accepts approves nothing: it is shown the plan and the link; an approver approves', async () => {
@@ -43,7 +40,7 @@ describe('MCP_APPROVAL', () => {
     expect(textOf(refused)).toContain(hash);
     expect(textOf(refused)).toMatch(/never through this client/);
     expect(c.asked).toEqual([]);
-    expect(creations(gw)).toEqual([]);
+    expect(upstreamCreations(gw)).toEqual([]);
 
     const approved = await gw.graphql(
       'mutation($id: ID!) { approvePlan(planId: $id) { status } }',
@@ -53,7 +50,7 @@ describe('MCP_APPROVAL', () => {
     expect(approved.data).toEqual({ approvePlan: { status: 'APPROVED' } });
     const executed = await c.call('execute_plan', { planId });
     expect(executed.isError, textOf(executed)).toBeFalsy();
-    expect(creations(gw)).toHaveLength(1);
+    expect(upstreamCreations(gw)).toHaveLength(1);
   });
 
   it("MCP_APPROVAL=elicitation: the agent's user approves through the client's form", async () => {
@@ -67,6 +64,6 @@ describe('MCP_APPROVAL', () => {
     expect(executed.isError, textOf(executed)).toBeFalsy();
     expect(c.asked).toHaveLength(1);
     expect(c.asked[0]).toContain(`${gw.url}/approvals?plan=${planId}`);
-    expect(creations(gw)).toHaveLength(1);
+    expect(upstreamCreations(gw)).toHaveLength(1);
   });
 });

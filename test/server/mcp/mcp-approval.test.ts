@@ -7,6 +7,7 @@ import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
 import { approvalTab, readPageConfig } from '../../../src/graphiql-app/page-config.js';
+import { upstreamCreations } from '../../helpers/cloud.js';
 import { appsFile, gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
 import { mcpClient, mcpClientsPerTest, textOf, type TestMcpClient } from '../../helpers/mcp.js';
@@ -23,11 +24,6 @@ const appsFileOf = () =>
     { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
     { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
   ]);
-
-/** The upstream creations the cloud sandbox received (token requests aside). */
-function creations(gw: TestGateway) {
-  return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
-}
 
 async function plan(c: TestMcpClient, name = 'approved-project'): Promise<{ planId: string; hash: string }> {
   const planned = await c.call('create_project', { input: { name } });
@@ -65,7 +61,7 @@ describe("approval of agents' creations", () => {
     ).toHaveLength(4);
     expect(s.summary).toMatch(/4 upstream creation/);
     expect(s.approveUrl).toBe(`${gw.url}/approvals?plan=${s.planId}`);
-    expect(creations(gw)).toEqual([]);
+    expect(upstreamCreations(gw)).toEqual([]);
     const tool = (await c.client.listTools()).tools.find((t) => t.name === 'provision_kafka_cluster')!;
     expect(tool.annotations).toMatchObject({ readOnlyHint: true });
     expect(Object.keys(tool.inputSchema.properties!)).not.toContain('idempotencyKey');
@@ -85,7 +81,7 @@ describe("approval of agents' creations", () => {
       replayed: false,
       createProject: { idempotencyKey: planId, project: { name: 'approved-project' } },
     });
-    expect(creations(gw)).toHaveLength(1);
+    expect(upstreamCreations(gw)).toHaveLength(1);
     const again = await c.call('execute_plan', { planId });
     expect(again.structuredContent).toMatchObject({
       planId,
@@ -94,7 +90,7 @@ describe("approval of agents' creations", () => {
       createProject: { project: { id: executed.structuredContent!.createProject.project.id } },
     });
     expect(c.asked).toHaveLength(1);
-    expect(creations(gw)).toHaveLength(1);
+    expect(upstreamCreations(gw)).toHaveLength(1);
     const audit = await gw.graphql<{ agentAudit: { action: string; actor: string }[] }>(
       'query($id: ID) { agentAudit(planId: $id) { action actor } }',
       { id: planId },
@@ -132,8 +128,8 @@ describe("approval of agents' creations", () => {
       status: 'SUCCEEDED',
       createProject: { project: { name: 'flaky' } },
     });
-    expect(creations(gw).filter((r) => r.status !== null && r.status < 300)).toHaveLength(1);
-    expect(new Set(creations(gw).map((r) => r.headers['idempotency-key'])).size).toBe(1);
+    expect(upstreamCreations(gw).filter((r) => r.status !== null && r.status < 300)).toHaveLength(1);
+    expect(new Set(upstreamCreations(gw).map((r) => r.headers['idempotency-key'])).size).toBe(1);
   });
 
   it('a person who declines, and a client that cannot elicit: nothing is sent in either case', async () => {
@@ -155,7 +151,7 @@ describe("approval of agents' creations", () => {
         approveUrl: `${gw.url}/approvals?plan=${second.planId}`,
       });
     }
-    expect(creations(gw)).toEqual([]);
+    expect(upstreamCreations(gw)).toEqual([]);
     expect((await gw.graphql('{ projects { id } }', {}, { key: AGENT_KEY })).data).toEqual({ projects: [] });
   });
 
@@ -174,7 +170,7 @@ describe("approval of agents' creations", () => {
     const forged = await c.call('execute_plan', { planId, approved: true });
     expect(forged.isError).toBe(true);
     expect(textOf(forged)).toMatch(/an approval is never an argument/);
-    expect(creations(gw)).toEqual([]);
+    expect(upstreamCreations(gw)).toEqual([]);
   });
 
   it("another app with cloud:approve approves with approvePlan; the agent's own approvePlan is refused", async () => {
@@ -196,7 +192,7 @@ describe("approval of agents' creations", () => {
     expect(approved.data).toEqual({ approvePlan: { id: planId, status: 'APPROVED', approvedBy: 'approver', hash } });
     const executed = await c.call('execute_plan', { planId });
     expect(executed.isError, textOf(executed)).toBeFalsy();
-    expect(creations(gw)).toHaveLength(1);
+    expect(upstreamCreations(gw)).toHaveLength(1);
   });
 
   it('the approve link opens the approvals page; GraphiQL opens the plan to read and its approval to run', async () => {
@@ -260,7 +256,7 @@ describe("approval of agents' creations", () => {
       provisionVirtualMachine: { idempotencyKey: planId, replayed: false },
     });
     await gw.gateway.services.provisioning.idle();
-    expect(creations(gw)).toHaveLength(5);
+    expect(upstreamCreations(gw)).toHaveLength(5);
     expect(gw.logs()).not.toContain('Sup3r-secret-pw');
   });
 
@@ -279,12 +275,12 @@ describe("approval of agents' creations", () => {
       clock.advance(10 * 60_000 + 1);
       const expired = await c.call('execute_plan', { planId });
       expect(expired.structuredContent).toMatchObject({ code: 'APPROVAL_REQUIRED' });
-      expect(creations(gw)).toEqual([]);
+      expect(upstreamCreations(gw)).toEqual([]);
       expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toMatchObject({
         approvePlan: { status: 'APPROVED' },
       });
       expect((await c.call('execute_plan', { planId })).structuredContent).toMatchObject({ status: 'SUCCEEDED' });
-      expect(creations(gw)).toHaveLength(1);
+      expect(upstreamCreations(gw)).toHaveLength(1);
       await c.close();
     } finally {
       await gw.close();
@@ -347,7 +343,7 @@ describe("approval of agents' creations", () => {
       });
       expect(refused.structuredContent!.newHash).not.toBe(hash);
       expect(c.asked).toEqual([]);
-      expect(creations(after)).toEqual([]);
+      expect(upstreamCreations(after)).toEqual([]);
       await c.close();
     } finally {
       await after.close();
@@ -366,7 +362,7 @@ describe("approval of agents' creations", () => {
     expect(refused.isError).toBe(true);
     expect(textOf(refused)).toBe(`no plan ${planId} of this app; nothing was sent`);
     expect(rival.asked).toEqual([]);
-    expect(creations(gw)).toEqual([]);
+    expect(upstreamCreations(gw)).toEqual([]);
   });
 
   it('MCP_MUTATIONS=all lets creation tools run at once, and says so at start-up', async () => {
@@ -377,6 +373,6 @@ describe("approval of agents' creations", () => {
     expect(created.structuredContent).toMatchObject({
       createProject: { project: { name: 'direct' }, replayed: false },
     });
-    expect(creations(gw)).toHaveLength(1);
+    expect(upstreamCreations(gw)).toHaveLength(1);
   });
 });

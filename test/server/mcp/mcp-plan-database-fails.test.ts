@@ -7,6 +7,7 @@
 // Which status a finished run leaves is the rule of test/agents/run-status.test.ts.
 import { describe, expect, it } from 'vitest';
 
+import { upstreamCreations } from '../../helpers/cloud.js';
 import { fileSizeLimit, fileSizeLimitUnavailable, whileFilesCannotGrow } from '../../helpers/faults.js';
 import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
@@ -25,11 +26,6 @@ const appsFileOf = () =>
   ]);
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
 const STATUS = 'query($id: ID!) { agentPlan(id: $id) { status } }';
-
-/** The upstream creations the gateway's own cloud sandbox received (token requests aside). */
-function creations(gw: TestGateway) {
-  return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
-}
 
 async function approvedPlan(gw: TestGateway, c: TestMcpClient, name: string): Promise<string> {
   const planId = (await c.call('create_project', { input: { name } })).structuredContent!.planId as string;
@@ -51,14 +47,14 @@ describe.skipIf(noFileSizeLimit !== null)("a plan's run and the gateway's databa
     expect(refused.structuredContent).toMatchObject({
       errors: [{ code: 'SERVICE_UNAVAILABLE', retryAfterSeconds: expect.any(Number) }],
     });
-    expect(creations(gw)).toHaveLength(0);
+    expect(upstreamCreations(gw)).toHaveLength(0);
     expect((await gw.graphql(STATUS, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
       agentPlan: { status: 'APPROVED' },
     });
 
     const ran = await c.call('execute_plan', { planId });
     expect(ran.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', replayed: false });
-    expect(creations(gw)).toHaveLength(1);
+    expect(upstreamCreations(gw)).toHaveLength(1);
   });
 
   it('failing after the upstream created it: executing until the takeover, then run again and created once', async () => {
@@ -83,7 +79,7 @@ describe.skipIf(noFileSizeLimit !== null)("a plan's run and the gateway's databa
     }
     expect(failed.isError).toBe(true);
     expect(failed.structuredContent).toMatchObject({ errors: [{ code: 'SERVICE_UNAVAILABLE' }] });
-    expect(creations(gw).filter((r) => r.status !== null && r.status < 300)).toHaveLength(1);
+    expect(upstreamCreations(gw).filter((r) => r.status !== null && r.status < 300)).toHaveLength(1);
 
     // Neither done nor failed: within the takeover its run may still be alive, and nothing is sent.
     expect((await c.call('execute_plan', { planId })).structuredContent).toMatchObject({
@@ -91,7 +87,7 @@ describe.skipIf(noFileSizeLimit !== null)("a plan's run and the gateway's databa
       status: 'EXECUTING',
       retryAfterSeconds: expect.any(Number),
     });
-    expect(creations(gw)).toHaveLength(1);
+    expect(upstreamCreations(gw)).toHaveLength(1);
 
     clock.advance(30_001);
     expect((await gw.graphql(STATUS, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
@@ -103,7 +99,7 @@ describe.skipIf(noFileSizeLimit !== null)("a plan's run and the gateway's databa
       status: 'SUCCEEDED',
       createProject: { project: { name: 'disk-after' } },
     });
-    const created = creations(gw).filter((r) => r.status !== null && r.status < 300);
+    const created = upstreamCreations(gw).filter((r) => r.status !== null && r.status < 300);
     expect(new Set(created.map((r) => r.headers['idempotency-key'])).size).toBe(1);
     // The upstream holds one project of that name: the second run's request was a replay of the first's.
     expect(gw.gateway.sandbox.cloud!.projects().filter((p) => p.name === 'disk-after')).toHaveLength(1);

@@ -14,6 +14,7 @@ import {
   startCloudSandbox,
   type CloudSandbox,
 } from '../../../src/sandbox/cloud.js';
+import { upstreamCreations } from '../../helpers/cloud.js';
 import { appsFile, gatewaysPerTest, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
 import { mcpClientsPerTest, textOf } from '../../helpers/mcp.js';
@@ -50,11 +51,6 @@ async function graphqlAt(url: string, query: string, variables: Record<string, u
 
 async function statusOf(gw: TestGateway, planId: string): Promise<string> {
   return (await gw.graphql(STATUS, { id: planId }, { key: APPROVER_KEY })).data!.agentPlan.status as string;
-}
-
-/** The upstream creations the gateway's own cloud sandbox received (token requests aside). */
-function creations(gw: TestGateway) {
-  return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
 }
 
 describe('a plan left executing by a process that stopped', () => {
@@ -178,7 +174,7 @@ describe('a plan left executing by a process that stopped', () => {
     expect((await gw.graphql(PENDING, {}, { key: APPROVER_KEY })).data).toEqual({ pendingAgentPlans: [] });
     const done = await agent.call('execute_plan', { planId });
     expect(done.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', replayed: false });
-    expect(creations(gw)).toHaveLength(1);
+    expect(upstreamCreations(gw)).toHaveLength(1);
   });
 
   it('a live execution is never taken for lost, however long it runs; two calls never both take one over', async () => {
@@ -227,7 +223,7 @@ describe('a plan left executing by a process that stopped', () => {
     ]);
     const ran = [a, b].filter((r) => r.structuredContent?.status === 'SUCCEEDED' && !r.structuredContent.replayed);
     expect(ran, JSON.stringify([a.structuredContent, b.structuredContent])).toHaveLength(1);
-    expect(creations(gw)).toHaveLength(1);
+    expect(upstreamCreations(gw)).toHaveLength(1);
 
     // The store's claim of a lost plan is true for exactly one of two claims at once.
     const twice = await approved('twice');
@@ -287,7 +283,7 @@ describe('a plan left executing by a process that stopped', () => {
       replayed: true,
       createProject: { project: { id: taker.structuredContent!.createProject.project.id, name } },
     });
-    expect(creations(gw)).toHaveLength(2);
+    expect(upstreamCreations(gw)).toHaveLength(2);
     expect(gw.logs()).toContain('agent plan outcome not stored: another execution took the plan over');
     const audit = (await gw.graphql(AUDIT, { id: planId }, { key: OPERATOR_KEY })).data!.agentAudit as {
       action: string;

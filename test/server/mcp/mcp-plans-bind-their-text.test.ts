@@ -6,6 +6,7 @@ import path from 'node:path';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
+import { upstreamCreations } from '../../helpers/cloud.js';
 import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
 import { mcpClientsPerTest, textOf, type TestMcpClient } from '../../helpers/mcp.js';
 
@@ -43,10 +44,6 @@ function setup() {
       TRUSTED_DOCUMENTS_MANIFEST: manifest,
     },
   };
-}
-
-function creations(gw: TestGateway) {
-  return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
 }
 
 async function reload(gw: TestGateway): Promise<void> {
@@ -88,14 +85,14 @@ describe('an approval binds the text that runs', () => {
     });
     expect(refused.structuredContent!.newHash).not.toBe(hash);
     expect(c.asked).toEqual([]);
-    expect(creations(gw)).toEqual([]);
+    expect(upstreamCreations(gw)).toEqual([]);
 
     // The document leaves the manifest: still refused, still nothing sent.
     write({ other: '{ catalog { platforms { name } } }' });
     await reload(gw);
     const gone = await c.call('execute_plan', { planId });
     expect(gone.structuredContent).toMatchObject({ code: 'PLAN_CHANGED', newHash: null });
-    expect(creations(gw)).toEqual([]);
+    expect(upstreamCreations(gw)).toEqual([]);
   });
 
   it('a reload that leaves the document as it was runs the approved text, once', async () => {
@@ -108,6 +105,6 @@ describe('an approval binds the text that runs', () => {
     const executed = await c.call('execute_plan', { planId });
     expect(executed.isError, textOf(executed)).toBeFalsy();
     expect(executed.structuredContent).toMatchObject({ status: 'SUCCEEDED', createProject: { project: {} } });
-    expect(creations(gw)).toHaveLength(1);
+    expect(upstreamCreations(gw)).toHaveLength(1);
   });
 });

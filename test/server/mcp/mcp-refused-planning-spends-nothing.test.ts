@@ -5,6 +5,7 @@ import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
 import { MAX_OPEN_PLANS_PER_APP } from '../../../src/store/agent-plans.js';
+import { upstreamCreations } from '../../helpers/cloud.js';
 import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
 import { mcpClientsPerTest, textOf, type TestMcpClient } from '../../helpers/mcp.js';
 
@@ -30,11 +31,6 @@ async function spent(gw: TestGateway): Promise<number> {
     return m ? Number(m[1]) : 0;
   };
   return points('allowed') - points('refunded');
-}
-
-/** The upstream creations the cloud sandbox received (token requests aside). */
-function creations(gw: TestGateway) {
-  return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
 }
 
 async function planned(c: TestMcpClient, name: string): Promise<string> {
@@ -79,7 +75,7 @@ describe('a refused plan spends no creation point', () => {
     expect(await spent(gw)).toBe(2);
     await rateLimited(c, 'third');
     expect(await spent(gw)).toBe(2);
-    expect(creations(gw)).toEqual([]);
+    expect(upstreamCreations(gw)).toEqual([]);
   });
 
   it(`refused past the app's bound of ${MAX_OPEN_PLANS_PER_APP} open plans: the budget is as it was, and a plan made once one is declined spends the point left`, async () => {
@@ -115,7 +111,7 @@ describe('a refused plan spends no creation point', () => {
     );
     expect(declinedToo.data).toEqual({ declinePlan: { status: 'DECLINED' } });
     await rateLimited(c, 'no point left');
-    expect(creations(gw)).toEqual([]);
+    expect(upstreamCreations(gw)).toEqual([]);
   });
 
   it('two plans at once at the app’s last point: one is made, the other is refused with RATE_LIMITED', async () => {

@@ -4,6 +4,7 @@
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 
+import { upstreamCreations } from '../../helpers/cloud.js';
 import { appsFile, gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
 import { mcpClient, mcpClientsPerTest, textOf } from '../../helpers/mcp.js';
@@ -26,11 +27,6 @@ async function spent(gw: TestGateway): Promise<number> {
   const text = await (await request(`${gw.url}/metrics`)).body.text();
   const m = /gateway_rate_limit_points_total\{app="agent",bucket="creations",outcome="allowed"\} (\d+)/.exec(text);
   return m ? Number(m[1]) : 0;
-}
-
-/** The upstream creations the cloud sandbox received (token requests aside). */
-function creations(gw: TestGateway) {
-  return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
 }
 
 describe('a refused execute_plan spends nothing', () => {
@@ -91,7 +87,7 @@ describe('a refused execute_plan spends nothing', () => {
       .execute();
     await refusedTwice(running, { status: 'EXECUTING' }, 3);
 
-    expect(creations(gw)).toEqual([]);
+    expect(upstreamCreations(gw)).toEqual([]);
     // The one point left creates one project; the next creation is refused.
     expect((await gw.graphql(CREATE, { input: { name: 'direct' } }, { key: AGENT_KEY })).errors).toBeUndefined();
     const over = await gw.graphql(CREATE, { input: { name: 'over' } }, { key: AGENT_KEY });

@@ -4,6 +4,7 @@
 // may have reached the upstream is UNKNOWN, as before.
 import { describe, expect, it } from 'vitest';
 
+import { upstreamCreations } from '../../helpers/cloud.js';
 import { appsFile, gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
 import { mcpClient, mcpClientsPerTest, textOf, type TestMcpClient } from '../../helpers/mcp.js';
@@ -24,11 +25,6 @@ const appsFileOf = () =>
 
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
 const PROJECTS = '/apis/projects/public/v4/projects';
-
-/** The upstream creations the cloud sandbox received (token requests aside). */
-function creations(gw: TestGateway) {
-  return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
-}
 
 async function approvedPlan(gw: TestGateway, c: TestMcpClient, name: string): Promise<string> {
   const planned = await c.call('create_project', { input: { name } });
@@ -86,7 +82,7 @@ describe('a run refused before anything was sent leaves the plan as it was', () 
           /nothing was sent, and the plan is as it was \(APPROVED, with its approval\): call execute_plan .* again in \d+ s/,
         );
       }
-      expect(creations(gw)).toEqual([]);
+      expect(upstreamCreations(gw)).toEqual([]);
       const audit = await gw.graphql<{ agentAudit: { action: string; detail: string }[] }>(
         'query($id: ID) { agentAudit(planId: $id) { action detail } }',
         { id: planId },
@@ -109,7 +105,7 @@ describe('a run refused before anything was sent leaves the plan as it was', () 
     const c = await connect(after, { key: AGENT_KEY });
     const ran = await c.call('execute_plan', { planId });
     expect(ran.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', replayed: false });
-    expect(creations(after)).toHaveLength(1);
+    expect(upstreamCreations(after)).toHaveLength(1);
   });
 
   it("refused by the upstream's open circuit (sent: false): still approved, and it runs once the circuit lets calls through; a run that may have been sent is UNKNOWN", async () => {
@@ -138,15 +134,15 @@ describe('a run refused before anything was sent leaves the plan as it was', () 
       );
     }
     faults.clear();
-    const before = creations(gw).length;
+    const before = upstreamCreations(gw).length;
 
     await refusedAsItWas(gw, c, planId, 'UPSTREAM_UNAVAILABLE');
-    expect(creations(gw)).toHaveLength(before);
+    expect(upstreamCreations(gw)).toHaveLength(before);
 
     clock.advance(30_001);
     const ran = await c.call('execute_plan', { planId });
     expect(ran.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', replayed: false });
-    expect(creations(gw)).toHaveLength(before + 1);
+    expect(upstreamCreations(gw)).toHaveLength(before + 1);
 
     // Sent, and answered 503: it may have been applied, so it is UNKNOWN, to run again under the same key.
     const sent = await approvedPlan(gw, c, 'sent and failed');
@@ -154,7 +150,7 @@ describe('a run refused before anything was sent leaves the plan as it was', () 
     const unknown = await c.call('execute_plan', { planId: sent });
     expect(unknown.structuredContent).toMatchObject({ planId: sent, status: 'UNKNOWN' });
     expect(await planOf(gw, sent)).toMatchObject({ status: 'UNKNOWN' });
-    expect(creations(gw)).toHaveLength(before + 2);
+    expect(upstreamCreations(gw)).toHaveLength(before + 2);
   });
 
   it('a claim another call took over (this one taken for lost) is neither touched nor given back by the call that lost it', async () => {

@@ -4,6 +4,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
+import { upstreamCreations } from '../../helpers/cloud.js';
 import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
 import { mcpClientsPerTest, textOf, type TestMcpClient } from '../../helpers/mcp.js';
@@ -23,11 +24,6 @@ const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { id status appro
 const DECLINE = 'mutation($id: ID!) { declinePlan(planId: $id) { id status } }';
 const PENDING = '{ pendingAgentPlans { id status } }';
 const TTL = 10 * 60_000;
-
-/** The upstream creations the cloud sandbox received (token requests aside). */
-function creations(gw: TestGateway) {
-  return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
-}
 
 /** A plan approved, then executed while the cloud answers 503: its outcome is unknown. */
 async function unknownPlan(gw: TestGateway, c: TestMcpClient, name: string): Promise<string> {
@@ -90,8 +86,8 @@ describe('a plan whose outcome is unknown, its approval lapsed', () => {
       status: 'SUCCEEDED',
       createProject: { project: { name: 'flaky' } },
     });
-    expect(creations(gw).filter((r) => r.status !== null && r.status < 300)).toHaveLength(1);
-    expect(new Set(creations(gw).map((r) => r.headers['idempotency-key'])).size).toBe(1);
+    expect(upstreamCreations(gw).filter((r) => r.status !== null && r.status < 300)).toHaveLength(1);
+    expect(new Set(upstreamCreations(gw).map((r) => r.headers['idempotency-key'])).size).toBe(1);
     expect((await c.call('execute_plan', { planId })).structuredContent).toMatchObject({
       planId,
       status: 'SUCCEEDED',
@@ -113,7 +109,7 @@ describe('a plan whose outcome is unknown, its approval lapsed', () => {
     );
     const c = await connect(gw, { key: AGENT_KEY });
     const planId = await unknownPlan(gw, c, 'late');
-    const sent = creations(gw).length;
+    const sent = upstreamCreations(gw).length;
 
     clock.advance(24 * 3_600_000);
     expect((await gw.graphql(PENDING, {}, { key: APPROVER_KEY })).data).toEqual({ pendingAgentPlans: [] });
@@ -125,6 +121,6 @@ describe('a plan whose outcome is unknown, its approval lapsed', () => {
     const late = await c.call('execute_plan', { planId });
     expect(late.structuredContent).toMatchObject({ planId, status: 'EXPIRED', code: 'PLAN_EXPIRED' });
     expect(textOf(late)).toContain('The outcome of its last execution is unknown');
-    expect(creations(gw)).toHaveLength(sent);
+    expect(upstreamCreations(gw)).toHaveLength(sent);
   });
 });

@@ -5,7 +5,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
+import { upstreamCreations } from '../../helpers/cloud.js';
+import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
 import { mcpClientsPerTest, textOf } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
@@ -53,11 +54,6 @@ function setup(mutations: 'approve' | 'all') {
   };
 }
 
-/** The upstream creations the cloud sandbox received (token requests aside). */
-function creations(gw: TestGateway) {
-  return gw.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam'));
-}
-
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
 
 describe('what needs an approval is what the operation does', () => {
@@ -70,21 +66,21 @@ describe('what needs an approval is what the operation does', () => {
     expect(planned.isError, textOf(planned)).toBeFalsy();
     const { planId } = planned.structuredContent as { planId: string };
     expect(planned.structuredContent).toMatchObject({ status: 'PENDING', creations: 1 });
-    expect(creations(gw)).toEqual([]);
+    expect(upstreamCreations(gw)).toEqual([]);
 
     const early = await c.call('execute_plan', { planId });
     expect(early.structuredContent).toMatchObject({ code: 'APPROVAL_REQUIRED' });
-    expect(creations(gw)).toEqual([]);
+    expect(upstreamCreations(gw)).toEqual([]);
 
     expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
       approvePlan: { status: 'APPROVED' },
     });
     const executed = await c.call('execute_plan', { planId });
     expect(executed.isError, textOf(executed)).toBeFalsy();
-    expect(creations(gw)).toHaveLength(1);
+    expect(upstreamCreations(gw)).toHaveLength(1);
     const again = await c.call('execute_plan', { planId });
     expect(again.structuredContent).toMatchObject({ status: 'SUCCEEDED', replayed: true });
-    expect(creations(gw)).toHaveLength(1);
+    expect(upstreamCreations(gw)).toHaveLength(1);
     // The upstream key derives from the plan id (the key a document with $idempotencyKey would have been given).
     const keyed = await gw.graphql<{ createProject: { upstreamIdempotencyKey: string; replayed: boolean } }>(
       'mutation($k: UUID) { createProject(input: { name: "unkeyed" }, idempotencyKey: $k) { upstreamIdempotencyKey replayed } }',
@@ -92,7 +88,7 @@ describe('what needs an approval is what the operation does', () => {
       { key: AGENT_KEY },
     );
     expect(keyed.data!.createProject.replayed).toBe(true);
-    expect(creations(gw)[0]!.headers['idempotency-key']).toBe(keyed.data!.createProject.upstreamIdempotencyKey);
+    expect(upstreamCreations(gw)[0]!.headers['idempotency-key']).toBe(keyed.data!.createProject.upstreamIdempotencyKey);
   });
 
   it('an identification without a key, a key named $key and a hard-coded key are all planned, and nothing is sent', async () => {
@@ -116,7 +112,7 @@ describe('what needs an approval is what the operation does', () => {
       expect(planned.isError, textOf(planned)).toBeFalsy();
       expect(planned.structuredContent).toMatchObject({ status: 'PENDING' });
     }
-    expect(creations(gw)).toEqual([]);
+    expect(upstreamCreations(gw)).toEqual([]);
   });
 
   it('two creations in one document run once each when approved, each with a key of its own', async () => {
@@ -127,10 +123,10 @@ describe('what needs an approval is what the operation does', () => {
     const { planId } = planned.structuredContent as { planId: string };
     const executed = await c.call('execute_plan', { planId });
     expect(executed.isError, textOf(executed)).toBeFalsy();
-    expect(creations(gw)).toHaveLength(2);
-    expect(new Set(creations(gw).map((r) => r.headers['idempotency-key'])).size).toBe(2);
+    expect(upstreamCreations(gw)).toHaveLength(2);
+    expect(new Set(upstreamCreations(gw).map((r) => r.headers['idempotency-key'])).size).toBe(2);
     await c.call('execute_plan', { planId });
-    expect(creations(gw)).toHaveLength(2);
+    expect(upstreamCreations(gw)).toHaveLength(2);
   });
 
   it('a mutation that cannot be planned is not offered under approve, and the start-up log names it; a harmless write runs at once', async () => {
