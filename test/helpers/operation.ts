@@ -4,8 +4,11 @@ import { request } from 'undici';
 import type { TestGateway } from './gateway.js';
 import { wsClient } from './mobile-id.js';
 
-/** POST and GET /graphql, graphql-ws (/graphql) and graphql-sse (/graphql/stream, distinct connections). */
-export type Transport = 'post' | 'get' | 'ws' | 'sse';
+/**
+ * POST and GET /graphql, graphql-ws (/graphql) and graphql-sse (/graphql/stream: distinct connections, and
+ * `sse-single`: single-connection mode, a reserved stream).
+ */
+export type Transport = 'post' | 'get' | 'ws' | 'sse' | 'sse-single';
 
 export interface AnsweredError {
   readonly message: string;
@@ -63,7 +66,7 @@ export async function operationOver(
       ? wsClient(gw, key ? { key } : {})
       : createSseClient({
           url: `${gw.url}/graphql/stream`,
-          singleConnection: false,
+          singleConnection: transport === 'sse-single',
           retryAttempts: 0,
           headers: auth,
         });

@@ -1,0 +1,202 @@
+// Tenancy at every seam (docs/apps-and-security.md, "What an app can and cannot learn about another"): what one app
+// created that holds personal data reads, for another app, exactly as an id that does not exist, on every transport
+// that reaches it: POST /graphql on the direct path and on Apollo's, GET, graphql-ws, SSE in both modes; subscriptions
+// resumed from a cursor (`after`, Last-Event-ID) replay none of another app's events. MCP's surfaces:
+// test/tenancy/mcp-surfaces.test.ts.
+import { randomUUID } from 'node:crypto';
+import { createClient as createSseClient } from 'graphql-sse';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { subscribe } from '../helpers/identity.js';
+import { wsClient } from '../helpers/mobile-id.js';
+import { operationOver, type Transport } from '../helpers/operation.js';
+import { cursorNow, deliveredEverywhere, postCompletion } from '../helpers/resumable.js';
+import { waitFor } from '../helpers/wait.js';
+
+const A = 'key-surface-app-a-0123456789';
+const B = 'key-surface-app-b-9876543210';
+const KEYS = { GATEWAY_API_KEYS: `${A},${B}`, SANDBOX_CALLBACK_DELAY_MS: '600000' };
+
+const REGISTER = `mutation($input: RegisterVerificationInput!) {
+  registerVerification(input: $input) { verification { id externalId } }
+}`;
+const IDENTIFY = `mutation { createIdentification(input: { workflowId: "wf-surface" }) { identification { id } } }`;
+const COMPLETE_MOBILE_ID = `mutation($id: String!) { sandboxCompleteMobileIdAuthentication(authReqId: $id) { accepted } }`;
+const PROVISION = `mutation($input: ProvisionKafkaClusterInput!) {
+  provisionKafkaCluster(input: $input) { provisioning { id } }
+}`;
+/** Every read of an app's personal data in one operation. */
+const READ = `query($v: [ID!]!, $vid: ID!, $i: ID!, $m: String!, $p: ID!) {
+  verificationResults(externalIds: $v) { externalId status }
+  verification: node(id: $vid) { id }
+  identification(id: $i) { id url }
+  identificationNode: node(id: $i) { id }
+  mobileIdAuthentication(authReqId: $m) { __typename }
+  provisioning(id: $p) { id state }
+}`;
+const PROGRESS = `subscription($id: ID!) { provisioningProgress(id: $id) { id state } }`;
+const NOTHING = {
+  verificationResults: [null],
+  verification: null,
+  identification: null,
+  identificationNode: null,
+  mobileIdAuthentication: null,
+  provisioning: null,
+};
+
+/** The ids of what `key` created on `gw`, one of each kind that holds personal data, as READ's variables. */
+async function createdBy(gw: TestGateway, key: string): Promise<Record<string, unknown>> {
+  const ok = async (query: string, variables: Record<string, unknown> = {}) => {
+    const res = await gw.graphql(query, variables, { key });
+    expect(res.errors).toBeUndefined();
+    return res.data!;
+  };
+  const externalId = `customer-${randomUUID()}`;
+  const registered = await ok(REGISTER, {
+    input: { workflowId: 'wf-kyc', applicant: { lastName: 'Petrova' }, externalId },
+  });
+  const verification = registered.registerVerification.verification.id as string;
+  const identification = (await ok(IDENTIFY)).createIdentification.identification.id as string;
+  const authReqId = `auth-${randomUUID()}`;
+  await ok(COMPLETE_MOBILE_ID, { id: authReqId });
+  const input = {
+    project: { name: 'surface' },
+    network: { title: 'net' },
+    subnet: { title: 'sub', cidr: '10.61.0.0/24' },
+    cluster: { title: 'k', instanceType: 'C2_MEDIUM' },
+  };
+  const provisioning = (await ok(PROVISION, { input })).provisionKafkaCluster.provisioning.id as string;
+  await gw.gateway.services.provisioning.idle();
+  return { v: [externalId], vid: verification, i: identification, m: authReqId, p: provisioning };
+}
+
+/** Ids of the same kinds that nothing holds. */
+const unknownIds = () => {
+  const id = randomUUID();
+  return { v: [`customer-${id}`], vid: randomUUID(), i: id, m: `auth-${id}`, p: randomUUID() };
+};
+
+describe.each([
+  { path: 'the direct path', options: {}, transports: ['post', 'get', 'ws', 'sse', 'sse-single'] as Transport[] },
+  { path: "Apollo's path", options: { testing: { directPath: false } }, transports: ['post'] as Transport[] },
+])("another app's personal data reads as an unknown id, POST /graphql on $path", ({ options, transports }) => {
+  let gw: TestGateway;
+  let owned: Record<string, unknown>;
+  beforeAll(async () => {
+    gw = await startTestGateway(KEYS, options);
+    owned = await createdBy(gw, A);
+    const mine = await gw.graphql(READ, owned, { key: A });
+    expect(mine.errors).toBeUndefined();
+    expect(Object.values(mine.data!).flat()).not.toContain(null);
+  }, 60_000);
+  afterAll(() => gw?.close());
+
+  it.each(transports)('over %s: null for each kind, the answer of an unknown id byte for byte', async (transport) => {
+    const theirs = await operationOver(transport, gw, B, { query: READ, variables: owned });
+    const unknown = await operationOver(transport, gw, B, { query: READ, variables: unknownIds() });
+    expect(theirs.data).toEqual(NOTHING);
+    expect(theirs.raw).toBe(unknown.raw);
+  });
+
+  it.each(transports.filter((t) => t !== 'post' && t !== 'get'))(
+    "over %s, provisioningProgress of another app's provisioning ends with an unknown id's NOT_FOUND",
+    async (transport) => {
+      const id = owned.p as string;
+      const unknownId = randomUUID();
+      const theirs = await operationOver(transport, gw, B, { query: PROGRESS, variables: { id } });
+      const unknown = await operationOver(transport, gw, B, { query: PROGRESS, variables: { id: unknownId } });
+      expect(theirs.raw).toContain('NOT_FOUND');
+      expect(theirs.raw.replaceAll(id, '<id>')).toBe(unknown.raw.replaceAll(unknownId, '<id>'));
+    },
+  );
+});
+
+describe('subscriptions resumed from a cursor replay none of another app’s events', () => {
+  const KEYED = `subscription($id: ID, $after: String) { verificationCompleted(externalId: $id, after: $after) { externalId payload } }`;
+  let gw: TestGateway;
+  const externalId = `customer-${randomUUID()}`;
+  /** The callback address of each app's verification of `externalId`, and the id the upstream knows it by. */
+  const callbacks = new Map<string, { url: string; sentId: string }>();
+  let before: string;
+
+  beforeAll(async () => {
+    gw = await startTestGateway(KEYS);
+    // Both apps use one externalId, so one event key: only the owner check tells their events apart.
+    for (const key of [A, B]) {
+      const input = { workflowId: 'wf-kyc', applicant: { lastName: 'Ivanova' }, externalId };
+      const res = await gw.graphql(REGISTER, { input }, { key });
+      expect(res.errors).toBeUndefined();
+      const sentId = res.data!.registerVerification.verification.id as string;
+      const url = gw.gateway.sandbox.verification!.verifications().find((v) => v.externalId === sentId)!.callbackUrl!;
+      callbacks.set(key, { url, sentId });
+    }
+    before = cursorNow(gw);
+    for (const n of ['a1', 'a2']) await postCompletion(callbacks.get(A)!.url, callbacks.get(A)!.sentId, n);
+    await deliveredEverywhere(gw);
+  });
+  afterAll(() => gw?.close());
+
+  /** B's own event, posted once `started` (each subscription B holds) is listening: each must get it first. */
+  async function ownEventFirst(started: Array<{ first: () => unknown }>, listening: () => boolean): Promise<void> {
+    await waitFor(listening, 10_000, "B's subscriptions listening");
+    await postCompletion(callbacks.get(B)!.url, callbacks.get(B)!.sentId, 'b1');
+    for (const s of started) {
+      const first = (await waitFor(s.first, 10_000, "B's own event")) as { payload: { n: string } };
+      expect(first).toMatchObject({ externalId, payload: { n: 'b1' } });
+    }
+  }
+
+  it('over graphql-ws, with after: keyed and over every id; the owner resuming from the same cursor gets its own', async () => {
+    const client = wsClient(gw, { key: B });
+    const owner = wsClient(gw, { key: A });
+    try {
+      const own = subscribe(owner, KEYED, { id: externalId, after: before });
+      await waitFor(() => own.received.length === 2, 10_000, "the owner's replay");
+      expect(own.received.map((r) => r.verificationCompleted.payload.n)).toEqual(['a1', 'a2']);
+      const keyed = subscribe(client, KEYED, { id: externalId, after: before });
+      const every = subscribe(client, KEYED, { after: before });
+      await ownEventFirst(
+        [keyed, every].map((s) => ({ first: () => s.received[0]?.verificationCompleted })),
+        () => gw.gateway.services.events.bus.subscribers('verification') >= 3,
+      );
+      expect([...keyed.errors, ...every.errors]).toEqual([]);
+    } finally {
+      await Promise.all([client.dispose(), owner.dispose()]);
+    }
+  });
+
+  it('over SSE, with after and with Last-Event-ID: keyed and over every id', async () => {
+    const received: unknown[][] = [[], [], []];
+    const resumes: Array<{ variables: Record<string, unknown>; headers: Record<string, string> }> = [
+      { variables: { id: externalId, after: before }, headers: {} },
+      { variables: { after: before }, headers: {} },
+      { variables: {}, headers: { 'last-event-id': before } },
+    ];
+    const clients = resumes.map(({ variables, headers }, i) => {
+      const client = createSseClient({
+        url: `${gw.url}/graphql/stream`,
+        singleConnection: false,
+        retryAttempts: 0,
+        headers: { authorization: `Bearer ${B}`, ...headers },
+      });
+      client.subscribe(
+        { query: KEYED, variables },
+        {
+          next: (v) => void received[i]!.push((v.data as any)?.verificationCompleted ?? v),
+          error: (e) => void received[i]!.push(e),
+          complete: () => undefined,
+        },
+      );
+      return client;
+    });
+    try {
+      await ownEventFirst(
+        received.map((r) => ({ first: () => r[0] })),
+        () => gw.gateway.services.events.bus.subscribers('verification') >= 3,
+      );
+    } finally {
+      for (const c of clients) c.dispose();
+    }
+  });
+});
