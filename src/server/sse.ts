@@ -6,6 +6,7 @@ import { createHandler } from 'graphql-sse';
 import { ownerCaller, type Caller } from '../auth/caller.js';
 import { onExpiry } from '../auth/jwt.js';
 import type { AuthFailure } from '../auth/keys.js';
+import { readableBy } from '../auth/tenancy.js';
 import { ErrorCode } from '../errors.js';
 import type { Pipeline, Ran } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type ResultStream } from '../execution/present.js';
@@ -42,7 +43,10 @@ interface SseContext {
   /** The configuration's generation when it was authenticated. */
   generation: number;
   requestId: string;
-  /** The reserved stream (single-connection mode) the request names. */
+  /**
+   * The reserved stream (single-connection mode) the request names, as graphql-sse reads it: another app's token is
+   * replaced by one that names no stream (see `handle`).
+   */
   stream?: string;
   /** A refusal of trusted documents, delivered as the operation's result (see onSubscribe). */
   refusal?: GraphQLError;
@@ -134,21 +138,8 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     // An operation's outcome is handed to graphql-sse by onSubscribe; its context is the pipeline's (for onNext, onComplete).
     context: (req) => req.context.operation as GraphQLContext & Record<PropertyKey, unknown>,
     authenticate(req) {
-      const token =
-        req.headers.get(STREAM_TOKEN_HEADER) ??
-        new URL(req.url, 'http://localhost').searchParams.get(STREAM_TOKEN_PARAM);
-      if (token) {
-        const reservation = reservations.get(token);
-        // Another app's stream is answered as one that does not exist.
-        if (reservation && reservation.scope !== req.context.caller.scope)
-          return [
-            JSON.stringify({ errors: [{ message: 'Stream not found' }] }),
-            { status: 404, statusText: 'Not Found' },
-          ];
-        return token;
-      }
-      if (req.method === 'PUT') return randomUUID();
-      return undefined;
+      // A reserved stream's token is always one the gateway makes; any other request names its stream by `stream`.
+      return req.method === 'PUT' ? randomUUID() : req.context.stream;
     },
     async onSubscribe(req, params) {
       if (req.context.refusal) return { data: null, errors: [req.context.refusal] };
@@ -291,6 +282,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       raw: undefined as unknown as IncomingMessage,
       context: {
         caller: ownerCaller(reservation.scope),
+        stream: token,
         authorization: undefined,
         generation: held.generation(),
         requestId: 'release',
@@ -322,17 +314,20 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     }
     ctx.app = auth.caller.app;
     const accept = req.headers.accept ?? '*/*';
-    const given =
-      req.headers[STREAM_TOKEN_HEADER] ??
+    const named =
+      (req.headers[STREAM_TOKEN_HEADER] as string | undefined) ??
       new URL(req.url ?? '/', 'http://localhost').searchParams.get(STREAM_TOKEN_PARAM) ??
       undefined;
-    const tokenGiven = given !== undefined;
+    const theirs = named === undefined ? undefined : reservations.get(named);
+    // Another app's reserved stream is, for this caller, a token that names no stream (src/auth/tenancy.ts): every
+    // method is answered as for an unknown token, and nothing of the request reaches that stream.
+    const given = theirs && !readableBy(auth.caller, theirs.scope) ? randomUUID() : named;
     const context: SseContext = {
       caller: auth.caller,
       authorization: req.headers.authorization,
       generation: checkedUnder,
       requestId: ctx.requestId,
-      ...(typeof given === 'string' && req.method !== 'PUT' ? { stream: given } : {}),
+      ...(given !== undefined && req.method !== 'PUT' ? { stream: given } : {}),
       ...(accept === 'text/event-stream' ? { ids: [] } : {}),
     };
 
@@ -405,11 +400,8 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     if (req.method === 'PUT' && init.status === 201 && typeof responseBody === 'string')
       reserve(responseBody, auth.caller.scope);
     let token: string | undefined;
-    if (accept === 'text/event-stream' && tokenGiven && init.status === 200) {
-      token =
-        (req.headers[STREAM_TOKEN_HEADER] as string | undefined) ??
-        new URL(req.url ?? '/', 'http://localhost').searchParams.get(STREAM_TOKEN_PARAM) ??
-        undefined;
+    if (accept === 'text/event-stream' && given !== undefined && init.status === 200) {
+      token = given;
       const reservation = token ? reservations.get(token) : undefined;
       if (reservation) {
         reservation.connected = true;

@@ -1,10 +1,11 @@
 // Tenancy at every seam (docs/apps-and-security.md, "What an app can and cannot learn about another"): what one app
 // created that holds personal data reads, for another app, exactly as an id that does not exist, on every transport
 // that reaches it: POST /graphql on the direct path and on Apollo's, GET, graphql-ws, SSE in both modes; subscriptions
-// resumed from a cursor (`after`, Last-Event-ID) replay none of another app's events. MCP's surfaces:
-// test/tenancy/mcp-surfaces.test.ts.
+// resumed from a cursor (`after`, Last-Event-ID) replay none of another app's events; and another app's reserved SSE
+// stream is a token that names no stream. MCP's surfaces: test/tenancy/mcp-surfaces.test.ts.
 import { randomUUID } from 'node:crypto';
 import { createClient as createSseClient } from 'graphql-sse';
+import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
@@ -197,6 +198,72 @@ describe('subscriptions resumed from a cursor replay none of another app’s eve
       );
     } finally {
       for (const c of clients) c.dispose();
+    }
+  });
+});
+
+describe("another app's reserved SSE stream", () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startTestGateway(KEYS);
+  });
+  afterAll(() => gw?.close());
+
+  const TOKEN = 'x-graphql-event-stream-token';
+  /** One request to /graphql/stream with `token`, as B: what B can observe of it, the token itself left out. */
+  async function asB(method: string, token: string): Promise<{ status: number; type: unknown; body: string }> {
+    const query = encodeURIComponent('{ __typename }');
+    const res = await request(
+      `${gw.url}/graphql/stream${method === 'GET' ? `?query=${query}` : method === 'DELETE' ? '?operationId=x' : ''}`,
+      {
+        method: method as 'GET',
+        headers: {
+          authorization: `Bearer ${B}`,
+          [TOKEN]: token,
+          accept: method === 'GET' ? 'text/event-stream' : method === 'PUT' ? 'text/plain' : 'application/json',
+          ...(method === 'POST' ? { 'content-type': 'application/json' } : {}),
+        },
+        ...(method === 'POST'
+          ? { body: JSON.stringify({ query: '{ __typename }', extensions: { operationId: 'x' } }) }
+          : {}),
+      },
+    );
+    const body = (await res.body.text()).replaceAll(token, '<token>');
+    return { status: res.statusCode, type: res.headers['content-type'], body };
+  }
+
+  it.each(['POST', 'DELETE', 'GET'])(
+    "%s with another app's stream token is answered as with a token that names no stream",
+    async (method) => {
+      const put = await request(`${gw.url}/graphql/stream`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${A}` },
+      });
+      expect(put.statusCode).toBe(201);
+      const theirs = await put.body.text();
+
+      const answered = await asB(method, theirs);
+      expect(answered).toEqual(await asB(method, randomUUID()));
+
+      // The owner's stream is as it was: A still adds an operation to it.
+      const own = await request(`${gw.url}/graphql/stream`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${A}`, 'content-type': 'application/json', [TOKEN]: theirs },
+        body: JSON.stringify({ query: '{ __typename }', extensions: { operationId: 'mine' } }),
+      });
+      expect(own.statusCode).toBe(202);
+      await own.body.text();
+    },
+  );
+
+  it("PUT with another app's stream token reserves a new stream under a new token, as with any other token", async () => {
+    const put = await request(`${gw.url}/graphql/stream`, { method: 'PUT', headers: { authorization: `Bearer ${A}` } });
+    const theirs = await put.body.text();
+    const answered = await asB('PUT', theirs);
+    const unknown = await asB('PUT', randomUUID());
+    for (const a of [answered, unknown]) {
+      expect(a).toMatchObject({ status: 201, type: 'text/plain; charset=utf-8' });
+      expect(a.body).toMatch(/^[0-9a-f-]{36}$/);
     }
   });
 });
