@@ -256,6 +256,29 @@ describe('several identity providers (AUTH_ISSUERS)', () => {
     expect(metrics).toMatch(/^gateway_jwt_refusals_total\{reason="other_issuer"\} [1-9]/m);
   });
 
+  it("what one provider's app created reads, for another provider's apps, as an unknown id: one named like it in another case too", async () => {
+    const billing = await entraToken(entraKey, { roles: ['gateway:identity:read', 'gateway:identity:write'] });
+    const registered = await ask(
+      t,
+      billing,
+      'mutation { registerVerification(input: { workflowId: "wf-kyc", applicant: { lastName: "Ivanova" } }) { verification { externalId } } }',
+    );
+    expect(registered.errors).toBeUndefined();
+    const id = registered.data!.registerVerification.verification.externalId as string;
+    const results = (token: string, ids: string[]) =>
+      t.graphql(
+        'query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }',
+        { ids },
+        { key: token },
+      );
+    expect((await results(billing, [id])).data).toEqual({ verificationResults: [{ externalId: id }] });
+    for (const azp of ['portal', 'Billing']) {
+      const other = await sign(keycloakKey, { claims: { azp, scope: 'identity:read' } });
+      const theirs = await results(other, [id, `unknown-${randomUUID()}`]);
+      expect(theirs, azp).toEqual({ status: 200, data: { verificationResults: [null, null] } });
+    }
+  });
+
   it("operator is granted only to a provider's operatorApps", async () => {
     const sre = await ask(
       t,

@@ -267,3 +267,36 @@ describe("another app's reserved SSE stream", () => {
     }
   });
 });
+
+describe("webhooks: an app's own callback address names none of another app's identifications", () => {
+  it("a callback to B's address of a workflow A uses too, naming A's identification, is an unknown id's 404, and A's identification is unchanged", async () => {
+    const gw = await startTestGateway(KEYS);
+    try {
+      const IDENTIFY_SHARED = `mutation { createIdentification(input: { workflowId: "wf-shared" }) { identification { id } } }`;
+      const theirs = (await gw.graphql(IDENTIFY_SHARED, {}, { key: A })).data!.createIdentification.identification.id;
+      expect((await gw.graphql(IDENTIFY_SHARED, {}, { key: B })).errors).toBeUndefined();
+      const address = (await gw.graphql('{ identificationCallbackUrl(workflowId: "wf-shared") }', {}, { key: B })).data!
+        .identificationCallbackUrl as string;
+      const post = async (id: string) => {
+        const res = await request(address, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ identificationId: id, status: 'COMPLETED' }),
+        });
+        const body = (await res.body.text()).replaceAll(id, '<id>');
+        return { status: res.statusCode, type: res.headers['content-type'], body };
+      };
+      const answered = await post(theirs as string);
+      expect(answered.status).toBe(404);
+      expect(answered).toEqual(await post(randomUUID()));
+      const completion = await gw.graphql(
+        'query($id: ID!) { identification(id: $id) { completion { status } } }',
+        { id: theirs },
+        { key: A },
+      );
+      expect(completion.data).toEqual({ identification: { completion: null } });
+    } finally {
+      await gw.close();
+    }
+  });
+});
