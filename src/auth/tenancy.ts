@@ -1,5 +1,6 @@
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
 import type { Caller } from './caller.js';
+import type { AuthResult } from './keys.js';
 
 /**
  * Tenancy (docs/contract.md, docs/decisions/010): each API key is one app, and what an app created that holds personal
@@ -20,6 +21,16 @@ export const OWNED_KINDS: ReadonlySet<ResourceKind> = new Set<ResourceKind>(['id
 /** True when `caller` may read a thing whose owner is `owner`. */
 export function readableBy(caller: Caller, owner: Owner): boolean {
   return owner === null || owner === caller.scope;
+}
+
+/**
+ * A credential authenticated again (after a reload) for what it opened as `opened`: a connection, a stream, a wait.
+ * What it opened reads what `opened` owns, so a credential the reload gave to another app is refused for it, as one
+ * the reload removed; a new request with it is that other app's.
+ */
+export function reauthenticatedFor(opened: Caller, again: AuthResult): AuthResult {
+  if (!again.ok || readableBy(again.caller, opened.scope)) return again;
+  return { ok: false, reason: 'invalid', message: "the credential is now another app's" };
 }
 
 /** The owner of a ledger record: its creator for identity kinds, nobody (shared) for the cloud ledger. */

@@ -3,12 +3,18 @@
 // in its own way.
 import type { Caller } from '../auth/caller.js';
 import type { Authenticate, AuthFailure } from '../auth/keys.js';
+import { reauthenticatedFor } from '../auth/tenancy.js';
 import type { Logger } from '../logger.js';
 
 /** Something open on a credential, and how its transport ends it. */
 export interface Holding {
   /** The Authorization header it was authenticated with, kept in memory to authenticate it again. */
   readonly authorization: string | undefined;
+  /**
+   * Who opened it. What it reads is that app's: a reload that makes the credential another app's refuses it
+   * (src/auth/tenancy.ts reauthenticatedFor).
+   */
+  readonly caller: Caller;
   /**
    * The running configuration refuses the credential, or cannot check it now (`reason` 'unavailable': a JWT whose
    * keys cannot be fetched): it is no longer held, and ends.
@@ -67,7 +73,7 @@ export class HeldCredentials {
   async recheck(holding: Holding): Promise<Caller | null> {
     while (this.held.has(holding)) {
       const checkedUnder = this.generation();
-      const result = await this.options.authenticate(holding.authorization);
+      const result = reauthenticatedFor(holding.caller, await this.options.authenticate(holding.authorization));
       if (checkedUnder !== this.generation() || !this.held.has(holding)) continue;
       if (!result.ok) {
         this.held.delete(holding);

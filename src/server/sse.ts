@@ -111,7 +111,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     const on = key === undefined ? undefined : (endingOn.get(key) ?? endingOn.set(key, new Set()).get(key)!);
     let completed!: () => void;
     const queued = new Promise<void>((resolve) => (completed = resolve));
-    const subscription = heldEnding(request.authorization, (error) => {
+    const subscription = heldEnding(request.authorization, context.caller, (error) => {
       stream.end({ errors: [error] });
       return queued;
     });
@@ -424,7 +424,9 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     const ids = idsOf(context, token);
     // A reserved stream ends with the credential that connected it; a distinct one with its one subscription.
     const connected =
-      stream === undefined ? undefined : heldEnding(context.authorization, (error) => endStream(stream, error, stop));
+      stream === undefined
+        ? undefined
+        : heldEnding(context.authorization, auth.caller, (error) => endStream(stream, error, stop));
     const cancelExpiry =
       connected === undefined
         ? undefined
@@ -483,8 +485,12 @@ interface Ending extends Holding {
   end(error: GraphQLError): Promise<void>;
 }
 
-function heldEnding(authorization: string | undefined, end: (error: GraphQLError) => Promise<void>): Ending {
-  return { authorization, end, refused: (failure) => void end(reloaded(failure)) };
+function heldEnding(
+  authorization: string | undefined,
+  caller: Caller,
+  end: (error: GraphQLError) => Promise<void>,
+): Ending {
+  return { authorization, caller, end, refused: (failure) => void end(reloaded(failure)) };
 }
 
 /** The last result of a subscription its token's expiry ends: UNAUTHENTICATED, as a new one with it would get. */

@@ -203,8 +203,9 @@ export function createWsServer(options: WsOptions) {
    * subscriptions end with it. A JWT whose keys could not be fetched is not refused but unchecked: 1013, as `connect`
    * answers it, and the client reconnects once the keys can be fetched. Admitted: its caller is the reloaded one.
    */
-  const holding = (connection: Connection, authorization: string | undefined): Holding => ({
+  const holding = (connection: Connection, authorization: string | undefined, caller: Caller): Holding => ({
     authorization,
+    caller,
     refused(failure) {
       // The reload first: a close reason holds 123 bytes, and a JWT's refusal alone fills them.
       if (failure.reason === 'unavailable')
@@ -461,7 +462,7 @@ export function createWsServer(options: WsOptions) {
           }
           connection.caller = result.caller;
           connection.protocol = pc;
-          const hold = (connection.holding = holding(connection, header));
+          const hold = (connection.holding = holding(connection, header, result.caller));
           // A connection opened with a JWT ends when the token expires: 4403, as a new connection with the token would
           // get, and the code graphql-ws clients retry (4401 they do not), asking connectionParams for a fresh token.
           const cancel = onExpiry(options.expiry, result.caller, (reason) =>

@@ -259,6 +259,7 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
         const listen: OpeningListen | null = listened && { caller, uris: listened, readmitted };
         const holding: Holding = {
           authorization: req.headers.authorization,
+          caller,
           refused: (failure) => revoked.abort(failure),
           admitted: (caller) => {
             admitted = caller;
