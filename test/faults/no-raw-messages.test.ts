@@ -1,0 +1,465 @@
+// No unexpected error's raw message reaches a client, on the routes and paths the fault matrix
+// (test/faults/matrix.test.ts) does not walk (docs/contract.md, Error codes: INTERNAL_SERVER_ERROR is answered with no
+// message of its own on every transport, and logged in full with the request id; the plain HTTP routes answer
+// `server_error`). One case per route × fault. Where only an internal throw reaches a path, the case replaces ONE
+// internal method of the running gateway to throw SECRET (restored after the case), and says why.
+import { randomUUID } from 'node:crypto';
+import { request } from 'undici';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+
+import { McpResources } from '../../src/server/mcp/resources.js';
+import { appsFile, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { EVERY_APP_SCOPE } from '../helpers/jwt.js';
+import { mcpClient } from '../helpers/mcp.js';
+import { postNotification } from '../helpers/mobile-id.js';
+import { operationOver, type Transport } from '../helpers/operation.js';
+import { registerVerifications } from '../helpers/resumable.js';
+
+const KEY = 'no-raw-messages-app-key-01';
+const OPERATOR_KEY = 'no-raw-messages-operator-01';
+const SECRET = 'secret-internal-detail /var/lib/x SELECT * FROM t';
+/** What no answer may hold: the secret's parts, a stack frame, a source path. */
+const LEAKS = [
+  /secret-internal-detail/,
+  /\/var\/lib\/x/,
+  /SELECT \* FROM/,
+  /\bat [^\n"]*:\d+:\d+/,
+  /node_modules|\.ts:\d+/,
+];
+
+let gw: TestGateway;
+beforeAll(async () => {
+  // An app with every app scope and both approve scopes (the approvals page's), and a reads budget, so that
+  // every operation passes the admission's rate limit (the seam the admission cases make throw).
+  const scopes = [...EVERY_APP_SCOPE.split(' '), 'cloud:approve', 'identity:approve'];
+  gw = await startTestGateway({
+    GATEWAY_APPS_FILE: appsFile('no-raw-messages-', [{ name: 'app', scopes, key: KEY }]),
+    OPERATOR_API_KEYS: `sre:${OPERATOR_KEY}`,
+    RATE_LIMIT_READS: '100000/1h',
+  });
+});
+afterAll(async () => {
+  await gw?.close();
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const thrown = () => new Error(SECRET);
+
+/** The agent plans' one read of the pending ones (the approvals page's query and subscription both read it). */
+const plansUnreadable = () =>
+  vi
+    .spyOn(gw.gateway.services.agentPlans as unknown as { pending: () => unknown }, 'pending')
+    .mockRejectedValue(thrown());
+
+/** What a client got: the text it received, and what the case checks of it. */
+interface Got {
+  readonly raw: string;
+  readonly status?: number;
+  /** The code the answer carries: `error` of an OAuth body, `extensions.code` or MCP's `code` of the first error. */
+  readonly code?: unknown;
+  /** The request id the answer named (X-Request-Id), when it has one. */
+  readonly requestId?: string;
+}
+
+interface Case {
+  readonly route: string;
+  readonly fault: string;
+  /** Makes the fault (a real one, or one internal method replaced). */
+  readonly provoke: () => unknown;
+  readonly send: () => Promise<Got>;
+  readonly status?: number;
+  readonly code?: unknown;
+  /** The log has SECRET in full (false: nothing threw on this path, the answer is a normal one). */
+  readonly logged: boolean;
+}
+
+async function http(
+  path: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<Got> {
+  const res = await request(`${gw.url}${path}`, { method: (init.method ?? 'GET') as 'GET', ...init });
+  const raw = await res.body.text();
+  let code: unknown;
+  try {
+    const body = JSON.parse(raw) as { error?: unknown; errors?: Array<{ extensions?: { code?: unknown } }> };
+    code = body.error ?? body.errors?.[0]?.extensions?.code;
+  } catch {
+    code = undefined;
+  }
+  return { raw, status: res.statusCode, code, requestId: String(res.headers['x-request-id']) };
+}
+
+const auth = (key = KEY) => ({ authorization: `Bearer ${key}` });
+
+/** A transport's answer to one operation, as its client got it. */
+async function over(transport: Transport, query: string): Promise<Got> {
+  const answer = await operationOver(transport, gw, KEY, { query });
+  return {
+    raw: answer.raw,
+    code: answer.errors?.[0]?.extensions?.code,
+    ...(answer.status !== undefined ? { status: answer.status } : {}),
+    ...(answer.requestId !== undefined ? { requestId: answer.requestId } : {}),
+  };
+}
+
+/** An MCP request's JSON-RPC answer, over the SDK's client. */
+async function mcp(work: (client: Awaited<ReturnType<typeof mcpClient>>) => Promise<unknown>): Promise<Got> {
+  const client = await mcpClient(gw, { key: KEY });
+  try {
+    const result = await work(client);
+    const structured = (result as { structuredContent?: { errors?: Array<{ code?: unknown }> } }).structuredContent;
+    return { raw: JSON.stringify(result), code: structured?.errors?.[0]?.code };
+  } catch (err) {
+    // A protocol error: the SDK's McpError with the JSON-RPC code and message.
+    return { raw: JSON.stringify({ message: (err as Error).message, ...(err as object) }), code: (err as any).code };
+  } finally {
+    await client.close();
+  }
+}
+
+/** One JSON-RPC request to /mcp over plain HTTP, read whole (a listen stream's first event included). */
+async function mcpRaw(body: unknown): Promise<Got> {
+  const res = await request(`${gw.url}/mcp`, {
+    method: 'POST',
+    headers: {
+      ...auth(),
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+    },
+    body: JSON.stringify(body),
+  });
+  const reader = res.body;
+  let raw = '';
+  // A listen stream stays open: its first event (or the error that ends it) is what the client got.
+  for await (const chunk of reader) {
+    raw += String(chunk);
+    if (raw.includes('\n\n') || raw.trimEnd().endsWith('}')) break;
+  }
+  reader.destroy();
+  let code: unknown;
+  const json = /\{.*\}/s.exec(raw)?.[0];
+  try {
+    code = json ? (JSON.parse(json) as { error?: { code?: unknown } }).error?.code : undefined;
+  } catch {
+    code = undefined;
+  }
+  return { raw, status: res.statusCode, code, requestId: String(res.headers['x-request-id']) };
+}
+
+/** A reserved stream of graphql-sse's single-connection mode, connected: its text so far, and its end. */
+async function reservedStream(): Promise<{ token: string; text: () => string; close: () => void }> {
+  const put = await request(`${gw.url}/graphql/stream`, { method: 'PUT', headers: auth() });
+  const token = await put.body.text();
+  expect(put.statusCode, token).toBe(201);
+  const get = await request(`${gw.url}/graphql/stream`, {
+    headers: { ...auth(), accept: 'text/event-stream', 'x-graphql-event-stream-token': token },
+  });
+  expect(get.statusCode).toBe(200);
+  let text = '';
+  get.body.on('data', (chunk: Buffer) => (text += chunk.toString()));
+  get.body.on('error', () => undefined);
+  return { token, text: () => text, close: () => get.body.destroy() };
+}
+
+/** An operation added to a reserved stream (POST with its token), and what the stream carried for it. */
+async function onReservedStream(query: string): Promise<Got> {
+  const stream = await reservedStream();
+  try {
+    const post = await http('/graphql/stream', {
+      method: 'POST',
+      headers: { ...auth(), 'content-type': 'application/json', 'x-graphql-event-stream-token': stream.token },
+      body: JSON.stringify({ query, extensions: { operationId: 'op-1' } }),
+    });
+    if (post.status === 202)
+      await vi.waitFor(() => expect(stream.text()).toContain('event: complete'), { timeout: 5000 });
+    const streamed = stream.text();
+    const payload = /data: (\{"id":"op-1","payload".*)/.exec(streamed)?.[1];
+    const code = payload
+      ? (JSON.parse(payload) as { payload: { errors?: Array<{ extensions?: { code?: unknown } }> } }).payload
+          .errors?.[0]?.extensions?.code
+      : post.code;
+    return { raw: `${post.raw}\n${streamed}`, status: post.status!, code, requestId: post.requestId! };
+  } finally {
+    stream.close();
+  }
+}
+
+const INTERNAL = 'INTERNAL_SERVER_ERROR';
+
+const CASES: Case[] = [
+  // The plain HTTP routes.
+  {
+    route: 'POST /admin/reload',
+    fault: 'a reload step throws something unexpected (not a bad file)',
+    // Only an internal throw: every file the reload reads is checked into a ConfigError. The mobile-ID keys' step is
+    // the one a reload reaches through the running gateway.
+    provoke: () =>
+      vi.spyOn(gw.gateway.services.mobileId, 'prepareKeysReload').mockImplementation(() => {
+        throw thrown();
+      }),
+    send: () => http('/admin/reload', { method: 'POST', headers: auth(OPERATOR_KEY) }),
+    status: 500,
+    code: 'server_error',
+    logged: true,
+  },
+  {
+    route: 'GET /readyz',
+    fault: 'the store throws',
+    provoke: () => vi.spyOn(gw.gateway.services.store, 'ping').mockRejectedValue(thrown()),
+    send: () => http('/readyz'),
+    status: 503,
+    logged: true,
+  },
+  {
+    route: 'GET /healthz',
+    fault: 'the store throws',
+    provoke: () => vi.spyOn(gw.gateway.services.store, 'ping').mockRejectedValue(thrown()),
+    send: () => http('/healthz'),
+    status: 200,
+    logged: false,
+  },
+  {
+    route: 'GET /metrics',
+    fault: 'the registry throws',
+    // Only an internal throw: nothing the scrape reads can fail for real (the counts it shows are kept in memory).
+    provoke: () => vi.spyOn(gw.gateway.services.metrics.registry, 'metrics').mockRejectedValue(thrown()),
+    send: () => http('/metrics'),
+    status: 500,
+    code: 'server_error',
+    logged: true,
+  },
+  {
+    route: 'GET /approvals',
+    fault: 'the plans cannot be read',
+    provoke: () => plansUnreadable(),
+    send: () => http('/approvals'),
+    status: 200,
+    logged: false,
+  },
+  {
+    route: 'POST /graphql pendingAgentPlans (the approvals page)',
+    fault: 'the plans cannot be read',
+    provoke: () => plansUnreadable(),
+    send: () => over('post', '{ pendingAgentPlans(first: 5) { id } }'),
+    status: 200,
+    code: INTERNAL,
+    logged: true,
+  },
+  {
+    route: 'graphql-ws pendingAgentPlansChanged (the approvals page)',
+    fault: 'the plans cannot be read',
+    provoke: () => plansUnreadable(),
+    send: () => over('ws', 'subscription { pendingAgentPlansChanged(first: 5) { id } }'),
+    code: INTERNAL,
+    logged: true,
+  },
+  // The three webhooks, when something unexpected throws once the body was read (not a database fault).
+  {
+    route: 'POST /webhooks/mobile-id',
+    fault: 'the intake throws after the body was read',
+    provoke: () => vi.spyOn(gw.gateway.services.mobileId, 'receive').mockRejectedValue(thrown()),
+    send: async () => {
+      const res = await postNotification(gw, { auth_req_id: randomUUID(), error: 'access_denied' });
+      const raw = typeof res.text === 'string' ? res.text : JSON.stringify(res.json);
+      return { raw, status: res.status, code: res.json?.error, requestId: String(res.headers['x-request-id']) };
+    },
+    status: 500,
+    code: 'server_error',
+    logged: true,
+  },
+  {
+    route: 'POST /webhooks/verification/<token>',
+    fault: 'the intake throws after the body was read',
+    provoke: () => vi.spyOn(gw.gateway.services.identity, 'receiveCallback').mockRejectedValue(thrown()),
+    send: async () => {
+      const [[externalId, url]] = [...(await registerVerifications(gw, gw.gateway.sandbox.verification!, KEY, 1))] as [
+        [string, string],
+      ];
+      return http(new URL(url).pathname, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ verificationExternalId: externalId, status: 'COMPLETED' }),
+      });
+    },
+    status: 500,
+    code: 'server_error',
+    logged: true,
+  },
+  {
+    route: 'POST /webhooks/identification/<token>',
+    fault: 'the intake throws after the body was read',
+    provoke: () =>
+      vi.spyOn(gw.gateway.services.identity.identificationCompletions, 'receive').mockRejectedValue(thrown()),
+    send: async () => {
+      const created = await gw.graphql(
+        `mutation($input: CreateIdentificationInput!) { createIdentification(input: $input) { identification { id callbackUrl } } }`,
+        { input: { workflowId: `wf-leak-${randomUUID()}` } },
+        { key: KEY },
+      );
+      const { id, callbackUrl } = created.data!.createIdentification.identification as {
+        id: string;
+        callbackUrl: string;
+      };
+      return http(new URL(callbackUrl).pathname, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ id, status: 'COMPLETED' }),
+      });
+    },
+    status: 500,
+    code: 'server_error',
+    logged: true,
+  },
+  // GraphiQL's assets under odd paths: a real fault each (no such file, a path that does not decode, a climb out).
+  ...[
+    '/graphql/assets/%E0%A4%A',
+    '/graphql/assets/..%2F..%2Fpackage.json',
+    '/graphql/assets/no-such-asset.js',
+    `/graphql/assets/${'a'.repeat(4000)}.js`,
+  ].map((path): Case => ({
+    route: `GET ${path.slice(0, 48)}`,
+    fault: 'an odd path',
+    provoke: () => undefined,
+    send: () => http(path, { headers: { accept: 'text/html' } }),
+    status: 404,
+    logged: false,
+  })),
+  // The same internal throw in the admission of every operation (the reads budget), on each transport.
+  ...(['post', 'get', 'ws', 'sse', 'sse-single'] as const).map((transport): Case => ({
+    route: `${transport} operation`,
+    fault: 'the admission (the reads budget) throws',
+    provoke: () => vi.spyOn(gw.gateway.services.rateLimits, 'take').mockRejectedValue(thrown()),
+    send: () => over(transport, '{ projects { id } }'),
+    logged: true,
+  })),
+  // SSE single-connection mode, the operation added to a reserved stream.
+  {
+    route: 'POST /graphql/stream (reserved stream)',
+    fault: 'the store throws under a query',
+    provoke: () => vi.spyOn(gw.gateway.services.ledger, 'list').mockRejectedValue(thrown()),
+    send: () => onReservedStream('{ projects { id } }'),
+    status: 202,
+    code: INTERNAL,
+    logged: true,
+  },
+  {
+    route: 'POST /graphql/stream (reserved stream)',
+    fault: 'the admission (the reads budget) throws',
+    provoke: () => vi.spyOn(gw.gateway.services.rateLimits, 'take').mockRejectedValue(thrown()),
+    send: () => onReservedStream('{ projects { id } }'),
+    logged: true,
+  },
+  {
+    route: 'DELETE /graphql/stream (reserved stream)',
+    fault: 'an operation id that names nothing',
+    provoke: () => undefined,
+    send: async () => {
+      const stream = await reservedStream();
+      try {
+        return await http(`/graphql/stream?operationId=nothing`, {
+          method: 'DELETE',
+          headers: { ...auth(), 'x-graphql-event-stream-token': stream.token },
+        });
+      } finally {
+        stream.close();
+      }
+    },
+    logged: false,
+  },
+  // MCP beyond tools/call and resources/read.
+  {
+    route: 'MCP tools/call projects',
+    fault: 'the admission (the reads budget) throws',
+    provoke: () => vi.spyOn(gw.gateway.services.rateLimits, 'take').mockRejectedValue(thrown()),
+    send: () => mcp((c) => c.call('projects', {})),
+    code: INTERNAL,
+    logged: true,
+  },
+  {
+    route: 'MCP wait_for_events (from a cursor)',
+    fault: 'the event read throws',
+    provoke: () => vi.spyOn(gw.gateway.services.events.reader, 'waitForEvents').mockRejectedValue(thrown()),
+    send: () => mcp((c) => c.call('wait_for_events', { kinds: ['mobile-id'], timeoutSeconds: 0 })),
+    code: INTERNAL,
+    logged: true,
+  },
+  {
+    route: 'MCP resources/list',
+    fault: 'the list throws',
+    // Only an internal throw: the list is made from the configuration, in memory. The resources are no part of
+    // gw.gateway, so their class's method is the one replaced.
+    provoke: () =>
+      vi.spyOn(McpResources.prototype, 'list').mockImplementation(() => {
+        throw thrown();
+      }),
+    send: () => mcp((c) => c.client.listResources()),
+    code: -32603,
+    logged: true,
+  },
+  {
+    route: 'MCP resources/templates/list',
+    fault: 'the list throws',
+    // As resources/list.
+    provoke: () =>
+      vi.spyOn(McpResources.prototype, 'templates').mockImplementation(() => {
+        throw thrown();
+      }),
+    send: () => mcp((c) => c.client.listResourceTemplates()),
+    code: -32603,
+    logged: true,
+  },
+  {
+    route: 'MCP prompts/list',
+    fault: 'a method the endpoint does not serve',
+    provoke: () => undefined,
+    send: () => mcp((c) => c.client.listPrompts()),
+    logged: false,
+  },
+  {
+    route: 'MCP subscriptions/listen',
+    fault: 'watching the resource throws',
+    provoke: () =>
+      vi.spyOn(gw.gateway.services.events.reader, 'onResourceChanged').mockImplementation(() => {
+        throw thrown();
+      }),
+    send: () =>
+      mcp(async (c) => {
+        const sub = await c.client.listen({ resourceSubscriptions: ['mobileid://authentications/listen-1'] });
+        await sub.close();
+        return { honored: sub.honoredFilter };
+      }),
+    logged: true,
+  },
+];
+
+describe('no unexpected error reaches a client with its raw message', () => {
+  it.each(CASES.map((c) => [`${c.route} × ${c.fault}`, c] as const))('%s', async (_name, c) => {
+    const logged = gw.logs().length;
+    c.provoke();
+    const got = await c.send();
+    for (const leak of LEAKS) expect(got.raw, `${leak} in the answer`).not.toMatch(leak);
+    if (c.status !== undefined) expect(got.status, got.raw).toBe(c.status);
+    if (c.code !== undefined) expect(got.code, got.raw).toBe(c.code);
+    if (!c.logged) return;
+    // The log has the error in full, on a line that names the request.
+    await vi.waitFor(() => expect(gw.logs().slice(logged)).toContain('secret-internal-detail'));
+    const lines = gw
+      .logs()
+      .slice(logged)
+      .split('\n')
+      .filter((l) => l.includes('secret-internal-detail'))
+      .map((l) => JSON.parse(l) as { requestId?: string });
+    expect(
+      lines.some((l) => typeof l.requestId === 'string'),
+      `no request id on ${JSON.stringify(lines)}`,
+    ).toBe(true);
+    if (got.requestId && got.status !== undefined)
+      expect(
+        lines.some((l) => l.requestId?.endsWith(got.requestId!)),
+        JSON.stringify(lines),
+      ).toBe(true);
+  });
+});
