@@ -81,7 +81,12 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => stop('SIGTERM'));
   // SIGHUP reads the configuration files again (docs/decisions/057); it no longer ends the process.
   process.on('SIGHUP', () => {
-    if (!stopping) gateway.reload('SIGHUP');
+    if (stopping) return;
+    try {
+      gateway.reload('SIGHUP');
+    } catch (err) {
+      logger.error({ err, trigger: 'SIGHUP' }, 'configuration reload failed unexpectedly');
+    }
   });
   process.on('SIGINT', () => stop('SIGINT'));
   const described = describeUpstreams(config.upstreams);

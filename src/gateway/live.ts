@@ -99,7 +99,7 @@ export class LiveConfiguration {
   /**
    * Reads the configuration files again: all of them are swapped in at once, or, when one is bad, none is (logged
    * with its variable, file and line, and counted in gateway_config_reloads_total{result="failed"}). Synchronous: no
-   * request sees half a reload.
+   * request sees half a reload. Anything but a bad file (a ConfigError) is counted as failed and thrown.
    */
   reload(trigger: ReloadTrigger): ReloadOutcome {
     let files = this.filesOf(this.config);
@@ -117,10 +117,13 @@ export class LiveConfiguration {
       );
       return { ok: true, files };
     } catch (err) {
-      const variable = err instanceof ConfigError ? err.variable : 'configuration';
-      const where = err instanceof ConfigError && err.place ? err.place : { file: null, line: null };
-      const message = err instanceof Error ? err.message : String(err);
       this.deps.metrics.configReloads.inc({ result: 'failed' });
+      // Only a ConfigError names a bad file: anything else is unexpected, its message no answer's to show
+      // (docs/contract.md, Error codes). It is thrown on, for the caller to log in full and answer as its own.
+      if (!(err instanceof ConfigError)) throw err;
+      const variable = err.variable;
+      const where = err.place ?? { file: null, line: null };
+      const message = err.message;
       this.deps.logger.error(
         { trigger, variable, file: where.file, line: where.line, reason: message },
         'configuration reload refused: a file is bad, the running configuration is kept',
