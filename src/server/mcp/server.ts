@@ -97,8 +97,11 @@ function thrownByTool(err: unknown, logger: Logger | undefined, requestId: strin
   return toolError(INTERNAL, { errors: [{ message: INTERNAL, code: ErrorCode.INTERNAL_SERVER_ERROR }] });
 }
 
-/** A resource read that threw: a protocol error, masked as a tool's is (a resource has no error result). */
-function thrownByResource(err: unknown, logger: Logger | undefined, requestId: string): never {
+/**
+ * A request other than a tool call that threw (a resource read, a list): a protocol error, masked as a tool's is (it
+ * has no error result). Without this the SDK would answer a JSON-RPC error carrying the raw message.
+ */
+function thrownByRequest(err: unknown, logger: Logger | undefined, requestId: string, method: string): never {
   const { ProtocolError, ProtocolErrorCode } = mcpSdk();
   if (err instanceof ProtocolError) throw err;
   if (err instanceof GatewayError) {
@@ -108,7 +111,7 @@ function thrownByResource(err: unknown, logger: Logger | undefined, requestId: s
       ...(typeof retryAfter === 'number' ? { retryAfterSeconds: retryAfter } : {}),
     });
   }
-  logger?.error({ err, requestId }, 'unexpected error in an MCP resource read');
+  logger?.error({ err, requestId, method }, 'unexpected error in an MCP request');
   throw new ProtocolError(ProtocolErrorCode.InternalError, INTERNAL);
 }
 
@@ -144,18 +147,27 @@ export function createRequestServer(
     instructions: surface.instructions,
     ...(options.requestState ? { requestState: { verify: options.requestState } } : {}),
   });
-  server.setRequestHandler('tools/list', () => ({
-    tools: tools
-      .filter((t) => t.refusal(caller) === null)
-      .map((t) => ({
-        name: t.name,
-        title: t.title,
-        description: t.description,
-        inputSchema: t.inputSchema as { type: 'object' },
-        ...(t.outputSchema ? { outputSchema: t.outputSchema as { type: 'object' } } : {}),
-        annotations: t.annotations,
-      })),
-  }));
+  const masked = <T>(method: string, list: () => T): T => {
+    try {
+      return list();
+    } catch (err) {
+      return thrownByRequest(err, options.logger, requestId, method);
+    }
+  };
+  server.setRequestHandler('tools/list', () =>
+    masked('tools/list', () => ({
+      tools: tools
+        .filter((t) => t.refusal(caller) === null)
+        .map((t) => ({
+          name: t.name,
+          title: t.title,
+          description: t.description,
+          inputSchema: t.inputSchema as { type: 'object' },
+          ...(t.outputSchema ? { outputSchema: t.outputSchema as { type: 'object' } } : {}),
+          annotations: t.annotations,
+        })),
+    })),
+  );
   server.setRequestHandler('tools/call', async (request, ctx) => {
     const tool = tools.find((t) => t.name === request.params.name);
     if (!tool)
@@ -179,12 +191,16 @@ export function createRequestServer(
     }
   });
   if (resources) {
-    server.setRequestHandler('resources/list', () => ({ resources: resources.list(caller) }));
-    server.setRequestHandler('resources/templates/list', () => ({ resourceTemplates: resources.templates(caller) }));
+    server.setRequestHandler('resources/list', () =>
+      masked('resources/list', () => ({ resources: resources.list(caller) })),
+    );
+    server.setRequestHandler('resources/templates/list', () =>
+      masked('resources/templates/list', () => ({ resourceTemplates: resources.templates(caller) })),
+    );
     server.setRequestHandler('resources/read', (request) =>
       resources
         .read(request.params.uri, caller, requestId)
-        .catch((err: unknown) => thrownByResource(err, options.logger, requestId)),
+        .catch((err: unknown) => thrownByRequest(err, options.logger, requestId, 'resources/read')),
     );
     const unsupported = () => {
       throw new ProtocolError(
