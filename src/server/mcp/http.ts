@@ -58,6 +58,7 @@ interface OpeningListen {
   readonly uris: readonly string[];
   /** The request's caller as each reload leaves it (Readmitted). */
   readonly readmitted: Readmitted;
+  readonly requestId: string;
 }
 
 /**
@@ -67,7 +68,10 @@ interface OpeningListen {
  */
 class ListenBus implements ServerEventBus {
   readonly opening = new AsyncLocalStorage<OpeningListen>();
-  constructor(private readonly surface: McpSurface) {}
+  constructor(
+    private readonly surface: McpSurface,
+    private readonly logger: Logger,
+  ) {}
 
   publish(_event: ServerEvent): void {}
 
@@ -76,7 +80,14 @@ class ListenBus implements ServerEventBus {
     const resources = this.surface.resources;
     if (!open || !resources) return () => undefined;
     const changed = (uri: string) => listener({ kind: 'resource_updated', uri });
-    let stop = resources.watch(open.caller, open.uris, changed);
+    let stop: () => void;
+    try {
+      stop = resources.watch(open.caller, open.uris, changed);
+    } catch (err) {
+      // The SDK answers the listen request "Internal server error" and logs nothing of it: logged here in full.
+      this.logger.error({ err, requestId: open.requestId }, 'unexpected error in an MCP subscriptions/listen');
+      throw err;
+    }
     // After a reload the stream is watched as one opened now would be: a resource whose scope its app lost is no
     // longer signalled, as one outside its scopes never is (no oracle); its other resources go on.
     const off = open.readmitted((caller) => {
@@ -130,7 +141,7 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
   const metadataUrlOf = (toolset: string) =>
     `${o.publicUrl()}/.well-known/oauth-protected-resource/mcp${toolset ? `/${toolset}` : ''}`;
 
-  const bus = new ListenBus(o.surface);
+  const bus = new ListenBus(o.surface, o.logger);
   const listening = new Map<string, number>();
   // Made with the SDK on the first request (src/server/mcp/sdk.ts): one handler for the whole gateway, whose factory
   // makes each request's server from what the route authenticated.
@@ -256,7 +267,12 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
           if (admitted) listener(admitted);
           return () => void listeners.delete(listener);
         };
-        const listen: OpeningListen | null = listened && { caller, uris: listened, readmitted };
+        const listen: OpeningListen | null = listened && {
+          caller,
+          uris: listened,
+          readmitted,
+          requestId: ctx.requestId,
+        };
         const holding: Holding = {
           authorization: req.headers.authorization,
           caller,
