@@ -36,8 +36,11 @@ export interface ProtocolHooks<S> {
   ): boolean | Promise<boolean>;
   /** A `subscribe` message of an admitted connection. */
   subscribe(connection: ProtocolConnection<S>, id: string, payload: SubscribePayload): Promise<Operated>;
-  /** A message's handling threw, or the socket failed: the connection is closed 4500 after this. */
-  failed(err: unknown): void;
+  /**
+   * A message's handling threw, or the socket failed: the connection is closed 4500 after this. `id`: the
+   * subscribe message's, when its handling threw.
+   */
+  failed(err: unknown, id?: string): void;
 }
 
 /** One WebSocket speaking the protocol: what graphql-ws's server keeps per connection (its `Context`). */
@@ -111,8 +114,8 @@ export function graphqlTransportWs<S>(
   const initWaitMs = options.connectionInitWaitMs ?? 3_000;
   const keepAliveMs = options.keepAliveMs ?? 0;
 
-  const internal = (connection: ProtocolConnection<S>, err: unknown): void => {
-    hooks.failed(err);
+  const internal = (connection: ProtocolConnection<S>, err: unknown, id?: string): void => {
+    hooks.failed(err, id);
     connection.socket.close(CloseCode.InternalServerError, INTERNAL);
   };
 
@@ -135,7 +138,7 @@ export function graphqlTransportWs<S>(
       }
       // A stream is followed by a function of its own, so that what waits with it is the subscription, not its message.
       if ('stream' in operated)
-        return void follow(connection, id, mark, operated.stream).catch((err) => internal(connection, err));
+        return void follow(connection, id, mark, operated.stream).catch((err) => internal(connection, err, id));
       // Completed by the client while it was set up (its id perhaps taken again since): nothing is written.
       if (subscriptions.get(id) !== mark) return;
       try {
@@ -146,7 +149,7 @@ export function graphqlTransportWs<S>(
         subscriptions.delete(id);
       }
     } catch (err) {
-      internal(connection, err);
+      internal(connection, err, id);
     }
   }
 

@@ -529,8 +529,12 @@ export function createWsServer(options: WsOptions) {
           options.logger.debug({ id, errors: outcome.refused.map((e) => e.message) }, 'subscription error');
         return operated(outcome);
       },
-      failed(err) {
-        options.logger.error({ err }, 'a WebSocket connection failed; closed 4500');
+      failed(err, id) {
+        // The operation's request id, as its context names it (`ws:<id>`), when a subscribe message's handling threw.
+        options.logger.error(
+          { err, ...(id === undefined ? {} : { requestId: `ws:${id}` }) },
+          'a WebSocket connection failed; closed 4500',
+        );
       },
     },
     { keepAliveMs: sweep ? 0 : KEEP_ALIVE_MS },
