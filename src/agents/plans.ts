@@ -339,6 +339,7 @@ export class AgentPlans {
   async approve(id: string, approver: { owner: string; name: string }, via: Approval['via']): Promise<ApproveResult> {
     const plan = await this.get(id);
     if (!plan) return { ok: false, reason: 'not-found', message: `no plan ${id}` };
+    // Not readableBy (src/auth/tenancy.ts): the converse, the plan's own app is refused.
     if (via === 'approvePlan' && approver.owner === plan.owner) {
       await this.audit(
         plan.id,
@@ -386,6 +387,7 @@ export class AgentPlans {
   private async decline(id: string, decliner: { owner: string; name: string }): Promise<ApproveResult> {
     const plan = await this.get(id);
     if (!plan) return { ok: false, reason: 'not-found', message: `no plan ${id}` };
+    // Not readableBy (src/auth/tenancy.ts): the converse, the plan's own app is refused.
     if (decliner.owner === plan.owner)
       return { ok: false, reason: 'own-plan', message: 'a plan is declined by another app than the one that made it' };
     if (plan.expired) return { ok: false, reason: 'done', message: `plan ${plan.id} has expired: it can never run` };

@@ -8,6 +8,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { getOperationAST, GraphQLError, Kind, parse, type DocumentNode, type GraphQLFormattedError } from 'graphql';
 
 import type { Caller } from '../auth/caller.js';
+import { readableBy } from '../auth/tenancy.js';
 import { approveScopeOf } from './approvers.js';
 import type { AgentDryRun, PlanError } from './dry-run.js';
 import { planIdOf, type AgentPlan, type AgentPlans } from './plans.js';
@@ -209,7 +210,7 @@ export class AgentWorkflow {
   /** The caller's plan `planId`; another app's plan reads exactly as one that does not exist. */
   async find(planId: string, caller: Caller): Promise<AgentPlan | null> {
     const plan = await this.o.plans.get(planIdOf(planId));
-    return plan && plan.owner === caller.scope ? plan : null;
+    return plan && readableBy(caller, plan.owner) ? plan : null;
   }
 
   /**

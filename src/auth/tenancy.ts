@@ -1,3 +1,5 @@
+import type { Expression, ExpressionBuilder, SqlBool, StringReference } from 'kysely';
+
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
 import type { Caller } from './caller.js';
 import type { AuthResult } from './keys.js';
@@ -6,8 +8,9 @@ import type { AuthResult } from './keys.js';
  * Tenancy (docs/contract.md, docs/decisions/010): each API key is one app, and what an app created that holds personal
  * data is readable by that app alone. Everything stored carries the scope of the caller that created it
  * (its owner): `resources.created_by`, `events.scope`, `provisionings.scope`, `notification_tokens.created_by`,
- * `verification_callbacks.created_by`. Every read of such a thing goes through `readableBy`; a thing another
- * key owns is answered exactly as one that does not exist (null, the same NOT_FOUND text, no event).
+ * `verification_callbacks.created_by`. Every read of such a thing goes through `readableBy` (in SQL,
+ * `readableByInSql`); a thing another key owns is answered exactly as one that does not exist (null, the same
+ * NOT_FOUND text, no event).
  *
  * An owner of `null` means shared: the cloud ledger (one cloud account behind the gateway, so every key of
  * the gateway sees every project, network, ...), and mobile-ID notifications that arrived on a token the
@@ -21,6 +24,19 @@ export const OWNED_KINDS: ReadonlySet<ResourceKind> = new Set<ResourceKind>(['id
 /** True when `caller` may read a thing whose owner is `owner`. */
 export function readableBy(caller: Caller, owner: Owner): boolean {
   return owner === null || owner === caller.scope;
+}
+
+/**
+ * readableBy in SQL, for a query's WHERE: the rows whose owner (the column `owner`) `caller` may read, its own and the
+ * shared ones (a null owner). Every query that filters rows by their reader builds its predicate here.
+ */
+export function readableByInSql<DB, TB extends keyof DB>(
+  eb: ExpressionBuilder<DB, TB>,
+  owner: StringReference<DB, TB>,
+  caller: Pick<Caller, 'scope'>,
+): Expression<SqlBool> {
+  const column = eb.ref(owner).$castTo<string | null>();
+  return eb.or([eb(column, '=', caller.scope), eb(column, 'is', null)]);
 }
 
 /**

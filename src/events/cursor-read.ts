@@ -71,6 +71,7 @@ export class EventReader {
     let wake: (() => void) | null = null;
     let woken = false;
     const listener = (e: EventRecord) => {
+      // Own events only, as `read` (not readableBy, src/auth/tenancy.ts): a shared one would wake it for nothing.
       if (e.scope !== caller.scope || woken) return;
       woken = true;
       wake?.();

@@ -1,6 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 
 import type { Caller } from '../auth/caller.js';
+import { readableByInSql } from '../auth/tenancy.js';
 import { fingerprint } from '../fingerprint.js';
 import type { StorageBoundError, StorageRefusal } from '../store/app-storage.js';
 import type { Execute } from '../store/index.js';
@@ -263,11 +264,11 @@ export class EventLog {
 
   /** The same, among the events one reader may read: its own scope's and the shared ones (src/auth/tenancy.ts). */
   private readonly latestReadableStatement = precompiled((kind: string, key: string, scope: string) =>
-    this.newest(kind, key, scope),
+    this.newest(kind, key, { scope }),
   );
 
-  /** The query of both statements above: `scope` narrows it to one reader's events and the shared ones. */
-  private newest(kind: string, key: string, scope?: string) {
+  /** The query of both statements above: `reader` narrows it to the events that reader may read. */
+  private newest(kind: string, key: string, reader?: Pick<Caller, 'scope'>) {
     return this.db
       .selectFrom('events')
       .selectAll()
@@ -277,7 +278,7 @@ export class EventLog {
           .select((m) => m.fn.max('seq').as('seq'))
           .where('kind', '=', kind)
           .where('key', '=', key);
-        return scope === undefined ? ofKey : ofKey.where((r) => r.or([r('scope', '=', scope), r('scope', 'is', null)]));
+        return reader === undefined ? ofKey : ofKey.where((r) => readableByInSql(r, 'scope', reader));
       });
   }
 
@@ -384,8 +385,7 @@ export class EventLog {
       .selectAll()
       .where('kind', '=', kind)
       .where('key', 'in', [...new Set(keys)]);
-    if (reader !== undefined)
-      query = query.where((eb) => eb.or([eb('scope', '=', reader.scope), eb('scope', 'is', null)]));
+    if (reader !== undefined) query = query.where((eb) => readableByInSql(eb, 'scope', reader));
     const rows = await query.orderBy('seq', 'asc').execute();
     const byKey = new Map<string, EventRecord>();
     for (const row of rows) byKey.set(row.key, toRecord(row as Row & { seq: number }));
@@ -434,10 +434,10 @@ export class EventLog {
       .where('seq', '<=', to)
       .where('kind', 'in', [...kinds]);
     if (only.key !== undefined) query = query.where('key', '=', only.key);
+    // One owner's events, never the shared ones (not readableByInSql, src/auth/tenancy.ts): StreamOptions.scope.
     if (only.scope !== undefined) query = query.where('scope', '=', only.scope);
     const reader = only.reader;
-    if (reader !== undefined)
-      query = query.where((eb) => eb.or([eb('scope', '=', reader.scope), eb('scope', 'is', null)]));
+    if (reader !== undefined) query = query.where((eb) => readableByInSql(eb, 'scope', reader));
     const rows = await query
       .orderBy('seq')
       .limit(sql.lit(whole(limit)))

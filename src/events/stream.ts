@@ -26,7 +26,10 @@ export interface StreamOptions<T = EventRecord> {
   kind: string;
   /** One key (auth_req_id, external id): the stored event first, then live ones. */
   key?: string;
-  /** Only events of this API-key scope (for streams over every key). */
+  /**
+   * Only events this API-key scope owns, for streams over every key: not the shared ones, which an app reads by their
+   * key (src/auth/tenancy.ts), so that a stream of its own events does not hand it every shared result.
+   */
   scope?: string;
   /**
    * Only events this caller may read (src/auth/tenancy.ts): another key's event is skipped, stored or live, so
@@ -166,6 +169,7 @@ class EventStream<T> implements AsyncGenerator<T> {
     const f = this.filter;
     return (
       (f.key === undefined || e.key === f.key) &&
+      // One owner's events, never the shared ones (not readableBy, src/auth/tenancy.ts): see StreamOptions.scope.
       (f.scope === undefined || e.scope === f.scope) &&
       (f.reader === undefined || readableBy(f.reader, e.scope)) &&
       (f.filter === undefined || f.filter(e))

@@ -149,6 +149,7 @@ export class RejectionQuarantine {
 
   private async rows(caller: Caller, first: number, authReqId: string | null): Promise<Rejection[]> {
     let q = this.db.selectFrom('mobile_id_rejections').selectAll().orderBy('id', 'desc').limit(first);
+    // Not readableBy (src/auth/tenancy.ts): the operator reads every row, an app its own only, none of the null ones.
     if (!isOperator(caller)) q = q.where('scope', '=', caller.scope);
     if (authReqId !== null) q = q.where('auth_req_id', '=', authReqId);
     const rows = await q.execute();

@@ -3,6 +3,7 @@ import type { Kysely } from 'kysely';
 import { v5 as uuidv5 } from 'uuid';
 
 import type { Caller } from '../auth/caller.js';
+import { readableBy } from '../auth/tenancy.js';
 import type { CloudService } from '../cloud/service.js';
 import * as v from '../cloud/validation.js';
 import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
@@ -483,7 +484,7 @@ export class ProvisioningService {
   /** A provisioning of the caller, or null (another API key's provisioning is not visible). */
   async get(caller: Caller, id: string): Promise<Provisioning | null> {
     const p = await this.records.read(id);
-    return p && p.scope === caller.scope ? p : null;
+    return p && readableBy(caller, p.scope) ? p : null;
   }
 
   /** The current state (also for a subscriber that comes late), then every change, until SUCCEEDED or FAILED. */

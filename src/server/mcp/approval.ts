@@ -6,6 +6,7 @@ import type { CallToolResult, RequestStateCodec, ServerContext } from '@modelcon
 
 import type { AgentPlan } from '../../agents/plans.js';
 import { approveScopesOf, type AgentWorkflow, type PersonAnswer, type Unplannable } from '../../agents/workflow.js';
+import { readableBy } from '../../auth/tenancy.js';
 import type { Pipeline } from '../../execution/pipeline.js';
 import { errorsResult, toolResultOf } from './operations.js';
 import { mcpSdk } from './sdk.js';
@@ -228,7 +229,7 @@ export class Approvals {
     const view = mcpSdk().inputResponse(ctx.mcpReq.inputResponses, APPROVAL_INPUT);
     if (view.kind === 'elicit') {
       const state = ctx.mcpReq.requestState<ApprovalState>();
-      if (!state || state.planId !== plan.id || state.hash !== plan.hash || state.owner !== call.caller.scope)
+      if (!state || state.planId !== plan.id || state.hash !== plan.hash || !readableBy(call.caller, state.owner))
         return 'ask';
       return view.action === 'accept' && view.content?.approve === true ? 'accepted' : 'declined';
     }
