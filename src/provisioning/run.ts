@@ -27,7 +27,11 @@ export class ProvisioningRunner {
     return this.running.has(id);
   }
 
-  launch(p: Provisioning, plan: PlannedStep[]): void {
+  /**
+   * `passwords`: the input's passwords. A refused step's error is stored and streamed, and an upstream's refusal may
+   * quote the request it refused (UpstreamRejectedError carries its text): each is masked as `***` before that.
+   */
+  launch(p: Provisioning, plan: PlannedStep[], passwords: readonly string[] = []): void {
     let touching: Promise<void> = Promise.resolve();
     const heartbeat = setInterval(
       () => {
@@ -38,7 +42,7 @@ export class ProvisioningRunner {
       Math.max(10, Math.floor(this.staleMs / 3)),
     );
     heartbeat.unref();
-    const work = this.run(p, plan)
+    const work = this.run(p, plan, passwords)
       .catch((err: unknown) => this.logger.error({ err, provisioning: p.id }, 'provisioning run failed unexpectedly'))
       .finally(async () => {
         clearInterval(heartbeat);
@@ -54,7 +58,7 @@ export class ProvisioningRunner {
     await Promise.all([...this.running.values()]);
   }
 
-  private async run(p: Provisioning, plan: PlannedStep[]): Promise<void> {
+  private async run(p: Provisioning, plan: PlannedStep[], passwords: readonly string[]): Promise<void> {
     const ids = new Map<string, string>();
     let current = p;
     for (const [i, planned] of plan.entries()) {
@@ -91,7 +95,7 @@ export class ProvisioningRunner {
             err instanceof GraphQLError
               ? String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR)
               : ErrorCode.INTERNAL_SERVER_ERROR,
-          message: err instanceof GraphQLError ? err.message : 'internal error',
+          message: err instanceof GraphQLError ? masked(err.message, passwords) : 'internal error',
           status:
             err instanceof GraphQLError && typeof err.extensions.status === 'number' ? err.extensions.status : null,
         };
@@ -120,4 +124,23 @@ export class ProvisioningRunner {
     await this.records.save(next);
     return next;
   }
+}
+
+/** Every `password` value in a provisioning's input (its users'), longest first, so none is masked only in part. */
+export function passwordsOf(input: unknown): string[] {
+  const found: string[] = [];
+  const walk = (value: unknown): void => {
+    if (Array.isArray(value)) value.forEach(walk);
+    else if (value && typeof value === 'object')
+      for (const [k, v] of Object.entries(value)) {
+        if (k === 'password' && typeof v === 'string' && v !== '') found.push(v);
+        else walk(v);
+      }
+  };
+  walk(input);
+  return [...new Set(found)].sort((a, b) => b.length - a.length);
+}
+
+function masked(text: string, passwords: readonly string[]): string {
+  return passwords.reduce((t, pw) => t.replaceAll(pw, '***'), text);
 }

@@ -18,7 +18,7 @@ import { upstreamKey, type Outcome } from '../upstream/idempotency.js';
 import { dryRun, relabeled, session, stepPrefixes } from './dry-run.js';
 import type { PlannedStep, Provisioning, ProvisioningKind, PublicAddress, StepEnv } from './model.js';
 import { ProvisioningRecords } from './records.js';
-import { ProvisioningRunner } from './run.js';
+import { passwordsOf, ProvisioningRunner } from './run.js';
 
 export type {
   PlannedStep,
@@ -439,7 +439,7 @@ export class ProvisioningService {
         ),
       };
       await this.records.save(resumed);
-      this.runner.launch(resumed, steps);
+      this.runner.launch(resumed, steps, passwordsOf(input));
       return {
         result: resumed,
         idempotencyKey: key,
@@ -472,7 +472,7 @@ export class ProvisioningService {
       // A concurrent call with the same key won the insert: answer with its provisioning.
       return this.start(caller, kind, input, key, plan);
     }
-    this.runner.launch(fresh, steps);
+    this.runner.launch(fresh, steps, passwordsOf(input));
     return {
       result: fresh,
       idempotencyKey: key,
