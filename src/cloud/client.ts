@@ -150,7 +150,7 @@ export class CloudClient {
       onUnauthorized: this.onUnauthorized,
       rejectCode: creationRejectCode,
     });
-    const response = scrubResponse(res.body);
+    const response = scrubResponse(res.body, body);
     const id = this.answers.createdId(response);
     if (!id) {
       // A 2xx is a creation (spec, Endpoints: "the created resource, including its UUID"): the resource exists

@@ -1,5 +1,6 @@
 import { GraphQLError } from 'graphql';
 
+import { maskedPasswords } from '../cloud/wire.js';
 import { ErrorCode } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { upstreamKey } from '../upstream/idempotency.js';
@@ -95,7 +96,7 @@ export class ProvisioningRunner {
             err instanceof GraphQLError
               ? String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR)
               : ErrorCode.INTERNAL_SERVER_ERROR,
-          message: err instanceof GraphQLError ? masked(err.message, passwords) : 'internal error',
+          message: err instanceof GraphQLError ? maskedPasswords(err.message, passwords) : 'internal error',
           status:
             err instanceof GraphQLError && typeof err.extensions.status === 'number' ? err.extensions.status : null,
         };
@@ -124,23 +125,4 @@ export class ProvisioningRunner {
     await this.records.save(next);
     return next;
   }
-}
-
-/** Every `password` value in a provisioning's input (its users'), longest first, so none is masked only in part. */
-export function passwordsOf(input: unknown): string[] {
-  const found: string[] = [];
-  const walk = (value: unknown): void => {
-    if (Array.isArray(value)) value.forEach(walk);
-    else if (value && typeof value === 'object')
-      for (const [k, v] of Object.entries(value)) {
-        if (k === 'password' && typeof v === 'string' && v !== '') found.push(v);
-        else walk(v);
-      }
-  };
-  walk(input);
-  return [...new Set(found)].sort((a, b) => b.length - a.length);
-}
-
-function masked(text: string, passwords: readonly string[]): string {
-  return passwords.reduce((t, pw) => t.replaceAll(pw, '***'), text);
 }

@@ -6,6 +6,7 @@ import type { Caller } from '../auth/caller.js';
 import { readableBy } from '../auth/tenancy.js';
 import type { CloudService } from '../cloud/service.js';
 import * as v from '../cloud/validation.js';
+import { passwordsOf } from '../cloud/wire.js';
 import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
 import type { Events } from '../events/index.js';
 import { keyedFingerprint, sameRequest } from '../fingerprint.js';
@@ -18,7 +19,7 @@ import { upstreamKey, type Outcome } from '../upstream/idempotency.js';
 import { dryRun, relabeled, session, stepPrefixes } from './dry-run.js';
 import type { PlannedStep, Provisioning, ProvisioningKind, PublicAddress, StepEnv } from './model.js';
 import { ProvisioningRecords } from './records.js';
-import { passwordsOf, ProvisioningRunner } from './run.js';
+import { ProvisioningRunner } from './run.js';
 
 export type {
   PlannedStep,

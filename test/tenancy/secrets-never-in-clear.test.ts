@@ -24,6 +24,7 @@ const VM_PW = 'SECRET-vm-pw-9c4e22a8f1';
 const PROVISION_PW = 'SECRET-prov-pw-3d8a33e7b2';
 const ECHOED_PW = 'SECRET-echoed-pw-5a1c44d6f0';
 const MCP_PW = 'SECRET-mcp-pw-2b7d55c3a9';
+const TEXT_PW = 'SECRET-text-pw-8e2f66b4d1';
 const ACCESS_TOKEN = 'SECRET-mid-access-6e1f77a2c8';
 const FORM_ACCESS_TOKEN = 'SECRET-mid-form-access-8c3a88d5e1';
 const QUARANTINED_ACCESS_TOKEN = 'SECRET-mid-quarantined-access-1d9b99f7a3';
@@ -46,6 +47,7 @@ const secrets = new Map<string, string>([
   ['provisioned Kafka user password', PROVISION_PW],
   ['password an upstream 400 echoes', ECHOED_PW],
   ['password in an MCP plan', MCP_PW],
+  ['password a 2xx text answer echoes (kept with its key)', TEXT_PW],
   ['mobile-ID access_token', ACCESS_TOKEN],
   ['form-encoded access_token', FORM_ACCESS_TOKEN],
   ['quarantined access_token', QUARANTINED_ACCESS_TOKEN],
@@ -147,6 +149,17 @@ describe('secrets on every path', () => {
       { key },
     );
     expect(rejected.errors?.[0]?.extensions?.code).toBe('UPSTREAM_REJECTED');
+    // A creation answered 2xx in text that echoes the password: the answer is kept with the idempotency key
+    // (UPSTREAM_ANSWER_INCOMPLETE), and what is kept must not hold it.
+    gw.gateway.sandbox.cloud!.faults.enqueue({ alter: () => `created the user app-text with password ${TEXT_PW}` });
+    const incomplete = await gw.graphql(
+      KAFKA_USER,
+      { input: { projectId, clusterId, name: 'app-text', password: TEXT_PW } },
+      { key },
+    );
+    expect(incomplete.errors?.[0]?.extensions?.code, JSON.stringify(incomplete.errors)).toBe(
+      'UPSTREAM_ANSWER_INCOMPLETE',
+    );
     // A provisioning whose user step (after the cluster's) the upstream refuses with the same echo: its failure is
     // stored and streamed.
     gw.gateway.sandbox.cloud!.faults.enqueueFor(
@@ -285,7 +298,8 @@ describe('secrets on every path', () => {
 
   it('the secrets really went through: sent upstream, delivered, quarantined', () => {
     const sent = JSON.stringify(gw.gateway.sandbox.cloud!.requests.map((r) => r.body));
-    for (const s of [KAFKA_PW, VM_PW, PROVISION_PW, ECHOED_PW, MCP_PW, CLOUD_CREDENTIAL]) expect(sent).toContain(s);
+    for (const s of [KAFKA_PW, VM_PW, PROVISION_PW, ECHOED_PW, MCP_PW, TEXT_PW, CLOUD_CREDENTIAL])
+      expect(sent).toContain(s);
     expect(gw.logs()).toContain('mobile-ID notification refused');
     expect(spansText).toContain('gateway.route');
     expect(metricsText).toContain('gateway_');
