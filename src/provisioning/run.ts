@@ -79,8 +79,9 @@ export class ProvisioningRunner {
       }
       // The step is an ordinary mutation under the caller's scope with key k; the upstream gets
       // upstreamKey(scope, k). Both derive from the provisioning's upstream key, so a resume (after a
-      // restart, on another replica) sends every step's same key again.
-      const k = stepIdempotencyKey(p, planned.name);
+      // restart, on another replica) sends every step's same key again. The step's name is the stored one: a resume
+      // whose input writes a topic's or a user's name with other spaces around it derives the first call's key.
+      const k = stepIdempotencyKey(p, step.name);
       current = await this.update(current, i, { state: 'RUNNING', idempotencyKey: upstreamKey(p.scope, k) });
       try {
         const result = await planned.run!(ids, k);

@@ -94,6 +94,21 @@ export function checkBounds(
   }
 }
 
+/** The texts that go upstream as given: every other text of a composite input is trimmed before the wire. */
+const SENT_AS_GIVEN = new Set(['password', 'description']);
+
+/**
+ * A composite input as its steps send it, for its fingerprint: every text trimmed that the steps trim (names, titles,
+ * CIDRs, addresses, SSH keys, topic settings, ACLs), so that an equal input written with other spaces around a text
+ * is the same provisioning, as it is the same cloud creation (docs/contract.md, Idempotency).
+ */
+function asSent(value: unknown, field = ''): unknown {
+  if (typeof value === 'string') return SENT_AS_GIVEN.has(field) ? value : value.trim();
+  if (Array.isArray(value)) return value.map((item) => asSent(item, field));
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(Object.entries(value).map(([k, item]) => [k, asSent(item, k)]));
+}
+
 const NAMESPACE = '0b9f4f1e-5a57-4a36-9d1b-6c1b1f0f4b6e';
 /**
  * What the up-front checks put in place of the id of a resource the provisioning creates: read in a message, it says
@@ -395,11 +410,16 @@ export class ProvisioningService {
   ): Promise<ProvisionResult> {
     const key = givenKey ?? randomUUID();
     const id = uuidv5(`${caller.scope}/${key}`, NAMESPACE);
-    const print = keyedFingerprint(this.digest, { kind, input });
+    const sent = { kind, input: asSent(input) };
+    const print = keyedFingerprint(this.digest, sent);
     const steps = plan();
     const existing = await this.records.read(id);
     if (existing) {
-      if (!sameRequest(existing.fingerprint, print, { kind, input })) {
+      // A provisioning stored before inputs were fingerprinted as sent has the fingerprint of the input as given.
+      const same =
+        sameRequest(existing.fingerprint, print, sent) ||
+        sameRequest(existing.fingerprint, keyedFingerprint(this.digest, { kind, input }), { kind, input });
+      if (!same) {
         throw new GatewayError(
           ErrorCode.IDEMPOTENCY_KEY_REUSED,
           `idempotency key ${key} was already used for a different provisioning; use a new key`,

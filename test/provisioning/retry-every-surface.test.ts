@@ -1,0 +1,145 @@
+// provisionKafkaCluster's idempotency on every transport that runs a mutation (POST /graphql on the direct path and on
+// Apollo's, graphql-ws, SSE in both modes): a retry with the same key and an equal input written differently (fields
+// in another order, defaults given, text the gateway trims before it goes upstream, literals instead of variables)
+// replays the provisioning; another input is IDEMPOTENCY_KEY_REUSED; and a provisioning that failed and is resumed over
+// another transport creates nothing twice.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { upstreamCreations } from '../helpers/cloud.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { operationOver, type Answer, type Transport } from '../helpers/operation.js';
+
+const SELECTION = '{ provisioning { id } idempotencyKey replayed }';
+const PROVISION = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
+  provisionKafkaCluster(input: $input, idempotencyKey: $key) ${SELECTION}
+}`;
+
+/** The first call's input (its topic's name makes it unique), one equal to it written differently, and another. */
+const input = (n: string) => ({
+  project: { name: 'p' },
+  network: { title: 'net' },
+  subnet: { title: 'sub', cidr: '10.62.0.0/24' },
+  cluster: { title: 'k', instanceType: 'C2_MEDIUM' },
+  topics: [{ name: n }],
+});
+const same = (n: string) => ({
+  zone: 'MSK_AVNTG',
+  region: 'MSK',
+  users: [],
+  topics: [{ partitions: 1, name: ` ${n} ` }],
+  cluster: { instanceCount: 3, instanceType: 'C2_MEDIUM', title: ' k' },
+  subnet: { description: '', cidr: '10.62.0.0/24 ', title: 'sub' },
+  network: { bandwidthMbps: 100, title: 'net ' },
+  project: { description: '', name: '  p' },
+});
+const other = (n: string) => ({ ...input(n), topics: [{ name: n, partitions: 2 }] });
+
+/** `value` as a GraphQL literal: capital words are enum values. */
+function literal(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(literal).join(', ')}]`;
+  if (value !== null && typeof value === 'object')
+    return `{ ${Object.entries(value)
+      .map(([k, v]) => `${k}: ${literal(v)}`)
+      .join(', ')} }`;
+  if (typeof value === 'string' && /^[A-Z][A-Z0-9_]+$/.test(value)) return value;
+  return JSON.stringify(value);
+}
+
+const provision = (transport: Transport, gw: TestGateway, given: object, key: string, inline = false) =>
+  operationOver(
+    transport,
+    gw,
+    null,
+    inline
+      ? {
+          query: `mutation { provisionKafkaCluster(input: ${literal(given)}, idempotencyKey: "${key}") ${SELECTION} }`,
+        }
+      : { query: PROVISION, variables: { input: given, key } },
+  );
+
+function payload(answer: Answer): { provisioning: { id: string }; idempotencyKey: string; replayed: boolean } {
+  expect(answer.errors, answer.raw).toBeUndefined();
+  return (answer.data as Record<string, any>).provisionKafkaCluster;
+}
+
+/** Creations of the project, network, subnet, cluster and the topic: one of each. */
+const STEPS = 5;
+
+describe.each([
+  { path: 'the direct path', options: {}, transports: ['post', 'ws', 'sse', 'sse-single'] as Transport[] },
+  { path: "Apollo's path", options: { testing: { directPath: false } }, transports: ['post'] as Transport[] },
+])('provisionKafkaCluster is safe to retry, POST /graphql on $path', ({ options, transports }) => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startTestGateway({ UPSTREAM_MAX_RETRIES: '0' }, options);
+  });
+  afterAll(() => gw?.close());
+
+  it.each(transports)(
+    'over %s: an equal input replays, another is IDEMPOTENCY_KEY_REUSED, each step created once',
+    async (transport) => {
+      const key = randomUUID();
+      const n = `t-${key.slice(0, 8)}`;
+      const before = upstreamCreations(gw).length;
+      const first = payload(await provision(transport, gw, input(n), key));
+      expect(first.replayed).toBe(false);
+      await gw.gateway.services.provisioning.idle();
+      for (const [given, inline] of [
+        [input(n), false],
+        [same(n), false],
+        [same(n), true],
+      ] as const) {
+        const again = payload(await provision(transport, gw, given, key, inline));
+        expect(again, JSON.stringify(given)).toEqual({ ...first, replayed: true });
+      }
+      for (const inline of [false, true]) {
+        const reused = await provision(transport, gw, other(n), key, inline);
+        expect(reused.errors?.[0]?.extensions?.code, reused.raw).toBe('IDEMPOTENCY_KEY_REUSED');
+      }
+      await gw.gateway.services.provisioning.idle();
+      expect(upstreamCreations(gw).length - before).toBe(STEPS);
+    },
+  );
+});
+
+describe('a failed provisionKafkaCluster resumed over another transport', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startTestGateway({ UPSTREAM_MAX_RETRIES: '0' });
+  });
+  afterAll(() => gw?.close());
+
+  it.each([
+    { first: 'ws', retry: 'post' },
+    { first: 'sse', retry: 'ws' },
+    { first: 'post', retry: 'sse-single' },
+  ] as Array<{ first: Transport; retry: Transport }>)(
+    'first over $first, resumed over $retry: created once',
+    async ({ first, retry }) => {
+      const sandbox = gw.gateway.sandbox.cloud!;
+      const key = randomUUID();
+      const n = `t-${key.slice(0, 8)}`;
+      const before = upstreamCreations(gw).length;
+      const made = sandbox.resources().length;
+      // The topic step (after the network, the subnet and the cluster) fails once.
+      sandbox.faults.enqueueFor(
+        (path, method) => method === 'POST' && path === '/ocs/v1/services' && sandbox.resources().length === made + 3,
+        '503',
+      );
+      const failed = payload(await provision(first, gw, input(n), key));
+      await gw.gateway.services.provisioning.idle();
+      // Resumed with the topic's name written with spaces around it: the same topic, so the same step key.
+      const resumed = payload(await provision(retry, gw, same(n), key, true));
+      expect(resumed).toEqual({ ...failed, replayed: false });
+      await gw.gateway.services.provisioning.idle();
+      const status = await gw.graphql(`query($id: ID!) { provisioning(id: $id) { state } }`, {
+        id: failed.provisioning.id,
+      });
+      expect(status.data!.provisioning.state).toBe('SUCCEEDED');
+      const sent = upstreamCreations(gw).slice(before);
+      expect(sent.map((r) => r.status)).toEqual([201, 201, 201, 201, 503, 201]);
+      expect(sent[5]!.headers['idempotency-key']).toBe(sent[4]!.headers['idempotency-key']);
+    },
+  );
+});
