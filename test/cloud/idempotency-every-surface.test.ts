@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { createChain, M, SSH_KEY, type Chain } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { operationOver, type Answer, type Transport } from '../helpers/operation.js';
+import { graphqlLiteral, MUTATION_SURFACES, operationOver, type Answer, type Transport } from '../helpers/operation.js';
 
 type Input = Record<string, unknown>;
 
@@ -19,10 +19,6 @@ interface Creation {
   /** The root field, and its query in M. */
   field: string;
   query: string;
-  /** The resource's field in the payload. */
-  resource: string;
-  /** The input type, for a query with literals. */
-  type: string;
   /** The first call's input; an equal one written differently; another one. */
   input: (c: Chain, n: string) => Input;
   same: (c: Chain, n: string) => Input;
@@ -31,12 +27,19 @@ interface Creation {
 
 const up = (id: string) => id.toUpperCase();
 
+const vm = (c: Chain) => ({
+  projectId: c.projectId,
+  title: 'vm',
+  instanceType: 'C2_MEDIUM',
+  bootDisk: { sizeGb: 20, image: 'UBUNTU_22_04' },
+  users: [{ name: 'ops', sshKeys: [SSH_KEY] }],
+  networkInterfaces: [{ networkId: c.networkId, subnetId: c.subnetId, ipAddressId: c.ipId }],
+});
+
 const CREATIONS: Creation[] = [
   {
     field: 'createProject',
     query: M.project,
-    resource: 'project',
-    type: 'CreateProjectInput',
     input: () => ({ name: 'p' }),
     same: () => ({ description: '', name: '  p ' }),
     other: () => ({ name: 'q' }),
@@ -44,8 +47,6 @@ const CREATIONS: Creation[] = [
   {
     field: 'createNetwork',
     query: M.network,
-    resource: 'network',
-    type: 'CreateNetworkInput',
     input: (c) => ({ projectId: c.projectId, title: 'n' }),
     same: (c) => ({
       zone: 'MSK_AVNTG',
@@ -60,8 +61,6 @@ const CREATIONS: Creation[] = [
   {
     field: 'createSubnet',
     query: M.subnet,
-    resource: 'subnet',
-    type: 'CreateSubnetInput',
     input: (c) => ({ projectId: c.projectId, networkId: c.networkId, title: 's', cidr: '10.20.0.0/24' }),
     same: (c) => ({
       cidr: ' 10.20.0.0/24 ',
@@ -75,8 +74,6 @@ const CREATIONS: Creation[] = [
   {
     field: 'createIpAddress',
     query: M.ip,
-    resource: 'ipAddress',
-    type: 'CreateIpAddressInput',
     input: (c) => ({ projectId: c.projectId, networkId: c.networkId, title: 'i' }),
     same: (c) => ({ title: 'i', description: '', networkId: up(c.networkId), projectId: c.projectId }),
     other: (c) => ({ projectId: c.projectId, networkId: c.networkId, title: 'j' }),
@@ -84,8 +81,6 @@ const CREATIONS: Creation[] = [
   {
     field: 'createKafkaCluster',
     query: M.cluster,
-    resource: 'kafkaCluster',
-    type: 'CreateKafkaClusterInput',
     input: (c) => ({ projectId: c.projectId, title: 'k', instanceType: 'C2_MEDIUM', subnetId: c.subnetId }),
     same: (c) => ({
       subnetCidr: '10.10.0.0/24',
@@ -109,8 +104,6 @@ const CREATIONS: Creation[] = [
   {
     field: 'createKafkaTopic',
     query: M.topic,
-    resource: 'kafkaTopic',
-    type: 'CreateKafkaTopicInput',
     input: (c, n) => ({ projectId: c.projectId, clusterId: c.clusterId, name: n, retentionMs: '604800000' }),
     same: (c, n) => ({
       retentionMs: 604800000,
@@ -126,8 +119,6 @@ const CREATIONS: Creation[] = [
   {
     field: 'createKafkaUser',
     query: M.user,
-    resource: 'kafkaUser',
-    type: 'CreateKafkaUserInput',
     input: (c, n) => ({ projectId: c.projectId, clusterId: c.clusterId, name: n, password: 'Kafka-pa55!' }),
     same: (c, n) => ({
       acls: [{ operation: 'rw', pattern: '*' }],
@@ -142,16 +133,7 @@ const CREATIONS: Creation[] = [
   {
     field: 'createVirtualMachine',
     query: M.vm,
-    resource: 'virtualMachine',
-    type: 'CreateVirtualMachineInput',
-    input: (c) => ({
-      projectId: c.projectId,
-      title: 'vm',
-      instanceType: 'C2_MEDIUM',
-      bootDisk: { sizeGb: 20, image: 'UBUNTU_22_04' },
-      users: [{ name: 'ops', sshKeys: [SSH_KEY] }],
-      networkInterfaces: [{ networkId: c.networkId, subnetId: c.subnetId, ipAddressId: c.ipId }],
-    }),
+    input: (c) => vm(c),
     same: (c) => ({
       networkInterfaces: [{ ipAddressId: up(c.ipId), subnetId: up(c.subnetId), networkId: c.networkId }],
       users: [{ sshKeys: [` ${SSH_KEY}`], name: 'ops' }],
@@ -162,34 +144,16 @@ const CREATIONS: Creation[] = [
       title: 'vm',
       projectId: c.projectId,
     }),
-    other: (c) => ({
-      projectId: c.projectId,
-      title: 'vm',
-      instanceType: 'C2_LARGE',
-      bootDisk: { sizeGb: 20, image: 'UBUNTU_22_04' },
-      users: [{ name: 'ops', sshKeys: [SSH_KEY] }],
-      networkInterfaces: [{ networkId: c.networkId, subnetId: c.subnetId, ipAddressId: c.ipId }],
-    }),
+    other: (c) => ({ ...vm(c), instanceType: 'C2_LARGE' }),
   },
 ];
-
-/** `value` as a GraphQL literal: capital words are enum values. */
-function literal(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(literal).join(', ')}]`;
-  if (value !== null && typeof value === 'object')
-    return `{ ${Object.entries(value)
-      .map(([k, v]) => `${k}: ${literal(v)}`)
-      .join(', ')} }`;
-  if (typeof value === 'string' && /^[A-Z][A-Z0-9_]+$/.test(value)) return value;
-  return JSON.stringify(value);
-}
 
 /** The creation's operation with its input and key as variables, or (`inline`) written into the document. */
 function operation(c: Creation, input: Input, key: string, inline = false) {
   if (!inline) return { query: c.query, variables: { input, key } };
   const selection = c.query.slice(c.query.indexOf(') {', c.query.indexOf(c.field)) + 2);
   return {
-    query: `mutation { ${c.field}(input: ${literal(input)}, idempotencyKey: ${JSON.stringify(key)}) ${selection}`,
+    query: `mutation { ${c.field}(input: ${graphqlLiteral(input)}, idempotencyKey: ${JSON.stringify(key)}) ${selection}`,
   };
 }
 
@@ -208,56 +172,56 @@ const sentUnder = (gw: TestGateway, key: string) =>
     (r) => r.method === 'POST' && r.headers['idempotency-key'] === upstreamKey('open', key),
   ).length;
 
-describe.each([
-  { path: 'the direct path', options: {}, transports: ['post', 'ws', 'sse', 'sse-single'] as Transport[] },
-  { path: "Apollo's path", options: { testing: { directPath: false } }, transports: ['post'] as Transport[] },
-])('every cloud creation is safe to retry, POST /graphql on $path', ({ options, transports }) => {
-  let gw: TestGateway;
-  let chain: Chain;
-  beforeAll(async () => {
-    gw = await startTestGateway({}, options);
-    chain = await createChain(gw);
-  }, 60_000);
-  afterAll(() => gw?.close());
+describe.each(MUTATION_SURFACES)(
+  'every cloud creation is safe to retry, POST /graphql on $path',
+  ({ options, transports }) => {
+    let gw: TestGateway;
+    let chain: Chain;
+    beforeAll(async () => {
+      gw = await startTestGateway({}, options);
+      chain = await createChain(gw);
+    }, 60_000);
+    afterAll(() => gw?.close());
 
-  const cases = transports.flatMap((transport) => CREATIONS.map((c) => ({ transport, c, field: c.field })));
+    const cases = transports.flatMap((transport) => CREATIONS.map((c) => ({ transport, c, field: c.field })));
 
-  it.each(cases)(
-    '$field over $transport: an equal input replays, another is IDEMPOTENCY_KEY_REUSED, one creation',
-    async ({ transport, c }) => {
-      const key = randomUUID();
-      const n = `n-${key.slice(0, 8)}`;
-      const first = payload(await over(transport, gw, c, c.input(chain, n), key), c);
-      expect(first).toMatchObject({ idempotencyKey: key, replayed: false });
-      // The same input again, then written differently: as variables (the key in capitals) and as literals.
-      for (const [input, k, inline] of [
-        [c.input(chain, n), key, false],
-        [c.same(chain, n), up(key), false],
-        [c.same(chain, n), up(key), true],
-      ] as const) {
-        const again = payload(await over(transport, gw, c, input, k, inline), c);
-        expect(again, JSON.stringify(input)).toEqual({ ...first, replayed: true });
-      }
-      for (const inline of [false, true]) {
-        const reused = await over(transport, gw, c, c.other(chain, n), key, inline);
-        expect(reused.errors?.[0]?.extensions?.code, reused.raw).toBe('IDEMPOTENCY_KEY_REUSED');
-      }
-      expect(sentUnder(gw, key)).toBe(1);
-    },
-  );
+    it.each(cases)(
+      '$field over $transport: an equal input replays, another is IDEMPOTENCY_KEY_REUSED, one creation',
+      async ({ transport, c }) => {
+        const key = randomUUID();
+        const n = `n-${key.slice(0, 8)}`;
+        const first = payload(await over(transport, gw, c, c.input(chain, n), key), c);
+        expect(first).toMatchObject({ idempotencyKey: key, replayed: false });
+        // The same input again, then written differently: as variables (the key in capitals) and as literals.
+        for (const [input, k, inline] of [
+          [c.input(chain, n), key, false],
+          [c.same(chain, n), up(key), false],
+          [c.same(chain, n), up(key), true],
+        ] as const) {
+          const again = payload(await over(transport, gw, c, input, k, inline), c);
+          expect(again, JSON.stringify(input)).toEqual({ ...first, replayed: true });
+        }
+        for (const inline of [false, true]) {
+          const reused = await over(transport, gw, c, c.other(chain, n), key, inline);
+          expect(reused.errors?.[0]?.extensions?.code, reused.raw).toBe('IDEMPOTENCY_KEY_REUSED');
+        }
+        expect(sentUnder(gw, key)).toBe(1);
+      },
+    );
 
-  it.each(transports.flatMap((first) => ['post', 'ws', 'sse'].map((retry) => ({ first, retry }))))(
-    'a creation first over $first replays over $retry',
-    async ({ first, retry }) => {
-      const c = CREATIONS[1]!;
-      const key = randomUUID();
-      const made = payload(await over(first, gw, c, c.input(chain, ''), key), c);
-      const again = payload(await over(retry as Transport, gw, c, c.same(chain, ''), key, true), c);
-      expect(again).toEqual({ ...made, replayed: true });
-      expect(sentUnder(gw, key)).toBe(1);
-    },
-  );
-});
+    it.each(transports.flatMap((first) => ['post', 'ws', 'sse'].map((retry) => ({ first, retry }))))(
+      'a creation first over $first replays over $retry',
+      async ({ first, retry }) => {
+        const c = CREATIONS[1]!;
+        const key = randomUUID();
+        const made = payload(await over(first, gw, c, c.input(chain, ''), key), c);
+        const again = payload(await over(retry as Transport, gw, c, c.same(chain, ''), key, true), c);
+        expect(again).toEqual({ ...made, replayed: true });
+        expect(sentUnder(gw, key)).toBe(1);
+      },
+    );
+  },
+);
 
 describe('GET /graphql refuses a creation', () => {
   let gw: TestGateway;

@@ -1,6 +1,7 @@
 import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 
+import type { GatewayOptions } from '../../src/gateway/options.js';
 import type { TestGateway } from './gateway.js';
 import { wsClient } from './mobile-id.js';
 
@@ -90,4 +91,24 @@ export async function operationOver(
   } finally {
     await client.dispose();
   }
+}
+
+/**
+ * The transports that run a mutation, by the path of POST /graphql: every one on the direct path (GET refuses a
+ * mutation), and POST on Apollo's (`directPath: false`), for a `describe.each` that holds a rule of mutations on each.
+ */
+export const MUTATION_SURFACES: ReadonlyArray<{ path: string; options: GatewayOptions; transports: Transport[] }> = [
+  { path: 'the direct path', options: {}, transports: ['post', 'ws', 'sse', 'sse-single'] },
+  { path: "Apollo's path", options: { testing: { directPath: false } }, transports: ['post'] },
+];
+
+/** `value` as a GraphQL literal, for a document that writes its input inline: capital words are enum values. */
+export function graphqlLiteral(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(graphqlLiteral).join(', ')}]`;
+  if (value !== null && typeof value === 'object')
+    return `{ ${Object.entries(value)
+      .map(([k, v]) => `${k}: ${graphqlLiteral(v)}`)
+      .join(', ')} }`;
+  if (typeof value === 'string' && /^[A-Z][A-Z0-9_]+$/.test(value)) return value;
+  return JSON.stringify(value);
 }

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { operationOver, type Answer, type Transport } from '../helpers/operation.js';
+import { graphqlLiteral, MUTATION_SURFACES, operationOver, type Answer, type Transport } from '../helpers/operation.js';
 
 type Input = Record<string, unknown>;
 
@@ -50,24 +50,13 @@ const CREATIONS: Creation[] = [
   },
 ];
 
-/** `value` as a GraphQL literal: capital words are enum values. */
-function literal(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(literal).join(', ')}]`;
-  if (value !== null && typeof value === 'object')
-    return `{ ${Object.entries(value)
-      .map(([k, v]) => `${k}: ${literal(v)}`)
-      .join(', ')} }`;
-  if (typeof value === 'string' && /^[A-Z][A-Z0-9_]+$/.test(value)) return value;
-  return JSON.stringify(value);
-}
-
 const over = (transport: Transport, gw: TestGateway, c: Creation, input: Input, key: string, inline = false) =>
   operationOver(
     transport,
     gw,
     null,
     inline
-      ? { query: `mutation { ${c.field}(input: ${literal(input)}, idempotencyKey: "${key}") ${c.selection} }` }
+      ? { query: `mutation { ${c.field}(input: ${graphqlLiteral(input)}, idempotencyKey: "${key}") ${c.selection} }` }
       : {
           query: `mutation($input: ${c.type}!, $key: UUID) { ${c.field}(input: $input, idempotencyKey: $key) ${c.selection} }`,
           variables: { input, key },
@@ -85,49 +74,49 @@ const sentUnder = (gw: TestGateway, key: string) =>
     (r) => r.method === 'POST' && r.headers['idempotency-key'] === upstreamKey('open', key),
   ).length;
 
-describe.each([
-  { path: 'the direct path', options: {}, transports: ['post', 'ws', 'sse', 'sse-single'] as Transport[] },
-  { path: "Apollo's path", options: { testing: { directPath: false } }, transports: ['post'] as Transport[] },
-])('the identity creations are safe to retry, POST /graphql on $path', ({ options, transports }) => {
-  let gw: TestGateway;
-  beforeAll(async () => {
-    gw = await startTestGateway({ SANDBOX_CALLBACK_DELAY_MS: '600000' }, options);
-  });
-  afterAll(() => gw?.close());
+describe.each(MUTATION_SURFACES)(
+  'the identity creations are safe to retry, POST /graphql on $path',
+  ({ options, transports }) => {
+    let gw: TestGateway;
+    beforeAll(async () => {
+      gw = await startTestGateway({ SANDBOX_CALLBACK_DELAY_MS: '600000' }, options);
+    });
+    afterAll(() => gw?.close());
 
-  it.each(transports.flatMap((transport) => CREATIONS.map((c) => ({ transport, c, field: c.field }))))(
-    '$field over $transport: an equal input replays, another is IDEMPOTENCY_KEY_REUSED, one upstream request',
-    async ({ transport, c }) => {
+    it.each(transports.flatMap((transport) => CREATIONS.map((c) => ({ transport, c, field: c.field }))))(
+      '$field over $transport: an equal input replays, another is IDEMPOTENCY_KEY_REUSED, one upstream request',
+      async ({ transport, c }) => {
+        const key = randomUUID();
+        const n = `customer-${key}`;
+        const first = payload(await over(transport, gw, c, c.input(n), key), c);
+        expect(first).toMatchObject({ idempotencyKey: key, replayed: false });
+        for (const [input, k, inline] of [
+          [c.input(n), key, false],
+          [c.same(n), key.toUpperCase(), false],
+          [c.same(n), key.toUpperCase(), true],
+        ] as const) {
+          const again = payload(await over(transport, gw, c, input, k, inline), c);
+          expect(again, JSON.stringify(input)).toEqual({ ...first, replayed: true });
+        }
+        for (const inline of [false, true]) {
+          const reused = await over(transport, gw, c, c.other(n), key, inline);
+          expect(reused.errors?.[0]?.extensions?.code, reused.raw).toBe('IDEMPOTENCY_KEY_REUSED');
+        }
+        expect(sentUnder(gw, key)).toBe(1);
+      },
+    );
+
+    it.each(
+      transports.flatMap((first) =>
+        (['post', 'ws', 'sse'] as Transport[]).flatMap((retry) => CREATIONS.map((c) => ({ first, retry, c }))),
+      ),
+    )('$c.field first over $first replays over $retry', async ({ first, retry, c }) => {
       const key = randomUUID();
       const n = `customer-${key}`;
-      const first = payload(await over(transport, gw, c, c.input(n), key), c);
-      expect(first).toMatchObject({ idempotencyKey: key, replayed: false });
-      for (const [input, k, inline] of [
-        [c.input(n), key, false],
-        [c.same(n), key.toUpperCase(), false],
-        [c.same(n), key.toUpperCase(), true],
-      ] as const) {
-        const again = payload(await over(transport, gw, c, input, k, inline), c);
-        expect(again, JSON.stringify(input)).toEqual({ ...first, replayed: true });
-      }
-      for (const inline of [false, true]) {
-        const reused = await over(transport, gw, c, c.other(n), key, inline);
-        expect(reused.errors?.[0]?.extensions?.code, reused.raw).toBe('IDEMPOTENCY_KEY_REUSED');
-      }
+      const made = payload(await over(first, gw, c, c.input(n), key), c);
+      const again = payload(await over(retry, gw, c, c.same(n), key, true), c);
+      expect(again).toEqual({ ...made, replayed: true });
       expect(sentUnder(gw, key)).toBe(1);
-    },
-  );
-
-  it.each(
-    transports.flatMap((first) =>
-      (['post', 'ws', 'sse'] as Transport[]).flatMap((retry) => CREATIONS.map((c) => ({ first, retry, c }))),
-    ),
-  )('$c.field first over $first replays over $retry', async ({ first, retry, c }) => {
-    const key = randomUUID();
-    const n = `customer-${key}`;
-    const made = payload(await over(first, gw, c, c.input(n), key), c);
-    const again = payload(await over(retry, gw, c, c.same(n), key, true), c);
-    expect(again).toEqual({ ...made, replayed: true });
-    expect(sentUnder(gw, key)).toBe(1);
-  });
-});
+    });
+  },
+);

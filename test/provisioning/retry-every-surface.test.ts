@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { upstreamCreations } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { operationOver, type Answer, type Transport } from '../helpers/operation.js';
+import { graphqlLiteral, MUTATION_SURFACES, operationOver, type Answer, type Transport } from '../helpers/operation.js';
 
 const SELECTION = '{ provisioning { id } idempotencyKey replayed }';
 const PROVISION = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
@@ -35,17 +35,6 @@ const same = (n: string) => ({
 });
 const other = (n: string) => ({ ...input(n), topics: [{ name: n, partitions: 2 }] });
 
-/** `value` as a GraphQL literal: capital words are enum values. */
-function literal(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(literal).join(', ')}]`;
-  if (value !== null && typeof value === 'object')
-    return `{ ${Object.entries(value)
-      .map(([k, v]) => `${k}: ${literal(v)}`)
-      .join(', ')} }`;
-  if (typeof value === 'string' && /^[A-Z][A-Z0-9_]+$/.test(value)) return value;
-  return JSON.stringify(value);
-}
-
 const provision = (transport: Transport, gw: TestGateway, given: object, key: string, inline = false) =>
   operationOver(
     transport,
@@ -53,7 +42,7 @@ const provision = (transport: Transport, gw: TestGateway, given: object, key: st
     null,
     inline
       ? {
-          query: `mutation { provisionKafkaCluster(input: ${literal(given)}, idempotencyKey: "${key}") ${SELECTION} }`,
+          query: `mutation { provisionKafkaCluster(input: ${graphqlLiteral(given)}, idempotencyKey: "${key}") ${SELECTION} }`,
         }
       : { query: PROVISION, variables: { input: given, key } },
   );
@@ -66,42 +55,42 @@ function payload(answer: Answer): { provisioning: { id: string }; idempotencyKey
 /** Creations of the project, network, subnet, cluster and the topic: one of each. */
 const STEPS = 5;
 
-describe.each([
-  { path: 'the direct path', options: {}, transports: ['post', 'ws', 'sse', 'sse-single'] as Transport[] },
-  { path: "Apollo's path", options: { testing: { directPath: false } }, transports: ['post'] as Transport[] },
-])('provisionKafkaCluster is safe to retry, POST /graphql on $path', ({ options, transports }) => {
-  let gw: TestGateway;
-  beforeAll(async () => {
-    gw = await startTestGateway({ UPSTREAM_MAX_RETRIES: '0' }, options);
-  });
-  afterAll(() => gw?.close());
+describe.each(MUTATION_SURFACES)(
+  'provisionKafkaCluster is safe to retry, POST /graphql on $path',
+  ({ options, transports }) => {
+    let gw: TestGateway;
+    beforeAll(async () => {
+      gw = await startTestGateway({ UPSTREAM_MAX_RETRIES: '0' }, options);
+    });
+    afterAll(() => gw?.close());
 
-  it.each(transports)(
-    'over %s: an equal input replays, another is IDEMPOTENCY_KEY_REUSED, each step created once',
-    async (transport) => {
-      const key = randomUUID();
-      const n = `t-${key.slice(0, 8)}`;
-      const before = upstreamCreations(gw).length;
-      const first = payload(await provision(transport, gw, input(n), key));
-      expect(first.replayed).toBe(false);
-      await gw.gateway.services.provisioning.idle();
-      for (const [given, inline] of [
-        [input(n), false],
-        [same(n), false],
-        [same(n), true],
-      ] as const) {
-        const again = payload(await provision(transport, gw, given, key, inline));
-        expect(again, JSON.stringify(given)).toEqual({ ...first, replayed: true });
-      }
-      for (const inline of [false, true]) {
-        const reused = await provision(transport, gw, other(n), key, inline);
-        expect(reused.errors?.[0]?.extensions?.code, reused.raw).toBe('IDEMPOTENCY_KEY_REUSED');
-      }
-      await gw.gateway.services.provisioning.idle();
-      expect(upstreamCreations(gw).length - before).toBe(STEPS);
-    },
-  );
-});
+    it.each(transports)(
+      'over %s: an equal input replays, another is IDEMPOTENCY_KEY_REUSED, each step created once',
+      async (transport) => {
+        const key = randomUUID();
+        const n = `t-${key.slice(0, 8)}`;
+        const before = upstreamCreations(gw).length;
+        const first = payload(await provision(transport, gw, input(n), key));
+        expect(first.replayed).toBe(false);
+        await gw.gateway.services.provisioning.idle();
+        for (const [given, inline] of [
+          [input(n), false],
+          [same(n), false],
+          [same(n), true],
+        ] as const) {
+          const again = payload(await provision(transport, gw, given, key, inline));
+          expect(again, JSON.stringify(given)).toEqual({ ...first, replayed: true });
+        }
+        for (const inline of [false, true]) {
+          const reused = await provision(transport, gw, other(n), key, inline);
+          expect(reused.errors?.[0]?.extensions?.code, reused.raw).toBe('IDEMPOTENCY_KEY_REUSED');
+        }
+        await gw.gateway.services.provisioning.idle();
+        expect(upstreamCreations(gw).length - before).toBe(STEPS);
+      },
+    );
+  },
+);
 
 describe('a failed provisionKafkaCluster resumed over another transport', () => {
   let gw: TestGateway;
