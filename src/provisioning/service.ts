@@ -94,21 +94,6 @@ export function checkBounds(
   }
 }
 
-/** The texts that go upstream as given: every other text of a composite input is trimmed before the wire. */
-const SENT_AS_GIVEN = new Set(['password', 'description']);
-
-/**
- * A composite input as its steps send it, for its fingerprint: every text trimmed that the steps trim (names, titles,
- * CIDRs, addresses, SSH keys, topic settings, ACLs), so that an equal input written with other spaces around a text
- * is the same provisioning, as it is the same cloud creation (docs/contract.md, Idempotency).
- */
-function asSent(value: unknown, field = ''): unknown {
-  if (typeof value === 'string') return SENT_AS_GIVEN.has(field) ? value : value.trim();
-  if (Array.isArray(value)) return value.map((item) => asSent(item, field));
-  if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(Object.entries(value).map(([k, item]) => [k, asSent(item, k)]));
-}
-
 const NAMESPACE = '0b9f4f1e-5a57-4a36-9d1b-6c1b1f0f4b6e';
 /**
  * What the up-front checks put in place of the id of a resource the provisioning creates: read in a message, it says
@@ -231,8 +216,8 @@ export class ProvisioningService {
     checkBounds(input, this.bounds);
     v.checkTexts('input', input);
     for (const check of shapeChecks(input, true)) check();
-    await this.precheck(caller, input, (env) => this.kafkaClusterSteps(caller, input, env));
-    return this.start(caller, 'KAFKA_CLUSTER', input, key, () => this.kafkaClusterSteps(caller, input, this.env));
+    const sent = await this.precheck(caller, input, (env) => this.kafkaClusterSteps(caller, input, env));
+    return this.start(caller, 'KAFKA_CLUSTER', input, sent, key, () => this.kafkaClusterSteps(caller, input, this.env));
   }
 
   /**
@@ -242,17 +227,22 @@ export class ProvisioningService {
    * refuses the provisioning, on the composite input's field: a contradiction between steps (a reused IP address of
    * another network than the created one) or a value a reused resource leaves missing (the CIDR of a subnet the
    * gateway did not create, the address of a reused IP address) is refused before the first creation, not at its step.
+   * Returns what the steps send, the provisioning's request as its fingerprint compares it (see `start`).
    */
   private async precheck(
     caller: Caller,
     input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput,
     stepsOf: (env: StepEnv) => PlannedStep[],
-  ): Promise<void> {
+  ): Promise<unknown[]> {
     const standIn = (step: string) => CREATED[step as keyof typeof CREATED] ?? `the ${step} this provisioning creates`;
     const s = session({ caller, key: null, cloud: this.cloud, lookup: this.lookup, stepsOf, standIn });
     const run = await dryRun(s, input, { full: false });
     const failed = run.steps.findIndex((step) => step?.error !== undefined);
     if (failed !== -1) throw relabeled(run.steps[failed]!.error, stepPrefixes(input).get(run.names[failed]!) ?? null);
+    // Each step's body as sent (a created resource's id as its stand-in), or the id it reuses.
+    return run.steps.map((step) =>
+      step?.step.action === 'REUSE' ? { reuse: step.step.resourceId } : (step?.body ?? null),
+    );
   }
 
   /** The steps of provisionKafkaCluster, in the order they run. */
@@ -326,8 +316,10 @@ export class ProvisioningService {
     checkBounds(input, this.bounds);
     v.checkTexts('input', input);
     for (const check of shapeChecks(input, false)) check();
-    await this.precheck(caller, input, (env) => this.virtualMachineSteps(caller, input, env));
-    return this.start(caller, 'VIRTUAL_MACHINE', input, key, () => this.virtualMachineSteps(caller, input, this.env));
+    const sent = await this.precheck(caller, input, (env) => this.virtualMachineSteps(caller, input, env));
+    return this.start(caller, 'VIRTUAL_MACHINE', input, sent, key, () =>
+      this.virtualMachineSteps(caller, input, this.env),
+    );
   }
 
   /** The steps of provisionVirtualMachine, in the order they run. */
@@ -405,19 +397,22 @@ export class ProvisioningService {
     caller: Caller,
     kind: ProvisioningKind,
     input: unknown,
+    sent: unknown[],
     givenKey: string | null | undefined,
     plan: () => PlannedStep[],
   ): Promise<ProvisionResult> {
     const key = givenKey ?? randomUUID();
     const id = uuidv5(`${caller.scope}/${key}`, NAMESPACE);
-    const sent = { kind, input: asSent(input) };
-    const print = keyedFingerprint(this.digest, sent);
+    // The fingerprint of the canonical upstream requests, as a cloud creation's: an equal input written otherwise
+    // (spaces the steps trim, a null for an omitted field, a CIDR the ledger knows given or left out) is the same.
+    const requests = { kind, steps: sent };
+    const print = keyedFingerprint(this.digest, requests);
     const steps = plan();
     const existing = await this.records.read(id);
     if (existing) {
-      // A provisioning stored before inputs were fingerprinted as sent has the fingerprint of the input as given.
+      // A provisioning stored before its requests were fingerprinted has the fingerprint of its input as given.
       const same =
-        sameRequest(existing.fingerprint, print, sent) ||
+        sameRequest(existing.fingerprint, print, requests) ||
         sameRequest(existing.fingerprint, keyedFingerprint(this.digest, { kind, input }), { kind, input });
       if (!same) {
         throw new GatewayError(
@@ -491,7 +486,7 @@ export class ProvisioningService {
     };
     if (!(await this.records.create(fresh))) {
       // A concurrent call with the same key won the insert: answer with its provisioning.
-      return this.start(caller, kind, input, key, plan);
+      return this.start(caller, kind, input, sent, key, plan);
     }
     this.runner.launch(fresh, steps, passwordsOf(input));
     return {

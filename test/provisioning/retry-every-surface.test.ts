@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { upstreamCreations } from '../helpers/cloud.js';
+import { createChain, upstreamCreations } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { graphqlLiteral, MUTATION_SURFACES, operationOver, type Answer, type Transport } from '../helpers/operation.js';
 
@@ -129,6 +129,47 @@ describe('a failed provisionKafkaCluster resumed over another transport', () => 
       const sent = upstreamCreations(gw).slice(before);
       expect(sent.map((r) => r.status)).toEqual([201, 201, 201, 201, 503, 201]);
       expect(sent[5]!.headers['idempotency-key']).toBe(sent[4]!.headers['idempotency-key']);
+    },
+  );
+});
+
+describe('provisionKafkaCluster retried with what the gateway knows given or left out', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startTestGateway();
+  });
+  afterAll(() => gw?.close());
+
+  it.each(['post', 'ws'] as Transport[])(
+    'over %s: the CIDR of a reused subnet the ledger knows, a null for an omitted field, replay; another cluster is REUSED',
+    async (transport) => {
+      const c = await createChain(gw);
+      const key = randomUUID();
+      const n = `t-${key.slice(0, 8)}`;
+      const reusing = (more: object) => ({
+        projectId: c.projectId,
+        networkId: c.networkId,
+        subnetId: c.subnetId,
+        cluster: { title: 'reusing', instanceType: 'C2_MEDIUM' },
+        topics: [{ name: n }],
+        ...more,
+      });
+      const before = upstreamCreations(gw).length;
+      const first = payload(await provision(transport, gw, reusing({}), key));
+      await gw.gateway.services.provisioning.idle();
+      for (const [given, inline] of [
+        [reusing({ subnetCidr: '10.10.0.0/24' }), false],
+        [reusing({ ipAddress: null, subnetCidr: ' 10.10.0.0/24' }), true],
+      ] as const) {
+        const again = payload(await provision(transport, gw, given, key, inline));
+        expect(again, JSON.stringify(given)).toEqual({ ...first, replayed: true });
+      }
+      const other = reusing({ cluster: { title: 'other', instanceType: 'C2_MEDIUM' } });
+      const reused = await provision(transport, gw, other, key);
+      expect(reused.errors?.[0]?.extensions?.code, reused.raw).toBe('IDEMPOTENCY_KEY_REUSED');
+      await gw.gateway.services.provisioning.idle();
+      // The cluster and its topic.
+      expect(upstreamCreations(gw).length - before).toBe(2);
     },
   );
 });
