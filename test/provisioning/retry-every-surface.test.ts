@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { createChain, upstreamCreations } from '../helpers/cloud.js';
+import { createChain, SSH_KEY, upstreamCreations } from '../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { graphqlLiteral, MUTATION_SURFACES, operationOver, type Answer, type Transport } from '../helpers/operation.js';
 
@@ -172,4 +172,46 @@ describe('provisionKafkaCluster retried with what the gateway knows given or lef
       expect(upstreamCreations(gw).length - before).toBe(2);
     },
   );
+});
+
+describe('provisionVirtualMachine retried with an equal input written differently', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startTestGateway();
+  });
+  afterAll(() => gw?.close());
+
+  const VM = `mutation($input: ProvisionVirtualMachineInput!, $key: UUID) {
+    provisionVirtualMachine(input: $input, idempotencyKey: $key) ${SELECTION}
+  }`;
+  const vm = (more: object = {}) => ({
+    project: { name: 'vm-project' },
+    network: { title: 'n' },
+    subnet: { title: 's', cidr: '192.168.20.0/24' },
+    ipAddress: { title: 'ip' },
+    virtualMachine: {
+      title: 'vm',
+      instanceType: 'C4_LARGE',
+      bootDisk: { sizeGb: 30, image: 'ROCKY_LINUX_9' },
+      users: [{ name: 'ops', sshKeys: [SSH_KEY] }],
+      ...more,
+    },
+  });
+
+  it('replays spaces the steps trim and defaults given; another VM is IDEMPOTENCY_KEY_REUSED', async () => {
+    const key = randomUUID();
+    const before = upstreamCreations(gw).length;
+    const send = (input: object) => operationOver('post', gw, null, { query: VM, variables: { input, key } });
+    const first = (await send(vm())).data as Record<string, any>;
+    expect(first.provisionVirtualMachine.replayed).toBe(false);
+    await gw.gateway.services.provisioning.idle();
+    const same = vm({ users: [{ sshKeys: [`${SSH_KEY} `], name: ' ops' }], platform: 'COMPUTE_V3', title: 'vm ' });
+    const again = (await send(same)).data as Record<string, any>;
+    expect(again).toEqual({ provisionVirtualMachine: { ...first.provisionVirtualMachine, replayed: true } });
+    const reused = await send(vm({ instanceType: 'C4_MEDIUM' }));
+    expect(reused.errors?.[0]?.extensions?.code, reused.raw).toBe('IDEMPOTENCY_KEY_REUSED');
+    await gw.gateway.services.provisioning.idle();
+    // The project, the network, the subnet, the IP address and the VM.
+    expect(upstreamCreations(gw).length - before).toBe(5);
+  });
 });
