@@ -1,7 +1,20 @@
-import { ErrorCode, GatewayError, UpstreamAnswerIncompleteError, type IncompleteAnswer } from '../errors.js';
+import {
+  ErrorCode,
+  GatewayError,
+  UpstreamAnswerIncompleteError,
+  UpstreamRejectedError,
+  type IncompleteAnswer,
+} from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { UpstreamHttp } from '../upstream/http.js';
-import { PATHS, scrubResponse, type CloudAnswers, type ProjectRequest, type ServiceCall } from './wire.js';
+import {
+  maskedPasswords,
+  PATHS,
+  scrubResponse,
+  type CloudAnswers,
+  type ProjectRequest,
+  type ServiceCall,
+} from './wire.js';
 
 export type CloudAuth = { token: string } | { credentials: Readonly<Record<string, unknown>> };
 
@@ -53,15 +66,33 @@ export class CloudTokens {
 
   private async fetch(): Promise<string> {
     if (!('credentials' in this.auth)) throw new Error('unreachable');
-    const res = await this.http.request({
-      method: 'POST',
-      path: PATHS.token,
-      route: `POST ${PATHS.token}`,
-      headers: { 'content-type': 'application/json', accept: 'application/json' },
-      body: this.auth.credentials,
-      rejectCode: (status) =>
-        status === 401 || status === 403 ? ErrorCode.UPSTREAM_UNAUTHENTICATED : ErrorCode.UPSTREAM_REJECTED,
-    });
+    const credentials = this.auth.credentials;
+    let res;
+    try {
+      res = await this.http.request({
+        method: 'POST',
+        path: PATHS.token,
+        route: `POST ${PATHS.token}`,
+        headers: { 'content-type': 'application/json', accept: 'application/json' },
+        body: credentials,
+        rejectCode: (status) =>
+          status === 401 || status === 403 ? ErrorCode.UPSTREAM_UNAUTHENTICATED : ErrorCode.UPSTREAM_REJECTED,
+      });
+    } catch (err) {
+      if (!(err instanceof UpstreamRejectedError)) throw err;
+      // The endpoint's answer is about the gateway's own account (and may quote its credentials): the operator's to
+      // read, in the log with the credentials' values masked; the app is told the code, the upstream and the status.
+      const said = maskedPasswords(JSON.stringify(err.body ?? null), textsOf(credentials));
+      this.logger.error(
+        { upstream: err.upstream, status: err.status, answer: said },
+        "the cloud token endpoint refused the gateway's credentials (CLOUD_API_CREDENTIALS)",
+      );
+      throw new GatewayError(
+        err.code,
+        `${err.upstream} refused the gateway's own credentials with status ${err.status}; its answer is in the gateway's log`,
+        { upstream: err.upstream, status: err.status },
+      );
+    }
     const parsed = this.answers.token(res.body);
     if (!parsed) {
       throw new GatewayError(
@@ -169,4 +200,13 @@ export class CloudClient {
     }
     return { id, response };
   }
+}
+
+/** Every text a value holds, longest first (a credentials object's values, to mask where they are quoted). */
+function textsOf(value: unknown): string[] {
+  if (typeof value === 'string') return value === '' ? [] : [value];
+  if (!value || typeof value !== 'object') return [];
+  return Object.values(value)
+    .flatMap(textsOf)
+    .sort((a, b) => b.length - a.length);
 }
