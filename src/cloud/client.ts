@@ -7,14 +7,7 @@ import {
 } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { UpstreamHttp } from '../upstream/http.js';
-import {
-  maskedPasswords,
-  PATHS,
-  scrubResponse,
-  type CloudAnswers,
-  type ProjectRequest,
-  type ServiceCall,
-} from './wire.js';
+import { masked, PATHS, scrubResponse, type CloudAnswers, type ProjectRequest, type ServiceCall } from './wire.js';
 
 export type CloudAuth = { token: string } | { credentials: Readonly<Record<string, unknown>> };
 
@@ -82,7 +75,7 @@ export class CloudTokens {
       if (!(err instanceof UpstreamRejectedError)) throw err;
       // The endpoint's answer is about the gateway's own account (and may quote its credentials): the operator's to
       // read, in the log with the credentials' values masked; the app is told the code, the upstream and the status.
-      const said = maskedPasswords(JSON.stringify(err.body ?? null), textsOf(credentials));
+      const said = masked(JSON.stringify(err.body ?? null), textsOf(credentials));
       this.logger.error(
         { upstream: err.upstream, status: err.status, answer: said },
         "the cloud token endpoint refused the gateway's credentials (CLOUD_API_CREDENTIALS)",

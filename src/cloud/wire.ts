@@ -390,27 +390,30 @@ export function maskSecrets(body: unknown): unknown {
 const RESPONSE_SECRET_KEY = /passw(or)?d|passphrase|pwd|secret|token|key|credential/i;
 
 /**
- * Removes secrets an upstream might echo back before a response is stored: fields named like one, and the passwords
- * of the request `sent` wherever a text of the answer quotes them (an answer in text, or a message). A body without
- * any (the common answer) is returned as it is, not copied: it is the parsed JSON of one answer, which nothing else
- * holds.
+ * Removes secrets an upstream might echo back before a response is stored: fields named like one, and the secret
+ * values of the request `sent` wherever a text of the answer quotes them (an answer in text, or a message). A body
+ * without any (the common answer) is returned as it is, not copied: it is the parsed JSON of one answer, which nothing
+ * else holds.
  */
 export function scrubResponse(body: unknown, sent?: unknown): unknown {
   const kept = holdsSecretKey(body) ? scrubbed(body) : body;
-  const passwords = sent === undefined ? NONE : passwordsOf(sent);
-  return passwords.length === 0 ? kept : maskedIn(kept, passwords);
+  const secrets = sent === undefined ? NONE : secretsOf(sent);
+  return secrets.length === 0 ? kept : masked(kept, secrets);
 }
 
 const NONE: readonly string[] = [];
 
-/** Every `password` value in a request or an input (users'), longest first, so that none is masked only in part. */
-export function passwordsOf(input: unknown): string[] {
+/**
+ * The secret values of a request or an input (a user's password: the keys `maskSecrets` masks), longest first, so
+ * that none is masked only in part.
+ */
+export function secretsOf(input: unknown): string[] {
   const found: string[] = [];
   const walk = (value: unknown): void => {
     if (Array.isArray(value)) value.forEach(walk);
     else if (value && typeof value === 'object')
       for (const [k, v] of Object.entries(value)) {
-        if (k === 'password' && typeof v === 'string' && v !== '') found.push(v);
+        if (SECRET_KEY.test(k) && typeof v === 'string' && v !== '') found.push(v);
         else walk(v);
       }
   };
@@ -418,18 +421,13 @@ export function passwordsOf(input: unknown): string[] {
   return [...new Set(found)].sort((a, b) => b.length - a.length);
 }
 
-/** `text` with each of `passwords` replaced by `***`. */
-export function maskedPasswords(text: string, passwords: readonly string[]): string {
-  return passwords.reduce((t, pw) => t.replaceAll(pw, '***'), text);
-}
-
-/** `body` with `passwords` masked in every text it holds. */
-function maskedIn(body: unknown, passwords: readonly string[]): unknown {
-  if (typeof body === 'string') return maskedPasswords(body, passwords);
-  if (Array.isArray(body)) return body.map((v) => maskedIn(v, passwords));
-  if (body && typeof body === 'object')
-    return Object.fromEntries(Object.entries(body).map(([k, v]) => [k, maskedIn(v, passwords)]));
-  return body;
+/** `value` with each of `secrets` replaced by `***` in every text it holds (itself, when it is one). */
+export function masked<T>(value: T, secrets: readonly string[]): T {
+  if (typeof value === 'string') return secrets.reduce((t, s) => t.replaceAll(s, '***'), value as string) as T;
+  if (Array.isArray(value)) return value.map((v: unknown) => masked(v, secrets)) as T;
+  if (value && typeof value === 'object')
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, masked(v, secrets)])) as T;
+  return value;
 }
 
 function holdsSecretKey(body: unknown): boolean {

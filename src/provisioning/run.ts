@@ -1,6 +1,6 @@
 import { GraphQLError } from 'graphql';
 
-import { maskedPasswords } from '../cloud/wire.js';
+import { masked } from '../cloud/wire.js';
 import { ErrorCode } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { upstreamKey } from '../upstream/idempotency.js';
@@ -29,10 +29,11 @@ export class ProvisioningRunner {
   }
 
   /**
-   * `passwords`: the input's passwords. A refused step's error is stored and streamed, and an upstream's refusal may
-   * quote the request it refused (UpstreamRejectedError carries its text): each is masked as `***` before that.
+   * `secrets`: the input's secret values (its users' passwords). A refused step's error is stored and streamed, and an
+   * upstream's refusal may quote the request it refused (UpstreamRejectedError carries its text): each is masked as
+   * `***` before that.
    */
-  launch(p: Provisioning, plan: PlannedStep[], passwords: readonly string[] = []): void {
+  launch(p: Provisioning, plan: PlannedStep[], secrets: readonly string[] = []): void {
     let touching: Promise<void> = Promise.resolve();
     const heartbeat = setInterval(
       () => {
@@ -43,7 +44,7 @@ export class ProvisioningRunner {
       Math.max(10, Math.floor(this.staleMs / 3)),
     );
     heartbeat.unref();
-    const work = this.run(p, plan, passwords)
+    const work = this.run(p, plan, secrets)
       .catch((err: unknown) => this.logger.error({ err, provisioning: p.id }, 'provisioning run failed unexpectedly'))
       .finally(async () => {
         clearInterval(heartbeat);
@@ -59,7 +60,7 @@ export class ProvisioningRunner {
     await Promise.all([...this.running.values()]);
   }
 
-  private async run(p: Provisioning, plan: PlannedStep[], passwords: readonly string[]): Promise<void> {
+  private async run(p: Provisioning, plan: PlannedStep[], secrets: readonly string[]): Promise<void> {
     const ids = new Map<string, string>();
     let current = p;
     for (const [i, planned] of plan.entries()) {
@@ -97,7 +98,7 @@ export class ProvisioningRunner {
             err instanceof GraphQLError
               ? String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR)
               : ErrorCode.INTERNAL_SERVER_ERROR,
-          message: err instanceof GraphQLError ? maskedPasswords(err.message, passwords) : 'internal error',
+          message: err instanceof GraphQLError ? masked(err.message, secrets) : 'internal error',
           status:
             err instanceof GraphQLError && typeof err.extensions.status === 'number' ? err.extensions.status : null,
         };

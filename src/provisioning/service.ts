@@ -6,7 +6,7 @@ import type { Caller } from '../auth/caller.js';
 import { readableBy } from '../auth/tenancy.js';
 import type { CloudService } from '../cloud/service.js';
 import * as v from '../cloud/validation.js';
-import { passwordsOf } from '../cloud/wire.js';
+import { secretsOf } from '../cloud/wire.js';
 import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
 import type { Events } from '../events/index.js';
 import { keyedFingerprint, sameRequest } from '../fingerprint.js';
@@ -455,7 +455,7 @@ export class ProvisioningService {
         ),
       };
       await this.records.save(resumed);
-      this.runner.launch(resumed, steps, passwordsOf(input));
+      this.runner.launch(resumed, steps, secretsOf(input));
       return {
         result: resumed,
         idempotencyKey: key,
@@ -488,7 +488,7 @@ export class ProvisioningService {
       // A concurrent call with the same key won the insert: answer with its provisioning.
       return this.start(caller, kind, input, sent, key, plan);
     }
-    this.runner.launch(fresh, steps, passwordsOf(input));
+    this.runner.launch(fresh, steps, secretsOf(input));
     return {
       result: fresh,
       idempotencyKey: key,
