@@ -2,7 +2,7 @@
 import { Client, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
 import { afterEach } from 'vitest';
 
-import type { TestGateway } from './gateway.js';
+import { appsFile, type TestGateway } from './gateway.js';
 
 export interface McpClientOptions {
   key?: string;
@@ -77,4 +77,21 @@ export function mcpClientsPerTest(): (gw: Pick<TestGateway, 'url'>, o?: McpClien
     clients.push(c);
     return c;
   };
+}
+
+/** The keys of the agents' plan tests: the agent that plans, the person who approves, and an operator. */
+export const AGENT_KEY = 'agent-key-0123456789';
+export const APPROVER_KEY = 'approver-key-0123456789';
+export const OPERATOR_KEY = 'operator-key-0123456789';
+
+/**
+ * An apps file of the agents' plan tests: `agent` (cloud:read, cloud:write) and `approver` (cloud:approve), with
+ * `withOperator` an operator app `ops` too.
+ */
+export function planApps(prefix: string, o: { withOperator?: boolean } = {}): string {
+  return appsFile(prefix, [
+    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
+    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
+    ...(o.withOperator ? [{ name: 'ops', scopes: ['operator'], key: OPERATOR_KEY }] : []),
+  ]);
 }

@@ -4,8 +4,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { upstreamCreations } from '../../helpers/cloud.js';
-import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
-import { mcpClient, textOf, type TestMcpClient } from '../../helpers/mcp.js';
+import { gatewaysPerTest } from '../../helpers/gateway.js';
+import { AGENT_KEY, APPROVER_KEY, mcpClient, planApps, textOf, type TestMcpClient } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const clients: TestMcpClient[] = [];
@@ -13,14 +13,7 @@ afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.close().catch(() => undefined)));
 });
 
-const AGENT_KEY = 'agent-key-0123456789';
-const APPROVER_KEY = 'approver-key-0123456789';
-
-const appsFileOf = () =>
-  appsFile('mcp-assurance-', [
-    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
-    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
-  ]);
+const appsFileOf = () => planApps('mcp-assurance-');
 
 describe('MCP_APPROVAL', () => {
   it('by default a client that auto-accepts approves nothing: it is shown the plan and the link; an approver approves', async () => {

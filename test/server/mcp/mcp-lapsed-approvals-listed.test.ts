@@ -3,23 +3,17 @@
 // beside the plans never approved, and leave out the ones whose approval holds.
 import { describe, expect, it } from 'vitest';
 
-import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
+import { gatewaysPerTest } from '../../helpers/gateway.js';
 import { subscribe } from '../../helpers/identity.js';
 import { testClock } from '../../helpers/jwt.js';
-import { mcpClientsPerTest } from '../../helpers/mcp.js';
+import { AGENT_KEY, APPROVER_KEY, mcpClientsPerTest, planApps } from '../../helpers/mcp.js';
 import { wsClient } from '../../helpers/mobile-id.js';
 import { waitFor } from '../../helpers/wait.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const AGENT_KEY = 'agent-key-0123456789';
-const APPROVER_KEY = 'approver-key-0123456789';
-const appsFileOf = () =>
-  appsFile('mcp-lapsed-', [
-    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
-    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
-  ]);
+const appsFileOf = () => planApps('mcp-lapsed-');
 
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
 const FIELDS = 'id status approvedBy';

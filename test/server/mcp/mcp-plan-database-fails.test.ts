@@ -9,21 +9,15 @@ import { describe, expect, it } from 'vitest';
 
 import { upstreamCreations } from '../../helpers/cloud.js';
 import { fileSizeLimit, fileSizeLimitUnavailable, whileFilesCannotGrow } from '../../helpers/faults.js';
-import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
+import { gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
-import { mcpClientsPerTest, type TestMcpClient } from '../../helpers/mcp.js';
+import { AGENT_KEY, APPROVER_KEY, mcpClientsPerTest, planApps, type TestMcpClient } from '../../helpers/mcp.js';
 import { waitFor } from '../../helpers/wait.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const AGENT_KEY = 'agent-key-0123456789';
-const APPROVER_KEY = 'approver-key-0123456789';
-const appsFileOf = () =>
-  appsFile('mcp-plan-database-fails-', [
-    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
-    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
-  ]);
+const appsFileOf = () => planApps('mcp-plan-database-fails-');
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
 const STATUS = 'query($id: ID!) { agentPlan(id: $id) { status } }';
 

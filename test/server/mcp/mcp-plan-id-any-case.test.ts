@@ -2,21 +2,13 @@
 // finds, and answer with its id as the plan tool gave it.
 import { describe, expect, it } from 'vitest';
 
-import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
-import { mcpClientsPerTest } from '../../helpers/mcp.js';
+import { gatewaysPerTest } from '../../helpers/gateway.js';
+import { AGENT_KEY, APPROVER_KEY, mcpClientsPerTest, OPERATOR_KEY, planApps } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const AGENT_KEY = 'agent-key-0123456789';
-const APPROVER_KEY = 'approver-key-0123456789';
-const OPERATOR_KEY = 'operator-key-0123456789';
-const appsFileOf = () =>
-  appsFile('mcp-plan-id-case-', [
-    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
-    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
-    { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
-  ]);
+const appsFileOf = () => planApps('mcp-plan-id-case-', { withOperator: true });
 
 describe('a plan id in upper case', () => {
   it('names the same plan to agentPlan, approvePlan, declinePlan and agentAudit as to execute_plan', async () => {

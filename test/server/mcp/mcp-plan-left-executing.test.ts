@@ -15,9 +15,9 @@ import {
   type CloudSandbox,
 } from '../../../src/sandbox/cloud.js';
 import { upstreamCreations } from '../../helpers/cloud.js';
-import { appsFile, gatewaysPerTest, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
+import { gatewaysPerTest, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
-import { mcpClientsPerTest, textOf } from '../../helpers/mcp.js';
+import { AGENT_KEY, APPROVER_KEY, mcpClientsPerTest, OPERATOR_KEY, planApps, textOf } from '../../helpers/mcp.js';
 import { gatewayProcesses } from '../../helpers/process.js';
 import { waitFor } from '../../helpers/wait.js';
 
@@ -25,15 +25,7 @@ const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 const spawnGateway = gatewayProcesses();
 
-const AGENT_KEY = 'agent-key-0123456789';
-const APPROVER_KEY = 'approver-key-0123456789';
-const OPERATOR_KEY = 'operator-key-0123456789';
-const appsFileOf = () =>
-  appsFile('mcp-left-executing-', [
-    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
-    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
-    { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
-  ]);
+const appsFileOf = () => planApps('mcp-left-executing-', { withOperator: true });
 
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
 const STATUS = 'query($id: ID!) { agentPlan(id: $id) { status } }';

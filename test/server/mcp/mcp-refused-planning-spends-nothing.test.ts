@@ -6,19 +6,13 @@ import { describe, expect, it } from 'vitest';
 
 import { MAX_OPEN_PLANS_PER_APP } from '../../../src/store/agent-plans.js';
 import { upstreamCreations } from '../../helpers/cloud.js';
-import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
-import { mcpClientsPerTest, textOf, type TestMcpClient } from '../../helpers/mcp.js';
+import { gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
+import { AGENT_KEY, APPROVER_KEY, mcpClientsPerTest, planApps, textOf, type TestMcpClient } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const AGENT_KEY = 'agent-key-0123456789';
-const APPROVER_KEY = 'approver-key-0123456789';
-const appsFileOf = () =>
-  appsFile('mcp-refused-planning-', [
-    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
-    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
-  ]);
+const appsFileOf = () => planApps('mcp-refused-planning-');
 
 /** The creation points the agent app has spent: allowed, less those given back (`gateway_rate_limit_points_total`). */
 async function spent(gw: TestGateway): Promise<number> {

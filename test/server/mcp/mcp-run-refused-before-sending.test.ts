@@ -5,23 +5,24 @@
 import { describe, expect, it } from 'vitest';
 
 import { upstreamCreations } from '../../helpers/cloud.js';
-import { appsFile, gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
+import { gatewaysPerTest, startTestGateway, tempDataDir, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
-import { mcpClient, mcpClientsPerTest, textOf, type TestMcpClient } from '../../helpers/mcp.js';
+import {
+  AGENT_KEY,
+  APPROVER_KEY,
+  mcpClient,
+  mcpClientsPerTest,
+  OPERATOR_KEY,
+  planApps,
+  textOf,
+  type TestMcpClient,
+} from '../../helpers/mcp.js';
 import { waitFor } from '../../helpers/wait.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const AGENT_KEY = 'agent-key-0123456789';
-const APPROVER_KEY = 'approver-key-0123456789';
-const OPERATOR_KEY = 'operator-key-0123456789';
-const appsFileOf = () =>
-  appsFile('mcp-run-refused-', [
-    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
-    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
-    { name: 'ops', scopes: ['operator'], key: OPERATOR_KEY },
-  ]);
+const appsFileOf = () => planApps('mcp-run-refused-', { withOperator: true });
 
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
 const PROJECTS = '/apis/projects/public/v4/projects';

@@ -5,20 +5,14 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { upstreamCreations } from '../../helpers/cloud.js';
-import { appsFile, gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
+import { gatewaysPerTest, type TestGateway } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
-import { mcpClientsPerTest, textOf, type TestMcpClient } from '../../helpers/mcp.js';
+import { AGENT_KEY, APPROVER_KEY, mcpClientsPerTest, planApps, textOf, type TestMcpClient } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
-const AGENT_KEY = 'agent-key-0123456789';
-const APPROVER_KEY = 'approver-key-0123456789';
-const appsFileOf = () =>
-  appsFile('mcp-unknown-again-', [
-    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
-    { name: 'approver', scopes: ['cloud:approve'], key: APPROVER_KEY },
-  ]);
+const appsFileOf = () => planApps('mcp-unknown-again-');
 
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { id status approvedBy hash } }';
 const DECLINE = 'mutation($id: ID!) { declinePlan(planId: $id) { id status } }';
