@@ -7,7 +7,7 @@ import type { Document, LineCounter } from 'yaml';
 import { z } from 'zod';
 
 import { FileError } from '../errors.js';
-import { APP_NAME, isScope, SCOPES, type Scope } from './caller.js';
+import { APP_NAME, isScope, KEY_LABEL, KEY_LABEL_RULE, SCOPES, type Scope } from './caller.js';
 
 /** One app of the file. */
 export interface AppFileEntry {
@@ -34,7 +34,10 @@ const keySchema = z.strictObject({
 });
 
 const appSchema = z.strictObject({
-  name: z.string().regex(APP_NAME, 'must be 1 to 64 letters, digits, `_`, `.` or `-`, starting with a letter or digit'),
+  name: z
+    .string()
+    .regex(APP_NAME, 'must be 1 to 64 letters, digits, `_`, `.` or `-`, starting with a letter or digit')
+    .refine((name) => !KEY_LABEL.test(name), `must not be of a bare key's label's form: ${KEY_LABEL_RULE}`),
   scopes: z
     .array(z.string().refine(isScope, { message: `is not a scope; the scopes are ${SCOPES.join(', ')}` }))
     .min(1, 'must list at least one scope (an app that may do nothing needs no key)'),

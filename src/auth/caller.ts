@@ -122,6 +122,16 @@ export interface AppKey {
 export const APP_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
 /**
+ * The form of a bare key's label (`key-` and 12 hex digits of a keyed digest; src/gateway/live.ts). A bare key is its own
+ * owner (`key:<16 hex>`): a configured or JWT app that took a name of this form would share its name, and with it
+ * approvers' `approves` lists, metrics and logs, with another owner. No such app is accepted.
+ */
+export const KEY_LABEL = /^key-[0-9a-f]{12}$/;
+
+/** Why a name of KEY_LABEL's form is refused, for the messages that refuse it. */
+export const KEY_LABEL_RULE = "a bare key's label (key- and 12 hex digits) is no app's name";
+
+/**
  * `name:key` when the part before the first `:` is an app name, else a bare key. A key that itself holds a `:`
  * after a name-like prefix must be written with a name (`shop:abc:def` is the app `shop` with key `abc:def`).
  */

@@ -14,7 +14,17 @@ import { LRUCache } from 'lru-cache';
 
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { APP_NAME, Grants, isScope, scopeOfApp, sha256, type Caller, type Scope } from './caller.js';
+import {
+  APP_NAME,
+  Grants,
+  isScope,
+  KEY_LABEL,
+  KEY_LABEL_RULE,
+  scopeOfApp,
+  sha256,
+  type Caller,
+  type Scope,
+} from './caller.js';
 import { JsonFileError } from './json-file.js';
 import { ASYMMETRIC_ALGORITHMS, fetchJwks, readJwksFile } from './jwks-fetch.js';
 import type { JwtAppEntry, JwtAuthConfig, JwtIssuerConfig } from './jwt-config.js';
@@ -242,6 +252,9 @@ export class JwtApps {
         reason: 'not_accepted',
       };
     if (this.configured.has(value)) return configuredRefusal(claim);
+    // Whether or not a bare key has that label now: one configured later would share the name with this app.
+    if (KEY_LABEL.test(value))
+      return { refused: `the JWT's ${claim} claim is refused as an app name: ${KEY_LABEL_RULE}`, reason: 'app_name' };
     if (this.elsewhere.has(value))
       return {
         refused: `the JWT's ${claim} claim names an app another identity provider of AUTH_ISSUERS signs in: list it in this provider's apps as <claim value>=<name> to make them one app`,

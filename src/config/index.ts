@@ -2,7 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 
 import { AppsFileError, readAppsFile, type AppFileEntry } from '../auth/apps-file.js';
-import { APP_NAME, parseAppKey, sha256, type AppKey } from '../auth/caller.js';
+import { APP_NAME, KEY_LABEL, KEY_LABEL_RULE, parseAppKey, sha256, type AppKey } from '../auth/caller.js';
 import { CLAIM_NAME, IssuersFileError, readIssuersFile } from '../auth/issuers-file.js';
 import type { JwtAppEntry, JwtAuthConfig, JwtIssuerConfig } from '../auth/jwt-config.js';
 import { PHASES, type Phase } from '../phases.js';
@@ -1365,7 +1365,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   const e = parseEnv(envSchema, env);
   const apiKeys = e.GATEWAY_API_KEYS.map(parseAppKey);
   const operatorKeys = e.OPERATOR_API_KEYS.map(parseAppKey);
-  checkAppKeys([...apiKeys, ...operatorKeys]);
+  checkAppKeys([
+    ...apiKeys.map((k) => ({ ...k, variable: 'GATEWAY_API_KEYS' })),
+    ...operatorKeys.map((k) => ({ ...k, variable: 'OPERATOR_API_KEYS' })),
+  ]);
   const appsFile = e.GATEWAY_APPS_FILE ? appsFromFile(e.GATEWAY_APPS_FILE, [...apiKeys, ...operatorKeys]) : [];
   if (e.CLOUD_API_URL && !e.CLOUD_API_TOKEN && !e.CLOUD_API_CREDENTIALS) {
     throw new ConfigError(
@@ -1851,6 +1854,7 @@ function jwtApps(
         i,
       );
     if (claims.has(claim)) throw fail(`entry ${i + 1}: ${claim} is listed twice`, i);
+    if (KEY_LABEL.test(app)) throw fail(`entry ${i + 1}: the app name ${app} is refused: ${KEY_LABEL_RULE}`, i);
     claims.add(claim);
     if (eq < 0 && configuredNames.has(app)) {
       throw fail(
@@ -1893,10 +1897,15 @@ function appsFromFile(file: string, keys: readonly AppKey[]): AppFileEntry[] {
   return apps;
 }
 
-/** One key may not stand for two apps; names follow APP_NAME. Keys are never repeated in the message. */
-function checkAppKeys(keys: readonly AppKey[]): void {
+/**
+ * One key may not stand for two apps; names follow APP_NAME and are not of a bare key's label's form (KEY_LABEL). Keys
+ * are never repeated in the message.
+ */
+function checkAppKeys(keys: readonly (AppKey & { variable: string })[]): void {
   const owner = new Map<string, string | null>();
   keys.forEach((k, i) => {
+    if (k.name !== null && KEY_LABEL.test(k.name))
+      throw new ConfigError(k.variable, `the app name ${k.name} is refused: ${KEY_LABEL_RULE}; choose another name`);
     if (owner.has(k.key) && owner.get(k.key) !== k.name) {
       throw new ConfigError(
         'GATEWAY_API_KEYS',
