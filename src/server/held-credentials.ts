@@ -27,6 +27,12 @@ export interface Holding {
   admitted?(caller: Caller): void;
 }
 
+const UNCHECKED: AuthFailure = Object.freeze({
+  ok: false,
+  reason: 'unavailable',
+  message: 'the credential could not be authenticated again after a reload: connect again',
+});
+
 export class HeldCredentials {
   /** Each holding, and the configuration's generation its credential was last authenticated under. */
   private readonly held = new Map<Holding, number>();
@@ -73,7 +79,7 @@ export class HeldCredentials {
   async recheck(holding: Holding): Promise<Caller | null> {
     while (this.held.has(holding)) {
       const checkedUnder = this.generation();
-      const result = reauthenticatedFor(holding.caller, await this.options.authenticate(holding.authorization));
+      const result = reauthenticatedFor(holding.caller, await this.authenticate(holding.authorization));
       if (checkedUnder !== this.generation() || !this.held.has(holding)) continue;
       if (!result.ok) {
         this.held.delete(holding);
@@ -87,12 +93,26 @@ export class HeldCredentials {
     return null;
   }
 
+  /**
+   * The credential authenticated under the running configuration. A check that throws (none does today: a JWT whose
+   * keys cannot be fetched answers `unavailable`) fails closed, as that answer does: what it held ends, and it is logged.
+   */
+  private async authenticate(authorization: string | undefined) {
+    try {
+      return await this.options.authenticate(authorization);
+    } catch (err) {
+      this.options.logger.error({ err }, 'a credential held open could not be authenticated again: what it held ends');
+      return UNCHECKED;
+    }
+  }
+
   /** After a reload: everything held is authenticated again. */
   recheckAll(): void {
     for (const holding of [...this.held.keys()]) this.recheckLater(holding);
   }
 
   private recheckLater(holding: Holding): void {
+    // `refused` and `admitted` are the transports' own: one that throws is logged, the others still rechecked.
     this.recheck(holding).catch((err: unknown) =>
       this.options.logger.warn({ err }, 'what a credential holds open could not be authenticated again after a reload'),
     );
