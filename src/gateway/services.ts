@@ -136,7 +136,7 @@ export async function buildServices(
     events,
     staleMs: config.idempotencyTakeoverMs,
     bounds: config.provisioningBounds,
-    charge: (caller, points) => rateLimits.take(caller, 'creations', points),
+    charge: (caller, points) => rateLimits.charge(caller, 'creations', points),
     digest: (text) => box.digest(text),
   });
   // Shutdown lets running provisionings finish their current step before the store closes.

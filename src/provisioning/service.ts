@@ -163,9 +163,10 @@ export interface ProvisioningOptions {
   /**
    * Spends the caller's creation points (RATE_LIMIT_CREATIONS) or throws RATE_LIMITED: a provisioning is charged
    * one point per upstream creation it will make, before its first step, and refused whole when they do not all
-   * fit (docs/decisions/023). The admission stage charges these mutations nothing itself.
+   * fit (docs/decisions/023). The admission stage charges these mutations nothing itself. Resolves to what gives the
+   * points back, for a call that runs nothing after all.
    */
-  charge: (caller: Caller, points: number) => Promise<void>;
+  charge: (caller: Caller, points: number) => Promise<() => Promise<void>>;
   /** The gateway secret's keyed digest: the input (passwords included) is stored only as a keyed fingerprint. */
   digest: (text: string) => string;
 }
@@ -184,7 +185,7 @@ export class ProvisioningService {
 
   private readonly cloud: CloudService;
   private readonly lookup: (id: string) => Promise<LedgerRecord | null>;
-  private readonly charge: (caller: Caller, points: number) => Promise<void>;
+  private readonly charge: ProvisioningOptions['charge'];
   private readonly digest: (text: string) => string;
   private readonly staleMs: number;
   readonly bounds: ProvisioningBounds;
@@ -409,6 +410,13 @@ export class ProvisioningService {
     const print = keyedFingerprint(this.digest, requests);
     const steps = plan();
     const existing = await this.records.read(id);
+    const answer = (result: Provisioning, replayed: boolean): ProvisionResult => ({
+      result,
+      idempotencyKey: key,
+      upstreamIdempotencyKey: upstreamKey(caller.scope, key),
+      replayed,
+    });
+    let run: Provisioning;
     if (existing) {
       // A provisioning stored before its requests were fingerprinted has the fingerprint of its input as given.
       const same =
@@ -423,28 +431,12 @@ export class ProvisioningService {
           },
         );
       }
-      const now = Date.now();
       const alive =
         this.runner.isRunning(id) ||
-        (existing.state === 'RUNNING' && now - existing.updatedAt.getTime() < this.staleMs);
-      const replay = {
-        result: existing,
-        idempotencyKey: key,
-        upstreamIdempotencyKey: upstreamKey(caller.scope, key),
-        replayed: true,
-      };
-      if (existing.state === 'SUCCEEDED' || alive) return replay;
-      // A resume is charged for what is still to create: the steps that did not finish.
-      const finished = new Set(
-        existing.steps
-          .filter((s) => s.state !== 'FAILED' && s.state !== 'RUNNING' && s.state !== 'PENDING')
-          .map((s) => s.name),
-      );
-      await this.charge(caller, creations(steps, finished));
-      // One caller resumes it, on whichever replica: the others answer with the provisioning as it is.
-      if (!(await this.records.claimResume(existing, now, this.staleMs))) return replay;
-      // FAILED, or RUNNING but abandoned by a request that died: resume.
-      const resumed: Provisioning = {
+        (existing.state === 'RUNNING' && Date.now() - existing.updatedAt.getTime() < this.staleMs);
+      if (existing.state === 'SUCCEEDED' || alive) return answer(existing, true);
+      // FAILED, or RUNNING but abandoned by a request that died: resume the steps that did not finish.
+      run = {
         ...existing,
         revision: existing.revision + 1,
         updatedAt: new Date(),
@@ -454,47 +446,59 @@ export class ProvisioningService {
           s.state === 'FAILED' || s.state === 'RUNNING' ? { ...s, state: 'PENDING', error: null } : s,
         ),
       };
-      await this.records.save(resumed);
-      this.runner.launch(resumed, steps, secretsOf(input));
-      return {
-        result: resumed,
+    } else {
+      const now = new Date();
+      run = {
+        id,
+        scope: caller.scope,
+        kind,
+        state: 'RUNNING',
+        steps: steps.map((s) => ({
+          name: s.name,
+          state: 'PENDING',
+          resourceId: null,
+          idempotencyKey: null,
+          error: null,
+        })),
+        error: null,
         idempotencyKey: key,
-        upstreamIdempotencyKey: upstreamKey(caller.scope, key),
-        replayed: false,
+        fingerprint: print,
+        revision: 0,
+        createdAt: now,
+        updatedAt: now,
       };
     }
-    await this.charge(caller, creations(steps, new Set()));
-    const now = new Date();
-    const fresh: Provisioning = {
-      id,
-      scope: caller.scope,
-      kind,
-      state: 'RUNNING',
-      steps: steps.map((s) => ({
-        name: s.name,
-        state: 'PENDING',
-        resourceId: null,
-        idempotencyKey: null,
-        error: null,
-      })),
-      error: null,
-      idempotencyKey: key,
-      fingerprint: print,
-      revision: 0,
-      createdAt: now,
-      updatedAt: now,
-    };
-    if (!(await this.records.create(fresh))) {
-      // A concurrent call with the same key won the insert: answer with its provisioning.
-      return this.start(caller, kind, input, sent, key, plan);
+    // Charged for what is still to create (a resume: the steps that did not finish), before the claim, so that a
+    // refusal leaves the provisioning as it was. A call that claims nothing after all (a concurrent call with its key
+    // won the insert or the resume, or storing failed) runs nothing: its points are given back, as a replay costs none.
+    const finished = new Set(
+      (existing?.steps ?? [])
+        .filter((s) => s.state !== 'FAILED' && s.state !== 'RUNNING' && s.state !== 'PENDING')
+        .map((s) => s.name),
+    );
+    const refund = await this.charge(caller, creations(steps, finished));
+    const claimed = await this.claim(existing, run).catch(async (err: unknown) => {
+      await refund();
+      throw err;
+    });
+    if (!claimed) {
+      await refund();
+      // The resume's claim lost: the provisioning as this call read it. The insert lost: the winner's.
+      return existing ? answer(existing, true) : this.start(caller, kind, input, sent, key, plan);
     }
-    this.runner.launch(fresh, steps, secretsOf(input));
-    return {
-      result: fresh,
-      idempotencyKey: key,
-      upstreamIdempotencyKey: upstreamKey(caller.scope, key),
-      replayed: false,
-    };
+    this.runner.launch(run, steps, secretsOf(input));
+    return answer(run, false);
+  }
+
+  /**
+   * Stores `run` for this call to run: a new provisioning's insert, or a resume's claim of `existing` (on whichever
+   * replica, one caller resumes it). False when a concurrent call with the same key got it first.
+   */
+  private async claim(existing: Provisioning | null, run: Provisioning): Promise<boolean> {
+    if (!existing) return this.records.create(run);
+    if (!(await this.records.claimResume(existing, run.updatedAt.getTime(), this.staleMs))) return false;
+    await this.records.save(run);
+    return true;
   }
 
   /** A provisioning of the caller, or null (another API key's provisioning is not visible). */

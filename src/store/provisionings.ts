@@ -13,7 +13,9 @@ export class ProvisioningRows {
     const inserted = await this.db
       .insertInto('provisionings')
       .values(row)
-      .onConflict((oc) => oc.column('id').doNothing())
+      // No conflict target: the id is derived from (scope, key), whose unique index a concurrent insert on PostgreSQL
+      // may hit first, and with `id` as the only target that conflict is an error instead of nothing inserted.
+      .onConflict((oc) => oc.doNothing())
       .executeTakeFirst();
     return Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 1;
   }
