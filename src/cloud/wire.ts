@@ -2,6 +2,7 @@ import { z } from 'zod';
 
 import { toWire } from '../catalog/index.js';
 import { readIdAt, readJsonPath, type JsonPath, type ShapePaths } from '../config/json-path.js';
+import { SECRET_KEY } from '../logger.js';
 import { isIPv4 } from './ipv4.js';
 import {
   REGION_WIRE,
@@ -365,10 +366,7 @@ export class CloudAnswers {
   }
 }
 
-/** Keys whose values are secrets, in requests (user passwords) and responses (tokens). */
-const SECRET_KEY = /^(password|access_token|accessToken|token|secret)$/i;
-
-/** A request body as plans show it: every secret value replaced by `***`, everything else as sent. */
+/** A request body as plans show it: the value of every key SECRET_KEY names replaced by `***`, the rest as sent. */
 export function maskSecrets(body: unknown): unknown {
   if (Array.isArray(body)) return body.map(maskSecrets);
   if (body && typeof body === 'object') {
