@@ -3,29 +3,64 @@ import { pino, type DestinationStream, type Logger } from 'pino';
 export type { Logger };
 
 /**
- * Paths redacted from every log line. Secrets never reach a log: API keys and upstream tokens travel in
- * headers, passwords and tokens in bodies (cloud users, VM users, mobile-ID notifications).
+ * Names of keys whose values are secrets, wherever they are: the one list. Each log line has them redacted at any
+ * depth (`redacted`); in a cloud request they are what a plan shows masked and what is masked where an upstream quotes
+ * it (src/cloud/wire.ts maskSecrets, secretsOf). API keys and upstream tokens travel in headers, passwords and tokens
+ * in bodies (cloud users, VM users, mobile-ID notifications, the cloud credentials). Compared without regard to case,
+ * so `accessToken` is `access_token`'s camelCase.
  */
-export const REDACT_PATHS = [
-  'req.headers.authorization',
-  'req.headers.cookie',
-  'headers.authorization',
-  'headers["idempotency-key"]',
-  '*.password',
-  '*.*.password',
-  '*.access_token',
-  '*.id_token',
-  '*.accessToken',
-  '*.idToken',
-  '*.token',
-  '*.client_notification_token',
-  'password',
-  'access_token',
-  'id_token',
-  'token',
-  'credentials',
-  '*.credentials',
-];
+export const SECRET_KEY = new RegExp(
+  `^(?:${[
+    'password',
+    'passwd',
+    'passphrase',
+    'secret',
+    'client_?secret',
+    'private_?key',
+    'token',
+    '(?:access|id|refresh|client_?notification)_?token',
+    'authorization',
+    'proxy-authorization',
+    'cookie',
+    'set-cookie',
+    'credentials',
+    '(?:x-)?api[-_]?key',
+    'idempotency-key',
+  ].join('|')})$`,
+  'i',
+);
+
+const CENSOR = '[redacted]';
+const CIRCULAR = '[Circular]';
+
+/**
+ * `value` with the value of every key SECRET_KEY names replaced by `[redacted]`, at any depth (pino's redact paths
+ * cannot say "any depth"). Copied only along the way to a redacted key, keeping each copy's prototype and property
+ * descriptors (an Error stays an Error, with its message and stack); `value` itself when it holds none, which is
+ * nearly every line. `within`: the objects being walked, so a cycle ends.
+ */
+function redacted<T>(value: T, within: object[] = []): T {
+  if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return value;
+  // What pino writes for a cycle too; the object itself would be the original, secrets and all.
+  if (within.includes(value)) return CIRCULAR as T;
+  within.push(value);
+  let changed: [string, unknown][] | null = null;
+  for (const [k, v] of Object.entries(value)) {
+    const next = SECRET_KEY.test(k) && v !== undefined && v !== null ? CENSOR : redacted(v, within);
+    if (next !== v) (changed ??= []).push([k, next]);
+  }
+  within.pop();
+  if (!changed) return value;
+  if (Array.isArray(value)) {
+    const copy: unknown[] = [...value];
+    for (const [k, next] of changed) copy[Number(k)] = next;
+    return copy as T;
+  }
+  const descriptors = Object.getOwnPropertyDescriptors(value) as PropertyDescriptorMap;
+  for (const [k, next] of changed)
+    descriptors[k] = { value: next, enumerable: true, writable: true, configurable: true };
+  return Object.create(Object.getPrototypeOf(value) as object | null, descriptors) as T;
+}
 
 /** How log lines are written: one JSON object per line, or a compact line for a person at a terminal. */
 export type LogFormat = 'json' | 'pretty';
@@ -102,7 +137,8 @@ export function createLogger(
     {
       level: options.level ?? 'info',
       base: { service: 'gateway' },
-      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+      // On the lines written only: pino calls no formatter for a line below the level.
+      formatters: { log: redacted },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
     destination,

@@ -7,7 +7,15 @@ import {
 } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { UpstreamHttp } from '../upstream/http.js';
-import { masked, PATHS, scrubResponse, type CloudAnswers, type ProjectRequest, type ServiceCall } from './wire.js';
+import {
+  masked,
+  PATHS,
+  scrubResponse,
+  secretsOf,
+  type CloudAnswers,
+  type ProjectRequest,
+  type ServiceCall,
+} from './wire.js';
 
 export type CloudAuth = { token: string } | { credentials: Readonly<Record<string, unknown>> };
 
@@ -75,7 +83,8 @@ export class CloudTokens {
       if (!(err instanceof UpstreamRejectedError)) throw err;
       // The endpoint's answer is about the gateway's own account (and may quote its credentials): the operator's to
       // read, in the log with the credentials' values masked; the app is told the code, the upstream and the status.
-      const said = masked(JSON.stringify(err.body ?? null), textsOf(credentials));
+      // Masked before it is written as JSON: a value quoted in a text of the answer is then found in any form.
+      const said = JSON.stringify(masked(err.body ?? null, textsOf(credentials)));
       this.logger.error(
         { upstream: err.upstream, status: err.status, answer: said },
         "the cloud token endpoint refused the gateway's credentials (CLOUD_API_CREDENTIALS)",
@@ -164,16 +173,26 @@ export class CloudClient {
   }
 
   private async create(path: string, body: unknown, idempotencyKey: string, accept: boolean): Promise<Created> {
-    const res = await this.http.request({
-      method: 'POST',
-      path,
-      route: `POST ${path}`,
-      headers: creationHeaders(accept, idempotencyKey),
-      body,
-      authorize: this.authorize,
-      onUnauthorized: this.onUnauthorized,
-      rejectCode: creationRejectCode,
-    });
+    let res;
+    try {
+      res = await this.http.request({
+        method: 'POST',
+        path,
+        route: `POST ${path}`,
+        headers: creationHeaders(accept, idempotencyKey),
+        body,
+        authorize: this.authorize,
+        onUnauthorized: this.onUnauthorized,
+        rejectCode: creationRejectCode,
+      });
+    } catch (err) {
+      // A refusal may quote the request it refused, passwords included: its text reaches the app, a provisioning's
+      // stored error and an agent plan's outcome, so the request's secrets are masked in it here, where it arrives.
+      if (!(err instanceof UpstreamRejectedError)) throw err;
+      const secrets = secretsOf(body);
+      if (secrets.length === 0) throw err;
+      throw new UpstreamRejectedError(err.upstream, err.status, masked(err.body, secrets), err.code);
+    }
     const response = scrubResponse(res.body, body);
     const id = this.answers.createdId(response);
     if (!id) {
@@ -195,11 +214,9 @@ export class CloudClient {
   }
 }
 
-/** Every text a value holds, longest first (a credentials object's values, to mask where they are quoted). */
+/** Every text a value holds (a credentials object's values, to mask where they are quoted). */
 function textsOf(value: unknown): string[] {
   if (typeof value === 'string') return value === '' ? [] : [value];
   if (!value || typeof value !== 'object') return [];
-  return Object.values(value)
-    .flatMap(textsOf)
-    .sort((a, b) => b.length - a.length);
+  return Object.values(value).flatMap(textsOf);
 }
