@@ -21,6 +21,12 @@ export type Admission = (
   document: DocumentNode,
   operation: OperationDefinitionNode,
   variables: Record<string, unknown> | null | undefined,
+  /**
+   * Whether the run stage will take the variables, for a transport that coerces them in the run: asked only before
+   * points are spent, and an operation whose variables it will refuse is admitted without spending any (bad input
+   * spends nothing; the run answers it).
+   */
+  runTakes?: () => boolean,
 ) => Promise<GraphQLError | null> | GraphQLError | null;
 
 export function createAdmission(o: {
@@ -32,20 +38,21 @@ export function createAdmission(o: {
 }): Admission {
   const { schema, limits, rateLimits, seen } = o;
   const scopes = scopeCheck(schema);
-  return (caller, document, operation, variables) => {
+  return (caller, document, operation, variables, runTakes) => {
     seen?.(caller);
     // An app with every scope (an operator's key, the open sandbox gateway) needs no look at the operation.
     const forbidden = caller.grants === ALL_GRANTS ? null : scopes(caller.grants, document, operation);
     if (forbidden) return forbidden;
     const tooCostly = limits.checkCost(schema, document, variables);
     if (tooCostly) return tooCostly;
-    return spendPoints(rateLimits, schema, caller, document, operation, variables);
+    return spendPoints(rateLimits, schema, caller, document, operation, variables, runTakes);
   };
 }
 
 /**
  * Spends an operation's rate-limit points. Returns null at once when no bucket is limited (the common case costs
- * nothing); otherwise the RATE_LIMITED error, or null when admitted.
+ * nothing) or when the run will refuse the variables (nothing runs, nothing is spent); otherwise the RATE_LIMITED
+ * error, or null when admitted.
  */
 function spendPoints(
   limits: RateLimits,
@@ -54,10 +61,12 @@ function spendPoints(
   document: DocumentNode,
   operation: OperationDefinitionNode,
   variables: Record<string, unknown> | null | undefined,
+  runTakes: (() => boolean) | undefined,
 ): Promise<RateLimitedError | null> | null {
   if (!limits.limited('creations') && !limits.limited('reads')) return null;
   const cost = operationCost(schema, document, operation, variables);
   if (!limits.limited(cost.bucket)) return null;
+  if (runTakes && !runTakes()) return null;
   return limits.take(caller, cost.bucket, cost.points).then(
     () => null,
     (err: unknown) => {

@@ -78,8 +78,8 @@ export interface RunOperation<T = Refusal | Executed> {
   /** `params.query` as the transport's framework parsed and validated it with the prepare stage's rules (Apollo). */
   readonly validated?: DocumentNode;
   /**
-   * When the variables are coerced: `before-admit` (the default: bad input spends no rate-limit points), or `in-run`,
-   * by the run stage once admitted, as Apollo Server does (POST /graphql answers as Apollo would).
+   * When the variables are coerced: `before-admit` (the default), or `in-run`, by the run stage once admitted, as
+   * Apollo Server does (POST /graphql answers as Apollo would). Either way bad input spends no rate-limit points.
    */
   readonly variables?: 'before-admit' | 'in-run';
   /** How the outcome is presented (src/execution/present.ts); default: `Refusal | Executed` (MCP). */
@@ -303,7 +303,12 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       }
       let context = run.context;
       try {
-        const admitted = o.admit(caller, document, operation, params.variables);
+        // Coerced in the run, the variables are checked here only if the admit stage would spend points on them.
+        const runTakes =
+          run.variables === 'in-run'
+            ? () => checkVariables(document, operation, params.variables ?? {}) === null
+            : undefined;
+        const admitted = o.admit(caller, document, operation, params.variables, runTakes);
         const refused = admitted instanceof Promise ? await admitted : admitted;
         if (refused) return present.refused('admit', [refused], context);
       } catch (err) {
