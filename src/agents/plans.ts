@@ -477,12 +477,18 @@ export class AgentPlans {
   /**
    * Stores the outcome of the run of the plan this process claimed. Only under this execution's own claim: false, and
    * nothing stored, when another call took the plan over meanwhile (this execution taken for lost): the plan's outcome
-   * is that call's, which ran under the same idempotency keys.
+   * is that call's, which ran under the same idempotency keys. `endApproval`: the approval was spent on this run (its
+   * repeat needs a new one).
    */
-  async finish(claim: Claim, status: 'succeeded' | 'failed' | 'unknown', outcome: unknown): Promise<boolean> {
+  async finish(
+    claim: Claim,
+    status: 'succeeded' | 'failed' | 'unknown',
+    outcome: unknown,
+    endApproval = false,
+  ): Promise<boolean> {
     const id = claim.plan.id;
     const sealed = this.o.seal(JSON.stringify(outcome ?? null), `agent plan outcome\u0000${id}`);
-    if (!(await this.rows.finish(id, status, sealed, claim.touchedAt, this.now()))) {
+    if (!(await this.rows.finish(id, status, sealed, claim.touchedAt, this.now(), endApproval))) {
       this.o.logger.warn({ planId: id, status }, 'agent plan outcome not stored: another execution took the plan over');
       return false;
     }

@@ -314,7 +314,8 @@ export class AgentWorkflow {
       const url = this.o.approveUrl(plan.id);
       const state =
         plan.status === 'unknown'
-          ? `the outcome of plan ${plan.id} is unknown and its approval has expired: ` +
+          ? `the outcome of plan ${plan.id} is unknown and its approval has expired (or was spent on a run whose ` +
+            'upstream may not honour its key): ' +
             'it runs again, under the same idempotency keys, once approved again'
           : `plan ${plan.id} is not approved`;
       return refuseAudited(
@@ -376,8 +377,13 @@ export class AgentWorkflow {
      * nothing: the plan's outcome is that call's, which ran under the same idempotency keys; this one still answers
      * its own caller with what it got, and says so in the audit trail.
      */
-    const finish = async (status: 'succeeded' | 'failed' | 'unknown', stored: unknown, detail: string) => {
-      const mine = await this.o.plans.finish(claim, status, stored);
+    const finish = async (
+      status: 'succeeded' | 'failed' | 'unknown',
+      stored: unknown,
+      detail: string,
+      endApproval = false,
+    ) => {
+      const mine = await this.o.plans.finish(claim, status, stored, endApproval);
       await this.o.plans.audit(
         plan.id,
         plan.app,
@@ -435,7 +441,26 @@ export class AgentWorkflow {
       );
     }
     const status = runStatus(outcome.failed, errors);
-    await finish(status, structured, `${plan.tool} with idempotency key ${plan.id}: ${status}`);
+    // UPSTREAM_OUTCOME_UNKNOWN: the request may have been applied by an upstream not known to honour its key, which the
+    // gateway never sends again on its own; a repeat may create twice, so it is a person's decision, not the agent's.
+    // The approval covered this run: the plan runs again only once approved again.
+    const settled = !errors.some((e) => e.code === 'UPSTREAM_OUTCOME_UNKNOWN');
+    await finish(
+      status,
+      structured,
+      `${plan.tool} with idempotency key ${plan.id}: ${status}` +
+        (settled ? '' : '; its approval is spent: a repeat may create twice, and runs only once approved again'),
+      !settled,
+    );
+    if (status === 'unknown' && !settled) {
+      const url = this.o.approveUrl(plan.id);
+      return refuse(
+        `the outcome of plan ${plan.id} is unknown (${codes}): the request may have been applied, and its upstream ` +
+          'is not known to honour idempotency keys, so sending it again may create it twice. Its approval covered ' +
+          `this run: check upstream first; it runs again only once a person approves it again at ${url}`,
+        { planId: plan.id, status: 'UNKNOWN', approveUrl: url, ...structured },
+      );
+    }
     if (status === 'unknown') {
       return refuse(
         `the outcome of plan ${plan.id} is unknown (${codes}): call execute_plan with planId ${plan.id} again; its idempotency key makes a repeat safe`,

@@ -68,6 +68,11 @@ export interface RunOperation<T = Refusal | Executed> {
   readonly requestId: string;
   /** Operation types this call may run (a read-only tool passes ['query']); default: queries and mutations. */
   readonly allow?: readonly OperationTypeNode[];
+  /**
+   * Why the operation picked may not run on this call beyond its type (a refusal's message), or null: an MCP tool
+   * that runs at once checks what the operation a trusted document's id names now does (a reload may change it).
+   */
+  readonly vet?: (operation: OperationDefinitionNode) => string | null;
   /** The operation's context when the transport made it already (HTTP, with its request's logger); else made here once admitted. */
   readonly context?: GraphQLContext;
   /**
@@ -292,6 +297,13 @@ export function createPipeline(o: PipelineOptions): Pipeline {
           run.context,
         );
       }
+      const vetoed = run.vet?.(operation);
+      if (vetoed)
+        return present.refused(
+          'allow',
+          [new GraphQLError(vetoed, { extensions: { code: ErrorCode.BAD_REQUEST } })],
+          run.context,
+        );
       if (run.variables !== 'in-run') {
         const invalid = checkVariables(document, operation, params.variables ?? {});
         if (invalid) return present.refused('variables', invalid, run.context);

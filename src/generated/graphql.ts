@@ -117,7 +117,8 @@ export type AgentPlanStatus =
   | 'SUCCEEDED'
   /**
    * Sent, with no answer known (an execution whose process stopped included): execute_plan again with the same plan id
-   * (its upstream key makes a repeat safe); once its approval expired, it is approved again first.
+   * (its upstream key makes a repeat safe); once its approval expired, it is approved again first. After
+   * UPSTREAM_OUTCOME_UNKNOWN (an upstream not known to honour the key) its approval is spent: approved again first.
    */
   | 'UNKNOWN';
 

@@ -193,13 +193,21 @@ export class AgentPlanRows {
   }
 
   /**
-   * Stores an execution's outcome: an executing plan, as its execution last wrote it (at `since`), ends as `status`.
-   * One conditional update, as the release is: false when another call took the plan over.
+   * Stores an execution's outcome: an executing plan, as its execution last wrote it (at `since`), ends as `status`,
+   * its approval ending at `at` when `endApproval`. One conditional update, as the release is: false when another call
+   * took the plan over.
    */
-  async finish(id: string, status: string, outcome: string, since: number, at: number): Promise<boolean> {
+  async finish(
+    id: string,
+    status: string,
+    outcome: string,
+    since: number,
+    at: number,
+    endApproval: boolean,
+  ): Promise<boolean> {
     const result = await this.db
       .updateTable('agent_plans')
-      .set({ status, outcome, updated_at: at })
+      .set({ status, outcome, updated_at: at, ...(endApproval ? { approval_expires_at: at } : {}) })
       .where('id', '=', id)
       .where('status', '=', 'executing')
       .where('updated_at', '=', since)

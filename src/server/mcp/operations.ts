@@ -4,7 +4,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { GraphQLFormattedError, OperationTypeNode } from 'graphql';
 
-import type { Executed, OperationParams, Pipeline, Refusal } from '../../execution/pipeline.js';
+import type { Executed, OperationParams, Pipeline, Refusal, RunOperation } from '../../execution/pipeline.js';
 import { toolError, type ToolCall } from './server.js';
 import { codeOf } from './tools.js';
 
@@ -51,7 +51,8 @@ export function errorsResult(errors: readonly GraphQLFormattedError[], data?: un
 
 /**
  * Runs `params` with the tool's arguments as variables. An argument the tool does not take is refused by name
- * (GraphQL would ignore an unknown variable; a model that misspells one should hear of it).
+ * (GraphQL would ignore an unknown variable; a model that misspells one should hear of it). `vet` refuses an
+ * operation that does not do what the tool was listed for (src/execution/pipeline.ts RunOperation.vet).
  */
 export async function runOperationTool(
   pipeline: Pipeline,
@@ -60,6 +61,7 @@ export async function runOperationTool(
   operation: OperationTypeNode,
   args: Record<string, unknown>,
   call: Pick<ToolCall, 'caller' | 'requestId'>,
+  vet?: RunOperation['vet'],
 ): Promise<CallToolResult> {
   const unknown = Object.keys(args).find((k) => !accepted.has(k));
   if (unknown !== undefined) {
@@ -75,6 +77,7 @@ export async function runOperationTool(
     transport: 'mcp',
     requestId: call.requestId,
     allow: [operation],
+    ...(vet ? { vet } : {}),
   });
   return toolResultOf(outcome);
 }

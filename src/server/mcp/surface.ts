@@ -3,8 +3,9 @@
 // operator's read-only `execute`, the toolsets of MCP_TOOLSETS, and the resources (the SDL, the catalog, and the event
 // log's verifications, identifications, mobile-ID authentications and provisionings) with `wait_for_events`.
 import type { CallToolResult } from '@modelcontextprotocol/server';
-import type { GraphQLSchema } from 'graphql';
+import type { GraphQLSchema, OperationDefinitionNode } from 'graphql';
 
+import { classify, type OperationKind } from '../../agents/writes.js';
 import type { AuthExpiry } from '../../auth/jwt.js';
 import { ConfigError, type Config } from '../../config/index.js';
 import type { Pipeline } from '../../execution/pipeline.js';
@@ -36,9 +37,20 @@ export interface SurfaceOptions {
   readonly expiry?: AuthExpiry;
 }
 
-/** A tool that runs its operation at once (a read, or a mutation under MCP_MUTATIONS=all). */
-function runningTool(pipeline: Pipeline, tool: OperationTool): McpTool {
+/**
+ * A tool that runs its operation at once (a read, a harmless write, or a mutation under MCP_MUTATIONS=all). It runs
+ * only what it was listed as (src/agents/writes.ts classify): a trusted document's id is resolved as the tool is
+ * called, and a reload may have put under it an operation of another kind, such as a creation that needs a plan.
+ */
+function runningTool(schema: GraphQLSchema, pipeline: Pipeline, tool: OperationTool): McpTool {
   const accepted = new Set(Object.keys((tool.inputSchema.properties as Record<string, unknown>) ?? {}));
+  const vet = (operation: OperationDefinitionNode): string | null => {
+    const now = classify(schema, operation).kind;
+    return now === tool.kind
+      ? null
+      : `${tool.name} is listed as ${KIND_WORDS[tool.kind]}, but a reload changed its trusted document, which now ` +
+          `holds ${KIND_WORDS[now]}: the gateway lists it anew when it restarts; nothing was run`;
+  };
   return {
     name: tool.name,
     title: tool.title,
@@ -47,9 +59,15 @@ function runningTool(pipeline: Pipeline, tool: OperationTool): McpTool {
     outputSchema: tool.outputSchema,
     annotations: tool.annotations,
     refusal: (caller) => refusalFor(tool, caller),
-    call: (args, call) => runOperationTool(pipeline, tool.params, accepted, tool.estimate.operation, args, call),
+    call: (args, call) => runOperationTool(pipeline, tool.params, accepted, tool.estimate.operation, args, call, vet),
   };
 }
+
+const KIND_WORDS: Readonly<Record<OperationKind, string>> = {
+  read: 'a read',
+  write: 'a write that reaches no upstream',
+  creation: 'a mutation that reaches an upstream, which MCP_MUTATIONS=approve plans and runs only once approved',
+};
 
 /** MCP_EXECUTE: any query (never a mutation or subscription), for apps holding `operator`. */
 function executeTool(pipeline: Pipeline): McpTool {
@@ -155,12 +173,12 @@ export function buildSurface(o: SurfaceOptions): McpSurface {
   const tools: McpTool[] = [];
   const unplanned: string[] = [];
   for (const tool of operations) {
-    if (tool.kind === 'read') tools.push(runningTool(o.pipeline, tool));
-    else if (o.mcp.mutations === 'all') tools.push(runningTool(o.pipeline, tool));
+    if (tool.kind === 'read') tools.push(runningTool(o.schema, o.pipeline, tool));
+    else if (o.mcp.mutations === 'all') tools.push(runningTool(o.schema, o.pipeline, tool));
     else if (o.mcp.mutations === 'approve') {
       // A creation is always planned (a plan gives its writes their idempotency keys); one that has no dry run could
       // not show what it sends, so it is not offered, and named at start-up.
-      if (tool.kind === 'write') tools.push(runningTool(o.pipeline, tool));
+      if (tool.kind === 'write') tools.push(runningTool(o.schema, o.pipeline, tool));
       else if (tool.classified.unplannable) unplanned.push(`${tool.name} (${tool.classified.unplannable})`);
       else tools.push(o.approvals!.planningTool(tool));
     }

@@ -114,12 +114,6 @@ function annotationsOf(kind: ToolKind, openWorld: boolean): ToolAnnotations {
   return { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false };
 }
 
-function kindOf(operation: OperationDefinitionNode): ToolKind {
-  if (operation.operation !== 'mutation') return 'read';
-  const keyed = operation.variableDefinitions?.some((d) => d.variable.name.value === 'idempotencyKey');
-  return keyed ? 'creation' : 'write';
-}
-
 /**
  * The admit stage's view of a tool's operation, or null when the gateway's own limits refuse it (GRAPHQL_MAX_DEPTH set
  * below a built-in tool's depth, say): such a tool is left out and named in `skipped`, since no call of it could run.
