@@ -44,9 +44,17 @@ export function operationCost(
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const d of document.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
   const vars = variables ?? {};
+  // Read before the variables are coerced (and with none when a tool is estimated at start-up): a directive whose
+  // `if` they cannot give counts its selection as included, so the cost is an upper bound, and the run refuses them.
+  const directive = (d: typeof GraphQLSkipDirective, node: Parameters<typeof getDirectiveValues>[1]): unknown => {
+    try {
+      return getDirectiveValues(d, node, vars)?.if;
+    } catch {
+      return undefined;
+    }
+  };
   const included = (node: Parameters<typeof getDirectiveValues>[1]): boolean =>
-    getDirectiveValues(GraphQLSkipDirective, node, vars)?.if !== true &&
-    getDirectiveValues(GraphQLIncludeDirective, node, vars)?.if !== false;
+    directive(GraphQLSkipDirective, node) !== true && directive(GraphQLIncludeDirective, node) !== false;
 
   let creations = 0;
   let selfCharged = 0;

@@ -41,6 +41,13 @@ const REFUSED: ReadonlyArray<{ name: string; bucket: 'creations' | 'reads'; quer
     },
   },
   {
+    // The cost is read from the directives before the variables are coerced: a missing `if` must not throw there.
+    name: 'a required variable of @skip left out',
+    bucket: 'creations',
+    query: `mutation($input: CreateProjectInput!, $hide: Boolean!) { createProject(input: $input) @skip(if: $hide) { replayed } }`,
+    variables: { input: { name: 'p' } },
+  },
+  {
     name: 'a read with a string where an Int is due',
     bucket: 'reads',
     query: 'query($n: Int) { projects(first: $n) { id } }',
