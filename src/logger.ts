@@ -57,6 +57,9 @@ function redacted<T>(value: T, within: object[] = []): T {
     return copy as T;
   }
   const descriptors = Object.getOwnPropertyDescriptors(value) as PropertyDescriptorMap;
+  // An own accessor reads the original's state: on Node 26 an error's `stack` is one, and on the copy it reads empty.
+  for (const [k, d] of Object.entries(descriptors))
+    if (d.get) descriptors[k] = { value: (value as Record<string, unknown>)[k], enumerable: d.enumerable ?? false };
   for (const [k, next] of changed)
     descriptors[k] = { value: next, enumerable: true, writable: true, configurable: true };
   return Object.create(Object.getPrototypeOf(value) as object | null, descriptors) as T;
