@@ -6,9 +6,9 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { scopeOfApp } from '../../src/auth/caller.js';
-import { ConfigError, loadConfig } from '../../src/config/index.js';
+import { loadConfig } from '../../src/config/index.js';
 import { mobileIdDedupeKey } from '../../src/events/index.js';
-import type { TestGateway } from '../helpers/gateway.js';
+import { configRefusal, type TestGateway } from '../helpers/gateway.js';
 import {
   AUDIENCE,
   ISSUER,
@@ -28,16 +28,6 @@ const ISSUE = `mutation($id: String) { issueMobileIdNotificationToken(authReqId:
 const RESULT = `query($id: String!) { mobileIdAuthentication(authReqId: $id) { __typename } }`;
 const REJECTIONS = `{ mobileIdRejections(first: 100) { authReqId reason } }`;
 const APPS = `{ apps { name source scopes keys lastActivityAt jwt { scopes lastActivityAt } } }`;
-
-function configRefusal(env: Record<string, string>): string {
-  try {
-    loadConfig(env);
-  } catch (err) {
-    if (err instanceof ConfigError) return err.message;
-    throw err;
-  }
-  throw new Error('start-up was not stopped');
-}
 
 describe('JWT app names and the configured apps', () => {
   let key: SigningKey;

@@ -7,8 +7,8 @@ import path from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { ConfigError, loadConfig } from '../../src/config/index.js';
-import { tempDataDir, type TestGateway } from '../helpers/gateway.js';
+import { loadConfig } from '../../src/config/index.js';
+import { configRefusal, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import {
   sign,
   signingKey,
@@ -20,16 +20,6 @@ import {
 
 const BARE_KEY = 'bare-key-0123456789abcdef';
 const LABEL_FORM = 'key-0123456789ab';
-
-function configRefusal(env: Record<string, string>): string {
-  try {
-    loadConfig(env);
-  } catch (err) {
-    if (err instanceof ConfigError) return err.message;
-    throw err;
-  }
-  throw new Error('start-up was not stopped');
-}
 
 describe("a bare key's label is no app's name", () => {
   it('GATEWAY_API_KEYS and OPERATOR_API_KEYS refuse a name:key whose name has the form', () => {

@@ -6,7 +6,7 @@ import { Writable } from 'node:stream';
 import { request } from 'undici';
 import { afterEach } from 'vitest';
 
-import { loadConfig } from '../../src/config/index.js';
+import { ConfigError, loadConfig } from '../../src/config/index.js';
 import type { Gateway, GatewayOptions } from '../../src/gateway/options.js';
 import { startGateway } from '../../src/gateway/start.js';
 import { createLogger } from '../../src/logger.js';
@@ -119,4 +119,15 @@ export function gatewaysPerTest(): (env?: Record<string, string>, options?: Gate
     started.push(gw);
     return gw;
   };
+}
+
+/** The message of the ConfigError with which `env` stops start-up (any other outcome fails the test). */
+export function configRefusal(env: Record<string, string>): string {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.message;
+    throw err;
+  }
+  throw new Error('start-up was not stopped');
 }
