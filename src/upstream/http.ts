@@ -27,6 +27,11 @@ export interface UpstreamHttpOptions {
    * the body; an answer that keeps coming in small pieces is cut once its body has taken longer than this.
    */
   timeoutMs: number;
+  /**
+   * The longest answer body read, in bytes (default 16 MiB). A longer one is cut off where it passes this: its attempt
+   * fails as UPSTREAM_ANSWER_TOO_LARGE, an answer that could not be read, so its outcome is unknown.
+   */
+  maxAnswerBytes?: number;
   /** Total time one call may spend on retries. */
   retryBudgetMs: number;
   maxRetries: number;
@@ -117,6 +122,8 @@ const UNKNOWN_CODES = new Set([
   'UND_ERR_BODY_TIMEOUT',
   'UND_ERR_HEADERS_OVERFLOW',
 ]);
+/** The longest answer body read when the options name no other (UPSTREAM_MAX_ANSWER_BYTES's default). */
+const DEFAULT_MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 /** The reason of an answer undici could not parse as HTTP/1.1 when its error names no llhttp code. */
 const PARSER_FAILURE = 'HPE_ERROR';
 
@@ -167,8 +174,10 @@ export class UpstreamHttp {
   /** host:port only: a base URL may carry credentials, and a span attribute must not. */
   private readonly host: string;
   private readonly tracing: Tracing;
+  private readonly maxAnswerBytes: number;
 
   constructor(private readonly options: UpstreamHttpOptions) {
+    this.maxAnswerBytes = options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
     const url = new URL(options.baseUrl);
     this.basePath = url.pathname.replace(/\/+$/, '');
     this.host = url.host;
@@ -393,7 +402,7 @@ export class UpstreamHttp {
       res = await new Promise<Answer>((resolve, reject) =>
         this.pool.dispatch(
           { method: req.method, path: this.basePath + req.path, headers, body },
-          new Exchange(resolve, reject, this.options.timeoutMs),
+          new Exchange(resolve, reject, this.options.timeoutMs, this.maxAnswerBytes),
         ),
       );
     } catch (failure) {
@@ -469,6 +478,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     private readonly resolve: (answer: Answer) => void,
     private readonly reject: (error: unknown) => void,
     private readonly timeoutMs: number,
+    private readonly maxBytes: number,
   ) {}
 
   onConnect(abort: (reason: Error) => void): void {
@@ -485,8 +495,13 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onData(chunk: Buffer): boolean {
-    this.chunks.push(chunk);
     this.length += chunk.length;
+    // Not gathered past the bound: an answer of any length would otherwise be held in memory whole.
+    if (this.length > this.maxBytes) {
+      this.abort?.(codedError('UPSTREAM_ANSWER_TOO_LARGE', `the answer body is longer than ${this.maxBytes} bytes`));
+      return false;
+    }
+    this.chunks.push(chunk);
     // undici's body timeout restarts with every piece: a body that drips never ends on it. Checked as each piece comes
     // (no timer per call): a body cut off here took at most its limit and one of undici's pauses.
     if (performance.now() > this.bodyDeadline) {

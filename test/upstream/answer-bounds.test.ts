@@ -1,6 +1,8 @@
 // What bounds an upstream's answer (src/upstream/http.ts): UPSTREAM_TIMEOUT limits its body as a whole, not only the
-// pause between two of its pieces. Each test runs the real gateway against a loopback upstream stand-in.
+// pause between two of its pieces, and UPSTREAM_MAX_ANSWER_BYTES its length. Each test runs the real gateway against a
+// loopback upstream stand-in.
 import { createHash, randomUUID } from 'node:crypto';
+import http from 'node:http';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 
@@ -115,4 +117,76 @@ describe('an answer whose body keeps dripping, each piece well within UPSTREAM_T
     });
     expect(upstream.heads).toHaveLength(1);
   }, 60_000);
+});
+
+/** A loopback upstream that answers every request 200 with `bytes` of JSON (`{"id":"big","pad":"xxx…"}`). */
+async function largeUpstream(bytes: number): Promise<{ url: string; requests: () => number }> {
+  const body = Buffer.from(`{"id":"big","pad":"${'x'.repeat(bytes - 22)}"}`);
+  let requests = 0;
+  const server = http.createServer((req, res) => {
+    requests += 1;
+    req.resume();
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
+    res.end(body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  closing.push(() => server.close());
+  return { url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, requests: () => requests };
+}
+
+describe('an answer longer than UPSTREAM_MAX_ANSWER_BYTES', () => {
+  it('is not read whole: the cloud call fails as UPSTREAM_UNAVAILABLE, nothing is recorded, the key is released', async () => {
+    const upstream = await largeUpstream(200_000);
+    const gw = await gateway({
+      ...BASE,
+      UPSTREAM_MAX_ANSWER_BYTES: '65536',
+      CLOUD_API_URL: upstream.url,
+      CLOUD_API_TOKEN: 'service-account-token',
+      SANDBOX_UPSTREAMS: 'verification,identification,rfm,mobile-id',
+    });
+    const key = randomUUID();
+    for (let call = 1; call <= 2; call++) {
+      const res = await gw.graphql(M.project, { input: { name: 'large' }, key }, { key: API_KEY });
+      expect(res.data?.createProject ?? null).toBeNull();
+      expect(res.errors![0]!.extensions).toEqual({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'cloud', attempts: 2 });
+      expect(res.errors![0]!.message).toBe('cloud is unavailable after 2 attempt(s): UPSTREAM_ANSWER_TOO_LARGE');
+    }
+    expect(upstream.requests()).toBe(4);
+    const projects = await gw.graphql('{ projects { id } }', {}, { key: API_KEY });
+    expect(projects.data?.projects).toEqual([]);
+  });
+
+  it('fails an identity creation as UPSTREAM_OUTCOME_UNKNOWN, sent once', async () => {
+    const upstream = await largeUpstream(200_000);
+    const gw = await gateway({
+      ...BASE,
+      UPSTREAM_MAX_ANSWER_BYTES: '65536',
+      IDENTIFICATION_API_URL: upstream.url,
+      IDENTIFICATION_API_TOKEN: 'identification-token',
+      SANDBOX_UPSTREAMS: 'cloud,verification,rfm,mobile-id',
+    });
+    const key = randomUUID();
+    const res = await gw.graphql(IDENTIFY, { input: { workflowId: 'wf-large' }, key }, { key: API_KEY });
+    expect(res.errors![0]!.extensions).toMatchObject({
+      code: 'UPSTREAM_OUTCOME_UNKNOWN',
+      upstream: 'identification',
+      reason: 'UPSTREAM_ANSWER_TOO_LARGE',
+      attempts: 1,
+    });
+    expect(upstream.requests()).toBe(1);
+  });
+
+  it('is read whole up to the bound', async () => {
+    const upstream = await largeUpstream(60_000);
+    const gw = await gateway({
+      ...BASE,
+      UPSTREAM_MAX_ANSWER_BYTES: '65536',
+      CLOUD_API_URL: upstream.url,
+      CLOUD_API_TOKEN: 'service-account-token',
+      SANDBOX_UPSTREAMS: 'verification,identification,rfm,mobile-id',
+    });
+    const res = await gw.graphql(M.project, { input: { name: 'large' }, key: randomUUID() }, { key: API_KEY });
+    expect(res.errors).toBeUndefined();
+    expect(res.data?.createProject.project.id).toBe('big');
+  });
 });
