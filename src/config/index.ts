@@ -729,6 +729,10 @@ const VARS = {
     duration('10s', { minMs: 1, message: 'must be more than 0 (0 would leave an upstream attempt without a limit)' }),
     'Time limit of one upstream attempt (headers and body).',
   ),
+  UPSTREAM_MAX_ANSWER_BYTES: declare(
+    int(16 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+    'Largest upstream answer body the gateway reads, in bytes. A longer one is cut off where it passes this, and the attempt fails as one whose answer could not be read (UPSTREAM_ANSWER_TOO_LARGE): retried on the cloud API under the same key, UPSTREAM_OUTCOME_UNKNOWN on an identity endpoint.',
+  ),
   UPSTREAM_RETRY_BUDGET: declare(
     duration('20s'),
     'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.',
@@ -1217,6 +1221,8 @@ export interface Config {
   };
   readonly upstream: {
     readonly timeoutMs: number;
+    /** UPSTREAM_MAX_ANSWER_BYTES: the longest answer body read. */
+    readonly maxAnswerBytes: number;
     readonly retryBudgetMs: number;
     readonly maxRetries: number;
     /** IDEMPOTENT_UPSTREAMS: identity upstreams whose unknown outcomes are retried like the cloud's. */
@@ -1492,6 +1498,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     },
     upstream: {
       timeoutMs: e.UPSTREAM_TIMEOUT,
+      maxAnswerBytes: e.UPSTREAM_MAX_ANSWER_BYTES,
       retryBudgetMs: e.UPSTREAM_RETRY_BUDGET,
       maxRetries: e.UPSTREAM_MAX_RETRIES,
       idempotent: e.IDEMPOTENT_UPSTREAMS,

@@ -123,6 +123,7 @@ export async function startUpstreams(
       name,
       baseUrl,
       timeoutMs: config.upstream.timeoutMs,
+      maxAnswerBytes: config.upstream.maxAnswerBytes,
       retryBudgetMs: config.upstream.retryBudgetMs,
       maxRetries: config.upstream.maxRetries,
       // The cloud API documents Idempotency-Key (and asking its token endpoint again changes nothing); the identity

@@ -22,8 +22,16 @@ export interface UpstreamHttpOptions {
   name: string;
   /** Base URL; may carry a path prefix that every request path is appended to. */
   baseUrl: string;
-  /** Time limit of one attempt: headers and body each. */
+  /**
+   * Time limit of one attempt: headers and body each. undici's body timeout is the longest pause between two pieces of
+   * the body; an answer that keeps coming in small pieces is cut once its body has taken longer than this.
+   */
   timeoutMs: number;
+  /**
+   * The longest answer body read, in bytes (default 16 MiB). A longer one is cut off where it passes this: its attempt
+   * fails as UPSTREAM_ANSWER_TOO_LARGE, an answer that could not be read, so its outcome is unknown.
+   */
+  maxAnswerBytes?: number;
   /** Total time one call may spend on retries. */
   retryBudgetMs: number;
   maxRetries: number;
@@ -114,6 +122,8 @@ const UNKNOWN_CODES = new Set([
   'UND_ERR_BODY_TIMEOUT',
   'UND_ERR_HEADERS_OVERFLOW',
 ]);
+/** The longest answer body read when the options name no other (UPSTREAM_MAX_ANSWER_BYTES's default). */
+const DEFAULT_MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 /** The reason of an answer undici could not parse as HTTP/1.1 when its error names no llhttp code. */
 const PARSER_FAILURE = 'HPE_ERROR';
 
@@ -164,8 +174,10 @@ export class UpstreamHttp {
   /** host:port only: a base URL may carry credentials, and a span attribute must not. */
   private readonly host: string;
   private readonly tracing: Tracing;
+  private readonly maxAnswerBytes: number;
 
   constructor(private readonly options: UpstreamHttpOptions) {
+    this.maxAnswerBytes = options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
     const url = new URL(options.baseUrl);
     this.basePath = url.pathname.replace(/\/+$/, '');
     this.host = url.host;
@@ -390,7 +402,7 @@ export class UpstreamHttp {
       res = await new Promise<Answer>((resolve, reject) =>
         this.pool.dispatch(
           { method: req.method, path: this.basePath + req.path, headers, body },
-          new Exchange(resolve, reject),
+          new Exchange(resolve, reject, this.options.timeoutMs, this.maxAnswerBytes),
         ),
       );
     } catch (failure) {
@@ -458,25 +470,44 @@ class Exchange implements Dispatcher.DispatchHandler {
   private headers: IncomingHttpHeaders | null = null;
   private readonly chunks: Buffer[] = [];
   private length = 0;
+  private abort: ((reason: Error) => void) | null = null;
+  /** performance.now() past which the body has taken too long (set when the head has come). */
+  private bodyDeadline = 0;
 
   constructor(
     private readonly resolve: (answer: Answer) => void,
     private readonly reject: (error: unknown) => void,
+    private readonly timeoutMs: number,
+    private readonly maxBytes: number,
   ) {}
 
-  onConnect(): void {}
+  onConnect(abort: (reason: Error) => void): void {
+    this.abort = abort;
+  }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
     // An informational answer (1xx) is not the answer: `request` passes it to onInfo, which is not given.
     if (statusCode < 200) return true;
     this.status = statusCode;
     this.headers = undiciUtil.parseHeaders(rawHeaders) as IncomingHttpHeaders;
+    this.bodyDeadline = performance.now() + this.timeoutMs;
     return true;
   }
 
   onData(chunk: Buffer): boolean {
-    this.chunks.push(chunk);
     this.length += chunk.length;
+    // Not gathered past the bound: an answer of any length would otherwise be held in memory whole.
+    if (this.length > this.maxBytes) {
+      this.abort?.(codedError('UPSTREAM_ANSWER_TOO_LARGE', `the answer body is longer than ${this.maxBytes} bytes`));
+      return false;
+    }
+    this.chunks.push(chunk);
+    // undici's body timeout restarts with every piece: a body that drips never ends on it. Checked as each piece comes
+    // (no timer per call): a body cut off here took at most its limit and one of undici's pauses.
+    if (performance.now() > this.bodyDeadline) {
+      this.abort?.(codedError('UND_ERR_BODY_TIMEOUT', 'the answer body took longer than the upstream timeout'));
+      return false;
+    }
     return true;
   }
 
@@ -494,6 +525,11 @@ class Exchange implements Dispatcher.DispatchHandler {
   onError(error: Error): void {
     this.reject(this.headers === null ? error : new BodyFailure(error));
   }
+}
+
+/** An error that carries `code`, as undici's and the system's do. */
+function codedError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
 }
 
 /**
