@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 import { toWire } from '../catalog/index.js';
-import { readIdAt, readJsonPath, type JsonPath, type ShapePaths } from '../config/json-path.js';
+import { answerId, readIdAt, readJsonPath, type JsonPath, type ShapePaths } from '../config/json-path.js';
 import { SECRET_KEY } from '../logger.js';
 import { isIPv4 } from './ipv4.js';
 import {
@@ -213,10 +213,10 @@ const CREATED_ID_PATHS: readonly JsonPath[] = CREATED_ID_GUESSES.map((guess) => 
  * an empty string, an object) is skipped, and the next is read.
  */
 export function extractCreatedId(body: unknown): string | null {
-  // The common answer, a non-empty string `id`, is the first guess: read at once, without the loop.
+  // The common answer, a string `id`, is the first guess: read at once, without the loop.
   if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
     const { id } = body as { id?: unknown };
-    if (typeof id === 'string' && id !== '' && Object.hasOwn(body, 'id')) return id;
+    if (typeof id === 'string' && Object.hasOwn(body, 'id') && answerId(id) !== null) return id;
   }
   return createdIdByGuesses(body);
 }

@@ -43,12 +43,26 @@ export function readJsonPath(body: unknown, path: JsonPath): unknown {
   return at;
 }
 
-/** A non-empty string (or a finite number, written as a string) at `path`, else null. */
-export function readIdAt(body: unknown, path: JsonPath): string | null {
-  const v = readJsonPath(body, path);
-  if (typeof v === 'string' && v !== '') return v;
+/** The longest id an upstream's answer may give. */
+export const MAX_ANSWER_ID_LENGTH = 1024;
+
+/** A control character or a lone surrogate: PostgreSQL refuses NUL in text, and UTF-8 has no surrogate to store. */
+const UNSTORABLE = /[\u0000-\u001f\u007f]|\p{Cs}/u;
+
+/**
+ * An id as an upstream's answer gives it: a string of 1 to MAX_ANSWER_ID_LENGTH characters that every store keeps as
+ * given (no control character, no lone surrogate), or a finite number written as a string; else null, an answer whose
+ * id cannot be read.
+ */
+export function answerId(v: unknown): string | null {
+  if (typeof v === 'string') return v !== '' && v.length <= MAX_ANSWER_ID_LENGTH && !UNSTORABLE.test(v) ? v : null;
   if (typeof v === 'number' && Number.isFinite(v)) return String(v);
   return null;
+}
+
+/** The id at `path` (`answerId`), else null. */
+export function readIdAt(body: unknown, path: JsonPath): string | null {
+  return answerId(readJsonPath(body, path));
 }
 
 /** A copy of `body` (an object) with `value` at `path`, creating objects on the way (a request field the spec names no place for). */

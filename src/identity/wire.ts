@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-import { readIdAt, readJsonPath, withValueAt, type JsonPath, type ShapePaths } from '../config/json-path.js';
+import { answerId, readIdAt, readJsonPath, withValueAt, type JsonPath, type ShapePaths } from '../config/json-path.js';
 
 /**
  * The identification and verification interfaces' wire shapes (docs/upstreams.md, Identity verification and identification).
@@ -68,7 +68,7 @@ export function identificationRequest(input: {
  * upstream created; an answer without a usable `idShort` or `url` is still a created request (decision 019).
  */
 export const identificationResponseSchema = z.looseObject({
-  id: z.union([z.string().min(1), z.number().finite()]).transform(String),
+  id: z.unknown().transform((v, ctx) => answerId(v) ?? (ctx.addIssue({ code: 'custom', message: 'no id' }), z.NEVER)),
 });
 
 /** What the gateway reads from a 202; null where the answer lacked the field or held an unusable value. */

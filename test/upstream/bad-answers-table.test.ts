@@ -94,6 +94,19 @@ const TABLE: Array<[string, Reply, string, string, number]> = [
   ['200 id a number', answer(200, '{"id":12345}'), 'id 12345', 'id 12345', 1],
   ['200 id an empty string', answer(200, '{"id":""}'), INCOMPLETE, NO_ID, 1],
   ['200 id an object', answer(200, '{"id":{"uuid":"x"}}'), INCOMPLETE, NO_ID, 1],
+  // An id no store keeps as given (PostgreSQL refuses NUL in text; UTF-8 has no lone surrogate), or past 1,024
+  // characters: an answer whose id cannot be read.
+  ['200 id holding a NUL', answer(200, '{"id":"a\\u0000b"}'), INCOMPLETE, NO_ID, 1],
+  ['200 id holding a newline', answer(200, '{"id":"a\\nb"}'), INCOMPLETE, NO_ID, 1],
+  ['200 id a lone surrogate', answer(200, '{"id":"x\\ud800"}'), INCOMPLETE, NO_ID, 1],
+  ['200 id of 1,025 characters', answer(200, `{"id":"${'i'.repeat(1025)}"}`), INCOMPLETE, NO_ID, 1],
+  [
+    '200 id of 1,024 characters',
+    answer(200, `{"id":"${'i'.repeat(1024)}"}`),
+    `id ${'i'.repeat(1024)}`,
+    `id ${'i'.repeat(1024)}`,
+    1,
+  ],
   [
     '200 duplicate headers',
     answer(200, '{"id":"dup"}', { 'x-a': '1\r\nx-a: 2\r\ncontent-type: text/plain' }),
