@@ -227,13 +227,11 @@ export class UpstreamAnswerIncompleteError extends GatewayError {
 }
 
 function describeBody(body: unknown): string {
-  if (body && typeof body === 'object') {
-    const b = body as Record<string, unknown>;
-    const text = b.details ?? b.message ?? b.error_description ?? b.error;
-    if (typeof text === 'string' && text) return `: ${text}`;
-  }
-  if (typeof body === 'string' && body) return `: ${body.slice(0, 200)}`;
-  return '';
+  const b = body && typeof body === 'object' ? (body as Record<string, unknown>) : null;
+  const text = b ? (b.details ?? b.message ?? b.error_description ?? b.error) : body;
+  // At most 200 characters of the upstream's words in the message, whichever field they come from: the whole answer
+  // is the error's `upstreamError`.
+  return typeof text === 'string' && text ? `: ${text.slice(0, 200)}` : '';
 }
 
 /**

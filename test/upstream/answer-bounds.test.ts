@@ -190,3 +190,27 @@ describe('an answer longer than UPSTREAM_MAX_ANSWER_BYTES', () => {
     expect(res.data?.createProject.project.id).toBe('big');
   });
 });
+
+describe("a refusal's words in the message", () => {
+  it('are at most 200 characters of its details, whichever field they come from; the whole answer is upstreamError', async () => {
+    const details = `the name is not allowed: ${'x'.repeat(5_000)}`;
+    const server = http.createServer((req, res) => {
+      req.resume();
+      const body = JSON.stringify({ code: 'INVALID', details });
+      res.writeHead(400, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    closing.push(() => server.close());
+    const gw = await gateway({
+      ...BASE,
+      CLOUD_API_URL: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+      CLOUD_API_TOKEN: 'service-account-token',
+      SANDBOX_UPSTREAMS: 'verification,identification,rfm,mobile-id',
+    });
+    const res = await gw.graphql(M.project, { input: { name: 'refused' }, key: randomUUID() }, { key: API_KEY });
+    const error = res.errors![0]!;
+    expect(error.extensions).toMatchObject({ code: 'UPSTREAM_REJECTED', upstreamError: { details } });
+    expect(error.message).toBe(`cloud rejected the request with status 400: ${details.slice(0, 200)}`);
+  });
+});
