@@ -1,6 +1,5 @@
 import { GraphQLError } from 'graphql';
 
-import { masked } from '../cloud/wire.js';
 import { ErrorCode } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { upstreamKey } from '../upstream/idempotency.js';
@@ -29,11 +28,10 @@ export class ProvisioningRunner {
   }
 
   /**
-   * `secrets`: the input's secret values (its users' passwords). A refused step's error is stored and streamed, and an
-   * upstream's refusal may quote the request it refused (UpstreamRejectedError carries its text): each is masked as
-   * `***` before that.
+   * A refused step's error is stored and streamed as it came: an upstream's refusal that quotes the request it refused
+   * has that request's secrets masked where it arrives (src/cloud/client.ts).
    */
-  launch(p: Provisioning, plan: PlannedStep[], secrets: readonly string[] = []): void {
+  launch(p: Provisioning, plan: PlannedStep[]): void {
     let touching: Promise<void> = Promise.resolve();
     const heartbeat = setInterval(
       () => {
@@ -44,7 +42,7 @@ export class ProvisioningRunner {
       Math.max(10, Math.floor(this.staleMs / 3)),
     );
     heartbeat.unref();
-    const work = this.run(p, plan, secrets)
+    const work = this.run(p, plan)
       .catch((err: unknown) => this.logger.error({ err, provisioning: p.id }, 'provisioning run failed unexpectedly'))
       .finally(async () => {
         clearInterval(heartbeat);
@@ -60,7 +58,7 @@ export class ProvisioningRunner {
     await Promise.all([...this.running.values()]);
   }
 
-  private async run(p: Provisioning, plan: PlannedStep[], secrets: readonly string[]): Promise<void> {
+  private async run(p: Provisioning, plan: PlannedStep[]): Promise<void> {
     const ids = new Map<string, string>();
     let current = p;
     for (const [i, planned] of plan.entries()) {
@@ -98,7 +96,7 @@ export class ProvisioningRunner {
             err instanceof GraphQLError
               ? String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR)
               : ErrorCode.INTERNAL_SERVER_ERROR,
-          message: err instanceof GraphQLError ? masked(err.message, secrets) : 'internal error',
+          message: err instanceof GraphQLError ? err.message : 'internal error',
           status:
             err instanceof GraphQLError && typeof err.extensions.status === 'number' ? err.extensions.status : null,
         };

@@ -6,7 +6,6 @@ import type { Caller } from '../auth/caller.js';
 import { readableBy } from '../auth/tenancy.js';
 import type { CloudService } from '../cloud/service.js';
 import * as v from '../cloud/validation.js';
-import { secretsOf } from '../cloud/wire.js';
 import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
 import type { Events } from '../events/index.js';
 import { keyedFingerprint, sameRequest } from '../fingerprint.js';
@@ -486,7 +485,7 @@ export class ProvisioningService {
       // The resume's claim lost: the provisioning as this call read it. The insert lost: the winner's.
       return existing ? answer(existing, true) : this.start(caller, kind, input, sent, key, plan);
     }
-    this.runner.launch(run, steps, secretsOf(input));
+    this.runner.launch(run, steps);
     return answer(run, false);
   }
 
