@@ -67,6 +67,20 @@ const BASE = {
   SANDBOX_CALLBACK_DELAY_MS: '600000',
 };
 
+/** The cloud API at `url`, every other upstream sandboxed. */
+const cloudAt = (url: string) => ({
+  CLOUD_API_URL: url,
+  CLOUD_API_TOKEN: 'service-account-token',
+  SANDBOX_UPSTREAMS: 'verification,identification,rfm,mobile-id',
+});
+
+/** The identification API at `url`, every other upstream sandboxed. */
+const identificationAt = (url: string) => ({
+  IDENTIFICATION_API_URL: url,
+  IDENTIFICATION_API_TOKEN: 'identification-token',
+  SANDBOX_UPSTREAMS: 'cloud,verification,rfm,mobile-id',
+});
+
 const IDENTIFY = `mutation($input: CreateIdentificationInput!, $key: UUID) {
   createIdentification(input: $input, idempotencyKey: $key) { identification { id } replayed }
 }`;
@@ -81,9 +95,7 @@ describe('an answer whose body keeps dripping, each piece well within UPSTREAM_T
     const gw = await gateway({
       ...BASE,
       UPSTREAM_TIMEOUT: '300ms',
-      CLOUD_API_URL: upstream.url,
-      CLOUD_API_TOKEN: 'service-account-token',
-      SANDBOX_UPSTREAMS: 'verification,identification,rfm,mobile-id',
+      ...cloudAt(upstream.url),
     });
     const key = randomUUID();
     const res = await gw.graphql(M.project, { input: { name: 'dripping' }, key }, { key: API_KEY });
@@ -102,9 +114,7 @@ describe('an answer whose body keeps dripping, each piece well within UPSTREAM_T
     const gw = await gateway({
       ...BASE,
       UPSTREAM_TIMEOUT: '300ms',
-      IDENTIFICATION_API_URL: upstream.url,
-      IDENTIFICATION_API_TOKEN: 'identification-token',
-      SANDBOX_UPSTREAMS: 'cloud,verification,rfm,mobile-id',
+      ...identificationAt(upstream.url),
     });
     const key = randomUUID();
     const res = await gw.graphql(IDENTIFY, { input: { workflowId: 'wf-drip' }, key }, { key: API_KEY });
@@ -140,9 +150,7 @@ describe('an answer longer than UPSTREAM_MAX_ANSWER_BYTES', () => {
     const gw = await gateway({
       ...BASE,
       UPSTREAM_MAX_ANSWER_BYTES: '65536',
-      CLOUD_API_URL: upstream.url,
-      CLOUD_API_TOKEN: 'service-account-token',
-      SANDBOX_UPSTREAMS: 'verification,identification,rfm,mobile-id',
+      ...cloudAt(upstream.url),
     });
     const key = randomUUID();
     for (let call = 1; call <= 2; call++) {
@@ -161,9 +169,7 @@ describe('an answer longer than UPSTREAM_MAX_ANSWER_BYTES', () => {
     const gw = await gateway({
       ...BASE,
       UPSTREAM_MAX_ANSWER_BYTES: '65536',
-      IDENTIFICATION_API_URL: upstream.url,
-      IDENTIFICATION_API_TOKEN: 'identification-token',
-      SANDBOX_UPSTREAMS: 'cloud,verification,rfm,mobile-id',
+      ...identificationAt(upstream.url),
     });
     const key = randomUUID();
     const res = await gw.graphql(IDENTIFY, { input: { workflowId: 'wf-large' }, key }, { key: API_KEY });
@@ -181,9 +187,7 @@ describe('an answer longer than UPSTREAM_MAX_ANSWER_BYTES', () => {
     const gw = await gateway({
       ...BASE,
       UPSTREAM_MAX_ANSWER_BYTES: '65536',
-      CLOUD_API_URL: upstream.url,
-      CLOUD_API_TOKEN: 'service-account-token',
-      SANDBOX_UPSTREAMS: 'verification,identification,rfm,mobile-id',
+      ...cloudAt(upstream.url),
     });
     const res = await gw.graphql(M.project, { input: { name: 'large' }, key: randomUUID() }, { key: API_KEY });
     expect(res.errors).toBeUndefined();
@@ -204,9 +208,7 @@ describe("a refusal's words in the message", () => {
     closing.push(() => server.close());
     const gw = await gateway({
       ...BASE,
-      CLOUD_API_URL: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
-      CLOUD_API_TOKEN: 'service-account-token',
-      SANDBOX_UPSTREAMS: 'verification,identification,rfm,mobile-id',
+      ...cloudAt(`http://127.0.0.1:${(server.address() as net.AddressInfo).port}`),
     });
     const res = await gw.graphql(M.project, { input: { name: 'refused' }, key: randomUUID() }, { key: API_KEY });
     const error = res.errors![0]!;
