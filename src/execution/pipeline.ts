@@ -14,7 +14,7 @@ import {
   type OperationTypeNode,
 } from 'graphql';
 
-import { ALL_GRANTS, type Caller } from '../auth/caller.js';
+import { ALL_GRANTS, type Caller, type Scope } from '../auth/caller.js';
 import { ErrorCode } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
@@ -118,7 +118,7 @@ export interface Pipeline {
    * reload left it: FORBIDDEN naming the field and the scope it now lacks, or null. From the parsed operation the
    * subscription keeps; its requirements were worked out when it was admitted.
    */
-  forbiddenNow(caller: Caller, ran: Ran): GraphQLError | null;
+  forbiddenNow(caller: Caller, ran: Ran, opened: Caller): GraphQLError | null;
 }
 
 export interface PipelineOptions {
@@ -140,6 +140,17 @@ export interface PipelineOptions {
 const QUERIES_AND_MUTATIONS: readonly OperationTypeNode[] = ['query', 'mutation'] as OperationTypeNode[];
 /** Where a subscription refused by `allow` runs instead (docs/contract.md, Routes). */
 const SUBSCRIPTIONS_RUN_ON = '. Subscriptions run over WebSocket (/graphql) and Server-Sent Events (/graphql/stream)';
+
+/** The scopes whose reach an approver's `approves` (its apps file entry) narrows to some apps' plans. */
+const APPROVE_SCOPES: ReadonlySet<Scope> = new Set<Scope>(['cloud:approve', 'identity:approve']);
+
+/** Whether two `approves` lists name the same apps (absent: every app's). */
+function sameApps(a: readonly string[] | undefined, b: readonly string[] | undefined): boolean {
+  if (a === b) return true;
+  if (a === undefined || b === undefined || a.length !== b.length) return false;
+  const set = new Set(a);
+  return b.every((app) => set.has(app));
+}
 
 /** How a subscription's FORBIDDEN ends when a reload took a scope it needs from its app. */
 const RELOADED = 'the configuration was reloaded and the subscription has ended';
@@ -274,9 +285,20 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       };
     },
 
-    forbiddenNow(caller, ran) {
-      if (caller.grants === ALL_GRANTS) return null;
-      return scopes(caller.grants, ran.document, ran.operation, RELOADED);
+    forbiddenNow(caller, ran, opened) {
+      const approves = sameApps(opened.approves, caller.approves);
+      if (caller.grants === ALL_GRANTS && approves) return null;
+      // What the subscription was admitted under must still hold: a scope it names that the app lost, even one of
+      // several that open its field, or an approve scope whose apps (`approves`) the reload changed.
+      const lost = (scope: Scope): string | null =>
+        !opened.grants.has(scope)
+          ? null
+          : !caller.grants.has(scope)
+            ? 'this app no longer holds it'
+            : !approves && APPROVE_SCOPES.has(scope)
+              ? 'the apps whose plans this app approves have changed'
+              : null;
+      return scopes(caller.grants, ran.document, ran.operation, RELOADED, lost);
     },
 
     async runOperation<T>(run: RunOperation<T>): Promise<T> {

@@ -142,15 +142,40 @@ export function scopeCheck(
   document: DocumentNode,
   operation: OperationDefinitionNode,
   outcome?: string,
+  lost?: (scope: Scope) => string | null,
 ) => GraphQLError | null {
   const declared = schemaRequirements(schema);
   const needs = new WeakMap<OperationDefinitionNode, readonly ScopeRequirement[]>();
-  return (grants, document, operation, outcome) => {
+  return (grants, document, operation, outcome, lost) => {
     let requirements = needs.get(operation);
     if (!requirements) {
       requirements = operationRequirements(schema, declared, document, operation);
       needs.set(operation, requirements);
     }
-    return requirements.length === 0 ? null : unmetRequirement(grants, requirements, outcome);
+    if (requirements.length === 0) return null;
+    return unmetRequirement(grants, requirements, outcome) ?? lostRequirement(requirements, lost, outcome);
   };
+}
+
+/**
+ * The refusal of the first requirement naming a scope that `lost` says no longer counts as it did (a running
+ * subscription admitted under it, which a reload took from its app or narrowed), or null. A field that any one of
+ * several scopes opens shows what each of them covers: it still being open through another is not enough.
+ */
+function lostRequirement(
+  requirements: readonly ScopeRequirement[],
+  lost: ((scope: Scope) => string | null) | undefined,
+  outcome = 'nothing was run',
+): GraphQLError | null {
+  if (!lost) return null;
+  for (const req of requirements)
+    for (const all of req.anyOf)
+      for (const scope of all) {
+        const why = lost(scope);
+        if (why !== null)
+          return new GraphQLError(`${req.coordinate} was admitted under the scope ${scope}: ${why}; ${outcome}`, {
+            extensions: { code: ErrorCode.FORBIDDEN, field: req.coordinate, scope },
+          });
+      }
+  return null;
 }

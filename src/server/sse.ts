@@ -116,7 +116,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       return queued;
     });
     subscription.admitted = (caller) => {
-      const error = options.pipeline.forbiddenNow(caller, ran);
+      const error = options.pipeline.forbiddenNow(caller, ran, context.caller);
       if (error && held.release(subscription)) void subscription.end(error);
     };
     const cancel = onExpiry(expiry, context.caller, (reason) => void subscription.end(expired(reason)));

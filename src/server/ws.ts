@@ -221,8 +221,8 @@ export function createWsServer(options: WsOptions) {
       endForbidden(connection, caller);
     },
   });
-  /** What each running subscription's stream runs, to check its scopes again after a reload. */
-  const running = new WeakMap<object, Ran>();
+  /** What each running subscription's stream runs and for whom, to check its scopes again after a reload. */
+  const running = new WeakMap<object, { ran: Ran; opened: Caller }>();
   /**
    * Each running subscription of the connection that needs a scope its app no longer holds ends with an `error`
    * message (FORBIDDEN naming the field and the scope), which ends that operation alone (graphql-transport-ws): its
@@ -233,8 +233,8 @@ export function createWsServer(options: WsOptions) {
     const protocol = connection.protocol;
     if (!protocol) return;
     for (const [id, stream] of protocol.subscriptions) {
-      const ran = running.get(stream);
-      const error = ran && options.pipeline.forbiddenNow(caller, ran);
+      const run = running.get(stream);
+      const error = run && options.pipeline.forbiddenNow(caller, run.ran, run.opened);
       if (!error) continue;
       protocol.subscriptions.delete(id);
       (stream as AsyncIterator<ExecutionResult>).return?.()?.catch(() => undefined);
@@ -514,11 +514,11 @@ export function createWsServer(options: WsOptions) {
           sink: subscriber,
         });
         if ('stream' in outcome) {
-          running.set(outcome.stream, outcome.ran);
+          running.set(outcome.stream, { ran: outcome.ran, opened: caller });
           // Not in the connection's map yet, so a reload's check passed it by: it is checked here.
           if (checkedUnder !== credentials.generation()) {
             const now = await credentials.recheck(connection.holding!);
-            const error = now ? options.pipeline.forbiddenNow(now, outcome.ran) : null;
+            const error = now ? options.pipeline.forbiddenNow(now, outcome.ran, caller) : null;
             if (!now || error) {
               outcome.stream.return(undefined).catch(() => undefined);
               return { errors: error ? [error] : [unauthenticated()] };
