@@ -44,6 +44,8 @@ export class EventReader {
     private readonly log: EventLog,
     private readonly bus: EventBus,
     private readonly cursors: CursorCodec,
+    /** The clock a cursor's age is read on: the retention purge's (the gateway's). */
+    private readonly now: () => number = Date.now,
   ) {}
 
   /**
@@ -57,7 +59,7 @@ export class EventReader {
     kinds: readonly string[],
     limit = 100,
   ): Promise<EventsPage> {
-    const after = cursor ? this.cursors.decode(cursor, this.log.retentionMs).position : this.bus.position();
+    const after = cursor ? this.cursors.decode(cursor, this.log.retentionMs, this.now()).position : this.bus.position();
     return this.read(caller, after, this.bus.position(), kinds, limit);
   }
 
@@ -66,7 +68,9 @@ export class EventReader {
    * of these kinds is delivered, the timeout, or the signal. `timedOut`: the wait ended with no event.
    */
   async waitForEvents(caller: Caller, options: WaitForEvents): Promise<EventsPage & { timedOut: boolean }> {
-    const after = options.cursor ? this.cursors.decode(options.cursor, this.log.retentionMs).position : null;
+    const after = options.cursor
+      ? this.cursors.decode(options.cursor, this.log.retentionMs, this.now()).position
+      : null;
     const limit = options.limit ?? 100;
     let wake: (() => void) | null = null;
     let woken = false;

@@ -37,8 +37,10 @@ export class Events {
     readonly streams: EventStreams,
     private readonly metrics: Metrics,
     private readonly tracing: Tracing = TRACING_OFF,
+    /** The clock a cursor's age is read on: the retention purge's (the gateway's). */
+    private readonly now: () => number = Date.now,
   ) {
-    this.reader = new EventReader(log, bus, streams.cursors);
+    this.reader = new EventReader(log, bus, streams.cursors, now);
   }
 
   /** What seals and opens cursors (under the gateway secret). */
@@ -48,7 +50,7 @@ export class Events {
 
   /** The position a cursor names; throws CursorError for one this gateway did not hand out or one older than the retention. */
   position(cursor: string): Position {
-    return this.cursors.decode(cursor, this.log.retentionMs).position;
+    return this.cursors.decode(cursor, this.log.retentionMs, this.now()).position;
   }
 
   /**

@@ -107,7 +107,14 @@ export async function buildServices(
   // Cursors start after what the log holds: events already stored are not published again.
   const bus: EventBus = replicated ?? new InProcessBus(await eventLog.lastSeq(), cursors);
   parts.onClose(() => bus.close());
-  const events = new Events(eventLog, bus, new EventStreams(eventLog, bus, cursors, tracing), metrics, tracing);
+  const events = new Events(
+    eventLog,
+    bus,
+    new EventStreams(eventLog, bus, cursors, tracing),
+    metrics,
+    tracing,
+    parts.now,
+  );
 
   const upstreams = await startUpstreams(config, {
     logger,
