@@ -1234,7 +1234,7 @@ export type MobileIdRejectionReason =
   | 'STORAGE_BOUND'
   /** 401: no, an unknown or an expired client_notification_token, or one issued for another auth_req_id. */
   | 'UNAUTHORIZED'
-  /** 415: the body is neither JSON nor form-encoded. */
+  /** 415: the body is neither JSON nor form-encoded, or comes with a Content-Encoding. */
   | 'UNSUPPORTED_MEDIA_TYPE';
 
 /** The outcome of one id_token check. */

@@ -18,7 +18,7 @@ export const MAX_REJECTIONS_PAGE = 500;
 export type RejectionReason =
   /** 401: no, a wrong or an expired client_notification_token, or one issued for another auth_req_id. */
   | 'UNAUTHORIZED'
-  /** 415: neither JSON nor form-encoded. */
+  /** 415: neither JSON nor form-encoded, or a Content-Encoding. */
   | 'UNSUPPORTED_MEDIA_TYPE'
   /** 413: over the body limit. */
   | 'BODY_TOO_LARGE'

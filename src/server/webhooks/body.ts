@@ -146,6 +146,18 @@ function malformed(description: string): WebhookBody {
  * A refusal says what to answer; `close` asks to drop the connection when the body was left unread.
  */
 export async function readWebhookBody(req: IncomingMessage, options: WebhookBodyOptions): Promise<WebhookBody> {
+  // A coded body (gzip, …) is not what its Content-Type names until decoded, which no webhook does: refused, unread.
+  const coding = req.headers['content-encoding']?.trim();
+  if (coding && coding.toLowerCase() !== 'identity') {
+    return {
+      ok: false,
+      status: 415,
+      error: WebhookErrorCode.INVALID_REQUEST,
+      reason: 'UNSUPPORTED_MEDIA_TYPE',
+      description: `Content-Encoding ${coding.slice(0, 64)} is not supported: send the body unencoded`,
+      close: true,
+    };
+  }
   const type = mediaType(req) || options.defaultType || '';
   const parser = options.parserFor(type);
   if (!parser) {

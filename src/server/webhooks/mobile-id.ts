@@ -47,7 +47,7 @@ function supportHeader(value: string | string[] | undefined): string | null {
  * The notification_uri of the mobile identity service (docs/upstreams.md, Mobile-ID notification). The sender may not
  * retry, so a notification is stored durably before its 204 and published after it. Never answers 3xx.
  *
- * 401 bad or missing client_notification_token; 413 body over 64 KiB; 415 neither JSON nor form;
+ * 401 bad or missing client_notification_token; 413 body over 64 KiB; 415 neither JSON nor form, or Content-Encoding;
  * 400 a body or id_token that fails a check (nothing stored); 409 a different notification for an
  * auth_req_id that has one (nothing changed); 429 not verifiable now and its owner has MOBILEID_PENDING_MAX_PER_APP
  * notifications pending, or the token's app has reached a storage bound (nothing stored); 204 stored, possibly
