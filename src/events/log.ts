@@ -331,37 +331,44 @@ export class EventLog {
       now + this.retentionMs,
       e.secretsExpireAt ?? null,
     );
-    for (let attempt = 1; ; attempt++) {
-      const result = await this.execute<{ seq: number | string }>(insert);
-      const seq = result.rows[0]?.seq ?? (result.numAffectedRows === 1n ? result.insertId : undefined);
-      if (seq !== undefined) {
-        // The record is built from what was written: reading the row back would return the same values.
-        const event: EventRecord = {
-          seq: Number(seq),
-          kind: e.kind,
-          key: e.key,
-          dedupeKey: e.dedupeKey,
-          fingerprint: print,
-          payload: e.asGiven ? e.payload : (JSON.parse(payload) as unknown),
-          meta: e.asGiven ? (e.meta ?? {}) : (JSON.parse(meta) as Record<string, unknown>),
-          scope,
-          receivedAt: new Date(now),
-        };
-        return { status: 'created', event };
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const result = await this.execute<{ seq: number | string }>(insert);
+        const seq = result.rows[0]?.seq ?? (result.numAffectedRows === 1n ? result.insertId : undefined);
+        if (seq !== undefined) {
+          // The record is built from what was written: reading the row back would return the same values.
+          const event: EventRecord = {
+            seq: Number(seq),
+            kind: e.kind,
+            key: e.key,
+            dedupeKey: e.dedupeKey,
+            fingerprint: print,
+            payload: e.asGiven ? e.payload : (JSON.parse(payload) as unknown),
+            meta: e.asGiven ? (e.meta ?? {}) : (JSON.parse(meta) as Record<string, unknown>),
+            scope,
+            receivedAt: new Date(now),
+          };
+          return { status: 'created', event };
+        }
+        const event = await this.byDedupeKey(e.kind, e.key, e.dedupeKey);
+        if (event) {
+          e.charge?.refund(chars);
+          return { status: event.fingerprint === print ? 'duplicate' : 'conflict', event };
+        }
+        // PostgreSQL: another append of this key holds its lock and has not committed. Wait until its transaction
+        // ends (the lock is taken and released at once), then look again: it committed (a duplicate or a conflict)
+        // or rolled back (this one inserts).
+        if (this.dialect !== 'postgres' || attempt >= APPEND_ATTEMPTS)
+          throw new Error(`event ${e.dedupeKey} was neither inserted nor found`);
+        await sql`select pg_advisory_xact_lock(${sql.lit(APPEND_LOCK_CLASS)}, hashtext(${e.dedupeKey}))`.execute(
+          this.db,
+        );
       }
-      const event = await this.byDedupeKey(e.kind, e.key, e.dedupeKey);
-      if (event) {
-        e.charge?.refund(chars);
-        return { status: event.fingerprint === print ? 'duplicate' : 'conflict', event };
-      }
-      // PostgreSQL: another append of this key holds its lock and has not committed. Wait until its transaction
-      // ends (the lock is taken and released at once), then look again: it committed (a duplicate or a conflict)
-      // or rolled back (this one inserts).
-      if (this.dialect !== 'postgres' || attempt >= APPEND_ATTEMPTS) {
-        e.charge?.refund(chars);
-        throw new Error(`event ${e.dedupeKey} was neither inserted nor found`);
-      }
-      await sql`select pg_advisory_xact_lock(${sql.lit(APPEND_LOCK_CLASS)}, hashtext(${e.dedupeKey}))`.execute(this.db);
+    } catch (err) {
+      // Nothing was written (the store failed, or the row was neither inserted nor found): what was counted against
+      // the owner's bound is given back, so that a store's fault uses up nothing of it.
+      e.charge?.refund(chars);
+      throw err;
     }
   }
 

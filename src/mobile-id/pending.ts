@@ -87,7 +87,13 @@ export class PendingVerifications {
         CAST(${payload} AS text), CAST(${meta} AS text), CAST(${n.secretsExpireAt} AS bigint),
         CAST(${n.receivedAt} AS bigint), 0, CAST(${n.receivedAt + pendingDelay(0)} AS bigint), CAST(0 AS bigint), CAST(${n.giveUpAt} AS bigint)
       WHERE COALESCE((SELECT pending FROM mobile_id_pending_owners WHERE owner = ${owner}), 0) < ${this.maxPerOwner}
-      ON CONFLICT (dedupe_key) DO NOTHING`.execute(this.db);
+      ON CONFLICT (dedupe_key) DO NOTHING`
+      .execute(this.db)
+      .catch((err: unknown) => {
+        // Not kept (the store failed): what was counted against its owner's bound is given back.
+        charge?.refund(chars);
+        throw err;
+      });
     if (Number(inserted.numAffectedRows ?? 0n) === 1) return { added: true };
     charge?.refund(chars);
     const existing = await this.fingerprintOf(n.dedupeKey);
