@@ -501,7 +501,19 @@ export interface AuthExpiry {
 export function onExpiry(expiry: AuthExpiry | undefined, caller: Caller, end: (reason: string) => void): () => void {
   const delay = expiry ? expiryDelay(caller, expiry.now()) : null;
   if (delay === null) return NOTHING;
-  return expiry!.schedule(delay, () => end(`the JWT expired at ${new Date(caller.expiresAt!).toISOString()}`));
+  return expiry!.schedule(delay, () => end(expiredReason(caller)));
+}
+
+/**
+ * The reason onExpiry gives, when the caller's token has expired on the expiry's clock already (its scheduled end may
+ * not have fired yet: a timer that runs late, a clock that moved); else null.
+ */
+export function expiredNow(expiry: AuthExpiry | undefined, caller: Caller): string | null {
+  return expiry && expiryDelay(caller, expiry.now()) === 0 ? expiredReason(caller) : null;
+}
+
+function expiredReason(caller: Caller): string {
+  return `the JWT expired at ${new Date(caller.expiresAt!).toISOString()}`;
 }
 
 const NOTHING = () => {};

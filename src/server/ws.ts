@@ -6,7 +6,7 @@ import { CloseCode, handleProtocols } from 'graphql-ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 
 import type { Caller } from '../auth/caller.js';
-import { onExpiry } from '../auth/jwt.js';
+import { expiredNow, onExpiry } from '../auth/jwt.js';
 import type { AuthResult } from '../auth/keys.js';
 import { ErrorCode } from '../errors.js';
 import type { Pipeline, Ran, ResultSink } from '../execution/pipeline.js';
@@ -64,6 +64,14 @@ function closeReason(text: string): string {
         .subarray(0, 120)
         .toString('utf8')
         .replace(/\uFFFD+$/, '')}...`;
+}
+
+/**
+ * Ends a connection whose JWT expired: 4403, as a new connection with the token would get, and the code graphql-ws
+ * clients retry (4401 they do not), asking connectionParams for a fresh token.
+ */
+function expire(socket: WebSocket, reason: string): void {
+  socket.close(CloseCode.Forbidden, closeReason(`Forbidden: ${reason}; reconnect with a new token`));
 }
 
 const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNode[];
@@ -463,11 +471,8 @@ export function createWsServer(options: WsOptions) {
           connection.caller = result.caller;
           connection.protocol = pc;
           const hold = (connection.holding = holding(connection, header, result.caller));
-          // A connection opened with a JWT ends when the token expires: 4403, as a new connection with the token would
-          // get, and the code graphql-ws clients retry (4401 they do not), asking connectionParams for a fresh token.
-          const cancel = onExpiry(options.expiry, result.caller, (reason) =>
-            socket.close(CloseCode.Forbidden, closeReason(`Forbidden: ${reason}; reconnect with a new token`)),
-          );
+          // A connection opened with a JWT ends when the token expires (expire).
+          const cancel = onExpiry(options.expiry, result.caller, (reason) => expire(socket, reason));
           // One listener for both (each `once` is a wrapper and its state kept for the life of the connection).
           socket.once('close', () => {
             credentials.release(hold);
@@ -482,6 +487,12 @@ export function createWsServer(options: WsOptions) {
       async subscribe(pc, id, payload) {
         const connection = pc.state;
         let caller = connection.caller!;
+        // A token that expired before its scheduled end fired runs nothing more: the connection ends as at its expiry.
+        const expired = expiredNow(options.expiry, caller);
+        if (expired !== null) {
+          expire(connection.ws, expired);
+          return { errors: [unauthenticated()] };
+        }
         // A reload since the connection authenticated: the operation runs as the live configuration knows its
         // credential (a removed key's is refused, and nothing runs). One comparison when nothing was reloaded.
         if (credentials.stale(connection.holding!)) {

@@ -341,6 +341,39 @@ describe('JWTs over WebSocket and SSE', () => {
     await sub.done;
     expect(sub.results[0].data.verificationResults).toEqual([null]);
   });
+
+  // Last in this describe: it moves the gateway clock past a token's exp.
+  it('a WebSocket whose JWT has expired on the gateway clock runs nothing more, though its scheduled end has not fired: the next operation closes it 4403 naming the expiry, as SSE and MCP refuse a request with the token', async () => {
+    const before = scheduled.length;
+    const jwt = await token(60);
+    const exp = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()).exp as number;
+    const client = ws(jwt);
+    const open = collect(client, OPEN, {});
+    const entry = await nextScheduled(before);
+    clock.advance(61_000);
+    // The expiry the test holds has not fired: the connection is open, and its token expired a second ago.
+    expect(open.completed()).toBe(false);
+    const registrations = sandbox.verifications().length;
+    const late = collect(client, REGISTER, { input: { workflowId: 'wf-kyc', applicant: { lastName: 'Late' } } });
+    await late.done;
+    expect(late.results).toEqual([]);
+    await open.done;
+    const closed = late.errors[0] as { code: number; reason: string };
+    expect(closed.code).toBe(4403);
+    expect(closed.reason).toBe(
+      `Forbidden: the JWT expired at ${new Date(exp * 1000).toISOString()}; reconnect with a new token`,
+    );
+    expect(sandbox.verifications().length).toBe(registrations);
+    // Over SSE the token is refused as it is: the same point on the same clock.
+    const res = await request(`${t.url}/graphql/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ query: OPEN }),
+    });
+    expect(res.statusCode).toBe(401);
+    await res.body.text();
+    await waitFor(() => entry.cancelled, 5_000, 'the expiry cancelled');
+  });
 });
 
 describe('JWTs over WebSocket and SSE while the JWKS cannot be fetched', () => {
