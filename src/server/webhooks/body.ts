@@ -190,7 +190,8 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
   if (parser === 'json') {
     let body: unknown;
     try {
-      body = JSON.parse(text) as unknown;
+      // A leading byte order mark is not part of the JSON text (RFC 8259 §8.1 lets a parser ignore it).
+      body = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text) as unknown;
     } catch {
       return malformed('the body is not valid JSON');
     }
