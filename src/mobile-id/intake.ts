@@ -401,6 +401,9 @@ export class NotificationIntake {
           continue;
         }
         await this.pending.remove(row.dedupeKey);
+        // Its exact repeat was stored meanwhile, and counted then: what was counted when this one was kept goes back.
+        if (result.status === 'duplicate' && row.scope !== null)
+          this.options.storage?.release('events', row.scope, 1, row.chars);
         await result.publish();
         this.options.metrics.mobileIdVerifiedLate.inc();
         this.logger.info(
