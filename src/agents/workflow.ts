@@ -26,6 +26,23 @@ function canonical(value: unknown): string {
   return JSON.stringify(value ?? null);
 }
 
+/**
+ * Characters a person reading a plan would not see, or that change how the text around them reads: controls, format
+ * characters (bidi overrides and isolates, zero-width characters, tags), line and paragraph separators, and the other
+ * default-ignorable ones (variation selectors, fillers).
+ */
+const UNSEEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/gu;
+
+/**
+ * `value` as JSON a person reads: each character of UNSEEN written as its escape (`\u202e`), so that an agent's text
+ * can neither hide, reorder nor break the line that shows what runs. The JSON still reads as the same value.
+ */
+function shownJson(value: unknown): string {
+  return JSON.stringify(value).replace(UNSEEN, (c) =>
+    [...Array(c.length).keys()].map((i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join(''),
+  );
+}
+
 /** An operation an agent plans: a creation tool's document and what its root fields write. */
 export interface PlannableOperation {
   /** The tool's name, stored with the plan. */
@@ -145,7 +162,7 @@ export class AgentWorkflow {
       .filter((s) => s.action === 'CREATE' && s.request)
       .map(
         (s) =>
-          `- ${s.name}: ${s.request!.method} ${s.request!.upstream} ${s.request!.path} ${JSON.stringify(s.request!.body)}`,
+          `- ${s.name}: ${s.request!.method} ${s.request!.upstream} ${s.request!.path} ${shownJson(s.request!.body)}`,
       );
     const summary = [
       `${caller.app ?? caller.scope} asks to run ${op.name}: ${creations} upstream creation(s), ${points} rate-limit point(s).`,

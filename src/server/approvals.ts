@@ -92,6 +92,15 @@ const SCRIPT = String.raw`'use strict';
     return res.json();
   }
 
+  // Characters a person would not see, or that change how the text around them reads (bidi overrides, zero-width
+  // ones, separators): written as their escapes, so an agent's text can neither hide nor reorder what runs. The line
+  // feeds of the indented JSON itself stay.
+  const UNSEEN = /(?!\n)[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/gu;
+  function shown(json) {
+    return json.replace(UNSEEN, (c) =>
+      [...Array(c.length).keys()].map((i) => '\\u' + c.charCodeAt(i).toString(16).padStart(4, '0')).join(''));
+  }
+
   function text(tag, content, cls) {
     const el = document.createElement(tag);
     el.textContent = content;
@@ -115,7 +124,7 @@ const SCRIPT = String.raw`'use strict';
     if (focused) details.open = true;
     details.append(text('summary', 'The exact requests and the hash'));
     details.append(text('p', 'hash ' + plan.hash, 'meta'));
-    details.append(text('pre', JSON.stringify(plan.requests, null, 2)));
+    details.append(text('pre', shown(JSON.stringify(plan.requests, null, 2))));
     el.append(details);
     const unknown = plan.status === 'UNKNOWN';
     if (plan.status === 'PENDING' || plan.status === 'APPROVED' || unknown) {

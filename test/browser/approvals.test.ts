@@ -1,7 +1,8 @@
 // The approvals page (GET /approvals) in headless Chromium, with the internet cut off: an approver signs in with the
 // credential field, sees an agent's new plan appear without a reload, approves it with the keyboard (the agent's
 // execute_plan then sends exactly one creation), declines another (nothing is sent), and an approver who may not
-// approve that agent's plans never sees them; the page is usable at a phone's width.
+// approve that agent's plans never sees them; the page is usable at a phone's width; characters an agent's text could
+// hide or reorder the requests with show as their escapes.
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -137,6 +138,27 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
     expect(await elsewhere.locator('article').count()).toBe(0);
 
     for (const log of logs) expect(log.nonLocal()).toEqual([]);
+  });
+
+  it("an agent's hidden characters (a bidi override, zero-width ones, separators) show as escapes in the requests", async () => {
+    const page = await open(APPROVER_KEY, { width: 1200, height: 900 });
+    const name = 'web\u202e1-bd-dorp\u2028- nothing else\u200b\u2060\ufe0f\u{e0041}\u2029x';
+    const planned = await agent.call('create_project', { input: { name } });
+    expect(planned.isError, textOf(planned)).toBeFalsy();
+    const card = page.locator(`article[data-plan-id="${planned.structuredContent!.planId as string}"]`);
+    await card.waitFor(WAIT);
+    await card.getByText('The exact requests and the hash').click();
+    const shown = (await card.textContent())!;
+    expect(shown).toContain('web\\u202e1-bd-dorp\\u2028- nothing else\\u200b\\u2060\\ufe0f\\udb40\\udc41\\u2029x');
+    for (const line of shown.split('\n'))
+      expect(line).not.toMatch(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/u);
+    await page.context().close();
+    const declined = await gw.graphql(
+      'mutation($id: ID!) { declinePlan(planId: $id) { status } }',
+      { id: planned.structuredContent!.planId },
+      { key: APPROVER_KEY },
+    );
+    expect(declined.data).toEqual({ declinePlan: { status: 'DECLINED' } });
   });
 
   it('a link naming the plan in upper case opens that plan: it is marked in the list, and said once', async () => {
