@@ -2,7 +2,8 @@
 // (docs/decisions/060), without writing GraphQL. Self-contained and served by the gateway (no CDN, works offline):
 // an HTML page and one script, no framework. It signs in with the same credential field as GraphiQL (the key or JWT
 // kept in the tab's sessionStorage under GraphiQL's item, so one sign-in serves both pages), lists the plans this
-// approver may approve live over graphql-ws (`pendingAgentPlansChanged`), and calls approvePlan and declinePlan.
+// approver may approve live over graphql-ws (`pendingAgentPlansChanged`), and calls approvePlan (after a dialog that
+// names the plan: the list moves as plans come and go) and declinePlan.
 // Without a credential, or with one that cannot approve, it shows the sign-in field and why, never an error page.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
@@ -38,6 +39,8 @@ const PAGE = `<!doctype html>
   .meta { color: #444; font-size: .9rem; }
   pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f2f2f2; padding: .5rem; font-size: .85rem; }
   .actions { display: flex; gap: .5rem; flex-wrap: wrap; margin-top: .5rem; }
+  dialog { max-width: min(56rem, 92vw); border: 2px solid #1a5fb4; border-radius: 6px; }
+  dialog h2 { font-size: 1.1rem; margin-top: 0; }
   [hidden] { display: none !important; }
 </style>
 <script src="/approvals/app.js" defer></script>
@@ -60,6 +63,15 @@ const PAGE = `<!doctype html>
   <div id="plans"></div>
 </section>
 </main>
+<dialog id="confirm" aria-labelledby="confirmhead">
+  <h2 id="confirmhead"></h2>
+  <pre id="confirmsummary"></pre>
+  <p class="meta" id="confirmhash"></p>
+  <div class="actions">
+    <button type="button" id="confirmno">Cancel</button>
+    <button type="button" id="confirmyes" class="approve">Approve this plan</button>
+  </div>
+</dialog>
 </body>
 </html>
 `;
@@ -137,7 +149,7 @@ const SCRIPT = String.raw`'use strict';
       const approve = text('button', 'Approve', 'approve');
       approve.type = 'button';
       approve.setAttribute('aria-describedby', headingId);
-      approve.addEventListener('click', () => act('approvePlan', plan));
+      approve.addEventListener('click', () => ask(plan));
       actions.append(approve);
       // A plan that may have been applied already is never declined.
       if (!unknown) {
@@ -153,6 +165,25 @@ const SCRIPT = String.raw`'use strict';
     }
     into.append(el);
   }
+
+  // Approve asks first, in a dialog naming the plan with its summary and hash, Cancel focused: a click meant for
+  // another card (the list moved under the pointer as a plan came or went) approves nothing the person did not read.
+  let asking = null;
+  function ask(plan) {
+    asking = plan;
+    $('confirmhead').textContent = 'Approve the plan of ' + plan.app + ' to run ' + plan.tool + '?';
+    $('confirmsummary').textContent = shown(plan.summary);
+    $('confirmhash').textContent = 'Plan ' + plan.id + ', hash ' + plan.hash;
+    $('confirm').showModal();
+    $('confirmno').focus();
+  }
+  $('confirmno').addEventListener('click', () => { asking = null; $('confirm').close(); });
+  $('confirmyes').addEventListener('click', () => {
+    const plan = asking;
+    asking = null;
+    $('confirm').close();
+    if (plan) act('approvePlan', plan);
+  });
 
   async function act(mutation, plan) {
     say((mutation === 'approvePlan' ? 'Approving' : 'Declining') + ' the plan of ' + plan.app + '…');

@@ -2,7 +2,8 @@
 // credential field, sees an agent's new plan appear without a reload, approves it with the keyboard (the agent's
 // execute_plan then sends exactly one creation), declines another (nothing is sent), and an approver who may not
 // approve that agent's plans never sees them; the page is usable at a phone's width; characters an agent's text could
-// hide or reorder the requests with show as their escapes.
+// hide or reorder the requests with show as their escapes; Approve asks first, so a click the moving list put on
+// another plan's button approves nothing.
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -102,8 +103,12 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
     await card.getByText(planned.structuredContent!.hash as string).waitFor(WAIT);
     expect(await card.locator('pre').textContent()).toContain('"authorization"');
 
-    // Keyboard: focus Approve and press Enter.
+    // Keyboard: focus Approve and press Enter; the page asks, naming the plan, with Cancel focused: Tab, Enter.
     await card.getByRole('button', { name: 'Approve' }).focus();
+    await page.keyboard.press('Enter');
+    const asked = page.getByRole('dialog');
+    await asked.getByText(planned.structuredContent!.hash as string).waitFor(WAIT);
+    await page.keyboard.press('Tab');
     await page.keyboard.press('Enter');
     await page.getByText('The plan of agent is approved.').waitFor(WAIT);
     await card.waitFor({ state: 'detached', ...WAIT });
@@ -159,6 +164,39 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
       { key: APPROVER_KEY },
     );
     expect(declined.data).toEqual({ declinePlan: { status: 'DECLINED' } });
+  });
+
+  it('a plan that arrives while the person aims at Approve is never approved by that click: the page asks first', async () => {
+    const page = await open(APPROVER_KEY, { width: 1200, height: 900 });
+    const aimed = await agent.call('create_project', { input: { name: 'aimed-at' } });
+    expect(aimed.isError, textOf(aimed)).toBeFalsy();
+    const aimedId = aimed.structuredContent!.planId as string;
+    const card = page.locator(`article[data-plan-id="${aimedId}"]`);
+    await card.waitFor(WAIT);
+    const box = (await card.getByRole('button', { name: 'Approve' }).boundingBox())!;
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    // The agent plans again just as the person clicks: the new card comes in and the list moves under the pointer.
+    const slipped = await agent.call('create_project', { input: { name: 'slipped-in' } });
+    expect(slipped.isError, textOf(slipped)).toBeFalsy();
+    const slippedId = slipped.structuredContent!.planId as string;
+    await page.locator(`article[data-plan-id="${slippedId}"]`).waitFor(WAIT);
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+    const asked = page.getByRole('dialog');
+    const approved = page.getByText(/ is approved\./);
+    await asked.or(approved).waitFor(WAIT);
+    expect(await approved.count()).toBe(0);
+    // The question names the plan the click was on, with its requests, before anything is approved.
+    const clicked = (await asked.textContent())!.includes(slippedId) ? slipped : aimed;
+    expect(await asked.textContent()).toContain(clicked.structuredContent!.summary as string);
+    expect(await asked.textContent()).toContain(clicked.structuredContent!.hash as string);
+    await asked.getByRole('button', { name: 'Cancel' }).click();
+    await asked.waitFor({ state: 'hidden', ...WAIT });
+    for (const id of [aimedId, slippedId]) {
+      const plan = await gw.graphql('query($id: ID!) { agentPlan(id: $id) { status } }', { id }, { key: APPROVER_KEY });
+      expect(plan.data).toEqual({ agentPlan: { status: 'PENDING' } });
+      await gw.graphql('mutation($id: ID!) { declinePlan(planId: $id) { status } }', { id }, { key: APPROVER_KEY });
+    }
+    await page.context().close();
   });
 
   it('a link naming the plan in upper case opens that plan: it is marked in the list, and said once', async () => {
