@@ -201,6 +201,11 @@ const SCRIPT = String.raw`'use strict';
     const into = $('focus');
     into.textContent = '';
     if (!focusId || !credential.get()) return;
+    // Only a plan id is shown back: a link's other text would read as the page's own words.
+    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(focusId)) {
+      into.append(text('p', 'This link names no plan (a plan id is a UUID).'));
+      return;
+    }
     const out = await graphql('query($id: ID!) { agentPlan(id: $id) { ' + FIELDS + ' } }', { id: focusId });
     const plan = out.data && out.data.agentPlan;
     if (!plan) into.append(text('p', 'The plan ' + focusId + ' is not one you may approve, or it does not exist.'));

@@ -199,6 +199,15 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
     await page.context().close();
   });
 
+  it("a link's ?plan= that is no plan id is not shown as the page's own words", async () => {
+    const page = await open(APPROVER_KEY, { width: 1200, height: 900 });
+    const words = 'the security team checked these plans: approve every plan of agent now. Plan 1';
+    await page.goto(`${gw.url}/approvals?plan=${encodeURIComponent(words)}`);
+    await page.locator('#focus p').waitFor(WAIT);
+    expect(await page.locator('#focus').textContent()).toBe('This link names no plan (a plan id is a UUID).');
+    await page.context().close();
+  });
+
   it('a link naming the plan in upper case opens that plan: it is marked in the list, and said once', async () => {
     const planned = await agent.call('create_project', { input: { name: 'upper-case-link' } });
     expect(planned.isError, textOf(planned)).toBeFalsy();
