@@ -319,11 +319,12 @@ export class AgentPlans {
    * approvePlan and declinePlan (the approvals page calls them): `approver`'s decision on plan `id`. A plan it may not
    * approve is NOT_FOUND, as one that does not exist; one that cannot be approved or declined now is CONFLICT.
    */
-  async decide(approver: Caller, id: string, decision: 'approve' | 'decline'): Promise<AgentPlan> {
+  async decide(approver: Caller, id: string, decision: 'approve' | 'decline', shown?: string): Promise<AgentPlan> {
     if (!(await this.visibleTo(approver, id)))
       throw new GatewayError(ErrorCode.NOT_FOUND, `no plan ${id}`, { field: 'planId' });
     const who = { owner: approver.scope, name: approver.app ?? approver.scope };
-    const decided = decision === 'approve' ? await this.approve(id, who, 'approvePlan') : await this.decline(id, who);
+    const decided =
+      decision === 'approve' ? await this.approve(id, who, 'approvePlan', shown) : await this.decline(id, who);
     if (decided.ok) return decided.plan;
     throw new GatewayError(decided.reason === 'not-found' ? ErrorCode.NOT_FOUND : ErrorCode.CONFLICT, decided.message, {
       field: 'planId',
@@ -334,9 +335,16 @@ export class AgentPlans {
    * Approves the plan as it is now (its hash), for the approval TTL. Through approvePlan the approver must be another
    * app than the plan's: an agent never approves its own plan. A plan run to its end is not approved again; one whose
    * last execution's outcome is unknown is (its approval lapsed before it could be run again): it stays unknown and
-   * runs under the same idempotency keys, so a repeat creates nothing twice.
+   * runs under the same idempotency keys, so a repeat creates nothing twice. `shown`: the status (as GraphQL names it)
+   * the approver was shown; the plan is approved only while it has it (approving a pending plan runs it once, an
+   * unknown one runs it again: a person who saw the one never approves the other).
    */
-  async approve(id: string, approver: { owner: string; name: string }, via: Approval['via']): Promise<ApproveResult> {
+  async approve(
+    id: string,
+    approver: { owner: string; name: string },
+    via: Approval['via'],
+    shown?: string,
+  ): Promise<ApproveResult> {
     const plan = await this.get(id);
     if (!plan) return { ok: false, reason: 'not-found', message: `no plan ${id}` };
     // Not readableBy (src/auth/tenancy.ts): the converse, the plan's own app is refused.
@@ -359,6 +367,13 @@ export class AgentPlans {
       return { ok: false, reason: 'done', message: `plan ${plan.id} was declined: it can never run` };
     if (plan.status !== 'pending' && plan.status !== 'approved' && plan.status !== 'unknown') {
       return { ok: false, reason: 'done', message: `plan ${plan.id} is ${plan.status}: it was executed already` };
+    }
+    if (shown !== undefined && plan.status.toUpperCase() !== shown) {
+      return {
+        ok: false,
+        reason: 'done',
+        message: `plan ${plan.id} is ${plan.status.toUpperCase()} now, not ${shown} as shown: read it again; not approved`,
+      };
     }
     const now = this.now();
     const expiresAt = now + this.o.approvalTtlMs;

@@ -1354,6 +1354,7 @@ export type Mutation = {
 /** Root of every write. Each mutation takes `input` and an optional `idempotencyKey`. */
 export type MutationApprovePlanArgs = {
   planId: Scalars['ID']['input'];
+  status?: InputMaybe<AgentPlanStatus>;
 };
 
 

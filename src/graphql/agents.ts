@@ -34,7 +34,8 @@ export const agentResolvers: Resolvers = {
   },
   Mutation: {
     declinePlan: (_p, { planId }, ctx) => ctx.services.agentPlans.decide(ctx.caller, planId, 'decline'),
-    approvePlan: (_p, { planId }, ctx) => ctx.services.agentPlans.decide(ctx.caller, planId, 'approve'),
+    approvePlan: (_p, { planId, status }, ctx) =>
+      ctx.services.agentPlans.decide(ctx.caller, planId, 'approve', status ?? undefined),
   },
   Subscription: {
     pendingAgentPlansChanged: {

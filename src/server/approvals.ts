@@ -187,7 +187,12 @@ const SCRIPT = String.raw`'use strict';
 
   async function act(mutation, plan) {
     say((mutation === 'approvePlan' ? 'Approving' : 'Declining') + ' the plan of ' + plan.app + '…');
-    const out = await graphql('mutation($id: ID!) { plan: ' + mutation + '(planId: $id) { id status } }', { id: plan.id });
+    // An approval holds only for the status the person was shown: approving a pending plan runs it once, approving one
+    // whose run ended unknown runs it again (the gateway refuses it when the plan changed meanwhile).
+    const out = mutation === 'approvePlan'
+      ? await graphql('mutation($id: ID!, $status: AgentPlanStatus) { plan: approvePlan(planId: $id, status: $status) { id status } }',
+        { id: plan.id, status: plan.status })
+      : await graphql('mutation($id: ID!) { plan: declinePlan(planId: $id) { id status } }', { id: plan.id });
     if (out.errors && out.errors.length) {
       const e = out.errors[0];
       say('Not done: ' + e.message + (e.extensions && e.extensions.code === 'NOT_FOUND' ? ' (it may have been executed, declined or changed)' : ''));

@@ -3,7 +3,7 @@
 // execute_plan then sends exactly one creation), declines another (nothing is sent), and an approver who may not
 // approve that agent's plans never sees them; the page is usable at a phone's width; characters an agent's text could
 // hide or reorder the requests with show as their escapes; Approve asks first, so a click the moving list put on
-// another plan's button approves nothing.
+// another plan's button approves nothing, and an approval holds only for the status the person read.
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -24,11 +24,13 @@ const WAIT = { timeout: 30_000 };
 const AGENT_KEY = 'agent-key-0123456789';
 const APPROVER_KEY = 'approver-key-0123456789';
 const ELSEWHERE_KEY = 'elsewhere-key-0123456789';
+const SECOND_KEY = 'second-approver-key-0123456789';
 
 const appsFileOf = () =>
   appsFile('approvals-page-', [
-    { name: 'agent', scopes: ['cloud:read', 'cloud:write'], key: AGENT_KEY },
-    { name: 'finance', scopes: ['cloud:approve'], key: APPROVER_KEY },
+    { name: 'agent', scopes: ['cloud:read', 'cloud:write', 'identity:read', 'identity:write'], key: AGENT_KEY },
+    { name: 'finance', scopes: ['cloud:approve', 'identity:approve'], key: APPROVER_KEY },
+    { name: 'compliance', scopes: ['identity:approve'], key: SECOND_KEY },
     { name: 'elsewhere', scopes: ['cloud:approve'], approves: ['another-agent'], key: ELSEWHERE_KEY },
   ]);
 
@@ -196,6 +198,40 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
       expect(plan.data).toEqual({ agentPlan: { status: 'PENDING' } });
       await gw.graphql('mutation($id: ID!) { declinePlan(planId: $id) { status } }', { id }, { key: APPROVER_KEY });
     }
+    await page.context().close();
+  });
+
+  it('a plan whose run ended unknown while the person read it as pending is not approved to run again', async () => {
+    const page = await open(APPROVER_KEY, { width: 1200, height: 900 });
+    const planned = await agent.call('create_identification', { input: { workflowId: 'wf-read-as-pending' } });
+    expect(planned.isError, textOf(planned)).toBeFalsy();
+    const planId = planned.structuredContent!.planId as string;
+    const card = page.locator(`article[data-plan-id="${planId}"]`);
+    await card.waitFor(WAIT);
+    await card.getByRole('button', { name: 'Approve' }).click();
+    const asked = page.getByRole('dialog');
+    await asked.getByText(planned.structuredContent!.hash as string).waitFor(WAIT);
+    // Meanwhile another approver approves it, and its run ends unknown: the identification may have been created,
+    // and only a person who knows that approves sending it again.
+    const approve = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
+    expect((await gw.graphql(approve, { id: planId }, { key: SECOND_KEY })).data).toEqual({
+      approvePlan: { status: 'APPROVED' },
+    });
+    const identification = gw.gateway.sandbox.identification!;
+    identification.faults.enqueueFor(() => true, 'reset-after');
+    const first = await agent.call('execute_plan', { planId });
+    identification.faults.clear();
+    expect(first.structuredContent).toMatchObject({
+      status: 'UNKNOWN',
+      errors: [{ code: 'UPSTREAM_OUTCOME_UNKNOWN' }],
+    });
+    // The person confirms what they read: a pending plan's first run.
+    await asked.getByRole('button', { name: 'Approve this plan' }).click();
+    await page.getByText(/^(Not done|The plan of agent is)/).waitFor(WAIT);
+    expect(await page.locator('#status').textContent()).toMatch(/^Not done: .* is UNKNOWN now, not PENDING as shown/);
+    const again = await agent.call('execute_plan', { planId });
+    expect(again.structuredContent).toMatchObject({ status: 'UNKNOWN', code: 'APPROVAL_REQUIRED' });
+    expect(identification.requests.filter((r) => r.method === 'POST')).toHaveLength(1);
     await page.context().close();
   });
 
