@@ -57,6 +57,14 @@ export interface StreamOptions<T = EventRecord> {
    * log, oldest first, then live ones follow, each once. With `key`, replaces the stored event.
    */
   after?: Position;
+  /**
+   * With `after` and `key`: whether an event the cursor covers ended the stream its holder resumes (a result under
+   * `limit: 1`, a terminal state under `until`). Asked of the newest event of the key inside `after` that `scope` and
+   * `reader` let through (not `filter`), read from the log before the replay; true finishes the stream at once,
+   * yielding nothing, as the resumed stream finished after that event. Without it a resume only sends what is outside
+   * the cursor, and a stream that ended inside it would wait for an event that never comes.
+   */
+  endedWithin?: (e: EventRecord) => boolean;
 }
 
 /**
@@ -152,6 +160,8 @@ class EventStream<T> implements AsyncGenerator<T> {
    * once the bus covers it, which is the common case from the start.
    */
   private ahead: Position | null = null;
+  /** Whether a resumed stream asked if its cursor covers the event that ended it (StreamOptions.endedWithin). */
+  private endChecked = false;
 
   constructor(
     private readonly streams: EventStreams,
@@ -305,6 +315,29 @@ class EventStream<T> implements AsyncGenerator<T> {
     }
   }
 
+  /**
+   * Whether the newest event of the key inside the resume cursor ended the stream (StreamOptions.endedWithin); asked
+   * once, before the replay. The key's events up to the cursor's highest number are read in pages (few: one key's).
+   */
+  private async endedBeforeResume(): Promise<boolean> {
+    this.endChecked = true;
+    const f = this.filter;
+    if (f.endedWithin === undefined || f.key === undefined || f.after === undefined) return false;
+    const after = f.after;
+    const only = { key: f.key, scope: f.scope, reader: f.reader };
+    const to = after.max();
+    let newest: EventRecord | null = null;
+    for (let from = 0; from < to && !this.done;) {
+      const start = from;
+      const rows = await this.retried(() => this.log.range([f.kind], start, to, only, REPLAY_PAGE));
+      // `has`, not the floor alone: a cursor from a replica that was ahead holds stretches above its floor.
+      for (const e of rows) if (after.has(e.seq)) newest = e;
+      if (rows.length < REPLAY_PAGE) break;
+      from = rows[rows.length - 1]!.seq;
+    }
+    return newest !== null && f.endedWithin(newest);
+  }
+
   /** The next replayed event, reading pages as needed; null once the replay is over. */
   private async fromReplay(): Promise<IteratorResult<T> | null> {
     while (this.replay !== null && !this.done) {
@@ -397,6 +430,10 @@ class EventStream<T> implements AsyncGenerator<T> {
     if (this.replay !== null) {
       let replayed: IteratorResult<T> | null;
       try {
+        if (!this.endChecked && (await this.endedBeforeResume())) {
+          this.finish();
+          return DONE;
+        }
         replayed = await this.fromReplay();
       } catch (err) {
         this.finish();

@@ -2272,7 +2272,10 @@ export type Subscription = {
    * Waits for the end of a mobile-ID authentication. Delivers the stored result at once when the notification
    * has already arrived (a late subscriber loses nothing), otherwise the result as soon as it arrives; then the
    * stream completes, since an authentication ends once. A result received on a token another app's API key issued is
-   * never delivered: the stream waits as for an authentication with no result yet.
+   * never delivered: the stream waits as for an authentication with no result yet. The result carries its cursor in
+   * `extensions.cursor` (over SSE, as the event's `id`); resumed with `after` (or over SSE with Last-Event-ID), the
+   * stream completes at once when the cursor covers the result (it was delivered before), else it delivers the result
+   * once it is there and completes.
    */
   mobileIdAuthentication: MobileIdAuthenticationResult;
   /**
@@ -2281,7 +2284,12 @@ export type Subscription = {
    * The approvals page (`GET /approvals`) shows it.
    */
   pendingAgentPlansChanged: Array<AgentPlan>;
-  /** The provisioning's state now, then after every step, until it SUCCEEDED or FAILED. */
+  /**
+   * The provisioning's state now, then after every step, until it SUCCEEDED or FAILED. Each state after a step carries
+   * its cursor in `extensions.cursor` (over SSE, as the event's `id`); resumed with `after` (or over SSE with
+   * Last-Event-ID), the stream delivers the states that came after the cursor instead of the current one, and completes
+   * at once when the provisioning had SUCCEEDED or FAILED at the cursor.
+   */
   provisioningProgress: Provisioning;
   /**
    * Verification results delivered by callback. With `externalId`: that verification's result, at once if it already
@@ -2309,6 +2317,7 @@ export type SubscriptionIdentificationCompletedArgs = {
 
 /** Root of every stream, served over WebSocket with the `graphql-transport-ws` subprotocol on `/graphql`. */
 export type SubscriptionMobileIdAuthenticationArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
   authReqId: Scalars['String']['input'];
 };
 
@@ -2321,6 +2330,7 @@ export type SubscriptionPendingAgentPlansChangedArgs = {
 
 /** Root of every stream, served over WebSocket with the `graphql-transport-ws` subprotocol on `/graphql`. */
 export type SubscriptionProvisioningProgressArgs = {
+  after?: InputMaybe<Scalars['String']['input']>;
   id: Scalars['ID']['input'];
 };
 

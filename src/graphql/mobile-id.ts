@@ -7,6 +7,7 @@ import { checkAuthReqId } from '../mobile-id/stored.js';
 import type { MobileIdAuthentication } from '../mobile-id/views.js';
 import { pageSize } from './common.js';
 import type { GraphQLContext } from './context.js';
+import { resumeAfter } from './subscriptions.js';
 
 /** The GraphQL type of a view, from its outcome (MobileIdAuthenticationResult's resolveType). */
 function typeNameOf(a: MobileIdAuthentication): 'MobileIdAuthenticationFailed' | 'MobileIdAuthenticated' {
@@ -48,7 +49,8 @@ export const mobileIdResolvers: Resolvers = {
       // `resolve` maps each event, rather than a generator around the stream: one suspended generator less per
       // waiting subscription (bench scenario 5), and the mapping (which opens the sealed tokens) runs once per event
       // for all identical subscriptions, whose execution is shared (docs/decisions/030).
-      subscribe: (_p, { authReqId }, ctx) => ctx.services.mobileId.watch(ctx.caller, authReqId),
+      subscribe: (_p, { authReqId, after }, ctx) =>
+        ctx.services.mobileId.watch(ctx.caller, authReqId, resumeAfter(after, ctx)),
       resolve: (event: EventRecord, _a: unknown, ctx: GraphQLContext) =>
         toGraphQL(ctx.services.mobileId.authentication(event)),
     },

@@ -3,6 +3,7 @@ import type { Provisioning, ProvisionResult } from '../provisioning/service.js';
 import type { ResourceKind } from '../store/ledger.js';
 import { creationPayload } from './common.js';
 import type { GraphQLContext } from './context.js';
+import { resumeAfter } from './subscriptions.js';
 
 /** The resource a step of `p` created or reused, through the request's DataLoader. */
 const stepResource = <K extends ResourceKind>(ctx: GraphQLContext, p: Provisioning, step: string, kind: K) =>
@@ -26,7 +27,7 @@ export const provisioningResolvers: Resolvers = {
   },
   Subscription: {
     provisioningProgress: {
-      subscribe: (_p, { id }, ctx) => ctx.services.provisioning.watch(ctx.caller, id),
+      subscribe: (_p, { id, after }, ctx) => ctx.services.provisioning.watch(ctx.caller, id, resumeAfter(after, ctx)),
       resolve: (p: Provisioning) => p,
     },
   },

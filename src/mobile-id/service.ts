@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 
 import type { Caller } from '../auth/caller.js';
-import type { EventRecord, Events } from '../events/index.js';
+import type { EventRecord, Events, Position } from '../events/index.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { SecretBox } from '../secret.js';
@@ -128,12 +128,22 @@ export class MobileIdService {
    * The stored notification event at once when there is one, else the live one when it arrives; then the stream
    * ends (an authentication completes once). `authentication(event)` is what it says: the subscription maps each
    * event there, once per event for all its identical subscribers (docs/decisions/030), rather than here once per
-   * subscriber (which also costs one suspended generator per waiting subscription).
+   * subscriber (which also costs one suspended generator per waiting subscription). With `after` (a resume): the
+   * result only when the cursor does not cover it (it arrived after the cursor, or has not arrived yet); when it does,
+   * the result was delivered before and the stream ends at once.
    */
-  watch(caller: Caller, authReqId: string): AsyncGenerator<EventRecord> {
+  watch(caller: Caller, authReqId: string, after?: Position): AsyncGenerator<EventRecord> {
     checkAuthReqId(authReqId);
     // Another app's result is skipped: the stream waits as it would for an authentication with no result yet.
-    return this.events.streams.subscribe({ kind: MOBILE_ID_EVENT_KIND, key: authReqId, limit: 1, reader: caller });
+    return this.events.streams.subscribe({
+      kind: MOBILE_ID_EVENT_KIND,
+      key: authReqId,
+      limit: 1,
+      reader: caller,
+      after,
+      // The stream ends on the caller's first result: one the cursor covers ended the stream it resumes.
+      endedWithin: () => true,
+    });
   }
 
   /** The authentication an event of `watch` records (its tokens opened). */

@@ -1,5 +1,5 @@
 import type { Caller } from '../auth/caller.js';
-import { provisioningDedupeKey, type EventRecord, type Events } from '../events/index.js';
+import { provisioningDedupeKey, type EventRecord, type Events, type Position } from '../events/index.js';
 import { EVENT_KINDS } from '../events/kinds.js';
 import type { ProvisioningRow, ProvisioningRows } from '../store/provisionings.js';
 import {
@@ -100,8 +100,23 @@ export class ProvisioningRecords {
    * cannot hold it back), then every later state, until SUCCEEDED or FAILED: one event stream over the
    * provisioning's key. The stream listens before it reads the log's latest state, and only newer revisions pass,
    * so a change made while the subscriber connects is neither lost nor repeated.
+   *
+   * With `after` (a resume), not `current`: the states whose events the cursor does not cover, from the log, then
+   * live, each once (the stream orders them by their log sequence, which is their revisions' order); a provisioning
+   * that reached SUCCEEDED or FAILED inside the cursor ends the stream at once, as the resumed stream ended there.
    */
-  follow(caller: Caller, current: Provisioning): AsyncGenerator<Provisioning> {
+  follow(caller: Caller, current: Provisioning, after?: Position): AsyncGenerator<Provisioning> {
+    if (after !== undefined) {
+      return this.events.streams.subscribe({
+        kind: PROVISIONING_EVENT_KIND,
+        key: current.id,
+        reader: caller,
+        after,
+        endedWithin: (event) => terminal((event.payload as StoredState).state),
+        map: fromEvent,
+        until: (p) => terminal(p.state),
+      });
+    }
     let revision = current.revision;
     return this.events.streams.subscribe({
       kind: PROVISIONING_EVENT_KIND,
@@ -131,6 +146,9 @@ export class ProvisioningRecords {
   }
 }
 
+/** The state an event records, with the event's cursor (the result's `extensions.cursor`, src/execution/shared.ts). */
 function fromEvent(event: EventRecord): Provisioning {
-  return fromStored(event.payload as StoredState);
+  const p: Provisioning & { cursor?: string } = fromStored(event.payload as StoredState);
+  if (event.cursor !== undefined) p.cursor = event.cursor;
+  return p;
 }

@@ -7,7 +7,7 @@ import { readableBy } from '../auth/tenancy.js';
 import type { CloudService } from '../cloud/service.js';
 import * as v from '../cloud/validation.js';
 import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
-import type { Events } from '../events/index.js';
+import type { Events, Position } from '../events/index.js';
 import { keyedFingerprint, sameRequest } from '../fingerprint.js';
 import type { ProvisionKafkaClusterInput, ProvisionVirtualMachineInput } from '../generated/graphql.js';
 import type { Logger } from '../logger.js';
@@ -506,11 +506,14 @@ export class ProvisioningService {
     return p && readableBy(caller, p.scope) ? p : null;
   }
 
-  /** The current state (also for a subscriber that comes late), then every change, until SUCCEEDED or FAILED. */
-  async watch(caller: Caller, id: string): Promise<AsyncGenerator<Provisioning>> {
+  /**
+   * The current state (also for a subscriber that comes late), then every change, until SUCCEEDED or FAILED; with
+   * `after` (a resume), the states after that position instead, from the log, then live (ProvisioningRecords.follow).
+   */
+  async watch(caller: Caller, id: string, after?: Position): Promise<AsyncGenerator<Provisioning>> {
     const current = await this.get(caller, id);
     if (!current) throw new GatewayError(ErrorCode.NOT_FOUND, `provisioning ${id} not found`);
-    return this.records.follow(caller, current);
+    return this.records.follow(caller, current, after);
   }
 
   /** Waits for running provisionings (shutdown, tests). */

@@ -1,0 +1,287 @@
+// The two streams that end (mobileIdAuthentication: once; provisioningProgress: at SUCCEEDED or FAILED) resume from a
+// cursor like the others, over graphql-ws with `after` and over SSE with Last-Event-ID: a resume after the event that
+// ended the stream completes at once with nothing; a resume after an earlier event delivers exactly what came later,
+// once; without a cursor nothing changes. Real server on port 0, SQLite on disk, real clients.
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { collect, postNotification, wsClient, type Collected } from '../helpers/mobile-id.js';
+import { waitForSubscribers } from '../helpers/wait.js';
+
+const KEY = 'resume-ended-key';
+
+const MOBILE_ID = `subscription($id: String!, $after: String) {
+  mobileIdAuthentication(authReqId: $id, after: $after) { __typename ... on MobileIdAuthenticationFailed { authReqId reason } }
+}`;
+const PROGRESS = `subscription($id: ID!, $after: String) {
+  provisioningProgress(id: $id, after: $after) { state steps { name state } }
+}`;
+// What an EventSource sends again: the same operation, without `after`; the cursor travels as Last-Event-ID.
+const MOBILE_ID_SSE = `subscription($id: String!) {
+  mobileIdAuthentication(authReqId: $id) { __typename ... on MobileIdAuthenticationFailed { authReqId reason } }
+}`;
+const PROGRESS_SSE = `subscription($id: ID!) { provisioningProgress(id: $id) { state steps { name state } } }`;
+const PROVISION_KAFKA = `mutation($input: ProvisionKafkaClusterInput!) {
+  provisionKafkaCluster(input: $input) { provisioning { id state } }
+}`;
+const kafkaInput = (n: number) => ({
+  project: { name: `resume-${n}` },
+  network: { title: 'net' },
+  subnet: { title: 'sub', cidr: '10.60.0.0/24' },
+  ipAddress: { title: 'public' },
+  cluster: { title: 'kafka', instanceType: 'C2_MEDIUM' },
+  topics: [{ name: 'orders', replicationFactor: 3 }],
+  users: [{ name: 'svc', password: 'Pr0vision-secret' }],
+});
+
+let t: TestGateway;
+beforeAll(async () => {
+  t = await startTestGateway({ GATEWAY_API_KEYS: KEY });
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+/** A bounded wait on a stream's end: the test fails (rather than hangs) when it does not complete. */
+async function ended(done: Promise<unknown>, what: string): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: the stream did not complete within 10 s`)), 10_000);
+  });
+  try {
+    await Promise.race([done, limit]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A graphql-ws subscription of `query`; `after` only when given. */
+function overWs(query: string, variables: Record<string, unknown>): Collected {
+  return collect(wsClient(t, { key: KEY }), query, variables);
+}
+
+interface SseEvent {
+  event: string;
+  id: string | undefined;
+  data: any;
+}
+
+/** One operation over a distinct SSE stream, with Last-Event-ID when given; its events as they arrive, and its end. */
+async function overSse(
+  query: string,
+  variables: Record<string, unknown>,
+  lastEventId?: string,
+): Promise<{ events: SseEvent[]; nexts: () => SseEvent[]; done: Promise<void> }> {
+  const res = await request(`${t.url}/graphql/stream`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${KEY}`,
+      'content-type': 'application/json',
+      accept: 'text/event-stream',
+      ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
+    },
+    body: JSON.stringify({ query, variables }),
+  });
+  expect(res.statusCode).toBe(200);
+  const events: SseEvent[] = [];
+  let text = '';
+  const done = (async () => {
+    for await (const chunk of res.body) {
+      text += chunk.toString();
+      let end: number;
+      while ((end = text.indexOf('\n\n')) !== -1) {
+        const lines = text.slice(0, end).split('\n');
+        text = text.slice(end + 2);
+        const event = lines.find((l) => l.startsWith('event: '))?.slice(7);
+        if (event === undefined) continue;
+        const data = lines.find((l) => l.startsWith('data: '))?.slice(6);
+        const id = lines.find((l) => l.startsWith('id: '))?.slice(4);
+        events.push({ event, id, data: data ? JSON.parse(data) : null });
+      }
+    }
+  })();
+  return { events, nexts: () => events.filter((e) => e.event === 'next'), done };
+}
+
+async function completeMobileId(authReqId: string): Promise<void> {
+  const n = await t.gateway.sandbox.mobileId!.buildNotification({ authReqId, outcome: 'CLIENT_TIMEOUT' });
+  expect((await postNotification(t, n.body)).status).toBe(204);
+}
+
+describe('mobileIdAuthentication resumed from a cursor', () => {
+  it('over graphql-ws: without a cursor the stored result once (as before); with the cursor of that result, completes at once with nothing; with an earlier cursor, the result once', async () => {
+    await completeMobileId('ws-earlier');
+    const earlier = overWs(MOBILE_ID, { id: 'ws-earlier' });
+    await ended(earlier.done, 'the earlier result');
+    const earlierCursor = earlier.results[0].extensions.cursor as string;
+
+    await completeMobileId('ws-done');
+    // (c) No cursor: the stored result, once, then the stream completes.
+    const first = overWs(MOBILE_ID, { id: 'ws-done' });
+    await ended(first.done, 'the stream without a cursor');
+    expect(first.errors).toEqual([]);
+    expect(first.results.map((r) => r.data.mobileIdAuthentication.authReqId)).toEqual(['ws-done']);
+    const cursor = first.results[0].extensions.cursor as string;
+    expect(cursor).toMatch(/^[A-Za-z0-9_-]+$/);
+
+    // (a) Resumed after the result: it was delivered; the stream completes at once with no `next`.
+    const again = overWs(MOBILE_ID, { id: 'ws-done', after: cursor });
+    await ended(again.done, 'the resume after the result');
+    expect(again.errors).toEqual([]);
+    expect(again.completed()).toBe(true);
+    expect(again.results).toEqual([]);
+
+    // (b) Resumed after an earlier event: the result, which came after it, once.
+    const later = overWs(MOBILE_ID, { id: 'ws-done', after: earlierCursor });
+    await ended(later.done, 'the resume after an earlier event');
+    expect(later.errors).toEqual([]);
+    expect(later.results.map((r) => r.data.mobileIdAuthentication.authReqId)).toEqual(['ws-done']);
+    expect(later.results[0].extensions.cursor).toBe(cursor);
+
+    // (b) A result that has not arrived yet when the stream resumes: delivered live, once, then the stream completes.
+    const waiting = overWs(MOBILE_ID, { id: 'ws-live', after: cursor });
+    await waitForSubscribers(t, 'mobile-id', 'ws-live');
+    await completeMobileId('ws-live');
+    await ended(waiting.done, 'the live result after a resume');
+    expect(waiting.results.map((r) => r.data.mobileIdAuthentication.authReqId)).toEqual(['ws-live']);
+  });
+
+  it('over SSE with Last-Event-ID: after the result completes at once with nothing; after an earlier event, the result once; without, as before', async () => {
+    await completeMobileId('sse-earlier');
+    const earlier = await overSse(MOBILE_ID_SSE, { id: 'sse-earlier' });
+    await ended(earlier.done, 'the earlier result');
+    const earlierId = earlier.nexts()[0]!.id!;
+
+    await completeMobileId('sse-done');
+    // (c)
+    const first = await overSse(MOBILE_ID_SSE, { id: 'sse-done' });
+    await ended(first.done, 'the stream without Last-Event-ID');
+    expect(first.nexts().map((e) => e.data.data.mobileIdAuthentication.authReqId)).toEqual(['sse-done']);
+    const id = first.nexts()[0]!.id!;
+    expect(id).toBe(first.nexts()[0]!.data.extensions.cursor);
+
+    // (a)
+    const again = await overSse(MOBILE_ID_SSE, { id: 'sse-done' }, id);
+    await ended(again.done, 'the resume after the result');
+    expect(again.events.map((e) => e.event)).toEqual(['complete']);
+
+    // (b)
+    const later = await overSse(MOBILE_ID_SSE, { id: 'sse-done' }, earlierId);
+    await ended(later.done, 'the resume after an earlier event');
+    expect(later.events.map((e) => e.event)).toEqual(['next', 'complete']);
+    expect(later.nexts()[0]!.data.data.mobileIdAuthentication.authReqId).toBe('sse-done');
+    expect(later.nexts()[0]!.id).toBe(id);
+  });
+});
+
+describe('provisioningProgress resumed from a cursor', () => {
+  let provisioningId: string;
+  /** Every state the provisioning's events record, each with its cursor, as a resume from before it delivers them. */
+  let states: { state: string; json: string; cursor: string }[];
+
+  const view = (r: any) => JSON.stringify(r.data.provisioningProgress);
+
+  beforeAll(async () => {
+    // A cursor of an event before the provisioning: another provisioning's last state.
+    const before = await t.graphql(PROVISION_KAFKA, { input: kafkaInput(0) }, { key: KEY });
+    await t.gateway.services.provisioning.idle();
+    const beforeId = before.data!.provisionKafkaCluster.provisioning.id as string;
+    const { db } = t.gateway.services.store;
+    const beforeSeq = await db
+      .selectFrom('events')
+      .select('seq')
+      .where('kind', '=', 'provisioning')
+      .where('key', '=', beforeId)
+      .orderBy('seq', 'desc')
+      .executeTakeFirstOrThrow();
+    const beforeCursor = t.gateway.services.events.cursors.encode(
+      t.gateway.services.events.bus.position().upTo(Number(beforeSeq.seq)),
+      Date.now(),
+    );
+
+    const res = await t.graphql(PROVISION_KAFKA, { input: kafkaInput(1) }, { key: KEY });
+    expect(res.errors).toBeUndefined();
+    provisioningId = res.data!.provisionKafkaCluster.provisioning.id;
+    await t.gateway.services.provisioning.idle();
+    const all = overWs(PROGRESS, { id: provisioningId, after: beforeCursor });
+    await ended(all.done, 'the replay of every state');
+    expect(all.errors).toEqual([]);
+    states = all.results.map((r) => ({
+      state: r.data.provisioningProgress.state,
+      json: view(r),
+      cursor: r.extensions.cursor,
+    }));
+    const events = await db
+      .selectFrom('events')
+      .select('seq')
+      .where('kind', '=', 'provisioning')
+      .where('key', '=', provisioningId)
+      .execute();
+    expect(states).toHaveLength(events.length);
+    expect(states.length).toBeGreaterThan(3);
+    expect(states.at(-1)!.state).toBe('SUCCEEDED');
+    expect(new Set(states.map((s) => s.cursor)).size).toBe(states.length);
+  });
+
+  it('over graphql-ws: after the terminal state completes at once with nothing; after an earlier state, exactly the later ones once; without a cursor, the current state (as before)', async () => {
+    // (a)
+    const again = overWs(PROGRESS, { id: provisioningId, after: states.at(-1)!.cursor });
+    await ended(again.done, 'the resume after SUCCEEDED');
+    expect(again.errors).toEqual([]);
+    expect(again.completed()).toBe(true);
+    expect(again.results).toEqual([]);
+
+    // (b)
+    const later = overWs(PROGRESS, { id: provisioningId, after: states[1]!.cursor });
+    await ended(later.done, 'the resume after an earlier state');
+    expect(later.errors).toEqual([]);
+    expect(later.results.map(view)).toEqual(states.slice(2).map((s) => s.json));
+    expect(later.results.map((r) => r.extensions.cursor)).toEqual(states.slice(2).map((s) => s.cursor));
+
+    // (c)
+    const first = overWs(PROGRESS, { id: provisioningId });
+    await ended(first.done, 'the stream without a cursor');
+    expect(first.results.map(view)).toEqual([states.at(-1)!.json]);
+  });
+
+  it('over SSE with Last-Event-ID: after the terminal state completes at once with nothing; after an earlier state, exactly the later ones once; without, as before', async () => {
+    // (a)
+    const again = await overSse(PROGRESS_SSE, { id: provisioningId }, states.at(-1)!.cursor);
+    await ended(again.done, 'the resume after SUCCEEDED');
+    expect(again.events.map((e) => e.event)).toEqual(['complete']);
+
+    // (b)
+    const later = await overSse(PROGRESS_SSE, { id: provisioningId }, states[2]!.cursor);
+    await ended(later.done, 'the resume after an earlier state');
+    expect(later.nexts().map((e) => JSON.stringify(e.data.data.provisioningProgress))).toEqual(
+      states.slice(3).map((s) => s.json),
+    );
+    expect(later.nexts().map((e) => e.id)).toEqual(states.slice(3).map((s) => s.cursor));
+
+    // (c)
+    const first = await overSse(PROGRESS_SSE, { id: provisioningId });
+    await ended(first.done, 'the stream without Last-Event-ID');
+    expect(first.nexts().map((e) => JSON.stringify(e.data.data.provisioningProgress))).toEqual([states.at(-1)!.json]);
+  });
+
+  it('a resume that starts before the terminal state delivers it live, once, then completes', async () => {
+    const res = await t.graphql(PROVISION_KAFKA, { input: kafkaInput(2) }, { key: KEY });
+    const id = res.data!.provisionKafkaCluster.provisioning.id as string;
+    const sub = overWs(PROGRESS, { id, after: states.at(-1)!.cursor });
+    await ended(sub.done, 'the resumed stream of a running provisioning');
+    expect(sub.errors).toEqual([]);
+    const seen = sub.results.map((r) => r.data.provisioningProgress.state);
+    expect(seen.at(-1)).toBe('SUCCEEDED');
+    const cursors = sub.results.map((r) => r.extensions.cursor);
+    expect(new Set(cursors).size).toBe(cursors.length);
+    await t.gateway.services.provisioning.idle();
+  });
+
+  it("an unknown or another app's provisioning is still NOT_FOUND with a cursor", async () => {
+    const sub = overWs(PROGRESS, { id: 'no-such-provisioning', after: states.at(-1)!.cursor });
+    await ended(sub.done, 'the refusal');
+    const errors = [...sub.errors, ...sub.results.flatMap((r) => r.errors ?? [])] as any[];
+    expect(JSON.stringify(errors)).toContain('NOT_FOUND');
+  });
+});
