@@ -48,6 +48,9 @@ interface MobileIdServiceOptions {
   now?: (() => number) | undefined;
 }
 
+/** The stream ends on the caller's first result: one a resume cursor covers ended the stream it resumes. */
+const FIRST_RESULT_ENDS = (): boolean => true;
+
 /**
  * The mobile-ID completion notifications: authenticates, checks, verifies and stores them (tokens sealed),
  * answers queries and subscriptions from the event log, and issues client_notification_tokens. Each role has
@@ -141,8 +144,7 @@ export class MobileIdService {
       limit: 1,
       reader: caller,
       after,
-      // The stream ends on the caller's first result: one the cursor covers ended the stream it resumes.
-      endedWithin: () => true,
+      endedWithin: FIRST_RESULT_ENDS,
     });
   }
 
