@@ -5,13 +5,15 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { startingHandler } from '../server/health.js';
-import { createRequestHandler } from '../server/http.js';
+import { createRequestHandler, RequestArrivals } from '../server/http.js';
 import { refuseUnreadRequest } from '../server/respond.js';
 import { SHUTDOWN } from './options.js';
 import type { Transports } from './transports.js';
 
 export class GatewayServer {
   readonly server = http.createServer();
+  /** The requests served so far, counted for the store's commit window (RequestArrivals). */
+  readonly arrivals = new RequestArrivals();
   /** `http://<host>:<port>`, known once it listens (127.0.0.1 when bound to all interfaces). */
   url = '';
   private starting: ((req: http.IncomingMessage, res: http.ServerResponse) => void) | null = null;
@@ -51,7 +53,10 @@ export class GatewayServer {
   /** Serves the transports (listening now when it did not while starting). */
   async serve(transports: Transports, logger: Logger, metrics: Metrics): Promise<void> {
     if (this.starting) this.server.off('request', this.starting);
-    this.server.on('request', createRequestHandler({ routes: transports.routes, logger, metrics }));
+    this.server.on(
+      'request',
+      createRequestHandler({ routes: transports.routes, logger, metrics, arrivals: this.arrivals }),
+    );
     this.server.on('upgrade', (req, socket, head) => transports.upgrade(req, socket, head));
     if (!this.server.listening) await this.listen();
   }

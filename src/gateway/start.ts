@@ -50,6 +50,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       databaseUrl: config.databaseUrl,
       sqliteSynchronous: config.sqliteSynchronous,
       sqliteCommitWindowMs: config.sqliteCommitWindowMs,
+      requestArrivals: http.arrivals,
       sqliteCheckpointIntervalMs: config.sqliteCheckpointIntervalMs,
       sqliteWalRestartFrames: config.sqliteWalRestartFrames,
       sqliteWalPreallocate: config.sqliteWalPreallocate,

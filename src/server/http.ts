@@ -31,6 +31,14 @@ export interface Route {
   handle(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> | void;
 }
 
+/**
+ * How many requests the HTTP port has received, a count that only grows. The store reads it to tell a trickle of writes
+ * from several callers from a lone caller's (src/store/sqlite-dialect.ts, the commit window; docs/decisions/159).
+ */
+export class RequestArrivals {
+  count = 0;
+}
+
 const REQUEST_ID_RE = /^[\w.:-]{1,128}$/;
 
 /** A request's id: its X-Request-Id when that is sane, else a fresh UUID. */
@@ -43,9 +51,16 @@ export function requestIdOf(req: IncomingMessage): string {
  * The request handler of the one HTTP port: a request id on every log line (taken from X-Request-Id
  * when it is sane), a route table, and a masked 500 for anything a route throws.
  */
-export function createRequestHandler(options: { routes: Route[]; logger: Logger; metrics: Metrics }) {
+export function createRequestHandler(options: {
+  routes: Route[];
+  logger: Logger;
+  metrics: Metrics;
+  arrivals?: RequestArrivals;
+}) {
   const { routes, logger, metrics } = options;
+  const arrivals = options.arrivals ?? new RequestArrivals();
   return (req: IncomingMessage, res: ServerResponse): void => {
+    arrivals.count += 1;
     const started = performance.now();
     const requestId = requestIdOf(req);
     const url = req.url ?? '/';

@@ -91,8 +91,10 @@ export interface StoreOptions {
    * webhook is acknowledged; NORMAL is durable against a process crash only. See docs/decisions/002.
    */
   sqliteSynchronous?: 'FULL' | 'NORMAL';
-  /** SQLITE_COMMIT_WINDOW_MS (default 1; docs/decisions/062, 113); ignored with DATABASE_URL. */
+  /** SQLITE_COMMIT_WINDOW_MS (default 1; docs/decisions/062, 113, 159); ignored with DATABASE_URL. */
   sqliteCommitWindowMs?: number;
+  /** The HTTP port's count of requests received, which the commit window reads (src/server/http.ts RequestArrivals). */
+  requestArrivals?: { readonly count: number };
   /** SQLITE_CHECKPOINT_INTERVAL_MS (docs/decisions/033); ignored with DATABASE_URL. */
   sqliteCheckpointIntervalMs?: number;
   /** SQLITE_WAL_RESTART_FRAMES (docs/decisions/107); ignored with DATABASE_URL. */
@@ -334,6 +336,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       syncWal: full,
       checkpointInWorker: true,
       commitWindowMs: options.sqliteCommitWindowMs ?? 1,
+      ...(options.requestArrivals ? { arrivals: options.requestArrivals } : {}),
       checkpoint: {
         ...(options.sqliteCheckpointIntervalMs === undefined ? {} : { intervalMs: options.sqliteCheckpointIntervalMs }),
         restartFrames,

@@ -190,12 +190,19 @@ export interface GroupCommitOptions {
   checkpointInWorker?: boolean;
   /**
    * SQLITE_COMMIT_WINDOW_MS: a group opened while no sync is in flight, when in the last eight times this long a write
-   * came while another's sync was in flight, is committed this long after its first write instead of at the end of its
-   * turn, so that the writes of a steady trickle from several callers share one COMMIT and one fdatasync
-   * (docs/decisions/062, 113). A lone caller's writes, and a write after a quiet spell, commit at the end of their
-   * turn. 0: every group at the end of its turn.
+   * came while another's sync was in flight (or a request arrived while a group was open: `arrivals`), is committed
+   * this long after its first write instead of at the end of its turn, so that the writes of a steady trickle from
+   * several callers share one COMMIT and one fdatasync (docs/decisions/062, 113, 159). A lone caller's writes, and a
+   * write after a quiet spell, commit at the end of their turn. 0: every group at the end of its turn.
    */
   commitWindowMs?: number;
+  /**
+   * How many requests the HTTP port has received so far (src/server/http.ts RequestArrivals): a request that arrives
+   * while a group is open is another caller's too (a lone caller sends its next request only once its write is
+   * answered), so a group during which one arrived counts as writes from more than one caller, as a write during
+   * another's sync does, whatever the sync's speed.
+   */
+  arrivals?: { readonly count: number };
   /**
    * The least time between two checkpoints (SQLITE_CHECKPOINT_INTERVAL_MS, default 500 ms), from how many WAL frames
    * to restart the WAL (SQLITE_WAL_RESTART_FRAMES, default 65,536), whether the worker syncs the database file after a
@@ -257,10 +264,14 @@ class GroupCommitSqliteDriver implements Driver {
   private readonly syncWal: boolean;
   private readonly commitWindowMs: number;
   /**
-   * When a write last opened a group while a sync was in flight (performance.now()): a sign that writes come from more
-   * than one caller at a time. A lone caller's next write waits for its last one's sync, so it never does this.
+   * When a write last opened a group while a sync was in flight, or a group was committed during which a request
+   * arrived (performance.now()): a sign that writes come from more than one caller at a time. A lone caller's next
+   * write waits for its last one's sync, and its next request for the answer, so it never does either.
    */
   private lastConcurrent = -Infinity;
+  /** `arrivals` when the open group opened. */
+  private arrivalsAtOpen = 0;
+  private readonly arrivals: { readonly count: number } | null;
   private walFd: number | null = null;
   private committed = 0;
   private durable = 0;
@@ -288,6 +299,7 @@ class GroupCommitSqliteDriver implements Driver {
     this.unit = { savepoint: db.prepare('savepoint together'), release: db.prepare('release together') };
     this.syncWal = options.syncWal ?? false;
     this.commitWindowMs = options.commitWindowMs ?? 0;
+    this.arrivals = options.arrivals ?? null;
     this.checkpointer = options.checkpointInWorker
       ? new WalCheckpointer(db, () => this.group === null && this.owner === null, options.checkpoint)
       : null;
@@ -402,6 +414,7 @@ class GroupCommitSqliteDriver implements Driver {
   inGroup<T>(work: () => T, visible = false): Promise<T> {
     if (this.failure) return Promise.reject(this.failure);
     if (!this.group) {
+      if (this.arrivals) this.arrivalsAtOpen = this.arrivals.count;
       this.db.exec('begin immediate');
       this.group = [];
       if (this.commitWindowMs > 0 && this.othersWriting()) setTimeout(this.endOfWindow, this.commitWindowMs);
@@ -468,8 +481,9 @@ class GroupCommitSqliteDriver implements Driver {
 
   /**
    * Whether a group opened now waits for its window: no sync is in flight (else the writes that arrive meanwhile share
-   * the next commit anyway), and in the last eight windows a write came while another's sync was in flight, so that
-   * another write may well come within this one. A lone caller (one request at a time) never waits.
+   * the next commit anyway), and in the last eight windows a write came while another's sync was in flight or a request
+   * arrived while a group was open, so that another write may well come within this one. A lone caller (one request at
+   * a time) never waits.
    */
   private othersWriting(): boolean {
     const now = performance.now();
@@ -496,6 +510,8 @@ class GroupCommitSqliteDriver implements Driver {
     const group = this.group;
     if (!group) return;
     this.group = null;
+    // A request that arrived while the group was open: another caller (see `arrivals`).
+    if (this.arrivals && this.arrivals.count !== this.arrivalsAtOpen) this.lastConcurrent = performance.now();
     try {
       this.db.exec('commit');
     } catch (error) {

@@ -26,8 +26,9 @@ function tracked(write: Promise<unknown>): { done: () => boolean; write: Promise
   return { done: () => settled, write };
 }
 
-// SQLITE_COMMIT_WINDOW_MS (docs/decisions/062, 113): a group waits its window only when writes have lately come from
-// more than one caller at a time (one opened a group while another's sync was in flight). The clock is vitest's
+// SQLITE_COMMIT_WINDOW_MS (docs/decisions/062, 113, 159): a group waits its window only when writes have lately come
+// from more than one caller at a time (one opened a group while another's sync was in flight, or a request arrived
+// while a group was open). The clock is vitest's
 // (setTimeout and performance.now); the fdatasyncs are real but held until the test lets them answer; the end of a
 // turn (setImmediate) and SQLite are real.
 describe('the commit window', () => {
@@ -37,6 +38,8 @@ describe('the commit window', () => {
   let next: number;
   /** The fdatasyncs asked for and not yet let through. */
   let syncs: Array<() => void>;
+  /** Called as each group opens (its BEGIN): a request arriving while the group is open. */
+  let onBegin: (() => void) | null;
 
   beforeEach(() => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
@@ -49,9 +52,12 @@ describe('the commit window', () => {
     next = 0;
     syncs = [];
     const exec = database.exec.bind(database);
+    onBegin = null;
     vi.spyOn(database, 'exec').mockImplementation((source: string) => {
       if (source === 'commit') commits += 1;
-      return exec(source);
+      const done = exec(source);
+      if (source === 'begin immediate') onBegin?.();
+      return done;
     });
     const real = fs.fdatasync;
     vi.spyOn(fs, 'fdatasync').mockImplementation(((fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => {
@@ -66,8 +72,14 @@ describe('the commit window', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  const writer = (commitWindowMs: number) => {
-    const db = new Kysely<Db>({ dialect: new GroupCommitSqliteDialect(database, { commitWindowMs, syncWal: true }) });
+  const writer = (commitWindowMs: number, arrivals?: { count: number }) => {
+    const db = new Kysely<Db>({
+      dialect: new GroupCommitSqliteDialect(database, {
+        commitWindowMs,
+        syncWal: true,
+        ...(arrivals ? { arrivals } : {}),
+      }),
+    });
     return () => tracked(db.insertInto('items').values({ id: ++next }).execute());
   };
 
@@ -127,6 +139,56 @@ describe('the commit window', () => {
     expect(commits).toBe(4);
     await syncAnswers(e);
     expect((database.prepare('select count(*) as n from items').get() as { n: number }).n).toBe(5);
+  });
+
+  it("never holds a lone caller's writes when the HTTP port is counted: no request arrives while its group is open", async () => {
+    const arrivals = { count: 0 };
+    const write = writer(2, arrivals);
+    for (let i = 0; i < 4; i++) {
+      arrivals.count += 1; // the caller's own request, before its write
+      const w = write();
+      await turnsOfTheLoop(3);
+      expect(commits).toBe(i + 1);
+      await syncAnswers(w);
+      vi.advanceTimersByTime(0.5);
+    }
+  });
+
+  it('holds a group for its window once a request arrived while a group was open, however fast the syncs', async () => {
+    const arrivals = { count: 1 };
+    const write = writer(2, arrivals);
+    // Another caller's request arrives while A's group is open (before the end of its turn): a second caller.
+    onBegin = () => {
+      arrivals.count += 1;
+      onBegin = null;
+    };
+    const a = write();
+    await turnsOfTheLoop(3);
+    expect(commits).toBe(1);
+    await syncAnswers(a);
+
+    // 3 ms later (within eight windows), with no sync in flight and none having overlapped a write, B waits its window.
+    vi.advanceTimersByTime(3);
+    const b = write();
+    await turnsOfTheLoop(5);
+    expect([b.done(), commits]).toEqual([false, 1]);
+    vi.advanceTimersByTime(1);
+    const c = write();
+    await turnsOfTheLoop(5);
+    expect([c.done(), commits]).toEqual([false, 1]);
+    // The window ends 2 ms after B: one COMMIT and one sync for both.
+    vi.advanceTimersByTime(1);
+    await turnsOfTheLoop(3);
+    expect(commits).toBe(2);
+    await syncAnswers(b);
+    expect(c.done()).toBe(true);
+
+    // After a quiet spell, D commits in its turn again.
+    vi.advanceTimersByTime(17);
+    const d = write();
+    await turnsOfTheLoop(3);
+    expect(commits).toBe(3);
+    await syncAnswers(d);
   });
 
   it('with a window of 0 commits every group at the end of its turn, even right after writes came together', async () => {
