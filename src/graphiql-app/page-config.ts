@@ -60,13 +60,14 @@ export function approvalTab(search: string, config: GraphiqlPageConfig): Example
   const headers = headersTemplate(config);
   return {
     query: [
-      '# An agent asks to run this plan. Run "Plan" to read what it would send, then "Approve" to let it run once.',
+      '# An agent asks to run this plan. Run "Plan" to read what it would send, then "Approve" to let it run once',
+      '# (it approves the plan only while it is PENDING, as "Plan" shows it: CONFLICT if it changed meanwhile).',
       'query Plan($id: ID!) {',
       '  agentPlan(id: $id) { id app tool status summary hash creations rateLimitPoints requests approvedBy approvalExpiresAt }',
       '}',
       '',
       'mutation Approve($id: ID!) {',
-      '  approvePlan(planId: $id) { id status approvedBy approvalExpiresAt hash }',
+      '  approvePlan(planId: $id, status: PENDING) { id status approvedBy approvalExpiresAt hash }',
       '}',
     ].join('\n'),
     variables: JSON.stringify({ id: planId.toLowerCase() }, null, 2),

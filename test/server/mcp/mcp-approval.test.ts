@@ -215,13 +215,17 @@ describe("approval of agents' creations", () => {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${APPROVER_KEY}` },
         body: JSON.stringify({ query: tab.query, variables, operationName }),
-      }).then((r) => r.body.json() as Promise<{ data: Record<string, any> }>);
+      }).then((r) => r.body.json() as Promise<{ data: Record<string, any>; errors?: Array<Record<string, any>> }>);
     expect((await run('Plan')).data.agentPlan).toMatchObject({
       id: planned.structuredContent!.planId,
       status: 'PENDING',
       creations: 1,
     });
     expect((await run('Approve')).data.approvePlan).toMatchObject({ status: 'APPROVED', approvedBy: 'approver' });
+    // The tab approves the plan as the person read it, PENDING: run again, it approves nothing more.
+    const again = await run('Approve');
+    expect(again.errors?.[0]).toMatchObject({ extensions: { code: 'CONFLICT' } });
+    expect(again.errors?.[0]!.message).toMatch(/not PENDING as shown/);
   });
 
   it('an approved provisioning plan starts the provisioning with the plan id as its idempotency key', async () => {
