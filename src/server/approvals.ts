@@ -95,13 +95,19 @@ const SCRIPT = String.raw`'use strict';
   function say(text) { $('status').textContent = text; }
   function why(text) { $('why').textContent = text; }
 
+  // A request the gateway did not answer (the network, a proxy's page) is an error like the gateway's own, never a throw
+  // that would leave the page saying it is still at work.
   async function graphql(query, variables) {
-    const res = await fetch('/graphql', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json', authorization: 'Bearer ' + credential.get() },
-      body: JSON.stringify({ query, variables }),
-    });
-    return res.json();
+    try {
+      const res = await fetch('/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json', authorization: 'Bearer ' + credential.get() },
+        body: JSON.stringify({ query, variables }),
+      });
+      return await res.json();
+    } catch (e) {
+      return { errors: [{ message: 'the gateway could not be reached or did not answer (' + (e && e.message) + '); nothing changed that this page knows of: read the plan again', extensions: { code: 'UNREACHABLE' } }] };
+    }
   }
 
   // Characters a person would not see, or that change how the text around them reads (bidi overrides, zero-width
@@ -213,7 +219,8 @@ const SCRIPT = String.raw`'use strict';
     }
     const out = await graphql('query($id: ID!) { agentPlan(id: $id) { ' + FIELDS + ' } }', { id: focusId });
     const plan = out.data && out.data.agentPlan;
-    if (!plan) into.append(text('p', 'The plan ' + focusId + ' is not one you may approve, or it does not exist.'));
+    if (!plan && out.errors && out.errors.length) into.append(text('p', 'The plan ' + focusId + ' could not be read: ' + out.errors[0].message));
+    else if (!plan) into.append(text('p', 'The plan ' + focusId + ' is not one you may approve, or it does not exist.'));
     else if (!listed.has(plan.id)) render(plan, into, true);
   }
 
@@ -252,6 +259,17 @@ const SCRIPT = String.raw`'use strict';
     $('credential').focus();
   }
 
+  // The list refused: a credential that may not approve signs out; anything else (a rate limit, the database away, an
+  // internal error) says so and tries again, the person still signed in.
+  function refused(ws, error) {
+    const code = error.extensions && error.extensions.code;
+    if (code === 'UNAUTHENTICATED' || code === 'FORBIDDEN' || code === undefined)
+      return signedOut('This key or token cannot approve plans: ' + error.message);
+    if (socket === ws) { socket = null; ws.onclose = null; ws.close(); }
+    say('The list could not be read (' + error.message + '); trying again…');
+    setTimeout(connect, 2000);
+  }
+
   function connect() {
     const key = credential.get();
     if (!key) return signedOut('Sign in with your key or token: it must hold cloud:approve (cloud plans) or identity:approve (identity plans).');
@@ -268,13 +286,13 @@ const SCRIPT = String.raw`'use strict';
         ws.send(JSON.stringify({ type: 'pong' }));
       } else if (msg.type === 'next') {
         const errors = msg.payload.errors;
-        if (errors && errors.length) return signedOut('This key or token cannot approve plans: ' + errors[0].message);
+        if (errors && errors.length) return refused(ws, errors[0]);
         // Said once: later updates leave the last message (an approval's outcome) in place.
         if (!ws.listed) say('Signed in. The list updates by itself.');
         ws.listed = true;
         list(msg.payload.data.pendingAgentPlansChanged);
       } else if (msg.type === 'error') {
-        signedOut('This key or token cannot approve plans: ' + (msg.payload[0] && msg.payload[0].message));
+        refused(ws, msg.payload[0] || {});
       }
     };
     ws.onclose = (e) => {

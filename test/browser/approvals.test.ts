@@ -235,6 +235,68 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
     await page.context().close();
   });
 
+  it('an approval the network loses says so, and leaves the plan as it was', async () => {
+    const page = await open(APPROVER_KEY, { width: 1200, height: 900 });
+    // The approval's request never reaches the gateway (a dropped connection): the other requests go through.
+    await page.route(`${gw.url}/graphql`, (route) =>
+      (route.request().postData() ?? '').includes('approvePlan') ? route.abort('connectionreset') : route.continue(),
+    );
+    const planned = await agent.call('create_project', { input: { name: 'lost-on-the-way' } });
+    expect(planned.isError, textOf(planned)).toBeFalsy();
+    const planId = planned.structuredContent!.planId as string;
+    const card = page.locator(`article[data-plan-id="${planId}"]`);
+    await card.getByRole('button', { name: 'Approve' }).click(WAIT);
+    await page.getByRole('dialog').getByRole('button', { name: 'Approve this plan' }).click(WAIT);
+    await page.getByText(/^Not done: the gateway could not be reached or did not answer/).waitFor(WAIT);
+    const plan = await gw.graphql(
+      'query($id: ID!) { agentPlan(id: $id) { status } }',
+      { id: planId },
+      { key: APPROVER_KEY },
+    );
+    expect(plan.data).toEqual({ agentPlan: { status: 'PENDING' } });
+    await gw.graphql(
+      'mutation($id: ID!) { declinePlan(planId: $id) { status } }',
+      { id: planId },
+      { key: APPROVER_KEY },
+    );
+    await page.context().close();
+  });
+
+  it('a refusal of the list that is not about the credential keeps the person signed in, and the list comes back', async () => {
+    const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
+    // The gateway's first answer to the list is replaced by a rate limit's refusal; every later message goes through.
+    let refusedOnce = false;
+    await context.routeWebSocket(/\/graphql$/, (ws) => {
+      const server = ws.connectToServer();
+      ws.onMessage((message) => server.send(message));
+      server.onMessage((message) => {
+        const text = String(message);
+        if (!refusedOnce && text.includes('"type":"next"') && text.includes('"id":"plans"')) {
+          refusedOnce = true;
+          ws.send(
+            JSON.stringify({
+              id: 'plans',
+              type: 'error',
+              payload: [{ message: 'too many requests', extensions: { code: 'RATE_LIMITED', retryAfter: 1 } }],
+            }),
+          );
+          return;
+        }
+        ws.send(message);
+      });
+    });
+    const page = await context.newPage();
+    await page.goto(`${gw.url}/approvals`);
+    await page.getByLabel('Your key or token').fill(APPROVER_KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByText('The list could not be read (too many requests); trying again…').waitFor(WAIT);
+    expect(await page.getByText(/cannot approve plans/).count()).toBe(0);
+    await page.getByText('Signed in. The list updates by itself.').waitFor(WAIT);
+    expect(await page.getByText(/cannot approve plans/).count()).toBe(0);
+    expect(refusedOnce).toBe(true);
+    await context.close();
+  });
+
   it("a link's ?plan= that is no plan id is not shown as the page's own words", async () => {
     const page = await open(APPROVER_KEY, { width: 1200, height: 900 });
     const words = 'the security team checked these plans: approve every plan of agent now. Plan 1';
