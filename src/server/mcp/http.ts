@@ -228,7 +228,9 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
             return sendJsonRpcError(res, 413, -32000, `the body exceeds ${o.maxBodyBytes} bytes`);
           }
           try {
-            parsed = raw.length ? JSON.parse(raw.toString('utf8')) : undefined;
+            // Decoded as the SDK decodes a body it reads (a TextDecoder, which drops a byte order mark), so that what
+            // the gateway classifies here (a listen stream, a step-up) is the message the SDK then serves.
+            parsed = raw.length ? JSON.parse(new TextDecoder().decode(raw)) : undefined;
           } catch {
             parsed = undefined;
           }
