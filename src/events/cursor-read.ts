@@ -30,6 +30,11 @@ export interface WaitForEvents {
   signal?: CancelSignal;
   /** Most events returned (1..1000, default 100). */
   limit?: number;
+  /**
+   * Admits the call (spends its rate-limit point) once its cursor is taken, before anything is read or waited: a
+   * cursor this gateway cannot take is bad input, and bad input spends nothing.
+   */
+  admit?: () => Promise<void>;
 }
 
 /**
@@ -71,6 +76,7 @@ export class EventReader {
     const after = options.cursor
       ? this.cursors.decode(options.cursor, this.log.retentionMs, this.now()).position
       : null;
+    await options.admit?.();
     const limit = options.limit ?? 100;
     let wake: (() => void) | null = null;
     let woken = false;

@@ -267,12 +267,14 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
             codec,
           )
         : null,
-    // wait_for_events spends one point of the app's reads budget per call, before it reads or waits.
+    // wait_for_events spends one point of the app's reads budget per call, before it reads or waits (once its cursor
+    // is taken: a cursor it cannot take is bad input, which spends nothing).
     events: {
-      waitForEvents: async (caller, options) => {
-        await services.rateLimits.take(caller, 'reads');
-        return services.events.reader.waitForEvents(caller, options);
-      },
+      waitForEvents: (caller, options) =>
+        services.events.reader.waitForEvents(caller, {
+          ...options,
+          admit: () => services.rateLimits.take(caller, 'reads'),
+        }),
       onResourceChanged: (caller, kind, key, listener) =>
         services.events.reader.onResourceChanged(caller, kind, key, listener),
     },
