@@ -19,7 +19,7 @@ export {
   provisioningDedupeKey,
   verificationDedupePrefix,
 } from './log.js';
-export { EventStreams, StreamCancel, type CancelSignal, type StreamOptions } from './stream.js';
+export { EventStreams, readWaitingOut, StreamCancel, type CancelSignal, type StreamOptions } from './stream.js';
 export { CursorCodec, CursorError, type Position } from './cursor.js';
 export { EventReader, type EventsPage, type WaitForEvents } from './cursor-read.js';
 

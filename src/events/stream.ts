@@ -68,6 +68,25 @@ export interface StreamOptions<T = EventRecord> {
 }
 
 /**
+ * `read`, again after a failure to reach the database (backing off up to 2 s) until READ_RETRY_MS have passed or
+ * `stopped()`: what a stream reads before its first event (the log, or a domain's row) waits out a restarting database.
+ */
+export async function readWaitingOut<T>(read: () => Promise<T>, stopped: () => boolean = () => false): Promise<T> {
+  const deadline = Date.now() + READ_RETRY_MS;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await read();
+    } catch (err) {
+      const wait = Math.min(2_000, 100 * 2 ** attempt);
+      // Only a database that is away is waited out; a failing statement (SQLite's or PostgreSQL's) ends the stream now.
+      if (stopped() || !databaseUnreachable(err) || Date.now() + wait > deadline) throw err;
+      await sleep(wait);
+      if (stopped()) throw err;
+    }
+  }
+}
+
+/**
  * What ends a stream that is waiting for an event: an AbortSignal, or the lighter StreamCancel (a listener
  * on an AbortSignal costs memory, and every idle subscription holds one; decision 006, Measurements, step 4).
  */
@@ -299,20 +318,9 @@ class EventStream<T> implements AsyncGenerator<T> {
     if (r.page.length === 0 && r.from >= r.until.max()) this.replay = null;
   }
 
-  /** `read`, again after a failure to reach the database (backing off up to 2 s) until READ_RETRY_MS have passed or the stream ended. */
-  private async retried<T>(read: () => Promise<T>): Promise<T> {
-    const deadline = Date.now() + READ_RETRY_MS;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await read();
-      } catch (err) {
-        const wait = Math.min(2_000, 100 * 2 ** attempt);
-        // Only a database that is away is waited out; a failing statement (SQLite's or PostgreSQL's) ends the stream now.
-        if (this.done || !databaseUnreachable(err) || Date.now() + wait > deadline) throw err;
-        await sleep(wait);
-        if (this.done) throw err;
-      }
-    }
+  /** `read`, again after a failure to reach the database until READ_RETRY_MS have passed or the stream ended. */
+  private retried<T>(read: () => Promise<T>): Promise<T> {
+    return readWaitingOut(read, () => this.done);
   }
 
   /**

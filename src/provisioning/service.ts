@@ -7,7 +7,7 @@ import { readableBy } from '../auth/tenancy.js';
 import type { CloudService } from '../cloud/service.js';
 import * as v from '../cloud/validation.js';
 import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
-import type { Events, Position } from '../events/index.js';
+import { readWaitingOut, type Events, type Position } from '../events/index.js';
 import { keyedFingerprint, sameRequest } from '../fingerprint.js';
 import type { ProvisionKafkaClusterInput, ProvisionVirtualMachineInput } from '../generated/graphql.js';
 import type { Logger } from '../logger.js';
@@ -511,7 +511,8 @@ export class ProvisioningService {
    * `after` (a resume), the states after that position instead, from the log, then live (ProvisioningRecords.follow).
    */
   async watch(caller: Caller, id: string, after?: Position): Promise<AsyncGenerator<Provisioning>> {
-    const current = await this.get(caller, id);
+    // As the stream's own reads of the log: a subscriber that (re)connects while the database restarts waits it out.
+    const current = await readWaitingOut(() => this.get(caller, id));
     if (!current) throw new GatewayError(ErrorCode.NOT_FOUND, `provisioning ${id} not found`);
     return this.records.follow(caller, current, after);
   }
