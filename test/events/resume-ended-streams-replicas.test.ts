@@ -2,39 +2,30 @@
 // out by replica A resumes on replica B (two gateways on one embedded PostgreSQL, real graphql-ws and SSE clients).
 // After the event that ended the stream: complete at once with nothing; after an earlier event: what came later, once,
 // in order; before the event arrives: delivered live on B from A, once, then complete.
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { TestGateway } from '../helpers/gateway.js';
 import { collect, postNotification, wsClient, type Collected } from '../helpers/mobile-id.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
-import { deliveredEverywhere } from '../helpers/resumable.js';
+import {
+  deliveredEverywhere,
+  ended as endedWithin,
+  kafkaInput,
+  MOBILE_ID_AFTER,
+  MOBILE_ID_SSE,
+  PROGRESS_AFTER,
+  PROGRESS_SSE,
+  PROVISION_KAFKA,
+  sseStream,
+  type SseEvent,
+} from '../helpers/resumable.js';
 import { waitForSubscribers } from '../helpers/wait.js';
 
 const KEY = 'resume-replicas-key';
 
-const MOBILE_ID = `subscription($id: String!, $after: String) {
-  mobileIdAuthentication(authReqId: $id, after: $after) { __typename ... on MobileIdAuthenticationFailed { authReqId reason } }
-}`;
-const MOBILE_ID_SSE = `subscription($id: String!) {
-  mobileIdAuthentication(authReqId: $id) { __typename ... on MobileIdAuthenticationFailed { authReqId reason } }
-}`;
-const PROGRESS = `subscription($id: ID!, $after: String) {
-  provisioningProgress(id: $id, after: $after) { state steps { name state } }
-}`;
-const PROGRESS_SSE = `subscription($id: ID!) { provisioningProgress(id: $id) { state steps { name state } } }`;
-const PROVISION_KAFKA = `mutation($input: ProvisionKafkaClusterInput!) {
-  provisionKafkaCluster(input: $input) { provisioning { id state } }
-}`;
-const kafkaInput = (n: number) => ({
-  project: { name: `resume-replicas-${n}` },
-  network: { title: 'net' },
-  subnet: { title: 'sub', cidr: '10.61.0.0/24' },
-  ipAddress: { title: 'public' },
-  cluster: { title: 'kafka', instanceType: 'C2_MEDIUM' },
-  topics: [{ name: 'orders', replicationFactor: 3 }],
-  users: [{ name: 'svc', password: 'Pr0vision-secret' }],
-});
+const MOBILE_ID = MOBILE_ID_AFTER;
+const PROGRESS = PROGRESS_AFTER;
+const kafka = (n: number) => kafkaInput(`resume-replicas-${n}`, '10.61.0.0/24');
 
 let r: Replicas;
 beforeAll(async () => {
@@ -44,27 +35,11 @@ afterAll(async () => {
   await r?.close();
 });
 
-/** A bounded wait on a stream's end: the test fails (rather than hangs) when it does not complete. */
-async function ended(done: Promise<unknown>, what: string): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const limit = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: the stream did not complete within 20 s`)), 20_000);
-  });
-  try {
-    await Promise.race([done, limit]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+/** A bounded wait on a stream's end, longer across replicas. */
+const ended = (done: Promise<unknown>, what: string) => endedWithin(done, what, 20_000);
 
 const overWs = (t: TestGateway, query: string, variables: Record<string, unknown>): Collected =>
   collect(wsClient(t, { key: KEY }), query, variables);
-
-interface SseEvent {
-  event: string;
-  id: string | undefined;
-  data: any;
-}
 
 /** One operation over a distinct SSE stream on `t`, with Last-Event-ID; every event, once the stream ended. */
 async function overSse(
@@ -73,36 +48,9 @@ async function overSse(
   variables: Record<string, unknown>,
   lastEventId: string,
 ): Promise<SseEvent[]> {
-  const res = await request(`${t.url}/graphql/stream`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${KEY}`,
-      'content-type': 'application/json',
-      accept: 'text/event-stream',
-      'last-event-id': lastEventId,
-    },
-    body: JSON.stringify({ query, variables }),
-  });
-  expect(res.statusCode).toBe(200);
-  const events: SseEvent[] = [];
-  let text = '';
-  const done = (async () => {
-    for await (const chunk of res.body) {
-      text += chunk.toString();
-      let end: number;
-      while ((end = text.indexOf('\n\n')) !== -1) {
-        const lines = text.slice(0, end).split('\n');
-        text = text.slice(end + 2);
-        const event = lines.find((l) => l.startsWith('event: '))?.slice(7);
-        if (event === undefined) continue;
-        const data = lines.find((l) => l.startsWith('data: '))?.slice(6);
-        const id = lines.find((l) => l.startsWith('id: '))?.slice(4);
-        events.push({ event, id, data: data ? JSON.parse(data) : null });
-      }
-    }
-  })();
-  await ended(done, 'the SSE stream');
-  return events;
+  const stream = await sseStream(t, KEY, query, variables, lastEventId);
+  await ended(stream.done, 'the SSE stream');
+  return stream.events;
 }
 
 /** A mobile-ID notification, built by A's sandbox and posted to A (its notification token is A's). */
@@ -155,7 +103,7 @@ describe('mobileIdAuthentication: a cursor from replica A resumed on replica B',
 
 describe('provisioningProgress: a cursor from replica A resumed on replica B', () => {
   it('after the terminal state: nothing; after an earlier state: exactly the later ones, once and in order; while it runs on A: live on B until SUCCEEDED', async () => {
-    const before = await r.a.graphql(PROVISION_KAFKA, { input: kafkaInput(0) }, { key: KEY });
+    const before = await r.a.graphql(PROVISION_KAFKA, { input: kafka(0) }, { key: KEY });
     expect(before.errors).toBeUndefined();
     await r.a.gateway.services.provisioning.idle();
     await deliveredEverywhere(r.a, r.b);
@@ -164,7 +112,7 @@ describe('provisioningProgress: a cursor from replica A resumed on replica B', (
       Date.now(),
     );
 
-    const res = await r.a.graphql(PROVISION_KAFKA, { input: kafkaInput(1) }, { key: KEY });
+    const res = await r.a.graphql(PROVISION_KAFKA, { input: kafka(1) }, { key: KEY });
     expect(res.errors).toBeUndefined();
     const id = res.data!.provisionKafkaCluster.provisioning.id as string;
     await r.a.gateway.services.provisioning.idle();
@@ -205,7 +153,7 @@ describe('provisioningProgress: a cursor from replica A resumed on replica B', (
     // A provisioning A runs slowly, followed on B from a cursor taken before it began.
     r.a.gateway.sandbox.cloud!.faults.latencyMs = 100;
     try {
-      const running = await r.a.graphql(PROVISION_KAFKA, { input: kafkaInput(2) }, { key: KEY });
+      const running = await r.a.graphql(PROVISION_KAFKA, { input: kafka(2) }, { key: KEY });
       const runningId = running.data!.provisionKafkaCluster.provisioning.id as string;
       const live = overWs(r.b, PROGRESS, { id: runningId, after: states.at(-1)!.cursor });
       await ended(live.done, 'the resumed stream on B of a provisioning running on A');

@@ -2,38 +2,27 @@
 // cursor like the others, over graphql-ws with `after` and over SSE with Last-Event-ID: a resume after the event that
 // ended the stream completes at once with nothing; a resume after an earlier event delivers exactly what came later,
 // once; without a cursor nothing changes. Real server on port 0, SQLite on disk, real clients.
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { collect, postNotification, wsClient, type Collected } from '../helpers/mobile-id.js';
+import {
+  ended,
+  kafkaInput,
+  MOBILE_ID_AFTER,
+  MOBILE_ID_SSE,
+  PROGRESS_AFTER,
+  PROGRESS_SSE,
+  PROVISION_KAFKA,
+  sseStream,
+} from '../helpers/resumable.js';
 import { waitForSubscribers } from '../helpers/wait.js';
 
 const KEY = 'resume-ended-key';
 
-const MOBILE_ID = `subscription($id: String!, $after: String) {
-  mobileIdAuthentication(authReqId: $id, after: $after) { __typename ... on MobileIdAuthenticationFailed { authReqId reason } }
-}`;
-const PROGRESS = `subscription($id: ID!, $after: String) {
-  provisioningProgress(id: $id, after: $after) { state steps { name state } }
-}`;
-// What an EventSource sends again: the same operation, without `after`; the cursor travels as Last-Event-ID.
-const MOBILE_ID_SSE = `subscription($id: String!) {
-  mobileIdAuthentication(authReqId: $id) { __typename ... on MobileIdAuthenticationFailed { authReqId reason } }
-}`;
-const PROGRESS_SSE = `subscription($id: ID!) { provisioningProgress(id: $id) { state steps { name state } } }`;
-const PROVISION_KAFKA = `mutation($input: ProvisionKafkaClusterInput!) {
-  provisionKafkaCluster(input: $input) { provisioning { id state } }
-}`;
-const kafkaInput = (n: number) => ({
-  project: { name: `resume-${n}` },
-  network: { title: 'net' },
-  subnet: { title: 'sub', cidr: '10.60.0.0/24' },
-  ipAddress: { title: 'public' },
-  cluster: { title: 'kafka', instanceType: 'C2_MEDIUM' },
-  topics: [{ name: 'orders', replicationFactor: 3 }],
-  users: [{ name: 'svc', password: 'Pr0vision-secret' }],
-});
+const MOBILE_ID = MOBILE_ID_AFTER;
+const PROGRESS = PROGRESS_AFTER;
+const kafka = (n: number) => kafkaInput(`resume-${n}`, '10.60.0.0/24');
 
 let t: TestGateway;
 beforeAll(async () => {
@@ -43,66 +32,14 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** A bounded wait on a stream's end: the test fails (rather than hangs) when it does not complete. */
-async function ended(done: Promise<unknown>, what: string): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const limit = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: the stream did not complete within 10 s`)), 10_000);
-  });
-  try {
-    await Promise.race([done, limit]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** A graphql-ws subscription of `query`; `after` only when given. */
 function overWs(query: string, variables: Record<string, unknown>): Collected {
   return collect(wsClient(t, { key: KEY }), query, variables);
 }
 
-interface SseEvent {
-  event: string;
-  id: string | undefined;
-  data: any;
-}
-
-/** One operation over a distinct SSE stream, with Last-Event-ID when given; its events as they arrive, and its end. */
-async function overSse(
-  query: string,
-  variables: Record<string, unknown>,
-  lastEventId?: string,
-): Promise<{ events: SseEvent[]; nexts: () => SseEvent[]; done: Promise<void> }> {
-  const res = await request(`${t.url}/graphql/stream`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${KEY}`,
-      'content-type': 'application/json',
-      accept: 'text/event-stream',
-      ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
-    },
-    body: JSON.stringify({ query, variables }),
-  });
-  expect(res.statusCode).toBe(200);
-  const events: SseEvent[] = [];
-  let text = '';
-  const done = (async () => {
-    for await (const chunk of res.body) {
-      text += chunk.toString();
-      let end: number;
-      while ((end = text.indexOf('\n\n')) !== -1) {
-        const lines = text.slice(0, end).split('\n');
-        text = text.slice(end + 2);
-        const event = lines.find((l) => l.startsWith('event: '))?.slice(7);
-        if (event === undefined) continue;
-        const data = lines.find((l) => l.startsWith('data: '))?.slice(6);
-        const id = lines.find((l) => l.startsWith('id: '))?.slice(4);
-        events.push({ event, id, data: data ? JSON.parse(data) : null });
-      }
-    }
-  })();
-  return { events, nexts: () => events.filter((e) => e.event === 'next'), done };
-}
+/** One operation over a distinct SSE stream, with Last-Event-ID when given. */
+const overSse = (query: string, variables: Record<string, unknown>, lastEventId?: string) =>
+  sseStream(t, KEY, query, variables, lastEventId);
 
 async function completeMobileId(authReqId: string): Promise<void> {
   const n = await t.gateway.sandbox.mobileId!.buildNotification({ authReqId, outcome: 'CLIENT_TIMEOUT' });
@@ -184,7 +121,7 @@ describe('provisioningProgress resumed from a cursor', () => {
 
   beforeAll(async () => {
     // A cursor of an event before the provisioning: another provisioning's last state.
-    const before = await t.graphql(PROVISION_KAFKA, { input: kafkaInput(0) }, { key: KEY });
+    const before = await t.graphql(PROVISION_KAFKA, { input: kafka(0) }, { key: KEY });
     await t.gateway.services.provisioning.idle();
     const beforeId = before.data!.provisionKafkaCluster.provisioning.id as string;
     const { db } = t.gateway.services.store;
@@ -200,7 +137,7 @@ describe('provisioningProgress resumed from a cursor', () => {
       Date.now(),
     );
 
-    const res = await t.graphql(PROVISION_KAFKA, { input: kafkaInput(1) }, { key: KEY });
+    const res = await t.graphql(PROVISION_KAFKA, { input: kafka(1) }, { key: KEY });
     expect(res.errors).toBeUndefined();
     provisioningId = res.data!.provisionKafkaCluster.provisioning.id;
     await t.gateway.services.provisioning.idle();
@@ -266,7 +203,7 @@ describe('provisioningProgress resumed from a cursor', () => {
   });
 
   it('a resume that starts before the terminal state delivers it live, once, then completes', async () => {
-    const res = await t.graphql(PROVISION_KAFKA, { input: kafkaInput(2) }, { key: KEY });
+    const res = await t.graphql(PROVISION_KAFKA, { input: kafka(2) }, { key: KEY });
     const id = res.data!.provisionKafkaCluster.provisioning.id as string;
     const sub = overWs(PROGRESS, { id, after: states.at(-1)!.cursor });
     await ended(sub.done, 'the resumed stream of a running provisioning');

@@ -9,29 +9,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { collect, postNotification, wsClient, type Collected } from '../helpers/mobile-id.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
-import { deliveredEverywhere } from '../helpers/resumable.js';
+import {
+  deliveredEverywhere,
+  kafkaInput,
+  MOBILE_ID_AFTER,
+  PROGRESS_AFTER,
+  PROVISION_KAFKA,
+} from '../helpers/resumable.js';
 import { waitFor } from '../helpers/wait.js';
 
 const KEY = 'restart-resume-key';
 
-const MOBILE_ID = `subscription($id: String!, $after: String) {
-  mobileIdAuthentication(authReqId: $id, after: $after) { __typename ... on MobileIdAuthenticationFailed { authReqId reason } }
-}`;
-const PROGRESS = `subscription($id: ID!, $after: String) {
-  provisioningProgress(id: $id, after: $after) { state steps { name state } }
-}`;
-const PROVISION_KAFKA = `mutation($input: ProvisionKafkaClusterInput!) {
-  provisionKafkaCluster(input: $input) { provisioning { id state } }
-}`;
-const kafkaInput = (n: number) => ({
-  project: { name: `restart-resume-${n}` },
-  network: { title: 'net' },
-  subnet: { title: 'sub', cidr: '10.62.0.0/24' },
-  ipAddress: { title: 'public' },
-  cluster: { title: 'kafka', instanceType: 'C2_MEDIUM' },
-  topics: [{ name: 'orders', replicationFactor: 3 }],
-  users: [{ name: 'svc', password: 'Pr0vision-secret' }],
-});
+const MOBILE_ID = MOBILE_ID_AFTER;
+const PROGRESS = PROGRESS_AFTER;
 
 let pg: TestPostgres;
 let a: TestGateway;
@@ -83,7 +73,11 @@ describe('resumed streams that end, opened on replica B while PostgreSQL is stop
     });
     expect((await postNotification(a, n.body)).status).toBe(204);
 
-    const res = await a.graphql(PROVISION_KAFKA, { input: kafkaInput(1) }, { key: KEY });
+    const res = await a.graphql(
+      PROVISION_KAFKA,
+      { input: kafkaInput('restart-resume-1', '10.62.0.0/24') },
+      { key: KEY },
+    );
     expect(res.errors).toBeUndefined();
     const id = res.data!.provisionKafkaCluster.provisioning.id as string;
     await a.gateway.services.provisioning.idle();

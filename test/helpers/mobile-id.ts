@@ -1,4 +1,8 @@
+import { createHash, randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createClient, type Client } from 'graphql-ws';
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { request } from 'undici';
 import WebSocket from 'ws';
 
@@ -134,4 +138,60 @@ export async function storedEvents(
 export function storedAccessToken(key: string, row: { payload: string; scope: string | null }): string | null {
   const box = new SecretBox(decodeKey(key)!);
   return openAccessToken(box, JSON.parse(row.payload) as StoredSuccess, row.scope);
+}
+
+/** The issuer and client id of the operator's id_tokens (`signedNotification`), for MOBILEID_ISSUER and _AUDIENCE. */
+export const OPERATOR_ISSUER = 'https://mobileid.operator.example';
+export const OPERATOR_CLIENT_ID = 'sp-client-1';
+
+/** The operator's JWKS over loopback HTTP (one ES256 key, kid `op-1`), down (503) until the test brings it up. */
+export async function operatorJwks() {
+  const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
+  const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid: 'op-1', alg: 'ES256', use: 'sig' }] };
+  let up = false;
+  const server = http.createServer((_req, res) => {
+    if (!up) {
+      res.writeHead(503).end();
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(jwks));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`,
+    setUp: (v: boolean) => void (up = v),
+    privateKey,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+/**
+ * A success notification whose id_token `key` signs for the operator (OPERATOR_ISSUER, OPERATOR_CLIENT_ID): its
+ * auth_req_id claim, at_hash, acr 3, five minutes to its exp.
+ */
+export async function signedNotification(
+  key: CryptoKey,
+  authReqId: string,
+  options: { kid?: string; sub?: string } = {},
+) {
+  const accessToken = randomBytes(24).toString('base64url');
+  const now = Math.floor(Date.now() / 1000);
+  const claims = {
+    iss: OPERATOR_ISSUER,
+    aud: OPERATOR_CLIENT_ID,
+    sub: options.sub ?? 'pcr-123',
+    acr: '3',
+    iat: now,
+    exp: now + 300,
+    at_hash: createHash('sha256').update(accessToken).digest().subarray(0, 16).toString('base64url'),
+    'urn:openid:params:jwt:claim:auth_req_id': authReqId,
+  };
+  const idToken = await new SignJWT(claims).setProtectedHeader({ alg: 'ES256', kid: options.kid ?? 'op-1' }).sign(key);
+  return {
+    auth_req_id: authReqId,
+    access_token: accessToken,
+    token_type: 'Bearer',
+    id_token: idToken,
+    expires_in: 3600,
+  };
 }

@@ -137,3 +137,132 @@ export function wildcardListeners(t: TestGateway, kind: string): number {
 export async function noWildcardListener(t: TestGateway, kind: string): Promise<void> {
   await waitFor(() => wildcardListeners(t, kind) === 0, 10_000, 'earlier subscribers gone');
 }
+
+/** The two streams that end, resumed with `after` over graphql-ws (test/events/resume-ended-streams*.test.ts). */
+export const MOBILE_ID_AFTER = /* GraphQL */ `
+  subscription ($id: String!, $after: String) {
+    mobileIdAuthentication(authReqId: $id, after: $after) {
+      __typename
+      ... on MobileIdAuthenticationFailed {
+        authReqId
+        reason
+      }
+    }
+  }
+`;
+export const PROGRESS_AFTER = /* GraphQL */ `
+  subscription ($id: ID!, $after: String) {
+    provisioningProgress(id: $id, after: $after) {
+      state
+      steps {
+        name
+        state
+      }
+    }
+  }
+`;
+// What an EventSource sends again: the same operations without `after`; the cursor travels as Last-Event-ID.
+export const MOBILE_ID_SSE = /* GraphQL */ `
+  subscription ($id: String!) {
+    mobileIdAuthentication(authReqId: $id) {
+      __typename
+      ... on MobileIdAuthenticationFailed {
+        authReqId
+        reason
+      }
+    }
+  }
+`;
+export const PROGRESS_SSE = /* GraphQL */ `
+  subscription ($id: ID!) {
+    provisioningProgress(id: $id) {
+      state
+      steps {
+        name
+        state
+      }
+    }
+  }
+`;
+export const PROVISION_KAFKA = /* GraphQL */ `
+  mutation ($input: ProvisionKafkaClusterInput!) {
+    provisionKafkaCluster(input: $input) {
+      provisioning {
+        id
+        state
+      }
+    }
+  }
+`;
+
+/** A Kafka provisioning's input, its project named `name`, its subnet `cidr`. */
+export const kafkaInput = (name: string, cidr: string) => ({
+  project: { name },
+  network: { title: 'net' },
+  subnet: { title: 'sub', cidr },
+  ipAddress: { title: 'public' },
+  cluster: { title: 'kafka', instanceType: 'C2_MEDIUM' },
+  topics: [{ name: 'orders', replicationFactor: 3 }],
+  users: [{ name: 'svc', password: 'Pr0vision-secret' }],
+});
+
+/** A bounded wait on a stream's end: the test fails (rather than hangs) when it does not complete within `ms`. */
+export async function ended(done: Promise<unknown>, what: string, ms = 10_000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: the stream did not complete within ${ms / 1000} s`)), ms);
+  });
+  try {
+    await Promise.race([done, limit]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export interface SseEvent {
+  event: string;
+  id: string | undefined;
+  data: any;
+}
+
+/**
+ * One operation over a distinct SSE stream on `t` with `key`, and Last-Event-ID when given: its events as they arrive
+ * (`nexts`: the `next` ones), and its end.
+ */
+export async function sseStream(
+  t: TestGateway,
+  key: string,
+  query: string,
+  variables: Record<string, unknown>,
+  lastEventId?: string,
+): Promise<{ events: SseEvent[]; nexts: () => SseEvent[]; done: Promise<void> }> {
+  const res = await request(`${t.url}/graphql/stream`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${key}`,
+      'content-type': 'application/json',
+      accept: 'text/event-stream',
+      ...(lastEventId ? { 'last-event-id': lastEventId } : {}),
+    },
+    body: JSON.stringify({ query, variables }),
+  });
+  if (res.statusCode !== 200) throw new Error(`the SSE stream answered ${res.statusCode}`);
+  const events: SseEvent[] = [];
+  let text = '';
+  const done = (async () => {
+    for await (const chunk of res.body) {
+      text += chunk.toString();
+      let end: number;
+      while ((end = text.indexOf('\n\n')) !== -1) {
+        const lines = text.slice(0, end).split('\n');
+        text = text.slice(end + 2);
+        const event = lines.find((l) => l.startsWith('event: '))?.slice(7);
+        if (event === undefined) continue;
+        const data = lines.find((l) => l.startsWith('data: '))?.slice(6);
+        const id = lines.find((l) => l.startsWith('id: '))?.slice(4);
+        events.push({ event, id, data: data ? JSON.parse(data) : null });
+      }
+    }
+  })();
+  return { events, nexts: () => events.filter((e) => e.event === 'next'), done };
+}

@@ -1,16 +1,18 @@
-import { createHash, randomBytes } from 'node:crypto';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
+import { generateKeyPair, type CryptoKey } from 'jose';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import {
   collect,
+  OPERATOR_CLIENT_ID,
+  OPERATOR_ISSUER,
+  operatorJwks,
   postNotification,
   QUERY,
+  signedNotification,
   storedEvents,
   SUBSCRIPTION,
   wsClient,
@@ -27,8 +29,8 @@ import { waitForSubscribers } from '../helpers/wait.js';
 const API_KEY = 'app-key-1';
 const OPS = 'ops-key';
 const NOTIFY = 'operator-notification-token';
-const ISSUER = 'https://mobileid.operator.example';
-const CLIENT_ID = 'sp-client-1';
+const ISSUER = OPERATOR_ISSUER;
+const CLIENT_ID = OPERATOR_CLIENT_ID;
 const AHEAD = 10 * 60_000;
 
 const started: Array<{ close(): Promise<unknown> }> = [];
@@ -41,51 +43,14 @@ afterEach(async () => {
   );
 });
 
-/** The operator's JWKS over loopback HTTP, which a test takes down (503) and brings back. */
+/** The operator's JWKS, closed after the test. */
 async function jwksServer() {
-  const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
-  const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid: 'op-1', alg: 'ES256', use: 'sig' }] };
-  let up = false;
-  const server = http.createServer((_req, res) => {
-    if (!up) {
-      res.writeHead(503).end();
-      return;
-    }
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(jwks));
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const s = {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`,
-    setUp: (v: boolean) => void (up = v),
-    privateKey,
-    close: () => new Promise<void>((r) => server.close(() => r())),
-  };
+  const s = await operatorJwks();
   started.push(s);
   return s;
 }
 
-async function notification(key: CryptoKey, authReqId: string, kid = 'op-1') {
-  const accessToken = randomBytes(24).toString('base64url');
-  const now = Math.floor(Date.now() / 1000);
-  const claims = {
-    iss: ISSUER,
-    aud: CLIENT_ID,
-    sub: 'pcr-123',
-    acr: '3',
-    iat: now,
-    exp: now + 300,
-    at_hash: createHash('sha256').update(accessToken).digest().subarray(0, 16).toString('base64url'),
-    'urn:openid:params:jwt:claim:auth_req_id': authReqId,
-  };
-  const idToken = await new SignJWT(claims).setProtectedHeader({ alg: 'ES256', kid }).sign(key);
-  return {
-    auth_req_id: authReqId,
-    access_token: accessToken,
-    token_type: 'Bearer',
-    id_token: idToken,
-    expires_in: 3600,
-  };
-}
+const notification = (key: CryptoKey, authReqId: string, kid = 'op-1') => signedNotification(key, authReqId, { kid });
 
 async function gateway(
   jwksUrl: string,
