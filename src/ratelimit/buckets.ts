@@ -53,6 +53,13 @@ function kyselyClient(db: Kysely<unknown>) {
  * database, so every replica spends from the same budget; on SQLite (one process) they live in memory.
  */
 export class RateLimits {
+  /**
+   * Per bucket and scope, when the window this replica saw spent ends. Only a hint: points given back on any replica
+   * are free on every replica, so a marked key reads the shared count (a read, which spends nothing) before it is
+   * refused, and a refusal never adds to the count that refunds take back from.
+   */
+  private readonly spent = new Map<string, number>();
+
   private constructor(
     private readonly limiters: Readonly<Record<Bucket, { limiter: RateLimiterAbstract; limit: RateLimit } | null>>,
     private readonly metrics: Metrics,
@@ -89,9 +96,6 @@ export class RateLimits {
           tableCreated,
           // Expired rows are purged by purgeExpired() on the gateway's own timer, which stops on close.
           clearExpiredByTimeout: false,
-          // Once a key's window is spent, this replica refuses it from memory until the window ends,
-          // without a database round trip per refused request.
-          inMemoryBlockOnConsumed: limit.points,
           insuranceLimiter: memory,
         },
         // Called once the table exists (at once, from the constructor, when it is known to exist).
@@ -133,20 +137,33 @@ export class RateLimits {
     if (!entry || points <= 0) return null;
     // The bucket is the owner's (every key of a named app shares it); the label is the app's name, never a key hash.
     const app = caller.app ?? 'internal';
+    const mark = `${bucket}:${caller.scope}`;
+    const refuse = (msBeforeNext: number): never => {
+      this.spent.set(mark, Date.now() + msBeforeNext);
+      this.metrics.rateLimitDecisions.inc({ app, bucket, outcome: 'refused' }, points);
+      this.metrics.rateLimitRemaining.set({ app, bucket }, 0);
+      throw new RateLimitedError(bucket, Math.max(1, Math.ceil(msBeforeNext / 1000)), entry.limit);
+    };
     try {
+      const until = this.spent.get(mark);
+      if (until !== undefined && Date.now() < until) {
+        const current = await entry.limiter.get(caller.scope);
+        if (current && current.consumedPoints + points > entry.limit.points) refuse(current.msBeforeNext);
+      }
+      this.spent.delete(mark);
       const res = await entry.limiter.consume(caller.scope, points);
+      if (res.remainingPoints <= 0) this.spent.set(mark, Date.now() + res.msBeforeNext);
       this.metrics.rateLimitDecisions.inc({ app, bucket, outcome: 'allowed' }, points);
       this.metrics.rateLimitRemaining.set({ app, bucket }, res.remainingPoints);
       return res;
     } catch (err) {
+      if (err instanceof RateLimitedError) throw err;
       if (!(err instanceof RateLimiterRes)) {
         // The insurance limiter answers when the store fails; reaching here means both failed.
         this.logger.error({ err, bucket }, 'rate limiter failed; the request is let through');
         return null;
       }
-      this.metrics.rateLimitDecisions.inc({ app, bucket, outcome: 'refused' }, points);
-      this.metrics.rateLimitRemaining.set({ app, bucket }, 0);
-      throw new RateLimitedError(bucket, Math.max(1, Math.ceil(err.msBeforeNext / 1000)), entry.limit);
+      return refuse(err.msBeforeNext);
     }
   }
 
@@ -161,9 +178,8 @@ export class RateLimits {
     const app = caller.app ?? 'internal';
     try {
       const res = await entry.limiter.reward(caller.scope, points);
-      // Spending a window's last point blocks the key in this replica's memory until the window ends. The blocks only
-      // spare the database a refusal it would give anyway, so dropping them all costs each blocked key one round trip.
-      if (entry.limiter instanceof RateLimiterPostgres) entry.limiter.deleteInMemoryBlockedAll();
+      // The other replicas' marks of this key read the shared count at their next request.
+      this.spent.delete(`${bucket}:${caller.scope}`);
       this.metrics.rateLimitDecisions.inc({ app, bucket, outcome: 'refunded' }, points);
       this.metrics.rateLimitRemaining.set({ app, bucket }, res.remainingPoints);
     } catch (err) {
