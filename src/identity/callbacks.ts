@@ -22,11 +22,13 @@ function callbackContext(kind: string, scope: string | null, key: string): strin
 /**
  * What a callback's service answers its route (verification and identification alike), given the address's binding
  * (the route refused an unknown address with 404 before reading anything, looking its token up once): 404 for a body
- * naming what this address may not report on (`not-found`, its description chosen by the service), 400 `invalid`, 429
- * `over-bound` (the app's storage bound: nothing stored), else the event stored, then 204 and `publish`.
+ * naming what this address may not report on (`not-found`, its description chosen by the service), 503 with Retry-After
+ * `not-yet` (what it names may still be being stored: the sender retries), 400 `invalid`, 429 `over-bound` (the app's
+ * storage bound: nothing stored), else the event stored, then 204 and `publish`.
  */
 export type CallbackReceipt =
   | { status: 'not-found'; description: string }
+  | { status: 'not-yet'; description: string; retryAfterSeconds: number }
   | { status: 'invalid'; description: string }
   | { status: 'over-bound'; description: string }
   | { status: 'created' | 'duplicate' | 'conflict'; event: EventRecord; publish: () => Promise<void> };

@@ -12,6 +12,9 @@ import * as wire from './wire.js';
 /** Event kind of identification completion callbacks in the event log. */
 export const IDENTIFICATION_EVENT_KIND = EVENT_KINDS.identification;
 
+/** Retry-After of a callback naming an identification that a creation in flight may still be storing. */
+const NOT_YET_RETRY_AFTER_SECONDS = 1;
+
 /** The route of identification completion callbacks; the token is base64url (the gateway derives 43 characters). */
 export const IDENTIFICATION_CALLBACK_PREFIX = '/webhooks/identification/';
 
@@ -104,6 +107,15 @@ export class IdentificationCompletions {
       record.kind !== 'identification' ||
       (record.spec as { workflowId?: unknown }).workflowId !== binding.workflowId
     ) {
+      // A creation of the app in flight may be this one, answered by the platform and not stored yet: the sender is
+      // asked to retry rather than told it does not exist (it would not retry a 404). The answer depends on the
+      // address's own app alone, alike for another app's id and an unknown one.
+      if (await this.o.callbacks.creating(binding.createdBy))
+        return {
+          status: 'not-yet',
+          description: `identification ${id} is not stored yet for this callback address; retry later`,
+          retryAfterSeconds: NOT_YET_RETRY_AFTER_SECONDS,
+        };
       return {
         status: 'not-found',
         description: `identification ${id} was not created through this gateway for this callback address`,

@@ -90,6 +90,23 @@ export class IdentificationCallbacks {
     return token;
   }
 
+  /**
+   * True while an identification creation of the app is in flight (its idempotency record pending, its lease
+   * running): the platform may have answered it and be calling back before its record is stored.
+   */
+  async creating(createdBy: string, now = Date.now()): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('idempotency_records')
+      .select('key')
+      .where('scope', '=', createdBy)
+      .where('operation', '=', 'createIdentification')
+      .where('state', '=', 'pending')
+      .where('lease_until', '>', now)
+      .limit(1)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
   async find(token: string): Promise<IdentificationCallbackBinding | null> {
     const row = await this.db
       .selectFrom('identification_callbacks')

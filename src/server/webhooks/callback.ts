@@ -59,6 +59,13 @@ export function callbackWebhookRoute<B>(options: CallbackRouteOptions<B>): Route
         sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, outcome.description);
         return;
       }
+      if (outcome.status === 'not-yet') {
+        count('not-yet');
+        sendOAuthError(res, 503, WebhookErrorCode.TEMPORARILY_UNAVAILABLE, outcome.description, {
+          'retry-after': String(outcome.retryAfterSeconds),
+        });
+        return;
+      }
       if (outcome.status === 'invalid') {
         count('rejected');
         sendOAuthError(res, 400, WebhookErrorCode.INVALID_REQUEST, outcome.description);
