@@ -137,22 +137,22 @@ export class RateLimits {
     if (!entry || points <= 0) return null;
     // The bucket is the owner's (every key of a named app shares it); the label is the app's name, never a key hash.
     const app = caller.app ?? 'internal';
-    const mark = `${bucket}:${caller.scope}`;
-    const refuse = (msBeforeNext: number): never => {
-      this.spent.set(mark, Date.now() + msBeforeNext);
-      this.metrics.rateLimitDecisions.inc({ app, bucket, outcome: 'refused' }, points);
-      this.metrics.rateLimitRemaining.set({ app, bucket }, 0);
-      throw new RateLimitedError(bucket, Math.max(1, Math.ceil(msBeforeNext / 1000)), entry.limit);
-    };
     try {
-      const until = this.spent.get(mark);
-      if (until !== undefined && Date.now() < until) {
-        const current = await entry.limiter.get(caller.scope);
-        if (current && current.consumedPoints + points > entry.limit.points) refuse(current.msBeforeNext);
+      // A key this replica saw spend its window: the shared count decides (points given back elsewhere are free).
+      if (this.spent.size > 0) {
+        const mark = `${bucket}:${caller.scope}`;
+        const until = this.spent.get(mark);
+        if (until !== undefined) {
+          if (Date.now() < until) {
+            const current = await entry.limiter.get(caller.scope);
+            if (current && current.consumedPoints + points > entry.limit.points)
+              this.refused(caller, app, bucket, points, current.msBeforeNext);
+          }
+          this.spent.delete(mark);
+        }
       }
-      this.spent.delete(mark);
       const res = await entry.limiter.consume(caller.scope, points);
-      if (res.remainingPoints <= 0) this.spent.set(mark, Date.now() + res.msBeforeNext);
+      if (res.remainingPoints <= 0) this.spent.set(`${bucket}:${caller.scope}`, Date.now() + res.msBeforeNext);
       this.metrics.rateLimitDecisions.inc({ app, bucket, outcome: 'allowed' }, points);
       this.metrics.rateLimitRemaining.set({ app, bucket }, res.remainingPoints);
       return res;
@@ -163,8 +163,17 @@ export class RateLimits {
         this.logger.error({ err, bucket }, 'rate limiter failed; the request is let through');
         return null;
       }
-      return refuse(err.msBeforeNext);
+      return this.refused(caller, app, bucket, points, err.msBeforeNext);
     }
+  }
+
+  /** Refuses `caller` (RATE_LIMITED), marking the key's window as spent on this replica until it ends. */
+  private refused(caller: Caller, app: string, bucket: Bucket, points: number, msBeforeNext: number): never {
+    const entry = this.limiters[bucket]!;
+    this.spent.set(`${bucket}:${caller.scope}`, Date.now() + msBeforeNext);
+    this.metrics.rateLimitDecisions.inc({ app, bucket, outcome: 'refused' }, points);
+    this.metrics.rateLimitRemaining.set({ app, bucket }, 0);
+    throw new RateLimitedError(bucket, Math.max(1, Math.ceil(msBeforeNext / 1000)), entry.limit);
   }
 
   /**
