@@ -4,7 +4,7 @@
 // and present run there, as on every transport. The options object built here is the one given to `new ApolloServer`;
 // the direct path of POST /graphql (src/server/direct-path.ts) reads what it reproduces from this same object, never
 // from Apollo's private state.
-import type { ApolloServerOptions, ApolloServerPlugin } from '@apollo/server';
+import { HeaderMap, type ApolloServerOptions, type ApolloServerPlugin } from '@apollo/server';
 import {
   ApolloServerPluginCacheControlDisabled,
   ApolloServerPluginInlineTraceDisabled,
@@ -17,7 +17,13 @@ import type { Logger } from '../logger.js';
 import { nameOperationSpan, recordOperationErrors } from '../telemetry/operations.js';
 import type { OperationLimits } from './limits.js';
 import type { Pipeline } from './pipeline.js';
-import { formatError, HttpPresenter, noStoreValue, type ApolloErrorOptions } from './present.js';
+import {
+  formatError,
+  HttpPresenter,
+  noStoreValue,
+  singleResultContentType,
+  type ApolloErrorOptions,
+} from './present.js';
 
 /** The Apollo options the gateway runs with, and the plugins among them whose effects the direct path reproduces. */
 export interface ApolloSetup {
@@ -88,6 +94,10 @@ function pipelinePlugin(pipeline: Pipeline, present: HttpPresenter): ApolloServe
   const listener: Awaited<ReturnType<NonNullable<ApolloServerPlugin<GraphQLContext>['requestDidStart']>>> = {
     async responseForOperation({ contextValue, document, operation, request, source }) {
       if (!operation || source === undefined) return null;
+      // An Accept that allows no JSON type: Apollo answers 406 once the operation has run (runHttpQuery.js), so it
+      // is not run; this answer is replaced by that 406 (the response's content type is left unset for it).
+      if (request.http && singleResultContentType(request.http.headers.get('accept')) === null)
+        return { http: { status: 406, headers: new HeaderMap() }, body: { kind: 'single', singleResult: {} } };
       const answer = await pipeline.runOperation({
         caller: contextValue.caller,
         params: {

@@ -11,6 +11,7 @@ import {
   type OperationDefinitionNode,
   type OperationTypeNode,
 } from 'graphql';
+import Negotiator from 'negotiator';
 
 import { ErrorCode, INTERNAL_ERROR_MESSAGE } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
@@ -253,6 +254,22 @@ export function outcomePresenter(logger: Logger, hideSuggestions: boolean): Pres
       throw err;
     },
   };
+}
+
+/** The content types Apollo Server answers a single result with, in its order (ApolloServer.js MEDIA_TYPES). */
+const SINGLE_RESULT_TYPES = [
+  'application/json; charset=utf-8',
+  'application/graphql-response+json; charset=utf-8',
+  'application/json; callbackSpec=1.0; charset=utf-8',
+];
+
+/**
+ * Apollo's choice of content type for a single result (chooseContentTypeForSingleResultResponse): JSON without an
+ * Accept header; null when the header allows no JSON type, which Apollo answers 406.
+ */
+export function singleResultContentType(accept: string | undefined): string | null {
+  if (!accept) return SINGLE_RESULT_TYPES[0]!;
+  return new Negotiator({ headers: { accept } }).mediaType(SINGLE_RESULT_TYPES) ?? null;
 }
 
 /** An HTTP answer as Apollo Server 5.5 would give it: status, headers (in Apollo's order), and the result to write. */

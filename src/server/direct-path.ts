@@ -1,10 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { OperationTypeNode } from 'graphql';
-import Negotiator from 'negotiator';
 
 import type { ApolloSetup } from '../execution/apollo.js';
 import type { OperationParams, Pipeline } from '../execution/pipeline.js';
-import { HttpPresenter, type HttpAnswer } from '../execution/present.js';
+import { HttpPresenter, singleResultContentType, type HttpAnswer } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 
 /**
@@ -43,12 +42,6 @@ export interface DirectRequest {
   readonly contentType: string;
 }
 
-const JSON_TYPE = 'application/json; charset=utf-8';
-const SINGLE_RESULT_TYPES = [
-  JSON_TYPE,
-  'application/graphql-response+json; charset=utf-8',
-  'application/json; callbackSpec=1.0; charset=utf-8',
-];
 /** Distinct Accept headers whose negotiation is kept (clients send a handful; the rest are negotiated each time). */
 const ACCEPT_CACHE_MAX = 64;
 
@@ -98,10 +91,10 @@ export class DirectPath {
 
   /** Apollo's choice of content type for a single result (null: 406, left to Apollo), kept per Accept value. */
   private contentType(accept: string | undefined): string | null {
-    if (!accept) return JSON_TYPE;
+    if (!accept) return singleResultContentType(accept);
     let type = this.accepted.get(accept);
     if (type === undefined) {
-      type = new Negotiator({ headers: { accept } }).mediaType(SINGLE_RESULT_TYPES) ?? null;
+      type = singleResultContentType(accept);
       if (this.accepted.size < ACCEPT_CACHE_MAX) this.accepted.set(accept, type);
     }
     return type;
