@@ -358,6 +358,70 @@ describe('POST /graphql answers the same with and without cached plans', () => {
   });
 });
 
+describe('POST /graphql at the edges of GraphQL over HTTP answers the same with and without cached plans', () => {
+  const pair = pairOf({ GATEWAY_API_KEYS: 'app-key', GRAPHQL_INTROSPECTION: 'false' });
+  const P = '3fa85f64-5717-4562-b3fc-2c963f66afa6';
+  const NET = 'mutation($input: CreateNetworkInput!) { createNetwork(input: $input) { network { id } } }';
+  const q = { query: '{ __typename }' };
+  const CASES: Array<[string, unknown, 'direct' | 'apollo', Record<string, string>?]> = [
+    [
+      'Accept with q-values',
+      q,
+      'direct',
+      { accept: 'application/json;q=0.8, application/graphql-response+json;q=0.9' },
+    ],
+    ['Accept application/*', q, 'direct', { accept: 'application/*' }],
+    ['Accept json;q=0', q, 'apollo', { accept: 'application/json;q=0' }],
+    ['Content-Type in capitals, odd parameters', q, 'direct', { 'content-type': 'Application/JSON;;' }],
+    ['operationName ""', { ...q, operationName: '' }, 'direct'],
+    ['two anonymous operations', { query: '{ __typename } { __typename }' }, 'direct'],
+    ['extensions.persistedQuery null', { ...q, extensions: { persistedQuery: null } }, 'apollo'],
+    ['variables false', { ...q, variables: false }, 'apollo'],
+    ['query false', { query: false }, 'apollo'],
+    ['a number', 1, 'apollo'],
+    ['duplicate keys', '{"query":"{ nope }","query":"{ __typename }"}', 'direct'],
+    ['a fragment cycle', { query: '{ ...A } fragment A on Query { ...B } fragment B on Query { ...A }' }, 'direct'],
+    ['introspection off', { query: '{ __schema { queryType { name } } }' }, 'direct'],
+    ['no suggestion', { query: '{ projects(firs: 1) { id } }' }, 'direct'],
+    [
+      'too deep',
+      { query: '{ projects { networks { project { networks { project { networks { id } } } } } } }' },
+      'direct',
+    ],
+    [
+      'Int past 2^53',
+      { query: 'query($n: Int) { projects(first: $n) { id } }', variables: { n: 2 ** 53 + 2 } },
+      'direct',
+    ],
+    ['-0', { query: 'query($n: Int) { projects(first: $n) { id } }', variables: { n: -0 } }, 'direct'],
+    ['1e400', '{"query":"query($n: Int) { projects(first: $n) { id } }","variables":{"n":1e400}}', 'direct'],
+    [
+      'enum value lowercase',
+      { query: NET, variables: { input: { projectId: P, title: 't', region: 'msk' } } },
+      'direct',
+    ],
+    [
+      'enum literal as a string',
+      {
+        query: `mutation { createNetwork(input: { projectId: "${P}", title: "t", region: "MSK" }) { network { id } } }`,
+      },
+      'direct',
+    ],
+    ['a UUID in braces', { query: NET, variables: { input: { projectId: `{${P}}`, title: 't' } } }, 'direct'],
+    [
+      'a lone surrogate',
+      { query: 'query($id: ID!) { project(id: $id) { id } }', variables: { id: '\ud800' } },
+      'direct',
+    ],
+    ['NUL in a variable', { query: NET, variables: { input: { projectId: P, title: 'a\u0000' } } }, 'direct'],
+    ['null for non-null', { query: NET, variables: { input: { projectId: P, title: null } } }, 'direct'],
+    ['an extra variable', { query: '{ __typename }', variables: { x: 1 } }, 'direct'],
+  ];
+  it.each(CASES)('%s', async (_name, body, path, headers) => {
+    await pair.both(body, { path, headers });
+  });
+});
+
 describe('POST /graphql under rate limits answers the same with and without cached plans', () => {
   const pair = pairOf({
     GATEWAY_API_KEYS: 'app-key',
