@@ -58,6 +58,11 @@ export class IdentificationClient {
     private readonly environments: Readonly<Record<IdentificationEnvironment, IdentificationEndpoint | null>>,
   ) {}
 
+  /** The endpoint's name when it is not known to honour Idempotency-Key (UpstreamHttp.unrepeatable). */
+  unrepeatable(environment: IdentificationEnvironment): string | undefined {
+    return this.environments[environment]?.http.unrepeatable;
+  }
+
   async create(
     environment: IdentificationEnvironment,
     body: IdentificationRequest,
@@ -114,6 +119,11 @@ export class VerificationClient {
   /** The verification id in a registration answer (VERIFICATION_EXTERNAL_ID_PATH or the guesses); also for a kept answer. */
   externalIdOf(answer: unknown): string | null {
     return parseRegistration(answer, this.paths.verificationExternalId).externalId;
+  }
+
+  /** The registration endpoint's name when it is not known to honour Idempotency-Key (UpstreamHttp.unrepeatable). */
+  get unrepeatable(): string | undefined {
+    return this.http.unrepeatable;
   }
 
   async register(body: RegistrationRequest, idempotencyKey: string): Promise<RegisteredVerification> {

@@ -277,7 +277,8 @@ export class IdentityService {
       key,
       operation: 'createIdentification',
       request: { environment, path: wire.PATHS.identifications, body },
-      execute: async (idempotencyKey) => {
+      unrepeatable: this.o.identification.unrepeatable(environment),
+      execute: async (idempotencyKey, answered) => {
         // The workflow's completion callback address exists before any request of it can complete (past the app's
         // bound of addresses, nothing is sent). Written here, under the claimed key, as registerVerification issues
         // its token: a request the key refuses (reused, in use) or a replay writes nothing.
@@ -285,6 +286,7 @@ export class IdentityService {
         // From here on the upstream has created the request: whatever its answer lacks, it is recorded and
         // the key completed, so a retry replays it instead of creating a second one (decision 019).
         const created = await this.o.identification.create(environment, body, idempotencyKey);
+        answered();
         const now = Date.now();
         const spec: IdentificationSpec = {
           workflowId,
@@ -374,7 +376,8 @@ export class IdentityService {
       operation: 'registerVerification',
       // The callback token derives from the upstream key (src/identity/callbacks.ts), so the fingerprint holds only the flag.
       request: { path: wire.PATHS.verifications, workflowId, applicant, externalId, callback },
-      execute: async (idempotencyKey) => {
+      unrepeatable: this.o.verification.unrepeatable,
+      execute: async (idempotencyKey, answered) => {
         const issued = callback ? await this.o.callbacks.issue(caller.scope, externalId, idempotencyKey) : null;
         const token = issued?.token ?? null;
         const callbackUrl =
@@ -389,6 +392,7 @@ export class IdentityService {
             ),
             idempotencyKey,
           );
+          answered();
         } catch (error) {
           // A refused registration has nothing to call back. After a transient failure the upstream may have
           // registered it with this callbackUrl, so that token stays valid; so does one issued by an earlier

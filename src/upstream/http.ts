@@ -176,6 +176,11 @@ export class UpstreamHttp {
   private readonly tracing: Tracing;
   private readonly maxAnswerBytes: number;
 
+  /** The upstream's name when it is not known to honour Idempotency-Key (see retryUnknownOutcome); else undefined. */
+  get unrepeatable(): string | undefined {
+    return this.options.retryUnknownOutcome === false ? this.options.name : undefined;
+  }
+
   constructor(private readonly options: UpstreamHttpOptions) {
     this.maxAnswerBytes = options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
     const url = new URL(options.baseUrl);

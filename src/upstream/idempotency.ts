@@ -156,8 +156,19 @@ export class Idempotency {
     operation: string;
     /** The canonical upstream request (secrets included: only its hash is stored). */
     request: unknown;
-    /** Runs the upstream call with the derived upstream key. */
-    execute: (upstreamIdempotencyKey: string) => Promise<T>;
+    /**
+     * Runs the upstream call with the derived upstream key; calls `answered` once the upstream has answered (it may
+     * have created something), before the writes that store its answer.
+     */
+    execute: (upstreamIdempotencyKey: string, answered: () => void) => Promise<T>;
+    /**
+     * The upstream's name when it is not known to honour Idempotency-Key (identity, unless IDEMPOTENT_UPSTREAMS names
+     * it); absent for the cloud API. Then nothing sends the request again on its own once it may have arrived: a call
+     * that failed after the upstream answered keeps its key pending (never released) and answers
+     * UPSTREAM_OUTCOME_UNKNOWN, and a call that takes a pending record over (its lease lapsed: a replica died mid-call,
+     * or a call's end could not be stored) parks it as unknown and answers UPSTREAM_OUTCOME_UNKNOWN instead of sending.
+     */
+    unrepeatable?: string;
     /** What is stored for replay; defaults to the result. Must hold no secret. */
     toStored?: (result: T) => unknown;
     /** The result again from what `toStored` kept, for a replay (a promise when it reads the store). */
@@ -187,6 +198,8 @@ export class Idempotency {
     let recovering: IncompleteAnswer | null = null;
     /** The lease this call's claim wrote. */
     let claimedLease = 0;
+    /** Set when this call took over a pending record whose call may have sent the request. */
+    let tookOver = false;
 
     for (;;) {
       const now = this.options.now?.() ?? Date.now();
@@ -243,9 +256,15 @@ export class Idempotency {
         const lost = this.lost.get(slot);
         if (lost && !this.inFlight.has(slot) && existing.state === 'pending') {
           this.lost.delete(slot);
-          if (await records.takeOverLost(claim, lost)) break;
+          if (await records.takeOverLost(claim, lost)) {
+            tookOver = true;
+            break;
+          }
         }
-        if (await records.takeOver(claim, now)) break;
+        if (await records.takeOver(claim, now)) {
+          tookOver = true;
+          break;
+        }
       } else if (Date.now() < deadline) {
         // Released or expired between the two statements: it is free now.
         continue;
@@ -266,13 +285,35 @@ export class Idempotency {
       }
     }
 
+    if (tookOver && params.unrepeatable !== undefined) {
+      // The call that held the key may have sent the request (its process died mid-call, or the store failed after
+      // the upstream answered): the outcome is unknown, and parked so that the app's next call is its decision.
+      const unknown = {
+        upstream: params.unrepeatable,
+        reason: 'an earlier call with this key may have sent it, and its outcome was not stored',
+        attempts: 1,
+        status: null,
+      };
+      // Not parked when another call took the record over meanwhile: this call sent nothing, all the same.
+      await records.park(params.scope, key, [claimedLease], 'unknown', unknown);
+      throw unknownOutcome(unknown, key, upstream);
+    }
+
+    /** Set once the upstream answered this call (see `execute`). */
+    let answered = false;
+    const markAnswered = () => {
+      answered = true;
+    };
     const work = (async () => {
       // Every lease this call may have left on its record: its end applies only while the record holds one of them.
       const leases = [claimedLease];
       const stopRenewing = this.renewWhileRunning(params.scope, key, print, leases);
       try {
         if (this.options.pauseAt) await this.options.pauseAt('mutation-claimed');
-        const result = recovering ? await params.recover!(recovering, upstream) : await params.execute(upstream);
+        const result = recovering
+          ? await params.recover!(recovering, upstream)
+          : await params.execute(upstream, markAnswered);
+        if (!recovering) answered = true;
         const stored = params.toStored ? params.toStored(result) : result;
         // Not stored when another call took the record over: this answer came under the same upstream key, so it is
         // the caller's all the same, and the record (with the ledger's copy) is the other call's to write.
@@ -299,6 +340,24 @@ export class Idempotency {
             this.lostRecord(key, params.operation);
           throw error.withKeys(key, upstream);
         }
+        if (answered && params.unrepeatable !== undefined) {
+          // The upstream answered (it may have created the resource), and its answer could not be stored. Released,
+          // the key would let a retry send it a second time: it stays pending, with no write (the store may be
+          // down), and the call that takes it over (at once on this process, after the lease elsewhere) answers
+          // UPSTREAM_OUTCOME_UNKNOWN.
+          this.options.logger?.warn(
+            { err: error, idempotencyKey: key, operation: params.operation },
+            'the upstream answered but its answer could not be stored; the key stays pending, not released',
+          );
+          this.keepLost(slot, leases);
+          throw new UpstreamOutcomeUnknownError(
+            params.unrepeatable,
+            'it answered, but the gateway could not store its answer',
+            1,
+            undefined,
+            { idempotencyKey: key, upstreamIdempotencyKey: upstream },
+          );
+        }
         if (recovering) {
           // Reading the kept answer failed otherwise (the store): it stays kept, never released.
           if (!(await records.park(params.scope, key, leases, 'incomplete', recovering)))
@@ -308,11 +367,7 @@ export class Idempotency {
         try {
           if (!(await records.release(params.scope, key, leases))) this.lostRecord(key, params.operation);
         } catch (releaseError) {
-          if (releaseError instanceof StoreUnavailableError) {
-            // Bounded: past the bound the oldest is forgotten, and its key waits for its lease as any other.
-            if (this.lost.size >= LOST_CALLS_KEPT) this.lost.delete(this.lost.keys().next().value!);
-            this.lost.set(slot, [...leases]);
-          }
+          if (releaseError instanceof StoreUnavailableError) this.keepLost(slot, leases);
           throw releaseError;
         }
         throw error;
@@ -336,6 +391,13 @@ export class Idempotency {
       // A call that took this one's key over (its lease lapsed) runs under the same slot: its entry stays.
       if (this.inFlight.get(slot) === entry) this.inFlight.delete(slot);
     }
+  }
+
+  /** Remembers the leases a call that ended without its end stored may have left on its pending record (`lost`). */
+  private keepLost(slot: string, leases: readonly number[]): void {
+    // Bounded: past the bound the oldest is forgotten, and its key waits for its lease as any other.
+    if (this.lost.size >= LOST_CALLS_KEPT) this.lost.delete(this.lost.keys().next().value!);
+    this.lost.set(slot, [...leases]);
   }
 
   /** A call's end that was not stored: its record holds none of the call's leases any more. */
