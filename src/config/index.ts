@@ -1322,10 +1322,11 @@ function parseEnv<S extends z.ZodType>(schema: S, env: Readonly<Record<string, s
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0] ?? 'environment');
     // A bad value of a variable that holds a secret is not repeated: start-up errors end up in logs.
-    // Nor the user info of a URL (`https://user:password@host`), up to the host's last `@`.
+    // Nor the user info of a URL (`https://user:password@host`), up to the last `@`: also when the scheme is missing
+    // (`user:password@host`) or the password holds a raw `/`, which a URL parser would not take for user info.
     const shown = SECRET_VARS.has(variable)
       ? '(value not shown: it may hold a secret)'
-      : `(got ${JSON.stringify(env[variable]?.replace(/\/\/[^/]*@/, '//…@') ?? null)})`;
+      : `(got ${JSON.stringify(env[variable]?.replace(/^([a-z][a-z0-9+.-]*:\/\/)?.*@/is, '$1…@') ?? null)})`;
     throw new ConfigError(variable, `${issue.message} ${shown}`);
   }
   return parsed.data;

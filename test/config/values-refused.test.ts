@@ -100,6 +100,17 @@ describe('configuration values refused at start-up', () => {
     expect(err?.message).toContain('…@');
   });
 
+  it.each([
+    ['CLOUD_API_URL', 'no scheme', 'svc:s3cret-pass@cloud.example'],
+    ['AUTH_JWKS_URL', 'no scheme', 'svc:s3cret-pass@idp.example/jwks.json'],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', 'a password with a raw /', 'https://svc:s3cret/pass@otel.example'],
+  ])('a bad %s (%s) does not repeat the password it holds', (variable, _what, url) => {
+    const err = refusal({ ...KEYS, CLOUD_API_TOKEN: 't', [variable]: url });
+    expect(err?.variable).toBe(variable);
+    expect(err?.message).not.toContain('s3cret');
+    expect(err?.message).toContain('…@');
+  });
+
   it('the start-up line shows nothing of a password that holds @', () => {
     const config = loadConfig({
       ...KEYS,
