@@ -28,6 +28,15 @@ export const ASYMMETRIC_ALGORITHMS = [
 const JWKS_TIMEOUT_MS = 5_000;
 const JWKS_MAX_BYTES = 1024 * 1024;
 
+/**
+ * A JWKS URL as logs, errors and stored checks show it: its user info (`https://user:password@host`) cut, up to the
+ * host's last `@`, so that a password written into AUTH_JWKS_URL, an issuer's jwksUrl or MOBILEID_JWKS_URL is never
+ * printed.
+ */
+export function shownUrl(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1…@');
+}
+
 export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
   // undici's whole API only where a JWKS is fetched: the upstreams' pools load just theirs (docs/decisions/124).
   const { request } = await import('undici');
@@ -39,7 +48,7 @@ export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
   });
   if (res.statusCode !== 200) {
     await res.body.dump();
-    throw new Error(`GET ${url} answered ${res.statusCode}`);
+    throw new Error(`GET ${shownUrl(url)} answered ${res.statusCode}`);
   }
   const chunks: Buffer[] = [];
   let size = 0;
@@ -47,7 +56,7 @@ export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
     size += chunk.length;
     if (size > JWKS_MAX_BYTES) {
       res.body.destroy();
-      throw new Error(`GET ${url} answered more than ${JWKS_MAX_BYTES} bytes`);
+      throw new Error(`GET ${shownUrl(url)} answered more than ${JWKS_MAX_BYTES} bytes`);
     }
     chunks.push(chunk);
   }
@@ -55,10 +64,10 @@ export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
   try {
     jwks = JSON.parse(Buffer.concat(chunks).toString('utf8'));
   } catch {
-    throw new Error(`GET ${url} answered something that is not JSON`);
+    throw new Error(`GET ${shownUrl(url)} answered something that is not JSON`);
   }
   if (!jwks || typeof jwks !== 'object' || !Array.isArray((jwks as { keys?: unknown }).keys))
-    throw new Error(`GET ${url} answered JSON that is not a JWKS (no "keys" array)`);
+    throw new Error(`GET ${shownUrl(url)} answered JSON that is not a JWKS (no "keys" array)`);
   return jwks as JSONWebKeySet;
 }
 

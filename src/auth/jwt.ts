@@ -26,7 +26,7 @@ import {
   type Scope,
 } from './caller.js';
 import { JsonFileError } from './json-file.js';
-import { ASYMMETRIC_ALGORITHMS, fetchJwks, readJwksFile } from './jwks-fetch.js';
+import { ASYMMETRIC_ALGORITHMS, fetchJwks, readJwksFile, shownUrl } from './jwks-fetch.js';
 import type { JwtAppEntry, JwtAuthConfig, JwtIssuerConfig } from './jwt-config.js';
 import type { AuthResult } from './keys.js';
 
@@ -109,7 +109,7 @@ export class JwksKeys {
 
   /** Where the keys come from (for logs and errors). */
   get source(): string {
-    return this.url ?? (this.options.source as { file: string }).file;
+    return this.url === null ? (this.options.source as { file: string }).file : shownUrl(this.url);
   }
 
   /** Fetches the JWKS unless a fetch ran within the interval (or one is running: then waits for it). */
@@ -150,7 +150,7 @@ export class JwksKeys {
       // The gateway could not look for the kid: its fault (or the provider's), not the token's.
       if (this.failure !== null) {
         throw new JwksUnavailableError(
-          `no key fetched so far matches the JWT's kid, and the identity provider's keys (${this.url}) could not be fetched again: ${this.failure}`,
+          `no key fetched so far matches the JWT's kid, and the identity provider's keys (${this.source}) could not be fetched again: ${this.failure}`,
         );
       }
       throw err;
@@ -167,7 +167,7 @@ export class JwksKeys {
     } catch (err) {
       this.failure = err instanceof Error ? err.message : String(err);
       this.options.logger.warn(
-        { jwks: url, reason: this.failure, cached: this.local !== null },
+        { jwks: shownUrl(url), reason: this.failure, cached: this.local !== null },
         "the identity provider's JWKS could not be fetched: keys fetched before (if any) keep working",
       );
     }

@@ -3,7 +3,7 @@
 // notification and every pending row would otherwise each start a fetch: docs/decisions/052).
 import { createLocalJWKSet, errors, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters } from 'jose';
 
-import { fetchJwks } from '../auth/jwks-fetch.js';
+import { fetchJwks, shownUrl } from '../auth/jwks-fetch.js';
 import type { Logger } from '../logger.js';
 
 /** After a successful fetch, a kid the keys lack starts another fetch at most this often (a key rotated in). */
@@ -54,7 +54,7 @@ export class RemoteJwks {
     }
     if (this.local === null)
       throw new JwksUnavailableError(
-        `${this.options.url} could not be fetched (${this.failure ?? 'not fetched yet'}); it is tried again with backoff`,
+        `${shownUrl(this.options.url)} could not be fetched (${this.failure ?? 'not fetched yet'}); it is tried again with backoff`,
       );
     try {
       return await this.local(header, token);
@@ -103,7 +103,7 @@ export class RemoteJwks {
       this.options.onFetch?.('failed');
       this.options.logger?.warn(
         {
-          jwks: this.options.url,
+          jwks: shownUrl(this.options.url),
           reason: this.failure,
           failures: this.failures,
           retryInMs: jwksRetryDelay(this.failures),

@@ -12,7 +12,7 @@ import {
 } from 'jose';
 
 import { JsonFileError } from '../auth/json-file.js';
-import { ASYMMETRIC_ALGORITHMS, readJwksFile } from '../auth/jwks-fetch.js';
+import { ASYMMETRIC_ALGORITHMS, readJwksFile, shownUrl } from '../auth/jwks-fetch.js';
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { JwksUnavailableError, RemoteJwks } from './jwks.js';
@@ -190,7 +190,11 @@ export function configuredKeys(
   }
   if (options.jwksUrl) {
     const remote = new RemoteJwks({ url: options.jwksUrl, logger: deps.logger, onFetch: deps.onFetch });
-    return { source: options.jwksUrl, get: (header, token, now) => remote.getKey(header, token, now), fetched: true };
+    return {
+      source: shownUrl(options.jwksUrl),
+      get: (header, token, now) => remote.getKey(header, token, now),
+      fetched: true,
+    };
   }
   return null;
 }
