@@ -72,7 +72,7 @@ export class RemoteJwks {
       // The gateway could not look for the kid: its side's trouble, not the token's.
       if (this.failure !== null)
         throw new JwksUnavailableError(
-          `no cached key matches the id_token's kid, and ${this.options.url} could not be fetched again (${this.failure})`,
+          `no cached key matches the id_token's kid, and ${shownUrl(this.options.url)} could not be fetched again (${this.failure})`,
         );
       throw err;
     }

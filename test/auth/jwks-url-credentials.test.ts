@@ -47,5 +47,19 @@ describe('a JWKS URL with a password', () => {
     expect(err?.message).not.toContain(PASSWORD);
     expect(lines.join('\n')).toContain('127.0.0.1');
     expect(lines.join('\n')).not.toContain(PASSWORD);
+
+    // Keys fetched once, then a kid they lack while the service is down: the error names the URL without it too.
+    jwks.up();
+    const later = Date.now() + 3_600_000;
+    await remote.getKey({ alg: 'ES256', kid: 'k1' }, { payload: '', signature: '' }, later);
+    jwks.down();
+    const again = await remote
+      .getKey({ alg: 'ES256', kid: 'rotated' }, { payload: '', signature: '' }, later + 3_600_000)
+      .then(
+        () => null,
+        (e: Error) => e,
+      );
+    expect(again?.message).toContain('could not be fetched again');
+    expect(again?.message).not.toContain(PASSWORD);
   });
 });
