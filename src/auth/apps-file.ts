@@ -132,7 +132,22 @@ export function parseYamlFile<T>(
   if (syntax) throw refuse(syntax.linePos?.[0].line ?? 1, syntax.message.split('\n')[0]!);
   // zod would say "expected object, received null", which does not tell an emptied file from a bad one.
   if (doc.contents === null) throw refuse(1, 'the file is empty (or holds only comments)');
-  const parsed = schema.safeParse(doc.toJS());
+  // toJS refuses aliases that expand the document far past its text (a ReferenceError, which names no file): said at
+  // the line of the first alias.
+  let value: unknown;
+  try {
+    value = doc.toJS();
+  } catch (err) {
+    let line = 1;
+    yaml().visit(doc, {
+      Alias(_key, node) {
+        if (node.range) line = lines.linePos(node.range[0]).line;
+        return yaml().visit.BREAK;
+      },
+    });
+    throw refuse(line, `cannot be read as data: ${(err as Error).message} (write the values out instead of aliases)`);
+  }
+  const parsed = schema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const where = issue.path.length ? issue.path.map(String).join('.') : 'the file';
