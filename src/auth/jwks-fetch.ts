@@ -88,6 +88,8 @@ export function readJwksFile(file: string): JSONWebKeySet {
   if (!jwks || typeof jwks !== 'object' || Array.isArray(jwks) || !Array.isArray(jwks.keys)) {
     throw new JsonFileError(file, json.lineOf(['keys']), 'is not a JWKS (an object with a "keys" array)');
   }
+  /** Per kid, kty and curve, the keys a token of that kid could match: jose refuses a token that two keys match. */
+  const byKid = new Map<string, { index: number; alg: unknown }[]>();
   jwks.keys.forEach((key: unknown, i) => {
     const refuse = (reason: string, member?: string) =>
       new JsonFileError(file, json.lineOf(member === undefined ? ['keys', i] : ['keys', i, member]), reason);
@@ -104,6 +106,18 @@ export function readJwksFile(file: string): JSONWebKeySet {
         `keys[${i}] holds a private key (member "${secret}"): a JWKS file holds public keys only; publish the public half (without d, p, q, dp, dq, qi) and keep the private key away from the gateway`,
         secret,
       );
+    const { kid, use, alg, crv } = jwk as { kid?: unknown; use?: unknown; alg?: unknown; crv?: unknown };
+    if (typeof kid === 'string' && (use === undefined || use === 'sig')) {
+      const same = `${kid}\u0000${jwk.kty}\u0000${String(crv)}`;
+      const earlier = byKid.get(same) ?? [];
+      const twin = earlier.find((k) => k.alg === undefined || alg === undefined || k.alg === alg);
+      if (twin !== undefined)
+        throw refuse(
+          `keys[${i}] has the kid ${JSON.stringify(kid.length > 64 ? `${kid.slice(0, 64)}…` : kid)} of keys[${twin.index}] (line ${json.lineOf(['keys', twin.index, 'kid'])}): a token of that kid would match both and be refused; give each key its own kid`,
+          'kid',
+        );
+      byKid.set(same, [...earlier, { index: i, alg }]);
+    }
     if (!['RSA', 'EC', 'OKP'].includes(jwk.kty)) return;
     let bits: number | undefined;
     try {

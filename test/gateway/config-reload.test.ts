@@ -279,6 +279,22 @@ describe('configuration that reloads without a restart', () => {
       },
     ],
     [
+      'two keys of one kid, either of which a token of that kid would match',
+      'MOBILEID_JWKS_FILE',
+      async () => {
+        const keys = await Promise.all(
+          [1, 2].map(async () => {
+            const { publicKey } = await generateKeyPair('ES256', { extractable: true });
+            return { ...(await exportJWK(publicKey)), kid: 'op-rotated', alg: 'ES256' };
+          }),
+        );
+        const text = JSON.stringify({ keys }, null, 2);
+        const lines = text.split('\n');
+        const line = lines.findIndex((l, i) => l.includes('"kid"') && i > lines.findIndex((m) => m.includes('"kid"')));
+        return { text, line: line + 1, secret: null };
+      },
+    ],
+    [
       'a key that is not one',
       'MOBILEID_JWKS_FILE',
       async () => ({ ...jwksWith({ kty: 'EC', kid: 'op-broken', crv: 'P-256' }), secret: null }),
