@@ -3,7 +3,7 @@
 import './config/node-env.js';
 import './config/v8-heap.js';
 
-import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config/index.js';
+import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig, withoutUserInfo } from './config/index.js';
 import { SHUTDOWN } from './gateway/options.js';
 import { startGateway } from './gateway/start.js';
 import { createLogger, resolveLogFormat } from './logger.js';
@@ -110,7 +110,9 @@ async function main(): Promise<void> {
     : `GraphQL ${gateway.url}/graphql (introspection off)`;
   // The identification callback is configured per workflow on the platform side; its token is a secret, so the
   // line shows the route and where to read the full address, never the address itself.
-  const identificationCallbacks = `identification callbacks POST ${gateway.publicUrl}/webhooks/identification/<token> (address per workflow: query { identificationCallbackUrl(workflowId: "...") })`;
+  // PUBLIC_URL may hold the password of a proxy in front of the gateway: the line shows it without.
+  const publicUrl = withoutUserInfo(gateway.publicUrl);
+  const identificationCallbacks = `identification callbacks POST ${publicUrl}/webhooks/identification/<token> (address per workflow: query { identificationCallbackUrl(workflowId: "...") })`;
   // The sandbox's notification token is a secret of the data directory (whoever holds it posts results every app
   // reads); the operator who started this gateway is the one it is shown to, for curl (apps use
   // issueMobileIdNotificationToken or sandboxCompleteMobileIdAuthentication instead).
@@ -148,7 +150,7 @@ async function main(): Promise<void> {
   logger.info(
     {
       url: gateway.url,
-      publicUrl: gateway.publicUrl,
+      publicUrl,
       upstreams: described,
       circuits,
       store: gateway.services.store.location,

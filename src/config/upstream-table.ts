@@ -138,10 +138,14 @@ export function everyUpstreamSandboxed(table: UpstreamTable): boolean {
   return Object.values(table).every((u: { sandbox: boolean }) => u.sandbox);
 }
 
+/** An address as the start-up line shows it: its user info (up to the host's last `@`: a password may hold one) cut. */
+export function withoutUserInfo(url: string): string {
+  return url.replace(/\/\/[^/]*@/, '//');
+}
+
 /** `name=sandbox` or `name=<address>` per upstream, for the start-up line (no credentials: user info is cut). */
 export function describeUpstreams(table: UpstreamTable): Record<UpstreamName, string> {
-  // The user info ends at the host's last `@` (a password may hold one); nothing of it is shown.
-  const address = (url: string) => url.replace(/\/\/[^/]*@/, '//');
+  const address = withoutUserInfo;
   return {
     cloud: table.cloud.sandbox ? 'sandbox' : address(table.cloud.url),
     identification: table.identification.sandbox ? 'sandbox' : address(table.identification.url),

@@ -29,6 +29,12 @@ describe('the start-up line', () => {
     expect(line).not.toContain(address.split('/').at(-1)!);
   });
 
+  it('shows PUBLIC_URL without the password it holds (a proxy in front of the gateway may ask for one)', async () => {
+    const { line } = await startProcess({ DATA_DIR: tempDataDir(), PUBLIC_URL: 'https://gw:s3cret-pub@gw.example' });
+    expect(line).toContain('gw.example/webhooks/identification/<token>');
+    expect(line).not.toContain('s3cret-pub');
+  });
+
   it("shows the mobile-ID sandbox's notification token (a secret of the data directory) and the named apps, never a key", async () => {
     const dataDir = tempDataDir();
     const env = { DATA_DIR: dataDir, GATEWAY_API_KEYS: 'shop:key-of-the-shop-123,crm:key-of-the-crm-456' };
