@@ -23,6 +23,8 @@ export interface Created {
   id: string;
   /** The upstream's response, secrets removed. */
   response: unknown;
+  /** The status it answered with (2xx). */
+  status: number;
 }
 
 /** Refresh a fetched token this long before it expires (or at 90% of a short lifetime). */
@@ -161,7 +163,23 @@ export class CloudClient {
   reread(incomplete: IncompleteAnswer): Created {
     const id = this.answers.createdId(incomplete.answer);
     if (!id) throw new UpstreamAnswerIncompleteError({ ...incomplete, lookedFor: this.answers.describe().createdId });
-    return { id, response: incomplete.answer };
+    return { id, response: incomplete.answer, status: incomplete.status };
+  }
+
+  /**
+   * UPSTREAM_ANSWER_INCOMPLETE for a creation whose id, as read from its answer, the ledger holds for another creation:
+   * the resource exists upstream, but recorded under that id it would be lost behind the other one. Its answer is kept
+   * as any unreadable one (`reread`), in case the id was read from the wrong field.
+   */
+  alreadyRecorded(created: Created): UpstreamAnswerIncompleteError {
+    return new UpstreamAnswerIncompleteError({
+      upstream: this.http.name,
+      status: created.status,
+      missing: `a new id (the id read, ${created.id}, is one the gateway already recorded for another creation)`,
+      lookedFor: this.answers.describe().createdId,
+      variable: 'CLOUD_CREATED_ID_PATH',
+      answer: created.response,
+    });
   }
 
   createProject(body: ProjectRequest, idempotencyKey: string): Promise<Created> {
@@ -210,7 +228,7 @@ export class CloudClient {
             : response,
       });
     }
-    return { id, response };
+    return { id, response, status: res.status };
   }
 }
 

@@ -264,19 +264,23 @@ export class CloudService {
       createdBy: caller.scope,
       createdAt: new Date(),
     });
+    /** What the upstream answered this call (or the kept answer read again). */
+    let answer: Created | undefined;
     return this.idempotency.run<LedgerRecord>({
       scope: caller.scope,
       key,
       operation: p.operation,
       request: p.request,
       execute: async (idempotencyKey): Promise<LedgerRecord> => {
-        const created = await p.send(idempotencyKey);
+        const created = (answer = await p.send(idempotencyKey));
         if (this.pauseAt) await this.pauseAt('upstream-answered');
         return recordOf(created, idempotencyKey);
       },
       // The upstream created it already: its kept answer is read again, and nothing is sent (docs/decisions/042).
-      recover: (incomplete, idempotencyKey) => recordOf(p.reread(incomplete), idempotencyKey),
+      recover: (incomplete, idempotencyKey) => recordOf((answer = p.reread(incomplete)), idempotencyKey),
       storeWith: this.storeWith,
+      // The ledger holds the answer's id for another creation: its record changed no row, and nothing was stored.
+      unstorable: () => this.client.alreadyRecorded(answer!),
       toStored: this.toStored,
       fromStored: this.fromStored,
     });

@@ -3,15 +3,16 @@ import type { CompiledQuery, Kysely, UpdateQueryBuilder, UpdateResult } from 'ky
 import type { Execute, Statements } from './index.js';
 import { precompiled } from './precompiled.js';
 import type { Database } from './schema.js';
+import type { WrittenTogether } from './sqlite-dialect.js';
 
 type RecordUpdate = UpdateQueryBuilder<Database, 'idempotency_records', 'idempotency_records', UpdateResult>;
 
 /**
  * Runs `first`, then, if it changed a row, `then`, as one transaction with one commit; false when `first` changed no
- * row (nothing written). The store's own (Store.writeTogether) joins the SQLite group commit; without it, a kysely
- * transaction.
+ * row, `{ unapplied }` when a statement of `then` changed none (nothing written either way). The store's own
+ * (Store.writeTogether) joins the SQLite group commit; without it, a kysely transaction.
  */
-export type WriteTogether = (first: CompiledQuery, then: readonly CompiledQuery[]) => Promise<boolean>;
+export type WriteTogether = (first: CompiledQuery, then: readonly CompiledQuery[]) => Promise<WrittenTogether>;
 
 export interface IdempotencyRecord {
   scope: string;
@@ -203,7 +204,8 @@ export class IdempotencyRecords {
    * the call stalled past its lease and another took the record over, which then is that call's to end; nothing is
    * written. `alongside` are statements that belong to the same result (the ledger record of the created resource):
    * they and the completion are one transaction, one commit, so a crash leaves both or neither, and they are not
-   * written when the completion does not apply.
+   * written when the completion does not apply. Each must change a row: when one changes none (the ledger holds the
+   * created id for another creation), nothing is written, the record stays pending, and the answer is `unapplied`.
    */
   async complete(
     scope: string,
@@ -211,7 +213,7 @@ export class IdempotencyRecords {
     response: unknown,
     leases: readonly number[],
     alongside: readonly CompiledQuery[] = [],
-  ): Promise<boolean> {
+  ): Promise<WrittenTogether> {
     const stored = JSON.stringify(response ?? null);
     // One lease unless a renewal is in flight or its answer was lost: the statement compiled once.
     const completion =

@@ -6,7 +6,7 @@ import { StoreUnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { migrationProvider, type Dialect } from './migrations.js';
 import type { Database } from './schema.js';
-import { DEFAULT_RESTART_FRAMES, GroupCommitSqliteDialect } from './sqlite-dialect.js';
+import { DEFAULT_RESTART_FRAMES, GroupCommitSqliteDialect, type WrittenTogether } from './sqlite-dialect.js';
 import { StatementNames } from './statement-names.js';
 import { keepWal, keptWal, preallocateWal } from './wal-preallocate.js';
 
@@ -23,9 +23,10 @@ export interface Store {
   /**
    * Runs `first`, then, if it changed a row, `then`, as one transaction with one commit: on SQLite inside the group
    * commit of the turn (no commit of its own), on PostgreSQL as a transaction. False when `first` changed no row:
-   * nothing is written (a write that holds only under a condition, and what belongs to it).
+   * nothing is written (a write that holds only under a condition, and what belongs to it). Each statement of `then`
+   * must change a row too: when one changes none, nothing is written, and the answer names it (`unapplied`, its index).
    */
-  writeTogether(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<boolean>;
+  writeTogether(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<WrittenTogether>;
   /**
    * Runs one compiled statement outside any transaction, as `db.executeQuery` does; on SQLite straight to the
    * driver (kysely's executor cost about as much as a short statement), on PostgreSQL through kysely.
@@ -74,12 +75,27 @@ export function throughKysely(db: Kysely<Database>): Statements {
     execute,
     readValues: valuesOf(execute),
     writeTogether: (first, then) =>
-      db.transaction().execute(async (trx) => {
-        if (Number((await trx.executeQuery(first)).numAffectedRows ?? 0n) === 0) return false;
-        for (const w of then) await trx.executeQuery(w);
-        return true;
-      }),
+      db
+        .transaction()
+        .execute(async (trx): Promise<WrittenTogether> => {
+          if (Number((await trx.executeQuery(first)).numAffectedRows ?? 0n) === 0) return false;
+          for (let i = 0; i < then.length; i++)
+            if (Number((await trx.executeQuery(then[i]!)).numAffectedRows ?? 0n) === 0) throw new Unapplied(i);
+          return true;
+        })
+        .catch((error: unknown) => {
+          // Thrown to roll the transaction back.
+          if (error instanceof Unapplied) return { unapplied: error.index };
+          throw error;
+        }),
   };
+}
+
+/** A statement of `writeTogether` that changed no row, thrown to roll its transaction back (`throughKysely`). */
+class Unapplied extends Error {
+  constructor(readonly index: number) {
+    super(`statement ${index} of the unit changed no row`);
+  }
 }
 
 export interface StoreOptions {

@@ -176,7 +176,10 @@ export class Ledger {
     return record;
   }
 
-  /** Stores a created resource. Recording the same id twice (a replay after a crash) keeps the first. */
+  /**
+   * Stores a created resource. Recording the same id twice (a replay after a crash) keeps the first, as does recording
+   * an id the ledger holds for another creation (see `recordWrite`).
+   */
   async record(rec: Omit<LedgerRecord, 'createdAt'> & { createdAt?: Date }): Promise<LedgerRecord> {
     // Not a spread with a new key: on Node 20 that makes a hidden class a call (docs/decisions/120).
     const record: LedgerRecord = Object.assign({}, rec, { createdAt: rec.createdAt ?? new Date() });
@@ -186,7 +189,9 @@ export class Ledger {
 
   /**
    * The statement that stores a created resource (as `record` does), not executed: for a caller that commits
-   * it together with other writes (the completion of the idempotency record, src/upstream/idempotency.ts).
+   * it together with other writes (the completion of the idempotency record, src/upstream/idempotency.ts). It changes
+   * no row when the ledger holds the id for another creation (another idempotency key, or none): the caller, which
+   * counts the rows it changed, learns so without another statement.
    */
   recordWrite(rec: LedgerRecord): CompiledQuery {
     return this.insertStatement(
@@ -230,7 +235,14 @@ export class Ledger {
           created_by: createdBy,
           created_at: createdAt,
         })
-        .onConflict((oc) => oc.column('id').doNothing()),
+        // The same id under the same key (a replay after a crash) "updates" the row to itself, so the statement
+        // changes a row and the first record is kept; under another key it changes none (see `recordWrite`).
+        .onConflict((oc) =>
+          oc
+            .column('id')
+            .doUpdateSet({ id: (eb) => eb.ref('excluded.id') })
+            .whereRef('resources.idempotency_key', '=', 'excluded.idempotency_key'),
+        ),
   );
 
   /** The record of `id`, or null when unknown: from memory when kept, without the lists of `getMany`. */

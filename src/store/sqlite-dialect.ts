@@ -34,6 +34,12 @@ export function sqliteUnavailable(err: unknown): unknown {
   return typeof code === 'string' && UNWRITABLE.test(code) ? new StoreUnavailableError(err) : err;
 }
 
+/**
+ * What a unit of statements written together did (Store.writeTogether): true, all written; false, its first statement
+ * changed no row; `unapplied`, the index of a following statement that changed no row. Written only when true.
+ */
+export type WrittenTogether = boolean | { unapplied: number };
+
 const rejectUnavailable = (err: unknown): Promise<never> => Promise.reject(sqliteUnavailable(err));
 
 /**
@@ -83,9 +89,10 @@ export class GroupCommitSqliteDialect implements Dialect {
   /**
    * Runs `first`, then, if it changed a row, `then`, as one unit inside this turn's group transaction (a savepoint:
    * all or none of them), settled after the group's COMMIT, like every other write; false when `first` changed no
-   * row, and nothing was written. Needs the Kysely instance made over this dialect.
+   * row, `{ unapplied }` when a statement of `then` changed none: then nothing was written. Needs the Kysely instance
+   * made over this dialect.
    */
-  writeTogether(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<boolean> {
+  writeTogether(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<WrittenTogether> {
     if (!this.driver) throw new Error('writeTogether needs a Kysely instance over this dialect');
     return this.driver.runTogether(first, then);
   }
@@ -436,21 +443,21 @@ class GroupCommitSqliteDriver implements Driver {
   }
 
   /** The statements as one unit (a savepoint) in the open group; at once when nothing is to be waited for. */
-  runTogether(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<boolean> {
+  runTogether(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<WrittenTogether> {
     if (this.owner || (this.group === null && this.writesHeld))
       return this.runTogetherWhenFree(first, then).catch(rejectUnavailable);
     return this.together(first, then);
   }
 
-  private async runTogetherWhenFree(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<boolean> {
+  private async runTogetherWhenFree(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<WrittenTogether> {
     // Nothing awaits between this check and the statements (see Connection.executeQuery).
     while (this.owner || (this.group === null && this.writesHeld))
       await (this.owner ? this.ownerDone : this.writesReleased);
     return this.together(first, then);
   }
 
-  private together(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<boolean> {
-    return this.inGroup(() => {
+  private together(first: CompiledQuery, then: readonly CompiledQuery[]): Promise<WrittenTogether> {
+    return this.inGroup((): WrittenTogether => {
       this.unit.savepoint.run();
       try {
         // Nothing of the unit was written yet: releasing the savepoint leaves nothing.
@@ -458,7 +465,14 @@ class GroupCommitSqliteDriver implements Driver {
           this.unit.release.run();
           return false;
         }
-        for (const q of then) this.prepare(q.sql).run(q.parameters as unknown[]);
+        for (let i = 0; i < then.length; i++) {
+          const q = then[i]!;
+          if (this.prepare(q.sql).run(q.parameters as unknown[]).changes === 0) {
+            // A statement of the unit that did not apply (a conflict it does not overwrite): none of the unit stays.
+            this.db.exec('rollback to together; release together');
+            return { unapplied: i };
+          }
+        }
       } catch (error) {
         // A constraint error leaves the transaction open: undo this unit's statements only.
         if (this.db.inTransaction) this.db.exec('rollback to together; release together');

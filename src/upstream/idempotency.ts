@@ -179,6 +179,11 @@ export class Idempotency {
      */
     storeWith?: (result: T) => readonly CompiledQuery[];
     /**
+     * The error to answer when a write of `storeWith` changed no row, so that nothing was stored (the ledger holds the
+     * created id for another creation). An UpstreamAnswerIncompleteError keeps the answer with the key, as any other.
+     */
+    unstorable?: (result: T) => Error;
+    /**
      * Reads the answer kept by an earlier UPSTREAM_ANSWER_INCOMPLETE again, with the upstream key it was created
      * under: the result, or UpstreamAnswerIncompleteError once more. Without it, such a retry replays the error.
      */
@@ -317,8 +322,10 @@ export class Idempotency {
         const stored = params.toStored ? params.toStored(result) : result;
         // Not stored when another call took the record over: this answer came under the same upstream key, so it is
         // the caller's all the same, and the record (with the ledger's copy) is the other call's to write.
-        if (!(await records.complete(params.scope, key, stored, leases, params.storeWith?.(result))))
-          this.lostRecord(key, params.operation);
+        const completed = await records.complete(params.scope, key, stored, leases, params.storeWith?.(result));
+        if (completed === false) this.lostRecord(key, params.operation);
+        else if (completed !== true)
+          throw params.unstorable?.(result) ?? new Error(`the result of ${params.operation} could not be stored`);
         return result;
       } catch (error) {
         if (error instanceof UpstreamOutcomeUnknownError) {

@@ -165,6 +165,28 @@ describe('SQLite group commit: a write is acknowledged only once it is committed
     ]);
   });
 
+  it('writes nothing of a unit one of whose following statements changes no row, and names it', async () => {
+    const rename = (id: number, name: string) => db.updateTable('items').set({ name }).where('id', '=', id).compile();
+    const insertNew = (id: number, name: string) =>
+      db
+        .insertInto('items')
+        .values({ id, name })
+        .onConflict((oc) => oc.column('id').doNothing())
+        .compile();
+    await db.insertInto('items').values({ id: 1, name: 'a' }).execute();
+    // Item 1 exists: the unit's second insert changes no row, and the whole unit is undone; the turn's other write
+    // stays.
+    const results = await Promise.all([
+      dialect.writeTogether(rename(1, 'renamed'), [insertNew(2, 'b'), insertNew(1, 'again')]),
+      db.insertInto('items').values({ id: 4, name: 'd' }).execute(),
+    ]);
+    expect(results[0]).toEqual({ unapplied: 1 });
+    expect(observer.prepare('select id, name from items order by id').all()).toEqual([
+      { id: 1, name: 'a' },
+      { id: 4, name: 'd' },
+    ]);
+  });
+
   it('writes nothing of a unit whose first statement changes no row, and says so', async () => {
     const rename = (id: number, name: string) => db.updateTable('items').set({ name }).where('id', '=', id).compile();
     const insert = (id: number, name: string) => db.insertInto('items').values({ id, name }).compile();
