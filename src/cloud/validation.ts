@@ -149,7 +149,12 @@ function checkIPv4(field: string, value: string): string {
 }
 
 /** Fails when the ledger knows `id` as another kind of resource; returns the record when known. */
-async function parent(field: string, id: string, kind: ResourceKind, lookup: Lookup): Promise<LedgerRecord | null> {
+export async function parent(
+  field: string,
+  id: string,
+  kind: ResourceKind,
+  lookup: Lookup,
+): Promise<LedgerRecord | null> {
   const rec = await lookup(id);
   if (rec && rec.kind !== kind) throw badUserInput(field, `${id} is ${KIND_NAMES[rec.kind]}, not ${KIND_NAMES[kind]}`);
   return rec;

@@ -282,6 +282,7 @@ const FILLED: Record<string, string> = {
   'input.networkId': 'input.networkId',
   'input.subnetId': 'input.subnetId',
   'input.subnetCidr': 'input.subnetCidr',
+  'input.ipAddressId': 'input.ipAddressId',
   'input.region': 'input.region',
   'input.zone': 'input.zone',
   'input.networkInterfaces[0].networkId': 'input.networkId',

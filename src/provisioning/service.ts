@@ -125,9 +125,10 @@ export async function publicAddress(
   lookup: StepEnv['lookup'],
   address: StepEnv['address'],
 ): Promise<PublicAddress | null> {
+  // A reused id the ledger knows as another kind of resource is refused, whether its address is read or not.
+  const record = ipId === null ? null : await v.parent('input.ipAddressId', ipId, 'ip_address', lookup);
   if (given !== null) return { address: given, source: 'CALLER', responseField: null, ipAddressId: ipId };
   if (ipId === null) return null;
-  const record = await lookup(ipId);
   const retry = `give input.cluster.publicIp (the address, as a.b.c.d) and call again with a new idempotency key, reusing what exists (the resourceId of each DONE step as projectId, networkId, subnetId, and ipAddressId ${ipId})`;
   if (!record) {
     throw badUserInput(

@@ -48,6 +48,23 @@ describe('provisioning: checks that need no upstream id run before the first cre
     );
   });
 
+  for (const publicIp of [null, '203.0.113.7'])
+    it(`a reused ipAddressId that names a network, ${publicIp ? 'with' : 'without'} cluster.publicIp`, async () => {
+      await refusedBeforeTheWire(
+        gw,
+        M.provisionKafka,
+        {
+          projectId: chain.projectId,
+          networkId: chain.networkId,
+          subnetId: chain.subnetId,
+          ipAddressId: chain.networkId,
+          cluster: publicIp ? { ...cluster, publicIp } : cluster,
+        },
+        'input.ipAddressId',
+        `${chain.networkId} is a network, not an IP address`,
+      );
+    });
+
   it('a reused network of another project than the one it creates', async () => {
     await refusedBeforeTheWire(
       gw,
