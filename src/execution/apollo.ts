@@ -17,13 +17,7 @@ import type { Logger } from '../logger.js';
 import { nameOperationSpan, recordOperationErrors } from '../telemetry/operations.js';
 import type { OperationLimits } from './limits.js';
 import type { Pipeline } from './pipeline.js';
-import {
-  formatError,
-  HttpPresenter,
-  noStoreValue,
-  singleResultContentType,
-  type ApolloErrorOptions,
-} from './present.js';
+import { formatError, HttpPresenter, noStoreValue, SingleResultTypes, type ApolloErrorOptions } from './present.js';
 
 /** The Apollo options the gateway runs with, and the plugins among them whose effects the direct path reproduces. */
 export interface ApolloSetup {
@@ -33,6 +27,8 @@ export interface ApolloSetup {
     readonly includeStacktraceInErrorResponses: false;
   };
   readonly gatewayPlugins: readonly ApolloServerPlugin<GraphQLContext>[];
+  /** The content type a single result is answered with, per Accept header (the plugin's and the direct path's). */
+  readonly contentTypes: SingleResultTypes;
 }
 
 export function apolloSetup(o: {
@@ -45,14 +41,16 @@ export function apolloSetup(o: {
   const formatOne = (formatted: GraphQLFormattedError, error: unknown, requestId?: string) =>
     formatError(formatted, error, o.logger, !o.limits.introspection, requestId);
   const present = new HttpPresenter({ formatError: formatOne, includeStacktraceInErrorResponses: false }, o.tracing);
+  const contentTypes = new SingleResultTypes();
   const gatewayPlugins = [
     noStorePlugin(),
-    pipelinePlugin(o.pipeline, present),
+    pipelinePlugin(o.pipeline, present, contentTypes),
     warningsPlugin(),
     ...(o.tracing ? [operationSpanPlugin()] : []),
   ];
   return {
     gatewayPlugins,
+    contentTypes,
     options: {
       schema: o.schema,
       // GRAPHQL_INTROSPECTION is one of the shared validation rules (limits.validationRules), the same rules WebSocket
@@ -90,13 +88,17 @@ const QUERIES_AND_MUTATIONS = ['query', 'mutation'] as OperationTypeNode[];
  * pipeline admits, runs and presents it (the prepare stage finds the text in its cache after the first time), and
  * Apollo writes the answer. An operation Apollo could not pick is left to Apollo's own answer.
  */
-function pipelinePlugin(pipeline: Pipeline, present: HttpPresenter): ApolloServerPlugin<GraphQLContext> {
+function pipelinePlugin(
+  pipeline: Pipeline,
+  present: HttpPresenter,
+  contentTypes: SingleResultTypes,
+): ApolloServerPlugin<GraphQLContext> {
   const listener: Awaited<ReturnType<NonNullable<ApolloServerPlugin<GraphQLContext>['requestDidStart']>>> = {
     async responseForOperation({ contextValue, document, operation, request, source }) {
       if (!operation || source === undefined) return null;
       // An Accept that allows no JSON type: Apollo answers 406 once the operation has run (runHttpQuery.js), so it
       // is not run; this answer is replaced by that 406 (the response's content type is left unset for it).
-      if (request.http && singleResultContentType(request.http.headers.get('accept')) === null)
+      if (request.http && contentTypes.of(request.http.headers.get('accept')) === null)
         return { http: { status: 406, headers: new HeaderMap() }, body: { kind: 'single', singleResult: {} } };
       const answer = await pipeline.runOperation({
         caller: contextValue.caller,

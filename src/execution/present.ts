@@ -263,13 +263,26 @@ const SINGLE_RESULT_TYPES = [
   'application/json; callbackSpec=1.0; charset=utf-8',
 ];
 
+/** Distinct Accept headers whose negotiation is kept (clients send a handful; the rest are negotiated each time). */
+const ACCEPT_CACHE_MAX = 64;
+
 /**
- * Apollo's choice of content type for a single result (chooseContentTypeForSingleResultResponse): JSON without an
- * Accept header; null when the header allows no JSON type, which Apollo answers 406.
+ * Apollo's choice of content type for a single result (chooseContentTypeForSingleResultResponse), kept per Accept
+ * value: JSON without an Accept header; null when the header allows no JSON type, which Apollo answers 406. One per
+ * gateway (ApolloSetup.contentTypes), asked by the pipeline's plugin and by the direct path.
  */
-export function singleResultContentType(accept: string | undefined): string | null {
-  if (!accept) return SINGLE_RESULT_TYPES[0]!;
-  return new Negotiator({ headers: { accept } }).mediaType(SINGLE_RESULT_TYPES) ?? null;
+export class SingleResultTypes {
+  private readonly kept = new Map<string, string | null>();
+
+  of(accept: string | undefined): string | null {
+    if (!accept) return SINGLE_RESULT_TYPES[0]!;
+    let type = this.kept.get(accept);
+    if (type === undefined) {
+      type = new Negotiator({ headers: { accept } }).mediaType(SINGLE_RESULT_TYPES) ?? null;
+      if (this.kept.size < ACCEPT_CACHE_MAX) this.kept.set(accept, type);
+    }
+    return type;
+  }
 }
 
 /** An HTTP answer as Apollo Server 5.5 would give it: status, headers (in Apollo's order), and the result to write. */

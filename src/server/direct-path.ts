@@ -3,7 +3,7 @@ import type { OperationTypeNode } from 'graphql';
 
 import type { ApolloSetup } from '../execution/apollo.js';
 import type { OperationParams, Pipeline } from '../execution/pipeline.js';
-import { HttpPresenter, singleResultContentType, type HttpAnswer } from '../execution/present.js';
+import { HttpPresenter, type HttpAnswer } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 
 /**
@@ -42,11 +42,7 @@ export interface DirectRequest {
   readonly contentType: string;
 }
 
-/** Distinct Accept headers whose negotiation is kept (clients send a handful; the rest are negotiated each time). */
-const ACCEPT_CACHE_MAX = 64;
-
 export class DirectPath {
-  private readonly accepted = new Map<string, string | null>();
   private readonly present: HttpPresenter;
   /** JSON POSTs answered by the direct path, and those left to Apollo (tests check which path a request took). */
   readonly stats: { direct: number; apollo: number; readonly compiled: number; readonly recompiled: number };
@@ -89,17 +85,6 @@ export class DirectPath {
     return this.options.documents.size;
   }
 
-  /** Apollo's choice of content type for a single result (null: 406, left to Apollo), kept per Accept value. */
-  private contentType(accept: string | undefined): string | null {
-    if (!accept) return singleResultContentType(accept);
-    let type = this.accepted.get(accept);
-    if (type === undefined) {
-      type = singleResultContentType(accept);
-      if (this.accepted.size < ACCEPT_CACHE_MAX) this.accepted.set(accept, type);
-    }
-    return type;
-  }
-
   /**
    * Whether the direct path answers a JSON POST whose body (already parsed, trusted documents already resolved) is
    * `body`: decided from its shape and the Accept header alone, before any work. Null: Apollo answers it.
@@ -125,7 +110,7 @@ export class DirectPath {
     const extensions = params.extensions;
     if (extensions !== undefined && extensions !== null && (!isRecord(extensions) || 'persistedQuery' in extensions))
       return null;
-    const contentType = this.contentType(req.headers.accept);
+    const contentType = this.options.apollo.contentTypes.of(req.headers.accept);
     if (contentType === null) return null;
     return {
       contentType,
