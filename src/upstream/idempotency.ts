@@ -123,7 +123,9 @@ function incompleteAnswer(stored: unknown, key: string, upstream: string): Upstr
  * - done with the same fingerprint: the stored result, replayed, no upstream call;
  * - any record with another fingerprint: IDEMPOTENCY_KEY_REUSED;
  * - pending: wait (bounded) for it to finish, then replay or IDEMPOTENCY_KEY_IN_USE;
- * - a failure releases the key, so a later call re-sends the same key upstream;
+ * - a failure releases the key, so a later call re-sends the same key upstream, except on an upstream not known to
+ *   honour the key (`unrepeatable`) once it answered: the key stays pending and the call that takes it over answers
+ *   UPSTREAM_OUTCOME_UNKNOWN, as after a replica that died mid-call;
  * - an unknown outcome (UPSTREAM_OUTCOME_UNKNOWN) keeps the key bound to its request: the next call with it
  *   is the app's explicit decision to send it again (docs/decisions/011);
  * - a 2xx whose answer cannot be read (UPSTREAM_ANSWER_INCOMPLETE) keeps the key and the answer: the next call with
