@@ -288,3 +288,12 @@ export class ConfigError extends Error {
     return new ConfigError(variable, err.message, err);
   }
 }
+
+/**
+ * A URL as errors, logs, the start-up line and stored checks show it: its user info (`https://user:password@host`)
+ * cut up to the host's last `@` (a password may hold one), so that a password written into an address (an upstream's,
+ * a JWKS's, PUBLIC_URL) is never printed.
+ */
+export function shownUrl(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1');
+}

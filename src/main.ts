@@ -3,7 +3,8 @@
 import './config/node-env.js';
 import './config/v8-heap.js';
 
-import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig, withoutUserInfo } from './config/index.js';
+import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './config/index.js';
+import { shownUrl } from './errors.js';
 import { SHUTDOWN } from './gateway/options.js';
 import { startGateway } from './gateway/start.js';
 import { createLogger, resolveLogFormat } from './logger.js';
@@ -111,7 +112,7 @@ async function main(): Promise<void> {
   // The identification callback is configured per workflow on the platform side; its token is a secret, so the
   // line shows the route and where to read the full address, never the address itself.
   // PUBLIC_URL may hold the password of a proxy in front of the gateway: the line shows it without.
-  const publicUrl = withoutUserInfo(gateway.publicUrl);
+  const publicUrl = shownUrl(gateway.publicUrl);
   const identificationCallbacks = `identification callbacks POST ${publicUrl}/webhooks/identification/<token> (address per workflow: query { identificationCallbackUrl(workflowId: "...") })`;
   // The sandbox's notification token is a secret of the data directory (whoever holds it posts results every app
   // reads); the operator who started this gateway is the one it is shown to, for curl (apps use

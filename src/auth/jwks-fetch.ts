@@ -4,6 +4,7 @@
 import { createPublicKey, type JsonWebKey } from 'node:crypto';
 import type { JSONWebKeySet } from 'jose';
 
+import { shownUrl } from '../errors.js';
 import { JsonFileError, readJsonFile } from './json-file.js';
 
 /**
@@ -27,15 +28,6 @@ export const ASYMMETRIC_ALGORITHMS = [
 
 const JWKS_TIMEOUT_MS = 5_000;
 const JWKS_MAX_BYTES = 1024 * 1024;
-
-/**
- * A JWKS URL as logs, errors and stored checks show it: its user info (`https://user:password@host`) cut, up to the
- * host's last `@`, so that a password written into AUTH_JWKS_URL, an issuer's jwksUrl or MOBILEID_JWKS_URL is never
- * printed.
- */
-export function shownUrl(url: string): string {
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1…@');
-}
 
 export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
   // undici's whole API only where a JWKS is fetched: the upstreams' pools load just theirs (docs/decisions/124).

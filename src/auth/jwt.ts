@@ -12,7 +12,7 @@ import {
 } from 'jose';
 import { LRUCache } from 'lru-cache';
 
-import { ConfigError } from '../errors.js';
+import { ConfigError, shownUrl } from '../errors.js';
 import type { Logger } from '../logger.js';
 import {
   APP_NAME,
@@ -26,7 +26,7 @@ import {
   type Scope,
 } from './caller.js';
 import { JsonFileError } from './json-file.js';
-import { ASYMMETRIC_ALGORITHMS, fetchJwks, readJwksFile, shownUrl } from './jwks-fetch.js';
+import { ASYMMETRIC_ALGORITHMS, fetchJwks, readJwksFile } from './jwks-fetch.js';
 import type { JwtAppEntry, JwtAuthConfig, JwtIssuerConfig } from './jwt-config.js';
 import type { AuthResult } from './keys.js';
 

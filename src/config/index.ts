@@ -20,7 +20,7 @@ import { ALLOCATION_SITE_PRETENURING, HEAP_GROWING_PERCENT } from './v8-heap-fla
 import { boolWord } from './values.js';
 
 export type { JwtAppEntry, JwtAuthConfig, JwtIssuerConfig } from '../auth/jwt-config.js';
-export { ConfigError, describeUpstreams, everyUpstreamSandboxed, withoutUserInfo } from './upstream-table.js';
+export { ConfigError, describeUpstreams, everyUpstreamSandboxed } from './upstream-table.js';
 export type { ConfiguredNotificationToken, UpstreamTable } from './upstream-table.js';
 
 /**

@@ -1,7 +1,7 @@
 // The table of upstreams (docs/decisions/008): which upstreams are real and which the embedded simulator serves,
 // resolved once from the environment by src/config/index.ts and read by the composition root.
 import { parseAppKey, scopeOfApp } from '../auth/caller.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, shownUrl } from '../errors.js';
 
 export { ConfigError } from '../errors.js';
 
@@ -138,14 +138,9 @@ export function everyUpstreamSandboxed(table: UpstreamTable): boolean {
   return Object.values(table).every((u: { sandbox: boolean }) => u.sandbox);
 }
 
-/** An address as the start-up line shows it: its user info (up to the host's last `@`: a password may hold one) cut. */
-export function withoutUserInfo(url: string): string {
-  return url.replace(/\/\/[^/]*@/, '//');
-}
-
 /** `name=sandbox` or `name=<address>` per upstream, for the start-up line (no credentials: user info is cut). */
 export function describeUpstreams(table: UpstreamTable): Record<UpstreamName, string> {
-  const address = withoutUserInfo;
+  const address = shownUrl;
   return {
     cloud: table.cloud.sandbox ? 'sandbox' : address(table.cloud.url),
     identification: table.identification.sandbox ? 'sandbox' : address(table.identification.url),

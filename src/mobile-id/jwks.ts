@@ -3,7 +3,8 @@
 // notification and every pending row would otherwise each start a fetch: docs/decisions/052).
 import { createLocalJWKSet, errors, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters } from 'jose';
 
-import { fetchJwks, shownUrl } from '../auth/jwks-fetch.js';
+import { fetchJwks } from '../auth/jwks-fetch.js';
+import { shownUrl } from '../errors.js';
 import type { Logger } from '../logger.js';
 
 /** After a successful fetch, a kid the keys lack starts another fetch at most this often (a key rotated in). */

@@ -12,8 +12,8 @@ import {
 } from 'jose';
 
 import { JsonFileError } from '../auth/json-file.js';
-import { ASYMMETRIC_ALGORITHMS, readJwksFile, shownUrl } from '../auth/jwks-fetch.js';
-import { ConfigError } from '../errors.js';
+import { ASYMMETRIC_ALGORITHMS, readJwksFile } from '../auth/jwks-fetch.js';
+import { ConfigError, shownUrl } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { JwksUnavailableError, RemoteJwks } from './jwks.js';
 import { isCompactJwe } from './wire.js';
