@@ -14,8 +14,8 @@ import type { GraphQLContext } from '../graphql/context.js';
  * the wire: the JSON body into the pipeline's params, and the pipeline's answer (src/execution/present.ts
  * HttpPresenter, made from the options object the gateway gives `new ApolloServer`) into the response.
  *
- * Which path answers is decided from the request's shape alone, before anything is authenticated, parsed or
- * admitted (`accepts`), so nothing is done twice: Apollo answers GET, batches, other content types, APQ
+ * Which path answers is decided from the request's shape alone, after the credential is checked and before anything is
+ * parsed or admitted (`accepts`), so nothing is done twice: Apollo answers GET, batches, other content types, APQ
  * (`extensions.persistedQuery`), a body Apollo would refuse as malformed, and an Accept header that allows no JSON
  * type. Every other POST is the direct path's to the end, refusals included (401, a document that does not parse or
  * validate, an operation that cannot be picked, FORBIDDEN, a refused cost, RATE_LIMITED), each answered as Apollo 5.5
@@ -86,8 +86,9 @@ export class DirectPath {
   }
 
   /**
-   * Whether the direct path answers a JSON POST whose body (already parsed, trusted documents already resolved) is
-   * `body`: decided from its shape and the Accept header alone, before any work. Null: Apollo answers it.
+   * Whether the direct path answers a JSON POST whose body (already parsed; trusted documents already resolved when
+   * the credential was accepted, left as sent when not) is `body`: decided from its shape and the Accept header
+   * alone, before any work. Null: Apollo answers it.
    */
   accepts(req: IncomingMessage, body: unknown): DirectRequest | null {
     const direct = this.shape(req, body);

@@ -86,27 +86,11 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
       const url = req.url ?? '/graphql';
       const q = url.indexOf('?');
       let search = q === -1 ? '' : url.slice(q);
-      if (options.trusted) {
-        const admitted = admitHttp(options.trusted, req.method ?? 'GET', body, search);
-        if (!admitted.ok) {
-          sendJson(res, admitted.status, admitted.body, { 'cache-control': 'private, no-cache, must-revalidate' });
-          return;
-        }
-        ({ body, search } = admitted);
-      }
-      // Which path answers is decided from the request's shape alone, before anything is authenticated or parsed
-      // (decision 065): what the direct path takes it answers to the end, refusals included.
-      const direct = json && options.direct ? options.direct.accepts(req, body) : null;
-      const source =
-        req.method === 'POST'
-          ? body && typeof body === 'object' && typeof (body as { query?: unknown }).query === 'string'
-            ? (body as { query: string }).query
-            : undefined
-          : (new URLSearchParams(search).get('query') ?? undefined);
-      // Authenticated before the document is lexed (the token limit), parsed or cached: a request without valid
-      // credentials costs no lexing and leaves nothing behind; its 401 is answered by the path that took it (Apollo
-      // is handed the settled context and asks it before it parses anything). The context is made once, here, and
-      // in this turn when the key is checked without waiting (an API key).
+      // Authenticated before the trusted documents are asked and the document is lexed (the token limit), parsed or
+      // cached: a request without valid credentials is answered 401 whatever its body, learns nothing of the manifest
+      // (which ids and hashes it holds), costs no lexing and leaves nothing behind; its 401 is answered by the path
+      // that took it (Apollo is handed the settled context and asks it before it reads the body). The context is made
+      // once, here, and in this turn when the key is checked without waiting (an API key).
       let contextValue: GraphQLContext | undefined;
       let failure: unknown;
       let authenticated = true;
@@ -117,6 +101,23 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
         failure = err;
         authenticated = false;
       }
+      if (options.trusted && authenticated) {
+        const admitted = admitHttp(options.trusted, req.method ?? 'GET', body, search);
+        if (!admitted.ok) {
+          sendJson(res, admitted.status, admitted.body, { 'cache-control': 'private, no-cache, must-revalidate' });
+          return;
+        }
+        ({ body, search } = admitted);
+      }
+      // Which path answers is decided from the request's shape alone, before anything is parsed or admitted
+      // (decision 065): what the direct path takes it answers to the end, refusals included.
+      const direct = json && options.direct ? options.direct.accepts(req, body) : null;
+      const source =
+        req.method === 'POST'
+          ? body && typeof body === 'object' && typeof (body as { query?: unknown }).query === 'string'
+            ? (body as { query: string }).query
+            : undefined
+          : (new URLSearchParams(search).get('query') ?? undefined);
       const refused = source === undefined || !authenticated ? undefined : options.checkSource?.(source);
       if (refused) {
         const { http: _http, ...extensions } = refused.extensions;

@@ -8,18 +8,20 @@ export interface RawAnswer {
 }
 
 /**
- * One request to `${url}/graphql` over a fresh connection (`connection: close`, no agent), for tests that compare two
- * gateways' answers byte for byte: every header but Date, in order.
+ * One request to `${url}/graphql` (with `search`, a query string from its `?`) over a fresh connection
+ * (`connection: close`, no agent), for tests that compare two gateways' answers byte for byte: every header but
+ * Date, in order.
  */
 export function rawGraphQL(
   url: string,
   body: string,
   headers: Record<string, string>,
   method = 'POST',
+  search = '',
 ): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
     const req = http.request(
-      `${url}/graphql`,
+      `${url}/graphql${search}`,
       { method, headers: { connection: 'close', ...headers }, agent: false },
       (res) => {
         const chunks: Buffer[] = [];

@@ -2,12 +2,14 @@
 // same configuration, one answering through Apollo's pipeline alone (directPath: false), one with plans, and the
 // answers must be the same bytes: status, every response header in order (but Date), body. Each case also
 // states which path the planned gateway took, so that a case cannot pass by both answers being Apollo's.
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { IDENTIFICATIONS_PATH } from '../../src/sandbox/identification.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { rawGraphQL, type RawAnswer } from '../helpers/raw-http.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -58,14 +60,16 @@ function pairOf(gatewayEnv: Record<string, string>) {
       path: 'direct' | 'apollo';
       normalize?: boolean;
       method?: string;
+      /** A query string (from its `?`), for GET. */
+      search?: string;
     },
   ): Promise<Raw> {
     const text = typeof body === 'string' ? body : JSON.stringify(body);
     const headers = { ...JSON_HEADERS, ...options.headers };
     const plans = pair.direct.gateway.directPath!;
     const before = { ...plans.stats };
-    const a = await send(pair.apollo.url, text, headers, options.method);
-    const p = await send(pair.direct.url, text, headers, options.method);
+    const a = await send(pair.apollo.url, text, headers, options.method, options.search);
+    const p = await send(pair.direct.url, text, headers, options.method, options.search);
     const took = plans.stats.direct > before.direct ? 'direct' : 'apollo';
     expect(took, `path of ${text}`).toBe(options.path);
     if (options.normalize) expect(normalized(p)).toEqual(normalized(a));
@@ -419,6 +423,81 @@ describe('POST /graphql at the edges of GraphQL over HTTP answers the same with 
   ];
   it.each(CASES)('%s', async (_name, body, path, headers) => {
     await pair.both(body, { path, headers });
+  });
+});
+
+describe('trusted documents enforced: no valid credential, a 401 whatever the document, on both paths', () => {
+  const KNOWN = 'query Known { __typename }';
+  const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');
+  const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+  const manifest = path.join(tempDataDir('manifest-'), 'persisted-documents.json');
+  fs.writeFileSync(manifest, JSON.stringify({ [sha1(KNOWN)]: KNOWN }));
+  const pair = pairOf({
+    GATEWAY_API_KEYS: 'app-key',
+    TRUSTED_DOCUMENTS: 'enforce',
+    TRUSTED_DOCUMENTS_MANIFEST: manifest,
+  });
+  const apq = (hash: string) => ({ persistedQuery: { version: 1, sha256Hash: hash } });
+  // What a caller could try to learn about the manifest; each is answered as the others, before any of it is read.
+  const BODIES: Array<[string, unknown, 'direct' | 'apollo']> = [
+    ['an unknown documentId', { documentId: sha1('{ projects { id } }') }, 'apollo'],
+    ['a known documentId', { documentId: sha1(KNOWN) }, 'apollo'],
+    ['the known hash', { extensions: apq(sha256(KNOWN)) }, 'apollo'],
+    ['an unknown hash', { extensions: apq('ab'.repeat(32)) }, 'apollo'],
+    ['a hash that does not match its text', { query: KNOWN, extensions: apq('ab'.repeat(32)) }, 'apollo'],
+    ["the manifest's text", { query: KNOWN }, 'direct'],
+    ['a text outside the manifest', { query: '{ projects { id } }' }, 'direct'],
+    ['a documentId and a query', { documentId: sha1(KNOWN), query: KNOWN }, 'direct'],
+    ['extensions that are not an object', { extensions: 'x' }, 'apollo'],
+    ['a batch', [{ documentId: sha1(KNOWN) }, { query: '{ projects { id } }' }], 'apollo'],
+  ];
+  const GETS: Array<[string, Record<string, string>]> = [
+    ['a known documentId', { documentId: sha1(KNOWN) }],
+    ['an unknown documentId', { documentId: sha1('{ projects { id } }') }],
+    ['an unknown hash', { extensions: JSON.stringify(apq('ab'.repeat(32))) }],
+    ['a text outside the manifest', { query: '{ projects { id } }' }],
+  ];
+
+  for (const [credential, authorization] of [
+    ['no credential', ''],
+    ['a wrong key', 'Bearer nope'],
+  ] as const) {
+    it(`${credential}: UNAUTHENTICATED for every POST body and GET, one answer for all of them`, async () => {
+      const answers: Raw[] = [];
+      for (const [name, body, path] of BODIES) {
+        const answer = await pair.both(body, { path, headers: { authorization } });
+        expect({ name, status: answer.status }).toEqual({ name, status: 401 });
+        expect(JSON.parse(answer.body).errors.map((e: any) => e.extensions.code)).toEqual(['UNAUTHENTICATED']);
+        answers.push(answer);
+      }
+      for (const [name, params] of GETS) {
+        const answer = await pair.both('', {
+          path: 'apollo',
+          method: 'GET',
+          search: `?${new URLSearchParams(params)}`,
+          headers: { authorization },
+        });
+        expect({ name, status: answer.status }).toEqual({ name, status: 401 });
+        answers.push(answer);
+      }
+      // No answer tells a known document from an unknown one.
+      for (const answer of answers) expect(answer).toEqual(answers[0]);
+    });
+  }
+
+  it('with the key, the trusted documents answer as before, the same on both paths', async () => {
+    const run = await pair.both({ documentId: sha1(KNOWN) }, { path: 'direct' });
+    expect(JSON.parse(run.body)).toEqual({ data: { __typename: 'Query' } });
+    const unknown = await pair.both({ documentId: sha1('{ projects { id } }') }, { path: 'apollo' });
+    expect(JSON.parse(unknown.body).errors[0].extensions.code).toBe('PERSISTED_QUERY_NOT_FOUND');
+    const outside = await pair.both({ query: '{ projects { id } }' }, { path: 'apollo' });
+    expect(JSON.parse(outside.body).errors[0].extensions.code).toBe('PERSISTED_QUERY_NOT_FOUND');
+    const byGet = await pair.both('', {
+      path: 'apollo',
+      method: 'GET',
+      search: `?${new URLSearchParams({ documentId: sha1(KNOWN) })}`,
+    });
+    expect(JSON.parse(byGet.body)).toEqual({ data: { __typename: 'Query' } });
   });
 });
 
