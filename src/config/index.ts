@@ -248,15 +248,19 @@ const int = (fallback: number, min: number, max: number) => ({
     }),
   shown: String(fallback),
 });
-/** A number from 0 to 1. */
+/** A number from 0 to 1, in decimal digits with an optional fraction (0, 0.25, 1). */
 const ratio = (fallback: number) => ({
   schema: z
     .string()
     .optional()
     .transform((s, ctx) => {
-      const v = s === undefined || s.trim() === '' ? fallback : Number(s);
+      // As the integers: Number() would take 0x1 as 1, 1e-1 as 0.1 and .5 as 0.5; OpenTelemetry writes 0.25.
+      const v = s === undefined || s.trim() === '' ? fallback : /^\s*\d+(\.\d+)?\s*$/.test(s) ? Number(s) : Number.NaN;
       if (!Number.isFinite(v) || v < 0 || v > 1) {
-        ctx.addIssue({ code: 'custom', message: 'must be a number from 0 to 1' });
+        ctx.addIssue({
+          code: 'custom',
+          message: 'must be a decimal number from 0 to 1, such as 0.25 (digits with an optional decimal point)',
+        });
         return z.NEVER;
       }
       return v;
@@ -890,7 +894,7 @@ const VARS = {
   ),
   SANDBOX_FAULT_RATE: declare(
     ratio(0),
-    'Share (0..1) of sandbox upstream requests that fail (5xx, 429, reset, timeout).',
+    'Share of sandbox upstream requests that fail (5xx, 429, reset, timeout), a decimal number from 0 to 1 such as 0.1.',
   ),
   SANDBOX_LATENCY_MS: declare(int(0, 0, 60_000), 'Latency added to every sandbox upstream response, in milliseconds.'),
   SANDBOX_CLOUD_SHAPE: declare(
@@ -1036,7 +1040,10 @@ const VARS = {
     ),
     'OpenTelemetry: always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio.',
   ),
-  OTEL_TRACES_SAMPLER_ARG: declare(ratio(1), 'OpenTelemetry: the sampling ratio (0..1) of the traceidratio samplers.'),
+  OTEL_TRACES_SAMPLER_ARG: declare(
+    ratio(1),
+    'OpenTelemetry: the sampling ratio of the traceidratio samplers, a decimal number from 0 to 1 such as 0.25 (digits with an optional decimal point: no exponent, hex or leading dot).',
+  ),
   APOLLO_KEY: declare(
     optionalString,
     "Apollo GraphOS API key, read by Apollo Server itself: set, it reports usage to GraphOS, and every POST /graphql goes through Apollo's pipeline (the direct path does not reproduce its reporting plugins; the gateway says so at start-up).",

@@ -75,6 +75,32 @@ describe('configuration values refused at start-up', () => {
     expect(loadConfig({ PORT: ' 8080 ' }).port).toBe(8080);
   });
 
+  it.each(['0x1', '1e-1', '5e-1', '.5', '1.', '+0.5', '-0', '0.5.1', 'Infinity', '0b1', '0.2 5'])(
+    'a ratio written other than as digits with an optional decimal point (OTEL_TRACES_SAMPLER_ARG=%s)',
+    (arg) => {
+      const err = refusal({ OTEL_TRACES_SAMPLER_ARG: arg });
+      expect(err?.variable).toBe('OTEL_TRACES_SAMPLER_ARG');
+      expect(err?.message).toMatch(/^OTEL_TRACES_SAMPLER_ARG: must be a decimal number from 0 to 1, such as 0.25/);
+    },
+  );
+
+  it.each(['1.5', '2', '10'])('a ratio above 1 (OTEL_TRACES_SAMPLER_ARG=%s)', (arg) => {
+    expect(refusal({ OTEL_TRACES_SAMPLER_ARG: arg })?.message).toMatch(
+      /^OTEL_TRACES_SAMPLER_ARG: must be a decimal number from 0 to 1/,
+    );
+  });
+
+  it.each([
+    ['0', 0],
+    ['1', 1],
+    ['0.25', 0.25],
+    ['1.0', 1],
+    ['00.5', 0.5],
+    [' 0.1 ', 0.1],
+  ])('takes a ratio in decimal digits, blanks around it (OTEL_TRACES_SAMPLER_ARG=%s)', (arg, ratio) => {
+    expect(loadConfig({ OTEL_TRACES_SAMPLER_ARG: arg }).tracing.samplerRatio).toBe(ratio);
+  });
+
   it('a duration of so many digits that it is Infinity', () => {
     const err = refusal({ IDEMPOTENCY_RETENTION: '9'.repeat(400) });
     expect(err?.variable).toBe('IDEMPOTENCY_RETENTION');

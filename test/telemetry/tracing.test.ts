@@ -222,7 +222,7 @@ describe('tracing configuration (the standard OTEL_* variables)', () => {
       /OTEL_TRACES_EXPORTER: must be none, otlp or console/,
     );
     expect(() => loadConfig({ OTEL_TRACES_SAMPLER_ARG: '2' })).toThrow(
-      /OTEL_TRACES_SAMPLER_ARG: must be a number from 0 to 1/,
+      /OTEL_TRACES_SAMPLER_ARG: must be a decimal number from 0 to 1/,
     );
     let message = '';
     try {
