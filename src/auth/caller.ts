@@ -64,13 +64,17 @@ export function isScope(value: string): value is Scope {
 /** A set of scopes, interned: one object per distinct set, with a stable key (shared executions group by it). */
 export class Grants {
   private static readonly interned = new Map<string, Grants>();
+  private static made = 0;
   /** The scopes, sorted, joined by spaces: equal sets have equal keys. */
   readonly key: string;
+  /** A short stand-in for `key` within this process: one object per set, so equal sets have equal ids. */
+  readonly id: number;
   private readonly set: ReadonlySet<Scope>;
 
   private constructor(scopes: readonly Scope[]) {
     this.set = new Set(scopes);
     this.key = [...this.set].sort().join(' ');
+    this.id = ++Grants.made;
   }
 
   static of(scopes: Iterable<Scope>): Grants {

@@ -359,6 +359,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
             variableValues: params.variables ?? null,
             operationName: params.operationName ?? null,
             contextValue: context,
+            hideSuggestions: o.documents.hideSuggestions,
           };
           const ran = { query: prepared.query, document, operationName: params.operationName ?? null, operation };
           if (operation.operation !== 'subscription') {

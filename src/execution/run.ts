@@ -242,9 +242,12 @@ export function streamingExecution(
   /** SUBSCRIPTION_COMPILED_SOURCE: source event streams made from a plan per document (absent: graphql-js's). */
   sources?: SourceStreams,
 ): StreamingExecution {
-  const plainExecute = hideSuggestions ? (args: ExecutionArgs) => execute({ ...args, hideSuggestions }) : execute;
+  // Args that say so already (the pipeline's) are not copied to say it.
+  const worded = (args: ExecutionArgs): ExecutionArgs =>
+    (args.hideSuggestions ?? false) === hideSuggestions ? args : { ...args, hideSuggestions };
+  const plainExecute = hideSuggestions ? (args: ExecutionArgs) => execute(worded(args)) : execute;
   const guardedSubscribe = (args: ExecutionArgs, sink?: ResultSink) =>
-    sharedSubscribe(hideSuggestions ? { ...args, hideSuggestions } : args, shared, sink, sources);
+    sharedSubscribe(worded(args), shared, sink, sources);
   if (!tracing.enabled) return { execute: plainExecute, subscribe: guardedSubscribe };
   const span = (args: ExecutionArgs) => {
     const { name, type, operationName } = operationSpanName(args);

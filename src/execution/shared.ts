@@ -15,7 +15,7 @@ export class Group {
   members = 0;
 
   constructor(
-    /** The group's key: document, operation name, caller's scope and grants, variables. */
+    /** The group's key: document, operation name, caller's scope and grants (their id), variables. */
     readonly key: string,
   ) {}
 }
@@ -88,7 +88,9 @@ export class SharedExecution {
     } catch {
       return null;
     }
-    const key = `${documentId}\u0000${args.operationName ?? ''}\u0000${caller.scope}\u0000${caller.grants.key}\u0000${variables}`;
+    // The grants by their id: one object per set of scopes (src/auth/caller.ts), a number where their key is ~80
+    // characters that every subscribe's key would copy and hash.
+    const key = `${documentId}\u0000${args.operationName ?? ''}\u0000${caller.scope}\u0000${caller.grants.id}\u0000${variables}`;
     let group = this.groups.get(key);
     if (group === undefined) {
       group = new Group(key);

@@ -2,7 +2,9 @@
 // and operation name (SUBSCRIPTION_COMPILED_SOURCE, docs/decisions/154): what graphql-js works out again on every
 // subscribe from the document alone (the operation, its fragments, the root field and its definition) is worked out
 // once, and each subscribe only coerces its variables, reads the field's arguments and calls the field's `subscribe`,
-// with graphql-js's own functions, answers and errors.
+// with graphql-js's own answers and errors. Variables that are all built-in scalars or enums, and arguments that are
+// each left out or given a variable (a mobile-ID subscription's), are read by the plan as graphql-js reads them when it
+// accepts them; anything else, and every refusal, is graphql-js's own `getVariableValues` and `getArgumentValues`.
 import {
   assertValidSchema,
   createSourceEventStream,
@@ -10,16 +12,22 @@ import {
   getArgumentValues,
   getVariableValues,
   GraphQLError,
+  isEnumType,
+  isNonNullType,
+  isSpecifiedScalarType,
   Kind,
   locatedError,
+  typeFromAST,
   type DocumentNode,
   type ExecutionArgs,
   type ExecutionResult,
   type FieldNode,
   type FragmentDefinitionNode,
+  type GraphQLEnumType,
   type GraphQLField,
   type GraphQLObjectType,
   type GraphQLResolveInfo,
+  type GraphQLScalarType,
   type GraphQLSchema,
   type OperationDefinitionNode,
 } from 'graphql';
@@ -40,6 +48,122 @@ interface Plan {
   readonly fieldNodes: readonly FieldNode[];
   /** The field's alias, or its name: the key of the result and of its errors' path. */
   readonly responseName: string;
+  /** The variables' coercion when every one is a built-in scalar or an enum, maybe non-null (else null). */
+  readonly variables: readonly PlannedVariable[] | null;
+  /** The field's arguments when each is left out or given a variable (else null: a literal, graphql-js reads it). */
+  readonly arguments: readonly PlannedArgument[] | null;
+}
+
+/** A variable of a plan's operation whose type is a leaf: coerced by its type's `parseValue`, as graphql-js does. */
+interface PlannedVariable {
+  readonly name: string;
+  readonly leaf: GraphQLScalarType | GraphQLEnumType;
+  readonly nonNull: boolean;
+  readonly hasDefault: boolean;
+}
+
+/** An argument of a plan's field: left out (`variable` null), or given the operation's variable `variable`. */
+interface PlannedArgument {
+  readonly name: string;
+  readonly variable: string | null;
+  readonly defaultValue: unknown;
+  readonly nonNull: boolean;
+}
+
+const own = (o: object, key: string): boolean => Object.prototype.hasOwnProperty.call(o, key);
+
+/** The variables of `operation` as PlannedVariables, or null when one is not a leaf type (graphql-js coerces those). */
+function plannedVariables(schema: GraphQLSchema, operation: OperationDefinitionNode): PlannedVariable[] | null {
+  const out: PlannedVariable[] = [];
+  for (const node of operation.variableDefinitions ?? []) {
+    const type = typeFromAST(schema, node.type);
+    const nonNull = isNonNullType(type);
+    const leaf: unknown = nonNull ? type.ofType : type;
+    if (!(isEnumType(leaf) || (leaf instanceof Object && isSpecifiedScalarType(leaf as GraphQLScalarType))))
+      return null;
+    out.push({
+      name: node.variable.name.value,
+      leaf: leaf as GraphQLScalarType | GraphQLEnumType,
+      nonNull,
+      hasDefault: node.defaultValue !== undefined,
+    });
+  }
+  return out;
+}
+
+/**
+ * The arguments of the root `field` at `node`, or null when one is a literal, or the node's arguments are not all
+ * distinct and known (graphql-js reads those).
+ */
+function plannedArguments(field: GraphQLField<unknown, unknown>, node: FieldNode): PlannedArgument[] | null {
+  const given = new Map<string, string>();
+  for (const arg of node.arguments ?? []) {
+    if (arg.value.kind !== Kind.VARIABLE || given.has(arg.name.value)) return null;
+    if (!field.args.some((d) => d.name === arg.name.value)) return null;
+    given.set(arg.name.value, arg.value.name.value);
+  }
+  return field.args.map((d) => ({
+    name: d.name,
+    variable: given.get(d.name) ?? null,
+    defaultValue: d.defaultValue,
+    nonNull: isNonNullType(d.type),
+  }));
+}
+
+/**
+ * The coerced variables as graphql-js's `getVariableValues` gives them when it accepts them, or undefined when it may
+ * not (a value missing, null or refused by its type: graphql-js then coerces them again and words the errors). Each
+ * leaf is coerced by its type's `parseValue`, as `coerceInputValue` does; a refused one is asked again by graphql-js.
+ */
+function coercedByPlan(
+  variables: readonly PlannedVariable[],
+  inputs: Readonly<Record<string, unknown>>,
+): Record<string, unknown> | undefined {
+  const coerced: Record<string, unknown> = {};
+  for (const v of variables) {
+    if (!own(inputs, v.name)) {
+      // A default is graphql-js's valueFromAST of its literal; a required one missing is an error.
+      if (v.hasDefault || v.nonNull) return undefined;
+      continue;
+    }
+    const value = inputs[v.name];
+    if (value == null) {
+      if (v.nonNull) return undefined;
+      coerced[v.name] = null;
+      continue;
+    }
+    let parsed: unknown;
+    try {
+      parsed = v.leaf.parseValue(value);
+    } catch {
+      return undefined;
+    }
+    if (parsed === undefined) return undefined;
+    coerced[v.name] = parsed;
+  }
+  return coerced;
+}
+
+/**
+ * The field's arguments as graphql-js's `getArgumentValues` gives them when it does not throw, or undefined when it
+ * may (a required argument without a value: graphql-js then throws its own error).
+ */
+function argumentsByPlan(
+  args: readonly PlannedArgument[],
+  variables: Readonly<Record<string, unknown>>,
+): Record<string, unknown> | undefined {
+  const out: Record<string, unknown> = {};
+  for (const a of args) {
+    if (a.variable === null || !own(variables, a.variable)) {
+      if (a.defaultValue !== undefined) out[a.name] = a.defaultValue;
+      else if (a.nonNull) return undefined;
+      continue;
+    }
+    const value = variables[a.variable];
+    if (value === undefined || (value === null && a.nonNull)) return undefined;
+    out[a.name] = value;
+  }
+  return out;
 }
 
 /**
@@ -79,6 +203,8 @@ function planOf(schema: GraphQLSchema, document: DocumentNode, operationName: st
     field,
     fieldNodes: [node],
     responseName: node.alias?.value ?? node.name.value,
+    variables: plannedVariables(schema, operation),
+    arguments: plannedArguments(field, node),
   };
 }
 
@@ -96,7 +222,7 @@ export class SourceStreams {
   private readonly plans = new WeakMap<DocumentNode, Map<string | null, Plan | null>>();
 
   /** The counts of subscribes made from a plan and by graphql-js: for tests. */
-  readonly stats = { planned: 0, graphqlJs: 0 };
+  readonly stats = { planned: 0, graphqlJs: 0, leafVariables: 0 };
 
   constructor(private readonly schema: GraphQLSchema) {}
 
@@ -139,17 +265,16 @@ export class SourceStreams {
   private fromPlan(plan: Plan, args: ExecutionArgs): Source | Promise<Source> {
     // assertValidExecutionArguments: a schema that does not validate throws, as graphql-js throws it.
     assertValidSchema(plan.schema);
-    const coerced = getVariableValues(
-      plan.schema,
-      plan.operation.variableDefinitions ?? [],
-      args.variableValues ?? {},
-      {
+    const inputs = args.variableValues ?? {};
+    let variableValues = plan.variables === null ? undefined : coercedByPlan(plan.variables, inputs);
+    if (variableValues === undefined) {
+      const coerced = getVariableValues(plan.schema, plan.operation.variableDefinitions ?? [], inputs, {
         maxErrors: args.options?.maxCoercionErrors ?? 50,
         hideSuggestions: args.hideSuggestions ?? false,
-      },
-    );
-    if (coerced.errors) return { errors: coerced.errors };
-    const variableValues = coerced.coerced;
+      });
+      if (coerced.errors) return { errors: coerced.errors };
+      variableValues = coerced.coerced;
+    } else this.stats.leafVariables += 1;
     const { field, fieldNodes, rootType, responseName } = plan;
     const info: GraphQLResolveInfo = {
       fieldName: field.name,
@@ -165,7 +290,9 @@ export class SourceStreams {
     };
     let stream: unknown;
     try {
-      const fieldArgs = getArgumentValues(field, fieldNodes[0]!, variableValues);
+      const fieldArgs =
+        (plan.arguments === null ? undefined : argumentsByPlan(plan.arguments, variableValues)) ??
+        getArgumentValues(field, fieldNodes[0]!, variableValues);
       const resolve = field.subscribe ?? args.subscribeFieldResolver ?? defaultFieldResolver;
       stream = resolve(undefined, fieldArgs, args.contextValue, info);
     } catch (error) {

@@ -118,7 +118,7 @@ describe('a subscription source stream from its plan (SUBSCRIPTION_COMPILED_SOUR
     expect(r.fromPlan).toEqual(r.fromJs);
     expect(r.planCalls).toHaveLength(1);
     expect(r.planCalls).toEqual(r.jsCalls);
-    expect(r.stats).toEqual({ planned: 1, graphqlJs: 0 });
+    expect(r.stats).toEqual({ planned: 1, graphqlJs: 0, leafVariables: 0 });
   });
 
   it('gives the defaults, literals, an alias and an operation picked by name as graphql-js does', async () => {
@@ -204,7 +204,7 @@ describe('a subscription source stream from its plan (SUBSCRIPTION_COMPILED_SOUR
       const r = await both(text, args);
       expect(r.fromPlan).toEqual(r.fromJs);
       expect(r.planCalls).toEqual(r.jsCalls);
-      expect(r.stats).toEqual({ planned: 0, graphqlJs: 1 });
+      expect(r.stats).toEqual({ planned: 0, graphqlJs: 1, leafVariables: 0 });
     }
   });
 
@@ -220,13 +220,69 @@ describe('a subscription source stream from its plan (SUBSCRIPTION_COMPILED_SOUR
     expect(refused).toHaveProperty('errors');
   });
 
+  it('reads leaf variables and variable arguments as graphql-js does, and leaves every refusal to graphql-js', async () => {
+    // Leaf variables (built-in scalars, an enum; required, nullable, with a default) bound to arguments, some left out.
+    const text = `subscription Leaf($key: String!, $color: Color, $limit: Int = 5, $other: Int) {
+      events(key: $key, color: $color, limit: $limit) { id }
+    }`;
+    const cases: [unknown, boolean][] = [
+      [{ key: 'k' }, false], // $limit's default: graphql-js reads it
+      [{ key: 'k', limit: 3 }, true],
+      [{ key: 'k', limit: 3, color: 'GREEN' }, true],
+      [{ key: 'k', limit: 3, color: null }, true],
+      [{ key: 'k', limit: 3, color: undefined }, true],
+      [{ key: 'k', limit: null }, true],
+      [{ key: 'k', limit: 3, other: 9, extra: { a: 1 } }, true],
+      [{ key: 'k', limit: '3' }, false],
+      [{ key: 'k', limit: 2 ** 31 }, false],
+      [{ key: 'k', limit: 1.5 }, false],
+      [{ key: 'k', limit: 3, color: 'BLUE' }, false],
+      [{ key: 'k', limit: 3, color: 1 }, false],
+      [{ key: 7, limit: 3 }, false],
+      [{ key: null, limit: 3 }, false],
+      [{ key: undefined, limit: 3 }, false],
+      [{ limit: 3 }, false],
+      [{ key: { toString: () => 'k' }, limit: 3 }, false],
+      [{ key: ['k'], limit: 3 }, false],
+      [null, false],
+      [{}, false],
+    ];
+    for (const [variableValues, byPlan] of cases) {
+      const r = await both(text, { variableValues: variableValues as Record<string, unknown> | null });
+      expect(r.fromPlan, JSON.stringify(variableValues)).toEqual(r.fromJs);
+      expect(r.planCalls, JSON.stringify(variableValues)).toEqual(r.jsCalls);
+      expect(r.stats, JSON.stringify(variableValues)).toEqual({
+        planned: 1,
+        graphqlJs: 0,
+        leafVariables: byPlan ? 1 : 0,
+      });
+      if ('stream' in r.fromJs) {
+        const [call] = r.planCalls as { args: object; info: { variableValues: object } }[];
+        // Plain objects with graphql-js's keys in its order, not only equal values.
+        expect(Object.getPrototypeOf(call!.args)).toBe(Object.prototype);
+        expect(Object.keys(call!.args)).toEqual(Object.keys((r.jsCalls[0] as { args: object }).args));
+        expect(Object.keys(call!.info.variableValues)).toEqual(
+          Object.keys((r.jsCalls[0] as { info: { variableValues: object } }).info.variableValues),
+        );
+      }
+    }
+    // An argument given a literal, or a variable that is not a leaf: graphql-js reads them, with the same answers.
+    const mixed = `subscription M($key: String!, $range: Range) { events(key: $key, range: $range, color: GREEN) { id } }`;
+    for (const variableValues of [{ key: 'k' }, { key: 'k', range: { from: 1, to: 2 } }, { key: 'k', range: 3 }]) {
+      const r = await both(mixed, { variableValues });
+      expect(r.fromPlan).toEqual(r.fromJs);
+      expect(r.planCalls).toEqual(r.jsCalls);
+      expect(r.stats.leafVariables).toBe(0);
+    }
+  });
+
   it('makes a plan once per document and operation name', async () => {
     const { schema, sources, calls } = setup();
     const document = parse(EVENTS);
     for (let i = 0; i < 3; i++)
       await sources.create({ schema, document, variableValues: { key: `k${i}` }, operationName: 'On' });
     await sources.create({ schema, document, variableValues: { key: 'k' } });
-    expect(sources.stats).toEqual({ planned: 4, graphqlJs: 0 });
+    expect(sources.stats).toEqual({ planned: 4, graphqlJs: 0, leafVariables: 0 });
     expect(calls.map((c) => (c as { args: { key: string } }).args.key)).toEqual(['k0', 'k1', 'k2', 'k']);
   });
 });
