@@ -72,6 +72,13 @@ const { values: cli } = parseArgs({
      * `.heapprofile` (sizes per allocation site: bench/experiments/allocation-sites.ts reads it).
      */
     'alloc-prof': { type: 'string' },
+    /**
+     * With --side run directly: V8's CPU profiler (100 µs sampling) over `--sub-cycles` cycles of the subscribe alone
+     * (every subscription completed, then made again), after the measured ones, written to this file as a
+     * `.cpuprofile`; to a file named `*.heapprofile`, the sampling heap profiler's allocations over those cycles.
+     */
+    'sub-prof': { type: 'string' },
+    'sub-cycles': { type: 'string', default: '3' },
     /** Side B is the mix's floor written by hand (bench/servers/mix-baseline.ts) instead of a gateway. */
     'b-baseline': { type: 'boolean', default: false },
     /** Internal, with --side: this side serves the mix with bench/servers/mix-baseline.ts. */
@@ -511,6 +518,27 @@ async function side(): Promise<void> {
   child.send({ subscribe: true });
   await until(() => subscribers() >= n);
   const subscribeCpu = process.cpuUsage(s0);
+  if (cli['sub-prof']) {
+    // A `.heapprofile` file: where the cycles allocate (allocation-sites.ts reads it); else where their CPU goes.
+    const heap = cli['sub-prof'].endsWith('.heapprofile');
+    const session = new inspector.Session();
+    session.connect();
+    const stopAllocs = heap ? await allocationSampling() : null;
+    if (!heap) {
+      await session.post('Profiler.enable');
+      await session.post('Profiler.setSamplingInterval', { interval: 100 });
+      await session.post('Profiler.start');
+    }
+    for (let i = 0; i < Number(cli['sub-cycles']); i++) {
+      child.send({ complete: true });
+      await until(() => subscribers() === 0);
+      child.send({ subscribe: true });
+      await until(() => subscribers() >= n);
+    }
+    const profile = stopAllocs ? await stopAllocs() : (await session.post('Profiler.stop')).profile;
+    fs.writeFileSync(cli['sub-prof'], JSON.stringify(profile));
+    session.disconnect();
+  }
 
   const result: SideResult = {
     notifications: scheduled,
