@@ -108,6 +108,8 @@ export class EventReader {
         });
       }
       if (!woken) return { ...first, timedOut: !options.signal?.aborted };
+      // Woken after the caller's token expired (its scheduled end not run yet): nothing logged since is read with it.
+      if (this.expired(caller)) return { ...first, timedOut: false };
       const next = await this.read(
         caller,
         this.cursors.decode(first.cursor, Infinity).position,
@@ -129,8 +131,16 @@ export class EventReader {
    */
   onResourceChanged(caller: Caller, kind: string, key: string, listener: (event: EventRecord) => void): () => void {
     return this.bus.subscribe(kind, key, (e) => {
-      if (readableBy(caller, e.scope)) listener(e);
+      if (readableBy(caller, e.scope) && !this.expired(caller)) listener(e);
     });
+  }
+
+  /**
+   * Whether the caller's token has expired on the gateway's clock: what is delivered after it is not handed out with
+   * it, also while the transport's scheduled end at the expiry has not run (a timer firing late, a clock moved).
+   */
+  private expired(caller: Caller): boolean {
+    return caller.expiresAt !== undefined && this.now() >= caller.expiresAt;
   }
 
   /** The caller's events in `until` and outside `after`, oldest first, at most `limit`, and the cursor after them. */

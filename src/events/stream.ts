@@ -65,6 +65,12 @@ export interface StreamOptions<T = EventRecord> {
    * the cursor, and a stream that ended inside it would wait for an event that never comes.
    */
   endedWithin?: (e: EventRecord) => boolean;
+  /**
+   * When the caller's credential expires (a JWT's `exp`, ms on the gateway clock): no event, stored, replayed or live,
+   * is handed out at or after it; the stream ends instead, as the transport's scheduled end at the expiry would end it
+   * (that end may run late: a timer firing late, a clock moved past it). One comparison per event.
+   */
+  endAt?: number;
 }
 
 /**
@@ -130,6 +136,8 @@ export class EventStreams {
     private readonly bus: EventBus,
     readonly cursors: CursorCodec,
     private readonly tracing?: Tracing,
+    /** The gateway's clock, which a stream's `endAt` is read on (the one the transports' expiry is scheduled on). */
+    readonly now: () => number = Date.now,
   ) {}
 
   /** A delivery span per event and subscriber, linked to the event's intake span (meta.traceparent, see Events.ingest). */
@@ -371,6 +379,7 @@ class EventStream<T> implements AsyncGenerator<T> {
 
   /** `e` as the stream's next result, counted; the stream stops listening at once after its last one. */
   private take(e: EventRecord): IteratorResult<T> {
+    if (this.expired()) return DONE;
     this.lastSeq = e.seq;
     this.yielded += 1;
     this.streams.delivered(e);
@@ -378,6 +387,14 @@ class EventStream<T> implements AsyncGenerator<T> {
     const value = f.map === undefined ? (e as T) : f.map(e);
     if (this.yielded >= (f.limit ?? Infinity) || (f.until !== undefined && f.until(value))) this.finish();
     return { done: false, value };
+  }
+
+  /** Whether the caller's credential has expired (StreamOptions.endAt): the stream is then finished. */
+  private expired(): boolean {
+    const endAt = this.filter.endAt;
+    if (endAt === undefined || this.streams.now() < endAt) return false;
+    this.finish();
+    return true;
   }
 
   /** The next queued event in sequence, if any. */
@@ -423,6 +440,7 @@ class EventStream<T> implements AsyncGenerator<T> {
   /** `next()` for a stream with an `initial` value not yet yielded, or replaying a resume. */
   private async nextSlowly(): Promise<IteratorResult<T>> {
     if (!this.started && !this.done && this.filter.initial !== undefined) {
+      if (this.expired()) return DONE;
       const value = this.filter.initial;
       this.yielded += 1;
       if (this.yielded >= (this.filter.limit ?? Infinity) || this.filter.until?.(value) === true) this.finish();

@@ -110,7 +110,7 @@ export async function buildServices(
   const events = new Events(
     eventLog,
     bus,
-    new EventStreams(eventLog, bus, cursors, tracing),
+    new EventStreams(eventLog, bus, cursors, tracing, parts.now),
     metrics,
     tracing,
     parts.now,

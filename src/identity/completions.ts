@@ -51,8 +51,8 @@ export class IdentificationCompletions {
     if (id != null && id.trim() === '') throw badUserInput('id', 'must not be empty');
     return this.o.events.streams.subscribe(
       id != null
-        ? { kind: IDENTIFICATION_EVENT_KIND, key: id, reader: caller, after }
-        : { kind: IDENTIFICATION_EVENT_KIND, scope: caller.scope, after },
+        ? { kind: IDENTIFICATION_EVENT_KIND, key: id, reader: caller, after, endAt: caller.expiresAt }
+        : { kind: IDENTIFICATION_EVENT_KIND, scope: caller.scope, after, endAt: caller.expiresAt },
     );
   }
 

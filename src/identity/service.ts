@@ -568,8 +568,8 @@ export class IdentityService {
     if (key === '') throw badUserInput('externalId', 'must not be empty');
     return this.o.events.streams.subscribe(
       key !== null
-        ? { kind: VERIFICATION_EVENT_KIND, key, reader: caller, after }
-        : { kind: VERIFICATION_EVENT_KIND, scope: caller.scope, after },
+        ? { kind: VERIFICATION_EVENT_KIND, key, reader: caller, after, endAt: caller.expiresAt }
+        : { kind: VERIFICATION_EVENT_KIND, scope: caller.scope, after, endAt: caller.expiresAt },
     );
   }
 

@@ -145,6 +145,7 @@ export class MobileIdService {
       reader: caller,
       after,
       endedWithin: FIRST_RESULT_ENDS,
+      endAt: caller.expiresAt,
     });
   }
 

@@ -112,6 +112,7 @@ export class ProvisioningRecords {
         key: current.id,
         reader: caller,
         after,
+        endAt: caller.expiresAt,
         endedWithin: (event) => terminal((event.payload as StoredState).state),
         map: fromEvent,
         until: (p) => terminal(p.state),
@@ -122,6 +123,7 @@ export class ProvisioningRecords {
       kind: PROVISIONING_EVENT_KIND,
       key: current.id,
       reader: caller,
+      endAt: caller.expiresAt,
       initial: current,
       filter: (event) => {
         const next = (event.payload as StoredState).revision;

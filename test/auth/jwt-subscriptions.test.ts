@@ -19,7 +19,7 @@ import {
 } from '../helpers/jwt.js';
 import { mcpClient } from '../helpers/mcp.js';
 import { collect, wsClient, type Collected } from '../helpers/mobile-id.js';
-import { waitFor } from '../helpers/wait.js';
+import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 const SHOP_KEY = 'shop-key-0123456789abcdef';
 const REGISTER = `mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }`;
@@ -341,6 +341,27 @@ describe('JWTs over WebSocket and SSE', () => {
     await sub.done;
     expect(sub.results[0].data.verificationResults).toEqual([null]);
   });
+
+  // These move the gateway clock past a token's exp (each token is made from the clock's now).
+  for (const over of ['graphql-ws', 'SSE'] as const) {
+    it(`a running ${over} subscription whose JWT has expired on the gateway clock is handed no event that arrives after it, though its scheduled end has not fired: the stream ends instead`, async () => {
+      const id = await registered();
+      const before = scheduled.length;
+      const jwt = await token(60);
+      const sub = over === 'SSE' ? sseCollect(sse(jwt), COMPLETED, { id }) : collect(ws(jwt), COMPLETED, { id });
+      const entry = await nextScheduled(before);
+      await waitForSubscribers(t, 'verification', id);
+      clock.advance(61_000);
+      // The expiry the test holds has not fired; the event arrives after the token expired.
+      await sandbox.complete(id);
+      await waitFor(() => sub.results.length > 0 || sub.completed(), 5_000, 'the event or the end of the stream');
+      expect(sub.results).toEqual([]);
+      await sub.done;
+      expect(sub.errors).toEqual([]);
+      expect(sub.completed()).toBe(true);
+      entry.expire();
+    });
+  }
 
   // Last in this describe: it moves the gateway clock past a token's exp.
   it('a WebSocket whose JWT has expired on the gateway clock runs nothing more, though its scheduled end has not fired: the next operation closes it 4403 naming the expiry, as SSE and MCP refuse a request with the token', async () => {

@@ -3,7 +3,7 @@
 // (src/events/cursor-read.ts): owner-scoped, on any replica, until EVENT_RETENTION.
 import { GraphQLError } from 'graphql';
 
-import { onExpiry, type AuthExpiry } from '../../auth/jwt.js';
+import { expiredNow, onExpiry, type AuthExpiry } from '../../auth/jwt.js';
 import type { AuthFailure } from '../../auth/keys.js';
 import { ErrorCode } from '../../errors.js';
 import { MAX_LISTENS_PER_APP } from './http.js';
@@ -187,8 +187,14 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry):
           else waiting.delete(owner);
         }
       }
-      if (expiring.signal.aborted && page.events.length === 0) {
-        const message = `${expiring.signal.reason as string} while waiting; nothing after it was read`;
+      // Ended by the expiry, or woken by an event after the token expired though its scheduled end had not run yet.
+      const expired = expiring.signal.aborted
+        ? (expiring.signal.reason as string)
+        : timeoutSeconds > 0
+          ? expiredNow(expiry, call.caller)
+          : null;
+      if (expired !== null && page.events.length === 0) {
+        const message = `${expired} while waiting; nothing after it was read`;
         return toolError(
           `Unauthenticated: ${message}. Call again with a new token and the cursor ${page.cursor}: no event is missed`,
           { errors: [{ message, code: ErrorCode.UNAUTHENTICATED }], cursor: page.cursor },

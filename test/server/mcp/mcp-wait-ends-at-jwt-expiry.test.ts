@@ -16,7 +16,7 @@ import {
 } from '../../helpers/jwt.js';
 import { mcpClientsPerTest, type TestMcpClient } from '../../helpers/mcp.js';
 import { postNotification } from '../../helpers/mobile-id.js';
-import { waitFor } from '../../helpers/wait.js';
+import { subscribers, waitFor } from '../../helpers/wait.js';
 
 const ISSUE = `mutation($id: String) { issueMobileIdNotificationToken(authReqId: $id) { token } }`;
 
@@ -149,5 +149,37 @@ describe('wait_for_events with a JWT', () => {
     const got = await waiting;
     expect(keys(got)).toEqual(['while-waiting']);
     expect(entry.cancelled).toBe(true);
+  });
+
+  // Moves the gateway clock past a token's exp (each token is made from the clock's now).
+  it('hands out no event logged after the expiry though its scheduled end has not fired: UNAUTHENTICATED with the cursor, from which a new token reads it', async () => {
+    const { jwt, expMs } = await token(60);
+    const c = await connect(gw, { key: jwt });
+    const cursor = await now(c);
+
+    const before = scheduled.length;
+    const waiting = c.call('wait_for_events', { cursor, kinds: ['mobile-id'], timeoutSeconds: 300 });
+    const entry = await nextScheduled(before);
+    await waitFor(() => subscribers(gw, 'mobile-id', null) > 0, 5_000, 'the wait listening');
+    clock.advance(61_000);
+    // The expiry the test holds has not fired; the event is logged after the token expired.
+    const renewed = (await token(900)).jwt;
+    await mobileIdResult(renewed, 'after-late-expiry');
+    const ended = await waiting;
+
+    const message = `the JWT expired at ${new Date(expMs).toISOString()} while waiting; nothing after it was read`;
+    expect(ended.isError).toBe(true);
+    expect(ended.structuredContent).toEqual({
+      errors: [{ message, code: 'UNAUTHENTICATED' }],
+      cursor: expect.any(String),
+    });
+    expect(entry.cancelled).toBe(true);
+    const c2 = await connect(gw, { key: renewed });
+    const read = await c2.call('wait_for_events', {
+      cursor: ended.structuredContent!.cursor,
+      kinds: ['mobile-id'],
+      timeoutSeconds: 0,
+    });
+    expect(keys(read)).toEqual(['after-late-expiry']);
   });
 });
