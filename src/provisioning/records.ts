@@ -103,7 +103,8 @@ export class ProvisioningRecords {
    *
    * With `after` (a resume), not `current`: the states whose events the cursor does not cover, from the log, then
    * live, each once (the stream orders them by their log sequence, which is their revisions' order); a provisioning
-   * that reached SUCCEEDED or FAILED inside the cursor ends the stream at once, as the resumed stream ended there.
+   * that reached SUCCEEDED or FAILED inside the cursor ends the stream at once, as the resumed stream ended there,
+   * unless the same key restarted it after that FAILED state: the restart's states follow, up to its terminal one.
    */
   follow(caller: Caller, current: Provisioning, after?: Position): AsyncGenerator<Provisioning> {
     if (after !== undefined) {
@@ -113,7 +114,12 @@ export class ProvisioningRecords {
         reader: caller,
         after,
         endAt: caller.expiresAt,
-        endedWithin: (event) => terminal((event.payload as StoredState).state),
+        // A terminal state ended the stream, unless the same key restarted the provisioning after it (a FAILED one
+        // resumed: the row holds a later revision): the resume then delivers the restart, up to its own terminal state.
+        endedWithin: (event) => {
+          const stored = event.payload as StoredState;
+          return terminal(stored.state) && stored.revision >= current.revision;
+        },
         map: fromEvent,
         until: (p) => terminal(p.state),
       });
