@@ -12,10 +12,11 @@ import {
   UpstreamRejectedError,
   UpstreamUnavailableError,
 } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { SECRET_KEY, type Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { TRACING_OFF, type SpanHandle, type Tracing } from '../telemetry/tracing.js';
 import { REFUSED, type CircuitBreaker } from './breaker.js';
+import { masked } from './masked.js';
 
 export interface UpstreamHttpOptions {
   /** Name in metrics, logs and error extensions: `cloud`, `verification`, `identification`, `rfm`. */
@@ -424,7 +425,14 @@ export class UpstreamHttp {
       throw new AbortError(failure instanceof Error ? failure : new Error(String(failure)));
     }
     this.observe(req, String(res.status), started);
-    return { status: res.status, headers: res.headers, body: parseBody(res.text, res.headers['content-type']) };
+    const parsed = parseBody(res.text, res.headers['content-type']);
+    // A refusal may quote the gateway's own credential (an echoed Authorization header): it reaches the app's error
+    // and the log, so it is masked here. Only on a refusal: an answer taken is read, not quoted.
+    return {
+      status: res.status,
+      headers: res.headers,
+      body: res.status >= 300 ? masked(parsed, credentialsIn(headers)) : parsed,
+    };
   }
 
   /** The duration of one attempt, from `started` (performance.now()) to now, under its outcome. */
@@ -545,6 +553,22 @@ function failureCode(failure: unknown): string {
   const { code, name } = (failure ?? {}) as { code?: unknown; name?: unknown };
   if (typeof code === 'string') return code;
   return name === 'HTTPParserError' ? PARSER_FAILURE : 'ERROR';
+}
+
+/**
+ * The credentials among the headers of a request: each value of a header SECRET_KEY names (but the idempotency key,
+ * which the app knows), whole and without its scheme (`Bearer <token>`: the token as well).
+ */
+function credentialsIn(headers: Record<string, string>): string[] {
+  const found: string[] = [];
+  for (const [name, value] of Object.entries(headers)) {
+    if (!SECRET_KEY.test(name) || /^idempotency-key$/i.test(name) || !value) continue;
+    found.push(value);
+    const credential = /^[A-Za-z][\w.+-]*\s+(\S.*)$/.exec(value)?.[1];
+    // A credential so short it would be found by chance in any text is masked only with its scheme.
+    if (credential && credential.length >= 6) found.push(credential);
+  }
+  return found;
 }
 
 /** Whether `headers` name a content type in any letter case. */
