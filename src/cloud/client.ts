@@ -60,6 +60,12 @@ export class CloudTokens {
     return this.pending;
   }
 
+  /** The tokens this holds now (the configured one, or the one last fetched): to mask where an answer quotes them. */
+  held(): string[] {
+    if ('token' in this.auth) return [this.auth.token];
+    return this.current ? [this.current.token] : [];
+  }
+
   /** Drops a fetched token after a 401; true when a new one can be fetched (not for a fixed token). */
   invalidate(): boolean {
     if ('token' in this.auth) return false;
@@ -211,9 +217,11 @@ export class CloudClient {
       if (secrets.length === 0) throw err;
       throw new UpstreamRejectedError(err.upstream, err.status, masked(err.body, secrets), err.code);
     }
-    const response = scrubResponse(res.body, body);
+    let response = scrubResponse(res.body, body);
     const id = this.answers.createdId(response);
     if (!id) {
+      // Kept and shown to the app: an echo of the Authorization header would keep the gateway's token in clear.
+      response = masked(response, this.tokens.held());
       // A 2xx is a creation (spec, Endpoints: "the created resource, including its UUID"): the resource exists
       // upstream even when its id is not where the gateway reads it, so the answer is kept, never dropped.
       throw new UpstreamAnswerIncompleteError({

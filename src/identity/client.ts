@@ -1,6 +1,7 @@
 import type { ShapePaths } from '../config/json-path.js';
 import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
 import type { UpstreamHttp } from '../upstream/http.js';
+import { masked } from '../upstream/masked.js';
 import {
   parseIdentificationResponse,
   parseRegistration,
@@ -115,6 +116,11 @@ export class VerificationClient {
     private readonly rfm: { http: UpstreamHttp; token: string | undefined },
     private readonly paths: Pick<ShapePaths, 'verificationExternalId' | 'verificationResults'>,
   ) {}
+
+  /** `value` with this client's bearer token masked wherever a text quotes it (an answer kept, which an echo may hold). */
+  withoutToken<T>(value: T): T {
+    return this.token ? masked(value, [this.token]) : value;
+  }
 
   /** The verification id in a registration answer (VERIFICATION_EXTERNAL_ID_PATH or the guesses); also for a kept answer. */
   externalIdOf(answer: unknown): string | null {

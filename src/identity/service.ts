@@ -411,7 +411,7 @@ export class IdentityService {
             missing: "the verification's external id",
             lookedFor: this.describeShapes().externalId,
             variable: 'VERIFICATION_EXTERNAL_ID_PATH',
-            answer: wire.scrubRegistration(registered.response),
+            answer: this.o.verification.withoutToken(wire.scrubRegistration(registered.response)),
           });
         }
         return recordOf(id, registered, token, idempotencyKey);
