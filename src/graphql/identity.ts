@@ -104,7 +104,7 @@ export const identityResolvers: Resolvers = {
   },
   Identification: {
     id: (r) => r.id,
-    idShort: (r) => identification(r).idShort,
+    idShort: (r, _a, ctx) => ctx.services.identity.identificationSecrets(r).idShort,
     url: (r, _a, ctx) => ctx.services.identity.identificationSecrets(r).url,
     workflowId: (r) => identification(r).workflowId,
     applicantExternalId: (r, _a, ctx) => ctx.services.identity.identificationSecrets(r).applicantExternalId,

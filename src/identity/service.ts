@@ -37,7 +37,10 @@ export interface IdentificationSpec {
   linkLifetimeInMinutes: number | null;
   redirectUrl: string | null;
   environment: wire.IdentificationEnvironment;
-  /** Null when the upstream's 202 lacked it (the request exists all the same; decision 019). */
+  /**
+   * Null when the upstream's 202 lacked it (the request exists all the same; decision 019); also null once stored,
+   * where it is in `sealed` with the link it may appear in (spec: Identification response). Clear on records before.
+   */
   idShort: string | null;
   /**
    * Null when the upstream's 202 lacked a valid one; also null once stored, where the link is in `sealed` (a bearer
@@ -91,9 +94,8 @@ export interface VerificationSpec {
 }
 
 /** The warning of an identification whose 202 answer lacked `idShort` or a valid `url`, if any. */
-export function identificationWarnings(record: LedgerRecord, url: string | null): GatewayWarning[] {
-  const spec = record.spec as unknown as IdentificationSpec;
-  const missing = [...(spec.idShort == null ? ['idShort'] : []), ...(url == null ? ['url'] : [])];
+export function identificationWarnings(record: LedgerRecord, link: Pick<IdentificationSecrets, 'idShort' | 'url'>) {
+  const missing = [...(link.idShort == null ? ['idShort'] : []), ...(link.url == null ? ['url'] : [])];
   if (missing.length === 0) return [];
   return [
     {
@@ -161,6 +163,8 @@ export interface IdentitySecret {
 /** What the ledger holds of an identification's secrets once opened. */
 export interface IdentificationSecrets {
   url: string | null;
+  /** The link's short id, which may appear in it. */
+  idShort: string | null;
   /** The upstream's answer to the creation (`Identification.raw`). */
   response: unknown;
   applicantExternalId: string | null;
@@ -301,6 +305,7 @@ export class IdentityService {
         const id = created.link.id;
         const secrets: IdentificationSecrets = {
           url: spec.url,
+          idShort: spec.idShort,
           response: created.response,
           applicantExternalId,
           redirectUrl,
@@ -314,7 +319,15 @@ export class IdentityService {
           title: workflowId,
           // The ledger and the idempotency record (which stores this record) hold the link, the applicant's id and
           // the redirect only sealed, bound to the owner.
-          spec: { ...spec, url: null, applicantExternalId: null, redirectUrl: null, sealed, sealedFor: 'owner' },
+          spec: {
+            ...spec,
+            url: null,
+            idShort: null,
+            applicantExternalId: null,
+            redirectUrl: null,
+            sealed,
+            sealedFor: 'owner',
+          },
           response: null,
           idempotencyKey,
           createdBy: caller.scope,
@@ -324,7 +337,7 @@ export class IdentityService {
       toStored: this.toStored,
       fromStored: this.fromStored,
     });
-    return { ...out, warnings: identificationWarnings(out.result, this.identificationSecrets(out.result).url) };
+    return { ...out, warnings: identificationWarnings(out.result, this.identificationSecrets(out.result)) };
   }
 
   private verificationInput(input: RegisterVerificationInput) {
@@ -525,15 +538,20 @@ export class IdentityService {
       const spec = record.spec as unknown as IdentificationSpec;
       const clear = {
         url: spec.url,
+        idShort: spec.idShort,
         response: record.response,
         applicantExternalId: spec.applicantExternalId,
         redirectUrl: spec.redirectUrl,
       };
       if (spec.sealed === undefined) secrets = clear;
+      // Sealed for its owner before the short id was sealed too: the short id in clear.
       else if (spec.sealedFor === 'owner')
-        secrets = JSON.parse(
-          this.o.secret.open(spec.sealed, ownedContext('identification', record.createdBy, record.id)),
-        ) as IdentificationSecrets;
+        secrets = {
+          idShort: spec.idShort,
+          ...(JSON.parse(
+            this.o.secret.open(spec.sealed, ownedContext('identification', record.createdBy, record.id)),
+          ) as Partial<IdentificationSecrets>),
+        } as IdentificationSecrets;
       // Sealed before owners were bound: the link and the answer only; the applicant's id and the redirect in clear.
       else
         secrets = {
