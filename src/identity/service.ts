@@ -16,6 +16,7 @@ import type { CreateIdentificationInput, RegisterVerificationInput } from '../ge
 import { StorageBoundError } from '../store/app-storage.js';
 import type { Ledger, LedgerRecord } from '../store/ledger.js';
 import { nameBasedUuid, upstreamKey, type Idempotency, type Outcome } from '../upstream/idempotency.js';
+import { masked } from '../upstream/masked.js';
 import type { CallbackBinding, CallbackBodies, CallbackReceipt, VerificationCallbacks } from './callbacks.js';
 import type { IdentificationClient, RegisteredVerification, VerificationClient } from './client.js';
 import type { IdentificationCompletions } from './completions.js';
@@ -356,6 +357,10 @@ export class IdentityService {
     key?: string | null,
   ): Promise<Outcome<LedgerRecord>> {
     const { workflowId, applicant, externalId, callback } = this.verificationInput(input);
+    // The answer as kept: without the applicant, and with the callback token masked where it quotes the callbackUrl
+    // it was sent (the token is stored only as its digest: in clear, anyone who reads the store could post results).
+    const keptAnswer = (response: unknown, token: string | null): unknown =>
+      masked(wire.scrubRegistration(response), token === null ? [] : [token]);
     const recordOf = async (
       id: string,
       registered: wire.Registration & { response: unknown },
@@ -377,7 +382,7 @@ export class IdentityService {
         parentId: null,
         title: workflowId,
         spec: { ...spec },
-        response: wire.scrubRegistration(registered.response),
+        response: keptAnswer(registered.response, token),
         idempotencyKey,
         createdBy: caller.scope,
       });
@@ -424,7 +429,7 @@ export class IdentityService {
             missing: "the verification's external id",
             lookedFor: this.describeShapes().externalId,
             variable: 'VERIFICATION_EXTERNAL_ID_PATH',
-            answer: this.o.verification.withoutToken(wire.scrubRegistration(registered.response)),
+            answer: this.o.verification.withoutToken(keptAnswer(registered.response, token)),
           });
         }
         return recordOf(id, registered, token, idempotencyKey);
