@@ -384,9 +384,10 @@ export function maskSecrets(body: unknown): unknown {
 /**
  * Names of response fields that may hold a secret: the spec shows no response body, so an upstream's names are
  * unknown (adminPassword, client_secret, refreshToken, apiKey, privateKey, saslPassword, …). Matched by pattern,
- * not by a list; a public key (an echoed sshKeys) is dropped too, which loses nothing the ledger's spec lacks.
+ * not by a list; a public key (an echoed sshKeys) is dropped too, which loses nothing the ledger's spec lacks. An echo
+ * of the request's headers holds the gateway's own bearer token under `authorization`.
  */
-const RESPONSE_SECRET_KEY = /passw(or)?d|passphrase|pwd|secret|token|key|credential/i;
+const RESPONSE_SECRET_KEY = /passw(or)?d|passphrase|pwd|secret|token|key|credential|authori[sz]ation|cookie/i;
 
 /**
  * Removes secrets an upstream might echo back before a response is stored: fields named like one, and the secret

@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { scrubResponse } from '../../src/cloud/wire.js';
 
 // The spec shows no cloud response body, so the names an upstream echoes secrets under are unknown: stored answers
-// are scrubbed by pattern (*password*, *secret*, *token*, *key*, credentials), at any depth and inside arrays.
+// are scrubbed by pattern (*password*, *secret*, *token*, *key*, credentials, an echoed authorization or cookie), at
+// any depth and inside arrays.
 describe('secrets in stored cloud answers', () => {
   it.each([
     'password',
@@ -23,6 +24,11 @@ describe('secrets in stored cloud answers', () => {
     'api_key',
     'privateKey',
     'credentials',
+    // An echo of the request's headers: the gateway's own bearer token, a cookie.
+    'authorization',
+    'Authorization',
+    'proxy-authorization',
+    'cookie',
   ])('drops %s wherever it stands', (name) => {
     const body = {
       id: 'vm-1',
