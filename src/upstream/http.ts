@@ -426,13 +426,16 @@ export class UpstreamHttp {
     }
     this.observe(req, String(res.status), started);
     const parsed = parseBody(res.text, res.headers['content-type']);
-    // A refusal may quote the gateway's own credential (an echoed Authorization header): it reaches the app's error
-    // and the log, so it is masked here. Only on a refusal: an answer taken is read, not quoted.
-    return {
-      status: res.status,
-      headers: res.headers,
-      body: res.status >= 300 ? masked(parsed, credentialsIn(headers)) : parsed,
-    };
+    // An answer may quote the gateway's own credential (an echoed Authorization header): a refusal's reaches the app's
+    // error and the log, a taken answer's is stored. A refusal is masked in every form an upstream may quote it in; a
+    // taken answer, only when its text holds the credential as sent (a search of the text, not a walk of the answer).
+    let answer = parsed;
+    if (res.status >= 300) answer = masked(parsed, credentialsIn(headers));
+    else if (res.text.length > 0) {
+      const quoted = credentialsIn(headers).filter((c) => res.text.includes(c));
+      if (quoted.length > 0) answer = masked(parsed, quoted);
+    }
+    return { status: res.status, headers: res.headers, body: answer };
   }
 
   /** The duration of one attempt, from `started` (performance.now()) to now, under its outcome. */
