@@ -41,6 +41,11 @@ export interface ProtocolHooks<S> {
    * subscribe message's, when its handling threw.
    */
   failed(err: unknown, id?: string): void;
+  /**
+   * A subscribe message's one result could not be written (JSON.stringify threw): the errors its `error` carries.
+   * Without it, the connection is closed 4500 as graphql-ws closes it.
+   */
+  unwritable?(err: unknown, id: string): readonly GraphQLError[];
 }
 
 /** One WebSocket speaking the protocol: what graphql-ws's server keeps per connection (its `Context`). */
@@ -143,7 +148,14 @@ export function graphqlTransportWs<S>(
       if (subscriptions.get(id) !== mark) return;
       try {
         if ('errors' in operated) return connection.error(id, operated.errors);
-        connection.next(id, operated.result);
+        try {
+          connection.next(id, operated.result);
+        } catch (err) {
+          // A result JSON cannot write (a BigInt, a cycle): nothing was sent, so the operation gets its `error`
+          // as the hooks word it, and the connection and its other subscriptions go on.
+          if (!hooks.unwritable) throw err;
+          return connection.error(id, hooks.unwritable(err, id));
+        }
         connection.complete(id);
       } finally {
         subscriptions.delete(id);

@@ -8,7 +8,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { Caller } from '../auth/caller.js';
 import { expiredNow, onExpiry } from '../auth/jwt.js';
 import type { AuthResult } from '../auth/keys.js';
-import { ErrorCode } from '../errors.js';
+import { ErrorCode, INTERNAL_ERROR_MESSAGE } from '../errors.js';
 import type { Pipeline, Ran, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type StreamOutcome } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
@@ -539,6 +539,10 @@ export function createWsServer(options: WsOptions) {
         if ('refused' in outcome)
           options.logger.debug({ id, errors: outcome.refused.map((e) => e.message) }, 'subscription error');
         return operated(outcome);
+      },
+      unwritable(err, id) {
+        options.logger.error({ err, requestId: `ws:${id}` }, 'unexpected error in a GraphQL operation');
+        return [new GraphQLError(INTERNAL_ERROR_MESSAGE, { extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } })];
       },
       failed(err, id) {
         // The operation's request id, as its context names it (`ws:<id>`), when a subscribe message's handling threw.

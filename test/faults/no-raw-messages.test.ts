@@ -335,6 +335,32 @@ const CASES: Case[] = [
     send: () => over(transport, '{ projects { id } }'),
     logged: true,
   })),
+  // A result JSON cannot write (a JSON scalar's value holding a BigInt): only an internal value, since nothing the
+  // gateway reads from JSON can hold one. The read of mobile-ID authentications returns it. What is logged is the
+  // TypeError of JSON.stringify, not SECRET: `logged` is false, and the answer is still checked.
+  ...(['post', 'get', 'ws'] as const).map((transport): Case => ({
+    route: `${transport} query`,
+    fault: 'the result cannot be written as JSON',
+    provoke: () =>
+      vi.spyOn(gw.gateway.services.mobileId, 'getMany').mockResolvedValue([
+        {
+          outcome: 'failure',
+          authReqId: 'unwritable',
+          error: 'access_denied',
+          errorDescription: SECRET,
+          reason: 'ACCESS_DENIED',
+          receivedAt: new Date(),
+          otherFields: { secret: SECRET, big: 1n },
+        } as never,
+      ]),
+    send: () =>
+      over(
+        transport,
+        '{ mobileIdAuthentication(authReqId: "unwritable") { ... on MobileIdAuthenticationFailed { otherFields } } }',
+      ),
+    code: INTERNAL,
+    logged: false,
+  })),
   // SSE single-connection mode, the operation added to a reserved stream.
   {
     route: 'POST /graphql/stream (reserved stream)',
