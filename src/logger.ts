@@ -147,3 +147,19 @@ export function createLogger(
     destination,
   );
 }
+
+/**
+ * Logs an unexpected error in full with `fields`. An error the log cannot read (a getter that throws) is logged
+ * without it, and a log failing even then throws nothing: the caller's answer to its client must not depend on it.
+ */
+export function logUnexpected(logger: Logger, err: unknown, fields: Record<string, unknown>, message: string): void {
+  try {
+    logger.error({ err, ...fields }, message);
+  } catch {
+    try {
+      logger.error(fields, `${message} (the error itself could not be logged)`);
+    } catch {
+      // Nothing more to do.
+    }
+  }
+}

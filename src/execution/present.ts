@@ -15,7 +15,7 @@ import Negotiator from 'negotiator';
 
 import { ErrorCode, INTERNAL_ERROR_MESSAGE } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
-import type { Logger } from '../logger.js';
+import { logUnexpected, type Logger } from '../logger.js';
 import { RateLimitedError } from '../ratelimit/buckets.js';
 import { nameOperationSpan, recordOperationErrors } from '../telemetry/operations.js';
 
@@ -64,7 +64,7 @@ export function formatError(
     (code === undefined || code === ErrorCode.INTERNAL_SERVER_ERROR)
   )
     return formatted;
-  logger.error({ err: original, requestId }, 'unexpected error in a GraphQL operation');
+  logUnexpected(logger, original, { requestId }, 'unexpected error in a GraphQL operation');
   return {
     message: INTERNAL_ERROR_MESSAGE,
     locations: formatted.locations,

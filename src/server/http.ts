@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 import { STORE_RETRY_AFTER_SECONDS, StoreUnavailableError, WebhookErrorCode } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { logUnexpected, type Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { sendOAuthError } from './respond.js';
 
@@ -120,7 +120,7 @@ export function createRequestHandler(options: {
         });
         return;
       }
-      context.logger.error({ err }, 'unhandled error in route');
+      logUnexpected(context.logger, err, {}, 'unhandled error in route');
       if (!res.headersSent)
         sendOAuthError(
           res,

@@ -12,6 +12,7 @@ import { ErrorCode, INTERNAL_ERROR_MESSAGE } from '../errors.js';
 import type { Pipeline, Ran, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamPresenter, type StreamOutcome } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
+import { logUnexpected } from '../logger.js';
 import type { Holding } from './held-credentials.js';
 import { KeepAliveSweep } from './keep-alive.js';
 import type { StreamingTransportOptions } from './streaming.js';
@@ -541,13 +542,15 @@ export function createWsServer(options: WsOptions) {
         return operated(outcome);
       },
       unwritable(err, id) {
-        options.logger.error({ err, requestId: `ws:${id}` }, 'unexpected error in a GraphQL operation');
+        logUnexpected(options.logger, err, { requestId: `ws:${id}` }, 'unexpected error in a GraphQL operation');
         return [new GraphQLError(INTERNAL_ERROR_MESSAGE, { extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } })];
       },
       failed(err, id) {
         // The operation's request id, as its context names it (`ws:<id>`), when a subscribe message's handling threw.
-        options.logger.error(
-          { err, ...(id === undefined ? {} : { requestId: `ws:${id}` }) },
+        logUnexpected(
+          options.logger,
+          err,
+          id === undefined ? {} : { requestId: `ws:${id}` },
           'a WebSocket connection failed; closed 4500',
         );
       },

@@ -47,6 +47,18 @@ afterEach(() => {
 
 const thrown = () => new Error(SECRET);
 
+/** An error the log cannot read: a property whose getter throws SECRET (as a bug's error object may have). */
+const unreadable = (): Error => {
+  const err = thrown();
+  Object.defineProperty(err, 'detail', {
+    enumerable: true,
+    get() {
+      throw thrown();
+    },
+  });
+  return err;
+};
+
 /** The agent plans' one read of the pending ones (the approvals page's query and subscription both read it). */
 const plansUnreadable = () =>
   vi
@@ -361,6 +373,16 @@ const CASES: Case[] = [
     code: INTERNAL,
     logged: false,
   })),
+  // A thrown error the log cannot read (a property whose getter throws, as a bug's error object may have): the log
+  // line of the masking rule fails with it. SECRET is in neither the answer nor the log.
+  ...(['post', 'get', 'ws', 'sse', 'sse-single'] as const).map((transport): Case => ({
+    route: `${transport} query`,
+    fault: 'a thrown error the log cannot read',
+    provoke: () => vi.spyOn(gw.gateway.services.ledger, 'list').mockRejectedValue(unreadable()),
+    send: () => over(transport, '{ projects { id } }'),
+    code: INTERNAL,
+    logged: false,
+  })),
   // SSE single-connection mode, the operation added to a reserved stream.
   {
     route: 'POST /graphql/stream (reserved stream)',
@@ -411,6 +433,51 @@ const CASES: Case[] = [
     send: () => mcp((c) => c.call('wait_for_events', { kinds: ['mobile-id'], timeoutSeconds: 0 })),
     code: INTERNAL,
     logged: true,
+  },
+  {
+    route: 'MCP tools/call projects',
+    fault: 'a thrown error the log cannot read',
+    provoke: () => vi.spyOn(gw.gateway.services.ledger, 'list').mockRejectedValue(unreadable()),
+    send: () => mcp((c) => c.call('projects', {})),
+    code: INTERNAL,
+    logged: false,
+  },
+  {
+    route: 'MCP wait_for_events (from a cursor)',
+    fault: 'a thrown error the log cannot read',
+    provoke: () => vi.spyOn(gw.gateway.services.events.reader, 'waitForEvents').mockRejectedValue(unreadable()),
+    send: () => mcp((c) => c.call('wait_for_events', { kinds: ['mobile-id'], timeoutSeconds: 0 })),
+    code: INTERNAL,
+    logged: false,
+  },
+  ...(['post', 'ws', 'sse'] as const).map((transport): Case => ({
+    route: `${transport} operation`,
+    fault: 'the admission throws an error the log cannot read',
+    provoke: () => vi.spyOn(gw.gateway.services.rateLimits, 'take').mockRejectedValue(unreadable()),
+    send: () => over(transport, '{ projects { id } }'),
+    logged: false,
+  })),
+  {
+    route: 'GET /metrics',
+    fault: 'the registry throws an error the log cannot read',
+    provoke: () => vi.spyOn(gw.gateway.services.metrics.registry, 'metrics').mockRejectedValue(unreadable()),
+    send: () => http('/metrics'),
+    status: 500,
+    code: 'server_error',
+    logged: false,
+  },
+  {
+    route: 'POST /webhooks/mobile-id',
+    fault: 'the intake throws an error the log cannot read',
+    provoke: () => vi.spyOn(gw.gateway.services.mobileId, 'receive').mockRejectedValue(unreadable()),
+    send: async () => {
+      const res = await postNotification(gw, { auth_req_id: randomUUID(), error: 'access_denied' });
+      const raw = typeof res.text === 'string' ? res.text : JSON.stringify(res.json);
+      return { raw, status: res.status, code: res.json?.error, requestId: String(res.headers['x-request-id']) };
+    },
+    status: 500,
+    code: 'server_error',
+    logged: false,
   },
   {
     route: 'MCP resources/list',

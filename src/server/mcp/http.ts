@@ -17,7 +17,7 @@ import type { AuthInfo, RequestStateCodec, ServerEvent, ServerEventBus } from '@
 import type { Caller } from '../../auth/caller.js';
 import { onExpiry, type AuthExpiry } from '../../auth/jwt.js';
 import type { Authenticate } from '../../auth/keys.js';
-import type { Logger } from '../../logger.js';
+import { logUnexpected, type Logger } from '../../logger.js';
 import type { HeldCredentials, Holding } from '../held-credentials.js';
 import type { Route } from '../http.js';
 import { BodyTooLargeError, readBody } from '../respond.js';
@@ -85,7 +85,7 @@ class ListenBus implements ServerEventBus {
       stop = resources.watch(open.caller, open.uris, changed);
     } catch (err) {
       // The SDK answers the listen request "Internal server error" and logs nothing of it: logged here in full.
-      this.logger.error({ err, requestId: open.requestId }, 'unexpected error in an MCP subscriptions/listen');
+      logUnexpected(this.logger, err, { requestId: open.requestId }, 'unexpected error in an MCP subscriptions/listen');
       throw err;
     }
     // After a reload the stream is watched as one opened now would be: a resource whose scope its app lost is no

@@ -6,7 +6,7 @@ import type { CallToolResult, InputRequiredResult, Server, ServerContext } from 
 
 import type { Caller } from '../../auth/caller.js';
 import { ErrorCode, GatewayError, INTERNAL_ERROR_MESSAGE as INTERNAL } from '../../errors.js';
-import type { Logger } from '../../logger.js';
+import { logUnexpected, type Logger } from '../../logger.js';
 import type { McpResources } from './resources.js';
 import { mcpSdk } from './sdk.js';
 import type { JsonSchema } from './shapes.js';
@@ -93,7 +93,7 @@ function thrownByTool(err: unknown, logger: Logger | undefined, requestId: strin
       ],
     });
   }
-  logger?.error({ err, requestId, tool }, 'unexpected error in an MCP tool');
+  if (logger) logUnexpected(logger, err, { requestId, tool }, 'unexpected error in an MCP tool');
   return toolError(INTERNAL, { errors: [{ message: INTERNAL, code: ErrorCode.INTERNAL_SERVER_ERROR }] });
 }
 
@@ -111,7 +111,7 @@ function thrownByRequest(err: unknown, logger: Logger | undefined, requestId: st
       ...(typeof retryAfter === 'number' ? { retryAfterSeconds: retryAfter } : {}),
     });
   }
-  logger?.error({ err, requestId, method }, 'unexpected error in an MCP request');
+  if (logger) logUnexpected(logger, err, { requestId, method }, 'unexpected error in an MCP request');
   throw new ProtocolError(ProtocolErrorCode.InternalError, INTERNAL);
 }
 
