@@ -32,25 +32,35 @@ const JWKS_MAX_BYTES = 1024 * 1024;
 export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
   // undici's whole API only where a JWKS is fetched: the upstreams' pools load just theirs (docs/decisions/124).
   const { request } = await import('undici');
-  const res = await request(url, {
-    method: 'GET',
-    headers: { accept: 'application/jwk-set+json, application/json' },
-    headersTimeout: JWKS_TIMEOUT_MS,
-    bodyTimeout: JWKS_TIMEOUT_MS,
-  });
+  let res: Awaited<ReturnType<typeof request>>;
+  try {
+    res = await request(url, {
+      method: 'GET',
+      headers: { accept: 'application/jwk-set+json, application/json' },
+      headersTimeout: JWKS_TIMEOUT_MS,
+      bodyTimeout: JWKS_TIMEOUT_MS,
+    });
+  } catch (err) {
+    throw failed(url, err);
+  }
   if (res.statusCode !== 200) {
     await res.body.dump();
     throw new Error(`GET ${shownUrl(url)} answered ${res.statusCode}`);
   }
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of res.body as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > JWKS_MAX_BYTES) {
-      res.body.destroy();
-      throw new Error(`GET ${shownUrl(url)} answered more than ${JWKS_MAX_BYTES} bytes`);
+  try {
+    for await (const chunk of res.body as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > JWKS_MAX_BYTES) break;
+      chunks.push(chunk);
     }
-    chunks.push(chunk);
+  } catch (err) {
+    throw failed(url, err);
+  }
+  if (size > JWKS_MAX_BYTES) {
+    res.body.destroy();
+    throw new Error(`GET ${shownUrl(url)} answered more than ${JWKS_MAX_BYTES} bytes`);
   }
   let jwks: unknown;
   try {
@@ -61,6 +71,16 @@ export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
   if (!jwks || typeof jwks !== 'object' || !Array.isArray((jwks as { keys?: unknown }).keys))
     throw new Error(`GET ${shownUrl(url)} answered JSON that is not a JWKS (no "keys" array)`);
   return jwks as JSONWebKeySet;
+}
+
+/**
+ * A fetch that failed before a whole answer, named by its code only (ECONNREFUSED, ENOTFOUND, UND_ERR_HEADERS_TIMEOUT):
+ * the message, which reaches apps, never holds the driver's sentence, which names the address the URL's host resolved
+ * to. The driver's error is its `cause`, for the log.
+ */
+function failed(url: string, err: unknown): Error {
+  const code = (err as { code?: unknown } | null)?.code;
+  return new Error(`GET ${shownUrl(url)} failed: ${typeof code === 'string' ? code : 'ERROR'}`, { cause: err });
 }
 
 /** The members of a JWK that hold a private or secret key (RFC 7518 §6.2.2, §6.3.2, §6.4; RFC 8037 §2). */

@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 
 import { McpResources } from '../../src/server/mcp/resources.js';
 import { appsFile, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { EVERY_APP_SCOPE } from '../helpers/jwt.js';
+import { AUDIENCE, EVERY_APP_SCOPE, ISSUER, sign, signingKey, startJwksServer } from '../helpers/jwt.js';
 import { mcpClient } from '../helpers/mcp.js';
 import { postNotification } from '../helpers/mobile-id.js';
 import { operationOver, type Transport } from '../helpers/operation.js';
@@ -554,5 +554,39 @@ describe('no unexpected error reaches a client with its raw message', () => {
         lines.some((l) => l.requestId?.endsWith(got.requestId!)),
         JSON.stringify(lines),
       ).toBe(true);
+  });
+});
+
+describe("the identity provider's JWKS cannot be reached", () => {
+  it('is answered UPSTREAM_UNAVAILABLE naming the JWKS URL and the failure class, never the sentence of the driver', async () => {
+    // A host name, as a deployment names its identity provider: the address it resolved to is in no configuration.
+    const key = await signingKey('no-raw-messages-1');
+    const jwks = await startJwksServer([key]);
+    const url = jwks.url.replace('127.0.0.1', 'localhost');
+    await jwks.stop();
+    const jwt = await startTestGateway({
+      AUTH_JWKS_URL: url,
+      AUTH_ISSUER: ISSUER,
+      AUTH_AUDIENCE: AUDIENCE,
+      AUTH_APPS: '*',
+    });
+    try {
+      const res = await request(`${jwt.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${await sign(key)}` },
+        body: JSON.stringify({ query: '{ projects { id } }' }),
+      });
+      const raw = await res.body.text();
+      expect(res.statusCode, raw).toBe(503);
+      expect((JSON.parse(raw) as { errors: Array<{ extensions: { code: string } }> }).errors[0]!.extensions.code).toBe(
+        'UPSTREAM_UNAVAILABLE',
+      );
+      expect(raw).toContain(url);
+      expect(raw).toContain('ECONNREFUSED');
+      expect(raw).not.toContain('connect ECONNREFUSED');
+      expect(raw.replaceAll(url, '')).not.toMatch(/127\.0\.0\.1|::1/);
+    } finally {
+      await jwt.close();
+    }
   });
 });
