@@ -304,7 +304,13 @@ export function createPipeline(o: PipelineOptions): Pipeline {
     async runOperation<T>(run: RunOperation<T>): Promise<T> {
       const { caller, params, requestId, allow = QUERIES_AND_MUTATIONS } = run;
       const present = run.present ?? (outcome as unknown as Presenter<T>);
-      const found = prepare(params, run.trustedResolved, run.validated);
+      let found: ReturnType<typeof prepare>;
+      try {
+        found = prepare(params, run.trustedResolved, run.validated);
+      } catch (err) {
+        // A fault of the preparation's own (src/execution/prepare.ts), answered as a throw of the run is.
+        return present.threw(err, run.context ?? o.context(caller, requestId));
+      }
       if (!('prepared' in found)) return present.refused(found.stage, found.errors, run.context);
       const { prepared, document, operation } = found;
       // Named before the allow check: Apollo names the request's span once it has picked the operation, refused or not.

@@ -83,7 +83,10 @@ export class DocumentCache {
           document = errors.length ? errors : parsed;
           if (errors.length) refusedAt = 'validate';
         } catch (err) {
-          document = [err instanceof GraphQLError ? err : new GraphQLError(String(err))];
+          // Anything but a GraphQLError is a fault of the gateway's (a rule's bug), not the document's refusal: thrown,
+          // so the transports answer INTERNAL_SERVER_ERROR and log it in full, and not kept with the text.
+          if (!(err instanceof GraphQLError)) throw err;
+          document = [err];
           refusedAt = 'parse';
         }
       }

@@ -383,6 +383,21 @@ const CASES: Case[] = [
     code: INTERNAL,
     logged: false,
   })),
+  // A bug in the document's preparation (the parse with its limits, a validation rule) throwing a raw Error: the
+  // client's request is not at fault, so it is no GRAPHQL_PARSE_FAILED with the error's words. GET goes through
+  // Apollo's own parse, which the replaced method is not part of.
+  ...(['post', 'ws', 'sse', 'sse-single'] as const).map((transport): Case => ({
+    route: `${transport} operation`,
+    fault: 'the preparation of a new document throws',
+    provoke: () =>
+      vi.spyOn(gw.gateway.limits, 'parse').mockImplementation(() => {
+        throw thrown();
+      }),
+    send: () => over(transport, `{ projects { id } a${randomUUID().slice(0, 8)}: projects { id } }`),
+    // As a throw of the admission: graphql-ws closes 4500 and graphql-sse's request is refused, with no message.
+    ...(transport === 'post' ? { code: INTERNAL } : {}),
+    logged: true,
+  })),
   // SSE single-connection mode, the operation added to a reserved stream.
   {
     route: 'POST /graphql/stream (reserved stream)',
