@@ -233,7 +233,8 @@ export function createGraphiqlHandler(options: GraphiqlHandlerOptions): Graphiql
       sendText(
         res,
         503,
-        `GraphiQL is not built: ${join(assetsDir, MANIFEST)} is missing. Run \`npm run build\` and restart.\n`,
+        // Not the directory's path: a browser is told what to do, not where the server is installed.
+        `GraphiQL is not built: its ${MANIFEST} is missing. Run \`npm run build\` and restart.\n`,
         head,
       );
       return;

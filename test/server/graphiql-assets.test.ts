@@ -251,13 +251,16 @@ describe('self-hosted GraphiQL', () => {
 });
 
 describe('GraphiQL without a built bundle', () => {
-  it('answers 503 telling the operator to run npm run build', async () => {
+  it("answers 503 telling the operator to run npm run build, without the server's directory", async () => {
     const emptyDir = await mkdtemp(join(tmpdir(), 'graphiql-unbuilt-'));
     const { server, port } = await startServer(createGraphiqlHandler({ assetsDir: emptyDir, config: CONFIG }));
     try {
       const res = await send(port, '/graphql', { headers: { accept: BROWSER_ACCEPT } });
       expect(res.status).toBe(503);
       expect(res.body.toString('utf8')).toContain('npm run build');
+      // A browser is not told where the server is installed.
+      expect(res.body.toString('utf8')).not.toContain(emptyDir);
+      expect(res.body.toString('utf8')).not.toContain(tmpdir());
       expect((await send(port, `${GRAPHIQL_ASSETS_PATH}graphiql.js`)).status).toBe(404);
     } finally {
       await stopServer(server);
