@@ -109,8 +109,8 @@ const PLAN_KEY_NAMESPACE = '3f0b7a9e-3c1d-5e2a-9b8f-6d4c2a1e0f57';
 
 /**
  * The document a plan runs: `operation` alone (with the fragments it uses), each upstream write that has no
- * `idempotencyKey` given one derived from the plan's id, so a plan runs exactly once however its document was written.
- * The only such write gets the plan id itself; several get one each, by response key.
+ * `idempotencyKey` (or a null one) given one derived from the plan's id, so a plan runs exactly once however its
+ * document was written. The only such write gets the plan id itself; several get one each, by response key.
  */
 export function keyedDocument(document: DocumentNode, operation: OperationDefinitionNode, planId: string): string {
   const writes = operation.selectionSet.selections.filter(
@@ -121,7 +121,9 @@ export function keyedDocument(document: DocumentNode, operation: OperationDefini
       enter(node, _key, _parent, path) {
         // Root fields only: the operation's selection set is at path ['selectionSet', 'selections', i].
         if (path.length !== 3 || !writes.includes(node)) return undefined;
-        if (node.arguments?.some((a) => a.name.value === 'idempotencyKey')) return false;
+        // A key written as null is none: the resolver would give each run a new random key, and a repeat would create.
+        const given = node.arguments?.find((a) => a.name.value === 'idempotencyKey');
+        if (given && given.value.kind !== Kind.NULL) return false;
         const key =
           writes.length === 1
             ? planId
@@ -131,7 +133,8 @@ export function keyedDocument(document: DocumentNode, operation: OperationDefini
           name: { kind: Kind.NAME, value: 'idempotencyKey' },
           value: { kind: Kind.STRING, value: key },
         };
-        return { ...node, arguments: [...(node.arguments ?? []), argument] };
+        const others = (node.arguments ?? []).filter((a) => a !== given);
+        return { ...node, arguments: [...others, argument] };
       },
     },
   });
