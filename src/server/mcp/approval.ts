@@ -14,11 +14,15 @@ import { toolError, type McpTool, type ToolCall, type ToolResult } from './serve
 import type { JsonSchema } from './shapes.js';
 import { refusalFor, type OperationTool } from './tools.js';
 
-/** What the requestState of an elicitation carries back: the plan and hash the person was shown, and whose it is. */
+/**
+ * What the requestState of an elicitation carries back: the plan, hash and status the person was shown, and whose it
+ * is. An answer given for a pending plan approves no run of it once its last run's outcome is unknown.
+ */
 interface ApprovalState {
   planId: string;
   hash: string;
   owner: string;
+  status: string;
 }
 
 /** The elicitation's key in inputRequests, and the form the person answers. */
@@ -200,11 +204,18 @@ export class Approvals {
           inputRequests: {
             [APPROVAL_INPUT]: inputRequired.elicit({
               mode: 'form',
-              message: `${plan.summary}\n\nPlan ${plan.id}, hash ${plan.hash}. The exact requests: ${this.workflow.approveUrl(plan.id)}`,
+              message:
+                (plan.status === 'unknown' ? `${UNKNOWN_OUTCOME}\n\n` : '') +
+                `${plan.summary}\n\nPlan ${plan.id}, hash ${plan.hash}. The exact requests: ${this.workflow.approveUrl(plan.id)}`,
               requestedSchema: APPROVAL_FORM,
             }),
           },
-          requestState: await this.codec.mint({ planId: plan.id, hash: plan.hash, owner: caller.scope }),
+          requestState: await this.codec.mint({
+            planId: plan.id,
+            hash: plan.hash,
+            owner: caller.scope,
+            status: plan.status,
+          }),
         });
       }
       case 'ran':
@@ -229,13 +240,24 @@ export class Approvals {
     const view = mcpSdk().inputResponse(ctx.mcpReq.inputResponses, APPROVAL_INPUT);
     if (view.kind === 'elicit') {
       const state = ctx.mcpReq.requestState<ApprovalState>();
-      if (!state || state.planId !== plan.id || state.hash !== plan.hash || !readableBy(call.caller, state.owner))
+      if (
+        !state ||
+        state.planId !== plan.id ||
+        state.hash !== plan.hash ||
+        state.status !== plan.status ||
+        !readableBy(call.caller, state.owner)
+      )
         return 'ask';
       return view.action === 'accept' && view.content?.approve === true ? 'accepted' : 'declined';
     }
     return canElicit(ctx) ? 'ask' : 'cannot-ask';
   }
 }
+
+/** What the form of a plan whose last run's outcome is unknown tells the person first. */
+const UNKNOWN_OUTCOME =
+  'The outcome of the last run of this plan is unknown: it may have been applied upstream. Check there first; ' +
+  'approving runs it again.';
 
 /** Why nothing was planned, as a tool error: the pipeline's errors, or the dry run's by argument. */
 function unplannableResult(why: Unplannable): CallToolResult {
