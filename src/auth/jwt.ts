@@ -345,6 +345,8 @@ export class JwtAuthenticator {
     private readonly now: () => number,
     /** The names of the apps configured with keys, which a JWT may take only as AUTH_APPS says. */
     configured: ReadonlySet<string>,
+    /** The apps-file apps' `approves`: a JWT that is such an app (AUTH_APPS `name=name`) approves no more than it. */
+    private readonly approves: ReadonlyMap<string, readonly string[]> = new Map(),
     /** Told of each token checked: verified by jose, or answered from the cache (gateway_jwt_checks_total). */
     private readonly count: (check: 'verified' | 'cached') => void = () => undefined,
     /** Told of each verified token refused for the app it names (gateway_jwt_refusals_total). */
@@ -427,12 +429,14 @@ export class JwtAuthenticator {
       this.refuse(named.reason);
       return invalid(named.refused);
     }
+    const approves = this.approves.get(named.app);
     const caller: Caller = Object.freeze({
       scope: scopeOfApp(named.app),
       app: named.app,
       grants: issuer.apps.grants(named.app, scopesOf(payload, config.scopePrefix, config.scopeClaims)),
       expiresAt,
       via: 'JWT',
+      ...(approves ? { approves } : {}),
     });
     return { ok: true, caller };
   }

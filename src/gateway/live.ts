@@ -172,6 +172,7 @@ export class LiveConfiguration {
           keys,
           now,
           new Set(configured.map((a) => a.name)),
+          new Map(cfg.appsFile.flatMap((a) => (a.approves ? [[a.name, a.approves] as const] : []))),
           (check) => metrics.jwtChecks.inc({ check }),
           (reason) => metrics.jwtRefusals.inc({ reason }),
         )
