@@ -65,6 +65,10 @@ export function apolloSetup(o: {
       stopOnTerminationSignals: false,
       // Batched requests (a JSON array of operations) stay refused: Apollo's default, kept explicit (docs/graphql-api).
       allowBatchedHttpRequests: false,
+      // Apollo's APQ cache is one for every app: a hash alone would run, for any app, a text another app registered
+      // (an oracle of what it sent). So nothing is kept: a hash alone is PERSISTED_QUERY_NOT_FOUND and the client sends
+      // the text with it. TRUSTED_DOCUMENTS=allow keeps texts per app (src/server/trusted-documents.ts).
+      persistedQueries: { cache: KEEP_NOTHING },
       csrfPrevention: true,
       validationRules: [...o.limits.validationRules],
       // The cache-control plugin is replaced by its answer for this schema, without its per-field hook (noStorePlugin).
@@ -80,6 +84,15 @@ export function apolloSetup(o: {
     },
   };
 }
+
+/** A cache that keeps nothing (Apollo's APQ cache: see `persistedQueries` above). */
+const KEEP_NOTHING: NonNullable<
+  Exclude<ApolloServerOptions<GraphQLContext>['persistedQueries'], false | undefined>['cache']
+> = {
+  get: () => Promise.resolve(undefined),
+  set: () => Promise.resolve(),
+  delete: () => Promise.resolve(true),
+};
 
 const QUERIES_AND_MUTATIONS = ['query', 'mutation'] as OperationTypeNode[];
 

@@ -47,11 +47,15 @@ export interface OperationParams {
 
 /** The trusted-documents stage (src/server/trusted-documents.ts TrustedDocuments), as the pipeline calls it. */
 export interface TrustedDocumentsStage {
-  admit(request: {
-    query?: unknown;
-    documentId?: unknown;
-    extensions?: unknown;
-  }): { ok: true; query: string } | { ok: false; message: string; code: string };
+  /** `owner`: the caller's owner scope, whose persisted queries a hash alone names (null: none, as for an estimate). */
+  admit(
+    request: {
+      query?: unknown;
+      documentId?: unknown;
+      extensions?: unknown;
+    },
+    owner: string | null,
+  ): { ok: true; query: string } | { ok: false; message: string; code: string };
 }
 
 /** The transports, as metrics and logs name them. */
@@ -196,16 +200,20 @@ export function createPipeline(o: PipelineOptions): Pipeline {
   type Refused = { stage: RefusalStage; errors: readonly GraphQLError[] };
 
   /** Trusted documents, prepare, and the operation picked. */
-  const prepare = (params: OperationParams, trustedResolved = false, validated?: DocumentNode): Refused | Found => {
+  const prepare = (
+    params: OperationParams,
+    owner: string | null,
+    trustedResolved = false,
+    validated?: DocumentNode,
+  ): Refused | Found => {
     let query = params.query;
     if (trustedResolved) {
       // The transport's own wire resolved it.
     } else if (o.trusted) {
-      const admission = o.trusted.admit({
-        query: params.query,
-        documentId: params.documentId,
-        extensions: params.extensions,
-      });
+      const admission = o.trusted.admit(
+        { query: params.query, documentId: params.documentId, extensions: params.extensions },
+        owner,
+      );
       if (!admission.ok)
         return {
           stage: 'trusted',
@@ -267,7 +275,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
 
   return {
     estimate(params, options) {
-      const found = prepare(params, options?.trustedResolved);
+      const found = prepare(params, null, options?.trustedResolved);
       if (!('prepared' in found)) return refuse(found.stage, found.errors);
       if (params.variables !== undefined) {
         const invalid = checkVariables(found.document, found.operation, params.variables);
@@ -306,7 +314,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
       const present = run.present ?? (outcome as unknown as Presenter<T>);
       let found: ReturnType<typeof prepare>;
       try {
-        found = prepare(params, run.trustedResolved, run.validated);
+        found = prepare(params, caller.scope, run.trustedResolved, run.validated);
       } catch (err) {
         // A fault of the preparation's own (src/execution/prepare.ts), answered as a throw of the run is.
         return present.threw(err, run.context ?? o.context(caller, requestId));

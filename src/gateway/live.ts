@@ -93,7 +93,9 @@ export class LiveConfiguration {
 
   /** The admission of trusted documents, through the running manifest; undefined when TRUSTED_DOCUMENTS is off. */
   trustedAdmission(): { admit: TrustedDocuments['admit'] } | undefined {
-    return this.snapshot.trusted ? { admit: (request) => this.snapshot.trusted!.admit(request) } : undefined;
+    return this.snapshot.trusted
+      ? { admit: (request, owner) => this.snapshot.trusted!.admit(request, owner) }
+      : undefined;
   }
 
   /**

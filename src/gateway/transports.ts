@@ -259,7 +259,7 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
               approval: config.mcp.approval,
               // The text a trusted document has now: an approved plan whose document a reload changed is refused.
               documentNow: (documentId) => {
-                const now = live.trustedAdmission()?.admit({ documentId });
+                const now = live.trustedAdmission()?.admit({ documentId }, null);
                 return now?.ok ? now.query : undefined;
               },
             }),

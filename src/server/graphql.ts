@@ -102,7 +102,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
         authenticated = false;
       }
       if (options.trusted && authenticated) {
-        const admitted = admitHttp(options.trusted, req.method ?? 'GET', body, search);
+        const admitted = admitHttp(options.trusted, req.method ?? 'GET', body, search, contextValue!.caller.scope);
         if (!admitted.ok) {
           sendJson(res, admitted.status, admitted.body, { 'cache-control': 'private, no-cache, must-revalidate' });
           return;

@@ -226,7 +226,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
 
   function admit(params: Params, context: SseContext): Params {
     if (!options.trusted) return params;
-    const admission = options.trusted.admit(params);
+    const admission = options.trusted.admit(params, context.caller.scope);
     const { documentId: _id, ...rest } = params;
     if (!admission.ok) {
       context.refusal = new GraphQLError(admission.message, { extensions: { code: admission.code } });

@@ -79,6 +79,10 @@ export type DocumentAdmission = Pick<TrustedDocuments, 'admit'>;
 export class TrustedDocuments {
   private readonly byText = new Map<string, string>();
   private readonly bySha256 = new Map<string, string>();
+  /**
+   * Texts registered by the automatic persisted-queries handshake (`allow`), by owner and hash: a text is its app's, so
+   * another app's hash alone reads as one nobody registered (src/auth/tenancy.ts); the manifest's are every app's.
+   */
   private readonly registered = new LRUCache<string, string>({ max: APQ_CACHE_SIZE });
 
   constructor(
@@ -160,8 +164,11 @@ export class TrustedDocuments {
     return this.byId.entries();
   }
 
-  /** Turns the request's id or hash into the text to run, or refuses it. `extensions` comes back without `persistedQuery`. */
-  admit(request: OperationRequest): Admission {
+  /**
+   * Turns the request's id or hash into the text to run, or refuses it. `extensions` comes back without `persistedQuery`.
+   * `owner`: the caller's owner scope, whose registered texts a hash alone may name; null registers and finds none.
+   */
+  admit(request: OperationRequest, owner: string | null): Admission {
     const { query, documentId } = request;
     let extensions = request.extensions;
     if (
@@ -203,14 +210,17 @@ export class TrustedDocuments {
       const known = this.bySha256.get(persisted.sha256Hash);
       if (known !== undefined) return { ok: true, query: known, extensions: rest };
       if (text === undefined) {
-        const registered = this.mode === 'allow' ? this.registered.get(persisted.sha256Hash) : undefined;
+        const registered =
+          this.mode === 'allow' && owner !== null
+            ? this.registered.get(`${owner}\0${persisted.sha256Hash}`)
+            : undefined;
         return registered !== undefined
           ? { ok: true, query: registered, extensions: rest }
           : notFound('PersistedQueryNotFound');
       }
       if (hash('sha256', text) !== persisted.sha256Hash) return badRequest('provided sha does not match query');
       if (this.mode === 'enforce') return this.refuse();
-      this.registered.set(persisted.sha256Hash, text);
+      if (owner !== null) this.registered.set(`${owner}\0${persisted.sha256Hash}`, text);
       return { ok: true, query: text, extensions: rest };
     }
 
@@ -248,12 +258,18 @@ function refusal(a: Extract<Admission, { ok: false }>): HttpAdmission {
  * a batch of them, or the query string) becomes its text, and `persistedQuery` is removed so that Apollo's own
  * APQ cache never answers in place of the manifest.
  */
-export function admitHttp(trusted: DocumentAdmission, method: string, body: unknown, search: string): HttpAdmission {
+export function admitHttp(
+  trusted: DocumentAdmission,
+  method: string,
+  body: unknown,
+  search: string,
+  owner: string,
+): HttpAdmission {
   if (method === 'POST') {
     const one = (item: unknown): Admission | { ok: true; item: unknown } => {
       if (!item || typeof item !== 'object' || Array.isArray(item)) return { ok: true, item };
       const params = item as Record<string, unknown>;
-      const a = trusted.admit(params);
+      const a = trusted.admit(params, owner);
       if (!a.ok) return a;
       const { documentId: _id, extensions: _e, ...rest } = params;
       return { ok: true, item: { ...rest, query: a.query, ...(a.extensions ? { extensions: a.extensions } : {}) } };
@@ -284,11 +300,14 @@ export function admitHttp(trusted: DocumentAdmission, method: string, body: unkn
       code: ErrorCode.BAD_REQUEST,
     });
   }
-  const a = trusted.admit({
-    query: params.get('query') ?? undefined,
-    documentId: params.get('documentId') ?? undefined,
-    extensions,
-  });
+  const a = trusted.admit(
+    {
+      query: params.get('query') ?? undefined,
+      documentId: params.get('documentId') ?? undefined,
+      extensions,
+    },
+    owner,
+  );
   if (!a.ok) return refusal(a);
   params.delete('documentId');
   params.set('query', a.query);

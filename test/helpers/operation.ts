@@ -43,7 +43,7 @@ export async function operationOver(
   transport: Transport,
   gw: TestGateway,
   key: string | null,
-  payload: { query: string; variables?: Record<string, unknown> },
+  payload: { query: string; variables?: Record<string, unknown>; extensions?: Record<string, unknown> },
 ): Promise<Answer> {
   const auth: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {};
   if (transport === 'post' || transport === 'get') {
