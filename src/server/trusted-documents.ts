@@ -165,8 +165,9 @@ export class TrustedDocuments {
   }
 
   /**
-   * Turns the request's id or hash into the text to run, or refuses it. `extensions` comes back without `persistedQuery`.
-   * `owner`: the caller's owner scope, whose registered texts a hash alone may name; null registers and finds none.
+   * Turns the request's id or hash into the text to run, or refuses it. `extensions` comes back without
+   * `persistedQuery`. `owner`: the caller's owner scope, whose registered texts a hash alone may name; null registers
+   * and finds none.
    */
   admit(request: OperationRequest, owner: string | null): Admission {
     const { query, documentId } = request;
