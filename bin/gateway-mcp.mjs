@@ -3,7 +3,10 @@
 // message, as it came, to a gateway's Streamable HTTP endpoint (/mcp or /mcp/<toolset>) with the app's key, and every
 // answer back; it holds no tools and no logic of its own (docs/decisions/060).
 //
-//   GATEWAY_KEY=… npx gateway-mcp --url https://gateway.example.com/mcp [--key-env GATEWAY_KEY]
+//   GATEWAY_KEY=… node <checkout>/bin/gateway-mcp.mjs --url https://gateway.example.com/mcp [--key-env GATEWAY_KEY]
+//
+// By its path: the package is not published, so `npx gateway-mcp` outside the checkout would fetch and run whatever
+// registry package has that name, and hand it the key (docs/agents.md).
 import { parseArgs } from 'node:util';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';

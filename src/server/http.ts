@@ -104,7 +104,9 @@ export function createRequestHandler(options: {
     });
     if (!route) {
       if (pathMatched)
-        sendOAuthError(res, 405, WebhookErrorCode.METHOD_NOT_ALLOWED, `${req.method} is not allowed on ${pathname}`);
+        sendOAuthError(res, 405, WebhookErrorCode.METHOD_NOT_ALLOWED, `${req.method} is not allowed on ${pathname}`, {
+          allow: allowedMethods(routes, pathname),
+        });
       else sendOAuthError(res, 404, WebhookErrorCode.NOT_FOUND, `no route for ${pathname}`);
       return;
     }
@@ -162,4 +164,15 @@ class RequestContext implements RouteContext {
   logs(level: 'debug' | 'info'): boolean {
     return this.base.isLevelEnabled(level);
   }
+}
+
+/** The methods the routes take on `pathname` (a 405's `Allow`, RFC 9110 §15.5.6): GET brings HEAD. */
+function allowedMethods(routes: readonly Route[], pathname: string): string {
+  const methods = new Set<string>();
+  for (const r of routes) {
+    if (typeof r.path === 'string' ? r.path !== pathname : !r.path.test(pathname)) continue;
+    methods.add(r.method);
+    if (r.method === 'GET') methods.add('HEAD');
+  }
+  return [...methods].join(', ');
 }

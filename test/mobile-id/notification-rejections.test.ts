@@ -175,6 +175,8 @@ describe('the mobile-ID webhook refuses what it must not store', () => {
   it('never answers with a redirect: other methods and paths get 404/405', async () => {
     const get = await request(`${gw.url}/webhooks/mobile-id`, { method: 'GET' });
     expect(get.statusCode).toBe(405);
+    // RFC 9110 §15.5.6: a 405 names the methods the resource takes.
+    expect(get.headers.allow).toBe('POST');
     await get.body.dump();
     const slash = await request(`${gw.url}/webhooks/mobile-id/`, { method: 'POST', body: '{}' });
     expect(slash.statusCode).toBe(404);
