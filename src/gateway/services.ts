@@ -145,6 +145,7 @@ export async function buildServices(
     bounds: config.provisioningBounds,
     charge: (caller, points) => rateLimits.charge(caller, 'creations', points),
     digest: (text) => box.digest(text),
+    keys: idempotency,
   });
   // Shutdown lets running provisionings finish their current step before the store closes.
   parts.onClose(() => provisioning.idle());

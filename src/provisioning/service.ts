@@ -14,7 +14,7 @@ import type { Logger } from '../logger.js';
 import type { LedgerRecord } from '../store/ledger.js';
 import { ProvisioningRows } from '../store/provisionings.js';
 import type { Database } from '../store/schema.js';
-import { upstreamKey, type Outcome } from '../upstream/idempotency.js';
+import { upstreamKey, type Idempotency, type Outcome } from '../upstream/idempotency.js';
 import { dryRun, relabeled, session, stepPrefixes } from './dry-run.js';
 import type { PlannedStep, Provisioning, ProvisioningKind, PublicAddress, StepEnv } from './model.js';
 import { ProvisioningRecords } from './records.js';
@@ -169,6 +169,8 @@ export interface ProvisioningOptions {
   charge: (caller: Caller, points: number) => Promise<() => Promise<void>>;
   /** The gateway secret's keyed digest: the input (passwords included) is stored only as a keyed fingerprint. */
   digest: (text: string) => string;
+  /** The idempotency records of every creation: a new provisioning binds its key there, so no other creation takes it. */
+  keys: Pick<Idempotency, 'bind'>;
 }
 
 /**
@@ -187,6 +189,7 @@ export class ProvisioningService {
   private readonly lookup: (id: string) => Promise<LedgerRecord | null>;
   private readonly charge: ProvisioningOptions['charge'];
   private readonly digest: (text: string) => string;
+  private readonly keys: ProvisioningOptions['keys'];
   private readonly staleMs: number;
   readonly bounds: ProvisioningBounds;
 
@@ -196,6 +199,7 @@ export class ProvisioningService {
       lookup: this.lookup,
       charge: this.charge,
       digest: this.digest,
+      keys: this.keys,
       bounds: this.bounds,
       staleMs: this.staleMs,
     } = options);
@@ -477,7 +481,11 @@ export class ProvisioningService {
         .map((s) => s.name),
     );
     const refund = await this.charge(caller, creations(steps, finished));
-    const claimed = await this.claim(existing, run).catch(async (err: unknown) => {
+    // A key the caller gave may name another creation already (IDEMPOTENCY_KEY_REUSED); a fresh one cannot.
+    const operation = kind === 'KAFKA_CLUSTER' ? 'provisionKafkaCluster' : 'provisionVirtualMachine';
+    const bind =
+      givenKey == null ? null : () => this.keys.bind({ scope: caller.scope, key, operation, request: requests });
+    const claimed = await this.claim(existing, run, bind).catch(async (err: unknown) => {
       await refund();
       throw err;
     });
@@ -494,8 +502,16 @@ export class ProvisioningService {
    * Stores `run` for this call to run: a new provisioning's insert, or a resume's claim of `existing` (on whichever
    * replica, one caller resumes it). False when a concurrent call with the same key got it first.
    */
-  private async claim(existing: Provisioning | null, run: Provisioning): Promise<boolean> {
-    if (!existing) return this.records.create(run);
+  private async claim(
+    existing: Provisioning | null,
+    run: Provisioning,
+    bind: (() => Promise<void>) | null,
+  ): Promise<boolean> {
+    if (!existing) {
+      // A new provisioning binds its key among the idempotency records first, so no other creation can take it.
+      await bind?.();
+      return this.records.create(run);
+    }
     if (!(await this.records.claimResume(existing, run.updatedAt.getTime(), this.staleMs))) return false;
     await this.records.save(run);
     return true;

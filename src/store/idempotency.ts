@@ -144,6 +144,30 @@ export class IdempotencyRecords {
     return Number(result.numAffectedRows ?? 0n) === 1;
   }
 
+  /**
+   * Binds a key nobody holds to a creation whose state is kept elsewhere (a composite provisioning's own record): a
+   * record already done, with no answer, so that no other creation claims the key. False when a live record exists.
+   */
+  async bind(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
+    const bound = {
+      operation: rec.operation,
+      fingerprint: rec.fingerprint,
+      state: 'done' as const,
+      response: null,
+      lease_until: 0,
+      created_at: now,
+      expires_at: rec.expiresAt,
+    };
+    const result = await this.db
+      .insertInto('idempotency_records')
+      .values({ scope: rec.scope, key: rec.key, ...bound })
+      .onConflict((oc) =>
+        oc.columns(['scope', 'key']).doUpdateSet(bound).where('idempotency_records.expires_at', '<=', now),
+      )
+      .executeTakeFirst();
+    return Number(result.numInsertedOrUpdatedRows ?? 0n) === 1;
+  }
+
   /** Takes over a pending record of the same request whose lease ran out (its request died). */
   takeOver(rec: ClaimRequest, now = Date.now()): Promise<boolean> {
     return this.takeOverWhere(rec, (q) => q.where('lease_until', '<', now).where('expires_at', '>', now));

@@ -402,6 +402,36 @@ export class Idempotency {
     }
   }
 
+  /**
+   * Binds the caller's key to a creation that keeps its own state (a composite provisioning), so that one key names one
+   * creation: IDEMPOTENCY_KEY_REUSED when another creation (or another request) holds it; nothing when this one does.
+   */
+  async bind(params: { scope: string; key: string; operation: string; request: unknown }): Promise<void> {
+    const { records } = this.options;
+    const now = this.options.now?.() ?? Date.now();
+    const fingerprinted = { operation: params.operation, request: params.request };
+    const print = keyedFingerprint(this.options.digest, fingerprinted);
+    const claim = {
+      scope: params.scope,
+      key: params.key,
+      operation: params.operation,
+      fingerprint: print,
+      leaseUntil: 0,
+      expiresAt: now + this.options.retentionMs,
+    };
+    if (await records.bind(claim, now)) return;
+    const existing = await records.get(params.scope, params.key, now);
+    if (
+      existing &&
+      (existing.operation !== params.operation || !sameRequest(existing.fingerprint, print, fingerprinted))
+    )
+      throw new GatewayError(
+        ErrorCode.IDEMPOTENCY_KEY_REUSED,
+        `idempotency key ${params.key} was already used for a different request (${existing.operation}); use a new key for a new request`,
+        { idempotencyKey: params.key },
+      );
+  }
+
   /** Remembers the leases a call that ended without its end stored may have left on its pending record (`lost`). */
   private keepLost(slot: string, leases: readonly number[]): void {
     // Bounded: past the bound the oldest is forgotten, and its key waits for its lease as any other.
