@@ -12,7 +12,7 @@ import { readableBy } from '../auth/tenancy.js';
 import { approveScopeOf } from './approvers.js';
 import type { AgentDryRun, PlanError } from './dry-run.js';
 import { planIdOf, type AgentPlan, type AgentPlans } from './plans.js';
-import { keyedDocument, type Classified } from './writes.js';
+import { keyedDocument, planKeys, type Classified } from './writes.js';
 
 /** JSON with sorted keys: equal values hash equal. */
 function canonical(value: unknown): string {
@@ -52,7 +52,7 @@ export interface PlannableOperation {
   readonly operationName: string | undefined;
   /** A trusted document's id (a plan checks the manifest's text of it now), or null for a built-in operation. */
   readonly documentId: string | null;
-  readonly classified: Pick<Classified, 'domains' | 'keyVariables'>;
+  readonly classified: Pick<Classified, 'domains' | 'keyVariables' | 'keyedWrites'>;
 }
 
 /** Why nothing was planned: the pipeline's errors (limits, rate limit, the bound of open plans) or the dry run's. */
@@ -203,7 +203,7 @@ export class AgentWorkflow {
   ): Promise<{ ok: true; plan: AgentPlan } | { ok: false; why: Unplannable }> {
     const id = randomUUID();
     const document = runnableDocument(op.text, op.operationName, id)!;
-    const variables = { ...args, ...Object.fromEntries([...op.classified.keyVariables].map((k) => [k, id])) };
+    const variables = { ...args, ...planKeys(id, op.classified) };
     const worked = await this.work(op, document, variables, caller);
     if (!('hash' in worked)) return { ok: false, why: worked };
     const plan = await this.o.plans

@@ -64,6 +64,8 @@ export interface Classified {
   readonly domains: ReadonlySet<WriteDomain>;
   /** The variables the document passes as an upstream write's `idempotencyKey`: a plan fills them with its key. */
   readonly keyVariables: ReadonlySet<string>;
+  /** Each key variable's write (its response key) and how many upstream writes there are: see `planKeys`. */
+  readonly keyedWrites?: { readonly of: ReadonlyMap<string, string>; readonly writes: number };
 }
 
 /** The root fields of `operation`, or the reason they cannot be read statically (a fragment, a directive). */
@@ -87,6 +89,8 @@ export function classify(schema: GraphQLSchema, operation: OperationDefinitionNo
   if (names.every((n) => HARMLESS_WRITES.has(n))) return { kind: 'write', fields: names, unplannable: null, ...none };
   const domains = new Set<WriteDomain>();
   const keyVariables = new Set<string>();
+  const of = new Map<string, string>();
+  let writes = 0;
   let unplannable: string | null = null;
   const mutation = schema.getMutationType();
   for (const f of fields) {
@@ -99,13 +103,33 @@ export function classify(schema: GraphQLSchema, operation: OperationDefinitionNo
     }
     domains.add(domain);
     const key = f.arguments?.find((a) => a.name.value === 'idempotencyKey');
-    if (key?.value.kind === Kind.VARIABLE) keyVariables.add(key.value.name.value);
+    if (key?.value.kind === Kind.VARIABLE && !of.has(key.value.name.value)) {
+      keyVariables.add(key.value.name.value);
+      of.set(key.value.name.value, (f.alias ?? f.name).value);
+    }
   }
-  return { kind: 'creation', fields: names, unplannable, domains, keyVariables };
+  for (const f of fields) if (UPSTREAM_WRITES[f.name.value] !== undefined) writes++;
+  return { kind: 'creation', fields: names, unplannable, domains, keyVariables, keyedWrites: { of, writes } };
 }
 
 /** The namespace of the keys a plan gives the upstream writes its document sends without one. */
 const PLAN_KEY_NAMESPACE = '3f0b7a9e-3c1d-5e2a-9b8f-6d4c2a1e0f57';
+
+/** The key a plan gives its write at `responseKey`: the plan id when it is the only one, else one derived from both. */
+function planKey(planId: string, responseKey: string, writes: number): string {
+  return writes === 1 ? planId : uuidv5(`${planId}\u0000${responseKey}`, PLAN_KEY_NAMESPACE);
+}
+
+/**
+ * The values a plan gives the variables its writes take their `idempotencyKey` from: each write its own key, as
+ * `keyedDocument` gives a write without one, so that two writes of one plan never share a key.
+ */
+export function planKeys(planId: string, classified: Pick<Classified, 'keyVariables' | 'keyedWrites'>) {
+  const { of, writes } = classified.keyedWrites ?? { of: new Map<string, string>(), writes: 1 };
+  return Object.fromEntries(
+    [...classified.keyVariables].map((k) => [k, of.has(k) ? planKey(planId, of.get(k)!, writes) : planId]),
+  );
+}
 
 /**
  * The document a plan runs: `operation` alone (with the fragments it uses), each upstream write that has no
@@ -124,10 +148,7 @@ export function keyedDocument(document: DocumentNode, operation: OperationDefini
         // A key written as null is none: the resolver would give each run a new random key, and a repeat would create.
         const given = node.arguments?.find((a) => a.name.value === 'idempotencyKey');
         if (given && given.value.kind !== Kind.NULL) return false;
-        const key =
-          writes.length === 1
-            ? planId
-            : uuidv5(`${planId}\u0000${(node.alias ?? node.name).value}`, PLAN_KEY_NAMESPACE);
+        const key = planKey(planId, (node.alias ?? node.name).value, writes.length);
         const argument: ArgumentNode = {
           kind: Kind.ARGUMENT,
           name: { kind: Kind.NAME, value: 'idempotencyKey' },

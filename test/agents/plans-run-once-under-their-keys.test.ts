@@ -21,6 +21,11 @@ const MANIFEST = {
   aliased:
     'mutation TwoProjects($input: CreateProjectInput!) { a: createProject(input: $input) { project { id } } ' +
     'b: createProject(input: { name: "second" }) { project { id } } }',
+  // Each write's key is a variable: the plan fills each with a key of its own.
+  'keyed-variables':
+    'mutation TwoKeyedProjects($input: CreateProjectInput!, $k1: UUID, $k2: UUID) { ' +
+    'a: createProject(input: $input, idempotencyKey: $k1) { project { id } } ' +
+    'b: createProject(input: { name: "third" }, idempotencyKey: $k2) { project { id } } }',
 };
 
 async function gateway(): Promise<TestGateway> {
@@ -95,5 +100,21 @@ describe('a plan runs once under its keys', () => {
         .map((p) => p.name)
         .sort(),
     ).toEqual(['first', 'second']);
+  });
+
+  it('two creations whose keys are variables: each gets a key of its own, each runs once, a repeat replays', async () => {
+    const gw = await gateway();
+    const c = await connect(gw, { key: AGENT_KEY });
+    const planId = await approvedPlan(gw, c, 'TwoKeyedProjects', 'keyed');
+    const cloud = gw.gateway.sandbox.cloud!;
+    const first = await c.call('execute_plan', { planId });
+    expect(first.structuredContent, textOf(first)).toMatchObject({ status: 'SUCCEEDED' });
+    expect((await c.call('execute_plan', { planId })).structuredContent).toMatchObject({ replayed: true });
+    expect(
+      cloud
+        .projects()
+        .map((p) => p.name)
+        .sort(),
+    ).toEqual(['keyed', 'third']);
   });
 });
