@@ -33,7 +33,7 @@ import {
 } from './present.js';
 import type { OperationRunner, ResultSink, StreamingExecution } from './run.js';
 import { scopeCheck } from './scopes.js';
-import { nullWhereRequired, nulPath, requiredPlaces, type RequiredPlace } from './variables.js';
+import { nullWhereRequired, requiredPlaces, unsoundPath, type RequiredPlace } from './variables.js';
 
 /** One operation as any transport carries it: a text, or a trusted document's id. */
 export interface OperationParams {
@@ -159,14 +159,17 @@ function sameApps(a: readonly string[] | undefined, b: readonly string[] | undef
 /** How a subscription's FORBIDDEN ends when a reload took a scope it needs from its app. */
 const RELOADED = 'the configuration was reloaded and the subscription has ended';
 
-/** BAD_USER_INPUT for variables that hold the NUL character (`nulPath`), naming where; null when they do not. */
+/**
+ * BAD_USER_INPUT for variables that hold the NUL character, a lone surrogate or a number JSON cannot hold
+ * (`unsoundPath`), naming where; null when they do not.
+ */
 function nulRefusal(variables: Readonly<Record<string, unknown>>): readonly GraphQLError[] | null {
-  const at = nulPath(variables);
+  const at = unsoundPath(variables);
   if (at === null) return null;
   return [
     new UserInputError(
-      new GraphQLError(`Variable "$${at}" must not contain the NUL character (U+0000); nothing was run`, {
-        extensions: { field: at },
+      new GraphQLError(`Variable "$${at.path}" ${at.reason}; nothing was run`, {
+        extensions: { field: at.path },
       }),
     ),
   ];

@@ -148,43 +148,73 @@ function typeCheck(type: GraphQLInputType, made: Map<GraphQLInputType, Check>): 
   return null;
 }
 
+/** String.prototype.isWellFormed (ES2024: Node 20 has it, TypeScript's ES2023 library does not). */
+const wellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
+
 /**
- * Where the variables hold a string with the NUL character (U+0000), as a path (`input.tags.2`), or null. No gateway
- * value may hold it: PostgreSQL's text cannot store it, so an input with it would fail after its upstream call, and no
- * upstream's spec allows it. Iterative: deep variables cannot overflow the stack.
+ * Why a string or a number of the variables cannot be taken, or null. The NUL character (U+0000): PostgreSQL's text
+ * cannot store it, so an input with it would fail after its upstream call, and no upstream's spec allows it. A lone
+ * surrogate (`"\ud800"`): UTF-8 has none, so the upstream and the store would get U+FFFD, two values would be one, and
+ * a read would differ from the answer. A number JSON cannot hold (`1e999` parses as Infinity): sent as null.
  */
-export function nulPath(variables: Readonly<Record<string, unknown>>): string | null {
+function unsoundLeaf(value: unknown): string | null {
+  if (typeof value === 'string') {
+    if (value.includes('\u0000')) return 'must not contain the NUL character (U+0000)';
+    // O(1) for a one-byte string (V8 knows it holds no surrogate): nearly every value.
+    return wellFormed(value) ? null : 'must be valid Unicode text (it holds a lone surrogate)';
+  }
+  if (typeof value === 'number' && !Number.isFinite(value)) return 'must be a number JSON can hold';
+  return null;
+}
+
+/**
+ * Where the variables hold a value no gateway value may hold (`unsoundLeaf`: the NUL character, a lone surrogate, in a
+ * value or a name, or a number JSON cannot hold), as a path (`input.tags.2`) and why; null when they hold none.
+ * Iterative: deep variables cannot overflow the stack.
+ */
+export function unsoundPath(variables: Readonly<Record<string, unknown>>): { path: string; reason: string } | null {
   // Nearly every request holds none: a scan without paths first (JSON text that parsed holds no cycle).
-  if (!holdsNul(variables)) return null;
+  if (!holdsUnsound(variables)) return null;
   const values: unknown[] = [variables];
   const paths: string[] = [''];
   while (values.length > 0) {
     const value = values.pop();
     const path = paths.pop()!;
-    if (typeof value === 'string') {
-      if (value.includes('\u0000')) return path;
-    } else if (value !== null && typeof value === 'object') {
+    if (value !== null && typeof value === 'object') {
       for (const [key, child] of Object.entries(value)) {
-        if (typeof child === 'number' || typeof child === 'boolean' || child === null) continue;
+        const at = path === '' ? key : `${path}.${key}`;
+        if (!Array.isArray(value) && !wellFormed(key))
+          return { path: at, reason: 'must be named in valid Unicode text (its name holds a lone surrogate)' };
         values.push(child);
-        paths.push(path === '' ? key : `${path}.${key}`);
+        paths.push(at);
       }
+    } else {
+      const reason = unsoundLeaf(value);
+      if (reason !== null) return { path, reason };
     }
   }
   return null;
 }
 
-/** Whether any string in `value` holds U+0000; iterative, no path made. */
-function holdsNul(value: unknown): boolean {
+/** Whether any leaf or name of `value` is unsound (`unsoundLeaf`); iterative, no path made. */
+function holdsUnsound(value: unknown): boolean {
   const stack: unknown[] = [value];
   while (stack.length > 0) {
     const v = stack.pop();
     if (typeof v === 'string') {
-      if (v.includes('\u0000')) return true;
+      if (unsoundLeaf(v) !== null) return true;
     } else if (v !== null && typeof v === 'object') {
-      for (const child of Array.isArray(v) ? v : Object.values(v))
-        if (typeof child === 'string' || typeof child === 'object') stack.push(child);
-    }
+      if (Array.isArray(v)) {
+        for (const child of v) if (typeof child !== 'boolean') stack.push(child);
+      } else
+        for (const key in v) {
+          if (!wellFormed(key)) return true;
+          const child = (v as Record<string, unknown>)[key];
+          if (typeof child === 'number') {
+            if (!Number.isFinite(child)) return true;
+          } else if (typeof child === 'string' || typeof child === 'object') stack.push(child);
+        }
+    } else if (typeof v === 'number' && !Number.isFinite(v)) return true;
   }
   return false;
 }

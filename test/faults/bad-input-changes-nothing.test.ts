@@ -204,6 +204,45 @@ const ROWS: Row[] = [
     field: 'ttlSeconds',
   },
   {
+    surface: 'POST createProject',
+    input: 'a lone surrogate in a name (no UTF-8 for it: sent and stored as U+FFFD)',
+    send: (key) => gql(M.project, { input: { name: 'shop-\ud800' }, key }),
+    code: 'BAD_USER_INPUT',
+    field: 'input.name',
+    after: project,
+  },
+  {
+    surface: 'POST registerVerification',
+    input: 'a number JSON cannot hold in the applicant (1e999, sent as null)',
+    send: async (key) => {
+      const body = `{"query":${JSON.stringify(VERIFY)},"variables":{"key":"${key}","input":{"workflowId":"wf","applicant":{"n":1e999}}}}`;
+      const res = await request(`${gw.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+        body,
+      });
+      const raw = await res.body.text();
+      const a = JSON.parse(raw) as { errors?: { extensions?: { code?: string; field?: unknown } }[] };
+      return { code: a.errors?.[0]?.extensions?.code, field: a.errors?.[0]?.extensions?.field, raw };
+    },
+    code: 'BAD_USER_INPUT',
+    field: 'input.applicant.n',
+    after: project,
+  },
+  {
+    surface: 'graphql-ws registerVerification',
+    input: 'a lone surrogate in a name of the applicant',
+    send: async (key) => {
+      const variables = { input: { workflowId: 'wf', applicant: { 'x\udc00': 'a' } }, key };
+      const a = await operationOver('ws', gw, KEY, { query: VERIFY, variables });
+      const e = a.errors?.[0]?.extensions;
+      return { code: e?.code as string | undefined, field: e?.field, raw: a.raw };
+    },
+    code: 'BAD_USER_INPUT',
+    field: 'input.applicant.x\udc00',
+    after: project,
+  },
+  {
     surface: 'graphql-ws createProject',
     input: 'a malformed idempotency key',
     send: async () => {
