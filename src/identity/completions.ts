@@ -113,12 +113,12 @@ export class IdentificationCompletions {
       if (await this.o.callbacks.creating(binding.createdBy))
         return {
           status: 'not-yet',
-          description: `identification ${id} is not stored yet for this callback address; retry later`,
+          description: `identification ${shownId(id)} is not stored yet for this callback address; retry later`,
           retryAfterSeconds: NOT_YET_RETRY_AFTER_SECONDS,
         };
       return {
         status: 'not-found',
-        description: `identification ${id} was not created through this gateway for this callback address`,
+        description: `identification ${shownId(id)} was not created through this gateway for this callback address`,
       };
     }
     // Only an exact repeat of a body is the same delivery; every distinct callback is kept (decision 041), up to a
@@ -143,6 +143,16 @@ export class IdentificationCompletions {
   async latest(caller: Caller, ids: readonly string[]): Promise<(EventRecord | null)[]> {
     return this.o.events.log.latestMany(IDENTIFICATION_EVENT_KIND, ids, caller);
   }
+}
+
+/**
+ * An id as a refusal shows it: the body (up to 1 MiB) may name one of any length, and the answer should not echo it
+ * whole; a surrogate pair is not cut in two.
+ */
+function shownId(id: string): string {
+  if (id.length <= 128) return id;
+  const end = /[\uD800-\uDBFF]/.test(id[127]!) ? 127 : 128;
+  return `${id.slice(0, end)}…`;
 }
 
 /** Status and event kind of a stored callback's body, for the GraphQL view. */

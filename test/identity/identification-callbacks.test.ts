@@ -329,6 +329,18 @@ describe('identification completion callbacks as subscription events', () => {
     expect(await eventCount(t)).toBe(before);
   });
 
+  it('answers an identification id of 900,000 characters with 404 and a bounded description, storing nothing', async () => {
+    const mine = await create('key-a');
+    const before = await eventCount(t);
+    const res = await post(mine.callbackUrl, JSON.stringify({ id: 'x'.repeat(900_000), status: 'COMPLETED' }));
+    expect(res.status).toBe(404);
+    expect(res.body).toMatchObject({ error: 'not_found', error_description: expect.stringContaining('xxx…') });
+    expect(String(res.body!.error_description).length).toBeLessThan(300);
+    expect(await eventCount(t)).toBe(before);
+    expect((await post(mine.callbackUrl, JSON.stringify({ id: mine.id, status: 'COMPLETED' }))).status).toBe(204);
+    expect(await eventCount(t)).toBe(before + 1);
+  });
+
   it('refuses a body that is not JSON, not an object, names no identification or is too large with 400/413, storing nothing', async () => {
     const link = await create('key-a');
     const before = await eventCount(t);
