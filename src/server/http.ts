@@ -122,6 +122,13 @@ export function createRequestHandler(options: {
         });
         return;
       }
+      // The client closed the connection before its request ended (a body shorter than its Content-Length): nothing
+      // ran, and no one is left to answer. Its input, not the gateway's failure: no error line for an operator.
+      if (!req.complete && req.destroyed && isClientAbort(err)) {
+        if (context.logs('debug')) context.logger.debug({ err }, 'the client closed the connection mid-request');
+        res.destroy();
+        return;
+      }
       logUnexpected(context.logger, err, {}, 'unhandled error in route');
       if (!res.headersSent)
         sendOAuthError(
@@ -143,6 +150,12 @@ export function createRequestHandler(options: {
     }
     if (handled) handled.catch(failed);
   };
+}
+
+/** The errors a request stream ends with when its client closes the connection before the body's end. */
+function isClientAbort(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE';
 }
 
 /** A request's RouteContext: its child logger made on first use (most requests log nothing at the default level). */

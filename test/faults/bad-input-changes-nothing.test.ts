@@ -5,6 +5,7 @@
 // still free for a valid call afterwards. One gateway, SQLite on disk, the sandbox upstreams over loopback.
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import { sql } from 'kysely';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -343,6 +344,42 @@ describe('bad input changes nothing', () => {
     const before = await observed();
     expect(await post(path, body, type, token)).toEqual({ status, error });
     expect(await observed()).toEqual(before);
+  });
+
+  it('a body shorter than its Content-Length, then the connection closed: nothing changed, no error logged', async () => {
+    const token = (await ok(gw, TOKEN, { ttl: 600 }, KEY)).token as string;
+    const before = await observed();
+    const errorsBefore = gw
+      .logs()
+      .split('\n')
+      .filter((l) => l.includes('"level":50')).length;
+    const { port, hostname } = new URL(gw.url);
+    const heads = [
+      `POST /webhooks/mobile-id HTTP/1.1\r\nAuthorization: Bearer ${token}\r\n`,
+      `POST /webhooks/verification/${'a'.repeat(43)} HTTP/1.1\r\n`,
+      `POST /graphql HTTP/1.1\r\nAuthorization: Bearer ${KEY}\r\n`,
+      `POST /graphql/stream HTTP/1.1\r\nAuthorization: Bearer ${KEY}\r\nAccept: text/event-stream\r\n`,
+    ];
+    for (const head of heads) {
+      await new Promise<void>((resolve) => {
+        const socket = net.connect(Number(port), hostname, () => {
+          socket.write(`${head}Host: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":`);
+          setTimeout(() => {
+            socket.destroy();
+            resolve();
+          }, 100);
+        });
+        socket.on('error', () => resolve());
+      });
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await observed()).toEqual(before);
+    const errors = gw
+      .logs()
+      .split('\n')
+      .filter((l) => l.includes('"level":50'));
+    expect(errors.slice(errorsBefore)).toEqual([]);
+    await ok(gw, M.project, { input: { name: 'after-abort' } }, KEY);
   });
 
   it('POST /admin/reload with a bad apps file: 422, the running apps kept', async () => {
