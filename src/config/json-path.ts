@@ -51,12 +51,13 @@ const UNSTORABLE = /[\u0000-\u001f\u007f]|\p{Cs}/u;
 
 /**
  * An id as an upstream's answer gives it: a string of 1 to MAX_ANSWER_ID_LENGTH characters that every store keeps as
- * given (no control character, no lone surrogate), or a finite number written as a string; else null, an answer whose
- * id cannot be read.
+ * given (no control character, no lone surrogate), or an integer JSON holds exactly (at most 2^53 - 1) written as a
+ * string; else null, an answer whose id cannot be read.
  */
 export function answerId(v: unknown): string | null {
   if (typeof v === 'string') return v !== '' && v.length <= MAX_ANSWER_ID_LENGTH && !UNSTORABLE.test(v) ? v : null;
-  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+  // An integer beyond 2^53 was rounded by JSON.parse (two ids would be one), and a fraction is no id.
+  if (typeof v === 'number' && Number.isSafeInteger(v)) return String(v);
   return null;
 }
 

@@ -187,7 +187,8 @@ function firstString(obj: Record<string, unknown>, fields: readonly string[]): s
   for (const f of fields) {
     const v = obj[f];
     if (typeof v === 'string' && v !== '') return v;
-    if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+    // An integer beyond 2^53 was rounded by JSON.parse (two ids would read as one), and a fraction names nothing.
+    if (typeof v === 'number' && Number.isSafeInteger(v)) return String(v);
   }
   return null;
 }

@@ -36,6 +36,9 @@ describe('verification wire names', () => {
     [{ externalId: 'v2' }, 'v2'],
     [{ id: 'v3' }, 'v3'],
     [{ id: 42 }, '42'],
+    // Beyond 2^53 JSON.parse rounds: 12345678901234567890 would read as 12345678901234567000, another id.
+    [{ id: 12345678901234567890 }, null],
+    [{ id: 1.5 }, null],
     [{ data: { verificationExternalId: 'v4' } }, 'v4'],
     [{ verification: { externalId: 'v5' } }, 'v5'],
     [{ verificationExternalId: 'v6', id: 'not-this' }, 'v6'],
