@@ -102,7 +102,13 @@ function idTokenIssue(value: string): { jwt: JwtParts | null; issue: string | nu
   if (!jwt) return { jwt: null, issue: NOT_A_JWT };
   // The spec shows no type for sub: a number is the same identifier written without quotes.
   const sub = jwt.claims.sub;
-  if (!((typeof sub === 'string' && sub !== '') || (typeof sub === 'number' && Number.isFinite(sub))))
+  // Beyond 2^53 JSON.parse rounds a number: two owners would read as one subject.
+  if (typeof sub === 'number' && !Number.isSafeInteger(sub))
+    return {
+      jwt,
+      issue: 'has a sub claim that is a number but not an integer up to 2^53 - 1 (a larger one arrives rounded)',
+    };
+  if (!((typeof sub === 'string' && sub !== '') || typeof sub === 'number'))
     return { jwt, issue: 'has no sub claim (the identifier of the number owner)' };
   return { jwt, issue: null };
 }

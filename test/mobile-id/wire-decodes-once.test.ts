@@ -62,4 +62,15 @@ describe('parseNotification', () => {
     const noSub = parseNotification(body({ id_token: jwt({ iss: 'x' }) }));
     expect(noSub).toEqual({ ok: false, description: 'id_token has no sub claim (the identifier of the number owner)' });
   });
+
+  it('refuses a sub claim that is a number JSON rounds (beyond 2^53 - 1): two owners would read as one', () => {
+    const raw = Buffer.from('{"sub":12345678901234567890}').toString('base64url');
+    const rounded = parseNotification(body({ id_token: `${b64({ alg: 'RS256', kid: 'k' })}.${raw}.sig` }));
+    expect(rounded).toEqual({
+      ok: false,
+      description: expect.stringMatching(/^id_token has a sub claim that is a number/),
+    });
+    const fine = parseNotification(body({ id_token: jwt({ sub: 380501234567 }) }));
+    expect(fine.ok).toBe(true);
+  });
 });
