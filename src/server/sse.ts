@@ -61,6 +61,32 @@ const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNod
 const OVER_GET = ['query', 'subscription'] as OperationTypeNode[];
 const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8' };
 
+/** graphql-sse's refusals of a request that is not a GraphQL request at all, in the words this gateway answers them. */
+const REQUEST_SHAPE_REFUSALS: ReadonlyMap<string, string> = new Map([
+  ['Unparsable URL', 'the variables or extensions parameter is not valid JSON'],
+  ['Missing body', 'the request has no body'],
+  ['JSON body must be an object', 'the body must be a JSON object'],
+  ['Missing query', 'the request names no query'],
+  ['Invalid query', 'query must be a string'],
+  ['Invalid variables', 'variables must be a JSON object'],
+  ['Invalid extensions', 'extensions must be a JSON object'],
+]);
+
+/**
+ * graphql-sse answers a malformed request with a bare `{ errors: [{ message }] }`: given the BAD_REQUEST code every
+ * other transport gives it (docs/contract.md), or null for any other 400.
+ */
+function requestShapeRefusal(body: string): { errors: unknown[] } | null {
+  let message: unknown;
+  try {
+    message = (JSON.parse(body) as { errors?: { message?: unknown; extensions?: unknown }[] }).errors?.[0]?.message;
+  } catch {
+    return null;
+  }
+  const said = typeof message === 'string' ? REQUEST_SHAPE_REFUSALS.get(message) : undefined;
+  return said === undefined ? null : { errors: [{ message: said, extensions: { code: ErrorCode.BAD_REQUEST } }] };
+}
+
 interface Reservation {
   scope: string;
   connected: boolean;
@@ -397,6 +423,13 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       }),
     );
 
+    if (init.status === 400 && typeof responseBody === 'string') {
+      const refusal = requestShapeRefusal(responseBody);
+      if (refusal) {
+        sendJson(res, 400, refusal);
+        return;
+      }
+    }
     if (req.method === 'PUT' && init.status === 201 && typeof responseBody === 'string')
       reserve(responseBody, auth.caller.scope);
     let token: string | undefined;
