@@ -60,10 +60,35 @@ function literalToJson(ast: ValueNode, variables?: Record<string, unknown> | nul
   }
 }
 
+/** Deepest nesting of arrays and objects a JSON input may have, as a webhook body (src/server/webhooks/body.ts). */
+export const MAX_JSON_INPUT_DEPTH = 64;
+
+/**
+ * A JSON variable as given, unless it nests arrays and objects deeper than MAX_JSON_INPUT_DEPTH: what takes it
+ * (fingerprints, canonical JSON, the upstream's body) walks it recursively, and a few thousand levels (30 KB) would
+ * overflow the stack. Iterative, and it looks only inside containers.
+ */
+function jsonValue(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  const containers: object[] = [value];
+  const depths: number[] = [1];
+  while (containers.length > 0) {
+    const v = containers.pop()!;
+    const depth = depths.pop()!;
+    if (depth > MAX_JSON_INPUT_DEPTH) fail('JSON', `nests deeper than ${MAX_JSON_INPUT_DEPTH} levels`);
+    for (const child of Array.isArray(v) ? v : Object.values(v))
+      if (child !== null && typeof child === 'object') {
+        containers.push(child as object);
+        depths.push(depth + 1);
+      }
+  }
+  return value;
+}
+
 export const JSONScalar = new GraphQLScalarType({
   name: 'JSON',
   serialize: (v) => v,
-  parseValue: (v) => v,
+  parseValue: jsonValue,
   parseLiteral: literalToJson,
 });
 

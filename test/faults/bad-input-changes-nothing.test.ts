@@ -93,6 +93,19 @@ const gql = async (query: string, variables: Record<string, unknown>) => {
   };
 };
 
+/** registerVerification with `input` as raw JSON text (JSON.stringify cannot write 1e999, nor recurse 5,000 deep). */
+const rawGql = async (input: string, key: string) => {
+  const body = `{"query":${JSON.stringify(VERIFY)},"variables":{"key":"${key}","input":${input}}}`;
+  const res = await request(`${gw.url}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
+    body,
+  });
+  const raw = await res.body.text();
+  const a = JSON.parse(raw) as { errors?: { extensions?: { code?: string; field?: unknown } }[] };
+  return { code: a.errors?.[0]?.extensions?.code, field: a.errors?.[0]?.extensions?.field, raw };
+};
+
 const project = async (key: string) => {
   await ok(gw, M.project, { input: { name: `after-${key.slice(0, 8)}` }, key }, KEY);
 };
@@ -215,19 +228,16 @@ const ROWS: Row[] = [
   {
     surface: 'POST registerVerification',
     input: 'a number JSON cannot hold in the applicant (1e999, sent as null)',
-    send: async (key) => {
-      const body = `{"query":${JSON.stringify(VERIFY)},"variables":{"key":"${key}","input":{"workflowId":"wf","applicant":{"n":1e999}}}}`;
-      const res = await request(`${gw.url}/graphql`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
-        body,
-      });
-      const raw = await res.body.text();
-      const a = JSON.parse(raw) as { errors?: { extensions?: { code?: string; field?: unknown } }[] };
-      return { code: a.errors?.[0]?.extensions?.code, field: a.errors?.[0]?.extensions?.field, raw };
-    },
+    send: (key) => rawGql('{"workflowId":"wf","applicant":{"n":1e999}}', key),
     code: 'BAD_USER_INPUT',
     field: 'input.applicant.n',
+    after: project,
+  },
+  {
+    surface: 'POST registerVerification',
+    input: 'an applicant nested 5,000 levels deep (30 KB)',
+    send: (key) => rawGql(`{"workflowId":"wf","applicant":${'{"x":'.repeat(5000)}1${'}'.repeat(5000)}}`, key),
+    code: 'BAD_USER_INPUT',
     after: project,
   },
   {
