@@ -100,6 +100,22 @@ describe('webhook bodies that cannot be stored as they came', () => {
     expect(await storeSnapshot(gw)).toEqual(before);
   });
 
+  it.each([
+    ['a value', 'status=COMPLETED&note=a%00b'],
+    ['a name', 'status=COMPLETED&no%00te=1'],
+  ])('refuses form fields with an encoded NUL character in %s, as JSON bodies with it are', async (_, body) => {
+    const url = await callbackUrl();
+    const before = await storeSnapshot(gw);
+    const res = await post(url, body, 'application/x-www-form-urlencoded');
+    expect(res.status, res.text).toBe(400);
+    expect(res.text).toBe(refusal('a form field holds the NUL character (U+0000)'));
+    expect(await storeSnapshot(gw)).toEqual(before);
+    const form = 'auth_req_id=nul%00id&error=access_denied&error_description=d';
+    const notified = await notify(form, 'application/x-www-form-urlencoded');
+    expect(notified.status, notified.text).toBe(400);
+    expect(await storeSnapshot(gw)).toEqual(before);
+  });
+
   it('takes what only looks alike: U+FFFD itself, encoded or not, a surrogate pair, large finite numbers', async () => {
     const url = await callbackUrl();
     expect(

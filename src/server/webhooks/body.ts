@@ -29,7 +29,8 @@ function count(text: string, part: string): number {
 
 /**
  * An `application/x-www-form-urlencoded` body as an object of its fields (text). A field given twice is refused:
- * which one counts would be a guess. So is a field whose percent-encoded bytes are not UTF-8 (each would be U+FFFD).
+ * which one counts would be a guess. So is a field whose percent-encoded bytes are not UTF-8 (each would be U+FFFD),
+ * and one that holds the NUL character.
  */
 export function formFields(
   text: string,
@@ -39,6 +40,9 @@ export function formFields(
   let replaced = 0;
   for (const [name, value] of new URLSearchParams(text)) {
     if (fields.has(name)) return { ok: false, description: `${name} is given more than once` };
+    // As in a JSON body (unsoundLeaf): PostgreSQL's text holds no NUL, so it could not be stored or looked up.
+    if (value.includes('\u0000') || name.includes('\u0000'))
+      return { ok: false, description: 'a form field holds the NUL character (U+0000)' };
     fields.set(name, value);
     if (value.includes(REPLACEMENT) || name.includes(REPLACEMENT)) replaced += count(name + value, REPLACEMENT);
   }
