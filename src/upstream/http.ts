@@ -564,14 +564,28 @@ function failureCode(failure: unknown): string {
  */
 function credentialsIn(headers: Record<string, string>): string[] {
   const found: string[] = [];
-  for (const [name, value] of Object.entries(headers)) {
-    if (!SECRET_KEY.test(name) || /^idempotency-key$/i.test(name) || !value) continue;
+  for (const name in headers) {
+    const value = headers[name];
+    if (!value || !holdsCredential(name)) continue;
     found.push(value);
     const credential = /^[A-Za-z][\w.+-]*\s+(\S.*)$/.exec(value)?.[1];
     // A credential so short it would be found by chance in any text is masked only with its scheme.
     if (credential && credential.length >= 6) found.push(credential);
   }
   return found;
+}
+
+/** Header names already asked of `holdsCredential`: a client sends the same few on every call. Bounded. */
+const credentialHeaders = new Map<string, boolean>();
+
+/** Whether a header of this name holds a credential: SECRET_KEY names it, and it is not the idempotency key. */
+function holdsCredential(name: string): boolean {
+  let holds = credentialHeaders.get(name);
+  if (holds === undefined) {
+    holds = SECRET_KEY.test(name) && !/^idempotency-key$/i.test(name);
+    if (credentialHeaders.size < 256) credentialHeaders.set(name, holds);
+  }
+  return holds;
 }
 
 /** Whether `headers` name a content type in any letter case. */
