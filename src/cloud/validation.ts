@@ -16,7 +16,7 @@ import type {
   CreateVirtualMachineInput,
 } from '../generated/graphql.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
-import { isIPv4 } from './ipv4.js';
+import { isIPv4, isPublicIPv4 } from './ipv4.js';
 import type {
   IpAddressSpec,
   KafkaClusterSpec,
@@ -142,9 +142,12 @@ function checkSshKey(field: string, value: string): string {
   return v;
 }
 
-function checkIPv4(field: string, value: string): string {
+/** Spec, Kafka cluster: `white_host` is a "public IPv4 address in form a.b.c.d". */
+function checkPublicIPv4(field: string, value: string): string {
   const v = value.trim();
   if (!isIPv4(v)) throw badUserInput(field, `must be an IPv4 address a.b.c.d, got ${JSON.stringify(value)}`);
+  if (!isPublicIPv4(v))
+    throw badUserInput(field, `must be a public IPv4 address; ${v} is in a private or reserved range`);
   return v;
 }
 
@@ -235,7 +238,7 @@ export async function validateKafkaCluster(input: CreateKafkaClusterInput, looku
   const title = nonEmpty('input.title', input.title);
   const instanceCount = positiveInt('input.instanceCount', input.instanceCount, 3);
   const diskSize = positiveInt('input.diskSize', input.diskSize, 50);
-  const publicIp = input.publicIp == null ? null : checkIPv4('input.publicIp', input.publicIp);
+  const publicIp = input.publicIp == null ? null : checkPublicIPv4('input.publicIp', input.publicIp);
   await parent('input.projectId', input.projectId, 'project', lookup);
   const subnet = await parent('input.subnetId', input.subnetId, 'subnet', lookup);
   sameProject('input.subnetId', input.projectId, subnet);

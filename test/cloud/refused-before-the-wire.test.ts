@@ -44,6 +44,27 @@ describe('single creations: refused before the wire', () => {
     );
   });
 
+  it('createKafkaCluster with a publicIp that is not a public address (spec: white_host is a public IPv4)', async () => {
+    for (const publicIp of ['0.0.0.0', '10.1.2.3', '100.64.0.1', '127.0.0.1', '169.254.1.1', '172.16.0.1']) {
+      await refusedBeforeTheWire(
+        gw,
+        M.cluster,
+        { projectId: chain.projectId, title: 'k', instanceType: 'C2_SMALL', subnetId: chain.subnetId, publicIp },
+        'input.publicIp',
+        `must be a public IPv4 address; ${publicIp} is in a private or reserved range`,
+      );
+    }
+    for (const publicIp of ['192.168.0.1', '198.18.0.1', '224.0.0.1', '240.0.0.1', '255.255.255.255']) {
+      await refusedBeforeTheWire(
+        gw,
+        M.cluster,
+        { projectId: chain.projectId, title: 'k', instanceType: 'C2_SMALL', subnetId: chain.subnetId, publicIp },
+        'input.publicIp',
+        `must be a public IPv4 address; ${publicIp} is in a private or reserved range`,
+      );
+    }
+  });
+
   it('createKafkaCluster with a network the ledger knows in another project', async () => {
     const other = (await gw.graphql(M.project, { input: { name: 'other' } })).data!.createProject.project.id;
     gw.gateway.sandbox.cloud!.clearRequests();
