@@ -135,6 +135,8 @@ function optionalNonEmpty(field: string, value: string | null | undefined): stri
 
 /** The longest URL taken: what browsers and servers reliably pass on. */
 const MAX_URL_LENGTH = 2048;
+/** The characters of a URI (RFC 3986, section 2): unreserved, reserved, and `%` only as a percent-encoded octet. */
+const URI_TEXT = /^(?:[A-Za-z0-9\-._~:/?#[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*$/;
 
 /**
  * An absolute http(s) URL, as it is sent: without the blanks around it that the URL parser skips (a newline in what is
@@ -143,6 +145,12 @@ const MAX_URL_LENGTH = 2048;
 function absoluteHttpUrl(field: string, value: string): string {
   const text = value.trim();
   if (text.length > MAX_URL_LENGTH) throw badUserInput(field, `must be at most ${MAX_URL_LENGTH} characters`);
+  // The URL parser takes (and drops, or encodes) what a URL cannot hold; the text is sent as given, so it must be one.
+  if (!URI_TEXT.test(text))
+    throw badUserInput(
+      field,
+      'must be an absolute http(s) URL in URL characters: percent-encode spaces and non-ASCII text, punycode a host',
+    );
   let url: URL;
   try {
     url = new URL(text);

@@ -182,6 +182,23 @@ describe('identification links against the sandbox', () => {
     expect(res.data!.createIdentification.identification.redirectUrl).toBe('https://app.example/done');
   });
 
+  it.each(['https://app.example/a b', 'https://app.example/do\nne', 'https://app.example/ю', 'https://пример.рф/done'])(
+    'refuses a redirectUrl %j that holds a character a URL cannot, before the wire',
+    async (redirectUrl) => {
+      const res = await t.graphql(CREATE, { input: { workflowId: 'wf', redirectUrl } });
+      expect(res.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'input.redirectUrl' });
+      expect(res.errors?.[0]?.message).toContain('percent-encode');
+      expect(production.requests).toHaveLength(0);
+    },
+  );
+
+  it('sends a redirectUrl written with percent-encoding and punycode as it was given', async () => {
+    const redirectUrl = "https://xn--e1afmkfd.xn--p1ai/%D1%8E?next=a%20b&x=[1]~!$'()*+,;=@:";
+    const res = await t.graphql(CREATE, { input: { workflowId: 'wf', redirectUrl } });
+    expect(res.errors).toBeUndefined();
+    expect(production.requests[0]!.body).toMatchObject({ redirectUrl });
+  });
+
   it('accepts the maximum lifetime of 195 minutes', async () => {
     const res = await t.graphql(CREATE, { input: { workflowId: 'wf-onboarding', linkLifetimeInMinutes: 195 } });
     expect(res.errors).toBeUndefined();
