@@ -330,11 +330,14 @@ const OPTIONAL_FIELDS = ['jwks_uri', 'leading_kyc_match', 'correlation_id'] as c
 /** Identifiers the spec shows without a type: a number is the same identifier written without quotes. */
 const IDENTIFIER_FIELDS = ['auth_req_id', 'correlation_id'] as const;
 
+/** Absent, null, or empty text (what a form writes for null). */
+const blank = (v: unknown): boolean => v === undefined || v === null || v === '';
+
 /**
  * How an allowed value may be written, normalised before the shapes are checked (docs/decisions/039): strict about
  * what the spec requires, tolerant about its spelling. The same rules apply to JSON and form bodies.
  * - an optional field that is null or empty (`jwks_uri=`) is absent, and so is a field of the other scenario that is
- *   null (a success's `error`, a failure's `access_token`);
+ *   null or empty (a success's `error`, a failure's `access_token`);
  * - auth_req_id and correlation_id given as a number are that number's decimal text;
  * - token_type is case-insensitive (RFC 6749 §5.1): any spelling of "bearer" is "Bearer";
  * - expires_in given as decimal text ("3600") is that integer;
@@ -347,10 +350,9 @@ function tolerate(input: Record<string, unknown>): Record<string, unknown> {
     const v = body[name];
     if (v === null || (typeof v === 'string' && v.trim() === '')) delete body[name];
   }
-  // A serializer that writes every field writes the other scenario's as null: not there (a failure has a non-null
-  // error; a success has none).
-  for (const name of body.error === null || body.error === undefined ? FAILURE_ONLY : SUCCESS_ONLY)
-    if (body[name] === null) delete body[name];
+  // A serializer that writes every field writes the other scenario's as null, or in a form as an empty field: not
+  // there (a failure has an error that is neither; a success has none).
+  for (const name of blank(body.error) ? FAILURE_ONLY : SUCCESS_ONLY) if (blank(body[name])) delete body[name];
   for (const name of IDENTIFIER_FIELDS) {
     const v = body[name];
     if (typeof v === 'number' && Number.isSafeInteger(v)) body[name] = String(v);

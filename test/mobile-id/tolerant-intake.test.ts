@@ -96,6 +96,36 @@ describe('the mobile-ID webhook accepts every way the spec allows a value to be 
     expect(r.text).toContain('not both');
   });
 
+  it("takes the other scenario's fields written as empty form fields (a form's null) as absent, in each", async () => {
+    const success = await build('other-empty-success');
+    const s = await deliverWatched(
+      gw,
+      'other-empty-success',
+      form({ ...success.body, error: '', error_description: '' }),
+      'application/x-www-form-urlencoded',
+    );
+    expect(s.status, JSON.stringify(s.json)).toBe(204);
+    expect(s.published).toHaveLength(1);
+    expect(s.stored).toMatchObject({ __typename: 'MobileIdAuthenticated', authReqId: 'other-empty-success' });
+    const failure = await build('other-empty-failure', { outcome: 'CANCELLED_BY_USER' });
+    const tokens = { access_token: '', id_token: '', token_type: '', expires_in: '' };
+    const f = await deliverWatched(
+      gw,
+      'other-empty-failure',
+      form({ ...failure.body, ...tokens }),
+      'application/x-www-form-urlencoded',
+    );
+    expect(f.status, JSON.stringify(f.json)).toBe(204);
+    expect(f.stored).toMatchObject({ __typename: 'MobileIdAuthenticationFailed', reason: 'CANCELLED_BY_USER' });
+    // A value that is not empty still makes the notification both: refused.
+    const both = await build('other-empty-both');
+    const r = await postNotification(gw, form({ ...both.body, error: 'access_denied' }), {
+      contentType: 'application/x-www-form-urlencoded',
+    });
+    expect(r.status).toBe(400);
+    expect(r.text).toContain('not both');
+  });
+
   it('refuses a jwks_uri that is no http(s) address, which an app shown it might open or run', async () => {
     for (const [authReqId, uri] of [
       ['jwks-js', 'javascript:alert(1)'],
@@ -276,6 +306,7 @@ describe('the mobile-ID webhook accepts every way the spec allows a value to be 
       'jwe-no-alg',
       'jwe-array',
       'other-both',
+      'other-empty-both',
     ];
     expect(rows.map((r) => r.authReqId).filter((id) => !refusedAbove.includes(id))).toEqual([]);
   });
