@@ -277,12 +277,13 @@ export interface VerificationResultItem {
 
 /**
  * Results by external id. Accepts a list (bare, under one of RESULT_LIST_FIELDS, or at VERIFICATION_RESULTS_PATH) of items that each
- * carry their id, or an object keyed by id. Items without an id are skipped.
+ * carry their id, or an object keyed by id (the key is the id). Items without an id are skipped.
  */
 export function parseResults(body: unknown, listPath: JsonPath | null = null): Map<string, VerificationResultItem> {
   const out = new Map<string, VerificationResultItem>();
   const add = (item: unknown, idFromKey?: string) => {
-    const id = externalIdOf(item) ?? idFromKey ?? null;
+    // Keyed by id, the key names the verification: an item's own `id` (a job's, a check's under `data`) does not.
+    const id = idFromKey ?? externalIdOf(item);
     if (!id || out.has(id)) return;
     out.set(id, { externalId: id, status: statusOf(item), data: item });
   };
