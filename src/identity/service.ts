@@ -627,7 +627,9 @@ export class IdentityService {
     const parsed = wire.callbackBodySchema.safeParse(wire.one(body));
     if (!parsed.success)
       return { status: 'invalid', description: 'the body must be a JSON object (or an array of one), or form fields' };
-    const named = wire.externalIdOf(body);
+    // The address names the verification: a body contradicts it only under an external id's own name, since a bare
+    // `id` (top level or nested) may be the job's or a check's.
+    const named = binding.externalId === null ? wire.externalIdOf(body) : wire.namedExternalIdOf(body);
     // The token is bound to the app's own id; the upstream names the id it was sent (derived from it), or, for a
     // verification registered before ids were derived, the app's id itself.
     if (

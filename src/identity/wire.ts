@@ -217,6 +217,14 @@ export function externalIdOf(body: unknown): string | null {
   return located(body, EXTERNAL_ID_FIELDS, VERIFICATION_NESTED_FIELDS);
 }
 
+/** Names of the external id alone (EXTERNAL_ID_FIELDS without the generic `id`, which may be a job's or a check's). */
+const NAMED_EXTERNAL_ID_FIELDS = EXTERNAL_ID_FIELDS.filter((f) => f !== 'id');
+
+/** The external id a body names under an external id's own name, top level or nested like externalIdOf. */
+export function namedExternalIdOf(body: unknown): string | null {
+  return located(body, NAMED_EXTERNAL_ID_FIELDS, VERIFICATION_NESTED_FIELDS);
+}
+
 /** The status of a body: top level, else inside `jobResults` / `data` / `verification` / `result`. */
 export function statusOf(body: unknown): string | null {
   return located(body, STATUS_FIELDS, ['jobResults', ...VERIFICATION_NESTED_FIELDS]);

@@ -239,6 +239,29 @@ describe('verification callbacks as subscription events', () => {
     );
     expect(read.data!.node.completion).toEqual({ externalId: id, status: 'COMPLETED' });
   });
+
+  it("keeps a callback whose only ids are of other things (the job's id, a check's id under result) as its address's", async () => {
+    const id = await register(t, 'key-a');
+    const url = callbackUrlOf(sandbox, id);
+    for (const [n, body] of [
+      [1, { id: 'job-77', status: 'COMPLETED' }],
+      [2, { status: 'COMPLETED', result: { id: 'check-5', decision: 'APPROVED' } }],
+    ] as const) {
+      const res = await post(url, JSON.stringify(body));
+      expect(res.status, JSON.stringify(res.body)).toBe(204);
+      expect(await eventCount(t, id)).toBe(n);
+    }
+    const read = await t.graphql(
+      `query($id: ID!) { node(id: $id) { ... on Verification { completion { externalId status payload } } } }`,
+      { id },
+      { key: 'key-a' },
+    );
+    expect(read.data!.node.completion).toMatchObject({
+      externalId: id,
+      status: 'COMPLETED',
+      payload: { result: { id: 'check-5' } },
+    });
+  });
 });
 
 describe('verification callbacks end to end with the sandbox delay', () => {
