@@ -4,7 +4,7 @@ import { badUserInput } from '../errors.js';
 import { identificationDedupePrefix, type EventRecord, type Events, type Position } from '../events/index.js';
 import { EVENT_KINDS } from '../events/kinds.js';
 import { StorageBoundError } from '../store/app-storage.js';
-import type { Ledger } from '../store/ledger.js';
+import type { Ledger, LedgerRecord } from '../store/ledger.js';
 import type { CallbackBodies, CallbackReceipt } from './callbacks.js';
 import type { IdentificationCallbackBinding, IdentificationCallbacks } from './identification-callbacks.js';
 import * as wire from './wire.js';
@@ -93,20 +93,31 @@ export class IdentificationCompletions {
     const object = wire.one(body);
     if (object === null || typeof object !== 'object' || Array.isArray(object))
       return { status: 'invalid', description: 'the body must be a JSON object (or an array of one), or form fields' };
-    const id = wire.identificationIdOf(body);
-    if (id === null) {
+    const ids = wire.identificationIdsOf(body);
+    if (ids.length === 0) {
       return {
         status: 'invalid',
         description: `the body does not name its identification (${wire.IDENTIFICATION_ID_FIELDS.join(', ')}, at the top level or under ${wire.IDENTIFICATION_NESTED_FIELDS.join(', ')})`,
       };
     }
     // Another key's identification, or another workflow's, is answered as one that does not exist.
-    const record = visibleRecord(ownerCaller(binding.createdBy), await this.o.ledger.get(id));
-    if (
-      !record ||
-      record.kind !== 'identification' ||
-      (record.spec as { workflowId?: unknown }).workflowId !== binding.workflowId
-    ) {
+    const ours = (r: LedgerRecord | null) => {
+      const record = visibleRecord(ownerCaller(binding.createdBy), r);
+      return (
+        record !== null &&
+        record.kind === 'identification' &&
+        (record.spec as { workflowId?: unknown }).workflowId === binding.workflowId
+      );
+    };
+    let id = ids[0]!;
+    let found = ours(await this.o.ledger.get(id));
+    // The first id may be another thing's (the event's own): the others are looked up, in one query, only then.
+    if (!found && ids.length > 1) {
+      const rest = await this.o.ledger.getMany(ids.slice(1));
+      const at = rest.findIndex(ours);
+      if (at !== -1) [id, found] = [ids[at + 1]!, true];
+    }
+    if (!found) {
       // A creation of the app in flight may be this one, answered by the platform and not stored yet: the sender is
       // asked to retry rather than told it does not exist (it would not retry a 404). The answer depends on the
       // address's own app alone, alike for another app's id and an unknown one.

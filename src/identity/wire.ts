@@ -107,20 +107,26 @@ export const IDENTIFICATION_NESTED_FIELDS = ['identification', 'workflowInstance
 /** Names accepted for the kind of event in a callback. */
 export const EVENT_TYPE_FIELDS = ['event', 'eventType', 'type'] as const;
 
-/** The identification a callback names: top level first, then inside one of IDENTIFICATION_NESTED_FIELDS. */
-export function identificationIdOf(raw: unknown): string | null {
+/**
+ * The ids a callback may name its identification by, in order of preference: top level first, then inside each of
+ * IDENTIFICATION_NESTED_FIELDS (a top-level `id` may be the event's own, the identification nested under it).
+ */
+export function identificationIdsOf(raw: unknown): string[] {
   const body = one(raw);
-  if (!isObject(body)) return null;
-  const top = firstString(body, IDENTIFICATION_ID_FIELDS);
-  if (top) return top;
+  if (!isObject(body)) return [];
+  const ids: string[] = [];
+  const add = (obj: Record<string, unknown>) => {
+    for (const f of IDENTIFICATION_ID_FIELDS) {
+      const id = firstString(obj, [f]);
+      if (id !== null && !ids.includes(id)) ids.push(id);
+    }
+  };
+  add(body);
   for (const nested of IDENTIFICATION_NESTED_FIELDS) {
     const inner = one(body[nested]);
-    if (isObject(inner)) {
-      const id = firstString(inner, IDENTIFICATION_ID_FIELDS);
-      if (id) return id;
-    }
+    if (isObject(inner)) add(inner);
   }
-  return null;
+  return ids;
 }
 
 /** Status and event kind of an identification callback, top level or nested like the id. */

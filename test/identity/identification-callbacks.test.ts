@@ -267,6 +267,20 @@ describe('identification completion callbacks as subscription events', () => {
     }
   });
 
+  it('accepts a body whose top-level id is the event’s own, naming the identification nested under it', async () => {
+    const link = await create('key-a');
+    const body = { id: 'evt-41', eventType: 'finished', identification: { id: link.id, status: 'DONE' } };
+    const res = await post(link.callbackUrl, JSON.stringify(body));
+    expect(res.status, JSON.stringify(res.body)).toBe(204);
+    expect(await eventCount(t, link.id)).toBe(1);
+    const read = await t.graphql(
+      `query($id: ID!) { identification(id: $id) { status completion { id payload } } }`,
+      { id: link.id },
+      { key: 'key-a' },
+    );
+    expect(read.data!.identification).toEqual({ status: 'DONE', completion: { id: link.id, payload: body } });
+  });
+
   it('streams, without an id, every completion of the caller’s API key and none of another key', async () => {
     const c = client('key-a');
     const sub = subscribe(c, COMPLETED);
