@@ -240,7 +240,11 @@ export function statusOf(body: unknown): string | null {
 export function parseRegistration(body: unknown, idPath: JsonPath | null = null): Registration {
   const b = isObject(body) ? body : {};
   return {
-    externalId: idPath ? readIdAt(body, idPath) : externalIdOf(body),
+    // jobResults holds the status of acceptance (spec) and may hold the id beside it, under its own name only: an `id`
+    // there may be a job's.
+    externalId: idPath
+      ? readIdAt(body, idPath)
+      : (externalIdOf(body) ?? located(body, NAMED_EXTERNAL_ID_FIELDS, ['jobResults'])),
     status: statusOf(body),
     jobResults: b.jobResults ?? null,
   };
@@ -258,7 +262,7 @@ export function describeIdentityShapes(
   return {
     externalId: paths.verificationExternalId
       ? `VERIFICATION_EXTERNAL_ID_PATH=${paths.verificationExternalId.text}`
-      : `guesses ${EXTERNAL_ID_FIELDS.join(', ')}, at the top level or under ${nested}`,
+      : `guesses ${EXTERNAL_ID_FIELDS.join(', ')}, at the top level or under ${nested} (${NAMED_EXTERNAL_ID_FIELDS.join(', ')} also under jobResults)`,
     results: paths.verificationResults
       ? `VERIFICATION_RESULTS_PATH=${paths.verificationResults.text}`
       : `guesses a bare list, ${RESULT_LIST_FIELDS.join(', ')}`,

@@ -77,6 +77,24 @@ describe('a verification registration answered 2xx without a readable id', () =>
   });
 });
 
+describe('a verification registration answered with its id inside jobResults', () => {
+  it('is recorded under that id, which the spec puts beside the status of acceptance the gateway reads there', async () => {
+    const t = await gateway();
+    const sandbox = t.gateway.sandbox.verification!;
+    sandbox.faults.enqueueFor(VERIFICATIONS_PATH, {
+      alter: (body) => {
+        const { verificationExternalId, jobResults, ...rest } = body as Record<string, any>;
+        return { ...rest, jobResults: { ...jobResults, id: 'job-1', verificationExternalId } };
+      },
+    });
+    const res = await t.graphql(REGISTER, { input: { workflowId: 'wf-jobs', applicant: { lastName: 'Jobs' } } });
+    expect(res.errors).toBeUndefined();
+    const upstreamId = sandbox.verifications()[0]!.externalId;
+    expect(res.data!.registerVerification.verification).toEqual({ externalId: upstreamId, workflowId: 'wf-jobs' });
+    expect((await t.gateway.services.ledger.get(upstreamId))?.kind).toBe('verification');
+  });
+});
+
 describe('the verification *_PATH variables', () => {
   it('VERIFICATION_CALLBACK_URL_PATH puts the callbackUrl where it names, and VERIFICATION_RESULTS_PATH reads the results list there', async () => {
     const t = await gateway({
