@@ -2,34 +2,27 @@
 // Authorization header). What is stored of it (the ledger's answer, the idempotency record) and shown to the app holds
 // the token masked: the database never holds an upstream credential in clear.
 import fs from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { startEchoingUpstream, type EchoingUpstream } from '../helpers/echoing-upstream.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const API_KEY = 'taken-answer-quotes-app';
 const CLOUD_TOKEN = 'cloud-sa-token-5e8a1f03c7';
 
 describe("a taken creation's answer that quotes the gateway token", () => {
-  let upstream: http.Server;
+  let upstream: EchoingUpstream;
   let gw: TestGateway;
   let created = 0;
 
   beforeAll(async () => {
     // Creates everything with a fresh id, echoing the request's Authorization header in the answer.
-    upstream = http.createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        created += 1;
-        res.writeHead(201, { 'content-type': 'application/json' });
-        const auth = String(req.headers.authorization);
-        res.end(JSON.stringify({ id: `p-${created}`, received: { auth }, note: `called with ${auth}` }));
-      });
+    upstream = await startEchoingUpstream((auth) => {
+      created += 1;
+      return { status: 201, body: { id: `p-${created}`, received: { auth }, note: `called with ${auth}` } };
     });
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    const url = upstream.url;
     gw = await startTestGateway({
       GATEWAY_API_KEYS: API_KEY,
       CLOUD_API_URL: url,
@@ -40,7 +33,7 @@ describe("a taken creation's answer that quotes the gateway token", () => {
   });
   afterAll(async () => {
     await gw.close();
-    await new Promise((resolve) => upstream.close(resolve));
+    await upstream.close();
   });
 
   it('is created, and kept with the token masked', async () => {

@@ -2,11 +2,10 @@
 // the app. When that answer quotes the gateway's own bearer token (an echo of the Authorization header), the token is
 // masked in what is kept and shown: the database holds no upstream credential in clear.
 import fs from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { startEchoingUpstream, type EchoingUpstream } from '../helpers/echoing-upstream.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const API_KEY = 'kept-answer-quotes-app';
@@ -14,20 +13,13 @@ const CLOUD_TOKEN = 'cloud-sa-token-77b1e4c09d';
 const VERIFICATION_TOKEN = 'verification-jwt-2c3d4e5f6a';
 
 describe('a kept answer that quotes the gateway token', () => {
-  let upstream: http.Server;
+  let upstream: EchoingUpstream;
   let gw: TestGateway;
 
   beforeAll(async () => {
     // Accepts every request with 200 and no id anywhere, echoing its Authorization header.
-    upstream = http.createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ accepted: true, echo: { auth: String(req.headers.authorization) } }));
-      });
-    });
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    upstream = await startEchoingUpstream((auth) => ({ status: 200, body: { accepted: true, echo: { auth } } }));
+    const url = upstream.url;
     gw = await startTestGateway({
       GATEWAY_API_KEYS: API_KEY,
       CLOUD_API_URL: url,
@@ -40,7 +32,7 @@ describe('a kept answer that quotes the gateway token', () => {
   });
   afterAll(async () => {
     await gw.close();
-    await new Promise((resolve) => upstream.close(resolve));
+    await upstream.close();
   });
 
   it.each([

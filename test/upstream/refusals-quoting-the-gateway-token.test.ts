@@ -1,10 +1,9 @@
 // An upstream that refuses a request may quote what it was sent, the gateway's own bearer token among it (an echo of
 // the Authorization header, a message naming the token it refused). That token is the gateway's credential, not the
 // app's: the error the app gets and the log lines say the refusal with the token masked.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { startEchoingUpstream, type EchoingUpstream } from '../helpers/echoing-upstream.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const API_KEY = 'refusal-quotes-app';
@@ -14,27 +13,20 @@ const IDENTIFICATION_TOKEN = 'identification-token-3a4b5c6d';
 const TOKENS = [CLOUD_TOKEN, VERIFICATION_TOKEN, IDENTIFICATION_TOKEN];
 
 describe('an upstream refusal that quotes the gateway token', () => {
-  let upstream: http.Server;
+  let upstream: EchoingUpstream;
   let gw: TestGateway;
 
   beforeAll(async () => {
     // Refuses every request with 400, quoting its Authorization header in a message, as a field and base64-encoded.
-    upstream = http.createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        const auth = String(req.headers.authorization);
-        res.writeHead(400, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({
-            message: `token refused: ${auth}`,
-            received: { headers: { auth } },
-            trace: Buffer.from(`auth=${auth}`).toString('base64'),
-          }),
-        );
-      });
-    });
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    upstream = await startEchoingUpstream((auth) => ({
+      status: 400,
+      body: {
+        message: `token refused: ${auth}`,
+        received: { headers: { auth } },
+        trace: Buffer.from(`auth=${auth}`).toString('base64'),
+      },
+    }));
+    const url = upstream.url;
     gw = await startTestGateway({
       GATEWAY_API_KEYS: API_KEY,
       CLOUD_API_URL: url,
@@ -49,7 +41,7 @@ describe('an upstream refusal that quotes the gateway token', () => {
   });
   afterAll(async () => {
     await gw.close();
-    await new Promise((resolve) => upstream.close(resolve));
+    await upstream.close();
   });
 
   it.each([
