@@ -163,7 +163,7 @@ const RELOADED = 'the configuration was reloaded and the subscription has ended'
  * BAD_USER_INPUT for variables that hold the NUL character, a lone surrogate or a number JSON cannot hold
  * (`unsoundPath`), naming where; null when they do not.
  */
-function nulRefusal(variables: Readonly<Record<string, unknown>>): readonly GraphQLError[] | null {
+function unsoundRefusal(variables: Readonly<Record<string, unknown>>): readonly GraphQLError[] | null {
   const at = unsoundPath(variables);
   if (at === null) return null;
   return [
@@ -268,7 +268,7 @@ export function createPipeline(o: PipelineOptions): Pipeline {
     variables: Record<string, unknown>,
   ): readonly GraphQLError[] | null => {
     if (!operation.variableDefinitions?.length) return null;
-    const refused = nulRefusal(variables) ?? nullRefusal(document, operation, variables);
+    const refused = unsoundRefusal(variables) ?? nullRefusal(document, operation, variables);
     if (refused) return refused;
     const coerced = getVariableValues(o.schema, operation.variableDefinitions, variables, {
       hideSuggestions: o.documents.hideSuggestions,
@@ -347,9 +347,9 @@ export function createPipeline(o: PipelineOptions): Pipeline {
         const invalid = checkVariables(document, operation, params.variables ?? {});
         if (invalid) return present.refused('variables', invalid, run.context);
       } else if (params.variables) {
-        // What graphql-js coerces in the run takes the NUL character, and a null where the run refuses it at the
-        // field: both refused here, before anything runs.
-        const refused = nulRefusal(params.variables) ?? nullRefusal(document, operation, params.variables);
+        // What graphql-js coerces in the run takes an unsound value (the NUL character, a lone surrogate, a number JSON
+        // cannot hold), and a null where the run refuses it at the field: both refused here, before anything runs.
+        const refused = unsoundRefusal(params.variables) ?? nullRefusal(document, operation, params.variables);
         if (refused) return present.refused('variables', refused, run.context);
       }
       let context = run.context;
