@@ -703,7 +703,7 @@ const VARS = {
   ),
   SUBSCRIPTION_COMPILED_SOURCE: declare(
     bool(true),
-    "true: a subscription's source event stream is made from a plan kept per document and operation name (its operation, fragments, root field and that field's definition, worked out once), and each subscribe only coerces its variables, reads the field's arguments and calls its `subscribe` with graphql-js's own functions, so answers and errors are graphql-js's; an operation whose root is not one field without directives is left to graphql-js (docs/decisions/154). false: graphql-js's createSourceEventStream for every subscribe; an off switch, not a tuning knob.",
+    "true: a subscription's source event stream is made from a plan kept per document and operation name (its operation, fragments, root field and that field's definition, worked out once), and each subscribe only coerces its variables, reads the field's arguments and calls its `subscribe`, answering as graphql-js does (variables that are built-in scalars or enums and arguments given variables are read by the plan, held equal to graphql-js by test; everything else and every refusal by graphql-js's own functions); an operation whose root is not one field without directives is left to graphql-js (docs/decisions/154). false: graphql-js's createSourceEventStream for every subscribe; an off switch, not a tuning knob.",
   ),
   DELIVERY_CLEAR_FROM_INTAKE: declare(
     bool(true),
