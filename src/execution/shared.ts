@@ -89,8 +89,9 @@ export class SharedExecution {
       return null;
     }
     // The grants by their id: one object per set of scopes (src/auth/caller.ts), a number where their key is ~80
-    // characters that every subscribe's key would copy and hash.
-    const key = `${documentId}\u0000${args.operationName ?? ''}\u0000${caller.scope}\u0000${caller.grants.id}\u0000${variables}`;
+    // characters that every subscribe's key would copy and hash. Joined rather than concatenated: a join is one flat
+    // string, where `+` makes a tree of V8's cons strings that the group kept while it lived (~200 B more a group).
+    const key = [documentId, args.operationName ?? '', caller.scope, caller.grants.id, variables].join('\u0000');
     let group = this.groups.get(key);
     if (group === undefined) {
       group = new Group(key);
