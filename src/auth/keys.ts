@@ -52,8 +52,8 @@ type ConfiguredApps = {
 
 /**
  * Every configured key's digest and its caller, built once: a named key is its app (`app:<name>`), a bare key its
- * own app, labelled by `label(key)` (a keyed digest, never the key's plain hash). Operator keys come first, so a
- * key in both lists is the operator's.
+ * own app, labelled by `label(key)` (a keyed digest, never the key's plain hash). The configuration refuses a key
+ * listed twice (src/config/index.ts checkAppKeys); operator keys come first all the same.
  */
 function configuredKeys(
   apps: ConfiguredApps,

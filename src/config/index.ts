@@ -114,8 +114,17 @@ const httpUrl = z
   .refine((u) => /^https?:\/\//i.test(u), 'must be an http(s) URL')
   .transform((u) => u.replace(/\/+$/, ''))
   .optional();
+/**
+ * An http(s) URL that paths are appended to (PUBLIC_URL, the upstreams' addresses, the OTLP endpoint): a query or a
+ * fragment would end up before the path (`https://gw.example/?a=1/webhooks/…`), or be dropped (the upstreams' pools
+ * keep the origin and the path), so it is refused rather than sent somewhere else than written.
+ */
+const baseUrl = httpUrl.refine(
+  (u) => u === undefined || !/[?#]/.test(u),
+  'must have no query (?) or fragment (#): paths are appended to it',
+);
 const httpUrlOr = (fallback: string): Defaulted<z.ZodType<string, string | undefined>> => ({
-  schema: httpUrl.transform((u) => u ?? fallback),
+  schema: baseUrl.transform((u) => u ?? fallback),
   shown: fallback,
 });
 const list = z
@@ -130,17 +139,27 @@ const list = z
 /**
  * A `list` of `name:value` or bare entries (API keys, notification tokens: src/auth/caller.ts parseAppKey). An entry
  * with nothing on one side of its first `:` is refused, never read as a bare value: `shop:` would be the key (or token)
- * `shop:`, which anyone who knows the app's name can guess, and `:k` a key whose app lost its name. The message names
- * the entry by its place; the variables hold secrets, so parseEnv shows no value.
+ * `shop:`, which anyone who knows the app's name can guess, and `:k` a key whose app lost its name. So is an entry
+ * whose part before its `:` is no app name (`shop/eu:k`, `my shop:k`): read as a bare value, a token meant for one app
+ * would be read by every app, and a key would be an app of its own that the app's `k` never matches. The message
+ * names the entry by its place; the variables hold secrets, so neither it nor parseEnv shows a value.
  */
 const namedList = list.transform((entries, ctx) => {
   for (const [i, entry] of entries.entries()) {
     const colon = entry.indexOf(':');
-    if (colon !== 0 && colon !== entry.length - 1) continue;
-    const missing = colon === 0 ? 'no app name before' : 'nothing after';
+    if (colon < 0) continue;
+    const problem =
+      colon === 0
+        ? 'has no app name before its ":"'
+        : colon === entry.length - 1
+          ? 'has nothing after its ":"'
+          : APP_NAME.test(entry.slice(0, colon))
+            ? null
+            : 'is refused: the part before its ":" is not an app name (1 to 64 ASCII letters, digits, _ . -)';
+    if (problem === null) continue;
     ctx.addIssue({
       code: 'custom',
-      message: `entry ${i + 1} has ${missing} its ":" (write <app name>:<value>, or a bare value without ":")`,
+      message: `entry ${i + 1} ${problem} (write <app name>:<value>, or a bare value without ":")`,
     });
     return z.NEVER;
   }
@@ -373,7 +392,7 @@ const VARS = {
   PORT: declare(int(4000, 0, 65535), 'TCP port for GraphQL over HTTP and WebSocket, the webhooks, health and metrics.'),
   HOST: declare(text('0.0.0.0'), 'Interface to listen on.'),
   PUBLIC_URL: declare(
-    httpUrl,
+    baseUrl,
     'Address the upstreams use to reach this gateway (verification callbacks, mobile-ID notification_uri).',
     'http://localhost:PORT',
   ),
@@ -442,7 +461,7 @@ const VARS = {
     bool(true),
     "SQLite: true: when the gateway opens its database and no WAL exists (a new database; SQLite deletes the WAL at a clean stop, and the gateway then keeps its file as gateway.sqlite-wal.kept, its header zeroed, to link it in again at the next start), it first writes the WAL at the size it reaches under load (SQLITE_WAL_RESTART_FRAMES and an eighth more: ~300 MB by default) as zeros and syncs it, before SQLite writes a frame; SQLite ignores a WAL whose header is not its own, writes its frames over the zeros, and the WAL's syncs then write into blocks that exist. A WAL that grows makes its syncs allocate blocks: on ext4 the first ~10 s of creations at full load after a start ran at half the rate of the next (docs/decisions/141). The write delays the gateway's start: it listens once the store is open (~3 s later on the bench machine's disk) and takes at once the disk space the WAL takes under load. An existing WAL is never touched. false: the WAL grows as SQLite writes it, as before, and a kept file is removed; an off switch. Ignored with DATABASE_URL.",
   ),
-  CLOUD_API_URL: declare(httpUrl, 'Base URL of the cloud provisioning API.', '(unset: see SANDBOX_UPSTREAMS)'),
+  CLOUD_API_URL: declare(baseUrl, 'Base URL of the cloud provisioning API.', '(unset: see SANDBOX_UPSTREAMS)'),
   CLOUD_API_TOKEN: declare(
     optionalString,
     'Service-account token for the cloud API (the authorization step is then skipped).',
@@ -484,19 +503,19 @@ const VARS = {
     'JSON path of the IPv4 address in an IP address creation answer (not shown), e.g. addresses.0.ip. Set, it replaces the guesses (IpAddress.address and the white_host of a provisioning).',
     '(unset: guesses address, ip, ipAddress, ip_address, publicIp, public_ip, also under data, spec, status)',
   ),
-  VERIFICATION_API_URL: declare(httpUrl, 'Base URL of the verification interface.', '(unset: see SANDBOX_UPSTREAMS)'),
+  VERIFICATION_API_URL: declare(baseUrl, 'Base URL of the verification interface.', '(unset: see SANDBOX_UPSTREAMS)'),
   VERIFICATION_API_TOKEN: declare(
     optionalString,
     'JWT bearer token for the verification interface (and the rfm check beside it); required when VERIFICATION_API_URL is set.',
     '(unset)',
   ),
   IDENTIFICATION_API_URL: declare(
-    httpUrl,
+    baseUrl,
     'Base URL of the identification interface (environment PRODUCTION).',
     '(unset: see SANDBOX_UPSTREAMS)',
   ),
   IDENTIFICATION_PRODLIKE_API_URL: declare(
-    httpUrl,
+    baseUrl,
     'Base URL of the pre-production-like identification interface (environment PRODLIKE).',
     '(unset: PRODLIKE refused, or simulated with identification)',
   ),
@@ -511,7 +530,7 @@ const VARS = {
     '(unset: IDENTIFICATION_API_TOKEN)',
   ),
   RFM_API_URL: declare(
-    httpUrl,
+    baseUrl,
     'Base URL of the rfm list check (POST /api/v1/rfm/is-in-catalog). Unset: the verification interface, where the spec lists the check (under /api/v1), with VERIFICATION_API_TOKEN.',
     '(unset: VERIFICATION_API_URL)',
   ),
@@ -578,7 +597,7 @@ const VARS = {
   ),
   GATEWAY_API_KEYS: declare(
     namedList,
-    "Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app's name in metrics and logs; several keys of one name are one app, for rotation) or a bare key; an entry with nothing before or after its first `:` (`shop:`) stops start-up. Each holds every scope but `operator`, `cloud:approve` and `identity:approve`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.",
+    "Comma-separated keys that apps send as Authorization: Bearer <key>, each `name:key` (the app's name in metrics and logs; several keys of one name are one app, for rotation) or a bare key (without `:`); an entry with nothing before or after its first `:` (`shop:`) or no app name before it stops start-up, as does a key listed twice (here or in OPERATOR_API_KEYS) or an app named in both variables. Each holds every scope but `operator`, `cloud:approve` and `identity:approve`; for fewer, use GATEWAY_APPS_FILE. With neither set (nor OPERATOR_API_KEYS, nor a JWKS for JWTs) the API is open, which is allowed only when every upstream is sandboxed.",
     '(unset: open, or JWTs only)',
   ),
   GATEWAY_APPS_FILE: declare(
@@ -920,7 +939,8 @@ const VARS = {
       .optional()
       .transform((s, ctx) => {
         if (s === undefined || s.trim() === '') return undefined;
-        const v = Number(s);
+        // Decimal digits only, as the integers: Number() would take 0x10 as 16 and 1e3 as 1000.
+        const v = /^\s*\d+\s*$/.test(s) ? Number(s) : Number.NaN;
         if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) {
           ctx.addIssue({ code: 'custom', message: 'must be an integer from 0 to 4294967295' });
           return z.NEVER;
@@ -1380,8 +1400,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   const apiKeys = e.GATEWAY_API_KEYS.map(parseAppKey);
   const operatorKeys = e.OPERATOR_API_KEYS.map(parseAppKey);
   checkAppKeys([
-    ...apiKeys.map((k) => ({ ...k, variable: 'GATEWAY_API_KEYS' })),
-    ...operatorKeys.map((k) => ({ ...k, variable: 'OPERATOR_API_KEYS' })),
+    ...apiKeys.map((k, i) => ({ ...k, variable: 'GATEWAY_API_KEYS', entry: i + 1 })),
+    ...operatorKeys.map((k, i) => ({ ...k, variable: 'OPERATOR_API_KEYS', entry: i + 1 })),
   ]);
   const appsFile = e.GATEWAY_APPS_FILE ? appsFromFile(e.GATEWAY_APPS_FILE, [...apiKeys, ...operatorKeys]) : [];
   if (e.CLOUD_API_URL && !e.CLOUD_API_TOKEN && !e.CLOUD_API_CREDENTIALS) {
@@ -1913,22 +1933,37 @@ function appsFromFile(file: string, keys: readonly AppKey[]): AppFileEntry[] {
 }
 
 /**
- * One key may not stand for two apps; names follow APP_NAME and are not of a bare key's label's form (KEY_LABEL). Keys
- * are never repeated in the message.
+ * Each key is listed once, in one variable, and each app named with keys is named in one variable; names follow
+ * APP_NAME and are not of a bare key's label's form (KEY_LABEL). A key listed twice was taken silently, and a key of
+ * both variables was the operator's whatever GATEWAY_API_KEYS said; an app named in both held the operator scope with
+ * one of its keys and not the other. The messages name the entries by their places, never a key.
  */
-function checkAppKeys(keys: readonly (AppKey & { variable: string })[]): void {
-  const owner = new Map<string, string | null>();
-  keys.forEach((k, i) => {
+function checkAppKeys(keys: readonly (AppKey & { variable: string; entry: number })[]): void {
+  const byKey = new Map<string, { variable: string; entry: number }>();
+  const byName = new Map<string, { variable: string; entry: number }>();
+  const place = (first: { variable: string; entry: number }, k: { variable: string; entry: number }) =>
+    first.variable === k.variable
+      ? `entries ${first.entry} and ${k.entry}`
+      : `entry ${k.entry} and ${first.variable} entry ${first.entry}`;
+  for (const k of keys) {
     if (k.name !== null && KEY_LABEL.test(k.name))
       throw new ConfigError(k.variable, `the app name ${k.name} is refused: ${KEY_LABEL_RULE}; choose another name`);
-    if (owner.has(k.key) && owner.get(k.key) !== k.name) {
+    const sameKey = byKey.get(k.key);
+    if (sameKey !== undefined)
       throw new ConfigError(
-        'GATEWAY_API_KEYS',
-        `entry ${i + 1} repeats a key under another name: one key is one app (value not shown: it holds keys)`,
+        k.variable,
+        `${place(sameKey, k)} list the same key: one key is one app, listed once (value not shown: it holds keys)`,
       );
-    }
-    owner.set(k.key, k.name);
-  });
+    byKey.set(k.key, k);
+    if (k.name === null) continue;
+    const sameName = byName.get(k.name);
+    if (sameName !== undefined && sameName.variable !== k.variable)
+      throw new ConfigError(
+        k.variable,
+        `${place(sameName, k)} both name the app ${k.name}: an app's keys are in one variable, so that all of them hold the same scopes`,
+      );
+    byName.set(k.name, k);
+  }
 }
 
 /** The variables the parser reads (test/readme.test.ts: every NAME=value of the documents' examples is one of them). */

@@ -149,3 +149,113 @@ describe('configuration values refused at start-up', () => {
     expect(line).toContain('cloud.example');
   });
 });
+
+describe('keys and tokens listed wrong: refused naming the variable and the entries, never the value', () => {
+  const GATEWAY = 'GATEWAY_API_KEYS';
+  const OPERATOR = 'OPERATOR_API_KEYS';
+  it.each([
+    [
+      'the same named key twice',
+      { [GATEWAY]: 'shop:key-of-shop-123,shop:key-of-shop-123' },
+      GATEWAY,
+      'entries 1 and 2',
+    ],
+    [
+      'the same bare key twice',
+      { [GATEWAY]: 'crm:key-of-crm-456,key-of-shop-123,key-of-shop-123' },
+      GATEWAY,
+      'entries 2 and 3',
+    ],
+    ['one key under two names', { [GATEWAY]: 'shop:key-of-shop-123,crm:key-of-shop-123' }, GATEWAY, 'entries 1 and 2'],
+    [
+      'one operator key under two names',
+      { ...KEYS, [OPERATOR]: 'ops:key-of-ops-789,root:key-of-ops-789' },
+      OPERATOR,
+      'entries 1 and 2',
+    ],
+    [
+      'an app key also an operator key',
+      { ...KEYS, [OPERATOR]: 'ops:key-of-crm-456' },
+      OPERATOR,
+      'GATEWAY_API_KEYS entry 2',
+    ],
+    [
+      'an app key also an operator key, one name',
+      { ...KEYS, [OPERATOR]: 'crm:key-of-crm-456' },
+      OPERATOR,
+      'GATEWAY_API_KEYS entry 2',
+    ],
+    [
+      'an app named in both variables',
+      { ...KEYS, [OPERATOR]: 'crm:key-of-ops-789' },
+      OPERATOR,
+      'GATEWAY_API_KEYS entry 2',
+    ],
+  ])('%s', (_what, env, variable, where) => {
+    const err = refusal({ ...SANDBOXED, ...env });
+    expect(err?.variable).toBe(variable);
+    expect(err?.message).toMatch(new RegExp(`^${variable}: `));
+    expect(err?.message).toContain(where);
+    for (const secret of ['key-of-shop-123', 'key-of-crm-456', 'key-of-ops-789'])
+      expect(err?.message).not.toContain(secret);
+  });
+
+  it('takes several keys of one name (a rotation), and distinct operator keys', () => {
+    const config = loadConfig({ ...SANDBOXED, [GATEWAY]: 'shop:key-1,shop:key-2', [OPERATOR]: 'ops:key-3,key-4' });
+    expect(config.apiKeys).toHaveLength(2);
+    expect(config.operatorKeys).toHaveLength(2);
+  });
+
+  it.each([
+    [GATEWAY, 'crm:key-of-crm-456,shop/eu:key-of-shop-123', 'entry 2'],
+    [GATEWAY, 'my shop:key-of-shop-123', 'entry 1'],
+    [OPERATOR, 'ops team:key-of-ops-789', 'entry 1'],
+    ['MOBILEID_NOTIFICATION_TOKENS', 'shop:tok-1,Shop EU:tok-2', 'entry 2'],
+  ])(
+    '%s=%s: a ":" after something that is no app name, which was taken as a bare key or a token every app reads',
+    (variable, value, where) => {
+      const err = refusal({ ...KEYS, ...SANDBOXED, [variable]: value });
+      expect(err?.variable).toBe(variable);
+      expect(err?.message).toContain(`${where} is refused: the part before its ":" is not an app name`);
+      for (const secret of ['key-of-crm-456', 'key-of-shop-123', 'key-of-ops-789', 'tok-2', 'shop/eu', 'Shop EU'])
+        expect(err?.message).not.toContain(secret);
+    },
+  );
+});
+
+describe('base URLs that paths are appended to', () => {
+  it.each([
+    ['PUBLIC_URL', 'https://gw.example/?tenant=a'],
+    ['PUBLIC_URL', 'https://gw.example#top'],
+    ['CLOUD_API_URL', 'https://cloud.example/api?version=2'],
+    ['VERIFICATION_API_URL', 'https://verify.example/?'],
+    ['IDENTIFICATION_API_URL', 'https://ident.example/#x'],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', 'https://otel.example?x=1'],
+  ])('%s=%s: a query or fragment, which a path would follow (or be dropped)', (variable, url) => {
+    const err = refusal({ ...KEYS, CLOUD_API_TOKEN: 't', [variable]: url });
+    expect(err?.variable).toBe(variable);
+    expect(err?.message).toMatch(new RegExp(`^${variable}: must have no query \\(\\?\\) or fragment \\(#\\)`));
+  });
+
+  it('takes a base URL with a path', () => {
+    expect(loadConfig({ PUBLIC_URL: 'https://gw.example/gateway/' }).publicUrl).toBe('https://gw.example/gateway');
+  });
+});
+
+describe('SANDBOX_CLOUD_SHAPE_SEED', () => {
+  it.each(['1e3', '0x10', '+5', '1.0', '-0', '0b1'])('an integer written other than in decimal digits (%s)', (seed) => {
+    const err = refusal({ SANDBOX_CLOUD_SHAPE: 'random', SANDBOX_CLOUD_SHAPE_SEED: seed });
+    expect(err?.variable).toBe('SANDBOX_CLOUD_SHAPE_SEED');
+    expect(err?.message).toMatch(/^SANDBOX_CLOUD_SHAPE_SEED: must be an integer from 0 to 4294967295/);
+  });
+
+  it.each([
+    ['0', 0],
+    [' 42 ', 42],
+    ['4294967295', 4294967295],
+  ])('takes %s', (seed, value) => {
+    expect(loadConfig({ SANDBOX_CLOUD_SHAPE: 'random', SANDBOX_CLOUD_SHAPE_SEED: seed }).sandbox.cloudShapeSeed).toBe(
+      value,
+    );
+  });
+});
