@@ -128,16 +128,17 @@ export class EventReader {
    * delivered on this replica, which is every event of the deployment, since the bus crosses replicas: a
    * verification's externalId (`verification`), an identification's id (`identification`), a mobile-ID
    * authentication's authReqId (`mobile-id`), a provisioning's id (`provisioning`). Returns the unsubscribe function.
+   * The caller's expiry is the transport's to check (src/server/mcp/http.ts), which ends its stream when it notices it.
    */
   onResourceChanged(caller: Caller, kind: string, key: string, listener: (event: EventRecord) => void): () => void {
     return this.bus.subscribe(kind, key, (e) => {
-      if (readableBy(caller, e.scope) && !this.expired(caller)) listener(e);
+      if (readableBy(caller, e.scope)) listener(e);
     });
   }
 
   /**
-   * Whether the caller's token has expired on the gateway's clock: what is delivered after it is not handed out with
-   * it, also while the transport's scheduled end at the expiry has not run (a timer firing late, a clock moved).
+   * Whether the caller's token has expired on the gateway's clock: what is logged after it is not read with it, also
+   * while the transport's scheduled end at the expiry has not run (a timer firing late, a clock moved).
    */
   private expired(caller: Caller): boolean {
     return caller.expiresAt !== undefined && this.now() >= caller.expiresAt;

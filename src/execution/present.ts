@@ -206,6 +206,12 @@ export type Executed = {
  */
 export interface ResultStream extends AsyncGenerator<ExecutionResult> {
   end(last: ExecutionResult): void;
+  /**
+   * Called once when the stream's source ends by itself (not by `end`, `return` or a failure), before the stream
+   * ends: where an event stream's own check of the caller's expiry (StreamOptions.endAt) ended it before the
+   * transport's scheduled end ran, the transport ends it as that end would (`end` here gives the last result).
+   */
+  sourceEnded?: () => void;
 }
 
 /**

@@ -121,6 +121,8 @@ export class SharedResultStream {
    * stream ends (`leave`); undefined before, null when its execution cannot be shared or once it has left.
    */
   private group: Group | null | undefined = undefined;
+  /** See ResultStream.sourceEnded (src/execution/present.ts). */
+  sourceEnded: (() => void) | undefined = undefined;
 
   constructor(
     private readonly iterator: AsyncIterator<unknown>,
@@ -141,6 +143,14 @@ export class SharedResultStream {
         const step = await iterator.next();
         if (this.last !== null) return this.takeLast();
         if (step.done || this.stopped) {
+          // Asked once, when the source ended by itself: the transport may end the stream as its credential's expiry
+          // would (`end`, or its connection closed), whichever noticed the expiry first.
+          const ended = this.stopped ? undefined : this.sourceEnded;
+          if (ended !== undefined) {
+            this.sourceEnded = undefined;
+            ended();
+            if (this.last !== null) return this.takeLast();
+          }
           this.leave();
           return DONE;
         }

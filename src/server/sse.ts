@@ -4,7 +4,7 @@ import { GraphQLError, type ExecutionResult, type OperationTypeNode } from 'grap
 import { createHandler } from 'graphql-sse';
 
 import { ownerCaller, type Caller } from '../auth/caller.js';
-import { onExpiry } from '../auth/jwt.js';
+import { expiredNow, onExpiry } from '../auth/jwt.js';
 import type { AuthFailure } from '../auth/keys.js';
 import { readableBy } from '../auth/tenancy.js';
 import { ErrorCode } from '../errors.js';
@@ -146,6 +146,13 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       if (error && held.release(subscription)) void subscription.end(error);
     };
     const cancel = onExpiry(expiry, context.caller, (reason) => void subscription.end(expired(reason)));
+    // A stream that ended on its own check of the expiry (its scheduled end not run yet: a timer firing late, a clock
+    // moved) gets the same last result, not a bare `complete`.
+    if (context.caller.expiresAt !== undefined)
+      stream.sourceEnded = () => {
+        const reason = expiredNow(expiry, context.caller);
+        if (reason !== null) void subscription.end(expired(reason));
+      };
     on?.add(subscription);
     held.hold(subscription, request.generation);
     // graphql-sse has queued the operation's `complete` (its source ended, it was stopped, or it was ended above).

@@ -527,6 +527,14 @@ export function createWsServer(options: WsOptions) {
         });
         if ('stream' in outcome) {
           running.set(outcome.stream, { ran: outcome.ran, opened: caller });
+          // A stream that ended on its own check of the expiry (its scheduled end not run yet: a timer firing late, a
+          // clock moved) ends the connection as that end does: 4403, and no `complete` (nothing is written to a
+          // closing socket).
+          if (caller.expiresAt !== undefined)
+            outcome.stream.sourceEnded = () => {
+              const reason = expiredNow(options.expiry, caller);
+              if (reason !== null) expire(connection.ws, reason);
+            };
           // Not in the connection's map yet, so a reload's check passed it by: it is checked here.
           if (checkedUnder !== credentials.generation()) {
             const now = await credentials.recheck(connection.holding!);

@@ -18,7 +18,7 @@ import {
   type SigningKey,
 } from '../helpers/jwt.js';
 import { mcpClient } from '../helpers/mcp.js';
-import { collect, wsClient, type Collected } from '../helpers/mobile-id.js';
+import { collect, postNotification, SUBSCRIPTION, wsClient, type Collected } from '../helpers/mobile-id.js';
 import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 const SHOP_KEY = 'shop-key-0123456789abcdef';
@@ -26,6 +26,7 @@ const REGISTER = `mutation($input: RegisterVerificationInput!) { registerVerific
 const COMPLETED = `subscription($id: ID) { verificationCompleted(externalId: $id) { externalId status } }`;
 /** A subscription that stays open for the whole test. */
 const OPEN = 'subscription { heartbeat(intervalMs: 60000, count: 1000) }';
+const ISSUE = `mutation($id: String) { issueMobileIdNotificationToken(authReqId: $id) { token } }`;
 const ISO = '\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z';
 
 interface Scheduled {
@@ -93,6 +94,17 @@ describe('JWTs over WebSocket and SSE', () => {
     );
     expect(res.errors).toBeUndefined();
     return res.data!.registerVerification.verification.externalId as string;
+  };
+  /** A mobile-ID notification token for `authReqId`, issued by app shop while `bearer` is still valid. */
+  const notificationToken = async (bearer: string, authReqId: string) => {
+    const issued = await t.graphql(ISSUE, { id: authReqId }, { key: bearer });
+    expect(issued.errors).toBeUndefined();
+    return (issued.data!.issueMobileIdNotificationToken as { token: string }).token;
+  };
+  /** The mobile identity service reports the end of `authReqId` on the notification token app shop was issued. */
+  const mobileIdResult = async (notification: string, authReqId: string) => {
+    const { body } = await t.gateway.sandbox.mobileId!.buildNotification({ authReqId, outcome: 'CLIENT_TIMEOUT' });
+    expect((await postNotification(t, body, { token: notification })).status).toBe(204);
   };
   /** A token of app shop that expires `seconds` after the test clock's now. */
   const token = (seconds = 600) => sign(key, { exp: Math.floor(clock.now() / 1000) + seconds });
@@ -342,26 +354,86 @@ describe('JWTs over WebSocket and SSE', () => {
     expect(sub.results[0].data.verificationResults).toEqual([null]);
   });
 
-  // These move the gateway clock past a token's exp (each token is made from the clock's now).
+  // These move the gateway clock past a token's exp (each token is made from the clock's now). The event arrives after
+  // the token expired while the expiry the test holds has not fired: the stream's own check notices it first, and the
+  // subscription ends as that end would end it.
   for (const over of ['graphql-ws', 'SSE'] as const) {
-    it(`a running ${over} subscription whose JWT has expired on the gateway clock is handed no event that arrives after it, though its scheduled end has not fired: the stream ends instead`, async () => {
-      const id = await registered();
-      const before = scheduled.length;
-      const jwt = await token(60);
-      const sub = over === 'SSE' ? sseCollect(sse(jwt), COMPLETED, { id }) : collect(ws(jwt), COMPLETED, { id });
-      const entry = await nextScheduled(before);
-      await waitForSubscribers(t, 'verification', id);
-      clock.advance(61_000);
-      // The expiry the test holds has not fired; the event arrives after the token expired.
-      await sandbox.complete(id);
-      await waitFor(() => sub.results.length > 0 || sub.completed(), 5_000, 'the event or the end of the stream');
-      expect(sub.results).toEqual([]);
-      await sub.done;
-      expect(sub.errors).toEqual([]);
-      expect(sub.completed()).toBe(true);
-      entry.expire();
-    });
+    for (const event of ['verification', 'mobile-ID'] as const) {
+      it(`a running ${over} subscription whose JWT has expired on the gateway clock is handed no ${event} event that arrives after it, though its scheduled end has not fired: it ends as that end ends it`, async () => {
+        const before = scheduled.length;
+        const jwt = await token(60);
+        const exp = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()).exp as number;
+        const expired = `the JWT expired at ${new Date(exp * 1000).toISOString()}`;
+        let arrive: () => Promise<void>;
+        let sub: Collected;
+        if (event === 'verification') {
+          const id = await registered();
+          sub = over === 'SSE' ? sseCollect(sse(jwt), COMPLETED, { id }) : collect(ws(jwt), COMPLETED, { id });
+          await waitForSubscribers(t, 'verification', id);
+          arrive = () => sandbox.complete(id);
+        } else {
+          const authReqId = `late-expiry-${over}`;
+          const notification = await notificationToken(jwt, authReqId);
+          const vars = { id: authReqId };
+          sub = over === 'SSE' ? sseCollect(sse(jwt), SUBSCRIPTION, vars) : collect(ws(jwt), SUBSCRIPTION, vars);
+          await waitForSubscribers(t, 'mobile-id', authReqId);
+          arrive = () => mobileIdResult(notification, authReqId);
+        }
+        const entry = await nextScheduled(before);
+        clock.advance(61_000);
+        await arrive();
+        await sub.done;
+        if (over === 'graphql-ws') {
+          // The connection is closed as at the expiry, not the subscription completed.
+          expect(sub.completed()).toBe(false);
+          expect(sub.results).toEqual([]);
+          const closed = sub.errors[0] as { code: number; reason: string };
+          expect(closed.code).toBe(4403);
+          expect(closed.reason).toBe(`Forbidden: ${expired}; reconnect with a new token`);
+        } else {
+          expect(sub.errors).toEqual([]);
+          expect(sub.completed()).toBe(true);
+          expect(sub.results).toEqual([
+            {
+              errors: [
+                {
+                  message: `${expired}: the subscription has ended; subscribe again with a new token`,
+                  extensions: { code: 'UNAUTHENTICATED' },
+                },
+              ],
+            },
+          ]);
+        }
+        // Ended: the scheduled end is cancelled, as when it ends the stream itself.
+        await waitFor(() => entry.cancelled, 5_000, 'the expiry cancelled');
+      });
+    }
   }
+
+  it('an MCP subscriptions/listen stream whose JWT has expired on the gateway clock is told of no change that arrives after it, though its scheduled end has not fired: the stream ends as that end ends it', async () => {
+    const before = scheduled.length;
+    const jwt = await token(60);
+    const authReqId = 'late-expiry-listen';
+    const notification = await notificationToken(jwt, authReqId);
+    const mcp = await mcpClient(t, { key: jwt });
+    try {
+      const told: string[] = [];
+      mcp.client.setNotificationHandler('notifications/resources/updated', (n) => void told.push(n.params.uri));
+      const listen = await mcp.client.listen({ resourceSubscriptions: [`mobileid://authentications/${authReqId}`] });
+      const entry = await nextScheduled(before);
+      await waitForSubscribers(t, 'mobile-id', authReqId);
+      clock.advance(61_000);
+      let closed: string | undefined;
+      void listen.closed.then((how) => (closed = how));
+      await mobileIdResult(notification, authReqId);
+      await waitFor(() => closed, 5_000, 'the listen stream ended');
+      expect(closed).toBe('remote');
+      expect(told).toEqual([]);
+      await waitFor(() => entry.cancelled, 5_000, 'the expiry cancelled');
+    } finally {
+      await mcp.close();
+    }
+  });
 
   // Last in this describe: it moves the gateway clock past a token's exp.
   it('a WebSocket whose JWT has expired on the gateway clock runs nothing more, though its scheduled end has not fired: the next operation closes it 4403 naming the expiry, as SSE and MCP refuse a request with the token', async () => {

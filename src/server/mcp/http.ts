@@ -15,7 +15,7 @@ import { Readable } from 'node:stream';
 import type { AuthInfo, RequestStateCodec, ServerEvent, ServerEventBus } from '@modelcontextprotocol/server';
 
 import type { Caller } from '../../auth/caller.js';
-import { onExpiry, type AuthExpiry } from '../../auth/jwt.js';
+import { expiredNow, onExpiry, type AuthExpiry } from '../../auth/jwt.js';
 import type { Authenticate } from '../../auth/keys.js';
 import { logUnexpected, type Logger } from '../../logger.js';
 import type { HeldCredentials, Holding } from '../held-credentials.js';
@@ -59,6 +59,11 @@ interface OpeningListen {
   /** The request's caller as each reload leaves it (Readmitted). */
   readonly readmitted: Readmitted;
   readonly requestId: string;
+  /**
+   * Whether the caller's token has expired on the gateway's clock, in which case the stream is ended as its scheduled
+   * end at the expiry ends it (that end may run late: a timer firing late, a clock moved).
+   */
+  readonly endedByExpiry: () => boolean;
 }
 
 /**
@@ -79,7 +84,11 @@ class ListenBus implements ServerEventBus {
     const open = this.opening.getStore();
     const resources = this.surface.resources;
     if (!open || !resources) return () => undefined;
-    const changed = (uri: string) => listener({ kind: 'resource_updated', uri });
+    // No change is told after the token's expiry: whichever notices it first, this or the scheduled end, ends the
+    // stream.
+    const changed = (uri: string) => {
+      if (!open.endedByExpiry()) listener({ kind: 'resource_updated', uri });
+    };
     let stop: () => void;
     try {
       stop = resources.watch(open.caller, open.uris, changed);
@@ -274,6 +283,11 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
           uris: listened,
           readmitted,
           requestId: ctx.requestId,
+          endedByExpiry: () => {
+            if (expiredNow(o.expiry, caller) === null) return false;
+            abort.abort();
+            return true;
+          },
         };
         const holding: Holding = {
           authorization: req.headers.authorization,
