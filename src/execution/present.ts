@@ -74,6 +74,16 @@ export function formatError(
 }
 
 /**
+ * What a streaming transport ends a subscription with when its stream threw (graphql-ws's `error` message), by the
+ * one masking rule (formatError): the error as it is when the gateway raised it on purpose with a code of the
+ * contract, else INTERNAL_SERVER_ERROR with nothing of its own, and the error in full in the log.
+ */
+export function streamFailure(err: unknown, logger: Logger, requestId: string): GraphQLError {
+  const shown = formatError(ensureGraphQLError(err).toJSON(), err, logger, false, requestId);
+  return new GraphQLError(shown.message, { path: shown.path, extensions: shown.extensions });
+}
+
+/**
  * The error without its `http` extension: the HTTP presenters take the status and headers off it before this rule
  * runs; on graphql-ws, SSE and MCP they are nothing the client should read.
  */

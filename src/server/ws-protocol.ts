@@ -46,6 +46,11 @@ export interface ProtocolHooks<S> {
    * Without it, the connection is closed 4500 as graphql-ws closes it.
    */
   unwritable?(err: unknown, id: string): readonly GraphQLError[];
+  /**
+   * A subscription's stream threw (or a value it yielded could not be written): the errors its `error` carries.
+   * Without it, the thrown error's own message, as graphql-ws writes it.
+   */
+  streamFailed?(err: unknown, id: string): readonly GraphQLError[];
 }
 
 /** One WebSocket speaking the protocol: what graphql-ws's server keeps per connection (its `Context`). */
@@ -100,6 +105,12 @@ export class ProtocolConnection<S> {
 
 /** The entry of a subscription while its operation is set up (see ProtocolConnection.subscriptions). */
 class SettingUp {}
+
+/** graphql-ws's error for what a subscription's stream threw: its message, and its extensions when it has them. */
+function asGraphQLError(err: unknown): GraphQLError {
+  const original = err instanceof Error ? err : new Error(String(err));
+  return new GraphQLError(original.message, { originalError: original });
+}
 
 /** The one reason a close for an internal error gives (graphql-ws's in production; its development mode said more). */
 const INTERNAL = 'Internal server error';
@@ -188,9 +199,8 @@ export function graphqlTransportWs<S>(
           connection.next(id, step.value);
         }
       } catch (err) {
-        const original = err instanceof Error ? err : new Error(String(err));
         if (own()) {
-          connection.error(id, [new GraphQLError(original.message, { originalError: original })]);
+          connection.error(id, hooks.streamFailed ? hooks.streamFailed(err, id) : [asGraphQLError(err)]);
           subscriptions.delete(id);
         }
         return;

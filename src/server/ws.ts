@@ -10,7 +10,7 @@ import { expiredNow, onExpiry } from '../auth/jwt.js';
 import type { AuthResult } from '../auth/keys.js';
 import { ErrorCode, INTERNAL_ERROR_MESSAGE } from '../errors.js';
 import type { Pipeline, Ran, ResultSink } from '../execution/pipeline.js';
-import { deliverable, streamPresenter, type StreamOutcome } from '../execution/present.js';
+import { deliverable, streamFailure, streamPresenter, type StreamOutcome } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import { logUnexpected } from '../logger.js';
 import type { Holding } from './held-credentials.js';
@@ -553,6 +553,9 @@ export function createWsServer(options: WsOptions) {
         logUnexpected(options.logger, err, { requestId: `ws:${id}` }, 'unexpected error in a GraphQL operation');
         return [new GraphQLError(INTERNAL_ERROR_MESSAGE, { extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } })];
       },
+      // A subscription's stream turns what its source and its executions throw into a result, masked as it is
+      // written: what reaches here is a failure of the gateway's own, masked by the same rule.
+      streamFailed: (err, id) => [streamFailure(err, options.logger, `ws:${id}`)],
       failed(err, id) {
         // The operation's request id, as its context names it (`ws:<id>`), when a subscribe message's handling threw.
         logUnexpected(

@@ -7,6 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 
+import { ErrorCode, GatewayError } from '../../src/errors.js';
+import { SharedResultStream } from '../../src/execution/run.js';
 import { McpResources } from '../../src/server/mcp/resources.js';
 import { appsFile, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { AUDIENCE, EVERY_APP_SCOPE, ISSUER, sign, signingKey, startJwksServer } from '../helpers/jwt.js';
@@ -85,6 +87,8 @@ interface Case {
   readonly code?: unknown;
   /** The log has SECRET in full (false: nothing threw on this path, the answer is a normal one). */
   readonly logged: boolean;
+  /** Text the log has on exactly one line, which names the request (the error logged once, not once per layer). */
+  readonly loggedOnce?: string;
 }
 
 async function http(
@@ -373,6 +377,17 @@ const CASES: Case[] = [
     code: INTERNAL,
     logged: false,
   })),
+  // A subscription's stream that throws: only an internal throw, since the stream turns what its source and its
+  // executions throw into a result of its own (src/execution/run.ts). The one stream class's `next` is replaced.
+  {
+    route: 'graphql-ws subscription',
+    fault: 'its stream throws',
+    provoke: () => vi.spyOn(SharedResultStream.prototype, 'next').mockRejectedValue(thrown()),
+    send: () => over('ws', 'subscription { heartbeat(intervalMs: 1000, count: 1) }'),
+    code: INTERNAL,
+    logged: true,
+    loggedOnce: 'secret-internal-detail',
+  },
   // A thrown error the log cannot read (a property whose getter throws, as a bug's error object may have): the log
   // line of the masking rule fails with it. SECRET is in neither the answer nor the log.
   ...(['post', 'get', 'ws', 'sse', 'sse-single'] as const).map((transport): Case => ({
@@ -551,6 +566,17 @@ describe('no unexpected error reaches a client with its raw message', () => {
     for (const leak of LEAKS) expect(got.raw, `${leak} in the answer`).not.toMatch(leak);
     if (c.status !== undefined) expect(got.status, got.raw).toBe(c.status);
     if (c.code !== undefined) expect(got.code, got.raw).toBe(c.code);
+    if (c.loggedOnce !== undefined) {
+      const once = c.loggedOnce;
+      await vi.waitFor(() => expect(gw.logs().slice(logged)).toContain(once));
+      const lines = gw
+        .logs()
+        .slice(logged)
+        .split('\n')
+        .filter((l) => l.includes(once));
+      expect(lines, lines.join('\n')).toHaveLength(1);
+      expect((JSON.parse(lines[0]!) as { requestId?: unknown }).requestId, lines[0]).toEqual(expect.any(String));
+    }
     if (!c.logged) return;
     // The log has the error in full, on a line that names the request.
     await vi.waitFor(() => expect(gw.logs().slice(logged)).toContain('secret-internal-detail'));
@@ -569,6 +595,21 @@ describe('no unexpected error reaches a client with its raw message', () => {
         lines.some((l) => l.requestId?.endsWith(got.requestId!)),
         JSON.stringify(lines),
       ).toBe(true);
+  });
+});
+
+describe("a subscription's stream that throws the gateway's own error", () => {
+  it('reaches the graphql-ws client as it is: its words and its code, nothing logged as unexpected', async () => {
+    const logged = gw.logs().length;
+    const refusal = new GatewayError(ErrorCode.SERVICE_UNAVAILABLE, 'the database cannot be reached; retry', {
+      retryAfter: 5,
+    });
+    vi.spyOn(SharedResultStream.prototype, 'next').mockRejectedValue(refusal);
+    const got = await operationOver('ws', gw, KEY, { query: 'subscription { heartbeat(intervalMs: 1000, count: 1) }' });
+    expect(got.errors).toEqual([
+      { message: 'the database cannot be reached; retry', extensions: { code: 'SERVICE_UNAVAILABLE', retryAfter: 5 } },
+    ]);
+    expect(gw.logs().slice(logged)).not.toContain('unexpected error');
   });
 });
 
