@@ -164,6 +164,31 @@ export function deliverable(
   return out;
 }
 
+/** The results `writable` found JSON can write: a result shared by a group of subscribers is checked once. */
+const writableResults = new WeakSet<ExecutionResult>();
+
+/**
+ * `result` as it is when JSON can write it; else (a BigInt, a cycle in a JSON scalar's value) INTERNAL_SERVER_ERROR
+ * with no message of its own in its place, and the error logged with the request id, as graphql-ws answers a result
+ * it cannot write. For a transport whose library writes the result itself (graphql-sse), where the throw would end the
+ * whole event stream with nothing said. The cursor is kept, so a client resuming from it is not handed the same event.
+ */
+export function writable(result: ExecutionResult, logger: Logger, requestId?: string): ExecutionResult {
+  if (writableResults.has(result)) return result;
+  try {
+    JSON.stringify(result);
+  } catch (err) {
+    logUnexpected(logger, err, { requestId }, 'unexpected error in a GraphQL operation');
+    const cursor = result.extensions?.cursor;
+    return {
+      errors: [{ message: INTERNAL_ERROR_MESSAGE, extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } }],
+      ...(typeof cursor === 'string' ? { extensions: { cursor } } : {}),
+    } as unknown as ExecutionResult;
+  }
+  writableResults.add(result);
+  return result;
+}
+
 /** A Cache-Control value Apollo's cache-control plugin can read (and would only tighten). */
 const CACHEABLE_HEADER = /^max-age=(\d+), (public|private)$/;
 

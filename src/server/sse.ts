@@ -9,7 +9,7 @@ import type { AuthFailure } from '../auth/keys.js';
 import { readableBy } from '../auth/tenancy.js';
 import { ErrorCode } from '../errors.js';
 import type { Pipeline, Ran } from '../execution/pipeline.js';
-import { deliverable, streamPresenter, type ResultStream } from '../execution/present.js';
+import { deliverable, streamPresenter, writable, type ResultStream } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { Holding } from './held-credentials.js';
@@ -226,10 +226,13 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     onNext(ctx, req, result) {
       // graphql-sse passes the operation's contextValue as ctx: a mutation sent here carries its warnings too.
       // The same masking as over HTTP and WebSocket: unexpected errors become INTERNAL_SERVER_ERROR.
-      const out = deliverable(
-        result as ExecutionResult,
-        'incremental' in result ? undefined : (ctx as unknown as GraphQLContext),
+      const context = 'incremental' in result ? undefined : (ctx as unknown as GraphQLContext);
+      // A result JSON cannot write is answered as graphql-ws answers it: graphql-sse's own write would throw and end
+      // the event stream, with every operation on it, and the client would be told nothing.
+      const out = writable(
+        deliverable(result as ExecutionResult, context, options.logger),
         options.logger,
+        context?.requestId,
       );
       const cursor = out.extensions?.cursor;
       idsOf(req.context)?.push(typeof cursor === 'string' ? cursor : undefined);
