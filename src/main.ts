@@ -7,7 +7,7 @@ import { ConfigError, describeUpstreams, loadConfig, loadStoreConfig } from './c
 import { shownUrl } from './errors.js';
 import { SHUTDOWN } from './gateway/options.js';
 import { startGateway } from './gateway/start.js';
-import { createLogger, resolveLogFormat } from './logger.js';
+import { createLogger, logUnexpected, resolveLogFormat } from './logger.js';
 import { openStore } from './store/index.js';
 
 /**
@@ -55,6 +55,12 @@ async function main(): Promise<void> {
     level: config.logLevel,
     format: resolveLogFormat(config.logFormat, process.stdout.isTTY === true),
   });
+  // A promise rejected with nothing to handle it is a bug of one task, not a reason to drop every request in flight
+  // (Node's default ends the process): logged once, in full and masked, and the gateway goes on serving. An uncaught
+  // exception keeps Node's default: thrown out of a callback, it may have left shared state half changed.
+  process.on('unhandledRejection', (reason) =>
+    logUnexpected(logger, reason, {}, 'a promise was rejected and nothing handled it; the gateway goes on serving'),
+  );
   const gateway = await startGateway(config, { logger });
   // The signals are handled before the start-up line says the gateway is ready: a SIGHUP sent on seeing it must
   // reload, never meet the default action (the end of the process).
