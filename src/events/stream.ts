@@ -164,12 +164,28 @@ export class EventStreams {
 
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
 
+/**
+ * What a stream's `nextTo` answers, in place of the promise `next()` returns: a consumer that waits for every event of
+ * its stream (src/execution/run.ts, for a transport that writes each result itself) is the waiter itself, so that a
+ * waiting subscription holds no promise, no resolving functions and no reaction. Either method may be called at once,
+ * from within `nextTo` or from a publish: a waiter hands the answer on later itself, as a promise's reaction would run.
+ */
+export interface Waiter<T> {
+  resolve(result: IteratorResult<T>): void;
+  reject(err: unknown): void;
+}
+
+/** A stream that can answer a waiter instead of a promise (EventStream's `nextTo`). */
+export interface WaiterStream<T> {
+  nextTo(waiter: Waiter<T>): void;
+}
+
 /** See EventStreams.subscribe. */
-class EventStream<T> implements AsyncGenerator<T> {
+class EventStream<T> implements AsyncGenerator<T>, WaiterStream<T> {
   /** Live events not yet taken by `next()` (null when none). */
   private queue: EventRecord[] | null = null;
-  /** The `next()` waiting for an event. */
-  private waiting: { resolve: (r: IteratorResult<T>) => void; reject: (e: unknown) => void } | null = null;
+  /** The `next()` (or `nextTo`) waiting for an event. */
+  private waiting: Waiter<T> | null = null;
   private started = false;
   /** The read of the stored event (for a key), until it settles. */
   private reading: Promise<void> | null = null;
@@ -409,32 +425,38 @@ class EventStream<T> implements AsyncGenerator<T> {
 
   /**
    * Not an async function: a stream waiting for its event holds the one promise made here, and a live event settles it
-   * at once (an async function's own promise would adopt it: a second promise, its reaction and a job per event). The
-   * replay of a resumed stream and an `initial` value take the async path below.
+   * at once (an async function's own promise would adopt it: a second promise, its reaction and a job per event).
    */
   next(): Promise<IteratorResult<T>> {
-    if (this.replay !== null || (!this.started && !this.done && this.filter.initial !== undefined))
-      return this.nextSlowly();
-    if (!this.started) {
-      this.start();
-      if (this.replay !== null) return this.nextSlowly();
-    }
-    return this.nextOrWait();
+    return new Promise<IteratorResult<T>>((resolve, reject) => this.nextTo({ resolve, reject }));
   }
 
-  /** The end, a queued event, or a promise of the next live one (while the stored event is read: of what it finds). */
-  private nextOrWait(): Promise<IteratorResult<T>> {
-    if (this.done) return Promise.resolve(DONE);
+  /**
+   * `next()`, answered to `waiter`: the end, a queued event, or, once it comes, the next live one (while the stored
+   * event is read: what the read finds). The replay of a resumed stream and an `initial` value take the async path.
+   */
+  nextTo(waiter: Waiter<T>): void {
+    if (this.replay !== null || (!this.started && !this.done && this.filter.initial !== undefined))
+      return this.answerSlowly(waiter);
+    if (!this.started) {
+      this.start();
+      if (this.replay !== null) return this.answerSlowly(waiter);
+    }
+    if (this.done) return waiter.resolve(DONE);
     // While the stored event is read, its read answers the waiting `next()` (wake).
     if (this.reading === null) {
       const ready = this.ready();
-      if (ready !== null) return Promise.resolve(ready);
+      if (ready !== null) return waiter.resolve(ready);
     }
-    if (this.waiting !== null)
-      return Promise.reject(new Error('EventStream: next() called while another next() waits'));
-    return new Promise<IteratorResult<T>>((resolve, reject) => {
-      this.waiting = { resolve, reject };
-    });
+    if (this.waiting !== null) return waiter.reject(new Error('EventStream: next() called while another next() waits'));
+    this.waiting = waiter;
+  }
+
+  private answerSlowly(waiter: Waiter<T>): void {
+    this.nextSlowly().then(
+      (result) => waiter.resolve(result),
+      (err: unknown) => waiter.reject(err),
+    );
   }
 
   /** `next()` for a stream with an `initial` value not yet yielded, or replaying a resume. */
@@ -468,7 +490,7 @@ class EventStream<T> implements AsyncGenerator<T> {
       if (replayed !== null) return replayed;
       if (this.done) return DONE;
     }
-    return this.nextOrWait();
+    return this.next();
   }
 
   /** Stops listening; a waiting `next()` gets the end of the stream. */

@@ -20,6 +20,7 @@ import {
 } from 'graphql';
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 
+import type { WaiterStream } from '../events/stream.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { PreparedDocument } from './prepare.js';
@@ -75,6 +76,32 @@ export interface StreamingExecution {
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
 /**
+ * The sources' answers to the streams waiting on them (SharedResultStream as a Waiter), taken in one turn of the
+ * microtask queue per batch: as the jobs of resolved promises would be, without a promise, a reaction and a job each.
+ * Flat triples: stream, answer, whether it is a failure.
+ */
+const handed: unknown[] = [];
+
+function handOn(stream: SharedResultStream, answer: unknown, failed: boolean): void {
+  if (handed.push(stream, answer, failed) === 3) queueMicrotask(takeHanded);
+}
+
+function takeHanded(): void {
+  // Answers handed on while these are taken (the next event, already queued) join this batch.
+  for (let i = 0; i < handed.length; i += 3) {
+    const stream = handed[i] as SharedResultStream;
+    try {
+      if (handed[i + 2] === true) stream.threw(handed[i + 1]);
+      else stream.took(handed[i + 1] as IteratorResult<unknown>);
+    } catch (err) {
+      // Neither throws but by a bug: the transport gets it as it would from an async loop, and the others go on.
+      stream.broke(err);
+    }
+  }
+  handed.length = 0;
+}
+
+/**
  * graphql-js's `subscribe`, with each event's result from `shared` (executed once per event for every group of
  * identical subscriptions, src/execution/shared.ts), in one plain iterator (no generator) over the source
  * stream; each result is yielded, or handed to the transport's `sink` when it gave one.
@@ -123,6 +150,8 @@ export class SharedResultStream {
   private group: Group | null | undefined = undefined;
   /** See ResultStream.sourceEnded (src/execution/present.ts). */
   sourceEnded: (() => void) | undefined = undefined;
+  /** With a sink, while `drive`'s promise is pending: what settles it. */
+  private ended: ((value: IteratorResult<ExecutionResult> | Promise<never>) => void) | null = null;
 
   constructor(
     private readonly iterator: AsyncIterator<unknown>,
@@ -131,49 +160,156 @@ export class SharedResultStream {
     private readonly sink: ResultSink | undefined,
   ) {}
 
-  async next(): Promise<IteratorResult<ExecutionResult>> {
+  next(): Promise<IteratorResult<ExecutionResult>> {
+    return this.sink === undefined ? this.pull() : this.drive();
+  }
+
+  /** Without a sink: the next result, as an iterator yields it (SSE's). */
+  private async pull(): Promise<IteratorResult<ExecutionResult>> {
     if (this.last !== null) return this.takeLast();
     if (this.failed || this.stopped) return DONE;
-    const { iterator, shared, args, sink } = this;
+    const { iterator, shared, args } = this;
     if (this.group === undefined) this.group = shared.groupOf(args);
-    const group = this.group;
     let result: ExecutionResult;
     try {
-      for (;;) {
-        const step = await iterator.next();
+      const step = await iterator.next();
+      if (this.last !== null) return this.takeLast();
+      if (step.done || this.stopped) {
+        this.sourceEnd();
         if (this.last !== null) return this.takeLast();
-        if (step.done || this.stopped) {
-          // Asked once, when the source ended by itself: the transport may end the stream as its credential's expiry
-          // would (`end`, or its connection closed), whichever noticed the expiry first.
-          const ended = this.stopped ? undefined : this.sourceEnded;
-          if (ended !== undefined) {
-            this.sourceEnded = undefined;
-            ended();
-            if (this.last !== null) return this.takeLast();
-          }
-          this.leave();
-          return DONE;
-        }
-        const executed = shared.execute(step.value, group, args);
-        // A synchronous execution (the common case) is not awaited: one turn of the microtask queue less per event.
-        result = executed instanceof Promise ? await executed : executed;
-        if (!sink) return { done: false, value: result };
-        // The transport writes each result itself; this call returns when the stream ends.
-        if (this.stopped) return DONE;
-        if (sink.last !== undefined && finished(iterator)) {
-          this.stop();
-          // Ended by the transport: a promise of its own that nothing settles (a shared one would keep every waiter).
-          if (sink.last(result)) return await new Promise<never>(() => undefined);
-          return DONE;
-        }
-        sink.next(result);
+        this.leave();
+        return DONE;
       }
+      const executed = shared.execute(step.value, this.group, args);
+      // A synchronous execution (the common case) is not awaited: one turn of the microtask queue less per event.
+      result = executed instanceof Promise ? await executed : executed;
     } catch (err) {
       result = this.fail(err);
     }
-    if (!sink) return { done: false, value: result };
-    if (!this.stopped) sink.next(result);
-    return DONE;
+    return { done: false, value: result };
+  }
+
+  /**
+   * With a sink: every result goes to it, and the promise returned settles when the stream ends (done), or never when
+   * the transport ended the subscription itself (`ResultSink.last`). Driven by the source's answers (this stream is
+   * its Waiter) rather than by an async loop: a waiting subscription holds no suspended async function (a generator,
+   * its registers and promise), and no promise of the source's with its reaction and resolving functions.
+   */
+  private drive(): Promise<IteratorResult<ExecutionResult>> {
+    if (this.last !== null) return Promise.resolve(this.takeLast());
+    if (this.failed || this.stopped) return Promise.resolve(DONE);
+    if (this.ended !== null) return Promise.reject(new Error('SharedResultStream: next() called while another waits'));
+    if (this.group === undefined) this.group = this.shared.groupOf(this.args);
+    return new Promise<IteratorResult<ExecutionResult>>((resolve) => {
+      this.ended = resolve;
+      this.ask();
+    });
+  }
+
+  /** The source's next event, for `drive`: answered to `resolve` or `reject` below. */
+  private ask(): void {
+    const source = this.iterator as AsyncIterator<unknown> & Partial<WaiterStream<unknown>>;
+    if (typeof source.nextTo === 'function') return source.nextTo(this);
+    let step: Promise<IteratorResult<unknown>>;
+    try {
+      step = source.next();
+    } catch (err) {
+      return this.reject(err);
+    }
+    step.then(
+      (result) => this.took(result),
+      (err: unknown) => this.threw(err),
+    );
+  }
+
+  /**
+   * Waiter: the source's answer, taken in a turn of the microtask queue of its own (`handOn`), as an awaited promise
+   * would take it, and never within the source's own call (a publish, or `nextTo`).
+   * @internal
+   */
+  resolve(step: IteratorResult<unknown>): void {
+    handOn(this, step, false);
+  }
+
+  /** Waiter: the source failed (see resolve). @internal */
+  reject(err: unknown): void {
+    handOn(this, err, true);
+  }
+
+  /** An event, or the source's end, for `drive`. @internal */
+  took(step: IteratorResult<unknown>): void {
+    try {
+      if (this.last !== null) return this.settle(this.takeLast());
+      if (step.done || this.stopped) {
+        this.sourceEnd();
+        if (this.last !== null) return this.settle(this.takeLast());
+        this.leave();
+        return this.settle(DONE);
+      }
+      const executed = this.shared.execute(step.value, this.group ?? null, this.args);
+      // A synchronous execution (the common case) is taken at once: one turn of the microtask queue less per event.
+      if (executed instanceof Promise)
+        return void executed.then(
+          (result) => this.executed(result),
+          (err: unknown) => this.threw(err),
+        );
+      this.executed(executed);
+    } catch (err) {
+      this.threw(err);
+    }
+  }
+
+  /** An event's result, for `drive`: written and the next event asked for, or written as the stream's last. */
+  private executed(result: ExecutionResult): void {
+    const sink = this.sink!;
+    try {
+      if (this.stopped) return this.settle(DONE);
+      if (sink.last !== undefined && finished(this.iterator)) {
+        this.stop();
+        // Ended by the transport: the promise `drive` returned never settles (a shared one would keep every waiter).
+        if (sink.last(result)) return void (this.ended = null);
+        return this.settle(DONE);
+      }
+      sink.next(result);
+    } catch (err) {
+      return this.threw(err);
+    }
+    this.ask();
+  }
+
+  /** The source or the execution threw, for `drive`: the error is the stream's last result. @internal */
+  threw(err: unknown): void {
+    const result = this.fail(err);
+    try {
+      if (!this.stopped) this.sink!.next(result);
+    } catch (unwritten) {
+      // The transport could not write it: `drive`'s promise rejects with that, as an async loop's would.
+      return this.settle(Promise.reject(unwritten));
+    }
+    this.settle(DONE);
+  }
+
+  /**
+   * The source ended (or the stream was stopped): when it ended by itself, the transport is asked once, and may end the
+   * stream as its credential's expiry would (`end`, or its connection closed), whichever noticed the expiry first.
+   */
+  private sourceEnd(): void {
+    const ended = this.stopped ? undefined : this.sourceEnded;
+    if (ended === undefined) return;
+    this.sourceEnded = undefined;
+    ended();
+  }
+
+  /** `drive`'s promise rejects with `err` (a bug of this class's: see takeHanded). @internal */
+  broke(err: unknown): void {
+    this.settle(Promise.reject(err));
+  }
+
+  /** `drive`'s promise settled, once. */
+  private settle(value: IteratorResult<ExecutionResult> | Promise<never>): void {
+    const ended = this.ended;
+    this.ended = null;
+    ended?.(value);
   }
 
   async return(): Promise<IteratorResult<ExecutionResult>> {

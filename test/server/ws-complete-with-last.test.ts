@@ -78,9 +78,10 @@ describe.each([
     await waitFor(() => subscribers(gw, 'mobile-id', id) === 1, 5_000, 'the subscription listening');
     // Every event stream of the gateway is an EventStream; only this test's subscription is open now.
     const stream = Object.getPrototypeOf(gw.gateway.services.events.streams.subscribe({ kind: 'none' })) as {
-      next: () => unknown;
+      nextTo: () => unknown;
     };
-    const next = vi.spyOn(stream, 'next');
+    // graphql-ws's results are written by their sink: the subscription asks its stream with `nextTo` (it is the waiter).
+    const next = vi.spyOn(stream, 'nextTo');
     try {
       await notify(gw, id);
       await waitFor(() => c.frames.length === 2, 5_000, 'next and complete');
