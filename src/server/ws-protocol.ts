@@ -153,8 +153,7 @@ export function graphqlTransportWs<S>(
         throw err;
       }
       // A stream is followed by a function of its own, so that what waits with it is the subscription, not its message.
-      if ('stream' in operated)
-        return void follow(connection, id, mark, operated.stream).catch((err) => internal(connection, err, id));
+      if ('stream' in operated) return follow(connection, id, mark, operated.stream);
       // Completed by the client while it was set up (its id perhaps taken again since): nothing is written.
       if (subscriptions.get(id) !== mark) return;
       try {
@@ -176,13 +175,17 @@ export function graphqlTransportWs<S>(
     }
   }
 
-  /** A subscription's stream, read until it ends: each value it yields is a `next`, its end the `complete`. */
-  async function follow(
+  /**
+   * A subscription's stream, read until it ends: each value it yields is a `next`, its end the `complete`. Not an async
+   * function: a waiting subscription holds the stream's promise and the two callbacks below, not a suspended function
+   * with its generator, registers and promises (the gateway's streams settle that promise only at their end).
+   */
+  function follow(
     connection: ProtocolConnection<S>,
     id: string,
     mark: SettingUp,
     stream: AsyncIterator<ExecutionResult>,
-  ): Promise<void> {
+  ): void {
     const subscriptions = connection.subscriptions;
     // Completed by the client while it was set up (its id perhaps taken again since): the stream is ended unread.
     if (subscriptions.get(id) !== mark) {
@@ -190,25 +193,44 @@ export function graphqlTransportWs<S>(
       return;
     }
     subscriptions.set(id, stream);
-    const own = () => subscriptions.get(id) === stream;
-    try {
+    const failed = (err: unknown): void => {
+      if (subscriptions.get(id) !== stream) return;
       try {
-        for (;;) {
-          const step = await stream.next();
-          if (step.done) break;
-          connection.next(id, step.value);
-        }
-      } catch (err) {
-        if (own()) {
-          connection.error(id, hooks.streamFailed ? hooks.streamFailed(err, id) : [asGraphQLError(err)]);
+        connection.error(id, hooks.streamFailed ? hooks.streamFailed(err, id) : [asGraphQLError(err)]);
+      } catch (unwritten) {
+        subscriptions.delete(id);
+        return internal(connection, unwritten, id);
+      }
+      subscriptions.delete(id);
+    };
+    const stepped = (step: IteratorResult<ExecutionResult>): void => {
+      if (step.done) {
+        if (subscriptions.get(id) !== stream) return;
+        try {
+          connection.complete(id);
+        } catch (err) {
           subscriptions.delete(id);
+          return internal(connection, err, id);
         }
+        subscriptions.delete(id);
         return;
       }
-      if (own()) connection.complete(id);
-    } finally {
-      if (own()) subscriptions.delete(id);
+      let next: Promise<IteratorResult<ExecutionResult>>;
+      try {
+        connection.next(id, step.value);
+        next = stream.next();
+      } catch (err) {
+        return failed(err);
+      }
+      next.then(stepped, failed);
+    };
+    let first: Promise<IteratorResult<ExecutionResult>>;
+    try {
+      first = stream.next();
+    } catch (err) {
+      return failed(err);
     }
+    first.then(stepped, failed);
   }
 
   /**
