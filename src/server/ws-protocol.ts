@@ -11,7 +11,7 @@ import {
   type SubscribeMessage,
   type SubscribePayload,
 } from 'graphql-ws';
-import type { WebSocket } from 'ws';
+import type { RawData, WebSocket } from 'ws';
 
 /** What a subscribe message came to: errors (its `error` message), one result (`next`, then `complete`), or a stream. */
 export type Operated =
@@ -36,6 +36,8 @@ export interface ProtocolHooks<S> {
   ): boolean | Promise<boolean>;
   /** A `subscribe` message of an admitted connection. */
   subscribe(connection: ProtocolConnection<S>, id: string, payload: SubscribePayload): Promise<Operated>;
+  /** The socket closed (after its subscriptions were told to end): what the hooks hold for the connection may go. */
+  closed?(connection: ProtocolConnection<S>): void;
   /**
    * A message's handling threw, or the socket failed: the connection is closed 4500 after this. `id`: the
    * subscribe message's, when its handling threw.
@@ -62,6 +64,9 @@ export class ProtocolConnection<S> {
    * the timer and its callback are not kept for the connection's life.
    */
   initWait: NodeJS.Timeout | null = null;
+  /** graphql-ws's keep-alive (`keepAliveMs` > 0): the ping's interval, and the wait for its pong. */
+  ping: NodeJS.Timeout | null = null;
+  pongWait: NodeJS.Timeout | null = null;
   /**
    * The connection's subscriptions by id: a mark of its own while its operation is set up, then its stream. An id
    * leaves when its subscription ends (its `complete` written, or the client's), and may then be used again: each
@@ -102,6 +107,10 @@ export class ProtocolConnection<S> {
     this.send(`{"id":${JSON.stringify(id)},"type":"complete"}`);
   }
 }
+
+/** Where a socket holds its connection, for the listeners every connection shares. */
+const CONNECTION = Symbol('graphql-transport-ws connection');
+type Owned<S> = WebSocket & { [CONNECTION]: ProtocolConnection<S> };
 
 /** The entry of a subscription while its operation is set up (see ProtocolConnection.subscriptions). */
 class SettingUp {}
@@ -295,10 +304,40 @@ export function graphqlTransportWs<S>(
     connection.send(payload ? JSON.stringify({ type: MessageType.Pong, payload }) : '{"type":"pong"}');
   }
 
+  // The socket's listeners, one of each for every connection (ws calls them with the socket as `this`, which holds its
+  // connection): closures made per connection, with `once`'s wrapper and state, were ~600 B a connection.
+  function onSocketError(this: WebSocket, err: Error): void {
+    internal((this as Owned<S>)[CONNECTION], err);
+  }
+
+  function onSocketMessage(this: WebSocket, data: RawData): void {
+    const connection = (this as Owned<S>)[CONNECTION];
+    try {
+      onMessage(connection, String(data));
+    } catch (err) {
+      internal(connection, err);
+    }
+  }
+
+  /** ws emits `close` once. */
+  function onSocketClose(this: WebSocket): void {
+    const connection = (this as Owned<S>)[CONNECTION];
+    if (connection.initWait) clearTimeout(connection.initWait);
+    connection.initWait = null;
+    if (connection.pongWait) clearTimeout(connection.pongWait);
+    if (connection.ping) clearInterval(connection.ping);
+    const streams = [...connection.subscriptions.values()];
+    connection.subscriptions.clear();
+    for (const stream of streams)
+      if (!(stream instanceof SettingUp)) stream.return?.(undefined)?.catch((err: unknown) => hooks.failed(err));
+    hooks.closed?.(connection);
+  }
+
   return {
     open(socket, request, state) {
       const connection = new ProtocolConnection(socket, state, request);
-      socket.once('error', (err) => internal(connection, err));
+      (socket as Owned<S>)[CONNECTION] = connection;
+      socket.on('error', onSocketError);
       if (socket.protocol !== GRAPHQL_TRANSPORT_WS_PROTOCOL) {
         socket.close(CloseCode.SubprotocolNotAcceptable, 'Subprotocol not acceptable');
         return connection;
@@ -309,36 +348,18 @@ export function graphqlTransportWs<S>(
           if (!connection.initReceived)
             socket.close(CloseCode.ConnectionInitialisationTimeout, 'Connection initialisation timeout');
         }, initWaitMs);
-      let pongWait: NodeJS.Timeout | null = null;
-      const ping =
-        keepAliveMs > 0
-          ? setInterval(() => {
-              if (socket.readyState !== socket.OPEN) return;
-              pongWait = setTimeout(() => socket.terminate(), keepAliveMs);
-              socket.once('pong', () => {
-                if (pongWait) clearTimeout(pongWait);
-                pongWait = null;
-              });
-              socket.ping();
-            }, keepAliveMs)
-          : null;
-      socket.on('message', (data) => {
-        try {
-          onMessage(connection, String(data));
-        } catch (err) {
-          internal(connection, err);
-        }
-      });
-      socket.once('close', () => {
-        if (connection.initWait) clearTimeout(connection.initWait);
-        connection.initWait = null;
-        if (pongWait) clearTimeout(pongWait);
-        if (ping) clearInterval(ping);
-        const streams = [...connection.subscriptions.values()];
-        connection.subscriptions.clear();
-        for (const stream of streams)
-          if (!(stream instanceof SettingUp)) stream.return?.(undefined)?.catch((err: unknown) => hooks.failed(err));
-      });
+      if (keepAliveMs > 0)
+        connection.ping = setInterval(() => {
+          if (socket.readyState !== socket.OPEN) return;
+          connection.pongWait = setTimeout(() => socket.terminate(), keepAliveMs);
+          socket.once('pong', () => {
+            if (connection.pongWait) clearTimeout(connection.pongWait);
+            connection.pongWait = null;
+          });
+          socket.ping();
+        }, keepAliveMs);
+      socket.on('message', onSocketMessage);
+      socket.on('close', onSocketClose);
       return connection;
     },
   };

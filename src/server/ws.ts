@@ -7,7 +7,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 
 import type { Caller } from '../auth/caller.js';
 import { expiredNow, onExpiry } from '../auth/jwt.js';
-import type { AuthResult } from '../auth/keys.js';
+import type { AuthFailure, AuthResult } from '../auth/keys.js';
 import { ErrorCode, INTERNAL_ERROR_MESSAGE } from '../errors.js';
 import type { Pipeline, Ran, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamFailure, streamPresenter, type StreamOutcome } from '../execution/present.js';
@@ -121,11 +121,47 @@ class Connection {
   holding: Holding | undefined = undefined;
   /** The protocol's side of the connection, set when it is admitted: its running subscriptions by id. */
   protocol: ProtocolConnection<Connection> | undefined = undefined;
+  /** Set when `connection_init` is admitted: cancels the end scheduled at its credential's expiry. */
+  unexpire: (() => void) | undefined = undefined;
 
   constructor(
     readonly ws: WebSocket,
     readonly raw: Duplex,
   ) {}
+}
+
+/**
+ * A connection held for its credential (src/server/held-credentials.ts). Refused after a reload: 4403, as a new
+ * connection with it would get; its subscriptions end with it. A JWT whose keys could not be fetched is not refused
+ * but unchecked: 1013, as `connect` answers it, and the client reconnects once the keys can be fetched. Admitted: its
+ * caller is the reloaded one. A class: its methods are not two closures made for every connection.
+ */
+class HeldConnection implements Holding {
+  constructor(
+    private readonly connection: Connection,
+    readonly authorization: string | undefined,
+    readonly caller: Caller,
+    private readonly endForbidden: (connection: Connection, caller: Caller) => void,
+  ) {}
+
+  refused(failure: AuthFailure): void {
+    // The reload first: a close reason holds 123 bytes, and a JWT's refusal alone fills them.
+    if (failure.reason === 'unavailable')
+      this.connection.ws.close(
+        1013,
+        closeReason(`Try again later (the configuration was reloaded): ${failure.message}`),
+      );
+    else
+      this.connection.ws.close(
+        CloseCode.Forbidden,
+        closeReason(`Forbidden (the configuration was reloaded): ${failure.message}`),
+      );
+  }
+
+  admitted(caller: Caller): void {
+    this.connection.caller = caller;
+    this.endForbidden(this.connection, caller);
+  }
 }
 
 /** A TCP socket's handle, as Node's stream writes to it. */
@@ -212,24 +248,6 @@ export function createWsServer(options: WsOptions) {
    * subscriptions end with it. A JWT whose keys could not be fetched is not refused but unchecked: 1013, as `connect`
    * answers it, and the client reconnects once the keys can be fetched. Admitted: its caller is the reloaded one.
    */
-  const holding = (connection: Connection, authorization: string | undefined, caller: Caller): Holding => ({
-    authorization,
-    caller,
-    refused(failure) {
-      // The reload first: a close reason holds 123 bytes, and a JWT's refusal alone fills them.
-      if (failure.reason === 'unavailable')
-        connection.ws.close(1013, closeReason(`Try again later (the configuration was reloaded): ${failure.message}`));
-      else
-        connection.ws.close(
-          CloseCode.Forbidden,
-          closeReason(`Forbidden (the configuration was reloaded): ${failure.message}`),
-        );
-    },
-    admitted(caller) {
-      connection.caller = caller;
-      endForbidden(connection, caller);
-    },
-  });
   /** What each running subscription's stream runs and for whom, to check its scopes again after a reload. */
   const running = new WeakMap<object, { ran: Ran; opened: Caller }>();
   /**
@@ -471,14 +489,9 @@ export function createWsServer(options: WsOptions) {
           }
           connection.caller = result.caller;
           connection.protocol = pc;
-          const hold = (connection.holding = holding(connection, header, result.caller));
-          // A connection opened with a JWT ends when the token expires (expire).
-          const cancel = onExpiry(options.expiry, result.caller, (reason) => expire(socket, reason));
-          // One listener for both (each `once` is a wrapper and its state kept for the life of the connection).
-          socket.once('close', () => {
-            credentials.release(hold);
-            cancel();
-          });
+          const hold = (connection.holding = new HeldConnection(connection, header, result.caller, endForbidden));
+          // A connection opened with a JWT ends when the token expires (expire); both end with it (`closed`).
+          connection.unexpire = onExpiry(options.expiry, result.caller, (reason) => expire(socket, reason));
           credentials.hold(hold, checkedUnder);
           return true;
         };
@@ -556,6 +569,11 @@ export function createWsServer(options: WsOptions) {
       // A subscription's stream turns what its source and its executions throw into a result, masked as it is
       // written: what reaches here is a failure of the gateway's own, masked by the same rule.
       streamFailed: (err, id) => [streamFailure(err, options.logger, `ws:${id}`)],
+      closed(pc) {
+        const connection = pc.state;
+        if (connection.holding !== undefined) credentials.release(connection.holding);
+        connection.unexpire?.();
+      },
       failed(err, id) {
         // The operation's request id, as its context names it (`ws:<id>`), when a subscribe message's handling threw.
         logUnexpected(
