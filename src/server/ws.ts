@@ -487,6 +487,9 @@ export function createWsServer(options: WsOptions) {
             else socket.close(CloseCode.Forbidden, closeReason(`Forbidden: ${result.message}`));
             return false;
           }
+          // Closed while its credential was checked (a JWT awaiting its keys): its close has run, so nothing may be
+          // held or scheduled for it now, which nothing would release or cancel.
+          if (socket.readyState !== socket.OPEN) return false;
           connection.caller = result.caller;
           connection.protocol = pc;
           const hold = (connection.holding = new HeldConnection(connection, header, result.caller, endForbidden));

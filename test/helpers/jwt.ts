@@ -31,28 +31,42 @@ export interface JwksServer {
   keys: SigningKey[];
   down(): void;
   up(): void;
+  /** Answers nothing until `release()`: a verification awaiting the keys waits as long. */
+  hold(): void;
+  release(): void;
   stop(): Promise<void>;
 }
 
 export async function startJwksServer(keys: SigningKey[]): Promise<JwksServer> {
   let isDown = false;
+  let held: Array<() => void> | null = null;
   const state: JwksServer = {
     url: '',
     requests: 0,
     keys,
     down: () => (isDown = true),
     up: () => (isDown = false),
+    hold: () => (held ??= []),
+    release: () => {
+      const waiting = held ?? [];
+      held = null;
+      for (const answer of waiting) answer();
+    },
     stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
   const server = http.createServer((req, res) => {
     state.requests += 1;
-    if (isDown) {
-      res.writeHead(503).end();
-      return;
-    }
-    res
-      .writeHead(200, { 'content-type': 'application/jwk-set+json' })
-      .end(JSON.stringify({ keys: state.keys.map((k) => k.publicJwk) }));
+    const answer = () => {
+      if (isDown) {
+        res.writeHead(503).end();
+        return;
+      }
+      res
+        .writeHead(200, { 'content-type': 'application/jwk-set+json' })
+        .end(JSON.stringify({ keys: state.keys.map((k) => k.publicJwk) }));
+    };
+    if (held !== null) held.push(answer);
+    else answer();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/realms/acme/protocol/openid-connect/certs`;
