@@ -85,6 +85,14 @@ export class ProtocolConnection<S> {
     public upgrade: IncomingMessage | undefined,
   ) {}
 
+  /** Its timers end with it (the socket closed). */
+  stopTimers(): void {
+    if (this.initWait) clearTimeout(this.initWait);
+    this.initWait = null;
+    if (this.pongWait) clearTimeout(this.pongWait);
+    if (this.ping) clearInterval(this.ping);
+  }
+
   /** Writes a message's text, unless the socket is no longer open (graphql-ws's `send` then writes nothing too). */
   send(text: string): void {
     const socket = this.socket;
@@ -311,7 +319,7 @@ export function graphqlTransportWs<S>(
   }
 
   function onSocketMessage(this: WebSocket, data: RawData): void {
-    const connection = (this as Owned<S>)[CONNECTION];
+    const connection: ProtocolConnection<S> = (this as Owned<S>)[CONNECTION];
     try {
       onMessage(connection, String(data));
     } catch (err) {
@@ -321,11 +329,8 @@ export function graphqlTransportWs<S>(
 
   /** ws emits `close` once. */
   function onSocketClose(this: WebSocket): void {
-    const connection = (this as Owned<S>)[CONNECTION];
-    if (connection.initWait) clearTimeout(connection.initWait);
-    connection.initWait = null;
-    if (connection.pongWait) clearTimeout(connection.pongWait);
-    if (connection.ping) clearInterval(connection.ping);
+    const connection: ProtocolConnection<S> = (this as Owned<S>)[CONNECTION];
+    connection.stopTimers();
     const streams = [...connection.subscriptions.values()];
     connection.subscriptions.clear();
     for (const stream of streams)
