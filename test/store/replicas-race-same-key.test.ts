@@ -1,9 +1,9 @@
 // Two replicas on one PostgreSQL racing one idempotency key, each request over another transport (an app that retried
 // on a second connection while its first request was still running): one claim wins, the upstream is held with the
 // first request until the other has been sent, and then exactly one creation was made; the other replica's answer is
-// the replay of the first. An equal input written differently races as the same request; another input with the key
-// is IDEMPOTENCY_KEY_REUSED, on either replica. Each replica has its own sandbox upstream: a second creation, on
-// either one, would be counted.
+// the replay of the first. An equal input written differently races as the same request; another input with the key is
+// IDEMPOTENCY_KEY_REUSED, on either replica, also while the first request runs on the other. Each replica has its own
+// sandbox upstream: a second creation, on either one, would be counted.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -94,6 +94,31 @@ describe('two replicas on PostgreSQL racing one idempotency key', () => {
       }
       expect(arrived()).toBe(1);
       expect(sentUnder()).toBe(1);
+    },
+    60_000,
+  );
+
+  it.each(RACES.map((race) => ({ race, field: race.field })))(
+    '$field: another input with the key at the same moment on the other replica is REUSED, sending nothing',
+    async ({ race }) => {
+      const { a, b } = replicas;
+      const key = randomUUID();
+      const n = `race-other-${key}`;
+      const held = [a, b].map((gw) => sandboxOf(gw, race.upstream).faults.hold());
+      const arrived = () => held.reduce((sum, h) => sum + h.arrived(), 0);
+      const [overA, overB] = race.transports;
+      const both = [
+        operationOver(overA, a, null, { query: race.query, variables: { input: race.input(n), key } }),
+        operationOver(overB, b, null, { query: race.query, variables: { input: race.other(n), key } }),
+      ];
+      // Whichever claimed the key is held at its upstream; the other is answered meanwhile, without waiting for it.
+      await expect.poll(arrived, { timeout: 20_000 }).toBe(1);
+      const first = await Promise.race(both);
+      expect(first.errors?.[0]?.extensions?.code, first.raw).toBe('IDEMPOTENCY_KEY_REUSED');
+      for (const h of held) h.release();
+      const codes = (await Promise.all(both)).map((answer) => answer.errors?.[0]?.extensions?.code ?? 'created');
+      expect(codes.sort()).toEqual(['IDEMPOTENCY_KEY_REUSED', 'created']);
+      expect(arrived()).toBe(1);
     },
     60_000,
   );

@@ -1,6 +1,6 @@
 // MCP is stateless (docs/decisions/060): on two replicas sharing one embedded PostgreSQL, an agent plans on one,
-// executes with its person's approval on the other, and a retry on the first replays the outcome; a plan a stopped
-// replica left executing is run again by one of them only.
+// executes with its person's approval on the other, and a retry on the first replays the outcome; an approved plan
+// both replicas are asked to run at once, and a plan a stopped replica left executing, are run by one of them only.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { PLAN_RETENTION_MS } from '../../../src/store/agent-plans.js';
@@ -36,6 +36,37 @@ describe('MCP across replicas (PostgreSQL)', () => {
         g.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam')),
       );
       expect(creations).toHaveLength(1);
+    } finally {
+      await onA.close();
+      await onB.close();
+    }
+  });
+
+  it('a plan approved once, executed on both replicas at the same moment, runs once; a third call replays', async () => {
+    const onA = await mcpClient(replicas.a, { key: 'k1', person: 'accept' });
+    const onB = await mcpClient(replicas.b, { key: 'k1', person: 'accept' });
+    const creations = () =>
+      [replicas.a, replicas.b].flatMap((g) =>
+        g.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam')),
+      ).length;
+    try {
+      const planned = await onA.call('create_project', { input: { name: 'approved once' } });
+      const planId = planned.structuredContent!.planId as string;
+      const approved = await replicas.b.gateway.services.agentPlans.approve(
+        planId,
+        { owner: 'person', name: 'a person' },
+        'elicitation',
+      );
+      expect(approved.ok).toBe(true);
+      const before = creations();
+      const both = await Promise.all([onA.call('execute_plan', { planId }), onB.call('execute_plan', { planId })]);
+      const ran = both.filter((r) => r.structuredContent?.status === 'SUCCEEDED' && !r.structuredContent.replayed);
+      expect(ran, JSON.stringify(both.map((r) => r.structuredContent))).toHaveLength(1);
+      // Approved already: neither replica asked the person again.
+      expect([...onA.asked, ...onB.asked]).toEqual([]);
+      const third = await onA.call('execute_plan', { planId });
+      expect(third.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', replayed: true });
+      expect(creations()).toBe(before + 1);
     } finally {
       await onA.close();
       await onB.close();
