@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChain, M } from '../helpers/cloud.js';
 import { startTestGateway } from '../helpers/gateway.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { storeSnapshot } from '../helpers/store.js';
 
 describe('the store on a real PostgreSQL (DATABASE_URL)', () => {
   let pg: TestPostgres;
@@ -69,6 +70,54 @@ describe('the store on a real PostgreSQL (DATABASE_URL)', () => {
       expect(results.every((r) => !r.errors)).toBe(true);
       expect(results.filter((r) => !r.data!.createProject.replayed)).toHaveLength(1);
       expect(gw.gateway.sandbox.cloud!.requests).toHaveLength(1);
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it('leaves no row for a refused request: bad input of a creation, a provisioning, an identity check, a reused key', async () => {
+    const gw = await startTestGateway({ DATABASE_URL: url });
+    try {
+      const projectId = (await gw.graphql(M.project, { input: { name: 'pg-refusals' } })).data!.createProject.project
+        .id as string;
+      const key = randomUUID();
+      expect((await gw.graphql(M.project, { input: { name: 'pg-keyed' }, key })).errors).toBeUndefined();
+      const sentBefore = [gw.gateway.sandbox.cloud!, gw.gateway.sandbox.identification!].map((s) => s.requests.length);
+      const before = await storeSnapshot(gw);
+      const refused = [
+        await gw.graphql(M.subnet, {
+          input: { projectId, networkId: randomUUID(), title: 's', cidr: '10.0.0.300/24' },
+        }),
+        await gw.graphql(
+          `mutation($input: ProvisionKafkaClusterInput!) { provisionKafkaCluster(input: $input) { provisioning { id } } }`,
+          {
+            input: {
+              project: { name: 'p' },
+              network: { title: 'n' },
+              subnet: { title: 's', cidr: '10.1.0.0/33' },
+              cluster: { title: 'k', instanceType: 'C2_MEDIUM' },
+            },
+          },
+        ),
+        await gw.graphql(
+          `mutation { createIdentification(input: { workflowId: "wf", linkLifetimeInMinutes: 0 }) { identification { id } } }`,
+        ),
+        await gw.graphql(M.project, { input: { name: 'pg-keyed-other' }, key }),
+      ];
+      expect(refused.map((r) => r.errors?.[0]?.extensions?.code)).toEqual([
+        'BAD_USER_INPUT',
+        'BAD_USER_INPUT',
+        'BAD_USER_INPUT',
+        'IDEMPOTENCY_KEY_REUSED',
+      ]);
+      expect(refused.slice(0, 3).map((r) => r.errors?.[0]?.extensions?.field)).toEqual([
+        'input.cidr',
+        'input.subnet.cidr',
+        'input.linkLifetimeInMinutes',
+      ]);
+      expect(await storeSnapshot(gw)).toEqual(before);
+      const sentAfter = [gw.gateway.sandbox.cloud!, gw.gateway.sandbox.identification!].map((s) => s.requests.length);
+      expect(sentAfter).toEqual(sentBefore);
     } finally {
       await gw.close();
     }
