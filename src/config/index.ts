@@ -50,6 +50,8 @@ export const SECRET_VARS: ReadonlySet<string> = new Set([
 ]);
 
 const DURATION = /^(\d+)(ms|s|m|h|d)?$/;
+const HOUR_MS = 3_600_000;
+const DAY_MS = 86_400_000;
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
 /** Parses `90s`, `30m`, `24h`, `7d`, `250ms` or a bare number of milliseconds. */
@@ -165,6 +167,33 @@ const namedList = list.transform((entries, ctx) => {
   }
   return entries;
 });
+/**
+ * MCP_ALLOWED_HOSTS: host names as the MCP SDK compares them, the hostname a URL parser reads from a Host or Origin
+ * header (lower case, without the port, IPv6 in brackets, an international name in its xn-- form). An entry that is
+ * not its own such hostname (`gw.example:443`, `https://gw`, `fd00::1`, a space) could never match: the endpoint
+ * would refuse every request naming it, which is refused here instead, the entry named by its place.
+ */
+const hostNames = list.transform((entries, ctx) => {
+  const names: string[] = [];
+  for (const [i, entry] of entries.entries()) {
+    const name = entry.toLowerCase();
+    let hostname: string | null = null;
+    try {
+      hostname = new URL(`http://${entry}`).hostname;
+    } catch {
+      // not a host: refused below
+    }
+    if (hostname !== name) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `entry ${i + 1} can never match a Host header, which is compared without its port: write a host name or address alone, such as gw.example, 10.0.0.5 or [fd00::1] (no scheme, port, path or space; an international name in its xn-- form)`,
+      });
+      return z.NEVER;
+    }
+    names.push(name);
+  }
+  return names;
+});
 /** A non-empty text, `fallback` when unset. */
 const text = (fallback: string) => ({ schema: z.string().trim().min(1).optional().default(fallback), shown: fallback });
 /** One of `values`, `fallback` when unset; `normalize` lets any case through. */
@@ -184,10 +213,13 @@ const choice = <const V extends readonly [string, ...string[]]>(
     shown: fallback,
   };
 };
-const duration = (
-  fallback: string,
-  bound: { minMs: number; message: string; maxMs?: number } = { minMs: 0, message: '' },
-) => ({
+/**
+ * A duration from `minMs` to `maxMs`. Every duration has an upper bound: its value goes to a timer (Node fires one set
+ * past 2^31-1 ms, ~24.8 days, after 1 ms), to an expiry stored as now + it (past ±8.64e15 ms no Date holds it, and
+ * toISOString throws; PostgreSQL's bigint ends sooner than the digits one can write), or to a comparison that a huge
+ * value turns into never; each bound is a sane setting's, said in the variable's description.
+ */
+const duration = (fallback: string, bound: { minMs: number; maxMs: number; message: string }) => ({
   schema: z
     .string()
     .optional()
@@ -198,7 +230,7 @@ const duration = (
         ctx.addIssue({ code: 'custom', message: 'must be a duration such as 500ms, 30s, 10m, 24h or 7d' });
         return z.NEVER;
       }
-      if (ms < bound.minMs || (bound.maxMs !== undefined && ms > bound.maxMs)) {
+      if (ms < bound.minMs || ms > bound.maxMs) {
         ctx.addIssue({ code: 'custom', message: bound.message });
         return z.NEVER;
       }
@@ -259,7 +291,8 @@ const int = (fallback: number, min: number, max: number) => ({
     .transform((s, ctx) => {
       // Decimal digits only: Number() would take 0x50 as 80 and 1e3 as 1000.
       const v = s === undefined || s.trim() === '' ? fallback : /^\s*-?\d+\s*$/.test(s) ? Number(s) : Number.NaN;
-      if (!Number.isInteger(v) || v < min || v > max) {
+      // -0 compares equal to 0 and would pass as PORT=0; a sign on zero is no integer as written here.
+      if (!Number.isInteger(v) || Object.is(v, -0) || v < min || v > max) {
         ctx.addIssue({ code: 'custom', message: `must be an integer from ${min} to ${max}` });
         return z.NEVER;
       }
@@ -359,8 +392,9 @@ const perUpstream = <T>(fallback: string, parse: (text: string) => T | { error: 
     }),
   shown: fallback,
 });
+/** Any case, as every other word of a choice. */
 const switchValue = (t: string): boolean | { error: string } =>
-  t === 'on' ? true : t === 'off' ? false : { error: `${JSON.stringify(t)}: must be on or off` };
+  /^on$/i.test(t) ? true : /^off$/i.test(t) ? false : { error: `${JSON.stringify(t)}: must be on or off` };
 const wholeNumber =
   (min: number, max: number) =>
   (t: string): number | { error: string } => {
@@ -375,11 +409,14 @@ const openShare = (t: string): number | { error: string } => {
     ? v
     : { error: `${JSON.stringify(t)}: must be a share between 0 and 1, such as 0.5` };
 };
+/** Up to 1h: so many digits that they make Infinity would keep an opened circuit open for good. */
 const breakDuration = (t: string): number | { error: string } => {
   const ms = parseDuration(t);
-  return ms !== undefined && ms >= 1000
+  return ms !== undefined && ms >= 1000 && ms <= HOUR_MS
     ? ms
-    : { error: `${JSON.stringify(t)}: must be a duration of at least 1s, such as 30s or 2m` };
+    : {
+        error: `${JSON.stringify(t.length > 40 ? `${t.slice(0, 40)}…` : t)}: must be a duration of at least 1s and at most 1h, such as 30s or 2m`,
+      };
 };
 
 /**
@@ -409,7 +446,14 @@ const VARS = {
       .refine(
         (s) => s === undefined || (/^postgres(ql)?:\/\//.test(s) && URL.canParse(s)),
         'must be a postgres:// or postgresql:// URL',
-      ),
+      )
+      // Without a host pg connects to its defaults (PGHOST, else localhost): another database than the one meant.
+      // A socket folder given as ?host= is a host.
+      .refine((s) => {
+        if (s === undefined || !URL.canParse(s)) return true;
+        const url = new URL(s);
+        return url.hostname !== '' || (url.searchParams.get('host') ?? '') !== '';
+      }, 'must name a host (postgres://user@host:5432/db), or a socket folder as ?host=/var/run/postgresql'),
     'PostgreSQL connection string; when set, the store, idempotency records and event log live there.',
     '(unset: SQLite)',
   ),
@@ -688,18 +732,29 @@ const VARS = {
     '(unset: no JWT grants operator)',
   ),
   AUTH_JWKS_REFRESH_INTERVAL: declare(
-    duration('1m', { minMs: 1000, message: 'must be at least 1s' }),
-    'The JWKS is fetched at most once per this interval, whatever asks for it (an unknown kid, or keys older than this).',
+    duration('1m', { minMs: 1000, maxMs: DAY_MS, message: 'must be from 1s to 24h' }),
+    'The JWKS is fetched at most once per this interval, whatever asks for it (an unknown kid, or keys older than this); from 1s to 24h, so that keys the provider rotates in are fetched within a day.',
   ),
   AUTH_JWT_CACHE_SIZE: declare(
     int(10_000, 0, 1_000_000),
     'How many verified JWTs the gateway remembers (by their SHA-256, never in clear), each until its exp or until the JWKS is fetched again, so that a token sent with every request is verified once, not every time (260–800 µs each). 0 verifies every request (the off switch; decision 049).',
   ),
   IDEMPOTENCY_RETENTION: declare(
-    duration('24h'),
-    'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds).',
+    duration('24h', {
+      minMs: 1000,
+      maxMs: 365 * DAY_MS,
+      message: 'must be from 1s to 365d (0 would expire every record as it is written, and a retry would run again)',
+    }),
+    'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds), from 1s to 365d.',
   ),
-  EVENT_RETENTION: declare(duration('7d'), 'How long webhook events are kept in the event log.'),
+  EVENT_RETENTION: declare(
+    duration('7d', {
+      minMs: 1000,
+      maxMs: 365 * DAY_MS,
+      message: 'must be from 1s to 365d (0 would expire every event as it is written, and every cursor with it)',
+    }),
+    'How long webhook events are kept in the event log (and refused notifications in the quarantine), from 1s to 365d.',
+  ),
   EVENT_NOTIFY_GROUPED: declare(
     bool(true),
     "PostgreSQL replicas: true: the NOTIFYs of events a replica publishes while its previous NOTIFY is in flight go out together once it is done, in one statement and one transaction (one commit, one turn of PostgreSQL's NOTIFY lock), each still its own notice; an event's webhook is answered once its NOTIFY committed, as before (docs/decisions/083). false: one statement and one transaction per event; an off switch, not a tuning knob. Ignored without DATABASE_URL.",
@@ -749,16 +804,20 @@ const VARS = {
     'How many cloud ledger records (projects, networks, subnets, …: shared by every key, and never changed once stored) the gateway keeps in memory once read, about 1.2 KB each, least recently used out: a query takes them by id from memory, and a tree level reads only the ids of its rows (docs/decisions/070). 0 reads every row of every level from the store; the off switch.',
   ),
   UPSTREAM_TIMEOUT: declare(
-    duration('10s', { minMs: 1, message: 'must be more than 0 (0 would leave an upstream attempt without a limit)' }),
-    'Time limit of one upstream attempt (headers and body).',
+    duration('10s', {
+      minMs: 1,
+      maxMs: HOUR_MS,
+      message: 'must be more than 0 and at most 1h (0 would leave an upstream attempt without a limit)',
+    }),
+    'Time limit of one upstream attempt (headers and body), more than 0 and at most 1h.',
   ),
   UPSTREAM_MAX_ANSWER_BYTES: declare(
     int(16 * 1024 * 1024, 1024, 256 * 1024 * 1024),
     'Largest upstream answer body the gateway reads, in bytes. A longer one is cut off where it passes this, and the attempt fails as one whose answer could not be read (UPSTREAM_ANSWER_TOO_LARGE): retried on the cloud API under the same key, UPSTREAM_OUTCOME_UNKNOWN on an identity endpoint.',
   ),
   UPSTREAM_RETRY_BUDGET: declare(
-    duration('20s'),
-    'Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE.',
+    duration('20s', { minMs: 0, maxMs: HOUR_MS, message: 'must be at most 1h' }),
+    "Total time an upstream call may spend retrying transient failures before UPSTREAM_UNAVAILABLE, at most 1h (an upstream's Retry-After is waited within it).",
   ),
   UPSTREAM_MAX_RETRIES: declare(int(4, 0, 20), 'Most retries of one upstream call after its first attempt.'),
   UPSTREAM_CIRCUIT_BREAKER: declare(
@@ -775,7 +834,7 @@ const VARS = {
   ),
   UPSTREAM_CIRCUIT_RESET_TIMEOUT: declare(
     perUpstream('30s', breakDuration),
-    'Breaker: how long an open circuit refuses at once before it lets trial calls through (half-open). Per upstream like UPSTREAM_CIRCUIT_BREAKER.',
+    'Breaker: how long an open circuit refuses at once before it lets trial calls through (half-open), from 1s to 1h. Per upstream like UPSTREAM_CIRCUIT_BREAKER.',
   ),
   UPSTREAM_CIRCUIT_HALF_OPEN_ATTEMPTS: declare(
     perUpstream('10', wholeNumber(1, 1000)),
@@ -841,8 +900,8 @@ const VARS = {
     "How long the idempotency key of a call whose replica crashed stays locked before a call with the same key (on any replica) takes it over. A live call renews its lease every third of this, so a slow call is never taken over; a composite provisioning, and an agent's plan being executed, show they are alive the same way, and one left running by a crashed replica is resumed, or is UNKNOWN and run again, after this long (docs/decisions/012).",
   ),
   IDEMPOTENCY_WAIT: declare(
-    duration('5s'),
-    'How long a request waits for an in-flight request with the same idempotency key before IDEMPOTENCY_KEY_IN_USE.',
+    duration('5s', { minMs: 0, maxMs: HOUR_MS, message: 'must be at most 1h' }),
+    'How long a request waits for an in-flight request with the same idempotency key before IDEMPOTENCY_KEY_IN_USE, at most 1h.',
   ),
   IDEMPOTENCY_REPLAY_FROM_LEDGER: declare(
     bool(true),
@@ -978,8 +1037,8 @@ const VARS = {
     '(unset: /mcp only)',
   ),
   MCP_ALLOWED_HOSTS: declare(
-    list,
-    'Host names (no port) that /mcp answers besides localhost, 127.0.0.1, [::1], HOST and the host of PUBLIC_URL; the Host and Origin headers of every MCP request must name one of them (DNS rebinding).',
+    hostNames,
+    'Comma-separated host names that /mcp answers besides localhost, 127.0.0.1, [::1], HOST and the host of PUBLIC_URL: a name or address alone, any case (gw.example, 10.0.0.5, [fd00::1]; no scheme, port or path; an international name in its xn-- form); the Host and Origin headers of every MCP request must name one of them, compared without their port (DNS rebinding). An entry no header could match stops start-up.',
     '(unset)',
   ),
   MCP_APPROVAL: declare(
@@ -987,8 +1046,12 @@ const VARS = {
     "Who approves an agent's plan under MCP_MUTATIONS=approve (docs/decisions/068): approver (only another principal holding the plan's approve scope, through approvePlan or GET /approvals; the agent's client is shown the plan and the link) or elicitation (also the agent's user, through their MCP client's form: an approval is then the client's word, and a client that auto-accepts approves its own plans).",
   ),
   MCP_APPROVAL_TTL: declare(
-    duration('15m', { minMs: 1000, message: 'must be at least 1s' }),
-    "How long an approval of an agent's plan stays valid; a plan not executed by then needs approving again.",
+    duration('15m', {
+      minMs: 1000,
+      maxMs: DAY_MS,
+      message: 'must be from 1s to 24h (a plan may be approved and executed only within 24h of being made)',
+    }),
+    "How long an approval of an agent's plan stays valid, from 1s to 24h (a plan's own lifetime); a plan not executed by then needs approving again.",
   ),
   OTEL_SDK_DISABLED: declare(
     bool(false),
@@ -1018,10 +1081,13 @@ const VARS = {
       .optional()
       .transform((s, ctx) => {
         const headers: Record<string, string> = {};
-        for (const pair of (s ?? '')
+        /** Each header name (lower case) and the pair that gave it. */
+        const pairOf = new Map<string, number>();
+        for (const [i, pair] of (s ?? '')
           .split(',')
           .map((p) => p.trim())
-          .filter(Boolean)) {
+          .filter(Boolean)
+          .entries()) {
           const eq = pair.indexOf('=');
           const name = eq > 0 ? pair.slice(0, eq).trim() : '';
           if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
@@ -1032,12 +1098,34 @@ const VARS = {
             });
             return z.NEVER;
           }
+          // Header names are case-insensitive: a=1,A=2 kept only the later, whichever was meant.
+          const key = name.toLowerCase();
+          const first = pairOf.get(key);
+          if (first !== undefined) {
+            ctx.addIssue({
+              code: 'custom',
+              message: `pair ${i + 1} names the header of pair ${first} again (${key}; names are compared in any case): give each header once`,
+            });
+            return z.NEVER;
+          }
+          pairOf.set(key, i + 1);
+          let value: string;
           try {
-            headers[name.toLowerCase()] = decodeURIComponent(pair.slice(eq + 1).trim());
+            value = decodeURIComponent(pair.slice(eq + 1).trim());
           } catch {
             ctx.addIssue({ code: 'custom', message: `the value of ${name} is not valid URL encoding` });
             return z.NEVER;
           }
+          // A header value holds no control character but the tab (RFC 9110 §5.5): a decoded %0A would split the
+          // header, and Node refuses such a value at every export, which went unseen.
+          if (/[\x00-\x08\x0a-\x1f\x7f]/.test(value)) {
+            ctx.addIssue({
+              code: 'custom',
+              message: `pair ${i + 1} (${key}): its value holds a control character (such as %0A or %00), which no header value may`,
+            });
+            return z.NEVER;
+          }
+          headers[key] = value;
         }
         return headers;
       }),
@@ -1093,12 +1181,12 @@ const VARS = {
     '(unset)',
   ),
   LOG_LEVEL: declare(
-    choice(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
-    'pino log level: fatal, error, warn, info, debug, trace or silent.',
+    choice(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'lower'),
+    'pino log level: fatal, error, warn, info, debug, trace or silent (any case).',
   ),
   LOG_FORMAT: declare(
-    choice(['auto', 'json', 'pretty'], 'auto'),
-    'auto (a compact line per event when stdout is a terminal, JSON otherwise), json (one JSON object per line, for collectors) or pretty.',
+    choice(['auto', 'json', 'pretty'], 'auto', 'lower'),
+    'auto (a compact line per event when stdout is a terminal, JSON otherwise), json (one JSON object per line, for collectors) or pretty; any case.',
   ),
 };
 

@@ -259,3 +259,132 @@ describe('SANDBOX_CLOUD_SHAPE_SEED', () => {
     );
   });
 });
+
+describe('durations past their bound, whose value goes to a timer, a stored expiry or a comparison', () => {
+  // Past 2^31-1 ms Node fires a timer after 1 ms: IDEMPOTENCY_WAIT's sleep beside a running call, and the sleep for
+  // an upstream's Retry-After within UPSTREAM_RETRY_BUDGET, would come back at once. An expiry of now + 99999999999999d
+  // is past any Date (toISOString throws) and past a PostgreSQL bigint.
+  it.each([
+    ['UPSTREAM_TIMEOUT', '2h', 'must be more than 0 and at most 1h'],
+    ['UPSTREAM_RETRY_BUDGET', '30d', 'must be at most 1h'],
+    ['IDEMPOTENCY_WAIT', '30d', 'must be at most 1h'],
+    ['IDEMPOTENCY_RETENTION', '99999999999999d', 'must be from 1s to 365d'],
+    ['EVENT_RETENTION', '99999999999999d', 'must be from 1s to 365d'],
+    ['MCP_APPROVAL_TTL', '99999999999999d', 'must be from 1s to 24h'],
+    ['AUTH_JWKS_REFRESH_INTERVAL', '99999999999999d', 'must be from 1s to 24h'],
+    ['UPSTREAM_CIRCUIT_RESET_TIMEOUT', '2h', 'must be a duration of at least 1s and at most 1h'],
+    [
+      'UPSTREAM_CIRCUIT_RESET_TIMEOUT',
+      '30s,cloud=' + '9'.repeat(400),
+      'must be a duration of at least 1s and at most 1h',
+    ],
+  ])('%s=%s', (variable, value, message) => {
+    const err = refusal({ [variable]: value });
+    expect(err?.variable).toBe(variable);
+    expect(err?.message).toMatch(new RegExp(`^${variable}: `));
+    expect(err?.message).toContain(message);
+  });
+
+  it.each([
+    ['UPSTREAM_TIMEOUT', '1h'],
+    ['UPSTREAM_RETRY_BUDGET', '1h'],
+    ['UPSTREAM_RETRY_BUDGET', '0'],
+    ['IDEMPOTENCY_WAIT', '1h'],
+    ['IDEMPOTENCY_WAIT', '0'],
+    ['IDEMPOTENCY_RETENTION', '365d'],
+    ['EVENT_RETENTION', '365d'],
+    ['MCP_APPROVAL_TTL', '24h'],
+    ['AUTH_JWKS_REFRESH_INTERVAL', '24h'],
+    ['UPSTREAM_CIRCUIT_RESET_TIMEOUT', '1h'],
+  ])('takes %s=%s, its bound', (variable, value) => {
+    expect(refusal({ [variable]: value })).toBeUndefined();
+  });
+
+  it.each(['EVENT_RETENTION', 'IDEMPOTENCY_RETENTION'])(
+    '%s=0, which would expire every event or record as it is written (cursors, resumes and retries broken)',
+    (variable) => {
+      const err = refusal({ [variable]: '0' });
+      expect(err?.variable).toBe(variable);
+      expect(err?.message).toMatch(new RegExp(`^${variable}: must be from 1s to 365d`));
+    },
+  );
+});
+
+describe('MCP_ALLOWED_HOSTS', () => {
+  it.each([
+    ['gw.example:443', 'entry 1'],
+    ['gw.example,https://gw.example', 'entry 2'],
+    ['gw example', 'entry 1'],
+    ['gw.example/mcp', 'entry 1'],
+    ['fd00::1', 'entry 1'],
+    ['agent@gw.example', 'entry 1'],
+    ['bücher.example', 'entry 1'],
+  ])('%s: an entry no Host header can match (it is compared without its port)', (hosts, where) => {
+    const err = refusal({ MCP_ALLOWED_HOSTS: hosts });
+    expect(err?.variable).toBe('MCP_ALLOWED_HOSTS');
+    expect(err?.message).toContain(`${where} can never match a Host header`);
+    expect(err?.message).toContain('such as gw.example, 10.0.0.5 or [fd00::1]');
+  });
+
+  it('takes host names, addresses and bracketed IPv6 addresses, any case (as a Host header is compared)', () => {
+    expect(
+      loadConfig({ MCP_ALLOWED_HOSTS: 'gw.example, GW.Internal,10.0.0.5,[FD00::1],xn--bcher-kva.example' }).mcp
+        .allowedHosts,
+    ).toEqual(['gw.example', 'gw.internal', '10.0.0.5', '[fd00::1]', 'xn--bcher-kva.example']);
+  });
+});
+
+describe('OTEL_EXPORTER_OTLP_HEADERS', () => {
+  it.each([
+    ['authorization=Bearer%20s3cret%0AX-Evil:1', 'pair 1', 'a control character'],
+    ['x-tenant=a,api-key=s3cret%00', 'pair 2', 'a control character'],
+    ['api-key=s3cret-1,API-Key=s3cret-2', 'pair 2', 'names the header of pair 1 again'],
+  ])('%s: refused naming the pair, the value not shown', (headers, where, what) => {
+    const err = refusal({ OTEL_EXPORTER_OTLP_HEADERS: headers });
+    expect(err?.variable).toBe('OTEL_EXPORTER_OTLP_HEADERS');
+    expect(err?.message).toContain(where);
+    expect(err?.message).toContain(what);
+    expect(err?.message).not.toContain('s3cret');
+  });
+
+  it('takes distinct headers, a tab and encoded commas in a value', () => {
+    expect(loadConfig({ OTEL_EXPORTER_OTLP_HEADERS: 'api-key=a%09b,x-tenant=c%2Cd' }).tracing.headers).toEqual({
+      'api-key': 'a\tb',
+      'x-tenant': 'c,d',
+    });
+  });
+});
+
+describe('DATABASE_URL and PORT', () => {
+  it.each(['postgres://', 'postgres:///gw?sslmode=require&password=pw-s3cret', 'postgres:///gw', 'postgres://?host='])(
+    'DATABASE_URL=%s: no host, where pg would connect to its defaults (localhost) instead',
+    (url) => {
+      const err = refusal({ DATABASE_URL: url });
+      expect(err?.variable).toBe('DATABASE_URL');
+      expect(err?.message).toContain('must name a host');
+      expect(err?.message).not.toContain('s3cret');
+    },
+  );
+
+  it('takes a socket folder as ?host=', () => {
+    expect(loadConfig({ DATABASE_URL: 'postgres:///gw?host=/var/run/postgresql' }).databaseUrl).toBe(
+      'postgres:///gw?host=/var/run/postgresql',
+    );
+  });
+
+  it.each(['-0', '-00', ' -0 '])('PORT=%s, minus zero', (port) => {
+    const err = refusal({ PORT: port });
+    expect(err?.variable).toBe('PORT');
+    expect(err?.message).toMatch(/^PORT: must be an integer from 0 to 65535/);
+  });
+});
+
+describe('words of a choice, in any case as TRUSTED_DOCUMENTS, MCP_* and OTEL_* take them', () => {
+  it('takes LOG_LEVEL, LOG_FORMAT and UPSTREAM_CIRCUIT_BREAKER in any case', () => {
+    const config = loadConfig({ LOG_LEVEL: 'Debug', LOG_FORMAT: 'JSON', UPSTREAM_CIRCUIT_BREAKER: 'ON,rfm=Off' });
+    expect(config.logLevel).toBe('debug');
+    expect(config.logFormat).toBe('json');
+    expect(config.upstream.breakers.rfm.enabled).toBe(false);
+    expect(config.upstream.breakers.cloud.enabled).toBe(true);
+  });
+});
