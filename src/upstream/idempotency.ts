@@ -231,6 +231,9 @@ export class Idempotency {
             { idempotencyKey: key },
           );
         }
+        // Taken as it is stored: a record written before fingerprints were keyed holds the unsalted one, and a claim
+        // with the keyed one would match no row (a retry of its unknown outcome then asked again without end).
+        const same = existing.fingerprint === print ? claim : { ...claim, fingerprint: existing.fingerprint };
         if (existing.state === 'done') {
           metrics.idempotentReplays.inc({ operation: params.operation });
           const stored = existing.response;
@@ -245,7 +248,7 @@ export class Idempotency {
           // A call that was already waiting when the first one ended shares its answer: only a call made
           // after the app learnt of the unknown outcome is the app's decision to send it again.
           if (waited) throw unknownOutcome(existing.response, key, upstream);
-          if (await records.reclaim(claim, 'unknown', now)) {
+          if (await records.reclaim(same, 'unknown', now)) {
             retryOfUnknown = true;
             break;
           }
@@ -254,7 +257,7 @@ export class Idempotency {
         if (existing.state === 'incomplete') {
           // The upstream created it: only its kept answer is read again, never the request re-sent.
           if (waited || !params.recover) throw incompleteAnswer(existing.response, key, upstream);
-          if (await records.reclaim(claim, 'incomplete', now)) {
+          if (await records.reclaim(same, 'incomplete', now)) {
             recovering = existing.response as IncompleteAnswer;
             break;
           }
@@ -263,12 +266,12 @@ export class Idempotency {
         const lost = this.lost.get(slot);
         if (lost && !this.inFlight.has(slot) && existing.state === 'pending') {
           this.lost.delete(slot);
-          if (await records.takeOverLost(claim, lost)) {
+          if (await records.takeOverLost(same, lost)) {
             tookOver = true;
             break;
           }
         }
-        if (await records.takeOver(claim, now)) {
+        if (await records.takeOver(same, now)) {
           tookOver = true;
           break;
         }

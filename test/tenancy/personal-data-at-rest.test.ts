@@ -84,5 +84,24 @@ describe('personal data at rest', () => {
     // A record written before fingerprints were keyed: the same request with its key is a replay, not a reuse.
     await db.updateTable('idempotency_records').set({ fingerprint: unsalted }).where('key', '=', key).execute();
     expect((await gw.graphql(RFM, { key })).data!.checkRfm.replayed).toBe(true);
+
+    // Such a record whose outcome was unknown: the app's retry with its key sends the request again (it was claimed
+    // with the keyed fingerprint, which matched no row, and asked again without end).
+    await db
+      .updateTable('idempotency_records')
+      .set({ state: 'unknown', response: JSON.stringify({ message: 'the outcome is unknown' }) })
+      .where('key', '=', key)
+      .execute();
+    const sent = gw.gateway.sandbox.verification!.requests.length;
+    const retried = await gw.graphql(RFM, { key });
+    expect(retried.errors).toBeUndefined();
+    expect(retried.data!.checkRfm.replayed).toBe(false);
+    expect(gw.gateway.sandbox.verification!.requests.length).toBe(sent + 1);
+    const after = await db
+      .selectFrom('idempotency_records')
+      .select(['state', 'fingerprint'])
+      .where('key', '=', key)
+      .executeTakeFirstOrThrow();
+    expect(after).toEqual({ state: 'done', fingerprint: unsalted });
   });
 });
