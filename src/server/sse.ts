@@ -9,7 +9,7 @@ import type { AuthFailure } from '../auth/keys.js';
 import { readableBy } from '../auth/tenancy.js';
 import { ErrorCode } from '../errors.js';
 import type { Pipeline, Ran } from '../execution/pipeline.js';
-import { deliverable, streamPresenter, writable, type ResultStream } from '../execution/present.js';
+import { deliverable, streamFailure, streamPresenter, writable, type ResultStream } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { Holding } from './held-credentials.js';
@@ -125,6 +125,8 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   /** Each operation's contextValue: the reserved stream it runs on, and what its `complete` ends (onComplete). */
   const streamOf = new WeakMap<object, string>();
   const completions = new WeakMap<object, () => void>();
+  /** A subscription's contextValue: its result stream, which onNext ends after a result JSON cannot write. */
+  const resultsOf = new WeakMap<object, ResultStream>();
   /**
    * A subscription ends when its token expires, or when a reload refuses the credential it was opened with or takes a
    * scope its operation (`ran`) needs: a last result saying why (UNAUTHENTICATED, as a new subscription with the
@@ -153,6 +155,20 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         const reason = expiredNow(expiry, context.caller);
         if (reason !== null) void subscription.end(expired(reason));
       };
+    // graphql-sse reads the stream in a loop of its own, which a rejected `next()` ends with the whole event stream
+    // (every operation of a reserved one) and nothing said to the client. The failure is the operation's last result
+    // instead, masked by the one rule as graphql-ws's `error` for it is (streamFailure), and then the stream is done.
+    const next = stream.next;
+    let failed = false;
+    stream.next = () =>
+      failed
+        ? Promise.resolve({ done: true, value: undefined })
+        : next.call(stream).catch((err: unknown) => {
+            failed = true;
+            stream.return(undefined).catch(() => undefined);
+            return { done: false, value: { errors: [streamFailure(err, options.logger, context.requestId)] } };
+          });
+    resultsOf.set(context, stream);
     on?.add(subscription);
     held.hold(subscription, request.generation);
     // graphql-sse has queued the operation's `complete` (its source ended, it was stopped, or it was ended above).
@@ -228,12 +244,15 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       // The same masking as over HTTP and WebSocket: unexpected errors become INTERNAL_SERVER_ERROR.
       const context = 'incremental' in result ? undefined : (ctx as unknown as GraphQLContext);
       // A result JSON cannot write is answered as graphql-ws answers it: graphql-sse's own write would throw and end
-      // the event stream, with every operation on it, and the client would be told nothing.
-      const out = writable(
-        deliverable(result as ExecutionResult, context, options.logger),
-        options.logger,
-        context?.requestId,
-      );
+      // the event stream, with every operation on it, and the client would be told nothing. A subscription ends
+      // there, as over graphql-ws: INTERNAL_SERVER_ERROR, then `complete`.
+      const delivered = deliverable(result as ExecutionResult, context, options.logger);
+      const out = writable(delivered, options.logger, context?.requestId);
+      if (out !== delivered && context)
+        resultsOf
+          .get(context)
+          ?.return(undefined)
+          .catch(() => undefined);
       const cursor = out.extensions?.cursor;
       idsOf(req.context)?.push(typeof cursor === 'string' ? cursor : undefined);
       return out;

@@ -4,18 +4,22 @@
 // `server_error`). One case per route × fault. Where only an internal throw reaches a path, the case replaces ONE
 // internal method of the running gateway to throw SECRET (restored after the case), and says why.
 import { randomUUID } from 'node:crypto';
+import type { DocumentNode, OperationDefinitionNode } from 'graphql';
+import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 
 import { ErrorCode, GatewayError } from '../../src/errors.js';
 import { SharedResultStream } from '../../src/execution/run.js';
+import { SharedExecution } from '../../src/execution/shared.js';
 import { McpResources } from '../../src/server/mcp/resources.js';
 import { appsFile, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { AUDIENCE, EVERY_APP_SCOPE, ISSUER, sign, signingKey, startJwksServer } from '../helpers/jwt.js';
 import { mcpClient } from '../helpers/mcp.js';
-import { postNotification } from '../helpers/mobile-id.js';
-import { operationOver, type Transport } from '../helpers/operation.js';
-import { registerVerifications } from '../helpers/resumable.js';
+import { postNotification, wsClient } from '../helpers/mobile-id.js';
+import { operationOver, type AnsweredError, type Transport } from '../helpers/operation.js';
+import { postCompletion, registerVerifications } from '../helpers/resumable.js';
+import { waitForSubscribers } from '../helpers/wait.js';
 
 const KEY = 'no-raw-messages-app-key-01';
 const OPERATOR_KEY = 'no-raw-messages-operator-01';
@@ -381,15 +385,16 @@ const CASES: Case[] = [
   })),
   // A subscription's stream that throws: only an internal throw, since the stream turns what its source and its
   // executions throw into a result of its own (src/execution/run.ts). The one stream class's `next` is replaced.
-  {
-    route: 'graphql-ws subscription',
+  // graphql-sse reads the stream itself: the throw is the operation's last result, not the end of its event stream.
+  ...(['ws', 'sse', 'sse-single'] as const).map((transport): Case => ({
+    route: `${transport === 'ws' ? 'graphql-ws' : transport} subscription`,
     fault: 'its stream throws',
     provoke: () => vi.spyOn(SharedResultStream.prototype, 'next').mockRejectedValue(thrown()),
-    send: () => over('ws', 'subscription { heartbeat(intervalMs: 1000, count: 1) }'),
+    send: () => over(transport, 'subscription { heartbeat(intervalMs: 1000, count: 1) }'),
     code: INTERNAL,
     logged: true,
     loggedOnce: 'secret-internal-detail',
-  },
+  })),
   // A thrown error the log cannot read (a property whose getter throws, as a bug's error object may have): the log
   // line of the masking rule fails with it. SECRET is in neither the answer nor the log.
   ...(['post', 'get', 'ws', 'sse', 'sse-single'] as const).map((transport): Case => ({
@@ -601,17 +606,134 @@ describe('no unexpected error reaches a client with its raw message', () => {
 });
 
 describe("a subscription's stream that throws the gateway's own error", () => {
-  it('reaches the graphql-ws client as it is: its words and its code, nothing logged as unexpected', async () => {
-    const logged = gw.logs().length;
-    const refusal = new GatewayError(ErrorCode.SERVICE_UNAVAILABLE, 'the database cannot be reached; retry', {
-      retryAfter: 5,
+  it.each(['ws', 'sse', 'sse-single'] as const)(
+    'reaches the %s client as it is: its words and its code, nothing logged as unexpected',
+    async (transport) => {
+      const logged = gw.logs().length;
+      const refusal = new GatewayError(ErrorCode.SERVICE_UNAVAILABLE, 'the database cannot be reached; retry', {
+        retryAfter: 5,
+      });
+      vi.spyOn(SharedResultStream.prototype, 'next').mockRejectedValue(refusal);
+      const got = await operationOver(transport, gw, KEY, {
+        query: 'subscription { heartbeat(intervalMs: 1000, count: 1) }',
+      });
+      expect(got.errors).toEqual([
+        {
+          message: 'the database cannot be reached; retry',
+          extensions: { code: 'SERVICE_UNAVAILABLE', retryAfter: 5 },
+        },
+      ]);
+      expect(gw.logs().slice(logged)).not.toContain('unexpected error');
+    },
+  );
+});
+
+/** Every result a subscription over `transport` got, until it completed (or failed: `error`). */
+async function allResults(
+  transport: 'ws' | 'sse' | 'sse-single',
+  query: string,
+): Promise<{ results: Array<{ errors?: AnsweredError[] }>; completed: boolean; error?: unknown }> {
+  const client =
+    transport === 'ws'
+      ? wsClient(gw, { key: KEY })
+      : createSseClient({
+          url: `${gw.url}/graphql/stream`,
+          singleConnection: transport === 'sse-single',
+          retryAttempts: 0,
+          headers: auth(),
+        });
+  try {
+    const results: Array<{ errors?: AnsweredError[] }> = [];
+    return await new Promise((resolve) => {
+      client.subscribe(
+        { query },
+        {
+          next: (value) => void results.push(value as { errors?: AnsweredError[] }),
+          error: (error: unknown) => resolve({ results, completed: false, error }),
+          complete: () => resolve({ results, completed: true }),
+        },
+      );
     });
-    vi.spyOn(SharedResultStream.prototype, 'next').mockRejectedValue(refusal);
-    const got = await operationOver('ws', gw, KEY, { query: 'subscription { heartbeat(intervalMs: 1000, count: 1) }' });
-    expect(got.errors).toEqual([
-      { message: 'the database cannot be reached; retry', extensions: { code: 'SERVICE_UNAVAILABLE', retryAfter: 5 } },
-    ]);
-    expect(gw.logs().slice(logged)).not.toContain('unexpected error');
+  } finally {
+    await client.dispose();
+  }
+}
+
+describe("a subscription's result that JSON cannot write", () => {
+  // One rule on every streaming transport (docs/contract.md, INTERNAL_SERVER_ERROR): the subscription gets its
+  // INTERNAL_SERVER_ERROR and ends there, as when its stream fails; the ticks after it are not delivered. Only an
+  // internal value holds a BigInt: the first tick's execution is replaced to return one.
+  it.each(['ws', 'sse', 'sse-single'] as const)(
+    'ends the %s subscription with INTERNAL_SERVER_ERROR and complete: no later event is delivered',
+    async (transport) => {
+      const logged = gw.logs().length;
+      vi.spyOn(SharedExecution.prototype, 'execute').mockReturnValueOnce({ data: { heartbeat: 1n } } as never);
+      const got = await allResults(transport, 'subscription { heartbeat(intervalMs: 10, count: 3) }');
+      expect(got.error).toBeUndefined();
+      expect(got.completed).toBe(true);
+      expect(got.results).toHaveLength(1);
+      expect(got.results[0]!.errors).toEqual([
+        expect.objectContaining({ message: 'Internal server error', extensions: { code: INTERNAL } }),
+      ]);
+      const lines = gw
+        .logs()
+        .slice(logged)
+        .split('\n')
+        .filter((l) => l.includes('serialize a BigInt'));
+      expect(lines, lines.join('\n')).toHaveLength(1);
+      expect((JSON.parse(lines[0]!) as { requestId?: unknown }).requestId).toEqual(expect.any(String));
+    },
+  );
+});
+
+describe('a reserved SSE stream (single-connection mode) with a subscription whose stream throws', () => {
+  it("answers that subscription INTERNAL_SERVER_ERROR and goes on with the stream's other operations", async () => {
+    const [[externalId, callbackUrl]] = [
+      ...(await registerVerifications(gw, gw.gateway.sandbox.verification!, KEY, 1)),
+    ] as [[string, string]];
+    // Only the operation named Broken has a stream whose `next` throws; the others read theirs as usual.
+    const real = SharedResultStream.prototype.next;
+    vi.spyOn(SharedResultStream.prototype, 'next').mockImplementation(function (this: SharedResultStream) {
+      const { document } = (this as unknown as { args: { document: DocumentNode } }).args;
+      const operation = document.definitions[0] as OperationDefinitionNode;
+      return operation.name?.value === 'Broken' ? Promise.reject(thrown()) : real.call(this);
+    });
+    const stream = await reservedStream();
+    const add = async (operationId: string, query: string, variables?: Record<string, unknown>) => {
+      const post = await http('/graphql/stream', {
+        method: 'POST',
+        headers: { ...auth(), 'content-type': 'application/json', 'x-graphql-event-stream-token': stream.token },
+        body: JSON.stringify({ query, variables, extensions: { operationId } }),
+      });
+      expect(post.status, post.raw).toBe(202);
+    };
+    try {
+      const waits = 'subscription Waits($id: ID) { verificationCompleted(externalId: $id) { externalId payload } }';
+      await add('waits', waits, {
+        id: externalId,
+      });
+      await waitForSubscribers(gw, 'verification', externalId);
+      await add('broken', 'subscription Broken { heartbeat(intervalMs: 1000, count: 1) }');
+      await vi.waitFor(() => expect(stream.text()).toContain('event: complete\ndata: {"id":"broken"}'), {
+        timeout: 5000,
+      });
+      expect(stream.text()).toContain(
+        'event: next\ndata: {"id":"broken","payload":{"errors":[{"message":"Internal server error","extensions":{"code":"INTERNAL_SERVER_ERROR"}}]}}',
+      );
+      // The stream goes on: the other subscription gets an event that arrives after, and a new operation its answer.
+      await postCompletion(callbackUrl, externalId, 'after-broken');
+      await vi.waitFor(() => expect(stream.text()).toMatch(/\{"id":"waits","payload":\{"data".*after-broken/), {
+        timeout: 5000,
+      });
+      await add('after', '{ __typename }');
+      await vi.waitFor(() => expect(stream.text()).toContain('event: complete\ndata: {"id":"after"}'), {
+        timeout: 5000,
+      });
+      for (const leak of LEAKS) expect(stream.text(), `${leak} in the stream`).not.toMatch(leak);
+      expect(stream.text()).not.toContain('event: complete\ndata: {"id":"waits"}');
+    } finally {
+      stream.close();
+    }
   });
 });
 
