@@ -93,6 +93,8 @@ interface Reservation {
   timer: NodeJS.Timeout | undefined;
   /** The `id:` of each `next` event to come on the reserved stream, whichever request added its operation. */
   ids: EventIds;
+  /** Once connected: its end with the credential that connected it (at that credential's expiry, or a reload's). */
+  ending?: Ending;
 }
 
 /**
@@ -149,9 +151,13 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     };
     const cancel = onExpiry(expiry, context.caller, (reason) => void subscription.end(expired(reason)));
     // A stream that ended on its own check of the expiry (its scheduled end not run yet: a timer firing late, a clock
-    // moved) gets the same last result, not a bare `complete`.
+    // moved) gets the same last result, not a bare `complete`. On a reserved stream whose own credential has expired,
+    // the whole stream ends, as its scheduled end ends it: its other subscriptions would otherwise go on until then.
     if (context.caller.expiresAt !== undefined)
       stream.sourceEnded = () => {
+        const reserved = key === undefined ? undefined : reservations.get(key)?.ending;
+        const streamReason = reserved === undefined ? null : expiredNow(expiry, reserved.caller);
+        if (streamReason !== null) return void reserved!.end(expired(streamReason));
         const reason = expiredNow(expiry, context.caller);
         if (reason !== null) void subscription.end(expired(reason));
       };
@@ -493,7 +499,11 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       connected === undefined
         ? undefined
         : onExpiry(expiry, auth.caller, (reason) => void connected.end(expired(reason)));
-    if (connected) held.hold(connected, checkedUnder);
+    if (connected) {
+      held.hold(connected, checkedUnder);
+      const reservation = reservations.get(stream!);
+      if (reservation) reservation.ending = connected;
+    }
     try {
       for await (const chunk of responseBody) {
         if (!res.writable) break;

@@ -302,6 +302,54 @@ describe('JWTs over WebSocket and SSE', () => {
     expect(events.at(-1)).toMatch(/^event: complete\ndata: \{"id":"op-[12]"\}$/);
   });
 
+  it("a reserved SSE stream (single-connection mode) whose JWT has expired on the gateway clock ends as its scheduled end ends it when one subscription's own check notices it first: every subscription's last result, then the stream", async () => {
+    const id = await registered();
+    const jwt = await token(60);
+    const exp = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()).exp as number;
+    const auth = { authorization: `Bearer ${jwt}` };
+    const put = await request(`${t.url}/graphql/stream`, { method: 'PUT', headers: auth });
+    expect(put.statusCode).toBe(201);
+    const stream = { 'x-graphql-event-stream-token': await put.body.text() };
+    const before = scheduled.length;
+    const get = await request(`${t.url}/graphql/stream`, {
+      method: 'GET',
+      headers: { ...auth, ...stream, accept: 'text/event-stream' },
+    });
+    expect(get.statusCode).toBe(200);
+    let text = '';
+    let ended = false;
+    get.body.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    get.body.on('end', () => (ended = true));
+    // op-1 waits for the verification's event; op-2 would not notice the expiry by itself before its next tick.
+    const operations = { 'op-1': { query: COMPLETED, variables: { id } }, 'op-2': { query: OPEN } };
+    for (const [operationId, operation] of Object.entries(operations)) {
+      const post = await request(`${t.url}/graphql/stream`, {
+        method: 'POST',
+        headers: { ...auth, ...stream, 'content-type': 'application/json' },
+        body: JSON.stringify({ ...operation, extensions: { operationId } }),
+      });
+      expect(post.statusCode).toBe(202);
+    }
+    // The stream's expiry and each subscription's, none of which the test fires.
+    await waitFor(() => scheduled.length === before + 3, 5_000, 'the expiries scheduled');
+    await waitForSubscribers(t, 'verification', id);
+    clock.advance(61_000);
+    await sandbox.complete(id);
+    await waitFor(() => ended, 5_000, 'the reserved stream ended');
+    const events = text.split('\n\n').filter((e) => e.startsWith('event:'));
+    const message = `the JWT expired at ${new Date(exp * 1000).toISOString()}: the subscription has ended; subscribe again with a new token`;
+    for (const operationId of Object.keys(operations)) {
+      const last = events.indexOf(
+        `event: next\ndata: {"id":"${operationId}","payload":{"errors":[{"message":"${message}","extensions":{"code":"UNAUTHENTICATED"}}]}}`,
+      );
+      expect(last, operationId).toBeGreaterThanOrEqual(0);
+      expect(events.indexOf(`event: complete\ndata: {"id":"${operationId}"}`), operationId).toBeGreaterThan(last);
+    }
+    expect(events.some((e) => e.includes('verificationCompleted'))).toBe(false);
+    // Ended: every scheduled end is cancelled, as when they end the stream themselves.
+    await waitFor(() => scheduled.slice(before).every((e) => e.cancelled), 5_000, 'the expiries cancelled');
+  });
+
   it('a JWT whose scopes lack cloud:write is refused createProject with FORBIDDEN over WebSocket and SSE, before anything runs', async () => {
     const jwt = await sign(key, {
       exp: Math.floor(clock.now() / 1000) + 600,
