@@ -56,9 +56,11 @@ export function formatError(
   // filled in). Those of the request (a text that does not parse or validate, sent as they are over SSE) have no
   // path: the client's to read. Those of the execution (a null in a non-null field, a value an enum or a scalar
   // cannot serialize, an abstract type it cannot resolve) have one: a resolver or a stored row broke the schema's
-  // promise, which is unexpected.
+  // promise, which is unexpected. An error that was thrown (`thrown`) is never a refusal of the request, which the
+  // pipeline returns, so one without a code and a path is a bug's GraphQLError, not graphql-js's words.
   if (
     original instanceof GraphQLError &&
+    !thrownErrors.has(original) &&
     !original.originalError &&
     formatted.path === undefined &&
     (code === undefined || code === ErrorCode.INTERNAL_SERVER_ERROR)
@@ -79,8 +81,20 @@ export function formatError(
  * contract, else INTERNAL_SERVER_ERROR with nothing of its own, and the error in full in the log.
  */
 export function streamFailure(err: unknown, logger: Logger, requestId: string): GraphQLError {
-  const shown = formatError(ensureGraphQLError(err).toJSON(), err, logger, false, requestId);
+  const shown = formatError(ensureGraphQLError(err).toJSON(), thrown(err), logger, false, requestId);
   return new GraphQLError(shown.message, { path: shown.path, extensions: shown.extensions });
+}
+
+/**
+ * The errors that reached formatError by a throw (a presenter's `threw`, an HTTP failure, a stream's failure) rather
+ * than in a result or a refused stage: graphql-js's refusals of a request never come this way (the pipeline returns
+ * them), so formatError shows none of these for having no code, path or original error.
+ */
+const thrownErrors = new WeakSet<object>();
+
+function thrown<E>(err: E): E {
+  if (typeof err === 'object' && err !== null) thrownErrors.add(err);
+  return err;
 }
 
 /**
@@ -394,7 +408,7 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
   }
 
   threw(err: unknown, context: GraphQLContext): HttpAnswer {
-    return this.errorResult([ensureGraphQLError(err)], context);
+    return this.errorResult([thrown(ensureGraphQLError(err))], context);
   }
 
   /**
@@ -403,7 +417,7 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
    */
   failure(err: unknown, contentType: string, prefix = ''): HttpAnswer {
     const head: Head = { status: undefined, headers: undefined };
-    const errors = this.formatErrors([ensureGraphQLError(err, prefix)], head);
+    const errors = this.formatErrors([thrown(ensureGraphQLError(err, prefix))], head);
     const headers = head.headers ?? new HeaderMap();
     headers.set('content-type', contentType);
     return { status: head.status ?? 500, headers, result: { errors } };

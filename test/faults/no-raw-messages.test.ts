@@ -4,7 +4,7 @@
 // `server_error`). One case per route × fault. Where only an internal throw reaches a path, the case replaces ONE
 // internal method of the running gateway to throw SECRET (restored after the case), and says why.
 import { randomUUID } from 'node:crypto';
-import type { DocumentNode, OperationDefinitionNode } from 'graphql';
+import { GraphQLError, type DocumentNode, type OperationDefinitionNode } from 'graphql';
 import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -395,6 +395,33 @@ const CASES: Case[] = [
     logged: true,
     loggedOnce: 'secret-internal-detail',
   })),
+  // A bug's GraphQLError with no code, no path and no original error, which only graphql-js's own refusals of a
+  // request raised before execution look like (src/execution/present.ts formatError): the client's words only then.
+  ...(['ws', 'sse', 'sse-single'] as const).map((transport): Case => ({
+    route: `${transport === 'ws' ? 'graphql-ws' : transport} subscription`,
+    fault: 'its stream throws a GraphQLError of no code',
+    provoke: () => vi.spyOn(SharedResultStream.prototype, 'next').mockRejectedValue(new GraphQLError(SECRET)),
+    send: () => over(transport, 'subscription { heartbeat(intervalMs: 1000, count: 1) }'),
+    code: INTERNAL,
+    logged: true,
+    loggedOnce: 'secret-internal-detail',
+  })),
+  ...(['post', 'ws', 'sse'] as const).map((transport): Case => ({
+    route: `${transport} operation`,
+    fault: 'the admission throws a GraphQLError of no code',
+    provoke: () => vi.spyOn(gw.gateway.services.rateLimits, 'take').mockRejectedValue(new GraphQLError(SECRET)),
+    send: () => over(transport, '{ projects { id } }'),
+    ...(transport === 'post' ? { code: INTERNAL } : {}),
+    logged: true,
+  })),
+  {
+    route: 'post operation',
+    fault: 'the admission throws a value that is no error',
+    provoke: () => vi.spyOn(gw.gateway.services.rateLimits, 'take').mockRejectedValue(SECRET),
+    send: () => over('post', '{ projects { id } }'),
+    code: INTERNAL,
+    logged: true,
+  },
   // A thrown error the log cannot read (a property whose getter throws, as a bug's error object may have): the log
   // line of the masking rule fails with it. SECRET is in neither the answer nor the log.
   ...(['post', 'get', 'ws', 'sse', 'sse-single'] as const).map((transport): Case => ({
