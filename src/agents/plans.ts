@@ -337,7 +337,8 @@ export class AgentPlans {
    * last execution's outcome is unknown is (its approval lapsed before it could be run again): it stays unknown and
    * runs under the same idempotency keys, so a repeat creates nothing twice. `shown`: the status (as GraphQL names it)
    * the approver was shown; the plan is approved only while it has it (approving a pending plan runs it once, an
-   * unknown one runs it again: a person who saw the one never approves the other).
+   * unknown one runs it again: a person who saw the one never approves the other). An unknown plan is approved only
+   * with `shown` naming that state.
    */
   async approve(
     id: string,
@@ -373,6 +374,18 @@ export class AgentPlans {
         ok: false,
         reason: 'done',
         message: `plan ${plan.id} is ${plan.status.toUpperCase()} now, not ${shown} as shown: read it again; not approved`,
+      };
+    }
+    // Approving an unknown plan sends it again, which a person decides having read that state: an approver's call
+    // that names no status (an app's retry of its approval of the pending plan, its first answer lost while the plan
+    // ran) would otherwise turn one approval into a second run, and a second creation upstream of a key not honoured.
+    if (shown === undefined && plan.status === 'unknown') {
+      return {
+        ok: false,
+        reason: 'done',
+        message:
+          `plan ${plan.id} is UNKNOWN: the outcome of its last run is unknown, and it may have been applied ` +
+          'upstream; approve it to run again with status: UNKNOWN, having read it; not approved',
       };
     }
     const now = this.now();

@@ -378,7 +378,13 @@ export class AgentWorkflow {
           },
         );
       }
-      const approval = await this.o.plans.approve(plan.id, { owner: caller.scope, name: actor }, 'elicitation');
+      // The answer approves the plan in the state its form showed (this read of it), and no other.
+      const approval = await this.o.plans.approve(
+        plan.id,
+        { owner: caller.scope, name: actor },
+        'elicitation',
+        plan.status.toUpperCase(),
+      );
       if (!approval.ok) return refuse(`${approval.message}; nothing was sent`, { planId: plan.id });
     }
 

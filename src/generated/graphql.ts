@@ -1274,8 +1274,8 @@ export type Mutation = {
    * Approves an agent's plan as it is now (its hash), for MCP_APPROVAL_TTL. The agent's `execute_plan` then runs it once;
    * a plan whose requests changed since is refused. A plan is approved by another app than the one that made it, holding
    * the approve scope of each kind of write it makes; to any other approver it is NOT_FOUND, as an unknown id. A plan
-   * whose outcome is UNKNOWN is approved again once its approval expired (it stays UNKNOWN, and runs again under the
-   * same idempotency keys); one run to its end, declined or expired is CONFLICT.
+   * whose outcome is UNKNOWN is approved again, with `status: UNKNOWN`, once its approval expired (it stays UNKNOWN, and
+   * runs again under the same idempotency keys); one run to its end, declined or expired is CONFLICT.
    */
   approvePlan: AgentPlan;
   /** Checks whether a client is in the list of terrorists and extremists (`POST /api/v1/rfm/is-in-catalog`). The body is passed as given. */

@@ -1,7 +1,8 @@
 // MCP_APPROVAL=elicitation: the person's answer approves the plan as the form showed it (docs/agents.md, "Who
 // approves", "Running, once"). An identity check whose run ended UPSTREAM_OUTCOME_UNKNOWN has spent its approval: the
 // client echoing the form it answered for the first run (its sealed requestState, its inputResponses) approves
-// nothing; its person is asked anew, told that the outcome is unknown, and the upstream gets nothing more until then.
+// nothing; its person is asked anew, told that the outcome is unknown, and the upstream gets nothing more until then;
+// their answer to that form runs it again.
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
 
@@ -78,5 +79,18 @@ describe('an elicited approval binds the plan as it was shown', () => {
     expect(identification.requests).toHaveLength(1);
     expect(replayed.resultType, JSON.stringify(replayed)).toBe('input_required');
     expect(replayed.inputRequests!.approval!.params!.message).toContain('unknown');
+
+    // The person, told that the outcome is unknown, approves this form: the plan runs again, under the same key.
+    const again = await call(
+      { planId },
+      {
+        inputResponses: { approval: { action: 'accept', content: { approve: true } } },
+        requestState: replayed.requestState,
+      },
+    );
+    expect(again.isError, JSON.stringify(again)).toBeFalsy();
+    expect(again.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED' });
+    expect(identification.requests).toHaveLength(2);
+    expect(new Set(identification.requests.map((r) => r.headers['idempotency-key'])).size).toBe(1);
   });
 });

@@ -28,6 +28,8 @@ const spawnGateway = gatewayProcesses();
 const appsFileOf = () => planApps('mcp-left-executing-', { withOperator: true });
 
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
+/** An UNKNOWN plan is approved again only by naming that state. */
+const APPROVE_UNKNOWN = 'mutation($id: ID!) { approvePlan(planId: $id, status: UNKNOWN) { status } }';
 const STATUS = 'query($id: ID!) { agentPlan(id: $id) { status } }';
 const PENDING = '{ pendingAgentPlans { id status } }';
 const AUDIT = 'query($id: ID) { agentAudit(planId: $id) { action detail } }';
@@ -160,7 +162,7 @@ describe('a plan left executing by a process that stopped', () => {
       },
     );
     expect(declined.errors?.[0]?.extensions?.code).toBe('CONFLICT');
-    expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
+    expect((await gw.graphql(APPROVE_UNKNOWN, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
       approvePlan: { status: 'UNKNOWN' },
     });
     expect((await gw.graphql(PENDING, {}, { key: APPROVER_KEY })).data).toEqual({ pendingAgentPlans: [] });

@@ -15,6 +15,8 @@ const connect = mcpClientsPerTest();
 const appsFileOf = () => planApps('mcp-unknown-again-');
 
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { id status approvedBy hash } }';
+const APPROVE_UNKNOWN =
+  'mutation($id: ID!) { approvePlan(planId: $id, status: UNKNOWN) { id status approvedBy hash } }';
 const DECLINE = 'mutation($id: ID!) { declinePlan(planId: $id) { id status } }';
 const PENDING = '{ pendingAgentPlans { id status } }';
 const TTL = 10 * 60_000;
@@ -69,7 +71,8 @@ describe('a plan whose outcome is unknown, its approval lapsed', () => {
     // A plan that may have been applied is never declined; it is approved again, as it was planned.
     const declined = await gw.graphql(DECLINE, { id: planId }, { key: APPROVER_KEY });
     expect(declined.errors?.[0]?.extensions?.code).toBe('CONFLICT');
-    expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
+    // Approved by naming the state the person read (approvePlan without it is CONFLICT for an UNKNOWN plan).
+    expect((await gw.graphql(APPROVE_UNKNOWN, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
       approvePlan: { id: planId, status: 'UNKNOWN', approvedBy: 'approver', hash },
     });
     expect((await gw.graphql(PENDING, {}, { key: APPROVER_KEY })).data).toEqual({ pendingAgentPlans: [] });

@@ -12,6 +12,7 @@ const connect = mcpClientsPerTest();
 const AGENT_KEY = 'agent-key-0123456789';
 const APPROVER_KEY = 'approver-key-0123456789';
 const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
+const APPROVE_UNKNOWN = 'mutation($id: ID!) { approvePlan(planId: $id, status: UNKNOWN) { status } }';
 const PENDING = '{ pendingAgentPlans { id status } }';
 
 describe('an identity plan whose outcome the upstream cannot settle', () => {
@@ -50,8 +51,9 @@ describe('an identity plan whose outcome the upstream cannot settle', () => {
       pendingAgentPlans: [{ id: planId, status: 'UNKNOWN' }],
     });
 
-    // A person decides to send it once more (having checked upstream): it runs, under the same key.
-    expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
+    // A person decides to send it once more (having checked upstream), approving it as UNKNOWN, the state they read:
+    // it runs, under the same key.
+    expect((await gw.graphql(APPROVE_UNKNOWN, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
       approvePlan: { status: 'UNKNOWN' },
     });
     const approved = await c.call('execute_plan', { planId });
