@@ -285,6 +285,9 @@ export async function validateKafkaCluster(input: CreateKafkaClusterInput, looku
   };
 }
 
+/** The largest 64-bit signed whole number: Kafka's Long.MAX_VALUE, the bound of the topic's ms and bytes settings. */
+const MAX_LONG = '9223372036854775807';
+
 export async function validateKafkaTopic(input: CreateKafkaTopicInput, lookup: Lookup): Promise<KafkaTopicSpec> {
   checkTexts('input', input);
   const name = nonEmpty('input.name', input.name);
@@ -317,6 +320,14 @@ export async function validateKafkaTopic(input: CreateKafkaTopicInput, lookup: L
     const v = value == null ? fallback : String(value);
     if (v.startsWith('-') && !(allowMinusOne && v === '-1'))
       throw badUserInput(field, `must be ${allowMinusOne ? '-1 or ' : ''}a non-negative whole number, got ${v}`);
+    // Kafka keeps these settings as a long (the default of max.compaction.lag.ms is its largest): a longer number would
+    // be sent and refused by the cluster, or by the upstream, after the call. DecimalString has no leading zeros, so
+    // comparing lengths, then the digits, compares the numbers.
+    if (v.length > MAX_LONG.length || (v.length === MAX_LONG.length && v > MAX_LONG))
+      throw badUserInput(
+        field,
+        `must be at most ${MAX_LONG} (a 64-bit whole number), got ${v.length > 40 ? `a number of ${v.length} digits` : v}`,
+      );
     return v;
   };
   return {
@@ -413,11 +424,21 @@ export async function validateVirtualMachine(
     }
   }
   if ((input.users ?? []).length === 0) throw badUserInput('input.users', 'a virtual machine needs at least one user');
-  const users = (input.users ?? []).map((u, i) => ({
-    name: nonEmpty(`input.users[${i}].name`, u.name),
-    password: u.password ?? null,
-    sshKeys: (u.sshKeys ?? []).map((k, j) => checkSshKey(`input.users[${i}].sshKeys[${j}]`, k)),
-  }));
+  // A login name is one account of the machine: two users of one name would be one account with two passwords and two
+  // key lists, and what the upstream makes of that is not shown. Compared as sent (trimmed).
+  const seen = new Map<string, number>();
+  const users = (input.users ?? []).map((u, i) => {
+    const name = nonEmpty(`input.users[${i}].name`, u.name);
+    const first = seen.get(name);
+    if (first !== undefined)
+      throw badUserInput(`input.users[${i}].name`, `${name} is also the name of the user at index ${first}`);
+    seen.set(name, i);
+    return {
+      name,
+      password: u.password ?? null,
+      sshKeys: (u.sshKeys ?? []).map((k, j) => checkSshKey(`input.users[${i}].sshKeys[${j}]`, k)),
+    };
+  });
   return {
     projectId: input.projectId,
     title,

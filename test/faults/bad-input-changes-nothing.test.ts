@@ -10,7 +10,7 @@ import { sql } from 'kysely';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { M, ok } from '../helpers/cloud.js';
+import { M, ok, SSH_KEY } from '../helpers/cloud.js';
 import { appsFile, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { operationOver } from '../helpers/operation.js';
 
@@ -32,7 +32,7 @@ const TABLES = [
 
 let gw: TestGateway;
 let file: string;
-let chain: { projectId: string; networkId: string; subnetId: string; clusterId: string };
+let chain: { projectId: string; networkId: string; subnetId: string; ipId: string; clusterId: string };
 
 /** What could change: rows, metrics an operator reads, upstream calls. */
 async function observed(): Promise<Record<string, unknown>> {
@@ -187,6 +187,87 @@ const ROWS: Row[] = [
     after: project,
   },
   {
+    surface: 'POST createKafkaTopic',
+    input: 'a retention beyond a 64-bit whole number (Kafka keeps it as a long)',
+    send: (key) =>
+      gql(M.topic, {
+        input: {
+          projectId: chain.projectId,
+          clusterId: chain.clusterId,
+          name: 'long',
+          retentionMs: '9223372036854775808',
+        },
+        key,
+      }),
+    code: 'BAD_USER_INPUT',
+    field: 'input.retentionMs',
+    after: project,
+  },
+  {
+    surface: 'POST provisionKafkaCluster',
+    input: 'a topic whose retention has 90,000 digits',
+    send: (key) =>
+      gql(M.provisionKafka, {
+        input: {
+          projectId: chain.projectId,
+          networkId: chain.networkId,
+          subnetId: chain.subnetId,
+          cluster: { title: 'k', instanceType: 'C2_MEDIUM', publicIp: '203.0.113.9' },
+          topics: [{ name: 'ok' }, { name: 'huge', retentionBytes: '9'.repeat(90_000) }],
+        },
+        key,
+      }),
+    code: 'BAD_USER_INPUT',
+    field: 'input.topics[1].retentionBytes',
+    after: project,
+  },
+  {
+    surface: 'POST createVirtualMachine',
+    input: 'two users of one name (one account of the machine)',
+    send: (key) =>
+      gql(M.vm, {
+        input: {
+          projectId: chain.projectId,
+          title: 'vm',
+          instanceType: 'C2_MEDIUM',
+          bootDisk: { sizeGb: 20, image: 'UBUNTU_22_04' },
+          users: [
+            { name: 'ops', sshKeys: [SSH_KEY] },
+            { name: 'dev', sshKeys: [SSH_KEY] },
+            { name: ' ops', password: 'Vm-pa55word!' },
+          ],
+          networkInterfaces: [{ networkId: chain.networkId, subnetId: chain.subnetId, ipAddressId: chain.ipId }],
+        },
+        key,
+      }),
+    code: 'BAD_USER_INPUT',
+    field: 'input.users[2].name',
+    after: project,
+  },
+  {
+    surface: 'POST provisionVirtualMachine',
+    input: 'two users of one name',
+    send: (key) =>
+      gql(M.provisionVm, {
+        input: {
+          projectId: chain.projectId,
+          networkId: chain.networkId,
+          subnetId: chain.subnetId,
+          ipAddressId: chain.ipId,
+          virtualMachine: {
+            title: 'vm',
+            instanceType: 'C2_MEDIUM',
+            bootDisk: { sizeGb: 20, image: 'UBUNTU_22_04' },
+            users: [{ name: 'ops', password: 'Vm-pa55word!' }, { name: 'ops' }],
+          },
+        },
+        key,
+      }),
+    code: 'BAD_USER_INPUT',
+    field: 'input.virtualMachine.users[1].name',
+    after: project,
+  },
+  {
     surface: 'POST createIdentification',
     input: 'a link lifetime out of range',
     send: (key) => gql(IDENTIFY, { input: { workflowId: 'wf-new', linkLifetimeInMinutes: 196 }, key }),
@@ -306,9 +387,10 @@ describe('bad input changes nothing', () => {
     const networkId = (await ok(gw, M.network, { input: { projectId, title: 'net' } }, KEY)).network.id;
     const subnet = { projectId, networkId, title: 'sub', cidr: '10.9.0.0/24' };
     const subnetId = (await ok(gw, M.subnet, { input: subnet }, KEY)).subnet.id;
+    const ipId = (await ok(gw, M.ip, { input: { projectId, networkId, title: 'ip' } }, KEY)).ipAddress.id;
     const cluster = { projectId, title: 'k', instanceType: 'C2_MEDIUM', subnetId, publicIp: '203.0.113.9' };
     const clusterId = (await ok(gw, M.cluster, { input: cluster }, KEY)).kafkaCluster.id;
-    chain = { projectId, networkId, subnetId, clusterId };
+    chain = { projectId, networkId, subnetId, ipId, clusterId };
   });
   afterAll(() => gw.close());
 
