@@ -49,7 +49,7 @@ export function formatError(
   const original = unwrapResolverError(error);
   const coded = typeof code === 'string' && code !== ErrorCode.INTERNAL_SERVER_ERROR && EXPECTED_CODES.has(code);
   if (coded && (original instanceof GraphQLError || !(original instanceof Error))) {
-    const shown = withoutEchoedValue(withoutHttp(formatted), error);
+    const shown = withVariableField(withoutEchoedValue(withoutHttp(formatted), error));
     return hideSuggestions ? withoutSuggestions(shown) : shown;
   }
   // graphql-js's own errors carry no original error and no code of their own (over HTTP, the INTERNAL_SERVER_ERROR
@@ -136,6 +136,32 @@ function withoutEchoedValue(formatted: GraphQLFormattedError, error: unknown): G
   const prefix = formatted.message.slice(0, -(reason.length + 2));
   const at = new RegExp(` at "${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}[^"]*"$`).exec(prefix)?.[0] ?? '';
   return { ...formatted, message: `Variable "$${name}" got invalid value${at}; ${reason}` };
+}
+
+/**
+ * The field a refusal of graphql-js's variable coercion is about, as the gateway's own BAD_USER_INPUT names one
+ * (`input.acls[2].pattern`: graphql-js writes its paths so), read from its words: the variable, the place in it
+ * (`at "input.bandwidthMbps"`), and a field of an input object that is unknown or missing. Undefined for other words.
+ */
+export function variableFieldOf(message: string): string | undefined {
+  const m = /^Variable "\$([^"]+)" (?:got (?:an )?invalid value(?: at "([^"]+)")?|of (?:required|non-null) type)/.exec(
+    message,
+  );
+  if (!m) return undefined;
+  const at = m[2] ?? m[1]!;
+  const inner = /Field "([^"]+)" (?:of required type|is not defined)/.exec(message);
+  return inner ? `${at}.${inner[1]}` : at;
+}
+
+/**
+ * docs/contract.md: a BAD_USER_INPUT names its field in `extensions.field`. graphql-js's refusals of the variables
+ * name it only in their words, which a client cannot read reliably: the field is added from them.
+ */
+function withVariableField(formatted: GraphQLFormattedError): GraphQLFormattedError {
+  if (formatted.extensions?.code !== ErrorCode.BAD_USER_INPUT || formatted.extensions.field !== undefined)
+    return formatted;
+  const field = variableFieldOf(formatted.message);
+  return field === undefined ? formatted : { ...formatted, extensions: { ...formatted.extensions, field } };
 }
 
 /**

@@ -56,9 +56,43 @@ describe.each(['post', 'ws', 'sse'] as const)('a variable graphql-js cannot coer
       expect(errors, `${query} over ${transport}`).toHaveLength(1);
       expect(errors[0]!.message).toMatch(message);
       expect(errors[0]!.extensions?.code).toBe('BAD_USER_INPUT');
+      // docs/contract.md: BAD_USER_INPUT names the offending field, in words and in extensions.field.
+      expect(errors[0]!.extensions?.field).toBe('id');
       // A client's mistake is not logged as an unexpected error.
       expect(gw.logs().slice(before)).not.toContain('unexpected error in a GraphQL operation');
     }
+  });
+});
+
+// Inside an input object, the field named is the place in the variable, as the gateway's own refusals name it.
+const NESTED = 'mutation($input: CreateNetworkInput!) { createNetwork(input: $input) { network { id } } }';
+const PROJECT = '3fa85f64-5717-4562-b3fc-2c963f66afa6';
+const NESTED_CASES = [
+  {
+    what: 'a value of the wrong type',
+    input: { projectId: PROJECT, title: 'n', bandwidthMbps: 1.5 },
+    field: 'input.bandwidthMbps',
+  },
+  {
+    what: 'a field the type does not define',
+    input: { projectId: PROJECT, title: 'n', speed: 1 },
+    field: 'input.speed',
+  },
+  { what: 'a required field missing', input: { projectId: PROJECT }, field: 'input.title' },
+  { what: 'null for a non-null field', input: { projectId: PROJECT, title: null }, field: 'input.title' },
+  {
+    what: 'an enum value in the wrong case',
+    input: { projectId: PROJECT, title: 'n', region: 'msk' },
+    field: 'input.region',
+  },
+];
+
+describe.each(['post', 'ws', 'sse'] as const)('a nested value graphql-js cannot coerce, over %s', (transport) => {
+  it.each(NESTED_CASES)('is BAD_USER_INPUT naming $field for $what', async ({ input, field }) => {
+    const errors = await errorsOf(transport, NESTED, { input });
+    expect(errors).toHaveLength(1);
+    expect(errors[0]!.extensions?.code).toBe('BAD_USER_INPUT');
+    expect(errors[0]!.extensions?.field).toBe(field);
   });
 });
 

@@ -116,12 +116,14 @@ const ROWS: Row[] = [
     input: 'a malformed idempotency key',
     send: () => gql(M.project, { input: { name: 'p' }, key: 'not-a-uuid' }),
     code: 'BAD_USER_INPUT',
+    field: 'key',
   },
   {
     surface: 'POST createNetwork',
     input: 'a wrong type in a nested input',
     send: (key) => gql(M.network, { input: { projectId: chain.projectId, title: 'n', bandwidthMbps: 'fast' }, key }),
     code: 'BAD_USER_INPUT',
+    field: 'input.bandwidthMbps',
     after: project,
   },
   {
