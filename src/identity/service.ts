@@ -117,8 +117,18 @@ function nonEmpty(field: string, value: string): string {
   const v = value.trim();
   if (!v) throw badUserInput(field, 'must not be empty');
   if (v.length > MAX_ID_LENGTH) throw badUserInput(field, `must be at most ${MAX_ID_LENGTH} characters`);
+  // An id is one line, as the cloud inputs' names are (src/cloud/validation.ts checkTexts): a control character inside
+  // one (U+0000 to U+001F, U+007F) was sent to the identity interface and kept, an id no person can type or read back.
+  const bad = ID_CONTROL.exec(v);
+  if (bad) {
+    const code = `U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
+    throw badUserInput(field, `must be one line of text without control characters; found ${code}`);
+  }
   return v;
 }
+
+/** C0 controls and DEL: none belongs in an id. */
+const ID_CONTROL = /[\u0000-\u001f\u007f]/;
 
 /**
  * A verification's external id as the app gives it, as the gateway keeps and looks it up: without the blanks around

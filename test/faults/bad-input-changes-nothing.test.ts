@@ -271,6 +271,22 @@ const ROWS: Row[] = [
   },
   {
     surface: 'POST createIdentification',
+    input: 'a control character inside the workflow id',
+    send: (key) => gql(IDENTIFY, { input: { workflowId: 'wf\u0001new', applicantExternalId: 'a-1' }, key }),
+    code: 'BAD_USER_INPUT',
+    field: 'input.workflowId',
+    after: project,
+  },
+  {
+    surface: 'POST registerVerification',
+    input: 'a line break inside the external id',
+    send: (key) => gql(VERIFY, { input: { workflowId: 'wf', applicant: {}, externalId: 'v-1\nv-2' }, key }),
+    code: 'BAD_USER_INPUT',
+    field: 'input.externalId',
+    after: project,
+  },
+  {
+    surface: 'POST createIdentification',
     input: 'a link lifetime out of range',
     send: (key) => gql(IDENTIFY, { input: { workflowId: 'wf-new', linkLifetimeInMinutes: 196 }, key }),
     code: 'BAD_USER_INPUT',
