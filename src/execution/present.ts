@@ -142,8 +142,9 @@ function withoutEchoedValue(formatted: GraphQLFormattedError, error: unknown): G
  * The field a refusal of graphql-js's variable coercion is about, as the gateway's own BAD_USER_INPUT names one
  * (`input.acls[2].pattern`: graphql-js writes its paths so), read from its words: the variable, the place in it
  * (`at "input.bandwidthMbps"`), and a field of an input object that is unknown or missing. Undefined for other words.
+ * MCP's argumentOf (src/server/mcp/operations.ts) reads the same words: a transport may not import this stage.
  */
-export function variableFieldOf(message: string): string | undefined {
+function variableFieldOf(message: string): string | undefined {
   const m = /^Variable "\$([^"]+)" (?:got (?:an )?invalid value(?: at "([^"]+)")?|of (?:required|non-null) type)/.exec(
     message,
   );

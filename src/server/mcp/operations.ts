@@ -5,7 +5,6 @@ import type { CallToolResult } from '@modelcontextprotocol/server';
 import type { GraphQLFormattedError, OperationTypeNode } from 'graphql';
 
 import type { Executed, OperationParams, Pipeline, Refusal, RunOperation } from '../../execution/pipeline.js';
-import { variableFieldOf } from '../../execution/present.js';
 import { toolError, type ToolCall } from './server.js';
 import { codeOf } from './tools.js';
 
@@ -13,7 +12,13 @@ import { codeOf } from './tools.js';
 export function argumentOf(error: GraphQLFormattedError): string | undefined {
   const field = error.extensions?.field;
   if (typeof field === 'string' && field) return field;
-  return variableFieldOf(error.message);
+  const m = /^Variable "\$([^"]+)" (?:got invalid value(?: at "([^"]+)")?|of (?:required|non-null) type)/.exec(
+    error.message,
+  );
+  if (!m) return undefined;
+  const at = m[2] ?? m[1]!;
+  const inner = /Field "([^"]+)" (?:of required type|is not defined)/.exec(error.message);
+  return inner ? `${at}.${inner[1]}` : at;
 }
 
 /** A tool error for GraphQL errors: each names its argument (or its scope), and all are in structuredContent. */
