@@ -10,6 +10,7 @@ import {
   signingKey,
   startJwksServer,
   startJwtGateway,
+  testClock,
   type JwksServer,
   type SigningKey,
 } from '../helpers/jwt.js';
@@ -20,15 +21,20 @@ describe('a graphql-ws client that leaves while its JWT is verified', () => {
   let jwks: JwksServer;
   let t: TestGateway;
   const scheduled: Array<{ cancelled: boolean }> = [];
+  const clock = testClock();
 
   beforeAll(async () => {
     key = await signingKey('key-1');
     jwks = await startJwksServer([key]);
+    // The provider is down as the gateway starts: its first fetch of the keys fails, so that the test's token is
+    // what asks for them (below), after the clock passed the refresh interval.
+    jwks.down();
     t = await startJwtGateway(
       jwks,
       {},
       {
         testing: {
+          clock: clock.now,
           scheduleAuthExpiry: () => {
             const entry = { cancelled: false };
             scheduled.push(entry);
@@ -37,6 +43,8 @@ describe('a graphql-ws client that leaves while its JWT is verified', () => {
         },
       },
     );
+    await waitFor(() => t.logs().includes('could not be fetched'), 5_000, 'the first fetch of the keys failing');
+    jwks.up();
   });
   afterAll(async () => {
     jwks.release();
@@ -47,6 +55,8 @@ describe('a graphql-ws client that leaves while its JWT is verified', () => {
   it('leaves no expiry scheduled, and the same token admitted later is scheduled and cancelled as usual', async () => {
     const token = await sign(key);
     jwks.hold();
+    // Past the refresh interval: the token's verification fetches the keys itself, and waits for them.
+    clock.advance(10 * 60_000);
     const before = jwks.requests;
     const ws = new WebSocket(`${t.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws');
     await new Promise<void>((resolve, reject) => {
