@@ -76,11 +76,12 @@ export function formatError(
 }
 
 /**
- * What a streaming transport ends a subscription with when its stream threw (graphql-ws's `error` message), by the
- * one masking rule (formatError): the error as it is when the gateway raised it on purpose with a code of the
- * contract, else INTERNAL_SERVER_ERROR with nothing of its own, and the error in full in the log.
+ * What a streaming transport ends an operation with when it failed past its result stream (the stream threw, or a
+ * result JSON cannot write), by the one masking rule (formatError): the error as it is when the gateway raised it on
+ * purpose with a code of the contract, else INTERNAL_SERVER_ERROR with nothing of its own, and the error in full in
+ * the log.
  */
-export function streamFailure(err: unknown, logger: Logger, requestId: string): GraphQLError {
+export function streamFailure(err: unknown, logger: Logger, requestId?: string): GraphQLError {
   const shown = formatError(ensureGraphQLError(err).toJSON(), thrown(err), logger, false, requestId);
   return new GraphQLError(shown.message, { path: shown.path, extensions: shown.extensions });
 }
@@ -219,12 +220,11 @@ export function writable(result: ExecutionResult, logger: Logger, requestId?: st
   try {
     JSON.stringify(result);
   } catch (err) {
-    logUnexpected(logger, err, { requestId }, 'unexpected error in a GraphQL operation');
     const cursor = result.extensions?.cursor;
     return {
-      errors: [{ message: INTERNAL_ERROR_MESSAGE, extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } }],
+      errors: [streamFailure(err, logger, requestId)],
       ...(typeof cursor === 'string' ? { extensions: { cursor } } : {}),
-    } as unknown as ExecutionResult;
+    };
   }
   writableResults.add(result);
   return result;

@@ -8,7 +8,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { Caller } from '../auth/caller.js';
 import { expiredNow, onExpiry } from '../auth/jwt.js';
 import type { AuthFailure, AuthResult } from '../auth/keys.js';
-import { ErrorCode, INTERNAL_ERROR_MESSAGE } from '../errors.js';
+import { ErrorCode } from '../errors.js';
 import type { Pipeline, Ran, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamFailure, streamPresenter, type StreamOutcome } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
@@ -242,12 +242,8 @@ export function createWsServer(options: WsOptions) {
     handleProtocols,
   });
   const present = streamPresenter(options.logger);
+  const operationFailed = (err: unknown, id: string) => [streamFailure(err, options.logger, `ws:${id}`)];
   const credentials = options.held;
-  /**
-   * A connection held for its credential. Refused after a reload: 4403, as a new connection with it would get; its
-   * subscriptions end with it. A JWT whose keys could not be fetched is not refused but unchecked: 1013, as `connect`
-   * answers it, and the client reconnects once the keys can be fetched. Admitted: its caller is the reloaded one.
-   */
   /** What each running subscription's stream runs and for whom, to check its scopes again after a reload. */
   const running = new WeakMap<object, { ran: Ran; opened: Caller }>();
   /**
@@ -565,13 +561,10 @@ export function createWsServer(options: WsOptions) {
           options.logger.debug({ id, errors: outcome.refused.map((e) => e.message) }, 'subscription error');
         return operated(outcome);
       },
-      unwritable(err, id) {
-        logUnexpected(options.logger, err, { requestId: `ws:${id}` }, 'unexpected error in a GraphQL operation');
-        return [new GraphQLError(INTERNAL_ERROR_MESSAGE, { extensions: { code: ErrorCode.INTERNAL_SERVER_ERROR } })];
-      },
-      // A subscription's stream turns what its source and its executions throw into a result, masked as it is
-      // written: what reaches here is a failure of the gateway's own, masked by the same rule.
-      streamFailed: (err, id) => [streamFailure(err, options.logger, `ws:${id}`)],
+      // A result JSON cannot write, and a failure of the gateway's own that a subscription's stream threw (it turns
+      // what its source and its executions throw into a result): each masked by the one rule, logged with its id.
+      unwritable: operationFailed,
+      streamFailed: operationFailed,
       closed(pc) {
         const connection = pc.state;
         if (connection.holding !== undefined) credentials.release(connection.holding);
