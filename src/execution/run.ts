@@ -76,29 +76,31 @@ export interface StreamingExecution {
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
 /**
- * The sources' answers to the streams waiting on them (SharedResultStream as a Waiter), taken in one turn of the
- * microtask queue per batch: as the jobs of resolved promises would be, without a promise, a reaction and a job each.
- * Flat triples: stream, answer, whether it is a failure.
+ * The sources' answers to the result streams waiting on them (SharedResultStream as a Waiter), one batch per streaming
+ * transport, taken in one turn of the microtask queue per batch: as the jobs of resolved promises would be, without a
+ * promise, a reaction and a job each. Flat triples: stream, answer, whether it is a failure.
  */
-const handed: unknown[] = [];
-
-function handOn(stream: SharedResultStream, answer: unknown, failed: boolean): void {
-  if (handed.push(stream, answer, failed) === 3) queueMicrotask(takeHanded);
-}
-
-function takeHanded(): void {
-  // Answers handed on while these are taken (the next event, already queued) join this batch.
-  for (let i = 0; i < handed.length; i += 3) {
-    const stream = handed[i] as SharedResultStream;
-    try {
-      if (handed[i + 2] === true) stream.threw(handed[i + 1]);
-      else stream.took(handed[i + 1] as IteratorResult<unknown>);
-    } catch (err) {
-      // Neither throws but by a bug: the transport gets it as it would from an async loop, and the others go on.
-      stream.broke(err);
+class Answers {
+  private readonly handed: unknown[] = [];
+  private readonly take = (): void => {
+    const handed = this.handed;
+    // Answers handed on while these are taken (the next event, already queued) join this batch.
+    for (let i = 0; i < handed.length; i += 3) {
+      const stream = handed[i] as SharedResultStream;
+      try {
+        if (handed[i + 2] === true) stream.threw(handed[i + 1]);
+        else stream.took(handed[i + 1] as IteratorResult<unknown>);
+      } catch (err) {
+        // Neither throws but by a bug: the transport gets it as it would from an async loop, and the others go on.
+        stream.broke(err);
+      }
     }
+    handed.length = 0;
+  };
+
+  handOn(stream: SharedResultStream, answer: unknown, failed: boolean): void {
+    if (this.handed.push(stream, answer, failed) === 3) queueMicrotask(this.take);
   }
-  handed.length = 0;
 }
 
 /**
@@ -115,20 +117,27 @@ function sharedSubscribe(
   shared: SharedExecution,
   sink: ResultSink | undefined,
   sources: SourceStreams | undefined,
+  answers: Answers,
 ): Subscribed | Promise<Subscribed> {
   const made = sources ? sources.create(args) : createSourceEventStream(args);
   // A source made at once (a plan's, decision 154) is followed at once: no turn of the microtask queue in between.
-  if (made instanceof Promise) return made.then((source) => resultsOf(source, args, shared, sink));
-  return resultsOf(made, args, shared, sink);
+  if (made instanceof Promise) return made.then((source) => resultsOf(source, args, shared, sink, answers));
+  return resultsOf(made, args, shared, sink, answers);
 }
 
 type Subscribed = ResultStream | ExecutionResult;
 
 /** A source stream's results, or the errors it was refused with. */
-function resultsOf(source: unknown, args: ExecutionArgs, shared: SharedExecution, sink?: ResultSink): Subscribed {
+function resultsOf(
+  source: unknown,
+  args: ExecutionArgs,
+  shared: SharedExecution,
+  sink: ResultSink | undefined,
+  answers: Answers,
+): Subscribed {
   if (!source || typeof source !== 'object' || !(Symbol.asyncIterator in source)) return source as ExecutionResult;
   const iterator = (source as AsyncIterable<unknown>)[Symbol.asyncIterator]();
-  return new SharedResultStream(iterator, args, shared, sink) as unknown as ResultStream;
+  return new SharedResultStream(iterator, args, shared, sink, answers) as unknown as ResultStream;
 }
 
 /**
@@ -158,6 +167,8 @@ export class SharedResultStream {
     private readonly args: ExecutionArgs,
     private readonly shared: SharedExecution,
     private readonly sink: ResultSink | undefined,
+    /** Where the source's answers wait for their turn of the microtask queue (`resolve`, `reject`). */
+    private readonly answers: Answers,
   ) {}
 
   next(): Promise<IteratorResult<ExecutionResult>> {
@@ -223,17 +234,17 @@ export class SharedResultStream {
   }
 
   /**
-   * Waiter: the source's answer, taken in a turn of the microtask queue of its own (`handOn`), as an awaited promise
+   * Waiter: the source's answer, taken in a turn of the microtask queue of its own (`Answers`), as an awaited promise
    * would take it, and never within the source's own call (a publish, or `nextTo`).
    * @internal
    */
   resolve(step: IteratorResult<unknown>): void {
-    handOn(this, step, false);
+    this.answers.handOn(this, step, false);
   }
 
   /** Waiter: the source failed (see resolve). @internal */
   reject(err: unknown): void {
-    handOn(this, err, true);
+    this.answers.handOn(this, err, true);
   }
 
   /** An event, or the source's end, for `drive`. @internal */
@@ -300,7 +311,7 @@ export class SharedResultStream {
     ended();
   }
 
-  /** `drive`'s promise rejects with `err` (a bug of this class's: see takeHanded). @internal */
+  /** `drive`'s promise rejects with `err` (a bug of this class's: see Answers). @internal */
   broke(err: unknown): void {
     this.settle(Promise.reject(err));
   }
@@ -392,8 +403,9 @@ export function streamingExecution(
   const worded = (args: ExecutionArgs): ExecutionArgs =>
     (args.hideSuggestions ?? false) === hideSuggestions ? args : { ...args, hideSuggestions };
   const plainExecute = hideSuggestions ? (args: ExecutionArgs) => execute(worded(args)) : execute;
+  const answers = new Answers();
   const guardedSubscribe = (args: ExecutionArgs, sink?: ResultSink) =>
-    sharedSubscribe(worded(args), shared, sink, sources);
+    sharedSubscribe(worded(args), shared, sink, sources, answers);
   if (!tracing.enabled) return { execute: plainExecute, subscribe: guardedSubscribe };
   const span = (args: ExecutionArgs) => {
     const { name, type, operationName } = operationSpanName(args);
