@@ -108,6 +108,21 @@ describe('JWTs over WebSocket and SSE', () => {
   };
   /** A token of app shop that expires `seconds` after the test clock's now. */
   const token = (seconds = 600) => sign(key, { exp: Math.floor(clock.now() / 1000) + seconds });
+  /** A reserved SSE stream (single-connection mode) opened with `jwt`: reserved, then connected with GET. */
+  const reservedStream = async (jwt: string) => {
+    const exp = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()).exp as number;
+    const auth = { authorization: `Bearer ${jwt}` };
+    const put = await request(`${t.url}/graphql/stream`, { method: 'PUT', headers: auth });
+    expect(put.statusCode).toBe(201);
+    const stream = { 'x-graphql-event-stream-token': await put.body.text() };
+    const before = scheduled.length;
+    const get = await request(`${t.url}/graphql/stream`, {
+      method: 'GET',
+      headers: { ...auth, ...stream, accept: 'text/event-stream' },
+    });
+    expect(get.statusCode).toBe(200);
+    return { exp, auth, stream, before, get };
+  };
   const nextScheduled = async (from: number) =>
     waitFor(() => scheduled.length > from && scheduled[scheduled.length - 1], 5_000, 'the expiry scheduled');
 
@@ -266,17 +281,7 @@ describe('JWTs over WebSocket and SSE', () => {
 
   it("a reserved SSE stream (single-connection mode) opened with a JWT ends when the token expires, after its subscriptions' last results", async () => {
     const jwt = await token(240);
-    const exp = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()).exp as number;
-    const auth = { authorization: `Bearer ${jwt}` };
-    const put = await request(`${t.url}/graphql/stream`, { method: 'PUT', headers: auth });
-    expect(put.statusCode).toBe(201);
-    const stream = { 'x-graphql-event-stream-token': await put.body.text() };
-    const before = scheduled.length;
-    const get = await request(`${t.url}/graphql/stream`, {
-      method: 'GET',
-      headers: { ...auth, ...stream, accept: 'text/event-stream' },
-    });
-    expect(get.statusCode).toBe(200);
+    const { exp, auth, stream, before, get } = await reservedStream(jwt);
     const streamExpiry = await nextScheduled(before);
     expect(streamExpiry.delay).toBe(exp * 1000 - clock.now());
     for (const operationId of ['op-1', 'op-2']) {
@@ -305,17 +310,7 @@ describe('JWTs over WebSocket and SSE', () => {
   it("a reserved SSE stream (single-connection mode) whose JWT has expired on the gateway clock ends as its scheduled end ends it when one subscription's own check notices it first: every subscription's last result, then the stream", async () => {
     const id = await registered();
     const jwt = await token(60);
-    const exp = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()).exp as number;
-    const auth = { authorization: `Bearer ${jwt}` };
-    const put = await request(`${t.url}/graphql/stream`, { method: 'PUT', headers: auth });
-    expect(put.statusCode).toBe(201);
-    const stream = { 'x-graphql-event-stream-token': await put.body.text() };
-    const before = scheduled.length;
-    const get = await request(`${t.url}/graphql/stream`, {
-      method: 'GET',
-      headers: { ...auth, ...stream, accept: 'text/event-stream' },
-    });
-    expect(get.statusCode).toBe(200);
+    const { exp, auth, stream, before, get } = await reservedStream(jwt);
     let text = '';
     let ended = false;
     get.body.on('data', (chunk: Buffer) => (text += chunk.toString()));
