@@ -123,8 +123,27 @@ export function checkCidr(field: string, value: string | null | undefined): stri
   const hostMask = prefix === 32 ? 0 : (0xffffffff >>> prefix) >>> 0;
   if ((addr & hostMask) !== 0)
     throw badUserInput(field, `${v} has host bits set; the block starts at ${blockStart(addr, prefix)}/${prefix}`);
+  // Every CIDR of the spec is a subnet of a network (spec: subnet `cidr`, the cluster's `subnetwork_cidr`), a block its
+  // hosts take addresses from. A block reaching into "this network", loopback, multicast or the reserved range (RFC
+  // 6890: no interface may hold such an address) can never be one: 0.0.0.0/0, as a firewall rule would write
+  // "anywhere", is the usual slip. Public and private ranges alike stay allowed.
+  const end = (addr | hostMask) >>> 0;
+  const reserved = NOT_HOST_BLOCKS.find(([start, last]) => addr <= last && end >= start);
+  if (reserved)
+    throw badUserInput(
+      field,
+      `${v} is not a subnet: it overlaps ${reserved[2]}, whose addresses no host can hold; give the subnet's own block`,
+    );
   return v;
 }
+
+/** The blocks no host address may lie in (RFC 6890): first and last address, and how a message names them. */
+const NOT_HOST_BLOCKS: ReadonlyArray<readonly [number, number, string]> = [
+  [0x00000000, 0x00ffffff, '0.0.0.0/8 ("this network")'],
+  [0x7f000000, 0x7fffffff, '127.0.0.0/8 (loopback)'],
+  [0xe0000000, 0xefffffff, '224.0.0.0/4 (multicast)'],
+  [0xf0000000, 0xffffffff, '240.0.0.0/4 (reserved, with the broadcast address)'],
+];
 
 function blockStart(addr: number, prefix: number): string {
   const start = prefix === 0 ? 0 : (addr & ((0xffffffff << (32 - prefix)) >>> 0)) >>> 0;
@@ -287,12 +306,21 @@ export async function validateKafkaCluster(input: CreateKafkaClusterInput, looku
 
 /** The largest 64-bit signed whole number: Kafka's Long.MAX_VALUE, the bound of the topic's ms and bytes settings. */
 const MAX_LONG = '9223372036854775807';
+/** The largest 16-bit signed number: the replication factor's type in Kafka's CreateTopics request. */
+const MAX_REPLICATION_FACTOR = 32767;
 
 export async function validateKafkaTopic(input: CreateKafkaTopicInput, lookup: Lookup): Promise<KafkaTopicSpec> {
   checkTexts('input', input);
   const name = nonEmpty('input.name', input.name);
   const partitions = positiveInt('input.partitions', input.partitions, 1);
   const replicationFactor = positiveInt('input.replicationFactor', input.replicationFactor, 1);
+  // Kafka's CreateTopics request carries the replication factor as a 16-bit number: a larger one cannot be sent, even
+  // to a cluster the ledger does not know (a known cluster bounds it by its instance count, below).
+  if (replicationFactor > MAX_REPLICATION_FACTOR)
+    throw badUserInput(
+      'input.replicationFactor',
+      `must be at most ${MAX_REPLICATION_FACTOR} (Kafka's 16-bit replication factor), got ${replicationFactor}`,
+    );
   const maxMessageBytes = positiveInt('input.maxMessageBytes', input.maxMessageBytes, 1048588);
   const minInsyncReplicas = positiveInt('input.minInsyncReplicas', input.minInsyncReplicas, 1);
   await parent('input.projectId', input.projectId, 'project', lookup);
@@ -330,6 +358,16 @@ export async function validateKafkaTopic(input: CreateKafkaTopicInput, lookup: L
       );
     return v;
   };
+  const minCompactionLagMs = ms('input.minCompactionLagMs', input.minCompactionLagMs, '0', false);
+  const maxCompactionLagMs = ms('input.maxCompactionLagMs', input.maxCompactionLagMs, MAX_LONG, false);
+  // Kafka refuses a topic whose max.compaction.lag.ms is below 1, or below its min.compaction.lag.ms, whatever its
+  // cleanup policy (LogConfig validates both on creation): such a topic can never be created.
+  if (maxCompactionLagMs === '0') throw badUserInput('input.maxCompactionLagMs', 'must be at least 1 (Kafka), got 0');
+  if (BigInt(minCompactionLagMs) > BigInt(maxCompactionLagMs))
+    throw badUserInput(
+      'input.minCompactionLagMs',
+      `must not exceed maxCompactionLagMs (${maxCompactionLagMs}), got ${minCompactionLagMs}`,
+    );
   return {
     projectId: input.projectId,
     clusterId: input.clusterId,
@@ -340,8 +378,8 @@ export async function validateKafkaTopic(input: CreateKafkaTopicInput, lookup: L
     maxMessageBytes,
     minInsyncReplicas,
     cleanupPolicy: nonEmpty('input.cleanupPolicy', input.cleanupPolicy ?? 'delete'),
-    minCompactionLagMs: ms('input.minCompactionLagMs', input.minCompactionLagMs, '0', false),
-    maxCompactionLagMs: ms('input.maxCompactionLagMs', input.maxCompactionLagMs, '9223372036854775807', false),
+    minCompactionLagMs,
+    maxCompactionLagMs,
     deleteRetentionMs: ms('input.deleteRetentionMs', input.deleteRetentionMs, '86400000', false),
     retentionBytes: ms('input.retentionBytes', input.retentionBytes, '-1', true),
     retentionMs: ms('input.retentionMs', input.retentionMs, '604800000', true),
@@ -352,7 +390,11 @@ export async function validateKafkaTopic(input: CreateKafkaTopicInput, lookup: L
 export async function validateKafkaUser(input: CreateKafkaUserInput, lookup: Lookup): Promise<KafkaUserSpec> {
   checkTexts('input', input);
   const name = nonEmpty('input.name', input.name);
-  if (!input.password) throw badUserInput('input.password', 'must not be empty');
+  // Sent as given (blanks inside a password are its own), but one of blanks only is the empty password the schema
+  // refuses, written with spaces: a template's unset value, never a chosen password. A VM user's password is another
+  // matter: the spec lets it be empty.
+  if (!input.password.trim())
+    throw badUserInput('input.password', input.password ? 'must not be only blanks' : 'must not be empty');
   await parent('input.projectId', input.projectId, 'project', lookup);
   const cluster = await parent('input.clusterId', input.clusterId, 'kafka_cluster', lookup);
   sameProject('input.clusterId', input.projectId, cluster);
@@ -404,6 +446,19 @@ export async function validateVirtualMachine(
   const interfaces = input.networkInterfaces ?? [];
   if (interfaces.length === 0)
     throw badUserInput('input.networkInterfaces', 'a virtual machine needs at least one network interface');
+  // One IP address (natIpId) is one public address: it cannot be the NAT of two interfaces. Two interfaces on one
+  // subnet are left to the upstream: the spec is silent, and other clouds allow them.
+  const ipAt = new Map<string, number>();
+  for (const [i, nic] of interfaces.entries()) {
+    // The UUID scalar gives ids in lower case: one id written in two cases is one here.
+    const first = ipAt.get(nic.ipAddressId);
+    if (first !== undefined)
+      throw badUserInput(
+        `input.networkInterfaces[${i}].ipAddressId`,
+        `${nic.ipAddressId} is also the IP address of the interface at index ${first}; each interface needs its own`,
+      );
+    ipAt.set(nic.ipAddressId, i);
+  }
   await parent('input.projectId', input.projectId, 'project', lookup);
   for (const [i, nic] of interfaces.entries()) {
     const network = await parent(`input.networkInterfaces[${i}].networkId`, nic.networkId, 'network', lookup);

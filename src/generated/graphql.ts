@@ -328,7 +328,7 @@ export type CreateKafkaClusterInput = {
   publicIp?: InputMaybe<Scalars['String']['input']>;
   /** Region. */
   region?: InputMaybe<Region>;
-  /** CIDR of that subnet. When omitted it is taken from the gateway's ledger. */
+  /** CIDR of that subnet, checked as `CreateSubnetInput.cidr` is. When omitted it is taken from the gateway's ledger. */
   subnetCidr?: InputMaybe<Scalars['String']['input']>;
   /** Subnet of the cluster. */
   subnetId: Scalars['UUID']['input'];
@@ -361,11 +361,11 @@ export type CreateKafkaTopicInput = {
   compressionType?: InputMaybe<Scalars['String']['input']>;
   /** Milliseconds; a number or a decimal string. Default 86400000 (one day). */
   deleteRetentionMs?: InputMaybe<Scalars['DecimalString']['input']>;
-  /** Milliseconds; a number or a decimal string. Default 9223372036854775807 (Kafka's). */
+  /** Milliseconds; a number or a decimal string; at least 1 (Kafka). Default 9223372036854775807 (Kafka's). */
   maxCompactionLagMs?: InputMaybe<Scalars['DecimalString']['input']>;
   /** Largest record batch size in bytes, at least 1. Default 1048588 (Kafka's). */
   maxMessageBytes?: InputMaybe<Scalars['Int']['input']>;
-  /** Milliseconds; a number or a decimal string. Default 0. */
+  /** Milliseconds; a number or a decimal string; at most `maxCompactionLagMs` (Kafka). Default 0. */
   minCompactionLagMs?: InputMaybe<Scalars['DecimalString']['input']>;
   /** Minimum in-sync replicas, at least 1 and at most the replication factor. Default 1. */
   minInsyncReplicas?: InputMaybe<Scalars['Int']['input']>;
@@ -375,7 +375,7 @@ export type CreateKafkaTopicInput = {
   partitions?: InputMaybe<Scalars['Int']['input']>;
   /** Project that owns the cluster. */
   projectId: Scalars['UUID']['input'];
-  /** Replication factor, at least 1 and at most the cluster's instance count. Default 1. */
+  /** Replication factor, at least 1 and at most the cluster's instance count (and Kafka's 32767). Default 1. */
   replicationFactor?: InputMaybe<Scalars['Int']['input']>;
   /** Bytes; a number or a decimal string; -1 means no limit. Default -1 (the spec's request). */
   retentionBytes?: InputMaybe<Scalars['DecimalString']['input']>;
@@ -406,7 +406,7 @@ export type CreateKafkaUserInput = {
   groupAcls?: InputMaybe<Array<KafkaGroupAclInput>>;
   /** User name; must not be empty. */
   name: Scalars['String']['input'];
-  /** Password; must not be empty. Sent upstream once, never stored or logged. */
+  /** Password; must not be empty or only blanks. Sent upstream as given, once, never stored or logged. */
   password: Scalars['String']['input'];
   /** Project that owns the cluster. */
   projectId: Scalars['UUID']['input'];
@@ -479,7 +479,10 @@ export type CreateProjectPayload = {
 
 /** Input of createSubnet. */
 export type CreateSubnetInput = {
-  /** IPv4 CIDR block, form a.b.c.d/n with n from 0 to 32 and no host bits set, e.g. `10.0.0.0/24`. */
+  /**
+   * IPv4 CIDR block, form a.b.c.d/n with n from 0 to 32 and no host bits set, e.g. `10.0.0.0/24`; a block reaching into
+   * 0.0.0.0/8, 127.0.0.0/8, 224.0.0.0/4 or 240.0.0.0/4 (0.0.0.0/0 among them) holds no host and is refused.
+   */
   cidr: Scalars['String']['input'];
   /** Free text. */
   description?: InputMaybe<Scalars['String']['input']>;
@@ -512,7 +515,7 @@ export type CreateVirtualMachineInput = {
   description?: InputMaybe<Scalars['String']['input']>;
   /** Instance type; GPU types only on COMPUTE_GPU_V1, the others only on COMPUTE_V2 and COMPUTE_V3. */
   instanceType: InstanceType;
-  /** Network interfaces; at least one. */
+  /** Network interfaces; at least one, and no IP address on two of them. */
   networkInterfaces: Array<VmNetworkInterfaceInput>;
   /** Platform. Default COMPUTE_V3. */
   platform?: InputMaybe<Platform>;
