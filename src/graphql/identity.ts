@@ -1,11 +1,15 @@
 import DataLoader from 'dataloader';
 
 import { ownerCaller } from '../auth/caller.js';
-import { badUserInput } from '../errors.js';
 import type { EventRecord } from '../events/index.js';
 import type { Resolvers } from '../generated/graphql.js';
 import { completionFields } from '../identity/completions.js';
-import { IdentityService, type IdentificationSpec, type VerificationSpec } from '../identity/service.js';
+import {
+  nonEmpty as checkedId,
+  IdentityService,
+  type IdentificationSpec,
+  type VerificationSpec,
+} from '../identity/service.js';
 import { callbackStatus, rfmInCatalog, type VerificationResultItem } from '../identity/views.js';
 import type { LedgerRecord, ResourceKind } from '../store/ledger.js';
 import { creationPayload } from './common.js';
@@ -54,18 +58,13 @@ function identificationCompletionsLoader(ctx: GraphQLContext): DataLoader<string
   );
 }
 
-const MAX_WORKFLOW_ID_LENGTH = 200;
-
 const identification = (r: LedgerRecord) => r.spec as unknown as IdentificationSpec;
 const verification = (r: LedgerRecord) => r.spec as unknown as VerificationSpec;
 
 export const identityResolvers: Resolvers = {
   Query: {
     identificationCallbackUrl: (_p, { workflowId }, ctx) => {
-      const wf = workflowId.trim();
-      if (!wf) throw badUserInput('workflowId', 'must not be empty');
-      if (wf.length > MAX_WORKFLOW_ID_LENGTH)
-        throw badUserInput('workflowId', `must be at most ${MAX_WORKFLOW_ID_LENGTH} characters`);
+      const wf = checkedId('workflowId', workflowId);
       return ctx.services.identity.identificationCompletions.callbackUrl(ctx.caller, wf);
     },
     identification: (_p, { id }, ctx) => ctx.loaders.ofKind(id, 'identification'),

@@ -113,7 +113,12 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
-function nonEmpty(field: string, value: string): string {
+/**
+ * An id the app gives (a workflow's, an applicant's): without the blanks around it, not empty, at most MAX_ID_LENGTH
+ * characters, one line. `identificationCallbackUrl` reads its workflowId this way too, so it never hands out an address
+ * for a workflow id that createIdentification would refuse.
+ */
+export function nonEmpty(field: string, value: string): string {
   const v = value.trim();
   if (!v) throw badUserInput(field, 'must not be empty');
   if (v.length > MAX_ID_LENGTH) throw badUserInput(field, `must be at most ${MAX_ID_LENGTH} characters`);

@@ -127,6 +127,34 @@ describe('identification completion callbacks as subscription events', () => {
     expect(empty.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'workflowId' });
   });
 
+  it('hands out no callback address for a workflow id with a control character, which createIdentification refuses', async () => {
+    sandbox.clearRequests();
+    for (const [workflowId, code] of [
+      ['wf\u001ba', 'U+001B'],
+      ['wf\nb', 'U+000A'],
+      ['wf\u007fc', 'U+007F'],
+    ] as const) {
+      const message = `must be one line of text without control characters; found ${code}`;
+      const address = await t.graphql(CALLBACK_URL, { workflowId }, { key: 'key-a' });
+      expect(address.data ?? null).toBeNull();
+      expect(address.errors).toHaveLength(1);
+      expect(address.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'workflowId' });
+      expect(address.errors![0]!.message).toBe(`workflowId: ${message}`);
+      // The mutation that would make the address live refuses the same id the same way.
+      const created = await t.graphql(CREATE, { input: { workflowId } }, { key: 'key-a' });
+      expect(created.errors![0]!.extensions).toMatchObject({ code: 'BAD_USER_INPUT', field: 'input.workflowId' });
+      expect(created.errors![0]!.message).toBe(`input.workflowId: ${message}`);
+    }
+    expect(sandbox.requests).toEqual([]);
+    const rows = await t.gateway.services.store.db
+      .selectFrom('identification_callbacks')
+      .selectAll()
+      .where('workflow_id', 'like', 'wf%')
+      .where('workflow_id', 'not like', 'wf-%')
+      .execute();
+    expect(rows).toEqual([]);
+  });
+
   it('writes no callback address for a createIdentification its idempotency key refuses, bad input or a replay', async () => {
     const keyed = /* GraphQL */ `
       mutation ($input: CreateIdentificationInput!, $key: UUID) {
