@@ -112,6 +112,9 @@ const optionalString = z
 const httpUrl = z
   .string()
   .trim()
+  // The URL parser drops a tab or line break inside a URL and encodes other control characters, but the text is used
+  // as written: PUBLIC_URL, for one, is the start of every callback address handed to an upstream or an app.
+  .refine((u) => !/[\u0000-\u001f\u007f]/.test(u), 'must not contain control characters (a tab, a line break)')
   .url('must be an absolute URL')
   .refine((u) => /^https?:\/\//i.test(u), 'must be an http(s) URL')
   .transform((u) => u.replace(/\/+$/, ''))

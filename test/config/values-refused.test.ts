@@ -237,6 +237,17 @@ describe('base URLs that paths are appended to', () => {
     expect(err?.message).toMatch(new RegExp(`^${variable}: must have no query \\(\\?\\) or fragment \\(#\\)`));
   });
 
+  it.each([
+    ['PUBLIC_URL', 'https://gw.example/call\tback'],
+    ['PUBLIC_URL', 'https://gw\n.example'],
+    ['PUBLIC_URL', 'https://gw.example/\u0001'],
+    ['VERIFICATION_API_URL', 'https://verify.example/api\r/2.0'],
+  ])('%s=%j: a control character, which the URL parser skips but the text as used would carry', (variable, url) => {
+    const err = refusal({ ...KEYS, CLOUD_API_TOKEN: 't', [variable]: url });
+    expect(err?.variable).toBe(variable);
+    expect(err?.message).toMatch(new RegExp(`^${variable}: must not contain control characters`));
+  });
+
   it('takes a base URL with a path', () => {
     expect(loadConfig({ PUBLIC_URL: 'https://gw.example/gateway/' }).publicUrl).toBe('https://gw.example/gateway');
   });
