@@ -2,6 +2,7 @@
 // bottom: store → secret → services (events, upstreams, domains) → the live configuration → pipeline → transports →
 // listen. Nothing else reads globals; tests start as many gateways as they like, each on port 0.
 import type { Config } from '../config/index.js';
+import { shownUrl } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { Metrics } from '../metrics.js';
 import { pauseAt } from '../phases.js';
@@ -136,7 +137,9 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       now,
       pause,
       options,
-      publicUrl: () => config.publicUrl ?? http.url,
+      // What the transports show (MCP metadata and challenges, approval links, GraphiQL): never a password of
+      // PUBLIC_URL, which only the callback addresses handed to an upstream or an app carry (services.ts).
+      publicUrl: () => shownUrl(config.publicUrl ?? http.url),
       digest: (text) => box.digest(text),
       reload: () => reload('POST /admin/reload'),
     });

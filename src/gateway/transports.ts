@@ -72,7 +72,7 @@ export function buildTransports(
     now: () => number;
     pause: PauseAt | undefined;
     options: GatewayOptions;
-    /** The public address (PUBLIC_URL, or where the gateway listens), known once it listens. */
+    /** The public address as shown (PUBLIC_URL without its user info, or where the gateway listens), once it listens. */
     publicUrl: () => string;
     digest: (text: string) => string;
     reload: () => ReturnType<LiveConfiguration['reload']>;
@@ -106,7 +106,7 @@ export function buildTransports(
           examples: graphiqlExamples({
             sandbox: config.upstreams.mobileId.sandbox,
             notificationToken: config.open ? (parts.upstreams.sandbox.mobileId?.notificationToken ?? null) : null,
-            url: config.publicUrl ?? `http://localhost:${config.port}`,
+            url: config.publicUrl ? parts.publicUrl() : `http://localhost:${config.port}`,
           }),
         },
       })
