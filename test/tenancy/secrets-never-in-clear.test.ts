@@ -1,7 +1,8 @@
 // "Passwords, tokens and id_tokens are never logged and never stored in clear" (docs/contract.md, Ledger), held on
 // every path at once: one gateway at LOG_LEVEL=trace with tracing on, driven with distinctive secret values through
-// POST, graphql-ws, SSE, MCP plans, the webhooks and the sandbox upstreams over loopback, failures included (an
-// upstream 400 that echoes the request, bad input, a refused notification kept in the quarantine, a reload). Then
+// POST, graphql-ws, SSE (a reserved stream's token included), MCP plans, the webhooks (callback tokens in the path,
+// right and wrong), JWTs, and the sandbox upstreams over loopback, failures included (an upstream 400 that echoes the
+// request, bad input, a refused notification kept in the quarantine, refused JWTs, a reload). Then
 // every log line, span, the /metrics text and the raw bytes of every file in DATA_DIR are searched for each secret,
 // as written and in its base64, base64url, URL-encoded and hex forms.
 import { randomBytes } from 'node:crypto';
@@ -13,7 +14,15 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { appsFile, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { EVERY_APP_SCOPE } from '../helpers/jwt.js';
+import {
+  AUDIENCE,
+  EVERY_APP_SCOPE,
+  ISSUER,
+  sign,
+  signingKey,
+  startJwksServer,
+  type JwksServer,
+} from '../helpers/jwt.js';
 import { mcpClient, textOf } from '../helpers/mcp.js';
 import { collect, postNotification, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 import { waitFor, waitForSubscribers } from '../helpers/wait.js';
@@ -31,6 +40,8 @@ const QUARANTINED_ACCESS_TOKEN = 'SECRET-mid-quarantined-access-1d9b99f7a3';
 const WRONG_NOTIFICATION_TOKEN = 'SECRET-mid-wrong-notif-4f6c00b8e2';
 const CLOUD_CREDENTIAL = 'SECRET-cloud-credential-0e2f11c4d7';
 const ENCRYPTION_KEY = randomBytes(32);
+const WRONG_CALLBACK_TOKEN = 'SECRET-wrong-callback-token-6b2e13f9c4a7d08e5f1b';
+const WRONG_STREAM_TOKEN = 'SECRET-wrong-stream-token-3e8d27a1';
 
 /** What is searched for: each secret, and what it becomes once encoded. */
 function formsOf(secret: string): string[] {
@@ -53,6 +64,8 @@ const secrets = new Map<string, string>([
   ['quarantined access_token', QUARANTINED_ACCESS_TOKEN],
   ['refused notification token', WRONG_NOTIFICATION_TOKEN],
   ['cloud credential', CLOUD_CREDENTIAL],
+  ['callback token no callback is registered at', WRONG_CALLBACK_TOKEN],
+  ['SSE stream token no stream is reserved at', WRONG_STREAM_TOKEN],
   ['TOKEN_ENCRYPTION_KEY', ENCRYPTION_KEY.toString('base64')],
 ]);
 
@@ -71,14 +84,21 @@ function dataDirFiles(dir: string): Map<string, Buffer> {
 
 describe('secrets on every path', () => {
   let gw: TestGateway;
+  let jwks: JwksServer;
   const exporter = new InMemorySpanExporter();
   let metricsText = '';
   let spansText = '';
   let files = new Map<string, Buffer>();
 
   beforeAll(async () => {
+    const jwtKey = await signingKey('k1');
+    jwks = await startJwksServer([jwtKey]);
     gw = await startTestGateway(
       {
+        AUTH_JWKS_URL: jwks.url,
+        AUTH_ISSUER: ISSUER,
+        AUTH_AUDIENCE: AUDIENCE,
+        AUTH_APPS: '*',
         LOG_LEVEL: 'trace',
         TOKEN_ENCRYPTION_KEY: ENCRYPTION_KEY.toString('base64'),
         SANDBOX_UPSTREAMS: 'cloud,identification,verification,rfm,mobile-id',
@@ -272,6 +292,68 @@ describe('secrets on every path', () => {
       'the verification callback',
     );
 
+    // An identification whose platform calls back on the address the gateway handed out (its token in the path).
+    const identification = await ok(
+      `mutation($i: CreateIdentificationInput!) { createIdentification(input: $i) { identification { id callbackUrl } } }`,
+      { i: { workflowId: 'wf-audit-identification' } },
+    );
+    secrets.set('identification callback token', identification.identification.callbackUrl.split('/').pop()!);
+    expect(await gw.gateway.sandbox.identification!.complete(identification.identification.id)).toBe(204);
+    // Callbacks on addresses the gateway never handed out: refused, their tokens no more kept than the right ones.
+    for (const kind of ['verification', 'identification']) {
+      const wrong = await request(`${gw.url}/webhooks/${kind}/${WRONG_CALLBACK_TOKEN}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
+      expect(wrong.statusCode).toBe(404);
+      await wrong.body.dump();
+    }
+
+    // An app signed in with its identity provider's JWT, and JWTs refused (expired, signed with another key).
+    const jwt = await sign(jwtKey);
+    expect((await gw.graphql('{ __typename }', undefined, { key: jwt })).errors).toBeUndefined();
+    const expiredJwt = await sign(jwtKey, { exp: Math.floor(Date.now() / 1000) - 3600 });
+    const forgedJwt = await sign(await signingKey('k1'));
+    for (const refused of [expiredJwt, forgedJwt])
+      expect((await gw.graphql('{ __typename }', undefined, { key: refused })).status).toBe(401);
+    secrets.set('JWT', jwt);
+    for (const [name, token] of [
+      ['JWT', jwt],
+      ['expired JWT', expiredJwt],
+      ['JWT of another key', forgedJwt],
+    ] as const)
+      secrets.set(`${name} signature`, token.split('.')[2]!);
+
+    // SSE in single-connection mode: a reserved stream's token, named in the query and in the header, and a token
+    // that names no stream.
+    const reserved = await request(`${gw.url}/graphql/stream`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(reserved.statusCode).toBe(201);
+    const streamToken = await reserved.body.text();
+    secrets.set('SSE reserved stream token', streamToken);
+    const operation = (operationId: string) =>
+      JSON.stringify({ query: SUBSCRIPTION, variables: { id: `audit-${operationId}` }, extensions: { operationId } });
+    for (const [at, token, status] of [
+      ['query', streamToken, 202],
+      ['header', streamToken, 202],
+      ['query', WRONG_STREAM_TOKEN, 404],
+    ] as const) {
+      const added = await request(`${gw.url}/graphql/stream${at === 'query' ? `?token=${token}` : ''}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${key}`,
+          'content-type': 'application/json',
+          ...(at === 'header' ? { 'x-graphql-event-stream-token': token } : {}),
+        },
+        body: operation(`${at}-${status}`),
+      });
+      expect(added.statusCode).toBe(status);
+      await added.body.dump();
+    }
+
     // MCP: a plan that holds a password, approved and run.
     const agent = await mcpClient(gw, { key, person: 'accept' });
     const planned = await agent.call('create_kafka_user', {
@@ -294,7 +376,10 @@ describe('secrets on every path', () => {
     await gw.close();
     files = dataDirFiles(gw.dataDir);
   }, 60_000);
-  afterAll(() => gw.close());
+  afterAll(async () => {
+    await gw.close();
+    await jwks.stop();
+  });
 
   it('the secrets really went through: sent upstream, delivered, quarantined', () => {
     const sent = JSON.stringify(gw.gateway.sandbox.cloud!.requests.map((r) => r.body));
