@@ -265,6 +265,7 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
             }),
             pipeline,
             codec,
+            logger,
           )
         : null,
     // wait_for_events spends one point of the app's reads budget per call, before it reads or waits (once its cursor

@@ -8,9 +8,10 @@ import type { AgentPlan } from '../../agents/plans.js';
 import { approveScopesOf, type AgentWorkflow, type PersonAnswer, type Unplannable } from '../../agents/workflow.js';
 import { readableBy } from '../../auth/tenancy.js';
 import type { Pipeline } from '../../execution/pipeline.js';
+import type { Logger } from '../../logger.js';
 import { errorsResult, toolResultOf } from './operations.js';
 import { mcpSdk } from './sdk.js';
-import { toolError, type McpTool, type ToolCall, type ToolResult } from './server.js';
+import { masked, toolError, type McpTool, type ToolCall, type ToolResult } from './server.js';
 import type { JsonSchema } from './shapes.js';
 import { refusalFor, type OperationTool } from './tools.js';
 
@@ -44,6 +45,8 @@ export class Approvals {
     private readonly workflow: AgentWorkflow,
     private readonly pipeline: Pipeline,
     private readonly codec: RequestStateCodec<ApprovalState>,
+    /** Where a run's unexpected failure is logged in full (the audit trail keeps only the masked words). */
+    private readonly logger: Logger,
   ) {}
 
   /** A creation tool under approve: plans, stores the plan, and returns it; nothing is sent upstream. */
@@ -169,19 +172,29 @@ export class Approvals {
     const execution = await this.workflow.execute(plan, tool, caller, {
       askPerson: (p) => this.elicited(p, call),
       run: async (p, document) => {
-        // The plan's stored text and variables, which the trusted documents admitted when it was made.
-        const ran = await this.pipeline.runOperation({
-          caller,
-          params: {
-            query: document,
-            ...(p.operationName ? { operationName: p.operationName } : {}),
-            variables: p.variables,
-          },
-          transport: 'mcp',
-          requestId: call.requestId,
-          allow: [tool.estimate.operation],
-          trustedResolved: true,
-        });
+        // The plan's stored text and variables, which the trusted documents admitted when it was made. What the run
+        // throws reaches the workflow, which records its words in the audit trail, masked as a tool's would be.
+        const ran = await this.pipeline
+          .runOperation({
+            caller,
+            params: {
+              query: document,
+              ...(p.operationName ? { operationName: p.operationName } : {}),
+              variables: p.variables,
+            },
+            transport: 'mcp',
+            requestId: call.requestId,
+            allow: [tool.estimate.operation],
+            trustedResolved: true,
+          })
+          .catch((err: unknown) => {
+            throw masked(
+              err,
+              this.logger,
+              { requestId: call.requestId, tool: 'execute_plan', planId: p.id },
+              "unexpected error in an agent plan's run",
+            );
+          });
         outcome = toolResultOf(ran);
         return {
           failed: outcome.isError === true,

@@ -74,27 +74,40 @@ export function toolError(text: string, structured?: Record<string, unknown>): C
 export const SERVER_INFO = { name: 'graphql-gateway', version: '1.0.0' };
 
 /**
- * What a tool's caller gets when the tool threw (docs/contract.md, Error codes): an error the gateway raised on purpose
- * (a GatewayError: the database away, say) as a tool error with its code, anything else as INTERNAL_SERVER_ERROR
- * with nothing of its own, logged in full. Without this the SDK would answer a JSON-RPC error carrying the raw message.
- * The protocol's own errors (ProtocolError) stay protocol errors.
+ * The masking rule of docs/contract.md (Error codes) as MCP applies it to what was thrown: an error the gateway raised
+ * on purpose (a GatewayError: the database away, say) as it is, anything else INTERNAL_SERVER_ERROR with nothing of its
+ * own, and logged in full with `fields` (the request id). Every failure MCP answers, records or hands on goes
+ * through here: a tool's, another request's, and a plan's run, whose words the audit trail keeps.
+ */
+export function masked(
+  err: unknown,
+  logger: Logger | undefined,
+  fields: Record<string, unknown>,
+  message: string,
+): GatewayError {
+  if (err instanceof GatewayError) return err;
+  if (logger) logUnexpected(logger, err, fields, message);
+  return new GatewayError(ErrorCode.INTERNAL_SERVER_ERROR, INTERNAL);
+}
+
+/**
+ * What a tool's caller gets when the tool threw: the error by the masking rule (`masked`), as a tool error with its
+ * code. Without this the SDK would answer a JSON-RPC error carrying the raw message. The protocol's own errors
+ * (ProtocolError) stay protocol errors.
  */
 function thrownByTool(err: unknown, logger: Logger | undefined, requestId: string, tool: string): CallToolResult {
   if (err instanceof mcpSdk().ProtocolError) throw err;
-  if (err instanceof GatewayError) {
-    const retryAfter = err.extensions.retryAfter;
-    return toolError(err.message, {
-      errors: [
-        {
-          message: err.message,
-          code: err.code,
-          ...(typeof retryAfter === 'number' ? { retryAfterSeconds: retryAfter } : {}),
-        },
-      ],
-    });
-  }
-  if (logger) logUnexpected(logger, err, { requestId, tool }, 'unexpected error in an MCP tool');
-  return toolError(INTERNAL, { errors: [{ message: INTERNAL, code: ErrorCode.INTERNAL_SERVER_ERROR }] });
+  const shown = masked(err, logger, { requestId, tool }, 'unexpected error in an MCP tool');
+  const retryAfter = shown.extensions.retryAfter;
+  return toolError(shown.message, {
+    errors: [
+      {
+        message: shown.message,
+        code: shown.code,
+        ...(typeof retryAfter === 'number' ? { retryAfterSeconds: retryAfter } : {}),
+      },
+    ],
+  });
 }
 
 /**
@@ -104,15 +117,14 @@ function thrownByTool(err: unknown, logger: Logger | undefined, requestId: strin
 function thrownByRequest(err: unknown, logger: Logger | undefined, requestId: string, method: string): never {
   const { ProtocolError, ProtocolErrorCode } = mcpSdk();
   if (err instanceof ProtocolError) throw err;
-  if (err instanceof GatewayError) {
-    const retryAfter = err.extensions.retryAfter;
-    throw new ProtocolError(ProtocolErrorCode.InternalError, err.message, {
-      code: err.code,
-      ...(typeof retryAfter === 'number' ? { retryAfterSeconds: retryAfter } : {}),
-    });
-  }
-  if (logger) logUnexpected(logger, err, { requestId, method }, 'unexpected error in an MCP request');
-  throw new ProtocolError(ProtocolErrorCode.InternalError, INTERNAL);
+  const shown = masked(err, logger, { requestId, method }, 'unexpected error in an MCP request');
+  if (shown.code === ErrorCode.INTERNAL_SERVER_ERROR && shown !== err)
+    throw new ProtocolError(ProtocolErrorCode.InternalError, INTERNAL);
+  const retryAfter = shown.extensions.retryAfter;
+  throw new ProtocolError(ProtocolErrorCode.InternalError, shown.message, {
+    code: shown.code,
+    ...(typeof retryAfter === 'number' ? { retryAfterSeconds: retryAfter } : {}),
+  });
 }
 
 /** The SDK Server of one request of `caller` on `toolset`. */
