@@ -39,6 +39,20 @@ export enum ErrorCode {
  */
 export const INTERNAL_ERROR_MESSAGE = 'Internal server error';
 
+const CONTRACT_CODES = new Set<string>(Object.values(ErrorCode));
+
+/**
+ * Whether `err` was raised on purpose with a code of the contract other than INTERNAL_SERVER_ERROR (docs/contract.md,
+ * Error codes): only then are its words the client's to read. For what a domain keeps for a client to read later (a
+ * provisioning step's error); GraphQL answers are held to the same rule by src/execution/present.ts formatError, which
+ * also passes Apollo's own request codes.
+ */
+export function raisedOnPurpose(err: unknown): err is GraphQLError & { extensions: { code: ErrorCode } } {
+  if (!(err instanceof GraphQLError)) return false;
+  const code = err.extensions.code;
+  return typeof code === 'string' && code !== ErrorCode.INTERNAL_SERVER_ERROR && CONTRACT_CODES.has(code);
+}
+
 /**
  * The `error` of the OAuth-style `{ "error", "error_description" }` bodies the webhooks and the plain HTTP
  * routes answer with (docs/contract.md, Routes; RFC 6749 §5.2 and RFC 6750 §3.1 names). Public like ErrorCode.

@@ -1,7 +1,5 @@
-import { GraphQLError } from 'graphql';
-
-import { ErrorCode } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { ErrorCode, INTERNAL_ERROR_MESSAGE, raisedOnPurpose } from '../errors.js';
+import { logUnexpected, type Logger } from '../logger.js';
 import { upstreamKey } from '../upstream/idempotency.js';
 import { stepIdempotencyKey, type PlannedStep, type Provisioning, type Step, type StepError } from './model.js';
 import type { ProvisioningRecords } from './records.js';
@@ -91,17 +89,19 @@ export class ProvisioningRunner {
           ...(result.publicAddress !== undefined ? { publicAddress: result.publicAddress } : {}),
         });
       } catch (err) {
-        const error: StepError = {
-          code:
-            err instanceof GraphQLError
-              ? String(err.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR)
-              : ErrorCode.INTERNAL_SERVER_ERROR,
-          message: err instanceof GraphQLError ? err.message : 'internal error',
-          status:
-            err instanceof GraphQLError && typeof err.extensions.status === 'number' ? err.extensions.status : null,
-        };
-        if (!(err instanceof GraphQLError))
-          this.logger.error({ err, provisioning: p.id, step: planned.name }, 'provisioning step failed');
+        // Kept for the client to read (the provisioning's query and progress events): the error's own words only when
+        // the gateway raised it on purpose with a code of the contract; anything else says nothing of its own, and is
+        // logged in full.
+        const shown = raisedOnPurpose(err);
+        const error: StepError = shown
+          ? {
+              code: err.extensions.code,
+              message: err.message,
+              status: typeof err.extensions.status === 'number' ? err.extensions.status : null,
+            }
+          : { code: ErrorCode.INTERNAL_SERVER_ERROR, message: INTERNAL_ERROR_MESSAGE, status: null };
+        if (!shown)
+          logUnexpected(this.logger, err, { provisioning: p.id, step: planned.name }, 'provisioning step failed');
         current = await this.update(current, i, { state: 'FAILED', error }, { state: 'FAILED', error });
         return;
       }

@@ -7,6 +7,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { GraphQLError } from 'graphql';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 
@@ -16,7 +17,7 @@ import { EVERY_APP_SCOPE } from '../helpers/jwt.js';
 import { mcpClient } from '../helpers/mcp.js';
 import { postNotification } from '../helpers/mobile-id.js';
 import { operationOver, type Transport } from '../helpers/operation.js';
-import { registerVerifications } from '../helpers/resumable.js';
+import { kafkaInput, PROVISION_KAFKA, registerVerifications } from '../helpers/resumable.js';
 import { waitForSubscribers } from '../helpers/wait.js';
 
 const KEY = 'unexpected-errors-app-key-01';
@@ -316,5 +317,33 @@ describe("an agent's plan whose execution throws something unexpected", () => {
       await client.close();
       await gw.close();
     }
+  });
+});
+
+describe("a provisioning's step that throws something unexpected", () => {
+  it.each([
+    ['an Error', () => boom()],
+    ['a GraphQLError of no code (not raised on purpose)', () => new GraphQLError(MARK)],
+  ])("%s: the step's error reads INTERNAL_SERVER_ERROR with nothing of its own; the log has it", async (_n, make) => {
+    const from = direct.logs().length;
+    vi.spyOn(direct.gateway.services.cloud, 'createNetwork').mockRejectedValue(make());
+    const made = await direct.graphql<{ provisionKafkaCluster: { provisioning: { id: string } } }>(
+      PROVISION_KAFKA,
+      { input: kafkaInput(`unexpected-${randomUUID().slice(0, 8)}`, '10.20.0.0/24') },
+      { key: KEY },
+    );
+    expect(made.errors, JSON.stringify(made.errors)).toBeUndefined();
+    await direct.gateway.services.provisioning.idle();
+    const read = await direct.graphql(
+      'query($id: ID!) { provisioning(id: $id) { state error { code message } steps { name error { code message } } } }',
+      { id: made.data!.provisionKafkaCluster.provisioning.id },
+      { key: KEY },
+    );
+    noLeak(JSON.stringify(read));
+    expect(read.data!.provisioning).toMatchObject({
+      state: 'FAILED',
+      error: { code: INTERNAL, message: 'Internal server error' },
+    });
+    await vi.waitFor(() => expect(direct.logs().slice(from)).toContain('leak-marker-'));
   });
 });
