@@ -9,7 +9,7 @@ import type { Caller } from '../auth/caller.js';
 import { creationHeaders } from '../cloud/client.js';
 import type { CloudService, Creation } from '../cloud/service.js';
 import { maskSecrets } from '../cloud/wire.js';
-import { ErrorCode, GatewayError } from '../errors.js';
+import { ErrorCode, GatewayError, raisedOnPurpose } from '../errors.js';
 import type { ProvisionKafkaClusterInput, ProvisionVirtualMachineInput } from '../generated/graphql.js';
 import type { LedgerRecord } from '../store/ledger.js';
 import { upstreamKey } from '../upstream/idempotency.js';
@@ -346,17 +346,16 @@ export function relabeled(err: unknown, prefix: string | null): unknown {
   return new GatewayError(code, `${field}: ${err.message.replace(/^[^:]*: /, '')}`, { ...err.extensions, field });
 }
 
-/** A step's error as a plan shows it, its field named as in the composite input (`relabeled`). */
+/**
+ * A step's error as a plan shows it, its field named as in the composite input (`relabeled`): only an error the
+ * gateway raised on purpose with a code of the contract. Anything else is thrown on, for the operation's answer to
+ * mask and log as every unexpected error is (docs/contract.md, Error codes).
+ */
 export function planError(err: unknown, prefix: string | null): PlanError {
   const e = relabeled(err, prefix);
-  if (!(e instanceof GraphQLError))
-    return { field: null, code: ErrorCode.INTERNAL_SERVER_ERROR, message: 'internal error' };
+  if (!raisedOnPurpose(e)) throw err;
   const field = e.extensions.field;
-  return {
-    field: typeof field === 'string' ? field : null,
-    code: String(e.extensions.code ?? ErrorCode.INTERNAL_SERVER_ERROR),
-    message: e.message,
-  };
+  return { field: typeof field === 'string' ? field : null, code: e.extensions.code, message: e.message };
 }
 
 function replaceAddress(body: unknown): { body: unknown; replaced: boolean } {

@@ -11,6 +11,7 @@ import { GraphQLError } from 'graphql';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 
+import { CloudService } from '../../src/cloud/service.js';
 import { createChain, M, ok, type Chain } from '../helpers/cloud.js';
 import { appsFile, startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { EVERY_APP_SCOPE } from '../helpers/jwt.js';
@@ -345,5 +346,27 @@ describe("a provisioning's step that throws something unexpected", () => {
       error: { code: INTERNAL, message: 'Internal server error' },
     });
     await vi.waitFor(() => expect(direct.logs().slice(from)).toContain('leak-marker-'));
+  });
+});
+
+describe("a provisioning plan's step that throws something unexpected", () => {
+  it.each([
+    ['an Error', () => boom()],
+    ['a GraphQLError of no code (not raised on purpose)', () => new GraphQLError(MARK)],
+  ])('%s: the plan query answers INTERNAL_SERVER_ERROR with nothing of its own; the log has it', async (_n, make) => {
+    const from = direct.logs().length;
+    vi.spyOn(CloudService.prototype, 'createNetwork').mockRejectedValue(make());
+    const read = await direct.graphql(
+      'query($input: ProvisionKafkaClusterInput!) { planKafkaCluster(input: $input) { errors { field code message } steps { name errors { field code message } } } }',
+      { input: kafkaInput(`unexpected-${randomUUID().slice(0, 8)}`, '10.21.0.0/24') },
+      { key: KEY },
+    );
+    noLeak(JSON.stringify(read));
+    // Not a step's refusal of the input: the operation itself failed, as any unexpected error makes it.
+    expect(read.data, JSON.stringify(read)).toBeNull();
+    expect(read.errors).toEqual([
+      expect.objectContaining({ message: 'Internal server error', extensions: { code: INTERNAL } }),
+    ]);
+    await loggedWithRequestId(direct, from);
   });
 });
