@@ -55,6 +55,9 @@ async function main(): Promise<void> {
     level: config.logLevel,
     format: resolveLogFormat(config.logFormat, process.stdout.isTTY === true),
   });
+  // Said once: what the operator set that has no effect (its name and why, never its value). A reload reads the
+  // same variables, so it would say the same again.
+  for (const { variable, why } of config.ignored) logger.warn({ variable }, `${variable}: ${why}`);
   // A promise rejected with nothing to handle it is a bug of one task, not a reason to drop every request in flight
   // (Node's default ends the process): logged once, in full and masked, and the gateway goes on serving. An uncaught
   // exception keeps Node's default: thrown out of a callback, it may have left shared state half changed.

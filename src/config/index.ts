@@ -466,7 +466,7 @@ const VARS = {
   ),
   SQLITE_SYNCHRONOUS: declare(
     choice(['FULL', 'NORMAL'], 'FULL', 'upper'),
-    'SQLite (WAL) durability: FULL makes every commit survive power loss before it is acknowledged; NORMAL survives a crash of the process but may lose the last commits on power loss.',
+    'SQLite (WAL) durability: FULL makes every commit survive power loss before it is acknowledged; NORMAL survives a crash of the process but may lose the last commits on power loss. Ignored with DATABASE_URL.',
   ),
   SQLITE_COMMIT_WINDOW_MS: declare(
     int(1, 0, 50),
@@ -1409,6 +1409,11 @@ export interface Config {
   };
   /** The one table of upstreams: for each, a real address with its credentials, or the sandbox. */
   readonly upstreams: UpstreamTable;
+  /**
+   * What is set but has no effect (ignoredVariables): each the variable's name and why, never its value. Start-up goes
+   * on; src/main.ts logs each once as a warning.
+   */
+  readonly ignored: readonly { readonly variable: string; readonly why: string }[];
 }
 
 export interface GraphqlLimitsConfig {
@@ -1689,6 +1694,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       samplerRatio: e.OTEL_TRACES_SAMPLER_ARG,
     },
     upstreams,
+    ignored: ignoredVariables(e, env),
   };
   if (
     config.operatorKeys.length > 0 &&
@@ -1720,6 +1726,58 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
   }
   sources.set(config, { ...env });
   return deepFreeze(config);
+}
+
+/** Each upstream's address, and the variables of the credential the gateway sends it instead of the address's own. */
+const UPSTREAM_CREDENTIALS = {
+  CLOUD_API_URL: 'CLOUD_API_TOKEN or CLOUD_API_CREDENTIALS',
+  VERIFICATION_API_URL: 'VERIFICATION_API_TOKEN',
+  IDENTIFICATION_API_URL: 'IDENTIFICATION_API_TOKEN',
+  IDENTIFICATION_PRODLIKE_API_URL: 'IDENTIFICATION_PRODLIKE_API_TOKEN (unset: IDENTIFICATION_API_TOKEN)',
+  RFM_API_URL: 'VERIFICATION_API_TOKEN',
+} as const;
+
+/** The variables whose description says they are ignored with (or without) DATABASE_URL: the reference is the rule. */
+const namesDescribed = (text: string) =>
+  Object.entries(VARS).flatMap(([name, v]) => (v.description.includes(text) ? [name] : []));
+const SQLITE_ONLY = namesDescribed('Ignored with DATABASE_URL');
+const POSTGRES_ONLY = namesDescribed('Ignored without DATABASE_URL');
+
+/**
+ * The variables the operator set that have no effect, and why (never a value: some hold secrets). Not refused: a
+ * deployment that set them has always started, and goes on starting.
+ */
+function ignoredVariables(e: Env, env: Readonly<Record<string, string | undefined>>): Config['ignored'] {
+  // Set as parseEnv reads it: an empty variable is unset.
+  const isSet = (name: string) => (env[name]?.trim() ?? '') !== '';
+  const ignored: { variable: string; why: string }[] = [];
+  // The upstreams' pools are made from the address's origin (scheme, host, port) and requests carry its path: user
+  // info in the address goes nowhere (src/upstream/http.ts).
+  for (const [variable, credential] of Object.entries(UPSTREAM_CREDENTIALS)) {
+    const url = e[variable as keyof typeof UPSTREAM_CREDENTIALS];
+    if (url === undefined || !URL.canParse(url)) continue;
+    const { username, password } = new URL(url);
+    if (username !== '' || password !== '')
+      ignored.push({
+        variable,
+        why: `the user name and password in it are not sent (the upstream is called with the address's scheme, host, port and path only); its credential is ${credential}`,
+      });
+  }
+  const database = e.DATABASE_URL !== undefined;
+  for (const variable of database ? SQLITE_ONLY : POSTGRES_ONLY)
+    if (isSet(variable))
+      ignored.push({
+        variable,
+        why: database
+          ? 'ignored: DATABASE_URL is set, and this is a setting of the embedded SQLite store'
+          : 'ignored: DATABASE_URL is unset, and this is a setting of the PostgreSQL store',
+      });
+  if (!database && e.SQLITE_SYNCHRONOUS === 'NORMAL' && isSet('SQLITE_CLAIM_WITHOUT_SYNC'))
+    ignored.push({
+      variable: 'SQLITE_CLAIM_WITHOUT_SYNC',
+      why: 'ignored: SQLITE_SYNCHRONOUS is NORMAL, so no idempotency claim waits for a sync',
+    });
+  return ignored;
 }
 
 /** The environment each Config was loaded from, so that a reload reads the same variables and the files again. */
