@@ -6,7 +6,7 @@ import { printSchema, type GraphQLSchema } from 'graphql';
 
 import { AgentDryRun } from '../agents/dry-run.js';
 import { AgentWorkflow } from '../agents/workflow.js';
-import { SCOPES } from '../auth/caller.js';
+import { SCOPES, type Caller } from '../auth/caller.js';
 import { scheduleAfter, type AuthExpiry } from '../auth/jwt.js';
 import type { AuthResult } from '../auth/keys.js';
 import { everyUpstreamSandboxed, type Config } from '../config/index.js';
@@ -237,6 +237,7 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
     ttlSeconds: 600,
   });
   // An agent plan's exact upstream requests: the services' own code, nothing sent (src/agents/dry-run.ts).
+  const readEvents = (caller: Caller) => services.rateLimits.take(caller, 'reads');
   const agentDryRun = new AgentDryRun({ schema, lookup: parts.cloudLookup, ...services });
   const surface = buildSurface({
     schema,
@@ -268,14 +269,12 @@ function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[
             logger,
           )
         : null,
-    // wait_for_events spends one point of the app's reads budget per call, before it reads or waits (once its cursor
-    // is taken: a cursor it cannot take is bad input, which spends nothing).
+    // wait_for_events and subscriptions/listen spend one point of the app's reads budget each, as a subscription over
+    // graphql-ws or SSE does, before they read, wait or watch (once their input is taken: bad input spends nothing).
     events: {
+      admit: readEvents,
       waitForEvents: (caller, options) =>
-        services.events.reader.waitForEvents(caller, {
-          ...options,
-          admit: () => services.rateLimits.take(caller, 'reads'),
-        }),
+        services.events.reader.waitForEvents(caller, { ...options, admit: () => readEvents(caller) }),
       onResourceChanged: (caller, kind, key, listener) =>
         services.events.reader.onResourceChanged(caller, kind, key, listener),
     },

@@ -13,10 +13,12 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import type { AuthInfo, RequestStateCodec, ServerEvent, ServerEventBus } from '@modelcontextprotocol/server';
+import { GraphQLError } from 'graphql';
 
 import type { Caller } from '../../auth/caller.js';
 import { expiredNow, onExpiry, type AuthExpiry } from '../../auth/jwt.js';
 import type { Authenticate } from '../../auth/keys.js';
+import { ErrorCode } from '../../errors.js';
 import { logUnexpected, type Logger } from '../../logger.js';
 import type { HeldCredentials, Holding } from '../held-credentials.js';
 import type { Route } from '../http.js';
@@ -319,13 +321,13 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
         const options = { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) };
         if (listened) {
           const id = (parsed as { id?: unknown }).id;
-          const refuse = (code: number, message: string) => {
+          const refuse = (code: number, message: string, data?: Record<string, unknown>) => {
             res.writeHead(200, { 'content-type': 'application/json' });
             res.end(
               JSON.stringify({
                 jsonrpc: '2.0',
                 id: typeof id === 'string' || typeof id === 'number' ? id : null,
-                error: { code, message },
+                error: { code, message, ...(data ? { data } : {}) },
               }),
             );
           };
@@ -340,17 +342,34 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
               -32603,
               `Subscription limit reached: this app already has ${MAX_LISTENS_PER_APP} subscriptions/listen streams open on this replica; close one, or name several resources in one`,
             );
+          // Counted before the reads budget is asked (which may wait on the database), so that listens sent at once
+          // cannot all pass the bound; given back when the stream ends, or at once when the budget refuses it.
           listening.set(caller.scope, open + 1);
+          let counted = true;
+          const uncount = () => {
+            if (!counted) return;
+            counted = false;
+            const left = (listening.get(caller.scope) ?? 1) - 1;
+            if (left > 0) listening.set(caller.scope, left);
+            else listening.delete(caller.scope);
+          };
+          res.on('close', uncount);
+          // A listen is a subscription: it spends a point of its app's reads budget, as one over graphql-ws or SSE
+          // does and as wait_for_events does (the one rule, src/server/mcp/resources.ts EventSource.admit).
+          try {
+            await o.surface.resources?.events.admit(caller);
+          } catch (err) {
+            if (!(err instanceof GraphQLError) || err.extensions.code !== ErrorCode.RATE_LIMITED) throw err;
+            uncount();
+            const { retryAfter, ...limit } = err.extensions;
+            return refuse(-32603, err.message, { ...limit, retryAfterSeconds: retryAfter });
+          }
+          if (abort.signal.aborted) return;
           // A stream opened with a JWT ends when the token does, or when a reload refuses its credential, as WebSocket
           // and SSE connections do.
           const cancelExpiry = onExpiry(o.expiry, caller, () => abort.abort());
           revoked.signal.addEventListener('abort', () => abort.abort(), { once: true });
-          res.on('close', () => {
-            cancelExpiry();
-            const left = (listening.get(caller.scope) ?? 1) - 1;
-            if (left > 0) listening.set(caller.scope, left);
-            else listening.delete(caller.scope);
-          });
+          res.on('close', cancelExpiry);
         }
         const response = listen
           ? await bus.opening.run(listen, () => handler.fetch(request, options))

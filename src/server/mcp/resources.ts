@@ -28,6 +28,12 @@ export interface LoggedEvent {
 
 /** The app's events after a cursor, and their changes, as src/events/cursor-read.ts EventReader offers them. */
 export interface EventSource {
+  /**
+   * Spends what one read of the caller's events costs (a point of its reads budget, as a GraphQL subscription spends),
+   * or throws the refusal (RATE_LIMITED, a GraphQLError): each wait_for_events and each subscriptions/listen, before it
+   * reads or watches anything.
+   */
+  admit(caller: Caller): Promise<void>;
   waitForEvents(
     caller: Caller,
     options: {
