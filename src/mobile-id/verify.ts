@@ -13,8 +13,8 @@ import {
 
 import { JsonFileError } from '../auth/json-file.js';
 import { ASYMMETRIC_ALGORITHMS, readJwksFile } from '../auth/jwks-fetch.js';
-import { ConfigError, shownUrl } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { ConfigError, INTERNAL_ERROR_MESSAGE, shownUrl } from '../errors.js';
+import { logUnexpected, type Logger } from '../logger.js';
 import { JwksUnavailableError, RemoteJwks } from './jwks.js';
 import { isCompactJwe } from './wire.js';
 
@@ -154,7 +154,18 @@ export interface VerifierOptions {
   clientId: string | undefined;
   /** MOBILEID_STRICT_ID_TOKEN: iss, aud, exp, the auth_req_id claim and at_hash are required (OpenID CIBA Core §10.3.1). */
   strict?: boolean;
+  /**
+   * Where an unexpected error of a check (neither jose's nor the JWKS's) is logged in full; its outcome says none of
+   * its words. Default: not logged.
+   */
+  logger?: Logger | undefined;
 }
+
+/**
+ * The description of a check that failed on an unexpected error: the gateway's side, kept pending like a JWKS that is
+ * down, with no word of the error's own (docs/contract.md, Error codes); the error goes to the log.
+ */
+const UNEXPECTED_DESCRIPTION = `the id_token could not be verified: ${INTERNAL_ERROR_MESSAGE}`;
 
 /** MOBILEID_JWKS_FILE's keys; a bad file throws an Error naming the variable, the file and the line. */
 function readKeysFile(file: string): JSONWebKeySet {
@@ -281,6 +292,16 @@ export class IdTokenVerifier {
       payload = result.payload as Record<string, unknown>;
     } catch (err) {
       const outcome = describeJoseError(err);
+      if (outcome === null) {
+        if (this.options.logger)
+          logUnexpected(
+            this.options.logger,
+            err,
+            { authReqId: input.authReqId },
+            'unexpected error while a mobile-ID id_token was verified: it is kept pending verification',
+          );
+        return { status: 'unavailable', description: UNEXPECTED_DESCRIPTION };
+      }
       // A file is read once: a kid it lacks will never appear, so only a fetched JWKS leaves room for a rotation.
       if (outcome.status === 'rejected' && outcome.unknownKey && !keys.fetched) delete outcome.unknownKey;
       return outcome;
@@ -374,7 +395,12 @@ function audiences(aud: unknown): string[] {
       : [];
 }
 
-function describeJoseError(err: unknown): VerifyOutcome {
+/**
+ * What a failed jwtVerify says: the token's fault (rejected) or the keys' (unavailable), for every error jose's
+ * jwtVerify and a createLocalJWKSet lookup throw; null for any other error (a bug's, a driver's), which the caller
+ * masks and logs.
+ */
+function describeJoseError(err: unknown): VerifyOutcome | null {
   const reject = (reason: IdTokenRejection, description: string): VerifyOutcome => ({
     status: 'rejected',
     reason,
@@ -403,19 +429,22 @@ function describeJoseError(err: unknown): VerifyOutcome {
     };
   if (err instanceof errors.JOSEAlgNotAllowed)
     return reject('ID_TOKEN_SIGNATURE', 'id_token alg is not allowed (asymmetric signatures only)');
+  // JWE errors cannot come from jwtVerify (an encrypted id_token is told apart before it): the token's, if ever.
   if (
     err instanceof errors.JWSInvalid ||
     err instanceof errors.JWTInvalid ||
     err instanceof errors.JOSENotSupported ||
-    err instanceof errors.JWKSMultipleMatchingKeys
+    err instanceof errors.JWKSMultipleMatchingKeys ||
+    err instanceof errors.JWEInvalid ||
+    err instanceof errors.JWEDecryptionFailed
   ) {
     return reject('ID_TOKEN_INVALID', `id_token cannot be verified: ${err.message}`);
   }
   if (err instanceof JwksUnavailableError)
     return { status: 'unavailable', description: `the JWKS could not be loaded: ${err.message}` };
-  // Timeouts, connection failures, a JWKS that does not answer 200 or is not a JWKS: our side's trouble.
-  return {
-    status: 'unavailable',
-    description: `the JWKS could not be loaded: ${err instanceof Error ? err.message : String(err)}`,
-  };
+  // The keys' own trouble, in jose's fixed words: a JWKS member that is not a public key (JWKSInvalid), and what only a
+  // remote or malformed key set throws (JWKSTimeout, JWKInvalid, the generic JOSEError).
+  if (err instanceof errors.JOSEError)
+    return { status: 'unavailable', description: `the JWKS could not be loaded: ${err.message}` };
+  return null;
 }
