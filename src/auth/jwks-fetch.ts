@@ -2,7 +2,7 @@
 // identity service (src/mobile-id/jwks.ts): bounded in time and size, and checked to be a JWKS. And the one read of a
 // JWKS file (AUTH_JWKS_FILE, an issuer's jwksFile, MOBILEID_JWKS_FILE), at start and on each reload.
 import { createPublicKey, type JsonWebKey } from 'node:crypto';
-import type { JSONWebKeySet } from 'jose';
+import { errors, type JSONWebKeySet } from 'jose';
 
 import { shownUrl } from '../errors.js';
 import { JsonFileError, readJsonFile } from './json-file.js';
@@ -26,6 +26,17 @@ export const ASYMMETRIC_ALGORITHMS = [
   'Ed25519',
 ];
 
+/** A failed JWKS fetch in the gateway's words (the URL without its user info, a status, a code): apps may read it. */
+export class JwksFetchError extends Error {}
+
+/**
+ * Why a JWKS fetch failed, in words apps may read: a JwksFetchError's or jose's own (a key set it cannot use); null for
+ * any other error (a bug's), whose words only the log may hold.
+ */
+export function jwksFetchFailure(err: unknown): string | null {
+  return err instanceof JwksFetchError || err instanceof errors.JOSEError ? err.message : null;
+}
+
 const JWKS_TIMEOUT_MS = 5_000;
 const JWKS_MAX_BYTES = 1024 * 1024;
 
@@ -45,7 +56,7 @@ export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
   }
   if (res.statusCode !== 200) {
     await res.body.dump();
-    throw new Error(`GET ${shownUrl(url)} answered ${res.statusCode}`);
+    throw new JwksFetchError(`GET ${shownUrl(url)} answered ${res.statusCode}`);
   }
   const chunks: Buffer[] = [];
   let size = 0;
@@ -60,16 +71,16 @@ export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
   }
   if (size > JWKS_MAX_BYTES) {
     res.body.destroy();
-    throw new Error(`GET ${shownUrl(url)} answered more than ${JWKS_MAX_BYTES} bytes`);
+    throw new JwksFetchError(`GET ${shownUrl(url)} answered more than ${JWKS_MAX_BYTES} bytes`);
   }
   let jwks: unknown;
   try {
     jwks = JSON.parse(Buffer.concat(chunks).toString('utf8'));
   } catch {
-    throw new Error(`GET ${shownUrl(url)} answered something that is not JSON`);
+    throw new JwksFetchError(`GET ${shownUrl(url)} answered something that is not JSON`);
   }
   if (!jwks || typeof jwks !== 'object' || !Array.isArray((jwks as { keys?: unknown }).keys))
-    throw new Error(`GET ${shownUrl(url)} answered JSON that is not a JWKS (no "keys" array)`);
+    throw new JwksFetchError(`GET ${shownUrl(url)} answered JSON that is not a JWKS (no "keys" array)`);
   return jwks as JSONWebKeySet;
 }
 
@@ -78,9 +89,11 @@ export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
  * the message, which reaches apps, never holds the driver's sentence, which names the address the URL's host resolved
  * to. The driver's error is its `cause`, for the log.
  */
-function failed(url: string, err: unknown): Error {
+function failed(url: string, err: unknown): JwksFetchError {
   const code = (err as { code?: unknown } | null)?.code;
-  return new Error(`GET ${shownUrl(url)} failed: ${typeof code === 'string' ? code : 'ERROR'}`, { cause: err });
+  return new JwksFetchError(`GET ${shownUrl(url)} failed: ${typeof code === 'string' ? code : 'ERROR'}`, {
+    cause: err,
+  });
 }
 
 /** The members of a JWK that hold a private or secret key (RFC 7518 §6.2.2, §6.3.2, §6.4; RFC 8037 §2). */

@@ -131,3 +131,34 @@ describe('a JWKS that cannot be reached', () => {
     expect(description.replaceAll(url, '')).not.toMatch(/127\.0\.0\.1|::1/);
   });
 });
+
+describe('an unexpected error while the JWKS is fetched', () => {
+  it('is not the failure the quarantine names: the fetch failure keeps none of its words, and it is logged in full', async () => {
+    const jwks = await operatorJwks();
+    started.push(jwks);
+    jwks.setUp(true);
+    const gw = await gateway(jwks.url);
+    // Only an internal throw reaches this: the fetch's metric (one method of the running gateway) throws a bug's
+    // error after each good fetch, so that the keys are held and their last fetch counts as failed.
+    const counter = gw.gateway.services.metrics.mobileIdJwksFetches;
+    const inc = counter.inc.bind(counter);
+    vi.spyOn(counter, 'inc').mockImplementation((labels) => {
+      if ((labels as { outcome?: string } | undefined)?.outcome === 'ok') throw new TypeError(SECRET);
+      inc(labels as never);
+    });
+    // Signed with a key of a kid the JWKS lacks: the lookup asks for a fetch again, and names the last one's failure.
+    const { privateKey: rotated } = await generateKeyPair('ES256', { extractable: true });
+    const n = await signedNotification(rotated, 'fetch-bug-1', { kid: 'op-2' });
+    expect((await postNotification(gw, n, { token: NOTIFY })).status).toBe(204);
+
+    expect(await gw.gateway.services.mobileId.verifyPending(Date.now() + GIVE_UP)).toMatchObject({ refused: 1 });
+    const rows = await rejections(gw);
+    expect(rows).toMatchObject([{ authReqId: 'fetch-bug-1', reason: 'JWKS_UNAVAILABLE' }]);
+    const description = rows[0]!.description as string;
+    expect(description).not.toMatch(/secret-internal-detail|\/var\/lib\/x|SELECT|TypeError/);
+    expect(description).toContain('could not be fetched again (Internal server error)');
+    const logged = linesWith(gw, 'secret-internal-detail');
+    expect(logged.length).toBeGreaterThan(0);
+    for (const line of logged) expect(line).toMatchObject({ level: 50, err: { type: 'TypeError', message: SECRET } });
+  });
+});
