@@ -1,0 +1,133 @@
+// A composite provisioning retried while its steps are at the upstream, and resumed after a step's answer was lost
+// (docs/graphql-api.md, Idempotency and retries): calls with its key sent at once over every transport name the one
+// provisioning and start no second run; several resumes of a failed provisioning at once run its remaining steps once;
+// and a step whose creation the upstream did but whose answer never came is resumed under the same upstream key, so
+// the upstream replays it instead of creating it twice.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { upstreamCreations } from '../helpers/cloud.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { operationOver, type Answer, type Transport } from '../helpers/operation.js';
+
+const PROVISION = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
+  provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id } idempotencyKey replayed }
+}`;
+const STATE = `query($id: ID!) { provisioning(id: $id) { state steps { name state idempotencyKey } } }`;
+
+const input = (n: string) => ({
+  project: { name: 'p' },
+  network: { title: 'net' },
+  subnet: { title: 'sub', cidr: '10.63.0.0/24' },
+  cluster: { title: 'k', instanceType: 'C2_MEDIUM' },
+  topics: [{ name: n }],
+});
+
+/** The project, the network, the subnet, the cluster and the topic. */
+const STEPS = 5;
+const TRANSPORTS: Transport[] = ['post', 'ws', 'sse', 'sse-single', 'post', 'ws'];
+
+function payload(answer: Answer): { provisioning: { id: string }; idempotencyKey: string; replayed: boolean } {
+  expect(answer.errors, answer.raw).toBeUndefined();
+  return (answer.data as Record<string, any>).provisionKafkaCluster;
+}
+
+describe('provisionKafkaCluster retried while it runs, and resumed after a lost answer', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startTestGateway({
+      UPSTREAM_MAX_RETRIES: '0',
+      // A 'slow' answer comes after 30 s: the attempt gives up long before.
+      UPSTREAM_TIMEOUT: '500ms',
+      UPSTREAM_CIRCUIT_BREAKER: 'off',
+    });
+  });
+  afterAll(() => gw?.close());
+
+  const provision = (transport: Transport, n: string, key: string) =>
+    operationOver(transport, gw, null, { query: PROVISION, variables: { input: input(n), key } });
+  const state = async (id: string) => {
+    await gw.gateway.services.provisioning.idle();
+    return (await gw.graphql(STATE, { id })).data!.provisioning as {
+      state: string;
+      steps: Array<{ name: string; state: string; idempotencyKey: string | null }>;
+    };
+  };
+  /** Each step's resource made once upstream, each under its own key, in `sent`. */
+  const oncePerStep = (sent: ReturnType<typeof upstreamCreations>) =>
+    expect(new Set(sent.filter((r) => r.status === 201).map((r) => r.headers['idempotency-key'])).size).toBe(STEPS);
+
+  it('calls with its key at once over every transport, a step held at the upstream: one provisioning, one run', async () => {
+    const sandbox = gw.gateway.sandbox.cloud!;
+    const key = randomUUID();
+    const n = `t-${key.slice(0, 8)}`;
+    const before = upstreamCreations(gw).length;
+    const made = sandbox.resources().length + sandbox.projects().length;
+    const held = sandbox.faults.hold();
+    const answers = (await Promise.all(TRANSPORTS.map((t) => provision(t, n, key)))).map(payload);
+    expect(new Set(answers.map((a) => a.provisioning.id)).size).toBe(1);
+    expect(answers.filter((a) => !a.replayed)).toHaveLength(1);
+    // Retried once more while the first step is still at the upstream: the same provisioning, nothing sent.
+    await expect.poll(() => held.arrived(), { timeout: 20_000 }).toBeGreaterThanOrEqual(1);
+    const arrived = held.arrived();
+    for (const t of TRANSPORTS.slice(0, 4))
+      expect(payload(await provision(t, n, key))).toEqual({ ...answers.find((a) => !a.replayed)!, replayed: true });
+    expect(held.arrived()).toBe(arrived);
+    held.release();
+    expect((await state(answers[0]!.provisioning.id)).state).toBe('SUCCEEDED');
+    const sent = upstreamCreations(gw).slice(before);
+    expect(sent).toHaveLength(STEPS);
+    oncePerStep(sent);
+    expect(sandbox.resources().length + sandbox.projects().length - made).toBe(STEPS);
+  });
+
+  it('several resumes of a failed provisioning at once, over every transport: the failed step and the rest run once', async () => {
+    const sandbox = gw.gateway.sandbox.cloud!;
+    const key = randomUUID();
+    const n = `t-${key.slice(0, 8)}`;
+    const before = upstreamCreations(gw).length;
+    const made = sandbox.resources().length;
+    // The cluster step (after the network and the subnet) fails once.
+    sandbox.faults.enqueueFor(
+      (path, method) => method === 'POST' && path === '/ocs/v1/services' && sandbox.resources().length === made + 2,
+      '503',
+    );
+    const failed = payload(await provision('post', n, key));
+    expect((await state(failed.provisioning.id)).state).toBe('FAILED');
+    const resumes = (await Promise.all(TRANSPORTS.map((t) => provision(t, n, key)))).map(payload);
+    expect(new Set(resumes.map((a) => a.provisioning.id))).toEqual(new Set([failed.provisioning.id]));
+    expect(resumes.filter((a) => !a.replayed)).toHaveLength(1);
+    expect((await state(failed.provisioning.id)).state).toBe('SUCCEEDED');
+    const sent = upstreamCreations(gw).slice(before);
+    // Project, network, subnet, the cluster refused, then the cluster and the topic: one resume ran.
+    expect(sent.map((r) => r.status)).toEqual([201, 201, 201, 503, 201, 201]);
+    oncePerStep(sent);
+  });
+
+  it.each(['reset-after', 'slow'] as const)(
+    'a step whose creation the upstream did, its answer lost (%s): resumed under the same key, created once',
+    async (fault) => {
+      const sandbox = gw.gateway.sandbox.cloud!;
+      const key = randomUUID();
+      const n = `t-${key.slice(0, 8)}`;
+      const before = upstreamCreations(gw).length;
+      const made = sandbox.resources().length;
+      // The network step: the upstream creates the network, and the gateway never reads its answer.
+      sandbox.faults.enqueueFor((path, method) => method === 'POST' && path === '/ocs/v1/services', fault);
+      const failed = payload(await provision('ws', n, key));
+      const first = await state(failed.provisioning.id);
+      expect(first.state, JSON.stringify(first.steps)).toBe('FAILED');
+      expect(first.steps.find((s) => s.name === 'network')!.state).toBe('FAILED');
+      expect(sandbox.resources().length - made).toBe(1);
+      const resumed = payload(await provision('sse', n, key));
+      expect(resumed).toEqual({ ...failed, replayed: false });
+      const done = await state(failed.provisioning.id);
+      expect(done.state).toBe('SUCCEEDED');
+      // The network, the subnet, the cluster and the topic: the network once, the upstream replaying it.
+      expect(sandbox.resources().length - made).toBe(STEPS - 1);
+      const network = done.steps.find((s) => s.name === 'network')!.idempotencyKey;
+      const sent = upstreamCreations(gw).slice(before);
+      expect(sent.filter((r) => r.headers['idempotency-key'] === network)).toHaveLength(2);
+    },
+  );
+});
