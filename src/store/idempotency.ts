@@ -306,6 +306,23 @@ export class IdempotencyRecords {
     return Number(released.numDeletedRows) === 1;
   }
 
+  /**
+   * Ends a pending call's lease at once, keeping the record bound to its request: the next call of the same request
+   * takes it over (`takeOver`) and sends it again, another request with the key is IDEMPOTENCY_KEY_REUSED. False when
+   * the record is no longer the call's (see `complete`, whose `leases` these are): nothing is written.
+   */
+  async lapse(scope: string, key: string, leases: readonly number[]): Promise<boolean> {
+    const lapsed = await this.db
+      .updateTable('idempotency_records')
+      .set({ lease_until: 0 })
+      .where('scope', '=', scope)
+      .where('key', '=', key)
+      .where('state', '=', 'pending')
+      .where('lease_until', 'in', [...leases])
+      .executeTakeFirst();
+    return Number(lapsed.numUpdatedRows) === 1;
+  }
+
   async purgeExpired(now = Date.now()): Promise<number> {
     const res = await this.db.deleteFrom('idempotency_records').where('expires_at', '<=', now).executeTakeFirst();
     return Number(res.numDeletedRows);

@@ -123,9 +123,12 @@ function incompleteAnswer(stored: unknown, key: string, upstream: string): Upstr
  * - done with the same fingerprint: the stored result, replayed, no upstream call;
  * - any record with another fingerprint: IDEMPOTENCY_KEY_REUSED;
  * - pending: wait (bounded) for it to finish, then replay or IDEMPOTENCY_KEY_IN_USE;
- * - a failure releases the key, so a later call re-sends the same key upstream, except on an upstream not known to
- *   honour the key (`unrepeatable`) once it answered: the key stays pending and the call that takes it over answers
- *   UPSTREAM_OUTCOME_UNKNOWN, as after a replica that died mid-call;
+ * - a failure that may have reached an upstream that honours the key (UPSTREAM_UNAVAILABLE) ends the lease but keeps
+ *   the key bound to its request: the next call of that request re-sends the same key upstream, another request is
+ *   IDEMPOTENCY_KEY_REUSED;
+ * - any other failure releases the key, except on an upstream not known to honour the key (`unrepeatable`) once it
+ *   answered: the key stays pending and the call that takes it over answers UPSTREAM_OUTCOME_UNKNOWN, as after a
+ *   replica that died mid-call;
  * - an unknown outcome (UPSTREAM_OUTCOME_UNKNOWN) keeps the key bound to its request: the next call with it
  *   is the app's explicit decision to send it again (docs/decisions/011);
  * - a 2xx whose answer cannot be read (UPSTREAM_ANSWER_INCOMPLETE) keeps the key and the answer: the next call with
@@ -133,6 +136,20 @@ function incompleteAnswer(stored: unknown, key: string, upstream: string): Upstr
  *   (docs/decisions/042).
  * In-process waiters are woken at once; across processes they poll the store.
  */
+/**
+ * Whether a failed call of an upstream that honours the key may have reached it: UPSTREAM_UNAVAILABLE once its retries
+ * ran out (or its circuit opened after an attempt), but not a circuit that refused it before any (`sent: false`). An
+ * upstream not known to honour the key (`unrepeatable`) answers UPSTREAM_OUTCOME_UNKNOWN instead when it may have.
+ */
+function mayHaveReached(error: unknown, unrepeatable: string | undefined): boolean {
+  return (
+    unrepeatable === undefined &&
+    error instanceof GatewayError &&
+    error.extensions.code === ErrorCode.UPSTREAM_UNAVAILABLE &&
+    error.extensions.sent !== false
+  );
+}
+
 /** How many lost calls (Idempotency's `lost`) a process remembers. */
 const LOST_CALLS_KEPT = 10_000;
 
@@ -377,7 +394,14 @@ export class Idempotency {
           throw error;
         }
         try {
-          if (!(await records.release(params.scope, key, leases))) this.lostRecord(key, params.operation);
+          // The upstream may have created it under the upstream key (an answer lost, a timeout, a 5xx): the key stays
+          // bound to this request, free for its next call, which sends the same key again; another request with it is
+          // IDEMPOTENCY_KEY_REUSED, never sent under that key. Only a call that cannot have reached the upstream (its
+          // circuit open before any attempt, `sent: false`), or one it refused, gives the key back.
+          const ended = mayHaveReached(error, params.unrepeatable)
+            ? await records.lapse(params.scope, key, leases)
+            : await records.release(params.scope, key, leases);
+          if (!ended) this.lostRecord(key, params.operation);
         } catch (releaseError) {
           if (releaseError instanceof StoreUnavailableError) this.keepLost(slot, leases);
           throw releaseError;

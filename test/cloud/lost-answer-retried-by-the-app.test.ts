@@ -2,6 +2,7 @@
 // answer slower than UPSTREAM_TIMEOUT), with no retry left to the gateway: the app gets UPSTREAM_UNAVAILABLE, and its
 // retry with the same key, over another transport, sends the same Idempotency-Key (docs/contract.md, Idempotency), so
 // the upstream replays the resource it made instead of making a second one. The next call replays from the gateway.
+// Another input with the key in between is IDEMPOTENCY_KEY_REUSED and is never sent under that upstream key.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -119,6 +120,31 @@ describe('a cloud creation whose answer was lost, retried by the app with the sa
         (r) => r.method === 'POST' && r.path === c.path && r.headers['idempotency-key'] === upstreamKey('open', key),
       );
       expect(sent).toHaveLength(2);
+    },
+  );
+
+  it.each([
+    { c: CREATIONS[0]!, fault: 'reset-after' as const, order: ORDER[0]! },
+    { c: CREATIONS[6]!, fault: 'slow' as const, order: ORDER[1]! },
+  ])(
+    '$c.field, $fault: after UPSTREAM_UNAVAILABLE another input with the key is IDEMPOTENCY_KEY_REUSED, nothing sent',
+    async ({ c, fault, order }) => {
+      const sandbox = gw.gateway.sandbox.cloud!;
+      const key = randomUUID();
+      const n = `n-${key.slice(0, 8)}`;
+      const send = (t: Transport, name: string) =>
+        operationOver(t, gw, null, { query: c.query, variables: { input: c.input(chain, name), key } });
+      const before = made();
+      sandbox.faults.enqueueFor((path, method) => method === 'POST' && path === c.path, fault);
+      const failed = await send(order[0], n);
+      expect(failed.errors?.[0]?.extensions?.code, failed.raw).toBe('UPSTREAM_UNAVAILABLE');
+      const sent = sandbox.requests.length;
+      const other = await send(order[1], `${n}-other`);
+      expect(other.errors?.[0]?.extensions?.code, other.raw).toBe('IDEMPOTENCY_KEY_REUSED');
+      expect(sandbox.requests.length, 'nothing sent').toBe(sent);
+      const created = payload(await send(order[2], n), c.field);
+      expect(created).toMatchObject({ idempotencyKey: key, replayed: false });
+      expect(made() - before).toBe(1);
     },
   );
 });
