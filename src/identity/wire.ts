@@ -123,7 +123,7 @@ export function identificationIdsOf(raw: unknown): string[] {
   };
   add(body);
   for (const nested of IDENTIFICATION_NESTED_FIELDS) {
-    const inner = one(body[nested]);
+    const inner = one(member(body, nested));
     if (isObject(inner)) add(inner);
   }
   return ids;
@@ -137,7 +137,7 @@ export function identificationEventOf(raw: unknown): { status: string | null; ev
     const top = firstString(body, fields);
     if (top) return top;
     for (const nested of IDENTIFICATION_NESTED_FIELDS) {
-      const inner = one(body[nested]);
+      const inner = one(member(body, nested));
       if (isObject(inner)) {
         const v = firstString(inner, fields);
         if (v) return v;
@@ -189,9 +189,41 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
+/** The members of the objects looked into, by their names in lower case (member). */
+const caseless = new WeakMap<object, Map<string, unknown>>();
+/** No name the gateway reads is longer: longer members are not indexed. */
+const LONGEST_NAME = 32;
+
+/** ASCII letters in lower case, nothing else changed (a non-ASCII letter that lower-cases to ASCII stays apart). */
+function asciiLower(text: string): string {
+  return text.replace(/[A-Z]/g, (c) => String.fromCharCode(c.charCodeAt(0) + 32));
+}
+
+/**
+ * The member `name` of `obj`, written in the gateway's case or, when it is absent, in any other letter case (the
+ * first such member in the body's order). The identity callbacks and answers whose names the spec does not show
+ * (docs/decisions/004 and 018) may write `Status` or `VerificationExternalId`: an id in another case is still the id,
+ * so a body naming another verification that way is refused like one naming it in the gateway's case.
+ */
+function member(obj: Record<string, unknown>, name: string): unknown {
+  if (Object.hasOwn(obj, name)) return obj[name];
+  let index = caseless.get(obj);
+  if (index === undefined) {
+    // Built once per object, in one pass: a body of many members is looked into for several names.
+    index = new Map();
+    for (const key of Object.keys(obj)) {
+      if (key.length > LONGEST_NAME) continue;
+      const lower = asciiLower(key);
+      if (!index.has(lower)) index.set(lower, obj[key]);
+    }
+    caseless.set(obj, index);
+  }
+  return index.get(asciiLower(name));
+}
+
 function firstString(obj: Record<string, unknown>, fields: readonly string[]): string | null {
   for (const f of fields) {
-    const v = obj[f];
+    const v = member(obj, f);
     if (typeof v === 'string' && v !== '') return v;
     // An integer beyond 2^53 was rounded by JSON.parse (two ids would read as one), and a fraction names nothing.
     if (typeof v === 'number' && Number.isSafeInteger(v)) return String(v);
@@ -209,7 +241,7 @@ function located(raw: unknown, fields: readonly string[], nests: readonly string
   const top = firstString(body, fields);
   if (top) return top;
   for (const nested of nests) {
-    const inner = one(body[nested]);
+    const inner = one(member(body, nested));
     if (isObject(inner)) {
       const v = firstString(inner, fields);
       if (v) return v;
