@@ -54,6 +54,9 @@ export function formFields(
 
 /** Identity callbacks (verification and identification): any JSON media type or form fields, anything else a 400. */
 export const CALLBACK_BODY: Omit<WebhookBodyOptions, 'limit'> = {
+  // The spec shows neither the callbacks' payload nor their headers: a body sent with no Content-Type is read as JSON,
+  // as a mobile-ID notification is (what does not parse is still a 400); a declared type of neither kind is refused.
+  defaultType: 'application/json',
   parserFor: (type) =>
     type === 'application/json' || type.endsWith('+json')
       ? 'json'

@@ -1,0 +1,215 @@
+// What a verification or identification callback may look like and still be taken, and what is refused, seen as the
+// platform and the app see it: the answer, what is stored, what a subscriber receives and what /metrics counts.
+import type { Client } from 'graphql-ws';
+import { request } from 'undici';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+
+import { IDENTIFICATION_EVENT_KIND } from '../../src/identity/completions.js';
+import { VERIFICATION_EVENT_KIND } from '../../src/identity/service.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { subscribe as subscribeOn, subscriptionsOnBus, type Subscription } from '../helpers/identity.js';
+import { wsClient } from '../helpers/mobile-id.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
+
+let t: TestGateway;
+const clients: Client[] = [];
+const client = (key: string) => {
+  const c = wsClient(t, { key });
+  clients.push(c);
+  return c;
+};
+const open: Subscription[] = [];
+/** A subscription that afterEach stops, also when its test failed before stopping it. */
+const subscribe = (...args: Parameters<typeof subscribeOn>) => {
+  const sub = subscribeOn(...args);
+  open.push(sub);
+  return sub;
+};
+beforeAll(async () => {
+  t = await startTestGateway({ GATEWAY_API_KEYS: 'key-a,key-b', SANDBOX_CALLBACK_DELAY_MS: '600000' });
+});
+afterEach(() => {
+  for (const sub of open.splice(0)) sub.stop();
+  return waitFor(
+    () => subscribers(t, VERIFICATION_EVENT_KIND) === 0 && subscribers(t, IDENTIFICATION_EVENT_KIND) === 0,
+    5_000,
+    "the last test's subscriptions to end",
+  );
+});
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.dispose()));
+  await t?.close();
+});
+
+const JSON_TYPE = { 'content-type': 'application/json' };
+
+async function post(url: string, body: string | Buffer, headers: Record<string, string> = JSON_TYPE) {
+  const res = await request(url, { method: 'POST', headers, body });
+  const text = await res.body.text();
+  return {
+    status: res.statusCode,
+    type: res.headers['content-type'],
+    body: text ? (JSON.parse(text) as Record<string, unknown>) : undefined,
+  };
+}
+
+async function register(key: string, externalId?: string): Promise<{ id: string; url: string }> {
+  const res = await t.graphql(
+    `mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }`,
+    { input: { workflowId: 'wf-edges', applicant: { lastName: 'Edge' }, ...(externalId ? { externalId } : {}) } },
+    { key },
+  );
+  expect(res.errors).toBeUndefined();
+  const id = res.data!.registerVerification.verification.externalId as string;
+  const all = t.gateway.sandbox.verification!.verifications();
+  return { id, url: all.at(-1)!.callbackUrl! };
+}
+
+let workflows = 0;
+async function createIdentification(key: string): Promise<{ id: string; callbackUrl: string }> {
+  const res = await t.graphql(
+    `mutation($input: CreateIdentificationInput!) { createIdentification(input: $input) { identification { id callbackUrl } } }`,
+    { input: { workflowId: `wf-edges-${++workflows}` } },
+    { key },
+  );
+  expect(res.errors).toBeUndefined();
+  return res.data!.createIdentification.identification;
+}
+
+async function events(kind?: string): Promise<number> {
+  let q = t.gateway.services.store.db.selectFrom('events').select((eb) => eb.fn.countAll<number>().as('n'));
+  if (kind) q = q.where('kind', '=', kind);
+  return Number((await q.executeTakeFirstOrThrow()).n);
+}
+
+async function webhookCount(endpoint: string, outcome: string): Promise<number> {
+  const text = await (await fetch(`${t.url}/metrics`)).text();
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith(`gateway_webhooks_total{endpoint="${endpoint}",outcome="${outcome}"}`));
+  return line ? Number(line.split(' ').at(-1)) : 0;
+}
+
+const VERIFICATION_COMPLETED = `subscription($externalId: ID) { verificationCompleted(externalId: $externalId) { externalId status payload } }`;
+const IDENTIFICATION_COMPLETED = `subscription($id: ID) { identificationCompleted(id: $id) { id status payload } }`;
+
+describe('verification callbacks: tolerant of how they are written', () => {
+  it('takes a charset parameter, a byte order mark, members it does not know, a missing status and a number id, each delivered once', async () => {
+    const v = await register('key-a', '4711');
+    const sub = subscribe(client('key-a'), VERIFICATION_COMPLETED, { externalId: '4711' });
+    await subscriptionsOnBus(t, VERIFICATION_EVENT_KIND, '4711');
+    const sent: Array<[string | Buffer, Record<string, string>]> = [
+      [JSON.stringify({ status: 'S1' }), { 'content-type': 'Application/JSON; Charset="UTF-8"' }],
+      ['\uFEFF' + JSON.stringify({ status: 'S2' }), JSON_TYPE],
+      [JSON.stringify({ status: 'S3', unknownMember: { deep: [1, 'two'] }, score: 0.93 }), JSON_TYPE],
+      [JSON.stringify({ decision: 'APPROVED' }), JSON_TYPE],
+      [JSON.stringify({ verificationExternalId: 4711, status: 'S5' }), JSON_TYPE],
+      ['status=S6&verificationExternalId=4711', { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' }],
+    ];
+    for (const [body, headers] of sent) {
+      // Each twice: the repeat is acknowledged and neither stored nor published again.
+      for (let i = 0; i < 2; i++) expect((await post(v.url, body, headers)).status, String(body)).toBe(204);
+    }
+    await waitFor(() => sub.received.length >= sent.length, 5_000, 'every callback');
+    // A distinct last callback is the marker: a published repeat would come before it.
+    expect((await post(v.url, JSON.stringify({ status: 'LAST' }))).status).toBe(204);
+    await waitFor(() => sub.received.length > sent.length, 5_000, 'the marker');
+    expect(sub.errors).toEqual([]);
+    expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual([
+      'S1',
+      'S2',
+      'S3',
+      null,
+      'S5',
+      'S6',
+      'LAST',
+    ]);
+    expect(sub.received.every((e) => e.verificationCompleted.externalId === '4711')).toBe(true);
+    sub.stop();
+  });
+
+  it('takes a JSON body sent without a Content-Type, as the mobile-ID webhook does', async () => {
+    const v = await register('key-a');
+    const sub = subscribe(client('key-a'), VERIFICATION_COMPLETED, { externalId: v.id });
+    await subscriptionsOnBus(t, VERIFICATION_EVENT_KIND, v.id);
+    expect((await post(v.url, JSON.stringify({ status: 'UNTYPED' }), {})).status).toBe(204);
+    await waitFor(() => sub.received.length > 0, 5_000, 'the callback');
+    expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual(['UNTYPED']);
+    // A body whose declared type is neither JSON nor form fields is still refused.
+    expect((await post(v.url, JSON.stringify({ status: 'PLAIN' }), { 'content-type': 'text/plain' })).status).toBe(400);
+    sub.stop();
+  });
+});
+
+describe('callbacks: strict about what they may change', () => {
+  it('refuses an unknown token, a body that is not JSON, too large, too deep or about another verification: the documented answer, nothing stored or published, counted', async () => {
+    const v = await register('key-a');
+    const other = await register('key-b');
+    const sub = subscribe(client('key-a'), VERIFICATION_COMPLETED, {});
+    await subscriptionsOnBus(t, VERIFICATION_EVENT_KIND, null);
+    const before = { events: await events(), unknown: await webhookCount('verification', 'unknown') };
+    const rejectedBefore = await webhookCount('verification', 'rejected');
+    const forged = `${t.url}/webhooks/verification/${'A'.repeat(43)}`;
+    const cases: Array<[string, string | Buffer, number, string]> = [
+      [forged, JSON.stringify({ status: 'X' }), 404, 'not_found'],
+      [v.url, '{"status": ', 400, 'invalid_request'],
+      [v.url, 'null', 400, 'invalid_request'],
+      [v.url, Buffer.alloc(1024 * 1024 + 1, 0x20), 413, 'invalid_request'],
+      [v.url, `{"status":"X","n":${'['.repeat(65)}${']'.repeat(65)}}`, 400, 'invalid_request'],
+      [v.url, JSON.stringify({ verificationExternalId: other.id, status: 'X' }), 400, 'invalid_request'],
+    ];
+    for (const [url, body, status, error] of cases) {
+      const res = await post(url, body);
+      expect(res.status, String(body).slice(0, 40)).toBe(status);
+      expect(res.type).toMatch(/^application\/json/);
+      expect(res.body).toEqual({ error, error_description: expect.any(String) });
+    }
+    expect(await events()).toBe(before.events);
+    expect(await webhookCount('verification', 'unknown')).toBe(before.unknown + 1);
+    expect(await webhookCount('verification', 'rejected')).toBe(rejectedBefore + cases.length - 1);
+    // Nothing refused was published: the first event the subscriber sees is this marker.
+    expect((await post(v.url, JSON.stringify({ status: 'MARKER' }))).status).toBe(204);
+    await waitFor(() => sub.received.length > 0, 5_000, 'the marker');
+    expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual(['MARKER']);
+    sub.stop();
+  });
+
+  it('keeps a second, different outcome for a finished identification and delivers each distinct one once (decision 041)', async () => {
+    const link = await createIdentification('key-a');
+    const sub = subscribe(client('key-a'), IDENTIFICATION_COMPLETED, { id: link.id });
+    await subscriptionsOnBus(t, IDENTIFICATION_EVENT_KIND, link.id);
+    const first = JSON.stringify({ id: link.id, status: 'COMPLETED' });
+    const second = JSON.stringify({ id: link.id, status: 'FAILED' });
+    for (const body of [first, first, second, second, first])
+      expect((await post(link.callbackUrl, body)).status).toBe(204);
+    await waitFor(() => sub.received.length > 1, 5_000, 'both outcomes');
+    expect((await post(link.callbackUrl, JSON.stringify({ id: link.id, status: 'MARKER' }))).status).toBe(204);
+    await waitFor(() => sub.received.length > 2, 5_000, 'the marker');
+    expect(sub.received.map((e) => e.identificationCompleted.status)).toEqual(['COMPLETED', 'FAILED', 'MARKER']);
+    const read = await t.graphql(
+      `query($id: ID!) { identification(id: $id) { status } }`,
+      { id: link.id },
+      { key: 'key-a' },
+    );
+    expect(read.data!.identification).toEqual({ status: 'MARKER' });
+    sub.stop();
+  });
+
+  it('answers an identification address of one app naming another app’s identification exactly as an unknown one', async () => {
+    const mine = await createIdentification('key-a');
+    const theirs = await createIdentification('key-b');
+    const before = await events(IDENTIFICATION_EVENT_KIND);
+    const forOther = await post(mine.callbackUrl, JSON.stringify({ id: theirs.id, status: 'COMPLETED' }));
+    const forNone = await post(mine.callbackUrl, JSON.stringify({ id: 'no-such-identification', status: 'COMPLETED' }));
+    expect([forOther.status, forNone.status]).toEqual([404, 404]);
+    const shape = (r: typeof forOther, id: string) => String(r.body!.error_description).replace(id, '<id>');
+    expect(shape(forOther, theirs.id)).toBe(shape(forNone, 'no-such-identification'));
+    expect(await events(IDENTIFICATION_EVENT_KIND)).toBe(before);
+    const read = await t.graphql(
+      `query($id: ID!) { identification(id: $id) { status } }`,
+      { id: theirs.id },
+      { key: 'key-b' },
+    );
+    expect(read.data!.identification).toEqual({ status: null });
+  });
+});
