@@ -112,6 +112,8 @@ export interface CallbackBinding {
   externalId: string | null;
   /** Scope of the caller that registered the verification: its events belong to that API key. */
   createdBy: string;
+  /** The stored digest of the address's token, the row `claim` binds. */
+  tokenHash: string;
 }
 
 function hashOf(token: string): string {
@@ -166,6 +168,38 @@ export class VerificationCallbacks {
       .execute();
   }
 
+  /**
+   * Binds a token not yet bound (its registration's answer is not stored, or named no readable id) to the external id
+   * the first callback on it names, unless another token of the same app holds that id: one address reports on one
+   * verification only, and never on one another address of its app was issued for. Another app's tokens are not
+   * consulted (their ids are never this app's events, and the answer must not tell what another app holds). True when
+   * the token is now bound to `externalId` (also when a concurrent callback or the registration's answer bound it so).
+   */
+  async claim(binding: CallbackBinding, externalId: string): Promise<boolean> {
+    await this.db
+      .updateTable('verification_callbacks')
+      .set({ external_id: externalId })
+      .where('token_hash', '=', binding.tokenHash)
+      .where('external_id', 'is', null)
+      .where(({ not, exists, selectFrom }) =>
+        not(
+          exists(
+            selectFrom('verification_callbacks as other')
+              .select('other.token_hash')
+              .where('other.created_by', '=', binding.createdBy)
+              .where('other.external_id', '=', externalId),
+          ),
+        ),
+      )
+      .execute();
+    const row = await this.db
+      .selectFrom('verification_callbacks')
+      .select('external_id')
+      .where('token_hash', '=', binding.tokenHash)
+      .executeTakeFirst();
+    return row?.external_id === externalId;
+  }
+
   /** Forgets a token whose registration the upstream refused (nothing will call it). */
   async revoke(token: string): Promise<void> {
     await this.db.deleteFrom('verification_callbacks').where('token_hash', '=', hashOf(token)).execute();
@@ -174,9 +208,9 @@ export class VerificationCallbacks {
   async find(token: string): Promise<CallbackBinding | null> {
     const row = await this.db
       .selectFrom('verification_callbacks')
-      .select(['external_id', 'created_by'])
+      .select(['token_hash', 'external_id', 'created_by'])
       .where('token_hash', '=', hashOf(token))
       .executeTakeFirst();
-    return row ? { externalId: row.external_id, createdBy: row.created_by } : null;
+    return row ? { externalId: row.external_id, createdBy: row.created_by, tokenHash: row.token_hash } : null;
   }
 }

@@ -642,9 +642,13 @@ export class IdentityService {
     const parsed = wire.callbackBodySchema.safeParse(wire.one(body));
     if (!parsed.success)
       return { status: 'invalid', description: 'the body must be a JSON object (or an array of one), or form fields' };
-    // The address names the verification: a body contradicts it only under an external id's own name, since a bare
-    // `id` (top level or nested) may be the job's or a check's.
-    const named = binding.externalId === null ? wire.externalIdOf(body) : wire.namedExternalIdOf(body);
+    // An id is read only under an external id's own name, since a bare `id` (top level or nested) may be the job's or
+    // a check's: a bound address names the verification, and a body contradicts it only so.
+    const named = wire.namedExternalIdOf(body);
+    const anotherVerification = {
+      status: 'invalid',
+      description: 'the body names another verification than the one this callbackUrl was issued for',
+    } as const;
     // The token is bound to the app's own id; the upstream names the id it was sent (derived from it), or, for a
     // verification registered before ids were derived, the app's id itself.
     if (
@@ -653,19 +657,19 @@ export class IdentityService {
       named !== binding.externalId &&
       named !== upstreamExternalId(binding.createdBy, binding.externalId)
     ) {
-      return {
-        status: 'invalid',
-        description: 'the body names another verification than the one this callbackUrl was issued for',
-      };
+      return anotherVerification;
     }
     // Events are keyed by the id the app knows, and carry its owner (two apps may use the same id).
     const externalId = binding.externalId ?? named;
     if (externalId === null) {
       return {
         status: 'invalid',
-        description: `the body does not name its verification (${wire.EXTERNAL_ID_FIELDS.join(', ')})`,
+        description: `the body does not name its verification (${wire.NAMED_EXTERNAL_ID_FIELDS.join(', ')})`,
       };
     }
+    // An address not yet bound (its registration's answer is not stored, or named no readable id) is bound by the first
+    // id it names, which no other address of the app may hold: else one address could write any verification's result.
+    if (binding.externalId === null && !(await this.o.callbacks.claim(binding, externalId))) return anotherVerification;
     // Only an exact repeat of a body is the same delivery; every distinct callback is kept and published once,
     // and a read returns the newest (docs/decisions/041); up to a size, sealed to its owner and within its storage
     // bound (decisions 050 and 051).

@@ -256,7 +256,7 @@ export function externalIdOf(body: unknown): string | null {
 }
 
 /** Names of the external id alone (EXTERNAL_ID_FIELDS without the generic `id`, which may be a job's or a check's). */
-const NAMED_EXTERNAL_ID_FIELDS = EXTERNAL_ID_FIELDS.filter((f) => f !== 'id');
+export const NAMED_EXTERNAL_ID_FIELDS = EXTERNAL_ID_FIELDS.filter((f) => f !== 'id');
 
 /** The external id a body names under an external id's own name, top level or nested like externalIdOf. */
 export function namedExternalIdOf(body: unknown): string | null {

@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { IDENTIFICATION_EVENT_KIND } from '../../src/identity/completions.js';
 import { VERIFICATION_EVENT_KIND } from '../../src/identity/service.js';
+import { VERIFICATIONS_PATH } from '../../src/sandbox/verification.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { subscribe as subscribeOn, subscriptionsOnBus, type Subscription } from '../helpers/identity.js';
 import { wsClient } from '../helpers/mobile-id.js';
@@ -171,6 +172,62 @@ describe('callbacks: strict about what they may change', () => {
     expect((await post(v.url, JSON.stringify({ status: 'MARKER' }))).status).toBe(204);
     await waitFor(() => sub.received.length > 0, 5_000, 'the marker');
     expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual(['MARKER']);
+    sub.stop();
+  });
+
+  it('refuses, on an address not yet bound to its verification, a body naming a verification another address of the app holds, and binds the address to the first id it names', async () => {
+    const held = await register('key-a');
+    const theirs = await register('key-b');
+    // The registration's answer hides the id (UPSTREAM_ANSWER_INCOMPLETE): its address is bound to no verification yet.
+    t.gateway.sandbox.verification!.faults.enqueueFor(VERIFICATIONS_PATH, {
+      alter: (body) => {
+        const { verificationExternalId, ...rest } = body as Record<string, unknown>;
+        return { ...rest, registration: [{ ref: verificationExternalId }] };
+      },
+    });
+    const incomplete = await t.graphql(
+      `mutation($input: RegisterVerificationInput!) { registerVerification(input: $input) { verification { externalId } } }`,
+      { input: { workflowId: 'wf-edges', applicant: { lastName: 'Unbound' } } },
+      { key: 'key-a' },
+    );
+    expect(incomplete.errors![0]!.extensions!.code).toBe('UPSTREAM_ANSWER_INCOMPLETE');
+    const unbound = t.gateway.sandbox.verification!.verifications().at(-1)!;
+    const sub = subscribe(client('key-a'), VERIFICATION_COMPLETED, {});
+    await subscriptionsOnBus(t, VERIFICATION_EVENT_KIND, null);
+    const before = { events: await events(), rejected: await webhookCount('verification', 'rejected') };
+    // As a bound address answers a body naming another verification.
+    const reference = await post(theirs.url, JSON.stringify({ verificationExternalId: held.id, status: 'HIJACK' }));
+    expect(reference.status).toBe(400);
+    const refusals: Array<[string, Record<string, unknown>]> = [
+      ['held by another address of the app', { verificationExternalId: held.id, status: 'HIJACK' }],
+      ['held, under externalId and nested', { data: { externalId: held.id, status: 'HIJACK' } }],
+      ["an id that may be a job's", { id: 'job-1', status: 'HIJACK' }],
+    ];
+    for (const [what, body] of refusals) {
+      const res = await post(unbound.callbackUrl!, JSON.stringify(body));
+      expect(res.status, what).toBe(400);
+      expect(res.type, what).toMatch(/^application\/json/);
+      expect(res.body, what).toEqual({ error: 'invalid_request', error_description: expect.any(String) });
+    }
+    const hijack = await post(unbound.callbackUrl!, JSON.stringify(refusals[0]![1]));
+    expect(hijack.body).toEqual(reference.body);
+    expect(await events()).toBe(before.events);
+    expect(await webhookCount('verification', 'rejected')).toBe(before.rejected + refusals.length + 2);
+    const completion = `query($id: ID!) { node(id: $id) { ... on Verification { completion { status } } } }`;
+    expect((await t.graphql(completion, { id: held.id }, { key: 'key-a' })).data!.node.completion).toBeNull();
+    expect((await t.graphql(completion, { id: theirs.id }, { key: 'key-b' })).data!.node.completion).toBeNull();
+
+    // Its own verification's callback is taken, and binds the address: then it names that one only.
+    const own = JSON.stringify({ verificationExternalId: unbound.externalId, status: 'MARKER' });
+    expect((await post(unbound.callbackUrl!, own)).status).toBe(204);
+    await waitFor(() => sub.received.length > 0, 5_000, 'the marker');
+    expect(sub.received.map((e) => e.verificationCompleted)).toMatchObject([
+      { externalId: unbound.externalId, status: 'MARKER' },
+    ]);
+    const elsewhere = JSON.stringify({ verificationExternalId: 'never-registered', status: 'X' });
+    expect((await post(unbound.callbackUrl!, elsewhere)).body).toEqual(reference.body);
+    expect((await post(unbound.callbackUrl!, JSON.stringify({ status: 'LATER' }))).status).toBe(204);
+    expect(await events()).toBe(before.events + 2);
     sub.stop();
   });
 

@@ -21,6 +21,8 @@ const idElsewhere = (body: unknown) => {
   return { ...rest, registration: [{ ref: verificationExternalId }] };
 };
 
+const JSON_TYPE = { 'content-type': 'application/json' };
+
 const registrations = (t: TestGateway) =>
   t.gateway.sandbox.verification!.requests.filter((r) => r.method === 'POST' && r.path === VERIFICATIONS_PATH).length;
 
@@ -74,6 +76,48 @@ describe('a verification registration answered 2xx without a readable id', () =>
     });
     expect(registrations(after), 'read from the kept answer, not sent again').toBe(0);
     expect((await after.gateway.services.ledger.get(upstreamId))?.kind).toBe('verification');
+  });
+});
+
+describe('a verification whose address is called back before its id is read', () => {
+  it('keeps the callback under the id it names, and the registration read later has it as its completion', async () => {
+    const dataDir = tempDataDir();
+    const key = randomUUID();
+    const input = { workflowId: 'wf-early', applicant: { lastName: 'Early' } };
+    const before = await gateway({ DATA_DIR: dataDir, SANDBOX_CALLBACK_DELAY_MS: '600000' });
+    const sandbox = before.gateway.sandbox.verification!;
+    sandbox.faults.enqueueFor(VERIFICATIONS_PATH, { alter: idElsewhere });
+    expect((await before.graphql(REGISTER, { input, key })).errors![0]!.extensions!.code).toBe(
+      'UPSTREAM_ANSWER_INCOMPLETE',
+    );
+    const { externalId: upstreamId, callbackUrl } = sandbox.verifications()[0]!;
+    const post = async (body: unknown) => {
+      const res = await fetch(callbackUrl!, { method: 'POST', headers: JSON_TYPE, body: JSON.stringify(body) });
+      return res.status;
+    };
+    expect(await post({ verificationExternalId: upstreamId, status: 'EARLY' })).toBe(204);
+    await before.close();
+
+    const after = await gateway({
+      DATA_DIR: dataDir,
+      VERIFICATION_EXTERNAL_ID_PATH: 'registration.0.ref',
+      SANDBOX_CALLBACK_DELAY_MS: '600000',
+    });
+    expect((await after.graphql(REGISTER, { input, key })).errors).toBeUndefined();
+    const completion = async () =>
+      (
+        await after.graphql(`query($id: ID!) { node(id: $id) { ... on Verification { completion { status } } } }`, {
+          id: upstreamId,
+        })
+      ).data!.node.completion;
+    expect(await completion()).toEqual({ status: 'EARLY' });
+    // The address is its verification's: a body without an id is its, one naming another verification is refused.
+    const address = callbackUrl!.replace(/^http:\/\/[^/]+/, after.url);
+    const again = async (body: unknown) =>
+      (await fetch(address, { method: 'POST', headers: JSON_TYPE, body: JSON.stringify(body) })).status;
+    expect(await again({ status: 'LATER' })).toBe(204);
+    expect(await again({ verificationExternalId: 'another', status: 'X' })).toBe(400);
+    expect(await completion()).toEqual({ status: 'LATER' });
   });
 });
 
