@@ -12,8 +12,8 @@ import {
 } from 'jose';
 import { LRUCache } from 'lru-cache';
 
-import { ConfigError, shownUrl } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { ConfigError, INTERNAL_ERROR_MESSAGE, shownUrl } from '../errors.js';
+import { logUnexpected, type Logger } from '../logger.js';
 import {
   APP_NAME,
   Grants,
@@ -26,9 +26,9 @@ import {
   type Scope,
 } from './caller.js';
 import { JsonFileError } from './json-file.js';
-import { ASYMMETRIC_ALGORITHMS, fetchJwks, readJwksFile } from './jwks-fetch.js';
+import { ASYMMETRIC_ALGORITHMS, fetchJwks, jwksFetchFailure, readJwksFile } from './jwks-fetch.js';
 import type { JwtAppEntry, JwtAuthConfig, JwtIssuerConfig } from './jwt-config.js';
-import type { AuthResult } from './keys.js';
+import type { AuthResult, RequestLog } from './keys.js';
 
 /**
  * Skew allowed between the provider's clock and ours, for nbf and iat only: a token minted a moment "in the future"
@@ -62,6 +62,7 @@ export interface JwksKeysOptions {
   refreshIntervalMs: number;
   /** Epoch ms (tests control it). */
   now: () => number;
+  /** The gateway's: a fetch's failure, and an unexpected error where no request's logger is given. */
   logger: Logger;
 }
 
@@ -112,23 +113,32 @@ export class JwksKeys {
     return this.url === null ? (this.options.source as { file: string }).file : shownUrl(this.url);
   }
 
-  /** Fetches the JWKS unless a fetch ran within the interval (or one is running: then waits for it). */
-  refresh(): Promise<void> {
+  /** The gateway's logger, for an unexpected error of a verification no request's logger is given for. */
+  get logger(): Logger {
+    return this.options.logger;
+  }
+
+  /**
+   * Fetches the JWKS unless a fetch ran within the interval (or one is running: then waits for it). `request`: the
+   * request that asks for it, whose logger (with its request id) an unexpected error of the fetch is logged with.
+   */
+  refresh(request?: RequestLog): Promise<void> {
     if (this.pending) return this.pending;
     if (this.url === null || this.options.now() - this.attemptedAt < this.options.refreshIntervalMs)
       return Promise.resolve();
     this.attemptedAt = this.options.now();
-    this.pending = this.fetch(this.url).finally(() => (this.pending = null));
+    this.pending = this.fetch(this.url, request).finally(() => (this.pending = null));
     return this.pending;
   }
 
   /**
    * jose's key lookup: the key of the token's kid (and alg). Keys older than the interval are fetched again in the
    * background while the cached ones answer; a token whose kid they lack waits for that fetch (a key just rotated in).
+   * `request`: the request the token came with (see refresh).
    */
-  readonly getKey = async (header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<CryptoKey> => {
+  async keyFor(header: JWSHeaderParameters, token: FlattenedJWSInput, request?: RequestLog): Promise<CryptoKey> {
     if (this.url !== null && this.options.now() - this.fetchedAt >= this.options.refreshIntervalMs) {
-      const refreshing = this.refresh();
+      const refreshing = this.refresh(request);
       if (!this.local) await refreshing;
     }
     if (!this.local)
@@ -155,9 +165,9 @@ export class JwksKeys {
       }
       throw err;
     }
-  };
+  }
 
-  private async fetch(url: string): Promise<void> {
+  private async fetch(url: string, request: RequestLog | undefined): Promise<void> {
     try {
       const jwks = await fetchJwks(url);
       this.local = createLocalJWKSet(jwks);
@@ -165,7 +175,17 @@ export class JwksKeys {
       this.fetchedAt = this.options.now();
       this.failure = null;
     } catch (err) {
-      this.failure = err instanceof Error ? err.message : String(err);
+      // The failure is named in JwksUnavailableError, which apps read (401/503 answers, close reasons): a bug's words
+      // go to the log, with the request that asked for the fetch (none when a start or a reload did).
+      const known = jwksFetchFailure(err);
+      this.failure = known ?? INTERNAL_ERROR_MESSAGE;
+      if (known === null)
+        logUnexpected(
+          request?.logger ?? this.options.logger,
+          err,
+          { jwks: shownUrl(url) },
+          "unexpected error while the identity provider's JWKS was fetched",
+        );
       this.options.logger.warn(
         { jwks: shownUrl(url), reason: this.failure, cached: this.local !== null },
         "the identity provider's JWKS could not be fetched: keys fetched before (if any) keep working",
@@ -364,7 +384,8 @@ export class JwtAuthenticator {
     this.only = config.issuersFile === null && verifiers.length === 1 ? verifiers[0]! : null;
   }
 
-  async authenticate(token: string): Promise<AuthResult> {
+  /** `request`: the request the token came with, whose logger (with its request id) an unexpected error goes to. */
+  async authenticate(token: string, request?: RequestLog): Promise<AuthResult> {
     const at = this.now();
     const id = this.verified ? sha256(token).toString('base64') : null;
     if (id !== null) {
@@ -381,7 +402,7 @@ export class JwtAuthenticator {
       return invalid(issuer.refused);
     }
     const keys = issuer.keys.version;
-    const result = await this.verify(issuer, token, at);
+    const result = await this.verify(issuer, token, at, request);
     if (id !== null && result.ok && issuer.keys.version === keys)
       this.verified!.set(id, { caller: result.caller, issuer, keys, at });
     return result;
@@ -406,12 +427,17 @@ export class JwtAuthenticator {
     };
   }
 
-  private async verify(issuer: IssuerVerifier, token: string, at: number): Promise<AuthResult> {
+  private async verify(
+    issuer: IssuerVerifier,
+    token: string,
+    at: number,
+    request: RequestLog | undefined,
+  ): Promise<AuthResult> {
     this.count('verified');
     const config = issuer.config;
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, issuer.keys.getKey, {
+      ({ payload } = await jwtVerify(token, (header, jws) => issuer.keys.keyFor(header, jws, request), {
         algorithms: ASYMMETRIC_ALGORITHMS,
         issuer: config.issuer,
         audience: [...config.audience],
@@ -420,7 +446,17 @@ export class JwtAuthenticator {
         currentDate: new Date(at),
       }));
     } catch (err) {
-      return refusal(err);
+      const refused = refusal(err);
+      if (refused === null) {
+        logUnexpected(
+          request?.logger ?? issuer.keys.logger,
+          err,
+          { issuer: config.issuer },
+          'unexpected error while a JWT was verified: it is refused as one that cannot be verified',
+        );
+        return invalid(UNEXPECTED_REFUSAL);
+      }
+      return refused;
     }
     const expiresAt = payload.exp! * 1000;
     if (expiresAt <= at) return invalid(`the JWT has expired (exp ${new Date(expiresAt).toISOString()})`);
@@ -446,8 +482,14 @@ function invalid(message: string): AuthResult {
   return { ok: false, reason: 'invalid', message };
 }
 
-/** What a failed verification tells the app: which check failed, never the token. */
-function refusal(err: unknown): AuthResult {
+/** What an app is told of a verification that failed on an unexpected error (a bug's): none of the error's words. */
+const UNEXPECTED_REFUSAL = 'the JWT cannot be verified';
+
+/**
+ * What a failed verification tells the app: which check failed, never the token; null for an error neither jose's nor
+ * the keys' (a bug's), which the caller logs and answers with UNEXPECTED_REFUSAL.
+ */
+function refusal(err: unknown): AuthResult | null {
   if (err instanceof JwksUnavailableError) return { ok: false, reason: 'unavailable', message: err.message };
   if (err instanceof errors.JWTExpired) {
     const exp = typeof err.payload.exp === 'number' ? ` (exp ${new Date(err.payload.exp * 1000).toISOString()})` : '';
@@ -471,7 +513,7 @@ function refusal(err: unknown): AuthResult {
       "no key of the identity provider's JWKS (AUTH_JWKS_URL or AUTH_JWKS_FILE) matches the JWT's kid and alg",
     );
   if (err instanceof errors.JOSEError) return invalid(`the JWT cannot be verified: ${err.message}`);
-  return invalid('the JWT cannot be verified');
+  return null;
 }
 
 /** Node's timers hold at most 2^31−1 ms (about 24.8 days); a longer delay is waited in steps. */

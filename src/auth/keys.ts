@@ -1,3 +1,4 @@
+import type { Logger } from '../logger.js';
 import type { AppFileEntry } from './apps-file.js';
 import {
   ALL_GRANTS,
@@ -35,13 +36,27 @@ export interface AuthFailure {
 
 export type AuthResult = { ok: true; caller: Caller } | AuthFailure;
 
-/** How each transport authenticates: API keys answer at once; a JWT (src/auth/jwt.ts) after its verification. */
-export type Authenticate = (authorization: string | string[] | undefined | null) => AuthResult | Promise<AuthResult>;
+/**
+ * The request a credential came with, as far as authentication needs it: its logger, with its request id, read only
+ * when an unexpected error is logged (a request's child logger is made on first use).
+ */
+export interface RequestLog {
+  readonly logger: Logger;
+}
+
+/**
+ * How each transport authenticates: API keys answer at once; a JWT (src/auth/jwt.ts) after its verification.
+ * `request`: where an unexpected error of a JWT's verification is logged; the gateway's logger without it.
+ */
+export type Authenticate = (
+  authorization: string | string[] | undefined | null,
+  request?: RequestLog,
+) => AuthResult | Promise<AuthResult>;
 
 /** The JWT half: verifies a token shaped like a JWT (`looks`) that is not an API key. */
 export interface JwtCheck {
   looks(token: string): boolean;
-  verify(token: string): Promise<AuthResult>;
+  verify(token: string, request?: RequestLog): Promise<AuthResult>;
 }
 
 type ConfiguredApps = {
@@ -127,13 +142,13 @@ export function createAuthenticator(
       : 'a valid API key is required: send Authorization: Bearer <key>',
   });
   const invalid: AuthFailure = Object.freeze({ ok: false, reason: 'invalid', message: 'the API key is not valid' });
-  return (authorization) => {
+  return (authorization, request) => {
     if (hashes.length === 0 && !jwt) return { ok: true, caller: OPEN_CALLER };
     const token = bearerToken(authorization);
     if (!token) return missing;
     // One digest per request, compared with every configured one.
     const found = indexOfDigest(sha256(token), hashes);
     if (found >= 0) return { ok: true, caller: callers[found]! };
-    return jwt?.looks(token) ? jwt.verify(token) : invalid;
+    return jwt?.looks(token) ? jwt.verify(token, request) : invalid;
   };
 }

@@ -72,7 +72,7 @@ export class LiveConfiguration {
   }
 
   /** Authenticates with the running snapshot: each transport calls it once per request or connection. */
-  readonly authenticate: Authenticate = (authorization) => this.snapshot.authenticate(authorization);
+  readonly authenticate: Authenticate = (authorization, request) => this.snapshot.authenticate(authorization, request);
 
   /** The running configuration's number: one more after each reload that swapped it. */
   get generation(): number {
@@ -183,7 +183,7 @@ export class LiveConfiguration {
       authenticate: createAuthenticator(
         cfg,
         keyLabel,
-        jwt ? { looks: looksLikeJwt, verify: (token) => jwt.authenticate(token) } : undefined,
+        jwt ? { looks: looksLikeJwt, verify: (token, request) => jwt.authenticate(token, request) } : undefined,
       ),
       configured,
     };

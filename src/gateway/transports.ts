@@ -173,7 +173,7 @@ export function buildTransports(
       maxBodyBytes: config.graphqlLimits.maxBodyBytes,
       checkSource: (source) => limits.checkTokens(source),
       context: (req, ctx) => {
-        const result = authenticate(req.headers.authorization);
+        const result = authenticate(req.headers.authorization, ctx);
         return result instanceof Promise ? result.then((auth) => httpContext(auth, ctx)) : httpContext(result, ctx);
       },
     }),

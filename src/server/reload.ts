@@ -33,7 +33,7 @@ export function reloadRoute(options: { authenticate: Authenticate; reload: () =>
     path: '/admin/reload',
     name: 'POST /admin/reload',
     async handle(req: IncomingMessage, res: ServerResponse, ctx) {
-      const result = options.authenticate(req.headers.authorization);
+      const result = options.authenticate(req.headers.authorization, ctx);
       const auth = result instanceof Promise ? await result : result;
       if (!auth.ok) {
         const status = auth.reason === 'unavailable' ? 503 : 401;

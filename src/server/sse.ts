@@ -356,7 +356,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     // The configuration the credential is checked under: a JWT's verification awaits its keys, and a reload
     // meanwhile must not pass the old configuration's answer off as the new one's.
     const checkedUnder = held.generation();
-    const result = options.authenticate(req.headers.authorization);
+    const result = options.authenticate(req.headers.authorization, ctx);
     const auth = result instanceof Promise ? await result : result;
     if (!auth.ok) {
       // A JWT whose keys could not be fetched: the gateway's side is at fault, as for an upstream (503).

@@ -7,13 +7,14 @@ import { WebSocketServer, type WebSocket } from 'ws';
 
 import type { Caller } from '../auth/caller.js';
 import { expiredNow, onExpiry } from '../auth/jwt.js';
-import type { AuthFailure, AuthResult } from '../auth/keys.js';
+import type { AuthFailure, AuthResult, RequestLog } from '../auth/keys.js';
 import { ErrorCode } from '../errors.js';
 import type { Pipeline, Ran, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamFailure, streamPresenter, type StreamOutcome } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import { logUnexpected } from '../logger.js';
 import type { Holding } from './held-credentials.js';
+import { requestIdOf } from './http.js';
 import { KeepAliveSweep } from './keep-alive.js';
 import type { StreamingTransportOptions } from './streaming.js';
 import { graphqlTransportWs, type Operated, type ProtocolConnection } from './ws-protocol.js';
@@ -494,7 +495,14 @@ export function createWsServer(options: WsOptions) {
           credentials.hold(hold, checkedUnder);
           return true;
         };
-        const result = options.authenticate(header);
+        // An unexpected error of a JWT's verification is logged under the upgrade's X-Request-Id (when sane; else a
+        // new id).
+        const log: RequestLog = {
+          get logger() {
+            return options.logger.child({ requestId: requestIdOf(request) });
+          },
+        };
+        const result = options.authenticate(header, log);
         return result instanceof Promise ? result.then(admitted) : admitted(result);
       },
       async subscribe(pc, id, payload) {

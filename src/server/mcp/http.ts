@@ -215,7 +215,7 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
 
         // The configuration the credential is checked under (a JWT's verification awaits its keys).
         const checkedUnder = o.held.generation();
-        const auth = await o.authenticate(req.headers.authorization);
+        const auth = await o.authenticate(req.headers.authorization, ctx);
         if (!auth.ok) {
           if (auth.reason === 'unavailable')
             return sendJsonRpcError(res, 503, -32000, auth.message, { 'retry-after': '5' });
