@@ -144,6 +144,7 @@ export function buildTransports(
   });
   metrics.measureSubscriberLag(() => ws.lag());
 
+  const mcp = mcpTransport(config, parts, held);
   const routes: Route[] = [
     ...(graphiql
       ? [
@@ -190,7 +191,7 @@ export function buildTransports(
     mobileIdWebhookRoute({ mobileId: services.mobileId, metrics, pauseAt: parts.pause }),
     sse,
     // Last: the routes are matched in order, and the hot paths above pay nothing for MCP's.
-    ...mcpTransport(config, parts, held),
+    ...mcp.routes,
   ];
   return {
     // Spans for GraphQL over HTTP and every webhook intake (SSE operations get theirs from graphql-sse's execution).
@@ -208,6 +209,7 @@ export function buildTransports(
     async close() {
       await ws.close();
       await sse.close();
+      mcp.close();
     },
   };
 }
@@ -221,7 +223,11 @@ function authExpiry(parts: Parameters<typeof buildTransports>[1]): AuthExpiry {
   return { now: parts.now, schedule: parts.options.testing?.scheduleAuthExpiry ?? scheduleAfter };
 }
 
-function mcpTransport(config: Config, parts: Parameters<typeof buildTransports>[1], held: HeldCredentials): Route[] {
+function mcpTransport(
+  config: Config,
+  parts: Parameters<typeof buildTransports>[1],
+  held: HeldCredentials,
+): ReturnType<typeof mcpRoutes> {
   const { schema, services, logger, live } = parts;
   const { pipeline } = parts.built;
   const expiry = authExpiry(parts);

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 
 import { M } from '../helpers/cloud.js';
 import { startTestGateway } from '../helpers/gateway.js';
+import { mcpClient } from '../helpers/mcp.js';
+import { subscribers, waitFor } from '../helpers/wait.js';
 
 describe('graceful shutdown', () => {
   it('lets an in-flight mutation finish before closing', async () => {
@@ -19,5 +21,21 @@ describe('graceful shutdown', () => {
     expect(res.data!.createProject.project.id).toBeTruthy();
     await closed;
     await expect(fetch(`${gw.url}/healthz`)).rejects.toThrow();
+  });
+
+  it('answers an MCP wait_for_events with its cursor instead of holding the drain', async () => {
+    const gw = await startTestGateway({ GATEWAY_API_KEYS: 'alpha:key-a' });
+    const agent = await mcpClient(gw, { key: 'key-a' });
+    const { cursor } = (await agent.call('wait_for_events', { kinds: ['mobile-id'], timeoutSeconds: 0 }))
+      .structuredContent as { cursor: string };
+    const waiting = agent.call('wait_for_events', { cursor, kinds: ['mobile-id'], timeoutSeconds: 300 });
+    await waitFor(() => subscribers(gw, 'mobile-id', null) === 1, 20_000, 'the wait held');
+    const closed = gw.close();
+    // Answered as a wait that ended with nothing new: the agent calls again, on another start, from the same cursor.
+    const answered = await waiting;
+    expect(answered.isError).toBeFalsy();
+    expect(answered.structuredContent).toMatchObject({ events: [], cursor, timedOut: false });
+    await closed;
+    await agent.close().catch(() => undefined);
   });
 });

@@ -147,13 +147,21 @@ function quoted(text: string): string {
   return `"${text.replace(/[^\x20-\x7e]/g, '?').replace(/["\\]/g, '\\$&')}"`;
 }
 
-export function mcpRoutes(o: McpHttpOptions): Route[] {
+/**
+ * The MCP routes, and `close` for shutdown: it ends every subscriptions/listen stream (the SDK ends the stream it
+ * writes when its request is aborted), as graphql-ws and SSE subscriptions are ended, and answers every waiting
+ * wait_for_events with its cursor, so that none holds the drain.
+ */
+export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void } {
   const resourceOf = (toolset: string) => `${o.publicUrl()}/mcp${toolset ? `/${toolset}` : ''}`;
   const metadataUrlOf = (toolset: string) =>
     `${o.publicUrl()}/.well-known/oauth-protected-resource/mcp${toolset ? `/${toolset}` : ''}`;
 
   const bus = new ListenBus(o.surface, o.logger);
   const listening = new Map<string, number>();
+  // The open listen streams, ended at shutdown (one opened after it is ended at once); `stopping` ends the waits.
+  const streams = new Set<AbortController>();
+  const stopping = new AbortController();
   // Made with the SDK on the first request (src/server/mcp/sdk.ts): one handler for the whole gateway, whose factory
   // makes each request's server from what the route authenticated.
   let endpoint: { sdk: McpSdk; allowed: string[]; handler: ReturnType<McpSdk['createMcpHandler']> } | null = null;
@@ -173,6 +181,7 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
           };
           return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, {
             revoked: extra.revoked,
+            stopping: stopping.signal,
             readmitted: extra.readmitted,
             requestState: (state, ctx) => o.codec.verify(state, ctx),
             era: ctx.era,
@@ -365,6 +374,9 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
             return refuse(-32603, err.message, { ...limit, retryAfterSeconds: retryAfter });
           }
           if (abort.signal.aborted) return;
+          streams.add(abort);
+          res.on('close', () => streams.delete(abort));
+          if (stopping.signal.aborted) abort.abort();
           // A stream opened with a JWT ends when the token does, or when a reload refuses its credential, as WebSocket
           // and SSE connections do.
           const cancelExpiry = onExpiry(o.expiry, caller, () => abort.abort());
@@ -414,7 +426,13 @@ export function mcpRoutes(o: McpHttpOptions): Route[] {
       },
     });
   }
-  return routes;
+  return {
+    routes,
+    close() {
+      stopping.abort();
+      for (const stream of streams) stream.abort();
+    },
+  };
 }
 
 /** The refusal of a tools/call of a tool in `toolset` that `caller` may not call, with the scope it lacks. */

@@ -26,6 +26,8 @@ export interface ToolCall {
   readonly ctx: ServerContext;
   /** Aborted, with the AuthFailure as its reason, when a reload refuses the request's credential. */
   readonly revoked?: AbortSignal;
+  /** Aborted when the gateway shuts down: a call that waits answers at once with what it has. */
+  readonly stopping?: AbortSignal;
   /** The request's caller as each reload that admits its credential again leaves it. */
   readonly readmitted?: Readmitted;
 }
@@ -140,6 +142,8 @@ export function createRequestServer(
     logger?: Logger;
     /** Aborted when a reload refuses the request's credential (ToolCall.revoked). */
     revoked?: AbortSignal;
+    /** Aborted when the gateway shuts down (ToolCall.stopping). */
+    stopping?: AbortSignal;
     /** The request's caller as each reload leaves it (ToolCall.readmitted). */
     readmitted?: Readmitted;
   },
@@ -196,6 +200,7 @@ export function createRequestServer(
         requestId,
         ctx,
         ...(options.revoked ? { revoked: options.revoked } : {}),
+        ...(options.stopping ? { stopping: options.stopping } : {}),
         ...(options.readmitted ? { readmitted: options.readmitted } : {}),
       });
     } catch (err) {

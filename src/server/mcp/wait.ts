@@ -169,6 +169,8 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry):
             expiring.signal,
             forbidden.signal,
             ...(call.revoked ? [call.revoked] : []),
+            // At shutdown: answered as a wait that found nothing new, with its cursor, for the agent to call again.
+            ...(call.stopping ? [call.stopping] : []),
           ]),
           limit: MAX_EVENTS,
         });
