@@ -272,6 +272,9 @@ export class UpstreamHttp {
       if (error instanceof TransientFailure)
         throw new UpstreamUnavailableError(this.options.name, error.reason, call.attempts, error.status);
       if (error instanceof AbortError) throw error.originalError;
+      // Given up by `close` at shutdown: the upstream may have acted, as after any attempt cut short (not a bug).
+      if (failureCode(error) === 'UND_ERR_DESTROYED')
+        throw new UpstreamUnavailableError(this.options.name, 'the gateway is shutting down', call.attempts);
       throw error;
     }
   }
@@ -458,8 +461,13 @@ export class UpstreamHttp {
     throw new AbortError(new UpstreamRejectedError(this.options.name, res.status, res.body, code));
   }
 
+  /**
+   * At shutdown, after the drain: a call still in flight is one whose request the drain's deadline cut, so it is
+   * given up rather than waited for (its idempotency record, still claimed, lets the app's retry resolve it exactly
+   * once: docs/operations.md). Undici's `close` would wait for it, past the deadline of the exit.
+   */
   async close(): Promise<void> {
-    await this.pool.close();
+    await this.pool.destroy();
   }
 }
 
