@@ -1,5 +1,8 @@
 // What a verification or identification callback may look like and still be taken, and what is refused, seen as the
 // platform and the app see it: the answer, what is stored, what a subscriber receives and what /metrics counts.
+// The payloads are not shown in the spec (Events 1 and 2), so the names the gateway reads in them (docs/decisions/004
+// and 018) are its guesses, and nothing says in which letter case a platform writes them: a member in another case is
+// read like the same member in the gateway's case.
 import type { Client } from 'graphql-ws';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -268,5 +271,88 @@ describe('callbacks: strict about what they may change', () => {
       { key: 'key-b' },
     );
     expect(read.data!.identification).toEqual({ status: null });
+  });
+});
+
+async function eventCount(kind: string, key: string): Promise<number> {
+  const row = await t.gateway.services.store.db
+    .selectFrom('events')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('kind', '=', kind)
+    .where('key', '=', key)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/** identificationCompleted with the callback's event name. */
+const IDENTIFICATION_EVENT = `subscription($id: ID) { identificationCompleted(id: $id) { id status event } }`;
+
+describe('callback members in another letter case', () => {
+  it('reads a verification callback’s Status and delivers it once to the subscriber', async () => {
+    const v = await register('key-a');
+    const sub = subscribe(client('key-a'), VERIFICATION_COMPLETED, { externalId: v.id });
+    await subscriptionsOnBus(t, VERIFICATION_EVENT_KIND, v.id);
+    const body = JSON.stringify({ VerificationExternalId: v.id, Status: 'COMPLETED', Decision: 'APPROVED' });
+    expect((await post(v.url, body)).status).toBe(204);
+    expect((await post(v.url, body)).status, 'an exact repeat is acknowledged').toBe(204);
+    // A distinct later callback is the marker: had the repeat been published, it would come before it.
+    expect((await post(v.url, JSON.stringify({ status: 'ARCHIVED' }))).status).toBe(204);
+    await waitFor(() => sub.received.length > 1, 5_000, 'both callbacks');
+    expect(sub.errors).toEqual([]);
+    expect(sub.received.map((e) => e.verificationCompleted.status)).toEqual(['COMPLETED', 'ARCHIVED']);
+    expect(await eventCount(VERIFICATION_EVENT_KIND, v.id)).toBe(2);
+    sub.stop();
+  });
+
+  it('refuses a verification callback naming another verification under VerificationExternalId or EXTERNALID, storing nothing', async () => {
+    const v = await register('key-a');
+    const other = await register('key-a');
+    const theirs = await register('key-b');
+    for (const body of [
+      { VerificationExternalId: other.id, Status: 'COMPLETED' },
+      { EXTERNALID: theirs.id, status: 'COMPLETED' },
+      { Data: { verificationexternalid: 'no-such-verification' }, status: 'COMPLETED' },
+    ]) {
+      const res = await post(v.url, JSON.stringify(body));
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body).toEqual({
+        error: 'invalid_request',
+        error_description: 'the body names another verification than the one this callbackUrl was issued for',
+      });
+    }
+    for (const id of [v.id, other.id, theirs.id]) expect(await eventCount(VERIFICATION_EVENT_KIND, id)).toBe(0);
+  });
+
+  it('accepts an identification callback naming its identification under IdentificationId or ID, delivered once', async () => {
+    for (const [name, status] of [
+      ['IdentificationId', 'Status'],
+      ['ID', 'STATE'],
+    ] as const) {
+      const link = await createIdentification('key-a');
+      const sub = subscribe(client('key-a'), IDENTIFICATION_EVENT, { id: link.id });
+      await subscriptionsOnBus(t, IDENTIFICATION_EVENT_KIND, link.id);
+      const body = JSON.stringify({ [name]: link.id, [status]: 'DONE', EventType: 'finished' });
+      for (let i = 0; i < 2; i++) expect((await post(link.callbackUrl, body)).status, body).toBe(204);
+      expect((await post(link.callbackUrl, JSON.stringify({ id: link.id, status: 'ARCHIVED' }))).status).toBe(204);
+      await waitFor(() => sub.received.length > 1, 5_000, 'both callbacks');
+      expect(sub.received.map((e) => e.identificationCompleted)).toEqual([
+        { id: link.id, status: 'DONE', event: 'finished' },
+        { id: link.id, status: 'ARCHIVED', event: null },
+      ]);
+      expect(await eventCount(IDENTIFICATION_EVENT_KIND, link.id)).toBe(2);
+      sub.stop();
+    }
+  });
+
+  it('answers an identification callback naming another app’s identification under IdentificationId as an unknown one', async () => {
+    const link = await createIdentification('key-a');
+    const theirs = await createIdentification('key-b');
+    const res = await post(link.callbackUrl, JSON.stringify({ IdentificationId: theirs.id, Status: 'DONE' }));
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual({
+      error: 'not_found',
+      error_description: `identification ${theirs.id} was not created through this gateway for this callback address`,
+    });
+    expect(await eventCount(IDENTIFICATION_EVENT_KIND, theirs.id)).toBe(0);
   });
 });
