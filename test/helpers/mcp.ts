@@ -95,3 +95,50 @@ export function planApps(prefix: string, o: { withOperator?: boolean } = {}): st
     ...(o.withOperator ? [{ name: 'ops', scopes: ['operator'], key: OPERATOR_KEY }] : []),
   ]);
 }
+
+/** The `_meta` of a raw request at protocol 2026-07-28, sent without the SDK's client. */
+export const RAW_META = {
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1.0.0' },
+  'io.modelcontextprotocol/clientCapabilities': {},
+};
+
+/**
+ * Opens a subscriptions/listen on `uris` over raw HTTP, with `prefix` written before the JSON body; resolves with the
+ * first message its answer carries (the acknowledgement of an opened stream, or the refusal), the stream left open
+ * until `signal` aborts.
+ */
+export async function rawListen(
+  gw: Pick<TestGateway, 'url'>,
+  o: { key: string; id: string; uris: string[]; prefix?: string; signal: AbortSignal },
+): Promise<Record<string, any>> {
+  const body = {
+    jsonrpc: '2.0',
+    id: o.id,
+    method: 'subscriptions/listen',
+    params: { _meta: RAW_META, notifications: { resourceSubscriptions: o.uris } },
+  };
+  const res = await fetch(`${gw.url}/mcp`, {
+    method: 'POST',
+    headers: {
+      accept: 'application/json, text/event-stream',
+      authorization: `Bearer ${o.key}`,
+      'content-type': 'application/json',
+      'mcp-method': 'subscriptions/listen',
+      'mcp-protocol-version': '2026-07-28',
+    },
+    body: (o.prefix ?? '') + JSON.stringify(body),
+    signal: o.signal,
+  });
+  if (!res.headers.get('content-type')?.startsWith('text/event-stream'))
+    return (await res.json()) as Record<string, any>;
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let text = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`the stream ended before its first message: ${text}`);
+    text += value;
+    const data = /^data: (.*)$/m.exec(text);
+    if (data && text.includes('\n\n')) return JSON.parse(data[1]!) as Record<string, any>;
+  }
+}

@@ -6,13 +6,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { MAX_LISTENED_RESOURCES } from '../../src/server/mcp/http.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { rawListen } from '../helpers/mcp.js';
 import { subscribers } from '../helpers/wait.js';
-
-const META = {
-  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-  'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1.0.0' },
-  'io.modelcontextprotocol/clientCapabilities': {},
-};
 
 let gw: TestGateway;
 const open: AbortController[] = [];
@@ -26,39 +21,11 @@ afterAll(async () => {
   await gw?.close();
 });
 
-/** Opens a subscriptions/listen on `uris`; resolves with its first message (the acknowledgement, or the refusal). */
-async function listen(key: string, id: string, uris: string[]): Promise<Record<string, any>> {
+/** A listen on `uris` with `key`: its first message (the acknowledgement, or the refusal), the stream left open. */
+function listen(key: string, id: string, uris: string[]): Promise<Record<string, any>> {
   const stream = new AbortController();
   open.push(stream);
-  const body = {
-    jsonrpc: '2.0',
-    id,
-    method: 'subscriptions/listen',
-    params: { _meta: META, notifications: { resourceSubscriptions: uris } },
-  };
-  const res = await fetch(`${gw.url}/mcp`, {
-    method: 'POST',
-    headers: {
-      accept: 'application/json, text/event-stream',
-      authorization: `Bearer ${key}`,
-      'content-type': 'application/json',
-      'mcp-method': 'subscriptions/listen',
-      'mcp-protocol-version': '2026-07-28',
-    },
-    body: JSON.stringify(body),
-    signal: stream.signal,
-  });
-  if (!res.headers.get('content-type')?.startsWith('text/event-stream'))
-    return (await res.json()) as Record<string, any>;
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let text = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`the stream ended before its first message: ${text}`);
-    text += value;
-    const data = /^data: (.*)$/m.exec(text);
-    if (data && text.includes('\n\n')) return JSON.parse(data[1]!) as Record<string, any>;
-  }
+  return rawListen(gw, { key, id, uris, signal: stream.signal });
 }
 
 const uri = (authReqId: string) => `mobileid://authentications/${authReqId}`;

@@ -6,13 +6,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { MAX_LISTENS_PER_APP } from '../../../src/server/mcp/http.js';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.js';
+import { rawListen } from '../../helpers/mcp.js';
 import { subscribers } from '../../helpers/wait.js';
-
-const META = {
-  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-  'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1.0.0' },
-  'io.modelcontextprotocol/clientCapabilities': {},
-};
 
 let gw: TestGateway;
 const open: AbortController[] = [];
@@ -26,42 +21,17 @@ afterAll(async () => {
   await gw?.close();
 });
 
-/**
- * Opens a subscriptions/listen on `authReqId`'s resource with `prefix` before the JSON body; resolves with the first
- * message the answer carries (the acknowledgement of an opened stream, or the refusal), the stream left open.
- */
-async function listen(id: string, authReqId: string, prefix = ''): Promise<Record<string, any>> {
+/** A listen on `authReqId`'s resource with `prefix` before the JSON body: its first message, the stream left open. */
+function listen(id: string, authReqId: string, prefix = ''): Promise<Record<string, any>> {
   const stream = new AbortController();
   open.push(stream);
-  const body = {
-    jsonrpc: '2.0',
+  return rawListen(gw, {
+    key: 'key-a',
     id,
-    method: 'subscriptions/listen',
-    params: { _meta: META, notifications: { resourceSubscriptions: [`mobileid://authentications/${authReqId}`] } },
-  };
-  const res = await fetch(`${gw.url}/mcp`, {
-    method: 'POST',
-    headers: {
-      accept: 'application/json, text/event-stream',
-      authorization: 'Bearer key-a',
-      'content-type': 'application/json',
-      'mcp-method': 'subscriptions/listen',
-      'mcp-protocol-version': '2026-07-28',
-    },
-    body: prefix + JSON.stringify(body),
+    uris: [`mobileid://authentications/${authReqId}`],
+    prefix,
     signal: stream.signal,
   });
-  if (!res.headers.get('content-type')?.startsWith('text/event-stream'))
-    return (await res.json()) as Record<string, any>;
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let text = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`the stream ended before its first message: ${text}`);
-    text += value;
-    const data = /^data: (.*)$/m.exec(text);
-    if (data && text.includes('\n\n')) return JSON.parse(data[1]!) as Record<string, any>;
-  }
 }
 
 describe('a subscriptions/listen body with a byte order mark', () => {
