@@ -332,4 +332,56 @@ describe.skipIf(unavailable !== null)('the approvals page in headless Chromium, 
     );
     expect(declined.data).toEqual({ declinePlan: { status: 'DECLINED' } });
   });
+
+  it("an agent's markup and javascript: values are shown as text, never run or made into elements or links", async () => {
+    const page = await open(APPROVER_KEY, { width: 1200, height: 900 });
+    const name = '<img src=x onerror="window.__injected=1">';
+    const description = '"><script>window.__injected=2</script>';
+    const workflowId = 'javascript:window.__injected=3';
+    const project = await agent.call('create_project', { input: { name, description } });
+    expect(project.isError, textOf(project)).toBeFalsy();
+    const identity = await agent.call('register_verification', {
+      input: { workflowId, applicant: { firstName: '<b onmouseover="window.__injected=4">x</b>' } },
+    });
+    expect(identity.isError, textOf(identity)).toBeFalsy();
+    const ids = [project, identity].map((p) => p.structuredContent!.planId as string);
+    for (const id of ids) {
+      const card = page.locator(`article[data-plan-id="${id}"]`);
+      await card.waitFor(WAIT);
+      await card.getByText('The exact requests and the hash').click();
+      await card.hover();
+    }
+    const projectCard = page.locator(`article[data-plan-id="${ids[0]}"]`);
+    const identityCard = page.locator(`article[data-plan-id="${ids[1]}"]`);
+    // The values read literally, as JSON of the exact requests.
+    expect(await projectCard.locator('pre').textContent()).toContain(JSON.stringify(name));
+    expect(await projectCard.locator('pre').textContent()).toContain(JSON.stringify(description));
+    expect(await identityCard.locator('pre').textContent()).toContain(JSON.stringify(workflowId));
+    expect(await identityCard.locator('pre').textContent()).toContain('\\"window.__injected=4\\"');
+    // The confirmation dialog too reads them as text.
+    await projectCard.getByRole('button', { name: 'Approve' }).click();
+    const asked = page.getByRole('dialog');
+    await asked.getByText(project.structuredContent!.hash as string).waitFor(WAIT);
+    expect(await asked.textContent()).toContain(JSON.stringify(name));
+    await asked.getByRole('button', { name: 'Cancel' }).click();
+    // Nothing of the agent's became an element, a link or a handler, and no script of theirs ran.
+    const made = await page.evaluate(() => ({
+      injected: (window as unknown as { __injected?: unknown }).__injected ?? null,
+      elements: document.querySelectorAll('main img, main script, main b, main a, main iframe, dialog img').length,
+      scripts: Array.from(document.scripts).map((s) => s.getAttribute('src')),
+      handlers: Array.from(document.querySelectorAll('*')).filter((el) =>
+        Array.from(el.attributes).some((a) => /^on/i.test(a.name)),
+      ).length,
+    }));
+    expect(made).toEqual({ injected: null, elements: 0, scripts: ['/approvals/app.js'], handlers: 0 });
+    await page.context().close();
+    for (const id of ids) {
+      const declined = await gw.graphql(
+        'mutation($id: ID!) { declinePlan(planId: $id) { status } }',
+        { id },
+        { key: APPROVER_KEY },
+      );
+      expect(declined.data).toEqual({ declinePlan: { status: 'DECLINED' } });
+    }
+  });
 });
