@@ -34,11 +34,12 @@ function canonical(value: unknown): string {
 const UNSEEN = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/gu;
 
 /**
- * `value` as JSON a person reads: each character of UNSEEN written as its escape (`\u202e`), so that an agent's text
- * can neither hide, reorder nor break the line that shows what runs. The JSON still reads as the same value.
+ * `text` as a person reads it: each character of UNSEEN written as its escape (`\u202e`), so that an agent's text can
+ * neither hide, reorder nor break the line that shows what runs. A line of a summary goes through it whole: its body's
+ * JSON still reads as the same value, and a step named after a topic or user shows that name escaped too.
  */
-function shownJson(value: unknown): string {
-  return JSON.stringify(value).replace(UNSEEN, (c) =>
+function shownLine(text: string): string {
+  return text.replace(UNSEEN, (c) =>
     [...Array(c.length).keys()].map((i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join(''),
   );
 }
@@ -160,9 +161,10 @@ export class AgentWorkflow {
       .digest('hex');
     const lines = ran.steps
       .filter((s) => s.action === 'CREATE' && s.request)
-      .map(
-        (s) =>
-          `- ${s.name}: ${s.request!.method} ${s.request!.upstream} ${s.request!.path} ${shownJson(s.request!.body)}`,
+      .map((s) =>
+        shownLine(
+          `- ${s.name}: ${s.request!.method} ${s.request!.upstream} ${s.request!.path} ${JSON.stringify(s.request!.body)}`,
+        ),
       );
     const summary = [
       `${caller.app ?? caller.scope} asks to run ${op.name}: ${creations} upstream creation(s), ${points} rate-limit point(s).`,
