@@ -4,7 +4,8 @@
 import { createPublicKey, type JsonWebKey } from 'node:crypto';
 import { errors, type JSONWebKeySet } from 'jose';
 
-import { shownUrl } from '../errors.js';
+import { INTERNAL_ERROR_MESSAGE, shownUrl } from '../errors.js';
+import { logUnexpected, type Logger } from '../logger.js';
 import { JsonFileError, readJsonFile } from './json-file.js';
 
 /**
@@ -30,11 +31,14 @@ export const ASYMMETRIC_ALGORITHMS = [
 export class JwksFetchError extends Error {}
 
 /**
- * Why a JWKS fetch failed, in words apps may read: a JwksFetchError's or jose's own (a key set it cannot use); null for
- * any other error (a bug's), whose words only the log may hold.
+ * Why a JWKS fetch failed, in words apps may read (the failure a JwksUnavailableError names): a JwksFetchError's or
+ * jose's own (a key set it cannot use). Any other error (a bug's) reads INTERNAL_ERROR_MESSAGE, and its words go to the
+ * log only, in full, with `logger` (a request's, with its id, or the gateway's); `whose` names the JWKS there.
  */
-export function jwksFetchFailure(err: unknown): string | null {
-  return err instanceof JwksFetchError || err instanceof errors.JOSEError ? err.message : null;
+export function jwksFailure(err: unknown, url: string, logger: Logger | undefined, whose: string): string {
+  if (err instanceof JwksFetchError || err instanceof errors.JOSEError) return err.message;
+  if (logger) logUnexpected(logger, err, { jwks: shownUrl(url) }, `unexpected error while ${whose} JWKS was fetched`);
+  return INTERNAL_ERROR_MESSAGE;
 }
 
 const JWKS_TIMEOUT_MS = 5_000;

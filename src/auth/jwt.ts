@@ -12,7 +12,7 @@ import {
 } from 'jose';
 import { LRUCache } from 'lru-cache';
 
-import { ConfigError, INTERNAL_ERROR_MESSAGE, shownUrl } from '../errors.js';
+import { ConfigError, shownUrl } from '../errors.js';
 import { logUnexpected, type Logger } from '../logger.js';
 import {
   APP_NAME,
@@ -26,7 +26,7 @@ import {
   type Scope,
 } from './caller.js';
 import { JsonFileError } from './json-file.js';
-import { ASYMMETRIC_ALGORITHMS, fetchJwks, jwksFetchFailure, readJwksFile } from './jwks-fetch.js';
+import { ASYMMETRIC_ALGORITHMS, fetchJwks, jwksFailure, readJwksFile } from './jwks-fetch.js';
 import type { JwtAppEntry, JwtAuthConfig, JwtIssuerConfig } from './jwt-config.js';
 import type { AuthResult, RequestLog } from './keys.js';
 
@@ -177,15 +177,7 @@ export class JwksKeys {
     } catch (err) {
       // The failure is named in JwksUnavailableError, which apps read (401/503 answers, close reasons): a bug's words
       // go to the log, with the request that asked for the fetch (none when a start or a reload did).
-      const known = jwksFetchFailure(err);
-      this.failure = known ?? INTERNAL_ERROR_MESSAGE;
-      if (known === null)
-        logUnexpected(
-          request?.logger ?? this.options.logger,
-          err,
-          { jwks: shownUrl(url) },
-          "unexpected error while the identity provider's JWKS was fetched",
-        );
+      this.failure = jwksFailure(err, url, request?.logger ?? this.options.logger, "the identity provider's");
       this.options.logger.warn(
         { jwks: shownUrl(url), reason: this.failure, cached: this.local !== null },
         "the identity provider's JWKS could not be fetched: keys fetched before (if any) keep working",

@@ -1437,9 +1437,11 @@ function deepFreeze<T>(value: T): T {
 }
 
 /** Parses the environment with `schema`; throws a ConfigError naming the first bad variable. */
+/** Whether a variable is set: an empty one (`FOO=` in a compose file) means unset. */
+const isSet = (value: string | undefined): value is string => value !== undefined && value.trim() !== '';
+
 function parseEnv<S extends z.ZodType>(schema: S, env: Readonly<Record<string, string | undefined>>): z.infer<S> {
-  // An empty variable (`FOO=` in a compose file) means unset.
-  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ''));
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => isSet(v)));
   const parsed = schema.safeParse(present);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
@@ -1748,8 +1750,6 @@ const POSTGRES_ONLY = namesDescribed('Ignored without DATABASE_URL');
  * deployment that set them has always started, and goes on starting.
  */
 function ignoredVariables(e: Env, env: Readonly<Record<string, string | undefined>>): Config['ignored'] {
-  // Set as parseEnv reads it: an empty variable is unset.
-  const isSet = (name: string) => (env[name]?.trim() ?? '') !== '';
   const ignored: { variable: string; why: string }[] = [];
   // The upstreams' pools are made from the address's origin (scheme, host, port) and requests carry its path: user
   // info in the address goes nowhere (src/upstream/http.ts).
@@ -1765,14 +1765,14 @@ function ignoredVariables(e: Env, env: Readonly<Record<string, string | undefine
   }
   const database = e.DATABASE_URL !== undefined;
   for (const variable of database ? SQLITE_ONLY : POSTGRES_ONLY)
-    if (isSet(variable))
+    if (isSet(env[variable]))
       ignored.push({
         variable,
         why: database
           ? 'ignored: DATABASE_URL is set, and this is a setting of the embedded SQLite store'
           : 'ignored: DATABASE_URL is unset, and this is a setting of the PostgreSQL store',
       });
-  if (!database && e.SQLITE_SYNCHRONOUS === 'NORMAL' && isSet('SQLITE_CLAIM_WITHOUT_SYNC'))
+  if (!database && e.SQLITE_SYNCHRONOUS === 'NORMAL' && isSet(env.SQLITE_CLAIM_WITHOUT_SYNC))
     ignored.push({
       variable: 'SQLITE_CLAIM_WITHOUT_SYNC',
       why: 'ignored: SQLITE_SYNCHRONOUS is NORMAL, so no idempotency claim waits for a sync',

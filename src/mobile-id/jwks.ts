@@ -3,9 +3,9 @@
 // notification and every pending row would otherwise each start a fetch: docs/decisions/052).
 import { createLocalJWKSet, errors, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters } from 'jose';
 
-import { fetchJwks, jwksFetchFailure } from '../auth/jwks-fetch.js';
-import { INTERNAL_ERROR_MESSAGE, shownUrl } from '../errors.js';
-import { logUnexpected, type Logger } from '../logger.js';
+import { fetchJwks, jwksFailure } from '../auth/jwks-fetch.js';
+import { shownUrl } from '../errors.js';
+import type { Logger } from '../logger.js';
 
 /** After a successful fetch, a kid the keys lack starts another fetch at most this often (a key rotated in). */
 const JWKS_COOLDOWN_MS = 30_000;
@@ -100,15 +100,7 @@ export class RemoteJwks {
     } catch (err) {
       this.failures += 1;
       // The failure is named in JwksUnavailableError, which apps read (the quarantine): a bug's words go to the log.
-      const known = jwksFetchFailure(err);
-      this.failure = known ?? INTERNAL_ERROR_MESSAGE;
-      if (known === null && this.options.logger)
-        logUnexpected(
-          this.options.logger,
-          err,
-          { jwks: shownUrl(this.options.url) },
-          'unexpected error while the mobile identity service JWKS was fetched',
-        );
+      this.failure = jwksFailure(err, this.options.url, this.options.logger, 'the mobile identity service');
       this.nextAttemptAt = now + jwksRetryDelay(this.failures);
       this.options.onFetch?.('failed');
       this.options.logger?.warn(
