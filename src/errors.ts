@@ -109,6 +109,14 @@ export function badUserInput(field: string, message: string): GatewayError {
   return new GatewayError(ErrorCode.BAD_USER_INPUT, `${field}: ${message}`, { field });
 }
 
+/** C0 controls and DEL: none belongs in one line of text (a name, an id, an address). */
+export const LINE_CONTROL = /[\u0000-\u001f\u007f]/;
+
+/** How a refusal names a character it found: `U+000A`. */
+export function codePoint(c: string): string {
+  return `U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
+}
+
 /** A non-retryable answer of an upstream (4xx). Carries the upstream status and its error body. */
 export class UpstreamRejectedError extends GatewayError {
   constructor(

@@ -4,7 +4,7 @@ import {
   isInstanceTypeValidForPlatform,
   platformsForInstanceType,
 } from '../catalog/index.js';
-import { badUserInput } from '../errors.js';
+import { badUserInput, codePoint, LINE_CONTROL } from '../errors.js';
 import type {
   CreateIpAddressInput,
   CreateKafkaClusterInput,
@@ -69,7 +69,7 @@ export function checkTexts(field: string, value: unknown): void {
 
 /** Whether any text in `value` holds a C0 control character or DEL (tab and line breaks too: names refuse them). */
 function holdsControl(value: unknown): boolean {
-  if (typeof value === 'string') return NAME_CONTROL.test(value);
+  if (typeof value === 'string') return LINE_CONTROL.test(value);
   if (value === null || typeof value !== 'object') return false;
   for (const item of Array.isArray(value) ? value : Object.values(value)) if (holdsControl(item)) return true;
   return false;
@@ -79,9 +79,9 @@ function namedCheck(field: string, value: unknown): void {
   if (typeof value === 'string') {
     const name = NAME_FIELDS.has(field.slice(field.lastIndexOf('.') + 1));
     const text = name ? value.trim() : value;
-    const bad = (name ? NAME_CONTROL : TEXT_CONTROL).exec(text);
+    const bad = (name ? LINE_CONTROL : TEXT_CONTROL).exec(text);
     if (!bad) return;
-    const code = `U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
+    const code = codePoint(bad[0]);
     const at = bad.index + 1 + (name ? value.length - value.trimStart().length : 0);
     throw badUserInput(
       field,
@@ -96,8 +96,7 @@ function namedCheck(field: string, value: unknown): void {
   }
 }
 
-/** C0 controls and DEL; in free text, tab (U+0009), line feed (U+000A) and carriage return (U+000D) are allowed. */
-const NAME_CONTROL = /[\u0000-\u001f\u007f]/;
+/** LINE_CONTROL but tab (U+0009), line feed (U+000A) and carriage return (U+000D), which free text may hold. */
 const TEXT_CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
 
 export function nonEmpty(field: string, value: string | null | undefined): string {

@@ -5,6 +5,7 @@ import { AppsFileError, readAppsFile, type AppFileEntry } from '../auth/apps-fil
 import { APP_NAME, KEY_LABEL, KEY_LABEL_RULE, parseAppKey, sha256, type AppKey } from '../auth/caller.js';
 import { CLAIM_NAME, IssuersFileError, readIssuersFile } from '../auth/issuers-file.js';
 import type { JwtAppEntry, JwtAuthConfig, JwtIssuerConfig } from '../auth/jwt-config.js';
+import { LINE_CONTROL } from '../errors.js';
 import { PHASES, type Phase } from '../phases.js';
 import { CLOUD_SHAPE_MODES, cloudShapeByName, DEFAULT_CLOUD_SHAPE } from '../sandbox/cloud-shapes.js';
 import { parseJsonPath, type JsonPath, type ShapePaths } from './json-path.js';
@@ -114,7 +115,7 @@ const httpUrl = z
   .trim()
   // The URL parser drops a tab or line break inside a URL and encodes other control characters, but the text is used
   // as written: PUBLIC_URL, for one, is the start of every callback address handed to an upstream or an app.
-  .refine((u) => !/[\u0000-\u001f\u007f]/.test(u), 'must not contain control characters (a tab, a line break)')
+  .refine((u) => !LINE_CONTROL.test(u), 'must not contain control characters (a tab, a line break)')
   .url('must be an absolute URL')
   .refine((u) => /^https?:\/\//i.test(u), 'must be an http(s) URL')
   .transform((u) => u.replace(/\/+$/, ''))

@@ -5,6 +5,8 @@ import { visibleRecord } from '../auth/tenancy.js';
 import type { ShapePaths } from '../config/json-path.js';
 import {
   badUserInput,
+  codePoint,
+  LINE_CONTROL,
   UpstreamAnswerIncompleteError,
   UpstreamRejectedError,
   WarningCode,
@@ -124,16 +126,10 @@ export function nonEmpty(field: string, value: string): string {
   if (v.length > MAX_ID_LENGTH) throw badUserInput(field, `must be at most ${MAX_ID_LENGTH} characters`);
   // An id is one line, as the cloud inputs' names are (src/cloud/validation.ts checkTexts): a control character inside
   // one (U+0000 to U+001F, U+007F) was sent to the identity interface and kept, an id no person can type or read back.
-  const bad = ID_CONTROL.exec(v);
-  if (bad) {
-    const code = `U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
-    throw badUserInput(field, `must be one line of text without control characters; found ${code}`);
-  }
+  const bad = LINE_CONTROL.exec(v);
+  if (bad) throw badUserInput(field, `must be one line of text without control characters; found ${codePoint(bad[0])}`);
   return v;
 }
-
-/** C0 controls and DEL: none belongs in an id. */
-const ID_CONTROL = /[\u0000-\u001f\u007f]/;
 
 /**
  * A verification's external id as the app gives it, as the gateway keeps and looks it up: without the blanks around

@@ -120,8 +120,8 @@ function thrownByRequest(err: unknown, logger: Logger | undefined, requestId: st
   const { ProtocolError, ProtocolErrorCode } = mcpSdk();
   if (err instanceof ProtocolError) throw err;
   const shown = masked(err, logger, { requestId, method }, 'unexpected error in an MCP request');
-  if (shown.code === ErrorCode.INTERNAL_SERVER_ERROR && shown !== err)
-    throw new ProtocolError(ProtocolErrorCode.InternalError, INTERNAL);
+  // Masked: the protocol's own internal error, with nothing of the gateway's codes.
+  if (!(err instanceof GatewayError)) throw new ProtocolError(ProtocolErrorCode.InternalError, INTERNAL);
   const retryAfter = shown.extensions.retryAfter;
   throw new ProtocolError(ProtocolErrorCode.InternalError, shown.message, {
     code: shown.code,
