@@ -119,6 +119,23 @@ function incompleteAnswer(stored: unknown, key: string, upstream: string): Upstr
 }
 
 /**
+ * Whether a failed call of an upstream that honours the key may have reached it: UPSTREAM_UNAVAILABLE once its retries
+ * ran out (or its circuit opened after an attempt), but not a circuit that refused it before any (`sent: false`). An
+ * upstream not known to honour the key (`unrepeatable`) answers UPSTREAM_OUTCOME_UNKNOWN instead when it may have.
+ */
+function mayHaveReached(error: unknown, unrepeatable: string | undefined): boolean {
+  return (
+    unrepeatable === undefined &&
+    error instanceof GatewayError &&
+    error.extensions.code === ErrorCode.UPSTREAM_UNAVAILABLE &&
+    error.extensions.sent !== false
+  );
+}
+
+/** How many lost calls (Idempotency's `lost`) a process remembers. */
+const LOST_CALLS_KEPT = 10_000;
+
+/**
  * The idempotency rules of docs/contract.md, per (caller scope, key):
  * - done with the same fingerprint: the stored result, replayed, no upstream call;
  * - any record with another fingerprint: IDEMPOTENCY_KEY_REUSED;
@@ -136,23 +153,6 @@ function incompleteAnswer(stored: unknown, key: string, upstream: string): Upstr
  *   (docs/decisions/042).
  * In-process waiters are woken at once; across processes they poll the store.
  */
-/**
- * Whether a failed call of an upstream that honours the key may have reached it: UPSTREAM_UNAVAILABLE once its retries
- * ran out (or its circuit opened after an attempt), but not a circuit that refused it before any (`sent: false`). An
- * upstream not known to honour the key (`unrepeatable`) answers UPSTREAM_OUTCOME_UNKNOWN instead when it may have.
- */
-function mayHaveReached(error: unknown, unrepeatable: string | undefined): boolean {
-  return (
-    unrepeatable === undefined &&
-    error instanceof GatewayError &&
-    error.extensions.code === ErrorCode.UPSTREAM_UNAVAILABLE &&
-    error.extensions.sent !== false
-  );
-}
-
-/** How many lost calls (Idempotency's `lost`) a process remembers. */
-const LOST_CALLS_KEPT = 10_000;
-
 export class Idempotency {
   /**
    * One entry per mutation in flight in this process, removed when it settles, and emptied first: a `Map` that
