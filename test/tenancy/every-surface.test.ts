@@ -13,64 +13,14 @@ import { subscribe } from '../helpers/identity.js';
 import { wsClient } from '../helpers/mobile-id.js';
 import { operationOver, type Transport } from '../helpers/operation.js';
 import { cursorNow, deliveredEverywhere, postCompletion } from '../helpers/resumable.js';
+import { createdBy, NOTHING, READ, REGISTER } from '../helpers/tenancy.js';
 import { waitFor } from '../helpers/wait.js';
 
 const A = 'key-surface-app-a-0123456789';
 const B = 'key-surface-app-b-9876543210';
 const KEYS = { GATEWAY_API_KEYS: `${A},${B}`, SANDBOX_CALLBACK_DELAY_MS: '600000' };
 
-const REGISTER = `mutation($input: RegisterVerificationInput!) {
-  registerVerification(input: $input) { verification { id externalId } }
-}`;
-const IDENTIFY = `mutation { createIdentification(input: { workflowId: "wf-surface" }) { identification { id } } }`;
-const COMPLETE_MOBILE_ID = `mutation($id: String!) { sandboxCompleteMobileIdAuthentication(authReqId: $id) { accepted } }`;
-const PROVISION = `mutation($input: ProvisionKafkaClusterInput!) {
-  provisionKafkaCluster(input: $input) { provisioning { id } }
-}`;
-/** Every read of an app's personal data in one operation. */
-const READ = `query($v: [ID!]!, $vid: ID!, $i: ID!, $m: String!, $p: ID!) {
-  verificationResults(externalIds: $v) { externalId status }
-  verification: node(id: $vid) { id }
-  identification(id: $i) { id url }
-  identificationNode: node(id: $i) { id }
-  mobileIdAuthentication(authReqId: $m) { __typename }
-  provisioning(id: $p) { id state }
-}`;
 const PROGRESS = `subscription($id: ID!) { provisioningProgress(id: $id) { id state } }`;
-const NOTHING = {
-  verificationResults: [null],
-  verification: null,
-  identification: null,
-  identificationNode: null,
-  mobileIdAuthentication: null,
-  provisioning: null,
-};
-
-/** The ids of what `key` created on `gw`, one of each kind that holds personal data, as READ's variables. */
-async function createdBy(gw: TestGateway, key: string): Promise<Record<string, unknown>> {
-  const ok = async (query: string, variables: Record<string, unknown> = {}) => {
-    const res = await gw.graphql(query, variables, { key });
-    expect(res.errors).toBeUndefined();
-    return res.data!;
-  };
-  const externalId = `customer-${randomUUID()}`;
-  const registered = await ok(REGISTER, {
-    input: { workflowId: 'wf-kyc', applicant: { lastName: 'Petrova' }, externalId },
-  });
-  const verification = registered.registerVerification.verification.id as string;
-  const identification = (await ok(IDENTIFY)).createIdentification.identification.id as string;
-  const authReqId = `auth-${randomUUID()}`;
-  await ok(COMPLETE_MOBILE_ID, { id: authReqId });
-  const input = {
-    project: { name: 'surface' },
-    network: { title: 'net' },
-    subnet: { title: 'sub', cidr: '10.61.0.0/24' },
-    cluster: { title: 'k', instanceType: 'C2_MEDIUM' },
-  };
-  const provisioning = (await ok(PROVISION, { input })).provisionKafkaCluster.provisioning.id as string;
-  await gw.gateway.services.provisioning.idle();
-  return { v: [externalId], vid: verification, i: identification, m: authReqId, p: provisioning };
-}
 
 /** Ids of the same kinds that nothing holds. */
 const unknownIds = () => {
@@ -86,7 +36,7 @@ describe.each([
   let owned: Record<string, unknown>;
   beforeAll(async () => {
     gw = await startTestGateway(KEYS, options);
-    owned = await createdBy(gw, A);
+    owned = await createdBy(gw, A, { workflowId: 'wf-surface', project: 'surface', cidr: '10.61.0.0/24' });
     const mine = await gw.graphql(READ, owned, { key: A });
     expect(mine.errors).toBeUndefined();
     expect(Object.values(mine.data!).flat()).not.toContain(null);

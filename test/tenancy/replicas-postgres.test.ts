@@ -6,68 +6,17 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { TestGateway } from '../helpers/gateway.js';
 import { mcpClientsPerTest } from '../helpers/mcp.js';
 import { operationOver } from '../helpers/operation.js';
 import { startReplicas, type Replicas } from '../helpers/postgres.js';
+import { createdBy, NOTHING, READ } from '../helpers/tenancy.js';
 
 const A = 'key-pg-tenant-a-0123456789';
 const B = 'key-pg-tenant-b-9876543210';
 
-const REGISTER = `mutation($input: RegisterVerificationInput!) {
-  registerVerification(input: $input) { verification { id externalId } }
-}`;
-const IDENTIFY = `mutation { createIdentification(input: { workflowId: "wf-pg-tenant" }) { identification { id } } }`;
-const COMPLETE_MOBILE_ID = `mutation($id: String!) { sandboxCompleteMobileIdAuthentication(authReqId: $id) { accepted } }`;
-const PROVISION = `mutation($input: ProvisionKafkaClusterInput!) {
-  provisionKafkaCluster(input: $input) { provisioning { id } }
-}`;
-const READ = `query($v: [ID!]!, $vid: ID!, $i: ID!, $m: String!, $p: ID!) {
-  verificationResults(externalIds: $v) { externalId status }
-  verification: node(id: $vid) { id }
-  identification(id: $i) { id url }
-  identificationNode: node(id: $i) { id }
-  mobileIdAuthentication(authReqId: $m) { __typename }
-  provisioning(id: $p) { id state }
-}`;
-const NOTHING = {
-  verificationResults: [null],
-  verification: null,
-  identification: null,
-  identificationNode: null,
-  mobileIdAuthentication: null,
-  provisioning: null,
-};
-
 let replicas: Replicas;
 let owned: Record<string, unknown>;
 const connect = mcpClientsPerTest();
-
-/** The ids of what `key` created on `gw`, one of each kind that holds personal data, as READ's variables. */
-async function createdBy(gw: TestGateway, key: string): Promise<Record<string, unknown>> {
-  const ok = async (query: string, variables: Record<string, unknown> = {}) => {
-    const res = await gw.graphql(query, variables, { key });
-    expect(res.errors).toBeUndefined();
-    return res.data!;
-  };
-  const externalId = `customer-${randomUUID()}`;
-  const registered = await ok(REGISTER, {
-    input: { workflowId: 'wf-kyc', applicant: { lastName: 'Petrova' }, externalId },
-  });
-  const identification = (await ok(IDENTIFY)).createIdentification.identification.id as string;
-  const authReqId = `auth-${randomUUID()}`;
-  await ok(COMPLETE_MOBILE_ID, { id: authReqId });
-  const input = {
-    project: { name: 'pg-tenant' },
-    network: { title: 'net' },
-    subnet: { title: 'sub', cidr: '10.66.0.0/24' },
-    cluster: { title: 'k', instanceType: 'C2_MEDIUM' },
-  };
-  const provisioning = (await ok(PROVISION, { input })).provisionKafkaCluster.provisioning.id as string;
-  await gw.gateway.services.provisioning.idle();
-  const vid = registered.registerVerification.verification.id as string;
-  return { v: [externalId], vid, i: identification, m: authReqId, p: provisioning };
-}
 
 beforeAll(async () => {
   replicas = await startReplicas('tenancy_replicas', {
@@ -75,7 +24,7 @@ beforeAll(async () => {
     SANDBOX_CALLBACK_DELAY_MS: '600000',
     MCP_MUTATIONS: 'approve',
   });
-  owned = await createdBy(replicas.a, A);
+  owned = await createdBy(replicas.a, A, { workflowId: 'wf-pg-tenant', project: 'pg-tenant', cidr: '10.66.0.0/24' });
 }, 180_000);
 afterAll(() => replicas?.close());
 

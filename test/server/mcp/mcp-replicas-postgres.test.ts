@@ -8,6 +8,12 @@ import { mcpClient } from '../../helpers/mcp.js';
 import { startReplicas, type Replicas } from '../../helpers/postgres.js';
 
 let replicas: Replicas;
+
+/** The creations both replicas' cloud sandboxes received (the token exchange's POSTs left out). */
+const creations = () =>
+  [replicas.a, replicas.b].flatMap((g) =>
+    g.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam')),
+  ).length;
 beforeAll(async () => {
   replicas = await startReplicas('mcp_replicas', {
     GATEWAY_API_KEYS: 'agent:k1',
@@ -32,10 +38,7 @@ describe('MCP across replicas (PostgreSQL)', () => {
       const again = await onA.call('execute_plan', { planId });
       expect(again.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED', replayed: true });
       expect(onA.asked).toEqual([]);
-      const creations = [replicas.a, replicas.b].flatMap((g) =>
-        g.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam')),
-      );
-      expect(creations).toHaveLength(1);
+      expect(creations()).toBe(1);
     } finally {
       await onA.close();
       await onB.close();
@@ -45,10 +48,6 @@ describe('MCP across replicas (PostgreSQL)', () => {
   it('a plan approved once, executed on both replicas at the same moment, runs once; a third call replays', async () => {
     const onA = await mcpClient(replicas.a, { key: 'k1', person: 'accept' });
     const onB = await mcpClient(replicas.b, { key: 'k1', person: 'accept' });
-    const creations = () =>
-      [replicas.a, replicas.b].flatMap((g) =>
-        g.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam')),
-      ).length;
     try {
       const planned = await onA.call('create_project', { input: { name: 'approved once' } });
       const planId = planned.structuredContent!.planId as string;
@@ -76,10 +75,6 @@ describe('MCP across replicas (PostgreSQL)', () => {
   it('a plan left executing by a replica that stopped is run again by one replica of two, once', async () => {
     const onA = await mcpClient(replicas.a, { key: 'k1', person: 'accept' });
     const onB = await mcpClient(replicas.b, { key: 'k1', person: 'accept' });
-    const creations = () =>
-      [replicas.a, replicas.b].flatMap((g) =>
-        g.gateway.sandbox.cloud!.requests.filter((r) => r.method === 'POST' && !r.path.startsWith('/iam')),
-      ).length;
     try {
       const { agentPlans, config, store } = replicas.a.gateway.services;
       /** An approved plan a replica claimed and then stopped running: untouched for IDEMPOTENCY_TAKEOVER. */
