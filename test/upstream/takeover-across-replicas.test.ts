@@ -67,6 +67,14 @@ describe('idempotency keys across replicas on PostgreSQL', () => {
       .where('key', '=', key)
       .executeTakeFirst()
       .then((r) => r?.state === 'pending');
+  const leaseUntil = (g: TestGateway, key: string) =>
+    g.gateway.services.store.db
+      .selectFrom('idempotency_records')
+      .select(['lease_until'])
+      .where('scope', '=', SCOPE)
+      .where('key', '=', key)
+      .executeTakeFirstOrThrow()
+      .then((r) => Number(r.lease_until));
   const projectCalls = () => cloud.requests.filter((r) => r.path === PROJECTS_PATH);
 
   it.each([
@@ -114,22 +122,31 @@ describe('idempotency keys across replicas on PostgreSQL', () => {
   );
 
   it('a call that is alive but slower than IDEMPOTENCY_TAKEOVER is never taken over: the other replica waits and replays it', async () => {
-    await setUp('alive_slow', { IDEMPOTENCY_TAKEOVER: '600ms' });
-    const a = await replica({ UPSTREAM_TIMEOUT: '30s' });
-    const b = await replica({ IDEMPOTENCY_WAIT: '20s' });
-    // Five leases long: without renewal, B would take the key over while A's request is still upstream.
-    cloud.faults.latencyMs = 3_000;
+    const LEASE_MS = 3_000;
+    await setUp('alive_slow', { IDEMPOTENCY_TAKEOVER: `${LEASE_MS}ms` });
+    const a = await replica({ UPSTREAM_TIMEOUT: '60s' });
+    const b = await replica({ IDEMPOTENCY_WAIT: '60s' });
+    // A's request stays upstream, unanswered, until the test has seen A renew its lease past the one it claimed with:
+    // a state, not a duration. Without renewal, B would take the key over once that first lease ran out.
+    const held = cloud.faults.hold();
     const key = randomUUID();
     const input = { name: `slow-${key}` };
     const first = a.graphql(M.project, { input, key }, { key: API_KEY });
-    await waitFor(() => projectCalls().length === 1, 10_000, "replica A's upstream request");
-    const second = await b.graphql(M.project, { input, key }, { key: API_KEY });
-    const fromA = await first;
+    await waitFor(() => held.arrived() === 1, 10_000, "replica A's upstream request");
+    const claimedUntil = await leaseUntil(b, key);
+    const second = b.graphql(M.project, { input, key }, { key: API_KEY });
+    await waitFor(
+      async () => (await leaseUntil(b, key)) >= claimedUntil + LEASE_MS,
+      30_000,
+      "A's lease renewed past the time its first lease ran out",
+    );
+    held.release();
+    const [fromA, fromB] = await Promise.all([first, second]);
 
     expect(fromA.errors).toBeUndefined();
-    expect(second.errors).toBeUndefined();
+    expect(fromB.errors).toBeUndefined();
     expect(fromA.data!.createProject.replayed).toBe(false);
-    expect(second.data!.createProject).toEqual({ ...fromA.data!.createProject, replayed: true });
+    expect(fromB.data!.createProject).toEqual({ ...fromA.data!.createProject, replayed: true });
     expect(projectCalls()).toHaveLength(1);
     expect(cloud.projects().filter((p) => p.name === input.name)).toHaveLength(1);
   }, 60_000);
