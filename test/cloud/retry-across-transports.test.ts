@@ -58,23 +58,32 @@ function payload(answer: Answer, field: string): Record<string, any> {
 }
 
 describe('a retry over another transport than the first call', () => {
+  const ENV = {
+    IDEMPOTENCY_WAIT: '100ms',
+    UPSTREAM_MAX_RETRIES: '0',
+    // Each case fails one call on purpose: no circuit opens over the file.
+    UPSTREAM_CIRCUIT_BREAKER: 'off',
+    SANDBOX_CALLBACK_DELAY_MS: '600000',
+  };
+  /** A short attempt timeout, for the 'timeout' fault that fails a first call. */
   let gw: TestGateway;
+  /**
+   * An attempt timeout far longer than a held call stays upstream: the held call ends when the test releases it, never
+   * on a timer that a stall of the machine between its arrival and its release could let run out first.
+   */
+  let holding: TestGateway;
   beforeAll(async () => {
-    gw = await startTestGateway({
-      IDEMPOTENCY_WAIT: '100ms',
-      UPSTREAM_MAX_RETRIES: '0',
-      UPSTREAM_TIMEOUT: '500ms',
-      // Each case fails one call on purpose: no circuit opens over the file.
-      UPSTREAM_CIRCUIT_BREAKER: 'off',
-      SANDBOX_CALLBACK_DELAY_MS: '600000',
-    });
+    [gw, holding] = await Promise.all([
+      startTestGateway({ ...ENV, UPSTREAM_TIMEOUT: '500ms' }),
+      startTestGateway({ ...ENV, UPSTREAM_TIMEOUT: '60s' }),
+    ]);
   });
-  afterAll(() => gw?.close());
+  afterAll(() => Promise.all([gw?.close(), holding?.close()]));
 
-  const send = (transport: Transport, c: Creation, n: string, key: string) =>
-    operationOver(transport, gw, null, { query: c.query, variables: { input: c.input(n), key } });
-  const sentUnder = (c: Creation, key: string) =>
-    gw.gateway.sandbox[c.upstream]!.requests.filter(
+  const send = (transport: Transport, c: Creation, n: string, key: string, to = gw) =>
+    operationOver(transport, to, null, { query: c.query, variables: { input: c.input(n), key } });
+  const sentUnder = (c: Creation, key: string, to = gw) =>
+    to.gateway.sandbox[c.upstream]!.requests.filter(
       (r) => r.method === 'POST' && r.headers['idempotency-key'] === upstreamKey('open', key),
     );
 
@@ -83,16 +92,16 @@ describe('a retry over another transport than the first call', () => {
     async ({ first, retry, c }) => {
       const key = randomUUID();
       const n = `in-use-${key}`;
-      const held = gw.gateway.sandbox[c.upstream]!.faults.hold();
-      const running = send(first, c, n, key);
+      const held = holding.gateway.sandbox[c.upstream]!.faults.hold();
+      const running = send(first, c, n, key, holding);
       await expect.poll(() => held.arrived(), { timeout: 20_000 }).toBe(1);
-      const inUse = await send(retry, c, n, key);
+      const inUse = await send(retry, c, n, key, holding);
       expect(inUse.errors?.[0]?.extensions?.code, inUse.raw).toBe('IDEMPOTENCY_KEY_IN_USE');
       held.release();
       const made = payload(await running, c.field);
       expect(made.replayed).toBe(false);
-      expect(payload(await send(retry, c, n, key), c.field)).toEqual({ ...made, replayed: true });
-      expect(sentUnder(c, key)).toHaveLength(1);
+      expect(payload(await send(retry, c, n, key, holding), c.field)).toEqual({ ...made, replayed: true });
+      expect(sentUnder(c, key, holding)).toHaveLength(1);
     },
   );
 
