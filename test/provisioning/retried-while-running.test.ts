@@ -34,21 +34,26 @@ function payload(answer: Answer): { provisioning: { id: string }; idempotencyKey
 
 describe('provisionKafkaCluster retried while it runs, and resumed after a lost answer', () => {
   let gw: TestGateway;
+  /**
+   * An attempt timeout far longer than a step stays held at the upstream: the held step ends when the test releases
+   * it, never on a timer that a stall of the machine while the retries are sent could let run out first.
+   */
+  let holding: TestGateway;
   beforeAll(async () => {
-    gw = await startTestGateway({
-      UPSTREAM_MAX_RETRIES: '0',
+    const env = { UPSTREAM_MAX_RETRIES: '0', UPSTREAM_CIRCUIT_BREAKER: 'off' };
+    [gw, holding] = await Promise.all([
       // A 'slow' answer comes after 30 s: the attempt gives up long before.
-      UPSTREAM_TIMEOUT: '500ms',
-      UPSTREAM_CIRCUIT_BREAKER: 'off',
-    });
+      startTestGateway({ ...env, UPSTREAM_TIMEOUT: '500ms' }),
+      startTestGateway({ ...env, UPSTREAM_TIMEOUT: '60s' }),
+    ]);
   });
-  afterAll(() => gw?.close());
+  afterAll(() => Promise.all([gw?.close(), holding?.close()]));
 
-  const provision = (transport: Transport, n: string, key: string) =>
-    operationOver(transport, gw, null, { query: PROVISION, variables: { input: input(n), key } });
-  const state = async (id: string) => {
-    await gw.gateway.services.provisioning.idle();
-    return (await gw.graphql(STATE, { id })).data!.provisioning as {
+  const provision = (transport: Transport, n: string, key: string, to = gw) =>
+    operationOver(transport, to, null, { query: PROVISION, variables: { input: input(n), key } });
+  const state = async (id: string, to = gw) => {
+    await to.gateway.services.provisioning.idle();
+    return (await to.graphql(STATE, { id })).data!.provisioning as {
       state: string;
       steps: Array<{ name: string; state: string; idempotencyKey: string | null }>;
     };
@@ -58,24 +63,27 @@ describe('provisionKafkaCluster retried while it runs, and resumed after a lost 
     expect(new Set(sent.filter((r) => r.status === 201).map((r) => r.headers['idempotency-key'])).size).toBe(STEPS);
 
   it('calls with its key at once over every transport, a step held at the upstream: one provisioning, one run', async () => {
-    const sandbox = gw.gateway.sandbox.cloud!;
+    const sandbox = holding.gateway.sandbox.cloud!;
     const key = randomUUID();
     const n = `t-${key.slice(0, 8)}`;
-    const before = upstreamCreations(gw).length;
+    const before = upstreamCreations(holding).length;
     const made = sandbox.resources().length + sandbox.projects().length;
     const held = sandbox.faults.hold();
-    const answers = (await Promise.all(TRANSPORTS.map((t) => provision(t, n, key)))).map(payload);
+    const answers = (await Promise.all(TRANSPORTS.map((t) => provision(t, n, key, holding)))).map(payload);
     expect(new Set(answers.map((a) => a.provisioning.id)).size).toBe(1);
     expect(answers.filter((a) => !a.replayed)).toHaveLength(1);
     // Retried once more while the first step is still at the upstream: the same provisioning, nothing sent.
     await expect.poll(() => held.arrived(), { timeout: 20_000 }).toBeGreaterThanOrEqual(1);
     const arrived = held.arrived();
     for (const t of TRANSPORTS.slice(0, 4))
-      expect(payload(await provision(t, n, key))).toEqual({ ...answers.find((a) => !a.replayed)!, replayed: true });
+      expect(payload(await provision(t, n, key, holding))).toEqual({
+        ...answers.find((a) => !a.replayed)!,
+        replayed: true,
+      });
     expect(held.arrived()).toBe(arrived);
     held.release();
-    expect((await state(answers[0]!.provisioning.id)).state).toBe('SUCCEEDED');
-    const sent = upstreamCreations(gw).slice(before);
+    expect((await state(answers[0]!.provisioning.id, holding)).state).toBe('SUCCEEDED');
+    const sent = upstreamCreations(holding).slice(before);
     expect(sent).toHaveLength(STEPS);
     oncePerStep(sent);
     expect(sandbox.resources().length + sandbox.projects().length - made).toBe(STEPS);
