@@ -19,6 +19,14 @@ export interface EventsPage {
   cursor: string;
 }
 
+/** What waitForEvents found. */
+export interface WaitedPage extends EventsPage {
+  /** The wait ended with no event. */
+  timedOut: boolean;
+  /** Where `events` start: resuming here reads them again (a wait that must not hand them out now answers it). */
+  since: string;
+}
+
 export interface WaitForEvents {
   /** Resume after this cursor; absent: from now on (only events that arrive during the wait). */
   cursor?: string | null;
@@ -72,7 +80,7 @@ export class EventReader {
    * Like eventsAfter, but when no event is there yet, waits on the bus (no polling) until one of the caller's events
    * of these kinds is delivered, the timeout, or the signal. `timedOut`: the wait ended with no event.
    */
-  async waitForEvents(caller: Caller, options: WaitForEvents): Promise<EventsPage & { timedOut: boolean }> {
+  async waitForEvents(caller: Caller, options: WaitForEvents): Promise<WaitedPage> {
     const after = options.cursor
       ? this.cursors.decode(options.cursor, this.log.retentionMs, this.now()).position
       : null;
@@ -91,7 +99,8 @@ export class EventReader {
     try {
       const start = after ?? this.bus.position();
       const first = await this.read(caller, start, this.bus.position(), options.kinds, limit);
-      if (first.events.length > 0 || options.signal?.aborted) return { ...first, timedOut: false };
+      if (first.events.length > 0 || options.signal?.aborted)
+        return { ...first, timedOut: false, since: this.cursors.encode(start, Date.now()) };
       const seconds = Math.min(MAX_WAIT_SECONDS, Math.max(0, options.timeoutSeconds));
       if (!woken && seconds > 0) {
         await new Promise<void>((resolve) => {
@@ -107,9 +116,9 @@ export class EventReader {
           signal?.addEventListener('abort', done);
         });
       }
-      if (!woken) return { ...first, timedOut: !options.signal?.aborted };
+      if (!woken) return { ...first, timedOut: !options.signal?.aborted, since: first.cursor };
       // Woken after the caller's token expired (its scheduled end not run yet): nothing logged since is read with it.
-      if (this.expired(caller)) return { ...first, timedOut: false };
+      if (this.expired(caller)) return { ...first, timedOut: false, since: first.cursor };
       const next = await this.read(
         caller,
         this.cursors.decode(first.cursor, Infinity).position,
@@ -117,7 +126,7 @@ export class EventReader {
         options.kinds,
         limit,
       );
-      return { ...next, timedOut: next.events.length === 0 };
+      return { ...next, timedOut: next.events.length === 0, since: first.cursor };
     } finally {
       for (const off of unsubscribe) off();
     }

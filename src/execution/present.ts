@@ -283,11 +283,25 @@ export type Executed = {
 export interface ResultStream extends AsyncGenerator<ExecutionResult> {
   end(last: ExecutionResult): void;
   /**
+   * Whether its results may be delivered now (src/server/held-credentials.ts Delivery: held while a reload checks the
+   * credential it runs for). A result made while it is held waits, and the source is asked for nothing more, until it
+   * resumes; `end` and `return` drop what waits. Set by the transport before the stream's first `next()`.
+   */
+  delivery?: DeliveryGate;
+  /**
    * Called once when the stream's source ends by itself (not by `end`, `return` or a failure), before the stream
    * ends: where an event stream's own check of the caller's expiry (StreamOptions.endAt) ended it before the
    * transport's scheduled end ran, the transport ends it as that end would (`end` here gives the last result).
    */
   sourceEnded?: () => void;
+}
+
+/** See ResultStream.delivery. */
+export interface DeliveryGate {
+  /** Read once per result: true while what the stream would deliver must wait. */
+  readonly held: boolean;
+  /** Runs `resume` once it is no longer held (never when the credential it waits for is refused). */
+  whenResumed(resume: () => void): void;
 }
 
 /**

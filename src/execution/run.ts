@@ -24,7 +24,7 @@ import type { WaiterStream } from '../events/stream.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { PreparedDocument } from './prepare.js';
-import type { ResultStream } from './present.js';
+import type { DeliveryGate, ResultStream } from './present.js';
 import { SharedExecution, type Group } from './shared.js';
 import type { SourceStreams } from './source-stream.js';
 import { variablesCheck, type VariablesCheck } from './variables.js';
@@ -74,6 +74,9 @@ export interface StreamingExecution {
 }
 
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
+
+/** The gate of a stream no transport gates: never held. */
+const NEVER_HELD: DeliveryGate = Object.freeze({ held: false, whenResumed: (resume: () => void) => resume() });
 
 /**
  * The sources' answers to the result streams waiting on them (SharedResultStream as a Waiter), one batch per streaming
@@ -159,6 +162,10 @@ export class SharedResultStream {
   private group: Group | null | undefined = undefined;
   /** See ResultStream.sourceEnded (src/execution/present.ts). */
   sourceEnded: (() => void) | undefined = undefined;
+  /** See ResultStream.delivery: read once per result. */
+  delivery: DeliveryGate = NEVER_HELD;
+  /** A result made while `delivery` was held, until it resumes (or `end` or `return` drops it). */
+  private heldBack: ExecutionResult | null = null;
   /** With a sink, while `drive`'s promise is pending: what settles it. */
   private ended: ((value: IteratorResult<ExecutionResult> | Promise<never>) => void) | null = null;
 
@@ -197,7 +204,26 @@ export class SharedResultStream {
     } catch (err) {
       result = this.fail(err);
     }
+    if (this.delivery.held) return this.holdBack(result);
     return { done: false, value: result };
+  }
+
+  /** Without a sink: `result` waits for `delivery` to resume; the `next()` waiting for it is answered then. */
+  private holdBack(result: ExecutionResult): Promise<IteratorResult<ExecutionResult>> {
+    this.heldBack = result;
+    return new Promise<IteratorResult<ExecutionResult>>((resolve) => {
+      this.ended = resolve;
+      this.delivery.whenResumed(() => this.resumed());
+    });
+  }
+
+  /** `delivery` resumed: the result held back is delivered, unless the stream ended meanwhile (nothing held then). */
+  private resumed(): void {
+    const result = this.heldBack;
+    if (result === null) return;
+    this.heldBack = null;
+    if (this.sink !== undefined) return this.executed(result);
+    this.settle(this.stopped ? DONE : { done: false, value: result });
   }
 
   /**
@@ -275,6 +301,11 @@ export class SharedResultStream {
     const sink = this.sink!;
     try {
       if (this.stopped) return this.settle(DONE);
+      // Held: the source is asked for nothing more until it resumes (its events wait in order, in the source).
+      if (this.delivery.held) {
+        this.heldBack = result;
+        return this.delivery.whenResumed(() => this.resumed());
+      }
       if (sink.last !== undefined && finished(this.iterator)) {
         this.stop();
         // Ended by the transport: the promise `drive` returned never settles (a shared one would keep every waiter).
@@ -324,18 +355,27 @@ export class SharedResultStream {
   }
 
   async return(): Promise<IteratorResult<ExecutionResult>> {
+    this.dropHeldBack(DONE);
     this.stop();
     if (typeof this.iterator.return === 'function') await this.iterator.return();
     return DONE;
   }
 
   async throw(err?: unknown): Promise<IteratorResult<ExecutionResult>> {
+    this.dropHeldBack(DONE);
     this.stop();
     if (typeof this.iterator.return === 'function') await this.iterator.return();
     throw err;
   }
 
   end(result: ExecutionResult): void {
+    if (this.heldBack !== null) {
+      // What waited for the credential's check is never sent: `result` is the stream's last, in its place.
+      this.last = result;
+      this.dropHeldBack(this.takeLast());
+      if (typeof this.iterator.return === 'function') this.iterator.return().catch(() => undefined);
+      return;
+    }
     if (this.failed || this.stopped || this.last !== null) return;
     this.last = result;
     // Not awaited: the waiting next() wakes with the source's end and returns `last` instead.
@@ -344,6 +384,13 @@ export class SharedResultStream {
 
   [Symbol.asyncIterator](): this {
     return this;
+  }
+
+  /** A result held back is dropped, and the `next()` waiting for it answered `answer`. */
+  private dropHeldBack(answer: IteratorResult<ExecutionResult>): void {
+    if (this.heldBack === null) return;
+    this.heldBack = null;
+    this.settle(answer);
   }
 
   private takeLast(): IteratorResult<ExecutionResult> {

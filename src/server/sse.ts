@@ -12,7 +12,7 @@ import type { Pipeline, Ran } from '../execution/pipeline.js';
 import { deliverable, streamFailure, streamPresenter, writable, type ResultStream } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
-import type { Holding } from './held-credentials.js';
+import { Delivery, type Holding } from './held-credentials.js';
 import type { Route, RouteContext } from './http.js';
 import { BodyTooLargeError, readBody, sendJson } from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
@@ -174,12 +174,17 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
             stream.return(undefined).catch(() => undefined);
             return { done: false, value: { errors: [streamFailure(err, options.logger, context.requestId)] } };
           });
+    stream.delivery = subscription.delivery;
+    // On a reserved stream, its results wait while the credential that connected the stream is checked, too.
+    const unfollow =
+      key === undefined ? undefined : reservations.get(key)?.ending?.delivery.lead(subscription.delivery);
     resultsOf.set(context, stream);
     on?.add(subscription);
     held.hold(subscription, request.generation);
     // graphql-sse has queued the operation's `complete` (its source ended, it was stopped, or it was ended above).
     completions.set(context, () => {
       cancel();
+      unfollow?.();
       held.release(subscription);
       on?.delete(subscription);
       if (on?.size === 0) endingOn.delete(key!);
@@ -500,6 +505,8 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         ? undefined
         : onExpiry(expiry, auth.caller, (reason) => void connected.end(expired(reason)));
     if (connected) {
+      // The operations added before it connected wait while its credential is checked, as those added after do.
+      for (const subscription of endingOn.get(stream!) ?? []) connected.delivery.lead(subscription.delivery);
       held.hold(connected, checkedUnder);
       const reservation = reservations.get(stream!);
       if (reservation) reservation.ending = connected;
@@ -562,7 +569,7 @@ function heldEnding(
   caller: Caller,
   end: (error: GraphQLError) => Promise<void>,
 ): Ending {
-  return { authorization, caller, end, refused: (failure) => void end(reloaded(failure)) };
+  return { authorization, caller, end, delivery: new Delivery(), refused: (failure) => void end(reloaded(failure)) };
 }
 
 /** The last result of a subscription its token's expiry ends: UNAUTHENTICATED, as a new one with it would get. */

@@ -13,7 +13,7 @@ import type { Pipeline, Ran, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamFailure, streamPresenter, type StreamOutcome } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import { logUnexpected } from '../logger.js';
-import type { Holding } from './held-credentials.js';
+import { Delivery, type Holding } from './held-credentials.js';
 import { requestIdOf } from './http.js';
 import { KeepAliveSweep } from './keep-alive.js';
 import type { StreamingTransportOptions } from './streaming.js';
@@ -138,6 +138,9 @@ class Connection {
  * caller is the reloaded one. A class: its methods are not two closures made for every connection.
  */
 class HeldConnection implements Holding {
+  /** Held while a reload checks the credential: every subscription of the connection then writes nothing. */
+  readonly delivery = new Delivery();
+
   constructor(
     private readonly connection: Connection,
     readonly authorization: string | undefined,
@@ -547,6 +550,7 @@ export function createWsServer(options: WsOptions) {
         });
         if ('stream' in outcome) {
           running.set(outcome.stream, { ran: outcome.ran, opened: caller });
+          outcome.stream.delivery = connection.holding!.delivery;
           // A stream that ended on its own check of the expiry (its scheduled end not run yet: a timer firing late, a
           // clock moved) ends the connection as that end does: 4403, and no `complete` (nothing is written to a
           // closing socket).

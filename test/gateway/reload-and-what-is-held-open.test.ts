@@ -11,7 +11,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
-import { AUDIENCE, sign, signingKey, type SigningKey } from '../helpers/jwt.js';
+import { AUDIENCE, sign, signingKey, startJwksServer, type JwksServer, type SigningKey } from '../helpers/jwt.js';
 import { mcpClient, type TestMcpClient } from '../helpers/mcp.js';
 import { collect, wsClient, type Collected } from '../helpers/mobile-id.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
@@ -20,6 +20,7 @@ const SHOP_KEY = 'shop-key-0123456789abcdef';
 const SRE_KEY = 'sre-key-0123456789abcdef';
 const STAFF_ISSUER = 'https://staff-idp.example.test/realms/staff';
 const PARTNER_ISSUER = 'https://partner-idp.example.test/realms/partners';
+const DESK_ISSUER = 'https://desk-idp.example.test/realms/desk';
 const REGISTER = `mutation { registerVerification(input: { workflowId: "wf-kyc", applicant: { lastName: "Petrova" } }) {
   verification { externalId }
 } }`;
@@ -37,9 +38,14 @@ const apps = (shopScopes = 'identity:read, identity:write') =>
     `    keys: [{ sha256: ${digest(SRE_KEY)} }]`,
     '',
   ].join('\n');
-const issuers = (o: { staff?: boolean } = {}) =>
+/** The providers: staff and partner keep their keys in files, desk serves them at a URL (`deskJwks`'s by default). */
+const issuers = (o: { staff?: boolean; desk?: { url: string; apps: string } } = {}) =>
   [
     'issuers:',
+    `  - issuer: ${DESK_ISSUER}`,
+    `    jwksUrl: ${o.desk?.url ?? deskJwks.url}`,
+    `    audience: ${AUDIENCE}`,
+    `    apps: [${o.desk?.apps ?? 'desk'}]`,
     ...((o.staff ?? true)
       ? [
           `  - issuer: ${STAFF_ISSUER}`,
@@ -69,6 +75,8 @@ let t: TestGateway;
 let dir: string;
 let staffKey: SigningKey;
 let partnerKey: SigningKey;
+let deskKey: SigningKey;
+let deskJwks: JwksServer;
 
 async function reload(): Promise<{ status: number; body: Record<string, unknown> }> {
   const res = await request(`${t.url}/admin/reload`, {
@@ -145,6 +153,8 @@ beforeAll(async () => {
   dir = tempDataDir('held-open-');
   staffKey = await signingKey('staff-1');
   partnerKey = await signingKey('partner-1');
+  deskKey = await signingKey('desk-1');
+  deskJwks = await startJwksServer([deskKey]);
   fs.writeFileSync(path.join(dir, 'staff-jwks.json'), JSON.stringify({ keys: [staffKey.publicJwk] }));
   fs.writeFileSync(path.join(dir, 'partner-jwks.json'), JSON.stringify({ keys: [partnerKey.publicJwk] }));
   fs.writeFileSync(path.join(dir, 'apps.yaml'), apps());
@@ -155,7 +165,10 @@ beforeAll(async () => {
     SANDBOX_CALLBACK_DELAY_MS: '600000',
   });
 });
-afterAll(() => t?.close());
+afterAll(async () => {
+  await t?.close();
+  await deskJwks?.stop();
+});
 beforeEach(async () => {
   fs.writeFileSync(path.join(dir, 'apps.yaml'), apps());
   fs.writeFileSync(path.join(dir, 'issuers.yaml'), issuers());
@@ -226,6 +239,87 @@ describe('a reload that removes an identity provider', () => {
     } finally {
       await removed.close();
       for (const h of kept) await h.close();
+    }
+  });
+});
+
+describe('a reload after which a held token is checked against keys still being fetched', () => {
+  it('delivers nothing to what the token holds open meanwhile, and ends it when the new configuration refuses it', async () => {
+    // The provider moved its keys to a new address, and the same reload takes the app desk off its apps: a token's
+    // check awaits the new address's first answer, which is held here.
+    const moved = await startJwksServer([deskKey]);
+    try {
+      const deskToken = await sign(deskKey, { iss: DESK_ISSUER, claims: { azp: 'desk' } });
+      const removed = await holdOpen(deskToken);
+      const kept = await holdOpen(SHOP_KEY);
+      try {
+        moved.hold();
+        fs.writeFileSync(path.join(dir, 'issuers.yaml'), issuers({ desk: { url: moved.url, apps: 'kiosk-desk' } }));
+        expect((await reload()).status).toBe(200);
+        await waitFor(() => moved.requests > 0, 10_000, 'the check to await the moved keys');
+        // An event for what the token holds, while its check is pending: delivered by the key's streams only.
+        await t.gateway.sandbox.verification!.complete(removed.id);
+        await expectAllReceive(kept);
+        moved.release();
+        const streams = Object.values(removed.streams);
+        await waitFor(() => streams.every(ended), 10_000, "the refused token's streams to end");
+        expect(streams.map((s) => s.results.filter((r) => r.data))).toEqual([[], [], []]);
+        expect((await removed.wait).structuredContent).toMatchObject({ errors: [{ code: 'UNAUTHENTICATED' }] });
+        expect(await removed.listen.closed).toBe('remote');
+        expect(removed.updated).toEqual([]);
+      } finally {
+        moved.release();
+        await removed.close();
+        await kept.close();
+      }
+    } finally {
+      await moved.stop();
+    }
+  });
+
+  it('holds back what reaches a token meanwhile, in order, and delivers it once the new configuration accepts the token', async () => {
+    // The provider moved its keys, and the app desk stays on its apps: the token is accepted once the keys come.
+    const moved = await startJwksServer([deskKey]);
+    try {
+      const deskToken = await sign(deskKey, { iss: DESK_ISSUER, claims: { azp: 'desk' } });
+      const accepted = await holdOpen(deskToken);
+      const kept = await holdOpen(SHOP_KEY);
+      let waited = false;
+      void accepted.wait.then(() => (waited = true));
+      try {
+        moved.hold();
+        fs.writeFileSync(path.join(dir, 'issuers.yaml'), issuers({ desk: { url: moved.url, apps: 'desk' } }));
+        expect((await reload()).status).toBe(200);
+        await waitFor(() => moved.requests > 0, 10_000, 'the check to await the moved keys');
+        // Its event, while its check is pending, then the key's: the key's streams receive theirs, the token's nothing.
+        await t.gateway.sandbox.verification!.complete(accepted.id);
+        await expectAllReceive(kept);
+        const streams = Object.values(accepted.streams);
+        expect(streams.map((s) => s.results)).toEqual([[], [], []]);
+        expect(streams.map(ended)).toEqual([false, false, false]);
+        expect(accepted.updated).toEqual([]);
+        expect(waited).toBe(false);
+
+        moved.release();
+        await waitFor(() => streams.every((s) => s.results.length > 0), 10_000, "the token's streams to receive");
+        for (const s of streams) {
+          expect(s.errors).toEqual([]);
+          expect(s.results.map((r) => r.data?.verificationCompleted?.externalId)).toEqual([accepted.id]);
+        }
+        // One event, with one cursor wherever it went.
+        expect(new Set(streams.map((s) => s.results[0]!.extensions?.cursor)).size).toBe(1);
+        const page = (await accepted.wait).structuredContent!;
+        expect((page.events as { key: string }[]).map((e) => e.key)).toEqual([accepted.id]);
+        await waitFor(() => accepted.updated.length > 0, 10_000, 'the listen stream notified');
+        expect(accepted.updated).toEqual([`identity://verifications/${accepted.id}`]);
+        expect(streams.map(ended)).toEqual([false, false, false]);
+      } finally {
+        moved.release();
+        await accepted.close();
+        await kept.close();
+      }
+    } finally {
+      await moved.stop();
     }
   });
 });

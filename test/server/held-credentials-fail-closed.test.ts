@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { APP_GRANTS, type Caller } from '../../src/auth/caller.js';
 import type { AuthFailure, AuthResult } from '../../src/auth/keys.js';
 import { createLogger } from '../../src/logger.js';
-import { HeldCredentials, type Holding } from '../../src/server/held-credentials.js';
+import { Delivery, HeldCredentials, type Holding } from '../../src/server/held-credentials.js';
 
 const CALLER: Caller = Object.freeze({ scope: 'app:shop', app: 'shop', grants: APP_GRANTS, via: 'API_KEYS' });
 
@@ -28,6 +28,7 @@ function fixture(authenticate: () => AuthResult | Promise<AuthResult>) {
   const refusals: AuthFailure[] = [];
   const admitted: Caller[] = [];
   const holding: Holding = {
+    delivery: new Delivery(),
     authorization: 'Bearer shop-key',
     caller: CALLER,
     refused: (failure) => refusals.push(failure),

@@ -20,7 +20,7 @@ import { expiredNow, onExpiry, type AuthExpiry } from '../../auth/jwt.js';
 import type { Authenticate } from '../../auth/keys.js';
 import { ErrorCode } from '../../errors.js';
 import { logUnexpected, type Logger } from '../../logger.js';
-import type { HeldCredentials, Holding } from '../held-credentials.js';
+import { Delivery, type HeldCredentials, type Holding } from '../held-credentials.js';
 import type { Route } from '../http.js';
 import { BodyTooLargeError, readBody } from '../respond.js';
 import { loadMcpSdk, type McpSdk } from './sdk.js';
@@ -57,6 +57,8 @@ export const MAX_LISTENS_PER_APP = 16;
 /** What the listen stream being opened is for: set around the SDK's handling of a subscriptions/listen request. */
 interface OpeningListen {
   readonly caller: Caller;
+  /** Held while a reload checks the request's credential: the changes wait (src/server/held-credentials.ts). */
+  readonly delivery: Delivery;
   readonly uris: readonly string[];
   /** The request's caller as each reload leaves it (Readmitted). */
   readonly readmitted: Readmitted;
@@ -86,9 +88,22 @@ class ListenBus implements ServerEventBus {
     const open = this.opening.getStore();
     const resources = this.surface.resources;
     if (!open || !resources) return () => undefined;
+    // While a reload checks the credential, the changes wait, in order, and go out once it is admitted again, those
+    // of resources it may still read; refused, the stream ends and they are never sent.
+    let caller = open.caller;
+    let waiting: string[] | null = null;
+    const resume = () => {
+      const uris = waiting ?? [];
+      waiting = null;
+      for (const uri of uris) if (resources.watchable(caller, uri)) changed(uri);
+    };
     // No change is told after the token's expiry: whichever notices it first, this or the scheduled end, ends the
     // stream.
     const changed = (uri: string) => {
+      if (open.delivery.held) {
+        if (waiting === null) open.delivery.whenResumed(resume);
+        return void (waiting ??= []).push(uri);
+      }
       if (!open.endedByExpiry()) listener({ kind: 'resource_updated', uri });
     };
     let stop: () => void;
@@ -101,7 +116,8 @@ class ListenBus implements ServerEventBus {
     }
     // After a reload the stream is watched as one opened now would be: a resource whose scope its app lost is no
     // longer signalled, as one outside its scopes never is (no oracle); its other resources go on.
-    const off = open.readmitted((caller) => {
+    const off = open.readmitted((now) => {
+      caller = now;
       stop();
       stop = resources.watch(caller, open.uris, changed);
     });
@@ -178,11 +194,13 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
             requestId: string;
             revoked: AbortSignal;
             readmitted: Readmitted;
+            delivery: Delivery;
           };
           return createRequestServer(o.surface, extra.toolset, extra.caller, extra.requestId, {
             revoked: extra.revoked,
             stopping: stopping.signal,
             readmitted: extra.readmitted,
+            delivery: extra.delivery,
             requestState: (state, ctx) => o.codec.verify(state, ctx),
             era: ctx.era,
             logger: o.logger,
@@ -289,8 +307,10 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
           if (admitted) listener(admitted);
           return () => void listeners.delete(listener);
         };
+        const delivery = new Delivery();
         const listen: OpeningListen | null = listened && {
           caller,
+          delivery,
           uris: listened,
           readmitted,
           requestId: ctx.requestId,
@@ -301,6 +321,7 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
           },
         };
         const holding: Holding = {
+          delivery,
           authorization: req.headers.authorization,
           caller,
           refused: (failure) => revoked.abort(failure),
@@ -325,7 +346,7 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
           clientId: caller.app ?? caller.scope,
           scopes: [...caller.grants.scopes],
           ...(caller.expiresAt ? { expiresAt: Math.floor(caller.expiresAt / 1000) } : {}),
-          extra: { caller, toolset, requestId: ctx.requestId, revoked: revoked.signal, readmitted },
+          extra: { caller, toolset, requestId: ctx.requestId, revoked: revoked.signal, readmitted, delivery },
         };
         const options = { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) };
         if (listened) {

@@ -43,7 +43,7 @@ export interface EventSource {
       signal?: AbortSignal;
       limit?: number;
     },
-  ): Promise<{ events: LoggedEvent[]; cursor: string; timedOut: boolean }>;
+  ): Promise<{ events: LoggedEvent[]; cursor: string; timedOut: boolean; since: string }>;
   onResourceChanged(caller: Caller, kind: string, key: string, listener: (event: LoggedEvent) => void): () => void;
 }
 
@@ -281,6 +281,12 @@ export class McpResources {
     const value = outcome.ok ? pick((outcome.result.data ?? {}) as Record<string, unknown>) : null;
     if (value === null || value === undefined) throw new (mcpSdk().ResourceNotFoundError)(uri);
     return { contents: [{ uri, mimeType: 'application/json', text: JSON.stringify(value) }] };
+  }
+
+  /** Whether `watch` signals the changes of `uri` to `caller`: a resource's URI, of a kind its scopes read. */
+  watchable(caller: Caller, uri: string): boolean {
+    const found = this.parse(uri);
+    return found !== null && !refusalFor(found.bound.tool, caller);
   }
 
   /**

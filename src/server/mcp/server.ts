@@ -7,6 +7,7 @@ import type { CallToolResult, InputRequiredResult, Server, ServerContext } from 
 import type { Caller } from '../../auth/caller.js';
 import { ErrorCode, GatewayError, INTERNAL_ERROR_MESSAGE as INTERNAL } from '../../errors.js';
 import { logUnexpected, type Logger } from '../../logger.js';
+import type { Delivery } from '../held-credentials.js';
 import type { McpResources } from './resources.js';
 import { mcpSdk } from './sdk.js';
 import type { JsonSchema } from './shapes.js';
@@ -30,6 +31,8 @@ export interface ToolCall {
   readonly stopping?: AbortSignal;
   /** The request's caller as each reload that admits its credential again leaves it. */
   readonly readmitted?: Readmitted;
+  /** Held while a reload checks the request's credential: what a waiting call found waits (held-credentials.ts). */
+  readonly delivery?: Delivery;
 }
 
 /**
@@ -146,6 +149,8 @@ export function createRequestServer(
     stopping?: AbortSignal;
     /** The request's caller as each reload leaves it (ToolCall.readmitted). */
     readmitted?: Readmitted;
+    /** ToolCall.delivery. */
+    delivery?: Delivery;
   },
 ): Server {
   const tools = surface.toolsets.get(toolset) ?? [];
@@ -202,6 +207,7 @@ export function createRequestServer(
         ...(options.revoked ? { revoked: options.revoked } : {}),
         ...(options.stopping ? { stopping: options.stopping } : {}),
         ...(options.readmitted ? { readmitted: options.readmitted } : {}),
+        ...(options.delivery ? { delivery: options.delivery } : {}),
       });
     } catch (err) {
       return thrownByTool(err, options.logger, requestId, tool.name);

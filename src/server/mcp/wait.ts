@@ -159,21 +159,33 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry):
           if (kind !== undefined) forbidden.abort({ kind, scope: resources.missingScope(caller, kind)!.scope });
         }) ?? (() => undefined);
       let page;
+      const signal = AbortSignal.any([
+        call.ctx.mcpReq.signal,
+        expiring.signal,
+        forbidden.signal,
+        ...(call.revoked ? [call.revoked] : []),
+        // At shutdown: answered as a wait that found nothing new, with its cursor, for the agent to call again.
+        ...(call.stopping ? [call.stopping] : []),
+      ]);
       try {
         page = await resources.events.waitForEvents(call.caller, {
           cursor: cursor as string | undefined,
           kinds: wanted,
           timeoutSeconds,
-          signal: AbortSignal.any([
-            call.ctx.mcpReq.signal,
-            expiring.signal,
-            forbidden.signal,
-            ...(call.revoked ? [call.revoked] : []),
-            // At shutdown: answered as a wait that found nothing new, with its cursor, for the agent to call again.
-            ...(call.stopping ? [call.stopping] : []),
-          ]),
+          signal,
           limit: MAX_EVENTS,
         });
+        // Found while a reload checks the credential: the events wait for its answer. Refused (or the wait ended
+        // otherwise meanwhile: its kind's scope lost, the token expired, the gateway stopping), they are not handed
+        // out: the call is answered as one that found nothing, from where they start, so that none is missed.
+        const delivery = call.delivery;
+        if (delivery?.held && page.events.length > 0) {
+          await new Promise<void>((resolve) => {
+            delivery.whenResumed(resolve);
+            signal.addEventListener('abort', () => resolve(), { once: true });
+          });
+          if (delivery.held || signal.aborted) page = { ...page, events: [], cursor: page.since, timedOut: false };
+        }
       } catch (err) {
         // A refusal of the reads budget (each call spends one point, as a GraphQL read does): RATE_LIMITED with retryAfter.
         if (err instanceof GraphQLError) return errorsResult([err.toJSON()]);
