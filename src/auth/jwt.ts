@@ -232,6 +232,8 @@ function appClaimOf(
  */
 export class JwtApps {
   private readonly listed: ReadonlyMap<string, JwtAppEntry>;
+  /** The names listed entries give: `*` takes none of them (each is the app of its own claim value only). */
+  private readonly names: ReadonlySet<string>;
   private readonly any: boolean;
   private readonly operators: ReadonlySet<string>;
 
@@ -245,6 +247,7 @@ export class JwtApps {
     private readonly elsewhere: ReadonlySet<string> = new Set(),
   ) {
     this.listed = new Map(config.apps.listed.map((e) => [e.claim, e]));
+    this.names = new Set(config.apps.listed.map((e) => e.app));
     this.any = config.apps.any;
     this.operators = new Set(config.operatorApps);
   }
@@ -264,6 +267,12 @@ export class JwtApps {
         reason: 'not_accepted',
       };
     if (this.configured.has(value)) return configuredRefusal(claim);
+    // `<client id>=billing`: another client whose id is `billing`, or a user's token named by its sub, is not billing.
+    if (this.names.has(value))
+      return {
+        refused: `the JWT's ${claim} claim names an app AUTH_APPS gives to another claim value (<claim value>=<name>): only that value signs in as it`,
+        reason: 'not_accepted',
+      };
     // Whether or not a bare key has that label now: one configured later would share the name with this app.
     if (KEY_LABEL.test(value))
       return { refused: `the JWT's ${claim} claim is refused as an app name: ${KEY_LABEL_RULE}`, reason: 'app_name' };
