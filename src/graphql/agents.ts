@@ -1,5 +1,6 @@
 import { MAX_AUDIT_ROWS, type AgentPlanModel as AgentPlan } from '../agents/plans.js';
 import type { Resolvers } from '../generated/graphql.js';
+import { SPENT_APPROVAL } from '../store/agent-plans.js';
 import { pageSize } from './common.js';
 
 /** `source`'s values through `map`, ending `source` when the subscription ends. */
@@ -54,7 +55,9 @@ export const agentResolvers: Resolvers = {
     approvedBy: (p: AgentPlan) => p.approval?.by ?? null,
     declinedBy: (p: AgentPlan) => p.declinedBy,
     expiresAt: (p: AgentPlan) => (p.expiresAt === null ? null : new Date(p.expiresAt)),
-    approvalExpiresAt: (p: AgentPlan) => (p.approval ? new Date(p.approval.expiresAt) : null),
+    // A spent approval (SPENT_APPROVAL) holds no longer: it has no expiry to show.
+    approvalExpiresAt: (p: AgentPlan) =>
+      p.approval && p.approval.expiresAt !== SPENT_APPROVAL ? new Date(p.approval.expiresAt) : null,
     createdAt: (p: AgentPlan) => new Date(p.createdAt),
   },
 };

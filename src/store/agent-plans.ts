@@ -13,6 +13,13 @@ export const MAX_OPEN_PLANS_PER_APP = 100;
 /** …holding at most this many stored characters (variables, document, requests, summary) together. */
 export const MAX_OPEN_PLAN_CHARS_PER_APP = 4 * 1024 * 1024;
 
+/**
+ * The expiry a spent approval is stored with (a run whose outcome is unknown, on an upstream not known to honour its
+ * key): before every clock's now. Not the moment it was spent, which a clock set back (an NTP step) or another
+ * replica's, a little behind, would read as still to come, and so claim the plan and send its request again.
+ */
+export const SPENT_APPROVAL = 0;
+
 /** What an app holds in open plans (pending or approved, not expired) when a new one is refused. */
 export interface OpenPlans {
   readonly bound: 'count' | 'chars';
@@ -194,8 +201,8 @@ export class AgentPlanRows {
 
   /**
    * Stores an execution's outcome: an executing plan, as its execution last wrote it (at `since`), ends as `status`,
-   * its approval ending at `at` when `endApproval`. One conditional update, as the release is: false when another call
-   * took the plan over.
+   * its approval spent when `endApproval` (SPENT_APPROVAL). One conditional update, as the release is: false when
+   * another call took the plan over.
    */
   async finish(
     id: string,
@@ -207,7 +214,7 @@ export class AgentPlanRows {
   ): Promise<boolean> {
     const result = await this.db
       .updateTable('agent_plans')
-      .set({ status, outcome, updated_at: at, ...(endApproval ? { approval_expires_at: at } : {}) })
+      .set({ status, outcome, updated_at: at, ...(endApproval ? { approval_expires_at: SPENT_APPROVAL } : {}) })
       .where('id', '=', id)
       .where('status', '=', 'executing')
       .where('updated_at', '=', since)
