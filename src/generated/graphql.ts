@@ -61,7 +61,7 @@ export type AgentPlan = {
   __typename?: 'AgentPlan';
   /** The app (agent) that made it. */
   app: Scalars['String']['output'];
-  /** When the approval expires. */
+  /** When the approval expires; null once it was spent on a run whose outcome is unknown (it is approved again to run). */
   approvalExpiresAt: Maybe<Scalars['DateTime']['output']>;
   /** Who approved it (an app, or a person through the agent's MCP client); null while pending. */
   approvedBy: Maybe<Scalars['String']['output']>;
