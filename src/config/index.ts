@@ -1029,7 +1029,7 @@ const VARS = {
   ),
   MCP_MUTATIONS: declare(
     choice(['none', 'approve', 'all'], 'none', 'lower'),
-    'What agents may change over MCP (POST /mcp): none (reads and plans only), approve (a creation or provisioning runs only after a person approves its plan, through the MCP client or approvePlan) or all (mutation tools run at once; for trusted automation, warned at start-up).',
+    "What agents may change over MCP (POST /mcp): none (reads and plans only), approve (every mutation that reaches an upstream, creations, provisionings and identity checks alike, only plans, and runs once its plan is approved: by another app or person holding its approve scope through approvePlan or GET /approvals, or with MCP_APPROVAL=elicitation also by the agent's user through the MCP client) or all (mutation tools run at once; for trusted automation, warned at start-up).",
   ),
   MCP_EXECUTE: declare(
     bool(false),
