@@ -92,11 +92,9 @@ async function main(): Promise<void> {
   // SIGHUP reads the configuration files again (docs/decisions/057); it no longer ends the process.
   process.on('SIGHUP', () => {
     if (stopping) return;
-    try {
-      gateway.reload('SIGHUP');
-    } catch (err) {
+    gateway.reload('SIGHUP').catch((err: unknown) => {
       logger.error({ err, trigger: 'SIGHUP' }, 'configuration reload failed unexpectedly');
-    }
+    });
   });
   process.on('SIGINT', () => stop('SIGINT'));
   const described = describeUpstreams(config.upstreams);

@@ -224,11 +224,19 @@ function appClaimOf(
   return { claim: found, value: payload[found] };
 }
 
+/** A set of names as JwtApps reads it: one lookup per token resolved, never a database read. */
+export interface KnownNames {
+  has(name: string): boolean;
+}
+
+const NO_NAMES: KnownNames = new Set<string>();
+
 /**
  * Which JWT apps the gateway accepts (AUTH_APPS) and under which name, as a verified token's claim value finds them:
- * a listed claim value (a name, or a client id with `=<name>`), or with `*` any value that is an app name and not a
- * configured app's. A name is an app name (APP_NAME: ASCII letters, digits, `_`, `.`, `-`), the configured names' syntax,
- * so that a name is one string for every reader (no homoglyph, no `:` to make two owner keys meet).
+ * a listed claim value (a name, or a client id with `=<name>`), or with `*` any value that is an app name and not the
+ * name of an app configured with keys, now or before. A name is an app name (APP_NAME: ASCII letters, digits, `_`,
+ * `.`, `-`), the configured names' syntax, so that a name is one string for every reader (no homoglyph, no `:` to make
+ * two owner keys meet).
  */
 export class JwtApps {
   private readonly listed: ReadonlyMap<string, JwtAppEntry>;
@@ -240,11 +248,14 @@ export class JwtApps {
   /**
    * `configured`: every configured app's name (keys, the apps file, bare keys' labels); a JWT takes none unless listed
    * `name=<it>`. `elsewhere`: the apps other identity providers list (AUTH_ISSUERS), which `*` does not take.
+   * `configuredBefore`: the names of apps configured with keys on this gateway's database, now or before
+   * (src/store/key-app-names.ts), which `*` does not take either: a removed app's data is still owned by its name.
    */
   constructor(
     config: Pick<JwtIssuerConfig, 'apps' | 'operatorApps'>,
     private readonly configured: ReadonlySet<string>,
     private readonly elsewhere: ReadonlySet<string> = new Set(),
+    private readonly configuredBefore: KnownNames = NO_NAMES,
   ) {
     this.listed = new Map(config.apps.listed.map((e) => [e.claim, e]));
     this.names = new Set(config.apps.listed.map((e) => e.app));
@@ -266,7 +277,7 @@ export class JwtApps {
         refused: `the JWT's ${claim} claim names no app this gateway accepts (AUTH_APPS)`,
         reason: 'not_accepted',
       };
-    if (this.configured.has(value)) return configuredRefusal(claim);
+    if (this.configured.has(value) || this.configuredBefore.has(value)) return configuredRefusal(claim);
     // `<client id>=billing`: another client whose id is `billing`, or a user's token named by its sub, is not billing.
     if (this.names.has(value))
       return {
@@ -302,7 +313,7 @@ type AppRefusal = { refused: string; reason: AppRefusalReason };
 
 function configuredRefusal(claim: string): AppRefusal {
   return {
-    refused: `the JWT's ${claim} claim names an app configured with API keys (GATEWAY_API_KEYS, OPERATOR_API_KEYS or GATEWAY_APPS_FILE); a JWT is that app only when AUTH_APPS says so (<claim value>=<app>)`,
+    refused: `the JWT's ${claim} claim names an app configured with API keys on this gateway, now or before (GATEWAY_API_KEYS, OPERATOR_API_KEYS or GATEWAY_APPS_FILE); a JWT is that app only when AUTH_APPS says so (<claim value>=<app>)`,
     reason: 'configured_name',
   };
 }
@@ -372,6 +383,8 @@ export class JwtAuthenticator {
     private readonly count: (check: 'verified' | 'cached') => void = () => undefined,
     /** Told of each verified token refused for the app it names (gateway_jwt_refusals_total). */
     private readonly refuse: (reason: AppRefusalReason) => void = () => undefined,
+    /** The names of apps configured with keys on this gateway's database, now or before, which `*` does not take. */
+    configuredBefore: KnownNames = NO_NAMES,
   ) {
     this.verified = config.verifiedCacheSize > 0 ? new LRUCache({ max: config.verifiedCacheSize }) : null;
     const verifiers = config.issuers.map((issuer, i) => {
@@ -379,7 +392,7 @@ export class JwtAuthenticator {
         config.issuers.flatMap((other) => (other === issuer ? [] : other.apps.listed.map((a) => a.app))),
       );
       for (const listed of issuer.apps.listed) elsewhere.delete(listed.app);
-      return { config: issuer, keys: keys[i]!, apps: new JwtApps(issuer, configured, elsewhere) };
+      return { config: issuer, keys: keys[i]!, apps: new JwtApps(issuer, configured, elsewhere, configuredBefore) };
     });
     this.byIssuer = new Map(verifiers.map((v) => [v.config.issuer, v]));
     this.only = config.issuersFile === null && verifiers.length === 1 ? verifiers[0]! : null;

@@ -100,6 +100,17 @@ function configuredKeys(
   return { digests, callers };
 }
 
+/**
+ * The names of the apps configured with keys: GATEWAY_API_KEYS' and OPERATOR_API_KEYS' `<name>:<key>` and the apps
+ * file's apps. A bare key's label is no name to record: `*` refuses every name of its shape (KEY_LABEL) already.
+ */
+export function keyAppNames(apps: ConfiguredApps): string[] {
+  return [
+    ...[...apps.operatorKeys, ...apps.apiKeys].flatMap((k) => (k.name === null ? [] : [k.name])),
+    ...apps.appsFile.map((a) => a.name),
+  ];
+}
+
 /** The configured apps as the operator's list shows them: name, where configured, scopes, how many keys. */
 export function configuredApps(
   apps: ConfiguredApps,

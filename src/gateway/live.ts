@@ -4,8 +4,8 @@
 import type { GraphQLSchema } from 'graphql';
 
 import type { JwtAuthConfig } from '../auth/jwt-config.js';
-import { JwksKeys, JwtAuthenticator, looksLikeJwt } from '../auth/jwt.js';
-import { configuredApps, createAuthenticator, type Authenticate } from '../auth/keys.js';
+import { JwksKeys, JwtAuthenticator, looksLikeJwt, type KnownNames } from '../auth/jwt.js';
+import { configuredApps, createAuthenticator, keyAppNames, type Authenticate } from '../auth/keys.js';
 import { reloadConfig, type Config } from '../config/index.js';
 import { ConfigError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -24,8 +24,12 @@ interface Snapshot {
   readonly trusted: TrustedDocuments | undefined;
 }
 
-/** One part a reload swaps: `prepare` reads and checks (throwing a ConfigError naming variable, file and line). */
-type ReloadStep = (next: Config) => () => void;
+/**
+ * One part a reload swaps: `prepare` reads and checks (throwing a ConfigError naming variable, file and line).
+ * `keyAppNames`: the names of the apps configured with keys on the database, now or before; the reload adds every
+ * replica's to it after the steps are prepared and before the swap, so nothing reads it before it is complete.
+ */
+type ReloadStep = (next: Config, keyAppNames: ReadonlySet<string>) => () => void;
 
 export class LiveConfiguration {
   private snapshot: Snapshot;
@@ -36,6 +40,14 @@ export class LiveConfiguration {
   /** Called after each reload that swapped the configuration (open connections authenticate again). */
   private readonly reloaded: Array<() => void> = [];
   private gen = 0;
+  /** Reloads run one after another: one that read older files never swaps them in after a newer one. */
+  private reloading: Promise<unknown> = Promise.resolve();
+  /**
+   * The names of every app configured with keys on this gateway's database, now or before (every replica's, as read
+   * at start and at each reload): `*` takes none of them (docs/decisions/058). It only grows; each authenticator
+   * holds the set of its own configuration, as it holds the rest of it.
+   */
+  private keyAppNamesEver: ReadonlySet<string>;
 
   constructor(
     private readonly config: Config,
@@ -47,16 +59,24 @@ export class LiveConfiguration {
       now: () => number;
       /** MOBILEID_JWKS_FILE read again: the swap, or null when there is no such file. */
       prepareMobileIdKeys: () => (() => void) | null;
+      /**
+       * The names of apps configured with keys on the database, now or before, recorded by the start with its own
+       * names (src/store/key-app-names.ts)...
+       */
+      keyAppNames: ReadonlySet<string>;
+      /** ...and what each reload records with its names: every name recorded so far, by any replica. */
+      recordKeyAppNames: (names: readonly string[]) => Promise<ReadonlySet<string>>;
     },
   ) {
+    this.keyAppNamesEver = new Set(deps.keyAppNames);
     const keys = this.keysOf(config.jwtAuth);
-    this.snapshot = { ...this.authOf(config, keys), trusted: this.loadTrusted() };
+    this.snapshot = { ...this.authOf(config, keys, this.keyAppNamesEver), trusted: this.loadTrusted() };
     this.keysInUse(keys);
     this.warn(config.jwtAuth);
     this.steps = [
-      (next) => {
+      (next, keyAppNames) => {
         const keys = this.keysOf(next.jwtAuth);
-        const auth = this.authOf(next, keys);
+        const auth = this.authOf(next, keys, keyAppNames);
         return () => {
           this.snapshot = { ...this.snapshot, ...auth };
           this.keysInUse(keys);
@@ -100,15 +120,28 @@ export class LiveConfiguration {
 
   /**
    * Reads the configuration files again: all of them are swapped in at once, or, when one is bad, none is (logged
-   * with its variable, file and line, and counted in gateway_config_reloads_total{result="failed"}). Synchronous: no
-   * request sees half a reload. Anything but a bad file (a ConfigError) is counted as failed and thrown.
+   * with its variable, file and line, and counted in gateway_config_reloads_total{result="failed"}). The swap is
+   * synchronous: no request sees half a reload. Before it, the names of the apps the files configure with keys are
+   * recorded in the database, and every replica's read back. Anything but a bad file (a ConfigError; a database that
+   * does not answer) is counted as failed and thrown.
    */
-  reload(trigger: ReloadTrigger): ReloadOutcome {
+  reload(trigger: ReloadTrigger): Promise<ReloadOutcome> {
+    const run = this.reloading.then(() => this.reloadNow(trigger));
+    this.reloading = run.catch(() => undefined);
+    return run;
+  }
+
+  private async reloadNow(trigger: ReloadTrigger): Promise<ReloadOutcome> {
     let files = this.filesOf(this.config);
     try {
       const next = reloadConfig(this.config);
       files = [...new Set([...files, ...this.filesOf(next)])];
-      const swaps = this.steps.map((prepare) => prepare(next));
+      const ever = new Set(this.keyAppNamesEver);
+      const swaps = this.steps.map((prepare) => prepare(next, ever));
+      // Recorded once every file is good, read back before the swap: another replica may have configured a name
+      // since, and the swapped-in authenticator refuses it under `*` from its first request.
+      for (const name of await this.deps.recordKeyAppNames(keyAppNames(next))) ever.add(name);
+      this.keyAppNamesEver = ever;
       for (const swap of swaps) swap();
       this.gen += 1;
       for (const listener of this.reloaded) listener();
@@ -162,7 +195,11 @@ export class LiveConfiguration {
     for (const k of keys) if (k.url !== null) void k.refresh();
   }
 
-  private authOf(cfg: Config, keys: readonly JwksKeys[]): Pick<Snapshot, 'authenticate' | 'configured'> {
+  private authOf(
+    cfg: Config,
+    keys: readonly JwksKeys[],
+    keyAppNamesEver: KnownNames,
+  ): Pick<Snapshot, 'authenticate' | 'configured'> {
     const { box, metrics, now } = this.deps;
     // A bare key's label in metrics and logs is a keyed digest: an unsalted hash of a key can be tested offline.
     const keyLabel = (key: string) => `key-${box.digest(`api key label\u0000${key}`).slice(0, 12)}`;
@@ -177,6 +214,7 @@ export class LiveConfiguration {
           new Map(cfg.appsFile.flatMap((a) => (a.approves ? [[a.name, a.approves] as const] : []))),
           (check) => metrics.jwtChecks.inc({ check }),
           (reason) => metrics.jwtRefusals.inc({ reason }),
+          keyAppNamesEver,
         )
       : null;
     return {

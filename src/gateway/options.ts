@@ -34,10 +34,11 @@ export interface Gateway {
   /**
    * Reads the configuration files again (SIGHUP and POST /admin/reload call it; docs/decisions/057): all of them
    * are swapped in at once, or, when one is bad, none is (logged with its file and line, and counted in
-   * gateway_config_reloads_total{result="failed"}). Synchronous: no request sees half a reload. What fails otherwise
-   * (not a bad file) is counted as failed and thrown: POST /admin/reload answers it 500 `server_error`.
+   * gateway_config_reloads_total{result="failed"}). The swap is synchronous: no request sees half a reload; before it,
+   * the names of the apps configured with keys are recorded in the database (docs/decisions/058). What fails otherwise
+   * (not a bad file) is counted as failed and rejected: POST /admin/reload answers it 500 `server_error`.
    */
-  reload(trigger: ReloadTrigger): ReloadOutcome;
+  reload(trigger: ReloadTrigger): Promise<ReloadOutcome>;
   /** Drains in-flight requests, closes subscriptions, the store and the sandboxes. Idempotent. */
   close(): Promise<void>;
 }

@@ -1,6 +1,7 @@
 // The composition root (DESIGN.md): startGateway builds every part from the config and wires them together, top to
 // bottom: store → secret → services (events, upstreams, domains) → the live configuration → pipeline → transports →
 // listen. Nothing else reads globals; tests start as many gateways as they like, each on port 0.
+import { keyAppNames } from '../auth/keys.js';
 import type { Config } from '../config/index.js';
 import { shownUrl } from '../errors.js';
 import { createLogger } from '../logger.js';
@@ -8,6 +9,7 @@ import { Metrics } from '../metrics.js';
 import { pauseAt } from '../phases.js';
 import { loadSecretBox } from '../secret.js';
 import { openStore } from '../store/index.js';
+import { recordKeyAppNames } from '../store/key-app-names.js';
 import { createTracing } from '../telemetry/tracing.js';
 import { gatewayJobs, startJobs } from './jobs.js';
 import { GatewayServer } from './listen.js';
@@ -100,8 +102,11 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       ),
     );
 
-    // Who may call and which documents are trusted: read now, and again by each reload (docs/decisions/057).
+    // Who may call and which documents are trusted: read now, and again by each reload (docs/decisions/057). The
+    // names of apps configured with keys are recorded first, and every name recorded before read back: `*` takes
+    // none of them from the first request served (docs/decisions/058).
     const schema = gatewaySchema();
+    const recordNames = (names: readonly string[]) => recordKeyAppNames(store.db, names, now());
     live = new LiveConfiguration(config, {
       logger,
       metrics,
@@ -109,6 +114,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       schema,
       now,
       prepareMobileIdKeys: () => services.mobileId.prepareKeysReload(),
+      keyAppNames: await recordNames(keyAppNames(config)),
+      recordKeyAppNames: recordNames,
     });
 
     const contextFor = contextBuilder(services, logger);

@@ -27,7 +27,7 @@ export type ReloadOutcome =
  * AUTH_OPERATOR_APPS) may: others get 401 (no or bad credentials) or 403. 200 with the files read, or 422 naming the
  * bad file and its line (the running configuration is kept).
  */
-export function reloadRoute(options: { authenticate: Authenticate; reload: () => ReloadOutcome }): Route {
+export function reloadRoute(options: { authenticate: Authenticate; reload: () => Promise<ReloadOutcome> }): Route {
   return {
     method: 'POST',
     path: '/admin/reload',
@@ -59,7 +59,7 @@ export function reloadRoute(options: { authenticate: Authenticate; reload: () =>
         );
         return;
       }
-      const outcome = options.reload();
+      const outcome = await options.reload();
       if (outcome.ok) sendJson(res, 200, { reloaded: true, files: outcome.files });
       else
         sendJson(res, 422, {

@@ -430,6 +430,17 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         });
       },
     },
+    // The name of every app ever configured with keys on this database (docs/decisions/058): an identity provider that
+    // accepts any app name (`*`) never takes one, even after the app is removed, since its data is owned by the name.
+    '015_key_app_names': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('key_app_names')
+          .addColumn('app', 'text', (c) => c.primaryKey())
+          .addColumn('first_configured_at', 'bigint', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }
 

@@ -16,6 +16,7 @@ export interface Database {
   mobile_id_pending: MobileIdPendingTable;
   mobile_id_pending_owners: MobileIdPendingOwnerTable;
   app_activity: AppActivityTable;
+  key_app_names: KeyAppNameTable;
   agent_plans: AgentPlanTable;
   agent_audit: AgentAuditTable;
 }
@@ -163,6 +164,13 @@ export interface MobileIdRejectionTable {
 }
 
 /** When each app was last seen, for the operator's list of apps (src/store/app-activity.ts). */
+/** Every app name ever configured with keys (src/store/key-app-names.ts): rows are never deleted. */
+export interface KeyAppNameTable {
+  app: string;
+  /** When a replica first recorded it (epoch ms). */
+  first_configured_at: number;
+}
+
 export interface AppActivityTable {
   /** The app's name (or a bare key's label): never a key. */
   app: string;

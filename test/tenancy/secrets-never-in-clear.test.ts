@@ -365,7 +365,7 @@ describe('secrets on every path', () => {
     await agent.close();
 
     // A reload, then the metrics.
-    gw.gateway.reload('SIGHUP');
+    await gw.gateway.reload('SIGHUP');
     metricsText = await (
       await request(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${key}` } })
     ).body.text();
