@@ -61,30 +61,92 @@ const ALL_OPERATIONS = ['query', 'mutation', 'subscription'] as OperationTypeNod
 const OVER_GET = ['query', 'subscription'] as OperationTypeNode[];
 const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8' };
 
-/** graphql-sse's refusals of a request that is not a GraphQL request at all, in the words this gateway answers them. */
-const REQUEST_SHAPE_REFUSALS: ReadonlyMap<string, string> = new Map([
-  ['Unparsable URL', 'the variables or extensions parameter is not valid JSON'],
-  ['Missing body', 'the request has no body'],
-  ['JSON body must be an object', 'the body must be a JSON object'],
-  ['Missing query', 'the request names no query'],
-  ['Invalid query', 'query must be a string'],
-  ['Invalid variables', 'variables must be a JSON object'],
-  ['Invalid extensions', 'extensions must be a JSON object'],
+/**
+ * graphql-sse's refusals, in the words and with the code (docs/contract.md, Error codes) this gateway answers them: a
+ * request that is not a GraphQL request at all, and the misuse of the protocol's reserved streams.
+ */
+const REFUSALS: ReadonlyMap<string, readonly [code: string, message: string]> = new Map([
+  ['Unparsable URL', [ErrorCode.BAD_REQUEST, 'the variables or extensions parameter is not valid JSON']],
+  ['Missing body', [ErrorCode.BAD_REQUEST, 'the request has no body']],
+  ['JSON body must be an object', [ErrorCode.BAD_REQUEST, 'the body must be a JSON object']],
+  ['Missing query', [ErrorCode.BAD_REQUEST, 'the request names no query']],
+  ['Invalid query', [ErrorCode.BAD_REQUEST, 'query must be a string']],
+  ['Invalid variables', [ErrorCode.BAD_REQUEST, 'variables must be a JSON object']],
+  ['Invalid extensions', [ErrorCode.BAD_REQUEST, 'extensions must be a JSON object']],
+  [
+    'Stream not found',
+    [ErrorCode.NOT_FOUND, `no reserved stream has this token (${STREAM_TOKEN_HEADER}): reserve one with PUT`],
+  ],
+  ['Stream already open', [ErrorCode.CONFLICT, 'this reserved stream is already connected: one GET connects it']],
+  ['Stream already registered', [ErrorCode.CONFLICT, 'a stream with this token is already reserved']],
+  [
+    'Operation ID is missing',
+    [
+      ErrorCode.BAD_REQUEST,
+      'an operation of a reserved stream is named by its id: extensions.operationId (POST) or ?operationId= (DELETE)',
+    ],
+  ],
+  [
+    'Operation with ID already exists',
+    [ErrorCode.CONFLICT, 'an operation with this operationId is already running on the reserved stream'],
+  ],
+  [
+    'Unable to detect operation AST',
+    ['OPERATION_RESOLUTION_FAILURE', 'the document names no operation to run: with several, give operationName'],
+  ],
+  [
+    'Cannot perform mutations over GET',
+    [ErrorCode.BAD_REQUEST, 'a mutation cannot be sent with GET: send it with POST'],
+  ],
+]);
+
+/** What graphql-sse answers with no body at all, by its status. */
+const BARE_REFUSALS: ReadonlyMap<number, readonly [code: string, message: string]> = new Map([
+  [
+    404,
+    [
+      ErrorCode.NOT_FOUND,
+      `no stream named: send Accept: text/event-stream for an event stream of the operation's own, or name a reserved ` +
+        `stream with ${STREAM_TOKEN_HEADER}`,
+    ],
+  ],
+  [
+    405,
+    [ErrorCode.BAD_REQUEST, `this method is not allowed on ${SSE_PATH}: GET, POST, PUT (reserve) or DELETE (stop)`],
+  ],
+  [
+    406,
+    [
+      ErrorCode.BAD_REQUEST,
+      'the Accept header takes nothing this request is answered with: text/event-stream (an event stream), ' +
+        'application/json (an operation added to a reserved stream) or text/plain (PUT, the token)',
+    ],
+  ],
 ]);
 
 /**
- * graphql-sse answers a malformed request with a bare `{ errors: [{ message }] }`: given the BAD_REQUEST code every
- * other transport gives it (docs/contract.md), or null for any other 400.
+ * graphql-sse answers its refusals with a bare `{ errors: [{ message }] }`, or with no body at all: the body every
+ * other transport gives (docs/contract.md, Error codes), its error with the contract's code; or null for a refusal that
+ * already carries one (a document's validation).
  */
-function requestShapeRefusal(body: string): { errors: unknown[] } | null {
-  let message: unknown;
+function protocolRefusal(status: number, body: string | null): { errors: unknown[] } | null {
+  if (!body) {
+    const [code, message] = BARE_REFUSALS.get(status) ?? [ErrorCode.BAD_REQUEST, `refused (HTTP ${status})`];
+    return { errors: [{ message, extensions: { code } }] };
+  }
+  let error: { message?: unknown; extensions?: { code?: unknown } } | undefined;
   try {
-    message = (JSON.parse(body) as { errors?: { message?: unknown; extensions?: unknown }[] }).errors?.[0]?.message;
+    error = (JSON.parse(body) as { errors?: (typeof error)[] }).errors?.[0];
   } catch {
     return null;
   }
-  const said = typeof message === 'string' ? REQUEST_SHAPE_REFUSALS.get(message) : undefined;
-  return said === undefined ? null : { errors: [{ message: said, extensions: { code: ErrorCode.BAD_REQUEST } }] };
+  if (!error || error.extensions?.code !== undefined) return null;
+  const said = typeof error.message === 'string' ? REFUSALS.get(error.message) : undefined;
+  const [code, message] = said ?? [
+    status === 404 ? ErrorCode.NOT_FOUND : status === 409 ? ErrorCode.CONFLICT : ErrorCode.BAD_REQUEST,
+    String(error.message),
+  ];
+  return { errors: [{ message, extensions: { code } }] };
 }
 
 interface Reservation {
@@ -402,7 +464,16 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       for (const r of reservations.values()) if (r.scope === auth.caller.scope) held += 1;
       if (held >= MAX_RESERVATIONS_PER_CALLER) {
         sendJson(res, 409, {
-          errors: [{ message: `this API key already holds ${held} reserved streams; connect or release them first` }],
+          errors: [
+            {
+              message: `this API key already holds ${held} reserved streams; connect or release them first`,
+              extensions: {
+                code: ErrorCode.RATE_LIMITED,
+                bound: 'sse-reservations:count',
+                limit: MAX_RESERVATIONS_PER_CALLER,
+              },
+            },
+          ],
         });
         return;
       }
@@ -463,10 +534,11 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       }),
     );
 
-    if (init.status === 400 && typeof responseBody === 'string') {
-      const refusal = requestShapeRefusal(responseBody);
+    if (init.status >= 400 && (typeof responseBody === 'string' || !responseBody)) {
+      const refusal = protocolRefusal(init.status, responseBody);
       if (refusal) {
-        sendJson(res, 400, refusal);
+        const allow = (init.headers as Record<string, string> | undefined)?.allow;
+        sendJson(res, init.status, refusal, allow ? { allow } : {});
         return;
       }
     }

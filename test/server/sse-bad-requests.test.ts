@@ -34,3 +34,119 @@ describe('SSE requests that are not GraphQL requests', () => {
     expect((await gw.graphql('{ __typename }', {}, { key: KEY })).data).toEqual({ __typename: 'Query' });
   });
 });
+
+// graphql-sse's own refusals of the protocol's misuse (a token that names no stream, an operation id missing or taken,
+// an Accept or a method it does not answer, several operations and no name) are answered as every other refusal:
+// a JSON body whose error carries the contract's code, with graphql-sse's status kept; the next request is answered.
+describe("SSE refusals of graphql-sse's protocol", () => {
+  const auth = { authorization: `Bearer ${KEY}` };
+  const json = { 'content-type': 'application/json' };
+  const subscription = (operationId: string) =>
+    JSON.stringify({ query: 'subscription { heartbeat }', extensions: { operationId } });
+  let token: string;
+  beforeAll(async () => {
+    const put = await request(`${gw.url}/graphql/stream`, { method: 'PUT', headers: auth });
+    token = await put.body.text();
+    const added = await request(`${gw.url}/graphql/stream`, {
+      method: 'POST',
+      headers: { ...auth, ...json, 'x-graphql-event-stream-token': token },
+      body: subscription('taken'),
+    });
+    expect(added.statusCode).toBe(202);
+    await added.body.text();
+  });
+  const reserved = () => ({ 'x-graphql-event-stream-token': token });
+  const twoOperations = JSON.stringify({ query: 'query a { __typename } query b { __typename }' });
+
+  it.each([
+    ['PUT that accepts only HTML', 'PUT', '', () => ({ accept: 'text/html' }), undefined, 406, 'BAD_REQUEST'],
+    ['a method graphql-sse does not take', 'PATCH', '', reserved, undefined, 405, 'BAD_REQUEST'],
+    ['DELETE naming no stream', 'DELETE', '?operationId=x', () => ({}), undefined, 404, 'NOT_FOUND'],
+    [
+      'DELETE, a token that names no stream',
+      'DELETE',
+      '?operationId=x',
+      () => ({ 'x-graphql-event-stream-token': 'zz' }),
+      undefined,
+      404,
+      'NOT_FOUND',
+    ],
+    ['DELETE without its operationId', 'DELETE', '', reserved, undefined, 400, 'BAD_REQUEST'],
+    [
+      'POST, a token that names no stream',
+      'POST',
+      '',
+      () => ({ ...json, 'x-graphql-event-stream-token': 'zz' }),
+      subscription('x'),
+      404,
+      'NOT_FOUND',
+    ],
+    [
+      'POST to a stream without an operationId',
+      'POST',
+      '',
+      () => ({ ...json, ...reserved() }),
+      '{"query":"{ __typename }"}',
+      400,
+      'BAD_REQUEST',
+    ],
+    [
+      'POST to a stream, an operationId already running',
+      'POST',
+      '',
+      () => ({ ...json, ...reserved() }),
+      subscription('taken'),
+      409,
+      'CONFLICT',
+    ],
+    [
+      'POST to a stream, accepting only HTML',
+      'POST',
+      '',
+      () => ({ ...json, ...reserved(), accept: 'text/html' }),
+      subscription('y'),
+      406,
+      'BAD_REQUEST',
+    ],
+    [
+      'POST, several operations and no operationName',
+      'POST',
+      '',
+      () => ({ ...json, accept: 'text/event-stream' }),
+      twoOperations,
+      400,
+      'OPERATION_RESOLUTION_FAILURE',
+    ],
+    [
+      'POST, neither an event stream nor a stream named',
+      'POST',
+      '',
+      () => ({ ...json, accept: 'application/json' }),
+      twoOperations,
+      404,
+      'NOT_FOUND',
+    ],
+    [
+      'GET, a mutation',
+      'GET',
+      `?query=${encodeURIComponent('mutation { ping }')}`,
+      () => ({ accept: 'text/event-stream' }),
+      undefined,
+      405,
+      'BAD_REQUEST',
+    ],
+  ] as const)('%s', async (_name, method, search, extra, body, status, code) => {
+    const res = await request(`${gw.url}/graphql/stream${search}`, {
+      method,
+      headers: { ...auth, ...extra() },
+      ...(body === undefined ? {} : { body }),
+    });
+    const text = await res.body.text();
+    expect(res.statusCode, text).toBe(status);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    const answer = JSON.parse(text) as { errors: { message: string; extensions?: { code?: string } }[] };
+    expect(answer.errors[0]!.extensions?.code, text).toBe(code);
+    expect(answer.errors[0]!.message.length).toBeGreaterThan(0);
+    expect((await gw.graphql('{ __typename }', {}, { key: KEY })).data).toEqual({ __typename: 'Query' });
+  });
+});

@@ -220,6 +220,17 @@ describe('the SSE transport', () => {
     for (let i = 0; i < 17; i++) statuses.push(await reserve('app-a'));
     expect(statuses.slice(0, 16)).toEqual(Array(16).fill(201));
     expect(statuses[16]).toBe(409);
+    // Past the bound of what an app holds: RATE_LIMITED naming the bound (docs/contract.md, Error codes).
+    const refused = await request(`${gw.url}/graphql/stream`, {
+      method: 'PUT',
+      headers: { authorization: 'Bearer app-a' },
+    });
+    expect(refused.statusCode).toBe(409);
+    expect(((await refused.body.json()) as any).errors[0].extensions).toEqual({
+      code: 'RATE_LIMITED',
+      bound: 'sse-reservations:count',
+      limit: 16,
+    });
     // Another app is not affected.
     expect(await reserve('app-b')).toBe(201);
   });
