@@ -116,6 +116,13 @@ const yaml = (): typeof import('yaml') =>
   (yamlModule ??= createRequire(import.meta.url)('yaml') as typeof import('yaml'));
 
 /**
+ * Largest YAML file read, in bytes of text. Parsed, YAML takes about 75 times its text in memory and the event loop
+ * a second per MiB and a half (a reload is synchronous): 1 MiB holds thousands of apps or issuers, and a file far larger
+ * (24 MB) ran the gateway out of heap and ended it.
+ */
+const MAX_YAML_FILE_BYTES = 1024 * 1024;
+
+/**
  * A YAML (or JSON) file an operator writes, checked by `schema`: its value, or `refuse` of the first syntax error or
  * schema issue, naming the file, the line and the field (the apps file and the issuers file read the same way).
  */
@@ -125,6 +132,8 @@ export function parseYamlFile<T>(
   schema: z.ZodType<T>,
   refuse: (line: number, reason: string) => Error,
 ): { data: T; doc: Document; lines: LineCounter } {
+  if (Buffer.byteLength(text) > MAX_YAML_FILE_BYTES)
+    throw refuse(1, `the file is larger than 1 MiB (${MAX_YAML_FILE_BYTES} bytes), more than any such file needs`);
   const { LineCounter, parseDocument } = yaml();
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: true, uniqueKeys: true });

@@ -335,6 +335,25 @@ describe('configuration that reloads without a restart', () => {
     expect(await status(OLD_KEY)).toBe(200);
   });
 
+  it('an apps file over 1 MiB is refused before it is parsed, and the running apps are kept', async () => {
+    // Parsed, YAML takes about 75 times its text in memory: a 24 MB file ran the gateway out of heap and ended it.
+    const filler = `# ${'x'.repeat(98)}\n`.repeat(11_000);
+    fs.writeFileSync(files.apps, appsFile([NEW_KEY]) + filler);
+    const counted = await reloadsCounted(t);
+    const res = await reload(t);
+    expect(res.status).toBe(422);
+    expect(res.body).toMatchObject({
+      error: 'reload_failed',
+      variable: 'GATEWAY_APPS_FILE',
+      file: files.apps,
+      line: 1,
+    });
+    expect(res.body.error_description).toContain(`${files.apps} line 1: the file is larger than 1 MiB`);
+    expect(await reloadsCounted(t)).toEqual({ ok: counted.ok, failed: counted.failed + 1 });
+    expect(await status(OLD_KEY)).toBe(200);
+    expect(await status(NEW_KEY)).toBe(401);
+  });
+
   const broken: Array<[string, () => string, string, number]> = [
     ['GATEWAY_APPS_FILE', () => files.apps, 'apps:\n  - name: shop\n    scopes: [cloud:read\n', 4],
     [
