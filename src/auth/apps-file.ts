@@ -160,10 +160,15 @@ export function parseYamlFile<T>(
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const where = issue.path.length ? issue.path.map(String).join('.') : 'the file';
-    const message = issue.message.replace(
-      /^Invalid input: expected (\w+), received undefined$/,
-      'is missing (expected $1)',
-    );
+    // zod's type refusals read "Invalid input: expected array, received string": said of the field, in words.
+    const a = (type: string) => `${/^[aeiou]/.test(type) ? 'an' : 'a'} ${type}`;
+    const message = issue.message
+      .replace(/^Invalid input: expected (\w+), received undefined$/, 'is missing (expected $1)')
+      .replace(
+        /^Invalid input: expected (\w+), received (\w+)$/,
+        (_all, expected: string, received: string) =>
+          `is ${received === 'null' ? 'null' : a(received)} where ${a(expected)} is expected`,
+      );
     throw refuse(lineOf(doc, lines, issue.path), `${where} ${message}`);
   }
   return { data: parsed.data, doc, lines };

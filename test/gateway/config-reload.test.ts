@@ -354,6 +354,28 @@ describe('configuration that reloads without a restart', () => {
     expect(await status(NEW_KEY)).toBe(401);
   });
 
+  it.each([
+    [
+      'whose text is one string (a path pasted in)',
+      '/etc/gateway/apps.yaml\n',
+      1,
+      'the file is a string where an object is expected',
+    ],
+    [
+      'whose scopes are one string',
+      `apps:\n  - name: shop\n    scopes: cloud:read\n    keys: [{ sha256: ${digest(NEW_KEY)} }]\n`,
+      3,
+      'apps.0.scopes is a string where an array is expected',
+    ],
+  ] as const)('an apps file %s is refused in words, and the running apps are kept', async (_name, text, line, said) => {
+    fs.writeFileSync(files.apps, text);
+    const res = await reload(t);
+    expect(res.status).toBe(422);
+    expect(res.body).toMatchObject({ error: 'reload_failed', variable: 'GATEWAY_APPS_FILE', file: files.apps, line });
+    expect(res.body.error_description).toContain(`${files.apps} line ${line}: ${said} (the running configuration`);
+    expect(await status(OLD_KEY)).toBe(200);
+  });
+
   const broken: Array<[string, () => string, string, number]> = [
     ['GATEWAY_APPS_FILE', () => files.apps, 'apps:\n  - name: shop\n    scopes: [cloud:read\n', 4],
     [
