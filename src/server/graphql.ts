@@ -8,7 +8,7 @@ import { LIMIT_VARIABLES } from '../execution/limits.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { DirectPath } from './direct-path.js';
 import type { Route, RouteContext } from './http.js';
-import { BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
+import { BodyEncodedError, BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
 import { admitHttp, type DocumentAdmission } from './trusted-documents.js';
 
 export interface GraphqlRouteOptions {
@@ -64,6 +64,11 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
                 },
               ],
             });
+            return;
+          }
+          if (err instanceof BodyEncodedError) {
+            res.setHeader('connection', 'close');
+            sendJson(res, 415, { errors: [{ message: err.message, extensions: { code: ErrorCode.BAD_REQUEST } }] });
             return;
           }
           throw err;

@@ -10,8 +10,29 @@ export class BodyTooLargeError extends Error {
   }
 }
 
-/** Reads a request body, refusing more than `limit` bytes (early, from Content-Length, when it is given). */
+/** A body sent with a Content-Encoding no route decodes (gzip, …): refused unread, 415. */
+export class BodyEncodedError extends Error {
+  constructor(readonly coding: string) {
+    super(`Content-Encoding ${coding} is not supported: send the body unencoded`);
+  }
+}
+
+/**
+ * The Content-Encoding of a request's body, when it is one (gzip, deflate, br, …) and not `identity`; else null. No route
+ * decodes a coded body: read as it is, it is not what its Content-Type names, and would be refused as malformed.
+ */
+export function unsupportedCoding(req: IncomingMessage): string | null {
+  const coding = req.headers['content-encoding']?.trim();
+  return coding && coding.toLowerCase() !== 'identity' ? coding.slice(0, 64) : null;
+}
+
+/**
+ * Reads a request body, refusing more than `limit` bytes (early, from Content-Length, when it is given) and, unread, a
+ * body with a Content-Encoding (BodyEncodedError).
+ */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const coding = unsupportedCoding(req);
+  if (coding !== null) return Promise.reject(new BodyEncodedError(coding));
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) return Promise.reject(new BodyTooLargeError(limit));
   if (req.readableEnded) return Promise.resolve(Buffer.alloc(0));

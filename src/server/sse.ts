@@ -14,7 +14,7 @@ import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { Delivery, type Holding } from './held-credentials.js';
 import type { Route, RouteContext } from './http.js';
-import { BodyTooLargeError, readBody, sendJson } from './respond.js';
+import { BodyEncodedError, BodyTooLargeError, readBody, sendJson } from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
 
 export const SSE_PATH = '/graphql/stream';
@@ -485,6 +485,17 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       try {
         raw = await readBody(req, options.bodyLimit);
       } catch (err) {
+        if (err instanceof BodyEncodedError) {
+          sendJson(
+            res,
+            415,
+            { errors: [{ message: err.message, extensions: { code: ErrorCode.BAD_REQUEST } }] },
+            {
+              connection: 'close',
+            },
+          );
+          return;
+        }
         if (!(err instanceof BodyTooLargeError)) throw err;
         // The rest of the body is not read: close the connection rather than drain it.
         sendJson(

@@ -22,7 +22,7 @@ import { ErrorCode } from '../../errors.js';
 import { logUnexpected, type Logger } from '../../logger.js';
 import { Delivery, type HeldCredentials, type Holding } from '../held-credentials.js';
 import type { Route } from '../http.js';
-import { BodyTooLargeError, readBody } from '../respond.js';
+import { BodyEncodedError, BodyTooLargeError, readBody } from '../respond.js';
 import { loadMcpSdk, type McpSdk } from './sdk.js';
 import { createRequestServer, type McpSurface, type Readmitted } from './server.js';
 
@@ -261,6 +261,10 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
           try {
             raw = await readBody(req, o.maxBodyBytes);
           } catch (err) {
+            if (err instanceof BodyEncodedError) {
+              res.setHeader('connection', 'close');
+              return sendJsonRpcError(res, 415, -32000, err.message);
+            }
             if (!(err instanceof BodyTooLargeError)) throw err;
             res.setHeader('connection', 'close');
             return sendJsonRpcError(res, 413, -32000, `the body exceeds ${o.maxBodyBytes} bytes`);

@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 
 import { WebhookErrorCode } from '../../errors.js';
-import { BodyTooLargeError, mediaType, readBody } from '../respond.js';
+import { BodyEncodedError, BodyTooLargeError, mediaType, readBody, unsupportedCoding } from '../respond.js';
 
 /** How a webhook route reads its body: which media types it takes, and its refusals. */
 export interface WebhookBodyOptions {
@@ -154,14 +154,14 @@ function malformed(description: string): WebhookBody {
  */
 export async function readWebhookBody(req: IncomingMessage, options: WebhookBodyOptions): Promise<WebhookBody> {
   // A coded body (gzip, …) is not what its Content-Type names until decoded, which no webhook does: refused, unread.
-  const coding = req.headers['content-encoding']?.trim();
-  if (coding && coding.toLowerCase() !== 'identity') {
+  const coding = unsupportedCoding(req);
+  if (coding !== null) {
     return {
       ok: false,
       status: 415,
       error: WebhookErrorCode.INVALID_REQUEST,
       reason: 'UNSUPPORTED_MEDIA_TYPE',
-      description: `Content-Encoding ${coding.slice(0, 64)} is not supported: send the body unencoded`,
+      description: new BodyEncodedError(coding).message,
       close: true,
     };
   }
