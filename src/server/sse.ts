@@ -125,14 +125,20 @@ const BARE_REFUSALS: ReadonlyMap<number, readonly [code: string, message: string
 ]);
 
 /**
- * graphql-sse answers its refusals with a bare `{ errors: [{ message }] }`, or with no body at all: the body every
- * other transport gives (docs/contract.md, Error codes), its error with the contract's code; or null for a refusal that
- * already carries one (a document's validation).
+ * graphql-sse answers its refusals with a bare `{ errors: [{ message }] }`, or with no body at all: the status and body
+ * every other transport gives (docs/contract.md, Error codes), its error with the contract's code; or null for a
+ * refusal that already carries one (a document's validation). graphql-sse takes an event stream whose token names no
+ * reserved stream (released, never reserved, another app's) for an operation of its own: without a query, it is
+ * answered as the unknown token it is, not as a request that names no query.
  */
-function protocolRefusal(status: number, body: string | null): { errors: unknown[] } | null {
+function protocolRefusal(
+  status: number,
+  body: string | null,
+  namesStream: boolean,
+): { status: number; body: { errors: unknown[] } } | null {
   if (!body) {
     const [code, message] = BARE_REFUSALS.get(status) ?? [ErrorCode.BAD_REQUEST, `refused (HTTP ${status})`];
-    return { errors: [{ message, extensions: { code } }] };
+    return { status, body: { errors: [{ message, extensions: { code } }] } };
   }
   let error: { message?: unknown; extensions?: { code?: unknown } } | undefined;
   try {
@@ -141,12 +147,16 @@ function protocolRefusal(status: number, body: string | null): { errors: unknown
     return null;
   }
   if (!error || error.extensions?.code !== undefined) return null;
-  const said = typeof error.message === 'string' ? REFUSALS.get(error.message) : undefined;
+  // A stream named but no query: the token names no reserved stream, which is what the client is told.
+  const unknownStream = namesStream && error.message === 'Missing query';
+  const said =
+    typeof error.message === 'string' ? REFUSALS.get(unknownStream ? 'Stream not found' : error.message) : undefined;
+  if (unknownStream) status = 404;
   const [code, message] = said ?? [
     status === 404 ? ErrorCode.NOT_FOUND : status === 409 ? ErrorCode.CONFLICT : ErrorCode.BAD_REQUEST,
     String(error.message),
   ];
-  return { errors: [{ message, extensions: { code } }] };
+  return { status, body: { errors: [{ message, extensions: { code } }] } };
 }
 
 interface Reservation {
@@ -546,10 +556,10 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     );
 
     if (init.status >= 400 && (typeof responseBody === 'string' || !responseBody)) {
-      const refusal = protocolRefusal(init.status, responseBody);
+      const refusal = protocolRefusal(init.status, responseBody, given !== undefined);
       if (refusal) {
         const allow = (init.headers as Record<string, string> | undefined)?.allow;
-        sendJson(res, init.status, refusal, allow ? { allow } : {});
+        sendJson(res, refusal.status, refusal.body, allow ? { allow } : {});
         return;
       }
     }

@@ -127,6 +127,15 @@ describe("SSE refusals of graphql-sse's protocol", () => {
       'NOT_FOUND',
     ],
     [
+      'GET connecting a token that names no stream (released, or never reserved)',
+      'GET',
+      '',
+      () => ({ accept: 'text/event-stream', 'x-graphql-event-stream-token': 'zz' }),
+      undefined,
+      404,
+      'NOT_FOUND',
+    ],
+    [
       'GET, a mutation',
       'GET',
       `?query=${encodeURIComponent('mutation { ping }')}`,
