@@ -1,9 +1,12 @@
 // An identity check whose outcome is unknown (UPSTREAM_OUTCOME_UNKNOWN: its upstream is not known to honour the key,
 // so the gateway never sends it again on its own) spends its plan's approval: the agent calling execute_plan again
-// sends nothing, and the plan is listed for a person, whose new approval alone sends it once more.
+// sends nothing, and the plan is listed for a person, whose new approval alone sends it once more. On no clock may the
+// spent approval read as approved again: a wall clock is not monotonic (an NTP step sets it back) and two replicas'
+// clocks differ by a little.
 import { describe, expect, it } from 'vitest';
 
 import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
+import { testClock } from '../../helpers/jwt.js';
 import { mcpClientsPerTest, textOf } from '../../helpers/mcp.js';
 
 const start = gatewaysPerTest();
@@ -61,5 +64,51 @@ describe('an identity plan whose outcome the upstream cannot settle', () => {
     expect(approved.structuredContent).toMatchObject({ planId, status: 'SUCCEEDED' });
     expect(identification.requests).toHaveLength(2);
     expect(new Set(identification.requests.map((r) => r.headers['idempotency-key'])).size).toBe(1);
+  });
+});
+
+describe('an approval spent on a run whose outcome is unknown', () => {
+  it('stays spent on a clock a second behind: the agent’s call sends nothing, and the plan is listed', async () => {
+    const clock = testClock();
+    const gw = await start(
+      {
+        GATEWAY_APPS_FILE: appsFile('mcp-spent-clock-', [
+          { name: 'agent', scopes: ['identity:read', 'identity:write'], key: AGENT_KEY },
+          { name: 'approver', scopes: ['identity:approve'], key: APPROVER_KEY },
+        ]),
+        MCP_MUTATIONS: 'approve',
+      },
+      { testing: { clock: clock.now } },
+    );
+    const c = await connect(gw, { key: AGENT_KEY });
+    const identification = gw.gateway.sandbox.identification!;
+    const planId = (await c.call('create_identification', { input: { workflowId: 'wf-spent' } })).structuredContent!
+      .planId as string;
+    expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
+      approvePlan: { status: 'APPROVED' },
+    });
+    identification.faults.enqueueFor(() => true, 'reset-after');
+    const first = await c.call('execute_plan', { planId });
+    identification.faults.clear();
+    expect(first.structuredContent).toMatchObject({ planId, status: 'UNKNOWN' });
+    expect(identification.requests).toHaveLength(1);
+
+    // The clock this call reads is a second behind the one that spent the approval (an NTP step, another replica).
+    clock.advance(-1000);
+    const again = await c.call('execute_plan', { planId });
+    expect(again.structuredContent).toMatchObject({ planId, status: 'UNKNOWN', code: 'APPROVAL_REQUIRED' });
+    expect(identification.requests).toHaveLength(1);
+    expect((await gw.graphql(PENDING, {}, { key: APPROVER_KEY })).data).toEqual({
+      pendingAgentPlans: [{ id: planId, status: 'UNKNOWN' }],
+    });
+    // It shows who approved the run, and no expiry: the approval holds no longer.
+    const read = await gw.graphql(
+      'query($id: ID!) { agentPlan(id: $id) { approvedBy approvalExpiresAt } }',
+      {
+        id: planId,
+      },
+      { key: APPROVER_KEY },
+    );
+    expect(read.data).toEqual({ agentPlan: { approvedBy: 'approver', approvalExpiresAt: null } });
   });
 });
