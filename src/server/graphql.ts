@@ -8,7 +8,7 @@ import { LIMIT_VARIABLES } from '../execution/limits.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { DirectPath } from './direct-path.js';
 import type { Route, RouteContext } from './http.js';
-import { BodyEncodedError, BodyTooLargeError, mediaType, readBody, sendJson } from './respond.js';
+import { BodyEncodedError, BodyTooLargeError, jsonText, mediaType, readBody, sendJson } from './respond.js';
 import { admitHttp, type DocumentAdmission } from './trusted-documents.js';
 
 export interface GraphqlRouteOptions {
@@ -77,7 +77,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
         json = type === 'application/json';
         if (json || type.endsWith('+json')) {
           try {
-            body = raw.length ? JSON.parse(raw.toString('utf8')) : undefined;
+            body = raw.length ? JSON.parse(jsonText(raw)) : undefined;
           } catch {
             sendJson(res, 400, {
               errors: [{ message: 'request body is not valid JSON', extensions: { code: ErrorCode.BAD_REQUEST } }],

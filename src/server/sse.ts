@@ -14,7 +14,7 @@ import type { GraphQLContext } from '../graphql/context.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { Delivery, type Holding } from './held-credentials.js';
 import type { Route, RouteContext } from './http.js';
-import { BodyEncodedError, BodyTooLargeError, readBody, sendJson } from './respond.js';
+import { BodyEncodedError, BodyTooLargeError, jsonText, readBody, sendJson } from './respond.js';
 import type { StreamingTransportOptions } from './streaming.js';
 
 export const SSE_PATH = '/graphql/stream';
@@ -524,7 +524,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         return;
       }
       try {
-        const parsed: unknown = raw.length ? JSON.parse(raw.toString('utf8')) : null;
+        const parsed: unknown = raw.length ? JSON.parse(jsonText(raw)) : null;
         body =
           parsed && typeof parsed === 'object' && !Array.isArray(parsed)
             ? admit(parsed as Params, context)

@@ -22,7 +22,7 @@ import { ErrorCode } from '../../errors.js';
 import { logUnexpected, type Logger } from '../../logger.js';
 import { Delivery, type HeldCredentials, type Holding } from '../held-credentials.js';
 import type { Route } from '../http.js';
-import { BodyEncodedError, BodyTooLargeError, readBody } from '../respond.js';
+import { BodyEncodedError, BodyTooLargeError, jsonText, readBody } from '../respond.js';
 import { loadMcpSdk, type McpSdk } from './sdk.js';
 import { createRequestServer, type McpSurface, type Readmitted } from './server.js';
 
@@ -270,9 +270,9 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
             return sendJsonRpcError(res, 413, -32000, `the body exceeds ${o.maxBodyBytes} bytes`);
           }
           try {
-            // Decoded as the SDK decodes a body it reads (a TextDecoder, which drops a byte order mark), so that what
-            // the gateway classifies here (a listen stream, a step-up) is the message the SDK then serves.
-            parsed = raw.length ? JSON.parse(new TextDecoder().decode(raw)) : undefined;
+            // Read as the SDK reads a body (its TextDecoder drops a byte order mark), so that what the gateway
+            // classifies here (a listen stream, a step-up) is the message the SDK then serves.
+            parsed = raw.length ? JSON.parse(jsonText(raw)) : undefined;
           } catch {
             parsed = undefined;
           }

@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 
 import { WebhookErrorCode } from '../../errors.js';
-import { BodyEncodedError, BodyTooLargeError, mediaType, readBody, unsupportedCoding } from '../respond.js';
+import { BodyEncodedError, BodyTooLargeError, jsonText, mediaType, readBody, unsupportedCoding } from '../respond.js';
 
 /** How a webhook route reads its body: which media types it takes, and its refusals. */
 export interface WebhookBodyOptions {
@@ -193,12 +193,10 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
   }
   // Decoded, bytes that are not UTF-8 would each become U+FFFD: two different identifiers could read as one.
   if (!isUtf8(raw)) return malformed('the body is not valid UTF-8 text');
-  const text = raw.toString('utf8');
   if (parser === 'json') {
     let body: unknown;
     try {
-      // A leading byte order mark is not part of the JSON text (RFC 8259 §8.1 lets a parser ignore it).
-      body = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text) as unknown;
+      body = JSON.parse(jsonText(raw)) as unknown;
     } catch {
       return malformed('the body is not valid JSON');
     }
@@ -207,6 +205,6 @@ export async function readWebhookBody(req: IncomingMessage, options: WebhookBody
     if (refusal !== null) return malformed(refusal);
     return { ok: true, body, type };
   }
-  const parsed = parser(text);
+  const parsed = parser(raw.toString('utf8'));
   return parsed.ok ? { ok: true, body: parsed.body, type } : malformed(parsed.description);
 }
