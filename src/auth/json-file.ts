@@ -15,18 +15,40 @@ export interface JsonFile {
   lineOf(path: readonly (string | number)[]): number;
 }
 
-export function readJsonFile(file: string): JsonFile {
-  let text: string;
+/** A bound of `readJsonFile` in words: "1 MiB". */
+const mebibytes = (bytes: number) => `${bytes / (1024 * 1024)} MiB`;
+
+/**
+ * Reads a JSON file of at most `maxBytes` bytes. A larger file is refused unread (line 1): what is parsed is held in
+ * memory many times over, and the reload that reads it holds the event loop, so a file far past any real one (the wrong
+ * path, a dump) would stop the gateway for seconds or end it. The size is asked of the open file, then checked again of
+ * what was read (a pipe or a file that grew says no size).
+ */
+export function readJsonFile(file: string, maxBytes: number): JsonFile {
+  const tooLarge = () =>
+    new JsonFileError(
+      file,
+      1,
+      `the file is larger than ${mebibytes(maxBytes)} (${maxBytes} bytes), more than any such file needs`,
+    );
+  let raw: Buffer;
+  let fd: number | undefined;
   try {
-    text = fs.readFileSync(file, 'utf8');
+    fd = fs.openSync(file, 'r');
+    if (fs.fstatSync(fd).size > maxBytes) throw tooLarge();
+    raw = fs.readFileSync(fd);
   } catch (err) {
+    if (err instanceof JsonFileError) throw err;
     throw new JsonFileError(
       file,
       null,
       `is not a readable JSON file: cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
     );
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
   }
-  return parseJsonFile(text, file);
+  if (raw.length > maxBytes) throw tooLarge();
+  return parseJsonFile(raw.toString('utf8'), file);
 }
 
 export function parseJsonFile(text: string, file: string): JsonFile {

@@ -42,6 +42,10 @@ export function jwksFailure(err: unknown, url: string, logger: Logger | undefine
 }
 
 const JWKS_TIMEOUT_MS = 5_000;
+/**
+ * Largest JWKS read, fetched or from a file, in bytes. A JWKS holds a few keys of a few hundred bytes each (a few KB):
+ * 1 MiB holds well over a thousand, and refuses a wrong file or answer before it is parsed and its keys imported.
+ */
 const JWKS_MAX_BYTES = 1024 * 1024;
 
 export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
@@ -112,7 +116,7 @@ const MIN_RSA_BITS = 2048;
  * ignored: the file was meant to hold none, and a key that cannot verify would only fail each token later.
  */
 export function readJwksFile(file: string): JSONWebKeySet {
-  const json = readJsonFile(file);
+  const json = readJsonFile(file, JWKS_MAX_BYTES);
   const jwks = json.value as { keys?: unknown } | null;
   if (!jwks || typeof jwks !== 'object' || Array.isArray(jwks) || !Array.isArray(jwks.keys)) {
     throw new JsonFileError(file, json.lineOf(['keys']), 'is not a JWKS (an object with a "keys" array)');

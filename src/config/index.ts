@@ -609,7 +609,7 @@ const VARS = {
   ),
   MOBILEID_JWKS_FILE: declare(
     optionalString,
-    'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL; read at start and again on a reload (SIGHUP, POST /admin/reload).',
+    'A JWKS as a local JSON file, instead of MOBILEID_JWKS_URL; read at start and again on a reload (SIGHUP, POST /admin/reload). At most 1 MiB: a larger file is refused unparsed.',
     '(unset)',
     'reloadable',
   ),
@@ -666,7 +666,7 @@ const VARS = {
   ),
   AUTH_JWKS_FILE: declare(
     optionalString,
-    "The identity provider's JWKS as a local JSON file, instead of AUTH_JWKS_URL (read at start and again on a reload: SIGHUP, POST /admin/reload).",
+    "The identity provider's JWKS as a local JSON file, instead of AUTH_JWKS_URL (read at start and again on a reload: SIGHUP, POST /admin/reload). At most 1 MiB: a larger file is refused unparsed.",
     '(unset)',
     'reloadable',
   ),
@@ -721,7 +721,7 @@ const VARS = {
   ),
   AUTH_ISSUERS: declare(
     optionalString,
-    'A JSON or YAML file of several identity providers, each with its issuer, JWKS (jwksUrl or jwksFile), audience, app claim, scope claims and apps (see docs/apps-and-security.md); a token is checked against the entry of its own iss only. Instead of AUTH_JWKS_URL, AUTH_ISSUER, AUTH_AUDIENCE, AUTH_APP_CLAIM, AUTH_APPS and AUTH_OPERATOR_APPS; read again on a reload (SIGHUP, POST /admin/reload).',
+    'A JSON or YAML file of several identity providers, each with its issuer, JWKS (jwksUrl, or jwksFile of at most 1 MiB), audience, app claim, scope claims and apps (see docs/apps-and-security.md); a token is checked against the entry of its own iss only. Instead of AUTH_JWKS_URL, AUTH_ISSUER, AUTH_AUDIENCE, AUTH_APP_CLAIM, AUTH_APPS and AUTH_OPERATOR_APPS; read again on a reload (SIGHUP, POST /admin/reload).',
     '(unset: one provider from the AUTH_* variables, or none)',
     'reloadable',
   ),
@@ -1023,7 +1023,7 @@ const VARS = {
   ),
   TRUSTED_DOCUMENTS_MANIFEST: declare(
     optionalString,
-    'Path of the manifest, { "<documentId>": "<document>" } as GraphQL Code Generator\'s client preset writes persisted-documents.json; read at start-up and again on a reload (SIGHUP, POST /admin/reload), required unless TRUSTED_DOCUMENTS is off.',
+    'Path of the manifest, { "<documentId>": "<document>" } as GraphQL Code Generator\'s client preset writes persisted-documents.json; read at start-up and again on a reload (SIGHUP, POST /admin/reload), required unless TRUSTED_DOCUMENTS is off. At most 32 MiB (some 70,000 documents): a larger file is refused unparsed.',
     '(unset)',
     'reloadable',
   ),

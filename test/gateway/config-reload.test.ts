@@ -354,6 +354,39 @@ describe('configuration that reloads without a restart', () => {
     expect(await status(NEW_KEY)).toBe(401);
   });
 
+  // Far past any real file (a JWKS is a few KB, 20,000 documents make a manifest of ~9 MiB), valid JSON all the same:
+  // the good file padded with whitespace, which the reload without a bound would have parsed and applied.
+  const oversized: Array<[string, () => string, () => string, string, number]> = [
+    ['AUTH_JWKS_FILE', () => files.jwks, () => jwks(jwtKey), '1 MiB', 1024 * 1024],
+    ['MOBILEID_JWKS_FILE', () => files.mobileJwks, () => JSON.stringify(mobile.jwks), '1 MiB', 1024 * 1024],
+    ['TRUSTED_DOCUMENTS_MANIFEST', () => files.manifest, () => manifestOf([PROJECTS]), '32 MiB', 32 * 1024 * 1024],
+  ];
+  it.each(oversized)(
+    'a %s over its bound is refused before it is parsed, and the running configuration is kept',
+    async (variable, file, good, bound, bytes) => {
+      const text = good();
+      fs.writeFileSync(file(), text + ' '.repeat(bytes + 1 - Buffer.byteLength(text)));
+      const counted = await reloadsCounted(t);
+      const res = await reload(t);
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ error: 'reload_failed', variable, file: file(), line: 1 });
+      expect(res.body.error_description).toContain(
+        `${file()} line 1: the file is larger than ${bound} (${bytes} bytes)`,
+      );
+      expect(await reloadsCounted(t)).toEqual({ ok: counted.ok, failed: counted.failed + 1 });
+      // The running manifest is the one before; at the bound exactly the file is read.
+      const byId = (document: string) =>
+        request(`${t.url}/graphql`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
+          body: JSON.stringify({ documentId: idOf(document) }),
+        }).then((r) => r.body.json());
+      expect(await byId(TYPENAME)).toEqual({ data: { __typename: 'Query' } });
+      fs.writeFileSync(file(), text + ' '.repeat(bytes - Buffer.byteLength(text)));
+      expect((await reload(t)).status).toBe(200);
+    },
+  );
+
   it.each([
     [
       'whose text is one string (a path pasted in)',
