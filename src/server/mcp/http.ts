@@ -140,6 +140,54 @@ function listenedUris(body: unknown): string[] | null {
   return Array.isArray(uris) ? uris.filter((u): u is string => typeof u === 'string') : [];
 }
 
+/** What a JSON value is, in words: `a string`, `an array`, `null`. */
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+/**
+ * The refusal of a tools/call request (one message, not a batch) whose params are not a tool's name and its arguments,
+ * in the gateway's words and naming the field; null for any other message. The SDK checks the same before any handler
+ * runs (its wrapper of tools/call), and would answer a dump of its schema's issues.
+ */
+function malformedToolCall(body: unknown): { id: string | number; message: string; field: string } | null {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
+  const { jsonrpc, id, method, params } = body as {
+    jsonrpc?: unknown;
+    id?: unknown;
+    method?: unknown;
+    params?: unknown;
+  };
+  if (jsonrpc !== '2.0' || method !== 'tools/call' || (typeof id !== 'string' && typeof id !== 'number')) return null;
+  if (params === undefined)
+    return {
+      id,
+      field: 'params',
+      message: "Invalid params: params is missing where an object is expected (the tool's name and its arguments)",
+    };
+  // Params that are no object make no JSON-RPC request: the SDK refuses the message as such (400, -32600).
+  if (!params || typeof params !== 'object' || Array.isArray(params)) return null;
+  const { name, arguments: args } = params as { name?: unknown; arguments?: unknown };
+  if (typeof name !== 'string')
+    return {
+      id,
+      field: 'params.name',
+      message:
+        name === undefined
+          ? 'Invalid params: params.name is missing: name the tool to call (tools/list shows the tools this app may call)'
+          : `Invalid params: params.name is ${kindOf(name)} where a string is expected (the tool's name)`,
+    };
+  if (args !== undefined && (!args || typeof args !== 'object' || Array.isArray(args)))
+    return {
+      id,
+      field: 'params.arguments',
+      message: `Invalid params: params.arguments is ${kindOf(args)} where an object is expected (the tool's arguments by name)`,
+    };
+  return null;
+}
+
 const MCP_PATH = /^\/mcp(?:\/([a-z0-9][a-z0-9_-]{0,63}))?$/;
 const METADATA_PATH = /^\/\.well-known\/oauth-protected-resource\/mcp(?:\/([a-z0-9][a-z0-9_-]{0,63}))?$/;
 
@@ -275,6 +323,18 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
             parsed = raw.length ? JSON.parse(jsonText(raw)) : undefined;
           } catch {
             parsed = undefined;
+          }
+          const malformed = malformedToolCall(parsed);
+          if (malformed) {
+            res.writeHead(200, { 'content-type': 'application/json' });
+            res.end(
+              JSON.stringify({
+                jsonrpc: '2.0',
+                id: malformed.id,
+                error: { code: -32602, message: malformed.message, data: { field: malformed.field } },
+              }),
+            );
+            return;
           }
           // Step-up (RFC 6750 §3.1, MCP authorization): a JWT app calling a tool outside its scopes is told which
           // scope to ask its identity provider for; an app with a key gets the same refusal as a tool error.
