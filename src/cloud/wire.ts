@@ -335,6 +335,18 @@ function addressAt(response: unknown, path: JsonPath): FoundAddress | null {
   return typeof v === 'string' && isIPv4(v) ? { address: v, field: path.text } : null;
 }
 
+const UUID_TEXT = /^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$/;
+
+/**
+ * A created id as the ledger keeps it. Spec, Resources: the ids are UUIDs, reused as projectId, targetId, network_id…;
+ * a UUID is one id in either letter case, and every UUID an app sends reaches the gateway in lower case (the UUID
+ * scalar). One answered in capitals is kept in lower case, else no later input could name it in the ledger. Any other
+ * id is kept as it came.
+ */
+function lowerCaseUuid(id: string | null): string | null {
+  return id !== null && UUID_TEXT.test(id) ? id.toLowerCase() : id;
+}
+
 /**
  * Reads the cloud API's answers, whose shapes the spec does not show: each with the operator's exact path when one
  * is configured (CLOUD_CREATED_ID_PATH, CLOUD_TOKEN_PATH, CLOUD_IP_ADDRESS_PATH), else with the documented guesses.
@@ -344,7 +356,9 @@ export class CloudAnswers {
   constructor(private readonly paths: Pick<ShapePaths, 'cloudCreatedId' | 'cloudToken' | 'cloudIpAddress'>) {}
 
   createdId(body: unknown): string | null {
-    return this.paths.cloudCreatedId ? readIdAt(body, this.paths.cloudCreatedId) : extractCreatedId(body);
+    return lowerCaseUuid(
+      this.paths.cloudCreatedId ? readIdAt(body, this.paths.cloudCreatedId) : extractCreatedId(body),
+    );
   }
 
   token(body: unknown, now = Date.now()): { token: string; expiresAt: number | null } | null {
