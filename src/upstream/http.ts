@@ -606,13 +606,64 @@ function parseBody(text: string, contentType: string | string[] | undefined): un
   if (!text) return null;
   const type = Array.isArray(contentType) ? contentType[0] : contentType;
   if (type?.includes('json') || /^[[{]/.test(text.trimStart())) {
+    let parsed: unknown;
     try {
-      return JSON.parse(text) as unknown;
+      parsed = JSON.parse(text) as unknown;
     } catch {
       return text;
     }
+    // A body cannot nest deeper than half its length: most answers are not even looked into.
+    return text.length > 2 * MAX_ANSWER_DEPTH && nestsDeeper(parsed, MAX_ANSWER_DEPTH)
+      ? cutBelow(parsed, MAX_ANSWER_DEPTH)
+      : parsed;
   }
   return text;
+}
+
+/**
+ * Deepest nesting of arrays and objects kept of an answer. JSON.parse reads any depth, but what reads an answer after
+ * it (the secret scrubbers, the masks, the store's JSON.stringify) walks it recursively: an answer nested thousands of
+ * levels deep would overflow the stack there, after the upstream acted. No answer the gateway reads nests so deep.
+ */
+const MAX_ANSWER_DEPTH = 64;
+/** What stands in an answer for a value nested deeper than MAX_ANSWER_DEPTH. */
+const CUT = `(nested deeper than ${MAX_ANSWER_DEPTH} levels: not kept)`;
+
+/** Whether `value` nests arrays and objects deeper than `max`. Iterative: a deep value cannot overflow the stack. */
+function nestsDeeper(value: unknown, max: number): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  const containers: object[] = [value];
+  const depths: number[] = [1];
+  while (containers.length > 0) {
+    const container = containers.pop()!;
+    const depth = depths.pop()!;
+    for (const key in container) {
+      const child = (container as Record<string, unknown>)[key];
+      if (child === null || typeof child !== 'object') continue;
+      if (depth === max) return true;
+      containers.push(child);
+      depths.push(depth + 1);
+    }
+  }
+  return false;
+}
+
+/** `value` with each array or object below `levels` levels replaced by CUT (recursive, at most `levels` deep). */
+function cutBelow(value: unknown, levels: number): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (levels === 0) return CUT;
+  if (Array.isArray(value)) return value.map((item: unknown) => cutBelow(item, levels - 1));
+  const out: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) {
+    // Defined, not assigned: a member named `__proto__` stays a member, as JSON.parse made it.
+    Object.defineProperty(out, key, {
+      value: cutBelow(item, levels - 1),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  }
+  return out;
 }
 
 /** Retry-After as delta-seconds or an HTTP date (RFC 9110 §10.2.3), in milliseconds. */
