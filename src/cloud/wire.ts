@@ -4,7 +4,7 @@ import { toWire } from '../catalog/index.js';
 import { answerId, readIdAt, readJsonPath, type JsonPath, type ShapePaths } from '../config/json-path.js';
 import { SECRET_KEY } from '../logger.js';
 import { masked } from '../upstream/masked.js';
-import { isIPv4 } from './ipv4.js';
+import { isIPv4, isPublicIPv4 } from './ipv4.js';
 import {
   REGION_WIRE,
   ZONE_WIRE,
@@ -311,15 +311,25 @@ export interface FoundAddress {
 }
 
 /**
- * The IPv4 address in an IP creation response, and the field it came from; null when no field of
- * `ADDRESS_FIELD_NAMES` (top level, or under data, spec or status) holds one.
+ * Whether a value read from an IP creation response is the resource's address: a public IPv4 address. Spec: the IP
+ * address is "needed only for access to the cluster from outside the cloud", and becomes `white_host`, "public IPv4
+ * address"; a private one beside it (the subnet's side of the NAT) is not it.
+ */
+function isPublicAddress(v: unknown): v is string {
+  return typeof v === 'string' && isIPv4(v) && isPublicIPv4(v);
+}
+
+/**
+ * The public IPv4 address in an IP creation response, and the field it came from; null when no field of
+ * `ADDRESS_FIELD_NAMES` (top level, or under data, spec or status) holds one. A field holding anything else (a private
+ * address, "pending") is skipped, and the next is read.
  */
 export function addressFromResponse(response: unknown, prefix = ''): FoundAddress | null {
   if (!response || typeof response !== 'object' || Array.isArray(response)) return null;
   const r = response as Record<string, unknown>;
   for (const k of ADDRESS_FIELD_NAMES) {
     const v = r[k];
-    if (typeof v === 'string' && isIPv4(v)) return { address: v, field: `${prefix}${k}` };
+    if (isPublicAddress(v)) return { address: v, field: `${prefix}${k}` };
   }
   if (prefix) return null;
   for (const k of ADDRESS_CONTAINERS) {
@@ -329,10 +339,10 @@ export function addressFromResponse(response: unknown, prefix = ''): FoundAddres
   return null;
 }
 
-/** The IPv4 address at a configured path of an IP creation response (CLOUD_IP_ADDRESS_PATH), or null. */
+/** The public IPv4 address at a configured path of an IP creation response (CLOUD_IP_ADDRESS_PATH), or null. */
 function addressAt(response: unknown, path: JsonPath): FoundAddress | null {
   const v = readJsonPath(response, path);
-  return typeof v === 'string' && isIPv4(v) ? { address: v, field: path.text } : null;
+  return isPublicAddress(v) ? { address: v, field: path.text } : null;
 }
 
 const UUID_TEXT = /^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$/;

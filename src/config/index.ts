@@ -548,7 +548,7 @@ const VARS = {
   ),
   CLOUD_IP_ADDRESS_PATH: declare(
     jsonPath,
-    'JSON path of the IPv4 address in an IP address creation answer (not shown), e.g. addresses.0.ip. Set, it replaces the guesses (IpAddress.address and the white_host of a provisioning).',
+    'JSON path of the public IPv4 address in an IP address creation answer (not shown; a private address there is not read), e.g. addresses.0.ip. Set, it replaces the guesses (IpAddress.address and the white_host of a provisioning).',
     '(unset: guesses address, ip, ipAddress, ip_address, publicIp, public_ip, also under data, spec, status)',
   ),
   VERIFICATION_API_URL: declare(baseUrl, 'Base URL of the verification interface.', '(unset: see SANDBOX_UPSTREAMS)'),

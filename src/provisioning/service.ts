@@ -140,7 +140,7 @@ export async function publicAddress(
   if (!found) {
     throw badUserInput(
       'input.cluster.publicIp',
-      `the public IPv4 address for white_host is missing: the creation response of IP address ${ipId} has no IPv4 field (looked for ${address.lookedFor}), and the cluster was not created; ${retry}`,
+      `the public IPv4 address for white_host is missing: the creation response of IP address ${ipId} has no public IPv4 address (looked for ${address.lookedFor}), and the cluster was not created; ${retry}`,
     );
   }
   return { address: found.address, source: 'IP_ADDRESS_RESPONSE', responseField: found.field, ipAddressId: ipId };
