@@ -249,11 +249,29 @@ export class UpstreamAnswerIncompleteError extends GatewayError {
 }
 
 function describeBody(body: unknown): string {
-  const b = body && typeof body === 'object' ? (body as Record<string, unknown>) : null;
-  const text = b ? (b.details ?? b.message ?? b.error_description ?? b.error) : body;
+  const text = refusalWords(body, true);
   // At most 200 characters of the upstream's words in the message, whichever field they come from: the whole answer
   // is the error's `upstreamError`.
-  return typeof text === 'string' && text ? `: ${text.slice(0, 200)}` : '';
+  return text ? `: ${text.slice(0, 200)}` : '';
+}
+
+/** Fields of a refusal that may hold the upstream's words, in order of preference. */
+const REFUSAL_WORD_FIELDS = ['details', 'message', 'error_description', 'error'] as const;
+
+/**
+ * The upstream's words in a refusal's body (its shape is not shown): a text body, or the first of REFUSAL_WORD_FIELDS
+ * holding a non-empty text, or, once, the same inside an `error` object (`{ error: { message } }`). A field holding
+ * anything else (a list of details, an empty text) is skipped.
+ */
+function refusalWords(body: unknown, top: boolean): string | null {
+  if (typeof body === 'string') return body || null;
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
+  const b = body as Record<string, unknown>;
+  for (const field of REFUSAL_WORD_FIELDS) {
+    const v = b[field];
+    if (typeof v === 'string' && v) return v;
+  }
+  return top && typeof b.error === 'object' ? refusalWords(b.error, false) : null;
 }
 
 /**
