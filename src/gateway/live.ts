@@ -70,7 +70,7 @@ export class LiveConfiguration {
   ) {
     this.keyAppNamesEver = new Set(deps.keyAppNames);
     const keys = this.keysOf(config.jwtAuth);
-    this.snapshot = { ...this.authOf(config, keys, this.keyAppNamesEver), trusted: this.loadTrusted() };
+    this.snapshot = { ...this.authOf(config, keys, this.keyAppNamesEver), trusted: this.loadTrusted(undefined) };
     this.keysInUse(keys);
     this.warn(config.jwtAuth);
     this.steps = [
@@ -84,7 +84,8 @@ export class LiveConfiguration {
         };
       },
       () => {
-        const trusted = this.loadTrusted();
+        // The running manifest's documents that are unchanged are taken as they are: only new ones are validated.
+        const trusted = this.loadTrusted(this.snapshot.trusted);
         return () => (this.snapshot = { ...this.snapshot, trusted });
       },
       () => this.deps.prepareMobileIdKeys() ?? (() => {}),
@@ -146,8 +147,14 @@ export class LiveConfiguration {
       this.gen += 1;
       for (const listener of this.reloaded) listener();
       this.deps.metrics.configReloads.inc({ result: 'ok' });
+      const trusted = this.snapshot.trusted;
       this.deps.logger.info(
-        { trigger, files },
+        {
+          trigger,
+          files,
+          // How many documents the manifest holds, and how many of them were new or changed (parsed and validated).
+          ...(trusted ? { trustedDocuments: { documents: trusted.size, prepared: trusted.prepared } } : {}),
+        },
         'configuration reloaded: requests from now on use the files as read now; operations in flight finish under the configuration they started with',
       );
       return { ok: true, files };
@@ -227,7 +234,7 @@ export class LiveConfiguration {
     };
   }
 
-  private loadTrusted(): TrustedDocuments | undefined {
+  private loadTrusted(previous: TrustedDocuments | undefined): TrustedDocuments | undefined {
     const { mode, manifest } = this.config.trustedDocuments;
     return mode === 'off'
       ? undefined
@@ -236,6 +243,7 @@ export class LiveConfiguration {
           manifest: manifest!,
           schema: this.deps.schema,
           introspection: this.config.introspection,
+          previous,
         });
   }
 

@@ -5,6 +5,7 @@ import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { buildSchema, type GraphQLSchema } from 'graphql';
 import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
@@ -12,6 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/index.js';
 import { startGateway } from '../../src/gateway/start.js';
 import { createLogger } from '../../src/logger.js';
+import { TrustedDocuments } from '../../src/server/trusted-documents.js';
 import { gatewaysPerTest, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { collect, postNotification, SUBSCRIPTION, wsClient } from '../helpers/mobile-id.js';
 
@@ -287,4 +289,19 @@ describe('the trusted-documents manifest at start-up', () => {
       `gateway: invalid configuration: TRUSTED_DOCUMENTS_MANIFEST: ${manifest} line 2: document abc does not parse`,
     );
   }, 30_000);
+});
+
+describe('the trusted-documents manifest read again', () => {
+  it('reuses a document only as validated against the same schema: against another it is validated again', () => {
+    const manifest = writeManifest({ Hello: '{ hello }', [sha1('{ bye }')]: '{ bye }' });
+    const schemaOf = (fields: string) => buildSchema(`type Query { ${fields} }`);
+    const before = schemaOf('hello: String bye: String');
+    const load = (schema: GraphQLSchema, previous?: TrustedDocuments) =>
+      TrustedDocuments.load({ mode: 'enforce', manifest, schema, introspection: false, previous });
+    const first = load(before);
+    expect(first.prepared).toBe(2);
+    expect(load(before, first).prepared).toBe(0);
+    expect(load(schemaOf('hello: Int bye: Int'), first).prepared).toBe(2);
+    expect(() => load(schemaOf('hello: String'), first)).toThrow(/document .* is not valid against the schema/);
+  });
 });

@@ -216,6 +216,111 @@ describe('configuration that reloads without a restart', () => {
     expect((await byId(TYPENAME)).errors?.[0]?.extensions.code).toBe('PERSISTED_QUERY_NOT_FOUND');
   });
 
+  describe('a large trusted-documents manifest: a reload parses and validates only its new and changed documents', () => {
+    // Fifty documents, each its own text, keyed by its sha256 as the client preset keys them; one by a name (an id
+    // that is no hash), so that its text can change under the same id.
+    const DOCUMENTS = Array.from({ length: 50 }, (_, i) => `query Projects${i} { projects(first: ${i + 1}) { id } }`);
+    const NAMED = 'query Named { projects(first: 1) { name } }';
+    const write = (documents: string[], named: string | null = NAMED) =>
+      fs.writeFileSync(
+        files.manifest,
+        JSON.stringify(
+          { ...Object.fromEntries(documents.map((d) => [idOf(d), d])), ...(named === null ? {} : { Named: named }) },
+          null,
+          2,
+        ),
+      );
+    const byId = async (documentId: string) => {
+      const res = await request(`${t.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
+        body: JSON.stringify({ documentId }),
+      });
+      const body = (await res.body.json()) as { data?: unknown; errors?: { extensions: { code: string } }[] };
+      return body.errors?.[0]?.extensions.code ?? (body.data ? 'ran' : 'nothing');
+    };
+    const byHash = async (text: string) => {
+      const sha256Hash = createHash('sha256').update(text).digest('hex');
+      const res = await request(`${t.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
+        body: JSON.stringify({ extensions: { persistedQuery: { version: 1, sha256Hash } } }),
+      });
+      const body = (await res.body.json()) as { data?: unknown; errors?: { extensions: { code: string } }[] };
+      return body.errors?.[0]?.extensions.code ?? (body.data ? 'ran' : 'nothing');
+    };
+    /** The trusted documents of the last reload's log line: how many, and how many were parsed and validated. */
+    const lastReload = () =>
+      t
+        .logs()
+        .split('\n')
+        .filter((l) => l.includes('configuration reloaded'))
+        .map((l) => JSON.parse(l) as { trustedDocuments?: { documents: number; prepared: number } })
+        .at(-1)?.trustedDocuments;
+
+    beforeEach(async () => {
+      write(DOCUMENTS);
+      expect((await reload(t)).status).toBe(200);
+      expect(lastReload()).toEqual({ documents: 51, prepared: 51 });
+    });
+
+    it('an unchanged manifest is not parsed or validated again, and its documents still run', async () => {
+      expect((await reload(t)).status).toBe(200);
+      expect(lastReload()).toEqual({ documents: 51, prepared: 0 });
+      expect((await reload(t)).status).toBe(200);
+      expect(lastReload()).toEqual({ documents: 51, prepared: 0 });
+      expect(await byId(idOf(DOCUMENTS[7]!))).toBe('ran');
+      expect(await byId('Named')).toBe('ran');
+    });
+
+    it('a changed document and an added one are the two prepared; each runs its new text', async () => {
+      const added = 'query Added { projects(first: 2) { createdAt } }';
+      const changed = 'query Named { projects(first: 1) { description } }';
+      write([...DOCUMENTS, added], changed);
+      expect((await reload(t)).status).toBe(200);
+      expect(lastReload()).toEqual({ documents: 52, prepared: 2 });
+      expect(await byId(idOf(added))).toBe('ran');
+      expect(await byId('Named')).toBe('ran');
+      // The manifest knows Named's new text by its sha256 (Apollo's persisted query), and its old text no more.
+      expect(await byHash(changed)).toBe('ran');
+      expect(await byHash(NAMED)).toBe('PERSISTED_QUERY_NOT_FOUND');
+    });
+
+    it('a removed document is no longer admitted; the others are kept unparsed', async () => {
+      write(DOCUMENTS.slice(1), null);
+      expect((await reload(t)).status).toBe(200);
+      expect(lastReload()).toEqual({ documents: 49, prepared: 0 });
+      expect(await byId(idOf(DOCUMENTS[0]!))).toBe('PERSISTED_QUERY_NOT_FOUND');
+      expect(await byId('Named')).toBe('PERSISTED_QUERY_NOT_FOUND');
+      expect(await byId(idOf(DOCUMENTS[1]!))).toBe('ran');
+    });
+
+    it.each([
+      ['a new document that is not valid', () => ({ Bad: 'query Bad { projects { nosuchfield } }' }), 'not valid'],
+      // The text of a running document under the hash of another: refused as ever, reused text or not.
+      ['an id that is not the sha256 of its text', () => ({ [idOf(DOCUMENTS[1]!)]: DOCUMENTS[0]! }), 'not the sha256'],
+    ])(
+      '%s fails the reload (422, file and line) and the running documents stay admitted',
+      async (_name, entry, said) => {
+        const documents = DOCUMENTS.filter((_d, i) => i !== 1);
+        fs.writeFileSync(
+          files.manifest,
+          JSON.stringify({ ...Object.fromEntries(documents.map((d) => [idOf(d), d])), ...entry() }, null, 2),
+        );
+        const res = await reload(t);
+        expect(res.status).toBe(422);
+        expect(res.body).toMatchObject({ variable: 'TRUSTED_DOCUMENTS_MANIFEST', file: files.manifest, line: 51 });
+        expect(res.body.error_description).toContain(said);
+        expect(await byId(idOf(DOCUMENTS[1]!))).toBe('ran');
+        expect(await byId('Named')).toBe('ran');
+        // The next good reload reuses what runs: the failed one swapped nothing in.
+        write(DOCUMENTS);
+        expect((await reload(t)).status).toBe(200);
+        expect(lastReload()).toEqual({ documents: 51, prepared: 0 });
+      },
+    );
+  });
+
   it('a rotated MOBILEID_JWKS_FILE: after the reload an id_token signed by the new key verifies', async () => {
     const next = await mobileOperator('op-2');
     expect((await postNotification(t, await next.notification('rotated-before'), { token: NOTIFY })).status).not.toBe(
