@@ -42,15 +42,26 @@ export const INTERNAL_ERROR_MESSAGE = 'Internal server error';
 const CONTRACT_CODES = new Set<string>(Object.values(ErrorCode));
 
 /**
- * Whether `err` was raised on purpose with a code of the contract other than INTERNAL_SERVER_ERROR (docs/contract.md,
- * Error codes): only then are its words the client's to read. For what a domain keeps for a client to read later (a
- * provisioning step's error); GraphQL answers are held to the same rule by src/execution/present.ts formatError, which
- * also passes Apollo's own request codes.
+ * Whether an error with `code` is the client's to read as it is: a code of the contract (docs/contract.md, Error codes)
+ * other than INTERNAL_SERVER_ERROR, or one of `alsoShown` (Apollo's own request codes, for GraphQL answers). The one
+ * masking rule's test of a code, for what a domain keeps for a client to read later (raisedOnPurpose) and for GraphQL
+ * answers (src/execution/present.ts formatError).
+ */
+export function shownCode(code: unknown, alsoShown?: ReadonlySet<string>): boolean {
+  return (
+    typeof code === 'string' &&
+    code !== ErrorCode.INTERNAL_SERVER_ERROR &&
+    (CONTRACT_CODES.has(code) || alsoShown?.has(code) === true)
+  );
+}
+
+/**
+ * Whether `err` was raised on purpose with a code of the contract other than INTERNAL_SERVER_ERROR (shownCode): only
+ * then are its words the client's to read. For what a domain keeps for a client to read later (a provisioning step's
+ * error).
  */
 export function raisedOnPurpose(err: unknown): err is GraphQLError & { extensions: { code: ErrorCode } } {
-  if (!(err instanceof GraphQLError)) return false;
-  const code = err.extensions.code;
-  return typeof code === 'string' && code !== ErrorCode.INTERNAL_SERVER_ERROR && CONTRACT_CODES.has(code);
+  return err instanceof GraphQLError && shownCode(err.extensions.code);
 }
 
 /**

@@ -13,15 +13,14 @@ import {
 } from 'graphql';
 import Negotiator from 'negotiator';
 
-import { ErrorCode, INTERNAL_ERROR_MESSAGE } from '../errors.js';
+import { ErrorCode, INTERNAL_ERROR_MESSAGE, shownCode } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import { logUnexpected, type Logger } from '../logger.js';
 import { RateLimitedError } from '../ratelimit/buckets.js';
 import { nameOperationSpan, recordOperationErrors } from '../telemetry/operations.js';
 
-/** Error codes that are the client's to see as they are (Apollo's own request errors included). */
-const EXPECTED_CODES = new Set<string>([
-  ...Object.values(ErrorCode),
+/** Apollo's own request errors' codes: the client's to see as they are, beside the contract's (shownCode). */
+const APOLLO_REQUEST_CODES = new Set<string>([
   ApolloServerErrorCode.GRAPHQL_PARSE_FAILED,
   ApolloServerErrorCode.GRAPHQL_VALIDATION_FAILED,
   ApolloServerErrorCode.OPERATION_RESOLUTION_FAILURE,
@@ -47,7 +46,7 @@ export function formatError(
 ): GraphQLFormattedError {
   const code = formatted.extensions?.code;
   const original = unwrapResolverError(error);
-  const coded = typeof code === 'string' && code !== ErrorCode.INTERNAL_SERVER_ERROR && EXPECTED_CODES.has(code);
+  const coded = shownCode(code, APOLLO_REQUEST_CODES);
   if (coded && (original instanceof GraphQLError || !(original instanceof Error))) {
     const shown = withVariableField(withoutEchoedValue(withoutHttp(formatted), error));
     return hideSuggestions ? withoutSuggestions(shown) : shown;
