@@ -434,8 +434,12 @@ export class IdentityService {
           // A refused registration has nothing to call back. After a transient failure the upstream may have
           // registered it with this callbackUrl, so that token stays valid; so does one issued by an earlier
           // send of the same registration (this one is a retry, and the first may have been applied).
-          if (issued?.fresh && error instanceof UpstreamRejectedError) await this.o.callbacks.revoke(issued.token);
-          throw error;
+          if (!(error instanceof UpstreamRejectedError)) throw error;
+          if (issued?.fresh) await this.o.callbacks.revoke(issued.token);
+          // A refusal may quote the callbackUrl it refused; its text reaches the app and an agent plan's outcome, and
+          // the token it holds is still valid when an earlier send of this registration may have been applied.
+          if (token === null) throw error;
+          throw new UpstreamRejectedError(error.upstream, error.status, masked(error.body, [token]), error.code);
         }
         // The id the upstream names is the one it was sent, when it was sent one; the ledger keys the record by it.
         const id = sentId ?? registered.externalId;

@@ -1,6 +1,8 @@
 // The callback token of a verification is a secret (whoever holds it posts that verification's result): the gateway
 // stores only its keyed digest. A verification service that echoes the callbackUrl in its registration answer, which
 // the gateway keeps, had the token stored in clear; it is masked in the kept answer, and the callback still works.
+// A refusal that quotes it reached the app in clear (its message and upstreamError), the token still valid when an
+// earlier send of the same registration may have been applied.
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -82,5 +84,49 @@ describe('a registration answer that quotes the callback address', () => {
     const token = callbacks.at(-1)!.split('/').pop()!;
     expect(JSON.stringify(res)).not.toContain(token);
     expect(stored()).not.toContain(token);
+  });
+});
+
+describe('a registration refusal that quotes the callback address', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startTestGateway({ LOG_LEVEL: 'trace' });
+  });
+  afterAll(() => gw.close());
+
+  it('is read by the app with the token masked, and neither logged nor stored, on a retry after an unknown outcome', async () => {
+    const verification = gw.gateway.sandbox.verification!;
+    const key = '7d1c2a3e-4b5f-4c6d-8e9f-0a1b2c3d4e5f';
+    // The first send may have been registered (no answer known): its token stays valid, and the retry under the same
+    // key sends the same callbackUrl, which the refusal quotes.
+    verification.faults.enqueue({ status: 500 });
+    const unknown = await gw.graphql(
+      `mutation($key: UUID) { registerVerification(input: { workflowId: "wf", applicant: { lastName: "I" } }, idempotencyKey: $key) { verification { externalId } } }`,
+      { key },
+    );
+    expect(unknown.errors?.[0]?.extensions?.code, JSON.stringify(unknown.errors)).toBe('UPSTREAM_OUTCOME_UNKNOWN');
+    const url = String((verification.requests.at(-1)!.body as { callbackUrl: string }).callbackUrl);
+    const token = url.split('/').pop()!;
+    verification.faults.enqueue({
+      status: 400,
+      body: { message: `callbackUrl ${url} is not reachable`, hint: `see ${encodeURIComponent(url)}` },
+    });
+    const refused = await gw.graphql(
+      `mutation($key: UUID) { registerVerification(input: { workflowId: "wf", applicant: { lastName: "I" } }, idempotencyKey: $key) { verification { externalId } } }`,
+      { key },
+    );
+    expect(String((verification.requests.at(-1)!.body as { callbackUrl: string }).callbackUrl)).toBe(url);
+    expect(refused.errors?.[0]?.extensions?.status, JSON.stringify(refused.errors)).toBe(400);
+    // The upstream's words still reach the app, the token masked in them.
+    expect(refused.errors![0]!.message).toContain('/webhooks/verification/*** is not reachable');
+    expect(JSON.stringify(refused)).not.toContain(token);
+    await gw.close();
+    expect(gw.logs()).not.toContain(token);
+    const files = fs
+      .readdirSync(gw.dataDir)
+      .filter((f) => f.startsWith('gateway.sqlite'))
+      .map((f) => fs.readFileSync(path.join(gw.dataDir, f)).toString('latin1'))
+      .join('');
+    expect(files).not.toContain(token);
   });
 });
