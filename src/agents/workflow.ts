@@ -4,7 +4,7 @@
 // (the transport asks; src/server/mcp/approval.ts elicits it), or from another app holding the plan's approve scope
 // (`cloud:approve`, `identity:approve`: approvePlan, the approvals page). Execution sends the operation with an
 // idempotency key derived from the plan id, through the execution pipeline like every operation.
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { getOperationAST, GraphQLError, Kind, parse, type DocumentNode, type GraphQLFormattedError } from 'graphql';
 
 import type { Caller } from '../auth/caller.js';
@@ -119,6 +119,12 @@ export interface AgentWorkflowOptions {
   readonly approval: 'elicitation' | 'approver';
   /** Spends the app's creation point for a plan, or throws RATE_LIMITED; resolves to what gives the point back. */
   readonly charge: (caller: Caller) => Promise<() => Promise<void>>;
+  /**
+   * The gateway's keyed digest (HMAC-SHA256 under its key, hex) of a plan's bytes: its hash. Shown to approvers,
+   * audited and logged, it covers the bytes as sent, passwords in clear among them; a plain SHA-256 would let whoever
+   * reads it and the plan test guesses at a password offline.
+   */
+  readonly digest: (text: string) => string;
 }
 
 /** Making and executing agents' plans, whatever transport the agent speaks. */
@@ -156,9 +162,9 @@ export class AgentWorkflow {
     const points = Math.max(creations, estimate.points);
     const requests = { steps: ran.steps };
     // The approval covers these bytes: the document, the variables, the requests as shown and as sent.
-    const hash = createHash('sha256')
-      .update(canonical({ tool: op.name, document, variables, requests, sent: ran.sent }))
-      .digest('hex');
+    const hash = this.o.digest(
+      `agent plan\u0000${canonical({ tool: op.name, document, variables, requests, sent: ran.sent })}`,
+    );
     const lines = ran.steps
       .filter((s) => s.action === 'CREATE' && s.request)
       .map((s) =>

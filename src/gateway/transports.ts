@@ -263,6 +263,7 @@ function mcpTransport(
               // A plan is a write of the app's (stored, bounded): one creation point, before any work, given back
               // when the plan is refused.
               charge: (caller) => services.rateLimits.charge(caller, 'creations'),
+              digest: parts.digest,
               approval: config.mcp.approval,
               // The text a trusted document has now: an approved plan whose document a reload changed is refused.
               documentNow: (documentId) => {
