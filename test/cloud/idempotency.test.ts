@@ -116,7 +116,9 @@ describe('idempotency of mutations', () => {
   });
 
   it('retries a timeout under the same key', async () => {
-    const gw = await gateway({ UPSTREAM_TIMEOUT: '300ms' });
+    // The first attempt waits the whole timeout out; the second must be answered within it even if the machine stalls
+    // for a few seconds meanwhile (a third attempt would be sent): long enough for that, short enough to wait once.
+    const gw = await gateway({ UPSTREAM_TIMEOUT: '3s' });
     gw.gateway.sandbox.cloud!.faults.enqueue('timeout');
     const key = randomUUID();
     const res = await gw.graphql(M.project, { input: { name: 'timeout' }, key });

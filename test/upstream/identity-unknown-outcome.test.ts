@@ -71,35 +71,43 @@ const NOT_PROCESSED: Array<[string, FaultSpec]> = [
 ];
 
 describe('identity endpoints: an unknown outcome is never repeated automatically', () => {
+  /**
+   * An attempt timeout far longer than any answer takes: a call meant to be answered is never timed out by a stall of
+   * the machine during its round trip.
+   */
   let t: TestGateway;
+  /** A short attempt timeout, only for the 'timeout' fault, whose calls are meant to fail. */
+  let short: TestGateway;
   beforeAll(async () => {
-    // One gateway meets every fault in turn: its circuit breakers, which would open over that sequence and refuse the
+    // Each gateway meets every fault in turn: its circuit breakers, which would open over that sequence and refuse the
     // tests after, are off here (test/upstream/circuit-breaker.test.ts covers them).
-    t = await startTestGateway({
-      UPSTREAM_TIMEOUT: '300ms',
-      UPSTREAM_MAX_RETRIES: '2',
-      SANDBOX_CALLBACK_DELAY_MS: '600000',
-      UPSTREAM_CIRCUIT_BREAKER: 'off',
-    });
+    const env = { UPSTREAM_MAX_RETRIES: '2', SANDBOX_CALLBACK_DELAY_MS: '600000', UPSTREAM_CIRCUIT_BREAKER: 'off' };
+    [t, short] = await Promise.all([
+      startTestGateway({ ...env, UPSTREAM_TIMEOUT: '60s' }),
+      startTestGateway({ ...env, UPSTREAM_TIMEOUT: '300ms' }),
+    ]);
   });
-  afterAll(() => t.close());
+  afterAll(() => Promise.all([t?.close(), short?.close()]));
   afterEach(() => {
     for (const e of ENDPOINTS) {
-      e.sandbox(t).faults.clear();
-      e.sandbox(t).clearRequests();
+      for (const gw of [t, short]) {
+        e.sandbox(gw).faults.clear();
+        e.sandbox(gw).clearRequests();
+      }
     }
   });
 
   for (const e of ENDPOINTS) {
-    const calls = () => e.sandbox(t).requests.filter((r) => r.path === e.path);
+    const calls = (gw = t) => e.sandbox(gw).requests.filter((r) => r.path === e.path);
 
     describe(e.name, () => {
       it.each(UNKNOWN)(
         '%s: one upstream request, then UPSTREAM_OUTCOME_UNKNOWN with the key to retry with',
         async (_label, fault) => {
-          e.sandbox(t).faults.enqueueFor(e.path, fault);
+          const gw = fault === 'timeout' ? short : t;
+          e.sandbox(gw).faults.enqueueFor(e.path, fault);
           const key = randomUUID();
-          const res = await t.graphql(e.mutation, { ...e.variables(`unknown-${key}`), key });
+          const res = await gw.graphql(e.mutation, { ...e.variables(`unknown-${key}`), key });
           expect(res.errors?.[0]?.extensions).toMatchObject({
             code: 'UPSTREAM_OUTCOME_UNKNOWN',
             upstream: e.upstream,
@@ -108,7 +116,7 @@ describe('identity endpoints: an unknown outcome is never repeated automatically
             upstreamIdempotencyKey: upstreamKey('open', key),
           });
           expect(res.errors?.[0]?.message).toContain('not sent again');
-          expect(calls()).toHaveLength(1);
+          expect(calls(gw)).toHaveLength(1);
         },
       );
 
@@ -157,16 +165,16 @@ describe('identity endpoints: an unknown outcome is never repeated automatically
 
   it('a call that was waiting on the same key when the outcome became unknown gets UPSTREAM_OUTCOME_UNKNOWN too, not a second request', async () => {
     const e = ENDPOINTS[0]!;
-    e.sandbox(t).faults.enqueueFor(e.path, 'timeout');
+    e.sandbox(short).faults.enqueueFor(e.path, 'timeout');
     const key = randomUUID();
     const vars = { ...e.variables(`concurrent-${key}`), key };
-    const [a, b] = await Promise.all([t.graphql(e.mutation, vars), t.graphql(e.mutation, vars)]);
+    const [a, b] = await Promise.all([short.graphql(e.mutation, vars), short.graphql(e.mutation, vars)]);
     expect([a.errors?.[0]?.extensions?.code, b.errors?.[0]?.extensions?.code]).toEqual([
       'UPSTREAM_OUTCOME_UNKNOWN',
       'UPSTREAM_OUTCOME_UNKNOWN',
     ]);
     expect(b.errors?.[0]?.extensions).toMatchObject({ idempotencyKey: key, upstream: 'identification' });
-    expect(e.sandbox(t).requests.filter((r) => r.path === e.path)).toHaveLength(1);
+    expect(e.sandbox(short).requests.filter((r) => r.path === e.path)).toHaveLength(1);
   });
 
   it('the verification results lookup, which changes nothing upstream, is still retried after a 500', async () => {
@@ -214,7 +222,6 @@ describe('identity endpoints: what is retried automatically', () => {
   it('IDEMPOTENT_UPSTREAMS turns automatic retries of unknown outcomes back on for the upstreams it names', async () => {
     const gw = await gateway({
       IDEMPOTENT_UPSTREAMS: 'identification,rfm',
-      UPSTREAM_TIMEOUT: '300ms',
       SANDBOX_CALLBACK_DELAY_MS: '600000',
     });
     const fault = { status: 500, retryAfterSeconds: null };
