@@ -80,20 +80,31 @@ function payload(answer: Answer, field: string): Record<string, any> {
 }
 
 describe('a cloud creation whose answer was lost, retried by the app with the same key', () => {
-  let gw: TestGateway;
-  let chain: Chain;
+  type Fault = 'reset-after' | 'slow';
+  interface Rig {
+    gw: TestGateway;
+    chain: Chain;
+  }
+  /**
+   * Per fault: 'slow' needs an attempt timeout shorter than its answer (30 s); 'reset-after' is answered or reset at
+   * once, and its gateway's timeout is far longer than a round trip, which a stall of the machine cannot outlast.
+   */
+  const rigs = {} as Record<Fault, Rig>;
   beforeAll(async () => {
-    gw = await startTestGateway({
-      UPSTREAM_MAX_RETRIES: '0',
-      // A 'slow' answer comes after 30 s: the attempt gives up long before.
-      UPSTREAM_TIMEOUT: '500ms',
-      UPSTREAM_CIRCUIT_BREAKER: 'off',
-    });
-    chain = await createChain(gw);
+    const start = async (timeout: string): Promise<Rig> => {
+      const gw = await startTestGateway({
+        UPSTREAM_MAX_RETRIES: '0',
+        UPSTREAM_TIMEOUT: timeout,
+        UPSTREAM_CIRCUIT_BREAKER: 'off',
+      });
+      return { gw, chain: await createChain(gw) };
+    };
+    [rigs.slow, rigs['reset-after']] = await Promise.all([start('500ms'), start('60s')]);
   }, 60_000);
-  afterAll(() => gw?.close());
+  afterAll(() => Promise.all([rigs.slow?.gw.close(), rigs['reset-after']?.gw.close()]));
 
-  const made = () => gw.gateway.sandbox.cloud!.resources().length + gw.gateway.sandbox.cloud!.projects().length;
+  const made = (gw: TestGateway) =>
+    gw.gateway.sandbox.cloud!.resources().length + gw.gateway.sandbox.cloud!.projects().length;
 
   it.each(
     CREATIONS.flatMap((c, i) =>
@@ -102,19 +113,20 @@ describe('a cloud creation whose answer was lost, retried by the app with the sa
   )(
     '$field, $fault: UPSTREAM_UNAVAILABLE, then created once under the same upstream key',
     async ({ c, fault, order }) => {
+      const { gw, chain } = rigs[fault];
       const sandbox = gw.gateway.sandbox.cloud!;
       const key = randomUUID();
       const n = `n-${key.slice(0, 8)}`;
       const send = (t: Transport) =>
         operationOver(t, gw, null, { query: c.query, variables: { input: c.input(chain, n), key } });
-      const before = made();
+      const before = made(gw);
       sandbox.faults.enqueueFor((path, method) => method === 'POST' && path === c.path, fault);
       const failed = await send(order[0]);
       expect(failed.errors?.[0]?.extensions?.code, failed.raw).toBe('UPSTREAM_UNAVAILABLE');
-      expect(made() - before, 'the upstream made it').toBe(1);
+      expect(made(gw) - before, 'the upstream made it').toBe(1);
       const created = payload(await send(order[1]), c.field);
       expect(created).toMatchObject({ idempotencyKey: key, replayed: false });
-      expect(made() - before, 'the upstream replayed it').toBe(1);
+      expect(made(gw) - before, 'the upstream replayed it').toBe(1);
       expect(payload(await send(order[2]), c.field)).toEqual({ ...created, replayed: true });
       const sent = sandbox.requests.filter(
         (r) => r.method === 'POST' && r.path === c.path && r.headers['idempotency-key'] === upstreamKey('open', key),
@@ -129,12 +141,13 @@ describe('a cloud creation whose answer was lost, retried by the app with the sa
   ])(
     '$c.field, $fault: after UPSTREAM_UNAVAILABLE another input with the key is IDEMPOTENCY_KEY_REUSED, nothing sent',
     async ({ c, fault, order }) => {
+      const { gw, chain } = rigs[fault];
       const sandbox = gw.gateway.sandbox.cloud!;
       const key = randomUUID();
       const n = `n-${key.slice(0, 8)}`;
       const send = (t: Transport, name: string) =>
         operationOver(t, gw, null, { query: c.query, variables: { input: c.input(chain, name), key } });
-      const before = made();
+      const before = made(gw);
       sandbox.faults.enqueueFor((path, method) => method === 'POST' && path === c.path, fault);
       const failed = await send(order[0], n);
       expect(failed.errors?.[0]?.extensions?.code, failed.raw).toBe('UPSTREAM_UNAVAILABLE');
@@ -144,7 +157,7 @@ describe('a cloud creation whose answer was lost, retried by the app with the sa
       expect(sandbox.requests.length, 'nothing sent').toBe(sent);
       const created = payload(await send(order[2], n), c.field);
       expect(created).toMatchObject({ idempotencyKey: key, replayed: false });
-      expect(made() - before).toBe(1);
+      expect(made(gw) - before).toBe(1);
     },
   );
 });

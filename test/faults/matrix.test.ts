@@ -746,12 +746,19 @@ describe('the fault matrix', () => {
 
   describe('upstream faults (the cloud sandbox over loopback)', () => {
     const PROJECTS = '/apis/projects/public/v4/projects';
+    /** An attempt timeout far longer than a round trip, which a stall of the machine cannot outlast. */
     let rig: Rig;
+    /** A short attempt timeout, for the 'timeout' fault alone. */
+    let timingOut: Rig;
     beforeAll(async () => {
-      // One attempt per call, a short attempt timeout, and no breaker: each cell meets its own fault alone.
-      rig = await rigOf({ UPSTREAM_MAX_RETRIES: '0', UPSTREAM_TIMEOUT: '300ms', UPSTREAM_CIRCUIT_BREAKER: 'off' });
+      // One attempt per call and no breaker: each cell meets its own fault alone.
+      const env = { UPSTREAM_MAX_RETRIES: '0', UPSTREAM_CIRCUIT_BREAKER: 'off' };
+      [rig, timingOut] = await Promise.all([
+        rigOf({ ...env, UPSTREAM_TIMEOUT: '60s' }),
+        rigOf({ ...env, UPSTREAM_TIMEOUT: '300ms' }),
+      ]);
     }, 60_000);
-    afterAll(() => closeRig(rig));
+    afterAll(() => Promise.all([closeRig(rig), closeRig(timingOut)]));
 
     /** Connections to both gateways' cloud sandboxes are refused while `work` runs. */
     const refused = async (work: () => Promise<void>) => {
@@ -776,7 +783,7 @@ describe('the fault matrix', () => {
     it.each(FAULTS)(
       '%s: a creation is UPSTREAM_UNAVAILABLE on every surface; the same key then creates once',
       (fault, kind) =>
-        creationCells(cellOf(fault, 'creation'), rig, asIs, (gw) =>
+        creationCells(cellOf(fault, 'creation'), kind === 'timeout' ? timingOut : rig, asIs, (gw) =>
           gw.gateway.sandbox.cloud!.faults.enqueueFor(PROJECTS, kind),
         ),
     );
