@@ -13,6 +13,14 @@ import { operationOver, type Answer, type Transport } from '../helpers/operation
 const PROVISION = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
   provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id } idempotencyKey replayed }
 }`;
+/** As PROVISION, with the provisioning as the call answers it: a resume's claimed state. */
+const RESUME = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
+  provisionKafkaCluster(input: $input, idempotencyKey: $key) {
+    provisioning { id state steps { name state error { code } } }
+    idempotencyKey
+    replayed
+  }
+}`;
 const STATE = `query($id: ID!) { provisioning(id: $id) { state steps { name state idempotencyKey } } }`;
 
 const input = (n: string) => ({
@@ -22,6 +30,12 @@ const input = (n: string) => ({
   cluster: { title: 'k', instanceType: 'C2_MEDIUM' },
   topics: [{ name: n }],
 });
+
+type Resumed = {
+  provisioning: { id: string; state: string; steps: Array<{ name: string; state: string; error: unknown }> };
+  replayed: boolean;
+};
+const resumed = (answer: Answer): Resumed => payload(answer) as unknown as Resumed;
 
 /** The project, the network, the subnet, the cluster and the topic. */
 const STEPS = 5;
@@ -106,9 +120,32 @@ describe('provisionKafkaCluster retried while it runs, and resumed after a lost 
     );
     const failed = payload(await provision('post', n, key, holding));
     expect((await state(failed.provisioning.id, holding)).state).toBe('FAILED');
-    const resumes = (await Promise.all(TRANSPORTS.map((t) => provision(t, n, key, holding)))).map(payload);
+    // The resumed cluster step is held at the upstream: every resume below arrives while the one resumed run is
+    // still running, whatever order the transports deliver them in.
+    const held = sandbox.faults.hold();
+    const resume = (t: Transport) =>
+      operationOver(t, holding, null, { query: RESUME, variables: { input: input(n), key } }).then(resumed);
+    const resumes = await Promise.all(TRANSPORTS.map(resume));
     expect(new Set(resumes.map((a) => a.provisioning.id))).toEqual(new Set([failed.provisioning.id]));
     expect(resumes.filter((a) => !a.replayed)).toHaveLength(1);
+    // The one that resumed it answers the provisioning as it claimed it: RUNNING, the failed step reset to PENDING.
+    const started = resumes.find((a) => !a.replayed)!;
+    expect(started.provisioning.state).toBe('RUNNING');
+    expect(started.provisioning.steps.find((s) => s.name === 'kafkaCluster')).toEqual({
+      name: 'kafkaCluster',
+      state: 'PENDING',
+      error: null,
+    });
+    await expect.poll(() => held.arrived(), { timeout: 20_000 }).toBe(1);
+    // Resumed again over every transport while the cluster step is at the upstream: replayed, no second run.
+    const again = await Promise.all(TRANSPORTS.map(resume));
+    expect(again.map((a) => [a.provisioning.id, a.replayed])).toEqual(
+      TRANSPORTS.map(() => [failed.provisioning.id, true]),
+    );
+    expect(held.arrived()).toBe(1);
+    const running = await holding.graphql(STATE, { id: failed.provisioning.id });
+    expect((running.data!.provisioning as { state: string }).state).toBe('RUNNING');
+    held.release();
     expect((await state(failed.provisioning.id, holding)).state).toBe('SUCCEEDED');
     const sent = upstreamCreations(holding).slice(before);
     // Project, network, subnet, the cluster refused, then the cluster and the topic: one resume ran.
