@@ -14,8 +14,8 @@ import type { AgentDryRun, PlanError } from './dry-run.js';
 import { planIdOf, type AgentPlan, type AgentPlans } from './plans.js';
 import { keyedDocument, planKeys, type Classified } from './writes.js';
 
-/** JSON with sorted keys: equal values hash equal. */
-function canonical(value: unknown): string {
+/** JSON with sorted keys: equal values hash equal (a plan's bytes, as its hash covers them). */
+export function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
   if (value && typeof value === 'object') {
     const entries = Object.entries(value)

@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 
+import { canonical } from '../../../src/agents/workflow.js';
 import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
 import { mcpClientsPerTest, textOf } from '../../helpers/mcp.js';
 
@@ -12,18 +13,6 @@ const start = gatewaysPerTest();
 const connect = mcpClientsPerTest();
 
 const AGENT_KEY = 'agent-key-0123456789';
-
-/** JSON with sorted keys, as a plan's bytes are written for its hash. */
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value ?? null);
-}
 
 describe("an agent plan's hash", () => {
   it('cannot be made again from the plan: a SHA-256 of everything it sends is not it', async () => {

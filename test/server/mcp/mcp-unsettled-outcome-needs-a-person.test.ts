@@ -5,6 +5,7 @@
 // clocks differ by a little.
 import { describe, expect, it } from 'vitest';
 
+import type { GatewayOptions } from '../../../src/gateway/options.js';
 import { appsFile, gatewaysPerTest } from '../../helpers/gateway.js';
 import { testClock } from '../../helpers/jwt.js';
 import { mcpClientsPerTest, textOf } from '../../helpers/mcp.js';
@@ -18,27 +19,38 @@ const APPROVE = 'mutation($id: ID!) { approvePlan(planId: $id) { status } }';
 const APPROVE_UNKNOWN = 'mutation($id: ID!) { approvePlan(planId: $id, status: UNKNOWN) { status } }';
 const PENDING = '{ pendingAgentPlans { id status } }';
 
-describe('an identity plan whose outcome the upstream cannot settle', () => {
-  it('runs again only once a person approves it again, never on the agent’s own call', async () => {
-    const gw = await start({
+/**
+ * An identity plan approved and executed once, its upstream answer lost after the identification was created (the
+ * connection reset): the run's outcome is unknown, its approval spent. `options`: the gateway's (a testing clock).
+ */
+async function unsettledRun(workflowId: string, options: GatewayOptions = {}) {
+  const gw = await start(
+    {
       GATEWAY_APPS_FILE: appsFile('mcp-unsettled-', [
         { name: 'agent', scopes: ['identity:read', 'identity:write'], key: AGENT_KEY },
         { name: 'approver', scopes: ['identity:approve'], key: APPROVER_KEY },
       ]),
       MCP_MUTATIONS: 'approve',
-    });
-    const c = await connect(gw, { key: AGENT_KEY });
-    const identification = gw.gateway.sandbox.identification!;
-    const planId = (await c.call('create_identification', { input: { workflowId: 'wf-unsettled' } })).structuredContent!
-      .planId as string;
-    expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
-      approvePlan: { status: 'APPROVED' },
-    });
-    // The upstream creates the identification, then the connection resets: the gateway cannot know.
-    identification.faults.enqueueFor(() => true, 'reset-after');
-    const first = await c.call('execute_plan', { planId });
-    identification.faults.clear();
-    expect(identification.requests).toHaveLength(1);
+    },
+    options,
+  );
+  const c = await connect(gw, { key: AGENT_KEY });
+  const identification = gw.gateway.sandbox.identification!;
+  const planId = (await c.call('create_identification', { input: { workflowId } })).structuredContent!.planId as string;
+  expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
+    approvePlan: { status: 'APPROVED' },
+  });
+  // The upstream creates the identification, then the connection resets: the gateway cannot know.
+  identification.faults.enqueueFor(() => true, 'reset-after');
+  const first = await c.call('execute_plan', { planId });
+  identification.faults.clear();
+  expect(identification.requests).toHaveLength(1);
+  return { gw, c, identification, planId, first };
+}
+
+describe('an identity plan whose outcome the upstream cannot settle', () => {
+  it('runs again only once a person approves it again, never on the agent’s own call', async () => {
+    const { gw, c, identification, planId, first } = await unsettledRun('wf-unsettled');
     // The agent calls again on its own: nothing is sent.
     const again = await c.call('execute_plan', { planId });
     expect(identification.requests).toHaveLength(1);
@@ -70,28 +82,10 @@ describe('an identity plan whose outcome the upstream cannot settle', () => {
 describe('an approval spent on a run whose outcome is unknown', () => {
   it('stays spent on a clock a second behind: the agent’s call sends nothing, and the plan is listed', async () => {
     const clock = testClock();
-    const gw = await start(
-      {
-        GATEWAY_APPS_FILE: appsFile('mcp-spent-clock-', [
-          { name: 'agent', scopes: ['identity:read', 'identity:write'], key: AGENT_KEY },
-          { name: 'approver', scopes: ['identity:approve'], key: APPROVER_KEY },
-        ]),
-        MCP_MUTATIONS: 'approve',
-      },
-      { testing: { clock: clock.now } },
-    );
-    const c = await connect(gw, { key: AGENT_KEY });
-    const identification = gw.gateway.sandbox.identification!;
-    const planId = (await c.call('create_identification', { input: { workflowId: 'wf-spent' } })).structuredContent!
-      .planId as string;
-    expect((await gw.graphql(APPROVE, { id: planId }, { key: APPROVER_KEY })).data).toEqual({
-      approvePlan: { status: 'APPROVED' },
+    const { gw, c, identification, planId, first } = await unsettledRun('wf-spent', {
+      testing: { clock: clock.now },
     });
-    identification.faults.enqueueFor(() => true, 'reset-after');
-    const first = await c.call('execute_plan', { planId });
-    identification.faults.clear();
     expect(first.structuredContent).toMatchObject({ planId, status: 'UNKNOWN' });
-    expect(identification.requests).toHaveLength(1);
 
     // The clock this call reads is a second behind the one that spent the approval (an NTP step, another replica).
     clock.advance(-1000);
