@@ -613,6 +613,10 @@ const VARS = {
     '(unset)',
     'reloadable',
   ),
+  TRUSTED_DOCUMENTS_RELOAD_REUSE: declare(
+    bool(true),
+    "true: a reload parses and validates only the manifest's new or changed documents, and takes the others as the running configuration checked them (the same text against the same schema: the same verdict). false: a reload checks every document again; an off switch, not a tuning knob.",
+  ),
   MOBILEID_ISSUER: declare(
     optionalString,
     'Expected iss of mobile-ID id_tokens, compared when a token carries iss (unset: iss is reported NOT_CHECKED).',
@@ -1378,7 +1382,12 @@ export interface Config {
   /** GATEWAY_TEST_PAUSE_AT (tests only, src/phases.ts). */
   readonly testPauseAt: Phase | undefined;
   /** TRUSTED_DOCUMENTS; the manifest is read (and checked) by the gateway at start-up. */
-  readonly trustedDocuments: { readonly mode: 'off' | 'allow' | 'enforce'; readonly manifest: string | undefined };
+  readonly trustedDocuments: {
+    readonly mode: 'off' | 'allow' | 'enforce';
+    readonly manifest: string | undefined;
+    /** TRUSTED_DOCUMENTS_RELOAD_REUSE: a reload takes the running manifest's unchanged documents as they are. */
+    readonly reloadReuse: boolean;
+  };
   /** MCP_*: the agents' endpoint (src/server/mcp/, docs/decisions/060). */
   readonly mcp: {
     readonly mutations: 'none' | 'approve' | 'all';
@@ -1686,6 +1695,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     trustedDocuments: {
       mode: e.TRUSTED_DOCUMENTS,
       manifest: e.TRUSTED_DOCUMENTS_MANIFEST ? path.resolve(e.TRUSTED_DOCUMENTS_MANIFEST) : undefined,
+      reloadReuse: e.TRUSTED_DOCUMENTS_RELOAD_REUSE,
     },
     tracing: {
       enabled: !e.OTEL_SDK_DISABLED && e.OTEL_TRACES_EXPORTER !== 'none',

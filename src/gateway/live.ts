@@ -84,8 +84,9 @@ export class LiveConfiguration {
         };
       },
       () => {
-        // The running manifest's documents that are unchanged are taken as they are: only new ones are validated.
-        const trusted = this.loadTrusted(this.snapshot.trusted);
+        // The running manifest's documents that are unchanged are taken as they are: only new ones are validated
+        // (TRUSTED_DOCUMENTS_RELOAD_REUSE=false: every one is).
+        const trusted = this.loadTrusted(this.config.trustedDocuments.reloadReuse ? this.snapshot.trusted : undefined);
         return () => (this.snapshot = { ...this.snapshot, trusted });
       },
       () => this.deps.prepareMobileIdKeys() ?? (() => {}),

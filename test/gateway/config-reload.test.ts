@@ -112,6 +112,8 @@ describe('configuration that reloads without a restart', () => {
   let jwtKey: SigningKey;
   let mobile: Awaited<ReturnType<typeof mobileOperator>>;
   let t: TestGateway;
+  /** The gateway's variables (the files' paths among them): another gateway started on the same files. */
+  let env: Record<string, string>;
   const jwks = (...keys: SigningKey[]) => JSON.stringify({ keys: keys.map((k) => k.publicJwk) }, null, 2);
   const status = async (key: string, query = TYPENAME) => (await t.graphql(query, undefined, { key })).status;
 
@@ -134,7 +136,7 @@ describe('configuration that reloads without a restart', () => {
     jwtKey = await signingKey('idp-1');
     mobile = await mobileOperator('op-1');
     writeStartFiles();
-    t = await startTestGateway({
+    env = {
       GATEWAY_APPS_FILE: files.apps,
       AUTH_JWKS_FILE: files.jwks,
       AUTH_ISSUER: ISSUER,
@@ -147,7 +149,8 @@ describe('configuration that reloads without a restart', () => {
       MOBILEID_CLIENT_ID: MOBILE_CLIENT,
       TRUSTED_DOCUMENTS: 'allow',
       TRUSTED_DOCUMENTS_MANIFEST: files.manifest,
-    });
+    };
+    t = await startTestGateway(env);
   });
   afterAll(() => t.close());
   // Each test starts from the files the gateway started with, read again.
@@ -230,8 +233,8 @@ describe('configuration that reloads without a restart', () => {
           2,
         ),
       );
-    const byId = async (documentId: string) => {
-      const res = await request(`${t.url}/graphql`, {
+    const byId = async (documentId: string, g = t) => {
+      const res = await request(`${g.url}/graphql`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
         body: JSON.stringify({ documentId }),
@@ -239,9 +242,9 @@ describe('configuration that reloads without a restart', () => {
       const body = (await res.body.json()) as { data?: unknown; errors?: { extensions: { code: string } }[] };
       return body.errors?.[0]?.extensions.code ?? (body.data ? 'ran' : 'nothing');
     };
-    const byHash = async (text: string) => {
+    const byHash = async (text: string, g = t) => {
       const sha256Hash = createHash('sha256').update(text).digest('hex');
-      const res = await request(`${t.url}/graphql`, {
+      const res = await request(`${g.url}/graphql`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${OLD_KEY}` },
         body: JSON.stringify({ extensions: { persistedQuery: { version: 1, sha256Hash } } }),
@@ -250,8 +253,8 @@ describe('configuration that reloads without a restart', () => {
       return body.errors?.[0]?.extensions.code ?? (body.data ? 'ran' : 'nothing');
     };
     /** The trusted documents of the last reload's log line: how many, and how many were parsed and validated. */
-    const lastReload = () =>
-      t
+    const lastReload = (g = t) =>
+      g
         .logs()
         .split('\n')
         .filter((l) => l.includes('configuration reloaded'))
@@ -284,6 +287,27 @@ describe('configuration that reloads without a restart', () => {
       // The manifest knows Named's new text by its sha256 (Apollo's persisted query), and its old text no more.
       expect(await byHash(changed)).toBe('ran');
       expect(await byHash(NAMED)).toBe('PERSISTED_QUERY_NOT_FOUND');
+    });
+
+    it('TRUSTED_DOCUMENTS_RELOAD_REUSE=false checks every document again, and admits exactly what reuse admits', async () => {
+      const plain = await startTestGateway({ ...env, TRUSTED_DOCUMENTS_RELOAD_REUSE: 'false' });
+      try {
+        const added = 'query Added { projects(first: 2) { createdAt } }';
+        const changed = 'query Named { projects(first: 1) { description } }';
+        write([...DOCUMENTS.slice(1), added], changed);
+        expect((await reload(t)).status).toBe(200);
+        expect((await reload(plain)).status).toBe(200);
+        expect(lastReload()).toEqual({ documents: 51, prepared: 2 });
+        expect(lastReload(plain)).toEqual({ documents: 51, prepared: 51 });
+        const ids = [...DOCUMENTS, added].map(idOf).concat('Named');
+        const admitted = async (g: TestGateway) => Promise.all(ids.map((id) => byId(id, g)));
+        const byText = async (g: TestGateway) => Promise.all([changed, NAMED].map((text) => byHash(text, g)));
+        expect(await admitted(plain)).toEqual(await admitted(t));
+        expect(await byText(plain)).toEqual(await byText(t));
+        expect(await byId(idOf(DOCUMENTS[0]!), plain)).toBe('PERSISTED_QUERY_NOT_FOUND');
+      } finally {
+        await plain.close();
+      }
     });
 
     it('a removed document is no longer admitted; the others are kept unparsed', async () => {
