@@ -219,10 +219,21 @@ export interface IncompleteAnswer {
   missing: string;
   /** Where the gateway looked: its guesses, or the configured path. */
   lookedFor: string;
-  /** The variable that names the exact JSON path of the field. */
-  variable: string;
+  /**
+   * The variable that names the exact JSON path of the field; null where the spec names the field and no variable
+   * moves it (the identification's `id`): a retry then reads the kept answer again as it was read the first time.
+   */
+  variable: string | null;
   /** The whole answer, secrets removed (src/cloud/wire.ts scrubResponse). */
   answer: unknown;
+}
+
+/** Longest text answer kept whole; a longer one is cut (it is kept for an operator to read, not parsed). */
+const MAX_KEPT_TEXT = 4096;
+
+/** An answer as an IncompleteAnswer keeps it: a text answer past MAX_KEPT_TEXT cut, anything else as it is. */
+export function keptAnswerText(answer: unknown): unknown {
+  return typeof answer === 'string' && answer.length > MAX_KEPT_TEXT ? `${answer.slice(0, MAX_KEPT_TEXT)}…` : answer;
 }
 
 /**
@@ -240,8 +251,11 @@ export class UpstreamAnswerIncompleteError extends GatewayError {
     super(
       ErrorCode.UPSTREAM_ANSWER_INCOMPLETE,
       `${i.upstream} answered ${i.status}, so it created the resource, but the gateway cannot read ${i.missing} from the answer (looked for ${i.lookedFor}). ` +
-        `The answer is kept under this idempotency key; nothing is sent again. Once ${i.variable} names the field's JSON path (e.g. data.uuid), ` +
-        `calling again with the same idempotencyKey reads the kept answer and records the resource`,
+        `The answer is kept under this idempotency key; nothing is sent again. ` +
+        (i.variable === null
+          ? `Calling again with the same idempotencyKey reads the kept answer again, without creating another`
+          : `Once ${i.variable} names the field's JSON path (e.g. data.uuid), ` +
+            `calling again with the same idempotencyKey reads the kept answer and records the resource`),
       {
         upstream: i.upstream,
         status: i.status,

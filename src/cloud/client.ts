@@ -1,6 +1,7 @@
 import {
   ErrorCode,
   GatewayError,
+  keptAnswerText,
   UpstreamAnswerIncompleteError,
   UpstreamRejectedError,
   type IncompleteAnswer,
@@ -142,9 +143,6 @@ function creationRejectCode(status: number): ErrorCode {
   return status === 401 ? ErrorCode.UPSTREAM_UNAUTHENTICATED : ErrorCode.UPSTREAM_REJECTED;
 }
 
-/** Longest text answer kept whole; a longer one is cut (it is kept for an operator to read, not parsed). */
-const MAX_KEPT_TEXT = 4096;
-
 /** The cloud provisioning API: two creation endpoints, each with an Idempotency-Key. */
 export class CloudClient {
   constructor(
@@ -230,10 +228,7 @@ export class CloudClient {
         missing: 'the created id',
         lookedFor: this.answers.describe().createdId,
         variable: 'CLOUD_CREATED_ID_PATH',
-        answer:
-          typeof response === 'string' && response.length > MAX_KEPT_TEXT
-            ? `${response.slice(0, MAX_KEPT_TEXT)}…`
-            : response,
+        answer: keptAnswerText(response),
       });
     }
     return { id, response, status: res.status };

@@ -1,8 +1,9 @@
 import type { ShapePaths } from '../config/json-path.js';
-import { badUserInput, ErrorCode, GatewayError } from '../errors.js';
+import { badUserInput, ErrorCode, keptAnswerText, UpstreamAnswerIncompleteError } from '../errors.js';
 import type { UpstreamHttp } from '../upstream/http.js';
 import { masked } from '../upstream/masked.js';
 import {
+  identificationAnswerSecrets,
   parseIdentificationResponse,
   parseRegistration,
   parseResults,
@@ -88,15 +89,18 @@ export class IdentificationClient {
     });
     const link = parseIdentificationResponse(res.body);
     if (!link) {
-      // No id: nothing the gateway could keep or show. The key is released; a retry re-sends the same key.
-      throw new GatewayError(
-        ErrorCode.UPSTREAM_REJECTED,
-        `the identification interface answered ${res.status} without the id of the request it created`,
-        {
-          upstream: http.name,
-          status: res.status,
-        },
-      );
+      // A 2xx created the request even when its id cannot be read (docs/decisions/042): the answer is kept with the
+      // key, so that a retry reads it again instead of creating a second request. What is sealed at rest on a
+      // recorded identification (the link, the applicant's id, the redirect) and the token are masked in it.
+      const secrets = [...identificationAnswerSecrets(res.body, body), ...(token ? [token] : [])];
+      throw new UpstreamAnswerIncompleteError({
+        upstream: http.name,
+        status: res.status,
+        missing: 'the id of the request it created',
+        lookedFor: 'id',
+        variable: null,
+        answer: keptAnswerText(masked(res.body, secrets)),
+      });
     }
     return { link, response: res.body };
   }

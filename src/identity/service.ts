@@ -307,8 +307,9 @@ export class IdentityService {
         // bound of addresses, nothing is sent). Written here, under the claimed key, as registerVerification issues
         // its token: a request the key refuses (reused, in use) or a replay writes nothing.
         await this.o.identificationCompletions.open(caller, workflowId);
-        // From here on the upstream has created the request: whatever its answer lacks, it is recorded and
-        // the key completed, so a retry replays it instead of creating a second one (decision 019).
+        // From here on the upstream has created the request: whatever its answer lacks, it is recorded and the key
+        // completed (decision 019), or, without a readable id, kept with the key (decision 042), so a retry replays it
+        // instead of creating a second one.
         const created = await this.o.identification.create(environment, body, idempotencyKey);
         answered();
         const now = Date.now();
@@ -354,6 +355,9 @@ export class IdentityService {
           createdAt: new Date(now),
         });
       },
+      // No `recover`: a 202 whose id cannot be read (UPSTREAM_ANSWER_INCOMPLETE, src/identity/client.ts) is kept with
+      // the key, and a retry answers the kept answer again without sending. The spec names the field (`id`), so no
+      // variable could point elsewhere, and the kept answer has the link masked, so it could not be recorded from.
       toStored: this.toStored,
       fromStored: this.fromStored,
     });

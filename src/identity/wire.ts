@@ -97,6 +97,18 @@ export function parseIdentificationResponse(body: unknown): IdentificationLink |
   return { id: parsed.data.id, idShort, url: absoluteUrl(b.url) };
 }
 
+/**
+ * The texts of a 202 answer and of its request that are kept only sealed (src/identity/service.ts
+ * IdentificationSpec): the link and its short id, where the answer holds them, and the applicant's external id and
+ * the redirect URL sent, which an answer may echo. An answer kept in the idempotency record has them masked.
+ */
+export function identificationAnswerSecrets(body: unknown, sent: IdentificationRequest): string[] {
+  const link = isObject(body) ? [body.url, body.idShort] : [];
+  return [...link, sent.applicantExternalId, sent.redirectUrl].filter(
+    (v): v is string => typeof v === 'string' && v !== '',
+  );
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Identification completion callback (spec: Events 2; "Kinds of identification event ... not shown")
 

@@ -23,7 +23,8 @@ const CELLS: ReadonlyArray<{ fault: FaultKind; name: string; retried: boolean; k
   { fault: 'timeout', name: 'no answer at all (attempt timeout)', retried: true },
   { fault: 'slow', name: 'work done, answer slower than the attempt timeout', retried: true },
   { fault: '500-html', name: '500 with an HTML body', retried: true },
-  // Work done upstream, answer unusable: kept under the key, and the app told so (cloud); identity rows below.
+  // Work done upstream, answer unusable: kept under the key, and the app told so (cloud, and the identity creations
+  // whose id is only in the answer: createIdentification below).
   { fault: 'ok-not-json', name: '2xx whose body is not JSON', retried: false, kept: true },
   { fault: 'ok-no-id', name: '2xx JSON without an id', retried: false, kept: true },
 ];
@@ -228,6 +229,8 @@ const IDENTITY_ROWS = [
     upstreamCount: (t: TestGateway) => t.gateway.sandbox.verification!.verifications().length,
     faults: (t: TestGateway) => t.gateway.sandbox.verification!.faults,
     id: (payload: any) => payload.verification.externalId as string,
+    // The verification's id is the one it was sent (externalId): an answer without it loses nothing.
+    keepsUnreadable: false,
   },
   {
     name: 'createIdentification',
@@ -241,6 +244,8 @@ const IDENTITY_ROWS = [
     upstreamCount: (t: TestGateway) => t.gateway.sandbox.identification!.identifications().length,
     faults: (t: TestGateway) => t.gateway.sandbox.identification!.faults,
     id: (payload: any) => payload.identification.id as string,
+    // The request's id is only in the answer: a 2xx without a readable one is kept (UPSTREAM_ANSWER_INCOMPLETE).
+    keepsUnreadable: true,
   },
 ];
 
@@ -267,6 +272,21 @@ describe('fault matrix: every identity creation mutation against every upstream 
 
         const first = await gw.graphql(row.query, variables);
         expect(faults.pending, `${label}: the fault was injected`).toBe(0);
+        if (cell.kept && row.keepsUnreadable) {
+          expect(first.errors?.[0]?.extensions, `${label}: kept, the app told`).toMatchObject({
+            code: 'UPSTREAM_ANSWER_INCOMPLETE',
+            idempotencyKey: variables.key,
+            status: 202,
+          });
+          expect(row.upstreamCount(gw) - before, `${label}: one resource upstream after the first call`).toBe(1);
+          const again = await gw.graphql(row.query, variables);
+          expect(again.errors?.[0]?.extensions, `${label}: the retry replays the kept answer`).toMatchObject({
+            code: 'UPSTREAM_ANSWER_INCOMPLETE',
+            upstreamIdempotencyKey: first.errors![0]!.extensions!.upstreamIdempotencyKey,
+          });
+          expect(row.upstreamCount(gw) - before, `${label}: still one resource upstream after the retry`).toBe(1);
+          continue;
+        }
         if (first.errors) {
           expect(CLEAR_ERRORS.has(first.errors[0]!.extensions!.code), `${label}: ${JSON.stringify(first.errors)}`).toBe(
             true,

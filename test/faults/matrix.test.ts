@@ -11,6 +11,7 @@ import { createClient as createSseClient } from 'graphql-sse';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { IDENTIFICATIONS_PATH } from '../../src/sandbox/identification.js';
 import { fileSizeLimitUnavailable, whileFilesCannotGrow } from '../helpers/faults.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import {
@@ -37,6 +38,7 @@ type Fault =
   | 'the upstream answers 5xx'
   | 'the upstream answers 429'
   | "the upstream's circuit is open"
+  | 'the upstream answers 2xx without a readable id'
   | "the identity provider's JWKS is unreachable";
 
 type Surface =
@@ -231,6 +233,16 @@ export const MATRIX: readonly Cell[] = [
     recovery: `nothing was sent (\`sent: false\`); once the circuit closes, ${CREATES_ONCE}`,
   },
   {
+    fault: 'the upstream answers 2xx without a readable id',
+    operation: 'creation',
+    surfaces: GRAPHQL,
+    code: 'UPSTREAM_ANSWER_INCOMPLETE',
+    status: 200,
+    retryAfter: null,
+    recovery:
+      'created once upstream (cloud and identity); the answer is kept with the key, and a retry with the same key reads it again, sending nothing',
+  },
+  {
     fault: "the identity provider's JWKS is unreachable",
     operation: 'query',
     surfaces: ['POST direct', 'POST Apollo'],
@@ -276,6 +288,9 @@ const ADDRESS = /127\.0\.0\.1|localhost|:\d{4,5}\//;
 const KEY = 'matrix-app-key';
 const QUERY = '{ projects { id } }';
 const CREATE = `mutation($input: CreateProjectInput!, $idempotencyKey: UUID) { createProject(input: $input, idempotencyKey: $idempotencyKey) { project { id name } replayed } }`;
+const IDENTIFY = `mutation($input: CreateIdentificationInput!, $idempotencyKey: UUID) { createIdentification(input: $input, idempotencyKey: $idempotencyKey) { identification { id } replayed } }`;
+/** The MCP tool of each creation a cell sends (MCP_MUTATIONS=all). */
+const TOOLS: Readonly<Record<string, string>> = { [CREATE]: 'create_project', [IDENTIFY]: 'create_identification' };
 
 /** One answer, as the surface's client sees it. */
 interface Answer {
@@ -408,8 +423,8 @@ async function send(surface: Surface, rig: Rig, query: string, variables: Record
       }
     }
     case 'MCP tool': {
-      const creation = query === CREATE;
-      const result = await rig.mcp!.call(creation ? 'create_project' : 'projects', creation ? variables : {});
+      const tool = TOOLS[query];
+      const result = await rig.mcp!.call(tool ?? 'projects', tool ? variables : {});
       const error = result.isError ? (result.structuredContent?.errors?.[0] as Record<string, unknown>) : undefined;
       return {
         raw: JSON.stringify(result),
@@ -497,6 +512,56 @@ async function creationCells(
       replayed: true,
     });
     expect(projectsNamed(gatewayOf(rig, m.surface), m.name), `${label}: created once`).toBe(1);
+  }
+}
+
+/**
+ * The cells of a 2xx whose created id cannot be read, on the cloud (createProject) and on the identity interface
+ * (createIdentification): each surface's creation is answered as the cell says and created once upstream; its retry
+ * with the same key answers the same, and sends nothing.
+ */
+async function keptCells(cell: Cell, rig: Rig): Promise<void> {
+  const PROJECTS = '/apis/projects/public/v4/projects';
+  for (const surface of cell.surfaces) {
+    const gw = gatewayOf(rig, surface);
+    const cloud = gw.gateway.sandbox.cloud!;
+    const identity = gw.gateway.sandbox.identification!;
+    const workflowId = `wf-matrix-${randomUUID()}`;
+    const made = creation();
+    const targets = [
+      {
+        name: 'cloud',
+        query: CREATE,
+        variables: made.variables,
+        inject: () => cloud.faults.enqueueFor(PROJECTS, 'ok-no-id'),
+        sent: () => cloud.requests.filter((r) => r.path === PROJECTS).length,
+        created: () => projectsNamed(gw, made.name),
+      },
+      {
+        name: 'identity',
+        query: IDENTIFY,
+        variables: { input: { workflowId }, idempotencyKey: randomUUID() },
+        inject: () => identity.faults.enqueueFor(IDENTIFICATIONS_PATH, 'ok-no-id'),
+        sent: () => identity.requests.filter((r) => r.path === IDENTIFICATIONS_PATH).length,
+        created: () => identity.identifications().filter((i) => i.workflowId === workflowId).length,
+      },
+    ];
+    for (const target of targets) {
+      const label = `${cell.fault} × ${surface} × ${target.name} creation`;
+      const sentBefore = target.sent();
+      target.inject();
+      const first = await send(surface, rig, target.query, target.variables);
+      expectAnswer(cell, surface, first, label);
+      expect(target.created(), `${label}: created once upstream`).toBe(1);
+      const again = await send(surface, rig, target.query, target.variables);
+      expectAnswer(cell, surface, again, `${label}, retried`);
+      if (first.extensions?.upstreamIdempotencyKey !== undefined)
+        expect(again.extensions?.upstreamIdempotencyKey, `${label}, retried`).toBe(
+          first.extensions.upstreamIdempotencyKey,
+        );
+      expect(target.sent() - sentBefore, `${label}: the retry sent nothing`).toBe(1);
+      expect(target.created(), `${label}: still once upstream`).toBe(1);
+    }
   }
 }
 
@@ -787,6 +852,8 @@ describe('the fault matrix', () => {
           gw.gateway.sandbox.cloud!.faults.enqueueFor(PROJECTS, kind),
         ),
     );
+    it('the upstream answers 2xx without a readable id: a creation is UPSTREAM_ANSWER_INCOMPLETE on every surface, kept with the key; its retry sends nothing', () =>
+      keptCells(cellOf('the upstream answers 2xx without a readable id', 'creation'), rig));
   });
 
   describe("the upstream's circuit open", () => {

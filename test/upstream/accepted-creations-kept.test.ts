@@ -166,24 +166,23 @@ describe('a creation the upstream accepted is never thrown away', () => {
     }
   });
 
-  it('fails a 202 that names no id with UPSTREAM_REJECTED, and a retry re-sends the same key so the upstream replays instead of creating another', async () => {
+  it('keeps a 202 that names no id with the key (UPSTREAM_ANSWER_INCOMPLETE), and a retry with the same key answers it again without sending', async () => {
     identificationSandbox().faults.enqueueFor(IDENTIFICATIONS_PATH, { alter: () => ({}) });
     const key = randomUUID();
     const input = { workflowId: 'wf-no-id' };
     const first = await t.graphql(CREATE, { input, key });
     expect(first.errors?.[0]?.extensions).toMatchObject({
-      code: 'UPSTREAM_REJECTED',
+      code: 'UPSTREAM_ANSWER_INCOMPLETE',
       upstream: 'identification',
       status: 202,
+      idempotencyKey: key,
+      upstreamIdempotencyKey: upstreamKey('open', key),
     });
-    expect(first.errors?.[0]?.message).toContain('without the id');
+    expect(first.errors?.[0]?.message).toContain('the id of the request it created');
 
     const retry = await t.graphql(CREATE, { input, key });
-    expect(retry.errors).toBeUndefined();
-    expect(creations().map((r) => r.headers['idempotency-key'])).toEqual([
-      upstreamKey('open', key),
-      upstreamKey('open', key),
-    ]);
+    expect(retry.errors?.[0]?.extensions).toEqual(first.errors?.[0]?.extensions);
+    expect(creations().map((r) => r.headers['idempotency-key'])).toEqual([upstreamKey('open', key)]);
     expect(
       identificationSandbox()
         .identifications()
