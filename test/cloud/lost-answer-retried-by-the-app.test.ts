@@ -86,8 +86,9 @@ describe('a cloud creation whose answer was lost, retried by the app with the sa
     chain: Chain;
   }
   /**
-   * Per fault: 'slow' needs an attempt timeout shorter than its answer (30 s); 'reset-after' is answered or reset at
-   * once, and its gateway's timeout is far longer than a round trip, which a stall of the machine cannot outlast.
+   * Per fault: 'slow' needs an attempt timeout shorter than its answer (30 s), and its retry by the app must be answered
+   * on that same gateway: 3 s, which a stall of the machine cannot outlast either; 'reset-after' is answered or reset
+   * at once, and its gateway's timeout is far longer than a round trip.
    */
   const rigs = {} as Record<Fault, Rig>;
   beforeAll(async () => {
@@ -99,7 +100,7 @@ describe('a cloud creation whose answer was lost, retried by the app with the sa
       });
       return { gw, chain: await createChain(gw) };
     };
-    [rigs.slow, rigs['reset-after']] = await Promise.all([start('500ms'), start('60s')]);
+    [rigs.slow, rigs['reset-after']] = await Promise.all([start('3s'), start('60s')]);
   }, 60_000);
   afterAll(() => Promise.all([rigs.slow?.gw.close(), rigs['reset-after']?.gw.close()]));
 
