@@ -239,7 +239,7 @@ export class Metrics {
 
   readonly upstreamAnswersIncomplete = new Counter({
     name: 'gateway_upstream_answers_incomplete_total',
-    help: 'Upstream 2xx answers kept because the gateway could not read the created id (UPSTREAM_ANSWER_INCOMPLETE), by operation; each needs a configured path (docs/decisions/042).',
+    help: 'Upstream 2xx answers kept because the gateway could not read the created id (UPSTREAM_ANSWER_INCOMPLETE), by operation; one whose id a path variable can name is completed by setting it (docs/decisions/042).',
     labelNames: ['operation'] as const,
     registers: [this.registry],
   });

@@ -6,6 +6,7 @@ import type { ShapePaths } from '../config/json-path.js';
 import {
   badUserInput,
   codePoint,
+  keptAnswerText,
   LINE_CONTROL,
   UpstreamAnswerIncompleteError,
   UpstreamRejectedError,
@@ -456,7 +457,7 @@ export class IdentityService {
             missing: "the verification's external id",
             lookedFor: this.describeShapes().externalId,
             variable: 'VERIFICATION_EXTERNAL_ID_PATH',
-            answer: this.o.verification.withoutToken(keptAnswer(registered.response, token)),
+            answer: keptAnswerText(this.o.verification.withoutToken(keptAnswer(registered.response, token))),
           });
         }
         return recordOf(id, registered, token, idempotencyKey);
