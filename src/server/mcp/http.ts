@@ -140,89 +140,6 @@ function listenedUris(body: unknown): string[] | null {
   return Array.isArray(uris) ? uris.filter((u): u is string => typeof u === 'string') : [];
 }
 
-/** What a JSON value is, in words: `a string`, `an array`, `null`. */
-function kindOf(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
-}
-
-/**
- * The refusal of a tools/call request whose params are not a tool's name and its arguments, in the gateway's words and
- * naming the field; null for any other message. The SDK checks the same before any handler runs (its wrapper of
- * tools/call), and would answer a dump of its schema's issues.
- */
-function malformedToolCall(body: unknown): { id: string | number; message: string; field: string } | null {
-  if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
-  const { jsonrpc, id, method, params } = body as {
-    jsonrpc?: unknown;
-    id?: unknown;
-    method?: unknown;
-    params?: unknown;
-  };
-  if (jsonrpc !== '2.0' || method !== 'tools/call' || (typeof id !== 'string' && typeof id !== 'number')) return null;
-  if (params === undefined)
-    return {
-      id,
-      field: 'params',
-      message: "Invalid params: params is missing where an object is expected (the tool's name and its arguments)",
-    };
-  // Params that are no object make no JSON-RPC request: the SDK refuses the message as such (400, -32600).
-  if (!params || typeof params !== 'object' || Array.isArray(params)) return null;
-  const { name, arguments: args } = params as { name?: unknown; arguments?: unknown };
-  if (typeof name !== 'string')
-    return {
-      id,
-      field: 'params.name',
-      message:
-        name === undefined
-          ? 'Invalid params: params.name is missing: name the tool to call (tools/list shows the tools this app may call)'
-          : `Invalid params: params.name is ${kindOf(name)} where a string is expected (the tool's name)`,
-    };
-  if (args !== undefined && (!args || typeof args !== 'object' || Array.isArray(args)))
-    return {
-      id,
-      field: 'params.arguments',
-      message: `Invalid params: params.arguments is ${kindOf(args)} where an object is expected (the tool's arguments by name)`,
-    };
-  return null;
-}
-
-/** The JSON-RPC error answering a malformed tools/call. */
-function malformedAnswer(malformed: { id: string | number; message: string; field: string }) {
-  return {
-    jsonrpc: '2.0',
-    id: malformed.id,
-    error: { code: -32602, message: malformed.message, data: { field: malformed.field } },
-  };
-}
-
-/** What stands in a batch for a tools/call answered here: a notification no handler takes, so nothing runs. */
-const ANSWERED_HERE = 'notifications/gateway/answered';
-
-/**
- * A batch's malformed tools/call requests, answered here, and the batch the SDK is to serve: each of them replaced by
- * a notification no handler takes (ANSWERED_HERE). The batch keeps its length and its other messages, so the SDK
- * refuses it as a whole where it would have (more than its bound of messages, an initialize among others, a request
- * of the 2026 revision: the stand-in keeps the call's `_meta`) and otherwise serves the rest as usual. Null when the
- * body is no batch or has none of them.
- */
-function malformedInBatch(body: unknown): { answers: object[]; forwarded: unknown[] } | null {
-  if (!Array.isArray(body)) return null;
-  const answers: object[] = [];
-  const forwarded = body.map((message: unknown) => {
-    const malformed = malformedToolCall(message);
-    if (!malformed) return message;
-    answers.push(malformedAnswer(malformed));
-    const meta = ((message as { params?: unknown }).params as { _meta?: unknown } | undefined)?._meta;
-    return { jsonrpc: '2.0', method: ANSWERED_HERE, ...(meta !== undefined ? { params: { _meta: meta } } : {}) };
-  });
-  return answers.length ? { answers, forwarded } : null;
-}
-
-/** One message of an SSE answer, as the SDK's transport writes them. */
-const sseMessage = (message: object) => `event: message\ndata: ${JSON.stringify(message)}\n\n`;
-
 const MCP_PATH = /^\/mcp(?:\/([a-z0-9][a-z0-9_-]{0,63}))?$/;
 const METADATA_PATH = /^\/\.well-known\/oauth-protected-resource\/mcp(?:\/([a-z0-9][a-z0-9_-]{0,63}))?$/;
 
@@ -340,7 +257,6 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
 
         let raw: Buffer | null = null;
         let parsed: unknown;
-        let answeredHere: object[] = [];
         if (req.method === 'POST') {
           try {
             raw = await readBody(req, o.maxBodyBytes);
@@ -359,20 +275,6 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
             parsed = raw.length ? JSON.parse(jsonText(raw)) : undefined;
           } catch {
             parsed = undefined;
-          }
-          const malformed = malformedToolCall(parsed);
-          if (malformed) {
-            res.writeHead(200, { 'content-type': 'application/json' });
-            res.end(JSON.stringify(malformedAnswer(malformed)));
-            return;
-          }
-          // In a batch (2025 revisions), each malformed tools/call is answered the same, with its own id, and the
-          // SDK serves the rest.
-          const inBatch = malformedInBatch(parsed);
-          if (inBatch) {
-            answeredHere = inBatch.answers;
-            parsed = inBatch.forwarded;
-            raw = Buffer.from(JSON.stringify(parsed));
           }
           // Step-up (RFC 6750 §3.1, MCP authorization): a JWT app calling a tool outside its scopes is told which
           // scope to ask its identity provider for; an app with a key gets the same refusal as a tool error.
@@ -509,25 +411,6 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
         const response = listen
           ? await bus.opening.run(listen, () => handler.fetch(request, options))
           : await handler.fetch(request, options);
-        if (answeredHere.length) {
-          // A batch with malformed tools/call answered here: the SDK's 2025 transport serves a batch as an SSE
-          // stream, or answers 202 when no request is left in it. Their answers go first in that stream, or make the
-          // whole answer instead of the 202. Any other answer refuses the batch as a whole (nothing of it ran), and
-          // is sent as it is.
-          const sse = response.headers.get('content-type')?.startsWith('text/event-stream') ?? false;
-          if (response.status === 202 && !response.body) {
-            res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache, no-transform' });
-            res.end(answeredHere.map(sseMessage).join(''));
-            return;
-          }
-          if (response.status === 200 && sse && response.body) {
-            res.statusCode = 200;
-            response.headers.forEach((value, name) => res.setHeader(name, value));
-            res.write(answeredHere.map(sseMessage).join(''));
-            Readable.fromWeb(response.body as import('node:stream/web').ReadableStream).pipe(res);
-            return;
-          }
-        }
         res.statusCode = response.status;
         response.headers.forEach((value, name) => res.setHeader(name, value));
         if (!response.body) {

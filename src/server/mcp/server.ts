@@ -8,6 +8,7 @@ import type { Caller } from '../../auth/caller.js';
 import { ErrorCode, GatewayError, INTERNAL_ERROR_MESSAGE as INTERNAL } from '../../errors.js';
 import { logUnexpected, type Logger } from '../../logger.js';
 import type { Delivery } from '../held-credentials.js';
+import { checkedServer } from './params.js';
 import type { McpResources } from './resources.js';
 import { mcpSdk } from './sdk.js';
 import type { JsonSchema } from './shapes.js';
@@ -159,7 +160,9 @@ export function createRequestServer(
   // resources/subscribe would need a session that outlives the request, and this endpoint keeps none (any replica
   // serves any call): that era is told so, and pointed at wait_for_events.
   const subscribe = options.era !== 'legacy';
-  const { ProtocolError, ProtocolErrorCode, Server } = mcpSdk();
+  const { ProtocolError, ProtocolErrorCode } = mcpSdk();
+  // Every request's params are checked against the SDK's schema first, and refused in the gateway's words.
+  const Server = checkedServer();
   const server = new Server(SERVER_INFO, {
     capabilities: {
       tools: { listChanged: false },
