@@ -407,6 +407,32 @@ export class Metrics {
     this.appStorage = usage;
   }
 
+  /** Read when /metrics is scraped (src/ratelimit/live-subscriptions.ts). */
+  private liveSubscriptions: () => { app: string; live: number }[] = () => [];
+
+  readonly liveSubscriptionsGauge: Gauge = new Gauge({
+    name: 'gateway_live_subscriptions',
+    help: "Subscriptions open on this replica, by app: graphql-ws, SSE, MCP's subscriptions/listen and waiting wait_for_events together (APP_LIVE_SUBSCRIPTIONS bounds each app's).",
+    labelNames: ['app'] as const,
+    registers: [this.registry],
+    collect: (): void => {
+      this.liveSubscriptionsGauge.reset();
+      for (const u of this.liveSubscriptions()) this.liveSubscriptionsGauge.set({ app: u.app }, u.live);
+    },
+  });
+
+  readonly liveSubscriptionsRefused = new Counter({
+    name: 'gateway_live_subscriptions_refused_total',
+    help: 'Subscriptions refused because their app already had APP_LIVE_SUBSCRIPTIONS open on this replica, by app.',
+    labelNames: ['app'] as const,
+    registers: [this.registry],
+  });
+
+  /** Where gateway_live_subscriptions comes from (src/ratelimit/live-subscriptions.ts). */
+  countLiveSubscriptions(live: () => { app: string; live: number }[]): void {
+    this.liveSubscriptions = live;
+  }
+
   readonly webhookFieldsDropped = new Counter({
     name: 'gateway_webhook_fields_dropped_total',
     help: 'Unknown mobile-ID notification fields, and callback bodies, not kept whole because they were over the size kept (4 KiB of unknown fields, CALLBACK_BODY_KEPT_BYTES of callback body), by endpoint.',

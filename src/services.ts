@@ -9,6 +9,7 @@ import type { MobileIdService } from './mobile-id/service.js';
 import type { ProvisioningPlanner } from './provisioning/plan.js';
 import type { ProvisioningService } from './provisioning/service.js';
 import type { RateLimits } from './ratelimit/buckets.js';
+import type { LiveSubscriptions } from './ratelimit/live-subscriptions.js';
 import type { AppActivity } from './store/app-activity.js';
 import type { AppStorage } from './store/app-storage.js';
 import type { Store } from './store/index.js';
@@ -37,6 +38,8 @@ export interface Services {
   readonly rateLimits: RateLimits;
   /** What each app's credentials have made the gateway store, and its bounds (docs/decisions/051). */
   readonly storage: AppStorage;
+  /** Each app's live subscriptions on this replica, over every streaming transport, and their bound (APP_LIVE_SUBSCRIPTIONS). */
+  readonly liveSubscriptions: LiveSubscriptions;
   /** The operator's list of apps: those configured, and when each app was last seen (docs/decisions/046). */
   readonly apps: { readonly configured: readonly ConfiguredApp[]; readonly activity: AppActivity };
   /** Plans agents made over MCP, their approvals and the audit trail (docs/decisions/060). */

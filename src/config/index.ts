@@ -899,6 +899,10 @@ const VARS = {
     int(60, 0, 100_000_000),
     'Per app and replica: most new identification callback addresses per minute, like APP_CALLBACK_ADDRESSES. 0: no limit.',
   ),
+  APP_LIVE_SUBSCRIPTIONS: declare(
+    int(100_000, 0, 100_000_000),
+    "Per app and replica: most live subscriptions at once, over every streaming transport together (graphql-ws, SSE, MCP's subscriptions/listen and waiting wait_for_events); past it a new one is refused with RATE_LIMITED (extensions.bound subscriptions:live, limit), and the app's others go on. Callers with no app (an open gateway) share one count. 0: no limit.",
+  ),
   IDEMPOTENCY_TAKEOVER: declare(
     duration('10s', {
       minMs: 300,
@@ -1310,6 +1314,8 @@ export interface Config {
     readonly 'notification-tokens': { readonly perMinute: number; readonly total: number };
     readonly 'callback-addresses': { readonly perMinute: number; readonly total: number };
   };
+  /** APP_LIVE_SUBSCRIPTIONS: most live subscriptions of one app on this replica, 0: no limit (src/ratelimit/). */
+  readonly liveSubscriptions: number;
   /** CALLBACK_BODY_KEPT_BYTES: most of a callback body's JSON kept (src/identity/callbacks.ts). */
   readonly callbackBodyKeptBytes: number;
   /** Per-API-key limits (null: no limit); see src/ratelimit/ and docs/decisions/023. */
@@ -1607,6 +1613,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
     maxConcurrentPlans: e.PROVISIONING_MAX_CONCURRENT_PLANS,
     rateLimits: { creations: e.RATE_LIMIT_CREATIONS, reads: e.RATE_LIMIT_READS },
     callbackBodyKeptBytes: e.CALLBACK_BODY_KEPT_BYTES,
+    liveSubscriptions: e.APP_LIVE_SUBSCRIPTIONS,
     storageLimits: {
       events: {
         perMinute: e.APP_EVENTS_PER_MINUTE,

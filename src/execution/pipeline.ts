@@ -19,6 +19,7 @@ import { ErrorCode } from '../errors.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { Logger } from '../logger.js';
 import { operationCost } from '../ratelimit/cost.js';
+import type { LiveSubscriptions } from '../ratelimit/live-subscriptions.js';
 import type { Admission } from './admit.js';
 import type { DocumentCache, PreparedDocument } from './prepare.js';
 import {
@@ -139,6 +140,12 @@ export interface PipelineOptions {
    * event's result shared, a span per operation named after its transport). Other transports run `runner`.
    */
   readonly streaming?: Partial<Record<'ws' | 'sse', StreamingExecution>>;
+  /**
+   * APP_LIVE_SUBSCRIPTIONS: each subscription of the streaming transports is counted here before the admit stage (so
+   * that one refused spends nothing, and subscribes sent at once cannot all pass the bound), and given back when its
+   * stream ends for any reason (ResultStream.ended), or at once when it never streams. Absent: nothing is counted.
+   */
+  readonly live?: LiveSubscriptions;
 }
 
 const QUERIES_AND_MUTATIONS: readonly OperationTypeNode[] = ['query', 'mutation'] as OperationTypeNode[];
@@ -353,6 +360,15 @@ export function createPipeline(o: PipelineOptions): Pipeline {
         if (refused) return present.refused('variables', refused, run.context);
       }
       let context = run.context;
+      const streaming = run.transport === 'ws' || run.transport === 'sse' ? o.streaming?.[run.transport] : undefined;
+      // A subscription that would stream is one of its app's live ones from here: given back below unless its stream
+      // takes it over.
+      let release: (() => void) | undefined;
+      if (streaming && o.live && operation.operation === 'subscription') {
+        const taken = o.live.take(caller);
+        if (typeof taken !== 'function') return present.refused('admit', [taken], context);
+        release = taken;
+      }
       try {
         // Coerced in the run, the variables are checked here only if the admit stage would spend points on them.
         const runTakes =
@@ -361,12 +377,15 @@ export function createPipeline(o: PipelineOptions): Pipeline {
             : undefined;
         const admitted = o.admit(caller, document, operation, params.variables, runTakes);
         const refused = admitted instanceof Promise ? await admitted : admitted;
-        if (refused) return present.refused('admit', [refused], context);
+        if (refused) {
+          release?.();
+          return present.refused('admit', [refused], context);
+        }
       } catch (err) {
+        release?.();
         return present.threw(err, context ?? o.context(caller, requestId));
       }
       context ??= o.context(caller, requestId);
-      const streaming = run.transport === 'ws' || run.transport === 'sse' ? o.streaming?.[run.transport] : undefined;
       let result: ExecutionResult;
       try {
         if (streaming) {
@@ -385,12 +404,19 @@ export function createPipeline(o: PipelineOptions): Pipeline {
           }
           const made = streaming.subscribe(args, run.sink);
           const subscribed = made instanceof Promise ? await made : made;
-          if (Symbol.asyncIterator in subscribed) return present.subscribed!(subscribed, context, ran);
+          if (Symbol.asyncIterator in subscribed) {
+            // The stream gives the count back when it ends, however it ends.
+            subscribed.ended = release;
+            release = undefined;
+            return present.subscribed!(subscribed, context, ran);
+          }
+          release?.();
           return present.executed(subscribed as ExecutionResult, context, ran);
         }
         const executed = o.runner.execute(prepared, operation, params.operationName, context, params.variables);
         result = executed instanceof Promise ? await executed : executed;
       } catch (err) {
+        release?.();
         return present.threw(err, context);
       }
       return present.executed(result, context);

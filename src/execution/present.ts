@@ -293,6 +293,12 @@ export interface ResultStream extends AsyncGenerator<ExecutionResult> {
    * transport's scheduled end ran, the transport ends it as that end would (`end` here gives the last result).
    */
   sourceEnded?: () => void;
+  /**
+   * Called once when the stream ends, for any reason: its source's end (a last event, an expiry), a failure, `end`,
+   * `return` (a client's `complete`, a socket's close, a slow consumer's, shutdown). Set by the pipeline, before the
+   * stream's first `next()`, to give back its count of the app's live subscriptions (APP_LIVE_SUBSCRIPTIONS).
+   */
+  ended?: () => void;
 }
 
 /** See ResultStream.delivery. */

@@ -164,10 +164,12 @@ export class SharedResultStream {
   sourceEnded: (() => void) | undefined = undefined;
   /** See ResultStream.delivery: read once per result. */
   delivery: DeliveryGate = NEVER_HELD;
+  /** See ResultStream.ended: called by `leave`, which every way of ending the stream goes through, once. */
+  ended: (() => void) | undefined = undefined;
   /** A result made while `delivery` was held, until it resumes (or `end` or `return` drops it). */
   private heldBack: ExecutionResult | null = null;
   /** With a sink, while `drive`'s promise is pending: what settles it. */
-  private ended: ((value: IteratorResult<ExecutionResult> | Promise<never>) => void) | null = null;
+  private settles: ((value: IteratorResult<ExecutionResult> | Promise<never>) => void) | null = null;
 
   constructor(
     private readonly iterator: AsyncIterator<unknown>,
@@ -212,7 +214,7 @@ export class SharedResultStream {
   private holdBack(result: ExecutionResult): Promise<IteratorResult<ExecutionResult>> {
     this.heldBack = result;
     return new Promise<IteratorResult<ExecutionResult>>((resolve) => {
-      this.ended = resolve;
+      this.settles = resolve;
       this.delivery.whenResumed(() => this.resumed());
     });
   }
@@ -235,10 +237,11 @@ export class SharedResultStream {
   private drive(): Promise<IteratorResult<ExecutionResult>> {
     if (this.last !== null) return Promise.resolve(this.takeLast());
     if (this.failed || this.stopped) return Promise.resolve(DONE);
-    if (this.ended !== null) return Promise.reject(new Error('SharedResultStream: next() called while another waits'));
+    if (this.settles !== null)
+      return Promise.reject(new Error('SharedResultStream: next() called while another waits'));
     if (this.group === undefined) this.group = this.shared.groupOf(this.args);
     return new Promise<IteratorResult<ExecutionResult>>((resolve) => {
-      this.ended = resolve;
+      this.settles = resolve;
       this.ask();
     });
   }
@@ -309,7 +312,7 @@ export class SharedResultStream {
       if (sink.last !== undefined && finished(this.iterator)) {
         this.stop();
         // Ended by the transport: the promise `drive` returned never settles (a shared one would keep every waiter).
-        if (sink.last(result)) return void (this.ended = null);
+        if (sink.last(result)) return void (this.settles = null);
         return this.settle(DONE);
       }
       sink.next(result);
@@ -349,8 +352,8 @@ export class SharedResultStream {
 
   /** `drive`'s promise settled, once. */
   private settle(value: IteratorResult<ExecutionResult> | Promise<never>): void {
-    const ended = this.ended;
-    this.ended = null;
+    const ended = this.settles;
+    this.settles = null;
     ended?.(value);
   }
 
@@ -408,11 +411,15 @@ export class SharedResultStream {
     this.leave();
   }
 
-  /** The stream has ended: it leaves its group, once (the group goes with its last member). */
+  /** The stream has ended: it leaves its group, once (the group goes with its last member), and says so, once. */
   private leave(): void {
     const group = this.group;
     this.group = null;
     if (group) this.shared.leave(group);
+    const ended = this.ended;
+    if (ended === undefined) return;
+    this.ended = undefined;
+    ended();
   }
 
   private fail(err: unknown): ExecutionResult {

@@ -135,6 +135,7 @@ export async function buildPipeline(
     trusted: parts.trusted,
     logger,
     context: (caller, requestId) => parts.contextFor(caller, requestId),
+    live: services.liveSubscriptions,
   });
   const apolloConfig = apolloSetup({ schema, limits, pipeline, logger, tracing: tracing.enabled });
   const apollo = new ApolloServer<GraphQLContext>(apolloConfig.options);

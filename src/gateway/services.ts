@@ -14,6 +14,7 @@ import type { PauseAt } from '../phases.js';
 import { ProvisioningPlanner } from '../provisioning/plan.js';
 import { ProvisioningService } from '../provisioning/service.js';
 import { RateLimits } from '../ratelimit/buckets.js';
+import { LiveSubscriptions } from '../ratelimit/live-subscriptions.js';
 import type { SecretBox } from '../secret.js';
 import type { ConfiguredApp, Services } from '../services.js';
 import { AgentPlanRows } from '../store/agent-plans.js';
@@ -174,6 +175,8 @@ export async function buildServices(
     mobileId: upstreams.mobileId,
     rateLimits,
     storage,
+    // Each app's live subscriptions on this replica, over every streaming transport (APP_LIVE_SUBSCRIPTIONS).
+    liveSubscriptions: new LiveSubscriptions(config.liveSubscriptions, metrics, storageLabel),
     // The configured apps of the running configuration (a reload of GATEWAY_APPS_FILE changes them).
     apps: {
       get configured() {

@@ -288,6 +288,8 @@ function mcpTransport(
     // The schema as a resource only where introspection shows it to every app anyway.
     sdl: config.introspection ? printSchema(schema) : null,
     expiry,
+    // A waiting wait_for_events is one of its app's live subscriptions (APP_LIVE_SUBSCRIPTIONS), as a listen is.
+    live: services.liveSubscriptions,
   });
   if (surface.skipped.length > 0) {
     logger.warn(
@@ -328,5 +330,6 @@ function mcpTransport(
     logger,
     expiry,
     held,
+    live: services.liveSubscriptions,
   });
 }

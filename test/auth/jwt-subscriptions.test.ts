@@ -5,6 +5,7 @@ import type { Client } from 'graphql-ws';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { scopeOfApp } from '../../src/auth/caller.js';
 import type { VerificationSandbox } from '../../src/sandbox/verification.js';
 import type { TestGateway } from '../helpers/gateway.js';
 import {
@@ -202,6 +203,10 @@ describe('JWTs over WebSocket and SSE', () => {
     const jwt = await token(450);
     const exp = JSON.parse(Buffer.from(jwt.split('.')[1]!, 'base64url').toString()).exp as number;
     const expected = exp * 1000 - clock.now();
+    // Each is one of the app's live subscriptions (APP_LIVE_SUBSCRIPTIONS) until its expiry ends it; the earlier
+    // tests' clients are still open.
+    const live = () => t.gateway.services.liveSubscriptions.of(scopeOfApp('shop'));
+    const earlier = live();
 
     let before = scheduled.length;
     const overWs = collect(ws(jwt), OPEN, {});
@@ -221,6 +226,7 @@ describe('JWTs over WebSocket and SSE', () => {
       expect(overWs.completed()).toBe(false);
       expect(overSse.completed()).toBe(false);
 
+      expect(live()).toBe(earlier + 3);
       for (const entry of [wsEntry, sseEntry, mcpEntry]) entry.expire();
       await overWs.done;
       expect((overWs.errors[0] as { code: number }).code).toBe(4403);
@@ -229,6 +235,7 @@ describe('JWTs over WebSocket and SSE', () => {
         `the JWT expired at ${new Date(exp * 1000).toISOString()}`,
       );
       expect(await listen.closed).toBe('remote');
+      await waitFor(() => live() === earlier, 20_000, 'the three live subscriptions given back once each expired');
     } finally {
       await mcp.close();
     }

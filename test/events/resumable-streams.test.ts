@@ -232,6 +232,12 @@ describe('streams that resume where they stopped (SQLite)', () => {
     // The reason names the last cursor written, which is the last one the client received.
     expect(closed!.reason).toContain(`after ${cursors[cursors.length - 1]}`);
     expect(ns.length).toBeLessThan(posted.length);
+    // The subscription closed as slow is no longer one of its app's live ones (APP_LIVE_SUBSCRIPTIONS).
+    await waitFor(
+      async () => !/^gateway_live_subscriptions\{/m.test(await (await request(`${t.url}/metrics`)).body.text()),
+      20_000,
+      'no live subscription left after the slow consumer was closed',
+    );
     const resumed = await resumeWs(t, KEY, cursors[cursors.length - 1]!);
     await waitFor(() => ns.length + resumed.events.length === posted.length, 30_000, 'the rest after the cursor');
     expect([...ns, ...resumed.events.map((e) => e.n)]).toEqual(posted);

@@ -20,6 +20,7 @@ import { expiredNow, onExpiry, type AuthExpiry } from '../../auth/jwt.js';
 import type { Authenticate } from '../../auth/keys.js';
 import { ErrorCode } from '../../errors.js';
 import { logUnexpected, type Logger } from '../../logger.js';
+import type { LiveSubscriptions } from '../../ratelimit/live-subscriptions.js';
 import { Delivery, type HeldCredentials, type Holding } from '../held-credentials.js';
 import type { Route } from '../http.js';
 import { BodyEncodedError, BodyTooLargeError, jsonText, readBody } from '../respond.js';
@@ -47,6 +48,8 @@ export interface McpHttpOptions {
   readonly expiry?: AuthExpiry;
   /** What credentials hold open, authenticated again after a reload: each request, for as long as it is open. */
   readonly held: HeldCredentials;
+  /** Each app's live subscriptions (APP_LIVE_SUBSCRIPTIONS): a listen stream counts as one while it is open. */
+  readonly live?: LiveSubscriptions;
 }
 
 /** The most resource URIs one subscriptions/listen may name. */
@@ -376,6 +379,10 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
               -32603,
               `Subscription limit reached: this app already has ${MAX_LISTENS_PER_APP} subscriptions/listen streams open on this replica; close one, or name several resources in one`,
             );
+          // One of the app's live subscriptions, over every transport (APP_LIVE_SUBSCRIPTIONS): refused as the reads
+          // budget refuses a listen, RATE_LIMITED with its bound and limit in `data`.
+          const taken = o.live?.take(caller);
+          if (taken instanceof GraphQLError) return refuse(-32603, taken.message, { ...taken.extensions });
           // Counted before the reads budget is asked (which may wait on the database), so that listens sent at once
           // cannot all pass the bound; given back when the stream ends, or at once when the budget refuses it.
           listening.set(caller.scope, open + 1);
@@ -383,6 +390,7 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
           const uncount = () => {
             if (!counted) return;
             counted = false;
+            taken?.();
             const left = (listening.get(caller.scope) ?? 1) - 1;
             if (left > 0) listening.set(caller.scope, left);
             else listening.delete(caller.scope);

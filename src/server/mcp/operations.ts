@@ -28,6 +28,8 @@ export function errorsResult(errors: readonly GraphQLFormattedError[], data?: un
     const code = codeOf(e);
     const scope = typeof e.extensions?.scope === 'string' ? e.extensions.scope : undefined;
     const retryAfter = e.extensions?.retryAfter;
+    // A per-app bound's refusal (RATE_LIMITED) names it, its limit and the variable that sets it, as over GraphQL.
+    const { bound, limit, variable } = e.extensions ?? {};
     const text =
       argument && (code === 'BAD_USER_INPUT' || e.message.startsWith('Variable "$'))
         ? `Invalid argument ${argument}: ${e.message}`
@@ -40,6 +42,7 @@ export function errorsResult(errors: readonly GraphQLFormattedError[], data?: un
         ...(argument ? { argument } : {}),
         ...(scope ? { scope } : {}),
         ...(typeof retryAfter === 'number' ? { retryAfterSeconds: retryAfter } : {}),
+        ...(typeof bound === 'string' ? { bound, limit, ...(typeof variable === 'string' ? { variable } : {}) } : {}),
       },
     };
   });

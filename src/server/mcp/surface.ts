@@ -9,6 +9,7 @@ import { classify, type OperationKind } from '../../agents/writes.js';
 import type { AuthExpiry } from '../../auth/jwt.js';
 import { ConfigError, type Config } from '../../config/index.js';
 import type { Pipeline } from '../../execution/pipeline.js';
+import type { LiveSubscriptions } from '../../ratelimit/live-subscriptions.js';
 import type { Approvals } from './approval.js';
 import { errorsResult, runOperationTool } from './operations.js';
 import { linkProvisionings, McpResources, type EventSource } from './resources.js';
@@ -35,6 +36,8 @@ export interface SurfaceOptions {
   readonly sdl: string | null;
   /** When a wait_for_events made with a JWT ends: the rule and clock of the streams (src/auth/jwt.ts onExpiry). */
   readonly expiry?: AuthExpiry;
+  /** Each app's live subscriptions (APP_LIVE_SUBSCRIPTIONS): a waiting wait_for_events counts as one. */
+  readonly live?: LiveSubscriptions;
 }
 
 /**
@@ -187,7 +190,7 @@ export function buildSurface(o: SurfaceOptions): McpSurface {
   if (o.mcp.execute) tools.push(executeTool(o.pipeline));
   // Resources are read through the built-in reads (not offered under TRUSTED_DOCUMENTS=enforce: only the manifest runs).
   const resources = new McpResources(o.pipeline, builtIn, o.builtIn ? o.sdl : null, o.events);
-  const waiting = resources.hasEvents ? waitForEventsTool(resources, o.expiry) : null;
+  const waiting = resources.hasEvents ? waitForEventsTool(resources, o.expiry, o.live) : null;
   // A result that started a provisioning links its resource (long provisioning: a resource plus notifications).
   if (resources.hasEvents) for (const [i, tool] of tools.entries()) tools[i] = linkingProvisionings(tool, resources);
   if (waiting) tools.push(waiting);

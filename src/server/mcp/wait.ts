@@ -6,6 +6,7 @@ import { GraphQLError } from 'graphql';
 import { expiredNow, onExpiry, type AuthExpiry } from '../../auth/jwt.js';
 import type { AuthFailure } from '../../auth/keys.js';
 import { ErrorCode } from '../../errors.js';
+import type { LiveSubscriptions } from '../../ratelimit/live-subscriptions.js';
 import { MAX_LISTENS_PER_APP } from './http.js';
 import { errorsResult } from './operations.js';
 import type { McpResources } from './resources.js';
@@ -27,7 +28,7 @@ export const MAX_WAITS_PER_APP = MAX_LISTENS_PER_APP;
  * path for agents: a cursor works on every replica, until EVENT_RETENTION. A call made with a JWT waits no longer than
  * the token lives (`expiry`: the rule and clock of graphql-ws, SSE and subscriptions/listen, src/auth/jwt.ts onExpiry).
  */
-export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry): McpTool {
+export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry, live?: LiveSubscriptions): McpTool {
   const kinds = resources.eventKinds;
   /** Calls waiting on this replica, by app (owner scope). */
   const waiting = new Map<string, number>();
@@ -142,6 +143,9 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry):
           `Wait limit reached: this app already has ${MAX_WAITS_PER_APP} wait_for_events calls waiting on this replica; wait for several kinds in one call, or call again with timeoutSeconds 0 (which returns at once); nothing was read`,
           { errors: [{ code: 'RATE_LIMITED', limit: MAX_WAITS_PER_APP }] },
         );
+      // A call that waits is one of the app's live subscriptions (APP_LIVE_SUBSCRIPTIONS) while it waits.
+      const taken = timeoutSeconds > 0 ? live?.take(call.caller) : undefined;
+      if (taken instanceof GraphQLError) return errorsResult([taken.toJSON()]);
       if (timeoutSeconds > 0) waiting.set(owner, held + 1);
       // A wait made with a JWT ends when the token expires, as a stream opened with it does: what the reader found
       // before is answered, nothing logged after is read with it.
@@ -195,6 +199,7 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry):
       } finally {
         cancelExpiry();
         stopReadmitted();
+        taken?.();
         if (timeoutSeconds > 0) {
           const left = (waiting.get(owner) ?? 1) - 1;
           if (left > 0) waiting.set(owner, left);
