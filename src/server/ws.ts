@@ -561,7 +561,11 @@ export function createWsServer(options: WsOptions) {
             };
           // Not in the connection's map yet, so a reload's check passed it by: it is checked here.
           if (checkedUnder !== credentials.generation()) {
-            const now = await credentials.recheck(connection.holding!);
+            // A check that throws ends the connection (4500) before the protocol holds this stream: ended here.
+            const now = await credentials.recheck(connection.holding!).catch((err: unknown) => {
+              outcome.stream.return(undefined).catch(() => undefined);
+              throw err;
+            });
             const error = now ? options.pipeline.forbiddenNow(now, outcome.ran, caller) : null;
             if (!now || error) {
               outcome.stream.return(undefined).catch(() => undefined);
