@@ -4,11 +4,11 @@
 import { createHash, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { upstreamKey } from '../../src/upstream/idempotency.js';
 import { M } from '../helpers/cloud.js';
-import { gatewaysPerTest } from '../helpers/gateway.js';
+import { gatewaysPerTest, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 
 const gateway = gatewaysPerTest();
 const closing: Array<() => void> = [];
@@ -24,7 +24,7 @@ async function drippingUpstream(
   head: string,
   everyMs: number,
   forMs: number,
-): Promise<{ url: string; heads: string[] }> {
+): Promise<{ url: string; heads: string[]; close: () => void }> {
   const heads: string[] = [];
   const sockets = new Set<net.Socket>();
   const server = net.createServer((socket) => {
@@ -48,11 +48,11 @@ async function drippingUpstream(
     socket.on('close', () => sockets.delete(socket));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  closing.push(() => {
+  const close = () => {
     for (const s of sockets) s.destroy();
     server.close();
-  });
-  return { url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, heads };
+  };
+  return { url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, heads, close };
 }
 
 const API_KEY = 'answer-bounds-app';
@@ -88,34 +88,52 @@ const IDENTIFY = `mutation($input: CreateIdentificationInput!, $key: UUID) {
 /** A 200 whose body announces 1 MB and then comes a space every 20 ms: each pause is far below the timeout. */
 const DRIP_HEAD = 'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{"id":"dripped"';
 
-describe('an answer whose body keeps dripping, each piece well within UPSTREAM_TIMEOUT', () => {
-  it('is cut by UPSTREAM_TIMEOUT on the cloud API: retried under the same key, then UPSTREAM_UNAVAILABLE', async () => {
-    // Were the body not cut, it would end when the stand-in drops the connection (UND_ERR_SOCKET), after 5 s.
-    const upstream = await drippingUpstream(DRIP_HEAD, 20, 5_000);
-    const gw = await gateway({
+// Concurrent, on one gateway: each test waits out its attempt timeout(s), and they need not wait one after the other.
+describe.concurrent('an answer whose body keeps dripping, each piece well within UPSTREAM_TIMEOUT', () => {
+  /**
+   * The cloud and identification APIs each at a dripping stand-in. UPSTREAM_TIMEOUT bounds the answer's head too: 3 s,
+   * which a stall of the machine before the head comes cannot outlast (the attempt would end in
+   * UND_ERR_HEADERS_TIMEOUT, not in the body's). Were the body not cut, it would end when the stand-in drops the
+   * connection (UND_ERR_SOCKET), after 10 s: far past the timeout, whatever a stall adds to it.
+   */
+  let cloud: Awaited<ReturnType<typeof drippingUpstream>>;
+  let identification: Awaited<ReturnType<typeof drippingUpstream>>;
+  let gw: TestGateway;
+  beforeAll(async () => {
+    [cloud, identification] = await Promise.all([
+      drippingUpstream(DRIP_HEAD, 20, 10_000),
+      drippingUpstream(DRIP_HEAD, 20, 10_000),
+    ]);
+    gw = await startTestGateway({
       ...BASE,
-      UPSTREAM_TIMEOUT: '300ms',
-      ...cloudAt(upstream.url),
+      UPSTREAM_TIMEOUT: '3s',
+      CLOUD_API_URL: cloud.url,
+      CLOUD_API_TOKEN: 'service-account-token',
+      IDENTIFICATION_API_URL: identification.url,
+      IDENTIFICATION_API_TOKEN: 'identification-token',
+      SANDBOX_UPSTREAMS: 'verification,rfm,mobile-id',
     });
+  }, 60_000);
+  afterAll(async () => {
+    await gw?.close();
+    cloud?.close();
+    identification?.close();
+  });
+
+  it('is cut by UPSTREAM_TIMEOUT on the cloud API: retried under the same key, then UPSTREAM_UNAVAILABLE', async () => {
     const key = randomUUID();
     const res = await gw.graphql(M.project, { input: { name: 'dripping' }, key }, { key: API_KEY });
     expect(res.data?.createProject ?? null).toBeNull();
     expect(res.errors).toHaveLength(1);
     expect(res.errors![0]!.extensions).toEqual({ code: 'UPSTREAM_UNAVAILABLE', upstream: 'cloud', attempts: 2 });
     expect(res.errors![0]!.message).toBe('cloud is unavailable after 2 attempt(s): UND_ERR_BODY_TIMEOUT');
-    expect(upstream.heads.map((h) => /^idempotency-key: *(.+)$/im.exec(h)?.[1]?.trim())).toEqual([
+    expect(cloud.heads.map((h) => /^idempotency-key: *(.+)$/im.exec(h)?.[1]?.trim())).toEqual([
       sentKey(key),
       sentKey(key),
     ]);
   }, 60_000);
 
   it('is cut by UPSTREAM_TIMEOUT on an identity endpoint: UPSTREAM_OUTCOME_UNKNOWN, sent once', async () => {
-    const upstream = await drippingUpstream(DRIP_HEAD, 20, 5_000);
-    const gw = await gateway({
-      ...BASE,
-      UPSTREAM_TIMEOUT: '300ms',
-      ...identificationAt(upstream.url),
-    });
     const key = randomUUID();
     const res = await gw.graphql(IDENTIFY, { input: { workflowId: 'wf-drip' }, key }, { key: API_KEY });
     expect(res.data?.createIdentification ?? null).toBeNull();
@@ -125,7 +143,7 @@ describe('an answer whose body keeps dripping, each piece well within UPSTREAM_T
       reason: 'UND_ERR_BODY_TIMEOUT',
       attempts: 1,
     });
-    expect(upstream.heads).toHaveLength(1);
+    expect(identification.heads).toHaveLength(1);
   }, 60_000);
 });
 
