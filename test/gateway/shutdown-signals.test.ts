@@ -197,8 +197,10 @@ describe('SIGTERM with a creation in flight at the upstream', () => {
 
   it('held past the drain: its connection is cut, and the retry on the next start ends in one upstream resource', async () => {
     const dataDir = tempDataDir();
-    // Short leases: the key the stopped process claimed is taken over soon after the restart.
-    const shortLeases = { IDEMPOTENCY_WAIT: '1s', IDEMPOTENCY_TAKEOVER: '1s', UPSTREAM_TIMEOUT: '1s' };
+    // Short leases: the key the stopped process claimed is taken over soon after the restart (no live call races it:
+    // the retries are sent one after another). The retry's call must be answered: an attempt timeout far longer than a
+    // round trip, which a stall of the machine cannot outlast.
+    const shortLeases = { IDEMPOTENCY_WAIT: '1s', IDEMPOTENCY_TAKEOVER: '1s', UPSTREAM_TIMEOUT: '60s' };
     // The first start waits for the upstream longer than its drain lasts.
     const first = await spawnGateway({ ...env(dataDir), UPSTREAM_TIMEOUT: '5m', UPSTREAM_RETRY_BUDGET: '5m' });
     const project = await graphql(first.url, PROJECT, { key: randomUUID() });
