@@ -1,4 +1,14 @@
-import { createCipheriv, createDecipheriv, createHash, hash, hkdfSync, randomBytes, randomFillSync } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  hash,
+  hkdfSync,
+  randomBytes,
+  randomFillSync,
+  timingSafeEqual,
+  type Cipher,
+} from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -6,21 +16,57 @@ import { decodeKey } from './config/index.js';
 import type { Logger } from './logger.js';
 
 const KEY_FILE_NAME = 'token-encryption.key';
-const PREFIX = 'gcm1';
+/** A value sealed with AES-256-GCM, a cipher made per value (SEAL_KEPT_CIPHER=false, and every value before it). */
+const GCM = 'gcm1';
+/** A value sealed with AES-256-CTR and HMAC-SHA256, encrypt-then-MAC, with ciphers kept (docs/decisions/163). */
+const CTR = 'ctr1';
+/** The CTR format's IV (its first counter block) and its tag (the HMAC's first half), in bytes. */
+const CTR_IV_BYTES = 16;
+const CTR_TAG_BYTES = 16;
 
-/** Random IVs drawn from a pooled buffer: one getrandom call per 1,024 IVs instead of one per seal. */
-const IV_POOL = Buffer.alloc(12 * 1024);
+/** Random IVs drawn from a pooled buffer: one getrandom call per 16 KiB of IVs instead of one per seal. */
+const IV_POOL = Buffer.alloc(16 * 1024);
 let ivOffset = IV_POOL.length;
 
-function nextIv(): Buffer {
-  if (ivOffset === IV_POOL.length) {
+function nextIv(bytes: number): Buffer {
+  if (ivOffset + bytes > IV_POOL.length) {
     randomFillSync(IV_POOL);
     ivOffset = 0;
   }
   // A copy: the pool is refilled in place, and each IV is used once.
-  const iv = Buffer.from(IV_POOL.subarray(ivOffset, ivOffset + 12));
-  ivOffset += 12;
+  const iv = Buffer.from(IV_POOL.subarray(ivOffset, ivOffset + bytes));
+  ivOffset += bytes;
   return iv;
+}
+
+/**
+ * AES-CTR of `data` from the initial counter block `iv` (16 bytes; the 128-bit block counts up, big-endian, as
+ * OpenSSL's `aes-256-ctr` counts), with `blocks` a cipher of single blocks (ECB, no padding) under the key. The
+ * same bytes as `createCipheriv('aes-256-ctr', key, iv)` gives (test/events/cursor-ctr.test.ts), without making a
+ * cipher object per call.
+ */
+export function aesCtr(blocks: Cipher, iv: Buffer, data: Buffer): Buffer {
+  const n = Math.ceil(data.length / 16);
+  const counters = Buffer.allocUnsafe(n * 16);
+  for (let i = 0; i < n; i++) {
+    const at = i * 16;
+    iv.copy(counters, at, 0, 16);
+    let carry = i;
+    for (let b = at + 15; carry > 0 && b >= at; b--) {
+      const sum = counters[b]! + (carry % 256);
+      counters[b] = sum % 256;
+      carry = Math.floor(carry / 256) + (sum >= 256 ? 1 : 0);
+    }
+  }
+  const stream = blocks.update(counters);
+  const out = Buffer.allocUnsafe(data.length);
+  for (let i = 0; i < data.length; i++) out[i] = data[i]! ^ stream[i]!;
+  return out;
+}
+
+/** AES-256 on single blocks (ECB, no padding) under `key`, kept by its owner: the keystream of `aesCtr`. */
+export function blockCipher(key: Buffer): Cipher {
+  return createCipheriv('aes-256-ecb', key, null).setAutoPadding(false);
 }
 
 /**
@@ -85,10 +131,17 @@ export class HmacSha256 {
 }
 
 /**
- * Encrypts the tokens that notifications carry before they reach the event log (AES-256-GCM, a fresh
- * 96-bit IV per value, the owner, the event and the field name as associated data so a ciphertext cannot be
- * moved to another event or another owner's), and derives a keyed digest for telling duplicates apart without
- * a clear-text hash. See docs/decisions/005-mobile-id-token-storage.md and 050.
+ * Seals what the gateway stores only sealed (mobile-ID tokens, rfm answers, identification links, callback bodies,
+ * agent plans): each value encrypted under a key derived from the gateway secret, with its owner, record and field
+ * as associated data, so that a ciphertext cannot be moved to another record or another owner's; and derives a keyed
+ * digest for telling duplicates apart without a clear-text hash. See docs/decisions/005, 050 and 163.
+ *
+ * Two formats, both always read:
+ * - `ctr1` (SEAL_KEPT_CIPHER=true, the default): AES-256-CTR from a random 128-bit IV, then HMAC-SHA256 of the IV,
+ *   the associated data's length and bytes, and the ciphertext, its first 16 bytes the tag (encrypt-then-MAC, under
+ *   two keys of their own). The block cipher and the HMAC's pads are made once for the box: a seal runs no cipher
+ *   set-up, which a live notification finds cold (decision 163).
+ * - `gcm1`: AES-256-GCM with a fresh 96-bit IV, a cipher made per value.
  */
 export class SecretBox {
   /** First 8 hex digits of sha256(key): names the key in each sealed value, so a wrong key is diagnosable. */
@@ -96,35 +149,83 @@ export class SecretBox {
   private readonly encKey: Buffer;
   /** The keyed digest's HMAC, under a key derived from the master key. */
   private readonly mac: HmacSha256;
+  /** The `ctr1` format's block cipher (its keystream) and its tag's HMAC, each under a key of its own. */
+  private readonly ctrBlocks: Cipher;
+  private readonly ctrMac: HmacSha256;
+  private readonly kept: boolean;
 
-  constructor(private readonly masterKey: Buffer) {
+  constructor(
+    private readonly masterKey: Buffer,
+    /** SEAL_KEPT_CIPHER: seal as `ctr1` (true, the default) or as `gcm1`. */
+    options: { keptCipher?: boolean } = {},
+  ) {
     if (masterKey.length !== 32) throw new Error('the token encryption key must be 32 bytes');
     this.keyId = createHash('sha256').update(masterKey).digest('hex').slice(0, 8);
-    this.encKey = Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'gateway token encryption v1', 32));
-    this.mac = new HmacSha256(
-      Buffer.from(hkdfSync('sha256', masterKey, Buffer.alloc(0), 'gateway token digest v1', 32)),
-    );
+    this.encKey = this.derive('gateway token encryption v1');
+    this.mac = new HmacSha256(this.derive('gateway token digest v1'));
+    this.ctrBlocks = blockCipher(this.derive('gateway seal aes-256-ctr v1'));
+    this.ctrMac = new HmacSha256(this.derive('gateway seal hmac-sha256 v1'));
+    this.kept = options.keptCipher ?? true;
   }
 
-  /** `gcm1.<keyId>.<iv>.<ciphertext>.<tag>` (base64url parts). */
+  /** `<format>.<keyId>.<iv>.<ciphertext>.<tag>` (base64url parts), the format `ctr1` or `gcm1`. */
   seal(plain: string, context: string): string {
-    const iv = nextIv();
+    return this.kept ? this.sealCtr(plain, context) : this.sealGcm(plain, context);
+  }
+
+  private sealCtr(plain: string, context: string): string {
+    const iv = nextIv(CTR_IV_BYTES);
+    const ct = aesCtr(this.ctrBlocks, iv, Buffer.from(plain, 'utf8'));
+    return `${CTR}.${this.keyId}.${iv.toString('base64url')}.${ct.toString('base64url')}.${this.ctrTag(iv, context, ct).toString('base64url')}`;
+  }
+
+  /**
+   * The `ctr1` tag: HMAC-SHA256 of iv ‖ u32be(byte length of the context) ‖ context ‖ ciphertext, its first 16 bytes.
+   * The IV has a fixed length and the context its length before it, so no two inputs read as one.
+   */
+  private ctrTag(iv: Buffer, context: string, ct: Buffer): Buffer {
+    const aad = Buffer.byteLength(context, 'utf8');
+    const inner = this.ctrMac.inner(CTR_IV_BYTES + 4 + aad + ct.length);
+    let at = SHA256_BLOCK;
+    at += iv.copy(inner, at);
+    at = inner.writeUInt32BE(aad, at);
+    at += inner.write(context, at, 'utf8');
+    ct.copy(inner, at);
+    return this.ctrMac.of(inner).subarray(0, CTR_TAG_BYTES);
+  }
+
+  private sealGcm(plain: string, context: string): string {
+    const iv = nextIv(12);
     const cipher = createCipheriv('aes-256-gcm', this.encKey, iv);
     cipher.setAAD(Buffer.from(context, 'utf8'));
     // GCM is a stream mode: `final()` adds no byte (it computes the tag), so the ciphertext is `update`'s alone.
     const ct = cipher.update(plain, 'utf8');
     cipher.final();
-    return `${PREFIX}.${this.keyId}.${iv.toString('base64url')}.${ct.toString('base64url')}.${cipher.getAuthTag().toString('base64url')}`;
+    return `${GCM}.${this.keyId}.${iv.toString('base64url')}.${ct.toString('base64url')}.${cipher.getAuthTag().toString('base64url')}`;
   }
 
   /** Throws when the value was sealed under another key or for another context, or was altered. */
   open(sealed: string, context: string): string {
-    const [prefix, keyId, iv, ct, tag] = sealed.split('.');
-    if (prefix !== PREFIX || !iv || ct === undefined || !tag) throw new Error('not a sealed value');
+    const [format, keyId, iv, ct, tag, more] = sealed.split('.');
+    if ((format !== GCM && format !== CTR) || !iv || ct === undefined || !tag || more !== undefined)
+      throw new Error('not a sealed value');
     if (keyId !== this.keyId)
       throw new Error(
         `sealed under key ${keyId}, but the gateway holds key ${this.keyId} (TOKEN_ENCRYPTION_KEY differs)`,
       );
+    if (format === CTR) {
+      const ivBytes = Buffer.from(iv, 'base64url');
+      const ctBytes = Buffer.from(ct, 'base64url');
+      const tagBytes = Buffer.from(tag, 'base64url');
+      // Checked before anything is deciphered: an altered value, or one sealed for another context, reads nothing.
+      if (
+        ivBytes.length !== CTR_IV_BYTES ||
+        tagBytes.length !== CTR_TAG_BYTES ||
+        !timingSafeEqual(tagBytes, this.ctrTag(ivBytes, context, ctBytes))
+      )
+        throw new Error('the sealed value was altered, or was sealed for another record');
+      return aesCtr(this.ctrBlocks, ivBytes, ctBytes).toString('utf8');
+    }
     const decipher = createDecipheriv('aes-256-gcm', this.encKey, Buffer.from(iv, 'base64url'));
     decipher.setAAD(Buffer.from(context, 'utf8'));
     decipher.setAuthTag(Buffer.from(tag, 'base64url'));
@@ -155,12 +256,15 @@ export function loadSecretBox(options: {
   key: string | undefined;
   dataDir: string;
   shared: boolean;
+  /** SEAL_KEPT_CIPHER (SecretBox). */
+  keptCipher?: boolean;
   logger: Logger;
 }): SecretBox {
+  const sealing = { keptCipher: options.keptCipher ?? true };
   if (options.key) {
     const key = decodeKey(options.key);
     if (!key) throw new Error('TOKEN_ENCRYPTION_KEY is not a 32-byte key');
-    return new SecretBox(key);
+    return new SecretBox(key, sealing);
   }
   const file = path.join(options.dataDir, KEY_FILE_NAME);
   if (options.shared) {
@@ -203,7 +307,7 @@ export function loadSecretBox(options: {
     throw new Error(
       `${file} does not hold a 32-byte key (base64 or hex); restore it from a backup or set TOKEN_ENCRYPTION_KEY`,
     );
-  const box = new SecretBox(key);
+  const box = new SecretBox(key, sealing);
   if (created) options.logger.info({ file, keyId: box.keyId }, 'generated the token encryption key');
   return box;
 }

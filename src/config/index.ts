@@ -632,8 +632,12 @@ const VARS = {
       (s) => s === undefined || decodeKey(s) !== undefined,
       'must be 32 bytes as base64 (44 characters) or as 64 hex digits, e.g. the output of `openssl rand -base64 32`',
     ),
-    '32 random bytes (base64 or 64 hex digits): the gateway secret that seals stored mobile-ID tokens, rfm answers and identification links (AES-256-GCM) and keys request fingerprints, callback tokens and the sandbox notification token. Unset: a key file generated in DATA_DIR on first start (keep it apart from the database in production). Replicas sharing DATABASE_URL need the same key.',
+    '32 random bytes (base64 or 64 hex digits): the gateway secret that seals stored mobile-ID tokens, rfm answers and identification links (SEAL_KEPT_CIPHER) and keys request fingerprints, callback tokens and the sandbox notification token. Unset: a key file generated in DATA_DIR on first start (keep it apart from the database in production). Replicas sharing DATABASE_URL need the same key.',
     '(unset: DATA_DIR/token-encryption.key)',
+  ),
+  SEAL_KEPT_CIPHER: declare(
+    bool(true),
+    'true: what is stored sealed is sealed as AES-256-CTR then HMAC-SHA256 (encrypt-then-MAC, each under its own key derived from TOKEN_ENCRYPTION_KEY, the cipher and the HMAC kept for the process; values start `ctr1.`); false: as AES-256-GCM, a cipher made per value (`gcm1.`). Both are read either way. A gateway older than this setting reads only `gcm1.`: set false on every replica before a rolling upgrade of several replicas, or before going back to such a version (docs/decisions/163); an off switch, not a tuning knob.',
   ),
   MOBILEID_PENDING_MAX_PER_APP: declare(
     int(1000, 1, 1_000_000),
@@ -1281,6 +1285,8 @@ export interface Config {
   };
   /** TOKEN_ENCRYPTION_KEY as given (decode with `decodeKey`); undefined means a key file in DATA_DIR. */
   readonly tokenEncryptionKey: string | undefined;
+  /** SEAL_KEPT_CIPHER: seal as `ctr1` (AES-256-CTR and HMAC-SHA256, ciphers kept) or as `gcm1` (src/secret.ts). */
+  readonly sealKeptCipher: boolean;
   /** AUTH_*: apps that sign in with their identity provider's JWTs (src/auth/jwt.ts); null when no JWKS is set. */
   readonly jwtAuth: JwtAuthConfig | null;
   /** GATEWAY_API_KEYS: `name:key` or bare keys (src/auth/caller.ts parseAppKey). */
@@ -1599,6 +1605,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>> = p
       pendingMaxPerApp: e.MOBILEID_PENDING_MAX_PER_APP,
     },
     tokenEncryptionKey: e.TOKEN_ENCRYPTION_KEY,
+    sealKeptCipher: e.SEAL_KEPT_CIPHER,
     jwtAuth,
     apiKeys,
     operatorKeys,

@@ -1,6 +1,6 @@
-import { createCipheriv, randomBytes, timingSafeEqual, type Cipher } from 'node:crypto';
+import { randomBytes, timingSafeEqual, type Cipher } from 'node:crypto';
 
-import { HmacSha256, SHA256_BLOCK } from '../secret.js';
+import { aesCtr, blockCipher, HmacSha256, SHA256_BLOCK } from '../secret.js';
 
 /**
  * Cursors: positions in the durable event log that a subscriber resumes from (docs/decisions/061).
@@ -169,31 +169,6 @@ function decimal(text: string): number {
 }
 
 /**
- * AES-CTR of `data` from the initial counter block `iv` (16 bytes; the 128-bit block counts up, big-endian, as
- * OpenSSL's `aes-256-ctr` counts), with `blocks` a cipher of single blocks (ECB, no padding) under the key. The
- * same bytes as `createCipheriv('aes-256-ctr', key, iv)` gives (test/events/cursor-ctr.test.ts), without making a
- * cipher object per call.
- */
-export function aesCtr(blocks: Cipher, iv: Buffer, data: Buffer): Buffer {
-  const n = Math.ceil(data.length / 16);
-  const counters = Buffer.allocUnsafe(n * 16);
-  for (let i = 0; i < n; i++) {
-    const at = i * 16;
-    iv.copy(counters, at, 0, 16);
-    let carry = i;
-    for (let b = at + 15; carry > 0 && b >= at; b--) {
-      const sum = counters[b]! + (carry % 256);
-      counters[b] = sum % 256;
-      carry = Math.floor(carry / 256) + (sum >= 256 ? 1 : 0);
-    }
-  }
-  const stream = blocks.update(counters);
-  const out = Buffer.allocUnsafe(data.length);
-  for (let i = 0; i < data.length; i++) out[i] = data[i]! ^ stream[i]!;
-  return out;
-}
-
-/**
  * Cursors as the gateway hands them out (docs/decisions/067): opaque and tamper-proof. The position and the time
  * are written as `2_<at in s>_<floor>[_<from>[-<to>]]…`, then sealed deterministically under keys derived from the
  * gateway secret: an HMAC-SHA256 of the text (its first 16 bytes) is both the tag and the AES-256-CTR IV that hides
@@ -212,7 +187,7 @@ export class CursorCodec {
   constructor(macKey: Buffer, encKey: Buffer) {
     if (macKey.length !== 32 || encKey.length !== 32) throw new Error('cursor keys must be 32 bytes');
     this.mac = new HmacSha256(macKey);
-    this.blocks = createCipheriv('aes-256-ecb', encKey, null).setAutoPadding(false);
+    this.blocks = blockCipher(encKey);
   }
 
   /** A codec under fresh random keys: for a bus or reader built alone (tests); a gateway uses its secret's. */

@@ -75,6 +75,7 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       key: config.tokenEncryptionKey,
       dataDir: config.dataDir,
       shared: store.dialect === 'postgres',
+      keptCipher: config.sealKeptCipher,
       logger,
     });
 

@@ -6,7 +6,8 @@ import { createCipheriv, createHmac } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 
-import { aesCtr, CursorCodec, Position } from '../../src/events/cursor.js';
+import { CursorCodec, Position } from '../../src/events/cursor.js';
+import { aesCtr } from '../../src/secret.js';
 
 const ecb = (key: Uint8Array) => createCipheriv('aes-256-ecb', key, null).setAutoPadding(false);
 const nodeCtr = (key: Uint8Array, iv: Uint8Array, data: Uint8Array) => {

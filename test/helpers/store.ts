@@ -48,8 +48,8 @@ export async function storeCounts(gw: TestGateway): Promise<Record<string, numbe
   return Object.fromEntries(Object.entries(snapshot).map(([t, rows]) => [t, rows.length]));
 }
 
-/** A sealed value (`gcm1.<keyId>.<iv>.<ciphertext>.<tag>`), matched whole inside JSON text. */
-const SEALED = /gcm1\.[0-9a-f]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+/g;
+/** A sealed value (`ctr1.` or `gcm1.<keyId>.<iv>.<ciphertext>.<tag>`), matched whole inside JSON text. */
+const SEALED = /(?:ctr1|gcm1)\.[0-9a-f]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+/g;
 
 /**
  * Rows as JSON text with every sealed value replaced by `<sealed>`: what a reader of the database sees in clear. A

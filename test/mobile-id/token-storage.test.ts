@@ -33,45 +33,55 @@ function dataDirBytes(dir: string): string {
 }
 
 describe('mobile-ID tokens at rest and in logs', () => {
-  it('stores access_token, id_token and a refresh_token only encrypted, and writes none of them to the log', async () => {
-    const gw = await gateway();
-    const id = 'secret-check';
-    const c = wsClient(gw);
-    clients.push(c);
-    const sub = collect(c, SUBSCRIPTION, { id });
-    await waitForSubscribers(gw, 'mobile-id', id);
-    const refresh = randomBytes(24).toString('base64url');
-    const n = await gw.gateway.sandbox.mobileId!.buildNotification({
-      authReqId: id,
-      fields: { refresh_token: refresh },
-    });
-    expect((await postNotification(gw, n.body)).status).toBe(204);
-    await sub.done;
-    // The subscriber gets them in clear: that is the product.
-    const delivered = sub.results[0].data.mobileIdAuthentication;
-    expect(delivered.accessToken).toBe(n.body.access_token);
-    expect(delivered.idToken).toBe(n.body.id_token);
-    expect(delivered.otherFields.refresh_token).toBe(refresh);
-    expect((await gw.graphql(QUERY, { id })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);
+  it.each([
+    ['ctr1', {}],
+    ['gcm1', { SEAL_KEPT_CIPHER: 'false' }],
+  ])(
+    'stores access_token, id_token and a refresh_token only encrypted (%s), and writes none of them to the log',
+    async (format, env) => {
+      const gw = await gateway(env);
+      const id = 'secret-check';
+      const c = wsClient(gw);
+      clients.push(c);
+      const sub = collect(c, SUBSCRIPTION, { id });
+      await waitForSubscribers(gw, 'mobile-id', id);
+      const refresh = randomBytes(24).toString('base64url');
+      const n = await gw.gateway.sandbox.mobileId!.buildNotification({
+        authReqId: id,
+        fields: { refresh_token: refresh },
+      });
+      expect((await postNotification(gw, n.body)).status).toBe(204);
+      await sub.done;
+      // The subscriber gets them in clear: that is the product.
+      const delivered = sub.results[0].data.mobileIdAuthentication;
+      expect(delivered.accessToken).toBe(n.body.access_token);
+      expect(delivered.idToken).toBe(n.body.id_token);
+      expect(delivered.otherFields.refresh_token).toBe(refresh);
+      expect((await gw.graphql(QUERY, { id })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);
 
-    const [row] = await storedEvents(gw, id);
-    const secrets = [
-      String(n.body.access_token),
-      String(n.body.id_token),
-      String(n.body.id_token).split('.')[2]!,
-      refresh,
-    ];
-    for (const s of secrets) expect(row!.payload).not.toContain(s);
-    // Version 4: both tokens sealed with the subject, in one value.
-    const stored = JSON.parse(row!.payload);
-    expect(stored).toMatchObject({ v: 4, accessToken: null, sealedPersonal: expect.stringMatching(/^gcm1\./) });
-    expect(stored).not.toHaveProperty('idToken');
-    const onDisk = dataDirBytes(gw.dataDir);
-    for (const s of secrets) expect(onDisk).not.toContain(s);
-    const logs = gw.logs();
-    expect(logs).toContain('mobile-ID notification stored');
-    for (const s of secrets) expect(logs).not.toContain(s);
-  });
+      const [row] = await storedEvents(gw, id);
+      const secrets = [
+        String(n.body.access_token),
+        String(n.body.id_token),
+        String(n.body.id_token).split('.')[2]!,
+        refresh,
+      ];
+      for (const s of secrets) expect(row!.payload).not.toContain(s);
+      // Version 4: both tokens sealed with the subject, in one value.
+      const stored = JSON.parse(row!.payload);
+      expect(stored).toMatchObject({
+        v: 4,
+        accessToken: null,
+        sealedPersonal: expect.stringMatching(new RegExp(`^${format}\\.`)),
+      });
+      expect(stored).not.toHaveProperty('idToken');
+      const onDisk = dataDirBytes(gw.dataDir);
+      for (const s of secrets) expect(onDisk).not.toContain(s);
+      const logs = gw.logs();
+      expect(logs).toContain('mobile-ID notification stored');
+      for (const s of secrets) expect(logs).not.toContain(s);
+    },
+  );
 
   it('generates the encryption key in DATA_DIR with mode 0600 and keeps using it after a restart', async () => {
     const dir = tempDataDir();
@@ -88,6 +98,39 @@ describe('mobile-ID tokens at rest and in logs', () => {
     expect((await second.graphql(QUERY, { id: 'restart' })).data!.mobileIdAuthentication.accessToken).toBe(
       n.body.access_token,
     );
+  });
+
+  it('reads what it sealed under either SEAL_KEPT_CIPHER after a restart under the other', async () => {
+    const dir = tempDataDir();
+    const key = randomBytes(32).toString('base64');
+    const gcm = await gateway({ DATA_DIR: dir, TOKEN_ENCRYPTION_KEY: key, SEAL_KEPT_CIPHER: 'false' });
+    const before = await gcm.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'sealed-gcm' });
+    expect((await postNotification(gcm, before.body)).status).toBe(204);
+    await gcm.close();
+
+    const kept = await gateway({ DATA_DIR: dir, TOKEN_ENCRYPTION_KEY: key });
+    const after = await kept.gateway.sandbox.mobileId!.buildNotification({ authReqId: 'sealed-ctr' });
+    expect((await postNotification(kept, after.body)).status).toBe(204);
+    const formats = async (gw: TestGateway) =>
+      Promise.all(
+        ['sealed-gcm', 'sealed-ctr'].map(async (id) =>
+          JSON.parse((await storedEvents(gw, id))[0]!.payload).sealedPersonal.slice(0, 5),
+        ),
+      );
+    expect(await formats(kept)).toEqual(['gcm1.', 'ctr1.']);
+    for (const [id, n] of [
+      ['sealed-gcm', before],
+      ['sealed-ctr', after],
+    ] as const)
+      expect((await kept.graphql(QUERY, { id })).data!.mobileIdAuthentication.idToken).toBe(n.body.id_token);
+    await kept.close();
+
+    const back = await gateway({ DATA_DIR: dir, TOKEN_ENCRYPTION_KEY: key, SEAL_KEPT_CIPHER: 'false' });
+    for (const [id, n] of [
+      ['sealed-gcm', before],
+      ['sealed-ctr', after],
+    ] as const)
+      expect((await back.graphql(QUERY, { id })).data!.mobileIdAuthentication.accessToken).toBe(n.body.access_token);
   });
 
   it('uses TOKEN_ENCRYPTION_KEY instead of a key file when it is set', async () => {

@@ -102,7 +102,7 @@ describe('a plan shows the exact upstream requests', () => {
     expect(rows).toHaveLength(2);
     for (const row of rows) {
       for (const column of ['variables', 'document', 'requests', 'summary'] as const) {
-        expect(row[column], column).toMatch(/^gcm1\./);
+        expect(row[column], column).toMatch(/^ctr1\./);
       }
     }
     expect(clearTextOf(rows)).not.toContain('Ada');
