@@ -23,6 +23,11 @@ const CTR = 'ctr1';
 /** The CTR format's IV (its first counter block) and its tag (the HMAC's first half), in bytes. */
 const CTR_IV_BYTES = 16;
 const CTR_TAG_BYTES = 16;
+/** The GCM format's IV and tag, in bytes, as `seal` writes them and `open` requires them. */
+const GCM_IV_BYTES = 12;
+const GCM_TAG_BYTES = 16;
+/** A base64url part of a sealed value (unpadded). */
+const BASE64URL = /^[A-Za-z0-9_-]*$/;
 
 /** Random IVs drawn from a pooled buffer: one getrandom call per 16 KiB of IVs instead of one per seal. */
 const IV_POOL = Buffer.alloc(16 * 1024);
@@ -195,8 +200,8 @@ export class SecretBox {
   }
 
   private sealGcm(plain: string, context: string): string {
-    const iv = nextIv(12);
-    const cipher = createCipheriv('aes-256-gcm', this.encKey, iv);
+    const iv = nextIv(GCM_IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', this.encKey, iv, { authTagLength: GCM_TAG_BYTES });
     cipher.setAAD(Buffer.from(context, 'utf8'));
     // GCM is a stream mode: `final()` adds no byte (it computes the tag), so the ciphertext is `update`'s alone.
     const ct = cipher.update(plain, 'utf8');
@@ -207,7 +212,17 @@ export class SecretBox {
   /** Throws when the value was sealed under another key or for another context, or was altered. */
   open(sealed: string, context: string): string {
     const [format, keyId, iv, ct, tag, more] = sealed.split('.');
-    if ((format !== GCM && format !== CTR) || !iv || ct === undefined || !tag || more !== undefined)
+    // One text per value: Node's base64url decoder skips characters outside its alphabet, which are refused here.
+    if (
+      (format !== GCM && format !== CTR) ||
+      !iv ||
+      ct === undefined ||
+      !tag ||
+      more !== undefined ||
+      !BASE64URL.test(iv) ||
+      !BASE64URL.test(ct) ||
+      !BASE64URL.test(tag)
+    )
       throw new Error('not a sealed value');
     if (keyId !== this.keyId)
       throw new Error(
@@ -226,9 +241,15 @@ export class SecretBox {
         throw new Error('the sealed value was altered, or was sealed for another record');
       return aesCtr(this.ctrBlocks, ivBytes, ctBytes).toString('utf8');
     }
-    const decipher = createDecipheriv('aes-256-gcm', this.encKey, Buffer.from(iv, 'base64url'));
+    // The tag's length is fixed at what `seal` writes (16 bytes), and the IV's at 12: Node takes a GCM tag as short as 4
+    // bytes unless told its length, and a short tag is one an attacker who can write the store could forge by trying.
+    const ivBytes = Buffer.from(iv, 'base64url');
+    const tagBytes = Buffer.from(tag, 'base64url');
+    if (ivBytes.length !== GCM_IV_BYTES || tagBytes.length !== GCM_TAG_BYTES)
+      throw new Error('the sealed value was altered, or was sealed for another record');
+    const decipher = createDecipheriv('aes-256-gcm', this.encKey, ivBytes, { authTagLength: GCM_TAG_BYTES });
     decipher.setAAD(Buffer.from(context, 'utf8'));
-    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+    decipher.setAuthTag(tagBytes);
     const plain = decipher.update(Buffer.from(ct, 'base64url'));
     decipher.final(); // checks the tag (throws when it differs); adds no byte in GCM
     return plain.toString('utf8');

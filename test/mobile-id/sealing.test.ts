@@ -124,7 +124,19 @@ describe('SecretBox', () => {
       altered[i] = flip(parts[i]!);
       expect(() => box.open(altered.join('.'), 'event-1\u0000personal')).toThrow();
     }
-    // A shorter or longer tag or IV, an added part, a swapped format name.
+    // A tag cut to 4 or 12 bytes (GCM takes a tag that short unless told its length), an IV one byte short, a stray
+    // character in a part (Node's base64url decoder skips it), an added part, a swapped format name.
+    for (const bytes of [4, 12]) {
+      const cut = [...parts.slice(0, 4), b64(parts[4]!).subarray(0, bytes).toString('base64url')].join('.');
+      expect(() => box.open(cut, 'event-1\u0000personal')).toThrow();
+    }
+    const shortIv = [parts[0], parts[1], b64(parts[2]!).subarray(1).toString('base64url'), parts[3], parts[4]];
+    expect(() => box.open(shortIv.join('.'), 'event-1\u0000personal')).toThrow();
+    for (const i of [2, 3, 4]) {
+      const stray = parts.slice();
+      stray[i] = `${parts[i]}*`;
+      expect(() => box.open(stray.join('.'), 'event-1\u0000personal')).toThrow('not a sealed value');
+    }
     expect(() => box.open([...parts.slice(0, 4), parts[4]!.slice(0, 8)].join('.'), 'event-1\u0000personal')).toThrow();
     expect(() => box.open([...parts, 'x'].join('.'), 'event-1\u0000personal')).toThrow('not a sealed value');
     const other = parts[0] === 'ctr1' ? 'gcm1' : 'ctr1';
