@@ -97,16 +97,35 @@ export function parseIdentificationResponse(body: unknown): IdentificationLink |
   return { id: parsed.data.id, idShort, url: absoluteUrl(b.url) };
 }
 
+/** Names under which an answer may hold an identification's link or its short id, compared in lower case. */
+const LINK_FIELDS = new Set(['url', 'link', 'idshort', 'id_short', 'shorturl', 'short_url']);
+/** An absolute http(s) URL inside a text: an identification link, wherever an answer puts it. */
+const URL_IN_TEXT = /https?:\/\/[^\s"'<>]+/gi;
+
 /**
  * The texts of a 202 answer and of its request that are kept only sealed (src/identity/service.ts
- * IdentificationSpec): the link and its short id, where the answer holds them, and the applicant's external id and
- * the redirect URL sent, which an answer may echo. An answer kept in the idempotency record has them masked.
+ * IdentificationSpec), for masking an answer whose id could not be read, and so whose shape is not the spec's: the
+ * string under any link-like name (LINK_FIELDS) at any depth, any absolute http(s) URL in any string of it (a text
+ * answer's included: an envelope or a message may carry the link), and the applicant's external id and the redirect
+ * URL sent, which an answer may echo. Over-masking a URL that is not the link costs an operator a detail; missing the
+ * link would keep it in clear.
  */
 export function identificationAnswerSecrets(body: unknown, sent: IdentificationRequest): string[] {
-  const link = isObject(body) ? [body.url, body.idShort] : [];
-  return [...link, sent.applicantExternalId, sent.redirectUrl].filter(
-    (v): v is string => typeof v === 'string' && v !== '',
-  );
+  const found: unknown[] = [sent.applicantExternalId, sent.redirectUrl];
+  // Iterative, over the answer as parsed (cut at its depth bound by the HTTP layer).
+  const stack: [unknown, string | null][] = [[body, null]];
+  while (stack.length) {
+    const [value, name] = stack.pop()!;
+    if (typeof value === 'string') {
+      if (name !== null && LINK_FIELDS.has(name.toLowerCase())) found.push(value);
+      for (const m of value.matchAll(URL_IN_TEXT)) found.push(m[0]);
+    } else if (Array.isArray(value)) {
+      for (const item of value) stack.push([item, null]);
+    } else if (isObject(value)) {
+      for (const [key, item] of Object.entries(value)) stack.push([item, key]);
+    }
+  }
+  return found.filter((v): v is string => typeof v === 'string' && v !== '');
 }
 
 // ---------------------------------------------------------------------------------------------------------

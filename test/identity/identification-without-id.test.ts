@@ -143,4 +143,35 @@ describe('an identification request answered 2xx without a readable id', () => {
       request: { applicantExternalId: '***', redirectUrl: '***', ref: expect.any(String) },
     });
   });
+
+  it.each([
+    ['nested in an envelope', (body: Record<string, unknown>) => ({ data: body })],
+    [
+      'as a link under another name',
+      ({ id: _id, url, idShort, ...rest }: Record<string, unknown>) => ({
+        ...rest,
+        result: { Link: url, ID_SHORT: idShort },
+      }),
+    ],
+    [
+      'quoted in a text answer',
+      (body: Record<string, unknown>) => `created: ${String(body.url)} (short ${String(body.idShort)})`,
+    ],
+  ])('keeps the link in no clear form when the answer holds it %s', async (_shape, alter) => {
+    const upstream = upstreams.PRODUCTION;
+    let link = '';
+    upstream.faults.enqueueFor(IDENTIFICATIONS_PATH, {
+      alter: (body) => {
+        link = (body as { url: string }).url;
+        return alter(body as Record<string, unknown>);
+      },
+    });
+    const key = randomUUID();
+    const first = await t.graphql(CREATE, { input: { workflowId: 'wf-without-id-envelope' }, key }, { key: APP });
+    expect(first.errors![0]!.extensions!.code).toBe('UPSTREAM_ANSWER_INCOMPLETE');
+    expect(link).toMatch(/^https?:\/\//);
+    expect(JSON.stringify(first), 'the link in the answer').not.toContain(link);
+    expect(clearTextOf(await storeSnapshot(t)), 'the link in the store').not.toContain(link);
+    expect(t.logs(), 'the link in the log').not.toContain(link);
+  });
 });
