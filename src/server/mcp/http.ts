@@ -12,7 +12,13 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
-import type { AuthInfo, RequestStateCodec, ServerEvent, ServerEventBus } from '@modelcontextprotocol/server';
+import type {
+  AuthInfo,
+  JSONRPCRequest,
+  RequestStateCodec,
+  ServerEvent,
+  ServerEventBus,
+} from '@modelcontextprotocol/server';
 import { GraphQLError } from 'graphql';
 
 import type { Caller } from '../../auth/caller.js';
@@ -24,6 +30,7 @@ import type { LiveSubscriptions } from '../../ratelimit/live-subscriptions.js';
 import { Delivery, type HeldCredentials, type Holding } from '../held-credentials.js';
 import type { Route } from '../http.js';
 import { BodyEncodedError, BodyTooLargeError, jsonText, readBody } from '../respond.js';
+import { refusedParams } from './params.js';
 import { loadMcpSdk, type McpSdk } from './sdk.js';
 import { createRequestServer, type McpSurface, type Readmitted } from './server.js';
 
@@ -368,6 +375,19 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
               }),
             );
           };
+          // Params the SDK's schema refuses are refused first, before the listen is counted or charged: by the check
+          // the SDK's listen router makes later (the codec of the request's era, which the SDK's entry classifies as
+          // here; only 2026-07-28 has the method), in the words of every other request's (src/server/mcp/params.ts).
+          const route = sdk.classifyInboundRequest({
+            httpMethod: 'POST',
+            body: parsed,
+            protocolVersionHeader: headers.get('mcp-protocol-version') ?? undefined,
+            mcpMethodHeader: headers.get('mcp-method') ?? undefined,
+            mcpNameHeader: headers.get('mcp-name') ?? undefined,
+          });
+          const revision = route.kind === 'modern' ? route.classification.revision : undefined;
+          const invalid = revision && refusedParams(revision, 'subscriptions/listen', parsed as JSONRPCRequest);
+          if (invalid) return refuse(-32602, invalid.message, { field: invalid.field });
           if (listened.length > MAX_LISTENED_RESOURCES)
             return refuse(
               -32602,

@@ -5,7 +5,9 @@
 //
 // One rule for every method, by the SDK's own check: the server of each request is a subclass of the SDK's Server
 // whose `_wrapHandler` (the SDK's hook for subclasses, run for every handler, the SDK's own initialize and ping too)
-// asks the same codec the SDK's check asks, first; what that codec refuses, the SDK would have refused.
+// asks the same codec the SDK's check asks, first; what that codec refuses, the SDK would have refused. The one request
+// served by no handler, subscriptions/listen (the SDK's listen router), is checked by `refusedParams` with the same
+// codec and words before the route counts or charges it (src/server/mcp/http.ts).
 import type { JSONRPCRequest, Result, Server, ServerContext } from '@modelcontextprotocol/server';
 
 import { mcpSdk } from './sdk.js';
@@ -34,6 +36,12 @@ const MEANT: Record<string, { what: string; missing?: string }> = {
   'initialize params.protocolVersion': { what: 'the protocol revision the client speaks, such as "2025-11-25"' },
   'initialize params.capabilities': { what: 'what the client can do; {} when nothing' },
   'initialize params.clientInfo': { what: "the client's name and version" },
+  'subscriptions/listen params.notifications': {
+    what: 'the changes to be told of, such as {"resourceSubscriptions": ["<resource URI>"]}',
+  },
+  'subscriptions/listen params.notifications.resourceSubscriptions': {
+    what: 'the URIs of the resources whose changes are to be told',
+  },
 };
 
 /** One issue of zod's, as the SDK's codec writes them (`String(ZodError)`: a JSON array). */
@@ -90,7 +98,49 @@ function invalidParams(method: string, request: JSONRPCRequest, issues: string):
 
 type Handler = (request: JSONRPCRequest, ctx: ServerContext) => Promise<Result>;
 
-let checked: typeof Server | null = null;
+/** The SDK's check of `request` of `method`, by the codec of protocol `revision`: the refusal, or null. */
+type Check = (revision: string, method: string, request: JSONRPCRequest) => { message: string; field: string } | null;
+
+let checked: { Server: typeof Server; check: Check } | null = null;
+
+/** The SDK's Server with the check of every request's params, and the check alone, made on first use. */
+function made(): { Server: typeof Server; check: Check } {
+  if (checked) return checked;
+  const { Server, ProtocolError, ProtocolErrorCode } = mcpSdk();
+  class CheckedServer extends Server {
+    /**
+     * The check by a server of `revision` that serves nothing (made for the one call: a Server is cheap to make): its
+     * codec is the one an instance bound to that revision checks a request with. The SDK's entry binds a request's
+     * server to its era by this same field.
+     */
+    static check(revision: string, method: string, request: JSONRPCRequest) {
+      const server = new CheckedServer({ name: 'params', version: '0' });
+      server._negotiatedProtocolVersion = revision;
+      return server.refusal(method, request);
+    }
+
+    /**
+     * The check the SDK makes before a handler (Protocol.setRequestHandler, Server's tools/call wrapper): the codec
+     * of the era the instance serves; a method outside the era's schemas is left to the SDK.
+     */
+    private refusal(method: string, request: JSONRPCRequest): { message: string; field: string } | null {
+      const outcome = this._wireCodec().validateRequest(method, request);
+      if (outcome.ok || outcome.reason !== 'invalid') return null;
+      return invalidParams(method, request, outcome.message);
+    }
+
+    protected override _wrapHandler(method: string, handler: Handler): Handler {
+      const wrapped = super._wrapHandler(method, handler);
+      return (request, ctx) => {
+        const refused = this.refusal(method, request);
+        if (!refused) return wrapped(request, ctx);
+        const { message, field } = refused;
+        return Promise.reject(new ProtocolError(ProtocolErrorCode.InvalidParams, message, { field }));
+      };
+    }
+  }
+  return (checked = { Server: CheckedServer, check: (...args) => CheckedServer.check(...args) });
+}
 
 /**
  * The SDK's Server, with each request checked against the SDK's schema of its method before its handler (the SDK's
@@ -98,20 +148,19 @@ let checked: typeof Server | null = null;
  * value of the SDK is (src/server/mcp/sdk.ts).
  */
 export function checkedServer(): typeof Server {
-  if (checked) return checked;
-  const { Server, ProtocolError, ProtocolErrorCode } = mcpSdk();
-  class CheckedServer extends Server {
-    protected override _wrapHandler(method: string, handler: Handler): Handler {
-      const wrapped = super._wrapHandler(method, handler);
-      return (request, ctx) => {
-        // The check the SDK makes before a handler (Protocol.setRequestHandler, Server's tools/call wrapper): the
-        // codec of the era the instance serves; a method outside the era's schemas is left to the SDK.
-        const outcome = this._wireCodec().validateRequest(method, request);
-        if (outcome.ok || outcome.reason !== 'invalid') return wrapped(request, ctx);
-        const { message, field } = invalidParams(method, request, outcome.message);
-        return Promise.reject(new ProtocolError(ProtocolErrorCode.InvalidParams, message, { field }));
-      };
-    }
-  }
-  return (checked = CheckedServer);
+  return made().Server;
+}
+
+/**
+ * The refusal of `request` of `method` at protocol `revision` by the SDK's schema, in the words `checkedServer`
+ * answers with (its `field` for `data.field`), or null: for a request the SDK serves with no request handler
+ * (subscriptions/listen), checked before the gateway counts or charges anything for it. Null too for a method outside
+ * that revision's schemas: the SDK answers that itself.
+ */
+export function refusedParams(
+  revision: string,
+  method: string,
+  request: JSONRPCRequest,
+): { message: string; field: string } | null {
+  return made().check(revision, method, request);
 }
