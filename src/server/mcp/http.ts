@@ -345,10 +345,13 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
           },
         };
         o.held.hold(holding, checkedUnder);
-        res.on('close', () => {
+        const closed = () => {
           o.held.release(holding);
           abort.abort();
-        });
+        };
+        res.on('close', closed);
+        // A client gone while its credential was checked closed before the listener above: nothing is held for it.
+        if (req.socket.destroyed) closed();
         const request = new Request(url, {
           method: req.method ?? 'GET',
           headers,
@@ -363,7 +366,21 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
           extra: { caller, toolset, requestId: ctx.requestId, revoked: revoked.signal, readmitted, delivery },
         };
         const options = { authInfo, ...(parsed !== undefined ? { parsedBody: parsed } : {}) };
-        if (listened) {
+        // Only a listen of the 2026-07-28 era is one: the SDK answers any other with -32601, and it is not counted or
+        // charged (the SDK's entry classifies the era, as here).
+        const route = listened
+          ? sdk.classifyInboundRequest({
+              httpMethod: 'POST',
+              body: parsed,
+              protocolVersionHeader: headers.get('mcp-protocol-version') ?? undefined,
+              mcpMethodHeader: headers.get('mcp-method') ?? undefined,
+              mcpNameHeader: headers.get('mcp-name') ?? undefined,
+            })
+          : null;
+        const revision = route?.kind === 'modern' ? route.classification.revision : undefined;
+        if (listened && revision !== undefined) {
+          // Its client already gone: nothing to count or open.
+          if (abort.signal.aborted) return;
           const id = (parsed as { id?: unknown }).id;
           const refuse = (code: number, message: string, data?: Record<string, unknown>) => {
             res.writeHead(200, { 'content-type': 'application/json' });
@@ -376,17 +393,9 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
             );
           };
           // Params the SDK's schema refuses are refused first, before the listen is counted or charged: by the check
-          // the SDK's listen router makes later (the codec of the request's era, which the SDK's entry classifies as
-          // here; only 2026-07-28 has the method), in the words of every other request's (src/server/mcp/params.ts).
-          const route = sdk.classifyInboundRequest({
-            httpMethod: 'POST',
-            body: parsed,
-            protocolVersionHeader: headers.get('mcp-protocol-version') ?? undefined,
-            mcpMethodHeader: headers.get('mcp-method') ?? undefined,
-            mcpNameHeader: headers.get('mcp-name') ?? undefined,
-          });
-          const revision = route.kind === 'modern' ? route.classification.revision : undefined;
-          const invalid = revision && refusedParams(revision, 'subscriptions/listen', parsed as JSONRPCRequest);
+          // the SDK's listen router makes later (the codec of the request's era), in the words of every other
+          // request's (src/server/mcp/params.ts).
+          const invalid = refusedParams(revision, 'subscriptions/listen', parsed as JSONRPCRequest);
           if (invalid) return refuse(-32602, invalid.message, { field: invalid.field });
           if (listened.length > MAX_LISTENED_RESOURCES)
             return refuse(

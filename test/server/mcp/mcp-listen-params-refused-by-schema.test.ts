@@ -148,3 +148,28 @@ describe('a well-formed subscriptions/listen', () => {
     expect(live()).toBe(1);
   });
 });
+
+describe('a subscriptions/listen of an era that has no such method', () => {
+  it('is answered by the SDK (-32601) and neither charged nor counted', async () => {
+    const before = await readsSpent();
+    // No 2026-07-28 _meta, no MCP-Protocol-Version header: a 2025-era request, whose methods have no listen.
+    const res = await request(`${gw.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${KEY}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 'old-era',
+        method: 'subscriptions/listen',
+        params: { notifications: { resourceSubscriptions: ['gateway://catalog'] } },
+      }),
+    });
+    const text = await res.body.text();
+    expect(text).toContain('-32601');
+    expect(await readsSpent()).toBe(before);
+    expect(live()).toBe(0);
+  });
+});
