@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { M, ok, SSH_KEY } from '../helpers/cloud.js';
 import { appsFile, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { operationOver } from '../helpers/operation.js';
+import { waitFor } from '../helpers/wait.js';
 
 const KEY = 'bad-input-shop-key-0123456789';
 const SRE = 'bad-input-sre-key-0123456789';
@@ -470,19 +471,37 @@ describe('bad input changes nothing', () => {
       `POST /graphql HTTP/1.1\r\nAuthorization: Bearer ${KEY}\r\n`,
       `POST /graphql/stream HTTP/1.1\r\nAuthorization: Bearer ${KEY}\r\nAccept: text/event-stream\r\n`,
     ];
-    for (const head of heads) {
-      await new Promise<void>((resolve) => {
-        const socket = net.connect(Number(port), hostname, () => {
-          socket.write(`${head}Host: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":`);
-          setTimeout(() => {
-            socket.destroy();
-            resolve();
-          }, 100);
-        });
-        socket.on('error', () => resolve());
-      });
+    // Each request carries its id, to know when the gateway has it and when it is done with it.
+    const ids = heads.map(() => randomUUID());
+    const arrived = new Set<unknown>();
+    const onRequest = (req: { headers: Record<string, unknown> }) => arrived.add(req.headers['x-request-id']);
+    gw.gateway.server.on('request', onRequest);
+    try {
+      for (const [i, head] of heads.entries()) {
+        const socket = net.connect(Number(port), hostname);
+        socket.on('error', () => {});
+        socket.write(
+          `${head}X-Request-Id: ${ids[i]}\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":`,
+        );
+        // The connection is closed once the gateway has the request and waits for the rest of its body.
+        await waitFor(() => arrived.has(ids[i]), 20_000, `request ${i} at the gateway`);
+        socket.destroy();
+      }
+    } finally {
+      gw.gateway.server.off('request', onRequest);
     }
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The gateway is done with each request once it has written its last line for it: the close noticed, the answer
+    // sent, or the failure logged. What a request changes, it changes before that.
+    const ended = (id: string) =>
+      gw
+        .logs()
+        .split('\n')
+        .some(
+          (l) =>
+            l.includes(`"requestId":"${id}"`) &&
+            (l.includes('"level":50') || /"msg":"(request|the client closed the connection mid-request)"/.test(l)),
+        );
+    for (const id of ids) await waitFor(() => ended(id), 20_000, `the gateway's end of request ${id}`);
     expect(await observed()).toEqual(before);
     const errors = gw
       .logs()
