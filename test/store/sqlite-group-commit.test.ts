@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Worker } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';
 import { Kysely, sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -600,6 +601,17 @@ describe('SQLite checkpoints in a worker thread', () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
     const replies: CheckpointReply[] = [];
     let answered = () => {};
+    // The checkpoints asked of the worker: one asked for is answered in its time, which the test waits for.
+    let asked = 0;
+    const post = Worker.prototype.postMessage;
+    const spy = vi.spyOn(Worker.prototype, 'postMessage').mockImplementation(function (
+      this: Worker,
+      message,
+      transfer,
+    ) {
+      if (message === 'checkpoint') asked += 1;
+      return post.call(this, message, transfer);
+    });
     const { dir, db } = checkpointed({
       intervalMs: 1_000,
       restartFrames: 1_000_000,
@@ -632,6 +644,8 @@ describe('SQLite checkpoints in a worker thread', () => {
       await write();
       answer = nextReply();
       await vi.advanceTimersByTimeAsync(999);
+      // Whatever was asked of the worker so far has been answered: a checkpoint asked for early would show here.
+      while (replies.length < asked) await nextReply();
       expect(replies).toHaveLength(1);
       await vi.advanceTimersByTimeAsync(1);
       await answer;
@@ -641,6 +655,7 @@ describe('SQLite checkpoints in a worker thread', () => {
       expect(replies[1]!.log).toBeGreaterThan(0);
       expect(replies[1]!.checkpointed).toBe(replies[1]!.log);
     } finally {
+      spy.mockRestore();
       vi.useRealTimers();
       await db.destroy();
       fs.rmSync(dir, { recursive: true, force: true });
