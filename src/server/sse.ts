@@ -194,8 +194,11 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   const present = streamPresenter(options.logger);
   const expiry = options.expiry;
   const held = options.held;
-  /** The subscriptions that run on each reserved stream (single-connection mode), which end before it does. */
-  const endingOn = new Map<string, Set<Ending>>();
+  /**
+   * The subscriptions that run on each reserved stream (single-connection mode), by their contextValue: they end before
+   * it does, and with it (`closed`).
+   */
+  const endingOn = new Map<string, Map<GraphQLContext, Ending>>();
   /** Each operation's contextValue: the reserved stream it runs on, and what its `complete` ends (onComplete). */
   const streamOf = new WeakMap<object, string>();
   const completions = new WeakMap<object, () => void>();
@@ -210,7 +213,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
    */
   const ending = (stream: ResultStream, ran: Ran, context: GraphQLContext, request: SseContext): ResultStream => {
     const key = streamOf.get(context);
-    const on = key === undefined ? undefined : (endingOn.get(key) ?? endingOn.set(key, new Set()).get(key)!);
+    const on = key === undefined ? undefined : (endingOn.get(key) ?? endingOn.set(key, new Map()).get(key)!);
     let completed!: () => void;
     const queued = new Promise<void>((resolve) => (completed = resolve));
     const subscription = heldEnding(request.authorization, context.caller, (error) => {
@@ -251,14 +254,18 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     const unfollow =
       key === undefined ? undefined : reservations.get(key)?.ending?.delivery.lead(subscription.delivery);
     resultsOf.set(context, stream);
-    on?.add(subscription);
+    on?.set(context, subscription);
     held.hold(subscription, request.generation);
-    // graphql-sse has queued the operation's `complete` (its source ended, it was stopped, or it was ended above).
+    // graphql-sse has queued the operation's `complete` (its source ended, it was stopped, or it was ended above), or
+    // the operation was dropped (`drop`): then graphql-sse may still queue one, and this runs once.
+    let finished = false;
     completions.set(context, () => {
+      if (finished) return;
+      finished = true;
       cancel();
       unfollow?.();
       held.release(subscription);
-      on?.delete(subscription);
+      on?.delete(context);
       if (on?.size === 0) endingOn.delete(key!);
       completed();
     });
@@ -358,8 +365,31 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
    * ends the stream).
    */
   async function endStream(stream: string, error: GraphQLError, stop: () => void): Promise<void> {
-    await Promise.all([...(endingOn.get(stream) ?? [])].map((subscription) => subscription.end(error)));
+    await Promise.all([...(endingOn.get(stream)?.values() ?? [])].map((subscription) => subscription.end(error)));
     stop();
+  }
+
+  /**
+   * Ends an operation that no reserved stream will carry, with no last result (nothing would write it): its result
+   * stream's end gives back its place under APP_LIVE_SUBSCRIPTIONS and stops its source. A query's or a mutation's has
+   * none: it just runs out.
+   */
+  function drop(operation: GraphQLContext): void {
+    resultsOf
+      .get(operation)
+      ?.return(undefined)
+      .catch(() => undefined);
+    completions.get(operation)?.();
+  }
+
+  /**
+   * A reserved stream has ended (its connection closed, or it was released unconnected): every subscription still on
+   * it ends. graphql-sse ends those it holds, but not one whose setup it was awaiting when the stream went: it adds
+   * that one to the ended stream and answers 202. Such an operation ready before this runs is ended here; one ready
+   * after, in `handle`, which then finds no reservation.
+   */
+  function closed(token: string): void {
+    for (const operation of [...(endingOn.get(token)?.keys() ?? [])]) drop(operation);
   }
 
   function admit(params: Params, context: SseContext): Params {
@@ -427,6 +457,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       },
     });
     if (body && typeof body !== 'string') await body.return(undefined);
+    closed(token);
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
@@ -555,6 +586,16 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       }),
     );
 
+    // An operation added to a reserved stream that is no longer there to carry it ends now, whatever the order of
+    // events: graphql-sse answers 204 for one stopped (DELETE) while it was set up and forgets it, and adds one to a
+    // stream that ended meanwhile (202) where nothing reads it. One that arrived before the stream ended is `closed`'s.
+    if (
+      context.operation !== undefined &&
+      context.stream !== undefined &&
+      accept !== 'text/event-stream' &&
+      (init.status !== 202 || !reservations.has(context.stream))
+    )
+      drop(context.operation);
     if (init.status >= 400 && (typeof responseBody === 'string' || !responseBody)) {
       const refusal = protocolRefusal(init.status, responseBody, given !== undefined);
       if (refusal) {
@@ -599,7 +640,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         : onExpiry(expiry, auth.caller, (reason) => void connected.end(expired(reason)));
     if (connected) {
       // The operations added before it connected wait while its credential is checked, as those added after do.
-      for (const subscription of endingOn.get(stream!) ?? []) connected.delivery.lead(subscription.delivery);
+      for (const subscription of endingOn.get(stream!)?.values() ?? []) connected.delivery.lead(subscription.delivery);
       held.hold(connected, checkedUnder);
       const reservation = reservations.get(stream!);
       if (reservation) reservation.ending = connected;
@@ -618,7 +659,10 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       if (connected) held.release(connected);
       res.off('close', stop);
       open.delete(responseBody);
-      if (token) reservations.delete(token);
+      if (token) {
+        reservations.delete(token);
+        closed(token);
+      }
       res.end();
     }
   }
