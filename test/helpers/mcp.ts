@@ -1,5 +1,6 @@
 // An MCP client for the tests: the SDK's own client over real HTTP, against a gateway started on port 0.
 import { Client, StreamableHTTPClientTransport, type CallToolResult } from '@modelcontextprotocol/client';
+import { request } from 'undici';
 import { afterEach } from 'vitest';
 
 import { appsFile, type TestGateway } from './gateway.js';
@@ -97,6 +98,44 @@ export function planApps(prefix: string, o: { withOperator?: boolean } = {}): st
 }
 
 /** The `_meta` of a raw request at protocol 2026-07-28, sent without the SDK's client. */
+/**
+ * POSTs `body` to /mcp over raw HTTP with `key` (a string is sent as it is, anything else as its JSON), with `headers`
+ * beside the usual ones: the status, the answer's text, and every JSON-RPC message it carries (SSE events or one JSON).
+ */
+export async function rawMcpPost(
+  gw: Pick<TestGateway, 'url'>,
+  key: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; text: string; messages: Record<string, any>[] }> {
+  const res = await request(`${gw.url}/mcp`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${key}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...headers,
+    },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.body.text();
+  const events = [...text.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]!) as Record<string, any>);
+  const messages = events.length ? events : text ? [JSON.parse(text) as Record<string, any>] : [];
+  return { status: res.statusCode, text, messages };
+}
+
+/** The points `app` has been allowed from its `bucket` (`gateway_rate_limit_points_total`), read from /metrics. */
+export async function pointsAllowed(
+  gw: Pick<TestGateway, 'url'>,
+  app: string,
+  bucket: 'reads' | 'creations',
+): Promise<number> {
+  const text = await (await request(`${gw.url}/metrics`)).body.text();
+  const line = `gateway_rate_limit_points_total{app="${app}",bucket="${bucket}",outcome="allowed"} `;
+  const at = text.split('\n').find((l) => l.startsWith(line));
+  return at ? Number(at.slice(line.length)) : 0;
+}
+
 export const RAW_META = {
   'io.modelcontextprotocol/protocolVersion': '2026-07-28',
   'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1.0.0' },

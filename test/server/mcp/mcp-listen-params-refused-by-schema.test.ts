@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { scopeOfApp } from '../../../src/auth/caller.js';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.js';
-import { RAW_META, rawListen } from '../../helpers/mcp.js';
+import { pointsAllowed, RAW_META, rawListen, rawMcpPost } from '../../helpers/mcp.js';
 import { waitFor } from '../../helpers/wait.js';
 
 const KEY = 'listen-params-refused-key-0123456789';
@@ -33,28 +33,15 @@ afterAll(() => gw.close());
 const live = () => gw.gateway.services.liveSubscriptions.of(AGENT);
 const liveIs = (n: number) => waitFor(() => live() === n, 20_000, `${n} live subscription(s) (now ${live()})`);
 
-/** The reads points the app has been allowed (`gateway_rate_limit_points_total`): each listen opened spends one. */
-async function readsSpent(): Promise<number> {
-  const text = await (await request(`${gw.url}/metrics`)).body.text();
-  const m = /^gateway_rate_limit_points_total\{app="agent",bucket="reads",outcome="allowed"\} (\d+)$/m.exec(text);
-  return m ? Number(m[1]) : 0;
-}
+/** The reads points the app has been allowed: each listen opened spends one. */
+const readsSpent = () => pointsAllowed(gw, 'agent', 'reads');
 
 /** POSTs a subscriptions/listen of `id` with `params` at 2026-07-28: the status and its JSON answer. */
 async function listen(id: string, params: unknown): Promise<{ status: number; answer: Record<string, any> }> {
-  const res = await request(`${gw.url}/mcp`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${KEY}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-method': 'subscriptions/listen',
-      'mcp-protocol-version': '2026-07-28',
-    },
-    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'subscriptions/listen', params }),
-  });
-  const text = await res.body.text();
-  return { status: res.statusCode, answer: JSON.parse(text) as Record<string, any> };
+  const body = { jsonrpc: '2.0', id, method: 'subscriptions/listen', params };
+  const headers = { 'mcp-method': 'subscriptions/listen', 'mcp-protocol-version': '2026-07-28' };
+  const { status, messages } = await rawMcpPost(gw, KEY, body, headers);
+  return { status, answer: messages[0]! };
 }
 
 const refused = (id: string, field: string, said: string) => ({
@@ -105,6 +92,61 @@ describe('a subscriptions/listen whose params the schema refuses', () => {
     // Soft: on a refusal of another kind, whether the listen was charged or counted is told as well.
     expect.soft(status).toBe(200);
     expect.soft(got).toEqual(answer);
+    expect(await readsSpent()).toBe(before);
+    expect(live()).toBe(0);
+  });
+
+  it.each(cases)('%s, while the app holds its one live subscription: refused for its params', async (...c) => {
+    const [, id, params, answer] = c;
+    const stream = new AbortController();
+    open.push(stream);
+    const ack = await rawListen(gw, {
+      key: KEY,
+      id: `held-${id}`,
+      uris: ['mobileid://authentications/held'],
+      signal: stream.signal,
+    });
+    expect(ack.method).toBe('notifications/subscriptions/acknowledged');
+    expect(live()).toBe(1);
+    const before = await readsSpent();
+    const { status, answer: got } = await listen(id, params);
+    // Soft: on a refusal of another kind, whether the listen was charged or counted is told as well.
+    expect.soft(status).toBe(200);
+    expect.soft(got).toEqual(answer);
+    expect(await readsSpent()).toBe(before);
+    expect(live()).toBe(1);
+  });
+});
+
+describe('a well-formed subscriptions/listen', () => {
+  it('is acknowledged, spends a point of the reads budget and counts as a live subscription while open', async () => {
+    const before = await readsSpent();
+    const stream = new AbortController();
+    open.push(stream);
+    const ack = await rawListen(gw, {
+      key: KEY,
+      id: 'well-formed',
+      uris: ['mobileid://authentications/well-formed'],
+      signal: stream.signal,
+    });
+    expect(ack.method).toBe('notifications/subscriptions/acknowledged');
+    expect(ack.params.notifications).toEqual({ resourceSubscriptions: ['mobileid://authentications/well-formed'] });
+    expect(await readsSpent()).toBe(before + 1);
+    expect(live()).toBe(1);
+  });
+});
+
+describe('a subscriptions/listen of an era that has no such method', () => {
+  it('is answered by the SDK (-32601) and neither charged nor counted', async () => {
+    const before = await readsSpent();
+    // No 2026-07-28 _meta, no MCP-Protocol-Version header: a 2025-era request, whose methods have no listen.
+    const { messages } = await rawMcpPost(gw, KEY, {
+      jsonrpc: '2.0',
+      id: 'old-era',
+      method: 'subscriptions/listen',
+      params: { notifications: { resourceSubscriptions: ['gateway://catalog'] } },
+    });
+    expect(messages[0]).toMatchObject({ id: 'old-era', error: { code: -32601 } });
     expect(await readsSpent()).toBe(before);
     expect(live()).toBe(0);
   });

@@ -3,12 +3,11 @@
 // field, with its own id, alone or in a JSON-RPC batch, at the 2025 revisions and at 2026-07-28, and nothing runs: not
 // -32603 with a dump of the schema's issues. The same requests well formed are served as they always were. Over real
 // HTTP, with raw requests.
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { CATALOG_URI } from '../../../src/server/mcp/resources.js';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.js';
-import { RAW_META } from '../../helpers/mcp.js';
+import { pointsAllowed, RAW_META, rawMcpPost } from '../../helpers/mcp.js';
 
 const KEY = 'params-refused-by-schema-key-0123456789';
 let gw: TestGateway;
@@ -19,32 +18,10 @@ beforeAll(async () => {
 afterAll(() => gw.close());
 
 /** POSTs `body` to /mcp (with `headers`): the status, and every JSON-RPC message of the answer, SSE or JSON. */
-async function post(
-  body: unknown,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; text: string; messages: Record<string, any>[] }> {
-  const res = await request(`${gw.url}/mcp`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${KEY}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      ...headers,
-    },
-    body: JSON.stringify(body),
-  });
-  const text = await res.body.text();
-  const events = [...text.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]!) as Record<string, any>);
-  const messages = events.length ? events : text ? [JSON.parse(text) as Record<string, any>] : [];
-  return { status: res.statusCode, text, messages };
-}
+const post = (body: unknown, headers: Record<string, string> = {}) => rawMcpPost(gw, KEY, body, headers);
 
-/** The reads points the app has been allowed (`gateway_rate_limit_points_total`): each resource read spends one. */
-async function readsSpent(): Promise<number> {
-  const text = await (await request(`${gw.url}/metrics`)).body.text();
-  const m = /^gateway_rate_limit_points_total\{app="agent",bucket="reads",outcome="allowed"\} (\d+)$/m.exec(text);
-  return m ? Number(m[1]) : 0;
-}
+/** The reads points the app has been allowed: each resource read spends one. */
+const readsSpent = () => pointsAllowed(gw, 'agent', 'reads');
 
 const message = (id: number | string, method: string, params?: unknown) => ({
   jsonrpc: '2.0',

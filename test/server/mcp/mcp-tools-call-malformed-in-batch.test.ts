@@ -2,11 +2,11 @@
 // arguments is answered as the single one is: a JSON-RPC error -32602 in the gateway's words naming the field, with its
 // own id, and nothing runs for it; the batch's other messages are served as usual. A batch refused as a whole, and the
 // other refusals of a body that is no JSON-RPC request, are answered in clear words and run nothing. Over real HTTP.
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { upstreamCreations } from '../../helpers/cloud.js';
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.js';
+import { rawMcpPost } from '../../helpers/mcp.js';
 
 const KEY = 'malformed-in-batch-key-0123456789';
 let gw: TestGateway;
@@ -17,21 +17,7 @@ beforeAll(async () => {
 afterAll(() => gw.close());
 
 /** POSTs `body` (sent as it is when a string) to /mcp: the status, and every JSON-RPC message of the answer. */
-async function post(body: unknown): Promise<{ status: number; text: string; messages: Record<string, any>[] }> {
-  const res = await request(`${gw.url}/mcp`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${KEY}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-    },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
-  });
-  const text = await res.body.text();
-  const events = [...text.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]!) as Record<string, any>);
-  const messages = events.length ? events : text ? [JSON.parse(text) as Record<string, any>] : [];
-  return { status: res.statusCode, text, messages };
-}
+const post = (body: unknown) => rawMcpPost(gw, KEY, body);
 
 /** The creations the sandboxed cloud has been sent. */
 const cloudRequests = () => upstreamCreations(gw).length;

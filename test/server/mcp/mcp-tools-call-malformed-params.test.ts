@@ -1,10 +1,10 @@
 // A tools/call whose params are not a tool's name and its arguments (arguments a string or an array, name a number or
 // missing, no params at all) is answered with a JSON-RPC error in the gateway's words, naming the field, as every other
 // /mcp refusal is: not the SDK's dump of its schema's issues. Over real HTTP, with raw requests.
-import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startTestGateway, type TestGateway } from '../../helpers/gateway.js';
+import { rawMcpPost } from '../../helpers/mcp.js';
 
 const KEY = 'malformed-tool-call-key-0123456789';
 let gw: TestGateway;
@@ -15,19 +15,10 @@ afterAll(() => gw.close());
 
 /** POSTs one tools/call message with `params` (left out when undefined); its one answer, SSE or JSON. */
 async function call(id: number, params: unknown): Promise<Record<string, any>> {
-  const res = await request(`${gw.url}/mcp`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${KEY}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-    },
-    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', ...(params === undefined ? {} : { params }) }),
-  });
-  const text = await res.body.text();
-  expect(res.statusCode, text).toBe(200);
-  const data = /^data: (.*)$/m.exec(text);
-  return JSON.parse(data ? data[1]! : text) as Record<string, any>;
+  const body = { jsonrpc: '2.0', id, method: 'tools/call', ...(params === undefined ? {} : { params }) };
+  const { status, text, messages } = await rawMcpPost(gw, KEY, body);
+  expect(status, text).toBe(200);
+  return messages[0]!;
 }
 
 describe('a tools/call with malformed params', () => {
