@@ -282,7 +282,7 @@ export class Metrics {
 
   readonly jwtRefusals = new Counter({
     name: 'gateway_jwt_refusals_total',
-    help: 'JWTs whose signature and claims verified but that name no app the gateway accepts, by reason: no_app_claim, app_name (not 1 to 64 ASCII letters, digits, _ . -), not_accepted (not in AUTH_APPS, or `*` naming an app an entry gives to another claim value), configured_name (an app configured with keys, now or before, which AUTH_APPS does not make one with it) or other_issuer (with AUTH_ISSUERS, `*` naming an app another provider lists).',
+    help: 'JWTs whose signature and claims verified but that name no app the gateway accepts, by reason: no_app_claim, app_name (not 1 to 64 ASCII letters, digits, _ . -), not_accepted (not in AUTH_APPS, or `*` naming an app an entry gives to another claim value), configured_name (an app configured with keys, now or before, which AUTH_APPS does not make one with it; or, under `*`, a name an entry of AUTH_APPS or AUTH_ISSUERS listed before and none lists now) or other_issuer (with AUTH_ISSUERS, `*` naming an app another provider lists).',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });

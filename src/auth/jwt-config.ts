@@ -38,3 +38,11 @@ export interface JwtAppEntry {
    */
   readonly sameAsConfigured: boolean;
 }
+
+/**
+ * The names the providers' entries list (bare, or the `<name>` of `<claim value>=<name>`; not `*`): recorded in the
+ * database as configured app names (src/store/key-app-names.ts), which no `*` entry takes unless an entry lists them.
+ */
+export function listedAppNames(jwtAuth: JwtAuthConfig | null): string[] {
+  return (jwtAuth?.issuers ?? []).flatMap((issuer) => issuer.apps.listed.map((entry) => entry.app));
+}

@@ -234,9 +234,9 @@ const NO_NAMES: KnownNames = new Set<string>();
 /**
  * Which JWT apps the gateway accepts (AUTH_APPS) and under which name, as a verified token's claim value finds them:
  * a listed claim value (a name, or a client id with `=<name>`), or with `*` any value that is an app name and not the
- * name of an app configured with keys, now or before. A name is an app name (APP_NAME: ASCII letters, digits, `_`,
- * `.`, `-`), the configured names' syntax, so that a name is one string for every reader (no homoglyph, no `:` to make
- * two owner keys meet).
+ * name of an app configured with keys, nor one an entry lists, now or before. A name is an app name (APP_NAME: ASCII
+ * letters, digits, `_`, `.`, `-`), the configured names' syntax, so that a name is one string for every reader (no
+ * homoglyph, no `:` to make two owner keys meet).
  */
 export class JwtApps {
   private readonly listed: ReadonlyMap<string, JwtAppEntry>;
@@ -248,8 +248,9 @@ export class JwtApps {
   /**
    * `configured`: every configured app's name (keys, the apps file, bare keys' labels); a JWT takes none unless listed
    * `name=<it>`. `elsewhere`: the apps other identity providers list (AUTH_ISSUERS), which `*` does not take.
-   * `configuredBefore`: the names of apps configured with keys on this gateway's database, now or before
-   * (src/store/key-app-names.ts), which `*` does not take either: a removed app's data is still owned by its name.
+   * `configuredBefore`: the names of apps configured on this gateway's database, with keys or listed by an identity
+   * provider's entry, now or before (src/store/key-app-names.ts), which `*` does not take either unless an entry lists
+   * it now (refused above for another reason, or listed here): a removed app's data is still owned by its name.
    */
   constructor(
     config: Pick<JwtIssuerConfig, 'apps' | 'operatorApps'>,
@@ -277,7 +278,7 @@ export class JwtApps {
         refused: `the JWT's ${claim} claim names no app this gateway accepts (AUTH_APPS)`,
         reason: 'not_accepted',
       };
-    if (this.configured.has(value) || this.configuredBefore.has(value)) return configuredRefusal(claim);
+    if (this.configured.has(value)) return configuredRefusal(claim);
     // `<client id>=billing`: another client whose id is `billing`, or a user's token named by its sub, is not billing.
     if (this.names.has(value))
       return {
@@ -292,6 +293,8 @@ export class JwtApps {
         refused: `the JWT's ${claim} claim names an app another identity provider of AUTH_ISSUERS signs in: list it in this provider's apps as <claim value>=<name> to make them one app`,
         reason: 'other_issuer',
       };
+    // No entry lists it now, but one did, or it was a key app: its data is still owned by the name.
+    if (this.configuredBefore.has(value)) return configuredBeforeRefusal(claim);
     return { app: value };
   }
 
@@ -305,8 +308,9 @@ const APP_NAME_RULE = '1 to 64 ASCII letters, digits, `_`, `.` or `-`, starting 
 
 /**
  * Why a verified token names no app the gateway accepts (gateway_jwt_refusals_total's `reason`): no app claim, a value
- * outside APP_NAME, an app AUTH_APPS does not list, a configured app's name that AUTH_APPS does not make one, or (`*`)
- * an app another provider of AUTH_ISSUERS lists.
+ * outside APP_NAME, an app AUTH_APPS does not list, a configured app's name that AUTH_APPS does not make one (and,
+ * under `*`, a name configured with keys or listed by an entry before), or (`*`) an app another provider of
+ * AUTH_ISSUERS lists.
  */
 export type AppRefusalReason = 'no_app_claim' | 'app_name' | 'not_accepted' | 'configured_name' | 'other_issuer';
 type AppRefusal = { refused: string; reason: AppRefusalReason };
@@ -314,6 +318,13 @@ type AppRefusal = { refused: string; reason: AppRefusalReason };
 function configuredRefusal(claim: string): AppRefusal {
   return {
     refused: `the JWT's ${claim} claim names an app configured with API keys on this gateway, now or before (GATEWAY_API_KEYS, OPERATOR_API_KEYS or GATEWAY_APPS_FILE); a JWT is that app only when AUTH_APPS says so (<claim value>=<app>)`,
+    reason: 'configured_name',
+  };
+}
+
+function configuredBeforeRefusal(claim: string): AppRefusal {
+  return {
+    refused: `the JWT's ${claim} claim names an app configured with API keys or listed by an identity provider on this gateway before (GATEWAY_API_KEYS, OPERATOR_API_KEYS, GATEWAY_APPS_FILE, AUTH_APPS or AUTH_ISSUERS' apps), whose data its name still owns; a JWT is that app only when AUTH_APPS (or the issuer's apps) lists it (<app>, or <claim value>=<app>)`,
     reason: 'configured_name',
   };
 }
@@ -383,7 +394,10 @@ export class JwtAuthenticator {
     private readonly count: (check: 'verified' | 'cached') => void = () => undefined,
     /** Told of each verified token refused for the app it names (gateway_jwt_refusals_total). */
     private readonly refuse: (reason: AppRefusalReason) => void = () => undefined,
-    /** The names of apps configured with keys on this gateway's database, now or before, which `*` does not take. */
+    /**
+     * The names of apps configured on this gateway's database (with keys, or listed by a provider's entry), now or
+     * before, which `*` does not take unless an entry lists it.
+     */
     configuredBefore: KnownNames = NO_NAMES,
   ) {
     this.verified = config.verifiedCacheSize > 0 ? new LRUCache({ max: config.verifiedCacheSize }) : null;

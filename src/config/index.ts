@@ -1936,7 +1936,7 @@ function jwtAuthConfig(
  * AUTH_ISSUERS: each entry's apps are checked as AUTH_APPS and AUTH_OPERATOR_APPS are, and an app name is one
  * provider's unless every provider that lists it writes `<claim value>=<name>` (one app signing in through two
  * providers, as during a move from one to the other, is said, not fallen into). A `*` entry never takes a name
- * another provider lists (src/auth/jwt.ts JwtApps).
+ * another provider lists, nor one an entry listed before (src/auth/jwt.ts JwtApps).
  */
 function issuersFromFile(
   file: string,

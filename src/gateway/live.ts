@@ -3,7 +3,7 @@
 // prepared first and swapped only when all are good, so a bad file leaves everything as it was.
 import type { GraphQLSchema } from 'graphql';
 
-import type { JwtAuthConfig } from '../auth/jwt-config.js';
+import { listedAppNames, type JwtAuthConfig } from '../auth/jwt-config.js';
 import { JwksKeys, JwtAuthenticator, looksLikeJwt, type KnownNames } from '../auth/jwt.js';
 import { configuredApps, createAuthenticator, keyAppNames, type Authenticate } from '../auth/keys.js';
 import { reloadConfig, type Config } from '../config/index.js';
@@ -26,10 +26,19 @@ interface Snapshot {
 
 /**
  * One part a reload swaps: `prepare` reads and checks (throwing a ConfigError naming variable, file and line).
- * `keyAppNames`: the names of the apps configured with keys on the database, now or before; the reload adds every
- * replica's to it after the steps are prepared and before the swap, so nothing reads it before it is complete.
+ * `appNames`: the names of the apps configured on the database, now or before; the reload adds every replica's to it
+ * after the steps are prepared and before the swap, so nothing reads it before it is complete.
  */
-type ReloadStep = (next: Config, keyAppNames: ReadonlySet<string>) => () => void;
+type ReloadStep = (next: Config, appNames: ReadonlySet<string>) => () => void;
+
+/**
+ * The app names a configuration gives, to record in the database (src/store/key-app-names.ts): the apps configured
+ * with keys, and the names the identity providers' entries list (not `*`). `*` takes none of them, now or after they
+ * are removed, unless an entry lists it (docs/decisions/058).
+ */
+export function appNamesToRecord(config: Config): string[] {
+  return [...keyAppNames(config), ...listedAppNames(config.jwtAuth)];
+}
 
 export class LiveConfiguration {
   private snapshot: Snapshot;
@@ -43,11 +52,12 @@ export class LiveConfiguration {
   /** Reloads run one after another: one that read older files never swaps them in after a newer one. */
   private reloading: Promise<unknown> = Promise.resolve();
   /**
-   * The names of every app configured with keys on this gateway's database, now or before (every replica's, as read
-   * at start and at each reload): `*` takes none of them (docs/decisions/058). It only grows; each authenticator
-   * holds the set of its own configuration, as it holds the rest of it.
+   * The names of every app configured on this gateway's database, with keys or listed by an identity provider's entry,
+   * now or before (every replica's, as read at start and at each reload): `*` takes none of them unless an entry lists
+   * it (docs/decisions/058). It only grows; each authenticator holds the set of its own configuration, as it holds the
+   * rest of it.
    */
-  private keyAppNamesEver: ReadonlySet<string>;
+  private appNamesEver: ReadonlySet<string>;
 
   constructor(
     private readonly config: Config,
@@ -60,23 +70,23 @@ export class LiveConfiguration {
       /** MOBILEID_JWKS_FILE read again: the swap, or null when there is no such file. */
       prepareMobileIdKeys: () => (() => void) | null;
       /**
-       * The names of apps configured with keys on the database, now or before, recorded by the start with its own
-       * names (src/store/key-app-names.ts)...
+       * The names of apps configured on the database, now or before, recorded by the start with its own names
+       * (appNamesToRecord, src/store/key-app-names.ts)...
        */
-      keyAppNames: ReadonlySet<string>;
+      appNames: ReadonlySet<string>;
       /** ...and what each reload records with its names: every name recorded so far, by any replica. */
-      recordKeyAppNames: (names: readonly string[]) => Promise<ReadonlySet<string>>;
+      recordAppNames: (names: readonly string[]) => Promise<ReadonlySet<string>>;
     },
   ) {
-    this.keyAppNamesEver = new Set(deps.keyAppNames);
+    this.appNamesEver = new Set(deps.appNames);
     const keys = this.keysOf(config.jwtAuth);
-    this.snapshot = { ...this.authOf(config, keys, this.keyAppNamesEver), trusted: this.loadTrusted(undefined) };
+    this.snapshot = { ...this.authOf(config, keys, this.appNamesEver), trusted: this.loadTrusted(undefined) };
     this.keysInUse(keys);
     this.warn(config.jwtAuth);
     this.steps = [
-      (next, keyAppNames) => {
+      (next, appNames) => {
         const keys = this.keysOf(next.jwtAuth);
-        const auth = this.authOf(next, keys, keyAppNames);
+        const auth = this.authOf(next, keys, appNames);
         return () => {
           this.snapshot = { ...this.snapshot, ...auth };
           this.keysInUse(keys);
@@ -123,7 +133,7 @@ export class LiveConfiguration {
   /**
    * Reads the configuration files again: all of them are swapped in at once, or, when one is bad, none is (logged
    * with its variable, file and line, and counted in gateway_config_reloads_total{result="failed"}). The swap is
-   * synchronous: no request sees half a reload. Before it, the names of the apps the files configure with keys are
+   * synchronous: no request sees half a reload. Before it, the app names the files give (appNamesToRecord) are
    * recorded in the database, and every replica's read back. Anything but a bad file (a ConfigError; a database that
    * does not answer) is counted as failed and thrown.
    */
@@ -138,12 +148,12 @@ export class LiveConfiguration {
     try {
       const next = reloadConfig(this.config);
       files = [...new Set([...files, ...this.filesOf(next)])];
-      const ever = new Set(this.keyAppNamesEver);
+      const ever = new Set(this.appNamesEver);
       const swaps = this.steps.map((prepare) => prepare(next, ever));
       // Recorded once every file is good, read back before the swap: another replica may have configured a name
       // since, and the swapped-in authenticator refuses it under `*` from its first request.
-      for (const name of await this.deps.recordKeyAppNames(keyAppNames(next))) ever.add(name);
-      this.keyAppNamesEver = ever;
+      for (const name of await this.deps.recordAppNames(appNamesToRecord(next))) ever.add(name);
+      this.appNamesEver = ever;
       for (const swap of swaps) swap();
       this.gen += 1;
       for (const listener of this.reloaded) listener();
@@ -206,7 +216,7 @@ export class LiveConfiguration {
   private authOf(
     cfg: Config,
     keys: readonly JwksKeys[],
-    keyAppNamesEver: KnownNames,
+    appNamesEver: KnownNames,
   ): Pick<Snapshot, 'authenticate' | 'configured'> {
     const { box, metrics, now } = this.deps;
     // A bare key's label in metrics and logs is a keyed digest: an unsalted hash of a key can be tested offline.
@@ -222,7 +232,7 @@ export class LiveConfiguration {
           new Map(cfg.appsFile.flatMap((a) => (a.approves ? [[a.name, a.approves] as const] : []))),
           (check) => metrics.jwtChecks.inc({ check }),
           (reason) => metrics.jwtRefusals.inc({ reason }),
-          keyAppNamesEver,
+          appNamesEver,
         )
       : null;
     return {

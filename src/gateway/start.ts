@@ -1,7 +1,6 @@
 // The composition root (DESIGN.md): startGateway builds every part from the config and wires them together, top to
 // bottom: store → secret → services (events, upstreams, domains) → the live configuration → pipeline → transports →
 // listen. Nothing else reads globals; tests start as many gateways as they like, each on port 0.
-import { keyAppNames } from '../auth/keys.js';
 import type { Config } from '../config/index.js';
 import { shownUrl } from '../errors.js';
 import { createLogger } from '../logger.js';
@@ -9,11 +8,11 @@ import { Metrics } from '../metrics.js';
 import { pauseAt } from '../phases.js';
 import { loadSecretBox } from '../secret.js';
 import { openStore } from '../store/index.js';
-import { recordKeyAppNames } from '../store/key-app-names.js';
+import { recordAppNames } from '../store/key-app-names.js';
 import { createTracing } from '../telemetry/tracing.js';
 import { gatewayJobs, startJobs } from './jobs.js';
 import { GatewayServer } from './listen.js';
-import { LiveConfiguration } from './live.js';
+import { appNamesToRecord, LiveConfiguration } from './live.js';
 import type { Gateway, GatewayOptions } from './options.js';
 import { buildPipeline, contextBuilder, gatewaySchema } from './pipeline.js';
 import { buildServices, WEBHOOK_EVENT_KINDS } from './services.js';
@@ -104,10 +103,10 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     );
 
     // Who may call and which documents are trusted: read now, and again by each reload (docs/decisions/057). The
-    // names of apps configured with keys are recorded first, and every name recorded before read back: `*` takes
-    // none of them from the first request served (docs/decisions/058).
+    // app names configured (with keys, or listed by an identity provider's entry) are recorded first, and every name
+    // recorded before read back: `*` takes none of them from the first request served (docs/decisions/058).
     const schema = gatewaySchema();
-    const recordNames = (names: readonly string[]) => recordKeyAppNames(store.db, names, now());
+    const recordNames = (names: readonly string[]) => recordAppNames(store.db, names, now());
     live = new LiveConfiguration(config, {
       logger,
       metrics,
@@ -115,8 +114,8 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       schema,
       now,
       prepareMobileIdKeys: () => services.mobileId.prepareKeysReload(),
-      keyAppNames: await recordNames(keyAppNames(config)),
-      recordKeyAppNames: recordNames,
+      appNames: await recordNames(appNamesToRecord(config)),
+      recordAppNames: recordNames,
     });
 
     const contextFor = contextBuilder(services, logger);

@@ -430,8 +430,9 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         });
       },
     },
-    // The name of every app ever configured with keys on this database (docs/decisions/058): an identity provider that
-    // accepts any app name (`*`) never takes one, even after the app is removed, since its data is owned by the name.
+    // The name of every app ever configured with keys on this database, and (same table, src/store/key-app-names.ts)
+    // of every name an identity provider's entry listed (docs/decisions/058): an identity provider that accepts any
+    // app name (`*`) never takes one, even after the app is removed, since its data is owned by the name.
     '015_key_app_names': {
       async up(db: Kysely<any>) {
         await db.schema

@@ -163,14 +163,17 @@ export interface MobileIdRejectionTable {
   scope: string | null;
 }
 
-/** When each app was last seen, for the operator's list of apps (src/store/app-activity.ts). */
-/** Every app name ever configured with keys (src/store/key-app-names.ts): rows are never deleted. */
+/**
+ * Every app name ever configured with keys or listed by an identity provider's entry (src/store/key-app-names.ts):
+ * rows are never deleted.
+ */
 export interface KeyAppNameTable {
   app: string;
   /** When a replica first recorded it (epoch ms). */
   first_configured_at: number;
 }
 
+/** When each app was last seen, for the operator's list of apps (src/store/app-activity.ts). */
 export interface AppActivityTable {
   /** The app's name (or a bare key's label): never a key. */
   app: string;
