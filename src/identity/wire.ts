@@ -99,6 +99,8 @@ export function parseIdentificationResponse(body: unknown): IdentificationLink |
 
 /** Names under which an answer may hold an identification's link or its short id, compared in lower case. */
 const LINK_FIELDS = new Set(['url', 'link', 'idshort', 'id_short', 'shorturl', 'short_url']);
+/** The shortest last path segment of a link taken for its short id (shorter ones would mask common words). */
+const MIN_SHORT_ID = 6;
 /** An absolute http(s) URL inside a text: an identification link, wherever an answer puts it. */
 const URL_IN_TEXT = /https?:\/\/[^\s"'<>]+/gi;
 
@@ -106,9 +108,9 @@ const URL_IN_TEXT = /https?:\/\/[^\s"'<>]+/gi;
  * The texts of a 202 answer and of its request that are kept only sealed (src/identity/service.ts
  * IdentificationSpec), for masking an answer whose id could not be read, and so whose shape is not the spec's: the
  * string under any link-like name (LINK_FIELDS) at any depth, any absolute http(s) URL in any string of it (a text
- * answer's included: an envelope or a message may carry the link), and the applicant's external id and the redirect
- * URL sent, which an answer may echo. Over-masking a URL that is not the link costs an operator a detail; missing the
- * link would keep it in clear.
+ * answer's included: an envelope or a message may carry the link) and its last path segment, and the applicant's
+ * external id and the redirect URL sent, which an answer may echo. Over-masking a URL that is not the link costs an
+ * operator a detail; missing the link would keep it in clear.
  */
 export function identificationAnswerSecrets(body: unknown, sent: IdentificationRequest): string[] {
   const found: unknown[] = [sent.applicantExternalId, sent.redirectUrl];
@@ -118,7 +120,13 @@ export function identificationAnswerSecrets(body: unknown, sent: IdentificationR
     const [value, name] = stack.pop()!;
     if (typeof value === 'string') {
       if (name !== null && LINK_FIELDS.has(name.toLowerCase())) found.push(value);
-      for (const m of value.matchAll(URL_IN_TEXT)) found.push(m[0]);
+      for (const m of value.matchAll(URL_IN_TEXT)) {
+        found.push(m[0]);
+        // The link's last path segment is its short id in the shapes seen (`…/i/<idShort>`), which a text may quote
+        // alone: masked too when it is long enough to be one.
+        const last = m[0].split(/[?#]/)[0]!.split('/').pop() ?? '';
+        if (last.length >= MIN_SHORT_ID) found.push(last);
+      }
     } else if (Array.isArray(value)) {
       for (const item of value) stack.push([item, null]);
     } else if (isObject(value)) {

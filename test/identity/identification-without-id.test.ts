@@ -173,5 +173,9 @@ describe('an identification request answered 2xx without a readable id', () => {
     expect(JSON.stringify(first), 'the link in the answer').not.toContain(link);
     expect(clearTextOf(await storeSnapshot(t)), 'the link in the store').not.toContain(link);
     expect(t.logs(), 'the link in the log').not.toContain(link);
+    // The short id, the link's last segment here, quoted alone in the text answer.
+    const idShort = link.split('/').pop()!;
+    expect(JSON.stringify(first), 'the short id in the answer').not.toContain(idShort);
+    expect(clearTextOf(await storeSnapshot(t)), 'the short id in the store').not.toContain(idShort);
   });
 });
