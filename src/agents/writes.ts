@@ -93,6 +93,9 @@ export function classify(schema: GraphQLSchema, operation: OperationDefinitionNo
   let writes = 0;
   let unplannable: string | null = null;
   const mutation = schema.getMutationType();
+  // The writes by the key they are given (a variable's or a hard-coded one): two that share one could not both run,
+  // the second replaying the first's outcome or refused, where the plan would show them both.
+  const byKey = new Map<string, string[]>();
   for (const f of fields) {
     const name = f.name.value;
     if (HARMLESS_WRITES.has(name)) continue;
@@ -103,11 +106,21 @@ export function classify(schema: GraphQLSchema, operation: OperationDefinitionNo
     }
     domains.add(domain);
     const key = f.arguments?.find((a) => a.name.value === 'idempotencyKey');
+    const shared =
+      key?.value.kind === Kind.VARIABLE
+        ? `$${key.value.name.value}`
+        : key?.value.kind === Kind.STRING
+          ? JSON.stringify(key.value.value)
+          : null;
+    if (shared !== null) byKey.set(shared, [...(byKey.get(shared) ?? []), (f.alias ?? f.name).value]);
     if (key?.value.kind === Kind.VARIABLE && !of.has(key.value.name.value)) {
       keyVariables.add(key.value.name.value);
       of.set(key.value.name.value, (f.alias ?? f.name).value);
     }
   }
+  for (const [key, sharing] of byKey)
+    if (sharing.length > 1)
+      unplannable ??= `${key} is the idempotencyKey of ${sharing.join(' and ')}, which need one each`;
   for (const f of fields) if (UPSTREAM_WRITES[f.name.value] !== undefined) writes++;
   return { kind: 'creation', fields: names, unplannable, domains, keyVariables, keyedWrites: { of, writes } };
 }
