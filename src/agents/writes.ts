@@ -96,8 +96,14 @@ export function classify(schema: GraphQLSchema, operation: OperationDefinitionNo
   // The writes by the key they are given (a variable's or a hard-coded one): two that share one could not both run,
   // the second replaying the first's outcome or refused, where the plan would show them both.
   const byKey = new Map<string, string[]>();
+  // Two root fields under one response key are one field to GraphQL (merged, run once), two to a plan.
+  const responseKeys = new Set<string>();
   for (const f of fields) {
     const name = f.name.value;
+    const responseKey = (f.alias ?? f.name).value;
+    if (responseKeys.has(responseKey))
+      unplannable ??= `${responseKey} names two root fields, which GraphQL runs as one`;
+    responseKeys.add(responseKey);
     if (HARMLESS_WRITES.has(name)) continue;
     const domain = UPSTREAM_WRITES[name];
     if (!domain || !mutation?.getFields()[name]?.args.some((a) => a.name === 'idempotencyKey')) {

@@ -3,6 +3,7 @@
 // both: its approval would show two creations, and the run would create the first and refuse the second as
 // IDEMPOTENCY_KEY_REUSED. Such a document cannot be planned: under MCP_MUTATIONS=approve it is not offered, and the
 // start-up warning names the key and the creations that share it; a document with a key variable each is planned.
+// Likewise a document with two creations under one response key, which GraphQL merges and runs once.
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -21,6 +22,10 @@ const DOCUMENTS = {
     'mutation SharedVariable($k: UUID) { a: createProject(input: { name: "a" }, idempotencyKey: $k) { project { id } } b: createProject(input: { name: "b" }, idempotencyKey: $k) { project { id } } }',
   'shared-literal':
     'mutation SharedLiteral { a: createProject(input: { name: "a" }, idempotencyKey: "6f1c2a9e-7d3b-4c5a-8e9f-0a1b2c3d4e5f") { project { id } } b: createProject(input: { name: "b" }, idempotencyKey: "6f1c2a9e-7d3b-4c5a-8e9f-0a1b2c3d4e5f") { project { id } } }',
+  // Without a key, each creation is given one by its response key: two with one response key (the same field and
+  // arguments, which GraphQL merges into one) would be planned as two and run as one.
+  twice:
+    'mutation Twice { createProject(input: { name: "a" }) { project { id } } createProject(input: { name: "a" }) { project { id } } }',
   'one-each':
     'mutation OneEach($k1: UUID, $k2: UUID) { a: createProject(input: { name: "a" }, idempotencyKey: $k1) { project { id } } b: createProject(input: { name: "b" }, idempotencyKey: $k2) { project { id } } }',
 };
@@ -51,6 +56,8 @@ describe('two creations of one plan never share a key', () => {
     expect(gw.logs()).toMatch(
       /SharedLiteral \(\\*"6f1c2a9e-7d3b-4c5a-8e9f-0a1b2c3d4e5f\\*" is the idempotencyKey of a and b, which need one each\)/,
     );
+    expect(names).not.toContain('Twice');
+    expect(gw.logs()).toMatch(/Twice \(createProject names two root fields, which GraphQL runs as one\)/);
     const refused = await c.call('SharedVariable', {});
     expect(refused.isError).toBe(true);
     expect(upstreamCreations(gw)).toEqual([]);
