@@ -130,6 +130,12 @@ export function codePoint(c: string): string {
 
 /** A non-retryable answer of an upstream (4xx). Carries the upstream status and its error body. */
 export class UpstreamRejectedError extends GatewayError {
+  /**
+   * Set when an earlier attempt of the same call may have taken effect (its answer was lost, it timed out, a 5xx): the
+   * refusal is of a repetition, so the request may have been applied all the same. Not shown to the client.
+   */
+  mayHaveApplied = false;
+
   constructor(
     readonly upstream: string,
     readonly status: number,

@@ -213,7 +213,9 @@ export class CloudClient {
       if (!(err instanceof UpstreamRejectedError)) throw err;
       const secrets = secretsOf(body);
       if (secrets.length === 0) throw err;
-      throw new UpstreamRejectedError(err.upstream, err.status, masked(err.body, secrets), err.code);
+      const refusal = new UpstreamRejectedError(err.upstream, err.status, masked(err.body, secrets), err.code);
+      refusal.mayHaveApplied = err.mayHaveApplied;
+      throw refusal;
     }
     let response = scrubResponse(res.body, body);
     const id = this.answers.createdId(response);

@@ -324,6 +324,9 @@ export class UpstreamHttp {
         metrics.upstreamOutcomeUnknown.inc({ upstream: name, route });
         throw new AbortError(new UpstreamOutcomeUnknownError(name, error.reason, call.attempts, error.status));
       }
+      // A refusal of a repetition: an earlier attempt may have been applied, whatever this one was answered.
+      if (call.mayHaveApplied && error instanceof AbortError && error.originalError instanceof UpstreamRejectedError)
+        error.originalError.mayHaveApplied = true;
       throw error;
     }
   }

@@ -9,6 +9,7 @@ import {
   StoreUnavailableError,
   UpstreamAnswerIncompleteError,
   UpstreamOutcomeUnknownError,
+  UpstreamRejectedError,
   type GatewayWarning,
   type IncompleteAnswer,
 } from '../errors.js';
@@ -120,12 +121,15 @@ function incompleteAnswer(stored: unknown, key: string, upstream: string): Upstr
 
 /**
  * Whether a failed call of an upstream that honours the key may have reached it: UPSTREAM_UNAVAILABLE once its retries
- * ran out (or its circuit opened after an attempt), but not a circuit that refused it before any (`sent: false`). An
- * upstream not known to honour the key (`unrepeatable`) answers UPSTREAM_OUTCOME_UNKNOWN instead when it may have.
+ * ran out (or its circuit opened after an attempt), but not a circuit that refused it before any (`sent: false`); a
+ * refusal of a repeated attempt whose earlier one may have been applied. An upstream not known to honour the key
+ * (`unrepeatable`) answers UPSTREAM_OUTCOME_UNKNOWN instead when it may have.
  */
 function mayHaveReached(error: unknown, unrepeatable: string | undefined): boolean {
+  if (unrepeatable !== undefined) return false;
+  // A refusal of a repeated attempt whose earlier one may have been applied: the key stays bound to the request.
+  if (error instanceof UpstreamRejectedError) return error.mayHaveApplied;
   return (
-    unrepeatable === undefined &&
     error instanceof GatewayError &&
     error.extensions.code === ErrorCode.UPSTREAM_UNAVAILABLE &&
     error.extensions.sent !== false
