@@ -46,6 +46,8 @@ export interface CreatedIdentification {
   link: IdentificationLink;
   /** The upstream's answer as it arrived. */
   response: unknown;
+  /** The 2xx status it was answered with. */
+  httpStatus: number;
 }
 
 /** One environment of the identification interface: its base address and its ACCESS_TOKEN. */
@@ -88,21 +90,52 @@ export class IdentificationClient {
       rejectCode: identityRejectCode,
     });
     const link = parseIdentificationResponse(res.body);
-    if (!link) {
-      // A 2xx created the request even when its id cannot be read (docs/decisions/042): the answer is kept with the
-      // key, so that a retry reads it again instead of creating a second request. What is sealed at rest on a
-      // recorded identification (the link, the applicant's id, the redirect) and the token are masked in it.
-      const secrets = [...identificationAnswerSecrets(res.body, body), ...(token ? [token] : [])];
-      throw new UpstreamAnswerIncompleteError({
-        upstream: http.name,
-        status: res.status,
-        missing: 'the id of the request it created',
-        lookedFor: 'id',
-        variable: null,
-        answer: keptAnswerText(masked(res.body, secrets)),
-      });
-    }
-    return { link, response: res.body };
+    // A 2xx created the request even when its id cannot be read (docs/decisions/042): the answer is kept with the key,
+    // so that a retry reads it again instead of creating a second request.
+    if (!link) throw this.incomplete(environment, res.status, res.body, body, 'the id of the request it created');
+    return { link, response: res.body, httpStatus: res.status };
+  }
+
+  /**
+   * The refusal of a creation answered with an id the gateway already recorded for another creation (the two
+   * environments are two platforms, whose ids may meet): it cannot be stored under that id, so its answer is kept with
+   * the key as an unreadable one's is, and the first record stays as it was.
+   */
+  alreadyRecorded(
+    environment: IdentificationEnvironment,
+    created: CreatedIdentification,
+    sent: IdentificationRequest,
+  ): UpstreamAnswerIncompleteError {
+    return this.incomplete(
+      environment,
+      created.httpStatus,
+      created.response,
+      sent,
+      `a new id (the id read, ${created.link.id}, is one the gateway already recorded for another creation)`,
+    );
+  }
+
+  /**
+   * UPSTREAM_ANSWER_INCOMPLETE for a 2xx `answer`: what is sealed at rest on a recorded identification (the link, its
+   * short id, the applicant's id, the redirect) and the token are masked in the answer kept.
+   */
+  private incomplete(
+    environment: IdentificationEnvironment,
+    status: number,
+    answer: unknown,
+    sent: IdentificationRequest,
+    missing: string,
+  ): UpstreamAnswerIncompleteError {
+    const endpoint = this.environments[environment]!;
+    const secrets = [...identificationAnswerSecrets(answer, sent), ...(endpoint.token ? [endpoint.token] : [])];
+    return new UpstreamAnswerIncompleteError({
+      upstream: endpoint.http.name,
+      status,
+      missing,
+      lookedFor: 'id',
+      variable: null,
+      answer: keptAnswerText(masked(answer, secrets)),
+    });
   }
 }
 

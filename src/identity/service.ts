@@ -21,7 +21,12 @@ import type { Ledger, LedgerRecord } from '../store/ledger.js';
 import { nameBasedUuid, upstreamKey, type Idempotency, type Outcome } from '../upstream/idempotency.js';
 import { masked } from '../upstream/masked.js';
 import type { CallbackBinding, CallbackBodies, CallbackReceipt, VerificationCallbacks } from './callbacks.js';
-import type { IdentificationClient, RegisteredVerification, VerificationClient } from './client.js';
+import type {
+  CreatedIdentification,
+  IdentificationClient,
+  RegisteredVerification,
+  VerificationClient,
+} from './client.js';
 import type { IdentificationCompletions } from './completions.js';
 import * as wire from './wire.js';
 
@@ -297,6 +302,8 @@ export class IdentityService {
     const { workflowId, lifetime, redirectUrl, applicantExternalId, environment, body } =
       this.identificationCall(input);
 
+    /** The upstream's answer, once it came: what `unstorable` keeps. */
+    let answer: CreatedIdentification | undefined;
     const out = await this.o.idempotency.run<LedgerRecord>({
       scope: caller.scope,
       key,
@@ -333,7 +340,8 @@ export class IdentityService {
           redirectUrl,
         };
         const sealed = this.o.secret.seal(JSON.stringify(secrets), ownedContext('identification', caller.scope, id));
-        return this.o.ledger.record({
+        answer = created;
+        return {
           id,
           kind: 'identification',
           projectId: null,
@@ -354,8 +362,13 @@ export class IdentityService {
           idempotencyKey,
           createdBy: caller.scope,
           createdAt: new Date(now),
-        });
+        };
       },
+      // The record is written in the same commit as the completion of the key. An answer naming an id the ledger holds
+      // for another creation (the other environment's, or another app's) changes no row: the app is told so, rather
+      // than told of an identification it could then not read, and the first record stays as it was.
+      storeWith: (record) => [this.o.ledger.recordWrite(record)],
+      unstorable: () => this.o.identification.alreadyRecorded(environment, answer!, body),
       // No `recover`: a 202 whose id cannot be read (UPSTREAM_ANSWER_INCOMPLETE, src/identity/client.ts) is kept with
       // the key, and a retry answers the kept answer again without sending. The spec names the field (`id`), so no
       // variable could point elsewhere, and the kept answer has the link masked, so it could not be recorded from.

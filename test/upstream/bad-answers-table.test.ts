@@ -177,34 +177,43 @@ const API_KEY = 'bad-answers-app';
 const IDENTIFY = `mutation($input: CreateIdentificationInput!, $key: UUID) {
   createIdentification(input: $input, idempotencyKey: $key) { identification { id } replayed }
 }`;
+const READ_IDENTIFICATION = `query($id: ID!) { identification(id: $id) { id } }`;
 /** Words of drivers' own messages, and the stand-in's address, that must not reach the app. */
 const RAW = /127\.0\.0\.1|elsewhere\.invalid|HTTPParserError|does not match the HTTP|bad response|other side closed/i;
 
 describe('bad answers of an upstream', () => {
   let gw: TestGateway;
-  beforeAll(async () => {
-    gw = await startTestGateway({
-      GATEWAY_API_KEYS: API_KEY,
-      CLOUD_API_URL: url,
-      CLOUD_API_TOKEN: 'service-account-token',
-      IDENTIFICATION_API_URL: url,
-      IDENTIFICATION_API_TOKEN: 'identification-token',
-      SANDBOX_UPSTREAMS: 'verification,rfm,mobile-id',
-      SANDBOX_CALLBACK_DELAY_MS: '600000',
-      UPSTREAM_MAX_RETRIES: '1',
-      UPSTREAM_RETRY_BUDGET: '5s',
-      UPSTREAM_TIMEOUT: '2s',
-      UPSTREAM_CIRCUIT_BREAKER: 'off',
-    });
+  /**
+   * The gateway the identity calls go through: its own ledger, since the stand-in answers both endpoints with the same
+   * id, which one ledger holds for the project created first.
+   */
+  let identityGw: TestGateway;
+  // A function: the stand-in's address is known once the outer beforeAll has run.
+  const env = () => ({
+    GATEWAY_API_KEYS: API_KEY,
+    CLOUD_API_URL: url,
+    CLOUD_API_TOKEN: 'service-account-token',
+    IDENTIFICATION_API_URL: url,
+    IDENTIFICATION_API_TOKEN: 'identification-token',
+    SANDBOX_UPSTREAMS: 'verification,rfm,mobile-id',
+    SANDBOX_CALLBACK_DELAY_MS: '600000',
+    UPSTREAM_MAX_RETRIES: '1',
+    UPSTREAM_RETRY_BUDGET: '5s',
+    UPSTREAM_TIMEOUT: '2s',
+    UPSTREAM_CIRCUIT_BREAKER: 'off',
   });
-  afterAll(() => gw.close());
+  beforeAll(async () => {
+    gw = await startTestGateway(env());
+    identityGw = await startTestGateway(env());
+  });
+  afterAll(() => Promise.all([gw.close(), identityGw.close()]));
 
   /** The code of an answer, or `id <id>` when it created; the same for both calls of a key. */
-  async function outcome(query: string, input: Record<string, unknown>): Promise<string[]> {
+  async function outcome(query: string, input: Record<string, unknown>, on = gw): Promise<string[]> {
     const key = randomUUID();
     const seen: string[] = [];
     for (let call = 0; call < 2; call++) {
-      const res = await gw.graphql(query, { input, key }, { key: API_KEY });
+      const res = await on.graphql(query, { input, key }, { key: API_KEY });
       expect(res.status).toBe(200);
       expect(JSON.stringify(res)).not.toMatch(RAW);
       const payload = res.data && Object.values(res.data)[0];
@@ -212,6 +221,11 @@ describe('bad answers of an upstream', () => {
         expect(payload.replayed).toBe(call === 1);
         const created = (payload.project ?? payload.identification) as { id: string };
         seen.push(`id ${created.id}`);
+        // A creation the app is told of is one it can read.
+        if (payload.identification) {
+          const read = await on.graphql(READ_IDENTIFICATION, { id: created.id }, { key: API_KEY });
+          expect(read.data!.identification).toEqual({ id: created.id });
+        }
       } else seen.push(res.errors![0]!.extensions!.code);
     }
     return seen;
@@ -227,13 +241,18 @@ describe('bad answers of an upstream', () => {
     // Recorded in the ledger only when the answer named its id.
     expect(projectsAfter - projectsBefore).toBe(cloud.startsWith('id ') ? 1 : 0);
     const sentBefore = received;
-    expect(await outcome(IDENTIFY, { workflowId: 'wf-bad-answer' })).toEqual([identification, identification]);
+    expect(await outcome(IDENTIFY, { workflowId: 'wf-bad-answer' }, identityGw)).toEqual([
+      identification,
+      identification,
+    ]);
     // A kept answer is read again on the retry, not sent again.
     if (identification === INCOMPLETE) expect(received - sentBefore).toBe(1);
   });
 
-  it('leaves the gateway healthy', async () => {
-    const health = await fetch(`${gw.url}/healthz`);
-    expect(health.status).toBe(200);
+  it('leaves the gateways healthy', async () => {
+    for (const g of [gw, identityGw]) {
+      const health = await fetch(`${g.url}/healthz`);
+      expect(health.status).toBe(200);
+    }
   });
 });
