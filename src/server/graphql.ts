@@ -1,10 +1,11 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HeaderMap, type ApolloServer } from '@apollo/server';
 import { GraphQLError } from 'graphql';
 
 import type { AuthFailure } from '../auth/keys.js';
 import { ErrorCode } from '../errors.js';
 import { LIMIT_VARIABLES } from '../execution/limits.js';
+import { SingleResultTypes } from '../execution/present.js';
 import type { GraphQLContext } from '../graphql/context.js';
 import type { DirectPath } from './direct-path.js';
 import type { Route, RouteContext } from './http.js';
@@ -36,6 +37,9 @@ export interface GraphqlRouteOptions {
 /** GraphQL over HTTP through Apollo Server on plain node:http (Apollo has no node:http adapter that allows other routes). */
 export function graphqlRoute(options: GraphqlRouteOptions): Route {
   const { apollo } = options;
+  // The route's own refusals are answered in the media type Apollo answers its own with (GraphQL over HTTP: the
+  // Accept header's most preferred type the server has); JSON when the header allows none.
+  const types = new SingleResultTypes();
   return {
     method: 'ANY',
     path: '/graphql',
@@ -56,7 +60,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
             const max = options.maxBodyBytes;
             // The rest of the body is not read: close the connection rather than drain it.
             res.setHeader('connection', 'close');
-            sendJson(res, 413, {
+            refuse(types, req, res, 413, {
               errors: [
                 {
                   message: `request body exceeds ${max} bytes (${LIMIT_VARIABLES.bodyBytes}=${max})`,
@@ -68,7 +72,9 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
           }
           if (err instanceof BodyEncodedError) {
             res.setHeader('connection', 'close');
-            sendJson(res, 415, { errors: [{ message: err.message, extensions: { code: ErrorCode.BAD_REQUEST } }] });
+            refuse(types, req, res, 415, {
+              errors: [{ message: err.message, extensions: { code: ErrorCode.BAD_REQUEST } }],
+            });
             return;
           }
           throw err;
@@ -79,7 +85,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
           try {
             body = raw.length ? JSON.parse(jsonText(raw)) : undefined;
           } catch {
-            sendJson(res, 400, {
+            refuse(types, req, res, 400, {
               errors: [{ message: 'request body is not valid JSON', extensions: { code: ErrorCode.BAD_REQUEST } }],
             });
             return;
@@ -109,7 +115,9 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
       if (options.trusted && authenticated) {
         const admitted = admitHttp(options.trusted, req.method ?? 'GET', body, search, contextValue!.caller.scope);
         if (!admitted.ok) {
-          sendJson(res, admitted.status, admitted.body, { 'cache-control': 'private, no-cache, must-revalidate' });
+          refuse(types, req, res, admitted.status, admitted.body, {
+            'cache-control': 'private, no-cache, must-revalidate',
+          });
           return;
         }
         ({ body, search } = admitted);
@@ -126,7 +134,7 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
       const refused = source === undefined || !authenticated ? undefined : options.checkSource?.(source);
       if (refused) {
         const { http: _http, ...extensions } = refused.extensions;
-        sendJson(res, 400, { errors: [{ message: refused.message, extensions }] });
+        refuse(types, req, res, 400, { errors: [{ message: refused.message, extensions }] });
         return;
       }
       if (direct) {
@@ -151,6 +159,21 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
       res.end();
     },
   };
+}
+
+/** One of the route's own refusals, in the media type `types` negotiates from the request's Accept header. */
+function refuse(
+  types: SingleResultTypes,
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  answer: unknown,
+  headers: Record<string, string> = {},
+): void {
+  sendJson(res, status, answer, {
+    'content-type': types.of(req.headers.accept) ?? 'application/json; charset=utf-8',
+    ...headers,
+  });
 }
 
 /**
