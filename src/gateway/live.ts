@@ -126,7 +126,7 @@ export class LiveConfiguration {
   /** The admission of trusted documents, through the running manifest; undefined when TRUSTED_DOCUMENTS is off. */
   trustedAdmission(): { admit: TrustedDocuments['admit'] } | undefined {
     return this.snapshot.trusted
-      ? { admit: (request, owner) => this.snapshot.trusted!.admit(request, owner) }
+      ? { admit: (request, owner, runs) => this.snapshot.trusted!.admit(request, owner, runs) }
       : undefined;
   }
 

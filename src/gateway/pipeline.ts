@@ -25,7 +25,7 @@ import { provisioningResolvers } from '../graphql/provisioning.js';
 import { buildSchema } from '../graphql/schema.js';
 import type { Logger } from '../logger.js';
 import { DirectPath } from '../server/direct-path.js';
-import type { TrustedDocuments } from '../server/trusted-documents.js';
+import type { Admission, OperationRequest, TrustedDocuments } from '../server/trusted-documents.js';
 import type { Services } from '../services.js';
 import { nameOperationApp } from '../telemetry/operations.js';
 import type { Tracing } from '../telemetry/tracing.js';
@@ -75,6 +75,8 @@ export interface BuiltPipeline {
   readonly apollo: ApolloServer<GraphQLContext>;
   /** POST /graphql's direct path (null: off, or Apollo's configuration is not one it reproduces). */
   readonly direct: DirectPath | null;
+  /** The admission of trusted documents every transport uses (undefined when TRUSTED_DOCUMENTS is off). */
+  readonly trusted: { admit(request: OperationRequest, owner: string | null): Admission } | undefined;
 }
 
 export async function buildPipeline(
@@ -94,6 +96,11 @@ export async function buildPipeline(
   const { schema, services, logger, tracing } = parts;
   const limits = new OperationLimits(config.graphqlLimits, { introspection: config.introspection });
   const documents = new DocumentCache(schema, limits);
+  // A persisted query's hash is registered only with a text that runs: its preparation, kept for the run that follows.
+  const runs = (text: string) => !Array.isArray(documents.get(text).document);
+  const trusted: BuiltPipeline['trusted'] = parts.trusted && {
+    admit: (request, owner) => parts.trusted!.admit(request, owner, runs),
+  };
   const admit = createAdmission({
     schema,
     limits,
@@ -132,7 +139,7 @@ export async function buildPipeline(
       ws: streamingExecution(tracing, 'ws', shared, documents.hideSuggestions, sources),
       sse: streamingExecution(tracing, 'sse', shared, documents.hideSuggestions, sources),
     },
-    trusted: parts.trusted,
+    trusted,
     logger,
     context: (caller, requestId) => parts.contextFor(caller, requestId),
     live: services.liveSubscriptions,
@@ -148,5 +155,5 @@ export async function buildPipeline(
         (message) => logger.warn(message),
       )
     : null;
-  return { pipeline, limits, documents, apollo, direct };
+  return { pipeline, limits, documents, apollo, direct, trusted };
 }

@@ -89,7 +89,7 @@ export function buildTransports(
     ctx.app = auth.caller.app;
     return contextFor(auth.caller, ctx.requestId, () => ctx.logger);
   };
-  const trusted = live.trustedAdmission();
+  const trusted = built.trusted;
   const expiry = authExpiry(parts);
   // A reload authenticates again what credentials hold open, on every transport (decision 057).
   const held = new HeldCredentials({ authenticate, generation: () => live.generation, logger });

@@ -208,9 +208,10 @@ export class TrustedDocuments {
   /**
    * Turns the request's id or hash into the text to run, or refuses it. `extensions` comes back without
    * `persistedQuery`. `owner`: the caller's owner scope, whose registered texts a hash alone may name; null registers
-   * and finds none.
+   * and finds none. `runs`: whether a text parses and validates; a hash is registered only with a text that does (as
+   * Apollo keeps a persisted query only once it validated), so that a refused text changes nothing.
    */
-  admit(request: OperationRequest, owner: string | null): Admission {
+  admit(request: OperationRequest, owner: string | null, runs?: (text: string) => boolean): Admission {
     const { query, documentId } = request;
     let extensions = request.extensions;
     if (
@@ -262,7 +263,7 @@ export class TrustedDocuments {
       }
       if (hash('sha256', text) !== persisted.sha256Hash) return badRequest('provided sha does not match query');
       if (this.mode === 'enforce') return this.refuse();
-      if (owner !== null) this.registered.set(`${owner}\0${persisted.sha256Hash}`, text);
+      if (owner !== null && runs?.(text) !== false) this.registered.set(`${owner}\0${persisted.sha256Hash}`, text);
       return { ok: true, query: text, extensions: rest };
     }
 

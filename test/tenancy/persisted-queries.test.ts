@@ -73,6 +73,25 @@ describe.each(['off', 'allow'] as const)('TRUSTED_DOCUMENTS=%s: a registered per
     },
   );
 
+  // A registration is a document that runs: one whose text does not parse or validate is refused as it is and kept
+  // nowhere, so its hash alone still answers as one nobody registered (and takes no place among the registered).
+  it.runIf(mode === 'allow').each([
+    ['does not parse', '{ nope'],
+    ['does not validate', '{ nope }'],
+  ])('a text that %s is not registered by its hash', async (_what, bad) => {
+    const text = `${bad} # ${randomUUID()}`;
+    const before = await post(gw, A, { extensions: apq(sha256(text)) });
+    expect(before.body.errors?.[0]?.extensions?.code).toBe('PERSISTED_QUERY_NOT_FOUND');
+    const refused = await post(gw, A, { query: text, extensions: apq(sha256(text)) });
+    expect(refused.status).toBe(400);
+    expect(refused.body.errors?.[0]?.extensions?.code).toMatch(/^GRAPHQL_(PARSE|VALIDATION)_FAILED$/);
+    expect(await post(gw, A, { extensions: apq(sha256(text)) })).toEqual(before);
+    for (const transport of ['ws', 'sse'] as Transport[]) {
+      await operationOver(transport, gw, A, { query: text, extensions: apq(sha256(text)) });
+      expect(await post(gw, A, { extensions: apq(sha256(text)) }), transport).toEqual(before);
+    }
+  });
+
   it.runIf(mode === 'allow')("a manifest document's hash runs for every app", async () => {
     for (const key of [A, B])
       expect((await post(gw, key, { extensions: apq(sha256(KNOWN)) })).body).toEqual({
