@@ -272,20 +272,29 @@ export class PostgresBus implements EventBus {
   private async catchUp(): Promise<void> {
     for (;;) {
       const events = await this.options.log.after(this.high, BATCH);
+      // Until the batch is delivered, a failed read (the database went away) leaves `high` and the stretches as they
+      // were: the next pass reads the batch again, rather than start after events it never delivered.
+      const before = { high: this.high, gaps: this.gaps.slice() };
       const now = Date.now();
       for (const event of events) {
         if (event.seq > this.high + 1) this.addGap({ from: this.high + 1, to: event.seq - 1, since: now });
         this.high = event.seq;
       }
       const late: EventRecord[] = [];
-      while (this.gaps.length > 0) {
-        const found = await this.options.log.inStretches(
-          this.gaps.map((g) => [g.from, g.to] as const),
-          BATCH,
-        );
-        for (const event of found) this.fillGap(event.seq);
-        late.push(...found);
-        if (found.length < BATCH) break;
+      try {
+        while (this.gaps.length > 0) {
+          const found = await this.options.log.inStretches(
+            this.gaps.map((g) => [g.from, g.to] as const),
+            BATCH,
+          );
+          for (const event of found) this.fillGap(event.seq);
+          late.push(...found);
+          if (found.length < BATCH) break;
+        }
+      } catch (err) {
+        this.high = before.high;
+        this.gaps = before.gaps;
+        throw err;
       }
       const merged = late.length === 0 ? events : [...events, ...late].sort((x, y) => x.seq - y.seq);
       for (const event of merged) await this.deliver(event);
