@@ -49,9 +49,13 @@ export class InProcessBus implements EventBus {
     this.delivered = new Delivered(floor, cursors);
   }
 
-  /** Starts the positions again from `floor` (the PostgreSQL bus, once it has read the log's highest number). */
-  startAt(floor: number): void {
+  /**
+   * Starts the positions again from `floor`, with `above` (numbers above it) counted as delivered: the PostgreSQL bus,
+   * once it has read the log's newest numbers (those missing between them may still commit, and are not delivered).
+   */
+  startAt(floor: number, above: readonly number[] = []): void {
     this.delivered = new Delivered(floor, this.cursors);
+    for (const seq of above) this.delivered.record(seq, 0, false);
   }
 
   position(): Position {

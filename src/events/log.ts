@@ -495,6 +495,17 @@ export class EventLog {
     return seq === null || seq === undefined ? null : Number(seq);
   }
 
+  /** The numbers of the newest `limit` events, ascending. */
+  async newestSeqs(limit: number): Promise<number[]> {
+    const rows = await this.db
+      .selectFrom('events')
+      .select('seq')
+      .orderBy('seq', 'desc')
+      .limit(sql.lit(whole(limit)))
+      .execute();
+    return rows.map((row) => Number(row.seq)).reverse();
+  }
+
   /** The highest sequence number in the log (0 when empty). */
   async lastSeq(): Promise<number> {
     const row = await this.db

@@ -16,6 +16,8 @@ export interface BusFixture {
   readonly store: Store;
   readonly log: EventLog;
   readonly bus: PostgresBus;
+  /** The database's URL, for another replica's bus on it. */
+  readonly databaseUrl: string;
   /** Appends an event of the fixture's kind (created, or the test fails), into `into` (a transaction's log) if given. */
   append(key: string, payload?: Record<string, unknown>, into?: EventLog): Promise<EventRecord>;
   /** Sends the notice another replica would send for `seq`, by hand: "late" is then a fact of the test. */
@@ -30,12 +32,13 @@ export function postgresBusFixture(name: string, kind: string, delivered: (event
   let pg: TestPostgres;
   let dir: string;
   let n = 0;
-  const f = {} as { store: Store; log: EventLog; bus: PostgresBus };
+  const f = {} as { store: Store; log: EventLog; bus: PostgresBus; databaseUrl: string };
   beforeAll(async () => {
     pg = await startPostgres();
     dir = fs.mkdtempSync(path.join(os.tmpdir(), `${name}-`));
     const logger = createLogger({ level: 'silent' });
     const databaseUrl = await pg.createDatabase(name.replace(/-/g, '_'));
+    f.databaseUrl = databaseUrl;
     f.store = await openStore({ dataDir: dir, databaseUrl, logger });
     f.log = new EventLog(f.store.db, 86_400_000, f.store.dialect);
     f.bus = await PostgresBus.start({ databaseUrl, db: f.store.db, log: f.log, logger, cursors: CursorCodec.random() });
@@ -56,6 +59,9 @@ export function postgresBusFixture(name: string, kind: string, delivered: (event
     },
     get bus() {
       return f.bus;
+    },
+    get databaseUrl() {
+      return f.databaseUrl;
     },
     async append(key, payload, into = f.log) {
       n += 1;
