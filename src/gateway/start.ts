@@ -151,10 +151,12 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
       reload: () => reload('POST /admin/reload'),
     });
     await http.serve(transports, logger, metrics);
-    // Shutdown order: stop accepting, close subscriptions, let in-flight requests finish, then the rest.
+    // Shutdown order: stop accepting, close subscriptions, let in-flight requests finish, then the rest. The port
+    // closes first: a peer slow to answer its stream's close must not keep the gateway accepting (and ready).
     onClose(async () => {
+      const drained = http.drain();
       await transports.close();
-      await http.drain();
+      await drained;
     });
 
     let closing: Promise<void> | null = null;

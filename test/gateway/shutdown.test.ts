@@ -1,9 +1,24 @@
 import { describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 
 import { M } from '../helpers/cloud.js';
-import { startTestGateway } from '../helpers/gateway.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { mcpClient } from '../helpers/mcp.js';
 import { subscribers, waitFor } from '../helpers/wait.js';
+
+/** A graphql-ws connection the gateway acknowledged, and the close code it ends with. */
+async function acknowledged(gw: TestGateway) {
+  const ws = new WebSocket(gw.url.replace(/^http/, 'ws') + '/graphql', 'graphql-transport-ws');
+  const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  const acked = new Promise<void>((resolve) => ws.once('message', () => resolve()));
+  ws.send(JSON.stringify({ type: 'connection_init' }));
+  await acked;
+  return { ws, closed };
+}
 
 describe('graceful shutdown', () => {
   it('lets an in-flight mutation finish before closing', async () => {
@@ -37,5 +52,23 @@ describe('graceful shutdown', () => {
     expect(answered.structuredContent).toMatchObject({ events: [], cursor, timedOut: false });
     await closed;
     await agent.close().catch(() => undefined);
+  });
+
+  it('stops accepting and is not ready as soon as it shuts down, while a WebSocket peer leaves its close unanswered', async () => {
+    const gw = await startTestGateway();
+    // A peer that reads nothing more (a vanished mobile client): the gateway's close frame gets no answer.
+    const silent = await acknowledged(gw);
+    (silent.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    const polite = await acknowledged(gw);
+    const closed = gw.close();
+    // The shutdown has begun: the peers are told to go away.
+    expect(await polite.closed).toBe(1001);
+    const readyz = await fetch(`${gw.url}/readyz`).then(
+      (res) => res.status,
+      () => 'refused',
+    );
+    expect(readyz).not.toBe(200);
+    silent.ws.terminate();
+    await closed;
   });
 });
