@@ -133,6 +133,25 @@ describe('SIGTERM closes every stream the gateway holds', () => {
     expect(await exit).toEqual({ code: 0, signal: null });
     expect(gw.output()).toContain('shutdown complete');
   }, 60_000);
+
+  it('a graphql-ws peer that never answers its 1001 does not hold the exit: exits 0', async () => {
+    const gw = await spawnGateway({ DATA_DIR: tempDataDir(), GATEWAY_API_KEYS: KEY });
+    const ws = new WebSocket(`${gw.url.replace('http', 'ws')}/graphql`, 'graphql-transport-ws');
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    const acked = new Promise<void>((resolve) => ws.once('message', () => resolve()));
+    ws.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${KEY}` } }));
+    await acked;
+    // A peer that vanished (a phone gone out of range): it reads nothing more, so the close frame gets no answer.
+    (ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    const exit = exited(gw);
+    gw.child.kill('SIGTERM');
+    expect(await exit).toEqual({ code: 0, signal: null });
+    expect(gw.output()).toContain('shutdown complete');
+    ws.terminate();
+  });
 });
 
 describe('SIGTERM with a creation in flight at the upstream', () => {
