@@ -6,6 +6,9 @@ import type { Store } from '../store/index.js';
 import { requestIdOf, type Route } from './http.js';
 import { sendJson, sendOAuthError } from './respond.js';
 
+/** How long /readyz waits for the store's answer (kubelet's probe gives up after 1 s unless told otherwise). */
+const READY_PING_MS = 2_000;
+
 /**
  * /healthz: the process answers. /readyz: the store answers too, and nothing in `notReady` (the event bus of a
  * replica that cannot listen to the others) says otherwise; its body shows each upstream's circuit, which never
@@ -31,8 +34,19 @@ export function healthRoutes(deps: {
       path: '/readyz',
       name: 'readyz',
       async handle(_req, res, ctx) {
+        let timer: NodeJS.Timeout | undefined;
         try {
-          await deps.store.ping();
+          // A database that stops answering without closing its connections (a partition) leaves the ping waiting for
+          // good: past READY_PING_MS it is not ready, said as such, rather than a request that never ends.
+          await Promise.race([
+            deps.store.ping(),
+            new Promise<never>((_resolve, reject) => {
+              timer = setTimeout(
+                () => reject(new Error(`the database did not answer within ${READY_PING_MS} ms`)),
+                READY_PING_MS,
+              );
+            }),
+          ]);
           const why = deps.notReady?.() ?? null;
           if (why !== null)
             return sendJson(res, 503, { status: 'unavailable', store: deps.store.dialect, error: why, ...circuits() });
@@ -45,6 +59,8 @@ export function healthRoutes(deps: {
             error: 'the database does not answer',
             ...circuits(),
           });
+        } finally {
+          clearTimeout(timer);
         }
       },
     },
