@@ -1,6 +1,11 @@
 import type { Client } from 'graphql-ws';
 
-import type { TestGateway } from './gateway.js';
+import {
+  IDENTIFICATIONS_PATH,
+  startIdentificationSandbox,
+  type IdentificationSandbox,
+} from '../../src/sandbox/identification.js';
+import { startTestGateway, type TestGateway } from './gateway.js';
 import { subscribers, waitFor } from './wait.js';
 
 export interface Subscription<T = any> {
@@ -61,4 +66,41 @@ export async function subscriptionsOnBus(t: TestGateway, kind: string, ...keys: 
     5_000,
     `subscriptions ${keys.join(', ')} on the bus`,
   );
+}
+
+/** Both identification environments, each its own sandbox accepting only its token, and a gateway in front of both. */
+export interface TwoEnvironments {
+  readonly gateway: TestGateway;
+  readonly upstreams: Record<'PRODUCTION' | 'PRODLIKE', IdentificationSandbox>;
+  /** The creations each sandbox was sent. */
+  sent(upstream: IdentificationSandbox): number;
+  close(): Promise<void>;
+}
+
+export async function twoIdentificationEnvironments(
+  tokens: Record<'PRODUCTION' | 'PRODLIKE', string>,
+  apiKeys: string,
+): Promise<TwoEnvironments> {
+  const upstreams = {
+    PRODUCTION: await startIdentificationSandbox({ acceptedTokens: [tokens.PRODUCTION] }),
+    PRODLIKE: await startIdentificationSandbox({ acceptedTokens: [tokens.PRODLIKE], environment: 'prodlike' }),
+  };
+  const gateway = await startTestGateway({
+    GATEWAY_API_KEYS: apiKeys,
+    SANDBOX_UPSTREAMS: 'cloud,verification,rfm,mobile-id',
+    IDENTIFICATION_API_URL: upstreams.PRODUCTION.url,
+    IDENTIFICATION_PRODLIKE_API_URL: upstreams.PRODLIKE.url,
+    IDENTIFICATION_API_TOKEN: tokens.PRODUCTION,
+    IDENTIFICATION_PRODLIKE_API_TOKEN: tokens.PRODLIKE,
+    SANDBOX_CALLBACK_DELAY_MS: '600000',
+  });
+  return {
+    gateway,
+    upstreams,
+    sent: (u) => u.requests.filter((r) => r.method === 'POST' && r.path === IDENTIFICATIONS_PATH).length,
+    async close() {
+      await gateway.close();
+      await Promise.all(Object.values(upstreams).map((u) => u.close()));
+    },
+  };
 }

@@ -2,12 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { FaultSpec } from '../../src/sandbox/faults.js';
-import {
-  IDENTIFICATIONS_PATH,
-  startIdentificationSandbox,
-  type IdentificationSandbox,
-} from '../../src/sandbox/identification.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { IDENTIFICATIONS_PATH, type IdentificationSandbox } from '../../src/sandbox/identification.js';
+import type { TestGateway } from '../helpers/gateway.js';
+import { twoIdentificationEnvironments, type TwoEnvironments } from '../helpers/identity.js';
 import { clearTextOf, storeSnapshot } from '../helpers/store.js';
 
 /**
@@ -40,31 +37,17 @@ const UNREADABLE: Array<[string, FaultSpec]> = [
   ['with JSON that holds no id at all', 'ok-no-id'],
 ];
 
+let two: TwoEnvironments;
 let t: TestGateway;
-let upstreams: Record<'PRODUCTION' | 'PRODLIKE', IdentificationSandbox>;
+let upstreams: TwoEnvironments['upstreams'];
 
 beforeAll(async () => {
-  upstreams = {
-    PRODUCTION: await startIdentificationSandbox({ acceptedTokens: [TOKENS.PRODUCTION] }),
-    PRODLIKE: await startIdentificationSandbox({ acceptedTokens: [TOKENS.PRODLIKE], environment: 'prodlike' }),
-  };
-  t = await startTestGateway({
-    GATEWAY_API_KEYS: APP,
-    SANDBOX_UPSTREAMS: 'cloud,verification,rfm,mobile-id',
-    IDENTIFICATION_API_URL: upstreams.PRODUCTION.url,
-    IDENTIFICATION_PRODLIKE_API_URL: upstreams.PRODLIKE.url,
-    IDENTIFICATION_API_TOKEN: TOKENS.PRODUCTION,
-    IDENTIFICATION_PRODLIKE_API_TOKEN: TOKENS.PRODLIKE,
-    SANDBOX_CALLBACK_DELAY_MS: '600000',
-  });
+  two = await twoIdentificationEnvironments(TOKENS, APP);
+  ({ gateway: t, upstreams } = two);
 });
-afterAll(async () => {
-  await t?.close();
-  await Promise.all(Object.values(upstreams ?? {}).map((u) => u.close()));
-});
+afterAll(() => two?.close());
 
-const sent = (u: IdentificationSandbox) =>
-  u.requests.filter((r) => r.method === 'POST' && r.path === IDENTIFICATIONS_PATH).length;
+const sent = (u: IdentificationSandbox) => two.sent(u);
 
 describe('an identification request answered 2xx without a readable id', () => {
   for (const environment of ['PRODUCTION', 'PRODLIKE'] as const) {
