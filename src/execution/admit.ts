@@ -2,7 +2,13 @@
 // own header or connection parameters) and before anything runs, the app's scopes (docs/decisions/046), the
 // operation's cost, then the caller's rate limit.
 // One function for HTTP (Apollo's plugin and the direct path), graphql-ws and graphql-sse.
-import type { DocumentNode, GraphQLError, GraphQLSchema, OperationDefinitionNode } from 'graphql';
+import {
+  valueFromASTUntyped,
+  type DocumentNode,
+  type GraphQLError,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+} from 'graphql';
 
 import { ALL_GRANTS, type Caller } from '../auth/caller.js';
 import { RateLimitedError, type RateLimits } from '../ratelimit/buckets.js';
@@ -43,10 +49,28 @@ export function createAdmission(o: {
     // An app with every scope (an operator's key, the open sandbox gateway) needs no look at the operation.
     const forbidden = caller.grants === ALL_GRANTS ? null : scopes(caller.grants, document, operation);
     if (forbidden) return forbidden;
-    const tooCostly = limits.checkCost(schema, document, variables);
+    const tooCostly = limits.checkCost(schema, document, withDefaults(operation, variables));
     if (tooCostly) return tooCostly;
     return spendPoints(rateLimits, schema, caller, document, operation, variables, runTakes);
   };
+}
+
+/**
+ * The variables as the run reads them: one left out takes its definition's default (`query($n: Int = 500)`), which is
+ * what a list's size or its elements then come from, not the argument's default. The same object when none is left out.
+ */
+function withDefaults(
+  operation: OperationDefinitionNode,
+  variables: Record<string, unknown> | null | undefined,
+): Record<string, unknown> | null | undefined {
+  let filled: Record<string, unknown> | undefined;
+  for (const def of operation.variableDefinitions ?? []) {
+    const name = def.variable.name.value;
+    if (!def.defaultValue || (variables && Object.hasOwn(variables, name))) continue;
+    filled ??= { ...variables };
+    filled[name] = valueFromASTUntyped(def.defaultValue);
+  }
+  return filled ?? variables;
 }
 
 /**

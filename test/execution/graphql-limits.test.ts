@@ -144,6 +144,26 @@ describe('abuse limits on GraphQL operations', () => {
     expect(byDefault.errors![0]!.extensions!.limit).toBe('GRAPHQL_MAX_COST');
   });
 
+  it("counts a variable left out at its own default, which is what runs, not the argument's", async () => {
+    const gw = await gateway({ GATEWAY_API_KEYS: KEY });
+    // Run with first: 500 (the variable's default), not 50 (the argument's): 46500 points, as with { n: 500 }.
+    const pages = `query($n: Int = 500) { projects(first: $n) { id networks { id subnets { id } } } }`;
+    const refused = await gw.graphql(pages, {}, { key: KEY });
+    expect(refused.status).toBe(400);
+    expect(refused.errors![0]!.message).toBe('Query Cost limit of 5000 exceeded, found 46500. (GRAPHQL_MAX_COST=5000)');
+    expect((await gw.graphql(pages, { n: 5 }, { key: KEY })).errors).toBeUndefined();
+    // A list variable's default holds elements too: one point each, and the list's size, as when they are sent.
+    const small = await gateway({ GATEWAY_API_KEYS: KEY, GRAPHQL_MAX_COST: '200' });
+    const ids = Array.from({ length: 100 }, (_, i) => `id-${i}`);
+    const results = `query($ids: [ID!]! = [${ids.map((id) => `"${id}"`).join(' ')}]) { verificationResults(externalIds: $ids) { externalId } }`;
+    const sent = await small.graphql(results, { ids }, { key: KEY });
+    expect(sent.errors![0]!.extensions).toMatchObject({ limit: 'GRAPHQL_MAX_COST', max: 200 });
+    const calls = small.gateway.sandbox.verification!.requests.length;
+    const byDefault = await small.graphql(results, {}, { key: KEY });
+    expect(byDefault.errors?.[0]?.message).toBe(sent.errors![0]!.message);
+    expect(small.gateway.sandbox.verification!.requests.length).toBe(calls);
+  });
+
   it('estimates verificationResults by the number of ids asked for', async () => {
     const gw = await gateway({ GATEWAY_API_KEYS: KEY, GRAPHQL_MAX_COST: '200' });
     const query = `query($ids: [ID!]!) { verificationResults(externalIds: $ids) { externalId } }`;
