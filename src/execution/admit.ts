@@ -2,17 +2,11 @@
 // own header or connection parameters) and before anything runs, the app's scopes (docs/decisions/046), the
 // operation's cost, then the caller's rate limit.
 // One function for HTTP (Apollo's plugin and the direct path), graphql-ws and graphql-sse.
-import {
-  valueFromASTUntyped,
-  type DocumentNode,
-  type GraphQLError,
-  type GraphQLSchema,
-  type OperationDefinitionNode,
-} from 'graphql';
+import type { DocumentNode, GraphQLError, GraphQLSchema, OperationDefinitionNode } from 'graphql';
 
 import { ALL_GRANTS, type Caller } from '../auth/caller.js';
 import { RateLimitedError, type RateLimits } from '../ratelimit/buckets.js';
-import { operationCost } from '../ratelimit/cost.js';
+import { operationCost, withDefaults } from '../ratelimit/cost.js';
 import type { OperationLimits } from './limits.js';
 import { scopeCheck } from './scopes.js';
 
@@ -53,24 +47,6 @@ export function createAdmission(o: {
     if (tooCostly) return tooCostly;
     return spendPoints(rateLimits, schema, caller, document, operation, variables, runTakes);
   };
-}
-
-/**
- * The variables as the run reads them: one left out takes its definition's default (`query($n: Int = 500)`), which is
- * what a list's size or its elements then come from, not the argument's default. The same object when none is left out.
- */
-function withDefaults(
-  operation: OperationDefinitionNode,
-  variables: Record<string, unknown> | null | undefined,
-): Record<string, unknown> | null | undefined {
-  let filled: Record<string, unknown> | undefined;
-  for (const def of operation.variableDefinitions ?? []) {
-    const name = def.variable.name.value;
-    if (!def.defaultValue || (variables && Object.hasOwn(variables, name))) continue;
-    filled ??= { ...variables };
-    filled[name] = valueFromASTUntyped(def.defaultValue);
-  }
-  return filled ?? variables;
 }
 
 /**

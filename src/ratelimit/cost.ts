@@ -3,6 +3,7 @@ import {
   GraphQLIncludeDirective,
   GraphQLSkipDirective,
   Kind,
+  valueFromASTUntyped,
   type DocumentNode,
   type FragmentDefinitionNode,
   type GraphQLSchema,
@@ -28,6 +29,25 @@ export const SELF_CHARGED_MUTATIONS: ReadonlySet<string> = new Set([
 ]);
 
 /**
+ * The variables as the run reads them: one left out takes its definition's default (`query($n: Int = 500)`), which is
+ * what a directive's `if`, a list's size or its elements then come from, not the argument's default. The same object
+ * when none is left out.
+ */
+export function withDefaults(
+  operation: OperationDefinitionNode,
+  variables: Record<string, unknown> | null | undefined,
+): Record<string, unknown> | null | undefined {
+  let filled: Record<string, unknown> | undefined;
+  for (const def of operation.variableDefinitions ?? []) {
+    const name = def.variable.name.value;
+    if (!def.defaultValue || (variables && Object.hasOwn(variables, name))) continue;
+    filled ??= { ...variables };
+    filled[name] = valueFromASTUntyped(def.defaultValue);
+  }
+  return filled ?? variables;
+}
+
+/**
  * What an operation spends (docs/decisions/023). A creation is a top-level mutation field that calls an
  * upstream, which the contract marks by its `idempotencyKey` argument (docs/contract.md: every such mutation
  * takes one); each costs one creation point, aliases included, except the SELF_CHARGED_MUTATIONS. Any other
@@ -43,9 +63,10 @@ export function operationCost(
   const fields = schema.getMutationType()?.getFields() ?? {};
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const d of document.definitions) if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
-  const vars = variables ?? {};
-  // Read before the variables are coerced (and with none when a tool is estimated at start-up): a directive whose
-  // `if` they cannot give counts its selection as included, so the cost is an upper bound, and the run refuses them.
+  const vars = withDefaults(operation, variables) ?? {};
+  // Read before the variables are coerced (and with none but the defaults when a tool is estimated at start-up): a
+  // directive whose `if` they cannot give counts its selection as included, so the cost is an upper bound, and the run
+  // refuses them.
   const directive = (d: typeof GraphQLSkipDirective, node: Parameters<typeof getDirectiveValues>[1]): unknown => {
     try {
       return getDirectiveValues(d, node, vars)?.if;

@@ -79,6 +79,23 @@ describe('per-app rate limits (SQLite, one process)', () => {
     expect(projectCreationsUpstream(gw)).toBe(0);
   });
 
+  it('a creation skipped by a variable left out at its default spends nothing, as it runs nothing', async () => {
+    const gw = await start({ GATEWAY_API_KEYS: KEYS, RATE_LIMIT_CREATIONS: '1/1h' });
+    const oneOfTwo = `mutation($skip: Boolean = true, $keep: Boolean = false) {
+      a: createProject(input: { name: "runs", description: "" }) { project { id } }
+      b: createProject(input: { name: "skipped", description: "" }) @skip(if: $skip) { project { id } }
+      c: createProject(input: { name: "left out", description: "" }) @include(if: $keep) { project { id } }
+    }`;
+    const ran = await post(gw, APP_A, oneOfTwo);
+    expect(ran.status).toBe(200);
+    expect(ran.body.errors).toBeUndefined();
+    expect(Object.keys(ran.body.data!)).toEqual(['a']);
+    expect(projectCreationsUpstream(gw)).toBe(1);
+    // Given, the variables decide as before: two creations do not fit in what is left.
+    expect((await post(gw, APP_B, oneOfTwo, { skip: false })).status).toBe(429);
+    expect(projectCreationsUpstream(gw)).toBe(1);
+  });
+
   it('metrics count decisions per app, labelled for a bare key by a keyed digest: neither the key nor its plain hash', async () => {
     const gw = await start({ GATEWAY_API_KEYS: KEYS, RATE_LIMIT_CREATIONS: '1/1h' });
     await post(gw, APP_A, CREATE_PROJECT, { name: 'm1' });
