@@ -1174,8 +1174,15 @@ const VARS = {
     '(unset)',
   ),
   APOLLO_SCHEMA_REPORTING: declare(
-    optionalString,
-    "Apollo GraphOS schema reporting, read by Apollo Server itself (true: report the schema, with APOLLO_KEY). Set, every POST /graphql goes through Apollo's pipeline, as with APOLLO_KEY.",
+    // Apollo Server reads the variable itself and acts on `true` alone, exactly: any other word (`yes`, `TRUE`)
+    // would turn schema reporting off without a word, so it is refused here rather than read as the others are.
+    z
+      .string()
+      .optional()
+      .refine((s) => s === undefined || s === 'true' || s === 'false', {
+        message: 'must be true or false (exactly: Apollo Server reads it itself and acts on true alone)',
+      }),
+    "Apollo GraphOS schema reporting, read by Apollo Server itself (true: report the schema, with APOLLO_KEY; exactly true or false). Set, every POST /graphql goes through Apollo's pipeline, as with APOLLO_KEY.",
     '(unset)',
   ),
   NODE_ENV: declare(

@@ -399,3 +399,18 @@ describe('words of a choice, in any case as TRUSTED_DOCUMENTS, MCP_* and OTEL_* 
     expect(config.upstream.breakers.cloud.enabled).toBe(true);
   });
 });
+
+describe('APOLLO_SCHEMA_REPORTING', () => {
+  // Apollo Server reads it itself and acts on `true` alone: `yes` would turn schema reporting off without a word.
+  it.each(['yes', '1', 'on', 'TRUE', 'treu'])('refuses %s, naming the variable', (value) => {
+    const err = refusal({ ...SANDBOXED, APOLLO_SCHEMA_REPORTING: value });
+    expect(err?.variable).toBe('APOLLO_SCHEMA_REPORTING');
+    expect(err?.message).toContain('must be true or false');
+  });
+
+  it.each(['true', 'false'])('takes %s', (value) => {
+    expect(loadConfig({ ...SANDBOXED, APOLLO_SCHEMA_REPORTING: value }).apolloReporting).toContain(
+      'APOLLO_SCHEMA_REPORTING',
+    );
+  });
+});
