@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 
@@ -457,7 +458,23 @@ const VARS = {
         if (s === undefined || !URL.canParse(s)) return true;
         const url = new URL(s);
         return url.hostname !== '' || (url.searchParams.get('host') ?? '') !== '';
-      }, 'must name a host (postgres://user@host:5432/db), or a socket folder as ?host=/var/run/postgresql'),
+      }, 'must name a host (postgres://user@host:5432/db), or a socket folder as ?host=/var/run/postgresql')
+      // pg reads these files when it makes its first connection, and a missing one ends the start with a stack trace.
+      .superRefine((s, ctx) => {
+        if (s === undefined || !URL.canParse(s)) return;
+        const params = new URL(s).searchParams;
+        for (const name of ['sslrootcert', 'sslcert', 'sslkey']) {
+          const file = params.get(name);
+          if (file === null || file === '') continue;
+          try {
+            fs.accessSync(file, fs.constants.R_OK);
+          } catch (err) {
+            const code = (err as { code?: string }).code ?? 'unreadable';
+            ctx.addIssue({ code: 'custom', message: `its ${name} file ${file} cannot be read (${code})` });
+            return;
+          }
+        }
+      }),
     'PostgreSQL connection string; when set, the store, idempotency records and event log live there.',
     '(unset: SQLite)',
   ),

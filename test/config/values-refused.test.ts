@@ -414,3 +414,18 @@ describe('APOLLO_SCHEMA_REPORTING', () => {
     );
   });
 });
+
+describe('DATABASE_URL naming a certificate or key file', () => {
+  it.each(['sslrootcert', 'sslcert', 'sslkey'])(
+    'refuses a missing ?%s= file, naming the variable and no password',
+    (p) => {
+      const err = refusal({
+        ...SANDBOXED,
+        DATABASE_URL: `postgres://gw:s3cret-pw@db.example/gw?${p}=/nonexistent/${p}.pem`,
+      });
+      expect(err?.variable).toBe('DATABASE_URL');
+      expect(err?.message).toContain(`${p} file /nonexistent/${p}.pem cannot be read`);
+      expect(err?.message).not.toContain('s3cret-pw');
+    },
+  );
+});
