@@ -103,10 +103,19 @@ export const STORE_RETRY_AFTER_SECONDS = 5;
  * (the `http` extension, which the HTTP presenters take off the error before it is written).
  */
 export class StoreUnavailableError extends GatewayError {
-  constructor(override readonly cause: unknown) {
+  /**
+   * `mayHaveCommitted`: the database stopped answering while a write was committing (its COMMIT, or a write outside a
+   * transaction, sent and unanswered): it may have been stored, and the answer says so instead of "nothing was stored".
+   */
+  constructor(
+    override readonly cause: unknown,
+    readonly mayHaveCommitted = false,
+  ) {
     super(
       ErrorCode.SERVICE_UNAVAILABLE,
-      `the gateway's database cannot be reached or written: nothing was stored; retry after ${STORE_RETRY_AFTER_SECONDS} s`,
+      mayHaveCommitted
+        ? `the gateway's database stopped answering while a write was committing: it may have been stored; a retry with the same key runs once; retry after ${STORE_RETRY_AFTER_SECONDS} s`
+        : `the gateway's database cannot be reached or written: nothing was stored; retry after ${STORE_RETRY_AFTER_SECONDS} s`,
       {
         retryAfter: STORE_RETRY_AFTER_SECONDS,
         http: { status: 503, headers: new Map([['retry-after', String(STORE_RETRY_AFTER_SECONDS)]]) },

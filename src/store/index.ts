@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Kysely, Migrator, PostgresDialect, sql, type CompiledQuery, type LogEvent, type QueryResult } from 'kysely';
@@ -160,6 +161,32 @@ const UNREACHABLE_CODES = new Set([
 ]);
 const RETRY_MAX_MS = 5_000;
 
+/**
+ * PostgreSQL that stops answering without closing its connections (a partition, a host gone) would leave every
+ * statement waiting for good. A new connection gets CONNECT_TIMEOUT_MS to answer its start-up, and a request waits
+ * as long for a free one; a statement gets STATEMENT_TIMEOUT_MS, far past any statement of a request (each reads or
+ * writes a bounded set of rows by key), after which its connection is cut, never used again (a late answer cannot
+ * be read as the next statement's), and the caller gets SERVICE_UNAVAILABLE. Migrations and the background jobs
+ * (purges of unbounded backlogs) run without it (`withoutStatementTimeout`); TCP keepalive ends theirs once the
+ * peer is gone. LISTEN has its own connection (src/events/postgres-bus.ts).
+ */
+const CONNECT_TIMEOUT_MS = 5_000;
+const STATEMENT_TIMEOUT_MS = 10_000;
+const KEEPALIVE_DELAY_MS = 10_000;
+
+const untimed = new AsyncLocalStorage<true>();
+
+/** Runs `work` with PostgreSQL statements free of the store's statement timeout (migrations, background jobs). */
+export function withoutStatementTimeout<T>(work: () => Promise<T>): Promise<T> {
+  return untimed.run(true, work);
+}
+
+/** What opens and ends a transaction: a COMMIT that goes unanswered may have committed, any statement before it not. */
+const BEGIN = /^\s*(begin|start\s+transaction)\b/i;
+const ENDS = /^\s*(commit|rollback|end|abort)\b/i;
+const COMMIT = /^\s*(commit|end)\b/i;
+const READ = /^\s*(select|show|begin|start|rollback|abort|savepoint|release)\b/i;
+
 /** The error a caller sees for `err`: SERVICE_UNAVAILABLE when the database is away, else `err` itself. */
 function unavailable(err: unknown): unknown {
   return databaseUnreachable(err) ? new StoreUnavailableError(err) : err;
@@ -170,7 +197,10 @@ export function databaseUnreachable(err: unknown): boolean {
   if (err instanceof StoreUnavailableError) return true;
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string') return UNREACHABLE_CODES.has(code) || code.startsWith('08');
-  return err instanceof Error && /Connection terminated|timeout expired|not queryable/i.test(err.message);
+  return (
+    err instanceof Error &&
+    /Connection terminated|timeout expired|timeout exceeded when trying to connect|not queryable/i.test(err.message)
+  );
 }
 
 /**
@@ -255,7 +285,13 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     const { default: pg } = await import('pg');
     // bigint columns hold epoch milliseconds, well inside 2^53: read them as numbers, not strings.
     pg.types.setTypeParser(20, (v: string) => Number(v));
-    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
+    const pool = new pg.Pool({
+      connectionString: options.databaseUrl,
+      max: 10,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: KEEPALIVE_DELAY_MS,
+    });
     const names = options.pgNamedStatements === false ? null : new StatementNames();
     // An idle client whose server went away (restart, failover) emits 'error' on the pool; without a
     // listener that would crash the process. The pool replaces the client on the next query.
@@ -272,6 +308,8 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       // A statement whose connection dies under it (a restart, a failover) is SERVICE_UNAVAILABLE, like a refused
       // connection: retryable, nothing stored (the transaction did not commit).
       const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      /** Whether a transaction is open on this connection (its statements commit only with its COMMIT). */
+      let inTransaction = false;
       (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
         // A statement sent again and again goes named (STORE_PG_NAMED_STATEMENTS): kysely passes its text and values.
         const [text, values] = args;
@@ -279,16 +317,51 @@ export async function openStore(options: StoreOptions): Promise<Store> {
           names && typeof text === 'string' && Array.isArray(values) && args.length === 2
             ? names.nameOf(text, values.length)
             : undefined;
+        const statement = typeof text === 'string' ? text : ((text as { text?: unknown } | null)?.text ?? '');
+        const sqlText = typeof statement === 'string' ? statement : '';
+        // Unanswered, a COMMIT or a write outside a transaction may have been applied; anything else was not.
+        const mayCommit = COMMIT.test(sqlText) || (!inTransaction && !READ.test(sqlText));
+        if (BEGIN.test(sqlText)) inTransaction = true;
+        else if (ENDS.test(sqlText)) inTransaction = false;
         const result = name === undefined ? query(...args) : query({ name, text, values });
         if (!(result instanceof Promise)) return result;
-        return result.catch((err: unknown) => {
-          if (name !== undefined && names?.refused(err))
-            options.logger.warn(
-              { err: { message: (err as Error).message } },
-              'a named statement no longer fits its table (a migration ran meanwhile): statements go unnamed from now on',
+        let timer: NodeJS.Timeout | undefined;
+        let timedOut = false;
+        if (untimed.getStore() === undefined)
+          timer = setTimeout(() => {
+            timedOut = true;
+            // Cut, not abandoned: the statement (and any queued behind it) fails with the connection, and the pool
+            // drops the connection instead of handing it out again.
+            (client as unknown as { connection: { stream: { destroy(err?: Error): void } } }).connection.stream.destroy(
+              new Error(`Connection terminated: PostgreSQL did not answer within ${STATEMENT_TIMEOUT_MS} ms`),
             );
-          return Promise.reject(unavailable(err));
-        });
+          }, STATEMENT_TIMEOUT_MS);
+        return result.then(
+          (value) => {
+            clearTimeout(timer);
+            return value;
+          },
+          (err: unknown) => {
+            clearTimeout(timer);
+            if (name !== undefined && names?.refused(err))
+              options.logger.warn(
+                { err: { message: (err as Error).message } },
+                'a named statement no longer fits its table (a migration ran meanwhile): statements go unnamed from now on',
+              );
+            if (timedOut) {
+              options.logger.warn(
+                {
+                  err: { message: (err as Error).message },
+                  timeoutMs: STATEMENT_TIMEOUT_MS,
+                  mayHaveCommitted: mayCommit,
+                },
+                'PostgreSQL did not answer a statement in time: its connection is cut',
+              );
+              return Promise.reject(new StoreUnavailableError(err, mayCommit));
+            }
+            return Promise.reject(unavailable(err));
+          },
+        );
       };
       const ended = new Promise<void>((resolve) => client.once('end', resolve));
       openConnections.add(ended);
@@ -310,7 +383,18 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     location = `postgresql://${url.host}${url.pathname}`;
     try {
       // On the pool, not through kysely: its log would report every attempt as an sql error.
-      await waitForPostgres(() => pool.query('select 1'), location, options);
+      // Through a client of the pool, whose statements have the statement timeout (pool.query's callback has none).
+      const ping = async () => {
+        const client = await pool.connect();
+        try {
+          await client.query('select 1');
+          client.release();
+        } catch (err) {
+          client.release(err as Error);
+          throw err;
+        }
+      };
+      await waitForPostgres(ping, location, options);
     } catch (err) {
       await db.destroy();
       throw err;
@@ -393,7 +477,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       throw err;
     }
   } else {
-    const { error, results } = await migrator.migrateToLatest();
+    const { error, results } = await withoutStatementTimeout(() => migrator.migrateToLatest());
     if (error) {
       await db.destroy();
       throw new Error(`database migration failed: ${error instanceof Error ? error.message : String(error)}`);

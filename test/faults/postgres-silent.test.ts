@@ -1,0 +1,52 @@
+// PostgreSQL that stops answering without closing its connections (a network partition, a host gone): a query and a
+// creation are answered SERVICE_UNAVAILABLE within the store's timeouts (docs/contract.md), with no raw message of the
+// driver, instead of waiting for good; once the database answers again, the gateway serves, and a retry of the
+// creation with the same key creates once.
+import { randomUUID } from 'node:crypto';
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { createProjectProbe } from '../helpers/faults.js';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { pgRelay } from '../helpers/pg-relay.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+
+const { post, expectEachCreatesOnce, made } = createProjectProbe('pg-silent');
+
+describe('PostgreSQL silent under a request', () => {
+  let pg: TestPostgres | undefined;
+  let gw: TestGateway | undefined;
+  let link: ReturnType<typeof pgRelay> | undefined;
+  afterAll(async () => {
+    link?.close();
+    await gw?.close();
+    await pg?.stop();
+  });
+
+  it('answers SERVICE_UNAVAILABLE, not never, and serves again once the database answers', async () => {
+    pg = await startPostgres();
+    const url = new URL(await pg.createDatabase('pg_silent'));
+    link = pgRelay(Number(url.port));
+    url.port = String(await link.listening);
+    gw = await startTestGateway({ DATABASE_URL: url.toString() });
+    expect((await gw.graphql('{ projects { id } }')).status).toBe(200);
+
+    link.silence();
+    const query = await gw.graphql('{ projects { id } }');
+    expect(query.status).toBe(503);
+    expect(query.errors?.[0]?.extensions).toEqual({ code: 'SERVICE_UNAVAILABLE', retryAfter: 5 });
+    const key = randomUUID();
+    const created = await post(gw, key);
+    expect(created.status, created.raw).toBe(503);
+    expect(created.retryAfter).toBe('5');
+    expect(created.body.errors[0].extensions).toEqual({ code: 'SERVICE_UNAVAILABLE', retryAfter: 5 });
+    for (const raw of [JSON.stringify(query), created.raw])
+      for (const word of ['Connection terminated', 'timeout', '127.0.0.1', url.port, 'password'])
+        expect(raw).not.toContain(word);
+    expect(made(gw)).toHaveLength(0);
+
+    link.restore();
+    expect((await gw.graphql('{ projects { id } }')).status).toBe(200);
+    await expectEachCreatesOnce([[gw, key]]);
+    expect(made(gw)).toHaveLength(1);
+  }, 120_000);
+});
