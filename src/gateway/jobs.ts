@@ -3,7 +3,6 @@ import type { Events } from '../events/index.js';
 import type { Logger } from '../logger.js';
 import type { Services } from '../services.js';
 import type { IdempotencyRecords } from '../store/idempotency.js';
-import { withoutStatementTimeout } from '../store/index.js';
 import type { GatewayTesting } from './options.js';
 
 /**
@@ -28,8 +27,8 @@ export function startJobs(
     const tick = () => {
       if (running) return;
       running = true;
-      // A purge of a long backlog may run past the statement timeout of requests (src/store/index.ts).
-      withoutStatementTimeout(() => job.run())
+      job
+        .run()
         .catch((err: unknown) => logger.warn({ err, job: job.name }, `background job failed: ${job.name}`))
         .finally(() => (running = false));
     };
@@ -42,9 +41,9 @@ export function startJobs(
   return async () => {
     for (const cancel of cancels) cancel();
     for (const job of jobs)
-      await (job.stop ? withoutStatementTimeout(() => job.stop!()) : Promise.resolve()).catch((err: unknown) =>
-        logger.warn({ err, job: job.name }, `background job failed to stop: ${job.name}`),
-      );
+      await job
+        .stop?.()
+        .catch((err: unknown) => logger.warn({ err, job: job.name }, `background job failed to stop: ${job.name}`));
   };
 }
 

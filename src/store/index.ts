@@ -1,7 +1,7 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Kysely, Migrator, PostgresDialect, sql, type CompiledQuery, type LogEvent, type QueryResult } from 'kysely';
+import type { PoolClient } from 'pg';
 
 import { StoreUnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -164,21 +164,21 @@ const RETRY_MAX_MS = 5_000;
 /**
  * PostgreSQL that stops answering without closing its connections (a partition, a host gone) would leave every
  * statement waiting for good. A new connection gets CONNECT_TIMEOUT_MS to answer its start-up, and a request waits
- * as long for a free one; a statement gets STATEMENT_TIMEOUT_MS, far past any statement of a request (each reads or
- * writes a bounded set of rows by key), after which its connection is cut, never used again (a late answer cannot
- * be read as the next statement's), and the caller gets SERVICE_UNAVAILABLE. Migrations and the background jobs
- * (purges of unbounded backlogs) run without it (`withoutStatementTimeout`); TCP keepalive ends theirs once the
- * peer is gone. LISTEN has its own connection (src/events/postgres-bus.ts).
+ * as long for a free one. A statement still unanswered after SILENCE_CHECK_MS is told from a slow one (a migration, a
+ * purge of a long backlog) by asking the database, on another connection, for a `select 1` within CONNECT_TIMEOUT_MS:
+ * answered, the statement waits on (and is asked about again); unanswered, its connection is cut, never used again (a
+ * late answer cannot be read as the next statement's), and the caller gets SERVICE_UNAVAILABLE. LISTEN has its own
+ * connection (src/events/postgres-bus.ts).
  */
 const CONNECT_TIMEOUT_MS = 5_000;
-const STATEMENT_TIMEOUT_MS = 10_000;
+const SILENCE_CHECK_MS = 10_000;
 const KEEPALIVE_DELAY_MS = 10_000;
 
-const untimed = new AsyncLocalStorage<true>();
-
-/** Runs `work` with PostgreSQL statements free of the store's statement timeout (migrations, background jobs). */
-export function withoutStatementTimeout<T>(work: () => Promise<T>): Promise<T> {
-  return untimed.run(true, work);
+/** Cuts `client`'s connection: its statement (and any queued behind it) fails, and the pool drops it. */
+function cut(client: unknown, why: string): void {
+  (client as { connection: { stream: { destroy(err?: Error): void } } }).connection.stream.destroy(
+    new Error(`Connection terminated: ${why}`),
+  );
 }
 
 /** What opens and ends a transaction: a COMMIT that goes unanswered may have committed, any statement before it not. */
@@ -301,6 +301,44 @@ export async function openStore(options: StoreOptions): Promise<Store> {
         'a PostgreSQL connection failed',
       );
     pool.on('error', onConnectionError);
+    /** The connections a probe of `answers` holds: their statement is bounded by the probe, not checked. */
+    const probing = new WeakSet<object>();
+    /** Whether PostgreSQL answers a `select 1` on a connection of the pool (another one) within CONNECT_TIMEOUT_MS. */
+    const answers = (): Promise<boolean> =>
+      new Promise<boolean>((resolve) => {
+        let done = false;
+        let held: PoolClient | undefined;
+        const settle = (alive: boolean) => {
+          if (done) return;
+          done = true;
+          clearTimeout(bound);
+          resolve(alive);
+        };
+        const bound = setTimeout(() => {
+          settle(false);
+          if (held) cut(held, `a probe was not answered within ${CONNECT_TIMEOUT_MS} ms`);
+        }, CONNECT_TIMEOUT_MS);
+        pool.connect().then(
+          (client) => {
+            if (done) return client.release();
+            held = client;
+            probing.add(client);
+            client.query('select 1').then(
+              () => {
+                probing.delete(client);
+                client.release();
+                settle(true);
+              },
+              (err: unknown) => {
+                probing.delete(client);
+                client.release(err as Error);
+                settle(false);
+              },
+            );
+          },
+          () => settle(false),
+        );
+      });
     // pool.end() resolves before the sockets are closed; close() waits for them, and a late error from a
     // closing connection (the server shutting down at the same moment) is logged, not thrown.
     pool.on('connect', (client) => {
@@ -327,21 +365,30 @@ export async function openStore(options: StoreOptions): Promise<Store> {
         if (!(result instanceof Promise)) return result;
         let timer: NodeJS.Timeout | undefined;
         let timedOut = false;
-        if (untimed.getStore() === undefined)
-          timer = setTimeout(() => {
-            timedOut = true;
-            // Cut, not abandoned: the statement (and any queued behind it) fails with the connection, and the pool
-            // drops the connection instead of handing it out again.
-            (client as unknown as { connection: { stream: { destroy(err?: Error): void } } }).connection.stream.destroy(
-              new Error(`Connection terminated: PostgreSQL did not answer within ${STATEMENT_TIMEOUT_MS} ms`),
-            );
-          }, STATEMENT_TIMEOUT_MS);
+        let settled = false;
+        // A probe's own `select 1` is bounded by the probe.
+        if (!probing.has(client)) {
+          const check = () => {
+            timer = undefined;
+            void answers().then((alive) => {
+              if (settled) return;
+              if (alive) timer = setTimeout(check, SILENCE_CHECK_MS);
+              else {
+                timedOut = true;
+                cut(client, `PostgreSQL did not answer within ${SILENCE_CHECK_MS} ms, nor a probe`);
+              }
+            });
+          };
+          timer = setTimeout(check, SILENCE_CHECK_MS);
+        }
         return result.then(
           (value) => {
+            settled = true;
             clearTimeout(timer);
             return value;
           },
           (err: unknown) => {
+            settled = true;
             clearTimeout(timer);
             if (name !== undefined && names?.refused(err))
               options.logger.warn(
@@ -352,10 +399,10 @@ export async function openStore(options: StoreOptions): Promise<Store> {
               options.logger.warn(
                 {
                   err: { message: (err as Error).message },
-                  timeoutMs: STATEMENT_TIMEOUT_MS,
+                  afterMs: SILENCE_CHECK_MS,
                   mayHaveCommitted: mayCommit,
                 },
-                'PostgreSQL did not answer a statement in time: its connection is cut',
+                'PostgreSQL answered neither a statement nor a probe: its connection is cut',
               );
               return Promise.reject(new StoreUnavailableError(err, mayCommit));
             }
@@ -477,7 +524,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       throw err;
     }
   } else {
-    const { error, results } = await withoutStatementTimeout(() => migrator.migrateToLatest());
+    const { error, results } = await migrator.migrateToLatest();
     if (error) {
       await db.destroy();
       throw new Error(`database migration failed: ${error instanceof Error ? error.message : String(error)}`);
