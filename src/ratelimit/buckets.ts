@@ -56,7 +56,8 @@ export class RateLimits {
   /**
    * Per bucket and scope, when the window this replica saw spent ends. Only a hint: points given back on any replica
    * are free on every replica, so a marked key reads the shared count (a read, which spends nothing) before it is
-   * refused, and a refusal never adds to the count that refunds take back from.
+   * refused, and such a refusal adds nothing to the count that refunds take back from. A refusal by the limiter's own
+   * consume (the key not marked here yet) counts its points in the window, as decision 023 says.
    */
   private readonly spent = new Map<string, number>();
 
