@@ -73,7 +73,7 @@ export type AgentPlan = {
   declinedBy: Maybe<Scalars['String']['output']>;
   /** Until when it may be approved and executed; null for plans made before plans expired. */
   expiresAt: Maybe<Scalars['DateTime']['output']>;
-  /** The sha256 of the exact requests: an approval holds for this hash only. */
+  /** A keyed digest (HMAC-SHA256 under the gateway's key) of the exact requests: an approval holds for this hash only. */
   hash: Scalars['String']['output'];
   /** The plan's id: the agent executes it with execute_plan(planId); its upstream idempotency key derives from it. */
   id: Scalars['ID']['output'];

@@ -300,7 +300,11 @@ const PLAN_OUTPUT: JsonSchema = {
   type: 'object',
   properties: {
     planId: { type: 'string', format: 'uuid' },
-    hash: { type: 'string', description: 'sha256 of the exact requests; an approval holds for this hash only' },
+    hash: {
+      type: 'string',
+      description:
+        "the gateway's keyed digest (HMAC-SHA256) of the exact requests; an approval holds for this hash only",
+    },
     status: { type: 'string' },
     summary: { type: 'string' },
     requests: { description: 'The exact requests, secrets masked' },
