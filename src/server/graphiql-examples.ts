@@ -117,7 +117,11 @@ mutation CreateIdentification {
     },
     {
       title: 'Wait for a mobile-ID result',
-      query: `# Subscribe first (run this tab), then complete the authentication from the next tab.
+      query: `# Subscribe first (run this tab), then ${
+        options.sandbox
+          ? 'complete the authentication from the next tab.'
+          : "the mobile identity service's notification for this auth_req_id ends it."
+      }
 # GraphiQL streams it over WebSocket; an app without one gets the same stream over Server-Sent Events:
 # POST this document to /graphql/stream with Accept: text/event-stream (or use graphql-sse's client).
 subscription WaitForMobileId {
@@ -146,7 +150,9 @@ query MobileIdRejections {
 #   curl -i ${options.url ?? 'http://localhost:4000'}/webhooks/mobile-id -H 'authorization: Bearer ${options.notificationToken}' \\
 #     -H 'content-type: application/json' -d '{"auth_req_id":"demo-auth-req-1","error":"access_denied","error_description":"refused"}'`
       : `# The sandbox's own client_notification_token (a secret of this data directory) is on the gateway's start-up line.`;
-    examples.push({
+    // Right after the tab that waits, which sends the reader to the next tab.
+    const wait = examples.findIndex((e) => e.title === 'Wait for a mobile-ID result');
+    examples.splice(wait + 1, 0, {
       title: 'Trigger the mobile-ID result (sandbox)',
       query: `# Sandbox only: the simulated mobile identity service POSTs a signed notification to this gateway, on a
 # client_notification_token issued for your API key (the result is yours alone).
