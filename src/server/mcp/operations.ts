@@ -30,9 +30,11 @@ export function errorsResult(errors: readonly GraphQLFormattedError[], data?: un
     const retryAfter = e.extensions?.retryAfter;
     // A per-app bound's refusal (RATE_LIMITED) names it, its limit and the variable that sets it, as over GraphQL.
     const { bound, limit, variable } = e.extensions ?? {};
+    // The gateway's own refusals already start with the path (`input.cidr: …`): it is said once.
+    const why = argument && e.message.startsWith(`${argument}: `) ? e.message.slice(argument.length + 2) : e.message;
     const text =
       argument && (code === 'BAD_USER_INPUT' || e.message.startsWith('Variable "$'))
-        ? `Invalid argument ${argument}: ${e.message}`
+        ? `Invalid argument ${argument}: ${why}`
         : e.message;
     return {
       text,

@@ -141,6 +141,25 @@ describe('MCP tools', () => {
     );
   });
 
+  it('a refusal of an argument names its path once, as "Invalid argument <path>: <why>"', async () => {
+    const gw = await start({ GATEWAY_API_KEYS: 'agent:k1', MCP_MUTATIONS: 'all' });
+    const c = await connect(gw, { key: 'k1' });
+    const domain = await c.call('create_subnet', {
+      input: {
+        projectId: '3fa85f64-5717-4562-b3fc-2c963f66afa6',
+        networkId: '3fa85f64-5717-4562-b3fc-2c963f66afa7',
+        title: 's',
+        cidr: '10.0.0.1/24',
+      },
+    });
+    expect(domain.structuredContent!.errors[0]).toMatchObject({ code: 'BAD_USER_INPUT', argument: 'input.cidr' });
+    expect(textOf(domain)).toBe(
+      'Invalid argument input.cidr: 10.0.0.1/24 has host bits set; the block starts at 10.0.0.0/24',
+    );
+    const missing = await c.call('create_network', { input: { title: 'n' } });
+    expect(textOf(missing)).toMatch(/^Invalid argument input\.projectId: Variable "\$input" got invalid value/);
+  });
+
   it("a call of a tool outside the app's scopes is refused naming the missing scope, and nothing runs", async () => {
     const gw = await start({ GATEWAY_APPS_FILE: appsFileOf() });
     const c = await connect(gw, { key: WATCHER_KEY });
