@@ -3,6 +3,7 @@
 // name or a type wrong, these schemas refuse it instead of mirroring the mistake.
 // Dotted keys such as "vendor.extensions.kafka" are single JSON keys (docs/contract.md);
 // the dotted paths of the envelope table (platform.productCode, …) are nested objects.
+import net from 'node:net';
 import { z } from 'zod';
 
 /** Region and zone codes: the only values the spec shows ("Creation envelope"). */
@@ -61,6 +62,31 @@ export const IMAGE_IDS = [
 // OpenSSH public key line: "<type> <base64> [comment]".
 const SSH_PUBLIC_KEY = /^(ssh-[a-z0-9-]+|ecdsa-sha2-[a-z0-9-]+|sk-[a-z0-9@.-]+) [A-Za-z0-9+/]+={0,3}( .*)?$/;
 
+/**
+ * Blocks that hold no address on the internet (RFC 6890: this network, private, carrier NAT, loopback, link-local, IETF
+ * protocol, benchmarking, multicast, reserved). White_host is a "public IPv4 address" (Kafka cluster table). The
+ * documentation blocks stay allowed: the sandbox hands them out as its IP addresses.
+ */
+const NOT_PUBLIC = new net.BlockList();
+for (const [address, prefix] of [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const)
+  NOT_PUBLIC.addSubnet(address, prefix, 'ipv4');
+
+const publicIPv4 = z
+  .ipv4()
+  .refine((v) => !NOT_PUBLIC.check(v, 'ipv4'), { message: 'expected a public IPv4 address (spec: white_host)' });
+
 export const envelopeSchema = z.strictObject({
   platform: z.strictObject({
     productCode: z.string(),
@@ -109,7 +135,7 @@ const kafkaSpec = z.strictObject({
     network_id: z.uuid(),
     subnetwork_id: z.uuid(),
     subnetwork_cidr: z.cidrv4(),
-    white_host: z.ipv4().optional(),
+    white_host: publicIPv4.optional(),
   }),
 });
 

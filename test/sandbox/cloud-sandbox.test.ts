@@ -323,6 +323,18 @@ describe('creation', () => {
     expectError(res, 400, 'VALIDATION_FAILED', 'spec["vendor.extensions.topic"].retention_ms');
   });
 
+  it('refuses a white_host that is not a public IPv4 address (spec: Kafka cluster, white_host)', async () => {
+    const s = await sandbox();
+    const { projectId, networkId, subnetId } = await networkFixture(s);
+    for (const address of ['10.0.1.7', '192.168.0.1', '127.0.0.1', '100.64.0.1', '224.0.0.1']) {
+      const spec = kafkaSpec(networkId, subnetId);
+      (spec['vendor.extensions.kafka'] as Record<string, unknown>).white_host = address;
+      const res = await post(s, SERVICES, envelope('compute', 'vendor-kafka', projectId, spec));
+      expectError(res, 400, 'VALIDATION_FAILED', 'spec["vendor.extensions.kafka"].white_host');
+    }
+    expect(s.resources('kafka-cluster')).toHaveLength(0);
+  });
+
   it('refuses an unknown kind and a kind paired with the wrong product code', async () => {
     const s = await sandbox();
     const { projectId } = await networkFixture(s);
