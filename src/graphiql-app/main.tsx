@@ -72,7 +72,7 @@ function App() {
       storage={storage}
       {...(config.apiKeyRequired ? { defaultEditorToolsVisibility: 'headers' as const } : {})}
       isHeadersEditorEnabled
-      // Keys pasted into the header editor stay out of localStorage.
+      // Keys pasted into the header editor stay out of localStorage (its tabs here, its history: storage.ts).
       shouldPersistHeaders={false}
     >
       <GraphiQL.Logo>

@@ -370,3 +370,44 @@ describe.skipIf(unavailable !== null)('GraphiQL at a gateway that requires a key
     }
   }, 120_000);
 });
+
+describe.skipIf(unavailable !== null)(
+  'GraphiQL keeps a key typed into its Headers editor out of the browser storage',
+  () => {
+    it('runs with the Authorization header of the Headers editor, and no key is left in localStorage', async () => {
+      const key = 'headers-editor-key-0123456789';
+      const gw = await startTestGateway({ GATEWAY_API_KEYS: `explorer:${key}` });
+      const browser = await launchChromium();
+      if (browser === null) throw new Error(`Chromium could not be launched: ${chromiumUnavailableReason()}`);
+      try {
+        const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+        await context.route(
+          (url) => !isLocalUrl(url.href),
+          (route) => route.abort('internetdisconnected'),
+        );
+        const { page } = await openGraphiql(context, gw.url);
+        await openTab(page, 'Projects');
+        // With a key required, the Headers editor is open below the query.
+        const headers = page.locator('.graphiql-editor-tool .graphiql-editor:not(.hidden) .monaco-editor');
+        await headers.click(WAIT);
+        await page.keyboard.press('Control+A');
+        await page.keyboard.press('Backspace');
+        await page.keyboard.insertText(`{ "Authorization": "Bearer ${key}" }`);
+        await execute(page);
+        await waitForResponse(page, /"projects": ?\[/);
+        // The history GraphiQL keeps is written as the operation ends: a second run makes sure it has been.
+        await execute(page);
+        await waitForResponse(page, /"projects": ?\[/);
+        const stored = await page.evaluate(() =>
+          Object.keys(localStorage).map((name) => `${name}=${localStorage.getItem(name) ?? ''}`),
+        );
+        expect(stored.join('\n')).toContain('graphiql:queries');
+        expect(stored.filter((entry) => entry.includes(key))).toEqual([]);
+        await context.close();
+      } finally {
+        await browser.close();
+        await gw.close();
+      }
+    }, 120_000);
+  },
+);

@@ -115,6 +115,26 @@ describe('GraphiQL storage', () => {
     expect(backing.length).toBe(1);
     expect(backing.getItem('unrelated')).toBe('kept');
   });
+
+  it('keeps the history of operations and starred ones without the header editor’s text (its Authorization)', () => {
+    const backing = new MemoryStorage();
+    const run = { query: '{ projects { id } }', variables: '{}', operationName: 'Projects' };
+    const withKey = { ...run, headers: '{ "Authorization": "Bearer secret-key" }' };
+    // What a page before this one left behind is cleaned when the page opens.
+    namespacedLocalStorage(backing, 'examples').setItem('graphiql:tabState', 'tabs');
+    const key = [...Array(backing.length).keys()].map((i) => backing.key(i)!).find((k) => k.endsWith('tabState'))!;
+    const namespace = key.slice(0, -'graphiql:tabState'.length);
+    backing.setItem(`${namespace}graphiql:favorites`, JSON.stringify({ favorites: [{ ...withKey, favorite: true }] }));
+
+    const storage = namespacedLocalStorage(backing, 'examples');
+    storage.setItem('graphiql:queries', JSON.stringify({ queries: [withKey] }));
+    expect(JSON.parse(storage.getItem('graphiql:queries')!)).toEqual({ queries: [run] });
+    expect(JSON.parse(storage.getItem('graphiql:favorites')!)).toEqual({ favorites: [{ ...run, favorite: true }] });
+    for (let i = 0; i < backing.length; i += 1) expect(backing.getItem(backing.key(i)!)).not.toContain('secret-key');
+    // Anything else is stored as it is given.
+    storage.setItem('graphiql:tabState', 'tabs "headers"');
+    expect(storage.getItem('graphiql:tabState')).toBe('tabs "headers"');
+  });
 });
 
 describe('GraphiQL operation routing', () => {
