@@ -23,7 +23,7 @@ export interface GraphqlRouteOptions {
    * rejects with, a GraphQLError (UNAUTHENTICATED) for a bad key.
    */
   context: (req: IncomingMessage, ctx: RouteContext) => GraphQLContext | Promise<GraphQLContext>;
-  /** Serves GraphiQL for browser GETs; absent when introspection is off. */
+  /** Serves GraphiQL for browser GETs and HEADs; absent when introspection is off. */
   graphiql?: {
     wants(req: IncomingMessage): boolean;
     serve(req: IncomingMessage, res: import('node:http').ServerResponse): void;
@@ -45,7 +45,8 @@ export function graphqlRoute(options: GraphqlRouteOptions): Route {
     path: '/graphql',
     name: 'graphql',
     async handle(req, res, ctx) {
-      if (req.method === 'GET' && options.graphiql?.wants(req)) {
+      // HEAD is answered as GET (RFC 9110 §9.3.2): the page's headers, no body.
+      if ((req.method === 'GET' || req.method === 'HEAD') && options.graphiql?.wants(req)) {
         options.graphiql.serve(req, res);
         return;
       }

@@ -21,12 +21,27 @@ describe('introspection and the GraphiQL page', () => {
     expect(res.data).toEqual({ __schema: { queryType: { name: 'Query' } } });
   });
 
+  it('answers a browser HEAD of the page as its GET, without the body', async () => {
+    const gw = await startTestGateway();
+    started.push(gw);
+    const get = await fetch(`${gw.url}/graphql`, { headers: { accept: BROWSER_ACCEPT } });
+    const page = await get.text();
+    const head = await fetch(`${gw.url}/graphql`, { method: 'HEAD', headers: { accept: BROWSER_ACCEPT } });
+    expect(head.status).toBe(200);
+    for (const name of ['content-type', 'content-length', 'content-security-policy', 'cache-control', 'vary'])
+      expect(head.headers.get(name), name).toBe(get.headers.get(name));
+    expect(Number(head.headers.get('content-length'))).toBe(Buffer.byteLength(page));
+    expect(await head.text()).toBe('');
+  });
+
   it('serves neither the page nor introspection with GRAPHQL_INTROSPECTION=false', async () => {
     const gw = await startTestGateway({ GRAPHQL_INTROSPECTION: 'false' });
     started.push(gw);
     const page = await fetch(`${gw.url}/graphql`, { headers: { accept: BROWSER_ACCEPT } });
     expect(page.headers.get('content-type') ?? '').not.toMatch(/text\/html/);
     await page.body?.cancel();
+    const head = await fetch(`${gw.url}/graphql`, { method: 'HEAD', headers: { accept: BROWSER_ACCEPT } });
+    expect(head.headers.get('content-type') ?? '').not.toMatch(/text\/html/);
     const asset = await fetch(`${gw.url}/graphql/assets/graphiql.js`);
     expect(asset.status).toBe(404);
     await asset.body?.cancel();
