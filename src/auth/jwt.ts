@@ -488,6 +488,12 @@ export class JwtAuthenticator {
     }
     const expiresAt = payload.exp! * 1000;
     if (expiresAt <= at) return invalid(`the JWT has expired (exp ${new Date(expiresAt).toISOString()})`);
+    // jose checks that iat is a number, but judges it against the clock only with maxTokenAge (which would make iat
+    // required): a token issued beyond the skew in the future is refused here, as nbf is.
+    if (payload.iat !== undefined && payload.iat > at / 1000 + CLOCK_TOLERANCE_SECONDS)
+      return invalid(
+        `the JWT was issued in the future (iat), beyond the ${CLOCK_TOLERANCE_SECONDS} s of clock skew allowed`,
+      );
     const named = appOf(payload, config.appClaim, issuer.apps);
     if ('refused' in named) {
       this.refuse(named.reason);

@@ -77,6 +77,8 @@ export interface TokenOptions {
   /** Seconds since the epoch; default now + 1 h. `null`: no exp claim. */
   exp?: number | null;
   nbf?: number;
+  /** Seconds since the epoch; default now. */
+  iat?: number;
   iss?: string;
   aud?: string | string[];
   /** Extra claims (azp, client_id, sub, scope, scp, ...). */
@@ -95,7 +97,7 @@ export async function sign(key: SigningKey, options: TokenOptions = {}): Promise
     .setProtectedHeader({ alg: key.alg, kid: options.kid ?? key.kid, typ: 'JWT' })
     .setIssuer(options.iss ?? ISSUER)
     .setAudience(options.aud ?? AUDIENCE)
-    .setIssuedAt();
+    .setIssuedAt(options.iat);
   if (options.exp !== null) jwt.setExpirationTime(options.exp ?? nowSeconds() + 3600);
   if (options.nbf !== undefined) jwt.setNotBefore(options.nbf);
   return jwt.sign(key.privateKey);
