@@ -17,10 +17,30 @@ import {
 
 /** The token of an `Authorization: Bearer <token>` value (scheme case-insensitive), or null. */
 export function bearerToken(header: string | string[] | undefined | null): string | null {
-  const value = Array.isArray(header) ? header[0] : header;
+  const value = Array.isArray(header) ? (header.length === 1 ? header[0] : undefined) : header;
   if (!value) return null;
   const m = /^\s*Bearer\s+(\S+)\s*$/i.exec(value);
   return m ? m[1]! : null;
+}
+
+/**
+ * A request's Authorization header as authentication reads it: its one value, or every value when it came more than
+ * once. Node keeps the first of repeated Authorization headers and drops the others, while a proxy in front may read
+ * the last: such a request is refused (createAuthenticator), never taken as whichever app came first.
+ */
+export function authorizationOf(req: {
+  readonly headers: { readonly authorization?: string | undefined };
+  readonly rawHeaders: readonly string[];
+}): string | string[] | undefined {
+  const first = req.headers.authorization;
+  if (first === undefined) return undefined;
+  const raw = req.rawHeaders;
+  let values: string[] | null = null;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length === 13 && name.toLowerCase() === 'authorization') (values ??= []).push(raw[i + 1]!);
+  }
+  return values !== null && values.length > 1 ? values : first;
 }
 
 /**
@@ -153,8 +173,14 @@ export function createAuthenticator(
       : 'a valid API key is required: send Authorization: Bearer <key>',
   });
   const invalid: AuthFailure = Object.freeze({ ok: false, reason: 'invalid', message: 'the API key is not valid' });
+  const repeated: AuthFailure = Object.freeze({
+    ok: false,
+    reason: 'invalid',
+    message: 'the request has more than one Authorization header: send one',
+  });
   return (authorization, request) => {
     if (hashes.length === 0 && !jwt) return { ok: true, caller: OPEN_CALLER };
+    if (Array.isArray(authorization) && authorization.length > 1) return repeated;
     const token = bearerToken(authorization);
     if (!token) return missing;
     // One digest per request, compared with every configured one.

@@ -8,7 +8,7 @@ import { AgentDryRun } from '../agents/dry-run.js';
 import { AgentWorkflow } from '../agents/workflow.js';
 import { SCOPES, type Caller } from '../auth/caller.js';
 import { scheduleAfter, type AuthExpiry } from '../auth/jwt.js';
-import type { AuthResult } from '../auth/keys.js';
+import { authorizationOf, type AuthResult } from '../auth/keys.js';
 import { everyUpstreamSandboxed, type Config } from '../config/index.js';
 import { WebhookErrorCode } from '../errors.js';
 import type { PostgresBus } from '../events/postgres-bus.js';
@@ -174,7 +174,7 @@ export function buildTransports(
       maxBodyBytes: config.graphqlLimits.maxBodyBytes,
       checkSource: (source) => limits.checkTokens(source),
       context: (req, ctx) => {
-        const result = authenticate(req.headers.authorization, ctx);
+        const result = authenticate(authorizationOf(req), ctx);
         return result instanceof Promise ? result.then((auth) => httpContext(auth, ctx)) : httpContext(result, ctx);
       },
     }),

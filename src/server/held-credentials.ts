@@ -74,7 +74,7 @@ export interface Holding {
   /** Whether what it holds may deliver now (held while its credential is checked again). */
   readonly delivery: Delivery;
   /** The Authorization header it was authenticated with, kept in memory to authenticate it again. */
-  readonly authorization: string | undefined;
+  readonly authorization: Parameters<Authenticate>[0];
   /**
    * Who opened it. What it reads is that app's: a reload that makes the credential another app's refuses it
    * (src/auth/tenancy.ts reauthenticatedFor).
@@ -172,7 +172,7 @@ export class HeldCredentials {
    * The credential authenticated under the running configuration. A check that throws (none does today: a JWT whose
    * keys cannot be fetched answers `unavailable`) fails closed, as that answer does: what it held ends, and it is logged.
    */
-  private async authenticate(authorization: string | undefined) {
+  private async authenticate(authorization: Parameters<Authenticate>[0]) {
     try {
       return await this.options.authenticate(authorization);
     } catch (err) {

@@ -3,7 +3,7 @@
 // read and swaps the snapshot.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-import type { Authenticate } from '../auth/keys.js';
+import { authorizationOf, type Authenticate } from '../auth/keys.js';
 import { WebhookErrorCode } from '../errors.js';
 import type { Route } from './http.js';
 import { sendJson, sendOAuthError } from './respond.js';
@@ -33,7 +33,7 @@ export function reloadRoute(options: { authenticate: Authenticate; reload: () =>
     path: '/admin/reload',
     name: 'POST /admin/reload',
     async handle(req: IncomingMessage, res: ServerResponse, ctx) {
-      const result = options.authenticate(req.headers.authorization, ctx);
+      const result = options.authenticate(authorizationOf(req), ctx);
       const auth = result instanceof Promise ? await result : result;
       if (!auth.ok) {
         const status = auth.reason === 'unavailable' ? 503 : 401;

@@ -5,7 +5,7 @@ import { createHandler } from 'graphql-sse';
 
 import { ownerCaller, type Caller } from '../auth/caller.js';
 import { expiredNow, onExpiry } from '../auth/jwt.js';
-import type { AuthFailure } from '../auth/keys.js';
+import { authorizationOf, type AuthFailure } from '../auth/keys.js';
 import { readableBy } from '../auth/tenancy.js';
 import { ErrorCode } from '../errors.js';
 import type { Pipeline, Ran } from '../execution/pipeline.js';
@@ -464,7 +464,7 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
     // The configuration the credential is checked under: a JWT's verification awaits its keys, and a reload
     // meanwhile must not pass the old configuration's answer off as the new one's.
     const checkedUnder = held.generation();
-    const result = options.authenticate(req.headers.authorization, ctx);
+    const result = options.authenticate(authorizationOf(req), ctx);
     const auth = result instanceof Promise ? await result : result;
     if (!auth.ok) {
       // A JWT whose keys could not be fetched: the gateway's side is at fault, as for an upstream (503).

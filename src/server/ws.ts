@@ -7,7 +7,13 @@ import { WebSocketServer, type ServerOptions, type WebSocket } from 'ws';
 
 import type { Caller } from '../auth/caller.js';
 import { expiredNow, onExpiry } from '../auth/jwt.js';
-import type { AuthFailure, AuthResult, RequestLog } from '../auth/keys.js';
+import {
+  authorizationOf,
+  type Authenticate,
+  type AuthFailure,
+  type AuthResult,
+  type RequestLog,
+} from '../auth/keys.js';
 import { ErrorCode } from '../errors.js';
 import type { Pipeline, Ran, ResultSink } from '../execution/pipeline.js';
 import { deliverable, streamFailure, streamPresenter, type StreamOutcome } from '../execution/present.js';
@@ -143,7 +149,7 @@ class HeldConnection implements Holding {
 
   constructor(
     private readonly connection: Connection,
-    readonly authorization: string | undefined,
+    readonly authorization: Parameters<Authenticate>[0],
     readonly caller: Caller,
     private readonly endForbidden: (connection: Connection, caller: Caller) => void,
   ) {}
@@ -480,7 +486,7 @@ export function createWsServer(options: WsOptions) {
         const connection = pc.state;
         const socket = connection.ws;
         const fromParams = params?.authorization ?? params?.Authorization;
-        const header = request.headers.authorization ?? (typeof fromParams === 'string' ? fromParams : undefined);
+        const header = authorizationOf(request) ?? (typeof fromParams === 'string' ? fromParams : undefined);
         // The configuration the credential is checked under: a JWT's verification awaits its keys, and a reload
         // meanwhile must not pass the old configuration's answer off as the new one's.
         const checkedUnder = credentials.generation();

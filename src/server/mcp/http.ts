@@ -23,7 +23,7 @@ import { GraphQLError } from 'graphql';
 
 import type { Caller } from '../../auth/caller.js';
 import { expiredNow, onExpiry, type AuthExpiry } from '../../auth/jwt.js';
-import type { Authenticate } from '../../auth/keys.js';
+import { authorizationOf, type Authenticate } from '../../auth/keys.js';
 import { ErrorCode } from '../../errors.js';
 import { logUnexpected, type Logger } from '../../logger.js';
 import type { LiveSubscriptions } from '../../ratelimit/live-subscriptions.js';
@@ -252,7 +252,7 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
 
         // The configuration the credential is checked under (a JWT's verification awaits its keys).
         const checkedUnder = o.held.generation();
-        const auth = await o.authenticate(req.headers.authorization, ctx);
+        const auth = await o.authenticate(authorizationOf(req), ctx);
         if (!auth.ok) {
           if (auth.reason === 'unavailable')
             return sendJsonRpcError(res, 503, -32000, auth.message, { 'retry-after': '5' });
