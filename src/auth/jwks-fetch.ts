@@ -51,6 +51,10 @@ const JWKS_MAX_BYTES = 1024 * 1024;
 export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
   // undici's whole API only where a JWKS is fetched: the upstreams' pools load just theirs (docs/decisions/124).
   const { request } = await import('undici');
+  // The timeouts below bound each wait (the headers, the gap between two chunks of the body); the deadline bounds the
+  // whole fetch, which a JWKS answering a byte at a time would otherwise hold for as long as it likes, and with it
+  // every token that waits for the keys.
+  const deadline = AbortSignal.timeout(JWKS_TIMEOUT_MS);
   let res: Awaited<ReturnType<typeof request>>;
   try {
     res = await request(url, {
@@ -58,9 +62,10 @@ export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
       headers: { accept: 'application/jwk-set+json, application/json' },
       headersTimeout: JWKS_TIMEOUT_MS,
       bodyTimeout: JWKS_TIMEOUT_MS,
+      signal: deadline,
     });
   } catch (err) {
-    throw failed(url, err);
+    throw failed(url, err, deadline);
   }
   if (res.statusCode !== 200) {
     await res.body.dump();
@@ -75,7 +80,7 @@ export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
       chunks.push(chunk);
     }
   } catch (err) {
-    throw failed(url, err);
+    throw failed(url, err, deadline);
   }
   if (size > JWKS_MAX_BYTES) {
     res.body.destroy();
@@ -97,7 +102,11 @@ export async function fetchJwks(url: string): Promise<JSONWebKeySet> {
  * the message, which reaches apps, never holds the driver's sentence, which names the address the URL's host resolved
  * to. The driver's error is its `cause`, for the log.
  */
-function failed(url: string, err: unknown): JwksFetchError {
+function failed(url: string, err: unknown, deadline: AbortSignal): JwksFetchError {
+  if (deadline.aborted)
+    return new JwksFetchError(`GET ${shownUrl(url)} did not answer in full within ${JWKS_TIMEOUT_MS / 1000} s`, {
+      cause: err,
+    });
   const code = (err as { code?: unknown } | null)?.code;
   return new JwksFetchError(`GET ${shownUrl(url)} failed: ${typeof code === 'string' ? code : 'ERROR'}`, {
     cause: err,
