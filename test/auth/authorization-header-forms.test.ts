@@ -22,10 +22,14 @@ afterAll(() => gw.close());
 
 /** POST /graphql over a raw socket, with `authorization` lines written byte for byte (latin1). */
 function rawPost(lines: string[]): Promise<{ status: number; body: string }> {
+  return rawRequest('/graphql', JSON.stringify({ query: CREATE }), lines);
+}
+
+/** POST `path` with a JSON `body` over a raw socket, with header `lines` written byte for byte (latin1). */
+function rawRequest(path: string, body: string, lines: string[]): Promise<{ status: number; body: string }> {
   const u = new URL(gw.url);
-  const body = JSON.stringify({ query: CREATE });
   const head =
-    `POST /graphql HTTP/1.1\r\nhost: ${u.host}\r\nconnection: close\r\ncontent-type: application/json\r\n` +
+    `POST ${path} HTTP/1.1\r\nhost: ${u.host}\r\nconnection: close\r\ncontent-type: application/json\r\n` +
     `content-length: ${Buffer.byteLength(body)}\r\n${lines.map((l) => `${l}\r\n`).join('')}\r\n`;
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(u.port), u.hostname, () => socket.write(Buffer.from(head + body, 'latin1')));
@@ -55,6 +59,27 @@ describe('two Authorization headers', () => {
       expect(projectsCreated()).toBe(before);
     });
   }
+
+  it('are refused on the mobile-ID webhook too, whichever holds the notification token, and nothing is stored', async () => {
+    const token = gw.gateway.sandbox.mobileId!.notificationToken;
+    for (const values of [
+      [`Bearer ${token}`, 'Bearer wrong-token'],
+      ['Bearer wrong-token', `Bearer ${token}`],
+    ]) {
+      const id = `two-headers-${values[0]!.length}-${values[1]!.length}`;
+      const body = JSON.stringify({ auth_req_id: id, error: 'access_denied', error_description: 'declined' });
+      const res = await rawRequest(
+        '/webhooks/mobile-id',
+        body,
+        values.map((v) => `authorization: ${v}`),
+      );
+      expect(res.status, res.body).toBe(401);
+      const stored = await gw.graphql(`{ mobileIdAuthentication(authReqId: "${id}") { __typename } }`, undefined, {
+        key: KEY,
+      });
+      expect(stored.data).toEqual({ mobileIdAuthentication: null });
+    }
+  });
 
   it("are refused even when both are valid keys: one request is never two apps' (alpha's and beta's)", async () => {
     const res = await rawPost([`Authorization: Bearer ${KEY}`, `authorization: Bearer ${OTHER}`]);

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 
-import { bearerToken } from '../../auth/keys.js';
+import { authorizationOf, bearerToken } from '../../auth/keys.js';
 import { WebhookErrorCode } from '../../errors.js';
 import type { Metrics } from '../../metrics.js';
 import type { RejectionReason } from '../../mobile-id/quarantine.js';
@@ -127,7 +127,8 @@ export function mobileIdWebhookRoute(options: {
       };
 
       // Authenticated before the body is read: a forged request costs one hash and at most one lookup.
-      const auth = await options.mobileId.authenticate(bearerToken(req.headers.authorization));
+      // Two Authorization headers are no token (a proxy in front may read the other one): 401, as on every route.
+      const auth = await options.mobileId.authenticate(bearerToken(authorizationOf(req)));
       if (!auth.ok) {
         // An expired token of an app's is that app's refusal; anything else is an outsider's (its own bucket).
         scope = auth.expired?.scope ?? null;
