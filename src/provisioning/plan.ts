@@ -276,6 +276,9 @@ export class ProvisioningPlanner {
       .filter((s) => s.action === 'CREATE')
       .map((s) => ({ placeholder: placeholder(s.name), step: s.name, value: 'id' as const }));
     if (base.addressUsed) references.push({ placeholder: ADDRESS_PLACEHOLDER, step: 'ipAddress', value: 'address' });
+    // A key that names the caller's provisioning of another request: the run would be refused and send nothing.
+    const reused = key === null ? null : await this.provisioning.keyReusedBy(caller, kind, input, key);
+    if (reused) errors.push(planError(reused, null));
     const valid = errors.length === 0 && steps.every((s) => s.errors.length === 0);
     return { kind, valid, idempotencyKey: key, steps, errors, defaults, references };
   }

@@ -407,9 +407,7 @@ export class ProvisioningService {
     plan: () => PlannedStep[],
   ): Promise<ProvisionResult> {
     const key = givenKey ?? randomUUID();
-    const id = uuidv5(`${caller.scope}/${key}`, NAMESPACE);
-    // The fingerprint of the canonical upstream requests, as a cloud creation's: an equal input written otherwise
-    // (spaces the steps trim, a null for an omitted field, a CIDR the ledger knows given or left out) is the same.
+    const id = provisioningId(caller.scope, key);
     const requests = { kind, steps: sent };
     const print = keyedFingerprint(this.digest, requests);
     const steps = plan();
@@ -422,19 +420,7 @@ export class ProvisioningService {
     });
     let run: Provisioning;
     if (existing) {
-      // A provisioning stored before its requests were fingerprinted has the fingerprint of its input as given.
-      const same =
-        sameRequest(existing.fingerprint, print, requests) ||
-        sameRequest(existing.fingerprint, keyedFingerprint(this.digest, { kind, input }), { kind, input });
-      if (!same) {
-        throw new GatewayError(
-          ErrorCode.IDEMPOTENCY_KEY_REUSED,
-          `idempotency key ${key} was already used for a different provisioning; use a new key`,
-          {
-            idempotencyKey: key,
-          },
-        );
-      }
+      if (!this.sameAsStored(existing, kind, input, sent)) throw keyReused(key);
       const alive =
         this.runner.isRunning(id) ||
         (existing.state === 'RUNNING' && Date.now() - existing.updatedAt.getTime() < this.staleMs);
@@ -499,6 +485,46 @@ export class ProvisioningService {
   }
 
   /**
+   * Whether `existing` was started with the request `kind`, `input` and `sent` make: the fingerprint of the canonical
+   * upstream requests, as a cloud creation's, so an equal input written otherwise (spaces the steps trim, a null for an
+   * omitted field, a CIDR the ledger knows given or left out) is the same. A provisioning stored before its requests
+   * were fingerprinted has the fingerprint of its input as given.
+   */
+  private sameAsStored(existing: Provisioning, kind: ProvisioningKind, input: unknown, sent: unknown[]): boolean {
+    const requests = { kind, steps: sent };
+    return (
+      sameRequest(existing.fingerprint, keyedFingerprint(this.digest, requests), requests) ||
+      sameRequest(existing.fingerprint, keyedFingerprint(this.digest, { kind, input }), { kind, input })
+    );
+  }
+
+  /**
+   * The IDEMPOTENCY_KEY_REUSED a provisioning of `kind` with `input` and the caller's `key` would be refused with (the
+   * key names the caller's provisioning of another request), else null: a plan with that key shows it, since the run
+   * would send nothing. An input whose own checks fail is left to the plan's step errors (null).
+   */
+  async keyReusedBy(
+    caller: Caller,
+    kind: ProvisioningKind,
+    input: ProvisionKafkaClusterInput | ProvisionVirtualMachineInput,
+    key: string,
+  ): Promise<GatewayError | null> {
+    const existing = await this.records.read(provisioningId(caller.scope, key));
+    if (!existing) return null;
+    const stepsOf = (env: StepEnv) =>
+      kind === 'KAFKA_CLUSTER'
+        ? this.kafkaClusterSteps(caller, input as ProvisionKafkaClusterInput, env)
+        : this.virtualMachineSteps(caller, input as ProvisionVirtualMachineInput, env);
+    let sent: unknown[];
+    try {
+      sent = await this.precheck(caller, input, stepsOf);
+    } catch {
+      return null;
+    }
+    return this.sameAsStored(existing, kind, input, sent) ? null : keyReused(key);
+  }
+
+  /**
    * Stores `run` for this call to run: a new provisioning's insert, or a resume's claim of `existing` (on whichever
    * replica, one caller resumes it). False when a concurrent call with the same key got it first.
    */
@@ -538,6 +564,19 @@ export class ProvisioningService {
   idle(): Promise<void> {
     return this.runner.idle();
   }
+}
+
+/** A provisioning's id: one per (caller scope, key). */
+function provisioningId(scope: string, key: string): string {
+  return uuidv5(`${scope}/${key}`, NAMESPACE);
+}
+
+function keyReused(key: string): GatewayError {
+  return new GatewayError(
+    ErrorCode.IDEMPOTENCY_KEY_REUSED,
+    `idempotency key ${key} was already used for a different provisioning; use a new key`,
+    { idempotencyKey: key },
+  );
 }
 
 /** The upstream creations `steps` will make, leaving out the `finished` ones (reused and skipped steps create nothing). */

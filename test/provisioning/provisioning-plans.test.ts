@@ -162,6 +162,32 @@ describe('provisioning plans', () => {
     expect(sent).toHaveLength(5);
   });
 
+  it('a plan with the key of a provisioning of another input is not valid: the run would be IDEMPOTENCY_KEY_REUSED', async () => {
+    const gw = await gateway();
+    const key = randomUUID();
+    const started = await gw.graphql(PROVISION_KAFKA, { input: kafkaInput, key });
+    expect(started.errors).toBeUndefined();
+    await gw.gateway.services.provisioning.idle();
+    const other = { ...kafkaInput, project: { name: 'another' } };
+    const planned = await plan(gw, PLAN_KAFKA, other, key);
+    expect(planned.valid).toBe(false);
+    expect(planned.errors).toEqual([
+      {
+        field: null,
+        code: 'IDEMPOTENCY_KEY_REUSED',
+        message: `idempotency key ${key} was already used for a different provisioning; use a new key`,
+      },
+    ]);
+    const before = creations(gw).length;
+    const run = await gw.graphql(PROVISION_KAFKA, { input: other, key });
+    expect(run.errors![0]!.extensions!.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect(creations(gw)).toHaveLength(before);
+    // The same input with its key: no such error (the run replays it), as another kind with a fresh key.
+    expect((await plan(gw, PLAN_KAFKA, kafkaInput, key)).errors).toEqual([]);
+    expect((await plan(gw, PLAN_VM, vmInput, key)).errors.map((e) => e.code)).toEqual(['IDEMPOTENCY_KEY_REUSED']);
+    expect((await plan(gw, PLAN_KAFKA, other, randomUUID())).valid).toBe(true);
+  });
+
   it('a plan makes no upstream call and writes nothing', async () => {
     const gw = await gateway();
     await ok(gw, M.project, { input: { name: 'existing', description: '' } });
