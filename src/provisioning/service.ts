@@ -170,7 +170,7 @@ export interface ProvisioningOptions {
   /** The gateway secret's keyed digest: the input (passwords included) is stored only as a keyed fingerprint. */
   digest: (text: string) => string;
   /** The idempotency records of every creation: a new provisioning binds its key there, so no other creation takes it. */
-  keys: Pick<Idempotency, 'bind'>;
+  keys: Pick<Idempotency, 'bind' | 'reusedBy'>;
 }
 
 /**
@@ -468,7 +468,7 @@ export class ProvisioningService {
     );
     const refund = await this.charge(caller, creations(steps, finished));
     // A key the caller gave may name another creation already (IDEMPOTENCY_KEY_REUSED); a fresh one cannot.
-    const operation = kind === 'KAFKA_CLUSTER' ? 'provisionKafkaCluster' : 'provisionVirtualMachine';
+    const operation = operationOf(kind);
     const bind =
       givenKey == null ? null : () => this.keys.bind({ scope: caller.scope, key, operation, request: requests });
     const claimed = await this.claim(existing, run, bind).catch(async (err: unknown) => {
@@ -500,7 +500,7 @@ export class ProvisioningService {
 
   /**
    * The IDEMPOTENCY_KEY_REUSED a provisioning of `kind` with `input` and the caller's `key` would be refused with (the
-   * key names the caller's provisioning of another request), else null: a plan with that key shows it, since the run
+   * key names the caller's provisioning of another request, or another creation), else null: a plan with that key shows it, since the run
    * would send nothing. An input whose own checks fail is left to the plan's step errors (null).
    */
   async keyReusedBy(
@@ -510,7 +510,6 @@ export class ProvisioningService {
     key: string,
   ): Promise<GatewayError | null> {
     const existing = await this.records.read(provisioningId(caller.scope, key));
-    if (!existing) return null;
     const stepsOf = (env: StepEnv) =>
       kind === 'KAFKA_CLUSTER'
         ? this.kafkaClusterSteps(caller, input as ProvisionKafkaClusterInput, env)
@@ -521,7 +520,10 @@ export class ProvisioningService {
     } catch {
       return null;
     }
-    return this.sameAsStored(existing, kind, input, sent) ? null : keyReused(key);
+    if (existing) return this.sameAsStored(existing, kind, input, sent) ? null : keyReused(key);
+    // A key another creation holds (a plain creation's, or the other kind's provisioning), as the run's bind reads it.
+    const operation = operationOf(kind);
+    return this.keys.reusedBy({ scope: caller.scope, key, operation, request: { kind, steps: sent } });
   }
 
   /**
@@ -564,6 +566,11 @@ export class ProvisioningService {
   idle(): Promise<void> {
     return this.runner.idle();
   }
+}
+
+/** The mutation a provisioning of `kind` runs: the operation its key is bound to. */
+function operationOf(kind: ProvisioningKind): string {
+  return kind === 'KAFKA_CLUSTER' ? 'provisionKafkaCluster' : 'provisionVirtualMachine';
 }
 
 /** A provisioning's id: one per (caller scope, key). */

@@ -440,8 +440,7 @@ export class Idempotency {
   async bind(params: { scope: string; key: string; operation: string; request: unknown }): Promise<void> {
     const { records } = this.options;
     const now = this.options.now?.() ?? Date.now();
-    const fingerprinted = { operation: params.operation, request: params.request };
-    const print = keyedFingerprint(this.options.digest, fingerprinted);
+    const print = keyedFingerprint(this.options.digest, { operation: params.operation, request: params.request });
     const claim = {
       scope: params.scope,
       key: params.key,
@@ -451,16 +450,41 @@ export class Idempotency {
       expiresAt: now + this.options.retentionMs,
     };
     if (await records.bind(claim, now)) return;
-    const existing = await records.get(params.scope, params.key, now);
+    const reused = await this.heldByAnother(params, print, now);
+    if (reused) throw reused;
+  }
+
+  /**
+   * What `bind` would refuse, read without binding (a plan shows what its run would be answered): IDEMPOTENCY_KEY_REUSED
+   * when another creation (or another request) holds the caller's key, else null.
+   */
+  async reusedBy(params: {
+    scope: string;
+    key: string;
+    operation: string;
+    request: unknown;
+  }): Promise<GatewayError | null> {
+    const print = keyedFingerprint(this.options.digest, { operation: params.operation, request: params.request });
+    return this.heldByAnother(params, print, this.options.now?.() ?? Date.now());
+  }
+
+  private async heldByAnother(
+    params: { scope: string; key: string; operation: string; request: unknown },
+    print: string,
+    now: number,
+  ): Promise<GatewayError | null> {
+    const existing = await this.options.records.get(params.scope, params.key, now);
+    const fingerprinted = { operation: params.operation, request: params.request };
     if (
       existing &&
       (existing.operation !== params.operation || !sameRequest(existing.fingerprint, print, fingerprinted))
     )
-      throw new GatewayError(
+      return new GatewayError(
         ErrorCode.IDEMPOTENCY_KEY_REUSED,
         `idempotency key ${params.key} was already used for a different request (${existing.operation}); use a new key for a new request`,
         { idempotencyKey: params.key },
       );
+    return null;
   }
 
   /** Remembers the leases a call that ended without its end stored may have left on its pending record (`lost`). */

@@ -188,6 +188,27 @@ describe('provisioning plans', () => {
     expect((await plan(gw, PLAN_KAFKA, other, randomUUID())).valid).toBe(true);
   });
 
+  it("a plan with the key of another creation (a project's) is not valid: the run would be IDEMPOTENCY_KEY_REUSED", async () => {
+    const gw = await gateway();
+    const key = randomUUID();
+    const project = await gw.graphql(M.project, { input: { name: 'holds-the-key' }, key });
+    expect(project.errors).toBeUndefined();
+    const planned = await plan(gw, PLAN_KAFKA, kafkaInput, key);
+    expect(planned.valid).toBe(false);
+    expect(planned.errors).toEqual([
+      {
+        field: null,
+        code: 'IDEMPOTENCY_KEY_REUSED',
+        message: `idempotency key ${key} was already used for a different request (createProject); use a new key for a new request`,
+      },
+    ]);
+    const before = creations(gw).length;
+    const run = await gw.graphql(PROVISION_KAFKA, { input: kafkaInput, key });
+    expect(run.errors![0]!.extensions!.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect(run.errors![0]!.message).toBe(planned.errors[0]!.message);
+    expect(creations(gw)).toHaveLength(before);
+  });
+
   it('a plan makes no upstream call and writes nothing', async () => {
     const gw = await gateway();
     await ok(gw, M.project, { input: { name: 'existing', description: '' } });
