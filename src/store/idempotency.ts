@@ -1,4 +1,4 @@
-import type { CompiledQuery, Kysely, UpdateQueryBuilder, UpdateResult } from 'kysely';
+import type { CompiledQuery, ExpressionBuilder, Kysely, UpdateQueryBuilder, UpdateResult } from 'kysely';
 
 import type { Execute, Statements } from './index.js';
 import { precompiled } from './precompiled.js';
@@ -6,6 +6,18 @@ import type { Database } from './schema.js';
 import type { WrittenTogether } from './sqlite-dialect.js';
 
 type RecordUpdate = UpdateQueryBuilder<Database, 'idempotency_records', 'idempotency_records', UpdateResult>;
+
+/**
+ * Whether a record is over at `now`: its retention passed, and it is not a pending record whose call still holds its
+ * lease. A call may outlive the retention (a slow upstream, a short IDEMPOTENCY_RETENTION); its record stays until the
+ * call ends or its lease lapses, so that no other call claims its key (sending beside it) and its answer is stored.
+ */
+function over(eb: ExpressionBuilder<Database, 'idempotency_records'>, now: number) {
+  return eb.and([
+    eb('idempotency_records.expires_at', '<=', now),
+    eb.or([eb('idempotency_records.state', '!=', 'pending'), eb('idempotency_records.lease_until', '<', now)]),
+  ]);
+}
 
 /**
  * Runs `first`, then, if it changed a row, `then`, as one transaction with one commit; false when `first` changed no
@@ -86,19 +98,23 @@ export class IdempotencyRecords {
         .insertInto('idempotency_records')
         .values({ scope, key, ...fresh })
         .onConflict((oc) =>
-          oc.columns(['scope', 'key']).doUpdateSet(fresh).where('idempotency_records.expires_at', '<=', now),
+          oc
+            .columns(['scope', 'key'])
+            .doUpdateSet(fresh)
+            .where((eb) => over(eb, now)),
         );
     },
   );
 
-  private readonly completeStatement = precompiled((scope: string, key: string, response: string, lease: number) =>
-    this.completion(scope, key, response).where('lease_until', '=', lease),
+  private readonly completeStatement = precompiled(
+    (scope: string, key: string, response: string, expiresAt: number, lease: number) =>
+      this.completion(scope, key, response, expiresAt).where('lease_until', '=', lease),
   );
 
-  private completion(scope: string, key: string, response: string): RecordUpdate {
+  private completion(scope: string, key: string, response: string, expiresAt: number): RecordUpdate {
     return this.db
       .updateTable('idempotency_records')
-      .set({ state: 'done', response })
+      .set({ state: 'done', response, expires_at: expiresAt })
       .where('scope', '=', scope)
       .where('key', '=', key)
       .where('state', '=', 'pending');
@@ -110,7 +126,7 @@ export class IdempotencyRecords {
       .selectAll()
       .where('scope', '=', scope)
       .where('key', '=', key)
-      .where('expires_at', '>', now)
+      .where((eb) => eb.not(over(eb, now)))
       .executeTakeFirst();
     if (!row) return null;
     return {
@@ -162,7 +178,10 @@ export class IdempotencyRecords {
       .insertInto('idempotency_records')
       .values({ scope: rec.scope, key: rec.key, ...bound })
       .onConflict((oc) =>
-        oc.columns(['scope', 'key']).doUpdateSet(bound).where('idempotency_records.expires_at', '<=', now),
+        oc
+          .columns(['scope', 'key'])
+          .doUpdateSet(bound)
+          .where((eb) => over(eb, now)),
       )
       .executeTakeFirst();
     return Number(result.numInsertedOrUpdatedRows ?? 0n) === 1;
@@ -230,11 +249,13 @@ export class IdempotencyRecords {
    * they and the completion are one transaction, one commit, so a crash leaves both or neither, and they are not
    * written when the completion does not apply. Each must change a row: when one changes none (the ledger holds the
    * created id for another creation), nothing is written, the record stays pending, and the answer is `unapplied`.
+   * `expiresAt`: the retention counts from the completion, so that an answer stored after a slow call is replayed.
    */
   async complete(
     scope: string,
     key: string,
     response: unknown,
+    expiresAt: number,
     leases: readonly number[],
     alongside: readonly CompiledQuery[] = [],
   ): Promise<WrittenTogether> {
@@ -242,8 +263,8 @@ export class IdempotencyRecords {
     // One lease unless a renewal is in flight or its answer was lost: the statement compiled once.
     const completion =
       leases.length === 1
-        ? this.completeStatement(scope, key, stored, leases[0]!)
-        : this.completion(scope, key, stored)
+        ? this.completeStatement(scope, key, stored, expiresAt, leases[0]!)
+        : this.completion(scope, key, stored, expiresAt)
             .where('lease_until', 'in', [...leases])
             .compile();
     if (alongside.length === 0) return Number((await this.execute(completion)).numAffectedRows ?? 0n) === 1;
@@ -258,6 +279,7 @@ export class IdempotencyRecords {
    * - `incomplete`: the upstream answered 2xx but its answer could not be read; `stored` is that answer (no secrets),
    *   which the retry reads again instead of sending anything (docs/decisions/042).
    * False when the record is no longer the call's (see `complete`, whose `leases` these are): nothing is written.
+   * `expiresAt`: as `complete`'s.
    */
   async park(
     scope: string,
@@ -265,10 +287,11 @@ export class IdempotencyRecords {
     leases: readonly number[],
     state: 'unknown' | 'incomplete',
     stored: unknown,
+    expiresAt: number,
   ): Promise<boolean> {
     const parked = await this.db
       .updateTable('idempotency_records')
-      .set({ state, lease_until: 0, response: JSON.stringify(stored ?? null) })
+      .set({ state, lease_until: 0, response: JSON.stringify(stored ?? null), expires_at: expiresAt })
       .where('scope', '=', scope)
       .where('key', '=', key)
       .where('state', '=', 'pending')
@@ -324,7 +347,10 @@ export class IdempotencyRecords {
   }
 
   async purgeExpired(now = Date.now()): Promise<number> {
-    const res = await this.db.deleteFrom('idempotency_records').where('expires_at', '<=', now).executeTakeFirst();
+    const res = await this.db
+      .deleteFrom('idempotency_records')
+      .where((eb) => over(eb, now))
+      .executeTakeFirst();
     return Number(res.numDeletedRows);
   }
 }

@@ -326,7 +326,7 @@ export class Idempotency {
         status: null,
       };
       // Not parked when another call took the record over meanwhile: this call sent nothing, all the same.
-      await records.park(params.scope, key, [claimedLease], 'unknown', unknown);
+      await records.park(params.scope, key, [claimedLease], 'unknown', unknown, this.expiry());
       throw unknownOutcome(unknown, key, upstream);
     }
 
@@ -348,7 +348,14 @@ export class Idempotency {
         const stored = params.toStored ? params.toStored(result) : result;
         // Not stored when another call took the record over: this answer came under the same upstream key, so it is
         // the caller's all the same, and the record (with the ledger's copy) is the other call's to write.
-        const completed = await records.complete(params.scope, key, stored, leases, params.storeWith?.(result));
+        const completed = await records.complete(
+          params.scope,
+          key,
+          stored,
+          this.expiry(),
+          leases,
+          params.storeWith?.(result),
+        );
         if (completed === false) this.lostRecord(key, params.operation);
         else if (completed !== true)
           throw params.unstorable?.(result) ?? new Error(`the result of ${params.operation} could not be stored`);
@@ -362,14 +369,14 @@ export class Idempotency {
             attempts: error.attempts,
             status: error.status ?? null,
           };
-          if (!(await records.park(params.scope, key, leases, 'unknown', unknown)))
+          if (!(await records.park(params.scope, key, leases, 'unknown', unknown, this.expiry())))
             this.lostRecord(key, params.operation);
           throw error.withKeys(key, upstream);
         }
         if (error instanceof UpstreamAnswerIncompleteError) {
           // Kept, not released: the resource exists upstream, and its answer is what a later call reads again.
           if (!recovering) metrics.upstreamAnswersIncomplete.inc({ operation: params.operation });
-          if (!(await records.park(params.scope, key, leases, 'incomplete', error.incomplete)))
+          if (!(await records.park(params.scope, key, leases, 'incomplete', error.incomplete, this.expiry())))
             this.lostRecord(key, params.operation);
           throw error.withKeys(key, upstream);
         }
@@ -393,7 +400,7 @@ export class Idempotency {
         }
         if (recovering) {
           // Reading the kept answer failed otherwise (the store): it stays kept, never released.
-          if (!(await records.park(params.scope, key, leases, 'incomplete', recovering)))
+          if (!(await records.park(params.scope, key, leases, 'incomplete', recovering, this.expiry())))
             this.lostRecord(key, params.operation);
           throw error;
         }
@@ -485,6 +492,14 @@ export class Idempotency {
         { idempotencyKey: params.key },
       );
     return null;
+  }
+
+  /**
+   * When the record of a call that ends now expires: IDEMPOTENCY_RETENTION counts from the call's end too, so that an
+   * answer stored (or kept) after a call that outlived the retention of its claim is replayed (or read again).
+   */
+  private expiry(): number {
+    return (this.options.now?.() ?? Date.now()) + this.options.retentionMs;
   }
 
   /** Remembers the leases a call that ended without its end stored may have left on its pending record (`lost`). */
