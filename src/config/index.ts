@@ -774,7 +774,7 @@ const VARS = {
       maxMs: 365 * DAY_MS,
       message: 'must be from 1s to 365d (0 would expire every record as it is written, and a retry would run again)',
     }),
-    'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds), from 1s to 365d: this long after the call stored its answer (or kept an unknown or unreadable one), and for as long as the call still runs.',
+    'How long idempotency records are kept (e.g. 90s, 30m, 24h, 7d, or milliseconds), from 1s to 365d: this long after its call ended (its answer stored, or its key kept bound to its request), and for as long as the call still runs.',
   ),
   EVENT_RETENTION: declare(
     duration('7d', {

@@ -332,12 +332,13 @@ export class IdempotencyRecords {
   /**
    * Ends a pending call's lease at once, keeping the record bound to its request: the next call of the same request
    * takes it over (`takeOver`) and sends it again, another request with the key is IDEMPOTENCY_KEY_REUSED. False when
-   * the record is no longer the call's (see `complete`, whose `leases` these are): nothing is written.
+   * the record is no longer the call's (see `complete`, whose `leases` these are): nothing is written. `expiresAt`: as
+   * `complete`'s.
    */
-  async lapse(scope: string, key: string, leases: readonly number[]): Promise<boolean> {
+  async lapse(scope: string, key: string, leases: readonly number[], expiresAt: number): Promise<boolean> {
     const lapsed = await this.db
       .updateTable('idempotency_records')
-      .set({ lease_until: 0 })
+      .set({ lease_until: 0, expires_at: expiresAt })
       .where('scope', '=', scope)
       .where('key', '=', key)
       .where('state', '=', 'pending')

@@ -410,7 +410,7 @@ export class Idempotency {
           // IDEMPOTENCY_KEY_REUSED, never sent under that key. Only a call that cannot have reached the upstream (its
           // circuit open before any attempt, `sent: false`), or one it refused, gives the key back.
           const ended = mayHaveReached(error, params.unrepeatable)
-            ? await records.lapse(params.scope, key, leases)
+            ? await records.lapse(params.scope, key, leases, this.expiry())
             : await records.release(params.scope, key, leases);
           if (!ended) this.lostRecord(key, params.operation);
         } catch (releaseError) {
@@ -496,7 +496,8 @@ export class Idempotency {
 
   /**
    * When the record of a call that ends now expires: IDEMPOTENCY_RETENTION counts from the call's end too, so that an
-   * answer stored (or kept) after a call that outlived the retention of its claim is replayed (or read again).
+   * answer stored (or kept) after a call that outlived the retention of its claim is replayed (or read again), and a
+   * key the upstream may have seen stays bound to its request.
    */
   private expiry(): number {
     return (this.options.now?.() ?? Date.now()) + this.options.retentionMs;

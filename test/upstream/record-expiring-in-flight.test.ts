@@ -25,7 +25,12 @@ describe('an idempotency record whose retention passes while its call still runs
     const runs = new Map<string, () => void>();
     // A lease of an hour: no renewal fires during the test; only the retention (1 s) passes on the testing clock.
     const gw = await gateway(
-      { IDEMPOTENCY_RETENTION: '1s', IDEMPOTENCY_TAKEOVER: `${HOUR_MS}ms`, IDEMPOTENCY_WAIT: '100ms' },
+      {
+        IDEMPOTENCY_RETENTION: '1s',
+        IDEMPOTENCY_TAKEOVER: `${HOUR_MS}ms`,
+        IDEMPOTENCY_WAIT: '100ms',
+        UPSTREAM_MAX_RETRIES: '0',
+      },
       {
         testing: {
           clock: () => clock.now,
@@ -104,5 +109,21 @@ describe('an idempotency record whose retention passes while its call still runs
     // The kept answer names no id: read again, it is the same UPSTREAM_ANSWER_INCOMPLETE.
     expect(again.errors?.[0]?.extensions?.code).toBe('UPSTREAM_ANSWER_INCOMPLETE');
     expect(projectCalls(gw), 'the retry read the kept answer, it did not send the request again').toHaveLength(1);
+  });
+
+  it('keeps the key bound to its request after it failed as it may have reached the upstream', async () => {
+    const { gw, key, held, a } = await heldPastRetention();
+    // Created upstream, and the answer lost: UPSTREAM_UNAVAILABLE, the key stays with this request.
+    gw.gateway.sandbox.cloud!.faults.enqueue('reset-after');
+    held.release();
+    expect((await a).errors![0]!.extensions!.code).toBe('UPSTREAM_UNAVAILABLE');
+    const other = await gw.graphql(M.project, { input: { name: 'other' }, key });
+    expect(other.errors?.[0]?.extensions?.code, 'never sent under a key the upstream may have used').toBe(
+      'IDEMPOTENCY_KEY_REUSED',
+    );
+    expect(projectCalls(gw)).toHaveLength(1);
+    const again = await gw.graphql(M.project, { input: { name: 'slow' }, key });
+    expect(again.data!.createProject).toMatchObject({ idempotencyKey: key, replayed: false });
+    expect(gw.gateway.sandbox.cloud!.projects()).toHaveLength(1);
   });
 });
