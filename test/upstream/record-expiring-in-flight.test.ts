@@ -127,3 +127,29 @@ describe('an idempotency record whose retention passes while its call still runs
     expect(gw.gateway.sandbox.cloud!.projects()).toHaveLength(1);
   });
 });
+
+describe('a key used again around the end of its retention', () => {
+  it('replays just before it; just after, the request is sent again under the same upstream key and answered', async () => {
+    const clock = { now: Date.now() };
+    const gw = await gateway({ IDEMPOTENCY_RETENTION: '1s' }, { testing: { clock: () => clock.now } });
+    const key = randomUUID();
+    const first = await gw.graphql(M.project, { input: { name: 'kept' }, key });
+    expect(first.errors).toBeUndefined();
+    clock.now += 999;
+    const before = await gw.graphql(M.project, { input: { name: 'kept' }, key });
+    expect(before.data!.createProject).toEqual({ ...first.data!.createProject, replayed: true });
+    expect(projectCalls(gw)).toHaveLength(1);
+    clock.now += 1;
+    const after = await gw.graphql(M.project, { input: { name: 'kept' }, key });
+    expect(after.errors).toBeUndefined();
+    // The cloud API replays its own creation: the same project, and still one upstream.
+    expect(after.data!.createProject).toEqual({ ...first.data!.createProject, replayed: false });
+    expect(projectCalls(gw)).toHaveLength(2);
+    expect(gw.gateway.sandbox.cloud!.projects()).toHaveLength(1);
+    // Another input once that record expired too: the upstream refuses the key it saw with another request.
+    clock.now += 1_000;
+    const other = await gw.graphql(M.project, { input: { name: 'other' }, key });
+    expect(other.errors?.[0]?.extensions).toMatchObject({ code: 'UPSTREAM_REJECTED', status: 409 });
+    expect(gw.gateway.sandbox.cloud!.projects()).toHaveLength(1);
+  });
+});
