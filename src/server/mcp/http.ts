@@ -407,6 +407,7 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
             return refuse(
               -32603,
               `Subscription limit reached: this app already has ${MAX_LISTENS_PER_APP} subscriptions/listen streams open on this replica; close one, or name several resources in one`,
+              { code: ErrorCode.RATE_LIMITED, bound: 'mcp-listens:count', limit: MAX_LISTENS_PER_APP },
             );
           // One of the app's live subscriptions, over every transport (APP_LIVE_SUBSCRIPTIONS): refused as the reads
           // budget refuses a listen, RATE_LIMITED with its bound and limit in `data`.

@@ -141,7 +141,7 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry, 
       if (timeoutSeconds > 0 && held >= MAX_WAITS_PER_APP)
         return toolError(
           `Wait limit reached: this app already has ${MAX_WAITS_PER_APP} wait_for_events calls waiting on this replica; wait for several kinds in one call, or call again with timeoutSeconds 0 (which returns at once); nothing was read`,
-          { errors: [{ code: 'RATE_LIMITED', limit: MAX_WAITS_PER_APP }] },
+          { errors: [{ code: 'RATE_LIMITED', bound: 'mcp-waits:count', limit: MAX_WAITS_PER_APP }] },
         );
       // A call that waits is one of the app's live subscriptions (APP_LIVE_SUBSCRIPTIONS) while it waits.
       const taken = timeoutSeconds > 0 ? live?.take(call.caller) : undefined;

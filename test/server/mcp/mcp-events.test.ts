@@ -113,6 +113,12 @@ describe('MCP resources', () => {
       (e: Error) => e,
     );
     expect(refused?.message).toMatch(/Subscription limit reached: this app already has 16/);
+    // The refusal names its bound and limit, as every per-app bound's does.
+    expect((refused as { data?: unknown } | null)?.data).toEqual({
+      code: 'RATE_LIMITED',
+      bound: 'mcp-listens:count',
+      limit: 16,
+    });
     const other = await connect({ key: 'key-a' });
     const fine = await other.client.listen({ resourceSubscriptions: [uriOf('not-greedy')] });
     await fine.close();

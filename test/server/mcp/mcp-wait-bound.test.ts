@@ -42,7 +42,7 @@ describe('wait_for_events is bounded per app per replica', () => {
     const refused = await alpha.call('wait_for_events', { cursor, kinds: ['mobile-id'], timeoutSeconds: 300 });
     expect(refused.isError).toBe(true);
     expect(textOf(refused)).toMatch(/Wait limit reached: this app already has 16 wait_for_events calls waiting/);
-    expect(refused.structuredContent!.errors[0]).toMatchObject({ code: 'RATE_LIMITED', limit: 16 });
+    expect(refused.structuredContent!.errors[0]).toEqual({ code: 'RATE_LIMITED', bound: 'mcp-waits:count', limit: 16 });
     const atOnce = await alpha.call('wait_for_events', { cursor, kinds: ['mobile-id'], timeoutSeconds: 0 });
     expect(atOnce.isError).toBeFalsy();
 
