@@ -8,28 +8,17 @@ import { sql } from 'kysely';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { createProjectProbe } from '../helpers/faults.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { pgRelay } from '../helpers/pg-relay.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { gatewayBehindRelay } from '../helpers/pg-relay.js';
 
 const { post, expectEachCreatesOnce, made } = createProjectProbe('pg-silent');
 
 describe('PostgreSQL silent under a request', () => {
-  let pg: TestPostgres | undefined;
-  let gw: TestGateway | undefined;
-  let link: ReturnType<typeof pgRelay> | undefined;
-  afterAll(async () => {
-    link?.close();
-    await gw?.close();
-    await pg?.stop();
-  });
+  let setup: Awaited<ReturnType<typeof gatewayBehindRelay>> | undefined;
+  afterAll(() => setup?.close());
 
   it('answers SERVICE_UNAVAILABLE, not never, and serves again once the database answers', async () => {
-    pg = await startPostgres();
-    const url = new URL(await pg.createDatabase('pg_silent'));
-    link = pgRelay(Number(url.port));
-    url.port = String(await link.listening);
-    gw = await startTestGateway({ DATABASE_URL: url.toString() });
+    setup = await gatewayBehindRelay('pg_silent');
+    const { gw, link, port } = setup;
     expect((await gw.graphql('{ projects { id } }')).status).toBe(200);
 
     link.silence();
@@ -42,7 +31,7 @@ describe('PostgreSQL silent under a request', () => {
     expect(created.retryAfter).toBe('5');
     expect(created.body.errors[0].extensions).toEqual({ code: 'SERVICE_UNAVAILABLE', retryAfter: 5 });
     for (const raw of [JSON.stringify(query), created.raw])
-      for (const word of ['Connection terminated', 'timeout', '127.0.0.1', url.port, 'password'])
+      for (const word of ['Connection terminated', 'timeout', '127.0.0.1', port, 'password'])
         expect(raw).not.toContain(word);
     expect(made(gw)).toHaveLength(0);
 
@@ -53,12 +42,13 @@ describe('PostgreSQL silent under a request', () => {
   }, 120_000);
 
   it('lets a statement that is only slow run past the silence check, the database answering beside it', async () => {
-    expect(gw, 'the first test started the gateway').toBeDefined();
-    const before = gw!.logs().length;
+    expect(setup, 'the first test started the gateway').toBeDefined();
+    const { gw } = setup!;
+    const before = gw.logs().length;
     const slept = await sql<{ slept: string }>`select pg_sleep(12)::text as slept`.execute(
-      gw!.gateway.services.store.db,
+      gw.gateway.services.store.db,
     );
     expect(slept.rows).toEqual([{ slept: '' }]);
-    expect(gw!.logs().slice(before)).not.toMatch(/answered neither a statement nor a probe/);
+    expect(gw.logs().slice(before)).not.toMatch(/answered neither a statement nor a probe/);
   }, 60_000);
 });

@@ -1,5 +1,8 @@
 import net from 'node:net';
 
+import { startTestGateway, type TestGateway } from './gateway.js';
+import { startPostgres } from './postgres.js';
+
 /**
  * A TCP relay to PostgreSQL on loopback that can go silent: from `silence()` on it forwards nothing and closes
  * nothing (a network partition, a host gone); new connections are accepted and never answered. `restore()` relays
@@ -36,4 +39,40 @@ export function pgRelay(port: number) {
       server.close();
     },
   };
+}
+
+/**
+ * A gateway on a fresh database of a real PostgreSQL, reached through a relay that can go silent. `close` cuts the
+ * silent connections first, so that the gateway's pool ends, then stops the gateway and PostgreSQL.
+ */
+export async function gatewayBehindRelay(database: string): Promise<{
+  gw: TestGateway;
+  link: ReturnType<typeof pgRelay>;
+  /** The relay's port, which the gateway's DATABASE_URL names. */
+  port: string;
+  close(): Promise<void>;
+}> {
+  const pg = await startPostgres();
+  let link: ReturnType<typeof pgRelay> | undefined;
+  try {
+    const url = new URL(await pg.createDatabase(database));
+    link = pgRelay(Number(url.port));
+    url.port = String(await link.listening);
+    const gw = await startTestGateway({ DATABASE_URL: url.toString() });
+    const relay = link;
+    return {
+      gw,
+      link: relay,
+      port: url.port,
+      async close() {
+        relay.close();
+        await gw.close();
+        await pg.stop();
+      },
+    };
+  } catch (err) {
+    link?.close();
+    await pg.stop();
+    throw err;
+  }
 }
