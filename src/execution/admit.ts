@@ -43,9 +43,11 @@ export function createAdmission(o: {
     // An app with every scope (an operator's key, the open sandbox gateway) needs no look at the operation.
     const forbidden = caller.grants === ALL_GRANTS ? null : scopes(caller.grants, document, operation);
     if (forbidden) return forbidden;
-    const tooCostly = limits.checkCost(schema, document, withDefaults(operation, variables));
+    // The variables as the run reads them (a left-out one at its declared default), for the cost and the points.
+    const read = withDefaults(operation, variables);
+    const tooCostly = limits.checkCost(schema, document, read);
     if (tooCostly) return tooCostly;
-    return spendPoints(rateLimits, schema, caller, document, operation, variables, runTakes);
+    return spendPoints(rateLimits, schema, caller, document, operation, read, runTakes);
   };
 }
 
