@@ -214,6 +214,13 @@ export function parseNotification(raw: unknown, plain = false): ParseResult {
       ? { ok: true, notification: { outcome: 'failure', body: withProto(r.data, body, FAILURE_FIELDS, FAILURE_NAMES) } }
       : { ok: false, description: describe(r.error) };
   }
+  // A failure whose error is null or empty (read as absent above, as a success's would be) and that has none of a
+  // success's fields is still a failure: its own shape names what is wrong, not the success's missing tokens.
+  if (FAILURE_ONLY.some((name) => name in raw) && !SUCCESS_ONLY.some((name) => name in body)) {
+    const sent = raw as Record<string, unknown>;
+    const r = failureBodySchema.safeParse({ ...body, error: sent.error, error_description: sent.error_description });
+    if (!r.success) return { ok: false, description: describe(r.error) };
+  }
   const token = typeof body.id_token === 'string' ? idTokenIssue(body.id_token) : null;
   const taken = plain && !token?.issue ? plainSuccess(body) : null;
   if (taken) return { ok: true, notification: { outcome: 'success', body: taken, idToken: token?.jwt ?? null } };

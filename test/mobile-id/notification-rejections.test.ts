@@ -92,6 +92,21 @@ describe('the mobile-ID webhook refuses what it must not store', () => {
       /error_description is required/,
     ],
     [
+      'a failure whose error is empty (a form field written empty)',
+      async () => ({ auth_req_id: 'fail-empty', error: '', error_description: 'client timeout' }),
+      /^error must not be empty$/,
+    ],
+    [
+      'a failure whose error is null',
+      async () => ({ auth_req_id: 'fail-null', error: null, error_description: 'client timeout' }),
+      /^error must be a string$/,
+    ],
+    [
+      'a failure whose error and error_description are both empty',
+      async () => ({ auth_req_id: 'fail-blank', error: '', error_description: '' }),
+      /^error must not be empty$/,
+    ],
+    [
       'error and tokens together',
       async () => ({ ...(await build('both')).body, error: 'access_denied', error_description: 'x' }),
       /not both/,
