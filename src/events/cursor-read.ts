@@ -100,7 +100,7 @@ export class EventReader {
       const start = after ?? this.bus.position();
       const first = await this.read(caller, start, this.bus.position(), options.kinds, limit);
       if (first.events.length > 0 || options.signal?.aborted)
-        return { ...first, timedOut: false, since: this.cursors.encode(start, Date.now()) };
+        return { ...first, timedOut: false, since: this.cursors.encode(start, this.now()) };
       const seconds = Math.min(MAX_WAIT_SECONDS, Math.max(0, options.timeoutSeconds));
       if (!woken && seconds > 0) {
         await new Promise<void>((resolve) => {
@@ -166,6 +166,6 @@ export class EventReader {
     const events = await replayPage(this.log, this.cursors, window, kinds, { scope: caller.scope }, most);
     const last = events[events.length - 1];
     if (events.length === most && last) return { events, cursor: last.cursor! };
-    return { events, cursor: this.cursors.encode(after.union(until), Date.now()) };
+    return { events, cursor: this.cursors.encode(after.union(until), this.now()) };
   }
 }
