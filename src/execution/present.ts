@@ -634,8 +634,8 @@ class OperationResolutionError extends GraphQLError {
 /** What a streaming transport (graphql-ws, graphql-sse) gets of an operation: why it was refused, its result, or its stream. */
 export type StreamOutcome =
   | { readonly refused: readonly GraphQLError[]; readonly stage: RefusalStage }
-  /** `result` masked and with its warnings; `raw` as graphql-js answered (graphql-sse checks its errors' class). */
-  | { readonly result: ExecutionResult; readonly raw: ExecutionResult; readonly ran: Ran | undefined }
+  /** `result` masked and with its warnings, each unexpected error logged once. */
+  | { readonly result: ExecutionResult; readonly ran: Ran | undefined }
   | { readonly stream: ResultStream; readonly ran: Ran };
 
 /**
@@ -647,7 +647,7 @@ export type StreamOutcome =
 export function streamPresenter(logger: Logger): Presenter<StreamOutcome> {
   return {
     refused: (stage, errors) => ({ refused: documentRefusal(stage, errors, false), stage }),
-    executed: (raw, context, ran) => ({ result: deliverable(raw, context, logger), raw, ran }),
+    executed: (raw, context, ran) => ({ result: deliverable(raw, context, logger), ran }),
     subscribed: (stream, _context, ran) => ({ stream, ran }),
     threw: (err) => {
       throw err;

@@ -202,6 +202,8 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
   /** Each operation's contextValue: the reserved stream it runs on, and what its `complete` ends (onComplete). */
   const streamOf = new WeakMap<object, string>();
   const completions = new WeakMap<object, () => void>();
+  /** The results onSubscribe answered with, presented already: onNext masks and logs none of them again. */
+  const presented = new WeakSet<object>();
   /** A subscription's contextValue: its result stream, which onNext ends after a result JSON cannot write. */
   const resultsOf = new WeakMap<object, ResultStream>();
   /**
@@ -321,9 +323,13 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
         return { data: null, errors: [...outcome.refused] };
       }
       if ('stream' in outcome) return ending(outcome.stream, outcome.ran, contextValue, req.context);
-      // A subscription refused by its own field (a malformed or expired cursor) is graphql-js's `{ errors }` alone:
-      // graphql-sse takes a result for one only with its `data`, and would look for an operation in it instead.
-      return 'data' in outcome.raw ? outcome.raw : { data: null, ...outcome.raw };
+      // The result as the pipeline presented it (masked, with its warnings, each unexpected error logged once), which
+      // onNext writes as it is. A subscription refused by its own field (a malformed or expired cursor, a source that
+      // threw) is graphql-js's `{ errors }` alone: graphql-sse takes a result for one only with its `data`, and would
+      // look for an operation in it instead.
+      const result = 'data' in outcome.result ? outcome.result : { data: null, ...outcome.result };
+      presented.add(result);
+      return result;
     },
     onComplete(ctx) {
       // graphql-sse has queued the operation's `complete`: a stream ending at its token's expiry may end now.
@@ -336,7 +342,9 @@ export function createSseRoute(options: SseOptions): Route & { close(): Promise<
       // A result JSON cannot write is answered as graphql-ws answers it: graphql-sse's own write would throw and end
       // the event stream, with every operation on it, and the client would be told nothing. A subscription ends
       // there, as over graphql-ws: INTERNAL_SERVER_ERROR, then `complete`.
-      const delivered = deliverable(result as ExecutionResult, context, options.logger);
+      const delivered = presented.has(result)
+        ? (result as ExecutionResult)
+        : deliverable(result as ExecutionResult, context, options.logger);
       const out = writable(delivered, options.logger, context?.requestId);
       if (out !== delivered && context)
         resultsOf

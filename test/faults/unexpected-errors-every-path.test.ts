@@ -205,6 +205,22 @@ describe("a subscription's source and its resolve that throw", () => {
     await loggedWithRequestId(direct, from);
   });
 
+  it.each(['ws', 'sse', 'sse-single'] as const)('its source throws: logged once, over %s', async (transport) => {
+    const from = direct.logs().length;
+    vi.spyOn(direct.gateway.services.mobileId, 'watch').mockImplementation(() => {
+      throw boom();
+    });
+    const got = await operationOver(transport, direct, KEY, { query: SUB, variables: { id: randomUUID() } });
+    expect(got.errors?.[0]?.extensions?.code, got.raw).toBe(INTERNAL);
+    // The line is written before the answer: one line, whatever the transport writes the answer with.
+    const lines = direct
+      .logs()
+      .slice(from)
+      .split('\n')
+      .filter((l) => l.includes('leak-marker-'));
+    expect(lines, lines.join('\n')).toHaveLength(1);
+  });
+
   it.each(['ws', 'sse', 'sse-single'] as const)('its resolve throws on an event, over %s', async (transport) => {
     const from = direct.logs().length;
     const id = randomUUID();
