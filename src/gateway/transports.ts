@@ -199,6 +199,9 @@ export function buildTransports(
       r.name === 'graphql' || r.name.startsWith('POST /webhooks/') ? tracedRoute(r, tracing) : r,
     ),
     upgrade(req, socket, head) {
+      // Node takes its own 'error' listener off a socket it hands to 'upgrade': without one, a client's reset after
+      // the answer (ECONNRESET) is an uncaught exception, which ends the process. ws adds its own on what it takes.
+      socket.on('error', destroySocket);
       const path = (req.url ?? '').split('?')[0];
       if (path !== '/graphql') {
         socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
@@ -212,6 +215,11 @@ export function buildTransports(
       mcp.close();
     },
   };
+}
+
+/** A socket's failure (its peer reset it) as Node's HTTP server takes one: the socket is destroyed, nothing thrown. */
+function destroySocket(this: import('node:stream').Duplex): void {
+  this.destroy();
 }
 
 /**
