@@ -150,6 +150,21 @@ describe('the mobile-ID webhook refuses what it must not store', () => {
     expect(res.status).toBe(400);
     expect(res.text).not.toContain(String(n.body.access_token));
     expect(res.text).not.toContain(String(n.body.id_token));
+    // The tokens themselves refused: the description names the field and what is wrong, never the value sent.
+    const overlong = `overlong-access-token-${'a'.repeat(16_384)}`;
+    const cases: Array<[Record<string, unknown>, RegExp, string]> = [
+      [{ id_token: 'secret-id-token-that-is-no-jwt' }, /^id_token is neither a well-formed JWT/, 'secret-id-token'],
+      [{ id_token: 'secret.id-token.parts' }, /^id_token is neither a well-formed JWT/, 'secret.id-token'],
+      [{ access_token: overlong }, /^access_token must be at most 16384 characters/, 'overlong-access-token'],
+    ];
+    for (const [fields, description, secret] of cases) {
+      const bad = await build(`echo-${secret}`, fields);
+      const refused = await postNotification(gw, bad.body);
+      expect(refused.status, secret).toBe(400);
+      expect(refused.json.error_description, secret).toMatch(description);
+      expect(refused.text, secret).not.toContain(secret);
+      expect(refused.text, secret).not.toContain(String(bad.body.access_token).slice(0, 32));
+    }
   });
 
   it('answers 413 to a body over 64 KiB, and stores nothing', async () => {
