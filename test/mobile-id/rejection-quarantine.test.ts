@@ -125,14 +125,29 @@ describe('the quarantine of refused mobile-ID notifications', () => {
       fields: { token_type: 'mac', refresh_token: 'refresh-secret-value' },
     });
     expect((await postNotification(gw, n.body)).status).toBe(400);
+    // Refused for the tokens themselves: an id_token that is no JWT, an access token over its bound.
+    const badIdToken = await gw.gateway.sandbox.mobileId!.buildNotification({
+      authReqId: 'q-secret-id-token',
+      fields: { id_token: 'id-token-secret-that-is-no-jwt' },
+    });
+    expect((await postNotification(gw, badIdToken.body)).status).toBe(400);
+    const overlong = `access-token-secret-${'a'.repeat(16_384)}`;
+    const badAccessToken = await gw.gateway.sandbox.mobileId!.buildNotification({
+      authReqId: 'q-secret-access-token',
+      fields: { access_token: overlong },
+    });
+    expect((await postNotification(gw, badAccessToken.body)).status).toBe(400);
     const rows = await gw.gateway.services.store.db.selectFrom('mobile_id_rejections').selectAll().execute();
-    expect(rows).toHaveLength(1);
+    expect(rows).toHaveLength(3);
     const text = JSON.stringify(rows) + JSON.stringify(await rejections(gw));
     for (const secret of [
       n.body.access_token,
       n.body.id_token,
       'refresh-secret-value',
       gw.gateway.sandbox.mobileId!.notificationToken,
+      'id-token-secret',
+      badIdToken.body.access_token,
+      'access-token-secret',
     ]) {
       expect(text).not.toContain(String(secret));
     }
