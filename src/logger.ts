@@ -1,5 +1,7 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
 
+import { shownUrl } from './errors.js';
+
 export type { Logger };
 
 /**
@@ -49,6 +51,21 @@ function redacted<T>(value: T, within: object[] = []): T {
     const next = SECRET_KEY.test(k) && v !== undefined && v !== null ? CENSOR : redacted(v, within);
     if (next !== v) (changed ??= []).push([k, next]);
   }
+  if (value instanceof Error) {
+    // What the log's error serializer writes besides the enumerable fields: an AggregateError's `errors` (own, not
+    // enumerable), as `aggregateErrors`.
+    const d = Object.getOwnPropertyDescriptor(value, 'errors');
+    if (d && !d.enumerable && 'value' in d) {
+      const next = redacted(d.value as unknown, within);
+      if (next !== d.value) (changed ??= []).push(['errors', next]);
+    }
+    // A URL that did not parse is quoted whole on the error (`input`), a password written into it too.
+    const input = (value as { code?: unknown; input?: unknown }).input;
+    if ((value as { code?: unknown }).code === 'ERR_INVALID_URL' && typeof input === 'string') {
+      const shown = shownUrl(input);
+      if (shown !== input) (changed ??= []).push(['input', shown]);
+    }
+  }
   within.pop();
   if (!changed) return value;
   if (Array.isArray(value)) {
@@ -61,7 +78,12 @@ function redacted<T>(value: T, within: object[] = []): T {
   for (const [k, d] of Object.entries(descriptors))
     if (d.get) descriptors[k] = { value: (value as Record<string, unknown>)[k], enumerable: d.enumerable ?? false };
   for (const [k, next] of changed)
-    descriptors[k] = { value: next, enumerable: true, writable: true, configurable: true };
+    descriptors[k] = {
+      value: next,
+      enumerable: descriptors[k]?.enumerable ?? true,
+      writable: true,
+      configurable: true,
+    };
   return Object.create(Object.getPrototypeOf(value) as object | null, descriptors) as T;
 }
 

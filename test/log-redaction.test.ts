@@ -81,6 +81,32 @@ describe('log redaction', () => {
     expect((err.body as any).request.users[0].password).toBe(SECRET);
   });
 
+  it("redacts inside an AggregateError's errors, which are not enumerable", () => {
+    const { logger, lines } = collecting();
+    const inner = Object.assign(new Error('inner'), { options: { headers: { authorization: `Bearer ${SECRET}` } } });
+    const aggregate = new AggregateError([inner], 'every attempt failed');
+    logger.error({ err: aggregate }, 'aggregate');
+    expect(lines[0]!.err.aggregateErrors[0]).toMatchObject({
+      message: 'inner',
+      options: { headers: { authorization: '[redacted]' } },
+    });
+    expect(JSON.stringify(lines)).not.toContain(SECRET);
+    expect(inner.options.headers.authorization).toBe(`Bearer ${SECRET}`);
+  });
+
+  it('shows the address of a URL that did not parse without its user info', () => {
+    const { logger, lines } = collecting();
+    let err: unknown;
+    try {
+      new URL(`postgres://gateway:${SECRET}@@db host/gateway`);
+    } catch (e) {
+      err = e;
+    }
+    logger.error({ err }, 'bad address');
+    expect(lines[0]!.err).toMatchObject({ code: 'ERR_INVALID_URL', input: 'postgres://db host/gateway' });
+    expect(JSON.stringify(lines)).not.toContain(SECRET);
+  });
+
   it('ends on a cycle', () => {
     const { logger, lines } = collecting();
     const a: Record<string, unknown> = { token: SECRET };
