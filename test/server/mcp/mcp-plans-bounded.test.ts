@@ -120,6 +120,10 @@ describe('plans cost points and are bounded', () => {
       runs.get('purge agent plans')!();
       // The job's run is a promise the scheduler does not hand back: the metrics show when it is done.
     };
+    // Waits for the metrics to show `counts` (the run's end); the deadline only bounds a failure: expect.poll's own
+    // second expired while a loaded machine was still purging.
+    const metricsShow = (counts: Record<string, number>) =>
+      expect.poll(() => plansByState(gw), { timeout: 20_000 }).toEqual(counts);
     const c = await connect(gw, AGENT_KEY);
     const first = (await c.call('create_project', { input: { name: 'soon expired' } })).structuredContent!
       .planId as string;
@@ -139,7 +143,7 @@ describe('plans cost points and are bounded', () => {
     expect((await audit(first)).sort()).toEqual(['planned', 'refused']);
 
     await purge();
-    await expect.poll(() => plansByState(gw)).toEqual({ pending: 1 });
+    await metricsShow({ pending: 1 });
 
     clock.advance(24 * 3_600_000 + 1);
     const expired = await c.call('execute_plan', { planId: first });
@@ -163,11 +167,11 @@ describe('plans cost points and are bounded', () => {
       [],
     );
     await purge();
-    await expect.poll(() => plansByState(gw)).toEqual({ expired: 1 });
+    await metricsShow({ expired: 1 });
 
     clock.advance(7 * 24 * 3_600_000);
     await purge();
-    await expect.poll(() => plansByState(gw)).toEqual({});
+    await metricsShow({});
     expect(
       (await gw.graphql('query($id: ID!) { agentPlan(id: $id) { status } }', { id: first }, { key: APPROVER_KEY }))
         .data,
