@@ -71,7 +71,10 @@ export const identityResolvers: Resolvers = {
     verificationResults: (_p, { externalIds }, ctx) => {
       const ids = ctx.services.identity.checkResultIds(externalIds);
       const loader = resultsLoader(ctx);
-      return Promise.all(ids.map((id) => loader.load(id)));
+      // One promise per entry, not Promise.all: a batch the upstream fails nulls its own entries, each with its error,
+      // never the non-null list and with it the whole operation's data. (The generated type has no promise of null for
+      // an entry; graphql-js resolves each entry, null included.)
+      return ids.map((id) => loader.load(id) as Promise<VerificationResultItem>);
     },
   },
   Mutation: {
