@@ -54,6 +54,16 @@ export class Loaders {
     return node && node.kind === kind ? (node as ViewOf<K>) : null;
   }
 
+  /**
+   * A cloud resource by id, of any cloud kind: null as `ofKind` answers, and for an identity kind (what a provisioning
+   * step reuses is a cloud resource; an id naming the caller's identification is not shown through it).
+   */
+  async cloudResource(id: string | null | undefined): Promise<CloudView | null> {
+    if (!id) return null;
+    const node = await this.resource.load(id);
+    return node && isCloudKind(node.kind) ? (node as CloudView) : null;
+  }
+
   /** Children of a parent resource (subnets of a network, topics of a cluster, ...). */
   children<K extends CloudKind>(kind: K): DataLoader<string, CloudViews[K][]> {
     return this.grouped(`child:${kind}`, kind, (ids) => this.services.ledger.childrenOf(kind, ids));

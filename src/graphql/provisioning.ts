@@ -38,10 +38,9 @@ export const provisioningResolvers: Resolvers = {
     publicAddress: (p) => p.steps.find((s) => s.name === 'kafkaCluster' && s.state === 'DONE')?.publicAddress ?? null,
   },
   ProvisioningPlanStep: {
-    resource: (s, _a, ctx) =>
-      s.action === 'REUSE' && s.inLedger && s.resourceId ? ctx.loaders.resource.load(s.resourceId) : null,
+    resource: (s, _a, ctx) => (s.action === 'REUSE' && s.inLedger ? ctx.loaders.cloudResource(s.resourceId) : null),
   },
   ProvisioningStep: {
-    resource: (s, _a, ctx) => (s.resourceId ? ctx.loaders.resource.load(s.resourceId) : null),
+    resource: (s, _a, ctx) => ctx.loaders.cloudResource(s.resourceId),
   },
 };
