@@ -2355,7 +2355,7 @@ export type Verification = Node & {
   createdAt: Scalars['DateTime']['output'];
   /** The verification's external id (the client's, or the one the upstream assigned). */
   externalId: Scalars['ID']['output'];
-  /** The verification's global id (for `node`), a UUID: the id sent upstream, derived from the API key and `externalId`, so two apps' equal external ids never meet. */
+  /** The verification's global id (for `node`), a UUID: the id sent upstream, derived from the app and `externalId`, so two apps' equal external ids never meet. */
   id: Scalars['ID']['output'];
   /** The `jobResults` of the registration answer, as JSON (its shape is not documented). */
   jobResults: Maybe<Scalars['JSON']['output']>;
