@@ -61,6 +61,8 @@ export interface McpHttpOptions {
 
 /** The most resource URIs one subscriptions/listen may name. */
 export const MAX_LISTENED_RESOURCES = 100;
+/** The protocol revisions whose subscriptions/listen the endpoint serves (the SDK's modern revisions). */
+export const LISTEN_REVISIONS: readonly string[] = ['2026-07-28'];
 /** The most subscriptions/listen streams one app holds open on one replica (the SDK's own bound is for all apps). */
 export const MAX_LISTENS_PER_APP = 16;
 
@@ -378,12 +380,15 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
             })
           : null;
         const revision = route?.kind === 'modern' ? route.classification.revision : undefined;
-        if (listened && revision !== undefined) {
+        // The SDK refuses, before its listen router opens anything, a listen without the MCP-Protocol-Version or the
+        // Mcp-Method header (SEP-2243): such a listen is refused, so it is neither counted nor charged.
+        const headed = headers.has('mcp-protocol-version') && headers.has('mcp-method');
+        if (listened && revision !== undefined && headed) {
           // Its client already gone: nothing to count or open.
           if (abort.signal.aborted) return;
           const id = (parsed as { id?: unknown }).id;
-          const refuse = (code: number, message: string, data?: Record<string, unknown>) => {
-            res.writeHead(200, { 'content-type': 'application/json' });
+          const refuse = (code: number, message: string, data?: Record<string, unknown>, status = 200) => {
+            res.writeHead(status, { 'content-type': 'application/json' });
             res.end(
               JSON.stringify({
                 jsonrpc: '2.0',
@@ -392,6 +397,14 @@ export function mcpRoutes(o: McpHttpOptions): { routes: Route[]; close(): void }
               }),
             );
           };
+          // A revision the endpoint does not serve is refused as the SDK refuses it (400, -32022), and here, before it
+          // is counted or charged: should the SDK serve a later revision than LISTEN_REVISIONS, such a listen is refused
+          // rather than opened uncounted.
+          if (!LISTEN_REVISIONS.includes(revision)) {
+            const data = { supported: [...LISTEN_REVISIONS], requested: revision };
+            const unsupported = new sdk.UnsupportedProtocolVersionError(data);
+            return refuse(unsupported.code, unsupported.message, data, 400);
+          }
           // Params the SDK's schema refuses are refused first, before the listen is counted or charged: by the check
           // the SDK's listen router makes later (the codec of the request's era), in the words of every other
           // request's (src/server/mcp/params.ts).
