@@ -31,7 +31,8 @@ export type JsonSchema = Record<string, unknown>;
 const SCALARS: Record<string, JsonSchema> = {
   String: { type: 'string' },
   ID: { type: 'string' },
-  Int: { type: 'integer' },
+  // GraphQL's Int is a signed 32-bit integer: a larger one is refused before anything runs.
+  Int: { type: 'integer', minimum: -2147483648, maximum: 2147483647 },
   Float: { type: 'number' },
   Boolean: { type: 'boolean' },
   UUID: { type: 'string', format: 'uuid' },

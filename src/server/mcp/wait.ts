@@ -52,6 +52,7 @@ export function waitForEventsTool(resources: McpResources, expiry?: AuthExpiry, 
         kinds: {
           type: 'array',
           items: { type: 'string', enum: kinds },
+          minItems: 1,
           uniqueItems: true,
           description: 'The kinds of events to read; absent: every kind your scopes allow.',
         },
