@@ -1,5 +1,6 @@
 // The cost of an operation as a formula worked out once per parsed document (docs/decisions/049): GraphQL Armor's
 // cost (objects 2, scalars 1, each list multiplied by its size) plus one point per list element in the arguments.
+// A list paged by `first` is as large as `first` asks, at most the field's cap: the most rows its resolver returns.
 // What depends on a request is only where a list's size comes from a variable (`first: $n`, `externalIds: $ids`)
 // and the elements of variables used in arguments; everything else is a number computed here. A request then
 // evaluates the formula, O(its variables), with no walk of the document.
@@ -36,11 +37,16 @@ const SCALAR_COST = 1;
 /** listInputElements: nested values deeper than this are not counted. */
 const MAX_VALUE_DEPTH = 64;
 
-/** A list's size read from a variable: `first: $n` (a number, else the argument's default) or a list argument. */
+/**
+ * A list's size read from a variable: `first: $n` (a number, else the argument's default, at most the field's cap) or
+ * a list argument.
+ */
 interface VariableSize {
   readonly name: string;
   readonly kind: 'first' | 'list';
   readonly defaultValue: unknown;
+  /** The most rows the field returns whatever `first` asks (its `maxPageSize`, src/graphql/pages.ts), else Infinity. */
+  readonly cap: number;
 }
 
 /**
@@ -78,15 +84,17 @@ export function compileCostFormula(schema: GraphQLSchema, document: DocumentNode
     const first = def.args.find((a) => a.name === 'first');
     if (first) {
       const given = args.get('first');
+      const cap = def.extensions.maxPageSize ?? Infinity;
       if (given?.kind === Kind.VARIABLE)
-        return { name: given.name.value, kind: 'first', defaultValue: first.defaultValue };
-      return firstSize(literalValue(given), first.defaultValue, estimate);
+        return { name: given.name.value, kind: 'first', defaultValue: first.defaultValue, cap };
+      return firstSize(literalValue(given), first.defaultValue, estimate, cap);
     }
     const listArg = def.args.find((a: GraphQLArgument) => isListType(getNullableType(a.type)));
     if (listArg) {
       if (!args.has(listArg.name)) return listSize(listArg.defaultValue, estimate);
       const given = args.get(listArg.name)!;
-      if (given.kind === Kind.VARIABLE) return { name: given.name.value, kind: 'list', defaultValue: undefined };
+      if (given.kind === Kind.VARIABLE)
+        return { name: given.name.value, kind: 'list', defaultValue: undefined, cap: Infinity };
       return listSize(literalValue(given), estimate);
     }
     return estimate;
@@ -223,9 +231,11 @@ function armorMultiplier(text: string): number {
   return Math.max(parseInt(text, 10), 1);
 }
 
-function firstSize(given: unknown, defaultValue: unknown, estimate: number): number {
+/** The rows `first` asks for, at most `cap`, the most the field returns: what the walk writes into its copy. */
+function firstSize(given: unknown, defaultValue: unknown, estimate: number, cap: number): number {
   const v = given ?? defaultValue;
-  return armorMultiplier(String(typeof v === 'number' && Number.isFinite(v) ? Math.max(1, Math.floor(v)) : estimate));
+  const asked = typeof v === 'number' && Number.isFinite(v) ? Math.max(1, Math.floor(v)) : estimate;
+  return armorMultiplier(String(Math.min(asked, cap)));
 }
 
 function listSize(v: unknown, estimate: number): number {
@@ -236,7 +246,7 @@ function listSize(v: unknown, estimate: number): number {
 
 function multiplierOf(size: VariableSize, variables: Readonly<Record<string, unknown>>, estimate: number): number {
   const value = variables[size.name];
-  return size.kind === 'first' ? firstSize(value, size.defaultValue, estimate) : listSize(value, estimate);
+  return size.kind === 'first' ? firstSize(value, size.defaultValue, estimate, size.cap) : listSize(value, estimate);
 }
 
 function evaluate(term: Term, variables: Readonly<Record<string, unknown>>, estimate: number): number {

@@ -290,8 +290,9 @@ export function listInputElements(
 
 /**
  * A copy of the document where every list field that selects objects carries `first: <size>`, the argument GraphQL
- * Armor's cost rule multiplies by. The size is the field's own `first` (literal, variable or default), else the
- * length of its list argument (verificationResults(externalIds)), else GRAPHQL_LIST_SIZE_ESTIMATE.
+ * Armor's cost rule multiplies by. The size is the field's own `first` (literal, variable or default, at most the
+ * field's cap: `maxPageSize` in its extensions), else the length of its list argument
+ * (verificationResults(externalIds)), else GRAPHQL_LIST_SIZE_ESTIMATE.
  */
 function withListSizes(
   schema: GraphQLSchema,
@@ -317,8 +318,9 @@ function withListSizes(
     if (first) {
       const given = args.has('first') ? valueOf(args.get('first')) : undefined;
       const v = given ?? first.defaultValue;
-      if (typeof v === 'number' && Number.isFinite(v)) return Math.max(1, Math.floor(v));
-      return estimate;
+      const asked = typeof v === 'number' && Number.isFinite(v) ? Math.max(1, Math.floor(v)) : estimate;
+      // The resolver returns at most the field's cap (src/graphql/pages.ts), whatever `first` asks.
+      return Math.min(asked, def.extensions.maxPageSize ?? Infinity);
     }
     const listArg = def.args.find((a) => isListType(getNullableType(a.type)));
     if (listArg) {

@@ -1,7 +1,8 @@
-import { MAX_AUDIT_ROWS, type AgentPlanModel as AgentPlan } from '../agents/plans.js';
+import type { AgentPlanModel as AgentPlan } from '../agents/plans.js';
 import type { Resolvers } from '../generated/graphql.js';
 import { SPENT_APPROVAL } from '../store/agent-plans.js';
 import { pageSize } from './common.js';
+import { PAGE_CAPS } from './pages.js';
 
 /** `source`'s values through `map`, ending `source` when the subscription ends. */
 function mapped<T, U>(source: AsyncIterableIterator<T>, map: (value: T) => U): AsyncIterableIterator<U> {
@@ -24,12 +25,12 @@ export const agentResolvers: Resolvers = {
   Query: {
     agentPlan: (_p, { id }, ctx) => ctx.services.agentPlans.visibleTo(ctx.caller, id),
     pendingAgentPlans: (_p, { first }, ctx) =>
-      ctx.services.agentPlans.pendingFor(ctx.caller, pageSize('first', first, 50, MAX_AUDIT_ROWS)),
+      ctx.services.agentPlans.pendingFor(ctx.caller, pageSize('first', first, 50, PAGE_CAPS.Query.pendingAgentPlans)),
     agentAudit: async (_p, { planId, first }, ctx) =>
       (
         await ctx.services.agentPlans.auditTrail({
           planId: planId ?? undefined,
-          first: pageSize('first', first, 100, MAX_AUDIT_ROWS),
+          first: pageSize('first', first, 100, PAGE_CAPS.Query.agentAudit),
         })
       ).map((e) => ({ ...e, at: new Date(e.at) })),
   },
@@ -42,7 +43,10 @@ export const agentResolvers: Resolvers = {
     pendingAgentPlansChanged: {
       subscribe: (_p, { first }, ctx) =>
         mapped(
-          ctx.services.agentPlans.watchPendingFor(ctx.caller, pageSize('first', first, 50, MAX_AUDIT_ROWS)),
+          ctx.services.agentPlans.watchPendingFor(
+            ctx.caller,
+            pageSize('first', first, 50, PAGE_CAPS.Subscription.pendingAgentPlansChanged),
+          ),
           (plans) => ({
             pendingAgentPlansChanged: plans,
           }),

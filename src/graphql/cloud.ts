@@ -3,6 +3,7 @@ import { viewAs, type CloudKind, type CloudViews } from '../cloud/views.js';
 import { badUserInput } from '../errors.js';
 import type { Resolvers } from '../generated/graphql.js';
 import { creationPayload, pageSize } from './common.js';
+import { PAGE_CAPS } from './pages.js';
 
 /** A creation's payload, its record mapped to the view of its kind. */
 const payload = <F extends string, K extends CloudKind>(field: F, kind: K, r: MutationResult) =>
@@ -16,7 +17,7 @@ const payload = <F extends string, K extends CloudKind>(field: F, kind: K, r: Mu
 export const cloudResolvers = {
   Query: {
     projects: async (_p, { first, offset }, ctx) => {
-      const limit = pageSize('first', first, 50, 500);
+      const limit = pageSize('first', first, 50, PAGE_CAPS.Query.projects);
       if (offset != null && offset < 0) throw badUserInput('offset', 'must be 0 or more');
       return (await ctx.services.ledger.list('project', { limit, offset: offset ?? 0 })).map((r) =>
         viewAs('project', r),

@@ -2,11 +2,11 @@ import DataLoader from 'dataloader';
 
 import type { EventRecord } from '../events/index.js';
 import type { MobileIdAuthenticationResult, Resolvers } from '../generated/graphql.js';
-import { MAX_REJECTIONS_PAGE } from '../mobile-id/quarantine.js';
 import { checkAuthReqId } from '../mobile-id/stored.js';
 import type { MobileIdAuthentication } from '../mobile-id/views.js';
 import { pageSize } from './common.js';
 import type { GraphQLContext } from './context.js';
+import { PAGE_CAPS } from './pages.js';
 import { resumeAfter } from './subscriptions.js';
 
 /** The GraphQL type of a view, from its outcome (MobileIdAuthenticationResult's resolveType). */
@@ -40,7 +40,7 @@ export const mobileIdResolvers: Resolvers = {
     },
     mobileIdRejections: (_p, { first, authReqId }, ctx) =>
       ctx.services.mobileId.rejections(ctx.caller, {
-        first: pageSize('first', first, 50, MAX_REJECTIONS_PAGE),
+        first: pageSize('first', first, 50, PAGE_CAPS.Query.mobileIdRejections),
         authReqId: authReqId ?? null,
       }),
   },

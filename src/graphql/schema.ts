@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { makeExecutableSchema } from '@graphql-tools/schema';
 import {
+  isObjectType,
   Kind,
   parse,
   valueFromASTUntyped,
@@ -12,6 +13,7 @@ import {
 } from 'graphql';
 
 import { SCHEMA_DIR } from '../config/paths.js';
+import { PAGE_CAPS, withPageCaps } from './pages.js';
 
 /** The SDL files of schema/, in a stable order (common first: it defines the root types). */
 export function readTypeDefs(dir = SCHEMA_DIR): string[] {
@@ -48,13 +50,22 @@ export function mergeResolvers(maps: readonly ResolverMap[]): ResolverMap {
  * The executable schema. Its SDL is parsed without locations: every type and field keeps its AST node (the scopes
  * are read from its directives), and with locations each node's `loc` would keep the whole token list of its
  * file alive, ~14,000 objects of a started gateway's ~320,000 that every mark-compact walks. Nothing reads a schema
- * node's location; a mistake in the SDL is reported by name either way.
+ * node's location; a mistake in the SDL is reported by name either way. Each field of PAGE_CAPS carries its cap
+ * (src/graphql/pages.ts), with or without its resolvers.
  */
 export function buildSchema(resolvers: readonly ResolverMap[]): GraphQLSchema {
-  return makeExecutableSchema({
+  const schema = makeExecutableSchema({
     typeDefs: readTypeDefs().map((sdl) => describeScopes(parse(sdl, { noLocation: true }))),
-    resolvers: mergeResolvers(resolvers) as never,
+    resolvers: withPageCaps(mergeResolvers(resolvers)) as never,
   });
+  for (const [type, caps] of Object.entries(PAGE_CAPS)) {
+    const object = schema.getType(type);
+    const fields = isObjectType(object) ? object.getFields() : {};
+    for (const field of Object.keys(caps)) {
+      if (!fields[field]?.args.some((a) => a.name === 'first')) throw new Error(`${type}.${field} takes no first`);
+    }
+  }
+  return schema;
 }
 
 /**

@@ -18,6 +18,7 @@ import { describe, expect, it } from 'vitest';
 
 import type { GraphqlLimitsConfig } from '../../src/config/index.js';
 import { OperationLimits } from '../../src/execution/limits.js';
+import { PAGE_CAPS } from '../../src/graphql/pages.js';
 import { buildSchema } from '../../src/graphql/schema.js';
 
 const schema = buildSchema([]);
@@ -60,7 +61,19 @@ function randomDocument(seed: number): { text: string; variables: string[] } {
   const literal = (listy: boolean): string => {
     if (listy)
       return `[${Array.from({ length: Math.floor(rnd() * 5) }, () => pick(['"a"', '1', variable(), '[1, 2]', '{ x: [1] }'])).join(', ')}]`;
-    return pick(['0', '-3', '2', '7', '40', '1000000000000000000000000', 'null', '"x"', '[1, 2, 3]', variable()]);
+    return pick([
+      '0',
+      '-3',
+      '2',
+      '7',
+      '40',
+      '2000',
+      '1000000000000000000000000',
+      'null',
+      '"x"',
+      '[1, 2, 3]',
+      variable(),
+    ]);
   };
   const fragments: string[] = [];
   const selection = (type: GraphQLCompositeType, depth: number): string => {
@@ -172,6 +185,18 @@ describe('the cost formula worked out once per document', () => {
       null,
     ],
     ['introspection by __type', '{ __type(name: "Project") { fields { name args { name type { name } } } } }', null],
+    ['projects with a literal first over its cap', '{ projects(first: 2000) { id networks { id } } }', null],
+    [
+      'capped lists with a variable first over their caps',
+      'query($n: Int) { projects(first: $n) { id } mobileIdRejections(first: $n) { reason } }',
+      { n: 1_000_000 },
+    ],
+    [
+      'capped lists, one by a literal over its cap and one by a variable left out',
+      'query($n: Int = 5000) { agentAudit(first: $n) { __typename } pendingAgentPlans(first: 3000) { id } }',
+      {},
+    ],
+    ['a capped subscription list', 'subscription($n: Int) { pendingAgentPlansChanged(first: $n) { id } }', { n: 3000 }],
   ])('gives the walk’s verdict for %s at several limits', (_name, text, vars) => {
     for (const maxCost of [1, 50, 500, 5000, 100_000]) {
       expect(verdict(limits(maxCost, 5, true), text, vars)).toEqual(verdict(limits(maxCost, 5, false), text, vars));
@@ -187,5 +212,44 @@ describe('the cost formula worked out once per document', () => {
       extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'GRAPHQL_MAX_COST', max: 5000 },
     });
     expect(verdict(l, 'query($n: Int) { projects(first: $n) { id } }', { n: 10 })).toBe('admitted');
+  });
+
+  it('counts a list paged by first at the most rows its field returns, on both paths', () => {
+    for (const costFormula of [true, false]) {
+      const l = limits(1000, 5, costFormula);
+      // projects returns at most 500 rows: 2000 or a million asked for cost 500 x 3 points, as 500 does.
+      for (const [text, vars] of [
+        ['{ projects(first: 2000) { id } }', null],
+        ['query($n: Int) { projects(first: $n) { id } }', { n: 1_000_000 }],
+      ] as const) {
+        expect(verdict(l, text, vars)).toEqual({
+          message: 'Query Cost limit of 1000 exceeded, found 1500. (GRAPHQL_MAX_COST=1000)',
+          extensions: { code: 'GRAPHQL_VALIDATION_FAILED', limit: 'GRAPHQL_MAX_COST', max: 1000 },
+        });
+      }
+      // agentAudit returns at most 1000: 5000 asked for is 1000 x (2 + 1).
+      expect(verdict(l, '{ agentAudit(first: 5000) { __typename } }', null)).toMatchObject({
+        message: 'Query Cost limit of 1000 exceeded, found 3000. (GRAPHQL_MAX_COST=1000)',
+      });
+      // Under its cap, first is the size, as before.
+      expect(verdict(l, '{ projects(first: 333) { id } }', null)).toBe('admitted');
+      expect(verdict(l, '{ projects(first: 334) { id } }', null)).toMatchObject({ message: /found 1002\./ });
+    }
+  });
+
+  it('knows the cap of every list field paged by first, the one its resolver clamps to', () => {
+    const paged: string[] = [];
+    for (const type of Object.values(schema.getTypeMap())) {
+      if (!isObjectType(type) || type.name.startsWith('__')) continue;
+      for (const field of Object.values(type.getFields())) {
+        if (!isListType(getNullableType(field.type)) || !field.args.some((a) => a.name === 'first')) continue;
+        paged.push(`${type.name}.${field.name}`);
+        expect(field.extensions.maxPageSize, `${type.name}.${field.name}`).toBe(
+          (PAGE_CAPS as Record<string, Record<string, number>>)[type.name]?.[field.name],
+        );
+        expect(field.extensions.maxPageSize, `${type.name}.${field.name}`).toBeGreaterThan(0);
+      }
+    }
+    expect(paged).toEqual(expect.arrayContaining(['Query.projects', 'Query.mobileIdRejections', 'Query.agentAudit']));
   });
 });

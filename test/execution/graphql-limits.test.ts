@@ -175,6 +175,30 @@ describe('abuse limits on GraphQL operations', () => {
     expect(gw.gateway.sandbox.verification!.requests.length).toBe(calls);
   });
 
+  it.each(['true', 'false'])(
+    'counts a list at the most rows its field returns, not at a larger first (GRAPHQL_COST_FORMULA=%s)',
+    async (formula) => {
+      const gw = await gateway({ GATEWAY_API_KEYS: KEY, GRAPHQL_COST_FORMULA: formula });
+      // projects and mobileIdRejections return at most 500 rows: first: 2000 runs as first: 500, so it costs as
+      // much (3 x 500 and 4 x 500 points), under the 5,000 that 2000 rows would have been over.
+      for (const [query, variables] of [
+        ['{ projects(first: 2000) { id } }', undefined],
+        ['query($n: Int) { projects(first: $n) { id } }', { n: 2000 }],
+        ['query($n: Int = 2000) { projects(first: $n) { id } }', {}],
+        ['{ mobileIdRejections(first: 2000) { authReqId reason } }', undefined],
+        ['query($n: Int) { mobileIdRejections(first: $n) { authReqId reason } }', { n: 1_000_000 }],
+      ] as const) {
+        const res = await gw.graphql(query, variables, { key: KEY });
+        expect(res.errors, `${query} ${JSON.stringify(res.errors)}`).toBeUndefined();
+      }
+      // Capped or not, a selection whose 500 rows cost more than the limit is still refused, and counted at 500.
+      const deep = await gw.graphql('{ projects(first: 2000) { id networks { id subnets { id } } } }', undefined, {
+        key: KEY,
+      });
+      expect(deep.errors![0]!.message).toBe('Query Cost limit of 5000 exceeded, found 46500. (GRAPHQL_MAX_COST=5000)');
+    },
+  );
+
   it.each([
     { name: 'the default introspection query', query: getIntrospectionQuery() },
     {
