@@ -113,6 +113,83 @@ function failed(url: string, err: unknown, deadline: AbortSignal): JwksFetchErro
   });
 }
 
+/** A key of a fetched JWKS the gateway cannot verify with: its kid, and why, in words apps may read. */
+export interface UnusableKey {
+  kid: string | undefined;
+  reason: string;
+}
+
+/** The algorithms of ASYMMETRIC_ALGORITHMS a key of this type and curve verifies. */
+function algorithmsOf(kty: string, crv: unknown): readonly string[] {
+  if (kty === 'RSA') return ASYMMETRIC_ALGORITHMS.filter((alg) => /^(RS|PS)/.test(alg));
+  if (kty === 'EC') return crv === 'P-256' ? ['ES256'] : crv === 'P-384' ? ['ES384'] : crv === 'P-521' ? ['ES512'] : [];
+  if (kty === 'OKP') return crv === 'Ed25519' ? ['EdDSA', 'Ed25519'] : [];
+  return [];
+}
+
+/** A value of a JWK's member, for a reason: quoted, and cut short (a JWKS is anyone's to publish). */
+const quoted = (value: unknown) => {
+  const text = typeof value === 'string' ? value : String(value);
+  return JSON.stringify(text.length > 64 ? `${text.slice(0, 64)}…` : text);
+};
+
+/**
+ * Splits a fetched JWKS into the keys jose may verify with and the signing keys it could not: a private or symmetric
+ * key, a key type or curve outside ASYMMETRIC_ALGORITHMS, an alg not of its key type, a key Node cannot import, an RSA
+ * key under 2048 bits. jose would refuse a token of such a key as the token's fault (no key matches) or throw while it
+ * imports it (an unexpected error); the provider's JWKS is at fault, so the key lookups answer a token that names
+ * one's kid as for a JWKS that cannot be read. An encryption key (`use` "enc", or `key_ops` without "verify") is kept:
+ * jose passes over it.
+ */
+export function usableKeys(jwks: JSONWebKeySet): { usable: JSONWebKeySet; unusable: UnusableKey[] } {
+  const usable: JSONWebKeySet['keys'] = [];
+  const unusable: UnusableKey[] = [];
+  for (const key of jwks.keys as unknown[]) {
+    const jwk = (key && typeof key === 'object' ? key : {}) as Record<string, unknown>;
+    const kid = typeof jwk.kid === 'string' ? jwk.kid : undefined;
+    const why = unusableBecause(jwk);
+    if (why === null) usable.push(jwk as JSONWebKeySet['keys'][number]);
+    else unusable.push({ kid, reason: why });
+  }
+  return { usable: { keys: usable }, unusable };
+}
+
+function unusableBecause(jwk: Record<string, unknown>): string | null {
+  const { kty, crv, alg, use } = jwk;
+  if (typeof kty !== 'string') return 'it is not a JWK (an object with a "kty")';
+  const keyOps = jwk.key_ops;
+  if ((use !== undefined && use !== 'sig') || (Array.isArray(keyOps) && !keyOps.includes('verify'))) return null;
+  const secret = SECRET_MEMBERS.find((m) => m in jwk);
+  if (secret !== undefined)
+    return `it holds a private or secret key (member "${secret}"): a JWKS publishes public keys`;
+  if (!['RSA', 'EC', 'OKP'].includes(kty))
+    return `its kty ${quoted(kty)} is no key type the gateway verifies with (RSA, EC, OKP)`;
+  const algorithms = algorithmsOf(kty, crv);
+  if (algorithms.length === 0)
+    return `its crv ${quoted(crv)} is no curve the gateway verifies with (${kty === 'EC' ? 'P-256, P-384, P-521' : 'Ed25519'})`;
+  if (alg !== undefined && !algorithms.includes(alg as string))
+    return `its alg ${quoted(alg)} is not an algorithm of its key type (${algorithms.join(', ')})`;
+  let bits: number | undefined;
+  try {
+    bits = createPublicKey({ key: jwk as JsonWebKey, format: 'jwk' }).asymmetricKeyDetails?.modulusLength;
+  } catch {
+    return `it cannot be imported as an ${kty} public key`;
+  }
+  if (kty === 'RSA' && (bits === undefined || bits < MIN_RSA_BITS))
+    return `it is an RSA key of ${bits ?? 'unknown'} bits: signatures are verified only with keys of ${MIN_RSA_BITS} bits or more`;
+  return null;
+}
+
+/** The unusable key a token's kid names (a token without a kid names a key without one), if any. */
+export function unusableKeyOf(unusable: readonly UnusableKey[], kid: unknown): UnusableKey | undefined {
+  return unusable.find((k) => k.kid === kid);
+}
+
+/** A token's kid as an error an app reads may repeat it. */
+export function shownKid(kid: unknown): string {
+  return typeof kid === 'string' ? quoted(kid) : '(none)';
+}
+
 /** The members of a JWK that hold a private or secret key (RFC 7518 §6.2.2, §6.3.2, §6.4; RFC 8037 §2). */
 const SECRET_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
 /** jose verifies RS* and PS* signatures only with an RSA key of at least this many bits. */

@@ -26,7 +26,16 @@ import {
   type Scope,
 } from './caller.js';
 import { JsonFileError } from './json-file.js';
-import { ASYMMETRIC_ALGORITHMS, fetchJwks, jwksFailure, readJwksFile } from './jwks-fetch.js';
+import {
+  ASYMMETRIC_ALGORITHMS,
+  fetchJwks,
+  jwksFailure,
+  readJwksFile,
+  shownKid,
+  unusableKeyOf,
+  usableKeys,
+  type UnusableKey,
+} from './jwks-fetch.js';
 import type { JwtAppEntry, JwtAuthConfig, JwtIssuerConfig } from './jwt-config.js';
 import type { AuthResult, RequestLog } from './keys.js';
 
@@ -85,6 +94,8 @@ export class JwksKeys {
   /** Why the last fetch failed; null after a success. */
   private failure: string | null = null;
   private pending: Promise<void> | null = null;
+  /** The signing keys of the last fetched JWKS that cannot be used (jwks-fetch.ts usableKeys). */
+  private unusable: readonly UnusableKey[] = [];
   /** The JWKS URL, or null for a file. */
   readonly url: string | null;
 
@@ -146,13 +157,13 @@ export class JwksKeys {
         `the identity provider's keys (${this.source}) could not be fetched: ${this.failure ?? 'not fetched yet'}`,
       );
     try {
-      return await this.local(header, token);
+      return await this.lookUp(header, token, request);
     } catch (err) {
       if (!(err instanceof errors.JWKSNoMatchingKey) || this.url === null) throw err;
       if (this.pending) {
         await this.pending;
         try {
-          return await this.local(header, token);
+          return await this.lookUp(header, token, request);
         } catch (again) {
           if (!(again instanceof errors.JWKSNoMatchingKey)) throw again;
         }
@@ -163,14 +174,47 @@ export class JwksKeys {
           `no key fetched so far matches the JWT's kid, and the identity provider's keys (${this.source}) could not be fetched again: ${this.failure}`,
         );
       }
+      // The provider published the kid with a key the gateway cannot use: its fault too (warned at the fetch).
+      const unusable = unusableKeyOf(this.unusable, header.kid);
+      if (unusable) throw this.unusableKey(header.kid, unusable.reason);
       throw err;
     }
   }
 
+  /**
+   * The key jose finds in the fetched set. Its one error that is neither jose's nor a lookup's miss is the key's import
+   * failing (a key usableKeys let through that WebCrypto refuses): the provider's key, not a bug, and not the token.
+   */
+  private async lookUp(header: JWSHeaderParameters, token: FlattenedJWSInput, request?: RequestLog) {
+    try {
+      return await this.local!(header, token);
+    } catch (err) {
+      if (err instanceof errors.JOSEError) throw err;
+      const reason = 'it cannot be imported as a public key';
+      (request?.logger ?? this.options.logger).warn(
+        { jwks: this.source, kid: header.kid, reason, err: (err as Error)?.message },
+        "a key of the identity provider's JWKS cannot be used: tokens that name its kid are answered 503 UPSTREAM_UNAVAILABLE",
+      );
+      throw this.unusableKey(header.kid, reason);
+    }
+  }
+
+  private unusableKey(kid: unknown, reason: string): JwksUnavailableError {
+    return new JwksUnavailableError(
+      `the identity provider's keys (${this.source}) hold no usable key of the JWT's kid ${shownKid(kid)}: ${reason}`,
+    );
+  }
+
   private async fetch(url: string, request: RequestLog | undefined): Promise<void> {
     try {
-      const jwks = await fetchJwks(url);
-      this.local = createLocalJWKSet(jwks);
+      const { usable, unusable } = usableKeys(await fetchJwks(url));
+      this.local = createLocalJWKSet(usable);
+      this.unusable = unusable;
+      for (const key of unusable)
+        this.options.logger.warn(
+          { jwks: shownUrl(url), kid: key.kid ?? null, reason: key.reason },
+          "a key of the identity provider's JWKS cannot be used: tokens that name its kid are answered 503 UPSTREAM_UNAVAILABLE until the JWKS is fixed",
+        );
       this.version += 1;
       this.fetchedAt = this.options.now();
       this.failure = null;

@@ -3,7 +3,7 @@
 // notification and every pending row would otherwise each start a fetch: docs/decisions/052).
 import { createLocalJWKSet, errors, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters } from 'jose';
 
-import { fetchJwks, jwksFailure } from '../auth/jwks-fetch.js';
+import { fetchJwks, jwksFailure, shownKid, unusableKeyOf, usableKeys, type UnusableKey } from '../auth/jwks-fetch.js';
 import { shownUrl } from '../errors.js';
 import type { Logger } from '../logger.js';
 
@@ -40,6 +40,8 @@ export class RemoteJwks {
   private failures = 0;
   private failure: string | null = null;
   private pending: Promise<void> | null = null;
+  /** The signing keys of the last fetched JWKS that cannot be used (src/auth/jwks-fetch.ts usableKeys). */
+  private unusable: readonly UnusableKey[] = [];
 
   constructor(private readonly options: RemoteJwksOptions) {}
 
@@ -58,14 +60,14 @@ export class RemoteJwks {
         `${shownUrl(this.options.url)} could not be fetched (${this.failure ?? 'not fetched yet'}); it is tried again with backoff`,
       );
     try {
-      return await this.local(header, token);
+      return await this.lookUp(header, token);
     } catch (err) {
       if (!(err instanceof errors.JWKSNoMatchingKey)) throw err;
       const fetching = this.fetch(now);
       if (fetching) {
         await fetching;
         try {
-          return await this.local(header, token);
+          return await this.lookUp(header, token);
         } catch (again) {
           if (!(again instanceof errors.JWKSNoMatchingKey)) throw again;
         }
@@ -75,8 +77,39 @@ export class RemoteJwks {
         throw new JwksUnavailableError(
           `no cached key matches the id_token's kid, and ${shownUrl(this.options.url)} could not be fetched again (${this.failure})`,
         );
+      // The service published the kid with a key the gateway cannot use: its JWKS's trouble (warned at the fetch).
+      const unusable = unusableKeyOf(this.unusable, header.kid);
+      if (unusable) throw this.unusableKey(header.kid, unusable.reason);
       throw err;
     }
+  }
+
+  /**
+   * The key jose finds in the fetched set. Its one error that is neither jose's nor a lookup's miss is the key's import
+   * failing (a key usableKeys let through that WebCrypto refuses): the service's key, not a bug, and not the token.
+   */
+  private async lookUp(header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<CryptoKey> {
+    try {
+      return await this.local!(header, token);
+    } catch (err) {
+      if (err instanceof errors.JOSEError) throw err;
+      const reason = 'it cannot be imported as a public key';
+      this.warnUnusable(header.kid, reason, (err as Error)?.message);
+      throw this.unusableKey(header.kid, reason);
+    }
+  }
+
+  private unusableKey(kid: unknown, reason: string): JwksUnavailableError {
+    return new JwksUnavailableError(
+      `${shownUrl(this.options.url)} holds no usable key of the id_token's kid ${shownKid(kid)}: ${reason}`,
+    );
+  }
+
+  private warnUnusable(kid: unknown, reason: string, err?: string): void {
+    this.options.logger?.warn(
+      { jwks: shownUrl(this.options.url), kid: kid ?? null, reason, ...(err === undefined ? {} : { err }) },
+      'a key of the mobile identity service JWKS cannot be used: id_tokens that name its kid are kept pending verification',
+    );
   }
 
   /** The running fetch, or a new one when the schedule allows it at `now`; null when it does not. */
@@ -91,7 +124,10 @@ export class RemoteJwks {
 
   private async load(now: number): Promise<void> {
     try {
-      this.local = createLocalJWKSet(await fetchJwks(this.options.url));
+      const { usable, unusable } = usableKeys(await fetchJwks(this.options.url));
+      this.local = createLocalJWKSet(usable);
+      this.unusable = unusable;
+      for (const key of unusable) this.warnUnusable(key.kid, key.reason);
       this.fetchedAt = now;
       this.failures = 0;
       this.failure = null;
