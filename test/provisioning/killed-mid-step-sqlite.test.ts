@@ -7,17 +7,20 @@ import { once } from 'node:events';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 
+import { PROVISIONING_EVENT_KIND, type ProvisioningRecords } from '../../src/provisioning/records.js';
 import { SANDBOX_SERVICE_ACCOUNT_TOKEN, startCloudSandbox, type CloudSandbox } from '../../src/sandbox/cloud.js';
 import { startTestGateway, tempDataDir, type TestGateway } from '../helpers/gateway.js';
 import { wsClient } from '../helpers/mobile-id.js';
 import { gatewayProcesses } from '../helpers/process.js';
-import { waitFor } from '../helpers/wait.js';
+import { waitFor, waitForSubscribers } from '../helpers/wait.js';
 
 const startProcess = gatewayProcesses();
 const PROVISION = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
   provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id state steps { name state } } replayed }
 }`;
 const STATE = `query($id: ID!) { provisioning(id: $id) { state steps { name state resourceId } } }`;
+/** IDEMPOTENCY_TAKEOVER: a RUNNING provisioning untouched this long was abandoned; a call with its key resumes it. */
+const TAKEOVER_MS = 1_000;
 
 describe('a provisioning whose SQLite gateway was killed mid-step', () => {
   let cloud: CloudSandbox;
@@ -35,7 +38,7 @@ describe('a provisioning whose SQLite gateway was killed mid-step', () => {
       CLOUD_API_URL: cloud.url,
       CLOUD_API_TOKEN: SANDBOX_SERVICE_ACCOUNT_TOKEN,
       SANDBOX_UPSTREAMS: 'identification,verification,rfm,mobile-id',
-      IDEMPOTENCY_TAKEOVER: '1s',
+      IDEMPOTENCY_TAKEOVER: `${TAKEOVER_MS}ms`,
       GATEWAY_API_KEYS: 'k1',
     };
     const a = await startProcess({ ...env, UPSTREAM_TIMEOUT: '120s' });
@@ -81,13 +84,28 @@ describe('a provisioning whose SQLite gateway was killed mid-step', () => {
           `${msg.data.provisioningProgress.state}:${msg.data.provisioningProgress.steps.map((s: any) => s.state[0]).join('')}`,
         );
     })();
-    let resumed: any;
-    for (let i = 0; i < 100 && !resumed; i++) {
-      const res = await b.graphql(PROVISION, { input, key }, { key: 'k1' });
-      expect(res.errors).toBeUndefined();
-      if (!res.data!.provisionKafkaCluster.replayed) resumed = res.data!.provisionKafkaCluster;
-      else await new Promise((r) => setTimeout(r, 100));
-    }
+    // Awaited below; a failure before then must not leave its rejection (the gateway closing the socket) unhandled.
+    sub.catch(() => undefined);
+    // The subscriber listens before the resume: it sees the resumed run's states live, up to the end.
+    await waitForSubscribers(b, PROVISIONING_EVENT_KIND, id);
+    // A's run touched its row every third of IDEMPOTENCY_TAKEOVER until the kill: once the row is older than that (a
+    // state of the row, waited for), the app's next call with the key resumes the provisioning, and says so.
+    const records = (b.gateway.services.provisioning as unknown as { records: ProvisioningRecords }).records;
+    await waitFor(
+      async () => {
+        const row = await records.read(id);
+        return row !== null && Date.now() - row.updatedAt.getTime() > TAKEOVER_MS;
+      },
+      20_000,
+      "A's run abandoned (its row untouched for IDEMPOTENCY_TAKEOVER)",
+    );
+    const res = await b.graphql(PROVISION, { input, key }, { key: 'k1' });
+    expect(res.errors).toBeUndefined();
+    const resumed = res.data!.provisionKafkaCluster;
+    expect(resumed.replayed, JSON.stringify(resumed)).toBe(false);
+    expect(resumed.provisioning.id).toBe(id);
+    expect(resumed.provisioning.state).toBe('RUNNING');
+    expect(resumed.provisioning.steps.find((s: { name: string }) => s.name === 'subnet').state).toBe('PENDING');
     await b.gateway.services.provisioning.idle();
     await sub;
     await client.dispose();
