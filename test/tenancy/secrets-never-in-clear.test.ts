@@ -199,18 +199,8 @@ describe('secrets on every path', () => {
         },
       },
     );
-    await waitFor(
-      async () => {
-        const r = await gw.graphql(
-          `query($id: ID!) { provisioning(id: $id) { state } }`,
-          { id: provisioning.provisioning.id },
-          { key },
-        );
-        return ['FAILED', 'SUCCEEDED'].includes(r.data?.provisioning?.state) || undefined;
-      },
-      10_000,
-      'the provisioning ends',
-    );
+    // The run's end, waited for as an event (with no limit of its own but the setup's).
+    await gw.gateway.services.provisioning.idle();
 
     const failed = await gw.graphql(
       `query($id: ID!) { provisioning(id: $id) { state error { code message } } }`,
@@ -288,7 +278,7 @@ describe('secrets on every path', () => {
             .where('kind', '=', 'verification')
             .execute()
         ).length > 0 || undefined,
-      10_000,
+      20_000,
       'the verification callback',
     );
 
