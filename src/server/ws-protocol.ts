@@ -212,6 +212,9 @@ export function graphqlTransportWs<S>(
     subscriptions.set(id, stream);
     const failed = (err: unknown): void => {
       if (subscriptions.get(id) !== stream) return;
+      // The operation ends with its error: its stream is ended too (what it holds, its app's live count, given back),
+      // as a stream whose `next` rejected may still wait for its source.
+      stream.return?.(undefined)?.catch(() => undefined);
       try {
         connection.error(id, hooks.streamFailed ? hooks.streamFailed(err, id) : [asGraphQLError(err)]);
       } catch (unwritten) {

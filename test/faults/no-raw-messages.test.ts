@@ -411,9 +411,8 @@ const CASES: Case[] = [
   // A subscription's stream that throws: only an internal throw, since the stream turns what its source and its
   // executions throw into a result of its own (src/execution/run.ts). The one stream class's `next` is replaced.
   // graphql-sse reads the stream itself: the throw is the operation's last result, not the end of its event stream.
-  // Each error is marked with its case. On graphql-sse it is counted once the subscription was released (`released`).
-  // graphql-ws does not end a stream whose `next` rejected (its count is never given back): its error is logged before
-  // the client gets it, and a copy logged later is found by the mark at the end.
+  // Each error is marked with its case, and counted once the subscription was released (`released`): the transport
+  // ends a stream whose `next` rejected, and gives its count back.
   ...(['ws', 'sse', 'sse-single'] as const).map((transport): Case => ({
     route: `${transport === 'ws' ? 'graphql-ws' : transport} subscription`,
     fault: 'its stream throws',
@@ -423,7 +422,7 @@ const CASES: Case[] = [
     code: INTERNAL,
     logged: true,
     loggedOnce: `[throws ${transport}]`,
-    ...(transport === 'ws' ? {} : { settled: released }),
+    settled: released,
   })),
   // A bug's GraphQLError with no code, no path and no original error, which only graphql-js's own refusals of a
   // request raised before execution look like (src/execution/present.ts formatError): the client's words only then.
@@ -438,7 +437,7 @@ const CASES: Case[] = [
     code: INTERNAL,
     logged: true,
     loggedOnce: `[throws no code ${transport}]`,
-    ...(transport === 'ws' ? {} : { settled: released }),
+    settled: released,
   })),
   ...(['post', 'ws', 'sse'] as const).map((transport): Case => ({
     route: `${transport} operation`,
