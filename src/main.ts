@@ -41,6 +41,12 @@ async function main(): Promise<void> {
     );
     process.exit(2);
   }
+  // A SIGHUP while the gateway starts (waiting for PostgreSQL or for the migrations, which may take minutes) must not
+  // meet the default action, the end of the process: it is remembered, and the files, which may have changed since
+  // they were read, are read again once the gateway has started.
+  let hupWhileStarting = false;
+  const hupBeforeStart = () => void (hupWhileStarting = true);
+  process.on('SIGHUP', hupBeforeStart);
   let config;
   try {
     config = loadConfig();
@@ -90,12 +96,14 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   // SIGHUP reads the configuration files again (docs/decisions/057); it no longer ends the process.
-  process.on('SIGHUP', () => {
+  const reloadOnHup = () => {
     if (stopping) return;
     gateway.reload('SIGHUP').catch((err: unknown) => {
       logger.error({ err, trigger: 'SIGHUP' }, 'configuration reload failed unexpectedly');
     });
-  });
+  };
+  process.on('SIGHUP', reloadOnHup);
+  process.off('SIGHUP', hupBeforeStart);
   process.on('SIGINT', () => stop('SIGINT'));
   const described = describeUpstreams(config.upstreams);
   const upstreams = Object.entries(described)
@@ -171,6 +179,10 @@ async function main(): Promise<void> {
     logger.warn(
       'the API is open: anyone who reaches this port may call it (allowed because every upstream is sandboxed)',
     );
+  if (hupWhileStarting) {
+    logger.info({ signal: 'SIGHUP' }, 'a SIGHUP came while the gateway started: reading the files again');
+    reloadOnHup();
+  }
 }
 
 main().catch((err: unknown) => {
