@@ -436,7 +436,7 @@ const VARS = {
   PUBLIC_URL: declare(
     baseUrl,
     'Address the upstreams use to reach this gateway (verification callbacks, mobile-ID notification_uri).',
-    'http://localhost:PORT',
+    '(unset: http://127.0.0.1:<port it listens on>, or http://HOST:<port> when HOST names one interface)',
   ),
   DATA_DIR: declare(
     text('./data'),
@@ -859,7 +859,7 @@ const VARS = {
   ),
   UPSTREAM_CIRCUIT_ERROR_THRESHOLD: declare(
     perUpstream('0.5', openShare),
-    'Breaker: the circuit opens when more than this share of the sample failed (a transport error, a timeout, 502, 503 or 504; a 429 is not counted). Per upstream like UPSTREAM_CIRCUIT_BREAKER.',
+    'Breaker: the circuit opens when more than this share of the sample failed (a transport error, 502, 503 or 504, or a timeout while the upstream answered no other attempt; a 429 is not counted). Per upstream like UPSTREAM_CIRCUIT_BREAKER.',
   ),
   UPSTREAM_CIRCUIT_RESET_TIMEOUT: declare(
     perUpstream('30s', breakDuration),
