@@ -448,9 +448,10 @@ const VARS = {
       .trim()
       .optional()
       .transform((s) => (s ? s : undefined))
+      .refine((s) => s === undefined || /^postgres(ql)?:\/\//.test(s), 'must start with postgres:// or postgresql://')
       .refine(
-        (s) => s === undefined || (/^postgres(ql)?:\/\//.test(s) && URL.canParse(s)),
-        'must be a postgres:// or postgresql:// URL',
+        (s) => s === undefined || !/^postgres(ql)?:\/\//.test(s) || URL.canParse(s),
+        'is not a URL (a port from 1 to 65535, no blanks; a password holding @, :, / or # written %-encoded)',
       )
       // Without a host pg connects to its defaults (PGHOST, else localhost): another database than the one meant.
       // A socket folder given as ?host= is a host.

@@ -108,13 +108,22 @@ describe('configuration values refused at start-up', () => {
   });
 
   it.each(['postgresql://gw:pw@db.example:99999/gw', 'postgresql://gw:pw@db example/gw'])(
-    'a DATABASE_URL that is no URL (%s), named, its value not shown',
+    'a DATABASE_URL that is no URL (%s), named, its value not shown, and said to be no URL, not of another scheme',
     (url) => {
       const err = refusal({ DATABASE_URL: url });
       expect(err?.variable).toBe('DATABASE_URL');
       expect(err?.message).not.toContain('pw@');
+      expect(err?.message).toContain('is not a URL');
+      expect(err?.message).not.toContain('postgres:// or postgresql://');
     },
   );
+
+  it('a DATABASE_URL of another scheme is said to need postgres:// or postgresql://', () => {
+    const err = refusal({ DATABASE_URL: 'mysql://gw:pw@db.example/gw' });
+    expect(err?.variable).toBe('DATABASE_URL');
+    expect(err?.message).toContain('must start with postgres:// or postgresql://');
+    expect(err?.message).not.toContain('pw@');
+  });
 
   it.each([
     ['CLOUD_API_URL', 'ftp://svc:s3cret-pass@cloud.example'],
