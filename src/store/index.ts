@@ -5,6 +5,7 @@ import type { PoolClient } from 'pg';
 
 import { StoreUnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { holdDataDir, sqliteOpenFailure, StoreOpenError } from './data-dir.js';
 import { migrationProvider, type Dialect } from './migrations.js';
 import type { Database } from './schema.js';
 import { DEFAULT_RESTART_FRAMES, GroupCommitSqliteDialect, type WrittenTogether } from './sqlite-dialect.js';
@@ -13,6 +14,7 @@ import { keepWal, keptWal, preallocateWal } from './wal-preallocate.js';
 
 export type { Database } from './schema.js';
 export type { Dialect } from './migrations.js';
+export { StoreOpenError } from './data-dir.js';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -262,6 +264,36 @@ async function waitForMigrations(migrator: Migrator, location: string, options: 
 }
 
 /**
+ * Why the migrations failed, naming the variable that points at the database. A database that holds a migration this
+ * release does not know was migrated by a newer release: kysely then applies nothing and calls it corrupted, and
+ * this release must not use a schema it does not know.
+ */
+async function migrationFailure(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  location: string,
+  error: unknown,
+): Promise<StoreOpenError> {
+  const variable = dialect === 'postgres' ? 'DATABASE_URL' : 'DATA_DIR';
+  const known = new Set(Object.keys(await migrationProvider(dialect).getMigrations()));
+  const applied = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(db).then(
+    ({ rows }) => rows.map((row) => row.name),
+    () => [],
+  );
+  const unknown = applied.filter((name) => !known.has(name));
+  if (unknown.length > 0)
+    return new StoreOpenError(
+      variable,
+      location,
+      `the database has migrations this release does not know (${unknown.join(', ')}): a newer release of the ` +
+        'gateway migrated it. Start that release or a later one; this one has changed nothing in the database',
+      { cause: error },
+    );
+  const message = error instanceof Error ? error.message : String(error);
+  return new StoreOpenError(variable, location, `database migration failed: ${message}`, { cause: error });
+}
+
+/**
  * Opens the store (SQLite in DATA_DIR, or PostgreSQL at DATABASE_URL) and runs the migrations (or, with `migrations:
  * 'wait'`, waits until they have been run).
  */
@@ -281,6 +313,8 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   let location: string;
   /** Around the store's close: what keeps SQLite's WAL for the next start (SQLITE_WAL_PREALLOCATE), or nothing. */
   let closing: { before(): void; after(): Promise<void> } = { before: () => undefined, after: async () => undefined };
+  /** SQLite: ends this store's hold on DATA_DIR (one gateway process per DATA_DIR), once its database is closed. */
+  let releaseDataDir = () => undefined as void;
   if (options.databaseUrl) {
     const { default: pg } = await import('pg');
     // bigint columns hold epoch milliseconds, well inside 2^53: read them as numbers, not strings.
@@ -444,14 +478,21 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       await waitForPostgres(ping, location, options);
     } catch (err) {
       await db.destroy();
-      throw err;
+      throw new StoreOpenError('DATABASE_URL', location, `PostgreSQL refused: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
   } else {
     const cacheKib = options.sqliteCacheKib ?? 4_096;
     if (!Number.isSafeInteger(cacheKib) || cacheKib < 1) throw new RangeError(`a page cache of ${cacheKib} KiB`);
     const { default: SQLite } = await import('better-sqlite3');
-    fs.mkdirSync(options.dataDir, { recursive: true });
     const file = path.join(options.dataDir, 'gateway.sqlite');
+    try {
+      fs.mkdirSync(options.dataDir, { recursive: true });
+      releaseDataDir = holdDataDir(SQLite, options.dataDir);
+    } catch (err) {
+      throw sqliteOpenFailure(options.dataDir, file, err);
+    }
     const restartFrames = options.sqliteWalRestartFrames ?? DEFAULT_RESTART_FRAMES;
     if (options.sqliteWalPreallocate === true) {
       // The WAL's blocks outlive a clean stop, to be linked in again at the next start (docs/decisions/141).
@@ -469,8 +510,15 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       // Absent (`migrate`), it stays for the gateway that starts next.
       fs.rmSync(`${file}-wal.kept`, { force: true });
     }
-    const database = new SQLite(file);
-    database.pragma('journal_mode = WAL');
+    let database: InstanceType<typeof SQLite> | undefined;
+    try {
+      database = new SQLite(file);
+      database.pragma('journal_mode = WAL');
+    } catch (err) {
+      database?.close();
+      releaseDataDir();
+      throw sqliteOpenFailure(options.dataDir, file, err);
+    }
     // FULL: the COMMIT itself does not fsync (NORMAL); the dialect fdatasyncs the WAL off the event loop
     // before any statement of the commit settles, which is the guarantee of FULL (docs/decisions/033).
     database.pragma('synchronous = NORMAL');
@@ -526,8 +574,10 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   } else {
     const { error, results } = await migrator.migrateToLatest();
     if (error) {
+      const failure = await migrationFailure(db, dialect, location, error);
       await db.destroy();
-      throw new Error(`database migration failed: ${error instanceof Error ? error.message : String(error)}`);
+      releaseDataDir();
+      throw failure;
     }
     for (const r of results ?? []) {
       if (r.status === 'Success') options.logger.info({ migration: r.migrationName }, 'migration applied');
@@ -557,6 +607,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       await db.destroy();
       await Promise.all(openConnections);
       await closing.after().catch(notKept);
+      releaseDataDir();
     },
   };
 }
