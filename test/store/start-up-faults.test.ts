@@ -1,6 +1,6 @@
 // A store the gateway cannot open at start-up: the process exits with a message that names the variable to fix
-// (DATA_DIR or DATABASE_URL) and never its secret, and changes nothing it cannot use. Real processes, real files, a real
-// PostgreSQL (docs/operations.md, Migrations; docs/scaling.md).
+// (DATA_DIR or DATABASE_URL) and never its secret, and changes nothing it cannot use. Real processes, real files,
+// a real PostgreSQL (docs/operations.md, Migrations; docs/scaling.md).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
