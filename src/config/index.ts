@@ -440,7 +440,7 @@ const VARS = {
   ),
   DATA_DIR: declare(
     text('./data'),
-    'Folder of the embedded SQLite database (gateway.sqlite) when DATABASE_URL is unset.',
+    'Folder of the embedded SQLite database (gateway.sqlite) when DATABASE_URL is unset. One gateway process per folder: a second one started on it while the first runs is refused (the first holds gateway.lock there until it ends).',
   ),
   DATABASE_URL: declare(
     z
