@@ -767,7 +767,7 @@ describe('the fault matrix', () => {
         const m = creation();
         const held = gw.gateway.sandbox.cloud!.faults.hold();
         const answer = send(surface, rig, CREATE, m.variables);
-        await waitFor(() => held.arrived() === 1, 10_000, `${label}: the request upstream`);
+        await waitFor(() => held.arrived() === 1, 60_000, `${label}: the request upstream`);
         await pg.restart({
           whileStopped: async () => {
             held.release();
