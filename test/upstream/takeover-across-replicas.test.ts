@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
+import { type ProvisioningRecords } from '../../src/provisioning/records.js';
 import {
   PROJECTS_PATH,
   SANDBOX_SERVICE_ACCOUNT_TOKEN,
@@ -132,7 +133,7 @@ describe('idempotency keys across replicas on PostgreSQL', () => {
     const key = randomUUID();
     const input = { name: `slow-${key}` };
     const first = a.graphql(M.project, { input, key }, { key: API_KEY });
-    await waitFor(() => held.arrived() === 1, 10_000, "replica A's upstream request");
+    await waitFor(() => held.arrived() === 1, 20_000, "replica A's upstream request");
     const claimedUntil = await leaseUntil(b, key);
     const second = b.graphql(M.project, { input, key }, { key: API_KEY });
     await waitFor(
@@ -152,7 +153,8 @@ describe('idempotency keys across replicas on PostgreSQL', () => {
   }, 60_000);
 
   it('a provisioning whose replica was killed mid-step is resumed with its key on the other replica, and each resource is created once', async () => {
-    await setUp('provisioning_takeover', { IDEMPOTENCY_TAKEOVER: '2s' });
+    const TAKEOVER_MS = 2_000;
+    await setUp('provisioning_takeover', { IDEMPOTENCY_TAKEOVER: `${TAKEOVER_MS}ms` });
     const b = await replica({ IDEMPOTENCY_WAIT: '8s' });
     const a = await startProcess({ ...env, UPSTREAM_TIMEOUT: '120s' });
     cloud.faults.enqueueFor(PROJECTS_PATH, 'timeout');
@@ -164,7 +166,7 @@ describe('idempotency keys across replicas on PostgreSQL', () => {
       cluster: { title: 'k', instanceType: 'C2_MEDIUM' },
     };
     const PROVISION = `mutation($input: ProvisionKafkaClusterInput!, $key: UUID) {
-      provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id state } replayed }
+      provisionKafkaCluster(input: $input, idempotencyKey: $key) { provisioning { id state steps { name state } } replayed }
     }`;
     const started = await request(`${a.url}/graphql`, {
       method: 'POST',
@@ -172,23 +174,34 @@ describe('idempotency keys across replicas on PostgreSQL', () => {
       body: JSON.stringify({ query: PROVISION, variables: { input, key } }),
     }).then((r) => r.body.json() as Promise<any>);
     expect(started.data.provisionKafkaCluster.provisioning.state).toBe('RUNNING');
+    const id = started.data.provisionKafkaCluster.provisioning.id;
     await waitFor(() => projectCalls().length === 1, 20_000, "replica A's project request");
 
     a.child.kill('SIGKILL');
     await once(a.child, 'exit');
     const killedAt = performance.now();
-    // The app calls again with its key, as after any failure, until a replica resumes the provisioning.
-    let resumed: any;
-    for (let attempt = 0; attempt < 100 && !resumed; attempt++) {
-      const res = await b.graphql(PROVISION, { input, key }, { key: API_KEY });
-      expect(res.errors).toBeUndefined();
-      if (!res.data!.provisionKafkaCluster.replayed) resumed = res.data!.provisionKafkaCluster;
-      else await new Promise((r) => setTimeout(r, 100));
-    }
+    // A's run touched its row every third of IDEMPOTENCY_TAKEOVER until the kill: once the row is older than that (a
+    // state of the row, waited for), the app's next call with the key, on the other replica, resumes the provisioning
+    // and says so.
+    const records = (b.gateway.services.provisioning as unknown as { records: ProvisioningRecords }).records;
+    await waitFor(
+      async () => {
+        const row = await records.read(id);
+        return row !== null && Date.now() - row.updatedAt.getTime() > TAKEOVER_MS;
+      },
+      20_000,
+      "A's run abandoned (its row untouched for IDEMPOTENCY_TAKEOVER)",
+    );
+    const res = await b.graphql(PROVISION, { input, key }, { key: API_KEY });
+    expect(res.errors).toBeUndefined();
+    const resumed = res.data!.provisionKafkaCluster;
+    expect(resumed.replayed, JSON.stringify(resumed)).toBe(false);
     console.info(
       `provisioning takeover with IDEMPOTENCY_TAKEOVER=2s: resumed on the other replica ${Math.round(performance.now() - killedAt)} ms after the kill`,
     );
-    expect(resumed.provisioning.id).toBe(started.data.provisionKafkaCluster.provisioning.id);
+    expect(resumed.provisioning.id).toBe(id);
+    expect(resumed.provisioning.state).toBe('RUNNING');
+    expect(resumed.provisioning.steps.find((s: { name: string }) => s.name === 'project').state).toBe('PENDING');
     await b.gateway.services.provisioning.idle();
     const done = await b.graphql(
       `query($id: ID!) { provisioning(id: $id) { state steps { name state } } }`,
