@@ -60,6 +60,17 @@ const thrown = () => new Error(SECRET);
  */
 const marked = (mark: string) => `${SECRET} ${mark}`;
 
+/**
+ * Whether a log line has `text` and, with `requestId`, is a line of that request: its requestId is the id, under the
+ * transport's prefix (`sse:`, `ws:`).
+ */
+function lineOf(line: string, text: string, requestId?: string): boolean {
+  if (!line.includes(text)) return false;
+  if (requestId === undefined) return true;
+  const named = (JSON.parse(line) as { requestId?: unknown }).requestId;
+  return typeof named === 'string' && (named === requestId || named.endsWith(`:${requestId}`));
+}
+
 /** The app's live subscriptions on the gateway (APP_LIVE_SUBSCRIPTIONS' count). */
 const live = () => gw.gateway.services.liveSubscriptions.of(scopeOfApp('app'));
 
@@ -114,6 +125,11 @@ interface Case {
   /** Text the log has on exactly one line, which names the request (the error logged once, not once per layer). */
   readonly loggedOnce?: string;
   /**
+   * The id the case's request carries (X-Request-Id), when `loggedOnce` is no text of this case alone: only a line that
+   * names it is the case's, so a copy another case logs late is never counted against this one.
+   */
+  readonly requestId?: string;
+  /**
    * Waits for the event after which the case's operation can log nothing more (a subscription's release), before its
    * lines are counted. `before` is what `prepare` read before the case ran.
    */
@@ -139,8 +155,8 @@ async function http(
 const auth = (key = KEY) => ({ authorization: `Bearer ${key}` });
 
 /** A transport's answer to one operation, as its client got it. */
-async function over(transport: Transport, query: string): Promise<Got> {
-  const answer = await operationOver(transport, gw, KEY, { query });
+async function over(transport: Transport, query: string, requestId?: string): Promise<Got> {
+  const answer = await operationOver(transport, gw, KEY, { query }, requestId);
   return {
     raw: answer.raw,
     code: answer.errors?.[0]?.extensions?.code,
@@ -403,10 +419,12 @@ const CASES: Case[] = [
       over(
         transport,
         '{ mobileIdAuthentication(authReqId: "unwritable") { ... on MobileIdAuthenticationFailed { otherFields } } }',
+        `unwritable-${transport}`,
       ),
     code: INTERNAL,
     logged: false,
-    ...(transport.startsWith('sse') ? { loggedOnce: 'serialize a BigInt' } : {}),
+    // The TypeError's words are the same in every case: each case's line is the one naming its own request.
+    ...(transport.startsWith('sse') ? { loggedOnce: 'serialize a BigInt', requestId: `unwritable-${transport}` } : {}),
   })),
   // A subscription's stream that throws: only an internal throw, since the stream turns what its source and its
   // executions throw into a result of its own (src/execution/run.ts). The one stream class's `next` is replaced.
@@ -625,9 +643,10 @@ const CASES: Case[] = [
   },
 ];
 
+/** The cases that ran and found their error logged once, by name, and which lines are theirs (checked last). */
+const countedOnce = new Map<string, (line: string) => boolean>();
+
 describe('no unexpected error reaches a client with its raw message', () => {
-  /** The marks of the cases that ran and found their error logged once, and those cases' names. */
-  const countedOnce = new Map<string, string>();
   it.each(CASES.map((c) => [`${c.route} × ${c.fault}`, c] as const))('%s', async (_name, c) => {
     const logged = gw.logs().length;
     const before = c.settled?.prepare();
@@ -639,16 +658,16 @@ describe('no unexpected error reaches a client with its raw message', () => {
     if (c.code !== undefined) expect(got.code, got.raw).toBe(c.code);
     if (c.loggedOnce !== undefined) {
       const once = c.loggedOnce;
-      await waitFor(() => gw.logs().slice(logged).includes(once), LONG, `a log line with ${once}`);
-      const lines = gw
-        .logs()
-        .slice(logged)
-        .split('\n')
-        .filter((l) => l.includes(once));
+      const ours = (l: string) => lineOf(l, once, c.requestId);
+      const what = `a log line with ${once}${c.requestId === undefined ? '' : ` of request ${c.requestId}`}`;
+      await waitFor(() => gw.logs().slice(logged).split('\n').some(ours), LONG, what);
+      const lines = gw.logs().slice(logged).split('\n').filter(ours);
       expect(lines, lines.join('\n')).toHaveLength(1);
       expect((JSON.parse(lines[0]!) as { requestId?: unknown }).requestId, lines[0]).toEqual(expect.any(String));
-      // A text of this case alone (its mark): a copy of it logged later is this case's, whenever it comes.
-      if (CASES.filter((o) => o.loggedOnce === once).length === 1) countedOnce.set(once, `${c.route} × ${c.fault}`);
+      // A line of this case alone (its mark, or its request's id): a copy logged later is this case's, whenever
+      // it comes.
+      if (CASES.filter((o) => o.loggedOnce === once && o.requestId === c.requestId).length === 1)
+        countedOnce.set(`${c.route} × ${c.fault}`, ours);
     }
     if (!c.logged) return;
     // The log has the error in full, on a line that names the request.
@@ -668,16 +687,6 @@ describe('no unexpected error reaches a client with its raw message', () => {
         lines.some((l) => l.requestId?.endsWith(got.requestId!)),
         JSON.stringify(lines),
       ).toBe(true);
-  });
-
-  // A copy a teardown path logs after its case counted (nothing the gateway shows marks the end of such a path) lands
-  // while later cases run: counted here, by its mark, against the case whose error it is.
-  it("no subscription case's error is logged again after its case", () => {
-    const all = gw.logs().split('\n');
-    for (const [mark, name] of countedOnce) {
-      const lines = all.filter((l) => l.includes(mark));
-      expect(lines, `${name}: ${lines.join('\n')}`).toHaveLength(1);
-    }
   });
 });
 
@@ -708,15 +717,16 @@ describe("a subscription's stream that throws the gateway's own error", () => {
 async function allResults(
   transport: 'ws' | 'sse' | 'sse-single',
   query: string,
+  requestId: string,
 ): Promise<{ results: Array<{ errors?: AnsweredError[] }>; completed: boolean; error?: unknown }> {
   const client =
     transport === 'ws'
-      ? wsClient(gw, { key: KEY })
+      ? wsClient(gw, { key: KEY, operationId: requestId })
       : createSseClient({
           url: `${gw.url}/graphql/stream`,
           singleConnection: transport === 'sse-single',
           retryAttempts: 0,
-          headers: auth(),
+          headers: { ...auth(), 'x-request-id': requestId },
         });
   try {
     const results: Array<{ errors?: AnsweredError[] }> = [];
@@ -744,20 +754,22 @@ describe("a subscription's result that JSON cannot write", () => {
     async (transport) => {
       const logged = gw.logs().length;
       vi.spyOn(SharedExecution.prototype, 'execute').mockReturnValueOnce({ data: { heartbeat: 1n } } as never);
-      const got = await allResults(transport, 'subscription { heartbeat(intervalMs: 10, count: 3) }');
+      // The subscription's own id (X-Request-Id; graphql-ws: its message id): the TypeError's line is counted as this
+      // case's only when it names it, never a copy another case logged late.
+      const id = `unwritable-subscription-${transport}`;
+      const got = await allResults(transport, 'subscription { heartbeat(intervalMs: 10, count: 3) }', id);
       expect(got.error).toBeUndefined();
       expect(got.completed).toBe(true);
       expect(got.results).toHaveLength(1);
       expect(got.results[0]!.errors).toEqual([
         expect.objectContaining({ message: 'Internal server error', extensions: { code: INTERNAL } }),
       ]);
-      const lines = gw
-        .logs()
-        .slice(logged)
-        .split('\n')
-        .filter((l) => l.includes('serialize a BigInt'));
+      const ours = (l: string) => lineOf(l, 'serialize a BigInt', id);
+      await waitFor(() => gw.logs().slice(logged).split('\n').some(ours), LONG, `the TypeError's line of ${id}`);
+      const lines = gw.logs().slice(logged).split('\n').filter(ours);
       expect(lines, lines.join('\n')).toHaveLength(1);
       expect((JSON.parse(lines[0]!) as { requestId?: unknown }).requestId).toEqual(expect.any(String));
+      countedOnce.set(`the ${transport} subscription whose result JSON cannot write`, ours);
     },
   );
 });
@@ -843,6 +855,19 @@ describe("the identity provider's JWKS cannot be reached", () => {
       expect(raw.replaceAll(url, '')).not.toMatch(/127\.0\.0\.1|::1/);
     } finally {
       await jwt.close();
+    }
+  });
+});
+
+describe('what the cases logged late', () => {
+  // A copy a teardown path logs after its case counted (nothing the gateway shows marks the end of such a path) lands
+  // while later cases run, of any describe: counted here, after them all, by its mark (or its request's id), against
+  // the case whose error it is.
+  it("no marked case's error is logged again after its case", () => {
+    const all = gw.logs().split('\n');
+    for (const [name, ours] of countedOnce) {
+      const lines = all.filter(ours);
+      expect(lines, `${name}: ${lines.join('\n')}`).toHaveLength(1);
     }
   });
 });

@@ -58,8 +58,14 @@ export async function postNotification(
   return { status: res.statusCode, headers: res.headers, text, json };
 }
 
-/** A graphql-ws client of the gateway; the key goes in connectionParams, or in the upgrade's Authorization header. */
-export function wsClient(gw: TestGateway, options: { key?: string; keyIn?: 'params' | 'header' } = {}): Client {
+/**
+ * A graphql-ws client of the gateway; the key goes in connectionParams, or in the upgrade's Authorization header.
+ * `operationId`: the id of its one operation (graphql-ws's message id), which the gateway's log lines of it name.
+ */
+export function wsClient(
+  gw: TestGateway,
+  options: { key?: string; keyIn?: 'params' | 'header'; operationId?: string } = {},
+): Client {
   const headers = options.key && options.keyIn === 'header' ? { authorization: `Bearer ${options.key}` } : undefined;
   class HeaderWebSocket extends WebSocket {
     constructor(address: string, protocols?: string | string[]) {
@@ -72,6 +78,7 @@ export function wsClient(gw: TestGateway, options: { key?: string; keyIn?: 'para
     connectionParams: options.key && options.keyIn !== 'header' ? { authorization: `Bearer ${options.key}` } : {},
     retryAttempts: 0,
     lazy: true,
+    ...(options.operationId !== undefined ? { generateID: () => options.operationId! } : {}),
   });
 }
 

@@ -38,14 +38,19 @@ export interface Answer {
 /**
  * One operation over `transport`, as a real client sends it, with API key `key` (null: none): the tests that hold a
  * rule on every transport compare what each client got. A streaming client is closed after its first answer.
+ * `requestId`, over HTTP and graphql-sse, is sent as X-Request-Id: the lines the gateway logs for the request name it.
  */
 export async function operationOver(
   transport: Transport,
   gw: TestGateway,
   key: string | null,
   payload: { query: string; variables?: Record<string, unknown>; extensions?: Record<string, unknown> },
+  requestId?: string,
 ): Promise<Answer> {
-  const auth: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {};
+  const auth: Record<string, string> = {
+    ...(key ? { authorization: `Bearer ${key}` } : {}),
+    ...(requestId !== undefined ? { 'x-request-id': requestId } : {}),
+  };
   if (transport === 'post' || transport === 'get') {
     const variables = payload.variables ? `&variables=${encodeURIComponent(JSON.stringify(payload.variables))}` : '';
     const res =
