@@ -96,7 +96,8 @@ describe('IDEMPOTENCY_REPLAY_FROM_LEDGER', () => {
         calls = run.calls;
         await createChain(run.gw);
         const stored = (await storedResponses(first)) as Array<Record<string, unknown>>;
-        // Off: a copy of the ledger record (its kind, spec and response); on: only its id.
+        // Off: a copy of the ledger record (its kind, spec and response); on: only its id. One per keyed creation.
+        expect(stored).toHaveLength(calls.length);
         for (const s of stored) expect(Object.keys(s).sort()).toEqual(write === 'false' ? COPY : ['ledger']);
       } finally {
         await first.close();
