@@ -459,11 +459,12 @@ export class HttpPresenter implements Presenter<HttpAnswer> {
 
   /**
    * ApolloServer.errorResponse: a failure outside the request pipeline (the context, so authentication, failed; the
-   * result could not be serialized): formatted, its own status (else 500), no plugin's effect.
+   * result could not be serialized): formatted, its own status (else 500), no plugin's effect; an unexpected one logged
+   * with the request's id, which the answer's X-Request-Id carries.
    */
-  failure(err: unknown, contentType: string, prefix = ''): HttpAnswer {
+  failure(err: unknown, contentType: string, requestId: string, prefix = ''): HttpAnswer {
     const head: Head = { status: undefined, headers: undefined };
-    const errors = this.formatErrors([thrown(ensureGraphQLError(err, prefix))], head);
+    const errors = this.formatErrors([thrown(ensureGraphQLError(err, prefix))], head, requestId);
     const headers = head.headers ?? new HeaderMap();
     headers.set('content-type', contentType);
     return { status: head.status ?? 500, headers, result: { errors } };

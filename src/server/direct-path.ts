@@ -137,8 +137,9 @@ export class DirectPath {
     if (contextValue === null) {
       this.send(
         res,
-        this.present.failure(failure, request.contentType, 'Context creation failed: '),
+        this.present.failure(failure, request.contentType, requestId, 'Context creation failed: '),
         request.contentType,
+        requestId,
       );
       return;
     }
@@ -154,11 +155,11 @@ export class DirectPath {
       variables: 'in-run',
       present: this.present,
     });
-    this.send(res, answer, request.contentType);
+    this.send(res, answer, request.contentType, requestId);
   }
 
   /** runHttpQuery.js for a single result, and the route's write: headers in Apollo's order, then the body. */
-  private send(res: ServerResponse, answer: HttpAnswer, contentType: string): void {
+  private send(res: ServerResponse, answer: HttpAnswer, contentType: string, requestId: string): void {
     let text: string;
     try {
       // Apollo's default stringifyResult (checked at start-up), with its field order: errors, data, extensions.
@@ -166,7 +167,7 @@ export class DirectPath {
       text = JSON.stringify({ errors: result.errors, data: result.data, extensions: result.extensions }) + '\n';
     } catch (err) {
       // ApolloServer.errorResponse: the failure formatted (masked), its own status (500), no plugin's header.
-      const failed = this.present.failure(err, contentType);
+      const failed = this.present.failure(err, contentType, requestId);
       for (const [k, v] of failed.headers) res.setHeader(k, v);
       res.statusCode = failed.status;
       res.end(JSON.stringify({ errors: failed.result.errors }) + '\n');
