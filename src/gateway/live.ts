@@ -1,6 +1,7 @@
 // The configuration that reloads (docs/decisions/057): who may call (API keys, the apps file, the JWT providers and
 // their keys) and which documents are trusted. SIGHUP and POST /admin/reload read the files again; every part is
 // prepared first and swapped only when all are good, so a bad file leaves everything as it was.
+import fs from 'node:fs';
 import type { GraphQLSchema } from 'graphql';
 
 import { listedAppNames, type JwtAuthConfig } from '../auth/jwt-config.js';
@@ -16,6 +17,32 @@ import { TrustedDocuments } from '../server/trusted-documents.js';
 import type { ConfiguredApp } from '../services.js';
 
 export type ReloadTrigger = 'SIGHUP' | 'POST /admin/reload';
+
+/** A reload's reads of the files, when one of them was written meanwhile, are done again at most this many times. */
+const READ_ATTEMPTS = 5;
+
+/** A file a reload reads, and the variable that names it. */
+interface ReadFile {
+  readonly variable: string;
+  readonly file: string;
+}
+
+/**
+ * Each file's identity and last change (a replaced file, as an editor or a ConfigMap writes it, is another inode): the
+ * same before the first read and after the last one, nothing was written while the files were read.
+ */
+function stamps(files: readonly ReadFile[]): Map<string, string> {
+  return new Map(
+    files.map(({ file }) => {
+      try {
+        const s = fs.statSync(file, { bigint: true });
+        return [file, `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`];
+      } catch (err) {
+        return [file, `unreadable ${(err as NodeJS.ErrnoException).code ?? ''}`];
+      }
+    }),
+  );
+}
 
 /** What a request reads once, when it starts: it finishes under it whatever a reload swaps meanwhile. */
 interface Snapshot {
@@ -144,12 +171,10 @@ export class LiveConfiguration {
   }
 
   private async reloadNow(trigger: ReloadTrigger): Promise<ReloadOutcome> {
-    let files = this.filesOf(this.config);
+    let files = this.filesOf(this.config).map((f) => f.file);
     try {
-      const next = reloadConfig(this.config);
-      files = [...new Set([...files, ...this.filesOf(next)])];
-      const ever = new Set(this.appNamesEver);
-      const swaps = this.steps.map((prepare) => prepare(next, ever));
+      const { next, swaps, ever } = this.prepare();
+      files = [...new Set([...files, ...this.filesOf(next).map((f) => f.file)])];
       // Recorded once every file is good, read back before the swap: another replica may have configured a name
       // since, and the swapped-in authenticator refuses it under `*` from its first request.
       for (const name of await this.deps.recordAppNames(appNamesToRecord(next))) ever.add(name);
@@ -185,15 +210,45 @@ export class LiveConfiguration {
     }
   }
 
-  /** The files a reload reads again, for its log line and its answer. */
-  private filesOf(config: Config): string[] {
+  /**
+   * Reads every file and prepares every part, without swapping any. The files are read one after another: one written
+   * meanwhile (the apps file read before, the manifest after) would make a configuration no one wrote, half of each
+   * version. So each file's stamp is taken before the first read and after the last, and the files are read again
+   * until none changed; files that keep changing are refused as a bad file is.
+   */
+  private prepare(): { next: Config; swaps: Array<() => void>; ever: Set<string> } {
+    let before = stamps(this.filesOf(this.config));
+    for (let attempt = 1; ; attempt++) {
+      const next = reloadConfig(this.config);
+      const ever = new Set(this.appNamesEver);
+      const swaps = this.steps.map((prepare) => prepare(next, ever));
+      const read = this.filesOf(next);
+      const after = stamps(read);
+      const changed = read.find(({ file }) => before.get(file) !== after.get(file));
+      if (changed === undefined) return { next, swaps, ever };
+      if (attempt === READ_ATTEMPTS)
+        throw new ConfigError(
+          changed.variable,
+          `${changed.file} changed while the reload read the files, ${READ_ATTEMPTS} times in a row: reload again once the files are written`,
+          { file: changed.file, line: null },
+        );
+      before = after;
+    }
+  }
+
+  /** The files a reload reads again, each with its variable, for its log line, its answer and its check of changes. */
+  private filesOf(config: Config): ReadFile[] {
+    const jwtAuth = config.jwtAuth;
     return [
-      config.appsFilePath,
-      config.jwtAuth?.issuersFile,
-      ...(config.jwtAuth?.issuers ?? []).map((i) => ('file' in i.jwks ? i.jwks.file : undefined)),
-      config.mobileId.jwksFile,
-      config.trustedDocuments.manifest,
-    ].filter((f): f is string => typeof f === 'string');
+      { variable: 'GATEWAY_APPS_FILE', file: config.appsFilePath },
+      { variable: 'AUTH_ISSUERS', file: jwtAuth?.issuersFile },
+      ...(jwtAuth?.issuers ?? []).map((i) => ({
+        variable: jwtAuth!.issuersFile ? 'AUTH_ISSUERS' : 'AUTH_JWKS_FILE',
+        file: 'file' in i.jwks ? i.jwks.file : undefined,
+      })),
+      { variable: 'MOBILEID_JWKS_FILE', file: config.mobileId.jwksFile },
+      { variable: 'TRUSTED_DOCUMENTS_MANIFEST', file: config.trustedDocuments.manifest },
+    ].filter((f): f is ReadFile => typeof f.file === 'string');
   }
 
   private keysOf(jwtAuth: JwtAuthConfig | null): JwksKeys[] {
